@@ -1,0 +1,307 @@
+/**
+ * Skyward's error classes. Every error thrown by Skyward extends {@link SkywardError}, carries a
+ * `cause` where there is one, and can be recognised with the static `isInstance` — which works
+ * across duplicate installs of this package, unlike `instanceof`.
+ */
+
+const skywardMarker = Symbol.for("skyward.error");
+
+function hasMarker(value: unknown, marker: symbol): boolean {
+  return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[marker] === true;
+}
+
+/** Options every Skyward error constructor accepts. */
+export interface SkywardErrorOptions {
+  /** The human-readable message. */
+  message: string;
+  /** The error that led to this one, if any. */
+  cause?: unknown;
+}
+
+/** The base class of every error Skyward throws. */
+export class SkywardError extends Error {
+  private readonly [skywardMarker] = true;
+
+  constructor(options: SkywardErrorOptions) {
+    super(options.message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "SkywardError";
+  }
+
+  /** True for any Skyward error, from any copy of this package. */
+  static isInstance(error: unknown): error is SkywardError {
+    return hasMarker(error, skywardMarker);
+  }
+}
+
+/** Defines `isInstance` for a subclass with its own `Symbol.for` marker. */
+function markerFor(name: string): symbol {
+  return Symbol.for(`skyward.error.${name}`);
+}
+
+/** One problem found while validating user input. */
+export interface ConfigurationIssue {
+  /** Where the bad value is, as a dotted path (`nodes.min`, `image.env.HOME`, `pools.train.accelerator`). */
+  path: string;
+  /** What was wrong and what was expected. */
+  message: string;
+}
+
+const configurationMarker = markerFor("configuration");
+
+/** Invalid user input: a spec, options, a TOML file. Raised before any provider is called. */
+export class ConfigurationError extends SkywardError {
+  private readonly [configurationMarker] = true;
+  /** Every problem found, each with the path of the field it concerns. */
+  readonly issues: readonly ConfigurationIssue[];
+
+  constructor(options: { issues: readonly ConfigurationIssue[]; message?: string; cause?: unknown }) {
+    super({
+      message:
+        options.message ??
+        `Invalid configuration:\n${options.issues.map((issue) => `  - ${issue.path || "(root)"}: ${issue.message}`).join("\n")}`,
+      cause: options.cause,
+    });
+    this.name = "ConfigurationError";
+    this.issues = options.issues;
+  }
+
+  static override isInstance(error: unknown): error is ConfigurationError {
+    return hasMarker(error, configurationMarker);
+  }
+}
+
+/** Why one offer or spec could not be used. */
+export interface ProvisionAttempt {
+  /** The provider's name (`aws`, `runpod`, …). */
+  provider: string;
+  /** The offer or instance type tried, when there was one. */
+  offer?: string;
+  /** Why it failed. */
+  reason: string;
+}
+
+const noCapacityMarker = markerFor("no-capacity");
+
+/** No provider had an offer, or capacity, for any of the specs. Lists every attempt and its reason. */
+export class NoCapacityError extends SkywardError {
+  private readonly [noCapacityMarker] = true;
+  /** Every attempt made, in order. */
+  readonly attempts: readonly ProvisionAttempt[];
+
+  constructor(options: { attempts: readonly ProvisionAttempt[]; message?: string; cause?: unknown }) {
+    super({
+      message:
+        options.message ??
+        `No capacity for the requested pool; attempts:\n${options.attempts
+          .map((attempt) => `  - ${attempt.provider}${attempt.offer ? ` (${attempt.offer})` : ""}: ${attempt.reason}`)
+          .join("\n")}`,
+      cause: options.cause,
+    });
+    this.name = "NoCapacityError";
+    this.attempts = options.attempts;
+  }
+
+  static override isInstance(error: unknown): error is NoCapacityError {
+    return hasMarker(error, noCapacityMarker);
+  }
+}
+
+const noOffersMarker = markerFor("no-offers");
+
+/** No offer matched the spec (accelerator, vCPUs, memory, price cap…) at any provider. */
+export class NoOffersError extends NoCapacityError {
+  private readonly [noOffersMarker] = true;
+
+  constructor(options: { attempts: readonly ProvisionAttempt[]; message?: string; cause?: unknown }) {
+    super({
+      ...options,
+      message:
+        options.message ??
+        `No offer matches the requested spec; checked:\n${options.attempts
+          .map((attempt) => `  - ${attempt.provider}: ${attempt.reason}`)
+          .join("\n")}`,
+    });
+    this.name = "NoOffersError";
+  }
+
+  static override isInstance(error: unknown): error is NoOffersError {
+    return hasMarker(error, noOffersMarker);
+  }
+}
+
+const provisionMarker = markerFor("provision");
+
+/** A provider failed to create, find or destroy an instance. */
+export class ProvisionError extends SkywardError {
+  private readonly [provisionMarker] = true;
+  /** The provider that failed. */
+  readonly provider: string;
+  /** Whether trying again (or another offer) may succeed. */
+  readonly isRetryable: boolean;
+
+  constructor(options: { provider: string; message: string; isRetryable?: boolean; cause?: unknown }) {
+    super(options);
+    this.name = "ProvisionError";
+    this.provider = options.provider;
+    this.isRetryable = options.isRetryable ?? false;
+  }
+
+  static override isInstance(error: unknown): error is ProvisionError {
+    return hasMarker(error, provisionMarker);
+  }
+}
+
+const connectionMarker = markerFor("connection");
+
+/** An SSH connection, tunnel or worker connection failed or was lost. */
+export class ConnectionError extends SkywardError {
+  private readonly [connectionMarker] = true;
+  /** The host (or `host:port`) concerned. */
+  readonly host: string;
+  /** The node index, when the host is a pool node. */
+  readonly node: number | undefined;
+
+  constructor(options: { host: string; node?: number; message: string; cause?: unknown }) {
+    super(options);
+    this.name = "ConnectionError";
+    this.host = options.host;
+    this.node = options.node;
+  }
+
+  static override isInstance(error: unknown): error is ConnectionError {
+    return hasMarker(error, connectionMarker);
+  }
+}
+
+const bootstrapMarker = markerFor("bootstrap");
+
+/** The bootstrap script failed or timed out on a node. Carries the tail of the remote log. */
+export class BootstrapError extends SkywardError {
+  private readonly [bootstrapMarker] = true;
+  /** The node index. */
+  readonly node: number;
+  /** The bootstrap phase that failed, when known (`apt`, `pip`, …). */
+  readonly phase: string | undefined;
+  /** The last lines of the remote bootstrap log. */
+  readonly logTail: string;
+
+  constructor(options: { node: number; phase?: string; logTail: string; message: string; cause?: unknown }) {
+    super({
+      ...options,
+      message: options.logTail ? `${options.message}\n--- remote log (tail) ---\n${options.logTail}` : options.message,
+    });
+    this.name = "BootstrapError";
+    this.node = options.node;
+    this.phase = options.phase;
+    this.logTail = options.logTail;
+  }
+
+  static override isInstance(error: unknown): error is BootstrapError {
+    return hasMarker(error, bootstrapMarker);
+  }
+}
+
+const remoteTaskMarker = markerFor("remote-task");
+
+/** A task raised an exception on the worker. */
+export class RemoteTaskError extends SkywardError {
+  private readonly [remoteTaskMarker] = true;
+  /** The task id. */
+  readonly taskId: string;
+  /** The Python exception's qualified type name (`ValueError`, `torch.OutOfMemoryError`). */
+  readonly exceptionType: string;
+  /** The Python exception's message. */
+  readonly exceptionMessage: string;
+  /** The remote traceback, as Python formatted it. */
+  readonly remoteTraceback: string;
+  /** The node the task ran on. */
+  readonly node: number;
+
+  constructor(options: {
+    taskId: string;
+    exceptionType: string;
+    exceptionMessage: string;
+    remoteTraceback: string;
+    node: number;
+    message?: string;
+    cause?: unknown;
+  }) {
+    super({
+      message: options.message ?? `${options.exceptionType}: ${options.exceptionMessage} (on node ${options.node})`,
+      cause: options.cause,
+    });
+    this.name = "RemoteTaskError";
+    this.taskId = options.taskId;
+    this.exceptionType = options.exceptionType;
+    this.exceptionMessage = options.exceptionMessage;
+    this.remoteTraceback = options.remoteTraceback;
+    this.node = options.node;
+  }
+
+  static override isInstance(error: unknown): error is RemoteTaskError {
+    return hasMarker(error, remoteTaskMarker);
+  }
+}
+
+const taskTimeoutMarker = markerFor("task-timeout");
+
+/** A task ran longer than its timeout. */
+export class TaskTimeoutError extends SkywardError {
+  private readonly [taskTimeoutMarker] = true;
+  /** The task id. */
+  readonly taskId: string;
+  /** The timeout that was exceeded, in seconds. */
+  readonly timeoutSeconds: number;
+
+  constructor(options: { taskId: string; timeoutSeconds: number; message?: string; cause?: unknown }) {
+    super({
+      message: options.message ?? `Task ${options.taskId} timed out after ${options.timeoutSeconds} s`,
+      cause: options.cause,
+    });
+    this.name = "TaskTimeoutError";
+    this.taskId = options.taskId;
+    this.timeoutSeconds = options.timeoutSeconds;
+  }
+
+  static override isInstance(error: unknown): error is TaskTimeoutError {
+    return hasMarker(error, taskTimeoutMarker);
+  }
+}
+
+const cancelledMarker = markerFor("cancelled");
+
+/** A task or operation was cancelled (an `AbortSignal`, `cancel()`, or pool shutdown). */
+export class CancelledError extends SkywardError {
+  private readonly [cancelledMarker] = true;
+  /** The task id, when a task was cancelled. */
+  readonly taskId: string | undefined;
+
+  constructor(options: { taskId?: string; message?: string; cause?: unknown }) {
+    super({
+      message: options.message ?? (options.taskId ? `Task ${options.taskId} was cancelled` : "Cancelled"),
+      cause: options.cause,
+    });
+    this.name = "CancelledError";
+    this.taskId = options.taskId;
+  }
+
+  static override isInstance(error: unknown): error is CancelledError {
+    return hasMarker(error, cancelledMarker);
+  }
+}
+
+const protocolMarker = markerFor("protocol");
+
+/** A peer broke the wire protocol: bad frame, wrong version, wrong token. */
+export class ProtocolError extends SkywardError {
+  private readonly [protocolMarker] = true;
+
+  constructor(options: SkywardErrorOptions) {
+    super(options);
+    this.name = "ProtocolError";
+  }
+
+  static override isInstance(error: unknown): error is ProtocolError {
+    return hasMarker(error, protocolMarker);
+  }
+}

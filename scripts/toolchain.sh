@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Sourced by the other scripts: makes Node >= 22 and pnpm available on PATH, installing them into
+# .toolchain/ (inside the project, never globally) when the machine's own are missing or too old.
+# Safe to source repeatedly; prints what it does to stderr.
+
+SKYWARD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SKYWARD_TOOLCHAIN="$SKYWARD_ROOT/.toolchain"
+SKYWARD_NODE_VERSION="24"
+SKYWARD_PNPM_VERSION="10.34.9"
+
+skyward_log() { printf '[setup] %s\n' "$*" >&2; }
+
+skyward_node_major() {
+  command -v node >/dev/null 2>&1 || { echo 0; return; }
+  node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0
+}
+
+skyward_ensure_node() {
+  if [ -x "$SKYWARD_TOOLCHAIN/node_modules/node/bin/node" ]; then
+    export PATH="$SKYWARD_TOOLCHAIN/node_modules/node/bin:$SKYWARD_TOOLCHAIN/node_modules/.bin:$PATH"
+  fi
+  if [ "$(skyward_node_major)" -ge 22 ]; then
+    return 0
+  fi
+  command -v npm >/dev/null 2>&1 || {
+    skyward_log "Node.js >= 22 is required and no npm was found to install it; install Node.js 22 or newer."
+    return 1
+  }
+  skyward_log "system Node.js is $(node --version 2>/dev/null || echo missing); installing Node.js $SKYWARD_NODE_VERSION into .toolchain/"
+  mkdir -p "$SKYWARD_TOOLCHAIN"
+  npm install --prefix "$SKYWARD_TOOLCHAIN" --no-save --no-audit --no-fund --loglevel=error \
+    "node@$SKYWARD_NODE_VERSION" >&2 || return 1
+  export PATH="$SKYWARD_TOOLCHAIN/node_modules/node/bin:$SKYWARD_TOOLCHAIN/node_modules/.bin:$PATH"
+  hash -r
+  [ "$(skyward_node_major)" -ge 22 ] || { skyward_log "could not install Node.js >= 22"; return 1; }
+}
+
+skyward_ensure_pnpm() {
+  if [ -x "$SKYWARD_TOOLCHAIN/pnpm/node_modules/.bin/pnpm" ]; then
+    export PATH="$SKYWARD_TOOLCHAIN/pnpm/node_modules/.bin:$PATH"
+  fi
+  if command -v pnpm >/dev/null 2>&1 && [ "$(pnpm --version 2>/dev/null | cut -d. -f1)" = "${SKYWARD_PNPM_VERSION%%.*}" ]; then
+    return 0
+  fi
+  skyward_log "installing pnpm $SKYWARD_PNPM_VERSION into .toolchain/pnpm"
+  mkdir -p "$SKYWARD_TOOLCHAIN/pnpm"
+  npm install --prefix "$SKYWARD_TOOLCHAIN/pnpm" --no-save --no-audit --no-fund --loglevel=error \
+    "pnpm@$SKYWARD_PNPM_VERSION" >&2 || return 1
+  export PATH="$SKYWARD_TOOLCHAIN/pnpm/node_modules/.bin:$PATH"
+  hash -r
+}
+
+skyward_ensure_dependencies() {
+  (cd "$SKYWARD_ROOT" && pnpm install --frozen-lockfile --reporter=append-only >&2)
+}
+
+skyward_setup() {
+  skyward_ensure_node && skyward_ensure_pnpm && skyward_ensure_dependencies
+}
