@@ -20,11 +20,10 @@ export interface SkywardErrorOptions {
 
 /** The base class of every error Skyward throws. */
 export class SkywardError extends Error {
-  private readonly [skywardMarker] = true;
-
   constructor(options: SkywardErrorOptions) {
     super(options.message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = "SkywardError";
+    Object.defineProperty(this, skywardMarker, { value: true });
   }
 
   /** True for any Skyward error, from any copy of this package. */
@@ -50,7 +49,6 @@ const configurationMarker = markerFor("configuration");
 
 /** Invalid user input: a spec, options, a TOML file. Raised before any provider is called. */
 export class ConfigurationError extends SkywardError {
-  private readonly [configurationMarker] = true;
   /** Every problem found, each with the path of the field it concerns. */
   readonly issues: readonly ConfigurationIssue[];
 
@@ -62,6 +60,7 @@ export class ConfigurationError extends SkywardError {
       cause: options.cause,
     });
     this.name = "ConfigurationError";
+    Object.defineProperty(this, configurationMarker, { value: true });
     this.issues = options.issues;
   }
 
@@ -84,7 +83,6 @@ const noCapacityMarker = markerFor("no-capacity");
 
 /** No provider had an offer, or capacity, for any of the specs. Lists every attempt and its reason. */
 export class NoCapacityError extends SkywardError {
-  private readonly [noCapacityMarker] = true;
   /** Every attempt made, in order. */
   readonly attempts: readonly ProvisionAttempt[];
 
@@ -93,11 +91,15 @@ export class NoCapacityError extends SkywardError {
       message:
         options.message ??
         `No capacity for the requested pool; attempts:\n${options.attempts
-          .map((attempt) => `  - ${attempt.provider}${attempt.offer ? ` (${attempt.offer})` : ""}: ${attempt.reason}`)
+          .map(
+            (attempt) =>
+              `  - ${attempt.provider}${attempt.offer ? ` (${attempt.offer})` : ""}: ${attempt.reason}`,
+          )
           .join("\n")}`,
       cause: options.cause,
     });
     this.name = "NoCapacityError";
+    Object.defineProperty(this, noCapacityMarker, { value: true });
     this.attempts = options.attempts;
   }
 
@@ -110,8 +112,6 @@ const noOffersMarker = markerFor("no-offers");
 
 /** No offer matched the spec (accelerator, vCPUs, memory, price cap…) at any provider. */
 export class NoOffersError extends NoCapacityError {
-  private readonly [noOffersMarker] = true;
-
   constructor(options: { attempts: readonly ProvisionAttempt[]; message?: string; cause?: unknown }) {
     super({
       ...options,
@@ -122,6 +122,7 @@ export class NoOffersError extends NoCapacityError {
           .join("\n")}`,
     });
     this.name = "NoOffersError";
+    Object.defineProperty(this, noOffersMarker, { value: true });
   }
 
   static override isInstance(error: unknown): error is NoOffersError {
@@ -133,7 +134,6 @@ const provisionMarker = markerFor("provision");
 
 /** A provider failed to create, find or destroy an instance. */
 export class ProvisionError extends SkywardError {
-  private readonly [provisionMarker] = true;
   /** The provider that failed. */
   readonly provider: string;
   /** Whether trying again (or another offer) may succeed. */
@@ -142,6 +142,7 @@ export class ProvisionError extends SkywardError {
   constructor(options: { provider: string; message: string; isRetryable?: boolean; cause?: unknown }) {
     super(options);
     this.name = "ProvisionError";
+    Object.defineProperty(this, provisionMarker, { value: true });
     this.provider = options.provider;
     this.isRetryable = options.isRetryable ?? false;
   }
@@ -155,7 +156,6 @@ const connectionMarker = markerFor("connection");
 
 /** An SSH connection, tunnel or worker connection failed or was lost. */
 export class ConnectionError extends SkywardError {
-  private readonly [connectionMarker] = true;
   /** The host (or `host:port`) concerned. */
   readonly host: string;
   /** The node index, when the host is a pool node. */
@@ -164,6 +164,7 @@ export class ConnectionError extends SkywardError {
   constructor(options: { host: string; node?: number; message: string; cause?: unknown }) {
     super(options);
     this.name = "ConnectionError";
+    Object.defineProperty(this, connectionMarker, { value: true });
     this.host = options.host;
     this.node = options.node;
   }
@@ -177,7 +178,6 @@ const bootstrapMarker = markerFor("bootstrap");
 
 /** The bootstrap script failed or timed out on a node. Carries the tail of the remote log. */
 export class BootstrapError extends SkywardError {
-  private readonly [bootstrapMarker] = true;
   /** The node index. */
   readonly node: number;
   /** The bootstrap phase that failed, when known (`apt`, `pip`, …). */
@@ -188,9 +188,12 @@ export class BootstrapError extends SkywardError {
   constructor(options: { node: number; phase?: string; logTail: string; message: string; cause?: unknown }) {
     super({
       ...options,
-      message: options.logTail ? `${options.message}\n--- remote log (tail) ---\n${options.logTail}` : options.message,
+      message: options.logTail
+        ? `${options.message}\n--- remote log (tail) ---\n${options.logTail}`
+        : options.message,
     });
     this.name = "BootstrapError";
+    Object.defineProperty(this, bootstrapMarker, { value: true });
     this.node = options.node;
     this.phase = options.phase;
     this.logTail = options.logTail;
@@ -205,7 +208,6 @@ const remoteTaskMarker = markerFor("remote-task");
 
 /** A task raised an exception on the worker. */
 export class RemoteTaskError extends SkywardError {
-  private readonly [remoteTaskMarker] = true;
   /** The task id. */
   readonly taskId: string;
   /** The Python exception's qualified type name (`ValueError`, `torch.OutOfMemoryError`). */
@@ -227,10 +229,12 @@ export class RemoteTaskError extends SkywardError {
     cause?: unknown;
   }) {
     super({
-      message: options.message ?? `${options.exceptionType}: ${options.exceptionMessage} (on node ${options.node})`,
+      message:
+        options.message ?? `${options.exceptionType}: ${options.exceptionMessage} (on node ${options.node})`,
       cause: options.cause,
     });
     this.name = "RemoteTaskError";
+    Object.defineProperty(this, remoteTaskMarker, { value: true });
     this.taskId = options.taskId;
     this.exceptionType = options.exceptionType;
     this.exceptionMessage = options.exceptionMessage;
@@ -247,7 +251,6 @@ const taskTimeoutMarker = markerFor("task-timeout");
 
 /** A task ran longer than its timeout. */
 export class TaskTimeoutError extends SkywardError {
-  private readonly [taskTimeoutMarker] = true;
   /** The task id. */
   readonly taskId: string;
   /** The timeout that was exceeded, in seconds. */
@@ -259,6 +262,7 @@ export class TaskTimeoutError extends SkywardError {
       cause: options.cause,
     });
     this.name = "TaskTimeoutError";
+    Object.defineProperty(this, taskTimeoutMarker, { value: true });
     this.taskId = options.taskId;
     this.timeoutSeconds = options.timeoutSeconds;
   }
@@ -272,7 +276,6 @@ const cancelledMarker = markerFor("cancelled");
 
 /** A task or operation was cancelled (an `AbortSignal`, `cancel()`, or pool shutdown). */
 export class CancelledError extends SkywardError {
-  private readonly [cancelledMarker] = true;
   /** The task id, when a task was cancelled. */
   readonly taskId: string | undefined;
 
@@ -282,6 +285,7 @@ export class CancelledError extends SkywardError {
       cause: options.cause,
     });
     this.name = "CancelledError";
+    Object.defineProperty(this, cancelledMarker, { value: true });
     this.taskId = options.taskId;
   }
 
@@ -294,11 +298,10 @@ const protocolMarker = markerFor("protocol");
 
 /** A peer broke the wire protocol: bad frame, wrong version, wrong token. */
 export class ProtocolError extends SkywardError {
-  private readonly [protocolMarker] = true;
-
   constructor(options: SkywardErrorOptions) {
     super(options);
     this.name = "ProtocolError";
+    Object.defineProperty(this, protocolMarker, { value: true });
   }
 
   static override isInstance(error: unknown): error is ProtocolError {

@@ -1,1 +1,163 @@
-export const version = "0.1.0";
+/**
+ * `@skyward/core` — run Python functions on cloud GPU pools from TypeScript.
+ *
+ * Use it as a namespace: `import * as sky from "@skyward/core"`.
+ */
+
+// Accelerators
+export type {
+  Accelerator,
+  AcceleratorCatalogEntry,
+  AcceleratorFactories,
+  AcceleratorManufacturer,
+  AcceleratorName,
+  AcceleratorOptions,
+  AcceleratorOptionsFor,
+  CustomAcceleratorOptions,
+} from "./accelerators.js";
+export {
+  acceleratorCatalog,
+  acceleratorFromName,
+  accelerators,
+  canonicalAcceleratorName,
+} from "./accelerators.js";
+// Pool requests and configuration files
+export type {
+  ComputeInput,
+  FlatComputeInput,
+  MultiSpecComputeInput,
+  NamedComputeInput,
+  ResolvedCompute,
+} from "./compute-input.js";
+export { resolveComputeInput } from "./compute-input.js";
+export type {
+  ConfigLocations,
+  CreateProviderFromConfig,
+  NamedPool,
+  PoolEntry,
+  ProviderEntry,
+  SkywardConfig,
+} from "./config-file.js";
+export { loadConfig, PROVIDER_PACKAGES, resolveNamedPool } from "./config-file.js";
+// Errors
+export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "./errors.js";
+export {
+  BootstrapError,
+  CancelledError,
+  ConfigurationError,
+  ConnectionError,
+  NoCapacityError,
+  NoOffersError,
+  ProtocolError,
+  ProvisionError,
+  RemoteTaskError,
+  SkywardError,
+  TaskTimeoutError,
+} from "./errors.js";
+// Events
+export type {
+  BootstrapPhaseEvent,
+  ErrorOccurredEvent,
+  EventBase,
+  EventHandler,
+  EventHubOptions,
+  EventOf,
+  LogEvent,
+  MetricEvent,
+  NodeBootstrappedEvent,
+  NodeDestroyedEvent,
+  NodeEvent,
+  NodeEventBase,
+  NodeLostEvent,
+  NodePreemptedEvent,
+  NodeProvisionedEvent,
+  NodeReadyEvent,
+  NodeReplacedEvent,
+  PoolDestroyedEvent,
+  PoolEvent,
+  PoolReadyEvent,
+  PoolState,
+  PoolStateEvent,
+  ScalingEvent,
+  SkywardEvent,
+  SkywardEventType,
+  TaskCancelledEvent,
+  TaskCompletedEvent,
+  TaskEvent,
+  TaskEventBase,
+  TaskFailedEvent,
+  TaskQueuedEvent,
+  TaskStartedEvent,
+} from "./events.js";
+export { EventHub, POOL_STATES } from "./events.js";
+export type { Image, ImageInput, PipIndex } from "./image.js";
+export { contentHash, DEFAULT_IMAGE, envHash, extendImage, image, pipIndex } from "./image.js";
+export type { LaunchCommandFields, LaunchContext } from "./launch-command.js";
+export { LaunchCommand } from "./launch-command.js";
+export type {
+  BuiltinMetricCollector,
+  CustomMetricCollector,
+  DiskMetricCollector,
+  MetricCollector,
+  MetricCollectorKind,
+  MetricOptions,
+} from "./metrics.js";
+export { metrics } from "./metrics.js";
+export type {
+  ConsoleMode,
+  LogConfig,
+  LogConfigInput,
+  LogLevel,
+  Options,
+  OptionsInput,
+  SelectionStrategy,
+  Worker,
+  WorkerInput,
+} from "./options.js";
+export { logConfig, options, worker } from "./options.js";
+export type {
+  AroundClient,
+  AroundClientResult,
+  BootstrapFactory,
+  ImageTransform,
+  JsonValue,
+  LauncherTransform,
+  PluginHook,
+  PluginWorker,
+  PluginWorkerInput,
+  PoolHandle,
+  WorkerModule,
+} from "./plugin.js";
+export { isPlugin, Plugin, PluginError } from "./plugin.js";
+// Contracts: providers, plugins, launch commands
+export type {
+  Cluster,
+  ClusterSsh,
+  Instance,
+  InstanceSsh,
+  InstanceStatus,
+  Offer,
+  OfferQuery,
+  Provider,
+  ProviderCallOptions,
+  ProviderCapabilities,
+  ProviderV1,
+  ShellOp,
+} from "./provider.js";
+export { isProvider, PROVIDER_SPECIFICATION_VERSION } from "./provider.js";
+// Specs, topology, volumes, images, options
+export type {
+  AllocationStrategy,
+  Architecture,
+  NodeSpec,
+  Nodes,
+  NodesInput,
+  PoolSpec,
+  Spec,
+  SpecInput,
+} from "./spec.js";
+export { ALLOCATION_STRATEGIES, nodes, resolvePoolSpec, spec } from "./spec.js";
+export { time } from "./time.js";
+export { version } from "./version.js";
+export type { StorageEndpoint, Volume, VolumeInput } from "./volume.js";
+export { FORBIDDEN_MOUNTS, volume } from "./volume.js";

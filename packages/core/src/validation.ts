@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { type ConfigurationIssue, ConfigurationError } from "./errors.js";
+import { ConfigurationError, type ConfigurationIssue } from "./errors.js";
 
 /** Renders a zod path as `a.b[0].c`, prefixed with `prefix` when given. */
 export function formatPath(path: readonly PropertyKey[], prefix = ""): string {
@@ -19,7 +19,8 @@ export function formatPath(path: readonly PropertyKey[], prefix = ""): string {
 function describeReceived(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
-  if (typeof value === "string") return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
+  if (typeof value === "string")
+    return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
   if (typeof value === "number" || typeof value === "boolean") return `${typeof value} ${String(value)}`;
   return typeof value;
 }
@@ -51,15 +52,16 @@ export function toConfigurationIssues(
         break;
       }
       case "invalid_union": {
-        // Report the branch that got furthest, unless the schema gave its own message.
-        if (issue.message && !issue.message.startsWith("Invalid input")) {
-          out.push({ path, message: issue.message });
-          break;
-        }
+        // A branch that got past the value's own type (its issues sit deeper) says most; otherwise
+        // the union's own message says what was expected.
         const branches = issue.errors.filter((branch) => branch.length > 0);
         const best = branches.sort((a, b) => depth(b) - depth(a))[0];
-        if (best && depth(best) > issue.path.length) out.push(...toConfigurationIssues(best, prefix, input));
-        else out.push({ path, message: issue.message || "invalid value" });
+        if (best && depth(best) > 0) {
+          const absolute = best.map(
+            (inner) => ({ ...inner, path: [...issue.path, ...inner.path] }) as AnyIssue,
+          );
+          out.push(...toConfigurationIssues(absolute, prefix, input));
+        } else out.push({ path, message: issue.message || "invalid value" });
         break;
       }
       default:
@@ -92,4 +94,13 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, prefi
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   throw new ConfigurationError({ issues: toConfigurationIssues(result.error.issues, prefix, input) });
+}
+
+/**
+ * A zod error map for `z.number()`: zod rejects NaN and ±Infinity as "not a number", which reads
+ * badly; this says what was expected instead. Internal, not re-exported.
+ */
+export function nonFiniteMessage(expected: string) {
+  return (issue: { input?: unknown }): string | undefined =>
+    typeof issue.input === "number" ? `expected ${expected}, received ${issue.input}` : undefined;
 }

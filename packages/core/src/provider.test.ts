@@ -1,0 +1,174 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { ConfigurationError } from "./errors.js";
+import {
+  type Cluster,
+  type Instance,
+  isProvider,
+  type Offer,
+  type Provider,
+  type ProviderV1,
+  providerSchema,
+  whyNotProvider,
+} from "./provider.js";
+import { parseInput } from "./validation.js";
+
+interface FakeSpecific {
+  readonly vpcId: string;
+}
+
+const offer: Offer = {
+  id: "fake-a100",
+  provider: "fake",
+  instanceType: "fake.a100",
+  accelerator: { name: "A100", count: 1, memoryGb: 80 },
+  vcpus: 8,
+  memoryGb: 64,
+  architecture: "x86_64",
+  region: "local",
+  spotPrice: 1.1,
+  onDemandPrice: 2.2,
+  pricesAsOf: "2025-01-01",
+  specific: {},
+};
+
+function fakeProvider(): ProviderV1<FakeSpecific> {
+  const instances = new Map<string, Instance>();
+  return {
+    specificationVersion: "v1",
+    name: "fake",
+    capabilities: { spot: true, volumes: false, images: false },
+    async offers() {
+      return [offer];
+    },
+    async prepare(spec, chosen) {
+      return {
+        id: "c1",
+        provider: "fake",
+        poolId: "p1",
+        region: chosen.region,
+        spec,
+        offer: chosen,
+        ssh: null,
+        specific: { vpcId: "vpc-1" },
+      };
+    },
+    async provision(cluster, count) {
+      const created = Array.from({ length: count }, (_, index): Instance => {
+        const instance: Instance = {
+          id: `i-${index}`,
+          status: "pending",
+          publicIp: null,
+          privateIp: null,
+          ssh: null,
+          spot: true,
+          hourlyPrice: 1.1,
+          offerId: cluster.offer.id,
+          createdAt: 0,
+          tags: { "skyward:cluster": cluster.id, vpc: cluster.specific.vpcId },
+        };
+        instances.set(instance.id, instance);
+        return instance;
+      });
+      return created;
+    },
+    async getInstance(_cluster, id) {
+      return instances.get(id) ?? null;
+    },
+    async terminate(_cluster, ids) {
+      for (const id of ids) instances.delete(id);
+    },
+    async teardown() {},
+    selfDestruct: () => "sudo shutdown -h now",
+  };
+}
+
+describe("isProvider", () => {
+  it("accepts an object implementing the v1 contract, whatever its Specific type", async () => {
+    const specific = fakeProvider();
+    // A provider with its own Specific type is a Provider.
+    const provider: Provider = specific;
+    expect(isProvider(provider)).toBe(true);
+    expect(whyNotProvider(provider)).toBeUndefined();
+    expect(isProvider({ ...fakeProvider(), listInstances: async () => [] })).toBe(true);
+
+    const signal = new AbortController().signal;
+    const cluster: Cluster<FakeSpecific> = await specific.prepare(
+      {} as Parameters<Provider["prepare"]>[0],
+      offer,
+      { signal },
+    );
+    const [instance] = await specific.provision(cluster, 1, { signal });
+    expect(instance?.tags.vpc).toBe("vpc-1");
+    expect(specific.selfDestruct(cluster, instance!)).toBe("sudo shutdown -h now");
+  });
+
+  it("rejects non-objects, other versions, and objects missing parts", () => {
+    expect(isProvider(null)).toBe(false);
+    expect(isProvider("aws")).toBe(false);
+    expect(isProvider(() => fakeProvider())).toBe(false);
+    expect(whyNotProvider(fakeProvider)).toBe("expected a provider object, received a function");
+    expect(whyNotProvider(undefined)).toBe("expected a provider object, received nothing");
+    expect(isProvider({})).toBe(false);
+    expect(isProvider({ ...fakeProvider(), specificationVersion: "v2" })).toBe(false);
+    expect(isProvider({ ...fakeProvider(), name: "" })).toBe(false);
+    expect(isProvider({ ...fakeProvider(), capabilities: undefined })).toBe(false);
+    expect(isProvider({ ...fakeProvider(), terminate: undefined })).toBe(false);
+    expect(isProvider({ ...fakeProvider(), listInstances: "yes" })).toBe(false);
+  });
+
+  it("explains why something is not a provider", () => {
+    expect(whyNotProvider("aws")).toBe('expected a provider object, received the string "aws"');
+    expect(whyNotProvider({ name: "x" })).toBe('provider "x" has no specificationVersion');
+    expect(whyNotProvider({ ...fakeProvider(), specificationVersion: "v2" })).toBe(
+      'provider "fake" implements specification version "v2", but this version of @skyward/core supports "v1"',
+    );
+    const { offers: _offers, teardown: _teardown, ...partial } = fakeProvider();
+    expect(whyNotProvider(partial)).toBe('provider "fake" is missing methods offers, teardown');
+    const { selfDestruct: _selfDestruct, ...noSelfDestruct } = fakeProvider();
+    expect(whyNotProvider(noSelfDestruct)).toBe('provider "fake" is missing method selfDestruct');
+  });
+});
+
+describe("providerSchema", () => {
+  const schema = z.strictObject({ provider: providerSchema });
+  const issuesFor = (provider: unknown) => {
+    try {
+      parseInput(schema, { provider });
+    } catch (error) {
+      expect(ConfigurationError.isInstance(error)).toBe(true);
+      return (error as ConfigurationError).issues;
+    }
+    throw new Error("expected a ConfigurationError");
+  };
+
+  it("passes a provider through unchanged", () => {
+    const provider = fakeProvider();
+    expect(parseInput(schema, { provider }).provider).toBe(provider);
+  });
+
+  it("names the field and what was expected", () => {
+    expect(issuesFor("aws")).toEqual([
+      {
+        path: "provider",
+        message:
+          'expected a provider (e.g. sky.Local(), AWS(...)) with specificationVersion "v1", received the string "aws"',
+      },
+    ]);
+    expect(issuesFor({ region: "us-east-1" })[0]?.message).toBe(
+      'expected a provider (e.g. sky.Local(), AWS(...)) with specificationVersion "v1", received an object',
+    );
+  });
+
+  it("names the version found and the one supported", () => {
+    const [issue] = issuesFor({ ...fakeProvider(), specificationVersion: "v2" });
+    expect(issue?.path).toBe("provider");
+    expect(issue?.message).toContain('"v2"');
+    expect(issue?.message).toContain('supports "v1"');
+  });
+
+  it("names missing methods of a v1-looking object", () => {
+    const { provision: _provision, ...partial } = fakeProvider();
+    expect(issuesFor(partial)[0]?.message).toContain("missing method provision");
+  });
+});

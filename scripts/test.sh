@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets up everything the test suite needs (Node >= 22, pnpm, dependencies) and runs the whole suite:
+# lint, build, type checks, unit and end-to-end tests, publint and arethetypeswrong on every package.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
+skyward_setup
+cd "$SKYWARD_ROOT"
+export TURBO_TELEMETRY_DISABLED=1 DO_NOT_TRACK=1
+pnpm run ci
