@@ -156,7 +156,7 @@ const customSchema = z.strictObject({
 export const metricCollectorSchema: z.ZodType<MetricCollector, MetricCollector> = z
   .discriminatedUnion("collector", [builtinSchema, diskSchema, customSchema], {
     error: (issue) =>
-      issue.code === "invalid_union"
+      issue.code === "invalid_union" || issue.code === "invalid_type"
         ? `expected a metric collector made by sky.metrics (collector one of ${[
             ...builtinKinds,
             "disk",

@@ -176,6 +176,8 @@ export interface Options {
   readonly retryOnInterruption: number;
 }
 
+const consoleExpectation = 'expected true, false, "rich", "minimal", "log" or "silent"';
+
 /** Validates pool options and fills in the reference's defaults. */
 export const optionsSchema = z
   .strictObject({
@@ -195,8 +197,8 @@ export const optionsSchema = z
     reconcileTickInterval: positiveSeconds.default(15),
     shutdownTimeout: positiveSeconds.default(120),
     console: z
-      .union([z.boolean(), z.enum(["rich", "minimal", "log", "silent"])], {
-        message: 'expected true, false, "rich", "minimal", "log" or "silent"',
+      .union([z.boolean(), z.enum(["rich", "minimal", "log", "silent"], { message: consoleExpectation })], {
+        message: consoleExpectation,
       })
       .default(true),
     logging: z

@@ -50,8 +50,9 @@ export type NodeSpec = number | readonly [number, number] | NodesInput;
 const nodeCount = (what: string) =>
   z
     .number({ error: `expected ${what} as a whole number >= 1` })
-    .int({ message: `expected ${what} as a whole number >= 1` })
-    .min(1, { message: `expected ${what} as a whole number >= 1` });
+    .refine((value) => Number.isInteger(value) && value >= 1, {
+      message: `expected ${what} as a whole number >= 1`,
+    });
 
 const nodesObjectSchema = z
   .strictObject({
@@ -97,7 +98,9 @@ export const nodeSpecSchema = z.union(
   [
     nodeCount("the node count").transform((n): Nodes => Object.freeze({ desired: n, min: n, max: n })),
     z
-      .tuple([nodeCount("the initial node count"), nodeCount("the maximum node count")])
+      .tuple([nodeCount("the initial node count"), nodeCount("the maximum node count")], {
+        error: "expected a range [min, max] of two node counts",
+      })
       .superRefine(([low, high], context) => {
         if (low > high) {
           context.addIssue({

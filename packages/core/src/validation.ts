@@ -52,11 +52,15 @@ export function toConfigurationIssues(
         break;
       }
       case "invalid_union": {
-        // A branch that got past the value's own type (its issues sit deeper) says most; otherwise
-        // the union's own message says what was expected.
-        const branches = issue.errors.filter((branch) => branch.length > 0);
-        const best = branches.sort((a, b) => depth(b) - depth(a))[0];
-        if (best && depth(best) > 0) {
+        // A branch that got past the value's own type says most: one whose issues sit deeper, or
+        // one that accepted the type but not the value. Otherwise the union's message says what
+        // was expected.
+        const score = (branch: readonly AnyIssue[]) =>
+          depth(branch) > 0 ? 2 : branch.some((inner) => inner.code !== "invalid_type") ? 1 : 0;
+        const best = issue.errors
+          .filter((branch) => branch.length > 0)
+          .sort((a, b) => score(b) - score(a) || depth(b) - depth(a))[0];
+        if (best && score(best) > 0) {
           const absolute = best.map(
             (inner) => ({ ...inner, path: [...issue.path, ...inner.path] }) as AnyIssue,
           );
