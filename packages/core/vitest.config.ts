@@ -5,5 +5,6 @@ export default defineConfig({
   ssr: { resolve: { conditions: ["@skyward/source"] } },
   test: {
     include: ["src/**/*.test.ts"],
+    reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
   },
 });

@@ -135,16 +135,14 @@ const rows: Row[] = [
     "accelerator.name",
     'unknown accelerator "FOO"',
   ],
-  // @ts-expect-error -- "20GB" is not an A100 memory variant
   [
     "A100 memory variant",
-    () => accelerators.A100({ memory: "20GB" }),
+    () => accelerators.A100({ memory: "20GB" as never }),
     "A100.memory",
     'expected one of "40GB", "80GB", received "20GB"',
   ],
   ["H100 count zero", () => accelerators.H100({ count: 0 }), "H100.count", /positive/],
-  // @ts-expect-error -- gpus is not an option
-  ["A100 unknown option", () => accelerators.A100({ gpus: 2 }), "A100.gpus", "unknown field"],
+  ["A100 unknown option", () => accelerators.A100({ gpus: 2 } as never), "A100.gpus", "unknown field"],
   ["Custom without a name", () => accelerators.Custom(""), "Custom.name", /name/],
   ["Custom memory malformed", () => accelerators.Custom("My-GPU", { memory: "lots" }), "Custom.memory", /GB/],
   [
