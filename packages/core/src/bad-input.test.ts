@@ -176,6 +176,18 @@ const rows: Row[] = [
     "volume.mount",
     "must not be one of",
   ],
+  [
+    "volume mount inside /opt/skyward",
+    () => volume({ bucket: "data", mount: "/opt/skyward/data" }),
+    "volume.mount",
+    "must not be inside /opt/skyward",
+  ],
+  [
+    "volume mount /etc",
+    () => volume({ bucket: "data", mount: "/etc" }),
+    "volume.mount",
+    "must not be one of",
+  ],
   ["volume mount /", () => volume({ bucket: "data", mount: "/" }), "volume.mount", "must not be one of"],
   [
     "volume mount with ..",

@@ -54,10 +54,19 @@ function fail(issues: ConfigurationIssue[]): never {
   throw new ConfigurationError({ issues });
 }
 
+/** `record` without its undefined fields: an option given as undefined is one not given. */
+function definedFields<T extends object>(record: T | undefined): Partial<T> {
+  return Object.fromEntries(
+    Object.entries(record ?? {}).filter(([, value]) => value !== undefined),
+  ) as Partial<T>;
+}
+
 function mergeOptions(base: OptionsInput, over: OptionsInput | undefined): OptionsInput {
-  if (!over) return base;
-  const worker = base.worker || over.worker ? { ...base.worker, ...over.worker } : undefined;
-  return { ...base, ...over, ...(worker ? { worker } : {}) };
+  if (over === undefined) return base;
+  // Not a table: left for the options schema to reject, rather than spread into nothing.
+  if (typeof over !== "object" || over === null || Array.isArray(over)) return over;
+  const worker = base.worker || over.worker ? { ...base.worker, ...definedFields(over.worker) } : undefined;
+  return { ...base, ...definedFields(over), ...(worker ? { worker } : {}) };
 }
 
 /**

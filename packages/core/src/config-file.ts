@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
@@ -90,11 +91,20 @@ function camelKeys(table: TomlTable, path: string, issues: ConfigurationIssue[])
   return out;
 }
 
-function mergeTables(base: TomlTable, over: TomlTable): TomlTable {
+/** True for `pools.NAME.nodes`: a node topology is one value, replaced whole, never merged key by key. */
+function isAtomicTable(path: readonly string[]): boolean {
+  return path.length === 3 && path[0] === "pools" && path[2] === "nodes";
+}
+
+function mergeTables(base: TomlTable, over: TomlTable, path: readonly string[] = []): TomlTable {
   const out: TomlTable = { ...base };
   for (const [key, value] of Object.entries(over)) {
     const current = out[key];
-    out[key] = isTable(current) && isTable(value) ? mergeTables(current, value) : value;
+    const keyPath = [...path, key];
+    out[key] =
+      isTable(current) && isTable(value) && !isAtomicTable(keyPath)
+        ? mergeTables(current, value, keyPath)
+        : value;
   }
   return out;
 }
@@ -255,9 +265,15 @@ export function validateConfig(document: TomlTable, files: readonly string[] = [
       }
       if (volumes !== undefined) {
         if (Array.isArray(volumes)) {
-          spec.volumes = volumes.map((volume, index) =>
-            isTable(volume) ? camelKeys(volume, `${path}.volumes[${index}]`, issues) : volume,
-          );
+          spec.volumes = volumes.map((volume, index) => {
+            if (!isTable(volume)) return volume;
+            const volumePath = `${path}.volumes[${index}]`;
+            const converted = camelKeys(volume, volumePath, issues);
+            if (isTable(converted.storage)) {
+              converted.storage = camelKeys(converted.storage, `${volumePath}.storage`, issues);
+            }
+            return converted;
+          });
         } else
           issues.push({ path: `${path}.volumes`, message: "expected an array of tables ([[…volumes]])" });
       }
@@ -309,18 +325,62 @@ export async function loadConfig(locations: ConfigLocations = {}): Promise<Skywa
   return validateConfig(merged, files);
 }
 
+/**
+ * The file URL of package `name` as installed for the project in `cwd`, or undefined when it is not
+ * found there (Node's own resolution then tries, and reports).
+ */
+function resolveFromProject(name: string, cwd: string): string | undefined {
+  const require = createRequire(join(resolve(cwd), "skyward.toml"));
+  try {
+    return pathToFileURL(require.resolve(name)).href;
+  } catch {
+    // require.resolve cannot see an ESM-only package (exports with only an "import" condition):
+    // find its directory on the same search path and read its exports with the import conditions.
+  }
+  for (const directory of require.resolve.paths(name) ?? []) {
+    const packageDirectory = join(directory, name);
+    let manifest: unknown;
+    try {
+      manifest = JSON.parse(readFileSync(join(packageDirectory, "package.json"), "utf8"));
+    } catch {
+      continue;
+    }
+    if (!isTable(manifest)) continue;
+    const target =
+      importTarget(manifest.exports) ?? (typeof manifest.main === "string" ? manifest.main : undefined);
+    return target === undefined ? undefined : pathToFileURL(join(packageDirectory, target)).href;
+  }
+  return undefined;
+}
+
+/** The file a package's `exports` gives for `import` of its root, under the conditions Node's `import()` uses. */
+function importTarget(exports: unknown): string | undefined {
+  if (typeof exports === "string") return exports;
+  if (Array.isArray(exports)) {
+    for (const candidate of exports) {
+      const target = importTarget(candidate);
+      if (target !== undefined) return target;
+    }
+    return undefined;
+  }
+  if (!isTable(exports)) return undefined;
+  if (Object.keys(exports).some((key) => key.startsWith("."))) return importTarget(exports["."]);
+  for (const [condition, value] of Object.entries(exports)) {
+    if (condition === "import" || condition === "node" || condition === "default") {
+      const target = importTarget(value);
+      if (target !== undefined) return target;
+    }
+  }
+  return undefined;
+}
+
 /** Loads a provider package and creates the provider a `[providers.NAME]` entry describes. */
 export async function createProviderFromEntry(entry: ProviderEntry, cwd = process.cwd()): Promise<Provider> {
   const path = `providers.${entry.name}`;
   let module: Record<string, unknown>;
   try {
-    let target = entry.package;
-    try {
-      target = pathToFileURL(createRequire(join(resolve(cwd), "skyward.toml")).resolve(entry.package)).href;
-    } catch {
-      // Not resolvable from the project directory: let Node's own resolution try (and report).
-    }
-    module = (await import(target)) as Record<string, unknown>;
+    const target = resolveFromProject(entry.package, cwd);
+    module = (await import(target ?? entry.package)) as Record<string, unknown>;
   } catch (error) {
     throw new ConfigurationError({
       issues: [

@@ -2,14 +2,32 @@ import { posix } from "node:path";
 import { z } from "zod";
 import { parseInput } from "./validation.js";
 
-/** Mount points a volume may not take: system directories Skyward or the OS needs. */
+/**
+ * Mount points a volume may not take: system directories Skyward or the OS needs (the reference's
+ * `/`, `/opt`, `/opt/skyward`, `/root`, `/tmp`, plus the OS's own). Nothing may be mounted inside
+ * `/opt/skyward` either.
+ */
 export const FORBIDDEN_MOUNTS: readonly string[] = Object.freeze([
   "/",
   "/opt",
   "/opt/skyward",
   "/root",
   "/tmp",
+  "/bin",
+  "/boot",
+  "/dev",
+  "/etc",
+  "/lib",
+  "/proc",
+  "/sbin",
+  "/sys",
+  "/usr",
+  "/var",
 ]);
+
+function normalizeMount(mount: string): string {
+  return posix.normalize(mount).replace(/(.)\/+$/, "$1");
+}
 
 /** An S3-compatible object store a volume reads from, when it is not the provider's own. */
 export interface StorageEndpoint {
@@ -67,8 +85,11 @@ export const volumeSchema = z
       .string({ error: "expected an absolute path" })
       .refine((value) => value.startsWith("/"), { message: "expected an absolute path (starting with /)" })
       .refine((value) => !value.split("/").includes(".."), { message: "must not contain '..'" })
-      .refine((value) => !FORBIDDEN_MOUNTS.includes(posix.normalize(value).replace(/(.)\/+$/, "$1")), {
+      .refine((value) => !FORBIDDEN_MOUNTS.includes(normalizeMount(value)), {
         message: `must not be one of ${FORBIDDEN_MOUNTS.join(", ")}`,
+      })
+      .refine((value) => !normalizeMount(value).startsWith("/opt/skyward/"), {
+        message: "must not be inside /opt/skyward (Skyward's own directory)",
       }),
     prefix: z.string().default(""),
     readOnly: z.boolean().default(true),
@@ -78,7 +99,7 @@ export const volumeSchema = z
     (value): Volume =>
       Object.freeze({
         bucket: value.bucket,
-        mount: posix.normalize(value.mount).replace(/(.)\/+$/, "$1"),
+        mount: normalizeMount(value.mount),
         prefix: value.prefix,
         readOnly: value.readOnly,
         storage: value.storage ? Object.freeze(value.storage) : undefined,
