@@ -308,3 +308,72 @@ export class ProtocolError extends SkywardError {
     return hasMarker(error, protocolMarker);
   }
 }
+
+const functionNotFoundMarker = markerFor("function-not-found");
+
+/** The task's module or function could not be found on the worker. */
+export class FunctionNotFoundError extends SkywardError {
+  /** The task id. */
+  readonly taskId: string;
+  /** The `module:qualname` that was asked for. */
+  readonly ref: string;
+  /** The node that looked for it. */
+  readonly node: number;
+
+  constructor(options: { taskId: string; ref: string; node: number; message: string; cause?: unknown }) {
+    super(options);
+    this.name = "FunctionNotFoundError";
+    Object.defineProperty(this, functionNotFoundMarker, { value: true });
+    this.taskId = options.taskId;
+    this.ref = options.ref;
+    this.node = options.node;
+  }
+
+  static override isInstance(error: unknown): error is FunctionNotFoundError {
+    return hasMarker(error, functionNotFoundMarker);
+  }
+}
+
+const serializationMarker = markerFor("serialization");
+
+/** A value could not cross between TypeScript and Python: an argument, a result or a stream item. */
+export class SerializationError extends SkywardError {
+  /** The task id, when a task's value failed. */
+  readonly taskId: string | undefined;
+  /** Which side failed: `"client"` (encoding in TypeScript) or `"worker"` (in Python). */
+  readonly side: "client" | "worker";
+
+  constructor(options: { taskId?: string; side: "client" | "worker"; message: string; cause?: unknown }) {
+    super(options);
+    this.name = "SerializationError";
+    Object.defineProperty(this, serializationMarker, { value: true });
+    this.taskId = options.taskId;
+    this.side = options.side;
+  }
+
+  static override isInstance(error: unknown): error is SerializationError {
+    return hasMarker(error, serializationMarker);
+  }
+}
+
+const workerDiedMarker = markerFor("worker-died");
+
+/** The process running a task died (a crash, `os._exit`, the OOM killer), or its node was lost. */
+export class WorkerDiedError extends SkywardError {
+  /** The task id. */
+  readonly taskId: string;
+  /** The node it ran on. */
+  readonly node: number;
+
+  constructor(options: { taskId: string; node: number; message: string; cause?: unknown }) {
+    super(options);
+    this.name = "WorkerDiedError";
+    Object.defineProperty(this, workerDiedMarker, { value: true });
+    this.taskId = options.taskId;
+    this.node = options.node;
+  }
+
+  static override isInstance(error: unknown): error is WorkerDiedError {
+    return hasMarker(error, workerDiedMarker);
+  }
+}

@@ -309,6 +309,13 @@ export class EventHub {
     return this.#closed;
   }
 
+  /** True when some handler or iterator receives events of `type`: publishers may skip building them otherwise. */
+  listensTo(type: SkywardEventType): boolean {
+    if (this.#subscribers.size > 0) return true;
+    for (const entry of this.#handlers) if (entry.type === type || entry.type === "*") return true;
+    return false;
+  }
+
   /** Publishes an event to every handler and iterator. Ignored once the hub is closed. */
   emit(event: SkywardEvent): void {
     if (this.#closed) return;

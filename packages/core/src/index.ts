@@ -21,6 +21,24 @@ export {
   accelerators,
   canonicalAcceleratorName,
 } from "./accelerators.js";
+// Python functions, pools and dispatch
+export type {
+  Kwargs,
+  KwargsArgument,
+  Pending,
+  PendingStream,
+  PendingTask,
+  PythonFunction,
+  PythonFunctionOptions,
+  PythonStreamFunction,
+} from "./python-function.js";
+export { isPending, kwargs, python } from "./python-function.js";
+export type { PoolNode, ResultOf, RunOptions, StreamOptions, TaskHandle, WaitOptions } from "./pool.js";
+export { compute, Pool, withCompute } from "./pool.js";
+export type { LocalCluster, LocalSettings } from "./local-provider.js";
+export { Local } from "./local-provider.js";
+export type { ConsoleSink } from "./console.js";
+
 // Pool requests and configuration files
 export type {
   ComputeInput,
@@ -46,13 +64,16 @@ export {
   CancelledError,
   ConfigurationError,
   ConnectionError,
+  FunctionNotFoundError,
   NoCapacityError,
   NoOffersError,
   ProtocolError,
   ProvisionError,
   RemoteTaskError,
+  SerializationError,
   SkywardError,
   TaskTimeoutError,
+  WorkerDiedError,
 } from "./errors.js";
 // Events
 export type {
@@ -143,6 +164,9 @@ export type {
   ProviderCapabilities,
   ProviderV1,
   ShellOp,
+  WorkerEndpoint,
+  WorkerEnvironment,
+  WorkerLaunchRequest,
 } from "./provider.js";
 export { isProvider, PROVIDER_SPECIFICATION_VERSION } from "./provider.js";
 // Specs, topology, volumes, images, options

@@ -8,6 +8,8 @@
  * `AbortSignal` and must give up promptly when it aborts.
  */
 import { z } from "zod";
+import type { Image } from "./image.js";
+import type { LaunchCommand } from "./launch-command.js";
 import type { AllocationStrategy, Architecture, PoolSpec } from "./spec.js";
 
 /**
@@ -23,6 +25,46 @@ export const PROVIDER_SPECIFICATION_VERSION = "v1";
 export interface ProviderCallOptions {
   /** Aborted when the pool gives up (deadline, user abort, shutdown); the call must then reject promptly. */
   readonly signal: AbortSignal;
+  /** Reports progress of a long step (`venv`, `pip`, …) so the pool can show it; optional to call. */
+  readonly progress?: (phase: string, status: "started" | "finished", detail?: string) => void;
+}
+
+/** Where the worker's Python lives on a node, known once the environment is set up there. */
+export interface WorkerEnvironment {
+  /** The Python that runs the worker (inside the virtual environment, when there is one). */
+  readonly pythonBin: string;
+  /** The virtual environment, or undefined when the system interpreter is used as it is. */
+  readonly venvDir: string | undefined;
+  /** The worker's entry script (`…/skyward_worker.py`). */
+  readonly workerScript: string;
+  /** The node's private address. */
+  readonly privateIp: string;
+}
+
+/** What the pool asks a provider that starts workers itself ({@link ProviderV1.launchWorker}) to start. */
+export interface WorkerLaunchRequest {
+  /** The node index (0 is the head). */
+  readonly nodeId: number;
+  /** The image after the plugins' transforms: what the node's environment must provide. */
+  readonly image: Image;
+  /** Builds the launch command once the provider knows the node's environment; plugins' launchers applied. */
+  readonly command: (environment: WorkerEnvironment) => LaunchCommand;
+  /** Environment variables for the worker (the image's env and the pool token); secrets: never logged. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Seconds allowed until the worker listens. */
+  readonly timeoutSeconds: number;
+  /** The worker process's own output lines (not task output), for the pool's log. */
+  readonly onOutput?: (stream: "stdout" | "stderr", line: string) => void;
+  /** Called once if the worker process exits after it was started. */
+  readonly onExit?: (code: number | null, signal: string | null) => void;
+}
+
+/** Where a started worker listens, reachable from this machine. */
+export interface WorkerEndpoint {
+  readonly host: string;
+  readonly port: number;
+  /** The worker's process id on its node. */
+  readonly pid: number;
 }
 
 /** What the pool asks a provider for: the per-node requirements of one spec. */
@@ -267,6 +309,18 @@ export interface ProviderV1<Specific = unknown> {
    * CLI. Optional; read-only.
    */
   listInstances?(options: ProviderCallOptions): Promise<readonly Instance[]>;
+
+  /**
+   * For providers whose nodes are not reached over SSH (the built-in `Local`): sets up the node's
+   * environment, starts the worker on it, and returns where it listens. When present, the pool uses
+   * it instead of SSH, bootstrap and a tunnel. Optional.
+   */
+  launchWorker?(
+    cluster: Cluster<Specific>,
+    instance: Instance,
+    request: WorkerLaunchRequest,
+    options: ProviderCallOptions,
+  ): Promise<WorkerEndpoint>;
 }
 
 /** A provider: the current contract version. */

@@ -1,0 +1,305 @@
+/**
+ * The built-in `Local` provider: every node is a worker process on this machine, with its own node
+ * id, reached over loopback with the same protocol as remote nodes. It is the default when a spec
+ * names no provider.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { cpus, tmpdir, totalmem } from "node:os";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { BootstrapError } from "./errors.js";
+import { collectIncludedFiles } from "./includes.js";
+import type {
+  Cluster,
+  Instance,
+  Offer,
+  OfferQuery,
+  ProviderCallOptions,
+  ProviderV1,
+  WorkerEndpoint,
+  WorkerLaunchRequest,
+} from "./provider.js";
+import type { Image } from "./image.js";
+import { type PythonEnvironment, preparePythonEnvironment } from "./python-environment.js";
+import type { PoolSpec } from "./spec.js";
+
+/** Where the Python runtime (`skyward/`, `skyward_worker.py`) is, in this package. */
+export function pythonRuntimeDirectory(): string {
+  return fileURLToPath(new URL("../python", import.meta.url));
+}
+
+/** Settings of the `Local` provider. */
+export interface LocalSettings {
+  /** Parent directory of each pool's work directory. Default: the system's temporary directory. */
+  workRoot?: string;
+}
+
+/** What the `Local` provider keeps per cluster. */
+export interface LocalCluster {
+  /** The pool's work directory: `includes` land here, and it is the workers' working directory. */
+  readonly workdir: string;
+}
+
+interface RunningWorker {
+  readonly child: ChildProcess;
+  exited: boolean;
+}
+
+const WORKER_READY = "SKYWARD_WORKER_READY ";
+const liveWorkers = new Set<RunningWorker>();
+let exitHookInstalled = false;
+
+function killGroup(worker: RunningWorker, signal: NodeJS.Signals): void {
+  if (worker.exited || worker.child.pid === undefined) return;
+  try {
+    process.kill(-worker.child.pid, signal);
+  } catch {
+    try {
+      worker.child.kill(signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  // Last resort when the process exits without disposing its pools: no worker outlives it. (Workers
+  // also stop when their stdin closes, which covers a SIGKILL of this process.)
+  process.once("exit", () => {
+    for (const worker of liveWorkers) killGroup(worker, "SIGKILL");
+  });
+}
+
+function localOffer(): Offer {
+  return Object.freeze({
+    id: "local",
+    provider: "local",
+    instanceType: "local",
+    accelerator: null,
+    vcpus: cpus().length,
+    memoryGb: Math.round(totalmem() / 1024 ** 3),
+    architecture: process.arch === "arm64" ? "arm64" : "x86_64",
+    region: "local",
+    spotPrice: null,
+    onDemandPrice: 0,
+    billingUnit: "second",
+    pricesAsOf: new Date().toISOString().slice(0, 10),
+    specific: Object.freeze({}),
+  });
+}
+
+/**
+ * The built-in provider that runs every node as a worker process on this machine:
+ * `sky.compute({ provider: sky.Local(), nodes: 4 })`. Used when a spec names no provider.
+ */
+export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
+  const workers = new Map<string, RunningWorker>();
+  // Set up once per cluster (all its nodes share this machine): includes copied, Python ready.
+  const environments = new Map<string, Promise<PythonEnvironment>>();
+
+  const setUp = (cluster: Cluster<LocalCluster>, image: Image, options: ProviderCallOptions): Promise<PythonEnvironment> => {
+    let environment = environments.get(cluster.id);
+    if (!environment) {
+      environment = (async () => {
+        options.progress?.("includes", "started", image.includes.join(" "));
+        const files = await collectIncludedFiles(image.includes, image.excludes);
+        for (const file of files) {
+          const target = join(cluster.specific.workdir, file.target);
+          await mkdir(dirname(target), { recursive: true });
+          await copyFile(file.source, target);
+        }
+        options.progress?.("includes", "finished", `${files.length} files`);
+        return preparePythonEnvironment(image, options);
+      })();
+      environments.set(cluster.id, environment);
+      environment.catch(() => environments.delete(cluster.id));
+    }
+    return environment;
+  };
+
+  const provider: ProviderV1<LocalCluster> = {
+    specificationVersion: "v1",
+    name: "local",
+    capabilities: Object.freeze({ spot: false, volumes: false, images: false }),
+
+    async offers(query: OfferQuery): Promise<readonly Offer[]> {
+      const offer = localOffer();
+      if (query.accelerator) return [];
+      if (query.architecture && query.architecture !== offer.architecture) return [];
+      if (query.allocation === "spot") return [];
+      if (query.vcpus !== undefined && query.vcpus > offer.vcpus) return [];
+      if (query.memoryGb !== undefined && query.memoryGb > offer.memoryGb) return [];
+      return [offer];
+    },
+
+    async prepare(spec: PoolSpec, offer: Offer): Promise<Cluster<LocalCluster>> {
+      const root = settings.workRoot ?? tmpdir();
+      await mkdir(root, { recursive: true });
+      const workdir = await mkdtemp(join(root, "skyward-pool-"));
+      return Object.freeze({
+        id: `local-${randomUUID().slice(0, 8)}`,
+        provider: "local",
+        poolId: "",
+        region: "local",
+        spec,
+        offer,
+        ssh: null,
+        specific: Object.freeze({ workdir }),
+      });
+    },
+
+    async provision(cluster: Cluster<LocalCluster>, count: number): Promise<readonly Instance[]> {
+      const now = Date.now();
+      return Array.from({ length: count }, () =>
+        Object.freeze({
+          id: `${cluster.id}-${randomUUID().slice(0, 8)}`,
+          status: "running" as const,
+          publicIp: null,
+          privateIp: "127.0.0.1",
+          ssh: null,
+          spot: false,
+          hourlyPrice: 0,
+          offerId: cluster.offer.id,
+          createdAt: now,
+          tags: Object.freeze({ "skyward:cluster": cluster.id }),
+        }),
+      );
+    },
+
+    async getInstance(cluster: Cluster<LocalCluster>, id: string): Promise<Instance | null> {
+      const worker = workers.get(id);
+      if (worker?.exited) return null;
+      return Object.freeze({
+        id,
+        status: "running",
+        publicIp: null,
+        privateIp: "127.0.0.1",
+        ssh: null,
+        spot: false,
+        hourlyPrice: 0,
+        offerId: cluster.offer.id,
+        createdAt: Date.now(),
+        tags: Object.freeze({ "skyward:cluster": cluster.id }),
+      });
+    },
+
+    async launchWorker(
+      cluster: Cluster<LocalCluster>,
+      instance: Instance,
+      request: WorkerLaunchRequest,
+      options: ProviderCallOptions,
+    ): Promise<WorkerEndpoint> {
+      installExitHook();
+      const environment = await setUp(cluster, request.image, options);
+      const runtime = pythonRuntimeDirectory();
+      const command = request.command({
+        pythonBin: environment.pythonBin,
+        venvDir: environment.venvDir,
+        workerScript: join(runtime, "skyward_worker.py"),
+        privateIp: "127.0.0.1",
+      });
+      const pythonPath = [runtime, process.env.PYTHONPATH].filter(Boolean).join(":");
+      const child = spawn("/bin/sh", ["-c", `exec ${command.render()}`], {
+        cwd: cluster.specific.workdir,
+        env: { ...process.env, ...request.env, PYTHONPATH: pythonPath, PYTHONUNBUFFERED: "1" },
+        stdio: ["pipe", "pipe", "pipe"],
+        detached: true,
+      });
+      const worker: RunningWorker = { child, exited: false };
+      workers.set(instance.id, worker);
+      liveWorkers.add(worker);
+      const stderrTail: string[] = [];
+      const stderr = createInterface({ input: child.stderr as NodeJS.ReadableStream });
+      stderr.on("line", (line) => {
+        stderrTail.push(line);
+        if (stderrTail.length > 60) stderrTail.shift();
+        request.onOutput?.("stderr", line);
+      });
+      return new Promise<WorkerEndpoint>((resolvePromise, reject) => {
+        let settled = false;
+        const fail = (message: string, cause?: unknown) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          options.signal.removeEventListener("abort", onAbort);
+          killGroup(worker, "SIGKILL");
+          reject(
+            new BootstrapError({ node: request.nodeId, phase: "worker", logTail: stderrTail.join("\n"), message, cause }),
+          );
+        };
+        const timer = setTimeout(
+          () => fail(`The worker of node ${request.nodeId} did not start within ${request.timeoutSeconds} s`),
+          request.timeoutSeconds * 1000,
+        );
+        const onAbort = () => fail(`Starting the worker of node ${request.nodeId} was aborted`, options.signal.reason);
+        options.signal.addEventListener("abort", onAbort, { once: true });
+        child.once("error", (error) => fail(`Could not start the worker of node ${request.nodeId}: ${error.message}`, error));
+        child.once("exit", (code, signal) => {
+          worker.exited = true;
+          liveWorkers.delete(worker);
+          if (!settled) {
+            // Let the last stderr lines arrive before reporting them.
+            setTimeout(
+              () => fail(`The worker of node ${request.nodeId} exited (${signal ?? `code ${code}`}) before it was ready`),
+              50,
+            );
+          } else request.onExit?.(code, signal);
+        });
+        const stdout = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+        stdout.on("line", (line) => {
+          if (!settled && line.startsWith(WORKER_READY)) {
+            try {
+              const ready = JSON.parse(line.slice(WORKER_READY.length)) as { port: number; pid: number };
+              settled = true;
+              clearTimeout(timer);
+              options.signal.removeEventListener("abort", onAbort);
+              resolvePromise({ host: "127.0.0.1", port: ready.port, pid: ready.pid });
+            } catch (error) {
+              fail(`The worker of node ${request.nodeId} announced itself in an unexpected form: ${line}`, error);
+            }
+            return;
+          }
+          request.onOutput?.("stdout", line);
+        });
+      });
+    },
+
+    async terminate(_cluster: Cluster<LocalCluster>, ids: readonly string[]): Promise<void> {
+      await Promise.all(
+        ids.map(async (id) => {
+          const worker = workers.get(id);
+          if (!worker) return;
+          workers.delete(id);
+          if (worker.exited) return;
+          const exited = new Promise<void>((done) => {
+            if (worker.exited) done();
+            else worker.child.once("exit", () => done());
+          });
+          worker.child.stdin?.end();
+          killGroup(worker, "SIGTERM");
+          const timer = setTimeout(() => killGroup(worker, "SIGKILL"), 3000);
+          await exited;
+          clearTimeout(timer);
+        }),
+      );
+    },
+
+    async teardown(cluster: Cluster<LocalCluster>): Promise<void> {
+      const mine = [...workers.keys()].filter((id) => id.startsWith(`${cluster.id}-`));
+      await provider.terminate(cluster, mine, { signal: AbortSignal.timeout(10_000) });
+      environments.delete(cluster.id);
+      await rm(cluster.specific.workdir, { recursive: true, force: true });
+    },
+
+    selfDestruct(): string {
+      // A local worker simply exits when its TTL runs out; there is no machine to shut down.
+      return "";
+    },
+  };
+  return provider;
+}
