@@ -4,7 +4,13 @@ export default defineConfig({
   resolve: { conditions: ["@skyward/source"] },
   ssr: { resolve: { conditions: ["@skyward/source"] } },
   test: {
-    include: ["src/**/*.test.ts"],
     reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    projects: [
+      { extends: true, test: { name: "unit", include: ["src/**/*.test.ts"] } },
+      {
+        extends: true,
+        test: { name: "e2e", include: ["test/**/*.test.ts"], testTimeout: 60_000, hookTimeout: 60_000 },
+      },
+    ],
   },
 });
