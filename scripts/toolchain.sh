@@ -50,6 +50,38 @@ skyward_ensure_pnpm() {
   hash -r
 }
 
+# A Python environment for the test suite: the system's python3 (Debian's, where frameworks such as
+# python3-torch are installed) with its site-packages visible, plus pytest and numpy from PyPI.
+SKYWARD_PYTHON_ENV="$SKYWARD_TOOLCHAIN/python"
+skyward_ensure_python() {
+  local base
+  if [ -x /usr/bin/python3 ]; then base=/usr/bin/python3; else base="$(command -v python3 || true)"; fi
+  if [ -z "$base" ]; then
+    skyward_log "python3 (>= 3.10) is required and was not found"
+    return 1
+  fi
+  if [ ! -x "$SKYWARD_PYTHON_ENV/bin/python" ]; then
+    skyward_log "creating the test Python environment in .toolchain/python from $base"
+    if ! "$base" -m venv --system-site-packages "$SKYWARD_PYTHON_ENV" >&2; then
+      if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        skyward_log "installing python3-venv"
+        apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2 || return 1
+        rm -rf "$SKYWARD_PYTHON_ENV"
+        "$base" -m venv --system-site-packages "$SKYWARD_PYTHON_ENV" >&2 || return 1
+      else
+        skyward_log "could not create a virtual environment with $base (install python3-venv)"
+        return 1
+      fi
+    fi
+  fi
+  if ! "$SKYWARD_PYTHON_ENV/bin/python" -c "import pytest, numpy" 2>/dev/null; then
+    skyward_log "installing pytest and numpy into the test Python environment"
+    "$SKYWARD_PYTHON_ENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest numpy >&2 || return 1
+  fi
+  export PATH="$SKYWARD_PYTHON_ENV/bin:$PATH"
+  hash -r
+}
+
 skyward_ensure_dependencies() {
   (cd "$SKYWARD_ROOT" && pnpm install --frozen-lockfile --reporter=append-only >&2)
 }

@@ -72,16 +72,33 @@ export interface PendingStream<T> {
 /** Either kind of pending call. */
 export type Pending<T> = PendingTask<T> | PendingStream<T>;
 
+/**
+ * Every leading part of an argument list, the whole included: the positional arguments a call may
+ * give before its keyword arguments (Python lets any parameter be passed by keyword).
+ */
+export type ArgumentPrefixes<A extends unknown[]> = number extends A["length"]
+  ? A
+  : A extends []
+    ? []
+    : A extends [infer Head, ...infer Tail]
+      ? [] | [Head, ...ArgumentPrefixes<Tail>]
+      : A extends [(infer Head)?, ...infer Tail]
+        ? [] | [Head, ...ArgumentPrefixes<Tail>]
+        : [];
+
+/** The argument list of a call: the positional arguments, or a leading part of them plus {@link kwargs}. */
+export type CallArguments<A extends unknown[]> = A | [...ArgumentPrefixes<A>, KwargsArgument];
+
 /** A typed reference to a Python function; call it to get a {@link PendingTask}. */
 export interface PythonFunction<A extends unknown[], R> {
-  (...args: A | [...A, KwargsArgument]): PendingTask<R>;
+  (...args: CallArguments<A>): PendingTask<R>;
   /** `module:qualname`. */
   readonly ref: string;
 }
 
 /** A typed reference to a Python generator function; call it to get a {@link PendingStream}. */
 export interface PythonStreamFunction<A extends unknown[], T> {
-  (...args: A | [...A, KwargsArgument]): PendingStream<T>;
+  (...args: CallArguments<A>): PendingStream<T>;
   /** `module:qualname`. */
   readonly ref: string;
 }

@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import { isPending, kwargs, python } from "./python-function.js";
+
+describe("python function references", () => {
+  const greet = python<[name: string, punctuation?: string], string>("tasks:greet");
+
+  it("make frozen pending calls and run nothing", () => {
+    const pending = greet("ada");
+    expect(pending).toMatchObject({ kind: "task", ref: "tasks:greet", args: ["ada"], kwargs: {}, timeout: undefined });
+    expect(Object.isFrozen(pending)).toBe(true);
+    expect(isPending(pending)).toBe(true);
+    expect(greet.ref).toBe("tasks:greet");
+  });
+
+  it("take keyword arguments after any leading part of the positional ones", () => {
+    expect(greet("ada", kwargs({ greeting: "hi" })).kwargs).toEqual({ greeting: "hi" });
+    expect(greet("ada", "?", kwargs({ greeting: "hi" })).args).toEqual(["ada", "?"]);
+    expect(greet(kwargs({ name: "ada" })).args).toEqual([]);
+    // @ts-expect-error -- a number is not the name
+    greet(1);
+    expect(greet("ada").withKwargs({ a: 1 }).withKwargs({ b: 2 }).kwargs).toEqual({ a: 1, b: 2 });
+  });
+
+  it("set timeouts on copies, and refuse bad ones and bad references", () => {
+    const pending = greet("ada");
+    const timed = pending.withTimeout(30);
+    expect(timed.timeout).toBe(30);
+    expect(pending.timeout).toBeUndefined();
+    expect(() => pending.withTimeout(0)).toThrow(/timeout/);
+    expect(() => python("not a ref")).toThrow(/module:function/);
+    expect(() => python("tasks:fn", { timeout: -1 })).toThrow(/timeout/);
+    expect(python("pkg.mod:Class.method").ref).toBe("pkg.mod:Class.method");
+  });
+
+  it("mark generator functions as streams", () => {
+    const count = python.stream<[n: number], number>("tasks:count");
+    expect(count(3).kind).toBe("stream");
+    expect(count(3).withTimeout(5).kind).toBe("stream");
+  });
+});
