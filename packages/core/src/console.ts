@@ -28,7 +28,9 @@ export function formatConsoleLine(event: SkywardEvent, mode: "log" | "minimal"):
   switch (event.type) {
     case "pool.state":
       // Ready and destroyed have their own events, with more to say.
-      return event.state === "ready" || event.state === "destroyed" ? undefined : `${at} [pool] ${event.state.replace("_", " ")}`;
+      return event.state === "ready" || event.state === "destroyed"
+        ? undefined
+        : `${at} [pool] ${event.state.replace("_", " ")}`;
     case "pool.ready":
       return `${at} [pool] ready: ${event.nodes} node${event.nodes === 1 ? "" : "s"}${seconds(event.durationMs)}`;
     case "pool.destroyed":

@@ -17,7 +17,21 @@ export interface IncludedFile {
 }
 
 /** Names never shipped, wherever they are. */
-const ALWAYS_EXCLUDED = ["__pycache__", ".git", ".hg", ".svn", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules", ".DS_Store", "*.pyc", "*.pyo"];
+const ALWAYS_EXCLUDED = [
+  "__pycache__",
+  ".git",
+  ".hg",
+  ".svn",
+  ".venv",
+  "venv",
+  ".mypy_cache",
+  ".pytest_cache",
+  ".ruff_cache",
+  "node_modules",
+  ".DS_Store",
+  "*.pyc",
+  "*.pyo",
+];
 
 /** Turns a glob (`*`, `**`, `?`, `[abc]`) into a regular expression over `/`-separated paths. */
 export function globToRegExp(glob: string): RegExp {
@@ -35,7 +49,10 @@ export function globToRegExp(glob: string): RegExp {
       const end = glob.indexOf("]", index + 1);
       if (end === -1) pattern += "\\[";
       else {
-        pattern += `[${glob.slice(index + 1, end).replace(/^!/, "^").replace(/\\/g, "\\\\")}]`;
+        pattern += `[${glob
+          .slice(index + 1, end)
+          .replace(/^!/, "^")
+          .replace(/\\/g, "\\\\")}]`;
         index = end;
       }
     } else pattern += char.replace(/[.+^${}()|\\]/g, "\\$&");
@@ -46,10 +63,15 @@ export function globToRegExp(glob: string): RegExp {
 /** A matcher for exclude patterns: a pattern without `/` matches any path component's name. */
 function excludeMatcher(patterns: readonly string[]): (path: string) => boolean {
   const byName = patterns.filter((pattern) => !pattern.includes("/")).map(globToRegExp);
-  const byPath = patterns.filter((pattern) => pattern.includes("/")).map((pattern) => globToRegExp(pattern.replace(/^\.?\//, "").replace(/\/$/, "")));
+  const byPath = patterns
+    .filter((pattern) => pattern.includes("/"))
+    .map((pattern) => globToRegExp(pattern.replace(/^\.?\//, "").replace(/\/$/, "")));
   return (path) => {
     const name = path.slice(path.lastIndexOf("/") + 1);
-    return byName.some((pattern) => pattern.test(name)) || byPath.some((pattern) => pattern.test(path) || pattern.test(`${path}/`));
+    return (
+      byName.some((pattern) => pattern.test(name)) ||
+      byPath.some((pattern) => pattern.test(path) || pattern.test(`${path}/`))
+    );
   };
 }
 
@@ -74,7 +96,9 @@ export async function collectIncludedFiles(
     try {
       stats = await lstat(source);
     } catch {
-      throw new ConfigurationError({ issues: [{ path, message: `${include} does not exist (looked at ${source})` }] });
+      throw new ConfigurationError({
+        issues: [{ path, message: `${include} does not exist (looked at ${source})` }],
+      });
     }
     const name = basename(source);
     const previous = roots.get(name);
@@ -86,13 +110,17 @@ export async function collectIncludedFiles(
     roots.set(name, include);
     if (stats.isFile()) {
       if (!name.endsWith(".py")) {
-        throw new ConfigurationError({ issues: [{ path, message: `expected a directory or a .py file, received ${include}` }] });
+        throw new ConfigurationError({
+          issues: [{ path, message: `expected a directory or a .py file, received ${include}` }],
+        });
       }
       files.push({ source, target: name, size: stats.size, mode: stats.mode & 0o777 });
       continue;
     }
     if (!stats.isDirectory()) {
-      throw new ConfigurationError({ issues: [{ path, message: `expected a directory or a .py file, received ${include}` }] });
+      throw new ConfigurationError({
+        issues: [{ path, message: `expected a directory or a .py file, received ${include}` }],
+      });
     }
     const walk = async (directory: string): Promise<void> => {
       const entries = await readdir(directory, { withFileTypes: true });
@@ -104,7 +132,12 @@ export async function collectIncludedFiles(
         if (entry.isDirectory()) await walk(full);
         else if (entry.isFile()) {
           const entryStats = await lstat(full);
-          files.push({ source: full, target: `${name}/${inside}`, size: entryStats.size, mode: entryStats.mode & 0o777 });
+          files.push({
+            source: full,
+            target: `${name}/${inside}`,
+            size: entryStats.size,
+            mode: entryStats.mode & 0o777,
+          });
         }
       }
     };

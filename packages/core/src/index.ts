@@ -21,24 +21,6 @@ export {
   accelerators,
   canonicalAcceleratorName,
 } from "./accelerators.js";
-// Python functions, pools and dispatch
-export type {
-  Kwargs,
-  KwargsArgument,
-  Pending,
-  PendingStream,
-  PendingTask,
-  PythonFunction,
-  PythonFunctionOptions,
-  PythonStreamFunction,
-} from "./python-function.js";
-export { isPending, kwargs, python } from "./python-function.js";
-export type { PoolNode, ResultOf, RunOptions, StreamOptions, TaskHandle, WaitOptions } from "./pool.js";
-export { compute, Pool, withCompute } from "./pool.js";
-export type { LocalCluster, LocalSettings } from "./local-provider.js";
-export { Local } from "./local-provider.js";
-export type { ConsoleSink } from "./console.js";
-
 // Pool requests and configuration files
 export type {
   ComputeInput,
@@ -57,6 +39,7 @@ export type {
   SkywardConfig,
 } from "./config-file.js";
 export { loadConfig, PROVIDER_PACKAGES, resolveNamedPool } from "./config-file.js";
+export type { ConsoleSink } from "./console.js";
 // Errors
 export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "./errors.js";
 export {
@@ -115,6 +98,8 @@ export type { Image, ImageInput, PipIndex } from "./image.js";
 export { contentHash, DEFAULT_IMAGE, envHash, extendImage, image, pipIndex } from "./image.js";
 export type { LaunchCommandFields, LaunchContext } from "./launch-command.js";
 export { LaunchCommand } from "./launch-command.js";
+export type { LocalCluster, LocalSettings } from "./local-provider.js";
+export { Local } from "./local-provider.js";
 export type {
   BuiltinMetricCollector,
   CustomMetricCollector,
@@ -150,6 +135,8 @@ export type {
   WorkerModule,
 } from "./plugin.js";
 export { isPlugin, Plugin, PluginError } from "./plugin.js";
+export type { PoolNode, ResultOf, RunOptions, StreamOptions, TaskHandle, WaitOptions } from "./pool.js";
+export { compute, Pool, withCompute } from "./pool.js";
 // Contracts: providers, plugins, launch commands
 export type {
   Cluster,
@@ -169,6 +156,18 @@ export type {
   WorkerLaunchRequest,
 } from "./provider.js";
 export { isProvider, PROVIDER_SPECIFICATION_VERSION } from "./provider.js";
+// Python functions, pools and dispatch
+export type {
+  Kwargs,
+  KwargsArgument,
+  Pending,
+  PendingStream,
+  PendingTask,
+  PythonFunction,
+  PythonFunctionOptions,
+  PythonStreamFunction,
+} from "./python-function.js";
+export { isPending, kwargs, python } from "./python-function.js";
 // Specs, topology, volumes, images, options
 export type {
   AllocationStrategy,

@@ -11,6 +11,7 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { BootstrapError } from "./errors.js";
+import type { Image } from "./image.js";
 import { collectIncludedFiles } from "./includes.js";
 import type {
   Cluster,
@@ -22,7 +23,6 @@ import type {
   WorkerEndpoint,
   WorkerLaunchRequest,
 } from "./provider.js";
-import type { Image } from "./image.js";
 import { type PythonEnvironment, preparePythonEnvironment } from "./python-environment.js";
 import type { PoolSpec } from "./spec.js";
 
@@ -102,7 +102,11 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
   // Set up once per cluster (all its nodes share this machine): includes copied, Python ready.
   const environments = new Map<string, Promise<PythonEnvironment>>();
 
-  const setUp = (cluster: Cluster<LocalCluster>, image: Image, options: ProviderCallOptions): Promise<PythonEnvironment> => {
+  const setUp = (
+    cluster: Cluster<LocalCluster>,
+    image: Image,
+    options: ProviderCallOptions,
+  ): Promise<PythonEnvironment> => {
     let environment = environments.get(cluster.id);
     if (!environment) {
       environment = (async () => {
@@ -229,23 +233,35 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
           options.signal.removeEventListener("abort", onAbort);
           killGroup(worker, "SIGKILL");
           reject(
-            new BootstrapError({ node: request.nodeId, phase: "worker", logTail: stderrTail.join("\n"), message, cause }),
+            new BootstrapError({
+              node: request.nodeId,
+              phase: "worker",
+              logTail: stderrTail.join("\n"),
+              message,
+              cause,
+            }),
           );
         };
         const timer = setTimeout(
           () => fail(`The worker of node ${request.nodeId} did not start within ${request.timeoutSeconds} s`),
           request.timeoutSeconds * 1000,
         );
-        const onAbort = () => fail(`Starting the worker of node ${request.nodeId} was aborted`, options.signal.reason);
+        const onAbort = () =>
+          fail(`Starting the worker of node ${request.nodeId} was aborted`, options.signal.reason);
         options.signal.addEventListener("abort", onAbort, { once: true });
-        child.once("error", (error) => fail(`Could not start the worker of node ${request.nodeId}: ${error.message}`, error));
+        child.once("error", (error) =>
+          fail(`Could not start the worker of node ${request.nodeId}: ${error.message}`, error),
+        );
         child.once("exit", (code, signal) => {
           worker.exited = true;
           liveWorkers.delete(worker);
           if (!settled) {
             // Let the last stderr lines arrive before reporting them.
             setTimeout(
-              () => fail(`The worker of node ${request.nodeId} exited (${signal ?? `code ${code}`}) before it was ready`),
+              () =>
+                fail(
+                  `The worker of node ${request.nodeId} exited (${signal ?? `code ${code}`}) before it was ready`,
+                ),
               50,
             );
           } else request.onExit?.(code, signal);
@@ -260,7 +276,10 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
               options.signal.removeEventListener("abort", onAbort);
               resolvePromise({ host: "127.0.0.1", port: ready.port, pid: ready.pid });
             } catch (error) {
-              fail(`The worker of node ${request.nodeId} announced itself in an unexpected form: ${line}`, error);
+              fail(
+                `The worker of node ${request.nodeId} announced itself in an unexpected form: ${line}`,
+                error,
+              );
             }
             return;
           }

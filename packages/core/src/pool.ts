@@ -18,7 +18,13 @@ import {
   SerializationError,
   SkywardError,
 } from "./errors.js";
-import { EventHub, type EventOf, type PoolState, type SkywardEvent, type SkywardEventType } from "./events.js";
+import {
+  EventHub,
+  type EventOf,
+  type PoolState,
+  type SkywardEvent,
+  type SkywardEventType,
+} from "./events.js";
 import type { Image } from "./image.js";
 import { LaunchCommand, type LaunchContext } from "./launch-command.js";
 import { Local } from "./local-provider.js";
@@ -115,7 +121,9 @@ function priceUnder(offer: Offer, allocation: PoolSpec["allocation"]): number | 
     case "on-demand":
       return offer.onDemandPrice;
     default: {
-      const prices = [offer.spotPrice, offer.onDemandPrice].filter((price): price is number => price !== null);
+      const prices = [offer.spotPrice, offer.onDemandPrice].filter(
+        (price): price is number => price !== null,
+      );
       return prices.length > 0 ? Math.min(...prices) : null;
     }
   }
@@ -124,7 +132,11 @@ function priceUnder(offer: Offer, allocation: PoolSpec["allocation"]): number | 
 function offerQuery(spec: PoolSpec): OfferQuery {
   return {
     accelerator: spec.accelerator
-      ? { name: spec.accelerator.name, count: spec.accelerator.count, ...(spec.accelerator.memoryGb ? { memoryGb: spec.accelerator.memoryGb } : {}) }
+      ? {
+          name: spec.accelerator.name,
+          count: spec.accelerator.count,
+          ...(spec.accelerator.memoryGb ? { memoryGb: spec.accelerator.memoryGb } : {}),
+        }
       : null,
     ...(spec.vcpus !== undefined ? { vcpus: spec.vcpus } : {}),
     ...(spec.memoryGb !== undefined ? { memoryGb: spec.memoryGb } : {}),
@@ -237,7 +249,9 @@ export class Pool implements AsyncDisposable {
 
   #checkOpen(): void {
     if (this.#state !== "ready") {
-      throw new CancelledError({ message: `The pool is ${this.#state.replace("_", " ")}; it runs no more tasks` });
+      throw new CancelledError({
+        message: `The pool is ${this.#state.replace("_", " ")}; it runs no more tasks`,
+      });
     }
   }
 
@@ -314,7 +328,13 @@ export class Pool implements AsyncDisposable {
         () => {
           off();
           if (this.#tasks.liveNodes >= minimum) resolve();
-          else reject(new ProvisionError({ provider: this.#provider?.name ?? "?", message: `Only ${this.#tasks.liveNodes} of the ${minimum} nodes needed came up` }));
+          else
+            reject(
+              new ProvisionError({
+                provider: this.#provider?.name ?? "?",
+                message: `Only ${this.#tasks.liveNodes} of the ${minimum} nodes needed came up`,
+              }),
+            );
         },
         (error) => {
           off();
@@ -326,7 +346,13 @@ export class Pool implements AsyncDisposable {
 
   #nodeStartFailed(error: unknown): void {
     if (this.#state === "shutting_down" || this.#state === "destroyed") return;
-    this.#hub.emit({ type: "error", timestamp: Date.now(), poolId: this.id, message: `a node failed to start: ${(error as Error).message}`, cause: error });
+    this.#hub.emit({
+      type: "error",
+      timestamp: Date.now(),
+      poolId: this.id,
+      message: `a node failed to start: ${(error as Error).message}`,
+      cause: error,
+    });
   }
 
   #pluginHandle(): PoolHandle {
@@ -337,7 +363,10 @@ export class Pool implements AsyncDisposable {
     } as PoolHandle;
   }
 
-  async #chooseOffer(specs: readonly PoolSpec[], signal: AbortSignal): Promise<{ spec: PoolSpec; provider: Provider; offer: Offer }> {
+  async #chooseOffer(
+    specs: readonly PoolSpec[],
+    signal: AbortSignal,
+  ): Promise<{ spec: PoolSpec; provider: Provider; offer: Offer }> {
     const attempts: ProvisionAttempt[] = [];
     const candidates: { spec: PoolSpec; provider: Provider; offer: Offer; price: number }[] = [];
     for (const spec of specs) {
@@ -374,7 +403,12 @@ export class Pool implements AsyncDisposable {
     return chosen;
   }
 
-  async #provision(provider: Provider, cluster: Cluster, count: number, signal: AbortSignal): Promise<Instance[]> {
+  async #provision(
+    provider: Provider,
+    cluster: Cluster,
+    count: number,
+    signal: AbortSignal,
+  ): Promise<Instance[]> {
     const instances: Instance[] = [];
     const attempts: ProvisionAttempt[] = [];
     for (let attempt = 1; instances.length < count; attempt += 1) {
@@ -383,10 +417,24 @@ export class Pool implements AsyncDisposable {
         instances.push(...(await provider.provision(cluster, count - instances.length, { signal })));
       } catch (error) {
         if (signal.aborted) throw abortError(signal, "Provisioning");
-        attempts.push({ provider: provider.name, offer: cluster.offer.instanceType, reason: (error as Error).message });
-        if (attempt >= this.spec.maxProvisionAttempts || (ProvisionError.isInstance(error) && !error.isRetryable && !NoCapacityError.isInstance(error))) {
-          if (instances.length > 0) await provider.terminate(cluster, instances.map((instance) => instance.id), { signal: AbortSignal.timeout(60_000) });
-          throw NoCapacityError.isInstance(error) || attempt >= this.spec.maxProvisionAttempts ? new NoCapacityError({ attempts, cause: error }) : error;
+        attempts.push({
+          provider: provider.name,
+          offer: cluster.offer.instanceType,
+          reason: (error as Error).message,
+        });
+        if (
+          attempt >= this.spec.maxProvisionAttempts ||
+          (ProvisionError.isInstance(error) && !error.isRetryable && !NoCapacityError.isInstance(error))
+        ) {
+          if (instances.length > 0)
+            await provider.terminate(
+              cluster,
+              instances.map((instance) => instance.id),
+              { signal: AbortSignal.timeout(60_000) },
+            );
+          throw NoCapacityError.isInstance(error) || attempt >= this.spec.maxProvisionAttempts
+            ? new NoCapacityError({ attempts, cause: error })
+            : error;
         }
         await new Promise((resolve) => setTimeout(resolve, this.spec.provisionRetryDelay * 1000));
       }
@@ -394,7 +442,12 @@ export class Pool implements AsyncDisposable {
     return instances;
   }
 
-  #launchContext(node: NodeRuntime, pythonBin: string, venvDir: string | undefined, privateIp: string): LaunchContext {
+  #launchContext(
+    node: NodeRuntime,
+    pythonBin: string,
+    venvDir: string | undefined,
+    privateIp: string,
+  ): LaunchContext {
     const head = this.#nodes[0]?.instance;
     return {
       nodeId: node.index,
@@ -429,7 +482,8 @@ export class Pool implements AsyncDisposable {
       String(ttl),
     ];
     if (!worker.reuseProcesses) args.push("--no-reuse-processes");
-    const selfDestruct = this.#provider && this.#cluster ? this.#provider.selfDestruct(this.#cluster, node.instance) : "";
+    const selfDestruct =
+      this.#provider && this.#cluster ? this.#provider.selfDestruct(this.#cluster, node.instance) : "";
     if (selfDestruct) args.push("--self-destruct", selfDestruct);
     if (this.#provider?.name === "local") args.push("--exit-on-stdin-eof");
     return args;
@@ -466,7 +520,13 @@ export class Pool implements AsyncDisposable {
         timeoutSeconds: this.spec.bootstrapTimeout,
         onExit: (code, exitSignal) => {
           if (this.#state === "shutting_down" || this.#state === "destroyed") return;
-          this.#hub.emit({ type: "error", timestamp: Date.now(), poolId: this.id, node: node.index, message: `the worker process exited (${exitSignal ?? `code ${code}`})` });
+          this.#hub.emit({
+            type: "error",
+            timestamp: Date.now(),
+            poolId: this.id,
+            node: node.index,
+            message: `the worker process exited (${exitSignal ?? `code ${code}`})`,
+          });
         },
       },
       {
@@ -494,11 +554,24 @@ export class Pool implements AsyncDisposable {
     );
     node.connection = connection;
     await this.#sendCluster(node, connection, signal);
-    this.#hub.emit({ type: "node.bootstrapped", timestamp: Date.now(), poolId: this.id, node: node.index, instanceId: node.instance.id, durationMs: performance.now() - started });
+    this.#hub.emit({
+      type: "node.bootstrapped",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: node.instance.id,
+      durationMs: performance.now() - started,
+    });
     const capacity = this.spec.worker.concurrency + this.spec.worker.buffer;
     this.#tasks.attach(node.index, connection, capacity);
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
-    this.#hub.emit({ type: "node.ready", timestamp: Date.now(), poolId: this.id, node: node.index, instanceId: node.instance.id });
+    this.#hub.emit({
+      type: "node.ready",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: node.instance.id,
+    });
   }
 
   async #sendCluster(node: NodeRuntime, connection: WorkerConnection, signal: AbortSignal): Promise<void> {
@@ -512,10 +585,19 @@ export class Pool implements AsyncDisposable {
       head_addr: head?.privateIp ?? "127.0.0.1",
       head_port: this.#headPort,
       job_id: this.id,
-      peers: this.#nodes.map((peer) => ({ node: peer.index, private_ip: peer.instance.privateIp ?? "", public_ip: peer.instance.publicIp ?? "" })),
+      peers: this.#nodes.map((peer) => ({
+        node: peer.index,
+        private_ip: peer.instance.privateIp ?? "",
+        public_ip: peer.instance.publicIp ?? "",
+      })),
       accelerators: accelerator?.count ?? 0,
       accelerator: accelerator
-        ? { type: accelerator.name, count: accelerator.count, memory_gb: accelerator.memoryGb ?? 0, is_trainium: accelerator.isTrainium }
+        ? {
+            type: accelerator.name,
+            count: accelerator.count,
+            memory_gb: accelerator.memoryGb ?? 0,
+            is_trainium: accelerator.isTrainium,
+          }
         : null,
       network: null,
       env: (this.#image as Image).env,
@@ -529,9 +611,16 @@ export class Pool implements AsyncDisposable {
       });
       void connection.closed.then((loss) => {
         off();
-        reject(loss?.error ?? new CancelledError({ message: `The connection to node ${node.index} closed before it was ready` }));
+        reject(
+          loss?.error ??
+            new CancelledError({
+              message: `The connection to node ${node.index} closed before it was ready`,
+            }),
+        );
       });
-      signal.addEventListener("abort", () => reject(abortError(signal, `Starting node ${node.index}`)), { once: true });
+      signal.addEventListener("abort", () => reject(abortError(signal, `Starting node ${node.index}`)), {
+        once: true,
+      });
     });
     connection.send(message);
     await ready;
@@ -542,7 +631,14 @@ export class Pool implements AsyncDisposable {
     node.connection = undefined;
     this.#tasks.detach(node.index, reason);
     if (this.#state === "shutting_down" || this.#state === "destroyed") return;
-    this.#hub.emit({ type: "node.lost", timestamp: Date.now(), poolId: this.id, node: node.index, instanceId: node.instance.id, reason });
+    this.#hub.emit({
+      type: "node.lost",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: node.instance.id,
+      reason,
+    });
     void this.#replaceNode(node, reason);
   }
 
@@ -561,11 +657,25 @@ export class Pool implements AsyncDisposable {
       if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
       node.instance = instance;
       await this.#startNode(node, this.#abort.signal);
-      this.#hub.emit({ type: "node.replaced", timestamp: Date.now(), poolId: this.id, node: node.index, instanceId: instance.id, previousInstanceId: previous.id });
+      this.#hub.emit({
+        type: "node.replaced",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        instanceId: instance.id,
+        previousInstanceId: previous.id,
+      });
     } catch (error) {
       if (this.#state === "shutting_down" || this.#state === "destroyed") return;
       this.#tasks.abandonNode(node.index, (error as Error).message);
-      this.#hub.emit({ type: "error", timestamp: Date.now(), poolId: this.id, node: node.index, message: `could not replace node ${node.index}: ${(error as Error).message}`, cause: error });
+      this.#hub.emit({
+        type: "error",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        message: `could not replace node ${node.index}: ${(error as Error).message}`,
+        cause: error,
+      });
     }
   }
 
@@ -588,7 +698,13 @@ export class Pool implements AsyncDisposable {
     this.#setState("shutting_down");
     this.#abort.abort(new CancelledError({ message: "The pool is shutting down" }));
     const report = (what: string, error: unknown) =>
-      this.#hub.emit({ type: "error", timestamp: Date.now(), poolId: this.id, message: `${what}: ${(error as Error)?.message ?? String(error)}`, cause: error });
+      this.#hub.emit({
+        type: "error",
+        timestamp: Date.now(),
+        poolId: this.id,
+        message: `${what}: ${(error as Error)?.message ?? String(error)}`,
+        cause: error,
+      });
     try {
       await this.#aroundClient?.[Symbol.asyncDispose]();
     } catch (error) {
@@ -613,9 +729,19 @@ export class Pool implements AsyncDisposable {
     if (provider && cluster) {
       const deadline = AbortSignal.timeout(this.options.shutdownTimeout * 1000);
       try {
-        await provider.terminate(cluster, this.#nodes.map((node) => node.instance.id), { signal: deadline });
+        await provider.terminate(
+          cluster,
+          this.#nodes.map((node) => node.instance.id),
+          { signal: deadline },
+        );
         for (const node of this.#nodes) {
-          this.#hub.emit({ type: "node.destroyed", timestamp: Date.now(), poolId: this.id, node: node.index, instanceId: node.instance.id });
+          this.#hub.emit({
+            type: "node.destroyed",
+            timestamp: Date.now(),
+            poolId: this.id,
+            node: node.index,
+            instanceId: node.instance.id,
+          });
         }
       } catch (error) {
         report("terminating the instances failed", error);
@@ -652,7 +778,12 @@ export class Pool implements AsyncDisposable {
     if (target === "head") return 0;
     if (!Number.isInteger(target) || target < 0 || target >= this.#nodes.length) {
       throw new ConfigurationError({
-        issues: [{ path: "target", message: `expected "head" or a node index from 0 to ${this.#nodes.length - 1}, received ${String(target)}` }],
+        issues: [
+          {
+            path: "target",
+            message: `expected "head" or a node index from 0 to ${this.#nodes.length - 1}, received ${String(target)}`,
+          },
+        ],
       });
     }
     return target;
@@ -792,8 +923,13 @@ export class Pool implements AsyncDisposable {
   }
 
   /** Runs the calls in parallel; their results as a tuple, in order (`&` in the Python project). */
-  gather<const T extends readonly PendingTask<unknown>[]>(...tasks: T): Promise<{ -readonly [K in keyof T]: ResultOf<T[K]> }>;
-  gather<const T extends readonly PendingTask<unknown>[]>(tasks: T, options?: WaitOptions): Promise<{ -readonly [K in keyof T]: ResultOf<T[K]> }>;
+  gather<const T extends readonly PendingTask<unknown>[]>(
+    ...tasks: T
+  ): Promise<{ -readonly [K in keyof T]: ResultOf<T[K]> }>;
+  gather<const T extends readonly PendingTask<unknown>[]>(
+    tasks: T,
+    options?: WaitOptions,
+  ): Promise<{ -readonly [K in keyof T]: ResultOf<T[K]> }>;
   gather(...input: unknown[]): Promise<unknown[]> {
     const [first, second] = input;
     const tasks = (Array.isArray(first) ? first : input) as PendingTask<unknown>[];
@@ -815,7 +951,9 @@ export class Pool implements AsyncDisposable {
         for (const handle of handles) yield await handle.result;
         return;
       }
-      const pending = new Map(handles.map((handle, index) => [index, handle.result.then((value) => ({ index, value }))]));
+      const pending = new Map(
+        handles.map((handle, index) => [index, handle.result.then((value) => ({ index, value }))]),
+      );
       while (pending.size > 0) {
         const { index, value } = await Promise.race(pending.values());
         pending.delete(index);
@@ -855,7 +993,14 @@ export class Pool implements AsyncDisposable {
       for await (const item of items as AsyncIterable<A>) {
         if (failure) break;
         if (!Array.isArray(item)) {
-          throw new ConfigurationError({ issues: [{ path: `items[${index}]`, message: "expected the call's arguments as an array, e.g. [[1, 2], [3, 4]]" }] });
+          throw new ConfigurationError({
+            issues: [
+              {
+                path: `items[${index}]`,
+                message: "expected the call's arguments as an array, e.g. [[1, 2], [3, 4]]",
+              },
+            ],
+          });
         }
         const position = index;
         index += 1;
@@ -919,13 +1064,21 @@ export async function compute(input: ComputeInput, options: { signal?: AbortSign
   } catch (error) {
     await pool.close();
     if (SkywardError.isInstance(error)) throw error;
-    throw new ProvisionError({ provider: first.provider?.name ?? "local", message: (error as Error).message, cause: error });
+    throw new ProvisionError({
+      provider: first.provider?.name ?? "local",
+      message: (error as Error).message,
+      cause: error,
+    });
   }
   return pool;
 }
 
 /** Runs `body` with a pool and tears the pool down afterwards, whatever happens. */
-export async function withCompute<T>(input: ComputeInput, body: (pool: Pool) => Promise<T>, options: { signal?: AbortSignal } = {}): Promise<T> {
+export async function withCompute<T>(
+  input: ComputeInput,
+  body: (pool: Pool) => Promise<T>,
+  options: { signal?: AbortSignal } = {},
+): Promise<T> {
   const pool = await compute(input, options);
   try {
     return await body(pool);

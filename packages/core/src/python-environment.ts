@@ -87,12 +87,21 @@ interface RunResult {
   stderr: string;
 }
 
-function run(file: string, args: readonly string[], options: { signal?: AbortSignal; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<RunResult> {
+function run(
+  file: string,
+  args: readonly string[],
+  options: { signal?: AbortSignal; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<RunResult> {
   return new Promise((resolvePromise, reject) => {
     execFile(
       file,
       args,
-      { signal: options.signal, env: options.env ?? process.env, timeout: options.timeoutMs ?? 0, maxBuffer: 64 * 1024 * 1024 },
+      {
+        signal: options.signal,
+        env: options.env ?? process.env,
+        timeout: options.timeoutMs ?? 0,
+        maxBuffer: 64 * 1024 * 1024,
+      },
       (error, stdout, stderr) => {
         if (error) reject(Object.assign(error, { stdout: String(stdout), stderr: String(stderr) }));
         else resolvePromise({ stdout: String(stdout), stderr: String(stderr) });
@@ -117,10 +126,14 @@ async function onPath(name: string): Promise<string | undefined> {
 
 async function probe(bin: string, signal?: AbortSignal): Promise<PythonInterpreter | undefined> {
   try {
-    const { stdout } = await run(bin, ["-c", "import sys; print('%d.%d.%d' % sys.version_info[:3]); print(sys.executable)"], {
-      signal,
-      timeoutMs: 30_000,
-    });
+    const { stdout } = await run(
+      bin,
+      ["-c", "import sys; print('%d.%d.%d' % sys.version_info[:3]); print(sys.executable)"],
+      {
+        signal,
+        timeoutMs: 30_000,
+      },
+    );
     const [version, executable] = stdout.trim().split("\n");
     if (!version || !executable) return undefined;
     return { bin: executable, version };
@@ -151,16 +164,22 @@ export async function findPython(requested: string, signal?: AbortSignal): Promi
   if (requested === "auto") {
     const bin = await onPath("python3");
     const found = bin ? await probe(bin, signal) : undefined;
-    if (!found) throw pythonError("no python3 found on PATH; install Python >= 3.10 or set image.python to an interpreter path");
+    if (!found)
+      throw pythonError(
+        "no python3 found on PATH; install Python >= 3.10 or set image.python to an interpreter path",
+      );
     if (!atLeastMinimum(found.version)) {
-      throw pythonError(`python3 on PATH (${found.bin}) is ${found.version}, Skyward needs >= ${minimum}; set image.python to a newer interpreter`);
+      throw pythonError(
+        `python3 on PATH (${found.bin}) is ${found.version}, Skyward needs >= ${minimum}; set image.python to a newer interpreter`,
+      );
     }
     return found;
   }
   if (requested.startsWith("/")) {
     const found = await probe(requested, signal);
     if (!found) throw pythonError(`${requested} is not a working Python interpreter`);
-    if (!atLeastMinimum(found.version)) throw pythonError(`${requested} is Python ${found.version}, Skyward needs >= ${minimum}`);
+    if (!atLeastMinimum(found.version))
+      throw pythonError(`${requested} is Python ${found.version}, Skyward needs >= ${minimum}`);
     return found;
   }
   const [major, minor] = requested.split(".");
@@ -180,7 +199,9 @@ export async function findPython(requested: string, signal?: AbortSignal): Promi
       // uv does not have it either
     }
   }
-  throw pythonError(`no Python ${requested} found (looked for ${candidates.join(", ")} on PATH${uv ? " and asked uv" : ""}); install it or set image.python to "auto" or an interpreter path`);
+  throw pythonError(
+    `no Python ${requested} found (looked for ${candidates.join(", ")} on PATH${uv ? " and asked uv" : ""}); install it or set image.python to "auto" or an interpreter path`,
+  );
 }
 
 function describeFailure(error: unknown): string {
@@ -226,21 +247,41 @@ export async function preparePythonEnvironment(
   try {
     progress?.("venv", "started", venvDir);
     await rm(venvDir, { recursive: true, force: true });
-    if (uv) await run(uv, ["venv", "--quiet", "--system-site-packages", "--python", interpreter.bin, venvDir], { signal });
+    if (uv)
+      await run(uv, ["venv", "--quiet", "--system-site-packages", "--python", interpreter.bin, venvDir], {
+        signal,
+      });
     else await run(interpreter.bin, ["-m", "venv", "--system-site-packages", venvDir], { signal });
     progress?.("venv", "finished");
     progress?.("pip", "started", image.pip.join(" "));
-    const packageName = (requirement: string) => requirement.split(/[\s<>=!~;[@]/)[0]?.toLowerCase() ?? requirement;
-    const scoped = new Set(image.pipIndexes.flatMap((index) => index.packages.map((name) => name.toLowerCase())));
+    const packageName = (requirement: string) =>
+      requirement.split(/[\s<>=!~;[@]/)[0]?.toLowerCase() ?? requirement;
+    const scoped = new Set(
+      image.pipIndexes.flatMap((index) => index.packages.map((name) => name.toLowerCase())),
+    );
     const install = async (requirements: readonly string[], indexArgs: readonly string[]) => {
       if (requirements.length === 0) return;
-      if (uv) await run(uv, ["pip", "install", "--quiet", "--python", venvPython, ...indexArgs, ...requirements], { signal });
-      else await run(venvPython, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", ...indexArgs, ...requirements], { signal });
+      if (uv)
+        await run(uv, ["pip", "install", "--quiet", "--python", venvPython, ...indexArgs, ...requirements], {
+          signal,
+        });
+      else
+        await run(
+          venvPython,
+          ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", ...indexArgs, ...requirements],
+          { signal },
+        );
     };
-    await install(image.pip.filter((requirement) => !scoped.has(packageName(requirement))), []);
+    await install(
+      image.pip.filter((requirement) => !scoped.has(packageName(requirement))),
+      [],
+    );
     for (const index of image.pipIndexes) {
       const names = new Set(index.packages.map((name) => name.toLowerCase()));
-      await install(image.pip.filter((requirement) => names.has(packageName(requirement))), ["--index-url", index.url]);
+      await install(
+        image.pip.filter((requirement) => names.has(packageName(requirement))),
+        ["--index-url", index.url],
+      );
     }
     progress?.("pip", "finished");
     await writeFile(readyMarker, `${new Date().toISOString()}\n`);

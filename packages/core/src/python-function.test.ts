@@ -6,7 +6,13 @@ describe("python function references", () => {
 
   it("make frozen pending calls and run nothing", () => {
     const pending = greet("ada");
-    expect(pending).toMatchObject({ kind: "task", ref: "tasks:greet", args: ["ada"], kwargs: {}, timeout: undefined });
+    expect(pending).toMatchObject({
+      kind: "task",
+      ref: "tasks:greet",
+      args: ["ada"],
+      kwargs: {},
+      timeout: undefined,
+    });
     expect(Object.isFrozen(pending)).toBe(true);
     expect(isPending(pending)).toBe(true);
     expect(greet.ref).toBe("tasks:greet");

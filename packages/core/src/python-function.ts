@@ -19,13 +19,17 @@ export interface KwargsArgument {
 /** Wraps keyword arguments to pass as the last argument of a call: `train(data, sky.kwargs({ epochs: 3 }))`. */
 export function kwargs(values: Kwargs): KwargsArgument {
   if (typeof values !== "object" || values === null || Array.isArray(values)) {
-    throw new ConfigurationError({ issues: [{ path: "kwargs", message: "expected an object of keyword arguments" }] });
+    throw new ConfigurationError({
+      issues: [{ path: "kwargs", message: "expected an object of keyword arguments" }],
+    });
   }
   return Object.freeze({ [kwargsMarker]: true as const, values: Object.freeze({ ...values }) });
 }
 
 function isKwargsArgument(value: unknown): value is KwargsArgument {
-  return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[kwargsMarker] === true;
+  return (
+    typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[kwargsMarker] === true
+  );
 }
 
 const REF_PATTERN = /^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$/;
@@ -136,7 +140,10 @@ interface PendingFields<T> {
 
 function makePending<T>(kind: "task", fields: PendingFields<T>): PendingTask<T>;
 function makePending<T>(kind: "stream", fields: PendingFields<T>): PendingStream<T>;
-function makePending<T>(kind: "task" | "stream", fields: PendingFields<T>): PendingTask<T> | PendingStream<T> {
+function makePending<T>(
+  kind: "task" | "stream",
+  fields: PendingFields<T>,
+): PendingTask<T> | PendingStream<T> {
   return Object.freeze({
     kind: kind as "task",
     ...fields,
@@ -144,7 +151,10 @@ function makePending<T>(kind: "task" | "stream", fields: PendingFields<T>): Pend
       return makePending(kind as "task", { ...fields, timeout: checkTimeout(seconds, "timeout") });
     },
     withKwargs(values: Kwargs) {
-      return makePending(kind as "task", { ...fields, kwargs: Object.freeze({ ...fields.kwargs, ...kwargs(values).values }) });
+      return makePending(kind as "task", {
+        ...fields,
+        kwargs: Object.freeze({ ...fields.kwargs, ...kwargs(values).values }),
+      });
     },
   });
 }
@@ -163,7 +173,12 @@ function define<T>(
   const checked = checkRef(ref);
   const timeout = options.timeout === undefined ? undefined : checkTimeout(options.timeout, "timeout");
   const call = (...args: unknown[]) =>
-    makePending(kind as "task", { ref: checked, ...splitArguments(args), timeout, resultSchema: options.result });
+    makePending(kind as "task", {
+      ref: checked,
+      ...splitArguments(args),
+      timeout,
+      resultSchema: options.result,
+    });
   Object.defineProperty(call, "ref", { value: checked, enumerable: true });
   Object.defineProperty(call, "name", { value: checked });
   return call;

@@ -108,7 +108,9 @@ class InputPump {
 
   constructor(
     source: AsyncIterable<unknown> | Iterable<unknown>,
-    private readonly send: (message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string }) => void,
+    private readonly send: (
+      message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string },
+    ) => void,
   ) {
     this.#iterator =
       Symbol.asyncIterator in source
@@ -215,7 +217,8 @@ export class TaskManager {
     }
     const attached = node;
     connection.onMessage((message) => {
-      if (message.t === "out") this.#output(message.node, message.worker, message.stream, message.data, undefined);
+      if (message.t === "out")
+        this.#output(message.node, message.worker, message.stream, message.data, undefined);
     });
     this.#pump();
     void attached;
@@ -240,7 +243,12 @@ export class TaskManager {
       for (const record of this.#queue.drain()) {
         if (record.done) continue;
         record.done = true;
-        record.callbacks.error(new ConnectionError({ host: "pool", message: `No node is left to run task ${record.id}: ${reason}` }));
+        record.callbacks.error(
+          new ConnectionError({
+            host: "pool",
+            message: `No node is left to run task ${record.id}: ${reason}`,
+          }),
+        );
       }
     }
   }
@@ -252,14 +260,21 @@ export class TaskManager {
     for (const record of node.pinned.splice(0)) {
       if (record.done) continue;
       record.done = true;
-      record.callbacks.error(new ConnectionError({ host: `node ${index}`, node: index, message: `Node ${index} is gone: ${reason}` }));
+      record.callbacks.error(
+        new ConnectionError({
+          host: `node ${index}`,
+          node: index,
+          message: `Node ${index} is gone: ${reason}`,
+        }),
+      );
     }
   }
 
   /** Queues a task; it starts as soon as a slot is free. */
   submit(request: TaskRequest, callbacks: TaskCallbacks): TaskTicket {
     if (this.#closed) throw new CancelledError({ message: "The pool is shut down" });
-    const id = `t${(this.#nextId += 1)}`;
+    this.#nextId += 1;
+    const id = `t${this.#nextId}`;
     const record: TaskRecord = {
       id,
       request,
@@ -272,11 +287,22 @@ export class TaskManager {
       cancel: (reason) => this.#cancel(record, reason),
     };
     if (this.#hub.listensTo("task.queued")) {
-      this.#hub.emit({ type: "task.queued", timestamp: Date.now(), poolId: this.#poolId, taskId: id, name: request.ref });
+      this.#hub.emit({
+        type: "task.queued",
+        timestamp: Date.now(),
+        poolId: this.#poolId,
+        taskId: id,
+        name: request.ref,
+      });
     }
     if (request.node !== undefined) {
       const node = this.#nodes[request.node];
-      if (!node) throw new ConnectionError({ host: `node ${request.node}`, node: request.node, message: `There is no node ${request.node}` });
+      if (!node)
+        throw new ConnectionError({
+          host: `node ${request.node}`,
+          node: request.node,
+          message: `There is no node ${request.node}`,
+        });
       node.pinned.push(record);
     } else this.#queue.push(record);
     this.#pump();
@@ -369,13 +395,26 @@ export class TaskManager {
       this.#finish(record);
       record.callbacks.error(
         SkywardError.isInstance(error) && !ConnectionError.isInstance(error)
-          ? new SerializationError({ taskId: record.id, side: "client", message: `Cannot send the arguments of ${request.ref}: ${(error as Error).message}`, cause: error })
+          ? new SerializationError({
+              taskId: record.id,
+              side: "client",
+              message: `Cannot send the arguments of ${request.ref}: ${(error as Error).message}`,
+              cause: error,
+            })
           : (error as Error),
       );
       return;
     }
     if (this.#hub.listensTo("task.started")) {
-      this.#hub.emit({ type: "task.started", timestamp: Date.now(), poolId: this.#poolId, taskId: record.id, name: request.ref, node: node.index, attempt: 1 });
+      this.#hub.emit({
+        type: "task.started",
+        timestamp: Date.now(),
+        poolId: this.#poolId,
+        taskId: record.id,
+        name: request.ref,
+        node: node.index,
+        attempt: 1,
+      });
     }
   }
 
@@ -440,11 +479,17 @@ export class TaskManager {
           pump = new InputPump(stream.source, (input) => {
             if (record.done || !connection?.isOpen) return;
             try {
-              if (input.t === "in") connection.send({ t: "in", id: record.id, stream: index, value: input.value as WireValue });
+              if (input.t === "in")
+                connection.send({ t: "in", id: record.id, stream: index, value: input.value as WireValue });
               else if (input.t === "in_end") connection.send({ t: "in_end", id: record.id, stream: index });
               else connection.send({ t: "in_error", id: record.id, stream: index, message: input.message });
             } catch (error) {
-              connection.send({ t: "in_error", id: record.id, stream: index, message: `cannot send an item: ${(error as Error).message}` });
+              connection.send({
+                t: "in_error",
+                id: record.id,
+                stream: index,
+                message: `cannot send an item: ${(error as Error).message}`,
+              });
             }
           });
           record.pumps.set(message.stream, pump);
@@ -475,9 +520,18 @@ export class TaskManager {
     const { ref } = record.request;
     switch (message.kind) {
       case "not_found":
-        return new FunctionNotFoundError({ taskId: record.id, ref, node: message.node, message: `${ref} not found on node ${message.node}: ${message.message}` });
+        return new FunctionNotFoundError({
+          taskId: record.id,
+          ref,
+          node: message.node,
+          message: `${ref} not found on node ${message.node}: ${message.message}`,
+        });
       case "serialization":
-        return new SerializationError({ taskId: record.id, side: "worker", message: `${ref} on node ${message.node}: ${message.message}` });
+        return new SerializationError({
+          taskId: record.id,
+          side: "worker",
+          message: `${ref} on node ${message.node}: ${message.message}`,
+        });
       case "timeout":
         return new TaskTimeoutError({
           taskId: record.id,
@@ -485,9 +539,16 @@ export class TaskManager {
           message: `${ref} (task ${record.id}) timed out after ${record.request.timeout} s on node ${message.node}`,
         });
       case "cancelled":
-        return new CancelledError({ taskId: record.id, message: `${ref} (task ${record.id}) was cancelled on node ${message.node}` });
+        return new CancelledError({
+          taskId: record.id,
+          message: `${ref} (task ${record.id}) was cancelled on node ${message.node}`,
+        });
       case "worker_died":
-        return new WorkerDiedError({ taskId: record.id, node: message.node, message: `The process running ${ref} (task ${record.id}) on node ${message.node} died: ${message.message}` });
+        return new WorkerDiedError({
+          taskId: record.id,
+          node: message.node,
+          message: `The process running ${ref} (task ${record.id}) on node ${message.node} died: ${message.message}`,
+        });
       default:
         return new RemoteTaskError({
           taskId: record.id,
@@ -513,9 +574,21 @@ export class TaskManager {
       }
     }
     if (this.#hub.listensTo("task.cancelled")) {
-      this.#hub.emit({ type: "task.cancelled", timestamp: Date.now(), poolId: this.#poolId, taskId: record.id, name: record.request.ref, node: node?.index ?? null });
+      this.#hub.emit({
+        type: "task.cancelled",
+        timestamp: Date.now(),
+        poolId: this.#poolId,
+        taskId: record.id,
+        name: record.request.ref,
+        node: node?.index ?? null,
+      });
     }
-    record.callbacks.error(new CancelledError({ taskId: record.id, message: `${record.request.ref} (task ${record.id}) was cancelled: ${reason}` }));
+    record.callbacks.error(
+      new CancelledError({
+        taskId: record.id,
+        message: `${record.request.ref} (task ${record.id}) was cancelled: ${reason}`,
+      }),
+    );
   }
 
   /** Fails tasks whose worker stays silent well past their timeout (the worker enforces timeouts itself). */
@@ -544,7 +617,13 @@ export class TaskManager {
     }
   }
 
-  #output(node: number, worker: number | null, stream: "stdout" | "stderr", data: string, taskId: string | undefined): void {
+  #output(
+    node: number,
+    worker: number | null,
+    stream: "stdout" | "stderr",
+    data: string,
+    taskId: string | undefined,
+  ): void {
     if (!this.#hub.listensTo("log")) return;
     const key = `${node}/${worker}/${stream}`;
     const text = (this.#partialLines.get(key) ?? "") + data;
@@ -554,7 +633,16 @@ export class TaskManager {
     else this.#partialLines.delete(key);
     const timestamp = Date.now();
     for (const line of lines) {
-      this.#hub.emit({ type: "log", timestamp, poolId: this.#poolId, node, worker: worker ?? 0, stream, line, ...(taskId ? { taskId } : {}) });
+      this.#hub.emit({
+        type: "log",
+        timestamp,
+        poolId: this.#poolId,
+        node,
+        worker: worker ?? 0,
+        stream,
+        line,
+        ...(taskId ? { taskId } : {}),
+      });
     }
   }
 }

@@ -10,9 +10,10 @@ const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url)
 const image = { includes: [tasks] };
 
 const add = sky.python<[number, number], number>("pool_tasks:add");
-const info = sky.python<[], { node: number; total_nodes: number; is_head: boolean; pid: number; peers: string[] }>(
-  "pool_tasks:info",
-);
+const info = sky.python<
+  [],
+  { node: number; total_nodes: number; is_head: boolean; pid: number; peers: string[] }
+>("pool_tasks:info");
 const echo = sky.python<[unknown], unknown>("pool_tasks:echo");
 const greet = sky.python<[string, string?], string>("pool_tasks:greet");
 const boom = sky.python<[string], never>("pool_tasks:boom");
@@ -84,7 +85,8 @@ describe("a 3-node local pool (thread executor)", () => {
     for await (const value of pool.stream([sleep(0.3), sleep(0.01), sleep(0.1)])) ordered.push(value);
     expect(ordered).toEqual([0.3, 0.01, 0.1]);
     const unordered: number[] = [];
-    for await (const value of pool.stream([sleep(0.4), sleep(0.01), sleep(0.2)], { ordered: false })) unordered.push(value);
+    for await (const value of pool.stream([sleep(0.4), sleep(0.01), sleep(0.2)], { ordered: false }))
+      unordered.push(value);
     expect(unordered).toEqual([0.01, 0.2, 0.4]);
   });
 
@@ -112,7 +114,9 @@ describe("a 3-node local pool (thread executor)", () => {
       (async () => {
         for await (const item of pool.run(failMidway(5))) partial.push(item);
       })(),
-    ).rejects.toSatisfy((error) => sky.RemoteTaskError.isInstance(error) && error.exceptionType === "RuntimeError");
+    ).rejects.toSatisfy(
+      (error) => sky.RemoteTaskError.isInstance(error) && error.exceptionType === "RuntimeError",
+    );
     expect(partial).toEqual([0, 1]);
   });
 
@@ -141,11 +145,15 @@ describe("a 3-node local pool (thread executor)", () => {
   it("carries bytes both ways and validates results with a schema", async () => {
     const data = new Uint8Array([0, 1, 2, 255]);
     expect(Array.from(await pool.run(doubleBytes(data)))).toEqual([0, 1, 2, 255, 0, 1, 2, 255]);
-    expect(await pool.run(echo({ nested: [1, "two", null, true] }))).toEqual({ nested: [1, "two", null, true] });
+    expect(await pool.run(echo({ nested: [1, "two", null, true] }))).toEqual({
+      nested: [1, "two", null, true],
+    });
     const typed = sky.python<[number, number], number>("pool_tasks:add", { result: z.number().int() });
     expect(await pool.run(typed(1, 2))).toBe(3);
     const wrong = sky.python<[number, number], string>("pool_tasks:add", { result: z.string() });
-    await expect(pool.run(wrong(1, 2))).rejects.toSatisfy((error) => sky.SerializationError.isInstance(error));
+    await expect(pool.run(wrong(1, 2))).rejects.toSatisfy((error) =>
+      sky.SerializationError.isInstance(error),
+    );
   });
 
   it("applies the image's env", async () => {
@@ -165,17 +173,25 @@ describe("a 3-node local pool (thread executor)", () => {
   it("gives each failure its own error, and stays usable afterwards", async () => {
     const missingModule = sky.python<[], never>("no_such_module:fn");
     const missingFunction = sky.python<[], never>("pool_tasks:no_such_function");
-    await expect(pool.run(missingModule())).rejects.toSatisfy((error) => sky.FunctionNotFoundError.isInstance(error));
+    await expect(pool.run(missingModule())).rejects.toSatisfy((error) =>
+      sky.FunctionNotFoundError.isInstance(error),
+    );
     await expect(pool.run(missingFunction())).rejects.toSatisfy(
-      (error) => sky.FunctionNotFoundError.isInstance(error) && /no_such_function/.test((error as Error).message),
+      (error) =>
+        sky.FunctionNotFoundError.isInstance(error) && /no_such_function/.test((error as Error).message),
     );
     await expect(pool.run(unsendable())).rejects.toSatisfy(
-      (error) => sky.SerializationError.isInstance(error) && error.side === "worker" && /set/.test((error as Error).message),
+      (error) =>
+        sky.SerializationError.isInstance(error) &&
+        error.side === "worker" &&
+        /set/.test((error as Error).message),
     );
     await expect(pool.run(echo(new Map([[1, 2]])))).rejects.toSatisfy(
       (error) => sky.SerializationError.isInstance(error) && error.side === "client",
     );
-    await expect(pool.run(sleep(5).withTimeout(0.3))).rejects.toSatisfy((error) => sky.TaskTimeoutError.isInstance(error));
+    await expect(pool.run(sleep(5).withTimeout(0.3))).rejects.toSatisfy((error) =>
+      sky.TaskTimeoutError.isInstance(error),
+    );
     expect(await pool.run(add(1, 1))).toBe(2);
   });
 
@@ -232,10 +248,16 @@ describe("a 3-node local pool (thread executor)", () => {
 
 describe("executors and worker failures", () => {
   it("runs tasks in reused subprocesses with the process executor", async () => {
-    await using pool = await sky.compute({ nodes: 1, image, options: { console: false, worker: { executor: "process" } } });
+    await using pool = await sky.compute({
+      nodes: 1,
+      image,
+      options: { console: false, worker: { executor: "process" } },
+    });
     const pids = await Promise.all([pool.run(pid()), pool.run(pid())]);
     expect(pids[0]).toBe(pids[1]);
-    await expect(pool.run(sleep(5).withTimeout(0.3))).rejects.toSatisfy((error) => sky.TaskTimeoutError.isInstance(error));
+    await expect(pool.run(sleep(5).withTimeout(0.3))).rejects.toSatisfy((error) =>
+      sky.TaskTimeoutError.isInstance(error),
+    );
     const items: number[] = [];
     for await (const item of pool.run(count(3))) items.push(item);
     expect(items).toEqual([0, 1, 2]);
@@ -288,12 +310,17 @@ describe("pool lifecycle", () => {
   }, 60_000);
 
   it("refuses bad input before starting anything", async () => {
-    await expect(sky.compute({ nodes: 0 })).rejects.toSatisfy((error) => sky.ConfigurationError.isInstance(error));
+    await expect(sky.compute({ nodes: 0 })).rejects.toSatisfy((error) =>
+      sky.ConfigurationError.isInstance(error),
+    );
   });
 
   it("explains when no offer matches", async () => {
     await expect(
       sky.compute({ accelerator: sky.accelerators.H100(), options: { console: false } }),
-    ).rejects.toSatisfy((error) => sky.NoOffersError.isInstance(error) && /local: no offer for 1x H100/.test((error as Error).message));
+    ).rejects.toSatisfy(
+      (error) =>
+        sky.NoOffersError.isInstance(error) && /local: no offer for 1x H100/.test((error as Error).message),
+    );
   });
 });

@@ -18,7 +18,11 @@ function alive(pid: number): boolean {
   }
 }
 
-async function startClient(): Promise<{ pids: number[]; exited: Promise<{ code: number | null; signal: string | null }>; pid: number }> {
+async function startClient(): Promise<{
+  pids: number[];
+  exited: Promise<{ code: number | null; signal: string | null }>;
+  pid: number;
+}> {
   const process_ = spawn(process.execPath, [child], { stdio: ["ignore", "pipe", "inherit"] });
   const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
     process_.once("exit", (code, signal) => resolve({ code, signal })),
@@ -41,16 +45,19 @@ async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<b
 }
 
 describe("an interrupted client", () => {
-  it.each(["SIGINT", "SIGTERM"] as const)("disposes its pool on %s, then ends as the signal says", async (signal) => {
-    const client = await startClient();
-    expect(client.pids).toHaveLength(2);
-    expect(client.pids.every(alive)).toBe(true);
-    process.kill(client.pid, signal);
-    const exit = await client.exited;
-    expect(exit.signal).toBe(signal);
-    // Disposed before it exited: no worker is left even an instant later.
-    expect(client.pids.filter(alive)).toEqual([]);
-  });
+  it.each(["SIGINT", "SIGTERM"] as const)(
+    "disposes its pool on %s, then ends as the signal says",
+    async (signal) => {
+      const client = await startClient();
+      expect(client.pids).toHaveLength(2);
+      expect(client.pids.every(alive)).toBe(true);
+      process.kill(client.pid, signal);
+      const exit = await client.exited;
+      expect(exit.signal).toBe(signal);
+      // Disposed before it exited: no worker is left even an instant later.
+      expect(client.pids.filter(alive)).toEqual([]);
+    },
+  );
 
   it("leaves no Local worker behind after a SIGKILL", async () => {
     const client = await startClient();

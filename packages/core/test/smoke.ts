@@ -12,5 +12,8 @@ console.log(await pool.run(add(2, 3)));
 console.log(await pool.broadcast(info()));
 for await (const n of pool.run(count(3))) console.log("item", n);
 const t1 = performance.now();
-const out = await pool.map(add, Array.from({ length: 20000 }, (_, i) => [i, 1] as [number, number]));
+const out = await pool.map(
+  add,
+  Array.from({ length: 20000 }, (_, i) => [i, 1] as [number, number]),
+);
 console.log("map 20000", (performance.now() - t1).toFixed(0), "ms", out[19999]);

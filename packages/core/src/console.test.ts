@@ -1,0 +1,84 @@
+import { describe, expect, it } from "vitest";
+import { attachConsole, formatConsoleLine, resolveConsoleMode } from "./console.js";
+import { EventHub } from "./events.js";
+
+const at = new Date(2026, 10, 22, 9, 5, 7).getTime();
+
+describe("the console", () => {
+  it("prints append-only HH:MM:SS lines tagged with the node", () => {
+    const lines: string[] = [];
+    const hub = new EventHub();
+    const detach = attachConsole(hub, "log", { write: (text) => lines.push(text) });
+    hub.emit({
+      type: "pool.state",
+      timestamp: at,
+      poolId: "p",
+      state: "provisioning",
+      previous: "requesting",
+    });
+    hub.emit({
+      type: "log",
+      timestamp: at,
+      poolId: "p",
+      node: 1,
+      worker: 0,
+      stream: "stdout",
+      line: "epoch 1 loss 0.3",
+    });
+    hub.emit({
+      type: "bootstrap.phase",
+      timestamp: at,
+      poolId: "p",
+      node: 0,
+      phase: "pip",
+      status: "finished",
+      durationMs: 1500,
+    });
+    hub.emit({
+      type: "task.started",
+      timestamp: at,
+      poolId: "p",
+      taskId: "t1",
+      name: "m:f",
+      node: 0,
+      attempt: 1,
+    });
+    hub.emit({ type: "pool.ready", timestamp: at, poolId: "p", nodes: 4, durationMs: 812 });
+    detach();
+    hub.emit({
+      type: "log",
+      timestamp: at,
+      poolId: "p",
+      node: 1,
+      worker: 0,
+      stream: "stdout",
+      line: "after detach",
+    });
+    expect(lines).toEqual([
+      "09:05:07 [pool] provisioning\n",
+      "09:05:07 [node 1] epoch 1 loss 0.3\n",
+      "09:05:07 [node 0] pip finished (1.50 s)\n",
+      "09:05:07 [pool] ready: 4 nodes (0.81 s)\n",
+    ]);
+  });
+
+  it("shows less in minimal mode and nothing when silent", () => {
+    const phase = {
+      type: "bootstrap.phase",
+      timestamp: at,
+      poolId: "p",
+      node: 0,
+      phase: "pip",
+      status: "finished",
+    } as const;
+    expect(formatConsoleLine(phase, "minimal")).toBeUndefined();
+    expect(resolveConsoleMode(false)).toBe("silent");
+    expect(resolveConsoleMode(true)).toBe("log");
+    expect(resolveConsoleMode("minimal")).toBe("minimal");
+    const lines: string[] = [];
+    const hub = new EventHub();
+    attachConsole(hub, "silent", { write: (text) => lines.push(text) });
+    hub.emit({ type: "pool.destroyed", timestamp: at, poolId: "p" });
+    expect(lines).toEqual([]);
+  });
+});
