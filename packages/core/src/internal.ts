@@ -8,6 +8,7 @@
 export { acceleratorSchema } from "./accelerators.js";
 export { createProviderFromEntry, parseConfigText, validateConfig } from "./config-file.js";
 export { imageSchema } from "./image.js";
+export { collectIncludedFiles, globToRegExp, type IncludedFile } from "./includes.js";
 export { shellQuote } from "./launch-command.js";
 export { metricCollectorSchema } from "./metrics.js";
 export { logConfigSchema, optionsSchema, workerSchema } from "./options.js";
@@ -19,7 +20,33 @@ export {
   pluginSchema,
   workerModules,
 } from "./plugin.js";
+export type {
+  ClientMessage,
+  ClusterMessage,
+  ReceivedMessage,
+  TaskErrorKind,
+  TaskMessage,
+  WelcomeMessage,
+  WireMessage,
+  WireValue,
+  WorkerMessage,
+} from "./protocol.js";
+export {
+  decodeFrame,
+  encodeFrame,
+  FrameBuilder,
+  FrameDecoder,
+  InputStream,
+  MAX_BODY_BYTES,
+  MAX_HEADER_BYTES,
+  markInputStreams,
+  PROTOCOL_VERSION,
+} from "./protocol.js";
 export { providerSchema, whyNotProvider } from "./provider.js";
+export { findPython, preparePythonEnvironment, skywardHome } from "./python-environment.js";
 export { nodeSpecSchema, SPEC_FIELDS, specSchema } from "./spec.js";
+export { TaskManager } from "./task-manager.js";
 export { formatPath, parseInput, toConfigurationIssues } from "./validation.js";
 export { volumeSchema } from "./volume.js";
+export type { ConnectionLoss, WorkerConnectionOptions } from "./worker-connection.js";
+export { WorkerConnection } from "./worker-connection.js";

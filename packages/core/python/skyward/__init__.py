@@ -1,0 +1,71 @@
+"""Skyward's in-task API: ``import skyward as sky`` inside functions that run on a Skyward worker.
+
+The same names and meanings as the Python project, so existing task code runs unchanged:
+``instance_info``, ``is_head``, ``shard``, ``stdout``, ``stderr``, ``silent``, ``redirect_output``,
+``function`` and ``time``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, TypeVar, overload
+
+from . import durations as time
+from .context import instance_info
+from .execution import InputStreamError
+from .info import AcceleratorInfo, InstanceInfo, NetworkInfo, PeerInfo
+from .output import CallbackWriter, redirect_output, silent, stderr, stdout
+from .sharding import shard
+
+__version__ = "0.1.0"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def is_head(info: InstanceInfo | None = None) -> bool:
+    """True on the pool's single head worker (``info.is_head``); ``info`` defaults to this one."""
+    return (info if info is not None else instance_info()).is_head
+
+
+@overload
+def function(fn: F, *, timeout: float | None = None) -> F: ...
+@overload
+def function(fn: None = None, *, timeout: float | None = None) -> Callable[[F], F]: ...
+
+
+def function(fn: Callable[..., Any] | None = None, *, timeout: float | None = None) -> Any:
+    """Accepted as ``@sky.function`` and ``@sky.function(timeout=600)`` so existing code runs.
+
+    On the worker a task is called directly, so the function is returned unchanged (with the
+    timeout recorded as ``__skyward_timeout__``); dispatch is the TypeScript client's job.
+    """
+
+    def mark(target: Callable[..., Any]) -> Callable[..., Any]:
+        try:
+            target.__skyward_timeout__ = timeout  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
+            target = functools.wraps(target)(functools.partial(target))
+        return target
+
+    if fn is None:
+        return mark
+    return mark(fn)
+
+
+__all__ = [
+    "AcceleratorInfo",
+    "CallbackWriter",
+    "InputStreamError",
+    "InstanceInfo",
+    "NetworkInfo",
+    "PeerInfo",
+    "function",
+    "instance_info",
+    "is_head",
+    "redirect_output",
+    "shard",
+    "silent",
+    "stderr",
+    "stdout",
+    "time",
+]

@@ -1,0 +1,84 @@
+"""The worker's own state that task code can see: the cluster it belongs to and the running task.
+
+A worker process (and each process-executor child) sets the cluster once it receives it; each
+task runs with its :class:`TaskContext` in the ``current_task`` context variable, which is how
+output is routed to the task that wrote it and how ``sky.instance_info()`` knows the worker slot.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from typing import TYPE_CHECKING, Any, Callable
+
+from .info import InstanceInfo
+
+if TYPE_CHECKING:
+    from .output import OutputChannel
+
+
+class _Runtime:
+    """Per-process runtime state, set by the worker (or executor child) that hosts the tasks."""
+
+    __slots__ = ("cluster", "lock")
+
+    def __init__(self) -> None:
+        self.cluster: InstanceInfo | None = None
+        self.lock = threading.Lock()
+
+
+runtime = _Runtime()
+
+
+class TaskContext:
+    """One running task, as seen from inside it."""
+
+    __slots__ = ("key", "slot", "muted", "channels", "abandoned")
+
+    def __init__(self, key: Any, slot: int, channels: tuple[OutputChannel, OutputChannel]) -> None:
+        #: what the host uses to find the task again (a task object, or the task id in a child)
+        self.key = key
+        self.slot = slot
+        #: nesting counts of output filters for (stdout, stderr); > 0 means dropped
+        self.muted = [0, 0]
+        self.channels = channels
+        #: set when the task was cancelled or timed out but its thread could not be stopped
+        self.abandoned = False
+
+    def close(self) -> None:
+        """Send whatever output is still buffered (before the task's terminal message)."""
+        for channel in self.channels:
+            channel.flush()
+
+
+current_task: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar(
+    "skyward_current_task", default=None
+)
+
+
+def set_cluster(info: InstanceInfo | None) -> None:
+    runtime.cluster = info
+
+
+def instance_info() -> InstanceInfo:
+    """This worker's place in the cluster.
+
+    Raises ``RuntimeError`` outside a Skyward worker (where there is no cluster to describe).
+    """
+    cluster = runtime.cluster
+    if cluster is None:
+        raise RuntimeError(
+            "sky.instance_info() is only available inside a task running on a Skyward worker "
+            "(no cluster information in this process)"
+        )
+    task = current_task.get()
+    if task is None or cluster.workers_per_node <= 1:
+        return cluster
+    return cluster.for_worker(task.slot % cluster.workers_per_node)
+
+
+def in_worker() -> bool:
+    return runtime.cluster is not None
+
+
+Sink = Callable[[Any, str, str], None]

@@ -1,0 +1,279 @@
+"""Running one task: find the function, call it, turn what happens into the task's outcome.
+
+Both executors use :class:`TaskRunner` (the thread executor in its slot threads, the process
+executor in its children), so there is one task pipeline: resolve ``module:qualname`` → wrap it
+with the decorator chain (the place where plugin ``decorate`` hooks go) → :func:`run_task` →
+settle the value (await a coroutine, collect or stream a generator) → encode it.
+
+An outcome is a tuple: ``("result", wire_value)``, ``("end",)`` after streamed items, or
+``("error", kind, type, message, traceback)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import importlib
+import inspect
+import os
+import threading
+import traceback
+from types import TracebackType
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+
+from .context import TaskContext
+from .protocol import SerializationError, to_wire
+
+Outcome = Tuple[Any, ...]
+TaskFunction = Callable[..., Any]
+Decorator = Callable[[TaskFunction], TaskFunction]
+EmitItem = Callable[[int, Any], None]
+
+INPUT_WINDOW = 16
+_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class TaskNotFound(LookupError):
+    """The module or the function named by a task's ``fn`` does not exist."""
+
+    def __init__(self, message: str, type_name: str = "LookupError") -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+
+class InputStreamError(RuntimeError):
+    """Raised inside a task reading an input stream when the client's iterable failed."""
+
+
+def exception_type_name(error: BaseException) -> str:
+    cls = type(error)
+    if cls.__module__ in ("builtins", "__main__"):
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def format_traceback(error: BaseException) -> str:
+    """The traceback text, without the runtime's own frames at its top."""
+    tb: TracebackType | None = error.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename.startswith(_RUNTIME_DIR):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb))
+
+
+def error_outcome(kind: str, type_name: str, message: str, traceback_text: str = "") -> Outcome:
+    return ("error", kind, type_name, message, traceback_text)
+
+
+def exception_outcome(error: BaseException) -> Outcome:
+    return error_outcome("exception", exception_type_name(error), str(error), format_traceback(error))
+
+
+def run_task(fn: TaskFunction, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
+    """The one place a task function is called."""
+    return fn(*args, **kwargs)
+
+
+def _iterate_async(agen: Any) -> Iterator[Any]:
+    loop = asyncio.new_event_loop()
+    try:
+        while True:
+            try:
+                item = loop.run_until_complete(agen.__anext__())
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        try:
+            loop.run_until_complete(agen.aclose())
+        finally:
+            loop.close()
+
+
+def _settle(value: Any) -> Any:
+    """Await a coroutine; collect a generator (sync or async) into a list."""
+    if inspect.iscoroutine(value):
+        value = asyncio.run(value)
+    if inspect.isgenerator(value):
+        return list(value)
+    if inspect.isasyncgen(value):
+        return list(_iterate_async(value))
+    return value
+
+
+class TaskRunner:
+    """Resolves and runs tasks. ``decorators`` wrap every task function, the first outermost."""
+
+    def __init__(self, decorators: Sequence[Decorator] = ()) -> None:
+        self._decorators: List[Decorator] = list(decorators)
+        self._functions: Dict[str, TaskFunction] = {}
+
+    def resolve(self, ref: str) -> TaskFunction:
+        """The decorated function for ``module:qualname`` (cached)."""
+        fn = self._functions.get(ref)
+        if fn is None:
+            fn = self._find(ref)
+            for decorate in reversed(self._decorators):
+                fn = decorate(fn)
+            self._functions[ref] = fn
+        return fn
+
+    @staticmethod
+    def _find(ref: str) -> TaskFunction:
+        if not isinstance(ref, str):
+            raise TaskNotFound(f"fn must be a 'module:qualname' string, not {type(ref).__name__}")
+        module_name, separator, qualname = ref.partition(":")
+        if not separator or not module_name or not qualname:
+            raise TaskNotFound(f"fn {ref!r} is not of the form 'module:qualname'")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            missing = error.name or ""
+            if missing and (module_name == missing or module_name.startswith(missing + ".")):
+                raise TaskNotFound(
+                    f"module {module_name!r} not found (working directory {os.getcwd()!r})",
+                    "ModuleNotFoundError",
+                ) from None
+            raise  # the task's module imports something that is missing: an exception
+        target: Any = module
+        walked = []
+        for part in qualname.split("."):
+            walked.append(part)
+            try:
+                target = getattr(target, part)
+            except AttributeError:
+                where = module_name if len(walked) == 1 else f"{module_name}:{'.'.join(walked[:-1])}"
+                raise TaskNotFound(f"{where!r} has no attribute {part!r}", "AttributeError") from None
+        if not callable(target):
+            raise TaskNotFound(f"{ref!r} is not callable (it is a {type(target).__name__})", "TypeError")
+        function: TaskFunction = target
+        return function
+
+    def run(
+        self,
+        ref: str,
+        args: Sequence[Any],
+        kwargs: Dict[str, Any],
+        stream: bool,
+        emit_item: EmitItem,
+        task: TaskContext,
+    ) -> Outcome:
+        """Run one task to its outcome; streamed items go to ``emit_item(seq, wire_value)``."""
+        try:
+            fn = self.resolve(ref)
+        except TaskNotFound as error:
+            return error_outcome("not_found", error.type_name, str(error))
+        except BaseException as error:  # the module raised while being imported
+            return exception_outcome(error)
+        try:
+            value = run_task(fn, args, kwargs)
+            if stream:
+                return self._stream(value, emit_item, task)
+            value = _settle(value)
+        except BaseException as error:
+            return exception_outcome(error)
+        try:
+            return ("result", to_wire(value, "result"))
+        except SerializationError as error:
+            return error_outcome("serialization", "SerializationError", str(error))
+
+    @staticmethod
+    def _stream(value: Any, emit_item: EmitItem, task: TaskContext) -> Outcome:
+        if inspect.iscoroutine(value):
+            value = asyncio.run(value)
+        if inspect.isasyncgen(value):
+            value = _iterate_async(value)
+        if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+            return error_outcome(
+                "exception",
+                "TypeError",
+                f"a stream task must return an iterable (a generator), not {type(value).__name__}",
+            )
+        iterator = iter(value)
+        seq = 0
+        try:
+            while not task.abandoned:
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    break
+                except BaseException as error:
+                    return exception_outcome(error)
+                try:
+                    wire = to_wire(item, f"item[{seq}]")
+                except SerializationError as error:
+                    return error_outcome("serialization", "SerializationError", str(error))
+                emit_item(seq, wire)
+                seq += 1
+        finally:
+            close = getattr(iterator, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except BaseException:
+                    pass
+        return ("end",)
+
+
+class InputStream:
+    """An argument stream (``{"$s": k}``) as a lazy iterator inside the task.
+
+    Items are requested from the client in credit (``request(n)``): the first ``window`` when the
+    task first reads, then more whenever fewer than half a window are requested-but-unread, so at
+    most ``window`` items are ever ahead of the reader.
+    """
+
+    def __init__(self, index: int, request: Callable[[int], None], window: int = INPUT_WINDOW) -> None:
+        self.index = index
+        self._request = request
+        self._window = window
+        self._condition = threading.Condition()
+        self._items: collections.deque[Any] = collections.deque()
+        self._granted = 0
+        self._consumed = 0
+        self._ended = False
+        self._error: str | None = None
+
+    def __iter__(self) -> InputStream:
+        return self
+
+    def __next__(self) -> Any:
+        with self._condition:
+            self._top_up()
+            while not self._items and not self._ended and self._error is None:
+                self._condition.wait()
+            if self._items:
+                self._consumed += 1
+                item = self._items.popleft()
+                self._top_up()
+                return item
+            if self._error is not None:
+                raise InputStreamError(self._error)
+            raise StopIteration
+
+    def _top_up(self) -> None:
+        if self._ended or self._error is not None:
+            return
+        ahead = self._granted - self._consumed
+        if ahead <= self._window // 2:
+            credit = self._window - ahead
+            self._granted += credit
+            self._request(credit)
+
+    def push(self, value: Any) -> None:
+        with self._condition:
+            self._items.append(value)
+            self._condition.notify()
+
+    def finish(self) -> None:
+        with self._condition:
+            self._ended = True
+            self._condition.notify_all()
+
+    def fail(self, message: str) -> None:
+        with self._condition:
+            if not self._ended:
+                self._error = message
+            self._condition.notify_all()
+
+    def __repr__(self) -> str:
+        return f"<skyward input stream {self.index}>"

@@ -1,0 +1,502 @@
+"""Executors: where the worker's tasks run.
+
+``thread`` runs tasks on ``concurrency`` long-lived threads (one per slot). ``process`` runs each
+slot's tasks in a child interpreter (``python -m skyward.child``) that it reuses, or replaces after
+every task when processes are not reused. Both report back to the worker (the *host*) on the event
+loop thread through the :class:`Host` methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import pickle
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, Tuple
+
+from .context import TaskContext, current_task
+from .execution import InputStream, Outcome, TaskRunner, error_outcome
+from .output import OutputRouter
+from .protocol import StreamRef
+
+RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Task:
+    """A submitted task, as the worker tracks it."""
+
+    __slots__ = (
+        "id", "fn", "args", "kwargs", "timeout", "stream", "pin", "connection", "state", "slot",
+        "timer", "context", "inputs", "stream_indices",
+    )
+
+    def __init__(
+        self,
+        task_id: str,
+        fn: str,
+        args: List[Any],
+        kwargs: Dict[str, Any],
+        timeout: float | None,
+        stream: bool,
+        pin: int | None,
+        connection: Any,
+    ) -> None:
+        self.id = task_id
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.timeout = timeout
+        self.stream = stream
+        self.pin = pin
+        self.connection = connection
+        self.state = "queued"  # → "running" → "done"
+        self.slot = -1
+        self.timer: asyncio.TimerHandle | None = None
+        self.context: TaskContext | None = None
+        self.inputs: Dict[int, InputStream] = {}
+        self.stream_indices = [arg.index for arg in args if type(arg) is StreamRef] + [
+            value.index for value in kwargs.values() if type(value) is StreamRef
+        ]
+
+
+class Host(Protocol):
+    """What an executor reports to, always on the event loop thread (threads go through post)."""
+
+    def post(self, callback: Callable[..., None], *args: Any) -> None: ...
+    def on_started(self, task: Task) -> None: ...
+    def on_item(self, task: Task, seq: int, value: Any) -> None: ...
+    def on_done(self, task: Task, outcome: Outcome) -> None: ...
+    def on_output(self, task: Task | None, slot: int | None, stream: str, data: str) -> None: ...
+    def on_pull(self, task: Task, stream_index: int, n: int) -> None: ...
+
+
+def _with_streams(
+    args: List[Any], kwargs: Dict[str, Any], make: Callable[[int], Any]
+) -> Tuple[List[Any], Dict[str, Any]]:
+    """Replace whole-argument ``StreamRef`` markers with ``make(index)``."""
+    return (
+        [make(arg.index) if type(arg) is StreamRef else arg for arg in args],
+        {key: make(value.index) if type(value) is StreamRef else value for key, value in kwargs.items()},
+    )
+
+
+def _next_queued(tasks: Deque[Task]) -> Optional[Task]:
+    while tasks:
+        task = tasks.popleft()
+        if task.state == "queued":
+            return task
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# thread
+# ---------------------------------------------------------------------------------------------
+
+
+class ThreadExecutor:
+    """``concurrency`` long-lived threads taking tasks from one shared queue (plus one per slot
+    for pinned tasks). Threads take their next task themselves, so a busy worker needs no event
+    loop round trip between tasks; results reach the loop in batches through ``host.post``.
+    """
+
+    name = "thread"
+
+    def __init__(self, concurrency: int, runner: TaskRunner, host: Host, router: OutputRouter) -> None:
+        self.concurrency = concurrency
+        self._runner = runner
+        self._host = host
+        self._router = router
+        self._condition = threading.Condition()
+        self._shared: Deque[Task] = collections.deque()
+        self._pinned: List[Deque[Task]] = [collections.deque() for _ in range(concurrency)]
+        self._threads: List[Optional[threading.Thread]] = [None] * concurrency
+        self._closing = False
+        for slot in range(concurrency):
+            self._start_thread(slot)
+
+    def _start_thread(self, slot: int) -> None:
+        thread = threading.Thread(target=self._serve, args=(slot,), name=f"skyward-slot-{slot}", daemon=True)
+        self._threads[slot] = thread
+        thread.start()
+
+    def apply_cluster(self, cluster: Dict[str, Any], env: Dict[str, str]) -> None:
+        pass  # threads share the worker's process state
+
+    def enqueue(self, task: Task) -> None:
+        with self._condition:
+            if task.pin is None:
+                self._shared.append(task)
+                self._condition.notify()
+            else:
+                self._pinned[task.pin].append(task)
+                self._condition.notify_all()
+
+    def cancel_queued(self, task: Task) -> bool:
+        """Drop a task no thread has taken yet; False if one has."""
+        with self._condition:
+            if task.state == "queued":
+                task.state = "done"
+                return True
+            return False
+
+    def _take(self, slot: int) -> Optional[Task]:
+        me = threading.current_thread()
+        with self._condition:
+            while True:
+                if self._threads[slot] is not me or self._closing:
+                    return None
+                task = _next_queued(self._pinned[slot]) or _next_queued(self._shared)
+                if task is not None:
+                    task.state = "running"
+                    task.slot = slot
+                    return task
+                self._condition.wait()
+
+    def _prepare(self, task: Task, slot: int) -> Tuple[List[Any], Dict[str, Any]]:
+        task.context = self._router.new_context(task, slot)
+        if not task.stream_indices:
+            return task.args, task.kwargs
+        post = self._host.post
+        on_pull = self._host.on_pull
+
+        def make(index: int) -> InputStream:
+            stream = InputStream(index, lambda n: post(on_pull, task, index, n))
+            task.inputs[index] = stream
+            return stream
+
+        return _with_streams(task.args, task.kwargs, make)
+
+    def _serve(self, slot: int) -> None:
+        runner = self._runner
+        host = self._host
+        post = host.post
+        while True:
+            task = self._take(slot)
+            if task is None:
+                return
+            args, kwargs = self._prepare(task, slot)
+            context = task.context
+            assert context is not None
+            if task.timeout is not None:
+                post(host.on_started, task)
+
+            def emit(seq: int, value: Any, task: Task = task) -> None:
+                post(host.on_item, task, seq, value)
+
+            token = current_task.set(context)
+            try:
+                outcome = runner.run(task.fn, args, kwargs, task.stream, emit, context)
+            finally:
+                current_task.reset(token)
+            context.close()
+            post(host.on_done, task, outcome)
+
+    def stop_task(self, task: Task) -> None:
+        """A running thread cannot be stopped: abandon it and give its slot a fresh thread."""
+        if task.context is not None:
+            task.context.abandoned = True
+        for stream in task.inputs.values():
+            stream.fail("the task was stopped")
+        with self._condition:
+            self._start_thread(task.slot)  # the old thread exits once its task returns
+            self._condition.notify_all()
+
+    def deliver_input(self, task: Task, stream_index: int, kind: str, value: Any) -> None:
+        stream = task.inputs.get(stream_index)
+        if stream is None:
+            return
+        if kind == "in":
+            stream.push(value)
+        elif kind == "in_end":
+            stream.finish()
+        else:
+            stream.fail(str(value))
+
+    def begin_close(self) -> None:
+        """Take no more tasks (threads still running user code are left to finish or not)."""
+        with self._condition:
+            self._closing = True
+            self._condition.notify_all()
+
+    async def close(self) -> None:
+        self.begin_close()
+
+
+# ---------------------------------------------------------------------------------------------
+# process
+# ---------------------------------------------------------------------------------------------
+
+_LENGTH = struct.Struct(">I")
+
+
+class _ChildLink(asyncio.Protocol):
+    """The parent's end of the socket to one child: length-prefixed pickles both ways."""
+
+    def __init__(self, on_message: Callable[[Any], None], on_lost: Callable[[], None]) -> None:
+        self._on_message = on_message
+        self._on_lost = on_lost
+        self._buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        offset = 0
+        while len(buffer) - offset >= 4:
+            (length,) = _LENGTH.unpack_from(buffer, offset)
+            if len(buffer) - offset - 4 < length:
+                break
+            message = pickle.loads(bytes(buffer[offset + 4 : offset + 4 + length]))
+            offset += 4 + length
+            self._on_message(message)
+        if offset:
+            del buffer[:offset]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_lost()
+
+    def send(self, message: Any) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+            self.transport.write(_LENGTH.pack(len(payload)) + payload)
+
+
+class _Child:
+    __slots__ = ("slot", "process", "link", "task", "ready", "retiring")
+
+    def __init__(self, slot: int, process: subprocess.Popen[bytes]) -> None:
+        self.slot = slot
+        self.process = process
+        self.link: _ChildLink | None = None
+        self.task: Task | None = None
+        self.ready = False
+        self.retiring = False
+
+
+class ProcessExecutor:
+    """One child interpreter per slot, reused for every task or replaced after each one."""
+
+    name = "process"
+
+    def __init__(self, concurrency: int, reuse: bool, host: Host, log: Callable[[str], None]) -> None:
+        self.concurrency = concurrency
+        self.reuse = reuse
+        self._host = host
+        self._log = log
+        self._children: List[Optional[_Child]] = [None] * concurrency
+        self._cluster: Dict[str, Any] | None = None
+        self._env: Dict[str, str] = {}
+        self._closing = False
+        self._background: set[asyncio.Future[Any]] = set()
+        self._shared: Deque[Task] = collections.deque()
+        self._pinned: List[Deque[Task]] = [collections.deque() for _ in range(concurrency)]
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def apply_cluster(self, cluster: Dict[str, Any], env: Dict[str, str]) -> None:
+        self._cluster = cluster
+        self._env.update(env)
+        for slot, child in enumerate(self._children):
+            if child is None:
+                self._spawn(slot)
+            elif child.link is not None:
+                child.link.send(("cluster", cluster, env))
+
+    def _spawn(self, slot: int) -> None:
+        if self._closing:
+            return
+        parent_socket, child_socket = socket.socketpair()
+        environment = dict(os.environ)
+        existing = environment.get("PYTHONPATH")
+        environment["PYTHONPATH"] = RUNTIME_ROOT + (os.pathsep + existing if existing else "")
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "skyward.child", str(child_socket.fileno())],
+                pass_fds=(child_socket.fileno(),),
+                env=environment,
+                cwd=os.getcwd(),
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # so a kill takes whatever the task started with it
+            )
+        finally:
+            child_socket.close()
+        child = _Child(slot, process)
+        self._children[slot] = child
+        loop = asyncio.get_running_loop()
+        link = _ChildLink(lambda message: self._on_message(child, message), lambda: self._on_lost(child))
+        child.link = link
+        self._track(loop.create_task(self._connect(child, parent_socket, link)))
+
+    async def _connect(self, child: _Child, parent_socket: socket.socket, link: _ChildLink) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.connect_accepted_socket(lambda: link, sock=parent_socket)
+        link.send(
+            (
+                "init",
+                {
+                    "sys_path": list(sys.path),
+                    "slot": child.slot,
+                    "cluster": self._cluster,
+                    "env": dict(self._env),
+                },
+            )
+        )
+
+    def _track(self, future: asyncio.Future[Any]) -> None:
+        self._background.add(future)
+        future.add_done_callback(self._background.discard)
+
+    def _slot_ready(self, slot: int) -> bool:
+        child = self._children[slot]
+        return child is not None and child.ready and child.task is None and not child.retiring
+
+    def pids(self) -> List[int]:
+        return [child.process.pid for child in self._children if child is not None]
+
+    # -- tasks ----------------------------------------------------------------------------------
+
+    def enqueue(self, task: Task) -> None:
+        if task.pin is None:
+            self._shared.append(task)
+        else:
+            self._pinned[task.pin].append(task)
+        self._pump()
+
+    def cancel_queued(self, task: Task) -> bool:
+        if task.state == "queued":
+            task.state = "done"
+            return True
+        return False
+
+    def _pump(self) -> None:
+        """Give queued tasks to the children that are ready and free."""
+        for slot in range(self.concurrency):
+            if not self._shared and not self._pinned[slot]:
+                continue
+            if not self._slot_ready(slot):
+                continue
+            task = _next_queued(self._pinned[slot]) or _next_queued(self._shared)
+            if task is None:
+                continue
+            child = self._children[slot]
+            assert child is not None and child.link is not None
+            task.state = "running"
+            task.slot = slot
+            child.task = task
+            child.link.send(("run", task.id, task.fn, task.args, task.kwargs, task.stream))
+            if task.timeout is not None:
+                self._host.on_started(task)
+
+    def stop_task(self, task: Task) -> None:
+        """Kill the child running ``task``; a fresh child takes its slot."""
+        child = self._children[task.slot] if 0 <= task.slot < self.concurrency else None
+        if child is not None and child.task is task:
+            child.task = None
+            self._retire(child, kill=True)
+
+    def deliver_input(self, task: Task, stream_index: int, kind: str, value: Any) -> None:
+        child = self._children[task.slot] if 0 <= task.slot < self.concurrency else None
+        if child is not None and child.task is task and child.link is not None:
+            child.link.send((kind, task.id, stream_index, value))
+
+    # -- messages from children -----------------------------------------------------------------
+
+    def _on_message(self, child: _Child, message: Tuple[Any, ...]) -> None:
+        kind = message[0]
+        task = child.task
+        if kind == "out":
+            _, task_id, stream, data = message
+            owner = task if task is not None and task_id is not None and task.id == task_id else None
+            self._host.on_output(owner, child.slot, stream, data)
+        elif kind == "item":
+            if task is not None and task.id == message[1]:
+                self._host.on_item(task, message[2], message[3])
+        elif kind == "pull":
+            if task is not None and task.id == message[1]:
+                self._host.on_pull(task, message[2], message[3])
+        elif kind == "done":
+            if task is not None and task.id == message[1]:
+                child.task = None
+                if not self.reuse:
+                    self._retire(child, kill=False)
+                self._host.on_done(task, message[2])
+                self._pump()
+        elif kind == "ready":
+            child.ready = True
+            if self._children[child.slot] is child:
+                self._pump()
+
+    def _retire(self, child: _Child, kill: bool) -> None:
+        """Take a child out of service and start its replacement."""
+        child.retiring = True
+        if kill:
+            self._kill(child)
+        elif child.link is not None:
+            child.link.send(("exit",))
+        if self._children[child.slot] is child and not self._closing:
+            self._spawn(child.slot)
+        self._track(asyncio.ensure_future(self._reap(child)))
+
+    @staticmethod
+    def _kill(child: _Child) -> None:
+        try:
+            os.killpg(child.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            try:
+                child.process.kill()
+            except ProcessLookupError:
+                pass
+
+    async def _reap(self, child: _Child) -> int | None:
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(None, child.process.wait), 10)
+        except asyncio.TimeoutError:
+            self._kill(child)
+            return None
+
+    def _on_lost(self, child: _Child) -> None:
+        if child.retiring or self._closing:
+            return
+        child.retiring = True
+        task, child.task = child.task, None
+        if self._children[child.slot] is child:
+            self._spawn(child.slot)
+        self._track(asyncio.ensure_future(self._report_death(child, task)))
+
+    async def _report_death(self, child: _Child, task: Task | None) -> None:
+        code = await self._reap(child)
+        how = (
+            f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        )
+        message = f"the executor process (pid {child.process.pid}) {how}"
+        if task is None:
+            self._log(f"{message} while idle; replaced it")
+            return
+        self._host.on_done(
+            task, error_outcome("worker_died", "WorkerDiedError", f"{message} while running the task")
+        )
+        self._pump()
+
+    def begin_close(self) -> None:
+        """Start no more children (stopping a task no longer spawns its replacement)."""
+        self._closing = True
+
+    async def close(self) -> None:
+        self._closing = True
+        for child in self._children:
+            if child is not None:
+                child.retiring = True
+                self._kill(child)
+        for child in self._children:
+            if child is not None:
+                await self._reap(child)

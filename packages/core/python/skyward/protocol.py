@@ -1,0 +1,426 @@
+"""The Skyward wire protocol, version 1 (see docs/protocol.md): frame codec and value encoding.
+
+A frame is ``u32 header length | u32 body length | header (UTF-8 JSON array) | body``. The header
+array holds the messages, preceded by a segment table ``{"seg": [...]}`` when the frame carries
+binary segments. Values use a few tagged forms: ``{"$b": i}`` bytes, ``{"$f": "nan"}`` non-finite
+floats, ``{"$i": "123"}`` big integers, ``{"$d": {...}}`` dicts with ``$`` keys, ``{"$s": k}``
+argument streams.
+
+Encoding happens in two steps so that callers can name where a bad value was:
+:func:`to_wire` turns a native value into its wire form (``bytes`` stay ``bytes``) and raises
+:class:`SerializationError` naming the type and the path; :func:`pack_frame` lays wire-form
+messages out as one frame, turning each ``bytes`` into the next binary segment.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+from typing import Any, Dict, List, Sequence
+
+PROTOCOL_VERSION = 1
+MAX_HEADER_BYTES = 64 * 1024 * 1024
+MAX_BODY_BYTES = 2 * 1024 * 1024 * 1024
+MAX_SAFE_INTEGER = 2**53 - 1
+
+Message = Dict[str, Any]
+
+_PREFIX = struct.Struct(">II")
+_INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+class ProtocolError(Exception):
+    """A malformed frame, a frame over the limits, or a peer that broke the protocol."""
+
+
+class SerializationError(TypeError):
+    """A value that cannot be sent: names the offending type and where it was."""
+
+    def __init__(self, path: str, type_name: str, detail: str | None = None) -> None:
+        self.path = path
+        self.type_name = type_name
+        message = detail or f"cannot send a value of type {type_name}"
+        super().__init__(f"{path}: {message}")
+
+
+class StreamRef:
+    """The ``{"$s": k}`` marker: argument stream ``k`` of a task (the worker makes it an iterator)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StreamRef) and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash(("StreamRef", self.index))
+
+    def __repr__(self) -> str:
+        return f"StreamRef({self.index})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StreamRef, (self.index,))
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------------------------
+
+
+def _type_name(value: object) -> str:
+    cls = type(value)
+    module = cls.__module__
+    if module in ("builtins", "__main__"):
+        return cls.__qualname__
+    return f"{module}.{cls.__qualname__}"
+
+
+def _is_numpy(value: object) -> bool:
+    module = type(value).__module__
+    return module == "numpy" or module.startswith("numpy.")
+
+
+def _key_path(path: str, key: str) -> str:
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def to_wire(value: Any, path: str = "value") -> Any:
+    """Return the wire form of a native value: JSON values, tagged forms, and ``bytes`` left as is.
+
+    Raises :class:`SerializationError` for anything that cannot be sent, naming its type and its
+    path below ``path`` (``result[2]["model"]: cannot send a value of type Model``).
+    """
+    cls = type(value)
+    if cls is str or value is None or cls is bool:
+        return value
+    if cls is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        return {"$i": str(value)}
+    if cls is float:
+        if value - value == 0.0:  # finite
+            return value
+        return {"$f": "nan" if value != value else ("inf" if value > 0 else "-inf")}
+    if cls is list or cls is tuple:
+        return [to_wire(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    if cls is dict:
+        escaped = False
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                if not isinstance(key, str):
+                    raise SerializationError(
+                        path, _type_name(key), f"dict keys must be strings, not {_type_name(key)}"
+                    )
+                key = str.__str__(key)
+            if key.startswith("$"):
+                escaped = True
+            out[key] = to_wire(item, _key_path(path, key))
+        return {"$d": out} if escaped else out
+    if cls is bytes:
+        return value
+    if cls is bytearray or cls is memoryview:
+        return bytes(value)
+    if cls is StreamRef:
+        return {"$s": value.index}
+    return _to_wire_other(value, path)
+
+
+def _to_wire_other(value: Any, path: str) -> Any:
+    # Subclasses of the plain types, then numpy by duck typing (numpy itself is never imported).
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return to_wire(int(value), path)
+    if isinstance(value, float):
+        return to_wire(float(value), path)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (list, tuple)):
+        return [to_wire(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    if isinstance(value, dict):
+        return to_wire(dict(value), path)
+    if _is_numpy(value):
+        tolist = getattr(value, "tolist", None)
+        if callable(tolist):
+            converted = tolist()
+            if type(converted).__module__.startswith("numpy"):
+                raise SerializationError(path, _type_name(value))
+            return to_wire(converted, path)
+        item = getattr(value, "item", None)
+        if callable(item):
+            return to_wire(item(), path)
+    raise SerializationError(path, _type_name(value))
+
+
+def _frame_json(wire_messages: Sequence[Any]) -> tuple[bytes, list[bytes]]:
+    segments: list[bytes] = []
+
+    def add_segment(value: object) -> object:
+        if type(value) is bytes:
+            segments.append(value)
+            return {"$b": len(segments) - 1}
+        raise SerializationError("message", _type_name(value))
+
+    text = json.dumps(
+        wire_messages, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=add_segment
+    )
+    try:
+        header = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates cannot be UTF-8: fall back to \u escapes, still valid JSON.
+        segments.clear()
+        text = json.dumps(
+            wire_messages, separators=(",", ":"), ensure_ascii=True, allow_nan=False, default=add_segment
+        )
+        header = text.encode("ascii")
+    return header, segments
+
+
+def pack_frame(wire_messages: Sequence[Any]) -> bytes:
+    """Lay out messages already in wire form (see :func:`to_wire`) as one frame.
+
+    Each ``bytes`` object met in the messages becomes the next binary segment, in order of first
+    appearance (every occurrence is a segment of its own). Raises :class:`ProtocolError` when the
+    frame would be over the limits.
+    """
+    header, segments = _frame_json(wire_messages)
+    if segments:
+        table = json.dumps({"seg": [len(segment) for segment in segments]}, separators=(",", ":"))
+        # Splice the table in as the header array's first element.
+        header = b"[" + table.encode("ascii") + (b"," if len(header) > 2 else b"") + header[1:]
+        body_length = sum(len(segment) for segment in segments)
+    else:
+        body_length = 0
+    if len(header) > MAX_HEADER_BYTES:
+        raise ProtocolError(f"frame header of {len(header)} bytes is over the limit of {MAX_HEADER_BYTES}")
+    if body_length > MAX_BODY_BYTES:
+        raise ProtocolError(f"frame body of {body_length} bytes is over the limit of {MAX_BODY_BYTES}")
+    if not segments:
+        return _PREFIX.pack(len(header), 0) + header
+    return b"".join([_PREFIX.pack(len(header), body_length), header, *segments])
+
+
+def encode_frame(messages: Sequence[Message]) -> bytes:
+    """Encode native messages (Python values inside) as one frame's bytes."""
+    wire = [to_wire(message, f"messages[{index}]") for index, message in enumerate(messages)]
+    return pack_frame(wire)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------------------------
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ProtocolError(f"frame header is not valid JSON: {name} is not allowed")
+
+
+class _Resolver:
+    """Turns the tagged forms of one frame's messages into native values."""
+
+    __slots__ = ("segments",)
+
+    def __init__(self, segments: list[bytes]) -> None:
+        self.segments = segments
+
+    def value(self, value: Any) -> Any:
+        cls = type(value)
+        if cls is dict:
+            if len(value) == 1:
+                for key, inner in value.items():
+                    if key.startswith("$"):
+                        return self.tagged(key, inner)
+                    return {key: self.value(inner)}
+            return self.object(value)
+        if cls is list:
+            return [self.value(item) for item in value]
+        return value
+
+    def object(self, value: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            if key.startswith("$"):
+                raise ProtocolError(f"object key {key!r} starts with '$' but is not a tag; escape it with $d")
+            out[key] = self.value(inner)
+        return out
+
+    def tagged(self, tag: str, inner: Any) -> Any:
+        if tag == "$b":
+            if type(inner) is not int or inner < 0 or inner >= len(self.segments):
+                raise ProtocolError(
+                    f"$b index {inner!r} is out of range: the frame has {len(self.segments)} segment(s)"
+                )
+            return self.segments[inner]
+        if tag == "$f":
+            if type(inner) is not str or inner not in _NON_FINITE:
+                raise ProtocolError(f'$f value {inner!r} is not a non-finite float ("nan", "inf", "-inf")')
+            return _NON_FINITE[inner]
+        if tag == "$i":
+            if type(inner) is not str or not _INTEGER_TEXT.fullmatch(inner):
+                raise ProtocolError(f"$i value {inner!r} is not an integer in decimal text")
+            return int(inner)
+        if tag == "$d":
+            if type(inner) is not dict:
+                raise ProtocolError("$d must hold an object (an escaped dict)")
+            return {key: self.value(item) for key, item in inner.items()}
+        if tag == "$s":
+            if type(inner) is not int or inner < 0:
+                raise ProtocolError(f"$s value {inner!r} is not a stream index")
+            return StreamRef(inner)
+        raise ProtocolError(f"unknown tag {tag!r}")
+
+
+def _decode_header(header: bytes | memoryview, body: bytes | memoryview) -> List[Message]:
+    raw = bytes(header)
+    try:
+        parsed = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except ProtocolError:
+        raise
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ProtocolError(f"frame header is not valid UTF-8 JSON: {error}") from None
+    if type(parsed) is not list:
+        raise ProtocolError(f"frame header must be a JSON array, not {type(parsed).__name__}")
+
+    segments: list[bytes] = []
+    messages = parsed
+    if parsed and type(parsed[0]) is dict and "seg" in parsed[0] and "t" not in parsed[0]:
+        table = parsed[0]["seg"]
+        if (
+            len(parsed[0]) != 1
+            or type(table) is not list
+            or any(type(length) is not int or length < 0 for length in table)
+        ):
+            raise ProtocolError("segment table must be {\"seg\": [non-negative integers]}")
+        if sum(table) != len(body):
+            raise ProtocolError(
+                f"segment table adds up to {sum(table)} bytes but the body has {len(body)}"
+            )
+        offset = 0
+        for length in table:
+            segments.append(bytes(body[offset : offset + length]))
+            offset += length
+        messages = parsed[1:]
+    elif len(body):
+        raise ProtocolError(f"frame has a body of {len(body)} bytes but no segment table")
+
+    for message in messages:
+        if type(message) is not dict:
+            raise ProtocolError(f"every message must be a JSON object, not {type(message).__name__}")
+        if type(message.get("t")) is not str:
+            raise ProtocolError("every message needs a string type field 't'")
+
+    # Tags can only be present where the text holds `"$` (or an escaped dollar sign).
+    if segments or b'"$' in raw or b"\\u0024" in raw:
+        resolver = _Resolver(segments)
+        messages = [resolver.object(message) for message in messages]
+    return messages
+
+
+class FrameDecoder:
+    """Incremental decoder: feed it bytes as they arrive, get back each complete frame's messages.
+
+    Limits are checked as soon as a frame's 8-byte prefix is in, so an oversized frame is refused
+    before its payload arrives. Any malformed frame raises :class:`ProtocolError`; the decoder is
+    then unusable (the connection must be closed).
+    """
+
+    __slots__ = ("_buffer", "_need_header", "_need_body", "_failed")
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._need_header = -1
+        self._need_body = 0
+        self._failed = False
+
+    @property
+    def pending(self) -> int:
+        """Bytes received but not yet part of a complete frame."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> List[List[Message]]:
+        if self._failed:
+            raise ProtocolError("the decoder already refused a frame on this stream")
+        buffer = self._buffer
+        buffer += data
+        frames: List[List[Message]] = []
+        offset = 0
+        try:
+            while True:
+                if self._need_header < 0:
+                    if len(buffer) - offset < 8:
+                        break
+                    header_length, body_length = _PREFIX.unpack_from(buffer, offset)
+                    if header_length > MAX_HEADER_BYTES:
+                        raise ProtocolError(
+                            f"frame header length {header_length} is over the limit of {MAX_HEADER_BYTES}"
+                        )
+                    if body_length > MAX_BODY_BYTES:
+                        raise ProtocolError(
+                            f"frame body length {body_length} is over the limit of {MAX_BODY_BYTES}"
+                        )
+                    offset += 8
+                    self._need_header = header_length
+                    self._need_body = body_length
+                total = self._need_header + self._need_body
+                if len(buffer) - offset < total:
+                    break
+                # Views must be released before the buffer is resized below.
+                with memoryview(buffer) as view:
+                    header = view[offset : offset + self._need_header]
+                    body = view[offset + self._need_header : offset + total]
+                    try:
+                        frames.append(_decode_header(header, body))
+                    finally:
+                        header.release()
+                        body.release()
+                offset += total
+                self._need_header = -1
+        except ProtocolError:
+            self._failed = True
+            raise
+        if offset:
+            del buffer[:offset]
+        return frames
+
+
+def decode_frames(data: bytes | bytearray | memoryview) -> List[List[Message]]:
+    """Decode a complete byte string of frames; leftover bytes are a truncated frame."""
+    decoder = FrameDecoder()
+    frames = decoder.feed(data)
+    if decoder.pending:
+        raise ProtocolError(f"truncated frame: {decoder.pending} byte(s) left over at the end")
+    return frames
+
+
+def decode_frame(data: bytes | bytearray | memoryview) -> List[Message]:
+    """Decode exactly one frame."""
+    frames = decode_frames(data)
+    if len(frames) != 1:
+        raise ProtocolError(f"expected exactly one frame, found {len(frames)} (truncated frame?)")
+    return frames[0]
+
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "MAX_HEADER_BYTES",
+    "MAX_BODY_BYTES",
+    "MAX_SAFE_INTEGER",
+    "Message",
+    "ProtocolError",
+    "SerializationError",
+    "StreamRef",
+    "to_wire",
+    "pack_frame",
+    "encode_frame",
+    "FrameDecoder",
+    "decode_frames",
+    "decode_frame",
+]

@@ -1,0 +1,686 @@
+"""The Skyward worker: ``python -m skyward.worker`` (see docs/protocol.md, "Starting a worker").
+
+An asyncio server speaking the wire protocol. It runs submitted tasks on its executor, streams
+their output back, keeps finished results for a while for clients that reconnect, and stops when
+told to, when its stdin closes (``--exit-on-stdin-eof``) or when its TTL runs out without a client
+(then running the ``--self-destruct`` command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import hmac
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable, Deque, Dict, List, Sequence
+
+from .context import set_cluster
+from .execution import Outcome, TaskRunner, error_outcome
+from .executors import ProcessExecutor, Task, ThreadExecutor
+from .info import instance_info_from_cluster
+from .output import OutputRouter, TaskStream
+from .protocol import (
+    PROTOCOL_VERSION,
+    FrameDecoder,
+    Message,
+    ProtocolError,
+    SerializationError,
+    pack_frame,
+)
+
+RESULT_KEEP_SECONDS = 300.0
+RESULT_KEEP_MAX = 50_000
+PING_INTERVAL = 5.0
+SILENCE_LIMIT = 30.0
+STREAM_NAMES = ("stdout", "stderr")
+
+
+class Options:
+    """The worker's command line."""
+
+    def __init__(self, argv: Sequence[str] | None = None) -> None:
+        parser = argparse.ArgumentParser(prog="python -m skyward.worker", description=__doc__)
+        parser.add_argument("--node", type=int, default=0)
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=0)
+        parser.add_argument("--concurrency", type=int, default=1)
+        parser.add_argument("--buffer", type=int, default=0)
+        parser.add_argument("--executor", choices=("auto", "thread", "process"), default="thread")
+        parser.add_argument("--no-reuse-processes", dest="reuse_processes", action="store_false")
+        parser.add_argument("--workdir", default=None)
+        parser.add_argument("--ttl", type=float, default=None)
+        parser.add_argument("--self-destruct", dest="self_destruct", default=None)
+        parser.add_argument("--exit-on-stdin-eof", dest="exit_on_stdin_eof", action="store_true")
+        parsed = parser.parse_args(argv)
+        if parsed.concurrency < 1:
+            parser.error("--concurrency must be at least 1")
+        if parsed.buffer < 0:
+            parser.error("--buffer must be at least 0")
+        self.node: int = parsed.node
+        self.host: str = parsed.host
+        self.port: int = parsed.port
+        self.concurrency: int = parsed.concurrency
+        self.buffer: int = parsed.buffer
+        self.executor: str = "thread" if parsed.executor == "auto" else parsed.executor
+        self.reuse_processes: bool = parsed.reuse_processes
+        self.workdir: str | None = parsed.workdir
+        self.ttl: float | None = parsed.ttl
+        self.self_destruct: str | None = parsed.self_destruct
+        self.exit_on_stdin_eof: bool = parsed.exit_on_stdin_eof
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: frames in, batched frames out."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.transport: asyncio.Transport | None = None
+        self.decoder = FrameDecoder()
+        self.authenticated = False
+        self.alive = True
+        self.peer = "?"
+        self._outbox: List[Message] = []
+        self._flush_scheduled = False
+        self.last_received = time.monotonic()
+        self.last_sent = self.last_received
+
+    # -- asyncio.Protocol -----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self.peer = str(transport.get_extra_info("peername"))
+        self.worker.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_received = time.monotonic()
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as error:
+            self.worker.log(f"protocol error from {self.peer}, closing the connection: {error}")
+            self.abort()
+            return
+        handle = self.worker.handle
+        for messages in frames:
+            for message in messages:
+                if not self.alive:
+                    return
+                try:
+                    handle(self, message)
+                except Exception as error:  # a bug must not take the connection down
+                    self.worker.log(f"error handling a {message.get('t')!r} message: {error!r}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.alive = False
+        self._outbox.clear()
+        self.worker.on_connection_lost(self)
+
+    # -- sending ----------------------------------------------------------------------------------
+
+    def send(self, message: Message) -> None:
+        if not self.alive:
+            return
+        self._outbox.append(message)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.worker.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write everything queued in this loop turn as one frame."""
+        self._flush_scheduled = False
+        if not self._outbox or not self.alive or self.transport is None:
+            return
+        messages, self._outbox = self._outbox, []
+        try:
+            data = pack_frame(messages)
+        except (ProtocolError, SerializationError):
+            data = b"".join(self._pack_each(messages))
+        self.transport.write(data)
+        self.last_sent = time.monotonic()
+
+    def _pack_each(self, messages: List[Message]) -> List[bytes]:
+        frames = []
+        for message in messages:
+            try:
+                frames.append(pack_frame([message]))
+            except (ProtocolError, SerializationError) as error:
+                if "id" not in message:
+                    self.worker.log(f"dropped an unsendable {message.get('t')!r} message: {error}")
+                    continue
+                frames.append(pack_frame([self.worker.error_message(
+                    message["id"], "serialization", "SerializationError", f"cannot send the {message['t']}: {error}"
+                )]))
+        return frames
+
+    def close(self) -> None:
+        self.flush()
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        self.alive = False
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class Worker:
+    """The worker's state: connections, the task queue, the executor, finished results, TTL."""
+
+    def __init__(self, options: Options, token: str, router: OutputRouter, originals: Sequence[Any]) -> None:
+        self.options = options
+        self.loop = asyncio.get_running_loop()
+        self.node = options.node
+        self._token = token.encode("utf-8")
+        self._router = router
+        self._originals = originals
+        self.connections: set[Connection] = set()
+        self.tasks: Dict[str, Task] = {}
+        self._waiting: List[Task] = []  # submitted before the cluster message
+        self.ready = False
+        self.stopping = False
+        self._finished: "collections.OrderedDict[str, tuple[float, Message]]" = collections.OrderedDict()
+        self._ttl = options.ttl
+        self._ttl_handle: asyncio.TimerHandle | None = None
+        self._inbox: Deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
+        self._wake_pending = False
+        self.stopped: asyncio.Future[int] = self.loop.create_future()
+        self._server: asyncio.AbstractServer | None = None
+        self._periodic: asyncio.TimerHandle | None = None
+        self.runner = TaskRunner()
+        if options.executor == "process":
+            self.executor: ThreadExecutor | ProcessExecutor = ProcessExecutor(
+                options.concurrency, options.reuse_processes, self, self.log
+            )
+        else:
+            self.executor = ThreadExecutor(options.concurrency, self.runner, self, router)
+
+    # -- startup and shutdown -------------------------------------------------------------------
+
+    async def start(self) -> int:
+        self._server = await self.loop.create_server(
+            lambda: Connection(self), self.options.host, self.options.port, reuse_address=True
+        )
+        port = self._server.sockets[0].getsockname()[1]
+        self._periodic = self.loop.call_later(PING_INTERVAL, self._tick)
+        self._start_ttl()  # a client that never comes is the same as one that left
+        return int(port)
+
+    def log(self, text: str) -> None:
+        stream = self._originals[1]
+        if stream is not None:
+            try:
+                stream.write(f"[skyward worker {self.node}] {text}\n")
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    async def stop(self, reason: str, self_destruct: bool = False) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        self.log(f"stopping: {reason}")
+        self._cancel_ttl()
+        if self._periodic is not None:
+            self._periodic.cancel()
+        if self._server is not None:
+            self._server.close()
+        self.executor.begin_close()
+        for task in list(self.tasks.values()):
+            self._cancel(task, "the worker is stopping")
+        self._drain()
+        for connection in list(self.connections):
+            connection.close()
+        await self.executor.close()
+        self._router.flush()
+        if self_destruct and self.options.self_destruct:
+            self.log("running the self-destruct command")
+            try:
+                await self.loop.run_in_executor(None, self._run_self_destruct, self.options.self_destruct)
+            except Exception as error:
+                self.log(f"self-destruct failed: {error!r}")
+        if not self.stopped.done():
+            self.stopped.set_result(0)
+
+    @staticmethod
+    def _run_self_destruct(command: str) -> None:
+        subprocess.run(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, timeout=600, check=False)
+
+    # -- the thread-safe inbox (threads → loop) -------------------------------------------------
+
+    def post(self, callback: Callable[..., None], *args: Any) -> None:
+        """Run ``callback(*args)`` on the loop; callable from any thread, batches wake-ups."""
+        self._inbox.append((callback, args))
+        if not self._wake_pending:
+            self._wake_pending = True
+            try:
+                self.loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:
+                pass  # the loop is closed: the worker is exiting
+
+    def _drain(self) -> None:
+        self._wake_pending = False
+        inbox = self._inbox
+        while inbox:
+            callback, args = inbox.popleft()
+            try:
+                callback(*args)
+            except Exception as error:
+                self.log(f"internal error in {getattr(callback, '__name__', callback)}: {error!r}")
+
+    # -- messages -------------------------------------------------------------------------------
+
+    def handle(self, connection: Connection, message: Message) -> None:
+        kind = message["t"]
+        if not connection.authenticated:
+            if kind == "hello":
+                self._hello(connection, message)
+            else:
+                self._reject(connection, f"expected hello, got {kind!r}")
+            return
+        handler = self._handlers.get(kind)
+        if handler is not None:
+            handler(self, connection, message)
+        # unknown message types are ignored (docs/protocol.md, "Versioning")
+
+    def _reject(self, connection: Connection, reason: str) -> None:
+        connection.send({"t": "reject", "reason": reason})
+        connection.close()
+        connection.alive = False
+
+    def _hello(self, connection: Connection, message: Message) -> None:
+        version = message.get("version")
+        if version != PROTOCOL_VERSION:
+            self._reject(
+                connection, f"unsupported protocol version {version!r}: this worker speaks version {PROTOCOL_VERSION}"
+            )
+            return
+        token = message.get("token")
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode("utf-8"), self._token):
+            self._reject(connection, "bad token")
+            return
+        if self.stopping:
+            self._reject(connection, "the worker is stopping")
+            return
+        connection.authenticated = True
+        self._cancel_ttl()
+        adopted = []
+        for task in self.tasks.values():
+            if task.connection is None or not task.connection.alive:
+                task.connection = connection
+                adopted.append(task.id)
+        self._prune_results()
+        connection.send(
+            {
+                "t": "welcome",
+                "version": PROTOCOL_VERSION,
+                "node": self.node,
+                "pid": os.getpid(),
+                "hostname": socket.gethostname(),
+                "python": platform.python_version(),
+                "executor": self.executor.name,
+                "concurrency": self.options.concurrency,
+                "buffer": self.options.buffer,
+                "results": list(self._finished.keys()),
+                "running": adopted,
+                "ready": self.ready,
+            }
+        )
+
+    def _cluster(self, connection: Connection, message: Message) -> None:
+        env = message.get("env") or {}
+        if not isinstance(env, dict):
+            env = {}
+        env = {str(key): str(value) for key, value in env.items() if value is not None}
+        info = instance_info_from_cluster(message)
+        os.environ.update(env)
+        set_cluster(info)
+        self.node = info.node
+        cluster = {key: value for key, value in message.items() if key != "env"}
+        self.executor.apply_cluster(cluster, env)
+        self.ready = True
+        connection.send({"t": "ready"})
+        waiting, self._waiting = self._waiting, []
+        for task in waiting:
+            if task.state == "queued":
+                self.executor.enqueue(task)
+
+    def _submit(self, connection: Connection, message: Message) -> None:
+        task_id = message.get("id")
+        if not isinstance(task_id, str):
+            self.log(f"ignored a submit without a string id: {task_id!r}")
+            return
+        if task_id in self.tasks:
+            self.log(f"ignored a submit for task {task_id!r}, which is already queued or running")
+            return
+        args = message.get("args")
+        kwargs = message.get("kwargs")
+        args = [] if args is None else args
+        kwargs = {} if kwargs is None else kwargs
+        timeout = message.get("timeout")
+        pin = message.get("worker")
+        fn = message.get("fn")
+        problem = None
+        if not isinstance(fn, str):
+            problem = ("not_found", "TypeError", f"fn must be a 'module:qualname' string, not {fn!r}")
+        elif type(args) is not list:
+            problem = ("serialization", "SerializationError", "args must be an array")
+        elif type(kwargs) is not dict:
+            problem = ("serialization", "SerializationError", "kwargs must be an object")
+        elif timeout is not None and (
+            type(timeout) not in (int, float) or not timeout > 0 or math.isinf(timeout)
+        ):
+            problem = ("exception", "ValueError", f"timeout must be a positive number of seconds or null, not {timeout!r}")
+        elif pin is not None and (type(pin) is not int or not 0 <= pin < self.options.concurrency):
+            problem = (
+                "exception", "ValueError",
+                f"worker {pin!r} does not exist on this node (worker slots 0..{self.options.concurrency - 1})",
+            )
+        task = Task(task_id, str(fn), args if not problem else [], kwargs if not problem else {}, timeout,
+                    bool(message.get("stream")), pin, connection)
+        if problem is not None:
+            self.tasks[task_id] = task
+            self._finish(task, error_outcome(*problem))
+            return
+        self.tasks[task_id] = task
+        if self.ready:
+            self.executor.enqueue(task)
+        else:
+            self._waiting.append(task)
+
+    def _cancel_message(self, connection: Connection, message: Message) -> None:
+        task = self.tasks.get(message.get("id"))  # type: ignore[arg-type]
+        if task is not None:
+            self._cancel(task, "the task was cancelled")
+
+    def _input(self, connection: Connection, message: Message) -> None:
+        task = self.tasks.get(message.get("id"))  # type: ignore[arg-type]
+        if task is None or task.state != "running":
+            return
+        kind = message["t"]
+        value = message.get("value") if kind == "in" else message.get("message", "the input stream failed")
+        stream = message.get("stream")
+        if type(stream) is int:
+            self.executor.deliver_input(task, stream, kind, value)
+
+    def _ping(self, connection: Connection, message: Message) -> None:
+        connection.send({"t": "pong", "ts": message.get("ts")})
+
+    def _pong(self, connection: Connection, message: Message) -> None:
+        pass  # receiving it already counted as traffic
+
+    def _release(self, connection: Connection, message: Message) -> None:
+        ttl = message.get("ttl")
+        if isinstance(ttl, (int, float)) and not isinstance(ttl, bool):
+            self._ttl = float(ttl)
+        self.log(f"released by the client; ttl {self._ttl}")
+        self._start_ttl()
+
+    def _collect(self, connection: Connection, message: Message) -> None:
+        ids = message.get("ids")
+        if type(ids) is not list:
+            return
+        for task_id in ids:
+            entry = self._finished.get(task_id) if isinstance(task_id, str) else None
+            if entry is not None:
+                connection.send(entry[1])
+
+    def _shutdown(self, connection: Connection, message: Message) -> None:
+        self._track(self.loop.create_task(self.stop("shutdown requested by the client")))
+
+    _handlers: Dict[str, Callable[[Worker, Connection, Message], None]] = {
+        "hello": _hello,
+        "cluster": _cluster,
+        "submit": _submit,
+        "cancel": _cancel_message,
+        "in": _input,
+        "in_end": _input,
+        "in_error": _input,
+        "ping": _ping,
+        "pong": _pong,
+        "release": _release,
+        "collect": _collect,
+        "shutdown": _shutdown,
+    }
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        def report(done: asyncio.Task[Any]) -> None:
+            if not done.cancelled() and done.exception() is not None:
+                self.log(f"internal error: {done.exception()!r}")
+
+        task.add_done_callback(report)
+
+    # -- stopping tasks -------------------------------------------------------------------------
+
+    def _on_timeout(self, task: Task) -> None:
+        task.timer = None
+        if task.state != "running":
+            return
+        self.executor.stop_task(task)
+        self._finish(task, error_outcome("timeout", "TimeoutError", f"the task ran past its timeout of {task.timeout} s"))
+
+    def _cancel(self, task: Task, reason: str) -> None:
+        if task.state == "queued" and (task in self._waiting or self.executor.cancel_queued(task)):
+            self._finish(task, error_outcome("cancelled", "CancelledError", reason))
+        elif task.state == "running":
+            self.executor.stop_task(task)
+            self._finish(task, error_outcome("cancelled", "CancelledError", reason))
+
+    # -- reports from the executor (on the loop) ------------------------------------------------
+
+    def on_started(self, task: Task) -> None:
+        if task.state == "running" and task.timeout is not None and task.timer is None:
+            task.timer = self.loop.call_later(task.timeout, self._on_timeout, task)
+
+    def on_item(self, task: Task, seq: int, value: Any) -> None:
+        if task.state == "running" and task.connection is not None:
+            task.connection.send({"t": "item", "id": task.id, "seq": seq, "value": value})
+
+    def on_pull(self, task: Task, stream_index: int, n: int) -> None:
+        if task.state != "running":
+            return
+        connection = task.connection
+        if connection is not None and connection.alive:
+            connection.send({"t": "pull", "id": task.id, "stream": stream_index, "n": n})
+        else:  # nobody can feed the stream any more
+            self.executor.deliver_input(task, stream_index, "in_error", "the connection to the client was lost")
+
+    def on_done(self, task: Task, outcome: Outcome) -> None:
+        if task.state != "running":
+            return  # stopped earlier (cancel, timeout): its late outcome is discarded
+        self._finish(task, outcome)
+
+    def on_output(self, task: Task | None, slot: int | None, stream: str, data: str) -> None:
+        if task is not None:
+            connection = task.connection
+            if task.state == "running" and connection is not None and connection.alive:
+                connection.send(
+                    {"t": "out", "id": task.id, "stream": stream, "node": self.node, "worker": task.slot, "data": data}
+                )
+                return
+        else:
+            sent = False
+            for connection in self.connections:
+                if connection.authenticated and connection.alive:
+                    connection.send(
+                        {"t": "out", "id": None, "stream": stream, "node": self.node, "worker": slot, "data": data}
+                    )
+                    sent = True
+            if sent:
+                return
+        original = self._originals[0 if stream == "stdout" else 1]
+        if original is not None:
+            try:
+                original.write(data)
+                original.flush()
+            except (OSError, ValueError):
+                pass
+
+    # -- finishing ------------------------------------------------------------------------------
+
+    def error_message(self, task_id: str, kind: str, type_name: str, text: str, traceback_text: str = "",
+                      slot: int | None = None) -> Message:
+        return {
+            "t": "error", "id": task_id, "kind": kind, "type": type_name, "message": text,
+            "traceback": traceback_text, "node": self.node, "worker": slot,
+        }
+
+    def _finish(self, task: Task, outcome: Outcome) -> None:
+        task.state = "done"
+        if task.timer is not None:
+            task.timer.cancel()
+            task.timer = None
+        self.tasks.pop(task.id, None)
+        kind = outcome[0]
+        if kind == "result":
+            message: Message = {"t": "result", "id": task.id, "value": outcome[1]}
+        elif kind == "end":
+            message = {"t": "end", "id": task.id}
+        else:
+            message = self.error_message(
+                task.id, outcome[1], outcome[2], outcome[3], outcome[4], task.slot if task.slot >= 0 else None
+            )
+        finished = self._finished
+        finished[task.id] = (time.monotonic(), message)
+        if len(finished) > RESULT_KEEP_MAX:
+            finished.popitem(last=False)
+        connection = task.connection
+        if connection is not None:
+            connection.send(message)
+
+    def _prune_results(self) -> None:
+        horizon = time.monotonic() - RESULT_KEEP_SECONDS
+        finished = self._finished
+        while finished:
+            first = next(iter(finished.values()))
+            if first[0] >= horizon:
+                break
+            finished.popitem(last=False)
+
+    # -- connections, liveness, TTL -------------------------------------------------------------
+
+    def on_connection_lost(self, connection: Connection) -> None:
+        self.connections.discard(connection)
+        for task in self.tasks.values():
+            if task.connection is connection and task.state == "running":
+                for index in task.stream_indices:
+                    self.executor.deliver_input(task, index, "in_error", "the connection to the client was lost")
+        if connection.authenticated and not self.stopping:
+            if not any(other.authenticated and other.alive for other in self.connections):
+                self.log("the client connection was lost")
+                self._start_ttl()
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for connection in list(self.connections):
+            if now - connection.last_received > SILENCE_LIMIT:
+                self.log(f"no traffic from {connection.peer} for {SILENCE_LIMIT:.0f} s: connection lost")
+                connection.abort()  # connection_lost follows and starts the TTL clock
+            elif connection.authenticated and now - connection.last_sent >= PING_INTERVAL:
+                connection.send({"t": "ping", "ts": time.time()})
+        self._prune_results()
+        self._periodic = self.loop.call_later(PING_INTERVAL, self._tick)
+
+    def _start_ttl(self) -> None:
+        self._cancel_ttl()
+        if self._ttl is not None and self._ttl > 0 and not self.stopping:
+            self._ttl_handle = self.loop.call_later(self._ttl, self._ttl_expired)
+
+    def _cancel_ttl(self) -> None:
+        if self._ttl_handle is not None:
+            self._ttl_handle.cancel()
+            self._ttl_handle = None
+
+    def _ttl_expired(self) -> None:
+        self._ttl_handle = None
+        self._track(self.loop.create_task(self.stop(f"no client for {self._ttl} s (ttl)", self_destruct=True)))
+
+
+def _watch_stdin(loop: asyncio.AbstractEventLoop, on_eof: Callable[[], None]) -> None:
+    try:
+        while os.read(0, 65536):
+            pass
+    except OSError:
+        pass
+    loop.call_soon_threadsafe(on_eof)
+
+
+async def serve(options: Options, token: str) -> int:
+    originals = (sys.stdout, sys.stderr)
+
+    loop = asyncio.get_running_loop()
+    worker_box: List[Worker] = []
+
+    def sink(key: Any, stream: str, data: str) -> None:
+        worker = worker_box[0]
+        worker.post(worker.on_output, key, None, stream, data)
+
+    router = OutputRouter(sink)
+    worker = Worker(options, token, router, originals)
+    worker_box.append(worker)
+    port = await worker.start()
+    router.install()
+
+    def stop_soon(reason: str) -> None:
+        worker._track(loop.create_task(worker.stop(reason)))
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(signum, stop_soon, f"signal {signal.Signals(signum).name}")
+        except (NotImplementedError, RuntimeError):
+            pass
+    if options.exit_on_stdin_eof:
+        threading.Thread(
+            target=_watch_stdin, args=(loop, lambda: stop_soon("stdin closed")), name="skyward-stdin", daemon=True
+        ).start()
+
+    ready_line = "SKYWARD_WORKER_READY " + json.dumps({"port": port, "pid": os.getpid(), "node": options.node})
+    originals[0].write(ready_line + "\n")
+    originals[0].flush()
+    code = await worker.stopped
+    await asyncio.sleep(0)  # let the transports write what the stop queued
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    options = Options(argv)
+    token = os.environ.pop("SKYWARD_TOKEN", None)
+    if not token:
+        sys.stderr.write("skyward worker: SKYWARD_TOKEN is not set; refusing to start without a token\n")
+        sys.exit(2)
+    if options.workdir:
+        os.makedirs(options.workdir, exist_ok=True)
+        os.chdir(options.workdir)
+    workdir = os.getcwd()
+    # The work directory (where `includes` land) comes first on sys.path.
+    sys.path[:] = [workdir] + [entry for entry in sys.path if entry not in ("", workdir)]
+    code = 1
+    try:
+        code = asyncio.run(serve(options, token))
+    finally:
+        for stream in (sys.__stdout__, sys.__stderr__):
+            try:
+                if stream is not None and not isinstance(stream, TaskStream):
+                    stream.flush()
+            except (OSError, ValueError):
+                pass
+        # Abandoned task threads may still be running user code: do not wait for them.
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""The frame codec: the shared vectors (every *.json in protocol-vectors), round trips, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from skyward.protocol import (  # noqa: E402
+    MAX_HEADER_BYTES,
+    FrameDecoder,
+    ProtocolError,
+    SerializationError,
+    StreamRef,
+    decode_frame,
+    decode_frames,
+    encode_frame,
+    pack_frame,
+    to_wire,
+)
+
+VECTOR_DIR = Path(__file__).resolve().parent.parent.parent / "protocol-vectors"
+VECTOR_FILES = sorted(VECTOR_DIR.glob("*.json"))
+
+
+def load_vectors() -> list[Any]:
+    vectors = []
+    for path in VECTOR_FILES:
+        for vector in json.loads(path.read_text(encoding="utf-8")):
+            vectors.append(pytest.param(vector, id=f"{path.stem}: {vector['name']}"))
+    return vectors
+
+
+def from_expected(value: Any) -> Any:
+    """The vectors' expected form → native values."""
+    if isinstance(value, list):
+        return [from_expected(item) for item in value]
+    if isinstance(value, dict):
+        if len(value) == 1:
+            ((key, inner),) = value.items()
+            if key == "$hex":
+                return bytes.fromhex(inner)
+            if key == "$f":
+                return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[inner]
+            if key == "$i":
+                return int(inner)
+            if key == "$s":
+                return StreamRef(inner)
+            if key == "$d":
+                return {k: from_expected(v) for k, v in inner.items()}
+        return {k: from_expected(v) for k, v in value.items()}
+    return value
+
+
+def comparable(value: Any) -> Any:
+    """NaN-safe, type-strict structure for equality checks."""
+    if isinstance(value, float) and math.isnan(value):
+        return ("nan",)
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, list):
+        return ["list", *[comparable(item) for item in value]]
+    if isinstance(value, dict):
+        return ("dict", [(key, comparable(item)) for key, item in value.items()])
+    if isinstance(value, bytes):
+        return ("bytes", value)
+    if isinstance(value, StreamRef):
+        return ("stream", value.index)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    return value
+
+
+def test_vector_files_present() -> None:
+    names = [path.name for path in VECTOR_FILES]
+    assert "py-vectors.json" in names
+    vectors = json.loads((VECTOR_DIR / "py-vectors.json").read_text(encoding="utf-8"))
+    assert len([v for v in vectors if "error" not in v]) >= 25
+    assert len([v for v in vectors if "error" in v]) >= 8
+
+
+@pytest.mark.parametrize("vector", load_vectors())
+def test_vector(vector: dict[str, Any]) -> None:
+    data = bytes.fromhex(vector["frame"])
+    if "error" in vector:
+        with pytest.raises(ProtocolError) as caught:
+            decode_frame(data)
+        assert vector["error"] in str(caught.value), str(caught.value)
+        return
+    expected = from_expected(vector["messages"])
+    decoded = decode_frame(data)
+    assert comparable(decoded) == comparable(expected)
+    again = decode_frame(encode_frame(expected))
+    assert comparable(again) == comparable(expected)
+    if vector.get("canonical"):
+        assert encode_frame(expected) == data
+
+
+def test_vectors_decode_when_fed_byte_by_byte() -> None:
+    decoder = FrameDecoder()
+    frames = []
+    stream = b"".join(
+        bytes.fromhex(param.values[0]["frame"]) for param in load_vectors() if "error" not in param.values[0]
+    )
+    for index in range(len(stream)):
+        frames.extend(decoder.feed(stream[index : index + 1]))
+    assert len(frames) == len([p for p in load_vectors() if "error" not in p.values[0]])
+    assert decoder.pending == 0
+
+
+def test_frame_layout() -> None:
+    data = encode_frame([{"t": "result", "id": "a", "value": b"xyz"}])
+    header_length, body_length = struct.unpack(">II", data[:8])
+    assert body_length == 3
+    header = json.loads(data[8 : 8 + header_length])
+    assert header == [{"seg": [3]}, {"t": "result", "id": "a", "value": {"$b": 0}}]
+    assert data[8 + header_length :] == b"xyz"
+
+
+def test_round_trip_of_native_values() -> None:
+    value = {
+        "tuple": (1, (2, 3)),
+        "bytearray": bytearray(b"\x00\xff"),
+        "memoryview": memoryview(b"mv"),
+        "floats": [0.5, math.inf, -math.inf],
+        "ints": [2**53 - 1, 2**53, -(2**64)],
+        "$escaped": {"$b": 1},
+        "text": "línea\n🚀",
+        "stream": StreamRef(3),
+    }
+    (decoded,) = decode_frame(encode_frame([{"t": "result", "id": "x", "value": value}]))
+    assert decoded["value"] == {
+        "tuple": [1, [2, 3]],
+        "bytearray": b"\x00\xff",
+        "memoryview": b"mv",
+        "floats": [0.5, math.inf, -math.inf],
+        "ints": [2**53 - 1, 2**53, -(2**64)],
+        "$escaped": {"$b": 1},
+        "text": "línea\n🚀",
+        "stream": StreamRef(3),
+    }
+    nan = decode_frame(encode_frame([{"t": "result", "id": "x", "value": math.nan}]))[0]["value"]
+    assert math.isnan(nan)
+
+
+def test_subclasses_and_enums_encode_as_their_base_values() -> None:
+    import enum
+
+    class Color(str, enum.Enum):
+        RED = "red"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    assert to_wire({Color.RED: [Level.HIGH, True]}) == {"red": [3, True]}
+    assert type(to_wire(Level.HIGH)) is int
+
+
+class Model:
+    pass
+
+
+def test_unsendable_values_name_the_type_and_the_path() -> None:
+    with pytest.raises(SerializationError) as caught:
+        to_wire([1, 2, {"model": Model()}], "result")
+    assert str(caught.value) == 'result[2]["model"]: cannot send a value of type test_protocol.Model'
+    assert caught.value.path == 'result[2]["model"]'
+    with pytest.raises(SerializationError, match=r"value\[0\]: cannot send a value of type set"):
+        to_wire([{1, 2}])
+    with pytest.raises(SerializationError, match="dict keys must be strings"):
+        to_wire({1: "a"}, "result")
+    with pytest.raises(SerializationError, match=r'messages\[0\]\["value"\]'):
+        encode_frame([{"t": "result", "id": "x", "value": object()}])
+
+
+def test_numpy_values_encode_as_lists_and_numbers() -> None:
+    np = pytest.importorskip("numpy")
+    wire = to_wire({"a": np.arange(4).reshape(2, 2), "s": np.float32(1.5), "i": np.int64(7), "b": np.bool_(True)})
+    assert wire == {"a": [[0, 1], [2, 3]], "s": 1.5, "i": 7, "b": True}
+    assert type(wire["i"]) is int and type(wire["b"]) is bool
+    assert to_wire(np.array([np.nan]))[0] == {"$f": "nan"}
+
+
+def test_several_frames_in_one_feed_and_split_feeds() -> None:
+    frames = [encode_frame([{"t": "ping", "ts": i}]) for i in range(5)]
+    decoder = FrameDecoder()
+    stream = b"".join(frames)
+    assert [f[0]["ts"] for f in decoder.feed(stream[:30])] == [0]
+    assert [f[0]["ts"] for f in decoder.feed(stream[30:])] == [1, 2, 3, 4]
+    assert [m["ts"] for f in decode_frames(stream) for m in f] == [0, 1, 2, 3, 4]
+
+
+def test_large_bytes_segment() -> None:
+    blob = bytes(range(256)) * 4096  # 1 MiB
+    decoded = decode_frame(encode_frame([{"t": "result", "id": "x", "value": [blob, blob[:10]]}]))
+    assert decoded[0]["value"] == [blob, blob[:10]]
+
+
+def test_limits_are_checked_from_the_prefix() -> None:
+    decoder = FrameDecoder()
+    with pytest.raises(ProtocolError, match="limit"):
+        decoder.feed(struct.pack(">II", MAX_HEADER_BYTES + 1, 0))
+    with pytest.raises(ProtocolError):
+        decoder.feed(b"more")  # a decoder that refused a frame stays refused
+
+
+def test_oversized_frame_is_refused_on_encode() -> None:
+    import skyward.protocol as protocol
+
+    original = protocol.MAX_HEADER_BYTES
+    protocol.MAX_HEADER_BYTES = 100
+    try:
+        with pytest.raises(ProtocolError, match="limit"):
+            pack_frame([{"t": "result", "id": "x", "value": "y" * 200}])
+    finally:
+        protocol.MAX_HEADER_BYTES = original
+
+
+def test_lone_surrogates_still_encode() -> None:
+    (message,) = decode_frame(encode_frame([{"t": "result", "id": "x", "value": "a\udc80b"}]))
+    assert message["value"] == "a\udc80b"

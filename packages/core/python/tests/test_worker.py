@@ -1,0 +1,511 @@
+"""A real worker subprocess on loopback, driven by a small protocol client."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from worker_client import Client, WorkerProcess, connect  # noqa: E402
+
+from skyward.protocol import StreamRef  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def thread_worker() -> Iterator[WorkerProcess]:
+    with WorkerProcess("--executor", "thread", "--concurrency", "4", "--buffer", "2") as worker:
+        yield worker
+
+
+@pytest.fixture(scope="module")
+def process_worker() -> Iterator[WorkerProcess]:
+    with WorkerProcess("--executor", "process", "--concurrency", "2") as worker:
+        yield worker
+
+
+@pytest.fixture()
+def thread_client(thread_worker: WorkerProcess) -> Iterator[Client]:
+    client = connect(thread_worker)
+    yield client
+    client.close()
+
+
+@pytest.fixture()
+def process_client(process_worker: WorkerProcess) -> Iterator[Client]:
+    client = connect(process_worker)
+    yield client
+    client.close()
+
+
+@pytest.fixture(params=["thread", "process"])
+def any_client(request: pytest.FixtureRequest) -> Client:
+    return request.getfixturevalue(f"{request.param}_client")
+
+
+def outputs(client: Client, task_id: str) -> List[Dict[str, Any]]:
+    return [m for m in client.by_id[task_id] if m["t"] == "out"]
+
+
+# -- handshake -------------------------------------------------------------------------------------
+
+
+def test_welcome_fields(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    welcome = client.hello()
+    assert welcome["t"] == "welcome"
+    assert welcome["version"] == 1
+    assert welcome["node"] == 0
+    assert welcome["pid"] == thread_worker.ready["pid"] == thread_worker.process.pid
+    assert welcome["hostname"]
+    assert welcome["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert (welcome["executor"], welcome["concurrency"], welcome["buffer"]) == ("thread", 4, 2)
+    assert isinstance(welcome["results"], list) and isinstance(welcome["running"], list)
+    assert thread_worker.ready["node"] == 0
+    client.close()
+
+
+def test_bad_token_is_rejected(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    reply = client.hello(token="wrong")
+    assert reply == {"t": "reject", "reason": "bad token"}
+    client.wait_closed()
+
+
+def test_bad_version_is_rejected(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    reply = client.hello(version=2)
+    assert reply["t"] == "reject" and "version" in reply["reason"]
+    client.wait_closed()
+
+
+def test_messages_before_hello_are_rejected(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    client.submit("early", "demo_tasks:noop")
+    reply = client.wait_for(lambda m: m["t"] == "reject")
+    assert "hello" in reply["reason"]
+    client.wait_closed()
+
+
+def test_malformed_frame_closes_the_connection(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    client.hello()
+    client.send_raw(b"\x00\x00\x00\x05\x00\x00\x00\x00{bad}")
+    client.wait_closed()
+    deadline = time.monotonic() + 5
+    while not any("protocol error" in line for line in thread_worker.stderr_lines):
+        assert time.monotonic() < deadline, thread_worker.stderr_lines
+        time.sleep(0.02)
+
+
+def test_worker_refuses_to_start_without_a_token() -> None:
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "SKYWARD_TOKEN"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-m", "skyward.worker"], env=env, capture_output=True, timeout=20)
+    assert done.returncode == 2 and b"SKYWARD_TOKEN" in done.stderr
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_workdir_is_first_on_sys_path(tmp_path: Path, executor: str) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "shipped_module.py").write_text("import os\ndef where():\n    return os.getcwd()\n")
+    with WorkerProcess("--workdir", str(workdir), "--executor", executor, cwd=tmp_path) as worker:
+        client = connect(worker)
+        assert client.value("shipped_module:where") == str(workdir)
+
+
+def test_tasks_wait_for_the_cluster_message() -> None:
+    with WorkerProcess() as worker:
+        client = Client(worker.port)
+        assert client.hello()["ready"] is False
+        client.submit("early", "demo_tasks:add", 1, 2)
+        with pytest.raises(TimeoutError):
+            client.terminal("early", timeout=0.3)
+        client.cluster()
+        assert client.terminal("early")["value"] == 3
+        assert client.hello()["ready"] is True  # a second hello on the same connection is answered too
+
+
+def test_cluster_env_and_instance_info(any_client: Client) -> None:
+    any_client.cluster(node=0, total_nodes=2, env={"SKYWARD_TEST_VAR": "from-cluster"},
+                       accelerator={"type": "A100", "count": 2, "memory_gb": 80}, accelerators=2)
+    assert any_client.value("demo_tasks:env", "SKYWARD_TEST_VAR") == "from-cluster"
+    assert any_client.value("demo_tasks:env", "SKYWARD_TOKEN") is None  # the secret is not passed on
+    info = any_client.value("demo_tasks:info")
+    assert info["node"] == 0 and info["total_nodes"] == 2 and info["total_workers"] == 2
+    assert info["is_head"] is True and info["is_head_fn"] is True and info["global_worker_index"] == 0
+    assert info["peers"] == [[0, "127.0.0.1", None], [1, "127.0.0.1", None]]
+    assert info["accelerator"] == ["A100", 2]
+    assert info["head_port"] == 29500 and info["job_id"] == "job-1"
+
+
+def test_ping_pong(thread_client: Client) -> None:
+    thread_client.send({"t": "ping", "ts": 12345})
+    assert thread_client.wait_for(lambda m: m["t"] == "pong")["ts"] == 12345
+
+
+def test_unknown_messages_are_ignored(thread_client: Client) -> None:
+    thread_client.send({"t": "something_new", "id": "x"})
+    assert thread_client.value("demo_tasks:add", 1, 1) == 2
+
+
+# -- results and errors ----------------------------------------------------------------------------
+
+
+def test_results_of_all_value_types(any_client: Client) -> None:
+    assert any_client.value("demo_tasks:add", 2, 3) == 5
+    value = any_client.value("demo_tasks:types")
+    assert value["tuple"] == [1, 2] and value["bytes"] == b"\x00\x01" and value["bytearray"] == b"ab"
+    assert value["nan"] != value["nan"] and value["big"] == 2**70 and value["$escaped"] is True
+    assert any_client.value("demo_tasks:echo", b"\xff", [1.5], k={"$d": 1}) == {
+        "args": [b"\xff", [1.5]], "kwargs": {"k": {"$d": 1}}
+    }
+    assert any_client.value("demo_tasks:Holder.method", 7) == "method 7"
+    assert any_client.value("demo_tasks:async_add", 2, 2) == 4
+    assert any_client.value("demo_tasks:decorated", 4) == 8
+    assert any_client.value("demo_tasks:decorated_with_timeout", 4) == 12
+    assert any_client.value("demo_tasks:collected", 4) == [0, 1, 4, 9]  # generator without stream
+
+
+def test_exception_errors(any_client: Client) -> None:
+    error = any_client.call("demo_tasks:boom", "kaput")
+    assert error["t"] == "error" and error["kind"] == "exception"
+    assert error["type"] == "ValueError" and error["message"] == "kaput"
+    assert error["traceback"].startswith("Traceback (most recent call last):")
+    assert 'raise ValueError(message)' in error["traceback"] and "skyward/" not in error["traceback"]
+    assert error["node"] == 0 and error["worker"] in range(4)
+    custom = any_client.call("demo_tasks:custom_boom")
+    assert custom["type"] == "demo_tasks.TaskFailure" and custom["message"] == "custom failure"
+
+
+def test_not_found_errors(any_client: Client) -> None:
+    missing_module = any_client.call("no_such_module_here:fn")
+    assert missing_module["kind"] == "not_found" and "no_such_module_here" in missing_module["message"]
+    missing_function = any_client.call("demo_tasks:no_such_function")
+    assert missing_function["kind"] == "not_found" and "no_such_function" in missing_function["message"]
+    missing_attribute = any_client.call("demo_tasks:Holder.nope")
+    assert missing_attribute["kind"] == "not_found" and "nope" in missing_attribute["message"]
+    malformed = any_client.call("demo_tasks.add")
+    assert malformed["kind"] == "not_found" and "module:qualname" in malformed["message"]
+    # A module that exists but fails to import is the module's exception, not "not found".
+    broken = any_client.call("broken_import:fn")
+    assert broken["kind"] == "exception" and broken["type"] == "ModuleNotFoundError"
+    assert "module_that_does_not_exist_anywhere" in broken["message"]
+
+
+def test_serialization_errors(any_client: Client) -> None:
+    error = any_client.call("demo_tasks:unsendable")
+    assert error["kind"] == "serialization"
+    assert error["message"] == 'result[2]["model"]: cannot send a value of type demo_tasks.Model'
+    any_client.send({"t": "submit", "id": "bad-args", "fn": "demo_tasks:add", "args": {"a": 1}, "kwargs": {}})
+    assert any_client.terminal("bad-args")["kind"] == "serialization"
+
+
+def test_invalid_worker_pin_and_timeout(thread_client: Client) -> None:
+    assert thread_client.call("demo_tasks:noop", worker=9)["kind"] == "exception"
+    assert thread_client.call("demo_tasks:noop", timeout=-1)["kind"] == "exception"
+
+
+def test_pinned_tasks_run_on_their_worker_slot(thread_client: Client) -> None:
+    for slot in (2, 3):
+        thread_client.submit(f"pin-{slot}", "demo_tasks:say", "pinned", worker=slot)
+        assert thread_client.terminal(f"pin-{slot}")["value"] == "said"
+        (out,) = outputs(thread_client, f"pin-{slot}")
+        assert out["worker"] == slot
+
+
+def test_timeout_thread(thread_client: Client) -> None:
+    start = time.monotonic()
+    error = thread_client.call("demo_tasks:slow_then_value", 1.5, "late", timeout=0.3)
+    assert error["kind"] == "timeout" and time.monotonic() - start < 1.2
+    assert thread_client.value("demo_tasks:add", 1, 1) == 2
+
+
+def test_timeout_process_kills_the_child(process_client: Client) -> None:
+    pids_before = {process_client.value("demo_tasks:pid", worker=0)}
+    error = process_client.call("demo_tasks:sleep", 5, timeout=0.3, worker=0)
+    assert error["kind"] == "timeout"
+    pid_after = process_client.value("demo_tasks:pid", worker=0)
+    assert pid_after not in pids_before
+
+
+def test_process_reuse_keeps_one_child_per_slot(process_client: Client) -> None:
+    pids = {process_client.value("demo_tasks:pid", worker=1) for _ in range(4)}
+    assert len(pids) == 1 and os.getpid() not in pids
+    assert pids.isdisjoint({process_client.welcome["pid"]})  # type: ignore[attr-defined]
+
+
+def test_process_without_reuse_uses_a_fresh_child_per_task() -> None:
+    with WorkerProcess("--executor", "process", "--no-reuse-processes") as worker:
+        client = connect(worker)
+        pids = [client.value("demo_tasks:pid") for _ in range(3)]
+        assert len(set(pids)) == 3 and worker.process.pid not in pids
+
+
+def test_worker_died_and_recovery(process_client: Client) -> None:
+    error = process_client.call("demo_tasks:die", 3, worker=0)
+    assert error["kind"] == "worker_died" and "exited with code 3" in error["message"]
+    assert process_client.value("demo_tasks:add", 2, 2, worker=0) == 4  # a new child took the slot
+    assert process_client.value("demo_tasks:add", 3, 3) == 6
+
+
+# -- cancellation ------------------------------------------------------------------------------------
+
+
+def test_cancel_queued_and_running_thread_task() -> None:
+    with WorkerProcess("--concurrency", "1") as worker:
+        client = connect(worker)
+        client.submit("long", "demo_tasks:slow_then_value", 1.0, "long-value")
+        client.submit("queued", "demo_tasks:add", 1, 2)
+        client.send({"t": "cancel", "id": "queued"})
+        assert client.terminal("queued")["kind"] == "cancelled"
+        start = time.monotonic()
+        client.send({"t": "cancel", "id": "long"})
+        assert client.terminal("long")["kind"] == "cancelled"
+        assert time.monotonic() - start < 0.5  # reported at once, not when the thread returns
+        # The slot got a fresh thread: new work runs while the abandoned one still sleeps.
+        assert client.value("demo_tasks:add", 5, 5) == 10
+        time.sleep(1.2)
+        client.send({"t": "ping", "ts": 1})
+        client.wait_for(lambda m: m["t"] == "pong")
+        late = [m for m in client.by_id["long"] if m["t"] in ("result", "out")]
+        assert late == []  # the abandoned task's result and output are discarded
+        assert client.value("demo_tasks:add", 1, 1) == 2
+
+
+def test_cancel_running_process_task_kills_the_child(process_client: Client) -> None:
+    pid_before = process_client.value("demo_tasks:pid", worker=1)
+    process_client.submit("doomed", "demo_tasks:sleep", 10, worker=1)
+    time.sleep(0.2)
+    start = time.monotonic()
+    process_client.send({"t": "cancel", "id": "doomed"})
+    assert process_client.terminal("doomed")["kind"] == "cancelled"
+    assert time.monotonic() - start < 0.5
+    assert process_client.value("demo_tasks:pid", worker=1) != pid_before
+
+
+# -- streaming -----------------------------------------------------------------------------------------
+
+
+def test_generator_streaming(any_client: Client) -> None:
+    any_client.submit("gen", "demo_tasks:count", 5, stream=True)
+    assert any_client.terminal("gen") == {"t": "end", "id": "gen"}
+    items = [m for m in any_client.by_id["gen"] if m["t"] == "item"]
+    assert [(m["seq"], m["value"]) for m in items] == [(i, i) for i in range(5)]
+
+
+def test_generator_error_mid_stream(any_client: Client) -> None:
+    any_client.submit("gen-fail", "demo_tasks:count_then_fail", 3, stream=True)
+    error = any_client.terminal("gen-fail")
+    assert error["kind"] == "exception" and error["message"] == "failed mid-stream"
+    assert [m["value"] for m in any_client.by_id["gen-fail"] if m["t"] == "item"] == [0, 1, 2]
+
+
+def test_stream_items_arrive_before_the_generator_finishes(thread_client: Client) -> None:
+    thread_client.submit("slow-gen", "demo_tasks:count_slowly", 3, 0.3, stream=True)
+    first = thread_client.wait_for(lambda m: m.get("id") == "slow-gen")
+    assert first["t"] == "item" and first["value"] == 0
+    assert not any(m["t"] == "end" for m in thread_client.by_id["slow-gen"])
+    thread_client.terminal("slow-gen")
+
+
+def serve_input_stream(client: Client, task_id: str, source: Iterator[Any], fail_with: str | None = None,
+                       timeout: float = 10.0) -> Dict[str, Any]:
+    """Answer the task's pull requests from ``source``; returns the terminal message."""
+    deadline = time.monotonic() + timeout
+    pulls: List[int] = []
+    sent = 0
+    client.pulls = pulls  # type: ignore[attr-defined]
+    while time.monotonic() < deadline:
+        message = client.wait_for(lambda m: m.get("id") == task_id and m["t"] in ("pull", "result", "error"),
+                                  timeout=deadline - time.monotonic())
+        if message["t"] != "pull":
+            client.sent_items = sent  # type: ignore[attr-defined]
+            return message
+        pulls.append(message["n"])
+        batch = []
+        for _ in range(message["n"]):
+            try:
+                batch.append({"t": "in", "id": task_id, "stream": message["stream"], "value": next(source)})
+            except StopIteration:
+                batch.append({"t": "in_error", "id": task_id, "stream": message["stream"], "message": fail_with}
+                             if fail_with else {"t": "in_end", "id": task_id, "stream": message["stream"]})
+                break
+        sent += sum(1 for m in batch if m["t"] == "in")
+        client.send(*batch)
+    raise TimeoutError(task_id)
+
+
+def test_input_stream_is_read_lazily_in_credit(any_client: Client) -> None:
+    import itertools
+
+    any_client.submit("lazy", "demo_tasks:take", StreamRef(0), 5)
+    result = serve_input_stream(any_client, "lazy", itertools.count())
+    assert result["value"] == [0, 1, 2, 3, 4]
+    # One credit of 16 was enough: the worker never asked for the (endless) rest.
+    assert any_client.pulls == [16]  # type: ignore[attr-defined]
+    assert any_client.sent_items == 16  # type: ignore[attr-defined]
+
+
+def test_input_stream_to_the_end(any_client: Client) -> None:
+    any_client.submit("sum", "demo_tasks:total", items=StreamRef(0))
+    result = serve_input_stream(any_client, "sum", iter(range(100)))
+    assert result["value"] == sum(range(100))
+    pulls = any_client.pulls  # type: ignore[attr-defined]
+    assert pulls[0] == 16 and all(0 < n <= 16 for n in pulls) and len(pulls) > 5
+
+
+def test_input_stream_error_raises_inside_the_task(any_client: Client) -> None:
+    any_client.submit("broken-input", "demo_tasks:total", StreamRef(0))
+    error = serve_input_stream(any_client, "broken-input", iter([1, 2]), fail_with="source exploded")
+    assert error["kind"] == "exception" and error["type"] == "skyward.execution.InputStreamError"
+    assert error["message"] == "source exploded"
+
+
+# -- output --------------------------------------------------------------------------------------------
+
+
+def test_stdout_and_stderr_are_captured_and_tagged(any_client: Client) -> None:
+    result = any_client.call("demo_tasks:say", "hello out", task_id="say-out")
+    assert result["value"] == "said"
+    (out,) = outputs(any_client, "say-out")
+    assert out == {"t": "out", "id": "say-out", "stream": "stdout", "node": 0, "worker": out["worker"],
+                   "data": "hello out\n"}
+    any_client.call("demo_tasks:say", "hello err", err=True, task_id="say-err")
+    (err,) = outputs(any_client, "say-err")
+    assert err["stream"] == "stderr" and err["data"] == "hello err\n"
+    # output comes before the task's result
+    ids = [m["t"] for m in any_client.by_id["say-err"]]
+    assert ids == ["out", "result"]
+
+
+def test_partial_lines_are_flushed_within_50ms(any_client: Client) -> None:
+    any_client.submit("partial", "demo_tasks:say_partial", "no newline yet")
+    out = any_client.wait_for(lambda m: m.get("id") == "partial", timeout=5)
+    assert out["t"] == "out" and out["data"] == "no newline yet"  # before the task's 0.3 s sleep ends
+    assert any_client.terminal("partial")["value"] == "done"
+
+
+def test_output_outside_a_task_has_no_id(thread_client: Client) -> None:
+    assert thread_client.value("demo_tasks:print_from_thread", "from a bare thread") == "printed"
+    out = thread_client.wait_for(lambda m: m["t"] == "out" and m["id"] is None)
+    assert out["data"] == "from a bare thread\n" and out["node"] == 0
+
+
+def test_output_filters_on_the_head(any_client: Client) -> None:
+    any_client.call("demo_tasks:head_says", "head text", task_id="head-0")
+    assert [(m["stream"], m["data"]) for m in outputs(any_client, "head-0")] == [
+        ("stdout", "head text\n"), ("stderr", "to stderr\n")]
+    any_client.call("demo_tasks:quiet", "shh", task_id="quiet-0")
+    assert outputs(any_client, "quiet-0") == []
+    any_client.call("demo_tasks:node_one_says", "node one only", task_id="n1-0")
+    assert outputs(any_client, "n1-0") == []
+    assert any_client.value("demo_tasks:redirected", task_id="redir-0") == ["captured one", "captured two"]
+    assert [m["data"] for m in outputs(any_client, "redir-0")] == ["visible\n"]
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_output_filters_on_node_one(executor: str) -> None:
+    with WorkerProcess("--node", "1", "--executor", executor) as worker:
+        client = connect(worker, node=1, total_nodes=2)
+        client.call("demo_tasks:head_says", "not on node 1", task_id="h1")
+        assert [(m["stream"], m["data"]) for m in outputs(client, "h1")] == [("stderr", "to stderr\n")]
+        client.call("demo_tasks:node_one_says", "node one", task_id="n1")
+        assert [(m["node"], m["data"]) for m in outputs(client, "n1")] == [(1, "node one\n")]
+        client.submit("hc", "demo_tasks:head_count", 3, stream=True)
+        client.terminal("hc")
+        assert [m["value"] for m in client.by_id["hc"] if m["t"] == "item"] == [0, 1, 2]
+        assert outputs(client, "hc") == []
+        info = client.value("demo_tasks:info")
+        assert info["node"] == 1 and info["is_head"] is False and info["global_worker_index"] == 1
+
+
+# -- throughput ----------------------------------------------------------------------------------------
+
+
+def test_pipelined_tasks_are_batched(thread_client: Client) -> None:
+    from skyward.protocol import encode_frame
+
+    count = 500
+    before = thread_client.frames_received
+    thread_client.send_raw(encode_frame([
+        {"t": "submit", "id": f"p-{i}", "fn": "demo_tasks:add", "args": [i, 1], "kwargs": {},
+         "timeout": None, "stream": False, "worker": None}
+        for i in range(count)
+    ]))
+    values = [thread_client.terminal(f"p-{i}")["value"] for i in range(count)]
+    assert values == [i + 1 for i in range(count)]
+    assert thread_client.frames_received - before < count  # several results share a frame
+
+
+# -- release, TTL, reconnecting, stopping ---------------------------------------------------------------
+
+
+def test_release_then_ttl_runs_self_destruct(tmp_path: Path) -> None:
+    marker = tmp_path / "destroyed"
+    with WorkerProcess("--self-destruct", f"touch {marker}") as worker:
+        client = connect(worker)
+        client.send({"t": "release", "ttl": 0.5})
+        client.close()
+        assert worker.wait(timeout=10) == 0
+        assert marker.exists()
+
+
+def test_lost_connection_starts_the_ttl_and_hello_cancels_it(tmp_path: Path) -> None:
+    marker = tmp_path / "destroyed"
+    with WorkerProcess("--ttl", "0.8", "--self-destruct", f"touch {marker}") as worker:
+        client = connect(worker)
+        client.close()
+        time.sleep(0.4)
+        again = connect(worker)  # within the TTL: cancels it
+        time.sleep(0.8)
+        assert worker.process.poll() is None and not marker.exists()
+        assert again.value("demo_tasks:add", 1, 1) == 2
+        again.close()  # lost again: the clock restarts and runs out
+        assert worker.wait(timeout=10) == 0
+        assert marker.exists()
+
+
+def test_exit_on_stdin_eof() -> None:
+    with WorkerProcess("--exit-on-stdin-eof") as worker:
+        client = connect(worker)
+        assert client.value("demo_tasks:add", 1, 1) == 2
+        assert worker.process.stdin is not None
+        worker.process.stdin.close()
+        assert worker.wait(timeout=10) == 0
+
+
+def test_shutdown_cancels_everything_and_exits() -> None:
+    with WorkerProcess() as worker:
+        client = connect(worker)
+        client.submit("running", "demo_tasks:sleep", 5)
+        time.sleep(0.1)
+        client.send({"t": "shutdown"})
+        assert client.terminal("running")["kind"] == "cancelled"
+        client.wait_closed()
+        assert worker.wait(timeout=10) == 0
+
+
+def test_collect_after_reconnect() -> None:
+    with WorkerProcess("--concurrency", "2") as worker:
+        first = connect(worker)
+        first.submit("kept", "demo_tasks:sleep", 0.3, "kept-value")
+        first.submit("adopted", "demo_tasks:sleep", 1.0, "adopted-value")
+        time.sleep(0.1)
+        first.close()
+        time.sleep(0.5)  # "kept" finishes while nobody is connected
+        second = Client(worker.port)
+        welcome = second.hello()
+        assert "kept" in welcome["results"]
+        assert welcome["running"] == ["adopted"]  # still running: its result comes to this connection
+        second.send({"t": "collect", "ids": ["kept", "unknown-id"]})
+        assert second.terminal("kept") == {"t": "result", "id": "kept", "value": "kept-value"}
+        assert second.terminal("adopted")["value"] == "adopted-value"
