@@ -1,50 +1,45 @@
-// The demo: builds a pool request, validates it, and prints the resolved pool spec the rest of
-// Skyward consumes. (Running Python tasks on a local pool comes with the Local provider.)
+// The demo: a 4-node pool on this machine (the Local provider: each node is a Python worker process)
+// estimates π with a sharded Monte Carlo, maps a function over a list and streams a generator.
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 
-const request = await sky.resolveComputeInput({
-  accelerator: sky.accelerators.A100({ memory: "40GB", count: 8 }),
-  nodes: sky.nodes({ desired: 4, min: 2 }),
-  image: {
-    pip: ["numpy"],
-    env: { HF_HOME: "/data/hf" },
-  },
-  volumes: [{ bucket: "my-datasets", mount: "/data" }],
-  ttl: sky.time.minutes(10),
-  options: { worker: { concurrency: 4 } },
-});
+// Lazy, typed references to the functions in tasks.py. Calling one runs nothing: it returns a
+// pending call that a pool dispatches.
+const countHits = sky.python<
+  [samples: number, seed: number],
+  { node: number; samples: number; hits: number }
+>("tasks:count_hits");
+const collatzSteps = sky.python<[n: number], number>("tasks:collatz_steps");
+const fibonacci = sky.python.stream<[count: number], number>("tasks:fibonacci");
 
-const [spec] = request.specs;
-if (!spec) throw new Error("no spec resolved");
-console.log("Resolved pool spec:");
-console.log(
-  JSON.stringify(
-    {
-      provider: spec.provider?.name ?? "local (default)",
-      accelerator: `${spec.acceleratorCount}x ${spec.acceleratorName} (${spec.acceleratorMemoryGb} GB)`,
-      nodes: spec.nodes,
-      allocation: spec.allocation,
-      ttl: spec.ttl,
-      worker: spec.worker,
-      image: { python: spec.image.python, pip: spec.image.pip, env: spec.image.env },
-      envHash: sky.envHash(spec.image),
-      volumes: spec.volumes,
-      timeouts: { provision: spec.provisionTimeout, ssh: spec.sshTimeout, bootstrap: spec.bootstrapTimeout },
-    },
-    null,
-    2,
-  ),
-);
+// Ship tasks.py to the workers, wherever this script is run from.
+const tasks = fileURLToPath(new URL("./tasks.py", import.meta.url));
 
-// Bad input fails before anything starts, naming each field and what was expected.
-try {
-  await sky.resolveComputeInput({
-    nodes: sky.nodes({ desired: 4, min: 2 }),
-    volumes: [{ bucket: "my-datasets", mount: "data" }],
-    ttl: -1,
-  });
-} catch (error) {
-  if (!sky.ConfigurationError.isInstance(error)) throw error;
-  console.log("\nA bad request is refused before any machine starts:");
-  for (const issue of error.issues) console.log(`  ${issue.path}: ${issue.message}`);
+await using pool = await sky.compute({ nodes: 4, image: { includes: [tasks] } });
+
+console.log("1. π by Monte Carlo: every node throws darts at its shard of the samples (broadcast)");
+const samples = 2_000_000;
+const perNode = await pool.broadcast(countHits(samples, 42));
+for (const { node, samples: thrown, hits } of perNode) {
+  console.log(`   node ${node}: ${hits.toLocaleString("en")} hits of ${thrown.toLocaleString("en")}`);
 }
+const hits = perNode.reduce((sum, part) => sum + part.hits, 0);
+const thrown = perNode.reduce((sum, part) => sum + part.samples, 0);
+const pi = (4 * hits) / thrown;
+console.log(`   π ≈ ${pi.toFixed(5)} (error ${Math.abs(pi - Math.PI).toFixed(5)})`);
+assert.equal(thrown, samples, "the shards cover every sample exactly once");
+assert.ok(Math.abs(pi - Math.PI) < 0.01, `π estimate ${pi} is off`);
+
+console.log("\n2. map: Collatz steps of 1..12, one task per item, spread over the nodes, results in order");
+const numbers = Array.from({ length: 12 }, (_, index) => index + 1);
+const calls = numbers.map((n): [number] => [n]); // each item is one call's argument list
+const steps = await pool.map(collatzSteps, calls);
+console.log(`   ${numbers.map((n, index) => `${n}→${steps[index]}`).join("  ")}`);
+assert.deepEqual(steps, [0, 1, 7, 2, 5, 8, 16, 3, 19, 6, 14, 9]);
+
+console.log("\n3. stream: a Python generator's items arrive one by one");
+const received: number[] = [];
+for await (const value of pool.run(fibonacci(15))) received.push(value);
+console.log(`   ${received.join(", ")}`);
+assert.deepEqual(received.slice(-3), [144, 233, 377]);

@@ -102,16 +102,16 @@ class Fifo<T> {
 /** Reads an input stream's source as the worker grants credit. */
 class InputPump {
   readonly #iterator: AsyncIterator<unknown> | Iterator<unknown>;
+  readonly #send: (message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string }) => void;
   #credit = 0;
   #running = false;
   #finished = false;
 
   constructor(
     source: AsyncIterable<unknown> | Iterable<unknown>,
-    private readonly send: (
-      message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string },
-    ) => void,
+    send: (message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string }) => void,
   ) {
+    this.#send = send;
     this.#iterator =
       Symbol.asyncIterator in source
         ? (source as AsyncIterable<unknown>)[Symbol.asyncIterator]()
@@ -132,16 +132,16 @@ class InputPump {
           next = await this.#iterator.next();
         } catch (error) {
           this.#finished = true;
-          this.send({ t: "in_error", message: error instanceof Error ? error.message : String(error) });
+          this.#send({ t: "in_error", message: error instanceof Error ? error.message : String(error) });
           return;
         }
         if (next.done) {
           this.#finished = true;
-          this.send({ t: "in_end" });
+          this.#send({ t: "in_end" });
           return;
         }
         this.#credit -= 1;
-        this.send({ t: "in", value: next.value });
+        this.#send({ t: "in", value: next.value });
       }
     } finally {
       this.#running = false;
