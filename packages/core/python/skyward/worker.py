@@ -217,7 +217,7 @@ class Worker:
         )
         port = self._server.sockets[0].getsockname()[1]
         self._periodic = self.loop.call_later(PING_INTERVAL, self._tick)
-        self._start_ttl()  # a client that never comes is the same as one that left
+        self._start_ttl(initial=True)  # a client that never comes is the same as one that left
         return int(port)
 
     def log(self, text: str) -> None:
@@ -595,10 +595,17 @@ class Worker:
         self._prune_results()
         self._periodic = self.loop.call_later(PING_INTERVAL, self._tick)
 
-    def _start_ttl(self) -> None:
+    def _start_ttl(self, initial: bool = False) -> None:
+        """Starts the TTL clock: the worker stops (self-destructing) unless a client comes within it.
+
+        A TTL of 0 means no grace period: stop as soon as the client lets go. Before the first client
+        has connected the clock gives it at least two minutes, since it is on its way.
+        """
         self._cancel_ttl()
-        if self._ttl is not None and self._ttl > 0 and not self.stopping:
-            self._ttl_handle = self.loop.call_later(self._ttl, self._ttl_expired)
+        if self._ttl is None or self.stopping:
+            return
+        delay = max(self._ttl, 120.0) if initial else max(self._ttl, 0.0)
+        self._ttl_handle = self.loop.call_later(delay, self._ttl_expired)
 
     def _cancel_ttl(self) -> None:
         if self._ttl_handle is not None:

@@ -474,6 +474,19 @@ def test_lost_connection_starts_the_ttl_and_hello_cancels_it(tmp_path: Path) -> 
         assert marker.exists()
 
 
+def test_ttl_zero_stops_as_soon_as_the_client_lets_go(tmp_path: Path) -> None:
+    marker = tmp_path / "destroyed"
+    with WorkerProcess("--ttl", "0", "--self-destruct", f"touch {marker}") as worker:
+        time.sleep(0.5)  # before the first client, the clock gives it time to come
+        assert worker.process.poll() is None
+        client = connect(worker)
+        assert client.value("demo_tasks:add", 2, 2) == 4
+        client.send({"t": "release", "ttl": 0})
+        client.close()
+        assert worker.wait(timeout=5) == 0
+        assert marker.exists()
+
+
 def test_exit_on_stdin_eof() -> None:
     with WorkerProcess("--exit-on-stdin-eof") as worker:
         client = connect(worker)
