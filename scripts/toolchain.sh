@@ -82,6 +82,24 @@ skyward_ensure_python() {
   hash -r
 }
 
+# System packages the end-to-end tests use: a real OpenSSH server and client, and iproute2 for the
+# test bed's network namespaces. Installed with apt when missing and we are root; otherwise the
+# suites that need them say what is missing (and fail under CI=true).
+skyward_ensure_system_packages() {
+  local missing=()
+  command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+  command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+  command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || missing+=(iproute2)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    skyward_log "installing ${missing[*]}"
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  else
+    skyward_log "not installed: ${missing[*]} (the SSH end-to-end tests need them)"
+    [ "${CI:-}" != "true" ]
+  fi
+}
+
 skyward_ensure_dependencies() {
   (cd "$SKYWARD_ROOT" && pnpm install --frozen-lockfile --reporter=append-only >&2)
 }

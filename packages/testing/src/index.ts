@@ -1,0 +1,15 @@
+export {
+  type CreateTestbedOptions,
+  checkTestbedPrerequisites,
+  cleanupStaleTestbeds,
+  createTestbed,
+  requireTestbed,
+  type StaleTestbedCleanup,
+  TESTBED_DIRECTORY_PARENT,
+  TESTBED_NAME_PREFIX,
+  type Testbed,
+  type TestbedExecOptions,
+  type TestbedExecResult,
+  type TestbedHost,
+  testbedSkipReason,
+} from "./testbed.js";

@@ -1,0 +1,993 @@
+/**
+ * The test bed: several SSH hosts on this machine, each a Linux network namespace on a private
+ * bridge running a real OpenSSH `sshd`, each with its own Skyward root directory.
+ *
+ * Resources are named so that any run can tell what is whose: a test bed claims the /24
+ * `10.213.<octet>.0/24` by creating `/tmp/skyward-testbed-<octet>` (an atomic `mkdir`) with an
+ * `owner.json` naming its process; its namespaces are `skyt-<octet>-host<i>`, its veths
+ * `skyt-<octet>-v<i>` and its bridge `skyt-<octet>-br`. {@link cleanupStaleTestbeds} removes every
+ * `skyt-` resource whose owner process is gone, and leaves the others alone, so parallel runs on
+ * one machine do not break each other.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import {
+  accessSync,
+  constants,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { connect } from "node:net";
+import { join } from "node:path";
+import {
+  type CommandResult,
+  isProcessRunning,
+  processCommandLine,
+  processStartTime,
+  runChecked,
+  runCommand,
+  runCommandSync,
+  signalProcess,
+  terminateProcesses,
+} from "./process.js";
+
+/** The prefix of every namespace and network interface a test bed creates. */
+export const TESTBED_NAME_PREFIX = "skyt-";
+
+/** Test-bed directories are `<this>/skyward-testbed-<id>`; fixed, because namespaces are machine-wide. */
+export const TESTBED_DIRECTORY_PARENT = "/tmp";
+
+const DIRECTORY_PREFIX = "skyward-testbed-";
+const SUBNET_PREFIX = "10.213";
+const SSHD_PATH = "/usr/sbin/sshd";
+const SSH_PORT = 22;
+const MAX_HOSTS = 200;
+const DEFAULT_CREATE_TIMEOUT_MS = 60_000;
+/** A directory without owner.json younger than this is a test bed being created, not a stale one. */
+const CLAIM_GRACE_MS = 60_000;
+
+/** One SSH host of a test bed: everything a client needs to log in as root. */
+export interface TestbedHost {
+  /** `host0`, `host1`, … in creation order. */
+  name: string;
+  /** The host's IPv4 address on the test bed's bridge (`10.213.<octet>.<index + 2>`). */
+  host: string;
+  /** The port sshd listens on. */
+  port: 22;
+  /** The login user; the test bed authorises its client key for root only. */
+  user: "root";
+  /** The client's private key (OpenSSH format text). A secret: never log it. */
+  privateKey: string;
+  /** Path of the same private key on disk, mode 0600, for `ssh -i`. */
+  identityFile: string;
+  /** The host's own Skyward root directory (namespaces share one filesystem; this keeps hosts apart). */
+  root: string;
+  /** The host key's fingerprint as `ssh-keygen -l` prints it: `SHA256:<base64>`. */
+  hostKeyFingerprint: string;
+  /** The host's public key, `ssh-ed25519 AAAA…`, as a `known_hosts` line needs it. */
+  hostPublicKey: string;
+  /** The network namespace the host lives in (`ip netns exec <namespace> …`). */
+  namespace: string;
+  /** The pid of the host's sshd (its listener process). */
+  sshdPid: number;
+}
+
+/** What {@link Testbed.exec} returns: a command's exit code and output. */
+export type TestbedExecResult = CommandResult;
+
+/** Options of {@link Testbed.exec}. */
+export interface TestbedExecOptions {
+  /** Aborting kills the command and rejects. */
+  signal?: AbortSignal;
+  /** Deadline in milliseconds (default 30 s); past it the command is killed and the call rejects. */
+  timeoutMs?: number;
+}
+
+/** A running test bed. Dispose it (`await using`) or call {@link Testbed.teardown}. */
+export interface Testbed extends AsyncDisposable {
+  /** The test bed's id: the third octet of its subnet, also in its names and directory. */
+  id: string;
+  /** The hosts, in order. */
+  hosts: readonly TestbedHost[];
+  /** The bridge's address in the root namespace (`10.213.<octet>.1`): where connections to hosts come from. */
+  bridgeAddress: string;
+  /** The test bed's private subnet, `10.213.<octet>.0/24`. */
+  subnet: string;
+  /** The test bed's temporary directory (keys, sshd configs and logs, host roots); removed on teardown. */
+  directory: string;
+  /**
+   * Runs a command inside a host's namespace, as root, on this machine's filesystem: a string goes
+   * through `sh -c`, an array is the program and its arguments. Resolves with the exit code and
+   * output whatever the exit code; rejects only when the command cannot run or times out. A
+   * process left running in the background must redirect its output (`cmd >/dev/null 2>&1 &`),
+   * or the call waits for it; teardown ends it either way.
+   */
+  exec(
+    hostIndex: number,
+    command: string | readonly string[],
+    options?: TestbedExecOptions,
+  ): Promise<TestbedExecResult>;
+  /**
+   * Removes every namespace, link and directory the test bed made and ends every process in its
+   * namespaces. Idempotent (later calls return the first call's promise) and carries on past
+   * errors; rejects only if something is still left at the end.
+   */
+  teardown(): Promise<void>;
+}
+
+/** Options of {@link createTestbed}. */
+export interface CreateTestbedOptions {
+  /** How many hosts (1–200). */
+  hosts: number;
+  /** Aborting stops the creation and removes whatever was made. */
+  signal?: AbortSignal;
+  /** Deadline for the whole creation, sshd readiness included (default 60 s). */
+  timeoutMs?: number;
+}
+
+/** What {@link cleanupStaleTestbeds} removed. */
+export interface StaleTestbedCleanup {
+  /** Namespaces deleted. */
+  namespaces: string[];
+  /** Network interfaces (bridges, veths) deleted in the root namespace. */
+  links: string[];
+  /** Test-bed directories deleted. */
+  directories: string[];
+  /** Pids of processes ended (those inside stale namespaces, and stale sshd listeners). */
+  processes: number[];
+  /** What could not be removed, and why; the cleanup carries on past each. */
+  failures: string[];
+}
+
+interface OwnerRecord {
+  pid: number;
+  startTime: string;
+  createdAt: string;
+}
+
+interface TestbedState {
+  octet: number;
+  directory: string;
+  namespaces: string[];
+  links: string[];
+  sshds: ChildProcess[];
+  teardown?: Promise<void>;
+}
+
+const liveTestbeds = new Set<TestbedState>();
+let exitHookInstalled = false;
+
+function namespaceName(octet: number, index: number): string {
+  return `${TESTBED_NAME_PREFIX}${octet}-host${index}`;
+}
+
+function vethName(octet: number, index: number): string {
+  return `${TESTBED_NAME_PREFIX}${octet}-v${index}`;
+}
+
+function bridgeName(octet: number): string {
+  return `${TESTBED_NAME_PREFIX}${octet}-br`;
+}
+
+function directoryFor(octet: number): string {
+  return join(TESTBED_DIRECTORY_PARENT, `${DIRECTORY_PREFIX}${octet}`);
+}
+
+/** Finds an executable on PATH or in the usual system directories (sbin is often off a user's PATH). */
+export function findExecutable(name: string): string | undefined {
+  const directories = [
+    ...(process.env.PATH ?? "").split(":").filter((entry) => entry !== ""),
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+  ];
+  for (const directory of directories) {
+    const candidate = join(directory, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      if (statSync(candidate).isFile()) return candidate;
+    } catch {
+      // Not here; try the next directory.
+    }
+  }
+  return undefined;
+}
+
+function requireExecutable(name: string, packageName: string): string {
+  const found = findExecutable(name);
+  if (!found) throw new Error(`the test bed needs \`${name}\`; install it (apt-get install ${packageName})`);
+  return found;
+}
+
+function combineSignals(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal {
+  const deadline = AbortSignal.timeout(timeoutMs);
+  return signal ? AbortSignal.any([signal, deadline]) : deadline;
+}
+
+function throwIfAborted(signal: AbortSignal, what: string): void {
+  if (!signal.aborted) return;
+  const reason: unknown = signal.reason;
+  if (reason instanceof DOMException && reason.name === "TimeoutError") {
+    throw new Error(`${what} did not finish in time`, { cause: reason });
+  }
+  throw new Error(`${what} was aborted`, { cause: reason });
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+/**
+ * Runs `fn` over `items` with at most `limit` running at once. After a failure no new item starts,
+ * and the call rejects with the first failure only once every running one has settled, so a
+ * cleanup that follows never races work still in flight.
+ */
+async function mapWithLimit<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array<R>(items.length);
+  const failures: unknown[] = [];
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length && failures.length === 0) {
+      const index = next++;
+      try {
+        results[index] = await fn(items[index] as T, index);
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+  });
+  await Promise.all(workers);
+  if (failures.length > 0) throw failures[0];
+  return results;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inspecting the machine
+// ---------------------------------------------------------------------------------------------
+
+function parseNamespaceList(output: string): string[] {
+  return output
+    .split("\n")
+    .map((line) => line.trim().split(/\s+/)[0] ?? "")
+    .filter((name) => name !== "");
+}
+
+function parseLinkNames(output: string): string[] {
+  const parsed: unknown = JSON.parse(output.trim() === "" ? "[]" : output);
+  if (!Array.isArray(parsed)) return [];
+  const names: string[] = [];
+  for (const entry of parsed as unknown[]) {
+    if (
+      typeof entry === "object" &&
+      entry !== null &&
+      "ifname" in entry &&
+      typeof entry.ifname === "string"
+    ) {
+      names.push(entry.ifname);
+    }
+  }
+  return names;
+}
+
+async function listNamespaces(ip: string, signal?: AbortSignal): Promise<string[]> {
+  const result = await runChecked(ip, ["netns", "list"], { signal });
+  return parseNamespaceList(result.stdout);
+}
+
+async function listLinks(ip: string, signal?: AbortSignal): Promise<string[]> {
+  const result = await runChecked(ip, ["-j", "link", "show"], { signal });
+  return parseLinkNames(result.stdout);
+}
+
+function ipv4ToNumber(address: string): number {
+  const parts = address.split(".").map(Number);
+  return (((parts[0] ?? 0) << 24) | ((parts[1] ?? 0) << 16) | ((parts[2] ?? 0) << 8) | (parts[3] ?? 0)) >>> 0;
+}
+
+function cidrOverlaps(a: string, aPrefix: number, b: string, bPrefix: number): boolean {
+  const prefix = Math.min(aPrefix, bPrefix);
+  if (prefix === 0) return true;
+  const mask = (0xffffffff << (32 - prefix)) >>> 0;
+  return (ipv4ToNumber(a) & mask) >>> 0 === (ipv4ToNumber(b) & mask) >>> 0;
+}
+
+/** Every IPv4 network this machine's root namespace has an address in or a (non-default) route to. */
+async function usedIpv4Networks(ip: string, signal: AbortSignal): Promise<Array<[string, number]>> {
+  const networks: Array<[string, number]> = [];
+  const addresses: unknown = JSON.parse(
+    (await runChecked(ip, ["-j", "-4", "addr", "show"], { signal })).stdout,
+  );
+  if (Array.isArray(addresses)) {
+    for (const link of addresses as unknown[]) {
+      if (typeof link !== "object" || link === null || !("addr_info" in link)) continue;
+      const infos: unknown = link.addr_info;
+      if (!Array.isArray(infos)) continue;
+      for (const info of infos as unknown[]) {
+        if (typeof info !== "object" || info === null) continue;
+        if ("local" in info && typeof info.local === "string" && "prefixlen" in info) {
+          networks.push([info.local, typeof info.prefixlen === "number" ? info.prefixlen : 32]);
+        }
+      }
+    }
+  }
+  const routes: unknown = JSON.parse(
+    (await runChecked(ip, ["-j", "-4", "route", "show"], { signal })).stdout,
+  );
+  if (Array.isArray(routes)) {
+    for (const route of routes as unknown[]) {
+      if (typeof route !== "object" || route === null || !("dst" in route) || typeof route.dst !== "string") {
+        continue;
+      }
+      if (route.dst === "default") continue;
+      const [network, prefix] = route.dst.split("/");
+      if (network) networks.push([network, prefix === undefined ? 32 : Number(prefix)]);
+    }
+  }
+  return networks;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ownership: which test bed (and which process) a resource belongs to
+// ---------------------------------------------------------------------------------------------
+
+function readOwner(directory: string): OwnerRecord | undefined {
+  try {
+    const parsed: unknown = JSON.parse(readFileSync(join(directory, "owner.json"), "utf8"));
+    if (
+      typeof parsed === "object" &&
+      parsed !== null &&
+      "pid" in parsed &&
+      typeof parsed.pid === "number" &&
+      "startTime" in parsed &&
+      typeof parsed.startTime === "string"
+    ) {
+      const createdAt = "createdAt" in parsed && typeof parsed.createdAt === "string" ? parsed.createdAt : "";
+      return { pid: parsed.pid, startTime: parsed.startTime, createdAt };
+    }
+  } catch {
+    // Missing or unreadable: the caller decides by the directory's age.
+  }
+  return undefined;
+}
+
+/** Whether the test-bed directory belongs to a process that is still running (or is being created). */
+function directoryIsLive(directory: string): boolean {
+  const owner = readOwner(directory);
+  if (owner) return processStartTime(owner.pid) === owner.startTime;
+  try {
+    return Date.now() - statSync(directory).mtimeMs < CLAIM_GRACE_MS;
+  } catch {
+    return false;
+  }
+}
+
+function listTestbedDirectories(): string[] {
+  let entries: string[];
+  try {
+    entries = readdirSync(TESTBED_DIRECTORY_PARENT);
+  } catch {
+    return [];
+  }
+  return entries
+    .filter((entry) => entry.startsWith(DIRECTORY_PREFIX))
+    .map((entry) => join(TESTBED_DIRECTORY_PARENT, entry));
+}
+
+/** Octets of the test beds whose owner is alive, from their directories. */
+function liveOctets(): Set<number> {
+  const live = new Set<number>();
+  for (const directory of listTestbedDirectories()) {
+    const match = /^skyward-testbed-(\d+)$/.exec(directory.slice(TESTBED_DIRECTORY_PARENT.length + 1));
+    if (match && directoryIsLive(directory)) live.add(Number(match[1]));
+  }
+  return live;
+}
+
+/** Whether a `skyt-` resource name belongs to a live owner (a live test bed or a running probe). */
+function nameIsLive(name: string, live: Set<number>): boolean {
+  const probe = /^skyt-probe-(\d+)$/.exec(name);
+  if (probe) return isProcessRunning(Number(probe[1]));
+  const testbed = /^skyt-(\d+)-/.exec(name);
+  return testbed !== null && live.has(Number(testbed[1]));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Creation
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Claims a free /24 for a new test bed: creates its directory (the atomic claim), records this
+ * process as its owner, and gives the claim back when the subnet or its names are in use.
+ */
+async function claimSubnet(ip: string, signal: AbortSignal): Promise<{ octet: number; directory: string }> {
+  const candidates = 254;
+  const start = Math.floor(Math.random() * candidates);
+  const startTime = processStartTime(process.pid) ?? "";
+  for (let step = 0; step < candidates; step++) {
+    throwIfAborted(signal, "claiming a test-bed subnet");
+    const octet = 1 + ((start + step) % candidates);
+    const directory = directoryFor(octet);
+    try {
+      mkdirSync(directory, { mode: 0o700 });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EEXIST") continue;
+      throw error;
+    }
+    let taken = true;
+    try {
+      const owner: OwnerRecord = { pid: process.pid, startTime, createdAt: new Date().toISOString() };
+      writeFileSync(join(directory, "owner.json"), `${JSON.stringify(owner)}\n`, { mode: 0o600 });
+      const prefix = `${TESTBED_NAME_PREFIX}${octet}-`;
+      const [namespaces, links, networks] = await Promise.all([
+        listNamespaces(ip, signal),
+        listLinks(ip, signal),
+        usedIpv4Networks(ip, signal),
+      ]);
+      taken =
+        namespaces.some((name) => name.startsWith(prefix)) ||
+        links.some((name) => name.startsWith(prefix)) ||
+        networks.some(([network, length]) =>
+          cidrOverlaps(network, length, `${SUBNET_PREFIX}.${octet}.0`, 24),
+        );
+    } finally {
+      if (taken) rmSync(directory, { recursive: true, force: true });
+    }
+    if (!taken) return { octet, directory };
+  }
+  throw new Error(`no free subnet in ${SUBNET_PREFIX}.0.0/16 for a test bed: run cleanupStaleTestbeds()`);
+}
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on("exit", () => {
+    for (const state of liveTestbeds) {
+      try {
+        teardownSync(state);
+      } catch {
+        // Nothing can be reported while exiting; cleanupStaleTestbeds() removes whatever is left.
+      }
+    }
+  });
+}
+
+/** Last-chance cleanup when the process exits without a teardown: only synchronous calls work here. */
+function teardownSync(state: TestbedState): void {
+  const ip = findExecutable("ip");
+  for (const child of state.sshds) if (child.pid !== undefined) signalProcess(child.pid, "SIGKILL");
+  if (ip) {
+    for (const namespace of state.namespaces) {
+      const pids = runCommandSync(ip, ["netns", "pids", namespace]).stdout.split(/\s+/).filter(Boolean);
+      for (const pid of pids) signalProcess(Number(pid), "SIGKILL");
+      runCommandSync(ip, ["netns", "delete", namespace]);
+    }
+    for (const link of state.links) runCommandSync(ip, ["link", "delete", link]);
+  }
+  rmSync(state.directory, { recursive: true, force: true });
+  liveTestbeds.delete(state);
+}
+
+async function logTail(path: string): Promise<string> {
+  try {
+    const text = await readFile(path, "utf8");
+    return text.slice(-2_000).trim() || "(empty log)";
+  } catch {
+    return "(no log)";
+  }
+}
+
+/** Resolves once something on host:port answers with an SSH banner; polls until the signal fires. */
+async function waitForSshBanner(
+  host: string,
+  port: number,
+  signal: AbortSignal,
+  exited: () => boolean,
+): Promise<void> {
+  for (;;) {
+    throwIfAborted(signal, `waiting for sshd on ${host}:${port}`);
+    if (exited()) throw new Error(`sshd for ${host}:${port} exited before accepting connections`);
+    if (await sshBannerSeen(host, port)) return;
+    await sleep(50, signal);
+  }
+}
+
+function sshBannerSeen(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    let received = "";
+    const finish = (seen: boolean): void => {
+      socket.destroy();
+      resolve(seen);
+    };
+    socket.setTimeout(1_000, () => finish(false));
+    socket.once("error", () => finish(false));
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString("latin1");
+      if (received.startsWith("SSH-")) finish(true);
+      else if (received.length >= 4) finish(false);
+    });
+    socket.once("end", () => finish(false));
+  });
+}
+
+function sshdConfig(options: {
+  address: string;
+  hostKey: string;
+  authorizedKeys: string;
+  pidFile: string;
+}): string {
+  return [
+    "# Skyward test bed host: root login by key only, on the namespace's own address.",
+    `ListenAddress ${options.address}:${SSH_PORT}`,
+    `HostKey ${options.hostKey}`,
+    `PidFile ${options.pidFile}`,
+    `AuthorizedKeysFile ${options.authorizedKeys}`,
+    // The test bed's files live under /tmp, which StrictModes would reject as world-writable.
+    "StrictModes no",
+    "PermitRootLogin prohibit-password",
+    "PubkeyAuthentication yes",
+    "PasswordAuthentication no",
+    "KbdInteractiveAuthentication no",
+    "UsePAM no",
+    "UseDNS no",
+    "PrintMotd no",
+    "AllowTcpForwarding yes",
+    "MaxSessions 64",
+    "MaxStartups 64:30:128",
+    "Subsystem sftp internal-sftp",
+    "",
+  ].join("\n");
+}
+
+async function fingerprintOf(sshKeygen: string, publicKeyPath: string, signal: AbortSignal): Promise<string> {
+  const result = await runChecked(sshKeygen, ["-l", "-E", "sha256", "-f", publicKeyPath], { signal });
+  const fingerprint = result.stdout.trim().split(/\s+/)[1];
+  if (!fingerprint?.startsWith("SHA256:")) {
+    throw new Error(`unexpected ssh-keygen -l output for ${publicKeyPath}: ${result.stdout.trim()}`);
+  }
+  return fingerprint;
+}
+
+/**
+ * Creates a test bed of `hosts` SSH hosts on this machine and waits until every sshd accepts
+ * connections. Needs root, `ip` (iproute2), `/usr/sbin/sshd` and `ssh-keygen`; see
+ * {@link checkTestbedPrerequisites}. On any failure everything made so far is removed before the
+ * promise rejects.
+ *
+ * @example
+ * ```ts
+ * await using bed = await createTestbed({ hosts: 3 });
+ * const [head] = bed.hosts;
+ * // ssh -i head.identityFile root@head.host
+ * ```
+ */
+export async function createTestbed(options: CreateTestbedOptions): Promise<Testbed> {
+  const count = options.hosts;
+  if (!Number.isInteger(count) || count < 1 || count > MAX_HOSTS) {
+    throw new RangeError(`hosts: expected an integer from 1 to ${MAX_HOSTS}, received ${String(count)}`);
+  }
+  const signal = combineSignals(options.signal, options.timeoutMs ?? DEFAULT_CREATE_TIMEOUT_MS);
+  throwIfAborted(signal, "creating the test bed");
+  const ip = requireExecutable("ip", "iproute2");
+  const sshKeygen = requireExecutable("ssh-keygen", "openssh-client");
+  try {
+    accessSync(SSHD_PATH, constants.X_OK);
+  } catch {
+    throw new Error(`the test bed needs ${SSHD_PATH}; install it (apt-get install openssh-server)`);
+  }
+
+  installExitHook();
+  const { octet, directory } = await claimSubnet(ip, signal);
+  const state: TestbedState = { octet, directory, namespaces: [], links: [], sshds: [] };
+  liveTestbeds.add(state);
+  try {
+    return await buildTestbed(state, count, { ip, sshKeygen, signal });
+  } catch (error) {
+    await teardownTestbed(state, ip).catch(() => {
+      // The creation error is the one to report; whatever is left, cleanupStaleTestbeds() removes.
+    });
+    throw error;
+  }
+}
+
+async function buildTestbed(
+  state: TestbedState,
+  count: number,
+  tools: { ip: string; sshKeygen: string; signal: AbortSignal },
+): Promise<Testbed> {
+  const { ip, sshKeygen, signal } = tools;
+  const { octet, directory } = state;
+  const subnet = `${SUBNET_PREFIX}.${octet}.0/24`;
+  const bridgeAddress = `${SUBNET_PREFIX}.${octet}.1`;
+  const bridge = bridgeName(octet);
+  const run = (args: readonly string[]): Promise<CommandResult> => runChecked(ip, args, { signal });
+
+  // sshd refuses to start without its privilege separation directory (normally made by its service).
+  await mkdir("/run/sshd", { recursive: true, mode: 0o755 });
+
+  const clientDirectory = join(directory, "client");
+  await mkdir(clientDirectory, { mode: 0o700 });
+  const identityFile = join(clientDirectory, "id_ed25519");
+  await runChecked(
+    sshKeygen,
+    ["-q", "-t", "ed25519", "-N", "", "-C", "skyward-testbed-client", "-f", identityFile],
+    {
+      signal,
+    },
+  );
+  const privateKey = await readFile(identityFile, "utf8");
+
+  state.links.push(bridge);
+  await run(["link", "add", bridge, "type", "bridge"]);
+  await run(["address", "add", `${bridgeAddress}/24`, "dev", bridge]);
+  await run(["link", "set", bridge, "up"]);
+
+  const indexes = Array.from({ length: count }, (_, index) => index);
+  const hosts = await mapWithLimit(indexes, 8, async (index): Promise<TestbedHost> => {
+    const namespace = namespaceName(octet, index);
+    const veth = vethName(octet, index);
+    const address = `${SUBNET_PREFIX}.${octet}.${index + 2}`;
+    state.namespaces.push(namespace);
+    await run(["netns", "add", namespace]);
+    state.links.push(veth);
+    // The peer is born inside the namespace, so no second name is ever visible in the root namespace.
+    await run(["link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", namespace]);
+    await run(["link", "set", veth, "master", bridge, "up"]);
+    await run(["-n", namespace, "link", "set", "lo", "up"]);
+    await run(["-n", namespace, "address", "add", `${address}/24`, "dev", "eth0"]);
+    await run(["-n", namespace, "link", "set", "eth0", "up"]);
+
+    const hostDirectory = join(directory, `host${index}`);
+    const root = join(hostDirectory, "root");
+    await mkdir(root, { recursive: true, mode: 0o700 });
+    const hostKey = join(hostDirectory, "ssh_host_ed25519_key");
+    await runChecked(
+      sshKeygen,
+      ["-q", "-t", "ed25519", "-N", "", "-C", `skyward-testbed-host${index}`, "-f", hostKey],
+      {
+        signal,
+      },
+    );
+    const authorizedKeys = join(hostDirectory, "authorized_keys");
+    await copyFile(`${identityFile}.pub`, authorizedKeys);
+    const configPath = join(hostDirectory, "sshd_config");
+    const pidFile = join(hostDirectory, "sshd.pid");
+    const logPath = join(hostDirectory, "sshd.log");
+    await writeFile(configPath, sshdConfig({ address, hostKey, authorizedKeys, pidFile }), { mode: 0o600 });
+
+    throwIfAborted(signal, "creating the test bed");
+    // `ip netns exec` execs sshd in place, so the child's pid is the sshd listener's pid.
+    const sshd = spawn(ip, ["netns", "exec", namespace, SSHD_PATH, "-D", "-f", configPath, "-E", logPath], {
+      stdio: "ignore",
+    });
+    state.sshds.push(sshd);
+    // A forgotten teardown must not keep the process alive; the exit hook still ends sshd.
+    sshd.unref();
+    let exited = false;
+    sshd.once("exit", () => {
+      exited = true;
+    });
+    sshd.once("error", () => {
+      exited = true;
+    });
+    try {
+      await waitForSshBanner(address, SSH_PORT, signal, () => exited);
+    } catch (error) {
+      throw new Error(
+        `${(error as Error).message}\n--- sshd log (${logPath}) ---\n${await logTail(logPath)}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    const hostPublicKey = (await readFile(`${hostKey}.pub`, "utf8"))
+      .trim()
+      .split(/\s+/)
+      .slice(0, 2)
+      .join(" ");
+    return {
+      name: `host${index}`,
+      host: address,
+      port: SSH_PORT,
+      user: "root",
+      privateKey,
+      identityFile,
+      root,
+      hostKeyFingerprint: await fingerprintOf(sshKeygen, `${hostKey}.pub`, signal),
+      hostPublicKey,
+      namespace,
+      sshdPid: sshd.pid as number,
+    };
+  });
+
+  const teardown = (): Promise<void> => teardownTestbed(state, ip);
+  return {
+    id: String(octet),
+    hosts,
+    bridgeAddress,
+    subnet,
+    directory,
+    exec(hostIndex, command, execOptions = {}) {
+      const host = hosts[hostIndex];
+      if (!host) {
+        return Promise.reject(
+          new RangeError(`hostIndex: expected 0 to ${hosts.length - 1}, received ${String(hostIndex)}`),
+        );
+      }
+      const argv = typeof command === "string" ? ["sh", "-c", command] : [...command];
+      return runCommand(ip, ["netns", "exec", host.namespace, ...argv], {
+        signal: execOptions.signal,
+        timeoutMs: execOptions.timeoutMs ?? 30_000,
+      });
+    },
+    teardown,
+    [Symbol.asyncDispose]: teardown,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Teardown
+// ---------------------------------------------------------------------------------------------
+
+function teardownTestbed(state: TestbedState, ip: string): Promise<void> {
+  state.teardown ??= runTeardown(state, ip);
+  return state.teardown;
+}
+
+async function namespacePids(ip: string, namespace: string): Promise<number[]> {
+  const result = await runCommand(ip, ["netns", "pids", namespace]);
+  if (result.exitCode !== 0) return [];
+  return result.stdout
+    .split(/\s+/)
+    .filter((token) => token !== "")
+    .map(Number);
+}
+
+async function runTeardown(state: TestbedState, ip: string): Promise<void> {
+  const errors: unknown[] = [];
+  const attempt = async (step: () => Promise<unknown>): Promise<void> => {
+    try {
+      await step();
+    } catch (error) {
+      errors.push(error);
+    }
+  };
+
+  // Every process inside our namespaces (sshd, its sessions, whatever a test started), then ours.
+  const pids = new Set<number>();
+  for (const child of state.sshds) if (child.pid !== undefined) pids.add(child.pid);
+  for (const namespace of state.namespaces) {
+    await attempt(async () => {
+      for (const pid of await namespacePids(ip, namespace)) pids.add(pid);
+    });
+  }
+  let survivors: number[] = [];
+  await attempt(async () => {
+    survivors = await terminateProcesses([...pids]);
+  });
+
+  const namespaces = new Set(state.namespaces);
+  const links = new Set(state.links);
+  for (const namespace of namespaces) {
+    await attempt(() => runCommand(ip, ["netns", "delete", namespace]));
+  }
+  // Deleting a namespace deletes its veth pair; the bridge and any half-made veth go here.
+  for (const link of links) {
+    await attempt(() => runCommand(ip, ["link", "delete", link]));
+  }
+  await attempt(() => rm(state.directory, { recursive: true, force: true }));
+
+  // Verify rather than trust: report whatever is still there.
+  const left: string[] = [];
+  await attempt(async () => {
+    for (const name of await listNamespaces(ip)) if (namespaces.has(name)) left.push(`namespace ${name}`);
+    for (const name of await listLinks(ip)) if (links.has(name)) left.push(`link ${name}`);
+  });
+  for (const pid of survivors) if (isProcessRunning(pid)) left.push(`process ${pid}`);
+  try {
+    statSync(state.directory);
+    left.push(`directory ${state.directory}`);
+  } catch {
+    // Gone, as it should be.
+  }
+  liveTestbeds.delete(state);
+  if (left.length > 0) {
+    throw new AggregateError(errors, `test bed ${state.octet} teardown left: ${left.join(", ")}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stale test beds
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Removes what earlier, crashed runs left behind: every `skyt-` namespace (and the processes in it)
+ * and `skyt-` link whose owning test bed's process is gone, stale sshd listeners, and their
+ * `/tmp/skyward-testbed-*` directories. Test beds of processes still running — this one's or a
+ * parallel run's — are left alone. Safe to call at any time; does nothing in a non-root process
+ * (test beds need root). Carries on past failures and lists them in the result.
+ */
+export async function cleanupStaleTestbeds(
+  options: { signal?: AbortSignal } = {},
+): Promise<StaleTestbedCleanup> {
+  const report: StaleTestbedCleanup = {
+    namespaces: [],
+    links: [],
+    directories: [],
+    processes: [],
+    failures: [],
+  };
+  const ip = findExecutable("ip");
+  // Test beds need root, so a non-root process has none to clean (and could not remove root's).
+  if (!ip || process.getuid?.() !== 0) return report;
+  const signal = combineSignals(options.signal, 60_000);
+  const live = liveOctets();
+  const attempt = async (what: string, step: () => Promise<void>): Promise<void> => {
+    try {
+      await step();
+    } catch (error) {
+      report.failures.push(`${what}: ${(error as Error).message}`);
+    }
+  };
+
+  for (const namespace of await listNamespaces(ip, signal)) {
+    if (!namespace.startsWith(TESTBED_NAME_PREFIX) || nameIsLive(namespace, live)) continue;
+    await attempt(`namespace ${namespace}`, async () => {
+      const pids = await namespacePids(ip, namespace);
+      await terminateProcesses(pids);
+      report.processes.push(...pids);
+      await runChecked(ip, ["netns", "delete", namespace], { signal });
+      report.namespaces.push(namespace);
+    });
+  }
+  for (const link of await listLinks(ip, signal)) {
+    if (!link.startsWith(TESTBED_NAME_PREFIX) || nameIsLive(link, live)) continue;
+    await attempt(`link ${link}`, async () => {
+      const result = await runCommand(ip, ["link", "delete", link], { signal });
+      // A veth vanishes with its peer's namespace: "cannot find device" means it is gone already.
+      if (result.exitCode === 0) report.links.push(link);
+      else if (!/Cannot find device/i.test(result.stderr)) throw new Error(result.stderr.trim());
+    });
+  }
+  for (const directory of listTestbedDirectories()) {
+    if (directoryIsLive(directory)) continue;
+    await attempt(`directory ${directory}`, async () => {
+      // A listener whose namespace is already deleted still runs; its pid file and command line say it is ours.
+      for (const entry of safeReaddir(directory)) {
+        const pid = Number(safeReadFile(join(directory, entry, "sshd.pid")).trim());
+        if (!Number.isInteger(pid) || pid <= 0) continue;
+        if (processCommandLine(pid)?.includes(directory)) {
+          await terminateProcesses([pid]);
+          report.processes.push(pid);
+        }
+      }
+      await rm(directory, { recursive: true, force: true });
+      report.directories.push(directory);
+    });
+  }
+  return report;
+}
+
+function safeReaddir(directory: string): string[] {
+  try {
+    return readdirSync(directory);
+  } catch {
+    return [];
+  }
+}
+
+function safeReadFile(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return "";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prerequisites
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What this machine lacks for a test bed, as readable sentences; an empty array when everything is
+ * there. Checks: Linux, root, `ip`, `/usr/sbin/sshd`, `ssh-keygen`, and that network namespaces,
+ * bridges and veth pairs can really be made (by making and deleting a probe namespace).
+ */
+export async function checkTestbedPrerequisites(options: { signal?: AbortSignal } = {}): Promise<string[]> {
+  if (process.platform !== "linux") return [`Linux is required (this is ${process.platform})`];
+  const missing: string[] = [];
+  const root = process.getuid?.() === 0;
+  if (!root) missing.push("root is required (network namespaces, bridges, sshd on port 22)");
+  const ip = findExecutable("ip");
+  if (!ip) missing.push("`ip` is not installed (apt-get install iproute2)");
+  try {
+    accessSync(SSHD_PATH, constants.X_OK);
+  } catch {
+    missing.push(`${SSHD_PATH} is not installed (apt-get install openssh-server)`);
+  }
+  if (!findExecutable("ssh-keygen"))
+    missing.push("`ssh-keygen` is not installed (apt-get install openssh-client)");
+  if (root && ip) {
+    const problem = await probeNamespaces(ip, combineSignals(options.signal, 15_000));
+    if (problem) missing.push(problem);
+  }
+  return missing;
+}
+
+async function probeNamespaces(ip: string, signal: AbortSignal): Promise<string | undefined> {
+  const namespace = `${TESTBED_NAME_PREFIX}probe-${process.pid}`;
+  try {
+    const added = await runCommand(ip, ["netns", "add", namespace], { signal });
+    if (added.exitCode !== 0) return `network namespaces are not permitted here: ${added.stderr.trim()}`;
+    const bridge = await runCommand(ip, ["-n", namespace, "link", "add", "probe-br", "type", "bridge"], {
+      signal,
+    });
+    if (bridge.exitCode !== 0) return `bridges cannot be created here: ${bridge.stderr.trim()}`;
+    const veth = await runCommand(
+      ip,
+      ["-n", namespace, "link", "add", "probe-a", "type", "veth", "peer", "name", "probe-b"],
+      {
+        signal,
+      },
+    );
+    if (veth.exitCode !== 0) return `veth pairs cannot be created here: ${veth.stderr.trim()}`;
+    return undefined;
+  } catch (error) {
+    return `network namespaces could not be checked: ${(error as Error).message}`;
+  } finally {
+    await runCommand(ip, ["netns", "delete", namespace]).catch(() => undefined);
+  }
+}
+
+function ciRequiresTestbed(): boolean {
+  const ci = process.env.CI;
+  return ci !== undefined && ci !== "" && ci !== "0" && ci.toLowerCase() !== "false";
+}
+
+/**
+ * Why test-bed suites cannot run here, or undefined when they can. For
+ * `describe.skipIf(reason)`; prefer {@link requireTestbed}, which refuses to skip in CI.
+ */
+export async function testbedSkipReason(options: { signal?: AbortSignal } = {}): Promise<string | undefined> {
+  const missing = await checkTestbedPrerequisites(options);
+  return missing.length === 0 ? undefined : `the SSH test bed cannot run here: ${missing.join("; ")}`;
+}
+
+/**
+ * Like {@link testbedSkipReason}, but under `CI=true` a missing prerequisite throws instead of
+ * returning a skip reason: CI must run the test-bed suites, not skip them quietly.
+ *
+ * @example
+ * ```ts
+ * const skipReason = await requireTestbed();
+ * describe.skipIf(skipReason !== undefined)("over SSH", () => { … });
+ * ```
+ */
+export async function requireTestbed(options: { signal?: AbortSignal } = {}): Promise<string | undefined> {
+  const reason = await testbedSkipReason(options);
+  if (reason !== undefined && ciRequiresTestbed()) {
+    throw new Error(
+      `${reason} (CI is set: test-bed suites must run in CI, so this fails instead of skipping)`,
+    );
+  }
+  return reason;
+}
