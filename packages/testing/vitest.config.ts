@@ -4,10 +4,16 @@ export default defineConfig({
   resolve: { conditions: ["@skyward/source"] },
   ssr: { resolve: { conditions: ["@skyward/source"] } },
   test: {
-    include: ["src/**/*.test.ts"],
     globalSetup: ["./src/vitest-global-setup.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    projects: [
+      { extends: true, test: { name: "testbed", include: ["src/**/*.test.ts"] } },
+      {
+        extends: true,
+        test: { name: "ssh-e2e", include: ["test/**/*.test.ts"], testTimeout: 300_000, hookTimeout: 120_000 },
+      },
+    ],
   },
 });

@@ -135,7 +135,15 @@ export type {
   WorkerModule,
 } from "./plugin.js";
 export { isPlugin, Plugin, PluginError } from "./plugin.js";
-export type { PoolNode, ResultOf, RunOptions, StreamOptions, TaskHandle, WaitOptions } from "./pool.js";
+export type {
+  ComputeOptions,
+  PoolNode,
+  ResultOf,
+  RunOptions,
+  StreamOptions,
+  TaskHandle,
+  WaitOptions,
+} from "./pool.js";
 export { compute, Pool, withCompute } from "./pool.js";
 // Contracts: providers, plugins, launch commands
 export type {
@@ -180,6 +188,8 @@ export type {
   SpecInput,
 } from "./spec.js";
 export { ALLOCATION_STRATEGIES, nodes, resolvePoolSpec, spec } from "./spec.js";
+export type { SshClusterData, SshHost, SshHostInput, SshSettings } from "./ssh-provider.js";
+export { SSH } from "./ssh-provider.js";
 export { time } from "./time.js";
 export { version } from "./version.js";
 export type { StorageEndpoint, Volume, VolumeInput } from "./volume.js";

@@ -29,11 +29,19 @@ import type { Image } from "./image.js";
 import { LaunchCommand, type LaunchContext } from "./launch-command.js";
 import { Local } from "./local-provider.js";
 import type { Options } from "./options.js";
-import { applyImageTransforms, applyLaunchers, enterAroundClient, type PoolHandle } from "./plugin.js";
+import {
+  applyImageTransforms,
+  applyLaunchers,
+  collectBootstrapOps,
+  enterAroundClient,
+  type PoolHandle,
+} from "./plugin.js";
 import type { ClusterMessage } from "./protocol.js";
-import type { Cluster, Instance, Offer, OfferQuery, Provider } from "./provider.js";
+import type { Cluster, Instance, Offer, OfferQuery, Provider, WorkerEnvironment } from "./provider.js";
 import type { Pending, PendingStream, PendingTask, PythonFunction } from "./python-function.js";
 import type { PoolSpec } from "./spec.js";
+import { startSshWorker } from "./ssh-node.js";
+import type { SshConnection } from "./ssh-transport.js";
 import { type TaskCallbacks, TaskManager, type TaskRequest } from "./task-manager.js";
 import { WorkerConnection } from "./worker-connection.js";
 
@@ -80,6 +88,8 @@ interface NodeRuntime {
   readonly index: number;
   instance: Instance;
   connection: WorkerConnection | undefined;
+  /** The SSH connection carrying the worker's tunnel, for nodes reached over SSH. */
+  ssh: SshConnection | undefined;
   replacements: number;
 }
 
@@ -196,8 +206,14 @@ export class Pool implements AsyncDisposable {
   #startedAt = performance.now();
 
   /** @internal Use {@link compute}. */
-  constructor(spec: PoolSpec, options: Options, id: string = randomUUID().slice(0, 8)) {
+  constructor(
+    spec: PoolSpec,
+    options: Options,
+    onEvent?: (event: SkywardEvent) => void,
+    id: string = randomUUID().slice(0, 8),
+  ) {
     this.id = id;
+    if (onEvent) this.#hub.on("*", onEvent);
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
     this.#tasks = new TaskManager({ poolId: id, hub: this.#hub });
@@ -279,7 +295,7 @@ export class Pool implements AsyncDisposable {
     this.#setState("provisioning");
     const instances = await this.#provision(provider, cluster, spec.nodes.desired, combined);
     for (const [index, instance] of instances.entries()) {
-      this.#nodes.push({ index, instance, connection: undefined, replacements: 0 });
+      this.#nodes.push({ index, instance, connection: undefined, ssh: undefined, replacements: 0 });
       this.#hub.emit({
         type: "node.provisioned",
         timestamp: Date.now(),
@@ -294,7 +310,7 @@ export class Pool implements AsyncDisposable {
         privateIp: instance.privateIp,
       });
     }
-    if (provider.launchWorker && instances.every((instance) => instance.ssh === null)) {
+    if (instances.every((instance) => instance.ssh === null)) {
       this.#headPort = await freeLoopbackPort();
     }
     // The head first: the others learn its address.
@@ -492,66 +508,90 @@ export class Pool implements AsyncDisposable {
   async #startNode(node: NodeRuntime, signal: AbortSignal): Promise<void> {
     const provider = this.#provider as Provider;
     const cluster = this.#cluster as Cluster;
-    if (!provider.launchWorker || node.instance.ssh !== null) {
-      throw new ProvisionError({
-        provider: provider.name,
-        message: `Provider "${provider.name}" reaches its nodes over SSH, which this version of @skyward/core cannot do yet`,
-      });
-    }
     const started = performance.now();
     const phaseStarts = new Map<string, number>();
-    const endpoint = await provider.launchWorker(
-      cluster,
-      node.instance,
-      {
-        nodeId: node.index,
+    const progress = (
+      phase: string,
+      status: "started" | "finished" | "failed",
+      durationMs?: number,
+      detail?: string,
+    ) => {
+      const now = performance.now();
+      if (status === "started") phaseStarts.set(phase, now);
+      const begun = phaseStarts.get(phase);
+      const duration = durationMs ?? (status !== "started" && begun !== undefined ? now - begun : undefined);
+      this.#hub.emit({
+        type: "bootstrap.phase",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        phase,
+        status,
+        ...(duration !== undefined ? { durationMs: duration } : {}),
+        ...(detail ? { detail } : {}),
+      } as SkywardEvent);
+    };
+    const command = (environment: WorkerEnvironment) =>
+      applyLaunchers(
+        this.spec.plugins,
+        LaunchCommand.create({
+          launcher: environment.pythonBin,
+          entrypoint: environment.workerScript,
+          args: this.#workerArgs(node),
+        }),
+        this.#launchContext(node, environment.pythonBin, environment.venvDir, environment.privateIp),
+      );
+    let connection: WorkerConnection;
+    if (node.instance.ssh !== null) {
+      const worker = await startSshWorker({
+        instance: node.instance,
+        node: node.index,
         image: this.#image as Image,
-        command: (environment) =>
-          applyLaunchers(
-            this.spec.plugins,
-            LaunchCommand.create({
-              launcher: environment.pythonBin,
-              entrypoint: environment.workerScript,
-              args: this.#workerArgs(node),
-            }),
-            this.#launchContext(node, environment.pythonBin, environment.venvDir, environment.privateIp),
-          ),
-        env: { ...(this.#image as Image).env, SKYWARD_TOKEN: this.#token },
-        timeoutSeconds: this.spec.bootstrapTimeout,
-        onExit: (code, exitSignal) => {
-          if (this.#state === "shutting_down" || this.#state === "destroyed") return;
-          this.#hub.emit({
-            type: "error",
-            timestamp: Date.now(),
-            poolId: this.id,
-            node: node.index,
-            message: `the worker process exited (${exitSignal ?? `code ${code}`})`,
-          });
-        },
-      },
-      {
+        pluginOps: collectBootstrapOps(this.spec.plugins, cluster),
+        token: this.#token,
+        command,
+        sshTimeoutSeconds: this.spec.sshTimeout,
+        sshRetryIntervalSeconds: this.spec.sshRetryInterval,
+        bootstrapTimeoutSeconds: this.spec.bootstrapTimeout,
         signal,
-        progress: (phase, status, detail) => {
-          const now = performance.now();
-          if (status === "started") phaseStarts.set(phase, now);
-          const begun = phaseStarts.get(phase);
-          this.#hub.emit({
-            type: "bootstrap.phase",
-            timestamp: Date.now(),
-            poolId: this.id,
-            node: node.index,
-            phase,
-            status,
-            ...(status === "finished" && begun !== undefined ? { durationMs: now - begun } : {}),
-            ...(detail ? { detail } : {}),
-          } as SkywardEvent);
+        progress,
+      });
+      node.ssh = worker.ssh;
+      connection = worker.connection;
+    } else {
+      if (!provider.launchWorker) {
+        throw new ProvisionError({
+          provider: provider.name,
+          message: `Instance ${node.instance.id} of provider "${provider.name}" has no SSH address and the provider cannot start workers itself`,
+        });
+      }
+      const endpoint = await provider.launchWorker(
+        cluster,
+        node.instance,
+        {
+          nodeId: node.index,
+          image: this.#image as Image,
+          command,
+          env: { ...(this.#image as Image).env, SKYWARD_TOKEN: this.#token },
+          timeoutSeconds: this.spec.bootstrapTimeout,
+          onExit: (code, exitSignal) => {
+            if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+            this.#hub.emit({
+              type: "error",
+              timestamp: Date.now(),
+              poolId: this.id,
+              node: node.index,
+              message: `the worker process exited (${exitSignal ?? `code ${code}`})`,
+            });
+          },
         },
-      },
-    );
-    const connection = await WorkerConnection.connect(
-      { host: endpoint.host, port: endpoint.port },
-      { token: this.#token, node: node.index, signal, timeoutMs: this.spec.sshTimeout * 1000 },
-    );
+        { signal, progress: (phase, status, detail) => progress(phase, status, undefined, detail) },
+      );
+      connection = await WorkerConnection.connect(
+        { host: endpoint.host, port: endpoint.port },
+        { token: this.#token, node: node.index, signal, timeoutMs: this.spec.sshTimeout * 1000 },
+      );
+    }
     node.connection = connection;
     await this.#sendCluster(node, connection, signal);
     this.#hub.emit({
@@ -722,6 +762,13 @@ export class Pool implements AsyncDisposable {
           // lost meanwhile
         }
         await connection.close({ timeoutMs: 5000 });
+      }),
+    );
+    await Promise.all(
+      this.#nodes.map(async (node) => {
+        const ssh = node.ssh;
+        node.ssh = undefined;
+        ssh?.close();
       }),
     );
     const provider = this.#provider;
@@ -1043,6 +1090,14 @@ export class Pool implements AsyncDisposable {
   }
 }
 
+/** Options of {@link compute} itself (the pool's own options go in the input's `options`). */
+export interface ComputeOptions {
+  /** Aborts provisioning; whatever was started is torn down. */
+  readonly signal?: AbortSignal;
+  /** Receives every event from the start, including provisioning and bootstrap progress. */
+  readonly onEvent?: (event: SkywardEvent) => void;
+}
+
 /**
  * Provisions a pool and returns it once ready (its minimum node count up). Use it with `await using`
  * (or call `close()`): the pool is torn down when it goes out of scope, on an exception, and on
@@ -1053,10 +1108,10 @@ export class Pool implements AsyncDisposable {
  * const results = await pool.broadcast(info());
  * ```
  */
-export async function compute(input: ComputeInput, options: { signal?: AbortSignal } = {}): Promise<Pool> {
+export async function compute(input: ComputeInput, options: ComputeOptions = {}): Promise<Pool> {
   const resolved = await resolveComputeInput(input);
   const first = resolved.specs[0] as PoolSpec;
-  const pool = new Pool(first, resolved.options);
+  const pool = new Pool(first, resolved.options, options.onEvent);
   livePools.add(pool);
   installSignalHandlers();
   try {

@@ -193,6 +193,8 @@ export interface InstanceSsh {
    * it; the connection is refused when the server presents another key.
    */
   readonly hostKeyFingerprint?: string;
+  /** Skyward's directory on the node (environment, runtime, code). Default `/opt/skyward`. */
+  readonly root?: string;
 }
 
 /** One machine a provider created for a cluster. */

@@ -1,7 +1,7 @@
 /**
  * The Python environment on this machine, for the `Local` provider: the interpreter `image.python`
  * names (checked to be >= 3.10), and, when the image installs packages, a virtual environment cached
- * by the image's `envHash` — made with uv when it is on PATH, else with `venv` and pip. The virtual
+ * by the image's `envHash` — created with uv when it is on PATH, else with `venv`; packages installed with pip. The virtual
  * environment sees the interpreter's system site-packages, so what is installed already is used as it
  * is and never downloaded again.
  */
@@ -259,18 +259,15 @@ export async function preparePythonEnvironment(
     const scoped = new Set(
       image.pipIndexes.flatMap((index) => index.packages.map((name) => name.toLowerCase())),
     );
+    // pip, not `uv pip`: uv does not count what the system site-packages hold as installed, and
+    // would download it again.
     const install = async (requirements: readonly string[], indexArgs: readonly string[]) => {
       if (requirements.length === 0) return;
-      if (uv)
-        await run(uv, ["pip", "install", "--quiet", "--python", venvPython, ...indexArgs, ...requirements], {
-          signal,
-        });
-      else
-        await run(
-          venvPython,
-          ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", ...indexArgs, ...requirements],
-          { signal },
-        );
+      await run(
+        venvPython,
+        ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", ...indexArgs, ...requirements],
+        { signal },
+      );
     };
     await install(
       image.pip.filter((requirement) => !scoped.has(packageName(requirement))),
@@ -278,9 +275,11 @@ export async function preparePythonEnvironment(
     );
     for (const index of image.pipIndexes) {
       const names = new Set(index.packages.map((name) => name.toLowerCase()));
+      // An index named over plain HTTP is one the user chose (a private mirror): pip needs it trusted.
+      const trusted = index.url.startsWith("http:") ? ["--trusted-host", new URL(index.url).hostname] : [];
       await install(
         image.pip.filter((requirement) => names.has(packageName(requirement))),
-        ["--index-url", index.url],
+        ["--index-url", index.url, ...trusted],
       );
     }
     progress?.("pip", "finished");

@@ -1,0 +1,276 @@
+/**
+ * Multi-node pools over SSH, end to end on the test bed: real sshd hosts in network namespaces,
+ * the real SSH transport, bootstrap, tunnels and the Python worker.
+ */
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import { tmpdir } from "node:os";
+import { basename, join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import * as sky from "@skyward/core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestbed, requireTestbed, type Testbed } from "../src/index.js";
+
+const skipReason = await requireTestbed();
+const tasks = fileURLToPath(new URL("./fixtures/ssh_tasks.py", import.meta.url));
+const data = fileURLToPath(new URL("./fixtures/ssh_tasks_data", import.meta.url));
+
+const info = sky.python<
+  [],
+  {
+    node: number;
+    total_nodes: number;
+    is_head: boolean;
+    head_addr: string;
+    peers: string[];
+    pid: number;
+    cwd: string;
+  }
+>("ssh_tasks:info");
+const myShard = sky.python<[number], number[]>("ssh_tasks:my_shard");
+const readData = sky.python<[string], string>("ssh_tasks:read_data");
+const probeValue = sky.python<[], number>("ssh_tasks:probe_value");
+const sleep = sky.python<[number], number>("ssh_tasks:sleep");
+const pid = sky.python<[], number>("ssh_tasks:pid");
+
+/** Builds a tiny wheel by hand (a zip with its dist-info), for the local package index. */
+function buildWheel(directory: string): string {
+  const script = `
+import base64, hashlib, sys, zipfile
+path = sys.argv[1] + "/skyward_wheel_probe-0.1-py3-none-any.whl"
+files = {
+    "skyward_wheel_probe/__init__.py": "VALUE = 42\\n",
+    "skyward_wheel_probe-0.1.dist-info/METADATA": "Metadata-Version: 2.1\\nName: skyward-wheel-probe\\nVersion: 0.1\\n",
+    "skyward_wheel_probe-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\\nGenerator: hand\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+}
+record = []
+with zipfile.ZipFile(path, "w") as archive:
+    for name, text in files.items():
+        data = text.encode()
+        archive.writestr(name, data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append("skyward_wheel_probe-0.1.dist-info/RECORD,,")
+    archive.writestr("skyward_wheel_probe-0.1.dist-info/RECORD", "\\n".join(record) + "\\n")
+print(path)
+`;
+  return execFileSync("python3", ["-c", script, directory], { encoding: "utf8" }).trim();
+}
+
+/** A PEP 503 "simple" index serving one wheel, on the bridge address (reachable from every host). */
+async function serveIndex(
+  address: string,
+  wheelPath: string,
+): Promise<{ url: string; server: Server; requests: string[] }> {
+  const { readFile } = await import("node:fs/promises");
+  const wheel = await readFile(wheelPath);
+  const name = basename(wheelPath);
+  const requests: string[] = [];
+  const server = createServer((request, response) => {
+    requests.push(request.url ?? "");
+    if (request.url === "/simple/skyward-wheel-probe/") {
+      response.setHeader("content-type", "text/html");
+      response.end(`<html><body><a href="/files/${name}">${name}</a></body></html>`);
+    } else if (request.url === `/files/${name}`) {
+      response.setHeader("content-type", "application/octet-stream");
+      response.end(wheel);
+    } else {
+      response.statusCode = 404;
+      response.end();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, address, resolve));
+  const port = (server.address() as { port: number }).port;
+  return { url: `http://${address}:${port}/simple`, server, requests };
+}
+
+describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed", () => {
+  let bed: Testbed;
+  let scratch = "";
+  let index: { url: string; server: Server; requests: string[] };
+  const home = process.env.SKYWARD_HOME;
+
+  const provider = () =>
+    sky.SSH({
+      hosts: bed.hosts.map((host) => ({
+        host: host.host,
+        port: host.port,
+        user: host.user,
+        privateKey: host.privateKey,
+        hostKeyFingerprint: host.hostKeyFingerprint,
+        root: host.root,
+      })),
+    });
+
+  beforeAll(async () => {
+    bed = await createTestbed({ hosts: 3 });
+    scratch = await mkdtemp(join(tmpdir(), "skyward-ssh-e2e-"));
+    process.env.SKYWARD_HOME = scratch;
+    index = await serveIndex(bed.bridgeAddress, buildWheel(scratch));
+  }, 120_000);
+
+  afterAll(async () => {
+    index?.server.close();
+    await bed?.teardown();
+    if (home === undefined) delete process.env.SKYWARD_HOME;
+    else process.env.SKYWARD_HOME = home;
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  it("runs on 3 distinct nodes with their private addresses and one head; shards, includes and a scoped index work", async () => {
+    const phases: string[] = [];
+    let pids: number[] = [];
+    {
+      await using pool = await sky.compute({
+        provider: provider(),
+        nodes: 3,
+        ttl: 30,
+        image: {
+          includes: [tasks, data],
+          pip: ["skyward-wheel-probe"],
+          pipIndexes: [{ url: index.url, packages: ["skyward-wheel-probe"] }],
+        },
+        options: { console: false, bootstrapTimeout: 240 },
+      });
+      const infos = await pool.broadcast(info());
+      expect(infos.map((entry) => entry.node)).toEqual([0, 1, 2]);
+      expect(infos.filter((entry) => entry.is_head).map((entry) => entry.node)).toEqual([0]);
+      expect(infos[0]?.peers).toEqual(bed.hosts.map((host) => host.host));
+      expect(new Set(infos.map((entry) => entry.head_addr))).toEqual(new Set([bed.hosts[0]?.host]));
+      infos.forEach((entry, node) => expect(entry.cwd).toBe(`${bed.hosts[node]?.root}/work`));
+      pids = infos.map((entry) => entry.pid);
+
+      const parts = await pool.broadcast(myShard(100));
+      expect(parts.flat().sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, i) => i));
+      expect(parts.every((part) => part.length > 0)).toBe(true);
+
+      expect(await pool.broadcast(readData("greeting.txt"))).toEqual(
+        Array(3).fill("hello from the client machine\n"),
+      );
+      expect(await pool.broadcast(probeValue())).toEqual([42, 42, 42]);
+      expect(index.requests).toContain("/simple/skyward-wheel-probe/");
+    }
+
+    // A second pool on the same hosts, within the first one's TTL, starts warm.
+    await using again = await sky.compute({
+      provider: provider(),
+      nodes: 3,
+      ttl: 0,
+      image: {
+        includes: [tasks, data],
+        pip: ["skyward-wheel-probe"],
+        pipIndexes: [{ url: index.url, packages: ["skyward-wheel-probe"] }],
+      },
+      options: { console: false },
+    });
+    again.on("bootstrap.phase", (event) => phases.push(event.phase));
+    const second = await again.broadcast(info());
+    expect(second.map((entry) => entry.pid)).toEqual(pids);
+    expect(await again.broadcast(probeValue())).toEqual([42, 42, 42]);
+  }, 300_000);
+
+  const alive = (workerPid: number) => {
+    try {
+      process.kill(workerPid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  const waitUntil = async (condition: () => boolean, timeoutMs: number) => {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (condition()) return true;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    return condition();
+  };
+
+  const hostInputs = (indices: number[]) =>
+    indices.map((index) => {
+      const host = bed.hosts[index] as Testbed["hosts"][number];
+      return {
+        host: host.host,
+        port: host.port,
+        user: host.user,
+        privateKey: host.privateKey,
+        root: host.root,
+      };
+    });
+
+  it("released workers wait out their TTL, then stop and clean their root directory", async () => {
+    const pool = await sky.compute({
+      provider: sky.SSH({ hosts: hostInputs([1]) }),
+      nodes: 1,
+      ttl: 2,
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    const [workerPid] = await pool.broadcast(pid());
+    await pool.close();
+    expect(alive(workerPid as number)).toBe(true);
+    expect(await waitUntil(() => !alive(workerPid as number), 20_000)).toBe(true);
+    expect(existsSync(bed.hosts[1]?.root as string)).toBe(false);
+  }, 120_000);
+
+  it("after a SIGKILL of the client, every worker stops once its TTL has passed", async () => {
+    const child = spawn(
+      process.execPath,
+      [fileURLToPath(new URL("./fixtures/ssh-client.ts", import.meta.url))],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+        env: {
+          ...process.env,
+          SKYWARD_TEST_HOSTS: JSON.stringify(hostInputs([1, 2])),
+          SKYWARD_TEST_TTL: "2",
+        },
+      },
+    );
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    const pids = await new Promise<number[]>((resolve, reject) => {
+      createInterface({ input: child.stdout }).once("line", (line) =>
+        resolve((JSON.parse(line) as { pids: number[] }).pids),
+      );
+      child.once("exit", () => reject(new Error("the client exited before its pool was ready")));
+    });
+    expect(pids).toHaveLength(2);
+    child.kill("SIGKILL");
+    await exited;
+    expect(pids.every(alive)).toBe(true);
+    expect(await waitUntil(() => pids.every((workerPid) => !alive(workerPid)), 30_000)).toBe(true);
+  }, 180_000);
+
+  it("a connection killed mid-task gives a clear error, never a hang, and the pool recovers", async () => {
+    await using pool = await sky.compute({
+      provider: sky.SSH({ hosts: hostInputs([2]) }),
+      nodes: 1,
+      ttl: 0,
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    const running = pool.run(sleep(20));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Kill the sshd session carrying this client's connection, inside host 2's namespace.
+    const sessions = await bed.exec(2, "ss -tnpH state established '( sport = :22 )'");
+    const sessionPids = [...sessions.stdout.matchAll(/pid=(\d+)/g)].map((match) => Number(match[1]));
+    expect(sessionPids.length).toBeGreaterThan(0);
+    for (const sessionPid of sessionPids) process.kill(sessionPid, "SIGKILL");
+    const outcome = await Promise.race([
+      running.then(
+        () => "result",
+        (error: unknown) =>
+          sky.WorkerDiedError.isInstance(error) || sky.ConnectionError.isInstance(error)
+            ? "clear error"
+            : String(error),
+      ),
+      new Promise((resolve) => setTimeout(() => resolve("hang"), 60_000)),
+    ]);
+    expect(["clear error", "result"]).toContain(outcome);
+    expect(await waitUntil(() => pool.currentNodes() === 1, 60_000)).toBe(true);
+    expect(typeof (await pool.run(pid()))).toBe("number");
+  }, 180_000);
+});
