@@ -16,7 +16,33 @@ const fibonacci = sky.python.stream<[count: number], number>("tasks:fibonacci");
 // Ship tasks.py to the workers, wherever this script is run from.
 const tasks = fileURLToPath(new URL("./tasks.py", import.meta.url));
 
-await using pool = await sky.compute({ nodes: 4, image: { includes: [tasks] } });
+// `--testbed`: the same pool on 4 SSH hosts of a local test bed (network namespaces, each with a
+// real sshd; needs root, iproute2 and openssh-server) instead of 4 processes on this machine.
+// (`--testbed-if-possible`, for the test suite: skip when the machine cannot host one, outside CI.)
+const testing = process.argv.some((arg) => arg.startsWith("--testbed"))
+  ? await import("@skyward/testing")
+  : undefined;
+if (testing && process.argv.includes("--testbed-if-possible")) {
+  const skip = await testing.requireTestbed();
+  if (skip) {
+    console.log(`skipped the test-bed run: ${skip}`);
+    process.exit(0);
+  }
+}
+await using testbed = testing ? await testing.createTestbed({ hosts: 4 }) : undefined;
+const provider = testbed
+  ? sky.SSH({
+      hosts: testbed.hosts.map((host) => ({
+        host: host.host,
+        user: host.user,
+        privateKey: host.privateKey,
+        hostKeyFingerprint: host.hostKeyFingerprint,
+        root: host.root,
+      })),
+    })
+  : sky.Local();
+
+await using pool = await sky.compute({ provider, nodes: 4, ttl: 0, image: { includes: [tasks] } });
 
 console.log("1. π by Monte Carlo: every node throws darts at its shard of the samples (broadcast)");
 const samples = 2_000_000;
