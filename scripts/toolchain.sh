@@ -15,9 +15,22 @@ skyward_node_major() {
   node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0
 }
 
+# Native addons (ssh2's crypto binding) must build against the headers of the Node that runs them,
+# not a machine-wide `nodedir` pointing at an older Node: the toolchain's Node package ships its own.
+skyward_use_toolchain_headers() {
+  local dir
+  for dir in "$SKYWARD_TOOLCHAIN"/node_modules/node/node_modules/node-*; do
+    if [ -f "$dir/include/node/node_api.h" ]; then
+      export npm_config_nodedir="$dir"
+      return 0
+    fi
+  done
+}
+
 skyward_ensure_node() {
   if [ -x "$SKYWARD_TOOLCHAIN/node_modules/node/bin/node" ]; then
     export PATH="$SKYWARD_TOOLCHAIN/node_modules/node/bin:$SKYWARD_TOOLCHAIN/node_modules/.bin:$PATH"
+    skyward_use_toolchain_headers
   fi
   if [ "$(skyward_node_major)" -ge 22 ]; then
     return 0
@@ -32,6 +45,7 @@ skyward_ensure_node() {
     "node@$SKYWARD_NODE_VERSION" >&2 || return 1
   export PATH="$SKYWARD_TOOLCHAIN/node_modules/node/bin:$SKYWARD_TOOLCHAIN/node_modules/.bin:$PATH"
   hash -r
+  skyward_use_toolchain_headers
   [ "$(skyward_node_major)" -ge 22 ] || { skyward_log "could not install Node.js >= 22"; return 1; }
 }
 

@@ -6,6 +6,8 @@
  */
 
 export { acceleratorSchema } from "./accelerators.js";
+export type { BootstrapMarker, BootstrapScriptOptions } from "./bootstrap-script.js";
+export { bootstrapLayout, parseBootstrapMarker, renderBootstrapScript } from "./bootstrap-script.js";
 export { createProviderFromEntry, parseConfigText, validateConfig } from "./config-file.js";
 export { imageSchema } from "./image.js";
 export { collectIncludedFiles, globToRegExp, type IncludedFile } from "./includes.js";
@@ -45,6 +47,16 @@ export {
 export { providerSchema, whyNotProvider } from "./provider.js";
 export { findPython, preparePythonEnvironment, skywardHome } from "./python-environment.js";
 export { nodeSpecSchema, SPEC_FIELDS, specSchema } from "./spec.js";
+export { startSshWorker } from "./ssh-node.js";
+export type {
+  SshConnectOptions,
+  SshExecOptions,
+  SshExecResult,
+  SshProcess,
+  SshTarget,
+  SshUploadFile,
+} from "./ssh-transport.js";
+export { SshConnection, sshKeyFingerprint } from "./ssh-transport.js";
 export { TaskManager } from "./task-manager.js";
 export { formatPath, parseInput, toConfigurationIssues } from "./validation.js";
 export { volumeSchema } from "./volume.js";
