@@ -36,7 +36,9 @@ assert.deepEqual([sum, square, factorial], [6, 144, 3_628_800]);
 const windows = await pool.gather(timedSleep(0.3), timedSleep(0.3), timedSleep(0.3), timedSleep(0.3));
 const lastStart = Math.max(...windows.map(([begin]) => begin));
 const firstEnd = Math.min(...windows.map(([, end]) => end));
-console.log(`  four 0.3 s calls: the last started ${(firstEnd - lastStart).toFixed(2)} s before the first ended`);
+console.log(
+  `  four 0.3 s calls: the last started ${(firstEnd - lastStart).toFixed(2)} s before the first ended`,
+);
 assert.ok(lastStart < firstEnd, "the four calls did not run at the same time");
 
 console.log("\nstream({ ordered: false }): results as each call finishes, the quickest first");

@@ -102,14 +102,18 @@ class Fifo<T> {
 /** Reads an input stream's source as the worker grants credit. */
 class InputPump {
   readonly #iterator: AsyncIterator<unknown> | Iterator<unknown>;
-  readonly #send: (message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string }) => void;
+  readonly #send: (
+    message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string },
+  ) => void;
   #credit = 0;
   #running = false;
   #finished = false;
 
   constructor(
     source: AsyncIterable<unknown> | Iterable<unknown>,
-    send: (message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string }) => void,
+    send: (
+      message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string },
+    ) => void,
   ) {
     this.#send = send;
     this.#iterator =

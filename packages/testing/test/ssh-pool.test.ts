@@ -140,7 +140,7 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
       expect(infos.filter((entry) => entry.is_head).map((entry) => entry.node)).toEqual([0]);
       expect(infos[0]?.peers).toEqual(bed.hosts.map((host) => host.host));
       expect(new Set(infos.map((entry) => entry.head_addr))).toEqual(new Set([bed.hosts[0]?.host]));
-      infos.forEach((entry, node) => expect(entry.cwd).toBe(`${bed.hosts[node]?.root}/work`));
+      expect(infos.map((entry) => entry.cwd)).toEqual(bed.hosts.map((host) => `${host.root}/work`));
       pids = infos.map((entry) => entry.pid);
 
       const parts = await pool.broadcast(myShard(100));
