@@ -25,7 +25,7 @@ import {
   type SkywardEvent,
   type SkywardEventType,
 } from "./events.js";
-import type { Image } from "./image.js";
+import { extendImage, type Image } from "./image.js";
 import { LaunchCommand, type LaunchContext } from "./launch-command.js";
 import { Local } from "./local-provider.js";
 import type { Options } from "./options.js";
@@ -35,8 +35,9 @@ import {
   collectBootstrapOps,
   enterAroundClient,
   type PoolHandle,
+  workerModules,
 } from "./plugin.js";
-import type { ClusterMessage } from "./protocol.js";
+import type { ClusterMessage, WireValue } from "./protocol.js";
 import type { Cluster, Instance, Offer, OfferQuery, Provider, WorkerEnvironment } from "./provider.js";
 import type { Pending, PendingStream, PendingTask, PythonFunction } from "./python-function.js";
 import type { PoolSpec } from "./spec.js";
@@ -291,7 +292,12 @@ export class Pool implements AsyncDisposable {
       throw error;
     }
     this.#cluster = cluster;
-    this.#image = await applyImageTransforms(spec.plugins, spec.image, cluster);
+    const transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
+    // Plugins' worker modules travel with the code: they land in the work directory, on sys.path.
+    const modulePaths = workerModules(spec.plugins)
+      .map((module) => module.path)
+      .filter((path): path is string => path !== undefined && !transformed.includes.includes(path));
+    this.#image = modulePaths.length > 0 ? extendImage(transformed, { includes: modulePaths }) : transformed;
     this.#setState("provisioning");
     const instances = await this.#provision(provider, cluster, spec.nodes.desired, combined);
     for (const [index, instance] of instances.entries()) {
@@ -603,7 +609,7 @@ export class Pool implements AsyncDisposable {
       durationMs: performance.now() - started,
     });
     const capacity = this.spec.worker.concurrency + this.spec.worker.buffer;
-    this.#tasks.attach(node.index, connection, capacity);
+    this.#tasks.attach(node.index, connection, capacity, this.spec.worker.concurrency);
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
     this.#hub.emit({
       type: "node.ready",
@@ -641,6 +647,11 @@ export class Pool implements AsyncDisposable {
         : null,
       network: null,
       env: (this.#image as Image).env,
+      plugins: workerModules(this.spec.plugins).map((module) => ({
+        name: module.plugin,
+        module: module.module,
+        config: module.config as WireValue,
+      })),
     };
     const ready = new Promise<void>((resolve, reject) => {
       const off = connection.onMessage((reply) => {

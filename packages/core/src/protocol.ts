@@ -160,6 +160,18 @@ export interface ClusterMessage {
   readonly network: WireValue;
   /** Environment variables for tasks. */
   readonly env: Readonly<Record<string, string>>;
+  /** The plugins' worker modules, in plugin order (absent: none). */
+  readonly plugins?: readonly ClusterPlugin[];
+}
+
+/** A plugin's worker module, as the `cluster` message names it. */
+export interface ClusterPlugin {
+  /** The plugin's name, for errors. */
+  readonly name: string;
+  /** The Python module the worker imports (its hooks: `around_app`, `around_process`, `decorate`). */
+  readonly module: string;
+  /** The configuration handed to its hooks. */
+  readonly config: WireValue;
 }
 
 /** `ready` — the worker applied `cluster` and runs tasks. */
@@ -184,6 +196,55 @@ export interface SubmitMessage {
   readonly stream: boolean;
   /** The worker slot to pin the task to, or `null` for any. */
   readonly worker: number | null;
+  /** A task run for another task (nested dispatch): it runs on the worker's separate nested pool. */
+  readonly nested?: boolean;
+}
+
+/** `subtask` — a running task asks the client to run another function across the pool (nested dispatch). */
+export interface SubtaskMessage {
+  readonly t: "subtask";
+  /** The parent task's id. */
+  readonly id: string;
+  /** The subtask's number, unique within its parent. */
+  readonly sub: number;
+  /** The callable, `module:qualname`. */
+  readonly fn: string;
+  /** Positional arguments. */
+  readonly args: readonly WireValue[];
+  /** Keyword arguments. */
+  readonly kwargs: WireObject;
+  /** The node to run it on, or `null` for any. */
+  readonly node: number | null;
+}
+
+/** `subresult` — a subtask returned. */
+export interface SubresultMessage {
+  readonly t: "subresult";
+  /** The parent task's id. */
+  readonly id: string;
+  /** The subtask's number. */
+  readonly sub: number;
+  /** The returned value. */
+  readonly value: WireValue;
+}
+
+/** `suberror` — a subtask failed. */
+export interface SuberrorMessage {
+  readonly t: "suberror";
+  /** The parent task's id. */
+  readonly id: string;
+  /** The subtask's number. */
+  readonly sub: number;
+  /** What went wrong, as in `error`. */
+  readonly kind: TaskErrorKind;
+  /** The exception's qualified type name. */
+  readonly type: string;
+  /** The exception's message. */
+  readonly message: string;
+  /** The remote traceback. */
+  readonly traceback: string;
+  /** The node it ran on, or -1 when it never ran. */
+  readonly node: number;
 }
 
 /** `cancel` — cancel a task. */
@@ -380,7 +441,9 @@ export type ClientMessage =
   | PongMessage
   | ReleaseMessage
   | CollectMessage
-  | ShutdownMessage;
+  | ShutdownMessage
+  | SubresultMessage
+  | SuberrorMessage;
 
 /** Every message a worker sends. */
 export type WorkerMessage =
@@ -396,7 +459,8 @@ export type WorkerMessage =
   | MetricMessage
   | EventMessage
   | PingMessage
-  | PongMessage;
+  | PongMessage
+  | SubtaskMessage;
 
 /** The messages a worker sends about one task (`out` only when its `id` is not `null`). */
 export type TaskMessage =
@@ -405,7 +469,8 @@ export type TaskMessage =
   | EndMessage
   | TaskErrorMessage
   | OutputMessage
-  | PullMessage;
+  | PullMessage
+  | SubtaskMessage;
 
 /** Every message of protocol version 1, discriminated on `t`. */
 export type WireMessage = ClientMessage | WorkerMessage;
@@ -843,6 +908,17 @@ const messageFields: { readonly [T in WireMessageType]: Readonly<Record<string, 
     accelerator: present,
     network: present,
     env: stringRecord,
+  },
+  subtask: { id: string, sub: integer, fn: string, args: array, kwargs: object, node: nullable(integer) },
+  subresult: { id: string, sub: integer, value: present },
+  suberror: {
+    id: string,
+    sub: integer,
+    kind: oneOf("exception", "not_found", "serialization", "timeout", "cancelled", "worker_died"),
+    type: string,
+    message: string,
+    traceback: string,
+    node: integer,
   },
   ready: {},
   submit: {

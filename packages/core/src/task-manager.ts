@@ -39,6 +39,8 @@ export interface TaskRequest {
   readonly stream: boolean;
   /** Pin to this node index. */
   readonly node?: number;
+  /** A subtask of a running task (nested dispatch): it uses the nodes' separate nested slots. */
+  readonly nested?: boolean;
 }
 
 /** A dispatched task, as its submitter holds it. */
@@ -56,6 +58,8 @@ interface TaskRecord extends TaskTicket {
   done: boolean;
   streams: InputStream[];
   pumps: Map<number, InputPump>;
+  /** Subtasks it started (nested dispatch), cancelled when it ends. */
+  children: Map<number, TaskTicket> | undefined;
 }
 
 interface NodeState {
@@ -64,6 +68,9 @@ interface NodeState {
   capacity: number;
   readonly running: Map<string, TaskRecord>;
   readonly pinned: TaskRecord[];
+  /** Nested tasks running on it, and how many it may run (its concurrency). */
+  nestedRunning: number;
+  nestedCapacity: number;
 }
 
 /** A simple array-backed FIFO with O(1) amortised shift. */
@@ -171,6 +178,7 @@ export interface TaskManagerOptions {
 export class TaskManager {
   readonly #nodes: NodeState[] = [];
   readonly #queue = new Fifo<TaskRecord>();
+  readonly #nestedQueue = new Fifo<TaskRecord>();
   readonly #hub: EventHub;
   readonly #poolId: string;
   readonly #grace: number;
@@ -209,15 +217,28 @@ export class TaskManager {
     return this.#queue.size;
   }
 
-  /** Adds (or brings back) node `index` with its worker connection and slot count. */
-  attach(index: number, connection: WorkerConnection, capacity: number): void {
+  /**
+   * Adds (or brings back) node `index` with its worker connection, its slot count, and its nested
+   * slot count (for subtasks; the worker runs those on a separate pool of its concurrency's size).
+   */
+  attach(index: number, connection: WorkerConnection, capacity: number, nestedCapacity = 1): void {
     let node = this.#nodes[index];
     if (!node) {
-      node = { index, connection, capacity, running: new Map(), pinned: [] };
+      node = {
+        index,
+        connection,
+        capacity,
+        running: new Map(),
+        pinned: [],
+        nestedRunning: 0,
+        nestedCapacity,
+      };
       this.#nodes[index] = node;
     } else {
       node.connection = connection;
       node.capacity = capacity;
+      node.nestedCapacity = nestedCapacity;
+      node.nestedRunning = 0;
     }
     const attached = node;
     connection.onMessage((message) => {
@@ -244,7 +265,7 @@ export class TaskManager {
       );
     }
     if (this.liveNodes === 0) {
-      for (const record of this.#queue.drain()) {
+      for (const record of [...this.#queue.drain(), ...this.#nestedQueue.drain()]) {
         if (record.done) continue;
         record.done = true;
         record.callbacks.error(
@@ -288,6 +309,7 @@ export class TaskManager {
       done: false,
       streams: [],
       pumps: new Map(),
+      children: undefined,
       cancel: (reason) => this.#cancel(record, reason),
     };
     if (this.#hub.listensTo("task.queued")) {
@@ -308,7 +330,8 @@ export class TaskManager {
           message: `There is no node ${request.node}`,
         });
       node.pinned.push(record);
-    } else this.#queue.push(record);
+    } else if (request.nested) this.#nestedQueue.push(record);
+    else this.#queue.push(record);
     this.#pump();
     return record;
   }
@@ -324,7 +347,7 @@ export class TaskManager {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#sweeper);
-    const pending: TaskRecord[] = [...this.#queue.drain()];
+    const pending: TaskRecord[] = [...this.#queue.drain(), ...this.#nestedQueue.drain()];
     for (const node of this.#nodes) {
       if (!node) continue;
       pending.push(...node.pinned.splice(0), ...node.running.values());
@@ -335,9 +358,15 @@ export class TaskManager {
 
   #pump(): void {
     const nodes = this.#nodes;
+    while (this.#nestedQueue.size > 0) {
+      const node = this.#nextFreeNode(true);
+      if (!node) break;
+      const record = this.#nestedQueue.shift() as TaskRecord;
+      if (!record.done) this.#start(node, record);
+    }
     for (const node of nodes) {
       if (!node?.connection) continue;
-      while (node.pinned.length > 0 && node.running.size < node.capacity) {
+      while (node.pinned.length > 0 && node.running.size - node.nestedRunning < node.capacity) {
         const record = node.pinned.shift() as TaskRecord;
         if (!record.done) this.#start(node, record);
       }
@@ -351,13 +380,16 @@ export class TaskManager {
     if (this.#capacityWaiters.length > 0) for (const waiter of this.#capacityWaiters.splice(0)) waiter();
   }
 
-  #nextFreeNode(): NodeState | undefined {
+  #nextFreeNode(nested = false): NodeState | undefined {
     const nodes = this.#nodes;
     const count = nodes.length;
     for (let step = 0; step < count; step += 1) {
       const index = (this.#roundRobin + step) % count;
       const node = nodes[index];
-      if (node?.connection && node.running.size < node.capacity) {
+      const free = nested
+        ? node !== undefined && node.nestedRunning < node.nestedCapacity
+        : node !== undefined && node.running.size - node.nestedRunning < node.capacity;
+      if (node?.connection && free) {
         this.#roundRobin = (index + 1) % count;
         return node;
       }
@@ -383,6 +415,7 @@ export class TaskManager {
     record.node = node;
     record.startedAt = performance.now();
     node.running.set(record.id, record);
+    if (request.nested) node.nestedRunning += 1;
     connection.onTask(record.id, (message) => this.#onMessage(record, message));
     try {
       connection.send({
@@ -394,6 +427,7 @@ export class TaskManager {
         timeout: request.timeout,
         stream: request.stream,
         worker: null,
+        ...(request.nested ? { nested: true } : {}),
       });
     } catch (error) {
       this.#finish(record);
@@ -426,9 +460,10 @@ export class TaskManager {
     if (record.done) return;
     record.done = true;
     for (const pump of record.pumps.values()) pump.close();
+    if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
     const node = record.node;
     if (node) {
-      node.running.delete(record.id);
+      if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
       node.connection?.offTask(record.id);
     }
     if (!this.#closed) this.#pump();
@@ -501,9 +536,82 @@ export class TaskManager {
         pump.grant(message.n);
         return;
       }
+      case "subtask":
+        this.#subtask(record, message);
+        return;
       default:
         return;
     }
+  }
+
+  /** Runs a subtask a running task asked for, and answers the parent's worker when it ends. */
+  #subtask(parent: TaskRecord, message: Extract<TaskMessage, { t: "subtask" }>): void {
+    const connection = parent.node?.connection;
+    const reply = (answer: Parameters<WorkerConnection["send"]>[0]) => {
+      parent.children?.delete(message.sub);
+      if (parent.done || !connection?.isOpen) return;
+      try {
+        connection.send(answer);
+      } catch (error) {
+        connection.send({
+          t: "suberror",
+          id: parent.id,
+          sub: message.sub,
+          kind: "serialization",
+          type: "SerializationError",
+          message: (error as Error).message,
+          traceback: "",
+          node: -1,
+        });
+      }
+    };
+    const failure = (error: Error, node: number) => {
+      const kind = RemoteTaskError.isInstance(error)
+        ? "exception"
+        : FunctionNotFoundError.isInstance(error)
+          ? "not_found"
+          : SerializationError.isInstance(error)
+            ? "serialization"
+            : TaskTimeoutError.isInstance(error)
+              ? "timeout"
+              : CancelledError.isInstance(error)
+                ? "cancelled"
+                : "worker_died";
+      reply({
+        t: "suberror",
+        id: parent.id,
+        sub: message.sub,
+        kind,
+        type: RemoteTaskError.isInstance(error) ? error.exceptionType : error.name,
+        message: RemoteTaskError.isInstance(error) ? error.exceptionMessage : error.message,
+        traceback: RemoteTaskError.isInstance(error) ? error.remoteTraceback : "",
+        node,
+      });
+    };
+    let ticket: TaskTicket;
+    try {
+      ticket = this.submit(
+        {
+          ref: message.fn,
+          args: message.args,
+          kwargs: message.kwargs,
+          timeout: parent.request.timeout,
+          stream: false,
+          nested: true,
+          ...(message.node !== null ? { node: message.node } : {}),
+        },
+        {
+          result: (value) =>
+            reply({ t: "subresult", id: parent.id, sub: message.sub, value: value as WireValue }),
+          error: (error) => failure(error, (error as { node?: number }).node ?? -1),
+        },
+      );
+    } catch (error) {
+      failure(error as Error, -1);
+      return;
+    }
+    parent.children ??= new Map();
+    parent.children.set(message.sub, ticket);
   }
 
   #completed(record: TaskRecord): void {
