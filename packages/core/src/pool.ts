@@ -319,10 +319,16 @@ export class Pool implements AsyncDisposable {
     if (instances.every((instance) => instance.ssh === null)) {
       this.#headPort = await freeLoopbackPort();
     }
-    // The head first: the others learn its address.
+    // Over SSH the head comes up first (the others learn its address from a running node); on this
+    // machine every address is known up front, so all nodes start at once.
     const head = this.#nodes[0] as NodeRuntime;
-    await this.#startNode(head, combined);
+    const headStarted = this.#startNode(head, combined);
+    const local = instances.every((instance) => instance.ssh === null);
+    if (!local) await headStarted;
     const rest = Promise.all(this.#nodes.slice(1).map((node) => this.#startNode(node, combined)));
+    // Observed below; this keeps a failure of the others from going unhandled when the head fails first.
+    rest.catch(() => undefined);
+    if (local) await headStarted;
     const minimum = spec.nodes.min;
     if (minimum <= 1) void rest.catch((error) => this.#nodeStartFailed(error));
     else await this.#waitForNodes(minimum, rest);
@@ -1035,13 +1041,14 @@ export class Pool implements AsyncDisposable {
     const { signal } = options;
     if (signal?.aborted) throw abortError(signal, "map");
     const results: R[] = [];
-    const tickets: { cancel(reason?: string): void }[] = [];
+    // Only the tickets still running, so that cancelling on failure is cheap and memory stays flat.
+    const tickets = new Set<{ cancel(reason?: string): void }>();
     let outstanding = 0;
     let failure: Error | undefined;
     let settle: (() => void) | undefined;
     const onAbort = () => {
       failure ??= abortError(signal as AbortSignal, "map");
-      for (const ticket of tickets) ticket.cancel("map was aborted");
+      for (const ticket of [...tickets]) ticket.cancel("map was aborted");
       settle?.();
     };
     signal?.addEventListener("abort", onAbort, { once: true });
@@ -1066,6 +1073,7 @@ export class Pool implements AsyncDisposable {
         outstanding += 1;
         const ticket = this.#tasks.submit(this.#request(pending), {
           result: (value) => {
+            tickets.delete(ticket);
             try {
               results[position] = this.#validate(pending, value, "");
             } catch (error) {
@@ -1075,13 +1083,13 @@ export class Pool implements AsyncDisposable {
             if (outstanding === 0 || failure) settle?.();
           },
           error: (error) => {
+            tickets.delete(ticket);
             failure ??= error;
             outstanding -= 1;
             settle?.();
           },
         });
-        tickets.push(ticket);
-        if (tickets.length > window * 2) tickets.splice(0, tickets.length - window * 2);
+        tickets.add(ticket);
         await this.#tasks.whenQueueBelow(window);
       }
       if (outstanding > 0 && !failure) {
@@ -1094,7 +1102,7 @@ export class Pool implements AsyncDisposable {
       signal?.removeEventListener("abort", onAbort);
     }
     if (failure) {
-      for (const ticket of tickets) ticket.cancel("another item of the map failed");
+      for (const ticket of [...tickets]) ticket.cancel("another item of the map failed");
       throw failure;
     }
     return results;

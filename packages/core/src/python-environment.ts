@@ -159,7 +159,20 @@ function pythonError(message: string): ConfigurationError {
  * Finds the interpreter `image.python` asks for: `"auto"` (the `python3` on PATH), a version
  * (`"3.12"`: `python3.12` on PATH, a matching `python3`, or one uv manages) or an absolute path.
  */
-export async function findPython(requested: string, signal?: AbortSignal): Promise<PythonInterpreter> {
+export function findPython(requested: string, signal?: AbortSignal): Promise<PythonInterpreter> {
+  // Probing an interpreter costs a process start (more behind a pyenv shim): once per process is enough.
+  let found = foundInterpreters.get(requested);
+  if (!found) {
+    found = searchPython(requested, signal);
+    foundInterpreters.set(requested, found);
+    found.catch(() => foundInterpreters.delete(requested));
+  }
+  return found;
+}
+
+const foundInterpreters = new Map<string, Promise<PythonInterpreter>>();
+
+async function searchPython(requested: string, signal?: AbortSignal): Promise<PythonInterpreter> {
   const minimum = `${MINIMUM_PYTHON[0]}.${MINIMUM_PYTHON[1]}`;
   if (requested === "auto") {
     const bin = await onPath("python3");

@@ -1,0 +1,15 @@
+"""Task functions the benchmark dispatches: as cheap as a task can be, so what is measured is the pool."""
+
+
+def noop():
+    return None
+
+
+def echo(value):
+    return value
+
+
+def pid():
+    import os
+
+    return os.getpid()
