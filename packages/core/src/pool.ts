@@ -9,6 +9,7 @@ import { createServer } from "node:net";
 import { type ComputeInput, resolveComputeInput } from "./compute-input.js";
 import { attachConsole } from "./console.js";
 import {
+  BootstrapError,
   CancelledError,
   ConfigurationError,
   NoCapacityError,
@@ -664,6 +665,17 @@ export class Pool implements AsyncDisposable {
         if (reply.t === "ready") {
           off();
           resolve();
+        } else if (reply.t === "reject") {
+          // The worker could not apply the cluster settings (a plugin's worker module failed to import).
+          off();
+          reject(
+            new BootstrapError({
+              node: node.index,
+              phase: "plugins",
+              logTail: "",
+              message: `Node ${node.index} refused its settings: ${reply.reason}`,
+            }),
+          );
         }
       });
       void connection.closed.then((loss) => {

@@ -539,6 +539,7 @@ export class WorkerConnection {
       case "end":
       case "error":
       case "pull":
+      case "subtask":
       case "out": {
         const handler = message.id === null ? undefined : this.#taskHandlers.get(message.id);
         if (handler === undefined) this.#deliver(message);
@@ -553,6 +554,7 @@ export class WorkerConnection {
       }
       case "pong":
       case "ready":
+      case "reject": // after the handshake: the worker refused `cluster` settings, and closes
       case "metric":
       case "event":
         this.#deliver(message);

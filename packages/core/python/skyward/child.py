@@ -1,9 +1,11 @@
 """A process-executor child: ``python -m skyward.child FD``, started by the worker.
 
 It talks to its worker over the inherited socket ``FD`` with length-prefixed pickles, runs one
-task at a time on its main thread, and relays the task's output, stream items and input-stream
-credit requests to the worker. It exits when the worker closes the socket (so it never outlives
-the worker) or asks it to.
+task at a time on its main thread, and relays the task's output, stream items, input-stream
+credit requests and subtasks (nested dispatch) to the worker. It imports the plugins' worker
+modules when it starts, enters their ``around_process`` hooks on its first task and wraps every
+task with their ``decorate`` hooks. It exits when the worker closes the socket (so it never
+outlives the worker) or, after exiting its ``around_process`` hooks, when the worker asks it to.
 """
 
 from __future__ import annotations
@@ -56,20 +58,44 @@ def main() -> None:
     slot: int = settings["slot"]
 
     # Imported only now, from the worker's sys.path.
-    from .context import current_task, set_cluster
-    from .execution import InputStream, TaskRunner
+    from .context import TaskContext, current_task, runtime, set_cluster
+    from .dispatch import end_subtasks
+    from .execution import InputStream, TaskRunner, error_outcome
     from .info import instance_info_from_cluster
     from .output import OutputRouter
+    from .plugins import Lifecycle, PluginLoadError, decorators, load_plugins
 
-    if settings.get("cluster") is not None:
-        set_cluster(instance_info_from_cluster(settings["cluster"]))
+    cluster = settings.get("cluster")
+    if cluster is not None:
+        set_cluster(instance_info_from_cluster(cluster))
+    runtime.concurrency = int(settings.get("concurrency") or 1)
 
     def sink(key: Any, stream: str, data: str) -> None:
         link.send(("out", key, stream, data))
 
     router = OutputRouter(sink)
     router.install()
-    runner = TaskRunner()  # plugin `decorate` hooks go here; `around_process` wraps the loop below
+
+    def process_info() -> Any:
+        info = runtime.cluster
+        return info.for_worker(slot % info.workers_per_node) if info is not None else None
+
+    lifecycle = Lifecycle("around_process", process_info)
+    runner = TaskRunner(prepare=lifecycle.enter)
+    try:
+        plugins = load_plugins(cluster.get("plugins") if cluster is not None else None)
+    except PluginLoadError as error:
+        load_failure = error_outcome("exception", "PluginError", str(error))
+        runner.prepare = lambda: load_failure
+    else:
+        lifecycle.set_plugins(plugins)
+        runner.set_decorators(decorators(plugins))
+
+    def send_subtask(context: TaskContext, sub: int, fn: str, args: Any, kwargs: Any, node: Any) -> None:
+        link.send(("subtask", context.key, sub, fn, args, kwargs, node))
+
+    runtime.subtask_sender = send_subtask
+    running: Dict[str, TaskContext] = {}
 
     jobs: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
     inputs: Dict[Tuple[str, int], InputStream] = {}
@@ -94,6 +120,18 @@ def main() -> None:
                     stream.finish()
                 else:
                     stream.fail(str(message[3]))
+            elif kind == "subresult":
+                with inputs_lock:
+                    context = running.get(message[1])
+                subtasks = context.subtasks if context is not None else None
+                if subtasks is not None:
+                    subtasks.resolve(message[2], message[3])
+            elif kind == "env":
+                for key, value in message[1].items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
             elif kind == "cluster":
                 os.environ.update(message[2] or {})
                 set_cluster(instance_info_from_cluster(message[1]))
@@ -125,16 +163,23 @@ def main() -> None:
             link.send(("item", task_id, seq, value))
 
         token = current_task.set(context)
+        with inputs_lock:
+            running[task_id] = context
+        runtime.running.add(context)
         try:
             outcome = runner.run(fn, args, kwargs, stream, emit, context)
         finally:
+            runtime.running.discard(context)
             current_task.reset(token)
+            end_subtasks(context)
         context.close()
         with inputs_lock:
+            running.pop(task_id, None)
             for key in [key for key in inputs if key[0] == task_id]:
                 del inputs[key]
         link.send(("done", task_id, outcome))
 
+    lifecycle.exit(lambda text: sys.stderr.write(f"[skyward executor {slot}] {text}\n"))
     router.flush()
     sys.stdout.flush()
     os._exit(0)

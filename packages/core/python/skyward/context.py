@@ -9,22 +9,32 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Set
 
 from .info import InstanceInfo
 
 if TYPE_CHECKING:
+    from .dispatch import Subtasks
     from .output import OutputChannel
+
+SubtaskSender = Callable[["TaskContext", int, str, List[Any], Dict[str, Any], "int | None"], None]
+"""``send(context, sub, fn, args, kwargs, node)``: hands a subtask to the host, which sends it to the client."""
 
 
 class _Runtime:
     """Per-process runtime state, set by the worker (or executor child) that hosts the tasks."""
 
-    __slots__ = ("cluster", "lock")
+    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "running")
 
     def __init__(self) -> None:
         self.cluster: InstanceInfo | None = None
         self.lock = threading.Lock()
+        #: task slots per node (for ``skyward.dispatch.capacity()``)
+        self.concurrency = 1
+        #: how tasks of this process reach the client with nested dispatch (None: they cannot)
+        self.subtask_sender: SubtaskSender | None = None
+        #: the tasks running in this process, for code that runs outside any task's context
+        self.running: Set[TaskContext] = set()
 
 
 runtime = _Runtime()
@@ -33,7 +43,7 @@ runtime = _Runtime()
 class TaskContext:
     """One running task, as seen from inside it."""
 
-    __slots__ = ("key", "slot", "muted", "channels", "abandoned")
+    __slots__ = ("key", "slot", "muted", "channels", "abandoned", "subtasks")
 
     def __init__(self, key: Any, slot: int, channels: tuple[OutputChannel, OutputChannel]) -> None:
         #: what the host uses to find the task again (a task object, or the task id in a child)
@@ -44,6 +54,8 @@ class TaskContext:
         self.channels = channels
         #: set when the task was cancelled or timed out but its thread could not be stopped
         self.abandoned = False
+        #: the task's nested-dispatch futures, created by its first ``skyward.dispatch.submit``
+        self.subtasks: Subtasks | None = None
 
     def close(self) -> None:
         """Send whatever output is still buffered (before the task's terminal message)."""

@@ -1,9 +1,10 @@
 """Running one task: find the function, call it, turn what happens into the task's outcome.
 
 Both executors use :class:`TaskRunner` (the thread executor in its slot threads, the process
-executor in its children), so there is one task pipeline: resolve ``module:qualname`` → wrap it
-with the decorator chain (the place where plugin ``decorate`` hooks go) → :func:`run_task` →
-settle the value (await a coroutine, collect or stream a generator) → encode it.
+executor in its children), so there is one task pipeline: prepare (enter the plugins'
+``around_app``/``around_process`` hooks the first time) → resolve ``module:qualname`` → wrap it
+with the plugins' ``decorate`` chain → :func:`run_task` → settle the value (await a coroutine,
+collect or stream a generator) → encode it.
 
 An outcome is a tuple: ``("result", wire_value)``, ``("end",)`` after streamed items, or
 ``("error", kind, type, message, traceback)``.
@@ -27,6 +28,7 @@ from .protocol import SerializationError, to_wire
 Outcome = Tuple[Any, ...]
 TaskFunction = Callable[..., Any]
 Decorator = Callable[[TaskFunction], TaskFunction]
+Prepare = Callable[[], "Outcome | None"]
 EmitItem = Callable[[int, Any], None]
 
 INPUT_WINDOW = 16
@@ -43,6 +45,19 @@ class TaskNotFound(LookupError):
 
 class InputStreamError(RuntimeError):
     """Raised inside a task reading an input stream when the client's iterable failed."""
+
+
+class PluginError(RuntimeError):
+    """A plugin's hook failed; the task fails with ``type`` ``"PluginError"`` and this message."""
+
+    def __init__(self, plugin: str, hook: str, cause: BaseException) -> None:
+        super().__init__(f'plugin "{plugin}" {hook} failed: {exception_type_name(cause)}: {cause}')
+        self.plugin = plugin
+        self.hook = hook
+        self.cause = cause
+
+    def outcome(self) -> Outcome:
+        return error_outcome("exception", "PluginError", str(self), format_traceback(self.cause))
 
 
 def exception_type_name(error: BaseException) -> str:
@@ -101,20 +116,33 @@ def _settle(value: Any) -> Any:
 
 
 class TaskRunner:
-    """Resolves and runs tasks. ``decorators`` wrap every task function, the first outermost."""
+    """Resolves and runs tasks. ``decorators`` wrap every task function, the first outermost;
+    ``prepare`` runs before each task (it enters the plugins' lifecycle hooks once) and fails the
+    task when it returns an outcome.
+    """
 
-    def __init__(self, decorators: Sequence[Decorator] = ()) -> None:
+    def __init__(self, decorators: Sequence[Decorator] = (), prepare: Prepare | None = None) -> None:
         self._decorators: List[Decorator] = list(decorators)
         self._functions: Dict[str, TaskFunction] = {}
+        self._lock = threading.Lock()
+        self.prepare = prepare
+
+    def set_decorators(self, decorators: Sequence[Decorator]) -> None:
+        self._decorators = list(decorators)
+        self._functions = {}
 
     def resolve(self, ref: str) -> TaskFunction:
-        """The decorated function for ``module:qualname`` (cached)."""
+        """The decorated function for ``module:qualname`` (cached; built once even when several
+        threads ask at the same time, so each plugin's ``decorate`` runs once per function)."""
         fn = self._functions.get(ref)
         if fn is None:
-            fn = self._find(ref)
-            for decorate in reversed(self._decorators):
-                fn = decorate(fn)
-            self._functions[ref] = fn
+            with self._lock:
+                fn = self._functions.get(ref)
+                if fn is None:
+                    fn = self._find(ref)
+                    for decorate in reversed(self._decorators):
+                        fn = decorate(fn)
+                    self._functions[ref] = fn
         return fn
 
     @staticmethod
@@ -158,10 +186,16 @@ class TaskRunner:
         task: TaskContext,
     ) -> Outcome:
         """Run one task to its outcome; streamed items go to ``emit_item(seq, wire_value)``."""
+        if self.prepare is not None:
+            failure = self.prepare()
+            if failure is not None:
+                return failure
         try:
             fn = self.resolve(ref)
         except TaskNotFound as error:
             return error_outcome("not_found", error.type_name, str(error))
+        except PluginError as error:
+            return error.outcome()
         except BaseException as error:  # the module raised while being imported
             return exception_outcome(error)
         try:

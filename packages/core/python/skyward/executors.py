@@ -4,6 +4,10 @@
 slot's tasks in a child interpreter (``python -m skyward.child``) that it reuses, or replaces after
 every task when processes are not reused. Both report back to the worker (the *host*) on the event
 loop thread through the :class:`Host` methods.
+
+A worker has one executor for its tasks and, once a nested task arrives, a second one of the same
+kind for nested tasks (nested dispatch), whose slots are numbered after the first one's
+(``first_slot``): so parents waiting on nested tasks never take the slots those need.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import sys
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, Tuple
 
-from .context import TaskContext, current_task
+from .context import TaskContext, current_task, runtime
+from .dispatch import SubtaskOutcome, end_subtasks
 from .execution import InputStream, Outcome, TaskRunner, error_outcome
 from .output import OutputRouter
 from .protocol import StreamRef
 
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHILD_EXIT_GRACE = 5.0  # seconds an idle child gets to exit its around_process hooks at close
 
 
 class Task:
@@ -33,7 +39,7 @@ class Task:
 
     __slots__ = (
         "id", "fn", "args", "kwargs", "timeout", "stream", "pin", "connection", "state", "slot",
-        "timer", "context", "inputs", "stream_indices",
+        "timer", "context", "inputs", "stream_indices", "nested", "subtasks",
     )
 
     def __init__(
@@ -46,6 +52,7 @@ class Task:
         stream: bool,
         pin: int | None,
         connection: Any,
+        nested: bool = False,
     ) -> None:
         self.id = task_id
         self.fn = fn
@@ -63,6 +70,10 @@ class Task:
         self.stream_indices = [arg.index for arg in args if type(arg) is StreamRef] + [
             value.index for value in kwargs.values() if type(value) is StreamRef
         ]
+        #: run on the worker's nested pool (a subtask of another task)
+        self.nested = nested
+        #: numbers of this task's subtasks sent to the client and not answered yet
+        self.subtasks: set[int] | None = None
 
 
 class Host(Protocol):
@@ -74,6 +85,12 @@ class Host(Protocol):
     def on_done(self, task: Task, outcome: Outcome) -> None: ...
     def on_output(self, task: Task | None, slot: int | None, stream: str, data: str) -> None: ...
     def on_pull(self, task: Task, stream_index: int, n: int) -> None: ...
+    def on_subtask(self, task: Task, sub: int, fn: str, args: List[Any], kwargs: Dict[str, Any],
+                   node: int | None) -> None: ...
+    def app_gate(self, retry: Callable[[], None]) -> Outcome | bool:
+        """True once the ``around_app`` hooks are entered, the failure outcome if they failed, or
+        False while they are being entered (``retry`` is called when that is over)."""
+        ...
 
 
 def _with_streams(
@@ -107,8 +124,11 @@ class ThreadExecutor:
 
     name = "thread"
 
-    def __init__(self, concurrency: int, runner: TaskRunner, host: Host, router: OutputRouter) -> None:
+    def __init__(self, concurrency: int, runner: TaskRunner, host: Host, router: OutputRouter,
+                 first_slot: int = 0, label: str = "slot") -> None:
         self.concurrency = concurrency
+        self.first_slot = first_slot
+        self._label = label
         self._runner = runner
         self._host = host
         self._router = router
@@ -121,7 +141,7 @@ class ThreadExecutor:
             self._start_thread(slot)
 
     def _start_thread(self, slot: int) -> None:
-        thread = threading.Thread(target=self._serve, args=(slot,), name=f"skyward-slot-{slot}", daemon=True)
+        thread = threading.Thread(target=self._serve, args=(slot,), name=f"skyward-{self._label}-{slot}", daemon=True)
         self._threads[slot] = thread
         thread.start()
 
@@ -154,12 +174,12 @@ class ThreadExecutor:
                 task = _next_queued(self._pinned[slot]) or _next_queued(self._shared)
                 if task is not None:
                     task.state = "running"
-                    task.slot = slot
+                    task.slot = self.first_slot + slot
                     return task
                 self._condition.wait()
 
-    def _prepare(self, task: Task, slot: int) -> Tuple[List[Any], Dict[str, Any]]:
-        task.context = self._router.new_context(task, slot)
+    def _prepare(self, task: Task) -> Tuple[List[Any], Dict[str, Any]]:
+        task.context = self._router.new_context(task, task.slot)
         if not task.stream_indices:
             return task.args, task.kwargs
         post = self._host.post
@@ -176,11 +196,12 @@ class ThreadExecutor:
         runner = self._runner
         host = self._host
         post = host.post
+        running = runtime.running
         while True:
             task = self._take(slot)
             if task is None:
                 return
-            args, kwargs = self._prepare(task, slot)
+            args, kwargs = self._prepare(task)
             context = task.context
             assert context is not None
             if task.timeout is not None:
@@ -190,10 +211,13 @@ class ThreadExecutor:
                 post(host.on_item, task, seq, value)
 
             token = current_task.set(context)
+            running.add(context)
             try:
                 outcome = runner.run(task.fn, args, kwargs, task.stream, emit, context)
             finally:
+                running.discard(context)
                 current_task.reset(token)
+                end_subtasks(context)
             context.close()
             post(host.on_done, task, outcome)
 
@@ -201,10 +225,11 @@ class ThreadExecutor:
         """A running thread cannot be stopped: abandon it and give its slot a fresh thread."""
         if task.context is not None:
             task.context.abandoned = True
+            end_subtasks(task.context)
         for stream in task.inputs.values():
             stream.fail("the task was stopped")
         with self._condition:
-            self._start_thread(task.slot)  # the old thread exits once its task returns
+            self._start_thread(task.slot - self.first_slot)  # the old thread exits once its task returns
             self._condition.notify_all()
 
     def deliver_input(self, task: Task, stream_index: int, kind: str, value: Any) -> None:
@@ -217,6 +242,14 @@ class ThreadExecutor:
             stream.finish()
         else:
             stream.fail(str(value))
+
+    def deliver_subresult(self, task: Task, sub: int, outcome: SubtaskOutcome) -> None:
+        subtasks = task.context.subtasks if task.context is not None else None
+        if subtasks is not None:
+            subtasks.resolve(sub, outcome)
+
+    def apply_env(self, changes: Dict[str, str | None]) -> None:
+        pass  # threads share the worker's environment
 
     def begin_close(self) -> None:
         """Take no more tasks (threads still running user code are left to finish or not)."""
@@ -287,8 +320,10 @@ class ProcessExecutor:
 
     name = "process"
 
-    def __init__(self, concurrency: int, reuse: bool, host: Host, log: Callable[[str], None]) -> None:
+    def __init__(self, concurrency: int, reuse: bool, host: Host, log: Callable[[str], None],
+                 first_slot: int = 0) -> None:
         self.concurrency = concurrency
+        self.first_slot = first_slot
         self.reuse = reuse
         self._host = host
         self._log = log
@@ -310,6 +345,21 @@ class ProcessExecutor:
                 self._spawn(slot)
             elif child.link is not None:
                 child.link.send(("cluster", cluster, env))
+
+    def apply_env(self, changes: Dict[str, str | None]) -> None:
+        """Environment changes made in the worker (by ``around_app``) for the children.
+
+        Children started from now on inherit them; running ones get them before their next task
+        (one whose link is not connected yet gets them with its ``init``).
+        """
+        for key, value in changes.items():
+            if value is None:
+                self._env.pop(key, None)
+            else:
+                self._env[key] = value
+        for child in self._children:
+            if child is not None and child.link is not None:
+                child.link.send(("env", changes))
 
     def _spawn(self, slot: int) -> None:
         if self._closing:
@@ -344,7 +394,8 @@ class ProcessExecutor:
                 "init",
                 {
                     "sys_path": list(sys.path),
-                    "slot": child.slot,
+                    "slot": self.first_slot + child.slot,
+                    "concurrency": runtime.concurrency,
                     "cluster": self._cluster,
                     "env": dict(self._env),
                 },
@@ -378,7 +429,14 @@ class ProcessExecutor:
         return False
 
     def _pump(self) -> None:
-        """Give queued tasks to the children that are ready and free."""
+        """Give queued tasks to the children that are ready and free (once ``around_app`` is in)."""
+        if not self._shared and not any(self._pinned):
+            return
+        gate = self._host.app_gate(self._pump)
+        if gate is not True:
+            if gate is not False:
+                self._fail_queued(gate)
+            return
         for slot in range(self.concurrency):
             if not self._shared and not self._pinned[slot]:
                 continue
@@ -390,23 +448,43 @@ class ProcessExecutor:
             child = self._children[slot]
             assert child is not None and child.link is not None
             task.state = "running"
-            task.slot = slot
+            task.slot = self.first_slot + slot
             child.task = task
             child.link.send(("run", task.id, task.fn, task.args, task.kwargs, task.stream))
             if task.timeout is not None:
                 self._host.on_started(task)
 
+    def _fail_queued(self, outcome: Outcome) -> None:
+        """``around_app`` failed: every queued task fails with it."""
+        queues = [self._shared, *self._pinned]
+        for tasks in queues:
+            while tasks:
+                task = tasks.popleft()
+                if task.state == "queued":
+                    task.state = "running"
+                    self._host.on_done(task, outcome)
+
+    def _child_of(self, task: Task) -> _Child | None:
+        local = task.slot - self.first_slot
+        child = self._children[local] if 0 <= local < self.concurrency else None
+        return child if child is not None and child.task is task else None
+
     def stop_task(self, task: Task) -> None:
         """Kill the child running ``task``; a fresh child takes its slot."""
-        child = self._children[task.slot] if 0 <= task.slot < self.concurrency else None
-        if child is not None and child.task is task:
+        child = self._child_of(task)
+        if child is not None:
             child.task = None
             self._retire(child, kill=True)
 
     def deliver_input(self, task: Task, stream_index: int, kind: str, value: Any) -> None:
-        child = self._children[task.slot] if 0 <= task.slot < self.concurrency else None
-        if child is not None and child.task is task and child.link is not None:
+        child = self._child_of(task)
+        if child is not None and child.link is not None:
             child.link.send((kind, task.id, stream_index, value))
+
+    def deliver_subresult(self, task: Task, sub: int, outcome: SubtaskOutcome) -> None:
+        child = self._child_of(task)
+        if child is not None and child.link is not None:
+            child.link.send(("subresult", task.id, sub, outcome))
 
     # -- messages from children -----------------------------------------------------------------
 
@@ -416,13 +494,16 @@ class ProcessExecutor:
         if kind == "out":
             _, task_id, stream, data = message
             owner = task if task is not None and task_id is not None and task.id == task_id else None
-            self._host.on_output(owner, child.slot, stream, data)
+            self._host.on_output(owner, self.first_slot + child.slot, stream, data)
         elif kind == "item":
             if task is not None and task.id == message[1]:
                 self._host.on_item(task, message[2], message[3])
         elif kind == "pull":
             if task is not None and task.id == message[1]:
                 self._host.on_pull(task, message[2], message[3])
+        elif kind == "subtask":
+            if task is not None and task.id == message[1]:
+                self._host.on_subtask(task, *message[2:])
         elif kind == "done":
             if task is not None and task.id == message[1]:
                 child.task = None
@@ -456,10 +537,11 @@ class ProcessExecutor:
             except ProcessLookupError:
                 pass
 
-    async def _reap(self, child: _Child) -> int | None:
+    async def _reap(self, child: _Child, grace: float = 10.0) -> int | None:
+        """Wait for the child to exit, killing it after ``grace`` seconds."""
         loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(loop.run_in_executor(None, child.process.wait), 10)
+            return await asyncio.wait_for(loop.run_in_executor(None, child.process.wait), grace)
         except asyncio.TimeoutError:
             self._kill(child)
             return None
@@ -492,11 +574,20 @@ class ProcessExecutor:
         self._closing = True
 
     async def close(self) -> None:
+        """Stop the children: idle ones are asked to exit (running their ``around_process`` exits),
+        busy ones are killed."""
         self._closing = True
+        leaving = []
         for child in self._children:
-            if child is not None:
-                child.retiring = True
+            if child is None:
+                continue
+            child.retiring = True
+            if child.task is None and child.ready and child.link is not None:
+                child.link.send(("exit",))
+                leaving.append(child)
+            else:
                 self._kill(child)
+        await asyncio.gather(*(self._reap(child, CHILD_EXIT_GRACE) for child in leaving))
         for child in self._children:
             if child is not None:
                 await self._reap(child)

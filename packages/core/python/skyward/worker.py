@@ -24,11 +24,13 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Sequence
 
-from .context import set_cluster
+from .context import TaskContext, runtime, set_cluster
+from .dispatch import SubtaskOutcome, error_fields
 from .execution import Outcome, TaskRunner, error_outcome
 from .executors import ProcessExecutor, Task, ThreadExecutor
 from .info import instance_info_from_cluster
 from .output import OutputRouter, TaskStream
+from .plugins import Lifecycle, PluginLoadError, decorators, load_plugins
 from .protocol import (
     PROTOCOL_VERSION,
     FrameDecoder,
@@ -42,6 +44,7 @@ RESULT_KEEP_SECONDS = 300.0
 RESULT_KEEP_MAX = 50_000
 PING_INTERVAL = 5.0
 SILENCE_LIMIT = 30.0
+APP_EXIT_LIMIT = 60.0  # seconds the around_app exits get when the worker stops
 STREAM_NAMES = ("stdout", "stderr")
 
 
@@ -159,6 +162,9 @@ class Connection(asyncio.Protocol):
             try:
                 frames.append(pack_frame([message]))
             except (ProtocolError, SerializationError) as error:
+                if message.get("t") == "subtask":  # fails that subtask, not the parent task
+                    self.worker.fail_subtask(message["id"], message["sub"], f"cannot send the subtask: {error}")
+                    continue
                 if "id" not in message:
                     self.worker.log(f"dropped an unsendable {message.get('t')!r} message: {error}")
                     continue
@@ -201,13 +207,41 @@ class Worker:
         self.stopped: asyncio.Future[int] = self.loop.create_future()
         self._server: asyncio.AbstractServer | None = None
         self._periodic: asyncio.TimerHandle | None = None
-        self.runner = TaskRunner()
+        #: the plugins' around_app hooks: entered by the first task (thread executor) or, with the
+        #: process executor, in a thread of the worker before the first task goes to a child
+        self.app = Lifecycle("around_app", lambda: runtime.cluster)
+        self._app_waiters: List[Callable[[], None]] = []
+        self._app_entering = False
+        self.runner = TaskRunner(prepare=self.app.enter)
+        runtime.concurrency = options.concurrency
+        runtime.subtask_sender = self._send_subtask
+        self._cluster_message: Dict[str, Any] | None = None
+        self._plugin_identity: List[Any] = []
+        self._cluster_env: Dict[str, str] = {}
+        self.executor: ThreadExecutor | ProcessExecutor = self._new_executor(nested=False)
+        self._nested: ThreadExecutor | ProcessExecutor | None = None
+
+    def _new_executor(self, nested: bool) -> ThreadExecutor | ProcessExecutor:
+        options = self.options
+        first_slot = options.concurrency if nested else 0
         if options.executor == "process":
-            self.executor: ThreadExecutor | ProcessExecutor = ProcessExecutor(
-                options.concurrency, options.reuse_processes, self, self.log
-            )
-        else:
-            self.executor = ThreadExecutor(options.concurrency, self.runner, self, router)
+            return ProcessExecutor(options.concurrency, options.reuse_processes, self, self.log, first_slot)
+        return ThreadExecutor(
+            options.concurrency, self.runner, self, self._router, first_slot, "nested-slot" if nested else "slot"
+        )
+
+    def _executors(self) -> List[ThreadExecutor | ProcessExecutor]:
+        return [self.executor] if self._nested is None else [self.executor, self._nested]
+
+    def _executor_for(self, task: Task) -> ThreadExecutor | ProcessExecutor:
+        """The executor running ``task``: nested tasks have their own, started on the first one."""
+        if not task.nested:
+            return self.executor
+        if self._nested is None:
+            self._nested = self._new_executor(nested=True)
+            if self._cluster_message is not None:
+                self._nested.apply_cluster(self._cluster_message, self._cluster_env)
+        return self._nested
 
     # -- startup and shutdown -------------------------------------------------------------------
 
@@ -239,13 +273,20 @@ class Worker:
             self._periodic.cancel()
         if self._server is not None:
             self._server.close()
-        self.executor.begin_close()
+        for executor in self._executors():
+            executor.begin_close()
         for task in list(self.tasks.values()):
             self._cancel(task, "the worker is stopping")
         self._drain()
         for connection in list(self.connections):
             connection.close()
-        await self.executor.close()
+        for executor in self._executors():
+            await executor.close()
+        if self.app.active:
+            try:
+                await asyncio.wait_for(self.loop.run_in_executor(None, self.app.exit, self.log), APP_EXIT_LIMIT)
+            except asyncio.TimeoutError:
+                self.log(f"the plugins' around_app exits did not finish within {APP_EXIT_LIMIT:.0f} s")
         self._router.flush()
         if self_destruct and self.options.self_destruct:
             self.log("running the self-destruct command")
@@ -350,14 +391,29 @@ class Worker:
         os.environ.update(env)
         set_cluster(info)
         self.node = info.node
+        try:
+            plugins = load_plugins(message.get("plugins"))
+        except PluginLoadError as error:
+            self.log(f"cannot apply the cluster message: {error}")
+            self._reject(connection, str(error))
+            return
+        identity = [plugin.identity for plugin in plugins]
+        if identity != self._plugin_identity:  # a cluster sent again with the same plugins changes nothing
+            if not self.app.set_plugins(plugins):
+                self.log("the plugins changed after their around_app hooks were entered; keeping the first ones")
+            self.runner.set_decorators(decorators(plugins))
+            self._plugin_identity = identity
         cluster = {key: value for key, value in message.items() if key != "env"}
-        self.executor.apply_cluster(cluster, env)
+        self._cluster_message = cluster
+        self._cluster_env.update(env)
+        for executor in self._executors():
+            executor.apply_cluster(cluster, env)
         self.ready = True
         connection.send({"t": "ready"})
         waiting, self._waiting = self._waiting, []
         for task in waiting:
             if task.state == "queued":
-                self.executor.enqueue(task)
+                self._executor_for(task).enqueue(task)
 
     def _submit(self, connection: Connection, message: Message) -> None:
         task_id = message.get("id")
@@ -390,15 +446,17 @@ class Worker:
                 "exception", "ValueError",
                 f"worker {pin!r} does not exist on this node (worker slots 0..{self.options.concurrency - 1})",
             )
+        elif self.stopping:  # its executor may be closed already (or, for a nested task, never started)
+            problem = ("cancelled", "CancelledError", "the worker is stopping")
         task = Task(task_id, str(fn), args if not problem else [], kwargs if not problem else {}, timeout,
-                    bool(message.get("stream")), pin, connection)
+                    bool(message.get("stream")), pin, connection, message.get("nested") is True)
         if problem is not None:
             self.tasks[task_id] = task
             self._finish(task, error_outcome(*problem))
             return
         self.tasks[task_id] = task
         if self.ready:
-            self.executor.enqueue(task)
+            self._executor_for(task).enqueue(task)
         else:
             self._waiting.append(task)
 
@@ -415,7 +473,22 @@ class Worker:
         value = message.get("value") if kind == "in" else message.get("message", "the input stream failed")
         stream = message.get("stream")
         if type(stream) is int:
-            self.executor.deliver_input(task, stream, kind, value)
+            self._executor_for(task).deliver_input(task, stream, kind, value)
+
+    def _subresult(self, connection: Connection, message: Message) -> None:
+        task = self.tasks.get(message.get("id"))  # type: ignore[arg-type]
+        sub = message.get("sub")
+        if task is None or task.subtasks is None or type(sub) is not int or sub not in task.subtasks:
+            return  # the parent ended (its futures were cancelled) or this is a repeat
+        task.subtasks.discard(sub)
+        if message["t"] == "subresult":
+            outcome: SubtaskOutcome = ("value", message.get("value"))
+        else:
+            outcome = ("error", {
+                "kind": message.get("kind"), "type": message.get("type"), "message": message.get("message"),
+                "traceback": message.get("traceback"), "node": message.get("node"),
+            })
+        self._executor_for(task).deliver_subresult(task, sub, outcome)
 
     def _ping(self, connection: Connection, message: Message) -> None:
         connection.send({"t": "pong", "ts": message.get("ts")})
@@ -450,6 +523,8 @@ class Worker:
         "in": _input,
         "in_end": _input,
         "in_error": _input,
+        "subresult": _subresult,
+        "suberror": _subresult,
         "ping": _ping,
         "pong": _pong,
         "release": _release,
@@ -470,14 +545,14 @@ class Worker:
         task.timer = None
         if task.state != "running":
             return
-        self.executor.stop_task(task)
+        self._executor_for(task).stop_task(task)
         self._finish(task, error_outcome("timeout", "TimeoutError", f"the task ran past its timeout of {task.timeout} s"))
 
     def _cancel(self, task: Task, reason: str) -> None:
-        if task.state == "queued" and (task in self._waiting or self.executor.cancel_queued(task)):
+        if task.state == "queued" and (task in self._waiting or self._executor_for(task).cancel_queued(task)):
             self._finish(task, error_outcome("cancelled", "CancelledError", reason))
         elif task.state == "running":
-            self.executor.stop_task(task)
+            self._executor_for(task).stop_task(task)
             self._finish(task, error_outcome("cancelled", "CancelledError", reason))
 
     # -- reports from the executor (on the loop) ------------------------------------------------
@@ -497,7 +572,69 @@ class Worker:
         if connection is not None and connection.alive:
             connection.send({"t": "pull", "id": task.id, "stream": stream_index, "n": n})
         else:  # nobody can feed the stream any more
-            self.executor.deliver_input(task, stream_index, "in_error", "the connection to the client was lost")
+            self._executor_for(task).deliver_input(task, stream_index, "in_error", "the connection to the client was lost")
+
+    # -- nested dispatch and around_app -----------------------------------------------------------
+
+    def _send_subtask(self, context: TaskContext, sub: int, fn: str, args: List[Any], kwargs: Dict[str, Any],
+                      node: int | None) -> None:
+        """``runtime.subtask_sender`` for tasks on this process's threads (any thread)."""
+        self.post(self.on_subtask, context.key, sub, fn, args, kwargs, node)
+
+    def on_subtask(self, task: Task, sub: int, fn: str, args: List[Any], kwargs: Dict[str, Any],
+                   node: int | None) -> None:
+        if task.state != "running":
+            return  # stopped meanwhile: its futures are cancelled already
+        connection = task.connection
+        if connection is None or not connection.alive:
+            self._executor_for(task).deliver_subresult(task, sub, self._lost_subtask())
+            return
+        if task.subtasks is None:
+            task.subtasks = set()
+        task.subtasks.add(sub)
+        connection.send(
+            {"t": "subtask", "id": task.id, "sub": sub, "fn": fn, "args": args, "kwargs": kwargs, "node": node}
+        )
+
+    def fail_subtask(self, task_id: str, sub: int, text: str) -> None:
+        task = self.tasks.get(task_id)
+        if task is not None and task.subtasks is not None and sub in task.subtasks:
+            task.subtasks.discard(sub)
+            self._executor_for(task).deliver_subresult(
+                task, sub, error_fields("serialization", "SerializationError", text, self.node)
+            )
+
+    def _lost_subtask(self) -> SubtaskOutcome:
+        return error_fields("cancelled", "CancelledError", "the connection to the client was lost", self.node)
+
+    def app_gate(self, retry: Callable[[], None]) -> Outcome | bool:
+        """For the process executor: around_app runs here, in a thread, before any child's first task."""
+        app = self.app
+        if app.done and not self._app_entering:  # (entering is over once its env changes reached the children)
+            return app.failure or True
+        if retry not in self._app_waiters:
+            self._app_waiters.append(retry)
+        if not self._app_entering:
+            self._app_entering = True
+            threading.Thread(target=self._enter_app, name="skyward-around-app", daemon=True).start()
+        return False
+
+    def _enter_app(self) -> None:
+        before = dict(os.environ)
+        self.app.enter()
+        after = dict(os.environ)
+        changes: Dict[str, str | None] = {key: value for key, value in after.items() if before.get(key) != value}
+        changes.update({key: None for key in before if key not in after})
+        self.post(self._app_entered, changes)
+
+    def _app_entered(self, changes: Dict[str, str | None]) -> None:
+        self._app_entering = False
+        if changes:
+            for executor in self._executors():
+                executor.apply_env(changes)
+        waiters, self._app_waiters = self._app_waiters, []
+        for retry in waiters:
+            retry()
 
     def on_done(self, task: Task, outcome: Outcome) -> None:
         if task.state != "running":
@@ -554,6 +691,7 @@ class Worker:
             message = self.error_message(
                 task.id, outcome[1], outcome[2], outcome[3], outcome[4], task.slot if task.slot >= 0 else None
             )
+        task.subtasks = None  # the client cancels the nested tasks still running
         finished = self._finished
         finished[task.id] = (time.monotonic(), message)
         if len(finished) > RESULT_KEEP_MAX:
@@ -577,8 +715,14 @@ class Worker:
         self.connections.discard(connection)
         for task in self.tasks.values():
             if task.connection is connection and task.state == "running":
+                executor = self._executor_for(task)
                 for index in task.stream_indices:
-                    self.executor.deliver_input(task, index, "in_error", "the connection to the client was lost")
+                    executor.deliver_input(task, index, "in_error", "the connection to the client was lost")
+                if task.subtasks:
+                    # The subtasks went with the connection: a client that reconnects does not know them.
+                    for sub in sorted(task.subtasks):
+                        executor.deliver_subresult(task, sub, self._lost_subtask())
+                    task.subtasks = None
         if connection.authenticated and not self.stopping:
             if not any(other.authenticated and other.alive for other in self.connections):
                 self.log("the client connection was lost")

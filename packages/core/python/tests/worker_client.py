@@ -15,6 +15,9 @@ from typing import Any, Callable, Dict, List, Optional
 
 PYTHON_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+PLUGINS_DIR = Path(__file__).resolve().parent / "plugins"
+#: the environment of a worker that can import the test plugins (the client ships them in real use)
+PLUGIN_ENV = {"PYTHONPATH": f"{PYTHON_ROOT}{os.pathsep}{PLUGINS_DIR}"}
 sys.path.insert(0, str(PYTHON_ROOT))
 
 from skyward.protocol import FrameDecoder, encode_frame  # noqa: E402
@@ -187,6 +190,74 @@ class Client:
             self.sock.close()
         except OSError:
             pass
+
+
+class NestedRelay:
+    """Plays the TypeScript client's part in nested dispatch across ``clients`` (client i = node i).
+
+    Each ``subtask`` a parent sends runs as a nested task (``submit`` with ``nested: true``) on the
+    client of the node it names, or round robin over them; its ``result``/``error`` goes back to
+    the parent's worker as ``subresult``/``suberror``. With ``hold`` set, subtasks are only recorded.
+    """
+
+    def __init__(self, clients: List[Client], hold: bool = False) -> None:
+        self.clients = clients
+        self.hold = hold
+        self.subtasks: List[Dict[str, Any]] = []
+        self.nested_ids: List[str] = []
+        self._running: Dict[str, tuple[Client, str, int]] = {}
+        self._next = 0
+        for client in clients:
+            client.on_message = lambda message, client=client: self._on_message(client, message)
+
+    def _on_message(self, client: Client, message: Dict[str, Any]) -> None:
+        kind = message["t"]
+        if kind == "subtask":
+            self.subtasks.append(message)
+            if self.hold:
+                return
+            node = message["node"]
+            if node is None:
+                node = self._next % len(self.clients)
+                self._next += 1
+            nested_id = f"nested:{message['id']}:{message['sub']}"
+            self._running[nested_id] = (client, message["id"], message["sub"])
+            self.nested_ids.append(nested_id)
+            self.clients[node].send({
+                "t": "submit", "id": nested_id, "fn": message["fn"], "args": message["args"],
+                "kwargs": message["kwargs"], "timeout": None, "stream": False, "worker": None, "nested": True,
+            })
+        elif kind in ("result", "error") and message.get("id") in self._running:
+            parent, parent_id, sub = self._running.pop(message["id"])
+            if kind == "result":
+                parent.send({"t": "subresult", "id": parent_id, "sub": sub, "value": message["value"]})
+            else:
+                parent.send({"t": "suberror", "id": parent_id, "sub": sub,
+                             **{key: message[key] for key in ("kind", "type", "message", "traceback", "node")}})
+
+    def wait_for(self, client: Client, predicate: Callable[[Dict[str, Any]], bool],
+                 timeout: float = 20.0) -> Dict[str, Any]:
+        """Like ``client.wait_for``, while keeping every client's messages flowing."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for index, message in enumerate(client.inbox):
+                if predicate(message):
+                    del client.inbox[index]
+                    return message
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no matching message; inbox: {client.inbox[-5:]}")
+            for each in self.clients:
+                each._receive_once(0.01)
+
+    def terminal(self, client: Client, task_id: str, timeout: float = 20.0) -> Dict[str, Any]:
+        return self.wait_for(client, lambda m: m.get("id") == task_id and m["t"] in TERMINAL, timeout)
+
+    def value(self, client: Client, fn: str, *args: Any, **kwargs: Any) -> Any:
+        task_id = f"parent-{time.monotonic_ns()}"
+        client.submit(task_id, fn, *args, **kwargs)
+        message = self.terminal(client, task_id)
+        assert message["t"] == "result", message
+        return message["value"]
 
 
 def connect(worker: WorkerProcess, node: int = 0, total_nodes: int = 1, **cluster: Any) -> Client:

@@ -1,0 +1,117 @@
+"""Tasks for the nested-dispatch tests: parents that submit subtasks, and the subtasks."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+import time
+from typing import Any, Dict, List
+
+import skyward as sky
+from skyward.dispatch import SubtaskError, capacity, submit
+from skyward.protocol import SerializationError
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def where() -> Dict[str, Any]:
+    return {"thread": threading.current_thread().name, "pid": os.getpid(), "node": sky.instance_info().node}
+
+
+def fan_out(n: int) -> List[int]:
+    futures = [submit("dispatch_tasks:square", args=[i]) for i in range(n)]
+    return [future.result(timeout=20) for future in futures]
+
+
+def fan_out_where(n: int) -> Dict[str, Any]:
+    futures = [submit(where) for _ in range(n)]
+    return {"parent": where(), "children": [future.result(timeout=20) for future in futures]}
+
+
+def on_node(node: int) -> Dict[str, Any]:
+    return submit("dispatch_tasks:where", node=node).result(timeout=20)
+
+
+def failing(fn: str, *args: Any) -> Dict[str, Any]:
+    try:
+        submit(fn, args=args).result(timeout=20)
+    except SubtaskError as error:
+        return {"kind": error.kind, "type": error.type, "message": error.message, "traceback": error.traceback,
+                "node": error.node, "text": str(error)}
+    return {}
+
+
+def pool_capacity() -> int:
+    return capacity()
+
+
+def from_thread(n: int) -> List[int]:
+    """Submits from a thread the task started (it has no task context of its own)."""
+    results: List[int] = []
+
+    def run() -> None:
+        results.extend(future.result(timeout=20) for future in [submit(square, args=[i]) for i in range(n)])
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    return results
+
+
+def chained(n: int) -> List[int]:
+    """Each result's done-callback submits the next subtask, as joblib's callbacks do."""
+    results: List[int] = []
+    done = threading.Event()
+
+    def on_done(future: concurrent.futures.Future[Any]) -> None:
+        results.append(future.result())
+        if len(results) < n:
+            submit(square, args=[len(results)]).add_done_callback(on_done)
+        else:
+            done.set()
+
+    submit(square, args=[0]).add_done_callback(on_done)
+    done.wait(20)
+    return results
+
+
+def unsendable_argument() -> str:
+    try:
+        submit(square, args=[object()])
+    except SerializationError as error:
+        return str(error)
+    return "sent"
+
+
+def wait_for_one(marker: str) -> str:
+    """Waits on a subtask; writes how the wait ended to ``marker`` (it may be abandoned by then)."""
+    future = submit(square, args=[3])
+    try:
+        outcome = f"value {future.result(timeout=30)}"
+    except concurrent.futures.CancelledError:
+        outcome = "cancelled"
+    except SubtaskError as error:
+        outcome = f"{error.kind}: {error.message}"
+    with open(marker, "w") as file:
+        file.write(outcome)
+    return outcome
+
+
+_left: List[concurrent.futures.Future[Any]] = []
+
+
+def leave_pending() -> str:
+    _left.append(submit(square, args=[5]))
+    return "left"
+
+
+def left_state() -> Dict[str, Any]:
+    return {"cancelled": _left[-1].cancelled()}
+
+
+def sleep_then_square(seconds: float, x: int) -> int:
+    time.sleep(seconds)
+    return x * x

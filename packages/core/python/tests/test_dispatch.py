@@ -1,0 +1,165 @@
+"""Nested dispatch on real workers: the test client plays the TypeScript client's part, running
+each ``subtask`` as a nested task (on the same worker or another) and answering with
+``subresult``/``suberror``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from worker_client import PYTHON_ROOT, Client, NestedRelay, WorkerProcess, connect  # noqa: E402
+
+from skyward import dispatch  # noqa: E402
+
+EXECUTORS = ["thread", "process"]
+
+
+@pytest.fixture(scope="module", params=EXECUTORS)
+def single_slot_worker(request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
+    """Concurrency 1: a parent waiting on its subtasks holds the only regular slot."""
+    with WorkerProcess("--executor", request.param, "--concurrency", "1") as worker:
+        yield worker
+
+
+@pytest.fixture()
+def relay(single_slot_worker: WorkerProcess) -> Iterator[NestedRelay]:
+    client = connect(single_slot_worker)
+    yield NestedRelay([client])
+    client.close()
+
+
+def test_round_trip_on_the_nested_pool(relay: NestedRelay, single_slot_worker: WorkerProcess) -> None:
+    client = relay.clients[0]
+    assert relay.value(client, "dispatch_tasks:fan_out", 5) == [0, 1, 4, 9, 16]
+    assert [(m["id"], m["sub"], m["fn"], m["args"], m["kwargs"], m["node"]) for m in relay.subtasks] == [
+        (relay.subtasks[0]["id"], i, "dispatch_tasks:square", [i], {}, None) for i in range(5)
+    ]
+
+
+def test_nested_tasks_do_not_take_the_parents_slots(relay: NestedRelay, single_slot_worker: WorkerProcess) -> None:
+    client = relay.clients[0]
+    report = relay.value(client, "dispatch_tasks:fan_out_where", 3)
+    parent, children = report["parent"], report["children"]
+    if client.welcome["executor"] == "thread":  # type: ignore[attr-defined]
+        assert parent["thread"] == "skyward-slot-0"
+        assert {child["thread"] for child in children} == {"skyward-nested-slot-0"}
+        assert {child["pid"] for child in children} == {parent["pid"]}
+    else:
+        assert len({child["pid"] for child in children}) == 1
+        assert children[0]["pid"] not in (parent["pid"], single_slot_worker.process.pid)
+
+
+def test_subtask_errors_reach_the_parent(relay: NestedRelay) -> None:
+    client = relay.clients[0]
+    error = relay.value(client, "dispatch_tasks:failing", "demo_tasks:boom", "kaput")
+    assert (error["kind"], error["type"], error["message"], error["node"]) == ("exception", "ValueError", "kaput", 0)
+    assert "raise ValueError(message)" in error["traceback"]
+    assert error["text"] == "ValueError: kaput (node 0)"
+    # the nested task ran on the nested pool, whose slots come after the regular one
+    assert client.by_id[relay.nested_ids[-1]][-1]["worker"] == 1
+    missing = relay.value(client, "dispatch_tasks:failing", "demo_tasks:no_such_function")
+    assert (missing["kind"], missing["type"]) == ("not_found", "AttributeError")
+
+
+def test_submit_from_a_thread_the_task_started(relay: NestedRelay) -> None:
+    assert relay.value(relay.clients[0], "dispatch_tasks:from_thread", 3) == [0, 1, 4]
+
+
+def test_done_callbacks_can_submit_more(relay: NestedRelay) -> None:
+    assert relay.value(relay.clients[0], "dispatch_tasks:chained", 4) == [0, 1, 4, 9]
+
+
+def test_unsendable_argument_fails_in_the_caller(relay: NestedRelay) -> None:
+    assert relay.value(relay.clients[0], "dispatch_tasks:unsendable_argument") == "args[0]: cannot send a value of type object"
+    assert relay.subtasks == []
+
+
+def test_capacity_is_nodes_times_concurrency() -> None:
+    for executor in EXECUTORS:
+        with WorkerProcess("--executor", executor, "--concurrency", "3") as worker:
+            client = connect(worker, node=1, total_nodes=2)
+            assert client.value("dispatch_tasks:pool_capacity") == 6
+
+
+def test_dispatch_to_another_node() -> None:
+    with WorkerProcess("--executor", "thread") as first, WorkerProcess("--executor", "process") as second:
+        clients = [connect(first, node=0, total_nodes=2), connect(second, node=1, total_nodes=2)]
+        relay = NestedRelay(clients)
+        assert relay.value(clients[0], "dispatch_tasks:on_node", 1)["node"] == 1
+        assert relay.value(clients[1], "dispatch_tasks:on_node", 0)["node"] == 0
+        assert relay.value(clients[0], "dispatch_tasks:on_node", 0)["node"] == 0
+        assert [m["node"] for m in relay.subtasks] == [1, 0, 0]
+        refused = clients[0].call("dispatch_tasks:on_node", 2)
+        assert refused["type"] == "ValueError" and "node index 0..1" in refused["message"]
+
+
+def test_cancelling_the_parent_cancels_its_pending_futures(tmp_path: Path) -> None:
+    marker = tmp_path / "outcome"
+    with WorkerProcess("--executor", "thread") as worker:
+        client = connect(worker)
+        relay = NestedRelay([client], hold=True)
+        client.submit("parent", "dispatch_tasks:wait_for_one", str(marker))
+        relay.wait_for(client, lambda m: m["t"] == "subtask")
+        client.send({"t": "cancel", "id": "parent"})
+        assert relay.terminal(client, "parent")["kind"] == "cancelled"
+        deadline = time.monotonic() + 10
+        while not marker.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert marker.read_text() == "cancelled"  # the abandoned thread was released, not left waiting
+        # a late answer for the cancelled parent is ignored
+        client.send({"t": "subresult", "id": "parent", "sub": 0, "value": 9})
+        assert client.value("demo_tasks:add", 1, 1) == 2
+
+
+def test_a_parent_that_ends_cancels_what_it_left_pending() -> None:
+    with WorkerProcess("--executor", "thread") as worker:
+        client = connect(worker)
+        relay = NestedRelay([client], hold=True)
+        assert relay.value(client, "dispatch_tasks:leave_pending") == "left"
+        assert client.value("dispatch_tasks:left_state") == {"cancelled": True}
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_losing_the_connection_fails_pending_subtasks(tmp_path: Path, executor: str) -> None:
+    marker = tmp_path / "outcome"
+    with WorkerProcess("--executor", executor) as worker:
+        client = connect(worker)
+        relay = NestedRelay([client], hold=True)
+        client.submit("parent", "dispatch_tasks:wait_for_one", str(marker))
+        relay.wait_for(client, lambda m: m["t"] == "subtask")
+        client.close()
+        again = Client(worker.port)
+        welcome = again.hello()
+        assert "parent" in welcome["running"] + welcome["results"]
+        if "parent" in welcome["results"]:
+            again.send({"t": "collect", "ids": ["parent"]})
+        assert again.terminal("parent")["value"] == "cancelled: the connection to the client was lost"
+
+
+def test_outside_a_task_submit_and_capacity_refuse() -> None:
+    with pytest.raises(RuntimeError, match=r"skyward\.dispatch\.submit\(\)"):
+        dispatch.submit("dispatch_tasks:square", args=[2])
+    script = (
+        "from skyward import dispatch\n"
+        "for call in (lambda: dispatch.submit('m:f'), dispatch.capacity):\n"
+        "    try:\n        call()\n    except RuntimeError as error:\n        print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(PYTHON_ROOT)},
+                          capture_output=True, text=True, timeout=20)
+    assert done.stdout.splitlines() == [
+        "skyward.dispatch.submit() is only available inside a task running on a Skyward worker",
+        "skyward.dispatch.capacity() is only available on a Skyward worker",
+    ], done.stderr
+    error = dispatch.SubtaskError("exception", "ValueError", "bad", "Traceback…", 3)
+    assert (str(error), error.kind, error.type, error.message, error.node) == (
+        "ValueError: bad (node 3)", "exception", "ValueError", "bad", 3,
+    )

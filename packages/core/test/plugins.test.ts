@@ -1,0 +1,83 @@
+/**
+ * Plugin worker modules and nested dispatch, end to end on the Local provider.
+ */
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import * as sky from "../src/index.js";
+
+const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
+const image = { includes: [fixture("plugin_tasks.py")] };
+const trace = sky.python<[], string[]>("plugin_tasks:trace");
+const fanOut = sky.python<[number], { capacity: number; results: [number, number][] }>(
+  "plugin_tasks:fan_out",
+);
+
+const recording = (name: string, module: string) =>
+  sky.Plugin.create(name).withWorker({
+    module,
+    path: fixture(`plugins/${module}.py`),
+    config: { tag: name },
+  });
+
+describe("plugin worker modules", () => {
+  it("are shipped and imported; around_app runs once per worker before decorate, first plugin outermost", async () => {
+    await using pool = await sky.compute({
+      nodes: 2,
+      image,
+      plugins: [recording("a", "order_plugin_a"), recording("b", "order_plugin_b")],
+      options: { console: false },
+    });
+    const traces = await pool.broadcast(trace());
+    expect(traces).toEqual([
+      ["a>", "b>", "a@0;b@0;", "<b", "<a"],
+      ["a>", "b>", "a@1;b@1;", "<b", "<a"],
+    ]);
+    // Once per worker: a second task sees the same single entry per plugin.
+    expect(await pool.run(trace(), { target: 0 })).toEqual(["a>", "b>", "a@0;b@0;", "<b", "<a"]);
+  });
+
+  it("fail tasks with an error naming the plugin and its hook", async () => {
+    await using pool = await sky.compute({
+      nodes: 1,
+      image,
+      plugins: [
+        sky.Plugin.create("fragile").withWorker({
+          module: "failing_plugin",
+          path: fixture("plugins/failing_plugin.py"),
+          config: {},
+        }),
+      ],
+      options: { console: false },
+    });
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      const error = await pool.run(trace()).catch((caught: unknown) => caught);
+      expect(sky.RemoteTaskError.isInstance(error)).toBe(true);
+      expect((error as Error).message).toMatch(
+        /plugin "fragile" around_app failed: RuntimeError: cannot initialise the framework/,
+      );
+    }
+  });
+
+  it("that cannot be imported stop the pool from starting, with the plugin named", async () => {
+    await expect(
+      sky.compute({
+        nodes: 1,
+        image,
+        plugins: [sky.Plugin.create("missing").withWorker({ module: "no_such_plugin_module", config: {} })],
+        options: { console: false },
+      }),
+    ).rejects.toSatisfy(
+      (error) => sky.BootstrapError.isInstance(error) && /plugin "missing"/.test((error as Error).message),
+    );
+  });
+});
+
+describe("nested dispatch", () => {
+  it("runs a task's subtasks across every node, without starving them at concurrency 1", async () => {
+    await using pool = await sky.compute({ nodes: 2, image, options: { console: false } });
+    const { capacity, results } = await pool.run(fanOut(20));
+    expect(capacity).toBe(2);
+    expect(results.map(([i]) => i)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(new Set(results.map(([, node]) => node))).toEqual(new Set([0, 1]));
+  });
+});
