@@ -29,6 +29,7 @@ import {
 import { extendImage, type Image } from "./image.js";
 import { LaunchCommand, type LaunchContext } from "./launch-command.js";
 import { Local } from "./local-provider.js";
+import { cachedOffers } from "./offer-cache.js";
 import type { Options } from "./options.js";
 import {
   applyImageTransforms,
@@ -281,26 +282,56 @@ export class Pool implements AsyncDisposable {
     const combined = signal ? AbortSignal.any([signal, abort]) : abort;
     this.#startedAt = performance.now();
     this.#setState("requesting");
-    const { spec, provider, offer } = await this.#chooseOffer(specs, combined);
-    this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: this.options.shutdownTimeout });
-    this.#provider = provider;
-    const callOptions = { signal: combined };
-    let cluster: Cluster;
-    try {
-      cluster = await provider.prepare(spec, offer, callOptions);
-    } catch (error) {
-      if (combined.aborted) throw abortError(combined, "Preparing the pool");
-      throw error;
+    // Offers from every spec, best first; when one fails to prepare or provision, the next is tried.
+    const { candidates, attempts } = await this.#offerCandidates(specs, combined);
+    let chosen:
+      | { spec: PoolSpec; provider: Provider; offer: Offer; cluster: Cluster; instances: Instance[] }
+      | undefined;
+    for (const candidate of candidates) {
+      const { spec, provider, offer } = candidate;
+      this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: this.options.shutdownTimeout });
+      let cluster: Cluster | undefined;
+      try {
+        cluster = await provider.prepare(spec, offer, { signal: combined });
+        const transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
+        // Plugins' worker modules travel with the code: they land in the work directory, on sys.path.
+        const modulePaths = workerModules(spec.plugins)
+          .map((module) => module.path)
+          .filter((path): path is string => path !== undefined && !transformed.includes.includes(path));
+        this.#image =
+          modulePaths.length > 0 ? extendImage(transformed, { includes: modulePaths }) : transformed;
+        this.#setState("provisioning");
+        const instances = await this.#provision(provider, cluster, spec.nodes.desired, combined);
+        chosen = { spec, provider, offer, cluster, instances };
+        break;
+      } catch (error) {
+        if (combined.aborted) throw abortError(combined, "Provisioning the pool");
+        // A plugin's transform failing, or bad input, is not a capacity problem: no other offer helps.
+        if (!ProvisionError.isInstance(error) && !NoCapacityError.isInstance(error)) {
+          if (cluster)
+            await provider.teardown(cluster, { signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
+          throw error;
+        }
+        attempts.push({
+          provider: provider.name,
+          offer: offer.instanceType,
+          reason: (error as Error).message,
+        });
+        this.#hub.emit({
+          type: "error",
+          timestamp: Date.now(),
+          poolId: this.id,
+          message: `${provider.name} (${offer.instanceType}) failed: ${(error as Error).message}; trying the next offer`,
+          cause: error,
+        });
+        if (cluster)
+          await provider.teardown(cluster, { signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
+      }
     }
+    if (!chosen) throw new NoCapacityError({ attempts });
+    const { spec, provider, offer, cluster, instances } = chosen;
+    this.#provider = provider;
     this.#cluster = cluster;
-    const transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
-    // Plugins' worker modules travel with the code: they land in the work directory, on sys.path.
-    const modulePaths = workerModules(spec.plugins)
-      .map((module) => module.path)
-      .filter((path): path is string => path !== undefined && !transformed.includes.includes(path));
-    this.#image = modulePaths.length > 0 ? extendImage(transformed, { includes: modulePaths }) : transformed;
-    this.#setState("provisioning");
-    const instances = await this.#provision(provider, cluster, spec.nodes.desired, combined);
     for (const [index, instance] of instances.entries()) {
       this.#nodes.push({ index, instance, connection: undefined, ssh: undefined, replacements: 0 });
       this.#hub.emit({
@@ -392,29 +423,33 @@ export class Pool implements AsyncDisposable {
     } as PoolHandle;
   }
 
-  async #chooseOffer(
+  async #offerCandidates(
     specs: readonly PoolSpec[],
     signal: AbortSignal,
-  ): Promise<{ spec: PoolSpec; provider: Provider; offer: Offer }> {
+  ): Promise<{
+    candidates: { spec: PoolSpec; provider: Provider; offer: Offer; price: number }[];
+    attempts: ProvisionAttempt[];
+  }> {
     const attempts: ProvisionAttempt[] = [];
-    const candidates: { spec: PoolSpec; provider: Provider; offer: Offer; price: number }[] = [];
-    for (const spec of specs) {
+    const candidates: { spec: PoolSpec; provider: Provider; offer: Offer; price: number; order: number }[] =
+      [];
+    for (const [order, spec] of specs.entries()) {
       const provider = spec.provider ?? Local();
       let offers: readonly Offer[];
       try {
-        offers = await provider.offers(offerQuery(spec), { signal });
+        offers = await cachedOffers(provider, offerQuery(spec), { signal });
       } catch (error) {
         if (signal.aborted) throw abortError(signal, "Looking for offers");
-        attempts.push({ provider: provider.name, reason: (error as Error).message });
+        attempts.push({ provider: provider.name, reason: `offers failed: ${(error as Error).message}` });
         continue;
       }
       const usable = offers
         .map((offer) => ({ offer, price: priceUnder(offer, spec.allocation) }))
         .filter((entry): entry is { offer: Offer; price: number } => entry.price !== null)
         .filter((entry) => spec.maxHourlyCost === undefined || entry.price <= spec.maxHourlyCost)
-        .sort((a, b) => a.price - b.price);
-      const best = usable[0];
-      if (!best) {
+        .sort((a, b) => a.price - b.price)
+        .slice(0, 3);
+      if (usable.length === 0) {
         const wanted = spec.accelerator ? `${spec.accelerator.count}x ${spec.accelerator.name}` : "CPU nodes";
         attempts.push({
           provider: provider.name,
@@ -422,14 +457,14 @@ export class Pool implements AsyncDisposable {
         });
         continue;
       }
-      candidates.push({ spec, provider, ...best });
-      if (this.options.selection === "first") break;
+      for (const entry of usable) candidates.push({ spec, provider, ...entry, order });
     }
     if (candidates.length === 0) throw new NoOffersError({ attempts });
-    candidates.sort((a, b) => a.price - b.price);
-    const chosen = this.options.selection === "first" ? candidates[0] : candidates[0];
-    if (!chosen) throw new NoOffersError({ attempts });
-    return chosen;
+    // "cheapest": the lowest price first, across specs; "first": the specs in the order given.
+    candidates.sort((a, b) =>
+      this.options.selection === "first" ? a.order - b.order || a.price - b.price : a.price - b.price,
+    );
+    return { candidates, attempts };
   }
 
   async #provision(

@@ -236,6 +236,11 @@ export interface ProviderCapabilities {
   readonly stopResume?: boolean;
   /** The most instances it supports in one cluster, when limited (a fixed set of SSH hosts, this machine). */
   readonly maxInstances?: number;
+  /**
+   * How long the core may cache its offers on disk: `"marketplace"` (an hour: prices move),
+   * `"catalogue"` (a day), or nothing (not cached).
+   */
+  readonly offerCache?: "marketplace" | "catalogue";
 }
 
 /**
@@ -253,6 +258,11 @@ export interface ProviderV1<Specific = unknown> {
   readonly name: string;
   /** What it can do itself. */
   readonly capabilities: ProviderCapabilities;
+  /**
+   * Distinguishes differently configured instances of the same provider in caches (e.g. its region
+   * or account id). Never a secret.
+   */
+  readonly cacheKey?: string;
 
   /**
    * Lists the offers matching `query`, in any order. Read-only: creates nothing.

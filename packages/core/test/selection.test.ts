@@ -1,0 +1,91 @@
+/**
+ * Several specs: offers compared across providers, and the next one tried when a provider fails.
+ */
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import * as sky from "../src/index.js";
+
+const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));
+const add = sky.python<[number, number], number>("pool_tasks:add");
+
+/** A provider whose offers look cheap but which never has capacity. */
+function neverCapacity(name: string, price: number): sky.Provider {
+  const fail = async () => {
+    throw new sky.NoCapacityError({ attempts: [{ provider: name, reason: "sold out" }] });
+  };
+  return {
+    specificationVersion: "v1",
+    name,
+    capabilities: { spot: true, volumes: false, images: false },
+    async offers() {
+      return [
+        {
+          id: `${name}-offer`,
+          provider: name,
+          instanceType: `${name}.large`,
+          accelerator: null,
+          vcpus: 8,
+          memoryGb: 32,
+          architecture: "x86_64",
+          region: "test",
+          spotPrice: null,
+          onDemandPrice: price,
+          pricesAsOf: "2026-11-22",
+          specific: {},
+        },
+      ];
+    },
+    async prepare(spec, offer) {
+      return {
+        id: `${name}-cluster`,
+        provider: name,
+        poolId: "",
+        region: "test",
+        spec,
+        offer,
+        ssh: null,
+        specific: {},
+      };
+    },
+    provision: fail,
+    async getInstance() {
+      return null;
+    },
+    async terminate() {},
+    async teardown() {},
+    selfDestruct: () => "",
+  };
+}
+
+describe("several specs", () => {
+  it("fall back to the next provider when one has no capacity", async () => {
+    const events: string[] = [];
+    await using pool = await sky.compute(
+      {
+        specs: [
+          { provider: neverCapacity("soldout", 0) },
+          { provider: sky.Local(), image: { includes: [tasks] } },
+        ],
+        options: { console: false, selection: "first", maxProvisionAttempts: 1 },
+      },
+      { onEvent: (event) => event.type === "error" && events.push(event.message) },
+    );
+    expect(await pool.run(add(20, 22))).toBe(42);
+    expect(events.some((message) => message.startsWith("soldout (soldout.large) failed"))).toBe(true);
+  }, 60_000);
+
+  it("list every attempt and its reason when all fail", async () => {
+    const error = await sky
+      .compute({
+        specs: [
+          { provider: neverCapacity("first-cloud", 1) },
+          { provider: neverCapacity("second-cloud", 2) },
+        ],
+        options: { console: false, maxProvisionAttempts: 1 },
+      })
+      .catch((caught: unknown) => caught);
+    expect(sky.NoCapacityError.isInstance(error)).toBe(true);
+    const attempts = (error as sky.NoCapacityError).attempts.map((attempt) => attempt.provider);
+    expect(attempts).toEqual(["first-cloud", "second-cloud"]);
+  }, 60_000);
+});

@@ -1,0 +1,107 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import {
+  type Cluster,
+  ConfigurationError,
+  image,
+  isPlugin,
+  type Offer,
+  type Plugin,
+  type PoolSpec,
+} from "@skyward/core";
+import { applyImageTransforms, workerModules } from "@skyward/core/internal";
+import { describe, expect, it } from "vitest";
+import { type JaxOptions, jax } from "./index.js";
+
+const cluster: Cluster = {
+  id: "cluster-1",
+  provider: "local",
+  poolId: "pool-1",
+  region: "local",
+  spec: {} as PoolSpec,
+  offer: {} as Offer,
+  ssh: null,
+  specific: {},
+};
+
+function transformed(plugin: Plugin, base = image()) {
+  return applyImageTransforms([plugin], base, cluster);
+}
+
+function issuesOf(run: () => unknown): { path: string; message: string }[] {
+  try {
+    run();
+  } catch (error) {
+    if (ConfigurationError.isInstance(error)) return [...error.issues];
+    throw error;
+  }
+  throw new Error("expected a ConfigurationError");
+}
+
+describe("jax()", () => {
+  it("is a plugin named jax with its worker module shipped from the package", () => {
+    const plugin = jax();
+    expect(isPlugin(plugin)).toBe(true);
+    expect(plugin.name).toBe("jax");
+    const path = fileURLToPath(new URL("../python/skyward_plugin_jax.py", import.meta.url));
+    expect(plugin.worker?.path).toBe(path);
+    expect(existsSync(path)).toBe(true);
+    expect(workerModules([plugin])).toEqual([
+      { plugin: "jax", module: "skyward_plugin_jax", path, config: {} },
+    ]);
+    expect(readFileSync(path, "utf8")).toMatch(/^def around_app\(info: Any, config: Mapping\[str, Any\]\)/m);
+  });
+
+  it.each([
+    [undefined, "jax[cuda12]"],
+    ["cu12", "jax[cuda12]"],
+    ["cu13", "jax[cuda13]"],
+    ["cpu", "jax"],
+  ] as const)("with cuda %s adds %s from PyPI and keeps the image's own", async (cuda, requirement) => {
+    const base = image({
+      pip: ["numpy"],
+      env: { A: "1" },
+      pipIndexes: [{ url: "https://example.org/simple", packages: ["x"] }],
+    });
+    const result = await transformed(jax(cuda === undefined ? {} : { cuda }), base);
+    expect(result.pip).toEqual(["numpy", requirement]);
+    expect(result.pipIndexes).toEqual(base.pipIndexes);
+    expect(result.env).toEqual({ A: "1" });
+  });
+
+  it.each<[unknown, string, RegExp]>([
+    [{ cuda: "cu11" }, "cuda", /expected one of "cu12", "cu13", "cpu", received "cu11"/],
+    [{ cuda: 12 }, "cuda", /expected one of .*received number/],
+    [{ backend: "gloo" }, "backend", /unknown field/],
+    [[], "", /expected an options object/],
+  ])("rejects %j naming the field", (input, path, message) => {
+    const issues = issuesOf(() => jax(input as JaxOptions));
+    expect(issues).toHaveLength(1);
+    expect(issues[0]?.path).toBe(path);
+    expect(issues[0]?.message).toMatch(message);
+  });
+});
+
+describe("the package", () => {
+  const root = fileURLToPath(new URL("..", import.meta.url));
+
+  it("ships the worker module in its tarball, and no tests", () => {
+    const [packed] = JSON.parse(
+      execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
+        cwd: root,
+        encoding: "utf8",
+      }),
+    ) as [{ files: { path: string }[] }];
+    const files = packed.files.map((file) => file.path);
+    expect(files).toContain("python/skyward_plugin_jax.py");
+    expect(files.filter((file) => file.includes(".test.") || file.startsWith("test/"))).toEqual([]);
+  });
+
+  it("depends on @skyward/core as a peer", () => {
+    const manifest = JSON.parse(readFileSync(`${root}/package.json`, "utf8")) as {
+      peerDependencies: Record<string, string>;
+    };
+    expect(manifest.peerDependencies["@skyward/core"]).toBe("workspace:^");
+  });
+});

@@ -1,0 +1,67 @@
+/**
+ * The `jax` plugin: installs JAX (with the CUDA wheels of the chosen CUDA major version, or for CPU
+ * only) and initialises `jax.distributed` on every worker, so JAX sees every node's devices as one
+ * mesh.
+ */
+import { fileURLToPath } from "node:url";
+import { extendImage, Plugin } from "@skyward/core";
+import { parseInput } from "@skyward/core/internal";
+import { z } from "zod";
+
+/** Which JAX build to install: with the CUDA 12 or CUDA 13 wheels, or for CPU only. */
+export type JaxCuda = "cu12" | "cu13" | "cpu";
+
+/** Options of {@link jax}; every field is optional. */
+export interface JaxOptions {
+  /** Which JAX build to install: `"cu12"` (default, `jax[cuda12]`), `"cu13"` (`jax[cuda13]`) or `"cpu"` (`jax`). */
+  cuda?: JaxCuda;
+}
+
+const CUDA_BUILDS = ["cu12", "cu13", "cpu"] as const satisfies readonly JaxCuda[];
+
+const REQUIREMENTS: Readonly<Record<JaxCuda, string>> = {
+  cu12: "jax[cuda12]",
+  cu13: "jax[cuda13]",
+  cpu: "jax",
+};
+
+/** The Python module holding the worker-side hooks. */
+const WORKER_MODULE = "skyward_plugin_jax";
+const WORKER_PATH = fileURLToPath(new URL(`../python/${WORKER_MODULE}.py`, import.meta.url));
+
+function describe(value: unknown): string {
+  return typeof value === "string" ? JSON.stringify(value) : value === null ? "null" : typeof value;
+}
+
+const optionsSchema = z.strictObject(
+  {
+    cuda: z
+      .enum(CUDA_BUILDS, {
+        error: (issue) =>
+          `expected one of ${CUDA_BUILDS.map((value) => JSON.stringify(value)).join(", ")}, received ${describe(issue.input)}`,
+      })
+      .default("cu12"),
+  },
+  { error: (issue) => `expected an options object, received ${describe(issue.input)}` },
+);
+
+/**
+ * The `jax` plugin. Adds `jax[cuda12]` (or `jax[cuda13]`, or plain `jax` for `cuda: "cpu"`) to
+ * every worker's image. On each worker's first task it sets `JAX_COORDINATOR_ADDRESS` (the head's
+ * address, at the pool's head port + 1, next to the one `torch` uses), `JAX_NUM_PROCESSES`,
+ * `JAX_PROCESS_ID` and `JAX_LOCAL_DEVICE_COUNT`, and calls `jax.distributed.initialize(…)` once;
+ * `jax.distributed.shutdown()` runs when the worker stops. With Keras on JAX, list it before
+ * `keras()`, so the distributed runtime is up when Keras discovers the devices.
+ *
+ * ```ts
+ * await using pool = await sky.compute({ nodes: 2, plugins: [jax(), keras({ backend: "jax" })] });
+ * ```
+ *
+ * @throws {ConfigurationError} naming the field (`cuda`) when an option is invalid.
+ */
+export function jax(options: JaxOptions = {}): Plugin {
+  const { cuda } = parseInput(optionsSchema, options);
+  return Plugin.create("jax")
+    .withImageTransform((image) => extendImage(image, { pip: [REQUIREMENTS[cuda]] }))
+    .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: {} });
+}

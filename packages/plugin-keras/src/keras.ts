@@ -1,0 +1,61 @@
+/**
+ * The `keras` plugin: installs Keras 3, selects its backend in the image's environment (Keras reads
+ * `KERAS_BACKEND` once, when it is first imported), and with the JAX backend on several nodes sets a
+ * data-parallel distribution over every device of the pool.
+ */
+import { fileURLToPath } from "node:url";
+import { extendImage, Plugin } from "@skyward/core";
+import { parseInput } from "@skyward/core/internal";
+import { z } from "zod";
+
+/** A Keras 3 backend. */
+export type KerasBackend = "jax" | "torch" | "tensorflow";
+
+/** Options of {@link keras}; every field is optional. */
+export interface KerasOptions {
+  /** The backend Keras runs on; default `"jax"`. The backend's own package comes from its plugin or the image. */
+  backend?: KerasBackend;
+}
+
+const BACKENDS = ["jax", "torch", "tensorflow"] as const satisfies readonly KerasBackend[];
+
+/** The Python module holding the worker-side hooks. */
+const WORKER_MODULE = "skyward_plugin_keras";
+const WORKER_PATH = fileURLToPath(new URL(`../python/${WORKER_MODULE}.py`, import.meta.url));
+
+function describe(value: unknown): string {
+  return typeof value === "string" ? JSON.stringify(value) : value === null ? "null" : typeof value;
+}
+
+const optionsSchema = z.strictObject(
+  {
+    backend: z
+      .enum(BACKENDS, {
+        error: (issue) =>
+          `expected one of ${BACKENDS.map((value) => JSON.stringify(value)).join(", ")}, received ${describe(issue.input)}`,
+      })
+      .default("jax"),
+  },
+  { error: (issue) => `expected an options object, received ${describe(issue.input)}` },
+);
+
+/**
+ * The `keras` plugin. Adds `keras` to every worker's image and sets `KERAS_BACKEND` in the image's
+ * environment, so it holds before anything imports Keras. With the `jax` backend and more than one
+ * node, each worker's first task sets
+ * `keras.distribution.set_distribution(DataParallel(devices=list_devices()))` — list `jax()` before
+ * this plugin so JAX's distributed runtime (and with it every node's devices) is up by then. The
+ * backend framework itself is not installed here: add `jax()` or `torch()`, or put it in the image.
+ *
+ * ```ts
+ * await using pool = await sky.compute({ nodes: 2, plugins: [jax(), keras({ backend: "jax" })] });
+ * ```
+ *
+ * @throws {ConfigurationError} naming the field (`backend`) when an option is invalid.
+ */
+export function keras(options: KerasOptions = {}): Plugin {
+  const { backend } = parseInput(optionsSchema, options);
+  return Plugin.create("keras")
+    .withImageTransform((image) => extendImage(image, { pip: ["keras"], env: { KERAS_BACKEND: backend } }))
+    .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: { backend } });
+}

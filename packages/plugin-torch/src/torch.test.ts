@@ -1,0 +1,165 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import {
+  type Cluster,
+  ConfigurationError,
+  image,
+  isPlugin,
+  type Offer,
+  type Plugin,
+  type PoolSpec,
+} from "@skyward/core";
+import { applyImageTransforms, workerModules } from "@skyward/core/internal";
+import { describe, expect, it } from "vitest";
+import { type TorchOptions, torch } from "./index.js";
+
+const cluster: Cluster = {
+  id: "cluster-1",
+  provider: "local",
+  poolId: "pool-1",
+  region: "local",
+  spec: {} as PoolSpec,
+  offer: {} as Offer,
+  ssh: null,
+  specific: {},
+};
+
+function transformed(plugin: Plugin, base = image()) {
+  return applyImageTransforms([plugin], base, cluster);
+}
+
+function issuesOf(run: () => unknown): { path: string; message: string }[] {
+  try {
+    run();
+  } catch (error) {
+    if (ConfigurationError.isInstance(error)) return [...error.issues];
+    throw error;
+  }
+  throw new Error("expected a ConfigurationError");
+}
+
+describe("torch()", () => {
+  it("is a plugin named torch with its worker module shipped from the package", () => {
+    const plugin = torch();
+    expect(isPlugin(plugin)).toBe(true);
+    expect(plugin.name).toBe("torch");
+    expect(plugin.worker?.module).toBe("skyward_plugin_torch");
+    expect(plugin.worker?.path).toBe(
+      fileURLToPath(new URL("../python/skyward_plugin_torch.py", import.meta.url)),
+    );
+    expect(existsSync(plugin.worker?.path ?? "")).toBe(true);
+    expect(workerModules([plugin])).toEqual([
+      {
+        plugin: "torch",
+        module: "skyward_plugin_torch",
+        path: plugin.worker?.path,
+        config: { backend: null },
+      },
+    ]);
+    expect(plugin.worker?.config).toEqual({ backend: null });
+    expect(torch({ backend: "gloo" }).worker?.config).toEqual({ backend: "gloo" });
+    expect(torch({ backend: "nccl" }).worker?.config).toEqual({ backend: "nccl" });
+  });
+
+  it("the worker module defines around_app", () => {
+    const source = readFileSync(torch().worker?.path ?? "", "utf8");
+    expect(source).toMatch(/^def around_app\(info: Any, config: Mapping\[str, Any\]\)/m);
+  });
+
+  it("adds torch from the cu128 wheel index by default, keeping what the image had", async () => {
+    const base = image({ pip: ["numpy"], env: { A: "1" } });
+    const result = await transformed(torch(), base);
+    expect(result.pip).toEqual(["numpy", "torch"]);
+    expect(result.pipIndexes).toEqual([
+      { url: "https://download.pytorch.org/whl/cu128", packages: ["torch"] },
+    ]);
+    expect(result.env).toEqual({ A: "1" });
+    expect(base.pip).toEqual(["numpy"]);
+  });
+
+  it.each([
+    ["cu126", "https://download.pytorch.org/whl/cu126"],
+    ["cu124", "https://download.pytorch.org/whl/cu124"],
+    ["cu121", "https://download.pytorch.org/whl/cu121"],
+    ["cpu", "https://download.pytorch.org/whl/cpu"],
+  ] as const)("routes torch to the %s index", async (cuda, url) => {
+    const result = await transformed(torch({ cuda }));
+    expect(result.pipIndexes).toEqual([{ url, packages: ["torch"] }]);
+  });
+
+  it("pins versions and adds torchvision / torchaudio to the same index", async () => {
+    const result = await transformed(torch({ version: "2.7.1", vision: "0.22.1", audio: true, cuda: "cpu" }));
+    expect(result.pip).toEqual(["torch==2.7.1", "torchvision==0.22.1", "torchaudio"]);
+    expect(result.pipIndexes).toEqual([
+      { url: "https://download.pytorch.org/whl/cpu", packages: ["torch", "torchvision", "torchaudio"] },
+    ]);
+    const specified = await transformed(torch({ version: ">=2.4, <2.8", vision: true }));
+    expect(specified.pip).toEqual(["torch>=2.4,<2.8", "torchvision"]);
+    expect(specified.pipIndexes[0]?.packages).toEqual(["torch", "torchvision"]);
+    const local = await transformed(torch({ version: "2.7.1+cu128" }));
+    expect(local.pip).toEqual(["torch==2.7.1+cu128"]);
+  });
+
+  it("leaves out torchvision and torchaudio when false", async () => {
+    const result = await transformed(torch({ vision: false, audio: false }));
+    expect(result.pip).toEqual(["torch"]);
+  });
+
+  it("does not add the same requirement or index twice when applied twice", async () => {
+    const plugin = torch({ vision: true });
+    const once = await transformed(plugin);
+    const twice = await transformed(plugin, once);
+    expect(twice.pip).toEqual(once.pip);
+    expect(twice.pipIndexes).toEqual(once.pipIndexes);
+  });
+
+  it.each<[unknown, string, RegExp]>([
+    [{ backend: "mpi" }, "backend", /expected one of "nccl", "gloo", received "mpi"/],
+    [
+      { cuda: "cu118" },
+      "cuda",
+      /expected one of "cu128", "cu126", "cu124", "cu121", "cpu", received "cu118"/,
+    ],
+    [{ version: "newest" }, "version", /expected "latest", a version like "2.7.1".*received "newest"/],
+    [{ version: 2 }, "version", /expected a version string, received number/],
+    [{ vision: "yes please" }, "vision", /received "yes please"/],
+    [{ audio: 1 }, "audio", /expected true, false or a version string, received number/],
+    [{ gpu: true }, "gpu", /unknown field/],
+    ["gloo", "", /expected an options object, received "gloo"/],
+  ])("rejects %j naming the field", (input, path, message) => {
+    const issues = issuesOf(() => torch(input as TorchOptions));
+    expect(issues).toHaveLength(1);
+    expect(issues[0]?.path).toBe(path);
+    expect(issues[0]?.message).toMatch(message);
+  });
+
+  it("reports every bad field at once", () => {
+    const issues = issuesOf(() => torch({ backend: "x", cuda: "y" } as unknown as TorchOptions));
+    expect(issues.map((issue) => issue.path).sort()).toEqual(["backend", "cuda"]);
+  });
+});
+
+describe("the package", () => {
+  const root = fileURLToPath(new URL("..", import.meta.url));
+
+  it("ships the worker module in its tarball, and no tests", () => {
+    const [packed] = JSON.parse(
+      execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
+        cwd: root,
+        encoding: "utf8",
+      }),
+    ) as [{ files: { path: string }[] }];
+    const files = packed.files.map((file) => file.path);
+    expect(files).toContain("python/skyward_plugin_torch.py");
+    expect(files).toContain("src/index.ts");
+    expect(files.filter((file) => file.includes(".test.") || file.startsWith("test/"))).toEqual([]);
+  });
+
+  it("depends on @skyward/core as a peer", () => {
+    const manifest = JSON.parse(readFileSync(`${root}/package.json`, "utf8")) as {
+      peerDependencies: Record<string, string>;
+    };
+    expect(manifest.peerDependencies["@skyward/core"]).toBe("workspace:^");
+  });
+});

@@ -1,0 +1,223 @@
+/**
+ * PyTorch DDP end to end through `torch()`: real worker processes with the real runtime and Debian's
+ * python3-torch (for /usr/bin/python3), on two Local nodes (gloo over loopback) and on two SSH hosts
+ * of the test bed (gloo across network namespaces).
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as sky from "@skyward/core";
+import { createTestbed, requireTestbed, type Testbed } from "@skyward/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { torch } from "../src/index.js";
+
+/** Debian's interpreter: python3-torch is installed for it, and the workers' venv sees it. */
+const SYSTEM_PYTHON = "/usr/bin/python3";
+const tasks = fileURLToPath(new URL("./fixtures/ddp_tasks.py", import.meta.url));
+
+interface GroupInfo {
+  initialized: boolean;
+  rank: number;
+  world_size: number;
+  backend: string;
+  env: Record<string, string | null>;
+  gloo_interface: string | null;
+  pid: number;
+}
+interface Gradients {
+  rank: number;
+  weights: number[][];
+  ddp: number[][];
+  local: number[][];
+}
+
+const groupInfo = sky.python<[], GroupInfo>("ddp_tasks:group_info");
+const allReduceSum = sky.python<[number], { rank: number; sum: number }>("ddp_tasks:all_reduce_sum");
+const ddpGradients = sky.python<[], Gradients>("ddp_tasks:ddp_gradients");
+
+function isCi(): boolean {
+  const value = process.env.CI;
+  return value !== undefined && value !== "" && value !== "0" && value !== "false";
+}
+
+/** Why these tests cannot run here (no torch for /usr/bin/python3), or undefined. Under CI, throws. */
+async function requireSystemTorch(): Promise<string | undefined> {
+  const found = await new Promise<boolean>((resolve) =>
+    execFile(SYSTEM_PYTHON, ["-c", "import torch.distributed"], (error) => resolve(error === null)),
+  );
+  if (found) return undefined;
+  const reason = `${SYSTEM_PYTHON} cannot import torch (apt-get install python3-torch)`;
+  if (isCi()) throw new Error(`CI requires PyTorch for the torch plugin's end-to-end tests: ${reason}`);
+  return reason;
+}
+
+const torchMissing = await requireSystemTorch();
+const testbedMissing = torchMissing ?? (await requireTestbed());
+
+function close(actual: readonly number[][], expected: readonly number[][]): void {
+  expect(actual.length).toBe(expected.length);
+  for (const [i, row] of actual.entries()) {
+    const other = expected[i] as number[];
+    expect(row.length).toBe(other.length);
+    for (const [j, value] of row.entries()) expect(value).toBeCloseTo(other[j] as number, 10);
+  }
+}
+
+/** What every DDP run must show, on whichever nodes it ran. */
+function expectDdpAgreement(results: readonly Gradients[]): void {
+  const [first, second] = results as [Gradients, Gradients];
+  expect(results.map((result) => result.rank)).toEqual([0, 1]);
+  // DDP broadcast rank 0's weights, though each rank seeded its own.
+  close(second.weights, first.weights);
+  // Different data per rank: the local gradients differ…
+  expect(second.local.flat()).not.toEqual(first.local.flat());
+  // …and DDP's are the same on both ranks: the average of the local ones.
+  close(second.ddp, first.ddp);
+  const mean = first.local.map((row, i) =>
+    row.map((value, j) => (value + (second.local[i]?.[j] as number)) / 2),
+  );
+  close(first.ddp, mean);
+}
+
+describe.skipIf(torchMissing !== undefined)("torch() on 2 Local nodes: gloo over loopback", () => {
+  let pool: sky.Pool;
+
+  beforeAll(async () => {
+    pool = await sky.compute({
+      nodes: 2,
+      image: { python: SYSTEM_PYTHON, includes: [tasks] },
+      plugins: [torch({ backend: "gloo", cuda: "cpu" })],
+      options: { console: false },
+    });
+  });
+
+  afterAll(async () => {
+    await pool?.close();
+  });
+
+  it("joins both workers to one gloo group with the rendezvous variables of the pool", async () => {
+    const infos = await pool.broadcast(groupInfo());
+    expect(infos.map((info) => [info.initialized, info.rank, info.world_size, info.backend])).toEqual([
+      [true, 0, 2, "gloo"],
+      [true, 1, 2, "gloo"],
+    ]);
+    for (const [node, info] of infos.entries()) {
+      expect(info.env).toMatchObject({
+        MASTER_ADDR: "127.0.0.1",
+        WORLD_SIZE: "2",
+        RANK: String(node),
+        LOCAL_RANK: "0",
+        LOCAL_WORLD_SIZE: "1",
+        NODE_RANK: String(node),
+      });
+      expect(Number(info.env.MASTER_PORT)).toBeGreaterThan(0);
+    }
+    expect(infos[1]?.env.MASTER_PORT).toBe(infos[0]?.env.MASTER_PORT);
+    expect(infos.map((info) => info.gloo_interface)).toEqual(["lo", "lo"]);
+  });
+
+  it("all_reduce sums over both ranks", async () => {
+    const results = await pool.broadcast(allReduceSum(2.5));
+    expect(results).toEqual([
+      { rank: 0, sum: 7.5 },
+      { rank: 1, sum: 7.5 },
+    ]);
+  });
+
+  it("DDP averages the gradients of both ranks", async () => {
+    expectDdpAgreement(await pool.broadcast(ddpGradients()));
+  });
+
+  it("initialises the group once per worker: later tasks reuse it", async () => {
+    const first = await pool.broadcast(groupInfo());
+    await pool.broadcast(allReduceSum(1));
+    const again = await pool.broadcast(groupInfo());
+    expect(again.map((info) => info.pid)).toEqual(first.map((info) => info.pid));
+    expect(again.every((info) => info.initialized)).toBe(true);
+  });
+});
+
+describe.skipIf(torchMissing !== undefined)("torch() on 1 Local node without a backend", () => {
+  it("chooses gloo, as the worker has no CUDA device", async () => {
+    await using pool = await sky.compute({
+      nodes: 1,
+      image: { python: SYSTEM_PYTHON, includes: [tasks] },
+      plugins: [torch({ cuda: "cpu" })],
+      options: { console: false },
+    });
+    const info = await pool.run(groupInfo());
+    expect([info.initialized, info.rank, info.world_size, info.backend]).toEqual([true, 0, 1, "gloo"]);
+    expect(await pool.run(allReduceSum(3))).toEqual({ rank: 0, sum: 3 });
+  });
+});
+
+describe.skipIf(torchMissing !== undefined)("torch() when the process group cannot start", () => {
+  it("fails the task, and every later one, with an error naming the plugin", async () => {
+    // Debian's PyTorch is built without NCCL.
+    await using pool = await sky.compute({
+      nodes: 1,
+      image: { python: SYSTEM_PYTHON, includes: [tasks] },
+      plugins: [torch({ backend: "nccl", cuda: "cpu" })],
+      options: { console: false },
+    });
+    await expect(pool.run(groupInfo())).rejects.toThrow(/torch[\s\S]*around_app[\s\S]*NCCL/i);
+    await expect(pool.run(groupInfo())).rejects.toThrow(/torch/);
+  });
+});
+
+describe.skipIf(testbedMissing !== undefined)("torch() across 2 SSH hosts of the test bed", () => {
+  let bed: Testbed;
+  let scratch = "";
+  const home = process.env.SKYWARD_HOME;
+
+  beforeAll(async () => {
+    bed = await createTestbed({ hosts: 2 });
+    scratch = await mkdtemp(join(tmpdir(), "skyward-torch-e2e-"));
+    process.env.SKYWARD_HOME = scratch;
+  });
+
+  afterAll(async () => {
+    await bed?.teardown();
+    if (home === undefined) delete process.env.SKYWARD_HOME;
+    else process.env.SKYWARD_HOME = home;
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  it("runs all_reduce and DDP over gloo between the hosts' private addresses", async () => {
+    await using pool = await sky.compute({
+      provider: sky.SSH({
+        hosts: bed.hosts.map((host) => ({
+          host: host.host,
+          port: host.port,
+          user: host.user,
+          privateKey: host.privateKey,
+          hostKeyFingerprint: host.hostKeyFingerprint,
+          root: host.root,
+        })),
+      }),
+      nodes: 2,
+      ttl: 0,
+      image: { python: SYSTEM_PYTHON, includes: [tasks] },
+      plugins: [torch({ backend: "gloo" })],
+      options: { console: false, bootstrapTimeout: 240 },
+    });
+
+    const infos = await pool.broadcast(groupInfo());
+    expect(infos.map((info) => [info.rank, info.world_size, info.backend])).toEqual([
+      [0, 2, "gloo"],
+      [1, 2, "gloo"],
+    ]);
+    expect(infos.map((info) => info.env.MASTER_ADDR)).toEqual([bed.hosts[0]?.host, bed.hosts[0]?.host]);
+    expect(infos.map((info) => info.env.NODE_RANK)).toEqual(["0", "1"]);
+    // Each host's private address is on its eth0, which gloo must use rather than the host name's.
+    expect(infos.map((info) => info.gloo_interface)).toEqual(["eth0", "eth0"]);
+
+    expect(await pool.broadcast(allReduceSum(4))).toEqual([
+      { rank: 0, sum: 12 },
+      { rank: 1, sum: 12 },
+    ]);
+    expectDdpAgreement(await pool.broadcast(ddpGradients()));
+  });
+});
