@@ -5,9 +5,9 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
 skyward_setup
-skyward_ensure_python
 skyward_ensure_system_packages
 skyward_ensure_framework_packages
+skyward_ensure_python
 cd "$SKYWARD_ROOT"
 export TURBO_TELEMETRY_DISABLED=1 DO_NOT_TRACK=1
 rm -rf packages/*/.test-report examples/*/.test-report
