@@ -148,7 +148,9 @@ function instanceFor(host: SshHost, cluster: Cluster<SshClusterData>, createdAt:
 /** The shell command that stops the worker a pool started under `root` (and nothing else). */
 export function stopWorkerCommand(root: string): string {
   const pidFile = shellQuote(`${root}/worker.pid`);
-  return `if [ -f ${pidFile} ]; then kill "$(cat ${pidFile})" 2>/dev/null; rm -f ${pidFile}; fi`;
+  // The worker runs in its own session (setsid), so its process group holds whatever a launcher
+  // (accelerate, torchrun) started under it too.
+  return `if [ -f ${pidFile} ]; then kill -- -"$(cat ${pidFile})" 2>/dev/null || kill "$(cat ${pidFile})" 2>/dev/null; rm -f ${pidFile}; fi`;
 }
 
 /**

@@ -1,0 +1,299 @@
+/**
+ * `@skyward/plugin-accelerate` — Hugging Face Accelerate on a Skyward pool. Every node's worker is
+ * started under `accelerate launch`, with a config file generated from typed settings (the same
+ * structure `accelerate config` writes) and the topology (machines, rank, head address and port,
+ * processes) passed on the command line:
+ *
+ * ```ts
+ * import { accelerate } from "@skyward/plugin-accelerate";
+ *
+ * await using pool = await sky.compute({
+ *   nodes: 2,
+ *   accelerator: sky.accelerators.A100(),
+ *   plugins: [accelerate({ mixed_precision: "bf16", fsdp: { sharding_strategy: "FULL_SHARD" } })],
+ * });
+ * ```
+ */
+import { posix } from "node:path";
+import type { Cluster, JsonValue, LaunchCommand, LaunchContext } from "@skyward/core";
+import { extendImage, Plugin } from "@skyward/core";
+import { parseInput, shellQuote } from "@skyward/core/internal";
+import { z } from "zod";
+
+/** Accelerate's distributed types, as `accelerate config` writes them. */
+export type AccelerateDistributedType =
+  | "NO"
+  | "MULTI_CPU"
+  | "MULTI_GPU"
+  | "MULTI_XPU"
+  | "MULTI_NPU"
+  | "MULTI_MLU"
+  | "MULTI_HPU"
+  | "FSDP"
+  | "DEEPSPEED"
+  | "MEGATRON_LM"
+  | "XLA";
+
+/**
+ * Accelerate settings, in the structure of the YAML `accelerate config` writes. The topology
+ * (`num_machines`, `machine_rank`, `main_process_ip`, `main_process_port`, `compute_environment`)
+ * is not set here: the plugin passes it for each node.
+ */
+export interface AccelerateConfig {
+  /**
+   * How the processes cooperate. When unset it is inferred: `FSDP` when `fsdp` is given,
+   * `DEEPSPEED` when `deepspeed` is, else `NO` for one node running one process, else `MULTI_GPU`
+   * when the nodes have GPUs and `MULTI_CPU` when they do not.
+   */
+  distributed_type?: AccelerateDistributedType;
+  /** Mixed precision: `"no"` (default), `"fp16"`, `"bf16"` or `"fp8"`. */
+  mixed_precision?: "no" | "fp16" | "bf16" | "fp8";
+  /**
+   * Processes in TOTAL, across every node (accelerate's meaning). Default: one per node. Skyward
+   * starts one worker process per node, so this must equal the node count for now.
+   */
+  num_processes?: number;
+  /** CPU threads per process (`OMP_NUM_THREADS`), passed as `--num_cpu_threads_per_process`. */
+  num_cpu_threads_per_process?: number;
+  /** The GPUs each node uses: `"all"` or a comma-separated list of indexes (`"0,1"`). */
+  gpu_ids?: string;
+  /** Whether every node is on the same local network. */
+  same_network?: boolean;
+  /** Accelerate's debug mode (checks collective operations; slower). */
+  debug?: boolean;
+  /** With `bf16` on TPUs: downcast `torch.float` to `bfloat16` as well. */
+  downcast_bf16?: boolean;
+  /** The rendezvous backend of `torchrun`: `"static"` (accelerate's default), `"c10d"`, `"etcd"` or `"etcd-v2"`. */
+  rdzv_backend?: "static" | "c10d" | "etcd" | "etcd-v2";
+  /**
+   * FSDP settings, written as the config's `fsdp_config` (keys as `accelerate config` writes them,
+   * with or without the `fsdp_` prefix: `sharding_strategy`, `auto_wrap_policy`, …).
+   */
+  fsdp?: { readonly [key: string]: JsonValue };
+  /** DeepSpeed settings, written as the config's `deepspeed_config` (`zero_stage`, `offload_optimizer_device`, …). */
+  deepspeed?: { readonly [key: string]: JsonValue };
+}
+
+const DISTRIBUTED_TYPES = [
+  "NO",
+  "MULTI_CPU",
+  "MULTI_GPU",
+  "MULTI_XPU",
+  "MULTI_NPU",
+  "MULTI_MLU",
+  "MULTI_HPU",
+  "FSDP",
+  "DEEPSPEED",
+  "MEGATRON_LM",
+  "XLA",
+] as const satisfies readonly AccelerateDistributedType[];
+
+const positiveInteger = z
+  .number({ error: "expected a positive whole number" })
+  .int({ error: "expected a positive whole number" })
+  .positive({ error: "expected a positive whole number" });
+
+const jsonValueSchema: z.ZodType<JsonValue> = z.lazy(() =>
+  z.union([
+    z.string(),
+    z.number().refine(Number.isFinite, { error: "expected a finite number" }),
+    z.boolean(),
+    z.null(),
+    z.array(jsonValueSchema),
+    z.record(z.string(), jsonValueSchema),
+  ]),
+);
+
+const settingsSchema = z
+  .strictObject({
+    distributed_type: z.enum(DISTRIBUTED_TYPES).optional(),
+    mixed_precision: z.enum(["no", "fp16", "bf16", "fp8"]).optional(),
+    num_processes: positiveInteger.optional(),
+    num_cpu_threads_per_process: positiveInteger.optional(),
+    gpu_ids: z
+      .string({ error: 'expected "all" or comma-separated GPU indexes like "0,1"' })
+      .regex(/^(all|\d+(,\d+)*)$/, { error: 'expected "all" or comma-separated GPU indexes like "0,1"' })
+      .optional(),
+    same_network: z.boolean().optional(),
+    debug: z.boolean().optional(),
+    downcast_bf16: z.boolean().optional(),
+    rdzv_backend: z.enum(["static", "c10d", "etcd", "etcd-v2"]).optional(),
+    fsdp: z.record(z.string(), jsonValueSchema, { error: "expected an object of FSDP settings" }).optional(),
+    deepspeed: z
+      .record(z.string(), jsonValueSchema, { error: "expected an object of DeepSpeed settings" })
+      .optional(),
+  })
+  .superRefine((settings, context) => {
+    if (settings.fsdp !== undefined && settings.deepspeed !== undefined) {
+      context.addIssue({
+        code: "custom",
+        path: ["deepspeed"],
+        message: "expected either fsdp or deepspeed, not both",
+      });
+    }
+  });
+
+/** The accelerate config file's name, in the node's Skyward root (next to the virtual environment). */
+const ACCELERATE_CONFIG_FILE = "accelerate.json";
+
+/** How many nodes a cluster may have, and how many GPUs each: what the config inference needs. */
+interface ClusterShape {
+  readonly nodes: number;
+  readonly gpusPerNode: number;
+}
+
+function clusterShape(cluster: Cluster): ClusterShape {
+  return {
+    // An elastic pool is configured for the most nodes it may grow to.
+    nodes: cluster.spec.nodes.max,
+    gpusPerNode: cluster.offer.accelerator?.count ?? cluster.spec.acceleratorCount,
+  };
+}
+
+/**
+ * The distributed type for `config` on a cluster of `nodes` nodes with `gpusPerNode` GPUs each:
+ * the one set, else `FSDP` / `DEEPSPEED` when their settings are given, else `NO` for one node
+ * running one process, else `MULTI_GPU` with GPUs and `MULTI_CPU` without.
+ */
+export function inferDistributedType(
+  config: AccelerateConfig,
+  nodes: number,
+  gpusPerNode: number,
+): AccelerateDistributedType {
+  if (config.distributed_type) return config.distributed_type;
+  if (config.fsdp) return "FSDP";
+  if (config.deepspeed) return "DEEPSPEED";
+  const processes = config.num_processes ?? nodes;
+  if (nodes <= 1 && processes <= 1) return "NO";
+  return gpusPerNode > 0 ? "MULTI_GPU" : "MULTI_CPU";
+}
+
+/**
+ * The config file accelerate loads (`--config_file accelerate.json`), as a JSON object: the settings
+ * in `accelerate config`'s structure plus `compute_environment: "LOCAL_MACHINE"` and the inferred
+ * `distributed_type` and `num_processes`. The topology is left out: the launcher passes it on the
+ * command line.
+ */
+function renderAccelerateConfig(
+  config: AccelerateConfig,
+  nodes: number,
+  gpusPerNode: number,
+): Record<string, JsonValue> {
+  const file: Record<string, JsonValue> = {
+    compute_environment: "LOCAL_MACHINE",
+    distributed_type: inferDistributedType(config, nodes, gpusPerNode),
+    mixed_precision: config.mixed_precision ?? "no",
+    use_cpu: gpusPerNode <= 0,
+    // Passed on the command line too (which wins); accelerate < 1 requires it in the file.
+    num_processes: config.num_processes ?? nodes,
+  };
+  if (config.debug !== undefined) file.debug = config.debug;
+  if (config.downcast_bf16 !== undefined) file.downcast_bf16 = config.downcast_bf16;
+  if (config.gpu_ids !== undefined) file.gpu_ids = config.gpu_ids;
+  if (config.same_network !== undefined) file.same_network = config.same_network;
+  if (config.rdzv_backend !== undefined) file.rdzv_backend = config.rdzv_backend;
+  if (config.fsdp !== undefined) file.fsdp_config = config.fsdp;
+  if (config.deepspeed !== undefined) file.deepspeed_config = config.deepspeed;
+  return file;
+}
+
+/**
+ * The bootstrap op that writes the config file into the node's Skyward root (`$SKYWARD_ROOT`, set
+ * by the bootstrap script), atomically. The JSON travels as one shell-quoted word.
+ */
+function renderConfigFileOp(file: Record<string, JsonValue>): string {
+  const target = `"\${SKYWARD_ROOT:?}/${ACCELERATE_CONFIG_FILE}"`;
+  const next = `"\${SKYWARD_ROOT:?}/${ACCELERATE_CONFIG_FILE}.next"`;
+  return `printf '%s\\n' ${shellQuote(JSON.stringify(file))} > ${next} && mv -f ${next} ${target}`;
+}
+
+/**
+ * Wraps the worker's launch command with `accelerate launch`, run as `<venv python> -m
+ * accelerate.commands.launch` so no console script needs to be on `PATH`:
+ *
+ * ```text
+ * [env RANK=<node> WORLD_SIZE=<total> LOCAL_RANK=0 LOCAL_WORLD_SIZE=1]   (several nodes only)
+ *   <python> -m accelerate.commands.launch --config_file <root>/accelerate.json --num_machines N
+ *   --machine_rank RANK --main_process_ip HEAD --main_process_port PORT --num_processes TOTAL
+ *   [--num_cpu_threads_per_process T] <entrypoint> <args…>
+ * ```
+ *
+ * The config file is the one the bootstrap op wrote, next to the virtual environment.
+ *
+ * @throws {Error} when the node has no virtual environment, when the command is already wrapped
+ *   by another launcher, or when `num_processes` is not one per node.
+ */
+function wrapWithAccelerate(
+  config: AccelerateConfig,
+  command: LaunchCommand,
+  context: LaunchContext,
+): LaunchCommand {
+  if (context.venvDir === "") {
+    throw new Error(
+      "accelerate needs the node's virtual environment (its config file lives next to it), and this node has none",
+    );
+  }
+  const launcher = command.launcher.trim();
+  if (launcher !== "" && launcher !== context.pythonBin && launcher !== shellQuote(context.pythonBin)) {
+    throw new Error(
+      `accelerate must wrap the plain Python interpreter, but the worker is already launched with ${JSON.stringify(launcher)}; list accelerate before the plugin that wraps it, or use only one launcher`,
+    );
+  }
+  const nodes = context.numNodes;
+  const total = config.num_processes ?? nodes;
+  if (total !== nodes) {
+    throw new Error(
+      `accelerate: num_processes is ${total} across ${nodes} ${nodes === 1 ? "node" : "nodes"}, but Skyward runs one worker process per node, so num_processes must be ${nodes}`,
+    );
+  }
+  // Accelerate's multi-CPU mode reads the process's rank from the environment (what mpirun would
+  // set); the multi-GPU launchers set their own. One process per node: rank = node. A single node
+  // gets none: with them accelerate would look for a process group to join.
+  const rankVariables =
+    nodes > 1
+      ? ["env", `RANK=${context.nodeId}`, `WORLD_SIZE=${total}`, "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1"]
+      : [];
+  const words = [
+    ...rankVariables,
+    context.pythonBin,
+    "-m",
+    "accelerate.commands.launch",
+    "--config_file",
+    posix.join(posix.dirname(context.venvDir), ACCELERATE_CONFIG_FILE),
+    "--num_machines",
+    String(nodes),
+    "--machine_rank",
+    String(context.nodeId),
+    "--main_process_ip",
+    context.headAddr,
+    "--main_process_port",
+    String(context.headPort),
+    "--num_processes",
+    String(total),
+  ];
+  if (config.num_cpu_threads_per_process !== undefined) {
+    words.push("--num_cpu_threads_per_process", String(config.num_cpu_threads_per_process));
+  }
+  return command.with({ launcher: words.map(shellQuote).join(" ") });
+}
+
+/**
+ * The Accelerate plugin: installs `accelerate`, writes its config file on every node at bootstrap,
+ * and starts each worker under `accelerate launch`, so tasks run with the environment accelerate
+ * sets up (`ACCELERATE_MIXED_PRECISION`, `ACCELERATE_USE_FSDP`, `MASTER_ADDR`, …) and
+ * `Accelerator()` picks it up.
+ *
+ * @param config settings in `accelerate config`'s structure; see {@link AccelerateConfig}.
+ * @throws {ConfigurationError} naming the field (`accelerate.mixed_precision`, `accelerate.fsdp`…)
+ *   when a setting is not valid.
+ */
+export function accelerate(config: AccelerateConfig = {}): Plugin {
+  const settings: AccelerateConfig = parseInput(settingsSchema, config, "accelerate");
+  return Plugin.create("accelerate")
+    .withImageTransform((image) => extendImage(image, { pip: ["accelerate"] }))
+    .withBootstrap((cluster) => {
+      const { nodes, gpusPerNode } = clusterShape(cluster);
+      return [renderConfigFileOp(renderAccelerateConfig(settings, nodes, gpusPerNode))];
+    })
+    .withLauncher((command, context) => wrapWithAccelerate(settings, command, context));
+}

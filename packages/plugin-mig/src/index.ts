@@ -1,0 +1,174 @@
+/**
+ * `@skyward/plugin-mig` — NVIDIA Multi-Instance GPU on a Skyward pool: GPU 0 of every node is put
+ * in MIG mode and cut into as many instances of one profile as it holds, and each worker is pinned
+ * to its own instance (`CUDA_VISIBLE_DEVICES=MIG-…`):
+ *
+ * ```ts
+ * import { mig } from "@skyward/plugin-mig";
+ *
+ * const partitions = mig("3g.40gb"); // two per A100 80GB
+ * await using pool = await sky.compute({
+ *   accelerator: sky.accelerators.A100(),
+ *   worker: { concurrency: 2, executor: "process" },
+ *   plugins: [partitions],
+ * });
+ * ```
+ */
+import { fileURLToPath } from "node:url";
+import type { Cluster } from "@skyward/core";
+import { ConfigurationError, Plugin } from "@skyward/core";
+import { shellQuote } from "@skyward/core/internal";
+
+/** A MIG profile as `nvidia-smi` names it: compute slices `g`, memory in GB, optionally `+me` (media extensions). */
+const PROFILE = /^([1-7])g\.(\d+)gb(\+me)?$/;
+
+/** The GPU layouts MIG exists on: how many compute and memory slices a GPU has. */
+interface MigLayout {
+  readonly computeSlices: number;
+  readonly memorySlices: number;
+}
+
+/** A100, H100, H200, B200, GB200 and the like: 7 compute slices, 8 memory slices. */
+const SEVEN_SLICE_LAYOUT: MigLayout = { computeSlices: 7, memorySlices: 8 };
+/** The A30: 4 and 4. */
+const A30_LAYOUT: MigLayout = { computeSlices: 4, memorySlices: 4 };
+
+/** What a GPU has that the instance count depends on. */
+export interface MigGpu {
+  /** The accelerator's canonical name (`"A100"`, `"H100"`, `"A30"`…). */
+  readonly name: string;
+  /** Its memory in GB (`80`). */
+  readonly memoryGb: number;
+}
+
+function parseProfile(profile: string): { compute: number; memoryGb: number; media: boolean } | undefined {
+  const match = PROFILE.exec(profile);
+  if (!match) return undefined;
+  return { compute: Number(match[1]), memoryGb: Number(match[2]), media: match[3] !== undefined };
+}
+
+/**
+ * How many GPU instances of `profile` fit on one `gpu` — the number of workers each node gets:
+ * `3g.40gb` → 2 and `1g.10gb` → 7 on an A100 80GB; `1g.10gb` → 4 on an A100 40GB; `+me` profiles
+ * (which take the GPU's single media engine) → 1. Counted from the GPU's compute and memory slices,
+ * as `nvidia-smi mig -lgip` reports them.
+ *
+ * @throws {ConfigurationError} (path `mig.profile`) when the profile is malformed or does not fit.
+ */
+export function migInstancesPerGpu(profile: string, gpu: MigGpu): number {
+  const parsed = parseProfile(profile);
+  if (!parsed) throw profileError(profile);
+  const layout = gpu.name.toUpperCase() === "A30" ? A30_LAYOUT : SEVEN_SLICE_LAYOUT;
+  const sliceGb = gpu.memoryGb / layout.memorySlices;
+  const memorySlices = Math.max(1, Math.round(parsed.memoryGb / sliceGb));
+  const count = Math.min(
+    Math.floor(layout.computeSlices / parsed.compute),
+    Math.floor(layout.memorySlices / memorySlices),
+  );
+  if (count < 1 || parsed.memoryGb > gpu.memoryGb) {
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "mig.profile",
+          message: `expected a MIG profile that fits a ${gpu.name} with ${gpu.memoryGb} GB, received ${JSON.stringify(profile)}`,
+        },
+      ],
+    });
+  }
+  return parsed.media ? 1 : count;
+}
+
+function profileError(profile: unknown): ConfigurationError {
+  return new ConfigurationError({
+    issues: [
+      {
+        path: "mig.profile",
+        message: `expected a MIG profile like "3g.40gb" or "1g.10gb" (compute slices "g", memory "gb", optionally "+me"), received ${typeof profile === "string" ? JSON.stringify(profile) : typeof profile}`,
+      },
+    ],
+  });
+}
+
+/** The GPU a cluster's nodes have, from the offer (or, failing that, the spec). */
+function clusterGpu(cluster: Cluster): MigGpu {
+  const offered = cluster.offer.accelerator;
+  const name = offered?.name ?? cluster.spec.acceleratorName;
+  const memoryGb = offered?.memoryGb ?? cluster.spec.acceleratorMemoryGb;
+  if (!name || !memoryGb) {
+    throw new Error(
+      "mig needs GPU nodes whose accelerator memory is known (e.g. accelerator: sky.accelerators.A100()); this pool has none",
+    );
+  }
+  return { name, memoryGb };
+}
+
+/**
+ * The bootstrap op that partitions GPU 0: MIG mode on, the GPU and compute instances an earlier
+ * bootstrap left removed, `instances` GPU instances of `profile` created with their default
+ * compute instances (`-C`), and the MIG devices counted. System changes go through
+ * `$SKYWARD_SUDO` (set by the bootstrap script when the user is not root).
+ */
+function partitionOp(profile: string, instances: number): string {
+  const profiles = shellQuote(Array.from({ length: instances }, () => profile).join(","));
+  return [
+    "set -e",
+    `sudo_=\${SKYWARD_SUDO:-}`,
+    "$sudo_ nvidia-smi -i 0 -mig 1",
+    "$sudo_ nvidia-smi mig -i 0 -dci >/dev/null 2>&1 || true",
+    "$sudo_ nvidia-smi mig -i 0 -dgi >/dev/null 2>&1 || true",
+    `$sudo_ nvidia-smi mig -i 0 -cgi ${profiles} -C`,
+    // GPU 0's MIG devices: the "UUID: MIG-" lines between "GPU 0:" and the next GPU.
+    `found=$(nvidia-smi -L | awk '/^GPU / { gpu = $2 } gpu == "0:" && /UUID: MIG-/ { n++ } END { print n + 0 }')`,
+    `if [ "$found" -lt ${instances} ]; then`,
+    `  echo "mig: expected ${instances} MIG devices after partitioning GPU 0, nvidia-smi -L lists $found" >&2`,
+    "  exit 1",
+    "fi",
+    `echo ${shellQuote(`mig: GPU 0 partitioned into ${instances} × ${profile}`)}`,
+  ].join("\n");
+}
+
+/**
+ * A MIG plugin: a {@link Plugin} that also says how many workers each node should run — one per
+ * GPU instance — through {@link MigPlugin.workersPerNode}. The `with*` methods return plain plugins
+ * without it.
+ */
+export interface MigPlugin extends Plugin {
+  /** The MIG profile each instance is cut to (`"3g.40gb"`). */
+  readonly profile: string;
+  /**
+   * Workers per node on `cluster`: how many instances of the profile fit its GPU (see
+   * {@link migInstancesPerGpu}). What the pool should use as `workers_per_node` (and the worker
+   * concurrency) so that worker `i` of a node runs on MIG device `i`.
+   */
+  workersPerNode(cluster: Cluster): number;
+}
+
+/**
+ * The MIG plugin: at bootstrap, enables MIG on GPU 0 of each node and creates one GPU instance of
+ * `profile` per worker (as many as the GPU holds: {@link MigPlugin.workersPerNode}); on the
+ * workers, pins each worker process — each executor subprocess under `executor: "process"` — to
+ * the MIG device of its worker index by UUID, through `CUDA_VISIBLE_DEVICES`, before its first
+ * task. Under the thread executor every task shares the process, and so the device of worker 0.
+ *
+ * @param profile the MIG profile, as `nvidia-smi mig -lgip` names it: `"3g.40gb"`, `"1g.10gb"`,
+ *   `"1g.10gb+me"`.
+ * @throws {ConfigurationError} (path `mig.profile`) when the profile is malformed.
+ */
+export function mig(profile: string): MigPlugin {
+  if (typeof profile !== "string" || !parseProfile(profile)) throw profileError(profile);
+  const workersPerNode = (cluster: Cluster): number => migInstancesPerGpu(profile, clusterGpu(cluster));
+  const plugin = Plugin.create("mig")
+    .withBootstrap((cluster) => [partitionOp(profile, workersPerNode(cluster))])
+    .withWorker({
+      module: "skyward_plugin_mig",
+      path: fileURLToPath(new URL("../python/skyward_plugin_mig.py", import.meta.url)),
+      config: { profile, gpu: 0 },
+    });
+  // The plugin itself is frozen: the MIG fields go on an object that inherits its hooks.
+  const migPlugin: MigPlugin = Object.create(plugin, {
+    profile: { value: profile, enumerable: true },
+    workersPerNode: { value: workersPerNode, enumerable: true },
+  });
+  Object.freeze(migPlugin);
+  return migPlugin;
+}
