@@ -99,6 +99,8 @@ function localOffer(): Offer {
  */
 export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
   const workers = new Map<string, RunningWorker>();
+  // Instances provisioned and not yet terminated: getInstance knows these and no others.
+  const provisioned = new Set<string>();
   // Set up once per cluster (all its nodes share this machine): includes copied, Python ready.
   const environments = new Map<string, Promise<PythonEnvironment>>();
 
@@ -141,14 +143,18 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       return [offer];
     },
 
-    async prepare(spec: PoolSpec, offer: Offer): Promise<Cluster<LocalCluster>> {
+    async prepare(
+      spec: PoolSpec,
+      offer: Offer,
+      options?: ProviderCallOptions,
+    ): Promise<Cluster<LocalCluster>> {
       const root = settings.workRoot ?? tmpdir();
       await mkdir(root, { recursive: true });
       const workdir = await mkdtemp(join(root, "skyward-pool-"));
       return Object.freeze({
         id: `local-${randomUUID().slice(0, 8)}`,
         provider: "local",
-        poolId: "",
+        poolId: options?.poolId ?? "",
         region: "local",
         spec,
         offer,
@@ -159,9 +165,11 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
 
     async provision(cluster: Cluster<LocalCluster>, count: number): Promise<readonly Instance[]> {
       const now = Date.now();
-      return Array.from({ length: count }, () =>
-        Object.freeze({
-          id: `${cluster.id}-${randomUUID().slice(0, 8)}`,
+      return Array.from({ length: count }, () => {
+        const id = `${cluster.id}-${randomUUID().slice(0, 8)}`;
+        provisioned.add(id);
+        return Object.freeze({
+          id,
           status: "running" as const,
           publicIp: null,
           privateIp: "127.0.0.1",
@@ -171,13 +179,13 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
           offerId: cluster.offer.id,
           createdAt: now,
           tags: Object.freeze({ "skyward:cluster": cluster.id }),
-        }),
-      );
+        });
+      });
     },
 
     async getInstance(cluster: Cluster<LocalCluster>, id: string): Promise<Instance | null> {
       const worker = workers.get(id);
-      if (worker?.exited) return null;
+      if (!provisioned.has(id) || worker?.exited) return null;
       return Object.freeze({
         id,
         status: "running",
@@ -291,6 +299,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
     async terminate(_cluster: Cluster<LocalCluster>, ids: readonly string[]): Promise<void> {
       await Promise.all(
         ids.map(async (id) => {
+          provisioned.delete(id);
           const worker = workers.get(id);
           if (!worker) return;
           workers.delete(id);
@@ -309,7 +318,9 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
     },
 
     async teardown(cluster: Cluster<LocalCluster>): Promise<void> {
-      const mine = [...workers.keys()].filter((id) => id.startsWith(`${cluster.id}-`));
+      const mine = [...new Set([...workers.keys(), ...provisioned])].filter((id) =>
+        id.startsWith(`${cluster.id}-`),
+      );
       await provider.terminate(cluster, mine, { signal: AbortSignal.timeout(10_000) });
       environments.delete(cluster.id);
       await rm(cluster.specific.workdir, { recursive: true, force: true });

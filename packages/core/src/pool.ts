@@ -292,7 +292,7 @@ export class Pool implements AsyncDisposable {
       this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: this.options.shutdownTimeout });
       let cluster: Cluster | undefined;
       try {
-        cluster = await provider.prepare(spec, offer, { signal: combined });
+        cluster = await provider.prepare(spec, offer, { signal: combined, poolId: this.id });
         const transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
         // Plugins' worker modules travel with the code: they land in the work directory, on sys.path.
         const modulePaths = workerModules(spec.plugins)

@@ -25,6 +25,8 @@ export const PROVIDER_SPECIFICATION_VERSION = "v1";
 export interface ProviderCallOptions {
   /** Aborted when the pool gives up (deadline, user abort, shutdown); the call must then reject promptly. */
   readonly signal: AbortSignal;
+  /** The pool the call serves (for `prepare`: to tag what it creates and fill `Cluster.poolId`). */
+  readonly poolId?: string;
   /** Reports progress of a long step (`venv`, `pip`, …) so the pool can show it; optional to call. */
   readonly progress?: (phase: string, status: "started" | "finished", detail?: string) => void;
 }

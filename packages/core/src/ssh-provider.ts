@@ -9,7 +9,7 @@ import type { Accelerator } from "./accelerators.js";
 import { acceleratorSchema } from "./accelerators.js";
 import { NoCapacityError } from "./errors.js";
 import { shellQuote } from "./launch-command.js";
-import type { Cluster, Instance, Offer, OfferQuery, ProviderV1 } from "./provider.js";
+import type { Cluster, Instance, Offer, OfferQuery, ProviderCallOptions, ProviderV1 } from "./provider.js";
 import type { PoolSpec } from "./spec.js";
 import { parseInput } from "./validation.js";
 
@@ -197,11 +197,15 @@ export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
       ];
     },
 
-    async prepare(spec: PoolSpec, offer: Offer): Promise<Cluster<SshClusterData>> {
+    async prepare(
+      spec: PoolSpec,
+      offer: Offer,
+      options?: ProviderCallOptions,
+    ): Promise<Cluster<SshClusterData>> {
       return Object.freeze({
         id: `ssh-${Math.random().toString(36).slice(2, 10)}`,
         provider: "ssh",
-        poolId: "",
+        poolId: options?.poolId ?? "",
         region: "ssh",
         spec,
         offer,

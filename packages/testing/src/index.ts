@@ -1,4 +1,14 @@
 export {
+  clusterFromInstance,
+  instanceProblems,
+  offerPrice,
+  offerProblems,
+  offerQueryProblems,
+  type ProviderConformanceOptions,
+  type ProviderConformanceSupport,
+  runProviderConformance,
+} from "./conformance.js";
+export {
   type CreateTestbedOptions,
   checkTestbedPrerequisites,
   cleanupStaleTestbeds,

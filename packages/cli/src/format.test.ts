@@ -1,0 +1,74 @@
+import type { Instance, Offer } from "@skyward/core";
+import { describe, expect, it } from "vitest";
+import {
+  formatAccelerator,
+  formatAge,
+  formatGb,
+  formatPrice,
+  instanceForOutput,
+  offerPrice,
+  poolOf,
+} from "./format.js";
+
+describe("formatting", () => {
+  it("writes prices, ages, sizes and accelerators for a table", () => {
+    expect([formatPrice(null), formatPrice(0.035), formatPrice(2.19), formatPrice(32.7733)]).toEqual([
+      "-",
+      "0.0350",
+      "2.190",
+      "32.773",
+    ]);
+    expect([45_000, 12 * 60_000, 192 * 60_000, 52 * 3_600_000, 48 * 3_600_000, -5].map(formatAge)).toEqual([
+      "45s",
+      "12m",
+      "3h12m",
+      "2d4h",
+      "2d",
+      "0s",
+    ]);
+    expect([formatGb(16), formatGb(0.5)]).toEqual(["16 GB", "0.5 GB"]);
+    expect(formatAccelerator(null)).toBe("-");
+    expect(formatAccelerator({ name: "A100", count: 8, memoryGb: 80 })).toBe("8x A100 80GB");
+    expect(formatAccelerator({ name: "T4", count: 1, memoryGb: 0 })).toBe("T4");
+  });
+
+  it("ranks an offer by the price of its allocation", () => {
+    const offer = { spotPrice: 0.9, onDemandPrice: 2.5 } as Offer;
+    expect(
+      ["spot", "on-demand", "cheapest", "spot-if-available"].map((allocation) =>
+        offerPrice(offer, allocation as never),
+      ),
+    ).toEqual([0.9, 2.5, 0.9, 0.9]);
+    expect(offerPrice({ spotPrice: null, onDemandPrice: 2.5 } as Offer, "spot")).toBeNull();
+  });
+
+  it("names an instance's pool by its pool tag, else its cluster; never prints a private key", () => {
+    const instance: Instance = {
+      id: "i-1",
+      status: "running",
+      publicIp: null,
+      privateIp: null,
+      ssh: { host: "h", port: 22, user: "root", privateKey: "PRIVATE" },
+      spot: false,
+      hourlyPrice: null,
+      offerId: "o",
+      createdAt: 0,
+      tags: { "skyward:cluster": "c1" },
+    };
+    expect(poolOf(instance)).toBe("c1");
+    expect(poolOf({ ...instance, tags: { "skyward:cluster": "c1", "skyward:pool": "p1" } })).toBe("p1");
+    expect(instanceForOutput("aws", instance)).toEqual({
+      provider: "aws",
+      id: "i-1",
+      status: "running",
+      publicIp: null,
+      privateIp: null,
+      ssh: { host: "h", port: 22, user: "root" },
+      spot: false,
+      hourlyPrice: null,
+      offerId: "o",
+      createdAt: 0,
+      tags: { "skyward:cluster": "c1" },
+    });
+  });
+});

@@ -1,0 +1,60 @@
+/** How the CLI writes prices, durations, accelerators and instances for people and for `--json`. */
+import type { Instance, Offer, OfferQuery } from "@skyward/core";
+
+/** A price in USD per hour (`0.0350`, `2.190`), or `-` when there is none. */
+export function formatPrice(price: number | null): string {
+  if (price === null) return "-";
+  return price < 0.1 ? price.toFixed(4) : price.toFixed(3);
+}
+
+/** A duration in milliseconds as its two largest units: `45s`, `12m`, `3h12m`, `2d4h`. */
+export function formatAge(milliseconds: number): string {
+  const seconds = Math.max(0, Math.floor(milliseconds / 1000));
+  if (seconds < 60) return `${seconds}s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes}m`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) return `${hours}h${minutes % 60 ? `${minutes % 60}m` : ""}`;
+  const days = Math.floor(hours / 24);
+  return `${days}d${hours % 24 ? `${hours % 24}h` : ""}`;
+}
+
+/** An offer's accelerators: `8x A100 80GB`, `A100 40GB`, or `-` for CPU-only. */
+export function formatAccelerator(accelerator: Offer["accelerator"]): string {
+  if (!accelerator) return "-";
+  const count = accelerator.count === 1 ? "" : `${accelerator.count}x `;
+  const memory = accelerator.memoryGb > 0 ? ` ${accelerator.memoryGb}GB` : "";
+  return `${count}${accelerator.name}${memory}`;
+}
+
+/** A size in GB without needless decimals: `16 GB`, `0.5 GB`. */
+export function formatGb(gigabytes: number): string {
+  return `${Number.isInteger(gigabytes) ? gigabytes : gigabytes.toFixed(1)} GB`;
+}
+
+/**
+ * The price an offer is ranked by under an allocation: the spot price for `"spot"`, the on-demand price
+ * for `"on-demand"`, otherwise the lower of the two; null when it cannot be bought that way.
+ */
+export function offerPrice(offer: Offer, allocation: OfferQuery["allocation"]): number | null {
+  if (allocation === "spot") return offer.spotPrice;
+  if (allocation === "on-demand") return offer.onDemandPrice;
+  const prices = [offer.spotPrice, offer.onDemandPrice].filter((price): price is number => price !== null);
+  return prices.length > 0 ? Math.min(...prices) : null;
+}
+
+/** The pool an instance belongs to: its `skyward:pool` tag, else its cluster (`skyward:cluster`). */
+export function poolOf(instance: Instance): string {
+  return instance.tags["skyward:pool"] ?? instance.tags["skyward:cluster"] ?? "";
+}
+
+/** An instance as `--json` prints it: with its provider, and without any private key. */
+export function instanceForOutput(provider: string, instance: Instance): Record<string, unknown> {
+  const { ssh, ...rest } = instance;
+  let publicSsh: Record<string, unknown> | null = null;
+  if (ssh) {
+    const { privateKey: _secret, ...visible } = ssh;
+    publicSsh = visible;
+  }
+  return { provider, ...rest, ssh: publicSsh };
+}

@@ -1,0 +1,104 @@
+/** `skyward instances`: the live instances Skyward started, at every provider (or those given). */
+import type { Instance, Provider } from "@skyward/core";
+import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
+import { formatAge, formatPrice, instanceForOutput, poolOf } from "./format.js";
+import { describeError, type LoadedProvider, type SkippedProvider } from "./providers.js";
+import { renderTable } from "./table.js";
+
+/** The flags of `skyward instances`, parsed. */
+export interface InstancesFlags {
+  readonly providers: readonly string[] | undefined;
+  readonly json: boolean;
+}
+
+/** The help text of `skyward instances`. */
+export const INSTANCES_HELP = `Usage: skyward instances [--provider A,B] [--json]
+
+Lists the instances Skyward started that are still alive, at every provider (or those given).
+
+  --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, runpod, vastai
+  --json               print the instances as JSON (private keys left out)
+  --timeout SECONDS    give up after this long (default 60)
+`;
+
+/** One live instance and the provider it is at. */
+export interface ListedInstance {
+  /** The provider's name as the user knows it. */
+  readonly providerName: string;
+  readonly provider: Provider;
+  readonly instance: Instance;
+}
+
+/**
+ * Every live (not terminated) instance Skyward tagged, from each provider's `listInstances`, oldest
+ * first per provider; providers that cannot list (or fail to) are returned as skipped.
+ */
+export async function listLiveInstances(
+  context: CommandContext,
+  loaded: readonly LoadedProvider[],
+): Promise<{ instances: ListedInstance[]; failed: SkippedProvider[] }> {
+  const failed: SkippedProvider[] = [];
+  const lists = await Promise.all(
+    loaded.map(async ({ name, provider }): Promise<ListedInstance[]> => {
+      if (!provider.listInstances) {
+        failed.push({ name, reason: "cannot list instances (the provider has no listInstances)" });
+        return [];
+      }
+      try {
+        const all = await provider.listInstances({ signal: context.signal });
+        return all
+          .filter((instance) => instance.status !== "terminated")
+          .map((instance) => {
+            if (instance.ssh?.privateKey) context.redactor.add(instance.ssh.privateKey);
+            return { providerName: name, provider, instance };
+          });
+      } catch (error) {
+        failed.push({ name, reason: describeError(error) });
+        return [];
+      }
+    }),
+  );
+  const instances = lists
+    .flat()
+    .sort(
+      (a, b) => a.providerName.localeCompare(b.providerName) || a.instance.createdAt - b.instance.createdAt,
+    );
+  return { instances, failed };
+}
+
+/** Prints instances as a table. */
+export function printInstances(context: CommandContext, instances: readonly ListedInstance[]): void {
+  const now = Date.now();
+  context.out(
+    `${renderTable(
+      [
+        { header: "PROVIDER", cell: (row: ListedInstance) => row.providerName },
+        { header: "INSTANCE", cell: (row) => row.instance.id },
+        { header: "STATUS", cell: (row) => row.instance.status },
+        { header: "POOL", cell: (row) => poolOf(row.instance) || "-" },
+        { header: "SPOT", cell: (row) => (row.instance.spot ? "yes" : "no") },
+        { header: "$/H", cell: (row) => formatPrice(row.instance.hourlyPrice), align: "right" },
+        { header: "AGE", cell: (row) => formatAge(now - row.instance.createdAt), align: "right" },
+        { header: "ADDRESS", cell: (row) => row.instance.publicIp ?? row.instance.privateIp ?? "-" },
+      ],
+      instances,
+    )}\n`,
+  );
+}
+
+/** Runs `skyward instances`; resolves with the exit code. */
+export async function instancesCommand(context: CommandContext, flags: InstancesFlags): Promise<number> {
+  const { loaded, skipped } = await useProviders(context, flags.providers);
+  const { instances, failed } = await listLiveInstances(context, loaded);
+  reportSkipped(context, [...skipped, ...failed]);
+  if (loaded.length === failed.length) {
+    context.err("skyward: no provider could be asked for its instances\n");
+    return 1;
+  }
+  if (flags.json) {
+    const output = instances.map((row) => instanceForOutput(row.providerName, row.instance));
+    context.out(`${JSON.stringify(output, null, 2)}\n`);
+  } else if (instances.length === 0) context.out("No live instances.\n");
+  else printInstances(context, instances);
+  return 0;
+}

@@ -1,0 +1,48 @@
+import { describe, expect, it } from "vitest";
+import { REDACTED, Redactor, redactStream } from "./redact.js";
+
+describe("Redactor", () => {
+  it("masks credential-looking environment variables and nothing else", () => {
+    const redactor = new Redactor();
+    redactor.addEnvironment({
+      RUNPOD_API_KEY: "rp_0123456789",
+      AWS_SECRET_ACCESS_KEY: "wJalrXUtnFEMI/K7MDENG",
+      GITHUB_TOKEN: "ghp_abcdef",
+      HOME: "/home/someone",
+      SHORT_KEY: "abc",
+    });
+    expect(
+      redactor.redact("key rp_0123456789, secret wJalrXUtnFEMI/K7MDENG, ghp_abcdef in /home/someone abc"),
+    ).toBe(`key ${REDACTED}, secret ${REDACTED}, ${REDACTED} in /home/someone abc`);
+  });
+
+  it("masks strings under credential-looking settings keys at any depth, longest first", () => {
+    const redactor = new Redactor();
+    redactor.addSettings({
+      region: "us-east-1",
+      apiKey: "secret-one",
+      auth: { user: "bob-the-user", extra: ["secret-one-and-more"] },
+    });
+    expect(redactor.redact("secret-one-and-more / secret-one / bob-the-user / us-east-1")).toBe(
+      `${REDACTED} / ${REDACTED} / ${REDACTED} / us-east-1`,
+    );
+  });
+
+  it("redactStream masks every write to a stream until restored, strings and bytes alike", () => {
+    const written: string[] = [];
+    const stream = {
+      write(chunk: string) {
+        written.push(chunk);
+        return true;
+      },
+    } as unknown as NodeJS.WriteStream;
+    const redactor = new Redactor();
+    redactor.add("hunter2-hunter2");
+    const restore = redactStream(stream, redactor);
+    stream.write("password hunter2-hunter2\n");
+    stream.write(Buffer.from("again hunter2-hunter2"));
+    restore();
+    stream.write("hunter2-hunter2");
+    expect(written).toEqual([`password ${REDACTED}\n`, `again ${REDACTED}`, "hunter2-hunter2"]);
+  });
+});

@@ -1,0 +1,191 @@
+/** The `skyward` command line: parses arguments, runs a command, turns errors into messages and exit codes. */
+import { createInterface } from "node:readline";
+import { type ParseArgsConfig, parseArgs } from "node:util";
+import { ConfigurationError, version } from "@skyward/core";
+import type { CommandContext } from "./command-context.js";
+import { DOWN_HELP, downCommand } from "./down-command.js";
+import { INSTANCES_HELP, instancesCommand } from "./instances-command.js";
+import { OFFERS_HELP, offersCommand } from "./offers-command.js";
+import { describeError } from "./providers.js";
+import { Redactor, redactStream } from "./redact.js";
+import { UsageError } from "./usage-error.js";
+
+const HELP = `Usage: skyward <command> [options]
+
+Commands:
+  offers      compare the offers of every provider, cheapest first
+  instances   list the live instances Skyward started
+  down        terminate instances Skyward started (one pool, or all)
+
+Providers come from skyward.toml ([providers.NAME], merged over ~/.skyward/defaults.toml), else
+aws, runpod and vastai with credentials from the environment. Run "skyward <command> --help" for
+a command's options.
+`;
+
+/** Where and how {@link runCli} runs; every field defaults to this process's own. */
+export interface RunCliOptions {
+  /** The project directory (`skyward.toml`, provider packages). Default `process.cwd()`. */
+  cwd?: string;
+  /** The home directory holding `.skyward/defaults.toml`. Default the user's. */
+  home?: string;
+  /** Environment variables whose credential-looking values are masked in all output. Default `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  /** Aborts the command (Ctrl-C). */
+  signal?: AbortSignal;
+}
+
+const commonOptions = {
+  provider: { type: "string", multiple: true },
+  json: { type: "boolean", default: false },
+  timeout: { type: "string" },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
+function positiveNumber(flag: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!Number.isFinite(value) || value <= 0)
+    throw new UsageError(`${flag} expects a number > 0, received "${text}"`);
+  return value;
+}
+
+/** `--provider aws,runpod --provider vastai` → `["aws", "runpod", "vastai"]`; undefined when not given. */
+function providerList(values: readonly string[] | undefined): string[] | undefined {
+  if (values === undefined) return undefined;
+  return values
+    .flatMap((value) => value.split(","))
+    .map((name) => name.trim())
+    .filter(Boolean);
+}
+
+function parse<const Options extends NonNullable<ParseArgsConfig["options"]>>(
+  args: string[],
+  options: Options,
+) {
+  try {
+    return parseArgs({
+      args,
+      options: { ...commonOptions, ...options },
+      strict: true,
+      allowPositionals: false,
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+function ask(question: string): Promise<string> {
+  const prompt = createInterface({ input: process.stdin, output: process.stderr });
+  return new Promise((resolve) => {
+    prompt.question(question, (answer) => {
+      resolve(answer);
+      prompt.close();
+    });
+    // Ctrl-D or a closed stdin: no answer, so no.
+    prompt.once("close", () => resolve(""));
+  });
+}
+
+async function dispatch(argv: readonly string[], base: Omit<CommandContext, "signal">, signal: AbortSignal) {
+  const [command, ...args] = argv;
+  if (command === undefined || command === "help" || command === "--help" || command === "-h") {
+    base.out(HELP);
+    return command === undefined ? 2 : 0;
+  }
+  if (command === "--version" || command === "-v") {
+    base.out(`skyward ${version}\n`);
+    return 0;
+  }
+  const help = (text: string) => {
+    base.out(text);
+    return 0;
+  };
+  const withTimeout = (timeout: string | undefined): CommandContext => {
+    const seconds = positiveNumber("--timeout", timeout) ?? 60;
+    return { ...base, signal: AbortSignal.any([signal, AbortSignal.timeout(seconds * 1000)]) };
+  };
+  switch (command) {
+    case "offers": {
+      const { values } = parse(args, {
+        accelerator: { type: "string" },
+        spot: { type: "boolean", default: false },
+        "max-price": { type: "string" },
+        region: { type: "string" },
+      });
+      if (values.help) return help(OFFERS_HELP);
+      return offersCommand(withTimeout(values.timeout), {
+        accelerator: values.accelerator,
+        providers: providerList(values.provider),
+        spot: values.spot,
+        maxPrice: positiveNumber("--max-price", values["max-price"]),
+        region: values.region,
+        json: values.json,
+      });
+    }
+    case "instances": {
+      const { values } = parse(args, {});
+      if (values.help) return help(INSTANCES_HELP);
+      return instancesCommand(withTimeout(values.timeout), {
+        providers: providerList(values.provider),
+        json: values.json,
+      });
+    }
+    case "down": {
+      const { values } = parse(args, {
+        pool: { type: "string" },
+        all: { type: "boolean", default: false },
+        yes: { type: "boolean", short: "y", default: false },
+      });
+      if (values.help) return help(DOWN_HELP);
+      return downCommand(withTimeout(values.timeout), {
+        pool: values.pool,
+        all: values.all,
+        providers: providerList(values.provider),
+        yes: values.yes,
+        json: values.json,
+      });
+    }
+    default:
+      throw new UsageError(`unknown command "${command}" (expected offers, instances or down)`);
+  }
+}
+
+/**
+ * Runs the `skyward` command with `argv` (the arguments after `skyward`) and resolves with its exit
+ * code: 0 on success, 1 when the command failed, 2 for a usage or configuration mistake. It writes to
+ * this process's stdout and stderr, and while it runs every write there — provider code's too — has
+ * the run's secrets masked (credential-looking environment variables and provider settings).
+ */
+export async function runCli(argv: readonly string[], options: RunCliOptions = {}): Promise<number> {
+  const redactor = new Redactor();
+  redactor.addEnvironment(options.env ?? process.env);
+  const restoreStdout = redactStream(process.stdout, redactor);
+  const restoreStderr = redactStream(process.stderr, redactor);
+  const base: Omit<CommandContext, "signal"> = {
+    cwd: options.cwd ?? process.cwd(),
+    home: options.home,
+    redactor,
+    out: (text) => process.stdout.write(text),
+    err: (text) => process.stderr.write(text),
+    interactive: process.stdin.isTTY === true,
+    ask,
+  };
+  try {
+    return await dispatch(argv, base, options.signal ?? new AbortController().signal);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      base.err(`skyward: ${error.message}\nRun "skyward --help" for usage.\n`);
+      return 2;
+    }
+    if (ConfigurationError.isInstance(error)) {
+      base.err(`skyward: ${error.message}\n`);
+      return 2;
+    }
+    base.err(`skyward: ${describeError(error)}\n`);
+    if (process.env.SKYWARD_DEBUG && error instanceof Error && error.stack) base.err(`${error.stack}\n`);
+    return 1;
+  } finally {
+    restoreStderr();
+    restoreStdout();
+  }
+}

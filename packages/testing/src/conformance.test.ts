@@ -1,0 +1,158 @@
+/**
+ * The conformance suite itself: run in a child vitest against a well-behaved fake provider and against
+ * fakes that each break one rule of the contract, it must pass the first and fail each of the others
+ * exactly where the rule is checked.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Offer, OfferQuery } from "@skyward/core";
+import { describe, expect, it } from "vitest";
+import { offerProblems, offerQueryProblems } from "./conformance.js";
+
+const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
+const vitestCli = join(dirname(createRequire(import.meta.url).resolve("vitest/package.json")), "vitest.mjs");
+
+interface JsonReport {
+  numPassedTests: number;
+  testResults: {
+    assertionResults: { ancestorTitles: string[]; title: string; status: string }[];
+  }[];
+}
+
+const OFFERS = "offers for the spec are well formed and satisfy the query";
+const ACCELERATOR = "an accelerator query returns only offers with that accelerator";
+const ALLOCATION =
+  'allocation "spot" returns only offers with a spot price, "on-demand" only offers with an on-demand price';
+const MAX_PRICE = "maxHourlyCost is honoured";
+const OFFERS_READ_ONLY = "offers creates nothing";
+const PROVISION = "provision returns up to 2 instance(s) tagged with the cluster";
+const GET = "getInstance finds every provisioned instance";
+const SELF_DESTRUCT = "selfDestruct returns a shell operation, synchronously";
+const LIST =
+  "listInstances (when the provider has it) lists them, and terminate works with the cluster rebuilt from their tags";
+const TERMINATE = "terminate is idempotent: twice, with unknown ids, with no ids";
+const AFTER_TERMINATE = "after terminate, getInstance returns null or a terminated instance";
+const TEARDOWN = "teardown (twice) leaves nothing behind";
+
+describe("runProviderConformance", () => {
+  it("passes a well-behaved provider and fails each broken one exactly where it breaks the contract", async () => {
+    const scratch = await mkdtemp(join(tmpdir(), "skyward-conformance-"));
+    try {
+      const reportFile = join(scratch, "report.json");
+      await new Promise<void>((resolve, reject) => {
+        execFile(
+          process.execPath,
+          [
+            vitestCli,
+            "run",
+            "--config",
+            "test/fixtures/conformance-fakes.vitest.config.ts",
+            "--reporter=json",
+            `--outputFile=${reportFile}`,
+          ],
+          { cwd: packageDirectory, env: { ...process.env, CI: "" }, timeout: 120_000 },
+          // The run fails (the broken fakes fail): only a missing report is an error here.
+          (error) => (error?.killed ? reject(error) : resolve()),
+        );
+      });
+      const report = JSON.parse(await readFile(reportFile, "utf8")) as JsonReport;
+      const failures: Record<string, string[]> = {};
+      for (const result of report.testResults) {
+        for (const test of result.assertionResults) {
+          const suite = (test.ancestorTitles[0] ?? "").replace("provider conformance: ", "");
+          failures[suite] ??= [];
+          if (test.status !== "passed") failures[suite].push(test.title);
+        }
+      }
+      expect(failures).toEqual({
+        none: [],
+        "bad-offer-fields": [OFFERS, ACCELERATOR, ALLOCATION, MAX_PRICE, PROVISION, GET, LIST],
+        "ignores-max-price": [MAX_PRICE],
+        "ignores-accelerator": [OFFERS, ACCELERATOR, ALLOCATION, MAX_PRICE],
+        "spot-without-price": [ALLOCATION],
+        "offers-create-things": [OFFERS_READ_ONLY, TEARDOWN],
+        "untagged-instances": [PROVISION, GET, LIST],
+        "created-at-in-seconds": [PROVISION, GET, LIST],
+        "terminate-rejects-unknown": [TERMINATE],
+        "get-after-terminate-running": [LIST, AFTER_TERMINATE],
+        "teardown-leaks": [TEARDOWN],
+        "no-self-destruct": [SELF_DESTRUCT],
+        "detached-terminate-fails": [LIST],
+      });
+      expect(report.numPassedTests).toBeGreaterThan(100);
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
+    }
+  }, 150_000);
+});
+
+describe("offerProblems and offerQueryProblems", () => {
+  const offer: Offer = {
+    id: "g.a100",
+    provider: "fake",
+    instanceType: "g.a100",
+    accelerator: { name: "A100", count: 2, memoryGb: 80 },
+    vcpus: 24,
+    memoryGb: 192,
+    architecture: "x86_64",
+    region: "fake-1",
+    spotPrice: 1.2,
+    onDemandPrice: 4,
+    pricesAsOf: "2025-06-01T00:00:00Z",
+    specific: { machine: 7 },
+  };
+
+  it("accepts a well-formed offer and names each bad field", () => {
+    expect(offerProblems(offer, "fake")).toEqual([]);
+    const bad = {
+      ...offer,
+      provider: "other",
+      accelerator: { name: "NVIDIA A100-SXM4-80GB", count: 0, memoryGb: 80 },
+      spotPrice: -0.5,
+      pricesAsOf: "yesterday",
+      specific: { when: new Date(0) },
+    };
+    const problems = offerProblems(bad, "fake").join("\n");
+    expect(problems).toContain('provider must be the provider\'s name "fake", is "other"');
+    expect(problems).toContain("accelerator.name must be a canonical catalog name");
+    expect(problems).toContain("accelerator.count must be a number > 0");
+    expect(problems).toContain("spotPrice must be a number >= 0 or null, is -0.5");
+    expect(problems).toContain('pricesAsOf must be an ISO 8601 date or date-time, is "yesterday"');
+    expect(problems).toContain("does not survive JSON");
+    expect(offerProblems({ ...offer, spotPrice: null, onDemandPrice: null }, "fake")).toEqual([
+      'offer "g.a100": has neither a spot nor an on-demand price, so it cannot be bought',
+    ]);
+  });
+
+  it("checks an offer against the query's accelerator, minimums, allocation and price cap", () => {
+    const query: OfferQuery = {
+      accelerator: { name: "A100", count: 2, memoryGb: 80 },
+      allocation: "cheapest",
+    };
+    expect(offerQueryProblems(offer, query)).toEqual([]);
+    expect(offerQueryProblems(offer, { ...query, maxHourlyCost: 1.2 })).toEqual([]);
+    expect(offerQueryProblems(offer, { ...query, allocation: "on-demand", maxHourlyCost: 1.2 })).toEqual([
+      'offer "g.a100": costs $4/h under "on-demand", above the query\'s maxHourlyCost $1.2',
+    ]);
+    expect(
+      offerQueryProblems(offer, {
+        accelerator: { name: "H100", count: 4 },
+        vcpus: 32,
+        architecture: "arm64",
+        allocation: "spot",
+      }),
+    ).toEqual([
+      'offer "g.a100": has A100, but the query asked for H100',
+      'offer "g.a100": has 2 accelerators, the query asked for 4',
+      'offer "g.a100": has 24 vCPUs, the query asked for at least 32',
+      'offer "g.a100": is x86_64, the query asked for arm64',
+    ]);
+    expect(offerQueryProblems(offer, { accelerator: null, allocation: "cheapest" })).toEqual([
+      'offer "g.a100": has A100 accelerators, but the query asked for CPU-only nodes',
+    ]);
+  });
+});

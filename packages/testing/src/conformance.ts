@@ -1,0 +1,668 @@
+/**
+ * The provider conformance suite: one vitest `describe` block that checks a provider against the
+ * `v1` contract of `@skyward/core` — well-formed offers that respect the query, a read-only
+ * `offers`, and the whole lifecycle `prepare` → `provision` → `getInstance` → `terminate` →
+ * `teardown` leaving nothing behind. Every provider package runs it, the built-ins included.
+ */
+import {
+  acceleratorCatalog,
+  type Cluster,
+  type Instance,
+  type Offer,
+  type OfferQuery,
+  type PoolSpec,
+  type Provider,
+  type ProviderCallOptions,
+  options as resolvePoolOptions,
+  resolvePoolSpec,
+  spec as resolveSpec,
+  type SpecInput,
+} from "@skyward/core";
+import { whyNotProvider } from "@skyward/core/internal";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/** What a provider under test can do in its test environment; every field is optional. */
+export interface ProviderConformanceSupport {
+  /**
+   * Whether `prepare`, `provision`, `terminate` and `teardown` are exercised. Default true; set false
+   * only when the test environment cannot create instances at all (the offer checks still run).
+   */
+  lifecycle?: boolean;
+  /**
+   * A canonical accelerator name (`"A100"`) the provider offers in the test environment: a query for it
+   * must then return at least one offer. Without it the suite asks for `"A100"` and checks only that
+   * whatever comes back matches.
+   */
+  accelerator?: string;
+  /**
+   * Whether the provider has a machine to end, so that `selfDestruct` must return a non-empty shell
+   * operation. Default true; false for providers like `Local` whose workers simply exit.
+   */
+  selfDestruct?: boolean;
+}
+
+/** Options of {@link runProviderConformance}. */
+export interface ProviderConformanceOptions {
+  /** Names the `describe` block: `provider conformance: <name>`. */
+  name: string;
+  /**
+   * Creates the provider under test. Called once, in the suite's `beforeAll` — after the caller's own
+   * `beforeAll` hooks, so a server (moto, msw) started there is up.
+   */
+  create: () => Provider | Promise<Provider>;
+  /**
+   * The spec (without `provider`) whose offers are checked and whose cheapest offer the lifecycle
+   * provisions. Default `{}`: one CPU node, `allocation: "spot-if-available"`.
+   */
+  spec?: Omit<SpecInput, "provider">;
+  /** What the provider can do in this test environment. */
+  supports?: ProviderConformanceSupport;
+  /** Adjusts the resolved pool spec handed to `prepare` (worker settings, timeouts…). */
+  prepareSpec?: (spec: PoolSpec) => PoolSpec | Promise<PoolSpec>;
+  /**
+   * Describes what Skyward has left at the provider (instances, security groups, key pairs, … — found
+   * e.g. by querying moto for Skyward's tags): one entry per resource, anything printable. Must not
+   * change across `offers`, and must be empty after `teardown`. Without it only `listInstances` (when
+   * the provider has it) is consulted.
+   */
+  leftovers?: () => readonly unknown[] | Promise<readonly unknown[]>;
+  /** Runs last, after the suite's own best-effort teardown (close a server, remove a directory). */
+  cleanup?: () => void | Promise<void>;
+  /** How many instances the lifecycle asks `provision` for. Default 1. */
+  provisionCount?: number;
+  /**
+   * An instance id the provider has never issued, in its own format (moto rejects malformed EC2 ids
+   * differently from unknown ones). Default `"skyward-conformance-unknown"`.
+   */
+  unknownInstanceId?: string;
+  /** Deadline of each provider call and of each test, milliseconds. Default 120000. */
+  timeoutMs?: number;
+}
+
+const INSTANCE_STATUSES = new Set(["pending", "running", "stopping", "terminated"]);
+const ARCHITECTURES = new Set(["x86_64", "arm64"]);
+const BILLING_UNITS = new Set(["second", "minute", "hour"]);
+const CATALOG_NAMES = new Set<string>(acceleratorCatalog.map((entry) => entry.name));
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isNonNegativeNumber(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value) && value >= 0;
+}
+
+/** The price of an offer under an allocation, as the pool ranks offers; null when it cannot be bought so. */
+export function offerPrice(offer: Offer, allocation: OfferQuery["allocation"]): number | null {
+  if (allocation === "spot") return offer.spotPrice;
+  if (allocation === "on-demand") return offer.onDemandPrice;
+  const prices = [offer.spotPrice, offer.onDemandPrice].filter((price): price is number => price !== null);
+  return prices.length > 0 ? Math.min(...prices) : null;
+}
+
+/**
+ * What is wrong with an offer as plain data, in words (an empty array when nothing is): every field of
+ * `Offer` present and typed, prices >= 0 or null, `pricesAsOf` a date, accelerators named as in the
+ * catalog, and nothing that would not survive JSON (offers are shown, logged and cached).
+ */
+export function offerProblems(offer: unknown, providerName: string): string[] {
+  if (!isRecord(offer)) return [`expected an offer object, received ${JSON.stringify(offer)}`];
+  const label = `offer ${typeof offer.id === "string" ? JSON.stringify(offer.id) : "(no id)"}`;
+  const problems: string[] = [];
+  const fail = (field: string, message: string) => problems.push(`${label}: ${field} ${message}`);
+  if (typeof offer.id !== "string" || offer.id === "") fail("id", "must be a non-empty string");
+  if (offer.provider !== providerName) {
+    fail(
+      "provider",
+      `must be the provider's name ${JSON.stringify(providerName)}, is ${JSON.stringify(offer.provider)}`,
+    );
+  }
+  if (typeof offer.instanceType !== "string" || offer.instanceType === "")
+    fail("instanceType", "must be a non-empty string");
+  if (!("accelerator" in offer)) fail("accelerator", "is missing (null for CPU-only)");
+  else if (offer.accelerator !== null) {
+    const accelerator = offer.accelerator;
+    if (!isRecord(accelerator)) fail("accelerator", "must be an object or null");
+    else {
+      if (typeof accelerator.name !== "string" || !CATALOG_NAMES.has(accelerator.name)) {
+        fail(
+          "accelerator.name",
+          `must be a canonical catalog name (A100, H100, RTX_4090, …), is ${JSON.stringify(accelerator.name)}`,
+        );
+      }
+      if (typeof accelerator.count !== "number" || !(accelerator.count > 0))
+        fail("accelerator.count", "must be a number > 0");
+      if (!isNonNegativeNumber(accelerator.memoryGb)) fail("accelerator.memoryGb", "must be a number >= 0");
+    }
+  }
+  if (!isNonNegativeNumber(offer.vcpus)) fail("vcpus", "must be a number >= 0");
+  if (!isNonNegativeNumber(offer.memoryGb)) fail("memoryGb", "must be a number >= 0");
+  if (offer.diskGb !== undefined && !isNonNegativeNumber(offer.diskGb))
+    fail("diskGb", "must be a number >= 0 when present");
+  if (typeof offer.architecture !== "string" || !ARCHITECTURES.has(offer.architecture))
+    fail("architecture", `must be "x86_64" or "arm64", is ${JSON.stringify(offer.architecture)}`);
+  if (typeof offer.region !== "string" || offer.region === "") fail("region", "must be a non-empty string");
+  for (const field of ["spotPrice", "onDemandPrice"] as const) {
+    if (!(field in offer)) fail(field, "is missing (null when there is no such option)");
+    else if (offer[field] !== null && !isNonNegativeNumber(offer[field]))
+      fail(field, `must be a number >= 0 or null, is ${JSON.stringify(offer[field])}`);
+  }
+  if (offer.spotPrice === null && offer.onDemandPrice === null)
+    problems.push(`${label}: has neither a spot nor an on-demand price, so it cannot be bought`);
+  if (offer.billingUnit !== undefined && !BILLING_UNITS.has(offer.billingUnit as string))
+    fail("billingUnit", 'must be "second", "minute" or "hour" when present');
+  if (
+    typeof offer.pricesAsOf !== "string" ||
+    !/^\d{4}-\d{2}-\d{2}/.test(offer.pricesAsOf) ||
+    Number.isNaN(Date.parse(offer.pricesAsOf))
+  ) {
+    fail("pricesAsOf", `must be an ISO 8601 date or date-time, is ${JSON.stringify(offer.pricesAsOf)}`);
+  }
+  if (!isRecord(offer.specific)) fail("specific", "must be an object (the provider's own data)");
+  try {
+    if (!jsonEqual(JSON.parse(JSON.stringify(offer)), offer))
+      problems.push(`${label}: does not survive JSON`);
+  } catch (error) {
+    problems.push(`${label}: cannot be written as JSON (${(error as Error).message})`);
+  }
+  return problems;
+}
+
+/** Deep equality of JSON-like values, where a property holding undefined counts as absent. */
+function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return (
+      Array.isArray(a) &&
+      Array.isArray(b) &&
+      a.length === b.length &&
+      a.every((item, index) => jsonEqual(item, b[index]))
+    );
+  }
+  if (!isRecord(a) || !isRecord(b)) return false;
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)].filter((key) => b[key] !== undefined));
+  return [...keys].every((key) => jsonEqual(a[key], b[key]));
+}
+
+/**
+ * How an offer fails to satisfy a query, in words (an empty array when it satisfies it): the
+ * accelerator (or none), minimum vCPUs, memory and disk, architecture, the allocation's price and
+ * the price cap.
+ */
+export function offerQueryProblems(offer: Offer, query: OfferQuery): string[] {
+  const label = `offer ${JSON.stringify(offer.id)}`;
+  const problems: string[] = [];
+  const wanted = query.accelerator;
+  if (wanted === null) {
+    if (offer.accelerator !== null)
+      problems.push(
+        `${label}: has ${offer.accelerator.name} accelerators, but the query asked for CPU-only nodes`,
+      );
+  } else if (offer.accelerator === null) {
+    problems.push(`${label}: has no accelerator, but the query asked for ${wanted.name}`);
+  } else {
+    if (offer.accelerator.name !== wanted.name)
+      problems.push(`${label}: has ${offer.accelerator.name}, but the query asked for ${wanted.name}`);
+    if (offer.accelerator.count < wanted.count)
+      problems.push(
+        `${label}: has ${offer.accelerator.count} accelerators, the query asked for ${wanted.count}`,
+      );
+    if (wanted.memoryGb !== undefined && offer.accelerator.memoryGb < wanted.memoryGb) {
+      problems.push(
+        `${label}: has ${offer.accelerator.memoryGb} GB per accelerator, the query asked for ${wanted.memoryGb}`,
+      );
+    }
+  }
+  if (query.vcpus !== undefined && offer.vcpus < query.vcpus)
+    problems.push(`${label}: has ${offer.vcpus} vCPUs, the query asked for at least ${query.vcpus}`);
+  if (query.memoryGb !== undefined && offer.memoryGb < query.memoryGb)
+    problems.push(`${label}: has ${offer.memoryGb} GB, the query asked for at least ${query.memoryGb}`);
+  if (query.diskGb !== undefined && offer.diskGb !== undefined && offer.diskGb < query.diskGb)
+    problems.push(`${label}: has ${offer.diskGb} GB of disk, the query asked for at least ${query.diskGb}`);
+  if (query.architecture !== undefined && offer.architecture !== query.architecture)
+    problems.push(`${label}: is ${offer.architecture}, the query asked for ${query.architecture}`);
+  if (query.allocation === "spot" && offer.spotPrice === null)
+    problems.push(`${label}: has no spot price, but the query asked for allocation "spot"`);
+  if (query.allocation === "on-demand" && offer.onDemandPrice === null)
+    problems.push(`${label}: has no on-demand price, but the query asked for allocation "on-demand"`);
+  const price = offerPrice(offer, query.allocation);
+  if (query.maxHourlyCost !== undefined && price !== null && price > query.maxHourlyCost) {
+    problems.push(
+      `${label}: costs $${price}/h under "${query.allocation}", above the query's maxHourlyCost $${query.maxHourlyCost}`,
+    );
+  }
+  return problems;
+}
+
+/**
+ * What is wrong with an instance, in words (an empty array when nothing is): every field of `Instance`
+ * present and typed, `createdAt` in milliseconds, and tagged with `cluster` — a tag whose value is the
+ * cluster id (`skyward:cluster` by convention).
+ */
+export function instanceProblems(instance: unknown, cluster: Cluster): string[] {
+  if (!isRecord(instance)) return [`expected an instance object, received ${JSON.stringify(instance)}`];
+  const label = `instance ${typeof instance.id === "string" ? JSON.stringify(instance.id) : "(no id)"}`;
+  const problems: string[] = [];
+  const fail = (field: string, message: string) => problems.push(`${label}: ${field} ${message}`);
+  if (typeof instance.id !== "string" || instance.id === "") fail("id", "must be a non-empty string");
+  if (typeof instance.status !== "string" || !INSTANCE_STATUSES.has(instance.status))
+    fail("status", `must be pending, running, stopping or terminated, is ${JSON.stringify(instance.status)}`);
+  for (const field of ["publicIp", "privateIp"] as const) {
+    if (!(field in instance) || (instance[field] !== null && typeof instance[field] !== "string"))
+      fail(field, "must be a string or null");
+  }
+  if (!("ssh" in instance)) fail("ssh", "is missing (null when not reached over SSH)");
+  else if (instance.ssh !== null) {
+    const ssh = instance.ssh;
+    if (!isRecord(ssh)) fail("ssh", "must be an object or null");
+    else {
+      if (typeof ssh.host !== "string" || ssh.host === "") fail("ssh.host", "must be a non-empty string");
+      if (typeof ssh.port !== "number" || !Number.isInteger(ssh.port) || ssh.port < 1 || ssh.port > 65_535)
+        fail("ssh.port", "must be a port number");
+      if (typeof ssh.user !== "string" || ssh.user === "") fail("ssh.user", "must be a non-empty string");
+      for (const field of ["privateKey", "identityFile", "hostKeyFingerprint", "root"] as const) {
+        if (ssh[field] !== undefined && typeof ssh[field] !== "string")
+          fail(`ssh.${field}`, "must be a string when present");
+      }
+    }
+  }
+  if (typeof instance.spot !== "boolean") fail("spot", "must be a boolean");
+  if (instance.hourlyPrice !== null && !isNonNegativeNumber(instance.hourlyPrice))
+    fail("hourlyPrice", "must be a number >= 0 or null");
+  if (typeof instance.offerId !== "string" || instance.offerId === "")
+    fail("offerId", "must be a non-empty string");
+  if (typeof instance.createdAt !== "number" || !Number.isFinite(instance.createdAt))
+    fail("createdAt", "must be a number");
+  else if (instance.createdAt < 1e12 || instance.createdAt > Date.now() + 600_000)
+    fail("createdAt", `must be milliseconds since the epoch, is ${instance.createdAt}`);
+  const tags = instance.tags;
+  if (!isRecord(tags) || Object.values(tags).some((value) => typeof value !== "string"))
+    fail("tags", "must be an object of strings");
+  else if (!Object.values(tags).includes(cluster.id))
+    fail("tags", `must carry the cluster id ${JSON.stringify(cluster.id)} (as "skyward:cluster")`);
+  return problems;
+}
+
+/** What is wrong with a cluster `prepare` returned, in words (an empty array when nothing is). */
+function clusterProblems(cluster: unknown, providerName: string, offer: Offer): string[] {
+  if (!isRecord(cluster)) return [`expected a cluster object, received ${JSON.stringify(cluster)}`];
+  const problems: string[] = [];
+  const fail = (field: string, message: string) => problems.push(`cluster: ${field} ${message}`);
+  if (typeof cluster.id !== "string" || cluster.id === "") fail("id", "must be a non-empty string");
+  if (cluster.provider !== providerName)
+    fail("provider", `must be ${JSON.stringify(providerName)}, is ${JSON.stringify(cluster.provider)}`);
+  if (typeof cluster.poolId !== "string") fail("poolId", "must be a string");
+  if (typeof cluster.region !== "string" || cluster.region === "")
+    fail("region", "must be a non-empty string");
+  if (!isRecord(cluster.spec)) fail("spec", "must be the pool spec it was prepared for");
+  if (!isRecord(cluster.offer) || cluster.offer.id !== offer.id)
+    fail("offer", `must be the offer it was prepared for (${JSON.stringify(offer.id)})`);
+  if (!("ssh" in cluster)) fail("ssh", "is missing (null when nodes are not reached over SSH)");
+  else if (cluster.ssh !== null) {
+    const ssh = cluster.ssh;
+    if (!isRecord(ssh)) fail("ssh", "must be an object or null");
+    else {
+      if (typeof ssh.user !== "string" || ssh.user === "") fail("ssh.user", "must be a non-empty string");
+      if (typeof ssh.sudo !== "boolean") fail("ssh.sudo", "must be a boolean");
+      if (ssh.port !== undefined && (typeof ssh.port !== "number" || !Number.isInteger(ssh.port)))
+        fail("ssh.port", "must be a port number when present");
+      for (const field of ["privateKey", "identityFile"] as const) {
+        if (ssh[field] !== undefined && typeof ssh[field] !== "string")
+          fail(`ssh.${field}`, "must be a string when present");
+      }
+    }
+  }
+  if (!("specific" in cluster)) fail("specific", "is missing");
+  return problems;
+}
+
+/**
+ * The cluster `skyward down` hands to `terminate` for an instance found by `listInstances`: only what
+ * the instance's tags say (`skyward:cluster`, `skyward:pool`, `skyward:region`). Its `spec`, `offer`
+ * and `specific` are absent, so a provider with `listInstances` must terminate by instance id alone.
+ */
+export function clusterFromInstance(providerName: string, instance: Instance): Cluster {
+  const tags = instance.tags;
+  const detached = {
+    id: tags["skyward:cluster"] ?? "",
+    provider: providerName,
+    poolId: tags["skyward:pool"] ?? "",
+    region: tags["skyward:region"] ?? "",
+    spec: undefined,
+    offer: undefined,
+    ssh: null,
+    specific: undefined,
+  };
+  return Object.freeze(detached) as unknown as Cluster;
+}
+
+function offerQueryFor(spec: PoolSpec): OfferQuery {
+  return {
+    accelerator: spec.accelerator
+      ? {
+          name: spec.accelerator.name,
+          count: spec.accelerator.count,
+          ...(spec.accelerator.memoryGb ? { memoryGb: spec.accelerator.memoryGb } : {}),
+        }
+      : null,
+    ...(spec.vcpus !== undefined ? { vcpus: spec.vcpus } : {}),
+    ...(spec.memoryGb !== undefined ? { memoryGb: spec.memoryGb } : {}),
+    ...(spec.diskGb !== undefined ? { diskGb: spec.diskGb } : {}),
+    ...(spec.architecture !== undefined ? { architecture: spec.architecture } : {}),
+    allocation: spec.allocation,
+    ...(spec.region !== undefined ? { region: spec.region } : {}),
+    ...(spec.maxHourlyCost !== undefined ? { maxHourlyCost: spec.maxHourlyCost } : {}),
+  };
+}
+
+function sleep(milliseconds: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, milliseconds));
+}
+
+/**
+ * Registers a vitest `describe` block, `provider conformance: <name>`, that checks a provider against
+ * the `v1` contract. Call it at the top level of a test file (or inside a `describe`, e.g. one skipped
+ * when the test environment is missing):
+ *
+ * ```ts
+ * runProviderConformance({
+ *   name: "aws (moto)",
+ *   create: () => AWS({ region: "us-east-1", endpoint: moto.url }),
+ *   leftovers: () => listSkywardResources(moto.url),
+ *   supports: { accelerator: "T4" },
+ * });
+ * ```
+ *
+ * The lifecycle tests run in order and share one cluster; whatever a failing test leaves is
+ * terminated and torn down in `afterAll`, before `cleanup`.
+ */
+export function runProviderConformance(options: ProviderConformanceOptions): void {
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const provisionCount = options.provisionCount ?? 1;
+  const supports = options.supports ?? {};
+  const unknownId = options.unknownInstanceId ?? "skyward-conformance-unknown";
+  const callOptions = (): ProviderCallOptions => ({ signal: AbortSignal.timeout(timeoutMs) });
+
+  describe(`provider conformance: ${options.name}`, () => {
+    let provider: Provider;
+    let poolSpec: PoolSpec;
+    let query: OfferQuery;
+    let offer: Offer | undefined;
+    let cluster: Cluster | undefined;
+    let instances: readonly Instance[] = [];
+    let tornDown = false;
+
+    const requireCluster = (): Cluster => {
+      if (!cluster) throw new Error("prepare did not return a cluster (see the prepare test)");
+      return cluster;
+    };
+    const requireInstances = (): readonly Instance[] => {
+      if (instances.length === 0) throw new Error("provision returned no instances (see the provision test)");
+      return instances;
+    };
+    const leftovers = async (): Promise<readonly unknown[]> => (options.leftovers ? options.leftovers() : []);
+    const listed = async (): Promise<readonly Instance[]> =>
+      provider.listInstances ? provider.listInstances(callOptions()) : [];
+    const offersFor = async (offerQuery: OfferQuery): Promise<readonly Offer[]> => {
+      const offers = await provider.offers(offerQuery, callOptions());
+      expect(Array.isArray(offers), "offers must resolve to an array").toBe(true);
+      expect(offers.flatMap((entry) => offerProblems(entry, provider.name))).toEqual([]);
+      expect(offers.flatMap((entry) => offerQueryProblems(entry, offerQuery))).toEqual([]);
+      return offers;
+    };
+
+    beforeAll(async () => {
+      provider = await options.create();
+      poolSpec = resolvePoolSpec(resolveSpec({ ...options.spec, provider }), resolvePoolOptions({}));
+      query = offerQueryFor(poolSpec);
+    }, timeoutMs);
+
+    afterAll(async () => {
+      try {
+        if (cluster && !tornDown) {
+          const ids = instances.map((instance) => instance.id);
+          await provider.terminate(cluster, ids, callOptions()).catch(() => undefined);
+          await provider.teardown(cluster, callOptions()).catch(() => undefined);
+        }
+      } finally {
+        await options.cleanup?.();
+      }
+    }, timeoutMs);
+
+    it("is a v1 provider with a short lower-case name and typed capabilities", () => {
+      expect(whyNotProvider(provider)).toBeUndefined();
+      expect(provider.name).toMatch(/^[a-z0-9][a-z0-9-]*$/);
+      const { spot, volumes, images, stopResume, maxInstances } = provider.capabilities;
+      expect([typeof spot, typeof volumes, typeof images]).toEqual(["boolean", "boolean", "boolean"]);
+      if (stopResume !== undefined) expect(typeof stopResume).toBe("boolean");
+      if (maxInstances !== undefined) expect(Number.isInteger(maxInstances) && maxInstances > 0).toBe(true);
+    });
+
+    it(
+      "offers for the spec are well formed and satisfy the query",
+      async () => {
+        const offers = await offersFor(query);
+        if (supports.lifecycle !== false)
+          expect(offers.length, "the lifecycle tests need at least one offer for the spec").toBeGreaterThan(
+            0,
+          );
+      },
+      timeoutMs,
+    );
+
+    it(
+      "an accelerator query returns only offers with that accelerator",
+      async () => {
+        const name = supports.accelerator ?? "A100";
+        const offers = await offersFor({ ...query, accelerator: { name, count: 1 } });
+        if (supports.accelerator !== undefined)
+          expect(offers.length, `supports.accelerator says ${name} is offered`).toBeGreaterThan(0);
+      },
+      timeoutMs,
+    );
+
+    it(
+      'allocation "spot" returns only offers with a spot price, "on-demand" only offers with an on-demand price',
+      async () => {
+        const spot = await offersFor({ ...query, allocation: "spot" });
+        if (!provider.capabilities.spot) expect(spot, "capabilities.spot is false").toEqual([]);
+        await offersFor({ ...query, allocation: "on-demand" });
+      },
+      timeoutMs,
+    );
+
+    it(
+      "maxHourlyCost is honoured",
+      async (context) => {
+        const { maxHourlyCost: _, ...uncappedQuery } = query;
+        let base: OfferQuery = uncappedQuery;
+        let offers = await offersFor(base);
+        if (offers.length === 0 && supports.accelerator !== undefined) {
+          base = { ...uncappedQuery, accelerator: { name: supports.accelerator, count: 1 } };
+          offers = await offersFor(base);
+        }
+        const prices = offers
+          .map((entry) => offerPrice(entry, base.allocation))
+          .filter((price): price is number => price !== null)
+          .sort((a, b) => a - b);
+        if (prices.length === 0) return context.skip("no priced offers to cap");
+        const cap = Math.max(prices[Math.floor((prices.length - 1) / 2)] as number, 0.01);
+        const capped = await offersFor({ ...base, maxHourlyCost: cap });
+        // offersFor already failed the test for any offer above the cap; the cheapest must stay.
+        expect(
+          capped.length,
+          `offers at or under $${cap}/h exist, so the capped query must find some`,
+        ).toBeGreaterThan(0);
+      },
+      timeoutMs,
+    );
+
+    it(
+      "offers creates nothing",
+      async (context) => {
+        if (!options.leftovers && !provider.listInstances)
+          return context.skip("neither leftovers nor listInstances can tell what exists");
+        const before = await leftovers();
+        const listedBefore = (await listed()).map((instance) => instance.id).sort();
+        await provider.offers(query, callOptions());
+        await provider.offers(
+          { ...query, accelerator: { name: supports.accelerator ?? "A100", count: 1 } },
+          callOptions(),
+        );
+        await provider.offers({ ...query, allocation: "spot" }, callOptions());
+        expect(await leftovers()).toEqual(before);
+        expect((await listed()).map((instance) => instance.id).sort()).toEqual(listedBefore);
+      },
+      timeoutMs,
+    );
+
+    describe.skipIf(supports.lifecycle === false)("lifecycle", () => {
+      it(
+        "prepare returns a cluster with the contract's fields",
+        async () => {
+          // The offer checks are the offer tests' job; here any priced offer will do.
+          const offers = await provider.offers(query, callOptions());
+          const priced = offers
+            .map((entry) => ({ entry, price: offerPrice(entry, query.allocation) }))
+            .filter((candidate): candidate is { entry: Offer; price: number } => candidate.price !== null)
+            .sort((a, b) => a.price - b.price);
+          offer = priced[0]?.entry;
+          if (!offer) throw new Error("no priced offer for the spec to prepare a cluster for");
+          const spec = options.prepareSpec ? await options.prepareSpec(poolSpec) : poolSpec;
+          const prepared = await provider.prepare(spec, offer, callOptions());
+          cluster = prepared;
+          expect(clusterProblems(prepared, provider.name, offer)).toEqual([]);
+        },
+        timeoutMs,
+      );
+
+      it(
+        `provision returns up to ${provisionCount} instance(s) tagged with the cluster`,
+        async () => {
+          const current = requireCluster();
+          const { maxInstances } = provider.capabilities;
+          if (maxInstances !== undefined) expect(provisionCount).toBeLessThanOrEqual(maxInstances);
+          const created = await provider.provision(current, provisionCount, callOptions());
+          instances = created;
+          expect(Array.isArray(created)).toBe(true);
+          expect(created.length).toBeGreaterThanOrEqual(1);
+          expect(created.length).toBeLessThanOrEqual(provisionCount);
+          expect(created.flatMap((instance) => instanceProblems(instance, current))).toEqual([]);
+          expect(new Set(created.map((instance) => instance.id)).size, "instance ids must be unique").toBe(
+            created.length,
+          );
+          for (const instance of created) {
+            expect(instance.status).not.toBe("terminated");
+            expect(instance.offerId).toBe(current.offer.id);
+            if (instance.spot)
+              expect(provider.capabilities.spot, "a spot instance needs capabilities.spot").toBe(true);
+          }
+        },
+        timeoutMs,
+      );
+
+      it(
+        "getInstance finds every provisioned instance",
+        async () => {
+          const current = requireCluster();
+          for (const instance of requireInstances()) {
+            const found = await provider.getInstance(current, instance.id, callOptions());
+            expect(found, `getInstance(${JSON.stringify(instance.id)})`).not.toBeNull();
+            expect(found?.id).toBe(instance.id);
+            expect(found?.status).not.toBe("terminated");
+            expect(instanceProblems(found, current)).toEqual([]);
+          }
+        },
+        timeoutMs,
+      );
+
+      it("selfDestruct returns a shell operation, synchronously", () => {
+        const current = requireCluster();
+        for (const instance of requireInstances()) {
+          const op = provider.selfDestruct(current, instance);
+          expect(typeof op, "selfDestruct must return a string, not a promise").toBe("string");
+          if (supports.selfDestruct !== false) {
+            expect(
+              op.trim(),
+              "a provider with machines to end must say how (supports.selfDestruct)",
+            ).not.toBe("");
+          }
+        }
+      });
+
+      it(
+        "listInstances (when the provider has it) lists them, and terminate works with the cluster rebuilt from their tags",
+        async (context) => {
+          if (!provider.listInstances) return context.skip("the provider has no listInstances");
+          const current = requireCluster();
+          const ids = requireInstances().map((instance) => instance.id);
+          const all = await provider.listInstances(callOptions());
+          const mine = all.filter((instance) => ids.includes(instance.id));
+          expect(mine.map((instance) => instance.id).sort()).toEqual([...ids].sort());
+          expect(mine.flatMap((instance) => instanceProblems(instance, current))).toEqual([]);
+          // What `skyward down` does: it has no cluster object, only what listInstances returned.
+          const first = mine[0] as Instance;
+          await provider.terminate(clusterFromInstance(provider.name, first), [first.id], callOptions());
+          const after = await provider.getInstance(current, first.id, callOptions());
+          expect(
+            after === null || after.status === "terminated" || after.status === "stopping",
+            `after terminate with the rebuilt cluster, ${first.id} is ${after?.status}`,
+          ).toBe(true);
+        },
+        timeoutMs,
+      );
+
+      it(
+        "terminate is idempotent: twice, with unknown ids, with no ids",
+        async () => {
+          const current = requireCluster();
+          const ids = requireInstances().map((instance) => instance.id);
+          await provider.terminate(current, ids, callOptions());
+          await provider.terminate(current, ids, callOptions());
+          await provider.terminate(current, [unknownId], callOptions());
+          await provider.terminate(current, [...ids, unknownId], callOptions());
+          await provider.terminate(current, [], callOptions());
+        },
+        timeoutMs,
+      );
+
+      it(
+        "after terminate, getInstance returns null or a terminated instance",
+        async () => {
+          const current = requireCluster();
+          const deadline = Date.now() + timeoutMs / 2;
+          for (const instance of requireInstances()) {
+            let found = await provider.getInstance(current, instance.id, callOptions());
+            while (found !== null && found.status !== "terminated" && Date.now() < deadline) {
+              await sleep(250);
+              found = await provider.getInstance(current, instance.id, callOptions());
+            }
+            expect(
+              found === null ? "null" : found.status,
+              `getInstance(${JSON.stringify(instance.id)})`,
+            ).toMatch(/^(null|terminated)$/);
+          }
+          expect(await provider.getInstance(current, unknownId, callOptions())).toBeNull();
+        },
+        timeoutMs,
+      );
+
+      it(
+        "teardown (twice) leaves nothing behind",
+        async () => {
+          const current = requireCluster();
+          await provider.teardown(current, callOptions());
+          await provider.teardown(current, callOptions());
+          tornDown = true;
+          expect(await leftovers()).toEqual([]);
+          const ids = instances.map((instance) => instance.id);
+          const live = (await listed()).filter(
+            (instance) => ids.includes(instance.id) && instance.status !== "terminated",
+          );
+          expect(live.map((instance) => `${instance.id} (${instance.status})`)).toEqual([]);
+        },
+        timeoutMs,
+      );
+    });
+  });
+}
