@@ -503,7 +503,63 @@ export class Pool implements AsyncDisposable {
         await new Promise((resolve) => setTimeout(resolve, this.spec.provisionRetryDelay * 1000));
       }
     }
-    return instances;
+    try {
+      return await this.#waitUntilRunning(provider, cluster, instances, signal);
+    } catch (error) {
+      await provider
+        .terminate(
+          cluster,
+          instances.map((instance) => instance.id),
+          { signal: AbortSignal.timeout(60_000) },
+        )
+        .catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /**
+   * Polls `getInstance` until every instance runs and can be reached (an SSH address, or a provider
+   * that starts workers itself), within `provisionTimeout`.
+   */
+  async #waitUntilRunning(
+    provider: Provider,
+    cluster: Cluster,
+    instances: Instance[],
+    signal: AbortSignal,
+  ): Promise<Instance[]> {
+    const reachable = (instance: Instance) =>
+      instance.status === "running" && (instance.ssh !== null || provider.launchWorker !== undefined);
+    const deadline = performance.now() + this.spec.provisionTimeout * 1000;
+    let interval = 1000;
+    const current = [...instances];
+    while (!current.every(reachable)) {
+      if (signal.aborted) throw abortError(signal, "Waiting for instances");
+      if (performance.now() > deadline) {
+        const waiting = current
+          .filter((instance) => !reachable(instance))
+          .map((instance) => `${instance.id} (${instance.status})`);
+        throw new ProvisionError({
+          provider: provider.name,
+          isRetryable: true,
+          message: `Instances not running with an address within ${this.spec.provisionTimeout} s: ${waiting.join(", ")}`,
+        });
+      }
+      await new Promise((resolve) => setTimeout(resolve, interval));
+      interval = Math.min(interval * 1.5, 5000);
+      for (const [index, instance] of current.entries()) {
+        if (reachable(instance)) continue;
+        const latest = await provider.getInstance(cluster, instance.id, { signal });
+        if (latest === null || latest.status === "terminated" || latest.status === "stopping") {
+          throw new ProvisionError({
+            provider: provider.name,
+            isRetryable: true,
+            message: `Instance ${instance.id} went away while starting (${latest?.status ?? "gone"})`,
+          });
+        }
+        current[index] = latest;
+      }
+    }
+    return current;
   }
 
   #launchContext(

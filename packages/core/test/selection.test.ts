@@ -88,4 +88,30 @@ describe("several specs", () => {
     const attempts = (error as sky.NoCapacityError).attempts.map((attempt) => attempt.provider);
     expect(attempts).toEqual(["first-cloud", "second-cloud"]);
   }, 60_000);
+
+  it("wait for pending instances to run before starting their workers", async () => {
+    const local = sky.Local();
+    let polls = 0;
+    const slow: sky.Provider = {
+      ...local,
+      name: "slow-local",
+      async provision(cluster, count, options) {
+        const instances = await local.provision(cluster as never, count, options);
+        return instances.map((instance) => ({ ...instance, status: "pending" as const }));
+      },
+      async getInstance(cluster, id, options) {
+        polls += 1;
+        const instance = await local.getInstance(cluster as never, id, options);
+        return instance && polls < 3 ? { ...instance, status: "pending" as const } : instance;
+      },
+    } as sky.Provider;
+    await using pool = await sky.compute({
+      provider: slow,
+      nodes: 1,
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    expect(polls).toBeGreaterThanOrEqual(3);
+    expect(await pool.run(add(1, 1))).toBe(2);
+  }, 60_000);
 });
