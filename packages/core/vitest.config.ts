@@ -6,10 +6,15 @@ export default defineConfig({
   test: {
     reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
     projects: [
-      { extends: true, test: { name: "unit", include: ["src/**/*.test.ts"] } },
+      // Generous timeouts: CI runs every package's suites at once on 2 cores, and some of these run
+      // real shells, Python and 64 MiB frames.
       {
         extends: true,
-        test: { name: "e2e", include: ["test/**/*.test.ts"], testTimeout: 60_000, hookTimeout: 60_000 },
+        test: { name: "unit", include: ["src/**/*.test.ts"], testTimeout: 60_000, hookTimeout: 120_000 },
+      },
+      {
+        extends: true,
+        test: { name: "e2e", include: ["test/**/*.test.ts"], testTimeout: 120_000, hookTimeout: 120_000 },
       },
     ],
   },

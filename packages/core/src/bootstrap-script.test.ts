@@ -59,7 +59,7 @@ function newRoot(name: string): string {
 }
 
 /** Runs a script the way the SSH transport does: on bash's stdin. */
-function runBootstrap(script: string, env: NodeJS.ProcessEnv = baseEnv, timeoutMs = 60_000): Promise<Run> {
+function runBootstrap(script: string, env: NodeJS.ProcessEnv = baseEnv, timeoutMs = 150_000): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn("bash", ["-s"], { env, timeout: timeoutMs, killSignal: "SIGKILL" });
     let stdout = "";
@@ -296,7 +296,7 @@ describe("renderBootstrapScript, run with bash", () => {
         );
       }
     }
-  }, 60_000);
+  }, 180_000);
 
   it("evaluates shellVars once, at bootstrap, with the image's env in sight", async () => {
     const counter = join(scratch, "shell-var-runs");
@@ -333,14 +333,14 @@ describe("renderBootstrapScript, run with bash", () => {
     expectSuccess(second);
     expect(second.markers).toContainEqual({ kind: "warm" });
     expect(readFileSync(counter, "utf8")).toBe("run\n");
-  }, 60_000);
+  }, 180_000);
 
   it("fails the env phase when a shellVars snippet fails", async () => {
     const run = await runBootstrap(render({ shellVars: { SKY_BROKEN: "echo partial; exit 3" } }));
     expect(run.code).toBe(3);
     expect(run.markers.at(-1)).toEqual({ kind: "phase", name: "env", status: "failed", exitCode: 3 });
     expect(run.stdout).toContain("shellVars.SKY_BROKEN failed (exit 3)");
-  }, 60_000);
+  }, 180_000);
 
   it("starts warm when the node already has the image, and re-runs when the image changes", async () => {
     const first = await runBootstrap(render({ env: { SKY_WARM: "one" } }));
@@ -365,7 +365,7 @@ describe("renderBootstrapScript, run with bash", () => {
     const withOps = await runBootstrap(render({ env: { SKY_WARM: "two" } }, { pluginOps: ["true"] }));
     expectSuccess(withOps);
     expect(phasesRun(withOps)).toContain("plugins");
-  }, 60_000);
+  }, 180_000);
 
   it("picks the host's python3 for auto, for its own version, and for its path", async () => {
     const [hostVersion = "", hostExecutable = ""] = execFileSync(
@@ -393,7 +393,7 @@ describe("renderBootstrapScript, run with bash", () => {
       );
       expect(venvBase).toBe(`${hostVersion}\nTrue\n`);
     }
-  }, 60_000);
+  }, 180_000);
 
   it("fails the python phase, without hanging, when no interpreter fits and downloads are off", async () => {
     const fresh = newRoot("no-python");
@@ -416,7 +416,7 @@ describe("renderBootstrapScript, run with bash", () => {
       expect(phasesRun(run)).not.toContain("venv");
       expect(existsSync(join(fresh, ".content-hash"))).toBe(false);
     }
-  }, 60_000);
+  }, 180_000);
 
   it("installs a local wheel and a scoped index's package, and does not reinstall what is satisfied", async () => {
     const wheels = join(scratch, "wheels");
@@ -462,7 +462,7 @@ describe("renderBootstrapScript, run with bash", () => {
     );
     expectSuccess(again);
     expect(again.stdout).not.toMatch(/Successfully installed/);
-  }, 60_000);
+  }, 180_000);
 
   it("fails the plugins phase on a failing op, its output in bootstrap.log", async () => {
     const ops = [
@@ -487,7 +487,7 @@ describe("renderBootstrapScript, run with bash", () => {
       // A failed bootstrap never counts as warm: the second attempt runs (and fails) again.
       expect(existsSync(bootstrapLayout(root).contentHashFile)).toBe(false);
     }
-  }, 60_000);
+  }, 180_000);
 
   it("works in a root whose path needs quoting", async () => {
     const awkward = newRoot("it's a $(root) `dir` with * and \\ and\nnewline");
@@ -502,7 +502,7 @@ describe("renderBootstrapScript, run with bash", () => {
     expect(environmentSeen("bash", join(awkward, "env.sh"), ["SKY_AWKWARD"])).toEqual({ SKY_AWKWARD: "yes" });
     expect(existsSync(join(awkward, "venv", "bin", "python"))).toBe(true);
     expect(readFileSync(join(awkward, "bootstrap.log"), "utf8")).toContain("::skyward:: phase runtime done");
-  }, 60_000);
+  }, 180_000);
 
   it("fails the runtime phase when the runtime was not uploaded", async () => {
     const bare = join(scratch, "bare");
@@ -516,7 +516,7 @@ describe("renderBootstrapScript, run with bash", () => {
     expect(run.code).not.toBe(0);
     expect(run.markers.at(-1)).toMatchObject({ kind: "phase", name: "runtime", status: "failed" });
     expect(run.stdout).toContain(`missing ${bare}/runtime/skyward/__init__.py`);
-  }, 60_000);
+  }, 180_000);
 });
 
 describe("renderBootstrapScript, rendered", () => {
