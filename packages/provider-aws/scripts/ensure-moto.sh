@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Makes moto's server (PyPI `moto[server]`) available to this package's tests, in a virtual
+# environment of the package's own: packages/provider-aws/.venv (ignored by git). Idempotent and
+# quick when it is already there. The tests find it there, or at $SKYWARD_MOTO_PYTHON.
+# Without CI=true a failed install only warns (the moto suites then skip, saying why); under CI it fails.
+set -uo pipefail
+package_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$package_dir/.venv"
+moto_version="${SKYWARD_MOTO_VERSION:-5.2.5}"
+
+fail() {
+  printf '[provider-aws] %s\n' "$*" >&2
+  if [ "${CI:-}" = "true" ]; then exit 1; fi
+  exit 0
+}
+
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import moto.server, flask" 2>/dev/null; then
+  exit 0
+fi
+if [ -x /usr/bin/python3 ]; then base=/usr/bin/python3; else base="$(command -v python3 || true)"; fi
+[ -n "$base" ] || fail "python3 (>= 3.9) is needed to run moto; the moto tests will be skipped"
+printf '[provider-aws] installing moto[server]==%s into %s\n' "$moto_version" "$venv" >&2
+rm -rf "$venv"
+"$base" -m venv "$venv" >&2 || fail "could not create $venv (install python3-venv)"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "moto[server]==$moto_version" >&2 ||
+  fail "could not install moto[server] into $venv"

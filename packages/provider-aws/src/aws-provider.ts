@@ -1,0 +1,837 @@
+/**
+ * The AWS provider: EC2 instances, spot or on-demand, in the default VPC (or a given subnet), with a
+ * security group and a key pair made for each pool and removed with it. Everything it creates is
+ * tagged `skyward:pool`, `skyward:cluster`, `skyward:owner` (user@host), `skyward:region` and `Name`,
+ * so `listInstances` (and the CLI) find it again.
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { hostname, userInfo } from "node:os";
+import {
+  type _InstanceType,
+  AuthorizeSecurityGroupIngressCommand,
+  CreateKeyPairCommand,
+  CreateSecurityGroupCommand,
+  DeleteKeyPairCommand,
+  DeleteSecurityGroupCommand,
+  DescribeInstancesCommand,
+  DescribeKeyPairsCommand,
+  DescribeSecurityGroupsCommand,
+  DescribeSubnetsCommand,
+  DescribeVpcsCommand,
+  type Instance as Ec2Instance,
+  type Filter,
+  RunInstancesCommand,
+  type Subnet,
+  type Tag,
+  TerminateInstancesCommand,
+} from "@aws-sdk/client-ec2";
+import {
+  type Cluster,
+  type Instance,
+  type InstanceStatus,
+  NoCapacityError,
+  type Offer,
+  type OfferQuery,
+  type PoolSpec,
+  type ProviderCallOptions,
+  type ProviderV1,
+  ProvisionError,
+} from "@skyward/core";
+import { launchAcrossMarkets, type Market, marketsFor } from "./allocation.js";
+import {
+  type AwsClients,
+  awsCall,
+  awsErrorCode,
+  createClientFactory,
+  PROVIDER_NAME,
+  sleep,
+  translateAwsError,
+} from "./aws-api.js";
+import { bootWatchdogSeconds, renderBootWatchdog } from "./boot-watchdog.js";
+import { describeInstanceTypes, type InstanceType } from "./instance-types.js";
+import { keyFilePath, removePrivateKey, writePrivateKey } from "./key-files.js";
+import { resolveMachineImage } from "./machine-images.js";
+import {
+  type AwsOfferData,
+  buildOffer,
+  fetchSpotPrices,
+  fitsAllocationAndBudget,
+  matchesHardware,
+} from "./offers.js";
+import {
+  type AwsInstanceAddresses,
+  type AwsSettings,
+  type ResolvedAwsSettings,
+  resolveAwsSettings,
+  type SshAddressMapping,
+} from "./settings.js";
+
+/** The tag keys Skyward puts on what it creates at AWS. */
+export const AWS_TAGS = Object.freeze({
+  pool: "skyward:pool",
+  cluster: "skyward:cluster",
+  owner: "skyward:owner",
+  region: "skyward:region",
+  offer: "skyward:offer",
+  hourlyPrice: "skyward:hourly-price",
+  name: "Name",
+});
+
+/** What the AWS provider keeps per cluster ({@link Cluster.specific}). Holds no secret. */
+export interface AwsClusterData {
+  /** The region everything is in. */
+  readonly region: string;
+  /** The VPC the instances run in. */
+  readonly vpcId: string;
+  /** The subnets instances are launched into, preferred (cheapest spot zone) first. */
+  readonly subnetIds: readonly string[];
+  /** The security group of the instances (one made for the pool is tagged with the cluster, and removed with it). */
+  readonly securityGroupId: string;
+  /** The key pair the instances accept. */
+  readonly keyName: string;
+  /** True when the provider created the key pair (and so removes it, and its file, in teardown). */
+  readonly ownsKeyPair: boolean;
+  /** The private key's 0600 file on this machine. */
+  readonly keyFile: string;
+  /** The AMI the instances boot. */
+  readonly imageId: string;
+  /** Where the AMI came from. */
+  readonly imageSource: "setting" | "ssm" | "describe-images";
+  /** The AMI's root device, for sizing the root volume; undefined when unknown. */
+  readonly rootDeviceName: string | undefined;
+  /** The tags on everything of this cluster. */
+  readonly tags: Readonly<Record<string, string>>;
+}
+
+/** Instance states that still hold resources (everything but `terminated`). */
+const LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"];
+
+/** The longest teardown waits for instances to end and the security group to become free. */
+const TEARDOWN_LIMIT_MS = 15 * 60_000;
+
+function ownerTag(): string {
+  let user = process.env.USER ?? "unknown";
+  try {
+    user = userInfo().username;
+  } catch {
+    // No passwd entry (some containers): keep $USER.
+  }
+  return `${user}@${hostname()}`;
+}
+
+function toAwsTags(tags: Readonly<Record<string, string>>): Tag[] {
+  return Object.entries(tags).map(([Key, Value]) => ({ Key, Value }));
+}
+
+function fromAwsTags(tags: readonly Tag[] | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const tag of tags ?? []) if (tag.Key !== undefined) out[tag.Key] = tag.Value ?? "";
+  return out;
+}
+
+function statusOf(raw: Ec2Instance): InstanceStatus {
+  switch (raw.State?.Name) {
+    case "running":
+      return "running";
+    case "pending":
+      return "pending";
+    case "terminated":
+      return "terminated";
+    default:
+      return "stopping";
+  }
+}
+
+/** Orders subnets: the offer's cheapest spot zone first, then by spot price, then the rest. */
+function orderSubnets(subnets: readonly Subnet[], offer: Offer): string[] {
+  const data = offer.specific as Partial<AwsOfferData>;
+  const prices = data.spotPriceByZone ?? {};
+  const rank = (subnet: Subnet) => {
+    const zone = subnet.AvailabilityZone ?? "";
+    if (zone === data.availabilityZone) return -1;
+    return prices[zone] ?? Number.POSITIVE_INFINITY;
+  };
+  return [...subnets]
+    .filter((subnet) => subnet.SubnetId)
+    .sort((a, b) => rank(a) - rank(b) || (a.AvailabilityZone ?? "").localeCompare(b.AvailabilityZone ?? ""))
+    .map((subnet) => subnet.SubnetId as string);
+}
+
+/**
+ * Creates an AWS provider. Settings are validated at once (a `ConfigurationError` names the field);
+ * credentials are looked up lazily, on the first call that needs them.
+ *
+ * ```ts
+ * const pool = await sky.compute({ provider: createAWS({ region: "us-west-2" }), accelerator: sky.accelerators.L4() });
+ * ```
+ */
+export function createAWS(settings: AwsSettings = {}): ProviderV1<AwsClusterData> {
+  return createFromResolved(resolveAwsSettings(settings, "AWS"));
+}
+
+/** The AWS provider: `AWS()` uses the defaults (us-east-1, the standard credential chain); see {@link createAWS}. */
+export function AWS(settings: AwsSettings = {}): ProviderV1<AwsClusterData> {
+  return createAWS(settings);
+}
+
+/**
+ * Creates the provider from a `skyward.toml` table (`[providers.x]` with `type = "aws"`), its keys
+ * already in camelCase: `region`, `endpoint`, `profile`, `instanceProfile`, `subnetId`,
+ * `securityGroupId`, `keyName`, `identityFile`, `amiId`, `sshUser`, `root`, `onDemandPrices`.
+ */
+export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<AwsClusterData> {
+  return createFromResolved(resolveAwsSettings(settings, ""));
+}
+
+function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsClusterData> {
+  const clientsFor = createClientFactory(settings);
+  const instanceTypes = new Map<string, Promise<InstanceType[]>>();
+  const mappings = new Map<string, SshAddressMapping>();
+
+  const typesOf = (clients: AwsClients, signal: AbortSignal): Promise<InstanceType[]> => {
+    let known = instanceTypes.get(clients.region);
+    if (!known) {
+      // Cached for the provider's life: instance types do not change while a program runs.
+      known = describeInstanceTypes(clients.ec2, signal);
+      instanceTypes.set(clients.region, known);
+      known.catch(() => instanceTypes.delete(clients.region));
+    }
+    return known;
+  };
+
+  const mappingOf = (addresses: AwsInstanceAddresses): SshAddressMapping | undefined => {
+    if (!settings.sshAddress) return undefined;
+    let mapping = mappings.get(addresses.id);
+    if (!mapping) {
+      mapping = settings.sshAddress(addresses);
+      mappings.set(addresses.id, mapping);
+    }
+    return mapping;
+  };
+
+  /** An EC2 instance as a Skyward instance; SSH coordinates once it runs. */
+  const toInstance = (
+    raw: Ec2Instance,
+    key: { privateKey?: string; identityFile?: string },
+    fallbackOfferId: string,
+  ): Instance => {
+    const id = raw.InstanceId ?? "";
+    const tags = fromAwsTags(raw.Tags);
+    const publicIp = raw.PublicIpAddress ?? null;
+    const status = statusOf(raw);
+    const mapping =
+      status === "running" ? mappingOf({ id, publicIp, privateIp: raw.PrivateIpAddress ?? null }) : undefined;
+    const privateIp = mapping?.privateIp ?? raw.PrivateIpAddress ?? null;
+    const host = mapping?.host ?? publicIp ?? raw.PrivateIpAddress ?? null;
+    const privateKey = mapping?.privateKey ?? key.privateKey;
+    const price = Number(tags[AWS_TAGS.hourlyPrice]);
+    return Object.freeze({
+      id,
+      status,
+      publicIp,
+      privateIp,
+      ssh:
+        status === "running" && host !== null
+          ? Object.freeze({
+              host,
+              port: mapping?.port ?? 22,
+              user: mapping?.user ?? settings.sshUser,
+              ...(privateKey !== undefined ? { privateKey } : {}),
+              ...(mapping?.privateKey === undefined && key.identityFile !== undefined
+                ? { identityFile: key.identityFile }
+                : {}),
+              ...(mapping?.hostKeyFingerprint !== undefined
+                ? { hostKeyFingerprint: mapping.hostKeyFingerprint }
+                : {}),
+              root: mapping?.root ?? settings.root,
+            })
+          : null,
+      spot: raw.InstanceLifecycle === "spot",
+      hourlyPrice: tags[AWS_TAGS.hourlyPrice] !== undefined && Number.isFinite(price) ? price : null,
+      offerId: tags[AWS_TAGS.offer] ?? fallbackOfferId,
+      createdAt: raw.LaunchTime?.getTime() ?? Date.now(),
+      tags: Object.freeze(tags),
+    });
+  };
+
+  const clusterKey = (cluster: Cluster<AwsClusterData>) => ({
+    ...(cluster.ssh?.privateKey !== undefined ? { privateKey: cluster.ssh.privateKey } : {}),
+    ...(cluster.specific?.keyFile !== undefined ? { identityFile: cluster.specific.keyFile } : {}),
+  });
+
+  /**
+   * The cluster's region. `terminate`, `getInstance` and `teardown` also take a cluster rebuilt from an
+   * instance's tags (the CLI's `skyward down`), which has no `specific`.
+   */
+  const regionOf = (cluster: Cluster<AwsClusterData>): string =>
+    cluster.specific?.region ?? (cluster.region || settings.region);
+
+  /** Instances matching `filters`, every page. Filters never fail on unknown ids, unlike `InstanceIds`. */
+  const describeInstances = async (
+    clients: AwsClients,
+    filters: Filter[],
+    signal: AbortSignal,
+  ): Promise<Ec2Instance[]> => {
+    const found: Ec2Instance[] = [];
+    let nextToken: string | undefined;
+    do {
+      const page = await awsCall("DescribeInstances", signal, () =>
+        clients.ec2.send(
+          new DescribeInstancesCommand({ Filters: filters, MaxResults: 1000, NextToken: nextToken }),
+          {
+            abortSignal: signal,
+          },
+        ),
+      );
+      for (const reservation of page.Reservations ?? []) found.push(...(reservation.Instances ?? []));
+      nextToken = page.NextToken || undefined;
+    } while (nextToken);
+    return found;
+  };
+
+  const terminateIds = async (
+    clients: AwsClients,
+    ids: readonly string[],
+    signal: AbortSignal,
+  ): Promise<void> => {
+    const valid = [...new Set(ids)].filter((id) => /^i-[0-9a-f]{8,17}$/.test(id));
+    for (let start = 0; start < valid.length; start += 500) {
+      const batch = valid.slice(start, start + 500);
+      try {
+        await clients.ec2.send(new TerminateInstancesCommand({ InstanceIds: batch }), {
+          abortSignal: signal,
+        });
+      } catch (error) {
+        signal.throwIfAborted();
+        const code = awsErrorCode(error);
+        if (code !== "InvalidInstanceID.NotFound" && code !== "InvalidInstanceID.Malformed")
+          throw translateAwsError(error, "TerminateInstances", signal);
+        // One unknown id fails the whole call: terminate the rest one by one, skipping unknown ones.
+        for (const id of batch) {
+          try {
+            await clients.ec2.send(new TerminateInstancesCommand({ InstanceIds: [id] }), {
+              abortSignal: signal,
+            });
+          } catch (single) {
+            signal.throwIfAborted();
+            const singleCode = awsErrorCode(single);
+            if (singleCode !== "InvalidInstanceID.NotFound" && singleCode !== "InvalidInstanceID.Malformed")
+              throw translateAwsError(single, "TerminateInstances", signal);
+          }
+        }
+      }
+    }
+  };
+
+  /** Polls until none of `ids` is pending (or the deadline passes); returns what it saw last. */
+  const waitWhilePending = async (
+    clients: AwsClients,
+    ids: readonly string[],
+    deadline: number,
+    signal: AbortSignal,
+  ): Promise<Ec2Instance[]> => {
+    let interval = 1000;
+    for (;;) {
+      const described = await describeInstances(clients, [{ Name: "instance-id", Values: [...ids] }], signal);
+      const seen = new Set(described.map((raw) => raw.InstanceId));
+      const waiting =
+        ids.some((id) => !seen.has(id)) || described.some((raw) => raw.State?.Name === "pending");
+      if (!waiting || Date.now() >= deadline) return described;
+      await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
+      interval = Math.min(interval * 2, 5000);
+    }
+  };
+
+  const createSecurityGroup = async (
+    clients: AwsClients,
+    clusterId: string,
+    vpcId: string,
+    tags: Readonly<Record<string, string>>,
+    signal: AbortSignal,
+  ): Promise<string> => {
+    const created = await awsCall("CreateSecurityGroup", signal, () =>
+      clients.ec2.send(
+        new CreateSecurityGroupCommand({
+          GroupName: `skyward-${clusterId}`,
+          Description: `Skyward pool ${clusterId}: SSH from anywhere, all traffic within the group`,
+          VpcId: vpcId,
+          TagSpecifications: [{ ResourceType: "security-group", Tags: toAwsTags(tags) }],
+        }),
+        { abortSignal: signal },
+      ),
+    );
+    const groupId = created.GroupId;
+    if (!groupId)
+      throw new ProvisionError({
+        provider: PROVIDER_NAME,
+        message: "CreateSecurityGroup returned no group id",
+      });
+    return groupId;
+  };
+
+  const openSecurityGroup = async (clients: AwsClients, groupId: string, signal: AbortSignal) => {
+    await awsCall("AuthorizeSecurityGroupIngress", signal, () =>
+      clients.ec2.send(
+        new AuthorizeSecurityGroupIngressCommand({
+          GroupId: groupId,
+          IpPermissions: [
+            {
+              IpProtocol: "tcp",
+              FromPort: 22,
+              ToPort: 22,
+              IpRanges: [{ CidrIp: "0.0.0.0/0", Description: "SSH (Skyward)" }],
+            },
+            // Nodes talk to each other freely (head services, NCCL/gloo) on their private addresses.
+            { IpProtocol: "-1", UserIdGroupPairs: [{ GroupId: groupId, Description: "within the pool" }] },
+          ],
+        }),
+        { abortSignal: signal },
+      ),
+    );
+  };
+
+  const deleteSecurityGroup = async (
+    clients: AwsClients,
+    groupId: string,
+    deadline: number,
+    signal: AbortSignal,
+  ) => {
+    for (;;) {
+      try {
+        await clients.ec2.send(new DeleteSecurityGroupCommand({ GroupId: groupId }), { abortSignal: signal });
+        return;
+      } catch (error) {
+        signal.throwIfAborted();
+        const code = awsErrorCode(error);
+        if (code === "InvalidGroup.NotFound" || code === "InvalidGroupId.NotFound") return;
+        // Network interfaces of terminated instances let go of the group a little later.
+        if (code !== "DependencyViolation" || Date.now() >= deadline)
+          throw translateAwsError(error, `DeleteSecurityGroup ${groupId}`, signal);
+        await sleep(5000, signal);
+      }
+    }
+  };
+
+  const deleteKeyPair = async (clients: AwsClients, keyName: string, signal: AbortSignal) => {
+    try {
+      await clients.ec2.send(new DeleteKeyPairCommand({ KeyName: keyName }), { abortSignal: signal });
+    } catch (error) {
+      signal.throwIfAborted();
+      if (awsErrorCode(error) !== "InvalidKeyPair.NotFound")
+        throw translateAwsError(error, "DeleteKeyPair", signal);
+    }
+  };
+
+  /** The default VPC's subnets (or the configured subnet), preferred zone first. */
+  const findNetwork = async (
+    clients: AwsClients,
+    offer: Offer,
+    signal: AbortSignal,
+  ): Promise<{ vpcId: string; subnetIds: string[] }> => {
+    if (settings.subnetId !== undefined) {
+      const subnetId = settings.subnetId;
+      const result = await awsCall("DescribeSubnets", signal, () =>
+        clients.ec2.send(new DescribeSubnetsCommand({ SubnetIds: [subnetId] }), { abortSignal: signal }),
+      );
+      const vpcId = result.Subnets?.[0]?.VpcId;
+      if (!vpcId)
+        throw new ProvisionError({
+          provider: PROVIDER_NAME,
+          message: `subnet ${subnetId} not found in ${clients.region}`,
+        });
+      return { vpcId, subnetIds: [subnetId] };
+    }
+    const vpcs = await awsCall("DescribeVpcs", signal, () =>
+      clients.ec2.send(new DescribeVpcsCommand({ Filters: [{ Name: "is-default", Values: ["true"] }] }), {
+        abortSignal: signal,
+      }),
+    );
+    const vpcId = vpcs.Vpcs?.[0]?.VpcId;
+    if (!vpcId) {
+      throw new ProvisionError({
+        provider: PROVIDER_NAME,
+        message: `no default VPC in ${clients.region}: create one (aws ec2 create-default-vpc) or set subnetId`,
+      });
+    }
+    const subnets = await awsCall("DescribeSubnets", signal, () =>
+      clients.ec2.send(new DescribeSubnetsCommand({ Filters: [{ Name: "vpc-id", Values: [vpcId] }] }), {
+        abortSignal: signal,
+      }),
+    );
+    const all = subnets.Subnets ?? [];
+    const defaults = all.filter((subnet) => subnet.DefaultForAz);
+    const subnetIds = orderSubnets(defaults.length > 0 ? defaults : all, offer);
+    if (subnetIds.length === 0)
+      throw new ProvisionError({
+        provider: PROVIDER_NAME,
+        message: `the default VPC ${vpcId} has no subnets; set subnetId`,
+      });
+    return { vpcId, subnetIds };
+  };
+
+  return {
+    specificationVersion: "v1",
+    name: PROVIDER_NAME,
+    capabilities: Object.freeze({ spot: true, volumes: false, images: true }),
+
+    async offers(query: OfferQuery, options: ProviderCallOptions): Promise<readonly Offer[]> {
+      const { signal } = options;
+      const clients = clientsFor(query.region ?? settings.region);
+      const candidates = (await typesOf(clients, signal)).filter(
+        (type) =>
+          matchesHardware(type, query) &&
+          (query.allocation === "spot" ? type.spot : query.allocation === "on-demand" ? type.onDemand : true),
+      );
+      if (candidates.length === 0) return [];
+      const spotPrices =
+        query.allocation === "on-demand"
+          ? new Map()
+          : await fetchSpotPrices(
+              clients.ec2,
+              candidates.filter((type) => type.spot).map((type) => type.instanceType),
+              signal,
+            );
+      const now = new Date();
+      return candidates
+        .map((type) =>
+          buildOffer(
+            type,
+            {
+              region: clients.region,
+              spotByZone: spotPrices.get(type.instanceType) ?? new Map(),
+              onDemandOverrides: settings.onDemandPrices,
+              now,
+            },
+            query.architecture,
+          ),
+        )
+        .filter((offer) => fitsAllocationAndBudget(offer, query));
+    },
+
+    async prepare(
+      spec: PoolSpec,
+      offer: Offer,
+      options: ProviderCallOptions,
+    ): Promise<Cluster<AwsClusterData>> {
+      const { signal } = options;
+      const clients = clientsFor(offer.region);
+      // The pool does not pass its id here, so the cluster's id names the pool in tags too.
+      const id = `sky-${randomBytes(4).toString("hex")}`;
+      const tags = Object.freeze({
+        [AWS_TAGS.pool]: id,
+        [AWS_TAGS.cluster]: id,
+        [AWS_TAGS.owner]: ownerTag(),
+        [AWS_TAGS.region]: clients.region,
+        [AWS_TAGS.name]: `skyward-${id}`,
+      });
+      let createdGroup: string | undefined;
+      let createdKey: { keyName: string; keyFile: string } | undefined;
+      try {
+        const network = await findNetwork(clients, offer, signal);
+        let securityGroupId = settings.securityGroupId;
+        if (securityGroupId === undefined) {
+          createdGroup = await createSecurityGroup(clients, id, network.vpcId, tags, signal);
+          securityGroupId = createdGroup;
+          await openSecurityGroup(clients, createdGroup, signal);
+        }
+        let key: { keyName: string; keyFile: string; privateKey: string };
+        if (settings.keyName !== undefined && settings.identityFile !== undefined) {
+          key = {
+            keyName: settings.keyName,
+            keyFile: settings.identityFile,
+            privateKey: await readFile(settings.identityFile, "utf8").catch((error: unknown) => {
+              throw new ProvisionError({
+                provider: PROVIDER_NAME,
+                message: `cannot read identityFile ${settings.identityFile}: ${(error as Error).message}`,
+                cause: error,
+              });
+            }),
+          };
+        } else {
+          const keyName = `skyward-${id}`;
+          const created = await awsCall("CreateKeyPair", signal, () =>
+            clients.ec2.send(
+              new CreateKeyPairCommand({
+                KeyName: keyName,
+                KeyType: "ed25519",
+                TagSpecifications: [{ ResourceType: "key-pair", Tags: toAwsTags(tags) }],
+              }),
+              { abortSignal: signal },
+            ),
+          );
+          const privateKey = created.KeyMaterial;
+          createdKey = { keyName, keyFile: keyFilePath(keyName) };
+          if (!privateKey)
+            throw new ProvisionError({
+              provider: PROVIDER_NAME,
+              message: "CreateKeyPair returned no private key",
+            });
+          await writePrivateKey(keyName, privateKey);
+          key = { ...createdKey, privateKey };
+        }
+        const image = await resolveMachineImage(clients, offer, settings.amiId, signal);
+        return Object.freeze({
+          id,
+          provider: PROVIDER_NAME,
+          poolId: id,
+          region: clients.region,
+          spec,
+          offer,
+          ssh: Object.freeze({
+            user: settings.sshUser,
+            port: 22,
+            privateKey: key.privateKey,
+            identityFile: key.keyFile,
+            sudo: settings.sshUser !== "root",
+          }),
+          specific: Object.freeze({
+            region: clients.region,
+            vpcId: network.vpcId,
+            subnetIds: Object.freeze(network.subnetIds),
+            securityGroupId,
+            keyName: key.keyName,
+            ownsKeyPair: createdKey !== undefined,
+            keyFile: key.keyFile,
+            imageId: image.imageId,
+            imageSource: image.source,
+            rootDeviceName: image.rootDeviceName,
+            tags,
+          }),
+        });
+      } catch (error) {
+        // Leave nothing behind: what this attempt created goes (with a fresh deadline, the signal may be spent).
+        const cleanup = AbortSignal.timeout(60_000);
+        if (createdKey) {
+          await deleteKeyPair(clients, createdKey.keyName, cleanup).catch(() => undefined);
+          await removePrivateKey(createdKey.keyFile).catch(() => undefined);
+        }
+        if (createdGroup) await deleteSecurityGroup(clients, createdGroup, 0, cleanup).catch(() => undefined);
+        throw translateAwsError(error, "preparing the pool", signal);
+      }
+    },
+
+    async provision(
+      cluster: Cluster<AwsClusterData>,
+      count: number,
+      options: ProviderCallOptions,
+    ): Promise<readonly Instance[]> {
+      const { signal } = options;
+      const { spec, offer, specific } = cluster;
+      const clients = clientsFor(specific.region);
+      const userData = Buffer.from(
+        renderBootWatchdog({ root: settings.root, seconds: bootWatchdogSeconds(spec) }),
+      ).toString("base64");
+      const created: string[] = [];
+      const launch = async (request: { market: Market; subnetId: string; count: number }) => {
+        const price = request.market === "spot" ? offer.spotPrice : offer.onDemandPrice;
+        const tags = toAwsTags({
+          ...specific.tags,
+          [AWS_TAGS.offer]: offer.id,
+          ...(price !== null ? { [AWS_TAGS.hourlyPrice]: String(price) } : {}),
+        });
+        const result = await clients.ec2.send(
+          new RunInstancesCommand({
+            ImageId: specific.imageId,
+            InstanceType: offer.instanceType as _InstanceType,
+            MinCount: 1,
+            MaxCount: request.count,
+            KeyName: specific.keyName,
+            SubnetId: request.subnetId,
+            SecurityGroupIds: [specific.securityGroupId],
+            InstanceInitiatedShutdownBehavior: "terminate",
+            UserData: userData,
+            ClientToken: randomUUID(),
+            MetadataOptions: { HttpTokens: "required", HttpEndpoint: "enabled" },
+            ...(settings.instanceProfile !== undefined
+              ? {
+                  IamInstanceProfile: settings.instanceProfile.startsWith("arn:")
+                    ? { Arn: settings.instanceProfile }
+                    : { Name: settings.instanceProfile },
+                }
+              : {}),
+            ...(request.market === "spot"
+              ? {
+                  InstanceMarketOptions: {
+                    MarketType: "spot",
+                    SpotOptions: { SpotInstanceType: "one-time", InstanceInterruptionBehavior: "terminate" },
+                  },
+                }
+              : {}),
+            ...(spec.diskGb !== undefined && specific.rootDeviceName !== undefined
+              ? {
+                  BlockDeviceMappings: [
+                    {
+                      DeviceName: specific.rootDeviceName,
+                      Ebs: {
+                        VolumeSize: Math.ceil(spec.diskGb),
+                        VolumeType: "gp3",
+                        DeleteOnTermination: true,
+                      },
+                    },
+                  ],
+                }
+              : {}),
+            TagSpecifications: [
+              { ResourceType: "instance", Tags: tags },
+              { ResourceType: "volume", Tags: tags },
+            ],
+          }),
+          { abortSignal: signal },
+        );
+        const ids = (result.Instances ?? []).map((raw) => raw.InstanceId).filter((id): id is string => !!id);
+        created.push(...ids);
+        return ids;
+      };
+      const cleanUp = () =>
+        terminateIds(clients, created, AbortSignal.timeout(60_000)).catch(() => undefined);
+      try {
+        await launchAcrossMarkets({
+          count,
+          markets: marketsFor(spec.allocation, offer),
+          subnetIds: specific.subnetIds,
+          instanceType: offer.instanceType,
+          launch,
+        });
+      } catch (error) {
+        await cleanUp();
+        throw translateAwsError(error, `RunInstances (${offer.instanceType})`, signal);
+      }
+      // The pool connects right away, so instances are handed back running, with their addresses.
+      let described: Ec2Instance[];
+      try {
+        described = await waitWhilePending(
+          clients,
+          created,
+          Date.now() + spec.provisionTimeout * 1000,
+          signal,
+        );
+      } catch (error) {
+        await cleanUp();
+        throw error;
+      }
+      const running = described.filter((raw) => raw.State?.Name === "running");
+      const notRunning = created.filter((id) => !running.some((raw) => raw.InstanceId === id));
+      if (notRunning.length > 0)
+        await terminateIds(clients, notRunning, AbortSignal.timeout(60_000)).catch(() => undefined);
+      if (running.length === 0) {
+        const reasons = described.map(
+          (raw) =>
+            `${raw.InstanceId}: ${raw.State?.Name ?? "unknown"}${raw.StateReason?.Message ? ` (${raw.StateReason.Message})` : ""}`,
+        );
+        throw new NoCapacityError({
+          attempts: [
+            {
+              provider: PROVIDER_NAME,
+              offer: offer.instanceType,
+              reason: `no instance reached "running" within ${spec.provisionTimeout} s${reasons.length > 0 ? `: ${reasons.join("; ")}` : ""}`,
+            },
+          ],
+        });
+      }
+      const key = clusterKey(cluster);
+      return running.map((raw) => toInstance(raw, key, offer.id));
+    },
+
+    async getInstance(
+      cluster: Cluster<AwsClusterData>,
+      id: string,
+      options: ProviderCallOptions,
+    ): Promise<Instance | null> {
+      if (!/^i-[0-9a-f]{8,17}$/.test(id)) return null;
+      const clients = clientsFor(regionOf(cluster));
+      const [raw] = await describeInstances(clients, [{ Name: "instance-id", Values: [id] }], options.signal);
+      return raw ? toInstance(raw, clusterKey(cluster), cluster.offer?.id ?? "") : null;
+    },
+
+    async terminate(
+      cluster: Cluster<AwsClusterData>,
+      ids: readonly string[],
+      options: ProviderCallOptions,
+    ): Promise<void> {
+      await terminateIds(clientsFor(regionOf(cluster)), ids, options.signal);
+    },
+
+    async teardown(cluster: Cluster<AwsClusterData>, options: ProviderCallOptions): Promise<void> {
+      const signal = AbortSignal.any([options.signal, AbortSignal.timeout(TEARDOWN_LIMIT_MS)]);
+      const deadline = Date.now() + TEARDOWN_LIMIT_MS;
+      const clients = clientsFor(regionOf(cluster));
+      const liveFilter = [
+        { Name: `tag:${AWS_TAGS.cluster}`, Values: [cluster.id] },
+        { Name: "instance-state-name", Values: LIVE_STATES },
+      ];
+      const live = await describeInstances(clients, liveFilter, signal);
+      await terminateIds(
+        clients,
+        live.filter((raw) => raw.State?.Name !== "shutting-down").map((raw) => raw.InstanceId ?? ""),
+        signal,
+      );
+      // The group and key are shared by the cluster's instances: they go once no instance is left.
+      let interval = 1000;
+      while ((await describeInstances(clients, liveFilter, signal)).length > 0) {
+        if (Date.now() >= deadline) {
+          throw new ProvisionError({
+            provider: PROVIDER_NAME,
+            message: `instances of cluster ${cluster.id} are still not terminated after ${TEARDOWN_LIMIT_MS / 60_000} min; its security group and key pair are left (tagged ${AWS_TAGS.cluster}=${cluster.id})`,
+            isRetryable: true,
+          });
+        }
+        await sleep(interval, signal);
+        interval = Math.min(interval * 2, 10_000);
+      }
+      // What this provider created carries the cluster's tag; a security group or key pair given in the
+      // settings does not, and stays. Found by tag, teardown also works for a cluster rebuilt from an
+      // instance's tags (`skyward down`).
+      const tagFilter = [{ Name: `tag:${AWS_TAGS.cluster}`, Values: [cluster.id] }];
+      const groups = await awsCall("DescribeSecurityGroups", signal, () =>
+        clients.ec2.send(new DescribeSecurityGroupsCommand({ Filters: tagFilter }), { abortSignal: signal }),
+      );
+      for (const group of groups.SecurityGroups ?? [])
+        if (group.GroupId) await deleteSecurityGroup(clients, group.GroupId, deadline, signal);
+      const keys = await awsCall("DescribeKeyPairs", signal, () =>
+        clients.ec2.send(new DescribeKeyPairsCommand({ Filters: tagFilter }), { abortSignal: signal }),
+      );
+      for (const key of keys.KeyPairs ?? []) {
+        if (!key.KeyName) continue;
+        await deleteKeyPair(clients, key.KeyName, signal);
+        await removePrivateKey(keyFilePath(key.KeyName));
+      }
+      if (cluster.specific?.ownsKeyPair) await removePrivateKey(cluster.specific.keyFile);
+    },
+
+    selfDestruct(_cluster: Cluster<AwsClusterData>, instance: Instance): string {
+      if (settings.sshAddress) {
+        // A stand-in host of a test is not the instance: it must never be shut down.
+        const mapping = mappingOf({
+          id: instance.id,
+          publicIp: instance.publicIp,
+          privateIp: instance.privateIp,
+        });
+        return mapping?.selfDestruct ?? "true";
+      }
+      // The instance was launched with InstanceInitiatedShutdownBehavior=terminate: shutting down ends it.
+      return settings.sshUser === "root" ? "shutdown -h now" : "sudo shutdown -h now";
+    },
+
+    async listInstances(options: ProviderCallOptions): Promise<readonly Instance[]> {
+      const clients = clientsFor(settings.region);
+      const found = await describeInstances(
+        clients,
+        [
+          { Name: "tag-key", Values: [AWS_TAGS.cluster] },
+          { Name: "instance-state-name", Values: LIVE_STATES },
+        ],
+        options.signal,
+      );
+      return found.map((raw) => {
+        const keyFile = raw.KeyName ? keyFilePath(raw.KeyName) : undefined;
+        return toInstance(
+          raw,
+          keyFile !== undefined && existsSync(keyFile) ? { identityFile: keyFile } : {},
+          "",
+        );
+      });
+    },
+  };
+}

@@ -1,0 +1,72 @@
+import { execFile } from "node:child_process";
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { bootWatchdogSeconds, renderBootWatchdog } from "./boot-watchdog.js";
+
+const run = promisify(execFile);
+
+/** Seconds this machine has been up, as the script reads them. */
+async function uptime(): Promise<number> {
+  return Math.floor(Number((await readFile("/proc/uptime", "utf8")).split(" ")[0]));
+}
+
+describe("the boot watchdog (user data)", () => {
+  let scratch = "";
+  let bin = "";
+  let root = "";
+  let record = "";
+
+  beforeEach(async () => {
+    scratch = await mkdtemp(join(tmpdir(), "skyward-watchdog-"));
+    bin = join(scratch, "bin");
+    root = join(scratch, "root dir");
+    record = join(scratch, "shutdown-called");
+    await run("mkdir", ["-p", bin, root]);
+    // A fake `shutdown` that records its arguments instead of ending this machine.
+    await writeFile(join(bin, "shutdown"), `#!/bin/sh\necho "$@" > '${record}'\n`);
+    await chmod(join(bin, "shutdown"), 0o755);
+  });
+
+  afterEach(async () => {
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  /** Runs the script with the fake shutdown first on PATH; waits for its background watchdog. */
+  async function runWatchdog(seconds: number, waitMs: number): Promise<string | undefined> {
+    const script = join(scratch, "user-data.sh");
+    await writeFile(script, renderBootWatchdog({ root, seconds }));
+    const started = Date.now();
+    await run("sh", [script], { env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
+    // The script itself returns at once; the watchdog runs on in the background.
+    expect(Date.now() - started).toBeLessThan(1000);
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
+    return readFile(record, "utf8").catch(() => undefined);
+  }
+
+  it("shuts down when no worker has started by N seconds after boot", async () => {
+    expect(await runWatchdog(1, 1000)).toBe("-h now\n");
+  });
+
+  it("leaves a node alone once a worker has started", async () => {
+    await writeFile(join(root, "worker.pid"), "1234\n");
+    expect(await runWatchdog(1, 1000)).toBeUndefined();
+  });
+
+  it("waits until N seconds after boot, and checks again then", async () => {
+    // N is 2 s from now: a worker that starts within them saves the node.
+    const seconds = (await uptime()) + 2;
+    const pending = runWatchdog(seconds, 3500);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await readFile(record, "utf8").catch(() => undefined)).toBeUndefined();
+    await writeFile(join(root, "worker.log"), "started\n");
+    expect(await pending).toBeUndefined();
+  });
+
+  it("N is ttl + sshTimeout + bootstrapTimeout", () => {
+    expect(bootWatchdogSeconds({ ttl: 600, sshTimeout: 300, bootstrapTimeout: 300 })).toBe(1200);
+    expect(bootWatchdogSeconds({ ttl: 0, sshTimeout: 60, bootstrapTimeout: 120.5 })).toBe(181);
+  });
+});

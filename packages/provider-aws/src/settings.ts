@@ -1,0 +1,218 @@
+/**
+ * The settings of the AWS provider: what `AWS(settings)` and `skyward.toml`'s `[providers.x]` table
+ * (`type = "aws"`) accept, validated with zod into {@link ResolvedAwsSettings}.
+ */
+import { ConfigurationError } from "@skyward/core";
+import { z } from "zod";
+
+/** Static AWS credentials. Secrets: never logged. */
+export interface AwsCredentials {
+  /** The access key id (`AKIA…`). */
+  readonly accessKeyId: string;
+  /** The secret access key. */
+  readonly secretAccessKey: string;
+  /** The session token of temporary credentials. */
+  readonly sessionToken?: string;
+}
+
+/** A function returning credentials when asked (e.g. from a vault), called lazily by the AWS SDK. */
+export type AwsCredentialsProvider = () => Promise<AwsCredentials>;
+
+/** What the {@link AwsSettings.sshAddress} test seam receives: the EC2 instance as AWS describes it. */
+export interface AwsInstanceAddresses {
+  /** The EC2 instance id (`i-…`). */
+  readonly id: string;
+  /** Its public IPv4 address, or null. */
+  readonly publicIp: string | null;
+  /** Its private IPv4 address, or null. */
+  readonly privateIp: string | null;
+}
+
+/**
+ * What the {@link AwsSettings.sshAddress} test seam returns: where the pool reaches the instance
+ * instead, and anything else the stand-in host needs.
+ */
+export interface SshAddressMapping {
+  /** Host name or address to connect to. */
+  readonly host: string;
+  /** The SSH port. */
+  readonly port: number;
+  /** The login user; default the provider's `sshUser`. */
+  readonly user?: string;
+  /** The private key to log in with; default the pool's key pair. A secret: never logged. */
+  readonly privateKey?: string;
+  /** The stand-in host's Skyward root directory; default the provider's `root`. */
+  readonly root?: string;
+  /** The stand-in host's key fingerprint (`SHA256:…`); default trust on first use. */
+  readonly hostKeyFingerprint?: string;
+  /** The address other nodes reach the stand-in host on; default the instance's private address. */
+  readonly privateIp?: string;
+  /**
+   * The self-destruct command for a worker on the stand-in host. Default `true` (nothing): the
+   * stand-in host is not the instance, so it must never be shut down.
+   */
+  readonly selfDestruct?: string;
+}
+
+/** Settings of {@link AWS} / {@link createAWS}. Every field is optional. */
+export interface AwsSettings {
+  /** The region. Default `us-east-1`; a spec's `region` overrides it per pool. */
+  region?: string;
+  /** Another EC2/SSM endpoint, e.g. a local moto server (`http://127.0.0.1:5000`). */
+  endpoint?: string;
+  /**
+   * Credentials. Default: the standard AWS chain (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`,
+   * `AWS_PROFILE` and `~/.aws`, SSO, web identity, ECS and EC2 instance roles), looked up lazily on
+   * the first call.
+   */
+  credentials?: AwsCredentials | AwsCredentialsProvider;
+  /** A named profile of `~/.aws/config` for the standard chain (instead of `AWS_PROFILE`). */
+  profile?: string;
+  /** An IAM instance profile (name or ARN) given to every instance, e.g. for S3 access. */
+  instanceProfile?: string;
+  /** Launch into this subnet (and its VPC) instead of the default VPC's subnets. */
+  subnetId?: string;
+  /** Use this security group instead of creating one per pool; it must allow SSH from here. */
+  securityGroupId?: string;
+  /** Use this existing key pair instead of creating one per pool; needs {@link AwsSettings.identityFile}. */
+  keyName?: string;
+  /** The private key file of {@link AwsSettings.keyName}. */
+  identityFile?: string;
+  /** Use this AMI instead of the Ubuntu / Deep Learning images looked up in SSM. */
+  amiId?: string;
+  /** The login user of the AMI. Default `ubuntu`. */
+  sshUser?: string;
+  /** Skyward's directory on each instance. Default `/opt/skyward`. */
+  root?: string;
+  /**
+   * On-demand prices (USD per hour, by instance type) that override or extend the built-in table,
+   * e.g. your negotiated or another region's prices.
+   */
+  onDemandPrices?: Readonly<Record<string, number>>;
+  /**
+   * FOR TESTS ONLY. Maps an instance to the SSH address the pool uses instead of its own, so a
+   * provider driven against a fake EC2 (moto) reaches real SSH hosts (a test bed). Never set it
+   * against real AWS.
+   */
+  sshAddress?: (instance: AwsInstanceAddresses) => SshAddressMapping;
+}
+
+/** {@link AwsSettings} after validation, defaults applied. */
+export interface ResolvedAwsSettings {
+  readonly region: string;
+  readonly endpoint: string | undefined;
+  readonly credentials: AwsCredentials | AwsCredentialsProvider | undefined;
+  readonly profile: string | undefined;
+  readonly instanceProfile: string | undefined;
+  readonly subnetId: string | undefined;
+  readonly securityGroupId: string | undefined;
+  readonly keyName: string | undefined;
+  readonly identityFile: string | undefined;
+  readonly amiId: string | undefined;
+  readonly sshUser: string;
+  readonly root: string;
+  readonly onDemandPrices: Readonly<Record<string, number>>;
+  readonly sshAddress: ((instance: AwsInstanceAddresses) => SshAddressMapping) | undefined;
+}
+
+const text = (what: string) =>
+  z.string({ error: `expected ${what}` }).min(1, { message: `expected ${what}` });
+const awsId = (prefix: string, what: string) =>
+  z
+    .string({ error: `expected ${what} ("${prefix}-…")` })
+    .regex(new RegExp(`^${prefix}-[0-9a-f]{8,17}$`), { message: `expected ${what} ("${prefix}-…")` });
+
+const credentialsSchema = z.union(
+  [
+    z.strictObject({
+      accessKeyId: text("an access key id"),
+      secretAccessKey: text("a secret access key"),
+      sessionToken: text("a session token").optional(),
+    }),
+    z.custom<AwsCredentialsProvider>((value) => typeof value === "function"),
+  ],
+  { error: "expected { accessKeyId, secretAccessKey, sessionToken? } or a function returning them" },
+);
+
+const settingsSchema = z
+  .strictObject({
+    region: z
+      .string({ error: 'expected a region such as "us-east-1"' })
+      .regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, { message: 'expected a region such as "us-east-1"' })
+      .default("us-east-1"),
+    endpoint: z.url({ error: 'expected an endpoint URL such as "http://127.0.0.1:5000"' }).optional(),
+    credentials: credentialsSchema.optional(),
+    profile: text("a profile name").optional(),
+    instanceProfile: text("an instance profile name or ARN").optional(),
+    subnetId: awsId("subnet", "a subnet id").optional(),
+    securityGroupId: awsId("sg", "a security group id").optional(),
+    keyName: text("a key pair name").optional(),
+    identityFile: text("the private key's path").optional(),
+    amiId: awsId("ami", "an AMI id").optional(),
+    sshUser: text("a user name").default("ubuntu"),
+    root: z
+      .string({ error: "expected an absolute directory other than /" })
+      .refine((value) => value.startsWith("/") && value.replace(/\/+$/, "") !== "", {
+        message: "expected an absolute directory other than /",
+      })
+      .default("/opt/skyward"),
+    onDemandPrices: z
+      .record(z.string(), z.number().positive({ message: "expected a price in USD per hour, > 0" }))
+      .default({}),
+    sshAddress: z
+      .custom<(instance: AwsInstanceAddresses) => SshAddressMapping>((value) => typeof value === "function", {
+        message: "expected a function (for tests only)",
+      })
+      .optional(),
+  })
+  .superRefine((value, context) => {
+    if (value.keyName !== undefined && value.identityFile === undefined)
+      context.addIssue({
+        code: "custom",
+        path: ["identityFile"],
+        message: "expected the private key file of keyName",
+      });
+    if (value.identityFile !== undefined && value.keyName === undefined)
+      context.addIssue({
+        code: "custom",
+        path: ["keyName"],
+        message: "expected the key pair name of identityFile",
+      });
+  });
+
+/**
+ * Validates settings, throwing {@link ConfigurationError} with paths such as `AWS.region` (or, from
+ * `skyward.toml`, relative ones the config loader prefixes with the provider's table).
+ */
+export function resolveAwsSettings(input: unknown, prefix = "AWS"): ResolvedAwsSettings {
+  const result = settingsSchema.safeParse(input ?? {});
+  if (!result.success) {
+    // Messages never echo the value: it may be a secret (a key in the wrong field).
+    const pathOf = (path: readonly PropertyKey[]) =>
+      [prefix, ...path.map(String)].filter((part) => part !== "").join(".");
+    throw new ConfigurationError({
+      issues: result.error.issues.flatMap((issue) =>
+        issue.code === "unrecognized_keys"
+          ? issue.keys.map((key) => ({ path: pathOf([...issue.path, key]), message: "unknown field" }))
+          : [{ path: pathOf(issue.path), message: issue.message }],
+      ),
+    });
+  }
+  const value = result.data;
+  return Object.freeze({
+    region: value.region,
+    endpoint: value.endpoint,
+    credentials: value.credentials,
+    profile: value.profile,
+    instanceProfile: value.instanceProfile,
+    subnetId: value.subnetId,
+    securityGroupId: value.securityGroupId,
+    keyName: value.keyName,
+    identityFile: value.identityFile,
+    amiId: value.amiId,
+    sshUser: value.sshUser,
+    root: value.root.replace(/\/+$/, ""),
+    onDemandPrices: Object.freeze({ ...value.onDemandPrices }),
+    sshAddress: value.sshAddress,
+  });
+}

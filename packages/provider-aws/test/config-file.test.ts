@@ -1,0 +1,51 @@
+/**
+ * `skyward.toml` → this package: core's config loader imports `@skyward/provider-aws` (its built
+ * `dist`, as an installed package is) and calls `createProviderFromConfig` with the table's settings.
+ */
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { ConfigurationError, isProvider } from "@skyward/core";
+import { createProviderFromEntry, parseConfigText, validateConfig } from "@skyward/core/internal";
+import { describe, expect, it } from "vitest";
+
+const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
+const built = existsSync(new URL("../dist/index.js", import.meta.url));
+
+describe.skipIf(!built && process.env.CI !== "true")('[providers.x] type = "aws" in skyward.toml', () => {
+  const providerEntry = (toml: string) => {
+    const config = validateConfig(parseConfigText(toml));
+    const entry = config.providers.cloud;
+    if (!entry) throw new Error("no providers.cloud");
+    return entry;
+  };
+
+  it("loads this package and creates the provider from the table's settings", async () => {
+    const entry = providerEntry(`
+[providers.cloud]
+type = "aws"
+region = "eu-west-1"
+ssh_user = "ec2-user"
+instance_profile = "skyward-s3"
+on_demand_prices = { "g5.xlarge" = 0.9 }
+`);
+    expect(entry.package).toBe("@skyward/provider-aws");
+    const provider = await createProviderFromEntry(entry, packageDirectory);
+    expect(isProvider(provider)).toBe(true);
+    expect(provider.name).toBe("aws");
+  });
+
+  it("reports a bad setting at its path in the file", async () => {
+    const entry = providerEntry(`
+[providers.cloud]
+type = "aws"
+region = "nowhere"
+zone = "a"
+`);
+    const error = await createProviderFromEntry(entry, packageDirectory).catch((caught: unknown) => caught);
+    expect(ConfigurationError.isInstance(error)).toBe(true);
+    expect((error as ConfigurationError).issues).toEqual([
+      { path: "providers.cloud.region", message: 'expected a region such as "us-east-1"' },
+      { path: "providers.cloud.zone", message: "unknown field" },
+    ]);
+  });
+});

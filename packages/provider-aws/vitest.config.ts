@@ -1,0 +1,24 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  resolve: { conditions: ["@skyward/source"] },
+  ssr: { resolve: { conditions: ["@skyward/source"] } },
+  test: {
+    globalSetup: ["@skyward/testing/vitest-global-setup"],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    projects: [
+      { extends: true, test: { name: "unit", include: ["src/**/*.test.ts"] } },
+      {
+        extends: true,
+        test: {
+          name: "moto-e2e",
+          include: ["test/**/*.test.ts"],
+          testTimeout: 300_000,
+          hookTimeout: 120_000,
+        },
+      },
+    ],
+  },
+});
