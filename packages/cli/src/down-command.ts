@@ -1,5 +1,5 @@
 /** `skyward down`: terminates the live instances of one pool, or all of them. */
-import type { Cluster, Instance } from "@skyward/core";
+import { clusterFromInstance } from "@skyward/core";
 import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
 import { poolOf } from "./format.js";
 import { type ListedInstance, listLiveInstances, printInstances } from "./instances-command.js";
@@ -28,26 +28,6 @@ or all of them. Asks first when run in a terminal.
   --json               print what was terminated as JSON
   --timeout SECONDS    give up after this long (default 60)
 `;
-
-/**
- * The cluster handed to `terminate` for an instance found by `listInstances`: the CLI has no cluster
- * object, only the instance's tags. `spec`, `offer` and `specific` are absent; the conformance suite of
- * `@skyward/testing` checks that providers with `listInstances` terminate with such a cluster.
- */
-function clusterFromInstance(providerName: string, instance: Instance): Cluster {
-  const tags = instance.tags;
-  const detached = {
-    id: tags["skyward:cluster"] ?? "",
-    provider: providerName,
-    poolId: tags["skyward:pool"] ?? "",
-    region: tags["skyward:region"] ?? "",
-    spec: undefined,
-    offer: undefined,
-    ssh: null,
-    specific: undefined,
-  };
-  return Object.freeze(detached) as unknown as Cluster;
-}
 
 /** Runs `skyward down`; resolves with the exit code. */
 export async function downCommand(context: CommandContext, flags: DownFlags): Promise<number> {

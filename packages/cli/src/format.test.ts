@@ -1,14 +1,6 @@
-import type { Instance, Offer } from "@skyward/core";
+import type { Instance } from "@skyward/core";
 import { describe, expect, it } from "vitest";
-import {
-  formatAccelerator,
-  formatAge,
-  formatGb,
-  formatPrice,
-  instanceForOutput,
-  offerPrice,
-  poolOf,
-} from "./format.js";
+import { formatAccelerator, formatAge, formatGb, formatPrice, instanceForOutput, poolOf } from "./format.js";
 
 describe("formatting", () => {
   it("writes prices, ages, sizes and accelerators for a table", () => {
@@ -30,16 +22,6 @@ describe("formatting", () => {
     expect(formatAccelerator(null)).toBe("-");
     expect(formatAccelerator({ name: "A100", count: 8, memoryGb: 80 })).toBe("8x A100 80GB");
     expect(formatAccelerator({ name: "T4", count: 1, memoryGb: 0 })).toBe("T4");
-  });
-
-  it("ranks an offer by the price of its allocation", () => {
-    const offer = { spotPrice: 0.9, onDemandPrice: 2.5 } as Offer;
-    expect(
-      ["spot", "on-demand", "cheapest", "spot-if-available"].map((allocation) =>
-        offerPrice(offer, allocation as never),
-      ),
-    ).toEqual([0.9, 2.5, 0.9, 0.9]);
-    expect(offerPrice({ spotPrice: null, onDemandPrice: 2.5 } as Offer, "spot")).toBeNull();
   });
 
   it("names an instance's pool by its pool tag, else its cluster; never prints a private key", () => {

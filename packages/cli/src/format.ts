@@ -1,5 +1,5 @@
 /** How the CLI writes prices, durations, accelerators and instances for people and for `--json`. */
-import type { Instance, Offer, OfferQuery } from "@skyward/core";
+import type { Instance, Offer } from "@skyward/core";
 
 /** A price in USD per hour (`0.0350`, `2.190`), or `-` when there is none. */
 export function formatPrice(price: number | null): string {
@@ -30,17 +30,6 @@ export function formatAccelerator(accelerator: Offer["accelerator"]): string {
 /** A size in GB without needless decimals: `16 GB`, `0.5 GB`. */
 export function formatGb(gigabytes: number): string {
   return `${Number.isInteger(gigabytes) ? gigabytes : gigabytes.toFixed(1)} GB`;
-}
-
-/**
- * The price an offer is ranked by under an allocation: the spot price for `"spot"`, the on-demand price
- * for `"on-demand"`, otherwise the lower of the two; null when it cannot be bought that way.
- */
-export function offerPrice(offer: Offer, allocation: OfferQuery["allocation"]): number | null {
-  if (allocation === "spot") return offer.spotPrice;
-  if (allocation === "on-demand") return offer.onDemandPrice;
-  const prices = [offer.spotPrice, offer.onDemandPrice].filter((price): price is number => price !== null);
-  return prices.length > 0 ? Math.min(...prices) : null;
 }
 
 /** The pool an instance belongs to: its `skyward:pool` tag, else its cluster (`skyward:cluster`). */

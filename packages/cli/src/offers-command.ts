@@ -1,7 +1,13 @@
 /** `skyward offers`: every provider's offers for an accelerator, cheapest first. */
-import { acceleratorFromName, ConfigurationError, type Offer, type OfferQuery } from "@skyward/core";
+import {
+  acceleratorFromName,
+  ConfigurationError,
+  type Offer,
+  type OfferQuery,
+  offerPrice,
+} from "@skyward/core";
 import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
-import { formatAccelerator, formatGb, formatPrice, offerPrice } from "./format.js";
+import { formatAccelerator, formatGb, formatPrice } from "./format.js";
 import { describeError, type SkippedProvider } from "./providers.js";
 import { renderTable } from "./table.js";
 import { UsageError } from "./usage-error.js";

@@ -499,9 +499,12 @@ const rows: Row[] = [
   ],
   [
     "TOML provider package missing",
-    () => namedPool('[providers.cloud]\ntype = "aws"\n[pools.train]\nprovider = "cloud"\n'),
-    "providers.cloud.type",
-    'provider package "@skyward/provider-aws" could not be loaded',
+    () =>
+      namedPool(
+        '[providers.cloud]\ntype = "acme"\npackage = "skyward-provider-not-installed"\n[pools.train]\nprovider = "cloud"\n',
+      ),
+    "providers.cloud.package",
+    'provider package "skyward-provider-not-installed" could not be loaded',
   ],
 ];
 

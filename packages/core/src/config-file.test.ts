@@ -591,14 +591,6 @@ accelerator = "A100"
     expect(issues[0]?.message).toContain("npm install skyward-provider-not-installed");
   });
 
-  it("reports a built-in type whose package is not installed at providers.NAME.type", async () => {
-    const issues = await issuesOf(
-      createProviderFromEntry(entry({ type: "vastai", package: "@skyward/provider-vastai" }), cwd),
-    );
-    expect(issues[0]?.path).toBe("providers.mine.type");
-    expect(issues[0]?.message).toContain('provider package "@skyward/provider-vastai" could not be loaded');
-  });
-
   it("reports an uninstalled package through resolveNamedPool too", async () => {
     await writeProject(
       '[providers.gone]\ntype = "x"\npackage = "skyward-provider-gone"\n[pools.p]\nprovider = "gone"\n',

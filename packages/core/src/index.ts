@@ -163,7 +163,14 @@ export type {
   WorkerEnvironment,
   WorkerLaunchRequest,
 } from "./provider.js";
-export { isProvider, PROVIDER_SPECIFICATION_VERSION } from "./provider.js";
+export {
+  clusterFromInstance,
+  isProvider,
+  offerPrice,
+  offerQuery,
+  PROVIDER_SPECIFICATION_VERSION,
+  prefersSpot,
+} from "./provider.js";
 // Python functions, pools and dispatch
 export type {
   Kwargs,

@@ -1,8 +1,8 @@
 /**
  * `@skyward/core/internal` — building blocks for Skyward's own provider and plugin packages and for
  * third parties writing their own: the zod schemas behind the public types, input parsing that raises
- * path-naming configuration errors, shell quoting, and the plugin hook runners. Not part of the
- * stable user API.
+ * path-naming configuration errors, shell quoting, the plugin hook runners, and what cloud providers
+ * share (an HTTP client for their APIs, generated SSH key pairs). Not part of the stable user API.
  */
 
 export { acceleratorSchema } from "./accelerators.js";
@@ -45,8 +45,28 @@ export {
   PROTOCOL_VERSION,
 } from "./protocol.js";
 export { providerSchema, whyNotProvider } from "./provider.js";
+export type {
+  FetchFunction,
+  ProviderApiErrorOptions,
+  ProviderApiIdentity,
+  ProviderHttpAnswer,
+  ProviderHttpAttempt,
+  ProviderHttpClient,
+  ProviderHttpClientOptions,
+  ProviderHttpRequest,
+  ProviderHttpRequestFunction,
+  ProviderHttpResponse,
+} from "./provider-http.js";
+export {
+  answerMessage,
+  createProviderHttpClient,
+  ProviderApiError,
+  resolveProviderApiKey,
+} from "./provider-http.js";
 export { findPython, preparePythonEnvironment, skywardHome } from "./python-environment.js";
 export { nodeSpecSchema, SPEC_FIELDS, specSchema } from "./spec.js";
+export type { SshKeyPair } from "./ssh-keys.js";
+export { ensureSshKeyPair, generateEd25519KeyPair, publicKeyOfOpenSshPrivateKey } from "./ssh-keys.js";
 export { startSshWorker } from "./ssh-node.js";
 export type {
   SshConnectOptions,

@@ -40,7 +40,15 @@ import {
   workerModules,
 } from "./plugin.js";
 import type { ClusterMessage, WireValue } from "./protocol.js";
-import type { Cluster, Instance, Offer, OfferQuery, Provider, WorkerEnvironment } from "./provider.js";
+import {
+  type Cluster,
+  type Instance,
+  type Offer,
+  offerPrice,
+  offerQuery,
+  type Provider,
+  type WorkerEnvironment,
+} from "./provider.js";
 import type { Pending, PendingStream, PendingTask, PythonFunction } from "./python-function.js";
 import type { PoolSpec } from "./spec.js";
 import { startSshWorker } from "./ssh-node.js";
@@ -125,40 +133,6 @@ function removeSignalHandlers(): void {
   signalHandlersInstalled = false;
   process.off("SIGINT", onSignal);
   process.off("SIGTERM", onSignal);
-}
-
-function priceUnder(offer: Offer, allocation: PoolSpec["allocation"]): number | null {
-  switch (allocation) {
-    case "spot":
-      return offer.spotPrice;
-    case "on-demand":
-      return offer.onDemandPrice;
-    default: {
-      const prices = [offer.spotPrice, offer.onDemandPrice].filter(
-        (price): price is number => price !== null,
-      );
-      return prices.length > 0 ? Math.min(...prices) : null;
-    }
-  }
-}
-
-function offerQuery(spec: PoolSpec): OfferQuery {
-  return {
-    accelerator: spec.accelerator
-      ? {
-          name: spec.accelerator.name,
-          count: spec.accelerator.count,
-          ...(spec.accelerator.memoryGb ? { memoryGb: spec.accelerator.memoryGb } : {}),
-        }
-      : null,
-    ...(spec.vcpus !== undefined ? { vcpus: spec.vcpus } : {}),
-    ...(spec.memoryGb !== undefined ? { memoryGb: spec.memoryGb } : {}),
-    ...(spec.diskGb !== undefined ? { diskGb: spec.diskGb } : {}),
-    ...(spec.architecture !== undefined ? { architecture: spec.architecture } : {}),
-    allocation: spec.allocation,
-    ...(spec.region !== undefined ? { region: spec.region } : {}),
-    ...(spec.maxHourlyCost !== undefined ? { maxHourlyCost: spec.maxHourlyCost } : {}),
-  };
 }
 
 function freeLoopbackPort(): Promise<number> {
@@ -444,7 +418,7 @@ export class Pool implements AsyncDisposable {
         continue;
       }
       const usable = offers
-        .map((offer) => ({ offer, price: priceUnder(offer, spec.allocation) }))
+        .map((offer) => ({ offer, price: offerPrice(offer, spec.allocation) }))
         .filter((entry): entry is { offer: Offer; price: number } => entry.price !== null)
         .filter((entry) => spec.maxHourlyCost === undefined || entry.price <= spec.maxHourlyCost)
         .sort((a, b) => a.price - b.price)

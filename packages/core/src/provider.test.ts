@@ -1,16 +1,23 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { accelerators } from "./accelerators.js";
 import { ConfigurationError } from "./errors.js";
+import { options } from "./options.js";
 import {
   type Cluster,
+  clusterFromInstance,
   type Instance,
   isProvider,
   type Offer,
+  offerPrice,
+  offerQuery,
   type Provider,
   type ProviderV1,
+  prefersSpot,
   providerSchema,
   whyNotProvider,
 } from "./provider.js";
+import { resolvePoolSpec, spec } from "./spec.js";
 import { parseInput } from "./validation.js";
 
 interface FakeSpecific {
@@ -170,5 +177,96 @@ describe("providerSchema", () => {
   it("names missing methods of a v1-looking object", () => {
     const { provision: _provision, ...partial } = fakeProvider();
     expect(issuesFor(partial)[0]?.message).toContain("missing method provision");
+  });
+});
+
+describe("helpers for providers and the pool", () => {
+  it("ranks an offer by the price of its allocation", () => {
+    const offer = { spotPrice: 0.9, onDemandPrice: 2.5 } as Offer;
+    expect(
+      ["spot", "on-demand", "cheapest", "spot-if-available"].map((allocation) =>
+        offerPrice(offer, allocation as never),
+      ),
+    ).toEqual([0.9, 2.5, 0.9, 0.9]);
+    expect(offerPrice({ spotPrice: null, onDemandPrice: 2.5 } as Offer, "spot")).toBeNull();
+    expect(offerPrice({ spotPrice: null, onDemandPrice: 2.5 }, "cheapest")).toBe(2.5);
+    expect(offerPrice({ spotPrice: null, onDemandPrice: null }, "spot-if-available")).toBeNull();
+  });
+
+  it("tries spot first when the allocation wants it and the offer has it", () => {
+    const both = { spotPrice: 0.9, onDemandPrice: 2.5 };
+    const dearSpot = { spotPrice: 3, onDemandPrice: 2.5 };
+    const noSpot = { spotPrice: null, onDemandPrice: 2.5 };
+    const allocations = ["spot", "spot-if-available", "cheapest", "on-demand"] as const;
+    expect(allocations.map((allocation) => prefersSpot(allocation, both))).toEqual([true, true, true, false]);
+    expect(allocations.map((allocation) => prefersSpot(allocation, dearSpot))).toEqual([
+      true,
+      true,
+      false,
+      false,
+    ]);
+    expect(allocations.map((allocation) => prefersSpot(allocation, noSpot))).toEqual([
+      false,
+      false,
+      false,
+      false,
+    ]);
+    expect(prefersSpot("cheapest", { spotPrice: 1, onDemandPrice: null })).toBe(true);
+  });
+
+  it("turns a resolved pool spec into the query providers get, leaving out what it does not set", () => {
+    expect(offerQuery(resolvePoolSpec(spec({}), options()))).toEqual({
+      accelerator: null,
+      allocation: "spot-if-available",
+    });
+    const query = offerQuery(
+      resolvePoolSpec(
+        spec({
+          accelerator: accelerators.A100({ count: 2, memory: "80GB" }),
+          vcpus: 8,
+          memoryGb: 64,
+          diskGb: 200,
+          architecture: "x86_64",
+          allocation: "spot",
+          region: "us-east-1",
+          maxHourlyCost: 9.5,
+        }),
+        options(),
+      ),
+    );
+    expect(query).toEqual({
+      accelerator: { name: "A100", count: 2, memoryGb: 80 },
+      vcpus: 8,
+      memoryGb: 64,
+      diskGb: 200,
+      architecture: "x86_64",
+      allocation: "spot",
+      region: "us-east-1",
+      maxHourlyCost: 9.5,
+    });
+  });
+
+  it("rebuilds a detached cluster from an instance's tags", () => {
+    const instance = {
+      id: "i-1",
+      tags: { "skyward:cluster": "c1", "skyward:pool": "p1", "skyward:region": "eu-west-1", Name: "x" },
+    } as unknown as Instance;
+    const cluster = clusterFromInstance("aws", instance);
+    expect({ ...cluster }).toEqual({
+      id: "c1",
+      provider: "aws",
+      poolId: "p1",
+      region: "eu-west-1",
+      spec: undefined,
+      offer: undefined,
+      ssh: null,
+      specific: undefined,
+    });
+    expect(Object.isFrozen(cluster)).toBe(true);
+    expect(clusterFromInstance("runpod", { ...instance, tags: {} })).toMatchObject({
+      id: "",
+      poolId: "",
+      region: "",
+    });
   });
 });

@@ -340,6 +340,79 @@ export interface ProviderV1<Specific = unknown> {
 /** A provider: the current contract version. */
 export type Provider = ProviderV1;
 
+/**
+ * The price an offer is ranked by under an allocation, as the pool ranks offers: the spot price for
+ * `"spot"`, the on-demand price for `"on-demand"`, otherwise the lower of the two; null when the offer
+ * cannot be bought that way.
+ */
+export function offerPrice(
+  offer: Pick<Offer, "spotPrice" | "onDemandPrice">,
+  allocation: AllocationStrategy,
+): number | null {
+  if (allocation === "spot") return offer.spotPrice;
+  if (allocation === "on-demand") return offer.onDemandPrice;
+  const prices = [offer.spotPrice, offer.onDemandPrice].filter((price): price is number => price !== null);
+  return prices.length > 0 ? Math.min(...prices) : null;
+}
+
+/**
+ * Whether to ask for spot capacity first for an offer under an allocation: for `"spot"` and
+ * `"spot-if-available"` when the offer has a spot price, for `"cheapest"` when spot is not dearer than
+ * on-demand (or on-demand has no price); never for `"on-demand"`.
+ */
+export function prefersSpot(
+  allocation: AllocationStrategy,
+  offer: Pick<Offer, "spotPrice" | "onDemandPrice">,
+): boolean {
+  if (offer.spotPrice === null) return false;
+  if (allocation === "spot" || allocation === "spot-if-available") return true;
+  if (allocation === "cheapest")
+    return offer.onDemandPrice === null || offer.spotPrice <= offer.onDemandPrice;
+  return false;
+}
+
+/** The query the pool sends to `offers` for a resolved pool spec: its per-node requirements. */
+export function offerQuery(spec: PoolSpec): OfferQuery {
+  return {
+    accelerator: spec.accelerator
+      ? {
+          name: spec.accelerator.name,
+          count: spec.accelerator.count,
+          ...(spec.accelerator.memoryGb ? { memoryGb: spec.accelerator.memoryGb } : {}),
+        }
+      : null,
+    ...(spec.vcpus !== undefined ? { vcpus: spec.vcpus } : {}),
+    ...(spec.memoryGb !== undefined ? { memoryGb: spec.memoryGb } : {}),
+    ...(spec.diskGb !== undefined ? { diskGb: spec.diskGb } : {}),
+    ...(spec.architecture !== undefined ? { architecture: spec.architecture } : {}),
+    allocation: spec.allocation,
+    ...(spec.region !== undefined ? { region: spec.region } : {}),
+    ...(spec.maxHourlyCost !== undefined ? { maxHourlyCost: spec.maxHourlyCost } : {}),
+  };
+}
+
+/**
+ * The cluster handed to `terminate` for an instance found by `listInstances`, when there is no cluster
+ * object (`skyward down`): only what the instance's tags say — `id` (`skyward:cluster`), `provider`,
+ * `poolId` (`skyward:pool`) and `region` (`skyward:region`). Its `spec`, `offer` and `specific` are
+ * absent, so a provider with `listInstances` must terminate by instance id alone; the conformance
+ * suite of `@skyward/testing` checks that it does.
+ */
+export function clusterFromInstance(providerName: string, instance: Instance): Cluster {
+  const tags = instance.tags;
+  const detached = {
+    id: tags["skyward:cluster"] ?? "",
+    provider: providerName,
+    poolId: tags["skyward:pool"] ?? "",
+    region: tags["skyward:region"] ?? "",
+    spec: undefined,
+    offer: undefined,
+    ssh: null,
+    specific: undefined,
+  };
+  return Object.freeze(detached) as unknown as Cluster;
+}
+
 const requiredMethods = [
   "offers",
   "prepare",

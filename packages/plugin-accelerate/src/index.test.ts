@@ -6,8 +6,6 @@ import { join } from "node:path";
 import {
   accelerators,
   type Cluster,
-  ConfigurationError,
-  type ConfigurationIssue,
   image,
   LaunchCommand,
   type LaunchContext,
@@ -18,6 +16,7 @@ import {
   spec,
 } from "@skyward/core";
 import { applyLaunchers, collectBootstrapOps } from "@skyward/core/internal";
+import { configurationIssuesOf } from "@skyward/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { type AccelerateConfig, accelerate, inferDistributedType } from "./index.js";
 
@@ -78,16 +77,6 @@ function workerCommand(context: LaunchContext): LaunchCommand {
   });
 }
 
-function issuesOf(run: () => unknown): readonly ConfigurationIssue[] {
-  try {
-    run();
-  } catch (error) {
-    expect(ConfigurationError.isInstance(error)).toBe(true);
-    return (error as ConfigurationError).issues;
-  }
-  throw new Error("expected a ConfigurationError");
-}
-
 /** Runs the plugin's bootstrap ops as the bootstrap script's plugins phase does: `bash -c op`. */
 function runBootstrapOps(config: AccelerateConfig, cluster: Cluster, root: string): void {
   mkdirSync(root, { recursive: true });
@@ -107,29 +96,31 @@ function argvOf(command: LaunchCommand): string[] {
 
 describe("accelerate() settings", () => {
   it("refuses bad settings with a ConfigurationError naming the field", () => {
-    expect(issuesOf(() => accelerate({ mixed_precision: "fp32" as "fp16" }))[0]?.path).toBe(
+    expect(configurationIssuesOf(() => accelerate({ mixed_precision: "fp32" as "fp16" }))[0]?.path).toBe(
       "accelerate.mixed_precision",
     );
-    expect(issuesOf(() => accelerate({ num_processes: 0 }))).toEqual([
+    expect(configurationIssuesOf(() => accelerate({ num_processes: 0 }))).toEqual([
       { path: "accelerate.num_processes", message: "expected a positive whole number" },
     ]);
-    expect(issuesOf(() => accelerate({ num_cpu_threads_per_process: 1.5 }))[0]?.path).toBe(
+    expect(configurationIssuesOf(() => accelerate({ num_cpu_threads_per_process: 1.5 }))[0]?.path).toBe(
       "accelerate.num_cpu_threads_per_process",
     );
-    expect(issuesOf(() => accelerate({ gpu_ids: "0;reboot" }))[0]).toEqual({
+    expect(configurationIssuesOf(() => accelerate({ gpu_ids: "0;reboot" }))[0]).toEqual({
       path: "accelerate.gpu_ids",
       message: 'expected "all" or comma-separated GPU indexes like "0,1"',
     });
-    expect(issuesOf(() => accelerate({ distributed_type: "SOMETHING" as "NO" }))[0]?.path).toBe(
+    expect(configurationIssuesOf(() => accelerate({ distributed_type: "SOMETHING" as "NO" }))[0]?.path).toBe(
       "accelerate.distributed_type",
     );
-    expect(issuesOf(() => accelerate({ fsdp: {}, deepspeed: {} }))).toEqual([
+    expect(configurationIssuesOf(() => accelerate({ fsdp: {}, deepspeed: {} }))).toEqual([
       { path: "accelerate.deepspeed", message: "expected either fsdp or deepspeed, not both" },
     ]);
     expect(
-      issuesOf(() => accelerate({ fsdp: "FULL_SHARD" as unknown as { [key: string]: string } }))[0],
+      configurationIssuesOf(() =>
+        accelerate({ fsdp: "FULL_SHARD" as unknown as { [key: string]: string } }),
+      )[0],
     ).toEqual({ path: "accelerate.fsdp", message: "expected an object of FSDP settings" });
-    expect(issuesOf(() => accelerate({ num_machines: 2 } as AccelerateConfig))).toEqual([
+    expect(configurationIssuesOf(() => accelerate({ num_machines: 2 } as AccelerateConfig))).toEqual([
       { path: "accelerate.num_machines", message: "unknown field" },
     ]);
   });

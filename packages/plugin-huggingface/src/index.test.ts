@@ -1,22 +1,14 @@
-import { spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import {
-  type Cluster,
-  ConfigurationError,
-  type ConfigurationIssue,
-  type Image,
-  image,
-  version,
-} from "@skyward/core";
-import { applyImageTransforms, collectBootstrapOps, renderBootstrapScript } from "@skyward/core/internal";
+import { join } from "node:path";
+import { image } from "@skyward/core";
+import { applyImageTransforms, collectBootstrapOps } from "@skyward/core/internal";
+import { configurationIssuesOf, fakeCluster, runBootstrapScript } from "@skyward/testing";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { DEFAULT_HUGGINGFACE_PACKAGES, huggingface } from "./index.js";
 
 const TOKEN = "hf_SeCrEtToKeN0123456789abcdefXYZ";
-const cluster = { id: "cluster", provider: "fake", poolId: "pool" } as Cluster;
+const cluster = fakeCluster();
 const scratch = mkdtempSync(join(tmpdir(), "skyward-huggingface-test-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -29,58 +21,6 @@ afterEach(() => {
   if (savedToken === undefined) delete process.env.HF_TOKEN;
   else process.env.HF_TOKEN = savedToken;
 });
-
-function issuesOf(run: () => unknown): readonly ConfigurationIssue[] {
-  try {
-    run();
-  } catch (error) {
-    expect(ConfigurationError.isInstance(error)).toBe(true);
-    return (error as ConfigurationError).issues;
-  }
-  throw new Error("expected a ConfigurationError");
-}
-
-const coreDirectory = dirname(createRequire(import.meta.url).resolve("@skyward/core/package.json"));
-
-interface BootstrapRun {
-  readonly root: string;
-  readonly code: number | null;
-  /** stdout, stderr and the bootstrap log: everything the run printed. */
-  readonly printed: string;
-}
-
-/**
- * Runs the real bootstrap script core renders for `image` and `pluginOps` on this machine (the
- * runtime uploaded by copying it), as a node would run it.
- */
-function runBootstrap(
-  bootImage: Image,
-  pluginOps: readonly string[],
-  env: Record<string, string>,
-): BootstrapRun {
-  const root = mkdtempSync(join(scratch, "root-"));
-  const runtime = join(coreDirectory, "python");
-  cpSync(join(runtime, "skyward"), join(root, "runtime", "skyward"), {
-    recursive: true,
-    filter: (source) => !source.includes("__pycache__"),
-  });
-  cpSync(join(runtime, "skyward_worker.py"), join(root, "runtime", "skyward_worker.py"));
-  const script = join(root, "bootstrap.sh");
-  writeFileSync(
-    script,
-    renderBootstrapScript({ image: bootImage, root, skywardVersion: version, pluginOps }),
-    {
-      mode: 0o700,
-    },
-  );
-  const result = spawnSync("bash", [script], {
-    env: { ...process.env, ...env },
-    encoding: "utf8",
-    timeout: 180_000,
-  });
-  const log = readFileSync(join(root, "bootstrap.log"), "utf8");
-  return { root, code: result.status, printed: `${result.stdout}\n${result.stderr}\n${log}` };
-}
 
 /** A stand-in `huggingface_hub` whose `login` records what it was given. */
 function fakeHub(): { pythonPath: string; record: string } {
@@ -101,13 +41,13 @@ function fakeHub(): { pythonPath: string; record: string } {
 
 describe("huggingface() options", () => {
   it("refuses bad options naming the field, without repeating the token", () => {
-    expect(issuesOf(() => huggingface({ token: "" }))).toEqual([
+    expect(configurationIssuesOf(() => huggingface({ token: "" }))).toEqual([
       {
         path: "huggingface.token",
         message: "expected a Hugging Face access token, received an empty string",
       },
     ]);
-    const issues = issuesOf(() => huggingface({ token: `${TOKEN}\nsecond line` }));
+    const issues = configurationIssuesOf(() => huggingface({ token: `${TOKEN}\nsecond line` }));
     expect(issues).toEqual([
       {
         path: "huggingface.token",
@@ -115,13 +55,13 @@ describe("huggingface() options", () => {
       },
     ]);
     expect(JSON.stringify(issues)).not.toContain("SeCrEt");
-    expect(issuesOf(() => huggingface({ token: 42 as unknown as string }))[0]?.path).toBe(
+    expect(configurationIssuesOf(() => huggingface({ token: 42 as unknown as string }))[0]?.path).toBe(
       "huggingface.token",
     );
-    expect(issuesOf(() => huggingface({ packages: ["transformers", ""] }))[0]?.path).toBe(
+    expect(configurationIssuesOf(() => huggingface({ packages: ["transformers", ""] }))[0]?.path).toBe(
       "huggingface.packages[1]",
     );
-    expect(issuesOf(() => huggingface({ tokne: TOKEN } as never))).toEqual([
+    expect(configurationIssuesOf(() => huggingface({ tokne: TOKEN } as never))).toEqual([
       { path: "huggingface.tokne", message: "unknown field" },
     ]);
   });
@@ -176,9 +116,11 @@ describe("the token", () => {
     // The real script, with the plugin's env and ops; its pip packages are left out (no network
     // install in a unit test): the fake hub below stands in for them.
     const hub = fakeHub();
-    const run = runBootstrap(image({ env: transformed.env }), collectBootstrapOps([plugin], cluster), {
-      PYTHONPATH: hub.pythonPath,
-      FAKE_HUB_RECORD: hub.record,
+    const run = runBootstrapScript({
+      directory: scratch,
+      image: image({ env: transformed.env }),
+      pluginOps: collectBootstrapOps([plugin], cluster),
+      env: { PYTHONPATH: hub.pythonPath, FAKE_HUB_RECORD: hub.record },
     });
     expect(run.code, run.printed).toBe(0);
     expect(
@@ -200,9 +142,11 @@ describe("the token", () => {
     const plugin = huggingface();
     const transformed = await applyImageTransforms([plugin], image(), cluster);
     const hub = fakeHub();
-    const run = runBootstrap(image({ env: transformed.env }), collectBootstrapOps([plugin], cluster), {
-      PYTHONPATH: hub.pythonPath,
-      FAKE_HUB_RECORD: hub.record,
+    const run = runBootstrapScript({
+      directory: scratch,
+      image: image({ env: transformed.env }),
+      pluginOps: collectBootstrapOps([plugin], cluster),
+      env: { PYTHONPATH: hub.pythonPath, FAKE_HUB_RECORD: hub.record },
     });
     expect(run.code, run.printed).toBe(0);
     expect(run.printed).toContain("huggingface: no HF_TOKEN, not logging in to the hub");
@@ -218,8 +162,13 @@ describe("the token", () => {
       join(broken, "huggingface_hub", "__init__.py"),
       'def login(token=None, **kwargs):\n    raise ValueError("Invalid user token.")\n',
     );
-    const run = runBootstrap(image({ env: transformed.env }), collectBootstrapOps([plugin], cluster), {
-      PYTHONPATH: broken,
+    const run = runBootstrapScript({
+      directory: scratch,
+      image: image({ env: transformed.env }),
+      pluginOps: collectBootstrapOps([plugin], cluster),
+      env: {
+        PYTHONPATH: broken,
+      },
     });
     expect(run.code).not.toBe(0);
     expect(run.printed).toContain("Invalid user token.");

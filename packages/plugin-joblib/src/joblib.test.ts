@@ -1,44 +1,18 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import {
-  type Cluster,
-  ConfigurationError,
-  image,
-  isPlugin,
-  type Offer,
-  type Plugin,
-  type PoolSpec,
-} from "@skyward/core";
+import { image, isPlugin, type Plugin } from "@skyward/core";
 import { applyImageTransforms, workerModules } from "@skyward/core/internal";
+import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { type JoblibOptions, joblib, sklearn } from "./index.js";
 
-const cluster: Cluster = {
-  id: "cluster-1",
-  provider: "local",
-  poolId: "pool-1",
-  region: "local",
-  spec: {} as PoolSpec,
-  offer: {} as Offer,
-  ssh: null,
-  specific: {},
-};
+const cluster = fakeCluster();
 
 const workerPath = fileURLToPath(new URL("../python/skyward_plugin_joblib.py", import.meta.url));
 
 function transformed(plugins: Plugin[], base = image()) {
   return applyImageTransforms(plugins, base, cluster);
-}
-
-function issuesOf(run: () => unknown): { path: string; message: string }[] {
-  try {
-    run();
-  } catch (error) {
-    if (ConfigurationError.isInstance(error)) return [...error.issues];
-    throw error;
-  }
-  throw new Error("expected a ConfigurationError");
 }
 
 /** The worker module's top-level functions and string constants, read by Python's own parser. */
@@ -90,7 +64,7 @@ describe.each([
     [{ backend: "loky" }, "backend", /unknown field/],
     ["1.5.2", "", /expected an options object, received the string "1.5.2"/],
   ])("rejects %j naming the field", (input, path, message) => {
-    const issues = issuesOf(() => factory(input as JoblibOptions));
+    const issues = configurationIssuesOf(() => factory(input as JoblibOptions));
     expect(issues).toHaveLength(1);
     expect(issues[0]?.path).toBe(path);
     expect(issues[0]?.message).toMatch(message);
@@ -149,13 +123,7 @@ describe("the package", () => {
   const root = fileURLToPath(new URL("..", import.meta.url));
 
   it("ships the worker module in its tarball, and no tests", () => {
-    const [packed] = JSON.parse(
-      execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
-        cwd: root,
-        encoding: "utf8",
-      }),
-    ) as [{ files: { path: string }[] }];
-    const files = packed.files.map((file) => file.path);
+    const files = packedFiles(root);
     expect(files).toContain("python/skyward_plugin_joblib.py");
     expect(files).toContain("src/index.ts");
     expect(files.filter((file) => /test|__pycache__/.test(file))).toEqual([]);

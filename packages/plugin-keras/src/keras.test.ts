@@ -1,42 +1,15 @@
-import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import {
-  type Cluster,
-  ConfigurationError,
-  image,
-  isPlugin,
-  type Offer,
-  type Plugin,
-  type PoolSpec,
-} from "@skyward/core";
+import { image, isPlugin, type Plugin } from "@skyward/core";
 import { applyImageTransforms, workerModules } from "@skyward/core/internal";
+import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { type KerasOptions, keras } from "./index.js";
 
-const cluster: Cluster = {
-  id: "cluster-1",
-  provider: "local",
-  poolId: "pool-1",
-  region: "local",
-  spec: {} as PoolSpec,
-  offer: {} as Offer,
-  ssh: null,
-  specific: {},
-};
+const cluster = fakeCluster();
 
 function transformed(plugin: Plugin, base = image()) {
   return applyImageTransforms([plugin], base, cluster);
-}
-
-function issuesOf(run: () => unknown): { path: string; message: string }[] {
-  try {
-    run();
-  } catch (error) {
-    if (ConfigurationError.isInstance(error)) return [...error.issues];
-    throw error;
-  }
-  throw new Error("expected a ConfigurationError");
 }
 
 describe("keras()", () => {
@@ -74,7 +47,7 @@ describe("keras()", () => {
     [{ distribute: true }, "distribute", /unknown field/],
     [42, "", /expected an options object, received number/],
   ])("rejects %j naming the field", (input, path, message) => {
-    const issues = issuesOf(() => keras(input as KerasOptions));
+    const issues = configurationIssuesOf(() => keras(input as KerasOptions));
     expect(issues).toHaveLength(1);
     expect(issues[0]?.path).toBe(path);
     expect(issues[0]?.message).toMatch(message);
@@ -85,13 +58,7 @@ describe("the package", () => {
   const root = fileURLToPath(new URL("..", import.meta.url));
 
   it("ships the worker module in its tarball, and no tests", () => {
-    const [packed] = JSON.parse(
-      execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
-        cwd: root,
-        encoding: "utf8",
-      }),
-    ) as [{ files: { path: string }[] }];
-    const files = packed.files.map((file) => file.path);
+    const files = packedFiles(root);
     expect(files).toContain("python/skyward_plugin_keras.py");
     expect(files.filter((file) => file.includes(".test.") || file.startsWith("test/"))).toEqual([]);
   });

@@ -1,24 +1,12 @@
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  type Cluster,
-  ConfigurationError,
-  type ConfigurationIssue,
-  image,
-  isPlugin,
-  PluginError,
-  version,
-} from "@skyward/core";
-import {
-  collectBootstrapOps,
-  pluginSchema,
-  renderBootstrapScript,
-  workerModules,
-} from "@skyward/core/internal";
+import { type Cluster, isPlugin, PluginError } from "@skyward/core";
+import { collectBootstrapOps, pluginSchema, workerModules } from "@skyward/core/internal";
+import { configurationIssuesOf, runBootstrapScript } from "@skyward/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { mig, migInstancesPerGpu } from "./index.js";
 
@@ -39,16 +27,6 @@ function gpuCluster(name: string, memoryGb: number): Cluster {
     ssh: null,
     specific: {},
   } as unknown as Cluster;
-}
-
-function issuesOf(run: () => unknown): readonly ConfigurationIssue[] {
-  try {
-    run();
-  } catch (error) {
-    expect(ConfigurationError.isInstance(error)).toBe(true);
-    return (error as ConfigurationError).issues;
-  }
-  throw new Error("expected a ConfigurationError");
 }
 
 /** A fresh fake GPU: where the fake nvidia-smi keeps its state and records its calls. */
@@ -74,28 +52,6 @@ function callsOf(record: string): string[][] {
     .trim()
     .split("\n")
     .map((line) => JSON.parse(line) as string[]);
-}
-
-/** Runs the real bootstrap script core renders with the plugin's ops, as a node would. */
-function runBootstrap(pluginOps: readonly string[], env: Record<string, string>) {
-  const root = mkdtempSync(join(scratch, "root-"));
-  const runtime = join(coreDirectory, "python");
-  cpSync(join(runtime, "skyward"), join(root, "runtime", "skyward"), {
-    recursive: true,
-    filter: (source) => !source.includes("__pycache__"),
-  });
-  cpSync(join(runtime, "skyward_worker.py"), join(root, "runtime", "skyward_worker.py"));
-  const script = join(root, "bootstrap.sh");
-  writeFileSync(script, renderBootstrapScript({ image: image(), root, skywardVersion: version, pluginOps }), {
-    mode: 0o700,
-  });
-  const result = spawnSync("bash", [script], {
-    env: { ...process.env, ...env },
-    encoding: "utf8",
-    timeout: 180_000,
-  });
-  const log = readFileSync(join(root, "bootstrap.log"), "utf8");
-  return { code: result.status, printed: `${result.stdout}\n${result.stderr}\n${log}` };
 }
 
 /**
@@ -128,12 +84,12 @@ function runHook(hook: "around_app" | "around_process", worker: number, env: Rec
 
 describe("mig(profile)", () => {
   it("refuses a malformed profile, naming the field", () => {
-    expect(issuesOf(() => mig("3g40gb"))[0]?.path).toBe("mig.profile");
-    expect(issuesOf(() => mig("9g.40gb"))[0]?.path).toBe("mig.profile");
-    expect(issuesOf(() => mig("3g.40gb; reboot"))[0]?.message).toMatch(
+    expect(configurationIssuesOf(() => mig("3g40gb"))[0]?.path).toBe("mig.profile");
+    expect(configurationIssuesOf(() => mig("9g.40gb"))[0]?.path).toBe("mig.profile");
+    expect(configurationIssuesOf(() => mig("3g.40gb; reboot"))[0]?.message).toMatch(
       /expected a MIG profile like "3g.40gb"/,
     );
-    expect(issuesOf(() => mig(3 as unknown as string))[0]?.path).toBe("mig.profile");
+    expect(configurationIssuesOf(() => mig(3 as unknown as string))[0]?.path).toBe("mig.profile");
   });
 
   it("is a plugin a pool accepts, with a worker module that ships from this package", () => {
@@ -180,12 +136,12 @@ describe("workers per node: the instances of the profile that fit the GPU", () =
   });
 
   it("refuses a profile that does not fit the GPU", () => {
-    expect(issuesOf(() => migInstancesPerGpu("7g.80gb", { name: "A100", memoryGb: 40 }))[0]?.path).toBe(
-      "mig.profile",
-    );
-    expect(issuesOf(() => migInstancesPerGpu("7g.24gb", { name: "A30", memoryGb: 24 }))[0]?.path).toBe(
-      "mig.profile",
-    );
+    expect(
+      configurationIssuesOf(() => migInstancesPerGpu("7g.80gb", { name: "A100", memoryGb: 40 }))[0]?.path,
+    ).toBe("mig.profile");
+    expect(
+      configurationIssuesOf(() => migInstancesPerGpu("7g.24gb", { name: "A30", memoryGb: 24 }))[0]?.path,
+    ).toBe("mig.profile");
   });
 
   it("says so when the pool has no GPU to partition", () => {
@@ -204,7 +160,11 @@ describe("workers per node: the instances of the profile that fit the GPU", () =
 describe("the bootstrap op, run by the real bootstrap script against a fake nvidia-smi", () => {
   it("enables MIG on GPU 0 and creates one GPU instance per worker", () => {
     const gpu = fakeGpu();
-    const run = runBootstrap(collectBootstrapOps([mig("3g.40gb")], gpuCluster("A100", 80)), gpu.env);
+    const run = runBootstrapScript({
+      directory: scratch,
+      pluginOps: collectBootstrapOps([mig("3g.40gb")], gpuCluster("A100", 80)),
+      env: gpu.env,
+    });
     expect(run.code, run.printed).toBe(0);
     expect(callsOf(gpu.record)).toEqual([
       ["-i", "0", "-mig", "1"],
@@ -218,16 +178,21 @@ describe("the bootstrap op, run by the real bootstrap script against a fake nvid
 
   it("replaces the instances an earlier bootstrap left, instead of failing for lack of room", () => {
     const gpu = fakeGpu(["1g.10gb", "1g.10gb", "1g.10gb"]);
-    const run = runBootstrap(collectBootstrapOps([mig("1g.10gb")], gpuCluster("A100", 80)), gpu.env);
+    const run = runBootstrapScript({
+      directory: scratch,
+      pluginOps: collectBootstrapOps([mig("1g.10gb")], gpuCluster("A100", 80)),
+      env: gpu.env,
+    });
     expect(run.code, run.printed).toBe(0);
     expect(JSON.parse(readFileSync(gpu.state, "utf8")).instances).toEqual(Array(7).fill("1g.10gb"));
   });
 
   it("fails the bootstrap when the devices did not appear", () => {
     const gpu = fakeGpu();
-    const run = runBootstrap(collectBootstrapOps([mig("3g.40gb")], gpuCluster("A100", 80)), {
-      ...gpu.env,
-      FAKE_NVIDIA_CREATE_NOTHING: "1",
+    const run = runBootstrapScript({
+      directory: scratch,
+      pluginOps: collectBootstrapOps([mig("3g.40gb")], gpuCluster("A100", 80)),
+      env: { ...gpu.env, FAKE_NVIDIA_CREATE_NOTHING: "1" },
     });
     expect(run.code).not.toBe(0);
     expect(run.printed).toContain(

@@ -1,63 +1,17 @@
-import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  type Cluster,
-  ConfigurationError,
-  type ConfigurationIssue,
-  type Image,
-  image,
-  version,
-} from "@skyward/core";
-import { applyImageTransforms, collectBootstrapOps, renderBootstrapScript } from "@skyward/core/internal";
+import { image } from "@skyward/core";
+import { applyImageTransforms, collectBootstrapOps } from "@skyward/core/internal";
+import { configurationIssuesOf, fakeCluster, runBootstrapScript } from "@skyward/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { mps } from "./index.js";
 
-const cluster = { id: "cluster", provider: "fake", poolId: "pool" } as Cluster;
+const cluster = fakeCluster();
 const fakes = fileURLToPath(new URL("../test/fixtures/bin", import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), "skyward-mps-test-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-
-function issuesOf(run: () => unknown): readonly ConfigurationIssue[] {
-  try {
-    run();
-  } catch (error) {
-    expect(ConfigurationError.isInstance(error)).toBe(true);
-    return (error as ConfigurationError).issues;
-  }
-  throw new Error("expected a ConfigurationError");
-}
-
-const coreDirectory = dirname(createRequire(import.meta.url).resolve("@skyward/core/package.json"));
-
-/** Runs the real bootstrap script core renders for `bootImage` and `pluginOps`, as a node would. */
-function runBootstrap(bootImage: Image, pluginOps: readonly string[], env: Record<string, string>) {
-  const root = mkdtempSync(join(scratch, "root-"));
-  const runtime = join(coreDirectory, "python");
-  cpSync(join(runtime, "skyward"), join(root, "runtime", "skyward"), {
-    recursive: true,
-    filter: (source) => !source.includes("__pycache__"),
-  });
-  cpSync(join(runtime, "skyward_worker.py"), join(root, "runtime", "skyward_worker.py"));
-  const script = join(root, "bootstrap.sh");
-  writeFileSync(
-    script,
-    renderBootstrapScript({ image: bootImage, root, skywardVersion: version, pluginOps }),
-    {
-      mode: 0o700,
-    },
-  );
-  const result = spawnSync("bash", [script], {
-    env: { ...process.env, ...env },
-    encoding: "utf8",
-    timeout: 180_000,
-  });
-  const log = readFileSync(join(root, "bootstrap.log"), "utf8");
-  return { root, code: result.status, printed: `${result.stdout}\n${result.stderr}\n${log}` };
-}
 
 interface MpsCall {
   readonly argv: string[];
@@ -74,10 +28,15 @@ async function bootstrapWith(
   if (options.daemonRunning) writeFileSync(state, "");
   const record = join(scratch, `calls-${Math.random().toString(36).slice(2)}.jsonl`);
   const transformed = await applyImageTransforms([plugin], image(), cluster);
-  const run = runBootstrap(image({ env: transformed.env }), collectBootstrapOps([plugin], cluster), {
-    PATH: options.path ?? `${fakes}:${process.env.PATH}`,
-    FAKE_MPS_STATE: state,
-    FAKE_MPS_RECORD: record,
+  const run = runBootstrapScript({
+    directory: scratch,
+    image: image({ env: transformed.env }),
+    pluginOps: collectBootstrapOps([plugin], cluster),
+    env: {
+      PATH: options.path ?? `${fakes}:${process.env.PATH}`,
+      FAKE_MPS_STATE: state,
+      FAKE_MPS_RECORD: record,
+    },
   });
   const calls: MpsCall[] = existsSync(record)
     ? readFileSync(record, "utf8")
@@ -90,18 +49,20 @@ async function bootstrapWith(
 
 describe("mps() options", () => {
   it("refuses bad options with a ConfigurationError naming the field", () => {
-    expect(issuesOf(() => mps({ activeThreadPercentage: 0 }))).toEqual([
+    expect(configurationIssuesOf(() => mps({ activeThreadPercentage: 0 }))).toEqual([
       { path: "mps.activeThreadPercentage", message: "expected a whole number from 1 to 100" },
     ]);
-    expect(issuesOf(() => mps({ activeThreadPercentage: 150 }))[0]?.path).toBe("mps.activeThreadPercentage");
-    expect(issuesOf(() => mps({ pinnedMemoryLimit: "2G; reboot" }))).toEqual([
+    expect(configurationIssuesOf(() => mps({ activeThreadPercentage: 150 }))[0]?.path).toBe(
+      "mps.activeThreadPercentage",
+    );
+    expect(configurationIssuesOf(() => mps({ pinnedMemoryLimit: "2G; reboot" }))).toEqual([
       { path: "mps.pinnedMemoryLimit", message: 'expected device=limit pairs like "0=2G" or "0=1G,1=512M"' },
     ]);
-    expect(issuesOf(() => mps({ pipeDirectory: "relative/dir" }))).toEqual([
+    expect(configurationIssuesOf(() => mps({ pipeDirectory: "relative/dir" }))).toEqual([
       { path: "mps.pipeDirectory", message: "expected an absolute path for the pipe directory" },
     ]);
-    expect(issuesOf(() => mps({ logDirectory: "/tmp/a\nb" }))[0]?.path).toBe("mps.logDirectory");
-    expect(issuesOf(() => mps({ threads: 4 } as never))).toEqual([
+    expect(configurationIssuesOf(() => mps({ logDirectory: "/tmp/a\nb" }))[0]?.path).toBe("mps.logDirectory");
+    expect(configurationIssuesOf(() => mps({ threads: 4 } as never))).toEqual([
       { path: "mps.threads", message: "unknown field" },
     ]);
   });

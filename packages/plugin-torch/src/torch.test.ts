@@ -1,42 +1,15 @@
-import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import {
-  type Cluster,
-  ConfigurationError,
-  image,
-  isPlugin,
-  type Offer,
-  type Plugin,
-  type PoolSpec,
-} from "@skyward/core";
+import { image, isPlugin, type Plugin } from "@skyward/core";
 import { applyImageTransforms, workerModules } from "@skyward/core/internal";
+import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { type TorchOptions, torch } from "./index.js";
 
-const cluster: Cluster = {
-  id: "cluster-1",
-  provider: "local",
-  poolId: "pool-1",
-  region: "local",
-  spec: {} as PoolSpec,
-  offer: {} as Offer,
-  ssh: null,
-  specific: {},
-};
+const cluster = fakeCluster();
 
 function transformed(plugin: Plugin, base = image()) {
   return applyImageTransforms([plugin], base, cluster);
-}
-
-function issuesOf(run: () => unknown): { path: string; message: string }[] {
-  try {
-    run();
-  } catch (error) {
-    if (ConfigurationError.isInstance(error)) return [...error.issues];
-    throw error;
-  }
-  throw new Error("expected a ConfigurationError");
 }
 
 describe("torch()", () => {
@@ -128,14 +101,14 @@ describe("torch()", () => {
     [{ gpu: true }, "gpu", /unknown field/],
     ["gloo", "", /expected an options object, received "gloo"/],
   ])("rejects %j naming the field", (input, path, message) => {
-    const issues = issuesOf(() => torch(input as TorchOptions));
+    const issues = configurationIssuesOf(() => torch(input as TorchOptions));
     expect(issues).toHaveLength(1);
     expect(issues[0]?.path).toBe(path);
     expect(issues[0]?.message).toMatch(message);
   });
 
   it("reports every bad field at once", () => {
-    const issues = issuesOf(() => torch({ backend: "x", cuda: "y" } as unknown as TorchOptions));
+    const issues = configurationIssuesOf(() => torch({ backend: "x", cuda: "y" } as unknown as TorchOptions));
     expect(issues.map((issue) => issue.path).sort()).toEqual(["backend", "cuda"]);
   });
 });
@@ -144,13 +117,7 @@ describe("the package", () => {
   const root = fileURLToPath(new URL("..", import.meta.url));
 
   it("ships the worker module in its tarball, and no tests", () => {
-    const [packed] = JSON.parse(
-      execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
-        cwd: root,
-        encoding: "utf8",
-      }),
-    ) as [{ files: { path: string }[] }];
-    const files = packed.files.map((file) => file.path);
+    const files = packedFiles(root);
     expect(files).toContain("python/skyward_plugin_torch.py");
     expect(files).toContain("src/index.ts");
     expect(files.filter((file) => file.includes(".test.") || file.startsWith("test/"))).toEqual([]);

@@ -7,9 +7,12 @@
 import {
   acceleratorCatalog,
   type Cluster,
+  clusterFromInstance,
   type Instance,
   type Offer,
   type OfferQuery,
+  offerPrice,
+  offerQuery,
   type PoolSpec,
   type Provider,
   type ProviderCallOptions,
@@ -90,14 +93,6 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 function isNonNegativeNumber(value: unknown): value is number {
   return typeof value === "number" && Number.isFinite(value) && value >= 0;
-}
-
-/** The price of an offer under an allocation, as the pool ranks offers; null when it cannot be bought so. */
-export function offerPrice(offer: Offer, allocation: OfferQuery["allocation"]): number | null {
-  if (allocation === "spot") return offer.spotPrice;
-  if (allocation === "on-demand") return offer.onDemandPrice;
-  const prices = [offer.spotPrice, offer.onDemandPrice].filter((price): price is number => price !== null);
-  return prices.length > 0 ? Math.min(...prices) : null;
 }
 
 /**
@@ -316,45 +311,6 @@ function clusterProblems(cluster: unknown, providerName: string, offer: Offer): 
   return problems;
 }
 
-/**
- * The cluster `skyward down` hands to `terminate` for an instance found by `listInstances`: only what
- * the instance's tags say (`skyward:cluster`, `skyward:pool`, `skyward:region`). Its `spec`, `offer`
- * and `specific` are absent, so a provider with `listInstances` must terminate by instance id alone.
- */
-export function clusterFromInstance(providerName: string, instance: Instance): Cluster {
-  const tags = instance.tags;
-  const detached = {
-    id: tags["skyward:cluster"] ?? "",
-    provider: providerName,
-    poolId: tags["skyward:pool"] ?? "",
-    region: tags["skyward:region"] ?? "",
-    spec: undefined,
-    offer: undefined,
-    ssh: null,
-    specific: undefined,
-  };
-  return Object.freeze(detached) as unknown as Cluster;
-}
-
-function offerQueryFor(spec: PoolSpec): OfferQuery {
-  return {
-    accelerator: spec.accelerator
-      ? {
-          name: spec.accelerator.name,
-          count: spec.accelerator.count,
-          ...(spec.accelerator.memoryGb ? { memoryGb: spec.accelerator.memoryGb } : {}),
-        }
-      : null,
-    ...(spec.vcpus !== undefined ? { vcpus: spec.vcpus } : {}),
-    ...(spec.memoryGb !== undefined ? { memoryGb: spec.memoryGb } : {}),
-    ...(spec.diskGb !== undefined ? { diskGb: spec.diskGb } : {}),
-    ...(spec.architecture !== undefined ? { architecture: spec.architecture } : {}),
-    allocation: spec.allocation,
-    ...(spec.region !== undefined ? { region: spec.region } : {}),
-    ...(spec.maxHourlyCost !== undefined ? { maxHourlyCost: spec.maxHourlyCost } : {}),
-  };
-}
-
 function sleep(milliseconds: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, milliseconds));
 }
@@ -403,18 +359,18 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
     const leftovers = async (): Promise<readonly unknown[]> => (options.leftovers ? options.leftovers() : []);
     const listed = async (): Promise<readonly Instance[]> =>
       provider.listInstances ? provider.listInstances(callOptions()) : [];
-    const offersFor = async (offerQuery: OfferQuery): Promise<readonly Offer[]> => {
-      const offers = await provider.offers(offerQuery, callOptions());
+    const offersFor = async (wanted: OfferQuery): Promise<readonly Offer[]> => {
+      const offers = await provider.offers(wanted, callOptions());
       expect(Array.isArray(offers), "offers must resolve to an array").toBe(true);
       expect(offers.flatMap((entry) => offerProblems(entry, provider.name))).toEqual([]);
-      expect(offers.flatMap((entry) => offerQueryProblems(entry, offerQuery))).toEqual([]);
+      expect(offers.flatMap((entry) => offerQueryProblems(entry, wanted))).toEqual([]);
       return offers;
     };
 
     beforeAll(async () => {
       provider = await options.create();
       poolSpec = resolvePoolSpec(resolveSpec({ ...options.spec, provider }), resolvePoolOptions({}));
-      query = offerQueryFor(poolSpec);
+      query = offerQuery(poolSpec);
     }, timeoutMs);
 
     afterAll(async () => {

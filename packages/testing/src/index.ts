@@ -1,13 +1,21 @@
+// Core helpers the conformance suite relies on, re-exported for provider tests.
+export { clusterFromInstance, offerPrice } from "@skyward/core";
 export {
-  clusterFromInstance,
   instanceProblems,
-  offerPrice,
   offerProblems,
   offerQueryProblems,
   type ProviderConformanceOptions,
   type ProviderConformanceSupport,
   runProviderConformance,
 } from "./conformance.js";
+export { packedFiles } from "./package-files.js";
+export {
+  type BootstrapRun,
+  type BootstrapRunOptions,
+  configurationIssuesOf,
+  fakeCluster,
+  runBootstrapScript,
+} from "./plugin-helpers.js";
 export {
   type CreateTestbedOptions,
   checkTestbedPrerequisites,

@@ -1,0 +1,684 @@
+/**
+ * The RunPod provider: GPU pods in the secure and community clouds, on demand or interruptible (a spot
+ * pod, rented at a bid per GPU equal to the offer's spot price), and CPU pods. Pods are reached over
+ * SSH as root on their public address and the public port mapped to 22; the public half of a key pair
+ * generated here goes to the pod as `PUBLIC_KEY`, which RunPod's images install for root.
+ */
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import {
+  type Cluster,
+  ConfigurationError,
+  canonicalAcceleratorName,
+  type Instance,
+  NoCapacityError,
+  type Offer,
+  type OfferQuery,
+  offerPrice,
+  type PoolSpec,
+  type ProviderCallOptions,
+  type ProviderV1,
+  prefersSpot,
+} from "@skyward/core";
+import {
+  ensureSshKeyPair,
+  type FetchFunction,
+  parseInput,
+  shellQuote,
+  skywardHome,
+} from "@skyward/core/internal";
+import { z } from "zod";
+import { createHttpClient, RunPodApiError, resolveApiKey } from "./http-client.js";
+import {
+  answers,
+  CPU_FLAVORS_QUERY,
+  type CpuFlavor,
+  cpuSpecificsQuery,
+  DEPLOY_INTERRUPTIBLE_MUTATION,
+  DEPLOY_ON_DEMAND_MUTATION,
+  type GpuType,
+  gpuTypesQuery,
+  graphql,
+  MY_PODS_QUERY,
+  POD_QUERY,
+  type Pod,
+  parseAnswer,
+  podSchema,
+  RUNPOD_REST_URL,
+  requireData,
+  TERMINATE_MUTATION,
+} from "./runpod-api.js";
+
+/** The container image pods run when none is set: CUDA on Ubuntu with OpenSSH, from RunPod. */
+export const DEFAULT_RUNPOD_IMAGE = "runpod/base:1.0.3-cuda1290-ubuntu2204";
+
+/** Which RunPod cloud to rent in. */
+export type RunPodCloudType = "secure" | "community" | "all";
+
+/** Settings of the RunPod provider; every field is optional. */
+export interface RunPodSettings {
+  /** The API key. Default: the `RUNPOD_API_KEY` environment variable, read on the first API call. A secret: never logged. */
+  apiKey?: string;
+  /** The `fetch` to call the API with (tests, proxies). Default: axios's Node HTTP adapter. */
+  fetch?: FetchFunction;
+  /** Secure cloud, community cloud, or offers from both. Default `"all"`. CPU pods are secure cloud only. */
+  cloudType?: RunPodCloudType;
+  /** The container image; it must start `sshd` with `$PUBLIC_KEY` authorised for root, as RunPod's images do. */
+  containerImage?: string;
+  /** Container disk per pod, GB; a spec's `diskGb` raises it. Default 50. */
+  containerDiskGb?: number;
+  /** A pod volume, GB (kept while the pod lives, removed with it). Default 0: none. */
+  volumeGb?: number;
+  /** Where the pod volume is mounted. Default `/workspace`. */
+  volumeMountPath?: string;
+  /** Pin pods to this data center (`EU-RO-1`); a spec's `region` does the same. Default: any. */
+  dataCenterId?: string;
+  /** CPU flavors CPU-only specs may use (`cpu3c`, `cpu3g`, `cpu5c`…). Default: every flavor RunPod lists. */
+  cpuFlavorIds?: readonly string[];
+  /** More environment variables for every pod. */
+  env?: Readonly<Record<string, string>>;
+  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
+  keysDirectory?: string;
+  /** Retries of a rate-limited (HTTP 429) or failed idempotent request. Default 4. */
+  maxRetries?: number;
+  /** Delay before the first retry, doubled for each next one, ms. Default 1000. */
+  retryDelayMs?: number;
+  /** Deadline of one HTTP request, ms. Default 30000. */
+  requestTimeoutMs?: number;
+}
+
+/** What an offer of this provider carries in {@link Offer.specific}. */
+export type RunPodOfferData =
+  | {
+      readonly kind: "gpu";
+      readonly gpuTypeId: string;
+      readonly gpuCount: number;
+      readonly cloudType: "SECURE" | "COMMUNITY";
+      /** The spot price per GPU: the bid placed for an interruptible pod. */
+      readonly bidPerGpu: number | null;
+    }
+  | {
+      readonly kind: "cpu";
+      readonly flavorId: string;
+      readonly instanceId: string;
+      readonly vcpuCount: number;
+      readonly memoryGb: number;
+    };
+
+/** What a RunPod cluster keeps in {@link Cluster.specific}. */
+export interface RunPodClusterData {
+  /** The public key given to every pod as `PUBLIC_KEY`. */
+  readonly publicKey: string;
+  /** The private key's path on this machine (mode 0600). */
+  readonly identityFile: string;
+  /** The container image of the pods. */
+  readonly image: string;
+  /** The container disk per pod, GB. */
+  readonly containerDiskGb: number;
+  /** The data center pods are pinned to, if any. */
+  readonly dataCenterId: string | undefined;
+}
+
+const positiveInteger = (what: string) =>
+  z
+    .number({ error: `expected ${what} as a whole number` })
+    .int({ message: `expected ${what} as a whole number` });
+
+const settingsSchema = z.strictObject({
+  apiKey: z
+    .string({ error: "expected the API key as a string" })
+    .min(1, { message: "expected a non-empty API key" })
+    .optional(),
+  fetch: z
+    .custom<FetchFunction>((value) => typeof value === "function", { message: "expected a fetch function" })
+    .optional(),
+  cloudType: z.enum(["secure", "community", "all"]).default("all"),
+  containerImage: z.string().min(1, { message: "expected an image name" }).default(DEFAULT_RUNPOD_IMAGE),
+  containerDiskGb: positiveInteger("the container disk size in GB").min(1).default(50),
+  volumeGb: positiveInteger("the volume size in GB").min(0).default(0),
+  volumeMountPath: z
+    .string()
+    .refine((value) => value.startsWith("/"), { message: "expected an absolute path" })
+    .default("/workspace"),
+  dataCenterId: z.string().min(1).optional(),
+  cpuFlavorIds: z.array(z.string().min(1)).min(1, { message: "expected at least one CPU flavor" }).optional(),
+  env: z
+    .record(
+      z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: "expected an environment variable name" }),
+      z.string(),
+    )
+    .default({}),
+  keysDirectory: z.string().min(1).optional(),
+  maxRetries: positiveInteger("the retry count").min(0).max(20).default(4),
+  retryDelayMs: z.number().min(0).default(1000),
+  requestTimeoutMs: z.number().positive().default(30_000),
+});
+
+type ParsedSettings = z.output<typeof settingsSchema>;
+
+const NAME = "runpod";
+const CLUSTER_ENV = "SKYWARD_CLUSTER";
+const POOL_ENV = "SKYWARD_POOL";
+const OFFER_ENV = "SKYWARD_OFFER";
+const SPOT_ENV = "SKYWARD_SPOT";
+/** vCPU sizes RunPod rents CPU pods in. */
+const CPU_SIZES = [2, 4, 8, 16, 32, 64, 128];
+
+function round(value: number): number {
+  return Math.round(value * 10_000) / 10_000;
+}
+
+function envOf(pod: Pod): Record<string, string> {
+  const env: Record<string, string> = {};
+  const source = pod.env ?? [];
+  // GraphQL lists "KEY=value" strings; REST v1 answers an object.
+  if (!Array.isArray(source)) return { ...source };
+  for (const entry of source) {
+    const at = entry.indexOf("=");
+    if (at > 0) env[entry.slice(0, at)] = entry.slice(at + 1);
+  }
+  return env;
+}
+
+/** The instance a pod is, with SSH coordinates once its public port for 22 is known. */
+export function instanceFromPod(pod: Pod, identityFile: string | undefined, now = Date.now()): Instance {
+  const env = envOf(pod);
+  const sshPort = pod.runtime?.ports?.find(
+    (port) => port.privatePort === 22 && port.isIpPublic === true && port.ip && port.publicPort,
+  );
+  const desired = (pod.desiredStatus ?? "").toUpperCase();
+  const status =
+    desired === "TERMINATED" || desired === "EXITED"
+      ? "terminated"
+      : desired === "RUNNING" && sshPort
+        ? "running"
+        : "pending";
+  const host = status === "running" && sshPort?.ip ? sshPort.ip : null;
+  const tags: Record<string, string> = {};
+  if (env[CLUSTER_ENV]) tags["skyward:cluster"] = env[CLUSTER_ENV];
+  if (env[POOL_ENV]) tags["skyward:pool"] = env[POOL_ENV];
+  if (pod.name) tags["runpod:name"] = pod.name;
+  const uptime = pod.runtime?.uptimeInSeconds;
+  return Object.freeze({
+    id: pod.id,
+    status,
+    publicIp: host,
+    // Pods on different machines share no private network: peers reach each other on public addresses.
+    privateIp: host,
+    ssh:
+      host !== null && sshPort?.publicPort
+        ? Object.freeze({
+            host,
+            port: sshPort.publicPort,
+            user: "root",
+            ...(identityFile !== undefined ? { identityFile } : {}),
+          })
+        : null,
+    spot: env[SPOT_ENV] === "1",
+    hourlyPrice: pod.costPerHr,
+    offerId: env[OFFER_ENV] ?? "",
+    createdAt: typeof uptime === "number" && uptime > 0 ? now - uptime * 1000 : now,
+    tags: Object.freeze(tags),
+  });
+}
+
+function isCapacityMessage(message: string): boolean {
+  return /no longer any instances available|does not have the resources|not enough (free )?gpus|no (gpus?|instances?|machines?)( \w+)? (is |are )?available|out of stock|insufficient capacity|bid (price )?(is )?too low/i.test(
+    message,
+  );
+}
+
+function isNotFoundMessage(message: string): boolean {
+  return /not found|does not exist|no pod|unknown pod/i.test(message);
+}
+
+/** The vCPU count and memory of the smallest size of `flavor` meeting the query, or undefined. */
+function cpuSize(flavor: CpuFlavor, query: OfferQuery): { vcpus: number; memoryGb: number } | undefined {
+  const multiplier = flavor.ramMultiplier ?? 2;
+  const wantedVcpus = Math.max(
+    query.vcpus ?? 2,
+    flavor.minVcpu ?? 2,
+    Math.ceil((query.memoryGb ?? 0) / multiplier),
+  );
+  const vcpus = CPU_SIZES.find((size) => size >= wantedVcpus && size <= (flavor.maxVcpu ?? 128));
+  return vcpus === undefined ? undefined : { vcpus, memoryGb: vcpus * multiplier };
+}
+
+function parseSettings(settings: RunPodSettings | undefined, prefix: string): ParsedSettings {
+  return parseInput(settingsSchema, settings ?? {}, prefix);
+}
+
+function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
+  const http = createHttpClient(settings);
+  const keysDirectory = () => settings.keysDirectory ?? join(skywardHome(), "keys");
+  const podCounters = new Map<string, number>();
+
+  const query = async (
+    text: string,
+    purpose: string,
+    signal: AbortSignal,
+    variables?: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> =>
+    requireData(
+      await graphql(http, {
+        query: text,
+        purpose,
+        idempotent: true,
+        signal,
+        ...(variables ? { variables } : {}),
+      }),
+      purpose,
+    );
+
+  async function gpuOffers(
+    query_: OfferQuery,
+    accelerator: NonNullable<OfferQuery["accelerator"]>,
+    signal: AbortSignal,
+  ) {
+    const dataCenterId = query_.region ?? settings.dataCenterId;
+    const data = await query(
+      gpuTypesQuery({
+        gpuCount: accelerator.count,
+        ...(query_.vcpus !== undefined ? { minVcpuCount: query_.vcpus } : {}),
+        ...(query_.memoryGb !== undefined ? { minMemoryInGb: query_.memoryGb } : {}),
+        ...(dataCenterId !== undefined ? { dataCenterId } : {}),
+      }),
+      "listing GPU types and prices",
+      signal,
+    );
+    const { gpuTypes } = parseAnswer(answers.gpuTypes, data, "listing GPU types");
+    const asOf = new Date().toISOString();
+    const offers: Offer[] = [];
+    for (const gpu of gpuTypes) {
+      const canonical = canonicalAcceleratorName(gpu.id) ?? canonicalAcceleratorName(gpu.displayName ?? "");
+      if (canonical !== accelerator.name) continue;
+      const memoryGb = gpu.memoryInGb ?? 0;
+      if (accelerator.memoryGb !== undefined && memoryGb < accelerator.memoryGb) continue;
+      for (const cloud of ["secure", "community"] as const) {
+        if (settings.cloudType !== "all" && settings.cloudType !== cloud) continue;
+        offers.push(...gpuOffer(gpu, cloud, accelerator.count, canonical, dataCenterId, asOf, query_));
+      }
+    }
+    return offers;
+  }
+
+  function gpuOffer(
+    gpu: GpuType,
+    cloud: "secure" | "community",
+    count: number,
+    canonical: string,
+    dataCenterId: string | undefined,
+    pricesAsOf: string,
+    query_: OfferQuery,
+  ): Offer[] {
+    const secure = cloud === "secure";
+    if (!(secure ? gpu.secureCloud : gpu.communityCloud)) return [];
+    const maxCount = (secure ? gpu.maxGpuCountSecureCloud : gpu.maxGpuCountCommunityCloud) ?? gpu.maxGpuCount;
+    if (maxCount !== null && count > maxCount) return [];
+    const lowest = secure ? gpu.secureLowest : gpu.communityLowest;
+    const onDemandPerGpu = lowest?.uninterruptablePrice ?? (secure ? gpu.securePrice : gpu.communityPrice);
+    const spotPerGpu = lowest?.minimumBidPrice ?? (secure ? gpu.secureSpotPrice : gpu.communitySpotPrice);
+    if (onDemandPerGpu === null && spotPerGpu === null) return [];
+    const offer: Offer = Object.freeze({
+      id: `runpod:${cloud}:${gpu.id}:x${count}`,
+      provider: NAME,
+      instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud} cloud)`,
+      accelerator: Object.freeze({ name: canonical, count, memoryGb: gpu.memoryInGb ?? 0 }),
+      vcpus: Math.max(lowest?.minVcpu ?? 0, query_.vcpus ?? 0),
+      memoryGb: Math.max(lowest?.minMemory ?? 0, query_.memoryGb ?? 0),
+      architecture: "x86_64",
+      region: dataCenterId ?? "any",
+      spotPrice: spotPerGpu === null ? null : round(spotPerGpu * count),
+      onDemandPrice: onDemandPerGpu === null ? null : round(onDemandPerGpu * count),
+      pricesAsOf,
+      specific: Object.freeze({
+        kind: "gpu",
+        gpuTypeId: gpu.id,
+        gpuCount: count,
+        cloudType: secure ? "SECURE" : "COMMUNITY",
+        bidPerGpu: spotPerGpu,
+      } satisfies RunPodOfferData),
+    });
+    return [offer];
+  }
+
+  async function cpuOffers(query_: OfferQuery, signal: AbortSignal): Promise<Offer[]> {
+    if (settings.cloudType === "community" || query_.allocation === "spot") return [];
+    const { cpuFlavors } = parseAnswer(
+      answers.cpuFlavors,
+      await query(CPU_FLAVORS_QUERY, "listing CPU flavors", signal),
+      "listing CPU flavors",
+    );
+    const sizes = cpuFlavors
+      .filter((flavor) => settings.cpuFlavorIds === undefined || settings.cpuFlavorIds.includes(flavor.id))
+      .flatMap((flavor) => {
+        const size = cpuSize(flavor, query_);
+        return size
+          ? [{ flavorId: flavor.id, instanceId: `${flavor.id}-${size.vcpus}-${size.memoryGb}`, ...size }]
+          : [];
+      });
+    if (sizes.length === 0) return [];
+    const prices = parseAnswer(
+      answers.cpuSpecifics,
+      await query(cpuSpecificsQuery(sizes), "pricing CPU pods", signal),
+      "pricing CPU pods",
+    );
+    const asOf = new Date().toISOString();
+    return sizes.flatMap((size, index) => {
+      const specifics = prices[`f${index}`]?.[0]?.specifics;
+      if (!specifics || specifics.securePrice === null) return [];
+      return [
+        Object.freeze({
+          id: `runpod:cpu:${size.instanceId}`,
+          provider: NAME,
+          instanceType: size.instanceId,
+          accelerator: null,
+          vcpus: size.vcpus,
+          memoryGb: size.memoryGb,
+          architecture: "x86_64" as const,
+          region: query_.region ?? settings.dataCenterId ?? "any",
+          spotPrice: null,
+          onDemandPrice: round(specifics.securePrice),
+          pricesAsOf: asOf,
+          specific: Object.freeze({
+            kind: "cpu",
+            flavorId: size.flavorId,
+            instanceId: size.instanceId,
+            vcpuCount: size.vcpus,
+            memoryGb: size.memoryGb,
+          } satisfies RunPodOfferData),
+        }),
+      ];
+    });
+  }
+
+  function podEnv(cluster: Cluster<RunPodClusterData>, spot: boolean): Record<string, string> {
+    return {
+      ...settings.env,
+      PUBLIC_KEY: cluster.specific.publicKey,
+      [CLUSTER_ENV]: cluster.id,
+      ...(cluster.poolId ? { [POOL_ENV]: cluster.poolId } : {}),
+      [OFFER_ENV]: cluster.offer.id,
+      [SPOT_ENV]: spot ? "1" : "0",
+    };
+  }
+
+  function podName(cluster: Cluster<RunPodClusterData>): string {
+    const next = podCounters.get(cluster.id) ?? 0;
+    podCounters.set(cluster.id, next + 1);
+    return `${cluster.id}-${next}`;
+  }
+
+  /** Creates one pod; resolves with it, or with the capacity problem's message. */
+  async function deployPod(
+    cluster: Cluster<RunPodClusterData>,
+    spot: boolean,
+    signal: AbortSignal,
+  ): Promise<Pod | { noCapacity: string }> {
+    const specific = cluster.offer.specific as RunPodOfferData;
+    const env = podEnv(cluster, spot);
+    const name = podName(cluster);
+    if (specific.kind === "cpu") {
+      let answer: { data: unknown };
+      try {
+        answer = await http.send({
+          method: "POST",
+          url: `${RUNPOD_REST_URL}/pods`,
+          data: {
+            name,
+            imageName: cluster.specific.image,
+            computeType: "CPU",
+            cloudType: "SECURE",
+            cpuFlavorIds: [specific.flavorId],
+            vcpuCount: specific.vcpuCount,
+            containerDiskInGb: cluster.specific.containerDiskGb,
+            volumeInGb: settings.volumeGb,
+            ...(settings.volumeGb > 0 ? { volumeMountPath: settings.volumeMountPath } : {}),
+            ports: ["22/tcp"],
+            env,
+            supportPublicIp: true,
+            ...(cluster.specific.dataCenterId ? { dataCenterIds: [cluster.specific.dataCenterId] } : {}),
+          },
+          idempotent: false,
+          purpose: "creating a CPU pod",
+          signal,
+        });
+      } catch (error) {
+        if (
+          RunPodApiError.isInstance(error) &&
+          error.statusCode !== 401 &&
+          error.statusCode !== 403 &&
+          error.statusCode !== 429 &&
+          isCapacityMessage(error.message)
+        )
+          return { noCapacity: error.message };
+        throw error;
+      }
+      return parseAnswer(podSchema, answer.data, "creating a CPU pod");
+    }
+    const input: Record<string, unknown> = {
+      name,
+      imageName: cluster.specific.image,
+      gpuTypeId: specific.gpuTypeId,
+      gpuCount: specific.gpuCount,
+      cloudType: specific.cloudType,
+      containerDiskInGb: cluster.specific.containerDiskGb,
+      volumeInGb: settings.volumeGb,
+      ...(settings.volumeGb > 0 ? { volumeMountPath: settings.volumeMountPath } : {}),
+      ...(cluster.spec.vcpus !== undefined ? { minVcpuCount: Math.ceil(cluster.spec.vcpus) } : {}),
+      ...(cluster.spec.memoryGb !== undefined ? { minMemoryInGb: Math.ceil(cluster.spec.memoryGb) } : {}),
+      ports: "22/tcp",
+      startSsh: true,
+      supportPublicIp: true,
+      dockerArgs: "",
+      env: Object.entries(env).map(([key, value]) => ({ key, value })),
+      ...(cluster.specific.dataCenterId ? { dataCenterId: cluster.specific.dataCenterId } : {}),
+      ...(spot ? { bidPerGpu: specific.bidPerGpu } : {}),
+    };
+    const field = spot ? "podRentInterruptable" : "podFindAndDeployOnDemand";
+    const purpose = spot ? "renting an interruptible pod" : "deploying an on-demand pod";
+    const result = await graphql(http, {
+      query: spot ? DEPLOY_INTERRUPTIBLE_MUTATION : DEPLOY_ON_DEMAND_MUTATION,
+      variables: { input },
+      purpose,
+      idempotent: false,
+      signal,
+    });
+    if (result.error !== undefined && isCapacityMessage(result.error)) return { noCapacity: result.error };
+    const data = requireData(result, purpose);
+    if (data[field] === null || data[field] === undefined) return { noCapacity: `${field} returned no pod` };
+    return parseAnswer(podSchema, data[field], purpose);
+  }
+
+  async function listPods(signal: AbortSignal): Promise<Pod[]> {
+    const data = await query(MY_PODS_QUERY, "listing pods", signal);
+    return parseAnswer(answers.myPods, data, "listing pods").myself?.pods ?? [];
+  }
+
+  async function terminatePod(id: string, signal: AbortSignal): Promise<void> {
+    const purpose = `terminating pod ${id}`;
+    const result = await graphql(http, {
+      query: TERMINATE_MUTATION,
+      variables: { input: { podId: id } },
+      purpose,
+      idempotent: true,
+      signal,
+    });
+    if (result.error === undefined || isNotFoundMessage(result.error)) return;
+    // Whatever the wording, a pod that is gone (or going) needs nothing more.
+    const pod = await lookUpPod(id, signal);
+    if (pod !== null && (pod.desiredStatus ?? "").toUpperCase() !== "TERMINATED")
+      requireData(result, purpose);
+  }
+
+  async function lookUpPod(id: string, signal: AbortSignal): Promise<Pod | null> {
+    const purpose = `looking up pod ${id}`;
+    const result = await graphql(http, {
+      query: POD_QUERY,
+      variables: { podId: id },
+      purpose,
+      idempotent: true,
+      signal,
+    });
+    if (result.error !== undefined && isNotFoundMessage(result.error)) return null;
+    return parseAnswer(answers.pod, requireData(result, purpose), purpose).pod ?? null;
+  }
+
+  return {
+    specificationVersion: "v1",
+    name: NAME,
+    capabilities: Object.freeze({ spot: true, volumes: false, images: true }),
+
+    async offers(offerQuery: OfferQuery, options: ProviderCallOptions): Promise<readonly Offer[]> {
+      if (offerQuery.architecture === "arm64") return [];
+      const offers = offerQuery.accelerator
+        ? await gpuOffers(offerQuery, offerQuery.accelerator, options.signal)
+        : await cpuOffers(offerQuery, options.signal);
+      return offers.filter((offer) => {
+        const price = offerPrice(offer, offerQuery.allocation);
+        return (
+          price !== null && (offerQuery.maxHourlyCost === undefined || price <= offerQuery.maxHourlyCost)
+        );
+      });
+    },
+
+    async prepare(
+      spec: PoolSpec,
+      offer: Offer,
+      options?: ProviderCallOptions,
+    ): Promise<Cluster<RunPodClusterData>> {
+      if (offer.provider !== NAME) {
+        throw new ConfigurationError({
+          issues: [
+            { path: "offer", message: `expected a RunPod offer, received one from "${offer.provider}"` },
+          ],
+        });
+      }
+      // Fail before creating anything when no key is set.
+      resolveApiKey(settings.apiKey);
+      const keys = await ensureSshKeyPair(keysDirectory(), "runpod_ed25519");
+      const id = `skyward-${randomBytes(4).toString("hex")}`;
+      const dataCenterId = spec.region ?? settings.dataCenterId;
+      return Object.freeze({
+        id,
+        provider: NAME,
+        poolId: options?.poolId ?? "",
+        region: dataCenterId ?? offer.region,
+        spec,
+        offer,
+        ssh: Object.freeze({ user: "root", identityFile: keys.identityFile, sudo: false }),
+        specific: Object.freeze({
+          publicKey: keys.publicKey,
+          identityFile: keys.identityFile,
+          image: settings.containerImage,
+          containerDiskGb: Math.max(settings.containerDiskGb, Math.ceil(spec.diskGb ?? 0)),
+          dataCenterId,
+        }),
+      });
+    },
+
+    async provision(
+      cluster: Cluster<RunPodClusterData>,
+      count: number,
+      options: ProviderCallOptions,
+    ): Promise<readonly Instance[]> {
+      let spot = prefersSpot(cluster.spec.allocation, cluster.offer);
+      const fallBackToOnDemand = cluster.spec.allocation !== "spot" && cluster.offer.onDemandPrice !== null;
+      const created: Instance[] = [];
+      const reasons: string[] = [];
+      while (created.length < count) {
+        let outcome: Pod | { noCapacity: string };
+        try {
+          outcome = await deployPod(cluster, spot, options.signal);
+        } catch (error) {
+          // Pods already created are handed back (the pool asks again), never left unknown.
+          if (created.length > 0 && !options.signal.aborted) break;
+          throw error;
+        }
+        if ("noCapacity" in outcome) {
+          reasons.push(`${spot ? "spot" : "on-demand"}: ${outcome.noCapacity}`);
+          if (spot && fallBackToOnDemand) {
+            spot = false;
+            continue;
+          }
+          break;
+        }
+        created.push(instanceFromPod(outcome, cluster.specific.identityFile));
+      }
+      if (created.length === 0) {
+        throw new NoCapacityError({
+          attempts: reasons.map((reason) => ({ provider: NAME, offer: cluster.offer.instanceType, reason })),
+        });
+      }
+      return created;
+    },
+
+    async getInstance(
+      cluster: Cluster<RunPodClusterData>,
+      id: string,
+      options: ProviderCallOptions,
+    ): Promise<Instance | null> {
+      const pod = await lookUpPod(id, options.signal);
+      return pod ? instanceFromPod(pod, cluster.specific?.identityFile) : null;
+    },
+
+    async terminate(
+      _cluster: Cluster<RunPodClusterData>,
+      ids: readonly string[],
+      options: ProviderCallOptions,
+    ): Promise<void> {
+      for (const id of new Set(ids)) await terminatePod(id, options.signal);
+    },
+
+    async teardown(cluster: Cluster<RunPodClusterData>, options: ProviderCallOptions): Promise<void> {
+      const left = (await listPods(options.signal)).filter(
+        (pod) =>
+          envOf(pod)[CLUSTER_ENV] === cluster.id && (pod.desiredStatus ?? "").toUpperCase() !== "TERMINATED",
+      );
+      for (const pod of left) await terminatePod(pod.id, options.signal);
+      podCounters.delete(cluster.id);
+    },
+
+    selfDestruct(_cluster: Cluster<RunPodClusterData>, instance: Instance): string {
+      // runpodctl comes with every pod and uses the pod-scoped RUNPOD_API_KEY; an SSH session does not
+      // inherit the container's environment, so the key is read from PID 1's.
+      return (
+        `for kv in $(tr '\\0' '\\n' < /proc/1/environ 2>/dev/null | grep -E '^RUNPOD_API_KEY='); do export "$kv"; done; ` +
+        `runpodctl remove pod ${shellQuote(instance.id)}`
+      );
+    },
+
+    async listInstances(options: ProviderCallOptions): Promise<readonly Instance[]> {
+      let identityFile: string | undefined;
+      try {
+        identityFile = (await ensureSshKeyPair(keysDirectory(), "runpod_ed25519")).identityFile;
+      } catch {
+        identityFile = undefined;
+      }
+      return (await listPods(options.signal))
+        .filter((pod) => envOf(pod)[CLUSTER_ENV] !== undefined)
+        .map((pod) => instanceFromPod(pod, identityFile));
+    },
+  };
+}
+
+/**
+ * A RunPod provider with `settings`: `createRunPod({ cloudType: "secure", containerDiskGb: 100 })`.
+ * Throws {@link ConfigurationError} for bad settings; the API key is looked up on the first API call.
+ */
+export function createRunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {
+  return build(parseSettings(settings, "RunPod"));
+}
+
+/** `RunPod()` — the provider with default settings, or with `settings`; same as {@link createRunPod}. */
+export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {
+  return createRunPod(settings);
+}
+
+/**
+ * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "runpod"`), its keys
+ * already camelCased by the core: `cloud_type = "secure"` arrives as `cloudType`.
+ */
+export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<RunPodClusterData> {
+  return build(parseSettings(settings as RunPodSettings, ""));
+}

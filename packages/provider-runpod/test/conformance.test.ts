@@ -1,0 +1,47 @@
+/**
+ * The provider conformance suite of @skyward/testing, run against the RunPod provider talking to the
+ * msw fake of RunPod's API: once for a CPU pod (the suite's default spec) and once for GPU pods.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { accelerators } from "@skyward/core";
+import { runProviderConformance } from "@skyward/testing";
+import { afterAll, beforeAll } from "vitest";
+import { createRunPod } from "../src/runpod-provider.js";
+import { type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "./fake-runpod.js";
+
+let fake: FakeRunPod;
+let keysDirectory: string;
+
+beforeAll(async () => {
+  fake = startFakeRunPod();
+  fake.server.listen({ onUnhandledFrame: "error" });
+  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-runpod-conformance-"));
+});
+afterAll(async () => {
+  fake.server.close();
+  await rm(keysDirectory, { recursive: true, force: true });
+});
+
+const create = () => createRunPod({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1 });
+const leftovers = () => [...fake.pods.values()].map((pod) => `${pod.id} ${pod.name} (${pod.desiredStatus})`);
+
+runProviderConformance({
+  name: "runpod, CPU pods (msw)",
+  create,
+  leftovers,
+  unknownInstanceId: "zzzzzzzzzzzzzz",
+  timeoutMs: 20_000,
+});
+
+runProviderConformance({
+  name: "runpod, GPU pods (msw)",
+  create,
+  leftovers,
+  spec: { accelerator: accelerators.A100({ count: 2 }), allocation: "spot-if-available" },
+  supports: { accelerator: "A100" },
+  provisionCount: 2,
+  unknownInstanceId: "zzzzzzzzzzzzzz",
+  timeoutMs: 20_000,
+});

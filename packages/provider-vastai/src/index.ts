@@ -1,0 +1,15 @@
+/**
+ * `@skyward/provider-vastai` — Vast.ai marketplace instances for Skyward pools.
+ *
+ * ```ts
+ * import * as sky from "@skyward/core";
+ * import { VastAI } from "@skyward/provider-vastai";
+ *
+ * await using pool = await sky.compute({ provider: VastAI(), accelerator: sky.accelerators.RTX_4090() });
+ * ```
+ */
+
+export type { FetchFunction } from "@skyward/core/internal";
+export { VastApiError } from "./http-client.js";
+export type { VastAISettings, VastClusterData, VastOfferData, VastSshMode } from "./vastai-provider.js";
+export { createProviderFromConfig, createVastAI, DEFAULT_VASTAI_IMAGE, VastAI } from "./vastai-provider.js";

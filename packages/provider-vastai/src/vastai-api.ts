@@ -1,0 +1,115 @@
+/**
+ * The parts of Vast.ai's REST API (`https://console.vast.ai/api/v0`) the provider uses, with zod
+ * schemas for what comes back:
+ *
+ * - `POST /bundles/` — offer search; the body is the query JSON (`{"gpu_name": {"in": […]}, …}`);
+ * - `PUT /asks/{id}/` — rent an offer (an "ask"): image, disk, label, `onstart`, `runtype`, `env`, and
+ *   `price` (the bid, $/h) for an interruptible instance; answers `{"success": true, "new_contract": id}`;
+ * - `GET /instances/`, `GET /instances/{id}/` — the account's instances, one instance;
+ * - `DELETE /instances/{id}/` — destroy;
+ * - `POST /ssh/` — register a public key on the account (new instances get every account key).
+ */
+import { z } from "zod";
+import { VastApiError } from "./http-client.js";
+
+/** Vast.ai's API root. */
+export const VAST_API_URL = "https://console.vast.ai/api/v0";
+
+const number = z
+  .union([z.number(), z.string()])
+  .nullish()
+  .transform((value) => {
+    const parsed = typeof value === "string" ? Number(value) : value;
+    return typeof parsed === "number" && Number.isFinite(parsed) ? parsed : null;
+  });
+
+/** One search result: an offer (ask) of a machine's GPUs. */
+export const vastOfferSchema = z.looseObject({
+  id: z.number(),
+  ask_contract_id: z.number().nullish(),
+  machine_id: z.number().nullish(),
+  gpu_name: z.string(),
+  num_gpus: z.number(),
+  gpu_ram: number,
+  cpu_cores: number,
+  cpu_cores_effective: number,
+  cpu_ram: number,
+  cpu_arch: z.string().nullish(),
+  disk_space: number,
+  dph_total: number,
+  min_bid: number,
+  reliability: number,
+  reliability2: number,
+  geolocation: z.string().nullish(),
+  verified: z.boolean().nullish(),
+  direct_port_count: number,
+  cuda_max_good: number,
+});
+
+/** An offer as the search returns it. */
+export type VastOffer = z.infer<typeof vastOfferSchema>;
+
+/** The search's answer. */
+export const searchAnswerSchema = z.looseObject({
+  offers: z
+    .array(vastOfferSchema)
+    .nullish()
+    .transform((value) => value ?? []),
+});
+
+/** The answer to renting an ask. */
+export const createAnswerSchema = z.looseObject({
+  success: z.boolean().nullish(),
+  new_contract: z.number().nullish(),
+  error: z.string().nullish(),
+  msg: z.string().nullish(),
+});
+
+const portMappingSchema = z.array(
+  z.looseObject({ HostIp: z.string().nullish(), HostPort: z.union([z.string(), z.number()]) }),
+);
+
+/** An instance as `GET /instances/` lists it. */
+export const vastInstanceSchema = z.looseObject({
+  id: z.number(),
+  label: z.string().nullish(),
+  actual_status: z.string().nullish(),
+  intended_status: z.string().nullish(),
+  cur_state: z.string().nullish(),
+  ssh_host: z.string().nullish(),
+  ssh_port: number,
+  public_ipaddr: z.string().nullish(),
+  // Documented as an object of Docker port mappings; some answers list bare ports instead.
+  ports: z.union([z.record(z.string(), portMappingSchema), z.array(z.unknown())]).nullish(),
+  is_bid: z.boolean().nullish(),
+  dph_total: number,
+  start_date: number,
+});
+
+/** An instance. */
+export type VastInstance = z.infer<typeof vastInstanceSchema>;
+
+/** `GET /instances/`. */
+export const instancesAnswerSchema = z.looseObject({
+  instances: z
+    .array(vastInstanceSchema)
+    .nullish()
+    .transform((value) => value ?? []),
+});
+
+/** `GET /instances/{id}/`: one instance under `instances`, or nothing when Vast.ai no longer knows it. */
+export const instanceAnswerSchema = z.looseObject({
+  instances: vastInstanceSchema.nullish(),
+});
+
+/** Parses `value` with `schema`, or fails with a {@link VastApiError} saying the answer was not understood. */
+export function parseAnswer<T extends z.ZodType>(schema: T, value: unknown, purpose: string): z.output<T> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new VastApiError({
+      message: `Vast.ai's answer to ${purpose} was not understood: ${issue ? `${issue.path.join(".") || "(root)"}: ${issue.message}` : "invalid"}`,
+    });
+  }
+  return parsed.data;
+}

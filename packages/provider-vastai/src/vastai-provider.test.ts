@@ -1,0 +1,477 @@
+import { mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  accelerators,
+  type Cluster,
+  ConfigurationError,
+  type Instance,
+  NoCapacityError,
+  type Offer,
+  type OfferQuery,
+  type PoolSpec,
+  ProvisionError,
+  options as poolOptions,
+  resolvePoolSpec,
+  type SpecInput,
+  spec as toSpec,
+} from "@skyward/core";
+import { createProviderFromEntry } from "@skyward/core/internal";
+import { HttpResponse } from "msw";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeVast, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
+import { VastApiError } from "./http-client.js";
+import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
+import {
+  createProviderFromConfig,
+  createVastAI,
+  DEFAULT_VASTAI_IMAGE,
+  VastAI,
+  type VastAISettings,
+  type VastClusterData,
+  vastGpuNames,
+} from "./vastai-provider.js";
+
+let fake: FakeVast;
+let keysDirectory: string;
+const call = () => ({ signal: AbortSignal.timeout(10_000) });
+
+beforeAll(async () => {
+  fake = startFakeVast();
+  fake.server.listen({ onUnhandledFrame: "error" });
+  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-vast-keys-"));
+});
+afterAll(async () => {
+  fake.server.close();
+  await rm(keysDirectory, { recursive: true, force: true });
+});
+beforeEach(() => fake.reset());
+
+function provider(settings: VastAISettings = {}) {
+  return createVastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...settings });
+}
+
+const rtx4090: OfferQuery = { accelerator: { name: "RTX_4090", count: 1 }, allocation: "spot-if-available" };
+
+async function clusterFor(
+  input: Omit<SpecInput, "provider">,
+  pick: (offers: readonly Offer[]) => Offer | undefined = (offers) => offers[0],
+  settings: VastAISettings = {},
+) {
+  const vast = provider(settings);
+  const spec: PoolSpec = resolvePoolSpec(toSpec({ ...input, provider: vast }), poolOptions({}));
+  const query: OfferQuery = {
+    accelerator: spec.accelerator ? { name: spec.accelerator.name, count: spec.accelerator.count } : null,
+    allocation: spec.allocation,
+  };
+  const offer = pick(await vast.offers(query, call()));
+  if (!offer) throw new Error("no offer picked");
+  const cluster = await vast.prepare(spec, offer, call());
+  fake.requests.length = 0;
+  return { vast, cluster };
+}
+
+describe("offers", () => {
+  it("searches with the query JSON: GPU names, count, memory, CPU, reliability, verified, direct ports, type", async () => {
+    await provider().offers(
+      { ...rtx4090, vcpus: 8, memoryGb: 30, accelerator: { name: "RTX_4090", count: 1, memoryGb: 24 } },
+      call(),
+    );
+    const [request] = fake.to("/api/v0/bundles/", "POST");
+    expect(request?.url.href).toBe("https://console.vast.ai/api/v0/bundles/");
+    expect(request?.authorization).toBe(`Bearer ${TEST_API_KEY}`);
+    expect(request?.body).toEqual({
+      rentable: { eq: true },
+      rented: { eq: false },
+      verified: { eq: true },
+      type: "bid",
+      gpu_name: { in: vastGpuNames("RTX_4090") },
+      num_gpus: { eq: 1 },
+      gpu_ram: { gte: 23839 },
+      cpu_cores_effective: { gte: 8 },
+      cpu_ram: { gte: 30720 },
+      reliability: { gte: 0.95 },
+      cuda_max_good: { gte: 12 },
+      allocated_storage: 50,
+      disk_space: { gte: 50 },
+      direct_port_count: { gte: 1 },
+      order: [["dph_total", "asc"]],
+      limit: 64,
+    });
+    expect(vastGpuNames("RTX_4090")).toEqual(expect.arrayContaining(["RTX 4090", "RTX 4090D"]));
+    expect(vastGpuNames("A100")).toEqual(expect.arrayContaining(["A100", "A100 PCIE", "A100 SXM4"]));
+    expect(vastGpuNames("RTX_6000_Ada")).toContain("RTX 6000Ada");
+  });
+
+  it("parses offers: canonical accelerator, GB from MB, dph_total on demand, the bid = min_bid × bidMultiplier", async () => {
+    const offers = await provider().offers(rtx4090, call());
+    // The 4090D is another accelerator, the 0.90-reliability host and the unverified one are filtered,
+    // the host without direct ports too (direct SSH is the default).
+    expect(offers.map((offer) => [offer.id, offer.onDemandPrice, offer.spotPrice])).toEqual([
+      ["vastai:7100002", 0.355, 0.18],
+      ["vastai:7100001", 0.412, 0.24],
+    ]);
+    expect(offers[1]).toMatchObject({
+      provider: "vastai",
+      instanceType: "1x RTX 4090 (machine 3101)",
+      accelerator: { name: "RTX_4090", count: 1, memoryGb: 24 },
+      vcpus: 16,
+      memoryGb: 62.8018,
+      diskGb: 500,
+      architecture: "x86_64",
+      region: "Texas, US",
+      billingUnit: "second",
+      specific: {
+        askId: 7100001,
+        machineId: 3101,
+        gpuName: "RTX 4090",
+        numGpus: 1,
+        bid: 0.24,
+        reliability: 0.995,
+      },
+    });
+  });
+
+  it("asks for on-demand offers when the allocation is on-demand, without a spot price", async () => {
+    const offers = await provider().offers(
+      { ...rtx4090, allocation: "on-demand", maxHourlyCost: 0.4 },
+      call(),
+    );
+    const [request] = fake.to("/api/v0/bundles/");
+    expect(request?.body).toMatchObject({ type: "on-demand", dph_total: { lte: 0.4 } });
+    expect(offers.map((offer) => [offer.id, offer.spotPrice])).toEqual([["vastai:7100002", null]]);
+  });
+
+  it("honours geolocation, proxy SSH, reliability and verification settings", async () => {
+    expect((await provider({ geolocation: "us" }).offers(rtx4090, call())).map((offer) => offer.id)).toEqual([
+      "vastai:7100001",
+    ]);
+    expect((await provider().offers({ ...rtx4090, region: "CA" }, call())).map((offer) => offer.id)).toEqual([
+      "vastai:7100002",
+    ]);
+    const proxy = await provider({ ssh: "proxy", minReliability: 0.9, verifiedOnly: false }).offers(
+      rtx4090,
+      call(),
+    );
+    expect(proxy.map((offer) => offer.id)).toEqual([
+      "vastai:7100003",
+      "vastai:7100007",
+      "vastai:7100002",
+      "vastai:7100006",
+      "vastai:7100001",
+    ]);
+    expect(fake.to("/api/v0/bundles/").at(-1)?.body).not.toHaveProperty("direct_port_count");
+  });
+
+  it("offers no CPU-only nodes and asks nothing for them", async () => {
+    expect(await provider().offers({ accelerator: null, allocation: "on-demand" }, call())).toEqual([]);
+    expect(fake.requests).toEqual([]);
+  });
+});
+
+describe("prepare and provision", () => {
+  it("registers the generated key on the account once, keeps the private key 0600", async () => {
+    const vast = provider();
+    const spec = resolvePoolSpec(
+      toSpec({ provider: vast, accelerator: accelerators.RTX_4090() }),
+      poolOptions({}),
+    );
+    const [offer] = await vast.offers(rtx4090, call());
+    const cluster = await vast.prepare(spec, offer as Offer, call());
+    await vast.prepare(spec, offer as Offer, call());
+    const posts = fake.to("/api/v0/ssh/", "POST");
+    expect(posts.map((request) => request.body)).toEqual([
+      { ssh_key: cluster.specific.publicKey },
+      { ssh_key: cluster.specific.publicKey },
+    ]);
+    expect(fake.accountKeys).toEqual([cluster.specific.publicKey]);
+    expect(cluster.ssh).toEqual({
+      user: "root",
+      identityFile: join(keysDirectory, "vastai_ed25519"),
+      sudo: false,
+    });
+    expect((await stat(cluster.specific.identityFile)).mode & 0o777).toBe(0o600);
+  });
+
+  it("rents the offer on demand: image, disk, label, ssh_direct, the onstart watchdog, no price", async () => {
+    const { vast, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "on-demand",
+      diskGb: 80,
+    });
+    const [instance] = await vast.provision(cluster, 1, call());
+    const [rent] = fake.to(/^\/api\/v0\/asks\/\d+\/$/, "PUT");
+    expect(rent?.url.pathname).toBe("/api/v0/asks/7100002/");
+    const body = rent?.body as Record<string, unknown>;
+    expect(body).toEqual({
+      client_id: "me",
+      image: DEFAULT_VASTAI_IMAGE,
+      disk: 80,
+      label: `${cluster.id} vastai:7100002`,
+      runtype: "ssh_direct",
+      onstart: expect.stringContaining(`${SELF_DESTRUCT_COMMAND}`),
+      env: { SKYWARD_CLUSTER: cluster.id },
+      cancel_unavail: true,
+    });
+    expect(body.onstart).toContain("after 1800 s without a running Skyward worker");
+    expect(instance).toMatchObject({
+      id: "31000001",
+      status: "pending",
+      ssh: null,
+      spot: false,
+      hourlyPrice: 0.355,
+      offerId: "vastai:7100002",
+      tags: { "skyward:cluster": cluster.id },
+    });
+  });
+
+  it("bids for an interruptible instance at the offer's spot price", async () => {
+    const { vast, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090(), allocation: "spot" });
+    const [instance] = await vast.provision(cluster, 1, call());
+    const [rent] = fake.to(/^\/api\/v0\/asks\//, "PUT");
+    expect(rent?.body).toMatchObject({ price: 0.18 });
+    expect(instance).toMatchObject({ spot: true, hourlyPrice: 0.18 });
+  });
+
+  it("more nodes than one offer: searches again for the same GPU and rents the next asks", async () => {
+    const { vast, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "on-demand",
+    });
+    const instances = await vast.provision(cluster, 2, call());
+    expect(instances.map((instance) => instance.id)).toEqual(["31000001", "31000002"]);
+    expect(fake.to(/^\/api\/v0\/asks\//, "PUT").map((request) => request.url.pathname)).toEqual([
+      "/api/v0/asks/7100002/",
+      "/api/v0/asks/7100001/",
+    ]);
+    expect(instances.every((instance) => instance.offerId === cluster.offer.id)).toBe(true);
+    // The market is empty now: a third node gets nothing, and says why.
+    const error = await vast.provision(cluster, 1, call()).catch((caught: unknown) => caught);
+    expect(NoCapacityError.isInstance(error)).toBe(true);
+    expect((error as NoCapacityError).attempts[0]?.reason).toBe(
+      "on-demand on offer 7100002: Vast.ai's API answered HTTP 410 while renting offer 7100002 (PUT /api/v0/asks/7100002/): Instance type no longer available.",
+    );
+  });
+
+  it("an offer taken meanwhile (410) is skipped for the next one; spot falls back to on-demand", async () => {
+    const { vast, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() });
+    fake.rented.add(7100002);
+    const [first] = await vast.provision(cluster, 1, call());
+    expect(first).toMatchObject({ spot: true, hourlyPrice: 0.24 });
+    const rents = fake.to(/^\/api\/v0\/asks\//, "PUT").map((request) => request.url.pathname);
+    expect(rents).toEqual(["/api/v0/asks/7100002/", "/api/v0/asks/7100001/"]);
+  });
+});
+
+describe("pool ids", () => {
+  it("a pool id given to prepare goes into the label and comes back as the skyward:pool tag", async () => {
+    const vast = provider();
+    const spec = resolvePoolSpec(
+      toSpec({ provider: vast, accelerator: accelerators.RTX_4090() }),
+      poolOptions({}),
+    );
+    const [offer] = await vast.offers(rtx4090, call());
+    const cluster = await vast.prepare(spec, offer as Offer, { ...call(), poolId: "a1b2c3d4" });
+    expect(cluster.poolId).toBe("a1b2c3d4");
+    await vast.provision(cluster, 1, call());
+    expect(fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body).toMatchObject({
+      label: `${cluster.id} vastai:7100002 a1b2c3d4`,
+    });
+    const [listed] = (await vast.listInstances?.(call())) ?? [];
+    expect(listed).toMatchObject({
+      offerId: "vastai:7100002",
+      tags: { "skyward:cluster": cluster.id, "skyward:pool": "a1b2c3d4" },
+    });
+  });
+});
+
+describe("getInstance, terminate, teardown, listInstances", () => {
+  let vast: ReturnType<typeof provider>;
+  let cluster: Cluster<VastClusterData>;
+  beforeEach(async () => {
+    ({ vast, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090(), allocation: "on-demand" }));
+  });
+
+  it("direct SSH: the public IP and the host port mapped to 22, once running", async () => {
+    const [created] = await vast.provision(cluster, 1, call());
+    const id = (created as Instance).id;
+    expect(await vast.getInstance(cluster, id, call())).toMatchObject({ status: "pending", ssh: null });
+    const running = await vast.getInstance(cluster, id, call());
+    expect(running).toMatchObject({
+      id,
+      status: "running",
+      publicIp: "198.51.100.102",
+      ssh: {
+        host: "198.51.100.102",
+        port: 40_001,
+        user: "root",
+        identityFile: cluster.specific.identityFile,
+      },
+      offerId: cluster.offer.id,
+      createdAt: 1_761_008_618_225,
+      tags: { "skyward:cluster": cluster.id },
+    });
+    const [lookup] = fake.to(`/api/v0/instances/${id}/`, "GET");
+    expect(lookup?.url.searchParams.get("owner")).toBe("me");
+    expect(await vast.getInstance(cluster, "99999999", call())).toBeNull();
+    expect(await vast.getInstance(cluster, "not-a-vast-id", call())).toBeNull();
+  });
+
+  it("proxied SSH: Vast.ai's ssh_host and ssh_port", async () => {
+    const proxied = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+      undefined,
+      {
+        ssh: "proxy",
+      },
+    );
+    const [created] = await proxied.vast.provision(proxied.cluster, 1, call());
+    expect(fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body).toMatchObject({ runtype: "ssh_proxy" });
+    await proxied.vast.getInstance(proxied.cluster, (created as Instance).id, call());
+    const running = await proxied.vast.getInstance(proxied.cluster, (created as Instance).id, call());
+    expect(running?.ssh).toMatchObject({ host: "ssh5.vast.ai", port: 10_001 });
+  });
+
+  it("destroys idempotently: twice, and unknown ids", async () => {
+    const [created] = await vast.provision(cluster, 1, call());
+    const id = (created as Instance).id;
+    await vast.terminate(cluster, [id], call());
+    const [destroy] = fake.to(`/api/v0/instances/${id}/`, "DELETE");
+    expect(destroy?.authorization).toBe(`Bearer ${TEST_API_KEY}`);
+    expect(fake.instances.size).toBe(0);
+    await vast.terminate(cluster, [id, "12345", "not-a-vast-id"], call());
+    await vast.terminate(cluster, [], call());
+  });
+
+  it("teardown destroys the instances labelled with the cluster, and only those", async () => {
+    await vast.provision(cluster, 1, call());
+    const other = await clusterFor({ accelerator: accelerators.RTX_4090(), allocation: "on-demand" });
+    const [foreign] = await other.vast.provision(other.cluster, 1, call());
+    await vast.teardown(cluster, call());
+    expect([...fake.instances.keys()].map(String)).toEqual([foreign?.id]);
+    await vast.teardown(cluster, call());
+  });
+
+  it("listInstances finds Skyward's instances by label", async () => {
+    const [created] = await vast.provision(cluster, 1, call());
+    fake.instances.set(5, {
+      id: 5,
+      askId: 7300001,
+      body: { label: "my notebook" },
+      lookups: 0,
+      state: "running",
+    });
+    const listed = await vast.listInstances?.(call());
+    expect(
+      listed?.map((instance) => [instance.id, instance.tags["skyward:cluster"], instance.offerId]),
+    ).toEqual([[created?.id, cluster.id, cluster.offer.id]]);
+  });
+
+  it("selfDestruct runs the command the onstart script installed", async () => {
+    const [created] = await vast.provision(cluster, 1, call());
+    expect(vast.selfDestruct(cluster, created as Instance)).toBe("/usr/local/bin/skyward-self-destruct");
+  });
+});
+
+describe("errors", () => {
+  it("looks the API key up lazily, with a clear message when there is none", async () => {
+    const saved = process.env.VAST_API_KEY;
+    delete process.env.VAST_API_KEY;
+    try {
+      const vast = VastAI({ keysDirectory });
+      const error = await vast.offers(rtx4090, call()).catch((caught: unknown) => caught);
+      expect((error as ConfigurationError).issues).toEqual([
+        { path: "apiKey", message: "Vast.ai API key is missing: set VAST_API_KEY or pass apiKey" },
+      ]);
+      expect(fake.requests).toEqual([]);
+      process.env.VAST_API_KEY = TEST_API_KEY;
+      expect(await vast.offers(rtx4090, call())).toHaveLength(2);
+    } finally {
+      if (saved === undefined) delete process.env.VAST_API_KEY;
+      else process.env.VAST_API_KEY = saved;
+    }
+  });
+
+  it("a rejected key (401/403) fails at once and never shows the key", async () => {
+    const error = await provider({ apiKey: "vast_wrong_key" })
+      .offers(rtx4090, call())
+      .catch((caught: unknown) => caught);
+    expect(VastApiError.isInstance(error) && ProvisionError.isInstance(error)).toBe(true);
+    expect((error as VastApiError).statusCode).toBe(401);
+    expect((error as Error).message).toBe(
+      "Vast.ai rejected the API key (HTTP 401) while searching offers (POST /api/v0/bundles/): set VAST_API_KEY to a valid key or pass apiKey",
+    );
+    fake.interrupt(1, () =>
+      HttpResponse.json({ success: false, error: "forbidden", msg: "no permission" }, { status: 403 }),
+    );
+    const forbidden = await provider()
+      .offers(rtx4090, call())
+      .catch((caught: unknown) => caught);
+    expect((forbidden as VastApiError).statusCode).toBe(403);
+    expect(`${String((forbidden as Error).stack)} ${JSON.stringify(forbidden)}`).not.toContain(TEST_API_KEY);
+  });
+
+  it("rate limits (429) are retried with backoff, honouring Retry-After, then fail clearly", async () => {
+    fake.interrupt(2, () =>
+      HttpResponse.json(
+        { detail: "API requests too frequent" },
+        { status: 429, headers: { "Retry-After": "0" } },
+      ),
+    );
+    expect(await provider({ retryDelayMs: 10_000 }).offers(rtx4090, call())).toHaveLength(2);
+    expect(fake.to("/api/v0/bundles/")).toHaveLength(3);
+    fake.reset();
+    fake.interrupt(10, () => HttpResponse.json({ detail: "API requests too frequent" }, { status: 429 }));
+    const error = await provider({ maxRetries: 2 })
+      .offers(rtx4090, call())
+      .catch((caught: unknown) => caught);
+    expect(fake.requests).toHaveLength(3);
+    expect((error as Error).message).toBe(
+      "Vast.ai's rate limit (HTTP 429) persisted after 3 attempts while searching offers (POST /api/v0/bundles/); try again later",
+    );
+    expect((error as VastApiError).isRetryable).toBe(true);
+  });
+
+  it("renting is not repeated after a 5xx (it may have happened); reads are", async () => {
+    const { vast, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "on-demand",
+    });
+    fake.interrupt(1, () => HttpResponse.text("upstream failed", { status: 503 }));
+    const error = await vast.provision(cluster, 1, call()).catch((caught: unknown) => caught);
+    expect(fake.to(/^\/api\/v0\/asks\//, "PUT")).toHaveLength(1);
+    expect((error as VastApiError).statusCode).toBe(503);
+    fake.interrupt(1, () => HttpResponse.text("upstream failed", { status: 503 }));
+    expect(await vast.listInstances?.(call())).toEqual([]);
+  });
+});
+
+describe("settings", () => {
+  it("rejects bad settings with the field's path", () => {
+    expect(() => createVastAI({ minReliability: 2 })).toThrow(ConfigurationError);
+    try {
+      createVastAI({ ssh: "telnet" as never });
+    } catch (error) {
+      expect((error as ConfigurationError).issues.map((issue) => issue.path)).toEqual(["VastAI.ssh"]);
+    }
+  });
+
+  it("createProviderFromConfig takes a skyward.toml table (min_reliability, geolocation)", async () => {
+    const vast = createProviderFromConfig({
+      apiKey: TEST_API_KEY,
+      minReliability: 0.99,
+      geolocation: "US",
+      keysDirectory,
+    });
+    expect(vast.name).toBe("vastai");
+    expect((await vast.offers(rtx4090, call())).map((offer) => offer.id)).toEqual(["vastai:7100001"]);
+    await expect(
+      createProviderFromEntry({
+        name: "market",
+        type: "vastai",
+        package: "@skyward/provider-vastai",
+        settings: { minReliability: "high" },
+      }),
+    ).rejects.toMatchObject({ issues: [{ path: "providers.market.minReliability" }] });
+  });
+});

@@ -1,0 +1,680 @@
+/**
+ * The Vast.ai provider: GPU instances rented from the Vast.ai marketplace, on demand or interruptible
+ * (a bid of the offer's spot price), reached over SSH as root — directly on the machine's public
+ * address and the port mapped to 22, or through Vast.ai's SSH proxy. Every instance runs an `onstart`
+ * script that arms its self-destruct (see `onstart-script.ts`).
+ */
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import {
+  type Cluster,
+  ConfigurationError,
+  canonicalAcceleratorName,
+  type Instance,
+  NoCapacityError,
+  type Offer,
+  type OfferQuery,
+  offerPrice,
+  type PoolSpec,
+  type ProviderCallOptions,
+  type ProviderV1,
+  prefersSpot,
+} from "@skyward/core";
+import { ensureSshKeyPair, type FetchFunction, parseInput, skywardHome } from "@skyward/core/internal";
+import { z } from "zod";
+import { createHttpClient, VastApiError } from "./http-client.js";
+import { ONSTART_MAX_LENGTH, renderOnstartScript, SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
+import {
+  createAnswerSchema,
+  instanceAnswerSchema,
+  instancesAnswerSchema,
+  parseAnswer,
+  searchAnswerSchema,
+  VAST_API_URL,
+  type VastInstance,
+  type VastOffer,
+} from "./vastai-api.js";
+
+/** The image instances run when none is set: Vast.ai's base image, tagged for the host's CUDA by Vast.ai. */
+export const DEFAULT_VASTAI_IMAGE = "vastai/base-image:@vastai-automatic-tag";
+
+/** How Skyward reaches instances over SSH. */
+export type VastSshMode = "direct" | "proxy";
+
+/** Settings of the Vast.ai provider; every field is optional. */
+export interface VastAISettings {
+  /** The API key. Default: the `VAST_API_KEY` environment variable, read on the first API call. A secret: never logged. */
+  apiKey?: string;
+  /** The `fetch` to call the API with (tests, proxies). Default: axios's Node HTTP adapter. */
+  fetch?: FetchFunction;
+  /** Lowest host reliability (0–1) an offer may have. Default 0.95. */
+  minReliability?: number;
+  /** Only verified hosts. Default true. */
+  verifiedOnly?: boolean;
+  /** Lowest CUDA version the host's driver must support. Default 12.0. */
+  minCuda?: number;
+  /** Only hosts in this country (`"US"`, matched against the offer's geolocation); a spec's `region` does the same. */
+  geolocation?: string;
+  /** The bid of an interruptible instance, as a multiple of the offer's minimum bid. Default 1.2. */
+  bidMultiplier?: number;
+  /** The Docker image. Vast.ai's SSH launch mode adds `sshd` to any image; it needs `python3` for the worker. */
+  dockerImage?: string;
+  /** Disk per instance, GB; a spec's `diskGb` raises it. Default 50. */
+  diskGb?: number;
+  /**
+   * `"direct"` (default): SSH to the machine's public address and the port mapped to 22 (only offers
+   * with direct ports); `"proxy"`: through Vast.ai's SSH proxy (`sshN.vast.ai`), for any offer.
+   */
+  ssh?: VastSshMode;
+  /** Seconds without a running worker after which an instance destroys itself; 0 disables. Default 1800. */
+  watchdogGraceSeconds?: number;
+  /** More environment variables for every instance. */
+  env?: Readonly<Record<string, string>>;
+  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
+  keysDirectory?: string;
+  /** How many offers one search returns at most. Default 64. */
+  searchLimit?: number;
+  /** Retries of a rate-limited (HTTP 429) or failed idempotent request. Default 4. */
+  maxRetries?: number;
+  /** Delay before the first retry, doubled for each next one, ms. Default 1000. */
+  retryDelayMs?: number;
+  /** Deadline of one HTTP request, ms. Default 30000. */
+  requestTimeoutMs?: number;
+}
+
+/** What an offer of this provider carries in {@link Offer.specific}. */
+export interface VastOfferData {
+  /** The ask to rent (`PUT /asks/{askId}/`). */
+  readonly askId: number;
+  readonly machineId: number | null;
+  /** Vast.ai's name of the GPU (`RTX 4090`). */
+  readonly gpuName: string;
+  readonly numGpus: number;
+  /** The bid placed for an interruptible instance, $/h; null when the offer takes no bids. */
+  readonly bid: number | null;
+  readonly reliability: number | null;
+  readonly geolocation: string | null;
+}
+
+/** What a Vast.ai cluster keeps in {@link Cluster.specific}. */
+export interface VastClusterData {
+  /** The public key registered on the account. */
+  readonly publicKey: string;
+  /** The private key's path on this machine (mode 0600). */
+  readonly identityFile: string;
+  readonly image: string;
+  readonly diskGb: number;
+}
+
+const settingsSchema = z.strictObject({
+  apiKey: z.string().min(1, { message: "expected a non-empty API key" }).optional(),
+  fetch: z
+    .custom<FetchFunction>((value) => typeof value === "function", { message: "expected a fetch function" })
+    .optional(),
+  minReliability: z.number().min(0).max(1, { message: "expected a reliability from 0 to 1" }).default(0.95),
+  verifiedOnly: z.boolean().default(true),
+  minCuda: z.number().min(0).default(12),
+  geolocation: z.string().min(1).optional(),
+  bidMultiplier: z.number().min(1, { message: "expected a multiplier >= 1" }).default(1.2),
+  dockerImage: z.string().min(1).default(DEFAULT_VASTAI_IMAGE),
+  diskGb: z.number().int().min(8, { message: "expected at least 8 GB" }).default(50),
+  ssh: z.enum(["direct", "proxy"]).default("direct"),
+  watchdogGraceSeconds: z.number().int().min(0).default(1800),
+  env: z
+    .record(
+      z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: "expected an environment variable name" }),
+      z.string(),
+    )
+    .default({}),
+  keysDirectory: z.string().min(1).optional(),
+  searchLimit: z.number().int().min(1).max(1000).default(64),
+  maxRetries: z.number().int().min(0).max(20).default(4),
+  retryDelayMs: z.number().min(0).default(1000),
+  requestTimeoutMs: z.number().positive().default(30_000),
+});
+
+type ParsedSettings = z.output<typeof settingsSchema>;
+
+const NAME = "vastai";
+/** The worker's pid file under the default Skyward root on a node. */
+const WORKER_PID_FILE = "/opt/skyward/worker.pid";
+/** `<cluster id> <offer id>`, then the pool id when there is one. */
+const LABEL = /^(skyward-[0-9a-f]{8}) (\S+)(?: (\S+))?$/;
+
+function round(value: number): number {
+  return Math.round(value * 10_000) / 10_000;
+}
+
+/**
+ * The names Vast.ai may list a catalog accelerator under (`RTX_4090` → `RTX 4090`, `RTX 4090D`…; `A100`
+ * → `A100 PCIE`, `A100 SXM4`…). Over-inclusive on purpose: every result is checked again against the
+ * canonical name.
+ */
+export function vastGpuNames(canonical: string): string[] {
+  const base = canonical.replaceAll("_", " ");
+  const names = new Set([base]);
+  const words = base.split(" ");
+  if (words.length > 1) names.add(`${words.slice(0, -1).join(" ")}${words.at(-1)}`); // "RTX 6000Ada"
+  for (const suffix of ["PCIE", "SXM", "SXM2", "SXM4", "SXM5", "NVL", "D", "S", "X"]) {
+    names.add(`${base} ${suffix}`);
+    if (suffix.length <= 1) names.add(`${base}${suffix}`);
+  }
+  names.add(`Tesla ${base}`);
+  names.add(`Q ${base}`);
+  return [...names];
+}
+
+function geolocationMatches(geolocation: string | null | undefined, wanted: string): boolean {
+  if (!geolocation) return false;
+  const country = geolocation.split(",").at(-1)?.trim().toUpperCase();
+  return (
+    country === wanted.trim().toUpperCase() ||
+    geolocation.trim().toUpperCase() === wanted.trim().toUpperCase()
+  );
+}
+
+function sshPortMapping(instance: VastInstance): number | undefined {
+  const ports = instance.ports;
+  if (!ports || Array.isArray(ports)) return undefined;
+  const mapping = ports["22/tcp"]?.[0]?.HostPort;
+  const port = mapping === undefined ? Number.NaN : Number(mapping);
+  return Number.isInteger(port) && port > 0 ? port : undefined;
+}
+
+/** The instance a Vast.ai instance is, with SSH coordinates once it runs. */
+export function instanceFromVast(
+  instance: VastInstance,
+  options: {
+    ssh: VastSshMode;
+    identityFile: string | undefined;
+    spot?: boolean;
+    hourlyPrice?: number | null;
+  },
+  now = Date.now(),
+): Instance {
+  const actual = (instance.actual_status ?? "").toLowerCase();
+  const intended = (instance.intended_status ?? "").toLowerCase();
+  const status =
+    actual === "running"
+      ? intended === "stopped"
+        ? "stopping"
+        : "running"
+      : ["exited", "stopped", "offline", "destroyed"].includes(actual) || intended === "stopped"
+        ? "terminated"
+        : "pending";
+  const directPort = sshPortMapping(instance);
+  const publicIp = instance.public_ipaddr?.trim() || null;
+  let target: { host: string; port: number } | undefined;
+  if (status === "running") {
+    if (options.ssh === "direct" && publicIp && directPort) target = { host: publicIp, port: directPort };
+    else if (instance.ssh_host && instance.ssh_port)
+      target = { host: instance.ssh_host, port: instance.ssh_port };
+  }
+  const label = instance.label ?? "";
+  const parsed = LABEL.exec(label);
+  const tags: Record<string, string> = {};
+  if (parsed?.[1]) tags["skyward:cluster"] = parsed[1];
+  if (parsed?.[3]) tags["skyward:pool"] = parsed[3];
+  if (label) tags["vastai:label"] = label;
+  return Object.freeze({
+    id: String(instance.id),
+    status,
+    publicIp,
+    // Instances on different machines share no private network: peers reach each other publicly.
+    privateIp: publicIp,
+    ssh: target
+      ? Object.freeze({
+          ...target,
+          user: "root",
+          ...(options.identityFile !== undefined ? { identityFile: options.identityFile } : {}),
+        })
+      : null,
+    spot: options.spot ?? instance.is_bid === true,
+    hourlyPrice: options.hourlyPrice !== undefined ? options.hourlyPrice : instance.dph_total,
+    offerId: parsed?.[2] ?? "",
+    createdAt:
+      instance.start_date !== null && instance.start_date > 0 ? Math.round(instance.start_date * 1000) : now,
+    tags: Object.freeze(tags),
+  });
+}
+
+/** An answer refusing to rent an ask because it is gone, taken, or outbid: try another offer. */
+function isCapacityProblem(error: unknown): boolean {
+  if (!VastApiError.isInstance(error)) return false;
+  if (error.statusCode === 404 || error.statusCode === 410) return true;
+  return (
+    error.statusCode !== 401 &&
+    error.statusCode !== 403 &&
+    error.statusCode !== 429 &&
+    /no_such_ask|no longer available|not available|unavailable|already rented|bid.*too low|insufficient/i.test(
+      error.message,
+    )
+  );
+}
+
+function isGone(error: unknown): boolean {
+  return (
+    VastApiError.isInstance(error) &&
+    (error.statusCode === 404 ||
+      (error.statusCode === 400 && /no_such_instance|not found|does not exist/i.test(error.message)))
+  );
+}
+
+function parseSettings(settings: VastAISettings | undefined, prefix: string): ParsedSettings {
+  return parseInput(settingsSchema, settings ?? {}, prefix);
+}
+
+function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
+  const http = createHttpClient(settings);
+  const keysDirectory = () => settings.keysDirectory ?? join(skywardHome(), "keys");
+
+  /** The search query JSON for `query`, or undefined when Vast.ai cannot offer it (CPU-only nodes). */
+  function searchBody(query: OfferQuery, diskGb: number): Record<string, unknown> | undefined {
+    const accelerator = query.accelerator;
+    if (!accelerator) return undefined;
+    const body: Record<string, unknown> = {
+      rentable: { eq: true },
+      rented: { eq: false },
+      ...(settings.verifiedOnly ? { verified: { eq: true } } : {}),
+      type: query.allocation === "on-demand" ? "on-demand" : "bid",
+      gpu_name: { in: vastGpuNames(accelerator.name) },
+      num_gpus: { eq: accelerator.count },
+      reliability: { gte: settings.minReliability },
+      cuda_max_good: { gte: settings.minCuda },
+      allocated_storage: diskGb,
+      disk_space: { gte: diskGb },
+      order: [["dph_total", "asc"]],
+      limit: settings.searchLimit,
+    };
+    if (accelerator.memoryGb !== undefined)
+      body.gpu_ram = { gte: Math.round(accelerator.memoryGb * 1024 * 0.97) };
+    if (query.vcpus !== undefined) body.cpu_cores_effective = { gte: query.vcpus };
+    if (query.memoryGb !== undefined) body.cpu_ram = { gte: Math.round(query.memoryGb * 1024) };
+    if (query.architecture !== undefined)
+      body.cpu_arch = { eq: query.architecture === "arm64" ? "arm64" : "amd64" };
+    if (settings.ssh === "direct") body.direct_port_count = { gte: 1 };
+    if (query.maxHourlyCost !== undefined && query.allocation === "on-demand")
+      body.dph_total = { lte: query.maxHourlyCost };
+    return body;
+  }
+
+  function toOffer(raw: VastOffer, query: OfferQuery, canonical: string, pricesAsOf: string): Offer {
+    const bid = raw.min_bid !== null && raw.min_bid > 0 ? round(raw.min_bid * settings.bidMultiplier) : null;
+    const arch = (raw.cpu_arch ?? "").toLowerCase();
+    return Object.freeze({
+      id: `vastai:${raw.id}`,
+      provider: NAME,
+      instanceType: `${raw.num_gpus}x ${raw.gpu_name}${raw.machine_id ? ` (machine ${raw.machine_id})` : ""}`,
+      accelerator: Object.freeze({
+        name: canonical,
+        count: raw.num_gpus,
+        memoryGb: raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
+      }),
+      vcpus: raw.cpu_cores_effective ?? raw.cpu_cores ?? 0,
+      memoryGb: raw.cpu_ram === null ? 0 : round(raw.cpu_ram / 1024),
+      ...(raw.disk_space !== null ? { diskGb: Math.floor(raw.disk_space) } : {}),
+      architecture: arch === "arm64" || arch === "aarch64" ? "arm64" : "x86_64",
+      region: raw.geolocation?.trim() || "unknown",
+      spotPrice: query.allocation === "on-demand" ? null : bid,
+      onDemandPrice: raw.dph_total !== null && raw.dph_total > 0 ? round(raw.dph_total) : null,
+      billingUnit: "second",
+      pricesAsOf,
+      specific: Object.freeze({
+        askId: raw.id,
+        machineId: raw.machine_id ?? null,
+        gpuName: raw.gpu_name,
+        numGpus: raw.num_gpus,
+        bid,
+        reliability: raw.reliability2 ?? raw.reliability,
+        geolocation: raw.geolocation ?? null,
+      } satisfies VastOfferData),
+    });
+  }
+
+  async function search(query: OfferQuery, diskGb: number, signal: AbortSignal): Promise<Offer[]> {
+    const body = searchBody(query, diskGb);
+    const accelerator = query.accelerator;
+    if (!body || !accelerator) return [];
+    const { data } = await http.send({
+      method: "POST",
+      url: `${VAST_API_URL}/bundles/`,
+      data: body,
+      idempotent: true,
+      purpose: "searching offers",
+      signal,
+    });
+    const { offers } = parseAnswer(searchAnswerSchema, data, "searching offers");
+    const region = query.region ?? settings.geolocation;
+    const asOf = new Date().toISOString();
+    return offers
+      .filter(
+        (raw) =>
+          canonicalAcceleratorName(raw.gpu_name) === accelerator.name && raw.num_gpus === accelerator.count,
+      )
+      .filter((raw) => (raw.reliability2 ?? raw.reliability ?? 1) >= settings.minReliability)
+      .filter((raw) => region === undefined || geolocationMatches(raw.geolocation, region))
+      .map((raw) => toOffer(raw, query, accelerator.name, asOf))
+      .filter((offer) => {
+        if (accelerator.memoryGb !== undefined && (offer.accelerator?.memoryGb ?? 0) < accelerator.memoryGb)
+          return false;
+        if (query.vcpus !== undefined && offer.vcpus < query.vcpus) return false;
+        if (query.memoryGb !== undefined && offer.memoryGb < query.memoryGb) return false;
+        if (query.architecture !== undefined && offer.architecture !== query.architecture) return false;
+        const price = offerPrice(offer, query.allocation);
+        return price !== null && (query.maxHourlyCost === undefined || price <= query.maxHourlyCost);
+      });
+  }
+
+  /** The label of a cluster's instances: how teardown and listInstances find them, and their offer. */
+  function label(cluster: Cluster<VastClusterData>): string {
+    const pool = cluster.poolId.replace(/\s+/g, "");
+    return `${cluster.id} ${cluster.offer.id}${pool ? ` ${pool}` : ""}`;
+  }
+
+  async function rent(
+    cluster: Cluster<VastClusterData>,
+    askId: number,
+    bid: number | null,
+    signal: AbortSignal,
+  ): Promise<number> {
+    const { data } = await http.send({
+      method: "PUT",
+      url: `${VAST_API_URL}/asks/${askId}/`,
+      data: {
+        client_id: "me",
+        image: cluster.specific.image,
+        disk: cluster.specific.diskGb,
+        label: label(cluster),
+        runtype: settings.ssh === "direct" ? "ssh_direct" : "ssh_proxy",
+        onstart: renderOnstartScript({
+          graceSeconds: settings.watchdogGraceSeconds,
+          workerPidFile: WORKER_PID_FILE,
+        }),
+        env: { ...settings.env, SKYWARD_CLUSTER: cluster.id },
+        ...(bid !== null ? { price: bid } : {}),
+        cancel_unavail: true,
+      },
+      idempotent: false,
+      purpose: `renting offer ${askId}`,
+      signal,
+    });
+    const answer = parseAnswer(createAnswerSchema, data, `renting offer ${askId}`);
+    if (answer.new_contract === null || answer.new_contract === undefined) {
+      throw new VastApiError({
+        statusCode: 410,
+        message: `Vast.ai did not rent offer ${askId}: ${answer.msg ?? answer.error ?? "no instance id in the answer"}`,
+      });
+    }
+    return answer.new_contract;
+  }
+
+  async function fetchInstance(id: string, signal: AbortSignal): Promise<VastInstance | null> {
+    if (!/^\d+$/.test(id)) return null;
+    try {
+      const { data } = await http.send({
+        method: "GET",
+        url: `${VAST_API_URL}/instances/${id}/`,
+        params: { owner: "me" },
+        idempotent: true,
+        purpose: `looking up instance ${id}`,
+        signal,
+      });
+      return parseAnswer(instanceAnswerSchema, data, `looking up instance ${id}`).instances ?? null;
+    } catch (error) {
+      if (isGone(error)) return null;
+      throw error;
+    }
+  }
+
+  async function listAll(signal: AbortSignal): Promise<VastInstance[]> {
+    const { data } = await http.send({
+      method: "GET",
+      url: `${VAST_API_URL}/instances/`,
+      params: { owner: "me" },
+      idempotent: true,
+      purpose: "listing instances",
+      signal,
+    });
+    return parseAnswer(instancesAnswerSchema, data, "listing instances").instances;
+  }
+
+  async function destroy(id: string, signal: AbortSignal): Promise<void> {
+    if (!/^\d+$/.test(id)) return; // Not an id Vast.ai issues: nothing of ours to destroy.
+    try {
+      await http.send({
+        method: "DELETE",
+        url: `${VAST_API_URL}/instances/${id}/`,
+        data: {},
+        idempotent: true,
+        purpose: `destroying instance ${id}`,
+        signal,
+      });
+    } catch (error) {
+      if (!isGone(error)) throw error;
+    }
+  }
+
+  return {
+    specificationVersion: "v1",
+    name: NAME,
+    capabilities: Object.freeze({ spot: true, volumes: false, images: true }),
+
+    async offers(query: OfferQuery, options: ProviderCallOptions): Promise<readonly Offer[]> {
+      return search(query, Math.max(settings.diskGb, Math.ceil(query.diskGb ?? 0)), options.signal);
+    },
+
+    async prepare(
+      spec: PoolSpec,
+      offer: Offer,
+      options: ProviderCallOptions,
+    ): Promise<Cluster<VastClusterData>> {
+      if (offer.provider !== NAME) {
+        throw new ConfigurationError({
+          issues: [
+            { path: "offer", message: `expected a Vast.ai offer, received one from "${offer.provider}"` },
+          ],
+        });
+      }
+      const keys = await ensureSshKeyPair(keysDirectory(), "vastai_ed25519");
+      // New instances get every key on the account; a key already there is not an error.
+      try {
+        await http.send({
+          method: "POST",
+          url: `${VAST_API_URL}/ssh/`,
+          data: { ssh_key: keys.publicKey },
+          idempotent: true,
+          purpose: "registering Skyward's SSH key",
+          signal: options.signal,
+        });
+      } catch (error) {
+        if (
+          !(
+            VastApiError.isInstance(error) &&
+            error.statusCode === 400 &&
+            /duplicate|already/i.test(error.message)
+          )
+        )
+          throw error;
+      }
+      return Object.freeze({
+        id: `skyward-${randomBytes(4).toString("hex")}`,
+        provider: NAME,
+        poolId: options.poolId ?? "",
+        region: offer.region,
+        spec,
+        offer,
+        ssh: Object.freeze({ user: "root", identityFile: keys.identityFile, sudo: false }),
+        specific: Object.freeze({
+          publicKey: keys.publicKey,
+          identityFile: keys.identityFile,
+          image: settings.dockerImage,
+          diskGb: Math.max(settings.diskGb, Math.ceil(spec.diskGb ?? 0)),
+        }),
+      });
+    },
+
+    async provision(
+      cluster: Cluster<VastClusterData>,
+      count: number,
+      options: ProviderCallOptions,
+    ): Promise<readonly Instance[]> {
+      const specific = cluster.offer.specific as unknown as VastOfferData;
+      let spot = prefersSpot(cluster.spec.allocation, cluster.offer);
+      const canFallBack = cluster.spec.allocation !== "spot" && cluster.offer.onDemandPrice !== null;
+      const created: Instance[] = [];
+      const reasons: string[] = [];
+      const tried = new Set<number>();
+      // The cluster's own offer first; one ask rents once, so more nodes come from a fresh search for the same kind.
+      let candidates: { askId: number; bid: number | null; price: number | null }[] = [
+        { askId: specific.askId, bid: specific.bid, price: cluster.offer.onDemandPrice },
+      ];
+      let searched = false;
+      while (created.length < count) {
+        const candidate = candidates.shift();
+        if (!candidate) {
+          if (searched) {
+            if (spot && canFallBack) {
+              spot = false;
+              searched = false;
+              tried.clear();
+              continue;
+            }
+            break;
+          }
+          searched = true;
+          const query: OfferQuery = {
+            accelerator: cluster.offer.accelerator
+              ? { name: cluster.offer.accelerator.name, count: cluster.offer.accelerator.count }
+              : null,
+            allocation: spot ? "spot" : "on-demand",
+            ...(cluster.spec.maxHourlyCost !== undefined
+              ? { maxHourlyCost: cluster.spec.maxHourlyCost }
+              : {}),
+            ...(cluster.spec.region !== undefined ? { region: cluster.spec.region } : {}),
+          };
+          const fresh = await search(query, cluster.specific.diskGb, options.signal);
+          candidates = fresh
+            .map((offer) => offer.specific as unknown as VastOfferData)
+            .filter((data) => data.gpuName === specific.gpuName && !tried.has(data.askId))
+            .map((data) => ({ askId: data.askId, bid: data.bid, price: null }));
+          continue;
+        }
+        if (tried.has(candidate.askId)) continue;
+        tried.add(candidate.askId);
+        const bid = spot ? candidate.bid : null;
+        if (spot && bid === null) continue;
+        let id: number;
+        try {
+          id = await rent(cluster, candidate.askId, bid, options.signal);
+        } catch (error) {
+          if (options.signal.aborted) throw options.signal.reason;
+          if (isCapacityProblem(error)) {
+            reasons.push(
+              `${spot ? "bid" : "on-demand"} on offer ${candidate.askId}: ${(error as Error).message}`,
+            );
+            continue;
+          }
+          // Instances already rented are handed back (the pool asks again), never left unknown.
+          if (created.length > 0) break;
+          throw error;
+        }
+        created.push(
+          instanceFromVast({ id, label: label(cluster), actual_status: "loading" } as VastInstance, {
+            ssh: settings.ssh,
+            identityFile: cluster.specific.identityFile,
+            spot,
+            hourlyPrice: bid ?? candidate.price,
+          }),
+        );
+      }
+      if (created.length === 0) {
+        throw new NoCapacityError({
+          attempts: (reasons.length > 0 ? reasons : ["no offer of this kind is left"]).map((reason) => ({
+            provider: NAME,
+            offer: cluster.offer.instanceType,
+            reason,
+          })),
+        });
+      }
+      return created;
+    },
+
+    async getInstance(
+      cluster: Cluster<VastClusterData>,
+      id: string,
+      options: ProviderCallOptions,
+    ): Promise<Instance | null> {
+      const found = await fetchInstance(id, options.signal);
+      return found
+        ? instanceFromVast(found, { ssh: settings.ssh, identityFile: cluster.specific?.identityFile })
+        : null;
+    },
+
+    async terminate(
+      _cluster: Cluster<VastClusterData>,
+      ids: readonly string[],
+      options: ProviderCallOptions,
+    ): Promise<void> {
+      for (const id of new Set(ids)) await destroy(id, options.signal);
+    },
+
+    async teardown(cluster: Cluster<VastClusterData>, options: ProviderCallOptions): Promise<void> {
+      const left = (await listAll(options.signal)).filter(
+        (instance) => LABEL.exec(instance.label ?? "")?.[1] === cluster.id,
+      );
+      for (const instance of left) await destroy(String(instance.id), options.signal);
+    },
+
+    selfDestruct(): string {
+      // Installed by the onstart script, with the instance-scoped API key Vast.ai gives the container.
+      return SELF_DESTRUCT_COMMAND;
+    },
+
+    async listInstances(options: ProviderCallOptions): Promise<readonly Instance[]> {
+      let identityFile: string | undefined;
+      try {
+        identityFile = (await ensureSshKeyPair(keysDirectory(), "vastai_ed25519")).identityFile;
+      } catch {
+        identityFile = undefined;
+      }
+      return (await listAll(options.signal))
+        .filter((instance) => LABEL.test(instance.label ?? ""))
+        .map((instance) => instanceFromVast(instance, { ssh: settings.ssh, identityFile }));
+    },
+  };
+}
+
+/** Fails when the rendered onstart script would exceed Vast.ai's limit (a guard for future edits). */
+function checkOnstartLength(settings: ParsedSettings): void {
+  const length = renderOnstartScript({
+    graceSeconds: settings.watchdogGraceSeconds,
+    workerPidFile: WORKER_PID_FILE,
+  }).length;
+  if (length > ONSTART_MAX_LENGTH)
+    throw new Error(`the onstart script has ${length} characters, Vast.ai accepts ${ONSTART_MAX_LENGTH}`);
+}
+
+/**
+ * A Vast.ai provider with `settings`: `createVastAI({ minReliability: 0.98, geolocation: "US" })`.
+ * Throws {@link ConfigurationError} for bad settings; the API key is looked up on the first API call.
+ */
+export function createVastAI(settings: VastAISettings = {}): ProviderV1<VastClusterData> {
+  const parsed = parseSettings(settings, "VastAI");
+  checkOnstartLength(parsed);
+  return build(parsed);
+}
+
+/** `VastAI()` — the provider with default settings, or with `settings`; same as {@link createVastAI}. */
+export function VastAI(settings: VastAISettings = {}): ProviderV1<VastClusterData> {
+  return createVastAI(settings);
+}
+
+/**
+ * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "vastai"`), its keys
+ * already camelCased by the core: `min_reliability = 0.95` arrives as `minReliability`.
+ */
+export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<VastClusterData> {
+  const parsed = parseSettings(settings as VastAISettings, "");
+  checkOnstartLength(parsed);
+  return build(parsed);
+}

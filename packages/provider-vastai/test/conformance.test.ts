@@ -1,0 +1,52 @@
+/**
+ * The provider conformance suite of @skyward/testing, run against the Vast.ai provider talking to the
+ * msw fake of Vast.ai's API. Vast.ai rents GPU machines only, so the specs ask for an RTX 4090.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { accelerators } from "@skyward/core";
+import { runProviderConformance } from "@skyward/testing";
+import { afterAll, beforeAll } from "vitest";
+import { createVastAI } from "../src/vastai-provider.js";
+import { type FakeVast, startFakeVast, TEST_API_KEY } from "./fake-vastai.js";
+
+let fake: FakeVast;
+let keysDirectory: string;
+
+beforeAll(async () => {
+  fake = startFakeVast();
+  fake.server.listen({ onUnhandledFrame: "error" });
+  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-vast-conformance-"));
+});
+afterAll(async () => {
+  fake.server.close();
+  await rm(keysDirectory, { recursive: true, force: true });
+});
+
+const create = () => createVastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1 });
+const leftovers = () =>
+  [...fake.instances.values()].map(
+    (instance) => `${instance.id} ${String(instance.body.label)} (${instance.state})`,
+  );
+
+runProviderConformance({
+  name: "vastai, on-demand (msw)",
+  create,
+  leftovers,
+  spec: { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+  supports: { accelerator: "RTX_4090" },
+  unknownInstanceId: "99999999",
+  timeoutMs: 20_000,
+});
+
+runProviderConformance({
+  name: "vastai, interruptible, two nodes (msw)",
+  create,
+  leftovers,
+  spec: { accelerator: accelerators.RTX_4090(), allocation: "spot" },
+  supports: { accelerator: "RTX_4090" },
+  provisionCount: 2,
+  unknownInstanceId: "99999999",
+  timeoutMs: 20_000,
+});

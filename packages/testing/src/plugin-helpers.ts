@@ -1,0 +1,110 @@
+/**
+ * Helpers for testing plugins: a stand-in cluster for their hooks, the issues of options they refuse,
+ * and a node's real bootstrap script run on this machine — with fake programs first on `PATH` — to
+ * check what the plugin's bootstrap ops do.
+ */
+import { spawnSync } from "node:child_process";
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import {
+  type Cluster,
+  ConfigurationError,
+  type ConfigurationIssue,
+  image as createImage,
+  type Image,
+  type Offer,
+  type PoolSpec,
+  version,
+} from "@skyward/core";
+import { renderBootstrapScript } from "@skyward/core/internal";
+
+/**
+ * A cluster for calling plugin hooks (`transform`, `bootstrap`…) without a provider: id `cluster`,
+ * provider `fake`, pool `pool`, region `local`, no SSH, and an empty `spec` and `offer` — give those in
+ * `overrides` when the hook under test reads them.
+ */
+export function fakeCluster(overrides: Partial<Cluster> = {}): Cluster {
+  return {
+    id: "cluster",
+    provider: "fake",
+    poolId: "pool",
+    region: "local",
+    spec: {} as PoolSpec,
+    offer: {} as Offer,
+    ssh: null,
+    specific: {},
+    ...overrides,
+  };
+}
+
+/**
+ * The issues of the `ConfigurationError` that `run` throws. Any other error is rethrown; returning
+ * normally is an error ("expected a ConfigurationError").
+ */
+export function configurationIssuesOf(run: () => unknown): readonly ConfigurationIssue[] {
+  try {
+    run();
+  } catch (error) {
+    if (ConfigurationError.isInstance(error)) return error.issues;
+    throw error;
+  }
+  throw new Error("expected a ConfigurationError");
+}
+
+/** What {@link runBootstrapScript} runs. */
+export interface BootstrapRunOptions {
+  /** Where the node's root directory is made: a fresh `root-*` directory inside it. */
+  readonly directory: string;
+  /** The image the script sets up. Default `image()`. */
+  readonly image?: Image;
+  /** Plugin bootstrap ops, as `collectBootstrapOps` returns them. Default none. */
+  readonly pluginOps?: readonly string[];
+  /** Environment variables over this process's: fake programs first on `PATH`, their state files… */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Deadline of the run, ms. Default 180000. */
+  readonly timeoutMs?: number;
+}
+
+/** How a bootstrap run ended. */
+export interface BootstrapRun {
+  /** The node's root directory (`$SKYWARD_ROOT`): the runtime, the environment, `bootstrap.log`. */
+  readonly root: string;
+  /** bash's exit code; null when it was killed (the deadline). */
+  readonly code: number | null;
+  /** stdout, stderr and the bootstrap log: everything the run printed. */
+  readonly printed: string;
+}
+
+/**
+ * Runs the real bootstrap script `@skyward/core` renders for an image and plugin ops with bash on this
+ * machine, as a node would run it (the Python runtime uploaded by copying it into the root). Use it to
+ * test a plugin's bootstrap ops against fake programs put first on `PATH` through `env`.
+ */
+export function runBootstrapScript(options: BootstrapRunOptions): BootstrapRun {
+  const root = mkdtempSync(join(options.directory, "root-"));
+  const runtime = join(
+    dirname(createRequire(import.meta.url).resolve("@skyward/core/package.json")),
+    "python",
+  );
+  cpSync(join(runtime, "skyward"), join(root, "runtime", "skyward"), {
+    recursive: true,
+    filter: (source) => !source.includes("__pycache__"),
+  });
+  cpSync(join(runtime, "skyward_worker.py"), join(root, "runtime", "skyward_worker.py"));
+  const script = join(root, "bootstrap.sh");
+  const rendered = renderBootstrapScript({
+    image: options.image ?? createImage(),
+    root,
+    skywardVersion: version,
+    pluginOps: options.pluginOps ?? [],
+  });
+  writeFileSync(script, rendered, { mode: 0o700 });
+  const result = spawnSync("bash", [script], {
+    env: { ...process.env, ...options.env },
+    encoding: "utf8",
+    timeout: options.timeoutMs ?? 180_000,
+  });
+  const log = readFileSync(join(root, "bootstrap.log"), "utf8");
+  return { root, code: result.status, printed: `${result.stdout}\n${result.stderr}\n${log}` };
+}
