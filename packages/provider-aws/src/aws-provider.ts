@@ -474,7 +474,9 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
   return {
     specificationVersion: "v1",
     name: PROVIDER_NAME,
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true }),
+    // Instance types change rarely: a catalogue, whose offers the core may cache for a day.
+    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "catalogue" }),
+    cacheKey: `${settings.region ?? ""}|${settings.endpoint ?? ""}|${settings.profile ?? ""}`,
 
     async offers(query: OfferQuery, options: ProviderCallOptions): Promise<readonly Offer[]> {
       const { signal } = options;

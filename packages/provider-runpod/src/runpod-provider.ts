@@ -527,7 +527,9 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
   return {
     specificationVersion: "v1",
     name: NAME,
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true }),
+    // A marketplace: prices and availability move, so the core caches its offers for an hour at most.
+    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
+    cacheKey: `${settings.cloudType}`,
 
     async offers(offerQuery: OfferQuery, options: ProviderCallOptions): Promise<readonly Offer[]> {
       if (offerQuery.architecture === "arm64") return [];

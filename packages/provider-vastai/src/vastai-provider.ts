@@ -457,7 +457,9 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
   return {
     specificationVersion: "v1",
     name: NAME,
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true }),
+    // A marketplace: prices and availability move, so the core caches its offers for an hour at most.
+    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
+    cacheKey: `${settings.minReliability}|${settings.verifiedOnly ? "verified" : "any"}|${settings.minCuda}`,
 
     async offers(query: OfferQuery, options: ProviderCallOptions): Promise<readonly Offer[]> {
       return search(query, Math.max(settings.diskGb, Math.ceil(query.diskGb ?? 0)), options.signal);
