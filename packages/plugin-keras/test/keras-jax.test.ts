@@ -25,7 +25,10 @@ describe("keras() with jax() on 2 Local nodes (CPU)", () => {
   beforeAll(async () => {
     pool = await sky.compute({
       nodes: 2,
-      image: { includes: [tasks] },
+      // numpy, scipy and scikit-learn from PyPI too: jax brings numpy 2, and Keras imports
+      // scikit-learn when it is there — Debian's (in the system site-packages this environment
+      // sees) is built for numpy 1.24 and would not load.
+      image: { includes: [tasks], pip: ["numpy>=2", "scipy>=1.13", "scikit-learn>=1.6"] },
       plugins: [jax({ cuda: "cpu" }), keras({ backend: "jax" })],
       options: { console: false, bootstrapTimeout: 900 },
     });
