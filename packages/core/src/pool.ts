@@ -36,6 +36,7 @@ import {
   applyLaunchers,
   collectBootstrapOps,
   enterAroundClient,
+  type Plugin,
   type PoolHandle,
   workerModules,
 } from "./plugin.js";
@@ -135,6 +136,21 @@ function removeSignalHandlers(): void {
   process.off("SIGTERM", onSignal);
 }
 
+/**
+ * The workers per node the plugins ask for: a plugin may carry `workersPerNode(cluster)` (the MIG
+ * plugin: one worker per GPU instance). The largest wins; 1 when none asks.
+ */
+function workersPerNodeOf(plugins: readonly Plugin[], cluster: Cluster): number {
+  let most = 1;
+  for (const plugin of plugins) {
+    const ask = (plugin as { workersPerNode?: unknown }).workersPerNode;
+    if (typeof ask !== "function") continue;
+    const count = Number(ask.call(plugin, cluster));
+    if (Number.isInteger(count) && count > most) most = count;
+  }
+  return most;
+}
+
 function freeLoopbackPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
@@ -177,6 +193,8 @@ export class Pool implements AsyncDisposable {
   #cluster: Cluster | undefined;
   #image: Image | undefined;
   #headPort = 29500;
+  /** Workers per node a plugin asks for (MIG: one per GPU instance); 1 otherwise. */
+  #workersPerNode = 1;
   #state: PoolState = "init";
   #closing: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
@@ -306,6 +324,7 @@ export class Pool implements AsyncDisposable {
     const { spec, provider, offer, cluster, instances } = chosen;
     this.#provider = provider;
     this.#cluster = cluster;
+    this.#workersPerNode = workersPerNodeOf(spec.plugins, cluster);
     for (const [index, instance] of instances.entries()) {
       this.#nodes.push({ index, instance, connection: undefined, ssh: undefined, replacements: 0 });
       this.#hub.emit({
@@ -536,6 +555,11 @@ export class Pool implements AsyncDisposable {
     return current;
   }
 
+  /** Task slots per node: the worker's concurrency, and at least one per worker a plugin asks for. */
+  #concurrency(): number {
+    return Math.max(this.spec.worker.concurrency, this.#workersPerNode);
+  }
+
   #launchContext(
     node: NodeRuntime,
     pythonBin: string,
@@ -551,9 +575,9 @@ export class Pool implements AsyncDisposable {
       privateIp,
       pythonBin,
       venvDir: venvDir ?? "",
-      concurrency: this.spec.worker.concurrency,
+      concurrency: this.#concurrency(),
       executor: this.spec.worker.executor,
-      workersPerNode: 1,
+      workersPerNode: this.#workersPerNode,
     } as LaunchContext;
   }
 
@@ -567,7 +591,7 @@ export class Pool implements AsyncDisposable {
       "--port",
       "0",
       "--concurrency",
-      String(worker.concurrency),
+      String(this.#concurrency()),
       "--buffer",
       String(worker.buffer),
       "--executor",
@@ -680,8 +704,8 @@ export class Pool implements AsyncDisposable {
       instanceId: node.instance.id,
       durationMs: performance.now() - started,
     });
-    const capacity = this.spec.worker.concurrency + this.spec.worker.buffer;
-    this.#tasks.attach(node.index, connection, capacity, this.spec.worker.concurrency);
+    const capacity = this.#concurrency() + this.spec.worker.buffer;
+    this.#tasks.attach(node.index, connection, capacity, this.#concurrency());
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
     this.#hub.emit({
       type: "node.ready",
@@ -699,7 +723,7 @@ export class Pool implements AsyncDisposable {
       t: "cluster",
       node: node.index,
       total_nodes: this.#nodes.length,
-      workers_per_node: 1,
+      workers_per_node: this.#workersPerNode,
       head_addr: head?.privateIp ?? "127.0.0.1",
       head_port: this.#headPort,
       job_id: this.id,

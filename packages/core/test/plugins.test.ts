@@ -72,6 +72,25 @@ describe("plugin worker modules", () => {
   });
 });
 
+describe("workers per node", () => {
+  it("follow a plugin that asks for several (MIG: one per GPU instance)", async () => {
+    const partitioned = Object.create(sky.Plugin.create("partitions"), {
+      workersPerNode: { value: () => 2, enumerable: true },
+    }) as sky.Plugin;
+    await using pool = await sky.compute({
+      nodes: 1,
+      image,
+      plugins: [partitioned],
+      options: { console: false },
+    });
+    const workerSlot = sky.python<[number], [number, number, number]>("plugin_tasks:worker_slot");
+    // Two at once: the node has a slot per worker, and each reports its own worker index.
+    const slots = await pool.gather(workerSlot(0.5), workerSlot(0.5));
+    expect(slots.map(([worker]) => worker).sort()).toEqual([0, 1]);
+    expect(slots.every(([, perNode, total]) => perNode === 2 && total === 2)).toBe(true);
+  });
+});
+
 describe("nested dispatch", () => {
   it("runs a task's subtasks across every node, without starving them at concurrency 1", async () => {
     await using pool = await sky.compute({ nodes: 2, image, options: { console: false } });
