@@ -4,7 +4,7 @@
  * provider's `onDemandPrices`), and the allocation and price-cap filter.
  */
 import { type _InstanceType, DescribeSpotPriceHistoryCommand, type EC2Client } from "@aws-sdk/client-ec2";
-import type { Offer, OfferQuery } from "@skyward/core";
+import { type Offer, type OfferQuery, offerPrice } from "@skyward/core";
 import { awsCall, PROVIDER_NAME } from "./aws-api.js";
 import type { InstanceType } from "./instance-types.js";
 import { BUILT_IN_ON_DEMAND_PRICES, ON_DEMAND_PRICES_AS_OF } from "./on-demand-prices.js";
@@ -50,20 +50,9 @@ export function matchesHardware(type: InstanceType, query: OfferQuery): boolean 
   return wanted.memoryGb === undefined || have.memoryGb >= wanted.memoryGb;
 }
 
-/**
- * The price an offer costs under an allocation strategy, the way the pool compares offers: spot or
- * on-demand alone, or the lower of both; null when it cannot be bought that way.
- */
-export function priceUnder(offer: Offer, allocation: OfferQuery["allocation"]): number | null {
-  if (allocation === "spot") return offer.spotPrice;
-  if (allocation === "on-demand") return offer.onDemandPrice;
-  const prices = [offer.spotPrice, offer.onDemandPrice].filter((price): price is number => price !== null);
-  return prices.length > 0 ? Math.min(...prices) : null;
-}
-
 /** True when `offer` can be bought under the query's allocation within its price cap. */
 export function fitsAllocationAndBudget(offer: Offer, query: OfferQuery): boolean {
-  const price = priceUnder(offer, query.allocation);
+  const price = offerPrice(offer, query.allocation);
   if (price === null) return false;
   return query.maxHourlyCost === undefined || price <= query.maxHourlyCost;
 }

@@ -278,10 +278,14 @@ class _Resolver:
         raise ProtocolError(f"unknown tag {tag!r}")
 
 
+# One decoder for every frame: json.loads with keyword arguments builds a new one per call.
+_HEADER_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def _decode_header(header: bytes | memoryview, body: bytes | memoryview) -> List[Message]:
     raw = bytes(header)
     try:
-        parsed = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        parsed = _HEADER_DECODER.decode(raw.decode("utf-8"))
     except ProtocolError:
         raise
     except (UnicodeDecodeError, ValueError) as error:
