@@ -111,7 +111,8 @@ def test_cancelling_the_parent_cancels_its_pending_futures(tmp_path: Path) -> No
         client.send({"t": "cancel", "id": "parent"})
         assert relay.terminal(client, "parent")["kind"] == "cancelled"
         deadline = time.monotonic() + 10
-        while not marker.exists():
+        # Wait for the whole write: the file exists a moment before its text is in it.
+        while not (marker.exists() and marker.read_text()):
             assert time.monotonic() < deadline
             time.sleep(0.02)
         assert marker.read_text() == "cancelled"  # the abandoned thread was released, not left waiting
