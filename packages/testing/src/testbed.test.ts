@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import {
   chmodSync,
+  copyFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -491,7 +492,14 @@ describe.skipIf(skipReason !== undefined)("test beds in other processes", () => 
     const runAsNobody = (ci: string | undefined) => {
       const env: NodeJS.ProcessEnv = { PATH: process.env.PATH };
       if (ci !== undefined) env.CI = ci;
-      const result = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      // A copy of this Node that nobody can run: the toolchain's may sit in a directory only root can
+      // enter (a clone made with `mktemp -d`, mode 0700).
+      const node = join(outDir, "node");
+      if (!existsSync(node)) {
+        copyFileSync(process.execPath, node);
+        chmodSync(node, 0o755);
+      }
+      const result = spawnSync(node, ["--input-type=module", "-e", script], {
         uid: 65534,
         gid: 65534,
         cwd: "/tmp",
