@@ -29,6 +29,8 @@ export interface SshWorkerRequest {
   readonly image: Image;
   readonly pluginOps: readonly string[];
   readonly token: string;
+  /** The name the node's host key is recorded under for trust on first use (see `SshTarget.hostKeyAlias`). */
+  readonly hostKeyAlias?: string;
   /** Builds the launch command from the node's environment (plugins' launchers applied). */
   readonly command: (environment: WorkerEnvironment) => LaunchCommand;
   readonly sshTimeoutSeconds: number;
@@ -117,6 +119,7 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
       ...(target.privateKey !== undefined ? { privateKey: target.privateKey } : {}),
       ...(target.identityFile !== undefined ? { identityFile: target.identityFile } : {}),
       ...(target.hostKeyFingerprint !== undefined ? { hostKeyFingerprint: target.hostKeyFingerprint } : {}),
+      ...(request.hostKeyAlias !== undefined ? { hostKeyAlias: request.hostKeyAlias } : {}),
     },
     {
       signal,

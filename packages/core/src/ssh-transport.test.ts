@@ -551,6 +551,48 @@ describe.skipIf(sshdMissing)("host keys", () => {
     await changed.stop();
   }, 20_000);
 
+  it("records a host key under its alias: a new machine on a reused address is accepted, a changed key under the same alias is not", async () => {
+    const knownHosts = join(dir, "alias", "known_hosts");
+    const first = await startSshd("host_a");
+    await (
+      await SshConnection.connect(
+        target(first.port, { hostKeyAlias: "aws:i-0001" }),
+        options({ knownHostsFile: knownHosts }),
+      )
+    ).close();
+    const keyA = (await readFile(join(dir, "host_a.pub"), "utf8")).split(" ");
+    expect(await readFile(knownHosts, "utf8")).toBe(`aws:i-0001 ${keyA[0]} ${keyA[1]}\n`);
+    await first.stop();
+
+    // The cloud gives the same address and port to another machine, with another key.
+    const reused = await startSshd("host_b", first.port);
+    const second = await SshConnection.connect(
+      target(reused.port, { hostKeyAlias: "aws:i-0002" }),
+      options({ knownHostsFile: knownHosts }),
+    );
+    expect((await second.exec("echo ok")).stdout).toBe("ok\n");
+    await second.close();
+    const keyB = (await readFile(join(dir, "host_b.pub"), "utf8")).split(" ");
+    expect(await readFile(knownHosts, "utf8")).toBe(
+      `aws:i-0001 ${keyA[0]} ${keyA[1]}\naws:i-0002 ${keyB[0]} ${keyB[1]}\n`,
+    );
+
+    // The first instance's alias now meets another key: refused, naming the alias.
+    await expect(
+      SshConnection.connect(
+        target(reused.port, { hostKeyAlias: "aws:i-0001" }),
+        options({ knownHostsFile: knownHosts }),
+      ),
+    ).rejects.toThrow(
+      new RegExp(`host key for 127\\.0\\.0\\.1:${reused.port} \\(recorded as aws:i-0001\\) changed`),
+    );
+    await reused.stop();
+
+    await expect(
+      (async () => SshConnection.connect(target(main.port, { hostKeyAlias: "two words" }), options({})))(),
+    ).rejects.toThrow(/hostKeyAlias/);
+  }, 20_000);
+
   it("checks a pinned fingerprint instead of known_hosts", async () => {
     const printed = execFileSync("ssh-keygen", ["-l", "-f", join(dir, "host_a.pub")], { encoding: "utf8" });
     const fingerprint = printed.split(" ")[1] ?? "";

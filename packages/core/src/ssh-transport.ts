@@ -62,6 +62,13 @@ export interface SshTarget {
    * host key must match it and `known_hosts` is not used; otherwise the key is trusted on first use.
    */
   readonly hostKeyFingerprint?: string;
+  /**
+   * The name the host key is recorded under in `known_hosts` for trust on first use, instead of the
+   * address (like OpenSSH's `HostKeyAlias`). Cloud machines get one per instance (`aws:i-0abc…`): a
+   * cloud reuses addresses, so a later machine on the same address has another key and is not
+   * refused. Not used with `hostKeyFingerprint`.
+   */
+  readonly hostKeyAlias?: string;
 }
 
 /** Options of {@link SshConnection.connect}. */
@@ -213,6 +220,10 @@ const targetSchema = z.strictObject({
     .string({ error: "expected a fingerprint" })
     .regex(fingerprintPattern, 'expected a fingerprint as ssh-keygen -l prints it ("SHA256:…")')
     .optional(),
+  hostKeyAlias: z
+    .string({ error: "expected a name" })
+    .regex(/^[^\s,#@|[\]]+$/, "expected a name without spaces, commas or any of # @ | [ ]")
+    .optional(),
 });
 
 const connectOptionsSchema = z.strictObject({
@@ -307,9 +318,13 @@ function keyType(key: Buffer): string {
   return key.subarray(4, 4 + length).toString("latin1");
 }
 
-/** The name a host has in `known_hosts`: `host` on port 22, `[host]:port` otherwise (as OpenSSH writes it). */
-function knownHostsName(host: string, port: number): string {
-  return port === 22 ? host : `[${host}]:${port}`;
+/**
+ * The name a host has in `known_hosts`: its alias when it has one, else `host` on port 22 and
+ * `[host]:port` otherwise (as OpenSSH writes it).
+ */
+function knownHostsName(target: Pick<SshTarget, "host" | "port" | "hostKeyAlias">): string {
+  if (target.hostKeyAlias !== undefined) return target.hostKeyAlias;
+  return target.port === 22 ? target.host : `[${target.host}]:${target.port}`;
 }
 
 interface KnownHostEntry {
@@ -496,7 +511,7 @@ async function checkHostKey(resolved: ResolvedConnect, key: Buffer): Promise<Con
     });
   }
   const file = resolved.knownHostsFile;
-  const name = knownHostsName(target.host, target.port);
+  const name = knownHostsName(target);
   return serialised(file, async () => {
     const known = findKnownHosts(await readKnownHosts(file), name);
     if (known.some((entry) => entry.key.equals(key))) return undefined;
@@ -507,7 +522,8 @@ async function checkHostKey(resolved: ResolvedConnect, key: Buffer): Promise<Con
         host: hostPort,
         node: options.node,
         message:
-          `host key for ${hostPort} changed: it was ${previous}, the server now offers ${type} ${fingerprint}; ` +
+          `host key for ${hostPort}${target.hostKeyAlias !== undefined ? ` (recorded as ${target.hostKeyAlias})` : ""} changed: ` +
+          `it was ${previous}, the server now offers ${type} ${fingerprint}; ` +
           "someone may be intercepting the connection, or the host was reinstalled — refusing to connect. " +
           `Remove the line (line ${lines}) from ${file} if the change is expected.`,
       });
@@ -522,7 +538,7 @@ async function checkHostKey(resolved: ResolvedConnect, key: Buffer): Promise<Con
 async function hostKeyAlgorithms(resolved: ResolvedConnect): Promise<Algorithms | undefined> {
   if (resolved.target.hostKeyFingerprint !== undefined) return undefined;
   const text = await readKnownHosts(resolved.knownHostsFile);
-  const known = findKnownHosts(text, knownHostsName(resolved.target.host, resolved.target.port));
+  const known = findKnownHosts(text, knownHostsName(resolved.target));
   const preferred = [...new Set(known.flatMap((entry) => algorithmsForKeyType(entry.type)))].filter(
     (algorithm): algorithm is ServerHostKeyAlgorithm => supportedHostKeyAlgorithms.has(algorithm),
   );
