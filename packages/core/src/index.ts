@@ -147,13 +147,17 @@ export type {
 export { compute, Pool, withCompute } from "./pool.js";
 // Contracts: providers, plugins, launch commands
 export type {
+  CleanupOptions,
+  CleanupResult,
   Cluster,
   ClusterSsh,
   Instance,
   InstanceSsh,
   InstanceStatus,
+  LeftPoolResource,
   Offer,
   OfferQuery,
+  PoolResource,
   Provider,
   ProviderCallOptions,
   ProviderCapabilities,

@@ -98,6 +98,7 @@ describe("isProvider", () => {
     expect(isProvider(provider)).toBe(true);
     expect(whyNotProvider(provider)).toBeUndefined();
     expect(isProvider({ ...fakeProvider(), listInstances: async () => [] })).toBe(true);
+    expect(isProvider({ ...fakeProvider(), cleanup: async () => ({ removed: [], left: [] }) })).toBe(true);
 
     const signal = new AbortController().signal;
     const cluster: Cluster<FakeSpecific> = await specific.prepare(
@@ -122,6 +123,9 @@ describe("isProvider", () => {
     expect(isProvider({ ...fakeProvider(), capabilities: undefined })).toBe(false);
     expect(isProvider({ ...fakeProvider(), terminate: undefined })).toBe(false);
     expect(isProvider({ ...fakeProvider(), listInstances: "yes" })).toBe(false);
+    expect(whyNotProvider({ ...fakeProvider(), cleanup: true })).toBe(
+      'provider "fake" has a cleanup that is not a function',
+    );
   });
 
   it("explains why something is not a provider", () => {

@@ -4,7 +4,8 @@
  * provider lives here.
  *
  * The pool drives a provider in this order: `offers` → `prepare` → `provision` (then `getInstance`
- * until each instance runs) → … → `terminate` → `teardown`. Every call that can hang receives an
+ * until each instance runs) → … → `terminate` → `teardown`. The CLI uses `listInstances`, `terminate`
+ * and `cleanup` without a pool. Every call that can hang receives an
  * `AbortSignal` and must give up promptly when it aborts.
  */
 import { z } from "zod";
@@ -223,6 +224,44 @@ export interface Instance {
   readonly tags: Readonly<Record<string, string>>;
 }
 
+/** One resource a pool shares at a provider (a security group, a key pair, a key file…), as {@link ProviderV1.cleanup} reports it. */
+export interface PoolResource {
+  /** The pool it belongs to (its `skyward:pool` tag, else its cluster id). */
+  readonly poolId: string;
+  /** What it is, in words: `security group`, `key pair`, `key file`. */
+  readonly kind: string;
+  /** Its id or name at the provider, or its path on this machine. Never a secret. */
+  readonly id: string;
+}
+
+/** A resource {@link ProviderV1.cleanup} had to leave, and why. */
+export interface LeftPoolResource extends PoolResource {
+  /** Why it is still there, in one line (e.g. `instance i-… is still shutting down`). */
+  readonly reason: string;
+}
+
+/** What to clean up, and how long to wait for instances that are still ending. */
+export interface CleanupOptions extends ProviderCallOptions {
+  /**
+   * The pools whose shared resources go: pool ids (as `skyward instances` shows them: the
+   * `skyward:pool` tag, else the cluster id), or `"all"` for every pool Skyward created at this provider.
+   */
+  readonly pools: readonly string[] | "all";
+  /**
+   * How long to wait, seconds, for a pool's instances that are still shutting down (and for what they
+   * hold to be let go) before its resources are reported as left. Default 0: no waiting.
+   */
+  readonly waitSeconds?: number;
+}
+
+/** What {@link ProviderV1.cleanup} did. */
+export interface CleanupResult {
+  /** The resources it removed. */
+  readonly removed: readonly PoolResource[];
+  /** The resources it found but left, each with its reason. */
+  readonly left: readonly LeftPoolResource[];
+}
+
 /**
  * What a provider can do itself. Where a flag is false the core does without, or does it another way
  * (e.g. volumes mounted by the bootstrap script instead of the provider).
@@ -323,6 +362,20 @@ export interface ProviderV1<Specific = unknown> {
    * CLI. Optional; read-only.
    */
   listInstances?(options: ProviderCallOptions): Promise<readonly Instance[]>;
+
+  /**
+   * Removes the shared resources `prepare` created (security groups, key pairs, their local key files…)
+   * for pools that have no live instance left — what a pool whose client died leaves behind, since its
+   * `teardown` never ran. Needs no cluster object: the resources are found by Skyward's tags, so the CLI
+   * (`skyward down`) can call it. Never terminates an instance: a pool with an instance that is still
+   * pending, running or stopped keeps its resources, reported in `left`; instances still shutting down
+   * are waited for up to `waitSeconds`, then what they hold is reported in `left` too. Only what
+   * Skyward created goes, never resources the user supplied in the provider's settings. Idempotent:
+   * what is already gone is neither an error nor reported. Throws `ProvisionError` only when the
+   * provider cannot be asked. Optional: providers whose pools share nothing at the provider (each
+   * instance standing alone) leave it out.
+   */
+  cleanup?(options: CleanupOptions): Promise<CleanupResult>;
 
   /**
    * For providers whose nodes are not reached over SSH (the built-in `Local`): sets up the node's
@@ -443,8 +496,9 @@ export function whyNotProvider(value: unknown): string | undefined {
   const missing = requiredMethods.filter((method) => typeof candidate[method] !== "function");
   if (missing.length > 0)
     return `${label} is missing method${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`;
-  if (candidate.listInstances !== undefined && typeof candidate.listInstances !== "function") {
-    return `${label} has a listInstances that is not a function`;
+  for (const method of ["listInstances", "cleanup", "launchWorker"]) {
+    if (candidate[method] !== undefined && typeof candidate[method] !== "function")
+      return `${label} has a ${method} that is not a function`;
   }
   return undefined;
 }
