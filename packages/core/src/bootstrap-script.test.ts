@@ -464,6 +464,27 @@ describe("renderBootstrapScript, run with bash", () => {
     expect(again.stdout).not.toMatch(/Successfully installed/);
   }, 180_000);
 
+  it("runs the pip phase with the image's env: an index (or a proxy) given there is the one pip uses", async () => {
+    const wheel = buildWheel(join(scratch, "wheels-env"), "skyward-env-probe", "skyward_env_probe", 5);
+    const indexUrl = buildIndex(join(scratch, "index-env"), "skyward-env-probe", wheel);
+    const fresh = newRoot("env-pip");
+    // The runner's PIP_INDEX_URL points nowhere: only the image's value can find the package.
+    const run = await runBootstrap(
+      renderBootstrapScript({
+        image: image({ pip: ["skyward-env-probe"], env: { PIP_INDEX_URL: indexUrl } }),
+        root: fresh,
+        skywardVersion: VERSION,
+      }),
+    );
+    expectSuccess(run);
+    expect(
+      execFileSync(bootstrapLayout(fresh).python, ["-c", "import skyward_env_probe as m; print(m.VALUE)"], {
+        encoding: "utf8",
+        env: baseEnv,
+      }).trim(),
+    ).toBe("5");
+  }, 180_000);
+
   it("fails the plugins phase on a failing op, its output in bootstrap.log", async () => {
     const ops = [
       // The venv is activated and env.sh sourced for the ops.

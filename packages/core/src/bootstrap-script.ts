@@ -556,6 +556,8 @@ function validateOptions(options: BootstrapScriptOptions): Image {
  * - `env`: writes `ROOT/env.sh` (mode 0600): `image.env` exported as given, then each `shellVars`
  *   snippet evaluated ONCE, now, as `NAME="$(snippet)"` (trailing newlines dropped, as `$(…)`
  *   does; the image's env visible to it; a failing snippet fails the phase), its result exported.
+ *   The script then sources `env.sh` itself: the phases below run with the image's env, so
+ *   `HTTPS_PROXY`, `PIP_INDEX_URL` or `UV_*` given there reach apt-get (without `sudo`), uv and pip.
  * - `apt`: waits for the dpkg lock (up to `image.bootstrapTimeout`), then `apt-get update` and
  *   `apt-get install -y` the packages, non-interactively.
  * - `python`: `"auto"` takes the host's `python3` when >= 3.10; `"3.12"` takes `python3.12` or a
@@ -619,6 +621,8 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     'rm -f "$SKYWARD_ROOT/.content-hash" "$SKYWARD_ROOT/.plugin-ops-hash"',
     'skyward_mark "phase warm-check done $(($(skyward_now_ms) - skyward_started))"',
     "skyward_phase env skyward_phase_env",
+    // The later phases run with the image's env (a proxy for apt, uv and pip: HTTPS_PROXY).
+    '. "$SKYWARD_ROOT/env.sh"',
     ...(image.apt.length > 0 ? ["skyward_phase apt skyward_phase_apt"] : []),
     "skyward_phase python skyward_phase_python",
     "skyward_phase venv skyward_phase_venv",

@@ -17,6 +17,13 @@ export {
   runBootstrapScript,
 } from "./plugin-helpers.js";
 export {
+  createPypiProxy,
+  PYPI_ENDPOINTS,
+  type PypiProxy,
+  type PypiProxyOptions,
+  type PypiProxyRequest,
+} from "./pypi-proxy.js";
+export {
   type CreateTestbedOptions,
   checkTestbedPrerequisites,
   cleanupStaleTestbeds,
