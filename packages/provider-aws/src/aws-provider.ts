@@ -28,12 +28,16 @@ import {
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import {
+  type CleanupOptions,
+  type CleanupResult,
   type Cluster,
   type Instance,
   type InstanceStatus,
+  type LeftPoolResource,
   NoCapacityError,
   type Offer,
   type OfferQuery,
+  type PoolResource,
   type PoolSpec,
   type ProviderCallOptions,
   type ProviderV1,
@@ -107,6 +111,9 @@ export interface AwsClusterData {
 
 /** Instance states that still hold resources (everything but `terminated`). */
 const LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"];
+
+/** Pool ids tagged as they are (AWS tag values allow these characters); others are replaced by the cluster id. */
+const POOL_TAG_VALUE = /^[A-Za-z0-9 _.:/=+@-]{1,128}$/;
 
 /** The longest teardown waits for instances to end and the security group to become free. */
 const TEARDOWN_LIMIT_MS = 15 * 60_000;
@@ -414,6 +421,33 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     }
   };
 
+  /**
+   * Deletes a security group, retrying while it is still in use until `deadline`; resolves with why it
+   * is left (still in use, or another API error), or undefined once it is gone.
+   */
+  const tryDeleteSecurityGroup = async (
+    clients: AwsClients,
+    groupId: string,
+    deadline: number,
+    signal: AbortSignal,
+  ): Promise<string | undefined> => {
+    for (;;) {
+      try {
+        await clients.ec2.send(new DeleteSecurityGroupCommand({ GroupId: groupId }), { abortSignal: signal });
+        return undefined;
+      } catch (error) {
+        signal.throwIfAborted();
+        const code = awsErrorCode(error);
+        if (code === "InvalidGroup.NotFound" || code === "InvalidGroupId.NotFound") return undefined;
+        if (code !== "DependencyViolation")
+          return (translateAwsError(error, `DeleteSecurityGroup ${groupId}`, signal) as Error).message;
+        if (Date.now() >= deadline)
+          return "still in use (DependencyViolation): the network interfaces of ended instances are let go a little later, or something outside Skyward uses the group; run skyward down again shortly";
+        await sleep(Math.min(5000, Math.max(0, deadline - Date.now())), signal);
+      }
+    }
+  };
+
   const deleteKeyPair = async (clients: AwsClients, keyName: string, signal: AbortSignal) => {
     try {
       await clients.ec2.send(new DeleteKeyPairCommand({ KeyName: keyName }), { abortSignal: signal });
@@ -519,10 +553,13 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     ): Promise<Cluster<AwsClusterData>> {
       const { signal } = options;
       const clients = clientsFor(offer.region);
-      // The pool does not pass its id here, so the cluster's id names the pool in tags too.
+      // Each prepare (a pool may try several offers) makes its own cluster; the pool's id, when the pool
+      // passes it, is tagged too, so `skyward instances` shows the id the pool's events and logs carry.
       const id = `sky-${randomBytes(4).toString("hex")}`;
+      const poolId =
+        options.poolId !== undefined && POOL_TAG_VALUE.test(options.poolId) ? options.poolId : id;
       const tags = Object.freeze({
-        [AWS_TAGS.pool]: id,
+        [AWS_TAGS.pool]: poolId,
         [AWS_TAGS.cluster]: id,
         [AWS_TAGS.owner]: ownerTag(),
         [AWS_TAGS.region]: clients.region,
@@ -577,7 +614,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
         return Object.freeze({
           id,
           provider: PROVIDER_NAME,
-          poolId: id,
+          poolId,
           region: clients.region,
           spec,
           offer,
@@ -814,6 +851,102 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       }
       // The instance was launched with InstanceInitiatedShutdownBehavior=terminate: shutting down ends it.
       return settings.sshUser === "root" ? "shutdown -h now" : "sudo shutdown -h now";
+    },
+
+    async cleanup(options: CleanupOptions): Promise<CleanupResult> {
+      const { signal } = options;
+      const waitSeconds = Math.max(0, options.waitSeconds ?? 0);
+      const deadline = Date.now() + waitSeconds * 1000;
+      const clients = clientsFor(settings.region);
+      const wanted = options.pools === "all" ? undefined : new Set(options.pools);
+      // Only what Skyward made carries a cluster tag: groups and key pairs given in the settings do not.
+      const tagged = [{ Name: "tag-key", Values: [AWS_TAGS.cluster] }];
+      const [groups, keys] = await Promise.all([
+        awsCall("DescribeSecurityGroups", signal, () =>
+          clients.ec2.send(new DescribeSecurityGroupsCommand({ Filters: tagged }), { abortSignal: signal }),
+        ),
+        awsCall("DescribeKeyPairs", signal, () =>
+          clients.ec2.send(new DescribeKeyPairsCommand({ Filters: tagged }), { abortSignal: signal }),
+        ),
+      ]);
+      interface Found {
+        readonly kind: "security group" | "key pair";
+        readonly id: string;
+        readonly clusterId: string;
+        readonly poolId: string;
+      }
+      const clusters = new Map<string, Found[]>();
+      const collect = (kind: Found["kind"], id: string | undefined, rawTags: readonly Tag[] | undefined) => {
+        const tags = fromAwsTags(rawTags);
+        const clusterId = tags[AWS_TAGS.cluster];
+        if (!id || !clusterId) return;
+        const poolId = tags[AWS_TAGS.pool] || clusterId;
+        if (wanted && !wanted.has(poolId) && !wanted.has(clusterId)) return;
+        clusters.set(clusterId, [...(clusters.get(clusterId) ?? []), { kind, id, clusterId, poolId }]);
+      };
+      for (const group of groups.SecurityGroups ?? []) collect("security group", group.GroupId, group.Tags);
+      for (const key of keys.KeyPairs ?? []) collect("key pair", key.KeyName, key.Tags);
+
+      const removed: PoolResource[] = [];
+      const left: LeftPoolResource[] = [];
+      const leave = (resources: readonly Found[], reason: string) => {
+        for (const { kind, id, poolId } of resources) left.push({ poolId, kind, id, reason });
+      };
+      await Promise.all(
+        [...clusters.entries()].map(async ([clusterId, resources]) => {
+          const poolId = resources[0]?.poolId ?? clusterId;
+          const liveFilter = [
+            { Name: `tag:${AWS_TAGS.cluster}`, Values: [clusterId] },
+            { Name: "instance-state-name", Values: LIVE_STATES },
+          ];
+          // Instances still in use keep their pool's resources; those shutting down are waited for.
+          let interval = 1000;
+          for (;;) {
+            const live = await describeInstances(clients, liveFilter, signal);
+            const inUse = live.filter((raw) => raw.State?.Name !== "shutting-down");
+            if (inUse.length > 0) {
+              const listed = inUse.map((raw) => `${raw.InstanceId} (${raw.State?.Name ?? "unknown"})`);
+              return leave(
+                resources,
+                `pool ${poolId} still has ${inUse.length === 1 ? "an instance" : `${inUse.length} instances`}: ${listed.join(", ")}; terminate ${inUse.length === 1 ? "it" : "them"} first (skyward down --pool ${poolId})`,
+              );
+            }
+            if (live.length === 0) break;
+            if (Date.now() >= deadline) {
+              const ids = live.map((raw) => raw.InstanceId).join(", ");
+              return leave(
+                resources,
+                `${live.length === 1 ? "instance" : "instances"} ${ids} still shutting down after ${waitSeconds} s; run skyward down --pool ${poolId} again once ${live.length === 1 ? "it has" : "they have"} ended`,
+              );
+            }
+            await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
+            interval = Math.min(interval * 2, 10_000);
+          }
+          for (const resource of resources.filter((entry) => entry.kind === "security group")) {
+            const reason = await tryDeleteSecurityGroup(clients, resource.id, deadline, signal);
+            if (reason === undefined) removed.push({ poolId, kind: resource.kind, id: resource.id });
+            else leave([resource], reason);
+          }
+          for (const resource of resources.filter((entry) => entry.kind === "key pair")) {
+            try {
+              await deleteKeyPair(clients, resource.id, signal);
+            } catch (error) {
+              signal.throwIfAborted();
+              leave([resource], (error as Error).message);
+              continue;
+            }
+            removed.push({ poolId, kind: resource.kind, id: resource.id });
+            const keyFile = keyFilePath(resource.id);
+            if (existsSync(keyFile)) {
+              await removePrivateKey(keyFile);
+              removed.push({ poolId, kind: "key file", id: keyFile });
+            }
+          }
+        }),
+      );
+      const order = (a: PoolResource, b: PoolResource) =>
+        a.poolId.localeCompare(b.poolId) || a.kind.localeCompare(b.kind) || a.id.localeCompare(b.id);
+      return { removed: removed.sort(order), left: left.sort(order) };
     },
 
     async listInstances(options: ProviderCallOptions): Promise<readonly Instance[]> {

@@ -1,0 +1,136 @@
+/**
+ * `cleanup` against moto: the security groups, key pairs and key files of pools whose client is gone
+ * are removed without a cluster object, found by their tags; a pool that still has a live instance
+ * keeps them (and says why); what the user supplied is never touched.
+ */
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { CreateSecurityGroupCommand, DescribeVpcsCommand, EC2Client } from "@aws-sdk/client-ec2";
+import { type Cluster, type Offer, options, type PoolSpec, resolvePoolSpec, spec } from "@skyward/core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AwsClusterData, createAWS } from "../src/index.js";
+import {
+  type MotoServer,
+  motoInventory,
+  motoSkipReason,
+  startMoto,
+  useFakeAwsEnvironment,
+} from "./moto-server.js";
+
+const skipReason = motoSkipReason();
+
+describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
+  let moto: MotoServer;
+  let ec2: EC2Client;
+  let restoreEnvironment: () => void = () => undefined;
+  let home = "";
+  const previousHome = process.env.SKYWARD_HOME;
+
+  beforeAll(async () => {
+    restoreEnvironment = useFakeAwsEnvironment();
+    home = await mkdtemp(join(tmpdir(), "skyward-aws-cleanup-"));
+    process.env.SKYWARD_HOME = home;
+    moto = await startMoto();
+    ec2 = new EC2Client({
+      region: "us-east-1",
+      endpoint: moto.endpoint,
+      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
+    });
+  });
+
+  afterAll(async () => {
+    ec2?.destroy();
+    await moto?.stop();
+    restoreEnvironment();
+    if (previousHome === undefined) delete process.env.SKYWARD_HOME;
+    else process.env.SKYWARD_HOME = previousHome;
+    await rm(home, { recursive: true, force: true });
+  });
+
+  it("removes what dead pools' prepare made, leaves a pool with a live instance, and never touches the user's group", async () => {
+    const call = (poolId?: string) => ({
+      signal: AbortSignal.timeout(120_000),
+      ...(poolId !== undefined ? { poolId } : {}),
+    });
+    const aws = createAWS({ endpoint: moto.endpoint });
+    const poolSpec: PoolSpec = resolvePoolSpec(
+      spec({ nodes: 1, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" }),
+      options({}),
+    );
+    const offers = await aws.offers(
+      { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
+      call(),
+    );
+    const offer = offers.find((candidate) => candidate.instanceType === "t3.medium") as Offer;
+    expect(offer).toBeDefined();
+
+    // The user's own security group: not Skyward's, so no cleanup may remove it.
+    const vpcId = (await ec2.send(new DescribeVpcsCommand({}))).Vpcs?.[0]?.VpcId;
+    const own = await ec2.send(
+      new CreateSecurityGroupCommand({ GroupName: "users-own", Description: "not Skyward's", VpcId: vpcId }),
+    );
+
+    // Pool "alive01" keeps a running instance; pool "dead0002" and a cluster prepared without a pool id
+    // (its cluster id names its pool) have none: their clients died after prepare.
+    const alive = (await aws.prepare(poolSpec, offer, call("alive01"))) as Cluster<AwsClusterData>;
+    const dead = (await aws.prepare(poolSpec, offer, call("dead0002"))) as Cluster<AwsClusterData>;
+    const unnamed = (await aws.prepare(poolSpec, offer, call())) as Cluster<AwsClusterData>;
+    expect(alive.poolId).toBe("alive01");
+    expect(alive.specific.tags["skyward:pool"]).toBe("alive01");
+    expect(unnamed.poolId).toBe(unnamed.id);
+    const [instance] = await aws.provision(alive, 1, call());
+    expect(instance?.tags["skyward:pool"]).toBe("alive01");
+    const listed = await aws.listInstances?.(call());
+    expect(listed?.map((entry) => entry.tags["skyward:pool"])).toEqual(["alive01"]);
+
+    const cleanup = aws.cleanup;
+    if (!cleanup) throw new Error("the AWS provider has no cleanup");
+    const some = await cleanup({ ...call(), pools: ["alive01", "dead0002"] });
+    expect(some.removed).toEqual([
+      { poolId: "dead0002", kind: "key file", id: dead.specific.keyFile },
+      { poolId: "dead0002", kind: "key pair", id: dead.specific.keyName },
+      { poolId: "dead0002", kind: "security group", id: dead.specific.securityGroupId },
+    ]);
+    const reason = `pool alive01 still has an instance: ${instance?.id} (running); terminate it first (skyward down --pool alive01)`;
+    expect(some.left).toEqual([
+      { poolId: "alive01", kind: "key pair", id: alive.specific.keyName, reason },
+      { poolId: "alive01", kind: "security group", id: alive.specific.securityGroupId, reason },
+    ]);
+    expect(existsSync(dead.specific.keyFile)).toBe(false);
+    expect(existsSync(alive.specific.keyFile)).toBe(true);
+    let inventory = await motoInventory(moto.endpoint);
+    expect(inventory.securityGroups.sort()).toEqual(
+      [own.GroupId, alive.specific.securityGroupId, unnamed.specific.securityGroupId].sort(),
+    );
+    expect(inventory.keyPairs.sort()).toEqual([alive.specific.keyName, unnamed.specific.keyName].sort());
+
+    // Once its instance is terminated, "all" removes the rest (the unnamed cluster found by its id too).
+    await aws.terminate(alive, [instance?.id ?? ""], call());
+    const all = await cleanup({ ...call(), pools: "all", waitSeconds: 60 });
+    expect(all.left).toEqual([]);
+    expect(all.removed.map((entry) => `${entry.poolId} ${entry.kind}`).sort()).toEqual(
+      [
+        "alive01 key file",
+        "alive01 key pair",
+        "alive01 security group",
+        `${unnamed.id} key file`,
+        `${unnamed.id} key pair`,
+        `${unnamed.id} security group`,
+      ].sort(),
+    );
+    inventory = await motoInventory(moto.endpoint);
+    expect(inventory).toEqual({
+      liveInstances: [],
+      securityGroups: [own.GroupId],
+      keyPairs: [],
+      skywardVolumes: [],
+    });
+    expect(existsSync(alive.specific.keyFile) || existsSync(unnamed.specific.keyFile)).toBe(false);
+
+    // Idempotent: nothing left to remove, nothing reported.
+    expect(await cleanup({ ...call(), pools: "all" })).toEqual({ removed: [], left: [] });
+    expect(await cleanup({ ...call(), pools: ["dead0002"] })).toEqual({ removed: [], left: [] });
+  });
+});
