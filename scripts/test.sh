@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything the test suite needs (Node >= 22, pnpm, dependencies) and runs the whole suite:
 # lint, TSDoc check, build, type checks, unit and end-to-end tests, publint and arethetypeswrong on
-# every package; then prints one closing line with the totals.
+# every package; then prints one closing line with the totals, and scans the run's output and test
+# reports for secrets (scripts/scan-secrets.mjs).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
 skyward_setup
@@ -10,6 +11,11 @@ skyward_ensure_framework_packages
 skyward_ensure_python
 cd "$SKYWARD_ROOT"
 export TURBO_TELEMETRY_DISABLED=1 DO_NOT_TRACK=1
-rm -rf packages/*/.test-report examples/*/.test-report
-pnpm run ci
-node scripts/test-summary.mjs
+rm -rf packages/*/.test-report examples/*/.test-report .test-logs
+mkdir -p .test-logs
+# The whole run's output is kept in .test-logs/ci.log, then scanned for secrets with the reports.
+status=0
+pnpm run ci 2>&1 | tee .test-logs/ci.log || status=$?
+node scripts/test-summary.mjs || status=1
+node scripts/scan-secrets.mjs .test-logs packages/*/.test-report examples/*/.test-report || status=1
+exit "$status"

@@ -24,6 +24,16 @@ export {
   type PypiProxyRequest,
 } from "./pypi-proxy.js";
 export {
+  DEFAULT_SECRET_PATTERNS,
+  type PlantedSecret,
+  plantedSecretsIn,
+  type SecretFinding,
+  type SecretPattern,
+  type SecretScanOptions,
+  type SecretScanReport,
+  scanForSecrets,
+} from "./secret-scan.js";
+export {
   type CreateTestbedOptions,
   checkTestbedPrerequisites,
   cleanupStaleTestbeds,
