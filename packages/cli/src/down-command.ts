@@ -1,5 +1,8 @@
-/** `skyward down`: terminates the live instances of one pool, or all of them. */
-import { clusterFromInstance } from "@skyward/core";
+/**
+ * `skyward down`: terminates the live instances of one pool, or all of them, then removes what those
+ * pools shared at their providers (the providers' `cleanup`).
+ */
+import { clusterFromInstance, type PoolResource } from "@skyward/core";
 import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
 import { poolOf } from "./format.js";
 import { type ListedInstance, listLiveInstances, printInstances } from "./instances-command.js";
@@ -13,21 +16,38 @@ export interface DownFlags {
   readonly providers: readonly string[] | undefined;
   readonly yes: boolean;
   readonly json: boolean;
+  /** How long to wait for terminated instances to end before their pools' shared resources go. */
+  readonly waitSeconds: number;
 }
 
+/** How long `down` waits, by default, for terminated instances to end (`--wait`). */
+export const DEFAULT_DOWN_WAIT_SECONDS = 180;
+
 /** The help text of `skyward down`. */
-export const DOWN_HELP = `Usage: skyward down (--pool ID | --all) [--provider A,B] [--yes]
+export const DOWN_HELP = `Usage: skyward down (--pool ID | --all) [--provider A,B] [--yes] [--wait SECONDS]
 
 Terminates live instances Skyward started: those of one pool (the POOL column of "skyward instances"),
-or all of them. Asks first when run in a terminal.
+or all of them. Asks first when run in a terminal. Then removes what those pools shared at the
+provider (an AWS security group and key pair, the key's file under ~/.skyward/keys), also for pools
+whose instances are already gone (a client that was killed never ran its teardown).
 
-  --pool ID            only this pool's instances
-  --all                every instance Skyward started
+  --pool ID            only this pool (a pool or cluster id)
+  --all                every instance and pool Skyward started
   --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, runpod, vastai
   --yes, -y            do not ask
-  --json               print what was terminated as JSON
-  --timeout SECONDS    give up after this long (default 60)
+  --json               print what was terminated and removed as JSON
+  --wait SECONDS       wait this long for terminated instances to end before removing what their
+                       pools shared; what is still in use then is listed (default ${DEFAULT_DOWN_WAIT_SECONDS})
+  --timeout SECONDS    give up after this long (default 60 plus --wait)
 `;
+
+/** What `down` did to one shared resource of a pool. */
+interface ResourceOutcome {
+  readonly providerName: string;
+  readonly resource: PoolResource;
+  /** Why it was left; undefined when it was removed. */
+  readonly reason: string | undefined;
+}
 
 /** Runs `skyward down`; resolves with the exit code. */
 export async function downCommand(context: CommandContext, flags: DownFlags): Promise<number> {
@@ -37,21 +57,23 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
   const { loaded, skipped } = await useProviders(context, flags.providers);
   const { instances, failed } = await listLiveInstances(context, loaded);
   reportSkipped(context, [...skipped, ...failed]);
-  const targets = flags.all ? instances : instances.filter((row) => poolOf(row.instance) === flags.pool);
+  const inPool = (row: ListedInstance) =>
+    poolOf(row.instance) === flags.pool || row.instance.tags["skyward:cluster"] === flags.pool;
+  const targets = flags.all ? instances : instances.filter(inPool);
   const incomplete = skipped.length + failed.length > 0;
   if (targets.length === 0) {
-    if (flags.json) context.out("[]\n");
-    else context.out(flags.all ? "No live instances.\n" : `No live instances in pool ${flags.pool}.\n`);
-    return incomplete ? 1 : 0;
-  }
-  if (!flags.json) printInstances(context, targets);
-  if (!flags.yes && context.interactive) {
-    const answer = await context.ask(
-      `Terminate ${targets.length} instance${targets.length === 1 ? "" : "s"}? [y/N] `,
-    );
-    if (!/^y(es)?$/i.test(answer.trim())) {
-      context.err("Nothing terminated.\n");
-      return 1;
+    if (!flags.json)
+      context.out(flags.all ? "No live instances.\n" : `No live instances in pool ${flags.pool}.\n`);
+  } else {
+    if (!flags.json) printInstances(context, targets);
+    if (!flags.yes && context.interactive) {
+      const answer = await context.ask(
+        `Terminate ${targets.length} instance${targets.length === 1 ? "" : "s"}? [y/N] `,
+      );
+      if (!/^y(es)?$/i.test(answer.trim())) {
+        context.err("Nothing terminated.\n");
+        return 1;
+      }
     }
   }
 
@@ -80,19 +102,66 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
       }
     }),
   );
-  if (flags.json) {
-    const output = terminated.map((row) => ({
-      provider: row.providerName,
-      id: row.instance.id,
-      pool: poolOf(row.instance),
-    }));
-    context.out(`${JSON.stringify(output, null, 2)}\n`);
-  } else {
+  if (!flags.json) {
     for (const row of terminated) {
       context.out(
         `Terminated ${row.instance.id} (${row.providerName}, pool ${poolOf(row.instance) || "-"})\n`,
       );
     }
   }
-  return failures > 0 || incomplete ? 1 : 0;
+
+  // Then what the pools shared at each provider that has any (a dead client's teardown never ran).
+  const outcomes: ResourceOutcome[] = [];
+  await Promise.all(
+    loaded.map(async ({ name, provider }) => {
+      if (!provider.cleanup) return;
+      try {
+        const result = await provider.cleanup({
+          signal: context.signal,
+          pools: flags.all ? "all" : [flags.pool as string],
+          waitSeconds: flags.waitSeconds,
+        });
+        for (const resource of result.removed)
+          outcomes.push({ providerName: name, resource, reason: undefined });
+        for (const { reason, ...resource } of result.left)
+          outcomes.push({ providerName: name, resource, reason });
+      } catch (error) {
+        failures += 1;
+        context.err(`skyward: could not clean up at ${name}: ${describeError(error)}\n`);
+      }
+    }),
+  );
+  outcomes.sort(
+    (a, b) =>
+      a.providerName.localeCompare(b.providerName) ||
+      a.resource.poolId.localeCompare(b.resource.poolId) ||
+      a.resource.kind.localeCompare(b.resource.kind) ||
+      a.resource.id.localeCompare(b.resource.id),
+  );
+  const left = outcomes.filter((outcome) => outcome.reason !== undefined);
+  if (flags.json) {
+    const output = [
+      ...terminated.map((row) => ({
+        provider: row.providerName,
+        id: row.instance.id,
+        pool: poolOf(row.instance),
+      })),
+      ...outcomes.map(({ providerName, resource, reason }) => ({
+        provider: providerName,
+        id: resource.id,
+        pool: resource.poolId,
+        resource: resource.kind,
+        removed: reason === undefined,
+        ...(reason !== undefined ? { reason } : {}),
+      })),
+    ];
+    context.out(`${JSON.stringify(output, null, 2)}\n`);
+  } else {
+    for (const { providerName, resource, reason } of outcomes) {
+      const what = `${resource.kind} ${resource.id} (${providerName}, pool ${resource.poolId})`;
+      if (reason === undefined) context.out(`Removed ${what}\n`);
+      else context.err(`skyward: left ${what}: ${reason}\n`);
+    }
+  }
+  return failures > 0 || left.length > 0 || incomplete ? 1 : 0;
 }

@@ -3,7 +3,7 @@ import { createInterface } from "node:readline";
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { ConfigurationError, version } from "@skyward/core";
 import type { CommandContext } from "./command-context.js";
-import { DOWN_HELP, downCommand } from "./down-command.js";
+import { DEFAULT_DOWN_WAIT_SECONDS, DOWN_HELP, downCommand } from "./down-command.js";
 import { INSTANCES_HELP, instancesCommand } from "./instances-command.js";
 import { OFFERS_HELP, offersCommand } from "./offers-command.js";
 import { describeError } from "./providers.js";
@@ -15,7 +15,7 @@ const HELP = `Usage: skyward <command> [options]
 Commands:
   offers      compare the offers of every provider, cheapest first
   instances   list the live instances Skyward started
-  down        terminate instances Skyward started (one pool, or all)
+  down        terminate instances Skyward started (one pool, or all) and remove what their pools shared
 
 Providers come from skyward.toml ([providers.NAME], merged over ~/.skyward/defaults.toml), else
 aws, runpod and vastai with credentials from the environment. Run "skyward <command> --help" for
@@ -100,8 +100,8 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
     base.out(text);
     return 0;
   };
-  const withTimeout = (timeout: string | undefined): CommandContext => {
-    const seconds = positiveNumber("--timeout", timeout) ?? 60;
+  const withTimeout = (timeout: string | undefined, defaultSeconds = 60): CommandContext => {
+    const seconds = positiveNumber("--timeout", timeout) ?? defaultSeconds;
     return { ...base, signal: AbortSignal.any([signal, AbortSignal.timeout(seconds * 1000)]) };
   };
   switch (command) {
@@ -135,14 +135,19 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
         pool: { type: "string" },
         all: { type: "boolean", default: false },
         yes: { type: "boolean", short: "y", default: false },
+        wait: { type: "string" },
       });
       if (values.help) return help(DOWN_HELP);
-      return downCommand(withTimeout(values.timeout), {
+      const waitSeconds =
+        values.wait === "0" ? 0 : (positiveNumber("--wait", values.wait) ?? DEFAULT_DOWN_WAIT_SECONDS);
+      // Waiting for instances to end must fit in the timeout.
+      return downCommand(withTimeout(values.timeout, 60 + waitSeconds), {
         pool: values.pool,
         all: values.all,
         providers: providerList(values.provider),
         yes: values.yes,
         json: values.json,
+        waitSeconds,
       });
     }
     default:
