@@ -4,9 +4,16 @@ export default defineConfig({
   resolve: { conditions: ["@skyward/source"] },
   ssr: { resolve: { conditions: ["@skyward/source"] } },
   test: {
-    include: ["src/**/*.test.ts"],
+    globalSetup: ["@skyward/testing/vitest-global-setup"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    projects: [
+      { extends: true, test: { name: "unit", include: ["src/**/*.test.ts"] } },
+      {
+        extends: true,
+        test: { name: "e2e", include: ["test/**/*.test.ts"], testTimeout: 600_000, hookTimeout: 600_000 },
+      },
+    ],
   },
 });

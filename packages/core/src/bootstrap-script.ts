@@ -24,6 +24,7 @@ import { posix } from "node:path";
 import { ConfigurationError, type ConfigurationIssue } from "./errors.js";
 import { contentHash, type Image, imageSchema } from "./image.js";
 import { shellQuote } from "./launch-command.js";
+import type { PluginBootstrapOp } from "./plugin.js";
 import type { ShellOp } from "./provider.js";
 import { formatPath, parseInput } from "./validation.js";
 
@@ -35,8 +36,12 @@ export interface BootstrapScriptOptions {
   readonly root: string;
   /** The `@skyward/core` version whose runtime is uploaded; part of the content hash. */
   readonly skywardVersion: string;
-  /** The plugins' bootstrap ops, in plugin order; each runs as `bash -c op` after the image's phases. */
-  readonly pluginOps?: readonly ShellOp[];
+  /**
+   * The plugins' bootstrap ops, in plugin order; each runs as `bash -c op` after the image's phases.
+   * An op given with its plugin (as `collectPluginBootstrapOps` lists them) is named after it in the
+   * log, so a failure says which plugin's op failed.
+   */
+  readonly pluginOps?: readonly (ShellOp | PluginBootstrapOp)[];
   /**
    * Prefix system changes (creating the root, apt) with `sudo -n` when the script does not run as
    * root. Default false.
@@ -484,18 +489,30 @@ function renderPipPhase(image: Image): string[] {
   return lines;
 }
 
-function renderPluginsPhase(ops: readonly ShellOp[]): string[] {
+/** Plugin ops with their plugin, when known (a plain string's plugin is not). */
+function labelledOps(ops: readonly (ShellOp | PluginBootstrapOp)[]): { plugin?: string; op: ShellOp }[] {
+  return ops.map((entry) =>
+    typeof entry === "string" ? { op: entry } : { plugin: entry.plugin, op: entry.op },
+  );
+}
+
+function renderPluginsPhase(ops: readonly { plugin?: string; op: ShellOp }[]): string[] {
   const lines = [
     "skyward_phase_plugins() {",
     "  local status",
-    '  export VIRTUAL_ENV="$SKYWARD_VENV" PATH="$SKYWARD_VENV/bin:$PATH"',
+    // No virtual environment (the Local provider with an image that installs nothing): the ops
+    // run with the PATH they were given.
+    '  if [ -n "$SKYWARD_VENV" ]; then export VIRTUAL_ENV="$SKYWARD_VENV" PATH="$SKYWARD_VENV/bin:$PATH"; fi',
     '  . "$SKYWARD_ROOT/env.sh"',
-    '  mkdir -p "$SKYWARD_ROOT/work"',
-    '  cd "$SKYWARD_ROOT/work"',
+    '  mkdir -p "$SKYWARD_WORK"',
+    '  cd "$SKYWARD_WORK"',
   ];
-  ops.forEach((op, index) => {
+  ops.forEach(({ plugin, op }, index) => {
     // The op's text is not echoed: it may carry a token (`huggingface-cli login --token …`).
-    const label = `plugin op ${index + 1} of ${ops.length}`;
+    const label =
+      plugin === undefined
+        ? `plugin op ${index + 1} of ${ops.length}`
+        : `plugin "${plugin}" op ${index + 1} of ${ops.length}`;
     lines.push(
       `  echo ${shellQuote(label)}`,
       `  bash -c ${shellQuote(op)} || { status=$?; echo ${shellQuote(label)} "failed (exit $status)"; return "$status"; }`,
@@ -503,6 +520,19 @@ function renderPluginsPhase(ops: readonly ShellOp[]): string[] {
   });
   lines.push("}");
   return lines;
+}
+
+const FAILED_OP = /^plugin (?:"([^"]+)" )?op (\d+) of (\d+) failed \(exit (\d+)\)$/m;
+
+/**
+ * What failed, read from the tail of a failed bootstrap's log: `plugin "accelerate" op 1 of 2 failed
+ * (exit 3)` when a plugin op failed (the plugin named when the script knew it), else undefined.
+ */
+export function describeBootstrapFailure(logTail: string): string | undefined {
+  const match = FAILED_OP.exec(logTail.replaceAll("\r", ""));
+  if (!match) return undefined;
+  const [, plugin, index, count, status] = match;
+  return `${plugin === undefined ? "plugin" : `plugin "${plugin}":`} bootstrap op ${index} of ${count} failed (exit ${status})`;
 }
 
 function validateOptions(options: BootstrapScriptOptions): Image {
@@ -513,7 +543,7 @@ function validateOptions(options: BootstrapScriptOptions): Image {
       message: `expected an absolute path without NUL characters, received ${JSON.stringify(options.root)}`,
     });
   }
-  (options.pluginOps ?? []).forEach((op, index) => {
+  labelledOps(options.pluginOps ?? []).forEach(({ op }, index) => {
     if (typeof op !== "string" || op.includes("\0")) {
       issues.push({
         path: `pluginOps[${index}]`,
@@ -579,7 +609,7 @@ function validateOptions(options: BootstrapScriptOptions): Image {
 export function renderBootstrapScript(options: BootstrapScriptOptions): string {
   const image = validateOptions(options);
   const layout = bootstrapLayout(options.root);
-  const ops = [...(options.pluginOps ?? [])];
+  const ops = labelledOps(options.pluginOps ?? []);
   const hash = contentHash(image, options.skywardVersion);
   const header = [
     "#!/usr/bin/env bash",
@@ -589,10 +619,11 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     "umask 022",
     `SKYWARD_ROOT=${shellQuote(layout.root)}`,
     `SKYWARD_CONTENT_HASH=${shellQuote(hash)}`,
-    `SKYWARD_OPS_HASH=${shellQuote(digest(JSON.stringify(ops)))}`,
+    `SKYWARD_OPS_HASH=${shellQuote(digest(JSON.stringify(ops.map(({ op }) => op))))}`,
     `SKYWARD_TIMEOUT=${shellQuote(String(image.bootstrapTimeout))}`,
     `SKYWARD_ALLOW_PYTHON_DOWNLOAD=${options.allowPythonDownload === false ? 0 : 1}`,
     'SKYWARD_VENV="$SKYWARD_ROOT/venv"',
+    'SKYWARD_WORK="$SKYWARD_ROOT/work"',
     'SKYWARD_LOG="$SKYWARD_ROOT/bootstrap.log"',
     "SKYWARD_LOGGING=",
     "SKYWARD_SUDO=",
@@ -635,9 +666,20 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     'skyward_summary 2>&1 | tee -a "$SKYWARD_LOG"',
     "skyward_mark done",
   ];
-  // Everything runs from one function called on the last line, so bash has read the whole script
-  // before it runs any of it (the script may arrive on stdin: `bash -s`), and no command can read
-  // the rest of the script as its input.
+  return assembleScript(header, phases, main);
+}
+
+/**
+ * The script: header, the shared functions, the phase functions and `skyward_main`. Everything runs
+ * from one function called on the last line, so bash has read the whole script before it runs any
+ * of it (the script may arrive on stdin: `bash -s`), and no command can read the rest of the script
+ * as its input.
+ */
+function assembleScript(
+  header: readonly string[],
+  phases: readonly string[],
+  main: readonly string[],
+): string {
   return `${[
     ...header,
     LIBRARY,
@@ -649,4 +691,80 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     "",
     "skyward_main </dev/null",
   ].join("\n")}\n`;
+}
+
+/** What {@link renderPluginOpsScript} renders from. */
+export interface PluginOpsScriptOptions {
+  /** The image after every plugin's transform: its `env` and `shellVars` are written to `ROOT/env.sh`. */
+  readonly image: Image;
+  /** The Skyward root the ops see as `$SKYWARD_ROOT` (an absolute path); holds `env.sh` and `bootstrap.log`. */
+  readonly root: string;
+  /** The virtual environment the ops run in (`$SKYWARD_VENV`, activated), or undefined for none. */
+  readonly venv: string | undefined;
+  /** The working directory of the ops (the worker's working directory), an absolute path. */
+  readonly work: string;
+  /** The plugins' bootstrap ops, in plugin order. */
+  readonly pluginOps: readonly (ShellOp | PluginBootstrapOp)[];
+}
+
+/**
+ * Renders a script that runs only the `env` and `plugins` phases of {@link renderBootstrapScript},
+ * with the same functions, variables, log and markers: for a provider that prepares the Python
+ * environment itself (the `Local` provider) but runs the plugins' ops as a bootstrap would. The
+ * ops see `SKYWARD_ROOT`, `SKYWARD_VENV` (activated, when there is one) and the image's env, and
+ * run in `work`; their text is never printed. Hand the script over on stdin: it carries `image.env`.
+ *
+ * @throws {ConfigurationError} naming the field when a path is not absolute, the image is
+ *   invalid, or a value holds a NUL character.
+ */
+export function renderPluginOpsScript(options: PluginOpsScriptOptions): string {
+  const image = validateOptions({
+    image: options.image,
+    root: options.root,
+    skywardVersion: "",
+    pluginOps: options.pluginOps,
+  });
+  const issues: ConfigurationIssue[] = [];
+  for (const [field, value] of [
+    ["venv", options.venv],
+    ["work", options.work],
+  ] as const) {
+    if (field === "venv" && value === undefined) continue;
+    if (typeof value !== "string" || !value.startsWith("/") || value.includes("\0")) {
+      issues.push({
+        path: field,
+        message: `expected an absolute path without NUL characters, received ${JSON.stringify(value)}`,
+      });
+    }
+  }
+  if (issues.length > 0) throw new ConfigurationError({ issues });
+  const layout = bootstrapLayout(options.root);
+  const ops = labelledOps(options.pluginOps);
+  const header = [
+    "#!/usr/bin/env bash",
+    "# Skyward plugin ops: the env and plugins phases of the bootstrap, for an environment prepared otherwise.",
+    "set -uo pipefail",
+    "umask 022",
+    `SKYWARD_ROOT=${shellQuote(layout.root)}`,
+    `SKYWARD_TIMEOUT=${shellQuote(String(image.bootstrapTimeout))}`,
+    `SKYWARD_VENV=${shellQuote(options.venv === undefined ? "" : normalizeRoot(options.venv))}`,
+    `SKYWARD_WORK=${shellQuote(normalizeRoot(options.work))}`,
+    'SKYWARD_LOG="$SKYWARD_ROOT/bootstrap.log"',
+    "SKYWARD_LOGGING=",
+    "SKYWARD_SUDO=",
+    "export SKYWARD_ROOT SKYWARD_VENV SKYWARD_SUDO",
+  ];
+  const main = [
+    'if ! skyward_prepare_root; then skyward_mark "phase env failed 1"; exit 1; fi',
+    "skyward_phase env skyward_phase_env",
+    // The later phases run with the image's env (a proxy for apt, uv and pip: HTTPS_PROXY).
+    '. "$SKYWARD_ROOT/env.sh"',
+    ...(ops.length > 0 ? ["skyward_phase plugins skyward_phase_plugins"] : []),
+    "skyward_mark done",
+  ];
+  return assembleScript(
+    header,
+    [...renderEnvPhase(image), ...(ops.length > 0 ? renderPluginsPhase(ops) : [])],
+    main,
+  );
 }

@@ -128,6 +128,7 @@ export type {
   ImageTransform,
   JsonValue,
   LauncherTransform,
+  PluginBootstrapOp,
   PluginHook,
   PluginWorker,
   PluginWorkerInput,

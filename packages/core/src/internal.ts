@@ -6,8 +6,14 @@
  */
 
 export { acceleratorSchema } from "./accelerators.js";
-export type { BootstrapMarker, BootstrapScriptOptions } from "./bootstrap-script.js";
-export { bootstrapLayout, parseBootstrapMarker, renderBootstrapScript } from "./bootstrap-script.js";
+export type { BootstrapMarker, BootstrapScriptOptions, PluginOpsScriptOptions } from "./bootstrap-script.js";
+export {
+  bootstrapLayout,
+  describeBootstrapFailure,
+  parseBootstrapMarker,
+  renderBootstrapScript,
+  renderPluginOpsScript,
+} from "./bootstrap-script.js";
 export { createProviderFromEntry, parseConfigText, validateConfig } from "./config-file.js";
 export { imageSchema } from "./image.js";
 export { collectIncludedFiles, globToRegExp, type IncludedFile } from "./includes.js";
@@ -18,6 +24,7 @@ export {
   applyImageTransforms,
   applyLaunchers,
   collectBootstrapOps,
+  collectPluginBootstrapOps,
   enterAroundClient,
   pluginSchema,
   workerModules,

@@ -139,6 +139,11 @@ export interface LaunchContext {
   readonly pythonBin: string;
   /** The node's virtual environment directory. */
   readonly venvDir: string;
+  /**
+   * The node's Skyward root directory: `$SKYWARD_ROOT` of the plugins' bootstrap ops, where a file an
+   * op wrote (accelerate's config) is found. Set by the pool; when missing, the venv's parent.
+   */
+  readonly root?: string;
   /** Task slots per worker (`worker.concurrency`). */
   readonly concurrency: number;
   /** How tasks run inside the worker: in threads, or in executor subprocesses. */

@@ -5,14 +5,16 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { describeBootstrapFailure, parseBootstrapMarker, renderPluginOpsScript } from "./bootstrap-script.js";
 import { BootstrapError } from "./errors.js";
 import type { Image } from "./image.js";
 import { collectIncludedFiles } from "./includes.js";
+import type { PluginBootstrapOp } from "./plugin.js";
 import type {
   Cluster,
   Instance,
@@ -39,7 +41,12 @@ export interface LocalSettings {
 
 /** What the `Local` provider keeps per cluster. */
 export interface LocalCluster {
-  /** The pool's work directory: `includes` land here, and it is the workers' working directory. */
+  /**
+   * The pool's Skyward root on this machine, shared by its nodes: `$SKYWARD_ROOT` of the plugins'
+   * bootstrap ops, with `env.sh` (0600) and `bootstrap.log`; removed at teardown.
+   */
+  readonly root: string;
+  /** The pool's work directory (`ROOT/work`): `includes` land here, and it is the workers' working directory. */
   readonly workdir: string;
 }
 
@@ -94,6 +101,79 @@ function localOffer(): Offer {
 }
 
 /**
+ * Runs the plugins' bootstrap ops once for the cluster (its nodes share this machine), with the
+ * bootstrap script's own `env` and `plugins` phases: `SKYWARD_ROOT` the cluster's root, the virtual
+ * environment activated, the image's env sourced from `ROOT/env.sh` (0600), in the work directory.
+ * Only phase names reach the progress events; the ops' output goes to `ROOT/bootstrap.log`, whose
+ * tail a failure carries.
+ */
+async function runPluginOps(
+  cluster: Cluster<LocalCluster>,
+  image: Image,
+  python: PythonEnvironment,
+  ops: readonly PluginBootstrapOp[],
+  request: WorkerLaunchRequest,
+  options: ProviderCallOptions,
+): Promise<void> {
+  const { root, workdir } = cluster.specific;
+  const script = renderPluginOpsScript({ image, root, venv: python.venvDir, work: workdir, pluginOps: ops });
+  const { SKYWARD_TOKEN: _token, ...env } = process.env;
+  const child = spawn("bash", ["-s"], {
+    cwd: workdir,
+    env,
+    stdio: ["pipe", "pipe", "ignore"],
+    detached: true,
+  });
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  lines.on("line", (line) => {
+    const marker = parseBootstrapMarker(line);
+    if (marker?.kind === "phase" && marker.name === "plugins" && marker.status !== "failed") {
+      options.progress?.("plugins", marker.status === "start" ? "started" : "finished", `${ops.length} ops`);
+    }
+  });
+  const kill = () => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  };
+  const timeoutSeconds = request.timeoutSeconds;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    kill();
+  }, timeoutSeconds * 1000);
+  options.signal.addEventListener("abort", kill, { once: true });
+  child.stdin?.end(script);
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("exit", (exitCode) => resolve(exitCode));
+  }).finally(() => {
+    clearTimeout(timer);
+    options.signal.removeEventListener("abort", kill);
+    lines.close();
+  });
+  if (options.signal.aborted) throw options.signal.reason;
+  if (code === 0) return;
+  const logTail = (await readFile(join(root, "bootstrap.log"), "utf8").catch(() => ""))
+    .split("\n")
+    .filter((line) => !line.startsWith("::skyward::"))
+    .slice(-41)
+    .join("\n")
+    .trim();
+  const failed = describeBootstrapFailure(logTail);
+  throw new BootstrapError({
+    node: request.nodeId,
+    phase: "plugins",
+    logTail,
+    message: timedOut
+      ? `The plugins' bootstrap ops on this machine (Local) did not finish within ${timeoutSeconds} s`
+      : `The plugins' bootstrap ops failed on this machine (Local), exit code ${code}${failed ? `: ${failed}` : ""}`,
+  });
+}
+
+/**
  * The built-in provider that runs every node as a worker process on this machine:
  * `sky.compute({ provider: sky.Local(), nodes: 4 })`. Used when a spec names no provider.
  */
@@ -106,9 +186,10 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
 
   const setUp = (
     cluster: Cluster<LocalCluster>,
-    image: Image,
+    request: WorkerLaunchRequest,
     options: ProviderCallOptions,
   ): Promise<PythonEnvironment> => {
+    const { image } = request;
     let environment = environments.get(cluster.id);
     if (!environment) {
       environment = (async () => {
@@ -120,7 +201,10 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
           await copyFile(file.source, target);
         }
         options.progress?.("includes", "finished", `${files.length} files`);
-        return preparePythonEnvironment(image, options);
+        const python = await preparePythonEnvironment(image, options);
+        const ops = request.pluginOps ?? [];
+        if (ops.length > 0) await runPluginOps(cluster, image, python, ops, request, options);
+        return python;
       })();
       environments.set(cluster.id, environment);
       environment.catch(() => environments.delete(cluster.id));
@@ -148,9 +232,11 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       offer: Offer,
       options?: ProviderCallOptions,
     ): Promise<Cluster<LocalCluster>> {
-      const root = settings.workRoot ?? tmpdir();
-      await mkdir(root, { recursive: true });
-      const workdir = await mkdtemp(join(root, "skyward-pool-"));
+      const parent = settings.workRoot ?? tmpdir();
+      await mkdir(parent, { recursive: true });
+      const root = await mkdtemp(join(parent, "skyward-pool-"));
+      const workdir = join(root, "work");
+      await mkdir(workdir);
       return Object.freeze({
         id: `local-${randomUUID().slice(0, 8)}`,
         provider: "local",
@@ -159,7 +245,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
         spec,
         offer,
         ssh: null,
-        specific: Object.freeze({ workdir }),
+        specific: Object.freeze({ root, workdir }),
       });
     },
 
@@ -207,13 +293,14 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       options: ProviderCallOptions,
     ): Promise<WorkerEndpoint> {
       installExitHook();
-      const environment = await setUp(cluster, request.image, options);
+      const environment = await setUp(cluster, request, options);
       const runtime = pythonRuntimeDirectory();
       const command = request.command({
         pythonBin: environment.pythonBin,
         venvDir: environment.venvDir,
         workerScript: join(runtime, "skyward_worker.py"),
         privateIp: "127.0.0.1",
+        root: cluster.specific.root,
       });
       const pythonPath = [runtime, process.env.PYTHONPATH].filter(Boolean).join(":");
       const child = spawn("/bin/sh", ["-c", `exec ${command.render()}`], {
@@ -323,7 +410,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       );
       await provider.terminate(cluster, mine, { signal: AbortSignal.timeout(10_000) });
       environments.delete(cluster.id);
-      await rm(cluster.specific.workdir, { recursive: true, force: true });
+      await rm(cluster.specific.root, { recursive: true, force: true });
     },
 
     selfDestruct(): string {

@@ -467,9 +467,17 @@ export async function applyImageTransforms(
   return current;
 }
 
-/** Every plugin's bootstrap ops, concatenated in plugin order. */
-export function collectBootstrapOps(plugins: readonly Plugin[], cluster: Cluster): ShellOp[] {
-  const ops: ShellOp[] = [];
+/** One plugin bootstrap op and the plugin it comes from, so a failure can name the plugin. */
+export interface PluginBootstrapOp {
+  /** The plugin's name. */
+  readonly plugin: string;
+  /** The shell op, run as `bash -c op`. */
+  readonly op: ShellOp;
+}
+
+/** Every plugin's bootstrap ops with the plugin each comes from, in plugin order. */
+export function collectPluginBootstrapOps(plugins: readonly Plugin[], cluster: Cluster): PluginBootstrapOp[] {
+  const ops: PluginBootstrapOp[] = [];
   for (const plugin of plugins) {
     const factory = plugin.bootstrap;
     if (!factory) continue;
@@ -477,9 +485,14 @@ export function collectBootstrapOps(plugins: readonly Plugin[], cluster: Cluster
     if (!Array.isArray(returned) || !returned.every((op) => typeof op === "string")) {
       throw badReturn(plugin, "bootstrap", "an array of shell ops (strings)", returned);
     }
-    ops.push(...returned);
+    for (const op of returned as string[]) ops.push(Object.freeze({ plugin: plugin.name, op }));
   }
   return ops;
+}
+
+/** Every plugin's bootstrap ops, concatenated in plugin order. */
+export function collectBootstrapOps(plugins: readonly Plugin[], cluster: Cluster): ShellOp[] {
+  return collectPluginBootstrapOps(plugins, cluster).map(({ op }) => op);
 }
 
 /** `value` as a command of this copy of the package (one from another copy is rebuilt), if it is one. */

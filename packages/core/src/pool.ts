@@ -6,6 +6,7 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { createServer } from "node:net";
+import { posix } from "node:path";
 import { type ComputeInput, resolveComputeInput } from "./compute-input.js";
 import { attachConsole } from "./console.js";
 import {
@@ -34,7 +35,7 @@ import type { Options } from "./options.js";
 import {
   applyImageTransforms,
   applyLaunchers,
-  collectBootstrapOps,
+  collectPluginBootstrapOps,
   enterAroundClient,
   type Plugin,
   type PoolHandle,
@@ -565,6 +566,7 @@ export class Pool implements AsyncDisposable {
     pythonBin: string,
     venvDir: string | undefined,
     privateIp: string,
+    root: string | undefined,
   ): LaunchContext {
     const head = this.#nodes[0]?.instance;
     return {
@@ -575,6 +577,7 @@ export class Pool implements AsyncDisposable {
       privateIp,
       pythonBin,
       venvDir: venvDir ?? "",
+      ...(root !== undefined ? { root } : venvDir ? { root: posix.dirname(venvDir) } : {}),
       concurrency: this.#concurrency(),
       executor: this.spec.worker.executor,
       workersPerNode: this.#workersPerNode,
@@ -641,7 +644,13 @@ export class Pool implements AsyncDisposable {
           entrypoint: environment.workerScript,
           args: this.#workerArgs(node),
         }),
-        this.#launchContext(node, environment.pythonBin, environment.venvDir, environment.privateIp),
+        this.#launchContext(
+          node,
+          environment.pythonBin,
+          environment.venvDir,
+          environment.privateIp,
+          environment.root,
+        ),
       );
     let connection: WorkerConnection;
     if (node.instance.ssh !== null) {
@@ -649,7 +658,7 @@ export class Pool implements AsyncDisposable {
         instance: node.instance,
         node: node.index,
         image: this.#image as Image,
-        pluginOps: collectBootstrapOps(this.spec.plugins, cluster),
+        pluginOps: collectPluginBootstrapOps(this.spec.plugins, cluster),
         token: this.#token,
         // Fixed SSH hosts are known by their address; a cloud reuses addresses for new machines with
         // new host keys, so their keys are recorded per instance.
@@ -678,6 +687,7 @@ export class Pool implements AsyncDisposable {
           image: this.#image as Image,
           command,
           env: { ...(this.#image as Image).env, SKYWARD_TOKEN: this.#token },
+          pluginOps: collectPluginBootstrapOps(this.spec.plugins, cluster),
           timeoutSeconds: this.spec.bootstrapTimeout,
           onExit: (code, exitSignal) => {
             if (this.#state === "shutting_down" || this.#state === "destroyed") return;

@@ -11,6 +11,7 @@
 import { z } from "zod";
 import type { Image } from "./image.js";
 import type { LaunchCommand } from "./launch-command.js";
+import type { PluginBootstrapOp } from "./plugin.js";
 import type { AllocationStrategy, Architecture, PoolSpec } from "./spec.js";
 
 /**
@@ -42,6 +43,12 @@ export interface WorkerEnvironment {
   readonly workerScript: string;
   /** The node's private address. */
   readonly privateIp: string;
+  /**
+   * The node's Skyward root directory, where its bootstrap ran and plugins' bootstrap ops saw
+   * `$SKYWARD_ROOT` (files such as accelerate's config live there). Optional: when missing, the
+   * venv's parent directory.
+   */
+  readonly root?: string;
 }
 
 /** What the pool asks a provider that starts workers itself ({@link ProviderV1.launchWorker}) to start. */
@@ -56,6 +63,11 @@ export interface WorkerLaunchRequest {
   readonly env: Readonly<Record<string, string>>;
   /** Seconds allowed until the worker listens. */
   readonly timeoutSeconds: number;
+  /**
+   * The plugins' bootstrap ops, in plugin order: run once the Python environment is ready and before
+   * the worker starts, as the SSH bootstrap's `plugins` phase runs them (`renderPluginOpsScript`).
+   */
+  readonly pluginOps?: readonly PluginBootstrapOp[];
   /** The worker process's own output lines (not task output), for the pool's log. */
   readonly onOutput?: (stream: "stdout" | "stderr", line: string) => void;
   /** Called once if the worker process exits after it was started. */

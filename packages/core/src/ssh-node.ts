@@ -7,12 +7,13 @@
 import { createHash } from "node:crypto";
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import { parseBootstrapMarker, renderBootstrapScript } from "./bootstrap-script.js";
+import { describeBootstrapFailure, parseBootstrapMarker, renderBootstrapScript } from "./bootstrap-script.js";
 import { BootstrapError, ConnectionError } from "./errors.js";
 import { contentHash, type Image } from "./image.js";
 import { collectIncludedFiles } from "./includes.js";
 import { type LaunchCommand, shellQuote } from "./launch-command.js";
 import { pythonRuntimeDirectory } from "./local-provider.js";
+import type { PluginBootstrapOp } from "./plugin.js";
 import type { Instance, WorkerEnvironment } from "./provider.js";
 import { stopWorkerCommand } from "./ssh-provider.js";
 import { SshConnection } from "./ssh-transport.js";
@@ -27,7 +28,7 @@ export interface SshWorkerRequest {
   readonly instance: Instance;
   readonly node: number;
   readonly image: Image;
-  readonly pluginOps: readonly string[];
+  readonly pluginOps: readonly (string | PluginBootstrapOp)[];
   readonly token: string;
   /** The name the node's host key is recorded under for trust on first use (see `SshTarget.hostKeyAlias`). */
   readonly hostKeyAlias?: string;
@@ -136,6 +137,7 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
         venvDir: `${root}/venv`,
         workerScript: `${root}/runtime/skyward_worker.py`,
         privateIp: instance.privateIp ?? target.host,
+        root,
       })
       .render();
     const script = renderBootstrapScript({
@@ -219,10 +221,13 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
       });
     }
     if (result.code !== 0) {
+      const tail = await logTail();
+      const failed = describeBootstrapFailure(tail);
       throw new BootstrapError({
         node,
-        logTail: await logTail(),
-        message: `Bootstrap failed on node ${node} (${where}), exit code ${result.code}`,
+        ...(failed ? { phase: "plugins" } : {}),
+        logTail: tail,
+        message: `Bootstrap failed on node ${node} (${where}), exit code ${result.code}${failed ? `: ${failed}` : ""}`,
       });
     }
 

@@ -72,6 +72,62 @@ describe("plugin worker modules", () => {
   });
 });
 
+describe("plugin bootstrap ops on the Local provider", () => {
+  const readText = sky.python<[string], string>("plugin_tasks:read_text");
+
+  it("run once before the workers start, in their working directory, with SKYWARD_ROOT and the image's env", async () => {
+    const writer = sky.Plugin.create("writer").withBootstrap(() => [
+      'printf "%s\\n" "$SKY_OP_VALUE" >> from-op.txt',
+      'printf "%s\\n" "$SKYWARD_ROOT" > root.txt && stat -c %a "$SKYWARD_ROOT/env.sh" > env-mode.txt',
+    ]);
+    await using pool = await sky.compute({
+      nodes: 2,
+      image: { ...image, env: { SKY_OP_VALUE: "written by a bootstrap op" } },
+      plugins: [writer],
+      options: { console: false },
+    });
+    // Once for the machine, not once per node: the file has one line.
+    expect(await pool.broadcast(readText("from-op.txt"))).toEqual([
+      "written by a bootstrap op\n",
+      "written by a bootstrap op\n",
+    ]);
+    const root = (await pool.run(readText("root.txt"))).trim();
+    expect(root).toMatch(/\/skyward-pool-[^/]+$/);
+    expect(await pool.run(readText(`${root}/bootstrap.log`))).toContain('plugin "writer" op 2 of 2');
+    expect(await pool.run(readText("env-mode.txt"))).toBe("600\n");
+  });
+
+  it("that fail stop the pool from starting, naming the plugin, with the op's output and no secret", async () => {
+    const events: string[] = [];
+    const secret = "hunter2-in-the-op-text";
+    const failing = sky.Plugin.create("breaks").withBootstrap(() => [
+      `true ${secret}`,
+      `: ${secret}; echo "the op could not find its tool" >&2; exit 7`,
+    ]);
+    const error = await sky
+      .compute(
+        {
+          nodes: 1,
+          image: { ...image, env: { SKY_SECRET_VALUE: "hunter3-in-the-env" } },
+          plugins: [failing],
+          options: { console: false },
+        },
+        { onEvent: (event) => events.push(JSON.stringify(event)) },
+      )
+      .catch((caught: unknown) => caught);
+    expect(sky.BootstrapError.isInstance(error)).toBe(true);
+    const message = (error as Error).message;
+    expect(message).toMatch(/plugin "breaks": bootstrap op 2 of 2 failed \(exit 7\)/);
+    expect(message).toContain("the op could not find its tool");
+    expect((error as sky.BootstrapError).phase).toBe("plugins");
+    for (const text of [message, ...events]) {
+      expect(text).not.toContain("hunter2");
+      expect(text).not.toContain("hunter3");
+    }
+    expect(events.some((event) => event.includes('"phase":"plugins"'))).toBe(true);
+  });
+});
+
 describe("workers per node", () => {
   it("follow a plugin that asks for several (MIG: one per GPU instance)", async () => {
     const partitioned = Object.create(sky.Plugin.create("partitions"), {

@@ -133,7 +133,7 @@ const settingsSchema = z
     }
   });
 
-/** The accelerate config file's name, in the node's Skyward root (next to the virtual environment). */
+/** The accelerate config file's name, in the node's Skyward root (`$SKYWARD_ROOT` of the bootstrap ops). */
 const ACCELERATE_CONFIG_FILE = "accelerate.json";
 
 /** How many nodes a cluster may have, and how many GPUs each: what the config inference needs. */
@@ -218,7 +218,8 @@ function renderConfigFileOp(file: Record<string, JsonValue>): string {
  *   [--num_cpu_threads_per_process T] <entrypoint> <args…>
  * ```
  *
- * The config file is the one the bootstrap op wrote, next to the virtual environment.
+ * The config file is the one the bootstrap op wrote into the node's Skyward root (`context.root`;
+ * without one, the virtual environment's parent directory).
  *
  * @throws {Error} when the node has no virtual environment, when the command is already wrapped
  *   by another launcher, or when `num_processes` is not one per node.
@@ -259,7 +260,7 @@ function wrapWithAccelerate(
     "-m",
     "accelerate.commands.launch",
     "--config_file",
-    posix.join(posix.dirname(context.venvDir), ACCELERATE_CONFIG_FILE),
+    posix.join(context.root ?? posix.dirname(context.venvDir), ACCELERATE_CONFIG_FILE),
     "--num_machines",
     String(nodes),
     "--machine_rank",
