@@ -100,6 +100,8 @@ export type { LaunchCommandFields, LaunchContext } from "./launch-command.js";
 export { LaunchCommand } from "./launch-command.js";
 export type { LocalCluster, LocalSettings } from "./local-provider.js";
 export { Local } from "./local-provider.js";
+export type { LogRecord } from "./log-file.js";
+export { formatLogRecord, parseLogLine, readLogRecords } from "./log-file.js";
 export type {
   BuiltinMetricCollector,
   CustomMetricCollector,

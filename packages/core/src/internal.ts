@@ -18,6 +18,18 @@ export { createProviderFromEntry, parseConfigText, validateConfig } from "./conf
 export { imageSchema } from "./image.js";
 export { collectIncludedFiles, globToRegExp, type IncludedFile } from "./includes.js";
 export { shellQuote } from "./launch-command.js";
+export type { LogFileWriterOptions, LogRotation } from "./log-file.js";
+export {
+  eventLogLevel,
+  eventLogRecord,
+  isLogLevel,
+  LOG_LEVELS,
+  LogFileWriter,
+  logFileGenerations,
+  logLevelRank,
+  parseRotation,
+  resolveLogFilePath,
+} from "./log-file.js";
 export { metricCollectorSchema } from "./metrics.js";
 export { logConfigSchema, optionsSchema, workerSchema } from "./options.js";
 export {
@@ -71,6 +83,7 @@ export {
   resolveProviderApiKey,
 } from "./provider-http.js";
 export { findPython, preparePythonEnvironment, skywardHome } from "./python-environment.js";
+export { isSecretEnvironmentName, REDACTED, Redactor } from "./redact.js";
 export { nodeSpecSchema, SPEC_FIELDS, specSchema } from "./spec.js";
 export type { SshKeyPair } from "./ssh-keys.js";
 export { ensureSshKeyPair, generateEd25519KeyPair, publicKeyOfOpenSshPrivateKey } from "./ssh-keys.js";

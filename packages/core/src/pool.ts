@@ -30,6 +30,7 @@ import {
 import { extendImage, type Image } from "./image.js";
 import { LaunchCommand, type LaunchContext } from "./launch-command.js";
 import { Local } from "./local-provider.js";
+import { attachLogFile, type LogFileAttachment } from "./log-file.js";
 import { cachedOffers } from "./offer-cache.js";
 import type { Options } from "./options.js";
 import {
@@ -52,6 +53,7 @@ import {
   type WorkerEnvironment,
 } from "./provider.js";
 import type { Pending, PendingStream, PendingTask, PythonFunction } from "./python-function.js";
+import { Redactor } from "./redact.js";
 import type { PoolSpec } from "./spec.js";
 import { startSshWorker } from "./ssh-node.js";
 import type { SshConnection } from "./ssh-transport.js";
@@ -190,6 +192,9 @@ export class Pool implements AsyncDisposable {
   readonly #nodes: NodeRuntime[] = [];
   readonly #abort = new AbortController();
   readonly #detachConsole: () => void;
+  /** The secrets the log file masks: credential-looking environment, image env and provider settings, the token. */
+  readonly #secrets = new Redactor();
+  readonly #logFile: LogFileAttachment;
   #provider: Provider | undefined;
   #cluster: Cluster | undefined;
   #image: Image | undefined;
@@ -214,6 +219,20 @@ export class Pool implements AsyncDisposable {
     this.options = options;
     this.#tasks = new TaskManager({ poolId: id, hub: this.#hub });
     this.#detachConsole = attachConsole(this.#hub, options.console);
+    this.#secrets.addEnvironment(process.env);
+    this.#secrets.add(this.#token);
+    this.#addSecretsOf(spec);
+    this.#logFile = attachLogFile(this.#hub, {
+      poolId: id,
+      logging: options.logging,
+      console: options.console,
+      redactor: this.#secrets,
+    });
+  }
+
+  #addSecretsOf(spec: PoolSpec): void {
+    this.#secrets.addEnvironment(spec.image.env);
+    this.#secrets.addSettings(spec.provider);
   }
 
   /** The resolved spec the pool was provisioned from (with several specs: the one chosen). */
@@ -274,6 +293,7 @@ export class Pool implements AsyncDisposable {
     const abort = this.#abort.signal;
     const combined = signal ? AbortSignal.any([signal, abort]) : abort;
     this.#startedAt = performance.now();
+    for (const spec of specs) this.#addSecretsOf(spec);
     this.#setState("requesting");
     // Offers from every spec, best first; when one fails to prepare or provision, the next is tried.
     const { candidates, attempts } = await this.#offerCandidates(specs, combined);
@@ -933,6 +953,7 @@ export class Pool implements AsyncDisposable {
     this.#setState("destroyed");
     if (wasStarted) this.#hub.emit({ type: "pool.destroyed", timestamp: Date.now(), poolId: this.id });
     this.#detachConsole();
+    await this.#logFile.close();
     this.#hub.close();
     livePools.delete(this);
     if (livePools.size === 0) removeSignalHandlers();

@@ -1,0 +1,150 @@
+/**
+ * The log file end to end: real Local pools (worker processes, the Python runtime) writing
+ * `options.logging.file`.
+ */
+import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as sky from "../src/index.js";
+
+const tasks = fileURLToPath(new URL("./fixtures/log_tasks.py", import.meta.url));
+const printEnv = sky.python<[string], number>("log_tasks:print_env");
+const chatter = sky.python<[string, number], number>("log_tasks:chatter");
+const fail = sky.python<[string], never>("log_tasks:fail");
+
+const SECRET = "hf_Zx81LogFileSecretValue";
+
+let directory: string;
+beforeAll(async () => {
+  directory = await mkdtemp(join(tmpdir(), "skyward-log-e2e-"));
+});
+afterAll(async () => {
+  await rm(directory, { recursive: true, force: true });
+});
+
+describe("a Local pool's log file", () => {
+  it("holds the pool's lifecycle, tasks and output as JSON lines, with the image's secrets masked", async () => {
+    const file = join(directory, "logs", "pool.log");
+    let poolId = "";
+    {
+      await using pool = await sky.compute({
+        nodes: 2,
+        image: { includes: [tasks], env: { HF_TOKEN: SECRET } },
+        options: { console: false, logging: { file, level: "DEBUG" } },
+      });
+      poolId = pool.id;
+      expect(await pool.run(printEnv("HF_TOKEN"))).toBe(SECRET.length);
+      await expect(pool.run(fail("it went wrong"))).rejects.toThrow(/it went wrong/);
+    }
+    const text = await readFile(file, "utf8");
+    expect(text).not.toContain(SECRET);
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    const records = await sky.readLogRecords(file);
+    expect(records.length).toBe(text.trim().split("\n").length);
+    expect(new Set(records.map((record) => record.pool))).toEqual(new Set([poolId]));
+    const events = records.map((record) => record.event);
+    for (const type of [
+      "pool.state",
+      "node.provisioned",
+      "node.ready",
+      "pool.ready",
+      "task.started",
+      "task.completed",
+      "task.failed",
+      "log",
+      "pool.destroyed",
+    ]) {
+      expect(events, type).toContain(type);
+    }
+    // Lifecycle in order: ready before the tasks, destroyed last.
+    expect(events.indexOf("pool.ready")).toBeLessThan(events.indexOf("task.started"));
+    expect(events.at(-1)).toBe("pool.destroyed");
+    const output = records.filter((record) => record.event === "log");
+    expect(output).toContainEqual(
+      expect.objectContaining({ level: "INFO", stream: "stdout", msg: "HF_TOKEN is [redacted]" }),
+    );
+    expect(output).toContainEqual(
+      expect.objectContaining({ stream: "stderr", msg: "also on stderr: [redacted]" }),
+    );
+    expect(records.find((record) => record.event === "task.failed")).toMatchObject({
+      level: "ERROR",
+      error: { type: "ValueError" },
+    });
+    for (const record of records) {
+      expect(Date.parse(record.ts)).toBeGreaterThan(0);
+      expect(record.pid).toBe(process.pid);
+    }
+  });
+
+  it("at the default level INFO leaves task starts and completions out; WARNING keeps failures only", async () => {
+    const infoFile = join(directory, "info.log");
+    const warningFile = join(directory, "warning.log");
+    await Promise.all(
+      [
+        [infoFile, "INFO"],
+        [warningFile, "WARNING"],
+      ].map(async ([file, level]) => {
+        await using pool = await sky.compute({
+          nodes: 1,
+          image: { includes: [tasks] },
+          options: { console: false, logging: { file: file as string, level: level as sky.LogLevel } },
+        });
+        await pool.run(chatter("hello", 2));
+        await expect(pool.run(fail("bad"))).rejects.toThrow(/bad/);
+      }),
+    );
+    const info = await sky.readLogRecords(infoFile);
+    expect(info.map((record) => record.event)).toEqual(
+      expect.arrayContaining(["pool.ready", "log", "task.failed"]),
+    );
+    expect(info.map((record) => record.event)).not.toContain("task.completed");
+    expect(info.every((record) => record.level !== "DEBUG" && record.level !== "TRACE")).toBe(true);
+    const warning = await sky.readLogRecords(warningFile);
+    expect(warning.map((record) => record.event)).toEqual(["task.failed"]);
+  });
+
+  it("several pools of one process share one file without tearing a line", async () => {
+    const file = join(directory, "shared.log");
+    const ids = await Promise.all(
+      ["a", "b", "c"].map(async (tag) => {
+        await using pool = await sky.compute({
+          nodes: 1,
+          image: { includes: [tasks] },
+          options: { console: false, logging: { file, rotation: "20 KB", retention: 100 } },
+        });
+        await pool.run(chatter(tag, 300));
+        return pool.id;
+      }),
+    );
+    // ~200 bytes a line, 900 lines and more: rotated several times while the pools wrote.
+    expect(
+      (await readdir(directory)).filter((name) => name.startsWith("shared.log.")).length,
+    ).toBeGreaterThan(3);
+    const records = await sky.readLogRecords(file);
+    for (const [index, tag] of ["a", "b", "c"].entries()) {
+      const lines = records.filter((record) => record.pool === ids[index] && record.event === "log");
+      expect(lines.map((record) => record.msg)).toEqual(
+        Array.from({ length: 300 }, (_, line) => `${tag} line ${line}`),
+      );
+    }
+  });
+
+  it("an unwritable file is reported once and the pool works on", async () => {
+    const errors: string[] = [];
+    {
+      await using pool = await sky.compute(
+        {
+          nodes: 1,
+          image: { includes: [tasks] },
+          options: { console: false, logging: { file: "/proc/skyward-cannot-write/logs/skyward.log" } },
+        },
+        { onEvent: (event) => event.type === "error" && errors.push(event.message) },
+      );
+      expect(await pool.run(chatter("x", 3))).toBe(3);
+      expect(await pool.run(chatter("y", 3))).toBe(3);
+    }
+    expect(errors.filter((message) => message.includes("cannot be written"))).toHaveLength(1);
+  });
+});
