@@ -485,6 +485,84 @@ describe("renderBootstrapScript, run with bash", () => {
     ).toBe("5");
   }, 180_000);
 
+  it("runs the plugin ops again on a warm start after a reboot, and not again within one boot", async () => {
+    const fresh = newRoot("reboot");
+    const bootIdFile = join(scratch, "fake-boot-id");
+    const env = { ...baseEnv, SKYWARD_BOOT_ID_FILE: bootIdFile };
+    const runs = join(fresh, "op-runs");
+    const script = renderBootstrapScript({
+      image: image({ env: { SKY_REBOOT: "1" } }),
+      root: fresh,
+      skywardVersion: VERSION,
+      pluginOps: [
+        {
+          plugin: "daemon",
+          op: '[ ! -e "$SKYWARD_ROOT/break" ] || { echo "daemon did not start"; exit 5; }',
+        },
+        { plugin: "daemon", op: 'echo ran >> "$SKYWARD_ROOT/op-runs"' },
+      ],
+    });
+    const opRuns = () => readFileSync(runs, "utf8").split("\n").filter(Boolean).length;
+    const recordedBoot = () => readFileSync(join(fresh, ".boot-id"), "utf8").trim();
+    const warmOnly = ["warm-check:start", "warm-check:done", "warm", "done"];
+    const warmWithOps = [
+      "warm-check:start",
+      "warm-check:done",
+      "warm",
+      "plugins:start",
+      "plugins:done",
+      "done",
+    ];
+
+    writeFileSync(bootIdFile, "boot-one\n");
+    const cold = await runBootstrap(script, env);
+    expectSuccess(cold);
+    expect(phasesRun(cold)).toContain("plugins");
+    expect(opRuns()).toBe(1);
+    expect(recordedBoot()).toBe("boot-one");
+
+    // The same boot: a warm start does not redo the ops.
+    const sameBoot = await runBootstrap(script, env);
+    expectSuccess(sameBoot);
+    expect(timeline(sameBoot)).toEqual(warmOnly);
+    expect(opRuns()).toBe(1);
+
+    // After a reboot the environment is still warm, but what the ops set up is gone: they run again.
+    writeFileSync(bootIdFile, "boot-two\n");
+    const rebooted = await runBootstrap(script, env);
+    expectSuccess(rebooted);
+    expect(timeline(rebooted)).toEqual(warmWithOps);
+    expect(rebooted.stdout).toContain("the machine restarted since the plugin ops ran");
+    expect(opRuns()).toBe(2);
+    expect(recordedBoot()).toBe("boot-two");
+    expect(timeline(await runBootstrap(script, env))).toEqual(warmOnly);
+    expect(opRuns()).toBe(2);
+
+    // An op failing after a reboot fails the node, and the next start in that boot tries again.
+    writeFileSync(bootIdFile, "boot-three\n");
+    writeFileSync(join(fresh, "break"), "");
+    const broken = await runBootstrap(script, env);
+    expect(broken.code).toBe(5);
+    expect(broken.markers.at(-1)).toEqual({ kind: "phase", name: "plugins", status: "failed", exitCode: 5 });
+    expect(readFileSync(bootstrapLayout(fresh).log, "utf8")).toContain(
+      'plugin "daemon" op 1 of 2 failed (exit 5)',
+    );
+    rmSync(join(fresh, "break"));
+    const mended = await runBootstrap(script, env);
+    expectSuccess(mended);
+    expect(timeline(mended)).toEqual(warmWithOps);
+    expect(opRuns()).toBe(3);
+
+    // No kernel boot id: the boot time stands in for it, and is as stable within a boot.
+    const noBootId = { ...baseEnv, SKYWARD_BOOT_ID_FILE: join(scratch, "no-such-boot-id") };
+    const fallback = await runBootstrap(script, noBootId);
+    expectSuccess(fallback);
+    expect(timeline(fallback)).toEqual(warmWithOps);
+    expect(recordedBoot()).toMatch(/^boot-time \d+$/);
+    expect(timeline(await runBootstrap(script, noBootId))).toEqual(warmOnly);
+    expect(opRuns()).toBe(4);
+  }, 180_000);
+
   it("fails the plugins phase on a failing op, its output in bootstrap.log", async () => {
     const ops = [
       // The venv is activated and env.sh sourced for the ops.

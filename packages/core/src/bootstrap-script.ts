@@ -16,7 +16,7 @@
  *
  * Phases, in order: `warm-check`, `env`, `apt` (only with apt packages), `python`, `venv`, `pip`
  * (only with pip packages), `runtime`, `plugins` (only with plugin ops). A warm start stops after
- * `warm-check`. Everything a phase prints also goes to `ROOT/bootstrap.log`, whose tail explains a
+ * `warm-check`, unless the machine restarted since the plugin ops ran: then it runs `plugins` again. Everything a phase prints also goes to `ROOT/bootstrap.log`, whose tail explains a
  * failure.
  */
 import { createHash } from "node:crypto";
@@ -212,6 +212,36 @@ skyward_is_warm() {
   [ "$(cat "$SKYWARD_ROOT/.content-hash")" = "$SKYWARD_CONTENT_HASH" ] || return 1
   [ "$(cat "$SKYWARD_ROOT/.plugin-ops-hash" 2>/dev/null)" = "$SKYWARD_OPS_HASH" ] || return 1
   "$SKYWARD_VENV/bin/python" -c '' </dev/null >/dev/null 2>&1
+}
+
+# Prints an id of the running boot, which changes when the machine restarts: the kernel's boot id,
+# else the boot time (/proc/stat's btime, or BSD's and macOS's kern.boottime), else nothing.
+skyward_boot_id() {
+  local id=""
+  id=$(cat "$SKYWARD_BOOT_ID_FILE" 2>/dev/null) || id=""
+  if [ -z "$id" ]; then
+    id=$(awk '$1 == "btime" { print "boot-time " $2 }' /proc/stat 2>/dev/null) || id=""
+  fi
+  if [ -z "$id" ]; then
+    id=$(sysctl -n kern.boottime 2>/dev/null) || id=""
+    [ -z "$id" ] || id="boot-time $id"
+  fi
+  printf '%s\\n' "$id"
+}
+
+# Whether the plugin ops ran during this boot (false when the boot cannot be told apart).
+skyward_same_boot() {
+  local now
+  now=$(skyward_boot_id)
+  [ -n "$now" ] && [ "$(cat "$SKYWARD_ROOT/.boot-id" 2>/dev/null)" = "$now" ]
+}
+
+# Records the boot the plugin ops ran in (nothing when it cannot be told apart).
+skyward_record_boot() {
+  local now
+  now=$(skyward_boot_id)
+  rm -f "$SKYWARD_ROOT/.boot-id"
+  if [ -n "$now" ]; then printf '%s\\n' "$now" >"$SKYWARD_ROOT/.boot-id"; fi
 }
 
 skyward_summary() {
@@ -582,7 +612,11 @@ function validateOptions(options: BootstrapScriptOptions): Image {
  * What the phases do:
  * - `warm-check`: takes the root's lock; when `ROOT/.content-hash` equals the image's
  *   {@link contentHash} (and the plugin ops are the ones that ran) and `ROOT/venv/bin/python` runs,
- *   prints `warm`, the summary and `done`, and exits 0.
+ *   prints `warm`, the summary and `done`, and exits 0. Before that, when the machine restarted
+ *   since the plugin ops ran (the kernel's boot id, recorded in `ROOT/.boot-id`, differs; the boot
+ *   time stands in where there is no boot id, and when neither can be read the ops always rerun),
+ *   the `plugins` phase runs again: every op, since what ops set up (a daemon, GPU partitions) may
+ *   not survive a restart.
  * - `env`: writes `ROOT/env.sh` (mode 0600): `image.env` exported as given, then each `shellVars`
  *   snippet evaluated ONCE, now, as `NAME="$(snippet)"` (trailing newlines dropped, as `$(…)`
  *   does; the image's env visible to it; a failing snippet fails the phase), its result exported.
@@ -622,6 +656,8 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     `SKYWARD_OPS_HASH=${shellQuote(digest(JSON.stringify(ops.map(({ op }) => op))))}`,
     `SKYWARD_TIMEOUT=${shellQuote(String(image.bootstrapTimeout))}`,
     `SKYWARD_ALLOW_PYTHON_DOWNLOAD=${options.allowPythonDownload === false ? 0 : 1}`,
+    // Where the boot id is read; the variable is for tests, which fake a reboot with it.
+    `SKYWARD_BOOT_ID_FILE="\${SKYWARD_BOOT_ID_FILE:-/proc/sys/kernel/random/boot_id}"`,
     'SKYWARD_VENV="$SKYWARD_ROOT/venv"',
     'SKYWARD_WORK="$SKYWARD_ROOT/work"',
     'SKYWARD_LOG="$SKYWARD_ROOT/bootstrap.log"',
@@ -645,11 +681,22 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     "if skyward_is_warm; then",
     '  skyward_mark "phase warm-check done $(($(skyward_now_ms) - skyward_started))"',
     "  skyward_mark warm",
+    ...(ops.length > 0
+      ? [
+          // Plugin ops set up what a restart loses (the MPS daemon, MIG instances): after one, they
+          // run again, all of them (they are idempotent: a cold bootstrap reruns them anyway).
+          "  if ! skyward_same_boot; then",
+          '    echo "skyward: the machine restarted since the plugin ops ran: running them again" | tee -a "$SKYWARD_LOG"',
+          "    skyward_phase plugins skyward_phase_plugins",
+          "    skyward_record_boot",
+          "  fi",
+        ]
+      : []),
     '  skyward_summary 2>&1 | tee -a "$SKYWARD_LOG"',
     "  skyward_mark done",
     "  exit 0",
     "fi",
-    'rm -f "$SKYWARD_ROOT/.content-hash" "$SKYWARD_ROOT/.plugin-ops-hash"',
+    'rm -f "$SKYWARD_ROOT/.content-hash" "$SKYWARD_ROOT/.plugin-ops-hash" "$SKYWARD_ROOT/.boot-id"',
     'skyward_mark "phase warm-check done $(($(skyward_now_ms) - skyward_started))"',
     "skyward_phase env skyward_phase_env",
     // The later phases run with the image's env (a proxy for apt, uv and pip: HTTPS_PROXY).
@@ -659,7 +706,7 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     "skyward_phase venv skyward_phase_venv",
     ...(image.pip.length > 0 ? ["skyward_phase pip skyward_phase_pip"] : []),
     "skyward_phase runtime skyward_phase_runtime",
-    ...(ops.length > 0 ? ["skyward_phase plugins skyward_phase_plugins"] : []),
+    ...(ops.length > 0 ? ["skyward_phase plugins skyward_phase_plugins", "skyward_record_boot"] : []),
     'printf \'%s\\n\' "$SKYWARD_OPS_HASH" >"$SKYWARD_ROOT/.plugin-ops-hash"',
     'printf \'%s\\n\' "$SKYWARD_CONTENT_HASH" >"$SKYWARD_ROOT/.content-hash.next"',
     'mv -f "$SKYWARD_ROOT/.content-hash.next" "$SKYWARD_ROOT/.content-hash"',

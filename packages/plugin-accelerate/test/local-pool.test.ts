@@ -44,7 +44,7 @@ async function missingPrerequisite(): Promise<string | undefined> {
 const missing = await missingPrerequisite();
 if (missing) console.warn(`accelerate Local pool test skipped: ${missing}`);
 
-const tasks = fileURLToPath(new URL("./fixtures/accelerate_tasks.py", import.meta.url));
+const tasks = fileURLToPath(new URL("./fixtures/local_pool_tasks.py", import.meta.url));
 const acceleratorState = sky.python<
   [],
   {
@@ -54,7 +54,7 @@ const acceleratorState = sky.python<
     mixed_precision: string | null;
     parent: string;
   }
->("accelerate_tasks:accelerate_state");
+>("local_pool_tasks:accelerate_state");
 
 describe.skipIf(missing !== undefined)("accelerate() on a Local pool", () => {
   it("runs each node's worker under accelerate launch, the nodes forming one process group", async () => {
