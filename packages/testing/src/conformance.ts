@@ -2,7 +2,8 @@
  * The provider conformance suite: one vitest `describe` block that checks a provider against the
  * `v1` contract of `@skyward/core` — well-formed offers that respect the query, a read-only
  * `offers`, and the whole lifecycle `prepare` → `provision` → `getInstance` → `terminate` →
- * `teardown` leaving nothing behind. Every provider package runs it, the built-ins included.
+ * `teardown` leaving nothing behind; and, for a provider that has it, `cleanup` removing what pools
+ * without instances left. Every provider package runs it, the built-ins included.
  */
 import {
   acceleratorCatalog,
@@ -347,6 +348,8 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
     let cluster: Cluster | undefined;
     let instances: readonly Instance[] = [];
     let tornDown = false;
+    /** Clusters the cleanup check prepared; torn down in afterAll if the check fails half way. */
+    const orphans: Cluster[] = [];
 
     const requireCluster = (): Cluster => {
       if (!cluster) throw new Error("prepare did not return a cluster (see the prepare test)");
@@ -380,6 +383,7 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
           await provider.terminate(cluster, ids, callOptions()).catch(() => undefined);
           await provider.teardown(cluster, callOptions()).catch(() => undefined);
         }
+        for (const orphan of orphans) await provider.teardown(orphan, callOptions()).catch(() => undefined);
       } finally {
         await options.cleanup?.();
       }
@@ -616,6 +620,46 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
             (instance) => ids.includes(instance.id) && instance.status !== "terminated",
           );
           expect(live.map((instance) => `${instance.id} (${instance.status})`)).toEqual([]);
+        },
+        timeoutMs,
+      );
+
+      it(
+        "cleanup (when the provider has it) removes what prepare made for pools without instances, one pool at a time, with no cluster object",
+        async (context) => {
+          if (!provider.cleanup) return context.skip("the provider has no cleanup");
+          const chosen = offer;
+          if (!chosen) throw new Error("prepare did not run (see the prepare test)");
+          const spec = options.prepareSpec ? await options.prepareSpec(poolSpec) : poolSpec;
+          // Two pools whose clients died right after prepare: each left what it shares, no instance.
+          const suffix = Math.random().toString(16).slice(2, 8);
+          const first = await provider.prepare(spec, chosen, { ...callOptions(), poolId: `conf1${suffix}` });
+          orphans.push(first);
+          const second = await provider.prepare(spec, chosen, { ...callOptions(), poolId: `conf2${suffix}` });
+          orphans.push(second);
+          const both = await leftovers();
+
+          const result = await provider.cleanup({ ...callOptions(), pools: [first.poolId] });
+          expect(Array.isArray(result.removed) && Array.isArray(result.left)).toBe(true);
+          expect(result.left, "a pool without instances keeps nothing").toEqual([]);
+          for (const resource of result.removed) {
+            expect(resource.poolId).toBe(first.poolId);
+            expect(typeof resource.kind === "string" && resource.kind !== "").toBe(true);
+            expect(typeof resource.id === "string" && resource.id !== "").toBe(true);
+          }
+          if (options.leftovers) {
+            const afterFirst = await leftovers();
+            // Only the named pool's resources went: the other pool's are all still there.
+            expect(afterFirst.length).toBeLessThan(both.length);
+            expect(both).toEqual(expect.arrayContaining([...afterFirst]));
+          }
+          expect(await provider.cleanup({ ...callOptions(), pools: [first.poolId] })).toEqual({
+            removed: [],
+            left: [],
+          });
+          await provider.cleanup({ ...callOptions(), pools: [second.poolId] });
+          expect(await leftovers()).toEqual([]);
+          orphans.length = 0;
         },
         timeoutMs,
       );
