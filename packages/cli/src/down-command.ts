@@ -112,9 +112,11 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
 
   // Then what the pools shared at each provider that has any (a dead client's teardown never ran).
   const outcomes: ResourceOutcome[] = [];
+  const unlisted = new Set(failed.map((entry) => entry.name));
   await Promise.all(
     loaded.map(async ({ name, provider }) => {
-      if (!provider.cleanup) return;
+      // A provider that could not even list (already reported) is not asked again.
+      if (!provider.cleanup || unlisted.has(name)) return;
       try {
         const result = await provider.cleanup({
           signal: context.signal,

@@ -1,0 +1,157 @@
+/**
+ * `skyward down` and the providers' `cleanup`, end to end with the built `dist/cli.js` and the fake
+ * provider package: after terminating, what the pools shared goes too — also for pools with no live
+ * instance left — and what has to stay is named on stderr with exit code 1. (The same against AWS on
+ * moto, with a client killed for real: packages/provider-aws/test/killed-client.test.ts.)
+ */
+import { execFile } from "node:child_process";
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+
+const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+const fixturePackage = fileURLToPath(new URL("./fixtures/fake-provider-package", import.meta.url));
+const API_KEY = "sk-fake-cleanup-0123456789abcdef";
+
+let scratch = "";
+let project = "";
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(args: readonly string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [cli, ...args],
+      {
+        cwd: project,
+        env: { PATH: process.env.PATH ?? "", HOME: join(scratch, "home"), FAKE_CLOUD_API_KEY: API_KEY },
+        timeout: 30_000,
+      },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === "number" ? error.code : null) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+const instance = (id: string, cluster: string, pool: string) => ({
+  id,
+  status: "running",
+  publicIp: "203.0.113.7",
+  privateIp: "10.0.0.7",
+  ssh: null,
+  spot: false,
+  hourlyPrice: 1,
+  offerId: "x",
+  createdAt: Date.now() - 60_000,
+  tags: { "skyward:cluster": cluster, "skyward:pool": pool },
+});
+
+async function clusters(): Promise<string[]> {
+  return JSON.parse(await readFile(join(scratch, "state.json"), "utf8")).clusters;
+}
+
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), "skyward-cli-cleanup-"));
+  project = join(scratch, "project");
+  await mkdir(join(project, "node_modules"), { recursive: true });
+  await mkdir(join(scratch, "home"));
+  await symlink(fixturePackage, join(project, "node_modules", "skyward-provider-fake"), "dir");
+  await writeFile(
+    join(project, "skyward.toml"),
+    [
+      "[providers.fake]",
+      'type = "fake"',
+      'package = "skyward-provider-fake"',
+      `state_file = "${join(scratch, "state.json")}"`,
+      'slow_to_stop = ["i-slow"]',
+      "",
+    ].join("\n"),
+  );
+});
+
+beforeEach(async () => {
+  // Pool p1 runs; pools p5 and p6 lost their instances (their clients died) but left their networks;
+  // pool p7's instance takes its time to stop.
+  await writeFile(
+    join(scratch, "state.json"),
+    JSON.stringify({
+      offers: [],
+      instances: [instance("i-a", "c1", "p1"), instance("i-slow", "c7", "p7")],
+      clusters: ["c1", "c5", "c6", "c7"],
+      clusterPools: { c1: "p1", c5: "p5", c6: "p6", c7: "p7" },
+    }),
+  );
+});
+
+afterAll(async () => {
+  await rm(scratch, { recursive: true, force: true });
+});
+
+describe("skyward down removes what the pools shared", () => {
+  it("--pool with no live instance left still removes that pool's leftovers, and only that pool's", async () => {
+    const result = await run(["down", "--pool", "p5"]);
+    expect(result).toEqual({
+      code: 0,
+      stdout: "No live instances in pool p5.\nRemoved network c5 (fake, pool p5)\n",
+      stderr: "",
+    });
+    expect(await clusters()).toEqual(["c1", "c6", "c7"]);
+    // Once gone, there is nothing more to remove.
+    expect(await run(["down", "--pool", "p5"])).toEqual({
+      code: 0,
+      stdout: "No live instances in pool p5.\n",
+      stderr: "",
+    });
+  });
+
+  it("--all terminates, then removes every pool's leftovers; what is still in use is named, with exit code 1", async () => {
+    const result = await run(["down", "--all", "--yes", "--wait", "0"]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain("Terminated i-a (fake, pool p1)\n");
+    expect(result.stdout).toContain("Terminated i-slow (fake, pool p7)\n");
+    expect(result.stdout.split("\n").filter((line) => line.startsWith("Removed "))).toEqual([
+      "Removed network c1 (fake, pool p1)",
+      "Removed network c5 (fake, pool p5)",
+      "Removed network c6 (fake, pool p6)",
+    ]);
+    expect(result.stderr).toBe("skyward: left network c7 (fake, pool p7): instance i-slow still stopping\n");
+    expect(await clusters()).toEqual(["c7"]);
+  });
+
+  it("--json lists the terminated instances, then each resource removed or left (with why)", async () => {
+    const result = await run(["down", "--pool", "p7", "--json", "--wait", "1"]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe("");
+    expect(JSON.parse(result.stdout)).toEqual([
+      { provider: "fake", id: "i-slow", pool: "p7" },
+      {
+        provider: "fake",
+        id: "c7",
+        pool: "p7",
+        resource: "network",
+        removed: false,
+        reason: "instance i-slow still stopping",
+      },
+    ]);
+    const cleaned = await run(["down", "--pool", "p6", "--json"]);
+    expect(cleaned.code).toBe(0);
+    expect(JSON.parse(cleaned.stdout)).toEqual([
+      { provider: "fake", id: "c6", pool: "p6", resource: "network", removed: true },
+    ]);
+  });
+
+  it("--wait must be a number of seconds", async () => {
+    const result = await run(["down", "--all", "--wait", "soon"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('--wait expects a number > 0, received "soon"');
+  });
+});
