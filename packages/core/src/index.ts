@@ -136,6 +136,7 @@ export type {
   PluginWorkerInput,
   PoolHandle,
   WorkerModule,
+  WorkersPerNode,
 } from "./plugin.js";
 export { isPlugin, Plugin, PluginError } from "./plugin.js";
 export type {

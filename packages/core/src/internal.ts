@@ -39,6 +39,7 @@ export {
   collectPluginBootstrapOps,
   enterAroundClient,
   pluginSchema,
+  resolveWorkersPerNode,
   workerModules,
 } from "./plugin.js";
 export type {

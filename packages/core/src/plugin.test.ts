@@ -13,6 +13,7 @@ import {
   PluginError,
   type PoolHandle,
   pluginSchema,
+  resolveWorkersPerNode,
   workerModules,
 } from "./plugin.js";
 import type { Cluster, Offer } from "./provider.js";
@@ -369,6 +370,59 @@ describe("collectBootstrapOps", () => {
     );
     const mixed = Plugin.create("mixed").withBootstrap((() => ["ok", 3]) as unknown as () => string[]);
     expect(PluginError.isInstance(thrown(() => collectBootstrapOps([mixed], cluster)))).toBe(true);
+  });
+});
+
+describe("resolveWorkersPerNode", () => {
+  it("is what the one plugin that sets it returns for the cluster, 1 when none does, kept by with*", () => {
+    expect(resolveWorkersPerNode([Plugin.create("a"), Plugin.create("b")], cluster)).toBe(1);
+    const partitions = Plugin.create("partitions").withWorkersPerNode((given) =>
+      given.id === "cluster-1" ? 3 : 1,
+    );
+    expect(partitions.workersPerNode?.(cluster)).toBe(3);
+    expect(resolveWorkersPerNode([Plugin.create("a"), partitions.withBootstrap(() => [])], cluster)).toBe(3);
+    expect(issuesOf(() => Plugin.create("x").withWorkersPerNode(3 as unknown as () => number))[0]).toEqual({
+      path: "workersPerNode",
+      message: "expected a function, received number 3",
+    });
+  });
+
+  it("refuses two plugins that both set it, naming both", () => {
+    const plugins = [
+      Plugin.create("mig").withWorkersPerNode(() => 2),
+      Plugin.create("torch"),
+      Plugin.create("slicer").withWorkersPerNode(() => 4),
+    ];
+    const error = thrown(() => resolveWorkersPerNode(plugins, cluster));
+    expect(ConfigurationError.isInstance(error)).toBe(true);
+    expect((error as ConfigurationError).issues).toEqual([
+      {
+        path: "plugins[2]",
+        message:
+          'plugins "mig" and "slicer" both set workersPerNode; at most one plugin of a pool may decide how many workers a node runs',
+      },
+    ]);
+  });
+
+  it("names the plugin whose hook throws or returns anything but a positive whole number", () => {
+    const throwing = Plugin.create("gpu").withWorkersPerNode(() => {
+      throw new Error("no GPU to partition");
+    });
+    expect(thrown(() => resolveWorkersPerNode([throwing], cluster))).toMatchObject({
+      plugin: "gpu",
+      hook: "workersPerNode",
+      message: 'plugin "gpu": workersPerNode hook failed: no GPU to partition',
+    });
+    for (const [returned, described] of [
+      [0, "number 0"],
+      [2.5, "number 2.5"],
+      ["2", 'the string "2"'],
+    ] as const) {
+      const wrong = Plugin.create("wrong").withWorkersPerNode(() => returned as number);
+      expect((thrown(() => resolveWorkersPerNode([wrong], cluster)) as Error).message).toBe(
+        `plugin "wrong": workersPerNode hook returned ${described}, expected a positive whole number`,
+      );
+    }
   });
 });
 

@@ -45,6 +45,12 @@ export type BootstrapFactory = (cluster: Cluster) => readonly ShellOp[];
 /** Rewrites the worker's launch command, e.g. wrapping it with `accelerate launch`. */
 export type LauncherTransform = (command: LaunchCommand, context: LaunchContext) => LaunchCommand;
 
+/**
+ * How many worker processes each node runs on `cluster` (MIG: one per GPU instance); a positive
+ * whole number. Called once the cluster is prepared, before any node starts.
+ */
+export type WorkersPerNode = (cluster: Cluster) => number;
+
 /** What an `aroundClient` hook returns: something to exit when the pool ends, or nothing. */
 // biome-ignore lint/suspicious/noConfusingVoidType: lets `async (pool) => { register(pool); }` be a hook.
 export type AroundClientResult = AsyncDisposable | Disposable | undefined | void;
@@ -98,7 +104,7 @@ export interface WorkerModule extends PluginWorker {
 }
 
 /** The client-side hooks, as named in {@link PluginError.hook}. */
-export type PluginHook = "transform" | "bootstrap" | "launcher" | "aroundClient";
+export type PluginHook = "transform" | "bootstrap" | "launcher" | "aroundClient" | "workersPerNode";
 
 const pluginErrorMarker = Symbol.for("skyward.error.plugin");
 
@@ -157,6 +163,7 @@ interface PluginFields {
   readonly bootstrap: BootstrapFactory | undefined;
   readonly launcher: LauncherTransform | undefined;
   readonly aroundClient: AroundClient | undefined;
+  readonly workersPerNode: WorkersPerNode | undefined;
   readonly worker: PluginWorker | undefined;
 }
 
@@ -185,6 +192,8 @@ export class Plugin {
   readonly launcher: LauncherTransform | undefined;
   /** Client-side lifecycle around the pool's active life. */
   readonly aroundClient: AroundClient | undefined;
+  /** How many worker processes each node runs; one when no plugin of the pool sets it. */
+  readonly workersPerNode: WorkersPerNode | undefined;
   /** The Python module holding the worker-side hooks. */
   readonly worker: PluginWorker | undefined;
 
@@ -194,6 +203,7 @@ export class Plugin {
     this.bootstrap = fields.bootstrap;
     this.launcher = fields.launcher;
     this.aroundClient = fields.aroundClient;
+    this.workersPerNode = fields.workersPerNode;
     this.worker = fields.worker;
     Object.freeze(this);
   }
@@ -216,6 +226,7 @@ export class Plugin {
       bootstrap: undefined,
       launcher: undefined,
       aroundClient: undefined,
+      workersPerNode: undefined,
       worker: undefined,
     });
   }
@@ -227,6 +238,7 @@ export class Plugin {
       bootstrap: this.bootstrap,
       launcher: this.launcher,
       aroundClient: this.aroundClient,
+      workersPerNode: this.workersPerNode,
       worker: this.worker,
       ...changes,
     });
@@ -257,6 +269,17 @@ export class Plugin {
   withAroundClient(around: AroundClient): Plugin {
     requireFunction(around, "aroundClient");
     return this.copy({ aroundClient: around });
+  }
+
+  /**
+   * Sets how many worker processes each node runs: `(cluster) => count`, a positive whole number
+   * (the MIG plugin: one per GPU instance the node's GPU holds). The pool starts that many workers
+   * per node, with a task slot each, and tells every worker its index (`instance_info().worker`).
+   * At most one plugin of a pool may set it.
+   */
+  withWorkersPerNode(workersPerNode: WorkersPerNode): Plugin {
+    requireFunction(workersPerNode, "workersPerNode");
+    return this.copy({ workersPerNode });
   }
 
   /**
@@ -493,6 +516,48 @@ export function collectPluginBootstrapOps(plugins: readonly Plugin[], cluster: C
 /** Every plugin's bootstrap ops, concatenated in plugin order. */
 export function collectBootstrapOps(plugins: readonly Plugin[], cluster: Cluster): ShellOp[] {
   return collectPluginBootstrapOps(plugins, cluster).map(({ op }) => op);
+}
+
+/**
+ * Every plugin after the first that sets {@link Plugin.workersPerNode} (at most one plugin may decide
+ * how many workers a node runs): its index in `plugins` and a message naming both.
+ */
+export function workersPerNodeConflicts(plugins: readonly Plugin[]): { index: number; message: string }[] {
+  const setting = plugins
+    .map((plugin, index) => ({ plugin, index }))
+    .filter(({ plugin }) => typeof plugin.workersPerNode === "function");
+  const [first, ...others] = setting;
+  if (!first) return [];
+  return others.map(({ plugin, index }) => ({
+    index,
+    message: `plugins "${first.plugin.name}" and "${plugin.name}" both set workersPerNode; at most one plugin of a pool may decide how many workers a node runs`,
+  }));
+}
+
+/**
+ * The workers each node runs on `cluster`: what the one plugin that sets
+ * {@link Plugin.workersPerNode} returns, else 1.
+ *
+ * @throws {ConfigurationError} when two plugins set it (naming both).
+ * @throws {PluginError} when the hook throws or returns anything but a positive whole number.
+ */
+export function resolveWorkersPerNode(plugins: readonly Plugin[], cluster: Cluster): number {
+  const conflicts = workersPerNodeConflicts(plugins);
+  if (conflicts.length > 0) {
+    throw new ConfigurationError({
+      issues: conflicts.map(({ index, message }) => ({ path: `plugins[${index}]`, message })),
+    });
+  }
+  for (const plugin of plugins) {
+    const hook = plugin.workersPerNode;
+    if (typeof hook !== "function") continue;
+    const count: unknown = guardedSync(plugin, "workersPerNode", () => hook.call(plugin, cluster));
+    if (typeof count !== "number" || !Number.isInteger(count) || count < 1) {
+      throw badReturn(plugin, "workersPerNode", "a positive whole number", count);
+    }
+    return count;
+  }
+  return 1;
 }
 
 /** `value` as a command of this copy of the package (one from another copy is rebuilt), if it is one. */

@@ -38,8 +38,8 @@ import {
   applyLaunchers,
   collectPluginBootstrapOps,
   enterAroundClient,
-  type Plugin,
   type PoolHandle,
+  resolveWorkersPerNode,
   workerModules,
 } from "./plugin.js";
 import type { ClusterMessage, WireValue } from "./protocol.js";
@@ -137,21 +137,6 @@ function removeSignalHandlers(): void {
   signalHandlersInstalled = false;
   process.off("SIGINT", onSignal);
   process.off("SIGTERM", onSignal);
-}
-
-/**
- * The workers per node the plugins ask for: a plugin may carry `workersPerNode(cluster)` (the MIG
- * plugin: one worker per GPU instance). The largest wins; 1 when none asks.
- */
-function workersPerNodeOf(plugins: readonly Plugin[], cluster: Cluster): number {
-  let most = 1;
-  for (const plugin of plugins) {
-    const ask = (plugin as { workersPerNode?: unknown }).workersPerNode;
-    if (typeof ask !== "function") continue;
-    const count = Number(ask.call(plugin, cluster));
-    if (Number.isInteger(count) && count > most) most = count;
-  }
-  return most;
 }
 
 function freeLoopbackPort(): Promise<number> {
@@ -307,6 +292,8 @@ export class Pool implements AsyncDisposable {
       try {
         cluster = await provider.prepare(spec, offer, { signal: combined, poolId: this.id });
         const transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
+        // The plugin that sets workersPerNode (MIG: one worker per GPU instance) decides; 1 otherwise.
+        this.#workersPerNode = resolveWorkersPerNode(spec.plugins, cluster);
         // Plugins' worker modules travel with the code: they land in the work directory, on sys.path.
         const modulePaths = workerModules(spec.plugins)
           .map((module) => module.path)
@@ -345,7 +332,6 @@ export class Pool implements AsyncDisposable {
     const { spec, provider, offer, cluster, instances } = chosen;
     this.#provider = provider;
     this.#cluster = cluster;
-    this.#workersPerNode = workersPerNodeOf(spec.plugins, cluster);
     for (const [index, instance] of instances.entries()) {
       this.#nodes.push({ index, instance, connection: undefined, ssh: undefined, replacements: 0 });
       this.#hub.emit({

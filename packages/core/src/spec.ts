@@ -2,7 +2,7 @@ import { z } from "zod";
 import { type Accelerator, acceleratorSchema } from "./accelerators.js";
 import { type Image, type ImageInput, imageSchema } from "./image.js";
 import type { Options } from "./options.js";
-import { type Plugin, pluginSchema } from "./plugin.js";
+import { type Plugin, pluginSchema, workersPerNodeConflicts } from "./plugin.js";
 import { type Provider, providerSchema } from "./provider.js";
 import { parseInput } from "./validation.js";
 import { type Volume, type VolumeInput, volumeSchema } from "./volume.js";
@@ -248,6 +248,9 @@ export const specSchema = z
           }
           seen.add(plugin.name);
         });
+        for (const { index, message } of workersPerNodeConflicts(plugins)) {
+          context.addIssue({ code: "custom", path: [index], message });
+        }
       }),
   })
   .transform(

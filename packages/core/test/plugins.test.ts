@@ -147,6 +147,60 @@ describe("workers per node", () => {
   });
 });
 
+describe("workers per node, typed", () => {
+  const workerSlot = sky.python<[number], [number, number, number]>("plugin_tasks:worker_slot");
+
+  it("follow the plugin that sets them with withWorkersPerNode, the hook given the cluster", async () => {
+    const seen: string[] = [];
+    const partitioned = sky.Plugin.create("partitions").withWorkersPerNode((cluster) => {
+      seen.push(cluster.provider);
+      return 3;
+    });
+    await using pool = await sky.compute({
+      nodes: 1,
+      image,
+      plugins: [partitioned],
+      options: { console: false },
+    });
+    const slots = await pool.gather(workerSlot(0.5), workerSlot(0.5), workerSlot(0.5));
+    expect(slots.map(([worker]) => worker).sort()).toEqual([0, 1, 2]);
+    expect(slots.every(([, perNode, total]) => perNode === 3 && total === 3)).toBe(true);
+    expect(seen).toEqual(["local"]);
+  });
+
+  it("are refused from two plugins, naming both, before any provider is called", async () => {
+    let prepared = false;
+    const local = sky.Local();
+    const watched = {
+      ...local,
+      prepare: (...args: Parameters<typeof local.prepare>) => {
+        prepared = true;
+        return local.prepare(...args);
+      },
+    };
+    const error = await sky
+      .compute({
+        provider: watched,
+        image,
+        plugins: [
+          sky.Plugin.create("mig").withWorkersPerNode(() => 2),
+          sky.Plugin.create("slicer").withWorkersPerNode(() => 4),
+        ],
+        options: { console: false },
+      })
+      .catch((caught: unknown) => caught);
+    expect(sky.ConfigurationError.isInstance(error)).toBe(true);
+    expect((error as sky.ConfigurationError).issues).toEqual([
+      {
+        path: "plugins[1]",
+        message:
+          'plugins "mig" and "slicer" both set workersPerNode; at most one plugin of a pool may decide how many workers a node runs',
+      },
+    ]);
+    expect(prepared).toBe(false);
+  });
+});
+
 describe("nested dispatch", () => {
   it("runs a task's subtasks across every node, without starving them at concurrency 1", async () => {
     await using pool = await sky.compute({ nodes: 2, image, options: { console: false } });

@@ -5,7 +5,12 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Cluster, isPlugin, PluginError } from "@skyward/core";
-import { collectBootstrapOps, pluginSchema, workerModules } from "@skyward/core/internal";
+import {
+  collectBootstrapOps,
+  pluginSchema,
+  resolveWorkersPerNode,
+  workerModules,
+} from "@skyward/core/internal";
 import { configurationIssuesOf, runBootstrapScript } from "@skyward/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { mig, migInstancesPerGpu } from "./index.js";
@@ -133,6 +138,12 @@ describe("workers per node: the instances of the profile that fit the GPU", () =
   ] as const)("%s on a %s %i GB → %i", (profile, name, memoryGb, expected) => {
     expect(migInstancesPerGpu(profile, { name, memoryGb })).toBe(expected);
     expect(mig(profile).workersPerNode(gpuCluster(name, memoryGb))).toBe(expected);
+  });
+
+  it("sets workers per node through the typed hook the pool reads, kept by the with* methods", () => {
+    const cluster = gpuCluster("A100", 80);
+    expect(resolveWorkersPerNode([mig("3g.40gb")], cluster)).toBe(2);
+    expect(resolveWorkersPerNode([mig("1g.10gb").withLauncher((command) => command)], cluster)).toBe(7);
   });
 
   it("refuses a profile that does not fit the GPU", () => {

@@ -128,9 +128,9 @@ function partitionOp(profile: string, instances: number): string {
 }
 
 /**
- * A MIG plugin: a {@link Plugin} that also says how many workers each node should run — one per
- * GPU instance — through {@link MigPlugin.workersPerNode}. The `with*` methods return plain plugins
- * without it.
+ * A MIG plugin: a {@link Plugin} whose {@link Plugin.withWorkersPerNode} hook says how many workers
+ * each node runs — one per GPU instance — and which also carries its profile. The `with*` methods
+ * return plain plugins (the hook kept, the `profile` field not).
  */
 export interface MigPlugin extends Plugin {
   /** The MIG profile each instance is cut to (`"3g.40gb"`). */
@@ -158,16 +158,16 @@ export function mig(profile: string): MigPlugin {
   if (typeof profile !== "string" || !parseProfile(profile)) throw profileError(profile);
   const workersPerNode = (cluster: Cluster): number => migInstancesPerGpu(profile, clusterGpu(cluster));
   const plugin = Plugin.create("mig")
+    .withWorkersPerNode(workersPerNode)
     .withBootstrap((cluster) => [partitionOp(profile, workersPerNode(cluster))])
     .withWorker({
       module: "skyward_plugin_mig",
       path: fileURLToPath(new URL("../python/skyward_plugin_mig.py", import.meta.url)),
       config: { profile, gpu: 0 },
     });
-  // The plugin itself is frozen: the MIG fields go on an object that inherits its hooks.
+  // The plugin itself is frozen: the profile goes on an object that inherits its hooks.
   const migPlugin: MigPlugin = Object.create(plugin, {
     profile: { value: profile, enumerable: true },
-    workersPerNode: { value: workersPerNode, enumerable: true },
   });
   Object.freeze(migPlugin);
   return migPlugin;
