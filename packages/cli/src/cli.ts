@@ -5,6 +5,7 @@ import { runCli } from "./run-cli.js";
 
 const interrupt = new AbortController();
 process.once("SIGINT", () => interrupt.abort(new Error("interrupted")));
+process.once("SIGTERM", () => interrupt.abort(new Error("terminated")));
 // Provider code failing outside any await must still end the run with a message, never Node's default
 // dump of the error (which would bypass the masking of secrets that runCli puts on stderr).
 const fail = (error: unknown) => {

@@ -5,6 +5,7 @@ import { ConfigurationError, version } from "@skyward/core";
 import type { CommandContext } from "./command-context.js";
 import { DEFAULT_DOWN_WAIT_SECONDS, DOWN_HELP, downCommand } from "./down-command.js";
 import { INSTANCES_HELP, instancesCommand } from "./instances-command.js";
+import { LOGS_HELP, logsCommand, parseLevelFlag, parseLinesFlag } from "./logs-command.js";
 import { OFFERS_HELP, offersCommand } from "./offers-command.js";
 import { describeError } from "./providers.js";
 import { Redactor, redactStream } from "./redact.js";
@@ -16,6 +17,7 @@ Commands:
   offers      compare the offers of every provider, cheapest first
   instances   list the live instances Skyward started
   down        terminate instances Skyward started (one pool, or all) and remove what their pools shared
+  logs        print or follow the pools' log file (~/.skyward/logs/skyward.log), by pool and level
 
 Providers come from skyward.toml ([providers.NAME], merged over ~/.skyward/defaults.toml), else
 aws, runpod and vastai with credentials from the environment. Run "skyward <command> --help" for
@@ -150,8 +152,36 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
         waitSeconds,
       });
     }
+    case "logs": {
+      const { values } = parse(args, {
+        file: { type: "string" },
+        pool: { type: "string" },
+        level: { type: "string" },
+        lines: { type: "string" },
+        follow: { type: "boolean", short: "f", default: false },
+      });
+      if (values.help) return help(LOGS_HELP);
+      if (values.provider !== undefined) throw new UsageError("logs takes no --provider");
+      // No default timeout: --follow runs until Ctrl-C (or --timeout, when given).
+      const seconds = positiveNumber("--timeout", values.timeout);
+      return logsCommand(
+        {
+          ...base,
+          signal:
+            seconds === undefined ? signal : AbortSignal.any([signal, AbortSignal.timeout(seconds * 1000)]),
+        },
+        {
+          file: values.file,
+          pool: values.pool,
+          level: parseLevelFlag(values.level),
+          lines: parseLinesFlag(values.lines, 100),
+          follow: values.follow,
+          json: values.json,
+        },
+      );
+    }
     default:
-      throw new UsageError(`unknown command "${command}" (expected offers, instances or down)`);
+      throw new UsageError(`unknown command "${command}" (expected offers, instances, down or logs)`);
   }
 }
 

@@ -470,7 +470,7 @@ describe("errors", () => {
     const command = await run(["launch"]);
     expect(command.code).toBe(2);
     expect(command.stderr).toContain(
-      'skyward: unknown command "launch" (expected offers, instances or down)',
+      'skyward: unknown command "launch" (expected offers, instances, down or logs)',
     );
     const flag = await run(["offers", "--gpu", "A100"]);
     expect(flag.code).toBe(2);
