@@ -22,6 +22,7 @@ import {
   type BootstrapMarker,
   type BootstrapScriptOptions,
   bootstrapLayout,
+  describeBootstrapFailure,
   parseBootstrapMarker,
   renderBootstrapScript,
 } from "./bootstrap-script.js";
@@ -544,9 +545,14 @@ describe("renderBootstrapScript, run with bash", () => {
     const broken = await runBootstrap(script, env);
     expect(broken.code).toBe(5);
     expect(broken.markers.at(-1)).toEqual({ kind: "phase", name: "plugins", status: "failed", exitCode: 5 });
-    expect(readFileSync(bootstrapLayout(fresh).log, "utf8")).toContain(
-      'plugin "daemon" op 1 of 2 failed (exit 5)',
+    const log = readFileSync(bootstrapLayout(fresh).log, "utf8");
+    expect(log).toContain('plugin "daemon" op 1 of 2 failed (exit 5)');
+    // What the SSH node and the Local provider put in their BootstrapError's message.
+    expect(describeBootstrapFailure(log)).toBe('plugin "daemon": bootstrap op 1 of 2 failed (exit 5)');
+    expect(describeBootstrapFailure("plugin op 3 of 4 failed (exit 7)\n")).toBe(
+      "plugin bootstrap op 3 of 4 failed (exit 7)",
     );
+    expect(describeBootstrapFailure("pip failed\n")).toBeUndefined();
     rmSync(join(fresh, "break"));
     const mended = await runBootstrap(script, env);
     expectSuccess(mended);
