@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, wr
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import {
   accelerators,
   type Cluster,
@@ -16,7 +17,7 @@ import {
   spec,
 } from "@skyward/core";
 import { applyLaunchers, collectBootstrapOps } from "@skyward/core/internal";
-import { configurationIssuesOf } from "@skyward/testing";
+import { configurationIssuesOf, packedFiles } from "@skyward/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { type AccelerateConfig, accelerate, inferDistributedType } from "./index.js";
 
@@ -130,6 +131,14 @@ describe("accelerate() settings", () => {
     expect(plugin.name).toBe("accelerate");
     const transformed = await plugin.transform?.(image({ pip: ["numpy"] }), clusterOf(1, 0));
     expect(transformed?.pip).toEqual(["numpy", "accelerate"]);
+  });
+});
+
+describe("the package", () => {
+  it("ships the worker module in its tarball, and no tests", () => {
+    const files = packedFiles(fileURLToPath(new URL("..", import.meta.url)));
+    expect(files).toContain("python/skyward_plugin_accelerate.py");
+    expect(files.filter((file) => file.includes(".test.") || file.startsWith("test/"))).toEqual([]);
   });
 });
 
@@ -358,8 +367,17 @@ function realAccelerate(): { python: string } | { skip: string } {
   }
 }
 
+function isCi(): boolean {
+  const value = process.env.CI;
+  return value !== undefined && value !== "" && value !== "0" && value !== "false";
+}
+
 const real = realAccelerate();
 const skipReason = "skip" in real ? real.skip : undefined;
+if (skipReason !== undefined && isCi()) {
+  // CI must run the real accelerate launch, not skip it quietly.
+  throw new Error(`CI requires the real accelerate for the accelerate plugin's tests: ${skipReason}`);
+}
 if (skipReason) console.warn(`accelerate end-to-end tests skipped: ${skipReason}`);
 
 describe.skipIf(skipReason !== undefined)("under the real accelerate launch", () => {

@@ -15,6 +15,7 @@
  * ```
  */
 import { posix } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { Cluster, JsonValue, LaunchCommand, LaunchContext } from "@skyward/core";
 import { extendImage, Plugin } from "@skyward/core";
 import { parseInput, shellQuote } from "@skyward/core/internal";
@@ -132,6 +133,10 @@ const settingsSchema = z
       });
     }
   });
+
+/** The Python module holding the worker-side hook (gloo on the node's private interface). */
+const WORKER_MODULE = "skyward_plugin_accelerate";
+const WORKER_PATH = fileURLToPath(new URL(`../python/${WORKER_MODULE}.py`, import.meta.url));
 
 /** The accelerate config file's name, in the node's Skyward root (`$SKYWARD_ROOT` of the bootstrap ops). */
 const ACCELERATE_CONFIG_FILE = "accelerate.json";
@@ -282,7 +287,9 @@ function wrapWithAccelerate(
  * The Accelerate plugin: installs `accelerate`, writes its config file on every node at bootstrap,
  * and starts each worker under `accelerate launch`, so tasks run with the environment accelerate
  * sets up (`ACCELERATE_MIXED_PRECISION`, `ACCELERATE_USE_FSDP`, `MASTER_ADDR`, …) and
- * `Accelerator()` picks it up.
+ * `Accelerator()` picks it up. On a pool of several nodes its worker hook sets `GLOO_SOCKET_IFNAME`
+ * (unless set) to the interface holding the node's private address, so a gloo process group (CPU
+ * nodes) connects over the pool's network rather than where the host name resolves.
  *
  * @param config settings in `accelerate config`'s structure; see {@link AccelerateConfig}.
  * @throws {ConfigurationError} naming the field (`accelerate.mixed_precision`, `accelerate.fsdp`…)
@@ -296,5 +303,6 @@ export function accelerate(config: AccelerateConfig = {}): Plugin {
       const { nodes, gpusPerNode } = clusterShape(cluster);
       return [renderConfigFileOp(renderAccelerateConfig(settings, nodes, gpusPerNode))];
     })
-    .withLauncher((command, context) => wrapWithAccelerate(settings, command, context));
+    .withLauncher((command, context) => wrapWithAccelerate(settings, command, context))
+    .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: {} });
 }
