@@ -184,13 +184,8 @@ def _frame_json(wire_messages: Sequence[Any]) -> tuple[bytes, list[bytes]]:
     return header, segments
 
 
-def pack_frame(wire_messages: Sequence[Any]) -> bytes:
-    """Lay out messages already in wire form (see :func:`to_wire`) as one frame.
-
-    Each ``bytes`` object met in the messages becomes the next binary segment, in order of first
-    appearance (every occurrence is a segment of its own). Raises :class:`ProtocolError` when the
-    frame would be over the limits.
-    """
+def _layout(wire_messages: Sequence[Any]) -> tuple[bytes, list[bytes]]:
+    """The frame's prefix and header as one ``bytes``, and its binary segments; checks the limits."""
     header, segments = _frame_json(wire_messages)
     if segments:
         table = json.dumps({"seg": [len(segment) for segment in segments]}, separators=(",", ":"))
@@ -203,9 +198,49 @@ def pack_frame(wire_messages: Sequence[Any]) -> bytes:
         raise ProtocolError(f"frame header of {len(header)} bytes is over the limit of {MAX_HEADER_BYTES}")
     if body_length > MAX_BODY_BYTES:
         raise ProtocolError(f"frame body of {body_length} bytes is over the limit of {MAX_BODY_BYTES}")
+    return _PREFIX.pack(len(header), body_length) + header, segments
+
+
+def pack_frame(wire_messages: Sequence[Any]) -> bytes:
+    """Lay out messages already in wire form (see :func:`to_wire`) as one frame.
+
+    Each ``bytes`` object met in the messages becomes the next binary segment, in order of first
+    appearance (every occurrence is a segment of its own). Raises :class:`ProtocolError` when the
+    frame would be over the limits.
+    """
+    head, segments = _layout(wire_messages)
     if not segments:
-        return _PREFIX.pack(len(header), 0) + header
-    return b"".join([_PREFIX.pack(len(header), body_length), header, *segments])
+        return head
+    return b"".join([head, *segments])
+
+
+#: Segments at least this long are not copied into a frame by :func:`pack_frame_parts`.
+SEGMENT_APART_BYTES = 64 * 1024
+
+
+def pack_frame_parts(wire_messages: Sequence[Any]) -> List[bytes]:
+    """Like :func:`pack_frame`, but the frame as consecutive pieces, so large segments are not copied.
+
+    The pieces joined are exactly :func:`pack_frame`'s bytes. Every segment of at least
+    :data:`SEGMENT_APART_BYTES` is a piece of its own (the very ``bytes`` object of the message);
+    the prefix, the header and the smaller segments between them are joined into pieces.
+    """
+    head, segments = _layout(wire_messages)
+    if not segments:
+        return [head]
+    pieces: List[bytes] = []
+    run: List[bytes] = [head]
+    for segment in segments:
+        if len(segment) >= SEGMENT_APART_BYTES:
+            if run:
+                pieces.append(run[0] if len(run) == 1 else b"".join(run))
+                run = []
+            pieces.append(segment)
+        else:
+            run.append(segment)
+    if run:
+        pieces.append(run[0] if len(run) == 1 else b"".join(run))
+    return pieces
 
 
 def encode_frame(messages: Sequence[Message]) -> bytes:
@@ -329,69 +364,161 @@ def _decode_header(header: bytes | memoryview, body: bytes | memoryview) -> List
 
 
 class FrameDecoder:
-    """Incremental decoder: feed it bytes as they arrive, get back each complete frame's messages.
+    """Incremental decoder: give it bytes as they arrive, get back each complete frame's messages.
+
+    Two ways to give it bytes: :meth:`feed` copies them in; :meth:`get_buffer` and
+    :meth:`buffer_updated` (the shape of :class:`asyncio.BufferedProtocol`) let the caller receive
+    straight into the decoder's memory. Small frames are gathered in one reused staging buffer. A
+    frame longer than :data:`FrameDecoder.APART_BYTES` that is not complete yet gets a buffer of its
+    own, sized once from its prefix, into which the rest of it is received: a large frame is never
+    grown chunk by chunk. Segments are handed out as ``bytes`` copied from the buffer, so nothing
+    handed out changes afterwards, and the buffer is kept for the next large frame that fits in it
+    (memory already mapped is several times faster to fill than fresh memory) until :meth:`trim`.
 
     Limits are checked as soon as a frame's 8-byte prefix is in, so an oversized frame is refused
-    before its payload arrives. Any malformed frame raises :class:`ProtocolError`; the decoder is
-    then unusable (the connection must be closed).
+    before its payload arrives (and before any buffer is allocated for it). Any malformed frame
+    raises :class:`ProtocolError`; the decoder is then unusable (the connection must be closed).
     """
 
-    __slots__ = ("_buffer", "_need_header", "_need_body", "_failed")
+    #: Frames longer than this (header + body) are received into a buffer of their own.
+    APART_BYTES = 64 * 1024
+    #: The staging buffer for smaller frames: room for one such frame and its prefix, with slack.
+    STAGING_BYTES = 256 * 1024
+    #: Unread bytes are moved to the front of the staging buffer when less room than this is left.
+    MIN_READ_BYTES = 64 * 1024
+
+    __slots__ = (
+        "_staging", "_start", "_end", "_frame", "_filled", "_spare", "_spare_used", "_need_header", "_need_body",
+        "_failed",
+    )
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._need_header = -1
+        # The staging buffer never changes size (callers may still hold a view of it), it is replaced.
+        self._staging = bytearray(self.STAGING_BYTES)
+        self._start = 0  # unread bytes are _staging[_start:_end]
+        self._end = 0
+        self._frame: memoryview | None = None  # the current large frame's own buffer (header + body)
+        self._filled = 0  # bytes of it received so far
+        self._spare: bytearray | None = None  # the last large frame's buffer, for the next one
+        self._spare_used = False  # whether it was used since the last trim()
+        self._need_header = -1  # header length of the frame whose prefix is read, else -1
         self._need_body = 0
         self._failed = False
 
     @property
     def pending(self) -> int:
-        """Bytes received but not yet part of a complete frame."""
-        return len(self._buffer)
+        """Bytes received but not yet part of a complete frame (a partial frame's prefix included)."""
+        pending = self._end - self._start + (self._filled if self._frame is not None else 0)
+        return pending + 8 if self._need_header >= 0 else pending
 
     def feed(self, data: bytes | bytearray | memoryview) -> List[List[Message]]:
+        """Decode ``data`` (copied in): the messages of each frame it completes, in order."""
         if self._failed:
             raise ProtocolError("the decoder already refused a frame on this stream")
-        buffer = self._buffer
-        buffer += data
         frames: List[List[Message]] = []
-        offset = 0
+        with memoryview(data) as whole:
+            source = whole.cast("B") if whole.format != "B" or whole.ndim != 1 else whole
+            offset = 0
+            while offset < len(source):
+                with self.get_buffer() as target:
+                    count = min(len(target), len(source) - offset)
+                    target[:count] = source[offset : offset + count]
+                offset += count
+                frames.extend(self.buffer_updated(count))
+        return frames
+
+    def trim(self) -> None:
+        """Let go of the buffer kept from the last large frame if none came since the last trim.
+
+        Call it now and then (the worker does every few seconds): a connection that carried a large
+        frame keeps memory of its size only while such frames keep coming.
+        """
+        if not self._spare_used:
+            self._spare = None
+        self._spare_used = False
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Where the next bytes received should be written (:meth:`buffer_updated` then counts them)."""
+        if self._frame is not None:
+            return self._frame[self._filled :]
+        if self._failed:
+            return memoryview(self._staging)  # nothing received any more is decoded
+        staging = self._staging
+        if len(staging) - self._end < self.MIN_READ_BYTES and self._start > 0:
+            # Move the unread bytes (a partial small frame) to the front of a fresh staging buffer.
+            unread = self._end - self._start
+            fresh = bytearray(len(staging))
+            fresh[:unread] = memoryview(staging)[self._start : self._end]
+            self._staging = staging = fresh
+            self._start, self._end = 0, unread
+        return memoryview(staging)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> List[List[Message]]:
+        """Count ``nbytes`` written into the last :meth:`get_buffer`; returns each frame completed."""
+        if self._failed:
+            raise ProtocolError("the decoder already refused a frame on this stream")
         try:
-            while True:
-                if self._need_header < 0:
-                    if len(buffer) - offset < 8:
-                        break
-                    header_length, body_length = _PREFIX.unpack_from(buffer, offset)
-                    if header_length > MAX_HEADER_BYTES:
-                        raise ProtocolError(
-                            f"frame header length {header_length} is over the limit of {MAX_HEADER_BYTES}"
-                        )
-                    if body_length > MAX_BODY_BYTES:
-                        raise ProtocolError(
-                            f"frame body length {body_length} is over the limit of {MAX_BODY_BYTES}"
-                        )
-                    offset += 8
-                    self._need_header = header_length
-                    self._need_body = body_length
-                total = self._need_header + self._need_body
-                if len(buffer) - offset < total:
-                    break
-                # Views must be released before the buffer is resized below.
-                with memoryview(buffer) as view:
-                    header = view[offset : offset + self._need_header]
-                    body = view[offset + self._need_header : offset + total]
-                    try:
-                        frames.append(_decode_header(header, body))
-                    finally:
-                        header.release()
-                        body.release()
-                offset += total
-                self._need_header = -1
+            frame = self._frame
+            if frame is None:
+                self._end += nbytes
+                return self._decode_staged()
+            self._filled += nbytes
+            if self._filled < len(frame):
+                return []
+            self._frame = None
+            self._filled = 0
+            header_length = self._need_header
+            self._need_header = -1
+            with frame, frame[:header_length] as header, frame[header_length:] as body:
+                return [_decode_header(header, body)]  # copies what it keeps: the buffer can be reused
         except ProtocolError:
             self._failed = True
             raise
-        if offset:
-            del buffer[:offset]
+
+    def _decode_staged(self) -> List[List[Message]]:
+        frames: List[List[Message]] = []
+        staging = self._staging
+        start, end = self._start, self._end
+        while True:
+            if self._need_header < 0:
+                if end - start < 8:
+                    break
+                header_length, body_length = _PREFIX.unpack_from(staging, start)
+                if header_length > MAX_HEADER_BYTES:
+                    raise ProtocolError(
+                        f"frame header length {header_length} is over the limit of {MAX_HEADER_BYTES}"
+                    )
+                if body_length > MAX_BODY_BYTES:
+                    raise ProtocolError(f"frame body length {body_length} is over the limit of {MAX_BODY_BYTES}")
+                start += 8
+                self._start = start
+                self._need_header = header_length
+                self._need_body = body_length
+            header_length = self._need_header
+            total = header_length + self._need_body
+            if end - start < total:
+                if total > self.APART_BYTES:
+                    # A large frame: the rest of it goes straight into a buffer of its own.
+                    spare = self._spare
+                    if spare is None or len(spare) < total:
+                        spare = self._spare = None  # (the old one is freed before the new one is made)
+                        spare = self._spare = bytearray(total)
+                    self._spare_used = True
+                    frame = memoryview(spare)[:total]
+                    frame[: end - start] = memoryview(staging)[start:end]
+                    self._frame = frame
+                    self._filled = end - start
+                    start = end
+                break
+            with memoryview(staging) as view:
+                with view[start : start + header_length] as header, view[start + header_length : start + total] as body:
+                    frames.append(_decode_header(header, body))
+            start += total
+            self._start = start
+            self._need_header = -1
+        if start == end:
+            start = end = 0  # the staging buffer is empty: start again at its front
+        self._start, self._end = start, end
         return frames
 
 
@@ -423,6 +550,8 @@ __all__ = [
     "StreamRef",
     "to_wire",
     "pack_frame",
+    "pack_frame_parts",
+    "SEGMENT_APART_BYTES",
     "encode_frame",
     "FrameDecoder",
     "decode_frames",

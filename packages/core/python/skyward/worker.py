@@ -38,6 +38,7 @@ from .protocol import (
     ProtocolError,
     SerializationError,
     pack_frame,
+    pack_frame_parts,
 )
 
 RESULT_KEEP_SECONDS = 300.0
@@ -82,8 +83,18 @@ class Options:
         self.exit_on_stdin_eof: bool = parsed.exit_on_stdin_eof
 
 
-class Connection(asyncio.Protocol):
-    """One client connection: frames in, batched frames out."""
+class Connection(asyncio.BufferedProtocol):
+    """One client connection: frames in, batched frames out.
+
+    Bytes are received straight into the :class:`FrameDecoder`'s buffers (a large frame into one
+    buffer of its own, sized from its prefix). A frame is written as :func:`pack_frame_parts`
+    pieces: its large segments are handed to the transport in :data:`WRITE_CHUNK_BYTES` slices as
+    the transport takes them (``pause_writing``/``resume_writing``), never joined into one copy of
+    the frame nor buffered whole by the transport. Frames queued behind them keep their order.
+    """
+
+    #: Slices a large piece is written in: what the transport cannot send at once it copies.
+    WRITE_CHUNK_BYTES = 256 * 1024
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -94,10 +105,13 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self._outbox: List[Message] = []
         self._flush_scheduled = False
+        self._unsent: Deque[bytes | memoryview] = collections.deque()  # pieces waiting for the transport
+        self._paused = False
+        self._close_when_sent = False
         self.last_received = time.monotonic()
         self.last_sent = self.last_received
 
-    # -- asyncio.Protocol -----------------------------------------------------------------------
+    # -- asyncio.BufferedProtocol -----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -107,17 +121,42 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+        # Pause as soon as the transport holds anything unsent: the next slice then goes straight
+        # to the socket once the transport has drained, instead of being copied into its buffer.
+        try:
+            self.transport.set_write_buffer_limits(high=0)  # type: ignore[union-attr]
+        except (AttributeError, NotImplementedError):
+            pass
         self.peer = str(transport.get_extra_info("peername"))
         self.worker.connections.add(self)
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_received = time.monotonic()
+        try:
+            frames = self.decoder.buffer_updated(nbytes)
+        except ProtocolError as error:
+            self._protocol_error(error)
+            return
+        self._handle(frames)
+
     def data_received(self, data: bytes) -> None:
+        """For transports that do not support buffered protocols: the same, with the bytes copied in."""
         self.last_received = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as error:
-            self.worker.log(f"protocol error from {self.peer}, closing the connection: {error}")
-            self.abort()
+            self._protocol_error(error)
             return
+        self._handle(frames)
+
+    def _protocol_error(self, error: ProtocolError) -> None:
+        self.worker.log(f"protocol error from {self.peer}, closing the connection: {error}")
+        self.abort()
+
+    def _handle(self, frames: List[List[Message]]) -> None:
         handle = self.worker.handle
         for messages in frames:
             for message in messages:
@@ -131,7 +170,16 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False
         self._outbox.clear()
+        self._unsent.clear()
         self.worker.on_connection_lost(self)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        if self._unsent:
+            self._write_unsent()
 
     # -- sending ----------------------------------------------------------------------------------
 
@@ -146,21 +194,46 @@ class Connection(asyncio.Protocol):
     def flush(self) -> None:
         """Write everything queued in this loop turn as one frame."""
         self._flush_scheduled = False
-        if not self._outbox or not self.alive or self.transport is None:
+        if not self._outbox or not self.alive or self.transport is None or self._close_when_sent:
             return
         messages, self._outbox = self._outbox, []
         try:
-            data = pack_frame(messages)
+            pieces = pack_frame_parts(messages)
         except (ProtocolError, SerializationError):
-            data = b"".join(self._pack_each(messages))
-        self.transport.write(data)
+            pieces = self._pack_each(messages)
+        if len(pieces) == 1 and not self._unsent and len(pieces[0]) <= self.WRITE_CHUNK_BYTES:
+            self.transport.write(pieces[0])  # the common case: a small frame with nothing queued before it
+        elif pieces:
+            self._unsent.extend(pieces)
+            self._write_unsent()
         self.last_sent = time.monotonic()
 
+    def _write_unsent(self) -> None:
+        """Hand queued pieces to the transport, in slices, until it asks for a pause."""
+        transport = self.transport
+        unsent = self._unsent
+        if transport is None or transport.is_closing():
+            unsent.clear()
+            return
+        chunk = self.WRITE_CHUNK_BYTES
+        while unsent and not self._paused:
+            piece = unsent[0]
+            if len(piece) > chunk:
+                view = piece if type(piece) is memoryview else memoryview(piece)
+                unsent[0] = view[chunk:]
+                transport.write(view[:chunk])
+            else:
+                unsent.popleft()
+                transport.write(piece)
+        if not unsent and self._close_when_sent:
+            # Not from inside resume_writing: the transport is in the middle of its own write.
+            self.worker.loop.call_soon(transport.close)
+
     def _pack_each(self, messages: List[Message]) -> List[bytes]:
-        frames = []
+        pieces: List[bytes] = []
         for message in messages:
             try:
-                frames.append(pack_frame([message]))
+                pieces.extend(pack_frame_parts([message]))
             except (ProtocolError, SerializationError) as error:
                 if message.get("t") == "subtask":  # fails that subtask, not the parent task
                     self.worker.fail_subtask(message["id"], message["sub"], f"cannot send the subtask: {error}")
@@ -168,18 +241,23 @@ class Connection(asyncio.Protocol):
                 if "id" not in message:
                     self.worker.log(f"dropped an unsendable {message.get('t')!r} message: {error}")
                     continue
-                frames.append(pack_frame([self.worker.error_message(
+                pieces.append(pack_frame([self.worker.error_message(
                     message["id"], "serialization", "SerializationError", f"cannot send the {message['t']}: {error}"
                 )]))
-        return frames
+        return pieces
 
     def close(self) -> None:
+        """Close once everything queued is written (as ``transport.close`` does for its own buffer)."""
         self.flush()
         if self.transport is not None:
-            self.transport.close()
+            if self._unsent:
+                self._close_when_sent = True
+            else:
+                self.transport.close()
 
     def abort(self) -> None:
         self.alive = False
+        self._unsent.clear()
         if self.transport is not None:
             self.transport.abort()
 
@@ -736,6 +814,7 @@ class Worker:
                 connection.abort()  # connection_lost follows and starts the TTL clock
             elif connection.authenticated and now - connection.last_sent >= PING_INTERVAL:
                 connection.send({"t": "ping", "ts": time.time()})
+            connection.decoder.trim()  # a large-frame buffer unused for a tick is let go
         self._prune_results()
         self._periodic = self.loop.call_later(PING_INTERVAL, self._tick)
 
