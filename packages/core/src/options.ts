@@ -70,7 +70,7 @@ export interface LogConfigInput {
   level?: LogLevel;
   /** The log file. Default `~/.skyward/logs/skyward.log`. */
   file?: string;
-  /** Also print log lines to the console. Default true. */
+  /** Also print the DEBUG and TRACE lines on the pool's console (which shows INFO and above itself). Default true. */
   console?: boolean;
   /** When to rotate: a size (`"50 MB"`) or a period (`"1 day"`). Default `"50 MB"`. */
   rotation?: string;
