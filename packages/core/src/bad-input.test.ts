@@ -368,6 +368,12 @@ const rows: Row[] = [
     'expected a size like "50 MB"',
   ],
   [
+    "logging rotation of zero",
+    () => options({ logging: { rotation: "0 MB" } }),
+    "options.logging.rotation",
+    'expected a size like "50 MB"',
+  ],
+  [
     "logging as a string",
     () => options({ logging: "yes" as never }),
     "options.logging",

@@ -12,13 +12,15 @@ export interface ConsoleSink {
   write(text: string): unknown;
 }
 
-function clock(timestamp: number): string {
+/** `HH:MM:SS` in local time: the console's time stamp (the log file's echo uses it too). */
+export function clock(timestamp: number): string {
   const date = new Date(timestamp);
   const pad = (value: number) => String(value).padStart(2, "0");
   return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
 }
 
-function seconds(ms: number | undefined): string {
+/** A duration suffix, `" (1.23 s)"`, or `""` when there is none. */
+export function seconds(ms: number | undefined): string {
   return ms === undefined ? "" : ` (${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s)`;
 }
 

@@ -19,7 +19,7 @@
 import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import type { ConsoleSink } from "./console.js";
+import { type ConsoleSink, clock, seconds } from "./console.js";
 import type { EventHub, SkywardEvent, SkywardEventType } from "./events.js";
 import type { ConsoleMode, LogConfig, LogLevel } from "./options.js";
 import { skywardHome } from "./python-environment.js";
@@ -140,10 +140,6 @@ export function eventLogLevel(event: SkywardEvent): LogLevel {
     default:
       return ALWAYS[event.type] ?? "INFO";
   }
-}
-
-function seconds(ms: number | undefined): string {
-  return ms === undefined ? "" : ` (${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s)`;
 }
 
 /** What an event says, for people, without its time or scope (`[node 0]`). */
@@ -587,12 +583,6 @@ export interface LogFileAttachment {
   readonly path: string | undefined;
   /** Stops logging this pool's events and resolves once its lines are written. */
   close(): Promise<void>;
-}
-
-function clock(timestamp: number): string {
-  const date = new Date(timestamp);
-  const pad = (value: number) => String(value).padStart(2, "0");
-  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
 }
 
 /**

@@ -87,8 +87,9 @@ export interface LogConfig {
   readonly retention: number;
 }
 
+// The lookahead asks for a digit other than 0: a rotation at "0 MB" or every "0 days" is no rotation.
 const rotationPattern =
-  /^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|second|seconds|minute|minutes|hour|hours|day|days|week|weeks)\s*$/i;
+  /^\s*(?=[\d.]*[1-9])\d+(\.\d+)?\s*(B|KB|MB|GB|second|seconds|minute|minutes|hour|hours|day|days|week|weeks)\s*$/i;
 
 /** Validates log settings and fills in the reference's defaults. */
 export const logConfigSchema = z.strictObject({
