@@ -41,6 +41,48 @@ def _is_initialized(jax: Any) -> bool:
     return getattr(state.global_state, "client", None) is not None
 
 
+def own_address(info: Any) -> str | None:
+    """This node's private address, from the pool's peers; None when the pool does not say."""
+    for peer in info.peers:
+        if peer.node == info.node and peer.private_ip:
+            return str(peer.private_ip)
+    return None
+
+
+def _pin_gloo_address(info: Any) -> str | None:
+    """Makes JAX's CPU collectives (gloo) listen on this node's private address.
+
+    Left alone, gloo listens on the address the host name resolves to, which need not be one the
+    other nodes reach: Debian maps the host name to 127.0.1.1, containers and network namespaces to
+    127.0.0.1 (seen on the test bed: "connecting ... remote=[127.0.0.1]"). JAX has no setting for it,
+    so the CPU backend's factory is registered again, building its gloo collectives with the node's
+    address. Must run after ``jax.distributed.initialize`` and before the first backend is created;
+    does nothing (returns None) with one process, without a known address, with other collectives
+    (MPI), or when this JAX's internals are not the expected ones.
+    """
+    address = own_address(info)
+    if not address or int(info.total_workers) <= 1:
+        return None
+    try:
+        from jax._src import config, distributed, xla_bridge
+        from jax._src.lib import _jax
+    except ImportError:
+        return None
+    make_collectives = getattr(_jax, "make_gloo_tcp_collectives", None)
+    setting = getattr(config, "cpu_collectives_implementation", None)
+    if make_collectives is None or setting is None or setting.value != "gloo":
+        return None
+    if xla_bridge.backends_are_initialized():
+        return None
+
+    def make_cpu_client() -> Any:
+        collectives = make_collectives(distributed_client=distributed.global_state.client, hostname=address)
+        return xla_bridge.make_cpu_client(collectives=collectives)
+
+    xla_bridge.register_backend_factory("cpu", make_cpu_client, priority=0, fail_quietly=False)
+    return address
+
+
 @contextlib.contextmanager
 def _distributed(info: Any) -> Iterator[None]:
     env = distributed_env(info)
@@ -55,6 +97,7 @@ def _distributed(info: Any) -> Iterator[None]:
             process_id=int(env["JAX_PROCESS_ID"]),
         )
         owned = True
+        _pin_gloo_address(info)
     try:
         yield
     finally:
