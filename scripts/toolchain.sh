@@ -115,17 +115,18 @@ skyward_ensure_system_packages() {
 }
 
 # Real frameworks for the plugin tests, for the system's python3 (Debian's builds): PyTorch (DDP over
-# gloo), scikit-learn and joblib, and pytest for that Python. Installed before the test environment
-# is made, so that it sees Debian's numpy rather than pulling a newer one that Debian's scipy and
-# scikit-learn cannot load.
+# gloo), scikit-learn and joblib, and pytest for that Python; and its pip, with which the test bed's
+# hosts install JAX and accelerate from PyPI (through the test bed's PyPI proxy). Installed before the
+# test environment is made, so that it sees Debian's numpy rather than pulling a newer one that
+# Debian's scipy and scikit-learn cannot load.
 skyward_ensure_framework_packages() {
-  [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch, sklearn, joblib, pytest" 2>/dev/null && return 0
+  [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch, sklearn, joblib, pytest, pip" 2>/dev/null && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    skyward_log "installing python3-torch, python3-sklearn and python3-joblib"
+    skyward_log "installing python3-torch, python3-sklearn, python3-joblib, python3-pytest and python3-pip"
     apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      python3-torch python3-sklearn python3-joblib python3-pytest >&2
+      python3-torch python3-sklearn python3-joblib python3-pytest python3-pip >&2
   else
-    skyward_log "not installed: python3-torch, python3-sklearn, python3-joblib (the plugin tests need them)"
+    skyward_log "not installed: python3-torch, python3-sklearn, python3-joblib, python3-pip (the plugin tests need them)"
     [ "${CI:-}" != "true" ]
   fi
 }
