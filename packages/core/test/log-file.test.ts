@@ -15,6 +15,8 @@ const chatter = sky.python<[string, number], number>("log_tasks:chatter");
 const fail = sky.python<[string], never>("log_tasks:fail");
 
 const SECRET = "hf_Zx81LogFileSecretValue";
+const ENV_SECRET = "env_Q7LogFileApiKeyValue";
+const PROVIDER_SECRET = "prov_R2LogFileSettingValue";
 
 let directory: string;
 beforeAll(async () => {
@@ -29,17 +31,22 @@ describe("a Local pool's log file", () => {
     const file = join(directory, "logs", "pool.log");
     let poolId = "";
     {
+      process.env.SKYWARD_LOG_TEST_API_KEY = ENV_SECRET;
       await using pool = await sky.compute({
         nodes: 2,
+        // A provider carrying a credential-looking setting, as a cloud provider's object may.
+        provider: { ...sky.Local(), credentials: { apiKey: PROVIDER_SECRET } },
         image: { includes: [tasks], env: { HF_TOKEN: SECRET } },
         options: { console: false, logging: { file, level: "DEBUG" } },
       });
       poolId = pool.id;
       expect(await pool.run(printEnv("HF_TOKEN"))).toBe(SECRET.length);
+      await pool.run(chatter(`${ENV_SECRET} and ${PROVIDER_SECRET}`, 1));
+      delete process.env.SKYWARD_LOG_TEST_API_KEY;
       await expect(pool.run(fail("it went wrong"))).rejects.toThrow(/it went wrong/);
     }
     const text = await readFile(file, "utf8");
-    expect(text).not.toContain(SECRET);
+    for (const secret of [SECRET, ENV_SECRET, PROVIDER_SECRET]) expect(text).not.toContain(secret);
     expect((await stat(file)).mode & 0o777).toBe(0o600);
     const records = await sky.readLogRecords(file);
     expect(records.length).toBe(text.trim().split("\n").length);
@@ -68,6 +75,7 @@ describe("a Local pool's log file", () => {
     expect(output).toContainEqual(
       expect.objectContaining({ stream: "stderr", msg: "also on stderr: [redacted]" }),
     );
+    expect(output).toContainEqual(expect.objectContaining({ msg: "[redacted] and [redacted] line 0" }));
     expect(records.find((record) => record.event === "task.failed")).toMatchObject({
       level: "ERROR",
       error: { type: "ValueError" },
