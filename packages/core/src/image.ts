@@ -35,7 +35,11 @@ export interface ImageInput {
   pipIndexes?: readonly PipIndex[];
   /** Debian packages installed with apt-get (`"ffmpeg"`, optionally `"name=version"` or `"name:arch"`). */
   apt?: readonly string[];
-  /** Environment variables exported on the workers. Keys match `[A-Za-z_][A-Za-z0-9_]*`. */
+  /**
+   * Environment variables exported on the workers; on SSH and cloud nodes also for the bootstrap's
+   * apt, Python and pip phases, so a proxy (`HTTPS_PROXY`) or `PIP_INDEX_URL` given here reaches pip.
+   * Keys match `[A-Za-z_][A-Za-z0-9_]*`.
+   */
   env?: Readonly<Record<string, string>>;
   /**
    * Variables whose values are shell snippets evaluated once at bootstrap, the result exported on
