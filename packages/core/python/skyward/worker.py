@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import heapq
 import hmac
 import json
 import math
@@ -285,6 +286,13 @@ class Worker:
         self.stopped: asyncio.Future[int] = self.loop.create_future()
         self._server: asyncio.AbstractServer | None = None
         self._periodic: asyncio.TimerHandle | None = None
+        # Task timeouts: one timer, at the earliest deadline, instead of one per task. The heap holds
+        # (deadline, seq, task id); _timed maps a running task's id to its entry's seq and the task.
+        self._deadlines: List[tuple[float, int, str]] = []
+        self._timed: Dict[str, tuple[int, Task]] = {}
+        self._deadline_seq = 0
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._deadline_at = math.inf
         #: the plugins' around_app hooks: entered by the first task (thread executor) or, with the
         #: process executor, in a thread of the worker before the first task goes to a child
         self.app = Lifecycle("around_app", lambda: runtime.cluster)
@@ -349,6 +357,8 @@ class Worker:
         self._cancel_ttl()
         if self._periodic is not None:
             self._periodic.cancel()
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
         if self._server is not None:
             self._server.close()
         for executor in self._executors():
@@ -619,8 +629,46 @@ class Worker:
 
     # -- stopping tasks -------------------------------------------------------------------------
 
+    def _start_clock(self, task: Task) -> None:
+        """Times ``task`` out ``task.timeout`` seconds from now (once: a task started again keeps its clock)."""
+        if task.id in self._timed:
+            return
+        deadline = self.loop.time() + task.timeout  # type: ignore[operator]
+        self._deadline_seq += 1
+        self._timed[task.id] = (self._deadline_seq, task)
+        heapq.heappush(self._deadlines, (deadline, self._deadline_seq, task.id))
+        if deadline < self._deadline_at:
+            self._arm_deadline_timer(deadline)
+        elif len(self._deadlines) > 2 * len(self._timed) + 1024:
+            # Mostly entries of tasks that finished in time: keep only the running ones.
+            timed = self._timed
+            self._deadlines = [entry for entry in self._deadlines if timed.get(entry[2], (0,))[0] == entry[1]]
+            heapq.heapify(self._deadlines)
+
+    def _arm_deadline_timer(self, deadline: float) -> None:
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_at = deadline
+        self._deadline_timer = self.loop.call_at(deadline, self._deadlines_due)
+
+    def _deadlines_due(self) -> None:
+        self._deadline_timer = None
+        self._deadline_at = math.inf
+        deadlines, timed = self._deadlines, self._timed
+        now = self.loop.time()
+        while deadlines:
+            deadline, seq, task_id = deadlines[0]
+            entry = timed.get(task_id)
+            if entry is None or entry[0] != seq:
+                heapq.heappop(deadlines)  # the task finished in time
+            elif deadline <= now:
+                heapq.heappop(deadlines)
+                self._on_timeout(entry[1])
+            else:
+                self._arm_deadline_timer(deadline)
+                return
+
     def _on_timeout(self, task: Task) -> None:
-        task.timer = None
         if task.state != "running":
             return
         self._executor_for(task).stop_task(task)
@@ -636,8 +684,8 @@ class Worker:
     # -- reports from the executor (on the loop) ------------------------------------------------
 
     def on_started(self, task: Task) -> None:
-        if task.state == "running" and task.timeout is not None and task.timer is None:
-            task.timer = self.loop.call_later(task.timeout, self._on_timeout, task)
+        if task.state == "running" and task.timeout is not None:
+            self._start_clock(task)
 
     def on_item(self, task: Task, seq: int, value: Any) -> None:
         if task.state == "running" and task.connection is not None:
@@ -756,9 +804,9 @@ class Worker:
 
     def _finish(self, task: Task, outcome: Outcome) -> None:
         task.state = "done"
-        if task.timer is not None:
-            task.timer.cancel()
-            task.timer = None
+        entry = self._timed.get(task.id)
+        if entry is not None and entry[1] is task:
+            del self._timed[task.id]  # its heap entry is now stale: skipped or swept later
         self.tasks.pop(task.id, None)
         kind = outcome[0]
         if kind == "result":

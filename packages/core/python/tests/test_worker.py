@@ -229,6 +229,43 @@ def test_timeout_thread(thread_client: Client) -> None:
     assert thread_client.value("demo_tasks:add", 1, 1) == 2
 
 
+def test_timeouts_share_one_clock_and_each_fires_on_time() -> None:
+    # One timer at the earliest deadline: a shorter timeout submitted after a longer one still fires
+    # first, tasks that finish in time are never timed out, and thousands of finished tasks' entries
+    # (swept from the heap) do not delay or lose a later deadline.
+    with WorkerProcess("--executor", "thread", "--concurrency", "4") as worker:
+        client = connect(worker)
+        start = time.monotonic()
+        client.submit("long", "demo_tasks:slow_then_value", 3, "a", timeout=1.2)
+        client.submit("short", "demo_tasks:slow_then_value", 3, "b", timeout=0.3)
+        client.submit("in-time", "demo_tasks:sleep", 0.1, "c", timeout=0.6)
+        short = client.terminal("short")
+        short_at = time.monotonic() - start
+        assert short["kind"] == "timeout" and short_at < 1.0
+        assert client.terminal("in-time")["value"] == "c"
+        long = client.terminal("long")
+        long_at = time.monotonic() - start
+        assert long["kind"] == "timeout" and 1.1 < long_at < 2.5, long_at
+        from skyward.protocol import encode_frame
+
+        # A long task keeps its deadline while the burst's entries are swept from the heap around it.
+        watch_start = time.monotonic()
+        client.submit("watch", "demo_tasks:slow_then_value", 5, "late", timeout=2.5)
+        count = 3000
+        client.send_raw(encode_frame([
+            {"t": "submit", "id": f"q-{i}", "fn": "demo_tasks:add", "args": [i, 1], "kwargs": {},
+             "timeout": 30 + i % 7, "stream": False, "worker": None}
+            for i in range(count)
+        ]))
+        assert [client.terminal(f"q-{i}")["value"] for i in range(count)] == [i + 1 for i in range(count)]
+        watch = client.terminal("watch")
+        assert watch["kind"] == "timeout" and 2.4 < time.monotonic() - watch_start < 4.5
+        start = time.monotonic()
+        error = client.call("demo_tasks:slow_then_value", 3, "late", timeout=0.3)
+        assert error["kind"] == "timeout" and time.monotonic() - start < 1.0
+        client.close()
+
+
 def test_timeout_process_kills_the_child(process_client: Client) -> None:
     pids_before = {process_client.value("demo_tasks:pid", worker=0)}
     error = process_client.call("demo_tasks:sleep", 5, timeout=0.3, worker=0)
