@@ -63,7 +63,8 @@ export function parseLinesFlag(text: string | undefined, fallback: number): numb
 
 /** The file to read: `--file`, else the one the project's pools name, else the default. */
 async function logFilePath(context: CommandContext, file: string | undefined): Promise<string> {
-  if (file !== undefined) return resolveLogFilePath(file);
+  // Relative paths: --file's and skyward.toml's alike are under the project directory.
+  if (file !== undefined) return resolveLogFilePath(file, context.cwd);
   const config = await loadConfig({
     cwd: context.cwd,
     ...(context.home !== undefined ? { home: context.home } : {}),
@@ -72,7 +73,7 @@ async function logFilePath(context: CommandContext, file: string | undefined): P
   for (const pool of Object.values(config.pools)) {
     const logging = pool.options.logging;
     if (typeof logging === "object" && logging.file !== undefined)
-      named.add(resolveLogFilePath(logging.file));
+      named.add(resolveLogFilePath(logging.file, context.cwd));
   }
   if (named.size > 1) {
     throw new UsageError(

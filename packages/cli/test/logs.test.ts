@@ -184,6 +184,13 @@ describe("skyward logs", () => {
       join(project, "skyward.toml"),
       `[pools.train]\nnodes = 1\n[pools.train.options.logging]\nfile = "${projectLog}"\nlevel = "DEBUG"\n`,
     );
+    await writeFile(
+      join(project, "relative.log"),
+      `${record("dddd4444", "INFO", "relative to the project")}\n`,
+    );
+    const relative = await run(["logs", "--file", "relative.log"]);
+    expect(relative.code, relative.stderr).toBe(0);
+    expect(relative.stdout).toContain("dddd4444 [pool] relative to the project");
     try {
       const named = await run(["logs"]);
       expect(named.code, named.stderr).toBe(0);
@@ -210,10 +217,10 @@ describe("skyward logs", () => {
       [["logs", "--provider", "aws"], /logs takes no --provider/],
       [["logs", "--timeout", "0"], /--timeout expects a number > 0/],
     ];
-    for (const [args, message] of cases) {
-      const result = await run(args);
-      expect(result.code, args.join(" ")).toBe(2);
-      expect(result.stderr).toMatch(message);
+    const results = await Promise.all(cases.map(([args]) => run(args)));
+    for (const [index, [args, message]] of cases.entries()) {
+      expect(results[index]?.code, args.join(" ")).toBe(2);
+      expect(results[index]?.stderr).toMatch(message);
     }
     const missing = await run(["logs", "--file", join(scratch, "nothing-here.log")]);
     expect(missing.code).toBe(1);

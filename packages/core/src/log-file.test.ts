@@ -58,6 +58,7 @@ describe("rotation settings and paths", () => {
       );
       expect(resolveLogFilePath("~/runs/a.log")).toBe(join(homedir(), "runs/a.log"));
       expect(resolveLogFilePath("/var/log/x.log")).toBe("/var/log/x.log");
+      expect(resolveLogFilePath("logs/x.log", "/srv/project")).toBe("/srv/project/logs/x.log");
     } finally {
       if (saved === undefined) delete process.env.SKYWARD_HOME;
       else process.env.SKYWARD_HOME = saved;

@@ -69,13 +69,13 @@ export function parseRotation(text: string): LogRotation {
 
 /**
  * The log file's absolute path: `~/.skyward/…` is under `$SKYWARD_HOME` when that is set (like the
- * offer cache and `known_hosts`), any other `~/…` under the home directory, a relative path under the
- * current directory.
+ * offer cache and `known_hosts`), any other `~/…` under the home directory, a relative path under
+ * `base` (default: the current directory).
  */
-export function resolveLogFilePath(file: string): string {
+export function resolveLogFilePath(file: string, base: string = process.cwd()): string {
   if (file === "~/.skyward" || file.startsWith("~/.skyward/")) return join(skywardHome(), file.slice(11));
   if (file === "~" || file.startsWith("~/")) return join(homedir(), file.slice(2));
-  return resolve(file);
+  return resolve(base, file);
 }
 
 /** One line of the log file, parsed. */
