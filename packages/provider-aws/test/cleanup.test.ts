@@ -1,7 +1,8 @@
 /**
  * `cleanup` against moto: the security groups, key pairs and key files of pools whose client is gone
  * are removed without a cluster object, found by their tags; a pool that still has a live instance
- * keeps them (and says why); what the user supplied is never touched.
+ * keeps them (and says why); what the user supplied is never touched. Instances shutting down and
+ * groups still in use — which moto never shows — come from a proxy that rewrites or fails its answers.
  */
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -11,6 +12,7 @@ import { CreateSecurityGroupCommand, DescribeVpcsCommand, EC2Client } from "@aws
 import { type Cluster, type Offer, options, type PoolSpec, resolvePoolSpec, spec } from "@skyward/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsClusterData, createAWS } from "../src/index.js";
+import { startFaultProxy } from "./fault-proxy.js";
 import {
   type MotoServer,
   motoInventory,
@@ -132,5 +134,92 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
     // Idempotent: nothing left to remove, nothing reported.
     expect(await cleanup({ ...call(), pools: "all" })).toEqual({ removed: [], left: [] });
     expect(await cleanup({ ...call(), pools: ["dead0002"] })).toEqual({ removed: [], left: [] });
+  });
+
+  it("waits a bounded time for instances shutting down, and names what is still in use", async () => {
+    const call = (poolId?: string) => ({
+      signal: AbortSignal.timeout(120_000),
+      ...(poolId !== undefined ? { poolId } : {}),
+    });
+    let shuttingDown = false;
+    let groupInUse = false;
+    const proxy = await startFaultProxy(
+      moto.endpoint,
+      (action) =>
+        action === "DeleteSecurityGroup" && groupInUse
+          ? { status: 400, code: "DependencyViolation", message: "resource sg has a dependent object" }
+          : undefined,
+      (action, _params, body) =>
+        action === "DescribeInstances" && shuttingDown
+          ? body.replaceAll("<name>running</name>", "<name>shutting-down</name>")
+          : body,
+    );
+    try {
+      const aws = createAWS({ endpoint: moto.endpoint });
+      const proxied = createAWS({ endpoint: proxy.endpoint });
+      const cleanup = proxied.cleanup;
+      if (!cleanup) throw new Error("the AWS provider has no cleanup");
+      const poolSpec = resolvePoolSpec(
+        spec({ nodes: 1, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" }),
+        options({}),
+      );
+      const offer = (
+        await aws.offers(
+          { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
+          call(),
+        )
+      ).find((candidate) => candidate.instanceType === "t3.medium") as Offer;
+      const slow = (await aws.prepare(poolSpec, offer, call("slow01"))) as Cluster<AwsClusterData>;
+      const [instance] = await aws.provision(slow, 1, call());
+      const id = instance?.id ?? "";
+
+      // Still shutting down when the wait runs out: everything stays, and the reason says what to do.
+      shuttingDown = true;
+      const started = Date.now();
+      const early = await cleanup({ ...call(), pools: ["slow01"], waitSeconds: 2 });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(2000);
+      const reason = `instance ${id} still shutting down after 2 s; run skyward down --pool slow01 again once it has ended`;
+      expect(early).toEqual({
+        removed: [],
+        left: [
+          { poolId: "slow01", kind: "key pair", id: slow.specific.keyName, reason },
+          { poolId: "slow01", kind: "security group", id: slow.specific.securityGroupId, reason },
+        ],
+      });
+
+      // Ending within the wait: cleanup waits for it, then removes everything.
+      const waiting = cleanup({ ...call(), pools: ["slow01"], waitSeconds: 60 });
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await aws.terminate(slow, [id], call());
+      const later = await waiting;
+      expect(later.left).toEqual([]);
+      expect(later.removed.map((entry) => entry.kind)).toEqual(["key file", "key pair", "security group"]);
+      shuttingDown = false;
+
+      // A group still in use (the network interfaces of ended instances linger): the key pair goes, the
+      // group is named with the reason, and a later run removes it.
+      const busy = (await aws.prepare(poolSpec, offer, call("busy01"))) as Cluster<AwsClusterData>;
+      groupInUse = true;
+      const blocked = await cleanup({ ...call(), pools: ["busy01"] });
+      expect(blocked.removed.map((entry) => entry.kind)).toEqual(["key file", "key pair"]);
+      expect(blocked.left).toEqual([
+        {
+          poolId: "busy01",
+          kind: "security group",
+          id: busy.specific.securityGroupId,
+          reason: expect.stringMatching(
+            /^still in use \(DependencyViolation\): .*run skyward down again shortly$/,
+          ),
+        },
+      ]);
+      groupInUse = false;
+      expect(await cleanup({ ...call(), pools: ["busy01"] })).toEqual({
+        removed: [{ poolId: "busy01", kind: "security group", id: busy.specific.securityGroupId }],
+        left: [],
+      });
+      expect(await motoInventory(moto.endpoint)).toMatchObject({ liveInstances: [], keyPairs: [] });
+    } finally {
+      await proxy.close();
+    }
   });
 });

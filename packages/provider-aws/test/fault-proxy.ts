@@ -1,7 +1,7 @@
 /**
  * A tiny HTTP proxy in front of moto that answers chosen EC2 calls with an AWS error instead of
- * passing them on — moto has no way to run out of spot capacity. Everything else reaches moto
- * untouched. Listens on 127.0.0.1 only.
+ * passing them on — moto has no way to run out of spot capacity — or rewrites moto's answers.
+ * Everything else reaches moto untouched. Listens on 127.0.0.1 only.
  */
 import { createServer, request as httpRequest, type Server } from "node:http";
 
@@ -22,10 +22,15 @@ export interface FaultProxy {
   close(): Promise<void>;
 }
 
-/** Starts a proxy to `target`; `fault` decides per EC2 call (action and form parameters) whether to fail it. */
+/**
+ * Starts a proxy to `target`; `fault` decides per EC2 call (action and form parameters) whether to fail
+ * it, and `rewrite` may change the body of moto's answer to a call (e.g. show an instance as
+ * `shutting-down`, a state moto never reports).
+ */
 export async function startFaultProxy(
   target: string,
   fault: (action: string, params: URLSearchParams) => InjectedFault | undefined,
+  rewrite?: (action: string, params: URLSearchParams, body: string) => string,
 ): Promise<FaultProxy> {
   const upstream = new URL(target);
   const calls: FaultProxy["calls"] = [];
@@ -55,8 +60,23 @@ export async function startFaultProxy(
           headers: { ...incoming.headers, host: upstream.host },
         },
         (response) => {
-          outgoing.writeHead(response.statusCode ?? 502, response.headers);
-          response.pipe(outgoing);
+          if (!rewrite || !action) {
+            outgoing.writeHead(response.statusCode ?? 502, response.headers);
+            response.pipe(outgoing);
+            return;
+          }
+          const answer: Buffer[] = [];
+          response.on("data", (chunk: Buffer) => answer.push(chunk));
+          response.on("end", () => {
+            const text = Buffer.from(rewrite(action, params, Buffer.concat(answer).toString("utf8")));
+            const {
+              "content-length": _length,
+              "transfer-encoding": _encoding,
+              ...headers
+            } = response.headers;
+            outgoing.writeHead(response.statusCode ?? 502, { ...headers, "content-length": text.length });
+            outgoing.end(text);
+          });
         },
       );
       forwarded.on("error", (error) => {
