@@ -226,12 +226,14 @@ async function follow(
         if (current) {
           emit(await current.newLines());
           rotated.push({ file: current, until: Date.now() + ROTATED_GRACE_MS });
-          // Generations newer than the one just left, rotated before this look: oldest first.
+          // Generations newer than the one just left, rotated before this look: oldest first. Written
+          // after it, too — when the file was removed rather than rotated, older ones are not reprinted.
+          const left = await current.handle.stat();
           const missed: string[] = [];
           for (let index = 1; ; index += 1) {
             const generation = await stat(`${path}.${index}`).catch(() => undefined);
             if (!generation || generation.ino === current.inode) break;
-            missed.unshift(`${path}.${index}`);
+            if (generation.mtimeMs >= left.mtimeMs) missed.unshift(`${path}.${index}`);
           }
           for (const file of missed) emit((await readFile(file, "utf8").catch(() => "")).split("\n"));
         }

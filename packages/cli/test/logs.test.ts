@@ -3,7 +3,7 @@
  * pools in another process, and by another process's writer rotating the file while it is followed.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -256,6 +256,28 @@ describe("skyward logs", () => {
       const started = Date.now();
       expect(await stop(follower)).toBe(0);
       expect(Date.now() - started).toBeLessThan(5000);
+    }
+  });
+
+  it("--follow picks up a file removed and written anew, without reprinting older generations", async () => {
+    const directory = join(scratch, "recreated");
+    const file = join(directory, "skyward.log");
+    await mkdir(directory, { recursive: true });
+    await writeFile(`${file}.1`, `${record("old00000", "INFO", "old generation")}\n`);
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    await utimes(`${file}.1`, hourAgo, hourAgo);
+    await writeFile(file, `${record("cur00000", "INFO", "current")}\n`);
+    const follower = startFollower(["--file", file, "--lines", "1"]);
+    try {
+      await until("the current line", () => follower.output.stdout.includes("current"));
+      await rm(file);
+      await writeFile(file, `${record("new00000", "INFO", "fresh")}\n`);
+      await until("the new file's line", () => follower.output.stdout.includes("fresh"));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(follower.output.stdout).not.toContain("old generation");
+      expect(follower.output.stdout.trim().split("\n")).toHaveLength(2);
+    } finally {
+      expect(await stop(follower)).toBe(0);
     }
   });
 
