@@ -257,7 +257,7 @@ describe("skyward logs", () => {
       expect(await stop(follower)).toBe(0);
       expect(Date.now() - started).toBeLessThan(5000);
     }
-  });
+  }, 120_000);
 
   it("--follow picks up a file removed and written anew, without reprinting older generations", async () => {
     const directory = join(scratch, "recreated");
@@ -279,7 +279,7 @@ describe("skyward logs", () => {
     } finally {
       expect(await stop(follower)).toBe(0);
     }
-  });
+  }, 120_000);
 
   it("--follow goes on across rotations by another process, every line once and in order", async () => {
     const file = join(scratch, "rotating", "skyward.log");
@@ -305,5 +305,5 @@ describe("skyward logs", () => {
     } finally {
       expect(await stop(follower)).toBe(0);
     }
-  });
+  }, 120_000);
 });
