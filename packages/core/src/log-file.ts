@@ -97,7 +97,12 @@ export interface LogRecord {
   readonly [field: string]: unknown;
 }
 
-const ALWAYS: Record<string, LogLevel> = {
+/**
+ * The level of each event type, or for the three whose level depends on the event (`pool.state`,
+ * `bootstrap.phase`, `task.failed`) the most severe it can be: what a log at a given level subscribes to.
+ */
+const TYPE_LEVEL = {
+  "pool.state": "INFO",
   "pool.ready": "INFO",
   "pool.destroyed": "INFO",
   "node.provisioned": "INFO",
@@ -105,25 +110,19 @@ const ALWAYS: Record<string, LogLevel> = {
   "node.ready": "INFO",
   "node.preempted": "WARNING",
   "node.replaced": "INFO",
-  "node.destroyed": "INFO",
+  "node.destroyed": "DEBUG",
   "node.lost": "WARNING",
+  "bootstrap.phase": "ERROR",
   "task.queued": "TRACE",
   "task.started": "DEBUG",
   "task.completed": "DEBUG",
+  "task.failed": "ERROR",
   "task.cancelled": "DEBUG",
   metric: "DEBUG",
   log: "INFO",
   error: "ERROR",
   scaling: "INFO",
-};
-
-/** The most severe level events of each type can have: what a log at a given level subscribes to. */
-const MOST_SEVERE: Record<SkywardEventType, LogLevel> = {
-  ...(ALWAYS as Record<SkywardEventType, LogLevel>),
-  "pool.state": "INFO",
-  "bootstrap.phase": "ERROR",
-  "task.failed": "ERROR",
-};
+} as const satisfies Record<SkywardEventType, LogLevel>;
 
 /**
  * The level of an event in the log. INFO and above is what the `"log"` console shows; DEBUG adds
@@ -138,7 +137,7 @@ export function eventLogLevel(event: SkywardEvent): LogLevel {
     case "task.failed":
       return event.willRetry ? "WARNING" : "ERROR";
     default:
-      return ALWAYS[event.type] ?? "INFO";
+      return TYPE_LEVEL[event.type];
   }
 }
 
@@ -619,8 +618,8 @@ export function attachLogFile(hub: EventHub, options: AttachLogFileOptions): Log
     }
   };
   // Only the types that can reach the level, so events nobody else wants are not built for the log's sake.
-  const unsubscribe = (Object.keys(MOST_SEVERE) as SkywardEventType[])
-    .filter((type) => logLevelRank(MOST_SEVERE[type]) >= threshold)
+  const unsubscribe = (Object.keys(TYPE_LEVEL) as SkywardEventType[])
+    .filter((type) => logLevelRank(TYPE_LEVEL[type]) >= threshold)
     .map((type) => hub.on(type, record));
   const stopErrors = writer.onError((error) => {
     if (closed) return;

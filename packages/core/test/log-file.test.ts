@@ -32,10 +32,11 @@ describe("a Local pool's log file", () => {
     let poolId = "";
     {
       process.env.SKYWARD_LOG_TEST_API_KEY = ENV_SECRET;
+      // A provider carrying a credential-looking setting, as a cloud provider's object may.
+      const localWithCredentials = { ...sky.Local(), credentials: { apiKey: PROVIDER_SECRET } };
       await using pool = await sky.compute({
         nodes: 2,
-        // A provider carrying a credential-looking setting, as a cloud provider's object may.
-        provider: { ...sky.Local(), credentials: { apiKey: PROVIDER_SECRET } },
+        provider: localWithCredentials,
         image: { includes: [tasks], env: { HF_TOKEN: SECRET } },
         options: { console: false, logging: { file, level: "DEBUG" } },
       });
