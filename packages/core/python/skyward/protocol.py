@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import re
 import struct
 from typing import Any, Dict, List, Sequence
@@ -371,7 +372,9 @@ class FrameDecoder:
     straight into the decoder's memory. Small frames are gathered in one reused staging buffer. A
     frame longer than :data:`FrameDecoder.APART_BYTES` that is not complete yet gets a buffer of its
     own, sized once from its prefix, into which the rest of it is received: a large frame is never
-    grown chunk by chunk. Segments are handed out as ``bytes`` copied from the buffer, so nothing
+    grown chunk by chunk. That buffer is anonymous memory (:class:`mmap.mmap`) whose pages are only
+    committed as the frame's bytes arrive, so a prefix that announces a large frame costs nothing
+    until its body comes. Segments are handed out as ``bytes`` copied from the buffer, so nothing
     handed out changes afterwards, and the buffer is kept for the next large frame that fits in it
     (memory already mapped is several times faster to fill than fresh memory) until :meth:`trim`.
 
@@ -399,7 +402,7 @@ class FrameDecoder:
         self._end = 0
         self._frame: memoryview | None = None  # the current large frame's own buffer (header + body)
         self._filled = 0  # bytes of it received so far
-        self._spare: bytearray | None = None  # the last large frame's buffer, for the next one
+        self._spare: mmap.mmap | None = None  # the last large frame's buffer, for the next one
         self._spare_used = False  # whether it was used since the last trim()
         self._need_header = -1  # header length of the frame whose prefix is read, else -1
         self._need_body = 0
@@ -502,7 +505,12 @@ class FrameDecoder:
                     spare = self._spare
                     if spare is None or len(spare) < total:
                         spare = self._spare = None  # (the old one is freed before the new one is made)
-                        spare = self._spare = bytearray(total)
+                        # Anonymous memory: pages are only committed as the frame's bytes arrive, so
+                        # a prefix announcing a large frame costs nothing until its body comes.
+                        try:
+                            spare = self._spare = mmap.mmap(-1, total)
+                        except (OSError, MemoryError, OverflowError) as error:
+                            raise ProtocolError(f"cannot make a buffer for a frame of {total} bytes: {error}") from None
                     self._spare_used = True
                     frame = memoryview(spare)[:total]
                     frame[: end - start] = memoryview(staging)[start:end]

@@ -4,6 +4,7 @@ received into a buffer of their own (and that buffer reused), limits refused fro
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 from pathlib import Path
@@ -227,3 +228,22 @@ def test_pack_frame_parts_are_pack_frame_without_copying_large_segments() -> Non
     assert only == pack_frame(cases[1])
     head, first, second = pack_frame_parts(cases[4])
     assert first is large and second is larger and len(head) < 200
+
+
+def resident_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs Linux /proc to read the resident size")
+def test_a_prefix_announcing_a_huge_frame_costs_no_memory_until_its_body_comes() -> None:
+    # 1.5 GiB announced: its buffer is made at once but only committed as bytes arrive.
+    header = b'[{"seg":[1610612736]},{"t":"submit","id":"x","args":[{"$b":0}]}]'
+    prefix = struct.pack(">II", len(header), 1_610_612_736)
+    decoder = FrameDecoder()
+    before = resident_bytes()
+    assert receive(decoder, prefix + header + blob(1000)) == []
+    room = decoder.get_buffer(-1)
+    assert len(room) == 1_610_612_736 - 1000  # the whole rest of the frame can be received into it
+    room.release()
+    assert resident_bytes() - before < 64 * 1024 * 1024
+    assert decoder.pending == 8 + len(header) + 1000
