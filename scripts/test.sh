@@ -17,5 +17,7 @@ mkdir -p .test-logs
 status=0
 pnpm run ci 2>&1 | tee .test-logs/ci.log || status=$?
 node scripts/test-summary.mjs || status=1
-node scripts/scan-secrets.mjs .test-logs packages/*/.test-report examples/*/.test-report || status=1
+# Pools log to ~/.skyward/logs (or $SKYWARD_HOME/logs) by default: those files are scanned too.
+node scripts/scan-secrets.mjs .test-logs packages/*/.test-report examples/*/.test-report \
+  "${SKYWARD_HOME:-$HOME/.skyward}/logs" || status=1
 exit "$status"
