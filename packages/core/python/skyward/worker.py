@@ -218,6 +218,9 @@ class Connection(asyncio.BufferedProtocol):
             return
         chunk = self.WRITE_CHUNK_BYTES
         while unsent and not self._paused:
+            if transport.is_closing():  # a write failed: the connection is going away
+                unsent.clear()
+                return
             piece = unsent[0]
             if len(piece) > chunk:
                 view = piece if type(piece) is memoryview else memoryview(piece)
@@ -640,10 +643,10 @@ class Worker:
         if deadline < self._deadline_at:
             self._arm_deadline_timer(deadline)
         elif len(self._deadlines) > 2 * len(self._timed) + 1024:
-            # Mostly entries of tasks that finished in time: keep only the running ones.
-            timed = self._timed
-            self._deadlines = [entry for entry in self._deadlines if timed.get(entry[2], (0,))[0] == entry[1]]
-            heapq.heapify(self._deadlines)
+            # Mostly entries of tasks that finished in time: keep only the running ones (in place).
+            timed, deadlines = self._timed, self._deadlines
+            deadlines[:] = [entry for entry in deadlines if timed.get(entry[2], (0,))[0] == entry[1]]
+            heapq.heapify(deadlines)
 
     def _arm_deadline_timer(self, deadline: float) -> None:
         if self._deadline_timer is not None:

@@ -6,6 +6,7 @@ the frame. The worker behind the connection is a small recorder of what the conn
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import struct
 import sys
@@ -13,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, List
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -257,3 +260,21 @@ def test_an_oversized_frame_closes_the_connection_from_its_prefix() -> None:
     assert [m["t"] for m in worker.messages] == ["ping"]
     assert rest == b""
     assert any("protocol error" in line and "over the limit" in line for line in worker.logs), worker.logs
+
+
+def test_a_write_failing_midway_drops_the_rest_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> Any:
+        connection, worker, peer = await open_connection()
+        # The peer resets the connection; the loop has not seen it yet when the reply is written.
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()
+        time.sleep(0.05)
+        connection.send({"t": "result", "id": "big", "value": PAYLOAD})
+        connection.flush()
+        await asyncio.wait_for(worker.lost, 10)
+        return connection
+
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        connection = asyncio.run(scenario())
+    assert not connection._unsent and not connection.alive
+    assert not [record for record in caplog.records if "socket.send() raised exception" in record.getMessage()]
