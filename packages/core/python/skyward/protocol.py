@@ -436,7 +436,7 @@ class FrameDecoder:
         Call it now and then (the worker does every few seconds): a connection that carried a large
         frame keeps memory of its size only while such frames keep coming.
         """
-        if not self._spare_used:
+        if not self._spare_used and self._frame is None:
             self._spare = None
         self._spare_used = False
 
