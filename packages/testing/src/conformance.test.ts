@@ -37,6 +37,8 @@ const LIST =
 const TERMINATE = "terminate is idempotent: twice, with unknown ids, with no ids";
 const AFTER_TERMINATE = "after terminate, getInstance returns null or a terminated instance";
 const TEARDOWN = "teardown (twice) leaves nothing behind";
+const CLEANUP =
+  "cleanup (when the provider has it) removes what prepare made for pools without instances, one pool at a time, with no cluster object";
 
 describe("runProviderConformance", () => {
   it("passes a well-behaved provider and fails each broken one exactly where it breaks the contract", async () => {
@@ -82,6 +84,7 @@ describe("runProviderConformance", () => {
         "teardown-leaks": [TEARDOWN],
         "no-self-destruct": [SELF_DESTRUCT],
         "detached-terminate-fails": [LIST],
+        "cleanup-ignores-pools": [CLEANUP],
       });
       expect(report.numPassedTests).toBeGreaterThan(100);
     } finally {
