@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { copyFile, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -33,6 +33,43 @@ export function pythonRuntimeDirectory(): string {
   return fileURLToPath(new URL("../python", import.meta.url));
 }
 
+const ROOT_PREFIX = "skyward-pool-";
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, but belongs to someone else.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Removes the pool roots under `parent` that a client killed before its teardown left behind: those
+ * of this user whose recorded owner process is gone. They may hold `env.sh` with the image's
+ * secrets. Best effort: anything unreadable is left alone.
+ */
+async function removeAbandonedRoots(parent: string): Promise<void> {
+  const uid = process.getuid?.();
+  const names = await readdir(parent).catch(() => [] as string[]);
+  await Promise.all(
+    names
+      .filter((name) => name.startsWith(ROOT_PREFIX))
+      .map(async (name) => {
+        const root = join(parent, name);
+        try {
+          if (uid !== undefined && (await stat(root)).uid !== uid) return;
+          const pid = Number.parseInt(await readFile(join(root, "owner.pid"), "utf8"), 10);
+          if (!Number.isSafeInteger(pid) || pid <= 0 || processAlive(pid)) return;
+          await rm(root, { recursive: true, force: true });
+        } catch {
+          // No owner file (being created, or not ours) or already gone: leave it.
+        }
+      }),
+  );
+}
+
 /** Settings of the `Local` provider. */
 export interface LocalSettings {
   /** Parent directory of each pool's work directory. Default: the system's temporary directory. */
@@ -43,7 +80,8 @@ export interface LocalSettings {
 export interface LocalCluster {
   /**
    * The pool's Skyward root on this machine, shared by its nodes: `$SKYWARD_ROOT` of the plugins'
-   * bootstrap ops, with `env.sh` (0600) and `bootstrap.log`; removed at teardown.
+   * bootstrap ops, with `env.sh` (0600) and `bootstrap.log`; removed at teardown, or by the next
+   * Local pool's `prepare` when the client that made it was killed (its `owner.pid` is gone).
    */
   readonly root: string;
   /** The pool's work directory (`ROOT/work`): `includes` land here, and it is the workers' working directory. */
@@ -234,7 +272,9 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
     ): Promise<Cluster<LocalCluster>> {
       const parent = settings.workRoot ?? tmpdir();
       await mkdir(parent, { recursive: true });
-      const root = await mkdtemp(join(parent, "skyward-pool-"));
+      await removeAbandonedRoots(parent);
+      const root = await mkdtemp(join(parent, ROOT_PREFIX));
+      await writeFile(join(root, "owner.pid"), `${process.pid}\n`, { mode: 0o600 });
       const workdir = join(root, "work");
       await mkdir(workdir);
       return Object.freeze({

@@ -3,9 +3,13 @@
  * ends; after a SIGKILL, Local workers notice their parent is gone and stop by themselves.
  */
 import { spawn } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import * as sky from "../src/index.js";
 
 const child = fileURLToPath(new URL("./fixtures/signal-child.ts", import.meta.url));
 
@@ -18,12 +22,14 @@ function alive(pid: number): boolean {
   }
 }
 
-async function startClient(): Promise<{
+async function startClient(workRoot?: string): Promise<{
   pids: number[];
   exited: Promise<{ code: number | null; signal: string | null }>;
   pid: number;
 }> {
-  const process_ = spawn(process.execPath, [child], { stdio: ["ignore", "pipe", "inherit"] });
+  const process_ = spawn(process.execPath, [child, ...(workRoot ? [workRoot] : [])], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
     process_.once("exit", (code, signal) => resolve({ code, signal })),
   );
@@ -65,4 +71,33 @@ describe("an interrupted client", () => {
     await client.exited;
     expect(await waitUntil(() => client.pids.every((pid) => !alive(pid)), 10_000)).toBe(true);
   });
+
+  it("leaves its pool root after a SIGKILL, and the next Local pool removes it", async () => {
+    const parent = await mkdtemp(join(tmpdir(), "skyward-abandoned-"));
+    try {
+      const client = await startClient(parent);
+      process.kill(client.pid, "SIGKILL");
+      await client.exited;
+      const left = await readdir(parent);
+      expect(left).toHaveLength(1);
+      expect(left[0]).toMatch(/^skyward-pool-/);
+      expect(await readFile(join(parent, left[0] as string, "owner.pid"), "utf8")).toBe(`${client.pid}\n`);
+      {
+        await using pool = await sky.compute({
+          provider: sky.Local({ workRoot: parent }),
+          nodes: 1,
+          options: { console: false },
+        });
+        // The dead client's root is gone; this pool's own is there while it lives.
+        const now = await readdir(parent);
+        expect(now).toHaveLength(1);
+        expect(now[0]).not.toBe(left[0]);
+        expect(await readFile(join(parent, now[0] as string, "owner.pid"), "utf8")).toBe(`${process.pid}\n`);
+        expect(pool.state).toBe("ready");
+      }
+      expect(await readdir(parent)).toEqual([]);
+    } finally {
+      await rm(parent, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
