@@ -5,50 +5,17 @@ The worker runs under ``accelerate launch``, which sets up the environment ``Par
 asks for them. gloo listens on the address the host name resolves to, which need not be one the
 other nodes reach (Debian maps the host name to 127.0.1.1, containers and network namespaces to
 127.0.0.1). ``around_app`` runs before the worker's first task and, unless ``GLOO_SOCKET_IFNAME`` is
-already set, sets it to the interface holding the node's private address, as the torch plugin does.
+already set, sets it to the interface holding the node's private address (``skyward.network``), as
+the torch plugin does.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import socket
-import struct
 from typing import Any, Iterator, Mapping
 
-_SIOCGIFADDR = 0x8915
-
-
-def _interface_address(name: str) -> str | None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            packed = fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
-        except OSError:
-            return None
-    return socket.inet_ntoa(packed[20:24])
-
-
-def interface_for(address: str) -> str | None:
-    """The name of the network interface holding the IPv4 ``address`` (Linux), if any."""
-    try:
-        interfaces = socket.if_nameindex()
-    except OSError:
-        return None
-    for _, name in interfaces:
-        if _interface_address(name) == address:
-            return name
-    return None
-
-
-def gloo_interface(info: Any) -> str | None:
-    """The interface gloo should use on this node: the pool's, else the one with the node's private address."""
-    if info.network is not None and info.network.interface:
-        return str(info.network.interface)
-    for peer in info.peers:
-        if peer.node == info.node and peer.private_ip:
-            return interface_for(str(peer.private_ip))
-    return None
+from skyward.network import gloo_interface
 
 
 @contextlib.contextmanager

@@ -12,6 +12,8 @@ import contextlib
 import os
 from typing import Any, Iterator, Mapping
 
+from skyward.network import own_address
+
 #: The coordinator listens this many ports above ``head_port``.
 COORDINATOR_PORT_OFFSET = 1
 
@@ -39,14 +41,6 @@ def _is_initialized(jax: Any) -> bool:
     from jax._src import distributed as state  # older JAX: no public check
 
     return getattr(state.global_state, "client", None) is not None
-
-
-def own_address(info: Any) -> str | None:
-    """This node's private address, from the pool's peers; None when the pool does not say."""
-    for peer in info.peers:
-        if peer.node == info.node and peer.private_ip:
-            return str(peer.private_ip)
-    return None
 
 
 def _pin_gloo_address(info: Any) -> str | None:

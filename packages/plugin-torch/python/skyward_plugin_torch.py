@@ -9,13 +9,10 @@ a clear error instead of failing to start.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import socket
-import struct
 from typing import Any, Iterator, Mapping
 
-_SIOCGIFADDR = 0x8915
+from skyward.network import gloo_interface
 
 
 def rendezvous_env(info: Any) -> dict[str, str]:
@@ -31,43 +28,12 @@ def rendezvous_env(info: Any) -> dict[str, str]:
     }
 
 
-def _interface_address(name: str) -> str | None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            packed = fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
-        except OSError:
-            return None
-    return socket.inet_ntoa(packed[20:24])
-
-
-def interface_for(address: str) -> str | None:
-    """The name of the network interface holding the IPv4 ``address`` (Linux), if any."""
-    try:
-        interfaces = socket.if_nameindex()
-    except OSError:
-        return None
-    for _, name in interfaces:
-        if _interface_address(name) == address:
-            return name
-    return None
-
-
-def _own_address(info: Any) -> str | None:
-    for peer in info.peers:
-        if peer.node == info.node and peer.private_ip:
-            return str(peer.private_ip)
-    return None
-
-
 def _pin_gloo_interface(info: Any) -> None:
     # gloo binds to the address the host name resolves to, which on a multi-homed machine (or in a
     # network namespace) need not be the one the other nodes reach: use the node's private address.
     if os.environ.get("GLOO_SOCKET_IFNAME"):
         return
-    interface = info.network.interface if info.network is not None and info.network.interface else None
-    if interface is None:
-        address = _own_address(info)
-        interface = interface_for(address) if address else None
+    interface = gloo_interface(info)
     if interface:
         os.environ["GLOO_SOCKET_IFNAME"] = interface
 
