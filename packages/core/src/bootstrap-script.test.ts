@@ -18,6 +18,7 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildIndex, buildWheel } from "../test/wheels.js";
 import {
   type BootstrapMarker,
   type BootstrapScriptOptions,
@@ -118,49 +119,6 @@ function environmentSeen(shell: string, envFile: string, names: readonly string[
     },
   );
   return JSON.parse(output) as Record<string, string>;
-}
-
-/** Builds a pure-Python wheel by hand (a zip with its dist-info), so no index is needed. */
-function buildWheel(directory: string, distribution: string, module: string, value: number): string {
-  const script = `
-import base64, hashlib, sys, zipfile
-directory, distribution, module, value = sys.argv[1:]
-stem = distribution.replace("-", "_")
-path = f"{directory}/{stem}-0.1-py3-none-any.whl"
-files = {
-    f"{module}/__init__.py": f"VALUE = {value}\\n",
-    f"{stem}-0.1.dist-info/METADATA": f"Metadata-Version: 2.1\\nName: {distribution}\\nVersion: 0.1\\n",
-    f"{stem}-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\\nGenerator: hand\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
-}
-record = []
-with zipfile.ZipFile(path, "w") as archive:
-    for name, text in files.items():
-        data = text.encode()
-        archive.writestr(name, data)
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(data)}")
-    record.append(f"{stem}-0.1.dist-info/RECORD,,")
-    archive.writestr(f"{stem}-0.1.dist-info/RECORD", "\\n".join(record) + "\\n")
-print(path)
-`;
-  mkdirSync(directory, { recursive: true });
-  return execFileSync("python3", ["-c", script, directory, distribution, module, String(value)], {
-    encoding: "utf8",
-    timeout: 30_000,
-  }).trim();
-}
-
-/** A PEP 503 "simple" index on disk holding one wheel: `<index>/<project>/index.html`. */
-function buildIndex(directory: string, project: string, wheel: string): string {
-  const projectDirectory = join(directory, project);
-  mkdirSync(projectDirectory, { recursive: true });
-  cpSync(wheel, join(projectDirectory, basename(wheel)));
-  writeFileSync(
-    join(projectDirectory, "index.html"),
-    `<a href="${basename(wheel)}">${basename(wheel)}</a>\n`,
-  );
-  writeFileSync(join(directory, "index.html"), `<a href="${project}/">${project}</a>\n`);
-  return pathToFileURL(directory).href;
 }
 
 /** A deterministic PRNG (mulberry32), so a failing property run can be replayed from its seed. */
@@ -484,6 +442,56 @@ describe("renderBootstrapScript, run with bash", () => {
         env: baseEnv,
       }).trim(),
     ).toBe("5");
+  }, 180_000);
+
+  it("takes a scoped index's packages' missing dependencies from the default index only when the index says so", async () => {
+    const scopedWheel = buildWheel(
+      join(scratch, "wheels-deps", "scoped"),
+      "skyward-rapids-probe",
+      "skyward_rapids_probe",
+      11,
+      "skyward-dep-probe",
+    );
+    const dependency = buildWheel(
+      join(scratch, "wheels-deps", "default"),
+      "skyward-dep-probe",
+      "skyward_dep_probe",
+      3,
+    );
+    const scopedIndex = buildIndex(join(scratch, "index-scoped"), "skyward-rapids-probe", scopedWheel);
+    // The "default" index (PyPI's stand-in) holds the dependency; the scoped one does not.
+    const defaultIndex = buildIndex(join(scratch, "index-default"), "skyward-dep-probe", dependency);
+    const attempt = (dependenciesFromDefault: boolean, name: string) => {
+      const fresh = newRoot(name);
+      const script = renderBootstrapScript({
+        image: image({
+          pip: ["skyward-rapids-probe"],
+          pipIndexes: [{ url: scopedIndex, packages: ["skyward-rapids-probe"], dependenciesFromDefault }],
+          env: { PIP_INDEX_URL: defaultIndex },
+        }),
+        root: fresh,
+        skywardVersion: VERSION,
+      });
+      return { fresh, script };
+    };
+
+    const strict = attempt(false, "deps-strict");
+    expect(strict.script).not.toContain("--extra-index-url");
+    const refused = await runBootstrap(strict.script);
+    expect(refused.code).not.toBe(0);
+    expect(refused.markers.at(-1)).toMatchObject({ kind: "phase", name: "pip", status: "failed" });
+    expect(`${refused.stdout}${refused.stderr}`).toMatch(/skyward-dep-probe/);
+
+    const open = attempt(true, "deps-default");
+    const run = await runBootstrap(open.script);
+    expectSuccess(run);
+    expect(
+      execFileSync(
+        bootstrapLayout(open.fresh).python,
+        ["-c", "import skyward_rapids_probe as a, skyward_dep_probe as b; print(a.VALUE, b.VALUE)"],
+        { encoding: "utf8", env: baseEnv },
+      ).trim(),
+    ).toBe("11 3");
   }, 180_000);
 
   it("runs the plugin ops again on a warm start after a reboot, and not again within one boot", async () => {

@@ -22,7 +22,7 @@
 import { createHash } from "node:crypto";
 import { posix } from "node:path";
 import { ConfigurationError, type ConfigurationIssue } from "./errors.js";
-import { contentHash, type Image, imageSchema } from "./image.js";
+import { contentHash, DEFAULT_PIP_INDEX, type Image, imageSchema, pipInstallSteps } from "./image.js";
 import { shellQuote } from "./launch-command.js";
 import type { PluginBootstrapOp } from "./plugin.js";
 import type { ShellOp } from "./provider.js";
@@ -486,34 +486,19 @@ function renderPythonPhase(image: Image): string[] {
   ];
 }
 
-/** A requirement's project name, normalized (PEP 503), to match it against a scoped index's packages. */
-function projectName(requirement: string): string {
-  const name = requirement.trim().split(/[\s<>=!~;[@(]/)[0] ?? requirement;
-  return name.toLowerCase().replace(/[-_.]+/g, "-");
-}
-
 function renderPipPhase(image: Image): string[] {
-  const scoped = new Set(image.pipIndexes.flatMap((index) => index.packages.map(projectName)));
   const lines = ["skyward_phase_pip() {"];
-  const general = image.pip.filter((requirement) => !scoped.has(projectName(requirement)));
-  if (general.length > 0) lines.push(`  skyward_pip_install ${general.map(shellQuote).join(" ")}`);
-  const claimed = new Set<string>();
-  for (const index of image.pipIndexes) {
-    const names = new Set(index.packages.map(projectName));
-    // A package named by several indexes is installed from the first one only.
-    const requirements = image.pip.filter((requirement) => {
-      const name = projectName(requirement);
-      return names.has(name) && !claimed.has(name);
-    });
-    for (const requirement of requirements) claimed.add(projectName(requirement));
-    if (requirements.length === 0) continue;
-    // An index the image names over plain HTTP is one the user chose (a private or local mirror):
-    // pip would ignore it without --trusted-host.
-    const url = new URL(index.url);
-    const trusted = url.protocol === "http:" ? ` --trusted-host ${shellQuote(url.hostname)}` : "";
-    lines.push(
-      `  skyward_pip_install --index-url ${shellQuote(index.url)}${trusted} ${requirements.map(shellQuote).join(" ")}`,
-    );
+  for (const step of pipInstallSteps(image)) {
+    const options: string[] = [];
+    if (step.index) {
+      options.push(`--index-url ${shellQuote(step.index.url)}`);
+      if (step.index.trustedHost !== undefined)
+        options.push(`--trusted-host ${shellQuote(step.index.trustedHost)}`);
+      // The default index as this node's pip sees it (the image's env is exported by now).
+      if (step.index.dependenciesFromDefault)
+        options.push(`--extra-index-url "\${PIP_INDEX_URL:-${DEFAULT_PIP_INDEX}}"`);
+    }
+    lines.push(`  skyward_pip_install ${[...options, ...step.requirements.map(shellQuote)].join(" ")}`);
   }
   lines.push("}");
   return lines;

@@ -276,6 +276,14 @@ describe("image validation", () => {
           'expected a package name like "torch" (letters, digits, ".", "_", "-"; no version), received "torch>=2"',
       },
     ],
+    [
+      "a pip index's dependenciesFromDefault that is not a boolean",
+      { pipIndexes: [{ url: "https://x.org/simple", packages: ["torch"], dependenciesFromDefault: "yes" }] },
+      {
+        path: "image.pipIndexes[0].dependenciesFromDefault",
+        message: 'expected boolean, received the string "yes"',
+      },
+    ],
   ])("rejects %s", (_label, input, issue) => {
     expect(issuesOf(() => image(loose(input)))).toEqual([issue]);
   });
@@ -367,6 +375,18 @@ describe("envHash", () => {
     ["an env key", { env: { A: "1", C: "2" } }],
     ["apt", { apt: ["ffmpeg", "git"] }],
     ["pipIndexes", { pipIndexes: [{ url: "https://download.pytorch.org/whl/cu124", packages: ["torch"] }] }],
+    [
+      "a pip index's dependenciesFromDefault",
+      {
+        pipIndexes: [
+          {
+            url: "https://download.pytorch.org/whl/cu121",
+            packages: ["torch"],
+            dependenciesFromDefault: true,
+          },
+        ],
+      },
+    ],
     ["shellVars", { shellVars: { SHA: "git rev-parse --short HEAD" } }],
     ["includes", { includes: ["./src", "./lib"] }],
     ["excludes", { excludes: ["*.ckpt"] }],

@@ -20,6 +20,14 @@ export interface PipIndex {
   readonly url: string;
   /** The packages (names, without version specifiers) that are installed from this index. */
   readonly packages: readonly string[];
+  /**
+   * When true, the dependencies of these packages that the index lacks come from the default index
+   * (PyPI, or `PIP_INDEX_URL`): pip is given it as `--extra-index-url`, and then takes the newest
+   * version of any package either index has. Needed for indexes that hold only their own projects
+   * (NVIDIA's, whose wheels depend on numpy and scikit-learn). Default false: everything those
+   * packages need must be on this index.
+   */
+  readonly dependenciesFromDefault?: boolean;
 }
 
 /** What users write for an image; every field is optional. */
@@ -177,9 +185,15 @@ const pipIndexSchema = z
       }
     }),
     packages: z.array(packageNameSchema).min(1, { message: "expected at least one package name" }),
+    dependenciesFromDefault: z.boolean().optional(),
   })
   .transform(
-    (index): PipIndex => Object.freeze({ url: index.url, packages: Object.freeze([...index.packages]) }),
+    (index): PipIndex =>
+      Object.freeze({
+        url: index.url,
+        packages: Object.freeze([...index.packages]),
+        ...(index.dependenciesFromDefault ? { dependenciesFromDefault: true } : {}),
+      }),
   );
 
 const aptPackageSchema = z.string().superRefine((value, context) => {
@@ -285,7 +299,11 @@ export function image(input: ImageInput = {}): Image {
  * A scoped package index: the listed packages are installed from `url`, everything else from PyPI.
  * @throws {ConfigurationError} on a bad URL or package name (`pipIndex.url`, `pipIndex.packages[0]`).
  */
-export function pipIndex(input: { url: string; packages: readonly string[] }): PipIndex {
+export function pipIndex(input: {
+  url: string;
+  packages: readonly string[];
+  dependenciesFromDefault?: boolean;
+}): PipIndex {
   return parseInput(pipIndexSchema, input, "pipIndex");
 }
 
@@ -310,7 +328,8 @@ function appendNew<T>(
 }
 
 const identity = (value: string): string => value;
-const pipIndexKey = (index: PipIndex): string => JSON.stringify([index.url, index.packages]);
+const pipIndexKey = (index: PipIndex): string =>
+  JSON.stringify([index.url, index.packages, index.dependenciesFromDefault === true]);
 
 /**
  * Returns `image` with `additions` applied — what plugins use in their image transforms. List fields
@@ -361,7 +380,13 @@ function environmentMaterial(image: Image): string {
     includes: uniqueSorted(image.includes),
     pip: uniqueSorted(image.pip),
     pipIndexes: uniqueSorted(
-      image.pipIndexes.map((index) => JSON.stringify([index.url, uniqueSorted(index.packages)])),
+      image.pipIndexes.map((index) =>
+        JSON.stringify([
+          index.url,
+          uniqueSorted(index.packages),
+          ...(index.dependenciesFromDefault ? ["dependenciesFromDefault"] : []),
+        ]),
+      ),
     ),
     python: image.python,
     shellVars: sortedEntries(image.shellVars),
@@ -396,4 +421,59 @@ export function contentHash(image: Image, skywardVersion: string): string {
     });
   }
   return shortDigest(`skyward.image.content/1\n${skywardVersion}\n${environmentMaterial(image)}`);
+}
+
+/** The default package index when `PIP_INDEX_URL` names none. */
+export const DEFAULT_PIP_INDEX = "https://pypi.org/simple";
+
+/** A requirement's project name, normalized (PEP 503), to match it against a scoped index's packages. */
+export function projectName(requirement: string): string {
+  const name = requirement.trim().split(/[\s<>=!~;[@(]/)[0] ?? requirement;
+  return name.toLowerCase().replace(/[-_.]+/g, "-");
+}
+
+/** One `pip install` of an image's packages: from the default index, or from one scoped index. */
+export interface PipInstallStep {
+  /** The requirement specifiers, as the image gives them. */
+  readonly requirements: readonly string[];
+  /** The scoped index, or undefined for the default one. */
+  readonly index?: {
+    readonly url: string;
+    /** The host pip must trust: set for an index over plain HTTP, which the user chose (a mirror). */
+    readonly trustedHost?: string;
+    /** Add the default index as `--extra-index-url` (see {@link PipIndex.dependenciesFromDefault}). */
+    readonly dependenciesFromDefault: boolean;
+  };
+}
+
+/**
+ * How an image's `pip` packages are installed, in order: those no scoped index claims from the
+ * default index, then each scoped index's own (a package named by several indexes comes from the
+ * first). Shared by the SSH bootstrap script and the `Local` provider.
+ */
+export function pipInstallSteps(image: Pick<Image, "pip" | "pipIndexes">): PipInstallStep[] {
+  const scoped = new Set(image.pipIndexes.flatMap((index) => index.packages.map(projectName)));
+  const steps: PipInstallStep[] = [];
+  const general = image.pip.filter((requirement) => !scoped.has(projectName(requirement)));
+  if (general.length > 0) steps.push({ requirements: general });
+  const claimed = new Set<string>();
+  for (const index of image.pipIndexes) {
+    const names = new Set(index.packages.map(projectName));
+    const requirements = image.pip.filter((requirement) => {
+      const name = projectName(requirement);
+      return names.has(name) && !claimed.has(name);
+    });
+    for (const requirement of requirements) claimed.add(projectName(requirement));
+    if (requirements.length === 0) continue;
+    const url = new URL(index.url);
+    steps.push({
+      requirements,
+      index: {
+        url: index.url,
+        ...(url.protocol === "http:" ? { trustedHost: url.hostname } : {}),
+        dependenciesFromDefault: index.dependenciesFromDefault === true,
+      },
+    });
+  }
+  return steps;
 }

@@ -10,7 +10,7 @@ import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
 import { BootstrapError, ConfigurationError } from "./errors.js";
-import { envHash, type Image } from "./image.js";
+import { DEFAULT_PIP_INDEX, envHash, type Image, pipInstallSteps } from "./image.js";
 
 /** The lowest Python the runtime supports. */
 export const MINIMUM_PYTHON: readonly [number, number] = [3, 10];
@@ -267,32 +267,32 @@ export async function preparePythonEnvironment(
     else await run(interpreter.bin, ["-m", "venv", "--system-site-packages", venvDir], { signal });
     progress?.("venv", "finished");
     progress?.("pip", "started", image.pip.join(" "));
-    const packageName = (requirement: string) =>
-      requirement.split(/[\s<>=!~;[@]/)[0]?.toLowerCase() ?? requirement;
-    const scoped = new Set(
-      image.pipIndexes.flatMap((index) => index.packages.map((name) => name.toLowerCase())),
-    );
     // pip, not `uv pip`: uv does not count what the system site-packages hold as installed, and
     // would download it again.
-    const install = async (requirements: readonly string[], indexArgs: readonly string[]) => {
-      if (requirements.length === 0) return;
+    // pip sees the image's env, as over SSH (a proxy or PIP_INDEX_URL given there reaches it).
+    const pipEnv = { ...process.env, ...image.env };
+    const defaultIndex = pipEnv.PIP_INDEX_URL ?? DEFAULT_PIP_INDEX;
+    for (const step of pipInstallSteps(image)) {
+      const indexArgs = step.index
+        ? [
+            "--index-url",
+            step.index.url,
+            ...(step.index.trustedHost !== undefined ? ["--trusted-host", step.index.trustedHost] : []),
+            ...(step.index.dependenciesFromDefault ? ["--extra-index-url", defaultIndex] : []),
+          ]
+        : [];
       await run(
         venvPython,
-        ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", ...indexArgs, ...requirements],
-        { signal },
-      );
-    };
-    await install(
-      image.pip.filter((requirement) => !scoped.has(packageName(requirement))),
-      [],
-    );
-    for (const index of image.pipIndexes) {
-      const names = new Set(index.packages.map((name) => name.toLowerCase()));
-      // An index named over plain HTTP is one the user chose (a private mirror): pip needs it trusted.
-      const trusted = index.url.startsWith("http:") ? ["--trusted-host", new URL(index.url).hostname] : [];
-      await install(
-        image.pip.filter((requirement) => names.has(packageName(requirement))),
-        ["--index-url", index.url, ...trusted],
+        [
+          "-m",
+          "pip",
+          "install",
+          "--quiet",
+          "--disable-pip-version-check",
+          ...indexArgs,
+          ...step.requirements,
+        ],
+        { signal, env: pipEnv },
       );
     }
     progress?.("pip", "finished");

@@ -9,40 +9,17 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { buildIndex, buildWheel } from "./wheels.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));
 let home = "";
 let wheel = "";
 const previousHome = process.env.SKYWARD_HOME;
 
-/** Builds a tiny wheel by hand (a zip with the dist-info files), so no index is needed. */
-function buildWheel(directory: string): string {
-  const script = `
-import base64, hashlib, sys, zipfile
-path = sys.argv[1] + "/skyward_wheel_probe-0.1-py3-none-any.whl"
-files = {
-    "skyward_wheel_probe/__init__.py": "VALUE = 42\\n",
-    "skyward_wheel_probe-0.1.dist-info/METADATA": "Metadata-Version: 2.1\\nName: skyward-wheel-probe\\nVersion: 0.1\\n",
-    "skyward_wheel_probe-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\\nGenerator: hand\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
-}
-record = []
-with zipfile.ZipFile(path, "w") as archive:
-    for name, text in files.items():
-        data = text.encode()
-        archive.writestr(name, data)
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(data)}")
-    record.append("skyward_wheel_probe-0.1.dist-info/RECORD,,")
-    archive.writestr("skyward_wheel_probe-0.1.dist-info/RECORD", "\\n".join(record) + "\\n")
-print(path)
-`;
-  return execFileSync("python3", ["-c", script, directory], { encoding: "utf8" }).trim();
-}
-
 beforeAll(async () => {
   home = await mkdtemp(join(tmpdir(), "skyward-home-"));
   process.env.SKYWARD_HOME = home;
-  wheel = buildWheel(home);
+  wheel = buildWheel(home, "skyward-wheel-probe", "skyward_wheel_probe", 42);
 });
 
 afterAll(async () => {
@@ -77,6 +54,33 @@ describe("the Local provider's Python environment", () => {
       .split("\n");
     expect(venvs).toHaveLength(1);
     expect(venvs[0]).toMatch(new RegExp(`^${sky.envHash(sky.image(image))}-py3\\.`));
+  }, 180_000);
+
+  it("installs a scoped index's package with its dependencies from the default index when the index says so", async () => {
+    const scoped = buildWheel(
+      join(home, "scoped"),
+      "skyward-rapids-probe",
+      "skyward_rapids_probe",
+      11,
+      "skyward-dep-probe",
+    );
+    const dependency = buildWheel(join(home, "default"), "skyward-dep-probe", "skyward_dep_probe", 3);
+    const scopedIndex = buildIndex(join(home, "index-scoped"), "skyward-rapids-probe", scoped);
+    // The image's PIP_INDEX_URL (PyPI's stand-in) holds the dependency; the scoped index does not.
+    const defaultIndex = buildIndex(join(home, "index-default"), "skyward-dep-probe", dependency);
+    const imageWith = (dependenciesFromDefault: boolean) => ({
+      pip: ["skyward-rapids-probe"],
+      pipIndexes: [{ url: scopedIndex, packages: ["skyward_rapids_probe"], dependenciesFromDefault }],
+      env: { PIP_INDEX_URL: defaultIndex },
+    });
+    const refused = sky.compute({ nodes: 1, image: imageWith(false), options: { console: false } });
+    await expect(refused).rejects.toBeInstanceOf(sky.BootstrapError);
+    await expect(refused).rejects.toMatchObject({ logTail: expect.stringMatching(/skyward-dep-probe/) });
+
+    await using pool = await sky.compute({ nodes: 1, image: imageWith(true), options: { console: false } });
+    const values = sky.python<[], number>("skyward_dep_probe:VALUE.__int__");
+    const scopedValue = sky.python<[], number>("skyward_rapids_probe:VALUE.__int__");
+    expect([await pool.run(scopedValue()), await pool.run(values())]).toEqual([11, 3]);
   }, 180_000);
 
   it("refuses an interpreter that is not there, or a version it cannot find", async () => {

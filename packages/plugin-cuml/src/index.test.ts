@@ -25,6 +25,8 @@ describe("cuml()", () => {
       ]),
     );
     expect(index?.packages.every((name) => name.endsWith("-cu12"))).toBe(true);
+    // The index holds RAPIDS only: cuML's numpy, scikit-learn… come from the default index.
+    expect(index?.dependenciesFromDefault).toBe(true);
     expect(transformed.env).toEqual({});
   });
 
@@ -35,7 +37,7 @@ describe("cuml()", () => {
     expect(transformed.pipIndexes[0]?.packages.some((name) => name.endsWith("-cu12"))).toBe(false);
   });
 
-  it("installs cuML from that index only, scikit-learn from the default one, in the bootstrap's pip phase", async () => {
+  it("installs cuML from that index (its other dependencies from the default one), scikit-learn from the default one, in the bootstrap's pip phase", async () => {
     const transformed = await applyImageTransforms([cuml()], image({ pip: ["scikit-learn"] }), cluster);
     const script = renderBootstrapScript({
       image: transformed,
@@ -43,7 +45,9 @@ describe("cuml()", () => {
       skywardVersion: "0.1.0",
     });
     const installs = script.split("\n").filter((line) => line.trim().startsWith("skyward_pip_install "));
-    expect(installs.find((line) => line.includes("cuml-cu12"))).toContain(NVIDIA_PACKAGE_INDEX);
+    expect(installs.find((line) => line.includes("cuml-cu12"))).toBe(
+      `  skyward_pip_install --index-url ${NVIDIA_PACKAGE_INDEX} --extra-index-url "\${PIP_INDEX_URL:-https://pypi.org/simple}" cuml-cu12`,
+    );
     expect(installs.find((line) => line.includes("scikit-learn"))).not.toContain(NVIDIA_PACKAGE_INDEX);
   });
 

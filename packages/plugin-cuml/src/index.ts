@@ -73,7 +73,8 @@ export function cuml(options: CumlOptions = {}): Plugin {
     .withImageTransform((image) =>
       extendImage(image, {
         pip: [`cuml-${cuda}`],
-        pipIndexes: [{ url: NVIDIA_PACKAGE_INDEX, packages }],
+        // NVIDIA's index holds RAPIDS only: numpy, scikit-learn and the rest come from PyPI.
+        pipIndexes: [{ url: NVIDIA_PACKAGE_INDEX, packages, dependenciesFromDefault: true }],
       }),
     )
     .withWorker({
