@@ -7,8 +7,7 @@
  * a gloo all-reduce between the hosts' private addresses.
  */
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
@@ -17,7 +16,10 @@ import {
   createTestbed,
   type PypiProxy,
   requireTestbed,
+  type ScratchSkywardHome,
   type Testbed,
+  testbedSshHosts,
+  useScratchSkywardHome,
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { accelerate } from "../src/index.js";
@@ -72,25 +74,14 @@ describe.skipIf(skipReason !== undefined)(
     let bed: Testbed;
     let proxy: PypiProxy;
     let pool: sky.Pool;
-    let scratch = "";
-    const home = process.env.SKYWARD_HOME;
+    let home: ScratchSkywardHome | undefined;
 
     beforeAll(async () => {
-      scratch = await mkdtemp(join(tmpdir(), "skyward-accelerate-testbed-"));
-      process.env.SKYWARD_HOME = scratch;
+      home = await useScratchSkywardHome("skyward-accelerate-testbed-");
       bed = await createTestbed({ hosts: 2 });
       proxy = await createPypiProxy({ testbed: bed });
       pool = await sky.compute({
-        provider: sky.SSH({
-          hosts: bed.hosts.map((host) => ({
-            host: host.host,
-            port: host.port,
-            user: host.user,
-            privateKey: host.privateKey,
-            hostKeyFingerprint: host.hostKeyFingerprint,
-            root: host.root,
-          })),
-        }),
+        provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
         nodes: 2,
         ttl: 0,
         image: { python: SYSTEM_PYTHON, pip: [ACCELERATE_REQUIREMENT], includes: [tasks], env: proxy.env },
@@ -103,9 +94,7 @@ describe.skipIf(skipReason !== undefined)(
       await pool?.close();
       await proxy?.close();
       await bed?.teardown();
-      if (home === undefined) delete process.env.SKYWARD_HOME;
-      else process.env.SKYWARD_HOME = home;
-      if (scratch) await rm(scratch, { recursive: true, force: true });
+      await home?.restore();
     });
 
     it("installed accelerate from PyPI through the proxy, and kept Debian's torch", async () => {

@@ -4,9 +4,6 @@
  * (the hosts have no other way out), and the two workers form one JAX runtime whose CPU collectives
  * (gloo) run between the hosts' private addresses.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import {
@@ -14,7 +11,10 @@ import {
   createTestbed,
   type PypiProxy,
   requireTestbed,
+  type ScratchSkywardHome,
   type Testbed,
+  testbedSshHosts,
+  useScratchSkywardHome,
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jax } from "../src/index.js";
@@ -44,25 +44,14 @@ describe.skipIf(skipReason !== undefined)("jax() across 2 SSH hosts of the test 
   let bed: Testbed;
   let proxy: PypiProxy;
   let pool: sky.Pool;
-  let scratch = "";
-  const home = process.env.SKYWARD_HOME;
+  let home: ScratchSkywardHome | undefined;
 
   beforeAll(async () => {
-    scratch = await mkdtemp(join(tmpdir(), "skyward-jax-testbed-"));
-    process.env.SKYWARD_HOME = scratch;
+    home = await useScratchSkywardHome("skyward-jax-testbed-");
     bed = await createTestbed({ hosts: 2 });
     proxy = await createPypiProxy({ testbed: bed });
     pool = await sky.compute({
-      provider: sky.SSH({
-        hosts: bed.hosts.map((host) => ({
-          host: host.host,
-          port: host.port,
-          user: host.user,
-          privateKey: host.privateKey,
-          hostKeyFingerprint: host.hostKeyFingerprint,
-          root: host.root,
-        })),
-      }),
+      provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
       nodes: 2,
       ttl: 0,
       image: { python: SYSTEM_PYTHON, includes: [tasks], env: proxy.env },
@@ -75,9 +64,7 @@ describe.skipIf(skipReason !== undefined)("jax() across 2 SSH hosts of the test 
     await pool?.close();
     await proxy?.close();
     await bed?.teardown();
-    if (home === undefined) delete process.env.SKYWARD_HOME;
-    else process.env.SKYWARD_HOME = home;
-    if (scratch) await rm(scratch, { recursive: true, force: true });
+    await home?.restore();
   });
 
   it("installed JAX from PyPI through the proxy, which opened tunnels to PyPI only", () => {

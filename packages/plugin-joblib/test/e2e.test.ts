@@ -7,12 +7,16 @@
  * are seen by the pool's virtual environment and nothing is downloaded.
  */
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { createTestbed, requireTestbed, type Testbed } from "@skyward/testing";
+import {
+  createTestbed,
+  requireTestbed,
+  type ScratchSkywardHome,
+  type Testbed,
+  testbedSshHosts,
+  useScratchSkywardHome,
+} from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { joblib, sklearn } from "../src/index.js";
 
@@ -72,20 +76,15 @@ if (frameworks !== undefined && process.env.CI === "true") {
 
 const squares = (n: number) => Array.from({ length: n }, (_, i) => i * i);
 
-let home: string | undefined;
-let scratch = "";
+let home: ScratchSkywardHome | undefined;
 
 beforeAll(async () => {
   // A private Skyward home: the pool's virtual environment is built here, not in ~/.skyward.
-  home = process.env.SKYWARD_HOME;
-  scratch = await mkdtemp(join(tmpdir(), "skyward-joblib-e2e-"));
-  process.env.SKYWARD_HOME = scratch;
+  home = await useScratchSkywardHome("skyward-joblib-e2e-");
 });
 
 afterAll(async () => {
-  if (home === undefined) delete process.env.SKYWARD_HOME;
-  else process.env.SKYWARD_HOME = home;
-  await rm(scratch, { recursive: true, force: true });
+  await home?.restore();
 });
 
 describe.skipIf(frameworks !== undefined)("joblib on a 2-node local pool, concurrency 2", () => {
@@ -241,16 +240,7 @@ describe.skipIf(testbedSkip !== undefined)("joblib and sklearn on 2 SSH hosts of
   beforeAll(async () => {
     bed = await createTestbed({ hosts: 2 });
     pool = await sky.compute({
-      provider: sky.SSH({
-        hosts: bed.hosts.map((host) => ({
-          host: host.host,
-          port: host.port,
-          user: host.user,
-          privateKey: host.privateKey,
-          hostKeyFingerprint: host.hostKeyFingerprint,
-          root: host.root,
-        })),
-      }),
+      provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
       nodes: 2,
       ttl: 0,
       image: { python: SYSTEM_PYTHON, includes: [tasks] },

@@ -4,12 +4,16 @@
  * of the test bed (gloo across network namespaces).
  */
 import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { createTestbed, requireTestbed, type Testbed } from "@skyward/testing";
+import {
+  createTestbed,
+  requireTestbed,
+  type ScratchSkywardHome,
+  type Testbed,
+  testbedSshHosts,
+  useScratchSkywardHome,
+} from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { torch } from "../src/index.js";
 
@@ -169,34 +173,21 @@ describe.skipIf(torchMissing !== undefined)("torch() when the process group cann
 
 describe.skipIf(testbedMissing !== undefined)("torch() across 2 SSH hosts of the test bed", () => {
   let bed: Testbed;
-  let scratch = "";
-  const home = process.env.SKYWARD_HOME;
+  let home: ScratchSkywardHome | undefined;
 
   beforeAll(async () => {
     bed = await createTestbed({ hosts: 2 });
-    scratch = await mkdtemp(join(tmpdir(), "skyward-torch-e2e-"));
-    process.env.SKYWARD_HOME = scratch;
+    home = await useScratchSkywardHome("skyward-torch-e2e-");
   });
 
   afterAll(async () => {
     await bed?.teardown();
-    if (home === undefined) delete process.env.SKYWARD_HOME;
-    else process.env.SKYWARD_HOME = home;
-    await rm(scratch, { recursive: true, force: true });
+    await home?.restore();
   });
 
   it("runs all_reduce and DDP over gloo between the hosts' private addresses", async () => {
     await using pool = await sky.compute({
-      provider: sky.SSH({
-        hosts: bed.hosts.map((host) => ({
-          host: host.host,
-          port: host.port,
-          user: host.user,
-          privateKey: host.privateKey,
-          hostKeyFingerprint: host.hostKeyFingerprint,
-          root: host.root,
-        })),
-      }),
+      provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
       nodes: 2,
       ttl: 0,
       image: { python: SYSTEM_PYTHON, includes: [tasks] },

@@ -16,7 +16,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DescribeInstancesCommand, EC2Client } from "@aws-sdk/client-ec2";
 import { type Cluster, options, resolvePoolSpec, spec } from "@skyward/core";
-import { createTestbed, requireTestbed, type Testbed } from "@skyward/testing";
+import { createTestbed, requireTestbed, type Testbed, testbedSshHosts } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsClusterData, createAWS } from "../src/index.js";
 import { type MotoServer, motoInventory, motoSkipReason, startMoto } from "./moto-server.js";
@@ -144,14 +144,7 @@ describe.skipIf(skipReason !== undefined)("a client killed while its pool runs o
         endpoint: moto.endpoint,
         tasks,
         markers: join(scratch, "markers"),
-        hosts: bed.hosts.map(({ host, port, user, identityFile, root, hostKeyFingerprint }) => ({
-          host,
-          port,
-          user,
-          identityFile,
-          root,
-          hostKeyFingerprint,
-        })),
+        hosts: testbedSshHosts(bed, { keyFile: true }),
       }),
     );
     await chmod(config, 0o600);

@@ -6,12 +6,17 @@
  * so the seam supplies the host's own key, user, root directory and host key fingerprint.
  */
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { createTestbed, requireTestbed, type Testbed } from "@skyward/testing";
+import {
+  createTestbed,
+  requireTestbed,
+  type ScratchSkywardHome,
+  type Testbed,
+  testbedSshHost,
+  useScratchSkywardHome,
+} from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsInstanceAddresses, createAWS, type SshAddressMapping } from "../src/index.js";
 import {
@@ -43,14 +48,12 @@ async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<b
 describe.skipIf(skipReason !== undefined)("a pool on AWS (moto) whose instances are test-bed hosts", () => {
   let moto: MotoServer;
   let bed: Testbed;
-  let home = "";
+  let home: ScratchSkywardHome | undefined;
   let restoreEnvironment: () => void = () => undefined;
-  const previousHome = process.env.SKYWARD_HOME;
 
   beforeAll(async () => {
     restoreEnvironment = useFakeAwsEnvironment();
-    home = await mkdtemp(join(tmpdir(), "skyward-aws-pool-"));
-    process.env.SKYWARD_HOME = home;
+    home = await useScratchSkywardHome("skyward-aws-pool-");
     moto = await startMoto();
     bed = await createTestbed({ hosts: 2 });
   }, 180_000);
@@ -59,16 +62,15 @@ describe.skipIf(skipReason !== undefined)("a pool on AWS (moto) whose instances 
     await bed?.teardown();
     await moto?.stop();
     restoreEnvironment();
-    if (previousHome === undefined) delete process.env.SKYWARD_HOME;
-    else process.env.SKYWARD_HOME = previousHome;
-    await rm(home, { recursive: true, force: true });
+    await home?.restore();
   });
 
   it("runs tasks on both nodes, then terminate and teardown leave nothing at moto", async () => {
     // Each new EC2 instance gets the next free test-bed host.
     const assigned = new Map<string, number>();
     const mapped: AwsInstanceAddresses[] = [];
-    const marker = (index: number) => join(home, `self-destructed-${index}`);
+    const scratch = home?.path as string;
+    const marker = (index: number) => join(scratch, `self-destructed-${index}`);
     const provider = createAWS({
       endpoint: moto.endpoint,
       sshAddress: (instance): SshAddressMapping => {
@@ -81,12 +83,7 @@ describe.skipIf(skipReason !== undefined)("a pool on AWS (moto) whose instances 
         const host = bed.hosts[index];
         if (!host) throw new Error(`no test-bed host left for ${instance.id}`);
         return {
-          host: host.host,
-          port: host.port,
-          user: host.user,
-          privateKey: host.privateKey,
-          hostKeyFingerprint: host.hostKeyFingerprint,
-          root: host.root,
+          ...testbedSshHost(host),
           privateIp: host.host,
           // Never a shutdown of this machine: the worker leaves a mark instead.
           selfDestruct: `touch '${marker(index)}'`,
@@ -143,7 +140,7 @@ describe.skipIf(skipReason !== undefined)("a pool on AWS (moto) whose instances 
     expect(clusterTag).toMatch(/^sky-[0-9a-f]{8}$/);
     const left = await motoInventory(moto.endpoint);
     expect(left).toEqual({ liveInstances: [], securityGroups: [], keyPairs: [], skywardVolumes: [] });
-    expect(existsSync(join(home, "keys", `skyward-${clusterTag}.pem`))).toBe(false);
+    expect(existsSync(join(scratch, "keys", `skyward-${clusterTag}.pem`))).toBe(false);
     // Released with ttl 0, each worker ran the provider's self-destruct (the seam's, here) at once.
     expect(await waitUntil(() => existsSync(marker(0)) && existsSync(marker(1)), 30_000)).toBe(true);
   }, 400_000);

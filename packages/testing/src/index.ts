@@ -33,6 +33,7 @@ export {
   type SecretScanReport,
   scanForSecrets,
 } from "./secret-scan.js";
+export { type ScratchSkywardHome, useScratchSkywardHome } from "./skyward-home.js";
 export {
   type CreateTestbedOptions,
   checkTestbedPrerequisites,
@@ -46,5 +47,10 @@ export {
   type TestbedExecOptions,
   type TestbedExecResult,
   type TestbedHost,
+  type TestbedSshHostInput,
+  type TestbedSshHostOptions,
+  type TestbedSshHostsOptions,
   testbedSkipReason,
+  testbedSshHost,
+  testbedSshHosts,
 } from "./testbed.js";

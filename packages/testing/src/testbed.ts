@@ -23,6 +23,7 @@ import {
 import { copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { join } from "node:path";
+import type { SshHostInput } from "@skyward/core";
 import {
   type CommandResult,
   isProcessRunning,
@@ -127,6 +128,29 @@ export interface CreateTestbedOptions {
   signal?: AbortSignal;
   /** Deadline for the whole creation, sshd readiness included (default 60 s). */
   timeoutMs?: number;
+}
+
+/** Options of {@link testbedSshHost} (and of {@link testbedSshHosts}). */
+export interface TestbedSshHostOptions {
+  /**
+   * Pin the host key by its fingerprint (default `true`). `false` leaves `hostKeyFingerprint` out,
+   * so the key is trusted on first use and remembered in `$SKYWARD_HOME`'s `known_hosts`.
+   */
+  pinHostKey?: boolean;
+  /**
+   * Give the private key as its file (`identityFile`) rather than its text (`privateKey`, the
+   * default): for a host list written to a file or handed to another process.
+   */
+  keyFile?: boolean;
+}
+
+/** A test-bed host as an entry of `sky.SSH({ hosts })`, its port, user and root always given. */
+export type TestbedSshHostInput = SshHostInput & Required<Pick<SshHostInput, "port" | "user" | "root">>;
+
+/** Options of {@link testbedSshHosts}. */
+export interface TestbedSshHostsOptions extends TestbedSshHostOptions {
+  /** Which hosts, by index into {@link Testbed.hosts}, in this order (default: all of them). */
+  indices?: readonly number[];
 }
 
 /** What {@link cleanupStaleTestbeds} removed. */
@@ -565,6 +589,56 @@ async function fingerprintOf(sshKeygen: string, publicKeyPath: string, signal: A
     throw new Error(`unexpected ssh-keygen -l output for ${publicKeyPath}: ${result.stdout.trim()}`);
   }
   return fingerprint;
+}
+
+/**
+ * One test-bed host as an entry of `sky.SSH({ hosts })`: its address, port, user, key, host-key
+ * fingerprint and its own Skyward root directory. Spread it to add fields (`privateIp`, …).
+ *
+ * @example
+ * ```ts
+ * sky.SSH({ hosts: [{ ...testbedSshHost(bed.hosts[0]!), privateIp: "10.0.0.5" }] });
+ * ```
+ */
+export function testbedSshHost(host: TestbedHost, options: TestbedSshHostOptions = {}): TestbedSshHostInput {
+  return {
+    host: host.host,
+    port: host.port,
+    user: host.user,
+    ...(options.keyFile === true ? { identityFile: host.identityFile } : { privateKey: host.privateKey }),
+    ...(options.pinHostKey === false ? {} : { hostKeyFingerprint: host.hostKeyFingerprint }),
+    root: host.root,
+  };
+}
+
+/**
+ * A test bed's hosts (all, or those at `options.indices`) as the `hosts` of `sky.SSH`, one node
+ * each; see {@link testbedSshHost}. Throws a `RangeError` for an index the test bed has no host at.
+ *
+ * @example
+ * ```ts
+ * await using bed = await createTestbed({ hosts: 2 });
+ * await using pool = await sky.compute({ provider: sky.SSH({ hosts: testbedSshHosts(bed) }), nodes: 2 });
+ * ```
+ */
+export function testbedSshHosts(
+  testbed: Pick<Testbed, "hosts">,
+  options: TestbedSshHostsOptions = {},
+): TestbedSshHostInput[] {
+  const { indices, ...hostOptions } = options;
+  const hosts =
+    indices === undefined
+      ? testbed.hosts
+      : indices.map((index) => {
+          const host = testbed.hosts[index];
+          if (host === undefined) {
+            throw new RangeError(
+              `indices: the test bed has no host ${String(index)} (it has ${testbed.hosts.length})`,
+            );
+          }
+          return host;
+        });
+  return hosts.map((host) => testbedSshHost(host, hostOptions));
 }
 
 /**

@@ -6,7 +6,13 @@ import { execFileSync } from "node:child_process";
 import { readdir } from "node:fs/promises";
 import * as sky from "@skyward/core";
 import { afterAll, beforeAll, describe } from "vitest";
-import { createTestbed, requireTestbed, runProviderConformance, type Testbed } from "../src/index.js";
+import {
+  createTestbed,
+  requireTestbed,
+  runProviderConformance,
+  type Testbed,
+  testbedSshHosts,
+} from "../src/index.js";
 
 runProviderConformance({
   name: "Local",
@@ -40,17 +46,7 @@ describe.skipIf(skipReason !== undefined)("SSH on a 2-host test bed", () => {
 
   runProviderConformance({
     name: "SSH",
-    create: () =>
-      sky.SSH({
-        hosts: bed.hosts.map((host) => ({
-          host: host.host,
-          port: host.port,
-          user: host.user,
-          privateKey: host.privateKey,
-          hostKeyFingerprint: host.hostKeyFingerprint,
-          root: host.root,
-        })),
-      }),
+    create: () => sky.SSH({ hosts: testbedSshHosts(bed) }),
     provisionCount: 2,
     // The SSH provider creates nothing on the hosts until a pool starts a worker: their Skyward root
     // directories must stay empty, and no worker process may run.

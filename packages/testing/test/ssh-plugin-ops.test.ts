@@ -6,7 +6,7 @@
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestbed, requireTestbed, type Testbed } from "../src/index.js";
+import { createTestbed, requireTestbed, type Testbed, testbedSshHosts } from "../src/index.js";
 
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/plugin_ops_tasks.py", import.meta.url));
@@ -16,17 +16,7 @@ const cwd = sky.python<[], string>("plugin_ops_tasks:cwd");
 describe.skipIf(skipReason !== undefined)("plugin bootstrap ops over SSH", () => {
   let bed: Testbed;
 
-  const provider = () =>
-    sky.SSH({
-      hosts: bed.hosts.map((host) => ({
-        host: host.host,
-        port: host.port,
-        user: host.user,
-        privateKey: host.privateKey,
-        hostKeyFingerprint: host.hostKeyFingerprint,
-        root: host.root,
-      })),
-    });
+  const provider = () => sky.SSH({ hosts: testbedSshHosts(bed) });
 
   beforeAll(async () => {
     bed = await createTestbed({ hosts: 1 });

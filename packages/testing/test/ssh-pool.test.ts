@@ -4,15 +4,20 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
-import { tmpdir } from "node:os";
-import { basename, join } from "node:path";
+import { basename } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestbed, requireTestbed, type Testbed } from "../src/index.js";
+import {
+  createTestbed,
+  requireTestbed,
+  type ScratchSkywardHome,
+  type Testbed,
+  testbedSshHosts,
+  useScratchSkywardHome,
+} from "../src/index.js";
 
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/ssh_tasks.py", import.meta.url));
@@ -89,35 +94,21 @@ async function serveIndex(
 
 describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed", () => {
   let bed: Testbed;
-  let scratch = "";
+  let home: ScratchSkywardHome | undefined;
   let index: { url: string; server: Server; requests: string[] };
-  const home = process.env.SKYWARD_HOME;
 
-  const provider = () =>
-    sky.SSH({
-      hosts: bed.hosts.map((host) => ({
-        host: host.host,
-        port: host.port,
-        user: host.user,
-        privateKey: host.privateKey,
-        hostKeyFingerprint: host.hostKeyFingerprint,
-        root: host.root,
-      })),
-    });
+  const provider = () => sky.SSH({ hosts: testbedSshHosts(bed) });
 
   beforeAll(async () => {
     bed = await createTestbed({ hosts: 3 });
-    scratch = await mkdtemp(join(tmpdir(), "skyward-ssh-e2e-"));
-    process.env.SKYWARD_HOME = scratch;
-    index = await serveIndex(bed.bridgeAddress, buildWheel(scratch));
+    home = await useScratchSkywardHome("skyward-ssh-e2e-");
+    index = await serveIndex(bed.bridgeAddress, buildWheel(home.path));
   }, 120_000);
 
   afterAll(async () => {
     index?.server.close();
     await bed?.teardown();
-    if (home === undefined) delete process.env.SKYWARD_HOME;
-    else process.env.SKYWARD_HOME = home;
-    await rm(scratch, { recursive: true, force: true });
+    await home?.restore();
   });
 
   it("runs on 3 distinct nodes with their private addresses and one head; shards, includes and a scoped index work", async () => {
@@ -190,17 +181,9 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
     return condition();
   };
 
-  const hostInputs = (indices: number[]) =>
-    indices.map((index) => {
-      const host = bed.hosts[index] as Testbed["hosts"][number];
-      return {
-        host: host.host,
-        port: host.port,
-        user: host.user,
-        privateKey: host.privateKey,
-        root: host.root,
-      };
-    });
+  // Without their fingerprints: these pools trust the host keys on first use (known_hosts in the
+  // scratch SKYWARD_HOME), the path a user who gives none takes.
+  const hostInputs = (indices: number[]) => testbedSshHosts(bed, { indices, pinHostKey: false });
 
   it("released workers wait out their TTL, then stop and clean their root directory", async () => {
     const pool = await sky.compute({
