@@ -5,11 +5,9 @@
  * groups still in use — which moto never shows — come from a proxy that rewrites or fails its answers.
  */
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { CreateSecurityGroupCommand, DescribeVpcsCommand, EC2Client } from "@aws-sdk/client-ec2";
 import { type Cluster, type Offer, options, type PoolSpec, resolvePoolSpec, spec } from "@skyward/core";
+import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsClusterData, createAWS } from "../src/index.js";
 import { startFaultProxy } from "./fault-proxy.js";
@@ -27,13 +25,11 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
   let moto: MotoServer;
   let ec2: EC2Client;
   let restoreEnvironment: () => void = () => undefined;
-  let home = "";
-  const previousHome = process.env.SKYWARD_HOME;
+  let home: ScratchSkywardHome | undefined;
 
   beforeAll(async () => {
     restoreEnvironment = useFakeAwsEnvironment();
-    home = await mkdtemp(join(tmpdir(), "skyward-aws-cleanup-"));
-    process.env.SKYWARD_HOME = home;
+    home = await useScratchSkywardHome("skyward-aws-cleanup-");
     moto = await startMoto();
     ec2 = new EC2Client({
       region: "us-east-1",
@@ -46,9 +42,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
     ec2?.destroy();
     await moto?.stop();
     restoreEnvironment();
-    if (previousHome === undefined) delete process.env.SKYWARD_HOME;
-    else process.env.SKYWARD_HOME = previousHome;
-    await rm(home, { recursive: true, force: true });
+    await home?.restore();
   });
 
   it("removes what dead pools' prepare made, leaves a pool with a live instance, and never touches the user's group", async () => {

@@ -2,10 +2,7 @@
  * The provider conformance suite of `@skyward/testing`, run against moto: the `v1` contract's
  * offers and lifecycle, with moto's own inventory as the judge of what is left.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { runProviderConformance } from "@skyward/testing";
+import { runProviderConformance, type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
 import { afterAll, beforeAll, describe } from "vitest";
 import { createAWS } from "../src/index.js";
 import {
@@ -21,22 +18,18 @@ const skipReason = motoSkipReason();
 describe.skipIf(skipReason !== undefined)("AWS against moto", () => {
   let moto: MotoServer;
   let restoreEnvironment: () => void = () => undefined;
-  let home = "";
-  const previousHome = process.env.SKYWARD_HOME;
+  let home: ScratchSkywardHome | undefined;
 
   beforeAll(async () => {
     restoreEnvironment = useFakeAwsEnvironment();
-    home = await mkdtemp(join(tmpdir(), "skyward-aws-conformance-"));
-    process.env.SKYWARD_HOME = home;
+    home = await useScratchSkywardHome("skyward-aws-conformance-");
     moto = await startMoto();
   });
 
   afterAll(async () => {
     await moto?.stop();
     restoreEnvironment();
-    if (previousHome === undefined) delete process.env.SKYWARD_HOME;
-    else process.env.SKYWARD_HOME = previousHome;
-    await rm(home, { recursive: true, force: true });
+    await home?.restore();
   });
 
   runProviderConformance({

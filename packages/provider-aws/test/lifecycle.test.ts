@@ -3,8 +3,7 @@
  * getInstance, listInstances, terminate and teardown, leaving nothing behind; spot falling back to
  * on-demand; credential errors. moto's API is EC2's, spoken over HTTP by the real SDK.
  */
-import { mkdtemp, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   CreateKeyPairCommand,
@@ -29,6 +28,7 @@ import {
   resolvePoolSpec,
   spec,
 } from "@skyward/core";
+import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type AwsClusterData, createAWS } from "../src/index.js";
 import { startFaultProxy } from "./fault-proxy.js";
@@ -54,13 +54,11 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
   let moto: MotoServer;
   let ec2: EC2Client;
   let restoreEnvironment: () => void = () => undefined;
-  let home = "";
-  const previousHome = process.env.SKYWARD_HOME;
+  let home: ScratchSkywardHome | undefined;
 
   beforeAll(async () => {
     restoreEnvironment = useFakeAwsEnvironment();
-    home = await mkdtemp(join(tmpdir(), "skyward-aws-home-"));
-    process.env.SKYWARD_HOME = home;
+    home = await useScratchSkywardHome("skyward-aws-home-");
     moto = await startMoto();
     ec2 = new EC2Client({
       region: "us-east-1",
@@ -73,9 +71,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
     ec2?.destroy();
     await moto?.stop();
     restoreEnvironment();
-    if (previousHome === undefined) delete process.env.SKYWARD_HOME;
-    else process.env.SKYWARD_HOME = previousHome;
-    await rm(home, { recursive: true, force: true });
+    await home?.restore();
   });
 
   afterEach(async () => {
@@ -197,7 +193,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
         ownsKeyPair: true,
         imageSource: "describe-images",
       });
-      expect(data.keyFile).toBe(join(home, "keys", `${data.keyName}.pem`));
+      expect(data.keyFile).toBe(join(home?.path as string, "keys", `${data.keyName}.pem`));
       expect((await stat(data.keyFile)).mode & 0o777).toBe(0o600);
       const tags = {
         "skyward:pool": cluster.id,
@@ -384,7 +380,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
         }),
       );
       const key = await ec2.send(new CreateKeyPairCommand({ KeyName: "mine", KeyType: "ed25519" }));
-      const identityFile = join(home, "mine.pem");
+      const identityFile = join(home?.path as string, "mine.pem");
       await writeFile(identityFile, key.KeyMaterial ?? "", { mode: 0o600 });
       const aws = createAWS({
         endpoint: moto.endpoint,
