@@ -30,17 +30,7 @@ if (testing && process.argv.includes("--testbed-if-possible")) {
   }
 }
 await using testbed = testing ? await testing.createTestbed({ hosts: 4 }) : undefined;
-const provider = testbed
-  ? sky.SSH({
-      hosts: testbed.hosts.map((host) => ({
-        host: host.host,
-        user: host.user,
-        privateKey: host.privateKey,
-        hostKeyFingerprint: host.hostKeyFingerprint,
-        root: host.root,
-      })),
-    })
-  : sky.Local();
+const provider = testbed && testing ? sky.SSH({ hosts: testing.testbedSshHosts(testbed) }) : sky.Local();
 
 await using pool = await sky.compute({ provider, nodes: 4, ttl: 0, image: { includes: [tasks] } });
 
