@@ -39,7 +39,7 @@ class Task:
 
     __slots__ = (
         "id", "fn", "args", "kwargs", "timeout", "stream", "pin", "connection", "state", "slot",
-        "timer", "context", "inputs", "stream_indices", "nested", "subtasks",
+        "context", "inputs", "stream_indices", "nested", "subtasks",
     )
 
     def __init__(
@@ -64,7 +64,6 @@ class Task:
         self.connection = connection
         self.state = "queued"  # → "running" → "done"
         self.slot = -1
-        self.timer: asyncio.TimerHandle | None = None
         self.context: TaskContext | None = None
         self.inputs: Dict[int, InputStream] = {}
         self.stream_indices = [arg.index for arg in args if type(arg) is StreamRef] + [
