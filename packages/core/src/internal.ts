@@ -76,11 +76,15 @@ export type {
   ProviderHttpRequest,
   ProviderHttpRequestFunction,
   ProviderHttpResponse,
+  ProviderHttpSettings,
 } from "./provider-http.js";
 export {
   answerMessage,
+  answerNumberSchema,
+  carriesErrorMarker,
   createProviderHttpClient,
   ProviderApiError,
+  parseProviderAnswer,
   resolveProviderApiKey,
 } from "./provider-http.js";
 export { findPython, preparePythonEnvironment, skywardHome } from "./python-environment.js";

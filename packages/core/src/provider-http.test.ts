@@ -1,13 +1,17 @@
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { ConfigurationError, ProvisionError } from "./errors.js";
 import {
   answerMessage,
+  answerNumberSchema,
+  carriesErrorMarker,
   createProviderHttpClient,
   ProviderApiError,
   type ProviderApiErrorOptions,
   type ProviderHttpAttempt,
   type ProviderHttpClientOptions,
   type ProviderHttpResponse,
+  parseProviderAnswer,
   resolveProviderApiKey,
 } from "./provider-http.js";
 
@@ -211,5 +215,60 @@ describe("answerMessage", () => {
       undefined,
       undefined,
     ]);
+  });
+});
+
+describe("carriesErrorMarker", () => {
+  it("is true only for objects with the marker set to true", () => {
+    const marker = Symbol.for("skyward.error.example-test");
+    const marked = Object.defineProperty(new Error("x"), marker, { value: true });
+    expect(carriesErrorMarker(marked, marker)).toBe(true);
+    expect(carriesErrorMarker(marked, Symbol.for("skyward.error.other-test"))).toBe(false);
+    expect(carriesErrorMarker({ [marker]: "yes" }, marker)).toBe(false);
+    expect([carriesErrorMarker(null, marker), carriesErrorMarker("text", marker)]).toEqual([false, false]);
+    expect(ProviderApiError.isInstance(new ExampleApiError({ message: "m" }))).toBe(true);
+    expect(ProviderApiError.isInstance(marked)).toBe(false);
+  });
+});
+
+describe("parseProviderAnswer", () => {
+  const schema = z.looseObject({ items: z.array(z.looseObject({ id: z.number() })) });
+  const api = {
+    label: "Example",
+    createError: (options: ProviderApiErrorOptions) => new ExampleApiError(options),
+  };
+
+  it("returns the parsed answer", () => {
+    expect(parseProviderAnswer(schema, { items: [{ id: 1 }], more: true }, "listing things", api)).toEqual({
+      items: [{ id: 1 }],
+      more: true,
+    });
+  });
+
+  it("fails with the provider's error naming the purpose and the first issue's path", () => {
+    const failure = (value: unknown) => {
+      try {
+        parseProviderAnswer(schema, value, "listing things", api);
+      } catch (error) {
+        return error;
+      }
+      throw new Error("expected a failure");
+    };
+    const error = failure({ items: [{ id: "one" }] });
+    expect(error).toBeInstanceOf(ExampleApiError);
+    expect((error as ExampleApiError).message).toMatch(
+      /^Example's answer to listing things was not understood: items\.0\.id: /,
+    );
+    expect((error as ExampleApiError).isRetryable).toBe(false);
+    expect((failure("not an object") as Error).message).toMatch(/not understood: \(root\): /);
+  });
+});
+
+describe("answerNumberSchema", () => {
+  it("reads numbers and numeric strings; null for anything else", () => {
+    const read = (value: unknown) => answerNumberSchema.parse(value);
+    expect([read(1.5), read("0.25"), read(0), read(-3)]).toEqual([1.5, 0.25, 0, -3]);
+    expect([read(undefined), read(null), read("n/a"), read("Infinity")]).toEqual([null, null, null, null]);
+    expect(answerNumberSchema.safeParse({}).success).toBe(false);
   });
 });

@@ -4,10 +4,21 @@
  * run), 5xx and network failures only for requests that are safe to repeat. Sending is left to the
  * provider (axios, `fetch`…) through a request function, so the core depends on no HTTP library.
  * Errors never carry the key, the request headers or the sender's own error (which may hold them).
+ * Answers are checked with zod ({@link parseProviderAnswer}, {@link answerNumberSchema}).
  */
+import { z } from "zod";
 import { ConfigurationError, ProvisionError } from "./errors.js";
 
 const providerApiMarker = Symbol.for("skyward.error.provider-api");
+
+/**
+ * True when `error` is an object carrying `marker` (a `Symbol.for` key set to `true` by its
+ * constructor): how an error class's `isInstance` recognises its instances from any copy of the
+ * package that defines it.
+ */
+export function carriesErrorMarker(error: unknown, marker: symbol): boolean {
+  return typeof error === "object" && error !== null && (error as Record<symbol, unknown>)[marker] === true;
+}
 
 /** What {@link ProviderApiError}'s subclasses are built from. */
 export interface ProviderApiErrorOptions {
@@ -40,11 +51,7 @@ export class ProviderApiError extends ProvisionError {
 
   /** True for a {@link ProviderApiError} (of any provider) from any copy of this package. */
   static override isInstance(error: unknown): error is ProviderApiError {
-    return (
-      typeof error === "object" &&
-      error !== null &&
-      (error as Record<symbol, unknown>)[providerApiMarker] === true
-    );
+    return carriesErrorMarker(error, providerApiMarker);
   }
 }
 
@@ -76,6 +83,23 @@ export function resolveProviderApiKey(apiKey: string | undefined, identity: Prov
     });
   }
   return key.trim();
+}
+
+/**
+ * The settings a provider's HTTP layer reads, as the provider's settings schema leaves them: the API
+ * key (else the environment variable), an injected `fetch`, and the retry and deadline knobs.
+ */
+export interface ProviderHttpSettings {
+  /** The API key; undefined: the provider's environment variable. A secret: never logged. */
+  readonly apiKey?: string;
+  /** The `fetch` to send with (tests, proxies); undefined: the provider's own sender. */
+  readonly fetch?: FetchFunction;
+  /** Retries after the first attempt. */
+  readonly maxRetries: number;
+  /** The first retry's delay, ms; each further one doubles it. */
+  readonly retryDelayMs: number;
+  /** Deadline of one attempt, ms. */
+  readonly requestTimeoutMs: number;
 }
 
 /** One attempt at a request, as the client hands it to the request function (an axios request config). */
@@ -261,3 +285,35 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
     },
   };
 }
+
+/**
+ * Parses a provider's answer `value` with `schema`; when it does not fit, throws `createError(…)`
+ * saying "<label>'s answer to <purpose> was not understood: <path>: <message>" (the first issue).
+ */
+export function parseProviderAnswer<T extends z.ZodType>(
+  schema: T,
+  value: unknown,
+  purpose: string,
+  api: Pick<ProviderHttpClientOptions, "label" | "createError">,
+): z.output<T> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw api.createError({
+      message: `${api.label}'s answer to ${purpose} was not understood: ${issue ? `${issue.path.join(".") || "(root)"}: ${issue.message}` : "invalid"}`,
+    });
+  }
+  return parsed.data;
+}
+
+/**
+ * A number in a provider's answer, sent as a JSON number or as a numeric string: the finite number,
+ * else (absent, null, not a number) null.
+ */
+export const answerNumberSchema = z
+  .union([z.number(), z.string()])
+  .nullish()
+  .transform((value) => {
+    const parsed = typeof value === "string" ? Number(value) : value;
+    return typeof parsed === "number" && Number.isFinite(parsed) ? parsed : null;
+  });

@@ -10,7 +10,12 @@
  *
  * `runpod-sdk` on npm covers serverless endpoints only, not pods, so none of this goes through it.
  */
-import { answerMessage, type ProviderHttpClient } from "@skyward/core/internal";
+import {
+  answerMessage,
+  answerNumberSchema,
+  type ProviderHttpClient,
+  parseProviderAnswer,
+} from "@skyward/core/internal";
 import { z } from "zod";
 import { RunPodApiError } from "./http-client.js";
 
@@ -19,13 +24,7 @@ export const RUNPOD_GRAPHQL_URL = "https://api.runpod.io/graphql";
 /** RunPod's REST API, version 1. */
 export const RUNPOD_REST_URL = "https://rest.runpod.io/v1";
 
-const price = z
-  .union([z.number(), z.string()])
-  .nullish()
-  .transform((value) => {
-    const number = typeof value === "string" ? Number(value) : value;
-    return typeof number === "number" && Number.isFinite(number) && number > 0 ? number : null;
-  });
+const price = answerNumberSchema.transform((value) => (value !== null && value > 0 ? value : null));
 const count = z
   .number()
   .nullish()
@@ -238,14 +237,10 @@ export function requireData(result: GraphqlResult, purpose: string): Record<stri
 
 /** Parses `value` with `schema`, or fails with a {@link RunPodApiError} saying the answer was not understood. */
 export function parseAnswer<T extends z.ZodType>(schema: T, value: unknown, purpose: string): z.output<T> {
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new RunPodApiError({
-      message: `RunPod's answer to ${purpose} was not understood: ${issue ? `${issue.path.join(".") || "(root)"}: ${issue.message}` : "invalid"}`,
-    });
-  }
-  return parsed.data;
+  return parseProviderAnswer(schema, value, purpose, {
+    label: "RunPod",
+    createError: (options) => new RunPodApiError(options),
+  });
 }
 
 /** The schemas of whole answers. */

@@ -4,11 +4,12 @@
  * over axios — through its own Node adapter, or through an injected `fetch`.
  */
 import {
+  carriesErrorMarker,
   createProviderHttpClient,
-  type FetchFunction,
   ProviderApiError,
   type ProviderApiErrorOptions,
   type ProviderHttpClient,
+  type ProviderHttpSettings,
   resolveProviderApiKey,
 } from "@skyward/core/internal";
 import axios from "axios";
@@ -26,11 +27,7 @@ export class VastApiError extends ProviderApiError {
 
   /** True for a {@link VastApiError} from any copy of this package. */
   static override isInstance(error: unknown): error is VastApiError {
-    return (
-      typeof error === "object" &&
-      error !== null &&
-      (error as Record<symbol, unknown>)[apiErrorMarker] === true
-    );
+    return carriesErrorMarker(error, apiErrorMarker);
   }
 }
 
@@ -38,13 +35,7 @@ export class VastApiError extends ProviderApiError {
  * Creates the client; nothing is sent and no key is looked up until the first request. The key: the
  * settings' `apiKey`, else `VAST_API_KEY`, else a configuration error saying how to set one.
  */
-export function createHttpClient(settings: {
-  readonly apiKey?: string;
-  readonly fetch?: FetchFunction;
-  readonly maxRetries: number;
-  readonly retryDelayMs: number;
-  readonly requestTimeoutMs: number;
-}): ProviderHttpClient {
+export function createHttpClient(settings: ProviderHttpSettings): ProviderHttpClient {
   const { fetch } = settings;
   return createProviderHttpClient({
     ...VASTAI_API,

@@ -9,19 +9,21 @@
  * - `DELETE /instances/{id}/` — destroy;
  * - `POST /ssh/` — register a public key on the account (new instances get every account key).
  */
+import { answerNumberSchema, parseProviderAnswer } from "@skyward/core/internal";
 import { z } from "zod";
 import { VastApiError } from "./http-client.js";
 
 /** Vast.ai's API root. */
 export const VAST_API_URL = "https://console.vast.ai/api/v0";
 
-const number = z
-  .union([z.number(), z.string()])
-  .nullish()
-  .transform((value) => {
-    const parsed = typeof value === "string" ? Number(value) : value;
-    return typeof parsed === "number" && Number.isFinite(parsed) ? parsed : null;
-  });
+const number = answerNumberSchema;
+
+/** A list in an answer; absent or null: empty. */
+const listOf = <T extends z.ZodType>(item: T) =>
+  z
+    .array(item)
+    .nullish()
+    .transform((value) => value ?? []);
 
 /** One search result: an offer (ask) of a machine's GPUs. */
 export const vastOfferSchema = z.looseObject({
@@ -51,10 +53,7 @@ export type VastOffer = z.infer<typeof vastOfferSchema>;
 
 /** The search's answer. */
 export const searchAnswerSchema = z.looseObject({
-  offers: z
-    .array(vastOfferSchema)
-    .nullish()
-    .transform((value) => value ?? []),
+  offers: listOf(vastOfferSchema),
 });
 
 /** The answer to renting an ask. */
@@ -91,10 +90,7 @@ export type VastInstance = z.infer<typeof vastInstanceSchema>;
 
 /** `GET /instances/`. */
 export const instancesAnswerSchema = z.looseObject({
-  instances: z
-    .array(vastInstanceSchema)
-    .nullish()
-    .transform((value) => value ?? []),
+  instances: listOf(vastInstanceSchema),
 });
 
 /** `GET /instances/{id}/`: one instance under `instances`, or nothing when Vast.ai no longer knows it. */
@@ -104,12 +100,8 @@ export const instanceAnswerSchema = z.looseObject({
 
 /** Parses `value` with `schema`, or fails with a {@link VastApiError} saying the answer was not understood. */
 export function parseAnswer<T extends z.ZodType>(schema: T, value: unknown, purpose: string): z.output<T> {
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new VastApiError({
-      message: `Vast.ai's answer to ${purpose} was not understood: ${issue ? `${issue.path.join(".") || "(root)"}: ${issue.message}` : "invalid"}`,
-    });
-  }
-  return parsed.data;
+  return parseProviderAnswer(schema, value, purpose, {
+    label: "Vast.ai",
+    createError: (options) => new VastApiError(options),
+  });
 }
