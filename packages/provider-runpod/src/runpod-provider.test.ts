@@ -9,6 +9,7 @@ import {
   NoCapacityError,
   type Offer,
   type OfferQuery,
+  offerQuery,
   type PoolSpec,
   ProvisionError,
   options as poolOptions,
@@ -62,11 +63,7 @@ async function clusterFor(
 ) {
   const runpod = provider();
   const spec = poolSpec(input, runpod);
-  const query: OfferQuery = {
-    accelerator: spec.accelerator ? { name: spec.accelerator.name, count: spec.accelerator.count } : null,
-    allocation: spec.allocation,
-  };
-  const offer = pick(await runpod.offers(query, call()));
+  const offer = pick(await runpod.offers(offerQuery(spec), call()));
   if (!offer) throw new Error("no offer picked");
   return { runpod, cluster: await runpod.prepare(spec, offer, call()) };
 }

@@ -9,6 +9,7 @@ import {
   NoCapacityError,
   type Offer,
   type OfferQuery,
+  offerQuery,
   type PoolSpec,
   ProvisionError,
   options as poolOptions,
@@ -60,11 +61,7 @@ async function clusterFor(
 ) {
   const vast = provider(settings);
   const spec: PoolSpec = resolvePoolSpec(toSpec({ ...input, provider: vast }), poolOptions({}));
-  const query: OfferQuery = {
-    accelerator: spec.accelerator ? { name: spec.accelerator.name, count: spec.accelerator.count } : null,
-    allocation: spec.allocation,
-  };
-  const offer = pick(await vast.offers(query, call()));
+  const offer = pick(await vast.offers(offerQuery(spec), call()));
   if (!offer) throw new Error("no offer picked");
   const cluster = await vast.prepare(spec, offer, call());
   fake.requests.length = 0;
