@@ -666,9 +666,9 @@ export class Pool implements AsyncDisposable {
         image: this.#image as Image,
         pluginOps: collectPluginBootstrapOps(this.spec.plugins, cluster),
         token: this.#token,
-        // Fixed SSH hosts are known by their address; a cloud reuses addresses for new machines with
-        // new host keys, so their keys are recorded per instance.
-        ...(provider.name === "ssh" ? {} : { hostKeyAlias: `${provider.name}:${node.instance.id}` }),
+        ...(node.instance.ssh.hostKeyScope === "address"
+          ? {}
+          : { hostKeyAlias: `${provider.name}:${node.instance.id}` }),
         command,
         sshTimeoutSeconds: this.spec.sshTimeout,
         sshRetryIntervalSeconds: this.spec.sshRetryInterval,

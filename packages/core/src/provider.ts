@@ -208,6 +208,13 @@ export interface InstanceSsh {
    * it; the connection is refused when the server presents another key.
    */
   readonly hostKeyFingerprint?: string;
+  /**
+   * What its host key is recorded under for trust on first use: `"instance"` (default: the provider
+   * and instance id, for cloud machines, whose addresses are handed to new machines with new keys)
+   * or `"address"` (host and port, as OpenSSH does, for machines that keep their address, like the
+   * SSH provider's hosts).
+   */
+  readonly hostKeyScope?: "instance" | "address";
   /** Skyward's directory on the node (environment, runtime, code). Default `/opt/skyward`. */
   readonly root?: string;
 }

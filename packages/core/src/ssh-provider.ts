@@ -135,6 +135,8 @@ function instanceFor(host: SshHost, cluster: Cluster<SshClusterData>, createdAt:
       ...(host.privateKey !== undefined ? { privateKey: host.privateKey } : {}),
       ...(host.identityFile !== undefined ? { identityFile: host.identityFile } : {}),
       ...(host.hostKeyFingerprint !== undefined ? { hostKeyFingerprint: host.hostKeyFingerprint } : {}),
+      // Your own machines keep their addresses: their keys are known by address, as OpenSSH knows them.
+      hostKeyScope: "address" as const,
       root: host.root,
     }),
     spot: false,
