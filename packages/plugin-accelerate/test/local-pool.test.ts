@@ -8,13 +8,9 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+import { requirePrerequisite } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { accelerate } from "../src/index.js";
-
-function isCi(): boolean {
-  const value = process.env.CI;
-  return value !== undefined && value !== "" && value !== "0" && value !== "false";
-}
 
 /** Why this test cannot run here, or undefined. Under CI a missing prerequisite fails instead. */
 async function missingPrerequisite(): Promise<string | undefined> {
@@ -35,10 +31,7 @@ async function missingPrerequisite(): Promise<string | undefined> {
       reason = `the package index ${index} is not reachable: ${(error as Error).message}`;
     }
   }
-  if (reason !== undefined && isCi()) {
-    throw new Error(`CI requires the accelerate Local pool test's prerequisites: ${reason}`);
-  }
-  return reason;
+  return requirePrerequisite(reason, "the accelerate Local pool test's prerequisites");
 }
 
 const missing = await missingPrerequisite();

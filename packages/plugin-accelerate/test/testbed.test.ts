@@ -6,7 +6,6 @@
  * worker under `python -m accelerate.commands.launch`. Tasks then check accelerate's state and run
  * a gloo all-reduce between the hosts' private addresses.
  */
-import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,6 +14,7 @@ import {
   createPypiProxy,
   createTestbed,
   type PypiProxy,
+  requireSystemPython,
   requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
@@ -49,23 +49,12 @@ const allReduceSum = sky.python<[number], { process_index: number; sum: number }
   "testbed_tasks:all_reduce_sum",
 );
 
-function isCi(): boolean {
-  const value = process.env.CI;
-  return value !== undefined && value !== "" && value !== "0" && value !== "false";
-}
-
-/** Why this suite cannot run here (no torch for /usr/bin/python3), or undefined. Under CI, throws. */
-async function requireSystemTorch(): Promise<string | undefined> {
-  const found = await new Promise<boolean>((resolve) =>
-    execFile(SYSTEM_PYTHON, ["-c", "import torch.distributed"], (error) => resolve(error === null)),
-  );
-  if (found) return undefined;
-  const reason = `${SYSTEM_PYTHON} cannot import torch (apt-get install python3-torch)`;
-  if (isCi()) throw new Error(`CI requires PyTorch for the accelerate plugin's test-bed suite: ${reason}`);
-  return reason;
-}
-
-const torchMissing = await requireSystemTorch();
+// Why this suite cannot run here (no torch for /usr/bin/python3), or undefined. Under CI, throws.
+const torchMissing = await requireSystemPython("torch.distributed", {
+  python: SYSTEM_PYTHON,
+  install: "python3-torch",
+  purpose: "PyTorch for the accelerate plugin's test-bed suite",
+});
 const skipReason = torchMissing ?? (await requireTestbed());
 
 describe.skipIf(skipReason !== undefined)(

@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import {
   createTestbed,
+  requirePrerequisite,
   requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
@@ -69,10 +70,10 @@ function missingSystemFrameworks(): string | undefined {
   return `apt-get install -y ${missing.map(([name]) => name).join(" ")}`;
 }
 
-const frameworks = missingSystemFrameworks();
-if (frameworks !== undefined && process.env.CI === "true") {
-  throw new Error(`the joblib end-to-end tests need Debian's frameworks: ${frameworks}`);
-}
+const frameworks = requirePrerequisite(
+  missingSystemFrameworks(),
+  "Debian's frameworks for the joblib end-to-end tests",
+);
 
 const squares = (n: number) => Array.from({ length: n }, (_, i) => i * i);
 

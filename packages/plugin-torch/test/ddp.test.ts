@@ -3,11 +3,11 @@
  * python3-torch (for /usr/bin/python3), on two Local nodes (gloo over loopback) and on two SSH hosts
  * of the test bed (gloo across network namespaces).
  */
-import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import {
   createTestbed,
+  requireSystemPython,
   requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
@@ -41,23 +41,12 @@ const groupInfo = sky.python<[], GroupInfo>("ddp_tasks:group_info");
 const allReduceSum = sky.python<[number], { rank: number; sum: number }>("ddp_tasks:all_reduce_sum");
 const ddpGradients = sky.python<[], Gradients>("ddp_tasks:ddp_gradients");
 
-function isCi(): boolean {
-  const value = process.env.CI;
-  return value !== undefined && value !== "" && value !== "0" && value !== "false";
-}
-
-/** Why these tests cannot run here (no torch for /usr/bin/python3), or undefined. Under CI, throws. */
-async function requireSystemTorch(): Promise<string | undefined> {
-  const found = await new Promise<boolean>((resolve) =>
-    execFile(SYSTEM_PYTHON, ["-c", "import torch.distributed"], (error) => resolve(error === null)),
-  );
-  if (found) return undefined;
-  const reason = `${SYSTEM_PYTHON} cannot import torch (apt-get install python3-torch)`;
-  if (isCi()) throw new Error(`CI requires PyTorch for the torch plugin's end-to-end tests: ${reason}`);
-  return reason;
-}
-
-const torchMissing = await requireSystemTorch();
+// Why these tests cannot run here (no torch for /usr/bin/python3), or undefined. Under CI, throws.
+const torchMissing = await requireSystemPython("torch.distributed", {
+  python: SYSTEM_PYTHON,
+  install: "python3-torch",
+  purpose: "PyTorch for the torch plugin's end-to-end tests",
+});
 const testbedMissing = torchMissing ?? (await requireTestbed());
 
 function close(actual: readonly number[][], expected: readonly number[][]): void {

@@ -17,6 +17,12 @@ export {
   runBootstrapScript,
 } from "./plugin-helpers.js";
 export {
+  isCi,
+  type RequireSystemPythonOptions,
+  requirePrerequisite,
+  requireSystemPython,
+} from "./prerequisites.js";
+export {
   createPypiProxy,
   PYPI_ENDPOINTS,
   type PypiProxy,

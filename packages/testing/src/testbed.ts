@@ -24,6 +24,7 @@ import { copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { join } from "node:path";
 import type { SshHostInput } from "@skyward/core";
+import { isCi } from "./prerequisites.js";
 import {
   type CommandResult,
   isProcessRunning,
@@ -1032,11 +1033,6 @@ async function probeNamespaces(ip: string, signal: AbortSignal): Promise<string 
   }
 }
 
-function ciRequiresTestbed(): boolean {
-  const ci = process.env.CI;
-  return ci !== undefined && ci !== "" && ci !== "0" && ci.toLowerCase() !== "false";
-}
-
 /**
  * Why test-bed suites cannot run here, or undefined when they can. For
  * `describe.skipIf(reason)`; prefer {@link requireTestbed}, which refuses to skip in CI.
@@ -1058,7 +1054,7 @@ export async function testbedSkipReason(options: { signal?: AbortSignal } = {}):
  */
 export async function requireTestbed(options: { signal?: AbortSignal } = {}): Promise<string | undefined> {
   const reason = await testbedSkipReason(options);
-  if (reason !== undefined && ciRequiresTestbed()) {
+  if (reason !== undefined && isCi()) {
     throw new Error(
       `${reason} (CI is set: test-bed suites must run in CI, so this fails instead of skipping)`,
     );
