@@ -5,52 +5,25 @@
  * groups still in use — which moto never shows — come from a proxy that rewrites or fails its answers.
  */
 import { existsSync } from "node:fs";
-import { CreateSecurityGroupCommand, DescribeVpcsCommand, EC2Client } from "@aws-sdk/client-ec2";
+import { CreateSecurityGroupCommand, DescribeVpcsCommand } from "@aws-sdk/client-ec2";
 import { type Cluster, type Offer, options, type PoolSpec, resolvePoolSpec, spec } from "@skyward/core";
-import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type AwsClusterData, createAWS } from "../src/index.js";
 import { startFaultProxy } from "./fault-proxy.js";
-import {
-  type MotoServer,
-  motoInventory,
-  motoSkipReason,
-  startMoto,
-  useFakeAwsEnvironment,
-} from "./moto-server.js";
+import { motoInventory, motoSkipReason } from "./moto-server.js";
+import { useMotoSuite } from "./moto-suite.js";
 
 const skipReason = motoSkipReason();
 
 describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
-  let moto: MotoServer;
-  let ec2: EC2Client;
-  let restoreEnvironment: () => void = () => undefined;
-  let home: ScratchSkywardHome | undefined;
-
-  beforeAll(async () => {
-    restoreEnvironment = useFakeAwsEnvironment();
-    home = await useScratchSkywardHome("skyward-aws-cleanup-");
-    moto = await startMoto();
-    ec2 = new EC2Client({
-      region: "us-east-1",
-      endpoint: moto.endpoint,
-      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
-    });
-  });
-
-  afterAll(async () => {
-    ec2?.destroy();
-    await moto?.stop();
-    restoreEnvironment();
-    await home?.restore();
-  });
+  const suite = useMotoSuite("skyward-aws-cleanup-");
 
   it("removes what dead pools' prepare made, leaves a pool with a live instance, and never touches the user's group", async () => {
     const call = (poolId?: string) => ({
       signal: AbortSignal.timeout(120_000),
       ...(poolId !== undefined ? { poolId } : {}),
     });
-    const aws = createAWS({ endpoint: moto.endpoint });
+    const aws = createAWS({ endpoint: suite.moto.endpoint });
     const poolSpec: PoolSpec = resolvePoolSpec(
       spec({ nodes: 1, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" }),
       options({}),
@@ -63,8 +36,8 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
     expect(offer).toBeDefined();
 
     // The user's own security group: not Skyward's, so no cleanup may remove it.
-    const vpcId = (await ec2.send(new DescribeVpcsCommand({}))).Vpcs?.[0]?.VpcId;
-    const own = await ec2.send(
+    const vpcId = (await suite.ec2.send(new DescribeVpcsCommand({}))).Vpcs?.[0]?.VpcId;
+    const own = await suite.ec2.send(
       new CreateSecurityGroupCommand({ GroupName: "users-own", Description: "not Skyward's", VpcId: vpcId }),
     );
 
@@ -96,7 +69,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
     ]);
     expect(existsSync(dead.specific.keyFile)).toBe(false);
     expect(existsSync(alive.specific.keyFile)).toBe(true);
-    let inventory = await motoInventory(moto.endpoint);
+    let inventory = await motoInventory(suite.moto.endpoint);
     expect(inventory.securityGroups.sort()).toEqual(
       [own.GroupId, alive.specific.securityGroupId, unnamed.specific.securityGroupId].sort(),
     );
@@ -116,7 +89,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
         `${unnamed.id} security group`,
       ].sort(),
     );
-    inventory = await motoInventory(moto.endpoint);
+    inventory = await motoInventory(suite.moto.endpoint);
     expect(inventory).toEqual({
       liveInstances: [],
       securityGroups: [own.GroupId],
@@ -138,7 +111,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
     let shuttingDown = false;
     let groupInUse = false;
     const proxy = await startFaultProxy(
-      moto.endpoint,
+      suite.moto.endpoint,
       (action) =>
         action === "DeleteSecurityGroup" && groupInUse
           ? { status: 400, code: "DependencyViolation", message: "resource sg has a dependent object" }
@@ -149,7 +122,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
           : body,
     );
     try {
-      const aws = createAWS({ endpoint: moto.endpoint });
+      const aws = createAWS({ endpoint: suite.moto.endpoint });
       const proxied = createAWS({ endpoint: proxy.endpoint });
       const cleanup = proxied.cleanup;
       if (!cleanup) throw new Error("the AWS provider has no cleanup");
@@ -211,7 +184,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
         removed: [{ poolId: "busy01", kind: "security group", id: busy.specific.securityGroupId }],
         left: [],
       });
-      expect(await motoInventory(moto.endpoint)).toMatchObject({ liveInstances: [], keyPairs: [] });
+      expect(await motoInventory(suite.moto.endpoint)).toMatchObject({ liveInstances: [], keyPairs: [] });
     } finally {
       await proxy.close();
     }

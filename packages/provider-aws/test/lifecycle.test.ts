@@ -14,7 +14,6 @@ import {
   DescribeSecurityGroupsCommand,
   DescribeVolumesCommand,
   DescribeVpcsCommand,
-  EC2Client,
 } from "@aws-sdk/client-ec2";
 import {
   type Cluster,
@@ -28,17 +27,11 @@ import {
   resolvePoolSpec,
   spec,
 } from "@skyward/core";
-import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { type AwsClusterData, createAWS } from "../src/index.js";
 import { startFaultProxy } from "./fault-proxy.js";
-import {
-  type MotoServer,
-  motoInventory,
-  motoSkipReason,
-  startMoto,
-  useFakeAwsEnvironment,
-} from "./moto-server.js";
+import { motoInventory, motoSkipReason, useFakeAwsEnvironment } from "./moto-server.js";
+import { useMotoSuite } from "./moto-suite.js";
 
 const skipReason = motoSkipReason();
 const call = () => ({ signal: AbortSignal.timeout(120_000) });
@@ -51,40 +44,19 @@ function poolSpec(fields: Parameters<typeof spec>[0] = {}): PoolSpec {
 }
 
 describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () => {
-  let moto: MotoServer;
-  let ec2: EC2Client;
-  let restoreEnvironment: () => void = () => undefined;
-  let home: ScratchSkywardHome | undefined;
-
-  beforeAll(async () => {
-    restoreEnvironment = useFakeAwsEnvironment();
-    home = await useScratchSkywardHome("skyward-aws-home-");
-    moto = await startMoto();
-    ec2 = new EC2Client({
-      region: "us-east-1",
-      endpoint: moto.endpoint,
-      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
-    });
-  });
-
-  afterAll(async () => {
-    ec2?.destroy();
-    await moto?.stop();
-    restoreEnvironment();
-    await home?.restore();
-  });
+  const suite = useMotoSuite("skyward-aws-home-");
 
   afterEach(async () => {
-    await moto.reset();
+    await suite.moto.reset();
   });
 
-  const provider = () => createAWS({ endpoint: moto.endpoint });
+  const provider = () => createAWS({ endpoint: suite.moto.endpoint });
 
   describe("offers", () => {
     // One provider for these: it reads moto's ~1400 instance types once and keeps them.
     let shared: ReturnType<typeof createAWS> | undefined;
     const provider = () => {
-      shared ??= createAWS({ endpoint: moto.endpoint });
+      shared ??= createAWS({ endpoint: suite.moto.endpoint });
       return shared;
     };
 
@@ -160,7 +132,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
 
     it("uses the onDemandPrices setting before the built-in table", async () => {
       const offers = await createAWS({
-        endpoint: moto.endpoint,
+        endpoint: suite.moto.endpoint,
         onDemandPrices: { "g4dn.xlarge": 0.25 },
       }).offers(
         { accelerator: { name: "T4", count: 1 }, allocation: "on-demand", maxHourlyCost: 0.3 },
@@ -193,7 +165,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
         ownsKeyPair: true,
         imageSource: "describe-images",
       });
-      expect(data.keyFile).toBe(join(home?.path as string, "keys", `${data.keyName}.pem`));
+      expect(data.keyFile).toBe(join(suite.home.path, "keys", `${data.keyName}.pem`));
       expect((await stat(data.keyFile)).mode & 0o777).toBe(0o600);
       const tags = {
         "skyward:pool": cluster.id,
@@ -206,14 +178,14 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       expect(data.subnetIds.length).toBeGreaterThan(1);
 
       const [group] =
-        (await ec2.send(new DescribeSecurityGroupsCommand({ GroupIds: [data.securityGroupId] })))
+        (await suite.ec2.send(new DescribeSecurityGroupsCommand({ GroupIds: [data.securityGroupId] })))
           .SecurityGroups ?? [];
       expect(Object.fromEntries((group?.Tags ?? []).map((tag) => [tag.Key, tag.Value]))).toMatchObject(tags);
       const ssh = group?.IpPermissions?.find((rule) => rule.FromPort === 22);
       expect(ssh?.IpRanges?.map((range) => range.CidrIp)).toEqual(["0.0.0.0/0"]);
       const internal = group?.IpPermissions?.find((rule) => rule.IpProtocol === "-1");
       expect(internal?.UserIdGroupPairs?.map((pair) => pair.GroupId)).toEqual([data.securityGroupId]);
-      const keys = (await ec2.send(new DescribeKeyPairsCommand({}))).KeyPairs ?? [];
+      const keys = (await suite.ec2.send(new DescribeKeyPairsCommand({}))).KeyPairs ?? [];
       expect(keys.map((key) => key.KeyName)).toEqual([data.keyName]);
 
       // provision two spot instances: running, with SSH coordinates, tagged, terminating on shutdown.
@@ -237,14 +209,14 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
           identityFile: data.keyFile,
           root: "/opt/skyward",
         });
-        const behaviour = await ec2.send(
+        const behaviour = await suite.ec2.send(
           new DescribeInstanceAttributeCommand({
             InstanceId: instance.id,
             Attribute: "instanceInitiatedShutdownBehavior",
           }),
         );
         expect(behaviour.InstanceInitiatedShutdownBehavior?.Value).toBe("terminate");
-        const userData = await ec2.send(
+        const userData = await suite.ec2.send(
           new DescribeInstanceAttributeCommand({ InstanceId: instance.id, Attribute: "userData" }),
         );
         const script = Buffer.from(userData.UserData?.Value ?? "", "base64").toString("utf8");
@@ -252,14 +224,16 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
         expect(script).toContain("remaining=$((420 - up))");
         expect(script).toContain("shutdown -h now");
       }
-      const described = await ec2.send(new DescribeInstancesCommand({ InstanceIds: spot.map((i) => i.id) }));
+      const described = await suite.ec2.send(
+        new DescribeInstancesCommand({ InstanceIds: spot.map((i) => i.id) }),
+      );
       const raw = (described.Reservations ?? []).flatMap((reservation) => reservation.Instances ?? []);
       expect(raw.map((instance) => instance.InstanceLifecycle)).toEqual(["spot", "spot"]);
       expect(new Set(raw.map((instance) => instance.KeyName))).toEqual(new Set([data.keyName]));
       expect(new Set(raw.flatMap((instance) => instance.SecurityGroups?.map((g) => g.GroupId)))).toEqual(
         new Set([data.securityGroupId]),
       );
-      const volumes = await ec2.send(
+      const volumes = await suite.ec2.send(
         new DescribeVolumesCommand({ Filters: [{ Name: "tag:skyward:cluster", Values: [cluster.id] }] }),
       );
       expect((volumes.Volumes ?? []).length).toBe(2);
@@ -294,7 +268,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
 
       // teardown terminates what is left (the on-demand one), waits, then removes the group and key.
       await aws.teardown(cluster, call());
-      expect(await motoInventory(moto.endpoint)).toEqual({
+      expect(await motoInventory(suite.moto.endpoint)).toEqual({
         liveInstances: [],
         securityGroups: [],
         keyPairs: [],
@@ -308,7 +282,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
 
     it("spot-if-available falls back to on-demand when spot has no capacity (RunInstances for spot stubbed)", async () => {
       // moto never runs out of spot capacity: a proxy answers spot RunInstances with AWS's error.
-      const proxy = await startFaultProxy(moto.endpoint, (action, params) =>
+      const proxy = await startFaultProxy(suite.moto.endpoint, (action, params) =>
         action === "RunInstances" && params.get("InstanceMarketOptions.MarketType") === "spot"
           ? {
               status: 500,
@@ -358,7 +332,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
         );
 
         await aws.teardown(cluster, call());
-        expect(await motoInventory(moto.endpoint)).toMatchObject({
+        expect(await motoInventory(suite.moto.endpoint)).toMatchObject({
           liveInstances: [],
           securityGroups: [],
           keyPairs: [],
@@ -369,21 +343,21 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
     });
 
     it("uses a given security group and key pair, and teardown leaves them", async () => {
-      const vpcs = await ec2.send(
+      const vpcs = await suite.ec2.send(
         new DescribeVpcsCommand({ Filters: [{ Name: "is-default", Values: ["true"] }] }),
       );
-      const group = await ec2.send(
+      const group = await suite.ec2.send(
         new CreateSecurityGroupCommand({
           GroupName: "mine",
           Description: "mine",
           VpcId: vpcs.Vpcs?.[0]?.VpcId,
         }),
       );
-      const key = await ec2.send(new CreateKeyPairCommand({ KeyName: "mine", KeyType: "ed25519" }));
-      const identityFile = join(home?.path as string, "mine.pem");
+      const key = await suite.ec2.send(new CreateKeyPairCommand({ KeyName: "mine", KeyType: "ed25519" }));
+      const identityFile = join(suite.home.path, "mine.pem");
       await writeFile(identityFile, key.KeyMaterial ?? "", { mode: 0o600 });
       const aws = createAWS({
-        endpoint: moto.endpoint,
+        endpoint: suite.moto.endpoint,
         securityGroupId: group.GroupId,
         keyName: "mine",
         identityFile,
@@ -405,12 +379,12 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       });
       const [instance] = await aws.provision(cluster, 1, call());
       const [raw] =
-        (await ec2.send(new DescribeInstancesCommand({ InstanceIds: [instance?.id as string] })))
+        (await suite.ec2.send(new DescribeInstancesCommand({ InstanceIds: [instance?.id as string] })))
           .Reservations?.[0]?.Instances ?? [];
       expect(raw?.KeyName).toBe("mine");
       expect(raw?.SecurityGroups?.map((entry) => entry.GroupId)).toEqual([group.GroupId]);
       await aws.teardown(cluster, call());
-      expect(await motoInventory(moto.endpoint)).toMatchObject({
+      expect(await motoInventory(suite.moto.endpoint)).toMatchObject({
         liveInstances: [],
         securityGroups: [group.GroupId],
         keyPairs: ["mine"],
@@ -419,7 +393,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
     });
 
     it("a failing prepare removes what it created", async () => {
-      const proxy = await startFaultProxy(moto.endpoint, (action) =>
+      const proxy = await startFaultProxy(suite.moto.endpoint, (action) =>
         action === "CreateKeyPair"
           ? { status: 400, code: "KeyPairLimitExceeded", message: "Maximum of 5000 keypairs reached." }
           : undefined,
@@ -436,7 +410,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
         expect(ProvisionError.isInstance(failure)).toBe(true);
         expect((failure as Error).message).toContain("KeyPairLimitExceeded");
         expect(proxy.calls.map((entry) => entry.action)).toContain("DeleteSecurityGroup");
-        expect(await motoInventory(moto.endpoint)).toMatchObject({ securityGroups: [], keyPairs: [] });
+        expect(await motoInventory(suite.moto.endpoint)).toMatchObject({ securityGroups: [], keyPairs: [] });
       } finally {
         await proxy.close();
       }
@@ -454,7 +428,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
         expect((error as Error).message).toMatch(/^no AWS credentials: set AWS_ACCESS_KEY_ID/);
         // Given ones work without any environment.
         const given = createAWS({
-          endpoint: moto.endpoint,
+          endpoint: suite.moto.endpoint,
           credentials: { accessKeyId: "given", secretAccessKey: "given" },
         });
         const offers = await given.offers(

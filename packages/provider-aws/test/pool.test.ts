@@ -9,23 +9,11 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import {
-  createTestbed,
-  requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
-  testbedSshHost,
-  useScratchSkywardHome,
-} from "@skyward/testing";
+import { createTestbed, requireTestbed, type Testbed, testbedSshHost } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsInstanceAddresses, createAWS, type SshAddressMapping } from "../src/index.js";
-import {
-  type MotoServer,
-  motoInventory,
-  motoSkipReason,
-  startMoto,
-  useFakeAwsEnvironment,
-} from "./moto-server.js";
+import { motoInventory, motoSkipReason } from "./moto-server.js";
+import { useMotoSuite } from "./moto-suite.js";
 
 const skipReason = motoSkipReason() ?? (await requireTestbed());
 const tasks = fileURLToPath(new URL("./fixtures/aws_tasks.py", import.meta.url));
@@ -46,33 +34,25 @@ async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<b
 }
 
 describe.skipIf(skipReason !== undefined)("a pool on AWS (moto) whose instances are test-bed hosts", () => {
-  let moto: MotoServer;
+  const suite = useMotoSuite("skyward-aws-pool-");
   let bed: Testbed;
-  let home: ScratchSkywardHome | undefined;
-  let restoreEnvironment: () => void = () => undefined;
 
   beforeAll(async () => {
-    restoreEnvironment = useFakeAwsEnvironment();
-    home = await useScratchSkywardHome("skyward-aws-pool-");
-    moto = await startMoto();
     bed = await createTestbed({ hosts: 2 });
   }, 180_000);
 
   afterAll(async () => {
     await bed?.teardown();
-    await moto?.stop();
-    restoreEnvironment();
-    await home?.restore();
   });
 
   it("runs tasks on both nodes, then terminate and teardown leave nothing at moto", async () => {
     // Each new EC2 instance gets the next free test-bed host.
     const assigned = new Map<string, number>();
     const mapped: AwsInstanceAddresses[] = [];
-    const scratch = home?.path as string;
+    const scratch = suite.home.path;
     const marker = (index: number) => join(scratch, `self-destructed-${index}`);
     const provider = createAWS({
-      endpoint: moto.endpoint,
+      endpoint: suite.moto.endpoint,
       sshAddress: (instance): SshAddressMapping => {
         let index = assigned.get(instance.id);
         if (index === undefined) {
@@ -111,7 +91,7 @@ describe.skipIf(skipReason !== undefined)("a pool on AWS (moto) whose instances 
       expect(mapped.every((instance) => instance.publicIp !== null && instance.privateIp !== null)).toBe(
         true,
       );
-      const live = await motoInventory(moto.endpoint);
+      const live = await motoInventory(suite.moto.endpoint);
       expect(live.liveInstances.sort()).toEqual(mapped.map((instance) => instance.id).sort());
       expect(live.securityGroups).toHaveLength(1);
       expect(live.keyPairs).toHaveLength(1);
@@ -138,7 +118,7 @@ describe.skipIf(skipReason !== undefined)("a pool on AWS (moto) whose instances 
     // The pool closed: instances terminated (their tagged volumes with them), security group and key
     // pair gone, the key file too.
     expect(clusterTag).toMatch(/^sky-[0-9a-f]{8}$/);
-    const left = await motoInventory(moto.endpoint);
+    const left = await motoInventory(suite.moto.endpoint);
     expect(left).toEqual({ liveInstances: [], securityGroups: [], keyPairs: [], skywardVolumes: [] });
     expect(existsSync(join(scratch, "keys", `skyward-${clusterTag}.pem`))).toBe(false);
     // Released with ttl 0, each worker ran the provider's self-destruct (the seam's, here) at once.
