@@ -335,13 +335,15 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       installExitHook();
       const environment = await setUp(cluster, request, options);
       const runtime = pythonRuntimeDirectory();
-      const command = request.command({
+      const launch = request.command({
         pythonBin: environment.pythonBin,
         venvDir: environment.venvDir,
         workerScript: join(runtime, "skyward_worker.py"),
         privateIp: "127.0.0.1",
         root: cluster.specific.root,
       });
+      // The worker's stdin is a pipe from this process: it ends when the client dies, however it dies.
+      const command = launch.with({ args: [...launch.args, "--exit-on-stdin-eof"] });
       const pythonPath = [runtime, process.env.PYTHONPATH].filter(Boolean).join(":");
       const child = spawn("/bin/sh", ["-c", `exec ${command.render()}`], {
         cwd: cluster.specific.workdir,

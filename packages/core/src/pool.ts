@@ -612,7 +612,6 @@ export class Pool implements AsyncDisposable {
     const selfDestruct =
       this.#provider && this.#cluster ? this.#provider.selfDestruct(this.#cluster, node.instance) : "";
     if (selfDestruct) args.push("--self-destruct", selfDestruct);
-    if (this.#provider?.name === "local") args.push("--exit-on-stdin-eof");
     return args;
   }
 
