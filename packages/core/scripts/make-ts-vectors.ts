@@ -24,7 +24,7 @@ registerHooks({
   },
 });
 
-const { encodeFrame, InputStream, toExpectedForm } = await import("../src/protocol.ts");
+const { encodeFrame, InputStream, toExpectedForm } = await import("../src/protocol/protocol.ts");
 
 type Message = Parameters<typeof encodeFrame>[0][number];
 

@@ -6,18 +6,18 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { acceleratorFromName, accelerators } from "./accelerators.js";
-import { type ComputeInput, resolveComputeInput } from "./compute-input.js";
-import { parseConfigText, validateConfig } from "./config-file.js";
-import { ConfigurationError } from "./errors.js";
-import { image, pipIndex } from "./image.js";
-import { LaunchCommand } from "./launch-command.js";
-import { metrics } from "./metrics.js";
-import { logConfig, options, worker } from "./options.js";
-import { Plugin } from "./plugin.js";
-import type { Provider } from "./provider.js";
-import { nodes, spec } from "./spec.js";
-import { volume } from "./volume.js";
+import { parseConfigText, validateConfig } from "./config/config-file.js";
+import { LaunchCommand } from "./contract/launch-command.js";
+import { Plugin } from "./contract/plugin.js";
+import type { Provider } from "./contract/provider.js";
+import { ConfigurationError } from "./errors/errors.js";
+import { metrics } from "./observe/metrics.js";
+import { acceleratorFromName, accelerators } from "./spec/accelerators.js";
+import { type ComputeInput, resolveComputeInput } from "./spec/compute-input.js";
+import { image, pipIndex } from "./spec/image.js";
+import { logConfig, options, worker } from "./spec/options.js";
+import { nodes, spec } from "./spec/spec.js";
+import { volume } from "./spec/volume.js";
 
 function fakeProvider(overrides: Record<string, unknown> = {}): Provider {
   const unused = async () => {

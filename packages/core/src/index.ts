@@ -4,32 +4,6 @@
  * Use it as a namespace: `import * as sky from "@skyward/core"`.
  */
 
-// Accelerators
-export type {
-  Accelerator,
-  AcceleratorCatalogEntry,
-  AcceleratorFactories,
-  AcceleratorManufacturer,
-  AcceleratorName,
-  AcceleratorOptions,
-  AcceleratorOptionsFor,
-  CustomAcceleratorOptions,
-} from "./accelerators.js";
-export {
-  acceleratorCatalog,
-  acceleratorFromName,
-  accelerators,
-  canonicalAcceleratorName,
-} from "./accelerators.js";
-// Pool requests and configuration files
-export type {
-  ComputeInput,
-  FlatComputeInput,
-  MultiSpecComputeInput,
-  NamedComputeInput,
-  ResolvedCompute,
-} from "./compute-input.js";
-export { resolveComputeInput } from "./compute-input.js";
 export type {
   ConfigLocations,
   CreateProviderFromConfig,
@@ -37,11 +11,58 @@ export type {
   PoolEntry,
   ProviderEntry,
   SkywardConfig,
-} from "./config-file.js";
-export { loadConfig, PROVIDER_PACKAGES, resolveNamedPool } from "./config-file.js";
-export type { ConsoleSink } from "./console.js";
+} from "./config/config-file.js";
+export { loadConfig, PROVIDER_PACKAGES, resolveNamedPool } from "./config/config-file.js";
+export type { LaunchCommandFields, LaunchContext } from "./contract/launch-command.js";
+export { LaunchCommand } from "./contract/launch-command.js";
+export type {
+  AroundClient,
+  AroundClientResult,
+  BootstrapFactory,
+  ImageTransform,
+  JsonValue,
+  LauncherTransform,
+  PluginBootstrapOp,
+  PluginHook,
+  PluginWorker,
+  PluginWorkerInput,
+  PoolHandle,
+  WorkerModule,
+  WorkersPerNode,
+} from "./contract/plugin.js";
+export { isPlugin, Plugin, PluginError } from "./contract/plugin.js";
+// Contracts: providers, plugins, launch commands
+export type {
+  CleanupOptions,
+  CleanupResult,
+  Cluster,
+  ClusterSsh,
+  Instance,
+  InstanceSsh,
+  InstanceStatus,
+  LeftPoolResource,
+  Offer,
+  OfferQuery,
+  PoolResource,
+  Provider,
+  ProviderCallOptions,
+  ProviderCapabilities,
+  ProviderV1,
+  ShellOp,
+  WorkerEndpoint,
+  WorkerEnvironment,
+  WorkerLaunchRequest,
+} from "./contract/provider.js";
+export {
+  clusterFromInstance,
+  isProvider,
+  offerPrice,
+  offerQuery,
+  PROVIDER_SPECIFICATION_VERSION,
+  prefersSpot,
+} from "./contract/provider.js";
 // Errors
-export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "./errors.js";
+export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "./errors/errors.js";
 export {
   BootstrapError,
   CancelledError,
@@ -57,7 +78,10 @@ export {
   SkywardError,
   TaskTimeoutError,
   WorkerDiedError,
-} from "./errors.js";
+} from "./errors/errors.js";
+export type { LocalCluster, LocalSettings } from "./local/local-provider.js";
+export { Local } from "./local/local-provider.js";
+export type { ConsoleSink } from "./observe/console.js";
 // Events
 export type {
   BootstrapPhaseEvent,
@@ -92,16 +116,10 @@ export type {
   TaskFailedEvent,
   TaskQueuedEvent,
   TaskStartedEvent,
-} from "./events.js";
-export { EventHub, POOL_STATES } from "./events.js";
-export type { Image, ImageInput, PipIndex } from "./image.js";
-export { contentHash, DEFAULT_IMAGE, envHash, extendImage, image, pipIndex } from "./image.js";
-export type { LaunchCommandFields, LaunchContext } from "./launch-command.js";
-export { LaunchCommand } from "./launch-command.js";
-export type { LocalCluster, LocalSettings } from "./local-provider.js";
-export { Local } from "./local-provider.js";
-export type { LogRecord } from "./log-file.js";
-export { formatLogRecord, parseLogLine, readLogRecords } from "./log-file.js";
+} from "./observe/events.js";
+export { EventHub, POOL_STATES } from "./observe/events.js";
+export type { LogRecord } from "./observe/log-file.js";
+export { formatLogRecord, parseLogLine, readLogRecords } from "./observe/log-file.js";
 export type {
   BuiltinMetricCollector,
   CustomMetricCollector,
@@ -109,36 +127,8 @@ export type {
   MetricCollector,
   MetricCollectorKind,
   MetricOptions,
-} from "./metrics.js";
-export { metrics } from "./metrics.js";
-export type {
-  ConsoleMode,
-  LogConfig,
-  LogConfigInput,
-  LogLevel,
-  Options,
-  OptionsInput,
-  SelectionStrategy,
-  Worker,
-  WorkerInput,
-} from "./options.js";
-export { logConfig, options, worker } from "./options.js";
-export type {
-  AroundClient,
-  AroundClientResult,
-  BootstrapFactory,
-  ImageTransform,
-  JsonValue,
-  LauncherTransform,
-  PluginBootstrapOp,
-  PluginHook,
-  PluginWorker,
-  PluginWorkerInput,
-  PoolHandle,
-  WorkerModule,
-  WorkersPerNode,
-} from "./plugin.js";
-export { isPlugin, Plugin, PluginError } from "./plugin.js";
+} from "./observe/metrics.js";
+export { metrics } from "./observe/metrics.js";
 export type {
   ComputeOptions,
   PoolNode,
@@ -147,38 +137,8 @@ export type {
   StreamOptions,
   TaskHandle,
   WaitOptions,
-} from "./pool.js";
-export { compute, Pool, withCompute } from "./pool.js";
-// Contracts: providers, plugins, launch commands
-export type {
-  CleanupOptions,
-  CleanupResult,
-  Cluster,
-  ClusterSsh,
-  Instance,
-  InstanceSsh,
-  InstanceStatus,
-  LeftPoolResource,
-  Offer,
-  OfferQuery,
-  PoolResource,
-  Provider,
-  ProviderCallOptions,
-  ProviderCapabilities,
-  ProviderV1,
-  ShellOp,
-  WorkerEndpoint,
-  WorkerEnvironment,
-  WorkerLaunchRequest,
-} from "./provider.js";
-export {
-  clusterFromInstance,
-  isProvider,
-  offerPrice,
-  offerQuery,
-  PROVIDER_SPECIFICATION_VERSION,
-  prefersSpot,
-} from "./provider.js";
+} from "./pool/pool.js";
+export { compute, Pool, withCompute } from "./pool/pool.js";
 // Python functions, pools and dispatch
 export type {
   Kwargs,
@@ -189,8 +149,48 @@ export type {
   PythonFunction,
   PythonFunctionOptions,
   PythonStreamFunction,
-} from "./python-function.js";
-export { isPending, kwargs, python } from "./python-function.js";
+} from "./pool/python-function.js";
+export { isPending, kwargs, python } from "./pool/python-function.js";
+// Accelerators
+export type {
+  Accelerator,
+  AcceleratorCatalogEntry,
+  AcceleratorFactories,
+  AcceleratorManufacturer,
+  AcceleratorName,
+  AcceleratorOptions,
+  AcceleratorOptionsFor,
+  CustomAcceleratorOptions,
+} from "./spec/accelerators.js";
+export {
+  acceleratorCatalog,
+  acceleratorFromName,
+  accelerators,
+  canonicalAcceleratorName,
+} from "./spec/accelerators.js";
+// Pool requests and configuration files
+export type {
+  ComputeInput,
+  FlatComputeInput,
+  MultiSpecComputeInput,
+  NamedComputeInput,
+  ResolvedCompute,
+} from "./spec/compute-input.js";
+export { resolveComputeInput } from "./spec/compute-input.js";
+export type { Image, ImageInput, PipIndex } from "./spec/image.js";
+export { contentHash, DEFAULT_IMAGE, envHash, extendImage, image, pipIndex } from "./spec/image.js";
+export type {
+  ConsoleMode,
+  LogConfig,
+  LogConfigInput,
+  LogLevel,
+  Options,
+  OptionsInput,
+  SelectionStrategy,
+  Worker,
+  WorkerInput,
+} from "./spec/options.js";
+export { logConfig, options, worker } from "./spec/options.js";
 // Specs, topology, volumes, images, options
 export type {
   AllocationStrategy,
@@ -201,11 +201,11 @@ export type {
   PoolSpec,
   Spec,
   SpecInput,
-} from "./spec.js";
-export { ALLOCATION_STRATEGIES, nodes, resolvePoolSpec, spec } from "./spec.js";
-export type { SshClusterData, SshHost, SshHostInput, SshSettings } from "./ssh-provider.js";
-export { SSH } from "./ssh-provider.js";
-export { time } from "./time.js";
+} from "./spec/spec.js";
+export { ALLOCATION_STRATEGIES, nodes, resolvePoolSpec, spec } from "./spec/spec.js";
+export { time } from "./spec/time.js";
+export type { StorageEndpoint, Volume, VolumeInput } from "./spec/volume.js";
+export { FORBIDDEN_MOUNTS, volume } from "./spec/volume.js";
+export type { SshClusterData, SshHost, SshHostInput, SshSettings } from "./ssh/ssh-provider.js";
+export { SSH } from "./ssh/ssh-provider.js";
 export { version } from "./version.js";
-export type { StorageEndpoint, Volume, VolumeInput } from "./volume.js";
-export { FORBIDDEN_MOUNTS, volume } from "./volume.js";

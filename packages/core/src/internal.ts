@@ -5,20 +5,23 @@
  * share (an HTTP client for their APIs, generated SSH key pairs). Not part of the stable user API.
  */
 
-export { acceleratorSchema } from "./accelerators.js";
-export type { BootstrapMarker, BootstrapScriptOptions, PluginOpsScriptOptions } from "./bootstrap-script.js";
+export { createProviderFromEntry, parseConfigText, validateConfig } from "./config/config-file.js";
+export { skywardHome } from "./config/home.js";
+export { shellQuote } from "./contract/launch-command.js";
 export {
-  bootstrapLayout,
-  describeBootstrapFailure,
-  parseBootstrapMarker,
-  renderBootstrapScript,
-  renderPluginOpsScript,
-} from "./bootstrap-script.js";
-export { createProviderFromEntry, parseConfigText, validateConfig } from "./config-file.js";
-export { imageSchema } from "./image.js";
-export { collectIncludedFiles, globToRegExp, type IncludedFile } from "./includes.js";
-export { shellQuote } from "./launch-command.js";
-export type { LogFileWriterOptions, LogRotation } from "./log-file.js";
+  applyImageTransforms,
+  applyLaunchers,
+  collectBootstrapOps,
+  collectPluginBootstrapOps,
+  enterAroundClient,
+  pluginSchema,
+  resolveWorkersPerNode,
+  workerModules,
+} from "./contract/plugin.js";
+export { providerSchema, whyNotProvider } from "./contract/provider.js";
+export { formatPath, parseInput, toConfigurationIssues } from "./errors/validation.js";
+export { findPython, preparePythonEnvironment } from "./local/python-environment.js";
+export type { LogFileWriterOptions, LogRotation } from "./observe/log-file.js";
 export {
   eventLogLevel,
   eventLogRecord,
@@ -29,19 +32,12 @@ export {
   logLevelRank,
   parseRotation,
   resolveLogFilePath,
-} from "./log-file.js";
-export { metricCollectorSchema } from "./metrics.js";
-export { logConfigSchema, optionsSchema, workerSchema } from "./options.js";
-export {
-  applyImageTransforms,
-  applyLaunchers,
-  collectBootstrapOps,
-  collectPluginBootstrapOps,
-  enterAroundClient,
-  pluginSchema,
-  resolveWorkersPerNode,
-  workerModules,
-} from "./plugin.js";
+} from "./observe/log-file.js";
+export { metricCollectorSchema } from "./observe/metrics.js";
+export { isSecretEnvironmentName, REDACTED, Redactor } from "./observe/redact.js";
+export { TaskManager } from "./pool/task-manager.js";
+export type { ConnectionLoss, WorkerConnectionOptions } from "./pool/worker-connection.js";
+export { WorkerConnection } from "./pool/worker-connection.js";
 export type {
   ClientMessage,
   ClusterMessage,
@@ -52,7 +48,7 @@ export type {
   WireMessage,
   WireValue,
   WorkerMessage,
-} from "./protocol.js";
+} from "./protocol/protocol.js";
 export {
   decodeFrame,
   encodeFrame,
@@ -63,8 +59,26 @@ export {
   MAX_HEADER_BYTES,
   markInputStreams,
   PROTOCOL_VERSION,
-} from "./protocol.js";
-export { providerSchema, whyNotProvider } from "./provider.js";
+} from "./protocol/protocol.js";
+export { pythonRuntimeDirectory } from "./protocol/python-runtime.js";
+export { acceleratorSchema } from "./spec/accelerators.js";
+export { imageSchema } from "./spec/image.js";
+export { collectIncludedFiles, globToRegExp, type IncludedFile } from "./spec/includes.js";
+export { logConfigSchema, optionsSchema, workerSchema } from "./spec/options.js";
+export { nodeSpecSchema, SPEC_FIELDS, specSchema } from "./spec/spec.js";
+export { volumeSchema } from "./spec/volume.js";
+export type {
+  BootstrapMarker,
+  BootstrapScriptOptions,
+  PluginOpsScriptOptions,
+} from "./ssh/bootstrap-script.js";
+export {
+  bootstrapLayout,
+  describeBootstrapFailure,
+  parseBootstrapMarker,
+  renderBootstrapScript,
+  renderPluginOpsScript,
+} from "./ssh/bootstrap-script.js";
 export type {
   FetchFunction,
   ProviderApiErrorOptions,
@@ -77,7 +91,7 @@ export type {
   ProviderHttpRequestFunction,
   ProviderHttpResponse,
   ProviderHttpSettings,
-} from "./provider-http.js";
+} from "./ssh/provider-http.js";
 export {
   answerMessage,
   answerNumberSchema,
@@ -86,13 +100,10 @@ export {
   ProviderApiError,
   parseProviderAnswer,
   resolveProviderApiKey,
-} from "./provider-http.js";
-export { findPython, preparePythonEnvironment, skywardHome } from "./python-environment.js";
-export { isSecretEnvironmentName, REDACTED, Redactor } from "./redact.js";
-export { nodeSpecSchema, SPEC_FIELDS, specSchema } from "./spec.js";
-export type { SshKeyPair } from "./ssh-keys.js";
-export { ensureSshKeyPair, generateEd25519KeyPair, publicKeyOfOpenSshPrivateKey } from "./ssh-keys.js";
-export { startSshWorker } from "./ssh-node.js";
+} from "./ssh/provider-http.js";
+export type { SshKeyPair } from "./ssh/ssh-keys.js";
+export { ensureSshKeyPair, generateEd25519KeyPair, publicKeyOfOpenSshPrivateKey } from "./ssh/ssh-keys.js";
+export { startSshWorker } from "./ssh/ssh-node.js";
 export type {
   SshConnectOptions,
   SshExecOptions,
@@ -100,10 +111,5 @@ export type {
   SshProcess,
   SshTarget,
   SshUploadFile,
-} from "./ssh-transport.js";
-export { SshConnection, sshKeyFingerprint } from "./ssh-transport.js";
-export { TaskManager } from "./task-manager.js";
-export { formatPath, parseInput, toConfigurationIssues } from "./validation.js";
-export { volumeSchema } from "./volume.js";
-export type { ConnectionLoss, WorkerConnectionOptions } from "./worker-connection.js";
-export { WorkerConnection } from "./worker-connection.js";
+} from "./ssh/ssh-transport.js";
+export { SshConnection, sshKeyFingerprint } from "./ssh/ssh-transport.js";

@@ -1,0 +1,696 @@
+/**
+ * The plugin contract: a named, immutable bundle of hooks that brings a framework into a pool, built
+ * like the reference's `Plugin`:
+ *
+ * ```ts
+ * export const myFramework = () =>
+ *   Plugin.create("my-framework")
+ *     .withImageTransform((image) => extendImage(image, { pip: ["my-framework"] }))
+ *     .withWorker({ module: "skyward_my_framework", path: new URL("../python/skyward_my_framework", import.meta.url) });
+ * ```
+ *
+ * Client-side hooks (`transform`, `bootstrap`, `launcher`, `aroundClient`) are TypeScript functions;
+ * worker-side hooks (`decorate`, `around_app`, `around_process`) live in a Python module of the
+ * plugin package. The helpers at the bottom run each hook kind over a pool's plugins in the order
+ * the reference documents.
+ */
+import { basename, isAbsolute } from "node:path";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import { ConfigurationError, type ConfigurationIssue, SkywardError } from "../errors/errors.js";
+import type { Image } from "../spec/image.js";
+import type { PoolSpec } from "../spec/spec.js";
+import { LaunchCommand, type LaunchContext } from "./launch-command.js";
+import type { Cluster, ShellOp } from "./provider.js";
+
+/**
+ * What an `aroundClient` hook gets to see of the pool. A deliberately small view, which grows as the
+ * pool does.
+ */
+export interface PoolHandle {
+  /** The pool's id. */
+  readonly id: string;
+  /** The resolved pool spec. */
+  readonly spec: PoolSpec;
+  /** How many nodes are ready now. */
+  currentNodes(): number;
+}
+
+/** Rewrites the image before bootstrap; returns a new image (images are frozen), e.g. via `extendImage`. */
+export type ImageTransform = (image: Image, cluster: Cluster) => Image | Promise<Image>;
+
+/** Returns shell ops run on each node after the image's own bootstrap phases. */
+export type BootstrapFactory = (cluster: Cluster) => readonly ShellOp[];
+
+/** Rewrites the worker's launch command, e.g. wrapping it with `accelerate launch`. */
+export type LauncherTransform = (command: LaunchCommand, context: LaunchContext) => LaunchCommand;
+
+/**
+ * How many worker processes each node runs on `cluster` (MIG: one per GPU instance); a positive
+ * whole number. Called once the cluster is prepared, before any node starts.
+ */
+export type WorkersPerNode = (cluster: Cluster) => number;
+
+/** What an `aroundClient` hook returns: something to exit when the pool ends, or nothing. */
+// biome-ignore lint/suspicious/noConfusingVoidType: lets `async (pool) => { register(pool); }` be a hook.
+export type AroundClientResult = AsyncDisposable | Disposable | undefined | void;
+
+/**
+ * Client-side lifecycle around the pool's active life: called when the pool is ready, in plugin
+ * order; what it returns is disposed when the pool ends, in reverse order.
+ */
+export type AroundClient = (
+  pool: PoolHandle,
+  cluster: Cluster,
+) => AroundClientResult | Promise<AroundClientResult>;
+
+/** A JSON value: what a plugin may hand to its worker module. */
+export type JsonValue =
+  | string
+  | number
+  | boolean
+  | null
+  | readonly JsonValue[]
+  | { readonly [key: string]: JsonValue };
+
+/** The worker side of a plugin, as given to {@link Plugin.withWorker}. */
+export interface PluginWorkerInput {
+  /** The Python module (dotted name) defining any of `decorate`, `around_app`, `around_process`. */
+  module: string;
+  /**
+   * Where to ship the module from: an absolute path, or a `file:` URL (`new URL("../python/x",
+   * import.meta.url)`), of the module's top-level package directory or `.py` file. Omit it when the
+   * module is installed on the workers some other way (e.g. by the plugin's image transform).
+   */
+  path?: string | URL;
+  /** JSON-serialisable settings handed to the module's hooks. Default `{}`. */
+  config?: { readonly [key: string]: JsonValue };
+}
+
+/** The worker side of a plugin, validated. */
+export interface PluginWorker {
+  /** The Python module's dotted name. */
+  readonly module: string;
+  /** The absolute path it ships from, or undefined when it is not shipped. */
+  readonly path: string | undefined;
+  /** Settings handed to its hooks (a frozen deep copy). */
+  readonly config: { readonly [key: string]: JsonValue };
+}
+
+/** One plugin's worker module, as {@link workerModules} lists it for the bootstrap and the worker. */
+export interface WorkerModule extends PluginWorker {
+  /** The plugin's name. */
+  readonly plugin: string;
+}
+
+/** The client-side hooks, as named in {@link PluginError.hook}. */
+export type PluginHook = "transform" | "bootstrap" | "launcher" | "aroundClient" | "workersPerNode";
+
+const pluginErrorMarker = Symbol.for("skyward.error.plugin");
+
+/** A plugin's hook threw or returned something unusable. Names the plugin and the hook. */
+export class PluginError extends SkywardError {
+  // biome-ignore lint/correctness/noUnusedPrivateClassMembers: read through the symbol by isInstance.
+  private readonly [pluginErrorMarker] = true;
+  /** The plugin's name. */
+  readonly plugin: string;
+  /** The hook that failed. */
+  readonly hook: PluginHook;
+  /** Errors raised while cleaning up after this one (exiting hooks already entered). */
+  readonly suppressed: readonly unknown[];
+
+  constructor(options: {
+    plugin: string;
+    hook: PluginHook;
+    message?: string;
+    cause?: unknown;
+    suppressed?: readonly unknown[];
+  }) {
+    super({
+      message:
+        options.message ??
+        `plugin "${options.plugin}": ${options.hook} hook failed: ${messageOf(options.cause)}`,
+      cause: options.cause,
+    });
+    this.name = "PluginError";
+    this.plugin = options.plugin;
+    this.hook = options.hook;
+    this.suppressed = options.suppressed ?? [];
+  }
+
+  /** True for a {@link PluginError} from any copy of this package. */
+  static override isInstance(error: unknown): error is PluginError {
+    return (
+      typeof error === "object" &&
+      error !== null &&
+      (error as Record<symbol, unknown>)[pluginErrorMarker] === true
+    );
+  }
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+const pluginMarker = Symbol.for("skyward.plugin");
+const pluginNamePattern = /^[a-z0-9][a-z0-9._-]*$/;
+const pythonModulePattern = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
+
+interface PluginFields {
+  readonly name: string;
+  readonly transform: ImageTransform | undefined;
+  readonly bootstrap: BootstrapFactory | undefined;
+  readonly launcher: LauncherTransform | undefined;
+  readonly aroundClient: AroundClient | undefined;
+  readonly workersPerNode: WorkersPerNode | undefined;
+  readonly worker: PluginWorker | undefined;
+}
+
+function fail(path: string, message: string): never {
+  throw new ConfigurationError({ issues: [{ path, message }] });
+}
+
+function requireFunction(value: unknown, path: string): void {
+  if (typeof value !== "function") fail(path, `expected a function, received ${describe(value)}`);
+}
+
+/**
+ * A named bundle of hooks. Immutable: every `with*` method returns a new plugin, leaving this one
+ * unchanged, and replaces any hook of the same kind set before.
+ */
+export class Plugin {
+  // biome-ignore lint/correctness/noUnusedPrivateClassMembers: read through the symbol by isPlugin.
+  private readonly [pluginMarker] = true;
+  /** The plugin's name: lower case, `[a-z0-9][a-z0-9._-]*`; unique within a pool. */
+  readonly name: string;
+  /** Rewrites the image before bootstrap. */
+  readonly transform: ImageTransform | undefined;
+  /** Adds shell ops after the image's bootstrap phases. */
+  readonly bootstrap: BootstrapFactory | undefined;
+  /** Rewrites the worker's launch command. */
+  readonly launcher: LauncherTransform | undefined;
+  /** Client-side lifecycle around the pool's active life. */
+  readonly aroundClient: AroundClient | undefined;
+  /** How many worker processes each node runs; one when no plugin of the pool sets it. */
+  readonly workersPerNode: WorkersPerNode | undefined;
+  /** The Python module holding the worker-side hooks. */
+  readonly worker: PluginWorker | undefined;
+
+  private constructor(fields: PluginFields) {
+    this.name = fields.name;
+    this.transform = fields.transform;
+    this.bootstrap = fields.bootstrap;
+    this.launcher = fields.launcher;
+    this.aroundClient = fields.aroundClient;
+    this.workersPerNode = fields.workersPerNode;
+    this.worker = fields.worker;
+    Object.freeze(this);
+  }
+
+  /**
+   * An empty plugin with just a name; attach hooks with the `with*` methods.
+   *
+   * @throws {ConfigurationError} (path `name`) when the name is not `[a-z0-9][a-z0-9._-]*`.
+   */
+  static create(name: string): Plugin {
+    if (typeof name !== "string" || !pluginNamePattern.test(name)) {
+      fail(
+        "name",
+        `expected a plugin name matching [a-z0-9][a-z0-9._-]* (e.g. "torch", "my-plugin"), received ${describe(name)}`,
+      );
+    }
+    return new Plugin({
+      name,
+      transform: undefined,
+      bootstrap: undefined,
+      launcher: undefined,
+      aroundClient: undefined,
+      workersPerNode: undefined,
+      worker: undefined,
+    });
+  }
+
+  private copy(changes: Partial<PluginFields>): Plugin {
+    return new Plugin({
+      name: this.name,
+      transform: this.transform,
+      bootstrap: this.bootstrap,
+      launcher: this.launcher,
+      aroundClient: this.aroundClient,
+      workersPerNode: this.workersPerNode,
+      worker: this.worker,
+      ...changes,
+    });
+  }
+
+  /** Attaches an image transform: `(image, cluster) => image`, run before bootstrap in plugin order. */
+  withImageTransform(transform: ImageTransform): Plugin {
+    requireFunction(transform, "transform");
+    return this.copy({ transform });
+  }
+
+  /** Attaches a bootstrap factory: `(cluster) => shell ops`, appended after the image's phases. */
+  withBootstrap(factory: BootstrapFactory): Plugin {
+    requireFunction(factory, "bootstrap");
+    return this.copy({ bootstrap: factory });
+  }
+
+  /** Attaches a launch command transform: `(command, context) => command`, chained in plugin order. */
+  withLauncher(launcher: LauncherTransform): Plugin {
+    requireFunction(launcher, "launcher");
+    return this.copy({ launcher });
+  }
+
+  /**
+   * Attaches a client-side lifecycle hook: `(pool, cluster) => disposable | nothing`, entered when the
+   * pool is ready (in plugin order) and disposed when it ends (in reverse order).
+   */
+  withAroundClient(around: AroundClient): Plugin {
+    requireFunction(around, "aroundClient");
+    return this.copy({ aroundClient: around });
+  }
+
+  /**
+   * Sets how many worker processes each node runs: `(cluster) => count`, a positive whole number
+   * (the MIG plugin: one per GPU instance the node's GPU holds). The pool starts that many workers
+   * per node, with a task slot each, and tells every worker its index (`instance_info().worker`).
+   * At most one plugin of a pool may set it.
+   */
+  withWorkersPerNode(workersPerNode: WorkersPerNode): Plugin {
+    requireFunction(workersPerNode, "workersPerNode");
+    return this.copy({ workersPerNode });
+  }
+
+  /**
+   * Attaches the worker side: a Python module defining any of `decorate`, `around_app` and
+   * `around_process`, and the JSON config handed to them.
+   *
+   * @throws {ConfigurationError} naming the field (`worker.module`, `worker.path`,
+   *   `worker.config.…`) when the module name, path or config is not usable.
+   */
+  withWorker(worker: PluginWorkerInput): Plugin {
+    return this.copy({ worker: parseWorker(worker) });
+  }
+}
+
+function parseWorker(input: PluginWorkerInput): PluginWorker {
+  if (typeof input !== "object" || input === null)
+    fail("worker", `expected an object, received ${describe(input)}`);
+  const issues: ConfigurationIssue[] = [];
+  const known = new Set(["module", "path", "config"]);
+  for (const key of Object.keys(input)) {
+    if (!known.has(key)) issues.push({ path: `worker.${key}`, message: "unknown field" });
+  }
+  const { module, path, config = {} } = input;
+  if (typeof module !== "string" || !pythonModulePattern.test(module)) {
+    issues.push({
+      path: "worker.module",
+      message: `expected a Python module name (e.g. "skyward_torch" or "my_pkg.hooks"), received ${describe(module)}`,
+    });
+  }
+  let resolvedPath: string | undefined;
+  if (path !== undefined) {
+    resolvedPath = toLocalPath(path);
+    if (resolvedPath === undefined) {
+      issues.push({
+        path: "worker.path",
+        message: `expected an absolute path or a file: URL, received ${describe(path)}`,
+      });
+    } else if (typeof module === "string" && pythonModulePattern.test(module)) {
+      const topLevel = module.split(".")[0];
+      const shipped = basename(resolvedPath).replace(/\.py$/, "");
+      if (shipped !== topLevel) {
+        issues.push({
+          path: "worker.path",
+          message: `expected the package directory or file of module "${topLevel}" (named "${topLevel}" or "${topLevel}.py"), received ${JSON.stringify(resolvedPath)}`,
+        });
+      }
+    }
+  }
+  const frozenConfig = toJsonObject(config, "worker.config", issues);
+  if (issues.length > 0) throw new ConfigurationError({ issues });
+  return Object.freeze({ module, path: resolvedPath, config: frozenConfig ?? Object.freeze({}) });
+}
+
+function toLocalPath(path: unknown): string | undefined {
+  if (path instanceof URL) return path.protocol === "file:" ? fileURLToPath(path) : undefined;
+  if (typeof path === "string" && path.startsWith("file:")) {
+    try {
+      return fileURLToPath(path);
+    } catch {
+      return undefined;
+    }
+  }
+  if (typeof path === "string" && isAbsolute(path)) return path;
+  return undefined;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== "object" || value === null) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
+/** Validates and deep-copies a JSON object, recording an issue per bad value; undefined when it is not one. */
+function toJsonObject(
+  value: unknown,
+  path: string,
+  issues: ConfigurationIssue[],
+): { readonly [key: string]: JsonValue } | undefined {
+  if (!isPlainObject(value)) {
+    issues.push({ path, message: `expected a plain object of JSON values, received ${describe(value)}` });
+    return undefined;
+  }
+  const copy = toJson(value, path, issues, new Set());
+  return copy as { readonly [key: string]: JsonValue } | undefined;
+}
+
+function toJson(
+  value: unknown,
+  path: string,
+  issues: ConfigurationIssue[],
+  ancestors: Set<object>,
+): JsonValue | undefined {
+  const expected = "expected a JSON value (string, finite number, boolean, null, array or plain object)";
+  if (value === null || typeof value === "string" || typeof value === "boolean") return value;
+  if (typeof value === "number") {
+    if (Number.isFinite(value)) return value;
+    issues.push({ path, message: `expected a finite number, received ${String(value)}` });
+    return undefined;
+  }
+  if (Array.isArray(value) || isPlainObject(value)) {
+    if (ancestors.has(value)) {
+      issues.push({ path, message: "expected a JSON value, received a circular reference" });
+      return undefined;
+    }
+    ancestors.add(value);
+    let copy: JsonValue;
+    if (Array.isArray(value)) {
+      copy = Object.freeze(
+        value.map((item, index) => toJson(item, `${path}[${index}]`, issues, ancestors) ?? null),
+      );
+    } else {
+      const entries: Record<string, JsonValue> = {};
+      for (const [key, item] of Object.entries(value)) {
+        const itemPath = /^[A-Za-z_$][\w$-]*$/.test(key)
+          ? `${path}.${key}`
+          : `${path}[${JSON.stringify(key)}]`;
+        entries[key] = toJson(item, itemPath, issues, ancestors) ?? null;
+      }
+      copy = Object.freeze(entries);
+    }
+    ancestors.delete(value);
+    return copy;
+  }
+  issues.push({ path, message: `${expected}, received ${describe(value)}` });
+  return undefined;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (value === undefined) return "nothing";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "string") return `the string ${JSON.stringify(value)}`;
+  if (typeof value === "number" || typeof value === "boolean") return `${typeof value} ${String(value)}`;
+  if (typeof value === "function") return "a function";
+  if (value instanceof URL) return `the URL ${value.href}`;
+  if (typeof value === "object") {
+    const constructorName = (Object.getPrototypeOf(value) as { constructor?: { name?: string } } | null)
+      ?.constructor?.name;
+    return constructorName && constructorName !== "Object" ? `a ${constructorName}` : "an object";
+  }
+  return typeof value;
+}
+
+/** True for a plugin made by {@link Plugin.create}, from any copy of this package. */
+export function isPlugin(value: unknown): value is Plugin {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    (value as Record<symbol, unknown>)[pluginMarker] === true &&
+    typeof (value as { name?: unknown }).name === "string"
+  );
+}
+
+/** Validates one entry of a spec's `plugins`; the issue says what was expected. */
+export const pluginSchema = z.custom<Plugin>(isPlugin, {
+  error: (issue) => {
+    const hint =
+      typeof issue.input === "function" ? " (a plugin factory must be called: torch(), not torch)" : "";
+    return `expected a plugin made with Plugin.create(name) (e.g. torch({ backend: "nccl" })), received ${describe(issue.input)}${hint}`;
+  },
+});
+
+/** Runs `hook`, turning what it throws into a {@link PluginError} naming the plugin and hook. */
+async function guarded<T>(plugin: Plugin, hook: PluginHook, run: () => T | Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw PluginError.isInstance(error)
+      ? error
+      : new PluginError({ plugin: plugin.name, hook, cause: error });
+  }
+}
+
+function guardedSync<T>(plugin: Plugin, hook: PluginHook, run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    throw PluginError.isInstance(error)
+      ? error
+      : new PluginError({ plugin: plugin.name, hook, cause: error });
+  }
+}
+
+function badReturn(plugin: Plugin, hook: PluginHook, expected: string, received: unknown): PluginError {
+  return new PluginError({
+    plugin: plugin.name,
+    hook,
+    message: `plugin "${plugin.name}": ${hook} hook returned ${describe(received)}, expected ${expected}`,
+  });
+}
+
+/** Runs every plugin's image transform, in plugin order, each on the previous one's result. */
+export async function applyImageTransforms(
+  plugins: readonly Plugin[],
+  image: Image,
+  cluster: Cluster,
+): Promise<Image> {
+  let current = image;
+  for (const plugin of plugins) {
+    const transform = plugin.transform;
+    if (!transform) continue;
+    const next: unknown = await guarded(plugin, "transform", () => transform(current, cluster));
+    if (typeof next !== "object" || next === null || Array.isArray(next)) {
+      throw badReturn(plugin, "transform", "an image", next);
+    }
+    current = next as Image;
+  }
+  return current;
+}
+
+/** One plugin bootstrap op and the plugin it comes from, so a failure can name the plugin. */
+export interface PluginBootstrapOp {
+  /** The plugin's name. */
+  readonly plugin: string;
+  /** The shell op, run as `bash -c op`. */
+  readonly op: ShellOp;
+}
+
+/** Every plugin's bootstrap ops with the plugin each comes from, in plugin order. */
+export function collectPluginBootstrapOps(plugins: readonly Plugin[], cluster: Cluster): PluginBootstrapOp[] {
+  const ops: PluginBootstrapOp[] = [];
+  for (const plugin of plugins) {
+    const factory = plugin.bootstrap;
+    if (!factory) continue;
+    const returned: unknown = guardedSync(plugin, "bootstrap", () => factory(cluster));
+    if (!Array.isArray(returned) || !returned.every((op) => typeof op === "string")) {
+      throw badReturn(plugin, "bootstrap", "an array of shell ops (strings)", returned);
+    }
+    for (const op of returned as string[]) ops.push(Object.freeze({ plugin: plugin.name, op }));
+  }
+  return ops;
+}
+
+/** Every plugin's bootstrap ops, concatenated in plugin order. */
+export function collectBootstrapOps(plugins: readonly Plugin[], cluster: Cluster): ShellOp[] {
+  return collectPluginBootstrapOps(plugins, cluster).map(({ op }) => op);
+}
+
+/**
+ * Every plugin after the first that sets {@link Plugin.workersPerNode} (at most one plugin may decide
+ * how many workers a node runs): its index in `plugins` and a message naming both.
+ */
+export function workersPerNodeConflicts(plugins: readonly Plugin[]): { index: number; message: string }[] {
+  const setting = plugins
+    .map((plugin, index) => ({ plugin, index }))
+    .filter(({ plugin }) => typeof plugin.workersPerNode === "function");
+  const [first, ...others] = setting;
+  if (!first) return [];
+  return others.map(({ plugin, index }) => ({
+    index,
+    message: `plugins "${first.plugin.name}" and "${plugin.name}" both set workersPerNode; at most one plugin of a pool may decide how many workers a node runs`,
+  }));
+}
+
+/**
+ * The workers each node runs on `cluster`: what the one plugin that sets
+ * {@link Plugin.workersPerNode} returns, else 1.
+ *
+ * @throws {ConfigurationError} when two plugins set it (naming both).
+ * @throws {PluginError} when the hook throws or returns anything but a positive whole number.
+ */
+export function resolveWorkersPerNode(plugins: readonly Plugin[], cluster: Cluster): number {
+  const conflicts = workersPerNodeConflicts(plugins);
+  if (conflicts.length > 0) {
+    throw new ConfigurationError({
+      issues: conflicts.map(({ index, message }) => ({ path: `plugins[${index}]`, message })),
+    });
+  }
+  for (const plugin of plugins) {
+    const hook = plugin.workersPerNode;
+    if (typeof hook !== "function") continue;
+    const count: unknown = guardedSync(plugin, "workersPerNode", () => hook.call(plugin, cluster));
+    if (typeof count !== "number" || !Number.isInteger(count) || count < 1) {
+      throw badReturn(plugin, "workersPerNode", "a positive whole number", count);
+    }
+    return count;
+  }
+  return 1;
+}
+
+/** `value` as a command of this copy of the package (one from another copy is rebuilt), if it is one. */
+function asLaunchCommand(value: unknown): LaunchCommand | undefined {
+  if (value instanceof LaunchCommand) return value;
+  if (typeof value !== "object" || value === null) return undefined;
+  const { launcher, entrypoint, args } = value as Partial<Record<keyof LaunchCommand, unknown>>;
+  if (typeof launcher !== "string" || typeof entrypoint !== "string" || !Array.isArray(args))
+    return undefined;
+  try {
+    return LaunchCommand.create({ launcher, entrypoint, args });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs every plugin's launcher transform, in plugin order, each on the previous one's command. */
+export function applyLaunchers(
+  plugins: readonly Plugin[],
+  command: LaunchCommand,
+  context: LaunchContext,
+): LaunchCommand {
+  let current = command;
+  for (const plugin of plugins) {
+    const launcher = plugin.launcher;
+    if (!launcher) continue;
+    const returned: unknown = guardedSync(plugin, "launcher", () => launcher(current, context));
+    const next = asLaunchCommand(returned);
+    if (!next) throw badReturn(plugin, "launcher", "a LaunchCommand", returned);
+    current = next;
+  }
+  return current;
+}
+
+function toAsyncDispose(value: unknown): (() => Promise<void>) | null | undefined {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== "object" && typeof value !== "function") return undefined;
+  const asyncDispose = (value as Partial<AsyncDisposable>)[Symbol.asyncDispose];
+  if (typeof asyncDispose === "function") return async () => asyncDispose.call(value);
+  const dispose = (value as Partial<Disposable>)[Symbol.dispose];
+  if (typeof dispose === "function") return async () => dispose.call(value);
+  return undefined;
+}
+
+interface Entered {
+  readonly plugin: Plugin;
+  readonly exit: () => Promise<void>;
+}
+
+/** Exits `entered` in reverse order, every one even when some throw; returns their errors. */
+async function exitAll(entered: readonly Entered[]): Promise<PluginError[]> {
+  const errors: PluginError[] = [];
+  for (const { plugin, exit } of [...entered].reverse()) {
+    try {
+      await exit();
+    } catch (error) {
+      errors.push(
+        new PluginError({
+          plugin: plugin.name,
+          hook: "aroundClient",
+          message: `plugin "${plugin.name}": aroundClient hook failed while exiting: ${messageOf(error)}`,
+          cause: error,
+        }),
+      );
+    }
+  }
+  return errors;
+}
+
+/**
+ * Enters every plugin's `aroundClient` hook, in plugin order, and returns a disposable that exits
+ * them in reverse order (each one even when another fails; disposing twice does nothing; failures
+ * reject with the first {@link PluginError}, the others in its `suppressed`). When a hook throws,
+ * the ones already entered are exited before its {@link PluginError} is rethrown.
+ *
+ * ```ts
+ * await using clientHooks = await enterAroundClient(spec.plugins, pool, cluster);
+ * ```
+ */
+export async function enterAroundClient(
+  plugins: readonly Plugin[],
+  pool: PoolHandle,
+  cluster: Cluster,
+): Promise<AsyncDisposable> {
+  const entered: Entered[] = [];
+  for (const plugin of plugins) {
+    const around = plugin.aroundClient;
+    if (!around) continue;
+    let exit: (() => Promise<void>) | null | undefined;
+    try {
+      const returned: unknown = await guarded(plugin, "aroundClient", () => around(pool, cluster));
+      exit = toAsyncDispose(returned);
+      if (exit === undefined) {
+        throw badReturn(plugin, "aroundClient", "an AsyncDisposable, a Disposable or nothing", returned);
+      }
+    } catch (error) {
+      const cleanupErrors = await exitAll(entered);
+      const failure = error as PluginError;
+      if (cleanupErrors.length === 0) throw failure;
+      throw new PluginError({
+        plugin: failure.plugin,
+        hook: failure.hook,
+        message: failure.message,
+        cause: failure.cause,
+        suppressed: cleanupErrors,
+      });
+    }
+    if (exit) entered.push({ plugin, exit });
+  }
+  let exiting: Promise<void> | undefined;
+  return {
+    [Symbol.asyncDispose]: () => {
+      exiting ??= exitAll(entered).then(([first, ...rest]) => {
+        if (!first) return;
+        if (rest.length === 0) throw first;
+        throw new PluginError({
+          plugin: first.plugin,
+          hook: first.hook,
+          message: first.message,
+          cause: first.cause,
+          suppressed: rest,
+        });
+      });
+      return exiting;
+    },
+  };
+}
+
+/** The plugins' worker modules, in plugin order, for shipping and for the worker to import. */
+export function workerModules(plugins: readonly Plugin[]): WorkerModule[] {
+  const modules: WorkerModule[] = [];
+  for (const plugin of plugins) {
+    if (plugin.worker) modules.push(Object.freeze({ plugin: plugin.name, ...plugin.worker }));
+  }
+  return modules;
+}

@@ -1,0 +1,463 @@
+/**
+ * The built-in `Local` provider: every node is a worker process on this machine, with its own node
+ * id, reached over loopback with the same protocol as remote nodes. It is the default when a spec
+ * names no provider.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { cpus, tmpdir, totalmem } from "node:os";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import type { PluginBootstrapOp } from "../contract/plugin.js";
+import type {
+  Cluster,
+  Instance,
+  Offer,
+  OfferQuery,
+  ProviderCallOptions,
+  ProviderV1,
+  WorkerEndpoint,
+  WorkerLaunchRequest,
+} from "../contract/provider.js";
+import { BootstrapError } from "../errors/errors.js";
+import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
+import type { Image } from "../spec/image.js";
+import { collectIncludedFiles } from "../spec/includes.js";
+import type { PoolSpec } from "../spec/spec.js";
+import {
+  describeBootstrapFailure,
+  parseBootstrapMarker,
+  renderPluginOpsScript,
+} from "../ssh/bootstrap-script.js";
+import { type PythonEnvironment, preparePythonEnvironment } from "./python-environment.js";
+
+const ROOT_PREFIX = "skyward-pool-";
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, but belongs to someone else.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Removes the pool roots under `parent` that a client killed before its teardown left behind: those
+ * of this user whose recorded owner process is gone. They may hold `env.sh` with the image's
+ * secrets. Best effort: anything unreadable is left alone.
+ */
+async function removeAbandonedRoots(parent: string): Promise<void> {
+  const uid = process.getuid?.();
+  const names = await readdir(parent).catch(() => [] as string[]);
+  await Promise.all(
+    names
+      .filter((name) => name.startsWith(ROOT_PREFIX))
+      .map(async (name) => {
+        const root = join(parent, name);
+        try {
+          if (uid !== undefined && (await stat(root)).uid !== uid) return;
+          const pid = Number.parseInt(await readFile(join(root, "owner.pid"), "utf8"), 10);
+          if (!Number.isSafeInteger(pid) || pid <= 0 || processAlive(pid)) return;
+          await rm(root, { recursive: true, force: true });
+        } catch {
+          // No owner file (being created, or not ours) or already gone: leave it.
+        }
+      }),
+  );
+}
+
+/** Settings of the `Local` provider. */
+export interface LocalSettings {
+  /** Parent directory of each pool's work directory. Default: the system's temporary directory. */
+  workRoot?: string;
+}
+
+/** What the `Local` provider keeps per cluster. */
+export interface LocalCluster {
+  /**
+   * The pool's Skyward root on this machine, shared by its nodes: `$SKYWARD_ROOT` of the plugins'
+   * bootstrap ops, with `env.sh` (0600) and `bootstrap.log`; removed at teardown, or by the next
+   * Local pool's `prepare` when the client that made it was killed (its `owner.pid` is gone).
+   */
+  readonly root: string;
+  /** The pool's work directory (`ROOT/work`): `includes` land here, and it is the workers' working directory. */
+  readonly workdir: string;
+}
+
+interface RunningWorker {
+  readonly child: ChildProcess;
+  exited: boolean;
+}
+
+const WORKER_READY = "SKYWARD_WORKER_READY ";
+const liveWorkers = new Set<RunningWorker>();
+let exitHookInstalled = false;
+
+function killGroup(worker: RunningWorker, signal: NodeJS.Signals): void {
+  if (worker.exited || worker.child.pid === undefined) return;
+  try {
+    process.kill(-worker.child.pid, signal);
+  } catch {
+    try {
+      worker.child.kill(signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  // Last resort when the process exits without disposing its pools: no worker outlives it. (Workers
+  // also stop when their stdin closes, which covers a SIGKILL of this process.)
+  process.once("exit", () => {
+    for (const worker of liveWorkers) killGroup(worker, "SIGKILL");
+  });
+}
+
+function localOffer(): Offer {
+  return Object.freeze({
+    id: "local",
+    provider: "local",
+    instanceType: "local",
+    accelerator: null,
+    vcpus: cpus().length,
+    memoryGb: Math.round(totalmem() / 1024 ** 3),
+    architecture: process.arch === "arm64" ? "arm64" : "x86_64",
+    region: "local",
+    spotPrice: null,
+    onDemandPrice: 0,
+    billingUnit: "second",
+    pricesAsOf: new Date().toISOString().slice(0, 10),
+    specific: Object.freeze({}),
+  });
+}
+
+/**
+ * Runs the plugins' bootstrap ops once for the cluster (its nodes share this machine), with the
+ * bootstrap script's own `env` and `plugins` phases: `SKYWARD_ROOT` the cluster's root, the virtual
+ * environment activated, the image's env sourced from `ROOT/env.sh` (0600), in the work directory.
+ * Only phase names reach the progress events; the ops' output goes to `ROOT/bootstrap.log`, whose
+ * tail a failure carries.
+ */
+async function runPluginOps(
+  cluster: Cluster<LocalCluster>,
+  image: Image,
+  python: PythonEnvironment,
+  ops: readonly PluginBootstrapOp[],
+  request: WorkerLaunchRequest,
+  options: ProviderCallOptions,
+): Promise<void> {
+  const { root, workdir } = cluster.specific;
+  const script = renderPluginOpsScript({ image, root, venv: python.venvDir, work: workdir, pluginOps: ops });
+  const { SKYWARD_TOKEN: _token, ...env } = process.env;
+  const child = spawn("bash", ["-s"], {
+    cwd: workdir,
+    env,
+    stdio: ["pipe", "pipe", "ignore"],
+    detached: true,
+  });
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  lines.on("line", (line) => {
+    const marker = parseBootstrapMarker(line);
+    if (marker?.kind === "phase" && marker.name === "plugins" && marker.status !== "failed") {
+      options.progress?.("plugins", marker.status === "start" ? "started" : "finished", `${ops.length} ops`);
+    }
+  });
+  const kill = () => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  };
+  const timeoutSeconds = request.timeoutSeconds;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    kill();
+  }, timeoutSeconds * 1000);
+  options.signal.addEventListener("abort", kill, { once: true });
+  child.stdin?.end(script);
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("exit", (exitCode) => resolve(exitCode));
+  }).finally(() => {
+    clearTimeout(timer);
+    options.signal.removeEventListener("abort", kill);
+    lines.close();
+  });
+  if (options.signal.aborted) throw options.signal.reason;
+  if (code === 0) return;
+  const logTail = (await readFile(join(root, "bootstrap.log"), "utf8").catch(() => ""))
+    .split("\n")
+    .filter((line) => !line.startsWith("::skyward::"))
+    .slice(-41)
+    .join("\n")
+    .trim();
+  const failed = describeBootstrapFailure(logTail);
+  throw new BootstrapError({
+    node: request.nodeId,
+    phase: "plugins",
+    logTail,
+    message: timedOut
+      ? `The plugins' bootstrap ops on this machine (Local) did not finish within ${timeoutSeconds} s`
+      : `The plugins' bootstrap ops failed on this machine (Local), exit code ${code}${failed ? `: ${failed}` : ""}`,
+  });
+}
+
+/**
+ * The built-in provider that runs every node as a worker process on this machine:
+ * `sky.compute({ provider: sky.Local(), nodes: 4 })`. Used when a spec names no provider.
+ */
+export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
+  const workers = new Map<string, RunningWorker>();
+  // Instances provisioned and not yet terminated: getInstance knows these and no others.
+  const provisioned = new Set<string>();
+  // Set up once per cluster (all its nodes share this machine): includes copied, Python ready.
+  const environments = new Map<string, Promise<PythonEnvironment>>();
+
+  const setUp = (
+    cluster: Cluster<LocalCluster>,
+    request: WorkerLaunchRequest,
+    options: ProviderCallOptions,
+  ): Promise<PythonEnvironment> => {
+    const { image } = request;
+    let environment = environments.get(cluster.id);
+    if (!environment) {
+      environment = (async () => {
+        options.progress?.("includes", "started", image.includes.join(" "));
+        const files = await collectIncludedFiles(image.includes, image.excludes);
+        for (const file of files) {
+          const target = join(cluster.specific.workdir, file.target);
+          await mkdir(dirname(target), { recursive: true });
+          await copyFile(file.source, target);
+        }
+        options.progress?.("includes", "finished", `${files.length} files`);
+        const python = await preparePythonEnvironment(image, options);
+        const ops = request.pluginOps ?? [];
+        if (ops.length > 0) await runPluginOps(cluster, image, python, ops, request, options);
+        return python;
+      })();
+      environments.set(cluster.id, environment);
+      environment.catch(() => environments.delete(cluster.id));
+    }
+    return environment;
+  };
+
+  const provider: ProviderV1<LocalCluster> = {
+    specificationVersion: "v1",
+    name: "local",
+    capabilities: Object.freeze({ spot: false, volumes: false, images: false }),
+
+    async offers(query: OfferQuery): Promise<readonly Offer[]> {
+      const offer = localOffer();
+      if (query.accelerator) return [];
+      if (query.architecture && query.architecture !== offer.architecture) return [];
+      if (query.allocation === "spot") return [];
+      if (query.vcpus !== undefined && query.vcpus > offer.vcpus) return [];
+      if (query.memoryGb !== undefined && query.memoryGb > offer.memoryGb) return [];
+      return [offer];
+    },
+
+    async prepare(
+      spec: PoolSpec,
+      offer: Offer,
+      options?: ProviderCallOptions,
+    ): Promise<Cluster<LocalCluster>> {
+      const parent = settings.workRoot ?? tmpdir();
+      await mkdir(parent, { recursive: true });
+      await removeAbandonedRoots(parent);
+      const root = await mkdtemp(join(parent, ROOT_PREFIX));
+      await writeFile(join(root, "owner.pid"), `${process.pid}\n`, { mode: 0o600 });
+      const workdir = join(root, "work");
+      await mkdir(workdir);
+      return Object.freeze({
+        id: `local-${randomUUID().slice(0, 8)}`,
+        provider: "local",
+        poolId: options?.poolId ?? "",
+        region: "local",
+        spec,
+        offer,
+        ssh: null,
+        specific: Object.freeze({ root, workdir }),
+      });
+    },
+
+    async provision(cluster: Cluster<LocalCluster>, count: number): Promise<readonly Instance[]> {
+      const now = Date.now();
+      return Array.from({ length: count }, () => {
+        const id = `${cluster.id}-${randomUUID().slice(0, 8)}`;
+        provisioned.add(id);
+        return Object.freeze({
+          id,
+          status: "running" as const,
+          publicIp: null,
+          privateIp: "127.0.0.1",
+          ssh: null,
+          spot: false,
+          hourlyPrice: 0,
+          offerId: cluster.offer.id,
+          createdAt: now,
+          tags: Object.freeze({ "skyward:cluster": cluster.id }),
+        });
+      });
+    },
+
+    async getInstance(cluster: Cluster<LocalCluster>, id: string): Promise<Instance | null> {
+      const worker = workers.get(id);
+      if (!provisioned.has(id) || worker?.exited) return null;
+      return Object.freeze({
+        id,
+        status: "running",
+        publicIp: null,
+        privateIp: "127.0.0.1",
+        ssh: null,
+        spot: false,
+        hourlyPrice: 0,
+        offerId: cluster.offer.id,
+        createdAt: Date.now(),
+        tags: Object.freeze({ "skyward:cluster": cluster.id }),
+      });
+    },
+
+    async launchWorker(
+      cluster: Cluster<LocalCluster>,
+      instance: Instance,
+      request: WorkerLaunchRequest,
+      options: ProviderCallOptions,
+    ): Promise<WorkerEndpoint> {
+      installExitHook();
+      const environment = await setUp(cluster, request, options);
+      const runtime = pythonRuntimeDirectory();
+      const launch = request.command({
+        pythonBin: environment.pythonBin,
+        venvDir: environment.venvDir,
+        workerScript: join(runtime, "skyward_worker.py"),
+        privateIp: "127.0.0.1",
+        root: cluster.specific.root,
+      });
+      // The worker's stdin is a pipe from this process: it ends when the client dies, however it dies.
+      const command = launch.with({ args: [...launch.args, "--exit-on-stdin-eof"] });
+      const pythonPath = [runtime, process.env.PYTHONPATH].filter(Boolean).join(":");
+      const child = spawn("/bin/sh", ["-c", `exec ${command.render()}`], {
+        cwd: cluster.specific.workdir,
+        env: { ...process.env, ...request.env, PYTHONPATH: pythonPath, PYTHONUNBUFFERED: "1" },
+        stdio: ["pipe", "pipe", "pipe"],
+        detached: true,
+      });
+      const worker: RunningWorker = { child, exited: false };
+      workers.set(instance.id, worker);
+      liveWorkers.add(worker);
+      const stderrTail: string[] = [];
+      const stderr = createInterface({ input: child.stderr as NodeJS.ReadableStream });
+      stderr.on("line", (line) => {
+        stderrTail.push(line);
+        if (stderrTail.length > 60) stderrTail.shift();
+        request.onOutput?.("stderr", line);
+      });
+      return new Promise<WorkerEndpoint>((resolvePromise, reject) => {
+        let settled = false;
+        const fail = (message: string, cause?: unknown) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          options.signal.removeEventListener("abort", onAbort);
+          killGroup(worker, "SIGKILL");
+          reject(
+            new BootstrapError({
+              node: request.nodeId,
+              phase: "worker",
+              logTail: stderrTail.join("\n"),
+              message,
+              cause,
+            }),
+          );
+        };
+        const timer = setTimeout(
+          () => fail(`The worker of node ${request.nodeId} did not start within ${request.timeoutSeconds} s`),
+          request.timeoutSeconds * 1000,
+        );
+        const onAbort = () =>
+          fail(`Starting the worker of node ${request.nodeId} was aborted`, options.signal.reason);
+        options.signal.addEventListener("abort", onAbort, { once: true });
+        child.once("error", (error) =>
+          fail(`Could not start the worker of node ${request.nodeId}: ${error.message}`, error),
+        );
+        child.once("exit", (code, signal) => {
+          worker.exited = true;
+          liveWorkers.delete(worker);
+          if (!settled) {
+            // Let the last stderr lines arrive before reporting them.
+            setTimeout(
+              () =>
+                fail(
+                  `The worker of node ${request.nodeId} exited (${signal ?? `code ${code}`}) before it was ready`,
+                ),
+              50,
+            );
+          } else request.onExit?.(code, signal);
+        });
+        const stdout = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+        stdout.on("line", (line) => {
+          if (!settled && line.startsWith(WORKER_READY)) {
+            try {
+              const ready = JSON.parse(line.slice(WORKER_READY.length)) as { port: number; pid: number };
+              settled = true;
+              clearTimeout(timer);
+              options.signal.removeEventListener("abort", onAbort);
+              resolvePromise({ host: "127.0.0.1", port: ready.port, pid: ready.pid });
+            } catch (error) {
+              fail(
+                `The worker of node ${request.nodeId} announced itself in an unexpected form: ${line}`,
+                error,
+              );
+            }
+            return;
+          }
+          request.onOutput?.("stdout", line);
+        });
+      });
+    },
+
+    async terminate(_cluster: Cluster<LocalCluster>, ids: readonly string[]): Promise<void> {
+      await Promise.all(
+        ids.map(async (id) => {
+          provisioned.delete(id);
+          const worker = workers.get(id);
+          if (!worker) return;
+          workers.delete(id);
+          if (worker.exited) return;
+          const exited = new Promise<void>((done) => {
+            if (worker.exited) done();
+            else worker.child.once("exit", () => done());
+          });
+          worker.child.stdin?.end();
+          killGroup(worker, "SIGTERM");
+          const timer = setTimeout(() => killGroup(worker, "SIGKILL"), 3000);
+          await exited;
+          clearTimeout(timer);
+        }),
+      );
+    },
+
+    async teardown(cluster: Cluster<LocalCluster>): Promise<void> {
+      const mine = [...new Set([...workers.keys(), ...provisioned])].filter((id) =>
+        id.startsWith(`${cluster.id}-`),
+      );
+      await provider.terminate(cluster, mine, { signal: AbortSignal.timeout(10_000) });
+      environments.delete(cluster.id);
+      await rm(cluster.specific.root, { recursive: true, force: true });
+    },
+
+    selfDestruct(): string {
+      // A local worker simply exits when its TTL runs out; there is no machine to shut down.
+      return "";
+    },
+  };
+  return provider;
+}

@@ -1,0 +1,1282 @@
+/**
+ * Pools: `sky.compute(…)` provisions nodes, starts a worker on each and connects to it; the pool
+ * then dispatches pending calls (`run`, `broadcast`, `gather`, `stream`, `map`, `submit`) until it is
+ * disposed, when it releases the workers and has the provider terminate and tear everything down —
+ * on normal exit, on an exception, and on SIGINT/SIGTERM.
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import { createServer } from "node:net";
+import { posix } from "node:path";
+import { LaunchCommand, type LaunchContext } from "../contract/launch-command.js";
+import {
+  applyImageTransforms,
+  applyLaunchers,
+  collectPluginBootstrapOps,
+  enterAroundClient,
+  type PoolHandle,
+  resolveWorkersPerNode,
+  workerModules,
+} from "../contract/plugin.js";
+import {
+  type Cluster,
+  type Instance,
+  type Offer,
+  offerPrice,
+  offerQuery,
+  type Provider,
+  type WorkerEnvironment,
+} from "../contract/provider.js";
+import {
+  BootstrapError,
+  CancelledError,
+  ConfigurationError,
+  NoCapacityError,
+  NoOffersError,
+  type ProvisionAttempt,
+  ProvisionError,
+  SerializationError,
+  SkywardError,
+} from "../errors/errors.js";
+import { Local } from "../local/local-provider.js";
+import { attachConsole } from "../observe/console.js";
+import {
+  EventHub,
+  type EventOf,
+  type PoolState,
+  type SkywardEvent,
+  type SkywardEventType,
+} from "../observe/events.js";
+import { attachLogFile, type LogFileAttachment } from "../observe/log-file.js";
+import { Redactor } from "../observe/redact.js";
+import type { ClusterMessage, WireValue } from "../protocol/protocol.js";
+import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
+import { extendImage, type Image } from "../spec/image.js";
+import type { Options } from "../spec/options.js";
+import type { PoolSpec } from "../spec/spec.js";
+import { startSshWorker } from "../ssh/ssh-node.js";
+import type { SshConnection } from "../ssh/ssh-transport.js";
+import { cachedOffers } from "./offer-cache.js";
+import type { Pending, PendingStream, PendingTask, PythonFunction } from "./python-function.js";
+import { type TaskCallbacks, TaskManager, type TaskRequest } from "./task-manager.js";
+import { WorkerConnection } from "./worker-connection.js";
+
+/** Options of a call that waits. */
+export interface WaitOptions {
+  /** Aborting cancels the remote task(s) and rejects with a `CancelledError`. */
+  readonly signal?: AbortSignal;
+}
+
+/** Options of `pool.run`. */
+export interface RunOptions extends WaitOptions {
+  /** Run on the head node (`"head"`) or on the node of this index; default: round-robin. */
+  readonly target?: "head" | number;
+}
+
+/** Options of `pool.stream`. */
+export interface StreamOptions extends WaitOptions {
+  /** Yield results in the order the tasks were given (default) or as they complete. */
+  readonly ordered?: boolean;
+}
+
+/** A submitted task: its id, its result, and a way to cancel it. */
+export interface TaskHandle<R> {
+  /** The task's id within the pool. */
+  readonly id: string;
+  /** Settles with the task's result or error. */
+  readonly result: Promise<R>;
+  /** Cancels the task: dropped if queued, cancelled on the worker if running. */
+  cancel(): void;
+}
+
+/** The result type of a pending task. */
+export type ResultOf<T> = T extends PendingTask<infer R> ? R : never;
+
+/** The node of a running pool, as `pool.nodes()` lists it. */
+export interface PoolNode {
+  readonly index: number;
+  readonly instanceId: string;
+  readonly privateIp: string;
+  readonly ready: boolean;
+}
+
+interface NodeRuntime {
+  readonly index: number;
+  instance: Instance;
+  connection: WorkerConnection | undefined;
+  /** The SSH connection carrying the worker's tunnel, for nodes reached over SSH. */
+  ssh: SshConnection | undefined;
+  replacements: number;
+}
+
+const livePools = new Set<Pool>();
+let signalHandlersInstalled = false;
+
+function onSignal(signal: NodeJS.Signals): void {
+  removeSignalHandlers();
+  const pools = [...livePools];
+  const closing = pools.map((pool) => pool.close().catch(() => undefined));
+  const deadline = Math.max(...pools.map((pool) => pool.spec.shutdownTimeoutSeconds), 10) * 1000;
+  const timer = setTimeout(() => process.kill(process.pid, signal), deadline);
+  timer.unref();
+  void Promise.all(closing).then(() => {
+    clearTimeout(timer);
+    // Re-raise, now that no handler is installed, so the process ends as the signal means.
+    process.kill(process.pid, signal);
+  });
+}
+
+function installSignalHandlers(): void {
+  if (signalHandlersInstalled) return;
+  signalHandlersInstalled = true;
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+}
+
+function removeSignalHandlers(): void {
+  if (!signalHandlersInstalled) return;
+  signalHandlersInstalled = false;
+  process.off("SIGINT", onSignal);
+  process.off("SIGTERM", onSignal);
+}
+
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function abortError(signal: AbortSignal, what: string): CancelledError {
+  return new CancelledError({ message: `${what} was aborted`, cause: signal.reason });
+}
+
+/** Resolution settings the pool derived from the request, for display and signal handling. */
+interface PoolSettings {
+  readonly shutdownTimeoutSeconds: number;
+}
+
+/**
+ * A running pool of nodes. Create it with {@link compute}; dispose it with `await using`, `close()`
+ * or {@link withCompute}.
+ */
+export class Pool implements AsyncDisposable {
+  /** The pool's id (also its job id on the workers). */
+  readonly id: string;
+  #spec: PoolSpec & PoolSettings;
+  /** The pool's options. */
+  readonly options: Options;
+
+  readonly #hub = new EventHub();
+  readonly #tasks: TaskManager;
+  readonly #token = randomBytes(24).toString("hex");
+  readonly #nodes: NodeRuntime[] = [];
+  readonly #abort = new AbortController();
+  readonly #detachConsole: () => void;
+  /** The secrets the log file masks: credential-looking environment, image env and provider settings, the token. */
+  readonly #secrets = new Redactor();
+  readonly #logFile: LogFileAttachment;
+  #provider: Provider | undefined;
+  #cluster: Cluster | undefined;
+  #image: Image | undefined;
+  #headPort = 29500;
+  /** Workers per node a plugin asks for (MIG: one per GPU instance); 1 otherwise. */
+  #workersPerNode = 1;
+  #state: PoolState = "init";
+  #closing: Promise<void> | undefined;
+  #aroundClient: AsyncDisposable | undefined;
+  #startedAt = performance.now();
+
+  /** @internal Use {@link compute}. */
+  constructor(
+    spec: PoolSpec,
+    options: Options,
+    onEvent?: (event: SkywardEvent) => void,
+    id: string = randomUUID().slice(0, 8),
+  ) {
+    this.id = id;
+    if (onEvent) this.#hub.on("*", onEvent);
+    this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
+    this.options = options;
+    this.#tasks = new TaskManager({ poolId: id, hub: this.#hub });
+    this.#detachConsole = attachConsole(this.#hub, options.console);
+    this.#secrets.addEnvironment(process.env);
+    this.#secrets.add(this.#token);
+    this.#addSecretsOf(spec);
+    this.#logFile = attachLogFile(this.#hub, {
+      poolId: id,
+      logging: options.logging,
+      console: options.console,
+      redactor: this.#secrets,
+    });
+  }
+
+  #addSecretsOf(spec: PoolSpec): void {
+    this.#secrets.addEnvironment(spec.image.env);
+    this.#secrets.addSettings(spec.provider);
+  }
+
+  /** The resolved spec the pool was provisioned from (with several specs: the one chosen). */
+  get spec(): PoolSpec & PoolSettings {
+    return this.#spec;
+  }
+
+  /** The pool's lifecycle state. */
+  get state(): PoolState {
+    return this.#state;
+  }
+
+  /** How many nodes are ready right now. */
+  currentNodes(): number {
+    return this.#tasks.liveNodes;
+  }
+
+  /** The pool's nodes. */
+  nodes(): readonly PoolNode[] {
+    return this.#nodes.map((node) => ({
+      index: node.index,
+      instanceId: node.instance.id,
+      privateIp: node.instance.privateIp ?? "",
+      ready: node.connection?.isOpen === true,
+    }));
+  }
+
+  /** The pool's events as an async iterable (ends when the pool is destroyed or `signal` aborts). */
+  events(signal?: AbortSignal): AsyncIterableIterator<SkywardEvent> {
+    return this.#hub.events(signal);
+  }
+
+  /** Calls `handler` for every event of `type` (`"*"` for all); returns a function that stops it. */
+  on<T extends SkywardEventType>(type: T, handler: (event: EventOf<T>) => void): () => void;
+  on(type: "*", handler: (event: SkywardEvent) => void): () => void;
+  on(type: SkywardEventType | "*", handler: (event: never) => void): () => void {
+    return this.#hub.on(type as "*", handler as (event: SkywardEvent) => void);
+  }
+
+  #setState(state: PoolState): void {
+    const previous = this.#state;
+    this.#state = state;
+    this.#hub.emit({ type: "pool.state", timestamp: Date.now(), poolId: this.id, state, previous });
+  }
+
+  #checkOpen(): void {
+    if (this.#state !== "ready") {
+      throw new CancelledError({
+        message: `The pool is ${this.#state.replace("_", " ")}; it runs no more tasks`,
+      });
+    }
+  }
+
+  // ————————————————————————————————————————————————————————————————— lifecycle
+
+  /** @internal Provisions the nodes and connects to them; called by {@link compute}. */
+  async start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
+    const abort = this.#abort.signal;
+    const combined = signal ? AbortSignal.any([signal, abort]) : abort;
+    this.#startedAt = performance.now();
+    for (const spec of specs) this.#addSecretsOf(spec);
+    this.#setState("requesting");
+    // Offers from every spec, best first; when one fails to prepare or provision, the next is tried.
+    const { candidates, attempts } = await this.#offerCandidates(specs, combined);
+    let chosen:
+      | { spec: PoolSpec; provider: Provider; offer: Offer; cluster: Cluster; instances: Instance[] }
+      | undefined;
+    for (const candidate of candidates) {
+      const { spec, provider, offer } = candidate;
+      this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: this.options.shutdownTimeout });
+      let cluster: Cluster | undefined;
+      try {
+        cluster = await provider.prepare(spec, offer, { signal: combined, poolId: this.id });
+        const transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
+        // The plugin that sets workersPerNode (MIG: one worker per GPU instance) decides; 1 otherwise.
+        this.#workersPerNode = resolveWorkersPerNode(spec.plugins, cluster);
+        // Plugins' worker modules travel with the code: they land in the work directory, on sys.path.
+        const modulePaths = workerModules(spec.plugins)
+          .map((module) => module.path)
+          .filter((path): path is string => path !== undefined && !transformed.includes.includes(path));
+        this.#image =
+          modulePaths.length > 0 ? extendImage(transformed, { includes: modulePaths }) : transformed;
+        this.#setState("provisioning");
+        const instances = await this.#provision(provider, cluster, spec.nodes.desired, combined);
+        chosen = { spec, provider, offer, cluster, instances };
+        break;
+      } catch (error) {
+        if (combined.aborted) throw abortError(combined, "Provisioning the pool");
+        // A plugin's transform failing, or bad input, is not a capacity problem: no other offer helps.
+        if (!ProvisionError.isInstance(error) && !NoCapacityError.isInstance(error)) {
+          if (cluster)
+            await provider.teardown(cluster, { signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
+          throw error;
+        }
+        attempts.push({
+          provider: provider.name,
+          offer: offer.instanceType,
+          reason: (error as Error).message,
+        });
+        this.#hub.emit({
+          type: "error",
+          timestamp: Date.now(),
+          poolId: this.id,
+          message: `${provider.name} (${offer.instanceType}) failed: ${(error as Error).message}; trying the next offer`,
+          cause: error,
+        });
+        if (cluster)
+          await provider.teardown(cluster, { signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
+      }
+    }
+    if (!chosen) throw new NoCapacityError({ attempts });
+    const { spec, provider, offer, cluster, instances } = chosen;
+    this.#provider = provider;
+    this.#cluster = cluster;
+    for (const [index, instance] of instances.entries()) {
+      this.#nodes.push({ index, instance, connection: undefined, ssh: undefined, replacements: 0 });
+      this.#hub.emit({
+        type: "node.provisioned",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: index,
+        instanceId: instance.id,
+        provider: provider.name,
+        instanceType: offer.instanceType,
+        spot: instance.spot,
+        hourlyPrice: instance.hourlyPrice,
+        publicIp: instance.publicIp,
+        privateIp: instance.privateIp,
+      });
+    }
+    if (instances.every((instance) => instance.ssh === null)) {
+      this.#headPort = await freeLoopbackPort();
+    }
+    // Over SSH the head comes up first (the others learn its address from a running node); on this
+    // machine every address is known up front, so all nodes start at once.
+    const head = this.#nodes[0] as NodeRuntime;
+    const headStarted = this.#startNode(head, combined);
+    const local = instances.every((instance) => instance.ssh === null);
+    if (!local) await headStarted;
+    const rest = Promise.all(this.#nodes.slice(1).map((node) => this.#startNode(node, combined)));
+    // Observed below; this keeps a failure of the others from going unhandled when the head fails first.
+    rest.catch(() => undefined);
+    if (local) await headStarted;
+    const minimum = spec.nodes.min;
+    if (minimum <= 1) void rest.catch((error) => this.#nodeStartFailed(error));
+    else await this.#waitForNodes(minimum, rest);
+    this.#setState("ready");
+    this.#hub.emit({
+      type: "pool.ready",
+      timestamp: Date.now(),
+      poolId: this.id,
+      nodes: this.#tasks.liveNodes,
+      durationMs: performance.now() - this.#startedAt,
+    });
+    this.#aroundClient = await enterAroundClient(spec.plugins, this.#pluginHandle(), cluster);
+  }
+
+  async #waitForNodes(minimum: number, all: Promise<unknown>): Promise<void> {
+    if (this.#tasks.liveNodes >= minimum) return;
+    await new Promise<void>((resolve, reject) => {
+      const off = this.#hub.on("node.ready", () => {
+        if (this.#tasks.liveNodes >= minimum) {
+          off();
+          resolve();
+        }
+      });
+      all.then(
+        () => {
+          off();
+          if (this.#tasks.liveNodes >= minimum) resolve();
+          else
+            reject(
+              new ProvisionError({
+                provider: this.#provider?.name ?? "?",
+                message: `Only ${this.#tasks.liveNodes} of the ${minimum} nodes needed came up`,
+              }),
+            );
+        },
+        (error) => {
+          off();
+          reject(error);
+        },
+      );
+    });
+  }
+
+  #nodeStartFailed(error: unknown): void {
+    if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+    this.#hub.emit({
+      type: "error",
+      timestamp: Date.now(),
+      poolId: this.id,
+      message: `a node failed to start: ${(error as Error).message}`,
+      cause: error,
+    });
+  }
+
+  #pluginHandle(): PoolHandle {
+    return {
+      id: this.id,
+      spec: this.spec,
+      currentNodes: () => this.currentNodes(),
+    } as PoolHandle;
+  }
+
+  async #offerCandidates(
+    specs: readonly PoolSpec[],
+    signal: AbortSignal,
+  ): Promise<{
+    candidates: { spec: PoolSpec; provider: Provider; offer: Offer; price: number }[];
+    attempts: ProvisionAttempt[];
+  }> {
+    const attempts: ProvisionAttempt[] = [];
+    const candidates: { spec: PoolSpec; provider: Provider; offer: Offer; price: number; order: number }[] =
+      [];
+    for (const [order, spec] of specs.entries()) {
+      const provider = spec.provider ?? Local();
+      let offers: readonly Offer[];
+      try {
+        offers = await cachedOffers(provider, offerQuery(spec), { signal });
+      } catch (error) {
+        if (signal.aborted) throw abortError(signal, "Looking for offers");
+        attempts.push({ provider: provider.name, reason: `offers failed: ${(error as Error).message}` });
+        continue;
+      }
+      const usable = offers
+        .map((offer) => ({ offer, price: offerPrice(offer, spec.allocation) }))
+        .filter((entry): entry is { offer: Offer; price: number } => entry.price !== null)
+        .filter((entry) => spec.maxHourlyCost === undefined || entry.price <= spec.maxHourlyCost)
+        .sort((a, b) => a.price - b.price)
+        .slice(0, 3);
+      if (usable.length === 0) {
+        const wanted = spec.accelerator ? `${spec.accelerator.count}x ${spec.accelerator.name}` : "CPU nodes";
+        attempts.push({
+          provider: provider.name,
+          reason: `no offer for ${wanted}${spec.maxHourlyCost !== undefined ? ` under $${spec.maxHourlyCost}/h` : ""} (${spec.allocation})`,
+        });
+        continue;
+      }
+      for (const entry of usable) candidates.push({ spec, provider, ...entry, order });
+    }
+    if (candidates.length === 0) throw new NoOffersError({ attempts });
+    // "cheapest": the lowest price first, across specs; "first": the specs in the order given.
+    candidates.sort((a, b) =>
+      this.options.selection === "first" ? a.order - b.order || a.price - b.price : a.price - b.price,
+    );
+    return { candidates, attempts };
+  }
+
+  async #provision(
+    provider: Provider,
+    cluster: Cluster,
+    count: number,
+    signal: AbortSignal,
+  ): Promise<Instance[]> {
+    const instances: Instance[] = [];
+    const attempts: ProvisionAttempt[] = [];
+    for (let attempt = 1; instances.length < count; attempt += 1) {
+      if (signal.aborted) throw abortError(signal, "Provisioning");
+      try {
+        instances.push(...(await provider.provision(cluster, count - instances.length, { signal })));
+      } catch (error) {
+        if (signal.aborted) throw abortError(signal, "Provisioning");
+        attempts.push({
+          provider: provider.name,
+          offer: cluster.offer.instanceType,
+          reason: (error as Error).message,
+        });
+        if (
+          attempt >= this.spec.maxProvisionAttempts ||
+          (ProvisionError.isInstance(error) && !error.isRetryable && !NoCapacityError.isInstance(error))
+        ) {
+          if (instances.length > 0)
+            await provider.terminate(
+              cluster,
+              instances.map((instance) => instance.id),
+              { signal: AbortSignal.timeout(60_000) },
+            );
+          throw NoCapacityError.isInstance(error) || attempt >= this.spec.maxProvisionAttempts
+            ? new NoCapacityError({ attempts, cause: error })
+            : error;
+        }
+        await new Promise((resolve) => setTimeout(resolve, this.spec.provisionRetryDelay * 1000));
+      }
+    }
+    try {
+      return await this.#waitUntilRunning(provider, cluster, instances, signal);
+    } catch (error) {
+      await provider
+        .terminate(
+          cluster,
+          instances.map((instance) => instance.id),
+          { signal: AbortSignal.timeout(60_000) },
+        )
+        .catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /**
+   * Polls `getInstance` until every instance runs and can be reached (an SSH address, or a provider
+   * that starts workers itself), within `provisionTimeout`.
+   */
+  async #waitUntilRunning(
+    provider: Provider,
+    cluster: Cluster,
+    instances: Instance[],
+    signal: AbortSignal,
+  ): Promise<Instance[]> {
+    const reachable = (instance: Instance) =>
+      instance.status === "running" && (instance.ssh !== null || provider.launchWorker !== undefined);
+    const deadline = performance.now() + this.spec.provisionTimeout * 1000;
+    let interval = 1000;
+    const current = [...instances];
+    while (!current.every(reachable)) {
+      if (signal.aborted) throw abortError(signal, "Waiting for instances");
+      if (performance.now() > deadline) {
+        const waiting = current
+          .filter((instance) => !reachable(instance))
+          .map((instance) => `${instance.id} (${instance.status})`);
+        throw new ProvisionError({
+          provider: provider.name,
+          isRetryable: true,
+          message: `Instances not running with an address within ${this.spec.provisionTimeout} s: ${waiting.join(", ")}`,
+        });
+      }
+      await new Promise((resolve) => setTimeout(resolve, interval));
+      interval = Math.min(interval * 1.5, 5000);
+      for (const [index, instance] of current.entries()) {
+        if (reachable(instance)) continue;
+        const latest = await provider.getInstance(cluster, instance.id, { signal });
+        if (latest === null || latest.status === "terminated" || latest.status === "stopping") {
+          throw new ProvisionError({
+            provider: provider.name,
+            isRetryable: true,
+            message: `Instance ${instance.id} went away while starting (${latest?.status ?? "gone"})`,
+          });
+        }
+        current[index] = latest;
+      }
+    }
+    return current;
+  }
+
+  /** Task slots per node: the worker's concurrency, and at least one per worker a plugin asks for. */
+  #concurrency(): number {
+    return Math.max(this.spec.worker.concurrency, this.#workersPerNode);
+  }
+
+  #launchContext(
+    node: NodeRuntime,
+    pythonBin: string,
+    venvDir: string | undefined,
+    privateIp: string,
+    root: string | undefined,
+  ): LaunchContext {
+    const head = this.#nodes[0]?.instance;
+    return {
+      nodeId: node.index,
+      numNodes: this.#nodes.length,
+      headAddr: head?.privateIp ?? "127.0.0.1",
+      headPort: this.#headPort,
+      privateIp,
+      pythonBin,
+      venvDir: venvDir ?? "",
+      ...(root !== undefined ? { root } : venvDir ? { root: posix.dirname(venvDir) } : {}),
+      concurrency: this.#concurrency(),
+      executor: this.spec.worker.executor,
+      workersPerNode: this.#workersPerNode,
+    } as LaunchContext;
+  }
+
+  #workerArgs(node: NodeRuntime): string[] {
+    const { worker, ttl } = this.spec;
+    const args = [
+      "--node",
+      String(node.index),
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--concurrency",
+      String(this.#concurrency()),
+      "--buffer",
+      String(worker.buffer),
+      "--executor",
+      worker.executor,
+      "--ttl",
+      String(ttl),
+    ];
+    if (!worker.reuseProcesses) args.push("--no-reuse-processes");
+    const selfDestruct =
+      this.#provider && this.#cluster ? this.#provider.selfDestruct(this.#cluster, node.instance) : "";
+    if (selfDestruct) args.push("--self-destruct", selfDestruct);
+    return args;
+  }
+
+  async #startNode(node: NodeRuntime, signal: AbortSignal): Promise<void> {
+    const provider = this.#provider as Provider;
+    const cluster = this.#cluster as Cluster;
+    const started = performance.now();
+    const phaseStarts = new Map<string, number>();
+    const progress = (
+      phase: string,
+      status: "started" | "finished" | "failed",
+      durationMs?: number,
+      detail?: string,
+    ) => {
+      const now = performance.now();
+      if (status === "started") phaseStarts.set(phase, now);
+      const begun = phaseStarts.get(phase);
+      const duration = durationMs ?? (status !== "started" && begun !== undefined ? now - begun : undefined);
+      this.#hub.emit({
+        type: "bootstrap.phase",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        phase,
+        status,
+        ...(duration !== undefined ? { durationMs: duration } : {}),
+        ...(detail ? { detail } : {}),
+      } as SkywardEvent);
+    };
+    const command = (environment: WorkerEnvironment) =>
+      applyLaunchers(
+        this.spec.plugins,
+        LaunchCommand.create({
+          launcher: environment.pythonBin,
+          entrypoint: environment.workerScript,
+          args: this.#workerArgs(node),
+        }),
+        this.#launchContext(
+          node,
+          environment.pythonBin,
+          environment.venvDir,
+          environment.privateIp,
+          environment.root,
+        ),
+      );
+    let connection: WorkerConnection;
+    if (node.instance.ssh !== null) {
+      const worker = await startSshWorker({
+        instance: node.instance,
+        node: node.index,
+        image: this.#image as Image,
+        pluginOps: collectPluginBootstrapOps(this.spec.plugins, cluster),
+        token: this.#token,
+        ...(node.instance.ssh.hostKeyScope === "address"
+          ? {}
+          : { hostKeyAlias: `${provider.name}:${node.instance.id}` }),
+        command,
+        sshTimeoutSeconds: this.spec.sshTimeout,
+        sshRetryIntervalSeconds: this.spec.sshRetryInterval,
+        bootstrapTimeoutSeconds: this.spec.bootstrapTimeout,
+        signal,
+        progress,
+      });
+      node.ssh = worker.ssh;
+      connection = worker.connection;
+    } else {
+      if (!provider.launchWorker) {
+        throw new ProvisionError({
+          provider: provider.name,
+          message: `Instance ${node.instance.id} of provider "${provider.name}" has no SSH address and the provider cannot start workers itself`,
+        });
+      }
+      const endpoint = await provider.launchWorker(
+        cluster,
+        node.instance,
+        {
+          nodeId: node.index,
+          image: this.#image as Image,
+          command,
+          env: { ...(this.#image as Image).env, SKYWARD_TOKEN: this.#token },
+          pluginOps: collectPluginBootstrapOps(this.spec.plugins, cluster),
+          timeoutSeconds: this.spec.bootstrapTimeout,
+          onExit: (code, exitSignal) => {
+            if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+            this.#hub.emit({
+              type: "error",
+              timestamp: Date.now(),
+              poolId: this.id,
+              node: node.index,
+              message: `the worker process exited (${exitSignal ?? `code ${code}`})`,
+            });
+          },
+        },
+        { signal, progress: (phase, status, detail) => progress(phase, status, undefined, detail) },
+      );
+      connection = await WorkerConnection.connect(
+        { host: endpoint.host, port: endpoint.port },
+        { token: this.#token, node: node.index, signal, timeoutMs: this.spec.sshTimeout * 1000 },
+      );
+    }
+    node.connection = connection;
+    await this.#sendCluster(node, connection, signal);
+    this.#hub.emit({
+      type: "node.bootstrapped",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: node.instance.id,
+      durationMs: performance.now() - started,
+    });
+    const capacity = this.#concurrency() + this.spec.worker.buffer;
+    this.#tasks.attach(node.index, connection, capacity, this.#concurrency());
+    connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
+    this.#hub.emit({
+      type: "node.ready",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: node.instance.id,
+    });
+  }
+
+  async #sendCluster(node: NodeRuntime, connection: WorkerConnection, signal: AbortSignal): Promise<void> {
+    const head = this.#nodes[0]?.instance;
+    const accelerator = this.spec.accelerator;
+    const message: ClusterMessage = {
+      t: "cluster",
+      node: node.index,
+      total_nodes: this.#nodes.length,
+      workers_per_node: this.#workersPerNode,
+      head_addr: head?.privateIp ?? "127.0.0.1",
+      head_port: this.#headPort,
+      job_id: this.id,
+      peers: this.#nodes.map((peer) => ({
+        node: peer.index,
+        private_ip: peer.instance.privateIp ?? "",
+        public_ip: peer.instance.publicIp ?? "",
+      })),
+      accelerators: accelerator?.count ?? 0,
+      accelerator: accelerator
+        ? {
+            type: accelerator.name,
+            count: accelerator.count,
+            memory_gb: accelerator.memoryGb ?? 0,
+            is_trainium: accelerator.isTrainium,
+          }
+        : null,
+      network: null,
+      env: (this.#image as Image).env,
+      plugins: workerModules(this.spec.plugins).map((module) => ({
+        name: module.plugin,
+        module: module.module,
+        config: module.config as WireValue,
+      })),
+    };
+    const ready = new Promise<void>((resolve, reject) => {
+      const off = connection.onMessage((reply) => {
+        if (reply.t === "ready") {
+          off();
+          resolve();
+        } else if (reply.t === "reject") {
+          // The worker could not apply the cluster settings (a plugin's worker module failed to import).
+          off();
+          reject(
+            new BootstrapError({
+              node: node.index,
+              phase: "plugins",
+              logTail: "",
+              message: `Node ${node.index} refused its settings: ${reply.reason}`,
+            }),
+          );
+        }
+      });
+      void connection.closed.then((loss) => {
+        off();
+        reject(
+          loss?.error ??
+            new CancelledError({
+              message: `The connection to node ${node.index} closed before it was ready`,
+            }),
+        );
+      });
+      signal.addEventListener("abort", () => reject(abortError(signal, `Starting node ${node.index}`)), {
+        once: true,
+      });
+    });
+    connection.send(message);
+    await ready;
+  }
+
+  #nodeLost(node: NodeRuntime, connection: WorkerConnection, reason: string): void {
+    if (node.connection !== connection) return;
+    node.connection = undefined;
+    this.#tasks.detach(node.index, reason);
+    if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+    this.#hub.emit({
+      type: "node.lost",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: node.instance.id,
+      reason,
+    });
+    void this.#replaceNode(node, reason);
+  }
+
+  async #replaceNode(node: NodeRuntime, reason: string): Promise<void> {
+    const provider = this.#provider as Provider;
+    const cluster = this.#cluster as Cluster;
+    if (node.replacements >= this.spec.retryOnInterruption) {
+      this.#tasks.abandonNode(node.index, `${reason}; replaced ${node.replacements} times already`);
+      return;
+    }
+    node.replacements += 1;
+    const previous = node.instance;
+    try {
+      await provider.terminate(cluster, [previous.id], { signal: AbortSignal.timeout(60_000) });
+      const [instance] = await this.#provision(provider, cluster, 1, this.#abort.signal);
+      if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
+      node.instance = instance;
+      await this.#startNode(node, this.#abort.signal);
+      this.#hub.emit({
+        type: "node.replaced",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        instanceId: instance.id,
+        previousInstanceId: previous.id,
+      });
+    } catch (error) {
+      if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+      this.#tasks.abandonNode(node.index, (error as Error).message);
+      this.#hub.emit({
+        type: "error",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        message: `could not replace node ${node.index}: ${(error as Error).message}`,
+        cause: error,
+      });
+    }
+  }
+
+  /**
+   * Shuts the pool down: plugins' client hooks exited in reverse, queued and running tasks
+   * cancelled, workers released, instances terminated and provider resources torn down.
+   * Idempotent; never rejects (failures are reported as `error` events and on the console).
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  async #shutdown(): Promise<void> {
+    const wasStarted = this.#state !== "init";
+    this.#setState("shutting_down");
+    this.#abort.abort(new CancelledError({ message: "The pool is shutting down" }));
+    const report = (what: string, error: unknown) =>
+      this.#hub.emit({
+        type: "error",
+        timestamp: Date.now(),
+        poolId: this.id,
+        message: `${what}: ${(error as Error)?.message ?? String(error)}`,
+        cause: error,
+      });
+    try {
+      await this.#aroundClient?.[Symbol.asyncDispose]();
+    } catch (error) {
+      report("a plugin's client hook failed on exit", error);
+    }
+    this.#tasks.close("the pool is shutting down");
+    await Promise.all(
+      this.#nodes.map(async (node) => {
+        const connection = node.connection;
+        node.connection = undefined;
+        if (!connection?.isOpen) return;
+        try {
+          connection.send({ t: "release", ttl: this.spec.ttl });
+        } catch {
+          // lost meanwhile
+        }
+        await connection.close({ timeoutMs: 5000 });
+      }),
+    );
+    await Promise.all(
+      this.#nodes.map(async (node) => {
+        const ssh = node.ssh;
+        node.ssh = undefined;
+        ssh?.close();
+      }),
+    );
+    const provider = this.#provider;
+    const cluster = this.#cluster;
+    if (provider && cluster) {
+      const deadline = AbortSignal.timeout(this.options.shutdownTimeout * 1000);
+      try {
+        await provider.terminate(
+          cluster,
+          this.#nodes.map((node) => node.instance.id),
+          { signal: deadline },
+        );
+        for (const node of this.#nodes) {
+          this.#hub.emit({
+            type: "node.destroyed",
+            timestamp: Date.now(),
+            poolId: this.id,
+            node: node.index,
+            instanceId: node.instance.id,
+          });
+        }
+      } catch (error) {
+        report("terminating the instances failed", error);
+      }
+      try {
+        await provider.teardown(cluster, { signal: deadline });
+      } catch (error) {
+        report("tearing down the provider's resources failed", error);
+      }
+    }
+    this.#setState("destroyed");
+    if (wasStarted) this.#hub.emit({ type: "pool.destroyed", timestamp: Date.now(), poolId: this.id });
+    this.#detachConsole();
+    await this.#logFile.close();
+    this.#hub.close();
+    livePools.delete(this);
+    if (livePools.size === 0) removeSignalHandlers();
+  }
+
+  // ————————————————————————————————————————————————————————————————— dispatch
+
+  #request(pending: Pending<unknown>, node?: number): TaskRequest {
+    return {
+      ref: pending.ref,
+      args: pending.args,
+      kwargs: pending.kwargs,
+      timeout: pending.timeout ?? this.spec.defaultComputeTimeout,
+      stream: pending.kind === "stream",
+      ...(node !== undefined ? { node } : {}),
+    };
+  }
+
+  #resolveTarget(target: RunOptions["target"]): number | undefined {
+    if (target === undefined) return undefined;
+    if (target === "head") return 0;
+    if (!Number.isInteger(target) || target < 0 || target >= this.#nodes.length) {
+      throw new ConfigurationError({
+        issues: [
+          {
+            path: "target",
+            message: `expected "head" or a node index from 0 to ${this.#nodes.length - 1}, received ${String(target)}`,
+          },
+        ],
+      });
+    }
+    return target;
+  }
+
+  #validate<R>(pending: Pending<R>, value: unknown, taskId: string): R {
+    const schema = pending.resultSchema;
+    if (!schema) return value as R;
+    const parsed = schema.safeParse(value);
+    if (parsed.success) return parsed.data;
+    throw new SerializationError({
+      taskId,
+      side: "client",
+      message: `The result of ${pending.ref} does not match its schema: ${parsed.error.issues.map((issue) => `${issue.path.join(".") || "(result)"}: ${issue.message}`).join("; ")}`,
+    });
+  }
+
+  /** Submits one task and returns its handle at once (the `>` operator of the Python project). */
+  submit<R>(pending: PendingTask<R>, options: RunOptions = {}): TaskHandle<R> {
+    this.#checkOpen();
+    const node = this.#resolveTarget(options.target);
+    let ticketId = "";
+    let cancel: () => void = () => {};
+    const result = new Promise<R>((resolve, reject) => {
+      const { signal } = options;
+      if (signal?.aborted) {
+        reject(abortError(signal, `${pending.ref}`));
+        return;
+      }
+      const onAbort = () => ticket.cancel("its signal was aborted");
+      const callbacks: TaskCallbacks = {
+        result: (value) => {
+          signal?.removeEventListener("abort", onAbort);
+          try {
+            resolve(this.#validate(pending, value, ticket.id));
+          } catch (error) {
+            reject(error);
+          }
+        },
+        error: (error) => {
+          signal?.removeEventListener("abort", onAbort);
+          reject(error);
+        },
+      };
+      const ticket = this.#tasks.submit(this.#request(pending, node), callbacks);
+      ticketId = ticket.id;
+      cancel = () => ticket.cancel("cancel() was called");
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+    return { id: ticketId, result, cancel };
+  }
+
+  /**
+   * Runs one call: a function's result (`>>` in the Python project), or — for a generator — an
+   * async iterable of its items. Round-robin unless `target` pins it.
+   */
+  run<R>(pending: PendingTask<R>, options?: RunOptions): Promise<R>;
+  run<T>(pending: PendingStream<T>, options?: RunOptions): AsyncIterable<T>;
+  run<R>(pending: Pending<R>, options: RunOptions = {}): Promise<R> | AsyncIterable<R> {
+    if (pending.kind === "stream") return this.#runStream(pending, options);
+    try {
+      return this.submit(pending, options).result;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  #runStream<T>(pending: PendingStream<T>, options: RunOptions): AsyncIterable<T> {
+    const pool = this;
+    return {
+      [Symbol.asyncIterator](): AsyncIterator<T> {
+        pool.#checkOpen();
+        const node = pool.#resolveTarget(options.target);
+        const buffered: T[] = [];
+        let finished = false;
+        let failure: Error | undefined;
+        let wake: (() => void) | undefined;
+        const notify = () => {
+          wake?.();
+          wake = undefined;
+        };
+        const ticket = pool.#tasks.submit(pool.#request(pending, node), {
+          item: (value) => {
+            try {
+              buffered.push(pool.#validate(pending, value, ticket.id));
+            } catch (error) {
+              failure ??= error as Error;
+              ticket.cancel("an item did not match its schema");
+            }
+            notify();
+          },
+          end: () => {
+            finished = true;
+            notify();
+          },
+          error: (error) => {
+            failure ??= error;
+            finished = true;
+            notify();
+          },
+        });
+        const onAbort = () => ticket.cancel("its signal was aborted");
+        options.signal?.addEventListener("abort", onAbort, { once: true });
+        const cleanup = () => options.signal?.removeEventListener("abort", onAbort);
+        return {
+          async next(): Promise<IteratorResult<T>> {
+            for (;;) {
+              if (buffered.length > 0) return { value: buffered.shift() as T, done: false };
+              if (failure) {
+                cleanup();
+                throw failure;
+              }
+              if (finished) {
+                cleanup();
+                return { value: undefined, done: true };
+              }
+              await new Promise<void>((resolve) => {
+                wake = resolve;
+              });
+            }
+          },
+          async return(): Promise<IteratorResult<T>> {
+            cleanup();
+            ticket.cancel("the consumer stopped reading");
+            return { value: undefined, done: true };
+          },
+        };
+      },
+    };
+  }
+
+  /** Runs the call on every node; results by node index (`@` in the Python project). */
+  async broadcast<R>(pending: PendingTask<R>, options: WaitOptions = {}): Promise<R[]> {
+    this.#checkOpen();
+    const nodes = this.#nodes.filter((node) => node.connection !== undefined).map((node) => node.index);
+    return Promise.all(nodes.map((node) => this.submit(pending, { ...options, target: node }).result));
+  }
+
+  /** Runs the calls in parallel; their results as a tuple, in order (`&` in the Python project). */
+  gather<const T extends readonly PendingTask<unknown>[]>(
+    ...tasks: T
+  ): Promise<{ -readonly [K in keyof T]: ResultOf<T[K]> }>;
+  gather<const T extends readonly PendingTask<unknown>[]>(
+    tasks: T,
+    options?: WaitOptions,
+  ): Promise<{ -readonly [K in keyof T]: ResultOf<T[K]> }>;
+  gather(...input: unknown[]): Promise<unknown[]> {
+    const [first, second] = input;
+    const tasks = (Array.isArray(first) ? first : input) as PendingTask<unknown>[];
+    const options = (Array.isArray(first) ? second : undefined) as WaitOptions | undefined;
+    this.#checkOpen();
+    const handles = tasks.map((task) => this.submit(task, options ?? {}));
+    return Promise.all(handles.map((handle) => handle.result)).catch((error) => {
+      for (const handle of handles) handle.cancel();
+      throw error;
+    });
+  }
+
+  /** Runs the calls in parallel and yields each result as it is ready: in order (default) or as completed. */
+  async *stream<R>(tasks: Iterable<PendingTask<R>>, options: StreamOptions = {}): AsyncGenerator<R> {
+    this.#checkOpen();
+    const handles = [...tasks].map((task) => this.submit(task, options));
+    try {
+      if (options.ordered ?? true) {
+        for (const handle of handles) yield await handle.result;
+        return;
+      }
+      const pending = new Map(
+        handles.map((handle, index) => [index, handle.result.then((value) => ({ index, value }))]),
+      );
+      while (pending.size > 0) {
+        const { index, value } = await Promise.race(pending.values());
+        pending.delete(index);
+        yield value;
+      }
+    } finally {
+      for (const handle of handles) handle.cancel();
+    }
+  }
+
+  /**
+   * Calls `fn` once per item (each item is the call's argument list) across the pool; results in
+   * input order. Items are read lazily, so a large or endless iterable is not queued all at once.
+   */
+  async map<A extends unknown[], R>(
+    fn: PythonFunction<A, R>,
+    items: Iterable<A> | AsyncIterable<A>,
+    options: WaitOptions = {},
+  ): Promise<R[]> {
+    this.#checkOpen();
+    const { signal } = options;
+    if (signal?.aborted) throw abortError(signal, "map");
+    const results: R[] = [];
+    // Only the tickets still running, so that cancelling on failure is cheap and memory stays flat.
+    const tickets = new Set<{ cancel(reason?: string): void }>();
+    let outstanding = 0;
+    let failure: Error | undefined;
+    let settle: (() => void) | undefined;
+    const onAbort = () => {
+      failure ??= abortError(signal as AbortSignal, "map");
+      for (const ticket of [...tickets]) ticket.cancel("map was aborted");
+      settle?.();
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const window = Math.max(64, this.#tasks.capacity * 4);
+    let index = 0;
+    try {
+      for await (const item of items as AsyncIterable<A>) {
+        if (failure) break;
+        if (!Array.isArray(item)) {
+          throw new ConfigurationError({
+            issues: [
+              {
+                path: `items[${index}]`,
+                message: "expected the call's arguments as an array, e.g. [[1, 2], [3, 4]]",
+              },
+            ],
+          });
+        }
+        const position = index;
+        index += 1;
+        const pending = fn(...(item as A));
+        outstanding += 1;
+        const ticket = this.#tasks.submit(this.#request(pending), {
+          result: (value) => {
+            tickets.delete(ticket);
+            try {
+              results[position] = this.#validate(pending, value, "");
+            } catch (error) {
+              failure ??= error as Error;
+            }
+            outstanding -= 1;
+            if (outstanding === 0 || failure) settle?.();
+          },
+          error: (error) => {
+            tickets.delete(ticket);
+            failure ??= error;
+            outstanding -= 1;
+            settle?.();
+          },
+        });
+        tickets.add(ticket);
+        await this.#tasks.whenQueueBelow(window);
+      }
+      if (outstanding > 0 && !failure) {
+        await new Promise<void>((resolve) => {
+          settle = resolve;
+          if (outstanding === 0 || failure) resolve();
+        });
+      }
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+    }
+    if (failure) {
+      for (const ticket of [...tickets]) ticket.cancel("another item of the map failed");
+      throw failure;
+    }
+    return results;
+  }
+}
+
+/** Options of {@link compute} itself (the pool's own options go in the input's `options`). */
+export interface ComputeOptions {
+  /** Aborts provisioning; whatever was started is torn down. */
+  readonly signal?: AbortSignal;
+  /** Receives every event from the start, including provisioning and bootstrap progress. */
+  readonly onEvent?: (event: SkywardEvent) => void;
+}
+
+/**
+ * Provisions a pool and returns it once ready (its minimum node count up). Use it with `await using`
+ * (or call `close()`): the pool is torn down when it goes out of scope, on an exception, and on
+ * SIGINT/SIGTERM.
+ *
+ * ```ts
+ * await using pool = await sky.compute({ nodes: 4 });
+ * const results = await pool.broadcast(info());
+ * ```
+ */
+export async function compute(input: ComputeInput, options: ComputeOptions = {}): Promise<Pool> {
+  const resolved = await resolveComputeInput(input);
+  const first = resolved.specs[0] as PoolSpec;
+  const pool = new Pool(first, resolved.options, options.onEvent);
+  livePools.add(pool);
+  installSignalHandlers();
+  try {
+    await pool.start(resolved.specs, options.signal);
+  } catch (error) {
+    await pool.close();
+    if (SkywardError.isInstance(error)) throw error;
+    throw new ProvisionError({
+      provider: first.provider?.name ?? "local",
+      message: (error as Error).message,
+      cause: error,
+    });
+  }
+  return pool;
+}
+
+/** Runs `body` with a pool and tears the pool down afterwards, whatever happens. */
+export async function withCompute<T>(
+  input: ComputeInput,
+  body: (pool: Pool) => Promise<T>,
+  options: { signal?: AbortSignal } = {},
+): Promise<T> {
+  const pool = await compute(input, options);
+  try {
+    return await body(pool);
+  } finally {
+    await pool.close();
+  }
+}

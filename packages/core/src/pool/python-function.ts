@@ -1,0 +1,223 @@
+/**
+ * Lazy references to Python callables. `sky.python("tasks:add")` names a function; calling the
+ * reference runs nothing — it returns a frozen {@link PendingTask} that a pool dispatches.
+ */
+import type { z } from "zod";
+import { ConfigurationError } from "../errors/errors.js";
+
+/** Keyword arguments for a Python call. Values must be sendable (JSON, bytes, bigint…). */
+export type Kwargs = Readonly<Record<string, unknown>>;
+
+const kwargsMarker = Symbol.for("skyward.kwargs");
+
+/** Keyword arguments given as the last argument of a call: `add(1, sky.kwargs({ b: 2 }))`. */
+export interface KwargsArgument {
+  readonly [kwargsMarker]: true;
+  readonly values: Kwargs;
+}
+
+/** Wraps keyword arguments to pass as the last argument of a call: `train(data, sky.kwargs({ epochs: 3 }))`. */
+export function kwargs(values: Kwargs): KwargsArgument {
+  if (typeof values !== "object" || values === null || Array.isArray(values)) {
+    throw new ConfigurationError({
+      issues: [{ path: "kwargs", message: "expected an object of keyword arguments" }],
+    });
+  }
+  return Object.freeze({ [kwargsMarker]: true as const, values: Object.freeze({ ...values }) });
+}
+
+function isKwargsArgument(value: unknown): value is KwargsArgument {
+  return (
+    typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[kwargsMarker] === true
+  );
+}
+
+const REF_PATTERN = /^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$/;
+
+/** Options of a Python function reference. */
+export interface PythonFunctionOptions<R> {
+  /** Validates (and may transform) the result at the boundary. */
+  result?: z.ZodType<R>;
+  /** Default timeout of its calls, seconds; default: the pool's `defaultComputeTimeout`. */
+  timeout?: number;
+}
+
+/** A frozen call of a Python function that returns one value. Runs nothing until a pool dispatches it. */
+export interface PendingTask<R> {
+  readonly kind: "task";
+  /** `module:qualname`. */
+  readonly ref: string;
+  readonly args: readonly unknown[];
+  readonly kwargs: Kwargs;
+  /** Seconds, or undefined for the pool's default. */
+  readonly timeout: number | undefined;
+  /** Validates the result, when the function was declared with a schema. */
+  readonly resultSchema: z.ZodType<R> | undefined;
+  /** A new pending task with this timeout (seconds). */
+  withTimeout(seconds: number): PendingTask<R>;
+  /** A new pending task with these keyword arguments added. */
+  withKwargs(values: Kwargs): PendingTask<R>;
+}
+
+/** A frozen call of a Python generator function; dispatching it gives an async iterable of its items. */
+export interface PendingStream<T> {
+  readonly kind: "stream";
+  readonly ref: string;
+  readonly args: readonly unknown[];
+  readonly kwargs: Kwargs;
+  readonly timeout: number | undefined;
+  readonly resultSchema: z.ZodType<T> | undefined;
+  /** A new pending stream with this timeout (seconds) for the whole stream. */
+  withTimeout(seconds: number): PendingStream<T>;
+  /** A new pending stream with these keyword arguments added. */
+  withKwargs(values: Kwargs): PendingStream<T>;
+}
+
+/** Either kind of pending call. */
+export type Pending<T> = PendingTask<T> | PendingStream<T>;
+
+/**
+ * Every leading part of an argument list, the whole included: the positional arguments a call may
+ * give before its keyword arguments (Python lets any parameter be passed by keyword).
+ */
+export type ArgumentPrefixes<A extends unknown[]> = number extends A["length"]
+  ? A
+  : A extends []
+    ? []
+    : A extends [infer Head, ...infer Tail]
+      ? [] | [Head, ...ArgumentPrefixes<Tail>]
+      : A extends [(infer Head)?, ...infer Tail]
+        ? [] | [Head, ...ArgumentPrefixes<Tail>]
+        : [];
+
+/** The argument list of a call: the positional arguments, or a leading part of them plus {@link kwargs}. */
+export type CallArguments<A extends unknown[]> = A | [...ArgumentPrefixes<A>, KwargsArgument];
+
+/** A typed reference to a Python function; call it to get a {@link PendingTask}. */
+export interface PythonFunction<A extends unknown[], R> {
+  (...args: CallArguments<A>): PendingTask<R>;
+  /** `module:qualname`. */
+  readonly ref: string;
+}
+
+/** A typed reference to a Python generator function; call it to get a {@link PendingStream}. */
+export interface PythonStreamFunction<A extends unknown[], T> {
+  (...args: CallArguments<A>): PendingStream<T>;
+  /** `module:qualname`. */
+  readonly ref: string;
+}
+
+function checkTimeout(seconds: unknown, path: string): number {
+  if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0) {
+    throw new ConfigurationError({
+      issues: [{ path, message: `expected a timeout in seconds > 0, received ${String(seconds)}` }],
+    });
+  }
+  return seconds;
+}
+
+function checkRef(ref: unknown): string {
+  if (typeof ref !== "string" || !REF_PATTERN.test(ref)) {
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "ref",
+          message: `expected "module:function" (e.g. "tasks:train" or "pkg.mod:Class.method"), received ${JSON.stringify(ref)}`,
+        },
+      ],
+    });
+  }
+  return ref;
+}
+
+interface PendingFields<T> {
+  ref: string;
+  args: readonly unknown[];
+  kwargs: Kwargs;
+  timeout: number | undefined;
+  resultSchema: z.ZodType<T> | undefined;
+}
+
+function makePending<T>(kind: "task", fields: PendingFields<T>): PendingTask<T>;
+function makePending<T>(kind: "stream", fields: PendingFields<T>): PendingStream<T>;
+function makePending<T>(
+  kind: "task" | "stream",
+  fields: PendingFields<T>,
+): PendingTask<T> | PendingStream<T> {
+  return Object.freeze({
+    kind: kind as "task",
+    ...fields,
+    withTimeout(seconds: number) {
+      return makePending(kind as "task", { ...fields, timeout: checkTimeout(seconds, "timeout") });
+    },
+    withKwargs(values: Kwargs) {
+      return makePending(kind as "task", {
+        ...fields,
+        kwargs: Object.freeze({ ...fields.kwargs, ...kwargs(values).values }),
+      });
+    },
+  });
+}
+
+function splitArguments(args: readonly unknown[]): { args: readonly unknown[]; kwargs: Kwargs } {
+  const last = args[args.length - 1];
+  if (isKwargsArgument(last)) return { args: Object.freeze(args.slice(0, -1)), kwargs: last.values };
+  return { args: Object.freeze([...args]), kwargs: Object.freeze({}) };
+}
+
+function define<T>(
+  kind: "task" | "stream",
+  ref: string,
+  options: PythonFunctionOptions<T>,
+): (...args: unknown[]) => PendingTask<T> | PendingStream<T> {
+  const checked = checkRef(ref);
+  const timeout = options.timeout === undefined ? undefined : checkTimeout(options.timeout, "timeout");
+  const call = (...args: unknown[]) =>
+    makePending(kind as "task", {
+      ref: checked,
+      ...splitArguments(args),
+      timeout,
+      resultSchema: options.result,
+    });
+  Object.defineProperty(call, "ref", { value: checked, enumerable: true });
+  Object.defineProperty(call, "name", { value: checked });
+  return call;
+}
+
+/**
+ * A typed reference to a Python function `module:qualname` (modules come from the image's
+ * `includes` or installed packages): `const add = sky.python<[number, number], number>("tasks:add")`.
+ */
+function pythonFunction<A extends unknown[] = unknown[], R = unknown>(
+  ref: string,
+  options: PythonFunctionOptions<R> = {},
+): PythonFunction<A, R> {
+  return define("task", ref, options) as unknown as PythonFunction<A, R>;
+}
+
+/**
+ * A typed reference to a Python generator function; dispatching its calls streams the items back:
+ * `for await (const n of pool.run(fib(10)))`.
+ */
+function pythonStreamFunction<A extends unknown[] = unknown[], T = unknown>(
+  ref: string,
+  options: PythonFunctionOptions<T> = {},
+): PythonStreamFunction<A, T> {
+  return define("stream", ref, options) as unknown as PythonStreamFunction<A, T>;
+}
+
+/** `sky.python(ref)` for functions and `sky.python.stream(ref)` for generator functions. */
+export const python: typeof pythonFunction & { stream: typeof pythonStreamFunction } = Object.assign(
+  pythonFunction,
+  { stream: pythonStreamFunction },
+);
+
+/** True for a value made by calling a {@link python} reference. */
+export function isPending(value: unknown): value is Pending<unknown> {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    ((value as { kind?: unknown }).kind === "task" || (value as { kind?: unknown }).kind === "stream") &&
+    typeof (value as { ref?: unknown }).ref === "string"
+  );
+}

@@ -1,0 +1,765 @@
+/**
+ * Dispatch: which node runs each task. Every node has `concurrency + buffer` slots; tasks wait in a
+ * queue until a slot is free and go round-robin across nodes (or to the node they are pinned to).
+ * Results, stream items, input-stream pulls, output and errors come back per task id.
+ */
+import {
+  CancelledError,
+  ConnectionError,
+  FunctionNotFoundError,
+  RemoteTaskError,
+  SerializationError,
+  SkywardError,
+  TaskTimeoutError,
+  WorkerDiedError,
+} from "../errors/errors.js";
+import type { EventHub } from "../observe/events.js";
+import {
+  type InputStream,
+  markInputStreams,
+  type TaskMessage,
+  type WireValue,
+} from "../protocol/protocol.js";
+import type { WorkerConnection } from "./worker-connection.js";
+
+/** How a task ends, told to whoever submitted it. */
+export interface TaskCallbacks {
+  /** The function returned (not for streams). */
+  readonly result?: (value: unknown) => void;
+  /** A generator yielded. */
+  readonly item?: (value: unknown) => void;
+  /** A generator finished. */
+  readonly end?: () => void;
+  /** The task failed, timed out or was cancelled. */
+  readonly error: (error: Error) => void;
+}
+
+/** A task to dispatch. */
+export interface TaskRequest {
+  readonly ref: string;
+  readonly args: readonly unknown[];
+  readonly kwargs: Readonly<Record<string, unknown>>;
+  /** Seconds, or null for none. */
+  readonly timeout: number | null;
+  readonly stream: boolean;
+  /** Pin to this node index. */
+  readonly node?: number;
+  /** A subtask of a running task (nested dispatch): it uses the nodes' separate nested slots. */
+  readonly nested?: boolean;
+}
+
+/** A dispatched task, as its submitter holds it. */
+export interface TaskTicket {
+  readonly id: string;
+  /** Cancels it: dropped if queued, cancelled on the worker if running. Idempotent. */
+  cancel(reason?: string): void;
+}
+
+interface TaskRecord extends TaskTicket {
+  readonly request: TaskRequest;
+  readonly callbacks: TaskCallbacks;
+  node: NodeState | undefined;
+  startedAt: number;
+  done: boolean;
+  streams: InputStream[];
+  pumps: Map<number, InputPump>;
+  /** Subtasks it started (nested dispatch), cancelled when it ends. */
+  children: Map<number, TaskTicket> | undefined;
+}
+
+interface NodeState {
+  readonly index: number;
+  connection: WorkerConnection | undefined;
+  capacity: number;
+  readonly running: Map<string, TaskRecord>;
+  readonly pinned: TaskRecord[];
+  /** Nested tasks running on it, and how many it may run (its concurrency). */
+  nestedRunning: number;
+  nestedCapacity: number;
+}
+
+/** A simple array-backed FIFO with O(1) amortised shift. */
+class Fifo<T> {
+  #items: (T | undefined)[] = [];
+  #head = 0;
+
+  get size(): number {
+    return this.#items.length - this.#head;
+  }
+
+  push(item: T): void {
+    this.#items.push(item);
+  }
+
+  shift(): T | undefined {
+    if (this.#head >= this.#items.length) return undefined;
+    const item = this.#items[this.#head];
+    this.#items[this.#head] = undefined;
+    this.#head += 1;
+    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return item;
+  }
+
+  drain(): T[] {
+    const rest = this.#items.slice(this.#head) as T[];
+    this.#items = [];
+    this.#head = 0;
+    return rest;
+  }
+}
+
+/** Reads an input stream's source as the worker grants credit. */
+class InputPump {
+  readonly #iterator: AsyncIterator<unknown> | Iterator<unknown>;
+  readonly #send: (
+    message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string },
+  ) => void;
+  #credit = 0;
+  #running = false;
+  #finished = false;
+
+  constructor(
+    source: AsyncIterable<unknown> | Iterable<unknown>,
+    send: (
+      message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string },
+    ) => void,
+  ) {
+    this.#send = send;
+    this.#iterator =
+      Symbol.asyncIterator in source
+        ? (source as AsyncIterable<unknown>)[Symbol.asyncIterator]()
+        : (source as Iterable<unknown>)[Symbol.iterator]();
+  }
+
+  grant(n: number): void {
+    this.#credit += n;
+    if (!this.#running) void this.#run();
+  }
+
+  async #run(): Promise<void> {
+    this.#running = true;
+    try {
+      while (this.#credit > 0 && !this.#finished) {
+        let next: IteratorResult<unknown>;
+        try {
+          next = await this.#iterator.next();
+        } catch (error) {
+          this.#finished = true;
+          this.#send({ t: "in_error", message: error instanceof Error ? error.message : String(error) });
+          return;
+        }
+        if (next.done) {
+          this.#finished = true;
+          this.#send({ t: "in_end" });
+          return;
+        }
+        this.#credit -= 1;
+        this.#send({ t: "in", value: next.value });
+      }
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  close(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    void this.#iterator.return?.();
+  }
+}
+
+/** Options of a {@link TaskManager}. */
+export interface TaskManagerOptions {
+  readonly poolId: string;
+  readonly hub: EventHub;
+  /** Extra seconds past a task's timeout before the client gives up on hearing from the worker. */
+  readonly timeoutGraceSeconds?: number;
+}
+
+/** Dispatches tasks over the pool's node connections. */
+export class TaskManager {
+  readonly #nodes: NodeState[] = [];
+  readonly #queue = new Fifo<TaskRecord>();
+  readonly #nestedQueue = new Fifo<TaskRecord>();
+  readonly #hub: EventHub;
+  readonly #poolId: string;
+  readonly #grace: number;
+  readonly #capacityWaiters: (() => void)[] = [];
+  #nextId = 0;
+  #roundRobin = 0;
+  #closed = false;
+  readonly #sweeper: ReturnType<typeof setInterval>;
+  /** Partial output lines, per node/worker/stream. */
+  readonly #partialLines = new Map<string, string>();
+
+  constructor(options: TaskManagerOptions) {
+    this.#hub = options.hub;
+    this.#poolId = options.poolId;
+    this.#grace = options.timeoutGraceSeconds ?? 10;
+    this.#sweeper = setInterval(() => this.#sweep(), 1000);
+    this.#sweeper.unref();
+  }
+
+  /** Nodes whose worker is connected. */
+  get liveNodes(): number {
+    let count = 0;
+    for (const node of this.#nodes) if (node?.connection) count += 1;
+    return count;
+  }
+
+  /** Total slots over the live nodes. */
+  get capacity(): number {
+    let total = 0;
+    for (const node of this.#nodes) if (node?.connection) total += node.capacity;
+    return total;
+  }
+
+  /** Tasks waiting for a slot. */
+  get queued(): number {
+    return this.#queue.size;
+  }
+
+  /**
+   * Adds (or brings back) node `index` with its worker connection, its slot count, and its nested
+   * slot count (for subtasks; the worker runs those on a separate pool of its concurrency's size).
+   */
+  attach(index: number, connection: WorkerConnection, capacity: number, nestedCapacity = 1): void {
+    let node = this.#nodes[index];
+    if (!node) {
+      node = {
+        index,
+        connection,
+        capacity,
+        running: new Map(),
+        pinned: [],
+        nestedRunning: 0,
+        nestedCapacity,
+      };
+      this.#nodes[index] = node;
+    } else {
+      node.connection = connection;
+      node.capacity = capacity;
+      node.nestedCapacity = nestedCapacity;
+      node.nestedRunning = 0;
+    }
+    const attached = node;
+    connection.onMessage((message) => {
+      if (message.t === "out")
+        this.#output(message.node, message.worker, message.stream, message.data, undefined);
+    });
+    this.#pump();
+    void attached;
+  }
+
+  /** Node `index` is gone: its running tasks fail with `error`; tasks pinned to it wait for it to come back. */
+  detach(index: number, reason: string): void {
+    const node = this.#nodes[index];
+    if (!node?.connection) return;
+    node.connection = undefined;
+    for (const record of [...node.running.values()]) {
+      this.#finish(record);
+      record.callbacks.error(
+        new WorkerDiedError({
+          taskId: record.id,
+          node: index,
+          message: `Task ${record.id} (${record.request.ref}) was lost with node ${index}: ${reason}`,
+        }),
+      );
+    }
+    if (this.liveNodes === 0) {
+      for (const record of [...this.#queue.drain(), ...this.#nestedQueue.drain()]) {
+        if (record.done) continue;
+        record.done = true;
+        record.callbacks.error(
+          new ConnectionError({
+            host: "pool",
+            message: `No node is left to run task ${record.id}: ${reason}`,
+          }),
+        );
+      }
+    }
+  }
+
+  /** Fails every pinned task of node `index` (it will not come back). */
+  abandonNode(index: number, reason: string): void {
+    const node = this.#nodes[index];
+    if (!node) return;
+    for (const record of node.pinned.splice(0)) {
+      if (record.done) continue;
+      record.done = true;
+      record.callbacks.error(
+        new ConnectionError({
+          host: `node ${index}`,
+          node: index,
+          message: `Node ${index} is gone: ${reason}`,
+        }),
+      );
+    }
+  }
+
+  /** Queues a task; it starts as soon as a slot is free. */
+  submit(request: TaskRequest, callbacks: TaskCallbacks): TaskTicket {
+    if (this.#closed) throw new CancelledError({ message: "The pool is shut down" });
+    this.#nextId += 1;
+    const id = `t${this.#nextId}`;
+    const record: TaskRecord = {
+      id,
+      request,
+      callbacks,
+      node: undefined,
+      startedAt: 0,
+      done: false,
+      streams: [],
+      pumps: new Map(),
+      children: undefined,
+      cancel: (reason) => this.#cancel(record, reason),
+    };
+    if (this.#hub.listensTo("task.queued")) {
+      this.#hub.emit({
+        type: "task.queued",
+        timestamp: Date.now(),
+        poolId: this.#poolId,
+        taskId: id,
+        name: request.ref,
+      });
+    }
+    if (request.node !== undefined) {
+      const node = this.#nodes[request.node];
+      if (!node)
+        throw new ConnectionError({
+          host: `node ${request.node}`,
+          node: request.node,
+          message: `There is no node ${request.node}`,
+        });
+      node.pinned.push(record);
+    } else if (request.nested) this.#nestedQueue.push(record);
+    else this.#queue.push(record);
+    this.#pump();
+    return record;
+  }
+
+  /** Resolves when a slot is free or the queue is short: for feeding large maps without queueing them all. */
+  whenQueueBelow(limit: number): Promise<void> {
+    if (this.#queue.size < limit || this.#closed) return Promise.resolve();
+    return new Promise((resolve) => this.#capacityWaiters.push(resolve));
+  }
+
+  /** Cancels everything and stops the timeout sweeper. */
+  close(reason: string): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#sweeper);
+    const pending: TaskRecord[] = [...this.#queue.drain(), ...this.#nestedQueue.drain()];
+    for (const node of this.#nodes) {
+      if (!node) continue;
+      pending.push(...node.pinned.splice(0), ...node.running.values());
+    }
+    for (const record of pending) this.#cancel(record, reason);
+    for (const waiter of this.#capacityWaiters.splice(0)) waiter();
+  }
+
+  #pump(): void {
+    const nodes = this.#nodes;
+    while (this.#nestedQueue.size > 0) {
+      const node = this.#nextFreeNode(true);
+      if (!node) break;
+      const record = this.#nestedQueue.shift() as TaskRecord;
+      if (!record.done) this.#start(node, record);
+    }
+    for (const node of nodes) {
+      if (!node?.connection) continue;
+      while (node.pinned.length > 0 && node.running.size - node.nestedRunning < node.capacity) {
+        const record = node.pinned.shift() as TaskRecord;
+        if (!record.done) this.#start(node, record);
+      }
+    }
+    while (this.#queue.size > 0) {
+      const node = this.#nextFreeNode();
+      if (!node) break;
+      const record = this.#queue.shift() as TaskRecord;
+      if (!record.done) this.#start(node, record);
+    }
+    if (this.#capacityWaiters.length > 0) for (const waiter of this.#capacityWaiters.splice(0)) waiter();
+  }
+
+  #nextFreeNode(nested = false): NodeState | undefined {
+    const nodes = this.#nodes;
+    const count = nodes.length;
+    for (let step = 0; step < count; step += 1) {
+      const index = (this.#roundRobin + step) % count;
+      const node = nodes[index];
+      const free = nested
+        ? node !== undefined && node.nestedRunning < node.nestedCapacity
+        : node !== undefined && node.running.size - node.nestedRunning < node.capacity;
+      if (node?.connection && free) {
+        this.#roundRobin = (index + 1) % count;
+        return node;
+      }
+    }
+    return undefined;
+  }
+
+  #start(node: NodeState, record: TaskRecord): void {
+    const connection = node.connection as WorkerConnection;
+    const { request } = record;
+    let args: unknown[];
+    let kwargs: Record<string, unknown>;
+    try {
+      const marked = markInputStreams(request.args, request.kwargs);
+      args = marked.args;
+      kwargs = marked.kwargs;
+      record.streams = marked.streams;
+    } catch (error) {
+      record.done = true;
+      record.callbacks.error(error as Error);
+      return;
+    }
+    record.node = node;
+    record.startedAt = performance.now();
+    node.running.set(record.id, record);
+    if (request.nested) node.nestedRunning += 1;
+    connection.onTask(record.id, (message) => this.#onMessage(record, message));
+    try {
+      connection.send({
+        t: "submit",
+        id: record.id,
+        fn: request.ref,
+        args: args as WireValue[],
+        kwargs: kwargs as Record<string, WireValue>,
+        timeout: request.timeout,
+        stream: request.stream,
+        worker: null,
+        ...(request.nested ? { nested: true } : {}),
+      });
+    } catch (error) {
+      this.#finish(record);
+      record.callbacks.error(
+        SkywardError.isInstance(error) && !ConnectionError.isInstance(error)
+          ? new SerializationError({
+              taskId: record.id,
+              side: "client",
+              message: `Cannot send the arguments of ${request.ref}: ${(error as Error).message}`,
+              cause: error,
+            })
+          : (error as Error),
+      );
+      return;
+    }
+    if (this.#hub.listensTo("task.started")) {
+      this.#hub.emit({
+        type: "task.started",
+        timestamp: Date.now(),
+        poolId: this.#poolId,
+        taskId: record.id,
+        name: request.ref,
+        node: node.index,
+        attempt: 1,
+      });
+    }
+  }
+
+  #finish(record: TaskRecord): void {
+    if (record.done) return;
+    record.done = true;
+    for (const pump of record.pumps.values()) pump.close();
+    if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
+    const node = record.node;
+    if (node) {
+      if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
+      node.connection?.offTask(record.id);
+    }
+    if (!this.#closed) this.#pump();
+  }
+
+  #onMessage(record: TaskRecord, message: TaskMessage): void {
+    if (record.done) return;
+    switch (message.t) {
+      case "result": {
+        this.#finish(record);
+        this.#completed(record);
+        record.callbacks.result?.(message.value);
+        return;
+      }
+      case "item":
+        record.callbacks.item?.(message.value);
+        return;
+      case "end":
+        this.#finish(record);
+        this.#completed(record);
+        record.callbacks.end?.();
+        return;
+      case "error": {
+        this.#finish(record);
+        const error = this.#taskError(record, message);
+        if (this.#hub.listensTo("task.failed")) {
+          this.#hub.emit({
+            type: "task.failed",
+            timestamp: Date.now(),
+            poolId: this.#poolId,
+            taskId: record.id,
+            name: record.request.ref,
+            node: message.node,
+            durationMs: performance.now() - record.startedAt,
+            error: { type: message.type, message: message.message },
+            willRetry: false,
+          });
+        }
+        record.callbacks.error(error);
+        return;
+      }
+      case "out":
+        this.#output(message.node, message.worker, message.stream, message.data, record.id);
+        return;
+      case "pull": {
+        const stream = record.streams[message.stream];
+        if (!stream?.source) return;
+        let pump = record.pumps.get(message.stream);
+        if (!pump) {
+          const index = message.stream;
+          const connection = record.node?.connection;
+          pump = new InputPump(stream.source, (input) => {
+            if (record.done || !connection?.isOpen) return;
+            try {
+              if (input.t === "in")
+                connection.send({ t: "in", id: record.id, stream: index, value: input.value as WireValue });
+              else if (input.t === "in_end") connection.send({ t: "in_end", id: record.id, stream: index });
+              else connection.send({ t: "in_error", id: record.id, stream: index, message: input.message });
+            } catch (error) {
+              connection.send({
+                t: "in_error",
+                id: record.id,
+                stream: index,
+                message: `cannot send an item: ${(error as Error).message}`,
+              });
+            }
+          });
+          record.pumps.set(message.stream, pump);
+        }
+        pump.grant(message.n);
+        return;
+      }
+      case "subtask":
+        this.#subtask(record, message);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** Runs a subtask a running task asked for, and answers the parent's worker when it ends. */
+  #subtask(parent: TaskRecord, message: Extract<TaskMessage, { t: "subtask" }>): void {
+    const connection = parent.node?.connection;
+    const reply = (answer: Parameters<WorkerConnection["send"]>[0]) => {
+      parent.children?.delete(message.sub);
+      if (parent.done || !connection?.isOpen) return;
+      try {
+        connection.send(answer);
+      } catch (error) {
+        connection.send({
+          t: "suberror",
+          id: parent.id,
+          sub: message.sub,
+          kind: "serialization",
+          type: "SerializationError",
+          message: (error as Error).message,
+          traceback: "",
+          node: -1,
+        });
+      }
+    };
+    const failure = (error: Error, node: number) => {
+      const kind = RemoteTaskError.isInstance(error)
+        ? "exception"
+        : FunctionNotFoundError.isInstance(error)
+          ? "not_found"
+          : SerializationError.isInstance(error)
+            ? "serialization"
+            : TaskTimeoutError.isInstance(error)
+              ? "timeout"
+              : CancelledError.isInstance(error)
+                ? "cancelled"
+                : "worker_died";
+      reply({
+        t: "suberror",
+        id: parent.id,
+        sub: message.sub,
+        kind,
+        type: RemoteTaskError.isInstance(error) ? error.exceptionType : error.name,
+        message: RemoteTaskError.isInstance(error) ? error.exceptionMessage : error.message,
+        traceback: RemoteTaskError.isInstance(error) ? error.remoteTraceback : "",
+        node,
+      });
+    };
+    let ticket: TaskTicket;
+    try {
+      ticket = this.submit(
+        {
+          ref: message.fn,
+          args: message.args,
+          kwargs: message.kwargs,
+          timeout: parent.request.timeout,
+          stream: false,
+          nested: true,
+          ...(message.node !== null ? { node: message.node } : {}),
+        },
+        {
+          result: (value) =>
+            reply({ t: "subresult", id: parent.id, sub: message.sub, value: value as WireValue }),
+          error: (error) => failure(error, (error as { node?: number }).node ?? -1),
+        },
+      );
+    } catch (error) {
+      failure(error as Error, -1);
+      return;
+    }
+    parent.children ??= new Map();
+    parent.children.set(message.sub, ticket);
+  }
+
+  #completed(record: TaskRecord): void {
+    if (this.#hub.listensTo("task.completed")) {
+      this.#hub.emit({
+        type: "task.completed",
+        timestamp: Date.now(),
+        poolId: this.#poolId,
+        taskId: record.id,
+        name: record.request.ref,
+        node: record.node?.index ?? -1,
+        durationMs: performance.now() - record.startedAt,
+      });
+    }
+  }
+
+  #taskError(record: TaskRecord, message: Extract<TaskMessage, { t: "error" }>): Error {
+    const { ref } = record.request;
+    switch (message.kind) {
+      case "not_found":
+        return new FunctionNotFoundError({
+          taskId: record.id,
+          ref,
+          node: message.node,
+          message: `${ref} not found on node ${message.node}: ${message.message}`,
+        });
+      case "serialization":
+        return new SerializationError({
+          taskId: record.id,
+          side: "worker",
+          message: `${ref} on node ${message.node}: ${message.message}`,
+        });
+      case "timeout":
+        return new TaskTimeoutError({
+          taskId: record.id,
+          timeoutSeconds: record.request.timeout ?? 0,
+          message: `${ref} (task ${record.id}) timed out after ${record.request.timeout} s on node ${message.node}`,
+        });
+      case "cancelled":
+        return new CancelledError({
+          taskId: record.id,
+          message: `${ref} (task ${record.id}) was cancelled on node ${message.node}`,
+        });
+      case "worker_died":
+        return new WorkerDiedError({
+          taskId: record.id,
+          node: message.node,
+          message: `The process running ${ref} (task ${record.id}) on node ${message.node} died: ${message.message}`,
+        });
+      default:
+        return new RemoteTaskError({
+          taskId: record.id,
+          exceptionType: message.type,
+          exceptionMessage: message.message,
+          remoteTraceback: message.traceback,
+          node: message.node,
+        });
+    }
+  }
+
+  #cancel(record: TaskRecord, reason = "cancelled"): void {
+    if (record.done) return;
+    const node = record.node;
+    const running = node?.running.has(record.id) === true;
+    const connection = node?.connection;
+    this.#finish(record);
+    if (running && connection?.isOpen) {
+      try {
+        connection.send({ t: "cancel", id: record.id });
+      } catch {
+        // the connection went away; nothing to cancel any more
+      }
+    }
+    if (this.#hub.listensTo("task.cancelled")) {
+      this.#hub.emit({
+        type: "task.cancelled",
+        timestamp: Date.now(),
+        poolId: this.#poolId,
+        taskId: record.id,
+        name: record.request.ref,
+        node: node?.index ?? null,
+      });
+    }
+    record.callbacks.error(
+      new CancelledError({
+        taskId: record.id,
+        message: `${record.request.ref} (task ${record.id}) was cancelled: ${reason}`,
+      }),
+    );
+  }
+
+  /** Fails tasks whose worker stays silent well past their timeout (the worker enforces timeouts itself). */
+  #sweep(): void {
+    const now = performance.now();
+    for (const node of this.#nodes) {
+      if (!node) continue;
+      for (const record of node.running.values()) {
+        const { timeout } = record.request;
+        if (timeout === null || now - record.startedAt < (timeout + this.#grace) * 1000) continue;
+        const connection = node.connection;
+        this.#finish(record);
+        try {
+          connection?.send({ t: "cancel", id: record.id });
+        } catch {
+          // lost meanwhile
+        }
+        record.callbacks.error(
+          new TaskTimeoutError({
+            taskId: record.id,
+            timeoutSeconds: timeout,
+            message: `${record.request.ref} (task ${record.id}) timed out after ${timeout} s on node ${node.index} (the worker did not report it)`,
+          }),
+        );
+      }
+    }
+  }
+
+  #output(
+    node: number,
+    worker: number | null,
+    stream: "stdout" | "stderr",
+    data: string,
+    taskId: string | undefined,
+  ): void {
+    if (!this.#hub.listensTo("log")) return;
+    const key = `${node}/${worker}/${stream}`;
+    const text = (this.#partialLines.get(key) ?? "") + data;
+    const lines = text.split("\n");
+    const rest = lines.pop() ?? "";
+    if (rest) this.#partialLines.set(key, rest);
+    else this.#partialLines.delete(key);
+    const timestamp = Date.now();
+    for (const line of lines) {
+      this.#hub.emit({
+        type: "log",
+        timestamp,
+        poolId: this.#poolId,
+        node,
+        worker: worker ?? 0,
+        stream,
+        line,
+        ...(taskId ? { taskId } : {}),
+      });
+    }
+  }
+}

@@ -1,0 +1,677 @@
+/**
+ * A client connection to one worker (docs/protocol.md): the handshake, batching of outgoing
+ * messages into frames, backpressure, dispatch of incoming messages, and heartbeats. It is a
+ * transport only — task ids, results and timeouts are the task manager's business.
+ *
+ * ```ts
+ * const connection = await WorkerConnection.connect({ host: "127.0.0.1", port }, { token, signal });
+ * connection.onTask("t-1", (message) => { … });
+ * connection.send({ t: "submit", id: "t-1", fn: "tasks:add", args: [2, 3], kwargs: {}, timeout: null, stream: false, worker: null });
+ * ```
+ */
+
+import { connect as connectSocket } from "node:net";
+import type { Duplex } from "node:stream";
+import { CancelledError, ConnectionError, ProtocolError } from "../errors/errors.js";
+import {
+  type ClientMessage,
+  encodeFrame,
+  FrameBuilder,
+  FrameDecoder,
+  isKnownMessage,
+  PROTOCOL_VERSION,
+  type ReceivedMessage,
+  type TaskMessage,
+  type WelcomeMessage,
+  type WorkerMessage,
+} from "../protocol/protocol.js";
+import { version } from "../version.js";
+
+/** Where the worker is: a TCP address, or an already open stream (an SSH tunnel's channel). */
+export type WorkerEndpoint =
+  | { readonly host: string; readonly port: number }
+  | {
+      readonly stream: Duplex;
+      /** How to name the peer in errors (`node-1 via ssh`); `stream` when omitted. */
+      readonly host?: string;
+    };
+
+/** Options of {@link WorkerConnection.connect}. */
+export interface WorkerConnectionOptions {
+  /** The pool's secret token, sent in `hello`. */
+  readonly token: string;
+  /** Aborts connecting (not the connection once made: use `close()` for that). */
+  readonly signal?: AbortSignal;
+  /** Deadline for connecting and the handshake, in milliseconds. Default 30 000. */
+  readonly timeoutMs?: number;
+  /** Send a `ping` after this long without sending anything, in milliseconds. Default 5 000. */
+  readonly pingIntervalMs?: number;
+  /** Consider the connection lost after this long without receiving anything, in milliseconds. Default 30 000. */
+  readonly silenceTimeoutMs?: number;
+  /** The node index, for errors. */
+  readonly node?: number;
+  /** The client name sent in `hello`. Default `skyward-ts/<version>`. */
+  readonly client?: string;
+}
+
+/** Why a connection was lost. */
+export type ConnectionLossReason = "socket-error" | "eof" | "protocol-error" | "heartbeat-timeout";
+
+/** A connection lost without `close()`: why, and the error saying so. */
+export interface ConnectionLoss {
+  /** What happened. */
+  readonly reason: ConnectionLossReason;
+  /** A `ProtocolError` for `protocol-error`, a `ConnectionError` otherwise. */
+  readonly error: ConnectionError | ProtocolError;
+}
+
+/** Options of operations on an open connection that wait. */
+export interface ConnectionWaitOptions {
+  /** Stops waiting. */
+  readonly signal?: AbortSignal;
+  /** Deadline in milliseconds. */
+  readonly timeoutMs?: number;
+}
+
+/** Receives the messages of one task. */
+export type TaskMessageHandler = (message: TaskMessage) => void;
+
+/** Receives messages that belong to no registered task: `ready`, `pong`, `metric`, `event`, `out` outside a task… */
+export type WorkerMessageListener = (message: WorkerMessage) => void;
+
+const defaultTimeoutMs = 30_000;
+const defaultCloseTimeoutMs = 5_000;
+/** Messages kept for the first general listener; older ones are dropped beyond this. */
+const backlogLimit = 1_000;
+
+type State = "open" | "closing" | "closed";
+
+/** Rethrows a listener's error outside the connection's own code, so it is reported, not swallowed. */
+function reportListenerError(error: unknown): void {
+  queueMicrotask(() => {
+    throw error;
+  });
+}
+
+/** Waits for `promise` under a signal and a deadline. */
+function waitFor<T>(
+  promise: Promise<T>,
+  options: ConnectionWaitOptions,
+  describe: { what: string; host: string; node: number | undefined },
+): Promise<T> {
+  const { signal, timeoutMs } = options;
+  if (signal === undefined && timeoutMs === undefined) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const cleanup = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    };
+    const onAbort = () => {
+      cleanup();
+      reject(new CancelledError({ message: `${describe.what} was aborted`, cause: signal?.reason }));
+    };
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            cleanup();
+            reject(
+              new ConnectionError({
+                host: describe.host,
+                node: describe.node,
+                message: `${describe.what} did not finish within ${timeoutMs} ms`,
+              }),
+            );
+          }, timeoutMs);
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        cleanup();
+        resolve(value);
+      },
+      (error: unknown) => {
+        cleanup();
+        reject(error);
+      },
+    );
+  });
+}
+
+/** An open connection to one worker. Create it with {@link WorkerConnection.connect}. */
+export class WorkerConnection {
+  /** What the worker said in `welcome`. */
+  readonly welcome: WelcomeMessage;
+  /** The peer's name in errors (`host:port`). */
+  readonly host: string;
+  /** The node index given to `connect`, if any. */
+  readonly node: number | undefined;
+  /** Settles when the connection is over: with the loss, or `undefined` after `close()`. Never rejects. */
+  readonly closed: Promise<ConnectionLoss | undefined>;
+
+  readonly #stream: Duplex;
+  readonly #decoder: FrameDecoder;
+  readonly #pingIntervalMs: number;
+  readonly #silenceTimeoutMs: number;
+  readonly #heartbeat: ReturnType<typeof setInterval>;
+  #state: State = "open";
+  #loss: ConnectionLoss | undefined;
+  #settleClosed!: (loss: ConnectionLoss | undefined) => void;
+
+  /** Messages sent since the last flush; one frame. */
+  #pending: FrameBuilder | undefined;
+  /** Finished frames not yet handed to the stream (while it asks us to wait for `drain`). */
+  readonly #frames: Uint8Array[][] = [];
+  #flushScheduled = false;
+  #waitingForDrain = false;
+  #drainWaiters: { resolve: () => void; reject: (error: unknown) => void }[] = [];
+  #lastSent: number;
+  #lastReceived: number;
+
+  readonly #taskHandlers = new Map<string, TaskMessageHandler>();
+  readonly #listeners = new Set<WorkerMessageListener>();
+  readonly #lostListeners = new Set<(loss: ConnectionLoss) => void>();
+  #backlog: WorkerMessage[] = [];
+
+  private constructor(
+    stream: Duplex,
+    decoder: FrameDecoder,
+    welcome: WelcomeMessage,
+    host: string,
+    options: WorkerConnectionOptions,
+  ) {
+    this.#stream = stream;
+    this.#decoder = decoder;
+    this.welcome = welcome;
+    this.host = host;
+    this.node = options.node;
+    this.#pingIntervalMs = options.pingIntervalMs ?? 5_000;
+    this.#silenceTimeoutMs = options.silenceTimeoutMs ?? 30_000;
+    this.closed = new Promise((resolve) => {
+      this.#settleClosed = resolve;
+    });
+    this.#lastSent = performance.now();
+    this.#lastReceived = this.#lastSent;
+    const tick = Math.max(5, Math.min(this.#pingIntervalMs, this.#silenceTimeoutMs) / 4);
+    this.#heartbeat = setInterval(() => this.#checkHeartbeat(), tick);
+    this.#heartbeat.unref();
+    stream.on("data", (chunk: Uint8Array) => this.#receive(chunk));
+    stream.on("drain", () => this.#onDrain());
+    stream.on("end", () => this.#onEnd());
+    stream.on("error", (error: Error) => this.#onError(error));
+    stream.on("close", () => this.#onClose());
+  }
+
+  /**
+   * Connects to a worker and performs the handshake: `hello` out, `welcome` (or `reject`) back.
+   *
+   * @throws {ProtocolError} when the worker rejects the token or speaks another protocol version,
+   *   or answers with something other than `welcome`/`reject`.
+   * @throws {ConnectionError} when the worker cannot be reached, closes the connection, or does
+   *   not answer within `timeoutMs`.
+   * @throws {CancelledError} when `signal` aborts.
+   */
+  static connect(endpoint: WorkerEndpoint, options: WorkerConnectionOptions): Promise<WorkerConnection> {
+    const host = "stream" in endpoint ? (endpoint.host ?? "stream") : `${endpoint.host}:${endpoint.port}`;
+    const node = options.node;
+    const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
+    const { signal } = options;
+    if (signal?.aborted) {
+      return Promise.reject(
+        new CancelledError({
+          message: `connecting to the worker at ${host} was aborted`,
+          cause: signal.reason,
+        }),
+      );
+    }
+    const stream: Duplex =
+      "stream" in endpoint
+        ? endpoint.stream
+        : connectSocket({ host: endpoint.host, port: endpoint.port, noDelay: true });
+    const withNoDelay = stream as Duplex & { setNoDelay?: (noDelay: boolean) => unknown };
+    if (typeof withNoDelay.setNoDelay === "function") withNoDelay.setNoDelay(true);
+
+    return new Promise<WorkerConnection>((resolve, reject) => {
+      const decoder = new FrameDecoder();
+      let settled = false;
+      const cleanup = () => {
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        stream.off("data", onData);
+        stream.off("error", onError);
+        stream.off("end", onEnd);
+        stream.off("close", onEnd);
+      };
+      const fail = (error: Error) => {
+        if (settled) return;
+        cleanup();
+        stream.destroy();
+        reject(error);
+      };
+      const connectionError = (message: string, cause?: unknown) =>
+        new ConnectionError({ host, node, message, cause });
+      const onAbort = () =>
+        fail(
+          new CancelledError({
+            message: `connecting to the worker at ${host} was aborted`,
+            cause: signal?.reason,
+          }),
+        );
+      const onError = (error: Error) =>
+        fail(connectionError(`could not connect to the worker at ${host}: ${error.message}`, error));
+      const onEnd = () =>
+        fail(connectionError(`the worker at ${host} closed the connection before answering "hello"`));
+      const timer = setTimeout(
+        () =>
+          fail(
+            connectionError(`the worker at ${host} did not complete the handshake within ${timeoutMs} ms`),
+          ),
+        timeoutMs,
+      );
+      const onData = (chunk: Uint8Array) => {
+        let frames: ReceivedMessage[][];
+        try {
+          frames = decoder.push(chunk);
+        } catch (error) {
+          fail(error as ProtocolError);
+          return;
+        }
+        let welcome: WelcomeMessage | undefined;
+        const after: ReceivedMessage[] = [];
+        for (const message of frames.flat()) {
+          if (welcome !== undefined) {
+            after.push(message);
+            continue;
+          }
+          if (!isKnownMessage(message)) continue;
+          if (message.t === "reject") {
+            fail(
+              new ProtocolError({
+                message: `the worker at ${host} rejected the connection: ${message.reason}`,
+              }),
+            );
+            return;
+          }
+          if (message.t !== "welcome") {
+            fail(
+              new ProtocolError({
+                message: `the worker at ${host} answered "hello" with "${message.t}" instead of "welcome"`,
+              }),
+            );
+            return;
+          }
+          if (message.version !== PROTOCOL_VERSION) {
+            fail(
+              new ProtocolError({
+                message: `the worker at ${host} speaks protocol version ${message.version}; this client speaks ${PROTOCOL_VERSION}`,
+              }),
+            );
+            return;
+          }
+          welcome = message;
+        }
+        if (welcome === undefined) return;
+        cleanup();
+        const connection = new WorkerConnection(stream, decoder, welcome, host, options);
+        for (const message of after) connection.#dispatch(message);
+        resolve(connection);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      stream.on("data", onData);
+      stream.on("error", onError);
+      stream.on("end", onEnd);
+      stream.on("close", onEnd);
+      const hello: ClientMessage = {
+        t: "hello",
+        version: PROTOCOL_VERSION,
+        token: options.token,
+        client: options.client ?? `skyward-ts/${version}`,
+      };
+      for (const buffer of encodeFrame([hello])) stream.write(buffer);
+    });
+  }
+
+  /** Whether messages can be sent (neither closed, closing nor lost). */
+  get isOpen(): boolean {
+    return this.#state === "open";
+  }
+
+  /** Whether outgoing frames are waiting for the stream to drain. */
+  get needsDrain(): boolean {
+    return this.#waitingForDrain;
+  }
+
+  /** Why the connection was lost, once it was. */
+  get loss(): ConnectionLoss | undefined {
+    return this.#loss;
+  }
+
+  /**
+   * Queues a message. Every message sent in the same turn of the event loop goes out in one frame;
+   * while the stream asks to wait for `drain`, messages gather into the next frame.
+   *
+   * @throws {SerializationError} when a value cannot be sent (nothing is queued).
+   * @throws {ConnectionError} when the connection is closed or lost.
+   */
+  send(message: ClientMessage): void {
+    if (this.#state !== "open") {
+      throw new ConnectionError({
+        host: this.host,
+        node: this.node,
+        message: `cannot send "${message.t}": the connection to the worker at ${this.host} is ${this.#loss ? "lost" : "closed"}`,
+        cause: this.#loss?.error,
+      });
+    }
+    this.#pending ??= new FrameBuilder();
+    if (!this.#pending.add(message)) {
+      this.#frames.push(this.#pending.finish());
+      this.#pending = new FrameBuilder();
+      this.#pending.add(message);
+    }
+    if (!this.#flushScheduled && !this.#waitingForDrain) {
+      this.#flushScheduled = true;
+      setImmediate(() => this.#flush());
+    }
+  }
+
+  /** Routes the messages of task `id` to `handler` (replacing an earlier handler for it). */
+  onTask(id: string, handler: TaskMessageHandler): void {
+    this.#taskHandlers.set(id, handler);
+  }
+
+  /** Stops routing the messages of task `id`; later ones go to the general listeners. */
+  offTask(id: string): void {
+    this.#taskHandlers.delete(id);
+  }
+
+  /**
+   * Listens to messages that belong to no registered task. Messages that arrived before the first
+   * listener are delivered to it (the latest 1 000). Returns a function that stops listening.
+   */
+  onMessage(listener: WorkerMessageListener): () => void {
+    this.#listeners.add(listener);
+    if (this.#backlog.length > 0) {
+      const backlog = this.#backlog;
+      this.#backlog = [];
+      queueMicrotask(() => {
+        for (const message of backlog) this.#deliver(message);
+      });
+    }
+    return () => {
+      this.#listeners.delete(listener);
+    };
+  }
+
+  /**
+   * Listens for the connection being lost (socket error, end of stream, protocol error, silence);
+   * not called after `close()`. Called at once when the connection is already lost. Returns a
+   * function that stops listening.
+   */
+  onLost(listener: (loss: ConnectionLoss) => void): () => void {
+    if (this.#loss !== undefined) {
+      const loss = this.#loss;
+      queueMicrotask(() => listener(loss));
+      return () => {};
+    }
+    this.#lostListeners.add(listener);
+    return () => {
+      this.#lostListeners.delete(listener);
+    };
+  }
+
+  /**
+   * Resolves once every message sent so far has been handed to the stream and it does not ask to
+   * wait for `drain`.
+   *
+   * @throws {ConnectionError} when the connection is lost first, or the deadline passes.
+   * @throws {CancelledError} when `signal` aborts.
+   */
+  drain(options: ConnectionWaitOptions = {}): Promise<void> {
+    if (this.#loss !== undefined) return Promise.reject(this.#loss.error);
+    if (this.#pending !== undefined && !this.#waitingForDrain) this.#flush();
+    if (this.#isDrained()) return Promise.resolve();
+    const drained = new Promise<void>((resolve, reject) => this.#drainWaiters.push({ resolve, reject }));
+    return waitFor(drained, options, {
+      what: "waiting for the connection to drain",
+      host: this.host,
+      node: this.node,
+    });
+  }
+
+  /**
+   * Closes the connection: writes what is queued, ends the stream and waits for it to close
+   * (destroying it at the deadline, default 5 s, or when `signal` aborts). Never rejects.
+   */
+  async close(options: ConnectionWaitOptions = {}): Promise<void> {
+    if (this.#state === "open") {
+      this.#state = "closing";
+      clearInterval(this.#heartbeat);
+      this.#sealPending();
+      for (const frame of this.#frames.splice(0)) this.#writeFrame(frame);
+      this.#stream.end();
+    }
+    try {
+      await waitFor(
+        this.closed,
+        { timeoutMs: options.timeoutMs ?? defaultCloseTimeoutMs, signal: options.signal },
+        { what: "closing the connection", host: this.host, node: this.node },
+      );
+    } catch {
+      this.#stream.destroy();
+      this.#finish(undefined);
+    }
+  }
+
+  // ——————————————————————————————————————————————————————————————————————————————— outgoing
+
+  #flush(): void {
+    this.#flushScheduled = false;
+    if (this.#state !== "open") return;
+    this.#sealPending();
+    while (!this.#waitingForDrain && this.#frames.length > 0) {
+      if (!this.#writeFrame(this.#frames.shift()!)) this.#waitingForDrain = true;
+    }
+    if (this.#isDrained()) this.#resolveDrainWaiters();
+  }
+
+  /** Moves the messages gathered so far into the queue of frames to write. */
+  #sealPending(): void {
+    if (this.#pending !== undefined && this.#pending.messageCount > 0)
+      this.#frames.push(this.#pending.finish());
+    this.#pending = undefined;
+  }
+
+  /** Writes one frame's buffers; returns what the stream's last `write` said. */
+  #writeFrame(buffers: readonly Uint8Array[]): boolean {
+    this.#lastSent = performance.now();
+    if (buffers.length === 1) return this.#stream.write(buffers[0]);
+    this.#stream.cork();
+    let ok = true;
+    for (const buffer of buffers) ok = this.#stream.write(buffer);
+    this.#stream.uncork();
+    return ok;
+  }
+
+  #onDrain(): void {
+    if (!this.#waitingForDrain) return;
+    this.#waitingForDrain = false;
+    this.#flush();
+  }
+
+  #isDrained(): boolean {
+    return this.#pending === undefined && this.#frames.length === 0 && !this.#waitingForDrain;
+  }
+
+  #resolveDrainWaiters(): void {
+    for (const waiter of this.#drainWaiters.splice(0)) waiter.resolve();
+  }
+
+  // ——————————————————————————————————————————————————————————————————————————————— incoming
+
+  #receive(chunk: Uint8Array): void {
+    this.#lastReceived = performance.now();
+    if (this.#state === "closed") return;
+    let frames: ReceivedMessage[][];
+    try {
+      frames = this.#decoder.push(chunk);
+    } catch (error) {
+      this.#lose("protocol-error", error as ProtocolError);
+      return;
+    }
+    for (const frame of frames) {
+      for (const message of frame) {
+        // A handler may have closed the connection, or the dispatch may have lost it.
+        if ((this.#state as State) === "closed") return;
+        this.#dispatch(message);
+      }
+    }
+  }
+
+  #dispatch(message: ReceivedMessage): void {
+    if (!isKnownMessage(message)) return; // newer optional messages: ignored
+    switch (message.t) {
+      case "ping":
+        if (this.#state === "open") this.send({ t: "pong", ts: message.ts });
+        return;
+      case "result":
+      case "item":
+      case "end":
+      case "error":
+      case "pull":
+      case "subtask":
+      case "out": {
+        const handler = message.id === null ? undefined : this.#taskHandlers.get(message.id);
+        if (handler === undefined) this.#deliver(message);
+        else {
+          try {
+            handler(message);
+          } catch (error) {
+            reportListenerError(error);
+          }
+        }
+        return;
+      }
+      case "pong":
+      case "ready":
+      case "reject": // after the handshake: the worker refused `cluster` settings, and closes
+      case "metric":
+      case "event":
+        this.#deliver(message);
+        return;
+      default:
+        this.#lose(
+          "protocol-error",
+          new ProtocolError({
+            message: `the worker at ${this.host} sent an unexpected "${message.t}" message`,
+          }),
+        );
+    }
+  }
+
+  #deliver(message: WorkerMessage): void {
+    if (this.#listeners.size === 0) {
+      this.#backlog.push(message);
+      if (this.#backlog.length > backlogLimit) this.#backlog.shift();
+      return;
+    }
+    for (const listener of this.#listeners) {
+      try {
+        listener(message);
+      } catch (error) {
+        reportListenerError(error);
+      }
+    }
+  }
+
+  // —————————————————————————————————————————————————————————————————————————————— liveness
+
+  #checkHeartbeat(): void {
+    if (this.#state !== "open") return;
+    const now = performance.now();
+    const silence = now - this.#lastReceived;
+    if (silence >= this.#silenceTimeoutMs) {
+      this.#lose(
+        "heartbeat-timeout",
+        new ConnectionError({
+          host: this.host,
+          node: this.node,
+          message: `the worker at ${this.host} sent nothing for ${Math.round(silence)} ms (limit ${this.#silenceTimeoutMs} ms)`,
+        }),
+      );
+      return;
+    }
+    if (now - this.#lastSent >= this.#pingIntervalMs && !this.#waitingForDrain && !this.#flushScheduled) {
+      this.send({ t: "ping", ts: Date.now() });
+    }
+  }
+
+  #onEnd(): void {
+    if (this.#state !== "open") return;
+    const pending = this.#decoder.pendingBytes;
+    this.#lose(
+      "eof",
+      new ConnectionError({
+        host: this.host,
+        node: this.node,
+        message:
+          pending > 0
+            ? `the worker at ${this.host} closed the connection in the middle of a frame (${pending} bytes of a truncated frame)`
+            : `the worker at ${this.host} closed the connection`,
+      }),
+    );
+  }
+
+  #onError(error: Error): void {
+    if (this.#state === "open") {
+      this.#lose(
+        "socket-error",
+        new ConnectionError({
+          host: this.host,
+          node: this.node,
+          message: `the connection to the worker at ${this.host} failed: ${error.message}`,
+          cause: error,
+        }),
+      );
+    } else this.#finish(undefined);
+  }
+
+  #onClose(): void {
+    if (this.#state === "open") this.#onEnd();
+    else this.#finish(undefined);
+  }
+
+  #lose(reason: ConnectionLossReason, error: ConnectionError | ProtocolError): void {
+    if (this.#state === "closed") return;
+    const loss: ConnectionLoss = { reason, error };
+    this.#loss = loss;
+    this.#stream.destroy();
+    this.#finish(loss);
+    for (const listener of this.#lostListeners) {
+      try {
+        listener(loss);
+      } catch (listenerError) {
+        reportListenerError(listenerError);
+      }
+    }
+    this.#lostListeners.clear();
+  }
+
+  #finish(loss: ConnectionLoss | undefined): void {
+    if (this.#state === "closed") return;
+    this.#state = "closed";
+    clearInterval(this.#heartbeat);
+    this.#pending = undefined;
+    this.#frames.length = 0;
+    this.#waitingForDrain = false;
+    const error =
+      loss?.error ??
+      new ConnectionError({
+        host: this.host,
+        node: this.node,
+        message: `the connection to ${this.host} was closed`,
+      });
+    for (const waiter of this.#drainWaiters.splice(0)) waiter.reject(error);
+    this.#settleClosed(loss);
+  }
+}

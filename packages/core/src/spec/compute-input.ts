@@ -1,0 +1,154 @@
+import { type ConfigLocations, loadConfig, resolveNamedPool } from "../config/config-file.js";
+import { ConfigurationError, type ConfigurationIssue } from "../errors/errors.js";
+import { parseInput } from "../errors/validation.js";
+import { type Options, type OptionsInput, optionsSchema } from "./options.js";
+import {
+  type PoolSpec,
+  resolvePoolSpec,
+  SPEC_FIELDS,
+  type Spec,
+  type SpecInput,
+  specSchema,
+} from "./spec.js";
+
+/** The flat form: one spec's fields given directly, plus options. */
+export interface FlatComputeInput extends SpecInput {
+  options?: OptionsInput;
+  specs?: never;
+  name?: never;
+}
+
+/** The several-specs form: providers tried by `options.selection` (`"cheapest"` or `"first"`). */
+export interface MultiSpecComputeInput {
+  specs: readonly (SpecInput | Spec)[];
+  options?: OptionsInput;
+  name?: never;
+}
+
+/** The named form: `[pools.NAME]` from `skyward.toml` (over `~/.skyward/defaults.toml`). */
+export interface NamedComputeInput {
+  name: string;
+  options?: OptionsInput;
+  /** Where the configuration files are. Default: the working directory and the home directory. */
+  config?: ConfigLocations;
+  specs?: never;
+}
+
+/**
+ * What `sky.compute` takes, in one of three mutually exclusive forms: flat spec fields, `specs`, or
+ * `name`. Mixing them is a configuration error.
+ */
+export type ComputeInput = FlatComputeInput | MultiSpecComputeInput | NamedComputeInput;
+
+/** The validated pool request: one {@link PoolSpec} per spec, in the order given, and the options. */
+export interface ResolvedCompute {
+  readonly specs: readonly PoolSpec[];
+  readonly options: Options;
+  /** The pool's name when it came from `skyward.toml`. */
+  readonly name: string | undefined;
+}
+
+const FORM_KEYS = ["specs", "name", "options", "config"] as const;
+
+function fail(issues: ConfigurationIssue[]): never {
+  throw new ConfigurationError({ issues });
+}
+
+/** `record` without its undefined fields: an option given as undefined is one not given. */
+function definedFields<T extends object>(record: T | undefined): Partial<T> {
+  return Object.fromEntries(
+    Object.entries(record ?? {}).filter(([, value]) => value !== undefined),
+  ) as Partial<T>;
+}
+
+function mergeOptions(base: OptionsInput, over: OptionsInput | undefined): OptionsInput {
+  if (over === undefined) return base;
+  // Not a table: left for the options schema to reject, rather than spread into nothing.
+  if (typeof over !== "object" || over === null || Array.isArray(over)) return over;
+  const worker = base.worker || over.worker ? { ...base.worker, ...definedFields(over.worker) } : undefined;
+  return { ...base, ...definedFields(over), ...(worker ? { worker } : {}) };
+}
+
+/**
+ * Validates a `sky.compute` request before anything else happens: the form, every spec, the options,
+ * and (for the named form) the configuration files and the provider packages they name.
+ */
+export async function resolveComputeInput(input: ComputeInput): Promise<ResolvedCompute> {
+  if (typeof input !== "object" || input === null || Array.isArray(input)) {
+    fail([{ path: "", message: "expected an object: flat spec fields, { specs: [...] } or { name }" }]);
+  }
+  const record = input as unknown as Record<string, unknown>;
+  const flatKeys = Object.keys(record).filter((key) => (SPEC_FIELDS as readonly string[]).includes(key));
+  const unknownKeys = Object.keys(record).filter(
+    (key) =>
+      !(SPEC_FIELDS as readonly string[]).includes(key) && !(FORM_KEYS as readonly string[]).includes(key),
+  );
+  if (unknownKeys.length > 0) {
+    fail(
+      unknownKeys.map((key) => ({
+        path: key,
+        message: `unknown field (expected spec fields ${SPEC_FIELDS.join(", ")}, or specs, name, options)`,
+      })),
+    );
+  }
+  const hasSpecs = record.specs !== undefined;
+  const hasName = record.name !== undefined;
+  if (hasSpecs && flatKeys.length > 0) {
+    fail([
+      {
+        path: "specs",
+        message: `cannot be combined with flat spec fields (${flatKeys.join(", ")}): put them inside each spec`,
+      },
+    ]);
+  }
+  if (hasName && (hasSpecs || flatKeys.length > 0)) {
+    fail([
+      {
+        path: "name",
+        message: `a named pool cannot be combined with ${hasSpecs ? "specs" : `spec fields (${flatKeys.join(", ")})`}`,
+      },
+    ]);
+  }
+  if (record.config !== undefined && !hasName) {
+    fail([{ path: "config", message: "only allowed with name (it says where skyward.toml is)" }]);
+  }
+
+  if (hasName) {
+    if (typeof record.name !== "string" || record.name.length === 0) {
+      fail([{ path: "name", message: "expected the name of a [pools.*] entry in skyward.toml" }]);
+    }
+    const named = input as NamedComputeInput;
+    const config = await loadConfig(named.config ?? {});
+    const pool = await resolveNamedPool(named.name, config, named.config?.cwd);
+    const spec = parseInput(specSchema, pool.spec, pool.path);
+    const options = parseInput(optionsSchema, mergeOptions(pool.options, named.options), "options");
+    return Object.freeze({
+      specs: Object.freeze([resolvePoolSpec(spec, options)]),
+      options,
+      name: named.name,
+    });
+  }
+
+  const options = parseInput(optionsSchema, record.options ?? {}, "options");
+  if (hasSpecs) {
+    if (!Array.isArray(record.specs)) fail([{ path: "specs", message: "expected an array of specs" }]);
+    if (record.specs.length === 0) fail([{ path: "specs", message: "expected at least one spec" }]);
+    const issues: ConfigurationIssue[] = [];
+    const specs: PoolSpec[] = [];
+    record.specs.forEach((entry: unknown, index: number) => {
+      try {
+        specs.push(resolvePoolSpec(parseInput(specSchema, entry, `specs[${index}]`), options));
+      } catch (error) {
+        if (!ConfigurationError.isInstance(error)) throw error;
+        issues.push(...error.issues);
+      }
+    });
+    if (issues.length > 0) fail(issues);
+    return Object.freeze({ specs: Object.freeze(specs), options, name: undefined });
+  }
+
+  const flat: Record<string, unknown> = {};
+  for (const key of flatKeys) flat[key] = record[key];
+  const spec = parseInput(specSchema, flat);
+  return Object.freeze({ specs: Object.freeze([resolvePoolSpec(spec, options)]), options, name: undefined });
+}

@@ -1,0 +1,175 @@
+import { describe, expect, it } from "vitest";
+import { parseInput } from "../errors/validation.js";
+import { logConfig, options, optionsSchema, worker } from "./options.js";
+
+const DEFAULT_LOG_CONFIG = {
+  level: "INFO",
+  file: "~/.skyward/logs/skyward.log",
+  console: true,
+  rotation: "50 MB",
+  retention: 10,
+};
+
+const DEFAULT_WORKER = { concurrency: 1, buffer: 0, executor: "thread", reuseProcesses: true };
+
+describe("options defaults (the reference's Options and PoolSpec)", () => {
+  it("fills in every field", () => {
+    expect(options()).toEqual({
+      selection: "cheapest",
+      worker: DEFAULT_WORKER,
+      provisionTimeout: 300,
+      sshTimeout: 300,
+      bootstrapTimeout: undefined,
+      provisionRetryDelay: 10,
+      maxProvisionAttempts: 10,
+      sshRetryInterval: 5,
+      defaultComputeTimeout: 300,
+      autoscaleCooldown: 30,
+      autoscaleIdleTimeout: 60,
+      reconcileTickInterval: 15,
+      shutdownTimeout: 120,
+      console: true,
+      logging: DEFAULT_LOG_CONFIG,
+      cluster: true,
+      retryOnInterruption: 3,
+    });
+  });
+
+  it("gives the same result for no argument and for {}", () => {
+    expect(options({})).toEqual(options());
+  });
+
+  it("leaves bootstrapTimeout undefined so the image's own applies", () => {
+    expect(options().bootstrapTimeout).toBeUndefined();
+    expect(options({ bootstrapTimeout: 900 }).bootstrapTimeout).toBe(900);
+  });
+
+  it("is frozen, worker and logging included", () => {
+    const resolved = options();
+    expect(Object.isFrozen(resolved)).toBe(true);
+    expect(Object.isFrozen(resolved.worker)).toBe(true);
+    expect(Object.isFrozen(resolved.logging)).toBe(true);
+  });
+});
+
+describe("options overrides", () => {
+  it("keeps what is given and defaults the rest", () => {
+    const resolved = options({
+      selection: "first",
+      worker: { concurrency: 4 },
+      provisionTimeout: 600,
+      retryOnInterruption: 5,
+      console: "minimal",
+      cluster: false,
+    });
+    expect(resolved.selection).toBe("first");
+    expect(resolved.worker).toEqual({ ...DEFAULT_WORKER, concurrency: 4 });
+    expect(resolved.provisionTimeout).toBe(600);
+    expect(resolved.retryOnInterruption).toBe(5);
+    expect(resolved.console).toBe("minimal");
+    expect(resolved.cluster).toBe(false);
+    expect(resolved.sshTimeout).toBe(300);
+    expect(resolved.shutdownTimeout).toBe(120);
+  });
+
+  it.each(["rich", "minimal", "log", "silent", true, false] as const)("accepts console %s", (mode) => {
+    expect(options({ console: mode }).console).toBe(mode);
+  });
+
+  it("accepts zero where zero makes sense", () => {
+    const resolved = options({
+      provisionRetryDelay: 0,
+      autoscaleCooldown: 0,
+      autoscaleIdleTimeout: 0,
+      retryOnInterruption: 0,
+    });
+    expect(resolved.provisionRetryDelay).toBe(0);
+    expect(resolved.autoscaleCooldown).toBe(0);
+    expect(resolved.autoscaleIdleTimeout).toBe(0);
+    expect(resolved.retryOnInterruption).toBe(0);
+  });
+
+  it("accepts fractional seconds", () => {
+    expect(options({ sshRetryInterval: 0.5, defaultComputeTimeout: 12.5 })).toMatchObject({
+      sshRetryInterval: 0.5,
+      defaultComputeTimeout: 12.5,
+    });
+  });
+
+  it("re-validates to the same options", () => {
+    const once = options({ worker: { executor: "process", concurrency: 2 }, logging: { level: "DEBUG" } });
+    expect(options(once)).toEqual(once);
+    expect(parseInput(optionsSchema, once)).toEqual(once);
+  });
+});
+
+describe("logging", () => {
+  it("true gives the default log configuration", () => {
+    expect(options({ logging: true }).logging).toEqual(DEFAULT_LOG_CONFIG);
+  });
+
+  it("false stays false", () => {
+    expect(options({ logging: false }).logging).toBe(false);
+  });
+
+  it("a partial configuration is completed with the defaults", () => {
+    expect(options({ logging: { level: "DEBUG", retention: 3 } }).logging).toEqual({
+      ...DEFAULT_LOG_CONFIG,
+      level: "DEBUG",
+      retention: 3,
+    });
+  });
+
+  it("logConfig() gives the defaults and keeps overrides", () => {
+    expect(logConfig()).toEqual(DEFAULT_LOG_CONFIG);
+    expect(Object.isFrozen(logConfig())).toBe(true);
+    expect(logConfig({ file: "/var/log/sky.log", console: false, rotation: "1 day" })).toEqual({
+      ...DEFAULT_LOG_CONFIG,
+      file: "/var/log/sky.log",
+      console: false,
+      rotation: "1 day",
+    });
+  });
+
+  it.each(["50 MB", "1 GB", "500KB", "1.5 GB", "1 day", "2 weeks", "12 hours", "30 minutes"])(
+    "accepts the rotation %s",
+    (rotation) => {
+      expect(logConfig({ rotation }).rotation).toBe(rotation);
+    },
+  );
+
+  it.each(["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"] as const)("accepts the level %s", (level) => {
+    expect(logConfig({ level }).level).toBe(level);
+  });
+});
+
+describe("worker", () => {
+  it("defaults to one thread slot, no buffer, reused processes", () => {
+    expect(worker()).toEqual(DEFAULT_WORKER);
+    expect(Object.isFrozen(worker())).toBe(true);
+  });
+
+  it('resolves executor "auto" to "thread"', () => {
+    expect(worker({ executor: "auto" }).executor).toBe("thread");
+  });
+
+  it("keeps an explicit executor", () => {
+    expect(worker({ executor: "thread" }).executor).toBe("thread");
+    expect(worker({ executor: "process", reuseProcesses: false })).toEqual({
+      concurrency: 1,
+      buffer: 0,
+      executor: "process",
+      reuseProcesses: false,
+    });
+  });
+
+  it("keeps concurrency and buffer", () => {
+    expect(worker({ concurrency: 8, buffer: 4 })).toEqual({ ...DEFAULT_WORKER, concurrency: 8, buffer: 4 });
+  });
+
+  it("is what options() puts under worker", () => {
+    expect(options({ worker: { concurrency: 3, executor: "process" } }).worker).toEqual(
+      worker({ concurrency: 3, executor: "process" }),
+    );
+  });
+});

@@ -1,0 +1,228 @@
+import { z } from "zod";
+import { parseInput } from "../errors/validation.js";
+
+const positiveSeconds = z
+  .number({ error: "expected a number of seconds" })
+  .refine((value) => Number.isFinite(value) && value > 0, { message: "expected a number of seconds > 0" });
+const nonNegativeSeconds = z
+  .number({ error: "expected a number of seconds" })
+  .refine((value) => Number.isFinite(value) && value >= 0, { message: "expected a number of seconds >= 0" });
+const positiveInteger = z
+  .number()
+  .int({ message: "expected an integer" })
+  .min(1, { message: "expected an integer >= 1" });
+const nonNegativeInteger = z
+  .number()
+  .int({ message: "expected an integer" })
+  .min(0, { message: "expected an integer >= 0" });
+
+/** How tasks run inside each node's worker. */
+export interface WorkerInput {
+  /** Concurrent task slots per node. Default 1. */
+  concurrency?: number;
+  /** Extra prefetched slots per node (throughput for short tasks). Default 0. */
+  buffer?: number;
+  /** `"auto"` (→ `"thread"`), `"thread"` or `"process"`. Default `"auto"`. */
+  executor?: "auto" | "thread" | "process";
+  /** With `executor: "process"`: reuse subprocesses (true) or start a fresh one per task. Default true. */
+  reuseProcesses?: boolean;
+}
+
+/** The resolved worker settings: every field present, `executor` no longer `"auto"`. */
+export interface Worker {
+  readonly concurrency: number;
+  readonly buffer: number;
+  readonly executor: "thread" | "process";
+  readonly reuseProcesses: boolean;
+}
+
+/** Validates worker input and fills in the reference's defaults. */
+export const workerSchema = z
+  .strictObject({
+    concurrency: positiveInteger.default(1),
+    buffer: nonNegativeInteger.default(0),
+    executor: z
+      .enum(["auto", "thread", "process"], { message: 'expected "auto", "thread" or "process"' })
+      .default("auto"),
+    reuseProcesses: z.boolean().default(true),
+  })
+  .transform(
+    (value): Worker =>
+      Object.freeze({
+        concurrency: value.concurrency,
+        buffer: value.buffer,
+        executor: value.executor === "process" ? "process" : "thread",
+        reuseProcesses: value.reuseProcesses,
+      }),
+  );
+
+/** Validates and resolves worker settings: `sky.worker({ concurrency: 4 })`. */
+export function worker(input: WorkerInput = {}): Worker {
+  return parseInput(workerSchema, input, "worker");
+}
+
+/** Log levels, most verbose first. */
+export type LogLevel = "TRACE" | "DEBUG" | "INFO" | "WARNING" | "ERROR";
+
+/** Where Skyward's own log goes. */
+export interface LogConfigInput {
+  /** Default `"INFO"`. */
+  level?: LogLevel;
+  /** The log file. Default `~/.skyward/logs/skyward.log`. */
+  file?: string;
+  /** Also print the DEBUG and TRACE lines on the pool's console (which shows INFO and above itself). Default true. */
+  console?: boolean;
+  /** When to rotate: a size (`"50 MB"`) or a period (`"1 day"`). Default `"50 MB"`. */
+  rotation?: string;
+  /** How many rotated files to keep. Default 10. */
+  retention?: number;
+}
+
+/** The resolved log configuration. */
+export interface LogConfig {
+  readonly level: LogLevel;
+  readonly file: string;
+  readonly console: boolean;
+  readonly rotation: string;
+  readonly retention: number;
+}
+
+// The lookahead asks for a digit other than 0: a rotation at "0 MB" or every "0 days" is no rotation.
+const rotationPattern =
+  /^\s*(?=[\d.]*[1-9])\d+(\.\d+)?\s*(B|KB|MB|GB|second|seconds|minute|minutes|hour|hours|day|days|week|weeks)\s*$/i;
+
+/** Validates log settings and fills in the reference's defaults. */
+export const logConfigSchema = z.strictObject({
+  level: z
+    .enum(["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"], {
+      message: 'expected "TRACE", "DEBUG", "INFO", "WARNING" or "ERROR"',
+    })
+    .default("INFO"),
+  file: z.string().min(1, { message: "expected a file path" }).default("~/.skyward/logs/skyward.log"),
+  console: z.boolean().default(true),
+  rotation: z
+    .string()
+    .regex(rotationPattern, { message: 'expected a size like "50 MB" or a period like "1 day"' })
+    .default("50 MB"),
+  retention: nonNegativeInteger.default(10),
+});
+
+/** Validates and resolves log settings: `sky.logConfig({ level: "DEBUG" })`. */
+export function logConfig(input: LogConfigInput = {}): LogConfig {
+  return Object.freeze(parseInput(logConfigSchema, input, "logging"));
+}
+
+/** How a pool with several specs picks one: the cheapest viable offer, or the first spec that works. */
+export type SelectionStrategy = "cheapest" | "first";
+
+/** The console's look: `"rich"` (live, on a TTY), `"minimal"`, `"log"` (append-only lines), `"silent"`. */
+export type ConsoleMode = "rich" | "minimal" | "log" | "silent";
+
+/** Operational tuning of a pool. Every field is optional; the defaults are the reference's. */
+export interface OptionsInput {
+  /** With several specs: `"cheapest"` (default) or `"first"`. */
+  selection?: SelectionStrategy;
+  /** Concurrency and executor of each node's worker. */
+  worker?: WorkerInput;
+  /** Seconds to wait for an instance to be running with an address. Default 300. */
+  provisionTimeout?: number;
+  /** Seconds to wait for an SSH connection to a node. Default 300. */
+  sshTimeout?: number;
+  /** Seconds allowed for bootstrap and worker start; default: the image's `bootstrapTimeout` (300). */
+  bootstrapTimeout?: number;
+  /** Seconds between provision attempts after a failure. Default 10. */
+  provisionRetryDelay?: number;
+  /** Provision attempts before giving up. Default 10. */
+  maxProvisionAttempts?: number;
+  /** Seconds between SSH connection attempts. Default 5. */
+  sshRetryInterval?: number;
+  /** Default per-task timeout in seconds. Default 300. */
+  defaultComputeTimeout?: number;
+  /** Seconds between autoscaling decisions. Default 30. */
+  autoscaleCooldown?: number;
+  /** Idle seconds before the autoscaler considers scaling down. Default 60. */
+  autoscaleIdleTimeout?: number;
+  /** Seconds between reconciler ticks. Default 15. */
+  reconcileTickInterval?: number;
+  /** Seconds allowed for a graceful shutdown. Default 120. */
+  shutdownTimeout?: number;
+  /** `true` (automatic: rich on a TTY, log otherwise), `false` (silent) or a mode. Default true. */
+  console?: boolean | ConsoleMode;
+  /** `true` (defaults), `false` (off) or a log configuration. Default true. */
+  logging?: boolean | LogConfigInput;
+  /** Whether nodes form a cluster (enables distributed collections). Default: true. */
+  cluster?: boolean;
+  /** Retries per task when a spot instance is interrupted. Default 3. */
+  retryOnInterruption?: number;
+}
+
+/** The resolved options: every field present. */
+export interface Options {
+  readonly selection: SelectionStrategy;
+  readonly worker: Worker;
+  readonly provisionTimeout: number;
+  readonly sshTimeout: number;
+  readonly bootstrapTimeout: number | undefined;
+  readonly provisionRetryDelay: number;
+  readonly maxProvisionAttempts: number;
+  readonly sshRetryInterval: number;
+  readonly defaultComputeTimeout: number;
+  readonly autoscaleCooldown: number;
+  readonly autoscaleIdleTimeout: number;
+  readonly reconcileTickInterval: number;
+  readonly shutdownTimeout: number;
+  readonly console: boolean | ConsoleMode;
+  readonly logging: LogConfig | false;
+  readonly cluster: boolean;
+  readonly retryOnInterruption: number;
+}
+
+const consoleExpectation = 'expected true, false, "rich", "minimal", "log" or "silent"';
+
+/** Validates pool options and fills in the reference's defaults. */
+export const optionsSchema = z
+  .strictObject({
+    selection: z
+      .enum(["cheapest", "first"], { message: 'expected "cheapest" or "first"' })
+      .default("cheapest"),
+    worker: workerSchema.prefault({}),
+    provisionTimeout: positiveSeconds.default(300),
+    sshTimeout: positiveSeconds.default(300),
+    bootstrapTimeout: positiveSeconds.optional(),
+    provisionRetryDelay: nonNegativeSeconds.default(10),
+    maxProvisionAttempts: positiveInteger.default(10),
+    sshRetryInterval: positiveSeconds.default(5),
+    defaultComputeTimeout: positiveSeconds.default(300),
+    autoscaleCooldown: nonNegativeSeconds.default(30),
+    autoscaleIdleTimeout: nonNegativeSeconds.default(60),
+    reconcileTickInterval: positiveSeconds.default(15),
+    shutdownTimeout: positiveSeconds.default(120),
+    console: z
+      .union([z.boolean(), z.enum(["rich", "minimal", "log", "silent"], { message: consoleExpectation })], {
+        message: consoleExpectation,
+      })
+      .default(true),
+    logging: z
+      .union([z.boolean(), logConfigSchema], {
+        message: "expected true, false or a log configuration { level, file, console, rotation, retention }",
+      })
+      .default(true),
+    cluster: z.boolean().default(true),
+    retryOnInterruption: nonNegativeInteger.default(3),
+  })
+  .transform(
+    (value): Options =>
+      Object.freeze({
+        ...value,
+        bootstrapTimeout: value.bootstrapTimeout,
+        logging:
+          value.logging === false
+            ? false
+            : Object.freeze(value.logging === true ? logConfigSchema.parse({}) : value.logging),
+      }),
+  );
+
+/** Validates and resolves pool options: `sky.options({ worker: { concurrency: 4 } })`. */
+export function options(input: OptionsInput = {}): Options {
+  return parseInput(optionsSchema, input, "options");
+}

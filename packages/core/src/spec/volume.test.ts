@@ -1,0 +1,90 @@
+import { describe, expect, it } from "vitest";
+import { ConfigurationError } from "../errors/errors.js";
+import { FORBIDDEN_MOUNTS, volume } from "./volume.js";
+
+describe("volume defaults", () => {
+  it("fills in prefix, readOnly and storage", () => {
+    expect(volume({ bucket: "my-data", mount: "/data" })).toEqual({
+      bucket: "my-data",
+      mount: "/data",
+      prefix: "",
+      readOnly: true,
+      storage: undefined,
+    });
+  });
+
+  it("keeps what is given", () => {
+    const resolved = volume({
+      bucket: "checkpoints.v2",
+      mount: "/checkpoints",
+      prefix: "runs/2024/",
+      readOnly: false,
+      storage: {
+        endpoint: "https://s3.example.com",
+        accessKeyEnv: "R2_ACCESS_KEY",
+        secretKeyEnv: "R2_SECRET_KEY",
+        pathStyle: true,
+      },
+    });
+    expect(resolved).toEqual({
+      bucket: "checkpoints.v2",
+      mount: "/checkpoints",
+      prefix: "runs/2024/",
+      readOnly: false,
+      storage: {
+        endpoint: "https://s3.example.com",
+        accessKeyEnv: "R2_ACCESS_KEY",
+        secretKeyEnv: "R2_SECRET_KEY",
+        pathStyle: true,
+      },
+    });
+  });
+
+  it("is frozen, storage included", () => {
+    const resolved = volume({
+      bucket: "data",
+      mount: "/data",
+      storage: { endpoint: "http://localhost:9000" },
+    });
+    expect(Object.isFrozen(resolved)).toBe(true);
+    expect(Object.isFrozen(resolved.storage)).toBe(true);
+  });
+
+  it("re-validates to the same volume", () => {
+    const once = volume({ bucket: "data", mount: "/data/", prefix: "x/", readOnly: false });
+    expect(volume(once)).toEqual(once);
+  });
+});
+
+describe("mount paths", () => {
+  it.each([
+    ["/data/", "/data"],
+    ["/data///", "/data"],
+    ["/data//train/", "/data/train"],
+    ["/data/./train", "/data/train"],
+  ])("normalises %s to %s", (mount, expected) => {
+    expect(volume({ bucket: "data", mount }).mount).toBe(expected);
+  });
+
+  it.each(["/data/x", "/mnt/datasets/imagenet", "/home/ubuntu/data", "/tmp/cache", "/opt/models"])(
+    "accepts the nested or ordinary mount %s",
+    (mount) => {
+      expect(volume({ bucket: "data", mount }).mount).toBe(mount);
+    },
+  );
+
+  it("lists the forbidden mount points of the reference", () => {
+    expect(FORBIDDEN_MOUNTS).toEqual(expect.arrayContaining(["/", "/opt", "/opt/skyward", "/root", "/tmp"]));
+    expect(Object.isFrozen(FORBIDDEN_MOUNTS)).toBe(true);
+  });
+
+  it("rejects a forbidden mount even when written with a trailing slash", () => {
+    try {
+      volume({ bucket: "data", mount: "/tmp/" });
+      expect.unreachable("a forbidden mount was accepted");
+    } catch (error) {
+      expect(ConfigurationError.isInstance(error)).toBe(true);
+      expect((error as ConfigurationError).issues.map((issue) => issue.path)).toEqual(["volume.mount"]);
+    }
+  });
+});

@@ -1,0 +1,112 @@
+import { posix } from "node:path";
+import { z } from "zod";
+import { parseInput } from "../errors/validation.js";
+
+/**
+ * Mount points a volume may not take: system directories Skyward or the OS needs (the reference's
+ * `/`, `/opt`, `/opt/skyward`, `/root`, `/tmp`, plus the OS's own). Nothing may be mounted inside
+ * `/opt/skyward` either.
+ */
+export const FORBIDDEN_MOUNTS: readonly string[] = Object.freeze([
+  "/",
+  "/opt",
+  "/opt/skyward",
+  "/root",
+  "/tmp",
+  "/bin",
+  "/boot",
+  "/dev",
+  "/etc",
+  "/lib",
+  "/proc",
+  "/sbin",
+  "/sys",
+  "/usr",
+  "/var",
+]);
+
+function normalizeMount(mount: string): string {
+  return posix.normalize(mount).replace(/(.)\/+$/, "$1");
+}
+
+/** An S3-compatible object store a volume reads from, when it is not the provider's own. */
+export interface StorageEndpoint {
+  /** The endpoint URL (`https://…`). */
+  readonly endpoint: string;
+  /** Name of an environment variable holding the access key on the client, never the key itself. */
+  readonly accessKeyEnv?: string;
+  /** Name of an environment variable holding the secret key on the client. */
+  readonly secretKeyEnv?: string;
+  /** Path-style addressing (`endpoint/bucket/key`). Default false. */
+  readonly pathStyle?: boolean;
+}
+
+/** A bucket mounted as a filesystem on every node. */
+export interface VolumeInput {
+  /** The bucket's name. */
+  bucket: string;
+  /** Absolute mount path on the node; not `/`, `/opt`, `/opt/skyward`, `/root` or `/tmp`. */
+  mount: string;
+  /** A folder inside the bucket. Default `""` (the whole bucket). */
+  prefix?: string;
+  /** Mount read-only. Default true. */
+  readOnly?: boolean;
+  /** The object store; default: the provider's own (S3 on AWS). */
+  storage?: StorageEndpoint;
+}
+
+/** A resolved volume: every field present. */
+export interface Volume {
+  readonly bucket: string;
+  readonly mount: string;
+  readonly prefix: string;
+  readonly readOnly: boolean;
+  readonly storage: StorageEndpoint | undefined;
+}
+
+const envName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: "expected an environment variable name" });
+
+const storageSchema = z.strictObject({
+  endpoint: z.url({ message: "expected an http(s) URL", protocol: /^https?$/ }),
+  accessKeyEnv: envName.optional(),
+  secretKeyEnv: envName.optional(),
+  pathStyle: z.boolean().optional(),
+});
+
+/** Validates a volume: bucket name, an absolute mount outside the forbidden paths. */
+export const volumeSchema = z
+  .strictObject({
+    bucket: z.string({ error: "expected a bucket name" }).regex(/^[a-z0-9][a-z0-9.\-_]{1,254}$/, {
+      message: "expected a bucket name (lowercase letters, digits, '.', '-', '_'; 2 to 255 characters)",
+    }),
+    mount: z
+      .string({ error: "expected an absolute path" })
+      .refine((value) => value.startsWith("/"), { message: "expected an absolute path (starting with /)" })
+      .refine((value) => !value.split("/").includes(".."), { message: "must not contain '..'" })
+      .refine((value) => !FORBIDDEN_MOUNTS.includes(normalizeMount(value)), {
+        message: `must not be one of ${FORBIDDEN_MOUNTS.join(", ")}`,
+      })
+      .refine((value) => !normalizeMount(value).startsWith("/opt/skyward/"), {
+        message: "must not be inside /opt/skyward (Skyward's own directory)",
+      }),
+    prefix: z.string().default(""),
+    readOnly: z.boolean().default(true),
+    storage: storageSchema.optional(),
+  })
+  .transform(
+    (value): Volume =>
+      Object.freeze({
+        bucket: value.bucket,
+        mount: normalizeMount(value.mount),
+        prefix: value.prefix,
+        readOnly: value.readOnly,
+        storage: value.storage ? Object.freeze(value.storage) : undefined,
+      }),
+  );
+
+/** Validates a volume: `sky.volume({ bucket: "data", mount: "/data" })`. */
+export function volume(input: VolumeInput): Volume {
+  return parseInput(volumeSchema, input, "volume");
+}

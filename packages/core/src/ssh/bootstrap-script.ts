@@ -1,0 +1,802 @@
+/**
+ * The bootstrap script: one idempotent bash script, rendered from an {@link Image} and the plugins'
+ * bootstrap ops, that prepares a node's Python environment under its Skyward root directory.
+ *
+ * The caller uploads the Python runtime to `ROOT/runtime` and the image's includes to `ROOT/work`,
+ * runs the script (enforcing `image.bootstrapTimeout`), and follows its progress through the
+ * markers it prints on stdout, read with {@link parseBootstrapMarker}:
+ *
+ * ```text
+ * ::skyward:: phase <name> start
+ * ::skyward:: phase <name> done <milliseconds>
+ * ::skyward:: phase <name> failed <exit code>     (then the script exits with that code)
+ * ::skyward:: warm                                (the node already had this environment)
+ * ::skyward:: done                                (last line of every successful run)
+ * ```
+ *
+ * Phases, in order: `warm-check`, `env`, `apt` (only with apt packages), `python`, `venv`, `pip`
+ * (only with pip packages), `runtime`, `plugins` (only with plugin ops). A warm start stops after
+ * `warm-check`, unless the machine restarted since the plugin ops ran: then it runs `plugins` again. Everything a phase prints also goes to `ROOT/bootstrap.log`, whose tail explains a
+ * failure.
+ */
+import { createHash } from "node:crypto";
+import { posix } from "node:path";
+import { shellQuote } from "../contract/launch-command.js";
+import type { PluginBootstrapOp } from "../contract/plugin.js";
+import type { ShellOp } from "../contract/provider.js";
+import { ConfigurationError, type ConfigurationIssue } from "../errors/errors.js";
+import { formatPath, parseInput } from "../errors/validation.js";
+import { contentHash, DEFAULT_PIP_INDEX, type Image, imageSchema, pipInstallSteps } from "../spec/image.js";
+
+/** What {@link renderBootstrapScript} renders a node's bootstrap from. */
+export interface BootstrapScriptOptions {
+  /** The image after every plugin's transform. */
+  readonly image: Image;
+  /** The node's Skyward root directory, an absolute path (`/opt/skyward`). Created when missing. */
+  readonly root: string;
+  /** The `@skyward/core` version whose runtime is uploaded; part of the content hash. */
+  readonly skywardVersion: string;
+  /**
+   * The plugins' bootstrap ops, in plugin order; each runs as `bash -c op` after the image's phases.
+   * An op given with its plugin (as `collectPluginBootstrapOps` lists them) is named after it in the
+   * log, so a failure says which plugin's op failed.
+   */
+  readonly pluginOps?: readonly (ShellOp | PluginBootstrapOp)[];
+  /**
+   * Prefix system changes (creating the root, apt) with `sudo -n` when the script does not run as
+   * root. Default false.
+   */
+  readonly sudo?: boolean;
+  /**
+   * The interpreter to use, in `image.python`'s forms (`"auto"`, `"3.12"`, an absolute path);
+   * defaults to `image.python`, and replaces it (in the content hash too) when given.
+   */
+  readonly pythonRequirement?: string;
+  /**
+   * Whether the `python` phase may download uv and a uv-managed Python when the host has no
+   * interpreter that satisfies `image.python`. Default true; false makes that case fail at once.
+   */
+  readonly allowPythonDownload?: boolean;
+  /**
+   * The Python runtime is uploaded to `ROOT/runtime` and the includes to `ROOT/work` before the
+   * script runs; the script only checks they are there. The only mode there is, stated for clarity.
+   */
+  readonly uploadedRuntime?: true;
+}
+
+/** Where the bootstrap puts things under a node's root directory. */
+export interface BootstrapLayout {
+  /** The root directory itself. */
+  readonly root: string;
+  /** The virtual environment (made with access to the interpreter's system site-packages). */
+  readonly venv: string;
+  /** The virtual environment's Python: what the worker is started with. */
+  readonly python: string;
+  /** Exports the image's `env` and evaluated `shellVars`; sourced before the worker starts. Mode 0600. */
+  readonly envFile: string;
+  /** Everything the last bootstrap run printed. */
+  readonly log: string;
+  /** Where the caller uploads the Python runtime (`skyward/`, `skyward_worker.py`); goes on `PYTHONPATH`. */
+  readonly runtime: string;
+  /** Where the caller uploads the includes; the worker's working directory. */
+  readonly work: string;
+  /** Holds the content hash of the environment the last successful bootstrap made. */
+  readonly contentHashFile: string;
+}
+
+/** A phase marker: a phase started, finished (with its duration) or failed (with its exit code). */
+export interface BootstrapPhaseMarker {
+  readonly kind: "phase";
+  /** `warm-check`, `env`, `apt`, `python`, `venv`, `pip`, `runtime` or `plugins`. */
+  readonly name: string;
+  readonly status: "start" | "done" | "failed";
+  /** How long the phase took; set when `status` is `done`. */
+  readonly durationMs?: number;
+  /** The phase's exit code; set when `status` is `failed`. */
+  readonly exitCode?: number;
+}
+
+/** A line of bootstrap output the caller acts on. */
+export type BootstrapMarker = BootstrapPhaseMarker | { readonly kind: "warm" } | { readonly kind: "done" };
+
+const PHASE_MARKER = /^::skyward:: phase (\S+) (start|done|failed)(?: (\d+))?$/;
+
+/**
+ * Reads one line of bootstrap output: the marker it is, or undefined for any other line (phase
+ * output, the summary). A trailing `\r` (output through a pty) is ignored.
+ */
+export function parseBootstrapMarker(line: string): BootstrapMarker | undefined {
+  const text = line.replace(/[\r\n]+$/, "");
+  if (text === "::skyward:: warm") return { kind: "warm" };
+  if (text === "::skyward:: done") return { kind: "done" };
+  const match = PHASE_MARKER.exec(text);
+  if (!match) return undefined;
+  const [, name = "", status, number] = match;
+  if (status === "start") return number === undefined ? { kind: "phase", name, status } : undefined;
+  if (number === undefined) return undefined;
+  return status === "done"
+    ? { kind: "phase", name, status, durationMs: Number(number) }
+    : { kind: "phase", name, status: "failed", exitCode: Number(number) };
+}
+
+function normalizeRoot(root: string): string {
+  const normalized = posix.normalize(root);
+  return normalized.length > 1 ? normalized.replace(/\/+$/, "") : normalized;
+}
+
+/** The paths under `root` the bootstrap script uses (`root` normalized: no trailing slash). */
+export function bootstrapLayout(root: string): BootstrapLayout {
+  const base = normalizeRoot(root);
+  const under = (name: string) => posix.join(base, name);
+  return {
+    root: base,
+    venv: under("venv"),
+    python: under("venv/bin/python"),
+    envFile: under("env.sh"),
+    log: under("bootstrap.log"),
+    runtime: under("runtime"),
+    work: under("work"),
+    contentHashFile: under(".content-hash"),
+  };
+}
+
+/**
+ * The bash functions every script shares. No user data in here: everything specific to one render
+ * comes in through the variables set above it and the phase functions rendered below it.
+ */
+const LIBRARY = `
+skyward_now_ms() {
+  local now=\${EPOCHREALTIME:-}
+  if [ -n "$now" ]; then
+    now=\${now/[.,]/}
+    printf '%s\\n' "$((10#$now / 1000))"
+  else
+    printf '%s\\n' "$(($(date +%s) * 1000))"
+  fi
+}
+
+skyward_mark() {
+  printf '::skyward:: %s\\n' "$1"
+  if [ -n "$SKYWARD_LOGGING" ]; then printf '::skyward:: %s\\n' "$1" >>"$SKYWARD_LOG"; fi
+}
+
+# Runs one phase in a subshell with errexit, its output (stdout and stderr) teed to the log.
+# The lock's descriptor is closed for the phase, so a daemon a plugin op starts does not hold it.
+skyward_phase() {
+  local name=$1 started status
+  shift
+  started=$(skyward_now_ms)
+  skyward_mark "phase $name start"
+  (
+    set -euo pipefail
+    "$@"
+  ) </dev/null 9>&- 2>&1 | tee -a "$SKYWARD_LOG"
+  status=\${PIPESTATUS[0]}
+  if [ "$status" -ne 0 ]; then
+    skyward_mark "phase $name failed $status"
+    exit "$status"
+  fi
+  skyward_mark "phase $name done $(($(skyward_now_ms) - started))"
+}
+
+# Prints $1 as one POSIX shell word (single-quoted), for files sourced by any shell.
+skyward_quote() {
+  local rest=$1 quoted=""
+  while [[ $rest == *"'"* ]]; do
+    quoted+="\${rest%%"'"*}'\\\\''"
+    rest=\${rest#*"'"}
+  done
+  printf "'%s%s'" "$quoted" "$rest"
+}
+
+skyward_prepare_root() {
+  if ! mkdir -p "$SKYWARD_ROOT" 2>/dev/null || [ ! -w "$SKYWARD_ROOT" ]; then
+    if [ -z "$SKYWARD_SUDO" ]; then
+      echo "cannot create or write $SKYWARD_ROOT" >&2
+      return 1
+    fi
+    $SKYWARD_SUDO mkdir -p "$SKYWARD_ROOT" || return 1
+    $SKYWARD_SUDO chown "$(id -u):$(id -g)" "$SKYWARD_ROOT" || return 1
+  fi
+  exec 9>>"$SKYWARD_ROOT/.bootstrap.lock" || return 1
+  if command -v flock >/dev/null 2>&1 && ! flock -w "$SKYWARD_TIMEOUT" 9; then
+    echo "another bootstrap of $SKYWARD_ROOT is still running" >&2
+    return 1
+  fi
+  : >"$SKYWARD_LOG" || return 1
+  SKYWARD_LOGGING=1
+}
+
+skyward_is_warm() {
+  [ -f "$SKYWARD_ROOT/.content-hash" ] || return 1
+  [ "$(cat "$SKYWARD_ROOT/.content-hash")" = "$SKYWARD_CONTENT_HASH" ] || return 1
+  [ "$(cat "$SKYWARD_ROOT/.plugin-ops-hash" 2>/dev/null)" = "$SKYWARD_OPS_HASH" ] || return 1
+  "$SKYWARD_VENV/bin/python" -c '' </dev/null >/dev/null 2>&1
+}
+
+# Prints an id of the running boot, which changes when the machine restarts: the kernel's boot id,
+# else the boot time (/proc/stat's btime, or BSD's and macOS's kern.boottime), else nothing.
+skyward_boot_id() {
+  local id=""
+  id=$(cat "$SKYWARD_BOOT_ID_FILE" 2>/dev/null) || id=""
+  if [ -z "$id" ]; then
+    id=$(awk '$1 == "btime" { print "boot-time " $2 }' /proc/stat 2>/dev/null) || id=""
+  fi
+  if [ -z "$id" ]; then
+    id=$(sysctl -n kern.boottime 2>/dev/null) || id=""
+    [ -z "$id" ] || id="boot-time $id"
+  fi
+  printf '%s\\n' "$id"
+}
+
+# Whether the plugin ops ran during this boot (false when the boot cannot be told apart).
+skyward_same_boot() {
+  local now
+  now=$(skyward_boot_id)
+  [ -n "$now" ] && [ "$(cat "$SKYWARD_ROOT/.boot-id" 2>/dev/null)" = "$now" ]
+}
+
+# Records the boot the plugin ops ran in (nothing when it cannot be told apart).
+skyward_record_boot() {
+  local now
+  now=$(skyward_boot_id)
+  rm -f "$SKYWARD_ROOT/.boot-id"
+  if [ -n "$now" ]; then printf '%s\\n' "$now" >"$SKYWARD_ROOT/.boot-id"; fi
+}
+
+skyward_summary() {
+  "$SKYWARD_VENV/bin/python" -c 'import sys; print("skyward: Python", sys.version.split()[0], "at", sys.executable, "(base " + getattr(sys, "_base_executable", sys.executable) + ")")' </dev/null || true
+  printf 'skyward: root %s, content hash %s\\n' "$SKYWARD_ROOT" "$SKYWARD_CONTENT_HASH"
+}
+
+# Sets SKYWARD_PROBED_VERSION (major.minor.micro) and SKYWARD_PROBED_EXECUTABLE for interpreter $1.
+skyward_python_probe() {
+  local output
+  SKYWARD_PROBED_VERSION=""
+  output=$("$1" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3]); print(sys.executable)' </dev/null 2>/dev/null) || return 1
+  SKYWARD_PROBED_VERSION=\${output%%$'\\n'*}
+  SKYWARD_PROBED_EXECUTABLE=\${output#*$'\\n'}
+  [ -n "$SKYWARD_PROBED_EXECUTABLE" ] && [ "$SKYWARD_PROBED_EXECUTABLE" != "$output" ]
+}
+
+# Whether the probed version is $1 (a "3.12" or "3.12.4" prefix), or >= 3.10 when $1 is empty.
+skyward_python_satisfies() {
+  local version=$SKYWARD_PROBED_VERSION major minor
+  if [ -n "$1" ]; then
+    case "$version" in
+      "$1" | "$1".*) return 0 ;;
+      *) return 1 ;;
+    esac
+  fi
+  major=\${version%%.*}
+  minor=\${version#*.}
+  minor=\${minor%%.*}
+  [ "$major" -gt 3 ] 2>/dev/null || { [ "$major" -eq 3 ] && [ "$minor" -ge 10 ]; } 2>/dev/null
+}
+
+# Prints the uv to use: the one installed under ROOT/tools, else one on PATH.
+skyward_find_uv() {
+  if [ -x "$SKYWARD_ROOT/tools/uv/bin/uv" ]; then
+    printf '%s\\n' "$SKYWARD_ROOT/tools/uv/bin/uv"
+  else
+    command -v uv 2>/dev/null
+  fi
+}
+
+# Installs uv into ROOT/tools/uv: from PyPI with a pip that is there, else the standalone build.
+skyward_install_uv() {
+  local target="$SKYWARD_ROOT/tools/uv" python
+  for python in python3 python; do
+    if command -v "$python" >/dev/null 2>&1 && "$python" -m pip --version >/dev/null 2>&1; then
+      echo "installing uv from PyPI with $python -m pip"
+      if PIP_ROOT_USER_ACTION=ignore "$python" -m pip install --quiet --disable-pip-version-check --no-input --target "$target" uv && [ -x "$target/bin/uv" ]; then
+        return 0
+      fi
+    fi
+  done
+  echo "no pip to install uv with: installing the standalone uv"
+  mkdir -p "$target/bin"
+  if command -v curl >/dev/null 2>&1; then
+    curl -LsSf --connect-timeout 30 --max-time 300 https://astral.sh/uv/install.sh \\
+      | env UV_UNMANAGED_INSTALL="$target/bin" sh || return 1
+  elif command -v wget >/dev/null 2>&1; then
+    wget -q -T 60 -O - https://astral.sh/uv/install.sh | env UV_UNMANAGED_INSTALL="$target/bin" sh || return 1
+  else
+    echo "cannot install uv: none of pip, curl or wget is available"
+    return 1
+  fi
+  [ -x "$target/bin/uv" ]
+}
+
+# Finds, or (when allowed) installs, a uv-managed Python $1; on success the probe variables name it.
+skyward_managed_python() {
+  local version=$1 uv path
+  export UV_PYTHON_INSTALL_DIR="$SKYWARD_ROOT/tools/python" UV_PYTHON_BIN_DIR="$SKYWARD_ROOT/tools/bin"
+  uv=$(skyward_find_uv) || uv=""
+  if [ -n "$uv" ] && path=$(UV_PYTHON_DOWNLOADS=never "$uv" python find --system "$version" 2>/dev/null) &&
+    skyward_python_probe "$path" && skyward_python_satisfies "$version"; then
+    return 0
+  fi
+  if [ "$SKYWARD_ALLOW_PYTHON_DOWNLOAD" != 1 ]; then
+    echo "no Python $version on this host, and downloading one is disabled"
+    return 1
+  fi
+  if [ -z "$uv" ]; then
+    skyward_install_uv || { echo "could not install uv"; return 1; }
+    uv=$(skyward_find_uv) || return 1
+  fi
+  echo "installing Python $version with $uv"
+  "$uv" python install "$version" || { echo "uv could not install Python $version"; return 1; }
+  path=$(UV_PYTHON_DOWNLOADS=never "$uv" python find --system "$version") &&
+    skyward_python_probe "$path" && skyward_python_satisfies "$version"
+}
+
+skyward_phase_venv() {
+  local python uv
+  python=$(cat "$SKYWARD_ROOT/.bootstrap-python")
+  if [ "$(cat "$SKYWARD_VENV/.skyward-base-python" 2>/dev/null)" = "$python" ] &&
+    "$SKYWARD_VENV/bin/python" -c '' >/dev/null 2>&1; then
+    echo "reusing the virtual environment $SKYWARD_VENV (base $python)"
+    return 0
+  fi
+  rm -rf "$SKYWARD_VENV"
+  if uv=$(skyward_find_uv); then
+    echo "creating $SKYWARD_VENV with $uv"
+    "$uv" venv --quiet --system-site-packages --python "$python" "$SKYWARD_VENV"
+  elif "$python" -m pip --version >/dev/null 2>&1; then
+    # The base's pip is visible through the system site-packages: no copy of it is needed.
+    "$python" -m venv --without-pip --system-site-packages "$SKYWARD_VENV"
+  elif ! "$python" -m venv --system-site-packages "$SKYWARD_VENV"; then
+    echo "python -m venv failed (no ensurepip?): creating the environment without pip"
+    rm -rf "$SKYWARD_VENV"
+    "$python" -m venv --without-pip --system-site-packages "$SKYWARD_VENV"
+  fi
+  printf '%s\\n' "$python" >"$SKYWARD_VENV/.skyward-base-python"
+  "$SKYWARD_VENV/bin/python" -c 'import sys; print("created", sys.prefix, "with Python", sys.version.split()[0])'
+}
+
+# pip install "$@" into the venv. pip first: it sees the system site-packages, so a requirement the
+# host already satisfies (Debian's python3-torch) is not downloaded again, which uv does not
+# promise. uv only when the environment has no pip.
+skyward_pip_install() {
+  local uv
+  if "$SKYWARD_VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    PIP_ROOT_USER_ACTION=ignore "$SKYWARD_VENV/bin/python" -m pip install \\
+      --disable-pip-version-check --no-input --progress-bar off "$@"
+    return
+  fi
+  if ! uv=$(skyward_find_uv); then
+    skyward_install_uv || { echo "no pip in $SKYWARD_VENV and uv could not be installed"; return 1; }
+    uv=$(skyward_find_uv) || return 1
+  fi
+  "$uv" pip install --python "$SKYWARD_VENV/bin/python" "$@"
+}
+
+skyward_phase_runtime() {
+  local file missing=0
+  for file in "$SKYWARD_ROOT/runtime/skyward/__init__.py" "$SKYWARD_ROOT/runtime/skyward_worker.py"; do
+    if [ ! -f "$file" ]; then
+      echo "missing $file: the Skyward runtime must be uploaded to $SKYWARD_ROOT/runtime before the bootstrap"
+      missing=1
+    fi
+  done
+  [ "$missing" -eq 0 ] || return 1
+  mkdir -p "$SKYWARD_ROOT/work"
+  PYTHONPATH="$SKYWARD_ROOT/runtime" "$SKYWARD_VENV/bin/python" -c 'import sys, skyward; print("skyward runtime", skyward.__version__, "imports on Python", sys.version.split()[0])'
+}
+`;
+
+function digest(text: string): string {
+  return createHash("sha256").update(text, "utf8").digest("hex").slice(0, 12);
+}
+
+/** `export NAME=value` as one line of env.sh, written by the script with printf. */
+function envLine(name: string, value: string): string {
+  return `printf '%s\\n' ${shellQuote(`export ${name}=${shellQuote(value)}`)} >>"$next"`;
+}
+
+function renderEnvPhase(image: Image): string[] {
+  const lines = [
+    "skyward_phase_env() {",
+    '  local next="$SKYWARD_ROOT/env.sh.next" value status',
+    '  rm -f "$next"',
+    '  (umask 077 && : >"$next")',
+    `  printf '%s\\n' ${shellQuote("# The image's environment, written by the Skyward bootstrap; sourced before the worker starts.")} >>"$next"`,
+  ];
+  for (const [name, value] of Object.entries(image.env)) {
+    lines.push(`  ${envLine(name, value)}`);
+    // Exported here too, so the shellVars snippets below see the image's env.
+    lines.push(`  export ${shellQuote(name)}=${shellQuote(value)}`);
+  }
+  for (const [name, snippet] of Object.entries(image.shellVars)) {
+    const label = shellQuote(`shellVars.${name}`);
+    lines.push(
+      `  value=$(eval ${shellQuote(snippet)}) || { status=$?; echo ${label} "failed (exit $status)"; return "$status"; }`,
+      `  printf 'export %s=%s\\n' ${shellQuote(name)} "$(skyward_quote "$value")" >>"$next"`,
+      `  export ${shellQuote(name)}="$value"`,
+    );
+  }
+  const count = Object.keys(image.env).length + Object.keys(image.shellVars).length;
+  lines.push(
+    '  mv -f "$next" "$SKYWARD_ROOT/env.sh"',
+    `  echo "wrote $SKYWARD_ROOT/env.sh (${count} ${count === 1 ? "variable" : "variables"})"`,
+    "}",
+  );
+  return lines;
+}
+
+function renderAptPhase(image: Image): string[] {
+  const packages = image.apt.map(shellQuote).join(" ");
+  const apt =
+    '$SKYWARD_SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="$SKYWARD_TIMEOUT"';
+  return [
+    "skyward_phase_apt() {",
+    "  local deadline=$((SECONDS + SKYWARD_TIMEOUT))",
+    "  if command -v fuser >/dev/null 2>&1; then",
+    "    while $SKYWARD_SUDO fuser /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock >/dev/null 2>&1; do",
+    '      if [ "$SECONDS" -ge "$deadline" ]; then',
+    '        echo "the dpkg lock is still held after $SKYWARD_TIMEOUT s (another apt-get or unattended-upgrades)"',
+    "        return 1",
+    "      fi",
+    '      echo "waiting for the dpkg lock"',
+    "      sleep 3",
+    "    done",
+    "  fi",
+    `  ${apt} -q update`,
+    `  ${apt} -q install -y ${packages}`,
+    "}",
+  ];
+}
+
+/** The candidates, the version they must match (empty: >= 3.10) and the uv-managed fallback (empty: none). */
+function pythonPlan(requirement: string): { candidates: string[]; want: string; managed: string } {
+  if (requirement === "auto") return { candidates: ["python3"], want: "", managed: "3.12" };
+  if (requirement.startsWith("/")) return { candidates: [requirement], want: "", managed: "" };
+  const [major, minor] = requirement.split(".");
+  return { candidates: [`python${major}.${minor}`, "python3"], want: requirement, managed: requirement };
+}
+
+function renderPythonPhase(image: Image): string[] {
+  const plan = pythonPlan(image.python);
+  const wanted = plan.want === "" ? "Python >= 3.10" : `Python ${plan.want}`;
+  return [
+    "skyward_phase_python() {",
+    `  local candidates=(${plan.candidates.map(shellQuote).join(" ")}) want=${shellQuote(plan.want)} managed=${shellQuote(plan.managed)} candidate found=""`,
+    `  echo ${shellQuote(`looking for ${wanted} (image.python = ${image.python})`)}`,
+    `  for candidate in "\${candidates[@]}"; do`,
+    '    command -v "$candidate" >/dev/null 2>&1 || continue',
+    '    if skyward_python_probe "$candidate" && skyward_python_satisfies "$want"; then',
+    "      found=$SKYWARD_PROBED_EXECUTABLE",
+    "      break",
+    "    fi",
+    `    echo "$candidate is not suitable (version \${SKYWARD_PROBED_VERSION:-unknown})"`,
+    "  done",
+    '  if [ -z "$found" ]; then',
+    '    if [ -z "$managed" ]; then',
+    `      echo ${shellQuote(`no ${wanted} at ${plan.candidates.join(", ")}`)}`,
+    "      return 1",
+    "    fi",
+    `    echo ${shellQuote(`no ${wanted} on PATH (looked for ${plan.candidates.join(", ")}): trying a uv-managed Python ${plan.managed}`)}`,
+    '    skyward_managed_python "$managed" || return 1',
+    "    found=$SKYWARD_PROBED_EXECUTABLE",
+    "  fi",
+    '  echo "using Python $SKYWARD_PROBED_VERSION at $found"',
+    `  printf '%s\\n' "$found" >"$SKYWARD_ROOT/.bootstrap-python"`,
+    "}",
+  ];
+}
+
+function renderPipPhase(image: Image): string[] {
+  const lines = ["skyward_phase_pip() {"];
+  for (const step of pipInstallSteps(image)) {
+    const options: string[] = [];
+    if (step.index) {
+      options.push(`--index-url ${shellQuote(step.index.url)}`);
+      if (step.index.trustedHost !== undefined)
+        options.push(`--trusted-host ${shellQuote(step.index.trustedHost)}`);
+      // The default index as this node's pip sees it (the image's env is exported by now).
+      if (step.index.dependenciesFromDefault)
+        options.push(`--extra-index-url "\${PIP_INDEX_URL:-${DEFAULT_PIP_INDEX}}"`);
+    }
+    lines.push(`  skyward_pip_install ${[...options, ...step.requirements.map(shellQuote)].join(" ")}`);
+  }
+  lines.push("}");
+  return lines;
+}
+
+/** Plugin ops with their plugin, when known (a plain string's plugin is not). */
+function labelledOps(ops: readonly (ShellOp | PluginBootstrapOp)[]): { plugin?: string; op: ShellOp }[] {
+  return ops.map((entry) =>
+    typeof entry === "string" ? { op: entry } : { plugin: entry.plugin, op: entry.op },
+  );
+}
+
+function renderPluginsPhase(ops: readonly { plugin?: string; op: ShellOp }[]): string[] {
+  const lines = [
+    "skyward_phase_plugins() {",
+    "  local status",
+    // No virtual environment (the Local provider with an image that installs nothing): the ops
+    // run with the PATH they were given.
+    '  if [ -n "$SKYWARD_VENV" ]; then export VIRTUAL_ENV="$SKYWARD_VENV" PATH="$SKYWARD_VENV/bin:$PATH"; fi',
+    '  . "$SKYWARD_ROOT/env.sh"',
+    '  mkdir -p "$SKYWARD_WORK"',
+    '  cd "$SKYWARD_WORK"',
+  ];
+  ops.forEach(({ plugin, op }, index) => {
+    // The op's text is not echoed: it may carry a token (`huggingface-cli login --token …`).
+    const label =
+      plugin === undefined
+        ? `plugin op ${index + 1} of ${ops.length}`
+        : `plugin "${plugin}" op ${index + 1} of ${ops.length}`;
+    lines.push(
+      `  echo ${shellQuote(label)}`,
+      `  bash -c ${shellQuote(op)} || { status=$?; echo ${shellQuote(label)} "failed (exit $status)"; return "$status"; }`,
+    );
+  });
+  lines.push("}");
+  return lines;
+}
+
+const FAILED_OP = /^plugin (?:"([^"]+)" )?op (\d+) of (\d+) failed \(exit (\d+)\)$/m;
+
+/**
+ * What failed, read from the tail of a failed bootstrap's log: `plugin "accelerate" op 1 of 2 failed
+ * (exit 3)` when a plugin op failed (the plugin named when the script knew it), else undefined.
+ */
+export function describeBootstrapFailure(logTail: string): string | undefined {
+  const match = FAILED_OP.exec(logTail.replaceAll("\r", ""));
+  if (!match) return undefined;
+  const [, plugin, index, count, status] = match;
+  return `${plugin === undefined ? "plugin" : `plugin "${plugin}":`} bootstrap op ${index} of ${count} failed (exit ${status})`;
+}
+
+function validateOptions(options: BootstrapScriptOptions): Image {
+  const issues: ConfigurationIssue[] = [];
+  if (typeof options.root !== "string" || !options.root.startsWith("/") || options.root.includes("\0")) {
+    issues.push({
+      path: "root",
+      message: `expected an absolute path without NUL characters, received ${JSON.stringify(options.root)}`,
+    });
+  }
+  labelledOps(options.pluginOps ?? []).forEach(({ op }, index) => {
+    if (typeof op !== "string" || op.includes("\0")) {
+      issues.push({
+        path: `pluginOps[${index}]`,
+        message: "expected a shell command string without NUL characters",
+      });
+    }
+  });
+  for (const [name, value] of Object.entries(options.image.env)) {
+    if (value.includes("\0")) {
+      issues.push({
+        path: formatPath(["env", name], "image"),
+        message: "expected a value without NUL characters (no environment variable can hold one)",
+      });
+    }
+  }
+  if (options.pythonRequirement !== undefined) {
+    try {
+      parseInput(imageSchema, { python: options.pythonRequirement });
+    } catch (error) {
+      if (!ConfigurationError.isInstance(error)) throw error;
+      issues.push(...error.issues.map((issue) => ({ ...issue, path: "pythonRequirement" })));
+    }
+  }
+  if (issues.length > 0) throw new ConfigurationError({ issues });
+  const python = options.pythonRequirement ?? options.image.python;
+  // Re-checked: the script relies on valid names, requirements and python values, and a hand-built
+  // image could hold anything.
+  return parseInput(imageSchema, { ...options.image, python }, "image");
+}
+
+/**
+ * Renders the bootstrap script for one node. Every user string (root, env names and values,
+ * packages, index URLs, the python requirement, plugin ops) is quoted with {@link shellQuote}, so
+ * the host sees exactly the value given. Plugin ops themselves are shell text, run as `bash -c op`.
+ *
+ * What the phases do:
+ * - `warm-check`: takes the root's lock; when `ROOT/.content-hash` equals the image's
+ *   {@link contentHash} (and the plugin ops are the ones that ran) and `ROOT/venv/bin/python` runs,
+ *   prints `warm`, the summary and `done`, and exits 0. Before that, when the machine restarted
+ *   since the plugin ops ran (the kernel's boot id, recorded in `ROOT/.boot-id`, differs; the boot
+ *   time stands in where there is no boot id, and when neither can be read the ops always rerun),
+ *   the `plugins` phase runs again: every op, since what ops set up (a daemon, GPU partitions) may
+ *   not survive a restart.
+ * - `env`: writes `ROOT/env.sh` (mode 0600): `image.env` exported as given, then each `shellVars`
+ *   snippet evaluated ONCE, now, as `NAME="$(snippet)"` (trailing newlines dropped, as `$(…)`
+ *   does; the image's env visible to it; a failing snippet fails the phase), its result exported.
+ *   The script then sources `env.sh` itself: the phases below run with the image's env, so
+ *   `HTTPS_PROXY`, `PIP_INDEX_URL` or `UV_*` given there reach apt-get (without `sudo`), uv and pip.
+ * - `apt`: waits for the dpkg lock (up to `image.bootstrapTimeout`), then `apt-get update` and
+ *   `apt-get install -y` the packages, non-interactively.
+ * - `python`: `"auto"` takes the host's `python3` when >= 3.10; `"3.12"` takes `python3.12` or a
+ *   `python3` of that version; a path takes that interpreter. Else (not for a path) uv, from PyPI or
+ *   its standalone build, installs a managed Python under `ROOT/tools`.
+ * - `venv`: `ROOT/venv` with `--system-site-packages`, kept while its base interpreter stays.
+ * - `pip`: the packages, with plain `pip install` semantics (what is satisfied, the system
+ *   site-packages included, is not reinstalled); a package named by a pip index comes from that
+ *   index only, in its own command. pip when the environment has it, uv otherwise.
+ * - `runtime`: checks the uploaded runtime is there and imports.
+ * - `plugins`: each op with the venv activated and `env.sh` sourced, in `ROOT/work`; the first
+ *   failing op fails the phase.
+ *
+ * The script carries `image.env` values: hand it over on stdin or in a 0600 file.
+ *
+ * @throws {ConfigurationError} naming the field when the root is not absolute, the image is
+ *   invalid, or a value holds a NUL character.
+ */
+export function renderBootstrapScript(options: BootstrapScriptOptions): string {
+  const image = validateOptions(options);
+  const layout = bootstrapLayout(options.root);
+  const ops = labelledOps(options.pluginOps ?? []);
+  const hash = contentHash(image, options.skywardVersion);
+  const header = [
+    "#!/usr/bin/env bash",
+    `# Skyward bootstrap, rendered by @skyward/core ${options.skywardVersion.replaceAll(/\s+/g, " ")} (content hash ${hash}).`,
+    "# Idempotent: a node that already has this environment stops at the warm check.",
+    "set -uo pipefail",
+    "umask 022",
+    `SKYWARD_ROOT=${shellQuote(layout.root)}`,
+    `SKYWARD_CONTENT_HASH=${shellQuote(hash)}`,
+    `SKYWARD_OPS_HASH=${shellQuote(digest(JSON.stringify(ops.map(({ op }) => op))))}`,
+    `SKYWARD_TIMEOUT=${shellQuote(String(image.bootstrapTimeout))}`,
+    `SKYWARD_ALLOW_PYTHON_DOWNLOAD=${options.allowPythonDownload === false ? 0 : 1}`,
+    // Where the boot id is read; the variable is for tests, which fake a reboot with it.
+    `SKYWARD_BOOT_ID_FILE="\${SKYWARD_BOOT_ID_FILE:-/proc/sys/kernel/random/boot_id}"`,
+    'SKYWARD_VENV="$SKYWARD_ROOT/venv"',
+    'SKYWARD_WORK="$SKYWARD_ROOT/work"',
+    'SKYWARD_LOG="$SKYWARD_ROOT/bootstrap.log"',
+    "SKYWARD_LOGGING=",
+    "SKYWARD_SUDO=",
+    ...(options.sudo ? ['if [ "$(id -u)" -ne 0 ]; then SKYWARD_SUDO="sudo -n"; fi'] : []),
+    "export SKYWARD_ROOT SKYWARD_VENV SKYWARD_SUDO",
+  ];
+  const phases = [
+    ...renderEnvPhase(image),
+    ...(image.apt.length > 0 ? renderAptPhase(image) : []),
+    ...renderPythonPhase(image),
+    ...(image.pip.length > 0 ? renderPipPhase(image) : []),
+    ...(ops.length > 0 ? renderPluginsPhase(ops) : []),
+  ];
+  const main = [
+    "skyward_started=$(skyward_now_ms)",
+    'skyward_mark "phase warm-check start"',
+    'if ! skyward_prepare_root; then skyward_mark "phase warm-check failed 1"; exit 1; fi',
+    'printf \'::skyward:: %s\\n\' "phase warm-check start" >>"$SKYWARD_LOG"',
+    "if skyward_is_warm; then",
+    '  skyward_mark "phase warm-check done $(($(skyward_now_ms) - skyward_started))"',
+    "  skyward_mark warm",
+    ...(ops.length > 0
+      ? [
+          // Plugin ops set up what a restart loses (the MPS daemon, MIG instances): after one, they
+          // run again, all of them (they are idempotent: a cold bootstrap reruns them anyway).
+          "  if ! skyward_same_boot; then",
+          '    echo "skyward: the machine restarted since the plugin ops ran: running them again" | tee -a "$SKYWARD_LOG"',
+          "    skyward_phase plugins skyward_phase_plugins",
+          "    skyward_record_boot",
+          "  fi",
+        ]
+      : []),
+    '  skyward_summary 2>&1 | tee -a "$SKYWARD_LOG"',
+    "  skyward_mark done",
+    "  exit 0",
+    "fi",
+    'rm -f "$SKYWARD_ROOT/.content-hash" "$SKYWARD_ROOT/.plugin-ops-hash" "$SKYWARD_ROOT/.boot-id"',
+    'skyward_mark "phase warm-check done $(($(skyward_now_ms) - skyward_started))"',
+    "skyward_phase env skyward_phase_env",
+    // The later phases run with the image's env (a proxy for apt, uv and pip: HTTPS_PROXY).
+    '. "$SKYWARD_ROOT/env.sh"',
+    ...(image.apt.length > 0 ? ["skyward_phase apt skyward_phase_apt"] : []),
+    "skyward_phase python skyward_phase_python",
+    "skyward_phase venv skyward_phase_venv",
+    ...(image.pip.length > 0 ? ["skyward_phase pip skyward_phase_pip"] : []),
+    "skyward_phase runtime skyward_phase_runtime",
+    ...(ops.length > 0 ? ["skyward_phase plugins skyward_phase_plugins", "skyward_record_boot"] : []),
+    'printf \'%s\\n\' "$SKYWARD_OPS_HASH" >"$SKYWARD_ROOT/.plugin-ops-hash"',
+    'printf \'%s\\n\' "$SKYWARD_CONTENT_HASH" >"$SKYWARD_ROOT/.content-hash.next"',
+    'mv -f "$SKYWARD_ROOT/.content-hash.next" "$SKYWARD_ROOT/.content-hash"',
+    'skyward_summary 2>&1 | tee -a "$SKYWARD_LOG"',
+    "skyward_mark done",
+  ];
+  return assembleScript(header, phases, main);
+}
+
+/**
+ * The script: header, the shared functions, the phase functions and `skyward_main`. Everything runs
+ * from one function called on the last line, so bash has read the whole script before it runs any
+ * of it (the script may arrive on stdin: `bash -s`), and no command can read the rest of the script
+ * as its input.
+ */
+function assembleScript(
+  header: readonly string[],
+  phases: readonly string[],
+  main: readonly string[],
+): string {
+  return `${[
+    ...header,
+    LIBRARY,
+    ...phases,
+    "",
+    "skyward_main() {",
+    ...main.map((line) => `  ${line}`),
+    "}",
+    "",
+    "skyward_main </dev/null",
+  ].join("\n")}\n`;
+}
+
+/** What {@link renderPluginOpsScript} renders from. */
+export interface PluginOpsScriptOptions {
+  /** The image after every plugin's transform: its `env` and `shellVars` are written to `ROOT/env.sh`. */
+  readonly image: Image;
+  /** The Skyward root the ops see as `$SKYWARD_ROOT` (an absolute path); holds `env.sh` and `bootstrap.log`. */
+  readonly root: string;
+  /** The virtual environment the ops run in (`$SKYWARD_VENV`, activated), or undefined for none. */
+  readonly venv: string | undefined;
+  /** The working directory of the ops (the worker's working directory), an absolute path. */
+  readonly work: string;
+  /** The plugins' bootstrap ops, in plugin order. */
+  readonly pluginOps: readonly (ShellOp | PluginBootstrapOp)[];
+}
+
+/**
+ * Renders a script that runs only the `env` and `plugins` phases of {@link renderBootstrapScript},
+ * with the same functions, variables, log and markers: for a provider that prepares the Python
+ * environment itself (the `Local` provider) but runs the plugins' ops as a bootstrap would. The
+ * ops see `SKYWARD_ROOT`, `SKYWARD_VENV` (activated, when there is one) and the image's env, and
+ * run in `work`; their text is never printed. Hand the script over on stdin: it carries `image.env`.
+ *
+ * @throws {ConfigurationError} naming the field when a path is not absolute, the image is
+ *   invalid, or a value holds a NUL character.
+ */
+export function renderPluginOpsScript(options: PluginOpsScriptOptions): string {
+  const image = validateOptions({
+    image: options.image,
+    root: options.root,
+    skywardVersion: "",
+    pluginOps: options.pluginOps,
+  });
+  const issues: ConfigurationIssue[] = [];
+  for (const [field, value] of [
+    ["venv", options.venv],
+    ["work", options.work],
+  ] as const) {
+    if (field === "venv" && value === undefined) continue;
+    if (typeof value !== "string" || !value.startsWith("/") || value.includes("\0")) {
+      issues.push({
+        path: field,
+        message: `expected an absolute path without NUL characters, received ${JSON.stringify(value)}`,
+      });
+    }
+  }
+  if (issues.length > 0) throw new ConfigurationError({ issues });
+  const layout = bootstrapLayout(options.root);
+  const ops = labelledOps(options.pluginOps);
+  const header = [
+    "#!/usr/bin/env bash",
+    "# Skyward plugin ops: the env and plugins phases of the bootstrap, for an environment prepared otherwise.",
+    "set -uo pipefail",
+    "umask 022",
+    `SKYWARD_ROOT=${shellQuote(layout.root)}`,
+    `SKYWARD_TIMEOUT=${shellQuote(String(image.bootstrapTimeout))}`,
+    `SKYWARD_VENV=${shellQuote(options.venv === undefined ? "" : normalizeRoot(options.venv))}`,
+    `SKYWARD_WORK=${shellQuote(normalizeRoot(options.work))}`,
+    'SKYWARD_LOG="$SKYWARD_ROOT/bootstrap.log"',
+    "SKYWARD_LOGGING=",
+    "SKYWARD_SUDO=",
+    "export SKYWARD_ROOT SKYWARD_VENV SKYWARD_SUDO",
+  ];
+  const main = [
+    'if ! skyward_prepare_root; then skyward_mark "phase env failed 1"; exit 1; fi',
+    "skyward_phase env skyward_phase_env",
+    // The later phases run with the image's env (a proxy for apt, uv and pip: HTTPS_PROXY).
+    '. "$SKYWARD_ROOT/env.sh"',
+    ...(ops.length > 0 ? ["skyward_phase plugins skyward_phase_plugins"] : []),
+    "skyward_mark done",
+  ];
+  return assembleScript(
+    header,
+    [...renderEnvPhase(image), ...(ops.length > 0 ? renderPluginsPhase(ops) : [])],
+    main,
+  );
+}

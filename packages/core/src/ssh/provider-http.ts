@@ -1,0 +1,319 @@
+/**
+ * The HTTP layer cloud providers share for their APIs: bearer authentication with a lazily resolved
+ * API key, deadlines and abort signals, and retries — HTTP 429 always (the request was refused, not
+ * run), 5xx and network failures only for requests that are safe to repeat. Sending is left to the
+ * provider (axios, `fetch`…) through a request function, so the core depends on no HTTP library.
+ * Errors never carry the key, the request headers or the sender's own error (which may hold them).
+ * Answers are checked with zod ({@link parseProviderAnswer}, {@link answerNumberSchema}).
+ */
+import { z } from "zod";
+import { ConfigurationError, ProvisionError } from "../errors/errors.js";
+
+const providerApiMarker = Symbol.for("skyward.error.provider-api");
+
+/**
+ * True when `error` is an object carrying `marker` (a `Symbol.for` key set to `true` by its
+ * constructor): how an error class's `isInstance` recognises its instances from any copy of the
+ * package that defines it.
+ */
+export function carriesErrorMarker(error: unknown, marker: symbol): boolean {
+  return typeof error === "object" && error !== null && (error as Record<symbol, unknown>)[marker] === true;
+}
+
+/** What {@link ProviderApiError}'s subclasses are built from. */
+export interface ProviderApiErrorOptions {
+  /** The message; never the API key. */
+  readonly message: string;
+  /** The HTTP status, when there was an answer. */
+  readonly statusCode?: number;
+  /** Whether trying again may help. Default false. */
+  readonly isRetryable?: boolean;
+}
+
+/**
+ * A failed call to a provider's API: the HTTP status (when there was an answer) and whether retrying
+ * may help. Providers subclass it under their own name (`RunPodApiError`, `VastApiError`).
+ */
+export class ProviderApiError extends ProvisionError {
+  /** The HTTP status, or undefined when no answer came (network failure, deadline). */
+  readonly statusCode: number | undefined;
+
+  constructor(options: ProviderApiErrorOptions & { readonly provider: string }) {
+    super({
+      provider: options.provider,
+      message: options.message,
+      isRetryable: options.isRetryable ?? false,
+    });
+    this.name = "ProviderApiError";
+    Object.defineProperty(this, providerApiMarker, { value: true });
+    this.statusCode = options.statusCode;
+  }
+
+  /** True for a {@link ProviderApiError} (of any provider) from any copy of this package. */
+  static override isInstance(error: unknown): error is ProviderApiError {
+    return carriesErrorMarker(error, providerApiMarker);
+  }
+}
+
+/** A `fetch`-compatible function; tests and proxies inject their own. */
+export type FetchFunction = (input: URL | Request | string, init?: RequestInit) => Promise<Response>;
+
+/** How a provider names its API in messages. */
+export interface ProviderApiIdentity {
+  /** The provider as people write it: `"RunPod"`, `"Vast.ai"`. */
+  readonly label: string;
+  /** The environment variable holding the API key: `"RUNPOD_API_KEY"`. */
+  readonly apiKeyVariable: string;
+}
+
+/**
+ * The API key given in the settings, else the one in `identity.apiKeyVariable`, trimmed; else a
+ * `ConfigurationError` at `apiKey` saying "set X_API_KEY or pass apiKey".
+ */
+export function resolveProviderApiKey(apiKey: string | undefined, identity: ProviderApiIdentity): string {
+  const key = apiKey ?? process.env[identity.apiKeyVariable];
+  if (key === undefined || key.trim() === "") {
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "apiKey",
+          message: `${identity.label} API key is missing: set ${identity.apiKeyVariable} or pass apiKey`,
+        },
+      ],
+    });
+  }
+  return key.trim();
+}
+
+/**
+ * The settings a provider's HTTP layer reads, as the provider's settings schema leaves them: the API
+ * key (else the environment variable), an injected `fetch`, and the retry and deadline knobs.
+ */
+export interface ProviderHttpSettings {
+  /** The API key; undefined: the provider's environment variable. A secret: never logged. */
+  readonly apiKey?: string;
+  /** The `fetch` to send with (tests, proxies); undefined: the provider's own sender. */
+  readonly fetch?: FetchFunction;
+  /** Retries after the first attempt. */
+  readonly maxRetries: number;
+  /** The first retry's delay, ms; each further one doubles it. */
+  readonly retryDelayMs: number;
+  /** Deadline of one attempt, ms. */
+  readonly requestTimeoutMs: number;
+}
+
+/** One attempt at a request, as the client hands it to the request function (an axios request config). */
+export interface ProviderHttpAttempt {
+  readonly method: ProviderHttpRequest["method"];
+  readonly url: string;
+  readonly params?: Readonly<Record<string, string>>;
+  readonly data?: unknown;
+  /** `Authorization: Bearer <key>` and `Accept: application/json`. A secret: never logged. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** Deadline of this attempt, ms. */
+  readonly timeout: number;
+  readonly signal: AbortSignal;
+}
+
+/** The answer to one attempt, whatever its status. */
+export interface ProviderHttpResponse {
+  readonly status: number;
+  /** The body, parsed when it is JSON. */
+  readonly data: unknown;
+  /** Response headers by lower-case name; `retry-after` is read. */
+  readonly headers?: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * Sends one attempt. Resolves with the answer whatever its status (axios with `validateStatus: () =>
+ * true`); rejects only when no answer came (network failure, deadline, abort). Of such an error only
+ * its `code` and `message` are kept.
+ */
+export type ProviderHttpRequestFunction = (attempt: ProviderHttpAttempt) => Promise<ProviderHttpResponse>;
+
+/** How a {@link ProviderHttpClient} is set up. */
+export interface ProviderHttpClientOptions extends ProviderApiIdentity {
+  /** Returns the API key; called on the first request, not before (again after it threw). */
+  readonly apiKey: () => string;
+  /** Sends one attempt; see {@link ProviderHttpRequestFunction}. */
+  readonly request: ProviderHttpRequestFunction;
+  /** Makes the provider's own error for a failed request. */
+  readonly createError: (options: ProviderApiErrorOptions) => ProviderApiError;
+  /** Retries after the first attempt. */
+  readonly maxRetries: number;
+  /** The first retry's delay; each further one doubles it (a `Retry-After` header wins). */
+  readonly retryDelayMs: number;
+  /** Deadline of one attempt. */
+  readonly timeoutMs: number;
+}
+
+/** One request. */
+export interface ProviderHttpRequest {
+  readonly method: "GET" | "POST" | "PUT" | "DELETE";
+  readonly url: string;
+  readonly params?: Readonly<Record<string, string>>;
+  readonly data?: unknown;
+  /** True when sending it twice does no harm, so 5xx answers and network failures are retried too. */
+  readonly idempotent: boolean;
+  /** What the request is for, in words, for error messages (`"creating a pod"`). */
+  readonly purpose: string;
+  readonly signal: AbortSignal;
+}
+
+/** A successful answer. */
+export interface ProviderHttpAnswer {
+  readonly status: number;
+  readonly data: unknown;
+}
+
+/** Sends requests to a provider's API; see {@link createProviderHttpClient}. */
+export interface ProviderHttpClient {
+  /** Resolves with the answer of a 2xx status; rejects with the provider's {@link ProviderApiError} otherwise. */
+  send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer>;
+}
+
+/** The message an error answer carries (`message`, `error`, `msg`, GraphQL `errors[0].message`), shortened. */
+export function answerMessage(data: unknown): string | undefined {
+  if (typeof data === "string") return data.trim().slice(0, 300) || undefined;
+  if (typeof data !== "object" || data === null) return undefined;
+  const record = data as Record<string, unknown>;
+  const errors = record.errors;
+  if (Array.isArray(errors) && errors.length > 0) {
+    const first = errors[0] as Record<string, unknown> | undefined;
+    if (typeof first?.message === "string") return first.message.slice(0, 300);
+  }
+  for (const key of ["message", "msg", "detail", "error"]) {
+    const value = record[key];
+    if (typeof value === "string" && value.trim() !== "") return value.trim().slice(0, 300);
+  }
+  return undefined;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function retryAfterMs(response: ProviderHttpResponse | undefined): number | undefined {
+  const header = response?.headers?.["retry-after"];
+  const seconds = typeof header === "string" ? Number(header) : undefined;
+  return seconds !== undefined && Number.isFinite(seconds) && seconds >= 0
+    ? Math.min(seconds, 60) * 1000
+    : undefined;
+}
+
+function scrub(text: string, secret: string | undefined): string {
+  return secret ? text.split(secret).join("[redacted]") : text;
+}
+
+/**
+ * Creates a provider's API client; nothing is sent and no key is looked up until the first request.
+ * A 2xx answer resolves; 429 is retried with backoff, 5xx and network failures too when the request is
+ * idempotent; anything else rejects with `createError(…)`: a rejected key (401/403) naming
+ * `apiKeyVariable`, a persistent rate limit, or the status and the answer's message.
+ */
+export function createProviderHttpClient(options: ProviderHttpClientOptions): ProviderHttpClient {
+  const { label } = options;
+  let key: string | undefined;
+
+  return {
+    async send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer> {
+      key ??= options.apiKey();
+      const headers = { Authorization: `Bearer ${key}`, Accept: "application/json" };
+      const where = `${request.purpose} (${request.method} ${new URL(request.url).pathname})`;
+      for (let attempt = 0; ; attempt += 1) {
+        if (request.signal.aborted) throw request.signal.reason;
+        let response: ProviderHttpResponse | undefined;
+        let failure: string | undefined;
+        try {
+          response = await options.request({
+            method: request.method,
+            url: request.url,
+            ...(request.params ? { params: request.params } : {}),
+            ...(request.data !== undefined ? { data: request.data } : {}),
+            headers,
+            timeout: options.timeoutMs,
+            signal: request.signal,
+          });
+        } catch (error) {
+          if (request.signal.aborted) throw request.signal.reason;
+          // Only the code and message: the sender's error may hold the request headers.
+          const { code, message } = error as { code?: string; message?: string };
+          failure = scrub(`${code ?? "network error"}${message ? `: ${message}` : ""}`, key);
+        }
+        const status = response?.status;
+        if (status !== undefined && status >= 200 && status < 300) return { status, data: response?.data };
+        const retryable = status === 429 || ((status === undefined || status >= 500) && request.idempotent);
+        if (retryable && attempt < options.maxRetries) {
+          const backoff = options.retryDelayMs * 2 ** attempt;
+          await sleep(retryAfterMs(response) ?? backoff, request.signal);
+          continue;
+        }
+        const detail = scrub(answerMessage(response?.data) ?? failure ?? "no details", key);
+        if (status === 401 || status === 403) {
+          throw options.createError({
+            statusCode: status,
+            message: `${label} rejected the API key (HTTP ${status}) while ${where}: set ${options.apiKeyVariable} to a valid key or pass apiKey`,
+          });
+        }
+        if (status === 429) {
+          throw options.createError({
+            statusCode: status,
+            isRetryable: true,
+            message: `${label}'s rate limit (HTTP 429) persisted after ${attempt + 1} attempts while ${where}; try again later`,
+          });
+        }
+        throw options.createError({
+          ...(status !== undefined ? { statusCode: status } : {}),
+          isRetryable: status === undefined || status >= 500,
+          message:
+            status === undefined
+              ? `${label}'s API could not be reached while ${where}${attempt > 0 ? ` (${attempt + 1} attempts)` : ""}: ${detail}`
+              : `${label}'s API answered HTTP ${status} while ${where}: ${detail}`,
+        });
+      }
+    },
+  };
+}
+
+/**
+ * Parses a provider's answer `value` with `schema`; when it does not fit, throws `createError(…)`
+ * saying "<label>'s answer to <purpose> was not understood: <path>: <message>" (the first issue).
+ */
+export function parseProviderAnswer<T extends z.ZodType>(
+  schema: T,
+  value: unknown,
+  purpose: string,
+  api: Pick<ProviderHttpClientOptions, "label" | "createError">,
+): z.output<T> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw api.createError({
+      message: `${api.label}'s answer to ${purpose} was not understood: ${issue ? `${issue.path.join(".") || "(root)"}: ${issue.message}` : "invalid"}`,
+    });
+  }
+  return parsed.data;
+}
+
+/**
+ * A number in a provider's answer, sent as a JSON number or as a numeric string: the finite number,
+ * else (absent, null, not a number) null.
+ */
+export const answerNumberSchema = z
+  .union([z.number(), z.string()])
+  .nullish()
+  .transform((value) => {
+    const parsed = typeof value === "string" ? Number(value) : value;
+    return typeof parsed === "number" && Number.isFinite(parsed) ? parsed : null;
+  });

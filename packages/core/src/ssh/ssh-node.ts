@@ -1,0 +1,339 @@
+/**
+ * Starting a worker on a node reached over SSH: connect (host key checked), upload the Python
+ * runtime and the image's `includes` in one tar stream, run the bootstrap script (streaming its
+ * phases), start the worker detached from the SSH session, and reach it through a tunnel to the
+ * node's loopback.
+ */
+import { createHash } from "node:crypto";
+import { readdir, readFile, stat } from "node:fs/promises";
+import { join, relative, sep } from "node:path";
+import { type LaunchCommand, shellQuote } from "../contract/launch-command.js";
+import type { PluginBootstrapOp } from "../contract/plugin.js";
+import type { Instance, WorkerEnvironment } from "../contract/provider.js";
+import { BootstrapError, ConnectionError } from "../errors/errors.js";
+import { WorkerConnection } from "../pool/worker-connection.js";
+import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
+import { contentHash, type Image } from "../spec/image.js";
+import { collectIncludedFiles } from "../spec/includes.js";
+import { version } from "../version.js";
+import { describeBootstrapFailure, parseBootstrapMarker, renderBootstrapScript } from "./bootstrap-script.js";
+import { stopWorkerCommand } from "./ssh-provider.js";
+import { SshConnection } from "./ssh-transport.js";
+
+/** The default Skyward directory on a node. */
+export const DEFAULT_NODE_ROOT = "/opt/skyward";
+
+/** What starting a worker over SSH needs. */
+export interface SshWorkerRequest {
+  readonly instance: Instance;
+  readonly node: number;
+  readonly image: Image;
+  readonly pluginOps: readonly (string | PluginBootstrapOp)[];
+  readonly token: string;
+  /** The name the node's host key is recorded under for trust on first use (see `SshTarget.hostKeyAlias`). */
+  readonly hostKeyAlias?: string;
+  /** Builds the launch command from the node's environment (plugins' launchers applied). */
+  readonly command: (environment: WorkerEnvironment) => LaunchCommand;
+  readonly sshTimeoutSeconds: number;
+  readonly sshRetryIntervalSeconds: number;
+  readonly bootstrapTimeoutSeconds: number;
+  readonly signal: AbortSignal;
+  /** Bootstrap progress: a phase started, finished (with its duration) or failed. */
+  readonly progress: (phase: string, status: "started" | "finished" | "failed", durationMs?: number) => void;
+}
+
+/** A worker started over SSH: the protocol connection through the tunnel, and the SSH connection under it. */
+export interface SshWorker {
+  readonly connection: WorkerConnection;
+  readonly ssh: SshConnection;
+  /** The environment was already there (bootstrap skipped). */
+  readonly warm: boolean;
+  /** A released worker of an earlier pool was still running with the same code and settings, and was reused. */
+  readonly reattached: boolean;
+}
+
+async function runtimeFiles(): Promise<{ source: string; target: string; mode: number }[]> {
+  const root = pythonRuntimeDirectory();
+  const files: { source: string; target: string; mode: number }[] = [];
+  const walk = async (directory: string): Promise<void> => {
+    for (const entry of await readdir(directory, { withFileTypes: true })) {
+      const full = join(directory, entry.name);
+      if (entry.name === "__pycache__" || entry.name === "tests") continue;
+      if (entry.isDirectory()) await walk(full);
+      else if (entry.isFile() && entry.name.endsWith(".py")) {
+        files.push({
+          source: full,
+          target: `runtime/${relative(root, full).split(sep).join("/")}`,
+          mode: (await stat(full)).mode & 0o777,
+        });
+      }
+    }
+  };
+  await walk(join(root, "skyward"));
+  files.push({ source: join(root, "skyward_worker.py"), target: "runtime/skyward_worker.py", mode: 0o644 });
+  return files;
+}
+
+const READY_PREFIX = "SKYWARD_WORKER_READY ";
+
+/** What a running worker was started from; a later pool reattaches to it only when this is equal. */
+async function launchFingerprint(
+  files: readonly { source?: string; content?: string; target: string }[],
+  image: Image,
+  command: string,
+): Promise<string> {
+  const hash = createHash("sha256");
+  hash.update(`${version}\0${contentHash(image, version)}\0${command}\0`);
+  for (const file of files) {
+    hash.update(`${file.target}\0`);
+    hash.update(file.content ?? (await readFile(file.source as string)));
+    hash.update("\0");
+  }
+  return hash.digest("hex").slice(0, 24);
+}
+
+/** The worker a previous pool left on the node (released, waiting out its TTL), as it recorded itself. */
+interface RecordedWorker {
+  readonly pid: number;
+  readonly port: number;
+  readonly fingerprint: string;
+}
+
+/** Connects to the node, bootstraps it and starts its worker; see the module comment. */
+export async function startSshWorker(request: SshWorkerRequest): Promise<SshWorker> {
+  const { instance, node, signal } = request;
+  const target = instance.ssh;
+  if (!target)
+    throw new ConnectionError({
+      host: instance.id,
+      node,
+      message: `Instance ${instance.id} has no SSH address yet`,
+    });
+  const root = (target.root ?? DEFAULT_NODE_ROOT).replace(/\/+$/, "");
+  const where = `${target.user}@${target.host}:${target.port}`;
+  const q = (path: string) => shellQuote(`${root}/${path}`);
+  const ssh = await SshConnection.connect(
+    {
+      host: target.host,
+      port: target.port,
+      user: target.user,
+      ...(target.privateKey !== undefined ? { privateKey: target.privateKey } : {}),
+      ...(target.identityFile !== undefined ? { identityFile: target.identityFile } : {}),
+      ...(target.hostKeyFingerprint !== undefined ? { hostKeyFingerprint: target.hostKeyFingerprint } : {}),
+      ...(request.hostKeyAlias !== undefined ? { hostKeyAlias: request.hostKeyAlias } : {}),
+    },
+    {
+      signal,
+      node,
+      timeoutSeconds: request.sshTimeoutSeconds,
+      retryIntervalSeconds: request.sshRetryIntervalSeconds,
+    },
+  );
+  try {
+    const sudo = target.user !== "root";
+    const command = request
+      .command({
+        pythonBin: `${root}/venv/bin/python`,
+        venvDir: `${root}/venv`,
+        workerScript: `${root}/runtime/skyward_worker.py`,
+        privateIp: instance.privateIp ?? target.host,
+        root,
+      })
+      .render();
+    const script = renderBootstrapScript({
+      image: request.image,
+      root,
+      skywardVersion: version,
+      pluginOps: request.pluginOps,
+      sudo,
+      pythonRequirement: request.image.python,
+      uploadedRuntime: true,
+    });
+    const includes = await collectIncludedFiles(request.image.includes, request.image.excludes);
+    const files = [
+      ...(await runtimeFiles()),
+      ...includes.map((file) => ({ source: file.source, target: `work/${file.target}`, mode: file.mode })),
+      { content: script, target: "bootstrap.sh", mode: 0o700 },
+    ];
+    // The TTL is the pool's own (each pool's release sets it), not part of what the worker runs.
+    const fingerprint = await launchFingerprint(files, request.image, command.replace(/ --ttl \S+/, ""));
+
+    // A released worker of an earlier pool, started from the same code and settings, is reused.
+    const reattached = await reattach(ssh, root, fingerprint, node, where, request);
+    if (reattached) return { connection: reattached, ssh, warm: true, reattached: true };
+
+    request.progress("upload", "started");
+    const uploadStarted = performance.now();
+    await ssh.exec(
+      [
+        sudo
+          ? `sudo mkdir -p ${shellQuote(root)} && sudo chown "$(id -u):$(id -g)" ${shellQuote(root)}`
+          : `mkdir -p ${shellQuote(root)}`,
+        stopWorkerCommand(root),
+        `rm -rf ${q("runtime")} ${q("work")} ${q("worker.json")}`,
+      ].join(" && "),
+      { signal, timeoutSeconds: 60 },
+    );
+    await ssh.uploadFiles([...files, { content: request.token, target: "worker.token", mode: 0o600 }], root, {
+      signal,
+    });
+    request.progress("upload", "finished", performance.now() - uploadStarted);
+
+    // Bootstrap, streaming its phases.
+    let warm = false;
+    let pending = "";
+    const onStdout = (chunk: Buffer | string) => {
+      pending += chunk.toString();
+      const lines = pending.split("\n");
+      pending = lines.pop() ?? "";
+      for (const line of lines) {
+        const marker = parseBootstrapMarker(line);
+        if (!marker) continue;
+        if (marker.kind === "warm") warm = true;
+        else if (marker.kind === "phase") {
+          request.progress(
+            marker.name,
+            marker.status === "start" ? "started" : marker.status === "done" ? "finished" : "failed",
+            marker.durationMs,
+          );
+        }
+      }
+    };
+    const logTail = () =>
+      ssh.exec(`tail -n 40 ${q("bootstrap.log")}`, { timeoutSeconds: 10 }).then(
+        (output) => output.stdout,
+        () => "",
+      );
+    let result: { code: number | null };
+    try {
+      result = await ssh.exec(`bash ${q("bootstrap.sh")}`, {
+        signal,
+        timeoutSeconds: request.bootstrapTimeoutSeconds,
+        onStdout,
+      });
+    } catch (error) {
+      if (signal.aborted) throw error;
+      throw new BootstrapError({
+        node,
+        logTail: await logTail(),
+        message: `Bootstrap on node ${node} (${where}) did not finish within ${request.bootstrapTimeoutSeconds} s`,
+        cause: error,
+      });
+    }
+    if (result.code !== 0) {
+      const tail = await logTail();
+      const failed = describeBootstrapFailure(tail);
+      throw new BootstrapError({
+        node,
+        ...(failed ? { phase: "plugins" } : {}),
+        logTail: tail,
+        message: `Bootstrap failed on node ${node} (${where}), exit code ${result.code}${failed ? `: ${failed}` : ""}`,
+      });
+    }
+
+    // Start the worker detached from this SSH session, so that it outlives the client by its TTL.
+    request.progress("worker", "started");
+    const workerStarted = performance.now();
+    await ssh.exec(
+      [
+        `cd ${q("work")}`,
+        `. ${q("env.sh")}`,
+        `SKYWARD_TOKEN="$(cat ${q("worker.token")})"`,
+        `export SKYWARD_TOKEN PYTHONPATH=${q("runtime")} PYTHONUNBUFFERED=1`,
+        `: > ${q("worker.log")}`,
+        `(setsid sh -c ${shellQuote(`exec ${command}`)} > ${q("worker.log")} 2>&1 < /dev/null & echo $! > ${q("worker.pid")})`,
+      ].join(" && "),
+      { signal, timeoutSeconds: 30 },
+    );
+    const deadline = performance.now() + request.bootstrapTimeoutSeconds * 1000;
+    let port: number | undefined;
+    let pid = 0;
+    while (port === undefined) {
+      signal.throwIfAborted();
+      const probe = await ssh.exec(
+        `cat ${q("worker.log")}; echo; echo "::pid $(cat ${q("worker.pid")})"; if kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; then echo ::alive; else echo ::dead; fi`,
+        { signal, timeoutSeconds: 15 },
+      );
+      const ready = probe.stdout.split("\n").find((line) => line.startsWith(READY_PREFIX));
+      pid = Number(/::pid (\d+)/.exec(probe.stdout)?.[1] ?? 0);
+      if (ready) {
+        port = (JSON.parse(ready.slice(READY_PREFIX.length)) as { port: number }).port;
+        break;
+      }
+      const dead = probe.stdout.includes("::dead");
+      if (dead || performance.now() > deadline) {
+        throw new BootstrapError({
+          node,
+          phase: "worker",
+          logTail: probe.stdout
+            .replace(/::pid.*$/s, "")
+            .trim()
+            .split("\n")
+            .slice(-40)
+            .join("\n"),
+          message: dead
+            ? `The worker on node ${node} (${where}) exited before it was ready`
+            : `The worker on node ${node} (${where}) did not start within ${request.bootstrapTimeoutSeconds} s`,
+        });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 150));
+    }
+    const record: RecordedWorker = { pid, port, fingerprint };
+    await ssh.exec(`printf '%s' ${shellQuote(JSON.stringify(record))} > ${q("worker.json")}`, {
+      signal,
+      timeoutSeconds: 15,
+    });
+    request.progress("worker", "finished", performance.now() - workerStarted);
+
+    const stream = await ssh.forwardOut("127.0.0.1", port);
+    const connection = await WorkerConnection.connect(
+      { stream, host: `node ${node} (${where}) via ssh` },
+      { token: request.token, node, signal, timeoutMs: request.sshTimeoutSeconds * 1000 },
+    );
+    return { connection, ssh, warm, reattached: false };
+  } catch (error) {
+    ssh.close();
+    throw error;
+  }
+}
+
+async function reattach(
+  ssh: SshConnection,
+  root: string,
+  fingerprint: string,
+  node: number,
+  where: string,
+  request: SshWorkerRequest,
+): Promise<WorkerConnection | undefined> {
+  const q = (path: string) => shellQuote(`${root}/${path}`);
+  const found = await ssh
+    .exec(
+      `if [ -f ${q("worker.json")} ] && [ -f ${q("worker.token")} ]; then cat ${q("worker.json")}; echo; cat ${q("worker.token")}; fi`,
+      { signal: request.signal, timeoutSeconds: 15 },
+    )
+    .catch(() => undefined);
+  const [json, token] = found?.stdout.split("\n") ?? [];
+  if (!json || !token) return undefined;
+  let recorded: RecordedWorker;
+  try {
+    recorded = JSON.parse(json) as RecordedWorker;
+  } catch {
+    return undefined;
+  }
+  if (recorded.fingerprint !== fingerprint) return undefined;
+  const alive = await ssh
+    .exec(`kill -0 ${Number(recorded.pid)} 2>/dev/null && echo yes`, { timeoutSeconds: 10 })
+    .catch(() => undefined);
+  if (alive?.stdout.trim() !== "yes") return undefined;
+  try {
+    const stream = await ssh.forwardOut("127.0.0.1", recorded.port);
+    const connection = await WorkerConnection.connect(
+      { stream, host: `node ${node} (${where}) via ssh` },
+      { token: token.trim(), node, signal: request.signal, timeoutMs: 15_000 },
+    );
+    request.progress("reattach", "finished", 0);
+    return connection;
+  } catch {
+    return undefined;
+  }
+}

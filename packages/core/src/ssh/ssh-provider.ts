@@ -1,0 +1,264 @@
+/**
+ * The built-in `SSH` provider: a fixed set of machines people already have (their own GPU boxes),
+ * reached over SSH, one node per host. It provisions nothing and never shuts a machine down: ending
+ * a node stops its worker, and its self-destruct (when a released worker's TTL runs out) stops the
+ * worker and removes its Skyward root directory.
+ */
+import { z } from "zod";
+import { shellQuote } from "../contract/launch-command.js";
+import type {
+  Cluster,
+  Instance,
+  Offer,
+  OfferQuery,
+  ProviderCallOptions,
+  ProviderV1,
+} from "../contract/provider.js";
+import { NoCapacityError } from "../errors/errors.js";
+import { parseInput } from "../errors/validation.js";
+import type { Accelerator } from "../spec/accelerators.js";
+import { acceleratorSchema } from "../spec/accelerators.js";
+import type { PoolSpec } from "../spec/spec.js";
+
+/** One machine of an `SSH` provider. */
+export interface SshHostInput {
+  /** Address or name to connect to. */
+  host: string;
+  /** SSH port. Default 22. */
+  port?: number;
+  /** Login user. Default `root`. */
+  user?: string;
+  /** The private key itself (OpenSSH or PEM text). A secret: never logged. */
+  privateKey?: string;
+  /** Path of the private key file. */
+  identityFile?: string;
+  /** The host key's `SHA256:…` fingerprint; without it the key is trusted on first use. */
+  hostKeyFingerprint?: string;
+  /** Skyward's directory on the host (environment, runtime, code). Default `/opt/skyward`. */
+  root?: string;
+  /** The address other nodes reach this one on, when it differs from `host`. */
+  privateIp?: string;
+}
+
+/** Settings of the `SSH` provider. */
+export interface SshSettings {
+  /** The machines, one node each. */
+  hosts: readonly SshHostInput[];
+  /** The accelerator every host has, so specs asking for it match; omit for CPU hosts. */
+  accelerator?: Accelerator;
+}
+
+/** A validated host of the `SSH` provider. */
+export interface SshHost {
+  readonly host: string;
+  readonly port: number;
+  readonly user: string;
+  readonly privateKey: string | undefined;
+  readonly identityFile: string | undefined;
+  readonly hostKeyFingerprint: string | undefined;
+  readonly root: string;
+  readonly privateIp: string;
+}
+
+/** What the `SSH` provider keeps per cluster: the hosts it may use. */
+export interface SshClusterData {
+  readonly hosts: readonly SshHost[];
+}
+
+const hostSchema = z
+  .strictObject({
+    host: z.string().min(1, { message: "expected a host name or address" }),
+    port: z.number().int().min(1).max(65_535, { message: "expected a port from 1 to 65535" }).default(22),
+    user: z.string().min(1, { message: "expected a user name" }).default("root"),
+    privateKey: z.string().min(1, { message: "expected the private key's text" }).optional(),
+    identityFile: z.string().min(1, { message: "expected the private key's path" }).optional(),
+    hostKeyFingerprint: z
+      .string()
+      .regex(/^SHA256:[A-Za-z0-9+/]{43}=?$/, {
+        message: 'expected a fingerprint like "SHA256:…" as ssh-keygen -l prints it',
+      })
+      .optional(),
+    root: z
+      .string()
+      .refine((value) => value.startsWith("/") && value !== "/", {
+        message: "expected an absolute directory other than /",
+      })
+      .default("/opt/skyward"),
+    privateIp: z.string().min(1).optional(),
+  })
+  .superRefine((value, context) => {
+    if (value.privateKey === undefined && value.identityFile === undefined) {
+      context.addIssue({
+        code: "custom",
+        path: ["privateKey"],
+        message: "expected privateKey or identityFile",
+      });
+    }
+  })
+  .transform(
+    (value): SshHost =>
+      Object.freeze({
+        host: value.host,
+        port: value.port,
+        user: value.user,
+        privateKey: value.privateKey,
+        identityFile: value.identityFile,
+        hostKeyFingerprint: value.hostKeyFingerprint,
+        root: value.root.replace(/\/+$/, ""),
+        privateIp: value.privateIp ?? value.host,
+      }),
+  );
+
+const settingsSchema = z.strictObject({
+  hosts: z
+    .array(hostSchema, { error: "expected an array of hosts" })
+    .min(1, { message: "expected at least one host" })
+    .superRefine((hosts, context) => {
+      const seen = new Set<string>();
+      hosts.forEach((host, index) => {
+        const key = `${host.host}:${host.port}`;
+        if (seen.has(key))
+          context.addIssue({ code: "custom", path: [index, "host"], message: `duplicate host ${key}` });
+        seen.add(key);
+      });
+    }),
+  accelerator: acceleratorSchema.optional(),
+});
+
+function instanceId(host: SshHost): string {
+  return `ssh:${host.user}@${host.host}:${host.port}`;
+}
+
+function instanceFor(host: SshHost, cluster: Cluster<SshClusterData>, createdAt: number): Instance {
+  return Object.freeze({
+    id: instanceId(host),
+    status: "running" as const,
+    publicIp: host.host,
+    privateIp: host.privateIp,
+    ssh: Object.freeze({
+      host: host.host,
+      port: host.port,
+      user: host.user,
+      ...(host.privateKey !== undefined ? { privateKey: host.privateKey } : {}),
+      ...(host.identityFile !== undefined ? { identityFile: host.identityFile } : {}),
+      ...(host.hostKeyFingerprint !== undefined ? { hostKeyFingerprint: host.hostKeyFingerprint } : {}),
+      // Your own machines keep their addresses: their keys are known by address, as OpenSSH knows them.
+      hostKeyScope: "address" as const,
+      root: host.root,
+    }),
+    spot: false,
+    hourlyPrice: 0,
+    offerId: cluster.offer.id,
+    createdAt,
+    tags: Object.freeze({ "skyward:cluster": cluster.id }),
+  });
+}
+
+/** The shell command that stops the worker a pool started under `root` (and nothing else). */
+export function stopWorkerCommand(root: string): string {
+  const pidFile = shellQuote(`${root}/worker.pid`);
+  // The worker runs in its own session (setsid), so its process group holds whatever a launcher
+  // (accelerate, torchrun) started under it too.
+  return `if [ -f ${pidFile} ]; then kill -- -"$(cat ${pidFile})" 2>/dev/null || kill "$(cat ${pidFile})" 2>/dev/null; rm -f ${pidFile}; fi`;
+}
+
+/**
+ * Your own machines as a pool, one node per host:
+ * `sky.SSH({ hosts: [{ host: "10.0.0.5", user: "ubuntu", identityFile: "~/.ssh/id_ed25519" }] })`.
+ */
+export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
+  const { hosts, accelerator } = parseInput(settingsSchema, settings, "SSH");
+  const inUse = new Set<string>();
+  const byId = new Map(hosts.map((host) => [instanceId(host), host]));
+
+  return {
+    specificationVersion: "v1",
+    name: "ssh",
+    capabilities: Object.freeze({ spot: false, volumes: false, images: false, maxInstances: hosts.length }),
+
+    async offers(query: OfferQuery): Promise<readonly Offer[]> {
+      if (query.allocation === "spot") return [];
+      if (query.accelerator) {
+        if (
+          !accelerator ||
+          accelerator.name !== query.accelerator.name ||
+          accelerator.count < query.accelerator.count
+        )
+          return [];
+      }
+      return [
+        Object.freeze({
+          id: "ssh",
+          provider: "ssh",
+          instanceType: accelerator ? `${accelerator.count}x ${accelerator.name} host` : "host",
+          accelerator: accelerator
+            ? { name: accelerator.name, count: accelerator.count, memoryGb: accelerator.memoryGb ?? 0 }
+            : null,
+          vcpus: 0,
+          memoryGb: 0,
+          architecture: "x86_64",
+          region: "ssh",
+          spotPrice: null,
+          onDemandPrice: 0,
+          pricesAsOf: new Date().toISOString().slice(0, 10),
+          specific: Object.freeze({ hosts: hosts.length }),
+        }),
+      ];
+    },
+
+    async prepare(
+      spec: PoolSpec,
+      offer: Offer,
+      options?: ProviderCallOptions,
+    ): Promise<Cluster<SshClusterData>> {
+      return Object.freeze({
+        id: `ssh-${Math.random().toString(36).slice(2, 10)}`,
+        provider: "ssh",
+        poolId: options?.poolId ?? "",
+        region: "ssh",
+        spec,
+        offer,
+        ssh: null,
+        specific: Object.freeze({ hosts }),
+      });
+    },
+
+    async provision(cluster: Cluster<SshClusterData>, count: number): Promise<readonly Instance[]> {
+      const free = cluster.specific.hosts.filter((host) => !inUse.has(instanceId(host)));
+      if (free.length === 0) {
+        throw new NoCapacityError({
+          attempts: [
+            { provider: "ssh", reason: `all ${hosts.length} hosts are in use; asked for ${count} more` },
+          ],
+        });
+      }
+      const now = Date.now();
+      return free.slice(0, count).map((host) => {
+        inUse.add(instanceId(host));
+        return instanceFor(host, cluster, now);
+      });
+    },
+
+    async getInstance(cluster: Cluster<SshClusterData>, id: string): Promise<Instance | null> {
+      const host = byId.get(id);
+      return host && inUse.has(id) ? instanceFor(host, cluster, Date.now()) : null;
+    },
+
+    async terminate(_cluster: Cluster<SshClusterData>, ids: readonly string[]): Promise<void> {
+      // The hosts are the user's: nothing to destroy. A released worker waits out its TTL for a client
+      // to reattach (a next pool with the same code does), then stops itself and cleans up.
+      for (const id of ids) inUse.delete(id);
+    },
+
+    async teardown(): Promise<void> {
+      // Nothing was created at a provider: the hosts stay as they are.
+    },
+
+    selfDestruct(_cluster: Cluster<SshClusterData>, instance: Instance): string {
+      const root = byId.get(instance.id)?.root ?? "/opt/skyward";
+      // Run by the worker itself when its TTL runs out, and it exits right after: only the directory
+      // is left to remove. The machine itself is never shut down.
+      return `rm -rf ${shellQuote(root)}`;
+    },
+  };
+}
