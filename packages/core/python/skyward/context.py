@@ -9,16 +9,41 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Set
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Protocol, Set, Tuple
 
 from .info import InstanceInfo
 
 if TYPE_CHECKING:
-    from .dispatch import Subtasks
-    from .output import OutputChannel
+    import concurrent.futures
+
+SubtaskOutcome = Tuple[str, Any]
+"""``("value", value)`` or ``("error", {"kind", "type", "message", "traceback", "node"})``."""
 
 SubtaskSender = Callable[["TaskContext", int, str, List[Any], Dict[str, Any], "int | None"], None]
 """``send(context, sub, fn, args, kwargs, node)``: hands a subtask to the host, which sends it to the client."""
+
+
+# A TaskContext holds objects that ``output`` and ``dispatch`` make, and both of those modules
+# import this one. These protocols describe what the context's users call on those objects, in
+# place of their classes, so that the imports go one way (no cycle, not even for type checking).
+
+
+class TaskChannel(Protocol):
+    """One output stream of a task (an ``output.OutputChannel``)."""
+
+    def write(self, text: str) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class SubtaskTable(Protocol):
+    """A task's pending nested-dispatch futures, numbered from 0 (a ``dispatch.Subtasks``)."""
+
+    def add(self, context: contextvars.Context) -> Tuple[int, concurrent.futures.Future[Any]]: ...
+
+    def resolve(self, sub: int, outcome: SubtaskOutcome) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class _Runtime:
@@ -45,7 +70,7 @@ class TaskContext:
 
     __slots__ = ("key", "slot", "muted", "channels", "abandoned", "subtasks")
 
-    def __init__(self, key: Any, slot: int, channels: tuple[OutputChannel, OutputChannel]) -> None:
+    def __init__(self, key: Any, slot: int, channels: tuple[TaskChannel, TaskChannel]) -> None:
         #: what the host uses to find the task again (a task object, or the task id in a child)
         self.key = key
         self.slot = slot
@@ -55,7 +80,7 @@ class TaskContext:
         #: set when the task was cancelled or timed out but its thread could not be stopped
         self.abandoned = False
         #: the task's nested-dispatch futures, created by its first ``skyward.dispatch.submit``
-        self.subtasks: Subtasks | None = None
+        self.subtasks: SubtaskTable | None = None
 
     def close(self) -> None:
         """Send whatever output is still buffered (before the task's terminal message)."""

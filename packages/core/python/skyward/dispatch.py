@@ -23,13 +23,10 @@ import contextvars
 import threading
 from typing import Any, Callable, Dict, Iterable, Mapping, Tuple
 
-from .context import TaskContext, current_task, runtime
+from .context import SubtaskOutcome, TaskContext, current_task, runtime
 from .protocol import to_wire
 
 __all__ = ["SubtaskError", "capacity", "submit"]
-
-SubtaskOutcome = Tuple[str, Any]
-"""``("value", value)`` or ``("error", {"kind", "type", "message", "traceback", "node"})``."""
 
 
 class SubtaskError(Exception):

@@ -24,8 +24,8 @@ import sys
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, Tuple
 
-from .context import TaskContext, current_task, runtime
-from .dispatch import SubtaskOutcome, end_subtasks
+from .context import SubtaskOutcome, TaskContext, current_task, runtime
+from .dispatch import end_subtasks
 from .execution import InputStream, Outcome, TaskRunner, error_outcome
 from .output import OutputRouter
 from .protocol import StreamRef

@@ -25,8 +25,8 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Sequence
 
-from .context import TaskContext, runtime, set_cluster
-from .dispatch import SubtaskOutcome, error_fields
+from .context import SubtaskOutcome, TaskContext, runtime, set_cluster
+from .dispatch import error_fields
 from .execution import Outcome, TaskRunner, error_outcome
 from .executors import ProcessExecutor, Task, ThreadExecutor
 from .info import instance_info_from_cluster
