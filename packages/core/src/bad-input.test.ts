@@ -32,6 +32,7 @@ function fakeProvider(overrides: Record<string, unknown> = {}): Provider {
     provision: unused,
     getInstance: unused,
     terminate: unused,
+    launchWorker: unused,
     teardown: unused,
     selfDestruct: () => "true",
     ...overrides,

@@ -103,7 +103,7 @@ export {
 } from "./ssh/provider-http.js";
 export type { SshKeyPair } from "./ssh/ssh-keys.js";
 export { ensureSshKeyPair, generateEd25519KeyPair, publicKeyOfOpenSshPrivateKey } from "./ssh/ssh-keys.js";
-export { startSshWorker } from "./ssh/ssh-node.js";
+export { launchSshWorker, stopWorkerCommand } from "./ssh/ssh-node.js";
 export type {
   SshConnectOptions,
   SshExecOptions,

@@ -35,7 +35,7 @@ function neverCapacity(name: string, price: number): sky.Provider {
         },
       ];
     },
-    async prepare(spec, offer) {
+    async prepare({ spec, offer }) {
       return {
         id: `${name}-cluster`,
         provider: name,
@@ -50,6 +50,9 @@ function neverCapacity(name: string, price: number): sky.Provider {
     provision: fail,
     async getInstance() {
       return null;
+    },
+    async launchWorker() {
+      throw new Error("never provisioned");
     },
     async terminate() {},
     async teardown() {},
@@ -95,13 +98,13 @@ describe("several specs", () => {
     const slow: sky.Provider = {
       ...local,
       name: "slow-local",
-      async provision(cluster, count, options) {
-        const instances = await local.provision(cluster as never, count, options);
+      async provision(options) {
+        const instances = await local.provision(options as never);
         return instances.map((instance) => ({ ...instance, status: "pending" as const }));
       },
-      async getInstance(cluster, id, options) {
+      async getInstance(options) {
         polls += 1;
-        const instance = await local.getInstance(cluster as never, id, options);
+        const instance = await local.getInstance(options as never);
         return instance && polls < 3 ? { ...instance, status: "pending" as const } : instance;
       },
     } as sky.Provider;

@@ -28,6 +28,7 @@ export function createProviderFromConfig(settings) {
     async provision() { return []; },
     async getInstance() { return null; },
     async terminate() {},
+    async launchWorker() { throw new Error("not used"); },
     async teardown() {},
     selfDestruct() { return "true"; },
   };

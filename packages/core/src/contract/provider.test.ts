@@ -48,7 +48,7 @@ function fakeProvider(): ProviderV1<FakeSpecific> {
     async offers() {
       return [offer];
     },
-    async prepare(spec, chosen) {
+    async prepare({ spec, offer: chosen }) {
       return {
         id: "c1",
         provider: "fake",
@@ -60,7 +60,7 @@ function fakeProvider(): ProviderV1<FakeSpecific> {
         specific: { vpcId: "vpc-1" },
       };
     },
-    async provision(cluster, count) {
+    async provision({ cluster, count }) {
       const created = Array.from({ length: count }, (_, index): Instance => {
         const instance: Instance = {
           id: `i-${index}`,
@@ -79,11 +79,14 @@ function fakeProvider(): ProviderV1<FakeSpecific> {
       });
       return created;
     },
-    async getInstance(_cluster, id) {
+    async getInstance({ id }) {
       return instances.get(id) ?? null;
     },
-    async terminate(_cluster, ids) {
+    async terminate({ ids }) {
       for (const id of ids) instances.delete(id);
+    },
+    async launchWorker() {
+      throw new Error("not used");
     },
     async teardown() {},
     selfDestruct: () => "sudo shutdown -h now",
@@ -101,14 +104,14 @@ describe("isProvider", () => {
     expect(isProvider({ ...fakeProvider(), cleanup: async () => ({ removed: [], left: [] }) })).toBe(true);
 
     const signal = new AbortController().signal;
-    const cluster: Cluster<FakeSpecific> = await specific.prepare(
-      {} as Parameters<Provider["prepare"]>[0],
+    const cluster: Cluster<FakeSpecific> = await specific.prepare({
+      spec: {} as Parameters<Provider["prepare"]>[0]["spec"],
       offer,
-      { signal },
-    );
-    const [instance] = await specific.provision(cluster, 1, { signal });
+      signal,
+    });
+    const [instance] = await specific.provision({ cluster, count: 1, signal });
     expect(instance?.tags.vpc).toBe("vpc-1");
-    expect(specific.selfDestruct(cluster, instance!)).toBe("sudo shutdown -h now");
+    expect(specific.selfDestruct({ cluster, instance: instance! })).toBe("sudo shutdown -h now");
   });
 
   it("rejects non-objects, other versions, and objects missing parts", () => {
@@ -122,6 +125,9 @@ describe("isProvider", () => {
     expect(isProvider({ ...fakeProvider(), name: "" })).toBe(false);
     expect(isProvider({ ...fakeProvider(), capabilities: undefined })).toBe(false);
     expect(isProvider({ ...fakeProvider(), terminate: undefined })).toBe(false);
+    expect(whyNotProvider({ ...fakeProvider(), launchWorker: undefined })).toBe(
+      'provider "fake" is missing method launchWorker',
+    );
     expect(isProvider({ ...fakeProvider(), listInstances: "yes" })).toBe(false);
     expect(whyNotProvider({ ...fakeProvider(), cleanup: true })).toBe(
       'provider "fake" has a cleanup that is not a function',

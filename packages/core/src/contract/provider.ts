@@ -8,6 +8,7 @@
  * and `cleanup` without a pool. Every call that can hang receives an
  * `AbortSignal` and must give up promptly when it aborts.
  */
+import type { Duplex } from "node:stream";
 import { z } from "zod";
 import type { Image } from "../spec/image.js";
 import type { AllocationStrategy, Architecture, PoolSpec } from "../spec/spec.js";
@@ -29,8 +30,20 @@ export interface ProviderCallOptions {
   readonly signal: AbortSignal;
   /** The pool the call serves (for `prepare`: to tag what it creates and fill `Cluster.poolId`). */
   readonly poolId?: string;
-  /** Reports progress of a long step (`venv`, `pip`, …) so the pool can show it; optional to call. */
-  readonly progress?: (phase: string, status: "started" | "finished", detail?: string) => void;
+  /** Reports progress of a long step (`upload`, `venv`, `pip`, …) so the pool can show it; optional to call. */
+  readonly progress?: (report: ProgressReport) => void;
+}
+
+/** One step of a long provider call (a bootstrap phase), as {@link ProviderCallOptions.progress} reports it. */
+export interface ProgressReport {
+  /** The step's name (`upload`, `apt`, `python`, `venv`, `pip`, `plugins`, `worker`…). */
+  readonly phase: string;
+  /** Where it is. */
+  readonly status: "started" | "finished" | "failed";
+  /** How long it took, milliseconds, when finished or failed (else the pool measures it). */
+  readonly durationMs?: number;
+  /** A short detail to show (never a secret). */
+  readonly detail?: string;
 }
 
 /** Where the worker's Python lives on a node, known once the environment is set up there. */
@@ -51,7 +64,7 @@ export interface WorkerEnvironment {
   readonly root?: string;
 }
 
-/** What the pool asks a provider that starts workers itself ({@link ProviderV1.launchWorker}) to start. */
+/** What the pool asks {@link ProviderV1.launchWorker} to start. */
 export interface WorkerLaunchRequest {
   /** The node index (0 is the head). */
   readonly nodeId: number;
@@ -59,10 +72,16 @@ export interface WorkerLaunchRequest {
   readonly image: Image;
   /** Builds the launch command once the provider knows the node's environment; plugins' launchers applied. */
   readonly command: (environment: WorkerEnvironment) => LaunchCommand;
-  /** Environment variables for the worker (the image's env and the pool token); secrets: never logged. */
+  /** Environment variables for the worker (the image's env); may hold secrets: never logged. */
   readonly env: Readonly<Record<string, string>>;
-  /** Seconds allowed until the worker listens. */
+  /** The pool's secret token the worker demands in the handshake (`SKYWARD_TOKEN`); never logged or put in a command line. */
+  readonly token: string;
+  /** Seconds allowed until the worker listens (bootstrap included). */
   readonly timeoutSeconds: number;
+  /** Seconds allowed to reach the node (an SSH connection, retried until then). */
+  readonly connectTimeoutSeconds: number;
+  /** Seconds between attempts to reach the node. */
+  readonly connectRetryIntervalSeconds: number;
   /**
    * The plugins' bootstrap ops, in plugin order: run once the Python environment is ready and before
    * the worker starts, as the SSH bootstrap's `plugins` phase runs them (`renderPluginOpsScript`).
@@ -74,12 +93,25 @@ export interface WorkerLaunchRequest {
   readonly onExit?: (code: number | null, signal: string | null) => void;
 }
 
-/** Where a started worker listens, reachable from this machine. */
+/** How the pool reaches a started worker from this machine. */
 export interface WorkerEndpoint {
+  /** The host to connect to (loopback for `Local`), or, with `openStream`, where the worker is, for messages. */
   readonly host: string;
+  /** The port it listens on (on its node's loopback when reached through `openStream`). */
   readonly port: number;
   /** The worker's process id on its node. */
   readonly pid: number;
+  /** Opens a byte stream to the worker when it is not reached by TCP at `host:port` (an SSH tunnel). */
+  readonly openStream?: () => Promise<Duplex>;
+  /**
+   * The token the worker demands, when it is not the pool's: a released worker of an earlier pool,
+   * started from the same code and settings, that was picked up again. A secret: never logged.
+   */
+  readonly token?: string;
+  /** The node's environment was already set up (its bootstrap was skipped). */
+  readonly warm?: boolean;
+  /** Lets go of what the provider holds to reach the worker (an SSH connection); called once, when the pool is done with the node. */
+  readonly close?: () => void;
 }
 
 /** What the pool asks a provider for: the per-node requirements of one spec. */
@@ -303,13 +335,68 @@ export interface ProviderCapabilities {
   readonly offerCache?: "marketplace" | "catalogue";
 }
 
+/** What {@link ProviderV1.offers} is asked. */
+export interface OffersOptions extends ProviderCallOptions {
+  /** The per-node requirements of one spec. */
+  readonly query: OfferQuery;
+}
+
+/** What {@link ProviderV1.prepare} is asked. */
+export interface PrepareOptions extends ProviderCallOptions {
+  /** The resolved pool spec. */
+  readonly spec: PoolSpec;
+  /** The offer chosen for it. */
+  readonly offer: Offer;
+}
+
+/** What a call about one prepared cluster is given. */
+export interface ClusterCallOptions<Specific = unknown> extends ProviderCallOptions {
+  /** The cluster `prepare` returned. */
+  readonly cluster: Cluster<Specific>;
+}
+
+/** What {@link ProviderV1.provision} is asked. */
+export interface ProvisionOptions<Specific = unknown> extends ClusterCallOptions<Specific> {
+  /** How many new instances (>= 1). */
+  readonly count: number;
+}
+
+/** What {@link ProviderV1.getInstance} is asked. */
+export interface GetInstanceOptions<Specific = unknown> extends ClusterCallOptions<Specific> {
+  /** The instance's id. */
+  readonly id: string;
+}
+
+/** What {@link ProviderV1.terminate} is asked. */
+export interface TerminateOptions<Specific = unknown> extends ClusterCallOptions<Specific> {
+  /** The instances to terminate. */
+  readonly ids: readonly string[];
+}
+
+/** What {@link ProviderV1.selfDestruct} is given. */
+export interface SelfDestructOptions<Specific = unknown> {
+  /** The instance's cluster. */
+  readonly cluster: Cluster<Specific>;
+  /** The instance that ends itself. */
+  readonly instance: Instance;
+}
+
+/** What {@link ProviderV1.launchWorker} is asked: start the worker of one node. */
+export interface LaunchWorkerOptions<Specific = unknown>
+  extends ClusterCallOptions<Specific>,
+    WorkerLaunchRequest {
+  /** The running instance to start it on. */
+  readonly instance: Instance;
+}
+
 /**
  * Version 1 of the provider contract. A provider is a plain object; `Specific` is the type of its
- * {@link Cluster.specific} data.
+ * {@link Cluster.specific} data. Every method takes one options object, so a field can be added
+ * without breaking a provider.
  *
  * Errors: capacity problems (no machine free, quota, spot market empty) throw `NoCapacityError`;
  * other failures of the provider's API throw `ProvisionError` (with `isRetryable` set when trying
- * again may help); an abort rejects with the signal's reason. All from `./errors.js`.
+ * again may help); an abort rejects with the signal's reason. All from `@skyward/core`.
  */
 export interface ProviderV1<Specific = unknown> {
   /** The contract version; always `"v1"` here. */
@@ -328,7 +415,7 @@ export interface ProviderV1<Specific = unknown> {
    * Lists the offers matching `query`, in any order. Read-only: creates nothing.
    * Returns an empty array (does not throw) when nothing matches.
    */
-  offers(query: OfferQuery, options: ProviderCallOptions): Promise<readonly Offer[]>;
+  offers(options: OffersOptions): Promise<readonly Offer[]>;
 
   /**
    * Sets up what the pool's instances share (network, security group, key pair…) for `offer`, and
@@ -336,7 +423,7 @@ export interface ProviderV1<Specific = unknown> {
    * earlier attempt are reused, not duplicated. Throws `ProvisionError` when setup fails; whatever it
    * created must then be removed, or be removable by `teardown`.
    */
-  prepare(spec: PoolSpec, offer: Offer, options: ProviderCallOptions): Promise<Cluster<Specific>>;
+  prepare(options: PrepareOptions): Promise<Cluster<Specific>>;
 
   /**
    * Requests `count` (>= 1) new instances of the cluster's offer and returns those created, possibly
@@ -345,36 +432,41 @@ export interface ProviderV1<Specific = unknown> {
    * none could be created, `ProvisionError` for other failures. Instances are tagged with the cluster
    * and pool ids, so `teardown` and `listInstances` can find them.
    */
-  provision(
-    cluster: Cluster<Specific>,
-    count: number,
-    options: ProviderCallOptions,
-  ): Promise<readonly Instance[]>;
+  provision(options: ProvisionOptions<Specific>): Promise<readonly Instance[]>;
 
   /**
    * The current state of one instance, or null when the provider no longer knows it (deleted, or
-   * preempted and gone). Throws `ProvisionError` only when the provider cannot be asked.
+   * preempted and gone). Throws `ProvisionError` only when the provider cannot be asked. The pool
+   * polls until every instance is `running`, so report `running` only once `launchWorker` can start a
+   * worker on it (an instance reached over SSH: once it has its `ssh` coordinates).
    */
-  getInstance(cluster: Cluster<Specific>, id: string, options: ProviderCallOptions): Promise<Instance | null>;
+  getInstance(options: GetInstanceOptions<Specific>): Promise<Instance | null>;
+
+  /**
+   * Sets up the node's environment, starts the worker on it, and returns how to reach it. Providers
+   * whose nodes are reached over SSH use `@skyward/ssh`'s `launchSshWorker` (connect, upload,
+   * bootstrap, start, tunnel); the built-in `Local` starts a process on this machine.
+   */
+  launchWorker(options: LaunchWorkerOptions<Specific>): Promise<WorkerEndpoint>;
 
   /**
    * Terminates the given instances. Idempotent: ids already terminated or unknown are not errors,
    * and calling it twice is harmless. Resolves once termination is requested for every id.
    */
-  terminate(cluster: Cluster<Specific>, ids: readonly string[], options: ProviderCallOptions): Promise<void>;
+  terminate(options: TerminateOptions<Specific>): Promise<void>;
 
   /**
    * Removes what `prepare` created, after the instances are terminated (terminating any the cluster
    * still has). Idempotent: resources already gone are not errors.
    */
-  teardown(cluster: Cluster<Specific>, options: ProviderCallOptions): Promise<void>;
+  teardown(options: ClusterCallOptions<Specific>): Promise<void>;
 
   /**
    * The shell operation a worker runs, on its own node, to end that node when its TTL expires with no
    * client attached (e.g. `sudo shutdown -h now` on an instance set to terminate on shutdown, or a call
    * to the provider's API). Pure: builds a string, calls nothing.
    */
-  selfDestruct(cluster: Cluster<Specific>, instance: Instance): ShellOp;
+  selfDestruct(options: SelfDestructOptions<Specific>): ShellOp;
 
   /**
    * Lists every instance Skyward created at this provider (found by its tags), across pools, for the
@@ -395,18 +487,6 @@ export interface ProviderV1<Specific = unknown> {
    * instance standing alone) leave it out.
    */
   cleanup?(options: CleanupOptions): Promise<CleanupResult>;
-
-  /**
-   * For providers whose nodes are not reached over SSH (the built-in `Local`): sets up the node's
-   * environment, starts the worker on it, and returns where it listens. When present, the pool uses
-   * it instead of SSH, bootstrap and a tunnel. Optional.
-   */
-  launchWorker?(
-    cluster: Cluster<Specific>,
-    instance: Instance,
-    request: WorkerLaunchRequest,
-    options: ProviderCallOptions,
-  ): Promise<WorkerEndpoint>;
 }
 
 /** A provider: the current contract version. */
@@ -490,6 +570,7 @@ const requiredMethods = [
   "prepare",
   "provision",
   "getInstance",
+  "launchWorker",
   "terminate",
   "teardown",
   "selfDestruct",
@@ -515,7 +596,7 @@ export function whyNotProvider(value: unknown): string | undefined {
   const missing = requiredMethods.filter((method) => typeof candidate[method] !== "function");
   if (missing.length > 0)
     return `${label} is missing method${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`;
-  for (const method of ["listInstances", "cleanup", "launchWorker"]) {
+  for (const method of ["listInstances", "cleanup"]) {
     if (candidate[method] !== undefined && typeof candidate[method] !== "function")
       return `${label} has a ${method} that is not a function`;
   }

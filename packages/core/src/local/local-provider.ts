@@ -13,12 +13,10 @@ import type { PluginBootstrapOp } from "../contract/plugin.js";
 import type {
   Cluster,
   Instance,
+  LaunchWorkerOptions,
   Offer,
-  OfferQuery,
-  ProviderCallOptions,
   ProviderV1,
   WorkerEndpoint,
-  WorkerLaunchRequest,
 } from "../contract/provider.js";
 import { BootstrapError } from "../errors/errors.js";
 import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
@@ -149,9 +147,9 @@ async function runPluginOps(
   image: Image,
   python: PythonEnvironment,
   ops: readonly PluginBootstrapOp[],
-  request: WorkerLaunchRequest,
-  options: ProviderCallOptions,
+  options: LaunchWorkerOptions<LocalCluster>,
 ): Promise<void> {
+  const request = options;
   const { root, workdir } = cluster.specific;
   const script = renderPluginOpsScript({ image, root, venv: python.venvDir, work: workdir, pluginOps: ops });
   const { SKYWARD_TOKEN: _token, ...env } = process.env;
@@ -165,7 +163,11 @@ async function runPluginOps(
   lines.on("line", (line) => {
     const marker = parseBootstrapMarker(line);
     if (marker?.kind === "phase" && marker.name === "plugins" && marker.status !== "failed") {
-      options.progress?.("plugins", marker.status === "start" ? "started" : "finished", `${ops.length} ops`);
+      options.progress?.({
+        phase: "plugins",
+        status: marker.status === "start" ? "started" : "finished",
+        detail: `${ops.length} ops`,
+      });
     }
   });
   const kill = () => {
@@ -221,26 +223,26 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
   // Set up once per cluster (all its nodes share this machine): includes copied, Python ready.
   const environments = new Map<string, Promise<PythonEnvironment>>();
 
-  const setUp = (
-    cluster: Cluster<LocalCluster>,
-    request: WorkerLaunchRequest,
-    options: ProviderCallOptions,
-  ): Promise<PythonEnvironment> => {
-    const { image } = request;
+  const setUp = (options: LaunchWorkerOptions<LocalCluster>): Promise<PythonEnvironment> => {
+    const { cluster, image } = options;
     let environment = environments.get(cluster.id);
     if (!environment) {
       environment = (async () => {
-        options.progress?.("includes", "started", image.includes.join(" "));
+        options.progress?.({ phase: "includes", status: "started", detail: image.includes.join(" ") });
         const files = await collectIncludedFiles(image.includes, image.excludes);
         for (const file of files) {
           const target = join(cluster.specific.workdir, file.target);
           await mkdir(dirname(target), { recursive: true });
           await copyFile(file.source, target);
         }
-        options.progress?.("includes", "finished", `${files.length} files`);
-        const python = await preparePythonEnvironment(image, options);
-        const ops = request.pluginOps ?? [];
-        if (ops.length > 0) await runPluginOps(cluster, image, python, ops, request, options);
+        options.progress?.({ phase: "includes", status: "finished", detail: `${files.length} files` });
+        const python = await preparePythonEnvironment(image, {
+          signal: options.signal,
+          progress: (phase, status, detail) =>
+            options.progress?.({ phase, status, ...(detail !== undefined ? { detail } : {}) }),
+        });
+        const ops = options.pluginOps ?? [];
+        if (ops.length > 0) await runPluginOps(cluster, image, python, ops, options);
         return python;
       })();
       environments.set(cluster.id, environment);
@@ -254,7 +256,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
     name: "local",
     capabilities: Object.freeze({ spot: false, volumes: false, images: false }),
 
-    async offers(query: OfferQuery): Promise<readonly Offer[]> {
+    async offers({ query }): Promise<readonly Offer[]> {
       const offer = localOffer();
       if (query.accelerator) return [];
       if (query.architecture && query.architecture !== offer.architecture) return [];
@@ -264,11 +266,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       return [offer];
     },
 
-    async prepare(
-      spec: PoolSpec,
-      offer: Offer,
-      options?: ProviderCallOptions,
-    ): Promise<Cluster<LocalCluster>> {
+    async prepare({ spec, offer, poolId }): Promise<Cluster<LocalCluster>> {
       const parent = settings.workRoot ?? tmpdir();
       await mkdir(parent, { recursive: true });
       await removeAbandonedRoots(parent);
@@ -279,7 +277,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       return Object.freeze({
         id: `local-${randomUUID().slice(0, 8)}`,
         provider: "local",
-        poolId: options?.poolId ?? "",
+        poolId: poolId ?? "",
         region: "local",
         spec,
         offer,
@@ -288,7 +286,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       });
     },
 
-    async provision(cluster: Cluster<LocalCluster>, count: number): Promise<readonly Instance[]> {
+    async provision({ cluster, count }): Promise<readonly Instance[]> {
       const now = Date.now();
       return Array.from({ length: count }, () => {
         const id = `${cluster.id}-${randomUUID().slice(0, 8)}`;
@@ -308,7 +306,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       });
     },
 
-    async getInstance(cluster: Cluster<LocalCluster>, id: string): Promise<Instance | null> {
+    async getInstance({ cluster, id }): Promise<Instance | null> {
       const worker = workers.get(id);
       if (!provisioned.has(id) || worker?.exited) return null;
       return Object.freeze({
@@ -325,14 +323,11 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       });
     },
 
-    async launchWorker(
-      cluster: Cluster<LocalCluster>,
-      instance: Instance,
-      request: WorkerLaunchRequest,
-      options: ProviderCallOptions,
-    ): Promise<WorkerEndpoint> {
+    async launchWorker(options): Promise<WorkerEndpoint> {
+      const { cluster, instance } = options;
+      const request = options;
       installExitHook();
-      const environment = await setUp(cluster, request, options);
+      const environment = await setUp(options);
       const runtime = pythonRuntimeDirectory();
       const launch = request.command({
         pythonBin: environment.pythonBin,
@@ -346,7 +341,13 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       const pythonPath = [runtime, process.env.PYTHONPATH].filter(Boolean).join(":");
       const child = spawn("/bin/sh", ["-c", `exec ${command.render()}`], {
         cwd: cluster.specific.workdir,
-        env: { ...process.env, ...request.env, PYTHONPATH: pythonPath, PYTHONUNBUFFERED: "1" },
+        env: {
+          ...process.env,
+          ...request.env,
+          SKYWARD_TOKEN: request.token,
+          PYTHONPATH: pythonPath,
+          PYTHONUNBUFFERED: "1",
+        },
         stdio: ["pipe", "pipe", "pipe"],
         detached: true,
       });
@@ -424,7 +425,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       });
     },
 
-    async terminate(_cluster: Cluster<LocalCluster>, ids: readonly string[]): Promise<void> {
+    async terminate({ ids }): Promise<void> {
       await Promise.all(
         ids.map(async (id) => {
           provisioned.delete(id);
@@ -445,11 +446,11 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       );
     },
 
-    async teardown(cluster: Cluster<LocalCluster>): Promise<void> {
+    async teardown({ cluster }): Promise<void> {
       const mine = [...new Set([...workers.keys(), ...provisioned])].filter((id) =>
         id.startsWith(`${cluster.id}-`),
       );
-      await provider.terminate(cluster, mine, { signal: AbortSignal.timeout(10_000) });
+      await provider.terminate({ cluster, ids: mine, signal: AbortSignal.timeout(10_000) });
       environments.delete(cluster.id);
       await rm(cluster.specific.root, { recursive: true, force: true });
     },

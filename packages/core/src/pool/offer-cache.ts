@@ -36,7 +36,7 @@ export async function cachedOffers(
   now: number = Date.now(),
 ): Promise<readonly Offer[]> {
   const kind = provider.capabilities.offerCache;
-  if (kind !== "marketplace" && kind !== "catalogue") return provider.offers(query, options);
+  if (kind !== "marketplace" && kind !== "catalogue") return provider.offers({ ...options, query });
   const file = cacheFile(provider, query);
   try {
     const cached = JSON.parse(await readFile(file, "utf8")) as CachedOffers;
@@ -45,7 +45,7 @@ export async function cachedOffers(
   } catch {
     // no cache yet, or unreadable: ask the provider
   }
-  const offers = await provider.offers(query, options);
+  const offers = await provider.offers({ ...options, query });
   try {
     await mkdir(join(skywardHome(), "offers"), { recursive: true });
     const temporary = `${file}.${process.pid}.tmp`;

@@ -24,6 +24,7 @@ import {
   offerPrice,
   offerQuery,
   type Provider,
+  type WorkerEndpoint,
   type WorkerEnvironment,
 } from "../contract/provider.js";
 import {
@@ -53,8 +54,6 @@ import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js
 import { extendImage, type Image } from "../spec/image.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
-import { startSshWorker } from "../ssh/ssh-node.js";
-import type { SshConnection } from "../ssh/ssh-transport.js";
 import { cachedOffers } from "./offer-cache.js";
 import type { Pending, PendingStream, PendingTask, PythonFunction } from "./python-function.js";
 import { type TaskCallbacks, TaskManager, type TaskRequest } from "./task-manager.js";
@@ -103,8 +102,8 @@ interface NodeRuntime {
   readonly index: number;
   instance: Instance;
   connection: WorkerConnection | undefined;
-  /** The SSH connection carrying the worker's tunnel, for nodes reached over SSH. */
-  ssh: SshConnection | undefined;
+  /** What the provider holds to reach the worker (an SSH connection), let go of with the node. */
+  endpoint: WorkerEndpoint | undefined;
   replacements: number;
 }
 
@@ -290,7 +289,7 @@ export class Pool implements AsyncDisposable {
       this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: this.options.shutdownTimeout });
       let cluster: Cluster | undefined;
       try {
-        cluster = await provider.prepare(spec, offer, { signal: combined, poolId: this.id });
+        cluster = await provider.prepare({ spec, offer, signal: combined, poolId: this.id });
         const transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
         // The plugin that sets workersPerNode (MIG: one worker per GPU instance) decides; 1 otherwise.
         this.#workersPerNode = resolveWorkersPerNode(spec.plugins, cluster);
@@ -309,7 +308,7 @@ export class Pool implements AsyncDisposable {
         // A plugin's transform failing, or bad input, is not a capacity problem: no other offer helps.
         if (!ProvisionError.isInstance(error) && !NoCapacityError.isInstance(error)) {
           if (cluster)
-            await provider.teardown(cluster, { signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
+            await provider.teardown({ cluster, signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
           throw error;
         }
         attempts.push({
@@ -325,7 +324,7 @@ export class Pool implements AsyncDisposable {
           cause: error,
         });
         if (cluster)
-          await provider.teardown(cluster, { signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
+          await provider.teardown({ cluster, signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
       }
     }
     if (!chosen) throw new NoCapacityError({ attempts });
@@ -333,7 +332,7 @@ export class Pool implements AsyncDisposable {
     this.#provider = provider;
     this.#cluster = cluster;
     for (const [index, instance] of instances.entries()) {
-      this.#nodes.push({ index, instance, connection: undefined, ssh: undefined, replacements: 0 });
+      this.#nodes.push({ index, instance, connection: undefined, endpoint: undefined, replacements: 0 });
       this.#hub.emit({
         type: "node.provisioned",
         timestamp: Date.now(),
@@ -348,14 +347,13 @@ export class Pool implements AsyncDisposable {
         privateIp: instance.privateIp,
       });
     }
-    if (instances.every((instance) => instance.ssh === null)) {
-      this.#headPort = await freeLoopbackPort();
-    }
+    // Nodes on this machine share its loopback address: the head's services need a free port there.
+    const local = instances.every((instance) => instance.privateIp?.startsWith("127.") === true);
+    if (local) this.#headPort = await freeLoopbackPort();
     // Over SSH the head comes up first (the others learn its address from a running node); on this
     // machine every address is known up front, so all nodes start at once.
     const head = this.#nodes[0] as NodeRuntime;
     const headStarted = this.#startNode(head, combined);
-    const local = instances.every((instance) => instance.ssh === null);
     if (!local) await headStarted;
     const rest = Promise.all(this.#nodes.slice(1).map((node) => this.#startNode(node, combined)));
     // Observed below; this keeps a failure of the others from going unhandled when the head fails first.
@@ -478,7 +476,7 @@ export class Pool implements AsyncDisposable {
     for (let attempt = 1; instances.length < count; attempt += 1) {
       if (signal.aborted) throw abortError(signal, "Provisioning");
       try {
-        instances.push(...(await provider.provision(cluster, count - instances.length, { signal })));
+        instances.push(...(await provider.provision({ cluster, count: count - instances.length, signal })));
       } catch (error) {
         if (signal.aborted) throw abortError(signal, "Provisioning");
         attempts.push({
@@ -491,11 +489,11 @@ export class Pool implements AsyncDisposable {
           (ProvisionError.isInstance(error) && !error.isRetryable && !NoCapacityError.isInstance(error))
         ) {
           if (instances.length > 0)
-            await provider.terminate(
+            await provider.terminate({
               cluster,
-              instances.map((instance) => instance.id),
-              { signal: AbortSignal.timeout(60_000) },
-            );
+              ids: instances.map((instance) => instance.id),
+              signal: AbortSignal.timeout(60_000),
+            });
           throw NoCapacityError.isInstance(error) || attempt >= this.spec.maxProvisionAttempts
             ? new NoCapacityError({ attempts, cause: error })
             : error;
@@ -507,11 +505,11 @@ export class Pool implements AsyncDisposable {
       return await this.#waitUntilRunning(provider, cluster, instances, signal);
     } catch (error) {
       await provider
-        .terminate(
+        .terminate({
           cluster,
-          instances.map((instance) => instance.id),
-          { signal: AbortSignal.timeout(60_000) },
-        )
+          ids: instances.map((instance) => instance.id),
+          signal: AbortSignal.timeout(60_000),
+        })
         .catch(() => undefined);
       throw error;
     }
@@ -527,8 +525,7 @@ export class Pool implements AsyncDisposable {
     instances: Instance[],
     signal: AbortSignal,
   ): Promise<Instance[]> {
-    const reachable = (instance: Instance) =>
-      instance.status === "running" && (instance.ssh !== null || provider.launchWorker !== undefined);
+    const reachable = (instance: Instance) => instance.status === "running";
     const deadline = performance.now() + this.spec.provisionTimeout * 1000;
     let interval = 1000;
     const current = [...instances];
@@ -548,7 +545,7 @@ export class Pool implements AsyncDisposable {
       interval = Math.min(interval * 1.5, 5000);
       for (const [index, instance] of current.entries()) {
         if (reachable(instance)) continue;
-        const latest = await provider.getInstance(cluster, instance.id, { signal });
+        const latest = await provider.getInstance({ cluster, id: instance.id, signal });
         if (latest === null || latest.status === "terminated" || latest.status === "stopping") {
           throw new ProvisionError({
             provider: provider.name,
@@ -610,7 +607,9 @@ export class Pool implements AsyncDisposable {
     ];
     if (!worker.reuseProcesses) args.push("--no-reuse-processes");
     const selfDestruct =
-      this.#provider && this.#cluster ? this.#provider.selfDestruct(this.#cluster, node.instance) : "";
+      this.#provider && this.#cluster
+        ? this.#provider.selfDestruct({ cluster: this.#cluster, instance: node.instance })
+        : "";
     if (selfDestruct) args.push("--self-destruct", selfDestruct);
     return args;
   }
@@ -657,61 +656,48 @@ export class Pool implements AsyncDisposable {
           environment.root,
         ),
       );
-    let connection: WorkerConnection;
-    if (node.instance.ssh !== null) {
-      const worker = await startSshWorker({
-        instance: node.instance,
-        node: node.index,
-        image: this.#image as Image,
-        pluginOps: collectPluginBootstrapOps(this.spec.plugins, cluster),
-        token: this.#token,
-        ...(node.instance.ssh.hostKeyScope === "address"
-          ? {}
-          : { hostKeyAlias: `${provider.name}:${node.instance.id}` }),
-        command,
-        sshTimeoutSeconds: this.spec.sshTimeout,
-        sshRetryIntervalSeconds: this.spec.sshRetryInterval,
-        bootstrapTimeoutSeconds: this.spec.bootstrapTimeout,
-        signal,
-        progress,
-      });
-      node.ssh = worker.ssh;
-      connection = worker.connection;
-    } else {
-      if (!provider.launchWorker) {
-        throw new ProvisionError({
-          provider: provider.name,
-          message: `Instance ${node.instance.id} of provider "${provider.name}" has no SSH address and the provider cannot start workers itself`,
+    const endpoint = await provider.launchWorker({
+      cluster,
+      instance: node.instance,
+      nodeId: node.index,
+      image: this.#image as Image,
+      command,
+      env: (this.#image as Image).env,
+      token: this.#token,
+      pluginOps: collectPluginBootstrapOps(this.spec.plugins, cluster),
+      timeoutSeconds: this.spec.bootstrapTimeout,
+      connectTimeoutSeconds: this.spec.sshTimeout,
+      connectRetryIntervalSeconds: this.spec.sshRetryInterval,
+      onExit: (code, exitSignal) => {
+        if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+        this.#hub.emit({
+          type: "error",
+          timestamp: Date.now(),
+          poolId: this.id,
+          node: node.index,
+          message: `the worker process exited (${exitSignal ?? `code ${code}`})`,
         });
-      }
-      const endpoint = await provider.launchWorker(
-        cluster,
-        node.instance,
-        {
-          nodeId: node.index,
-          image: this.#image as Image,
-          command,
-          env: { ...(this.#image as Image).env, SKYWARD_TOKEN: this.#token },
-          pluginOps: collectPluginBootstrapOps(this.spec.plugins, cluster),
-          timeoutSeconds: this.spec.bootstrapTimeout,
-          onExit: (code, exitSignal) => {
-            if (this.#state === "shutting_down" || this.#state === "destroyed") return;
-            this.#hub.emit({
-              type: "error",
-              timestamp: Date.now(),
-              poolId: this.id,
-              node: node.index,
-              message: `the worker process exited (${exitSignal ?? `code ${code}`})`,
-            });
-          },
-        },
-        { signal, progress: (phase, status, detail) => progress(phase, status, undefined, detail) },
-      );
-      connection = await WorkerConnection.connect(
-        { host: endpoint.host, port: endpoint.port },
-        { token: this.#token, node: node.index, signal, timeoutMs: this.spec.sshTimeout * 1000 },
-      );
+      },
+      signal,
+      progress: (report) => progress(report.phase, report.status, report.durationMs, report.detail),
+    });
+    let connection: WorkerConnection;
+    try {
+      const where = endpoint.openStream
+        ? { stream: await endpoint.openStream(), host: endpoint.host }
+        : { host: endpoint.host, port: endpoint.port };
+      connection = await WorkerConnection.connect(where, {
+        token: endpoint.token ?? this.#token,
+        node: node.index,
+        signal,
+        timeoutMs: this.spec.sshTimeout * 1000,
+      });
+    } catch (error) {
+      endpoint.close?.();
+      throw error;
     }
+    node.endpoint?.close?.();
+    node.endpoint = endpoint;
     node.connection = connection;
     await this.#sendCluster(node, connection, signal);
     this.#hub.emit({
@@ -828,7 +814,7 @@ export class Pool implements AsyncDisposable {
     node.replacements += 1;
     const previous = node.instance;
     try {
-      await provider.terminate(cluster, [previous.id], { signal: AbortSignal.timeout(60_000) });
+      await provider.terminate({ cluster, ids: [previous.id], signal: AbortSignal.timeout(60_000) });
       const [instance] = await this.#provision(provider, cluster, 1, this.#abort.signal);
       if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
       node.instance = instance;
@@ -902,9 +888,9 @@ export class Pool implements AsyncDisposable {
     );
     await Promise.all(
       this.#nodes.map(async (node) => {
-        const ssh = node.ssh;
-        node.ssh = undefined;
-        ssh?.close();
+        const endpoint = node.endpoint;
+        node.endpoint = undefined;
+        endpoint?.close?.();
       }),
     );
     const provider = this.#provider;
@@ -912,11 +898,11 @@ export class Pool implements AsyncDisposable {
     if (provider && cluster) {
       const deadline = AbortSignal.timeout(this.options.shutdownTimeout * 1000);
       try {
-        await provider.terminate(
+        await provider.terminate({
           cluster,
-          this.#nodes.map((node) => node.instance.id),
-          { signal: deadline },
-        );
+          ids: this.#nodes.map((node) => node.instance.id),
+          signal: deadline,
+        });
         for (const node of this.#nodes) {
           this.#hub.emit({
             type: "node.destroyed",
@@ -930,7 +916,7 @@ export class Pool implements AsyncDisposable {
         report("terminating the instances failed", error);
       }
       try {
-        await provider.teardown(cluster, { signal: deadline });
+        await provider.teardown({ cluster, signal: deadline });
       } catch (error) {
         report("tearing down the provider's resources failed", error);
       }

@@ -22,6 +22,9 @@ function fakeProvider(name: string): Provider {
     },
     provision: async () => [],
     getInstance: async () => null,
+    launchWorker: async () => {
+      throw new Error("not used");
+    },
     terminate: async () => {},
     teardown: async () => {},
     selfDestruct: () => "shutdown -h now",
@@ -157,6 +160,7 @@ describe("named form (skyward.toml)", () => {
     async provision() { return []; },
     async getInstance() { return null; },
     async terminate() {},
+    async launchWorker() { throw new Error("not used"); },
     async teardown() {},
     selfDestruct() { return "true"; },
   };

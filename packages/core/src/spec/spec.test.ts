@@ -28,6 +28,9 @@ function fakeProvider(name = "fake"): Provider {
     },
     provision: async () => [],
     getInstance: async () => null,
+    launchWorker: async () => {
+      throw new Error("not used");
+    },
     terminate: async () => {},
     teardown: async () => {},
     selfDestruct: () => "shutdown -h now",

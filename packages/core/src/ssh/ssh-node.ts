@@ -7,50 +7,26 @@
 import { createHash } from "node:crypto";
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import { type LaunchCommand, shellQuote } from "../contract/launch-command.js";
-import type { PluginBootstrapOp } from "../contract/plugin.js";
-import type { Instance, WorkerEnvironment } from "../contract/provider.js";
+import { shellQuote } from "../contract/launch-command.js";
+import type { LaunchWorkerOptions, WorkerEndpoint } from "../contract/provider.js";
 import { BootstrapError, ConnectionError } from "../errors/errors.js";
-import { WorkerConnection } from "../pool/worker-connection.js";
 import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
 import { contentHash, type Image } from "../spec/image.js";
 import { collectIncludedFiles } from "../spec/includes.js";
 import { version } from "../version.js";
 import { describeBootstrapFailure, parseBootstrapMarker, renderBootstrapScript } from "./bootstrap-script.js";
-import { stopWorkerCommand } from "./ssh-provider.js";
 import { SshConnection } from "./ssh-transport.js";
+
+/** The shell command that stops the worker a pool started under `root` (and nothing else). */
+export function stopWorkerCommand(root: string): string {
+  const pidFile = shellQuote(`${root}/worker.pid`);
+  // The worker runs in its own session (setsid), so its process group holds whatever a launcher
+  // (accelerate, torchrun) started under it too.
+  return `if [ -f ${pidFile} ]; then kill -- -"$(cat ${pidFile})" 2>/dev/null || kill "$(cat ${pidFile})" 2>/dev/null; rm -f ${pidFile}; fi`;
+}
 
 /** The default Skyward directory on a node. */
 export const DEFAULT_NODE_ROOT = "/opt/skyward";
-
-/** What starting a worker over SSH needs. */
-export interface SshWorkerRequest {
-  readonly instance: Instance;
-  readonly node: number;
-  readonly image: Image;
-  readonly pluginOps: readonly (string | PluginBootstrapOp)[];
-  readonly token: string;
-  /** The name the node's host key is recorded under for trust on first use (see `SshTarget.hostKeyAlias`). */
-  readonly hostKeyAlias?: string;
-  /** Builds the launch command from the node's environment (plugins' launchers applied). */
-  readonly command: (environment: WorkerEnvironment) => LaunchCommand;
-  readonly sshTimeoutSeconds: number;
-  readonly sshRetryIntervalSeconds: number;
-  readonly bootstrapTimeoutSeconds: number;
-  readonly signal: AbortSignal;
-  /** Bootstrap progress: a phase started, finished (with its duration) or failed. */
-  readonly progress: (phase: string, status: "started" | "finished" | "failed", durationMs?: number) => void;
-}
-
-/** A worker started over SSH: the protocol connection through the tunnel, and the SSH connection under it. */
-export interface SshWorker {
-  readonly connection: WorkerConnection;
-  readonly ssh: SshConnection;
-  /** The environment was already there (bootstrap skipped). */
-  readonly warm: boolean;
-  /** A released worker of an earlier pool was still running with the same code and settings, and was reused. */
-  readonly reattached: boolean;
-}
 
 async function runtimeFiles(): Promise<{ source: string; target: string; mode: number }[]> {
   const root = pythonRuntimeDirectory();
@@ -99,9 +75,24 @@ interface RecordedWorker {
   readonly fingerprint: string;
 }
 
-/** Connects to the node, bootstraps it and starts its worker; see the module comment. */
-export async function startSshWorker(request: SshWorkerRequest): Promise<SshWorker> {
-  const { instance, node, signal } = request;
+/**
+ * Connects to the node, bootstraps it and starts its worker (see the module comment): the
+ * `launchWorker` of every provider whose nodes are reached over SSH. The returned endpoint opens
+ * tunnels over the SSH connection it keeps, until the pool closes it.
+ *
+ * ```ts
+ * import type { ProviderV1 } from "@skyward/core/contract";
+ * import { launchSshWorker } from "@skyward/ssh";
+ *
+ * declare const rest: Omit<ProviderV1, "launchWorker">;
+ * const provider: ProviderV1 = { ...rest, launchWorker: launchSshWorker };
+ * ```
+ */
+export async function launchSshWorker(options: LaunchWorkerOptions): Promise<WorkerEndpoint> {
+  const { instance, nodeId: node, signal } = options;
+  const request = options;
+  const report = (phase: string, status: "started" | "finished" | "failed", durationMs?: number) =>
+    options.progress?.({ phase, status, ...(durationMs !== undefined ? { durationMs } : {}) });
   const target = instance.ssh;
   if (!target)
     throw new ConnectionError({
@@ -120,13 +111,16 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
       ...(target.privateKey !== undefined ? { privateKey: target.privateKey } : {}),
       ...(target.identityFile !== undefined ? { identityFile: target.identityFile } : {}),
       ...(target.hostKeyFingerprint !== undefined ? { hostKeyFingerprint: target.hostKeyFingerprint } : {}),
-      ...(request.hostKeyAlias !== undefined ? { hostKeyAlias: request.hostKeyAlias } : {}),
+      // Cloud machines are recorded by instance (their addresses go to new machines with new keys).
+      ...(target.hostKeyScope === "address"
+        ? {}
+        : { hostKeyAlias: `${options.cluster.provider}:${instance.id}` }),
     },
     {
       signal,
       node,
-      timeoutSeconds: request.sshTimeoutSeconds,
-      retryIntervalSeconds: request.sshRetryIntervalSeconds,
+      timeoutSeconds: options.connectTimeoutSeconds,
+      retryIntervalSeconds: options.connectRetryIntervalSeconds,
     },
   );
   try {
@@ -159,10 +153,10 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
     const fingerprint = await launchFingerprint(files, request.image, command.replace(/ --ttl \S+/, ""));
 
     // A released worker of an earlier pool, started from the same code and settings, is reused.
-    const reattached = await reattach(ssh, root, fingerprint, node, where, request);
-    if (reattached) return { connection: reattached, ssh, warm: true, reattached: true };
+    const reattached = await reattach(ssh, root, fingerprint, where, request);
+    if (reattached) return reattached;
 
-    request.progress("upload", "started");
+    report("upload", "started");
     const uploadStarted = performance.now();
     await ssh.exec(
       [
@@ -177,7 +171,7 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
     await ssh.uploadFiles([...files, { content: request.token, target: "worker.token", mode: 0o600 }], root, {
       signal,
     });
-    request.progress("upload", "finished", performance.now() - uploadStarted);
+    report("upload", "finished", performance.now() - uploadStarted);
 
     // Bootstrap, streaming its phases.
     let warm = false;
@@ -191,7 +185,7 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
         if (!marker) continue;
         if (marker.kind === "warm") warm = true;
         else if (marker.kind === "phase") {
-          request.progress(
+          report(
             marker.name,
             marker.status === "start" ? "started" : marker.status === "done" ? "finished" : "failed",
             marker.durationMs,
@@ -208,7 +202,7 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
     try {
       result = await ssh.exec(`bash ${q("bootstrap.sh")}`, {
         signal,
-        timeoutSeconds: request.bootstrapTimeoutSeconds,
+        timeoutSeconds: request.timeoutSeconds,
         onStdout,
       });
     } catch (error) {
@@ -216,7 +210,7 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
       throw new BootstrapError({
         node,
         logTail: await logTail(),
-        message: `Bootstrap on node ${node} (${where}) did not finish within ${request.bootstrapTimeoutSeconds} s`,
+        message: `Bootstrap on node ${node} (${where}) did not finish within ${request.timeoutSeconds} s`,
         cause: error,
       });
     }
@@ -232,7 +226,7 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
     }
 
     // Start the worker detached from this SSH session, so that it outlives the client by its TTL.
-    request.progress("worker", "started");
+    report("worker", "started");
     const workerStarted = performance.now();
     await ssh.exec(
       [
@@ -245,7 +239,7 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
       ].join(" && "),
       { signal, timeoutSeconds: 30 },
     );
-    const deadline = performance.now() + request.bootstrapTimeoutSeconds * 1000;
+    const deadline = performance.now() + request.timeoutSeconds * 1000;
     let port: number | undefined;
     let pid = 0;
     while (port === undefined) {
@@ -273,7 +267,7 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
             .join("\n"),
           message: dead
             ? `The worker on node ${node} (${where}) exited before it was ready`
-            : `The worker on node ${node} (${where}) did not start within ${request.bootstrapTimeoutSeconds} s`,
+            : `The worker on node ${node} (${where}) did not start within ${request.timeoutSeconds} s`,
         });
       }
       await new Promise((resolve) => setTimeout(resolve, 150));
@@ -283,28 +277,45 @@ export async function startSshWorker(request: SshWorkerRequest): Promise<SshWork
       signal,
       timeoutSeconds: 15,
     });
-    request.progress("worker", "finished", performance.now() - workerStarted);
+    report("worker", "finished", performance.now() - workerStarted);
 
-    const stream = await ssh.forwardOut("127.0.0.1", port);
-    const connection = await WorkerConnection.connect(
-      { stream, host: `node ${node} (${where}) via ssh` },
-      { token: request.token, node, signal, timeoutMs: request.sshTimeoutSeconds * 1000 },
-    );
-    return { connection, ssh, warm, reattached: false };
+    return tunnelEndpoint(ssh, where, port, pid, { warm });
   } catch (error) {
     ssh.close();
     throw error;
   }
 }
 
+/** The endpoint of a worker listening on the node's loopback, reached through tunnels over `ssh`. */
+function tunnelEndpoint(
+  ssh: SshConnection,
+  where: string,
+  port: number,
+  pid: number,
+  extra: { warm: boolean; token?: string },
+): WorkerEndpoint {
+  return {
+    host: `${where} via ssh`,
+    port,
+    pid,
+    warm: extra.warm,
+    ...(extra.token !== undefined ? { token: extra.token } : {}),
+    openStream: () => ssh.forwardOut("127.0.0.1", port),
+    close: () => ssh.close(),
+  };
+}
+
+/**
+ * The worker a previous pool left on the node (released, waiting out its TTL), when it was started
+ * from the same code and settings and still runs: its endpoint, with the token it demands.
+ */
 async function reattach(
   ssh: SshConnection,
   root: string,
   fingerprint: string,
-  node: number,
   where: string,
-  request: SshWorkerRequest,
-): Promise<WorkerConnection | undefined> {
+  request: LaunchWorkerOptions,
+): Promise<WorkerEndpoint | undefined> {
   const q = (path: string) => shellQuote(`${root}/${path}`);
   const found = await ssh
     .exec(
@@ -325,15 +336,16 @@ async function reattach(
     .exec(`kill -0 ${Number(recorded.pid)} 2>/dev/null && echo yes`, { timeoutSeconds: 10 })
     .catch(() => undefined);
   if (alive?.stdout.trim() !== "yes") return undefined;
+  // Its tunnel must open; the pool's handshake (with the recorded token) then checks the rest.
   try {
-    const stream = await ssh.forwardOut("127.0.0.1", recorded.port);
-    const connection = await WorkerConnection.connect(
-      { stream, host: `node ${node} (${where}) via ssh` },
-      { token: token.trim(), node, signal: request.signal, timeoutMs: 15_000 },
-    );
-    request.progress("reattach", "finished", 0);
-    return connection;
+    const probe = await ssh.forwardOut("127.0.0.1", recorded.port);
+    probe.destroy();
   } catch {
     return undefined;
   }
+  request.progress?.({ phase: "reattach", status: "finished", durationMs: 0 });
+  return tunnelEndpoint(ssh, where, Number(recorded.port), Number(recorded.pid), {
+    warm: true,
+    token: token.trim(),
+  });
 }

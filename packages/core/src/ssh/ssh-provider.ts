@@ -6,19 +6,13 @@
  */
 import { z } from "zod";
 import { shellQuote } from "../contract/launch-command.js";
-import type {
-  Cluster,
-  Instance,
-  Offer,
-  OfferQuery,
-  ProviderCallOptions,
-  ProviderV1,
-} from "../contract/provider.js";
+import type { Cluster, Instance, Offer, ProviderV1 } from "../contract/provider.js";
 import { NoCapacityError } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
 import type { Accelerator } from "../spec/accelerators.js";
 import { acceleratorSchema } from "../spec/accelerators.js";
 import type { PoolSpec } from "../spec/spec.js";
+import { launchSshWorker, stopWorkerCommand } from "./ssh-node.js";
 
 /** One machine of an `SSH` provider. */
 export interface SshHostInput {
@@ -154,14 +148,6 @@ function instanceFor(host: SshHost, cluster: Cluster<SshClusterData>, createdAt:
   });
 }
 
-/** The shell command that stops the worker a pool started under `root` (and nothing else). */
-export function stopWorkerCommand(root: string): string {
-  const pidFile = shellQuote(`${root}/worker.pid`);
-  // The worker runs in its own session (setsid), so its process group holds whatever a launcher
-  // (accelerate, torchrun) started under it too.
-  return `if [ -f ${pidFile} ]; then kill -- -"$(cat ${pidFile})" 2>/dev/null || kill "$(cat ${pidFile})" 2>/dev/null; rm -f ${pidFile}; fi`;
-}
-
 /**
  * Your own machines as a pool, one node per host:
  * `sky.SSH({ hosts: [{ host: "10.0.0.5", user: "ubuntu", identityFile: "~/.ssh/id_ed25519" }] })`.
@@ -176,7 +162,7 @@ export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
     name: "ssh",
     capabilities: Object.freeze({ spot: false, volumes: false, images: false, maxInstances: hosts.length }),
 
-    async offers(query: OfferQuery): Promise<readonly Offer[]> {
+    async offers({ query }): Promise<readonly Offer[]> {
       if (query.allocation === "spot") return [];
       if (query.accelerator) {
         if (
@@ -206,15 +192,11 @@ export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
       ];
     },
 
-    async prepare(
-      spec: PoolSpec,
-      offer: Offer,
-      options?: ProviderCallOptions,
-    ): Promise<Cluster<SshClusterData>> {
+    async prepare({ spec, offer, poolId }): Promise<Cluster<SshClusterData>> {
       return Object.freeze({
         id: `ssh-${Math.random().toString(36).slice(2, 10)}`,
         provider: "ssh",
-        poolId: options?.poolId ?? "",
+        poolId: poolId ?? "",
         region: "ssh",
         spec,
         offer,
@@ -223,7 +205,7 @@ export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
       });
     },
 
-    async provision(cluster: Cluster<SshClusterData>, count: number): Promise<readonly Instance[]> {
+    async provision({ cluster, count }): Promise<readonly Instance[]> {
       const free = cluster.specific.hosts.filter((host) => !inUse.has(instanceId(host)));
       if (free.length === 0) {
         throw new NoCapacityError({
@@ -239,12 +221,14 @@ export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
       });
     },
 
-    async getInstance(cluster: Cluster<SshClusterData>, id: string): Promise<Instance | null> {
+    async getInstance({ cluster, id }): Promise<Instance | null> {
       const host = byId.get(id);
       return host && inUse.has(id) ? instanceFor(host, cluster, Date.now()) : null;
     },
 
-    async terminate(_cluster: Cluster<SshClusterData>, ids: readonly string[]): Promise<void> {
+    launchWorker: launchSshWorker,
+
+    async terminate({ ids }): Promise<void> {
       // The hosts are the user's: nothing to destroy. A released worker waits out its TTL for a client
       // to reattach (a next pool with the same code does), then stops itself and cleans up.
       for (const id of ids) inUse.delete(id);
@@ -254,7 +238,7 @@ export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
       // Nothing was created at a provider: the hosts stay as they are.
     },
 
-    selfDestruct(_cluster: Cluster<SshClusterData>, instance: Instance): string {
+    selfDestruct({ instance }): string {
       const root = byId.get(instance.id)?.root ?? "/opt/skyward";
       // Run by the worker itself when its TTL runs out, and it exits right after: only the directory
       // is left to remove. The machine itself is never shut down.
