@@ -5,6 +5,7 @@
  * processes) passed on the command line:
  *
  * ```ts
+ * import * as sky from "@skyward/core";
  * import { accelerate } from "@skyward/plugin-accelerate";
  *
  * await using pool = await sky.compute({

@@ -4,6 +4,7 @@
  * before the first task), so unchanged scikit-learn code runs on the GPU where cuML supports it:
  *
  * ```ts
+ * import * as sky from "@skyward/core";
  * import { cuml } from "@skyward/plugin-cuml";
  *
  * await using pool = await sky.compute({

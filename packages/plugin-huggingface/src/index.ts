@@ -4,6 +4,7 @@
  * at bootstrap — without the token reaching a log line, an event or the bootstrap script's text:
  *
  * ```ts
+ * import * as sky from "@skyward/core";
  * import { huggingface } from "@skyward/plugin-huggingface";
  *
  * await using pool = await sky.compute({

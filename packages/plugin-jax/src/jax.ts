@@ -54,6 +54,10 @@ const optionsSchema = z.strictObject(
  * `keras()`, so the distributed runtime is up when Keras discovers the devices.
  *
  * ```ts
+ * import * as sky from "@skyward/core";
+ * import { jax } from "@skyward/plugin-jax";
+ * import { keras } from "@skyward/plugin-keras";
+ *
  * await using pool = await sky.compute({ nodes: 2, plugins: [jax(), keras({ backend: "jax" })] });
  * ```
  *

@@ -83,6 +83,10 @@ function joblibPlugin(name: string, requirements: readonly string[]): Plugin {
  * exception; `Parallel` calls made inside a batch run locally, as joblib nests.
  *
  * ```ts
+ * import * as sky from "@skyward/core";
+ * import { joblib } from "@skyward/plugin-joblib";
+ *
+ * const sweep = sky.python<[], number[]>("tasks:sweep");
  * await using pool = await sky.compute({ nodes: 4, options: { worker: { concurrency: 4 } }, plugins: [joblib()] });
  * await pool.run(sweep()); // `Parallel(n_jobs=-1)(delayed(f)(x) for x in xs)` in Python: 16 workers
  * ```
@@ -103,6 +107,10 @@ export function joblib(options: JoblibOptions = {}): Plugin {
  * `best_params_`, `cv_results_` and the rest as a local run gives them.
  *
  * ```ts
+ * import * as sky from "@skyward/core";
+ * import { sklearn } from "@skyward/plugin-joblib";
+ *
+ * const gridSearch = sky.python<[], { best_params: Record<string, unknown> }>("tasks:grid_search");
  * await using pool = await sky.compute({ nodes: 4, plugins: [sklearn()] });
  * const best = await pool.run(gridSearch()); // GridSearchCV(SVC(), grid, n_jobs=-1).fit(X, y) in Python
  * ```

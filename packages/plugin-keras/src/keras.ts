@@ -48,6 +48,10 @@ const optionsSchema = z.strictObject(
  * backend framework itself is not installed here: add `jax()` or `torch()`, or put it in the image.
  *
  * ```ts
+ * import * as sky from "@skyward/core";
+ * import { jax } from "@skyward/plugin-jax";
+ * import { keras } from "@skyward/plugin-keras";
+ *
  * await using pool = await sky.compute({ nodes: 2, plugins: [jax(), keras({ backend: "jax" })] });
  * ```
  *

@@ -4,12 +4,13 @@
  * to its own instance (`CUDA_VISIBLE_DEVICES=MIG-…`):
  *
  * ```ts
+ * import * as sky from "@skyward/core";
  * import { mig } from "@skyward/plugin-mig";
  *
  * const partitions = mig("3g.40gb"); // two per A100 80GB
  * await using pool = await sky.compute({
  *   accelerator: sky.accelerators.A100(),
- *   worker: { concurrency: 2, executor: "process" },
+ *   options: { worker: { concurrency: 2, executor: "process" } },
  *   plugins: [partitions],
  * });
  * ```

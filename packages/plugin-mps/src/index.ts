@@ -4,11 +4,12 @@
  * share each GPU through one context instead of time-slicing it:
  *
  * ```ts
+ * import * as sky from "@skyward/core";
  * import { mps } from "@skyward/plugin-mps";
  *
  * await using pool = await sky.compute({
  *   accelerator: sky.accelerators.L4(),
- *   worker: { concurrency: 4, executor: "process" },
+ *   options: { worker: { concurrency: 4, executor: "process" } },
  *   plugins: [mps({ activeThreadPercentage: 25 })],
  * });
  * ```

@@ -104,7 +104,10 @@ function requirement(name: string, version: string | true): string {
  * once; the group is destroyed when the worker stops.
  *
  * ```ts
- * await using pool = await sky.compute({ nodes: 4, accelerator: "A100", plugins: [torch()] });
+ * import * as sky from "@skyward/core";
+ * import { torch } from "@skyward/plugin-torch";
+ *
+ * await using pool = await sky.compute({ nodes: 4, accelerator: sky.accelerators.A100(), plugins: [torch()] });
  * ```
  *
  * @throws {ConfigurationError} naming the field (`backend`, `cuda`, `version`, `vision`, `audio`)

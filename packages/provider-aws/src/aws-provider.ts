@@ -171,7 +171,10 @@ function orderSubnets(subnets: readonly Subnet[], offer: Offer): string[] {
  * credentials are looked up lazily, on the first call that needs them.
  *
  * ```ts
- * const pool = await sky.compute({ provider: createAWS({ region: "us-west-2" }), accelerator: sky.accelerators.L4() });
+ * import * as sky from "@skyward/core";
+ * import { createAWS } from "@skyward/provider-aws";
+ *
+ * await using pool = await sky.compute({ provider: createAWS({ region: "us-west-2" }), accelerator: sky.accelerators.L4() });
  * ```
  */
 export function createAWS(settings: AwsSettings = {}): ProviderV1<AwsClusterData> {

@@ -322,6 +322,11 @@ function sleep(milliseconds: number): Promise<void> {
  * when the test environment is missing):
  *
  * ```ts
+ * import { AWS } from "@skyward/provider-aws";
+ * import { runProviderConformance } from "@skyward/testing";
+ *
+ * declare const moto: { url: string }; // a moto server, started in your beforeAll
+ * declare function listSkywardResources(endpoint: string): Promise<unknown[]>;
  * runProviderConformance({
  *   name: "aws (moto)",
  *   create: () => AWS({ region: "us-east-1", endpoint: moto.url }),

@@ -20,8 +20,14 @@ export function isCi(): boolean {
  *
  * @example
  * ```ts
+ * import { requirePrerequisite } from "@skyward/testing";
+ * import { describe } from "vitest";
+ *
+ * declare function missingFrameworks(): string | undefined; // why the suite cannot run, if it cannot
  * const skipReason = requirePrerequisite(missingFrameworks(), "Debian's frameworks for the e2e tests");
- * describe.skipIf(skipReason !== undefined)("end to end", () => { … });
+ * describe.skipIf(skipReason !== undefined)("end to end", () => {
+ *   // …
+ * });
  * ```
  */
 export function requirePrerequisite(reason: string | undefined, purpose: string): string | undefined {

@@ -5,10 +5,13 @@
  * which a pool hands to its hosts through the image's `env`:
  *
  * ```ts
+ * import * as sky from "@skyward/core";
+ * import { createPypiProxy, createTestbed, testbedSshHosts } from "@skyward/testing";
+ *
  * await using bed = await createTestbed({ hosts: 2 });
  * await using proxy = await createPypiProxy({ testbed: bed });
  * await using pool = await sky.compute({
- *   provider: sky.SSH({ hosts: … }),
+ *   provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
  *   image: { pip: ["jax"], env: proxy.env },
  * });
  * ```

@@ -23,6 +23,9 @@ export interface ScratchSkywardHome extends AsyncDisposable {
  *
  * @example
  * ```ts
+ * import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
+ * import { afterAll, beforeAll } from "vitest";
+ *
  * let home: ScratchSkywardHome | undefined;
  * beforeAll(async () => {
  *   home = await useScratchSkywardHome("skyward-my-suite-");

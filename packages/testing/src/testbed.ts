@@ -598,6 +598,10 @@ async function fingerprintOf(sshKeygen: string, publicKeyPath: string, signal: A
  *
  * @example
  * ```ts
+ * import * as sky from "@skyward/core";
+ * import { createTestbed, testbedSshHost } from "@skyward/testing";
+ *
+ * await using bed = await createTestbed({ hosts: 1 });
  * sky.SSH({ hosts: [{ ...testbedSshHost(bed.hosts[0]!), privateIp: "10.0.0.5" }] });
  * ```
  */
@@ -618,6 +622,9 @@ export function testbedSshHost(host: TestbedHost, options: TestbedSshHostOptions
  *
  * @example
  * ```ts
+ * import * as sky from "@skyward/core";
+ * import { createTestbed, testbedSshHosts } from "@skyward/testing";
+ *
  * await using bed = await createTestbed({ hosts: 2 });
  * await using pool = await sky.compute({ provider: sky.SSH({ hosts: testbedSshHosts(bed) }), nodes: 2 });
  * ```
@@ -650,6 +657,8 @@ export function testbedSshHosts(
  *
  * @example
  * ```ts
+ * import { createTestbed } from "@skyward/testing";
+ *
  * await using bed = await createTestbed({ hosts: 3 });
  * const [head] = bed.hosts;
  * // ssh -i head.identityFile root@head.host
@@ -1048,8 +1057,13 @@ export async function testbedSkipReason(options: { signal?: AbortSignal } = {}):
  *
  * @example
  * ```ts
+ * import { requireTestbed } from "@skyward/testing";
+ * import { describe } from "vitest";
+ *
  * const skipReason = await requireTestbed();
- * describe.skipIf(skipReason !== undefined)("over SSH", () => { … });
+ * describe.skipIf(skipReason !== undefined)("over SSH", () => {
+ *   // …
+ * });
  * ```
  */
 export async function requireTestbed(options: { signal?: AbortSignal } = {}): Promise<string | undefined> {

@@ -3,6 +3,8 @@
  * whatever this run's crashed workers left after it. Use it in a vitest config:
  *
  * ```ts
+ * import { defineConfig } from "vitest/config";
+ *
  * export default defineConfig({ test: { globalSetup: ["@skyward/testing/vitest-global-setup"] } });
  * ```
  */

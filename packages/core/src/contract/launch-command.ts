@@ -61,8 +61,10 @@ const launchCommandFieldsSchema = z.strictObject({
  * Immutable; plugins' `launcher` hooks derive new commands with {@link LaunchCommand.with}:
  *
  * ```ts
- * .withLauncher((command, context) =>
- *   command.with({ launcher: `accelerate launch --num_machines ${context.numNodes}` }))
+ * import { Plugin } from "@skyward/core";
+ *
+ * Plugin.create("accelerate").withLauncher((command, context) =>
+ *   command.with({ launcher: `accelerate launch --num_machines ${context.numNodes}` }));
  * ```
  */
 export class LaunchCommand implements LaunchCommandFields {

@@ -3,6 +3,8 @@
  * like the reference's `Plugin`:
  *
  * ```ts
+ * import { extendImage, Plugin } from "@skyward/core";
+ *
  * export const myFramework = () =>
  *   Plugin.create("my-framework")
  *     .withImageTransform((image) => extendImage(image, { pip: ["my-framework"] }))
@@ -634,6 +636,10 @@ async function exitAll(entered: readonly Entered[]): Promise<PluginError[]> {
  * the ones already entered are exited before its {@link PluginError} is rethrown.
  *
  * ```ts
+ * import type { Cluster, PoolHandle, PoolSpec } from "@skyward/core";
+ * import { enterAroundClient } from "@skyward/core/internal";
+ *
+ * declare const spec: PoolSpec, pool: PoolHandle, cluster: Cluster;
  * await using clientHooks = await enterAroundClient(spec.plugins, pool, cluster);
  * ```
  */

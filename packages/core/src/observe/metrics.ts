@@ -4,6 +4,8 @@
  * collector on its own interval and streams the values back as metric events.
  *
  * ```ts
+ * import { image, metrics } from "@skyward/core";
+ *
  * image({ metrics: [metrics.CPU({ interval: 0.5 }), metrics.GPU(), metrics.Disk("/data")] });
  * image({ metrics: metrics.Default() }); // the default set (also what an omitted `metrics` gives)
  * image({ metrics: null });              // collect nothing

@@ -1229,6 +1229,9 @@ export interface ComputeOptions {
  * SIGINT/SIGTERM.
  *
  * ```ts
+ * import * as sky from "@skyward/core";
+ *
+ * const info = sky.python<[], { node: number }>("tasks:info");
  * await using pool = await sky.compute({ nodes: 4 });
  * const results = await pool.broadcast(info());
  * ```

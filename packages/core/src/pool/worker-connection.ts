@@ -4,8 +4,13 @@
  * transport only — task ids, results and timeouts are the task manager's business.
  *
  * ```ts
+ * import { WorkerConnection } from "@skyward/core/internal";
+ *
+ * declare const port: number, token: string, signal: AbortSignal;
  * const connection = await WorkerConnection.connect({ host: "127.0.0.1", port }, { token, signal });
- * connection.onTask("t-1", (message) => { … });
+ * connection.onTask("t-1", (message) => {
+ *   // a result, an error or a stream item of task t-1: message.t
+ * });
  * connection.send({ t: "submit", id: "t-1", fn: "tasks:add", args: [2, 3], kwargs: {}, timeout: null, stream: false, worker: null });
  * ```
  */

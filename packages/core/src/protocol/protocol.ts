@@ -656,6 +656,10 @@ function encodeObject(object: Record<string, unknown>, sink: SegmentSink, depth:
  * reported to the caller that sent it), `finish` renders the frame.
  *
  * ```ts
+ * import type { Socket } from "node:net";
+ * import { FrameBuilder } from "@skyward/core/internal";
+ *
+ * declare const socket: Socket;
  * const frame = new FrameBuilder();
  * frame.add({ t: "cancel", id: "t-1" });
  * socket.write(Buffer.concat(frame.finish()));
@@ -1168,6 +1172,11 @@ const EMPTY = new Uint8Array(0);
  * chunk is not copied at all. After a protocol error the decoder stays failed.
  *
  * ```ts
+ * import type { Socket } from "node:net";
+ * import { FrameDecoder, type ReceivedMessage } from "@skyward/core/internal";
+ *
+ * declare const socket: Socket;
+ * declare function handle(messages: ReceivedMessage[]): void;
  * const decoder = new FrameDecoder();
  * socket.on("data", (chunk) => { for (const messages of decoder.push(chunk)) handle(messages); });
  * ```

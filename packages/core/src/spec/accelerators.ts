@@ -656,6 +656,8 @@ function buildFactories(): AcceleratorFactories {
  * The accelerator factories, one per catalog entry plus `Custom`:
  *
  * ```ts
+ * import * as sky from "@skyward/core";
+ *
  * sky.accelerators.A100();                                  // 80GB, count 1
  * sky.accelerators.A100({ memory: "40GB", count: 8 });
  * sky.accelerators.H100({ formFactor: "NVL" });             // 94GB

@@ -5,6 +5,10 @@
  * tunnels to the worker on the node's loopback.
  *
  * ```ts
+ * import { SshConnection } from "@skyward/core/internal";
+ *
+ * declare const script: string, workerPort: number;
+ * declare function progress(text: string): void;
  * const ssh = await SshConnection.connect(
  *   { host: "10.0.0.5", port: 22, user: "ubuntu", identityFile: "~/.ssh/id_ed25519" },
  *   { timeoutSeconds: 300, retryIntervalSeconds: 5, node: 0 },
