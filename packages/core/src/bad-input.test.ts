@@ -272,7 +272,7 @@ const rows: Row[] = [
     "plugin as a string",
     () => compute({ plugins: ["torch"] }),
     "plugins[0]",
-    "expected a plugin made with Plugin.create(name)",
+    "expected a plugin (e.g. torch",
   ],
   [
     "plugin twice",

@@ -152,7 +152,7 @@ describe("workers per node, typed", () => {
 
   it("follow the plugin that sets them with withWorkersPerNode, the hook given the cluster", async () => {
     const seen: string[] = [];
-    const partitioned = sky.Plugin.create("partitions").withWorkersPerNode((cluster) => {
+    const partitioned = sky.Plugin.create("partitions").withWorkersPerNode(({ cluster }) => {
       seen.push(cluster.provider);
       return 3;
     });

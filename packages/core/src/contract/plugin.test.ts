@@ -11,11 +11,14 @@ import {
   collectBootstrapOps,
   enterAroundClient,
   isPlugin,
+  normalizePlugin,
   Plugin,
   PluginError,
+  type PluginV1,
   type PoolHandle,
   pluginSchema,
   resolveWorkersPerNode,
+  whyNotPlugin,
   workerModules,
 } from "./plugin.js";
 import type { Cluster, Offer } from "./provider.js";
@@ -106,9 +109,9 @@ describe("Plugin.create", () => {
 
 describe("Plugin builder", () => {
   it("returns a new frozen plugin from every with* and leaves the original unchanged", () => {
-    const transform = (image: Image) => image;
+    const transform = ({ image }: { image: Image }) => image;
     const bootstrap = () => ["echo hi"];
-    const launcher = (command: LaunchCommand) => command;
+    const launcher = ({ command }: { command: LaunchCommand }) => command;
     const around = () => undefined;
 
     const empty = Plugin.create("p");
@@ -272,9 +275,50 @@ describe("isPlugin and pluginSchema", () => {
     expect(isPlugin("torch")).toBe(false);
   });
 
-  it("recognises a plugin from another copy of the package by its marker", () => {
-    const foreign = { [Symbol.for("skyward.plugin")]: true, name: "elsewhere" };
-    expect(isPlugin(foreign)).toBe(true);
+  it("recognises a plain PluginV1 object by its shape, and says why something else is not one", () => {
+    expect(isPlugin({ specificationVersion: "v1", name: "elsewhere" })).toBe(true);
+    expect(
+      isPlugin({
+        specificationVersion: "v1",
+        name: "hooks",
+        transform: ({ image }: { image: Image }) => image,
+      }),
+    ).toBe(true);
+    expect(whyNotPlugin({ name: "old" })).toBe('plugin "old" has no specificationVersion');
+    expect(whyNotPlugin({ specificationVersion: "v2", name: "next" })).toBe(
+      'plugin "next" implements specification version "v2", but this version of @skyward/core supports "v1"',
+    );
+    expect(whyNotPlugin({ specificationVersion: "v1", name: "Bad Name" })).toBe(
+      'plugin "Bad Name" has no name matching [a-z0-9][a-z0-9._-]* (received the string "Bad Name")',
+    );
+    expect(whyNotPlugin({ specificationVersion: "v1", name: "p", launcher: "accelerate" })).toBe(
+      'plugin "p" has a launcher hook that is not a function',
+    );
+  });
+
+  it("normalises a plain object's worker side once, and refuses a bad one naming the field", () => {
+    const plain: PluginV1 = {
+      specificationVersion: "v1",
+      name: "plain",
+      worker: { module: "skyward_plain", path: new URL("file:///opt/plugins/skyward_plain.py") },
+    };
+    const normalised = normalizePlugin(plain);
+    expect(normalised.worker).toEqual({
+      module: "skyward_plain",
+      path: "/opt/plugins/skyward_plain.py",
+      config: {},
+    });
+    expect(normalizePlugin(plain)).toBe(normalised);
+    expect(workerModules([plain])).toEqual([
+      { plugin: "plain", module: "skyward_plain", path: "/opt/plugins/skyward_plain.py", config: {} },
+    ]);
+    const schema = z.strictObject({ plugins: z.array(pluginSchema) });
+    const issues = issuesOf(() =>
+      parseInput(schema, {
+        plugins: [{ specificationVersion: "v1", name: "bad", worker: { module: "not a module" } }],
+      }),
+    );
+    expect(issues[0]?.path).toBe("plugins[0].worker.module");
   });
 
   it("names the field and what was expected", () => {
@@ -287,12 +331,12 @@ describe("isPlugin and pluginSchema", () => {
       {
         path: "plugins[1]",
         message:
-          'expected a plugin made with Plugin.create(name) (e.g. torch({ backend: "nccl" })), received the string "torch"',
+          'expected a plugin (e.g. torch({ backend: "nccl" }), Plugin.create(name) or a PluginV1 object), received the string "torch"',
       },
       {
         path: "plugins[2]",
         message:
-          'expected a plugin made with Plugin.create(name) (e.g. torch({ backend: "nccl" })), received a function (a plugin factory must be called: torch(), not torch)',
+          'expected a plugin (e.g. torch({ backend: "nccl" }), Plugin.create(name) or a PluginV1 object), received a function (a plugin factory must be called: torch(), not torch)',
       },
     ]);
   });
@@ -302,13 +346,15 @@ describe("applyImageTransforms", () => {
   it("chains transforms in plugin order, awaiting async ones, skipping plugins without one", async () => {
     const seen: unknown[] = [];
     const plugins = [
-      Plugin.create("one").withImageTransform((image, given) => {
+      Plugin.create("one").withImageTransform(({ image, cluster: given }) => {
         seen.push(given);
         return withPip(image, "one");
       }),
       Plugin.create("none"),
-      Plugin.create("two").withImageTransform(async (image) => withPip(image, "two")),
-      Plugin.create("three").withImageTransform((image) => withPip(image, `three-after-${image.pip.at(-1)}`)),
+      Plugin.create("two").withImageTransform(async ({ image }) => withPip(image, "two")),
+      Plugin.create("three").withImageTransform(({ image }) =>
+        withPip(image, `three-after-${image.pip.at(-1)}`),
+      ),
     ];
     const result = await applyImageTransforms(plugins, baseImage, cluster);
     expect(pipOf(result)).toEqual(["numpy", "one", "two", "three-after-two"]);
@@ -320,7 +366,7 @@ describe("applyImageTransforms", () => {
   it("rethrows a failure as a PluginError naming the plugin and hook, with the cause", async () => {
     const cause = new Error("no CUDA wheel for cu999");
     const plugins = [
-      Plugin.create("fine").withImageTransform((image) => image),
+      Plugin.create("fine").withImageTransform(({ image }) => image),
       Plugin.create("broken").withImageTransform(async () => {
         throw cause;
       }),
@@ -346,7 +392,7 @@ describe("applyImageTransforms", () => {
 describe("collectBootstrapOps", () => {
   it("concatenates ops in plugin order and passes the cluster", () => {
     const plugins = [
-      Plugin.create("a").withBootstrap((given) => [`echo a ${given.id}`, "echo a2"]),
+      Plugin.create("a").withBootstrap(({ cluster: given }) => [`echo a ${given.id}`, "echo a2"]),
       Plugin.create("b"),
       Plugin.create("c").withBootstrap(() => []),
       Plugin.create("d").withBootstrap(() => ["echo d"]),
@@ -376,10 +422,10 @@ describe("collectBootstrapOps", () => {
 describe("resolveWorkersPerNode", () => {
   it("is what the one plugin that sets it returns for the cluster, 1 when none does, kept by with*", () => {
     expect(resolveWorkersPerNode([Plugin.create("a"), Plugin.create("b")], cluster)).toBe(1);
-    const partitions = Plugin.create("partitions").withWorkersPerNode((given) =>
+    const partitions = Plugin.create("partitions").withWorkersPerNode(({ cluster: given }) =>
       given.id === "cluster-1" ? 3 : 1,
     );
-    expect(partitions.workersPerNode?.(cluster)).toBe(3);
+    expect(partitions.workersPerNode?.({ cluster })).toBe(3);
     expect(resolveWorkersPerNode([Plugin.create("a"), partitions.withBootstrap(() => [])], cluster)).toBe(3);
     expect(issuesOf(() => Plugin.create("x").withWorkersPerNode(3 as unknown as () => number))[0]).toEqual({
       path: "workersPerNode",
@@ -431,11 +477,11 @@ describe("applyLaunchers", () => {
 
   it("chains launchers in plugin order with the context", () => {
     const plugins = [
-      Plugin.create("torchrun").withLauncher((command, given) =>
+      Plugin.create("torchrun").withLauncher(({ command, context: given }) =>
         command.with({ launcher: `torchrun --nnodes ${given.numNodes} --node-rank ${given.nodeId}` }),
       ),
       Plugin.create("plain"),
-      Plugin.create("nice").withLauncher((command) =>
+      Plugin.create("nice").withLauncher(({ command }) =>
         command.with({ launcher: `nice -n 5 ${command.launcher}` }),
       ),
     ];
@@ -481,7 +527,7 @@ describe("enterAroundClient", () => {
     log: string[],
     options: { failEnter?: boolean; failExit?: boolean } = {},
   ) =>
-    Plugin.create(name).withAroundClient(async (given, givenCluster) => {
+    Plugin.create(name).withAroundClient(async ({ pool: given, cluster: givenCluster }) => {
       if (options.failEnter) throw new Error(`${name} cannot start`);
       log.push(`enter ${name} ${given.id} ${givenCluster.id}`);
       return {

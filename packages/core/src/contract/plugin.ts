@@ -1,6 +1,7 @@
 /**
- * The plugin contract: a named, immutable bundle of hooks that brings a framework into a pool, built
- * like the reference's `Plugin`:
+ * The plugin contract, version `v1` ({@link PluginV1}): a plain object with a name and optional hooks,
+ * each taking one options object, that brings a framework into a pool. `Plugin.create(name).with…()`
+ * is sugar that builds one, like the reference's `Plugin`:
  *
  * ```ts
  * import { extendImage, Plugin } from "@skyward/core";
@@ -38,33 +39,60 @@ export interface PoolHandle {
   currentNodes(): number;
 }
 
+/** What an {@link ImageTransform} is given. */
+export interface ImageTransformOptions {
+  /** The image so far (after the plugins before this one). */
+  readonly image: Image;
+  /** The prepared cluster. */
+  readonly cluster: Cluster;
+}
+
 /** Rewrites the image before bootstrap; returns a new image (images are frozen), e.g. via `extendImage`. */
-export type ImageTransform = (image: Image, cluster: Cluster) => Image | Promise<Image>;
+export type ImageTransform = (options: ImageTransformOptions) => Image | Promise<Image>;
+
+/** What a hook that only needs the prepared cluster is given. */
+export interface ClusterHookOptions {
+  /** The prepared cluster. */
+  readonly cluster: Cluster;
+}
 
 /** Returns shell ops run on each node after the image's own bootstrap phases. */
-export type BootstrapFactory = (cluster: Cluster) => readonly ShellOp[];
+export type BootstrapFactory = (options: ClusterHookOptions) => readonly ShellOp[];
+
+/** What a {@link LauncherTransform} is given. */
+export interface LauncherOptions {
+  /** The command so far (after the plugins before this one). */
+  readonly command: LaunchCommand;
+  /** Where and how the worker runs. */
+  readonly context: LaunchContext;
+}
 
 /** Rewrites the worker's launch command, e.g. wrapping it with `accelerate launch`. */
-export type LauncherTransform = (command: LaunchCommand, context: LaunchContext) => LaunchCommand;
+export type LauncherTransform = (options: LauncherOptions) => LaunchCommand;
 
 /**
- * How many worker processes each node runs on `cluster` (MIG: one per GPU instance); a positive
+ * How many worker processes each node runs on the cluster (MIG: one per GPU instance); a positive
  * whole number. Called once the cluster is prepared, before any node starts.
  */
-export type WorkersPerNode = (cluster: Cluster) => number;
+export type WorkersPerNode = (options: ClusterHookOptions) => number;
 
 /** What an `aroundClient` hook returns: something to exit when the pool ends, or nothing. */
-// biome-ignore lint/suspicious/noConfusingVoidType: lets `async (pool) => { register(pool); }` be a hook.
+// biome-ignore lint/suspicious/noConfusingVoidType: lets `async ({ pool }) => { register(pool); }` be a hook.
 export type AroundClientResult = AsyncDisposable | Disposable | undefined | void;
+
+/** What an {@link AroundClient} hook is given. */
+export interface AroundClientOptions {
+  /** The pool, as far as a plugin sees it. */
+  readonly pool: PoolHandle;
+  /** The prepared cluster. */
+  readonly cluster: Cluster;
+}
 
 /**
  * Client-side lifecycle around the pool's active life: called when the pool is ready, in plugin
  * order; what it returns is disposed when the pool ends, in reverse order.
  */
-export type AroundClient = (
-  pool: PoolHandle,
-  cluster: Cluster,
-) => AroundClientResult | Promise<AroundClientResult>;
+export type AroundClient = (options: AroundClientOptions) => AroundClientResult | Promise<AroundClientResult>;
 
 /** A JSON value: what a plugin may hand to its worker module. */
 export type JsonValue =
@@ -104,6 +132,46 @@ export interface WorkerModule extends PluginWorker {
   /** The plugin's name. */
   readonly plugin: string;
 }
+
+/**
+ * Version 1 of the plugin contract: a plain object. Every hook is optional and takes one options
+ * object; a pool runs them in plugin order (`aroundClient` exits in reverse). Build one with
+ * `Plugin.create(name).with…()` or write it as a literal:
+ *
+ * ```ts
+ * import type { PluginV1 } from "@skyward/core/contract";
+ *
+ * export const quiet = (): PluginV1 => ({
+ *   specificationVersion: "v1",
+ *   name: "quiet",
+ *   transform: ({ image }) => ({ ...image, env: { ...image.env, PYTHONWARNINGS: "ignore" } }),
+ * });
+ * ```
+ */
+export interface PluginV1 {
+  /** The contract version; always `"v1"` here. */
+  readonly specificationVersion: "v1";
+  /** The plugin's name: lower case, `[a-z0-9][a-z0-9._-]*`; unique within a pool. */
+  readonly name: string;
+  /** Rewrites the image before bootstrap. */
+  readonly transform?: ImageTransform | undefined;
+  /** Adds shell ops after the image's bootstrap phases. */
+  readonly bootstrap?: BootstrapFactory | undefined;
+  /** Rewrites the worker's launch command. */
+  readonly launcher?: LauncherTransform | undefined;
+  /** Client-side lifecycle around the pool's active life. */
+  readonly aroundClient?: AroundClient | undefined;
+  /** How many worker processes each node runs; one when no plugin of the pool sets it (at most one may). */
+  readonly workersPerNode?: WorkersPerNode | undefined;
+  /**
+   * The worker side: a Python module defining any of `decorate`, `around_app` and `around_process`,
+   * where to ship it from, and the JSON config handed to its hooks.
+   */
+  readonly worker?: PluginWorkerInput | PluginWorker | undefined;
+}
+
+/** The version of the plugin contract this package implements. */
+export const PLUGIN_SPECIFICATION_VERSION = "v1";
 
 /** The client-side hooks, as named in {@link PluginError.hook}. */
 export type PluginHook = "transform" | "bootstrap" | "launcher" | "aroundClient" | "workersPerNode";
@@ -155,7 +223,6 @@ function messageOf(error: unknown): string {
   return String(error);
 }
 
-const pluginMarker = Symbol.for("skyward.plugin");
 const pluginNamePattern = /^[a-z0-9][a-z0-9._-]*$/;
 const pythonModulePattern = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
 
@@ -178,12 +245,12 @@ function requireFunction(value: unknown, path: string): void {
 }
 
 /**
- * A named bundle of hooks. Immutable: every `with*` method returns a new plugin, leaving this one
- * unchanged, and replaces any hook of the same kind set before.
+ * Sugar that builds a {@link PluginV1}: a named bundle of hooks. Immutable: every `with*` method
+ * returns a new plugin, leaving this one unchanged, and replaces any hook of the same kind set before.
  */
-export class Plugin {
-  // biome-ignore lint/correctness/noUnusedPrivateClassMembers: read through the symbol by isPlugin.
-  private readonly [pluginMarker] = true;
+export class Plugin implements PluginV1 {
+  /** The contract version. */
+  readonly specificationVersion = "v1" as const;
   /** The plugin's name: lower case, `[a-z0-9][a-z0-9._-]*`; unique within a pool. */
   readonly name: string;
   /** Rewrites the image before bootstrap. */
@@ -246,26 +313,26 @@ export class Plugin {
     });
   }
 
-  /** Attaches an image transform: `(image, cluster) => image`, run before bootstrap in plugin order. */
+  /** Attaches an image transform: `({ image, cluster }) => image`, run before bootstrap in plugin order. */
   withImageTransform(transform: ImageTransform): Plugin {
     requireFunction(transform, "transform");
     return this.copy({ transform });
   }
 
-  /** Attaches a bootstrap factory: `(cluster) => shell ops`, appended after the image's phases. */
+  /** Attaches a bootstrap factory: `({ cluster }) => shell ops`, appended after the image's phases. */
   withBootstrap(factory: BootstrapFactory): Plugin {
     requireFunction(factory, "bootstrap");
     return this.copy({ bootstrap: factory });
   }
 
-  /** Attaches a launch command transform: `(command, context) => command`, chained in plugin order. */
+  /** Attaches a launch command transform: `({ command, context }) => command`, chained in plugin order. */
   withLauncher(launcher: LauncherTransform): Plugin {
     requireFunction(launcher, "launcher");
     return this.copy({ launcher });
   }
 
   /**
-   * Attaches a client-side lifecycle hook: `(pool, cluster) => disposable | nothing`, entered when the
+   * Attaches a client-side lifecycle hook: `({ pool, cluster }) => disposable | nothing`, entered when the
    * pool is ready (in plugin order) and disposed when it ends (in reverse order).
    */
   withAroundClient(around: AroundClient): Plugin {
@@ -274,7 +341,7 @@ export class Plugin {
   }
 
   /**
-   * Sets how many worker processes each node runs: `(cluster) => count`, a positive whole number
+   * Sets how many worker processes each node runs: `({ cluster }) => count`, a positive whole number
    * (the MIG plugin: one per GPU instance the node's GPU holds). The pool starts that many workers
    * per node, with a task slot each, and tells every worker its index (`instance_info().worker`).
    * At most one plugin of a pool may set it.
@@ -425,27 +492,102 @@ function describe(value: unknown): string {
   return typeof value;
 }
 
-/** True for a plugin made by {@link Plugin.create}, from any copy of this package. */
-export function isPlugin(value: unknown): value is Plugin {
-  return (
-    typeof value === "object" &&
-    value !== null &&
-    (value as Record<symbol, unknown>)[pluginMarker] === true &&
-    typeof (value as { name?: unknown }).name === "string"
-  );
+const hookNames = ["transform", "bootstrap", "launcher", "aroundClient", "workersPerNode"] as const;
+
+/**
+ * Why `value` is not a usable plugin, in words, or undefined when it is one: a wrong contract version,
+ * a bad name, a hook that is not a function.
+ */
+export function whyNotPlugin(value: unknown): string | undefined {
+  const expected =
+    'expected a plugin (e.g. torch({ backend: "nccl" }), Plugin.create(name) or a PluginV1 object)';
+  if (typeof value === "function")
+    return `${expected}, received a function (a plugin factory must be called: torch(), not torch)`;
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    return `${expected}, received ${describe(value)}`;
+  const candidate = value as Record<string, unknown>;
+  const label = typeof candidate.name === "string" ? `plugin "${candidate.name}"` : "the plugin";
+  const version = candidate.specificationVersion;
+  if (version === undefined) return `${label} has no specificationVersion`;
+  if (version !== PLUGIN_SPECIFICATION_VERSION) {
+    return `${label} implements specification version ${JSON.stringify(version)}, but this version of @skyward/core supports "${PLUGIN_SPECIFICATION_VERSION}"`;
+  }
+  if (typeof candidate.name !== "string" || !pluginNamePattern.test(candidate.name))
+    return `${label} has no name matching [a-z0-9][a-z0-9._-]* (received ${describe(candidate.name)})`;
+  for (const hook of hookNames) {
+    if (candidate[hook] !== undefined && typeof candidate[hook] !== "function")
+      return `${label} has a ${hook} hook that is not a function`;
+  }
+  return undefined;
 }
 
-/** Validates one entry of a spec's `plugins`; the issue says what was expected. */
-export const pluginSchema = z.custom<Plugin>(isPlugin, {
-  error: (issue) => {
-    const hint =
-      typeof issue.input === "function" ? " (a plugin factory must be called: torch(), not torch)" : "";
-    return `expected a plugin made with Plugin.create(name) (e.g. torch({ backend: "nccl" })), received ${describe(issue.input)}${hint}`;
-  },
+/** True when `value` implements the `v1` plugin contract (checked by shape, not by class). */
+export function isPlugin(value: unknown): value is PluginV1 {
+  return whyNotPlugin(value) === undefined;
+}
+
+/**
+ * A plugin as a pool uses it: checked, its worker side validated (`worker.path` an absolute path),
+ * frozen. A plugin already normalised is returned as it is.
+ *
+ * @throws {ConfigurationError} naming the field when the plugin or its worker side is not usable.
+ */
+export function normalizePlugin(value: unknown): PluginV1 {
+  const reason = whyNotPlugin(value);
+  if (reason) fail("", reason);
+  const plugin = value as PluginV1;
+  if (normalized.has(plugin)) return plugin;
+  const cached = normalizedFrom.get(plugin);
+  if (cached) return cached;
+  const worker = plugin.worker === undefined ? undefined : parseWorker(plugin.worker as PluginWorkerInput);
+  const result: PluginV1 = Object.freeze({
+    specificationVersion: "v1" as const,
+    name: plugin.name,
+    ...Object.fromEntries(
+      hookNames.filter((hook) => plugin[hook] !== undefined).map((hook) => [hook, plugin[hook]]),
+    ),
+    ...(worker ? { worker } : {}),
+  });
+  normalized.add(result);
+  normalizedFrom.set(plugin, result);
+  return result;
+}
+
+/** `worker.config["a b"][0]` as zod path segments, so the spec's error names the whole path. */
+function pathSegments(path: string): (string | number)[] {
+  const segments: (string | number)[] = [];
+  for (const match of path.matchAll(/([^.[\]]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]/g)) {
+    if (match[1] !== undefined) segments.push(match[1]);
+    else if (match[2] !== undefined) segments.push(Number(match[2]));
+    else if (match[3] !== undefined) segments.push(JSON.parse(match[3]) as string);
+  }
+  return segments;
+}
+
+const normalized = new WeakSet<PluginV1>();
+const normalizedFrom = new WeakMap<PluginV1, PluginV1>();
+
+/**
+ * Validates one entry of a spec's `plugins`: the contract's shape and its worker side. The plugin is
+ * kept as it is (the same object); the issue says what was expected.
+ */
+export const pluginSchema = z.custom<PluginV1>().superRefine((input, context) => {
+  const reason = whyNotPlugin(input);
+  if (reason) {
+    context.addIssue({ code: "custom", message: reason });
+    return;
+  }
+  try {
+    normalizePlugin(input);
+  } catch (error) {
+    if (!ConfigurationError.isInstance(error)) throw error;
+    for (const issue of error.issues)
+      context.addIssue({ code: "custom", message: issue.message, path: pathSegments(issue.path) });
+  }
 });
 
 /** Runs `hook`, turning what it throws into a {@link PluginError} naming the plugin and hook. */
-async function guarded<T>(plugin: Plugin, hook: PluginHook, run: () => T | Promise<T>): Promise<T> {
+async function guarded<T>(plugin: PluginV1, hook: PluginHook, run: () => T | Promise<T>): Promise<T> {
   try {
     return await run();
   } catch (error) {
@@ -455,7 +597,7 @@ async function guarded<T>(plugin: Plugin, hook: PluginHook, run: () => T | Promi
   }
 }
 
-function guardedSync<T>(plugin: Plugin, hook: PluginHook, run: () => T): T {
+function guardedSync<T>(plugin: PluginV1, hook: PluginHook, run: () => T): T {
   try {
     return run();
   } catch (error) {
@@ -465,7 +607,7 @@ function guardedSync<T>(plugin: Plugin, hook: PluginHook, run: () => T): T {
   }
 }
 
-function badReturn(plugin: Plugin, hook: PluginHook, expected: string, received: unknown): PluginError {
+function badReturn(plugin: PluginV1, hook: PluginHook, expected: string, received: unknown): PluginError {
   return new PluginError({
     plugin: plugin.name,
     hook,
@@ -475,7 +617,7 @@ function badReturn(plugin: Plugin, hook: PluginHook, expected: string, received:
 
 /** Runs every plugin's image transform, in plugin order, each on the previous one's result. */
 export async function applyImageTransforms(
-  plugins: readonly Plugin[],
+  plugins: readonly PluginV1[],
   image: Image,
   cluster: Cluster,
 ): Promise<Image> {
@@ -483,7 +625,9 @@ export async function applyImageTransforms(
   for (const plugin of plugins) {
     const transform = plugin.transform;
     if (!transform) continue;
-    const next: unknown = await guarded(plugin, "transform", () => transform(current, cluster));
+    const next: unknown = await guarded(plugin, "transform", () =>
+      transform.call(plugin, { image: current, cluster }),
+    );
     if (typeof next !== "object" || next === null || Array.isArray(next)) {
       throw badReturn(plugin, "transform", "an image", next);
     }
@@ -501,12 +645,15 @@ export interface PluginBootstrapOp {
 }
 
 /** Every plugin's bootstrap ops with the plugin each comes from, in plugin order. */
-export function collectPluginBootstrapOps(plugins: readonly Plugin[], cluster: Cluster): PluginBootstrapOp[] {
+export function collectPluginBootstrapOps(
+  plugins: readonly PluginV1[],
+  cluster: Cluster,
+): PluginBootstrapOp[] {
   const ops: PluginBootstrapOp[] = [];
   for (const plugin of plugins) {
     const factory = plugin.bootstrap;
     if (!factory) continue;
-    const returned: unknown = guardedSync(plugin, "bootstrap", () => factory(cluster));
+    const returned: unknown = guardedSync(plugin, "bootstrap", () => factory.call(plugin, { cluster }));
     if (!Array.isArray(returned) || !returned.every((op) => typeof op === "string")) {
       throw badReturn(plugin, "bootstrap", "an array of shell ops (strings)", returned);
     }
@@ -516,7 +663,7 @@ export function collectPluginBootstrapOps(plugins: readonly Plugin[], cluster: C
 }
 
 /** Every plugin's bootstrap ops, concatenated in plugin order. */
-export function collectBootstrapOps(plugins: readonly Plugin[], cluster: Cluster): ShellOp[] {
+export function collectBootstrapOps(plugins: readonly PluginV1[], cluster: Cluster): ShellOp[] {
   return collectPluginBootstrapOps(plugins, cluster).map(({ op }) => op);
 }
 
@@ -524,7 +671,7 @@ export function collectBootstrapOps(plugins: readonly Plugin[], cluster: Cluster
  * Every plugin after the first that sets {@link Plugin.workersPerNode} (at most one plugin may decide
  * how many workers a node runs): its index in `plugins` and a message naming both.
  */
-export function workersPerNodeConflicts(plugins: readonly Plugin[]): { index: number; message: string }[] {
+export function workersPerNodeConflicts(plugins: readonly PluginV1[]): { index: number; message: string }[] {
   const setting = plugins
     .map((plugin, index) => ({ plugin, index }))
     .filter(({ plugin }) => typeof plugin.workersPerNode === "function");
@@ -543,7 +690,7 @@ export function workersPerNodeConflicts(plugins: readonly Plugin[]): { index: nu
  * @throws {ConfigurationError} when two plugins set it (naming both).
  * @throws {PluginError} when the hook throws or returns anything but a positive whole number.
  */
-export function resolveWorkersPerNode(plugins: readonly Plugin[], cluster: Cluster): number {
+export function resolveWorkersPerNode(plugins: readonly PluginV1[], cluster: Cluster): number {
   const conflicts = workersPerNodeConflicts(plugins);
   if (conflicts.length > 0) {
     throw new ConfigurationError({
@@ -553,7 +700,7 @@ export function resolveWorkersPerNode(plugins: readonly Plugin[], cluster: Clust
   for (const plugin of plugins) {
     const hook = plugin.workersPerNode;
     if (typeof hook !== "function") continue;
-    const count: unknown = guardedSync(plugin, "workersPerNode", () => hook.call(plugin, cluster));
+    const count: unknown = guardedSync(plugin, "workersPerNode", () => hook.call(plugin, { cluster }));
     if (typeof count !== "number" || !Number.isInteger(count) || count < 1) {
       throw badReturn(plugin, "workersPerNode", "a positive whole number", count);
     }
@@ -578,7 +725,7 @@ function asLaunchCommand(value: unknown): LaunchCommand | undefined {
 
 /** Runs every plugin's launcher transform, in plugin order, each on the previous one's command. */
 export function applyLaunchers(
-  plugins: readonly Plugin[],
+  plugins: readonly PluginV1[],
   command: LaunchCommand,
   context: LaunchContext,
 ): LaunchCommand {
@@ -586,7 +733,9 @@ export function applyLaunchers(
   for (const plugin of plugins) {
     const launcher = plugin.launcher;
     if (!launcher) continue;
-    const returned: unknown = guardedSync(plugin, "launcher", () => launcher(current, context));
+    const returned: unknown = guardedSync(plugin, "launcher", () =>
+      launcher.call(plugin, { command: current, context }),
+    );
     const next = asLaunchCommand(returned);
     if (!next) throw badReturn(plugin, "launcher", "a LaunchCommand", returned);
     current = next;
@@ -605,7 +754,7 @@ function toAsyncDispose(value: unknown): (() => Promise<void>) | null | undefine
 }
 
 interface Entered {
-  readonly plugin: Plugin;
+  readonly plugin: PluginV1;
   readonly exit: () => Promise<void>;
 }
 
@@ -644,7 +793,7 @@ async function exitAll(entered: readonly Entered[]): Promise<PluginError[]> {
  * ```
  */
 export async function enterAroundClient(
-  plugins: readonly Plugin[],
+  plugins: readonly PluginV1[],
   pool: PoolHandle,
   cluster: Cluster,
 ): Promise<AsyncDisposable> {
@@ -654,7 +803,9 @@ export async function enterAroundClient(
     if (!around) continue;
     let exit: (() => Promise<void>) | null | undefined;
     try {
-      const returned: unknown = await guarded(plugin, "aroundClient", () => around(pool, cluster));
+      const returned: unknown = await guarded(plugin, "aroundClient", () =>
+        around.call(plugin, { pool, cluster }),
+      );
       exit = toAsyncDispose(returned);
       if (exit === undefined) {
         throw badReturn(plugin, "aroundClient", "an AsyncDisposable, a Disposable or nothing", returned);
@@ -693,10 +844,11 @@ export async function enterAroundClient(
 }
 
 /** The plugins' worker modules, in plugin order, for shipping and for the worker to import. */
-export function workerModules(plugins: readonly Plugin[]): WorkerModule[] {
+export function workerModules(plugins: readonly PluginV1[]): WorkerModule[] {
   const modules: WorkerModule[] = [];
-  for (const plugin of plugins) {
-    if (plugin.worker) modules.push(Object.freeze({ plugin: plugin.name, ...plugin.worker }));
+  for (const plugin of plugins.map(normalizePlugin)) {
+    if (plugin.worker)
+      modules.push(Object.freeze({ plugin: plugin.name, ...(plugin.worker as PluginWorker) }));
   }
   return modules;
 }

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type Plugin, pluginSchema, workersPerNodeConflicts } from "../contract/plugin.js";
+import { type PluginV1, pluginSchema, workersPerNodeConflicts } from "../contract/plugin.js";
 import { type Provider, providerSchema } from "../contract/provider.js";
 import { parseInput } from "../errors/validation.js";
 import { type Accelerator, acceleratorSchema } from "./accelerators.js";
@@ -150,7 +150,7 @@ export interface SpecInput {
   /** Buckets mounted on every node. */
   volumes?: readonly VolumeInput[];
   /** Framework plugins, in order. */
-  plugins?: readonly Plugin[];
+  plugins?: readonly PluginV1[];
 }
 
 /** A validated spec: every field resolved. `provider` undefined means the built-in `Local` provider. */
@@ -168,7 +168,7 @@ export interface Spec {
   readonly maxHourlyCost: number | undefined;
   readonly ttl: number;
   readonly volumes: readonly Volume[];
-  readonly plugins: readonly Plugin[];
+  readonly plugins: readonly PluginV1[];
 }
 
 /** The names of the {@link SpecInput} fields, which are the "flat" fields of `sky.compute`. */
