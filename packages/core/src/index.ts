@@ -1,66 +1,15 @@
 /**
- * `@skyward/core` — run Python functions on cloud GPU pools from TypeScript.
+ * `@skyward/core` — run Python functions on cloud GPU pools from TypeScript: what users write.
  *
- * Use it as a namespace: `import * as sky from "@skyward/core"`.
+ * Use it as a namespace: `import * as sky from "@skyward/core"`. Provider and plugin authors build
+ * on `@skyward/core/contract`; tools read config files with `@skyward/core/config` and log files
+ * with `@skyward/core/logs`.
  */
 
-export type {
-  ConfigLocations,
-  CreateProviderFromConfig,
-  NamedPool,
-  PoolEntry,
-  ProviderEntry,
-  SkywardConfig,
-} from "./config/config-file.js";
-export { loadConfig, PROVIDER_PACKAGES, resolveNamedPool } from "./config/config-file.js";
-export type { LaunchCommandFields, LaunchContext } from "./contract/launch-command.js";
-export { LaunchCommand } from "./contract/launch-command.js";
-export type {
-  AroundClient,
-  AroundClientResult,
-  BootstrapFactory,
-  ImageTransform,
-  JsonValue,
-  LauncherTransform,
-  PluginBootstrapOp,
-  PluginHook,
-  PluginWorker,
-  PluginWorkerInput,
-  PoolHandle,
-  WorkerModule,
-  WorkersPerNode,
-} from "./contract/plugin.js";
-export { isPlugin, Plugin, PluginError } from "./contract/plugin.js";
-// Contracts: providers, plugins, launch commands
-export type {
-  CleanupOptions,
-  CleanupResult,
-  Cluster,
-  ClusterSsh,
-  Instance,
-  InstanceSsh,
-  InstanceStatus,
-  LeftPoolResource,
-  Offer,
-  OfferQuery,
-  PoolResource,
-  Provider,
-  ProviderCallOptions,
-  ProviderCapabilities,
-  ProviderV1,
-  ShellOp,
-  WorkerEndpoint,
-  WorkerEnvironment,
-  WorkerLaunchRequest,
-} from "./contract/provider.js";
-export {
-  clusterFromInstance,
-  isProvider,
-  offerPrice,
-  offerQuery,
-  PROVIDER_SPECIFICATION_VERSION,
-  prefersSpot,
-} from "./contract/provider.js";
+// The contracts' types, for annotations (building providers and plugins: `@skyward/core/contract`)
+export type { PluginV1 } from "./contract/plugin.js";
+export { PluginError } from "./contract/plugin.js";
+export type { Provider, ProviderV1 } from "./contract/provider.js";
 // Errors
 export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "./errors/errors.js";
 export {
@@ -88,7 +37,6 @@ export type {
   ErrorOccurredEvent,
   EventBase,
   EventHandler,
-  EventHubOptions,
   EventOf,
   LogEvent,
   MetricEvent,
@@ -117,9 +65,7 @@ export type {
   TaskQueuedEvent,
   TaskStartedEvent,
 } from "./observe/events.js";
-export { EventHub, POOL_STATES } from "./observe/events.js";
-export type { LogRecord } from "./observe/log-file.js";
-export { formatLogRecord, parseLogLine, readLogRecords } from "./observe/log-file.js";
+export { POOL_STATES } from "./observe/events.js";
 export type {
   BuiltinMetricCollector,
   CustomMetricCollector,
@@ -129,8 +75,10 @@ export type {
   MetricOptions,
 } from "./observe/metrics.js";
 export { metrics } from "./observe/metrics.js";
+// Pools and dispatch
 export type {
   ComputeOptions,
+  Pool,
   PoolNode,
   ResultOf,
   RunOptions,
@@ -138,8 +86,7 @@ export type {
   TaskHandle,
   WaitOptions,
 } from "./pool/pool.js";
-export { compute, Pool, withCompute } from "./pool/pool.js";
-// Python functions, pools and dispatch
+export { compute, withCompute } from "./pool/pool.js";
 export type {
   Kwargs,
   KwargsArgument,
@@ -154,7 +101,6 @@ export { isPending, kwargs, python } from "./pool/python-function.js";
 // Accelerators
 export type {
   Accelerator,
-  AcceleratorCatalogEntry,
   AcceleratorFactories,
   AcceleratorManufacturer,
   AcceleratorName,
@@ -162,23 +108,17 @@ export type {
   AcceleratorOptionsFor,
   CustomAcceleratorOptions,
 } from "./spec/accelerators.js";
-export {
-  acceleratorCatalog,
-  acceleratorFromName,
-  accelerators,
-  canonicalAcceleratorName,
-} from "./spec/accelerators.js";
-// Pool requests and configuration files
+export { accelerators } from "./spec/accelerators.js";
+// Pool requests
 export type {
   ComputeInput,
   FlatComputeInput,
   MultiSpecComputeInput,
   NamedComputeInput,
-  ResolvedCompute,
 } from "./spec/compute-input.js";
-export { resolveComputeInput } from "./spec/compute-input.js";
+// Images, specs, topology, volumes, options, metrics, durations
 export type { Image, ImageInput, PipIndex } from "./spec/image.js";
-export { contentHash, DEFAULT_IMAGE, envHash, extendImage, image, pipIndex } from "./spec/image.js";
+export { image, pipIndex } from "./spec/image.js";
 export type {
   ConsoleMode,
   LogConfig,
@@ -191,21 +131,17 @@ export type {
   WorkerInput,
 } from "./spec/options.js";
 export { logConfig, options, worker } from "./spec/options.js";
-// Specs, topology, volumes, images, options
 export type {
   AllocationStrategy,
   Architecture,
-  NodeSpec,
   Nodes,
   NodesInput,
   PoolSpec,
   Spec,
   SpecInput,
 } from "./spec/spec.js";
-export { ALLOCATION_STRATEGIES, nodes, resolvePoolSpec, spec } from "./spec/spec.js";
+export { nodes, spec } from "./spec/spec.js";
 export { time } from "./spec/time.js";
 export type { StorageEndpoint, Volume, VolumeInput } from "./spec/volume.js";
-export { FORBIDDEN_MOUNTS, volume } from "./spec/volume.js";
-export type { SshClusterData, SshHost, SshHostInput, SshSettings } from "./ssh/ssh-provider.js";
-export { SSH } from "./ssh/ssh-provider.js";
+export { volume } from "./spec/volume.js";
 export { version } from "./version.js";

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { readLogRecords } from "../src/logs.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/log_tasks.py", import.meta.url));
 const printEnv = sky.python<[string], number>("log_tasks:print_env");
@@ -49,7 +50,7 @@ describe("a Local pool's log file", () => {
     const text = await readFile(file, "utf8");
     for (const secret of [SECRET, ENV_SECRET, PROVIDER_SECRET]) expect(text).not.toContain(secret);
     expect((await stat(file)).mode & 0o777).toBe(0o600);
-    const records = await sky.readLogRecords(file);
+    const records = await readLogRecords(file);
     expect(records.length).toBe(text.trim().split("\n").length);
     expect(new Set(records.map((record) => record.pool))).toEqual(new Set([poolId]));
     const events = records.map((record) => record.event);
@@ -104,13 +105,13 @@ describe("a Local pool's log file", () => {
         await expect(pool.run(fail("bad"))).rejects.toThrow(/bad/);
       }),
     );
-    const info = await sky.readLogRecords(infoFile);
+    const info = await readLogRecords(infoFile);
     expect(info.map((record) => record.event)).toEqual(
       expect.arrayContaining(["pool.ready", "log", "task.failed"]),
     );
     expect(info.map((record) => record.event)).not.toContain("task.completed");
     expect(info.every((record) => record.level !== "DEBUG" && record.level !== "TRACE")).toBe(true);
-    const warning = await sky.readLogRecords(warningFile);
+    const warning = await readLogRecords(warningFile);
     expect(warning.map((record) => record.event)).toEqual(["task.failed"]);
   });
 
@@ -138,7 +139,7 @@ describe("a Local pool's log file", () => {
       expect(size).toBeGreaterThan(0);
       expect(size).toBeLessThanOrEqual(64 * 1024);
     }
-    const records = await sky.readLogRecords(file);
+    const records = await readLogRecords(file);
     for (const [index, tag] of ["a", "b", "c"].entries()) {
       const lines = records.filter((record) => record.pool === ids[index] && record.event === "log");
       expect(lines.map((record) => record.msg)).toEqual(

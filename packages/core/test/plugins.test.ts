@@ -3,6 +3,7 @@
  */
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { Plugin } from "../src/contract.js";
 import * as sky from "../src/index.js";
 
 const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
@@ -13,7 +14,7 @@ const fanOut = sky.python<[number], { capacity: number; results: [number, number
 );
 
 const recording = (name: string, module: string) =>
-  sky.Plugin.create(name).withWorker({
+  Plugin.create(name).withWorker({
     module,
     path: fixture(`plugins/${module}.py`),
     config: { tag: name },
@@ -41,7 +42,7 @@ describe("plugin worker modules", () => {
       nodes: 1,
       image,
       plugins: [
-        sky.Plugin.create("fragile").withWorker({
+        Plugin.create("fragile").withWorker({
           module: "failing_plugin",
           path: fixture("plugins/failing_plugin.py"),
           config: {},
@@ -63,7 +64,7 @@ describe("plugin worker modules", () => {
       sky.compute({
         nodes: 1,
         image,
-        plugins: [sky.Plugin.create("missing").withWorker({ module: "no_such_plugin_module", config: {} })],
+        plugins: [Plugin.create("missing").withWorker({ module: "no_such_plugin_module", config: {} })],
         options: { console: false },
       }),
     ).rejects.toSatisfy(
@@ -76,7 +77,7 @@ describe("plugin bootstrap ops on the Local provider", () => {
   const readText = sky.python<[string], string>("plugin_tasks:read_text");
 
   it("run once before the workers start, in their working directory, with SKYWARD_ROOT and the image's env", async () => {
-    const writer = sky.Plugin.create("writer").withBootstrap(() => [
+    const writer = Plugin.create("writer").withBootstrap(() => [
       'printf "%s\\n" "$SKY_OP_VALUE" >> from-op.txt',
       'printf "%s\\n" "$SKYWARD_ROOT" > root.txt && stat -c %a "$SKYWARD_ROOT/env.sh" > env-mode.txt',
     ]);
@@ -100,7 +101,7 @@ describe("plugin bootstrap ops on the Local provider", () => {
   it("that fail stop the pool from starting, naming the plugin, with the op's output and no secret", async () => {
     const events: string[] = [];
     const secret = "hunter2-in-the-op-text";
-    const failing = sky.Plugin.create("breaks").withBootstrap(() => [
+    const failing = Plugin.create("breaks").withBootstrap(() => [
       `true ${secret}`,
       `: ${secret}; echo "the op could not find its tool" >&2; exit 7`,
     ]);
@@ -130,9 +131,9 @@ describe("plugin bootstrap ops on the Local provider", () => {
 
 describe("workers per node", () => {
   it("follow a plugin that asks for several (MIG: one per GPU instance)", async () => {
-    const partitioned = Object.create(sky.Plugin.create("partitions"), {
+    const partitioned = Object.create(Plugin.create("partitions"), {
       workersPerNode: { value: () => 2, enumerable: true },
-    }) as sky.Plugin;
+    }) as Plugin;
     await using pool = await sky.compute({
       nodes: 1,
       image,
@@ -152,7 +153,7 @@ describe("workers per node, typed", () => {
 
   it("follow the plugin that sets them with withWorkersPerNode, the hook given the cluster", async () => {
     const seen: string[] = [];
-    const partitioned = sky.Plugin.create("partitions").withWorkersPerNode(({ cluster }) => {
+    const partitioned = Plugin.create("partitions").withWorkersPerNode(({ cluster }) => {
       seen.push(cluster.provider);
       return 3;
     });
@@ -183,8 +184,8 @@ describe("workers per node, typed", () => {
         provider: watched,
         image,
         plugins: [
-          sky.Plugin.create("mig").withWorkersPerNode(() => 2),
-          sky.Plugin.create("slicer").withWorkersPerNode(() => 4),
+          Plugin.create("mig").withWorkersPerNode(() => 2),
+          Plugin.create("slicer").withWorkersPerNode(() => 4),
         ],
         options: { console: false },
       })

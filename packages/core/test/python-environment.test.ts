@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { envHash } from "../src/contract.js";
 import * as sky from "../src/index.js";
 import { buildIndex, buildWheel } from "./wheels.js";
 
@@ -53,7 +54,7 @@ describe("the Local provider's Python environment", () => {
       .trim()
       .split("\n");
     expect(venvs).toHaveLength(1);
-    expect(venvs[0]).toMatch(new RegExp(`^${sky.envHash(sky.image(image))}-py3\\.`));
+    expect(venvs[0]).toMatch(new RegExp(`^${envHash(sky.image(image))}-py3\\.`));
   }, 180_000);
 
   it("installs a scoped index's package with its dependencies from the default index when the index says so", async () => {

@@ -101,3 +101,26 @@ describe("an interrupted client", () => {
     }
   }, 60_000);
 });
+
+describe("handleSignals: false", () => {
+  it("installs no SIGINT/SIGTERM handler, and a pool with handlers does not close the one without", async () => {
+    const before = { int: process.listenerCount("SIGINT"), term: process.listenerCount("SIGTERM") };
+    await using quiet = await sky.compute(
+      { nodes: 1, options: { console: false } },
+      { handleSignals: false },
+    );
+    expect(process.listenerCount("SIGINT")).toBe(before.int);
+    expect(process.listenerCount("SIGTERM")).toBe(before.term);
+    {
+      await using loud = await sky.compute({ nodes: 1, options: { console: false } });
+      expect(process.listenerCount("SIGINT")).toBe(before.int + 1);
+      expect(loud.currentNodes()).toBe(1);
+    }
+    // The pool with handlers is gone, and with it the handlers; the quiet pool still serves.
+    expect(process.listenerCount("SIGINT")).toBe(before.int);
+    expect(quiet.currentNodes()).toBe(1);
+    await expect(sky.compute({ nodes: 1 }, { handleSignals: "no" as unknown as boolean })).rejects.toThrow(
+      /handleSignals: expected a boolean/,
+    );
+  }, 60_000);
+});

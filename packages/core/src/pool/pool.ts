@@ -107,7 +107,8 @@ interface NodeRuntime {
   replacements: number;
 }
 
-const livePools = new Set<Pool>();
+/** Pools torn down on SIGINT/SIGTERM (those made with `handleSignals` left on). */
+const livePools = new Set<PoolRuntime>();
 let signalHandlersInstalled = false;
 
 function onSignal(signal: NodeJS.Signals): void {
@@ -160,10 +161,13 @@ interface PoolSettings {
 }
 
 /**
- * A running pool of nodes. Create it with {@link compute}; dispose it with `await using`, `close()`
- * or {@link withCompute}.
+ * A running pool of nodes, as {@link compute} returns it: dispatch (`run`, `broadcast`, `gather`,
+ * `map`, `stream`), its nodes, events and teardown (`await using`, `close()` or {@link withCompute}).
  */
-export class Pool implements AsyncDisposable {
+export interface Pool extends Pick<PoolRuntime, keyof PoolRuntime> {}
+
+/** The pool's implementation; users see it as a {@link Pool}. */
+class PoolRuntime implements AsyncDisposable {
   /** The pool's id (also its job id on the workers). */
   readonly id: string;
   #spec: PoolSpec & PoolSettings;
@@ -1221,6 +1225,12 @@ export interface ComputeOptions {
   readonly signal?: AbortSignal;
   /** Receives every event from the start, including provisioning and bootstrap progress. */
   readonly onEvent?: (event: SkywardEvent) => void;
+  /**
+   * Whether the pool installs SIGINT/SIGTERM handlers that tear it down and then end the process as
+   * the signal means. Default true; set false when the application handles signals itself (a server
+   * with its own shutdown), and close the pool there.
+   */
+  readonly handleSignals?: boolean;
 }
 
 /**
@@ -1239,9 +1249,21 @@ export interface ComputeOptions {
 export async function compute(input: ComputeInput, options: ComputeOptions = {}): Promise<Pool> {
   const resolved = await resolveComputeInput(input);
   const first = resolved.specs[0] as PoolSpec;
-  const pool = new Pool(first, resolved.options, options.onEvent);
-  livePools.add(pool);
-  installSignalHandlers();
+  if (options.handleSignals !== undefined && typeof options.handleSignals !== "boolean") {
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "handleSignals",
+          message: `expected a boolean, received ${JSON.stringify(options.handleSignals)}`,
+        },
+      ],
+    });
+  }
+  const pool = new PoolRuntime(first, resolved.options, options.onEvent);
+  if (options.handleSignals !== false) {
+    livePools.add(pool);
+    installSignalHandlers();
+  }
   try {
     await pool.start(resolved.specs, options.signal);
   } catch (error) {
@@ -1260,7 +1282,7 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
 export async function withCompute<T>(
   input: ComputeInput,
   body: (pool: Pool) => Promise<T>,
-  options: { signal?: AbortSignal } = {},
+  options: Pick<ComputeOptions, "signal" | "handleSignals" | "onEvent"> = {},
 ): Promise<T> {
   const pool = await compute(input, options);
   try {

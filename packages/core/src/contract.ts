@@ -1,0 +1,125 @@
+/**
+ * `@skyward/core/contract` — what provider and plugin authors build on: the versioned contracts
+ * (`ProviderV1`, `PluginV1`) and their types, the `Plugin` builder, `LaunchCommand`, the helpers a
+ * provider or plugin needs (offer queries and prices, image extension, input validation that names
+ * the field, shell quoting, the plugins' bootstrap-ops script and its markers, the Python runtime's
+ * location), and the hook runners the conformance suites use. Stable while the contract version is
+ * `v1`; see `docs/providers.md` and `docs/plugins.md`.
+ */
+
+// Where things are on this machine
+export { skywardHome } from "./config/home.js";
+// Launch commands
+export type { LaunchCommandFields, LaunchContext } from "./contract/launch-command.js";
+export { LaunchCommand, shellQuote } from "./contract/launch-command.js";
+// Plugin contract
+export type {
+  AroundClient,
+  AroundClientOptions,
+  AroundClientResult,
+  BootstrapFactory,
+  ClusterHookOptions,
+  ImageTransform,
+  ImageTransformOptions,
+  JsonValue,
+  LauncherOptions,
+  LauncherTransform,
+  PluginBootstrapOp,
+  PluginHook,
+  PluginV1,
+  PluginWorker,
+  PluginWorkerInput,
+  PoolHandle,
+  WorkerModule,
+  WorkersPerNode,
+} from "./contract/plugin.js";
+export {
+  applyImageTransforms,
+  applyLaunchers,
+  collectBootstrapOps,
+  collectPluginBootstrapOps,
+  enterAroundClient,
+  isPlugin,
+  normalizePlugin,
+  PLUGIN_SPECIFICATION_VERSION,
+  Plugin,
+  PluginError,
+  pluginSchema,
+  resolveWorkersPerNode,
+  whyNotPlugin,
+  workerModules,
+} from "./contract/plugin.js";
+// Provider contract
+export type {
+  CleanupOptions,
+  CleanupResult,
+  Cluster,
+  ClusterCallOptions,
+  ClusterSsh,
+  GetInstanceOptions,
+  Instance,
+  InstanceSsh,
+  InstanceStatus,
+  LaunchWorkerOptions,
+  LeftPoolResource,
+  Offer,
+  OfferQuery,
+  OffersOptions,
+  PoolResource,
+  PrepareOptions,
+  ProgressReport,
+  Provider,
+  ProviderCallOptions,
+  ProviderCapabilities,
+  ProviderV1,
+  ProvisionOptions,
+  SelfDestructOptions,
+  ShellOp,
+  TerminateOptions,
+  WorkerEndpoint,
+  WorkerEnvironment,
+  WorkerLaunchRequest,
+} from "./contract/provider.js";
+export {
+  clusterFromInstance,
+  isProvider,
+  offerPrice,
+  offerQuery,
+  PROVIDER_SPECIFICATION_VERSION,
+  prefersSpot,
+  providerSchema,
+  whyNotProvider,
+} from "./contract/provider.js";
+// Input validation that names the field
+export { formatPath, parseInput, toConfigurationIssues } from "./errors/validation.js";
+export { findPython, preparePythonEnvironment } from "./local/python-environment.js";
+// Events, for providers that report their own
+export type { EventHubOptions } from "./observe/events.js";
+export { EventHub } from "./observe/events.js";
+export { metricCollectorSchema } from "./observe/metrics.js";
+// Secrets
+export { isSecretEnvironmentName, REDACTED, Redactor } from "./observe/redact.js";
+export { pythonRuntimeDirectory } from "./protocol/python-runtime.js";
+// Specs and images, as providers and plugins read and extend them
+export type { AcceleratorCatalogEntry } from "./spec/accelerators.js";
+export {
+  acceleratorCatalog,
+  acceleratorFromName,
+  acceleratorSchema,
+  canonicalAcceleratorName,
+} from "./spec/accelerators.js";
+export type { ResolvedCompute } from "./spec/compute-input.js";
+export { resolveComputeInput } from "./spec/compute-input.js";
+export { contentHash, DEFAULT_IMAGE, envHash, extendImage, imageSchema } from "./spec/image.js";
+export { collectIncludedFiles, globToRegExp, type IncludedFile } from "./spec/includes.js";
+export { logConfigSchema, optionsSchema, workerSchema } from "./spec/options.js";
+export type { NodeSpec } from "./spec/spec.js";
+export {
+  ALLOCATION_STRATEGIES,
+  nodeSpecSchema,
+  resolvePoolSpec,
+  SPEC_FIELDS,
+  specSchema,
+} from "./spec/spec.js";
+export { FORBIDDEN_MOUNTS, volumeSchema } from "./spec/volume.js";
+export { version } from "./version.js";

@@ -1,0 +1,19 @@
+/**
+ * `@skyward/core/logs` — the pools' log files (`options.logging`): reading, following and writing
+ * their JSON lines, for tools built on Skyward (`skyward logs`). See `docs/logging.md`.
+ */
+export type { LogFileWriterOptions, LogRecord, LogRotation } from "./observe/log-file.js";
+export {
+  eventLogLevel,
+  eventLogRecord,
+  formatLogRecord,
+  isLogLevel,
+  LOG_LEVELS,
+  LogFileWriter,
+  logFileGenerations,
+  logLevelRank,
+  parseLogLine,
+  parseRotation,
+  readLogRecords,
+  resolveLogFilePath,
+} from "./observe/log-file.js";
