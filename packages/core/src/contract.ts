@@ -2,13 +2,34 @@
  * `@skyward/core/contract` — what provider and plugin authors build on: the versioned contracts
  * (`ProviderV1`, `PluginV1`) and their types, the `Plugin` builder, `LaunchCommand`, the helpers a
  * provider or plugin needs (offer queries and prices, image extension, input validation that names
- * the field, shell quoting, the plugins' bootstrap-ops script and its markers, the Python runtime's
+ * the field, shell quoting, the bootstrap scripts' building blocks — layout, markers, shared bash
+ * functions, the `env` and `plugins` phases, the plugin-ops script — and the Python runtime's
  * location), and the hook runners the conformance suites use. Stable while the contract version is
  * `v1`; see `docs/providers.md` and `docs/plugins.md`.
  */
 
 // Where things are on this machine
 export { skywardHome } from "./config/home.js";
+// Bootstrap scripts: the shared building blocks, and the plugin ops run for an environment prepared otherwise
+export type {
+  BootstrapInput,
+  BootstrapLayout,
+  BootstrapMarker,
+  BootstrapPhaseMarker,
+  BootstrapScriptParts,
+  PluginOpsScriptOptions,
+} from "./contract/bootstrap-ops.js";
+export {
+  assembleBootstrapScript,
+  BOOTSTRAP_SHELL_LIBRARY,
+  bootstrapLayout,
+  describeBootstrapFailure,
+  parseBootstrapMarker,
+  renderEnvPhase,
+  renderPluginOpsScript,
+  renderPluginsPhase,
+  validateBootstrapInput,
+} from "./contract/bootstrap-ops.js";
 // Launch commands
 export type { LaunchCommandFields, LaunchContext } from "./contract/launch-command.js";
 export { LaunchCommand, shellQuote } from "./contract/launch-command.js";
@@ -110,7 +131,16 @@ export {
 } from "./spec/accelerators.js";
 export type { ResolvedCompute } from "./spec/compute-input.js";
 export { resolveComputeInput } from "./spec/compute-input.js";
-export { contentHash, DEFAULT_IMAGE, envHash, extendImage, imageSchema } from "./spec/image.js";
+export type { PipInstallStep } from "./spec/image.js";
+export {
+  contentHash,
+  DEFAULT_IMAGE,
+  DEFAULT_PIP_INDEX,
+  envHash,
+  extendImage,
+  imageSchema,
+  pipInstallSteps,
+} from "./spec/image.js";
 export { collectIncludedFiles, globToRegExp, type IncludedFile } from "./spec/includes.js";
 export { logConfigSchema, optionsSchema, workerSchema } from "./spec/options.js";
 export type { NodeSpec } from "./spec/spec.js";

@@ -1,19 +1,6 @@
 /**
- * Transitional: the SSH machinery and the provider HTTP client, until they move to `@skyward/ssh` and
- * `@skyward/provider-utils`. Not public.
+ * Transitional: the provider HTTP client, until it moves to `@skyward/provider-utils`. Not public.
  */
-export type {
-  BootstrapMarker,
-  BootstrapScriptOptions,
-  PluginOpsScriptOptions,
-} from "./ssh/bootstrap-script.js";
-export {
-  bootstrapLayout,
-  describeBootstrapFailure,
-  parseBootstrapMarker,
-  renderBootstrapScript,
-  renderPluginOpsScript,
-} from "./ssh/bootstrap-script.js";
 export type {
   FetchFunction,
   ProviderApiErrorOptions,
@@ -36,17 +23,3 @@ export {
   parseProviderAnswer,
   resolveProviderApiKey,
 } from "./ssh/provider-http.js";
-export type { SshKeyPair } from "./ssh/ssh-keys.js";
-export { ensureSshKeyPair, generateEd25519KeyPair, publicKeyOfOpenSshPrivateKey } from "./ssh/ssh-keys.js";
-export { launchSshWorker, stopWorkerCommand } from "./ssh/ssh-node.js";
-export type { SshClusterData, SshHost, SshHostInput, SshSettings } from "./ssh/ssh-provider.js";
-export { SSH } from "./ssh/ssh-provider.js";
-export type {
-  SshConnectOptions,
-  SshExecOptions,
-  SshExecResult,
-  SshProcess,
-  SshTarget,
-  SshUploadFile,
-} from "./ssh/ssh-transport.js";
-export { SshConnection, sshKeyFingerprint } from "./ssh/ssh-transport.js";

@@ -1,18 +1,22 @@
 /**
- * The built-in `SSH` provider: a fixed set of machines people already have (their own GPU boxes),
+ * The `SSH` provider: a fixed set of machines people already have (their own GPU boxes),
  * reached over SSH, one node per host. It provisions nothing and never shuts a machine down: ending
  * a node stops its worker, and its self-destruct (when a released worker's TTL runs out) stops the
  * worker and removes its Skyward root directory.
  */
+import { type Accelerator, NoCapacityError } from "@skyward/core";
+import {
+  acceleratorFromName,
+  acceleratorSchema,
+  type Cluster,
+  type Instance,
+  type Offer,
+  type ProviderV1,
+  parseInput,
+  shellQuote,
+} from "@skyward/core/contract";
+import { DEFAULT_NODE_ROOT, launchSshWorker } from "@skyward/ssh";
 import { z } from "zod";
-import { shellQuote } from "../contract/launch-command.js";
-import type { Cluster, Instance, Offer, ProviderV1 } from "../contract/provider.js";
-import { NoCapacityError } from "../errors/errors.js";
-import { parseInput } from "../errors/validation.js";
-import type { Accelerator } from "../spec/accelerators.js";
-import { acceleratorSchema } from "../spec/accelerators.js";
-import type { PoolSpec } from "../spec/spec.js";
-import { launchSshWorker, stopWorkerCommand } from "./ssh-node.js";
 
 /** One machine of an `SSH` provider. */
 export interface SshHostInput {
@@ -77,7 +81,7 @@ const hostSchema = z
       .refine((value) => value.startsWith("/") && value !== "/", {
         message: "expected an absolute directory other than /",
       })
-      .default("/opt/skyward"),
+      .default(DEFAULT_NODE_ROOT),
     privateIp: z.string().min(1).optional(),
   })
   .superRefine((value, context) => {
@@ -149,11 +153,25 @@ function instanceFor(host: SshHost, cluster: Cluster<SshClusterData>, createdAt:
 }
 
 /**
- * Your own machines as a pool, one node per host:
- * `sky.SSH({ hosts: [{ host: "10.0.0.5", user: "ubuntu", identityFile: "~/.ssh/id_ed25519" }] })`.
+ * Your own machines as a pool, one node per host.
+ *
+ * @example
+ * ```ts
+ * import * as sky from "@skyward/core";
+ * import { SSH } from "@skyward/provider-ssh";
+ *
+ * await using pool = await sky.compute({
+ *   provider: SSH({ hosts: [{ host: "10.0.0.5", user: "ubuntu", identityFile: "~/.ssh/id_ed25519" }] }),
+ * });
+ * ```
+ *
+ * @throws {ConfigurationError} naming the field for invalid settings (no hosts, a host twice, no key).
  */
 export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
-  const { hosts, accelerator } = parseInput(settingsSchema, settings, "SSH");
+  return build(parseInput(settingsSchema, settings, "SSH"));
+}
+
+function build({ hosts, accelerator }: z.output<typeof settingsSchema>): ProviderV1<SshClusterData> {
   const inUse = new Set<string>();
   const byId = new Map(hosts.map((host) => [instanceId(host), host]));
 
@@ -239,10 +257,51 @@ export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
     },
 
     selfDestruct({ instance }): string {
-      const root = byId.get(instance.id)?.root ?? "/opt/skyward";
+      const root = byId.get(instance.id)?.root ?? DEFAULT_NODE_ROOT;
       // Run by the worker itself when its TTL runs out, and it exits right after: only the directory
       // is left to remove. The machine itself is never shut down.
       return `rm -rf ${shellQuote(root)}`;
     },
   };
+}
+
+/** `identity_file` → `identityFile`, for the host tables of `skyward.toml`. */
+function camelKeys(table: unknown): unknown {
+  if (typeof table !== "object" || table === null || Array.isArray(table)) return table;
+  return Object.fromEntries(
+    Object.entries(table).map(([key, value]) => [
+      key.replace(/_([a-z0-9])/g, (_, letter: string) => letter.toUpperCase()),
+      value,
+    ]),
+  );
+}
+
+/**
+ * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "ssh"`), its keys
+ * already camelCased by the core. Each `[[providers.NAME.hosts]]` table's keys are camelCased here
+ * (`identity_file` → `identityFile`), and `accelerator` may be a name, as in a pool
+ * (`accelerator = "A100:2"`).
+ *
+ * ```toml
+ * [providers.lab]
+ * type = "ssh"
+ * accelerator = "RTX_4090"
+ *
+ * [[providers.lab.hosts]]
+ * host = "10.0.0.5"
+ * user = "ubuntu"
+ * identity_file = "~/.ssh/id_ed25519"
+ * ```
+ */
+export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<SshClusterData> {
+  const { accelerator, hosts } = settings;
+  return build(
+    parseInput(settingsSchema, {
+      ...settings,
+      hosts: Array.isArray(hosts) ? hosts.map(camelKeys) : hosts,
+      ...(typeof accelerator === "string"
+        ? { accelerator: acceleratorFromName(accelerator, "accelerator") }
+        : {}),
+    }),
+  );
 }

@@ -5,8 +5,10 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+import { Plugin } from "@skyward/core/contract";
+import { createTestbed, requireTestbed, type Testbed, testbedSshHosts } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestbed, requireTestbed, type Testbed, testbedSshHosts } from "../src/index.js";
+import { SSH } from "../src/index.js";
 
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/plugin_ops_tasks.py", import.meta.url));
@@ -16,7 +18,7 @@ const cwd = sky.python<[], string>("plugin_ops_tasks:cwd");
 describe.skipIf(skipReason !== undefined)("plugin bootstrap ops over SSH", () => {
   let bed: Testbed;
 
-  const provider = () => sky.SSH({ hosts: testbedSshHosts(bed) });
+  const provider = () => SSH({ hosts: testbedSshHosts(bed) });
 
   beforeAll(async () => {
     bed = await createTestbed({ hosts: 1 });
@@ -28,9 +30,9 @@ describe.skipIf(skipReason !== undefined)("plugin bootstrap ops over SSH", () =>
 
   it("write into SKYWARD_ROOT, which launchers see as LaunchContext.root, from the work directory", async () => {
     const roots: string[] = [];
-    const plugin = sky.Plugin.create("writer")
+    const plugin = Plugin.create("writer")
       .withBootstrap(() => ['printf "%s|%s\\n" "$SKYWARD_OP_VALUE" "$(pwd)" > "$SKYWARD_ROOT/from-op.txt"'])
-      .withLauncher((command, context) => {
+      .withLauncher(({ command, context }) => {
         roots.push(context.root ?? "");
         return command;
       });
@@ -47,7 +49,7 @@ describe.skipIf(skipReason !== undefined)("plugin bootstrap ops over SSH", () =>
   });
 
   it("that fail stop the node, naming the plugin, with the op's output but not its text", async () => {
-    const plugin = sky.Plugin.create("breaks").withBootstrap(() => [
+    const plugin = Plugin.create("breaks").withBootstrap(() => [
       ': "secret-in-the-op-text"; echo "the tool is missing" >&2; exit 7',
     ]);
     const events: string[] = [];

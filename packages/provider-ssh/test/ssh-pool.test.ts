@@ -9,7 +9,6 @@ import { basename } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createTestbed,
   requireTestbed,
@@ -17,7 +16,9 @@ import {
   type Testbed,
   testbedSshHosts,
   useScratchSkywardHome,
-} from "../src/index.js";
+} from "@skyward/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SSH } from "../src/index.js";
 
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/ssh_tasks.py", import.meta.url));
@@ -97,7 +98,7 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
   let home: ScratchSkywardHome | undefined;
   let index: { url: string; server: Server; requests: string[] };
 
-  const provider = () => sky.SSH({ hosts: testbedSshHosts(bed) });
+  const provider = () => SSH({ hosts: testbedSshHosts(bed) });
 
   beforeAll(async () => {
     bed = await createTestbed({ hosts: 3 });
@@ -187,7 +188,7 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
 
   it("released workers wait out their TTL, then stop and clean their root directory", async () => {
     const pool = await sky.compute({
-      provider: sky.SSH({ hosts: hostInputs([1]) }),
+      provider: SSH({ hosts: hostInputs([1]) }),
       nodes: 1,
       ttl: 2,
       image: { includes: [tasks] },
@@ -229,7 +230,7 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
 
   it("a connection killed mid-task gives a clear error, never a hang, and the pool recovers", async () => {
     await using pool = await sky.compute({
-      provider: sky.SSH({ hosts: hostInputs([2]) }),
+      provider: SSH({ hosts: hostInputs([2]) }),
       nodes: 1,
       ttl: 0,
       image: { includes: [tasks] },

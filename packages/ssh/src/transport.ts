@@ -5,7 +5,7 @@
  * tunnels to the worker on the node's loopback.
  *
  * ```ts
- * import { SshConnection } from "@skyward/core/internal";
+ * import { SshConnection } from "@skyward/ssh";
  *
  * declare const script: string, workerPort: number;
  * declare function progress(text: string): void;
@@ -27,6 +27,8 @@ import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { type Duplex, type Readable, Transform, type TransformCallback, type Writable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
+import { CancelledError, ConfigurationError, ConnectionError, SkywardError } from "@skyward/core";
+import { parseInput, shellQuote, skywardHome } from "@skyward/core/contract";
 import ssh2, {
   type Algorithms,
   type Client,
@@ -35,10 +37,6 @@ import ssh2, {
   type ServerHostKeyAlgorithm,
 } from "ssh2";
 import { z } from "zod";
-import { skywardHome } from "../config/home.js";
-import { shellQuote } from "../contract/launch-command.js";
-import { CancelledError, ConfigurationError, ConnectionError, SkywardError } from "../errors/errors.js";
-import { parseInput } from "../errors/validation.js";
 
 // ssh2 is CommonJS: Node's ESM loader gives only its default export.
 const { Client: SshClient, utils: sshUtils } = ssh2;

@@ -7,15 +7,20 @@
 import { createHash } from "node:crypto";
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import { shellQuote } from "../contract/launch-command.js";
-import type { LaunchWorkerOptions, WorkerEndpoint } from "../contract/provider.js";
-import { BootstrapError, ConnectionError } from "../errors/errors.js";
-import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
-import { contentHash, type Image } from "../spec/image.js";
-import { collectIncludedFiles } from "../spec/includes.js";
-import { version } from "../version.js";
-import { describeBootstrapFailure, parseBootstrapMarker, renderBootstrapScript } from "./bootstrap-script.js";
-import { SshConnection } from "./ssh-transport.js";
+import { BootstrapError, ConnectionError, type Image } from "@skyward/core";
+import {
+  collectIncludedFiles,
+  contentHash,
+  describeBootstrapFailure,
+  type LaunchWorkerOptions,
+  parseBootstrapMarker,
+  pythonRuntimeDirectory,
+  shellQuote,
+  version,
+  type WorkerEndpoint,
+} from "@skyward/core/contract";
+import { renderBootstrapScript } from "./bootstrap-script.js";
+import { SshConnection } from "./transport.js";
 
 /** The shell command that stops the worker a pool started under `root` (and nothing else). */
 export function stopWorkerCommand(root: string): string {

@@ -402,6 +402,7 @@ describe("loadConfig: provider tables", () => {
     expect(PROVIDER_PACKAGES).toEqual({
       aws: "@skyward/provider-aws",
       runpod: "@skyward/provider-runpod",
+      ssh: "@skyward/provider-ssh",
       vastai: "@skyward/provider-vastai",
     });
   });

@@ -9,6 +9,11 @@ import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from
 import { cpus, tmpdir, totalmem } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
+import {
+  describeBootstrapFailure,
+  parseBootstrapMarker,
+  renderPluginOpsScript,
+} from "../contract/bootstrap-ops.js";
 import type { PluginBootstrapOp } from "../contract/plugin.js";
 import type {
   Cluster,
@@ -23,11 +28,6 @@ import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
 import type { Image } from "../spec/image.js";
 import { collectIncludedFiles } from "../spec/includes.js";
 import type { PoolSpec } from "../spec/spec.js";
-import {
-  describeBootstrapFailure,
-  parseBootstrapMarker,
-  renderPluginOpsScript,
-} from "../ssh/bootstrap-script.js";
 import { type PythonEnvironment, preparePythonEnvironment } from "./python-environment.js";
 
 const ROOT_PREFIX = "skyward-pool-";

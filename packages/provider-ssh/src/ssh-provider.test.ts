@@ -1,0 +1,213 @@
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import * as sky from "@skyward/core";
+import { createProviderFromEntry, parseConfigText, validateConfig } from "@skyward/core/config";
+import {
+  type Cluster,
+  type Instance,
+  offerQuery,
+  type ProviderV1,
+  resolvePoolSpec,
+  whyNotProvider,
+} from "@skyward/core/contract";
+import { DEFAULT_NODE_ROOT, launchSshWorker } from "@skyward/ssh";
+import { type TestbedHost, testbedSshHost, testbedSshHosts } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
+import { createProviderFromConfig, SSH, type SshClusterData } from "./index.js";
+
+const key = "-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n-----END OPENSSH PRIVATE KEY-----\n";
+const signal = new AbortController().signal;
+
+function issuesOf(run: () => unknown): { path: string; message: string }[] {
+  try {
+    run();
+  } catch (error) {
+    if (sky.ConfigurationError.isInstance(error)) return [...error.issues];
+    throw error;
+  }
+  return [];
+}
+
+async function clusterOf(
+  provider: ProviderV1<SshClusterData>,
+  input: sky.SpecInput = {},
+): Promise<Cluster<SshClusterData>> {
+  const spec = resolvePoolSpec(sky.spec({ provider, ...input }), sky.options());
+  const [offer] = await provider.offers({ query: offerQuery(spec), signal });
+  if (!offer) throw new Error("no offer");
+  return provider.prepare({ spec, offer, signal });
+}
+
+describe("SSH()", () => {
+  it("is a v1 provider whose workers start over SSH", () => {
+    const provider = SSH({ hosts: [{ host: "10.0.0.5", privateKey: key }] });
+    expect(whyNotProvider(provider)).toBeUndefined();
+    expect(provider.name).toBe("ssh");
+    expect(provider.launchWorker).toBe(launchSshWorker);
+  });
+
+  it("refuses bad settings, naming the field", () => {
+    expect(issuesOf(() => SSH({ hosts: [] }))).toEqual([
+      { path: "SSH.hosts", message: "expected at least one host" },
+    ]);
+    expect(issuesOf(() => SSH({ hosts: [{ host: "a" }] })).map((issue) => issue.path)).toEqual([
+      "SSH.hosts[0].privateKey",
+    ]);
+    const twice = { host: "a", identityFile: "/k" };
+    expect(issuesOf(() => SSH({ hosts: [twice, twice] }))).toEqual([
+      { path: "SSH.hosts[1].host", message: "duplicate host a:22" },
+    ]);
+    expect(issuesOf(() => SSH({ hosts: [{ ...twice, root: "/" }] })).map((issue) => issue.path)).toEqual([
+      "SSH.hosts[0].root",
+    ]);
+    expect(
+      issuesOf(() => SSH({ hosts: [{ ...twice, hostKeyFingerprint: "MD5:aa" }] })).map((issue) => issue.path),
+    ).toEqual(["SSH.hosts[0].hostKeyFingerprint"]);
+  });
+
+  it("offers its hosts on demand, with the accelerator they have, and nothing else", async () => {
+    const provider = SSH({
+      hosts: [{ host: "a", identityFile: "/k" }],
+      accelerator: sky.accelerators.A100({ count: 2 }),
+    });
+    const offers = (input: sky.SpecInput) =>
+      provider.offers({
+        query: offerQuery(resolvePoolSpec(sky.spec({ provider, ...input }), sky.options())),
+        signal,
+      });
+    expect(await offers({ accelerator: sky.accelerators.A100() })).toMatchObject([
+      { provider: "ssh", instanceType: "2x A100 host", onDemandPrice: 0, spotPrice: null },
+    ]);
+    expect(await offers({ accelerator: sky.accelerators.A100({ count: 4 }) })).toEqual([]);
+    expect(await offers({ accelerator: sky.accelerators.H100() })).toEqual([]);
+    expect(await offers({ allocation: "spot" })).toEqual([]);
+    const cpuOnly = SSH({ hosts: [{ host: "a", identityFile: "/k" }] });
+    expect(
+      await cpuOnly.offers({
+        query: offerQuery(
+          resolvePoolSpec(sky.spec({ provider: cpuOnly, accelerator: sky.accelerators.T4() }), sky.options()),
+        ),
+        signal,
+      }),
+    ).toEqual([]);
+  });
+
+  it("hands out free hosts, one node each, until none is left; terminate frees them", async () => {
+    const provider = SSH({
+      hosts: [
+        { host: "a", identityFile: "/k", root: "/srv/sky/" },
+        { host: "b", port: 2222, user: "ubuntu", privateKey: key, privateIp: "10.0.0.2" },
+      ],
+    });
+    const cluster = await clusterOf(provider);
+    const [first, second] = await provider.provision({ cluster, count: 2, signal });
+    expect(first).toMatchObject({
+      id: "ssh:root@a:22",
+      privateIp: "a",
+      ssh: {
+        host: "a",
+        port: 22,
+        user: "root",
+        identityFile: "/k",
+        hostKeyScope: "address",
+        root: "/srv/sky",
+      },
+    });
+    expect(second).toMatchObject({
+      id: "ssh:ubuntu@b:2222",
+      privateIp: "10.0.0.2",
+      ssh: { root: DEFAULT_NODE_ROOT },
+    });
+    const error = await provider.provision({ cluster, count: 1, signal }).catch((caught: unknown) => caught);
+    expect(sky.NoCapacityError.isInstance(error)).toBe(true);
+    expect(await provider.getInstance({ cluster, id: "ssh:root@a:22", signal })).toMatchObject({
+      status: "running",
+    });
+    await provider.terminate({ cluster, ids: ["ssh:root@a:22"], signal });
+    expect(await provider.getInstance({ cluster, id: "ssh:root@a:22", signal })).toBeNull();
+    expect((await provider.provision({ cluster, count: 2, signal })).map((instance) => instance.id)).toEqual([
+      "ssh:root@a:22",
+    ]);
+    // A released worker's self-destruct removes its root, never the machine.
+    expect(provider.selfDestruct?.({ cluster, instance: first as Instance })).toBe("rm -rf /srv/sky");
+  });
+});
+
+describe("createProviderFromConfig", () => {
+  it("takes the host tables' snake_case keys and an accelerator by name", async () => {
+    const provider = createProviderFromConfig({
+      accelerator: "A100:2",
+      hosts: [
+        {
+          host: "a",
+          identity_file: "/k",
+          host_key_fingerprint: `SHA256:${"A".repeat(43)}`,
+          private_ip: "10.0.0.9",
+        },
+      ],
+    });
+    const cluster = await clusterOf(provider, { accelerator: sky.accelerators.A100({ count: 2 }) });
+    expect(cluster.specific.hosts).toEqual([
+      expect.objectContaining({
+        identityFile: "/k",
+        hostKeyFingerprint: `SHA256:${"A".repeat(43)}`,
+        privateIp: "10.0.0.9",
+      }),
+    ]);
+  });
+
+  it("refuses bad settings at their path in the table", () => {
+    expect(
+      issuesOf(() => createProviderFromConfig({ hosts: [{ host: "a" }] })).map((issue) => issue.path),
+    ).toEqual(["hosts[0].privateKey"]);
+    expect(
+      issuesOf(() =>
+        createProviderFromConfig({ hosts: [{ host: "a", identity_file: "/k" }], accelerator: "NOPE" }),
+      ).map((issue) => issue.path),
+    ).toEqual(["accelerator"]);
+  });
+});
+
+const built = existsSync(new URL("../dist/index.js", import.meta.url));
+
+describe.skipIf(!built && process.env.CI !== "true")('[providers.x] type = "ssh" in skyward.toml', () => {
+  it("loads this package (its built dist, as an installed package is) and creates the provider", async () => {
+    const config = validateConfig(
+      parseConfigText(`
+[providers.lab]
+type = "ssh"
+
+[[providers.lab.hosts]]
+host = "10.0.0.5"
+user = "ubuntu"
+identity_file = "~/.ssh/id_ed25519"
+`),
+    );
+    const entry = config.providers.lab;
+    expect(entry?.package).toBe("@skyward/provider-ssh");
+    const provider = await createProviderFromEntry(
+      entry as NonNullable<typeof entry>,
+      fileURLToPath(new URL("..", import.meta.url)),
+    );
+    expect(whyNotProvider(provider)).toBeUndefined();
+    expect(provider.name).toBe("ssh");
+  });
+});
+
+describe("the test bed's hosts", () => {
+  it("are hosts SSH accepts, as given and with more fields spread in", () => {
+    // Only the fields testbedSshHost reads.
+    const fingerprint = `SHA256:${"0".repeat(43)}`;
+    const host = { host: "10.213.9.2", port: 22, user: "root", privateKey: key, identityFile: "/k" };
+    const bed = {
+      hosts: [
+        { ...host, root: "/tmp/skyward-testbed-9/root", hostKeyFingerprint: fingerprint } as TestbedHost,
+      ],
+    };
+    expect(() => SSH({ hosts: testbedSshHosts(bed) })).not.toThrow();
+    expect(() => SSH({ hosts: testbedSshHosts(bed, { keyFile: true, pinHostKey: false }) })).not.toThrow();
+    expect(() =>
+      SSH({ hosts: [{ ...testbedSshHost(bed.hosts[0] as TestbedHost), privateIp: "10.0.0.5" }] }),
+    ).not.toThrow();
+  });
+});

@@ -1,0 +1,18 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  resolve: { conditions: ["@skyward/source"] },
+  ssr: { resolve: { conditions: ["@skyward/source"] } },
+  test: {
+    globalSetup: ["@skyward/testing/vitest-global-setup"],
+    reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    projects: [
+      { extends: true, test: { name: "unit", include: ["src/**/*.test.ts"] } },
+      {
+        // Pools on the test bed's hosts (root only): bootstraps, workers, TTLs and the conformance suite.
+        extends: true,
+        test: { name: "e2e", include: ["test/**/*.test.ts"], testTimeout: 300_000, hookTimeout: 120_000 },
+      },
+    ],
+  },
+});

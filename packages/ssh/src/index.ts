@@ -1,0 +1,31 @@
+/**
+ * `@skyward/ssh` — the SSH machinery every provider whose nodes are reached over SSH shares: the
+ * transport (ssh2, host keys, commands, tar upload, tunnels), key pairs, the bootstrap script, and
+ * the worker launcher a provider's `launchWorker` is.
+ *
+ * ```ts
+ * import type { ProviderV1 } from "@skyward/core/contract";
+ * import { launchSshWorker } from "@skyward/ssh";
+ *
+ * declare const rest: Omit<ProviderV1, "launchWorker">;
+ * const provider: ProviderV1 = { ...rest, launchWorker: launchSshWorker };
+ * ```
+ */
+export type { BootstrapScriptOptions } from "./bootstrap-script.js";
+export { renderBootstrapScript } from "./bootstrap-script.js";
+export type { SshKeyPair } from "./keys.js";
+export { ensureSshKeyPair, generateEd25519KeyPair, publicKeyOfOpenSshPrivateKey } from "./keys.js";
+export type {
+  SshConnectOptions,
+  SshExecOptions,
+  SshExecResult,
+  SshExitStatus,
+  SshForwardOptions,
+  SshProcess,
+  SshSpawnOptions,
+  SshTarget,
+  SshUploadFile,
+  SshUploadOptions,
+} from "./transport.js";
+export { SshConnection, sshKeyFingerprint } from "./transport.js";
+export { DEFAULT_NODE_ROOT, launchSshWorker, stopWorkerCommand } from "./worker-launcher.js";
