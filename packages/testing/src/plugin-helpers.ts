@@ -17,7 +17,7 @@ import {
   type PoolSpec,
   version,
 } from "@skyward/core";
-import { renderBootstrapScript } from "@skyward/core/internal";
+import { renderBootstrapScript } from "@skyward/ssh";
 
 /**
  * A cluster for calling plugin hooks (`transform`, `bootstrap`…) without a provider: id `cluster`,
@@ -77,7 +77,7 @@ export interface BootstrapRun {
 }
 
 /**
- * Runs the real bootstrap script `@skyward/core` renders for an image and plugin ops with bash on this
+ * Runs the real bootstrap script `@skyward/ssh` renders for an image and plugin ops with bash on this
  * machine, as a node would run it (the Python runtime uploaded by copying it into the root). Use it to
  * test a plugin's bootstrap ops against fake programs put first on `PATH` through `env`.
  */

@@ -6,12 +6,13 @@
  *
  * ```ts
  * import * as sky from "@skyward/core";
+ * import { SSH } from "@skyward/provider-ssh";
  * import { createPypiProxy, createTestbed, testbedSshHosts } from "@skyward/testing";
  *
  * await using bed = await createTestbed({ hosts: 2 });
  * await using proxy = await createPypiProxy({ testbed: bed });
  * await using pool = await sky.compute({
- *   provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
+ *   provider: SSH({ hosts: testbedSshHosts(bed) }),
  *   image: { pip: ["jax"], env: proxy.env },
  * });
  * ```

@@ -1,4 +1,3 @@
-import { SSH } from "@skyward/core";
 import { describe, expect, it } from "vitest";
 import { type TestbedHost, testbedSshHost, testbedSshHosts } from "./testbed.js";
 
@@ -30,11 +29,6 @@ describe("testbedSshHost(s)", () => {
         root: host.root,
       })),
     );
-  });
-
-  it("which the SSH provider accepts as its hosts", () => {
-    expect(() => SSH({ hosts: testbedSshHosts(bed) })).not.toThrow();
-    expect(() => SSH({ hosts: testbedSshHosts(bed, { keyFile: true, pinHostKey: false }) })).not.toThrow();
   });
 
   it("picks hosts by index, in the order given", () => {

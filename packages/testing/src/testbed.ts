@@ -23,7 +23,7 @@ import {
 import { copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { join } from "node:path";
-import type { SshHostInput } from "@skyward/core";
+import type { InstanceSsh } from "@skyward/core/contract";
 import { isCi } from "./prerequisites.js";
 import {
   type CommandResult,
@@ -145,8 +145,12 @@ export interface TestbedSshHostOptions {
   keyFile?: boolean;
 }
 
-/** A test-bed host as an entry of `sky.SSH({ hosts })`, its port, user and root always given. */
-export type TestbedSshHostInput = SshHostInput & Required<Pick<SshHostInput, "port" | "user" | "root">>;
+/**
+ * A test-bed host as an entry of `@skyward/provider-ssh`'s `SSH({ hosts })`, its port, user and root
+ * always given. (The fields of an instance's SSH address, so the test bed needs no provider.)
+ */
+export type TestbedSshHostInput = Pick<InstanceSsh, "privateKey" | "identityFile" | "hostKeyFingerprint"> &
+  Required<Pick<InstanceSsh, "host" | "port" | "user" | "root">>;
 
 /** Options of {@link testbedSshHosts}. */
 export interface TestbedSshHostsOptions extends TestbedSshHostOptions {
@@ -593,16 +597,16 @@ async function fingerprintOf(sshKeygen: string, publicKeyPath: string, signal: A
 }
 
 /**
- * One test-bed host as an entry of `sky.SSH({ hosts })`: its address, port, user, key, host-key
+ * One test-bed host as an entry of `SSH({ hosts })`: its address, port, user, key, host-key
  * fingerprint and its own Skyward root directory. Spread it to add fields (`privateIp`, …).
  *
  * @example
  * ```ts
- * import * as sky from "@skyward/core";
+ * import { SSH } from "@skyward/provider-ssh";
  * import { createTestbed, testbedSshHost } from "@skyward/testing";
  *
  * await using bed = await createTestbed({ hosts: 1 });
- * sky.SSH({ hosts: [{ ...testbedSshHost(bed.hosts[0]!), privateIp: "10.0.0.5" }] });
+ * SSH({ hosts: [{ ...testbedSshHost(bed.hosts[0]!), privateIp: "10.0.0.5" }] });
  * ```
  */
 export function testbedSshHost(host: TestbedHost, options: TestbedSshHostOptions = {}): TestbedSshHostInput {
@@ -617,16 +621,17 @@ export function testbedSshHost(host: TestbedHost, options: TestbedSshHostOptions
 }
 
 /**
- * A test bed's hosts (all, or those at `options.indices`) as the `hosts` of `sky.SSH`, one node
+ * A test bed's hosts (all, or those at `options.indices`) as the `hosts` of `SSH`, one node
  * each; see {@link testbedSshHost}. Throws a `RangeError` for an index the test bed has no host at.
  *
  * @example
  * ```ts
  * import * as sky from "@skyward/core";
+ * import { SSH } from "@skyward/provider-ssh";
  * import { createTestbed, testbedSshHosts } from "@skyward/testing";
  *
  * await using bed = await createTestbed({ hosts: 2 });
- * await using pool = await sky.compute({ provider: sky.SSH({ hosts: testbedSshHosts(bed) }), nodes: 2 });
+ * await using pool = await sky.compute({ provider: SSH({ hosts: testbedSshHosts(bed) }), nodes: 2 });
  * ```
  */
 export function testbedSshHosts(

@@ -1,13 +1,13 @@
 /**
- * The key pair core generates for providers (`ensureSshKeyPair`, used by RunPod and Vast.ai) logs in
- * over real SSH: its public half authorised on a test-bed host (a real sshd in a network namespace),
- * the core's SSH transport connects with the private key file, as the pool does with the instances'
+ * The key pair `@skyward/ssh` generates for providers (`ensureSshKeyPair`, used by RunPod and
+ * Vast.ai) logs in over real SSH: its public half authorised on a test-bed host (a real sshd in a
+ * network namespace), `@skyward/ssh`'s transport connects with the private key file, as the pool does with the instances'
  * `identityFile`. Skipped where the test bed cannot run.
  */
 import { appendFile, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { ensureSshKeyPair, SshConnection } from "@skyward/core/internal";
+import { ensureSshKeyPair, SshConnection } from "@skyward/ssh";
 import { describe, expect, it } from "vitest";
 import { createTestbed, requireTestbed } from "../src/index.js";
 
