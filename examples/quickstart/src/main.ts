@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+import { SSH } from "@skyward/provider-ssh";
 
 // Lazy, typed references to the functions in tasks.py. Calling one runs nothing: it returns a
 // pending call that a pool dispatches.
@@ -30,7 +31,7 @@ if (testing && process.argv.includes("--testbed-if-possible")) {
   }
 }
 await using testbed = testing ? await testing.createTestbed({ hosts: 4 }) : undefined;
-const provider = testbed && testing ? sky.SSH({ hosts: testing.testbedSshHosts(testbed) }) : sky.Local();
+const provider = testbed && testing ? SSH({ hosts: testing.testbedSshHosts(testbed) }) : sky.Local();
 
 await using pool = await sky.compute({ provider, nodes: 4, ttl: 0, image: { includes: [tasks] } });
 
