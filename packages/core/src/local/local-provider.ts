@@ -22,7 +22,6 @@ import { BootstrapError } from "../errors/errors.js";
 import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
 import type { Image } from "../spec/image.js";
 import { collectIncludedFiles } from "../spec/includes.js";
-import type { PoolSpec } from "../spec/spec.js";
 import {
   describeBootstrapFailure,
   parseBootstrapMarker,
