@@ -10,6 +10,12 @@ export {
 } from "./conformance.js";
 export { packedFiles } from "./package-files.js";
 export {
+  fakeLaunchContext,
+  type PluginConformanceOptions,
+  type PluginConformanceSupport,
+  runPluginConformance,
+} from "./plugin-conformance.js";
+export {
   type BootstrapRun,
   type BootstrapRunOptions,
   configurationIssuesOf,
