@@ -30,7 +30,12 @@ if (testing && process.argv.includes("--testbed-if-possible")) {
   }
 }
 await using testbed = testing ? await testing.createTestbed({ hosts: 4 }) : undefined;
-const provider = testbed && testing ? sky.SSH({ hosts: testing.testbedSshHosts(testbed) }) : sky.Local();
+// TODO(provider-ssh): `import { SSH } from "@skyward/provider-ssh"` (and depend on it) once that
+// package exists; until then the SSH provider is still in core's transitional internal entry point.
+const provider =
+  testbed && testing
+    ? (await import("@skyward/core/internal")).SSH({ hosts: testing.testbedSshHosts(testbed) })
+    : sky.Local();
 
 await using pool = await sky.compute({ provider, nodes: 4, ttl: 0, image: { includes: [tasks] } });
 

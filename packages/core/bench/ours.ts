@@ -5,6 +5,7 @@
 import { randomFillSync } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { Plugin } from "../dist/contract.js";
 import * as sky from "../dist/index.js";
 import { benchDirectory } from "./python.ts";
 import { type LatencySummary, MIB, median, progress, summariseLatency } from "./stats.ts";
@@ -96,11 +97,11 @@ async function startCpuMeter(pool: sky.Pool): Promise<(tasks: number) => CpuPerT
   };
 }
 
-function profilePlugins(directory: string | undefined): sky.Plugin[] {
+function profilePlugins(directory: string | undefined): sky.PluginV1[] {
   if (!directory) return [];
   const wrapper = join(benchDirectory, "profile_worker.py");
   return [
-    sky.Plugin.create("bench-profile").withLauncher((command) => command.with({ entrypoint: wrapper })),
+    Plugin.create("bench-profile").withLauncher(({ command }) => command.with({ entrypoint: wrapper })),
   ];
 }
 

@@ -5,6 +5,9 @@
 import { execFileSync } from "node:child_process";
 import { readdir } from "node:fs/promises";
 import * as sky from "@skyward/core";
+// TODO(provider-ssh): import { SSH } from "@skyward/provider-ssh" once that package exists; core's
+// internal entry point keeps it until then.
+import { SSH } from "@skyward/core/internal";
 import { afterAll, beforeAll, describe } from "vitest";
 import {
   createTestbed,
@@ -20,6 +23,8 @@ runProviderConformance({
   provisionCount: 2,
   // A local worker exits by itself when its TTL runs out; there is no machine to end.
   supports: { selfDestruct: false },
+  // Two workers on this machine, started by Local's launchWorker.
+  pool: true,
 });
 
 /** Ids of the processes whose command line contains `text`. */
@@ -46,7 +51,7 @@ describe.skipIf(skipReason !== undefined)("SSH on a 2-host test bed", () => {
 
   runProviderConformance({
     name: "SSH",
-    create: () => sky.SSH({ hosts: testbedSshHosts(bed) }),
+    create: () => SSH({ hosts: testbedSshHosts(bed) }),
     provisionCount: 2,
     // The SSH provider creates nothing on the hosts until a pool starts a worker: their Skyward root
     // directories must stay empty, and no worker process may run.

@@ -4,11 +4,11 @@
  * is sugar that builds one, like the reference's `Plugin`:
  *
  * ```ts
- * import { extendImage, Plugin } from "@skyward/core";
+ * import { extendImage, Plugin } from "@skyward/core/contract";
  *
  * export const myFramework = () =>
  *   Plugin.create("my-framework")
- *     .withImageTransform((image) => extendImage(image, { pip: ["my-framework"] }))
+ *     .withImageTransform(({ image }) => extendImage(image, { pip: ["my-framework"] }))
  *     .withWorker({ module: "skyward_my_framework", path: new URL("../python/skyward_my_framework", import.meta.url) });
  * ```
  *
@@ -666,8 +666,8 @@ async function exitAll(entered: readonly Entered[]): Promise<PluginError[]> {
  * the ones already entered are exited before its {@link PluginError} is rethrown.
  *
  * ```ts
- * import type { Cluster, PoolHandle, PoolSpec } from "@skyward/core";
- * import { enterAroundClient } from "@skyward/core/internal";
+ * import type { PoolSpec } from "@skyward/core";
+ * import { type Cluster, enterAroundClient, type PoolHandle } from "@skyward/core/contract";
  *
  * declare const spec: PoolSpec, pool: PoolHandle, cluster: Cluster;
  * await using clientHooks = await enterAroundClient(spec.plugins, pool, cluster);
