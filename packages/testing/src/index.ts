@@ -12,6 +12,8 @@ export { packedFiles } from "./package-files.js";
 export {
   type BootstrapRun,
   type BootstrapRunOptions,
+  type BootstrapScriptTextOptions,
+  bootstrapScriptText,
   configurationIssuesOf,
   fakeCluster,
   runBootstrapScript,
