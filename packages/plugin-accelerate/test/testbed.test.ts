@@ -10,6 +10,8 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+// The SSH provider: `@skyward/provider-ssh` once the SSH machinery moves out of core.
+import { SSH } from "@skyward/core/internal";
 import {
   createPypiProxy,
   createTestbed,
@@ -70,7 +72,7 @@ describe.skipIf(skipReason !== undefined)(
       bed = await createTestbed({ hosts: 2 });
       proxy = await createPypiProxy({ testbed: bed });
       pool = await sky.compute({
-        provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
+        provider: SSH({ hosts: testbedSshHosts(bed) }),
         nodes: 2,
         ttl: 0,
         image: { python: SYSTEM_PYTHON, pip: [ACCELERATE_REQUIREMENT], includes: [tasks], env: proxy.env },

@@ -9,6 +9,8 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+// The SSH provider: `@skyward/provider-ssh` once the SSH machinery moves out of core.
+import { SSH } from "@skyward/core/internal";
 import {
   createTestbed,
   requirePrerequisite,
@@ -241,7 +243,7 @@ describe.skipIf(testbedSkip !== undefined)("joblib and sklearn on 2 SSH hosts of
   beforeAll(async () => {
     bed = await createTestbed({ hosts: 2 });
     pool = await sky.compute({
-      provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
+      provider: SSH({ hosts: testbedSshHosts(bed) }),
       nodes: 2,
       ttl: 0,
       image: { python: SYSTEM_PYTHON, includes: [tasks] },

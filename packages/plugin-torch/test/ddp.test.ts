@@ -5,6 +5,8 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+// The SSH provider: `@skyward/provider-ssh` once the SSH machinery moves out of core.
+import { SSH } from "@skyward/core/internal";
 import {
   createTestbed,
   requireSystemPython,
@@ -176,7 +178,7 @@ describe.skipIf(testbedMissing !== undefined)("torch() across 2 SSH hosts of the
 
   it("runs all_reduce and DDP over gloo between the hosts' private addresses", async () => {
     await using pool = await sky.compute({
-      provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
+      provider: SSH({ hosts: testbedSshHosts(bed) }),
       nodes: 2,
       ttl: 0,
       image: { python: SYSTEM_PYTHON, includes: [tasks] },

@@ -20,6 +20,8 @@ export {
 export {
   type BootstrapRun,
   type BootstrapRunOptions,
+  type BootstrapScriptTextOptions,
+  bootstrapScriptText,
   configurationIssuesOf,
   fakeCluster,
   runBootstrapScript,
