@@ -1,10 +1,10 @@
 // Fails when an export of a package's public entry points has no TSDoc comment.
-// Usage: node scripts/check-tsdoc.mjs [entry.ts…]   (default: every packages/*/src/{index,internal}.ts)
+// Usage: node scripts/check-tsdoc.mjs [entry.ts…]   (default: every packages/*/src/{index,contract,config,logs}.ts)
 import { globSync } from "node:fs";
 import ts from "typescript";
 
 const entries =
-  process.argv.length > 2 ? process.argv.slice(2) : globSync("packages/*/src/{index,internal}.ts");
+  process.argv.length > 2 ? process.argv.slice(2) : globSync("packages/*/src/{index,contract,config,logs,protocol}.ts");
 const program = ts.createProgram(entries, {
   module: ts.ModuleKind.NodeNext,
   moduleResolution: ts.ModuleResolutionKind.NodeNext,

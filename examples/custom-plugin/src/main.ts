@@ -3,16 +3,20 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+import { extendImage, type PluginV1 } from "@skyward/core/contract";
 
-/** The plugin's factory, as a plugin package would export it. */
-function timing(options: { label: string; greeting: string }): sky.Plugin {
-  return sky.Plugin.create("timing")
-    .withImageTransform((image) => sky.extendImage(image, { env: { GREETING: options.greeting } }))
-    .withWorker({
+/** The plugin's factory, as a plugin package would export it: a plain `PluginV1` object. */
+function timing(options: { label: string; greeting: string }): PluginV1 {
+  return {
+    specificationVersion: "v1",
+    name: "timing",
+    transform: ({ image }) => extendImage(image, { env: { GREETING: options.greeting } }),
+    worker: {
       module: "timing_plugin",
       path: fileURLToPath(new URL("./timing_plugin.py", import.meta.url)),
       config: { label: options.label },
-    });
+    },
+  };
 }
 
 type Timed<T> = { value: T; seconds: number; label: string };

@@ -1,5 +1,5 @@
 /** What every command receives: where it runs, how it writes, and the providers it may use. */
-import { loadConfig, type SkywardConfig } from "@skyward/core";
+import { loadConfig, type SkywardConfig } from "@skyward/core/config";
 import {
   type LoadedProvider,
   loadProviders,

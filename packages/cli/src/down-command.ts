@@ -2,7 +2,7 @@
  * `skyward down`: terminates the live instances of one pool, or all of them, then removes what those
  * pools shared at their providers (the providers' `cleanup`).
  */
-import { clusterFromInstance, type PoolResource } from "@skyward/core";
+import { clusterFromInstance, type PoolResource } from "@skyward/core/contract";
 import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
 import { poolOf } from "./format.js";
 import { type ListedInstance, listLiveInstances, printInstances } from "./instances-command.js";
@@ -90,7 +90,9 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
       const first = rows[0] as ListedInstance;
       const ids = rows.map((row) => row.instance.id);
       try {
-        await first.provider.terminate(clusterFromInstance(first.provider.name, first.instance), ids, {
+        await first.provider.terminate({
+          cluster: clusterFromInstance(first.provider.name, first.instance),
+          ids,
           signal: context.signal,
         });
         terminated.push(...rows);

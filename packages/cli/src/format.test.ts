@@ -1,4 +1,4 @@
-import type { Instance } from "@skyward/core";
+import type { Instance } from "@skyward/core/contract";
 import { describe, expect, it } from "vitest";
 import { formatAccelerator, formatAge, formatGb, formatPrice, instanceForOutput, poolOf } from "./format.js";
 

@@ -1,5 +1,5 @@
 /** How the CLI writes prices, durations, accelerators and instances for people and for `--json`. */
-import type { Instance, Offer } from "@skyward/core";
+import type { Instance, Offer } from "@skyward/core/contract";
 
 /** A price in USD per hour (`0.0350`, `2.190`), or `-` when there is none. */
 export function formatPrice(price: number | null): string {

@@ -1,5 +1,6 @@
 /** `skyward instances`: the live instances Skyward started, at every provider (or those given). */
-import type { Instance, Provider } from "@skyward/core";
+import type { Provider } from "@skyward/core";
+import type { Instance } from "@skyward/core/contract";
 import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
 import { formatAge, formatPrice, instanceForOutput, poolOf } from "./format.js";
 import { describeError, type LoadedProvider, type SkippedProvider } from "./providers.js";

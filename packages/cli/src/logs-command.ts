@@ -1,7 +1,16 @@
 /** `skyward logs`: prints (and follows) the pools' log file, filtered by pool and level. */
 import { open, readFile, stat } from "node:fs/promises";
-import { formatLogRecord, type LogLevel, type LogRecord, loadConfig, parseLogLine } from "@skyward/core";
-import { isLogLevel, logFileGenerations, logLevelRank, resolveLogFilePath } from "@skyward/core/internal";
+import type { LogLevel } from "@skyward/core";
+import { loadConfig } from "@skyward/core/config";
+import {
+  formatLogRecord,
+  isLogLevel,
+  type LogRecord,
+  logFileGenerations,
+  logLevelRank,
+  parseLogLine,
+  resolveLogFilePath,
+} from "@skyward/core/logs";
 import type { CommandContext } from "./command-context.js";
 import { UsageError } from "./usage-error.js";
 

@@ -1,11 +1,6 @@
 /** `skyward offers`: every provider's offers for an accelerator, cheapest first. */
-import {
-  acceleratorFromName,
-  ConfigurationError,
-  type Offer,
-  type OfferQuery,
-  offerPrice,
-} from "@skyward/core";
+import { ConfigurationError } from "@skyward/core";
+import { acceleratorFromName, type Offer, type OfferQuery, offerPrice } from "@skyward/core/contract";
 import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
 import { formatAccelerator, formatGb, formatPrice } from "./format.js";
 import { describeError, type SkippedProvider } from "./providers.js";
@@ -96,7 +91,7 @@ export async function offersCommand(context: CommandContext, flags: OffersFlags)
   const answers = await Promise.all(
     loaded.map(async ({ name, provider }) => {
       try {
-        return { name, offers: await provider.offers(query, { signal: context.signal }) };
+        return { name, offers: await provider.offers({ query, signal: context.signal }) };
       } catch (error) {
         failed.push({ name, reason: describeError(error) });
         return { name, offers: [] as readonly Offer[] };

@@ -1,4 +1,4 @@
-import type { ProviderEntry, SkywardConfig } from "@skyward/core";
+import type { ProviderEntry, SkywardConfig } from "@skyward/core/config";
 import { describe, expect, it } from "vitest";
 import { describeError, selectProviderEntries } from "./providers.js";
 

@@ -4,14 +4,13 @@
  * `createProviderFromConfig(settings)` called. A provider that cannot be loaded or used is skipped
  * with a one-line reason; the others carry on.
  */
+import { ConfigurationError, type Provider } from "@skyward/core";
 import {
-  ConfigurationError,
+  createProviderFromEntry,
   PROVIDER_PACKAGES,
-  type Provider,
   type ProviderEntry,
   type SkywardConfig,
-} from "@skyward/core";
-import { createProviderFromEntry } from "@skyward/core/internal";
+} from "@skyward/core/config";
 import { UsageError } from "./usage-error.js";
 
 /** A provider ready to use, under the name the user knows it by (its `[providers.NAME]`, or its type). */

@@ -5,9 +5,9 @@
  * run (credential-looking environment variables, credential-looking provider settings, private keys)
  * and masks them.
  */
-import type { Redactor } from "@skyward/core/internal";
+import type { Redactor } from "@skyward/core/contract";
 
-export { REDACTED, Redactor } from "@skyward/core/internal";
+export { REDACTED, Redactor } from "@skyward/core/contract";
 
 type Write = typeof process.stdout.write;
 

@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promis
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Instance, Offer } from "@skyward/core";
+import type { Instance, Offer } from "@skyward/core/contract";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 
 const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));

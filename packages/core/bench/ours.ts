@@ -5,7 +5,7 @@
 import { randomFillSync } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { Plugin, type PluginV1 } from "../dist/contract.js";
+import { Plugin } from "../dist/contract.js";
 import * as sky from "../dist/index.js";
 import { benchDirectory } from "./python.ts";
 import { type LatencySummary, MIB, median, progress, summariseLatency } from "./stats.ts";
@@ -97,7 +97,7 @@ async function startCpuMeter(pool: sky.Pool): Promise<(tasks: number) => CpuPerT
   };
 }
 
-function profilePlugins(directory: string | undefined): PluginV1[] {
+function profilePlugins(directory: string | undefined): sky.PluginV1[] {
   if (!directory) return [];
   const wrapper = join(benchDirectory, "profile_worker.py");
   return [

@@ -4,19 +4,16 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { accelerators, image, options, PluginError, spec } from "@skyward/core";
 import {
-  accelerators,
+  applyLaunchers,
   type Cluster,
-  image,
+  collectBootstrapOps,
   LaunchCommand,
   type LaunchContext,
   type Offer,
-  options,
-  PluginError,
   resolvePoolSpec,
-  spec,
-} from "@skyward/core";
-import { applyLaunchers, collectBootstrapOps } from "@skyward/core/internal";
+} from "@skyward/core/contract";
 import { configurationIssuesOf, packedFiles, requirePrerequisite } from "@skyward/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { type AccelerateConfig, accelerate, inferDistributedType } from "./index.js";
@@ -129,7 +126,10 @@ describe("accelerate() settings", () => {
   it("adds accelerate to the image's pip packages", async () => {
     const plugin = accelerate();
     expect(plugin.name).toBe("accelerate");
-    const transformed = await plugin.transform?.(image({ pip: ["numpy"] }), clusterOf(1, 0));
+    const transformed = await plugin.transform?.({
+      image: image({ pip: ["numpy"] }),
+      cluster: clusterOf(1, 0),
+    });
     expect(transformed?.pip).toEqual(["numpy", "accelerate"]);
   });
 });

@@ -17,9 +17,8 @@
  */
 import { posix } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Cluster, JsonValue, LaunchCommand, LaunchContext } from "@skyward/core";
-import { extendImage, Plugin } from "@skyward/core";
-import { parseInput, shellQuote } from "@skyward/core/internal";
+import type { Cluster, JsonValue, LaunchCommand, LaunchContext, PluginV1 } from "@skyward/core/contract";
+import { extendImage, Plugin, parseInput, shellQuote } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** Accelerate's distributed types, as `accelerate config` writes them. */
@@ -296,14 +295,14 @@ function wrapWithAccelerate(
  * @throws {ConfigurationError} naming the field (`accelerate.mixed_precision`, `accelerate.fsdp`…)
  *   when a setting is not valid.
  */
-export function accelerate(config: AccelerateConfig = {}): Plugin {
+export function accelerate(config: AccelerateConfig = {}): PluginV1 {
   const settings: AccelerateConfig = parseInput(settingsSchema, config, "accelerate");
   return Plugin.create("accelerate")
-    .withImageTransform((image) => extendImage(image, { pip: ["accelerate"] }))
-    .withBootstrap((cluster) => {
+    .withImageTransform(({ image }) => extendImage(image, { pip: ["accelerate"] }))
+    .withBootstrap(({ cluster }) => {
       const { nodes, gpusPerNode } = clusterShape(cluster);
       return [renderConfigFileOp(renderAccelerateConfig(settings, nodes, gpusPerNode))];
     })
-    .withLauncher((command, context) => wrapWithAccelerate(settings, command, context))
+    .withLauncher(({ command, context }) => wrapWithAccelerate(settings, command, context))
     .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: {} });
 }

@@ -10,6 +10,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+import { SSH } from "@skyward/provider-ssh";
 import {
   createPypiProxy,
   createTestbed,
@@ -70,7 +71,7 @@ describe.skipIf(skipReason !== undefined)(
       bed = await createTestbed({ hosts: 2 });
       proxy = await createPypiProxy({ testbed: bed });
       pool = await sky.compute({
-        provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
+        provider: SSH({ hosts: testbedSshHosts(bed) }),
         nodes: 2,
         ttl: 0,
         image: { python: SYSTEM_PYTHON, pip: [ACCELERATE_REQUIREMENT], includes: [tasks], env: proxy.env },

@@ -1,13 +1,19 @@
 import { existsSync } from "node:fs";
 import { basename } from "node:path";
-import { type Cluster, ConfigurationError, image } from "@skyward/core";
-import { applyImageTransforms, renderBootstrapScript, workerModules } from "@skyward/core/internal";
+import { ConfigurationError, image } from "@skyward/core";
+import { applyImageTransforms, type Cluster, isPlugin, workerModules } from "@skyward/core/contract";
+import { bootstrapScriptText } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { cuml, NVIDIA_PACKAGE_INDEX } from "./index.js";
 
 const cluster = { id: "cluster", provider: "fake", poolId: "pool" } as Cluster;
 
 describe("cuml()", () => {
+  it("is a plugin named cuml", () => {
+    expect(isPlugin(cuml())).toBe(true);
+    expect(cuml().name).toBe("cuml");
+  });
+
   it("installs cuml-cu12 from NVIDIA's index, scoped to the RAPIDS packages", async () => {
     const transformed = await applyImageTransforms([cuml()], image({ pip: ["scikit-learn"] }), cluster);
     expect(transformed.pip).toEqual(["scikit-learn", "cuml-cu12"]);
@@ -39,11 +45,7 @@ describe("cuml()", () => {
 
   it("installs cuML from that index (its other dependencies from the default one), scikit-learn from the default one, in the bootstrap's pip phase", async () => {
     const transformed = await applyImageTransforms([cuml()], image({ pip: ["scikit-learn"] }), cluster);
-    const script = renderBootstrapScript({
-      image: transformed,
-      root: "/opt/skyward",
-      skywardVersion: "0.1.0",
-    });
+    const script = bootstrapScriptText({ image: transformed });
     const installs = script.split("\n").filter((line) => line.trim().startsWith("skyward_pip_install "));
     expect(installs.find((line) => line.includes("cuml-cu12"))).toBe(
       `  skyward_pip_install --index-url ${NVIDIA_PACKAGE_INDEX} --extra-index-url "\${PIP_INDEX_URL:-https://pypi.org/simple}" cuml-cu12`,

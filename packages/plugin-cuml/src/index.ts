@@ -14,8 +14,7 @@
  * ```
  */
 import { fileURLToPath } from "node:url";
-import { extendImage, Plugin } from "@skyward/core";
-import { parseInput } from "@skyward/core/internal";
+import { extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** Settings of {@link cuml}. */
@@ -67,11 +66,11 @@ const optionsSchema = z.strictObject({
  *
  * @throws {ConfigurationError} (path `cuml.cuda`) when the CUDA version is not one RAPIDS ships.
  */
-export function cuml(options: CumlOptions = {}): Plugin {
+export function cuml(options: CumlOptions = {}): PluginV1 {
   const { cuda = "cu12" } = parseInput(optionsSchema, options, "cuml");
   const packages = RAPIDS_PACKAGES.map((name) => `${name}-${cuda}`);
   return Plugin.create("cuml")
-    .withImageTransform((image) =>
+    .withImageTransform(({ image }) =>
       extendImage(image, {
         pip: [`cuml-${cuda}`],
         // NVIDIA's index holds RAPIDS only: numpy, scikit-learn and the rest come from PyPI.

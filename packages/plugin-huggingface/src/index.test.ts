@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { image } from "@skyward/core";
-import { applyImageTransforms, collectBootstrapOps } from "@skyward/core/internal";
+import { applyImageTransforms, collectBootstrapOps } from "@skyward/core/contract";
 import { configurationIssuesOf, fakeCluster, runBootstrapScript } from "@skyward/testing";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { DEFAULT_HUGGINGFACE_PACKAGES, huggingface } from "./index.js";

@@ -13,8 +13,7 @@
  * });
  * ```
  */
-import { extendImage, Plugin } from "@skyward/core";
-import { parseInput } from "@skyward/core/internal";
+import { extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** Settings of {@link huggingface}. */
@@ -91,14 +90,14 @@ const LOGIN_OP = [
  * @throws {ConfigurationError} naming the field (`huggingface.token`, `huggingface.packages[1]`)
  *   when an option is not valid; messages never repeat the token.
  */
-export function huggingface(options: HuggingFaceOptions = {}): Plugin {
+export function huggingface(options: HuggingFaceOptions = {}): PluginV1 {
   const settings = parseInput(optionsSchema, options, "huggingface");
   const requested = settings.packages ?? DEFAULT_HUGGINGFACE_PACKAGES;
   const packages = requested.some((requirement) => projectName(requirement) === "huggingface-hub")
     ? [...requested]
     : [...requested, "huggingface_hub"];
   return Plugin.create("huggingface")
-    .withImageTransform((image) => {
+    .withImageTransform(({ image }) => {
       // Read when the pool starts, so a token set after the plugin was made still counts.
       const fromEnvironment = process.env.HF_TOKEN;
       const token =

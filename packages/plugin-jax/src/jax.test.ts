@@ -1,14 +1,14 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { image, isPlugin, type Plugin } from "@skyward/core";
-import { applyImageTransforms, workerModules } from "@skyward/core/internal";
+import { image } from "@skyward/core";
+import { applyImageTransforms, isPlugin, type PluginV1, workerModules } from "@skyward/core/contract";
 import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { type JaxOptions, jax } from "./index.js";
 
 const cluster = fakeCluster();
 
-function transformed(plugin: Plugin, base = image()) {
+function transformed(plugin: PluginV1, base = image()) {
   return applyImageTransforms([plugin], base, cluster);
 }
 
@@ -69,6 +69,6 @@ describe("the package", () => {
     const manifest = JSON.parse(readFileSync(`${root}/package.json`, "utf8")) as {
       peerDependencies: Record<string, string>;
     };
-    expect(manifest.peerDependencies["@skyward/core"]).toBe("workspace:^");
+    expect(manifest.peerDependencies["@skyward/core"]).toBe("workspace:>=0.1.0 <1.0.0");
   });
 });

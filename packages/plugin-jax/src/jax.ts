@@ -4,8 +4,7 @@
  * mesh.
  */
 import { fileURLToPath } from "node:url";
-import { extendImage, Plugin } from "@skyward/core";
-import { parseInput } from "@skyward/core/internal";
+import { extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** Which JAX build to install: with the CUDA 12 or CUDA 13 wheels, or for CPU only. */
@@ -63,9 +62,9 @@ const optionsSchema = z.strictObject(
  *
  * @throws {ConfigurationError} naming the field (`cuda`) when an option is invalid.
  */
-export function jax(options: JaxOptions = {}): Plugin {
+export function jax(options: JaxOptions = {}): PluginV1 {
   const { cuda } = parseInput(optionsSchema, options);
   return Plugin.create("jax")
-    .withImageTransform((image) => extendImage(image, { pip: [REQUIREMENTS[cuda]] }))
+    .withImageTransform(({ image }) => extendImage(image, { pip: [REQUIREMENTS[cuda]] }))
     .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: {} });
 }

@@ -6,6 +6,7 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+import { SSH } from "@skyward/provider-ssh";
 import {
   createPypiProxy,
   createTestbed,
@@ -51,7 +52,7 @@ describe.skipIf(skipReason !== undefined)("jax() across 2 SSH hosts of the test 
     bed = await createTestbed({ hosts: 2 });
     proxy = await createPypiProxy({ testbed: bed });
     pool = await sky.compute({
-      provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
+      provider: SSH({ hosts: testbedSshHosts(bed) }),
       nodes: 2,
       ttl: 0,
       image: { python: SYSTEM_PYTHON, includes: [tasks], env: proxy.env },

@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { image, isPlugin, type Plugin } from "@skyward/core";
-import { applyImageTransforms, workerModules } from "@skyward/core/internal";
+import { image } from "@skyward/core";
+import { applyImageTransforms, isPlugin, type PluginV1, workerModules } from "@skyward/core/contract";
 import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { type JoblibOptions, joblib, sklearn } from "./index.js";
@@ -11,7 +11,7 @@ const cluster = fakeCluster();
 
 const workerPath = fileURLToPath(new URL("../python/skyward_plugin_joblib.py", import.meta.url));
 
-function transformed(plugins: Plugin[], base = image()) {
+function transformed(plugins: PluginV1[], base = image()) {
   return applyImageTransforms(plugins, base, cluster);
 }
 
@@ -133,6 +133,6 @@ describe("the package", () => {
     const manifest = JSON.parse(readFileSync(`${root}/package.json`, "utf8")) as {
       peerDependencies: Record<string, string>;
     };
-    expect(manifest.peerDependencies["@skyward/core"]).toBe("workspace:^");
+    expect(manifest.peerDependencies["@skyward/core"]).toBe("workspace:>=0.1.0 <1.0.0");
   });
 });

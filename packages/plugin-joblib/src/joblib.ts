@@ -5,8 +5,7 @@
  * nested dispatch.
  */
 import { fileURLToPath } from "node:url";
-import { extendImage, Plugin } from "@skyward/core";
-import { parseInput } from "@skyward/core/internal";
+import { extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** Options of {@link joblib}. */
@@ -68,9 +67,9 @@ function requirement(name: string, version: string | undefined): string {
 }
 
 /** A plugin that adds `requirements` to the image and ships the joblib backend to the workers. */
-function joblibPlugin(name: string, requirements: readonly string[]): Plugin {
+function joblibPlugin(name: string, requirements: readonly string[]): PluginV1 {
   return Plugin.create(name)
-    .withImageTransform((image) => extendImage(image, { pip: requirements }))
+    .withImageTransform(({ image }) => extendImage(image, { pip: requirements }))
     .withWorker({ module: WORKER_MODULE, path: WORKER_PATH });
 }
 
@@ -94,7 +93,7 @@ function joblibPlugin(name: string, requirements: readonly string[]): Plugin {
  * @throws {ConfigurationError} (path `version`) when the version is neither an exact version nor a
  *   version specifier, or (path = the field) for an unknown option.
  */
-export function joblib(options: JoblibOptions = {}): Plugin {
+export function joblib(options: JoblibOptions = {}): PluginV1 {
   const { version } = parseInput(optionsSchema, options);
   return joblibPlugin("joblib", [requirement("joblib", version)]);
 }
@@ -118,7 +117,7 @@ export function joblib(options: JoblibOptions = {}): Plugin {
  * @throws {ConfigurationError} (path `version`) when the version is neither an exact version nor a
  *   version specifier, or (path = the field) for an unknown option.
  */
-export function sklearn(options: SklearnOptions = {}): Plugin {
+export function sklearn(options: SklearnOptions = {}): PluginV1 {
   const { version } = parseInput(optionsSchema, options);
   return joblibPlugin("sklearn", [requirement("scikit-learn", version), "joblib"]);
 }

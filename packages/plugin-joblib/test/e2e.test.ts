@@ -9,6 +9,7 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+import { SSH } from "@skyward/provider-ssh";
 import {
   createTestbed,
   requirePrerequisite,
@@ -241,7 +242,7 @@ describe.skipIf(testbedSkip !== undefined)("joblib and sklearn on 2 SSH hosts of
   beforeAll(async () => {
     bed = await createTestbed({ hosts: 2 });
     pool = await sky.compute({
-      provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
+      provider: SSH({ hosts: testbedSshHosts(bed) }),
       nodes: 2,
       ttl: 0,
       image: { python: SYSTEM_PYTHON, includes: [tasks] },

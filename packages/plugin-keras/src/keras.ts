@@ -4,8 +4,7 @@
  * data-parallel distribution over every device of the pool.
  */
 import { fileURLToPath } from "node:url";
-import { extendImage, Plugin } from "@skyward/core";
-import { parseInput } from "@skyward/core/internal";
+import { extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** A Keras 3 backend. */
@@ -57,9 +56,11 @@ const optionsSchema = z.strictObject(
  *
  * @throws {ConfigurationError} naming the field (`backend`) when an option is invalid.
  */
-export function keras(options: KerasOptions = {}): Plugin {
+export function keras(options: KerasOptions = {}): PluginV1 {
   const { backend } = parseInput(optionsSchema, options);
   return Plugin.create("keras")
-    .withImageTransform((image) => extendImage(image, { pip: ["keras"], env: { KERAS_BACKEND: backend } }))
+    .withImageTransform(({ image }) =>
+      extendImage(image, { pip: ["keras"], env: { KERAS_BACKEND: backend } }),
+    )
     .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: { backend } });
 }

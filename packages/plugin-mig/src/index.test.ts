@@ -4,13 +4,17 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type Cluster, isPlugin, PluginError } from "@skyward/core";
+import { PluginError, spec } from "@skyward/core";
 import {
+  type Cluster,
   collectBootstrapOps,
+  isPlugin,
+  Plugin,
   pluginSchema,
   resolveWorkersPerNode,
+  whyNotPlugin,
   workerModules,
-} from "@skyward/core/internal";
+} from "@skyward/core/contract";
 import { configurationIssuesOf, runBootstrapScript } from "@skyward/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { mig, migInstancesPerGpu } from "./index.js";
@@ -99,6 +103,7 @@ describe("mig(profile)", () => {
 
   it("is a plugin a pool accepts, with a worker module that ships from this package", () => {
     const plugin = mig("3g.40gb");
+    expect(whyNotPlugin(plugin)).toBeUndefined();
     expect(isPlugin(plugin)).toBe(true);
     expect(pluginSchema.safeParse(plugin).success).toBe(true);
     expect(plugin.name).toBe("mig");
@@ -110,6 +115,14 @@ describe("mig(profile)", () => {
       config: { profile: "3g.40gb", gpu: 0 },
     });
     expect(existsSync(module?.path ?? "")).toBe(true);
+  });
+
+  it("is a frozen plain object carrying its profile", () => {
+    const plugin = mig("1g.10gb");
+    expect(Object.getPrototypeOf(plugin)).toBe(Object.prototype);
+    expect(Object.isFrozen(plugin)).toBe(true);
+    expect(Object.isFrozen(plugin.worker)).toBe(true);
+    expect({ ...plugin }).toMatchObject({ specificationVersion: "v1", name: "mig", profile: "1g.10gb" });
   });
 });
 
@@ -137,13 +150,16 @@ describe("workers per node: the instances of the profile that fit the GPU", () =
     ["4g.24gb", "A30", 24, 1],
   ] as const)("%s on a %s %i GB → %i", (profile, name, memoryGb, expected) => {
     expect(migInstancesPerGpu(profile, { name, memoryGb })).toBe(expected);
-    expect(mig(profile).workersPerNode(gpuCluster(name, memoryGb))).toBe(expected);
+    expect(mig(profile).workersPerNode({ cluster: gpuCluster(name, memoryGb) })).toBe(expected);
   });
 
-  it("sets workers per node through the typed hook the pool reads, kept by the with* methods", () => {
+  it("sets workers per node through the hook the pool reads, from the plugin a spec keeps", () => {
     const cluster = gpuCluster("A100", 80);
-    expect(resolveWorkersPerNode([mig("3g.40gb")], cluster)).toBe(2);
-    expect(resolveWorkersPerNode([mig("1g.10gb").withLauncher((command) => command)], cluster)).toBe(7);
+    const plugin = mig("3g.40gb");
+    const { plugins } = spec({ plugins: [Plugin.create("other"), plugin] });
+    expect(plugins[1]).toBe(plugin);
+    expect(resolveWorkersPerNode(plugins, cluster)).toBe(2);
+    expect(resolveWorkersPerNode([mig("1g.10gb")], cluster)).toBe(7);
   });
 
   it("refuses a profile that does not fit the GPU", () => {
@@ -157,7 +173,7 @@ describe("workers per node: the instances of the profile that fit the GPU", () =
 
   it("says so when the pool has no GPU to partition", () => {
     const cpuOnly = { spec: { acceleratorMemoryGb: 0 }, offer: { accelerator: null } } as unknown as Cluster;
-    expect(() => mig("1g.10gb").workersPerNode(cpuOnly)).toThrow(/needs GPU nodes/);
+    expect(() => mig("1g.10gb").workersPerNode({ cluster: cpuOnly })).toThrow(/needs GPU nodes/);
     try {
       collectBootstrapOps([mig("1g.10gb")], cpuOnly);
       expect.unreachable();

@@ -16,9 +16,8 @@
  * ```
  */
 import { fileURLToPath } from "node:url";
-import type { Cluster } from "@skyward/core";
-import { ConfigurationError, Plugin } from "@skyward/core";
-import { shellQuote } from "@skyward/core/internal";
+import { ConfigurationError } from "@skyward/core";
+import { type Cluster, type ClusterHookOptions, type PluginV1, shellQuote } from "@skyward/core/contract";
 
 /** A MIG profile as `nvidia-smi` names it: compute slices `g`, memory in GB, optionally `+me` (media extensions). */
 const PROFILE = /^([1-7])g\.(\d+)gb(\+me)?$/;
@@ -129,19 +128,18 @@ function partitionOp(profile: string, instances: number): string {
 }
 
 /**
- * A MIG plugin: a {@link Plugin} whose {@link Plugin.withWorkersPerNode} hook says how many workers
- * each node runs — one per GPU instance — and which also carries its profile. The `with*` methods
- * return plain plugins (the hook kept, the `profile` field not).
+ * A MIG plugin: a {@link PluginV1} whose `workersPerNode` hook says how many workers each node runs —
+ * one per GPU instance — and which also carries its profile. A frozen plain object.
  */
-export interface MigPlugin extends Plugin {
+export interface MigPlugin extends PluginV1 {
   /** The MIG profile each instance is cut to (`"3g.40gb"`). */
   readonly profile: string;
   /**
    * Workers per node on `cluster`: how many instances of the profile fit its GPU (see
-   * {@link migInstancesPerGpu}). What the pool should use as `workers_per_node` (and the worker
-   * concurrency) so that worker `i` of a node runs on MIG device `i`.
+   * {@link migInstancesPerGpu}). What the pool uses as the node's worker count, so that worker `i`
+   * of a node runs on MIG device `i`.
    */
-  workersPerNode(cluster: Cluster): number;
+  readonly workersPerNode: (options: ClusterHookOptions) => number;
 }
 
 /**
@@ -157,19 +155,18 @@ export interface MigPlugin extends Plugin {
  */
 export function mig(profile: string): MigPlugin {
   if (typeof profile !== "string" || !parseProfile(profile)) throw profileError(profile);
-  const workersPerNode = (cluster: Cluster): number => migInstancesPerGpu(profile, clusterGpu(cluster));
-  const plugin = Plugin.create("mig")
-    .withWorkersPerNode(workersPerNode)
-    .withBootstrap((cluster) => [partitionOp(profile, workersPerNode(cluster))])
-    .withWorker({
+  const workersPerNode = ({ cluster }: ClusterHookOptions): number =>
+    migInstancesPerGpu(profile, clusterGpu(cluster));
+  return Object.freeze({
+    specificationVersion: "v1",
+    name: "mig",
+    profile,
+    workersPerNode,
+    bootstrap: ({ cluster }) => [partitionOp(profile, workersPerNode({ cluster }))],
+    worker: Object.freeze({
       module: "skyward_plugin_mig",
       path: fileURLToPath(new URL("../python/skyward_plugin_mig.py", import.meta.url)),
-      config: { profile, gpu: 0 },
-    });
-  // The plugin itself is frozen: the profile goes on an object that inherits its hooks.
-  const migPlugin: MigPlugin = Object.create(plugin, {
-    profile: { value: profile, enumerable: true },
-  });
-  Object.freeze(migPlugin);
-  return migPlugin;
+      config: Object.freeze({ profile, gpu: 0 }),
+    }),
+  } satisfies MigPlugin);
 }

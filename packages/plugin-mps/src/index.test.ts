@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { image } from "@skyward/core";
-import { applyImageTransforms, collectBootstrapOps } from "@skyward/core/internal";
+import { applyImageTransforms, collectBootstrapOps, isPlugin } from "@skyward/core/contract";
 import { configurationIssuesOf, fakeCluster, runBootstrapScript } from "@skyward/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { mps } from "./index.js";
@@ -48,6 +48,15 @@ async function bootstrapWith(
 }
 
 describe("mps() options", () => {
+  it("is a frozen plain PluginV1 with an image transform and a bootstrap op", () => {
+    const plugin = mps();
+    expect(isPlugin(plugin)).toBe(true);
+    expect(Object.getPrototypeOf(plugin)).toBe(Object.prototype);
+    expect(Object.isFrozen(plugin)).toBe(true);
+    expect(plugin).toMatchObject({ specificationVersion: "v1", name: "mps" });
+    expect(plugin.bootstrap?.({ cluster })).toHaveLength(1);
+  });
+
   it("refuses bad options with a ConfigurationError naming the field", () => {
     expect(configurationIssuesOf(() => mps({ activeThreadPercentage: 0 }))).toEqual([
       { path: "mps.activeThreadPercentage", message: "expected a whole number from 1 to 100" },

@@ -14,8 +14,7 @@
  * });
  * ```
  */
-import { extendImage, Plugin } from "@skyward/core";
-import { parseInput, shellQuote } from "@skyward/core/internal";
+import { extendImage, type PluginV1, parseInput, shellQuote } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** Settings of {@link mps}. */
@@ -111,10 +110,13 @@ function startDaemonOp(env: Record<string, string>): string {
  * @throws {ConfigurationError} naming the field (`mps.activeThreadPercentage`…) when an option is
  *   not valid.
  */
-export function mps(options: MpsOptions = {}): Plugin {
+export function mps(options: MpsOptions = {}): PluginV1 {
   const env = mpsEnvironment(parseInput(optionsSchema, options, "mps"));
   const op = startDaemonOp(env);
-  return Plugin.create("mps")
-    .withImageTransform((image) => extendImage(image, { env }))
-    .withBootstrap(() => [op]);
+  return Object.freeze({
+    specificationVersion: "v1",
+    name: "mps",
+    transform: ({ image }) => extendImage(image, { env }),
+    bootstrap: () => [op],
+  } satisfies PluginV1);
 }

@@ -4,8 +4,7 @@
  * code runs unchanged across the pool's nodes.
  */
 import { fileURLToPath } from "node:url";
-import { extendImage, Plugin } from "@skyward/core";
-import { parseInput } from "@skyward/core/internal";
+import { extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** A `torch.distributed` backend: `nccl` for NVIDIA GPUs, `gloo` for CPUs (and as a fallback). */
@@ -113,14 +112,14 @@ function requirement(name: string, version: string | true): string {
  * @throws {ConfigurationError} naming the field (`backend`, `cuda`, `version`, `vision`, `audio`)
  *   when an option is invalid.
  */
-export function torch(options: TorchOptions = {}): Plugin {
+export function torch(options: TorchOptions = {}): PluginV1 {
   const { backend, cuda, version, vision, audio } = parseInput(optionsSchema, options);
   const requirements = [requirement("torch", version)];
   if (vision !== false) requirements.push(requirement("torchvision", vision));
   if (audio !== false) requirements.push(requirement("torchaudio", audio));
   const packages = requirements.map((entry) => entry.split(/[=<>!~]/, 1)[0] as string);
   return Plugin.create("torch")
-    .withImageTransform((image) =>
+    .withImageTransform(({ image }) =>
       extendImage(image, { pip: requirements, pipIndexes: [{ url: wheelIndexUrl(cuda), packages }] }),
     )
     .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: { backend: backend ?? null } });

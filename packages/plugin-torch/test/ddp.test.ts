@@ -5,6 +5,7 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+import { SSH } from "@skyward/provider-ssh";
 import {
   createTestbed,
   requireSystemPython,
@@ -176,7 +177,7 @@ describe.skipIf(testbedMissing !== undefined)("torch() across 2 SSH hosts of the
 
   it("runs all_reduce and DDP over gloo between the hosts' private addresses", async () => {
     await using pool = await sky.compute({
-      provider: sky.SSH({ hosts: testbedSshHosts(bed) }),
+      provider: SSH({ hosts: testbedSshHosts(bed) }),
       nodes: 2,
       ttl: 0,
       image: { python: SYSTEM_PYTHON, includes: [tasks] },

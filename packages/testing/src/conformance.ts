@@ -1,10 +1,21 @@
 /**
  * The provider conformance suite: one vitest `describe` block that checks a provider against the
- * `v1` contract of `@skyward/core` — well-formed offers that respect the query, a read-only
- * `offers`, and the whole lifecycle `prepare` → `provision` → `getInstance` → `terminate` →
- * `teardown` leaving nothing behind; and, for a provider that has it, `cleanup` removing what pools
- * without instances left. Every provider package runs it, the built-ins included.
+ * `v1` contract of `@skyward/core` — methods that each take one options object, well-formed offers
+ * that respect the query, a read-only `offers`, and the whole lifecycle `prepare` → `provision` →
+ * `getInstance` → `terminate` → `teardown` leaving nothing behind; for a provider that has it,
+ * `cleanup` removing what pools without instances left; and, when asked, a real pool whose workers
+ * `launchWorker` started. Every provider package runs it, the built-ins included.
  */
+import {
+  compute,
+  type FlatComputeInput,
+  type PoolSpec,
+  type Provider,
+  python,
+  options as resolvePoolOptions,
+  spec as resolveSpec,
+  type SpecInput,
+} from "@skyward/core";
 import {
   acceleratorCatalog,
   type Cluster,
@@ -14,15 +25,10 @@ import {
   type OfferQuery,
   offerPrice,
   offerQuery,
-  type PoolSpec,
-  type Provider,
   type ProviderCallOptions,
-  options as resolvePoolOptions,
   resolvePoolSpec,
-  spec as resolveSpec,
-  type SpecInput,
-} from "@skyward/core";
-import { whyNotProvider } from "@skyward/core/internal";
+  whyNotProvider,
+} from "@skyward/core/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /** What a provider under test can do in its test environment; every field is optional. */
@@ -44,6 +50,13 @@ export interface ProviderConformanceSupport {
    */
   selfDestruct?: boolean;
 }
+
+/**
+ * The pool {@link ProviderConformanceOptions.pool} asks for: `sky.compute` input fields (without
+ * `provider`) laid over the suite's `spec` — `nodes` (default: `provisionCount`), `image`, `ttl`,
+ * and pool `options` such as `bootstrapTimeout` or `sshTimeout` (`console` is off unless set).
+ */
+export type ProviderConformancePool = Omit<FlatComputeInput, "provider">;
 
 /** Options of {@link runProviderConformance}. */
 export interface ProviderConformanceOptions {
@@ -79,7 +92,18 @@ export interface ProviderConformanceOptions {
    * differently from unknown ones). Default `"skyward-conformance-unknown"`.
    */
   unknownInstanceId?: string;
-  /** Deadline of each provider call and of each test, milliseconds. Default 120000. */
+  /**
+   * Also start a real pool on the provider (`sky.compute`), so every node's worker is started by
+   * `launchWorker`, and check that each worker answers a task and that closing the pool leaves
+   * `leftovers()` as it found them. Off by default: it needs nodes that can run the worker (Python
+   * 3.10 or newer, and whatever the image installs). `true` uses the suite's `spec`; an object adds
+   * to it (see {@link ProviderConformancePool}).
+   */
+  pool?: boolean | ProviderConformancePool;
+  /**
+   * Deadline of each provider call and of each test, milliseconds. Default 120000. The pool test
+   * (`pool`) gets twice as long: starting the pool may take up to this deadline, closing it as much.
+   */
   timeoutMs?: number;
 }
 
@@ -279,6 +303,32 @@ export function instanceProblems(instance: unknown, cluster: Cluster): string[] 
   return problems;
 }
 
+/**
+ * What is wrong with what `launchWorker` returned, in words (an empty array when nothing is): a
+ * non-empty `host`, a port number, the worker's process id, and, when present, a string `token`, a
+ * boolean `warm`, and functions `openStream` and `close`.
+ */
+export function workerEndpointProblems(endpoint: unknown): string[] {
+  if (!isRecord(endpoint)) return [`expected a worker endpoint object, received ${JSON.stringify(endpoint)}`];
+  const problems: string[] = [];
+  const fail = (field: string, message: string) => problems.push(`worker endpoint: ${field} ${message}`);
+  if (typeof endpoint.host !== "string" || endpoint.host === "") fail("host", "must be a non-empty string");
+  const port = endpoint.port;
+  if (typeof port !== "number" || !Number.isInteger(port) || port < 1 || port > 65_535)
+    fail("port", `must be a port number, is ${JSON.stringify(port)}`);
+  if (typeof endpoint.pid !== "number" || !Number.isInteger(endpoint.pid) || endpoint.pid < 1)
+    fail("pid", `must be the worker's process id, is ${JSON.stringify(endpoint.pid)}`);
+  if (endpoint.token !== undefined && typeof endpoint.token !== "string")
+    fail("token", "must be a string when present");
+  if (endpoint.warm !== undefined && typeof endpoint.warm !== "boolean")
+    fail("warm", "must be a boolean when present");
+  for (const field of ["openStream", "close"] as const) {
+    if (endpoint[field] !== undefined && typeof endpoint[field] !== "function")
+      fail(field, "must be a function when present");
+  }
+  return problems;
+}
+
 /** What is wrong with a cluster `prepare` returned, in words (an empty array when nothing is). */
 function clusterProblems(cluster: unknown, providerName: string, offer: Offer): string[] {
   if (!isRecord(cluster)) return [`expected a cluster object, received ${JSON.stringify(cluster)}`];
@@ -312,6 +362,37 @@ function clusterProblems(cluster: unknown, providerName: string, offer: Offer): 
   return problems;
 }
 
+/** The contract's methods, each taking one options object. */
+const PROVIDER_METHODS = [
+  "offers",
+  "prepare",
+  "provision",
+  "getInstance",
+  "launchWorker",
+  "terminate",
+  "teardown",
+  "selfDestruct",
+  "listInstances",
+  "cleanup",
+] as const;
+
+/**
+ * The provider as the pool sees it, with every `launchWorker` result recorded: an object inheriting
+ * from the provider (frozen or not), whose own `launchWorker` calls the provider's.
+ */
+function recordingLaunches(provider: Provider, endpoints: unknown[]): Provider {
+  const recording: Provider = Object.create(provider);
+  Object.defineProperty(recording, "launchWorker", {
+    enumerable: true,
+    value: async (options: Parameters<Provider["launchWorker"]>[0]) => {
+      const endpoint = await provider.launchWorker(options);
+      endpoints.push(endpoint);
+      return endpoint;
+    },
+  });
+  return recording;
+}
+
 function sleep(milliseconds: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, milliseconds));
 }
@@ -336,13 +417,15 @@ function sleep(milliseconds: number): Promise<void> {
  * ```
  *
  * The lifecycle tests run in order and share one cluster; whatever a failing test leaves is
- * terminated and torn down in `afterAll`, before `cleanup`.
+ * terminated and torn down in `afterAll`, before `cleanup`. With `pool`, a real pool is started last,
+ * so every node's worker comes from `launchWorker`, and closed again.
  */
 export function runProviderConformance(options: ProviderConformanceOptions): void {
   const timeoutMs = options.timeoutMs ?? 120_000;
   const provisionCount = options.provisionCount ?? 1;
   const supports = options.supports ?? {};
   const unknownId = options.unknownInstanceId ?? "skyward-conformance-unknown";
+  /** The options every provider call gets: a deadline. */
   const callOptions = (): ProviderCallOptions => ({ signal: AbortSignal.timeout(timeoutMs) });
 
   describe(`provider conformance: ${options.name}`, () => {
@@ -353,6 +436,8 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
     let cluster: Cluster | undefined;
     let instances: readonly Instance[] = [];
     let tornDown = false;
+    /** Makes the pool ids of this run's clusters unique (`conf0…` for the lifecycle's). */
+    const suffix = Math.random().toString(16).slice(2, 8);
     /** Clusters the cleanup check prepared; torn down in afterAll if the check fails half way. */
     const orphans: Cluster[] = [];
 
@@ -368,7 +453,7 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
     const listed = async (): Promise<readonly Instance[]> =>
       provider.listInstances ? provider.listInstances(callOptions()) : [];
     const offersFor = async (wanted: OfferQuery): Promise<readonly Offer[]> => {
-      const offers = await provider.offers(wanted, callOptions());
+      const offers = await provider.offers({ ...callOptions(), query: wanted });
       expect(Array.isArray(offers), "offers must resolve to an array").toBe(true);
       expect(offers.flatMap((entry) => offerProblems(entry, provider.name))).toEqual([]);
       expect(offers.flatMap((entry) => offerQueryProblems(entry, wanted))).toEqual([]);
@@ -377,7 +462,12 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
 
     beforeAll(async () => {
       provider = await options.create();
-      poolSpec = resolvePoolSpec(resolveSpec({ ...options.spec, provider }), resolvePoolOptions({}));
+      // A provider that is not one fails the first test, with the reason, rather than the whole suite.
+      const valid = whyNotProvider(provider) === undefined;
+      poolSpec = resolvePoolSpec(
+        resolveSpec({ ...options.spec, ...(valid ? { provider } : {}) }),
+        resolvePoolOptions({}),
+      );
       query = offerQuery(poolSpec);
     }, timeoutMs);
 
@@ -385,10 +475,11 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
       try {
         if (cluster && !tornDown) {
           const ids = instances.map((instance) => instance.id);
-          await provider.terminate(cluster, ids, callOptions()).catch(() => undefined);
-          await provider.teardown(cluster, callOptions()).catch(() => undefined);
+          await provider.terminate({ ...callOptions(), cluster, ids }).catch(() => undefined);
+          await provider.teardown({ ...callOptions(), cluster }).catch(() => undefined);
         }
-        for (const orphan of orphans) await provider.teardown(orphan, callOptions()).catch(() => undefined);
+        for (const orphan of orphans)
+          await provider.teardown({ ...callOptions(), cluster: orphan }).catch(() => undefined);
       } finally {
         await options.cleanup?.();
       }
@@ -401,6 +492,22 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
       expect([typeof spot, typeof volumes, typeof images]).toEqual(["boolean", "boolean", "boolean"]);
       if (stopResume !== undefined) expect(typeof stopResume).toBe("boolean");
       if (maxInstances !== undefined) expect(Number.isInteger(maxInstances) && maxInstances > 0).toBe(true);
+    });
+
+    it("every method takes one options object, launchWorker included", () => {
+      expect(
+        typeof provider.launchWorker,
+        "launchWorker is required: the pool starts every node with it",
+      ).toBe("function");
+      const positional = PROVIDER_METHODS.flatMap((method) => {
+        const value: unknown = provider[method];
+        return typeof value === "function" && value.length > 1
+          ? [`${method} declares ${value.length} parameters`]
+          : [];
+      });
+      expect(positional, "each v1 method takes a single options object, not positional arguments").toEqual(
+        [],
+      );
     });
 
     it(
@@ -469,12 +576,12 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
           return context.skip("neither leftovers nor listInstances can tell what exists");
         const before = await leftovers();
         const listedBefore = (await listed()).map((instance) => instance.id).sort();
-        await provider.offers(query, callOptions());
-        await provider.offers(
-          { ...query, accelerator: { name: supports.accelerator ?? "A100", count: 1 } },
-          callOptions(),
-        );
-        await provider.offers({ ...query, allocation: "spot" }, callOptions());
+        await provider.offers({ ...callOptions(), query });
+        await provider.offers({
+          ...callOptions(),
+          query: { ...query, accelerator: { name: supports.accelerator ?? "A100", count: 1 } },
+        });
+        await provider.offers({ ...callOptions(), query: { ...query, allocation: "spot" } });
         expect(await leftovers()).toEqual(before);
         expect((await listed()).map((instance) => instance.id).sort()).toEqual(listedBefore);
       },
@@ -486,7 +593,7 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
         "prepare returns a cluster with the contract's fields",
         async () => {
           // The offer checks are the offer tests' job; here any priced offer will do.
-          const offers = await provider.offers(query, callOptions());
+          const offers = await provider.offers({ ...callOptions(), query });
           const priced = offers
             .map((entry) => ({ entry, price: offerPrice(entry, query.allocation) }))
             .filter((candidate): candidate is { entry: Offer; price: number } => candidate.price !== null)
@@ -494,7 +601,12 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
           offer = priced[0]?.entry;
           if (!offer) throw new Error("no priced offer for the spec to prepare a cluster for");
           const spec = options.prepareSpec ? await options.prepareSpec(poolSpec) : poolSpec;
-          const prepared = await provider.prepare(spec, offer, callOptions());
+          const prepared = await provider.prepare({
+            ...callOptions(),
+            spec,
+            offer,
+            poolId: `conf0${suffix}`,
+          });
           cluster = prepared;
           expect(clusterProblems(prepared, provider.name, offer)).toEqual([]);
         },
@@ -507,7 +619,11 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
           const current = requireCluster();
           const { maxInstances } = provider.capabilities;
           if (maxInstances !== undefined) expect(provisionCount).toBeLessThanOrEqual(maxInstances);
-          const created = await provider.provision(current, provisionCount, callOptions());
+          const created = await provider.provision({
+            ...callOptions(),
+            cluster: current,
+            count: provisionCount,
+          });
           instances = created;
           expect(Array.isArray(created)).toBe(true);
           expect(created.length).toBeGreaterThanOrEqual(1);
@@ -531,7 +647,7 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
         async () => {
           const current = requireCluster();
           for (const instance of requireInstances()) {
-            const found = await provider.getInstance(current, instance.id, callOptions());
+            const found = await provider.getInstance({ ...callOptions(), cluster: current, id: instance.id });
             expect(found, `getInstance(${JSON.stringify(instance.id)})`).not.toBeNull();
             expect(found?.id).toBe(instance.id);
             expect(found?.status).not.toBe("terminated");
@@ -544,7 +660,7 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
       it("selfDestruct returns a shell operation, synchronously", () => {
         const current = requireCluster();
         for (const instance of requireInstances()) {
-          const op = provider.selfDestruct(current, instance);
+          const op = provider.selfDestruct({ cluster: current, instance });
           expect(typeof op, "selfDestruct must return a string, not a promise").toBe("string");
           if (supports.selfDestruct !== false) {
             expect(
@@ -567,8 +683,12 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
           expect(mine.flatMap((instance) => instanceProblems(instance, current))).toEqual([]);
           // What `skyward down` does: it has no cluster object, only what listInstances returned.
           const first = mine[0] as Instance;
-          await provider.terminate(clusterFromInstance(provider.name, first), [first.id], callOptions());
-          const after = await provider.getInstance(current, first.id, callOptions());
+          await provider.terminate({
+            ...callOptions(),
+            cluster: clusterFromInstance(provider.name, first),
+            ids: [first.id],
+          });
+          const after = await provider.getInstance({ ...callOptions(), cluster: current, id: first.id });
           expect(
             after === null || after.status === "terminated" || after.status === "stopping",
             `after terminate with the rebuilt cluster, ${first.id} is ${after?.status}`,
@@ -582,11 +702,11 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
         async () => {
           const current = requireCluster();
           const ids = requireInstances().map((instance) => instance.id);
-          await provider.terminate(current, ids, callOptions());
-          await provider.terminate(current, ids, callOptions());
-          await provider.terminate(current, [unknownId], callOptions());
-          await provider.terminate(current, [...ids, unknownId], callOptions());
-          await provider.terminate(current, [], callOptions());
+          await provider.terminate({ ...callOptions(), cluster: current, ids });
+          await provider.terminate({ ...callOptions(), cluster: current, ids });
+          await provider.terminate({ ...callOptions(), cluster: current, ids: [unknownId] });
+          await provider.terminate({ ...callOptions(), cluster: current, ids: [...ids, unknownId] });
+          await provider.terminate({ ...callOptions(), cluster: current, ids: [] });
         },
         timeoutMs,
       );
@@ -597,17 +717,19 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
           const current = requireCluster();
           const deadline = Date.now() + timeoutMs / 2;
           for (const instance of requireInstances()) {
-            let found = await provider.getInstance(current, instance.id, callOptions());
+            let found = await provider.getInstance({ ...callOptions(), cluster: current, id: instance.id });
             while (found !== null && found.status !== "terminated" && Date.now() < deadline) {
               await sleep(250);
-              found = await provider.getInstance(current, instance.id, callOptions());
+              found = await provider.getInstance({ ...callOptions(), cluster: current, id: instance.id });
             }
             expect(
               found === null ? "null" : found.status,
               `getInstance(${JSON.stringify(instance.id)})`,
             ).toMatch(/^(null|terminated)$/);
           }
-          expect(await provider.getInstance(current, unknownId, callOptions())).toBeNull();
+          expect(
+            await provider.getInstance({ ...callOptions(), cluster: current, id: unknownId }),
+          ).toBeNull();
         },
         timeoutMs,
       );
@@ -616,8 +738,8 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
         "teardown (twice) leaves nothing behind",
         async () => {
           const current = requireCluster();
-          await provider.teardown(current, callOptions());
-          await provider.teardown(current, callOptions());
+          await provider.teardown({ ...callOptions(), cluster: current });
+          await provider.teardown({ ...callOptions(), cluster: current });
           tornDown = true;
           expect(await leftovers()).toEqual([]);
           const ids = instances.map((instance) => instance.id);
@@ -639,10 +761,19 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
           // What earlier checks left (a leak they already reported) is not this check's to judge.
           const before = await leftovers();
           // Two pools whose clients died right after prepare: each left what it shares, no instance.
-          const suffix = Math.random().toString(16).slice(2, 8);
-          const first = await provider.prepare(spec, chosen, { ...callOptions(), poolId: `conf1${suffix}` });
+          const first = await provider.prepare({
+            ...callOptions(),
+            spec,
+            offer: chosen,
+            poolId: `conf1${suffix}`,
+          });
           orphans.push(first);
-          const second = await provider.prepare(spec, chosen, { ...callOptions(), poolId: `conf2${suffix}` });
+          const second = await provider.prepare({
+            ...callOptions(),
+            spec,
+            offer: chosen,
+            poolId: `conf2${suffix}`,
+          });
           orphans.push(second);
           const both = await leftovers();
 
@@ -669,6 +800,50 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
           orphans.length = 0;
         },
         timeoutMs,
+      );
+    });
+
+    describe.skipIf(!options.pool)("pool", () => {
+      it(
+        "a pool on it answers on every node its launchWorker started, and closing it leaves nothing behind",
+        async () => {
+          const input: ProviderConformancePool = typeof options.pool === "object" ? options.pool : {};
+          const { options: poolOptions, ...fields } = input;
+          const before = await leftovers();
+          const endpoints: unknown[] = [];
+          const isHead = python<[], boolean>("skyward:is_head");
+          let ids: string[] = [];
+          {
+            await using pool = await compute(
+              {
+                nodes: provisionCount,
+                ...options.spec,
+                ...fields,
+                provider: recordingLaunches(provider, endpoints),
+                options: { console: false, ...poolOptions },
+              },
+              { handleSignals: false, signal: AbortSignal.timeout(timeoutMs) },
+            );
+            const nodes = pool.nodes();
+            ids = nodes.map((node) => node.instanceId);
+            expect(nodes.length).toBeGreaterThan(0);
+            expect(nodes.filter((node) => !node.ready).map((node) => node.index)).toEqual([]);
+            expect(new Set(ids).size, "each node has its own instance").toBe(nodes.length);
+            expect(endpoints.length, "the pool starts every node with launchWorker").toBeGreaterThanOrEqual(
+              nodes.length,
+            );
+            expect(endpoints.flatMap((endpoint) => workerEndpointProblems(endpoint))).toEqual([]);
+            const heads = await pool.broadcast(isHead());
+            expect(heads.length, "every node's worker answers").toBe(nodes.length);
+            expect(heads.filter(Boolean).length, "exactly one worker is the head").toBe(1);
+          }
+          expect(await leftovers()).toEqual(before);
+          const live = (await listed()).filter(
+            (instance) => ids.includes(instance.id) && instance.status !== "terminated",
+          );
+          expect(live.map((instance) => `${instance.id} (${instance.status})`)).toEqual([]);
+        },
+        2 * timeoutMs,
       );
     });
   });

@@ -1,17 +1,27 @@
 // Core helpers the conformance suite relies on, re-exported for provider tests.
-export { clusterFromInstance, offerPrice } from "@skyward/core";
+export { clusterFromInstance, offerPrice } from "@skyward/core/contract";
 export {
   instanceProblems,
   offerProblems,
   offerQueryProblems,
   type ProviderConformanceOptions,
+  type ProviderConformancePool,
   type ProviderConformanceSupport,
   runProviderConformance,
+  workerEndpointProblems,
 } from "./conformance.js";
 export { packedFiles } from "./package-files.js";
 export {
+  fakeLaunchContext,
+  type PluginConformanceOptions,
+  type PluginConformanceSupport,
+  runPluginConformance,
+} from "./plugin-conformance.js";
+export {
   type BootstrapRun,
   type BootstrapRunOptions,
+  type BootstrapScriptTextOptions,
+  bootstrapScriptText,
   configurationIssuesOf,
   fakeCluster,
   runBootstrapScript,

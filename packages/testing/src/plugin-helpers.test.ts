@@ -3,7 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigurationError, image } from "@skyward/core";
 import { afterAll, describe, expect, it } from "vitest";
-import { configurationIssuesOf, fakeCluster, runBootstrapScript } from "./plugin-helpers.js";
+import {
+  bootstrapScriptText,
+  configurationIssuesOf,
+  fakeCluster,
+  runBootstrapScript,
+} from "./plugin-helpers.js";
 
 const scratch = mkdtempSync(join(tmpdir(), "skyward-plugin-helpers-test-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -63,5 +68,19 @@ describe("runBootstrapScript", () => {
     const run = runBootstrapScript({ directory: scratch, pluginOps: ["echo op-failed-here >&2; exit 3"] });
     expect(run.code).not.toBe(0);
     expect(run.printed).toContain("op-failed-here");
+  });
+});
+
+describe("bootstrapScriptText", () => {
+  it("renders the script runBootstrapScript runs, with the image's packages and the plugin ops", () => {
+    const script = bootstrapScriptText({
+      image: image({ pip: ["numpy"] }),
+      pluginOps: ["echo plugin-op-here"],
+    });
+    expect(script.startsWith("#!")).toBe(true);
+    expect(script).toContain("numpy");
+    expect(script).toContain("plugin-op-here");
+    expect(script).toContain("/opt/skyward");
+    expect(bootstrapScriptText({ root: "/srv/node" })).toContain("/srv/node");
   });
 });

@@ -8,15 +8,14 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import {
-  type Cluster,
   ConfigurationError,
   type ConfigurationIssue,
   image as createImage,
   type Image,
-  type Offer,
   type PoolSpec,
   version,
 } from "@skyward/core";
+import type { Cluster, Offer } from "@skyward/core/contract";
 import { renderBootstrapScript } from "@skyward/ssh";
 
 /**
@@ -76,6 +75,29 @@ export interface BootstrapRun {
   readonly printed: string;
 }
 
+/** What {@link bootstrapScriptText} renders. */
+export interface BootstrapScriptTextOptions {
+  /** The image the script sets up. Default `image()`. */
+  readonly image?: Image;
+  /** Plugin bootstrap ops, as `collectBootstrapOps` returns them. Default none. */
+  readonly pluginOps?: readonly string[];
+  /** The node's root directory (`$SKYWARD_ROOT`). Default `/opt/skyward`. */
+  readonly root?: string;
+}
+
+/**
+ * The text of the bootstrap script a node runs for an image and plugin ops, without running it: to
+ * check what a plugin's image changes become (the pip phase's index options, say).
+ */
+export function bootstrapScriptText(options: BootstrapScriptTextOptions = {}): string {
+  return renderBootstrapScript({
+    image: options.image ?? createImage(),
+    root: options.root ?? "/opt/skyward",
+    skywardVersion: version,
+    pluginOps: options.pluginOps ?? [],
+  });
+}
+
 /**
  * Runs the real bootstrap script `@skyward/ssh` renders for an image and plugin ops with bash on this
  * machine, as a node would run it (the Python runtime uploaded by copying it into the root). Use it to
@@ -93,12 +115,7 @@ export function runBootstrapScript(options: BootstrapRunOptions): BootstrapRun {
   });
   cpSync(join(runtime, "skyward_worker.py"), join(root, "runtime", "skyward_worker.py"));
   const script = join(root, "bootstrap.sh");
-  const rendered = renderBootstrapScript({
-    image: options.image ?? createImage(),
-    root,
-    skywardVersion: version,
-    pluginOps: options.pluginOps ?? [],
-  });
+  const rendered = bootstrapScriptText({ ...options, root });
   writeFileSync(script, rendered, { mode: 0o700 });
   const result = spawnSync("bash", [script], {
     env: { ...process.env, ...options.env },

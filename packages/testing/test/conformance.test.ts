@@ -11,4 +11,6 @@ runProviderConformance({
   provisionCount: 2,
   // A local worker exits by itself when its TTL runs out; there is no machine to end.
   supports: { selfDestruct: false },
+  // Two workers on this machine, started by Local's launchWorker.
+  pool: true,
 });

@@ -61,9 +61,9 @@ const launchCommandFieldsSchema = z.strictObject({
  * Immutable; plugins' `launcher` hooks derive new commands with {@link LaunchCommand.with}:
  *
  * ```ts
- * import { Plugin } from "@skyward/core";
+ * import { Plugin } from "@skyward/core/contract";
  *
- * Plugin.create("accelerate").withLauncher((command, context) =>
+ * Plugin.create("accelerate").withLauncher(({ command, context }) =>
  *   command.with({ launcher: `accelerate launch --num_machines ${context.numNodes}` }));
  * ```
  */

@@ -4,11 +4,11 @@
  * is sugar that builds one, like the reference's `Plugin`:
  *
  * ```ts
- * import { extendImage, Plugin } from "@skyward/core";
+ * import { extendImage, Plugin } from "@skyward/core/contract";
  *
  * export const myFramework = () =>
  *   Plugin.create("my-framework")
- *     .withImageTransform((image) => extendImage(image, { pip: ["my-framework"] }))
+ *     .withImageTransform(({ image }) => extendImage(image, { pip: ["my-framework"] }))
  *     .withWorker({ module: "skyward_my_framework", path: new URL("../python/skyward_my_framework", import.meta.url) });
  * ```
  *
@@ -22,159 +22,48 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { ConfigurationError, type ConfigurationIssue, SkywardError } from "../errors/errors.js";
 import type { Image } from "../spec/image.js";
-import type { PoolSpec } from "../spec/spec.js";
 import { LaunchCommand, type LaunchContext } from "./launch-command.js";
-import type { Cluster, ShellOp } from "./provider.js";
+import type {
+  AroundClient,
+  BootstrapFactory,
+  Cluster,
+  ImageTransform,
+  JsonValue,
+  LauncherTransform,
+  PluginBootstrapOp,
+  PluginHook,
+  PluginV1,
+  PluginWorker,
+  PluginWorkerInput,
+  PoolHandle,
+  ShellOp,
+  WorkerModule,
+  WorkersPerNode,
+} from "./types.js";
 
-/**
- * What an `aroundClient` hook gets to see of the pool. A deliberately small view, which grows as the
- * pool does.
- */
-export interface PoolHandle {
-  /** The pool's id. */
-  readonly id: string;
-  /** The resolved pool spec. */
-  readonly spec: PoolSpec;
-  /** How many nodes are ready now. */
-  currentNodes(): number;
-}
-
-/** What an {@link ImageTransform} is given. */
-export interface ImageTransformOptions {
-  /** The image so far (after the plugins before this one). */
-  readonly image: Image;
-  /** The prepared cluster. */
-  readonly cluster: Cluster;
-}
-
-/** Rewrites the image before bootstrap; returns a new image (images are frozen), e.g. via `extendImage`. */
-export type ImageTransform = (options: ImageTransformOptions) => Image | Promise<Image>;
-
-/** What a hook that only needs the prepared cluster is given. */
-export interface ClusterHookOptions {
-  /** The prepared cluster. */
-  readonly cluster: Cluster;
-}
-
-/** Returns shell ops run on each node after the image's own bootstrap phases. */
-export type BootstrapFactory = (options: ClusterHookOptions) => readonly ShellOp[];
-
-/** What a {@link LauncherTransform} is given. */
-export interface LauncherOptions {
-  /** The command so far (after the plugins before this one). */
-  readonly command: LaunchCommand;
-  /** Where and how the worker runs. */
-  readonly context: LaunchContext;
-}
-
-/** Rewrites the worker's launch command, e.g. wrapping it with `accelerate launch`. */
-export type LauncherTransform = (options: LauncherOptions) => LaunchCommand;
-
-/**
- * How many worker processes each node runs on the cluster (MIG: one per GPU instance); a positive
- * whole number. Called once the cluster is prepared, before any node starts.
- */
-export type WorkersPerNode = (options: ClusterHookOptions) => number;
-
-/** What an `aroundClient` hook returns: something to exit when the pool ends, or nothing. */
-// biome-ignore lint/suspicious/noConfusingVoidType: lets `async ({ pool }) => { register(pool); }` be a hook.
-export type AroundClientResult = AsyncDisposable | Disposable | undefined | void;
-
-/** What an {@link AroundClient} hook is given. */
-export interface AroundClientOptions {
-  /** The pool, as far as a plugin sees it. */
-  readonly pool: PoolHandle;
-  /** The prepared cluster. */
-  readonly cluster: Cluster;
-}
-
-/**
- * Client-side lifecycle around the pool's active life: called when the pool is ready, in plugin
- * order; what it returns is disposed when the pool ends, in reverse order.
- */
-export type AroundClient = (options: AroundClientOptions) => AroundClientResult | Promise<AroundClientResult>;
-
-/** A JSON value: what a plugin may hand to its worker module. */
-export type JsonValue =
-  | string
-  | number
-  | boolean
-  | null
-  | readonly JsonValue[]
-  | { readonly [key: string]: JsonValue };
-
-/** The worker side of a plugin, as given to {@link Plugin.withWorker}. */
-export interface PluginWorkerInput {
-  /** The Python module (dotted name) defining any of `decorate`, `around_app`, `around_process`. */
-  module: string;
-  /**
-   * Where to ship the module from: an absolute path, or a `file:` URL (`new URL("../python/x",
-   * import.meta.url)`), of the module's top-level package directory or `.py` file. Omit it when the
-   * module is installed on the workers some other way (e.g. by the plugin's image transform).
-   */
-  path?: string | URL;
-  /** JSON-serialisable settings handed to the module's hooks. Default `{}`. */
-  config?: { readonly [key: string]: JsonValue };
-}
-
-/** The worker side of a plugin, validated. */
-export interface PluginWorker {
-  /** The Python module's dotted name. */
-  readonly module: string;
-  /** The absolute path it ships from, or undefined when it is not shipped. */
-  readonly path: string | undefined;
-  /** Settings handed to its hooks (a frozen deep copy). */
-  readonly config: { readonly [key: string]: JsonValue };
-}
-
-/** One plugin's worker module, as {@link workerModules} lists it for the bootstrap and the worker. */
-export interface WorkerModule extends PluginWorker {
-  /** The plugin's name. */
-  readonly plugin: string;
-}
-
-/**
- * Version 1 of the plugin contract: a plain object. Every hook is optional and takes one options
- * object; a pool runs them in plugin order (`aroundClient` exits in reverse). Build one with
- * `Plugin.create(name).with…()` or write it as a literal:
- *
- * ```ts
- * import type { PluginV1 } from "@skyward/core/contract";
- *
- * export const quiet = (): PluginV1 => ({
- *   specificationVersion: "v1",
- *   name: "quiet",
- *   transform: ({ image }) => ({ ...image, env: { ...image.env, PYTHONWARNINGS: "ignore" } }),
- * });
- * ```
- */
-export interface PluginV1 {
-  /** The contract version; always `"v1"` here. */
-  readonly specificationVersion: "v1";
-  /** The plugin's name: lower case, `[a-z0-9][a-z0-9._-]*`; unique within a pool. */
-  readonly name: string;
-  /** Rewrites the image before bootstrap. */
-  readonly transform?: ImageTransform | undefined;
-  /** Adds shell ops after the image's bootstrap phases. */
-  readonly bootstrap?: BootstrapFactory | undefined;
-  /** Rewrites the worker's launch command. */
-  readonly launcher?: LauncherTransform | undefined;
-  /** Client-side lifecycle around the pool's active life. */
-  readonly aroundClient?: AroundClient | undefined;
-  /** How many worker processes each node runs; one when no plugin of the pool sets it (at most one may). */
-  readonly workersPerNode?: WorkersPerNode | undefined;
-  /**
-   * The worker side: a Python module defining any of `decorate`, `around_app` and `around_process`,
-   * where to ship it from, and the JSON config handed to its hooks.
-   */
-  readonly worker?: PluginWorkerInput | PluginWorker | undefined;
-}
+export type {
+  AroundClient,
+  AroundClientOptions,
+  AroundClientResult,
+  BootstrapFactory,
+  ClusterHookOptions,
+  ImageTransform,
+  ImageTransformOptions,
+  JsonValue,
+  LauncherOptions,
+  LauncherTransform,
+  PluginBootstrapOp,
+  PluginHook,
+  PluginV1,
+  PluginWorker,
+  PluginWorkerInput,
+  PoolHandle,
+  WorkerModule,
+  WorkersPerNode,
+} from "./types.js";
 
 /** The version of the plugin contract this package implements. */
 export const PLUGIN_SPECIFICATION_VERSION = "v1";
-
-/** The client-side hooks, as named in {@link PluginError.hook}. */
-export type PluginHook = "transform" | "bootstrap" | "launcher" | "aroundClient" | "workersPerNode";
 
 const pluginErrorMarker = Symbol.for("skyward.error.plugin");
 
@@ -636,14 +525,6 @@ export async function applyImageTransforms(
   return current;
 }
 
-/** One plugin bootstrap op and the plugin it comes from, so a failure can name the plugin. */
-export interface PluginBootstrapOp {
-  /** The plugin's name. */
-  readonly plugin: string;
-  /** The shell op, run as `bash -c op`. */
-  readonly op: ShellOp;
-}
-
 /** Every plugin's bootstrap ops with the plugin each comes from, in plugin order. */
 export function collectPluginBootstrapOps(
   plugins: readonly PluginV1[],
@@ -785,8 +666,8 @@ async function exitAll(entered: readonly Entered[]): Promise<PluginError[]> {
  * the ones already entered are exited before its {@link PluginError} is rethrown.
  *
  * ```ts
- * import type { Cluster, PoolHandle, PoolSpec } from "@skyward/core";
- * import { enterAroundClient } from "@skyward/core/internal";
+ * import type { PoolSpec } from "@skyward/core";
+ * import { type Cluster, enterAroundClient, type PoolHandle } from "@skyward/core/contract";
  *
  * declare const spec: PoolSpec, pool: PoolHandle, cluster: Cluster;
  * await using clientHooks = await enterAroundClient(spec.plugins, pool, cluster);

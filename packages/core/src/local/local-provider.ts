@@ -27,7 +27,6 @@ import { BootstrapError } from "../errors/errors.js";
 import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
 import type { Image } from "../spec/image.js";
 import { collectIncludedFiles } from "../spec/includes.js";
-import type { PoolSpec } from "../spec/spec.js";
 import { type PythonEnvironment, preparePythonEnvironment } from "./python-environment.js";
 
 const ROOT_PREFIX = "skyward-pool-";

@@ -4,7 +4,7 @@
  * transport only — task ids, results and timeouts are the task manager's business.
  *
  * ```ts
- * import { WorkerConnection } from "@skyward/core/internal";
+ * import { WorkerConnection } from "@skyward/core/protocol";
  *
  * declare const port: number, token: string, signal: AbortSignal;
  * const connection = await WorkerConnection.connect({ host: "127.0.0.1", port }, { token, signal });

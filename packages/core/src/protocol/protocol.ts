@@ -657,7 +657,7 @@ function encodeObject(object: Record<string, unknown>, sink: SegmentSink, depth:
  *
  * ```ts
  * import type { Socket } from "node:net";
- * import { FrameBuilder } from "@skyward/core/internal";
+ * import { FrameBuilder } from "@skyward/core/protocol";
  *
  * declare const socket: Socket;
  * const frame = new FrameBuilder();
@@ -1173,7 +1173,7 @@ const EMPTY = new Uint8Array(0);
  *
  * ```ts
  * import type { Socket } from "node:net";
- * import { FrameDecoder, type ReceivedMessage } from "@skyward/core/internal";
+ * import { FrameDecoder, type ReceivedMessage } from "@skyward/core/protocol";
  *
  * declare const socket: Socket;
  * declare function handle(messages: ReceivedMessage[]): void;

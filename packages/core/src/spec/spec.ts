@@ -1,125 +1,13 @@
 import { z } from "zod";
-import { type PluginV1, pluginSchema, workersPerNodeConflicts } from "../contract/plugin.js";
-import { type Provider, providerSchema } from "../contract/provider.js";
+import { pluginSchema, workersPerNodeConflicts } from "../contract/plugin.js";
+import { providerSchema } from "../contract/provider.js";
+import type { PluginV1, PoolSpec, Provider, Spec } from "../contract/types.js";
 import { parseInput } from "../errors/validation.js";
 import { type Accelerator, acceleratorSchema } from "./accelerators.js";
 import { type Image, type ImageInput, imageSchema } from "./image.js";
+import { type AllocationStrategy, type Architecture, type NodeSpec, nodeSpecSchema } from "./nodes.js";
 import type { Options } from "./options.js";
-import { type Volume, type VolumeInput, volumeSchema } from "./volume.js";
-
-/** How instances are bought: spot only, on-demand only, spot falling back to on-demand, or the cheaper of both. */
-export type AllocationStrategy = "spot" | "on-demand" | "spot-if-available" | "cheapest";
-
-/** The allocation strategies, default first. */
-export const ALLOCATION_STRATEGIES: readonly AllocationStrategy[] = Object.freeze([
-  "spot-if-available",
-  "spot",
-  "on-demand",
-  "cheapest",
-]);
-
-/** CPU architectures a spec may ask for. */
-export type Architecture = "x86_64" | "arm64";
-
-/** A node topology with partial readiness and/or autoscaling, as given to {@link nodes}. */
-export interface NodesInput {
-  /** How many nodes to run (>= 1). */
-  desired: number;
-  /** How many must be ready before the pool is usable. Default: `desired`. */
-  min?: number;
-  /** Ceiling for autoscaling. Default: `desired` (no autoscaling). */
-  max?: number;
-}
-
-/** A resolved node topology: `min <= desired <= max`. */
-export interface Nodes {
-  readonly desired: number;
-  readonly min: number;
-  readonly max: number;
-}
-
-/**
- * How many nodes a pool has:
- * - `4` — exactly 4; the pool is ready when all 4 are up;
- * - `[2, 8]` — elastic: start at 2, autoscale up to 8;
- * - `sky.nodes({ desired: 8, min: 4 })` — usable once 4 are up, keeps growing to 8;
- * - `sky.nodes({ desired: 4, min: 2, max: 16 })` — early start and autoscaling.
- */
-export type NodeSpec = number | readonly [number, number] | NodesInput;
-
-const nodeCount = (what: string) =>
-  z
-    .number({ error: `expected ${what} as a whole number >= 1` })
-    .refine((value) => Number.isInteger(value) && value >= 1, {
-      message: `expected ${what} as a whole number >= 1`,
-    });
-
-const nodesObjectSchema = z
-  .strictObject({
-    desired: nodeCount("the desired node count"),
-    min: nodeCount("the minimum node count").optional(),
-    max: nodeCount("the maximum node count").optional(),
-  })
-  .superRefine((value, context) => {
-    if (value.min !== undefined && value.max !== undefined && value.min > value.max) {
-      context.addIssue({
-        code: "custom",
-        path: ["min"],
-        message: `must be <= max (${value.max}), received ${value.min}`,
-      });
-      return;
-    }
-    if (value.min !== undefined && value.min > value.desired) {
-      context.addIssue({
-        code: "custom",
-        path: ["min"],
-        message: `must be <= desired (${value.desired}), received ${value.min}`,
-      });
-    }
-    if (value.max !== undefined && value.max < value.desired) {
-      context.addIssue({
-        code: "custom",
-        path: ["max"],
-        message: `must be >= desired (${value.desired}), received ${value.max}`,
-      });
-    }
-  })
-  .transform(
-    (value): Nodes =>
-      Object.freeze({
-        desired: value.desired,
-        min: value.min ?? value.desired,
-        max: value.max ?? value.desired,
-      }),
-  );
-
-/** Validates any {@link NodeSpec} into {@link Nodes}. */
-export const nodeSpecSchema = z.union(
-  [
-    nodeCount("the node count").transform((n): Nodes => Object.freeze({ desired: n, min: n, max: n })),
-    z
-      .tuple([nodeCount("the initial node count"), nodeCount("the maximum node count")], {
-        error: "expected a range [min, max] of two node counts",
-      })
-      .superRefine(([low, high], context) => {
-        if (low > high) {
-          context.addIssue({
-            code: "custom",
-            path: [1],
-            message: `must be >= the initial node count (${low}), received ${high}`,
-          });
-        }
-      })
-      .transform(([low, high]): Nodes => Object.freeze({ desired: low, min: low, max: high })),
-    nodesObjectSchema,
-  ],
-  { message: "expected a node count (4), a range [min, max] ([2, 8]) or sky.nodes({ desired, min, max })" },
-);
-
-/** Validates a node topology: `sky.nodes({ desired: 8, min: 4 })`. */
-export function nodes(input: NodesInput): Nodes {
-  return parseInput(nodesObjectSchema, input, "nodes");
-}
+import { type VolumeInput, volumeSchema } from "./volume.js";
 
 /** What to provision: one provider, one kind of node. Every field but `provider` is optional. */
 export interface SpecInput {
@@ -151,24 +39,6 @@ export interface SpecInput {
   volumes?: readonly VolumeInput[];
   /** Framework plugins, in order. */
   plugins?: readonly PluginV1[];
-}
-
-/** A validated spec: every field resolved. `provider` undefined means the built-in `Local` provider. */
-export interface Spec {
-  readonly provider: Provider | undefined;
-  readonly accelerator: Accelerator | null;
-  readonly nodes: Nodes;
-  readonly vcpus: number | undefined;
-  readonly memoryGb: number | undefined;
-  readonly diskGb: number | undefined;
-  readonly architecture: Architecture | undefined;
-  readonly allocation: AllocationStrategy;
-  readonly image: Image;
-  readonly region: string | undefined;
-  readonly maxHourlyCost: number | undefined;
-  readonly ttl: number;
-  readonly volumes: readonly Volume[];
-  readonly plugins: readonly PluginV1[];
 }
 
 /** The names of the {@link SpecInput} fields, which are the "flat" fields of `sky.compute`. */
@@ -278,32 +148,6 @@ export function spec(input: SpecInput, path = ""): Spec {
   return parseInput(specSchema, input, path);
 }
 
-/**
- * The resolved pool specification the rest of the system consumes: one spec merged with the pool's
- * options, every field present.
- */
-export interface PoolSpec extends Spec {
-  readonly worker: Options["worker"];
-  readonly provisionTimeout: number;
-  readonly sshTimeout: number;
-  readonly bootstrapTimeout: number;
-  readonly sshRetryInterval: number;
-  readonly provisionRetryDelay: number;
-  readonly maxProvisionAttempts: number;
-  readonly autoscaleCooldown: number;
-  readonly autoscaleIdleTimeout: number;
-  readonly reconcileTickInterval: number;
-  readonly defaultComputeTimeout: number;
-  readonly cluster: boolean;
-  readonly retryOnInterruption: number;
-  /** The accelerator's canonical name for provider matching, or undefined for CPU-only. */
-  readonly acceleratorName: string | undefined;
-  /** Accelerators per node (0 for CPU-only). */
-  readonly acceleratorCount: number;
-  /** Requested memory per accelerator in GB, 0 when unspecified or CPU-only. */
-  readonly acceleratorMemoryGb: number;
-}
-
 /** Merges a validated spec with validated options into the {@link PoolSpec}. */
 export function resolvePoolSpec(spec: Spec, options: Options): PoolSpec {
   return Object.freeze({
@@ -326,3 +170,7 @@ export function resolvePoolSpec(spec: Spec, options: Options): PoolSpec {
     acceleratorMemoryGb: spec.accelerator?.memoryGb ?? 0,
   });
 }
+
+export type { PoolSpec, Spec } from "../contract/types.js";
+export type { AllocationStrategy, Architecture, NodeSpec, Nodes, NodesInput } from "./nodes.js";
+export { ALLOCATION_STRATEGIES, nodeSpecSchema, nodes } from "./nodes.js";
