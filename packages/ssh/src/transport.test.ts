@@ -12,7 +12,8 @@ import { createServer, connect as netConnect, type Server, type Socket } from "n
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { CancelledError, ConfigurationError, ConnectionError } from "@skyward/core";
-import { shellQuote } from "@skyward/core/contract";
+import { pythonRuntimeDirectory } from "@skyward/core/contract";
+import { WorkerConnection } from "@skyward/core/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SshConnection, type SshConnectOptions, type SshTarget, sshKeyFingerprint } from "./transport.js";
 
@@ -445,55 +446,62 @@ describe.skipIf(sshdMissing)("forwardOut", () => {
   });
 });
 
-// A stand-in for the worker, as the SSH worker launcher starts one: it reads its token from the
-// environment, listens on the loopback, announces its port, and exits when its stdin closes. (The
-// real worker through a tunnel is tested end to end by @skyward/provider-ssh.)
-const TUNNEL_SERVER = `
-import os, socket, sys, threading
-server = socket.create_server(("127.0.0.1", 0))
-print("READY", server.getsockname()[1], flush=True)
-threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
-connection, _ = server.accept()
-connection.sendall(os.environ["SKYWARD_TOKEN"].encode() + b"\\n")
-while data := connection.recv(65536):
-    connection.sendall(data.upper())
-connection.close()
-threading.Event().wait()
-`;
-
-describe.skipIf(sshdMissing)("a process through the tunnel", () => {
-  it("starts a server with spawn, its token in the environment, and talks to it over forwardOut", async () => {
+describe.skipIf(sshdMissing)("a worker through the tunnel", () => {
+  it("starts the Python worker with spawn and talks to it over forwardOut", async () => {
     const token = randomBytes(16).toString("hex");
-    const server = await ssh.spawn(`exec python3 -c ${shellQuote(TUNNEL_SERVER)}`, {
-      env: { SKYWARD_TOKEN: token },
-    });
-    server.stderr.resume();
+    const python = pythonRuntimeDirectory();
+    const worker = await ssh.spawn(
+      "exec python3 -m skyward.worker --node 0 --host 127.0.0.1 --port 0 --concurrency 1 --buffer 0 --executor thread --exit-on-stdin-eof",
+      { env: { SKYWARD_TOKEN: token, PYTHONPATH: python } },
+    );
+    worker.stderr.resume();
     let output = "";
     const ready = new Promise<number>((resolve, reject) => {
-      server.stdout.on("data", (chunk: Buffer) => {
+      worker.stdout.on("data", (chunk: Buffer) => {
         output += chunk.toString();
-        const match = /READY (\d+)/.exec(output);
-        if (match?.[1]) resolve(Number(match[1]));
+        const match = /SKYWARD_WORKER_READY (\{.*\})/.exec(output);
+        if (match?.[1]) resolve((JSON.parse(match[1]) as { port: number }).port);
       });
-      server.exited.then(() => reject(new Error(`server exited: ${output}`)), reject);
+      worker.exited.then(() => reject(new Error(`worker exited: ${output}`)), reject);
     });
     const port = await ready;
     const tunnel = await ssh.forwardOut("127.0.0.1", port);
-    let received = "";
-    const answered = new Promise<void>((resolve) => {
-      tunnel.on("data", (chunk: Buffer) => {
-        received += chunk.toString();
-        if (received.endsWith("THROUGH THE TUNNEL")) resolve();
-      });
+    const connection = await WorkerConnection.connect(
+      { stream: tunnel, host: "node 0 via ssh" },
+      { token, timeoutMs: 10_000 },
+    );
+    expect(connection.welcome.node).toBe(0);
+    connection.send({
+      t: "cluster",
+      node: 0,
+      total_nodes: 1,
+      workers_per_node: 1,
+      head_addr: "127.0.0.1",
+      head_port: 29500,
+      job_id: "ssh-transport-test",
+      peers: [{ node: 0, private_ip: "127.0.0.1", public_ip: null }],
+      accelerators: 0,
+      accelerator: null,
+      network: null,
+      env: {},
     });
-    tunnel.write("through the tunnel");
-    await answered;
-    expect(received).toBe(`${token}\nTHROUGH THE TUNNEL`);
-    tunnel.end();
-    // The token reached the process through its environment, not its command line.
+    const result = new Promise<unknown>((resolve) => connection.onTask("t-1", (message) => resolve(message)));
+    connection.send({
+      t: "submit",
+      id: "t-1",
+      fn: "operator:add",
+      args: [2, 3],
+      kwargs: {},
+      timeout: null,
+      stream: false,
+      worker: null,
+    });
+    expect(await result).toMatchObject({ t: "result", id: "t-1", value: 5 });
+    await connection.close();
+    // The token reached the worker through its environment, not its command line.
     expect(processRunning(token)).toBe(false);
-    server.stdin.end();
-    await expect(server.exited).resolves.toMatchObject({ code: 0 });
+    worker.stdin.end();
+    await expect(worker.exited).resolves.toMatchObject({ code: 0 });
   }, 20_000);
 });
 
