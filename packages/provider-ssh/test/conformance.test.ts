@@ -1,5 +1,5 @@
 /**
- * The provider conformance suite against `SSH` on a two-host test bed.
+ * The provider conformance suite against `SSH` on a two-host test bed, a real pool included.
  */
 import { execFileSync } from "node:child_process";
 import { readdir } from "node:fs/promises";
@@ -35,20 +35,33 @@ describe.skipIf(skipReason !== undefined)("SSH on a 2-host test bed", () => {
     await bed?.teardown();
   });
 
+  /** What is on the hosts: entries of their Skyward roots, and processes running under them. */
+  const onHosts = async (): Promise<string[]> => {
+    const left: string[] = [];
+    for (const host of bed.hosts) {
+      for (const entry of await readdir(host.root).catch(() => [])) left.push(`${host.name}: ${entry}`);
+      // Namespaces share the process table: a process of this host runs under its root directory.
+      for (const pid of processesMentioning(host.root)) left.push(`${host.name}: process ${pid}`);
+    }
+    return left;
+  };
+
   runProviderConformance({
     name: "SSH",
     create: () => SSH({ hosts: testbedSshHosts(bed) }),
     provisionCount: 2,
+    // A real pool on both hosts; with no TTL its released workers stop and remove their roots.
+    pool: { ttl: 0 },
     // The SSH provider creates nothing on the hosts until a pool starts a worker: their Skyward root
-    // directories must stay empty, and no worker process may run.
+    // directories must stay empty, and no worker process may run. A released worker removes its root
+    // itself once the pool is gone, so this waits a little for that.
     leftovers: async () => {
-      const left: string[] = [];
-      for (const host of bed.hosts) {
-        for (const entry of await readdir(host.root).catch(() => [])) left.push(`${host.name}: ${entry}`);
-        // Namespaces share the process table: a process of this host runs under its root directory.
-        for (const pid of processesMentioning(host.root)) left.push(`${host.name}: process ${pid}`);
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const left = await onHosts();
+        if (left.length === 0 || Date.now() > deadline) return left;
+        await new Promise((resolve) => setTimeout(resolve, 250));
       }
-      return left;
     },
   });
 });
