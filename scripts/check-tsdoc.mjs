@@ -4,7 +4,9 @@ import { globSync } from "node:fs";
 import ts from "typescript";
 
 const entries =
-  process.argv.length > 2 ? process.argv.slice(2) : globSync("packages/*/src/{index,contract,config,logs,protocol}.ts");
+  process.argv.length > 2
+    ? process.argv.slice(2)
+    : globSync("packages/*/src/{index,contract,config,logs,protocol}.ts");
 const program = ts.createProgram(entries, {
   module: ts.ModuleKind.NodeNext,
   moduleResolution: ts.ModuleResolutionKind.NodeNext,

@@ -3,6 +3,9 @@
  * (`docs/protocol.md`): frames and their messages, and a client connection to one worker. For tools
  * that talk to workers themselves (a provider's own health probe, a debugger); a pool needs none of it.
  */
+
+export type { ConnectionLoss, WorkerConnectionOptions } from "./pool/worker-connection.js";
+export { WorkerConnection } from "./pool/worker-connection.js";
 export type {
   ClientMessage,
   ClusterMessage,
@@ -25,5 +28,3 @@ export {
   markInputStreams,
   PROTOCOL_VERSION,
 } from "./protocol/protocol.js";
-export type { ConnectionLoss, WorkerConnectionOptions } from "./pool/worker-connection.js";
-export { WorkerConnection } from "./pool/worker-connection.js";
