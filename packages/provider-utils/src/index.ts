@@ -5,16 +5,14 @@
  * filtering and prices, and the keys directory. For provider authors; see `docs/providers.md`.
  *
  * ```ts
- * import { defineProviderApi, filterOffers, httpSettingsShape, ProviderApiError } from "@skyward/provider-utils";
- * import { z } from "zod";
+ * import { defineProviderApi, ProviderApiError } from "@skyward/provider-utils";
  *
- * const settingsSchema = z.strictObject({ ...httpSettingsShape });
  * const api = defineProviderApi({
  *   label: "Example",
  *   apiKeyVariable: "EXAMPLE_API_KEY",
  *   createError: (options) => new ProviderApiError({ ...options, provider: "example" }),
  * });
- * const http = api.createClient(settingsSchema.parse({}));
+ * const http = api.createClient({ maxRetries: 4, retryDelayMs: 1000, requestTimeoutMs: 30_000 });
  * ```
  */
 

@@ -24,18 +24,9 @@ export interface HttpSettings {
 }
 
 /**
- * The zod schemas of {@link HttpSettings}, with their defaults, to spread into a provider's settings
- * schema; the parsed result fits `ProviderHttpSettings`.
- *
- * @example
- * ```ts
- * import { httpSettingsShape } from "@skyward/provider-utils";
- * import { z } from "zod";
- *
- * const settingsSchema = z.strictObject({ ...httpSettingsShape, region: z.string().default("eu") });
- * const settings = settingsSchema.parse({ apiKey: "key" });
- * settings.maxRetries; // 4
- * ```
+ * The zod schemas of {@link HttpSettings}, with their defaults (4 retries, 1000 ms, 30000 ms), to
+ * spread into a provider's settings schema — `z.strictObject({ ...httpSettingsShape, region: … })`;
+ * the parsed result fits `ProviderHttpSettings`, what `ProviderApi.createClient` takes.
  */
 export const httpSettingsShape = {
   apiKey: z
