@@ -300,7 +300,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
         memoryGb: raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
       }),
       vcpus: raw.cpu_cores_effective ?? raw.cpu_cores ?? 0,
-      memoryGb: raw.cpu_ram === null ? 0 : roundPrice(raw.cpu_ram / 1024),
+      memoryGb: raw.cpu_ram === null ? 0 : Number((raw.cpu_ram / 1024).toFixed(4)),
       ...(raw.disk_space !== null ? { diskGb: Math.floor(raw.disk_space) } : {}),
       architecture: arch === "arm64" || arch === "aarch64" ? "arm64" : "x86_64",
       region: raw.geolocation?.trim() || "unknown",
