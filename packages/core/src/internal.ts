@@ -1,6 +1,5 @@
 /**
- * Transitional: the SSH machinery and the provider HTTP client, until they move to `@skyward/ssh` and
- * `@skyward/provider-utils`. Not public.
+ * Transitional: the SSH machinery, until it moves to `@skyward/ssh`. Not public.
  */
 export type {
   BootstrapMarker,
@@ -14,28 +13,6 @@ export {
   renderBootstrapScript,
   renderPluginOpsScript,
 } from "./ssh/bootstrap-script.js";
-export type {
-  FetchFunction,
-  ProviderApiErrorOptions,
-  ProviderApiIdentity,
-  ProviderHttpAnswer,
-  ProviderHttpAttempt,
-  ProviderHttpClient,
-  ProviderHttpClientOptions,
-  ProviderHttpRequest,
-  ProviderHttpRequestFunction,
-  ProviderHttpResponse,
-  ProviderHttpSettings,
-} from "./ssh/provider-http.js";
-export {
-  answerMessage,
-  answerNumberSchema,
-  carriesErrorMarker,
-  createProviderHttpClient,
-  ProviderApiError,
-  parseProviderAnswer,
-  resolveProviderApiKey,
-} from "./ssh/provider-http.js";
 export type { SshKeyPair } from "./ssh/ssh-keys.js";
 export { ensureSshKeyPair, generateEd25519KeyPair, publicKeyOfOpenSshPrivateKey } from "./ssh/ssh-keys.js";
 export { launchSshWorker, stopWorkerCommand } from "./ssh/ssh-node.js";
