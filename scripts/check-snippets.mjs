@@ -171,12 +171,15 @@ for (const path of files(SOURCE_GLOBS, isTest)) {
   }
 }
 
-// The scratch directory: one module per snippet, and node_modules/@skyward/* linking the packages.
+// The scratch directory: one module per snippet, and node_modules/@skyward/* linking the packages —
+// and the examples written as third-party packages (`skyward-plugin-threads`…), which the docs import.
 rmSync(scratch, { recursive: true, force: true });
 mkdirSync(join(scratch, "node_modules", "@skyward"), { recursive: true });
-for (const manifest of files(["packages/*/package.json"])) {
+for (const manifest of files(["packages/*/package.json", "examples/*/package.json"])) {
   const { name } = JSON.parse(readFileSync(join(root, manifest), "utf8"));
-  if (typeof name !== "string" || !name.startsWith("@skyward/")) continue;
+  const workspacePackage = typeof name === "string" && name.startsWith("@skyward/");
+  const thirdParty = typeof name === "string" && manifest.startsWith("examples/") && !workspacePackage;
+  if (!(workspacePackage && manifest.startsWith("packages/")) && !thirdParty) continue;
   const link = join(scratch, "node_modules", name);
   symlinkSync(relative(dirname(link), join(root, dirname(manifest))), link, "dir");
 }

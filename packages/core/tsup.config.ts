@@ -1,14 +1,7 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: [
-    "src/index.ts",
-    "src/contract.ts",
-    "src/config.ts",
-    "src/logs.ts",
-    "src/protocol.ts",
-    "src/internal.ts",
-  ],
+  entry: ["src/index.ts", "src/contract.ts", "src/config.ts", "src/logs.ts", "src/protocol.ts"],
   format: ["esm"],
   dts: true,
   sourcemap: true,

@@ -1,7 +1,7 @@
 import { EC2ServiceException } from "@aws-sdk/client-ec2";
 import { NoCapacityError } from "@skyward/core";
 import { describe, expect, it } from "vitest";
-import { type LaunchRequest, launchAcrossMarkets, marketsFor } from "./allocation.js";
+import { type LaunchRequest, launchAcrossMarkets } from "./allocation.js";
 
 /** An EC2 error as the SDK throws it. */
 function ec2Error(code: string, message: string, status = 500): EC2ServiceException {
@@ -12,20 +12,6 @@ function ec2Error(code: string, message: string, status = 500): EC2ServiceExcept
     message,
   });
 }
-
-describe("marketsFor", () => {
-  it("orders the markets of each allocation strategy", () => {
-    const both = { spotPrice: 0.3, onDemandPrice: 1 };
-    expect(marketsFor("spot", both)).toEqual(["spot"]);
-    expect(marketsFor("on-demand", both)).toEqual(["on-demand"]);
-    expect(marketsFor("spot-if-available", both)).toEqual(["spot", "on-demand"]);
-    expect(marketsFor("spot-if-available", { spotPrice: null, onDemandPrice: 1 })).toEqual(["on-demand"]);
-    expect(marketsFor("cheapest", both)).toEqual(["spot", "on-demand"]);
-    expect(marketsFor("cheapest", { spotPrice: 1.5, onDemandPrice: 1 })).toEqual(["on-demand", "spot"]);
-    expect(marketsFor("cheapest", { spotPrice: null, onDemandPrice: 1 })).toEqual(["on-demand"]);
-    expect(marketsFor("cheapest", { spotPrice: 0.3, onDemandPrice: null })).toEqual(["spot", "on-demand"]);
-  });
-});
 
 describe("launchAcrossMarkets (RunInstances stubbed)", () => {
   const subnetIds = ["subnet-a", "subnet-b"];

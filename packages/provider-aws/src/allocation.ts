@@ -1,40 +1,11 @@
 /**
- * How an allocation strategy becomes launches: which markets to try in which order, and the loop
- * that asks each market in each subnet (zone) until enough instances are running, moving on when
- * AWS has no capacity there.
+ * How the markets an allocation strategy asks (`marketsFor` of `@skyward/provider-utils`) become
+ * launches: the loop that asks each market in each subnet (zone) until enough instances are running,
+ * moving on when AWS has no capacity there.
  */
-import { type AllocationStrategy, NoCapacityError, type Offer, type ProvisionAttempt } from "@skyward/core";
+import { NoCapacityError, type ProvisionAttempt } from "@skyward/core";
+import type { Market } from "@skyward/provider-utils";
 import { awsErrorCode, isCapacityError, PROVIDER_NAME } from "./aws-api.js";
-
-/** How one instance is bought. */
-export type Market = "spot" | "on-demand";
-
-/**
- * The markets to try, in order:
- * - `spot`: spot only;
- * - `on-demand`: on-demand only;
- * - `spot-if-available`: spot, then on-demand when spot has no capacity — straight to on-demand when
- *   the offer has no spot price;
- * - `cheapest`: the cheaper of the two first (spot on a tie), then the other.
- */
-export function marketsFor(
-  allocation: AllocationStrategy,
-  offer: Pick<Offer, "spotPrice" | "onDemandPrice">,
-): Market[] {
-  switch (allocation) {
-    case "spot":
-      return ["spot"];
-    case "on-demand":
-      return ["on-demand"];
-    case "spot-if-available":
-      return offer.spotPrice === null ? ["on-demand"] : ["spot", "on-demand"];
-    case "cheapest": {
-      if (offer.spotPrice === null) return ["on-demand"];
-      if (offer.onDemandPrice === null) return ["spot", "on-demand"];
-      return offer.spotPrice <= offer.onDemandPrice ? ["spot", "on-demand"] : ["on-demand", "spot"];
-    }
-  }
-}
 
 /** One launch request: a market, a subnet and how many instances at most. */
 export interface LaunchRequest {

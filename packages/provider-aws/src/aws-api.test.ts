@@ -74,10 +74,10 @@ describe("credentials", () => {
   it("without any, the first call fails with a ConfigurationError saying how to set them", async () => {
     // A closed port as endpoint: even a credential found by mistake could not reach anything.
     const provider = AWS({ endpoint: "http://127.0.0.1:9" });
-    const failure = provider.offers(
-      { accelerator: null, allocation: "on-demand" },
-      { signal: AbortSignal.timeout(20_000) },
-    );
+    const failure = provider.offers({
+      query: { accelerator: null, allocation: "on-demand" },
+      signal: AbortSignal.timeout(20_000),
+    });
     const error = await failure.catch((caught: unknown) => caught);
     expect(ConfigurationError.isInstance(error)).toBe(true);
     expect((error as ConfigurationError).issues).toEqual([
@@ -99,7 +99,7 @@ describe("credentials", () => {
       },
     });
     const error = await provider
-      .offers({ accelerator: null, allocation: "on-demand" }, { signal: AbortSignal.timeout(20_000) })
+      .offers({ query: { accelerator: null, allocation: "on-demand" }, signal: AbortSignal.timeout(20_000) })
       .catch((caught: unknown) => caught);
     expect(ConfigurationError.isInstance(error)).toBe(true);
     expect((error as Error).cause).toMatchObject({ message: "vault sealed" });

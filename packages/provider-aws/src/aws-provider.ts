@@ -4,10 +4,9 @@
  * tagged `skyward:pool`, `skyward:cluster`, `skyward:owner` (user@host), `skyward:region` and `Name`,
  * so `listInstances` (and the CLI) find it again.
  */
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { hostname, userInfo } from "node:os";
 import {
   type _InstanceType,
   AuthorizeSecurityGroupIngressCommand,
@@ -27,23 +26,34 @@ import {
   type Tag,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
+import { NoCapacityError, ProvisionError } from "@skyward/core";
+import type {
+  Cluster,
+  Instance,
+  InstanceStatus,
+  LeftPoolResource,
+  Offer,
+  PoolResource,
+  ProviderV1,
+} from "@skyward/core/contract";
 import {
-  type CleanupOptions,
-  type CleanupResult,
-  type Cluster,
-  type Instance,
-  type InstanceStatus,
-  type LeftPoolResource,
-  NoCapacityError,
-  type Offer,
-  type OfferQuery,
-  type PoolResource,
-  type PoolSpec,
-  type ProviderCallOptions,
-  type ProviderV1,
-  ProvisionError,
-} from "@skyward/core";
-import { launchAcrossMarkets, type Market, marketsFor } from "./allocation.js";
+  createClusterId,
+  fitsAllocationAndBudget,
+  hourlyPriceFromTags,
+  type Market,
+  marketsFor,
+  ownerTag,
+  poolIdFromTags,
+  privateKeyPath,
+  removePrivateKey,
+  requireOwnOffer,
+  SKYWARD_TAGS,
+  skywardTags,
+  sshReachableStatus,
+  writePrivateKey,
+} from "@skyward/provider-utils";
+import { launchSshWorker } from "@skyward/ssh";
+import { launchAcrossMarkets } from "./allocation.js";
 import {
   type AwsClients,
   awsCall,
@@ -55,15 +65,8 @@ import {
 } from "./aws-api.js";
 import { bootWatchdogSeconds, renderBootWatchdog } from "./boot-watchdog.js";
 import { describeInstanceTypes, type InstanceType } from "./instance-types.js";
-import { keyFilePath, removePrivateKey, writePrivateKey } from "./key-files.js";
 import { resolveMachineImage } from "./machine-images.js";
-import {
-  type AwsOfferData,
-  buildOffer,
-  fetchSpotPrices,
-  fitsAllocationAndBudget,
-  matchesHardware,
-} from "./offers.js";
+import { type AwsOfferData, buildOffer, fetchSpotPrices, instanceTypeMatches } from "./offers.js";
 import {
   type AwsInstanceAddresses,
   type AwsSettings,
@@ -72,16 +75,8 @@ import {
   type SshAddressMapping,
 } from "./settings.js";
 
-/** The tag keys Skyward puts on what it creates at AWS. */
-export const AWS_TAGS = Object.freeze({
-  pool: "skyward:pool",
-  cluster: "skyward:cluster",
-  owner: "skyward:owner",
-  region: "skyward:region",
-  offer: "skyward:offer",
-  hourlyPrice: "skyward:hourly-price",
-  name: "Name",
-});
+/** The tag keys Skyward puts on what it creates at AWS: Skyward's own (`SKYWARD_TAGS` of `@skyward/provider-utils`) and `Name`. */
+export const AWS_TAGS = Object.freeze({ ...SKYWARD_TAGS, name: "Name" } as const);
 
 /** What the AWS provider keeps per cluster ({@link Cluster.specific}). Holds no secret. */
 export interface AwsClusterData {
@@ -117,16 +112,6 @@ const POOL_TAG_VALUE = /^[A-Za-z0-9 _.:/=+@-]{1,128}$/;
 
 /** The longest teardown waits for instances to end and the security group to become free. */
 const TEARDOWN_LIMIT_MS = 15 * 60_000;
-
-function ownerTag(): string {
-  let user = process.env.USER ?? "unknown";
-  try {
-    user = userInfo().username;
-  } catch {
-    // No passwd entry (some containers): keep $USER.
-  }
-  return `${user}@${hostname()}`;
-}
 
 function toAwsTags(tags: Readonly<Record<string, string>>): Tag[] {
   return Object.entries(tags).map(([Key, Value]) => ({ Key, Value }));
@@ -236,30 +221,30 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     const privateIp = mapping?.privateIp ?? raw.PrivateIpAddress ?? null;
     const host = mapping?.host ?? publicIp ?? raw.PrivateIpAddress ?? null;
     const privateKey = mapping?.privateKey ?? key.privateKey;
-    const price = Number(tags[AWS_TAGS.hourlyPrice]);
+    const ssh =
+      status === "running" && host !== null
+        ? Object.freeze({
+            host,
+            port: mapping?.port ?? 22,
+            user: mapping?.user ?? settings.sshUser,
+            ...(privateKey !== undefined ? { privateKey } : {}),
+            ...(mapping?.privateKey === undefined && key.identityFile !== undefined
+              ? { identityFile: key.identityFile }
+              : {}),
+            ...(mapping?.hostKeyFingerprint !== undefined
+              ? { hostKeyFingerprint: mapping.hostKeyFingerprint }
+              : {}),
+            root: mapping?.root ?? settings.root,
+          })
+        : null;
     return Object.freeze({
       id,
-      status,
+      status: sshReachableStatus(status, ssh),
       publicIp,
       privateIp,
-      ssh:
-        status === "running" && host !== null
-          ? Object.freeze({
-              host,
-              port: mapping?.port ?? 22,
-              user: mapping?.user ?? settings.sshUser,
-              ...(privateKey !== undefined ? { privateKey } : {}),
-              ...(mapping?.privateKey === undefined && key.identityFile !== undefined
-                ? { identityFile: key.identityFile }
-                : {}),
-              ...(mapping?.hostKeyFingerprint !== undefined
-                ? { hostKeyFingerprint: mapping.hostKeyFingerprint }
-                : {}),
-              root: mapping?.root ?? settings.root,
-            })
-          : null,
+      ssh,
       spot: raw.InstanceLifecycle === "spot",
-      hourlyPrice: tags[AWS_TAGS.hourlyPrice] !== undefined && Number.isFinite(price) ? price : null,
+      hourlyPrice: hourlyPriceFromTags(tags),
       offerId: tags[AWS_TAGS.offer] ?? fallbackOfferId,
       createdAt: raw.LaunchTime?.getTime() ?? Date.now(),
       tags: Object.freeze(tags),
@@ -515,14 +500,9 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "catalogue" }),
     cacheKey: `${settings.region ?? ""}|${settings.endpoint ?? ""}|${settings.profile ?? ""}`,
 
-    async offers(query: OfferQuery, options: ProviderCallOptions): Promise<readonly Offer[]> {
-      const { signal } = options;
+    async offers({ query, signal }) {
       const clients = clientsFor(query.region ?? settings.region);
-      const candidates = (await typesOf(clients, signal)).filter(
-        (type) =>
-          matchesHardware(type, query) &&
-          (query.allocation === "spot" ? type.spot : query.allocation === "on-demand" ? type.onDemand : true),
-      );
+      const candidates = (await typesOf(clients, signal)).filter((type) => instanceTypeMatches(type, query));
       if (candidates.length === 0) return [];
       const spotPrices =
         query.allocation === "on-demand"
@@ -549,23 +529,16 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
         .filter((offer) => fitsAllocationAndBudget(offer, query));
     },
 
-    async prepare(
-      spec: PoolSpec,
-      offer: Offer,
-      options: ProviderCallOptions,
-    ): Promise<Cluster<AwsClusterData>> {
-      const { signal } = options;
+    async prepare({ spec, offer, signal, poolId: requestedPoolId }) {
+      requireOwnOffer(offer, PROVIDER_NAME, "AWS");
       const clients = clientsFor(offer.region);
       // Each prepare (a pool may try several offers) makes its own cluster; the pool's id, when the pool
       // passes it, is tagged too, so `skyward instances` shows the id the pool's events and logs carry.
-      const id = `sky-${randomBytes(4).toString("hex")}`;
+      const id = createClusterId("sky");
       const poolId =
-        options.poolId !== undefined && POOL_TAG_VALUE.test(options.poolId) ? options.poolId : id;
+        requestedPoolId !== undefined && POOL_TAG_VALUE.test(requestedPoolId) ? requestedPoolId : id;
       const tags = Object.freeze({
-        [AWS_TAGS.pool]: poolId,
-        [AWS_TAGS.cluster]: id,
-        [AWS_TAGS.owner]: ownerTag(),
-        [AWS_TAGS.region]: clients.region,
+        ...skywardTags({ cluster: id, pool: poolId, owner: ownerTag(), region: clients.region }),
         [AWS_TAGS.name]: `skyward-${id}`,
       });
       let createdGroup: string | undefined;
@@ -604,7 +577,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
             ),
           );
           const privateKey = created.KeyMaterial;
-          createdKey = { keyName, keyFile: keyFilePath(keyName) };
+          createdKey = { keyName, keyFile: privateKeyPath(keyName) };
           if (!privateKey)
             throw new ProvisionError({
               provider: PROVIDER_NAME,
@@ -654,12 +627,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       }
     },
 
-    async provision(
-      cluster: Cluster<AwsClusterData>,
-      count: number,
-      options: ProviderCallOptions,
-    ): Promise<readonly Instance[]> {
-      const { signal } = options;
+    async provision({ cluster, count, signal }) {
       const { spec, offer, specific } = cluster;
       const clients = clientsFor(specific.region);
       const userData = Buffer.from(
@@ -731,7 +699,11 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       try {
         await launchAcrossMarkets({
           count,
-          markets: marketsFor(spec.allocation, offer),
+          // A type missing from the on-demand price table still sells on demand: tried after spot.
+          markets: marketsFor(spec.allocation, {
+            spotPrice: offer.spotPrice,
+            onDemandPrice: offer.onDemandPrice ?? Number.POSITIVE_INFINITY,
+          }),
           subnetIds: specific.subnetIds,
           instanceType: offer.instanceType,
           launch,
@@ -776,27 +748,21 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       return running.map((raw) => toInstance(raw, key, offer.id));
     },
 
-    async getInstance(
-      cluster: Cluster<AwsClusterData>,
-      id: string,
-      options: ProviderCallOptions,
-    ): Promise<Instance | null> {
+    async getInstance({ cluster, id, signal }) {
       if (!/^i-[0-9a-f]{8,17}$/.test(id)) return null;
       const clients = clientsFor(regionOf(cluster));
-      const [raw] = await describeInstances(clients, [{ Name: "instance-id", Values: [id] }], options.signal);
+      const [raw] = await describeInstances(clients, [{ Name: "instance-id", Values: [id] }], signal);
       return raw ? toInstance(raw, clusterKey(cluster), cluster.offer?.id ?? "") : null;
     },
 
-    async terminate(
-      cluster: Cluster<AwsClusterData>,
-      ids: readonly string[],
-      options: ProviderCallOptions,
-    ): Promise<void> {
-      await terminateIds(clientsFor(regionOf(cluster)), ids, options.signal);
+    launchWorker: launchSshWorker,
+
+    async terminate({ cluster, ids, signal }) {
+      await terminateIds(clientsFor(regionOf(cluster)), ids, signal);
     },
 
-    async teardown(cluster: Cluster<AwsClusterData>, options: ProviderCallOptions): Promise<void> {
-      const signal = AbortSignal.any([options.signal, AbortSignal.timeout(TEARDOWN_LIMIT_MS)]);
+    async teardown({ cluster, signal: callSignal }) {
+      const signal = AbortSignal.any([callSignal, AbortSignal.timeout(TEARDOWN_LIMIT_MS)]);
       const deadline = Date.now() + TEARDOWN_LIMIT_MS;
       const clients = clientsFor(regionOf(cluster));
       const liveFilter = [
@@ -837,12 +803,12 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       for (const key of keys.KeyPairs ?? []) {
         if (!key.KeyName) continue;
         await deleteKeyPair(clients, key.KeyName, signal);
-        await removePrivateKey(keyFilePath(key.KeyName));
+        await removePrivateKey(privateKeyPath(key.KeyName));
       }
       if (cluster.specific?.ownsKeyPair) await removePrivateKey(cluster.specific.keyFile);
     },
 
-    selfDestruct(_cluster: Cluster<AwsClusterData>, instance: Instance): string {
+    selfDestruct({ instance }) {
       if (settings.sshAddress) {
         // A stand-in host of a test is not the instance: it must never be shut down.
         const mapping = mappingOf({
@@ -856,7 +822,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       return settings.sshUser === "root" ? "shutdown -h now" : "sudo shutdown -h now";
     },
 
-    async cleanup(options: CleanupOptions): Promise<CleanupResult> {
+    async cleanup(options) {
       const { signal } = options;
       const waitSeconds = Math.max(0, options.waitSeconds ?? 0);
       const deadline = Date.now() + waitSeconds * 1000;
@@ -883,7 +849,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
         const tags = fromAwsTags(rawTags);
         const clusterId = tags[AWS_TAGS.cluster];
         if (!id || !clusterId) return;
-        const poolId = tags[AWS_TAGS.pool] || clusterId;
+        const poolId = poolIdFromTags(tags);
         if (wanted && !wanted.has(poolId) && !wanted.has(clusterId)) return;
         clusters.set(clusterId, [...(clusters.get(clusterId) ?? []), { kind, id, clusterId, poolId }]);
       };
@@ -939,7 +905,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
               continue;
             }
             removed.push({ poolId, kind: resource.kind, id: resource.id });
-            const keyFile = keyFilePath(resource.id);
+            const keyFile = privateKeyPath(resource.id);
             if (existsSync(keyFile)) {
               await removePrivateKey(keyFile);
               removed.push({ poolId, kind: "key file", id: keyFile });
@@ -952,7 +918,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       return { removed: removed.sort(order), left: left.sort(order) };
     },
 
-    async listInstances(options: ProviderCallOptions): Promise<readonly Instance[]> {
+    async listInstances({ signal }) {
       const clients = clientsFor(settings.region);
       const found = await describeInstances(
         clients,
@@ -960,10 +926,10 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
           { Name: "tag-key", Values: [AWS_TAGS.cluster] },
           { Name: "instance-state-name", Values: LIVE_STATES },
         ],
-        options.signal,
+        signal,
       );
       return found.map((raw) => {
-        const keyFile = raw.KeyName ? keyFilePath(raw.KeyName) : undefined;
+        const keyFile = raw.KeyName ? privateKeyPath(raw.KeyName) : undefined;
         return toInstance(
           raw,
           keyFile !== undefined && existsSync(keyFile) ? { identityFile: keyFile } : {},

@@ -7,7 +7,7 @@
  * N is the pool's `ttl` plus the time the pool allows to reach the node over SSH (`sshTimeout`) and
  * to bootstrap it (`bootstrapTimeout`): a node still being set up is never cut short.
  */
-import { shellQuote } from "@skyward/core/internal";
+import { shellQuote } from "@skyward/core/contract";
 
 /** What the boot watchdog needs. */
 export interface BootWatchdogOptions {

@@ -8,8 +8,6 @@
  * await using pool = await sky.compute({ provider: AWS({ region: "us-east-1" }), accelerator: sky.accelerators.T4() });
  * ```
  */
-export type { Market } from "./allocation.js";
-export { marketsFor } from "./allocation.js";
 export { AWS, AWS_TAGS, type AwsClusterData, createAWS, createProviderFromConfig } from "./aws-provider.js";
 export { bootWatchdogSeconds, renderBootWatchdog } from "./boot-watchdog.js";
 export type { ImageKind } from "./machine-images.js";

@@ -8,7 +8,7 @@ import {
   type InstanceTypeInfo as Ec2InstanceType,
 } from "@aws-sdk/client-ec2";
 import type { Architecture } from "@skyward/core";
-import { acceleratorCatalog, canonicalAcceleratorName } from "@skyward/core";
+import { acceleratorCatalog, canonicalAcceleratorName } from "@skyward/core/contract";
 import { awsCall } from "./aws-api.js";
 
 /** One EC2 instance type, reduced to what offers need. */

@@ -7,7 +7,8 @@
  */
 import { DescribeImagesCommand, type Image as Ec2Image, type Filter } from "@aws-sdk/client-ec2";
 import { GetParameterCommand } from "@aws-sdk/client-ssm";
-import { type Architecture, type Offer, ProvisionError } from "@skyward/core";
+import { type Architecture, ProvisionError } from "@skyward/core";
+import type { Offer } from "@skyward/core/contract";
 import { type AwsClients, awsCall, awsErrorCode, PROVIDER_NAME } from "./aws-api.js";
 import type { AwsOfferData } from "./offers.js";
 

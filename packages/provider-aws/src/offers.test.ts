@@ -1,11 +1,11 @@
-import type { OfferQuery } from "@skyward/core";
+import type { OfferQuery } from "@skyward/core/contract";
+import { fitsAllocationAndBudget } from "@skyward/provider-utils";
 import { describe, expect, it } from "vitest";
 import type { InstanceType } from "./instance-types.js";
 import {
   buildOffer,
-  fitsAllocationAndBudget,
   latestSpotPrices,
-  matchesHardware,
+  instanceTypeMatches as matchesHardware,
   type SpotPrice,
 } from "./offers.js";
 import { ON_DEMAND_PRICES_AS_OF } from "./on-demand-prices.js";
@@ -35,7 +35,7 @@ const query = (fields: Partial<OfferQuery>): OfferQuery => ({
   ...fields,
 });
 
-describe("matchesHardware", () => {
+describe("instanceTypeMatches", () => {
   it("matches the accelerator by catalog name, exact count and at least the memory asked", () => {
     const a10g = gpu("g5.xlarge", "A10G", 1, 24);
     expect(matchesHardware(a10g, query({ accelerator: { name: "A10G", count: 1, memoryGb: 24 } }))).toBe(
@@ -74,6 +74,15 @@ describe("matchesHardware", () => {
     expect(matchesHardware(graviton, query({ architecture: "arm64" }))).toBe(true);
     expect(matchesHardware(graviton, query({ architecture: "x86_64" }))).toBe(false);
     expect(matchesHardware(gpu("g5.xlarge", "A10G", 1, 24), query({}))).toBe(false);
+  });
+
+  it("leaves out types that cannot be bought under the allocation", () => {
+    const onDemandOnly = { ...cpu("x1.small", 2, 4, "x86_64"), spot: false };
+    expect(matchesHardware(onDemandOnly, query({ allocation: "spot" }))).toBe(false);
+    expect(matchesHardware(onDemandOnly, query({ allocation: "cheapest" }))).toBe(true);
+    expect(matchesHardware({ ...onDemandOnly, onDemand: false }, query({ allocation: "on-demand" }))).toBe(
+      false,
+    );
   });
 });
 

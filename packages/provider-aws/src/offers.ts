@@ -1,10 +1,11 @@
 /**
- * From instance types and prices to Skyward offers: the hardware filter, the latest spot price per
- * type and zone (`DescribeSpotPriceHistory`), on-demand prices from the built-in table (or the
- * provider's `onDemandPrices`), and the allocation and price-cap filter.
+ * From instance types and prices to Skyward offers: the hardware filter (`matchesHardware` of
+ * `@skyward/provider-utils`), the latest spot price per type and zone (`DescribeSpotPriceHistory`),
+ * and on-demand prices from the built-in table (or the provider's `onDemandPrices`).
  */
 import { type _InstanceType, DescribeSpotPriceHistoryCommand, type EC2Client } from "@aws-sdk/client-ec2";
-import { type Offer, type OfferQuery, offerPrice } from "@skyward/core";
+import type { Offer, OfferQuery } from "@skyward/core/contract";
+import { matchesHardware } from "@skyward/provider-utils";
 import { awsCall, PROVIDER_NAME } from "./aws-api.js";
 import type { InstanceType } from "./instance-types.js";
 import { BUILT_IN_ON_DEMAND_PRICES, ON_DEMAND_PRICES_AS_OF } from "./on-demand-prices.js";
@@ -32,29 +33,14 @@ export interface SpotPrice {
 }
 
 /**
- * True when an instance type has the hardware `query` asks for: vCPUs, memory and accelerator memory
- * at least as asked (accelerator memory as the catalog names it). Accelerator count matches exactly
- * (instance types come in fixed sizes; asking for 1 should not buy 8); a fractional count matches a
- * GPU partition of that size. CPU-only queries leave out accelerator types. Disk is not a filter:
- * the root volume is sized to the spec.
+ * True when an instance type has the hardware `query` asks for, and can be bought under its
+ * allocation (a spot-capable type for `"spot"`, an on-demand one for `"on-demand"`). Disk is not a
+ * filter: the root volume is sized to the spec.
  */
-export function matchesHardware(type: InstanceType, query: OfferQuery): boolean {
-  if (query.architecture !== undefined && !type.architectures.includes(query.architecture)) return false;
-  if (query.vcpus !== undefined && type.vcpus < query.vcpus) return false;
-  if (query.memoryGb !== undefined && type.memoryGb < query.memoryGb) return false;
-  const wanted = query.accelerator;
-  if (wanted === null) return type.accelerator === null;
-  const have = type.accelerator;
-  if (!have || have.name.toUpperCase() !== wanted.name.toUpperCase()) return false;
-  if (Math.abs(have.count - wanted.count) > 1e-9) return false;
-  return wanted.memoryGb === undefined || have.memoryGb >= wanted.memoryGb;
-}
-
-/** True when `offer` can be bought under the query's allocation within its price cap. */
-export function fitsAllocationAndBudget(offer: Offer, query: OfferQuery): boolean {
-  const price = offerPrice(offer, query.allocation);
-  if (price === null) return false;
-  return query.maxHourlyCost === undefined || price <= query.maxHourlyCost;
+export function instanceTypeMatches(type: InstanceType, query: OfferQuery): boolean {
+  if (query.allocation === "spot" && !type.spot) return false;
+  if (query.allocation === "on-demand" && !type.onDemand) return false;
+  return matchesHardware({ ...type, architecture: type.architectures }, query);
 }
 
 /** Keeps the latest price per type and zone from spot price history records. */

@@ -6,7 +6,8 @@
  */
 import { existsSync } from "node:fs";
 import { CreateSecurityGroupCommand, DescribeVpcsCommand } from "@aws-sdk/client-ec2";
-import { type Cluster, type Offer, options, type PoolSpec, resolvePoolSpec, spec } from "@skyward/core";
+import { options, type PoolSpec, spec } from "@skyward/core";
+import { type Cluster, type Offer, resolvePoolSpec } from "@skyward/core/contract";
 import { describe, expect, it } from "vitest";
 import { type AwsClusterData, createAWS } from "../src/index.js";
 import { startFaultProxy } from "./fault-proxy.js";
@@ -28,10 +29,10 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
       spec({ nodes: 1, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" }),
       options({}),
     );
-    const offers = await aws.offers(
-      { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
-      call(),
-    );
+    const offers = await aws.offers({
+      query: { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
+      ...call(),
+    });
     const offer = offers.find((candidate) => candidate.instanceType === "t3.medium") as Offer;
     expect(offer).toBeDefined();
 
@@ -43,13 +44,21 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
 
     // Pool "alive01" keeps a running instance; pool "dead0002" and a cluster prepared without a pool id
     // (its cluster id names its pool) have none: their clients died after prepare.
-    const alive = (await aws.prepare(poolSpec, offer, call("alive01"))) as Cluster<AwsClusterData>;
-    const dead = (await aws.prepare(poolSpec, offer, call("dead0002"))) as Cluster<AwsClusterData>;
-    const unnamed = (await aws.prepare(poolSpec, offer, call())) as Cluster<AwsClusterData>;
+    const alive = (await aws.prepare({
+      spec: poolSpec,
+      offer,
+      ...call("alive01"),
+    })) as Cluster<AwsClusterData>;
+    const dead = (await aws.prepare({
+      spec: poolSpec,
+      offer,
+      ...call("dead0002"),
+    })) as Cluster<AwsClusterData>;
+    const unnamed = (await aws.prepare({ spec: poolSpec, offer, ...call() })) as Cluster<AwsClusterData>;
     expect(alive.poolId).toBe("alive01");
     expect(alive.specific.tags["skyward:pool"]).toBe("alive01");
     expect(unnamed.poolId).toBe(unnamed.id);
-    const [instance] = await aws.provision(alive, 1, call());
+    const [instance] = await aws.provision({ cluster: alive, count: 1, ...call() });
     expect(instance?.tags["skyward:pool"]).toBe("alive01");
     const listed = await aws.listInstances?.(call());
     expect(listed?.map((entry) => entry.tags["skyward:pool"])).toEqual(["alive01"]);
@@ -76,7 +85,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
     expect(inventory.keyPairs.sort()).toEqual([alive.specific.keyName, unnamed.specific.keyName].sort());
 
     // Once its instance is terminated, "all" removes the rest (the unnamed cluster found by its id too).
-    await aws.terminate(alive, [instance?.id ?? ""], call());
+    await aws.terminate({ cluster: alive, ids: [instance?.id ?? ""], ...call() });
     const all = await cleanup({ ...call(), pools: "all", waitSeconds: 60 });
     expect(all.left).toEqual([]);
     expect(all.removed.map((entry) => `${entry.poolId} ${entry.kind}`).sort()).toEqual(
@@ -131,13 +140,23 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
         options({}),
       );
       const offer = (
-        await aws.offers(
-          { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
-          call(),
-        )
+        await aws.offers({
+          query: {
+            accelerator: null,
+            vcpus: 2,
+            memoryGb: 4,
+            architecture: "x86_64",
+            allocation: "on-demand",
+          },
+          ...call(),
+        })
       ).find((candidate) => candidate.instanceType === "t3.medium") as Offer;
-      const slow = (await aws.prepare(poolSpec, offer, call("slow01"))) as Cluster<AwsClusterData>;
-      const [instance] = await aws.provision(slow, 1, call());
+      const slow = (await aws.prepare({
+        spec: poolSpec,
+        offer,
+        ...call("slow01"),
+      })) as Cluster<AwsClusterData>;
+      const [instance] = await aws.provision({ cluster: slow, count: 1, ...call() });
       const id = instance?.id ?? "";
 
       // Still shutting down when the wait runs out: everything stays, and the reason says what to do.
@@ -157,7 +176,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
       // Ending within the wait: cleanup waits for it, then removes everything.
       const waiting = cleanup({ ...call(), pools: ["slow01"], waitSeconds: 60 });
       await new Promise((resolve) => setTimeout(resolve, 1500));
-      await aws.terminate(slow, [id], call());
+      await aws.terminate({ cluster: slow, ids: [id], ...call() });
       const later = await waiting;
       expect(later.left).toEqual([]);
       expect(later.removed.map((entry) => entry.kind)).toEqual(["key file", "key pair", "security group"]);
@@ -165,7 +184,11 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
 
       // A group still in use (the network interfaces of ended instances linger): the key pair goes, the
       // group is named with the reason, and a later run removes it.
-      const busy = (await aws.prepare(poolSpec, offer, call("busy01"))) as Cluster<AwsClusterData>;
+      const busy = (await aws.prepare({
+        spec: poolSpec,
+        offer,
+        ...call("busy01"),
+      })) as Cluster<AwsClusterData>;
       groupInUse = true;
       const blocked = await cleanup({ ...call(), pools: ["busy01"] });
       expect(blocked.removed.map((entry) => entry.kind)).toEqual(["key file", "key pair"]);

@@ -4,8 +4,9 @@
  */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { ConfigurationError, isProvider } from "@skyward/core";
-import { createProviderFromEntry, parseConfigText, validateConfig } from "@skyward/core/internal";
+import { ConfigurationError } from "@skyward/core";
+import { createProviderFromEntry, parseConfigText, validateConfig } from "@skyward/core/config";
+import { isProvider } from "@skyward/core/contract";
 import { describe, expect, it } from "vitest";
 
 const packageDirectory = fileURLToPath(new URL("..", import.meta.url));

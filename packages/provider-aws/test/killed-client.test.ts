@@ -15,7 +15,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DescribeInstancesCommand, EC2Client } from "@aws-sdk/client-ec2";
-import { type Cluster, options, resolvePoolSpec, spec } from "@skyward/core";
+import { options, spec } from "@skyward/core";
+import { type Cluster, resolvePoolSpec } from "@skyward/core/contract";
 import { createTestbed, requireTestbed, type Testbed, testbedSshHosts } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsClusterData, createAWS } from "../src/index.js";
@@ -191,17 +192,17 @@ describe.skipIf(skipReason !== undefined)("a client killed while its pool runs o
     const aws = createAWS({ endpoint: moto.endpoint });
     const call = { signal: AbortSignal.timeout(60_000), poolId: "orphan01" };
     const [offer] = (
-      await aws.offers(
-        { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
-        call,
-      )
+      await aws.offers({
+        query: { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
+        ...call,
+      })
     ).filter((candidate) => candidate.instanceType === "t3.medium");
     if (!offer) throw new Error("moto has no t3.medium offer");
-    const orphan = (await aws.prepare(
-      resolvePoolSpec(spec({ vcpus: 2, allocation: "on-demand" }), options({})),
+    const orphan = (await aws.prepare({
+      spec: resolvePoolSpec(spec({ vcpus: 2, allocation: "on-demand" }), options({})),
       offer,
-      call,
-    )) as Cluster<AwsClusterData>;
+      ...call,
+    })) as Cluster<AwsClusterData>;
     expect(existsSync(orphan.specific.keyFile)).toBe(true);
 
     // 2. skyward instances: both instances of the killed client's pool, with pool, price, age, address.

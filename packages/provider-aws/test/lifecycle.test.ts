@@ -16,17 +16,14 @@ import {
   DescribeVpcsCommand,
 } from "@aws-sdk/client-ec2";
 import {
-  type Cluster,
   ConfigurationError,
   NoCapacityError,
-  type Offer,
-  type OfferQuery,
   options,
   type PoolSpec,
   ProvisionError,
-  resolvePoolSpec,
   spec,
 } from "@skyward/core";
+import { type Cluster, type Offer, type OfferQuery, resolvePoolSpec } from "@skyward/core/contract";
 import { afterEach, describe, expect, it } from "vitest";
 import { type AwsClusterData, createAWS } from "../src/index.js";
 import { startFaultProxy } from "./fault-proxy.js";
@@ -61,10 +58,10 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
     };
 
     it("lists T4 instance types with spot and on-demand prices and canonical accelerator names", async () => {
-      const offers = await provider().offers(
-        { accelerator: { name: "T4", count: 1, memoryGb: 16 }, allocation: "spot-if-available" },
-        call(),
-      );
+      const offers = await provider().offers({
+        query: { accelerator: { name: "T4", count: 1, memoryGb: 16 }, allocation: "spot-if-available" },
+        ...call(),
+      });
       const types = offers.map((offer) => offer.instanceType).sort();
       expect(types).toContain("g4dn.xlarge");
       expect(types.every((type) => type.startsWith("g4dn."))).toBe(true);
@@ -87,19 +84,22 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
     });
 
     it("filters by accelerator memory and count", async () => {
-      const forty = await provider().offers(
-        { accelerator: { name: "A100", count: 8, memoryGb: 40 }, allocation: "on-demand" },
-        call(),
-      );
+      const forty = await provider().offers({
+        query: { accelerator: { name: "A100", count: 8, memoryGb: 40 }, allocation: "on-demand" },
+        ...call(),
+      });
       // Memory is a minimum: 40 GB is met by the 40 GB and the 80 GB A100s.
       expect(forty.map((offer) => offer.instanceType).sort()).toEqual(["p4d.24xlarge", "p4de.24xlarge"]);
-      const eighty = await provider().offers(
-        { accelerator: { name: "A100", count: 8, memoryGb: 80 }, allocation: "on-demand" },
-        call(),
-      );
+      const eighty = await provider().offers({
+        query: { accelerator: { name: "A100", count: 8, memoryGb: 80 }, allocation: "on-demand" },
+        ...call(),
+      });
       expect(eighty.map((offer) => offer.instanceType)).toEqual(["p4de.24xlarge"]);
       expect(
-        await provider().offers({ accelerator: { name: "A100", count: 1 }, allocation: "on-demand" }, call()),
+        await provider().offers({
+          query: { accelerator: { name: "A100", count: 1 }, allocation: "on-demand" },
+          ...call(),
+        }),
       ).toEqual([]);
     });
 
@@ -112,7 +112,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
         allocation: "on-demand",
         maxHourlyCost: 0.2,
       };
-      const offers = await provider().offers(query, call());
+      const offers = await provider().offers({ query, ...call() });
       expect(offers.length).toBeGreaterThan(0);
       for (const offer of offers) {
         expect(offer.architecture).toBe("arm64");
@@ -125,7 +125,10 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       expect(offers.map((offer) => offer.instanceType)).toContain("m7g.xlarge");
       expect(offers.map((offer) => offer.instanceType)).not.toContain("m7g.2xlarge"); // $0.3264/h
       // Spot only: every offer has a spot price.
-      const spotOnly = await provider().offers({ ...query, allocation: "spot", maxHourlyCost: 0.01 }, call());
+      const spotOnly = await provider().offers({
+        query: { ...query, allocation: "spot", maxHourlyCost: 0.01 },
+        ...call(),
+      });
       expect(spotOnly.length).toBeGreaterThan(offers.length);
       expect(spotOnly.every((offer) => offer.spotPrice !== null && offer.spotPrice <= 0.01)).toBe(true);
     });
@@ -134,10 +137,10 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       const offers = await createAWS({
         endpoint: suite.moto.endpoint,
         onDemandPrices: { "g4dn.xlarge": 0.25 },
-      }).offers(
-        { accelerator: { name: "T4", count: 1 }, allocation: "on-demand", maxHourlyCost: 0.3 },
-        call(),
-      );
+      }).offers({
+        query: { accelerator: { name: "T4", count: 1 }, allocation: "on-demand", maxHourlyCost: 0.3 },
+        ...call(),
+      });
       expect(offers.map((offer) => [offer.instanceType, offer.onDemandPrice])).toEqual([
         ["g4dn.xlarge", 0.25],
       ]);
@@ -148,15 +151,21 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
     it("prepare → provision spot and on-demand → getInstance → list → terminate (twice) → teardown leaves nothing", async () => {
       const aws = provider();
       const spotSpec = poolSpec({ allocation: "spot", vcpus: 2, memoryGb: 4, architecture: "x86_64" });
-      const offers = await aws.offers(
-        { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "spot-if-available" },
-        call(),
-      );
+      const offers = await aws.offers({
+        query: {
+          accelerator: null,
+          vcpus: 2,
+          memoryGb: 4,
+          architecture: "x86_64",
+          allocation: "spot-if-available",
+        },
+        ...call(),
+      });
       const offer = offers.find((candidate) => candidate.instanceType === "t3.medium") as Offer;
       expect(offer).toBeDefined();
 
       // prepare: security group, key pair (0600 file), AMI (moto has no SSM parameter: DescribeImages finds one).
-      const cluster = (await aws.prepare(spotSpec, offer, call())) as Cluster<AwsClusterData>;
+      const cluster = (await aws.prepare({ spec: spotSpec, offer, ...call() })) as Cluster<AwsClusterData>;
       expect(cluster).toMatchObject({ provider: "aws", region: "us-east-1", offer, spec: spotSpec });
       expect(cluster.ssh).toMatchObject({ user: "ubuntu", port: 22, sudo: true });
       expect(cluster.ssh?.privateKey).toMatch(/BEGIN OPENSSH PRIVATE KEY/);
@@ -189,7 +198,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       expect(keys.map((key) => key.KeyName)).toEqual([data.keyName]);
 
       // provision two spot instances: running, with SSH coordinates, tagged, terminating on shutdown.
-      const spot = await aws.provision(cluster, 2, call());
+      const spot = await aws.provision({ cluster, count: 2, ...call() });
       expect(spot).toHaveLength(2);
       for (const instance of spot) {
         expect(instance).toMatchObject({
@@ -240,13 +249,13 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
 
       // provision on demand in the same cluster.
       const onDemandCluster = { ...cluster, spec: poolSpec({ allocation: "on-demand" }) };
-      const [onDemand] = await aws.provision(onDemandCluster, 1, call());
+      const [onDemand] = await aws.provision({ cluster: onDemandCluster, count: 1, ...call() });
       expect(onDemand).toMatchObject({ status: "running", spot: false, hourlyPrice: 0.0416 });
 
       // getInstance, listInstances.
-      const again = await aws.getInstance(cluster, onDemand?.id as string, call());
+      const again = await aws.getInstance({ cluster, id: onDemand?.id as string, ...call() });
       expect(again).toMatchObject({ id: onDemand?.id, status: "running", ssh: { host: onDemand?.publicIp } });
-      expect(await aws.getInstance(cluster, "i-0123456789abcdef0", call())).toBeNull();
+      expect(await aws.getInstance({ cluster, id: "i-0123456789abcdef0", ...call() })).toBeNull();
       const listed = await aws.listInstances?.(call());
       expect(listed?.map((instance) => instance.id).sort()).toEqual(
         [...spot.map((instance) => instance.id), onDemand?.id].sort(),
@@ -258,16 +267,20 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       }
 
       // selfDestruct: shutting down terminates the instance.
-      expect(aws.selfDestruct(cluster, spot[0] as (typeof spot)[0])).toBe("sudo shutdown -h now");
+      expect(aws.selfDestruct({ cluster, instance: spot[0] as (typeof spot)[0] })).toBe(
+        "sudo shutdown -h now",
+      );
 
       // terminate: twice, and with an unknown id mixed in.
       const ids = [...spot.map((instance) => instance.id), "i-0123456789abcdef0"];
-      await aws.terminate(cluster, ids, call());
-      await aws.terminate(cluster, ids, call());
-      expect((await aws.getInstance(cluster, spot[0]?.id as string, call()))?.status).toBe("terminated");
+      await aws.terminate({ cluster, ids, ...call() });
+      await aws.terminate({ cluster, ids, ...call() });
+      expect((await aws.getInstance({ cluster, id: spot[0]?.id as string, ...call() }))?.status).toBe(
+        "terminated",
+      );
 
       // teardown terminates what is left (the on-demand one), waits, then removes the group and key.
-      await aws.teardown(cluster, call());
+      await aws.teardown({ cluster, ...call() });
       expect(await motoInventory(suite.moto.endpoint)).toEqual({
         liveInstances: [],
         securityGroups: [],
@@ -277,7 +290,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       await expect(stat(data.keyFile)).rejects.toMatchObject({ code: "ENOENT" });
       expect(await aws.listInstances?.(call())).toEqual([]);
       // Idempotent.
-      await aws.teardown(cluster, call());
+      await aws.teardown({ cluster, ...call() });
     });
 
     it("spot-if-available falls back to on-demand when spot has no capacity (RunInstances for spot stubbed)", async () => {
@@ -294,18 +307,18 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       try {
         const aws = createAWS({ endpoint: proxy.endpoint });
         const [offer] = await aws
-          .offers(
-            {
+          .offers({
+            query: {
               accelerator: { name: "T4", count: 1, memoryGb: 16 },
               allocation: "spot-if-available",
               vcpus: 4,
             },
-            call(),
-          )
+            ...call(),
+          })
           .then((offers) => offers.filter((candidate) => candidate.instanceType === "g4dn.xlarge"));
         const fallbackSpec = poolSpec({ allocation: "spot-if-available" });
-        const cluster = await aws.prepare(fallbackSpec, offer as Offer, call());
-        const instances = await aws.provision(cluster, 2, call());
+        const cluster = await aws.prepare({ spec: fallbackSpec, offer: offer as Offer, ...call() });
+        const instances = await aws.provision({ cluster, count: 2, ...call() });
         expect(instances.map((instance) => [instance.spot, instance.hourlyPrice])).toEqual([
           [false, 0.526],
           [false, 0.526],
@@ -325,13 +338,15 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
 
         // Spot only: no fallback, a NoCapacityError naming every attempt.
         const spotOnly = { ...cluster, spec: poolSpec({ allocation: "spot" }) };
-        const failure = await aws.provision(spotOnly, 1, call()).catch((error: unknown) => error);
+        const failure = await aws
+          .provision({ cluster: spotOnly, count: 1, ...call() })
+          .catch((error: unknown) => error);
         expect(NoCapacityError.isInstance(failure)).toBe(true);
         expect((failure as NoCapacityError).attempts[0]?.reason).toMatch(
           /^spot in subnet-.*InsufficientInstanceCapacity/,
         );
 
-        await aws.teardown(cluster, call());
+        await aws.teardown({ cluster, ...call() });
         expect(await motoInventory(suite.moto.endpoint)).toMatchObject({
           liveInstances: [],
           securityGroups: [],
@@ -362,28 +377,28 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
         keyName: "mine",
         identityFile,
       });
-      const [offer] = await aws.offers(
-        { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
-        call(),
-      );
-      const cluster = (await aws.prepare(
-        poolSpec({ allocation: "on-demand" }),
-        offer as Offer,
-        call(),
-      )) as Cluster<AwsClusterData>;
+      const [offer] = await aws.offers({
+        query: { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
+        ...call(),
+      });
+      const cluster = (await aws.prepare({
+        spec: poolSpec({ allocation: "on-demand" }),
+        offer: offer as Offer,
+        ...call(),
+      })) as Cluster<AwsClusterData>;
       expect(cluster.ssh).toMatchObject({ privateKey: key.KeyMaterial, identityFile });
       expect(cluster.specific).toMatchObject({
         securityGroupId: group.GroupId,
         keyName: "mine",
         ownsKeyPair: false,
       });
-      const [instance] = await aws.provision(cluster, 1, call());
+      const [instance] = await aws.provision({ cluster, count: 1, ...call() });
       const [raw] =
         (await suite.ec2.send(new DescribeInstancesCommand({ InstanceIds: [instance?.id as string] })))
           .Reservations?.[0]?.Instances ?? [];
       expect(raw?.KeyName).toBe("mine");
       expect(raw?.SecurityGroups?.map((entry) => entry.GroupId)).toEqual([group.GroupId]);
-      await aws.teardown(cluster, call());
+      await aws.teardown({ cluster, ...call() });
       expect(await motoInventory(suite.moto.endpoint)).toMatchObject({
         liveInstances: [],
         securityGroups: [group.GroupId],
@@ -400,12 +415,12 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       );
       try {
         const aws = createAWS({ endpoint: proxy.endpoint });
-        const [offer] = await aws.offers(
-          { accelerator: null, vcpus: 2, memoryGb: 4, allocation: "on-demand" },
-          call(),
-        );
+        const [offer] = await aws.offers({
+          query: { accelerator: null, vcpus: 2, memoryGb: 4, allocation: "on-demand" },
+          ...call(),
+        });
         const failure = await aws
-          .prepare(poolSpec(), offer as Offer, call())
+          .prepare({ spec: poolSpec(), offer: offer as Offer, ...call() })
           .catch((error: unknown) => error);
         expect(ProvisionError.isInstance(failure)).toBe(true);
         expect((failure as Error).message).toContain("KeyPairLimitExceeded");
@@ -422,7 +437,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       const restore = useFakeAwsEnvironment(false);
       try {
         const error = await provider()
-          .offers({ accelerator: null, allocation: "on-demand" }, call())
+          .offers({ query: { accelerator: null, allocation: "on-demand" }, ...call() })
           .catch((caught: unknown) => caught);
         expect(ConfigurationError.isInstance(error)).toBe(true);
         expect((error as Error).message).toMatch(/^no AWS credentials: set AWS_ACCESS_KEY_ID/);
@@ -431,10 +446,10 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
           endpoint: suite.moto.endpoint,
           credentials: { accessKeyId: "given", secretAccessKey: "given" },
         });
-        const offers = await given.offers(
-          { accelerator: { name: "T4", count: 1 }, allocation: "on-demand" },
-          call(),
-        );
+        const offers = await given.offers({
+          query: { accelerator: { name: "T4", count: 1 }, allocation: "on-demand" },
+          ...call(),
+        });
         expect(offers.length).toBeGreaterThan(0);
       } finally {
         restore();

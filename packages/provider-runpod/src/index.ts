@@ -9,8 +9,8 @@
  * ```
  */
 
-export type { FetchFunction } from "@skyward/core/internal";
-export { RunPodApiError } from "./http-client.js";
+export type { FetchFunction } from "@skyward/provider-utils";
+export { RunPodApiError } from "./runpod-api.js";
 export type {
   RunPodCloudType,
   RunPodClusterData,

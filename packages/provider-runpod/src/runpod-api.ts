@@ -13,11 +13,31 @@
 import {
   answerMessage,
   answerNumberSchema,
+  defineProviderApi,
+  ProviderApiError,
+  type ProviderApiErrorOptions,
   type ProviderHttpClient,
-  parseProviderAnswer,
-} from "@skyward/core/internal";
+} from "@skyward/provider-utils";
 import { z } from "zod";
-import { RunPodApiError } from "./http-client.js";
+
+/** A failed call to RunPod's API: the HTTP status (when there was an answer) and whether retrying may help. */
+export class RunPodApiError extends ProviderApiError {
+  constructor(options: ProviderApiErrorOptions) {
+    super({ ...options, provider: "runpod", name: "RunPodApiError" });
+  }
+
+  /** True for a {@link RunPodApiError} from any copy of this package. */
+  static override isInstance(error: unknown): error is RunPodApiError {
+    return ProviderApiError.isInstance(error) && error.provider === "runpod";
+  }
+}
+
+/** RunPod's API: its client (key from `apiKey`, else `RUNPOD_API_KEY`), key lookup and answer parsing. */
+export const runpodApi = defineProviderApi({
+  label: "RunPod",
+  apiKeyVariable: "RUNPOD_API_KEY",
+  createError: (options) => new RunPodApiError(options),
+});
 
 /** RunPod's GraphQL endpoint. */
 export const RUNPOD_GRAPHQL_URL = "https://api.runpod.io/graphql";
@@ -236,12 +256,7 @@ export function requireData(result: GraphqlResult, purpose: string): Record<stri
 }
 
 /** Parses `value` with `schema`, or fails with a {@link RunPodApiError} saying the answer was not understood. */
-export function parseAnswer<T extends z.ZodType>(schema: T, value: unknown, purpose: string): z.output<T> {
-  return parseProviderAnswer(schema, value, purpose, {
-    label: "RunPod",
-    createError: (options) => new RunPodApiError(options),
-  });
-}
+export const parseAnswer = runpodApi.parseAnswer;
 
 /** The schemas of whole answers. */
 export const answers = {

@@ -3,25 +3,29 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   accelerators,
-  type Cluster,
   ConfigurationError,
-  type Instance,
   NoCapacityError,
-  type Offer,
-  type OfferQuery,
-  offerQuery,
   type PoolSpec,
   ProvisionError,
   options as poolOptions,
-  resolvePoolSpec,
   type SpecInput,
   spec as toSpec,
 } from "@skyward/core";
-import { createProviderFromEntry } from "@skyward/core/internal";
+import { createProviderFromEntry } from "@skyward/core/config";
+import {
+  type Cluster,
+  type Instance,
+  type Offer,
+  type OfferQuery,
+  offerQuery,
+  resolvePoolSpec,
+  whyNotProvider,
+} from "@skyward/core/contract";
+import { launchSshWorker } from "@skyward/ssh";
 import { HttpResponse } from "msw";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakePod, type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
-import { RunPodApiError } from "./http-client.js";
+import { RunPodApiError } from "./runpod-api.js";
 import {
   createProviderFromConfig,
   createRunPod,
@@ -63,14 +67,14 @@ async function clusterFor(
 ) {
   const runpod = provider();
   const spec = poolSpec(input, runpod);
-  const offer = pick(await runpod.offers(offerQuery(spec), call()));
+  const offer = pick(await runpod.offers({ query: offerQuery(spec), ...call() }));
   if (!offer) throw new Error("no offer picked");
-  return { runpod, cluster: await runpod.prepare(spec, offer, call()) };
+  return { runpod, cluster: await runpod.prepare({ spec, offer, ...call() }) };
 }
 
 describe("offers", () => {
   it("asks gpuTypes for the lowest price of a pod of the requested GPU count in each cloud, with the bearer key", async () => {
-    await provider().offers({ ...a100Query, vcpus: 8, memoryGb: 64 }, call());
+    await provider().offers({ query: { ...a100Query, vcpus: 8, memoryGb: 64 }, ...call() });
     const [request] = fake.operations("SkywardGpuTypes");
     expect(request?.method).toBe("POST");
     expect(request?.url.href).toBe("https://api.runpod.io/graphql");
@@ -86,7 +90,7 @@ describe("offers", () => {
   });
 
   it("parses one offer per GPU type and cloud, prices per pod (per GPU × count), spot = lowest bid", async () => {
-    const offers = await provider().offers(a100Query, call());
+    const offers = await provider().offers({ query: a100Query, ...call() });
     expect(offers.map((offer) => [offer.id, offer.spotPrice, offer.onDemandPrice])).toEqual([
       ["runpod:secure:NVIDIA A100 80GB PCIe:x2", 1.64, 3.28],
       ["runpod:community:NVIDIA A100 80GB PCIe:x2", 1.2, 2.38],
@@ -113,48 +117,53 @@ describe("offers", () => {
   });
 
   it("honours the cloud type, the allocation, GPU memory, the count limit per cloud and the price cap", async () => {
-    const secure = await provider({ cloudType: "secure" }).offers(a100Query, call());
+    const secure = await provider({ cloudType: "secure" }).offers({ query: a100Query, ...call() });
     expect(secure.every((offer) => offer.id.startsWith("runpod:secure:"))).toBe(true);
     // H100 SXM has no spot price: an on-demand offer only, and none under allocation "spot".
-    const h100 = await provider().offers(
-      { accelerator: { name: "H100", count: 1 }, allocation: "spot-if-available" },
-      call(),
-    );
+    const h100 = await provider().offers({
+      query: { accelerator: { name: "H100", count: 1 }, allocation: "spot-if-available" },
+      ...call(),
+    });
     expect(h100.map((offer) => [offer.spotPrice, offer.onDemandPrice])).toEqual([[null, 2.99]]);
     expect(
-      await provider().offers({ accelerator: { name: "H100", count: 1 }, allocation: "spot" }, call()),
+      await provider().offers({
+        query: { accelerator: { name: "H100", count: 1 }, allocation: "spot" },
+        ...call(),
+      }),
     ).toEqual([]);
     // Community cloud has at most 4 A100 PCIe per pod.
-    const eight = await provider().offers(
-      { accelerator: { name: "A100", count: 8 }, allocation: "on-demand" },
-      call(),
-    );
+    const eight = await provider().offers({
+      query: { accelerator: { name: "A100", count: 8 }, allocation: "on-demand" },
+      ...call(),
+    });
     expect(eight.map((offer) => offer.id)).toEqual([
       "runpod:secure:NVIDIA A100 80GB PCIe:x8",
       "runpod:secure:NVIDIA A100-SXM4-80GB:x8",
     ]);
-    const big = await provider().offers(
-      { accelerator: { name: "RTX_4090", count: 1, memoryGb: 48 }, allocation: "cheapest" },
-      call(),
-    );
+    const big = await provider().offers({
+      query: { accelerator: { name: "RTX_4090", count: 1, memoryGb: 48 }, allocation: "cheapest" },
+      ...call(),
+    });
     expect(big).toEqual([]);
-    const capped = await provider().offers(
-      { ...a100Query, allocation: "on-demand", maxHourlyCost: 3 },
-      call(),
-    );
+    const capped = await provider().offers({
+      query: { ...a100Query, allocation: "on-demand", maxHourlyCost: 3 },
+      ...call(),
+    });
     expect(capped.map((offer) => offer.id)).toEqual(["runpod:community:NVIDIA A100 80GB PCIe:x2"]);
   });
 
   it("returns nothing for arm64, without asking RunPod", async () => {
-    expect(await provider().offers({ ...a100Query, architecture: "arm64" }, call())).toEqual([]);
+    expect(await provider().offers({ query: { ...a100Query, architecture: "arm64" }, ...call() })).toEqual(
+      [],
+    );
     expect(fake.requests).toEqual([]);
   });
 
   it("offers CPU pods: the smallest size of each flavor meeting vCPUs and memory, priced by its specifics", async () => {
-    const offers = await provider().offers(
-      { accelerator: null, vcpus: 3, memoryGb: 8, allocation: "on-demand" },
-      call(),
-    );
+    const offers = await provider().offers({
+      query: { accelerator: null, vcpus: 3, memoryGb: 8, allocation: "on-demand" },
+      ...call(),
+    });
     const [prices] = fake.operations("SkywardCpuPrices");
     expect(prices?.query).toContain(
       'f0: cpuFlavors(input: {id: "cpu3c"}) { id specifics(input: {instanceId: "cpu3c-4-8"}) { stockStatus securePrice } }',
@@ -170,14 +179,19 @@ describe("offers", () => {
       ["runpod:cpu:cpu5c-4-8", 4, 8, 0.14, null],
     ]);
     // A size with no price (out of stock) is left out; CPU pods are never spot.
-    const small = await provider().offers({ accelerator: null, allocation: "cheapest" }, call());
+    const small = await provider().offers({
+      query: { accelerator: null, allocation: "cheapest" },
+      ...call(),
+    });
     expect(small.map((offer) => offer.instanceType)).toEqual(["cpu3c-2-4", "cpu3g-2-8"]);
-    expect(await provider().offers({ accelerator: null, allocation: "spot" }, call())).toEqual([]);
+    expect(await provider().offers({ query: { accelerator: null, allocation: "spot" }, ...call() })).toEqual(
+      [],
+    );
     expect(
-      await provider({ cpuFlavorIds: ["cpu3g"] }).offers(
-        { accelerator: null, allocation: "cheapest" },
-        call(),
-      ),
+      await provider({ cpuFlavorIds: ["cpu3g"] }).offers({
+        query: { accelerator: null, allocation: "cheapest" },
+        ...call(),
+      }),
     ).toHaveLength(1);
   });
 });
@@ -207,10 +221,10 @@ describe("pool ids", () => {
   it("a pool id given to prepare reaches the pods' env and their skyward:pool tag", async () => {
     const runpod = provider();
     const spec = resolvePoolSpec(toSpec({ provider: runpod }), poolOptions({}));
-    const [offer] = await runpod.offers({ accelerator: null, allocation: "on-demand" }, call());
-    const cluster = await runpod.prepare(spec, offer as Offer, { ...call(), poolId: "a1b2c3d4" });
+    const [offer] = await runpod.offers({ query: { accelerator: null, allocation: "on-demand" }, ...call() });
+    const cluster = await runpod.prepare({ spec, offer: offer as Offer, ...call(), poolId: "a1b2c3d4" });
     expect(cluster.poolId).toBe("a1b2c3d4");
-    const [created] = await runpod.provision(cluster, 1, call());
+    const [created] = await runpod.provision({ cluster, count: 1, ...call() });
     expect(fake.pods.get(created?.id ?? "")?.env.SKYWARD_POOL).toBe("a1b2c3d4");
     const [listed] = (await runpod.listInstances?.(call())) ?? [];
     expect(listed?.tags).toMatchObject({ "skyward:cluster": cluster.id, "skyward:pool": "a1b2c3d4" });
@@ -223,7 +237,7 @@ describe("provision", () => {
       { accelerator: accelerators.A100({ count: 1 }), allocation: "on-demand", diskGb: 80 },
       (offers) => offers.find((offer) => offer.id === "runpod:secure:NVIDIA A100 80GB PCIe:x1"),
     );
-    const [instance] = await runpod.provision(cluster, 1, call());
+    const [instance] = await runpod.provision({ cluster, count: 1, ...call() });
     const [request] = fake.operations("SkywardDeployOnDemand");
     expect(request?.query).toContain("podFindAndDeployOnDemand(input: $input)");
     expect(request?.variables).toEqual({
@@ -262,7 +276,7 @@ describe("provision", () => {
       { accelerator: accelerators.A100({ count: 2 }), allocation: "spot" },
       (offers) => offers.find((offer) => offer.id === "runpod:community:NVIDIA A100 80GB PCIe:x2"),
     );
-    const instances = await runpod.provision(cluster, 2, call());
+    const instances = await runpod.provision({ cluster, count: 2, ...call() });
     const rents = fake.operations("SkywardRentInterruptable");
     expect(rents).toHaveLength(2);
     expect(rents[0]?.variables?.input).toMatchObject({
@@ -286,7 +300,7 @@ describe("provision", () => {
       { accelerator: accelerators.A100({ count: 1 }) },
       (offers) => offers[0],
     );
-    const instances = await runpod.provision(cluster, 3, call());
+    const instances = await runpod.provision({ cluster, count: 3, ...call() });
     expect(instances.map((instance) => instance.spot)).toEqual([true, false, false]);
     expect(fake.operations("SkywardRentInterruptable")).toHaveLength(2);
     expect(fake.operations("SkywardDeployOnDemand")).toHaveLength(2);
@@ -298,8 +312,8 @@ describe("provision", () => {
       { accelerator: accelerators.A100({ count: 1 }), allocation: "on-demand" },
       (offers) => offers[0],
     );
-    expect(await runpod.provision(cluster, 3, call())).toHaveLength(1);
-    const error = await runpod.provision(cluster, 1, call()).catch((caught: unknown) => caught);
+    expect(await runpod.provision({ cluster, count: 3, ...call() })).toHaveLength(1);
+    const error = await runpod.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
     expect((error as NoCapacityError).attempts).toEqual([
       {
@@ -315,7 +329,7 @@ describe("provision", () => {
     const { runpod, cluster } = await clusterFor({}, (offers) =>
       offers.find((offer) => offer.instanceType === "cpu3g-2-8"),
     );
-    const [instance] = await runpod.provision(cluster, 1, call());
+    const [instance] = await runpod.provision({ cluster, count: 1, ...call() });
     const request = fake.requests.find((entry) => entry.url.href === "https://rest.runpod.io/v1/pods");
     expect(request?.method).toBe("POST");
     expect(request?.authorization).toBe(`Bearer ${TEST_API_KEY}`);
@@ -358,11 +372,11 @@ describe("getInstance, terminate, teardown, listInstances", () => {
   });
 
   it("reads the public IP and the public port mapped to 22 once the pod runs", async () => {
-    const [created] = await runpod.provision(cluster, 1, call());
+    const [created] = await runpod.provision({ cluster, count: 1, ...call() });
     const id = created?.id ?? "";
-    const first = await runpod.getInstance(cluster, id, call());
+    const first = await runpod.getInstance({ cluster, id, ...call() });
     expect(first).toMatchObject({ id, status: "pending", ssh: null, publicIp: null });
-    const second = await runpod.getInstance(cluster, id, call());
+    const second = await runpod.getInstance({ cluster, id, ...call() });
     const pod = fake.pods.get(id);
     expect(second).toMatchObject({
       id,
@@ -381,34 +395,34 @@ describe("getInstance, terminate, teardown, listInstances", () => {
     expect(Date.now() - (second?.createdAt ?? 0)).toBeGreaterThanOrEqual(42_000);
     const [lookup] = fake.operations("SkywardPod");
     expect(lookup?.variables).toEqual({ podId: id });
-    expect(await runpod.getInstance(cluster, "nosuchpod", call())).toBeNull();
+    expect(await runpod.getInstance({ cluster, id: "nosuchpod", ...call() })).toBeNull();
   });
 
   it("terminates idempotently: twice, and ids RunPod does not know", async () => {
-    const [created] = await runpod.provision(cluster, 1, call());
+    const [created] = await runpod.provision({ cluster, count: 1, ...call() });
     const id = created?.id ?? "";
-    await runpod.terminate(cluster, [id], call());
+    await runpod.terminate({ cluster, ids: [id], ...call() });
     expect(fake.operations("SkywardTerminate")[0]?.variables).toEqual({ input: { podId: id } });
     expect(fake.pods.has(id)).toBe(false);
-    await runpod.terminate(cluster, [id, "nosuchpod"], call());
-    await runpod.terminate(cluster, [], call());
-    expect(await runpod.getInstance(cluster, id, call())).toBeNull();
+    await runpod.terminate({ cluster, ids: [id, "nosuchpod"], ...call() });
+    await runpod.terminate({ cluster, ids: [], ...call() });
+    expect(await runpod.getInstance({ cluster, id, ...call() })).toBeNull();
   });
 
   it("teardown terminates the pods the cluster still has, and only those", async () => {
-    await runpod.provision(cluster, 2, call());
+    await runpod.provision({ cluster, count: 2, ...call() });
     const other = await clusterFor(
       { accelerator: accelerators.RTX_4090({ count: 1 }), allocation: "on-demand" },
       (offers) => offers[0],
     );
-    const [foreign] = await other.runpod.provision(other.cluster, 1, call());
-    await runpod.teardown(cluster, call());
+    const [foreign] = await other.runpod.provision({ cluster: other.cluster, count: 1, ...call() });
+    await runpod.teardown({ cluster, ...call() });
     expect([...fake.pods.keys()]).toEqual([foreign?.id]);
-    await runpod.teardown(cluster, call());
+    await runpod.teardown({ cluster, ...call() });
   });
 
   it("listInstances finds Skyward's pods by their env, not other pods", async () => {
-    const [created] = await runpod.provision(cluster, 1, call());
+    const [created] = await runpod.provision({ cluster, count: 1, ...call() });
     fake.pods.set("handmade", {
       ...(fake.pods.get(created?.id ?? "") as FakePod),
       id: "handmade",
@@ -421,8 +435,8 @@ describe("getInstance, terminate, teardown, listInstances", () => {
   });
 
   it("selfDestruct removes the pod with runpodctl and the pod-scoped key from PID 1's environment", async () => {
-    const [created] = await runpod.provision(cluster, 1, call());
-    const op = runpod.selfDestruct(cluster, created as Instance);
+    const [created] = await runpod.provision({ cluster, count: 1, ...call() });
+    const op = runpod.selfDestruct({ cluster, instance: created as Instance });
     expect(op).toBe(
       `for kv in $(tr '\\0' '\\n' < /proc/1/environ 2>/dev/null | grep -E '^RUNPOD_API_KEY='); do export "$kv"; done; runpodctl remove pod ${created?.id}`,
     );
@@ -435,14 +449,14 @@ describe("errors", () => {
     delete process.env.RUNPOD_API_KEY;
     try {
       const runpod = RunPod({ keysDirectory });
-      const error = await runpod.offers(a100Query, call()).catch((caught: unknown) => caught);
+      const error = await runpod.offers({ query: a100Query, ...call() }).catch((caught: unknown) => caught);
       expect(ConfigurationError.isInstance(error)).toBe(true);
       expect((error as ConfigurationError).issues).toEqual([
         { path: "apiKey", message: "RunPod API key is missing: set RUNPOD_API_KEY or pass apiKey" },
       ]);
       expect(fake.requests).toEqual([]);
       process.env.RUNPOD_API_KEY = TEST_API_KEY;
-      expect(await runpod.offers(a100Query, call())).toHaveLength(3);
+      expect(await runpod.offers({ query: a100Query, ...call() })).toHaveLength(3);
     } finally {
       if (saved === undefined) delete process.env.RUNPOD_API_KEY;
       else process.env.RUNPOD_API_KEY = saved;
@@ -451,7 +465,7 @@ describe("errors", () => {
 
   it("a rejected key (401/403) fails at once, naming the fix and never the key", async () => {
     const error = await provider({ apiKey: "rp_wrong_key_123" })
-      .offers(a100Query, call())
+      .offers({ query: a100Query, ...call() })
       .catch((caught: unknown) => caught);
     expect(RunPodApiError.isInstance(error) && ProvisionError.isInstance(error)).toBe(true);
     expect((error as RunPodApiError).statusCode).toBe(401);
@@ -462,7 +476,7 @@ describe("errors", () => {
     expect(fake.requests).toHaveLength(1);
     fake.interrupt(1, () => HttpResponse.json({ error: "forbidden" }, { status: 403 }));
     const forbidden = await provider()
-      .offers(a100Query, call())
+      .offers({ query: a100Query, ...call() })
       .catch((caught: unknown) => caught);
     expect((forbidden as RunPodApiError).statusCode).toBe(403);
     expect(JSON.stringify(forbidden)).not.toContain(TEST_API_KEY);
@@ -471,14 +485,14 @@ describe("errors", () => {
 
   it("rate limits (429) are retried with backoff, then fail clearly", async () => {
     fake.interrupt(2, () => HttpResponse.json({ message: "Too Many Requests" }, { status: 429 }));
-    expect(await provider().offers(a100Query, call())).toHaveLength(3);
+    expect(await provider().offers({ query: a100Query, ...call() })).toHaveLength(3);
     expect(fake.operations("SkywardGpuTypes")).toHaveLength(3);
 
     fake.requests.length = 0;
     fake.interrupt(10, () => HttpResponse.json({ message: "Too Many Requests" }, { status: 429 }));
     const started = performance.now();
     const error = await provider({ maxRetries: 3, retryDelayMs: 20 })
-      .offers(a100Query, call())
+      .offers({ query: a100Query, ...call() })
       .catch((caught: unknown) => caught);
     // 20 + 40 + 80 ms of backoff between four attempts.
     expect(performance.now() - started).toBeGreaterThanOrEqual(130);
@@ -492,14 +506,14 @@ describe("errors", () => {
 
   it("a 5xx is retried for reads but never for creating a pod", async () => {
     fake.interrupt(1, () => HttpResponse.text("bad gateway", { status: 502 }));
-    expect(await provider().offers(a100Query, call())).toHaveLength(3);
+    expect(await provider().offers({ query: a100Query, ...call() })).toHaveLength(3);
     const { runpod, cluster } = await clusterFor(
       { accelerator: accelerators.A100({ count: 1 }), allocation: "on-demand" },
       (offers) => offers[0],
     );
     fake.requests.length = 0;
     fake.interrupt(1, () => HttpResponse.text("bad gateway", { status: 502 }));
-    const error = await runpod.provision(cluster, 1, call()).catch((caught: unknown) => caught);
+    const error = await runpod.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(fake.requests).toHaveLength(1);
     expect((error as RunPodApiError).statusCode).toBe(502);
     expect((error as Error).message).toBe(
@@ -509,7 +523,7 @@ describe("errors", () => {
 
   it("an answer that is not understood fails with what was wrong", async () => {
     fake.interrupt(1, () => HttpResponse.json({ data: { gpuTypes: [{ displayName: "no id" }] } }));
-    await expect(provider().offers(a100Query, call())).rejects.toThrow(
+    await expect(provider().offers({ query: a100Query, ...call() })).rejects.toThrow(
       "RunPod's answer to listing GPU types was not understood: gpuTypes.0.id: Invalid input: expected string, received undefined",
     );
   });
@@ -517,7 +531,9 @@ describe("errors", () => {
   it("an aborted call rejects with the signal's reason", async () => {
     const controller = new AbortController();
     controller.abort(new Error("pool gave up"));
-    await expect(provider().offers(a100Query, { signal: controller.signal })).rejects.toThrow("pool gave up");
+    await expect(provider().offers({ query: a100Query, signal: controller.signal })).rejects.toThrow(
+      "pool gave up",
+    );
   });
 });
 
@@ -528,6 +544,12 @@ describe("the test harness", () => {
 });
 
 describe("settings", () => {
+  it("builds a v1 provider whose workers start over SSH", () => {
+    const runpod = provider();
+    expect(whyNotProvider(runpod)).toBeUndefined();
+    expect(runpod.launchWorker).toBe(launchSshWorker);
+  });
+
   it("rejects bad settings with the field's path", () => {
     expect(() => createRunPod({ cloudType: "private" as never })).toThrow(ConfigurationError);
     try {
@@ -543,7 +565,7 @@ describe("settings", () => {
   it("createProviderFromConfig builds it from a skyward.toml table, errors under the table's path", async () => {
     const runpod = createProviderFromConfig({ apiKey: TEST_API_KEY, cloudType: "community", keysDirectory });
     expect(runpod.name).toBe("runpod");
-    const offers = await runpod.offers(a100Query, call());
+    const offers = await runpod.offers({ query: a100Query, ...call() });
     expect(offers.map((offer) => offer.id)).toEqual(["runpod:community:NVIDIA A100 80GB PCIe:x2"]);
     await expect(
       createProviderFromEntry({
@@ -563,7 +585,7 @@ describe("settings", () => {
         return fetch(input, init);
       },
     });
-    expect(await runpod.offers(a100Query, call())).toHaveLength(3);
+    expect(await runpod.offers({ query: a100Query, ...call() })).toHaveLength(3);
     expect(seen).toEqual(["https://api.runpod.io/graphql"]);
   });
 });

@@ -4,31 +4,36 @@
  * SSH as root on their public address and the public port mapped to 22; the public half of a key pair
  * generated here goes to the pod as `PUBLIC_KEY`, which RunPod's images install for root.
  */
-import { randomBytes } from "node:crypto";
-import { join } from "node:path";
+import { NoCapacityError } from "@skyward/core";
 import {
   type Cluster,
-  ConfigurationError,
   canonicalAcceleratorName,
   type Instance,
-  NoCapacityError,
   type Offer,
   type OfferQuery,
-  offerPrice,
-  type PoolSpec,
-  type ProviderCallOptions,
   type ProviderV1,
-  prefersSpot,
-} from "@skyward/core";
-import {
-  ensureSshKeyPair,
-  type FetchFunction,
   parseInput,
   shellQuote,
-  skywardHome,
-} from "@skyward/core/internal";
+} from "@skyward/core/contract";
+import {
+  createClusterId,
+  environmentVariablesSchema,
+  filterOffers,
+  type HttpSettings,
+  httpSettingsShape,
+  keysDirectorySchema,
+  marketsFor,
+  requireOwnOffer,
+  roundPrice,
+  SKYWARD_TAGS,
+  skywardKeysDirectory,
+  skywardTags,
+  skywardTagsFromEnvironment,
+  skywardTagsToEnvironment,
+  sshReachableStatus,
+} from "@skyward/provider-utils";
+import { ensureSshKeyPair, launchSshWorker } from "@skyward/ssh";
 import { z } from "zod";
-import { createHttpClient, RunPodApiError, resolveApiKey } from "./http-client.js";
 import {
   answers,
   CPU_FLAVORS_QUERY,
@@ -45,7 +50,9 @@ import {
   parseAnswer,
   podSchema,
   RUNPOD_REST_URL,
+  RunPodApiError,
   requireData,
+  runpodApi,
   TERMINATE_MUTATION,
 } from "./runpod-api.js";
 
@@ -56,11 +63,9 @@ export const DEFAULT_RUNPOD_IMAGE = "runpod/base:1.0.3-cuda1290-ubuntu2204";
 export type RunPodCloudType = "secure" | "community" | "all";
 
 /** Settings of the RunPod provider; every field is optional. */
-export interface RunPodSettings {
+export interface RunPodSettings extends HttpSettings {
   /** The API key. Default: the `RUNPOD_API_KEY` environment variable, read on the first API call. A secret: never logged. */
   apiKey?: string;
-  /** The `fetch` to call the API with (tests, proxies). Default: axios's Node HTTP adapter. */
-  fetch?: FetchFunction;
   /** Secure cloud, community cloud, or offers from both. Default `"all"`. CPU pods are secure cloud only. */
   cloudType?: RunPodCloudType;
   /** The container image; it must start `sshd` with `$PUBLIC_KEY` authorised for root, as RunPod's images do. */
@@ -79,12 +84,6 @@ export interface RunPodSettings {
   env?: Readonly<Record<string, string>>;
   /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
   keysDirectory?: string;
-  /** Retries of a rate-limited (HTTP 429) or failed idempotent request. Default 4. */
-  maxRetries?: number;
-  /** Delay before the first retry, doubled for each next one, ms. Default 1000. */
-  retryDelayMs?: number;
-  /** Deadline of one HTTP request, ms. Default 30000. */
-  requestTimeoutMs?: number;
 }
 
 /** What an offer of this provider carries in {@link Offer.specific}. */
@@ -125,13 +124,7 @@ const positiveInteger = (what: string) =>
     .int({ message: `expected ${what} as a whole number` });
 
 const settingsSchema = z.strictObject({
-  apiKey: z
-    .string({ error: "expected the API key as a string" })
-    .min(1, { message: "expected a non-empty API key" })
-    .optional(),
-  fetch: z
-    .custom<FetchFunction>((value) => typeof value === "function", { message: "expected a fetch function" })
-    .optional(),
+  ...httpSettingsShape,
   cloudType: z.enum(["secure", "community", "all"]).default("all"),
   containerImage: z.string().min(1, { message: "expected an image name" }).default(DEFAULT_RUNPOD_IMAGE),
   containerDiskGb: positiveInteger("the container disk size in GB").min(1).default(50),
@@ -142,31 +135,15 @@ const settingsSchema = z.strictObject({
     .default("/workspace"),
   dataCenterId: z.string().min(1).optional(),
   cpuFlavorIds: z.array(z.string().min(1)).min(1, { message: "expected at least one CPU flavor" }).optional(),
-  env: z
-    .record(
-      z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: "expected an environment variable name" }),
-      z.string(),
-    )
-    .default({}),
-  keysDirectory: z.string().min(1).optional(),
-  maxRetries: positiveInteger("the retry count").min(0).max(20).default(4),
-  retryDelayMs: z.number().min(0).default(1000),
-  requestTimeoutMs: z.number().positive().default(30_000),
+  env: environmentVariablesSchema.default({}),
+  keysDirectory: keysDirectorySchema,
 });
 
 type ParsedSettings = z.output<typeof settingsSchema>;
 
 const NAME = "runpod";
-const CLUSTER_ENV = "SKYWARD_CLUSTER";
-const POOL_ENV = "SKYWARD_POOL";
-const OFFER_ENV = "SKYWARD_OFFER";
-const SPOT_ENV = "SKYWARD_SPOT";
 /** vCPU sizes RunPod rents CPU pods in. */
 const CPU_SIZES = [2, 4, 8, 16, 32, 64, 128];
-
-function round(value: number): number {
-  return Math.round(value * 10_000) / 10_000;
-}
 
 function envOf(pod: Pod): Record<string, string> {
   const env: Record<string, string> = {};
@@ -180,43 +157,43 @@ function envOf(pod: Pod): Record<string, string> {
   return env;
 }
 
-/** The instance a pod is, with SSH coordinates once its public port for 22 is known. */
+/** Skyward's tags of a pod, carried in its environment (`SKYWARD_CLUSTER`, `SKYWARD_POOL`…). */
+function tagsOf(pod: Pod): Record<string, string> {
+  return skywardTagsFromEnvironment(envOf(pod));
+}
+
+/** The instance a pod is: `running`, with SSH coordinates, once its public port for 22 is known. */
 export function instanceFromPod(pod: Pod, identityFile: string | undefined, now = Date.now()): Instance {
-  const env = envOf(pod);
+  const tags = tagsOf(pod);
   const sshPort = pod.runtime?.ports?.find(
     (port) => port.privatePort === 22 && port.isIpPublic === true && port.ip && port.publicPort,
   );
   const desired = (pod.desiredStatus ?? "").toUpperCase();
+  const running = desired === "RUNNING";
+  const host = running && sshPort?.ip ? sshPort.ip : null;
+  const ssh =
+    host !== null && sshPort?.publicPort
+      ? Object.freeze({
+          host,
+          port: sshPort.publicPort,
+          user: "root",
+          ...(identityFile !== undefined ? { identityFile } : {}),
+        })
+      : null;
   const status =
-    desired === "TERMINATED" || desired === "EXITED"
-      ? "terminated"
-      : desired === "RUNNING" && sshPort
-        ? "running"
-        : "pending";
-  const host = status === "running" && sshPort?.ip ? sshPort.ip : null;
-  const tags: Record<string, string> = {};
-  if (env[CLUSTER_ENV]) tags["skyward:cluster"] = env[CLUSTER_ENV];
-  if (env[POOL_ENV]) tags["skyward:pool"] = env[POOL_ENV];
+    desired === "TERMINATED" || desired === "EXITED" ? "terminated" : running ? "running" : "pending";
   if (pod.name) tags["runpod:name"] = pod.name;
   const uptime = pod.runtime?.uptimeInSeconds;
   return Object.freeze({
     id: pod.id,
-    status,
+    status: sshReachableStatus(status, ssh),
     publicIp: host,
     // Pods on different machines share no private network: peers reach each other on public addresses.
     privateIp: host,
-    ssh:
-      host !== null && sshPort?.publicPort
-        ? Object.freeze({
-            host,
-            port: sshPort.publicPort,
-            user: "root",
-            ...(identityFile !== undefined ? { identityFile } : {}),
-          })
-        : null,
-    spot: env[SPOT_ENV] === "1",
+    ssh,
+    spot: tags[SKYWARD_TAGS.spot] === "1",
     hourlyPrice: pod.costPerHr,
-    offerId: env[OFFER_ENV] ?? "",
+    offerId: tags[SKYWARD_TAGS.offer] ?? "",
     createdAt: typeof uptime === "number" && uptime > 0 ? now - uptime * 1000 : now,
     tags: Object.freeze(tags),
   });
@@ -249,8 +226,8 @@ function parseSettings(settings: RunPodSettings | undefined, prefix: string): Pa
 }
 
 function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
-  const http = createHttpClient(settings);
-  const keysDirectory = () => settings.keysDirectory ?? join(skywardHome(), "keys");
+  const http = runpodApi.createClient(settings);
+  const keysDirectory = () => settings.keysDirectory ?? skywardKeysDirectory();
   const podCounters = new Map<string, number>();
 
   const query = async (
@@ -328,8 +305,8 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       memoryGb: Math.max(lowest?.minMemory ?? 0, query_.memoryGb ?? 0),
       architecture: "x86_64",
       region: dataCenterId ?? "any",
-      spotPrice: spotPerGpu === null ? null : round(spotPerGpu * count),
-      onDemandPrice: onDemandPerGpu === null ? null : round(onDemandPerGpu * count),
+      spotPrice: spotPerGpu === null ? null : roundPrice(spotPerGpu * count),
+      onDemandPrice: onDemandPerGpu === null ? null : roundPrice(onDemandPerGpu * count),
       pricesAsOf,
       specific: Object.freeze({
         kind: "gpu",
@@ -378,7 +355,7 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
           architecture: "x86_64" as const,
           region: query_.region ?? settings.dataCenterId ?? "any",
           spotPrice: null,
-          onDemandPrice: round(specifics.securePrice),
+          onDemandPrice: roundPrice(specifics.securePrice),
           pricesAsOf: asOf,
           specific: Object.freeze({
             kind: "cpu",
@@ -396,10 +373,9 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
     return {
       ...settings.env,
       PUBLIC_KEY: cluster.specific.publicKey,
-      [CLUSTER_ENV]: cluster.id,
-      ...(cluster.poolId ? { [POOL_ENV]: cluster.poolId } : {}),
-      [OFFER_ENV]: cluster.offer.id,
-      [SPOT_ENV]: spot ? "1" : "0",
+      ...skywardTagsToEnvironment(
+        skywardTags({ cluster: cluster.id, pool: cluster.poolId, offer: cluster.offer.id, spot }),
+      ),
     };
   }
 
@@ -531,40 +507,24 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
     capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
     cacheKey: `${settings.cloudType}`,
 
-    async offers(offerQuery: OfferQuery, options: ProviderCallOptions): Promise<readonly Offer[]> {
-      if (offerQuery.architecture === "arm64") return [];
-      const offers = offerQuery.accelerator
-        ? await gpuOffers(offerQuery, offerQuery.accelerator, options.signal)
-        : await cpuOffers(offerQuery, options.signal);
-      return offers.filter((offer) => {
-        const price = offerPrice(offer, offerQuery.allocation);
-        return (
-          price !== null && (offerQuery.maxHourlyCost === undefined || price <= offerQuery.maxHourlyCost)
-        );
-      });
+    async offers({ query, signal }) {
+      if (query.architecture === "arm64") return [];
+      const offers = query.accelerator
+        ? await gpuOffers(query, query.accelerator, signal)
+        : await cpuOffers(query, signal);
+      return filterOffers(offers, query);
     },
 
-    async prepare(
-      spec: PoolSpec,
-      offer: Offer,
-      options?: ProviderCallOptions,
-    ): Promise<Cluster<RunPodClusterData>> {
-      if (offer.provider !== NAME) {
-        throw new ConfigurationError({
-          issues: [
-            { path: "offer", message: `expected a RunPod offer, received one from "${offer.provider}"` },
-          ],
-        });
-      }
+    async prepare({ spec, offer, poolId }) {
+      requireOwnOffer(offer, NAME, "RunPod");
       // Fail before creating anything when no key is set.
-      resolveApiKey(settings.apiKey);
+      runpodApi.resolveApiKey(settings.apiKey);
       const keys = await ensureSshKeyPair(keysDirectory(), "runpod_ed25519");
-      const id = `skyward-${randomBytes(4).toString("hex")}`;
       const dataCenterId = spec.region ?? settings.dataCenterId;
       return Object.freeze({
-        id,
+        id: createClusterId(),
         provider: NAME,
-        poolId: options?.poolId ?? "",
+        poolId: poolId ?? "",
         region: dataCenterId ?? offer.region,
         spec,
         offer,
@@ -579,31 +539,25 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       });
     },
 
-    async provision(
-      cluster: Cluster<RunPodClusterData>,
-      count: number,
-      options: ProviderCallOptions,
-    ): Promise<readonly Instance[]> {
-      let spot = prefersSpot(cluster.spec.allocation, cluster.offer);
-      const fallBackToOnDemand = cluster.spec.allocation !== "spot" && cluster.offer.onDemandPrice !== null;
+    async provision({ cluster, count, signal }) {
+      // Spot and on-demand in the allocation's order; a market without capacity gives way to the next.
+      const markets = marketsFor(cluster.spec.allocation, cluster.offer);
       const created: Instance[] = [];
       const reasons: string[] = [];
-      while (created.length < count) {
+      while (created.length < count && markets.length > 0) {
+        const spot = markets[0] === "spot";
         let outcome: Pod | { noCapacity: string };
         try {
-          outcome = await deployPod(cluster, spot, options.signal);
+          outcome = await deployPod(cluster, spot, signal);
         } catch (error) {
           // Pods already created are handed back (the pool asks again), never left unknown.
-          if (created.length > 0 && !options.signal.aborted) break;
+          if (created.length > 0 && !signal.aborted) break;
           throw error;
         }
         if ("noCapacity" in outcome) {
           reasons.push(`${spot ? "spot" : "on-demand"}: ${outcome.noCapacity}`);
-          if (spot && fallBackToOnDemand) {
-            spot = false;
-            continue;
-          }
-          break;
+          markets.shift();
+          continue;
         }
         created.push(instanceFromPod(outcome, cluster.specific.identityFile));
       }
@@ -615,33 +569,29 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       return created;
     },
 
-    async getInstance(
-      cluster: Cluster<RunPodClusterData>,
-      id: string,
-      options: ProviderCallOptions,
-    ): Promise<Instance | null> {
-      const pod = await lookUpPod(id, options.signal);
+    async getInstance({ cluster, id, signal }) {
+      const pod = await lookUpPod(id, signal);
+      // A cluster rebuilt from an instance's tags (`skyward down`) has no specific data.
       return pod ? instanceFromPod(pod, cluster.specific?.identityFile) : null;
     },
 
-    async terminate(
-      _cluster: Cluster<RunPodClusterData>,
-      ids: readonly string[],
-      options: ProviderCallOptions,
-    ): Promise<void> {
-      for (const id of new Set(ids)) await terminatePod(id, options.signal);
+    launchWorker: launchSshWorker,
+
+    async terminate({ ids, signal }) {
+      for (const id of new Set(ids)) await terminatePod(id, signal);
     },
 
-    async teardown(cluster: Cluster<RunPodClusterData>, options: ProviderCallOptions): Promise<void> {
-      const left = (await listPods(options.signal)).filter(
+    async teardown({ cluster, signal }) {
+      const left = (await listPods(signal)).filter(
         (pod) =>
-          envOf(pod)[CLUSTER_ENV] === cluster.id && (pod.desiredStatus ?? "").toUpperCase() !== "TERMINATED",
+          tagsOf(pod)[SKYWARD_TAGS.cluster] === cluster.id &&
+          (pod.desiredStatus ?? "").toUpperCase() !== "TERMINATED",
       );
-      for (const pod of left) await terminatePod(pod.id, options.signal);
+      for (const pod of left) await terminatePod(pod.id, signal);
       podCounters.delete(cluster.id);
     },
 
-    selfDestruct(_cluster: Cluster<RunPodClusterData>, instance: Instance): string {
+    selfDestruct({ instance }) {
       // runpodctl comes with every pod and uses the pod-scoped RUNPOD_API_KEY; an SSH session does not
       // inherit the container's environment, so the key is read from PID 1's.
       return (
@@ -650,15 +600,15 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       );
     },
 
-    async listInstances(options: ProviderCallOptions): Promise<readonly Instance[]> {
+    async listInstances({ signal }) {
       let identityFile: string | undefined;
       try {
         identityFile = (await ensureSshKeyPair(keysDirectory(), "runpod_ed25519")).identityFile;
       } catch {
         identityFile = undefined;
       }
-      return (await listPods(options.signal))
-        .filter((pod) => envOf(pod)[CLUSTER_ENV] !== undefined)
+      return (await listPods(signal))
+        .filter((pod) => tagsOf(pod)[SKYWARD_TAGS.cluster] !== undefined)
         .map((pod) => instanceFromPod(pod, identityFile));
     },
   };

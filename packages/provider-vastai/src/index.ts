@@ -9,7 +9,7 @@
  * ```
  */
 
-export type { FetchFunction } from "@skyward/core/internal";
-export { VastApiError } from "./http-client.js";
+export type { FetchFunction } from "@skyward/provider-utils";
+export { VastApiError } from "./vastai-api.js";
 export type { VastAISettings, VastClusterData, VastOfferData, VastSshMode } from "./vastai-provider.js";
 export { createProviderFromConfig, createVastAI, DEFAULT_VASTAI_IMAGE, VastAI } from "./vastai-provider.js";

@@ -9,9 +9,32 @@
  * - `DELETE /instances/{id}/` — destroy;
  * - `POST /ssh/` — register a public key on the account (new instances get every account key).
  */
-import { answerNumberSchema, parseProviderAnswer } from "@skyward/core/internal";
+import {
+  answerNumberSchema,
+  defineProviderApi,
+  ProviderApiError,
+  type ProviderApiErrorOptions,
+} from "@skyward/provider-utils";
 import { z } from "zod";
-import { VastApiError } from "./http-client.js";
+
+/** A failed call to Vast.ai's API: the HTTP status (when there was an answer) and whether retrying may help. */
+export class VastApiError extends ProviderApiError {
+  constructor(options: ProviderApiErrorOptions) {
+    super({ ...options, provider: "vastai", name: "VastApiError" });
+  }
+
+  /** True for a {@link VastApiError} from any copy of this package. */
+  static override isInstance(error: unknown): error is VastApiError {
+    return ProviderApiError.isInstance(error) && error.provider === "vastai";
+  }
+}
+
+/** Vast.ai's API: its client (key from `apiKey`, else `VAST_API_KEY`), key lookup and answer parsing. */
+export const vastaiApi = defineProviderApi({
+  label: "Vast.ai",
+  apiKeyVariable: "VAST_API_KEY",
+  createError: (options) => new VastApiError(options),
+});
 
 /** Vast.ai's API root. */
 export const VAST_API_URL = "https://console.vast.ai/api/v0";
@@ -99,9 +122,4 @@ export const instanceAnswerSchema = z.looseObject({
 });
 
 /** Parses `value` with `schema`, or fails with a {@link VastApiError} saying the answer was not understood. */
-export function parseAnswer<T extends z.ZodType>(schema: T, value: unknown, purpose: string): z.output<T> {
-  return parseProviderAnswer(schema, value, purpose, {
-    label: "Vast.ai",
-    createError: (options) => new VastApiError(options),
-  });
-}
+export const parseAnswer = vastaiApi.parseAnswer;

@@ -3,30 +3,36 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   accelerators,
-  type Cluster,
   ConfigurationError,
-  type Instance,
   NoCapacityError,
-  type Offer,
-  type OfferQuery,
-  offerQuery,
   type PoolSpec,
   ProvisionError,
   options as poolOptions,
-  resolvePoolSpec,
   type SpecInput,
   spec as toSpec,
 } from "@skyward/core";
-import { createProviderFromEntry } from "@skyward/core/internal";
+import { createProviderFromEntry } from "@skyward/core/config";
+import {
+  type Cluster,
+  type Instance,
+  type Offer,
+  type OfferQuery,
+  offerQuery,
+  resolvePoolSpec,
+  whyNotProvider,
+} from "@skyward/core/contract";
+import { launchSshWorker } from "@skyward/ssh";
 import { HttpResponse } from "msw";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeVast, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
-import { VastApiError } from "./http-client.js";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
+import type { VastInstance } from "./vastai-api.js";
+import { VastApiError } from "./vastai-api.js";
 import {
   createProviderFromConfig,
   createVastAI,
   DEFAULT_VASTAI_IMAGE,
+  instanceFromVast,
   VastAI,
   type VastAISettings,
   type VastClusterData,
@@ -61,19 +67,24 @@ async function clusterFor(
 ) {
   const vast = provider(settings);
   const spec: PoolSpec = resolvePoolSpec(toSpec({ ...input, provider: vast }), poolOptions({}));
-  const offer = pick(await vast.offers(offerQuery(spec), call()));
+  const offer = pick(await vast.offers({ query: offerQuery(spec), ...call() }));
   if (!offer) throw new Error("no offer picked");
-  const cluster = await vast.prepare(spec, offer, call());
+  const cluster = await vast.prepare({ spec, offer, ...call() });
   fake.requests.length = 0;
   return { vast, cluster };
 }
 
 describe("offers", () => {
   it("searches with the query JSON: GPU names, count, memory, CPU, reliability, verified, direct ports, type", async () => {
-    await provider().offers(
-      { ...rtx4090, vcpus: 8, memoryGb: 30, accelerator: { name: "RTX_4090", count: 1, memoryGb: 24 } },
-      call(),
-    );
+    await provider().offers({
+      query: {
+        ...rtx4090,
+        vcpus: 8,
+        memoryGb: 30,
+        accelerator: { name: "RTX_4090", count: 1, memoryGb: 24 },
+      },
+      ...call(),
+    });
     const [request] = fake.to("/api/v0/bundles/", "POST");
     expect(request?.url.href).toBe("https://console.vast.ai/api/v0/bundles/");
     expect(request?.authorization).toBe(`Bearer ${TEST_API_KEY}`);
@@ -101,7 +112,7 @@ describe("offers", () => {
   });
 
   it("parses offers: canonical accelerator, GB from MB, dph_total on demand, the bid = min_bid × bidMultiplier", async () => {
-    const offers = await provider().offers(rtx4090, call());
+    const offers = await provider().offers({ query: rtx4090, ...call() });
     // The 4090D is another accelerator, the 0.90-reliability host and the unverified one are filtered,
     // the host without direct ports too (direct SSH is the default).
     expect(offers.map((offer) => [offer.id, offer.onDemandPrice, offer.spotPrice])).toEqual([
@@ -130,26 +141,26 @@ describe("offers", () => {
   });
 
   it("asks for on-demand offers when the allocation is on-demand, without a spot price", async () => {
-    const offers = await provider().offers(
-      { ...rtx4090, allocation: "on-demand", maxHourlyCost: 0.4 },
-      call(),
-    );
+    const offers = await provider().offers({
+      query: { ...rtx4090, allocation: "on-demand", maxHourlyCost: 0.4 },
+      ...call(),
+    });
     const [request] = fake.to("/api/v0/bundles/");
     expect(request?.body).toMatchObject({ type: "on-demand", dph_total: { lte: 0.4 } });
     expect(offers.map((offer) => [offer.id, offer.spotPrice])).toEqual([["vastai:7100002", null]]);
   });
 
   it("honours geolocation, proxy SSH, reliability and verification settings", async () => {
-    expect((await provider({ geolocation: "us" }).offers(rtx4090, call())).map((offer) => offer.id)).toEqual([
-      "vastai:7100001",
-    ]);
-    expect((await provider().offers({ ...rtx4090, region: "CA" }, call())).map((offer) => offer.id)).toEqual([
-      "vastai:7100002",
-    ]);
-    const proxy = await provider({ ssh: "proxy", minReliability: 0.9, verifiedOnly: false }).offers(
-      rtx4090,
-      call(),
-    );
+    expect(
+      (await provider({ geolocation: "us" }).offers({ query: rtx4090, ...call() })).map((offer) => offer.id),
+    ).toEqual(["vastai:7100001"]);
+    expect(
+      (await provider().offers({ query: { ...rtx4090, region: "CA" }, ...call() })).map((offer) => offer.id),
+    ).toEqual(["vastai:7100002"]);
+    const proxy = await provider({ ssh: "proxy", minReliability: 0.9, verifiedOnly: false }).offers({
+      query: rtx4090,
+      ...call(),
+    });
     expect(proxy.map((offer) => offer.id)).toEqual([
       "vastai:7100003",
       "vastai:7100007",
@@ -161,7 +172,9 @@ describe("offers", () => {
   });
 
   it("offers no CPU-only nodes and asks nothing for them", async () => {
-    expect(await provider().offers({ accelerator: null, allocation: "on-demand" }, call())).toEqual([]);
+    expect(
+      await provider().offers({ query: { accelerator: null, allocation: "on-demand" }, ...call() }),
+    ).toEqual([]);
     expect(fake.requests).toEqual([]);
   });
 });
@@ -173,9 +186,9 @@ describe("prepare and provision", () => {
       toSpec({ provider: vast, accelerator: accelerators.RTX_4090() }),
       poolOptions({}),
     );
-    const [offer] = await vast.offers(rtx4090, call());
-    const cluster = await vast.prepare(spec, offer as Offer, call());
-    await vast.prepare(spec, offer as Offer, call());
+    const [offer] = await vast.offers({ query: rtx4090, ...call() });
+    const cluster = await vast.prepare({ spec, offer: offer as Offer, ...call() });
+    await vast.prepare({ spec, offer: offer as Offer, ...call() });
     const posts = fake.to("/api/v0/ssh/", "POST");
     expect(posts.map((request) => request.body)).toEqual([
       { ssh_key: cluster.specific.publicKey },
@@ -196,7 +209,7 @@ describe("prepare and provision", () => {
       allocation: "on-demand",
       diskGb: 80,
     });
-    const [instance] = await vast.provision(cluster, 1, call());
+    const [instance] = await vast.provision({ cluster, count: 1, ...call() });
     const [rent] = fake.to(/^\/api\/v0\/asks\/\d+\/$/, "PUT");
     expect(rent?.url.pathname).toBe("/api/v0/asks/7100002/");
     const body = rent?.body as Record<string, unknown>;
@@ -224,7 +237,7 @@ describe("prepare and provision", () => {
 
   it("bids for an interruptible instance at the offer's spot price", async () => {
     const { vast, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090(), allocation: "spot" });
-    const [instance] = await vast.provision(cluster, 1, call());
+    const [instance] = await vast.provision({ cluster, count: 1, ...call() });
     const [rent] = fake.to(/^\/api\/v0\/asks\//, "PUT");
     expect(rent?.body).toMatchObject({ price: 0.18 });
     expect(instance).toMatchObject({ spot: true, hourlyPrice: 0.18 });
@@ -235,7 +248,7 @@ describe("prepare and provision", () => {
       accelerator: accelerators.RTX_4090(),
       allocation: "on-demand",
     });
-    const instances = await vast.provision(cluster, 2, call());
+    const instances = await vast.provision({ cluster, count: 2, ...call() });
     expect(instances.map((instance) => instance.id)).toEqual(["31000001", "31000002"]);
     expect(fake.to(/^\/api\/v0\/asks\//, "PUT").map((request) => request.url.pathname)).toEqual([
       "/api/v0/asks/7100002/",
@@ -243,7 +256,7 @@ describe("prepare and provision", () => {
     ]);
     expect(instances.every((instance) => instance.offerId === cluster.offer.id)).toBe(true);
     // The market is empty now: a third node gets nothing, and says why.
-    const error = await vast.provision(cluster, 1, call()).catch((caught: unknown) => caught);
+    const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
     expect((error as NoCapacityError).attempts[0]?.reason).toBe(
       "on-demand on offer 7100002: Vast.ai's API answered HTTP 410 while renting offer 7100002 (PUT /api/v0/asks/7100002/): Instance type no longer available.",
@@ -253,7 +266,7 @@ describe("prepare and provision", () => {
   it("an offer taken meanwhile (410) is skipped for the next one; spot falls back to on-demand", async () => {
     const { vast, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() });
     fake.rented.add(7100002);
-    const [first] = await vast.provision(cluster, 1, call());
+    const [first] = await vast.provision({ cluster, count: 1, ...call() });
     expect(first).toMatchObject({ spot: true, hourlyPrice: 0.24 });
     const rents = fake.to(/^\/api\/v0\/asks\//, "PUT").map((request) => request.url.pathname);
     expect(rents).toEqual(["/api/v0/asks/7100002/", "/api/v0/asks/7100001/"]);
@@ -267,10 +280,10 @@ describe("pool ids", () => {
       toSpec({ provider: vast, accelerator: accelerators.RTX_4090() }),
       poolOptions({}),
     );
-    const [offer] = await vast.offers(rtx4090, call());
-    const cluster = await vast.prepare(spec, offer as Offer, { ...call(), poolId: "a1b2c3d4" });
+    const [offer] = await vast.offers({ query: rtx4090, ...call() });
+    const cluster = await vast.prepare({ spec, offer: offer as Offer, ...call(), poolId: "a1b2c3d4" });
     expect(cluster.poolId).toBe("a1b2c3d4");
-    await vast.provision(cluster, 1, call());
+    await vast.provision({ cluster, count: 1, ...call() });
     expect(fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body).toMatchObject({
       label: `${cluster.id} vastai:7100002 a1b2c3d4`,
     });
@@ -290,10 +303,13 @@ describe("getInstance, terminate, teardown, listInstances", () => {
   });
 
   it("direct SSH: the public IP and the host port mapped to 22, once running", async () => {
-    const [created] = await vast.provision(cluster, 1, call());
+    const [created] = await vast.provision({ cluster, count: 1, ...call() });
     const id = (created as Instance).id;
-    expect(await vast.getInstance(cluster, id, call())).toMatchObject({ status: "pending", ssh: null });
-    const running = await vast.getInstance(cluster, id, call());
+    expect(await vast.getInstance({ cluster, id, ...call() })).toMatchObject({
+      status: "pending",
+      ssh: null,
+    });
+    const running = await vast.getInstance({ cluster, id, ...call() });
     expect(running).toMatchObject({
       id,
       status: "running",
@@ -310,8 +326,8 @@ describe("getInstance, terminate, teardown, listInstances", () => {
     });
     const [lookup] = fake.to(`/api/v0/instances/${id}/`, "GET");
     expect(lookup?.url.searchParams.get("owner")).toBe("me");
-    expect(await vast.getInstance(cluster, "99999999", call())).toBeNull();
-    expect(await vast.getInstance(cluster, "not-a-vast-id", call())).toBeNull();
+    expect(await vast.getInstance({ cluster, id: "99999999", ...call() })).toBeNull();
+    expect(await vast.getInstance({ cluster, id: "not-a-vast-id", ...call() })).toBeNull();
   });
 
   it("proxied SSH: Vast.ai's ssh_host and ssh_port", async () => {
@@ -322,35 +338,39 @@ describe("getInstance, terminate, teardown, listInstances", () => {
         ssh: "proxy",
       },
     );
-    const [created] = await proxied.vast.provision(proxied.cluster, 1, call());
+    const [created] = await proxied.vast.provision({ cluster: proxied.cluster, count: 1, ...call() });
     expect(fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body).toMatchObject({ runtype: "ssh_proxy" });
-    await proxied.vast.getInstance(proxied.cluster, (created as Instance).id, call());
-    const running = await proxied.vast.getInstance(proxied.cluster, (created as Instance).id, call());
+    await proxied.vast.getInstance({ cluster: proxied.cluster, id: (created as Instance).id, ...call() });
+    const running = await proxied.vast.getInstance({
+      cluster: proxied.cluster,
+      id: (created as Instance).id,
+      ...call(),
+    });
     expect(running?.ssh).toMatchObject({ host: "ssh5.vast.ai", port: 10_001 });
   });
 
   it("destroys idempotently: twice, and unknown ids", async () => {
-    const [created] = await vast.provision(cluster, 1, call());
+    const [created] = await vast.provision({ cluster, count: 1, ...call() });
     const id = (created as Instance).id;
-    await vast.terminate(cluster, [id], call());
+    await vast.terminate({ cluster, ids: [id], ...call() });
     const [destroy] = fake.to(`/api/v0/instances/${id}/`, "DELETE");
     expect(destroy?.authorization).toBe(`Bearer ${TEST_API_KEY}`);
     expect(fake.instances.size).toBe(0);
-    await vast.terminate(cluster, [id, "12345", "not-a-vast-id"], call());
-    await vast.terminate(cluster, [], call());
+    await vast.terminate({ cluster, ids: [id, "12345", "not-a-vast-id"], ...call() });
+    await vast.terminate({ cluster, ids: [], ...call() });
   });
 
   it("teardown destroys the instances labelled with the cluster, and only those", async () => {
-    await vast.provision(cluster, 1, call());
+    await vast.provision({ cluster, count: 1, ...call() });
     const other = await clusterFor({ accelerator: accelerators.RTX_4090(), allocation: "on-demand" });
-    const [foreign] = await other.vast.provision(other.cluster, 1, call());
-    await vast.teardown(cluster, call());
+    const [foreign] = await other.vast.provision({ cluster: other.cluster, count: 1, ...call() });
+    await vast.teardown({ cluster, ...call() });
     expect([...fake.instances.keys()].map(String)).toEqual([foreign?.id]);
-    await vast.teardown(cluster, call());
+    await vast.teardown({ cluster, ...call() });
   });
 
   it("listInstances finds Skyward's instances by label", async () => {
-    const [created] = await vast.provision(cluster, 1, call());
+    const [created] = await vast.provision({ cluster, count: 1, ...call() });
     fake.instances.set(5, {
       id: 5,
       askId: 7300001,
@@ -365,8 +385,36 @@ describe("getInstance, terminate, teardown, listInstances", () => {
   });
 
   it("selfDestruct runs the command the onstart script installed", async () => {
-    const [created] = await vast.provision(cluster, 1, call());
-    expect(vast.selfDestruct(cluster, created as Instance)).toBe("/usr/local/bin/skyward-self-destruct");
+    const [created] = await vast.provision({ cluster, count: 1, ...call() });
+    expect(vast.selfDestruct({ cluster, instance: created as Instance })).toBe(
+      "/usr/local/bin/skyward-self-destruct",
+    );
+  });
+});
+
+describe("instanceFromVast", () => {
+  it("is running only once the SSH port is known, else pending", () => {
+    const running = {
+      id: 7,
+      label: "skyward-1a2b3c4d vastai:42 pool-1",
+      actual_status: "running",
+      intended_status: "running",
+      public_ipaddr: "203.0.113.9",
+      ports: null,
+      ssh_host: null,
+      ssh_port: null,
+      dph_total: 0.4,
+      start_date: null,
+    } as unknown as VastInstance;
+    const options = { ssh: "direct" as const, identityFile: undefined };
+    expect(instanceFromVast(running, options)).toMatchObject({ status: "pending", ssh: null });
+    const mapped = { ...running, ports: { "22/tcp": [{ HostIp: "0.0.0.0", HostPort: "40022" }] } };
+    expect(instanceFromVast(mapped, options)).toMatchObject({
+      status: "running",
+      ssh: { host: "203.0.113.9", port: 40022, user: "root" },
+      offerId: "vastai:42",
+      tags: { "skyward:cluster": "skyward-1a2b3c4d", "skyward:pool": "pool-1", "skyward:offer": "vastai:42" },
+    });
   });
 });
 
@@ -376,13 +424,13 @@ describe("errors", () => {
     delete process.env.VAST_API_KEY;
     try {
       const vast = VastAI({ keysDirectory });
-      const error = await vast.offers(rtx4090, call()).catch((caught: unknown) => caught);
+      const error = await vast.offers({ query: rtx4090, ...call() }).catch((caught: unknown) => caught);
       expect((error as ConfigurationError).issues).toEqual([
         { path: "apiKey", message: "Vast.ai API key is missing: set VAST_API_KEY or pass apiKey" },
       ]);
       expect(fake.requests).toEqual([]);
       process.env.VAST_API_KEY = TEST_API_KEY;
-      expect(await vast.offers(rtx4090, call())).toHaveLength(2);
+      expect(await vast.offers({ query: rtx4090, ...call() })).toHaveLength(2);
     } finally {
       if (saved === undefined) delete process.env.VAST_API_KEY;
       else process.env.VAST_API_KEY = saved;
@@ -391,7 +439,7 @@ describe("errors", () => {
 
   it("a rejected key (401/403) fails at once and never shows the key", async () => {
     const error = await provider({ apiKey: "vast_wrong_key" })
-      .offers(rtx4090, call())
+      .offers({ query: rtx4090, ...call() })
       .catch((caught: unknown) => caught);
     expect(VastApiError.isInstance(error) && ProvisionError.isInstance(error)).toBe(true);
     expect((error as VastApiError).statusCode).toBe(401);
@@ -402,7 +450,7 @@ describe("errors", () => {
       HttpResponse.json({ success: false, error: "forbidden", msg: "no permission" }, { status: 403 }),
     );
     const forbidden = await provider()
-      .offers(rtx4090, call())
+      .offers({ query: rtx4090, ...call() })
       .catch((caught: unknown) => caught);
     expect((forbidden as VastApiError).statusCode).toBe(403);
     expect(`${String((forbidden as Error).stack)} ${JSON.stringify(forbidden)}`).not.toContain(TEST_API_KEY);
@@ -415,12 +463,12 @@ describe("errors", () => {
         { status: 429, headers: { "Retry-After": "0" } },
       ),
     );
-    expect(await provider({ retryDelayMs: 10_000 }).offers(rtx4090, call())).toHaveLength(2);
+    expect(await provider({ retryDelayMs: 10_000 }).offers({ query: rtx4090, ...call() })).toHaveLength(2);
     expect(fake.to("/api/v0/bundles/")).toHaveLength(3);
     fake.reset();
     fake.interrupt(10, () => HttpResponse.json({ detail: "API requests too frequent" }, { status: 429 }));
     const error = await provider({ maxRetries: 2 })
-      .offers(rtx4090, call())
+      .offers({ query: rtx4090, ...call() })
       .catch((caught: unknown) => caught);
     expect(fake.requests).toHaveLength(3);
     expect((error as Error).message).toBe(
@@ -435,7 +483,7 @@ describe("errors", () => {
       allocation: "on-demand",
     });
     fake.interrupt(1, () => HttpResponse.text("upstream failed", { status: 503 }));
-    const error = await vast.provision(cluster, 1, call()).catch((caught: unknown) => caught);
+    const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(fake.to(/^\/api\/v0\/asks\//, "PUT")).toHaveLength(1);
     expect((error as VastApiError).statusCode).toBe(503);
     fake.interrupt(1, () => HttpResponse.text("upstream failed", { status: 503 }));
@@ -444,6 +492,12 @@ describe("errors", () => {
 });
 
 describe("settings", () => {
+  it("builds a v1 provider whose workers start over SSH", () => {
+    const vast = provider();
+    expect(whyNotProvider(vast)).toBeUndefined();
+    expect(vast.launchWorker).toBe(launchSshWorker);
+  });
+
   it("rejects bad settings with the field's path", () => {
     expect(() => createVastAI({ minReliability: 2 })).toThrow(ConfigurationError);
     try {
@@ -461,7 +515,9 @@ describe("settings", () => {
       keysDirectory,
     });
     expect(vast.name).toBe("vastai");
-    expect((await vast.offers(rtx4090, call())).map((offer) => offer.id)).toEqual(["vastai:7100001"]);
+    expect((await vast.offers({ query: rtx4090, ...call() })).map((offer) => offer.id)).toEqual([
+      "vastai:7100001",
+    ]);
     await expect(
       createProviderFromEntry({
         name: "market",

@@ -4,25 +4,33 @@
  * address and the port mapped to 22, or through Vast.ai's SSH proxy. Every instance runs an `onstart`
  * script that arms its self-destruct (see `onstart-script.ts`).
  */
-import { randomBytes } from "node:crypto";
-import { join } from "node:path";
+import { NoCapacityError } from "@skyward/core";
 import {
   type Cluster,
-  ConfigurationError,
   canonicalAcceleratorName,
   type Instance,
-  NoCapacityError,
   type Offer,
   type OfferQuery,
-  offerPrice,
-  type PoolSpec,
-  type ProviderCallOptions,
   type ProviderV1,
-  prefersSpot,
-} from "@skyward/core";
-import { ensureSshKeyPair, type FetchFunction, parseInput, skywardHome } from "@skyward/core/internal";
+  parseInput,
+} from "@skyward/core/contract";
+import {
+  createClusterId,
+  environmentVariablesSchema,
+  filterOffers,
+  type HttpSettings,
+  httpSettingsShape,
+  keysDirectorySchema,
+  type Market,
+  marketsFor,
+  requireOwnOffer,
+  roundPrice,
+  skywardKeysDirectory,
+  skywardTags,
+  sshReachableStatus,
+} from "@skyward/provider-utils";
+import { ensureSshKeyPair, launchSshWorker } from "@skyward/ssh";
 import { z } from "zod";
-import { createHttpClient, VastApiError } from "./http-client.js";
 import { ONSTART_MAX_LENGTH, renderOnstartScript, SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import {
   createAnswerSchema,
@@ -31,8 +39,10 @@ import {
   parseAnswer,
   searchAnswerSchema,
   VAST_API_URL,
+  VastApiError,
   type VastInstance,
   type VastOffer,
+  vastaiApi,
 } from "./vastai-api.js";
 
 /** The image instances run when none is set: Vast.ai's base image, tagged for the host's CUDA by Vast.ai. */
@@ -42,11 +52,9 @@ export const DEFAULT_VASTAI_IMAGE = "vastai/base-image:@vastai-automatic-tag";
 export type VastSshMode = "direct" | "proxy";
 
 /** Settings of the Vast.ai provider; every field is optional. */
-export interface VastAISettings {
+export interface VastAISettings extends HttpSettings {
   /** The API key. Default: the `VAST_API_KEY` environment variable, read on the first API call. A secret: never logged. */
   apiKey?: string;
-  /** The `fetch` to call the API with (tests, proxies). Default: axios's Node HTTP adapter. */
-  fetch?: FetchFunction;
   /** Lowest host reliability (0–1) an offer may have. Default 0.95. */
   minReliability?: number;
   /** Only verified hosts. Default true. */
@@ -74,12 +82,6 @@ export interface VastAISettings {
   keysDirectory?: string;
   /** How many offers one search returns at most. Default 64. */
   searchLimit?: number;
-  /** Retries of a rate-limited (HTTP 429) or failed idempotent request. Default 4. */
-  maxRetries?: number;
-  /** Delay before the first retry, doubled for each next one, ms. Default 1000. */
-  retryDelayMs?: number;
-  /** Deadline of one HTTP request, ms. Default 30000. */
-  requestTimeoutMs?: number;
 }
 
 /** What an offer of this provider carries in {@link Offer.specific}. */
@@ -107,10 +109,7 @@ export interface VastClusterData {
 }
 
 const settingsSchema = z.strictObject({
-  apiKey: z.string().min(1, { message: "expected a non-empty API key" }).optional(),
-  fetch: z
-    .custom<FetchFunction>((value) => typeof value === "function", { message: "expected a fetch function" })
-    .optional(),
+  ...httpSettingsShape,
   minReliability: z.number().min(0).max(1, { message: "expected a reliability from 0 to 1" }).default(0.95),
   verifiedOnly: z.boolean().default(true),
   minCuda: z.number().min(0).default(12),
@@ -120,17 +119,9 @@ const settingsSchema = z.strictObject({
   diskGb: z.number().int().min(8, { message: "expected at least 8 GB" }).default(50),
   ssh: z.enum(["direct", "proxy"]).default("direct"),
   watchdogGraceSeconds: z.number().int().min(0).default(1800),
-  env: z
-    .record(
-      z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: "expected an environment variable name" }),
-      z.string(),
-    )
-    .default({}),
-  keysDirectory: z.string().min(1).optional(),
+  env: environmentVariablesSchema.default({}),
+  keysDirectory: keysDirectorySchema,
   searchLimit: z.number().int().min(1).max(1000).default(64),
-  maxRetries: z.number().int().min(0).max(20).default(4),
-  retryDelayMs: z.number().min(0).default(1000),
-  requestTimeoutMs: z.number().positive().default(30_000),
 });
 
 type ParsedSettings = z.output<typeof settingsSchema>;
@@ -140,10 +131,6 @@ const NAME = "vastai";
 const WORKER_PID_FILE = "/opt/skyward/worker.pid";
 /** `<cluster id> <offer id>`, then the pool id when there is one. */
 const LABEL = /^(skyward-[0-9a-f]{8}) (\S+)(?: (\S+))?$/;
-
-function round(value: number): number {
-  return Math.round(value * 10_000) / 10_000;
-}
 
 /**
  * The names Vast.ai may list a catalog accelerator under (`RTX_4090` → `RTX 4090`, `RTX 4090D`…; `A100`
@@ -181,7 +168,7 @@ function sshPortMapping(instance: VastInstance): number | undefined {
   return Number.isInteger(port) && port > 0 ? port : undefined;
 }
 
-/** The instance a Vast.ai instance is, with SSH coordinates once it runs. */
+/** The instance a Vast.ai instance is: `running`, with SSH coordinates, once it runs and its SSH port is known. */
 export function instanceFromVast(
   instance: VastInstance,
   options: {
@@ -212,23 +199,24 @@ export function instanceFromVast(
   }
   const label = instance.label ?? "";
   const parsed = LABEL.exec(label);
-  const tags: Record<string, string> = {};
-  if (parsed?.[1]) tags["skyward:cluster"] = parsed[1];
-  if (parsed?.[3]) tags["skyward:pool"] = parsed[3];
+  const tags: Record<string, string> = parsed?.[1]
+    ? skywardTags({ cluster: parsed[1], offer: parsed[2] ?? "", ...(parsed[3] ? { pool: parsed[3] } : {}) })
+    : {};
   if (label) tags["vastai:label"] = label;
+  const ssh = target
+    ? Object.freeze({
+        ...target,
+        user: "root",
+        ...(options.identityFile !== undefined ? { identityFile: options.identityFile } : {}),
+      })
+    : null;
   return Object.freeze({
     id: String(instance.id),
-    status,
+    status: sshReachableStatus(status, ssh),
     publicIp,
     // Instances on different machines share no private network: peers reach each other publicly.
     privateIp: publicIp,
-    ssh: target
-      ? Object.freeze({
-          ...target,
-          user: "root",
-          ...(options.identityFile !== undefined ? { identityFile: options.identityFile } : {}),
-        })
-      : null,
+    ssh,
     spot: options.spot ?? instance.is_bid === true,
     hourlyPrice: options.hourlyPrice !== undefined ? options.hourlyPrice : instance.dph_total,
     offerId: parsed?.[2] ?? "",
@@ -265,8 +253,8 @@ function parseSettings(settings: VastAISettings | undefined, prefix: string): Pa
 }
 
 function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
-  const http = createHttpClient(settings);
-  const keysDirectory = () => settings.keysDirectory ?? join(skywardHome(), "keys");
+  const http = vastaiApi.createClient(settings);
+  const keysDirectory = () => settings.keysDirectory ?? skywardKeysDirectory();
 
   /** The search query JSON for `query`, or undefined when Vast.ai cannot offer it (CPU-only nodes). */
   function searchBody(query: OfferQuery, diskGb: number): Record<string, unknown> | undefined {
@@ -299,7 +287,8 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
   }
 
   function toOffer(raw: VastOffer, query: OfferQuery, canonical: string, pricesAsOf: string): Offer {
-    const bid = raw.min_bid !== null && raw.min_bid > 0 ? round(raw.min_bid * settings.bidMultiplier) : null;
+    const bid =
+      raw.min_bid !== null && raw.min_bid > 0 ? roundPrice(raw.min_bid * settings.bidMultiplier) : null;
     const arch = (raw.cpu_arch ?? "").toLowerCase();
     return Object.freeze({
       id: `vastai:${raw.id}`,
@@ -311,12 +300,12 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
         memoryGb: raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
       }),
       vcpus: raw.cpu_cores_effective ?? raw.cpu_cores ?? 0,
-      memoryGb: raw.cpu_ram === null ? 0 : round(raw.cpu_ram / 1024),
+      memoryGb: raw.cpu_ram === null ? 0 : Number((raw.cpu_ram / 1024).toFixed(4)),
       ...(raw.disk_space !== null ? { diskGb: Math.floor(raw.disk_space) } : {}),
       architecture: arch === "arm64" || arch === "aarch64" ? "arm64" : "x86_64",
       region: raw.geolocation?.trim() || "unknown",
       spotPrice: query.allocation === "on-demand" ? null : bid,
-      onDemandPrice: raw.dph_total !== null && raw.dph_total > 0 ? round(raw.dph_total) : null,
+      onDemandPrice: raw.dph_total !== null && raw.dph_total > 0 ? roundPrice(raw.dph_total) : null,
       billingUnit: "second",
       pricesAsOf,
       specific: Object.freeze({
@@ -343,26 +332,18 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
       purpose: "searching offers",
       signal,
     });
-    const { offers } = parseAnswer(searchAnswerSchema, data, "searching offers");
+    const found = parseAnswer(searchAnswerSchema, data, "searching offers").offers;
     const region = query.region ?? settings.geolocation;
     const asOf = new Date().toISOString();
-    return offers
+    const offers = found
       .filter(
         (raw) =>
           canonicalAcceleratorName(raw.gpu_name) === accelerator.name && raw.num_gpus === accelerator.count,
       )
       .filter((raw) => (raw.reliability2 ?? raw.reliability ?? 1) >= settings.minReliability)
       .filter((raw) => region === undefined || geolocationMatches(raw.geolocation, region))
-      .map((raw) => toOffer(raw, query, accelerator.name, asOf))
-      .filter((offer) => {
-        if (accelerator.memoryGb !== undefined && (offer.accelerator?.memoryGb ?? 0) < accelerator.memoryGb)
-          return false;
-        if (query.vcpus !== undefined && offer.vcpus < query.vcpus) return false;
-        if (query.memoryGb !== undefined && offer.memoryGb < query.memoryGb) return false;
-        if (query.architecture !== undefined && offer.architecture !== query.architecture) return false;
-        const price = offerPrice(offer, query.allocation);
-        return price !== null && (query.maxHourlyCost === undefined || price <= query.maxHourlyCost);
-      });
+      .map((raw) => toOffer(raw, query, accelerator.name, asOf));
+    return filterOffers(offers, query);
   }
 
   /** The label of a cluster's instances: how teardown and listInstances find them, and their offer. */
@@ -461,22 +442,12 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
     cacheKey: `${settings.minReliability}|${settings.verifiedOnly ? "verified" : "any"}|${settings.minCuda}`,
 
-    async offers(query: OfferQuery, options: ProviderCallOptions): Promise<readonly Offer[]> {
-      return search(query, Math.max(settings.diskGb, Math.ceil(query.diskGb ?? 0)), options.signal);
+    async offers({ query, signal }) {
+      return search(query, Math.max(settings.diskGb, Math.ceil(query.diskGb ?? 0)), signal);
     },
 
-    async prepare(
-      spec: PoolSpec,
-      offer: Offer,
-      options: ProviderCallOptions,
-    ): Promise<Cluster<VastClusterData>> {
-      if (offer.provider !== NAME) {
-        throw new ConfigurationError({
-          issues: [
-            { path: "offer", message: `expected a Vast.ai offer, received one from "${offer.provider}"` },
-          ],
-        });
-      }
+    async prepare({ spec, offer, poolId, signal }) {
+      requireOwnOffer(offer, NAME, "Vast.ai");
       const keys = await ensureSshKeyPair(keysDirectory(), "vastai_ed25519");
       // New instances get every key on the account; a key already there is not an error.
       try {
@@ -486,7 +457,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
           data: { ssh_key: keys.publicKey },
           idempotent: true,
           purpose: "registering Skyward's SSH key",
-          signal: options.signal,
+          signal,
         });
       } catch (error) {
         if (
@@ -499,9 +470,9 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
           throw error;
       }
       return Object.freeze({
-        id: `skyward-${randomBytes(4).toString("hex")}`,
+        id: createClusterId(),
         provider: NAME,
-        poolId: options.poolId ?? "",
+        poolId: poolId ?? "",
         region: offer.region,
         spec,
         offer,
@@ -515,14 +486,11 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
       });
     },
 
-    async provision(
-      cluster: Cluster<VastClusterData>,
-      count: number,
-      options: ProviderCallOptions,
-    ): Promise<readonly Instance[]> {
+    async provision({ cluster, count, signal }) {
       const specific = cluster.offer.specific as unknown as VastOfferData;
-      let spot = prefersSpot(cluster.spec.allocation, cluster.offer);
-      const canFallBack = cluster.spec.allocation !== "spot" && cluster.offer.onDemandPrice !== null;
+      // Spot (a bid) and on-demand in the allocation's order; when one market runs out, the next.
+      const markets: Market[] = marketsFor(cluster.spec.allocation, cluster.offer);
+      let spot = markets[0] === "spot";
       const created: Instance[] = [];
       const reasons: string[] = [];
       const tried = new Set<number>();
@@ -535,13 +503,12 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
         const candidate = candidates.shift();
         if (!candidate) {
           if (searched) {
-            if (spot && canFallBack) {
-              spot = false;
-              searched = false;
-              tried.clear();
-              continue;
-            }
-            break;
+            markets.shift();
+            if (markets.length === 0) break;
+            spot = markets[0] === "spot";
+            searched = false;
+            tried.clear();
+            continue;
           }
           searched = true;
           const query: OfferQuery = {
@@ -554,7 +521,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
               : {}),
             ...(cluster.spec.region !== undefined ? { region: cluster.spec.region } : {}),
           };
-          const fresh = await search(query, cluster.specific.diskGb, options.signal);
+          const fresh = await search(query, cluster.specific.diskGb, signal);
           candidates = fresh
             .map((offer) => offer.specific as unknown as VastOfferData)
             .filter((data) => data.gpuName === specific.gpuName && !tried.has(data.askId))
@@ -567,9 +534,9 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
         if (spot && bid === null) continue;
         let id: number;
         try {
-          id = await rent(cluster, candidate.askId, bid, options.signal);
+          id = await rent(cluster, candidate.askId, bid, signal);
         } catch (error) {
-          if (options.signal.aborted) throw options.signal.reason;
+          if (signal.aborted) throw signal.reason;
           if (isCapacityProblem(error)) {
             reasons.push(
               `${spot ? "bid" : "on-demand"} on offer ${candidate.askId}: ${(error as Error).message}`,
@@ -601,30 +568,24 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
       return created;
     },
 
-    async getInstance(
-      cluster: Cluster<VastClusterData>,
-      id: string,
-      options: ProviderCallOptions,
-    ): Promise<Instance | null> {
-      const found = await fetchInstance(id, options.signal);
+    async getInstance({ cluster, id, signal }) {
+      const found = await fetchInstance(id, signal);
       return found
         ? instanceFromVast(found, { ssh: settings.ssh, identityFile: cluster.specific?.identityFile })
         : null;
     },
 
-    async terminate(
-      _cluster: Cluster<VastClusterData>,
-      ids: readonly string[],
-      options: ProviderCallOptions,
-    ): Promise<void> {
-      for (const id of new Set(ids)) await destroy(id, options.signal);
+    launchWorker: launchSshWorker,
+
+    async terminate({ ids, signal }) {
+      for (const id of new Set(ids)) await destroy(id, signal);
     },
 
-    async teardown(cluster: Cluster<VastClusterData>, options: ProviderCallOptions): Promise<void> {
-      const left = (await listAll(options.signal)).filter(
+    async teardown({ cluster, signal }) {
+      const left = (await listAll(signal)).filter(
         (instance) => LABEL.exec(instance.label ?? "")?.[1] === cluster.id,
       );
-      for (const instance of left) await destroy(String(instance.id), options.signal);
+      for (const instance of left) await destroy(String(instance.id), signal);
     },
 
     selfDestruct(): string {
@@ -632,14 +593,14 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
       return SELF_DESTRUCT_COMMAND;
     },
 
-    async listInstances(options: ProviderCallOptions): Promise<readonly Instance[]> {
+    async listInstances({ signal }) {
       let identityFile: string | undefined;
       try {
         identityFile = (await ensureSshKeyPair(keysDirectory(), "vastai_ed25519")).identityFile;
       } catch {
         identityFile = undefined;
       }
-      return (await listAll(options.signal))
+      return (await listAll(signal))
         .filter((instance) => LABEL.test(instance.label ?? ""))
         .map((instance) => instanceFromVast(instance, { ssh: settings.ssh, identityFile }));
     },

@@ -1,22 +1,19 @@
 /**
  * The HTTP layer cloud providers share for their APIs: bearer authentication with a lazily resolved
  * API key, deadlines and abort signals, and retries — HTTP 429 always (the request was refused, not
- * run), 5xx and network failures only for requests that are safe to repeat. Sending is left to the
- * provider (axios, `fetch`…) through a request function, so the core depends on no HTTP library.
+ * run), 5xx and network failures only for requests that are safe to repeat. Sending is left to a
+ * request function (`provider-api.ts` sends over axios), so this part depends on no HTTP library.
  * Errors never carry the key, the request headers or the sender's own error (which may hold them).
  * Answers are checked with zod ({@link parseProviderAnswer}, {@link answerNumberSchema}).
  */
+
+import { ConfigurationError, ProvisionError } from "@skyward/core";
 import { z } from "zod";
-import { ConfigurationError, ProvisionError } from "../errors/errors.js";
 
 const providerApiMarker = Symbol.for("skyward.error.provider-api");
 
-/**
- * True when `error` is an object carrying `marker` (a `Symbol.for` key set to `true` by its
- * constructor): how an error class's `isInstance` recognises its instances from any copy of the
- * package that defines it.
- */
-export function carriesErrorMarker(error: unknown, marker: symbol): boolean {
+/** True when `error` is an object carrying `marker` (a `Symbol.for` key its constructor set to `true`). */
+function carriesErrorMarker(error: unknown, marker: symbol): boolean {
   return typeof error === "object" && error !== null && (error as Record<symbol, unknown>)[marker] === true;
 }
 
@@ -32,19 +29,43 @@ export interface ProviderApiErrorOptions {
 
 /**
  * A failed call to a provider's API: the HTTP status (when there was an answer) and whether retrying
- * may help. Providers subclass it under their own name (`RunPodApiError`, `VastApiError`).
+ * may help. Providers subclass it under their own name (`RunPodApiError`, `VastApiError`), passing
+ * their provider name and error name; a subclass's `isInstance` is
+ * `ProviderApiError.isInstance(error) && error.provider === "<name>"`.
+ *
+ * @example
+ * ```ts
+ * import { ProviderApiError, type ProviderApiErrorOptions } from "@skyward/provider-utils";
+ *
+ * export class ExampleApiError extends ProviderApiError {
+ *   constructor(options: ProviderApiErrorOptions) {
+ *     super({ ...options, provider: "example", name: "ExampleApiError" });
+ *   }
+ *
+ *   static override isInstance(error: unknown): error is ExampleApiError {
+ *     return ProviderApiError.isInstance(error) && error.provider === "example";
+ *   }
+ * }
+ * ```
  */
 export class ProviderApiError extends ProvisionError {
   /** The HTTP status, or undefined when no answer came (network failure, deadline). */
   readonly statusCode: number | undefined;
 
-  constructor(options: ProviderApiErrorOptions & { readonly provider: string }) {
+  constructor(
+    options: ProviderApiErrorOptions & {
+      /** The provider's name (`runpod`). */
+      readonly provider: string;
+      /** The error's name (`RunPodApiError`); default `ProviderApiError`. */
+      readonly name?: string;
+    },
+  ) {
     super({
       provider: options.provider,
       message: options.message,
       isRetryable: options.isRetryable ?? false,
     });
-    this.name = "ProviderApiError";
+    this.name = options.name ?? "ProviderApiError";
     Object.defineProperty(this, providerApiMarker, { value: true });
     this.statusCode = options.statusCode;
   }

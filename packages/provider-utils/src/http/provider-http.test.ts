@@ -1,10 +1,9 @@
+import { ConfigurationError, ProvisionError } from "@skyward/core";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { ConfigurationError, ProvisionError } from "../errors/errors.js";
 import {
   answerMessage,
   answerNumberSchema,
-  carriesErrorMarker,
   createProviderHttpClient,
   ProviderApiError,
   type ProviderApiErrorOptions,
@@ -20,8 +19,11 @@ const identity = { label: "Example", apiKeyVariable: "EXAMPLE_API_KEY" };
 
 class ExampleApiError extends ProviderApiError {
   constructor(options: ProviderApiErrorOptions) {
-    super({ ...options, provider: "example" });
-    this.name = "ExampleApiError";
+    super({ ...options, provider: "example", name: "ExampleApiError" });
+  }
+
+  static override isInstance(error: unknown): error is ExampleApiError {
+    return ProviderApiError.isInstance(error) && error.provider === "example";
   }
 }
 
@@ -218,16 +220,31 @@ describe("answerMessage", () => {
   });
 });
 
-describe("carriesErrorMarker", () => {
-  it("is true only for objects with the marker set to true", () => {
-    const marker = Symbol.for("skyward.error.example-test");
-    const marked = Object.defineProperty(new Error("x"), marker, { value: true });
-    expect(carriesErrorMarker(marked, marker)).toBe(true);
-    expect(carriesErrorMarker(marked, Symbol.for("skyward.error.other-test"))).toBe(false);
-    expect(carriesErrorMarker({ [marker]: "yes" }, marker)).toBe(false);
-    expect([carriesErrorMarker(null, marker), carriesErrorMarker("text", marker)]).toEqual([false, false]);
-    expect(ProviderApiError.isInstance(new ExampleApiError({ message: "m" }))).toBe(true);
-    expect(ProviderApiError.isInstance(marked)).toBe(false);
+describe("ProviderApiError", () => {
+  it("is recognised by its marker, and a subclass by its provider, from any copy of the package", () => {
+    const error = new ExampleApiError({ message: "m", statusCode: 503, isRetryable: true });
+    expect([error.name, error.provider, error.statusCode, error.isRetryable]).toEqual([
+      "ExampleApiError",
+      "example",
+      503,
+      true,
+    ]);
+    expect(ProviderApiError.isInstance(error) && ProvisionError.isInstance(error)).toBe(true);
+    expect(ExampleApiError.isInstance(error)).toBe(true);
+    const other = new ProviderApiError({ message: "m", provider: "other" });
+    expect([other.name, ExampleApiError.isInstance(other), ProviderApiError.isInstance(other)]).toEqual([
+      "ProviderApiError",
+      false,
+      true,
+    ]);
+    const copy = Object.defineProperty(new Error("x"), Symbol.for("skyward.error.provider-api"), {
+      value: true,
+    });
+    expect(ProviderApiError.isInstance(copy)).toBe(true);
+    expect([ProviderApiError.isInstance(new Error("x")), ProviderApiError.isInstance(null)]).toEqual([
+      false,
+      false,
+    ]);
   });
 });
 
