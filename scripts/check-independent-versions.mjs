@@ -197,6 +197,8 @@ for (const scenario of scenarios) {
   const lines = [];
   let untouched = 0;
   for (const name of [...after.keys()].sort()) {
+    // Private packages (the examples) are never released; changesets may still rewrite their ranges.
+    if (manifests.get(dirOf.get(name))?.private) continue;
     const [was, now] = [before.get(name), after.get(name)];
     const releasedNow = was.version !== now.version;
     const touched = releasedNow || was.text !== now.text || now.changelog !== was.changelog;
