@@ -152,23 +152,19 @@ function orderSubnets(subnets: readonly Subnet[], offer: Offer): string[] {
 }
 
 /**
- * Creates an AWS provider. Settings are validated at once (a `ConfigurationError` names the field);
- * credentials are looked up lazily, on the first call that needs them.
+ * The AWS provider: `AWS()` uses the defaults (us-east-1, the standard credential chain). Settings are
+ * validated at once (a `ConfigurationError` names the field); credentials are looked up lazily, on
+ * the first call that needs them.
  *
  * ```ts
  * import * as sky from "@skyward/core";
- * import { createAWS } from "@skyward/provider-aws";
+ * import { AWS } from "@skyward/provider-aws";
  *
- * await using pool = await sky.compute({ provider: createAWS({ region: "us-west-2" }), accelerator: sky.accelerators.L4() });
+ * await using pool = await sky.compute({ provider: AWS({ region: "us-west-2" }), accelerator: sky.accelerators.L4() });
  * ```
  */
-export function createAWS(settings: AwsSettings = {}): ProviderV1<AwsClusterData> {
-  return createFromResolved(resolveAwsSettings(settings, "AWS"));
-}
-
-/** The AWS provider: `AWS()` uses the defaults (us-east-1, the standard credential chain); see {@link createAWS}. */
 export function AWS(settings: AwsSettings = {}): ProviderV1<AwsClusterData> {
-  return createAWS(settings);
+  return createFromResolved(resolveAwsSettings(settings, "AWS"));
 }
 
 /**

@@ -8,7 +8,7 @@
  * await using pool = await sky.compute({ provider: AWS({ region: "us-east-1" }), accelerator: sky.accelerators.T4() });
  * ```
  */
-export { AWS, AWS_TAGS, type AwsClusterData, createAWS, createProviderFromConfig } from "./aws-provider.js";
+export { AWS, AWS_TAGS, type AwsClusterData, createProviderFromConfig } from "./aws-provider.js";
 export { bootWatchdogSeconds, renderBootWatchdog } from "./boot-watchdog.js";
 export type { ImageKind } from "./machine-images.js";
 export { imageParameter } from "./machine-images.js";

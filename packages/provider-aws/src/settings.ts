@@ -54,7 +54,7 @@ export interface SshAddressMapping {
   readonly selfDestruct?: string;
 }
 
-/** Settings of {@link AWS} / {@link createAWS}. Every field is optional. */
+/** Settings of {@link AWS}. Every field is optional. */
 export interface AwsSettings {
   /** The region. Default `us-east-1`; a spec's `region` overrides it per pool. */
   region?: string;

@@ -9,7 +9,7 @@ import { CreateSecurityGroupCommand, DescribeVpcsCommand } from "@aws-sdk/client
 import { options, type PoolSpec, spec } from "@skyward/core";
 import { type Cluster, type Offer, resolvePoolSpec } from "@skyward/core/contract";
 import { describe, expect, it } from "vitest";
-import { type AwsClusterData, createAWS } from "../src/index.js";
+import { AWS, type AwsClusterData } from "../src/index.js";
 import { startFaultProxy } from "./fault-proxy.js";
 import { motoInventory, motoSkipReason } from "./moto-server.js";
 import { useMotoSuite } from "./moto-suite.js";
@@ -24,7 +24,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
       signal: AbortSignal.timeout(120_000),
       ...(poolId !== undefined ? { poolId } : {}),
     });
-    const aws = createAWS({ endpoint: suite.moto.endpoint });
+    const aws = AWS({ endpoint: suite.moto.endpoint });
     const poolSpec: PoolSpec = resolvePoolSpec(
       spec({ nodes: 1, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" }),
       options({}),
@@ -131,8 +131,8 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
           : body,
     );
     try {
-      const aws = createAWS({ endpoint: suite.moto.endpoint });
-      const proxied = createAWS({ endpoint: proxy.endpoint });
+      const aws = AWS({ endpoint: suite.moto.endpoint });
+      const proxied = AWS({ endpoint: proxy.endpoint });
       const cleanup = proxied.cleanup;
       if (!cleanup) throw new Error("the AWS provider has no cleanup");
       const poolSpec = resolvePoolSpec(

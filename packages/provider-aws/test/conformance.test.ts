@@ -4,7 +4,7 @@
  */
 import { runProviderConformance } from "@skyward/testing";
 import { describe } from "vitest";
-import { createAWS } from "../src/index.js";
+import { AWS } from "../src/index.js";
 import { motoInventory, motoSkipReason } from "./moto-server.js";
 import { useMotoSuite } from "./moto-suite.js";
 
@@ -15,7 +15,7 @@ describe.skipIf(skipReason !== undefined)("AWS against moto", () => {
 
   runProviderConformance({
     name: "aws (moto)",
-    create: () => createAWS({ endpoint: suite.moto.endpoint }),
+    create: () => AWS({ endpoint: suite.moto.endpoint }),
     spec: { vcpus: 2, memoryGb: 4, architecture: "x86_64" },
     supports: { accelerator: "T4" },
     provisionCount: 2,

@@ -19,7 +19,7 @@ import { options, spec } from "@skyward/core";
 import { type Cluster, resolvePoolSpec } from "@skyward/core/contract";
 import { createTestbed, requireTestbed, type Testbed, testbedSshHosts } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AwsClusterData, createAWS } from "../src/index.js";
+import { AWS, type AwsClusterData } from "../src/index.js";
 import { type MotoServer, motoInventory, motoSkipReason, startMoto } from "./moto-server.js";
 
 const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
@@ -189,7 +189,7 @@ describe.skipIf(skipReason !== undefined)("a client killed while its pool runs o
     process.env.SKYWARD_HOME = join(home, ".skyward");
     process.env.AWS_ACCESS_KEY_ID = ACCESS_KEY_ID;
     process.env.AWS_SECRET_ACCESS_KEY = SECRET_ACCESS_KEY;
-    const aws = createAWS({ endpoint: moto.endpoint });
+    const aws = AWS({ endpoint: moto.endpoint });
     const call = { signal: AbortSignal.timeout(60_000), poolId: "orphan01" };
     const [offer] = (
       await aws.offers({

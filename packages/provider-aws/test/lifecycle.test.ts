@@ -25,7 +25,7 @@ import {
 } from "@skyward/core";
 import { type Cluster, type Offer, type OfferQuery, resolvePoolSpec } from "@skyward/core/contract";
 import { afterEach, describe, expect, it } from "vitest";
-import { type AwsClusterData, createAWS } from "../src/index.js";
+import { AWS, type AwsClusterData } from "../src/index.js";
 import { startFaultProxy } from "./fault-proxy.js";
 import { motoInventory, motoSkipReason, useFakeAwsEnvironment } from "./moto-server.js";
 import { useMotoSuite } from "./moto-suite.js";
@@ -47,13 +47,13 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
     await suite.moto.reset();
   });
 
-  const provider = () => createAWS({ endpoint: suite.moto.endpoint });
+  const provider = () => AWS({ endpoint: suite.moto.endpoint });
 
   describe("offers", () => {
     // One provider for these: it reads moto's ~1400 instance types once and keeps them.
-    let shared: ReturnType<typeof createAWS> | undefined;
+    let shared: ReturnType<typeof AWS> | undefined;
     const provider = () => {
-      shared ??= createAWS({ endpoint: suite.moto.endpoint });
+      shared ??= AWS({ endpoint: suite.moto.endpoint });
       return shared;
     };
 
@@ -134,7 +134,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
     });
 
     it("uses the onDemandPrices setting before the built-in table", async () => {
-      const offers = await createAWS({
+      const offers = await AWS({
         endpoint: suite.moto.endpoint,
         onDemandPrices: { "g4dn.xlarge": 0.25 },
       }).offers({
@@ -305,7 +305,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
           : undefined,
       );
       try {
-        const aws = createAWS({ endpoint: proxy.endpoint });
+        const aws = AWS({ endpoint: proxy.endpoint });
         const [offer] = await aws
           .offers({
             query: {
@@ -371,7 +371,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       const key = await suite.ec2.send(new CreateKeyPairCommand({ KeyName: "mine", KeyType: "ed25519" }));
       const identityFile = join(suite.home.path, "mine.pem");
       await writeFile(identityFile, key.KeyMaterial ?? "", { mode: 0o600 });
-      const aws = createAWS({
+      const aws = AWS({
         endpoint: suite.moto.endpoint,
         securityGroupId: group.GroupId,
         keyName: "mine",
@@ -414,7 +414,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
           : undefined,
       );
       try {
-        const aws = createAWS({ endpoint: proxy.endpoint });
+        const aws = AWS({ endpoint: proxy.endpoint });
         const [offer] = await aws.offers({
           query: { accelerator: null, vcpus: 2, memoryGb: 4, allocation: "on-demand" },
           ...call(),
@@ -442,7 +442,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
         expect(ConfigurationError.isInstance(error)).toBe(true);
         expect((error as Error).message).toMatch(/^no AWS credentials: set AWS_ACCESS_KEY_ID/);
         // Given ones work without any environment.
-        const given = createAWS({
+        const given = AWS({
           endpoint: suite.moto.endpoint,
           credentials: { accessKeyId: "given", secretAccessKey: "given" },
         });

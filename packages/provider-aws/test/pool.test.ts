@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { createTestbed, requireTestbed, type Testbed, testbedSshHost } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AwsInstanceAddresses, createAWS, type SshAddressMapping } from "../src/index.js";
+import { AWS, type AwsInstanceAddresses, type SshAddressMapping } from "../src/index.js";
 import { motoInventory, motoSkipReason } from "./moto-server.js";
 import { useMotoSuite } from "./moto-suite.js";
 
@@ -51,7 +51,7 @@ describe.skipIf(skipReason !== undefined)("a pool on AWS (moto) whose instances 
     const mapped: AwsInstanceAddresses[] = [];
     const scratch = suite.home.path;
     const marker = (index: number) => join(scratch, `self-destructed-${index}`);
-    const provider = createAWS({
+    const provider = AWS({
       endpoint: suite.moto.endpoint,
       sshAddress: (instance): SshAddressMapping => {
         let index = assigned.get(instance.id);

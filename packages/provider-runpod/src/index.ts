@@ -17,4 +17,4 @@ export type {
   RunPodOfferData,
   RunPodSettings,
 } from "./runpod-provider.js";
-export { createProviderFromConfig, createRunPod, DEFAULT_RUNPOD_IMAGE, RunPod } from "./runpod-provider.js";
+export { createProviderFromConfig, DEFAULT_RUNPOD_IMAGE, RunPod } from "./runpod-provider.js";

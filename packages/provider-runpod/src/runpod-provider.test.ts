@@ -28,7 +28,6 @@ import { type FakePod, type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "..
 import { RunPodApiError } from "./runpod-api.js";
 import {
   createProviderFromConfig,
-  createRunPod,
   DEFAULT_RUNPOD_IMAGE,
   RunPod,
   type RunPodClusterData,
@@ -52,7 +51,7 @@ beforeEach(() => fake.reset());
 afterEach(() => fake.server.resetHandlers());
 
 function provider(settings: RunPodSettings = {}) {
-  return createRunPod({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...settings });
+  return RunPod({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...settings });
 }
 
 function poolSpec(input: Omit<SpecInput, "provider">, runpod = provider()): PoolSpec {
@@ -551,9 +550,9 @@ describe("settings", () => {
   });
 
   it("rejects bad settings with the field's path", () => {
-    expect(() => createRunPod({ cloudType: "private" as never })).toThrow(ConfigurationError);
+    expect(() => RunPod({ cloudType: "private" as never })).toThrow(ConfigurationError);
     try {
-      createRunPod({ containerDiskGb: 0, extra: 1 } as never);
+      RunPod({ containerDiskGb: 0, extra: 1 } as never);
     } catch (error) {
       expect((error as ConfigurationError).issues.map((issue) => issue.path)).toEqual([
         "RunPod.containerDiskGb",

@@ -615,16 +615,12 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
 }
 
 /**
- * A RunPod provider with `settings`: `createRunPod({ cloudType: "secure", containerDiskGb: 100 })`.
- * Throws {@link ConfigurationError} for bad settings; the API key is looked up on the first API call.
+ * The RunPod provider: `RunPod()` with default settings, or `RunPod({ cloudType: "secure",
+ * containerDiskGb: 100 })`. Throws {@link ConfigurationError} for bad settings; the API key is looked
+ * up on the first API call.
  */
-export function createRunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {
-  return build(parseSettings(settings, "RunPod"));
-}
-
-/** `RunPod()` — the provider with default settings, or with `settings`; same as {@link createRunPod}. */
 export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {
-  return createRunPod(settings);
+  return build(parseSettings(settings, "RunPod"));
 }
 
 /**

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { accelerators } from "@skyward/core";
 import { runProviderConformance } from "@skyward/testing";
 import { afterAll, beforeAll } from "vitest";
-import { createRunPod } from "../src/runpod-provider.js";
+import { RunPod } from "../src/runpod-provider.js";
 import { type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "./fake-runpod.js";
 
 let fake: FakeRunPod;
@@ -24,7 +24,7 @@ afterAll(async () => {
   await rm(keysDirectory, { recursive: true, force: true });
 });
 
-const create = () => createRunPod({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1 });
+const create = () => RunPod({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1 });
 const leftovers = () => [...fake.pods.values()].map((pod) => `${pod.id} ${pod.name} (${pod.desiredStatus})`);
 
 runProviderConformance({

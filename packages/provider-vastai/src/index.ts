@@ -12,4 +12,4 @@
 export type { FetchFunction } from "@skyward/provider-utils";
 export { VastApiError } from "./vastai-api.js";
 export type { VastAISettings, VastClusterData, VastOfferData, VastSshMode } from "./vastai-provider.js";
-export { createProviderFromConfig, createVastAI, DEFAULT_VASTAI_IMAGE, VastAI } from "./vastai-provider.js";
+export { createProviderFromConfig, DEFAULT_VASTAI_IMAGE, VastAI } from "./vastai-provider.js";

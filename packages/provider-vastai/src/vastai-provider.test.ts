@@ -30,7 +30,6 @@ import type { VastInstance } from "./vastai-api.js";
 import { VastApiError } from "./vastai-api.js";
 import {
   createProviderFromConfig,
-  createVastAI,
   DEFAULT_VASTAI_IMAGE,
   instanceFromVast,
   VastAI,
@@ -55,7 +54,7 @@ afterAll(async () => {
 beforeEach(() => fake.reset());
 
 function provider(settings: VastAISettings = {}) {
-  return createVastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...settings });
+  return VastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...settings });
 }
 
 const rtx4090: OfferQuery = { accelerator: { name: "RTX_4090", count: 1 }, allocation: "spot-if-available" };
@@ -499,9 +498,9 @@ describe("settings", () => {
   });
 
   it("rejects bad settings with the field's path", () => {
-    expect(() => createVastAI({ minReliability: 2 })).toThrow(ConfigurationError);
+    expect(() => VastAI({ minReliability: 2 })).toThrow(ConfigurationError);
     try {
-      createVastAI({ ssh: "telnet" as never });
+      VastAI({ ssh: "telnet" as never });
     } catch (error) {
       expect((error as ConfigurationError).issues.map((issue) => issue.path)).toEqual(["VastAI.ssh"]);
     }

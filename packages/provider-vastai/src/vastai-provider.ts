@@ -618,18 +618,14 @@ function checkOnstartLength(settings: ParsedSettings): void {
 }
 
 /**
- * A Vast.ai provider with `settings`: `createVastAI({ minReliability: 0.98, geolocation: "US" })`.
- * Throws {@link ConfigurationError} for bad settings; the API key is looked up on the first API call.
+ * The Vast.ai provider: `VastAI()` with default settings, or `VastAI({ minReliability: 0.98,
+ * geolocation: "US" })`. Throws {@link ConfigurationError} for bad settings; the API key is looked up
+ * on the first API call.
  */
-export function createVastAI(settings: VastAISettings = {}): ProviderV1<VastClusterData> {
+export function VastAI(settings: VastAISettings = {}): ProviderV1<VastClusterData> {
   const parsed = parseSettings(settings, "VastAI");
   checkOnstartLength(parsed);
   return build(parsed);
-}
-
-/** `VastAI()` — the provider with default settings, or with `settings`; same as {@link createVastAI}. */
-export function VastAI(settings: VastAISettings = {}): ProviderV1<VastClusterData> {
-  return createVastAI(settings);
 }
 
 /**

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { accelerators } from "@skyward/core";
 import { runProviderConformance } from "@skyward/testing";
 import { afterAll, beforeAll } from "vitest";
-import { createVastAI } from "../src/vastai-provider.js";
+import { VastAI } from "../src/vastai-provider.js";
 import { type FakeVast, startFakeVast, TEST_API_KEY } from "./fake-vastai.js";
 
 let fake: FakeVast;
@@ -24,7 +24,7 @@ afterAll(async () => {
   await rm(keysDirectory, { recursive: true, force: true });
 });
 
-const create = () => createVastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1 });
+const create = () => VastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1 });
 const leftovers = () =>
   [...fake.instances.values()].map(
     (instance) => `${instance.id} ${String(instance.body.label)} (${instance.state})`,
