@@ -106,6 +106,7 @@ export {
   isProvider,
   offerPrice,
   offerQuery,
+  PROVIDER_METHODS,
   PROVIDER_SPECIFICATION_VERSION,
   prefersSpot,
   providerSchema,

@@ -3,25 +3,10 @@
  * fakes that each break one rule of the contract, it must pass the first and fail each of the others
  * exactly where the rule is checked.
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Offer, OfferQuery } from "@skyward/core/contract";
 import { describe, expect, it } from "vitest";
+import { suiteFailures } from "../test/fixtures/suite-failures.js";
 import { offerProblems, offerQueryProblems, workerEndpointProblems } from "./conformance.js";
-
-const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
-const vitestCli = join(dirname(createRequire(import.meta.url).resolve("vitest/package.json")), "vitest.mjs");
-
-interface JsonReport {
-  numPassedTests: number;
-  testResults: {
-    assertionResults: { ancestorTitles: string[]; title: string; status: string }[];
-  }[];
-}
 
 const OBJECT = "is a v1 provider with a short lower-case name and typed capabilities";
 const ONE_OPTIONS_OBJECT = "every method takes one options object, launchWorker included";
@@ -46,58 +31,31 @@ const POOL =
 
 describe("runProviderConformance", () => {
   it("passes a well-behaved provider and fails each broken one exactly where it breaks the contract", async () => {
-    const scratch = await mkdtemp(join(tmpdir(), "skyward-conformance-"));
-    try {
-      const reportFile = join(scratch, "report.json");
-      await new Promise<void>((resolve, reject) => {
-        execFile(
-          process.execPath,
-          [
-            vitestCli,
-            "run",
-            "--config",
-            "test/fixtures/conformance-fakes.vitest.config.ts",
-            "--reporter=json",
-            `--outputFile=${reportFile}`,
-          ],
-          { cwd: packageDirectory, env: { ...process.env, CI: "" }, timeout: 200_000 },
-          // The run fails (the broken fakes fail): only a missing report is an error here.
-          (error) => (error?.killed ? reject(error) : resolve()),
-        );
-      });
-      const report = JSON.parse(await readFile(reportFile, "utf8")) as JsonReport;
-      const failures: Record<string, string[]> = {};
-      for (const result of report.testResults) {
-        for (const test of result.assertionResults) {
-          const suite = (test.ancestorTitles[0] ?? "").replace("provider conformance: ", "");
-          failures[suite] ??= [];
-          // Skipped tests (the pool check, for fakes not given a pool) are not failures.
-          if (test.status === "failed") failures[suite].push(test.title);
-        }
-      }
-      expect(failures).toEqual({
-        none: [],
-        "bad-offer-fields": [OFFERS, ACCELERATOR, ALLOCATION, MAX_PRICE, PROVISION, GET, LIST],
-        "ignores-max-price": [MAX_PRICE],
-        "ignores-accelerator": [OFFERS, ACCELERATOR, ALLOCATION, MAX_PRICE],
-        "spot-without-price": [ALLOCATION],
-        "offers-create-things": [OFFERS_READ_ONLY, TEARDOWN],
-        "untagged-instances": [PROVISION, GET, LIST],
-        "created-at-in-seconds": [PROVISION, GET, LIST],
-        "terminate-rejects-unknown": [TERMINATE],
-        "get-after-terminate-running": [LIST, AFTER_TERMINATE],
-        "teardown-leaks": [TEARDOWN],
-        "no-self-destruct": [SELF_DESTRUCT],
-        "detached-terminate-fails": [LIST],
-        "cleanup-ignores-pools": [CLEANUP],
-        "positional-methods": [ONE_OPTIONS_OBJECT],
-        "no-launch-worker": [OBJECT, ONE_OPTIONS_OBJECT, POOL],
-        "launch-worker-wrong-token": [POOL],
-      });
-      expect(report.numPassedTests).toBeGreaterThan(100);
-    } finally {
-      await rm(scratch, { recursive: true, force: true });
-    }
+    const { failures, passed } = await suiteFailures(
+      "test/fixtures/conformance-fakes.vitest.config.ts",
+      "provider conformance: ",
+      200_000,
+    );
+    expect(failures).toEqual({
+      none: [],
+      "bad-offer-fields": [OFFERS, ACCELERATOR, ALLOCATION, MAX_PRICE, PROVISION, GET, LIST],
+      "ignores-max-price": [MAX_PRICE],
+      "ignores-accelerator": [OFFERS, ACCELERATOR, ALLOCATION, MAX_PRICE],
+      "spot-without-price": [ALLOCATION],
+      "offers-create-things": [OFFERS_READ_ONLY, TEARDOWN],
+      "untagged-instances": [PROVISION, GET, LIST],
+      "created-at-in-seconds": [PROVISION, GET, LIST],
+      "terminate-rejects-unknown": [TERMINATE],
+      "get-after-terminate-running": [LIST, AFTER_TERMINATE],
+      "teardown-leaks": [TEARDOWN],
+      "no-self-destruct": [SELF_DESTRUCT],
+      "detached-terminate-fails": [LIST],
+      "cleanup-ignores-pools": [CLEANUP],
+      "positional-methods": [ONE_OPTIONS_OBJECT],
+      "no-launch-worker": [OBJECT, ONE_OPTIONS_OBJECT, POOL],
+      "launch-worker-wrong-token": [POOL],
+    });
+    expect(passed).toBeGreaterThan(100);
   }, 240_000);
 });
 

@@ -25,6 +25,7 @@ import {
   type OfferQuery,
   offerPrice,
   offerQuery,
+  PROVIDER_METHODS,
   type ProviderCallOptions,
   resolvePoolSpec,
   whyNotProvider,
@@ -363,18 +364,7 @@ function clusterProblems(cluster: unknown, providerName: string, offer: Offer): 
 }
 
 /** The contract's methods, each taking one options object. */
-const PROVIDER_METHODS = [
-  "offers",
-  "prepare",
-  "provision",
-  "getInstance",
-  "launchWorker",
-  "terminate",
-  "teardown",
-  "selfDestruct",
-  "listInstances",
-  "cleanup",
-] as const;
+const CONTRACT_METHODS = [...PROVIDER_METHODS.required, ...PROVIDER_METHODS.optional];
 
 /**
  * The provider as the pool sees it, with every `launchWorker` result recorded: an object inheriting
@@ -499,7 +489,7 @@ export function runProviderConformance(options: ProviderConformanceOptions): voi
         typeof provider.launchWorker,
         "launchWorker is required: the pool starts every node with it",
       ).toBe("function");
-      const positional = PROVIDER_METHODS.flatMap((method) => {
+      const positional = CONTRACT_METHODS.flatMap((method) => {
         const value: unknown = provider[method];
         return typeof value === "function" && value.length > 1
           ? [`${method} declares ${value.length} parameters`]

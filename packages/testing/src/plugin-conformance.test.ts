@@ -3,15 +3,12 @@
  * a Python worker module, and one built with the `Plugin` builder; then plugins that each break the
  * contract in one way (`test/fixtures/plugin-breaks.suite.ts`), each failing exactly its check.
  */
-import { execFile } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { Plugin, type PluginV1 } from "@skyward/core/contract";
 import { describe, expect, it } from "vitest";
+import { suiteFailures } from "../test/fixtures/suite-failures.js";
 import { runPluginConformance } from "./plugin-conformance.js";
 
 const moduleDirectory = mkdtempSync(join(tmpdir(), "skyward-plugin-conformance-"));
@@ -51,9 +48,6 @@ runPluginConformance({
       .withLauncher(({ command }) => command),
 });
 
-const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
-const vitestCli = join(dirname(createRequire(import.meta.url).resolve("vitest/package.json")), "vitest.mjs");
-
 const SHAPE = "is a v1 plugin by shape, with a usable worker side";
 const TRANSFORM = "transforms the image into a valid one, leaving its input as it was";
 const BOOTSTRAP = "has bootstrap ops that are shell bash accepts";
@@ -64,51 +58,23 @@ const WORKER = "ships a worker module that the worker runtime imports, its hooks
 
 describe("runPluginConformance", () => {
   it("passes a well-behaved plugin and fails each broken one exactly where it breaks the contract", async () => {
-    const scratch = await mkdtemp(join(tmpdir(), "skyward-plugin-conformance-"));
-    try {
-      const reportFile = join(scratch, "report.json");
-      await new Promise<void>((resolve, reject) => {
-        execFile(
-          process.execPath,
-          [
-            vitestCli,
-            "run",
-            "--config",
-            "test/fixtures/plugin-breaks.vitest.config.ts",
-            "--reporter=json",
-            `--outputFile=${reportFile}`,
-          ],
-          { cwd: packageDirectory, env: { ...process.env, CI: "" }, timeout: 120_000 },
-          // The run fails (the broken plugins fail): only a missing report is an error here.
-          (error) => (error?.killed ? reject(error) : resolve()),
-        );
-      });
-      const report = JSON.parse(await readFile(reportFile, "utf8")) as {
-        testResults: { assertionResults: { ancestorTitles: string[]; title: string; status: string }[] }[];
-      };
-      const failures: Record<string, string[]> = {};
-      for (const result of report.testResults) {
-        for (const test of result.assertionResults) {
-          const suite = (test.ancestorTitles[0] ?? "").replace("plugin conformance: ", "");
-          failures[suite] ??= [];
-          if (test.status !== "passed") failures[suite].push(test.title);
-        }
-      }
-      expect(failures).toEqual({
-        none: [],
-        "mutates-image": [TRANSFORM],
-        "invalid-image": [TRANSFORM],
-        "bad-shell": [BOOTSTRAP],
-        "drops-worker": [LAUNCHER],
-        "zero-workers": [WORKERS],
-        "around-fails": [AROUND],
-        "worker-import-fails": [WORKER],
-        "worker-missing": [WORKER],
-        "not-v1": [SHAPE, WORKER],
-        "fine-worker": [],
-      });
-    } finally {
-      await rm(scratch, { recursive: true, force: true });
-    }
+    const { failures } = await suiteFailures(
+      "test/fixtures/plugin-breaks.vitest.config.ts",
+      "plugin conformance: ",
+      120_000,
+    );
+    expect(failures).toEqual({
+      none: [],
+      "mutates-image": [TRANSFORM],
+      "invalid-image": [TRANSFORM],
+      "bad-shell": [BOOTSTRAP],
+      "drops-worker": [LAUNCHER],
+      "zero-workers": [WORKERS],
+      "around-fails": [AROUND],
+      "worker-import-fails": [WORKER],
+      "worker-missing": [WORKER],
+      "not-v1": [SHAPE, WORKER],
+      "fine-worker": [],
+    });
   }, 180_000);
 });

@@ -119,16 +119,20 @@ export function clusterFromInstance(providerName: string, instance: Instance): C
   return Object.freeze(detached) as unknown as Cluster;
 }
 
-const requiredMethods = [
-  "offers",
-  "prepare",
-  "provision",
-  "getInstance",
-  "launchWorker",
-  "terminate",
-  "teardown",
-  "selfDestruct",
-];
+/** The methods of the `v1` provider contract: those every provider has, and those it may leave out. */
+export const PROVIDER_METHODS = Object.freeze({
+  required: Object.freeze([
+    "offers",
+    "prepare",
+    "provision",
+    "getInstance",
+    "launchWorker",
+    "terminate",
+    "teardown",
+    "selfDestruct",
+  ] as const),
+  optional: Object.freeze(["listInstances", "cleanup"] as const),
+});
 
 /**
  * Why `value` is not a usable provider, in words, or undefined when it is one. Explains a wrong
@@ -147,10 +151,10 @@ export function whyNotProvider(value: unknown): string | undefined {
   if (typeof candidate.name !== "string" || candidate.name === "") return `${label} has no name`;
   const capabilities = candidate.capabilities;
   if (typeof capabilities !== "object" || capabilities === null) return `${label} has no capabilities object`;
-  const missing = requiredMethods.filter((method) => typeof candidate[method] !== "function");
+  const missing = PROVIDER_METHODS.required.filter((method) => typeof candidate[method] !== "function");
   if (missing.length > 0)
     return `${label} is missing method${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`;
-  for (const method of ["listInstances", "cleanup"]) {
+  for (const method of PROVIDER_METHODS.optional) {
     if (candidate[method] !== undefined && typeof candidate[method] !== "function")
       return `${label} has a ${method} that is not a function`;
   }
