@@ -12,6 +12,7 @@ export {
 } from "./conformance.js";
 export { packedFiles } from "./package-files.js";
 export {
+  conformanceCluster,
   fakeLaunchContext,
   type PluginConformanceOptions,
   type PluginConformanceSupport,

@@ -10,7 +10,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname } from "node:path";
-import { image as createImage, type Image } from "@skyward/core";
+import { image as createImage, type Image, options as poolOptions, spec as poolSpec } from "@skyward/core";
 import {
   applyImageTransforms,
   applyLaunchers,
@@ -24,6 +24,7 @@ import {
   type PluginWorker,
   type PoolHandle,
   pythonRuntimeDirectory,
+  resolvePoolSpec,
   resolveWorkersPerNode,
   whyNotPlugin,
 } from "@skyward/core/contract";
@@ -46,7 +47,10 @@ export interface PluginConformanceOptions {
   name: string;
   /** Creates the plugin under test (the package's factory, called with typical settings). */
   create: () => PluginV1;
-  /** The stand-in cluster its hooks are given. Default `fakeCluster()`. */
+  /**
+   * The stand-in cluster its hooks are given. Default {@link conformanceCluster}: two CPU nodes, a
+   * fully resolved pool spec.
+   */
   cluster?: Cluster;
   /** The image its transform is applied to. Default `image()`. */
   image?: Image;
@@ -57,6 +61,31 @@ export interface PluginConformanceOptions {
 }
 
 const WORKER_ENTRYPOINT = "/opt/skyward/runtime/skyward_worker.py";
+
+/**
+ * The cluster the suite gives hooks by default: `fakeCluster()` with a resolved pool spec of two CPU
+ * nodes (`sky.compute({ nodes: 2 })`'s) and a matching CPU offer; `overrides` replace its fields.
+ */
+export function conformanceCluster(overrides: Partial<Cluster> = {}): Cluster {
+  return fakeCluster({
+    spec: resolvePoolSpec(poolSpec({ nodes: 2 }), poolOptions({})),
+    offer: {
+      id: "fake-cpu",
+      provider: "fake",
+      instanceType: "fake.cpu",
+      accelerator: null,
+      vcpus: 4,
+      memoryGb: 16,
+      architecture: "x86_64",
+      region: "local",
+      spotPrice: null,
+      onDemandPrice: 0.1,
+      pricesAsOf: "2026-01-01",
+      specific: {},
+    },
+    ...overrides,
+  });
+}
 
 /** The launch context a launcher is given: node 1 of 2, loopback addresses, thread executor. */
 export function fakeLaunchContext(overrides: Partial<LaunchContext> = {}): LaunchContext {
@@ -133,7 +162,7 @@ function importWorkerModule(plugin: string, worker: PluginWorker, python: string
  * ```
  */
 export function runPluginConformance(options: PluginConformanceOptions): void {
-  const cluster = options.cluster ?? fakeCluster();
+  const cluster = options.cluster ?? conformanceCluster();
   const baseImage = options.image ?? createImage({});
   const python = options.python ?? process.env.SKYWARD_TEST_PYTHON ?? "python3";
 

@@ -1,0 +1,7 @@
+/**
+ * The built-in plugin passes the plugin conformance suite of `@skyward/testing`, as every plugin must.
+ */
+import { runPluginConformance } from "@skyward/testing";
+import { jax } from "./index.js";
+
+runPluginConformance({ name: "jax", create: () => jax() });
