@@ -35,7 +35,7 @@ describe("selectProviderEntries", () => {
       { name: "runpod", type: "runpod", package: "@skyward/provider-runpod", settings: {} },
     ]);
     expect(() => selectProviderEntries(configured, ["gcp"])).toThrow(
-      'unknown provider "gcp": expected one of "east", "west", "aws", "runpod", "vastai"',
+      'unknown provider "gcp": expected one of "east", "west", "aws", "runpod", "ssh", "vastai"',
     );
   });
 });

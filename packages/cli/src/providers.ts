@@ -25,6 +25,9 @@ export interface SkippedProvider {
   readonly reason: string;
 }
 
+/** Built-in types with no usable default settings: SSH's hosts are the user's own, so it is never guessed. */
+const NEEDS_SETTINGS = new Set(["ssh"]);
+
 function builtinEntry(type: string, packageName: string): ProviderEntry {
   return Object.freeze({ name: type, type, package: packageName, settings: Object.freeze({}) });
 }
@@ -32,7 +35,7 @@ function builtinEntry(type: string, packageName: string): ProviderEntry {
 /**
  * The provider entries a command uses: those named by `--provider` (a `[providers.NAME]` entry, every
  * entry of that `type`, or a built-in type), else every `[providers.*]` entry of the configuration,
- * else every built-in type with its default settings (credentials from the environment).
+ * else every built-in type that works with default settings (the clouds, credentials from the environment; not SSH).
  */
 export function selectProviderEntries(
   config: SkywardConfig,
@@ -42,7 +45,9 @@ export function selectProviderEntries(
   if (requested === undefined || requested.length === 0) {
     return configured.length > 0
       ? configured
-      : Object.entries(PROVIDER_PACKAGES).map(([type, packageName]) => builtinEntry(type, packageName));
+      : Object.entries(PROVIDER_PACKAGES)
+          .filter(([type]) => !NEEDS_SETTINGS.has(type))
+          .map(([type, packageName]) => builtinEntry(type, packageName));
   }
   const selected = new Map<string, ProviderEntry>();
   for (const name of requested) {

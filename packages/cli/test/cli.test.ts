@@ -457,7 +457,7 @@ describe("errors", () => {
     expect(result.code).toBe(2);
     expect(result.stdout).toBe("");
     expect(result.stderr).toContain(
-      'providers.bad.type: unknown provider type "nope": expected one of "aws", "runpod", "vastai", or set package = "…" for a third-party provider',
+      'providers.bad.type: unknown provider type "nope": expected one of "aws", "runpod", "ssh", "vastai", or set package = "…" for a third-party provider',
     );
   });
 
@@ -465,7 +465,7 @@ describe("errors", () => {
     const provider = await run(["instances", "--provider", "nope"]);
     expect(provider.code).toBe(2);
     expect(provider.stderr).toContain(
-      'skyward: unknown provider "nope": expected one of "fake", "cheapfake", "leaky-env", "leaky-toml", "missing", "aws", "runpod", "vastai"',
+      'skyward: unknown provider "nope": expected one of "fake", "cheapfake", "leaky-env", "leaky-toml", "missing", "aws", "runpod", "ssh", "vastai"',
     );
     const command = await run(["launch"]);
     expect(command.code).toBe(2);
