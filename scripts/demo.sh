@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up what the demo needs (Node >= 22, pnpm, dependencies), builds the packages and runs the
+# Sets up what the demo needs (Node >= 24, pnpm, dependencies), builds the packages and runs the
 # quickstart example on this machine (with --testbed: on 4 SSH hosts of a local test bed).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up everything the test suite needs (Node >= 22, pnpm, dependencies) and runs the whole suite:
+# Sets up everything the test suite needs (Node >= 24, pnpm, dependencies) and runs the whole suite:
 # lint, TSDoc check, build, type checks, unit and end-to-end tests, publint and arethetypeswrong on
 # every package; then prints one closing line with the totals, and scans the run's output and test
 # reports for secrets (scripts/scan-secrets.mjs).

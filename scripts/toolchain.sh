@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sourced by the other scripts: makes Node >= 22 and pnpm available on PATH, installing them into
+# Sourced by the other scripts: makes Node >= 24 and pnpm available on PATH, installing them into
 # .toolchain/ (inside the project, never globally) when the machine's own are missing or too old.
 # Safe to source repeatedly; prints what it does to stderr.
 
@@ -32,11 +32,13 @@ skyward_ensure_node() {
     export PATH="$SKYWARD_TOOLCHAIN/node_modules/node/bin:$SKYWARD_TOOLCHAIN/node_modules/.bin:$PATH"
     skyward_use_toolchain_headers
   fi
-  if [ "$(skyward_node_major)" -ge 22 ]; then
+  # The floor is the Node that runs everything the README shows (`await using` needs 24); every
+  # package's `engines` says the same, and scripts/check-engines.mjs keeps the two in step.
+  if [ "$(skyward_node_major)" -ge "$SKYWARD_NODE_VERSION" ]; then
     return 0
   fi
   command -v npm >/dev/null 2>&1 || {
-    skyward_log "Node.js >= 22 is required and no npm was found to install it; install Node.js 22 or newer."
+    skyward_log "Node.js >= $SKYWARD_NODE_VERSION is required and no npm was found to install it; install Node.js $SKYWARD_NODE_VERSION or newer."
     return 1
   }
   skyward_log "system Node.js is $(node --version 2>/dev/null || echo missing); installing Node.js $SKYWARD_NODE_VERSION into .toolchain/"
@@ -46,7 +48,7 @@ skyward_ensure_node() {
   export PATH="$SKYWARD_TOOLCHAIN/node_modules/node/bin:$SKYWARD_TOOLCHAIN/node_modules/.bin:$PATH"
   hash -r
   skyward_use_toolchain_headers
-  [ "$(skyward_node_major)" -ge 22 ] || { skyward_log "could not install Node.js >= 22"; return 1; }
+  [ "$(skyward_node_major)" -ge "$SKYWARD_NODE_VERSION" ] || { skyward_log "could not install Node.js >= $SKYWARD_NODE_VERSION"; return 1; }
 }
 
 skyward_ensure_pnpm() {
