@@ -7,6 +7,7 @@
 import { ConfigurationError, type Provider } from "@skyward/core";
 import {
   createProviderFromEntry,
+  installHint,
   PROVIDER_PACKAGES,
   type ProviderEntry,
   type SkywardConfig,
@@ -98,7 +99,7 @@ function whyNotLoaded(entry: ProviderEntry, error: unknown): string {
       cause.message.includes(entry.package)
     );
   });
-  if (missing) return `package ${entry.package} is not installed (npm install ${entry.package})`;
+  if (missing) return `package ${entry.package} is not installed (${installHint(entry.package)})`;
   return describeError(error);
 }
 

@@ -13,6 +13,7 @@ export type {
 } from "./config/config-file.js";
 export {
   createProviderFromEntry,
+  installHint,
   loadConfig,
   PROVIDER_PACKAGES,
   parseConfigText,

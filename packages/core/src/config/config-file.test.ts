@@ -9,6 +9,7 @@ import { accelerators } from "../spec/accelerators.js";
 import { specSchema } from "../spec/spec.js";
 import {
   createProviderFromEntry,
+  installHint,
   loadConfig,
   PROVIDER_PACKAGES,
   type ProviderEntry,
@@ -658,6 +659,15 @@ export function createProviderFromConfig() {
     );
     await expect(createProviderFromEntry(entry({ package: "skyward-provider-throws" }), cwd)).rejects.toThrow(
       new TypeError("boom"),
+    );
+  });
+});
+
+describe("installHint", () => {
+  it("says npm install for a third-party package, and how to get Skyward's own before they are published", () => {
+    expect(installHint("skyward-provider-acme")).toBe("npm install skyward-provider-acme");
+    expect(installHint("@skyward/provider-aws")).toMatch(
+      /not on a registry yet: pack @skyward\/provider-aws from the Skyward repository and npm install the tarball/,
     );
   });
 });

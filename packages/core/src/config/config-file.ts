@@ -25,6 +25,16 @@ export const PROVIDER_PACKAGES: Readonly<Record<string, string>> = Object.freeze
 });
 
 /**
+ * How to install a provider package, in words: `npm install NAME`, or, for Skyward's own packages
+ * while they are not on a registry, packing it from the repository (see `@skyward/core`'s README).
+ */
+export function installHint(packageName: string): string {
+  return packageName.startsWith("@skyward/")
+    ? `Skyward's packages are not on a registry yet: pack ${packageName} from the Skyward repository and npm install the tarball, as @skyward/core's README shows`
+    : `npm install ${packageName}`;
+}
+
+/**
  * What a provider package exports so that `skyward.toml` can create it: a function from the TOML
  * table's settings (every key but `type`/`package`, converted to camelCase) to a provider.
  */
@@ -387,7 +397,7 @@ export async function createProviderFromEntry(entry: ProviderEntry, cwd = proces
       issues: [
         {
           path: `${path}.${PROVIDER_PACKAGES[entry.type] === entry.package ? "type" : "package"}`,
-          message: `provider package "${entry.package}" could not be loaded (is it installed? npm install ${entry.package}): ${(error as Error).message}`,
+          message: `provider package "${entry.package}" could not be loaded (is it installed? ${installHint(entry.package)}): ${(error as Error).message}`,
         },
       ],
       cause: error,
