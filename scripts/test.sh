@@ -13,11 +13,23 @@ cd "$SKYWARD_ROOT"
 export TURBO_TELEMETRY_DISABLED=1 DO_NOT_TRACK=1
 rm -rf packages/*/.test-report examples/*/.test-report .test-logs
 mkdir -p .test-logs
+# The tests' pools keep their Skyward home (log file, venv cache, keys, known hosts) inside the
+# checkout, never in the user's own ~/.skyward; the check after the run holds the suite to that.
+export SKYWARD_HOME="${SKYWARD_TEST_HOME:-$SKYWARD_ROOT/.toolchain/skyward-home}"
+mkdir -p "$SKYWARD_HOME"
+user_home="$HOME/.skyward"
+home_marker="$(mktemp)"
 # The whole run's output is kept in .test-logs/ci.log, then scanned for secrets with the reports.
 status=0
 pnpm run ci 2>&1 | tee .test-logs/ci.log || status=$?
 node scripts/test-summary.mjs || status=1
-# Pools log to ~/.skyward/logs (or $SKYWARD_HOME/logs) by default: those files are scanned too.
+# Pools log to $SKYWARD_HOME/logs by default: those files are scanned too.
 node scripts/scan-secrets.mjs .test-logs packages/*/.test-report examples/*/.test-report \
-  "${SKYWARD_HOME:-$HOME/.skyward}/logs" || status=1
+  "$SKYWARD_HOME/logs" || status=1
+if [ -d "$user_home" ] && [ -n "$(find "$user_home" -newer "$home_marker" -print -quit 2>/dev/null)" ]; then
+  echo "The test suite wrote into your own $user_home (it must use \$SKYWARD_HOME):" >&2
+  find "$user_home" -newer "$home_marker" -print 2>/dev/null | head -20 >&2
+  status=1
+fi
+rm -f "$home_marker"
 exit "$status"
