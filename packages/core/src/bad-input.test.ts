@@ -513,10 +513,60 @@ const rows: Row[] = [
     "providers.cloud.package",
     'provider package "skyward-provider-not-installed" could not be loaded',
   ],
+  // --- local paths, checked before any provider is called ------------------------------------
+  [
+    "includes entry missing (relative)",
+    () => compute({ image: { includes: ["./no-such-package"] } }),
+    "image.includes[0]",
+    `relative paths resolve against the working directory ${process.cwd()}`,
+  ],
+  [
+    "includes entry missing, second of two, in specs",
+    () => compute({ specs: [{ image: { includes: [workDir, join(workDir, "missing.py")] } }] }),
+    "specs[0].image.includes[1]",
+    /^expected a directory or a \.py file that exists, but \/\S+\/missing\.py does not exist$/,
+  ],
+  [
+    "includes entry neither a directory nor a .py file",
+    () => compute({ image: { includes: [join(workDir, "notes.txt")] } }),
+    "image.includes[0]",
+    "is a file that is not .py",
+  ],
+  [
+    "includes landing on the same name",
+    () => compute({ image: { includes: [join(workDir, "task.py"), join(workDir, ".", "task.py")] } }),
+    "image.includes[1]",
+    "already taken",
+  ],
+  [
+    "plugin worker module missing",
+    () =>
+      compute({
+        plugins: [
+          Plugin.create("lost").withWorker({ module: "lost_worker", path: join(workDir, "lost_worker") }),
+        ],
+      }),
+    "plugins[0].worker.path",
+    "expected a directory or a .py file that exists",
+  ],
+  [
+    "Local interpreter path missing",
+    () => compute({ image: { python: join(workDir, "bin", "python3") } }),
+    "image.python",
+    "expected a Python interpreter that exists on this machine",
+  ],
+  [
+    "TOML includes entry missing",
+    () => namedPool('[pools.train]\n[pools.train.image]\nincludes = ["./src/nope"]\n'),
+    "pools.train.image.includes[0]",
+    "does not exist",
+  ],
 ];
 
 beforeAll(async () => {
   workDir = await mkdtemp(join(tmpdir(), "skyward-bad-input-"));
+  await writeFile(join(workDir, "notes.txt"), "not Python\n");
+  await writeFile(join(workDir, "task.py"), "def run():\n    return 1\n");
 });
 
 afterAll(async () => {

@@ -91,7 +91,7 @@ describe("the Local provider's Python environment", () => {
       (error) =>
         sky.ConfigurationError.isInstance(error) &&
         error.issues[0]?.path === "image.python" &&
-        /not a working Python interpreter/.test(error.issues[0].message),
+        /expected a Python interpreter that exists on this machine/.test(error.issues[0].message),
     );
     await expect(
       sky.compute({ nodes: 1, image: { python: "3.99" }, options: { console: false } }),

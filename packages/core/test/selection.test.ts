@@ -1,6 +1,7 @@
 /**
  * Several specs: offers compared across providers, and the next one tried when a provider fails.
  */
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
@@ -117,4 +118,34 @@ describe("several specs", () => {
     expect(polls).toBeGreaterThanOrEqual(3);
     expect(await pool.run(add(1, 1))).toBe(2);
   }, 60_000);
+});
+
+describe("local inputs", () => {
+  it("are checked before any provider is called", async () => {
+    const calls: string[] = [];
+    const recorded = (hook: string) => async () => {
+      calls.push(hook);
+      throw new Error(`${hook} should not have been called`);
+    };
+    const recording = {
+      ...neverCapacity("recording", 1),
+      offers: recorded("offers"),
+      prepare: recorded("prepare"),
+      provision: recorded("provision"),
+    } as sky.Provider;
+    const error = await sky
+      .compute({
+        specs: [{ provider: recording, image: { includes: [tasks, "./no/such/dir"] } }],
+        options: { console: false },
+      })
+      .catch((caught: unknown) => caught);
+    expect(sky.ConfigurationError.isInstance(error)).toBe(true);
+    expect((error as sky.ConfigurationError).issues).toEqual([
+      {
+        path: "specs[0].image.includes[1]",
+        message: `expected a directory or a .py file that exists, but ./no/such/dir does not exist; relative paths resolve against the working directory ${process.cwd()}, which makes it ${join(process.cwd(), "no/such/dir")}`,
+      },
+    ]);
+    expect(calls).toEqual([]);
+  });
 });

@@ -3,17 +3,19 @@
  * id, reached over loopback with the same protocol as remote nodes. It is the default when a spec
  * names no provider.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
+import { promisify } from "node:util";
 import {
   describeBootstrapFailure,
   parseBootstrapMarker,
   renderPluginOpsScript,
 } from "../contract/bootstrap-ops.js";
+import { shellQuote } from "../contract/launch-command.js";
 import type { PluginBootstrapOp } from "../contract/plugin.js";
 import type {
   Cluster,
@@ -23,7 +25,7 @@ import type {
   ProviderV1,
   WorkerEndpoint,
 } from "../contract/provider.js";
-import { BootstrapError } from "../errors/errors.js";
+import { BootstrapError, ConfigurationError } from "../errors/errors.js";
 import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
 import type { Image } from "../spec/image.js";
 import { collectIncludedFiles } from "../spec/includes.js";
@@ -84,6 +86,12 @@ export interface LocalCluster {
   readonly workdir: string;
 }
 
+/** A cluster's environment on this machine: its Python, and the `env.sh` its workers source, if any. */
+interface LocalEnvironment {
+  readonly python: PythonEnvironment;
+  readonly envFile: string | undefined;
+}
+
 interface RunningWorker {
   readonly child: ChildProcess;
   exited: boolean;
@@ -134,14 +142,66 @@ function localOffer(): Offer {
   });
 }
 
+const execFileAsync = promisify(execFile);
+
 /**
- * Runs the plugins' bootstrap ops once for the cluster (its nodes share this machine), with the
- * bootstrap script's own `env` and `plugins` phases: `SKYWARD_ROOT` the cluster's root, the virtual
- * environment activated, the image's env sourced from `ROOT/env.sh` (0600), in the work directory.
- * Only phase names reach the progress events; the ops' output goes to `ROOT/bootstrap.log`, whose
- * tail a failure carries.
+ * `image.apt` on this machine: the Local provider never installs system packages on the user's own
+ * machine, so it checks with dpkg that they are installed (at the version given, for `name=version`)
+ * and refuses the ones that are not, and refuses `apt` outright where there is no dpkg to ask.
+ *
+ * @throws {ConfigurationError} (path `image.apt`) naming the packages that are missing.
  */
-async function runPluginOps(
+async function checkSystemPackages(apt: readonly string[], signal?: AbortSignal): Promise<void> {
+  if (apt.length === 0) return;
+  const never = "the Local provider never installs system packages on this machine";
+  const installed = await Promise.all(
+    apt.map(async (entry) => {
+      const separator = entry.indexOf("=");
+      const name = separator === -1 ? entry : entry.slice(0, separator);
+      const version = separator === -1 ? undefined : entry.slice(separator + 1);
+      try {
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query's own format fields
+        const { stdout } = await execFileAsync("dpkg-query", ["-W", "-f=${Status}\t${Version}\n", name], {
+          signal,
+          timeout: 30_000,
+        });
+        return stdout.split("\n").some((line) => {
+          const [status = "", found] = line.split("\t");
+          return status.split(" ")[2] === "installed" && (version === undefined || found === version);
+        });
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "ENOENT") return false;
+        throw new ConfigurationError({
+          issues: [
+            {
+              path: "image.apt",
+              message: `${never}, and it has no dpkg to check that ${apt.join(", ")} ${apt.length === 1 ? "is" : "are"} installed; install them yourself and remove image.apt, or use a provider that bootstraps its own nodes`,
+            },
+          ],
+        });
+      }
+    }),
+  );
+  const missing = apt.filter((_, index) => !installed[index]);
+  if (missing.length === 0) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "image.apt",
+        message: `${never}, and ${missing.join(", ")} ${missing.length === 1 ? "is" : "are"} not installed; install ${missing.length === 1 ? "it" : "them"} yourself (sudo apt-get install ${missing.join(" ")}) or remove ${missing.length === 1 ? "it" : "them"} from image.apt`,
+      },
+    ],
+  });
+}
+
+/**
+ * Runs the bootstrap's `env` phase and the plugins' ops once for the cluster (its nodes share this
+ * machine), with the bootstrap script's own functions: `SKYWARD_ROOT` the cluster's root, the virtual
+ * environment activated, `ROOT/env.sh` (0600) written with the image's env and its `shellVars`
+ * evaluated once (the workers source it), in the work directory. Only phase names reach the progress
+ * events; the output goes to `ROOT/bootstrap.log`, whose tail a failure carries.
+ */
+async function runEnvAndPluginOps(
   cluster: Cluster<LocalCluster>,
   image: Image,
   python: PythonEnvironment,
@@ -159,8 +219,10 @@ async function runPluginOps(
     detached: true,
   });
   const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  let failedPhase: string | undefined;
   lines.on("line", (line) => {
     const marker = parseBootstrapMarker(line);
+    if (marker?.kind === "phase" && marker.status === "failed") failedPhase = marker.name;
     if (marker?.kind === "phase" && marker.name === "plugins" && marker.status !== "failed") {
       options.progress?.({
         phase: "plugins",
@@ -200,14 +262,31 @@ async function runPluginOps(
     .slice(-41)
     .join("\n")
     .trim();
+  if (timedOut) {
+    throw new BootstrapError({
+      node: request.nodeId,
+      phase: failedPhase ?? (ops.length > 0 ? "plugins" : "env"),
+      logTail,
+      message: `The image's shellVars and the plugins' bootstrap ops on this machine (Local) did not finish within ${timeoutSeconds} s`,
+    });
+  }
+  if (failedPhase === "env") {
+    const snippet = /^shellVars\.(\S+) failed \(exit (\d+)\)$/m.exec(logTail);
+    throw new BootstrapError({
+      node: request.nodeId,
+      phase: "env",
+      logTail,
+      message: snippet
+        ? `Evaluating image.shellVars.${snippet[1]} on this machine (Local) failed (exit ${snippet[2]})`
+        : `Writing the image's environment (env.sh) on this machine (Local) failed, exit code ${code}`,
+    });
+  }
   const failed = describeBootstrapFailure(logTail);
   throw new BootstrapError({
     node: request.nodeId,
     phase: "plugins",
     logTail,
-    message: timedOut
-      ? `The plugins' bootstrap ops on this machine (Local) did not finish within ${timeoutSeconds} s`
-      : `The plugins' bootstrap ops failed on this machine (Local), exit code ${code}${failed ? `: ${failed}` : ""}`,
+    message: `The plugins' bootstrap ops failed on this machine (Local), exit code ${code}${failed ? `: ${failed}` : ""}`,
   });
 }
 
@@ -219,14 +298,16 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
   const workers = new Map<string, RunningWorker>();
   // Instances provisioned and not yet terminated: getInstance knows these and no others.
   const provisioned = new Set<string>();
-  // Set up once per cluster (all its nodes share this machine): includes copied, Python ready.
-  const environments = new Map<string, Promise<PythonEnvironment>>();
+  // Set up once per cluster (all its nodes share this machine): apt checked, includes copied, Python
+  // ready, env.sh written when the image has shellVars or plugins have ops.
+  const environments = new Map<string, Promise<LocalEnvironment>>();
 
-  const setUp = (options: LaunchWorkerOptions<LocalCluster>): Promise<PythonEnvironment> => {
+  const setUp = (options: LaunchWorkerOptions<LocalCluster>): Promise<LocalEnvironment> => {
     const { cluster, image } = options;
     let environment = environments.get(cluster.id);
     if (!environment) {
       environment = (async () => {
+        await checkSystemPackages(image.apt, options.signal);
         options.progress?.({ phase: "includes", status: "started", detail: image.includes.join(" ") });
         const files = await collectIncludedFiles(image.includes, image.excludes);
         for (const file of files) {
@@ -241,8 +322,10 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
             options.progress?.({ phase, status, ...(detail !== undefined ? { detail } : {}) }),
         });
         const ops = options.pluginOps ?? [];
-        if (ops.length > 0) await runPluginOps(cluster, image, python, ops, options);
-        return python;
+        if (ops.length === 0 && Object.keys(image.shellVars).length === 0)
+          return { python, envFile: undefined };
+        await runEnvAndPluginOps(cluster, image, python, ops, options);
+        return { python, envFile: join(cluster.specific.root, "env.sh") };
       })();
       environments.set(cluster.id, environment);
       environment.catch(() => environments.delete(cluster.id));
@@ -326,11 +409,11 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       const { cluster, instance } = options;
       const request = options;
       installExitHook();
-      const environment = await setUp(options);
+      const { python, envFile } = await setUp(options);
       const runtime = pythonRuntimeDirectory();
       const launch = request.command({
-        pythonBin: environment.pythonBin,
-        venvDir: environment.venvDir,
+        pythonBin: python.pythonBin,
+        venvDir: python.venvDir,
         workerScript: join(runtime, "skyward_worker.py"),
         privateIp: "127.0.0.1",
         root: cluster.specific.root,
@@ -338,7 +421,9 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       // The worker's stdin is a pipe from this process: it ends when the client dies, however it dies.
       const command = launch.with({ args: [...launch.args, "--exit-on-stdin-eof"] });
       const pythonPath = [runtime, process.env.PYTHONPATH].filter(Boolean).join(":");
-      const child = spawn("/bin/sh", ["-c", `exec ${command.render()}`], {
+      // As over SSH, the worker starts with env.sh sourced: the image's env and evaluated shellVars.
+      const source = envFile === undefined ? "" : `. ${shellQuote(envFile)} && `;
+      const child = spawn("/bin/sh", ["-c", `${source}exec ${command.render()}`], {
         cwd: cluster.specific.workdir,
         env: {
           ...process.env,

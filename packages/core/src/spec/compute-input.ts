@@ -1,6 +1,7 @@
 import { type ConfigLocations, loadConfig, resolveNamedPool } from "../config/config-file.js";
 import { ConfigurationError, type ConfigurationIssue } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
+import { checkLocalInputs } from "./local-inputs.js";
 import { type Options, type OptionsInput, optionsSchema } from "./options.js";
 import {
   type PoolSpec,
@@ -71,7 +72,8 @@ function mergeOptions(base: OptionsInput, over: OptionsInput | undefined): Optio
 
 /**
  * Validates a `sky.compute` request before anything else happens: the form, every spec, the options,
- * and (for the named form) the configuration files and the provider packages they name.
+ * (for the named form) the configuration files and the provider packages they name, and the local
+ * paths the specs name (`image.includes`, plugins' worker modules: see `checkLocalInputs`).
  */
 export async function resolveComputeInput(input: ComputeInput): Promise<ResolvedCompute> {
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
@@ -122,8 +124,10 @@ export async function resolveComputeInput(input: ComputeInput): Promise<Resolved
     const pool = await resolveNamedPool(named.name, config, named.config?.cwd);
     const spec = parseInput(specSchema, pool.spec, pool.path);
     const options = parseInput(optionsSchema, mergeOptions(pool.options, named.options), "options");
+    const resolved = resolvePoolSpec(spec, options);
+    await checkLocalInputs([{ spec: resolved, path: pool.path }]);
     return Object.freeze({
-      specs: Object.freeze([resolvePoolSpec(spec, options)]),
+      specs: Object.freeze([resolved]),
       options,
       name: named.name,
     });
@@ -144,11 +148,13 @@ export async function resolveComputeInput(input: ComputeInput): Promise<Resolved
       }
     });
     if (issues.length > 0) fail(issues);
+    await checkLocalInputs(specs.map((spec, index) => ({ spec, path: `specs[${index}]` })));
     return Object.freeze({ specs: Object.freeze(specs), options, name: undefined });
   }
 
   const flat: Record<string, unknown> = {};
   for (const key of flatKeys) flat[key] = record[key];
-  const spec = parseInput(specSchema, flat);
-  return Object.freeze({ specs: Object.freeze([resolvePoolSpec(spec, options)]), options, name: undefined });
+  const spec = resolvePoolSpec(parseInput(specSchema, flat), options);
+  await checkLocalInputs([{ spec, path: "" }]);
+  return Object.freeze({ specs: Object.freeze([spec]), options, name: undefined });
 }

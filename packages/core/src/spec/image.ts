@@ -45,7 +45,10 @@ export interface ImageInput {
   pip?: readonly string[];
   /** Scoped package indexes, each used only for its own packages. */
   pipIndexes?: readonly PipIndex[];
-  /** Debian packages installed with apt-get (`"ffmpeg"`, optionally `"name=version"` or `"name:arch"`). */
+  /**
+   * Debian packages installed with apt-get (`"ffmpeg"`, optionally `"name=version"` or `"name:arch"`).
+   * The `Local` provider installs nothing on this machine: it checks that they are installed.
+   */
   apt?: readonly string[];
   /**
    * Environment variables exported on the workers; on SSH and cloud nodes also for the bootstrap's

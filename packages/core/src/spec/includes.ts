@@ -4,8 +4,9 @@
  * `excludes` are glob patterns matched inside each include; caches, `.git` and virtual
  * environments are always left out.
  */
-import { lstat, readdir } from "node:fs/promises";
-import { basename, join, relative, resolve, sep } from "node:path";
+import { constants, type Stats } from "node:fs";
+import { access, lstat, readdir } from "node:fs/promises";
+import { basename, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { ConfigurationError } from "../errors/errors.js";
 
 /** One file to ship: where it is here, and its path relative to the node's work directory. */
@@ -75,10 +76,57 @@ function excludeMatcher(patterns: readonly string[]): (path: string) => boolean 
   };
 }
 
+/** An include that can be shipped: where it is here, the name it lands on, and what it is. */
+export interface InspectedInclude {
+  readonly source: string;
+  readonly name: string;
+  readonly stats: Stats;
+}
+
+/**
+ * Checks one path that is shipped to the nodes (an `includes` entry, a plugin's worker module): it
+ * must be a readable directory or `.py` file. Relative paths resolve against `cwd`. Returns what it
+ * is, or the problem in the words of a configuration issue.
+ */
+export async function inspectInclude(
+  include: string,
+  cwd: string = process.cwd(),
+): Promise<InspectedInclude | { readonly problem: string }> {
+  const source = resolve(cwd, include);
+  const where = isAbsolute(include)
+    ? ""
+    : `; relative paths resolve against the working directory ${cwd}, which makes it ${source}`;
+  let stats: Stats;
+  try {
+    stats = await lstat(source);
+  } catch {
+    return {
+      problem: `expected a directory or a .py file that exists, but ${include} does not exist${where}`,
+    };
+  }
+  const name = basename(source);
+  if (!stats.isDirectory() && !(stats.isFile() && name.endsWith(".py"))) {
+    const kind = stats.isFile()
+      ? "a file that is not .py"
+      : stats.isSymbolicLink()
+        ? "a symbolic link"
+        : "not a regular file";
+    return { problem: `expected a directory or a .py file, but ${include} is ${kind}${where}` };
+  }
+  try {
+    await access(source, stats.isDirectory() ? constants.R_OK | constants.X_OK : constants.R_OK);
+  } catch {
+    return {
+      problem: `expected a directory or a .py file this process can read, but ${source} is not readable`,
+    };
+  }
+  return { source, name, stats };
+}
+
 /**
  * Lists the files `includes` ship, relative to `cwd`, honouring `excludes`. Throws a configuration
- * error naming `image.includes[i]` for a path that does not exist or is neither a directory nor a
- * `.py` file, and for two includes that would land on the same name.
+ * error naming `image.includes[i]` for a path {@link inspectInclude} refuses, and for two includes
+ * that would land on the same name.
  */
 export async function collectIncludedFiles(
   includes: readonly string[],
@@ -91,16 +139,10 @@ export async function collectIncludedFiles(
   const roots = new Map<string, string>();
   for (const [index, include] of includes.entries()) {
     const path = `image.includes[${index}]`;
-    const source = resolve(cwd, include);
-    let stats: Awaited<ReturnType<typeof lstat>>;
-    try {
-      stats = await lstat(source);
-    } catch {
-      throw new ConfigurationError({
-        issues: [{ path, message: `${include} does not exist (looked at ${source})` }],
-      });
-    }
-    const name = basename(source);
+    const inspected = await inspectInclude(include, cwd);
+    if ("problem" in inspected)
+      throw new ConfigurationError({ issues: [{ path, message: inspected.problem }] });
+    const { source, name, stats } = inspected;
     const previous = roots.get(name);
     if (previous !== undefined) {
       throw new ConfigurationError({
@@ -109,18 +151,8 @@ export async function collectIncludedFiles(
     }
     roots.set(name, include);
     if (stats.isFile()) {
-      if (!name.endsWith(".py")) {
-        throw new ConfigurationError({
-          issues: [{ path, message: `expected a directory or a .py file, received ${include}` }],
-        });
-      }
       files.push({ source, target: name, size: stats.size, mode: stats.mode & 0o777 });
       continue;
-    }
-    if (!stats.isDirectory()) {
-      throw new ConfigurationError({
-        issues: [{ path, message: `expected a directory or a .py file, received ${include}` }],
-      });
     }
     const walk = async (directory: string): Promise<void> => {
       const entries = await readdir(directory, { withFileTypes: true });
