@@ -274,17 +274,14 @@ export class CommandFailedError extends RemoteTaskError {
     message?: string;
     cause?: unknown;
   }) {
+    const tail = options.outputTail ? `\n--- output (tail) ---\n${options.outputTail}` : "";
     super({
       taskId: options.taskId,
       exceptionType: "skyward.commands.CommandFailedError",
-      exceptionMessage: options.outputTail
-        ? `${options.summary}\n--- output (tail) ---\n${options.outputTail}`
-        : options.summary,
+      exceptionMessage: `${options.summary}${tail}`,
       remoteTraceback: options.remoteTraceback ?? "",
       node: options.node,
-      message:
-        options.message ??
-        `${options.summary} (on node ${options.node})${options.outputTail ? `\n--- output (tail) ---\n${options.outputTail}` : ""}`,
+      message: options.message ?? `${options.summary} (on node ${options.node})${tail}`,
       cause: options.cause,
     });
     this.name = "CommandFailedError";
