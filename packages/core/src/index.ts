@@ -15,6 +15,7 @@ export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "
 export {
   BootstrapError,
   CancelledError,
+  CommandFailedError,
   ConfigurationError,
   ConnectionError,
   FunctionNotFoundError,
@@ -76,6 +77,8 @@ export type {
 } from "./observe/metrics.js";
 export { metrics } from "./observe/metrics.js";
 // Pools and dispatch
+export type { CommandOptions, CommandResult } from "./pool/commands.js";
+export { script, shell } from "./pool/commands.js";
 export type {
   ComputeOptions,
   Pool,

@@ -247,6 +247,55 @@ export class RemoteTaskError extends SkywardError {
   }
 }
 
+const commandFailedMarker = markerFor("command-failed");
+
+/**
+ * A command or script run as a task (`sky.shell`, `sky.script`) exited with a non-zero status or
+ * was killed by a signal. A {@link RemoteTaskError} too, so code that handles task failures
+ * handles it.
+ */
+export class CommandFailedError extends RemoteTaskError {
+  /** The exit status; 128 + n when signal n killed it (as a shell reports it). */
+  readonly exitCode: number;
+  /** The signal that killed it (`"SIGKILL"`), or null when it exited. */
+  readonly signal: string | null;
+  /** The last few KiB of its stdout and stderr, interleaved as they arrived. */
+  readonly outputTail: string;
+
+  constructor(options: {
+    taskId: string;
+    node: number;
+    exitCode: number;
+    signal?: string | null;
+    outputTail: string;
+    /** The worker's one-line summary (`` `make` exited with code 2 ``). */
+    summary: string;
+    remoteTraceback?: string;
+    message?: string;
+    cause?: unknown;
+  }) {
+    const tail = options.outputTail ? `\n--- output (tail) ---\n${options.outputTail}` : "";
+    super({
+      taskId: options.taskId,
+      exceptionType: "skyward.commands.CommandFailedError",
+      exceptionMessage: `${options.summary}${tail}`,
+      remoteTraceback: options.remoteTraceback ?? "",
+      node: options.node,
+      message: options.message ?? `${options.summary} (on node ${options.node})${tail}`,
+      cause: options.cause,
+    });
+    this.name = "CommandFailedError";
+    Object.defineProperty(this, commandFailedMarker, { value: true });
+    this.exitCode = options.exitCode;
+    this.signal = options.signal ?? null;
+    this.outputTail = options.outputTail;
+  }
+
+  static override isInstance(error: unknown): error is CommandFailedError {
+    return hasMarker(error, commandFailedMarker);
+  }
+}
+
 const taskTimeoutMarker = markerFor("task-timeout");
 
 /** A task ran longer than its timeout. */

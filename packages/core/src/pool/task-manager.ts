@@ -20,6 +20,7 @@ import {
   type TaskMessage,
   type WireValue,
 } from "../protocol/protocol.js";
+import { commandFailedError } from "./commands.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
 /** How a task ends, told to whoever submitted it. */
@@ -667,13 +668,16 @@ export class TaskManager {
           message: `The process running ${ref} (task ${record.id}) on node ${message.node} died: ${message.message}`,
         });
       default:
-        return new RemoteTaskError({
-          taskId: record.id,
-          exceptionType: message.type,
-          exceptionMessage: message.message,
-          remoteTraceback: message.traceback,
-          node: message.node,
-        });
+        return (
+          commandFailedError({ taskId: record.id, ...message }) ??
+          new RemoteTaskError({
+            taskId: record.id,
+            exceptionType: message.type,
+            exceptionMessage: message.message,
+            remoteTraceback: message.traceback,
+            node: message.node,
+          })
+        );
     }
   }
 
