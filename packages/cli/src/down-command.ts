@@ -3,9 +3,14 @@
  * pools shared at their providers (the providers' `cleanup`).
  */
 import { clusterFromInstance, type PoolResource } from "@skyward/core/contract";
-import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
+import { type CommandContext, useProviders } from "./command-context.js";
 import { poolOf } from "./format.js";
-import { type ListedInstance, listLiveInstances, printInstances } from "./instances-command.js";
+import {
+  type ListedInstance,
+  listLiveInstances,
+  printInstances,
+  reportListing,
+} from "./instances-command.js";
 import { describeError } from "./providers.js";
 import { UsageError } from "./usage-error.js";
 
@@ -56,7 +61,8 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
   }
   const { loaded, skipped } = await useProviders(context, flags.providers);
   const { instances, failed } = await listLiveInstances(context, loaded);
-  reportSkipped(context, [...skipped, ...failed]);
+  // Nothing could be asked: "No live instances." would be a guess, and there is nothing to clean up.
+  if (reportListing(context, loaded, skipped, failed)) return 1;
   const inPool = (row: ListedInstance) =>
     poolOf(row.instance) === flags.pool || row.instance.tags["skyward:cluster"] === flags.pool;
   const targets = flags.all ? instances : instances.filter(inPool);

@@ -67,6 +67,22 @@ export async function listLiveInstances(
   return { instances, failed };
 }
 
+/**
+ * Reports the providers skipped or failed (one line each, on stderr) and, when none could be asked at
+ * all, says so; returns true in that case, when a command that lists must not claim there is nothing.
+ */
+export function reportListing(
+  context: CommandContext,
+  loaded: readonly LoadedProvider[],
+  skipped: readonly SkippedProvider[],
+  failed: readonly SkippedProvider[],
+): boolean {
+  reportSkipped(context, [...skipped, ...failed]);
+  if (loaded.length > failed.length) return false;
+  context.err("skyward: no provider could be asked for its instances\n");
+  return true;
+}
+
 /** Prints instances as a table. */
 export function printInstances(context: CommandContext, instances: readonly ListedInstance[]): void {
   const now = Date.now();
@@ -91,11 +107,7 @@ export function printInstances(context: CommandContext, instances: readonly List
 export async function instancesCommand(context: CommandContext, flags: InstancesFlags): Promise<number> {
   const { loaded, skipped } = await useProviders(context, flags.providers);
   const { instances, failed } = await listLiveInstances(context, loaded);
-  reportSkipped(context, [...skipped, ...failed]);
-  if (loaded.length === failed.length) {
-    context.err("skyward: no provider could be asked for its instances\n");
-    return 1;
-  }
+  if (reportListing(context, loaded, skipped, failed)) return 1;
   if (flags.json) {
     const output = instances.map((row) => instanceForOutput(row.providerName, row.instance));
     context.out(`${JSON.stringify(output, null, 2)}\n`);

@@ -433,6 +433,30 @@ describe("getInstance, terminate, teardown, listInstances", () => {
     ).toEqual([[created?.id, cluster.id, cluster.offer.id]]);
   });
 
+  it("only prepare creates the key pair: offers, listInstances, getInstance and terminate write nothing", async () => {
+    const [created] = await runpod.provision({ cluster, count: 1, ...call() });
+    const id = created?.id ?? "";
+    const elsewhere = await mkdtemp(join(tmpdir(), "skyward-runpod-read-only-"));
+    try {
+      const empty = join(elsewhere, "keys");
+      const reader = provider({ keysDirectory: empty });
+      expect(await reader.offers({ query: a100Query, ...call() })).not.toHaveLength(0);
+      await reader.getInstance({ cluster, id, ...call() }); // pending
+      expect(await reader.getInstance({ cluster, id, ...call() })).toMatchObject({ status: "running" });
+      const [listed] = (await reader.listInstances?.(call())) ?? [];
+      // Without a key pair on this machine the pod is listed without one.
+      expect(listed?.ssh).toMatchObject({ user: "root" });
+      expect(listed?.ssh).not.toHaveProperty("identityFile");
+      // With one (made by prepare), listing points at it.
+      const [own] = (await runpod.listInstances?.(call())) ?? [];
+      expect(own?.ssh).toMatchObject({ identityFile: cluster.specific.identityFile });
+      await reader.terminate({ cluster, ids: [id], ...call() });
+      await expect(stat(empty)).rejects.toMatchObject({ code: "ENOENT" });
+    } finally {
+      await rm(elsewhere, { recursive: true, force: true });
+    }
+  });
+
   it("selfDestruct removes the pod with runpodctl and the pod-scoped key from PID 1's environment", async () => {
     const [created] = await runpod.provision({ cluster, count: 1, ...call() });
     const op = runpod.selfDestruct({ cluster, instance: created as Instance });
@@ -459,6 +483,25 @@ describe("errors", () => {
     } finally {
       if (saved === undefined) delete process.env.RUNPOD_API_KEY;
       else process.env.RUNPOD_API_KEY = saved;
+    }
+  });
+
+  it("without an API key, listing and terminating fail and create no key pair", async () => {
+    const saved = process.env.RUNPOD_API_KEY;
+    delete process.env.RUNPOD_API_KEY;
+    const elsewhere = await mkdtemp(join(tmpdir(), "skyward-runpod-no-key-"));
+    try {
+      const empty = join(elsewhere, "keys");
+      const runpod = RunPod({ keysDirectory: empty });
+      await expect(runpod.listInstances?.(call())).rejects.toSatisfy(ConfigurationError.isInstance);
+      const cluster = {} as Cluster<RunPodClusterData>;
+      await expect(runpod.terminate({ cluster, ids: ["p1"], ...call() })).rejects.toThrow();
+      await expect(stat(empty)).rejects.toMatchObject({ code: "ENOENT" });
+      expect(fake.requests).toEqual([]);
+    } finally {
+      if (saved === undefined) delete process.env.RUNPOD_API_KEY;
+      else process.env.RUNPOD_API_KEY = saved;
+      await rm(elsewhere, { recursive: true, force: true });
     }
   });
 

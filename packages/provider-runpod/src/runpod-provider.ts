@@ -32,7 +32,7 @@ import {
   skywardTagsToEnvironment,
   sshReachableStatus,
 } from "@skyward/provider-utils";
-import { ensureSshKeyPair, launchSshWorker } from "@skyward/ssh";
+import { ensureSshKeyPair, findSshIdentityFile, launchSshWorker } from "@skyward/ssh";
 import { z } from "zod";
 import {
   answers,
@@ -601,12 +601,8 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
     },
 
     async listInstances({ signal }) {
-      let identityFile: string | undefined;
-      try {
-        identityFile = (await ensureSshKeyPair(keysDirectory(), "runpod_ed25519")).identityFile;
-      } catch {
-        identityFile = undefined;
-      }
+      // Listing only reads: the key pair is made by `prepare`, when a machine is about to be created.
+      const identityFile = await findSshIdentityFile(keysDirectory(), "runpod_ed25519");
       return (await listPods(signal))
         .filter((pod) => tagsOf(pod)[SKYWARD_TAGS.cluster] !== undefined)
         .map((pod) => instanceFromPod(pod, identityFile));

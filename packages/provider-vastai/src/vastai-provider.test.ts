@@ -383,6 +383,30 @@ describe("getInstance, terminate, teardown, listInstances", () => {
     ).toEqual([[created?.id, cluster.id, cluster.offer.id]]);
   });
 
+  it("only prepare creates the key pair: offers, listInstances, getInstance and terminate write nothing", async () => {
+    const [created] = await vast.provision({ cluster, count: 1, ...call() });
+    const id = (created as Instance).id;
+    const elsewhere = await mkdtemp(join(tmpdir(), "skyward-vast-read-only-"));
+    try {
+      const empty = join(elsewhere, "keys");
+      const reader = provider({ keysDirectory: empty });
+      expect(await reader.offers({ query: rtx4090, ...call() })).not.toHaveLength(0);
+      await reader.getInstance({ cluster, id, ...call() }); // pending
+      expect(await reader.getInstance({ cluster, id, ...call() })).toMatchObject({ status: "running" });
+      const [listed] = (await reader.listInstances?.(call())) ?? [];
+      // Without a key pair on this machine the instance is listed without one.
+      expect(listed?.ssh).toMatchObject({ user: "root" });
+      expect(listed?.ssh).not.toHaveProperty("identityFile");
+      // With one (made by prepare), listing points at it.
+      const [own] = (await vast.listInstances?.(call())) ?? [];
+      expect(own?.ssh).toMatchObject({ identityFile: cluster.specific.identityFile });
+      await reader.terminate({ cluster, ids: [id], ...call() });
+      await expect(stat(empty)).rejects.toMatchObject({ code: "ENOENT" });
+    } finally {
+      await rm(elsewhere, { recursive: true, force: true });
+    }
+  });
+
   it("selfDestruct runs the command the onstart script installed", async () => {
     const [created] = await vast.provision({ cluster, count: 1, ...call() });
     expect(vast.selfDestruct({ cluster, instance: created as Instance })).toBe(
@@ -433,6 +457,25 @@ describe("errors", () => {
     } finally {
       if (saved === undefined) delete process.env.VAST_API_KEY;
       else process.env.VAST_API_KEY = saved;
+    }
+  });
+
+  it("without an API key, listing and terminating fail and create no key pair", async () => {
+    const saved = process.env.VAST_API_KEY;
+    delete process.env.VAST_API_KEY;
+    const elsewhere = await mkdtemp(join(tmpdir(), "skyward-vast-no-key-"));
+    try {
+      const empty = join(elsewhere, "keys");
+      const vast = VastAI({ keysDirectory: empty });
+      await expect(vast.listInstances?.(call())).rejects.toSatisfy(ConfigurationError.isInstance);
+      const cluster = {} as Cluster<VastClusterData>;
+      await expect(vast.terminate({ cluster, ids: ["12345"], ...call() })).rejects.toThrow();
+      await expect(stat(empty)).rejects.toMatchObject({ code: "ENOENT" });
+      expect(fake.requests).toEqual([]);
+    } finally {
+      if (saved === undefined) delete process.env.VAST_API_KEY;
+      else process.env.VAST_API_KEY = saved;
+      await rm(elsewhere, { recursive: true, force: true });
     }
   });
 

@@ -29,7 +29,7 @@ import {
   skywardTags,
   sshReachableStatus,
 } from "@skyward/provider-utils";
-import { ensureSshKeyPair, launchSshWorker } from "@skyward/ssh";
+import { ensureSshKeyPair, findSshIdentityFile, launchSshWorker } from "@skyward/ssh";
 import { z } from "zod";
 import { ONSTART_MAX_LENGTH, renderOnstartScript, SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import {
@@ -594,12 +594,8 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     },
 
     async listInstances({ signal }) {
-      let identityFile: string | undefined;
-      try {
-        identityFile = (await ensureSshKeyPair(keysDirectory(), "vastai_ed25519")).identityFile;
-      } catch {
-        identityFile = undefined;
-      }
+      // Listing only reads: the key pair is made by `prepare`, when a machine is about to be created.
+      const identityFile = await findSshIdentityFile(keysDirectory(), "vastai_ed25519");
       return (await listAll(signal))
         .filter((instance) => LABEL.test(instance.label ?? ""))
         .map((instance) => instanceFromVast(instance, { ssh: settings.ssh, identityFile }));

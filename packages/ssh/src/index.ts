@@ -14,7 +14,12 @@
 export type { BootstrapScriptOptions } from "./bootstrap-script.js";
 export { renderBootstrapScript } from "./bootstrap-script.js";
 export type { SshKeyPair } from "./keys.js";
-export { ensureSshKeyPair, generateEd25519KeyPair, publicKeyOfOpenSshPrivateKey } from "./keys.js";
+export {
+  ensureSshKeyPair,
+  findSshIdentityFile,
+  generateEd25519KeyPair,
+  publicKeyOfOpenSshPrivateKey,
+} from "./keys.js";
 export type {
   SshConnectOptions,
   SshExecOptions,

@@ -3,7 +3,12 @@ import { chmod, mkdtemp, readFile, rm, stat, unlink, writeFile } from "node:fs/p
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ensureSshKeyPair, generateEd25519KeyPair, publicKeyOfOpenSshPrivateKey } from "./keys.js";
+import {
+  ensureSshKeyPair,
+  findSshIdentityFile,
+  generateEd25519KeyPair,
+  publicKeyOfOpenSshPrivateKey,
+} from "./keys.js";
 
 let directory: string;
 beforeEach(async () => {
@@ -62,5 +67,16 @@ describe("ensureSshKeyPair", () => {
   it("concurrent callers end up with the same key", async () => {
     const pairs = await Promise.all([1, 2, 3].map(() => ensureSshKeyPair(directory, "same")));
     expect(new Set(pairs.map((pair) => pair.publicKey.split(" ")[1])).size).toBe(1);
+  });
+});
+
+describe("findSshIdentityFile", () => {
+  it("finds the private key ensureSshKeyPair made, and creates nothing when there is none", async () => {
+    const keys = join(directory, "keys");
+    expect(await findSshIdentityFile(keys, "provider_ed25519")).toBeUndefined();
+    await expect(stat(keys)).rejects.toMatchObject({ code: "ENOENT" });
+    const pair = await ensureSshKeyPair(keys, "provider_ed25519");
+    expect(await findSshIdentityFile(keys, "provider_ed25519")).toBe(pair.identityFile);
+    expect(await findSshIdentityFile(keys, "other_ed25519")).toBeUndefined();
   });
 });

@@ -1,8 +1,9 @@
 /**
  * SSH key pairs Skyward generates for the providers that need one of their own (RunPod, Vast.ai…):
  * ed25519, made here with `node:crypto`, kept under a directory such as `$SKYWARD_HOME/keys` (the
- * private key 0600, in OpenSSH format). One pair per provider, created on first use and reused after,
- * so instances of earlier pools stay reachable.
+ * private key 0600, in OpenSSH format). One pair per provider, created when it first creates a machine
+ * and reused after, so instances of earlier pools stay reachable; reading (listing, terminating) only
+ * looks the pair up, and creates nothing.
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { chmod, mkdir, readFile, stat, writeFile } from "node:fs/promises";
@@ -87,6 +88,19 @@ export function publicKeyOfOpenSshPrivateKey(text: string): string | undefined {
   const typeLength = publicBlob.readUInt32BE(0);
   const type = publicBlob.subarray(4, 4 + typeLength).toString("utf8");
   return `${type} ${publicBlob.toString("base64")}`;
+}
+
+/**
+ * The private key file of the key pair `name` in `directory` when there is one, else undefined.
+ * Creates nothing, not even the directory: for what only reads, such as listing instances.
+ */
+export async function findSshIdentityFile(directory: string, name: string): Promise<string | undefined> {
+  const identityFile = join(directory, name);
+  try {
+    return (await stat(identityFile)).isFile() ? identityFile : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
