@@ -78,6 +78,7 @@ export { metrics } from "./observe/metrics.js";
 // Pools and dispatch
 export type {
   ComputeOptions,
+  MapItem,
   Pool,
   PoolNode,
   ResultOf,
