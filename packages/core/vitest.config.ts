@@ -12,6 +12,20 @@ export default defineConfig({
         extends: true,
         test: { name: "unit", include: ["src/**/*.test.ts"], testTimeout: 60_000, hookTimeout: 120_000 },
       },
+      // Type-level tests (`*.test-d.ts`): checked by tsc, never run.
+      {
+        extends: true,
+        test: {
+          name: "types",
+          include: [],
+          typecheck: {
+            enabled: true,
+            only: true,
+            include: ["src/**/*.test-d.ts"],
+            tsconfig: "tsconfig.test-d.json",
+          },
+        },
+      },
       {
         extends: true,
         test: { name: "e2e", include: ["test/**/*.test.ts"], testTimeout: 120_000, hookTimeout: 120_000 },

@@ -50,8 +50,11 @@ assert.ok(Math.abs(pi - Math.PI) < 0.01, `π estimate ${pi} is off`);
 
 console.log("\n2. map: Collatz steps of 1..12, one task per item, spread over the nodes, results in order");
 const numbers = Array.from({ length: 12 }, (_, index) => index + 1);
-const calls = numbers.map((n): [number] => [n]); // each item is one call's argument list
-const steps = await pool.map(collatzSteps, calls);
+// Each item is one call's argument list, typed from collatzSteps' parameters.
+const steps = await pool.map(
+  collatzSteps,
+  numbers.map((n) => [n]),
+);
 console.log(`   ${numbers.map((n, index) => `${n}→${steps[index]}`).join("  ")}`);
 assert.deepEqual(steps, [0, 1, 7, 2, 5, 8, 16, 3, 19, 6, 14, 9]);
 

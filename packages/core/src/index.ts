@@ -81,6 +81,7 @@ export type { CommandOptions, CommandResult } from "./pool/commands.js";
 export { script, shell } from "./pool/commands.js";
 export type {
   ComputeOptions,
+  MapItem,
   Pool,
   PoolNode,
   ResultOf,

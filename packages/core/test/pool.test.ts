@@ -90,13 +90,17 @@ describe("a 3-node local pool (thread executor)", () => {
     expect(unordered).toEqual([0.01, 0.2, 0.4]);
   });
 
-  it("maps in input order, reading an async iterable lazily", async () => {
+  it("maps in input order, reading an async iterable lazily; items may end in kwargs", async () => {
     const items = Array.from({ length: 500 }, (_, i) => [i, i] as [number, number]);
     expect(await pool.map(add, items)).toEqual(items.map(([a, b]) => a + b));
     async function* generated() {
       for (let i = 0; i < 50; i += 1) yield [i, 1] as [number, number];
     }
     expect(await pool.map(add, generated())).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    // Items take add's parameter tuple, so literals need no annotation and may end in kwargs.
+    expect(await pool.map(add, [[1, 2], [3, sky.kwargs({ b: 4 })], [sky.kwargs({ a: 5, b: 6 })]])).toEqual([
+      3, 7, 11,
+    ]);
   });
 
   it("submits without waiting and returns a handle with an id", async () => {

@@ -55,7 +55,13 @@ import { extendImage, type Image } from "../spec/image.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
 import { cachedOffers } from "./offer-cache.js";
-import type { Pending, PendingStream, PendingTask, PythonFunction } from "./python-function.js";
+import type {
+  CallArguments,
+  Pending,
+  PendingStream,
+  PendingTask,
+  PythonFunction,
+} from "./python-function.js";
 import { type TaskCallbacks, TaskManager, type TaskRequest } from "./task-manager.js";
 import { WorkerConnection } from "./worker-connection.js";
 
@@ -86,6 +92,12 @@ export interface TaskHandle<R> {
   /** Cancels the task: dropped if queued, cancelled on the worker if running. */
   cancel(): void;
 }
+
+/**
+ * One item of `pool.map`: the argument list of one call of the function, positional arguments or a
+ * leading part of them plus `sky.kwargs(…)`; read-only tuples (`as const`) are accepted too.
+ */
+export type MapItem<A extends unknown[]> = Readonly<CallArguments<A>>;
 
 /** The result type of a pending task. */
 export type ResultOf<T> = T extends PendingTask<infer R> ? R : never;
@@ -1138,13 +1150,16 @@ class PoolRuntime implements AsyncDisposable {
     }
   }
 
+  // Items are typed from `fn` alone (NoInfer): inferring from them too widens `[[{ lr: 0.1 }]]` to
+  // `{ lr: number }[][]`, which no longer matches the function's parameter tuple.
   /**
-   * Calls `fn` once per item (each item is the call's argument list) across the pool; results in
-   * input order. Items are read lazily, so a large or endless iterable is not queued all at once.
+   * Calls `fn` once per item (each item is the call's argument list, optionally ending in
+   * `sky.kwargs(…)`) across the pool; results in input order. Items are read lazily, so a large or
+   * endless iterable is not queued all at once.
    */
   async map<A extends unknown[], R>(
     fn: PythonFunction<A, R>,
-    items: Iterable<A> | AsyncIterable<A>,
+    items: Iterable<NoInfer<MapItem<A>>> | AsyncIterable<NoInfer<MapItem<A>>>,
     options: WaitOptions = {},
   ): Promise<R[]> {
     this.#checkOpen();
@@ -1165,7 +1180,7 @@ class PoolRuntime implements AsyncDisposable {
     const window = Math.max(64, this.#tasks.capacity * 4);
     let index = 0;
     try {
-      for await (const item of items as AsyncIterable<A>) {
+      for await (const item of items as AsyncIterable<MapItem<A>>) {
         if (failure) break;
         if (!Array.isArray(item)) {
           throw new ConfigurationError({
@@ -1179,7 +1194,7 @@ class PoolRuntime implements AsyncDisposable {
         }
         const position = index;
         index += 1;
-        const pending = fn(...(item as A));
+        const pending = fn(...(item as CallArguments<A>));
         outstanding += 1;
         const ticket = this.#tasks.submit(this.#request(pending), {
           result: (value) => {
