@@ -64,3 +64,4 @@ def sleep_then_mark(key: str, seconds: float) -> str:
 def slot_threads() -> list[str]:
     """The names of the live slot threads (a stopped task's thread must not linger)."""
     return sorted(thread.name for thread in threading.enumerate() if thread.name.startswith("skyward-slot-"))
+
