@@ -1,10 +1,10 @@
 """Executors: where the worker's tasks run.
 
-``thread`` runs tasks on ``concurrency`` long-lived threads (one per slot); a cancelled or timed-out
-task gets an asynchronous exception in its thread (see :meth:`ThreadExecutor.stop_task`). ``process`` runs each
-slot's tasks in a child interpreter (``python -m skyward.child``) that it reuses, or replaces after
-every task when processes are not reused. Both report back to the worker (the *host*) on the event
-loop thread through the :class:`Host` methods.
+``thread`` runs tasks on ``concurrency`` long-lived threads (one per slot); a cancelled or
+timed-out task gets an asynchronous exception in its thread (:meth:`ThreadExecutor.stop_task`).
+``process`` runs each slot's tasks in a child interpreter (``python -m skyward.child``) that it
+reuses, or replaces after every task when processes are not reused. Both report back to the
+worker (the *host*) on the event loop thread through the :class:`Host` methods.
 
 A worker has one executor for its tasks and, once a nested task arrives, a second one of the same
 kind for nested tasks (nested dispatch), whose slots are numbered after the first one's
@@ -303,9 +303,9 @@ class ThreadExecutor:
         if task.thread_id == thread_id:
             self._log(
                 f"task {task.id} ({task.fn}) was stopped, but its thread is still running it "
-                f"{INTERRUPT_REPORT_DELAY:g} s later: it is inside a call Python cannot interrupt (C code, "
-                "such as time.sleep, a blocking read or a native library) and stops when that returns; "
-                'use executor "process" for code that must stop at once'
+                f"{INTERRUPT_REPORT_DELAY:g} s later: it is inside a call Python cannot interrupt (C code "
+                "such as time.sleep, a blocking read or a native library; it stops when that returns) "
+                'or it caught the interrupt; use executor "process" for code that must stop at once'
             )
 
     def deliver_input(self, task: Task, stream_index: int, kind: str, value: Any) -> None:
