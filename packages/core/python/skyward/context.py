@@ -77,7 +77,7 @@ class TaskContext:
         #: nesting counts of output filters for (stdout, stderr); > 0 means dropped
         self.muted = [0, 0]
         self.channels = channels
-        #: set when the task was cancelled or timed out but its thread could not be stopped
+        #: set when the task was cancelled or timed out (its thread may run on inside a C call)
         self.abandoned = False
         #: the task's nested-dispatch futures, created by its first ``skyward.dispatch.submit``
         self.subtasks: SubtaskTable | None = None

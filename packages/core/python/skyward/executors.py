@@ -1,9 +1,10 @@
 """Executors: where the worker's tasks run.
 
-``thread`` runs tasks on ``concurrency`` long-lived threads (one per slot). ``process`` runs each
-slot's tasks in a child interpreter (``python -m skyward.child``) that it reuses, or replaces after
-every task when processes are not reused. Both report back to the worker (the *host*) on the event
-loop thread through the :class:`Host` methods.
+``thread`` runs tasks on ``concurrency`` long-lived threads (one per slot); a cancelled or
+timed-out task gets an asynchronous exception in its thread (:meth:`ThreadExecutor.stop_task`).
+``process`` runs each slot's tasks in a child interpreter (``python -m skyward.child``) that it
+reuses, or replaces after every task when processes are not reused. Both report back to the
+worker (the *host*) on the event loop thread through the :class:`Host` methods.
 
 A worker has one executor for its tasks and, once a nested task arrives, a second one of the same
 kind for nested tasks (nested dispatch), whose slots are numbered after the first one's
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ctypes
 import os
 import pickle
 import signal
@@ -32,6 +34,8 @@ from .protocol import StreamRef
 
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD_EXIT_GRACE = 5.0  # seconds an idle child gets to exit its around_process hooks at close
+#: seconds after an interrupt when a thread still inside its task is reported as stuck in a C call
+INTERRUPT_REPORT_DELAY = 1.0
 
 
 class Task:
@@ -39,7 +43,7 @@ class Task:
 
     __slots__ = (
         "id", "fn", "args", "kwargs", "timeout", "stream", "pin", "connection", "state", "slot",
-        "context", "inputs", "stream_indices", "nested", "subtasks",
+        "context", "inputs", "stream_indices", "nested", "subtasks", "thread_id", "interrupted",
     )
 
     def __init__(
@@ -73,6 +77,10 @@ class Task:
         self.nested = nested
         #: numbers of this task's subtasks sent to the client and not answered yet
         self.subtasks: set[int] | None = None
+        #: the thread running the task, while it may be interrupted (thread executor)
+        self.thread_id: int | None = None
+        #: an interrupt was sent to ``thread_id`` (at most one per task)
+        self.interrupted = False
 
 
 class Host(Protocol):
@@ -115,6 +123,18 @@ def _next_queued(tasks: Deque[Task]) -> Optional[Task]:
 # ---------------------------------------------------------------------------------------------
 
 
+class TaskInterrupted(BaseException):
+    """Raised in a slot thread whose task was cancelled or timed out (a ``BaseException``, so the
+    task's ``except Exception`` blocks let it through; its ``finally`` blocks run)."""
+
+
+def _set_async_exception(thread_id: int, exception: type[BaseException] | None) -> int:
+    """Raise ``exception`` in the thread at its next bytecode (``None`` withdraws a pending one);
+    returns how many threads it reached."""
+    exception_object = ctypes.py_object(exception) if exception is not None else None
+    return ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), exception_object)
+
+
 class ThreadExecutor:
     """``concurrency`` long-lived threads taking tasks from one shared queue (plus one per slot
     for pinned tasks). Threads take their next task themselves, so a busy worker needs no event
@@ -124,14 +144,19 @@ class ThreadExecutor:
     name = "thread"
 
     def __init__(self, concurrency: int, runner: TaskRunner, host: Host, router: OutputRouter,
-                 first_slot: int = 0, label: str = "slot") -> None:
+                 log: Callable[[str], None], first_slot: int = 0, label: str = "slot") -> None:
         self.concurrency = concurrency
         self.first_slot = first_slot
         self._label = label
         self._runner = runner
         self._host = host
         self._router = router
+        self._log = log
         self._condition = threading.Condition()
+        #: guards every task's ``thread_id``/``interrupted``: an interrupt is sent only while the
+        #: task's own turn in its thread is open (a plain Lock: its ``with`` leaves no bytecode
+        #: between acquiring and the block, where an asynchronous exception could strand it)
+        self._turns = threading.Lock()
         self._shared: Deque[Task] = collections.deque()
         self._pinned: List[Deque[Task]] = [collections.deque() for _ in range(concurrency)]
         self._threads: List[Optional[threading.Thread]] = [None] * concurrency
@@ -212,7 +237,17 @@ class ThreadExecutor:
             token = current_task.set(context)
             running.add(context)
             try:
-                outcome = runner.run(task.fn, args, kwargs, task.stream, emit, context)
+                try:
+                    self._open_turn(task)
+                    try:
+                        outcome = runner.run(task.fn, args, kwargs, task.stream, emit, context)
+                    finally:
+                        self._close_turn(task)
+                except TaskInterrupted:
+                    # Landed outside the task's own code (the runner reports the rest as an error);
+                    # the task is finished already, so this outcome is discarded.
+                    self._close_turn(task)
+                    outcome = error_outcome("cancelled", "TaskInterrupted", "the task was stopped")
             finally:
                 running.discard(context)
                 current_task.reset(token)
@@ -220,16 +255,58 @@ class ThreadExecutor:
             context.close()
             post(host.on_done, task, outcome)
 
+    def _open_turn(self, task: Task) -> None:
+        with self._turns:
+            task.thread_id = threading.get_ident()
+
+    def _close_turn(self, task: Task) -> None:
+        """End the time an interrupt may be sent for ``task``; withdraw one sent but not raised yet,
+        so it never lands in what the thread runs next."""
+        with self._turns:
+            task.thread_id = None
+            if task.interrupted:
+                _set_async_exception(threading.get_ident(), None)
+
+    def _interrupt(self, task: Task) -> int | None:
+        """Raise :class:`TaskInterrupted` in the thread running ``task``; the thread id, or None
+        when the task's turn is over (or it was interrupted already)."""
+        with self._turns:
+            thread_id = task.thread_id
+            if thread_id is None or task.interrupted:
+                return None
+            task.interrupted = True
+            if _set_async_exception(thread_id, TaskInterrupted) != 1:
+                _set_async_exception(thread_id, None)
+                return None
+            return thread_id
+
     def stop_task(self, task: Task) -> None:
-        """A running thread cannot be stopped: abandon it and give its slot a fresh thread."""
+        """Interrupt the task's thread and give its slot a fresh thread.
+
+        The interrupt stops Python code at its next bytecode; code inside a C call (``time.sleep``,
+        a blocking read, a long numpy operation) runs on until the call returns. Either way the old
+        thread exits once its task has returned, and the slot serves the next task at once.
+        """
         if task.context is not None:
             task.context.abandoned = True
             end_subtasks(task.context)
         for stream in task.inputs.values():
             stream.fail("the task was stopped")
+        thread_id = self._interrupt(task)
         with self._condition:
-            self._start_thread(task.slot - self.first_slot)  # the old thread exits once its task returns
+            self._start_thread(task.slot - self.first_slot)
             self._condition.notify_all()
+        if thread_id is not None:
+            asyncio.get_running_loop().call_later(INTERRUPT_REPORT_DELAY, self._report_stuck, task, thread_id)
+
+    def _report_stuck(self, task: Task, thread_id: int) -> None:
+        if task.thread_id == thread_id:
+            self._log(
+                f"task {task.id} ({task.fn}) was stopped, but its thread is still running it "
+                f"{INTERRUPT_REPORT_DELAY:g} s later: it is inside a call Python cannot interrupt (C code "
+                "such as time.sleep, a blocking read or a native library; it stops when that returns) "
+                'or it caught the interrupt; use executor "process" for code that must stop at once'
+            )
 
     def deliver_input(self, task: Task, stream_index: int, kind: str, value: Any) -> None:
         stream = task.inputs.get(stream_index)

@@ -33,12 +33,16 @@ class _Flusher:
     """One daemon thread per process that sends partial lines left waiting for FLUSH_INTERVAL."""
 
     def __init__(self) -> None:
-        self._condition = threading.Condition()
+        # Task threads take the plain lock directly: a stopped task's interrupt (an asynchronous
+        # exception) cannot land between acquiring it and the ``with`` block, as it can inside
+        # ``Condition.__enter__``, and leave it held for every other task.
+        self._lock = threading.Lock()
+        self._condition = threading.Condition(self._lock)
         self._due: list[OutputChannel] = []
         self._thread: threading.Thread | None = None
 
     def schedule(self, channel: OutputChannel) -> None:
-        with self._condition:
+        with self._lock:
             self._due.append(channel)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="skyward-output-flusher", daemon=True)

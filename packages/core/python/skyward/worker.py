@@ -316,7 +316,8 @@ class Worker:
         if options.executor == "process":
             return ProcessExecutor(options.concurrency, options.reuse_processes, self, self.log, first_slot)
         return ThreadExecutor(
-            options.concurrency, self.runner, self, self._router, first_slot, "nested-slot" if nested else "slot"
+            options.concurrency, self.runner, self, self._router, self.log, first_slot,
+            "nested-slot" if nested else "slot",
         )
 
     def _executors(self) -> List[ThreadExecutor | ProcessExecutor]:
