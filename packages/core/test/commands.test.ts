@@ -62,6 +62,16 @@ for (const executor of ["thread", "process"] as const) {
       expect(logs.every((event) => event.taskId !== undefined)).toBe(true);
     });
 
+    it("maps over commands and scripts, results in input order", async () => {
+      const echoed = await pool.map(sky.shell, [["echo one"], ["echo two"], ["echo three"]]);
+      expect(echoed.map((result) => result.stdout)).toEqual(["one\n", "two\n", "three\n"]);
+      const scripted = await pool.map(sky.script, [
+        ["argv_tool.py", ["x y"]],
+        ["argv_tool.py", ["$Z"]],
+      ]);
+      expect(scripted.map((result) => result.stdout)).toEqual(['["x y"]\n', '["$Z"]\n']);
+    });
+
     it("works with run, gather, stream and submit", async () => {
       expect((await pool.run(sky.shell("echo $((1 + 2))"))).stdout).toBe("3\n");
       const [a, b] = await pool.gather(sky.shell("echo a"), sky.script("argv_tool.py", ["b"]));

@@ -2,6 +2,7 @@
 // vitest's "types" project and core's `tsc --noEmit` both check it.
 import { describe, expectTypeOf, test } from "vitest";
 import { z } from "zod";
+import { type CommandResult, script, shell } from "./commands.js";
 import type { MapItem, Pool, TaskHandle } from "./pool.js";
 import { kwargs, type PendingStream, type PendingTask, python } from "./python-function.js";
 
@@ -171,6 +172,17 @@ describe("map", () => {
     const widened = [1, 2].map((n) => [n, n]);
     // @ts-expect-error number[] is not [number, number]
     pool.map(add, widened);
+  });
+
+  test("task factories: sky.shell, sky.script, a function returning a pending task", () => {
+    expectTypeOf(pool.map(shell, [["echo a"], ["echo b", { timeout: 5 }]])).toEqualTypeOf<
+      Promise<CommandResult[]>
+    >();
+    expectTypeOf(pool.map(script, [["tool.py", ["--x"]]])).toEqualTypeOf<Promise<CommandResult[]>>();
+    const double = (n: number) => add(n, n);
+    expectTypeOf(pool.map(double, [[1], [2]])).toEqualTypeOf<Promise<number[]>>();
+    // @ts-expect-error: a command is a string
+    void pool.map(shell, [[42]]);
   });
 
   test("generator functions are not mapped", () => {

@@ -1160,6 +1160,20 @@ class PoolRuntime implements AsyncDisposable {
   async map<A extends unknown[], R>(
     fn: PythonFunction<A, R>,
     items: Iterable<NoInfer<MapItem<A>>> | AsyncIterable<NoInfer<MapItem<A>>>,
+    options?: WaitOptions,
+  ): Promise<R[]>;
+  /**
+   * Calls a task factory once per item — `sky.shell`, `sky.script`, or a function of your own returning
+   * a pending task — each item being its argument list; results in input order.
+   */
+  async map<A extends unknown[], R>(
+    fn: (...args: A) => PendingTask<R>,
+    items: Iterable<NoInfer<Readonly<A>>> | AsyncIterable<NoInfer<Readonly<A>>>,
+    options?: WaitOptions,
+  ): Promise<R[]>;
+  async map<A extends unknown[], R>(
+    fn: (...args: CallArguments<A>) => PendingTask<R>,
+    items: Iterable<NoInfer<MapItem<A>>> | AsyncIterable<NoInfer<MapItem<A>>>,
     options: WaitOptions = {},
   ): Promise<R[]> {
     this.#checkOpen();
