@@ -21,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
 
 const skipReason = await requireTestbed();
+const argvTool = fileURLToPath(new URL("./fixtures/tools", import.meta.url));
 const tasks = fileURLToPath(new URL("./fixtures/ssh_tasks.py", import.meta.url));
 const data = fileURLToPath(new URL("./fixtures/ssh_tasks_data", import.meta.url));
 
@@ -256,5 +257,26 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
     expect(["clear error", "result"]).toContain(outcome);
     expect(await waitUntil(() => pool.currentNodes() === 1, 60_000)).toBe(true);
     expect(typeof (await pool.run(pid()))).toBe("number");
+  }, 180_000);
+
+  it("runs commands and shipped scripts as tasks on every host: output, exit codes, exact arguments", async () => {
+    await using pool = await sky.compute({
+      provider: SSH({ hosts: hostInputs([0, 1]) }),
+      nodes: 2,
+      ttl: 0,
+      image: { includes: [argvTool] },
+      options: { console: false },
+    });
+    const hosts = await pool.broadcast(sky.shell("hostname -I | cut -d' ' -f1"));
+    expect(hosts.map((result) => result.stdout.trim()).sort()).toEqual(
+      [bed.hosts[0]?.host, bed.hosts[1]?.host].sort(),
+    );
+    // Shipped in a directory of includes, the script keeps its execute bit and gets its argv exactly.
+    const argv = await pool.run(sky.script("tools/argv_tool.sh", ["a b", "$HOME", "'q'", ""]));
+    expect(argv.stdout).toBe("[a b]\n[$HOME]\n['q']\n[]\n");
+    const failed = await pool.run(sky.shell("echo going; exit 3")).catch((error: unknown) => error);
+    expect(sky.CommandFailedError.isInstance(failed)).toBe(true);
+    expect(failed).toMatchObject({ exitCode: 3 });
+    expect((failed as sky.CommandFailedError).outputTail).toContain("going");
   }, 180_000);
 });
