@@ -17,11 +17,14 @@ skyward_node_major() {
 
 # Native addons (ssh2's crypto binding) must build against the headers of the Node that runs them,
 # not a machine-wide `nodedir` pointing at an older Node: the toolchain's Node package ships its own.
+# Only `pnpm install` builds addons, so only it is given the setting (skyward_ensure_dependencies):
+# exported, it would make every later npm command warn `Unknown env config "nodedir"`.
+SKYWARD_NODEDIR=""
 skyward_use_toolchain_headers() {
   local dir
   for dir in "$SKYWARD_TOOLCHAIN"/node_modules/node/node_modules/node-*; do
     if [ -f "$dir/include/node/node_api.h" ]; then
-      export npm_config_nodedir="$dir"
+      SKYWARD_NODEDIR="$dir"
       return 0
     fi
   done
@@ -134,7 +137,8 @@ skyward_ensure_framework_packages() {
 }
 
 skyward_ensure_dependencies() {
-  (cd "$SKYWARD_ROOT" && pnpm install --frozen-lockfile --reporter=append-only >&2)
+  (cd "$SKYWARD_ROOT" && env ${SKYWARD_NODEDIR:+npm_config_nodedir="$SKYWARD_NODEDIR"} \
+    pnpm install --frozen-lockfile --reporter=append-only >&2)
 }
 
 skyward_setup() {
