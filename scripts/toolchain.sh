@@ -153,6 +153,15 @@ skyward_ensure_dependencies() {
     pnpm install --frozen-lockfile --reporter=append-only >&2)
 }
 
+# Builds with turbo (and its cache): one line per package as its build starts, rather than tsup's
+# dozen each or silence; when one fails, it runs once more with the failing build's output shown
+# (what did build is cached by then). Arguments go to turbo, e.g. --filter @skyward/example-hello...
+skyward_build() {
+  (cd "$SKYWARD_ROOT" && TURBO_TELEMETRY_DISABLED=1 pnpm exec turbo run build --output-logs=hash-only "$@" >&2) && return 0
+  skyward_log "the build failed; once more, with its output:"
+  (cd "$SKYWARD_ROOT" && TURBO_TELEMETRY_DISABLED=1 pnpm exec turbo run build --output-logs=errors-only "$@" >&2)
+}
+
 skyward_setup() {
   skyward_ensure_node && skyward_ensure_pnpm && skyward_ensure_dependencies
 }
