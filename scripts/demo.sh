@@ -7,5 +7,5 @@ skyward_setup
 case " $* " in *" --testbed "*) skyward_ensure_system_packages ;; esac
 cd "$SKYWARD_ROOT"
 export TURBO_TELEMETRY_DISABLED=1 DO_NOT_TRACK=1
-pnpm exec turbo run build --output-logs=errors-only >&2
+skyward_build --filter @skyward/example-quickstart...
 pnpm --silent demo "$@"

@@ -17,11 +17,14 @@ skyward_node_major() {
 
 # Native addons (ssh2's crypto binding) must build against the headers of the Node that runs them,
 # not a machine-wide `nodedir` pointing at an older Node: the toolchain's Node package ships its own.
+# Only `pnpm install` builds addons, so only it is given the setting (skyward_ensure_dependencies):
+# exported, it would make every later npm command warn `Unknown env config "nodedir"`.
+SKYWARD_NODEDIR=""
 skyward_use_toolchain_headers() {
   local dir
   for dir in "$SKYWARD_TOOLCHAIN"/node_modules/node/node_modules/node-*; do
     if [ -f "$dir/include/node/node_api.h" ]; then
-      export npm_config_nodedir="$dir"
+      SKYWARD_NODEDIR="$dir"
       return 0
     fi
   done
@@ -66,6 +69,22 @@ skyward_ensure_pnpm() {
   hash -r
 }
 
+# apt-get, quietly: its progress and dpkg's ("Selecting previously unselected package…", "Setting up…")
+# go to .toolchain/apt.log; the terminal gets one line before and one after, or the log's end on failure.
+skyward_apt_install() {
+  local log="$SKYWARD_TOOLCHAIN/apt.log" started=$SECONDS
+  mkdir -p "$SKYWARD_TOOLCHAIN"
+  skyward_log "installing $* with apt-get (its output: .toolchain/apt.log)"
+  if { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"; } \
+    >>"$log" 2>&1 </dev/null; then
+    skyward_log "installed $* in $((SECONDS - started)) s"
+  else
+    skyward_log "apt-get could not install $*; the end of .toolchain/apt.log:"
+    tail -n 20 "$log" >&2
+    return 1
+  fi
+}
+
 # A Python environment for the test suite: the system's python3 (Debian's, where frameworks such as
 # python3-torch are installed) with its site-packages visible, plus pytest and numpy from PyPI.
 SKYWARD_PYTHON_ENV="$SKYWARD_TOOLCHAIN/python"
@@ -80,8 +99,7 @@ skyward_ensure_python() {
     skyward_log "creating the test Python environment in .toolchain/python from $base"
     if ! "$base" -m venv --system-site-packages "$SKYWARD_PYTHON_ENV" >&2; then
       if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        skyward_log "installing python3-venv"
-        apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2 || return 1
+        skyward_apt_install python3-venv || return 1
         rm -rf "$SKYWARD_PYTHON_ENV"
         "$base" -m venv --system-site-packages "$SKYWARD_PYTHON_ENV" >&2 || return 1
       else
@@ -108,8 +126,7 @@ skyward_ensure_system_packages() {
   command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || missing+=(iproute2)
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    skyward_log "installing ${missing[*]}"
-    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    skyward_apt_install "${missing[@]}"
   else
     skyward_log "not installed: ${missing[*]} (the SSH end-to-end tests need them)"
     [ "${CI:-}" != "true" ]
@@ -124,9 +141,7 @@ skyward_ensure_system_packages() {
 skyward_ensure_framework_packages() {
   [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch, sklearn, joblib, pytest, pip" 2>/dev/null && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    skyward_log "installing python3-torch, python3-sklearn, python3-joblib, python3-pytest and python3-pip"
-    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      python3-torch python3-sklearn python3-joblib python3-pytest python3-pip >&2
+    skyward_apt_install python3-torch python3-sklearn python3-joblib python3-pytest python3-pip
   else
     skyward_log "not installed: python3-torch, python3-sklearn, python3-joblib, python3-pip (the plugin tests need them)"
     [ "${CI:-}" != "true" ]
@@ -134,7 +149,17 @@ skyward_ensure_framework_packages() {
 }
 
 skyward_ensure_dependencies() {
-  (cd "$SKYWARD_ROOT" && pnpm install --frozen-lockfile --reporter=append-only >&2)
+  (cd "$SKYWARD_ROOT" && env ${SKYWARD_NODEDIR:+npm_config_nodedir="$SKYWARD_NODEDIR"} \
+    pnpm install --frozen-lockfile --reporter=append-only >&2)
+}
+
+# Builds with turbo (and its cache): one line per package as its build starts, rather than tsup's
+# dozen each or silence; when one fails, it runs once more with the failing build's output shown
+# (what did build is cached by then). Arguments go to turbo, e.g. --filter @skyward/example-hello...
+skyward_build() {
+  (cd "$SKYWARD_ROOT" && TURBO_TELEMETRY_DISABLED=1 pnpm exec turbo run build --output-logs=hash-only "$@" >&2) && return 0
+  skyward_log "the build failed; once more, with its output:"
+  (cd "$SKYWARD_ROOT" && TURBO_TELEMETRY_DISABLED=1 pnpm exec turbo run build --output-logs=errors-only "$@" >&2)
 }
 
 skyward_setup() {

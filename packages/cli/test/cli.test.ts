@@ -12,6 +12,7 @@ import type { Instance, Offer } from "@skyward/core/contract";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 
 const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+const bin = fileURLToPath(new URL("../bin/skyward.js", import.meta.url));
 const fixturePackage = fileURLToPath(new URL("./fixtures/fake-provider-package", import.meta.url));
 
 const ENV_KEY = "sk-fake-env-0123456789abcdef";
@@ -484,6 +485,17 @@ describe("errors", () => {
     const price = await run(["offers", "--max-price", "cheap"]);
     expect(price.code).toBe(2);
     expect(price.stderr).toContain('--max-price expects a number > 0, received "cheap"');
+  });
+});
+
+describe("the package's bin", () => {
+  it("bin/skyward.js runs the built CLI, with its output and exit code", () => {
+    const result = spawnSync(bin, ["launch"], {
+      cwd: project,
+      env: { PATH: process.env.PATH ?? "", HOME: home },
+    });
+    expect(result.status).toBe(2);
+    expect(result.stderr.toString()).toContain('skyward: unknown command "launch"');
   });
 });
 

@@ -23,7 +23,7 @@ import {
 } from "@skyward/core/contract";
 import { launchSshWorker } from "@skyward/ssh";
 import { HttpResponse } from "msw";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { type FakePod, type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
 import { RunPodApiError } from "./runpod-api.js";
 import {
@@ -580,8 +580,16 @@ describe("errors", () => {
 });
 
 describe("the test harness", () => {
-  it("lets no request out of the process", async () => {
-    await expect(fetch("https://rest.runpod.io/v1/endpoints")).rejects.toThrow();
+  it("lets no request out of the process, and says which one it refused", async () => {
+    // msw reports a request no handler matches on console.error: expected here, so checked rather
+    // than printed into the test log (elsewhere it is printed, and the request fails the test).
+    const reported = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      await expect(fetch("https://rest.runpod.io/v1/endpoints")).rejects.toThrow();
+      expect(reported.mock.calls.flat().join("\n")).toContain("GET https://rest.runpod.io/v1/endpoints");
+    } finally {
+      reported.mockRestore();
+    }
   });
 });
 
