@@ -1,12 +1,15 @@
 // Fails when the test log holds what reads as a failure but is none: colour codes (the run sets
 // NO_COLOR), npm's warnings about settings it does not know, msw's reports of unmatched requests
-// (an unmatched request fails its test; one a test expects is checked, not printed). Usage: node scripts/check-log-noise.mjs FILE…
+// (an unmatched request fails its test; one a test expects is checked, not printed), pnpm's warnings
+// during the setup's install. Usage: node scripts/check-log-noise.mjs FILE…
 import { readFileSync } from "node:fs";
 
 const noises = [
   { pattern: new RegExp(`${String.fromCharCode(0x1b)}\\[`), what: "an ANSI escape code (is NO_COLOR set?)" },
   { pattern: /npm warn Unknown \w+ config/, what: "npm warns about a setting it does not know" },
   { pattern: /\[MSW\]/, what: "msw reports a request no handler matched" },
+  // pnpm's warnings (` WARN  Failed to create bin …`): a fresh install prints none.
+  { pattern: /^\s*WARN\s/, what: "pnpm warns (a fresh install must print no warning)" },
 ];
 
 let found = 0;

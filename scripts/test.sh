@@ -5,14 +5,19 @@
 # (scripts/check-log-noise.mjs) and scans it and the test reports for secrets (scripts/scan-secrets.mjs).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
-skyward_setup
-skyward_ensure_system_packages
-skyward_ensure_framework_packages
-skyward_ensure_python
+# The setup's output is kept too: a fresh install must be free of warnings (checked below).
+setup_log="$(mktemp)"
+{
+  skyward_setup
+  skyward_ensure_system_packages
+  skyward_ensure_framework_packages
+  skyward_ensure_python
+} > >(tee -a "$setup_log") 2> >(tee -a "$setup_log" >&2)
 cd "$SKYWARD_ROOT"
 export TURBO_TELEMETRY_DISABLED=1 DO_NOT_TRACK=1
 rm -rf packages/*/.test-report examples/*/.test-report .test-logs
 mkdir -p .test-logs
+mv "$setup_log" .test-logs/setup.log
 # The tests' pools keep their Skyward home (log file, venv cache, keys, known hosts) inside the
 # checkout, never in the user's own ~/.skyward; the check after the run holds the suite to that.
 export SKYWARD_HOME="${SKYWARD_TEST_HOME:-$SKYWARD_ROOT/.toolchain/skyward-home}"
@@ -25,7 +30,7 @@ export NO_COLOR=1
 status=0
 pnpm run ci 2>&1 | tee .test-logs/ci.log || status=$?
 node scripts/test-summary.mjs || status=1
-node scripts/check-log-noise.mjs .test-logs/ci.log || status=1
+node scripts/check-log-noise.mjs .test-logs/setup.log .test-logs/ci.log || status=1
 # Pools log to $SKYWARD_HOME/logs by default: those files are scanned too.
 node scripts/scan-secrets.mjs .test-logs packages/*/.test-report examples/*/.test-report \
   "$SKYWARD_HOME/logs" || status=1
