@@ -4,41 +4,23 @@
  * instance left — and what has to stay is named on stderr with exit code 1. (The same against AWS on
  * moto, with a client killed for real: packages/provider-aws/test/killed-client.test.ts.)
  */
-import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type CliRun, runCli } from "./run-cli.js";
 
-const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 const fixturePackage = fileURLToPath(new URL("./fixtures/fake-provider-package", import.meta.url));
 const API_KEY = "sk-fake-cleanup-0123456789abcdef";
 
 let scratch = "";
 let project = "";
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(args: readonly string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [cli, ...args],
-      {
-        cwd: project,
-        env: { PATH: process.env.PATH ?? "", HOME: join(scratch, "home"), FAKE_CLOUD_API_KEY: API_KEY },
-        timeout: 30_000,
-      },
-      (error, stdout, stderr) => {
-        const code = error ? (typeof error.code === "number" ? error.code : null) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
+function run(args: readonly string[]): Promise<CliRun> {
+  return runCli(args, {
+    cwd: project,
+    env: { PATH: process.env.PATH ?? "", HOME: join(scratch, "home"), FAKE_CLOUD_API_KEY: API_KEY },
   });
 }
 

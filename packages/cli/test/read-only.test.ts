@@ -4,14 +4,13 @@
  * pair, no directory), and `down` says no provider could be asked rather than "No live instances.".
  * The built `dist/cli.js` runs without a skyward.toml, with RunPod and Vast.ai installed in the project.
  */
-import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readdir, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type CliRun, runCli } from "./run-cli.js";
 
-const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 const cliModules = fileURLToPath(new URL("../node_modules/@skyward", import.meta.url));
 
 let scratch = "";
@@ -19,33 +18,15 @@ let project = "";
 let home = "";
 let skywardHome = "";
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(args: readonly string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [cli, ...args],
-      {
-        cwd: project,
-        // No RUNPOD_API_KEY, VAST_API_KEY or AWS credentials; no instance metadata to ask either.
-        env: {
-          PATH: process.env.PATH ?? "",
-          HOME: home,
-          SKYWARD_HOME: skywardHome,
-          AWS_EC2_METADATA_DISABLED: "true",
-        },
-        timeout: 30_000,
-      },
-      (error, stdout, stderr) => {
-        const code = error ? (typeof error.code === "number" ? error.code : null) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
+function run(args: readonly string[]): Promise<CliRun> {
+  return runCli(args, {
+    cwd: project,
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: home,
+      SKYWARD_HOME: skywardHome,
+      AWS_EC2_METADATA_DISABLED: "true",
+    },
   });
 }
 
