@@ -34,26 +34,6 @@ export {
 export type { LaunchCommandFields, LaunchContext } from "./contract/launch-command.js";
 export { LaunchCommand, shellQuote } from "./contract/launch-command.js";
 // Plugin contract
-export type {
-  AroundClient,
-  AroundClientOptions,
-  AroundClientResult,
-  BootstrapFactory,
-  ClusterHookOptions,
-  ImageTransform,
-  ImageTransformOptions,
-  JsonValue,
-  LauncherOptions,
-  LauncherTransform,
-  PluginBootstrapOp,
-  PluginHook,
-  PluginV1,
-  PluginWorker,
-  PluginWorkerInput,
-  PoolHandle,
-  WorkerModule,
-  WorkersPerNode,
-} from "./contract/plugin.js";
 export {
   applyImageTransforms,
   applyLaunchers,
@@ -70,37 +50,10 @@ export {
   whyNotPlugin,
   workerModules,
 } from "./contract/plugin.js";
+// The contracts' types: ProviderV1 and PluginV1, what their methods and hooks take, and the specs
+// they receive
+export type * from "./contract/types.js";
 // Provider contract
-export type {
-  CleanupOptions,
-  CleanupResult,
-  Cluster,
-  ClusterCallOptions,
-  ClusterSsh,
-  GetInstanceOptions,
-  Instance,
-  InstanceSsh,
-  InstanceStatus,
-  LaunchWorkerOptions,
-  LeftPoolResource,
-  Offer,
-  OfferQuery,
-  OffersOptions,
-  PoolResource,
-  PrepareOptions,
-  ProgressReport,
-  Provider,
-  ProviderCallOptions,
-  ProviderCapabilities,
-  ProviderV1,
-  ProvisionOptions,
-  SelfDestructOptions,
-  ShellOp,
-  TerminateOptions,
-  WorkerEndpoint,
-  WorkerEnvironment,
-  WorkerLaunchRequest,
-} from "./contract/provider.js";
 export {
   clusterFromInstance,
   isProvider,
