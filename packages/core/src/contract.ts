@@ -50,9 +50,6 @@ export {
   whyNotPlugin,
   workerModules,
 } from "./contract/plugin.js";
-// The contracts' types: ProviderV1 and PluginV1, what their methods and hooks take, and the specs
-// they receive
-export type * from "./contract/types.js";
 // Provider contract
 export {
   clusterFromInstance,
@@ -65,6 +62,9 @@ export {
   providerSchema,
   whyNotProvider,
 } from "./contract/provider.js";
+// The contracts' types: ProviderV1 and PluginV1, what their methods and hooks take, and the specs
+// they receive
+export type * from "./contract/types.js";
 // Input validation that names the field
 export { formatPath, parseInput, toConfigurationIssues } from "./errors/validation.js";
 export { findPython, preparePythonEnvironment } from "./local/python-environment.js";
