@@ -4,6 +4,8 @@ import { join } from "node:path";
 import {
   accelerators,
   ConfigurationError,
+  containers,
+  DockerImage,
   NoCapacityError,
   type PoolSpec,
   ProvisionError,
@@ -637,5 +639,52 @@ describe("settings", () => {
     });
     expect(await runpod.offers({ query: a100Query, ...call() })).toHaveLength(3);
     expect(seen).toEqual(["https://api.runpod.io/graphql"]);
+  });
+});
+
+describe("container images", () => {
+  async function deployedImage(containerImage: RunPodSettings["containerImage"]): Promise<unknown> {
+    const runpod = provider({ containerImage });
+    const spec = poolSpec({ accelerator: accelerators.A100({ count: 1 }), allocation: "on-demand" }, runpod);
+    const offer = (await runpod.offers({ query: offerQuery(spec), ...call() }))[0];
+    if (!offer) throw new Error("no offer");
+    const cluster = await runpod.prepare({ spec, offer, ...call() });
+    await runpod.provision({ cluster, count: 1, ...call() });
+    const [request] = fake.operations("SkywardDeployOnDemand");
+    return (request?.variables?.input as { imageName?: unknown } | undefined)?.imageName;
+  }
+
+  it("deploys pods from a sky.containers image, a DockerImage.of image or a tag string", async () => {
+    expect(await deployedImage(containers.runpodPytorch("2.8"))).toBe(
+      "runpod/pytorch:2.8.0-py3.13-cuda12.8.1-devel-ubuntu24.04",
+    );
+    fake.reset();
+    expect(await deployedImage(DockerImage.of("ghcr.io/acme/trainer:1.4"))).toBe("ghcr.io/acme/trainer:1.4");
+    fake.reset();
+    expect(await deployedImage("runpod/base:1.0.3-cuda1281-ubuntu2204")).toBe(
+      "runpod/base:1.0.3-cuda1281-ubuntu2204",
+    );
+  });
+
+  it("deploys CPU pods from the image too", async () => {
+    const runpod = provider({ containerImage: containers.ubuntu("22.04") });
+    const spec = poolSpec({}, runpod);
+    const offer = (await runpod.offers({ query: offerQuery(spec), ...call() })).find(
+      (candidate) => candidate.instanceType === "cpu3g-2-8",
+    );
+    if (!offer) throw new Error("no offer");
+    const cluster = await runpod.prepare({ spec, offer, ...call() });
+    await runpod.provision({ cluster, count: 1, ...call() });
+    const request = fake.requests.find((entry) => entry.url.href === "https://rest.runpod.io/v1/pods");
+    expect(request?.body).toMatchObject({ imageName: "ubuntu:22.04" });
+  });
+
+  it("refuses an image that is neither a tag nor a DockerImage, naming the field", () => {
+    expect(() => provider({ containerImage: "runpod/Base:latest" })).toThrow(
+      /RunPod\.containerImage: expected a Docker image reference/,
+    );
+    expect(() => provider({ containerImage: { name: "x" } as never })).toThrow(
+      /RunPod\.containerImage: expected an image tag string or a DockerImage/,
+    );
   });
 });

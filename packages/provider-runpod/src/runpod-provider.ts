@@ -4,10 +4,11 @@
  * SSH as root on their public address and the public port mapped to 22; the public half of a key pair
  * generated here goes to the pod as `PUBLIC_KEY`, which RunPod's images install for root.
  */
-import { NoCapacityError } from "@skyward/core";
+import { type DockerImage, NoCapacityError } from "@skyward/core";
 import {
   type Cluster,
   canonicalAcceleratorName,
+  containerImageSchema,
   type Instance,
   type Offer,
   type OfferQuery,
@@ -68,8 +69,12 @@ export interface RunPodSettings extends HttpSettings {
   apiKey?: string;
   /** Secure cloud, community cloud, or offers from both. Default `"all"`. CPU pods are secure cloud only. */
   cloudType?: RunPodCloudType;
-  /** The container image; it must start `sshd` with `$PUBLIC_KEY` authorised for root, as RunPod's images do. */
-  containerImage?: string;
+  /**
+   * The container image: a tag or a {@link DockerImage} (`sky.containers.runpodPytorch("2.8")`). It must
+   * start `sshd` with `$PUBLIC_KEY` authorised for root, as RunPod's images do. Default
+   * {@link DEFAULT_RUNPOD_IMAGE}.
+   */
+  containerImage?: string | DockerImage;
   /** Container disk per pod, GB; a spec's `diskGb` raises it. Default 50. */
   containerDiskGb?: number;
   /** A pod volume, GB (kept while the pod lives, removed with it). Default 0: none. */
@@ -126,7 +131,7 @@ const positiveInteger = (what: string) =>
 const settingsSchema = z.strictObject({
   ...httpSettingsShape,
   cloudType: z.enum(["secure", "community", "all"]).default("all"),
-  containerImage: z.string().min(1, { message: "expected an image name" }).default(DEFAULT_RUNPOD_IMAGE),
+  containerImage: containerImageSchema.default(DEFAULT_RUNPOD_IMAGE),
   containerDiskGb: positiveInteger("the container disk size in GB").min(1).default(50),
   volumeGb: positiveInteger("the volume size in GB").min(0).default(0),
   volumeMountPath: z
