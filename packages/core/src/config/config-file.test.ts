@@ -405,6 +405,7 @@ describe("loadConfig: provider tables", () => {
       runpod: "@skyward/provider-runpod",
       ssh: "@skyward/provider-ssh",
       vastai: "@skyward/provider-vastai",
+      verda: "@skyward/provider-verda",
     });
   });
 

@@ -22,6 +22,7 @@ export const PROVIDER_PACKAGES: Readonly<Record<string, string>> = Object.freeze
   runpod: "@skyward/provider-runpod",
   ssh: "@skyward/provider-ssh",
   vastai: "@skyward/provider-vastai",
+  verda: "@skyward/provider-verda",
 });
 
 /**
