@@ -16,7 +16,13 @@ const names = (entries: readonly ProviderEntry[]) => entries.map((entry) => entr
 
 describe("selectProviderEntries", () => {
   it("without --provider: every configured entry, else every built-in type", () => {
-    expect(names(selectProviderEntries(config({}), undefined))).toEqual(["aws", "runpod", "vastai", "verda"]);
+    expect(names(selectProviderEntries(config({}), undefined))).toEqual([
+      "aws",
+      "novita",
+      "runpod",
+      "vastai",
+      "verda",
+    ]);
     const configured = config({
       east: { type: "aws", package: "@skyward/provider-aws", settings: { region: "us-east-1" } },
     });
@@ -35,7 +41,7 @@ describe("selectProviderEntries", () => {
       { name: "runpod", type: "runpod", package: "@skyward/provider-runpod", settings: {} },
     ]);
     expect(() => selectProviderEntries(configured, ["gcp"])).toThrow(
-      'unknown provider "gcp": expected one of "east", "west", "aws", "runpod", "ssh", "vastai", "verda"',
+      'unknown provider "gcp": expected one of "east", "west", "aws", "novita", "runpod", "ssh", "vastai", "verda"',
     );
   });
 });
