@@ -3,6 +3,7 @@
  * fake of Novita's API (`fake-novita.ts`): offers and the lifecycle for GPU instances; then, with the
  * fake's instances lent from a test bed, a real pool whose workers run on those SSH hosts.
  */
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,6 +19,15 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Novita } from "../src/index.js";
 import { type FakeNovita, startFakeNovita, TEST_API_KEY } from "./fake-novita.js";
+
+async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return condition();
+}
 
 const tasks = fileURLToPath(new URL("./tasks.py", import.meta.url));
 
@@ -52,6 +62,8 @@ if (skipReason === undefined) {
     let bed: Testbed;
     let fake: FakeNovita;
     let keysDirectory: string;
+    /** When set, a released worker's self-destruct touches `<marker>-<host index>` instead of doing nothing. */
+    let marker: string | undefined;
     beforeAll(async () => {
       bed = await createTestbed({ hosts: 2 });
       fake = await startFakeNovita({ hosts: bed.hosts });
@@ -73,8 +85,9 @@ if (skipReason === undefined) {
         sshAddress: ({ host: address }) => {
           const host = bed.hosts.find((candidate) => candidate.host === address);
           if (!host) throw new Error(`no test-bed host at ${address}`);
-          // Never a kill of this machine's PID 1: the stand-in host is not the container.
-          return { ...testbedSshHost(host), selfDestruct: "true" };
+          // Never the real self-destruct on this machine: the stand-in host is not the instance.
+          const selfDestruct = marker ? `touch '${marker}-${bed.hosts.indexOf(host)}'` : "true";
+          return { ...testbedSshHost(host), selfDestruct };
         },
       });
 
@@ -90,6 +103,7 @@ if (skipReason === undefined) {
     });
 
     it("runs tasks on both instances, created from the sky.containers image, and deletes them when it closes", async () => {
+      marker = join(keysDirectory, `self-destructed-${Date.now()}`);
       const where = sky.python<[], { node: number; total: number; cwd: string }>("tasks:where");
       const image = sky.containers.cuda("12.8", { variant: "runtime", ubuntu: "24.04" });
       {
@@ -99,6 +113,7 @@ if (skipReason === undefined) {
           nodes: 2,
           allocation: "spot-if-available",
           image: { includes: [tasks] },
+          ttl: 0,
           options: { console: false, bootstrapTimeout: 240 },
         });
         const seen = await pool.broadcast(where());
@@ -118,6 +133,9 @@ if (skipReason === undefined) {
         ]);
       }
       expect(fake.leftovers()).toEqual([]);
+      // Released with ttl 0, each worker ran the provider's self-destruct (the seam's, here) at once.
+      const markers = [0, 1].map((index) => `${marker}-${index}`);
+      expect(await waitUntil(() => markers.every((file) => existsSync(file)), 30_000)).toBe(true);
     });
   });
 } else {

@@ -4,6 +4,7 @@
  * default spec) and for GPU instances; then, with the fake's instances lent from a test bed, a real
  * pool whose workers run on those SSH hosts.
  */
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,6 +20,15 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Verda } from "../src/index.js";
 import { type FakeVerda, startFakeVerda, TEST_CLIENT_ID, TEST_CLIENT_SECRET } from "./fake-verda.js";
+
+async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return condition();
+}
 
 const tasks = fileURLToPath(new URL("./tasks.py", import.meta.url));
 const credentials = { clientId: TEST_CLIENT_ID, clientSecret: TEST_CLIENT_SECRET, retryDelayMs: 1 };
@@ -63,6 +73,8 @@ if (skipReason === undefined) {
     let bed: Testbed;
     let fake: FakeVerda;
     let keysDirectory: string;
+    /** When set, a released worker's self-destruct touches `<marker>-<host index>` instead of doing nothing. */
+    let marker: string | undefined;
     beforeAll(async () => {
       bed = await createTestbed({ hosts: 2 });
       fake = await startFakeVerda({ hosts: bed.hosts });
@@ -83,8 +95,9 @@ if (skipReason === undefined) {
         sshAddress: ({ ip }) => {
           const host = bed.hosts.find((candidate) => candidate.host === ip);
           if (!host) throw new Error(`no test-bed host at ${ip}`);
-          // Never a shutdown of this machine: the stand-in host is not the instance.
-          return { ...testbedSshHost(host), selfDestruct: "true" };
+          // Never the real self-destruct on this machine: the stand-in host is not the instance.
+          const selfDestruct = marker ? `touch '${marker}-${bed.hosts.indexOf(host)}'` : "true";
+          return { ...testbedSshHost(host), selfDestruct };
         },
       });
 
@@ -99,6 +112,7 @@ if (skipReason === undefined) {
     });
 
     it("runs tasks on both instances, each on its own host, and deletes them and the SSH key when it closes", async () => {
+      marker = join(keysDirectory, `self-destructed-${Date.now()}`);
       const where = sky.python<[], { node: number; total: number; cwd: string }>("tasks:where");
       const add = sky.python<[a: number, b: number], number>("tasks:add");
       {
@@ -107,6 +121,7 @@ if (skipReason === undefined) {
           nodes: 2,
           allocation: "spot-if-available",
           image: { includes: [tasks] },
+          ttl: 0,
           options: { console: false, bootstrapTimeout: 240 },
         });
         const seen = await pool.broadcast(where());
@@ -137,6 +152,9 @@ if (skipReason === undefined) {
         );
       }
       expect(fake.leftovers()).toEqual([]);
+      // Released with ttl 0, each worker ran the provider's self-destruct (the seam's, here) at once.
+      const markers = [0, 1].map((index) => `${marker}-${index}`);
+      expect(await waitUntil(() => markers.every((file) => existsSync(file)), 30_000)).toBe(true);
     });
   });
 } else {
