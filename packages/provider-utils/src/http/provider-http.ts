@@ -85,6 +85,11 @@ export interface ProviderApiIdentity {
   readonly label: string;
   /** The environment variable holding the API key: `"RUNPOD_API_KEY"`. */
   readonly apiKeyVariable: string;
+  /**
+   * The request header carrying the bare key, for APIs that take no bearer token (Hyperstack's
+   * `api_key`). Default: `Authorization: Bearer <key>`.
+   */
+  readonly apiKeyHeader?: string;
 }
 
 /**
@@ -129,7 +134,7 @@ export interface ProviderHttpAttempt {
   readonly url: string;
   readonly params?: Readonly<Record<string, string>>;
   readonly data?: unknown;
-  /** `Authorization: Bearer <key>` and `Accept: application/json`. A secret: never logged. */
+  /** `Authorization: Bearer <key>` (or the identity's `apiKeyHeader`) and `Accept: application/json`. A secret: never logged. */
   readonly headers: Readonly<Record<string, string>>;
   /** Deadline of this attempt, ms. */
   readonly timeout: number;
@@ -250,7 +255,10 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
   return {
     async send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer> {
       key ??= options.apiKey();
-      const headers = { Authorization: `Bearer ${key}`, Accept: "application/json" };
+      const headers = {
+        ...(options.apiKeyHeader ? { [options.apiKeyHeader]: key } : { Authorization: `Bearer ${key}` }),
+        Accept: "application/json",
+      };
       const where = `${request.purpose} (${request.method} ${new URL(request.url).pathname})`;
       for (let attempt = 0; ; attempt += 1) {
         if (request.signal.aborted) throw request.signal.reason;
