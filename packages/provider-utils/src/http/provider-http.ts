@@ -198,7 +198,7 @@ export interface ProviderHttpClient {
   send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer>;
 }
 
-/** The message an error answer carries (`message`, `error`, `msg`, GraphQL `errors[0].message`), shortened. */
+/** The message an error answer carries (`message`, `error`, `msg`, GraphQL `errors[0].message`, JSON:API `errors[0].detail`), shortened. */
 export function answerMessage(data: unknown): string | undefined {
   if (typeof data === "string") return data.trim().slice(0, 300) || undefined;
   if (typeof data !== "object" || data === null) return undefined;
@@ -206,7 +206,11 @@ export function answerMessage(data: unknown): string | undefined {
   const errors = record.errors;
   if (Array.isArray(errors) && errors.length > 0) {
     const first = errors[0] as Record<string, unknown> | undefined;
-    if (typeof first?.message === "string") return first.message.slice(0, 300);
+    // GraphQL errors carry `message`; JSON:API error objects `detail` and `title`.
+    for (const key of ["message", "detail", "title"]) {
+      const value = first?.[key];
+      if (typeof value === "string" && value.trim() !== "") return value.trim().slice(0, 300);
+    }
   }
   for (const key of ["message", "msg", "detail", "error"]) {
     const value = record[key];
