@@ -20,6 +20,7 @@ describe("selectProviderEntries", () => {
       "aws",
       "hyperstack",
       "runpod",
+      "tensordock",
       "vastai",
     ]);
     const configured = config({
@@ -40,7 +41,7 @@ describe("selectProviderEntries", () => {
       { name: "runpod", type: "runpod", package: "@skyward/provider-runpod", settings: {} },
     ]);
     expect(() => selectProviderEntries(configured, ["gcp"])).toThrow(
-      'unknown provider "gcp": expected one of "east", "west", "aws", "hyperstack", "runpod", "ssh", "vastai"',
+      'unknown provider "gcp": expected one of "east", "west", "aws", "hyperstack", "runpod", "ssh", "tensordock", "vastai"',
     );
   });
 });

@@ -405,6 +405,7 @@ describe("loadConfig: provider tables", () => {
       hyperstack: "@skyward/provider-hyperstack",
       runpod: "@skyward/provider-runpod",
       ssh: "@skyward/provider-ssh",
+      tensordock: "@skyward/provider-tensordock",
       vastai: "@skyward/provider-vastai",
     });
   });

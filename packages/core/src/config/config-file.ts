@@ -22,6 +22,7 @@ export const PROVIDER_PACKAGES: Readonly<Record<string, string>> = Object.freeze
   hyperstack: "@skyward/provider-hyperstack",
   runpod: "@skyward/provider-runpod",
   ssh: "@skyward/provider-ssh",
+  tensordock: "@skyward/provider-tensordock",
   vastai: "@skyward/provider-vastai",
 });
 
