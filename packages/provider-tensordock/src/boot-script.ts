@@ -35,7 +35,7 @@ export interface BootScriptOptions {
 }
 
 /** The self-destruct program: `skyward-self-destruct API_URL TOKEN_FILE (ID | NAME)`. */
-const SELF_DESTRUCT_PYTHON = `import json, sys, urllib.request
+const SELF_DESTRUCT_PYTHON = `import json, re, sys, urllib.request
 api, token_file, target = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
 with open(token_file) as handle:
     token = handle.read().strip()
@@ -46,7 +46,7 @@ def call(method, path):
     return json.loads(body) if body else {}
 def name_of(entry):
     return (entry.get("attributes") or entry).get("name")
-if "-" in target and len(target) == 36:
+if re.fullmatch(r"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}", target):
     ids = [target]
 else:
     found = (call("GET", "/instances").get("data") or {}).get("instances") or []
