@@ -463,7 +463,8 @@ function build(settings: ParsedSettings): ProviderV1<HyperstackClusterData> {
   return {
     specificationVersion: "v1",
     name: NAME,
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "catalogue" }),
+    // Prices are a catalogue, but stock moves: the core caches offers for an hour at most.
+    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
     cacheKey: regions ? regions.join(",") : "all",
 
     async offers({ query, signal }) {
