@@ -5,6 +5,7 @@
  * ride on the VMs' labels (`skyward:cluster=…`), and the environment's name carries the cluster and
  * pool ids (`skyward-1a2b3c4d--<pool>`), so `teardown`, `listInstances` and `cleanup` find them again.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { NoCapacityError } from "@skyward/core";
 import {
   acceleratorCatalog,
@@ -219,21 +220,6 @@ function parseSettings(settings: HyperstackSettings | undefined, prefix: string)
   return parseInput(settingsSchema, settings ?? {}, prefix);
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 function build(settings: ParsedSettings): ProviderV1<HyperstackClusterData> {
   const http: ProviderHttpClient = hyperstackApi.createClient(settings);
   const api = settings.apiUrl;
@@ -429,7 +415,7 @@ function build(settings: ParsedSettings): ProviderV1<HyperstackClusterData> {
           error.statusCode === 400 &&
           /being created|cannot be deleted yet/i.test(error.message);
         if (!creating || attempt >= 10) throw error;
-        await sleep(Math.min(settings.retryDelayMs * 2 ** attempt, 10_000), signal);
+        await sleep(Math.min(settings.retryDelayMs * 2 ** attempt, 10_000), undefined, { signal });
       }
     }
   }
@@ -456,7 +442,7 @@ function build(settings: ParsedSettings): ProviderV1<HyperstackClusterData> {
     for (;;) {
       const left = await listVms(signal, environment);
       if (left.length === 0 || Date.now() >= deadline) return left;
-      await sleep(Math.min(2000, Math.max(50, settings.retryDelayMs)), signal);
+      await sleep(Math.min(2000, Math.max(50, settings.retryDelayMs)), undefined, { signal });
     }
   }
 

@@ -1,6 +1,7 @@
 /**
  * The `user_data` (a cloud-init shell script, run as root at first boot) of every Skyward VM on
- * Hyperstack. It arms the VM's self-destruct:
+ * Hyperstack: `@skyward/provider-utils`'s self-destruct boot script with Hyperstack's program. It arms
+ * the VM's self-destruct:
  *
  * - It saves the API key to a root-only file (mode 0600) and installs `skyward-self-destruct`, a
  *   Python 3 script (Ubuntu images have it) that deletes a VM through Hyperstack's API — by id, or by
@@ -11,7 +12,7 @@
  *   bootstrapping the VM), the VM deletes itself. N is the pool's `ttl + sshTimeout + bootstrapTimeout`.
  *   Once a worker has started, the worker's own TTL decides (it runs the provider's `selfDestruct`).
  */
-import { shellQuote } from "@skyward/core/contract";
+import { renderSelfDestructScript } from "@skyward/provider-utils";
 
 /** Where the self-destruct command is installed on a VM. */
 export const SELF_DESTRUCT_COMMAND = "/usr/local/sbin/skyward-self-destruct";
@@ -56,39 +57,12 @@ for vm_id in ids:
 
 /** Renders the user data; see the module comment. */
 export function renderUserData(options: UserDataOptions): string {
-  const keyFile = options.keyFile ?? "/etc/skyward/hyperstack-api-key";
-  const command = options.commandPath ?? SELF_DESTRUCT_COMMAND;
-  const seconds = Math.max(0, Math.ceil(options.watchdogSeconds));
-  const root = shellQuote(options.root);
-  const lines = [
-    "#!/bin/sh",
-    "# Skyward: arm this VM's self-destruct (see @skyward/provider-hyperstack's README).",
-    "umask 077",
-    `mkdir -p "$(dirname ${shellQuote(keyFile)})" "$(dirname ${shellQuote(command)})"`,
-    `cat > ${shellQuote(keyFile)} <<'SKYWARD_KEY'`,
-    options.apiKey,
-    "SKYWARD_KEY",
-    `cat > ${shellQuote(`${command}.py`)} <<'SKYWARD_PY'`,
-    SELF_DESTRUCT_PYTHON.trimEnd(),
-    "SKYWARD_PY",
-    `cat > ${shellQuote(command)} <<'SKYWARD_SH'`,
-    "#!/bin/sh",
-    `exec python3 ${shellQuote(`${command}.py`)} ${shellQuote(options.apiUrl)} ${shellQuote(keyFile)} "$1"`,
-    "SKYWARD_SH",
-    `chmod 700 ${shellQuote(command)}`,
-  ];
-  if (seconds > 0) {
-    lines.push(
-      `# Boot watchdog: no Skyward worker within ${seconds} s of boot, and this VM deletes itself.`,
-      "(",
-      "  exec </dev/null >/dev/null 2>&1",
-      "  up=$(cut -d. -f1 /proc/uptime 2>/dev/null || echo 0)",
-      `  remaining=$((${seconds} - up))`,
-      '  if [ "$remaining" -gt 0 ]; then sleep "$remaining"; fi',
-      `  if [ ! -e ${root}/worker.pid ] && [ ! -e ${root}/worker.log ]; then ${shellQuote(command)} ${shellQuote(options.vmName)}; fi`,
-      ") &",
-    );
-  }
-  lines.push("exit 0");
-  return `${lines.join("\n")}\n`;
+  return renderSelfDestructScript({
+    secret: options.apiKey,
+    secretFile: options.keyFile ?? "/etc/skyward/hyperstack-api-key",
+    program: SELF_DESTRUCT_PYTHON,
+    programArguments: [options.apiUrl],
+    commandPath: options.commandPath ?? SELF_DESTRUCT_COMMAND,
+    watchdog: { seconds: options.watchdogSeconds, root: options.root, target: options.vmName },
+  });
 }

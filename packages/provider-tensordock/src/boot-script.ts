@@ -1,7 +1,8 @@
 /**
  * The boot script of every Skyward VM on TensorDock, run as root by cloud-init at first boot (one
- * `runcmd` entry: `echo <base64> | base64 -d | sh`, so nothing of it is on a command line). It arms the
- * VM's self-destruct:
+ * `runcmd` entry: `echo <base64> | base64 -d | sh`, so nothing of it is on a command line):
+ * `@skyward/provider-utils`'s self-destruct boot script with TensorDock's program. It arms the VM's
+ * self-destruct:
  *
  * - It saves the API token to a root-only file (mode 0600) and installs `skyward-self-destruct`, a
  *   Python 3 script that deletes a VM through TensorDock's API — by id, or by its own name, looked up
@@ -11,7 +12,7 @@
  *   bootstrapping the VM), the VM deletes itself. N is the pool's `ttl + sshTimeout + bootstrapTimeout`.
  *   Once a worker has started, the worker's own TTL decides (it runs the provider's `selfDestruct`).
  */
-import { shellQuote } from "@skyward/core/contract";
+import { renderSelfDestructScript } from "@skyward/provider-utils";
 
 /** Where the self-destruct command is installed on a VM. */
 export const SELF_DESTRUCT_COMMAND = "/usr/local/sbin/skyward-self-destruct";
@@ -58,41 +59,14 @@ for instance_id in ids:
 
 /** Renders the boot script; see the module comment. */
 export function renderBootScript(options: BootScriptOptions): string {
-  const tokenFile = options.tokenFile ?? "/etc/skyward/tensordock-api-token";
-  const command = options.commandPath ?? SELF_DESTRUCT_COMMAND;
-  const seconds = Math.max(0, Math.ceil(options.watchdogSeconds));
-  const root = shellQuote(options.root);
-  const lines = [
-    "#!/bin/sh",
-    "# Skyward: arm this VM's self-destruct (see @skyward/provider-tensordock's README).",
-    "umask 077",
-    `mkdir -p "$(dirname ${shellQuote(tokenFile)})" "$(dirname ${shellQuote(command)})"`,
-    `cat > ${shellQuote(tokenFile)} <<'SKYWARD_TOKEN'`,
-    options.apiToken,
-    "SKYWARD_TOKEN",
-    `cat > ${shellQuote(`${command}.py`)} <<'SKYWARD_PY'`,
-    SELF_DESTRUCT_PYTHON.trimEnd(),
-    "SKYWARD_PY",
-    `cat > ${shellQuote(command)} <<'SKYWARD_SH'`,
-    "#!/bin/sh",
-    `exec python3 ${shellQuote(`${command}.py`)} ${shellQuote(options.apiUrl)} ${shellQuote(tokenFile)} "$1"`,
-    "SKYWARD_SH",
-    `chmod 700 ${shellQuote(command)}`,
-  ];
-  if (seconds > 0) {
-    lines.push(
-      `# Boot watchdog: no Skyward worker within ${seconds} s of boot, and this VM deletes itself.`,
-      "(",
-      "  exec </dev/null >/dev/null 2>&1",
-      "  up=$(cut -d. -f1 /proc/uptime 2>/dev/null || echo 0)",
-      `  remaining=$((${seconds} - up))`,
-      '  if [ "$remaining" -gt 0 ]; then sleep "$remaining"; fi',
-      `  if [ ! -e ${root}/worker.pid ] && [ ! -e ${root}/worker.log ]; then ${shellQuote(command)} ${shellQuote(options.vmName)}; fi`,
-      ") &",
-    );
-  }
-  lines.push("exit 0");
-  return `${lines.join("\n")}\n`;
+  return renderSelfDestructScript({
+    secret: options.apiToken,
+    secretFile: options.tokenFile ?? "/etc/skyward/tensordock-api-token",
+    program: SELF_DESTRUCT_PYTHON,
+    programArguments: [options.apiUrl],
+    commandPath: options.commandPath ?? SELF_DESTRUCT_COMMAND,
+    watchdog: { seconds: options.watchdogSeconds, root: options.root, target: options.vmName },
+  });
 }
 
 /** The `cloud_init` of the create request: one `runcmd` entry piping the script, base64-encoded, to `sh`. */
