@@ -85,6 +85,22 @@ export const flavorGroups = [
     ],
   },
   {
+    // Not from the documentation: a flavor whose GPU model ends in "-spot", as the Python project reads
+    // Hyperstack's spot flavors; the shape is the documented one.
+    gpu: "RTX-A6000-spot",
+    region_name: "NORWAY-1",
+    flavors: [
+      flavor(
+        402,
+        "n3-RTX-A6000x1-spot",
+        "NORWAY-1",
+        { cpu: 14, ram: 45, disk: 100, ephemeral: 0 },
+        "RTX-A6000-spot",
+        1,
+      ),
+    ],
+  },
+  {
     gpu: "",
     region_name: "NORWAY-1",
     flavors: [
@@ -135,6 +151,7 @@ export const pricebook = [
   price(2, "A100-80G-PCIe-w-NVLink", 1.4),
   price(3, "H100-80G-PCIe", 1.9),
   price(4, "RTX-A6000", 0.5),
+  price(8, "RTX-A6000-spot", 0.25),
   price(5, "n1-cpu-small", 0.02),
   price(6, "n1-cpu-medium", 0.05),
   price(7, "n1-cpu-large", 0.1),

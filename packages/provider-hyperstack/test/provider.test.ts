@@ -109,6 +109,33 @@ describe("Hyperstack settings", () => {
   });
 });
 
+describe("Hyperstack spot flavors", () => {
+  it("a flavor whose GPU ends in -spot is offered at a spot price only, and its VMs are tagged spot", async () => {
+    const hyperstack = provider();
+    const query = { accelerator: { name: "RTX_A6000", count: 1 }, region: "NORWAY-1" } as const;
+    const spot = await hyperstack.offers({ query: { ...query, allocation: "spot" }, signal: signal() });
+    expect(spot.map((offer) => [offer.instanceType, offer.spotPrice, offer.onDemandPrice])).toEqual([
+      ["n3-RTX-A6000x1-spot", 0.25, null],
+    ]);
+    const onDemand = await hyperstack.offers({
+      query: { ...query, allocation: "on-demand" },
+      signal: signal(),
+    });
+    expect(onDemand.map((offer) => offer.instanceType)).toEqual(["n3-RTX-A6000x1"]);
+    const offer = spot[0];
+    if (!offer) throw new Error("no spot offer");
+    const spec = resolvePoolSpec(
+      resolveSpec({ accelerator: accelerators.RTX_A6000(), allocation: "spot", region: "NORWAY-1" }),
+      options({}),
+    );
+    const cluster = await hyperstack.prepare({ spec, offer, poolId: "spotpool", signal: signal() });
+    const [instance] = await hyperstack.provision({ cluster, count: 1, signal: signal() });
+    expect(instance).toMatchObject({ spot: true, hourlyPrice: 0.25 });
+    await hyperstack.teardown({ cluster, signal: signal() });
+    expect(fake.leftovers()).toEqual([]);
+  });
+});
+
 describe("Hyperstack requests", () => {
   it("prepare makes an environment and a key pair; provision creates VMs as documented", async () => {
     const { cluster, hyperstack } = await prepared();
