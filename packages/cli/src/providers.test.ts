@@ -18,8 +18,10 @@ describe("selectProviderEntries", () => {
   it("without --provider: every configured entry, else every built-in type", () => {
     expect(names(selectProviderEntries(config({}), undefined))).toEqual([
       "aws",
+      "hyperstack",
       "novita",
       "runpod",
+      "tensordock",
       "vastai",
       "verda",
     ]);
@@ -41,7 +43,7 @@ describe("selectProviderEntries", () => {
       { name: "runpod", type: "runpod", package: "@skyward/provider-runpod", settings: {} },
     ]);
     expect(() => selectProviderEntries(configured, ["gcp"])).toThrow(
-      'unknown provider "gcp": expected one of "east", "west", "aws", "novita", "runpod", "ssh", "vastai", "verda"',
+      'unknown provider "gcp": expected one of "east", "west", "aws", "hyperstack", "novita", "runpod", "ssh", "tensordock", "vastai", "verda"',
     );
   });
 });
