@@ -21,6 +21,7 @@ import {
   type WireValue,
 } from "../protocol/protocol.js";
 import { commandFailedError } from "./commands.js";
+import { AdaptiveSlots } from "./schedule.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
 /** How a task ends, told to whoever submitted it. */
@@ -72,11 +73,20 @@ interface NodeState {
   readonly index: number;
   connection: WorkerConnection | undefined;
   capacity: number;
+  /** With an adaptive buffer (`"auto"`): the slot count it measures; `capacity` otherwise. */
+  slots: AdaptiveSlots | undefined;
+  /** When its last task ended (or it joined): `performance.now()`. */
+  idleSince: number;
   readonly running: Map<string, TaskRecord>;
   readonly pinned: TaskRecord[];
   /** Nested tasks running on it, and how many it may run (its concurrency). */
   nestedRunning: number;
   nestedCapacity: number;
+}
+
+/** Tasks a node may have in flight (nested ones apart). */
+function limit(node: NodeState): number {
+  return node.slots ? node.slots.limit : node.capacity;
 }
 
 /** A simple array-backed FIFO with O(1) amortised shift. */
@@ -178,6 +188,8 @@ export interface TaskManagerOptions {
   readonly hub: EventHub;
   /** Extra seconds past a task's timeout before the client gives up on hearing from the worker. */
   readonly timeoutGraceSeconds?: number;
+  /** Called when a submitted task has to wait for a slot (queued-task pressure, for the autoscaler). */
+  readonly onQueued?: () => void;
 }
 
 /** Dispatches tasks over the pool's node connections. */
@@ -188,6 +200,7 @@ export class TaskManager {
   readonly #hub: EventHub;
   readonly #poolId: string;
   readonly #grace: number;
+  readonly #onQueued: (() => void) | undefined;
   readonly #capacityWaiters: (() => void)[] = [];
   #nextId = 0;
   #roundRobin = 0;
@@ -200,6 +213,7 @@ export class TaskManager {
     this.#hub = options.hub;
     this.#poolId = options.poolId;
     this.#grace = options.timeoutGraceSeconds ?? 10;
+    this.#onQueued = options.onQueued;
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
     this.#sweeper.unref();
   }
@@ -214,8 +228,31 @@ export class TaskManager {
   /** Total slots over the live nodes. */
   get capacity(): number {
     let total = 0;
-    for (const node of this.#nodes) if (node?.connection) total += node.capacity;
+    for (const node of this.#nodes) if (node?.connection) total += limit(node);
     return total;
+  }
+
+  /** Connected nodes with nothing running or waiting on them, longest idle first: `[index, idleSince]`. */
+  idleNodes(): [index: number, idleSince: number][] {
+    const idle: [number, number][] = [];
+    for (const node of this.#nodes) {
+      if (node?.connection && node.running.size === 0 && node.pinned.length === 0)
+        idle.push([node.index, node.idleSince]);
+    }
+    return idle.sort((a, b) => a[1] - b[1] || b[0] - a[0]);
+  }
+
+  /**
+   * Takes idle node `index` out of dispatch for good (scale-down): true when it was idle and is now
+   * removed, false when a task runs or waits on it (it stays). Its connection is the caller's to close.
+   */
+  remove(index: number): boolean {
+    const node = this.#nodes[index];
+    if (!node) return true;
+    if (node.running.size > 0 || node.pinned.length > 0) return false;
+    node.connection = undefined;
+    delete this.#nodes[index];
+    return true;
   }
 
   /** Tasks waiting for a slot. */
@@ -226,14 +263,20 @@ export class TaskManager {
   /**
    * Adds (or brings back) node `index` with its worker connection, its slot count, and its nested
    * slot count (for subtasks; the worker runs those on a separate pool of its concurrency's size).
+   * A slot count of `"auto"` adapts: the concurrency (`nestedCapacity`) plus a prefetch measured from
+   * the task durations ({@link AdaptiveSlots}).
    */
-  attach(index: number, connection: WorkerConnection, capacity: number, nestedCapacity = 1): void {
+  attach(index: number, connection: WorkerConnection, capacity: number | "auto", nestedCapacity = 1): void {
     let node = this.#nodes[index];
+    const slots = capacity === "auto" ? new AdaptiveSlots(nestedCapacity) : undefined;
+    const fixed = capacity === "auto" ? nestedCapacity : capacity;
     if (!node) {
       node = {
         index,
         connection,
-        capacity,
+        capacity: fixed,
+        slots,
+        idleSince: performance.now(),
         running: new Map(),
         pinned: [],
         nestedRunning: 0,
@@ -242,7 +285,9 @@ export class TaskManager {
       this.#nodes[index] = node;
     } else {
       node.connection = connection;
-      node.capacity = capacity;
+      node.capacity = fixed;
+      node.slots = slots;
+      node.idleSince = performance.now();
       node.nestedCapacity = nestedCapacity;
       node.nestedRunning = 0;
     }
@@ -339,6 +384,7 @@ export class TaskManager {
     } else if (request.nested) this.#nestedQueue.push(record);
     else this.#queue.push(record);
     this.#pump();
+    if (this.#queue.size > 0) this.#onQueued?.();
     return record;
   }
 
@@ -372,7 +418,7 @@ export class TaskManager {
     }
     for (const node of nodes) {
       if (!node?.connection) continue;
-      while (node.pinned.length > 0 && node.running.size - node.nestedRunning < node.capacity) {
+      while (node.pinned.length > 0 && node.running.size - node.nestedRunning < limit(node)) {
         const record = node.pinned.shift() as TaskRecord;
         if (!record.done) this.#start(node, record);
       }
@@ -394,7 +440,7 @@ export class TaskManager {
       const node = nodes[index];
       const free = nested
         ? node !== undefined && node.nestedRunning < node.nestedCapacity
-        : node !== undefined && node.running.size - node.nestedRunning < node.capacity;
+        : node !== undefined && node.running.size - node.nestedRunning < limit(node);
       if (node?.connection && free) {
         this.#roundRobin = (index + 1) % count;
         return node;
@@ -470,6 +516,7 @@ export class TaskManager {
     const node = record.node;
     if (node) {
       if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
+      if (node.running.size === 0) node.idleSince = performance.now();
       node.connection?.offTask(record.id);
     }
     if (!this.#closed) this.#pump();
@@ -477,6 +524,11 @@ export class TaskManager {
 
   #onMessage(record: TaskRecord, message: TaskMessage): void {
     if (record.done) return;
+    if (message.t === "result" || message.t === "end" || message.t === "error") {
+      const node = record.node;
+      if (node?.slots && !record.request.nested)
+        node.slots.observe(record.startedAt, performance.now(), node.running.size - node.nestedRunning);
+    }
     switch (message.t) {
       case "result": {
         this.#finish(record);

@@ -20,8 +20,12 @@ const nonNegativeInteger = z
 export interface WorkerInput {
   /** Concurrent task slots per node. Default 1. */
   concurrency?: number;
-  /** Extra prefetched slots per node (throughput for short tasks). Default 0. */
-  buffer?: number;
+  /**
+   * Tasks sent to each node beyond its concurrency, so short tasks never wait on a round trip: a
+   * fixed count, or `"auto"` (default) — measured per node from task durations: deep prefetch while
+   * tasks are short (up to 64 per slot), none while they are long, so long tasks spread evenly.
+   */
+  buffer?: number | "auto";
   /** `"auto"` (→ `"thread"`), `"thread"` or `"process"`. Default `"auto"`. */
   executor?: "auto" | "thread" | "process";
   /** With `executor: "process"`: reuse subprocesses (true) or start a fresh one per task. Default true. */
@@ -31,7 +35,7 @@ export interface WorkerInput {
 /** The resolved worker settings: every field present, `executor` no longer `"auto"`. */
 export interface Worker {
   readonly concurrency: number;
-  readonly buffer: number;
+  readonly buffer: number | "auto";
   readonly executor: "thread" | "process";
   readonly reuseProcesses: boolean;
 }
@@ -40,7 +44,11 @@ export interface Worker {
 export const workerSchema = z
   .strictObject({
     concurrency: positiveInteger.default(1),
-    buffer: nonNegativeInteger.default(0),
+    buffer: z
+      .union([nonNegativeInteger, z.literal("auto", { message: 'expected an integer >= 0 or "auto"' })], {
+        message: 'expected an integer >= 0 or "auto"',
+      })
+      .default("auto"),
     executor: z
       .enum(["auto", "thread", "process"], { message: 'expected "auto", "thread" or "process"' })
       .default("auto"),
