@@ -3,51 +3,63 @@
  * concurrency, plus as many prefetched tasks as it works through in a short time budget. Short tasks
  * keep a deep pipeline on every node (the round trip is hidden); long tasks are held back in the
  * pool's queue until a slot frees, so they spread evenly over the nodes and nodes that join later get
- * their share — the idea of Dask's worker saturation, measured per node from the results.
+ * their share — the idea of Dask's worker saturation. Durations are learnt per function (as Dask
+ * learns them per task prefix) from the results; a function not seen yet is held back like a long one.
  */
 
 /** The time one node may have queued behind its running tasks, in milliseconds. */
 export const PREFETCH_BUDGET_MS = 20;
 /** Prefetched tasks per worker slot at most (the tuned `buffer: 64` of the benchmarks). */
 export const MAX_PREFETCH_PER_SLOT = 64;
-/** Weight of the newest sample in the moving average of a task's duration. */
+/** Weight of the newest sample in the moving average of a function's duration. */
 const SMOOTHING = 0.2;
+/** Functions remembered at most; past that the oldest estimates are forgotten. */
+const MAX_FUNCTIONS = 1024;
 
-/** One node's estimate of how long a task keeps one of its slots, and the slot count it implies. */
-export class AdaptiveSlots {
-  readonly #concurrency: number;
-  /** Milliseconds a task holds a slot, smoothed; undefined before the first result. */
-  #estimate: number | undefined;
-  #lastDone = 0;
-  /** Tasks the node may have in flight now. */
-  limit: number;
+/** The pool's estimates of how long each function's task holds a worker slot. */
+export class AdaptiveSchedule {
+  readonly #estimates = new Map<string, number>();
 
-  constructor(concurrency: number) {
-    this.#concurrency = concurrency;
-    this.limit = concurrency;
+  /** Milliseconds a task of `ref` holds a slot (smoothed), or undefined before its first result. */
+  estimateMs(ref: string): number | undefined {
+    return this.#estimates.get(ref);
   }
 
-  /** The current estimate (ms per task per slot), for tests and display. */
-  get estimateMs(): number | undefined {
-    return this.#estimate;
+  /** Whether `ref`'s tasks are known to be too long to prefetch beyond a node's concurrency. */
+  isLong(ref: string): boolean {
+    const estimate = this.#estimates.get(ref);
+    return estimate !== undefined && estimate >= PREFETCH_BUDGET_MS;
+  }
+
+  /** Tasks a node of `concurrency` slots may have in flight when the next task to place is `ref`'s. */
+  limit(concurrency: number, ref: string): number {
+    const estimate = this.#estimates.get(ref);
+    if (estimate === undefined) return concurrency;
+    const extra = Math.floor((PREFETCH_BUDGET_MS * concurrency) / Math.max(estimate, 1e-3));
+    return concurrency + Math.min(extra, MAX_PREFETCH_PER_SLOT * concurrency);
   }
 
   /**
-   * A task finished on the node at `now` after being sent at `sentAt`, with `inFlight` tasks on the
-   * node (itself included). When more were in flight than the node runs at once, the task waited on
-   * the worker, so its time from send to result overstates it: the gap since the previous result,
-   * times the concurrency, is the better measure then.
+   * A task of `ref` sent at `sentAt` finished at `now` on a node of `concurrency` slots with
+   * `inFlight` tasks on it (itself included), whose previous result came at `lastDone`. With more in
+   * flight than the node runs at once the task waited on the worker, so its time from send to result
+   * overstates it: the gap since the node's previous result, times the concurrency, measures it then.
    */
-  observe(sentAt: number, now: number, inFlight: number): void {
-    const concurrency = this.#concurrency;
+  observe(
+    ref: string,
+    sentAt: number,
+    now: number,
+    inFlight: number,
+    concurrency: number,
+    lastDone: number,
+  ): void {
     const sinceSent = now - sentAt;
-    const sample =
-      inFlight > concurrency ? Math.min(sinceSent, concurrency * (now - this.#lastDone)) : sinceSent;
-    this.#lastDone = now;
-    const estimate =
-      this.#estimate === undefined ? sample : this.#estimate + SMOOTHING * (sample - this.#estimate);
-    this.#estimate = estimate;
-    const extra = Math.floor((PREFETCH_BUDGET_MS * concurrency) / Math.max(estimate, 1e-3));
-    this.limit = concurrency + Math.min(extra, MAX_PREFETCH_PER_SLOT * concurrency);
+    const sample = inFlight > concurrency ? Math.min(sinceSent, concurrency * (now - lastDone)) : sinceSent;
+    const previous = this.#estimates.get(ref);
+    if (previous === undefined && this.#estimates.size >= MAX_FUNCTIONS) {
+      const oldest = this.#estimates.keys().next();
+      if (!oldest.done) this.#estimates.delete(oldest.value);
+    }
+    this.#estimates.set(ref, previous === undefined ? sample : previous + SMOOTHING * (sample - previous));
   }
 }
