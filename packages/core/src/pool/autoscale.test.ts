@@ -5,6 +5,7 @@ import { AdaptiveSchedule, MAX_PREFETCH_PER_SLOT, PREFETCH_BUDGET_MS } from "./s
 const settings = { cooldownMs: 30_000, idleTimeoutMs: 60_000 };
 const load = (overrides: Partial<PoolLoad>): PoolLoad => ({
   actual: 1,
+  starting: 0,
   queued: 0,
   slotsPerNode: 1,
   idleSince: [],
@@ -23,6 +24,15 @@ describe("Autoscaler", () => {
     // The cooldown starts again at each growth.
     expect(scaler.decide(load({ actual: 4, queued: 50 }), bounds, 4, 50_000)).toBeUndefined();
     expect(scaler.decide(load({ actual: 4, queued: 50 }), bounds, 4, 60_000)).toMatchObject({ to: 8 });
+  });
+
+  it("counts nodes still starting against the queue: no growth for tasks they will take", () => {
+    const scaler = new Autoscaler(settings, 0);
+    const bounds = { min: 0, max: 8 };
+    expect(scaler.decide(load({ actual: 2, starting: 1, queued: 1 }), bounds, 2, 60_000)).toBeUndefined();
+    expect(scaler.decide(load({ actual: 2, starting: 1, queued: 3 }), bounds, 2, 60_000)).toMatchObject({
+      to: 4,
+    });
   });
 
   it("starts a node at once when a task waits on a pool scaled to zero", () => {

@@ -14,6 +14,8 @@ export interface ScaleBounds {
 export interface PoolLoad {
   /** Nodes the pool has: ready, starting, or being replaced. */
   readonly actual: number;
+  /** Of those, the ones not ready yet: the queue is theirs first, so it is no reason to grow further. */
+  readonly starting: number;
   /** Tasks waiting for a slot on any node (not pinned, not prefetched onto a node). */
   readonly queued: number;
   /** Tasks one node runs at once (its worker concurrency). */
@@ -46,8 +48,9 @@ export class Autoscaler {
   }
 
   /**
-   * The new target, or undefined to keep `desired`. Growth: `min(max, actual + ceil(queued / slots))`
-   * once the cooldown has passed — at once when no node is left at all (scale from zero). Shrinking:
+   * The new target, or undefined to keep `desired`. Growth: `min(max, actual + ceil(pressure / slots))`
+   * once the cooldown has passed, where the pressure is the queued tasks less the slots of nodes
+   * still starting — at once when no node is left at all (scale from zero). Shrinking:
    * with nothing queued, by the number of nodes idle for the idle timeout, never below `min`.
    */
   decide(load: PoolLoad, bounds: ScaleBounds, desired: number, now: number): ScaleDecision | undefined {
@@ -58,10 +61,10 @@ export class Autoscaler {
         return { to: Math.max(1, bounds.min), reason: `${describe(load.queued)} waiting and no node is up` };
       }
       if (now - this.#lastGrowth < cooldownMs) return undefined;
-      const wanted = Math.min(
-        bounds.max,
-        Math.max(desired, load.actual + Math.ceil(load.queued / Math.max(1, load.slotsPerNode))),
-      );
+      const slots = Math.max(1, load.slotsPerNode);
+      const pressure = load.queued - load.starting * slots;
+      if (pressure <= 0) return undefined;
+      const wanted = Math.min(bounds.max, Math.max(desired, load.actual + Math.ceil(pressure / slots)));
       if (wanted <= desired) return undefined;
       this.#lastGrowth = now;
       return { to: wanted, reason: `${describe(load.queued)} queued` };

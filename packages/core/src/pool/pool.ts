@@ -496,6 +496,7 @@ class PoolRuntime implements AsyncDisposable {
     const decision = this.#autoscaler?.decide(
       {
         actual: this.#actualNodes(),
+        starting: Math.max(0, this.#actualNodes() - this.#tasks.liveNodes),
         queued: this.#tasks.queued,
         slotsPerNode: this.#concurrency(),
         idleSince: this.#tasks.idleNodes().map(([, since]) => since),
