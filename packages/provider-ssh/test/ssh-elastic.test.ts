@@ -52,6 +52,17 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
     await home?.restore();
   });
 
+  it("refuses a ceiling above the hosts there are before anything starts", async () => {
+    const events: string[] = [];
+    await expect(
+      sky.compute(
+        { provider: SSH({ hosts: testbedSshHosts(bed) }), nodes: [1, 4], options: { console: false } },
+        { onEvent: (event) => events.push(event.type) },
+      ),
+    ).rejects.toThrow(/nodes\.max: expected at most 3 nodes: the ssh provider holds no more, received 4/);
+    expect(events).toEqual([]);
+  });
+
   it("grows [1, 3] to 3 hosts under load, shrinks to 1 when idle, scales to zero and back, and leaves nothing running", async () => {
     const scaling: sky.ScalingEvent[] = [];
     const destroyed: string[] = [];
@@ -110,6 +121,9 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
       );
       expect(alive(head?.pid as number)).toBe(true);
 
+      await expect(pool.resize(sky.nodes({ desired: 1, min: 0, max: 4 }))).rejects.toThrow(
+        /nodes\.max: expected at most 3 nodes: the ssh provider holds no more, received 4/,
+      );
       await pool.resize(sky.nodes({ desired: 1, min: 0, max: 3 }));
       await until(() => pool.nodes().length === 0, 60_000, "the pool to scale to zero");
       expect(pool.currentNodes()).toBe(0);

@@ -166,6 +166,23 @@ function freeLoopbackPort(): Promise<number> {
   });
 }
 
+/**
+ * Refuses a node count a provider cannot hold (`capabilities.maxInstances`: a fixed set of SSH hosts)
+ * before any machine starts, rather than failing to grow to it later.
+ */
+function checkNodeCeiling(provider: Provider | undefined, nodes: Nodes, path: string): void {
+  const limit = provider?.capabilities.maxInstances;
+  if (limit === undefined || nodes.max <= limit) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path,
+        message: `expected at most ${limit} node${limit === 1 ? "" : "s"}: the ${provider?.name} provider holds no more, received ${nodes.max}`,
+      },
+    ],
+  });
+}
+
 function abortError(signal: AbortSignal, what: string): CancelledError {
   return new CancelledError({ message: `${what} was aborted`, cause: signal.reason });
 }
@@ -721,6 +738,7 @@ class PoolRuntime implements AsyncDisposable {
     } else {
       topology = resolveNodes(target as NodesInput);
     }
+    checkNodeCeiling(this.#provider, topology, "nodes.max");
     this.#bounds = { min: topology.min, max: topology.max };
     this.#setDesired(topology.desired, "resize()");
     const desired = this.#desired;
@@ -1613,6 +1631,10 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
         },
       ],
     });
+  }
+  for (const [index, spec] of resolved.specs.entries()) {
+    const path = resolved.specs.length > 1 ? `specs[${index}].nodes.max` : "nodes.max";
+    checkNodeCeiling(spec.provider, spec.nodes, path);
   }
   const pool = new PoolRuntime(first, resolved.options, options.onEvent);
   if (options.handleSignals !== false) {
