@@ -529,7 +529,7 @@ const report = [
   `load average (1/5/15 min): ${loadAtStart} at the start, ${loadLine()} at the end (other work on the machine makes figures noisy)`,
   "settings:",
   `  latency, throughput, bytes: a 2-node Local pool, thread executor, concurrency 1, buffer ${settings.buffer} (${2 * (1 + settings.buffer)} slots)`,
-  `  ready: sky.compute({ nodes: ${settings.readyNodes} }) from the call to its resolve, concurrency 1, buffer 0`,
+  `  ready: sky.compute({ nodes: ${settings.readyNodes} }) from the call to its resolve, concurrency 1, default buffer`,
   "  baseline: Python asyncio.Protocol echo server (own process) and client over loopback, 4-byte length frames;",
   "    latency = 128-byte frames one at a time, throughput = pipelined 128-byte frames, bytes = one frame echoed whole,",
   `    ready = ${settings.readyNodes} echo-server processes started, connected and answering once`,

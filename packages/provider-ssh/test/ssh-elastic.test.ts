@@ -63,6 +63,38 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
     expect(events).toEqual([]);
   });
 
+  it("is ready at min with a host unreachable, and the reconcile loop brings the third node once it is back", async () => {
+    const failures: string[] = [];
+    await bed.exec(2, "ip link set eth0 down");
+    let linkDown = true;
+    try {
+      await using pool = await sky.compute(
+        {
+          provider: SSH({ hosts: testbedSshHosts(bed) }),
+          nodes: sky.nodes({ desired: 3, min: 2 }),
+          ttl: 0,
+          image: { includes: [tasks] },
+          options: { console: false, sshTimeout: 3, sshRetryInterval: 1, reconcileTickInterval: 0.5 },
+        },
+        { onEvent: (event) => event.type === "error" && failures.push(event.message) },
+      );
+      expect(pool.currentNodes()).toBe(2);
+      expect((await pool.broadcast(info())).map((entry) => entry.node)).toEqual([0, 1]);
+      await until(
+        () => failures.some((message) => /node 2 failed to start/.test(message)),
+        30_000,
+        "node 2 to fail",
+      );
+      await bed.exec(2, "ip link set eth0 up");
+      linkDown = false;
+      await until(() => pool.currentNodes() === 3, 60_000, "the third node to join");
+      expect((await pool.broadcast(info())).map((entry) => entry.node)).toEqual([0, 1, 2]);
+      expect(pool.nodes().map((node) => node.privateIp)).toEqual(bed.hosts.map((host) => host.host));
+    } finally {
+      if (linkDown) await bed.exec(2, "ip link set eth0 up");
+    }
+  }, 180_000);
+
   it("grows [1, 3] to 3 hosts under load, shrinks to 1 when idle, scales to zero and back, and leaves nothing running", async () => {
     const scaling: sky.ScalingEvent[] = [];
     const destroyed: string[] = [];

@@ -70,6 +70,14 @@ describe("AdaptiveSchedule", () => {
     expect(schedule.limit(1, "m:medium")).toBe(1 + 4);
   });
 
+  it("lets one late result move a short function's estimate only a little", () => {
+    const schedule = new AdaptiveSchedule();
+    schedule.observe("m:f", 0, 0.1, 1, 1, 0);
+    schedule.observe("m:f", 0, 500, 1, 1, 0);
+    expect(schedule.estimateMs("m:f")).toBeCloseTo(0.1 + 0.2 * (2 * 0.1 + 1 - 0.1), 6);
+    expect(schedule.isLong("m:f")).toBe(false);
+  });
+
   it("measures a task that waited on the worker by the gap between results, not by its time since sent", () => {
     const schedule = new AdaptiveSchedule();
     // 50 ms since sent, but it queued behind others: results come 1 ms apart on a 1-slot node.

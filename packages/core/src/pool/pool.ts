@@ -239,6 +239,9 @@ class PoolRuntime implements AsyncDisposable {
   #reconciler: Reconciler | undefined;
   #autoscaler: Autoscaler | undefined;
   #lastPoke = 0;
+  /** Growth failures in a row, and no new growth before this time (`performance.now()`): a backoff. */
+  #growthFailures = 0;
+  #growthPausedUntil = 0;
 
   /** @internal Use {@link compute}. */
   constructor(
@@ -524,7 +527,8 @@ class PoolRuntime implements AsyncDisposable {
     );
     if (decision) this.#setDesired(decision.to, decision.reason);
     const actual = this.#actualNodes();
-    if (actual < this.#desired) this.#grow(this.#desired - actual);
+    if (actual < this.#desired && performance.now() >= this.#growthPausedUntil)
+      this.#grow(this.#desired - actual);
     else if (actual > this.#desired) this.#shrink(actual - this.#desired);
     this.#sizeChanged();
   }
@@ -560,6 +564,7 @@ class PoolRuntime implements AsyncDisposable {
           instances = await this.#provision(provider, cluster, count, signal);
         } catch (error) {
           this.#growing -= count;
+          this.#growthFailed();
           this.#report(`could not add ${count} node${count === 1 ? "" : "s"}`, error);
           this.#sizeFailed(error as Error);
           return;
@@ -591,6 +596,7 @@ class PoolRuntime implements AsyncDisposable {
           this.#emitProvisioned(node, provider, cluster.offer);
           this.#startNode(node, signal).then(
             () => {
+              this.#growthFailures = 0;
               this.#reconciler?.poke();
               this.#sizeChanged();
             },
@@ -659,9 +665,17 @@ class PoolRuntime implements AsyncDisposable {
     }
   }
 
+  /** Growth failed: the next attempt waits a tick, doubling with each failure in a row, up to 5 minutes. */
+  #growthFailed(): void {
+    const tick = this.options.reconcileTickInterval * 1000;
+    this.#growthPausedUntil = performance.now() + Math.min(tick * 2 ** this.#growthFailures, 300_000);
+    this.#growthFailures += 1;
+  }
+
   /** A node that failed to start: reported, taken out of the pool, its instance terminated. */
   #dropNode(node: NodeRuntime, error: unknown): void {
     if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+    this.#growthFailed();
     this.#report(`node ${node.index} failed to start`, error, node.index);
     const position = this.#nodes.indexOf(node);
     if (position >= 0) this.#nodes.splice(position, 1);

@@ -7,8 +7,11 @@
  * learns them per task prefix) from the results; a function not seen yet is held back like a long one.
  */
 
-/** The time one node may have queued behind its running tasks, in milliseconds. */
-export const PREFETCH_BUDGET_MS = 20;
+/**
+ * The work one node may have queued behind its running tasks, in milliseconds: several round trips,
+ * so that a loaded client (whose results arrive late and in bursts) still keeps the pipeline full.
+ */
+export const PREFETCH_BUDGET_MS = 50;
 /** Prefetched tasks per worker slot at most (the tuned `buffer: 64` of the benchmarks). */
 export const MAX_PREFETCH_PER_SLOT = 64;
 /** Weight of the newest sample in the moving average of a function's duration. */
@@ -56,10 +59,13 @@ export class AdaptiveSchedule {
     const sinceSent = now - sentAt;
     const sample = inFlight > concurrency ? Math.min(sinceSent, concurrency * (now - lastDone)) : sinceSent;
     const previous = this.#estimates.get(ref);
+    // One late result (a pause of the client, a burst) moves the estimate at most twofold; a function
+    // that really is slower gets there in a few results.
+    const bounded = previous === undefined ? sample : Math.min(sample, 2 * previous + 1);
     if (previous === undefined && this.#estimates.size >= MAX_FUNCTIONS) {
       const oldest = this.#estimates.keys().next();
       if (!oldest.done) this.#estimates.delete(oldest.value);
     }
-    this.#estimates.set(ref, previous === undefined ? sample : previous + SMOOTHING * (sample - previous));
+    this.#estimates.set(ref, previous === undefined ? sample : previous + SMOOTHING * (bounded - previous));
   }
 }
