@@ -43,6 +43,7 @@ describe("an elastic [1, 3] local pool", () => {
   it("grows to 3 under a queue of one-second tasks and, idle, shrinks back to 1", async () => {
     const scaling: sky.ScalingEvent[] = [];
     const destroyed: number[] = [];
+    const errors: string[] = [];
     let most = 0;
     await using pool = await sky.compute(
       { nodes: [1, 3], image, options: fast },
@@ -50,6 +51,7 @@ describe("an elastic [1, 3] local pool", () => {
         onEvent: (event) => {
           if (event.type === "scaling") scaling.push(event);
           if (event.type === "node.destroyed") destroyed.push(event.node);
+          if (event.type === "error") errors.push(event.message);
         },
       },
     );
@@ -73,8 +75,9 @@ describe("an elastic [1, 3] local pool", () => {
     expect(pool.nodes().map((node) => node.index)).toEqual([0]);
     const head = results.find((result) => result.node === 0) as Where;
     for (const pid of pids) expect(alive(pid)).toBe(pid === head.pid);
-    // The survivor still runs tasks.
+    // The survivor still runs tasks, and letting nodes go was no error.
     expect((await pool.run(where())).node).toBe(0);
+    expect(errors).toEqual([]);
     await pool.close();
     expect(alive(head.pid)).toBe(false);
   });
@@ -137,5 +140,27 @@ describe("min: 0", () => {
     expect(scaling.at(-1)).toMatchObject({ from: 0, to: 1, reason: expect.stringMatching(/no node is up/) });
     await pool.close();
     expect(alive(again.pid)).toBe(false);
+  });
+  it("keeps the head while another node is busy, and lets it go last", async () => {
+    const destroyed: number[] = [];
+    await using pool = await sky.compute(
+      {
+        nodes: sky.nodes({ desired: 2, min: 0, max: 2 }),
+        image,
+        options: { ...fast, autoscaleIdleTimeout: 0.5 },
+      },
+      { onEvent: (event) => event.type === "node.destroyed" && destroyed.push(event.node) },
+    );
+    // Ready at one node (min 0 still waits for one); node 1 joins right after.
+    await until(() => pool.currentNodes() === 2, 20_000, "node 1 to join");
+    const busy = pool.run(nap(3), { target: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    // The head has been idle for four idle timeouts, but node 1 is still working: the head stays.
+    expect(pool.nodes().map((node) => node.index)).toEqual([0, 1]);
+    expect(destroyed).toEqual([]);
+    expect((await busy).node).toBe(1);
+    await until(() => destroyed.length === 2, 20_000, "the pool to scale to zero");
+    expect(destroyed).toEqual([1, 0]);
+    expect(pool.nodes()).toEqual([]);
   });
 });

@@ -120,6 +120,8 @@ interface NodeRuntime {
   /** What the provider holds to reach the worker (an SSH connection), let go of with the node. */
   endpoint: WorkerEndpoint | undefined;
   replacements: number;
+  /** Let go of on purpose (scale-down, a failed start): its worker's exit is no error. */
+  retiring?: boolean;
 }
 
 /** Pools torn down on SIGINT/SIGTERM (those made with `handleSignals` left on). */
@@ -607,14 +609,15 @@ class PoolRuntime implements AsyncDisposable {
     );
   }
 
-  /** Retires up to `count` idle nodes (longest idle first, the head last); busy ones wait for a later step. */
+  /**
+   * Retires up to `count` idle nodes, longest idle first; busy ones wait for a later step. The head
+   * goes only as the last node (scaling to zero): the others' cluster settings name its address.
+   */
   #shrink(count: number): void {
-    const idle = this.#tasks.idleNodes();
-    // The head goes last: others' cluster settings name its address.
-    idle.sort((a, b) => (a[0] === 0 ? 1 : 0) - (b[0] === 0 ? 1 : 0));
     let removed = 0;
-    for (const [index] of idle) {
+    for (const [index] of this.#tasks.idleNodes()) {
       if (removed >= count) break;
+      if (index === 0 && this.#nodes.length > 1) continue;
       const node = this.#nodes.find((candidate) => candidate.index === index);
       if (!node || !this.#tasks.remove(index)) continue;
       removed += 1;
@@ -625,6 +628,7 @@ class PoolRuntime implements AsyncDisposable {
 
   /** Stops an idle node's worker and has the provider terminate its instance. */
   async #retire(node: NodeRuntime): Promise<void> {
+    node.retiring = true;
     this.#retiring += 1;
     try {
       await this.#stopAndTerminate(node);
@@ -1038,7 +1042,7 @@ class PoolRuntime implements AsyncDisposable {
       connectTimeoutSeconds: this.spec.sshTimeout,
       connectRetryIntervalSeconds: this.spec.sshRetryInterval,
       onExit: (code, exitSignal) => {
-        if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+        if (this.#state === "shutting_down" || this.#state === "destroyed" || node.retiring) return;
         this.#hub.emit({
           type: "error",
           timestamp: Date.now(),
