@@ -83,6 +83,31 @@ describe("an elastic [1, 3] local pool", () => {
   });
 });
 
+describe("closing an elastic pool while it grows", () => {
+  it("terminates every instance it provisioned, the ones still starting included", async () => {
+    const provisioned = new Set<string>();
+    const destroyed = new Set<string>();
+    const pool = await sky.compute(
+      { nodes: [1, 4], image, options: { ...fast, autoscaleCooldown: 0 } },
+      {
+        onEvent: (event) => {
+          if (event.type === "node.provisioned") provisioned.add(event.instanceId);
+          if (event.type === "node.destroyed") destroyed.add(event.instanceId);
+        },
+      },
+    );
+    const running = pool.map(
+      nap,
+      Array.from({ length: 8 }, () => [5] as [number]),
+    );
+    running.catch(() => undefined);
+    await until(() => provisioned.size === 4, 20_000, "the pool to start growing");
+    await pool.close();
+    await expect(running).rejects.toThrow(/cancelled|shutting down/);
+    expect(destroyed).toEqual(provisioned);
+  });
+});
+
 describe("pool.resize", () => {
   it("grows a fixed pool and shrinks it again, terminating the nodes it lets go", async () => {
     const scaling: sky.ScalingEvent[] = [];
