@@ -146,11 +146,17 @@ export interface OptionsInput {
   sshRetryInterval?: number;
   /** Default per-task timeout in seconds. Default 300. */
   defaultComputeTimeout?: number;
-  /** Seconds between autoscaling decisions. Default 30. */
+  /**
+   * Seconds an elastic pool waits after its start and after each growth before it grows again on
+   * queued tasks (a pool scaled to zero starts a node at once). Default 30.
+   */
   autoscaleCooldown?: number;
-  /** Idle seconds before the autoscaler considers scaling down. Default 60. */
+  /** Seconds a node of an elastic pool stays idle before it is stopped and terminated (down to `min`). Default 60. */
   autoscaleIdleTimeout?: number;
-  /** Seconds between reconciler ticks. Default 15. */
+  /**
+   * Seconds between ticks of the reconcile loop, which brings the nodes to the target (autoscaling,
+   * `resize`, nodes that failed to start); queued tasks and `resize` also wake it at once. Default 15.
+   */
   reconcileTickInterval?: number;
   /** Seconds allowed for a graceful shutdown. Default 120. */
   shutdownTimeout?: number;
