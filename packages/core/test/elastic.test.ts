@@ -189,3 +189,34 @@ describe("min: 0", () => {
     expect(pool.nodes()).toEqual([]);
   });
 });
+
+describe('the default schedule (worker.buffer "auto")', () => {
+  // One long task among short ones of the same function, on 2 nodes: the node running the long one
+  // should not sit on a pile of prefetched work while the other node idles.
+  const durations: [number][] = [[2], ...Array.from({ length: 10 }, () => [0.1] as [number])];
+
+  it("holds long tasks back: the node busy with a long one takes at most one more", async () => {
+    await using pool = await sky.compute({ nodes: 2, image, options: { console: false } });
+    // Many short calls of another function first: their deep prefetch must not carry over.
+    await pool.map(
+      where,
+      Array.from({ length: 400 }, () => [] as []),
+    );
+    const results = await pool.map(nap, durations);
+    const busy = results[0]?.node as number;
+    const onBusy = results.filter((result) => result.node === busy).length;
+    expect(onBusy).toBeLessThanOrEqual(2);
+    expect(results.length - onBusy).toBeGreaterThanOrEqual(9);
+  });
+
+  it("where a fixed buffer piles tasks onto the busy node (what the default avoids)", async () => {
+    await using pool = await sky.compute({
+      nodes: 2,
+      image,
+      options: { console: false, worker: { buffer: 64 } },
+    });
+    const results = await pool.map(nap, durations);
+    const busy = results[0]?.node as number;
+    expect(results.filter((result) => result.node === busy).length).toBe(6);
+  });
+});
