@@ -521,7 +521,11 @@ class PoolRuntime implements AsyncDisposable {
         starting: Math.max(0, this.#actualNodes() - this.#tasks.liveNodes),
         queued: this.#tasks.queued,
         slotsPerNode: this.#concurrency(),
-        idleSince: this.#tasks.idleNodes().map(([, since]) => since),
+        // The head is let go of only as the last node, so while others remain its idleness counts for nothing.
+        idleSince: this.#tasks
+          .idleNodes()
+          .filter(([index]) => index !== 0 || this.#nodes.length === 1)
+          .map(([, since]) => since),
       },
       this.#bounds,
       this.#desired,
