@@ -472,6 +472,7 @@ export class TaskManager {
   /** With tasks held back, wakes the dispatcher when the next running task is due to end (see {@link #nearlyDone}). */
   #armWake(): void {
     if (this.#wake !== undefined || this.#closed) return;
+    const now = performance.now();
     let earliest = Number.POSITIVE_INFINITY;
     for (const node of this.#nodes) {
       if (!node?.connection || !node.adaptive) continue;
@@ -479,11 +480,13 @@ export class TaskManager {
         if (record.request.nested) continue;
         const estimate = this.#schedule.estimateMs(record.request.ref);
         if (estimate === undefined) continue;
-        earliest = Math.min(earliest, record.begunAt + estimate - PREFETCH_BUDGET_MS);
+        // Moments already past were counted when they came; a result wakes the dispatcher after them.
+        const due = record.begunAt + estimate - PREFETCH_BUDGET_MS;
+        if (due > now) earliest = Math.min(earliest, due);
       }
     }
     if (earliest === Number.POSITIVE_INFINITY) return;
-    const delay = Math.max(1, earliest - performance.now());
+    const delay = Math.max(1, Math.ceil(earliest - now));
     this.#wake = setTimeout(() => {
       this.#wake = undefined;
       this.#pump();
