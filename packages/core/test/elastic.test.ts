@@ -141,6 +141,12 @@ describe("pool.resize", () => {
     expect(elastic.currentNodes()).toBe(1);
     await using fixed = await sky.compute({ nodes: 1, image, options: fast });
     await expect(fixed.resize(0)).rejects.toThrow(/nodes: expected a node count as a whole number >= 1/);
+    // Aborting stops the waiting, not the resize: the pool still gets to its new size.
+    const controller = new AbortController();
+    const waiting = fixed.resize(2, { signal: controller.signal });
+    controller.abort();
+    await expect(waiting).rejects.toThrow(/resize was aborted/);
+    await until(() => fixed.currentNodes() === 2, 20_000, "the second node");
   });
 });
 
