@@ -52,8 +52,10 @@ import { Redactor } from "../observe/redact.js";
 import type { ClusterMessage, WireValue } from "../protocol/protocol.js";
 import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
 import { extendImage, type Image } from "../spec/image.js";
+import { type Nodes, type NodesInput, nodes as resolveNodes } from "../spec/nodes.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
+import { Autoscaler } from "./autoscale.js";
 import { cachedOffers } from "./offer-cache.js";
 import type {
   CallArguments,
@@ -62,6 +64,7 @@ import type {
   PendingTask,
   PythonFunction,
 } from "./python-function.js";
+import { Reconciler } from "./reconcile.js";
 import { type TaskCallbacks, TaskManager, type TaskRequest } from "./task-manager.js";
 import { WorkerConnection } from "./worker-connection.js";
 
@@ -117,6 +120,8 @@ interface NodeRuntime {
   /** What the provider holds to reach the worker (an SSH connection), let go of with the node. */
   endpoint: WorkerEndpoint | undefined;
   replacements: number;
+  /** Let go of on purpose (scale-down, a failed start): its worker's exit is no error. */
+  retiring?: boolean;
 }
 
 /** Pools torn down on SIGINT/SIGTERM (those made with `handleSignals` left on). */
@@ -163,6 +168,23 @@ function freeLoopbackPort(): Promise<number> {
   });
 }
 
+/**
+ * Refuses a node count a provider cannot hold (`capabilities.maxInstances`: a fixed set of SSH hosts)
+ * before any machine starts, rather than failing to grow to it later.
+ */
+function checkNodeCeiling(provider: Provider | undefined, nodes: Nodes, path: string): void {
+  const limit = provider?.capabilities.maxInstances;
+  if (limit === undefined || nodes.max <= limit) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path,
+        message: `expected at most ${limit} node${limit === 1 ? "" : "s"}: the ${provider?.name} provider holds no more, received ${nodes.max}`,
+      },
+    ],
+  });
+}
+
 function abortError(signal: AbortSignal, what: string): CancelledError {
   return new CancelledError({ message: `${what} was aborted`, cause: signal.reason });
 }
@@ -205,6 +227,23 @@ class PoolRuntime implements AsyncDisposable {
   #closing: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
   #startedAt = performance.now();
+  /** The node count the pool aims at, and the bounds autoscaling and `resize` keep to. */
+  #desired = 0;
+  #bounds: { min: number; max: number } = { min: 0, max: 0 };
+  /** Instances being provisioned for growth, not yet in `#nodes`. */
+  #growing = 0;
+  /** Nodes being stopped and terminated (scale-down, failed starts). */
+  #retiring = 0;
+  /** Growth and scale-down under way, awaited on shutdown. */
+  readonly #background = new Set<Promise<void>>();
+  /** Callers of `resize` waiting for the pool to reach its target. */
+  readonly #sizeWaiters = new Set<{ check(): void; fail(error: Error): void }>();
+  #reconciler: Reconciler | undefined;
+  #autoscaler: Autoscaler | undefined;
+  #lastPoke = 0;
+  /** Growth failures in a row, and no new growth before this time (`performance.now()`): a backoff. */
+  #growthFailures = 0;
+  #growthPausedUntil = 0;
 
   /** @internal Use {@link compute}. */
   constructor(
@@ -217,7 +256,7 @@ class PoolRuntime implements AsyncDisposable {
     if (onEvent) this.#hub.on("*", onEvent);
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
-    this.#tasks = new TaskManager({ poolId: id, hub: this.#hub });
+    this.#tasks = new TaskManager({ poolId: id, hub: this.#hub, onQueued: () => this.#onQueued() });
     this.#detachConsole = attachConsole(this.#hub, options.console);
     this.#secrets.addEnvironment(process.env);
     this.#secrets.add(this.#token);
@@ -348,37 +387,49 @@ class PoolRuntime implements AsyncDisposable {
     this.#provider = provider;
     this.#cluster = cluster;
     for (const [index, instance] of instances.entries()) {
-      this.#nodes.push({ index, instance, connection: undefined, endpoint: undefined, replacements: 0 });
-      this.#hub.emit({
-        type: "node.provisioned",
-        timestamp: Date.now(),
-        poolId: this.id,
-        node: index,
-        instanceId: instance.id,
-        provider: provider.name,
-        instanceType: offer.instanceType,
-        spot: instance.spot,
-        hourlyPrice: instance.hourlyPrice,
-        publicIp: instance.publicIp,
-        privateIp: instance.privateIp,
-      });
+      const node: NodeRuntime = {
+        index,
+        instance,
+        connection: undefined,
+        endpoint: undefined,
+        replacements: 0,
+      };
+      this.#nodes.push(node);
+      this.#emitProvisioned(node, provider, offer);
     }
     // Nodes on this machine share its loopback address: the head's services need a free port there.
     const local = instances.every((instance) => instance.privateIp?.startsWith("127.") === true);
     if (local) this.#headPort = await freeLoopbackPort();
+    this.#desired = spec.nodes.desired;
+    this.#bounds = { min: spec.nodes.min, max: spec.nodes.max };
+    // Partial readiness: the pool is usable once `min` nodes are (at least one); the rest join as they come.
+    const readyAt = Math.min(spec.nodes.desired, Math.max(1, spec.nodes.min));
     // Over SSH the head comes up first (the others learn its address from a running node); on this
     // machine every address is known up front, so all nodes start at once.
     const head = this.#nodes[0] as NodeRuntime;
     const headStarted = this.#startNode(head, combined);
+    // Observed below; this keeps a failure of the head from going unhandled while the others start.
+    headStarted.catch(() => undefined);
     if (!local) await headStarted;
-    const rest = Promise.all(this.#nodes.slice(1).map((node) => this.#startNode(node, combined)));
-    // Observed below; this keeps a failure of the others from going unhandled when the head fails first.
-    rest.catch(() => undefined);
+    const enough = this.#waitForNodes(readyAt, headStarted, this.#nodes.slice(1), combined);
+    enough.catch(() => undefined);
     if (local) await headStarted;
-    const minimum = spec.nodes.min;
-    if (minimum <= 1) void rest.catch((error) => this.#nodeStartFailed(error));
-    else await this.#waitForNodes(minimum, rest);
+    await enough;
     this.#setState("ready");
+    this.#autoscaler = new Autoscaler(
+      {
+        cooldownMs: this.options.autoscaleCooldown * 1000,
+        idleTimeoutMs: this.options.autoscaleIdleTimeout * 1000,
+      },
+      this.#startedAt,
+    );
+    this.#reconciler = new Reconciler(
+      () => this.#reconcile(),
+      this.options.reconcileTickInterval * 1000,
+      (error) => this.#report("the reconcile loop failed", error),
+    );
+    // Nodes beyond `min` that failed while the pool came up are started again from here.
+    if (this.#nodes.length < this.#desired) this.#reconciler.poke();
     this.#hub.emit({
       type: "pool.ready",
       timestamp: Date.now(),
@@ -389,43 +440,353 @@ class PoolRuntime implements AsyncDisposable {
     this.#aroundClient = await enterAroundClient(spec.plugins, this.#pluginHandle(), cluster);
   }
 
-  async #waitForNodes(minimum: number, all: Promise<unknown>): Promise<void> {
-    if (this.#tasks.liveNodes >= minimum) return;
-    await new Promise<void>((resolve, reject) => {
-      const off = this.#hub.on("node.ready", () => {
-        if (this.#tasks.liveNodes >= minimum) {
-          off();
-          resolve();
-        }
-      });
-      all.then(
-        () => {
-          off();
-          if (this.#tasks.liveNodes >= minimum) resolve();
-          else
-            reject(
-              new ProvisionError({
-                provider: this.#provider?.name ?? "?",
-                message: `Only ${this.#tasks.liveNodes} of the ${minimum} nodes needed came up`,
-              }),
-            );
-        },
-        (error) => {
-          off();
-          reject(error);
-        },
+  /**
+   * Starts `others` (the head is started by the caller) and resolves once `minimum` nodes are ready;
+   * rejects with the first failure once too few are left to get there. A node that fails is dropped
+   * (its instance terminated); the reconcile loop starts another once the pool is ready.
+   */
+  #waitForNodes(
+    minimum: number,
+    head: Promise<void>,
+    others: readonly NodeRuntime[],
+    signal: AbortSignal,
+  ): Promise<void> {
+    let starting = others.length + 1;
+    let failure: unknown;
+    return new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (this.#tasks.liveNodes >= minimum) resolve();
+        else if (failure !== undefined && this.#tasks.liveNodes + starting < minimum) reject(failure);
+      };
+      const settled = (error?: unknown) => {
+        starting -= 1;
+        if (error !== undefined) failure ??= error;
+        check();
+      };
+      // The head's failure is the caller's to report; here it only stops counting as starting.
+      head.then(
+        () => settled(),
+        (error) => settled(error),
       );
+      for (const node of others) {
+        this.#startNode(node, signal).then(
+          () => settled(),
+          (error) => {
+            this.#dropNode(node, error);
+            settled(error);
+          },
+        );
+      }
+      check();
     });
   }
 
-  #nodeStartFailed(error: unknown): void {
+  #report(what: string, error: unknown, node?: number): void {
     if (this.#state === "shutting_down" || this.#state === "destroyed") return;
     this.#hub.emit({
       type: "error",
       timestamp: Date.now(),
       poolId: this.id,
-      message: `a node failed to start: ${(error as Error).message}`,
+      ...(node !== undefined ? { node } : {}),
+      message: `${what}: ${(error as Error)?.message ?? String(error)}`,
       cause: error,
+    });
+  }
+
+  // ————————————————————————————————————————————————————————————————— elastic size
+
+  /** Nodes the pool has or is getting: ready, starting, being replaced, being provisioned. */
+  #actualNodes(): number {
+    return this.#nodes.length + this.#growing;
+  }
+
+  /** A task waits for a slot: with room to grow (or no node at all), the reconcile loop looks soon. */
+  #onQueued(): void {
+    const reconciler = this.#reconciler;
+    if (!reconciler) return;
+    const empty = this.#actualNodes() === 0;
+    if (!empty && this.#desired >= this.#bounds.max) return;
+    const now = performance.now();
+    if (!empty && now - this.#lastPoke < 200) return;
+    this.#lastPoke = now;
+    reconciler.poke();
+  }
+
+  /** One step of the reconcile loop: the autoscaler's decision, then growth or shrinking toward it. */
+  async #reconcile(): Promise<void> {
+    if (this.#state !== "ready") return;
+    const decision = this.#autoscaler?.decide(
+      {
+        actual: this.#actualNodes(),
+        starting: Math.max(0, this.#actualNodes() - this.#tasks.liveNodes),
+        queued: this.#tasks.queued,
+        slotsPerNode: this.#concurrency(),
+        // The head is let go of only as the last node, so while others remain its idleness counts for nothing.
+        idleSince: this.#tasks
+          .idleNodes()
+          .filter(([index]) => index !== 0 || this.#nodes.length === 1)
+          .map(([, since]) => since),
+      },
+      this.#bounds,
+      this.#desired,
+      performance.now(),
+    );
+    if (decision) this.#setDesired(decision.to, decision.reason);
+    const actual = this.#actualNodes();
+    if (actual < this.#desired && performance.now() >= this.#growthPausedUntil)
+      this.#grow(this.#desired - actual);
+    else if (actual > this.#desired) this.#shrink(actual - this.#desired);
+    this.#sizeChanged();
+  }
+
+  #setDesired(to: number, reason: string): void {
+    if (to === this.#desired) return;
+    this.#hub.emit({
+      type: "scaling",
+      timestamp: Date.now(),
+      poolId: this.id,
+      from: this.#desired,
+      to,
+      reason,
+    });
+    this.#desired = to;
+  }
+
+  #track(work: Promise<void>): void {
+    this.#background.add(work);
+    void work.finally(() => this.#background.delete(work));
+  }
+
+  /** Provisions `count` more nodes and starts them, each under the lowest free index. */
+  #grow(count: number): void {
+    const provider = this.#provider as Provider;
+    const cluster = this.#cluster as Cluster;
+    this.#growing += count;
+    const signal = this.#abort.signal;
+    this.#track(
+      (async () => {
+        let instances: Instance[];
+        try {
+          instances = await this.#provision(provider, cluster, count, signal);
+        } catch (error) {
+          this.#growing -= count;
+          this.#growthFailed();
+          this.#report(`could not add ${count} node${count === 1 ? "" : "s"}`, error);
+          this.#sizeFailed(error as Error);
+          return;
+        }
+        this.#growing -= count;
+        if (signal.aborted) {
+          await provider
+            .terminate({
+              cluster,
+              ids: instances.map((instance) => instance.id),
+              signal: AbortSignal.timeout(60_000),
+            })
+            .catch(() => undefined);
+          return;
+        }
+        for (const instance of instances) {
+          const used = new Set(this.#nodes.map((node) => node.index));
+          let index = 0;
+          while (used.has(index)) index += 1;
+          const node: NodeRuntime = {
+            index,
+            instance,
+            connection: undefined,
+            endpoint: undefined,
+            replacements: 0,
+          };
+          this.#nodes.push(node);
+          this.#nodes.sort((a, b) => a.index - b.index);
+          this.#emitProvisioned(node, provider, cluster.offer);
+          this.#startNode(node, signal).then(
+            () => {
+              this.#growthFailures = 0;
+              this.#reconciler?.poke();
+              this.#sizeChanged();
+            },
+            (error) => this.#dropNode(node, error),
+          );
+        }
+      })(),
+    );
+  }
+
+  /**
+   * Retires up to `count` idle nodes, longest idle first; busy ones wait for a later step. The head
+   * goes only as the last node (scaling to zero): the others' cluster settings name its address.
+   */
+  #shrink(count: number): void {
+    let removed = 0;
+    for (const [index] of this.#tasks.idleNodes()) {
+      if (removed >= count) break;
+      if (index === 0 && this.#nodes.length > 1) continue;
+      const node = this.#nodes.find((candidate) => candidate.index === index);
+      if (!node || !this.#tasks.remove(index)) continue;
+      removed += 1;
+      this.#nodes.splice(this.#nodes.indexOf(node), 1);
+      this.#track(this.#retire(node));
+    }
+  }
+
+  /** Stops an idle node's worker and has the provider terminate its instance. */
+  async #retire(node: NodeRuntime): Promise<void> {
+    node.retiring = true;
+    this.#retiring += 1;
+    try {
+      await this.#stopAndTerminate(node);
+    } finally {
+      this.#retiring -= 1;
+    }
+    this.#sizeChanged();
+  }
+
+  async #stopAndTerminate(node: NodeRuntime): Promise<void> {
+    const connection = node.connection;
+    node.connection = undefined;
+    if (connection?.isOpen) {
+      try {
+        connection.send({ t: "shutdown" });
+      } catch {
+        // lost meanwhile
+      }
+      await connection.close({ timeoutMs: 5000 });
+    }
+    node.endpoint?.close?.();
+    node.endpoint = undefined;
+    try {
+      await (this.#provider as Provider).terminate({
+        cluster: this.#cluster as Cluster,
+        ids: [node.instance.id],
+        signal: AbortSignal.timeout(this.options.shutdownTimeout * 1000),
+      });
+      this.#hub.emit({
+        type: "node.destroyed",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        instanceId: node.instance.id,
+      });
+    } catch (error) {
+      this.#report(`terminating node ${node.index} (${node.instance.id}) failed`, error, node.index);
+    }
+  }
+
+  /** Growth failed: the next attempt waits a tick, doubling with each failure in a row, up to 5 minutes. */
+  #growthFailed(): void {
+    const tick = this.options.reconcileTickInterval * 1000;
+    this.#growthPausedUntil = performance.now() + Math.min(tick * 2 ** this.#growthFailures, 300_000);
+    this.#growthFailures += 1;
+  }
+
+  /** A node that failed to start: reported, taken out of the pool, its instance terminated. */
+  #dropNode(node: NodeRuntime, error: unknown): void {
+    if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+    this.#growthFailed();
+    this.#report(`node ${node.index} failed to start`, error, node.index);
+    const position = this.#nodes.indexOf(node);
+    if (position >= 0) this.#nodes.splice(position, 1);
+    this.#tasks.remove(node.index);
+    this.#track(this.#retire(node));
+    this.#sizeFailed(error as Error);
+  }
+
+  #emitProvisioned(node: NodeRuntime, provider: Provider, offer: Offer): void {
+    const { instance } = node;
+    this.#hub.emit({
+      type: "node.provisioned",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: instance.id,
+      provider: provider.name,
+      instanceType: offer.instanceType,
+      spot: instance.spot,
+      hourlyPrice: instance.hourlyPrice,
+      publicIp: instance.publicIp,
+      privateIp: instance.privateIp,
+    });
+  }
+
+  #sizeChanged(): void {
+    for (const waiter of [...this.#sizeWaiters]) waiter.check();
+  }
+
+  #sizeFailed(error: Error): void {
+    for (const waiter of [...this.#sizeWaiters]) waiter.fail(error);
+  }
+
+  /**
+   * Changes the pool's size. A number sets the target: a fixed pool is resized to it (its bounds
+   * follow); an elastic pool's target moves within its bounds (autoscaling goes on from there). A
+   * topology (`sky.nodes({ desired, min, max })`) sets target and bounds at once — `min: 0` lets the
+   * pool scale to zero when idle. Growing provisions and starts nodes; shrinking stops idle nodes
+   * (busy ones when their tasks end) and terminates their instances. Resolves once the pool has
+   * exactly its target of ready nodes (or a later decision changed the target); rejects when a node
+   * cannot be added (the pool keeps trying on its reconcile ticks).
+   *
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * await pool.resize(4);
+   * await pool.resize(sky.nodes({ desired: 1, min: 0, max: 4 }));
+   * ```
+   */
+  async resize(target: number | NodesInput | Nodes, options: WaitOptions = {}): Promise<void> {
+    this.#checkOpen();
+    const { signal } = options;
+    if (signal?.aborted) throw abortError(signal, "resize");
+    let topology: Nodes;
+    if (typeof target === "number") {
+      const { min, max } = this.#bounds;
+      const fixed = min === max;
+      const lowest = fixed ? 1 : min;
+      const highest = fixed ? Number.POSITIVE_INFINITY : max;
+      if (!Number.isInteger(target) || target < lowest || target > highest) {
+        throw new ConfigurationError({
+          issues: [
+            {
+              path: "nodes",
+              message: fixed
+                ? `expected a node count as a whole number >= 1, received ${String(target)}`
+                : `expected a node count from ${min} to ${max} (the pool's bounds; to change them, pass sky.nodes({ desired, min, max })), received ${String(target)}`,
+            },
+          ],
+        });
+      }
+      topology = fixed ? { desired: target, min: target, max: target } : { desired: target, min, max };
+    } else {
+      topology = resolveNodes(target as NodesInput);
+    }
+    checkNodeCeiling(this.#provider, topology, "nodes.max");
+    this.#bounds = { min: topology.min, max: topology.max };
+    this.#setDesired(topology.desired, "resize()");
+    const desired = this.#desired;
+    await new Promise<void>((resolve, reject) => {
+      const waiter = {
+        check: () => {
+          const ready = this.#tasks.liveNodes;
+          const settled = ready === desired && this.#actualNodes() === desired && this.#retiring === 0;
+          if (settled || this.#desired !== desired || this.#state !== "ready") done();
+        },
+        fail: (error: Error) => done(error),
+      };
+      const onAbort = () => done(abortError(signal as AbortSignal, "resize"));
+      const done = (error?: Error) => {
+        this.#sizeWaiters.delete(waiter);
+        signal?.removeEventListener("abort", onAbort);
+        if (error) reject(error);
+        else if (this.#state !== "ready")
+          reject(
+            new CancelledError({ message: `The pool is ${this.#state.replace("_", " ")}; resize stopped` }),
+          );
+        else resolve();
+      };
+      this.#sizeWaiters.add(waiter);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#reconciler?.poke();
     });
   }
 
@@ -615,7 +976,7 @@ class PoolRuntime implements AsyncDisposable {
       "--concurrency",
       String(this.#concurrency()),
       "--buffer",
-      String(worker.buffer),
+      String(worker.buffer === "auto" ? 0 : worker.buffer),
       "--executor",
       worker.executor,
       "--ttl",
@@ -685,7 +1046,7 @@ class PoolRuntime implements AsyncDisposable {
       connectTimeoutSeconds: this.spec.sshTimeout,
       connectRetryIntervalSeconds: this.spec.sshRetryInterval,
       onExit: (code, exitSignal) => {
-        if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+        if (this.#state === "shutting_down" || this.#state === "destroyed" || node.retiring) return;
         this.#hub.emit({
           type: "error",
           timestamp: Date.now(),
@@ -724,7 +1085,8 @@ class PoolRuntime implements AsyncDisposable {
       instanceId: node.instance.id,
       durationMs: performance.now() - started,
     });
-    const capacity = this.#concurrency() + this.spec.worker.buffer;
+    const { buffer } = this.spec.worker;
+    const capacity = buffer === "auto" ? "auto" : this.#concurrency() + buffer;
     this.#tasks.attach(node.index, connection, capacity, this.#concurrency());
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
     this.#hub.emit({
@@ -875,6 +1237,8 @@ class PoolRuntime implements AsyncDisposable {
     const wasStarted = this.#state !== "init";
     this.#setState("shutting_down");
     this.#abort.abort(new CancelledError({ message: "The pool is shutting down" }));
+    this.#sizeChanged();
+    await this.#reconciler?.stop();
     const report = (what: string, error: unknown) =>
       this.#hub.emit({
         type: "error",
@@ -889,6 +1253,8 @@ class PoolRuntime implements AsyncDisposable {
       report("a plugin's client hook failed on exit", error);
     }
     this.#tasks.close("the pool is shutting down");
+    // Growth stops at the abort; nodes being retired finish (their instances terminated by then).
+    await Promise.allSettled([...this.#background]);
     await Promise.all(
       this.#nodes.map(async (node) => {
         const connection = node.connection;
@@ -962,12 +1328,12 @@ class PoolRuntime implements AsyncDisposable {
   #resolveTarget(target: RunOptions["target"]): number | undefined {
     if (target === undefined) return undefined;
     if (target === "head") return 0;
-    if (!Number.isInteger(target) || target < 0 || target >= this.#nodes.length) {
+    if (!Number.isInteger(target) || !this.#nodes.some((node) => node.index === target)) {
       throw new ConfigurationError({
         issues: [
           {
             path: "target",
-            message: `expected "head" or a node index from 0 to ${this.#nodes.length - 1}, received ${String(target)}`,
+            message: `expected "head" or the index of one of the pool's nodes (${this.#nodes.map((node) => node.index).join(", ") || "none now"}), received ${String(target)}`,
           },
         ],
       });
@@ -1287,6 +1653,10 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
         },
       ],
     });
+  }
+  for (const [index, spec] of resolved.specs.entries()) {
+    const path = resolved.specs.length > 1 ? `specs[${index}].nodes.max` : "nodes.max";
+    checkNodeCeiling(spec.provider, spec.nodes, path);
   }
   const pool = new PoolRuntime(first, resolved.options, options.onEvent);
   if (options.handleSignals !== false) {

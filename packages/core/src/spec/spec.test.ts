@@ -68,6 +68,12 @@ describe("nodes", () => {
     expect(nodes({ desired: 2, max: 6 })).toEqual({ desired: 2, min: 2, max: 6 });
   });
 
+  it("min: 0 is a floor of zero (scale to zero); desired stays >= 1 and min < 0 is refused", () => {
+    expect(nodes({ desired: 1, min: 0, max: 3 })).toEqual({ desired: 1, min: 0, max: 3 });
+    expect(() => nodes({ desired: 0, min: 0 })).toThrow(/desired/);
+    expect(() => nodes({ desired: 2, min: -1 })).toThrow(/minimum node count as a whole number >= 0/);
+  });
+
   it("a plain object works like sky.nodes() inside a spec", () => {
     expect(spec({ nodes: { desired: 8, min: 4 } }).nodes).toEqual(nodes({ desired: 8, min: 4 }));
   });
@@ -262,7 +268,7 @@ describe("resolvePoolSpec", () => {
     expect(resolvePoolSpec(spec({}), options())).toMatchObject({
       ttl: 600,
       allocation: "spot-if-available",
-      worker: { concurrency: 1, buffer: 0, executor: "thread", reuseProcesses: true },
+      worker: { concurrency: 1, buffer: "auto", executor: "thread", reuseProcesses: true },
       provisionTimeout: 300,
       sshTimeout: 300,
       bootstrapTimeout: 300,
