@@ -179,6 +179,24 @@ export interface ProviderHttpRequest {
   /** What the request is for, in words, for error messages (`"creating a pod"`). */
   readonly purpose: string;
   readonly signal: AbortSignal;
+  /**
+   * The API's own rate limit for this kind of request, when it is known: requests with the same `key`
+   * are spaced `minIntervalMs` apart (the client waits, it does not fail), and an HTTP 429 to one of
+   * them holds every request of that key back for `penaltyMs` before the retry — for APIs that answer
+   * 429 without a `Retry-After` and keep refusing during a penalty (Vast.ai: one create per 4.5 s,
+   * 12 s penalty).
+   */
+  readonly rateLimit?: ProviderRateLimit;
+}
+
+/** A per-endpoint rate limit: see {@link ProviderHttpRequest.rateLimit}. */
+export interface ProviderRateLimit {
+  /** Requests sharing this key share the limit (`"PUT /asks"`). */
+  readonly key: string;
+  /** The least time between two requests of the key, ms. */
+  readonly minIntervalMs: number;
+  /** How long the API refuses the key after a request came too early, ms. */
+  readonly penaltyMs: number;
 }
 
 /** A successful answer. */
@@ -246,6 +264,15 @@ function scrub(text: string, secret: string | undefined): string {
 export function createProviderHttpClient(options: ProviderHttpClientOptions): ProviderHttpClient {
   const { label } = options;
   let key: string | undefined;
+  /** When the next request of each rate-limit key may go, ms since the epoch. */
+  const nextSlot = new Map<string, number>();
+  /** Waits for the key's next slot and takes it (slots are taken in call order, so waits queue up). */
+  const takeSlot = async (limit: ProviderRateLimit, signal: AbortSignal) => {
+    const now = Date.now();
+    const at = Math.max(now, nextSlot.get(limit.key) ?? 0);
+    nextSlot.set(limit.key, at + limit.minIntervalMs);
+    if (at > now) await sleep(at - now, signal);
+  };
 
   return {
     async send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer> {
@@ -256,6 +283,7 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
         if (request.signal.aborted) throw request.signal.reason;
         let response: ProviderHttpResponse | undefined;
         let failure: string | undefined;
+        if (request.rateLimit) await takeSlot(request.rateLimit, request.signal);
         try {
           response = await options.request({
             method: request.method,
@@ -275,7 +303,16 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
         const status = response?.status;
         if (status !== undefined && status >= 200 && status < 300) return { status, data: response?.data };
         const retryable = status === 429 || ((status === undefined || status >= 500) && request.idempotent);
+        if (status === 429 && request.rateLimit) {
+          // The API refuses the key for its penalty: nothing of that key goes before it has passed.
+          const { key: limitKey, penaltyMs, minIntervalMs } = request.rateLimit;
+          nextSlot.set(
+            limitKey,
+            Math.max(nextSlot.get(limitKey) ?? 0, Date.now() + penaltyMs + minIntervalMs),
+          );
+        }
         if (retryable && attempt < options.maxRetries) {
+          if (status === 429 && request.rateLimit) continue; // takeSlot waits out the penalty
           const backoff = options.retryDelayMs * 2 ** attempt;
           await sleep(retryAfterMs(response) ?? backoff, request.signal);
           continue;
