@@ -25,6 +25,11 @@ export interface ProviderApiErrorOptions {
   readonly statusCode?: number;
   /** Whether trying again may help. Default false. */
   readonly isRetryable?: boolean;
+  /**
+   * The error answer's body (parsed JSON, or text), for a provider to read fields the message leaves
+   * out (an id in a refusal). Never the request's headers; the API key is scrubbed from it.
+   */
+  readonly answer?: unknown;
 }
 
 /**
@@ -51,6 +56,8 @@ export interface ProviderApiErrorOptions {
 export class ProviderApiError extends ProvisionError {
   /** The HTTP status, or undefined when no answer came (network failure, deadline). */
   readonly statusCode: number | undefined;
+  /** The error answer's body, when there was one (see {@link ProviderApiErrorOptions.answer}). */
+  declare readonly answer: unknown;
 
   constructor(
     options: ProviderApiErrorOptions & {
@@ -68,6 +75,8 @@ export class ProviderApiError extends ProvisionError {
     this.name = options.name ?? "ProviderApiError";
     Object.defineProperty(this, providerApiMarker, { value: true });
     this.statusCode = options.statusCode;
+    // Not enumerable: kept out of JSON and of inspected errors, read by the provider that made it.
+    Object.defineProperty(this, "answer", { value: options.answer, enumerable: false });
   }
 
   /** True for a {@link ProviderApiError} (of any provider) from any copy of this package. */
@@ -251,6 +260,15 @@ function retryAfterMs(response: ProviderHttpResponse | undefined): number | unde
     : undefined;
 }
 
+/** An error answer's body with the key taken out of it (a copy). */
+function scrubbedAnswer(data: unknown, secret: string | undefined): unknown {
+  try {
+    return JSON.parse(scrub(JSON.stringify(data), secret)) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
 function scrub(text: string, secret: string | undefined): string {
   return secret ? text.split(secret).join("[redacted]") : text;
 }
@@ -333,6 +351,7 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
         }
         throw options.createError({
           ...(status !== undefined ? { statusCode: status } : {}),
+          ...(response?.data !== undefined ? { answer: scrubbedAnswer(response.data, key) } : {}),
           isRetryable: status === undefined || status >= 500,
           message:
             status === undefined
