@@ -339,6 +339,12 @@ export interface ProviderCapabilities {
    * when its provider cannot give one.
    */
   readonly peerNetwork?: PeerNetwork;
+  /**
+   * Seconds its instances may take to be running with an address, when the pool's options leave
+   * `provisionTimeout` unset: a provider that pulls a container image before SSH answers (RunPod) needs
+   * more than the default 300.
+   */
+  readonly provisionTimeout?: number;
 }
 
 /** How a provider's instances of one cluster reach one another: see {@link ProviderCapabilities.peerNetwork}. */

@@ -378,3 +378,26 @@ describe("peer network", () => {
     ).toThrow(/capabilities\.peerNetwork the string "vpn"/);
   });
 });
+
+describe("provisionTimeout", () => {
+  const slow: Provider = {
+    ...fakeProvider("pulls-images"),
+    capabilities: { spot: false, volumes: false, images: true, provisionTimeout: 1500 },
+  };
+
+  it("is the provider's own default when the options leave it unset, else 300; a set value wins", () => {
+    expect(resolvePoolSpec(spec({ provider: slow }), options()).provisionTimeout).toBe(1500);
+    expect(resolvePoolSpec(spec({ provider: fakeProvider() }), options()).provisionTimeout).toBe(300);
+    expect(resolvePoolSpec(spec({}), options()).provisionTimeout).toBe(300);
+    expect(
+      resolvePoolSpec(spec({ provider: slow }), options({ provisionTimeout: 60 })).provisionTimeout,
+    ).toBe(60);
+  });
+
+  it("a bad capability is refused by name", () => {
+    const bad = { ...slow, capabilities: { ...slow.capabilities, provisionTimeout: -1 } };
+    expect(() => spec({ provider: bad })).toThrow(
+      /capabilities\.provisionTimeout number -1, expected seconds > 0/,
+    );
+  });
+});

@@ -189,7 +189,7 @@ export function resolvePoolSpec(spec: Spec, options: Options): PoolSpec {
   return Object.freeze({
     ...spec,
     worker: options.worker,
-    provisionTimeout: options.provisionTimeout,
+    provisionTimeout: options.provisionTimeout ?? spec.provider?.capabilities.provisionTimeout ?? 300,
     sshTimeout: options.sshTimeout,
     bootstrapTimeout: options.bootstrapTimeout ?? spec.image.bootstrapTimeout,
     sshRetryInterval: options.sshRetryInterval,
