@@ -805,3 +805,19 @@ describe("settings", () => {
     ]);
   });
 });
+
+describe("root", () => {
+  it("is Skyward's directory on each pod, {id} its id; default none given (the pool's /opt/skyward)", async () => {
+    const { runpod, cluster } = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+      (offers) => offers[0],
+      { root: "/scratch/skyward-{id}" },
+    );
+    const [created] = await runpod.provision({ cluster, count: 1, ...call() });
+    const running = await untilRunning(runpod, cluster, created?.id ?? "");
+    expect(running.ssh?.root).toBe(`/scratch/skyward-${created?.id}`);
+    const [listed] = (await provider().listInstances?.(call())) ?? [];
+    expect(listed?.ssh).not.toHaveProperty("root");
+    expect(() => RunPod({ root: "relative" })).toThrow(/RunPod\.root/);
+  });
+});

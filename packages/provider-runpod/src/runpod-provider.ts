@@ -104,6 +104,11 @@ export interface RunPodSettings extends HttpSettings {
   env?: Readonly<Record<string, string>>;
   /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
   keysDirectory?: string;
+  /**
+   * Skyward's directory on each pod (environment, runtime, code); `{id}` in it becomes the pod's id.
+   * Default `/opt/skyward`.
+   */
+  root?: string;
 }
 
 /** What an offer of this provider carries in {@link Offer.specific}. */
@@ -194,6 +199,10 @@ const settingsSchema = z
       .optional(),
     env: environmentVariablesSchema.default({}),
     keysDirectory: keysDirectorySchema,
+    root: z
+      .string()
+      .refine((value) => value.startsWith("/"), { message: "expected an absolute path" })
+      .optional(),
   })
   .superRefine((value, context) => {
     if (value.minCudaVersion !== undefined && value.allowedCudaVersions !== undefined)
@@ -239,7 +248,12 @@ function tagsOf(pod: Pod): Record<string, string> {
  * (the public address and port mapped to 22); its private address is its global-networking one when it
  * has one, else the public one.
  */
-export function instanceFromPod(pod: Pod, identityFile: string | undefined, now = Date.now()): Instance {
+export function instanceFromPod(
+  pod: Pod,
+  identityFile: string | undefined,
+  now = Date.now(),
+  root?: string,
+): Instance {
   const tags = tagsOf(pod);
   const status = (pod.status ?? "").toUpperCase();
   const direct = pod.ssh?.direct;
@@ -249,7 +263,13 @@ export function instanceFromPod(pod: Pod, identityFile: string | undefined, now 
   const port = direct?.port ?? port22?.public ?? null;
   const ssh =
     running && host !== null && port !== null
-      ? Object.freeze({ host, port, user: "root", ...(identityFile !== undefined ? { identityFile } : {}) })
+      ? Object.freeze({
+          host,
+          port,
+          user: "root",
+          ...(identityFile !== undefined ? { identityFile } : {}),
+          ...(root !== undefined ? { root: root.replaceAll("{id}", pod.id) } : {}),
+        })
       : null;
   const state =
     status === "TERMINATED" || status === "EXITED" || status === "ERROR"
@@ -751,7 +771,12 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
           continue;
         }
         created.push(
-          instanceFromPod({ ...outcome, cost: outcome.cost ?? price }, cluster.specific.identityFile),
+          instanceFromPod(
+            { ...outcome, cost: outcome.cost ?? price },
+            cluster.specific.identityFile,
+            Date.now(),
+            settings.root,
+          ),
         );
       }
       if (created.length === 0) {
@@ -765,7 +790,7 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
     async getInstance({ cluster, id, signal }) {
       const pod = await lookUpPod(id, signal);
       // A cluster rebuilt from an instance's tags (`skyward down`) has no specific data.
-      return pod ? instanceFromPod(pod, cluster.specific?.identityFile) : null;
+      return pod ? instanceFromPod(pod, cluster.specific?.identityFile, Date.now(), settings.root) : null;
     },
 
     launchWorker: launchSshWorker,
@@ -798,7 +823,7 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       const identityFile = await findSshIdentityFile(keysDirectory(), "runpod_ed25519");
       return (await listPods(signal))
         .filter((pod) => tagsOf(pod)[SKYWARD_TAGS.cluster] !== undefined)
-        .map((pod) => instanceFromPod(pod, identityFile));
+        .map((pod) => instanceFromPod(pod, identityFile, Date.now(), settings.root));
     },
   };
 }

@@ -722,3 +722,21 @@ describe("what real accounts do", () => {
     expect([...fake.instances.keys()]).toEqual([42]);
   });
 });
+
+describe("root", () => {
+  it("is Skyward's directory on each instance, {id} its id; the watchdog reads the worker's pid file there", async () => {
+    const { vast, cluster } = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+      undefined,
+      { root: "/scratch/skyward-{id}" },
+    );
+    const [created] = await vast.provision({ cluster, count: 1, ...call() });
+    const onstart = String((fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body as { onstart: string }).onstart);
+    expect(onstart).toContain("[ -f /scratch/skyward-$CONTAINER_ID/worker.pid ]");
+    await vast.getInstance({ cluster, id: created?.id ?? "", ...call() });
+    const running = await vast.getInstance({ cluster, id: created?.id ?? "", ...call() });
+    expect(running?.ssh?.root).toBe(`/scratch/skyward-${created?.id}`);
+    expect(() => VastAI({ root: "relative" })).toThrow(/VastAI\.root/);
+    expect(() => VastAI({ root: "/x/$(reboot)" })).toThrow(/VastAI\.root/);
+  });
+});

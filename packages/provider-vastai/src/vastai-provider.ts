@@ -92,6 +92,11 @@ export interface VastAISettings extends HttpSettings {
   createIntervalMs?: number;
   /** How long Vast.ai refuses create calls after one came too early, ms. Default 12000. */
   rateLimitPenaltyMs?: number;
+  /**
+   * Skyward's directory on each instance (environment, runtime, code, the worker's pid file the
+   * watchdog reads); `{id}` in it becomes the instance's id. Default `/opt/skyward`.
+   */
+  root?: string;
 }
 
 /** What an offer of this provider carries in {@link Offer.specific}. */
@@ -134,13 +139,21 @@ const settingsSchema = z.strictObject({
   searchLimit: z.number().int().min(1).max(1000).default(64),
   createIntervalMs: z.number().min(0, { message: "expected milliseconds >= 0" }).default(4500),
   rateLimitPenaltyMs: z.number().min(0, { message: "expected milliseconds >= 0" }).default(12_000),
+  root: z
+    .string()
+    .refine((value) => value.startsWith("/") && !/['"\\$`\s]/.test(value.replaceAll("{id}", "")), {
+      message: "expected an absolute path without quotes, spaces or $",
+    })
+    .optional(),
 });
 
 type ParsedSettings = z.output<typeof settingsSchema>;
 
 const NAME = "vastai";
-/** The worker's pid file under the default Skyward root on a node. */
-const WORKER_PID_FILE = "/opt/skyward/worker.pid";
+/** The worker's pid file on a node, under Skyward's root; on the node `{id}` is its `$CONTAINER_ID`. */
+function workerPidFile(settings: ParsedSettings): string {
+  return `${(settings.root ?? "/opt/skyward").replaceAll("{id}", "$CONTAINER_ID")}/worker.pid`;
+}
 /** `<cluster id> <offer id>`, then the pool id when there is one. */
 const LABEL = /^(skyward-[0-9a-f]{8}) (\S+)(?: (\S+))?$/;
 
@@ -188,6 +201,8 @@ export function instanceFromVast(
     identityFile: string | undefined;
     spot?: boolean;
     hourlyPrice?: number | null;
+    /** Skyward's directory on the instance; `{id}` becomes its id. Default: the pool's. */
+    root?: string | undefined;
   },
   now = Date.now(),
 ): Instance {
@@ -220,6 +235,7 @@ export function instanceFromVast(
         ...target,
         user: "root",
         ...(options.identityFile !== undefined ? { identityFile: options.identityFile } : {}),
+        ...(options.root !== undefined ? { root: options.root.replaceAll("{id}", String(instance.id)) } : {}),
       })
     : null;
   return Object.freeze({
@@ -487,7 +503,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
         runtype: settings.ssh === "direct" ? "ssh_direct" : "ssh_proxy",
         onstart: renderOnstartScript({
           graceSeconds: settings.watchdogGraceSeconds,
-          workerPidFile: WORKER_PID_FILE,
+          workerPidFile: workerPidFile(settings),
         }),
         env: { ...settings.env, SKYWARD_CLUSTER: cluster.id },
         ...(bid !== null ? { price: bid } : {}),
@@ -725,6 +741,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
             identityFile: cluster.specific.identityFile,
             spot,
             hourlyPrice: price,
+            root: settings.root,
           },
         );
         try {
@@ -752,7 +769,11 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     async getInstance({ cluster, id, signal }) {
       const found = await fetchInstance(id, signal);
       return found
-        ? instanceFromVast(found, { ssh: settings.ssh, identityFile: cluster.specific?.identityFile })
+        ? instanceFromVast(found, {
+            ssh: settings.ssh,
+            identityFile: cluster.specific?.identityFile,
+            root: settings.root,
+          })
         : null;
     },
 
@@ -779,7 +800,9 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
       const identityFile = await findSshIdentityFile(keysDirectory(), "vastai_ed25519");
       return (await listAll(signal))
         .filter((instance) => LABEL.test(instance.label ?? ""))
-        .map((instance) => instanceFromVast(instance, { ssh: settings.ssh, identityFile }));
+        .map((instance) =>
+          instanceFromVast(instance, { ssh: settings.ssh, identityFile, root: settings.root }),
+        );
     },
   };
 }
@@ -788,7 +811,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
 function checkOnstartLength(settings: ParsedSettings): void {
   const length = renderOnstartScript({
     graceSeconds: settings.watchdogGraceSeconds,
-    workerPidFile: WORKER_PID_FILE,
+    workerPidFile: workerPidFile(settings),
   }).length;
   if (length > ONSTART_MAX_LENGTH)
     throw new Error(`the onstart script has ${length} characters, Vast.ai accepts ${ONSTART_MAX_LENGTH}`);
