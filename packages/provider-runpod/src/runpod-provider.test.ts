@@ -344,7 +344,8 @@ describe("multi-node pools", () => {
     });
     expect(cluster.specific.globalNetworking).toBe(true);
     expect(cluster.specific.spotAllowed).toBe(false);
-    expect(cluster.specific.dataCenterIds).toEqual(["US-KS-2", "US-TX-3", "US-GA-1", "EU-RO-1", "EU-SE-1"]);
+    // Those with global networking where the type is in stock (on a CUDA 12.9 host): US-KS-2 only.
+    expect(cluster.specific.dataCenterIds).toEqual(["US-KS-2"]);
     expect(Object.fromEntries(fake.to("/v2/catalog/datacenters")[0]?.url.searchParams ?? [])).toEqual({
       globalNetwork: "true",
     });
@@ -382,6 +383,19 @@ describe("multi-node pools", () => {
     expect((refused as ConfigurationError).issues).toEqual([
       { path: "allocation", message: expect.stringContaining("interruptible pods cannot join") },
     ]);
+  });
+
+  it("an offer in stock only where there is no global networking gives way to the next offer at prepare", async () => {
+    // Community A100 PCIe: in stock in CA-MTL-1 only, which has no global networking.
+    const error = await clusterFor(
+      { accelerator: accelerators.A100({ count: 1 }), allocation: "on-demand", nodes: 2, plugins: [ddp] },
+      (offers) => offers.find((offer) => offer.id.startsWith("runpod:community:")),
+    ).catch((caught: unknown) => caught);
+    expect(NoCapacityError.isInstance(error)).toBe(true);
+    expect((error as NoCapacityError).attempts[0]?.reason).toMatch(
+      /in stock only in data centers without global networking \(CA-MTL-1\)/,
+    );
+    expect(fake.to("/v2/pods", "POST")).toEqual([]);
   });
 
   it("a pinned data center without global networking is refused for a plugin that needs it", async () => {

@@ -120,6 +120,8 @@ export type RunPodOfferData =
       readonly cloudType: "SECURE" | "COMMUNITY";
       /** The bid per GPU for an interruptible pod: the minimum bid plus the margin; null when none. */
       readonly bidPerGpu: number | null;
+      /** The data centers with the type in stock, as the catalog listed them (empty: not listed). */
+      readonly dataCenterIds: readonly string[];
     }
   | {
       readonly kind: "cpu";
@@ -454,6 +456,11 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
               gpuCount: count,
               cloudType: cloud,
               bidPerGpu,
+              dataCenterIds: Object.freeze(
+                (gpu.dataCenters ?? [])
+                  .filter((center) => center.availability !== "NONE")
+                  .map((center) => center.id),
+              ),
             } satisfies RunPodOfferData),
           }),
         );
@@ -667,6 +674,22 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       );
     }
     const networked = await globalNetworkDataCenters(signal);
+    // Only where the type is in stock: an offer stocked only outside them cannot join the network.
+    const stocked = (offer.specific as Extract<RunPodOfferData, { kind: "gpu" }>).dataCenterIds ?? [];
+    const usable = stocked.length > 0 ? networked.filter((id) => stocked.includes(id)) : networked;
+    if (pinned === undefined && usable.length === 0) {
+      if (peers.length > 0)
+        throw new NoCapacityError({
+          attempts: [
+            {
+              provider: NAME,
+              offer: offer.instanceType,
+              reason: `in stock only in data centers without global networking (${stocked.join(", ")}), which plugin "${peers[0]}" needs for the pool's pods to reach one another`,
+            },
+          ],
+        });
+      return { dataCenterIds: [], globalNetworking: false, spotAllowed: true };
+    }
     if (pinned !== undefined && !networked.includes(pinned)) {
       if (peers.length > 0)
         refuse(
@@ -676,7 +699,7 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       return { dataCenterIds: [pinned], globalNetworking: false, spotAllowed: true };
     }
     return {
-      dataCenterIds: pinned ? [pinned] : networked,
+      dataCenterIds: pinned ? [pinned] : usable,
       globalNetworking: true,
       // Interruptible pods cannot join: a pool that needs the network rents on demand.
       spotAllowed: peers.length === 0,

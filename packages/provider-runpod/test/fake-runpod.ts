@@ -85,7 +85,7 @@ export interface FakePod {
 /** Where a pod's SSH answers, and what happens when pods come and go (a test bed's hosts). */
 export interface FakeRunPodOptions {
   /** The address and port of the pod's sshd; default a documentation address. */
-  sshEndpoint?: (pod: FakePod) => { host: string; port: number };
+  sshEndpoint?: (pod: FakePod) => { host: string; port: number; privateIp?: string };
   /** Called when a pod is created (its `PUBLIC_KEY` is in `pod.env`). */
   onCreate?: (pod: FakePod) => Promise<void> | void;
   /** Called when a pod is terminated. */
@@ -235,6 +235,7 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
       const endpoint = options.sshEndpoint(pod);
       pod.publicIp = endpoint.host;
       pod.sshPort = endpoint.port;
+      if (pod.privateIp && endpoint.privateIp) pod.privateIp = endpoint.privateIp;
     }
     nextPod += 1;
     pods.set(id, pod);
