@@ -56,6 +56,18 @@ export interface FakeInstance {
   keys: string[];
   /** A foreign instance's whole answer, listed as it is (odd shapes included). */
   raw?: Record<string, unknown>;
+  /** Where its sshd answers, when the test gave one (a test-bed host). */
+  endpoint?: { host: string; port: number };
+}
+
+/** Where instances' SSH answers, and what happens when keys are attached and instances destroyed. */
+export interface FakeVastOptions {
+  /** The address and port of a new instance's sshd; default the offer's documentation address. */
+  sshEndpoint?: (instance: FakeInstance) => { host: string; port: number };
+  /** Called when a key is attached to an instance. */
+  onAttachKey?: (instance: FakeInstance, key: string) => Promise<void> | void;
+  /** Called when an instance is destroyed. */
+  onDestroy?: (instance: FakeInstance) => Promise<void> | void;
 }
 
 /** The fake, its state and its controls. */
@@ -157,18 +169,22 @@ function instanceView(instance: FakeInstance): Record<string, unknown> {
     gpu_name: offer?.gpu_name,
     num_gpus: offer?.num_gpus,
     machine_id: offer?.machine_id,
-    public_ipaddr: running ? offer?.public_ipaddr : "",
+    public_ipaddr: running ? (instance.endpoint?.host ?? offer?.public_ipaddr) : "",
     ssh_host: running ? `ssh${instance.id % 9}.vast.ai` : null,
     ssh_port: running ? 10_000 + (instance.id % 1000) : null,
     // While loading, the exposed port is listed unmapped: a null port map.
     ports: running
-      ? { "22/tcp": [{ HostIp: "0.0.0.0", HostPort: String(40_000 + (instance.id % 1000)) }] }
+      ? {
+          "22/tcp": [
+            { HostIp: "0.0.0.0", HostPort: String(instance.endpoint?.port ?? 40_000 + (instance.id % 1000)) },
+          ],
+        }
       : { "22/tcp": null },
   };
 }
 
 /** Creates the fake; `server.listen({ onUnhandledFrame: "error" })` starts it, `server.close()` stops it. */
-export function startFakeVast(): FakeVast {
+export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
   const requests: RecordedRequest[] = [];
   const instances = new Map<number, FakeInstance>();
   const rented = new Set<number>();
@@ -230,7 +246,7 @@ export function startFakeVast(): FakeVast {
         request: Request,
         body: unknown,
         params: Record<string, string | readonly string[] | undefined>,
-      ) => Response,
+      ) => Response | Promise<Response>,
     ) =>
     async ({
       request,
@@ -303,7 +319,9 @@ export function startFakeVast(): FakeVast {
         }
         rented.add(askId);
         nextInstance += 1;
-        instances.set(id, { id, askId, body: request, lookups: 0, state: "loading", keys: [] });
+        const created: FakeInstance = { id, askId, body: request, lookups: 0, state: "loading", keys: [] };
+        if (options.sshEndpoint) created.endpoint = options.sshEndpoint(created);
+        instances.set(id, created);
         return HttpResponse.json({ success: true, new_contract: id });
       }),
     ),
@@ -327,10 +345,12 @@ export function startFakeVast(): FakeVast {
     ),
     http.post(
       `${API}/instances/:id/ssh/`,
-      guarded((_request, body, params) => {
+      guarded(async (_request, body, params) => {
         const instance = instances.get(Number(params.id));
         if (!instance) return HttpResponse.json(errors.instanceGone, { status: 404 });
-        instance.keys.push(String((body as Record<string, unknown>).ssh_key));
+        const key = String((body as Record<string, unknown>).ssh_key);
+        instance.keys.push(key);
+        await options.onAttachKey?.(instance, key);
         return HttpResponse.json({ success: true, msg: "SSH key attached successfully" });
       }),
     ),
@@ -347,9 +367,11 @@ export function startFakeVast(): FakeVast {
     ),
     http.delete(
       `${API}/instances/:id/`,
-      guarded((_request, _body, params) => {
-        if (!instances.delete(Number(params.id)))
-          return HttpResponse.json(errors.instanceGone, { status: 404 });
+      guarded(async (_request, _body, params) => {
+        const instance = instances.get(Number(params.id));
+        if (!instance) return HttpResponse.json(errors.instanceGone, { status: 404 });
+        instances.delete(instance.id);
+        await options.onDestroy?.(instance);
         return HttpResponse.json({ success: true });
       }),
     ),
