@@ -184,7 +184,11 @@ export function spotPricesQuery(gpuCount: number): string {
   ].join("\n");
 }
 
-/** Creates an interruptible (spot) GPU pod at a bid per GPU. */
+/**
+ * Creates an interruptible (spot) GPU pod at a bid per GPU. Its input takes `allowedCudaVersions` like
+ * `podFindAndDeployOnDemand` (https://docs.runpod.io/sdks/graphql/manage-pods; runpod-python's
+ * `generate_spot_pod_deployment_mutation` sends it too).
+ */
 export const DEPLOY_INTERRUPTIBLE_MUTATION = `mutation SkywardRentInterruptable($input: PodRentInterruptableInput!) {
   podRentInterruptable(input: $input) { id }
 }`;
