@@ -165,6 +165,23 @@ describe("createProviderHttpClient", () => {
     expect(times[4]! - times[3]!).toBeGreaterThanOrEqual(115);
   });
 
+  it("keeps an error answer's body for the provider, the key scrubbed and out of JSON", async () => {
+    const { client } = clientAnswering([
+      () => ({
+        status: 400,
+        data: { error: "invalid_price", new_contract: 31000001, echo: `Bearer ${KEY}` },
+      }),
+    ]);
+    const error = (await client.send(read()).catch((caught: unknown) => caught)) as ProviderApiError;
+    expect(error.answer).toEqual({
+      error: "invalid_price",
+      new_contract: 31000001,
+      echo: "Bearer [redacted]",
+    });
+    expect(JSON.stringify(error)).not.toContain("new_contract");
+    expect(Object.keys(error)).not.toContain("answer");
+  });
+
   it("retries 5xx answers and network failures only for idempotent requests", async () => {
     const failing = clientAnswering([() => ({ status: 502, data: "bad gateway" })]);
     const created = await failing.client
