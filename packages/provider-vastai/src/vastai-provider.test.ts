@@ -731,7 +731,8 @@ describe("root", () => {
       { root: "/scratch/skyward-{id}" },
     );
     const [created] = await vast.provision({ cluster, count: 1, ...call() });
-    const onstart = String((fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body as { onstart: string }).onstart);
+    const body = fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body as { onstart?: string } | undefined;
+    const onstart = String(body?.onstart);
     expect(onstart).toContain("[ -f /scratch/skyward-$CONTAINER_ID/worker.pid ]");
     await vast.getInstance({ cluster, id: created?.id ?? "", ...call() });
     const running = await vast.getInstance({ cluster, id: created?.id ?? "", ...call() });
