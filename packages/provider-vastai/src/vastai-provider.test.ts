@@ -4,6 +4,7 @@ import { join } from "node:path";
 import {
   accelerators,
   ConfigurationError,
+  compute,
   NoCapacityError,
   type PoolSpec,
   ProvisionError,
@@ -598,6 +599,20 @@ describe("what real accounts do", () => {
       /plugin "ddp" connects its workers on different nodes to one another, but vastai's instances share no network/,
     );
     expect(toSpec({ provider: provider(), nodes: 1, plugins: [ddp] }).nodes.max).toBe(1);
+    expect(fake.requests).toEqual([]);
+  });
+
+  it("sky.compute with such a plugin on several Vast.ai nodes fails at once, asking Vast.ai nothing", async () => {
+    const ddp = Plugin.create("ddp").withPeerNetwork();
+    await expect(
+      compute({
+        provider: provider(),
+        accelerator: accelerators.RTX_4090(),
+        nodes: 2,
+        plugins: [ddp],
+        options: { console: false },
+      }),
+    ).rejects.toSatisfy(ConfigurationError.isInstance);
     expect(fake.requests).toEqual([]);
   });
 
