@@ -689,8 +689,10 @@ describe("what real accounts do", () => {
     expect(created).toHaveLength(2);
     const [first, second] = fake.to(/^\/api\/v0\/asks\//, "PUT");
     expect(first && second).toBeTruthy();
-    // Without the spacing the fake refuses the second create in a row and starts its penalty.
+    // Without the spacing the fake refuses the second create in a row and starts its penalty (here the
+    // real 4.5 s interval, so that a slow machine cannot space the two calls by chance).
     fake.reset();
+    fake.rateLimit = { intervalMs: 4500, penaltyMs: 12_000 };
     const eager = await clusterFor(
       { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
       undefined,
@@ -698,6 +700,7 @@ describe("what real accounts do", () => {
     );
     const partial = await eager.vast.provision({ cluster: eager.cluster, count: 2, ...call() });
     expect(partial).toHaveLength(1);
+    expect(fake.to(/^\/api\/v0\/asks\//, "PUT")).toHaveLength(2);
     // A limiter that waits out the penalty gets past a refusal caused by someone else's call.
     fake.reset();
     const { vast: patient, cluster: other } = await clusterFor({
