@@ -16,7 +16,15 @@ const names = (entries: readonly ProviderEntry[]) => entries.map((entry) => entr
 
 describe("selectProviderEntries", () => {
   it("without --provider: every configured entry, else every built-in type", () => {
-    expect(names(selectProviderEntries(config({}), undefined))).toEqual(["aws", "runpod", "vastai"]);
+    expect(names(selectProviderEntries(config({}), undefined))).toEqual([
+      "aws",
+      "hyperstack",
+      "novita",
+      "runpod",
+      "tensordock",
+      "vastai",
+      "verda",
+    ]);
     const configured = config({
       east: { type: "aws", package: "@skyward/provider-aws", settings: { region: "us-east-1" } },
     });
@@ -35,7 +43,7 @@ describe("selectProviderEntries", () => {
       { name: "runpod", type: "runpod", package: "@skyward/provider-runpod", settings: {} },
     ]);
     expect(() => selectProviderEntries(configured, ["gcp"])).toThrow(
-      'unknown provider "gcp": expected one of "east", "west", "aws", "runpod", "ssh", "vastai"',
+      'unknown provider "gcp": expected one of "east", "west", "aws", "hyperstack", "novita", "runpod", "ssh", "tensordock", "vastai", "verda"',
     );
   });
 });

@@ -20,8 +20,8 @@ Commands:
   logs        print or follow the pools' log file (~/.skyward/logs/skyward.log), by pool and level
 
 Providers come from skyward.toml ([providers.NAME], merged over ~/.skyward/defaults.toml), else
-aws, runpod and vastai with credentials from the environment. Run "skyward <command> --help" for
-a command's options.
+aws, novita, runpod, vastai and verda with credentials from the environment. Run
+"skyward <command> --help" for a command's options.
 `;
 
 /** Where and how {@link runCli} runs; every field defaults to this process's own. */

@@ -85,6 +85,7 @@ export {
 } from "./spec/accelerators.js";
 export type { ResolvedCompute } from "./spec/compute-input.js";
 export { resolveComputeInput } from "./spec/compute-input.js";
+export { containerImageSchema, imageReferenceSchema } from "./spec/containers.js";
 export type { PipInstallStep } from "./spec/image.js";
 export {
   contentHash,

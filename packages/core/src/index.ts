@@ -120,6 +120,16 @@ export type {
   MultiSpecComputeInput,
   NamedComputeInput,
 } from "./spec/compute-input.js";
+// Container images
+export type {
+  CudaImageOptions,
+  CudaRepository,
+  CudaVariant,
+  DockerImageMetadata,
+  PytorchImageOptions,
+  RunPodBaseImageOptions,
+} from "./spec/containers.js";
+export { containers, DockerImage } from "./spec/containers.js";
 // Images, specs, topology, volumes, options, metrics, durations
 export type { Image, ImageInput, PipIndex } from "./spec/image.js";
 export { image, pipIndex } from "./spec/image.js";

@@ -4,6 +4,8 @@ import { join } from "node:path";
 import {
   accelerators,
   ConfigurationError,
+  containers,
+  DockerImage,
   NoCapacityError,
   type PoolSpec,
   ProvisionError,
@@ -833,5 +835,64 @@ describe("root", () => {
     const [listed] = (await provider().listInstances?.(call())) ?? [];
     expect(listed?.ssh).not.toHaveProperty("root");
     expect(() => RunPod({ root: "relative" })).toThrow(/RunPod\.root/);
+  });
+});
+
+describe("container images", () => {
+  async function deployedImage(containerImage: RunPodSettings["containerImage"]): Promise<unknown> {
+    const runpod = provider({ containerImage });
+    const spec = poolSpec({ accelerator: accelerators.A100({ count: 1 }), allocation: "on-demand" }, runpod);
+    const offer = (await runpod.offers({ query: offerQuery(spec), ...call() }))[0];
+    if (!offer) throw new Error("no offer");
+    const cluster = await runpod.prepare({ spec, offer, ...call() });
+    await runpod.provision({ cluster, count: 1, ...call() });
+    const [request] = fake.to("/v2/pods", "POST");
+    return (request?.body as { image?: unknown } | undefined)?.image;
+  }
+
+  it("deploys pods from a sky.containers image, a DockerImage.of image or a tag string", async () => {
+    expect(await deployedImage(containers.runpodPytorch("2.8"))).toBe(
+      "runpod/pytorch:2.8.0-py3.13-cuda12.8.1-devel-ubuntu24.04",
+    );
+    // The CUDA version in the image's tag asks the host for it.
+    expect(fake.to("/v2/pods", "POST")[0]?.body).toMatchObject({ gpu: { minCudaVersion: "12.8" } });
+    fake.reset();
+    expect(await deployedImage(DockerImage.of("ghcr.io/acme/trainer:1.4"))).toBe("ghcr.io/acme/trainer:1.4");
+    // A tag that names no CUDA: no constraint, unless the DockerImage says which CUDA it was built for.
+    expect(fake.to("/v2/pods", "POST")[0]?.body).toMatchObject({
+      gpu: { id: "NVIDIA A100 80GB PCIe", count: 1 },
+    });
+    expect(fake.to("/v2/pods", "POST")[0]?.body).not.toHaveProperty("gpu.minCudaVersion");
+    fake.reset();
+    expect(await deployedImage(DockerImage.of("ghcr.io/acme/trainer:1.4", { cuda: "12.9" }))).toBe(
+      "ghcr.io/acme/trainer:1.4",
+    );
+    expect(fake.to("/v2/pods", "POST")[0]?.body).toMatchObject({ gpu: { minCudaVersion: "12.9" } });
+    fake.reset();
+    expect(await deployedImage("runpod/base:1.0.3-cuda1281-ubuntu2204")).toBe(
+      "runpod/base:1.0.3-cuda1281-ubuntu2204",
+    );
+  });
+
+  it("deploys CPU pods from the image too", async () => {
+    const runpod = provider({ containerImage: containers.ubuntu("22.04") });
+    const spec = poolSpec({}, runpod);
+    const offer = (await runpod.offers({ query: offerQuery(spec), ...call() })).find(
+      (candidate) => candidate.instanceType === "cpu3g-2-8",
+    );
+    if (!offer) throw new Error("no offer");
+    const cluster = await runpod.prepare({ spec, offer, ...call() });
+    await runpod.provision({ cluster, count: 1, ...call() });
+    const [request] = fake.to("/v2/pods", "POST");
+    expect(request?.body).toMatchObject({ image: "ubuntu:22.04", cpu: { id: "cpu3g", vcpuCount: 2 } });
+  });
+
+  it("refuses an image that is neither a tag nor a DockerImage, naming the field", () => {
+    expect(() => provider({ containerImage: "runpod/Base:latest" })).toThrow(
+      /RunPod\.containerImage: expected a Docker image reference/,
+    );
+    expect(() => provider({ containerImage: { name: "x" } as never })).toThrow(
+      /RunPod\.containerImage: expected an image tag string or a DockerImage/,
+    );
   });
 });

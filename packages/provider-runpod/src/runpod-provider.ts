@@ -6,10 +6,11 @@
  * as `PUBLIC_KEY`, which RunPod's images install for root. GPU pods ask for a host whose CUDA version
  * runs the image; the pods of a multi-node GPU pool join RunPod's global networking.
  */
-import { ConfigurationError, NoCapacityError } from "@skyward/core";
+import { ConfigurationError, type DockerImage, NoCapacityError } from "@skyward/core";
 import {
   type Cluster,
   canonicalAcceleratorName,
+  containerImageSchema,
   type Instance,
   type Offer,
   type OfferQuery,
@@ -75,11 +76,15 @@ export interface RunPodSettings extends HttpSettings {
   apiKey?: string;
   /** Secure cloud, community cloud, or offers from both. Default `"all"`. CPU pods are secure cloud only. */
   cloudType?: RunPodCloudType;
-  /** The container image; it must start `sshd` with `$PUBLIC_KEY` authorised for root, as RunPod's images do. */
-  containerImage?: string;
+  /**
+   * The container image: a tag or a {@link DockerImage} (`sky.containers.runpodPytorch("2.8")`). It must
+   * start `sshd` with `$PUBLIC_KEY` authorised for root, as RunPod's images do. Default
+   * {@link DEFAULT_RUNPOD_IMAGE}.
+   */
+  containerImage?: string | DockerImage;
   /**
    * The lowest CUDA version a GPU pod's host must run (`"12.8"`): a host with an older driver cannot
-   * start a newer CUDA image. Default: the version in the image's tag (`cuda1290` → `"12.9"`,
+   * start a newer CUDA image. Default: the version in the image's tag (a `DockerImage` from `sky.containers` names it) (`cuda1290` → `"12.9"`,
    * `cu1281` → `"12.8"`, `cuda:12.4.1` → `"12.4"`), else none.
    */
   minCudaVersion?: string;
@@ -172,7 +177,7 @@ const settingsSchema = z
     cloudType: z
       .enum(["secure", "community", "all"], { message: 'expected "secure", "community" or "all"' })
       .default("all"),
-    containerImage: z.string().min(1, { message: "expected an image name" }).default(DEFAULT_RUNPOD_IMAGE),
+    containerImage: containerImageSchema.default(DEFAULT_RUNPOD_IMAGE),
     minCudaVersion: cudaVersion.optional(),
     allowedCudaVersions: z
       .array(cudaVersion)
@@ -234,9 +239,9 @@ export function imageCudaVersion(image: string): string | undefined {
 }
 
 /** The CUDA constraint of the settings: the versions listed, else the minimum set or named by the image. */
-function cudaConstraint(settings: ParsedSettings): RunPodCudaConstraint {
+function cudaConstraint(settings: ParsedSettings, imageCuda: string | undefined): RunPodCudaConstraint {
   if (settings.allowedCudaVersions) return { allowedCudaVersions: [...settings.allowedCudaVersions] };
-  const minimum = settings.minCudaVersion ?? imageCudaVersion(settings.containerImage);
+  const minimum = settings.minCudaVersion ?? imageCuda ?? imageCudaVersion(settings.containerImage);
   return minimum ? { minCudaVersion: minimum } : {};
 }
 
@@ -341,11 +346,17 @@ function refuse(path: string, message: string): never {
   throw new ConfigurationError({ issues: [{ path, message }] });
 }
 
-function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
+/** The CUDA version a `DockerImage` says it was built for (`sky.containers.cuda("12.9")`), if any. */
+function dockerImageCuda(image: unknown): string | undefined {
+  const cuda = typeof image === "object" && image !== null ? (image as { cuda?: unknown }).cuda : undefined;
+  return typeof cuda === "string" ? cuda : undefined;
+}
+
+function build(settings: ParsedSettings, imageCuda?: string): ProviderV1<RunPodClusterData> {
   const http = runpodApi.createClient(settings);
   const keysDirectory = () => settings.keysDirectory ?? skywardKeysDirectory();
   const podCounters = new Map<string, number>();
-  const cuda = cudaConstraint(settings);
+  const cuda = cudaConstraint(settings, imageCuda);
 
   async function get(path: string, params: Record<string, string>, purpose: string, signal: AbortSignal) {
     const { data } = await http.send({
@@ -857,7 +868,7 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
  * up on the first API call.
  */
 export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {
-  return build(parseSettings(settings, "RunPod"));
+  return build(parseSettings(settings, "RunPod"), dockerImageCuda(settings.containerImage));
 }
 
 /**
@@ -865,5 +876,5 @@ export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterD
  * already camelCased by the core: `cloud_type = "secure"` arrives as `cloudType`.
  */
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<RunPodClusterData> {
-  return build(parseSettings(settings as RunPodSettings, ""));
+  return build(parseSettings(settings as RunPodSettings, ""), dockerImageCuda(settings.containerImage));
 }

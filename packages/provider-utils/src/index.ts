@@ -2,7 +2,8 @@
  * `@skyward/provider-utils` — what Skyward provider packages share: an HTTP client for a provider's
  * API (bearer key looked up lazily from the settings or the environment, deadlines, retries, errors
  * that never carry the key), the settings schemas every provider accepts, Skyward's tags, offer
- * filtering and prices, and the keys directory. For provider authors; see `docs/providers.md`.
+ * filtering and prices, the keys directory, and the boot script that arms a VM's self-destruct. For
+ * provider authors; see `docs/providers.md`.
  *
  * ```ts
  * import { defineProviderApi, ProviderApiError } from "@skyward/provider-utils";
@@ -57,6 +58,9 @@ export {
 } from "./offers/offer-filter.js";
 export type { Market } from "./offers/prices.js";
 export { marketsFor, roundPrice } from "./offers/prices.js";
+// Self-destruct
+export type { SelfDestructScriptOptions } from "./self-destruct-script.js";
+export { renderSelfDestructScript } from "./self-destruct-script.js";
 // Tags
 export type { SkywardTagValues } from "./tags.js";
 export {

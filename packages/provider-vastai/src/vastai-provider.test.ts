@@ -5,6 +5,8 @@ import {
   accelerators,
   ConfigurationError,
   compute,
+  containers,
+  DockerImage,
   NoCapacityError,
   type PoolSpec,
   ProvisionError,
@@ -757,5 +759,46 @@ describe("root", () => {
     expect(running?.ssh?.root).toBe(`/scratch/skyward-${created?.id}`);
     expect(() => VastAI({ root: "relative" })).toThrow(/VastAI\.root/);
     expect(() => VastAI({ root: "/x/$(reboot)" })).toThrow(/VastAI\.root/);
+  });
+});
+
+describe("container images", () => {
+  it("rents with a sky.containers image: its tag goes into the create request", async () => {
+    const image = containers.cuda("12.9", { variant: "runtime", ubuntu: "24.04", repository: "nvidia" });
+    const { vast, cluster } = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+      undefined,
+      { dockerImage: image },
+    );
+    expect(cluster.specific.image).toBe("nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04");
+    await vast.provision({ cluster, count: 1, ...call() });
+    expect(fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body).toMatchObject({
+      image: "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04",
+    });
+  });
+
+  it("rents with a DockerImage.of image or a plain tag string", async () => {
+    for (const [dockerImage, tag] of [
+      [DockerImage.of("ghcr.io/acme/trainer:1.4", { cuda: "12.8" }), "ghcr.io/acme/trainer:1.4"],
+      ["pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime", "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime"],
+    ] as const) {
+      fake.reset();
+      const { vast, cluster } = await clusterFor(
+        { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+        undefined,
+        { dockerImage },
+      );
+      await vast.provision({ cluster, count: 1, ...call() });
+      expect(fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body).toMatchObject({ image: tag });
+    }
+  });
+
+  it("refuses an image that is neither a tag nor a DockerImage, naming the field", () => {
+    expect(() => provider({ dockerImage: "Not An Image" })).toThrow(
+      /VastAI\.dockerImage: expected a Docker image reference/,
+    );
+    expect(() => provider({ dockerImage: 12 as never })).toThrow(
+      /VastAI\.dockerImage: expected an image tag string or a DockerImage/,
+    );
   });
 });

@@ -4,10 +4,11 @@
  * address and the port mapped to 22, or through Vast.ai's SSH proxy. Every instance runs an `onstart`
  * script that arms its self-destruct (see `onstart-script.ts`).
  */
-import { NoCapacityError } from "@skyward/core";
+import { type DockerImage, NoCapacityError } from "@skyward/core";
 import {
   type Cluster,
   canonicalAcceleratorName,
+  containerImageSchema,
   type Instance,
   type Offer,
   type OfferQuery,
@@ -68,8 +69,12 @@ export interface VastAISettings extends HttpSettings {
   geolocation?: string;
   /** The bid of an interruptible instance, as a multiple of the offer's minimum bid. Default 1.2. */
   bidMultiplier?: number;
-  /** The Docker image. Vast.ai's SSH launch mode adds `sshd` to any image; it needs `python3` for the worker. */
-  dockerImage?: string;
+  /**
+   * The Docker image: a tag or a {@link DockerImage} (`sky.containers.cuda("12.9")`). Vast.ai's SSH
+   * launch mode adds `sshd` to any image; it needs `python3` for the worker. Default
+   * {@link DEFAULT_VASTAI_IMAGE}.
+   */
+  dockerImage?: string | DockerImage;
   /** Disk per instance, GB; a spec's `diskGb` raises it. Default 50. */
   diskGb?: number;
   /**
@@ -130,7 +135,7 @@ const settingsSchema = z.strictObject({
   minCuda: z.number().min(0).default(12),
   geolocation: z.string().min(1).optional(),
   bidMultiplier: z.number().min(1, { message: "expected a multiplier >= 1" }).default(1.2),
-  dockerImage: z.string().min(1).default(DEFAULT_VASTAI_IMAGE),
+  dockerImage: containerImageSchema.default(DEFAULT_VASTAI_IMAGE),
   diskGb: z.number().int().min(8, { message: "expected at least 8 GB" }).default(50),
   ssh: z.enum(["direct", "proxy"]).default("direct"),
   watchdogGraceSeconds: z.number().int().min(0).default(1800),

@@ -402,9 +402,13 @@ describe("loadConfig: provider tables", () => {
   it("knows the built-in provider packages", () => {
     expect(PROVIDER_PACKAGES).toEqual({
       aws: "@skyward/provider-aws",
+      hyperstack: "@skyward/provider-hyperstack",
+      novita: "@skyward/provider-novita",
       runpod: "@skyward/provider-runpod",
       ssh: "@skyward/provider-ssh",
+      tensordock: "@skyward/provider-tensordock",
       vastai: "@skyward/provider-vastai",
+      verda: "@skyward/provider-verda",
     });
   });
 

@@ -19,9 +19,13 @@ import type { SpecInput } from "../spec/spec.js";
  */
 export const PROVIDER_PACKAGES: Readonly<Record<string, string>> = Object.freeze({
   aws: "@skyward/provider-aws",
+  hyperstack: "@skyward/provider-hyperstack",
+  novita: "@skyward/provider-novita",
   runpod: "@skyward/provider-runpod",
   ssh: "@skyward/provider-ssh",
+  tensordock: "@skyward/provider-tensordock",
   vastai: "@skyward/provider-vastai",
+  verda: "@skyward/provider-verda",
 });
 
 /**

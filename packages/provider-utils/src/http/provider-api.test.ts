@@ -51,6 +51,30 @@ describe("defineProviderApi", () => {
     expect(await request?.json()).toEqual({ gpu: "A100" });
   });
 
+  it("sends the bare key in the identity's apiKeyHeader instead of a bearer token", async () => {
+    const seen: Request[] = [];
+    const headerApi = defineProviderApi({
+      label: "Header",
+      apiKeyVariable: "SKYWARD_TEST_HEADER_API_KEY",
+      apiKeyHeader: "api_key",
+      createError: (options) => new ExampleApiError(options),
+    });
+    const fetch = async (input: URL | Request | string, init?: RequestInit) => {
+      seen.push(new Request(input, init));
+      return Response.json({ status: true });
+    };
+    const http = headerApi.createClient(settingsSchema.parse({ apiKey: KEY, fetch }));
+    await http.send({
+      method: "GET",
+      url: "https://api.example.com/v1/flavors",
+      idempotent: true,
+      purpose: "listing flavors",
+      signal: AbortSignal.timeout(5000),
+    });
+    expect(seen[0]?.headers.get("api_key")).toBe(KEY);
+    expect(seen[0]?.headers.get("authorization")).toBeNull();
+  });
+
   it("retries through fetch, and its errors are the provider's, without the key", async () => {
     let calls = 0;
     const fetch = async () => {

@@ -74,7 +74,11 @@ function axiosRequest(fetch: ProviderHttpSettings["fetch"]): ProviderHttpRequest
  * ```
  */
 export function defineProviderApi(definition: ProviderApiDefinition): ProviderApi {
-  const identity = { label: definition.label, apiKeyVariable: definition.apiKeyVariable };
+  const identity = {
+    label: definition.label,
+    apiKeyVariable: definition.apiKeyVariable,
+    ...(definition.apiKeyHeader ? { apiKeyHeader: definition.apiKeyHeader } : {}),
+  };
   const resolveApiKey = (apiKey: string | undefined) => resolveProviderApiKey(apiKey, identity);
   return Object.freeze({
     ...identity,

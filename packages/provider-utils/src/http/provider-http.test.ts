@@ -268,6 +268,12 @@ describe("resolveProviderApiKey", () => {
 describe("answerMessage", () => {
   it("finds the message of an error answer, shortened", () => {
     expect(answerMessage({ errors: [{ message: "GraphQL says no" }] })).toBe("GraphQL says no");
+    expect(
+      answerMessage({
+        errors: [{ status: "400", title: "Bad Request", detail: "No capacity at this location" }],
+      }),
+    ).toBe("No capacity at this location");
+    expect(answerMessage({ errors: [{ status: "404", title: "Not Found" }] })).toBe("Not Found");
     expect(answerMessage({ success: false, error: "forbidden", msg: "no permission" })).toBe("no permission");
     expect(answerMessage({ detail: " too frequent " })).toBe("too frequent");
     expect(answerMessage("x".repeat(400))).toHaveLength(300);

@@ -94,6 +94,11 @@ export interface ProviderApiIdentity {
   readonly label: string;
   /** The environment variable holding the API key: `"RUNPOD_API_KEY"`. */
   readonly apiKeyVariable: string;
+  /**
+   * The request header carrying the bare key, for APIs that take no bearer token (Hyperstack's
+   * `api_key`). Default: `Authorization: Bearer <key>`.
+   */
+  readonly apiKeyHeader?: string;
 }
 
 /**
@@ -138,7 +143,7 @@ export interface ProviderHttpAttempt {
   readonly url: string;
   readonly params?: Readonly<Record<string, string>>;
   readonly data?: unknown;
-  /** `Authorization: Bearer <key>` and `Accept: application/json`. A secret: never logged. */
+  /** `Authorization: Bearer <key>` (or the identity's `apiKeyHeader`) and `Accept: application/json`. A secret: never logged. */
   readonly headers: Readonly<Record<string, string>>;
   /** Deadline of this attempt, ms. */
   readonly timeout: number;
@@ -220,7 +225,7 @@ export interface ProviderHttpClient {
   send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer>;
 }
 
-/** The message an error answer carries (`message`, `error`, `msg`, GraphQL `errors[0].message`), shortened. */
+/** The message an error answer carries (`message`, `error`, `msg`, GraphQL `errors[0].message`, JSON:API `errors[0].detail`), shortened. */
 export function answerMessage(data: unknown): string | undefined {
   if (typeof data === "string") return data.trim().slice(0, 300) || undefined;
   if (typeof data !== "object" || data === null) return undefined;
@@ -228,7 +233,11 @@ export function answerMessage(data: unknown): string | undefined {
   const errors = record.errors;
   if (Array.isArray(errors) && errors.length > 0) {
     const first = errors[0] as Record<string, unknown> | undefined;
-    if (typeof first?.message === "string") return first.message.slice(0, 300);
+    // GraphQL errors carry `message`; JSON:API error objects `detail` and `title`.
+    for (const key of ["message", "detail", "title"]) {
+      const value = first?.[key];
+      if (typeof value === "string" && value.trim() !== "") return value.trim().slice(0, 300);
+    }
   }
   for (const key of ["message", "msg", "detail", "error"]) {
     const value = record[key];
@@ -295,7 +304,10 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
   return {
     async send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer> {
       key ??= options.apiKey();
-      const headers = { Authorization: `Bearer ${key}`, Accept: "application/json" };
+      const headers = {
+        ...(options.apiKeyHeader ? { [options.apiKeyHeader]: key } : { Authorization: `Bearer ${key}` }),
+        Accept: "application/json",
+      };
       const where = `${request.purpose} (${request.method} ${new URL(request.url).pathname})`;
       for (let attempt = 0; ; attempt += 1) {
         if (request.signal.aborted) throw request.signal.reason;

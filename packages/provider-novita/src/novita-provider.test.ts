@@ -1,0 +1,242 @@
+import { execFileSync } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  accelerators,
+  ConfigurationError,
+  containers,
+  DockerImage,
+  NoCapacityError,
+  options as poolOptions,
+  type SpecInput,
+  spec as toSpec,
+} from "@skyward/core";
+import { createProviderFromEntry } from "@skyward/core/config";
+import { type Offer, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeNovita, startFakeNovita, TEST_API_KEY } from "../test/fake-novita.js";
+import { DEFAULT_NOVITA_IMAGE, Novita, type NovitaSettings, STARTUP_COMMAND } from "./novita-provider.js";
+
+let fake: FakeNovita;
+let keysDirectory: string;
+const call = () => ({ signal: AbortSignal.timeout(10_000) });
+
+beforeAll(async () => {
+  fake = await startFakeNovita();
+  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-novita-keys-"));
+});
+afterAll(async () => {
+  await fake[Symbol.asyncDispose]();
+  await rm(keysDirectory, { recursive: true, force: true });
+});
+beforeEach(() => fake.reset());
+
+function provider(settings: NovitaSettings = {}) {
+  return Novita({ apiKey: TEST_API_KEY, apiUrl: fake.apiUrl, keysDirectory, retryDelayMs: 1, ...settings });
+}
+
+async function clusterFor(
+  input: Omit<SpecInput, "provider">,
+  settings: NovitaSettings = {},
+  pick: (offers: readonly Offer[]) => Offer | undefined = (offers) => offers[0],
+) {
+  const novita = provider(settings);
+  const spec = resolvePoolSpec(toSpec({ ...input, provider: novita }), poolOptions({}));
+  const offer = pick(await novita.offers({ query: offerQuery(spec), ...call() }));
+  if (!offer) throw new Error("no offer picked");
+  const cluster = await novita.prepare({ spec, offer, poolId: "p1a2b3c4", ...call() });
+  return { novita, cluster };
+}
+
+const creates = () =>
+  fake.requests.filter(
+    (request) => request.method === "POST" && request.path.endsWith("/gpu/instance/create"),
+  );
+
+describe("offers", () => {
+  it("prices from /products, per GPU in 1/100,000 USD, times the GPU count; spot from the spot listing", async () => {
+    const offers = await provider().offers({
+      query: { accelerator: { name: "A100", count: 2 }, allocation: "spot-if-available" },
+      ...call(),
+    });
+    expect(offers).toHaveLength(1);
+    expect(offers[0]).toMatchObject({
+      id: "novita:8:x2",
+      provider: "novita",
+      instanceType: "2x A100 SXM 80GB",
+      accelerator: { name: "A100", count: 2, memoryGb: 80 },
+      vcpus: 32,
+      memoryGb: 240,
+      region: "any",
+      spotPrice: 1.5,
+      onDemandPrice: 2.98,
+      specific: { productId: "8", productName: "A100 SXM 80GB", gpuNum: 2 },
+    });
+    const listings = fake.requests.filter((request) => request.path.endsWith("/products"));
+    expect(listings.map((request) => request.query.toString()).sort()).toEqual([
+      "gpuNum=2&billingMethod=onDemand",
+      "gpuNum=2&billingMethod=spot",
+    ]);
+    expect(listings.every((request) => request.authorization === `Bearer ${TEST_API_KEY}`)).toBe(true);
+  });
+
+  it("leaves out products that cannot be deployed, CPU-only queries, and other clusters", async () => {
+    const h100 = await provider().offers({
+      query: { accelerator: { name: "H100", count: 1 }, allocation: "on-demand" },
+      ...call(),
+    });
+    expect(h100).toEqual([]);
+    expect(
+      await provider().offers({ query: { accelerator: null, allocation: "on-demand" }, ...call() }),
+    ).toEqual([]);
+    const inHongKong = await provider({ clusterId: "CN-HK-01" }).offers({
+      query: { accelerator: { name: "RTX_4090", count: 1 }, allocation: "on-demand" },
+      ...call(),
+    });
+    expect(inHongKong.map((offer) => [offer.id, offer.region, offer.onDemandPrice])).toEqual([
+      ["novita:1:x1", "CN-HK-01", 0.35],
+    ]);
+    const elsewhere = await provider({ clusterId: "CN-HK-01" }).offers({
+      query: { accelerator: { name: "A100", count: 1 }, allocation: "on-demand" },
+      ...call(),
+    });
+    expect(elsewhere).toEqual([]);
+  });
+});
+
+describe("provision", () => {
+  it("creates a container of the image with 22/tcp, PUBLIC_KEY and the tags in its env, and the sshd start command", async () => {
+    const { novita, cluster } = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand", diskGb: 80 },
+      { env: { HF_HOME: "/data/hf" }, clusterId: "US-CA-06" },
+    );
+    const [instance] = await novita.provision({ cluster, count: 1, ...call() });
+    expect(creates()[0]?.body).toEqual({
+      name: `${cluster.id}-0`,
+      productId: "1",
+      gpuNum: 1,
+      rootfsSize: 80,
+      imageUrl: DEFAULT_NOVITA_IMAGE,
+      ports: "22/tcp",
+      envs: [
+        { key: "HF_HOME", value: "/data/hf" },
+        { key: "PUBLIC_KEY", value: cluster.specific.publicKey },
+        { key: "SKYWARD_CLUSTER", value: cluster.id },
+        { key: "SKYWARD_POOL", value: "p1a2b3c4" },
+        { key: "SKYWARD_OFFER", value: "novita:1:x1" },
+        { key: "SKYWARD_SPOT", value: "0" },
+      ],
+      command: STARTUP_COMMAND,
+      kind: "gpu",
+      billingMode: "onDemand",
+      clusterId: "US-CA-06",
+    });
+    expect(instance).toMatchObject({ status: "pending", ssh: null, spot: false, hourlyPrice: 0.35 });
+    const running = await novita.getInstance({ cluster, id: instance?.id ?? "", ...call() });
+    expect(running).toMatchObject({
+      status: "running",
+      ssh: { host: "203.0.113.7", port: 30000, user: "root", identityFile: cluster.specific.identityFile },
+      tags: { "skyward:cluster": cluster.id, "skyward:pool": "p1a2b3c4" },
+    });
+  });
+
+  it("passes a sky.containers image, a DockerImage.of image or a tag string through as imageUrl", async () => {
+    for (const [dockerImage, tag] of [
+      [containers.pytorch("2.8"), "nvcr.io/nvidia/pytorch:25.04-py3"],
+      [DockerImage.of("ghcr.io/acme/trainer:1.4", { cuda: "12.8" }), "ghcr.io/acme/trainer:1.4"],
+      ["ubuntu:24.04", "ubuntu:24.04"],
+    ] as const) {
+      fake.reset();
+      const { novita, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() }, { dockerImage });
+      await novita.provision({ cluster, count: 1, ...call() });
+      expect(creates()[0]?.body).toMatchObject({ imageUrl: tag });
+    }
+    expect(() => provider({ dockerImage: "Not An Image" })).toThrow(
+      /Novita\.dockerImage: expected a Docker image reference/,
+    );
+  });
+
+  it("spot-if-available falls back to on-demand when spot is out of stock; NoCapacityError says why when both are", async () => {
+    fake.capacity.spot = 1;
+    fake.capacity.onDemand = 1;
+    const { novita, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() });
+    const instances = await novita.provision({ cluster, count: 3, ...call() });
+    expect(instances.map((instance) => instance.spot)).toEqual([true, false]);
+    const error = await novita.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
+    expect(NoCapacityError.isInstance(error)).toBe(true);
+    expect((error as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
+      expect.stringMatching(/^spot: .*not enough gpu resources/),
+      expect.stringMatching(/^on-demand: .*not enough gpu resources/),
+    ]);
+  });
+
+  it("the start command is valid bash; the self-destruct stops the container", async () => {
+    const inner = /^bash -c '(.*)'$/.exec(STARTUP_COMMAND)?.[1] ?? "";
+    expect(inner).toContain('"$PUBLIC_KEY" >> /root/.ssh/authorized_keys');
+    execFileSync("bash", ["-n", "-c", inner]);
+    const { novita, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() });
+    const [instance] = await novita.provision({ cluster, count: 1, ...call() });
+    if (!instance) throw new Error("no instance");
+    expect(novita.selfDestruct({ cluster, instance })).toBe("kill 1");
+  });
+});
+
+describe("listing, termination, teardown", () => {
+  it("lists only Skyward's instances; terminate and teardown delete them", async () => {
+    const { novita, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() });
+    const [first, second] = await novita.provision({ cluster, count: 2, ...call() });
+    expect(((await novita.listInstances?.(call())) ?? []).map((instance) => instance.id).sort()).toEqual(
+      [first?.id, second?.id].sort(),
+    );
+    await novita.terminate({ cluster, ids: [first?.id ?? "", "ffffffffffffffff"], ...call() });
+    expect(await novita.getInstance({ cluster, id: first?.id ?? "", ...call() })).toBeNull();
+    await novita.teardown({ cluster, ...call() });
+    expect(fake.leftovers()).toEqual([]);
+  });
+});
+
+describe("settings", () => {
+  it("are refused by name before anything is asked", () => {
+    expect(() => Novita({ rootfsSize: 5 })).toThrow(/Novita\.rootfsSize: expected at least 10 GB/);
+    expect(() => Novita({ env: { "1BAD": "x" } })).toThrow(/Novita\.env/);
+    expect(() => Novita({ cluster: "x" } as never)).toThrow(/Novita\.cluster: unknown field/);
+  });
+
+  it("say where the API key comes from when there is none", async () => {
+    const saved = process.env.NOVITA_API_KEY;
+    delete process.env.NOVITA_API_KEY;
+    try {
+      const error = await Novita({ apiUrl: fake.apiUrl })
+        .offers({ query: { accelerator: { name: "A100", count: 1 }, allocation: "on-demand" }, ...call() })
+        .catch((caught: unknown) => caught);
+      expect(ConfigurationError.isInstance(error)).toBe(true);
+      expect(String(error)).toMatch(/set NOVITA_API_KEY or pass apiKey/);
+    } finally {
+      if (saved !== undefined) process.env.NOVITA_API_KEY = saved;
+    }
+  });
+
+  it('load from a skyward.toml table of type = "novita", errors under the table\'s path', async () => {
+    const loaded = await createProviderFromEntry({
+      name: "gpus",
+      type: "novita",
+      package: "@skyward/provider-novita",
+      settings: { apiUrl: fake.apiUrl, apiKey: TEST_API_KEY, dockerImage: "ubuntu:24.04", rootfsSize: 100 },
+    });
+    expect(loaded.name).toBe("novita");
+    const offers = await loaded.offers({
+      query: { accelerator: { name: "RTX_4090", count: 1 }, allocation: "spot" },
+      ...call(),
+    });
+    expect(offers.map((offer) => [offer.id, offer.spotPrice])).toEqual([["novita:1:x1", 0.17]]);
+    await expect(
+      createProviderFromEntry({
+        name: "gpus",
+        type: "novita",
+        package: "@skyward/provider-novita",
+        settings: { dockerImage: 3 },
+      }),
+    ).rejects.toMatchObject({ issues: [{ path: "providers.gpus.dockerImage" }] });
+  });
+});

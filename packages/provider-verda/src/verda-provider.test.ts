@@ -1,0 +1,326 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  accelerators,
+  ConfigurationError,
+  NoCapacityError,
+  options as poolOptions,
+  type SpecInput,
+  spec as toSpec,
+} from "@skyward/core";
+import { createProviderFromEntry } from "@skyward/core/config";
+import { type Offer, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeVerda, startFakeVerda, TEST_CLIENT_ID, TEST_CLIENT_SECRET } from "../test/fake-verda.js";
+import { VerdaApiError } from "./verda-api.js";
+import { describeTags, tagsFromDescription, Verda, type VerdaSettings } from "./verda-provider.js";
+
+let fake: FakeVerda;
+let keysDirectory: string;
+const call = () => ({ signal: AbortSignal.timeout(10_000) });
+
+beforeAll(async () => {
+  fake = await startFakeVerda();
+  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-verda-keys-"));
+});
+afterAll(async () => {
+  await fake[Symbol.asyncDispose]();
+  await rm(keysDirectory, { recursive: true, force: true });
+});
+beforeEach(() => fake.reset());
+
+function provider(settings: VerdaSettings = {}) {
+  return Verda({
+    clientId: TEST_CLIENT_ID,
+    clientSecret: TEST_CLIENT_SECRET,
+    apiUrl: fake.apiUrl,
+    keysDirectory,
+    retryDelayMs: 1,
+    ...settings,
+  });
+}
+
+async function clusterFor(
+  input: Omit<SpecInput, "provider">,
+  settings: VerdaSettings = {},
+  pick: (offers: readonly Offer[]) => Offer | undefined = (offers) => offers[0],
+) {
+  const verda = provider(settings);
+  const spec = resolvePoolSpec(toSpec({ ...input, provider: verda }), poolOptions({}));
+  const offer = pick(await verda.offers({ query: offerQuery(spec), ...call() }));
+  if (!offer) throw new Error("no offer picked");
+  const cluster = await verda.prepare({ spec, offer, poolId: "p1a2b3c4", ...call() });
+  return { verda, cluster };
+}
+
+const deploys = () =>
+  fake.requests.filter((request) => request.method === "POST" && request.path === "/v1/instances");
+
+describe("offers", () => {
+  it("one offer per instance type and location with capacity, spot and on-demand prices from /instance-types", async () => {
+    const offers = await provider().offers({
+      query: { accelerator: { name: "H100", count: 1 }, allocation: "spot-if-available" },
+      ...call(),
+    });
+    expect(offers).toHaveLength(1);
+    expect(offers[0]).toMatchObject({
+      id: "verda:FIN-01:1H100.80S.30V",
+      provider: "verda",
+      instanceType: "1H100.80S.30V",
+      accelerator: { name: "H100", count: 1, memoryGb: 80 },
+      vcpus: 30,
+      memoryGb: 120,
+      architecture: "x86_64",
+      region: "FIN-01",
+      spotPrice: 0.95,
+      onDemandPrice: 2.19,
+      specific: { instanceType: "1H100.80S.30V", location: "FIN-01" },
+    });
+    // Prices in USD; availability asked for both markets.
+    const asked = fake.requests.map((request) => `${request.method} ${request.path}?${request.query}`);
+    expect(asked).toContain("GET /v1/instance-types?currency=usd");
+    expect(asked).toContain("GET /v1/instance-availability?is_spot=true");
+    expect(asked).toContain("GET /v1/instance-availability?is_spot=false");
+  });
+
+  it("counts GPUs per instance: two A100s are another type; a location is kept to the spec's region or the setting", async () => {
+    const two = await provider().offers({
+      query: { accelerator: { name: "A100", count: 2 }, allocation: "on-demand" },
+      ...call(),
+    });
+    expect(
+      two.map((offer) => [offer.id, offer.accelerator?.memoryGb, offer.spotPrice, offer.onDemandPrice]),
+    ).toEqual([["verda:ICE-01:2A100.80S.44V", 80, null, 2.58]]);
+    // On-demand only: the spot market is not asked.
+    expect(fake.requests.some((request) => request.query.get("is_spot") === "true")).toBe(false);
+    const cpu = { accelerator: null, allocation: "on-demand" } as const;
+    expect(
+      (await provider({ location: "ICE-01" }).offers({ query: cpu, ...call() })).map((offer) => offer.id),
+    ).toEqual(["verda:ICE-01:CPU.4V.16G"]);
+    expect(
+      (await provider({ location: "ICE-01" }).offers({ query: { ...cpu, region: "FIN-01" }, ...call() })).map(
+        (offer) => offer.id,
+      ),
+    ).toEqual(["verda:FIN-01:CPU.4V.16G", "verda:FIN-01:CPU.8V.32G"]);
+  });
+});
+
+describe("prepare and provision", () => {
+  it("registers the key pair as an SSH key named after the cluster and pool, and deploys with it", async () => {
+    const { verda, cluster } = await clusterFor({
+      accelerator: accelerators.H100(),
+      allocation: "spot",
+      diskGb: 200,
+    });
+    const [key] = [...fake.sshKeys.values()];
+    expect(key?.name).toBe(`${cluster.id}_p1a2b3c4`);
+    expect(key?.key).toMatch(/^ssh-ed25519 /);
+    expect(cluster.specific).toMatchObject({
+      sshKeyId: key?.id,
+      image: "ubuntu-24.04-cuda-13.0-open",
+      osVolumeGb: 200,
+    });
+    const [instance] = await verda.provision({ cluster, count: 1, ...call() });
+    expect(deploys()[0]?.body).toEqual({
+      instance_type: "1H100.80S.30V",
+      image: "ubuntu-24.04-cuda-13.0-open",
+      ssh_key_ids: [key?.id],
+      hostname: `${cluster.id}-0`,
+      description: `skyward skyward:cluster=${cluster.id} skyward:pool=p1a2b3c4 skyward:region=FIN-01 skyward:offer=verda:FIN-01:1H100.80S.30V skyward:spot=1`,
+      location_code: "FIN-01",
+      is_spot: true,
+      os_volume: { name: `${cluster.id}-0-os`, size: 200 },
+    });
+    expect(instance).toMatchObject({
+      status: "pending",
+      ssh: null,
+      spot: true,
+      hourlyPrice: 0.95,
+      offerId: "verda:FIN-01:1H100.80S.30V",
+      tags: { "skyward:cluster": cluster.id, "skyward:pool": "p1a2b3c4" },
+    });
+    // Booted: reachable as root on its address with the key pair.
+    const running = await verda.getInstance({ cluster, id: instance?.id ?? "", ...call() });
+    expect(running).toMatchObject({
+      status: "running",
+      ssh: { host: running?.publicIp, port: 22, user: "root", identityFile: cluster.specific.identityFile },
+    });
+  });
+
+  it("CPU instances get plain Ubuntu; `image` and `cuda` choose the OS image", async () => {
+    const cpu = await clusterFor({});
+    expect(cpu.cluster.specific.image).toBe("ubuntu-24.04");
+    expect(
+      (await clusterFor({ accelerator: accelerators.H100() }, { cuda: "12.8" })).cluster.specific.image,
+    ).toBe("ubuntu-24.04-cuda-12.8-open");
+    const custom = await clusterFor({}, { image: "ubuntu-22.04-cuda-12.4-docker", osVolumeGb: 120 });
+    await custom.verda.provision({ cluster: custom.cluster, count: 1, ...call() });
+    expect(deploys().at(-1)?.body).toMatchObject({
+      image: "ubuntu-22.04-cuda-12.4-docker",
+      os_volume: { size: 120 },
+    });
+  });
+
+  it("spot-if-available falls back to on-demand when the spot market is out, and NoCapacityError says why when both are", async () => {
+    fake.capacity.spot = 1;
+    fake.capacity.onDemand = 1;
+    const { verda, cluster } = await clusterFor({ accelerator: accelerators.H100() });
+    const instances = await verda.provision({ cluster, count: 3, ...call() });
+    expect(instances.map((instance) => instance.spot)).toEqual([true, false]);
+    expect(deploys().map((request) => (request.body as { is_spot: boolean }).is_spot)).toEqual([
+      true,
+      true,
+      false,
+      false,
+    ]);
+    const error = await verda.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
+    expect(NoCapacityError.isInstance(error)).toBe(true);
+    expect((error as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
+      expect.stringMatching(/^spot: .*Not enough resources/),
+      expect.stringMatching(/^on-demand: .*Not enough resources/),
+    ]);
+  });
+});
+
+describe("listing, termination, teardown, cleanup", () => {
+  it("lists only Skyward's instances, by the tags in their description; terminate and teardown delete them and the key", async () => {
+    const { verda, cluster } = await clusterFor({});
+    const [first, second] = await verda.provision({ cluster, count: 2, ...call() });
+    const listed = (await verda.listInstances?.(call())) ?? [];
+    expect(listed.map((instance) => instance.id).sort()).toEqual([first?.id, second?.id].sort());
+    expect(listed[0]?.tags).toMatchObject({ "skyward:cluster": cluster.id, "skyward:pool": "p1a2b3c4" });
+    await verda.terminate({
+      cluster,
+      ids: [first?.id ?? "", "00000000-0000-4000-8000-000000000000"],
+      ...call(),
+    });
+    const deletion = fake.requests.find((request) => request.method === "PUT");
+    expect(deletion?.body).toEqual({ action: "delete", id: [first?.id] });
+    expect(await verda.getInstance({ cluster, id: first?.id ?? "", ...call() })).toBeNull();
+    await verda.teardown({ cluster, ...call() });
+    expect(fake.leftovers()).toEqual([]);
+  });
+
+  it("cleanup removes the SSH keys of pools without instances, keeps those of live pools", async () => {
+    const live = await clusterFor({});
+    await live.verda.provision({ cluster: live.cluster, count: 1, ...call() });
+    const dead = await clusterFor({});
+    await fake.sshKeys.set("someone-elses", {
+      id: "someone-elses",
+      name: "laptop",
+      key: "ssh-ed25519 AAAA",
+      fingerprint: "x",
+    });
+    const result = await live.verda.cleanup?.({ pools: "all", ...call() });
+    expect(result?.removed).toEqual([
+      { poolId: "p1a2b3c4", kind: "SSH key", id: `${dead.cluster.id}_p1a2b3c4` },
+    ]);
+    expect(result?.left).toEqual([
+      {
+        poolId: "p1a2b3c4",
+        kind: "SSH key",
+        id: `${live.cluster.id}_p1a2b3c4`,
+        reason: "pool p1a2b3c4 still has instances",
+      },
+    ]);
+    expect([...fake.sshKeys.values()].map((key) => key.name).sort()).toEqual(
+      [`${live.cluster.id}_p1a2b3c4`, "laptop"].sort(),
+    );
+  });
+
+  it("the self-destruct powers the instance off, as in the Python project", async () => {
+    const { verda, cluster } = await clusterFor({});
+    const [instance] = await verda.provision({ cluster, count: 1, ...call() });
+    if (!instance) throw new Error("no instance");
+    expect(verda.selfDestruct({ cluster, instance })).toBe("shutdown -h now");
+  });
+
+  it("tags survive the description round trip", () => {
+    const tags = { "skyward:cluster": "verda-0a1b2c3d", "skyward:pool": "p1", "skyward:spot": "0" };
+    expect(tagsFromDescription(describeTags(tags))).toEqual(tags);
+    expect(tagsFromDescription("my own machine")).toEqual({});
+  });
+});
+
+describe("credentials and tokens", () => {
+  it("gets one token for many calls, and a revoked token is renewed once", async () => {
+    const verda = provider();
+    const query = { accelerator: null, allocation: "on-demand" } as const;
+    await verda.offers({ query, ...call() });
+    await verda.offers({ query, ...call() });
+    const tokenRequests = () => fake.requests.filter((request) => request.path === "/v1/oauth2/token");
+    expect(tokenRequests()).toHaveLength(1);
+    fake.tokens.clear();
+    expect(await verda.offers({ query, ...call() })).not.toHaveLength(0);
+    expect(tokenRequests()).toHaveLength(2);
+  });
+
+  it("refuses wrong credentials by name, without the secret", async () => {
+    const error = await provider({ clientSecret: "wrong-secret-value" })
+      .offers({ query: { accelerator: null, allocation: "on-demand" }, ...call() })
+      .catch((caught: unknown) => caught);
+    expect(VerdaApiError.isInstance(error)).toBe(true);
+    expect(String(error)).toMatch(
+      /Verda rejected the client credentials \(HTTP 401\).*VERDA_CLIENT_ID and VERDA_CLIENT_SECRET/,
+    );
+    expect(String(error)).not.toContain("wrong-secret-value");
+  });
+
+  it("says which credential is missing before anything is created", async () => {
+    const saved = { id: process.env.VERDA_CLIENT_ID, secret: process.env.VERDA_CLIENT_SECRET };
+    delete process.env.VERDA_CLIENT_ID;
+    delete process.env.VERDA_CLIENT_SECRET;
+    try {
+      const error = await Verda({ apiUrl: fake.apiUrl, keysDirectory })
+        .offers({ query: { accelerator: null, allocation: "on-demand" }, ...call() })
+        .catch((caught: unknown) => caught);
+      expect(ConfigurationError.isInstance(error)).toBe(true);
+      expect((error as ConfigurationError).issues).toEqual([
+        { path: "clientId", message: "Verda client id is missing: set VERDA_CLIENT_ID or pass clientId" },
+        {
+          path: "clientSecret",
+          message: "Verda client secret is missing: set VERDA_CLIENT_SECRET or pass clientSecret",
+        },
+      ]);
+      expect(fake.requests).toEqual([]);
+    } finally {
+      if (saved.id !== undefined) process.env.VERDA_CLIENT_ID = saved.id;
+      if (saved.secret !== undefined) process.env.VERDA_CLIENT_SECRET = saved.secret;
+    }
+  });
+});
+
+describe("settings", () => {
+  it("are refused by name before anything is asked", () => {
+    expect(() => Verda({ cuda: "thirteen" })).toThrow(/Verda\.cuda: expected a CUDA version like "12\.8"/);
+    expect(() => Verda({ osVolumeGb: 1.5 })).toThrow(/Verda\.osVolumeGb/);
+    expect(() => Verda({ apiUrl: "not a url" })).toThrow(/Verda\.apiUrl/);
+    expect(() => Verda({ region: "FIN-01" } as never)).toThrow(/Verda\.region: unknown field/);
+  });
+
+  it('load from a skyward.toml table of type = "verda", errors under the table\'s path', async () => {
+    const loaded = await createProviderFromEntry({
+      name: "fin",
+      type: "verda",
+      package: "@skyward/provider-verda",
+      settings: {
+        apiUrl: fake.apiUrl,
+        location: "FIN-01",
+        clientId: TEST_CLIENT_ID,
+        clientSecret: TEST_CLIENT_SECRET,
+      },
+    });
+    expect(loaded.name).toBe("verda");
+    const offers = await loaded.offers({ query: { accelerator: null, allocation: "spot" }, ...call() });
+    expect(offers.map((offer) => offer.id)).toEqual(["verda:FIN-01:CPU.4V.16G"]);
+    await expect(
+      createProviderFromEntry({
+        name: "fin",
+        type: "verda",
+        package: "@skyward/provider-verda",
+        settings: { osVolumeGb: "big" },
+      }),
+    ).rejects.toMatchObject({ issues: [{ path: "providers.fin.osVolumeGb" }] });
+  });
+});
