@@ -189,6 +189,22 @@ describe("offers", () => {
     expect(capped.map((offer) => offer.id)).toEqual(["runpod:community:NVIDIA A100 80GB PCIe:x2"]);
   });
 
+  it("when GraphQL is gone (retired), offers on demand only, unless the allocation is spot", async () => {
+    fake.interrupt(1, () => HttpResponse.json({ error: "Not Found" }, { status: 404 }));
+    const offers = await provider().offers({ query: a100Query, ...call() });
+    expect(offers.map((offer) => [offer.spotPrice, offer.onDemandPrice])).toEqual([
+      [null, 3.28],
+      [null, 3.78],
+      [null, 2.38],
+    ]);
+    fake.interrupt(1, () => HttpResponse.json({ error: "Not Found" }, { status: 404 }));
+    await expect(
+      provider().offers({ query: { ...a100Query, allocation: "spot" }, ...call() }),
+    ).rejects.toMatchObject({
+      statusCode: 404,
+    });
+  });
+
   it("refuses a vCPU or memory minimum for GPU pods, which v2 cannot ask for, by name", async () => {
     const error = await provider()
       .offers({ query: { ...a100Query, vcpus: 8 }, ...call() })

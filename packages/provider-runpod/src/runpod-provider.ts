@@ -402,6 +402,21 @@ function build(settings: ParsedSettings, imageCuda?: string): ProviderV1<RunPodC
     );
   }
 
+  /**
+   * Spot prices, or none when RunPod no longer serves GraphQL (retired in early 2027: HTTP 404/410) and
+   * the allocation can do without spot; with `allocation: "spot"` the failure stands.
+   */
+  async function spotPricesIfServed(query: OfferQuery, count: number, signal: AbortSignal) {
+    try {
+      return await spotPrices(count, signal);
+    } catch (error) {
+      const retired =
+        RunPodApiError.isInstance(error) && (error.statusCode === 404 || error.statusCode === 410);
+      if (retired && query.allocation !== "spot") return undefined;
+      throw error;
+    }
+  }
+
   /** The CUDA constraint leaves this GPU type a host with free capacity (or the catalog says nothing). */
   function cudaAvailable(gpu: CatalogGpu): boolean {
     if (!("minCudaVersion" in cuda) && !("allowedCudaVersions" in cuda)) return true;
@@ -428,7 +443,10 @@ function build(settings: ParsedSettings, imageCuda?: string): ProviderV1<RunPodC
     const clouds = (["SECURE", "COMMUNITY"] as const).filter(
       (cloud) => settings.cloudType === "all" || settings.cloudType === cloud.toLowerCase(),
     );
-    const spot = query.allocation !== "on-demand" ? await spotPrices(accelerator.count, signal) : undefined;
+    const spot =
+      query.allocation !== "on-demand"
+        ? await spotPricesIfServed(query, accelerator.count, signal)
+        : undefined;
     const asOf = new Date().toISOString();
     const offers: Offer[] = [];
     for (const cloud of clouds) {
