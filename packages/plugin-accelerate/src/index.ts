@@ -297,7 +297,9 @@ function wrapWithAccelerate(
  */
 export function accelerate(config: AccelerateConfig = {}): PluginV1 {
   const settings: AccelerateConfig = parseInput(settingsSchema, config, "accelerate");
+  // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
   return Plugin.create("accelerate")
+    .withPeerNetwork()
     .withImageTransform(({ image }) => extendImage(image, { pip: ["accelerate"] }))
     .withBootstrap(({ cluster }) => {
       const { nodes, gpusPerNode } = clusterShape(cluster);

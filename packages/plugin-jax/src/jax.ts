@@ -64,7 +64,9 @@ const optionsSchema = z.strictObject(
  */
 export function jax(options: JaxOptions = {}): PluginV1 {
   const { cuda } = parseInput(optionsSchema, options);
+  // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
   return Plugin.create("jax")
+    .withPeerNetwork()
     .withImageTransform(({ image }) => extendImage(image, { pip: [REQUIREMENTS[cuda]] }))
     .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: {} });
 }

@@ -17,6 +17,8 @@ describe("torch()", () => {
     const plugin = torch();
     expect(isPlugin(plugin)).toBe(true);
     expect(plugin.name).toBe("torch");
+    // Its DDP rendezvous needs the nodes to reach one another: refused on providers without a network.
+    expect(plugin.peerNetwork).toBe(true);
     expect(plugin.worker?.module).toBe("skyward_plugin_torch");
     expect(plugin.worker?.path).toBe(
       fileURLToPath(new URL("../python/skyward_plugin_torch.py", import.meta.url)),

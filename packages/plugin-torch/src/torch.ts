@@ -118,7 +118,9 @@ export function torch(options: TorchOptions = {}): PluginV1 {
   if (vision !== false) requirements.push(requirement("torchvision", vision));
   if (audio !== false) requirements.push(requirement("torchaudio", audio));
   const packages = requirements.map((entry) => entry.split(/[=<>!~]/, 1)[0] as string);
+  // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
   return Plugin.create("torch")
+    .withPeerNetwork()
     .withImageTransform(({ image }) =>
       extendImage(image, { pip: requirements, pipIndexes: [{ url: wheelIndexUrl(cuda), packages }] }),
     )

@@ -123,6 +123,7 @@ interface PluginFields {
   readonly aroundClient: AroundClient | undefined;
   readonly workersPerNode: WorkersPerNode | undefined;
   readonly worker: PluginWorker | undefined;
+  readonly peerNetwork: boolean | undefined;
 }
 
 function fail(path: string, message: string): never {
@@ -154,6 +155,8 @@ export class Plugin implements PluginV1 {
   readonly workersPerNode: WorkersPerNode | undefined;
   /** The Python module holding the worker-side hooks. */
   readonly worker: PluginWorker | undefined;
+  /** Its workers on different nodes connect to one another (a distributed-training rendezvous). */
+  readonly peerNetwork: boolean | undefined;
 
   private constructor(fields: PluginFields) {
     this.name = fields.name;
@@ -163,6 +166,7 @@ export class Plugin implements PluginV1 {
     this.aroundClient = fields.aroundClient;
     this.workersPerNode = fields.workersPerNode;
     this.worker = fields.worker;
+    this.peerNetwork = fields.peerNetwork;
     Object.freeze(this);
   }
 
@@ -186,6 +190,7 @@ export class Plugin implements PluginV1 {
       aroundClient: undefined,
       workersPerNode: undefined,
       worker: undefined,
+      peerNetwork: undefined,
     });
   }
 
@@ -198,6 +203,7 @@ export class Plugin implements PluginV1 {
       aroundClient: this.aroundClient,
       workersPerNode: this.workersPerNode,
       worker: this.worker,
+      peerNetwork: this.peerNetwork,
       ...changes,
     });
   }
@@ -249,6 +255,15 @@ export class Plugin implements PluginV1 {
    */
   withWorker(worker: PluginWorkerInput): Plugin {
     return this.copy({ worker: parseWorker(worker) });
+  }
+
+  /**
+   * Marks the plugin as needing a peer network: its workers on different nodes connect to one another
+   * (a distributed-training rendezvous on the head's private address). A pool of more than one node
+   * refuses it, before anything starts, on a provider whose instances cannot reach one another.
+   */
+  withPeerNetwork(): Plugin {
+    return this.copy({ peerNetwork: true });
   }
 }
 
@@ -407,6 +422,8 @@ export function whyNotPlugin(value: unknown): string | undefined {
     if (candidate[hook] !== undefined && typeof candidate[hook] !== "function")
       return `${label} has a ${hook} hook that is not a function`;
   }
+  if (candidate.peerNetwork !== undefined && typeof candidate.peerNetwork !== "boolean")
+    return `${label} has a peerNetwork that is not true or false (received ${describe(candidate.peerNetwork)})`;
   return undefined;
 }
 
@@ -436,6 +453,7 @@ export function normalizePlugin(value: unknown): PluginV1 {
       hookNames.filter((hook) => plugin[hook] !== undefined).map((hook) => [hook, plugin[hook]]),
     ),
     ...(worker ? { worker } : {}),
+    ...(plugin.peerNetwork === true ? { peerNetwork: true } : {}),
   });
   normalized.add(result);
   normalizedFrom.set(plugin, result);

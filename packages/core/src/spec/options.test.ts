@@ -17,7 +17,7 @@ describe("options defaults (the reference's Options and PoolSpec)", () => {
     expect(options()).toEqual({
       selection: "cheapest",
       worker: DEFAULT_WORKER,
-      provisionTimeout: 300,
+      provisionTimeout: undefined,
       sshTimeout: 300,
       bootstrapTimeout: undefined,
       provisionRetryDelay: 10,

@@ -132,7 +132,10 @@ export interface OptionsInput {
   selection?: SelectionStrategy;
   /** Concurrency and executor of each node's worker. */
   worker?: WorkerInput;
-  /** Seconds to wait for an instance to be running with an address. Default 300. */
+  /**
+   * Seconds to wait for an instance to be running with an address. Default: the provider's own
+   * (`capabilities.provisionTimeout`: container providers pull images first), else 300.
+   */
   provisionTimeout?: number;
   /** Seconds to wait for an SSH connection to a node. Default 300. */
   sshTimeout?: number;
@@ -174,7 +177,8 @@ export interface OptionsInput {
 export interface Options {
   readonly selection: SelectionStrategy;
   readonly worker: Worker;
-  readonly provisionTimeout: number;
+  /** Undefined: the provider's own default, else 300 (see {@link OptionsInput.provisionTimeout}). */
+  readonly provisionTimeout: number | undefined;
   readonly sshTimeout: number;
   readonly bootstrapTimeout: number | undefined;
   readonly provisionRetryDelay: number;
@@ -200,7 +204,7 @@ export const optionsSchema = z
       .enum(["cheapest", "first"], { message: 'expected "cheapest" or "first"' })
       .default("cheapest"),
     worker: workerSchema.prefault({}),
-    provisionTimeout: positiveSeconds.default(300),
+    provisionTimeout: positiveSeconds.optional(),
     sshTimeout: positiveSeconds.default(300),
     bootstrapTimeout: positiveSeconds.optional(),
     provisionRetryDelay: nonNegativeSeconds.default(10),
@@ -229,6 +233,7 @@ export const optionsSchema = z
       Object.freeze({
         ...value,
         bootstrapTimeout: value.bootstrapTimeout,
+        provisionTimeout: value.provisionTimeout,
         logging:
           value.logging === false
             ? false

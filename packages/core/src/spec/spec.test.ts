@@ -328,3 +328,82 @@ describe("resolvePoolSpec", () => {
     expect(Object.isFrozen(resolvePoolSpec(cpu, options()))).toBe(true);
   });
 });
+
+describe("peer network", () => {
+  const rendezvous = Plugin.create("ddp").withPeerNetwork();
+  const plain = Plugin.create("helper");
+  const withNetwork = (peerNetwork: "private" | "accelerated" | "none" | undefined): Provider => ({
+    ...fakeProvider("market"),
+    capabilities: { spot: true, volumes: false, images: false, ...(peerNetwork ? { peerNetwork } : {}) },
+  });
+
+  it("refuses a plugin needing one on more than one node of a provider without one, naming the plugin", () => {
+    const attempt = () =>
+      spec({ provider: withNetwork("none"), nodes: 2, plugins: [plain, rendezvous] }, "compute");
+    expect(attempt).toThrow(
+      /compute\.plugins\[1\].*plugin "ddp" connects its workers.*market's instances share no network.*nodes: 1/s,
+    );
+    // Elastic pools that may grow past one node are refused too.
+    expect(() => spec({ provider: withNetwork("none"), nodes: [1, 4], plugins: [rendezvous] })).toThrow(
+      /ddp/,
+    );
+  });
+
+  it("lets the same spec through on one node, without such a plugin, or on a provider with a private network", () => {
+    expect(spec({ provider: withNetwork("none"), nodes: 1, plugins: [rendezvous] }).plugins).toHaveLength(1);
+    expect(spec({ provider: withNetwork("none"), nodes: 3, plugins: [plain] }).nodes.max).toBe(3);
+    expect(spec({ provider: withNetwork("private"), nodes: 3, plugins: [rendezvous] }).nodes.max).toBe(3);
+    expect(spec({ provider: withNetwork(undefined), nodes: 3, plugins: [rendezvous] }).nodes.max).toBe(3);
+  });
+
+  it('"accelerated": only nodes with an accelerator reach one another', () => {
+    const provider = withNetwork("accelerated");
+    expect(
+      spec({ provider, nodes: 2, accelerator: accelerators.H100(), plugins: [rendezvous] }).nodes.max,
+    ).toBe(2);
+    expect(() => spec({ provider, nodes: 2, plugins: [rendezvous] })).toThrow(
+      /reach one another only with an accelerator, and this spec has none/,
+    );
+  });
+
+  it("is kept by a plugin written as a literal, and a bad value is refused by name", () => {
+    const literal = { specificationVersion: "v1" as const, name: "lit", peerNetwork: true };
+    expect(() => spec({ provider: withNetwork("none"), nodes: 2, plugins: [literal] })).toThrow(
+      /plugin "lit"/,
+    );
+    expect(() =>
+      spec({ provider: withNetwork("none"), plugins: [{ ...literal, peerNetwork: "yes" as never }] }),
+    ).toThrow(/peerNetwork that is not true or false/);
+    expect(() =>
+      spec({
+        provider: {
+          ...fakeProvider(),
+          capabilities: { spot: false, volumes: false, images: false, peerNetwork: "vpn" as never },
+        },
+      }),
+    ).toThrow(/capabilities\.peerNetwork the string "vpn"/);
+  });
+});
+
+describe("provisionTimeout", () => {
+  const slow: Provider = {
+    ...fakeProvider("pulls-images"),
+    capabilities: { spot: false, volumes: false, images: true, provisionTimeout: 1500 },
+  };
+
+  it("is the provider's own default when the options leave it unset, else 300; a set value wins", () => {
+    expect(resolvePoolSpec(spec({ provider: slow }), options()).provisionTimeout).toBe(1500);
+    expect(resolvePoolSpec(spec({ provider: fakeProvider() }), options()).provisionTimeout).toBe(300);
+    expect(resolvePoolSpec(spec({}), options()).provisionTimeout).toBe(300);
+    expect(
+      resolvePoolSpec(spec({ provider: slow }), options({ provisionTimeout: 60 })).provisionTimeout,
+    ).toBe(60);
+  });
+
+  it("a bad capability is refused by name", () => {
+    const bad = { ...slow, capabilities: { ...slow.capabilities, provisionTimeout: -1 } };
+    expect(() => spec({ provider: bad })).toThrow(
+      /capabilities\.provisionTimeout number -1, expected seconds > 0/,
+    );
+  });
+});
