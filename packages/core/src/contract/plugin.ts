@@ -241,6 +241,18 @@ export class Plugin implements PluginV1 {
   }
 
   /**
+   * One worker per accelerator: each node runs as many workers as it has accelerators
+   * ({@link acceleratorsPerNode}), each a process of its own (the pool uses the process executor)
+   * pinned to its device: worker `i` of a node sees only device `i` (`CUDA_VISIBLE_DEVICES`). Sets
+   * `workersPerNode` to {@link workersPerAccelerator}; several plugins of a pool may ask for it (they
+   * agree), and a plugin that sets its own count (MIG: one per GPU instance) decides instead — its
+   * slices are then the accelerators, and it pins the workers itself.
+   */
+  withWorkersPerAccelerator(): Plugin {
+    return this.copy({ workersPerNode: workersPerAccelerator() });
+  }
+
+  /**
    * Attaches the worker side: a Python module defining any of `decorate`, `around_app` and
    * `around_process`, and the JSON config handed to them.
    *
@@ -548,14 +560,57 @@ export function collectBootstrapOps(plugins: readonly PluginV1[], cluster: Clust
   return collectPluginBootstrapOps(plugins, cluster).map(({ op }) => op);
 }
 
+const perAcceleratorMarker = Symbol.for("skyward.workersPerNode.perAccelerator");
+
 /**
- * Every plugin after the first that sets {@link Plugin.workersPerNode} (at most one plugin may decide
- * how many workers a node runs): its index in `plugins` and a message naming both.
+ * The accelerators each node of `cluster` has: the offer's count, else the spec's (`accelerator:
+ * sky.accelerators.A100({ count: 8 })` → 8); 0 for CPU nodes. A fractional share counts as none.
+ */
+export function acceleratorsPerNode(cluster: Cluster): number {
+  const count = cluster.offer.accelerator?.count ?? cluster.spec.acceleratorCount;
+  return typeof count === "number" && Number.isFinite(count) && count >= 1 ? Math.floor(count) : 0;
+}
+
+/**
+ * A {@link WorkersPerNode} hook for one worker per accelerator: the node's accelerator count
+ * ({@link acceleratorsPerNode}). The pool recognises it (see {@link isWorkersPerAccelerator}): it runs
+ * each worker as a process of its own and pins worker `i` of a node to device `i`.
+ *
+ * @throws {Error} (when called) for a cluster whose nodes have no accelerator.
+ */
+export function workersPerAccelerator(): WorkersPerNode {
+  const hook: WorkersPerNode = ({ cluster }) => {
+    const count = acceleratorsPerNode(cluster);
+    if (count < 1) {
+      throw new Error(
+        "one worker per accelerator needs nodes with accelerators (e.g. accelerator: sky.accelerators.A100({ count: 8 })), and this pool's nodes have none",
+      );
+    }
+    return count;
+  };
+  Object.defineProperty(hook, perAcceleratorMarker, { value: true });
+  return hook;
+}
+
+/** Whether `hook` is one {@link workersPerAccelerator} made (from any copy of this package). */
+export function isWorkersPerAccelerator(hook: unknown): boolean {
+  return (
+    typeof hook === "function" && (hook as unknown as Record<symbol, unknown>)[perAcceleratorMarker] === true
+  );
+}
+
+/**
+ * Every plugin after the first that sets its own {@link Plugin.workersPerNode} (at most one plugin
+ * may decide how many workers a node runs; {@link workersPerAccelerator} hooks all agree and yield to
+ * it): its index in `plugins` and a message naming both.
  */
 export function workersPerNodeConflicts(plugins: readonly PluginV1[]): { index: number; message: string }[] {
   const setting = plugins
     .map((plugin, index) => ({ plugin, index }))
-    .filter(({ plugin }) => typeof plugin.workersPerNode === "function");
+    .filter(
+      ({ plugin }) =>
+        typeof plugin.workersPerNode === "function" && !isWorkersPerAccelerator(plugin.workersPerNode),
+    );
   const [first, ...others] = setting;
   if (!first) return [];
   return others.map(({ plugin, index }) => ({
@@ -572,22 +627,52 @@ export function workersPerNodeConflicts(plugins: readonly PluginV1[]): { index: 
  * @throws {PluginError} when the hook throws or returns anything but a positive whole number.
  */
 export function resolveWorkersPerNode(plugins: readonly PluginV1[], cluster: Cluster): number {
+  return resolveWorkerLayout(plugins, cluster).workersPerNode;
+}
+
+/** How a pool's nodes run their workers, as {@link resolveWorkerLayout} decides. */
+export interface WorkerLayout {
+  /** Workers per node. */
+  readonly workersPerNode: number;
+  /**
+   * Whether some plugin asked for one worker per accelerator ({@link workersPerAccelerator}): each
+   * worker is then a process of its own (the process executor).
+   */
+  readonly processPerWorker: boolean;
+  /**
+   * Whether the count is the node's accelerators (no plugin set its own): the runtime then pins
+   * worker `i` of a node to device `i` (`CUDA_VISIBLE_DEVICES`).
+   */
+  readonly pinAccelerators: boolean;
+}
+
+/**
+ * The workers each node runs on `cluster`: what the one plugin that sets its own
+ * {@link Plugin.workersPerNode} returns; else, when a plugin asks for one worker per accelerator,
+ * the node's accelerator count; else 1.
+ *
+ * @throws {ConfigurationError} when two plugins set their own count (naming both).
+ * @throws {PluginError} when the hook throws or returns anything but a positive whole number.
+ */
+export function resolveWorkerLayout(plugins: readonly PluginV1[], cluster: Cluster): WorkerLayout {
   const conflicts = workersPerNodeConflicts(plugins);
   if (conflicts.length > 0) {
     throw new ConfigurationError({
       issues: conflicts.map(({ index, message }) => ({ path: `plugins[${index}]`, message })),
     });
   }
-  for (const plugin of plugins) {
-    const hook = plugin.workersPerNode;
-    if (typeof hook !== "function") continue;
-    const count: unknown = guardedSync(plugin, "workersPerNode", () => hook.call(plugin, { cluster }));
-    if (typeof count !== "number" || !Number.isInteger(count) || count < 1) {
-      throw badReturn(plugin, "workersPerNode", "a positive whole number", count);
-    }
-    return count;
+  const setting = plugins.filter((plugin) => typeof plugin.workersPerNode === "function");
+  const processPerWorker = setting.some((plugin) => isWorkersPerAccelerator(plugin.workersPerNode));
+  const own = setting.find((plugin) => !isWorkersPerAccelerator(plugin.workersPerNode));
+  const plugin = own ?? setting[0];
+  const hook = plugin?.workersPerNode;
+  if (!plugin || typeof hook !== "function")
+    return { workersPerNode: 1, processPerWorker, pinAccelerators: false };
+  const count: unknown = guardedSync(plugin, "workersPerNode", () => hook.call(plugin, { cluster }));
+  if (typeof count !== "number" || !Number.isInteger(count) || count < 1) {
+    throw badReturn(plugin, "workersPerNode", "a positive whole number", count);
   }
-  return 1;
+  return { workersPerNode: count, processPerWorker, pinAccelerators: own === undefined };
 }
 
 /** `value` as a command of this copy of the package (one from another copy is rebuilt), if it is one. */
