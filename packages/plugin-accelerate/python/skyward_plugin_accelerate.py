@@ -7,6 +7,13 @@ other nodes reach (Debian maps the host name to 127.0.1.1, containers and networ
 127.0.0.1). ``around_app`` runs before the worker's first task and, unless ``GLOO_SOCKET_IFNAME`` is
 already set, sets it to the interface holding the node's private address (``skyward.network``), as
 the torch plugin does.
+
+With one process per accelerator (``config["per_worker"]``) the node's worker runs no task: each
+process-executor child, pinned to its device, is one process of accelerate's state. Its
+``around_process`` sets the variables torchrun gives the processes ``accelerate launch`` starts —
+``RANK`` (the global worker index), ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
+``NODE_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` (the head's, as the launcher was given) — and
+gloo's interface, before the first task builds ``PartialState()``.
 """
 
 from __future__ import annotations
@@ -27,6 +34,33 @@ def _pinned(info: Any) -> Iterator[None]:
     yield
 
 
+def rank_env(info: Any) -> dict[str, str]:
+    """The rank variables of this worker, one process of ``info.total_workers``."""
+    return {
+        "RANK": str(info.global_worker_index),
+        "LOCAL_RANK": str(info.worker),
+        "WORLD_SIZE": str(info.total_workers),
+        "LOCAL_WORLD_SIZE": str(info.workers_per_node),
+        "NODE_RANK": str(info.node),
+        "MASTER_ADDR": str(info.head_addr),
+        "MASTER_PORT": str(info.head_port),
+    }
+
+
+@contextlib.contextmanager
+def _ranked(info: Any) -> Iterator[None]:
+    os.environ.update(rank_env(info))
+    with _pinned(info):
+        yield
+
+
 def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None]:
     """Points gloo at the node's private interface (``GLOO_SOCKET_IFNAME``) for a pool of several nodes."""
     return _pinned(info)
+
+
+def around_process(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
+    """With one process per accelerator: this process's rank variables, and gloo's interface."""
+    if config.get("per_worker") is not True:
+        return None
+    return _ranked(info)

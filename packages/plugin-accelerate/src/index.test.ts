@@ -9,6 +9,7 @@ import {
   applyLaunchers,
   type Cluster,
   collectBootstrapOps,
+  isWorkersPerAccelerator,
   LaunchCommand,
   type LaunchContext,
   type Offer,
@@ -475,4 +476,98 @@ describe.skipIf(skipReason !== undefined)("under the real accelerate launch", ()
       num_processes: 2,
     });
   }, 180_000);
+});
+
+describe("one process per accelerator", () => {
+  const perAccelerator = { perAccelerator: true } as const;
+
+  it("runs as many workers per node as the node has accelerators, and checks num_processes against them", () => {
+    const plugin = accelerate({ num_processes: 16 }, perAccelerator);
+    expect(isWorkersPerAccelerator(plugin.workersPerNode)).toBe(true);
+    expect(plugin.workersPerNode?.({ cluster: clusterOf(2, 8) })).toBe(8);
+    expect(accelerate({}, perAccelerator).workersPerNode?.({ cluster: clusterOf(3, 2) })).toBe(2);
+    expect(configurationIssuesOf(() => plugin.workersPerNode?.({ cluster: clusterOf(2, 4) }))).toEqual([
+      {
+        path: "accelerate.num_processes",
+        message: "expected 8 (2 nodes × 4 accelerators, one process per accelerator), received 16",
+      },
+    ]);
+    expect(() => plugin.workersPerNode?.({ cluster: clusterOf(2, 0) })).toThrow(
+      /needs nodes with accelerators/,
+    );
+    // One per node, as before, unless asked.
+    expect(accelerate({ num_processes: 2 }).workersPerNode).toBeUndefined();
+  });
+
+  it("refuses what it does not run, naming the field, when the plugin is made", () => {
+    expect(
+      configurationIssuesOf(() => accelerate({ fsdp: { sharding_strategy: "FULL_SHARD" } }, perAccelerator)),
+    ).toEqual([
+      {
+        path: "accelerate.fsdp",
+        message: "one process per accelerator runs MULTI_GPU or MULTI_CPU for now, received fsdp settings",
+      },
+    ]);
+    expect(
+      configurationIssuesOf(() => accelerate({ distributed_type: "XLA" }, perAccelerator))[0]?.path,
+    ).toBe("accelerate.distributed_type");
+    expect(
+      configurationIssuesOf(() =>
+        accelerate({}, { perAccelerator: "yes" } as unknown as { perAccelerator: boolean }),
+      ),
+    ).toEqual([{ path: "accelerate options.perAccelerator", message: "expected true or false" }]);
+  });
+
+  it("launches each node's worker with the totals and no rank of its own: each process sets its own", () => {
+    const venv = join(scratch, "venv-per-accelerator");
+    for (const nodeId of [0, 1]) {
+      const context = { ...contextOf(nodeId, 2, venv), workersPerNode: 8, executor: "process" as const };
+      const argv = argvOf(applyLaunchers([accelerate({}, perAccelerator)], workerCommand(context), context));
+      expect(argv[0]).toBe(join(venv, "bin", "python"));
+      expect(argv).not.toContain("env");
+      const flag = (name: string) => argv[argv.indexOf(name) + 1];
+      expect([flag("--num_machines"), flag("--machine_rank"), flag("--num_processes")]).toEqual([
+        "2",
+        String(nodeId),
+        "16",
+      ]);
+    }
+    const context = { ...contextOf(0, 2, venv), workersPerNode: 8 };
+    expect(() =>
+      applyLaunchers([accelerate({ num_processes: 4 }, perAccelerator)], workerCommand(context), context),
+    ).toThrow(/num_processes is 4, but 2 nodes × 8 accelerators run 16 processes, one per accelerator/);
+  });
+
+  it("writes the config accelerate's single-process launcher needs on each node", () => {
+    const root = join(scratch, "per-accelerator-root");
+    const gpu = join(root, "gpu");
+    for (const op of collectBootstrapOps(
+      [accelerate({ mixed_precision: "bf16" }, perAccelerator)],
+      clusterOf(2, 8),
+    )) {
+      mkdirSync(gpu, { recursive: true });
+      execFileSync("bash", ["-c", op], { env: { ...process.env, SKYWARD_ROOT: gpu } });
+    }
+    // A GPU type starts one process (the node's worker) under the launcher: NO; the processes are
+    // MULTI_GPU by their rank variables.
+    expect(JSON.parse(readFileSync(join(gpu, "accelerate.json"), "utf8"))).toMatchObject({
+      distributed_type: "NO",
+      mixed_precision: "bf16",
+      use_cpu: false,
+      num_processes: 16,
+    });
+    const cpu = join(root, "cpu");
+    mkdirSync(cpu, { recursive: true });
+    for (const op of collectBootstrapOps(
+      [accelerate({ distributed_type: "MULTI_CPU" }, perAccelerator)],
+      clusterOf(2, 2),
+    )) {
+      execFileSync("bash", ["-c", op], { env: { ...process.env, SKYWARD_ROOT: cpu } });
+    }
+    expect(JSON.parse(readFileSync(join(cpu, "accelerate.json"), "utf8"))).toMatchObject({
+      distributed_type: "MULTI_CPU",
+      use_cpu: true,
+      num_processes: 4,
+    });
+  });
 });

@@ -576,9 +576,11 @@ export function acceleratorsPerNode(cluster: Cluster): number {
  * ({@link acceleratorsPerNode}). The pool recognises it (see {@link isWorkersPerAccelerator}): it runs
  * each worker as a process of its own and pins worker `i` of a node to device `i`.
  *
+ * @param check called with the count and the cluster before it is returned: a plugin's own checks
+ *   (accelerate: `num_processes` = nodes × accelerators); what it throws fails the pool's start.
  * @throws {Error} (when called) for a cluster whose nodes have no accelerator.
  */
-export function workersPerAccelerator(): WorkersPerNode {
+export function workersPerAccelerator(check?: (count: number, cluster: Cluster) => void): WorkersPerNode {
   const hook: WorkersPerNode = ({ cluster }) => {
     const count = acceleratorsPerNode(cluster);
     if (count < 1) {
@@ -586,6 +588,7 @@ export function workersPerAccelerator(): WorkersPerNode {
         "one worker per accelerator needs nodes with accelerators (e.g. accelerator: sky.accelerators.A100({ count: 8 })), and this pool's nodes have none",
       );
     }
+    check?.(count, cluster);
     return count;
   };
   Object.defineProperty(hook, perAcceleratorMarker, { value: true });
