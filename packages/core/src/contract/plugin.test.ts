@@ -7,13 +7,12 @@ import type { PoolSpec } from "../spec/spec.js";
 import { LaunchCommand, type LaunchContext } from "./launch-command.js";
 import {
   acceleratorsPerNode,
-  isWorkersPerAccelerator,
-  workersPerAccelerator,
   applyImageTransforms,
   applyLaunchers,
   collectBootstrapOps,
   enterAroundClient,
   isPlugin,
+  isWorkersPerAccelerator,
   normalizePlugin,
   Plugin,
   PluginError,
@@ -24,6 +23,7 @@ import {
   resolveWorkersPerNode,
   whyNotPlugin,
   workerModules,
+  workersPerAccelerator,
 } from "./plugin.js";
 import type { Cluster, Offer } from "./provider.js";
 
