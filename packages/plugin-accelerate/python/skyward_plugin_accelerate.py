@@ -54,6 +54,13 @@ def _ranked(info: Any) -> Iterator[None]:
         yield
 
 
+def _nested_process() -> bool:
+    """A child of the worker's nested-task executor: it runs subtasks and is no rank of its own."""
+    from skyward.context import runtime
+
+    return bool(getattr(runtime, "nested", False))
+
+
 def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None]:
     """Points gloo at the node's private interface (``GLOO_SOCKET_IFNAME``) for a pool of several nodes."""
     return _pinned(info)
@@ -61,6 +68,6 @@ def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractConte
 
 def around_process(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
     """With one process per accelerator: this process's rank variables, and gloo's interface."""
-    if config.get("per_worker") is not True:
+    if config.get("per_worker") is not True or _nested_process():
         return None
     return _ranked(info)

@@ -104,6 +104,13 @@ def _distributed(info: Any) -> Iterator[None]:
             jax.distributed.shutdown()
 
 
+def _nested_process() -> bool:
+    """A child of the worker's nested-task executor: it runs subtasks and is no rank of its own."""
+    from skyward.context import runtime
+
+    return bool(getattr(runtime, "nested", False))
+
+
 def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
     """Initialises ``jax.distributed`` for the whole pool (every worker one JAX process)."""
     if config.get("per_worker") is True:
@@ -113,6 +120,6 @@ def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractConte
 
 def around_process(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
     """With one process per accelerator: initialises ``jax.distributed`` as this worker's process."""
-    if config.get("per_worker") is not True:
+    if config.get("per_worker") is not True or _nested_process():
         return None
     return _distributed(info)

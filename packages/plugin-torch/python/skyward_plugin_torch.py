@@ -74,6 +74,13 @@ def _backend(config: Mapping[str, Any]) -> str | None:
     return backend if isinstance(backend, str) else None
 
 
+def _nested_process() -> bool:
+    """A child of the worker's nested-task executor: it runs subtasks and is no rank of its own."""
+    from skyward.context import runtime
+
+    return bool(getattr(runtime, "nested", False))
+
+
 def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
     """Joins the pool-wide process group (``config["backend"]``, or nccl/gloo by CUDA availability)."""
     if config.get("per_worker") is True:
@@ -83,6 +90,6 @@ def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractConte
 
 def around_process(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
     """With one worker per accelerator: joins the group as this worker's global rank."""
-    if config.get("per_worker") is not True:
+    if config.get("per_worker") is not True or _nested_process():
         return None
     return _process_group(info, _backend(config))

@@ -48,6 +48,14 @@ interface Gradients {
 const groupInfo = sky.python<[], GroupInfo>("ddp_tasks:group_info");
 const allReduceSum = sky.python<[number], { rank: number; sum: number }>("ddp_tasks:all_reduce_sum");
 const ddpGradients = sky.python<[], Gradients>("ddp_tasks:ddp_gradients");
+const withNestedProbe = sky.python<
+  [],
+  {
+    rank: number;
+    pid: number;
+    probe: { initialized: boolean; cuda_visible_devices: string | null; pid: number };
+  }
+>("ddp_tasks:with_nested_probe");
 
 const torchMissing = await requireSystemPython("torch.distributed", {
   python: SYSTEM_PYTHON,
@@ -164,6 +172,16 @@ describe.skipIf(torchMissing !== undefined)(
 
     it("DDP gradients agree on all 4 ranks: the mean of their local ones", async () => {
       expectDdpAgreement(await pool.broadcast(ddpGradients()));
+    });
+
+    it("runs a rank's subtasks (nested dispatch) in other processes that are no ranks of their own", async () => {
+      const result = await pool.run(withNestedProbe(), { target: { rank: 1 } });
+      expect(result.rank).toBe(1);
+      expect(result.probe.pid).not.toBe(result.pid);
+      // A nested-task process shares a worker's device but does not join the group (that would be a
+      // rank twice over, and hang the rendezvous).
+      expect(result.probe.initialized).toBe(false);
+      expect(["0", "1"]).toContain(result.probe.cuda_visible_devices);
     });
 
     it("runs a call on the worker a target names: a node, a worker of a node, a global rank", async () => {

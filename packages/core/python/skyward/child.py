@@ -75,6 +75,7 @@ def main() -> None:
 
             pin_accelerator(slot % max(1, int(cluster.get("workers_per_node") or 1)))
     runtime.concurrency = int(settings.get("concurrency") or 1)
+    runtime.nested = slot >= runtime.concurrency
 
     def sink(key: Any, stream: str, data: str) -> None:
         link.send(("out", key, stream, data))
