@@ -41,26 +41,30 @@ function query(accelerator: OfferQuery["accelerator"]): OfferQuery {
   return { accelerator, allocation: "on-demand" } as OfferQuery;
 }
 
+function offers(asked: OfferQuery) {
+  return Local().offers({ query: asked, signal: new AbortController().signal });
+}
+
 describe("the Local offer's GPUs", () => {
   it("are the GPUs nvidia-smi lists: the model (canonical name), how many, their memory", async () => {
     fakeNvidiaSmi(["NVIDIA H100 80GB HBM3, 81559", "NVIDIA H100 80GB HBM3, 81559"]);
-    const [offer] = await Local().offers({ query: query(null) });
+    const [offer] = await offers(query(null));
     expect(offer?.accelerator).toEqual({ name: "H100", count: 2, memoryGb: 80 });
     expect(offer?.instanceType).toBe("local (2x H100)");
     // A spec asking for them matches; more of them, another model or more memory does not.
-    expect(await Local().offers({ query: query({ name: "H100", count: 2 }) })).toHaveLength(1);
-    expect(await Local().offers({ query: query({ name: "H100", count: 4 }) })).toEqual([]);
-    expect(await Local().offers({ query: query({ name: "A100", count: 1 }) })).toEqual([]);
-    expect(await Local().offers({ query: query({ name: "H100", count: 1, memoryGb: 141 }) })).toEqual([]);
+    expect(await offers(query({ name: "H100", count: 2 }))).toHaveLength(1);
+    expect(await offers(query({ name: "H100", count: 4 }))).toEqual([]);
+    expect(await offers(query({ name: "A100", count: 1 }))).toEqual([]);
+    expect(await offers(query({ name: "H100", count: 1, memoryGb: 141 }))).toEqual([]);
   });
 
   it("are none without nvidia-smi, or when it fails or lists none", async () => {
     process.env.PATH = "/nonexistent";
-    expect((await Local().offers({ query: query(null) }))[0]?.accelerator).toBeNull();
+    expect((await offers(query(null)))[0]?.accelerator).toBeNull();
     fakeNvidiaSmi(["NVIDIA H100 80GB HBM3, 81559"], 9);
-    expect((await Local().offers({ query: query(null) }))[0]?.accelerator).toBeNull();
+    expect((await offers(query(null)))[0]?.accelerator).toBeNull();
     fakeNvidiaSmi([]);
-    expect((await Local().offers({ query: query(null) }))[0]?.accelerator).toBeNull();
-    expect(await Local().offers({ query: query({ name: "H100", count: 1 }) })).toEqual([]);
+    expect((await offers(query(null)))[0]?.accelerator).toBeNull();
+    expect(await offers(query({ name: "H100", count: 1 }))).toEqual([]);
   });
 });
