@@ -34,7 +34,7 @@ export {
 export type { LaunchCommandFields, LaunchContext } from "./contract/launch-command.js";
 export { LaunchCommand, shellQuote } from "./contract/launch-command.js";
 // Plugin contract
-export type { WorkerLayout } from "./contract/plugin.js";
+export type { WorkerLayout, WorkersPerAcceleratorOptions } from "./contract/plugin.js";
 export {
   acceleratorsPerNode,
   applyImageTransforms,

@@ -26,8 +26,8 @@ import { z } from "zod";
 export interface AccelerateOptions {
   /**
    * One process per accelerator (default `false`: one per node). Each node then runs as many
-   * worker processes as it has accelerators, worker `i` pinned to device `i`
-   * (`CUDA_VISIBLE_DEVICES`), each a process of accelerate's state: `process_index` = node ×
+   * worker processes as it has accelerators, each seeing every device (accelerate selects
+   * `cuda:<LOCAL_RANK>`), each a process of accelerate's state: `process_index` = node ×
    * accelerators + local index, `num_processes` = nodes × accelerators. The node's worker runs
    * under `accelerate launch` with those totals (accelerate's single-process launcher: the node's
    * processes are Skyward's), and each process gets the rank variables (`RANK`, `LOCAL_RANK`,
@@ -359,19 +359,23 @@ export function accelerate(config: AccelerateConfig = {}, options: AccelerateOpt
       config: perAccelerator ? { per_worker: true } : {},
     });
   if (!perAccelerator) return plugin;
+  // Accelerate picks each process's device itself (cuda:<LOCAL_RANK>): every device stays visible.
   return plugin.withWorkersPerNode(
-    workersPerAccelerator((count, cluster) => {
-      const nodes = cluster.spec.nodes.max;
-      if (settings.num_processes !== undefined && settings.num_processes !== nodes * count) {
-        throw new ConfigurationError({
-          issues: [
-            {
-              path: "accelerate.num_processes",
-              message: `expected ${nodes * count} (${nodes} ${nodes === 1 ? "node" : "nodes"} × ${count} accelerators, one process per accelerator), received ${settings.num_processes}`,
-            },
-          ],
-        });
-      }
+    workersPerAccelerator({
+      pin: false,
+      check: (count, cluster) => {
+        const nodes = cluster.spec.nodes.max;
+        if (settings.num_processes !== undefined && settings.num_processes !== nodes * count) {
+          throw new ConfigurationError({
+            issues: [
+              {
+                path: "accelerate.num_processes",
+                message: `expected ${nodes * count} (${nodes} ${nodes === 1 ? "node" : "nodes"} × ${count} accelerators, one process per accelerator), received ${settings.num_processes}`,
+              },
+            ],
+          });
+        }
+      },
     }),
   );
 }

@@ -3,7 +3,8 @@
  * test bed that declare 2 accelerators each (a fake `nvidia-smi` listing 2 GPUs is first on their
  * workers' PATH; there is no real GPU, so the state is multi-CPU over gloo). Each host's worker
  * runs under `accelerate launch` with the totals (2 machines, 4 processes), and its 2 worker
- * processes, one per accelerator, are the processes of one accelerate state of 4.
+ * processes, one per accelerator (each seeing every device: accelerate picks `cuda:<LOCAL_RANK>`),
+ * are the processes of one accelerate state of 4.
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -90,7 +91,7 @@ describe.skipIf(skipReason !== undefined)(
       await home?.restore();
     });
 
-    it("forms one accelerate state of 4 processes, 2 per host, each on its own device", async () => {
+    it("forms one accelerate state of 4 processes, 2 per host, each of its own local rank", async () => {
       const infos = await pool.broadcast(launchInfo());
       expect(infos.places.map((place) => place.rank)).toEqual([0, 1, 2, 3]);
       const head = bed.hosts[0]?.host as string;
@@ -109,7 +110,8 @@ describe.skipIf(skipReason !== undefined)(
           LOCAL_WORLD_SIZE: "2",
           MASTER_ADDR: head,
           ACCELERATE_USE_CPU: "True",
-          CUDA_VISIBLE_DEVICES: String(rank % 2),
+          // Every device stays visible: accelerate selects cuda:<LOCAL_RANK> itself, as under torchrun.
+          CUDA_VISIBLE_DEVICES: null,
           GLOO_SOCKET_IFNAME: "eth0",
         });
         // The process is a worker process of the host's worker, which accelerate launch started

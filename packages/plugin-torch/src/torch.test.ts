@@ -7,6 +7,7 @@ import {
   isPlugin,
   isWorkersPerAccelerator,
   type PluginV1,
+  resolveWorkerLayout,
   workerModules,
 } from "@skyward/core/contract";
 import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
@@ -60,6 +61,19 @@ describe("torch()", () => {
     expect(() => torch({ perAccelerator: "yes" as unknown as boolean })).toThrow(
       /perAccelerator: expected true or false, received "yes"/,
     );
+    // Which devices each worker sees: only its own (pinned) by default, or all of them.
+    expect(resolveWorkerLayout([plugin], sized(4)).pinAccelerators).toBe(true);
+    const all = torch({ perAccelerator: true, visibleDevices: "all" });
+    expect(resolveWorkerLayout([all], sized(4))).toMatchObject({ workersPerNode: 4, pinAccelerators: false });
+    expect(configurationIssuesOf(() => torch({ visibleDevices: "all" }))).toEqual([
+      {
+        path: "visibleDevices",
+        message: "expected perAccelerator: true with it (each node runs one worker then)",
+      },
+    ]);
+    expect(
+      configurationIssuesOf(() => torch({ perAccelerator: true, visibleDevices: "some" as "all" }))[0]?.path,
+    ).toBe("visibleDevices");
   });
 
   it("the worker module defines around_app", () => {

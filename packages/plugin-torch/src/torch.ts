@@ -40,6 +40,13 @@ export interface TorchOptions {
    * result per rank, in rank order.
    */
   perAccelerator?: boolean;
+  /**
+   * With `perAccelerator`: which devices each worker process sees. `"own"` (default): only its own
+   * (`CUDA_VISIBLE_DEVICES` = that device, the process's `cuda:0`). `"all"`: every device of the
+   * node, as under torchrun, the plugin selecting `cuda:<LOCAL_RANK>` — for code that indexes devices
+   * by `LOCAL_RANK` (Hugging Face `Trainer`, accelerate's state). Refused without `perAccelerator`.
+   */
+  visibleDevices?: "own" | "all";
 }
 
 const BACKENDS = ["nccl", "gloo"] as const satisfies readonly TorchBackend[];
@@ -85,19 +92,30 @@ const companionSchema = z.union([z.boolean(), versionSchema], {
   error: (issue) => `expected true, false or a version string, received ${describe(issue.input)}`,
 });
 
-const optionsSchema = z.strictObject(
-  {
-    backend: choice(BACKENDS).optional(),
-    cuda: choice(CUDA_BUILDS).default("cu128"),
-    version: versionSchema.default("latest"),
-    vision: companionSchema.default(false),
-    audio: companionSchema.default(false),
-    perAccelerator: z
-      .boolean({ error: (issue) => `expected true or false, received ${describe(issue.input)}` })
-      .default(false),
-  },
-  { error: (issue) => `expected an options object, received ${describe(issue.input)}` },
-);
+const optionsSchema = z
+  .strictObject(
+    {
+      backend: choice(BACKENDS).optional(),
+      cuda: choice(CUDA_BUILDS).default("cu128"),
+      version: versionSchema.default("latest"),
+      vision: companionSchema.default(false),
+      audio: companionSchema.default(false),
+      perAccelerator: z
+        .boolean({ error: (issue) => `expected true or false, received ${describe(issue.input)}` })
+        .default(false),
+      visibleDevices: choice(["own", "all"]).optional(),
+    },
+    { error: (issue) => `expected an options object, received ${describe(issue.input)}` },
+  )
+  .superRefine((options, context) => {
+    if (options.visibleDevices !== undefined && !options.perAccelerator) {
+      context.addIssue({
+        code: "custom",
+        path: ["visibleDevices"],
+        message: "expected perAccelerator: true with it (each node runs one worker then)",
+      });
+    }
+  });
 
 /** A requirement for `name` at `version` (`latest` / `true` = any version). */
 function requirement(name: string, version: string | true): string {
@@ -130,11 +148,14 @@ function requirement(name: string, version: string | true): string {
  * ```
  *
  * @throws {ConfigurationError} naming the field (`backend`, `cuda`, `version`, `vision`, `audio`,
- *   `perAccelerator`)
+ *   `perAccelerator`, `visibleDevices`)
  *   when an option is invalid.
  */
 export function torch(options: TorchOptions = {}): PluginV1 {
-  const { backend, cuda, version, vision, audio, perAccelerator } = parseInput(optionsSchema, options);
+  const { backend, cuda, version, vision, audio, perAccelerator, visibleDevices } = parseInput(
+    optionsSchema,
+    options,
+  );
   const requirements = [requirement("torch", version)];
   if (vision !== false) requirements.push(requirement("torchvision", vision));
   if (audio !== false) requirements.push(requirement("torchaudio", audio));
@@ -148,5 +169,5 @@ export function torch(options: TorchOptions = {}): PluginV1 {
       path: WORKER_PATH,
       config: { backend: backend ?? null, per_worker: perAccelerator },
     });
-  return perAccelerator ? plugin.withWorkersPerAccelerator() : plugin;
+  return perAccelerator ? plugin.withWorkersPerAccelerator({ pin: visibleDevices !== "all" }) : plugin;
 }

@@ -200,6 +200,41 @@ describe.skipIf(torchMissing !== undefined)(
 );
 
 describe.skipIf(torchMissing !== undefined)(
+  'torch({ perAccelerator: true, visibleDevices: "all" }) on 2 Local nodes × 2 faked GPUs',
+  () => {
+    const path = process.env.PATH;
+    let pool: sky.Pool;
+
+    beforeAll(async () => {
+      process.env.PATH = `${fakes}:${path}`;
+      pool = await sky.compute({
+        nodes: 2,
+        image: { python: SYSTEM_PYTHON, includes: [tasks] },
+        plugins: [torch({ backend: "gloo", cuda: "cpu", perAccelerator: true, visibleDevices: "all" })],
+        options: { console: false },
+      });
+    });
+
+    afterAll(async () => {
+      await pool?.close();
+      process.env.PATH = path;
+    });
+
+    it("runs 4 ranks that see every device and select theirs by LOCAL_RANK, as under torchrun", async () => {
+      const infos = await pool.broadcast(groupInfo());
+      expect(infos.map((info) => [info.rank, info.world_size, info.env.LOCAL_RANK])).toEqual([
+        [0, 4, "0"],
+        [1, 4, "1"],
+        [2, 4, "0"],
+        [3, 4, "1"],
+      ]);
+      expect(infos.map((info) => info.env.CUDA_VISIBLE_DEVICES)).toEqual([null, null, null, null]);
+      expect(await pool.broadcast(allReduceSum(1))).toEqual([0, 1, 2, 3].map((rank) => ({ rank, sum: 10 })));
+    });
+  },
+);
+
+describe.skipIf(torchMissing !== undefined)(
   "torch({ perAccelerator: true }) refused before anything runs",
   () => {
     it("refuses a node without accelerators", async () => {

@@ -498,11 +498,13 @@ describe("one worker per accelerator", () => {
     expect(resolveWorkerLayout([torch], gpus(8))).toEqual({
       workersPerNode: 8,
       processPerWorker: true,
+      checkAccelerators: true,
       pinAccelerators: true,
     });
     expect(resolveWorkerLayout([Plugin.create("plain")], gpus(8))).toEqual({
       workersPerNode: 1,
       processPerWorker: false,
+      checkAccelerators: false,
       pinAccelerators: false,
     });
     expect(thrown(() => resolveWorkerLayout([torch], gpus(null)))).toMatchObject({
@@ -518,6 +520,7 @@ describe("one worker per accelerator", () => {
     expect(resolveWorkerLayout([torch, accelerate], gpus(2))).toEqual({
       workersPerNode: 2,
       processPerWorker: true,
+      checkAccelerators: true,
       pinAccelerators: true,
     });
     const mig = Plugin.create("mig").withWorkersPerNode(() => 7);
@@ -528,9 +531,36 @@ describe("one worker per accelerator", () => {
       expect(resolveWorkerLayout(plugins, gpus(1))).toEqual({
         workersPerNode: 7,
         processPerWorker: true,
+        checkAccelerators: false,
         pinAccelerators: false,
       });
     }
+  });
+
+  it("pins the devices only when every plugin asking for it pins; every one's check runs", () => {
+    const checked: string[] = [];
+    const torch = Plugin.create("torch").withWorkersPerAccelerator();
+    const accelerate = Plugin.create("accelerate").withWorkersPerNode(
+      workersPerAccelerator({ pin: false, check: (count) => checked.push(`accelerate saw ${count}`) }),
+    );
+    expect(resolveWorkerLayout([torch, accelerate], gpus(4))).toEqual({
+      workersPerNode: 4,
+      processPerWorker: true,
+      checkAccelerators: true,
+      pinAccelerators: false,
+    });
+    expect(checked).toEqual(["accelerate saw 4"]);
+    const refusing = Plugin.create("strict").withWorkersPerNode(
+      workersPerAccelerator({
+        check: () => {
+          throw new Error("needs 8");
+        },
+      }),
+    );
+    expect(thrown(() => resolveWorkerLayout([torch, refusing], gpus(4)))).toMatchObject({
+      plugin: "strict",
+      message: 'plugin "strict": workersPerNode hook failed: needs 8',
+    });
   });
 });
 

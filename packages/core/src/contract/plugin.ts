@@ -242,14 +242,16 @@ export class Plugin implements PluginV1 {
 
   /**
    * One worker per accelerator: each node runs as many workers as it has accelerators
-   * ({@link acceleratorsPerNode}), each a process of its own (the pool uses the process executor)
-   * pinned to its device: worker `i` of a node sees only device `i` (`CUDA_VISIBLE_DEVICES`). Sets
-   * `workersPerNode` to {@link workersPerAccelerator}; several plugins of a pool may ask for it (they
-   * agree), and a plugin that sets its own count (MIG: one per GPU instance) decides instead — its
-   * slices are then the accelerators, and it pins the workers itself.
+   * ({@link acceleratorsPerNode}), each a process of its own (the pool uses the process executor).
+   * With `pin` (the default) worker `i` of a node sees only device `i` (`CUDA_VISIBLE_DEVICES`);
+   * with `pin: false` every worker sees all of them and the framework picks device `LOCAL_RANK`
+   * (as torchrun's processes do). Sets `workersPerNode` to {@link workersPerAccelerator}; several
+   * plugins of a pool may ask for it (they agree on the count; the devices are pinned only if all of
+   * them pin), and a plugin that sets its own count (MIG: one per GPU instance) decides instead —
+   * its slices are then the accelerators, and it pins the workers itself.
    */
-  withWorkersPerAccelerator(): Plugin {
-    return this.copy({ workersPerNode: workersPerAccelerator() });
+  withWorkersPerAccelerator(options: { readonly pin?: boolean } = {}): Plugin {
+    return this.copy({ workersPerNode: workersPerAccelerator(options) });
   }
 
   /**
@@ -571,16 +573,31 @@ export function acceleratorsPerNode(cluster: Cluster): number {
   return typeof count === "number" && Number.isFinite(count) && count >= 1 ? Math.floor(count) : 0;
 }
 
+/** Options of {@link workersPerAccelerator}. */
+export interface WorkersPerAcceleratorOptions {
+  /**
+   * Pin worker `i` of a node to device `i` (`CUDA_VISIBLE_DEVICES`: the process sees one device,
+   * its `cuda:0`). Default true. False: every worker sees all of the node's devices, and the
+   * framework picks device `LOCAL_RANK` (accelerate, Hugging Face `Trainer`: `cuda:<LOCAL_RANK>`).
+   */
+  readonly pin?: boolean;
+  /**
+   * Called with the count and the cluster before the hook returns it: a plugin's own checks
+   * (accelerate: `num_processes` = nodes × accelerators); what it throws fails the pool's start.
+   */
+  readonly check?: (count: number, cluster: Cluster) => void;
+}
+
 /**
  * A {@link WorkersPerNode} hook for one worker per accelerator: the node's accelerator count
  * ({@link acceleratorsPerNode}). The pool recognises it (see {@link isWorkersPerAccelerator}): it runs
- * each worker as a process of its own and pins worker `i` of a node to device `i`.
+ * each worker as a process of its own, checks each node has that many GPUs, and (with `pin`) pins
+ * worker `i` of a node to device `i`.
  *
- * @param check called with the count and the cluster before it is returned: a plugin's own checks
- *   (accelerate: `num_processes` = nodes × accelerators); what it throws fails the pool's start.
  * @throws {Error} (when called) for a cluster whose nodes have no accelerator.
  */
-export function workersPerAccelerator(check?: (count: number, cluster: Cluster) => void): WorkersPerNode {
+export function workersPerAccelerator(options: WorkersPerAcceleratorOptions = {}): WorkersPerNode {
+  const { pin = true, check } = options;
   const hook: WorkersPerNode = ({ cluster }) => {
     const count = acceleratorsPerNode(cluster);
     if (count < 1) {
@@ -591,15 +608,19 @@ export function workersPerAccelerator(check?: (count: number, cluster: Cluster) 
     check?.(count, cluster);
     return count;
   };
-  Object.defineProperty(hook, perAcceleratorMarker, { value: true });
+  Object.defineProperty(hook, perAcceleratorMarker, { value: Object.freeze({ pin }) });
   return hook;
+}
+
+function perAcceleratorSettings(hook: unknown): { pin: boolean } | undefined {
+  if (typeof hook !== "function") return undefined;
+  const settings = (hook as unknown as Record<symbol, unknown>)[perAcceleratorMarker];
+  return typeof settings === "object" && settings !== null ? (settings as { pin: boolean }) : undefined;
 }
 
 /** Whether `hook` is one {@link workersPerAccelerator} made (from any copy of this package). */
 export function isWorkersPerAccelerator(hook: unknown): boolean {
-  return (
-    typeof hook === "function" && (hook as unknown as Record<symbol, unknown>)[perAcceleratorMarker] === true
-  );
+  return perAcceleratorSettings(hook) !== undefined;
 }
 
 /**
@@ -643,8 +664,13 @@ export interface WorkerLayout {
    */
   readonly processPerWorker: boolean;
   /**
-   * Whether the count is the node's accelerators (no plugin set its own): the runtime then pins
-   * worker `i` of a node to device `i` (`CUDA_VISIBLE_DEVICES`).
+   * Whether the count is the node's accelerators (no plugin set its own): each node then checks it
+   * has that many GPUs before it starts.
+   */
+  readonly checkAccelerators: boolean;
+  /**
+   * Whether, besides, the runtime pins worker `i` of a node to device `i` (`CUDA_VISIBLE_DEVICES`):
+   * when every plugin asking for one worker per accelerator pins.
    */
   readonly pinAccelerators: boolean;
 }
@@ -665,17 +691,28 @@ export function resolveWorkerLayout(plugins: readonly PluginV1[], cluster: Clust
     });
   }
   const setting = plugins.filter((plugin) => typeof plugin.workersPerNode === "function");
-  const processPerWorker = setting.some((plugin) => isWorkersPerAccelerator(plugin.workersPerNode));
+  const perAccelerator = setting.filter((plugin) => isWorkersPerAccelerator(plugin.workersPerNode));
+  const processPerWorker = perAccelerator.length > 0;
   const own = setting.find((plugin) => !isWorkersPerAccelerator(plugin.workersPerNode));
-  const plugin = own ?? setting[0];
-  const hook = plugin?.workersPerNode;
-  if (!plugin || typeof hook !== "function")
-    return { workersPerNode: 1, processPerWorker, pinAccelerators: false };
-  const count: unknown = guardedSync(plugin, "workersPerNode", () => hook.call(plugin, { cluster }));
-  if (typeof count !== "number" || !Number.isInteger(count) || count < 1) {
-    throw badReturn(plugin, "workersPerNode", "a positive whole number", count);
+  // The one plugin with its own count (MIG) decides; else every per-accelerator hook runs (they agree
+  // on the count, and each may check it its own way).
+  let decided: number | undefined;
+  for (const plugin of own ? [own] : perAccelerator) {
+    const hook = plugin.workersPerNode as WorkersPerNode;
+    const count: unknown = guardedSync(plugin, "workersPerNode", () => hook.call(plugin, { cluster }));
+    if (typeof count !== "number" || !Number.isInteger(count) || count < 1) {
+      throw badReturn(plugin, "workersPerNode", "a positive whole number", count);
+    }
+    decided ??= count;
   }
-  return { workersPerNode: count, processPerWorker, pinAccelerators: own === undefined };
+  const byAccelerators = own === undefined && processPerWorker;
+  return {
+    workersPerNode: decided ?? 1,
+    processPerWorker,
+    checkAccelerators: byAccelerators,
+    pinAccelerators:
+      byAccelerators && perAccelerator.every((plugin) => perAcceleratorSettings(plugin.workersPerNode)?.pin),
+  };
 }
 
 /** `value` as a command of this copy of the package (one from another copy is rebuilt), if it is one. */

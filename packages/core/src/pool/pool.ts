@@ -234,6 +234,8 @@ class PoolRuntime implements AsyncDisposable {
   #workersPerNode = 1;
   /** Whether a plugin asked for one worker per accelerator: each worker a process of its own. */
   #processPerWorker = false;
+  /** Whether each node checks it has an accelerator per worker (one worker per accelerator). */
+  #checkAccelerators = false;
   /** Whether the runtime pins worker `i` of a node to accelerator `i` (one worker per accelerator). */
   #pinAccelerators = false;
   #state: PoolState = "init";
@@ -346,6 +348,7 @@ class PoolRuntime implements AsyncDisposable {
         const layout = resolveWorkerLayout(spec.plugins, cluster);
         this.#workersPerNode = layout.workersPerNode;
         this.#processPerWorker = layout.processPerWorker;
+        this.#checkAccelerators = layout.checkAccelerators;
         this.#pinAccelerators = layout.pinAccelerators;
         const { concurrency } = spec.worker;
         if (layout.processPerWorker && concurrency > 1 && concurrency !== layout.workersPerNode) {
@@ -804,6 +807,7 @@ class PoolRuntime implements AsyncDisposable {
       node: node.index,
       total_nodes: this.#nodes.length,
       workers_per_node: this.#workersPerNode,
+      ...(this.#checkAccelerators ? { check_accelerators: true } : {}),
       ...(this.#pinAccelerators ? { pin_accelerators: true } : {}),
       head_addr: head?.privateIp ?? "127.0.0.1",
       head_port: this.#headPort,

@@ -145,6 +145,11 @@ export interface ClusterMessage {
   /** Worker slots per node. */
   readonly workers_per_node: number;
   /**
+   * Whether the node runs one worker per accelerator and checks it has that many GPUs before it is
+   * ready (else it answers `reject`). Absent: false.
+   */
+  readonly check_accelerators?: boolean;
+  /**
    * Whether each worker is pinned to the accelerator of its index (one worker per accelerator):
    * worker `i` of a node sees only device `i` (`CUDA_VISIBLE_DEVICES`). Absent: false.
    */
