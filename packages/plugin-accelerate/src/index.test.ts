@@ -500,14 +500,16 @@ describe("one process per accelerator", () => {
   });
 
   it("refuses what it does not run, naming the field, when the plugin is made", () => {
-    expect(
-      configurationIssuesOf(() => accelerate({ fsdp: { sharding_strategy: "FULL_SHARD" } }, perAccelerator)),
-    ).toEqual([
-      {
-        path: "accelerate.fsdp",
-        message: "one process per accelerator runs MULTI_GPU or MULTI_CPU for now, received fsdp settings",
-      },
-    ]);
+    expect(configurationIssuesOf(() => accelerate({ deepspeed: { zero_stage: 2 } }, perAccelerator))).toEqual(
+      [
+        {
+          path: "accelerate.deepspeed",
+          message:
+            "one process per accelerator runs MULTI_GPU, MULTI_CPU or FSDP for now, received deepspeed settings",
+        },
+      ],
+    );
+    expect(() => accelerate({ fsdp: { sharding_strategy: "FULL_SHARD" } }, perAccelerator)).not.toThrow();
     expect(
       configurationIssuesOf(() => accelerate({ distributed_type: "XLA" }, perAccelerator))[0]?.path,
     ).toBe("accelerate.distributed_type");
@@ -523,9 +525,14 @@ describe("one process per accelerator", () => {
     for (const nodeId of [0, 1]) {
       const context = { ...contextOf(nodeId, 2, venv), workersPerNode: 8, executor: "process" as const };
       const argv = argvOf(applyLaunchers([accelerate({}, perAccelerator)], workerCommand(context), context));
-      expect(argv[0]).toBe(join(venv, "bin", "python"));
-      expect(argv).not.toContain("env");
+      // No rank variables: each process sets its own. The real config's path, for the worker module.
+      expect(argv.slice(0, 3)).toEqual([
+        "env",
+        `SKYWARD_ACCELERATE_CONFIG=${join(scratch, "accelerate.json")}`,
+        join(venv, "bin", "python"),
+      ]);
       const flag = (name: string) => argv[argv.indexOf(name) + 1];
+      expect(flag("--config_file")).toBe(join(scratch, "accelerate-launch.json"));
       expect([flag("--num_machines"), flag("--machine_rank"), flag("--num_processes")]).toEqual([
         "2",
         String(nodeId),
@@ -538,23 +545,31 @@ describe("one process per accelerator", () => {
     ).toThrow(/num_processes is 4, but 2 nodes × 8 accelerators run 16 processes, one per accelerator/);
   });
 
-  it("writes the config accelerate's single-process launcher needs on each node", () => {
+  it("writes the real config, and the one accelerate's single-process launcher needs, on each node", () => {
     const root = join(scratch, "per-accelerator-root");
     const gpu = join(root, "gpu");
+    const fsdp = { sharding_strategy: "FULL_SHARD" };
     for (const op of collectBootstrapOps(
-      [accelerate({ mixed_precision: "bf16" }, perAccelerator)],
+      [accelerate({ mixed_precision: "bf16", fsdp }, perAccelerator)],
       clusterOf(2, 8),
     )) {
       mkdirSync(gpu, { recursive: true });
       execFileSync("bash", ["-c", op], { env: { ...process.env, SKYWARD_ROOT: gpu } });
     }
-    // A GPU type starts one process (the node's worker) under the launcher: NO; the processes are
-    // MULTI_GPU by their rank variables.
-    expect(JSON.parse(readFileSync(join(gpu, "accelerate.json"), "utf8"))).toMatchObject({
-      distributed_type: "NO",
+    const real = JSON.parse(readFileSync(join(gpu, "accelerate.json"), "utf8"));
+    expect(real).toMatchObject({
+      distributed_type: "FSDP",
       mixed_precision: "bf16",
       use_cpu: false,
       num_processes: 16,
+      fsdp_config: fsdp,
+    });
+    // The node's launcher starts one process (its worker): NO, and no FSDP settings (those reach the
+    // device processes through the environment).
+    const { fsdp_config: _, ...launched } = real;
+    expect(JSON.parse(readFileSync(join(gpu, "accelerate-launch.json"), "utf8"))).toEqual({
+      ...launched,
+      distributed_type: "NO",
     });
     const cpu = join(root, "cpu");
     mkdirSync(cpu, { recursive: true });
@@ -564,10 +579,12 @@ describe("one process per accelerator", () => {
     )) {
       execFileSync("bash", ["-c", op], { env: { ...process.env, SKYWARD_ROOT: cpu } });
     }
-    expect(JSON.parse(readFileSync(join(cpu, "accelerate.json"), "utf8"))).toMatchObject({
-      distributed_type: "MULTI_CPU",
-      use_cpu: true,
-      num_processes: 4,
-    });
+    for (const name of ["accelerate.json", "accelerate-launch.json"]) {
+      expect(JSON.parse(readFileSync(join(cpu, name), "utf8"))).toMatchObject({
+        distributed_type: "MULTI_CPU",
+        use_cpu: true,
+        num_processes: 4,
+      });
+    }
   });
 });

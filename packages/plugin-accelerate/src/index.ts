@@ -32,13 +32,16 @@ export interface AccelerateOptions {
    * under `accelerate launch` with those totals (accelerate's single-process launcher: the node's
    * processes are Skyward's), and each process gets the rank variables (`RANK`, `LOCAL_RANK`,
    * `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`) torchrun would give it.
-   * For `MULTI_GPU` and `MULTI_CPU`; FSDP, DeepSpeed and the others are refused with it for now.
+   * The node's launcher reads `accelerate-launch.json` (the config with a single-process type);
+   * `accelerate.json` keeps the real one, from which each process gets the environment accelerate's
+   * own launch code gives the processes it starts (`ACCELERATE_USE_FSDP`, `FSDP_*`, …). For
+   * `MULTI_GPU`, `MULTI_CPU` and `FSDP`; DeepSpeed and the others are refused with it for now.
    */
   perAccelerator?: boolean;
 }
 
 /** The distributed types one process per accelerator supports. */
-const PER_ACCELERATOR_TYPES: readonly AccelerateDistributedType[] = ["MULTI_GPU", "MULTI_CPU"];
+const PER_ACCELERATOR_TYPES: readonly AccelerateDistributedType[] = ["MULTI_GPU", "MULTI_CPU", "FSDP"];
 
 /** Accelerate's distributed types, as `accelerate config` writes them. */
 export type AccelerateDistributedType =
@@ -160,6 +163,11 @@ const WORKER_PATH = fileURLToPath(new URL(`../python/${WORKER_MODULE}.py`, impor
 
 /** The accelerate config file's name, in the node's Skyward root (`$SKYWARD_ROOT` of the bootstrap ops). */
 const ACCELERATE_CONFIG_FILE = "accelerate.json";
+/**
+ * With one process per accelerator: the config the node's `accelerate launch` reads, for its
+ * single-process launcher (the node's worker is the one process it starts).
+ */
+const LAUNCH_CONFIG_FILE = "accelerate-launch.json";
 
 /** How many nodes a cluster may have, and how many GPUs each: what the config inference needs. */
 interface ClusterShape {
@@ -197,9 +205,7 @@ export function inferDistributedType(
  * The config file accelerate loads (`--config_file accelerate.json`), as a JSON object: the settings
  * in `accelerate config`'s structure plus `compute_environment: "LOCAL_MACHINE"` and the inferred
  * `distributed_type` and `num_processes`. The topology is left out: the launcher passes it on the
- * command line. With one process per accelerator, a GPU type is written as `NO`: the file is what
- * the node's launcher reads, and it must start one process (the node's worker); the device
- * processes are `MULTI_GPU` by their rank variables.
+ * command line.
  */
 function renderAccelerateConfig(
   config: AccelerateConfig,
@@ -211,7 +217,7 @@ function renderAccelerateConfig(
   const type = inferDistributedType({ num_processes: processes, ...config }, nodes, gpusPerNode);
   const file: Record<string, JsonValue> = {
     compute_environment: "LOCAL_MACHINE",
-    distributed_type: perAccelerator && type !== "MULTI_CPU" ? "NO" : type,
+    distributed_type: type,
     mixed_precision: config.mixed_precision ?? "no",
     use_cpu: gpusPerNode <= 0 || type === "MULTI_CPU",
     // Passed on the command line too (which wins); accelerate < 1 requires it in the file.
@@ -228,12 +234,23 @@ function renderAccelerateConfig(
 }
 
 /**
+ * With one process per accelerator, the config the node's launcher reads: `accelerate.json` with a
+ * type whose launcher starts one process (`NO`; `MULTI_CPU` stays, its launcher is that one too)
+ * and without the FSDP / DeepSpeed settings, which reach each device process through the
+ * environment the worker module computes from `accelerate.json` with accelerate's own launch code.
+ */
+function renderLaunchConfig(file: Record<string, JsonValue>): Record<string, JsonValue> {
+  const { fsdp_config: _fsdp, deepspeed_config: _deepspeed, ...rest } = file;
+  return { ...rest, distributed_type: file.distributed_type === "MULTI_CPU" ? "MULTI_CPU" : "NO" };
+}
+
+/**
  * The bootstrap op that writes the config file into the node's Skyward root (`$SKYWARD_ROOT`, set
  * by the bootstrap script), atomically. The JSON travels as one shell-quoted word.
  */
-function renderConfigFileOp(file: Record<string, JsonValue>): string {
-  const target = `"\${SKYWARD_ROOT:?}/${ACCELERATE_CONFIG_FILE}"`;
-  const next = `"\${SKYWARD_ROOT:?}/${ACCELERATE_CONFIG_FILE}.next"`;
+function renderConfigFileOp(file: Record<string, JsonValue>, name = ACCELERATE_CONFIG_FILE): string {
+  const target = `"\${SKYWARD_ROOT:?}/${name}"`;
+  const next = `"\${SKYWARD_ROOT:?}/${name}.next"`;
   return `printf '%s\\n' ${shellQuote(JSON.stringify(file))} > ${next} && mv -f ${next} ${target}`;
 }
 
@@ -285,17 +302,20 @@ function wrapWithAccelerate(
   // set); the multi-GPU launchers set their own. One process per node: rank = node. A single node
   // gets none: with them accelerate would look for a process group to join. One process per
   // accelerator: each process sets its own (the worker module's around_process).
+  const root = context.root ?? posix.dirname(context.venvDir);
   const rankVariables =
     nodes > 1 && !perAccelerator
       ? ["env", `RANK=${context.nodeId}`, `WORLD_SIZE=${total}`, "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1"]
-      : [];
+      : perAccelerator
+        ? ["env", `SKYWARD_ACCELERATE_CONFIG=${posix.join(root, ACCELERATE_CONFIG_FILE)}`]
+        : [];
   const words = [
     ...rankVariables,
     context.pythonBin,
     "-m",
     "accelerate.commands.launch",
     "--config_file",
-    posix.join(context.root ?? posix.dirname(context.venvDir), ACCELERATE_CONFIG_FILE),
+    posix.join(root, perAccelerator ? LAUNCH_CONFIG_FILE : ACCELERATE_CONFIG_FILE),
     "--num_machines",
     String(nodes),
     "--machine_rank",
@@ -350,7 +370,9 @@ export function accelerate(config: AccelerateConfig = {}, options: AccelerateOpt
     .withImageTransform(({ image }) => extendImage(image, { pip: ["accelerate"] }))
     .withBootstrap(({ cluster }) => {
       const { nodes, gpusPerNode } = clusterShape(cluster);
-      return [renderConfigFileOp(renderAccelerateConfig(settings, nodes, gpusPerNode, perAccelerator))];
+      const file = renderAccelerateConfig(settings, nodes, gpusPerNode, perAccelerator);
+      if (!perAccelerator) return [renderConfigFileOp(file)];
+      return [renderConfigFileOp(file), renderConfigFileOp(renderLaunchConfig(file), LAUNCH_CONFIG_FILE)];
     })
     .withLauncher(({ command, context }) => wrapWithAccelerate(settings, command, context, perAccelerator))
     .withWorker({
@@ -387,15 +409,14 @@ const optionsSchema = z.strictObject(
 
 /** Refuses the settings one process per accelerator does not support (yet), naming the field. */
 function refuseUnsupportedPerAccelerator(settings: AccelerateConfig): void {
-  const field =
-    settings.fsdp !== undefined ? "fsdp" : settings.deepspeed !== undefined ? "deepspeed" : undefined;
+  const field = settings.deepspeed !== undefined ? "deepspeed" : undefined;
   const type = settings.distributed_type;
   if (field === undefined && (type === undefined || PER_ACCELERATOR_TYPES.includes(type))) return;
   throw new ConfigurationError({
     issues: [
       {
         path: `accelerate.${field ?? "distributed_type"}`,
-        message: `one process per accelerator runs ${PER_ACCELERATOR_TYPES.join(" or ")} for now, received ${field ? `${field} settings` : JSON.stringify(type)}`,
+        message: `one process per accelerator runs ${PER_ACCELERATOR_TYPES.slice(0, -1).join(", ")} or ${PER_ACCELERATOR_TYPES.at(-1)} for now, received ${field ? `${field} settings` : JSON.stringify(type)}`,
       },
     ],
   });

@@ -148,6 +148,76 @@ describe.skipIf(skipReason !== undefined)(
 );
 
 describe.skipIf(skipReason !== undefined)(
+  "accelerate({ fsdp, num_processes: 4 }, { perAccelerator: true }) across 2 SSH hosts × 2 faked GPUs",
+  () => {
+    let bed: Testbed;
+    let proxy: PypiProxy;
+    let pool: sky.Pool;
+    let home: ScratchSkywardHome | undefined;
+
+    beforeAll(async () => {
+      home = await useScratchSkywardHome("skyward-accelerate-fsdp-");
+      bed = await createTestbed({ hosts: 2 });
+      proxy = await createPypiProxy({ testbed: bed });
+      pool = await sky.compute({
+        provider: SSH({ hosts: testbedSshHosts(bed), accelerator: sky.accelerators.A100({ count: 2 }) }),
+        accelerator: sky.accelerators.A100({ count: 2 }),
+        nodes: 2,
+        ttl: 0,
+        image: {
+          python: SYSTEM_PYTHON,
+          pip: [ACCELERATE_REQUIREMENT],
+          includes: [tasks],
+          env: { ...proxy.env, PATH: `${fakes}:/usr/local/bin:/usr/bin:/bin` },
+        },
+        plugins: [
+          accelerate(
+            { fsdp: { sharding_strategy: "FULL_SHARD" }, num_processes: 4 },
+            { perAccelerator: true },
+          ),
+        ],
+        options: { console: false, bootstrapTimeout: 600 },
+      });
+    });
+
+    afterAll(async () => {
+      await pool?.close();
+      await proxy?.close();
+      await bed?.teardown();
+      await home?.restore();
+    });
+
+    it("gives every process what accelerate launch gives the processes it starts, and one state of 4", async () => {
+      const infos = await pool.broadcast(launchInfo());
+      for (const [rank, info] of infos.entries()) {
+        // No GPU here: the state is multi-CPU, but the FSDP settings came through as accelerate's
+        // multi-GPU launcher passes them (computed by accelerate's own launch code from accelerate.json).
+        expect([info.process_index, info.num_processes]).toEqual([rank, 4]);
+        expect(info.env).toMatchObject({
+          RANK: String(rank),
+          WORLD_SIZE: "4",
+          ACCELERATE_USE_FSDP: "true",
+          FSDP_SHARDING_STRATEGY: "FULL_SHARD",
+          ACCELERATE_MIXED_PRECISION: "no",
+        });
+        const launcher = info.grandparent_cmdline;
+        expect(launcher[launcher.indexOf("--config_file") + 1]).toMatch(/accelerate-launch\.json$/);
+      }
+      for (const host of bed.hosts) {
+        expect(JSON.parse(await readFile(join(host.root, "accelerate.json"), "utf8"))).toMatchObject({
+          distributed_type: "FSDP",
+          num_processes: 4,
+          fsdp_config: { sharding_strategy: "FULL_SHARD" },
+        });
+      }
+      expect(await pool.broadcast(allReduceSum(1))).toEqual(
+        [0, 1, 2, 3].map((process_index) => ({ process_index, sum: 10 })),
+      );
+    });
+  },
+);
+
+describe.skipIf(skipReason !== undefined)(
   "accelerate({ perAccelerator: true }) refused before any node starts",
   () => {
     let bed: Testbed;
