@@ -80,15 +80,18 @@ export { metrics } from "./observe/metrics.js";
 export type { CommandOptions, CommandResult } from "./pool/commands.js";
 export { script, shell } from "./pool/commands.js";
 export type {
+  BroadcastResults,
   ComputeOptions,
   MapItem,
   Pool,
   PoolNode,
   ResultOf,
   RunOptions,
+  RunTarget,
   StreamOptions,
   TaskHandle,
   WaitOptions,
+  WorkerPlace,
 } from "./pool/pool.js";
 export { compute, withCompute } from "./pool/pool.js";
 export type {

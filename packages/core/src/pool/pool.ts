@@ -14,7 +14,7 @@ import {
   collectPluginBootstrapOps,
   enterAroundClient,
   type PoolHandle,
-  resolveWorkersPerNode,
+  resolveWorkerLayout,
   workerModules,
 } from "../contract/plugin.js";
 import {
@@ -74,11 +74,42 @@ export interface WaitOptions {
   readonly signal?: AbortSignal;
 }
 
+/**
+ * Where `pool.run` sends a call: the head node (`"head"`), the node of an index (`2` or
+ * `{ node: 2 }`), one worker of a node (`{ node: 2, worker: 1 }`: its local rank), or the worker of
+ * a global rank (`{ rank: 5 }` = node `⌊5 / workersPerNode⌋`, worker `5 % workersPerNode`).
+ */
+export type RunTarget =
+  | "head"
+  | number
+  | { readonly node: number; readonly worker?: number }
+  | { readonly rank: number };
+
 /** Options of `pool.run`. */
 export interface RunOptions extends WaitOptions {
-  /** Run on the head node (`"head"`) or on the node of this index; default: round-robin. */
-  readonly target?: "head" | number;
+  /** Where the call runs (see {@link RunTarget}); default: round-robin. */
+  readonly target?: RunTarget;
 }
+
+/** Where one worker of a pool is: its node, its index on the node, and its global rank. */
+export interface WorkerPlace {
+  /** The node's index. */
+  readonly node: number;
+  /** The worker's index on its node (`LOCAL_RANK`). */
+  readonly worker: number;
+  /** Its global rank: `node × workersPerNode + worker` (`RANK`). */
+  readonly rank: number;
+}
+
+/**
+ * What `pool.broadcast` resolves to: one result per worker — per node when nodes run one worker,
+ * per worker when they run several (one per accelerator, MIG) — ordered by node, then by worker on
+ * the node, so index `i` is global rank `i`. `places[i]` says where result `i` came from.
+ */
+export type BroadcastResults<R> = R[] & {
+  /** Where each result came from, index for index. */
+  readonly places: readonly WorkerPlace[];
+};
 
 /** Options of `pool.stream`. */
 export interface StreamOptions extends WaitOptions {
@@ -223,6 +254,12 @@ class PoolRuntime implements AsyncDisposable {
   #headPort = 29500;
   /** Workers per node a plugin asks for (MIG: one per GPU instance); 1 otherwise. */
   #workersPerNode = 1;
+  /** Whether a plugin asked for one worker per accelerator: each worker a process of its own. */
+  #processPerWorker = false;
+  /** Whether each node checks it has an accelerator per worker (one worker per accelerator). */
+  #checkAccelerators = false;
+  /** Whether the runtime pins worker `i` of a node to accelerator `i` (one worker per accelerator). */
+  #pinAccelerators = false;
   #state: PoolState = "init";
   #closing: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
@@ -347,7 +384,23 @@ class PoolRuntime implements AsyncDisposable {
         cluster = await provider.prepare({ spec, offer, signal: combined, poolId: this.id });
         const transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
         // The plugin that sets workersPerNode (MIG: one worker per GPU instance) decides; 1 otherwise.
-        this.#workersPerNode = resolveWorkersPerNode(spec.plugins, cluster);
+        const layout = resolveWorkerLayout(spec.plugins, cluster);
+        this.#workersPerNode = layout.workersPerNode;
+        this.#processPerWorker = layout.processPerWorker;
+        this.#checkAccelerators = layout.checkAccelerators;
+        this.#pinAccelerators = layout.pinAccelerators;
+        const { concurrency } = spec.worker;
+        if (layout.processPerWorker && concurrency > 1 && concurrency !== layout.workersPerNode) {
+          // Each worker process is one rank on one device: more task slots would be ranks twice over.
+          throw new ConfigurationError({
+            issues: [
+              {
+                path: "options.worker.concurrency",
+                message: `expected 1 (or ${layout.workersPerNode}, the workers per node) with one worker per accelerator, received ${concurrency}`,
+              },
+            ],
+          });
+        }
         // Plugins' worker modules travel with the code: they land in the work directory, on sys.path.
         const modulePaths = workerModules(spec.plugins)
           .map((module) => module.path)
@@ -941,6 +994,16 @@ class PoolRuntime implements AsyncDisposable {
     return Math.max(this.spec.worker.concurrency, this.#workersPerNode);
   }
 
+  /** The executor: the process one when a plugin asked for one worker (process) per accelerator. */
+  #executor(): "thread" | "process" {
+    return this.#processPerWorker ? "process" : this.spec.worker.executor;
+  }
+
+  /** How many workers the pool's nodes run in all (nodes × workers per node): `broadcast`'s result count. */
+  workerCount(): number {
+    return this.#nodes.filter((node) => node.connection !== undefined).length * this.#workersPerNode;
+  }
+
   #launchContext(
     node: NodeRuntime,
     pythonBin: string,
@@ -959,7 +1022,7 @@ class PoolRuntime implements AsyncDisposable {
       venvDir: venvDir ?? "",
       ...(root !== undefined ? { root } : venvDir ? { root: posix.dirname(venvDir) } : {}),
       concurrency: this.#concurrency(),
-      executor: this.spec.worker.executor,
+      executor: this.#executor(),
       workersPerNode: this.#workersPerNode,
     } as LaunchContext;
   }
@@ -978,7 +1041,7 @@ class PoolRuntime implements AsyncDisposable {
       "--buffer",
       String(worker.buffer === "auto" ? 0 : worker.buffer),
       "--executor",
-      worker.executor,
+      this.#executor(),
       "--ttl",
       String(ttl),
     ];
@@ -1106,6 +1169,8 @@ class PoolRuntime implements AsyncDisposable {
       node: node.index,
       total_nodes: this.#nodes.length,
       workers_per_node: this.#workersPerNode,
+      ...(this.#checkAccelerators ? { check_accelerators: true } : {}),
+      ...(this.#pinAccelerators ? { pin_accelerators: true } : {}),
       head_addr: head?.privateIp ?? "127.0.0.1",
       head_port: this.#headPort,
       job_id: this.id,
@@ -1314,31 +1379,70 @@ class PoolRuntime implements AsyncDisposable {
 
   // ————————————————————————————————————————————————————————————————— dispatch
 
-  #request(pending: Pending<unknown>, node?: number): TaskRequest {
+  #request(pending: Pending<unknown>, where?: { node: number; worker?: number }): TaskRequest {
     return {
       ref: pending.ref,
       args: pending.args,
       kwargs: pending.kwargs,
       timeout: pending.timeout ?? this.spec.defaultComputeTimeout,
       stream: pending.kind === "stream",
-      ...(node !== undefined ? { node } : {}),
+      ...(where !== undefined ? { node: where.node } : {}),
+      ...(where?.worker !== undefined ? { worker: where.worker } : {}),
     };
   }
 
-  #resolveTarget(target: RunOptions["target"]): number | undefined {
+  #resolveTarget(target: RunOptions["target"]): { node: number; worker?: number } | undefined {
     if (target === undefined) return undefined;
-    if (target === "head") return 0;
-    if (!Number.isInteger(target) || !this.#nodes.some((node) => node.index === target)) {
-      throw new ConfigurationError({
-        issues: [
-          {
-            path: "target",
-            message: `expected "head" or the index of one of the pool's nodes (${this.#nodes.map((node) => node.index).join(", ") || "none now"}), received ${String(target)}`,
-          },
-        ],
-      });
+    if (target === "head") return { node: 0 };
+    const nodes = this.#nodes.length;
+    const perNode = this.#workersPerNode;
+    const fail = (path: string, message: string) => new ConfigurationError({ issues: [{ path, message }] });
+    const index = (value: unknown, below: number) =>
+      typeof value === "number" && Number.isInteger(value) && value >= 0 && value < below;
+    // Elastic pools can have gaps in their node indices: a node target must name a node the pool has.
+    const known = (value: unknown) =>
+      typeof value === "number" && this.#nodes.some((node) => node.index === value);
+    const indices = this.#nodes.map((node) => node.index).join(", ") || "none now";
+    if (typeof target === "number") {
+      if (!known(target))
+        throw fail(
+          "target",
+          `expected "head" or the index of one of the pool's nodes (${indices}), received ${String(target)}`,
+        );
+      return { node: target };
     }
-    return target;
+    if (typeof target === "object" && target !== null && "rank" in target) {
+      const node = typeof target.rank === "number" ? Math.floor(target.rank / perNode) : Number.NaN;
+      if (!index(target.rank, nodes * perNode))
+        throw fail(
+          "target.rank",
+          `expected a global rank from 0 to ${nodes * perNode - 1} (${nodes} nodes × ${perNode} workers), received ${String(target.rank)}`,
+        );
+      if (!known(node))
+        throw fail(
+          "target.rank",
+          `rank ${String(target.rank)} belongs to node ${node}, which the pool does not have now (its nodes: ${indices})`,
+        );
+      return { node, worker: (target.rank as number) % perNode };
+    }
+    if (typeof target === "object" && target !== null && "node" in target) {
+      if (!known(target.node))
+        throw fail(
+          "target.node",
+          `expected the index of one of the pool's nodes (${indices}), received ${String(target.node)}`,
+        );
+      if (target.worker === undefined) return { node: target.node };
+      if (!index(target.worker, perNode))
+        throw fail(
+          "target.worker",
+          `expected a worker index from 0 to ${perNode - 1} (workers per node), received ${String(target.worker)}`,
+        );
+      return { node: target.node, worker: target.worker };
+    }
+    throw fail(
+      "target",
+      `expected "head", a node index, { node, worker? } or { rank }, received ${typeof target === "object" ? JSON.stringify(target) : String(target)}`,
+    );
   }
 
   #validate<R>(pending: Pending<R>, value: unknown, taskId: string): R {
@@ -1467,11 +1571,36 @@ class PoolRuntime implements AsyncDisposable {
     };
   }
 
-  /** Runs the call on every node; results by node index (`@` in the Python project). */
-  async broadcast<R>(pending: PendingTask<R>, options: WaitOptions = {}): Promise<R[]> {
+  /**
+   * Runs the call on every worker (`@` in the Python project): once per node when nodes run one
+   * worker; once per worker, each pinned to its worker, when they run several (one per accelerator,
+   * MIG). Results ordered by node, then by worker on the node (so index = global rank); `places`
+   * says where each came from (see {@link BroadcastResults}).
+   */
+  async broadcast<R>(pending: PendingTask<R>, options: WaitOptions = {}): Promise<BroadcastResults<R>> {
     this.#checkOpen();
-    const nodes = this.#nodes.filter((node) => node.connection !== undefined).map((node) => node.index);
-    return Promise.all(nodes.map((node) => this.submit(pending, { ...options, target: node }).result));
+    const perNode = this.#workersPerNode;
+    const places: WorkerPlace[] = this.#nodes
+      .filter((node) => node.connection !== undefined)
+      .flatMap((node) =>
+        Array.from({ length: perNode }, (_, worker) => ({
+          node: node.index,
+          worker,
+          rank: node.index * perNode + worker,
+        })),
+      );
+    const results = await Promise.all(
+      places.map(
+        (place) =>
+          this.submit(pending, {
+            ...options,
+            target: perNode > 1 ? { node: place.node, worker: place.worker } : place.node,
+          }).result,
+      ),
+    );
+    // Not enumerable: the results stay a plain array to compare and print.
+    Object.defineProperty(results, "places", { value: Object.freeze(places), enumerable: false });
+    return results as BroadcastResults<R>;
   }
 
   /** Runs the calls in parallel; their results as a tuple, in order (`&` in the Python project). */

@@ -46,6 +46,8 @@ export interface TaskRequest {
   readonly stream: boolean;
   /** Pin to this node index. */
   readonly node?: number;
+  /** With `node`: pin to this worker of the node (its local rank). */
+  readonly worker?: number;
   /** A subtask of a running task (nested dispatch): it uses the nodes' separate nested slots. */
   readonly nested?: boolean;
 }
@@ -541,7 +543,7 @@ export class TaskManager {
         kwargs: kwargs as Record<string, WireValue>,
         timeout: request.timeout,
         stream: request.stream,
-        worker: null,
+        worker: request.worker ?? null,
         ...(request.nested ? { nested: true } : {}),
       });
     } catch (error) {
