@@ -34,8 +34,8 @@ describe("selectProviderEntries", () => {
     expect(runpod).toEqual([
       { name: "runpod", type: "runpod", package: "@skyward/provider-runpod", settings: {} },
     ]);
-    expect(() => selectProviderEntries(configured, ["gcp"])).toThrow(
-      'unknown provider "gcp": expected one of "east", "west", "aws", "runpod", "ssh", "vastai"',
+    expect(() => selectProviderEntries(configured, ["azure"])).toThrow(
+      'unknown provider "azure": expected one of "east", "west", "aws", "gcp", "runpod", "ssh", "vastai"',
     );
   });
 });
