@@ -16,7 +16,7 @@ const names = (entries: readonly ProviderEntry[]) => entries.map((entry) => entr
 
 describe("selectProviderEntries", () => {
   it("without --provider: every configured entry, else every built-in type", () => {
-    expect(names(selectProviderEntries(config({}), undefined))).toEqual(["aws", "runpod", "vastai"]);
+    expect(names(selectProviderEntries(config({}), undefined))).toEqual(["aws", "gcp", "runpod", "vastai"]);
     const configured = config({
       east: { type: "aws", package: "@skyward/provider-aws", settings: { region: "us-east-1" } },
     });
