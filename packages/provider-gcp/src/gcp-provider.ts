@@ -691,7 +691,11 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
           tags: { items: [specific.networkTag] },
           metadata: {
             items: [
-              { key: "ssh-keys", value: `${settings.sshUser}:${specific.publicKey} ${settings.sshUser}` },
+              {
+                // USERNAME:KEY_TYPE KEY USERNAME (https://cloud.google.com/compute/docs/connect/add-ssh-keys#metadata).
+                key: "ssh-keys",
+                value: `${settings.sshUser}:${specific.publicKey.trim().split(/\s+/).slice(0, 2).join(" ")} ${settings.sshUser}`,
+              },
               { key: "startup-script", value: startupScript },
               { key: TAGS_METADATA_KEY, value: JSON.stringify(tags) },
               ...(data.gpu ? [{ key: "install-nvidia-driver", value: "True" }] : []),
