@@ -4,12 +4,15 @@
  * rules), spot falling back to on-demand on ZONE_RESOURCE_POOL_EXHAUSTED, cleanup keeping the rules of
  * a pool with a live VM, offers across a region's zones, paging, and settings errors.
  */
+import type { protos } from "@google-cloud/compute";
 import { ConfigurationError, NoCapacityError, options, type PoolSpec, spec } from "@skyward/core";
 import { type Cluster, type Offer, type OfferQuery, resolvePoolSpec } from "@skyward/core/contract";
 import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { GCP, type GcpClusterData } from "../src/index.js";
 import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
+
+type InsertBody = protos.google.cloud.compute.v1.IInstance;
 
 const call = () => ({ signal: AbortSignal.timeout(60_000) });
 
@@ -99,7 +102,7 @@ describe("the GCP provider against the fake Compute Engine", () => {
       "skyward:region": "us-central1-a",
     });
 
-    const body = inserts()[0]?.body as Record<string, any>;
+    const body = inserts()[0]?.body as InsertBody;
     expect(inserts()[0]?.path).toBe(`/compute/v1/projects/${PROJECT}/zones/us-central1-a/instances`);
     expect(body.machineType).toBe("zones/us-central1-a/machineTypes/n1-standard-4");
     expect(body.guestAccelerators).toEqual([
@@ -117,9 +120,7 @@ describe("the GCP provider against the fake Compute Engine", () => {
       "skyward-owner": expect.stringMatching(/^[a-z0-9_-]+$/),
     });
     expect(body.tags).toEqual({ items: [cluster.id] });
-    const metadata = Object.fromEntries(
-      (body.metadata.items as { key: string; value: string }[]).map((item) => [item.key, item.value]),
-    );
+    const metadata = Object.fromEntries((body.metadata?.items ?? []).map((item) => [item.key, item.value]));
     expect(metadata["ssh-keys"]).toMatch(/^skyward:ssh-ed25519 \S+ skyward$/);
     expect(metadata["startup-script"]).toContain("no worker started within 420 s of boot");
     expect(metadata["install-nvidia-driver"]).toBe("True");
@@ -127,7 +128,7 @@ describe("the GCP provider against the fake Compute Engine", () => {
       "skyward:offer": offer.id,
       "skyward:spot": "1",
     });
-    expect(body.disks[0]).toMatchObject({
+    expect(body.disks?.[0]).toMatchObject({
       boot: true,
       autoDelete: true,
       initializeParams: {
@@ -160,13 +161,13 @@ describe("the GCP provider against the fake Compute Engine", () => {
     });
     expect(l4.offer.instanceType).toBe("g2-standard-4");
     await gcp.provision({ cluster: l4.cluster, count: 1, ...call() });
-    const [first, second] = inserts().map((request) => request.body as Record<string, any>);
+    const [first, second] = inserts().map((request) => request.body as InsertBody);
     expect(first?.scheduling).toEqual({
       provisioningModel: "STANDARD",
       onHostMaintenance: "MIGRATE",
       automaticRestart: true,
     });
-    expect(first?.disks[0].initializeParams.sourceImage).toBe(
+    expect(first?.disks?.[0]?.initializeParams?.sourceImage).toBe(
       "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts",
     );
     expect(second?.scheduling).toEqual({
@@ -187,7 +188,7 @@ describe("the GCP provider against the fake Compute Engine", () => {
     const { cluster } = await start(gcp, query({ vcpus: 2 }), { allocation: "spot-if-available", nodes: 2 });
     const created = await gcp.provision({ cluster, count: 2, ...call() });
     expect(created.map((instance) => instance.spot)).toEqual([false, false]);
-    expect(inserts().map((request) => (request.body as any).scheduling.provisioningModel)).toEqual([
+    expect(inserts().map((request) => (request.body as InsertBody).scheduling?.provisioningModel)).toEqual([
       "SPOT",
       "SPOT",
       "STANDARD",
