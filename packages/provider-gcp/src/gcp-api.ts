@@ -78,10 +78,14 @@ function createAuth(settings: ResolvedGcpSettings): OAuth2Client | GoogleAuth {
     client.setCredentials({ access_token: token });
     return client;
   }
-  return new GoogleAuth({
+  const auth = new GoogleAuth({
     scopes: SCOPES,
     ...(settings.credentialsFile !== undefined ? { keyFile: settings.credentialsFile } : {}),
   });
+  // A service account signs its own tokens (a self-signed JWT with the scope, https://google.aip.dev/auth/4111)
+  // instead of trading them at the token endpoint, as Google's clients do: one request less per hour.
+  auth.useJWTAccessWithScope = true;
+  return auth;
 }
 
 /**

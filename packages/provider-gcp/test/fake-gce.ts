@@ -13,6 +13,7 @@
  * (https://cloud.google.com/compute/docs/reference/rest/v1/firewalls), errors
  * (https://cloud.google.com/compute/docs/api/how-tos/api-requests-responses#handling_api_responses).
  */
+import { createPublicKey, verify } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { acceleratorTypes, machineTypes, PROJECT, SKU_PAGES, ZONES } from "./fixtures.js";
@@ -57,6 +58,12 @@ export interface FakeGce {
   addresses: string[];
   /** How many `get`s a new VM answers STAGING before RUNNING. Default 1. */
   stagingGets: number;
+  /**
+   * Service accounts whose self-signed JWTs (RS256, `iss` the account's email) the fake accepts as
+   * bearer tokens, by email: the public half of the key in the account's key file
+   * (https://google.aip.dev/auth/4111).
+   */
+  readonly serviceAccounts: Map<string, string>;
   /** Forgets requests, VMs, rules and exhaustion. */
   reset(): void;
   close(): Promise<void>;
@@ -158,6 +165,7 @@ export async function startFakeGce(): Promise<FakeGce> {
     instances,
     firewalls,
     exhausted,
+    serviceAccounts: new Map(),
     addresses: [],
     stagingGets: 1,
     reset() {
@@ -284,6 +292,29 @@ export async function startFakeGce(): Promise<FakeGce> {
     return send(response, operation("insert", target, zone));
   };
 
+  /** The fake token, or a self-signed JWT of a known service account, correctly signed and unexpired. */
+  const authorized = (header: string | undefined): boolean => {
+    if (header === `Bearer ${TEST_ACCESS_TOKEN}`) return true;
+    const [head, payload, signature] = (header ?? "").replace(/^Bearer /, "").split(".");
+    if (!head || !payload || !signature) return false;
+    try {
+      const claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as {
+        iss?: string;
+        exp?: number;
+      };
+      const key = fake.serviceAccounts.get(claims.iss ?? "");
+      if (!key || (claims.exp ?? 0) * 1000 < Date.now()) return false;
+      return verify(
+        "RSA-SHA256",
+        Buffer.from(`${head}.${payload}`),
+        createPublicKey(key),
+        Buffer.from(signature, "base64url"),
+      );
+    } catch {
+      return false;
+    }
+  };
+
   const handle = async (request: IncomingMessage, response: ServerResponse, raw: string) => {
     const url = new URL(request.url ?? "/", "http://fake");
     const path = url.pathname;
@@ -297,7 +328,7 @@ export async function startFakeGce(): Promise<FakeGce> {
       authorization: request.headers.authorization,
       body,
     });
-    if (request.headers.authorization !== `Bearer ${TEST_ACCESS_TOKEN}`)
+    if (!authorized(request.headers.authorization))
       return googleError(
         response,
         401,

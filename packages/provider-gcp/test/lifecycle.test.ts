@@ -4,6 +4,10 @@
  * rules), spot falling back to on-demand on ZONE_RESOURCE_POOL_EXHAUSTED, cleanup keeping the rules of
  * a pool with a live VM, offers across a region's zones, paging, and settings errors.
  */
+
+import { generateKeyPairSync } from "node:crypto";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import type { protos } from "@google-cloud/compute";
 import { ConfigurationError, NoCapacityError, options, type PoolSpec, spec } from "@skyward/core";
 import { type Cluster, type Offer, type OfferQuery, resolvePoolSpec } from "@skyward/core/contract";
@@ -244,6 +248,53 @@ describe("the GCP provider against the fake Compute Engine", () => {
     expect(pages.map((request) => request.query.get("pageToken") ?? "")).toEqual(["", "5", "10"]);
     const skuPages = fake.requests.filter((request) => request.path.endsWith("/skus"));
     expect(skuPages.map((request) => request.query.get("pageToken") ?? "")).toEqual(["", "1"]);
+  });
+
+  it("a service-account key file signs every call (a self-signed JWT) and names the project", async () => {
+    const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    const email = `skyward@${PROJECT}.iam.gserviceaccount.com`;
+    fake.serviceAccounts.set(email, publicKey.export({ type: "spki", format: "pem" }).toString());
+    const keyFile = join(home.path, "service-account.json");
+    // The key file's format: https://cloud.google.com/iam/docs/keys-create-delete#creating
+    await writeFile(
+      keyFile,
+      JSON.stringify({
+        type: "service_account",
+        project_id: PROJECT,
+        private_key_id: "0123456789abcdef0123456789abcdef01234567",
+        private_key: privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+        client_email: email,
+        client_id: "100000000000000000001",
+        auth_uri: "https://accounts.google.com/o/oauth2/auth",
+        token_uri: `${fake.endpoint}/token`,
+      }),
+      { mode: 0o600 },
+    );
+    const saved = process.env.GOOGLE_OAUTH_ACCESS_TOKEN;
+    delete process.env.GOOGLE_OAUTH_ACCESS_TOKEN;
+    try {
+      const gcp = GCP({
+        credentialsFile: keyFile,
+        apiEndpoint: fake.endpoint,
+        billingEndpoint: fake.endpoint,
+      });
+      const offers = await gcp.offers({ query: query({ vcpus: 2 }), ...call() });
+      expect(offers.length).toBeGreaterThan(0);
+      expect(fake.requests.length).toBeGreaterThan(0);
+      // Every call, the Catalog's included, carried the account's JWT (the fake checked its signature);
+      // none went to a token endpoint.
+      for (const request of fake.requests) {
+        const payload = (request.authorization ?? "").split(".")[1] ?? "";
+        expect(JSON.parse(Buffer.from(payload, "base64url").toString("utf8"))).toMatchObject({ iss: email });
+      }
+      expect(fake.requests.filter((request) => request.path === "/token")).toEqual([]);
+      expect(
+        fake.requests.some((request) => request.path.startsWith(`/compute/v1/projects/${PROJECT}/`)),
+      ).toBe(true);
+    } finally {
+      if (saved !== undefined) process.env.GOOGLE_OAUTH_ACCESS_TOKEN = saved;
+      fake.serviceAccounts.clear();
+    }
   });
 
   it("settings are checked at once, and a missing project is reported before anything is asked", async () => {
