@@ -572,7 +572,7 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
     name: PROVIDER_NAME,
     // The Catalog's list prices change seldom: the core may cache offers for a day.
     capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "catalogue" }),
-    cacheKey: `${settings.zone}|${settings.project ?? ""}`,
+    cacheKey: `${settings.zone}|${settings.project ?? ""}|${settings.apiEndpoint ?? ""}|${settings.billingEndpoint ?? ""}`,
 
     async offers({ query, signal }) {
       if (query.accelerator && !Number.isInteger(query.accelerator.count)) return [];
