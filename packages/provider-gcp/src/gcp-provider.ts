@@ -73,6 +73,8 @@ export const TAGS_METADATA_KEY = "skyward-tags";
 
 /** The boot image of CPU VMs when none is set. */
 export const DEFAULT_CPU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts";
+/** The boot image of Arm CPU VMs (T2A, C4A) when none is set. */
+export const DEFAULT_ARM_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts-arm64";
 /** The boot image of GPU VMs when none is set: a Deep Learning VM image (NVIDIA driver, CUDA 12.8). */
 export const DEFAULT_GPU_IMAGE =
   "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570";
@@ -651,7 +653,13 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
           firewallRules: Object.freeze(rules.map((rule) => rule.name as string)),
           publicKey: keys.publicKey,
           identityFile: keys.identityFile,
-          image: settings.image ?? (data.gpu ? DEFAULT_GPU_IMAGE : DEFAULT_CPU_IMAGE),
+          image:
+            settings.image ??
+            (data.gpu
+              ? DEFAULT_GPU_IMAGE
+              : offer.architecture === "arm64"
+                ? DEFAULT_ARM_IMAGE
+                : DEFAULT_CPU_IMAGE),
           diskGb: Math.max(settings.diskGb, Math.ceil(spec.diskGb ?? 0)),
           tags: Object.freeze(tags),
         }),

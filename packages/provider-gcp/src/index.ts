@@ -14,6 +14,7 @@ export { GCP_ACCELERATOR_TYPES } from "./accelerators.js";
 export type { GcpClusterData, GcpOfferData } from "./gcp-provider.js";
 export {
   createProviderFromConfig,
+  DEFAULT_ARM_IMAGE,
   DEFAULT_CPU_IMAGE,
   DEFAULT_GPU_IMAGE,
   GCP,
