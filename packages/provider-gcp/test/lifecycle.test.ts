@@ -291,6 +291,20 @@ describe("the GCP provider against the fake Compute Engine", () => {
       expect(
         fake.requests.some((request) => request.path.startsWith(`/compute/v1/projects/${PROJECT}/`)),
       ).toBe(true);
+
+      // Another kind of credentials file is refused, naming the setting, before any call.
+      const userFile = join(home.path, "authorized-user.json");
+      await writeFile(
+        userFile,
+        JSON.stringify({ type: "authorized_user", client_id: "x", refresh_token: "y" }),
+      );
+      fake.requests.length = 0;
+      const refused = await GCP({ project: PROJECT, credentialsFile: userFile, apiEndpoint: fake.endpoint })
+        .offers({ query: query(), ...call() })
+        .catch((caught: unknown) => caught);
+      expect(ConfigurationError.isInstance(refused)).toBe(true);
+      expect((refused as ConfigurationError).issues[0]?.path).toBe("GCP.credentialsFile");
+      expect(fake.requests).toEqual([]);
     } finally {
       if (saved !== undefined) process.env.GOOGLE_OAUTH_ACCESS_TOKEN = saved;
       fake.serviceAccounts.clear();
