@@ -789,10 +789,14 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
         for (const market of markets) {
           const missing = count - ready.length;
           if (missing <= 0) break;
-          const outcomes = await Promise.all(Array.from({ length: missing }, () => insert(market)));
+          // Every insert is let finish, so that a failed one leaves no other VM half made and unknown.
+          const outcomes = await Promise.allSettled(Array.from({ length: missing }, () => insert(market)));
+          const failed = outcomes.find((outcome) => outcome.status === "rejected");
+          if (failed) throw failed.reason;
           for (const outcome of outcomes) {
-            if (typeof outcome === "string") ready.push(outcome);
-            else reasons.push(`${market}: ${outcome.noCapacity}`);
+            if (outcome.status !== "fulfilled") continue;
+            if (typeof outcome.value === "string") ready.push(outcome.value);
+            else reasons.push(`${market}: ${outcome.value.noCapacity}`);
           }
         }
       } catch (error) {
