@@ -1,5 +1,5 @@
 /**
- * `skyward offers --provider gcp` as a user runs it: the built CLI, in a project whose skyward.toml
+ * `skyward offers --provider gcp` (and `instances` and `down`) as a user runs it: the built CLI, in a project whose skyward.toml
  * names the GCP provider (installed in the project's node_modules) with the fake Compute Engine's
  * address, and the access token in the environment. The table's prices are the Catalog fixture's
  * parts added up; the token never reaches the output.
@@ -11,9 +11,11 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Offer } from "@skyward/core/contract";
+import { options, spec } from "@skyward/core";
+import { type Offer, resolvePoolSpec } from "@skyward/core/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FakeGce, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
+import { GCP } from "../src/index.js";
+import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
 
 const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
 const cli = join(
@@ -134,6 +136,36 @@ describe.skipIf(!built && process.env.CI !== "true")(
       expect(types).not.toContain("e2-micro");
       expect(types).not.toContain("n2-standard-4");
       expect(types.some((type) => type.startsWith("g2-") || type.startsWith("a2-"))).toBe(false);
+    });
+
+    it("skyward instances lists what a dead client's pool left, and skyward down --all removes its VMs and firewall rules", async () => {
+      // A client prepared a pool and started a VM, then died: nothing was torn down.
+      const gcp = GCP({
+        project: PROJECT,
+        accessToken: TEST_ACCESS_TOKEN,
+        apiEndpoint: fake.endpoint,
+        billingEndpoint: fake.endpoint,
+        keysDirectory: join(scratch, "skyward-home", "keys"),
+      });
+      const signal = AbortSignal.timeout(60_000);
+      const [offer] = await gcp.offers({
+        query: { accelerator: null, allocation: "on-demand", vcpus: 2 },
+        signal,
+      });
+      const pool = resolvePoolSpec(spec({ nodes: 1, allocation: "on-demand" }), options({}));
+      const cluster = await gcp.prepare({ spec: pool, offer: offer as Offer, poolId: "orphan", signal });
+      const [vm] = await gcp.provision({ cluster, count: 1, signal });
+      expect(fakeLeftovers(fake)).toHaveLength(3);
+
+      const listed = await run(["instances", "--provider", "gcp"]);
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toContain(vm?.id ?? "?");
+      expect(listed.stdout).toContain("orphan");
+
+      const down = await run(["down", "--all", "--yes", "--provider", "gcp"]);
+      expect(down.code).toBe(0);
+      expect(fakeLeftovers(fake)).toEqual([]);
+      expect(`${listed.stdout}${listed.stderr}${down.stdout}${down.stderr}`).not.toContain(TEST_ACCESS_TOKEN);
     });
 
     it("a wrong token is reported in one line naming the provider, without the token", async () => {
