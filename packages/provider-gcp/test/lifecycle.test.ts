@@ -156,6 +156,55 @@ describe("the GCP provider against the fake Compute Engine", () => {
     expect(fakeLeftovers(fake)).toEqual([]);
   });
 
+  it("every setting reaches Compute Engine: network, subnetwork, image, disk, service account, login and root", async () => {
+    const gcp = GCP({
+      project: PROJECT,
+      accessToken: TEST_ACCESS_TOKEN,
+      apiEndpoint: fake.endpoint,
+      billingEndpoint: fake.endpoint,
+      network: "ml-vpc",
+      subnetwork: "ml-subnet",
+      image: "projects/my-images/global/images/family/skyward-base",
+      diskGb: 60,
+      diskType: "pd-ssd",
+      serviceAccount: `runner@${PROJECT}.iam.gserviceaccount.com`,
+      sshUser: "ml",
+      root: "/srv/skyward/",
+    });
+    const { cluster } = await start(gcp, query({ vcpus: 2, allocation: "on-demand" }), {
+      allocation: "on-demand",
+    });
+    expect(cluster.ssh).toEqual({ user: "ml", identityFile: cluster.specific.identityFile, sudo: true });
+    const [instance] = await gcp.provision({ cluster, count: 1, ...call() });
+    expect(instance?.ssh).toMatchObject({ user: "ml", root: "/srv/skyward" });
+    const body = inserts()[0]?.body as InsertBody;
+    expect(body.networkInterfaces?.[0]).toMatchObject({
+      network: "global/networks/ml-vpc",
+      subnetwork: "regions/us-central1/subnetworks/ml-subnet",
+    });
+    expect(body.disks?.[0]?.initializeParams).toMatchObject({
+      sourceImage: "projects/my-images/global/images/family/skyward-base",
+      diskSizeGb: "60",
+      diskType: "zones/us-central1-a/diskTypes/pd-ssd",
+    });
+    expect(body.serviceAccounts?.[0]?.email).toBe(`runner@${PROJECT}.iam.gserviceaccount.com`);
+    const metadata = Object.fromEntries((body.metadata?.items ?? []).map((item) => [item.key, item.value]));
+    expect(metadata["ssh-keys"]).toMatch(/^ml:ssh-ed25519 \S+ ml$/);
+    expect(metadata["startup-script"]).toContain("[ ! -e /srv/skyward/worker.pid ]");
+    const rules = fake.requests.filter(
+      (request) => request.method === "POST" && request.path.endsWith("/firewalls"),
+    );
+    expect(rules.map((request) => request.body?.network)).toEqual([
+      "global/networks/ml-vpc",
+      "global/networks/ml-vpc",
+    ]);
+    expect(gcp.selfDestruct({ cluster, instance: instance as NonNullable<typeof instance> })).toContain(
+      "sudo shutdown -h now",
+    );
+    await gcp.teardown({ cluster, ...call() });
+    expect(fakeLeftovers(fake)).toEqual([]);
+  });
+
   it("an on-demand CPU VM live-migrates; an on-demand GPU VM stops for host maintenance", async () => {
     const gcp = provider();
     const cpu = await start(gcp, query({ allocation: "on-demand", vcpus: 2 }), { allocation: "on-demand" });
