@@ -11,7 +11,9 @@ import {
   MachineTypesClient,
   ZoneOperationsClient,
   ZonesClient,
-} from "@google-cloud/compute";
+  // The v1 clients only: the package's index also loads the v1beta and v1small APIs' descriptions
+  // (tens of MB of JSON), which took 3-4 s more at every start.
+} from "@google-cloud/compute/build/src/v1/index.js";
 import { ConfigurationError, ProvisionError } from "@skyward/core";
 import { GoogleAuth, JWT, OAuth2Client } from "google-auth-library";
 import type { ResolvedGcpSettings } from "./settings.js";
