@@ -17,7 +17,7 @@ export const INSTANCES_HELP = `Usage: skyward instances [--provider A,B] [--json
 
 Lists the instances Skyward started that are still alive, at every provider (or those given).
 
-  --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, novita, runpod, vastai, verda
+  --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, gcp, hyperstack, novita, runpod, tensordock, vastai, verda
   --json               print the instances as JSON (private keys left out)
   --timeout SECONDS    give up after this long (default 60)
 `;
