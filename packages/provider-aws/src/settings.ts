@@ -175,6 +175,9 @@ const regionSchema = z
 
 const IPV4_CIDR = /^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}\/([0-9]|[12]\d|3[0-2])$/;
 
+const SSH_INGRESS_MESSAGE =
+  'expected "anywhere", "client" or a list of IPv4 CIDRs such as ["203.0.113.7/32"]';
+
 const settingsSchema = z
   .strictObject({
     region: regionSchema.optional(),
@@ -185,9 +188,16 @@ const settingsSchema = z
       .optional(),
     associatePublicIp: z.boolean({ error: "expected true or false" }).default(true),
     sshIngress: z
-      .union([z.literal("anywhere"), z.literal("client"), z.array(z.string().regex(IPV4_CIDR)).min(1)], {
-        error: 'expected "anywhere", "client" or a list of IPv4 CIDRs such as ["203.0.113.7/32"]',
-      })
+      .union(
+        [
+          z.literal("anywhere"),
+          z.literal("client"),
+          z.array(z.string().regex(IPV4_CIDR, { message: SSH_INGRESS_MESSAGE })).min(1),
+        ],
+        {
+          error: SSH_INGRESS_MESSAGE,
+        },
+      )
       .default("anywhere"),
     pricingEndpoint: z.url({ error: "expected the Price List API's endpoint URL" }).optional(),
     endpoint: z.url({ error: 'expected an endpoint URL such as "http://127.0.0.1:5000"' }).optional(),

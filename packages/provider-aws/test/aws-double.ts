@@ -9,6 +9,11 @@
  *   https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribePlacementGroups.html,
  *   https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DeletePlacementGroup.html,
  *   https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html.
+ * - `RunInstances` refusing a root volume smaller than the image's snapshot
+ *   (`InvalidBlockDeviceMapping`: "Volume of size 10GB is smaller than snapshot 'snap-…', expect size
+ *   >= 15GB"; https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html,
+ *   https://docs.aws.amazon.com/ebs/latest/userguide/ebs-creating-volume.html) — moto accepts any
+ *   size; its images' root snapshots are 15 GiB (moto/ec2/models/amis.py).
  * - The Price List Query API's `GetProducts` (AWS JSON 1.1, `X-Amz-Target:
  *   AWSPriceListService.GetProducts`, `TERM_MATCH` filters, `MaxResults`/`NextToken` paging,
  *   `PriceList` entries as JSON strings in the `aws_v1` format):
@@ -45,6 +50,9 @@ export interface AwsDouble {
 export function defaultPrices(): Map<string, Record<string, number>> {
   return new Map([["us-east-1", { ...BUILT_IN_ON_DEMAND_PRICES, "p5.48xlarge": 55.04, "p5.4xlarge": 6.88 }]]);
 }
+
+/** The size of the root snapshot of every moto image (moto/ec2/models/amis.py). */
+export const MOTO_SNAPSHOT_GB = 15;
 
 const xml = (value: string) =>
   value.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
@@ -200,6 +208,17 @@ export async function startAwsDouble(target: string): Promise<AwsDouble> {
         return ok(`<placementGroupSet>${items.join("")}</placementGroupSet>`);
       }
       case "RunInstances": {
+        for (const [key, value] of params) {
+          if (!/^BlockDeviceMapping\.\d+\.Ebs\.VolumeSize$/.test(key) || Number(value) >= MOTO_SNAPSHOT_GB)
+            continue;
+          return {
+            status: 400,
+            body: ec2Error(
+              "InvalidBlockDeviceMapping",
+              `Volume of size ${value}GB is smaller than snapshot 'snap-00000000', expect size >= ${MOTO_SNAPSHOT_GB}GB`,
+            ),
+          };
+        }
         const group = params.get("Placement.GroupName");
         if (group !== null && !state.placementGroups.has(group))
           return {
