@@ -199,8 +199,9 @@ export function AWS(settings: AwsSettings = {}): ProviderV1<AwsClusterData> {
 
 /**
  * Creates the provider from a `skyward.toml` table (`[providers.x]` with `type = "aws"`), its keys
- * already in camelCase: `region`, `endpoint`, `profile`, `instanceProfile`, `subnetId`,
- * `securityGroupId`, `keyName`, `identityFile`, `amiId`, `sshUser`, `root`, `onDemandPrices`.
+ * already in camelCase: `region`, `regions`, `endpoint`, `profile`, `instanceProfile`, `subnetId`,
+ * `associatePublicIp`, `sshIngress`, `securityGroupId`, `keyName`, `identityFile`, `amiId`, `sshUser`,
+ * `root`, `onDemandPrices`, `pricingEndpoint`.
  */
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<AwsClusterData> {
   return createFromResolved(resolveAwsSettings(settings, ""));
@@ -433,7 +434,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       clients.ec2.send(
         new CreateSecurityGroupCommand({
           GroupName: `skyward-${clusterId}`,
-          Description: `Skyward pool ${clusterId}: SSH from anywhere, all traffic within the group`,
+          Description: `Skyward pool ${clusterId}: SSH (port 22), all traffic within the group`,
           VpcId: vpcId,
           TagSpecifications: [{ ResourceType: "security-group", Tags: toAwsTags(tags) }],
         }),
