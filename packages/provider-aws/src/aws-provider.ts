@@ -57,13 +57,14 @@ import {
   writePrivateKey,
 } from "@skyward/provider-utils";
 import { launchSshWorker } from "@skyward/ssh";
-import { launchAcrossMarkets } from "./allocation.js";
+import { launchAcrossMarkets, MAX_LAUNCH_ATTEMPTS } from "./allocation.js";
 import {
   type AwsClients,
   awsCall,
   awsErrorCode,
   createClientFactory,
   credentialSource,
+  isCapacityError,
   isTransientError,
   PROVIDER_NAME,
   sleep,
@@ -133,6 +134,13 @@ const EVENTUAL_CONSISTENCY_MS = 5 * 60_000;
 
 /** The longest terminate keeps retrying an id AWS does not know yet (bounded backoff). */
 const NOT_FOUND_RETRY_MS = 90_000;
+
+/**
+ * The most `RunInstances` calls in a row that find no capacity for one cluster, over all its
+ * `provision` calls (the pool asks again after "no capacity"): then `provision` fails for good and
+ * the pool tries its next offer.
+ */
+export const CLUSTER_FAILED_LAUNCH_LIMIT = 16;
 
 /** Instance states that still hold resources (everything but `terminated`). */
 const LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"];
@@ -214,6 +222,8 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
   const pricesByRegion = new Map<string, Promise<RegionPrices | { error: string }>>();
   /** Instances this provider launched, with when: AWS may not know them yet (eventual consistency). */
   const launchedAt = new Map<string, { at: number; clusterId: string }>();
+  /** Failed `RunInstances` calls in a row (no capacity) per cluster. */
+  const failedLaunches = new Map<string, number>();
   const recentlyLaunched = (id: string) => {
     const launched = launchedAt.get(id);
     return launched !== undefined && Date.now() - launched.at < EVENTUAL_CONSISTENCY_MS;
@@ -1028,9 +1038,13 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       const launch = async (request: { market: Market; subnetId: string; count: number }) => {
         for (let attempt = 1; ; attempt += 1) {
           try {
-            return await launchOnce(request);
+            const ids = await launchOnce(request);
+            failedLaunches.delete(cluster.id);
+            return ids;
           } catch (error) {
             signal.throwIfAborted();
+            if (isCapacityError(error))
+              failedLaunches.set(cluster.id, (failedLaunches.get(cluster.id) ?? 0) + 1);
             const code = awsErrorCode(error);
             const notVisibleYet =
               code === "InvalidGroup.NotFound" ||
@@ -1045,6 +1059,15 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
         terminateIds(clients, created, AbortSignal.timeout(NOT_FOUND_RETRY_MS + 30_000)).catch(
           () => undefined,
         );
+      // The pool asks `provision` again after "no capacity" (up to its maxProvisionAttempts): the
+      // cluster's failed launches in a row are bounded too, then the pool moves on to its next offer.
+      const failedSoFar = failedLaunches.get(cluster.id) ?? 0;
+      if (failedSoFar >= CLUSTER_FAILED_LAUNCH_LIMIT)
+        throw new ProvisionError({
+          provider: PROVIDER_NAME,
+          message: `no capacity for ${offer.instanceType} in ${clients.region} after ${failedSoFar} RunInstances calls in a row for this pool (at most ${CLUSTER_FAILED_LAUNCH_LIMIT}); try another instance type or region, or later`,
+          isRetryable: false,
+        });
       try {
         // The nodes share a zone: a later call (nodes replaced, or missing after a short answer) goes
         // where the cluster's instances already run.
@@ -1069,6 +1092,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
           region: clients.region,
           priceOf,
           ...(spec.maxHourlyCost !== undefined ? { maxHourlyCost: spec.maxHourlyCost } : {}),
+          maxAttempts: Math.min(MAX_LAUNCH_ATTEMPTS, CLUSTER_FAILED_LAUNCH_LIMIT - failedSoFar),
           launch,
         });
       } catch (error) {

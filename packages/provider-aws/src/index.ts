@@ -13,6 +13,7 @@ export {
   AWS,
   AWS_TAGS,
   type AwsClusterData,
+  CLUSTER_FAILED_LAUNCH_LIMIT,
   createProviderFromConfig,
   DEFAULT_ROOT_VOLUME_GB,
 } from "./aws-provider.js";

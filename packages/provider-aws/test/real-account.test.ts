@@ -25,6 +25,7 @@ import {
   EC2Client,
   type Instance as Ec2Instance,
 } from "@aws-sdk/client-ec2";
+import * as sky from "@skyward/core";
 import { ConfigurationError, NoCapacityError, options, ProvisionError, spec } from "@skyward/core";
 import {
   type Cluster,
@@ -35,7 +36,12 @@ import {
 } from "@skyward/core/contract";
 import { afterEach, describe, expect, it } from "vitest";
 import { MAX_LAUNCH_ATTEMPTS } from "../src/allocation.js";
-import { AWS, type AwsClusterData, DEFAULT_ROOT_VOLUME_GB } from "../src/aws-provider.js";
+import {
+  AWS,
+  type AwsClusterData,
+  CLUSTER_FAILED_LAUNCH_LIMIT,
+  DEFAULT_ROOT_VOLUME_GB,
+} from "../src/aws-provider.js";
 import { priceCacheFile } from "../src/pricing.js";
 import { MOTO_SNAPSHOT_GB, startAwsDouble } from "./aws-double.js";
 import { type InjectedFault, startFaultProxy } from "./fault-proxy.js";
@@ -549,6 +555,52 @@ describe.skipIf(skipReason !== undefined)("AWS as real accounts behave (moto beh
         );
         expect((await motoInventory(suite.moto.endpoint)).liveInstances).toEqual([]);
         await aws.teardown({ cluster, ...call() });
+      } finally {
+        await proxy.close();
+      }
+    });
+  });
+
+  describe("a whole pool without capacity", () => {
+    it("a 2-node pool makes a bounded number of RunInstances calls over its offers and retries, then says what was tried", async () => {
+      const proxy = await startFaultProxy(suite.moto.endpoint, (action) =>
+        action === "RunInstances"
+          ? {
+              status: 500,
+              code: "InsufficientInstanceCapacity",
+              message: "We currently do not have sufficient capacity.",
+            }
+          : undefined,
+      );
+      try {
+        const failure = await sky
+          .compute({
+            provider: AWS({ endpoint: proxy.endpoint }),
+            nodes: 2,
+            vcpus: 2,
+            memoryGb: 4,
+            architecture: "x86_64",
+            allocation: "spot-if-available",
+            options: { console: false, provisionRetryDelay: 0 },
+          })
+          .then(
+            async (pool) => {
+              await pool[Symbol.asyncDispose]();
+              return undefined;
+            },
+            (error: unknown) => error,
+          );
+        expect(NoCapacityError.isInstance(failure)).toBe(true);
+        const calls = runs(proxy.calls).length;
+        // The pool tries its 3 best offers; each cluster stops after CLUSTER_FAILED_LAUNCH_LIMIT
+        // failed launches in a row (it was 218 calls before).
+        expect(calls).toBeLessThanOrEqual(3 * CLUSTER_FAILED_LAUNCH_LIMIT);
+        expect((failure as Error).message).toMatch(/RunInstances calls in a row for this pool/);
+        expect(await motoInventory(suite.moto.endpoint)).toMatchObject({
+          liveInstances: [],
+          securityGroups: [],
+          keyPairs: [],
+        });
       } finally {
         await proxy.close();
       }
