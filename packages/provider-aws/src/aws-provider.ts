@@ -1141,7 +1141,15 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       if (!/^i-[0-9a-f]{8,17}$/.test(id)) return null;
       const clients = clientsFor(regionOf(cluster));
       const [raw] = await describeInstances(clients, [{ Name: "instance-id", Values: [id] }], signal);
-      return raw ? toInstance(raw, clusterKey(cluster), cluster.offer?.id ?? "") : null;
+      if (raw) return toInstance(raw, clusterKey(cluster), cluster.offer?.id ?? "");
+      // Launched moments ago and not visible yet (eventual consistency): pending, not gone.
+      return recentlyLaunched(id)
+        ? toInstance(
+            { InstanceId: id, State: { Name: "pending" } },
+            clusterKey(cluster),
+            cluster.offer?.id ?? "",
+          )
+        : null;
     },
 
     launchWorker: launchSshWorker,

@@ -150,7 +150,9 @@ export async function fetchRegionPrices(options: {
     const page = JSON.parse(text) as { PriceList?: string[]; NextToken?: string };
     for (const entry of page.PriceList ?? []) {
       const found = priceOfProduct(entry);
-      if (found) prices[found.instanceType] = found.price;
+      // Should the filters still leave two products for a type, the higher price is kept: a budget
+      // judged on it is never exceeded.
+      if (found) prices[found.instanceType] = Math.max(prices[found.instanceType] ?? 0, found.price);
     }
     nextToken = page.NextToken || undefined;
   } while (nextToken);
