@@ -353,6 +353,51 @@ describe.skipIf(skipReason !== undefined)("AWS as real accounts behave (moto beh
       }
     });
 
+    it("a pool whose start fails at SSH leaves nothing, though EC2 does not know its instances yet", async () => {
+      // Every instance is mapped to a closed port on this machine: SSH fails after sshTimeout.
+      const closed = createServer();
+      await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+      const port = (closed.address() as { port: number }).port;
+      await new Promise<void>((resolve) => closed.close(() => resolve()));
+      const proxy = await eventuallyConsistent(suite.moto.endpoint, {
+        terminateLagMs: 20_000,
+        describeLagMs: 1000,
+        // A tag filter does not show them for a minute either: only terminating by id, retried, ends them.
+        tagLagMs: 60_000,
+      });
+      try {
+        const failure = await sky
+          .compute({
+            provider: AWS({ endpoint: proxy.endpoint, sshAddress: () => ({ host: "127.0.0.1", port }) }),
+            nodes: 1,
+            vcpus: 2,
+            memoryGb: 4,
+            architecture: "x86_64",
+            allocation: "on-demand",
+            options: { console: false, sshTimeout: 2, maxProvisionAttempts: 1 },
+          })
+          .then(
+            async (pool) => {
+              await pool[Symbol.asyncDispose]();
+              return undefined;
+            },
+            (error: unknown) => error,
+          );
+        expect(failure).toBeInstanceOf(Error);
+        expect(runs(proxy.calls).length).toBeGreaterThan(0);
+        // The first TerminateInstances came within the lag and was answered NotFound; asked again.
+        const terminates = proxy.calls.filter((entry) => entry.action === "TerminateInstances");
+        expect(terminates.length).toBeGreaterThan(1);
+        expect(await motoInventory(suite.moto.endpoint)).toMatchObject({
+          liveInstances: [],
+          securityGroups: [],
+          keyPairs: [],
+        });
+      } finally {
+        await proxy.close();
+      }
+    });
+
     it("a provision failing after RunInstances terminates what it launched, though EC2 does not know it yet", async () => {
       let failDescribe = true;
       const proxy = await eventuallyConsistent(
