@@ -133,7 +133,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       expect(spotOnly.every((offer) => offer.spotPrice !== null && offer.spotPrice <= 0.01)).toBe(true);
     });
 
-    it("uses the onDemandPrices setting before the built-in table", async () => {
+    it("uses the onDemandPrices setting before the Price List API's prices", async () => {
       const offers = await AWS({
         endpoint: suite.moto.endpoint,
         onDemandPrices: { "g4dn.xlarge": 0.25 },
