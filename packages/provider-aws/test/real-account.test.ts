@@ -136,7 +136,7 @@ async function eventuallyConsistent(
     code: "InvalidInstanceID.NotFound",
     message: `The instance ID '${id}' does not exist`,
   });
-  return startFaultProxy(
+  const proxy = await startFaultProxy(
     target,
     (action, params) => {
       const injected = extraFault?.(action, params);
@@ -163,6 +163,7 @@ async function eventuallyConsistent(
       return dropReservations(body, (id) => within(id, lag));
     },
   );
+  return Object.assign(proxy, { launched: () => [...created.keys()] });
 }
 
 describe.skipIf(skipReason !== undefined)("AWS as real accounts behave (moto behind doubles)", () => {
@@ -402,7 +403,7 @@ describe.skipIf(skipReason !== undefined)("AWS as real accounts behave (moto beh
       let failDescribe = true;
       const proxy = await eventuallyConsistent(
         suite.moto.endpoint,
-        { terminateLagMs: 5000, describeLagMs: 1000 },
+        { terminateLagMs: 5000, describeLagMs: 30_000 },
         (action) => {
           if (action !== "DescribeInstances" || !failDescribe) return undefined;
           const started = proxy.calls.some((entry) => entry.action === "RunInstances");
@@ -425,6 +426,12 @@ describe.skipIf(skipReason !== undefined)("AWS as real accounts behave (moto beh
         expect(ProvisionError.isInstance(failure)).toBe(true);
         expect(runs(proxy.calls)).toHaveLength(1);
         expect((await motoInventory(suite.moto.endpoint)).liveInstances).toEqual([]);
+        // Not visible yet: pending to the provider that launched it, unknown to one that did not.
+        const [id] = proxy.launched();
+        expect((await aws.getInstance({ cluster, id: id as string, ...call() }))?.status).toBe("pending");
+        expect(
+          await AWS({ endpoint: proxy.endpoint }).getInstance({ cluster, id: id as string, ...call() }),
+        ).toBeNull();
         await aws.teardown({ cluster, ...call() });
       } finally {
         await proxy.close();
