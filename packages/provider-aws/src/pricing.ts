@@ -137,7 +137,13 @@ export async function fetchRegionPrices(options: {
       region: "us-east-1",
       service: "pricing",
     });
-    const response = await fetch(url, { method: "POST", headers, body, signal: options.signal });
+    // A network that drops the connection must not hold offers up: 30 s per page at most.
+    const response = await fetch(url, {
+      method: "POST",
+      headers,
+      body,
+      signal: AbortSignal.any([options.signal, AbortSignal.timeout(30_000)]),
+    });
     const text = await response.text();
     if (!response.ok) {
       let code = `HTTP ${response.status}`;
