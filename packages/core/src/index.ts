@@ -11,7 +11,12 @@ export type { PluginV1 } from "./contract/plugin.js";
 export { PluginError } from "./contract/plugin.js";
 export type { Provider, ProviderV1 } from "./contract/provider.js";
 // Errors
-export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "./errors/errors.js";
+export type {
+  ConfigurationIssue,
+  ProvisionAttempt,
+  SkywardErrorOptions,
+  TaskInterruptionReason,
+} from "./errors/errors.js";
 export {
   BootstrapError,
   CancelledError,
@@ -20,12 +25,14 @@ export {
   ConnectionError,
   FunctionNotFoundError,
   NoCapacityError,
+  NodeUnavailableError,
   NoOffersError,
   ProtocolError,
   ProvisionError,
   RemoteTaskError,
   SerializationError,
   SkywardError,
+  TaskInterruptedError,
   TaskTimeoutError,
   WorkerDiedError,
 } from "./errors/errors.js";
@@ -100,6 +107,8 @@ export type {
   PythonFunction,
   PythonFunctionOptions,
   PythonStreamFunction,
+  RetryPolicy,
+  StreamRetryPolicy,
 } from "./pool/python-function.js";
 export { isPending, kwargs, python } from "./pool/python-function.js";
 // Accelerators

@@ -116,7 +116,6 @@ interface NodeRuntime {
   connection: WorkerConnection | undefined;
   /** What the provider holds to reach the worker (an SSH connection), let go of with the node. */
   endpoint: WorkerEndpoint | undefined;
-  replacements: number;
 }
 
 /** Pools torn down on SIGINT/SIGTERM (those made with `handleSignals` left on). */
@@ -217,7 +216,12 @@ class PoolRuntime implements AsyncDisposable {
     if (onEvent) this.#hub.on("*", onEvent);
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
-    this.#tasks = new TaskManager({ poolId: id, hub: this.#hub });
+    this.#tasks = new TaskManager({
+      poolId: id,
+      hub: this.#hub,
+      retryOnInterruption: options.retryOnInterruption,
+      nodeWaitSeconds: options.provisionTimeout,
+    });
     this.#detachConsole = attachConsole(this.#hub, options.console);
     this.#secrets.addEnvironment(process.env);
     this.#secrets.add(this.#token);
@@ -348,7 +352,7 @@ class PoolRuntime implements AsyncDisposable {
     this.#provider = provider;
     this.#cluster = cluster;
     for (const [index, instance] of instances.entries()) {
-      this.#nodes.push({ index, instance, connection: undefined, endpoint: undefined, replacements: 0 });
+      this.#nodes.push({ index, instance, connection: undefined, endpoint: undefined });
       this.#hub.emit({
         type: "node.provisioned",
         timestamp: Date.now(),
@@ -823,11 +827,7 @@ class PoolRuntime implements AsyncDisposable {
   async #replaceNode(node: NodeRuntime, reason: string): Promise<void> {
     const provider = this.#provider as Provider;
     const cluster = this.#cluster as Cluster;
-    if (node.replacements >= this.spec.retryOnInterruption) {
-      this.#tasks.abandonNode(node.index, `${reason}; replaced ${node.replacements} times already`);
-      return;
-    }
-    node.replacements += 1;
+    // Lost nodes are always replaced (tasks count their own retries); a replacement that fails gives up.
     const previous = node.instance;
     try {
       await provider.terminate({ cluster, ids: [previous.id], signal: AbortSignal.timeout(60_000) });
@@ -851,7 +851,7 @@ class PoolRuntime implements AsyncDisposable {
         timestamp: Date.now(),
         poolId: this.id,
         node: node.index,
-        message: `could not replace node ${node.index}: ${(error as Error).message}`,
+        message: `could not replace node ${node.index} (lost: ${reason}): ${(error as Error).message}`,
         cause: error,
       });
     }
@@ -956,6 +956,8 @@ class PoolRuntime implements AsyncDisposable {
       timeout: pending.timeout ?? this.spec.defaultComputeTimeout,
       stream: pending.kind === "stream",
       ...(node !== undefined ? { node } : {}),
+      ...(pending.retry?.retries !== undefined ? { retries: pending.retry.retries } : {}),
+      ...(pending.kind === "stream" && pending.retry?.restartStream ? { restartStream: true } : {}),
     };
   }
 
@@ -1101,11 +1103,19 @@ class PoolRuntime implements AsyncDisposable {
     };
   }
 
-  /** Runs the call on every node; results by node index (`@` in the Python project). */
+  /**
+   * Runs the call on every node of the pool, results by node index (`@` in the Python project). A
+   * node being replaced is waited for (up to `provisionTimeout`) and its part runs on the
+   * replacement, which keeps its rank; if it cannot come, the call fails with a
+   * `NodeUnavailableError` naming the node — never with fewer results.
+   */
   async broadcast<R>(pending: PendingTask<R>, options: WaitOptions = {}): Promise<R[]> {
     this.#checkOpen();
-    const nodes = this.#nodes.filter((node) => node.connection !== undefined).map((node) => node.index);
-    return Promise.all(nodes.map((node) => this.submit(pending, { ...options, target: node }).result));
+    const handles = this.#nodes.map((node) => this.submit(pending, { ...options, target: node.index }));
+    return Promise.all(handles.map((handle) => handle.result)).catch((error) => {
+      for (const handle of handles) handle.cancel();
+      throw error;
+    });
   }
 
   /** Runs the calls in parallel; their results as a tuple, in order (`&` in the Python project). */

@@ -7,6 +7,7 @@ import {
   CancelledError,
   ConnectionError,
   FunctionNotFoundError,
+  NodeUnavailableError,
   RemoteTaskError,
   SerializationError,
   SkywardError,
@@ -21,6 +22,7 @@ import {
   type WireValue,
 } from "../protocol/protocol.js";
 import { commandFailedError } from "./commands.js";
+import { decideRetry, type InterruptedTask, interruptedError } from "./task-retry.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
 /** How a task ends, told to whoever submitted it. */
@@ -47,6 +49,10 @@ export interface TaskRequest {
   readonly node?: number;
   /** A subtask of a running task (nested dispatch): it uses the nodes' separate nested slots. */
   readonly nested?: boolean;
+  /** How many times it may run again when its node is lost; default the manager's `retryOnInterruption`. */
+  readonly retries?: number;
+  /** A stream that yielded items may start over when its node is lost (the items delivered are skipped). */
+  readonly restartStream?: boolean;
 }
 
 /** A dispatched task, as its submitter holds it. */
@@ -66,6 +72,14 @@ interface TaskRecord extends TaskTicket {
   pumps: Map<number, InputPump>;
   /** Subtasks it started (nested dispatch), cancelled when it ends. */
   children: Map<number, TaskTicket> | undefined;
+  /** Which run this is, from 1; messages of an earlier run (a node since lost) are dropped. */
+  attempt: number;
+  /** Stream items delivered to the submitter. */
+  itemsDelivered: number;
+  /** Items of a restarted stream still to skip (delivered by an earlier run). */
+  skipItems: number;
+  /** When it started waiting for a slot (performance.now()). */
+  queuedAt: number;
 }
 
 interface NodeState {
@@ -77,6 +91,8 @@ interface NodeState {
   /** Nested tasks running on it, and how many it may run (its concurrency). */
   nestedRunning: number;
   nestedCapacity: number;
+  /** Lost for good (its replacement failed): tasks pinned to it fail. */
+  abandoned: boolean;
 }
 
 /** A simple array-backed FIFO with O(1) amortised shift. */
@@ -178,16 +194,24 @@ export interface TaskManagerOptions {
   readonly hub: EventHub;
   /** Extra seconds past a task's timeout before the client gives up on hearing from the worker. */
   readonly timeoutGraceSeconds?: number;
+  /** How many times a task whose node is lost runs again, unless it says otherwise. Default 3. */
+  readonly retryOnInterruption?: number;
+  /** Seconds a task pinned to a lost node waits for its replacement before failing. Default 300. */
+  readonly nodeWaitSeconds?: number;
 }
 
 /** Dispatches tasks over the pool's node connections. */
 export class TaskManager {
   readonly #nodes: NodeState[] = [];
   readonly #queue = new Fifo<TaskRecord>();
+  /** Tasks whose node was lost, run again before the queue. */
+  readonly #retryQueue = new Fifo<TaskRecord>();
   readonly #nestedQueue = new Fifo<TaskRecord>();
   readonly #hub: EventHub;
   readonly #poolId: string;
   readonly #grace: number;
+  readonly #retries: number;
+  readonly #nodeWaitMs: number;
   readonly #capacityWaiters: (() => void)[] = [];
   #nextId = 0;
   #roundRobin = 0;
@@ -200,6 +224,8 @@ export class TaskManager {
     this.#hub = options.hub;
     this.#poolId = options.poolId;
     this.#grace = options.timeoutGraceSeconds ?? 10;
+    this.#retries = options.retryOnInterruption ?? 3;
+    this.#nodeWaitMs = (options.nodeWaitSeconds ?? 300) * 1000;
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
     this.#sweeper.unref();
   }
@@ -220,7 +246,7 @@ export class TaskManager {
 
   /** Tasks waiting for a slot. */
   get queued(): number {
-    return this.#queue.size;
+    return this.#queue.size + this.#retryQueue.size;
   }
 
   /**
@@ -238,6 +264,7 @@ export class TaskManager {
         pinned: [],
         nestedRunning: 0,
         nestedCapacity,
+        abandoned: false,
       };
       this.#nodes[index] = node;
     } else {
@@ -245,6 +272,7 @@ export class TaskManager {
       node.capacity = capacity;
       node.nestedCapacity = nestedCapacity;
       node.nestedRunning = 0;
+      node.abandoned = false;
     }
     const attached = node;
     connection.onMessage((message) => {
@@ -255,50 +283,98 @@ export class TaskManager {
     void attached;
   }
 
-  /** Node `index` is gone: its running tasks fail with `error`; tasks pinned to it wait for it to come back. */
+  /**
+   * Node `index` is gone. Its running tasks run again elsewhere (those pinned to it: on its
+   * replacement) while their retry policy allows, and fail with a `TaskInterruptedError` otherwise;
+   * tasks pinned to it wait for it to come back.
+   */
   detach(index: number, reason: string): void {
     const node = this.#nodes[index];
     if (!node?.connection) return;
+    const connection = node.connection;
     node.connection = undefined;
+    // Pinned tasks wait for the replacement, counted from now.
+    const now = performance.now();
+    for (const record of node.pinned) record.queuedAt = now;
     for (const record of [...node.running.values()]) {
-      this.#finish(record);
-      record.callbacks.error(
-        new WorkerDiedError({
-          taskId: record.id,
-          node: index,
-          message: `Task ${record.id} (${record.request.ref}) was lost with node ${index}: ${reason}`,
-        }),
-      );
-    }
-    if (this.liveNodes === 0) {
-      for (const record of [...this.#queue.drain(), ...this.#nestedQueue.drain()]) {
-        if (record.done) continue;
-        record.done = true;
-        record.callbacks.error(
-          new ConnectionError({
-            host: "pool",
-            message: `No node is left to run task ${record.id}: ${reason}`,
-          }),
-        );
+      connection.offTask(record.id);
+      const task = this.#interrupted(record);
+      const decision = decideRetry(task);
+      this.#taskFailed(record, index, "NodeLost", reason, decision.retry);
+      if (!decision.retry) {
+        this.#finish(record);
+        record.callbacks.error(interruptedError(task, decision.reason, index, reason));
+        continue;
       }
+      this.#requeue(node, record);
     }
+    this.#failIfNoNodeCanRun(reason);
   }
 
-  /** Fails every pinned task of node `index` (it will not come back). */
-  abandonNode(index: number, reason: string): void {
-    const node = this.#nodes[index];
-    if (!node) return;
-    for (const record of node.pinned.splice(0)) {
+  #interrupted(record: TaskRecord): InterruptedTask {
+    const { request } = record;
+    return {
+      id: record.id,
+      ref: request.ref,
+      attempt: record.attempt,
+      retries: request.retries ?? this.#retries,
+      stream: request.stream,
+      itemsDelivered: record.itemsDelivered,
+      restartStream: request.restartStream === true,
+      inputConsumed: record.pumps.size > 0,
+    };
+  }
+
+  /** Takes a task off its lost node and queues it to run again: first in line, on the same node if pinned. */
+  #requeue(node: NodeState, record: TaskRecord): void {
+    if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
+    if (record.children) {
+      for (const child of record.children.values()) child.cancel("its parent task's node was lost");
+      record.children = undefined;
+    }
+    record.node = undefined;
+    record.attempt += 1;
+    record.skipItems = record.itemsDelivered;
+    record.streams = [];
+    record.queuedAt = performance.now();
+    if (record.request.node !== undefined) node.pinned.unshift(record);
+    else if (record.request.nested) this.#nestedQueue.push(record);
+    else this.#retryQueue.push(record);
+  }
+
+  /** Fails the queued tasks when every node is lost for good (none is being replaced). */
+  #failIfNoNodeCanRun(reason: string): void {
+    const nodes = this.#nodes.filter((node) => node !== undefined);
+    if (nodes.length === 0 || nodes.some((node) => node.connection !== undefined || !node.abandoned)) return;
+    for (const record of [
+      ...this.#retryQueue.drain(),
+      ...this.#queue.drain(),
+      ...this.#nestedQueue.drain(),
+    ]) {
       if (record.done) continue;
       record.done = true;
       record.callbacks.error(
         new ConnectionError({
-          host: `node ${index}`,
-          node: index,
-          message: `Node ${index} is gone: ${reason}`,
+          host: "pool",
+          message: `No node is left to run task ${record.id}: ${reason}`,
         }),
       );
     }
+  }
+
+  /** Fails every pinned task of node `index` (it will not come back), and the queue if no node is left. */
+  abandonNode(index: number, reason: string): void {
+    const node = this.#nodes[index];
+    if (!node) return;
+    node.abandoned = true;
+    for (const record of node.pinned.splice(0)) {
+      if (record.done) continue;
+      record.done = true;
+      record.callbacks.error(
+        new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` }),
+      );
+    }
+    this.#failIfNoNodeCanRun(`node ${index} is gone: ${reason}`);
   }
 
   /** Queues a task; it starts as soon as a slot is free. */
@@ -316,6 +392,10 @@ export class TaskManager {
       streams: [],
       pumps: new Map(),
       children: undefined,
+      attempt: 1,
+      itemsDelivered: 0,
+      skipItems: 0,
+      queuedAt: performance.now(),
       cancel: (reason) => this.#cancel(record, reason),
     };
     if (this.#hub.listensTo("task.queued")) {
@@ -335,6 +415,11 @@ export class TaskManager {
           node: request.node,
           message: `There is no node ${request.node}`,
         });
+      if (node.abandoned && !node.connection)
+        throw new NodeUnavailableError({
+          node: request.node,
+          message: `Node ${request.node} is gone and was not replaced`,
+        });
       node.pinned.push(record);
     } else if (request.nested) this.#nestedQueue.push(record);
     else this.#queue.push(record);
@@ -344,7 +429,7 @@ export class TaskManager {
 
   /** Resolves when a slot is free or the queue is short: for feeding large maps without queueing them all. */
   whenQueueBelow(limit: number): Promise<void> {
-    if (this.#queue.size < limit || this.#closed) return Promise.resolve();
+    if (this.queued < limit || this.#closed) return Promise.resolve();
     return new Promise((resolve) => this.#capacityWaiters.push(resolve));
   }
 
@@ -353,7 +438,11 @@ export class TaskManager {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#sweeper);
-    const pending: TaskRecord[] = [...this.#queue.drain(), ...this.#nestedQueue.drain()];
+    const pending: TaskRecord[] = [
+      ...this.#retryQueue.drain(),
+      ...this.#queue.drain(),
+      ...this.#nestedQueue.drain(),
+    ];
     for (const node of this.#nodes) {
       if (!node) continue;
       pending.push(...node.pinned.splice(0), ...node.running.values());
@@ -377,11 +466,13 @@ export class TaskManager {
         if (!record.done) this.#start(node, record);
       }
     }
-    while (this.#queue.size > 0) {
-      const node = this.#nextFreeNode();
-      if (!node) break;
-      const record = this.#queue.shift() as TaskRecord;
-      if (!record.done) this.#start(node, record);
+    for (const queue of [this.#retryQueue, this.#queue]) {
+      while (queue.size > 0) {
+        const node = this.#nextFreeNode();
+        if (!node) break;
+        const record = queue.shift() as TaskRecord;
+        if (!record.done) this.#start(node, record);
+      }
     }
     if (this.#capacityWaiters.length > 0) for (const waiter of this.#capacityWaiters.splice(0)) waiter();
   }
@@ -422,7 +513,11 @@ export class TaskManager {
     record.startedAt = performance.now();
     node.running.set(record.id, record);
     if (request.nested) node.nestedRunning += 1;
-    connection.onTask(record.id, (message) => this.#onMessage(record, message));
+    const attempt = record.attempt;
+    connection.onTask(record.id, (message) => {
+      // A late answer of an earlier run, on a node since lost, is dropped: each result is delivered once.
+      if (record.attempt === attempt) this.#onMessage(record, message);
+    });
     try {
       connection.send({
         t: "submit",
@@ -457,7 +552,7 @@ export class TaskManager {
         taskId: record.id,
         name: request.ref,
         node: node.index,
-        attempt: 1,
+        attempt: record.attempt,
       });
     }
   }
@@ -485,6 +580,12 @@ export class TaskManager {
         return;
       }
       case "item":
+        if (record.skipItems > 0) {
+          // A restarted stream yields again what an earlier run delivered.
+          record.skipItems -= 1;
+          return;
+        }
+        record.itemsDelivered += 1;
         record.callbacks.item?.(message.value);
         return;
       case "end":
@@ -495,19 +596,7 @@ export class TaskManager {
       case "error": {
         this.#finish(record);
         const error = this.#taskError(record, message);
-        if (this.#hub.listensTo("task.failed")) {
-          this.#hub.emit({
-            type: "task.failed",
-            timestamp: Date.now(),
-            poolId: this.#poolId,
-            taskId: record.id,
-            name: record.request.ref,
-            node: message.node,
-            durationMs: performance.now() - record.startedAt,
-            error: { type: message.type, message: message.message },
-            willRetry: false,
-          });
-        }
+        this.#taskFailed(record, message.node, message.type, message.message, false);
         record.callbacks.error(error);
         return;
       }
@@ -620,6 +709,21 @@ export class TaskManager {
     parent.children.set(message.sub, ticket);
   }
 
+  #taskFailed(record: TaskRecord, node: number, type: string, text: string, willRetry: boolean): void {
+    if (!this.#hub.listensTo("task.failed")) return;
+    this.#hub.emit({
+      type: "task.failed",
+      timestamp: Date.now(),
+      poolId: this.#poolId,
+      taskId: record.id,
+      name: record.request.ref,
+      node,
+      durationMs: performance.now() - record.startedAt,
+      error: { type, message: text },
+      willRetry,
+    });
+  }
+
   #completed(record: TaskRecord): void {
     if (this.#hub.listensTo("task.completed")) {
       this.#hub.emit({
@@ -717,6 +821,7 @@ export class TaskManager {
     const now = performance.now();
     for (const node of this.#nodes) {
       if (!node) continue;
+      if (!node.connection && node.pinned.length > 0) this.#expirePinned(node, now);
       for (const record of node.running.values()) {
         const { timeout } = record.request;
         if (timeout === null || now - record.startedAt < (timeout + this.#grace) * 1000) continue;
@@ -735,6 +840,23 @@ export class TaskManager {
           }),
         );
       }
+    }
+  }
+
+  /** Fails the tasks pinned to a lost node that waited for its replacement longer than allowed. */
+  #expirePinned(node: NodeState, now: number): void {
+    const expired = node.pinned.filter((record) => now - record.queuedAt >= this.#nodeWaitMs);
+    if (expired.length === 0) return;
+    node.pinned.splice(0, node.pinned.length, ...node.pinned.filter((record) => !expired.includes(record)));
+    for (const record of expired) {
+      if (record.done) continue;
+      record.done = true;
+      record.callbacks.error(
+        new NodeUnavailableError({
+          node: node.index,
+          message: `Task ${record.id} (${record.request.ref}) needs node ${node.index}, which was lost and did not come back within ${Math.round(this.#nodeWaitMs / 1000)} s`,
+        }),
+      );
     }
   }
 
