@@ -226,3 +226,37 @@ describe("broadcast while a node is being replaced", () => {
     expect((await pool.run(whoami())).node).toBe(0);
   }, 120_000);
 });
+
+describe("a stopped worker (SIGSTOP)", () => {
+  it("is declared lost at the liveness timeout; its task runs again and nothing stays behind", async () => {
+    await using pool = await sky.compute({
+      nodes: 2,
+      image,
+      options: { console: false, livenessTimeout: 2 },
+    });
+    const path = join(scratch, "sigstop.jsonl");
+    const victim = await pool.run(whoami(), { target: 1 });
+    const lost = nextEvent(pool, "node.lost");
+    const replaced = nextEvent(pool, "node.replaced");
+    const results = Promise.all([pool.run(work("a", 1, path)), pool.run(work("b", 1, path))]);
+    await started(path, 2);
+    process.kill(victim.pid, "SIGSTOP");
+    try {
+      const event = await lost;
+      expect(event.node).toBe(1);
+      // Declared by the configured deadline (2 s), not the default 30 s.
+      expect(event.reason).toMatch(/sent nothing for \d+ ms \(limit 2000 ms\)/);
+      const done = await results;
+      expect(done.map((result) => result.key)).toEqual(["a", "b"]);
+      expect(done.every((result) => result.pid !== victim.pid)).toBe(true);
+      await replaced;
+      expect(pool.currentNodes()).toBe(2);
+      // The stopped process was terminated with its instance, not left frozen.
+      for (let waited = 0; alive(victim.pid) && waited < 100; waited += 1)
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(alive(victim.pid)).toBe(false);
+    } finally {
+      if (alive(victim.pid)) process.kill(victim.pid, "SIGKILL");
+    }
+  }, 120_000);
+});

@@ -54,6 +54,7 @@ import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js
 import { extendImage, type Image } from "../spec/image.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
+import { watchInstances } from "./instance-watch.js";
 import { cachedOffers } from "./offer-cache.js";
 import type {
   CallArguments,
@@ -390,6 +391,7 @@ class PoolRuntime implements AsyncDisposable {
       nodes: this.#tasks.liveNodes,
       durationMs: performance.now() - this.#startedAt,
     });
+    this.#watchInstances(provider, cluster);
     this.#aroundClient = await enterAroundClient(spec.plugins, this.#pluginHandle(), cluster);
   }
 
@@ -711,6 +713,9 @@ class PoolRuntime implements AsyncDisposable {
         node: node.index,
         signal,
         timeoutMs: this.spec.sshTimeout * 1000,
+        // A worker silent this long (stopped, hung, cut off) is lost; pings keep a quiet one talking.
+        silenceTimeoutMs: this.options.livenessTimeout * 1000,
+        pingIntervalMs: Math.min(5_000, (this.options.livenessTimeout * 1000) / 3),
       });
     } catch (error) {
       endpoint.close?.();
@@ -806,6 +811,33 @@ class PoolRuntime implements AsyncDisposable {
     });
     connection.send(message);
     await ready;
+  }
+
+  /** Reads the connected nodes' instances from the provider every tick: one gone behind the pool's back is lost. */
+  #watchInstances(provider: Provider, cluster: Cluster): void {
+    watchInstances({
+      intervalSeconds: this.spec.reconcileTickInterval,
+      signal: this.#abort.signal,
+      nodes: () =>
+        this.#nodes
+          .filter((node) => node.connection !== undefined)
+          .map((node) => ({ index: node.index, instanceId: node.instance.id })),
+      getInstance: (id, signal) => provider.getInstance({ cluster, id, signal }),
+      onGone: (watched, status) => {
+        const node = this.#nodes[watched.index];
+        // A late answer about an instance the node no longer runs on changes nothing.
+        if (node?.instance.id !== watched.instanceId) return;
+        this.#declareLost(node, `the provider reports its instance ${watched.instanceId} ${status}`);
+      },
+    });
+  }
+
+  /** Declares a node lost while its connection may still look open, and closes that connection. */
+  #declareLost(node: NodeRuntime, reason: string): void {
+    const connection = node.connection;
+    if (!connection) return;
+    this.#nodeLost(node, connection, reason);
+    void connection.close({ timeoutMs: 1000 });
   }
 
   #nodeLost(node: NodeRuntime, connection: WorkerConnection, reason: string): void {

@@ -32,6 +32,7 @@ describe("options defaults (the reference's Options and PoolSpec)", () => {
       logging: DEFAULT_LOG_CONFIG,
       cluster: true,
       retryOnInterruption: 3,
+      livenessTimeout: 30,
     });
   });
 
@@ -87,6 +88,15 @@ describe("options overrides", () => {
     expect(resolved.autoscaleCooldown).toBe(0);
     expect(resolved.autoscaleIdleTimeout).toBe(0);
     expect(resolved.retryOnInterruption).toBe(0);
+  });
+
+  it("takes a liveness timeout of at least one second", () => {
+    expect(options({ livenessTimeout: 2.5 }).livenessTimeout).toBe(2.5);
+    for (const bad of [0, 0.5, -1, Number.NaN, Number.POSITIVE_INFINITY, "30"]) {
+      expect(() => options({ livenessTimeout: bad as number })).toThrow(
+        /livenessTimeout: expected a number of seconds/,
+      );
+    }
   });
 
   it("accepts fractional seconds", () => {

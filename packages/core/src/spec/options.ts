@@ -152,8 +152,18 @@ export interface OptionsInput {
   logging?: boolean | LogConfigInput;
   /** Whether nodes form a cluster (enables distributed collections). Default: true. */
   cluster?: boolean;
-  /** Retries per task when a spot instance is interrupted. Default 3. */
+  /**
+   * How many times a task runs again when its node is lost before it finished (a dead or silent
+   * worker, an instance terminated or interrupted). Per task; a task may set its own with
+   * `withRetry`. Default 3.
+   */
   retryOnInterruption?: number;
+  /**
+   * Seconds without hearing from a node's worker (it is pinged every few seconds) after which the
+   * node is declared lost and replaced: a stopped process, a hung host or a network partition.
+   * Default 30; at least 1.
+   */
+  livenessTimeout?: number;
 }
 
 /** The resolved options: every field present. */
@@ -175,6 +185,7 @@ export interface Options {
   readonly logging: LogConfig | false;
   readonly cluster: boolean;
   readonly retryOnInterruption: number;
+  readonly livenessTimeout: number;
 }
 
 const consoleExpectation = 'expected true, false, "rich", "minimal", "log" or "silent"';
@@ -209,6 +220,12 @@ export const optionsSchema = z
       .default(true),
     cluster: z.boolean().default(true),
     retryOnInterruption: nonNegativeInteger.default(3),
+    livenessTimeout: z
+      .number({ error: "expected a number of seconds" })
+      .refine((value) => Number.isFinite(value) && value >= 1, {
+        message: "expected a number of seconds >= 1",
+      })
+      .default(30),
   })
   .transform(
     (value): Options =>
