@@ -46,6 +46,10 @@ RESULT_KEEP_SECONDS = 300.0
 RESULT_KEEP_MAX = 50_000
 PING_INTERVAL = 5.0
 SILENCE_LIMIT = 30.0
+#: A connection must complete the handshake (a good ``hello``) within this many seconds...
+HANDSHAKE_SECONDS = 10.0
+#: ...and no frame before it may be larger than this (a ``hello`` is a few hundred bytes).
+PRE_HANDSHAKE_FRAME_BYTES = 16 * 1024
 APP_EXIT_LIMIT = 60.0  # seconds the around_app exits get when the worker stops
 STREAM_NAMES = ("stdout", "stderr")
 
@@ -66,11 +70,14 @@ class Options:
         parser.add_argument("--ttl", type=float, default=None)
         parser.add_argument("--self-destruct", dest="self_destruct", default=None)
         parser.add_argument("--exit-on-stdin-eof", dest="exit_on_stdin_eof", action="store_true")
+        parser.add_argument("--handshake-timeout", dest="handshake_timeout", type=float, default=HANDSHAKE_SECONDS)
         parsed = parser.parse_args(argv)
         if parsed.concurrency < 1:
             parser.error("--concurrency must be at least 1")
         if parsed.buffer < 0:
             parser.error("--buffer must be at least 0")
+        if not parsed.handshake_timeout > 0:
+            parser.error("--handshake-timeout must be more than 0")
         self.node: int = parsed.node
         self.host: str = parsed.host
         self.port: int = parsed.port
@@ -82,6 +89,7 @@ class Options:
         self.ttl: float | None = parsed.ttl
         self.self_destruct: str | None = parsed.self_destruct
         self.exit_on_stdin_eof: bool = parsed.exit_on_stdin_eof
+        self.handshake_timeout: float = parsed.handshake_timeout
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -101,6 +109,8 @@ class Connection(asyncio.BufferedProtocol):
         self.worker = worker
         self.transport: asyncio.Transport | None = None
         self.decoder = FrameDecoder()
+        self.decoder.max_frame_bytes = PRE_HANDSHAKE_FRAME_BYTES
+        self._handshake_timer: asyncio.TimerHandle | None = None
         self.authenticated = False
         self.alive = True
         self.peer = "?"
@@ -130,6 +140,26 @@ class Connection(asyncio.BufferedProtocol):
             pass
         self.peer = str(transport.get_extra_info("peername"))
         self.worker.connections.add(self)
+        self._handshake_timer = self.worker.loop.call_later(
+            self.worker.options.handshake_timeout, self._handshake_expired
+        )
+
+    def _handshake_expired(self) -> None:
+        self._handshake_timer = None
+        if self.alive and not self.authenticated:
+            self.worker.log(
+                f"{self.peer} did not complete the handshake within {self.worker.options.handshake_timeout:g} s: "
+                "closing the connection"
+            )
+            self.abort()
+
+    def handshake_done(self) -> None:
+        """The client said a good ``hello``: frames of any size, and no deadline, from now on."""
+        self.authenticated = True
+        self.decoder.max_frame_bytes = None
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer(sizehint)
@@ -170,6 +200,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
         self._outbox.clear()
         self._unsent.clear()
         self.worker.on_connection_lost(self)
@@ -449,7 +482,7 @@ class Worker:
         if self.stopping:
             self._reject(connection, "the worker is stopping")
             return
-        connection.authenticated = True
+        connection.handshake_done()
         self._cancel_ttl()
         adopted = []
         for task in self.tasks.values():

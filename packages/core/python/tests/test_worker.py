@@ -103,6 +103,38 @@ def test_malformed_frame_closes_the_connection(thread_worker: WorkerProcess) -> 
         time.sleep(0.02)
 
 
+def test_garbage_before_the_handshake_closes_the_connection(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    client.send_raw(os.urandom(256 * 1024))
+    client.wait_closed(timeout=5)
+
+
+def test_a_first_frame_over_the_pre_handshake_limit_closes_the_connection(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    # A well-formed hello, but padded past the 16 KiB a stranger may send before the handshake.
+    client.send({"t": "hello", "version": 1, "token": "x", "client": "padding", "pad": "x" * (32 * 1024)})
+    client.wait_closed(timeout=5)
+    assert not any(message.get("t") == "reject" for message in client.inbox)
+    # After a good hello, large frames are fine.
+    trusted = connect(thread_worker)
+    assert trusted.value("demo_tasks:add", "y" * (256 * 1024), "z") == "y" * (256 * 1024) + "z"
+    trusted.close()
+
+
+def test_a_connection_silent_before_the_handshake_is_closed() -> None:
+    with WorkerProcess("--executor", "thread", "--handshake-timeout", "0.5") as worker:
+        idle = Client(worker.port)
+        started = time.monotonic()
+        idle.wait_closed(timeout=10)
+        assert time.monotonic() - started >= 0.4
+        assert any("did not complete the handshake within 0.5 s" in line for line in worker.stderr_lines)
+        # A client that says hello in time keeps its connection past the deadline.
+        client = connect(worker)
+        time.sleep(1.0)
+        assert client.value("demo_tasks:add", 2, 3) == 5
+        client.close()
+
+
 def test_worker_refuses_to_start_without_a_token() -> None:
     import subprocess
 
