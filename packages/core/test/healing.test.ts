@@ -3,7 +3,7 @@
  * SIGKILLed mid-task, a task that kills its own worker, a stream interrupted after it yielded, a
  * broadcast issued while a node is being replaced, and a replacement that cannot come.
  */
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -258,5 +258,96 @@ describe("a stopped worker (SIGSTOP)", () => {
     } finally {
       if (alive(victim.pid)) process.kill(victim.pid, "SIGKILL");
     }
+  }, 120_000);
+});
+
+describe("a health checker", () => {
+  const checkerImage = (directory: string) => ({ ...image, env: { SKYWARD_TEST_HEALTH_DIR: directory } });
+
+  it("gates each node's readiness on its first success", async () => {
+    const directory = await mkdtemp(join(scratch, "health-"));
+    const events: sky.SkywardEvent[] = [];
+    await using pool = await sky.compute(
+      {
+        nodes: 2,
+        image: checkerImage(directory),
+        options: {
+          console: false,
+          healthChecker: {
+            check: sky.python("healing_tasks:warming_up"),
+            interval: 0.3,
+            timeout: 5,
+            failures: 3,
+          },
+        },
+      },
+      { onEvent: (event) => events.push(event) },
+    );
+    expect(pool.currentNodes()).toBe(2);
+    // Each node passed only on its third check, before it was ready.
+    const checks = (await readdir(directory)).filter((name) => name.startsWith("checks-"));
+    expect(checks).toHaveLength(2);
+    for (const name of checks)
+      expect((await readFile(join(directory, name), "utf8")).length).toBeGreaterThanOrEqual(3);
+    for (const node of [0, 1]) {
+      const health = events.findIndex(
+        (event) => event.type === "bootstrap.phase" && event.node === node && event.phase === "health",
+      );
+      const ready = events.findIndex((event) => event.type === "node.ready" && event.node === node);
+      expect(health).toBeGreaterThanOrEqual(0);
+      expect(health).toBeLessThan(ready);
+    }
+  }, 120_000);
+
+  it("replaces a node whose checks fail in a row; its tasks run again", async () => {
+    const directory = await mkdtemp(join(scratch, "health-"));
+    await using pool = await sky.compute({
+      nodes: 2,
+      image: checkerImage(directory),
+      options: {
+        console: false,
+        healthChecker: { check: "healing_tasks:node_health", interval: 0.3, timeout: 5, failures: 2 },
+      },
+    });
+    const path = join(scratch, "health-work.jsonl");
+    const before = await pool.broadcast(whoami());
+    const lost = nextEvent(pool, "node.lost");
+    const replaced = nextEvent(pool, "node.replaced");
+    const running = pool.run(work("during", 3, path), { target: 1 });
+    await started(path, 1);
+    await writeFile(join(directory, "sick-1"), "");
+    const event = await lost;
+    expect(event.node).toBe(1);
+    expect(event.reason).toMatch(/health check failed 2 times in a row: node 1 is marked sick/);
+    // Well again, so that the replacement passes its first check.
+    await rm(join(directory, "sick-1"));
+    await replaced;
+    const result = await running;
+    expect(result.node).toBe(1);
+    expect(result.pid).not.toBe(before[1]?.pid);
+    expect((await journal(path)).filter((entry) => entry.key === "during")).toHaveLength(2);
+    expect(alive(before[1]?.pid ?? 0)).toBe(false);
+  }, 120_000);
+
+  it("waits its interval after a check that raised, and fails a node that never passes", async () => {
+    const directory = await mkdtemp(join(scratch, "health-"));
+    const error = await sky
+      .compute({
+        nodes: 1,
+        image: checkerImage(directory),
+        options: {
+          console: false,
+          healthChecker: { check: "healing_tasks:raising_health", interval: 0.5, timeout: 5, failures: 3 },
+        },
+      })
+      .catch((caught: unknown) => caught);
+    expect(sky.BootstrapError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(
+      /failed its health check 3 times in a row: healing_tasks:raising_health raised RuntimeError: the check itself broke/,
+    );
+    const times = (await readFile(join(directory, "raised"), "utf8")).trim().split("\n").map(Number);
+    expect(times).toHaveLength(3);
+    for (let index = 1; index < times.length; index += 1)
+      expect((times[index] as number) - (times[index - 1] as number)).toBeGreaterThanOrEqual(0.45);
   }, 120_000);
 });

@@ -54,6 +54,7 @@ import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js
 import { extendImage, type Image } from "../spec/image.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
+import { firstHealthy, monitorHealth } from "./health-check.js";
 import { watchInstances } from "./instance-watch.js";
 import { cachedOffers } from "./offer-cache.js";
 import type {
@@ -725,6 +726,7 @@ class PoolRuntime implements AsyncDisposable {
     node.endpoint = endpoint;
     node.connection = connection;
     await this.#sendCluster(node, connection, signal);
+    await this.#passFirstHealthCheck(node, connection, signal);
     this.#hub.emit({
       type: "node.bootstrapped",
       timestamp: Date.now(),
@@ -736,12 +738,51 @@ class PoolRuntime implements AsyncDisposable {
     const capacity = this.#concurrency() + this.spec.worker.buffer;
     this.#tasks.attach(node.index, connection, capacity, this.#concurrency());
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
+    const checker = this.options.healthChecker;
+    if (checker) {
+      monitorHealth(connection, checker, this.#abort.signal, (reason, failures) =>
+        this.#declareLost(node, `its health check failed ${failures} times in a row: ${reason}`),
+      );
+    }
     this.#hub.emit({
       type: "node.ready",
       timestamp: Date.now(),
       poolId: this.id,
       node: node.index,
       instanceId: node.instance.id,
+    });
+  }
+
+  /** With a health checker, a node is ready only once a check succeeds. */
+  async #passFirstHealthCheck(
+    node: NodeRuntime,
+    connection: WorkerConnection,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const checker = this.options.healthChecker;
+    if (!checker) return;
+    const started = performance.now();
+    const reason = await firstHealthy(connection, checker, signal);
+    if (signal.aborted) throw abortError(signal, `Starting node ${node.index}`);
+    if (reason === undefined) {
+      this.#hub.emit({
+        type: "bootstrap.phase",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        phase: "health",
+        status: "finished",
+        durationMs: performance.now() - started,
+      });
+      return;
+    }
+    if (node.connection === connection) node.connection = undefined;
+    await connection.close({ timeoutMs: 1000 });
+    throw new BootstrapError({
+      node: node.index,
+      phase: "health",
+      logTail: "",
+      message: `Node ${node.index} failed its health check ${checker.failures} times in a row: ${reason}`,
     });
   }
 

@@ -99,6 +99,29 @@ describe("options overrides", () => {
     }
   });
 
+  it("takes a health checker, as a function reference or with its schedule", () => {
+    const check = Object.assign(() => undefined, { ref: "health:gpu_ok" });
+    expect(options({ healthChecker: check }).healthChecker).toEqual({
+      check: "health:gpu_ok",
+      interval: 30,
+      timeout: 15,
+      failures: 3,
+    });
+    const resolved = options({
+      healthChecker: { check: "health:gpu_ok", interval: 2, timeout: 1, failures: 1 },
+    });
+    expect(resolved.healthChecker).toEqual({ check: "health:gpu_ok", interval: 2, timeout: 1, failures: 1 });
+    expect(options(resolved)).toEqual(resolved);
+    expect(options().healthChecker).toBeUndefined();
+    expect(() => options({ healthChecker: "not a ref" })).toThrow(
+      /healthChecker: expected a Python function/,
+    );
+    expect(() => options({ healthChecker: { check: "health:ok", interval: 0 } })).toThrow(/healthChecker/);
+    expect(() => options({ healthChecker: { check: "health:ok", failures: 1.5 } })).toThrow(/healthChecker/);
+    // @ts-expect-error -- not a field
+    expect(() => options({ healthChecker: { check: "health:ok", every: 3 } })).toThrow(/healthChecker/);
+  });
+
   it("accepts fractional seconds", () => {
     expect(options({ sshRetryInterval: 0.5, defaultComputeTimeout: 12.5 })).toMatchObject({
       sshRetryInterval: 0.5,
