@@ -134,11 +134,14 @@ export type { Image, ImageInput, PipIndex } from "./spec/image.js";
 export { image, pipIndex } from "./spec/image.js";
 export type {
   ConsoleMode,
+  HealthChecker,
+  HealthCheckerInput,
   LogConfig,
   LogConfigInput,
   LogLevel,
   Options,
   OptionsInput,
+  PythonFunctionReference,
   SelectionStrategy,
   Worker,
   WorkerInput,
