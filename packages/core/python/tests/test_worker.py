@@ -329,6 +329,24 @@ def test_worker_died_and_recovery(process_client: Client) -> None:
 # -- cancellation ------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_withdraw_hands_back_only_tasks_that_have_not_started(executor: str) -> None:
+    with WorkerProcess("--executor", executor, "--concurrency", "1", "--buffer", "2") as worker:
+        client = connect(worker)
+        client.submit("running", "demo_tasks:slow_then_value", 1.0, "kept")
+        client.submit("queued-1", "demo_tasks:add", 1, 2)
+        client.submit("queued-2", "demo_tasks:add", 3, 4)
+        time.sleep(0.3)  # "running" has started
+        client.send({"t": "withdraw", "ids": ["running", "queued-1", "queued-2", "unknown"]})
+        assert client.wait_for(lambda m: m["t"] == "withdrawn")["id"] == "queued-1"
+        assert client.wait_for(lambda m: m["t"] == "withdrawn")["id"] == "queued-2"
+        # The started task carries on; the withdrawn ones never run nor answer.
+        assert client.terminal("running", timeout=10)["value"] == "kept"
+        assert [m["t"] for m in client.by_id["queued-1"]] == ["withdrawn"]
+        # A withdrawn id may be submitted again (elsewhere, or here).
+        assert client.call("demo_tasks:add", 1, 2, task_id="queued-1")["value"] == 3
+
+
 def test_cancel_queued_and_running_thread_task() -> None:
     with WorkerProcess("--concurrency", "1") as worker:
         client = connect(worker)

@@ -49,7 +49,7 @@ import {
 } from "../observe/events.js";
 import { attachLogFile, type LogFileAttachment } from "../observe/log-file.js";
 import { Redactor } from "../observe/redact.js";
-import type { ClusterMessage, WireValue } from "../protocol/protocol.js";
+import type { ClusterMessage, WireValue, WorkerEvent } from "../protocol/protocol.js";
 import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
 import { extendImage, type Image } from "../spec/image.js";
 import type { Options } from "../spec/options.js";
@@ -118,6 +118,8 @@ interface NodeRuntime {
   connection: WorkerConnection | undefined;
   /** What the provider holds to reach the worker (an SSH connection), let go of with the node. */
   endpoint: WorkerEndpoint | undefined;
+  /** After an interruption notice: the replacement's instance, asked for at once. */
+  nextInstance: Promise<Instance> | undefined;
 }
 
 /** Pools torn down on SIGINT/SIGTERM (those made with `handleSignals` left on). */
@@ -354,7 +356,13 @@ class PoolRuntime implements AsyncDisposable {
     this.#provider = provider;
     this.#cluster = cluster;
     for (const [index, instance] of instances.entries()) {
-      this.#nodes.push({ index, instance, connection: undefined, endpoint: undefined });
+      this.#nodes.push({
+        index,
+        instance,
+        connection: undefined,
+        endpoint: undefined,
+        nextInstance: undefined,
+      });
       this.#hub.emit({
         type: "node.provisioned",
         timestamp: Date.now(),
@@ -634,6 +642,15 @@ class PoolRuntime implements AsyncDisposable {
         ? this.#provider.selfDestruct({ cluster: this.#cluster, instance: node.instance })
         : "";
     if (selfDestruct) args.push("--self-destruct", selfDestruct);
+    const notice =
+      this.#provider && this.#cluster
+        ? this.#provider.interruptionNotice?.({ cluster: this.#cluster, instance: node.instance })
+        : null;
+    if (notice) {
+      args.push("--interruption-notice", `${notice.kind}=${notice.endpoint}`);
+      if (notice.intervalSeconds !== undefined)
+        args.push("--interruption-poll-interval", String(notice.intervalSeconds));
+    }
     return args;
   }
 
@@ -738,6 +755,10 @@ class PoolRuntime implements AsyncDisposable {
     const capacity = this.#concurrency() + this.spec.worker.buffer;
     this.#tasks.attach(node.index, connection, capacity, this.#concurrency());
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
+    connection.onMessage((message) => {
+      if (message.t === "event" && message.event.type === "interruption")
+        this.#nodeInterrupted(node, connection, message.event);
+    });
     const checker = this.options.healthChecker;
     if (checker) {
       monitorHealth(connection, checker, this.#abort.signal, (reason, failures) =>
@@ -881,6 +902,39 @@ class PoolRuntime implements AsyncDisposable {
     void connection.close({ timeoutMs: 1000 });
   }
 
+  /**
+   * The cloud will reclaim the node's instance: it takes no new tasks, its tasks that have not
+   * started move elsewhere, its replacement's instance is asked for at once, and the node is let go
+   * as soon as its running tasks are done (or lost with them, which retries them).
+   */
+  #nodeInterrupted(node: NodeRuntime, connection: WorkerConnection, notice: WorkerEvent): void {
+    if (node.connection !== connection || node.nextInstance !== undefined) return;
+    if (this.#state !== "ready") return;
+    const reason = [notice.kind, notice.action, notice.time ? `at ${notice.time}` : ""]
+      .filter((part) => typeof part === "string" && part !== "")
+      .join(" ");
+    this.#hub.emit({
+      type: "node.preempted",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: node.instance.id,
+      reason,
+    });
+    this.#tasks.drain(node.index);
+    const provider = this.#provider as Provider;
+    const cluster = this.#cluster as Cluster;
+    const next = this.#provision(provider, cluster, 1, this.#abort.signal).then(([instance]) => {
+      if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
+      return instance;
+    });
+    next.catch(() => undefined);
+    node.nextInstance = next;
+    void this.#tasks
+      .whenIdle(node.index)
+      .then(() => this.#declareLost(node, `interruption notice: ${reason}`));
+  }
+
   #nodeLost(node: NodeRuntime, connection: WorkerConnection, reason: string): void {
     if (node.connection !== connection) return;
     node.connection = undefined;
@@ -902,11 +956,15 @@ class PoolRuntime implements AsyncDisposable {
     const cluster = this.#cluster as Cluster;
     // Lost nodes are always replaced (tasks count their own retries); a replacement that fails gives up.
     const previous = node.instance;
+    const asked = node.nextInstance;
     try {
       await provider.terminate({ cluster, ids: [previous.id], signal: AbortSignal.timeout(60_000) });
-      const [instance] = await this.#provision(provider, cluster, 1, this.#abort.signal);
+      const instance = asked
+        ? await asked
+        : (await this.#provision(provider, cluster, 1, this.#abort.signal))[0];
       if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
       node.instance = instance;
+      node.nextInstance = undefined;
       await this.#startNode(node, this.#abort.signal);
       this.#hub.emit({
         type: "node.replaced",
@@ -917,6 +975,7 @@ class PoolRuntime implements AsyncDisposable {
         previousInstanceId: previous.id,
       });
     } catch (error) {
+      node.nextInstance = undefined;
       if (this.#state === "shutting_down" || this.#state === "destroyed") return;
       this.#tasks.abandonNode(node.index, (error as Error).message);
       this.#hub.emit({
@@ -987,9 +1046,18 @@ class PoolRuntime implements AsyncDisposable {
     if (provider && cluster) {
       const deadline = AbortSignal.timeout(this.options.shutdownTimeout * 1000);
       try {
+        // Replacements asked for after an interruption notice and not started yet go too.
+        const asked = await Promise.all(
+          this.#nodes.map((node) =>
+            node.nextInstance?.then((instance) => instance.id).catch(() => undefined),
+          ),
+        );
         await provider.terminate({
           cluster,
-          ids: this.#nodes.map((node) => node.instance.id),
+          ids: [
+            ...this.#nodes.map((node) => node.instance.id),
+            ...asked.filter((id): id is string => id !== undefined),
+          ],
           signal: deadline,
         });
         for (const node of this.#nodes) {

@@ -74,6 +74,8 @@ interface TaskRecord extends TaskTicket {
   children: Map<number, TaskTicket> | undefined;
   /** Which run this is, from 1; messages of an earlier run (a node since lost) are dropped. */
   attempt: number;
+  /** Runs cut short by the loss of their node (those withdrawn before they started do not count). */
+  interruptions: number;
   /** Stream items delivered to the submitter. */
   itemsDelivered: number;
   /** Items of a restarted stream still to skip (delivered by an earlier run). */
@@ -93,6 +95,10 @@ interface NodeState {
   nestedCapacity: number;
   /** Lost for good (its replacement failed): tasks pinned to it fail. */
   abandoned: boolean;
+  /** Going away (an interruption notice): it takes no new tasks. */
+  draining: boolean;
+  /** Called once nothing runs on it any more. */
+  idleWaiters: (() => void)[];
 }
 
 /** A simple array-backed FIFO with O(1) amortised shift. */
@@ -265,6 +271,8 @@ export class TaskManager {
         nestedRunning: 0,
         nestedCapacity,
         abandoned: false,
+        draining: false,
+        idleWaiters: [],
       };
       this.#nodes[index] = node;
     } else {
@@ -273,6 +281,7 @@ export class TaskManager {
       node.nestedCapacity = nestedCapacity;
       node.nestedRunning = 0;
       node.abandoned = false;
+      node.draining = false;
     }
     const attached = node;
     connection.onMessage((message) => {
@@ -306,9 +315,38 @@ export class TaskManager {
         record.callbacks.error(interruptedError(task, decision.reason, index, reason));
         continue;
       }
+      record.interruptions += 1;
       this.#requeue(node, record);
     }
+    for (const waiter of node.idleWaiters.splice(0)) waiter();
     this.#failIfNoNodeCanRun(reason);
+  }
+
+  /**
+   * Node `index` is going away (an interruption notice): it takes no new tasks, and the tasks its
+   * worker holds that have not started are withdrawn to run elsewhere (pinned ones: on its
+   * replacement). Started tasks carry on; if the node goes before they finish, they are retried.
+   */
+  drain(index: number): void {
+    const node = this.#nodes[index];
+    if (!node?.connection || node.draining) return;
+    node.draining = true;
+    const ids = [...node.running.values()]
+      .filter((record) => !record.request.nested)
+      .map((record) => record.id);
+    if (ids.length === 0) return;
+    try {
+      node.connection.send({ t: "withdraw", ids });
+    } catch {
+      // lost meanwhile: detach retries them
+    }
+  }
+
+  /** Resolves once nothing runs on node `index` (at once if nothing does, or it is gone). */
+  whenIdle(index: number): Promise<void> {
+    const node = this.#nodes[index];
+    if (!node?.connection || node.running.size === 0) return Promise.resolve();
+    return new Promise((resolve) => node.idleWaiters.push(resolve));
   }
 
   #interrupted(record: TaskRecord): InterruptedTask {
@@ -316,7 +354,7 @@ export class TaskManager {
     return {
       id: record.id,
       ref: request.ref,
-      attempt: record.attempt,
+      attempt: record.interruptions + 1,
       retries: request.retries ?? this.#retries,
       stream: request.stream,
       itemsDelivered: record.itemsDelivered,
@@ -393,6 +431,7 @@ export class TaskManager {
       pumps: new Map(),
       children: undefined,
       attempt: 1,
+      interruptions: 0,
       itemsDelivered: 0,
       skipItems: 0,
       queuedAt: performance.now(),
@@ -460,7 +499,7 @@ export class TaskManager {
       if (!record.done) this.#start(node, record);
     }
     for (const node of nodes) {
-      if (!node?.connection) continue;
+      if (!node?.connection || node.draining) continue;
       while (node.pinned.length > 0 && node.running.size - node.nestedRunning < node.capacity) {
         const record = node.pinned.shift() as TaskRecord;
         if (!record.done) this.#start(node, record);
@@ -486,7 +525,7 @@ export class TaskManager {
       const free = nested
         ? node !== undefined && node.nestedRunning < node.nestedCapacity
         : node !== undefined && node.running.size - node.nestedRunning < node.capacity;
-      if (node?.connection && free) {
+      if (node?.connection && free && !node.draining) {
         this.#roundRobin = (index + 1) % count;
         return node;
       }
@@ -566,6 +605,7 @@ export class TaskManager {
     if (node) {
       if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
       node.connection?.offTask(record.id);
+      if (node.running.size === 0) for (const waiter of node.idleWaiters.splice(0)) waiter();
     }
     if (!this.#closed) this.#pump();
   }
@@ -634,6 +674,16 @@ export class TaskManager {
       case "subtask":
         this.#subtask(record, message);
         return;
+      case "withdrawn": {
+        // Handed back unstarted by a node going away: it runs elsewhere, and never ran, so no retry is used.
+        const node = record.node;
+        if (!node) return;
+        node.connection?.offTask(record.id);
+        this.#requeue(node, record);
+        if (node.running.size === 0) for (const waiter of node.idleWaiters.splice(0)) waiter();
+        this.#pump();
+        return;
+      }
       default:
         return;
     }
