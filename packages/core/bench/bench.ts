@@ -1,6 +1,7 @@
 /**
  * `pnpm bench`: Skyward's dispatch figures on the `Local` provider, next to a bare Python asyncio echo
- * over loopback (the baseline) and, with `--peers`, Ray and Dask distributed on the same machine.
+ * over loopback (the baseline) and, with `--peers`, Ray and Dask distributed on the same machine;
+ * and how fast a pool recovers from a killed worker.
  *
  *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline]
  *                [--buffer 64] [--calls 5000] [--tasks 100000] [--json out.json] [--profile-worker DIR]
@@ -16,6 +17,7 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import { measureOurs, type OursResult, type OursSettings, type Section } from "./ours.ts";
 import { hostPython, preparePeer, runJsonHelper } from "./python.ts";
+import { measureRecovery, type RecoveryResult } from "./recovery.ts";
 import {
   compare,
   formatCount,
@@ -26,7 +28,7 @@ import {
   renderTable,
 } from "./stats.ts";
 
-const SECTIONS: readonly Section[] = ["latency", "throughput", "bytes", "ready", "baseline"];
+const SECTIONS: readonly Section[] = ["latency", "throughput", "bytes", "ready", "baseline", "recovery"];
 
 const { values: flags } = parseArgs({
   options: {
@@ -435,6 +437,9 @@ const began = performance.now();
 const loadAtStart = loadLine();
 const python = await hostPython();
 const ours = await measureOurs(settings);
+const recovery: RecoveryResult | undefined = settings.sections.has("recovery")
+  ? await measureRecovery(quick ? 2 : 5)
+  : undefined;
 let baseline: Baseline | undefined;
 let baselineFailure: string | undefined;
 if (settings.sections.has("baseline")) {
@@ -470,6 +475,15 @@ const report = [
   "runs:",
   ...details(ours, baseline),
 ];
+if (recovery) {
+  const runs = (values: readonly number[]) => values.map(formatMs).join(", ");
+  report.push(
+    "",
+    `recovery (2-node Local pool, node 1's worker SIGKILLed under a ${recovery.taskSeconds} s task, ${recovery.resultMs.runs.length} runs):`,
+    `  kill -> the interrupted task's result (run again on node 0, its ${recovery.taskSeconds} s included): median ${formatMs(recovery.resultMs.median)} (${runs(recovery.resultMs.runs)})`,
+    `  kill -> pool back to 2 nodes (node 1 replaced and ready): median ${formatMs(recovery.poolMs.median)} (${runs(recovery.poolMs.runs)})`,
+  );
+}
 if (flags.peers) {
   report.push("", "peers (same machine, same no-op; peer/ours > 1 means the peer's figure is larger):");
   if (peers.some((peer) => !peer.failure)) report.push(peerTable(ours, peers));
@@ -495,6 +509,7 @@ if (flags.json) {
     settings: { ...settings, sections: [...settings.sections] },
     ours,
     baseline,
+    recovery,
     peers,
   };
   await writeFile(flags.json, `${JSON.stringify(everything, null, 2)}\n`);
