@@ -26,7 +26,34 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await rm(scratch, { recursive: true, force: true });
+  console.log(
+    `fault suite (Local): ${tally.faults} faults injected, ${tally.retried} tasks retried, ${tally.lost} results lost, ${tally.duplicates} duplicates delivered`,
+  );
 });
+
+/** The suite's counts, printed at the end: faults injected, retries, results lost and delivered twice. */
+const tally = { faults: 0, retried: 0, lost: 0, duplicates: 0 };
+
+/** `sky.compute`, with the pool's retries and results counted into the tally. */
+async function compute(input: sky.ComputeInput, options?: sky.ComputeOptions): Promise<sky.Pool> {
+  const pool = await sky.compute(input, options);
+  const completions = new Map<string, number>();
+  pool.on("task.failed", (event) => {
+    if (event.willRetry) tally.retried += 1;
+  });
+  pool.on("task.completed", (event) => {
+    const seen = (completions.get(event.taskId) ?? 0) + 1;
+    completions.set(event.taskId, seen);
+    if (seen === 2) tally.duplicates += 1;
+  });
+  return pool;
+}
+
+/** Injects a fault: a signal to a worker process. */
+function fault(pid: number, signal: "SIGKILL" | "SIGSTOP"): void {
+  tally.faults += 1;
+  process.kill(pid, signal);
+}
 
 async function journal(path: string): Promise<{ key: string; node: number; pid: number }[]> {
   const text = await readFile(path, "utf8").catch(() => "");
@@ -65,7 +92,7 @@ function nextEvent<T extends sky.SkywardEventType>(pool: sky.Pool, type: T): Pro
 
 describe("a worker SIGKILLed mid-task", () => {
   it("runs its tasks again elsewhere, delivers each result once, and replaces the node", async () => {
-    await using pool = await sky.compute({
+    await using pool = await compute({
       nodes: 2,
       image,
       options: { console: false, worker: { concurrency: 2 } },
@@ -89,8 +116,11 @@ describe("a worker SIGKILLed mid-task", () => {
     // Every slot is busy (2 nodes x 2): kill node 1's worker there and then.
     await started(path, 4);
     const replaced = nextEvent(pool, "node.replaced");
-    process.kill(victim.pid, "SIGKILL");
-    const done = await results;
+    fault(victim.pid, "SIGKILL");
+    const done = await results.catch((error: unknown) => {
+      tally.lost += keys.filter((key) => !deliveries.has(key)).length;
+      throw error;
+    });
     expect(done.map((result) => result.key)).toEqual(keys);
     expect([...deliveries.values()].every((count) => count === 1)).toBe(true);
     // The tasks that were running on the killed worker ran again, each exactly once more.
@@ -110,12 +140,12 @@ describe("a worker SIGKILLed mid-task", () => {
   }, 120_000);
 
   it("fails a task that opted out of retries with a TaskInterruptedError", async () => {
-    await using pool = await sky.compute({ nodes: 1, image, options: { console: false } });
+    await using pool = await compute({ nodes: 1, image, options: { console: false } });
     const path = join(scratch, "opt-out.jsonl");
     const victim = await pool.run(whoami());
     const once = pool.run(work("once", 30, path).withRetry(false));
     await started(path, 1);
-    process.kill(victim.pid, "SIGKILL");
+    fault(victim.pid, "SIGKILL");
     const error = await once.catch((caught: unknown) => caught);
     expect(sky.TaskInterruptedError.isInstance(error)).toBe(true);
     if (!sky.TaskInterruptedError.isInstance(error)) return;
@@ -130,7 +160,7 @@ describe("a worker SIGKILLed mid-task", () => {
   }, 120_000);
 
   it("counts retries per task: a task that kills every worker it runs on fails after them", async () => {
-    await using pool = await sky.compute({ nodes: 1, image, options: { console: false } });
+    await using pool = await compute({ nodes: 1, image, options: { console: false } });
     const marker = join(scratch, "die-once");
     // Dies on its first run, succeeds on the replacement.
     const pid = await pool.run(dieOnce(marker));
@@ -146,14 +176,14 @@ describe("a worker SIGKILLed mid-task", () => {
 
 describe("an interrupted stream", () => {
   it("is not restarted silently once it yielded, and restarts when the caller opted in", async () => {
-    await using pool = await sky.compute({ nodes: 1, image, options: { console: false } });
+    await using pool = await compute({ nodes: 1, image, options: { console: false } });
     const path = join(scratch, "stream.jsonl");
     let victim = await pool.run(whoami());
     const seen: number[] = [];
     const consume = async (stream: AsyncIterable<number>, killAfter: number, pid: number) => {
       for await (const item of stream) {
         seen.push(item);
-        if (seen.length === killAfter) process.kill(pid, "SIGKILL");
+        if (seen.length === killAfter) fault(pid, "SIGKILL");
       }
     };
     const error = await consume(pool.run(slowCount(6, 0.2, path)), 2, victim.pid).catch(
@@ -173,10 +203,10 @@ describe("an interrupted stream", () => {
 
 describe("broadcast while a node is being replaced", () => {
   it("waits for the replacement, which keeps the rank", async () => {
-    await using pool = await sky.compute({ nodes: 2, image, options: { console: false } });
+    await using pool = await compute({ nodes: 2, image, options: { console: false } });
     const before = await pool.broadcast(whoami());
     const lost = nextEvent(pool, "node.lost");
-    process.kill(before[1]?.pid ?? 0, "SIGKILL");
+    fault(before[1]?.pid ?? 0, "SIGKILL");
     await lost;
     const after = await pool.broadcast(whoami());
     expect(after.map((entry) => entry.node)).toEqual([0, 1]);
@@ -198,7 +228,7 @@ describe("broadcast while a node is being replaced", () => {
         return local.provision(options);
       },
     };
-    await using pool = await sky.compute({
+    await using pool = await compute({
       provider,
       nodes: 2,
       image,
@@ -211,7 +241,7 @@ describe("broadcast while a node is being replaced", () => {
       }),
     );
     const lost = nextEvent(pool, "node.lost");
-    process.kill(before[1]?.pid ?? 0, "SIGKILL");
+    fault(before[1]?.pid ?? 0, "SIGKILL");
     await lost;
     // Issued while node 1 is being replaced: its part waits, and fails when the replacement does.
     const error = await pool.broadcast(whoami()).catch((caught: unknown) => caught);
@@ -229,7 +259,7 @@ describe("broadcast while a node is being replaced", () => {
 
 describe("a stopped worker (SIGSTOP)", () => {
   it("is declared lost at the liveness timeout; its task runs again and nothing stays behind", async () => {
-    await using pool = await sky.compute({
+    await using pool = await compute({
       nodes: 2,
       image,
       options: { console: false, livenessTimeout: 2 },
@@ -240,7 +270,7 @@ describe("a stopped worker (SIGSTOP)", () => {
     const replaced = nextEvent(pool, "node.replaced");
     const results = Promise.all([pool.run(work("a", 1, path)), pool.run(work("b", 1, path))]);
     await started(path, 2);
-    process.kill(victim.pid, "SIGSTOP");
+    fault(victim.pid, "SIGSTOP");
     try {
       const event = await lost;
       expect(event.node).toBe(1);
@@ -267,7 +297,7 @@ describe("a health checker", () => {
   it("gates each node's readiness on its first success", async () => {
     const directory = await mkdtemp(join(scratch, "health-"));
     const events: sky.SkywardEvent[] = [];
-    await using pool = await sky.compute(
+    await using pool = await compute(
       {
         nodes: 2,
         image: checkerImage(directory),
@@ -301,7 +331,7 @@ describe("a health checker", () => {
 
   it("replaces a node whose checks fail in a row; its tasks run again", async () => {
     const directory = await mkdtemp(join(scratch, "health-"));
-    await using pool = await sky.compute({
+    await using pool = await compute({
       nodes: 2,
       image: checkerImage(directory),
       options: {
