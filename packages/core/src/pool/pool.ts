@@ -753,12 +753,11 @@ class PoolRuntime implements AsyncDisposable {
       durationMs: performance.now() - started,
     });
     const capacity = this.#concurrency() + this.spec.worker.buffer;
-    this.#tasks.attach(node.index, connection, capacity, this.#concurrency());
-    connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
-    connection.onMessage((message) => {
-      if (message.t === "event" && message.event.type === "interruption")
-        this.#nodeInterrupted(node, connection, message.event);
+    // Through the task manager's listener, which also gets what the worker sent before it was attached.
+    this.#tasks.attach(node.index, connection, capacity, this.#concurrency(), (event) => {
+      if (event.type === "interruption") this.#nodeInterrupted(node, connection, event);
     });
+    connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
     const checker = this.options.healthChecker;
     if (checker) {
       monitorHealth(connection, checker, this.#abort.signal, (reason, failures) =>
@@ -909,7 +908,7 @@ class PoolRuntime implements AsyncDisposable {
    */
   #nodeInterrupted(node: NodeRuntime, connection: WorkerConnection, notice: WorkerEvent): void {
     if (node.connection !== connection || node.nextInstance !== undefined) return;
-    if (this.#state !== "ready") return;
+    if (this.#state === "shutting_down" || this.#state === "destroyed") return;
     const reason = [notice.kind, notice.action, notice.time ? `at ${notice.time}` : ""]
       .filter((part) => typeof part === "string" && part !== "")
       .join(" ");
@@ -959,9 +958,10 @@ class PoolRuntime implements AsyncDisposable {
     const asked = node.nextInstance;
     try {
       await provider.terminate({ cluster, ids: [previous.id], signal: AbortSignal.timeout(60_000) });
-      const instance = asked
-        ? await asked
-        : (await this.#provision(provider, cluster, 1, this.#abort.signal))[0];
+      // The instance asked for at the interruption notice, or (none, or it failed) a new one now.
+      const instance =
+        (asked ? await asked.catch(() => undefined) : undefined) ??
+        (await this.#provision(provider, cluster, 1, this.#abort.signal))[0];
       if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
       node.instance = instance;
       node.nextInstance = undefined;

@@ -20,6 +20,7 @@ import {
   markInputStreams,
   type TaskMessage,
   type WireValue,
+  type WorkerEvent,
 } from "../protocol/protocol.js";
 import { commandFailedError } from "./commands.js";
 import { decideRetry, type InterruptedTask, interruptedError } from "./task-retry.js";
@@ -258,8 +259,15 @@ export class TaskManager {
   /**
    * Adds (or brings back) node `index` with its worker connection, its slot count, and its nested
    * slot count (for subtasks; the worker runs those on a separate pool of its concurrency's size).
+   * `onEvent` gets the worker's `event` messages, those it sent before this call included.
    */
-  attach(index: number, connection: WorkerConnection, capacity: number, nestedCapacity = 1): void {
+  attach(
+    index: number,
+    connection: WorkerConnection,
+    capacity: number,
+    nestedCapacity = 1,
+    onEvent?: (event: WorkerEvent) => void,
+  ): void {
     let node = this.#nodes[index];
     if (!node) {
       node = {
@@ -287,6 +295,7 @@ export class TaskManager {
     connection.onMessage((message) => {
       if (message.t === "out")
         this.#output(message.node, message.worker, message.stream, message.data, undefined);
+      else if (message.t === "event") onEvent?.(message.event);
     });
     this.#pump();
     void attached;
