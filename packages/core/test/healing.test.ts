@@ -257,6 +257,39 @@ describe("broadcast while a node is being replaced", () => {
   }, 120_000);
 });
 
+describe("a replacement that does not come in time", () => {
+  it("fails the broadcast's part for that node after provisionTimeout, naming it", async () => {
+    const local = sky.Local();
+    let provisions = 0;
+    // The real Local provider, whose replacement never arrives (provisioning hangs until aborted).
+    const provider: sky.ProviderV1<sky.LocalCluster> = {
+      ...local,
+      async provision(options) {
+        provisions += 1;
+        if (provisions === 1) return local.provision(options);
+        return new Promise((_, reject) => {
+          options.signal.addEventListener("abort", () => reject(options.signal.reason), { once: true });
+        });
+      },
+    };
+    await using pool = await compute({
+      provider,
+      nodes: 2,
+      image,
+      options: { console: false, provisionTimeout: 2 },
+    });
+    const before = await pool.broadcast(whoami());
+    const lost = nextEvent(pool, "node.lost");
+    fault(before[1]?.pid ?? 0, "SIGKILL");
+    await lost;
+    const error = await pool.broadcast(whoami()).catch((caught: unknown) => caught);
+    expect(sky.NodeUnavailableError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/needs node 1, which was lost and did not come back within 2 s/);
+    expect((error as sky.NodeUnavailableError).node).toBe(1);
+    expect((await pool.run(whoami())).node).toBe(0);
+  }, 120_000);
+});
+
 describe("a stopped worker (SIGSTOP)", () => {
   it("is declared lost at the liveness timeout; its task runs again and nothing stays behind", async () => {
     await using pool = await compute({
