@@ -75,6 +75,12 @@ interface TaskRecord extends TaskTicket {
   children: Map<number, TaskTicket> | undefined;
   /** Which run this is, from 1; messages of an earlier run (a node since lost) are dropped. */
   attempt: number;
+  /**
+   * The id its current run goes by on the wire: the task id for the first run, `<id>.<attempt>` for
+   * later ones, so that a worker still holding an earlier run (one the pool reattached to) never
+   * takes the new run for it.
+   */
+  wireId: string;
   /** Runs cut short by the loss of their node (those withdrawn before they started do not count). */
   interruptions: number;
   /** Stream items delivered to the submitter. */
@@ -315,7 +321,7 @@ export class TaskManager {
     const now = performance.now();
     for (const record of node.pinned) record.queuedAt = now;
     for (const record of [...node.running.values()]) {
-      connection.offTask(record.id);
+      connection.offTask(record.wireId);
       const task = this.#interrupted(record);
       const decision = decideRetry(task);
       this.#taskFailed(record, index, "NodeLost", reason, decision.retry);
@@ -342,7 +348,7 @@ export class TaskManager {
     node.draining = true;
     const ids = [...node.running.values()]
       .filter((record) => !record.request.nested)
-      .map((record) => record.id);
+      .map((record) => record.wireId);
     if (ids.length === 0) return;
     try {
       node.connection.send({ t: "withdraw", ids });
@@ -440,6 +446,7 @@ export class TaskManager {
       pumps: new Map(),
       children: undefined,
       attempt: 1,
+      wireId: id,
       interruptions: 0,
       itemsDelivered: 0,
       skipItems: 0,
@@ -560,16 +567,17 @@ export class TaskManager {
     record.node = node;
     record.startedAt = performance.now();
     node.running.set(record.id, record);
+    record.wireId = record.attempt === 1 ? record.id : `${record.id}.${record.attempt}`;
     if (request.nested) node.nestedRunning += 1;
     const attempt = record.attempt;
-    connection.onTask(record.id, (message) => {
+    connection.onTask(record.wireId, (message) => {
       // A late answer of an earlier run, on a node since lost, is dropped: each result is delivered once.
       if (record.attempt === attempt) this.#onMessage(record, message);
     });
     try {
       connection.send({
         t: "submit",
-        id: record.id,
+        id: record.wireId,
         fn: request.ref,
         args: args as WireValue[],
         kwargs: kwargs as Record<string, WireValue>,
@@ -613,7 +621,7 @@ export class TaskManager {
     const node = record.node;
     if (node) {
       if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
-      node.connection?.offTask(record.id);
+      node.connection?.offTask(record.wireId);
       if (node.running.size === 0) for (const waiter of node.idleWaiters.splice(0)) waiter();
     }
     if (!this.#closed) this.#pump();
@@ -663,13 +671,20 @@ export class TaskManager {
             if (record.done || !connection?.isOpen) return;
             try {
               if (input.t === "in")
-                connection.send({ t: "in", id: record.id, stream: index, value: input.value as WireValue });
-              else if (input.t === "in_end") connection.send({ t: "in_end", id: record.id, stream: index });
-              else connection.send({ t: "in_error", id: record.id, stream: index, message: input.message });
+                connection.send({
+                  t: "in",
+                  id: record.wireId,
+                  stream: index,
+                  value: input.value as WireValue,
+                });
+              else if (input.t === "in_end")
+                connection.send({ t: "in_end", id: record.wireId, stream: index });
+              else
+                connection.send({ t: "in_error", id: record.wireId, stream: index, message: input.message });
             } catch (error) {
               connection.send({
                 t: "in_error",
-                id: record.id,
+                id: record.wireId,
                 stream: index,
                 message: `cannot send an item: ${(error as Error).message}`,
               });
@@ -687,7 +702,7 @@ export class TaskManager {
         // Handed back unstarted by a node going away: it runs elsewhere, and never ran, so no retry is used.
         const node = record.node;
         if (!node) return;
-        node.connection?.offTask(record.id);
+        node.connection?.offTask(record.wireId);
         this.#requeue(node, record);
         if (node.running.size === 0) for (const waiter of node.idleWaiters.splice(0)) waiter();
         this.#pump();
@@ -709,7 +724,7 @@ export class TaskManager {
       } catch (error) {
         connection.send({
           t: "suberror",
-          id: parent.id,
+          id: parent.wireId,
           sub: message.sub,
           kind: "serialization",
           type: "SerializationError",
@@ -733,7 +748,7 @@ export class TaskManager {
                 : "worker_died";
       reply({
         t: "suberror",
-        id: parent.id,
+        id: parent.wireId,
         sub: message.sub,
         kind,
         type: RemoteTaskError.isInstance(error) ? error.exceptionType : error.name,
@@ -756,7 +771,7 @@ export class TaskManager {
         },
         {
           result: (value) =>
-            reply({ t: "subresult", id: parent.id, sub: message.sub, value: value as WireValue }),
+            reply({ t: "subresult", id: parent.wireId, sub: message.sub, value: value as WireValue }),
           error: (error) => failure(error, (error as { node?: number }).node ?? -1),
         },
       );
@@ -852,7 +867,7 @@ export class TaskManager {
     this.#finish(record);
     if (running && connection?.isOpen) {
       try {
-        connection.send({ t: "cancel", id: record.id });
+        connection.send({ t: "cancel", id: record.wireId });
       } catch {
         // the connection went away; nothing to cancel any more
       }
@@ -887,7 +902,7 @@ export class TaskManager {
         const connection = node.connection;
         this.#finish(record);
         try {
-          connection?.send({ t: "cancel", id: record.id });
+          connection?.send({ t: "cancel", id: record.wireId });
         } catch {
           // lost meanwhile
         }
