@@ -228,9 +228,19 @@ describe.skipIf(skipReason !== undefined)("the fault suite on AWS (moto) with te
   }, 300_000);
 
   it("an instance terminated behind the pool's back", async () => {
+    const preempted = new Promise<sky.NodePreemptedEvent>((resolve) => {
+      const off = pool.on("node.preempted", (event) => {
+        off();
+        resolve(event);
+      });
+    });
+    let terminated = "";
     await survive("terminated", async ({ instanceId }) => {
+      terminated = instanceId;
       await suite.ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
     });
+    // Read from EC2 on the reconcile tick; a spot instance ended so was reclaimed.
+    expect((await preempted).reason).toBe(`the provider reports its instance ${terminated} terminated`);
   }, 300_000);
 
   it("lost nothing and delivered nothing twice", () => {

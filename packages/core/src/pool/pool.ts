@@ -887,8 +887,20 @@ class PoolRuntime implements AsyncDisposable {
       onGone: (watched, status) => {
         const node = this.#nodes[watched.index];
         // A late answer about an instance the node no longer runs on changes nothing.
-        if (node?.instance.id !== watched.instanceId) return;
-        this.#declareLost(node, `the provider reports its instance ${watched.instanceId} ${status}`);
+        if (node?.instance.id !== watched.instanceId || !node.connection) return;
+        const reason = `the provider reports its instance ${watched.instanceId} ${status}`;
+        // A spot instance ended behind the pool's back was, in all likelihood, reclaimed.
+        if (node.instance.spot) {
+          this.#hub.emit({
+            type: "node.preempted",
+            timestamp: Date.now(),
+            poolId: this.id,
+            node: node.index,
+            instanceId: node.instance.id,
+            reason,
+          });
+        }
+        this.#declareLost(node, reason);
       },
     });
   }
