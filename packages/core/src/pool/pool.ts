@@ -766,10 +766,12 @@ class PoolRuntime implements AsyncDisposable {
     this.#report(`node ${node.index} failed to start`, error, node.index);
     const position = this.#nodes.indexOf(node);
     if (position >= 0) this.#nodes.splice(position, 1);
-    // Tasks pinned to it (a broadcast's parts) fail: it will not come.
-    this.#tasks.remove(
+    // Tasks pinned to it (a broadcast's parts) wait for the node the reconcile loop starts under its
+    // index (the lowest free one) while the pool wants one, and fail otherwise.
+    this.#tasks.startFailed(
       node.index,
       `node ${node.index} failed to start: ${(error as Error)?.message ?? String(error)}`,
+      this.#actualNodes() < this.#desired,
     );
     this.#track(this.#retire(node));
     this.#sizeFailed(error as Error);

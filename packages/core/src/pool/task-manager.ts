@@ -116,8 +116,12 @@ interface NodeState {
   draining: boolean;
   /** Called once nothing runs on it any more. */
   idleWaiters: (() => void)[];
-  /** Whether a worker was ever attached (false: the node is still starting for the first time). */
-  attached: boolean;
+  /**
+   * Whether tasks pinned to it wait at most `nodeWaitSeconds` while it has no worker: it was lost, or
+   * failed to start and another is coming (false: it is starting for the first time; if that fails,
+   * they fail with it).
+   */
+  bounded: boolean;
 }
 
 /** A simple array-backed FIFO with O(1) amortised shift. */
@@ -295,7 +299,7 @@ export class TaskManager {
 
   /**
    * Node `index` is starting (it has no worker yet): tasks pinned to it (a broadcast's parts) are
-   * accepted and wait for {@link attach}, or fail when it is {@link remove}d.
+   * accepted and wait for {@link attach}, or fail if it does not start ({@link startFailed}).
    */
   expect(index: number): void {
     if (this.#nodes[index]) return;
@@ -313,33 +317,45 @@ export class TaskManager {
       abandoned: false,
       draining: false,
       idleWaiters: [],
-      attached: false,
+      bounded: false,
     };
   }
 
   /**
-   * Takes node `index` out of dispatch for good: true when it is now removed, false when a task runs
-   * or waits on it (it stays). Scale-down removes idle nodes only. With `failPinned` (a node that
-   * failed to start, so has no worker) the tasks pinned to it fail with a `NodeUnavailableError`
-   * saying so, and it is removed. Its connection is the caller's to close.
+   * Takes idle node `index` out of dispatch for good (scale-down): true when it was idle and is now
+   * removed, false when a task runs or waits on it (it stays). Its connection is the caller's to close.
    */
-  remove(index: number, failPinned?: string): boolean {
+  remove(index: number): boolean {
     const node = this.#nodes[index];
     if (!node) return true;
-    if (node.running.size > 0) return false;
-    if (node.pinned.length > 0) {
-      if (failPinned === undefined || node.connection) return false;
-      for (const record of node.pinned.splice(0)) {
-        if (record.done) continue;
-        record.done = true;
-        record.callbacks.error(
-          new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${failPinned}` }),
-        );
-      }
-    }
+    if (node.running.size > 0 || node.pinned.length > 0) return false;
     node.connection = undefined;
     delete this.#nodes[index];
     return true;
+  }
+
+  /**
+   * Node `index` failed to start (it has no worker). With `again` (the pool starts another node under
+   * this index) the tasks pinned to it wait for that one, at most `nodeWaitSeconds` from now; without,
+   * they fail with a `NodeUnavailableError` and the node is forgotten.
+   */
+  startFailed(index: number, reason: string, again: boolean): void {
+    const node = this.#nodes[index];
+    if (!node || node.connection) return;
+    if (again && node.pinned.length > 0) {
+      const now = performance.now();
+      for (const record of node.pinned) record.queuedAt = now;
+      node.bounded = true;
+      return;
+    }
+    for (const record of node.pinned.splice(0)) {
+      if (record.done) continue;
+      record.done = true;
+      record.callbacks.error(
+        new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` }),
+      );
+    }
+    if (node.running.size === 0) delete this.#nodes[index];
   }
 
   /** Tasks waiting for a slot. */
@@ -379,11 +395,11 @@ export class TaskManager {
         abandoned: false,
         draining: false,
         idleWaiters: [],
-        attached: true,
+        bounded: true,
       };
       this.#nodes[index] = node;
     } else {
-      node.attached = true;
+      node.bounded = true;
       node.connection = connection;
       node.capacity = fixed;
       node.adaptive = adaptive;
@@ -1080,7 +1096,7 @@ export class TaskManager {
     for (const node of this.#nodes) {
       if (!node) continue;
       // A node starting for the first time has no such bound: if its start fails, its tasks fail with it.
-      if (!node.connection && node.attached && node.pinned.length > 0) this.#expirePinned(node, now);
+      if (!node.connection && node.bounded && node.pinned.length > 0) this.#expirePinned(node, now);
       for (const record of node.running.values()) {
         const { timeout } = record.request;
         if (timeout === null || now - record.startedAt < (timeout + this.#grace) * 1000) continue;
