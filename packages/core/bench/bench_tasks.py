@@ -20,3 +20,10 @@ def nap(seconds):
 
     time.sleep(seconds)
     return seconds
+
+
+def sleep(seconds):
+    import time
+
+    time.sleep(seconds)
+    return seconds

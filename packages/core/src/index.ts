@@ -11,7 +11,12 @@ export type { PluginV1 } from "./contract/plugin.js";
 export { PluginError } from "./contract/plugin.js";
 export type { Provider, ProviderV1 } from "./contract/provider.js";
 // Errors
-export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "./errors/errors.js";
+export type {
+  ConfigurationIssue,
+  ProvisionAttempt,
+  SkywardErrorOptions,
+  TaskInterruptionReason,
+} from "./errors/errors.js";
 export {
   BootstrapError,
   CancelledError,
@@ -20,12 +25,14 @@ export {
   ConnectionError,
   FunctionNotFoundError,
   NoCapacityError,
+  NodeUnavailableError,
   NoOffersError,
   ProtocolError,
   ProvisionError,
   RemoteTaskError,
   SerializationError,
   SkywardError,
+  TaskInterruptedError,
   TaskTimeoutError,
   WorkerDiedError,
 } from "./errors/errors.js";
@@ -103,6 +110,8 @@ export type {
   PythonFunction,
   PythonFunctionOptions,
   PythonStreamFunction,
+  RetryPolicy,
+  StreamRetryPolicy,
 } from "./pool/python-function.js";
 export { isPending, kwargs, python } from "./pool/python-function.js";
 // Accelerators
@@ -138,11 +147,14 @@ export type { Image, ImageInput, PipIndex } from "./spec/image.js";
 export { image, pipIndex } from "./spec/image.js";
 export type {
   ConsoleMode,
+  HealthChecker,
+  HealthCheckerInput,
   LogConfig,
   LogConfigInput,
   LogLevel,
   Options,
   OptionsInput,
+  PythonFunctionReference,
   SelectionStrategy,
   Worker,
   WorkerInput,
