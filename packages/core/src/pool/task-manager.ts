@@ -3,6 +3,8 @@
  * queue until a slot is free and go round-robin across nodes (or to the node they are pinned to).
  * Results, stream items, input-stream pulls, output and errors come back per task id.
  */
+
+import { COLLECTION_REF, type CollectionStore } from "../collections/store.js";
 import {
   CancelledError,
   ConnectionError,
@@ -192,6 +194,8 @@ export interface TaskManagerOptions {
   readonly timeoutGraceSeconds?: number;
   /** Called when a submitted task has to wait for a slot (queued-task pressure, for the autoscaler). */
   readonly onQueued?: () => void;
+  /** Answers tasks' collection operations (subtasks of `COLLECTION_REF`) and hears when tasks end. */
+  readonly collections?: CollectionStore;
 }
 
 /** Dispatches tasks over the pool's node connections. */
@@ -203,6 +207,7 @@ export class TaskManager {
   readonly #poolId: string;
   readonly #grace: number;
   readonly #onQueued: (() => void) | undefined;
+  readonly #collections: CollectionStore | undefined;
   readonly #schedule = new AdaptiveSchedule();
   readonly #capacityWaiters: (() => void)[] = [];
   #nextId = 0;
@@ -218,6 +223,7 @@ export class TaskManager {
     this.#poolId = options.poolId;
     this.#grace = options.timeoutGraceSeconds ?? 10;
     this.#onQueued = options.onQueued;
+    this.#collections = options.collections;
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
     this.#sweeper.unref();
   }
@@ -576,6 +582,7 @@ export class TaskManager {
     record.done = true;
     for (const pump of record.pumps.values()) pump.close();
     if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
+    this.#collections?.ownerEnded(record.id);
     const node = record.node;
     if (node) {
       if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
@@ -732,6 +739,30 @@ export class TaskManager {
         node,
       });
     };
+    if (message.fn === COLLECTION_REF && this.#collections) {
+      // A collection operation: answered by the pool's authority, not run as a task.
+      const pending = this.#collections.apply(parent.id, message.args);
+      parent.children ??= new Map();
+      parent.children.set(message.sub, {
+        id: `${parent.id}/${message.sub}`,
+        cancel: (reason) => pending.cancel(reason ?? "cancelled"),
+      });
+      pending.answer.then(
+        (value) => reply({ t: "subresult", id: parent.id, sub: message.sub, value }),
+        (error: Error) =>
+          reply({
+            t: "suberror",
+            id: parent.id,
+            sub: message.sub,
+            kind: "exception",
+            type: (error as { pythonType?: string }).pythonType ?? error.name,
+            message: error.message,
+            traceback: "",
+            node: -1,
+          }),
+      );
+      return;
+    }
     let ticket: TaskTicket;
     try {
       ticket = this.submit(
