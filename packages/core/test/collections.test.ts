@@ -22,6 +22,7 @@ const barrierRounds = sky.python<[string, number, number], { who: string; seen: 
   "collection_tasks:barrier_rounds",
 );
 const lockedSection = sky.python<[string, number, number], number>("collection_tasks:locked_section");
+const holdLockThenDie = sky.python<[string], never>("collection_tasks:hold_lock_then_die");
 const holdLockThenFail = sky.python<[string], never>("collection_tasks:hold_lock_then_fail");
 const tryLock = sky.python<[string, number], { got: boolean; waited: number }>("collection_tasks:try_lock");
 const releaseUnheld = sky.python<[string], string>("collection_tasks:release_unheld");
@@ -240,6 +241,22 @@ describe.each(["thread", "process"] as const)(
       expect(await wide.run(putItems(name, [0, 1, 2, 3, 4, 5, 6]))).toBe(0);
       const got = (await waiting).map((entry) => entry.value as number).sort((a, b) => a - b);
       expect(got).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    });
+
+    it("releases the lock of a holder killed with SIGKILL (its worker process)", async () => {
+      await using pair = await sky.compute({
+        nodes: 2,
+        image,
+        options: { console: false, worker: { executor } },
+      });
+      const dying = pair.run(holdLockThenDie("killed"), { target: 0 });
+      // The holder says it holds the lock, then kills its own process.
+      const holder = await pair.queue<string>("killed-held").get({ timeout: 60 });
+      expect(holder).toMatch(/^0:/);
+      await expect(dying).rejects.toThrow(sky.WorkerDiedError);
+      expect(await pair.lock("killed").locked()).toBe(false);
+      const next = await pair.run(tryLock("killed", 30), { target: 1 });
+      expect(next.got).toBe(true);
     });
 
     it.skipIf(executor === "process")(
