@@ -2,7 +2,7 @@
  * `pnpm bench`: Skyward's dispatch figures on the `Local` provider, next to a bare Python asyncio echo
  * over loopback (the baseline) and, with `--peers`, Ray and Dask distributed on the same machine.
  *
- *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout]
+ *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout,collections]
  *                [--buffer 64] [--calls 5000] [--tasks 100000] [--json out.json] [--profile-worker DIR]
  *
  * Runs on the built library (`../dist`): the root `pnpm bench` builds it first. Figures are printed,
@@ -14,6 +14,7 @@ import { availableParallelism, cpus, loadavg, totalmem } from "node:os";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { type CollectionsResult, measureCollections } from "./collections.ts";
 import { measureOurs, type OursResult, type OursSettings, type Section } from "./ours.ts";
 import { hostPython, preparePeer, runJsonHelper } from "./python.ts";
 import {
@@ -41,6 +42,7 @@ const SECTIONS: readonly Section[] = [
   "baseline",
   "defaults",
   "fanout",
+  "collections",
 ];
 
 const { values: flags } = parseArgs({
@@ -506,6 +508,9 @@ const defaults: DefaultsResult | undefined = settings.sections.has("defaults")
 const fanout: FanoutResult | undefined = settings.sections.has("fanout")
   ? await measureFanout(scheduleSettings)
   : undefined;
+const collections: CollectionsResult | undefined = settings.sections.has("collections")
+  ? await measureCollections(quick)
+  : undefined;
 let baseline: Baseline | undefined;
 let baselineFailure: string | undefined;
 if (settings.sections.has("baseline")) {
@@ -543,6 +548,23 @@ const report = [
 ];
 if (defaults || fanout)
   report.push("", 'scheduling (default options: worker.buffer "auto"):', scheduleTable(defaults, fanout));
+if (collections) {
+  report.push(
+    "",
+    `distributed collections (ops/s inside tasks, ${formatCount(collections.opsPerTask)} operations per task; a 2-node Local pool, thread executor):`,
+    renderTable(
+      ["operation", "consistency", "nodes at once", "ops/s (sum)", "runs"],
+      collections.figures.map((figure) => [
+        figure.operation,
+        figure.consistency,
+        String(figure.nodes),
+        formatCount(figure.opsPerSecond),
+        figure.runs.map((run) => formatCount(run)).join(", "),
+      ]),
+    ),
+    `  client: pool.counter(…).increment() one at a time, ${formatCount(collections.clientIncrementsPerSecond)}/s`,
+  );
+}
 if (flags.peers) {
   report.push("", "peers (same machine, same no-op; peer/ours > 1 means the peer's figure is larger):");
   if (peers.some((peer) => !peer.failure)) report.push(peerTable(ours, peers));
@@ -571,6 +593,7 @@ if (flags.json) {
     peers,
     defaults,
     fanout,
+    collections,
   };
   await writeFile(flags.json, `${JSON.stringify(everything, null, 2)}\n`);
   progress(`wrote ${flags.json}`);
