@@ -58,6 +58,7 @@ export function keyOf(value: unknown): string {
 interface Waiter {
   readonly owner: Owner;
   resolve(value: WireValue): void;
+  reject(error: Error): void;
   timer: ReturnType<typeof setTimeout> | undefined;
   done: boolean;
 }
@@ -129,7 +130,10 @@ export class CollectionStore {
     const waits = this.#waits.get(owner);
     if (waits) {
       this.#waits.delete(owner);
-      for (const waiter of waits) this.#drop(waiter);
+      for (const waiter of waits) {
+        this.#drop(waiter);
+        waiter.reject(new CancelledError({ message: `its task ${owner} ended` }));
+      }
     }
     const held = this.#held.get(owner);
     if (held) {
@@ -414,6 +418,7 @@ export class CollectionStore {
         onSettle?.(value);
         resolve(value);
       },
+      reject,
     };
     list.push(waiter);
     let waits = this.#waits.get(owner);
