@@ -36,7 +36,7 @@ import concurrent.futures
 import os
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Tuple, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Tuple, TypeVar
 
 from .context import runtime
 from .dispatch import SubtaskError, submit
@@ -76,7 +76,15 @@ def _send(kind: str, name: str, op: str, *args: Any) -> concurrent.futures.Futur
         raise RuntimeError(
             f"sky.{kind}() is only available inside a task running on a Skyward worker (no active pool)"
         )
-    return submit(REF, args=[kind, name, op, *args])
+    try:
+        return submit(REF, args=[kind, name, op, *args])
+    except RuntimeError as error:
+        if "dispatch" not in str(error):
+            raise
+        raise RuntimeError(
+            f"sky.{kind}() must be used from a running task (its own thread, or a thread it started "
+            "while it is the only task running in this process)"
+        ) from None
 
 
 def _wait(future: concurrent.futures.Future[Any]) -> Any:
@@ -326,6 +334,10 @@ class Dict(_Collection):
 
     async def len_async(self) -> int:
         return int(await _call_async("dict", self.name, "len"))
+
+    def __iter__(self) -> Iterator[Any]:
+        """Iterates over a snapshot of the keys."""
+        return iter(self.keys())
 
     def items(self) -> list[Tuple[Any, Any]]:
         """A snapshot of the entries."""

@@ -96,4 +96,12 @@ describe("CollectionStore", () => {
     await expect(store.apply("t", ["counter", "c", "value"]).answer).rejects.toThrow(/options\.cluster/);
     expect(() => store.checkEnabled()).toThrow(/options\.cluster/);
   });
+
+  it("rejects every pending wait when the pool closes, and refuses new operations", async () => {
+    const store = new CollectionStore({ enabled: true });
+    const waiting = store.apply("client", ["queue", "q", "get", null]);
+    store.close("the pool is shutting down");
+    await expect(waiting.answer).rejects.toThrow(/shutting down/);
+    await expect(store.apply("client", ["counter", "c", "value"]).answer).rejects.toThrow(CancelledError);
+  });
 });

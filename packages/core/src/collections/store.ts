@@ -96,6 +96,7 @@ export class CollectionStore {
   /** The waits each owner has open, dropped when it ends. */
   readonly #waits = new Map<Owner, Set<Waiter>>();
   readonly #enabled: boolean;
+  #closed: string | undefined;
 
   constructor(options: { enabled: boolean }) {
     this.#enabled = options.enabled;
@@ -112,6 +113,8 @@ export class CollectionStore {
    */
   apply(owner: Owner, request: readonly WireValue[]): Pending {
     if (!this.#enabled) return settled(Promise.reject(disabledError()));
+    if (this.#closed !== undefined)
+      return settled(Promise.reject(new CancelledError({ message: this.#closed })));
     try {
       const [kind, name, op, ...args] = request;
       if (typeof kind !== "string" || !(KINDS as readonly string[]).includes(kind))
@@ -141,6 +144,19 @@ export class CollectionStore {
       for (const name of held) {
         const lock = this.#locks.get(name);
         if (lock?.holder === owner) this.#handOver(name, lock);
+      }
+    }
+  }
+
+  /** The pool is going away: every pending wait (the client's included) is rejected; no new one may start. */
+  close(reason: string): void {
+    this.#closed = reason;
+    for (const owner of [...this.#waits.keys()]) {
+      const waits = this.#waits.get(owner);
+      this.#waits.delete(owner);
+      for (const waiter of waits ?? []) {
+        this.#drop(waiter);
+        waiter.reject(new CancelledError({ message: reason }));
       }
     }
   }

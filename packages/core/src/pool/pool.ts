@@ -1372,6 +1372,7 @@ class PoolRuntime implements AsyncDisposable {
       report("a plugin's client hook failed on exit", error);
     }
     this.#tasks.close("the pool is shutting down");
+    this.#collections.close("the pool is shutting down");
     // Growth stops at the abort; nodes being retired finish (their instances terminated by then).
     await Promise.allSettled([...this.#background]);
     await Promise.all(
