@@ -361,7 +361,18 @@ class PoolRuntime implements AsyncDisposable {
     return new DistributedDict<V, K>(this.#collectionHost, name);
   }
 
-  /** The pool-wide set `name`, shared with tasks (`sky.set(name)`). */
+  /**
+   * The pool-wide set `name`, shared with tasks (`sky.set(name)`).
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const seen = pool.set<string>("seen");
+   * const fresh = await seen.add("a"); // true: new; a task's sky.set("seen").add("a") now answers False
+   * ```
+   */
   set<T = unknown>(name: string): DistributedSet<T> {
     this.#collections.checkEnabled();
     return new DistributedSet<T>(this.#collectionHost, name);
@@ -405,7 +416,19 @@ class PoolRuntime implements AsyncDisposable {
     return new DistributedQueue<T>(this.#collectionHost, name);
   }
 
-  /** The pool-wide barrier `name` for `n` callers (`sky.barrier(name, n)`); the client may be one of them. */
+  /**
+   * The pool-wide barrier `name` for `n` callers (`sky.barrier(name, n)`); the client may be one of
+   * them. Reusable: once `n` have arrived, the next `n` callers form the next round.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * // Two tasks call sky.barrier("epoch", 3).wait(); the client is the third caller.
+   * const arrival = await pool.barrier("epoch", 3).wait({ timeout: 60 });
+   * ```
+   */
   barrier(name: string, n: number): DistributedBarrier {
     this.#collections.checkEnabled();
     return new DistributedBarrier(this.#collectionHost, name, n);
