@@ -36,7 +36,7 @@ import concurrent.futures
 import os
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, Tuple, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Tuple
 
 from .context import runtime
 from .dispatch import SubtaskError, submit
@@ -47,10 +47,8 @@ __all__ = ["Barrier", "Counter", "Dict", "Lock", "Queue", "Set", "barrier", "cou
 REF = "skyward.collections:op"
 """The reserved function name of a collection operation (answered by the client, never run)."""
 
-_T = TypeVar("_T")
 _MISSING: Any = object()
 _builtin_dict = dict
-_builtin_set = set
 
 
 def staleness() -> float:
@@ -138,11 +136,16 @@ def _canon(value: Any) -> str:
 
 
 class _Replica:
-    """This process's eventual copies: (kind, name, key) → (value, when fetched)."""
+    """This process's eventual copies: (kind, name, key) → (value, when fetched).
+
+    Each slot also counts this process's own writes to it: a fetch that was under way while a
+    local write happened does not overwrite that write (this process always reads its own writes).
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.entries: _builtin_dict[Tuple[str, str, str], Tuple[Any, float]] = {}
+        self.writes: _builtin_dict[Tuple[str, str, str], int] = {}
 
     def fresh(self, slot: Tuple[str, str, str]) -> Tuple[bool, Any]:
         with self.lock:
@@ -151,21 +154,30 @@ class _Replica:
             return True, entry[0]
         return False, None
 
-    def store(self, slot: Tuple[str, str, str], value: Any, when: float | None = None) -> None:
+    def begin_fetch(self, slot: Tuple[str, str, str]) -> Tuple[int, float]:
+        """Before a fetch: the slot's write count and the time (what ``fetched`` needs)."""
         with self.lock:
-            self.entries[slot] = (value, time.monotonic() if when is None else when)
+            return self.writes.get(slot, 0), time.monotonic()
+
+    def fetched(self, slot: Tuple[str, str, str], value: Any, started: Tuple[int, float]) -> None:
+        """Stores a fetched value, unless this process wrote the slot meanwhile."""
+        with self.lock:
+            if self.writes.get(slot, 0) == started[0]:
+                self.entries[slot] = (value, started[1])
+
+    def store(self, slot: Tuple[str, str, str], value: Any) -> None:
+        """A local write (or a value a strong operation answered)."""
+        with self.lock:
+            self.writes[slot] = self.writes.get(slot, 0) + 1
+            self.entries[slot] = (value, time.monotonic())
 
     def update(self, slot: Tuple[str, str, str], change: Callable[[Any], Any]) -> None:
         """Applies a local write to a cached entry (keeping its age); an uncached one stays uncached."""
         with self.lock:
+            self.writes[slot] = self.writes.get(slot, 0) + 1
             entry = self.entries.get(slot)
             if entry is not None:
                 self.entries[slot] = (change(entry[0]), entry[1])
-
-    def drop(self, kind: str, name: str) -> None:
-        with self.lock:
-            for slot in [slot for slot in self.entries if slot[0] == kind and slot[1] == name]:
-                del self.entries[slot]
 
 
 _replica = _Replica()
@@ -200,9 +212,9 @@ class Dict(_Collection):
             hit, entry = _replica.fresh(slot)
             if hit:
                 return entry
-            when = time.monotonic()
+            started = _replica.begin_fetch(slot)
             found, value = _call("dict", self.name, "get", key)
-            _replica.store(slot, (found, value), when)
+            _replica.fetched(slot, (found, value), started)
             return found, value
         found, value = _call("dict", self.name, "get", key)
         return found, value
@@ -213,9 +225,9 @@ class Dict(_Collection):
             hit, entry = _replica.fresh(slot)
             if hit:
                 return entry
-            when = time.monotonic()
+            started = _replica.begin_fetch(slot)
             found, value = await _call_async("dict", self.name, "get", key)
-            _replica.store(slot, (found, value), when)
+            _replica.fetched(slot, (found, value), started)
             return found, value
         found, value = await _call_async("dict", self.name, "get", key)
         return found, value
@@ -387,18 +399,23 @@ class Set(_Collection):
             hit, member = _replica.fresh(slot)
             if hit:
                 return bool(member)
-            when = time.monotonic()
+            started = _replica.begin_fetch(slot)
             member = bool(_call("set", self.name, "has", value))
-            _replica.store(slot, member, when)
+            _replica.fetched(slot, member, started)
             return member
         return bool(_call("set", self.name, "has", value))
 
     async def contains_async(self, value: Any) -> bool:
         """``value in s``."""
         if self._eventual:
-            hit, member = _replica.fresh(("set", self.name, _canon(value)))
+            slot = ("set", self.name, _canon(value))
+            hit, member = _replica.fresh(slot)
             if hit:
                 return bool(member)
+            started = _replica.begin_fetch(slot)
+            member = bool(await _call_async("set", self.name, "has", value))
+            _replica.fetched(slot, member, started)
+            return member
         return bool(await _call_async("set", self.name, "has", value))
 
     def __len__(self) -> int:
@@ -422,9 +439,9 @@ class Counter(_Collection):
             hit, value = _replica.fresh(self._slot())
             if hit:
                 return value
-            when = time.monotonic()
+            started = _replica.begin_fetch(self._slot())
             value = _call("counter", self.name, "value")
-            _replica.store(self._slot(), value, when)
+            _replica.fetched(self._slot(), value, started)
             return value
         return _call("counter", self.name, "value")
 
@@ -433,6 +450,10 @@ class Counter(_Collection):
             hit, value = _replica.fresh(self._slot())
             if hit:
                 return value
+            started = _replica.begin_fetch(self._slot())
+            value = await _call_async("counter", self.name, "value")
+            _replica.fetched(self._slot(), value, started)
+            return value
         return await _call_async("counter", self.name, "value")
 
     def __int__(self) -> int:
