@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List
@@ -143,3 +144,20 @@ def test_outside_a_task_collections_refuse() -> None:
     assert done.stdout.strip() == (
         "sky.counter() is only available inside a task running on a Skyward worker (no active pool)"
     ), done.stderr
+
+
+def test_a_blocked_queue_get_sends_one_request_and_waits_for_the_answer(worker: WorkerProcess) -> None:
+    """No polling: the task's get is one message; the task waits until the authority answers it."""
+    client = connect(worker)
+    held: List[Dict[str, Any]] = []
+    client.on_message = lambda message: held.append(message) if message["t"] == "subtask" else None
+    client.submit("t-blocking", "collection_wire_tasks:blocking_get")
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:  # a second in which a polling get would ask again and again
+        client._receive_once(0.05)
+    assert [message["args"] for message in held] == [["queue", "q", "get", None]]
+    assert not any(message.get("id") == "t-blocking" and message["t"] in ("result", "error") for message in client.inbox)
+    client.send({"t": "subresult", "id": "t-blocking", "sub": held[0]["sub"], "value": [True, None]})
+    message = client.terminal("t-blocking", timeout=20)
+    assert (message["t"], message["value"]) == ("result", None)
+    client.close()

@@ -46,3 +46,7 @@ def eventual_reads(n):
             del os.environ["SKYWARD_COLLECTIONS_STALENESS"]
         else:
             os.environ["SKYWARD_COLLECTIONS_STALENESS"] = previous
+
+
+def blocking_get():
+    return sky.queue("q").get(timeout=None)
