@@ -375,7 +375,7 @@ export class CollectionStore {
           throw new CollectionOpError(
             lock.holder === undefined
               ? `lock ${JSON.stringify(name)} is not held: release() without acquire()`
-              : `lock ${JSON.stringify(name)} is held by another task: only its holder can release it`,
+              : `lock ${JSON.stringify(name)} is held by another holder (another task, or another pool.lock handle): only the task or handle that acquired it can release it`,
             "RuntimeError",
           );
         this.#held.get(owner)?.delete(name);
