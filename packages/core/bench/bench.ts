@@ -3,7 +3,7 @@
  * over loopback (the baseline) and, with `--peers`, Ray and Dask distributed on the same machine;
  * and how fast a pool recovers from a killed worker.
  *
- *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout,recovery]
+ *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout,recovery,collections]
  *                [--buffer 64] [--calls 5000] [--tasks 100000] [--json out.json] [--profile-worker DIR]
  *
  * Runs on the built library (`../dist`): the root `pnpm bench` builds it first. Figures are printed,
@@ -15,6 +15,7 @@ import { availableParallelism, cpus, loadavg, totalmem } from "node:os";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { type CollectionsResult, measureCollections } from "./collections.ts";
 import { measureOurs, type OursResult, type OursSettings, type Section } from "./ours.ts";
 import { hostPython, preparePeer, runJsonHelper } from "./python.ts";
 import { measureRecovery, type RecoveryResult } from "./recovery.ts";
@@ -44,6 +45,7 @@ const SECTIONS: readonly Section[] = [
   "defaults",
   "fanout",
   "recovery",
+  "collections",
 ];
 
 const { values: flags } = parseArgs({
@@ -512,6 +514,9 @@ const fanout: FanoutResult | undefined = settings.sections.has("fanout")
 const recovery: RecoveryResult | undefined = settings.sections.has("recovery")
   ? await measureRecovery(quick ? 2 : 5)
   : undefined;
+const collections: CollectionsResult | undefined = settings.sections.has("collections")
+  ? await measureCollections(quick)
+  : undefined;
 let baseline: Baseline | undefined;
 let baselineFailure: string | undefined;
 if (settings.sections.has("baseline")) {
@@ -558,6 +563,23 @@ if (recovery) {
     `  kill -> pool back to 2 nodes (node 1 replaced and ready): median ${formatMs(recovery.poolMs.median)} (${runs(recovery.poolMs.runs)})`,
   );
 }
+if (collections) {
+  report.push(
+    "",
+    `distributed collections (ops/s inside tasks, ${formatCount(collections.opsPerTask)} operations per task; a 2-node Local pool, thread executor):`,
+    renderTable(
+      ["operation", "consistency", "nodes at once", "ops/s (sum)", "runs"],
+      collections.figures.map((figure) => [
+        figure.operation,
+        figure.consistency,
+        String(figure.nodes),
+        formatCount(figure.opsPerSecond),
+        figure.runs.map((run) => formatCount(run)).join(", "),
+      ]),
+    ),
+    `  client: pool.counter(…).increment() one at a time, ${formatCount(collections.clientIncrementsPerSecond)}/s`,
+  );
+}
 if (flags.peers) {
   report.push("", "peers (same machine, same no-op; peer/ours > 1 means the peer's figure is larger):");
   if (peers.some((peer) => !peer.failure)) report.push(peerTable(ours, peers));
@@ -587,6 +609,7 @@ if (flags.json) {
     peers,
     defaults,
     fanout,
+    collections,
   };
   await writeFile(flags.json, `${JSON.stringify(everything, null, 2)}\n`);
   progress(`wrote ${flags.json}`);

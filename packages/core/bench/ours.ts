@@ -41,7 +41,8 @@ export type Section =
   | "baseline"
   | "defaults"
   | "fanout"
-  | "recovery";
+  | "recovery"
+  | "collections";
 
 /** A figure measured several times: the median and every run. */
 export interface Repeated {

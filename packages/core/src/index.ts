@@ -6,6 +6,17 @@
  * with `@skyward/core/logs`.
  */
 
+// Distributed collections (pool.dict, pool.queue …)
+export type {
+  BlockingCallOptions,
+  CollectionCallOptions,
+  DistributedBarrier,
+  DistributedCounter,
+  DistributedDict,
+  DistributedLock,
+  DistributedQueue,
+  DistributedSet,
+} from "./collections/client.js";
 // The contracts' types, for annotations (building providers and plugins: `@skyward/core/contract`)
 export type { PluginV1 } from "./contract/plugin.js";
 export { PluginError } from "./contract/plugin.js";

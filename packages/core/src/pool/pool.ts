@@ -7,6 +7,16 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { createServer } from "node:net";
 import { posix } from "node:path";
+import {
+  type CollectionHost,
+  DistributedBarrier,
+  DistributedCounter,
+  DistributedDict,
+  DistributedLock,
+  DistributedQueue,
+  DistributedSet,
+} from "../collections/client.js";
+import { CollectionStore } from "../collections/store.js";
 import { LaunchCommand, type LaunchContext } from "../contract/launch-command.js";
 import {
   applyImageTransforms,
@@ -244,6 +254,8 @@ class PoolRuntime implements AsyncDisposable {
 
   readonly #hub = new EventHub();
   readonly #tasks: TaskManager;
+  /** The authority of the pool's distributed collections (ARCHITECTURE §4c). */
+  readonly #collections: CollectionStore;
   readonly #token = randomBytes(24).toString("hex");
   readonly #nodes: NodeRuntime[] = [];
   readonly #abort = new AbortController();
@@ -298,6 +310,7 @@ class PoolRuntime implements AsyncDisposable {
     if (onEvent) this.#hub.on("*", onEvent);
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
+    this.#collections = new CollectionStore({ enabled: options.cluster });
     this.#tasks = new TaskManager({
       poolId: id,
       hub: this.#hub,
@@ -306,6 +319,7 @@ class PoolRuntime implements AsyncDisposable {
       // The effective provision timeout (the option, else the provider's capability, else 300): the
       // spec changes with the offer chosen at start, so it is read when a wait begins.
       nodeWaitSeconds: () => this.spec.provisionTimeout,
+      collections: this.#collections,
     });
     this.#detachConsole = attachConsole(this.#hub, options.console);
     this.#secrets.addEnvironment(process.env);
@@ -359,6 +373,130 @@ class PoolRuntime implements AsyncDisposable {
   on(type: "*", handler: (event: SkywardEvent) => void): () => void;
   on(type: SkywardEventType | "*", handler: (event: never) => void): () => void {
     return this.#hub.on(type as "*", handler as (event: SkywardEvent) => void);
+  }
+
+  // ————————————————————————————————————————————————————————————————— distributed collections
+
+  get #collectionHost(): CollectionHost {
+    return {
+      store: this.#collections,
+      check: () => {
+        this.#collections.checkEnabled();
+        this.#checkOpen();
+      },
+    };
+  }
+
+  /**
+   * The pool-wide dict `name`, shared with tasks (`sky.dict(name)`): the client reads what tasks
+   * wrote and the other way round. Throws a `ConfigurationError` naming `options.cluster` when the
+   * pool was made with `cluster: false`.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const config = pool.dict<number>("config");
+   * await config.set("lr", 0.001);
+   * const lr = await config.get("lr"); // 0.001, what sky.dict("config")["lr"] reads in a task
+   * ```
+   */
+  dict<V = unknown, K = string>(name: string): DistributedDict<V, K> {
+    this.#collections.checkEnabled();
+    return new DistributedDict<V, K>(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide set `name`, shared with tasks (`sky.set(name)`).
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const seen = pool.set<string>("seen");
+   * const fresh = await seen.add("a"); // true: new; a task's sky.set("seen").add("a") now answers False
+   * ```
+   */
+  set<T = unknown>(name: string): DistributedSet<T> {
+    this.#collections.checkEnabled();
+    return new DistributedSet<T>(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide counter `name`, shared with tasks (`sky.counter(name)`): watch what tasks count.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const processed = pool.counter("processed");
+   * const timer = setInterval(async () => console.log("processed", await processed.value()), 1000);
+   * // … run tasks that call sky.counter("processed").increment() …
+   * clearInterval(timer);
+   * ```
+   */
+  counter(name: string): DistributedCounter {
+    this.#collections.checkEnabled();
+    return new DistributedCounter(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide FIFO queue `name`, shared with tasks (`sky.queue(name)`): feed work that tasks
+   * drain, each item taken exactly once.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const work = pool.queue<string>("work");
+   * for (const url of ["a", "b", "c"]) await work.put(url);
+   * const next = await work.get({ timeout: 5 }); // undefined when nothing came within 5 s
+   * ```
+   */
+  queue<T = unknown>(name: string): DistributedQueue<T> {
+    this.#collections.checkEnabled();
+    return new DistributedQueue<T>(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide barrier `name` for `n` callers (`sky.barrier(name, n)`); the client may be one of
+   * them. Reusable: once `n` have arrived, the next `n` callers form the next round.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * // Two tasks call sky.barrier("epoch", 3).wait(); the client is the third caller.
+   * const arrival = await pool.barrier("epoch", 3).wait({ timeout: 60 });
+   * ```
+   */
+  barrier(name: string, n: number): DistributedBarrier {
+    this.#collections.checkEnabled();
+    return new DistributedBarrier(this.#collectionHost, name, n);
+  }
+
+  /**
+   * The pool-wide lock `name` (`sky.lock(name)`); `timeout` is the default seconds `acquire` waits.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const checkpoint = pool.lock("checkpoint", 30);
+   * await checkpoint.hold(async () => {
+   *   // no task holds sky.lock("checkpoint") meanwhile
+   * });
+   * ```
+   */
+  lock(name: string, timeout?: number): DistributedLock {
+    this.#collections.checkEnabled();
+    return new DistributedLock(this.#collectionHost, name, timeout);
   }
 
   #setState(state: PoolState): void {
@@ -1490,6 +1628,7 @@ class PoolRuntime implements AsyncDisposable {
       report("a plugin's client hook failed on exit", error);
     }
     this.#tasks.close("the pool is shutting down");
+    this.#collections.close("the pool is shutting down");
     // Growth stops at the abort; nodes being retired finish (their instances terminated by then).
     await Promise.allSettled([...this.#background]);
     await Promise.all(

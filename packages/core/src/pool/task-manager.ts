@@ -3,6 +3,8 @@
  * queue until a slot is free and go round-robin across nodes (or to the node they are pinned to).
  * Results, stream items, input-stream pulls, output and errors come back per task id.
  */
+
+import { COLLECTION_REF, type CollectionStore } from "../collections/store.js";
 import {
   CancelledError,
   ConnectionError,
@@ -236,6 +238,8 @@ export interface TaskManagerOptions {
    * when the wait is checked). Default 300.
    */
   readonly nodeWaitSeconds?: number | (() => number);
+  /** Answers tasks' collection operations (subtasks of `COLLECTION_REF`) and hears when tasks end. */
+  readonly collections?: CollectionStore;
 }
 
 /** Dispatches tasks over the pool's node connections. */
@@ -249,6 +253,7 @@ export class TaskManager {
   readonly #poolId: string;
   readonly #grace: number;
   readonly #onQueued: (() => void) | undefined;
+  readonly #collections: CollectionStore | undefined;
   readonly #schedule = new AdaptiveSchedule();
   readonly #retries: number;
   readonly #nodeWaitSeconds: () => number;
@@ -269,6 +274,7 @@ export class TaskManager {
     this.#retries = options.retryOnInterruption ?? 3;
     const wait = options.nodeWaitSeconds ?? 300;
     this.#nodeWaitSeconds = typeof wait === "function" ? wait : () => wait;
+    this.#collections = options.collections;
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
     this.#sweeper.unref();
   }
@@ -789,6 +795,7 @@ export class TaskManager {
     record.done = true;
     for (const pump of record.pumps.values()) pump.close();
     if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
+    this.#collections?.ownerEnded(record.id);
     const node = record.node;
     if (node) {
       if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
@@ -957,6 +964,30 @@ export class TaskManager {
         node,
       });
     };
+    if (message.fn === COLLECTION_REF && this.#collections) {
+      // A collection operation: answered by the pool's authority, not run as a task.
+      const pending = this.#collections.apply(parent.id, message.args);
+      parent.children ??= new Map();
+      parent.children.set(message.sub, {
+        id: `${parent.id}/${message.sub}`,
+        cancel: (reason) => pending.cancel(reason ?? "cancelled"),
+      });
+      pending.answer.then(
+        (value) => reply({ t: "subresult", id: parent.id, sub: message.sub, value }),
+        (error: Error) =>
+          reply({
+            t: "suberror",
+            id: parent.id,
+            sub: message.sub,
+            kind: "exception",
+            type: (error as { pythonType?: string }).pythonType ?? error.name,
+            message: error.message,
+            traceback: "",
+            node: -1,
+          }),
+      );
+      return;
+    }
     let ticket: TaskTicket;
     try {
       ticket = this.submit(

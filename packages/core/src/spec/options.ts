@@ -230,7 +230,11 @@ export interface OptionsInput {
   console?: boolean | ConsoleMode;
   /** `true` (defaults), `false` (off) or a log configuration. Default true. */
   logging?: boolean | LogConfigInput;
-  /** Whether nodes form a cluster (enables distributed collections). Default: true. */
+  /**
+   * Whether nodes form a cluster, which enables distributed collections (`sky.dict` … in tasks,
+   * `pool.dict(…)` … in the client). With `false` every collection use fails with an error naming
+   * this option. Default: true.
+   */
   cluster?: boolean;
   /**
    * How many times a task runs again when its node is lost before it finished (a dead or silent
