@@ -503,6 +503,8 @@ export class TaskManager {
       for (const child of record.children.values()) child.cancel("its parent task's node was lost");
       record.children = undefined;
     }
+    // Locks the lost run held are released and its waits dropped: the next run starts afresh.
+    this.#collections?.ownerEnded(record.id);
     record.node = undefined;
     record.attempt += 1;
     record.skipItems = record.itemsDelivered;
@@ -966,6 +968,9 @@ export class TaskManager {
     };
     if (message.fn === COLLECTION_REF && this.#collections) {
       // A collection operation: answered by the pool's authority, not run as a task.
+      // The owner is the task (its locks outlive no run of it: #requeue and #finish release them);
+      // answers go to the run that asked, under its wire id.
+      const wireId = parent.wireId;
       const pending = this.#collections.apply(parent.id, message.args);
       parent.children ??= new Map();
       parent.children.set(message.sub, {
@@ -973,11 +978,11 @@ export class TaskManager {
         cancel: (reason) => pending.cancel(reason ?? "cancelled"),
       });
       pending.answer.then(
-        (value) => reply({ t: "subresult", id: parent.id, sub: message.sub, value }),
+        (value) => reply({ t: "subresult", id: wireId, sub: message.sub, value }),
         (error: Error) =>
           reply({
             t: "suberror",
-            id: parent.id,
+            id: wireId,
             sub: message.sub,
             kind: "exception",
             type: (error as { pythonType?: string }).pythonType ?? error.name,
