@@ -47,6 +47,7 @@ import {
   type SkywardEvent,
   type SkywardEventType,
 } from "../observe/events.js";
+import type { LiveConsoleStatus } from "../observe/live-console.js";
 import { attachLogFile, type LogFileAttachment } from "../observe/log-file.js";
 import { Redactor } from "../observe/redact.js";
 import type { ClusterMessage, WireValue } from "../protocol/protocol.js";
@@ -257,7 +258,10 @@ class PoolRuntime implements AsyncDisposable {
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
     this.#tasks = new TaskManager({ poolId: id, hub: this.#hub, onQueued: () => this.#onQueued() });
-    this.#detachConsole = attachConsole(this.#hub, options.console);
+    this.#detachConsole = attachConsole(this.#hub, options.console, process.stderr, {
+      poolId: id,
+      status: () => this.#consoleStatus(),
+    });
     this.#secrets.addEnvironment(process.env);
     this.#secrets.add(this.#token);
     this.#addSecretsOf(spec);
@@ -267,6 +271,21 @@ class PoolRuntime implements AsyncDisposable {
       console: options.console,
       redactor: this.#secrets,
     });
+  }
+
+  /** What the live console shows besides events: the size bounds and, where the pool has it, `cost()`. */
+  #consoleStatus(): LiveConsoleStatus {
+    const { min, max } = this.#bounds;
+    const nodes = { min, max, desired: this.#desired };
+    // `cost()` comes with the cost-and-budget work; until then the console shows "—".
+    const cost = (this as { cost?: () => { hourlyRate: number; total: number } }).cost;
+    if (typeof cost !== "function") return { nodes };
+    try {
+      const { hourlyRate, total } = cost.call(this);
+      return { nodes, cost: { hourlyRate, total } };
+    } catch {
+      return { nodes };
+    }
   }
 
   #addSecretsOf(spec: PoolSpec): void {
@@ -703,6 +722,8 @@ class PoolRuntime implements AsyncDisposable {
       provider: provider.name,
       instanceType: offer.instanceType,
       spot: instance.spot,
+      region: offer.region,
+      accelerator: offer.accelerator ? `${offer.accelerator.count}x ${offer.accelerator.name}` : null,
       hourlyPrice: instance.hourlyPrice,
       publicIp: instance.publicIp,
       privateIp: instance.privateIp,
