@@ -48,7 +48,7 @@ describe("the live view", () => {
     expect(early[0]).toBe("skyward p1 · provisioning · aws/us-east-1 · g5.xlarge · spot · 1x A10G · 5s");
     expect(early[1]).toBe("nodes 0 ready (min 2, target 3, max 4)");
     expect(early[2]).toBe("$—/h · $— so far");
-    expect(early[4]).toMatch(/^ {2}0 pip 1✓ 2s +▶0 {2}cpu {3}— mem {3}— gpu {3}— vram {3}—$/);
+    expect(early[4]).toMatch(/^ {2}0 pip 1✓ 2s +▶0 {2}cpu {4}— mem {4}— gpu {4}— vram {4}—$/);
     expect(early[5]).toMatch(/^ {2}1 ssh 4s/);
     // The third node the pool aims at has no instance yet.
     expect(early[6]).toMatch(/^ {2}· provisioning/);
@@ -86,9 +86,25 @@ describe("the live view", () => {
       { type: "metric", timestamp: t0, node: 0, name: "gpu_memory_total", value: 8, unit: "B", gpu: 1 },
     ]);
     const narrow = renderLive(view, {}, 80, t0);
-    expect(narrow[4]).toMatch(/cpu 50% mem 25% gpu 75% vram 50%$/);
+    expect(narrow[4]).toMatch(/cpu {2}50% mem {2}25% gpu {2}75% vram {2}50%$/);
+    // The default set samples GPU memory in use without its total: the bytes, not a percentage.
+    const defaults = new LiveView("p1", t0);
+    feed(defaults, [
+      provisioned(0, t0),
+      {
+        type: "metric",
+        timestamp: t0,
+        node: 0,
+        name: "gpu_memory",
+        value: 40 * 1024 ** 3,
+        unit: "B",
+        gpu: 0,
+      },
+      { type: "metric", timestamp: t0, node: 0, name: "gpu_memory", value: 1024 ** 3, unit: "B", gpu: 1 },
+    ]);
+    expect(renderLive(defaults, {}, 80, t0)[4]).toMatch(/vram 41\.0G$/);
     const wide = renderLive(view, {}, 160, t0);
-    expect(wide[3]).toContain("cpu ████     50% mem ██       25% gpu ██████   75% vram ████     50%");
+    expect(wide[3]).toContain("cpu ████      50% mem ██        25% gpu ██████    75% vram ████      50%");
   });
 
   it("counts tasks, retries and throughput, estimates the time left and sums up at the end", () => {
@@ -158,6 +174,9 @@ describe("the live view", () => {
       "skyward p1: 5s · cost $0.012 · tasks 2 done, 1 failed · 1.0/s throughput · latency p50 1.00 s, p95 2.00 s",
     );
     expect(renderSummary(view, {}, t0 + 5000)).toContain("cost —");
+    expect(renderSummary(view, { cost }, t0 + 5000, 60)).toBe(
+      "skyward p1: 5s · cost $0.012\n  tasks 2 done, 1 failed · 1.0/s throughput · latency p50 1.00 s, p95 2.00 s",
+    );
   });
 
   it("never draws a line wider than the terminal", () => {

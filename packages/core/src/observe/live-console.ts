@@ -260,8 +260,11 @@ export class LiveView {
     return left / rate;
   }
 
-  /** The node's CPU, memory, GPU and VRAM utilisation in percent, each undefined until sampled. */
-  gauges(node: NodeView): { cpu?: number; mem?: number; gpu?: number; vram?: number } {
+  /**
+   * The node's CPU, memory, GPU and VRAM utilisation in percent, each undefined until sampled; with
+   * GPU memory in use sampled but not its total (the default set), `vramBytes` is the memory in use.
+   */
+  gauges(node: NodeView): { cpu?: number; mem?: number; gpu?: number; vram?: number; vramBytes?: number } {
     const cpu = node.metrics.get("cpu");
     let mem = node.metrics.get("memory");
     const used = node.metrics.get("memory_used");
@@ -272,14 +275,16 @@ export class LiveView {
     const gpu = utils.length > 0 ? utils.reduce((a, b) => a + b, 0) / utils.length : undefined;
     let vramUsed = 0;
     let vramTotal = 0;
+    let sampled = false;
     for (const g of gpus) {
-      if (g.used !== undefined && g.total) {
-        vramUsed += g.used;
-        vramTotal += g.total;
-      }
+      if (g.used === undefined) continue;
+      sampled = true;
+      vramUsed += g.used;
+      if (g.total) vramTotal += g.total;
     }
-    const vram = vramTotal > 0 ? (vramUsed / vramTotal) * 100 : undefined;
-    return { cpu, mem, gpu, vram };
+    if (!sampled) return { cpu, mem, gpu };
+    if (vramTotal > 0) return { cpu, mem, gpu, vram: (vramUsed / vramTotal) * 100 };
+    return { cpu, mem, gpu, vramBytes: vramUsed };
   }
 }
 
@@ -302,7 +307,13 @@ function rate(value: number | undefined): string {
 }
 
 function percent(value: number | undefined): string {
-  return value === undefined ? "   —" : `${Math.round(value).toString().padStart(3)}%`;
+  return value === undefined ? "    —" : ` ${Math.round(value).toString().padStart(3)}%`;
+}
+
+/** Bytes as the gauges show them when there is no total: `41.0G`, `512M`, padded to a percent's width. */
+function gibibytes(bytes: number): string {
+  const gib = bytes / 1024 ** 3;
+  return (gib >= 1 ? `${gib.toFixed(gib >= 100 ? 0 : 1)}G` : `${Math.round(bytes / 1024 ** 2)}M`).padStart(6);
 }
 
 function bar(value: number | undefined, width: number): string {
@@ -353,8 +364,8 @@ export function renderLive(view: LiveView, status: LiveConsoleStatus, width: num
     }
     if (node.replaced > 0) phase += ` (replaced ${node.replaced}×)`;
     const g = view.gauges(node);
-    const gauge = (label: string, value: number | undefined) =>
-      wide ? `${label} ${bar(value, 8)}${percent(value)}` : `${label}${percent(value)}`;
+    const gauge = (label: string, value: number | undefined, text = percent(value)) =>
+      wide ? `${label} ${bar(value, 8)}${text}` : `${label}${text}`;
     const row = [
       `${node.index.toString().padStart(3)} `,
       phase.padEnd(wide ? 28 : 18).slice(0, wide ? 28 : 18),
@@ -362,7 +373,7 @@ export function renderLive(view: LiveView, status: LiveConsoleStatus, width: num
       gauge("cpu", g.cpu),
       gauge(" mem", g.mem),
       gauge(" gpu", g.gpu),
-      gauge(" vram", g.vram),
+      g.vramBytes === undefined ? gauge(" vram", g.vram) : gauge(" vram", undefined, gibibytes(g.vramBytes)),
       wide ? `  ${node.instanceId}` : "",
     ].join("");
     lines.push(row);
@@ -389,7 +400,12 @@ function quantile(sorted: readonly number[], q: number): number {
 }
 
 /** The summary printed when the pool is gone: duration, cost, tasks, throughput, latency. */
-export function renderSummary(view: LiveView, status: LiveConsoleStatus, now: number): string {
+export function renderSummary(
+  view: LiveView,
+  status: LiveConsoleStatus,
+  now: number,
+  width = Infinity,
+): string {
   const elapsed = now - view.startedAt;
   const parts = [`skyward ${view.poolId}: ${duration(elapsed)}`];
   parts.push(status.cost ? `cost ${usd(status.cost.total)}` : "cost —");
@@ -404,7 +420,9 @@ export function renderSummary(view: LiveView, status: LiveConsoleStatus, now: nu
     const s = (ms: number) => `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
     parts.push(`latency p50 ${s(quantile(sorted, 0.5))}, p95 ${s(quantile(sorted, 0.95))}`);
   }
-  return parts.join(" · ");
+  const line = parts.join(" · ");
+  // On a narrow terminal: the figures on a second, indented line rather than cut mid-word.
+  return line.length <= width ? line : `${parts.slice(0, 2).join(" · ")}\n  ${parts.slice(2).join(" · ")}`;
 }
 
 /** Where the live console draws: a terminal stream. */
@@ -486,6 +504,7 @@ export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): (
     off();
     logUpdate.clear();
     logUpdate.done();
-    sink.write(`${clock(Date.now())} ${renderSummary(view, status(), Date.now())}\n`);
+    const width = (sink.columns ?? 80) - 10;
+    sink.write(`${clock(Date.now())} ${renderSummary(view, status(), Date.now(), width)}\n`);
   };
 }
