@@ -486,11 +486,24 @@ export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): (
   }, options.frameMs ?? 200);
   timer.unref();
 
+  // Lines for above the region are batched: one erase, the lines, one redraw (persist() alone
+  // leaves the region erased until the next frame).
+  const pending: string[] = [];
+  let flushing: NodeJS.Immediate | undefined;
+  const flush = () => {
+    flushing = undefined;
+    if (pending.length === 0 || ended) return;
+    logUpdate.persist(pending.splice(0).join("\n"));
+    frame();
+  };
   const off = hub.on("*", (event) => {
     if (ended) return;
     if (PERSISTED.has(event.type)) {
       const line = formatConsoleLine(event, "log");
-      if (line !== undefined) logUpdate.persist(line);
+      if (line !== undefined) {
+        pending.push(line);
+        flushing ??= setImmediate(flush);
+      }
     }
     view.apply(event);
   });
@@ -498,6 +511,8 @@ export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): (
 
   return () => {
     if (ended) return;
+    if (flushing) clearImmediate(flushing);
+    flush();
     frame();
     ended = true;
     clearInterval(timer);
