@@ -192,6 +192,8 @@ export interface TaskManagerOptions {
   readonly timeoutGraceSeconds?: number;
   /** Called when a submitted task has to wait for a slot (queued-task pressure, for the autoscaler). */
   readonly onQueued?: () => void;
+  /** What task ids start with (`t1`, `t2`…); an attached pool's differ from those it was detached with. */
+  readonly idPrefix?: string;
 }
 
 /** Dispatches tasks over the pool's node connections. */
@@ -203,6 +205,7 @@ export class TaskManager {
   readonly #poolId: string;
   readonly #grace: number;
   readonly #onQueued: (() => void) | undefined;
+  readonly #idPrefix: string;
   readonly #schedule = new AdaptiveSchedule();
   readonly #capacityWaiters: (() => void)[] = [];
   #nextId = 0;
@@ -214,6 +217,7 @@ export class TaskManager {
   readonly #partialLines = new Map<string, string>();
 
   constructor(options: TaskManagerOptions) {
+    this.#idPrefix = options.idPrefix ?? "t";
     this.#hub = options.hub;
     this.#poolId = options.poolId;
     this.#grace = options.timeoutGraceSeconds ?? 10;
@@ -262,6 +266,18 @@ export class TaskManager {
   /** Tasks waiting for a slot. */
   get queued(): number {
     return this.#queue.size;
+  }
+
+  /** The tasks on workers now (sent, not finished): what a detached pool leaves running. */
+  onWorkers(): { taskId: string; name: string; node: number }[] {
+    const tasks: { taskId: string; name: string; node: number }[] = [];
+    for (const node of this.#nodes) {
+      if (!node) continue;
+      for (const record of node.running.values()) {
+        if (!record.done) tasks.push({ taskId: record.id, name: record.request.ref, node: node.index });
+      }
+    }
+    return tasks;
   }
 
   /**
@@ -355,7 +371,7 @@ export class TaskManager {
   submit(request: TaskRequest, callbacks: TaskCallbacks): TaskTicket {
     if (this.#closed) throw new CancelledError({ message: "The pool is shut down" });
     this.#nextId += 1;
-    const id = `t${this.#nextId}`;
+    const id = `${this.#idPrefix}${this.#nextId}`;
     const record: TaskRecord = {
       id,
       request,
