@@ -17,6 +17,7 @@ import type { Options } from "../spec/options.js";
 import {
   type DetachedPoolState,
   type DetachedTask,
+  listPoolStates,
   openToken,
   readPoolState,
   removePoolState,
@@ -331,4 +332,66 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
     throw error;
   }
   return Object.assign(pool, { collected: () => collector.results }) as AttachedPool;
+}
+
+/** A detached pool as `skyward pools` shows it: its state file less the token, and what is alive. */
+export interface DetachedPool {
+  readonly id: string;
+  readonly provider: string;
+  readonly instanceType: string;
+  readonly region: string;
+  /** Its nodes, each with whether its worker process still runs. */
+  readonly nodes: readonly {
+    readonly index: number;
+    readonly instanceId: string;
+    readonly pid: number;
+    readonly alive: boolean;
+  }[];
+  /** Tasks that were on its workers when it was detached (their outcomes wait for `attach`). */
+  readonly tasks: number;
+  /** When it was detached, milliseconds since the epoch. */
+  readonly detachedAt: number;
+  /** Seconds its workers wait for a client before they stop. */
+  readonly ttl: number;
+  /** USD per hour for its nodes, when their prices are known. */
+  readonly hourlyRate: number | null;
+  /** What it has cost since it was detached, USD, when the prices are known. */
+  readonly costSinceDetached: number | null;
+}
+
+/**
+ * The pools detached by this user (`$SKYWARD_HOME/pools/`), newest first, with which of their
+ * workers still run. No secret is read.
+ *
+ * ```ts
+ * import * as sky from "@skyward/core";
+ *
+ * for (const pool of await sky.detachedPools()) console.log(pool.id, pool.nodes.length);
+ * ```
+ */
+export async function detachedPools(): Promise<DetachedPool[]> {
+  const states = await listPoolStates();
+  const now = Date.now();
+  return states.map((state) => {
+    const prices = state.nodes.map((node) => node.hourlyPrice);
+    const known = prices.every((price): price is number => price !== null);
+    const hourlyRate = known ? prices.reduce((sum, price) => sum + price, 0) : null;
+    return {
+      id: state.id,
+      provider: state.provider,
+      instanceType: state.instanceType,
+      region: state.region,
+      nodes: state.nodes.map((node) => ({
+        index: node.index,
+        instanceId: node.instanceId,
+        pid: node.pid,
+        alive: processAlive(node.pid),
+      })),
+      tasks: state.tasks.length,
+      detachedAt: state.detachedAt,
+      ttl: state.ttl,
+      hourlyRate,
+      costSinceDetached: hourlyRate === null ? null : (hourlyRate * (now - state.detachedAt)) / 3_600_000,
+    };
+  });
 }
