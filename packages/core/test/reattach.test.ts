@@ -87,7 +87,41 @@ describe("detach and attach", () => {
     expect(events.some((event) => event.type === "pool.destroyed")).toBe(true);
   }, 120_000);
 
-  it("refuses to detach a pool that is not ready, and to attach one that does not exist", async () => {
+  it("a session owns several pools: detached together, attached in another session, closed together", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-session-"));
+    const first = sky.session();
+    const a = await first.compute({
+      provider: sky.Local({ workRoot }),
+      nodes: 1,
+      options: { console: false },
+    });
+    const b = await first.compute({
+      provider: sky.Local({ workRoot }),
+      nodes: 2,
+      options: { console: false },
+    });
+    expect(first.pools).toEqual([a, b]);
+    const pid = sky.python<[], number>("os:getpid");
+    const pids = [...(await a.broadcast(pid())), ...(await b.broadcast(pid()))];
+    const ids = await first.detach();
+    expect(ids).toEqual([a.id, b.id]);
+    expect(first.pools).toEqual([]);
+    expect((await sky.detachedPools()).map((pool) => pool.id)).toEqual(expect.arrayContaining(ids));
+    for (const worker of pids) expect(alive(worker)).toBe(true);
+    {
+      await using second = sky.session();
+      const again = await Promise.all(ids.map((id) => second.attach(id, { options: { console: false } })));
+      expect(await again[0]?.collected()).toEqual([]);
+      expect(await again[1]?.broadcast(pid())).toEqual(pids.slice(1));
+      expect(second.pools.map((pool) => pool.id)).toEqual(ids);
+    }
+    // Out of scope: both pools closed, their workers stopped, nothing left on disk.
+    for (const worker of pids) expect(await until(() => !alive(worker), 10_000)).toBe(true);
+    expect(readdirSync(workRoot)).toEqual([]);
+    expect((await sky.detachedPools()).map((pool) => pool.id)).not.toEqual(expect.arrayContaining([ids[0]]));
+  }, 120_000);
+
+  it("refuses to attach a pool that does not exist, or by a path", async () => {
     await expect(sky.attach("nosuchpool")).rejects.toThrow(/no detached pool "nosuchpool"/);
     await expect(sky.attach("../etc")).rejects.toThrow(/not a pool id/);
   });
