@@ -84,6 +84,7 @@ describe("detach and attach", () => {
     expect(existsSync(stateFile)).toBe(false);
     expect(readdirSync(workRoot)).toEqual([]);
     await expect(sky.attach(id)).rejects.toThrow(/no detached pool/);
+    await expect(pool.detach()).rejects.toThrow(/already closed or detached/);
     expect(events.some((event) => event.type === "pool.destroyed")).toBe(true);
   }, 120_000);
 
@@ -113,7 +114,7 @@ describe("detach and attach", () => {
       const again = await Promise.all(ids.map((id) => second.attach(id, { options: { console: false } })));
       expect(await again[0]?.collected()).toEqual([]);
       expect(await again[1]?.broadcast(pid())).toEqual(pids.slice(1));
-      expect(second.pools.map((pool) => pool.id)).toEqual(ids);
+      expect(second.pools.map((pool) => pool.id).sort()).toEqual([...ids].sort());
     }
     // Out of scope: both pools closed, their workers stopped, nothing left on disk.
     for (const worker of pids) expect(await until(() => !alive(worker), 10_000)).toBe(true);
