@@ -122,6 +122,25 @@ describe("detach and attach", () => {
     expect((await sky.detachedPools()).map((pool) => pool.id)).not.toEqual(expect.arrayContaining([ids[0]]));
   }, 120_000);
 
+  it("a detached pool nobody comes back for stops at its TTL, and attach then says so and cleans up", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-ttl-"));
+    const pool = await sky.compute({
+      provider: sky.Local({ workRoot }),
+      nodes: 2,
+      ttl: 1,
+      options: { console: false },
+    });
+    const pids = await pool.broadcast(sky.python<[], number>("os:getpid")());
+    const id = await pool.detach();
+    for (const pid of pids) expect(await until(() => !alive(pid), 15_000)).toBe(true);
+    expect(
+      (await sky.detachedPools()).find((entry) => entry.id === id)?.nodes.map((node) => node.alive),
+    ).toEqual([false, false]);
+    await expect(sky.attach(id)).rejects.toThrow(/workers are gone \(nodes 0, 1\): their TTL ran out/);
+    expect((await sky.detachedPools()).some((entry) => entry.id === id)).toBe(false);
+    expect(readdirSync(workRoot)).toEqual([]);
+  }, 60_000);
+
   it("refuses to attach a pool that does not exist, or by a path", async () => {
     await expect(sky.attach("nosuchpool")).rejects.toThrow(/no detached pool "nosuchpool"/);
     await expect(sky.attach("../etc")).rejects.toThrow(/not a pool id/);
