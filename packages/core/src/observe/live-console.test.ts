@@ -234,4 +234,39 @@ describe("choosing the console", () => {
     });
     expect(written.length).toBe(after);
   });
+
+  it("gives a second pool on the same terminal its lines above the first one's region", () => {
+    let written = "";
+    const sink = { isTTY: true, columns: 80, rows: 30, write: (text: string) => (written += text) };
+    const first = new EventHub();
+    const second = new EventHub();
+    const detachFirst = attachConsole(first, "rich", sink, { poolId: "p1" });
+    const detachSecond = attachConsole(second, "rich", sink, { poolId: "p2" });
+    second.emit({
+      type: "log",
+      timestamp: t0,
+      poolId: "p2",
+      node: 0,
+      worker: 0,
+      stream: "stdout",
+      line: "from p2",
+    });
+    detachFirst();
+    second.emit({
+      type: "log",
+      timestamp: t0,
+      poolId: "p2",
+      node: 1,
+      worker: 0,
+      stream: "stdout",
+      line: "after p1",
+    });
+    detachSecond();
+    expect(written).toMatch(/\[p2\] \[node 1\] after p1\n$/);
+    expect(written).toMatch(/\d\d:\d\d:\d\d \[p2\] \[node 0\] from p2\n/);
+    // One live region: only the first pool's header and summary.
+    expect(written).toContain("skyward p1 · init");
+    expect(written).not.toContain("skyward p2 ·");
+    expect(written).toMatch(/skyward p1: \d+s · cost —/);
+  });
 });

@@ -455,9 +455,28 @@ const PERSISTED = new Set([
   "pool.ready",
 ]);
 
+/**
+ * The live console drawing now, if any: one terminal has room for one live region, so a second
+ * pool's console (a session's) prints its lines above the first one's region instead.
+ */
+let active: { readonly sink: LiveSink; persist(line: string): void } | undefined;
+
 /** Draws the live console until the returned function is called (which prints the summary). */
 export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): () => void {
   const { sink, mode } = options;
+  if (active && active.sink === sink) {
+    const host = active;
+    const off = hub.on("*", (event) => {
+      if (!PERSISTED.has(event.type) && event.type !== "pool.destroyed") return;
+      const line = formatConsoleLine(event, "log");
+      if (line === undefined) return;
+      const tagged = line.replace(/ \[/, ` [${options.poolId}] [`);
+      // Once the first pool's console is gone, plain lines.
+      if (active === host) host.persist(tagged);
+      else sink.write(`${tagged}\n`);
+    });
+    return off;
+  }
   const stream = sink as unknown as NodeJS.WriteStream;
   const logUpdate = createLogUpdate(stream, { defaultWidth: 80, defaultHeight: 40 });
   const view = new LiveView(options.poolId);
@@ -496,17 +515,21 @@ export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): (
     logUpdate.persist(pending.splice(0).join("\n"));
     frame();
   };
+  const persist = (line: string) => {
+    if (ended) return;
+    pending.push(line);
+    flushing ??= setImmediate(flush);
+  };
   const off = hub.on("*", (event) => {
     if (ended) return;
     if (PERSISTED.has(event.type)) {
       const line = formatConsoleLine(event, "log");
-      if (line !== undefined) {
-        pending.push(line);
-        flushing ??= setImmediate(flush);
-      }
+      if (line !== undefined) persist(line);
     }
     view.apply(event);
   });
+  const self = { sink, persist };
+  active = self;
   frame();
 
   return () => {
@@ -515,6 +538,7 @@ export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): (
     flush();
     frame();
     ended = true;
+    if (active === self) active = undefined;
     clearInterval(timer);
     off();
     logUpdate.clear();
