@@ -477,7 +477,22 @@ export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): (
     });
     return off;
   }
-  const stream = sink as unknown as NodeJS.WriteStream;
+  // On the process's own terminal, what else writes to stdout or stderr (the app's own prints) goes
+  // above the region too: those writes are wrapped to erase the region first and redraw it after,
+  // while the console draws through the streams' original `write`.
+  const patched = sink === process.stderr ? [process.stdout, process.stderr] : [];
+  const originals = new Map(patched.map((target) => [target, target.write] as const));
+  const rawWrite = (originals.get(process.stderr) ?? sink.write).bind(sink) as (text: string) => boolean;
+  const stream = {
+    write: (text: string) => rawWrite(text),
+    get columns() {
+      return sink.columns;
+    },
+    get rows() {
+      return sink.rows;
+    },
+    isTTY: true,
+  } as unknown as NodeJS.WriteStream;
   const logUpdate = createLogUpdate(stream, { defaultWidth: 80, defaultHeight: 40 });
   const view = new LiveView(options.poolId);
   const status = () => options.status?.() ?? {};
@@ -530,6 +545,24 @@ export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): (
   });
   const self = { sink, persist };
   active = self;
+  let redraw: NodeJS.Immediate | undefined;
+  for (const [target, original] of originals) {
+    target.write = ((chunk: unknown, ...rest: unknown[]) => {
+      if (ended) return (original as (...args: unknown[]) => boolean).call(target, chunk, ...rest);
+      if (flushing) {
+        clearImmediate(flushing);
+        flushing = undefined;
+        if (pending.length > 0) logUpdate.persist(pending.splice(0).join("\n"));
+      }
+      logUpdate.clear();
+      const written = (original as (...args: unknown[]) => boolean).call(target, chunk, ...rest);
+      redraw ??= setImmediate(() => {
+        redraw = undefined;
+        frame();
+      });
+      return written;
+    }) as typeof target.write;
+  }
   frame();
 
   return () => {
@@ -539,6 +572,8 @@ export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): (
     frame();
     ended = true;
     if (active === self) active = undefined;
+    if (redraw) clearImmediate(redraw);
+    for (const [target, original] of originals) target.write = original;
     clearInterval(timer);
     off();
     logUpdate.clear();
