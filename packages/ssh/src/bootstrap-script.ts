@@ -211,12 +211,90 @@ skyward_phase_venv() {
   "$SKYWARD_VENV/bin/python" -c 'import sys; print("created", sys.prefix, "with Python", sys.version.split()[0])'
 }
 
-# pip install "$@" into the venv. pip first: it sees the system site-packages, so a requirement the
-# host already satisfies (Debian's python3-torch) is not downloaded again, which uv does not
-# promise. uv only when the environment has no pip.
+# The uv the pip phase may use: one this node already has (kept under ROOT/tools by an earlier
+# bootstrap, or on PATH). A node without one installs with pip, and fetches uv afterwards for the
+# next pool (skyward_fetch_uv): measured, fetching uv (a 17 MB wheel) first costs more than it saves.
+skyward_usable_uv() {
+  [ "\${SKYWARD_INSTALLER:-auto}" != pip ] || return 1
+  skyward_find_uv
+}
+
+# Runs uv with the pip settings the image's env gives (uv does not read PIP_*): the index, extra
+# indexes, find-links, no-index and trusted hosts, unless the same UV_* setting is given too.
+skyward_uv() {
+  local uv=$1
+  shift
+  (
+    if [ -n "\${PIP_INDEX_URL:-}" ] && [ -z "\${UV_INDEX_URL:-}\${UV_DEFAULT_INDEX:-}" ]; then export UV_INDEX_URL="$PIP_INDEX_URL"; fi
+    if [ -n "\${PIP_EXTRA_INDEX_URL:-}" ] && [ -z "\${UV_EXTRA_INDEX_URL:-}\${UV_INDEX:-}" ]; then export UV_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL"; fi
+    if [ -n "\${PIP_FIND_LINKS:-}" ] && [ -z "\${UV_FIND_LINKS:-}" ]; then export UV_FIND_LINKS="$PIP_FIND_LINKS"; fi
+    if [ -n "\${PIP_TRUSTED_HOST:-}" ] && [ -z "\${UV_INSECURE_HOST:-}" ]; then export UV_INSECURE_HOST="$PIP_TRUSTED_HOST"; fi
+    case "\${PIP_NO_INDEX:-}" in
+      1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss] | [Oo][Nn]) export UV_NO_INDEX=true ;;
+    esac
+    # pip takes the best version across every index; so does uv with this strategy.
+    export UV_INDEX_STRATEGY="\${UV_INDEX_STRATEGY:-unsafe-best-match}"
+    exec "$uv" "$@"
+  )
+}
+
+# Whether uv installs "$@" exactly as pip would: no pip setting uv cannot read (a pip.conf, a PIP_*
+# variable other than those skyward_uv passes on, several find-links), and nothing it would install
+# already satisfied by the base interpreter's site-packages (uv does not look there; pip does, and
+# a requirement the environment satisfies is never downloaded again).
+skyward_uv_fits() {
+  local uv=$1 file name plan
+  shift
+  for file in /etc/pip.conf /etc/xdg/pip/pip.conf "\${XDG_CONFIG_HOME:-\${HOME:-/nonexistent}/.config}/pip/pip.conf" "\${HOME:-/nonexistent}/.pip/pip.conf" "\${PIP_CONFIG_FILE:-}" "\${VIRTUAL_ENV:-/nonexistent}/pip.conf"; do
+    if [ -n "$file" ] && [ -f "$file" ]; then
+      echo "pip reads $file, uv does not: installing with pip"
+      return 1
+    fi
+  done
+  for name in $(compgen -e); do
+    case "$name" in
+      PIP_INDEX_URL | PIP_EXTRA_INDEX_URL | PIP_FIND_LINKS | PIP_NO_INDEX | PIP_TRUSTED_HOST | PIP_CACHE_DIR | PIP_ROOT_USER_ACTION | PIP_DISABLE_PIP_VERSION_CHECK | PIP_NO_INPUT | PIP_PROGRESS_BAR) ;;
+      PIP_*)
+        echo "$name is set, which uv does not read: installing with pip"
+        return 1
+        ;;
+    esac
+  done
+  case "\${PIP_FIND_LINKS:-}" in
+    *[[:space:]]*)
+      echo "several PIP_FIND_LINKS: installing with pip"
+      return 1
+      ;;
+  esac
+  if ! plan=$(skyward_uv "$uv" pip install --dry-run --python "$SKYWARD_VENV/bin/python" "$@" 2>&1); then
+    printf '%s\\n' "$plan" | tail -n 5
+    echo "uv could not plan the install: installing with pip"
+    return 1
+  fi
+  # The projects uv would install, checked against the base interpreter's own distributions.
+  printf '%s\\n' "$plan" | sed -n 's/^ + \\([^= ]*\\)==.*$/\\1/p' >"$SKYWARD_ROOT/.uv-plan"
+  "$(cat "$SKYWARD_ROOT/.bootstrap-python")" - "$SKYWARD_ROOT/.uv-plan" <<'PY'
+import importlib.metadata, re, sys
+norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
+have = {norm(d.metadata["Name"] or "") for d in importlib.metadata.distributions()}
+clash = sorted({line.strip() for line in open(sys.argv[1]) if norm(line.strip()) in have})
+if clash:
+    print("the base interpreter already has", ", ".join(clash), "(uv would install it again): installing with pip")
+    sys.exit(1)
+PY
+}
+
+# pip install "$@" into the venv: with the node's uv when it installs exactly as pip would (see
+# skyward_uv_fits), else with pip (the base's, seen through the system site-packages), else with uv.
 skyward_pip_install() {
   local uv
+  if uv=$(skyward_usable_uv) && skyward_uv_fits "$uv" "$@"; then
+    echo "installing with uv ($uv)"
+    skyward_uv "$uv" pip install --python "$SKYWARD_VENV/bin/python" "$@"
+    return
+  fi
   if "$SKYWARD_VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    echo "installing with pip"
     PIP_ROOT_USER_ACTION=ignore "$SKYWARD_VENV/bin/python" -m pip install \\
       --disable-pip-version-check --no-input --progress-bar off "$@"
     return
@@ -225,7 +303,33 @@ skyward_pip_install() {
     skyward_install_uv || { echo "no pip in $SKYWARD_VENV and uv could not be installed"; return 1; }
     uv=$(skyward_find_uv) || return 1
   fi
-  "$uv" pip install --python "$SKYWARD_VENV/bin/python" "$@"
+  echo "installing with uv ($uv): the environment has no pip"
+  skyward_uv "$uv" pip install --python "$SKYWARD_VENV/bin/python" "$@"
+}
+
+# Starts fetching uv from the package index (PyPI, or the one the image's env names) with pip, in the
+# background and at a low priority, into ROOT/tools/uv, which later pools keep: the next bootstrap
+# that installs packages on this node uses it. No binary download: without pip or an index that has
+# uv, nothing happens and pip stays the installer.
+skyward_fetch_uv() {
+  local python
+  [ "\${SKYWARD_INSTALLER:-auto}" = auto ] || return 0
+  skyward_find_uv >/dev/null && return 0
+  python=$(cat "$SKYWARD_ROOT/.bootstrap-python" 2>/dev/null) || return 0
+  "$python" -m pip --version >/dev/null 2>&1 || return 0
+  mkdir -p "$SKYWARD_ROOT/tools" "$SKYWARD_CACHE"
+  echo "fetching uv with pip in the background, for the next bootstrap (log: $SKYWARD_CACHE/uv-fetch.log)"
+  (
+    cd "$SKYWARD_ROOT/tools" || exit 0
+    setsid nice -n 10 sh -c '
+      next="uv.next.$$"
+      if PIP_ROOT_USER_ACTION=ignore "$1" -m pip install --quiet --disable-pip-version-check --no-input --no-compile --target "$next" uv && [ -x "$next/bin/uv" ] && "$next/bin/uv" --version; then
+        rm -rf uv && mv "$next" uv
+      else
+        rm -rf "$next"
+      fi
+    ' skyward-fetch-uv "$python" >"$SKYWARD_CACHE/uv-fetch.log" 2>&1 </dev/null 9>&- &
+  )
 }
 
 skyward_phase_runtime() {
@@ -321,7 +425,8 @@ function renderPipPhase(image: Image): string[] {
     }
     lines.push(`  skyward_pip_install ${[...options, ...step.requirements.map(shellQuote)].join(" ")}`);
   }
-  lines.push("}");
+  // uv for the next bootstrap on this node, fetched once this one's packages are in.
+  lines.push("  skyward_fetch_uv || true", "}");
   return lines;
 }
 
@@ -381,12 +486,13 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     // Where the boot id is read; the variable is for tests, which fake a reboot with it.
     `SKYWARD_BOOT_ID_FILE="\${SKYWARD_BOOT_ID_FILE:-/proc/sys/kernel/random/boot_id}"`,
     'SKYWARD_VENV="$SKYWARD_ROOT/venv"',
+    'SKYWARD_CACHE="$SKYWARD_ROOT/cache"',
     'SKYWARD_WORK="$SKYWARD_ROOT/work"',
     'SKYWARD_LOG="$SKYWARD_ROOT/bootstrap.log"',
     "SKYWARD_LOGGING=",
     "SKYWARD_SUDO=",
     ...(options.sudo ? ['if [ "$(id -u)" -ne 0 ]; then SKYWARD_SUDO="sudo -n"; fi'] : []),
-    "export SKYWARD_ROOT SKYWARD_VENV SKYWARD_SUDO",
+    "export SKYWARD_ROOT SKYWARD_VENV SKYWARD_CACHE SKYWARD_SUDO",
   ];
   const phases = [
     ...renderEnvPhase(image),
@@ -403,6 +509,8 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     "if skyward_is_warm; then",
     '  skyward_mark "phase warm-check done $(($(skyward_now_ms) - skyward_started))"',
     "  skyward_mark warm",
+    // A pool's self-destruct removes env.sh (it holds the image's env) but keeps the environment.
+    '  if [ ! -f "$SKYWARD_ROOT/env.sh" ]; then skyward_phase env skyward_phase_env; fi',
     ...(ops.length > 0
       ? [
           // Plugin ops set up what a restart loses (the MPS daemon, MIG instances): after one, they
@@ -419,10 +527,15 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     "  exit 0",
     "fi",
     'rm -f "$SKYWARD_ROOT/.content-hash" "$SKYWARD_ROOT/.plugin-ops-hash" "$SKYWARD_ROOT/.boot-id"',
+    // Another image (or other plugin ops): the environment is made again from nothing, so a package
+    // the image no longer names is gone too; the wheel cache under ROOT/cache makes that quick.
+    'rm -rf "$SKYWARD_VENV"',
     'skyward_mark "phase warm-check done $(($(skyward_now_ms) - skyward_started))"',
     "skyward_phase env skyward_phase_env",
     // The later phases run with the image's env (a proxy for apt, uv and pip: HTTPS_PROXY).
     '. "$SKYWARD_ROOT/env.sh"',
+    // The node's wheel caches, which later pools reuse (unless the image's env names others).
+    `export PIP_CACHE_DIR="\${PIP_CACHE_DIR:-$SKYWARD_CACHE/pip}" UV_CACHE_DIR="\${UV_CACHE_DIR:-$SKYWARD_CACHE/uv}"`,
     ...(image.apt.length > 0 ? ["skyward_phase apt skyward_phase_apt"] : []),
     "skyward_phase python skyward_phase_python",
     "skyward_phase venv skyward_phase_venv",

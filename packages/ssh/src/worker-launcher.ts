@@ -30,6 +30,32 @@ export function stopWorkerCommand(root: string): string {
   return `if [ -f ${pidFile} ]; then kill -- -"$(cat ${pidFile})" 2>/dev/null || kill "$(cat ${pidFile})" 2>/dev/null; rm -f ${pidFile}; fi`;
 }
 
+/**
+ * What a pool's bootstrap keeps under a node's root for the next pool: the virtual environment, the
+ * wheel caches, uv and managed Pythons (`tools`), and the records the warm check reads.
+ */
+export const KEPT_NODE_ENTRIES: readonly string[] = Object.freeze([
+  "venv",
+  "cache",
+  "tools",
+  ".content-hash",
+  ".plugin-ops-hash",
+  ".boot-id",
+  ".bootstrap-python",
+  ".bootstrap.lock",
+]);
+
+/**
+ * The shell command that removes what a pool left under a node's root — the runtime, the includes,
+ * `env.sh` (the image's env), the bootstrap script and log, the worker's token, pid and log — and
+ * keeps the environment ({@link KEPT_NODE_ENTRIES}), so that a later pool with the same image starts
+ * warm on this node. For a self-destruct on a machine that outlives the pool (your own hosts).
+ */
+export function cleanNodeRootCommand(root: string): string {
+  const keep = KEPT_NODE_ENTRIES.map((name) => shellQuote(name)).join(" | ");
+  return `if [ -d ${shellQuote(root)} ]; then for entry in ${shellQuote(root)}/* ${shellQuote(root)}/.[!.]* ${shellQuote(root)}/..?*; do [ -e "$entry" ] || [ -L "$entry" ] || continue; case "\${entry##*/}" in ${keep}) ;; *) rm -rf -- "$entry" ;; esac; done; fi`;
+}
+
 /** The default Skyward directory on a node. */
 export const DEFAULT_NODE_ROOT = "/opt/skyward";
 

@@ -366,15 +366,14 @@ class PoolRuntime implements AsyncDisposable {
     // Nodes on this machine share its loopback address: the head's services need a free port there.
     const local = instances.every((instance) => instance.privateIp?.startsWith("127.") === true);
     if (local) this.#headPort = await freeLoopbackPort();
-    // Over SSH the head comes up first (the others learn its address from a running node); on this
-    // machine every address is known up front, so all nodes start at once.
+    // Every node starts at once: the head's address (what the others need of it) is its private
+    // address, known from provisioning, so no node waits for another's bootstrap.
     const head = this.#nodes[0] as NodeRuntime;
     const headStarted = this.#startNode(head, combined);
-    if (!local) await headStarted;
     const rest = Promise.all(this.#nodes.slice(1).map((node) => this.#startNode(node, combined)));
     // Observed below; this keeps a failure of the others from going unhandled when the head fails first.
     rest.catch(() => undefined);
-    if (local) await headStarted;
+    await headStarted;
     const minimum = spec.nodes.min;
     if (minimum <= 1) void rest.catch((error) => this.#nodeStartFailed(error));
     else await this.#waitForNodes(minimum, rest);
