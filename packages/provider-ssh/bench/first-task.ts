@@ -92,8 +92,9 @@ async function firstTask(
   bed: Testbed,
   env: Readonly<Record<string, string>>,
   packages: readonly string[],
-): Promise<{ ms: number; phases: string[] }> {
+): Promise<{ ms: number; readyMs: number; phases: string[]; slowest: Record<string, number> }> {
   const phases = new Set<string>();
+  const slowest: Record<string, number> = {};
   const started = performance.now();
   const pool = await sky.compute(
     {
@@ -105,15 +106,19 @@ async function firstTask(
     },
     {
       onEvent: (event) => {
-        if (event.type === "bootstrap.phase" && event.status === "started") phases.add(event.phase);
+        if (event.type !== "bootstrap.phase") return;
+        if (event.status === "started") phases.add(event.phase);
+        if (event.status === "finished" && event.durationMs !== undefined)
+          slowest[event.phase] = Math.max(slowest[event.phase] ?? 0, Math.round(event.durationMs));
       },
     },
   );
+  const readyMs = performance.now() - started;
   try {
     const result = await pool.run(hello([...packages]));
     const ms = performance.now() - started;
     if (result.length !== packages.length) throw new Error(`unexpected result ${JSON.stringify(result)}`);
-    return { ms, phases: [...phases] };
+    return { ms, readyMs, phases: [...phases], slowest };
   } finally {
     await pool.close();
     // ttl 0: each worker self-destructs (its files go, its environment stays); wait until it has.
@@ -143,14 +148,12 @@ const home = await useScratchSkywardHome("skyward-bench-first-task-");
 say(`wheels: ${PACKAGES.join(", ")} and uv, from PyPI into ${WHEEL_CACHE} (once)`);
 fetchWheels(WHEEL_CACHE, [...PACKAGES, "uv"]);
 
+type Measured = Awaited<ReturnType<typeof firstTask>>;
 interface Row {
   baselineMs: number;
-  coldMs: number;
-  coldPhases: string[];
-  warmMs: number;
-  warmPhases: string[];
-  changedMs: number;
-  changedPhases: string[];
+  cold: Measured;
+  warm: Measured;
+  changed: Measured;
   uvFetched: boolean;
 }
 const rows: Row[] = [];
@@ -172,12 +175,9 @@ for (let i = 0; i < runs; i += 1) {
     const changed = await firstTask(poolBed, index.env, PACKAGES.slice(0, 3));
     rows.push({
       baselineMs,
-      coldMs: cold.ms,
-      coldPhases: cold.phases,
-      warmMs: warm.ms,
-      warmPhases: warm.phases,
-      changedMs: changed.ms,
-      changedPhases: changed.phases,
+      cold,
+      warm,
+      changed,
       uvFetched,
     });
   } finally {
@@ -188,9 +188,9 @@ await home.restore();
 
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 const baselineMedian = median(rows.map((row) => row.baselineMs));
-const coldMedian = median(rows.map((row) => row.coldMs));
-const warmMedian = median(rows.map((row) => row.warmMs));
-const changedMedian = median(rows.map((row) => row.changedMs));
+const coldMedian = median(rows.map((row) => row.cold.ms));
+const warmMedian = median(rows.map((row) => row.warm.ms));
+const changedMedian = median(rows.map((row) => row.changed.ms));
 const lines = [
   `time to first task, 3 test-bed hosts, ${PACKAGES.length} packages from a local index; ${runs} runs, median (load average ${load.toFixed(2)} at the start)`,
   "",
@@ -201,8 +201,15 @@ const lines = [
   `| warm: same image, same hosts | ${s(warmMedian)} | ${(warmMedian / baselineMedian).toFixed(2)}× | ≤ 1 s: ${warmMedian <= TARGET_WARM_MS ? "met" : "not met"} |`,
   `| changed package list, same hosts | ${s(changedMedian)} | ${(changedMedian / baselineMedian).toFixed(2)}× | |`,
   "",
-  `runs: baseline ${rows.map((row) => s(row.baselineMs)).join(", ")}; cold ${rows.map((row) => s(row.coldMs)).join(", ")}; warm ${rows.map((row) => s(row.warmMs)).join(", ")}; changed ${rows.map((row) => s(row.changedMs)).join(", ")}`,
-  `phases: cold ${rows[0]?.coldPhases.join(",")}; warm ${rows[0]?.warmPhases.join(",")}; changed ${rows[0]?.changedPhases.join(",")}; uv fetched for later pools: ${rows.map((row) => row.uvFetched).join(", ")}`,
+  `runs: baseline ${rows.map((row) => s(row.baselineMs)).join(", ")}; cold ${rows.map((row) => s(row.cold.ms)).join(", ")}; warm ${rows.map((row) => s(row.warm.ms)).join(", ")}; changed ${rows.map((row) => s(row.changed.ms)).join(", ")}`,
+  `ready (compute() resolved): cold ${rows.map((row) => s(row.cold.readyMs)).join(", ")}; warm ${rows.map((row) => s(row.warm.readyMs)).join(", ")}; changed ${rows.map((row) => s(row.changed.readyMs)).join(", ")}`,
+  ...(["cold", "warm", "changed"] as const).map(
+    (kind) =>
+      `${kind}, slowest node per phase (run 1): ${Object.entries(rows[0]?.[kind].slowest ?? {})
+        .map(([phase, ms]) => `${phase} ${ms} ms`)
+        .join(", ")}`,
+  ),
+  `uv fetched in the background for later pools: ${rows.map((row) => row.uvFetched).join(", ")}`,
 ];
 process.stdout.write(`${lines.join("\n")}\n`);
 if (flags.json) await writeFile(flags.json, JSON.stringify({ load, rows }, null, 2));

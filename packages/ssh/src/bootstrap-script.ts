@@ -220,7 +220,7 @@ skyward_usable_uv() {
 }
 
 # Runs uv with the pip settings the image's env gives (uv does not read PIP_*): the index, extra
-# indexes, find-links, no-index and trusted hosts, unless the same UV_* setting is given too.
+# indexes, find-links, no-index, trusted hosts, CA bundle and timeout, unless the same UV_* setting is given too.
 skyward_uv() {
   local uv=$1
   shift
@@ -234,6 +234,9 @@ skyward_uv() {
     esac
     # pip takes the best version across every index; so does uv with this strategy.
     export UV_INDEX_STRATEGY="\${UV_INDEX_STRATEGY:-unsafe-best-match}"
+    if [ -n "\${PIP_CERT:-}" ] && [ -z "\${SSL_CERT_FILE:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi
+    if [ -n "\${PIP_DEFAULT_TIMEOUT:-\${PIP_TIMEOUT:-}}" ] && [ -z "\${UV_HTTP_TIMEOUT:-}" ]; then export UV_HTTP_TIMEOUT="\${PIP_DEFAULT_TIMEOUT:-$PIP_TIMEOUT}"; fi
+    if [ -s "$SKYWARD_ROOT/.uv-cert" ] && [ -z "\${SSL_CERT_FILE:-}" ]; then export SSL_CERT_FILE="$(cat "$SKYWARD_ROOT/.uv-cert")"; fi
     exec "$uv" "$@"
   )
 }
@@ -243,17 +246,11 @@ skyward_uv() {
 # already satisfied by the base interpreter's site-packages (uv does not look there; pip does, and
 # a requirement the environment satisfies is never downloaded again).
 skyward_uv_fits() {
-  local uv=$1 file name plan
+  local uv=$1 name plan
   shift
-  for file in /etc/pip.conf /etc/xdg/pip/pip.conf "\${XDG_CONFIG_HOME:-\${HOME:-/nonexistent}/.config}/pip/pip.conf" "\${HOME:-/nonexistent}/.pip/pip.conf" "\${PIP_CONFIG_FILE:-}" "\${VIRTUAL_ENV:-/nonexistent}/pip.conf"; do
-    if [ -n "$file" ] && [ -f "$file" ]; then
-      echo "pip reads $file, uv does not: installing with pip"
-      return 1
-    fi
-  done
   for name in $(compgen -e); do
     case "$name" in
-      PIP_INDEX_URL | PIP_EXTRA_INDEX_URL | PIP_FIND_LINKS | PIP_NO_INDEX | PIP_TRUSTED_HOST | PIP_CACHE_DIR | PIP_ROOT_USER_ACTION | PIP_DISABLE_PIP_VERSION_CHECK | PIP_NO_INPUT | PIP_PROGRESS_BAR) ;;
+      PIP_INDEX_URL | PIP_EXTRA_INDEX_URL | PIP_FIND_LINKS | PIP_NO_INDEX | PIP_TRUSTED_HOST | PIP_CERT | PIP_DEFAULT_TIMEOUT | PIP_TIMEOUT | PIP_CACHE_DIR | PIP_ROOT_USER_ACTION | PIP_DISABLE_PIP_VERSION_CHECK | PIP_NO_INPUT | PIP_PROGRESS_BAR) ;;
       PIP_*)
         echo "$name is set, which uv does not read: installing with pip"
         return 1
@@ -266,6 +263,31 @@ skyward_uv_fits() {
       return 1
       ;;
   esac
+  # pip's configuration files, which uv does not read: only a CA bundle (cert) is passed on.
+  rm -f "$SKYWARD_ROOT/.uv-cert"
+  "$(cat "$SKYWARD_ROOT/.bootstrap-python")" - "$SKYWARD_ROOT/.uv-cert" <<'PY' || return 1
+import configparser, os, sys
+home = os.path.expanduser("~")
+files = ["/etc/xdg/pip/pip.conf", "/etc/pip.conf", f"{home}/.pip/pip.conf",
+         os.path.join(os.environ.get("XDG_CONFIG_HOME") or f"{home}/.config", "pip", "pip.conf"),
+         os.environ.get("PIP_CONFIG_FILE", ""), os.path.join(os.environ.get("SKYWARD_VENV", "/nonexistent"), "pip.conf")]
+harmless = {"cert", "cache-dir", "disable-pip-version-check", "root-user-action", "no-input", "progress-bar", "timeout"}
+cert = ""
+for path in files:
+    if not path or not os.path.isfile(path):
+        continue
+    parser = configparser.RawConfigParser()
+    parser.read(path)
+    for section in parser.sections():
+        for key, value in parser.items(section):
+            if key not in harmless:
+                print(f"pip reads {key} from {path}, uv does not: installing with pip")
+                sys.exit(1)
+            if key == "cert":
+                cert = value
+if cert and not os.environ.get("SSL_CERT_FILE"):
+    open(sys.argv[1], "w").write(cert)
+PY
   if ! plan=$(skyward_uv "$uv" pip install --dry-run --python "$SKYWARD_VENV/bin/python" "$@" 2>&1); then
     printf '%s\\n' "$plan" | tail -n 5
     echo "uv could not plan the install: installing with pip"
