@@ -130,6 +130,11 @@ skyward_python_satisfies() {
   [ "$major" -gt 3 ] 2>/dev/null || { [ "$major" -eq 3 ] && [ "$minor" -ge 10 ]; } 2>/dev/null
 }
 
+# Whether interpreter $1 can run pip: found without importing it (importing pip takes most of a second).
+skyward_has_pip() {
+  "$1" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("pip") is None)' </dev/null >/dev/null 2>&1
+}
+
 # Prints the uv to use: the one installed under ROOT/tools, else one on PATH.
 skyward_find_uv() {
   if [ -x "$SKYWARD_ROOT/tools/uv/bin/uv" ]; then
@@ -199,7 +204,7 @@ skyward_phase_venv() {
   if uv=$(skyward_find_uv); then
     echo "creating $SKYWARD_VENV with $uv"
     "$uv" venv --quiet --system-site-packages --python "$python" "$SKYWARD_VENV"
-  elif "$python" -m pip --version >/dev/null 2>&1; then
+  elif skyward_has_pip "$python"; then
     # The base's pip is visible through the system site-packages: no copy of it is needed.
     "$python" -m venv --without-pip --system-site-packages "$SKYWARD_VENV"
   elif ! "$python" -m venv --system-site-packages "$SKYWARD_VENV"; then
@@ -315,7 +320,7 @@ skyward_pip_install() {
     skyward_uv "$uv" pip install --python "$SKYWARD_VENV/bin/python" "$@"
     return
   fi
-  if "$SKYWARD_VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+  if skyward_has_pip "$SKYWARD_VENV/bin/python"; then
     echo "installing with pip"
     PIP_ROOT_USER_ACTION=ignore "$SKYWARD_VENV/bin/python" -m pip install \\
       --disable-pip-version-check --no-input --progress-bar off "$@"
@@ -329,6 +334,77 @@ skyward_pip_install() {
   skyward_uv "$uv" pip install --python "$SKYWARD_VENV/bin/python" "$@"
 }
 
+# Fetches uv's wheel for this machine from the package index the image's env names (PyPI by
+# default) and unpacks its executable into ROOT/tools/uv: one index page and one download, checked
+# against the index's sha256, no pip run (pip's own start-up costs more than uv then saves). Exits
+# non-zero, leaving nothing, where that cannot be done exactly (no index but find-links, not Linux
+# glibc on x86_64 or aarch64, no uv on the index): pip installs instead.
+skyward_get_uv() {
+  local python
+  [ "\${SKYWARD_INSTALLER:-auto}" = auto ] || return 1
+  skyward_find_uv >/dev/null && return 0
+  python=$(cat "$SKYWARD_ROOT/.bootstrap-python" 2>/dev/null) || return 1
+  mkdir -p "$SKYWARD_ROOT/tools"
+  "$python" - "$SKYWARD_ROOT/tools" <<'PY'
+import hashlib, html, io, os, platform, re, shutil, ssl, sys, urllib.parse, urllib.request, zipfile
+sys.excepthook = lambda kind, value, trace: print(f"uv: could not fetch it ({kind.__name__}: {value}); pip installs")
+tools = sys.argv[1]
+if os.environ.get("PIP_NO_INDEX", "").lower() in ("1", "true", "yes", "on"):
+    sys.exit("uv: PIP_NO_INDEX is set; pip installs")
+arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(platform.machine().lower())
+libc, glibc = platform.libc_ver()
+if sys.platform != "linux" or arch is None or libc != "glibc":
+    sys.exit("uv: not Linux glibc on x86_64 or aarch64; pip installs")
+have = tuple(int(part) for part in glibc.split(".")[:2])
+legacy = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+def fits(tag):
+    match = re.fullmatch(r"manylinux_(\\d+)_(\\d+)_(\\w+)", tag)
+    if match:
+        return match.group(3) == arch and (int(match.group(1)), int(match.group(2))) <= have
+    name, _, machine = tag.partition("_")
+    return name in legacy and machine == arch and legacy[name] <= have
+cafile = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or None
+context = ssl.create_default_context(cafile=cafile)
+index = (os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple").rstrip("/") + "/uv/"
+def get(url):
+    request = urllib.request.Request(url, headers={"Accept": "text/html", "User-Agent": "skyward-bootstrap"})
+    return urllib.request.urlopen(request, timeout=60, context=context)
+with get(index) as response:
+    page, base = response.read().decode("utf-8", "replace"), response.geturl()
+best = None
+for link in re.findall(r'href="([^"]+)"', page):
+    url = urllib.parse.urljoin(base, html.unescape(link))
+    name = urllib.parse.unquote(url.split("#")[0].rsplit("/", 1)[-1])
+    match = re.fullmatch(r"uv-(\\d+(?:\\.\\d+)*)-py3-none-([\\w.]+)\\.whl", name)
+    if match and any(fits(tag) for tag in match.group(2).split(".")):
+        version = tuple(int(part) for part in match.group(1).split("."))
+        if best is None or version > best[0]:
+            best = (version, url)
+if best is None:
+    sys.exit(f"uv: no wheel for this machine at {index}; pip installs")
+url = best[1]
+with get(url.split("#")[0]) as response:
+    data = response.read()
+expected = dict(part.split("=", 1) for part in url.partition("#")[2].split("&") if "=" in part).get("sha256")
+if expected and hashlib.sha256(data).hexdigest() != expected:
+    sys.exit("uv: the wheel's sha256 does not match the index's; pip installs")
+target = os.path.join(tools, f"uv.next.{os.getpid()}")
+os.makedirs(os.path.join(target, "bin"), exist_ok=True)
+with zipfile.ZipFile(io.BytesIO(data)) as wheel:
+    member = next((n for n in wheel.namelist() if re.fullmatch(r"uv-[^/]+\\.data/scripts/uv", n)), None)
+    if member is None:
+        shutil.rmtree(target)
+        sys.exit("uv: the wheel holds no uv executable; pip installs")
+    with wheel.open(member) as source, open(os.path.join(target, "bin", "uv"), "wb") as out:
+        shutil.copyfileobj(source, out)
+os.chmod(os.path.join(target, "bin", "uv"), 0o755)
+final = os.path.join(tools, "uv")
+shutil.rmtree(final, ignore_errors=True)
+os.rename(target, final)
+print("uv", ".".join(map(str, best[0])), "from", url.split("#")[0])
+PY
+}
+
 # Starts fetching uv from the package index (PyPI, or the one the image's env names) with pip, in the
 # background and at a low priority, into ROOT/tools/uv, which later pools keep: the next bootstrap
 # that installs packages on this node uses it. No binary download: without pip or an index that has
@@ -338,7 +414,7 @@ skyward_fetch_uv() {
   [ "\${SKYWARD_INSTALLER:-auto}" = auto ] || return 0
   skyward_find_uv >/dev/null && return 0
   python=$(cat "$SKYWARD_ROOT/.bootstrap-python" 2>/dev/null) || return 0
-  "$python" -m pip --version >/dev/null 2>&1 || return 0
+  skyward_has_pip "$python" || return 0
   mkdir -p "$SKYWARD_ROOT/tools" "$SKYWARD_CACHE"
   echo "fetching uv with pip in the background, for the next bootstrap (log: $SKYWARD_CACHE/uv-fetch.log)"
   (
@@ -560,9 +636,25 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     `export PIP_CACHE_DIR="\${PIP_CACHE_DIR:-$SKYWARD_CACHE/pip}" UV_CACHE_DIR="\${UV_CACHE_DIR:-$SKYWARD_CACHE/uv}"`,
     ...(image.apt.length > 0 ? ["skyward_phase apt skyward_phase_apt"] : []),
     "skyward_phase python skyward_phase_python",
+    ...(image.pip.length > 0
+      ? [
+          // uv's wheel is fetched while the venv is made; the pip phase uses it when it came.
+          'skyward_get_uv 2>&1 | tee -a "$SKYWARD_LOG" &',
+          "skyward_uv_pid=$!",
+        ]
+      : []),
     "skyward_phase venv skyward_phase_venv",
-    ...(image.pip.length > 0 ? ["skyward_phase pip skyward_phase_pip"] : []),
-    "skyward_phase runtime skyward_phase_runtime",
+    ...(image.pip.length > 0
+      ? [
+          // Independent phases at once: the runtime check (an import of the uploaded runtime, which
+          // needs only the standard library) runs while pip installs.
+          "skyward_phase runtime skyward_phase_runtime &",
+          "skyward_runtime_pid=$!",
+          'wait "$skyward_uv_pid" || true',
+          "skyward_phase pip skyward_phase_pip",
+          'wait "$skyward_runtime_pid" || exit "$?"',
+        ]
+      : ["skyward_phase runtime skyward_phase_runtime"]),
     ...(ops.length > 0 ? ["skyward_phase plugins skyward_phase_plugins", "skyward_record_boot"] : []),
     'printf \'%s\\n\' "$SKYWARD_OPS_HASH" >"$SKYWARD_ROOT/.plugin-ops-hash"',
     'printf \'%s\\n\' "$SKYWARD_CONTENT_HASH" >"$SKYWARD_ROOT/.content-hash.next"',

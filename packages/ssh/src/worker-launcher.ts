@@ -256,10 +256,14 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       });
     }
 
-    // Start the worker detached from this SSH session, so that it outlives the client by its TTL.
+    // Start the worker detached from this SSH session, so that it outlives the client by its TTL; the
+    // same command then waits (250 polls 20 ms apart, on the node) for its ready line, so a
+    // quick start costs one round trip.
     report("worker", "started");
     const workerStarted = performance.now();
-    await ssh.exec(
+    const probeCommand = `cat ${q("worker.log")}; echo; echo "::pid $(cat ${q("worker.pid")})"; if kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; then echo ::alive; else echo ::dead; fi`;
+    const waitForReady = `skyward_i=0; while [ "$skyward_i" -lt 250 ] && ! grep -q '^${READY_PREFIX}' ${q("worker.log")} 2>/dev/null && kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; do sleep 0.02; skyward_i=$((skyward_i + 1)); done`;
+    let probe = await ssh.exec(
       [
         `cd ${q("work")}`,
         `. ${q("env.sh")}`,
@@ -267,18 +271,16 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
         `export SKYWARD_TOKEN PYTHONPATH=${q("runtime")} PYTHONUNBUFFERED=1`,
         `: > ${q("worker.log")}`,
         `(setsid sh -c ${shellQuote(`exec ${command}`)} > ${q("worker.log")} 2>&1 < /dev/null & echo $! > ${q("worker.pid")})`,
+        `{ ${waitForReady}; }`,
+        `{ ${probeCommand}; }`,
       ].join(" && "),
-      { signal, timeoutSeconds: 30 },
+      { signal, timeoutSeconds: 60 },
     );
     const deadline = performance.now() + request.timeoutSeconds * 1000;
     let port: number | undefined;
     let pid = 0;
     while (port === undefined) {
       signal.throwIfAborted();
-      const probe = await ssh.exec(
-        `cat ${q("worker.log")}; echo; echo "::pid $(cat ${q("worker.pid")})"; if kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; then echo ::alive; else echo ::dead; fi`,
-        { signal, timeoutSeconds: 15 },
-      );
       const ready = probe.stdout.split("\n").find((line) => line.startsWith(READY_PREFIX));
       pid = Number(/::pid (\d+)/.exec(probe.stdout)?.[1] ?? 0);
       if (ready) {
@@ -302,6 +304,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
         });
       }
       await new Promise((resolve) => setTimeout(resolve, 150));
+      probe = await ssh.exec(probeCommand, { signal, timeoutSeconds: 15 });
     }
     const record: RecordedWorker = { pid, port, fingerprint };
     await ssh.exec(`printf '%s' ${shellQuote(JSON.stringify(record))} > ${q("worker.json")}`, {
