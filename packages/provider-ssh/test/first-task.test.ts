@@ -153,6 +153,33 @@ describe.skipIf(skipReason !== undefined)("the first task on a node, fast", () =
     expect(await importsIn(0, "skyward_fake_pip")).toBe(false);
   }, 600_000);
 
+  it("bootstraps every node at once: no node waits for the head's bootstrap", async () => {
+    const events: { node: number; phase: string; status: string }[] = [];
+    await using pool = await sky.compute(
+      {
+        provider: SSH({ hosts: testbedSshHosts(bed) }),
+        nodes: 2,
+        ttl: 0,
+        // A fresh env value: a cold bootstrap on both hosts.
+        image: { env: { ...withUv.env, SKY_ORDER: String(Date.now()) }, includes: [tasks] },
+        options: { console: false, bootstrapTimeout: 300 },
+      },
+      {
+        onEvent: (event) => {
+          if (event.type === "bootstrap.phase")
+            events.push({ node: event.node, phase: event.phase, status: event.status });
+        },
+      },
+    );
+    expect(await pool.broadcast(hello([]))).toEqual([[], []]);
+    const at = (node: number, phase: string, status: string) =>
+      events.findIndex((event) => event.node === node && event.phase === phase && event.status === status);
+    // Node 1 starts its bootstrap before the head has finished its own.
+    expect(at(1, "warm-check", "started")).toBeGreaterThanOrEqual(0);
+    expect(at(0, "runtime", "finished")).toBeGreaterThanOrEqual(0);
+    expect(at(1, "warm-check", "started")).toBeLessThan(at(0, "runtime", "finished"));
+  }, 300_000);
+
   it("installs with pip where uv cannot be had from the index, cold and after a change", async () => {
     const cold = await onePool(1, withoutUv, ["skyward-alpha"]);
     expect(cold.result).toEqual(["skyward_alpha"]);
