@@ -67,7 +67,8 @@ skyward_is_warm() {
   [ -f "$SKYWARD_ROOT/.content-hash" ] || return 1
   [ "$(cat "$SKYWARD_ROOT/.content-hash")" = "$SKYWARD_CONTENT_HASH" ] || return 1
   [ "$(cat "$SKYWARD_ROOT/.plugin-ops-hash" 2>/dev/null)" = "$SKYWARD_OPS_HASH" ] || return 1
-  "$SKYWARD_VENV/bin/python" -c '' </dev/null >/dev/null 2>&1
+  # The venv's Python must run; what it prints is the summary's first line (one start-up, not two).
+  SKYWARD_PYTHON_LINE=$("$SKYWARD_VENV/bin/python" -c "$SKYWARD_PYTHON_SUMMARY" </dev/null 2>/dev/null)
 }
 
 # Prints an id of the running boot, which changes when the machine restarts: the kernel's boot id,
@@ -100,8 +101,15 @@ skyward_record_boot() {
   if [ -n "$now" ]; then printf '%s\\n' "$now" >"$SKYWARD_ROOT/.boot-id"; fi
 }
 
+SKYWARD_PYTHON_SUMMARY='import sys; print("skyward: Python", sys.version.split()[0], "at", sys.executable, "(base " + getattr(sys, "_base_executable", sys.executable) + ")")'
+SKYWARD_PYTHON_LINE=
+
 skyward_summary() {
-  "$SKYWARD_VENV/bin/python" -c 'import sys; print("skyward: Python", sys.version.split()[0], "at", sys.executable, "(base " + getattr(sys, "_base_executable", sys.executable) + ")")' </dev/null || true
+  if [ -n "$SKYWARD_PYTHON_LINE" ]; then
+    printf '%s\\n' "$SKYWARD_PYTHON_LINE"
+  else
+    "$SKYWARD_VENV/bin/python" -c "$SKYWARD_PYTHON_SUMMARY" </dev/null || true
+  fi
   printf 'skyward: root %s, content hash %s\\n' "$SKYWARD_ROOT" "$SKYWARD_CONTENT_HASH"
 }
 
