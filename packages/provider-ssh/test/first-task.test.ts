@@ -151,6 +151,14 @@ describe.skipIf(skipReason !== undefined)("the first task on a node, fast", () =
     expect(satisfied.log).toContain("installing with pip");
     expect(satisfied.log).toMatch(/Requirement already satisfied: pip/);
     expect(await importsIn(0, "skyward_fake_pip")).toBe(false);
+
+    // SKYWARD_INSTALLER=pip in the image's env: pip, though the node has uv.
+    const pinned = await onePool(0, { ...withUv, env: { ...withUv.env, SKYWARD_INSTALLER: "pip" } }, [
+      "skyward-alpha",
+    ]);
+    expect(pinned.result).toEqual(["skyward_alpha"]);
+    expect(pinned.log).toContain("installing with pip");
+    expect(pinned.log).not.toContain("installing with uv");
   }, 600_000);
 
   it("bootstraps every node at once: no node waits for the head's bootstrap", async () => {

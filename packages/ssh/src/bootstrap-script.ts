@@ -18,8 +18,12 @@
  * ```
  *
  * Phases, in order: `warm-check`, `env`, `apt` (only with apt packages), `python`, `venv`, `pip`
- * (only with pip packages), `runtime`, `plugins` (only with plugin ops). A warm start stops after
- * `warm-check`, unless the machine restarted since the plugin ops ran: then it runs `plugins` again.
+ * (only with pip packages; the `runtime` check runs beside it), `runtime`, `plugins` (only with plugin
+ * ops). A warm start stops after `warm-check` (writing `env.sh` again when it is missing), unless the
+ * machine restarted since the plugin ops ran: then it runs `plugins` again. A cold one makes the venv
+ * from nothing. uv, fetched from the package index while the venv is made and kept under
+ * `ROOT/tools`, installs where it installs exactly as pip would; the wheel caches stay under
+ * `ROOT/cache`.
  * Everything a phase prints also goes to `ROOT/bootstrap.log`, whose tail explains a failure.
  */
 import { createHash } from "node:crypto";
@@ -559,10 +563,15 @@ function renderPipPhase(image: Image): string[] {
  * - `python`: `"auto"` takes the host's `python3` when >= 3.10; `"3.12"` takes `python3.12` or a
  *   `python3` of that version; a path takes that interpreter. Else (not for a path) uv, from PyPI or
  *   its standalone build, installs a managed Python under `ROOT/tools`.
- * - `venv`: `ROOT/venv` with `--system-site-packages`, kept while its base interpreter stays.
+ * - `venv`: `ROOT/venv` with `--system-site-packages`, made again from nothing whenever the content
+ *   hash or the plugin ops changed (a package the image no longer names is gone).
  * - `pip`: the packages, with plain `pip install` semantics (what is satisfied, the system
  *   site-packages included, is not reinstalled); a package named by a pip index comes from that
- *   index only, in its own command. pip when the environment has it, uv otherwise.
+ *   index only, in its own command. With uv when the node has it (its wheel is read from the index
+ *   the image's env names while the venv is made, no binary download) and uv installs exactly as pip
+ *   would: no `PIP_*` setting or `pip.conf` key uv cannot be given, nothing it would install already in
+ *   the base interpreter. Else with pip; `SKYWARD_INSTALLER=pip` in the image's env always uses pip.
+ *   Caches: `PIP_CACHE_DIR` / `UV_CACHE_DIR` default to `ROOT/cache/pip` and `ROOT/cache/uv`.
  * - `runtime`: checks the uploaded runtime is there and imports.
  * - `plugins`: each op with the venv activated and `env.sh` sourced, in `ROOT/work`; the first
  *   failing op fails the phase.
