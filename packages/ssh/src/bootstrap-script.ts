@@ -378,10 +378,12 @@ def fits(tag):
 cafile = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or None
 context = ssl.create_default_context(cafile=cafile)
 index = (os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple").rstrip("/") + "/uv/"
-def get(url):
+def get(url, timeout):
     request = urllib.request.Request(url, headers={"Accept": "text/html", "User-Agent": "skyward-bootstrap"})
-    return urllib.request.urlopen(request, timeout=60, context=context)
-with get(index) as response:
+    return urllib.request.urlopen(request, timeout=timeout, context=context)
+# A short deadline for the index page: the pip phase waits for this, and an index out of reach
+# must not hold it up for long (pip then tries, and says why).
+with get(index, 10) as response:
     page, base = response.read().decode("utf-8", "replace"), response.geturl()
 best = None
 for link in re.findall(r'href="([^"]+)"', page):
@@ -395,7 +397,7 @@ for link in re.findall(r'href="([^"]+)"', page):
 if best is None:
     sys.exit(f"uv: no wheel for this machine at {index}; pip installs")
 url = best[1]
-with get(url.split("#")[0]) as response:
+with get(url.split("#")[0], 60) as response:
     data = response.read()
 expected = dict(part.split("=", 1) for part in url.partition("#")[2].split("&") if "=" in part).get("sha256")
 if expected and hashlib.sha256(data).hexdigest() != expected:
