@@ -632,16 +632,15 @@ class PoolRuntime implements AsyncDisposable {
     this.#bounds = { min: spec.nodes.min, max: spec.nodes.max };
     // Partial readiness: the pool is usable once `min` nodes are (at least one); the rest join as they come.
     const readyAt = Math.min(spec.nodes.desired, Math.max(1, spec.nodes.min));
-    // Over SSH the head comes up first (the others learn its address from a running node); on this
-    // machine every address is known up front, so all nodes start at once.
+    // Every node starts at once: the head's address (what the others need of it) is its private
+    // address, known from provisioning, so no node waits for another's bootstrap.
     const head = this.#nodes[0] as NodeRuntime;
     const headStarted = this.#startNode(head, combined);
     // Observed below; this keeps a failure of the head from going unhandled while the others start.
     headStarted.catch(() => undefined);
-    if (!local) await headStarted;
     const enough = this.#waitForNodes(readyAt, headStarted, this.#nodes.slice(1), combined);
     enough.catch(() => undefined);
-    if (local) await headStarted;
+    await headStarted;
     await enough;
     this.#setState("ready");
     this.#autoscaler = new Autoscaler(
