@@ -201,12 +201,14 @@ export interface MetricEvent extends EventBase {
   readonly type: "metric";
   /** The node sampled. */
   readonly node: number;
-  /** The metric's name (`cpu`, `gpu_util`, `memory`, …). */
+  /** The metric's name: a collector's (`cpu`, `memory`, `gpu`, `gpu_memory`, `disk`, …) or a custom one's. */
   readonly name: string;
   /** Its value. */
   readonly value: number;
-  /** Its unit (`%`, `GB`, `MB/s`), when it has one. */
+  /** Its unit (`%`, `B`, `B/s`, `°C`), when it has one; custom metrics have none. */
   readonly unit?: string;
+  /** The GPU's index on the node, for the per-GPU metrics (`gpu`, `gpu_memory`, `gpu_memory_total`, `gpu_temp`). */
+  readonly gpu?: number;
 }
 
 /** One line a task or worker wrote to stdout or stderr. */

@@ -48,6 +48,7 @@ import {
   type SkywardEventType,
 } from "../observe/events.js";
 import { attachLogFile, type LogFileAttachment } from "../observe/log-file.js";
+import { clusterMetrics, relayMetrics } from "../observe/metric-stream.js";
 import { Redactor } from "../observe/redact.js";
 import type { ClusterMessage, WireValue } from "../protocol/protocol.js";
 import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
@@ -726,6 +727,7 @@ class PoolRuntime implements AsyncDisposable {
     });
     const capacity = this.#concurrency() + this.spec.worker.buffer;
     this.#tasks.attach(node.index, connection, capacity, this.#concurrency());
+    relayMetrics(connection, this.#hub, this.id, node.index);
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
     this.#hub.emit({
       type: "node.ready",
@@ -768,6 +770,7 @@ class PoolRuntime implements AsyncDisposable {
         module: module.module,
         config: module.config as WireValue,
       })),
+      metrics: clusterMetrics((this.#image as Image).metrics),
     };
     const ready = new Promise<void>((resolve, reject) => {
       const off = connection.onMessage((reply) => {
