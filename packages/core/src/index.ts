@@ -14,6 +14,7 @@ export type { Provider, ProviderV1 } from "./contract/provider.js";
 export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "./errors/errors.js";
 export {
   BootstrapError,
+  BudgetExceededError,
   CancelledError,
   CommandFailedError,
   ConfigurationError,
@@ -35,6 +36,9 @@ export type { ConsoleSink } from "./observe/console.js";
 // Events
 export type {
   BootstrapPhaseEvent,
+  BudgetEvent,
+  BudgetExceededEvent,
+  BudgetWarningEvent,
   ErrorOccurredEvent,
   EventBase,
   EventHandler,
@@ -79,6 +83,7 @@ export { metrics } from "./observe/metrics.js";
 // Pools and dispatch
 export type { CommandOptions, CommandResult } from "./pool/commands.js";
 export { script, shell } from "./pool/commands.js";
+export type { NodeCost, PoolCost } from "./pool/cost.js";
 export type {
   ComputeOptions,
   MapItem,
@@ -134,6 +139,8 @@ export { containers, DockerImage } from "./spec/containers.js";
 export type { Image, ImageInput, PipIndex } from "./spec/image.js";
 export { image, pipIndex } from "./spec/image.js";
 export type {
+  Budget,
+  BudgetInput,
   ConsoleMode,
   LogConfig,
   LogConfigInput,

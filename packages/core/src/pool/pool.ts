@@ -29,6 +29,7 @@ import {
 } from "../contract/provider.js";
 import {
   BootstrapError,
+  BudgetExceededError,
   CancelledError,
   ConfigurationError,
   NoCapacityError,
@@ -55,6 +56,8 @@ import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js
 import { extendImage, type Image } from "../spec/image.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
+import { BudgetWatch } from "./budget.js";
+import { CostMeter, instanceHourlyPrice, type PoolCost } from "./cost.js";
 import { cachedOffers } from "./offer-cache.js";
 import type {
   CallArguments,
@@ -165,6 +168,8 @@ function freeLoopbackPort(): Promise<number> {
 }
 
 function abortError(signal: AbortSignal, what: string): CancelledError {
+  // The budget stopped it: that is the error to report, not a generic abort.
+  if (BudgetExceededError.isInstance(signal.reason)) return signal.reason;
   return new CancelledError({ message: `${what} was aborted`, cause: signal.reason });
 }
 
@@ -206,6 +211,11 @@ class PoolRuntime implements AsyncDisposable {
   #closing: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
   #startedAt = performance.now();
+  /** The pool's running cost, kept from its own events. */
+  readonly #cost = new CostMeter();
+  readonly #budget: BudgetWatch | undefined;
+  /** Set once the budget is spent: what tasks and calls fail with from then on. */
+  #budgetSpent: { budget: number; total: number } | undefined;
 
   /** @internal Use {@link compute}. */
   constructor(
@@ -219,6 +229,23 @@ class PoolRuntime implements AsyncDisposable {
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
     this.#tasks = new TaskManager({ poolId: id, hub: this.#hub });
+    this.#cost.observe(this.#hub);
+    const budget = options.budget;
+    if (budget) {
+      this.#budget = new BudgetWatch(this.#cost, budget, {
+        warning: (cost) =>
+          this.#hub.emit({
+            type: "budget.warning",
+            timestamp: Date.now(),
+            poolId: this.id,
+            total: cost.total,
+            budget: budget.max,
+            warnAt: budget.warnAt,
+            hourlyRate: cost.hourlyRate,
+          }),
+        exceeded: (cost) => this.#budgetExceeded(budget.max, cost),
+      });
+    }
     this.#detachConsole = attachConsole(this.#hub, options.console);
     this.#secrets.addEnvironment(process.env);
     this.#secrets.add(this.#token);
@@ -261,6 +288,25 @@ class PoolRuntime implements AsyncDisposable {
     }));
   }
 
+  /**
+   * What the pool costs: USD per hour now, USD so far (instances already let go of included) and
+   * each running node's share. Computed from the hourly price each node's offer gave when it was
+   * provisioned (the provider's own price for the instance when it reports one), from the moment the
+   * pool got the instance until it was terminated: an estimate, not a bill. The `Local` provider is
+   * free unless given an `hourlyPrice`.
+   *
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const { hourlyRate, total, nodes } = pool.cost();
+   * console.log(`$${hourlyRate.toFixed(2)}/h, $${total.toFixed(4)} so far over ${nodes.length} nodes`);
+   * ```
+   */
+  cost(): PoolCost {
+    return this.#cost.snapshot();
+  }
+
   /** The pool's events as an async iterable (ends when the pool is destroyed or `signal` aborts). */
   events(signal?: AbortSignal): AsyncIterableIterator<SkywardEvent> {
     return this.#hub.events(signal);
@@ -279,7 +325,33 @@ class PoolRuntime implements AsyncDisposable {
     this.#hub.emit({ type: "pool.state", timestamp: Date.now(), poolId: this.id, state, previous });
   }
 
+  #budgetError(taskId?: string): BudgetExceededError | undefined {
+    const spent = this.#budgetSpent;
+    return spent
+      ? new BudgetExceededError({ ...spent, ...(taskId !== undefined ? { taskId } : {}) })
+      : undefined;
+  }
+
+  /** The budget is spent: no more tasks, the current ones fail with a BudgetExceededError, teardown. */
+  #budgetExceeded(budget: number, cost: PoolCost): void {
+    if (this.#budgetSpent || this.#state === "shutting_down" || this.#state === "destroyed") return;
+    this.#budgetSpent = { budget, total: cost.total };
+    this.#hub.emit({
+      type: "budget.exceeded",
+      timestamp: Date.now(),
+      poolId: this.id,
+      total: cost.total,
+      budget,
+      hourlyRate: cost.hourlyRate,
+    });
+    this.#abort.abort(this.#budgetError());
+    this.#tasks.close("the budget is spent", (taskId) => this.#budgetError(taskId) as BudgetExceededError);
+    void this.close();
+  }
+
   #checkOpen(): void {
+    const spent = this.#budgetError();
+    if (spent) throw spent;
     if (this.#state !== "ready") {
       throw new CancelledError({
         message: `The pool is ${this.#state.replace("_", " ")}; it runs no more tasks`,
@@ -291,6 +363,15 @@ class PoolRuntime implements AsyncDisposable {
 
   /** @internal Provisions the nodes and connects to them; called by {@link compute}. */
   async start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
+    try {
+      await this.#start(specs, signal);
+    } catch (error) {
+      // A budget spent while starting aborts whatever was under way: report the budget.
+      throw this.#budgetError() ?? error;
+    }
+  }
+
+  async #start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
     const abort = this.#abort.signal;
     const combined = signal ? AbortSignal.any([signal, abort]) : abort;
     this.#startedAt = performance.now();
@@ -359,7 +440,7 @@ class PoolRuntime implements AsyncDisposable {
         provider: provider.name,
         instanceType: offer.instanceType,
         spot: instance.spot,
-        hourlyPrice: instance.hourlyPrice,
+        hourlyPrice: instanceHourlyPrice(instance, offer),
         publicIp: instance.publicIp,
         privateIp: instance.privateIp,
       });
@@ -877,6 +958,7 @@ class PoolRuntime implements AsyncDisposable {
   async #shutdown(): Promise<void> {
     const wasStarted = this.#state !== "init";
     this.#setState("shutting_down");
+    this.#budget?.stop();
     this.#abort.abort(new CancelledError({ message: "The pool is shutting down" }));
     const report = (what: string, error: unknown) =>
       this.#hub.emit({
