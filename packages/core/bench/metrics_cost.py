@@ -55,7 +55,7 @@ def measure(collectors: list, seconds: float, env: dict) -> dict:
 def main() -> None:
     collectors = json.loads(sys.argv[1])
     seconds = float(sys.argv[2])
-    fake_bin = sys.argv[3] if len(sys.argv) > 3 else None
+    fake_bin = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
     plain_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not os.path.exists(os.path.join(p, "nvidia-smi")))
     result = {
         "idle": measure([], seconds, {"PATH": plain_path}),

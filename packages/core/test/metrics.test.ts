@@ -36,13 +36,15 @@ async function collect(pool: sky.Pool, milliseconds: number): Promise<sky.Metric
   return seen;
 }
 
+/** The metrics collectors' calls of the fake nvidia-smi (the Local provider's offers ask it too, once). */
 function calls(): string[][] {
   try {
     return readFileSync(record, "utf8")
       .trim()
       .split("\n")
       .filter(Boolean)
-      .map((line) => JSON.parse(line) as string[]);
+      .map((line) => JSON.parse(line) as string[])
+      .filter((call) => call.some((argument) => argument.startsWith("--loop-ms=")));
   } catch {
     return [];
   }
