@@ -41,7 +41,7 @@ for (const result of results) {
     `process ${result.process_index}: ${result.train_samples} training samples, backend ${result.backend}, ${result.distribution} over ${result.devices} devices`,
   );
 }
-const [first, second] = results as [Trained, Trained];
+const [first, second] = results as Trained[] as [Trained, Trained];
 console.log(`loss per epoch: ${first.losses.map((loss) => loss.toFixed(3)).join(" → ")}`);
 console.log(`held-out accuracy: ${(first.test_accuracy * 100).toFixed(1)} %`);
 

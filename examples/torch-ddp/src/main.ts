@@ -30,7 +30,7 @@ const ranks = await pool.broadcast(train(8, 32, 0.05));
 for (const { rank, samples } of ranks) {
   console.log(`rank ${rank}: ${samples} samples per epoch`);
 }
-const [first, second] = ranks as [Trained, Trained];
+const [first, second] = ranks as Trained[] as [Trained, Trained];
 console.log(`loss per epoch: ${first.losses.map((loss) => loss.toFixed(4)).join(" → ")}`);
 
 assert.deepEqual(

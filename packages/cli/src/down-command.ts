@@ -38,7 +38,7 @@ whose instances are already gone (a client that was killed never ran its teardow
 
   --pool ID            only this pool (a pool or cluster id)
   --all                every instance and pool Skyward started
-  --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, novita, runpod, vastai, verda
+  --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, gcp, hyperstack, novita, runpod, tensordock, vastai, verda
   --yes, -y            do not ask
   --json               print what was terminated and removed as JSON
   --wait SECONDS       wait this long for terminated instances to end before removing what their

@@ -20,7 +20,7 @@ what each has cost so far (its hourly price times its age), then each pool's run
 instances' hourly prices together and their cost so far. Costs are estimates from the prices Skyward
 recorded when it started them, not a bill.
 
-  --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, novita, runpod, vastai, verda
+  --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, gcp, hyperstack, novita, runpod, tensordock, vastai, verda
   --json               print the instances as JSON (private keys left out)
   --timeout SECONDS    give up after this long (default 60)
 `;

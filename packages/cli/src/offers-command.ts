@@ -23,7 +23,7 @@ export const OFFERS_HELP = `Usage: skyward offers [--accelerator NAME] [--provid
 Lists the offers of every provider (or those given), cheapest first.
 
   --accelerator NAME   e.g. A100, "A100-80GB", H100:8 (a count per node); omit for CPU-only machines
-  --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, novita, runpod, vastai, verda
+  --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, gcp, hyperstack, novita, runpod, tensordock, vastai, verda
   --spot               only offers with a spot price, ranked by it
   --max-price USD      only offers at or under this price per machine-hour
   --region R           the region to look in (default: each provider's own)

@@ -18,6 +18,7 @@ describe("selectProviderEntries", () => {
   it("without --provider: every configured entry, else every built-in type", () => {
     expect(names(selectProviderEntries(config({}), undefined))).toEqual([
       "aws",
+      "gcp",
       "hyperstack",
       "novita",
       "runpod",
@@ -42,8 +43,8 @@ describe("selectProviderEntries", () => {
     expect(runpod).toEqual([
       { name: "runpod", type: "runpod", package: "@skyward/provider-runpod", settings: {} },
     ]);
-    expect(() => selectProviderEntries(configured, ["gcp"])).toThrow(
-      'unknown provider "gcp": expected one of "east", "west", "aws", "hyperstack", "novita", "runpod", "ssh", "tensordock", "vastai", "verda"',
+    expect(() => selectProviderEntries(configured, ["azure"])).toThrow(
+      'unknown provider "azure": expected one of "east", "west", "aws", "gcp", "hyperstack", "novita", "runpod", "ssh", "tensordock", "vastai", "verda"',
     );
   });
 });

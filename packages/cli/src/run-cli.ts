@@ -20,7 +20,8 @@ Commands:
   logs        print or follow the pools' log file (~/.skyward/logs/skyward.log), by pool and level
 
 Providers come from skyward.toml ([providers.NAME], merged over ~/.skyward/defaults.toml), else
-aws, novita, runpod, vastai and verda with credentials from the environment. Run
+aws, gcp, hyperstack, novita, runpod, tensordock, vastai and verda with credentials from the
+environment. Run
 "skyward <command> --help" for a command's options.
 `;
 

@@ -2,7 +2,7 @@
  * `pnpm bench`: Skyward's dispatch figures on the `Local` provider, next to a bare Python asyncio echo
  * over loopback (the baseline) and, with `--peers`, Ray and Dask distributed on the same machine.
  *
- *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline]
+ *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout]
  *                [--buffer 64] [--calls 5000] [--tasks 100000] [--json out.json] [--profile-worker DIR]
  *
  * Runs on the built library (`../dist`): the root `pnpm bench` builds it first. Figures are printed,
@@ -17,6 +17,13 @@ import { z } from "zod";
 import { measureOurs, type OursResult, type OursSettings, type Section } from "./ours.ts";
 import { hostPython, preparePeer, runJsonHelper } from "./python.ts";
 import {
+  type DefaultsResult,
+  type FanoutResult,
+  measureDefaults,
+  measureFanout,
+  type ScheduleSettings,
+} from "./schedule.ts";
+import {
   compare,
   formatCount,
   formatMs,
@@ -26,7 +33,15 @@ import {
   renderTable,
 } from "./stats.ts";
 
-const SECTIONS: readonly Section[] = ["latency", "throughput", "bytes", "ready", "baseline"];
+const SECTIONS: readonly Section[] = [
+  "latency",
+  "throughput",
+  "bytes",
+  "ready",
+  "baseline",
+  "defaults",
+  "fanout",
+];
 
 const { values: flags } = parseArgs({
   options: {
@@ -429,12 +444,68 @@ function details(ours: OursResult, baseline: Baseline | undefined): string[] {
   return lines;
 }
 
+function scheduleTable(defaults: DefaultsResult | undefined, fanout: FanoutResult | undefined): string {
+  const rows: string[][] = [];
+  const list = (values: readonly number[]) => values.map((value) => `${formatCount(value)}/s`).join(", ");
+  if (defaults) {
+    rows.push(
+      [
+        "map throughput, default options",
+        `${formatCount(defaults.defaultMedian)}/s`,
+        `>= 1/2 of tuned (${formatCount(defaults.tunedMedian / 2)}/s)`,
+        defaults.ratio >= 0.5 ? "met" : "MISSED",
+      ],
+      [`map throughput, buffer ${defaults.buffer} (tuned)`, `${formatCount(defaults.tunedMedian)}/s`, "", ""],
+      [
+        "default / tuned",
+        `${(defaults.ratio * 100).toFixed(1)}%`,
+        ">= 50%",
+        defaults.ratio >= 0.5 ? "met" : "MISSED",
+      ],
+    );
+  }
+  if (fanout) {
+    rows.push([
+      `fan-out efficiency (${fanout.tasks} x ${fanout.seconds} s over ${fanout.nodes} nodes)`,
+      `${(fanout.efficiency * 100).toFixed(2)}%`,
+      ">= 99%",
+      fanout.efficiency >= 0.99 ? "met" : "MISSED",
+    ]);
+  }
+  const lines = [renderTable(["figure", "ours", "target", ""], rows)];
+  if (defaults) {
+    lines.push(
+      `  map runs of ${formatCount(defaults.tasks)} no-op tasks, alternated: default ${list(defaults.defaultRuns)}; tuned ${list(defaults.tunedRuns)} (medians shown)`,
+    );
+  }
+  if (fanout) {
+    lines.push(
+      `  fan-out: ideal ${formatSeconds(fanout.idealMs)} (total sleep / nodes), measured ${formatSeconds(fanout.measuredMs)}; tasks per node ${fanout.perNode.join(", ")}; mean task send → result ${formatSeconds(fanout.meanTaskMs)}`,
+    );
+  }
+  return lines.join("\n");
+}
+
 // ————————————————————————————————————————————————————————————————— main
 
 const began = performance.now();
 const loadAtStart = loadLine();
 const python = await hostPython();
 const ours = await measureOurs(settings);
+const scheduleSettings: ScheduleSettings = {
+  buffer: settings.buffer,
+  tasks: settings.tasks,
+  mapRuns: settings.mapRuns,
+  fanoutNodes: quick ? 4 : 8,
+  fanoutTasksPerNode: quick ? 3 : 5,
+  fanoutSeconds: quick ? 1 : 2,
+};
+const defaults: DefaultsResult | undefined = settings.sections.has("defaults")
+  ? await measureDefaults(scheduleSettings)
+  : undefined;
+const fanout: FanoutResult | undefined = settings.sections.has("fanout")
+  ? await measureFanout(scheduleSettings)
+  : undefined;
 let baseline: Baseline | undefined;
 let baselineFailure: string | undefined;
 if (settings.sections.has("baseline")) {
@@ -458,7 +529,7 @@ const report = [
   `load average (1/5/15 min): ${loadAtStart} at the start, ${loadLine()} at the end (other work on the machine makes figures noisy)`,
   "settings:",
   `  latency, throughput, bytes: a 2-node Local pool, thread executor, concurrency 1, buffer ${settings.buffer} (${2 * (1 + settings.buffer)} slots)`,
-  `  ready: sky.compute({ nodes: ${settings.readyNodes} }) from the call to its resolve, concurrency 1, buffer 0`,
+  `  ready: sky.compute({ nodes: ${settings.readyNodes} }) from the call to its resolve, concurrency 1, default buffer`,
   "  baseline: Python asyncio.Protocol echo server (own process) and client over loopback, 4-byte length frames;",
   "    latency = 128-byte frames one at a time, throughput = pipelined 128-byte frames, bytes = one frame echoed whole,",
   `    ready = ${settings.readyNodes} echo-server processes started, connected and answering once`,
@@ -470,6 +541,8 @@ const report = [
   "runs:",
   ...details(ours, baseline),
 ];
+if (defaults || fanout)
+  report.push("", 'scheduling (default options: worker.buffer "auto"):', scheduleTable(defaults, fanout));
 if (flags.peers) {
   report.push("", "peers (same machine, same no-op; peer/ours > 1 means the peer's figure is larger):");
   if (peers.some((peer) => !peer.failure)) report.push(peerTable(ours, peers));
@@ -496,6 +569,8 @@ if (flags.json) {
     ours,
     baseline,
     peers,
+    defaults,
+    fanout,
   };
   await writeFile(flags.json, `${JSON.stringify(everything, null, 2)}\n`);
   progress(`wrote ${flags.json}`);

@@ -13,3 +13,10 @@ def pid():
     import os
 
     return os.getpid()
+
+
+def nap(seconds):
+    import time
+
+    time.sleep(seconds)
+    return seconds

@@ -34,21 +34,26 @@ export {
 export type { LaunchCommandFields, LaunchContext } from "./contract/launch-command.js";
 export { LaunchCommand, shellQuote } from "./contract/launch-command.js";
 // Plugin contract
+export type { WorkerLayout, WorkersPerAcceleratorOptions } from "./contract/plugin.js";
 export {
+  acceleratorsPerNode,
   applyImageTransforms,
   applyLaunchers,
   collectBootstrapOps,
   collectPluginBootstrapOps,
   enterAroundClient,
   isPlugin,
+  isWorkersPerAccelerator,
   normalizePlugin,
   PLUGIN_SPECIFICATION_VERSION,
   Plugin,
   PluginError,
   pluginSchema,
+  resolveWorkerLayout,
   resolveWorkersPerNode,
   whyNotPlugin,
   workerModules,
+  workersPerAccelerator,
 } from "./contract/plugin.js";
 // Provider contract
 export {

@@ -85,15 +85,18 @@ export type { CommandOptions, CommandResult } from "./pool/commands.js";
 export { script, shell } from "./pool/commands.js";
 export type { NodeCost, PoolCost } from "./pool/cost.js";
 export type {
+  BroadcastResults,
   ComputeOptions,
   MapItem,
   Pool,
   PoolNode,
   ResultOf,
   RunOptions,
+  RunTarget,
   StreamOptions,
   TaskHandle,
   WaitOptions,
+  WorkerPlace,
 } from "./pool/pool.js";
 export { compute, withCompute } from "./pool/pool.js";
 export type {

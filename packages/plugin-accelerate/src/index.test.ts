@@ -9,6 +9,7 @@ import {
   applyLaunchers,
   type Cluster,
   collectBootstrapOps,
+  isWorkersPerAccelerator,
   LaunchCommand,
   type LaunchContext,
   type Offer,
@@ -475,4 +476,115 @@ describe.skipIf(skipReason !== undefined)("under the real accelerate launch", ()
       num_processes: 2,
     });
   }, 180_000);
+});
+
+describe("one process per accelerator", () => {
+  const perAccelerator = { perAccelerator: true } as const;
+
+  it("runs as many workers per node as the node has accelerators, and checks num_processes against them", () => {
+    const plugin = accelerate({ num_processes: 16 }, perAccelerator);
+    expect(isWorkersPerAccelerator(plugin.workersPerNode)).toBe(true);
+    expect(plugin.workersPerNode?.({ cluster: clusterOf(2, 8) })).toBe(8);
+    expect(accelerate({}, perAccelerator).workersPerNode?.({ cluster: clusterOf(3, 2) })).toBe(2);
+    expect(configurationIssuesOf(() => plugin.workersPerNode?.({ cluster: clusterOf(2, 4) }))).toEqual([
+      {
+        path: "accelerate.num_processes",
+        message: "expected 8 (2 nodes × 4 accelerators, one process per accelerator), received 16",
+      },
+    ]);
+    expect(() => plugin.workersPerNode?.({ cluster: clusterOf(2, 0) })).toThrow(
+      /needs nodes with accelerators/,
+    );
+    // One per node, as before, unless asked.
+    expect(accelerate({ num_processes: 2 }).workersPerNode).toBeUndefined();
+  });
+
+  it("refuses what it does not run, naming the field, when the plugin is made", () => {
+    expect(configurationIssuesOf(() => accelerate({ deepspeed: { zero_stage: 2 } }, perAccelerator))).toEqual(
+      [
+        {
+          path: "accelerate.deepspeed",
+          message:
+            "one process per accelerator runs MULTI_GPU, MULTI_CPU or FSDP for now, received deepspeed settings",
+        },
+      ],
+    );
+    expect(() => accelerate({ fsdp: { sharding_strategy: "FULL_SHARD" } }, perAccelerator)).not.toThrow();
+    expect(
+      configurationIssuesOf(() => accelerate({ distributed_type: "XLA" }, perAccelerator))[0]?.path,
+    ).toBe("accelerate.distributed_type");
+    expect(
+      configurationIssuesOf(() =>
+        accelerate({}, { perAccelerator: "yes" } as unknown as { perAccelerator: boolean }),
+      ),
+    ).toEqual([{ path: "accelerate options.perAccelerator", message: "expected true or false" }]);
+  });
+
+  it("launches each node's worker with the totals and no rank of its own: each process sets its own", () => {
+    const venv = join(scratch, "venv-per-accelerator");
+    for (const nodeId of [0, 1]) {
+      const context = { ...contextOf(nodeId, 2, venv), workersPerNode: 8, executor: "process" as const };
+      const argv = argvOf(applyLaunchers([accelerate({}, perAccelerator)], workerCommand(context), context));
+      // No rank variables: each process sets its own. The real config's path, for the worker module.
+      expect(argv.slice(0, 3)).toEqual([
+        "env",
+        `SKYWARD_ACCELERATE_CONFIG=${join(scratch, "accelerate.json")}`,
+        join(venv, "bin", "python"),
+      ]);
+      const flag = (name: string) => argv[argv.indexOf(name) + 1];
+      expect(flag("--config_file")).toBe(join(scratch, "accelerate-launch.json"));
+      expect([flag("--num_machines"), flag("--machine_rank"), flag("--num_processes")]).toEqual([
+        "2",
+        String(nodeId),
+        "16",
+      ]);
+    }
+    const context = { ...contextOf(0, 2, venv), workersPerNode: 8 };
+    expect(() =>
+      applyLaunchers([accelerate({ num_processes: 4 }, perAccelerator)], workerCommand(context), context),
+    ).toThrow(/num_processes is 4, but 2 nodes × 8 accelerators run 16 processes, one per accelerator/);
+  });
+
+  it("writes the real config, and the one accelerate's single-process launcher needs, on each node", () => {
+    const root = join(scratch, "per-accelerator-root");
+    const gpu = join(root, "gpu");
+    const fsdp = { sharding_strategy: "FULL_SHARD" };
+    for (const op of collectBootstrapOps(
+      [accelerate({ mixed_precision: "bf16", fsdp }, perAccelerator)],
+      clusterOf(2, 8),
+    )) {
+      mkdirSync(gpu, { recursive: true });
+      execFileSync("bash", ["-c", op], { env: { ...process.env, SKYWARD_ROOT: gpu } });
+    }
+    const real = JSON.parse(readFileSync(join(gpu, "accelerate.json"), "utf8"));
+    expect(real).toMatchObject({
+      distributed_type: "FSDP",
+      mixed_precision: "bf16",
+      use_cpu: false,
+      num_processes: 16,
+      fsdp_config: fsdp,
+    });
+    // The node's launcher starts one process (its worker): NO, and no FSDP settings (those reach the
+    // device processes through the environment).
+    const { fsdp_config: _, ...launched } = real;
+    expect(JSON.parse(readFileSync(join(gpu, "accelerate-launch.json"), "utf8"))).toEqual({
+      ...launched,
+      distributed_type: "NO",
+    });
+    const cpu = join(root, "cpu");
+    mkdirSync(cpu, { recursive: true });
+    for (const op of collectBootstrapOps(
+      [accelerate({ distributed_type: "MULTI_CPU" }, perAccelerator)],
+      clusterOf(2, 2),
+    )) {
+      execFileSync("bash", ["-c", op], { env: { ...process.env, SKYWARD_ROOT: cpu } });
+    }
+    for (const name of ["accelerate.json", "accelerate-launch.json"]) {
+      expect(JSON.parse(readFileSync(join(cpu, name), "utf8"))).toMatchObject({
+        distributed_type: "MULTI_CPU",
+        use_cpu: true,
+        num_processes: 4,
+      });
+    }
+  });
 });

@@ -17,9 +17,31 @@
  */
 import { posix } from "node:path";
 import { fileURLToPath } from "node:url";
+import { ConfigurationError } from "@skyward/core";
 import type { Cluster, JsonValue, LaunchCommand, LaunchContext, PluginV1 } from "@skyward/core/contract";
-import { extendImage, Plugin, parseInput, shellQuote } from "@skyward/core/contract";
+import { extendImage, Plugin, parseInput, shellQuote, workersPerAccelerator } from "@skyward/core/contract";
 import { z } from "zod";
+
+/** Options of the plugin itself (not accelerate settings). */
+export interface AccelerateOptions {
+  /**
+   * One process per accelerator (default `false`: one per node). Each node then runs as many
+   * worker processes as it has accelerators, each seeing every device (accelerate selects
+   * `cuda:<LOCAL_RANK>`), each a process of accelerate's state: `process_index` = node ×
+   * accelerators + local index, `num_processes` = nodes × accelerators. The node's worker runs
+   * under `accelerate launch` with those totals (accelerate's single-process launcher: the node's
+   * processes are Skyward's), and each process gets the rank variables (`RANK`, `LOCAL_RANK`,
+   * `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`) torchrun would give it.
+   * The node's launcher reads `accelerate-launch.json` (the config with a single-process type);
+   * `accelerate.json` keeps the real one, from which each process gets the environment accelerate's
+   * own launch code gives the processes it starts (`ACCELERATE_USE_FSDP`, `FSDP_*`, …). For
+   * `MULTI_GPU`, `MULTI_CPU` and `FSDP`; DeepSpeed and the others are refused with it for now.
+   */
+  perAccelerator?: boolean;
+}
+
+/** The distributed types one process per accelerator supports. */
+const PER_ACCELERATOR_TYPES: readonly AccelerateDistributedType[] = ["MULTI_GPU", "MULTI_CPU", "FSDP"];
 
 /** Accelerate's distributed types, as `accelerate config` writes them. */
 export type AccelerateDistributedType =
@@ -50,8 +72,9 @@ export interface AccelerateConfig {
   /** Mixed precision: `"no"` (default), `"fp16"`, `"bf16"` or `"fp8"`. */
   mixed_precision?: "no" | "fp16" | "bf16" | "fp8";
   /**
-   * Processes in TOTAL, across every node (accelerate's meaning). Default: one per node. Skyward
-   * starts one worker process per node, so this must equal the node count for now.
+   * Processes in TOTAL, across every node (accelerate's meaning). Default: one per node, or with
+   * {@link AccelerateOptions.perAccelerator} one per accelerator (nodes × accelerators per node).
+   * Must be that number: anything else is refused before any node starts.
    */
   num_processes?: number;
   /** CPU threads per process (`OMP_NUM_THREADS`), passed as `--num_cpu_threads_per_process`. */
@@ -140,6 +163,11 @@ const WORKER_PATH = fileURLToPath(new URL(`../python/${WORKER_MODULE}.py`, impor
 
 /** The accelerate config file's name, in the node's Skyward root (`$SKYWARD_ROOT` of the bootstrap ops). */
 const ACCELERATE_CONFIG_FILE = "accelerate.json";
+/**
+ * With one process per accelerator: the config the node's `accelerate launch` reads, for its
+ * single-process launcher (the node's worker is the one process it starts).
+ */
+const LAUNCH_CONFIG_FILE = "accelerate-launch.json";
 
 /** How many nodes a cluster may have, and how many GPUs each: what the config inference needs. */
 interface ClusterShape {
@@ -183,14 +211,17 @@ function renderAccelerateConfig(
   config: AccelerateConfig,
   nodes: number,
   gpusPerNode: number,
+  perAccelerator: boolean,
 ): Record<string, JsonValue> {
+  const processes = perAccelerator ? nodes * Math.max(1, gpusPerNode) : nodes;
+  const type = inferDistributedType({ num_processes: processes, ...config }, nodes, gpusPerNode);
   const file: Record<string, JsonValue> = {
     compute_environment: "LOCAL_MACHINE",
-    distributed_type: inferDistributedType(config, nodes, gpusPerNode),
+    distributed_type: type,
     mixed_precision: config.mixed_precision ?? "no",
-    use_cpu: gpusPerNode <= 0,
+    use_cpu: gpusPerNode <= 0 || type === "MULTI_CPU",
     // Passed on the command line too (which wins); accelerate < 1 requires it in the file.
-    num_processes: config.num_processes ?? nodes,
+    num_processes: config.num_processes ?? processes,
   };
   if (config.debug !== undefined) file.debug = config.debug;
   if (config.downcast_bf16 !== undefined) file.downcast_bf16 = config.downcast_bf16;
@@ -203,12 +234,23 @@ function renderAccelerateConfig(
 }
 
 /**
+ * With one process per accelerator, the config the node's launcher reads: `accelerate.json` with a
+ * type whose launcher starts one process (`NO`; `MULTI_CPU` stays, its launcher is that one too)
+ * and without the FSDP / DeepSpeed settings, which reach each device process through the
+ * environment the worker module computes from `accelerate.json` with accelerate's own launch code.
+ */
+function renderLaunchConfig(file: Record<string, JsonValue>): Record<string, JsonValue> {
+  const { fsdp_config: _fsdp, deepspeed_config: _deepspeed, ...rest } = file;
+  return { ...rest, distributed_type: file.distributed_type === "MULTI_CPU" ? "MULTI_CPU" : "NO" };
+}
+
+/**
  * The bootstrap op that writes the config file into the node's Skyward root (`$SKYWARD_ROOT`, set
  * by the bootstrap script), atomically. The JSON travels as one shell-quoted word.
  */
-function renderConfigFileOp(file: Record<string, JsonValue>): string {
-  const target = `"\${SKYWARD_ROOT:?}/${ACCELERATE_CONFIG_FILE}"`;
-  const next = `"\${SKYWARD_ROOT:?}/${ACCELERATE_CONFIG_FILE}.next"`;
+function renderConfigFileOp(file: Record<string, JsonValue>, name = ACCELERATE_CONFIG_FILE): string {
+  const target = `"\${SKYWARD_ROOT:?}/${name}"`;
+  const next = `"\${SKYWARD_ROOT:?}/${name}.next"`;
   return `printf '%s\\n' ${shellQuote(JSON.stringify(file))} > ${next} && mv -f ${next} ${target}`;
 }
 
@@ -233,6 +275,7 @@ function wrapWithAccelerate(
   config: AccelerateConfig,
   command: LaunchCommand,
   context: LaunchContext,
+  perAccelerator: boolean,
 ): LaunchCommand {
   if (context.venvDir === "") {
     throw new Error(
@@ -246,26 +289,33 @@ function wrapWithAccelerate(
     );
   }
   const nodes = context.numNodes;
-  const total = config.num_processes ?? nodes;
-  if (total !== nodes) {
+  const expected = perAccelerator ? nodes * context.workersPerNode : nodes;
+  const total = config.num_processes ?? expected;
+  if (total !== expected) {
     throw new Error(
-      `accelerate: num_processes is ${total} across ${nodes} ${nodes === 1 ? "node" : "nodes"}, but Skyward runs one worker process per node, so num_processes must be ${nodes}`,
+      perAccelerator
+        ? `accelerate: num_processes is ${total}, but ${nodes} ${nodes === 1 ? "node" : "nodes"} × ${context.workersPerNode} accelerators run ${expected} processes, one per accelerator`
+        : `accelerate: num_processes is ${total} across ${nodes} ${nodes === 1 ? "node" : "nodes"}, but Skyward runs one worker process per node, so num_processes must be ${nodes} (or use accelerate(config, { perAccelerator: true }) for one per accelerator)`,
     );
   }
   // Accelerate's multi-CPU mode reads the process's rank from the environment (what mpirun would
   // set); the multi-GPU launchers set their own. One process per node: rank = node. A single node
-  // gets none: with them accelerate would look for a process group to join.
+  // gets none: with them accelerate would look for a process group to join. One process per
+  // accelerator: each process sets its own (the worker module's around_process).
+  const root = context.root ?? posix.dirname(context.venvDir);
   const rankVariables =
-    nodes > 1
+    nodes > 1 && !perAccelerator
       ? ["env", `RANK=${context.nodeId}`, `WORLD_SIZE=${total}`, "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1"]
-      : [];
+      : perAccelerator
+        ? ["env", `SKYWARD_ACCELERATE_CONFIG=${posix.join(root, ACCELERATE_CONFIG_FILE)}`]
+        : [];
   const words = [
     ...rankVariables,
     context.pythonBin,
     "-m",
     "accelerate.commands.launch",
     "--config_file",
-    posix.join(context.root ?? posix.dirname(context.venvDir), ACCELERATE_CONFIG_FILE),
+    posix.join(root, perAccelerator ? LAUNCH_CONFIG_FILE : ACCELERATE_CONFIG_FILE),
     "--num_machines",
     String(nodes),
     "--machine_rank",
@@ -291,18 +341,85 @@ function wrapWithAccelerate(
  * (unless set) to the interface holding the node's private address, so a gloo process group (CPU
  * nodes) connects over the pool's network rather than where the host name resolves.
  *
+ * With `{ perAccelerator: true }` each node runs one process per accelerator (see
+ * {@link AccelerateOptions.perAccelerator}); `num_processes`, when given, must then be nodes ×
+ * accelerators per node — 2 nodes × 8 GPUs: 16 — and a mismatch is refused before any node starts.
+ *
+ * ```ts
+ * import * as sky from "@skyward/core";
+ * import { accelerate } from "@skyward/plugin-accelerate";
+ *
+ * // 2 nodes × 8 H100: 16 processes, one per GPU.
+ * await using pool = await sky.compute({
+ *   nodes: 2,
+ *   accelerator: sky.accelerators.H100({ count: 8 }),
+ *   plugins: [accelerate({ mixed_precision: "bf16", num_processes: 16 }, { perAccelerator: true })],
+ * });
+ * ```
+ *
  * @param config settings in `accelerate config`'s structure; see {@link AccelerateConfig}.
+ * @param options the plugin's own options; see {@link AccelerateOptions}.
  * @throws {ConfigurationError} naming the field (`accelerate.mixed_precision`, `accelerate.fsdp`…)
- *   when a setting is not valid.
+ *   when a setting is not valid, or one that one process per accelerator does not support.
  */
-export function accelerate(config: AccelerateConfig = {}): PluginV1 {
+export function accelerate(config: AccelerateConfig = {}, options: AccelerateOptions = {}): PluginV1 {
   const settings: AccelerateConfig = parseInput(settingsSchema, config, "accelerate");
-  return Plugin.create("accelerate")
+  const { perAccelerator } = parseInput(optionsSchema, options, "accelerate options");
+  if (perAccelerator) refuseUnsupportedPerAccelerator(settings);
+  // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
+  const plugin = Plugin.create("accelerate")
+    .withPeerNetwork()
     .withImageTransform(({ image }) => extendImage(image, { pip: ["accelerate"] }))
     .withBootstrap(({ cluster }) => {
       const { nodes, gpusPerNode } = clusterShape(cluster);
-      return [renderConfigFileOp(renderAccelerateConfig(settings, nodes, gpusPerNode))];
+      const file = renderAccelerateConfig(settings, nodes, gpusPerNode, perAccelerator);
+      if (!perAccelerator) return [renderConfigFileOp(file)];
+      return [renderConfigFileOp(file), renderConfigFileOp(renderLaunchConfig(file), LAUNCH_CONFIG_FILE)];
     })
-    .withLauncher(({ command, context }) => wrapWithAccelerate(settings, command, context))
-    .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: {} });
+    .withLauncher(({ command, context }) => wrapWithAccelerate(settings, command, context, perAccelerator))
+    .withWorker({
+      module: WORKER_MODULE,
+      path: WORKER_PATH,
+      config: perAccelerator ? { per_worker: true } : {},
+    });
+  if (!perAccelerator) return plugin;
+  // Accelerate picks each process's device itself (cuda:<LOCAL_RANK>): every device stays visible.
+  return plugin.withWorkersPerNode(
+    workersPerAccelerator({
+      pin: false,
+      check: (count, cluster) => {
+        const nodes = cluster.spec.nodes.max;
+        if (settings.num_processes !== undefined && settings.num_processes !== nodes * count) {
+          throw new ConfigurationError({
+            issues: [
+              {
+                path: "accelerate.num_processes",
+                message: `expected ${nodes * count} (${nodes} ${nodes === 1 ? "node" : "nodes"} × ${count} accelerators, one process per accelerator), received ${settings.num_processes}`,
+              },
+            ],
+          });
+        }
+      },
+    }),
+  );
+}
+
+const optionsSchema = z.strictObject(
+  { perAccelerator: z.boolean({ error: "expected true or false" }).default(false) },
+  { error: "expected an options object" },
+);
+
+/** Refuses the settings one process per accelerator does not support (yet), naming the field. */
+function refuseUnsupportedPerAccelerator(settings: AccelerateConfig): void {
+  const field = settings.deepspeed !== undefined ? "deepspeed" : undefined;
+  const type = settings.distributed_type;
+  if (field === undefined && (type === undefined || PER_ACCELERATOR_TYPES.includes(type))) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: `accelerate.${field ?? "distributed_type"}`,
+        message: `one process per accelerator runs ${PER_ACCELERATOR_TYPES.slice(0, -1).join(", ")} or ${PER_ACCELERATOR_TYPES.at(-1)} for now, received ${field ? `${field} settings` : JSON.stringify(type)}`,
+      },
+    ],
+  });
 }

@@ -4,6 +4,11 @@
 topology and calls ``jax.distributed.initialize`` with them; leaving it shuts the runtime down.
 Process 0 (the head) serves the coordinator at the head's address, one port above the pool's head
 port (which the torch plugin's rendezvous uses).
+
+With one process per accelerator (``config["per_worker"]``) each process-executor child, pinned to
+its device, is one JAX process (``info.global_worker_index`` of ``info.total_workers``):
+``around_process`` initialises there, and ``around_app`` (the node's worker process, which runs no
+task) does nothing.
 """
 
 from __future__ import annotations
@@ -99,6 +104,22 @@ def _distributed(info: Any) -> Iterator[None]:
             jax.distributed.shutdown()
 
 
-def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None]:
+def _nested_process() -> bool:
+    """A child of the worker's nested-task executor: it runs subtasks and is no rank of its own."""
+    from skyward.context import runtime
+
+    return bool(getattr(runtime, "nested", False))
+
+
+def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
     """Initialises ``jax.distributed`` for the whole pool (every worker one JAX process)."""
+    if config.get("per_worker") is True:
+        return None  # each worker process (around_process) is a JAX process of its own
+    return _distributed(info)
+
+
+def around_process(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
+    """With one process per accelerator: initialises ``jax.distributed`` as this worker's process."""
+    if config.get("per_worker") is not True or _nested_process():
+        return None
     return _distributed(info)

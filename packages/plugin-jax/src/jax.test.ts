@@ -1,7 +1,13 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { image } from "@skyward/core";
-import { applyImageTransforms, isPlugin, type PluginV1, workerModules } from "@skyward/core/contract";
+import {
+  applyImageTransforms,
+  isPlugin,
+  isWorkersPerAccelerator,
+  type PluginV1,
+  workerModules,
+} from "@skyward/core/contract";
 import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { type JaxOptions, jax } from "./index.js";
@@ -24,6 +30,14 @@ describe("jax()", () => {
       { plugin: "jax", module: "skyward_plugin_jax", path, config: {} },
     ]);
     expect(readFileSync(path, "utf8")).toMatch(/^def around_app\(info: Any, config: Mapping\[str, Any\]\)/m);
+    // One JAX process per node unless asked for one per accelerator.
+    expect(plugin.workersPerNode).toBeUndefined();
+    const perDevice = jax({ perAccelerator: true });
+    expect(isWorkersPerAccelerator(perDevice.workersPerNode)).toBe(true);
+    expect(perDevice.worker?.config).toEqual({ per_worker: true });
+    expect(readFileSync(path, "utf8")).toMatch(
+      /^def around_process\(info: Any, config: Mapping\[str, Any\]\)/m,
+    );
   });
 
   it.each([
@@ -46,6 +60,7 @@ describe("jax()", () => {
   it.each<[unknown, string, RegExp]>([
     [{ cuda: "cu11" }, "cuda", /expected one of "cu12", "cu13", "cpu", received "cu11"/],
     [{ cuda: 12 }, "cuda", /expected one of .*received number/],
+    [{ perAccelerator: "yes" }, "perAccelerator", /expected true or false, received "yes"/],
     [{ backend: "gloo" }, "backend", /unknown field/],
     [[], "", /expected an options object/],
   ])("rejects %j naming the field", (input, path, message) => {

@@ -14,6 +14,14 @@ export type JaxCuda = "cu12" | "cu13" | "cpu";
 export interface JaxOptions {
   /** Which JAX build to install: `"cu12"` (default, `jax[cuda12]`), `"cu13"` (`jax[cuda13]`) or `"cpu"` (`jax`). */
   cuda?: JaxCuda;
+  /**
+   * One JAX process per accelerator (default `false`). The default — one process per node, seeing
+   * all of the node's devices — is JAX's own recommended shape for GPUs, and the one to keep unless
+   * something needs a process per device. With `true`, each node runs one worker process per
+   * accelerator, pinned to its device (`CUDA_VISIBLE_DEVICES`), each a JAX process of its own:
+   * `jax.process_count()` = nodes × accelerators, one local device each.
+   */
+  perAccelerator?: boolean;
 }
 
 const CUDA_BUILDS = ["cu12", "cu13", "cpu"] as const satisfies readonly JaxCuda[];
@@ -40,6 +48,9 @@ const optionsSchema = z.strictObject(
           `expected one of ${CUDA_BUILDS.map((value) => JSON.stringify(value)).join(", ")}, received ${describe(issue.input)}`,
       })
       .default("cu12"),
+    perAccelerator: z
+      .boolean({ error: (issue) => `expected true or false, received ${describe(issue.input)}` })
+      .default(false),
   },
   { error: (issue) => `expected an options object, received ${describe(issue.input)}` },
 );
@@ -60,11 +71,21 @@ const optionsSchema = z.strictObject(
  * await using pool = await sky.compute({ nodes: 2, plugins: [jax(), keras({ backend: "jax" })] });
  * ```
  *
- * @throws {ConfigurationError} naming the field (`cuda`) when an option is invalid.
+ * One JAX process per node, seeing all of the node's devices, is the default and JAX's recommended
+ * shape; `perAccelerator: true` runs one per device instead (see {@link JaxOptions.perAccelerator}).
+ *
+ * @throws {ConfigurationError} naming the field (`cuda`, `perAccelerator`) when an option is invalid.
  */
 export function jax(options: JaxOptions = {}): PluginV1 {
-  const { cuda } = parseInput(optionsSchema, options);
-  return Plugin.create("jax")
+  const { cuda, perAccelerator } = parseInput(optionsSchema, options);
+  // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
+  const plugin = Plugin.create("jax")
+    .withPeerNetwork()
     .withImageTransform(({ image }) => extendImage(image, { pip: [REQUIREMENTS[cuda]] }))
-    .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: {} });
+    .withWorker({
+      module: WORKER_MODULE,
+      path: WORKER_PATH,
+      config: perAccelerator ? { per_worker: true } : {},
+    });
+  return perAccelerator ? plugin.withWorkersPerAccelerator() : plugin;
 }

@@ -16,6 +16,7 @@ interface DistributedInfo {
   devices: number;
   local_devices: number;
   env: Record<string, string | null>;
+  cuda_visible_devices: string | null;
   pid: number;
 }
 
@@ -51,6 +52,7 @@ describe("jax() on 2 Local nodes (CPU)", () => {
     expect(infos[0]?.head_port).toBeGreaterThan(0);
     const coordinator = `127.0.0.1:${(infos[0]?.head_port ?? 0) + 1}`;
     for (const [node, info] of infos.entries()) {
+      expect(info.cuda_visible_devices).toBeNull();
       expect(info.env).toEqual({
         JAX_COORDINATOR_ADDRESS: coordinator,
         JAX_NUM_PROCESSES: "2",
@@ -73,5 +75,40 @@ describe("jax() on 2 Local nodes (CPU)", () => {
     const again = await pool.broadcast(distributedInfo());
     expect(again.map((info) => info.pid)).toEqual(first.map((info) => info.pid));
     expect(again.map((info) => info.process_index)).toEqual([0, 1]);
+  });
+});
+
+describe("jax({ perAccelerator: true }) on 2 Local nodes × 2 faked GPUs (CPU)", () => {
+  /** A directory holding a fake nvidia-smi listing 2 GPUs: the Local offer counts them. */
+  const fakes = fileURLToPath(new URL("./fixtures/bin", import.meta.url));
+  const path = process.env.PATH;
+  let pool: sky.Pool;
+
+  beforeAll(async () => {
+    process.env.PATH = `${fakes}:${path}`;
+    pool = await sky.compute({
+      nodes: 2,
+      image: { includes: [tasks] },
+      plugins: [jax({ cuda: "cpu", perAccelerator: true })],
+      options: { console: false, bootstrapTimeout: 900 },
+    });
+  });
+
+  afterAll(async () => {
+    await pool?.close();
+    process.env.PATH = path;
+  });
+
+  it("makes one JAX runtime of 4 processes, one per device, in rank order", async () => {
+    const infos = await pool.broadcast(distributedInfo());
+    expect(
+      infos.map((info) => [info.process_index, info.process_count, info.devices, info.local_devices]),
+    ).toEqual([0, 1, 2, 3].map((index) => [index, 4, 4, 1]));
+    expect(infos.map((info) => info.cuda_visible_devices)).toEqual(["0", "1", "0", "1"]);
+    expect(infos.map((info) => info.env.JAX_PROCESS_ID)).toEqual(["0", "1", "2", "3"]);
+    expect(new Set(infos.map((info) => info.pid)).size).toBe(4);
+    expect(await pool.broadcast(globalSum(1))).toEqual(
+      [0, 1, 2, 3].map((process_index) => ({ process_index, sum: 10, gathered: [0, 1, 2, 3] })),
+    );
   });
 });

@@ -58,7 +58,9 @@ const optionsSchema = z.strictObject(
  */
 export function keras(options: KerasOptions = {}): PluginV1 {
   const { backend } = parseInput(optionsSchema, options);
+  // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
   return Plugin.create("keras")
+    .withPeerNetwork()
     .withImageTransform(({ image }) =>
       extendImage(image, { pip: ["keras"], env: { KERAS_BACKEND: backend } }),
     )

@@ -4,6 +4,11 @@
 rendezvous from the pool's topology and joins the process group; leaving it destroys the group.
 torch is imported there, not at module import, so a worker without torch fails its first task with
 a clear error instead of failing to start.
+
+With one worker per accelerator (``config["per_worker"]``) each worker is a process-executor child
+pinned to its device: ``around_process`` joins the group there instead, as rank
+``info.global_worker_index`` of ``info.total_workers``, and ``around_app`` (the node's worker
+process, which runs no task) does nothing.
 """
 
 from __future__ import annotations
@@ -48,8 +53,11 @@ def _process_group(info: Any, backend: str | None) -> Iterator[None]:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "gloo":
         _pin_gloo_interface(info)
-    if backend == "nccl" and torch.cuda.is_available() and info.worker < torch.cuda.device_count():
-        torch.cuda.set_device(info.worker)
+    if backend == "nccl" and torch.cuda.is_available():
+        # Pinned to one device (one worker per accelerator, MIG), the worker's device is cuda:0;
+        # seeing all of the node's devices, it is the one of its local rank.
+        count = torch.cuda.device_count()
+        torch.cuda.set_device(info.worker if info.worker < count else 0)
     owned = False
     if not dist.is_initialized():
         dist.init_process_group(backend=backend)
@@ -61,7 +69,27 @@ def _process_group(info: Any, backend: str | None) -> Iterator[None]:
             dist.destroy_process_group()
 
 
-def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None]:
-    """Joins the pool-wide process group (``config["backend"]``, or nccl/gloo by CUDA availability)."""
+def _backend(config: Mapping[str, Any]) -> str | None:
     backend = config.get("backend")
-    return _process_group(info, backend if isinstance(backend, str) else None)
+    return backend if isinstance(backend, str) else None
+
+
+def _nested_process() -> bool:
+    """A child of the worker's nested-task executor: it runs subtasks and is no rank of its own."""
+    from skyward.context import runtime
+
+    return bool(getattr(runtime, "nested", False))
+
+
+def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
+    """Joins the pool-wide process group (``config["backend"]``, or nccl/gloo by CUDA availability)."""
+    if config.get("per_worker") is True:
+        return None  # each worker process (around_process) is a rank of its own
+    return _process_group(info, _backend(config))
+
+
+def around_process(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
+    """With one worker per accelerator: joins the group as this worker's global rank."""
+    if config.get("per_worker") is not True or _nested_process():
+        return None
+    return _process_group(info, _backend(config))

@@ -1,7 +1,15 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { image } from "@skyward/core";
-import { applyImageTransforms, isPlugin, type PluginV1, workerModules } from "@skyward/core/contract";
+import {
+  applyImageTransforms,
+  type Cluster,
+  isPlugin,
+  isWorkersPerAccelerator,
+  type PluginV1,
+  resolveWorkerLayout,
+  workerModules,
+} from "@skyward/core/contract";
 import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { type TorchOptions, torch } from "./index.js";
@@ -17,6 +25,8 @@ describe("torch()", () => {
     const plugin = torch();
     expect(isPlugin(plugin)).toBe(true);
     expect(plugin.name).toBe("torch");
+    // Its DDP rendezvous needs the nodes to reach one another: refused on providers without a network.
+    expect(plugin.peerNetwork).toBe(true);
     expect(plugin.worker?.module).toBe("skyward_plugin_torch");
     expect(plugin.worker?.path).toBe(
       fileURLToPath(new URL("../python/skyward_plugin_torch.py", import.meta.url)),
@@ -27,12 +37,45 @@ describe("torch()", () => {
         plugin: "torch",
         module: "skyward_plugin_torch",
         path: plugin.worker?.path,
-        config: { backend: null },
+        config: { backend: null, per_worker: false },
       },
     ]);
-    expect(plugin.worker?.config).toEqual({ backend: null });
-    expect(torch({ backend: "gloo" }).worker?.config).toEqual({ backend: "gloo" });
-    expect(torch({ backend: "nccl" }).worker?.config).toEqual({ backend: "nccl" });
+    expect(plugin.worker?.config).toEqual({ backend: null, per_worker: false });
+    expect(torch({ backend: "gloo" }).worker?.config).toEqual({ backend: "gloo", per_worker: false });
+    expect(torch({ backend: "nccl" }).worker?.config).toEqual({ backend: "nccl", per_worker: false });
+    // One node, one worker, unless asked for one per accelerator.
+    expect(plugin.workersPerNode).toBeUndefined();
+  });
+
+  it("perAccelerator: one worker per accelerator, each a rank of its own", () => {
+    const plugin = torch({ perAccelerator: true });
+    expect(plugin.worker?.config).toEqual({ backend: null, per_worker: true });
+    expect(isWorkersPerAccelerator(plugin.workersPerNode)).toBe(true);
+    const sized = (count: number) =>
+      ({
+        offer: { accelerator: count > 0 ? { name: "H100", count, memoryGb: 80 } : null },
+        spec: { acceleratorCount: count },
+      }) as unknown as Cluster;
+    expect(plugin.workersPerNode?.({ cluster: sized(8) })).toBe(8);
+    expect(() => plugin.workersPerNode?.({ cluster: sized(0) })).toThrow(
+      /one worker per accelerator needs nodes with accelerators/,
+    );
+    expect(() => torch({ perAccelerator: "yes" as unknown as boolean })).toThrow(
+      /perAccelerator: expected true or false, received "yes"/,
+    );
+    // Which devices each worker sees: only its own (pinned) by default, or all of them.
+    expect(resolveWorkerLayout([plugin], sized(4)).pinAccelerators).toBe(true);
+    const all = torch({ perAccelerator: true, visibleDevices: "all" });
+    expect(resolveWorkerLayout([all], sized(4))).toMatchObject({ workersPerNode: 4, pinAccelerators: false });
+    expect(configurationIssuesOf(() => torch({ visibleDevices: "all" }))).toEqual([
+      {
+        path: "visibleDevices",
+        message: "expected perAccelerator: true with it (each node runs one worker then)",
+      },
+    ]);
+    expect(
+      configurationIssuesOf(() => torch({ perAccelerator: true, visibleDevices: "some" as "all" }))[0]?.path,
+    ).toBe("visibleDevices");
   });
 
   it("the worker module defines around_app", () => {

@@ -31,6 +31,22 @@ export interface TorchOptions {
   vision?: boolean | string;
   /** Also install torchaudio: `true` for any version, or a version (or specifier) as for `version`. */
   audio?: boolean | string;
+  /**
+   * One worker per accelerator (default `false`: one per node). Each node then runs as many worker
+   * processes as it has accelerators, worker `i` pinned to device `i` (`CUDA_VISIBLE_DEVICES`, so
+   * it is the process's `cuda:0`), and every worker is a rank of one process group: `RANK` =
+   * node × accelerators + `LOCAL_RANK`, `WORLD_SIZE` = nodes × accelerators, the rendezvous on the
+   * head. With the MIG plugin, a MIG instance is the accelerator. `pool.broadcast` then returns one
+   * result per rank, in rank order.
+   */
+  perAccelerator?: boolean;
+  /**
+   * With `perAccelerator`: which devices each worker process sees. `"own"` (default): only its own
+   * (`CUDA_VISIBLE_DEVICES` = that device, the process's `cuda:0`). `"all"`: every device of the
+   * node, as under torchrun, the plugin selecting `cuda:<LOCAL_RANK>` — for code that indexes devices
+   * by `LOCAL_RANK` (Hugging Face `Trainer`, accelerate's state). Refused without `perAccelerator`.
+   */
+  visibleDevices?: "own" | "all";
 }
 
 const BACKENDS = ["nccl", "gloo"] as const satisfies readonly TorchBackend[];
@@ -76,16 +92,30 @@ const companionSchema = z.union([z.boolean(), versionSchema], {
   error: (issue) => `expected true, false or a version string, received ${describe(issue.input)}`,
 });
 
-const optionsSchema = z.strictObject(
-  {
-    backend: choice(BACKENDS).optional(),
-    cuda: choice(CUDA_BUILDS).default("cu128"),
-    version: versionSchema.default("latest"),
-    vision: companionSchema.default(false),
-    audio: companionSchema.default(false),
-  },
-  { error: (issue) => `expected an options object, received ${describe(issue.input)}` },
-);
+const optionsSchema = z
+  .strictObject(
+    {
+      backend: choice(BACKENDS).optional(),
+      cuda: choice(CUDA_BUILDS).default("cu128"),
+      version: versionSchema.default("latest"),
+      vision: companionSchema.default(false),
+      audio: companionSchema.default(false),
+      perAccelerator: z
+        .boolean({ error: (issue) => `expected true or false, received ${describe(issue.input)}` })
+        .default(false),
+      visibleDevices: choice(["own", "all"]).optional(),
+    },
+    { error: (issue) => `expected an options object, received ${describe(issue.input)}` },
+  )
+  .superRefine((options, context) => {
+    if (options.visibleDevices !== undefined && !options.perAccelerator) {
+      context.addIssue({
+        code: "custom",
+        path: ["visibleDevices"],
+        message: "expected perAccelerator: true with it (each node runs one worker then)",
+      });
+    }
+  });
 
 /** A requirement for `name` at `version` (`latest` / `true` = any version). */
 function requirement(name: string, version: string | true): string {
@@ -100,27 +130,46 @@ function requirement(name: string, version: string | true): string {
  * such as a deep-learning image's or Debian's PyTorch, is used as it is. On each worker's first task
  * it sets `MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE`, `RANK`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE` and
  * `NODE_RANK` from the pool's topology and calls `torch.distributed.init_process_group(backend)`
- * once; the group is destroyed when the worker stops.
+ * once; the group is destroyed when the worker stops. With `perAccelerator: true` every node runs one
+ * worker process per accelerator, each pinned to its device and a rank of the group.
  *
  * ```ts
  * import * as sky from "@skyward/core";
  * import { torch } from "@skyward/plugin-torch";
  *
  * await using pool = await sky.compute({ nodes: 4, accelerator: sky.accelerators.A100(), plugins: [torch()] });
+ *
+ * // 4 nodes × 8 GPUs: 32 ranks, one process per GPU.
+ * await using big = await sky.compute({
+ *   nodes: 4,
+ *   accelerator: sky.accelerators.H100({ count: 8 }),
+ *   plugins: [torch({ perAccelerator: true })],
+ * });
  * ```
  *
- * @throws {ConfigurationError} naming the field (`backend`, `cuda`, `version`, `vision`, `audio`)
+ * @throws {ConfigurationError} naming the field (`backend`, `cuda`, `version`, `vision`, `audio`,
+ *   `perAccelerator`, `visibleDevices`)
  *   when an option is invalid.
  */
 export function torch(options: TorchOptions = {}): PluginV1 {
-  const { backend, cuda, version, vision, audio } = parseInput(optionsSchema, options);
+  const { backend, cuda, version, vision, audio, perAccelerator, visibleDevices } = parseInput(
+    optionsSchema,
+    options,
+  );
   const requirements = [requirement("torch", version)];
   if (vision !== false) requirements.push(requirement("torchvision", vision));
   if (audio !== false) requirements.push(requirement("torchaudio", audio));
   const packages = requirements.map((entry) => entry.split(/[=<>!~]/, 1)[0] as string);
-  return Plugin.create("torch")
+  // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
+  const plugin = Plugin.create("torch")
+    .withPeerNetwork()
     .withImageTransform(({ image }) =>
       extendImage(image, { pip: requirements, pipIndexes: [{ url: wheelIndexUrl(cuda), packages }] }),
     )
-    .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: { backend: backend ?? null } });
+    .withWorker({
+      module: WORKER_MODULE,
+      path: WORKER_PATH,
+      config: { backend: backend ?? null, per_worker: perAccelerator },
+    });
+  return perAccelerator ? plugin.withWorkersPerAccelerator({ pin: visibleDevices !== "all" }) : plugin;
 }

@@ -382,7 +382,14 @@ function build(settings: ParsedSettings): ProviderV1<NovitaClusterData> {
   return {
     specificationVersion: "v1",
     name: NAME,
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
+    capabilities: Object.freeze({
+      spot: true,
+      volumes: false,
+      images: true,
+      offerCache: "marketplace",
+      // Containers reached through a mapped public port: no network between instances.
+      peerNetwork: "none",
+    }),
     cacheKey: `${settings.apiUrl} ${settings.clusterId ?? "any"}`,
 
     async offers({ query, signal }) {

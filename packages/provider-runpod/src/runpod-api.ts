@@ -1,12 +1,27 @@
 /**
- * The parts of RunPod's APIs the provider uses, with zod schemas for what comes back:
+ * The parts of RunPod's APIs the provider uses, with zod schemas for what comes back.
  *
- * - GraphQL (`https://api.runpod.io/graphql`): `gpuTypes` with prices per cloud (`lowestPrice`),
- *   `cpuFlavors` with their `specifics` (stock and price of one CPU instance size),
- *   `podFindAndDeployOnDemand`, `podRentInterruptable` (a spot pod at a bid per GPU), `pod`,
- *   `myself { pods }` and `podTerminate`;
- * - REST v1 (`https://rest.runpod.io/v1/pods`): creating CPU pods, which GraphQL only offers through an
- *   undocumented template.
+ * REST API v2 (`https://api.runpod.io/v2`, https://docs.runpod.io/api-reference-v2/overview; REST v1
+ * was retired on 2026-11-15 and GraphQL retires in early 2027: https://docs.runpod.io/release-notes):
+ *
+ * - `GET /v2/catalog/gpus?include=AVAILABILITY&product=POD&count=N&cloud=…&minCudaVersion=…` — GPU types,
+ *   their price per GPU in each cloud, the most GPUs per pod, and current pod stock (`availability`:
+ *   `NONE` is sold out), per data center and per CUDA version
+ *   (https://docs.runpod.io/api-reference-v2/catalog/list-gpu-types);
+ * - `GET /v2/catalog/cpus?include=AVAILABILITY&product=POD` — CPU flavors: vCPU range, RAM per vCPU,
+ *   price per vCPU (https://docs.runpod.io/api-reference-v2/catalog/list-cpu-types);
+ * - `GET /v2/catalog/datacenters?globalNetwork=true` — the data centers with global networking
+ *   (https://docs.runpod.io/api-reference-v2/catalog/list-data-centers);
+ * - `POST /v2/pods` — create a GPU or CPU pod: `gpu: {id, count, minCudaVersion | allowedCudaVersions}`,
+ *   `globalNetworking` (a private address other pods of the account reach on any port), `env`, `ports`,
+ *   `disk`, `mounts` (https://docs.runpod.io/api-reference-v2/pods/create-a-pod); a `400` is "this GPU and
+ *   data center could not be placed" (capacity) or a broken rule, told apart only by its `detail`;
+ * - `GET /v2/pods`, `GET /v2/pods/{id}`, `DELETE /v2/pods/{id}` — list, look up, terminate
+ *   (https://docs.runpod.io/api-reference-v2/pods/list-pods, …/get-a-pod, …/terminate-a-pod).
+ *
+ * GraphQL (`https://api.runpod.io/graphql`), only for what v2 does not have — interruptible (spot)
+ * pods: `gpuTypes { lowestPrice { minimumBidPrice stockStatus } }` and `podRentInterruptable`
+ * (https://docs.runpod.io/sdks/graphql/manage-pods).
  *
  * `runpod-sdk` on npm covers serverless endpoints only, not pods, so none of this goes through it.
  */
@@ -39,166 +54,167 @@ export const runpodApi = defineProviderApi({
   createError: (options) => new RunPodApiError(options),
 });
 
-/** RunPod's GraphQL endpoint. */
+/** RunPod's REST API, version 2. */
+export const RUNPOD_API_URL = "https://api.runpod.io/v2";
+/** RunPod's GraphQL endpoint (interruptible pods only). */
 export const RUNPOD_GRAPHQL_URL = "https://api.runpod.io/graphql";
-/** RunPod's REST API, version 1. */
-export const RUNPOD_REST_URL = "https://rest.runpod.io/v1";
 
 const price = answerNumberSchema.transform((value) => (value !== null && value > 0 ? value : null));
-const count = z
-  .number()
-  .nullish()
-  .transform((value) => value ?? null);
+const availability = z.enum(["NONE", "LOW", "MEDIUM", "HIGH"]).nullish();
+const dataCenterAvailability = z.looseObject({ id: z.string(), availability });
+const perCloud = <T extends z.ZodType>(item: T) => z.looseObject({ secure: item, community: item }).nullish();
 
-const lowestPriceSchema = z
-  .looseObject({
-    minimumBidPrice: price,
-    uninterruptablePrice: price,
-    minVcpu: count,
-    minMemory: count,
-    stockStatus: z.string().nullish(),
-  })
+/** One GPU type of the v2 catalog. */
+export const catalogGpuSchema = z.looseObject({
+  id: z.string(),
+  name: z.string().nullish(),
+  manufacturer: z.string().nullish(),
+  memory: z.number().nullish(),
+  secure: z.boolean().nullish(),
+  community: z.boolean().nullish(),
+  price: perCloud(price),
+  maxCount: perCloud(z.number().nullish()),
+  availability,
+  dataCenters: z.array(dataCenterAvailability).nullish(),
+  cudaVersions: z.array(z.looseObject({ version: z.string(), available: z.boolean() })).nullish(),
+});
+
+/** A GPU type with its prices and stock. */
+export type CatalogGpu = z.infer<typeof catalogGpuSchema>;
+
+/** One CPU flavor of the v2 catalog. */
+export const catalogCpuSchema = z.looseObject({
+  id: z.string(),
+  name: z.string().nullish(),
+  vcpu: z.looseObject({ min: z.number(), max: z.number() }),
+  ramGbPerVcpu: z.number(),
+  price: z.looseObject({ securePerVcpu: price }),
+  availability,
+  dataCenters: z.array(dataCenterAvailability).nullish(),
+});
+
+/** A CPU flavor (`cpu3c`, `cpu5g`…). */
+export type CatalogCpu = z.infer<typeof catalogCpuSchema>;
+
+const sshEndpoint = z
+  .looseObject({ host: z.string(), port: z.number(), username: z.string().nullish() })
   .nullish();
 
-/** One `gpuTypes` entry, as far as the provider reads it. */
-export const gpuTypeSchema = z.looseObject({
-  id: z.string(),
-  displayName: z.string().nullish(),
-  memoryInGb: z.number().nullish(),
-  maxGpuCount: count,
-  maxGpuCountSecureCloud: count,
-  maxGpuCountCommunityCloud: count,
-  secureCloud: z.boolean().nullish(),
-  communityCloud: z.boolean().nullish(),
-  securePrice: price,
-  communityPrice: price,
-  secureSpotPrice: price,
-  communitySpotPrice: price,
-  secureLowest: lowestPriceSchema,
-  communityLowest: lowestPriceSchema,
-});
-
-/** A GPU type with its prices. */
-export type GpuType = z.infer<typeof gpuTypeSchema>;
-
-/** One `cpuFlavors` entry. */
-export const cpuFlavorSchema = z.looseObject({
-  id: z.string(),
-  displayName: z.string().nullish(),
-  minVcpu: z.number().nullish(),
-  maxVcpu: z.number().nullish(),
-  ramMultiplier: z.number().nullish(),
-});
-
-/** A CPU flavor (`cpu3c`, `cpu5g`…): vCPU range and GB of memory per vCPU. */
-export type CpuFlavor = z.infer<typeof cpuFlavorSchema>;
-
-const cpuSpecificsSchema = z.looseObject({
-  stockStatus: z.string().nullish(),
-  securePrice: price,
-});
-
-/** A pod as `pod`, `myself { pods }` and the create mutations return it. */
+/** A pod as v2 returns it. */
 export const podSchema = z.looseObject({
   id: z.string(),
   name: z.string().nullish(),
-  desiredStatus: z.string().nullish(),
-  costPerHr: price,
-  env: z.union([z.array(z.string()), z.record(z.string(), z.string())]).nullish(),
+  status: z.string().nullish(),
+  env: z
+    .record(z.string(), z.string())
+    .nullish()
+    .transform((value) => value ?? {}),
+  cost: answerNumberSchema,
+  cloud: z.string().nullish(),
+  dataCenterId: z.string().nullish(),
+  cudaVersion: z.string().nullish(),
+  gpu: z.looseObject({ id: z.string(), count: z.number().nullish() }).nullish(),
+  cpu: z.looseObject({ id: z.string(), vcpuCount: z.number().nullish() }).nullish(),
+  ssh: z.looseObject({ proxy: sshEndpoint, direct: sshEndpoint }).nullish(),
+  globalNetworking: z
+    .looseObject({
+      enabled: z.boolean().nullish(),
+      ip: z.string().nullish(),
+      internalDns: z.string().nullish(),
+    })
+    .nullish(),
   runtime: z
     .looseObject({
-      uptimeInSeconds: z.number().nullish(),
       ports: z
         .array(
           z.looseObject({
-            ip: z.string().nullish(),
-            isIpPublic: z.boolean().nullish(),
-            privatePort: z.number().nullish(),
-            publicPort: z.number().nullish(),
+            private: z.number().nullish(),
+            public: z.number().nullish(),
             type: z.string().nullish(),
+            ip: z.string().nullish(),
           }),
         )
         .nullish(),
     })
     .nullish(),
+  createdAt: z.string().nullish(),
 });
 
 /** A pod. */
 export type Pod = z.infer<typeof podSchema>;
 
-/** The fields asked for on every pod. */
-export const POD_FIELDS =
-  "id name desiredStatus costPerHr env runtime { uptimeInSeconds ports { ip isIpPublic privatePort publicPort type } }";
+/** The schemas of whole answers. */
+export const answers = {
+  gpus: z.looseObject({ gpus: z.array(catalogGpuSchema) }),
+  cpus: z.looseObject({ cpus: z.array(catalogCpuSchema) }),
+  dataCenters: z.looseObject({
+    dataCenters: z.array(z.looseObject({ id: z.string(), globalNetwork: z.boolean().nullish() })),
+  }),
+  pods: z.looseObject({ pods: z.array(podSchema) }),
+  spotPrices: z.looseObject({
+    gpuTypes: z
+      .array(
+        z.looseObject({
+          id: z.string(),
+          secureLowest: z
+            .looseObject({ minimumBidPrice: price, stockStatus: z.string().nullish() })
+            .nullish(),
+          communityLowest: z
+            .looseObject({ minimumBidPrice: price, stockStatus: z.string().nullish() })
+            .nullish(),
+        }),
+      )
+      .nullish()
+      .transform((value) => value ?? []),
+  }),
+  rented: z.looseObject({ podRentInterruptable: z.looseObject({ id: z.string() }).nullish() }),
+} as const;
 
-const LOWEST_PRICE_FIELDS = "minimumBidPrice uninterruptablePrice minVcpu minMemory stockStatus";
-
-/** What `lowestPrice` is asked for: a GPU count and, when the spec sets them, CPU and memory minimums. */
-export interface LowestPriceFilter {
-  readonly gpuCount: number;
-  readonly minVcpuCount?: number;
-  readonly minMemoryInGb?: number;
-  readonly dataCenterId?: string;
-}
-
-function lowestPriceInput(filter: LowestPriceFilter, secureCloud: boolean): string {
-  const fields = [`gpuCount: ${Math.trunc(filter.gpuCount)}`, `secureCloud: ${secureCloud}`];
-  if (filter.minVcpuCount !== undefined) fields.push(`minVcpuCount: ${Math.ceil(filter.minVcpuCount)}`);
-  if (filter.minMemoryInGb !== undefined) fields.push(`minMemoryInGb: ${Math.ceil(filter.minMemoryInGb)}`);
-  if (filter.dataCenterId !== undefined) fields.push(`dataCenterId: ${JSON.stringify(filter.dataCenterId)}`);
-  return `{${fields.join(", ")}}`;
-}
-
-/** The `gpuTypes` query, with the lowest price of a pod of `gpuCount` GPUs in each cloud. */
-export function gpuTypesQuery(filter: LowestPriceFilter): string {
+/** The GraphQL query of the minimum bid per GPU of each type, for a pod of `gpuCount` GPUs, in each cloud. */
+export function spotPricesQuery(gpuCount: number): string {
+  const input = (secure: boolean) => `{gpuCount: ${Math.trunc(gpuCount)}, secureCloud: ${secure}}`;
   return [
-    "query SkywardGpuTypes {",
+    "query SkywardSpotPrices {",
     "  gpuTypes {",
-    "    id displayName memoryInGb maxGpuCount maxGpuCountSecureCloud maxGpuCountCommunityCloud",
-    "    secureCloud communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice",
-    `    secureLowest: lowestPrice(input: ${lowestPriceInput(filter, true)}) { ${LOWEST_PRICE_FIELDS} }`,
-    `    communityLowest: lowestPrice(input: ${lowestPriceInput(filter, false)}) { ${LOWEST_PRICE_FIELDS} }`,
+    "    id",
+    `    secureLowest: lowestPrice(input: ${input(true)}) { minimumBidPrice stockStatus }`,
+    `    communityLowest: lowestPrice(input: ${input(false)}) { minimumBidPrice stockStatus }`,
     "  }",
     "}",
   ].join("\n");
 }
 
-/** The `cpuFlavors` query. */
-export const CPU_FLAVORS_QUERY =
-  "query SkywardCpuFlavors { cpuFlavors { id displayName minVcpu maxVcpu ramMultiplier } }";
-
-/** The query for the price and stock of one instance size (`cpu3c-2-4`) of each flavor, aliased `f0`, `f1`… */
-export function cpuSpecificsQuery(sizes: readonly { flavorId: string; instanceId: string }[]): string {
-  const parts = sizes.map(
-    (size, index) =>
-      `  f${index}: cpuFlavors(input: {id: ${JSON.stringify(size.flavorId)}}) { id specifics(input: {instanceId: ${JSON.stringify(size.instanceId)}}) { stockStatus securePrice } }`,
-  );
-  return ["query SkywardCpuPrices {", ...parts, "}"].join("\n");
-}
-
-/** Creates an on-demand GPU pod. */
-export const DEPLOY_ON_DEMAND_MUTATION = `mutation SkywardDeployOnDemand($input: PodFindAndDeployOnDemandInput!) {
-  podFindAndDeployOnDemand(input: $input) { ${POD_FIELDS} }
-}`;
-
-/** Creates an interruptible (spot) GPU pod at a bid per GPU. */
+/**
+ * Creates an interruptible (spot) GPU pod at a bid per GPU. Its input takes `allowedCudaVersions` like
+ * `podFindAndDeployOnDemand` (https://docs.runpod.io/sdks/graphql/manage-pods; runpod-python's
+ * `generate_spot_pod_deployment_mutation` sends it too).
+ */
 export const DEPLOY_INTERRUPTIBLE_MUTATION = `mutation SkywardRentInterruptable($input: PodRentInterruptableInput!) {
-  podRentInterruptable(input: $input) { ${POD_FIELDS} }
+  podRentInterruptable(input: $input) { id }
 }`;
 
-/** One pod by id; `null` when RunPod no longer knows it. */
-export const POD_QUERY = `query SkywardPod($podId: String!) {
-  pod(input: {podId: $podId}) { ${POD_FIELDS} }
-}`;
+/** The CUDA versions RunPod lists for pods (the `allowedCudaVersions` values of its pod create docs). */
+export const RUNPOD_CUDA_VERSIONS = Object.freeze([
+  "13.0",
+  "12.9",
+  "12.8",
+  "12.7",
+  "12.6",
+  "12.5",
+  "12.4",
+  "12.3",
+  "12.2",
+  "12.1",
+  "12.0",
+  "11.8",
+]);
 
-/** Every pod of the account. */
-export const MY_PODS_QUERY = `query SkywardPods {
-  myself { pods { ${POD_FIELDS} } }
-}`;
-
-/** Terminates (deletes) a pod. */
-export const TERMINATE_MUTATION = `mutation SkywardTerminate($input: PodTerminateInput!) {
-  podTerminate(input: $input)
-}`;
+/** `a` ≥ `b` for `major.minor` versions, compared numerically (12.10 > 12.9). */
+export function cudaAtLeast(a: string, b: string): boolean {
+  const [aMajor = 0, aMinor = 0] = a.split(".").map(Number);
+  const [bMajor = 0, bMinor = 0] = b.split(".").map(Number);
+  return aMajor !== bMajor ? aMajor > bMajor : aMinor >= bMinor;
+}
 
 /** The outcome of a GraphQL call: its data, or the first error's message. */
 export interface GraphqlResult {
@@ -208,7 +224,7 @@ export interface GraphqlResult {
 
 /**
  * Runs a GraphQL operation. HTTP failures reject with {@link RunPodApiError}; GraphQL errors (HTTP 200
- * with `errors`) come back as `error`, for the caller to tell "no capacity" or "not found" from the rest.
+ * with `errors`) come back as `error`, for the caller to tell "no capacity" from the rest.
  * Authentication errors reported that way reject like an HTTP 401.
  */
 export async function graphql(
@@ -257,37 +273,3 @@ export function requireData(result: GraphqlResult, purpose: string): Record<stri
 
 /** Parses `value` with `schema`, or fails with a {@link RunPodApiError} saying the answer was not understood. */
 export const parseAnswer = runpodApi.parseAnswer;
-
-/** The schemas of whole answers. */
-export const answers = {
-  gpuTypes: z.looseObject({
-    gpuTypes: z
-      .array(gpuTypeSchema)
-      .nullish()
-      .transform((value) => value ?? []),
-  }),
-  cpuFlavors: z.looseObject({
-    cpuFlavors: z
-      .array(cpuFlavorSchema)
-      .nullish()
-      .transform((value) => value ?? []),
-  }),
-  cpuSpecifics: z.record(
-    z.string(),
-    z
-      .array(z.looseObject({ id: z.string(), specifics: cpuSpecificsSchema.nullish() }))
-      .nullish()
-      .transform((value) => value ?? []),
-  ),
-  pod: z.looseObject({ pod: podSchema.nullish() }),
-  myPods: z.looseObject({
-    myself: z
-      .looseObject({
-        pods: z
-          .array(podSchema)
-          .nullish()
-          .transform((value) => value ?? []),
-      })
-      .nullish(),
-  }),
-} as const;

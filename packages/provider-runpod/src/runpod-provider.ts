@@ -1,10 +1,12 @@
 /**
- * The RunPod provider: GPU pods in the secure and community clouds, on demand or interruptible (a spot
- * pod, rented at a bid per GPU equal to the offer's spot price), and CPU pods. Pods are reached over
- * SSH as root on their public address and the public port mapped to 22; the public half of a key pair
- * generated here goes to the pod as `PUBLIC_KEY`, which RunPod's images install for root.
+ * The RunPod provider: GPU pods in the secure and community clouds, on demand (REST API v2) or
+ * interruptible (GraphQL's `podRentInterruptable`, at a bid per GPU a margin above the minimum: v2 has
+ * no interruptible pods), and CPU pods. Pods are reached over SSH as root on the address and port
+ * RunPod publishes for 22 (`ssh.direct`); the public half of a key pair generated here goes to the pod
+ * as `PUBLIC_KEY`, which RunPod's images install for root. GPU pods ask for a host whose CUDA version
+ * runs the image; the pods of a multi-node GPU pool join RunPod's global networking.
  */
-import { type DockerImage, NoCapacityError } from "@skyward/core";
+import { ConfigurationError, type DockerImage, NoCapacityError } from "@skyward/core";
 import {
   type Cluster,
   canonicalAcceleratorName,
@@ -12,6 +14,7 @@ import {
   type Instance,
   type Offer,
   type OfferQuery,
+  type PoolSpec,
   type ProviderV1,
   parseInput,
   shellQuote,
@@ -23,6 +26,7 @@ import {
   type HttpSettings,
   httpSettingsShape,
   keysDirectorySchema,
+  type Market,
   marketsFor,
   requireOwnOffer,
   roundPrice,
@@ -37,28 +41,31 @@ import { ensureSshKeyPair, findSshIdentityFile, launchSshWorker } from "@skyward
 import { z } from "zod";
 import {
   answers,
-  CPU_FLAVORS_QUERY,
-  type CpuFlavor,
-  cpuSpecificsQuery,
+  type CatalogCpu,
+  type CatalogGpu,
+  cudaAtLeast,
   DEPLOY_INTERRUPTIBLE_MUTATION,
-  DEPLOY_ON_DEMAND_MUTATION,
-  type GpuType,
-  gpuTypesQuery,
   graphql,
-  MY_PODS_QUERY,
-  POD_QUERY,
   type Pod,
   parseAnswer,
   podSchema,
-  RUNPOD_REST_URL,
+  RUNPOD_API_URL,
+  RUNPOD_CUDA_VERSIONS,
   RunPodApiError,
   requireData,
   runpodApi,
-  TERMINATE_MUTATION,
+  spotPricesQuery,
 } from "./runpod-api.js";
 
-/** The container image pods run when none is set: CUDA on Ubuntu with OpenSSH, from RunPod. */
+/** The container image pods run when none is set: CUDA 12.9 on Ubuntu with OpenSSH, from RunPod. */
 export const DEFAULT_RUNPOD_IMAGE = "runpod/base:1.0.3-cuda1290-ubuntu2204";
+
+/**
+ * How long a pod may take to be running with its SSH port when the pool's options leave
+ * `provisionTimeout` unset: RunPod pulls the image before the container starts, and a large CUDA image
+ * on a host that has not cached it takes 20–30 minutes (issue 19).
+ */
+export const RUNPOD_PROVISION_TIMEOUT_SECONDS = 1800;
 
 /** Which RunPod cloud to rent in. */
 export type RunPodCloudType = "secure" | "community" | "all";
@@ -75,9 +82,22 @@ export interface RunPodSettings extends HttpSettings {
    * {@link DEFAULT_RUNPOD_IMAGE}.
    */
   containerImage?: string | DockerImage;
+  /**
+   * The lowest CUDA version a GPU pod's host must run (`"12.8"`): a host with an older driver cannot
+   * start a newer CUDA image. Default: the version in the image's tag (a `DockerImage` from `sky.containers` names it) (`cuda1290` → `"12.9"`,
+   * `cu1281` → `"12.8"`, `cuda:12.4.1` → `"12.4"`), else none.
+   */
+  minCudaVersion?: string;
+  /** Exactly these CUDA versions (`["12.8", "12.9"]`), instead of a minimum; not with `minCudaVersion`. */
+  allowedCudaVersions?: readonly string[];
+  /**
+   * An interruptible pod's bid per GPU above RunPod's minimum bid, as a fraction: 0.05 bids 5 % more.
+   * A bid at the exact minimum loses to the next renter at once. Default 0.05, at least 0.01.
+   */
+  spotBidMargin?: number;
   /** Container disk per pod, GB; a spec's `diskGb` raises it. Default 50. */
   containerDiskGb?: number;
-  /** A pod volume, GB (kept while the pod lives, removed with it). Default 0: none. */
+  /** A pod volume, GB (kept while the pod lives, removed with it); 0 or at least 10. GPU pods only. Default 0: none. */
   volumeGb?: number;
   /** Where the pod volume is mounted. Default `/workspace`. */
   volumeMountPath?: string;
@@ -89,6 +109,11 @@ export interface RunPodSettings extends HttpSettings {
   env?: Readonly<Record<string, string>>;
   /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
   keysDirectory?: string;
+  /**
+   * Skyward's directory on each pod (environment, runtime, code); `{id}` in it becomes the pod's id.
+   * Default `/opt/skyward`.
+   */
+  root?: string;
 }
 
 /** What an offer of this provider carries in {@link Offer.specific}. */
@@ -98,8 +123,10 @@ export type RunPodOfferData =
       readonly gpuTypeId: string;
       readonly gpuCount: number;
       readonly cloudType: "SECURE" | "COMMUNITY";
-      /** The spot price per GPU: the bid placed for an interruptible pod. */
+      /** The bid per GPU for an interruptible pod: the minimum bid plus the margin; null when none. */
       readonly bidPerGpu: number | null;
+      /** The data centers with the type in stock, as the catalog listed them (empty: not listed). */
+      readonly dataCenterIds: readonly string[];
     }
   | {
       readonly kind: "cpu";
@@ -108,6 +135,12 @@ export type RunPodOfferData =
       readonly vcpuCount: number;
       readonly memoryGb: number;
     };
+
+/** The CUDA constraint on a GPU pod's host. */
+export type RunPodCudaConstraint =
+  | { readonly minCudaVersion: string }
+  | { readonly allowedCudaVersions: readonly string[] }
+  | Record<string, never>;
 
 /** What a RunPod cluster keeps in {@link Cluster.specific}. */
 export interface RunPodClusterData {
@@ -119,8 +152,14 @@ export interface RunPodClusterData {
   readonly image: string;
   /** The container disk per pod, GB. */
   readonly containerDiskGb: number;
-  /** The data center pods are pinned to, if any. */
-  readonly dataCenterId: string | undefined;
+  /** The data centers pods may be placed in; empty: any. */
+  readonly dataCenterIds: readonly string[];
+  /** Whether pods join global networking (a multi-node GPU pool): their private addresses reach one another. */
+  readonly globalNetworking: boolean;
+  /** Interruptible pods may be rented (not when the pods must join global networking, which they cannot). */
+  readonly spotAllowed: boolean;
+  /** The CUDA versions the host must run. */
+  readonly cuda: RunPodCudaConstraint;
 }
 
 const positiveInteger = (what: string) =>
@@ -128,250 +167,387 @@ const positiveInteger = (what: string) =>
     .number({ error: `expected ${what} as a whole number` })
     .int({ message: `expected ${what} as a whole number` });
 
-const settingsSchema = z.strictObject({
-  ...httpSettingsShape,
-  cloudType: z.enum(["secure", "community", "all"]).default("all"),
-  containerImage: containerImageSchema.default(DEFAULT_RUNPOD_IMAGE),
-  containerDiskGb: positiveInteger("the container disk size in GB").min(1).default(50),
-  volumeGb: positiveInteger("the volume size in GB").min(0).default(0),
-  volumeMountPath: z
-    .string()
-    .refine((value) => value.startsWith("/"), { message: "expected an absolute path" })
-    .default("/workspace"),
-  dataCenterId: z.string().min(1).optional(),
-  cpuFlavorIds: z.array(z.string().min(1)).min(1, { message: "expected at least one CPU flavor" }).optional(),
-  env: environmentVariablesSchema.default({}),
-  keysDirectory: keysDirectorySchema,
-});
+const cudaVersion = z
+  .string()
+  .regex(/^\d+\.\d+$/, { message: 'expected a CUDA version as "major.minor" (e.g. "12.8")' });
+
+const settingsSchema = z
+  .strictObject({
+    ...httpSettingsShape,
+    cloudType: z
+      .enum(["secure", "community", "all"], { message: 'expected "secure", "community" or "all"' })
+      .default("all"),
+    containerImage: containerImageSchema.default(DEFAULT_RUNPOD_IMAGE),
+    minCudaVersion: cudaVersion.optional(),
+    allowedCudaVersions: z
+      .array(cudaVersion)
+      .min(1, { message: "expected at least one CUDA version" })
+      .optional(),
+    spotBidMargin: z
+      .number({ error: "expected a fraction such as 0.05" })
+      .min(0.01, { message: "expected at least 0.01: a bid at the exact minimum is outbid at once" })
+      .max(1, { message: "expected at most 1 (twice the minimum bid)" })
+      .default(0.05),
+    containerDiskGb: positiveInteger("the container disk size in GB").min(1).default(50),
+    volumeGb: positiveInteger("the volume size in GB")
+      .min(0)
+      .refine((value) => value === 0 || value >= 10, {
+        message: "expected 0 or at least 10 GB (RunPod's floor)",
+      })
+      .default(0),
+    volumeMountPath: z
+      .string()
+      .refine((value) => value.startsWith("/"), { message: "expected an absolute path" })
+      .default("/workspace"),
+    dataCenterId: z.string().min(1).optional(),
+    cpuFlavorIds: z
+      .array(z.string().min(1))
+      .min(1, { message: "expected at least one CPU flavor" })
+      .optional(),
+    env: environmentVariablesSchema.default({}),
+    keysDirectory: keysDirectorySchema,
+    root: z
+      .string()
+      .refine((value) => value.startsWith("/"), { message: "expected an absolute path" })
+      .optional(),
+  })
+  .superRefine((value, context) => {
+    if (value.minCudaVersion !== undefined && value.allowedCudaVersions !== undefined)
+      context.addIssue({
+        code: "custom",
+        path: ["allowedCudaVersions"],
+        message: "expected either minCudaVersion or allowedCudaVersions, not both",
+      });
+  });
 
 type ParsedSettings = z.output<typeof settingsSchema>;
 
 const NAME = "runpod";
-/** vCPU sizes RunPod rents CPU pods in. */
-const CPU_SIZES = [2, 4, 8, 16, 32, 64, 128];
 
-function envOf(pod: Pod): Record<string, string> {
-  const env: Record<string, string> = {};
-  const source = pod.env ?? [];
-  // GraphQL lists "KEY=value" strings; REST v1 answers an object.
-  if (!Array.isArray(source)) return { ...source };
-  for (const entry of source) {
-    const at = entry.indexOf("=");
-    if (at > 0) env[entry.slice(0, at)] = entry.slice(at + 1);
-  }
-  return env;
+/**
+ * The CUDA version an image's tag names, as `major.minor`: RunPod's `cuda1290` and `cu1281`, NVIDIA's
+ * `cuda:12.4.1` and `cuda12.8.0`; undefined when the tag names none.
+ */
+export function imageCudaVersion(image: string): string | undefined {
+  const dotted = /cuda[:\-_]?(\d{1,2})\.(\d{1,2})/i.exec(image);
+  if (dotted) return `${Number(dotted[1])}.${Number(dotted[2])}`;
+  const packed = /cuda(\d{2})(\d)\d(?!\d)/i.exec(image);
+  if (packed) return `${Number(packed[1])}.${Number(packed[2])}`;
+  const short = /(?:^|[^a-z])cu(\d{2})(\d)\d?(?!\d)/i.exec(image);
+  if (short) return `${Number(short[1])}.${Number(short[2])}`;
+  return undefined;
+}
+
+/** The CUDA constraint of the settings: the versions listed, else the minimum set or named by the image. */
+function cudaConstraint(settings: ParsedSettings, imageCuda: string | undefined): RunPodCudaConstraint {
+  if (settings.allowedCudaVersions) return { allowedCudaVersions: [...settings.allowedCudaVersions] };
+  const minimum = settings.minCudaVersion ?? imageCuda ?? imageCudaVersion(settings.containerImage);
+  return minimum ? { minCudaVersion: minimum } : {};
 }
 
 /** Skyward's tags of a pod, carried in its environment (`SKYWARD_CLUSTER`, `SKYWARD_POOL`…). */
 function tagsOf(pod: Pod): Record<string, string> {
-  return skywardTagsFromEnvironment(envOf(pod));
+  return skywardTagsFromEnvironment(pod.env);
 }
 
-/** The instance a pod is: `running`, with SSH coordinates, once its public port for 22 is known. */
-export function instanceFromPod(pod: Pod, identityFile: string | undefined, now = Date.now()): Instance {
+/**
+ * The instance a pod is: `running`, with SSH coordinates, once RunPod publishes its direct SSH endpoint
+ * (the public address and port mapped to 22); its private address is its global-networking one when it
+ * has one, else the public one.
+ */
+export function instanceFromPod(
+  pod: Pod,
+  identityFile: string | undefined,
+  now = Date.now(),
+  root?: string,
+): Instance {
   const tags = tagsOf(pod);
-  const sshPort = pod.runtime?.ports?.find(
-    (port) => port.privatePort === 22 && port.isIpPublic === true && port.ip && port.publicPort,
-  );
-  const desired = (pod.desiredStatus ?? "").toUpperCase();
-  const running = desired === "RUNNING";
-  const host = running && sshPort?.ip ? sshPort.ip : null;
+  const status = (pod.status ?? "").toUpperCase();
+  const direct = pod.ssh?.direct;
+  const port22 = pod.runtime?.ports?.find((port) => port.private === 22 && port.ip && port.public);
+  const running = status === "RUNNING";
+  const host = direct?.host ?? port22?.ip ?? null;
+  const port = direct?.port ?? port22?.public ?? null;
   const ssh =
-    host !== null && sshPort?.publicPort
+    running && host !== null && port !== null
       ? Object.freeze({
           host,
-          port: sshPort.publicPort,
+          port,
           user: "root",
           ...(identityFile !== undefined ? { identityFile } : {}),
+          ...(root !== undefined ? { root: root.replaceAll("{id}", pod.id) } : {}),
         })
       : null;
-  const status =
-    desired === "TERMINATED" || desired === "EXITED" ? "terminated" : running ? "running" : "pending";
+  const state =
+    status === "TERMINATED" || status === "EXITED" || status === "ERROR"
+      ? "terminated"
+      : running
+        ? "running"
+        : "pending";
   if (pod.name) tags["runpod:name"] = pod.name;
-  const uptime = pod.runtime?.uptimeInSeconds;
+  const created = pod.createdAt ? Date.parse(pod.createdAt) : Number.NaN;
+  const publicIp = running ? host : null;
   return Object.freeze({
     id: pod.id,
-    status: sshReachableStatus(status, ssh),
-    publicIp: host,
-    // Pods on different machines share no private network: peers reach each other on public addresses.
-    privateIp: host,
+    status: sshReachableStatus(state, ssh),
+    publicIp,
+    privateIp: pod.globalNetworking?.ip ?? publicIp,
     ssh,
     spot: tags[SKYWARD_TAGS.spot] === "1",
-    hourlyPrice: pod.costPerHr,
+    hourlyPrice: pod.cost,
     offerId: tags[SKYWARD_TAGS.offer] ?? "",
-    createdAt: typeof uptime === "number" && uptime > 0 ? now - uptime * 1000 : now,
+    createdAt: Number.isFinite(created) ? created : now,
     tags: Object.freeze(tags),
   });
 }
 
 function isCapacityMessage(message: string): boolean {
-  return /no longer any instances available|does not have the resources|not enough (free )?gpus|no (gpus?|instances?|machines?)( \w+)? (is |are )?available|out of stock|insufficient capacity|bid (price )?(is )?too low/i.test(
+  return /no longer any instances available|does not have the resources|not enough (free )?gpus|no (gpus?|instances?|machines?)( \w+)? (is |are )?available|out of stock|insufficient capacity|could not be placed|bid (price )?(is )?too low/i.test(
     message,
   );
 }
 
-function isNotFoundMessage(message: string): boolean {
-  return /not found|does not exist|no pod|unknown pod/i.test(message);
-}
+/** vCPU counts a CPU pod may have: powers of two (RunPod's create rule). */
+const CPU_SIZES = [2, 4, 8, 16, 32, 64, 128];
 
 /** The vCPU count and memory of the smallest size of `flavor` meeting the query, or undefined. */
-function cpuSize(flavor: CpuFlavor, query: OfferQuery): { vcpus: number; memoryGb: number } | undefined {
-  const multiplier = flavor.ramMultiplier ?? 2;
-  const wantedVcpus = Math.max(
-    query.vcpus ?? 2,
-    flavor.minVcpu ?? 2,
-    Math.ceil((query.memoryGb ?? 0) / multiplier),
-  );
-  const vcpus = CPU_SIZES.find((size) => size >= wantedVcpus && size <= (flavor.maxVcpu ?? 128));
-  return vcpus === undefined ? undefined : { vcpus, memoryGb: vcpus * multiplier };
+function cpuSize(flavor: CatalogCpu, query: OfferQuery): { vcpus: number; memoryGb: number } | undefined {
+  const perVcpu = flavor.ramGbPerVcpu;
+  const wanted = Math.max(query.vcpus ?? 2, flavor.vcpu.min, Math.ceil((query.memoryGb ?? 0) / perVcpu));
+  const vcpus = CPU_SIZES.find((size) => size >= wanted && size <= flavor.vcpu.max);
+  return vcpus === undefined ? undefined : { vcpus, memoryGb: Number((vcpus * perVcpu).toFixed(4)) };
+}
+
+/** Sold out, for the pod stock the v2 catalog reports (`NONE`), overall or in the pinned data center. */
+function soldOut(
+  entry: {
+    availability?: string | null;
+    dataCenters?: readonly { id: string; availability?: string | null }[] | null;
+  },
+  dataCenterId: string | undefined,
+): boolean {
+  if (entry.availability === "NONE") return true;
+  if (dataCenterId === undefined || !entry.dataCenters) return false;
+  const there = entry.dataCenters.find((center) => center.id === dataCenterId);
+  return !there || there.availability === "NONE";
+}
+
+/** A bid per GPU a margin above `minimum`, in tenths of a cent, and never the minimum itself. */
+export function bidAbove(minimum: number, margin: number): number {
+  const bid = Math.ceil(minimum * (1 + margin) * 1000 - 1e-9) / 1000;
+  return bid > minimum ? bid : Math.round((minimum + 0.001) * 1000) / 1000;
 }
 
 function parseSettings(settings: RunPodSettings | undefined, prefix: string): ParsedSettings {
   return parseInput(settingsSchema, settings ?? {}, prefix);
 }
 
-function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
+function refuse(path: string, message: string): never {
+  throw new ConfigurationError({ issues: [{ path, message }] });
+}
+
+/** The CUDA version a `DockerImage` says it was built for (`sky.containers.cuda("12.9")`), if any. */
+function dockerImageCuda(image: unknown): string | undefined {
+  const cuda = typeof image === "object" && image !== null ? (image as { cuda?: unknown }).cuda : undefined;
+  return typeof cuda === "string" ? cuda : undefined;
+}
+
+function build(settings: ParsedSettings, imageCuda?: string): ProviderV1<RunPodClusterData> {
   const http = runpodApi.createClient(settings);
   const keysDirectory = () => settings.keysDirectory ?? skywardKeysDirectory();
   const podCounters = new Map<string, number>();
+  const cuda = cudaConstraint(settings, imageCuda);
 
-  const query = async (
-    text: string,
-    purpose: string,
-    signal: AbortSignal,
-    variables?: Record<string, unknown>,
-  ): Promise<Record<string, unknown>> =>
-    requireData(
-      await graphql(http, {
-        query: text,
-        purpose,
-        idempotent: true,
-        signal,
-        ...(variables ? { variables } : {}),
-      }),
+  async function get(path: string, params: Record<string, string>, purpose: string, signal: AbortSignal) {
+    const { data } = await http.send({
+      method: "GET",
+      url: `${RUNPOD_API_URL}${path}`,
+      params,
+      idempotent: true,
       purpose,
+      signal,
+    });
+    return data;
+  }
+
+  async function catalogGpus(count: number, cloud: "SECURE" | "COMMUNITY", signal: AbortSignal) {
+    const params: Record<string, string> = {
+      include: "AVAILABILITY",
+      product: "POD",
+      count: String(Math.trunc(count)),
+      cloud,
+    };
+    if ("minCudaVersion" in cuda) params.minCudaVersion = cuda.minCudaVersion;
+    if ("allowedCudaVersions" in cuda) params.cudaVersions = cuda.allowedCudaVersions.join(",");
+    const purpose = `listing GPU types (${cloud.toLowerCase()} cloud)`;
+    return parseAnswer(answers.gpus, await get("/catalog/gpus", params, purpose, signal), purpose).gpus;
+  }
+
+  /** The minimum bid per GPU and stock of an interruptible pod of each GPU type, by cloud (GraphQL). */
+  async function spotPrices(count: number, signal: AbortSignal) {
+    const purpose = "pricing interruptible pods";
+    const result = await graphql(http, { query: spotPricesQuery(count), purpose, idempotent: true, signal });
+    const { gpuTypes } = parseAnswer(answers.spotPrices, requireData(result, purpose), purpose);
+    const inStock = (
+      lowest: { minimumBidPrice: number | null; stockStatus?: string | null } | null | undefined,
+    ) =>
+      lowest && lowest.minimumBidPrice !== null && !/^(|none|out of stock)$/i.test(lowest.stockStatus ?? "")
+        ? lowest.minimumBidPrice
+        : null;
+    return new Map(
+      gpuTypes.map((entry) => [
+        entry.id,
+        { SECURE: inStock(entry.secureLowest), COMMUNITY: inStock(entry.communityLowest) },
+      ]),
     );
+  }
+
+  /**
+   * Spot prices, or none when RunPod no longer serves GraphQL (retired in early 2027: HTTP 404/410) and
+   * the allocation can do without spot; with `allocation: "spot"` the failure stands.
+   */
+  async function spotPricesIfServed(query: OfferQuery, count: number, signal: AbortSignal) {
+    try {
+      return await spotPrices(count, signal);
+    } catch (error) {
+      const retired =
+        RunPodApiError.isInstance(error) && (error.statusCode === 404 || error.statusCode === 410);
+      if (retired && query.allocation !== "spot") return undefined;
+      throw error;
+    }
+  }
+
+  /** The CUDA constraint leaves this GPU type a host with free capacity (or the catalog says nothing). */
+  function cudaAvailable(gpu: CatalogGpu): boolean {
+    if (!("minCudaVersion" in cuda) && !("allowedCudaVersions" in cuda)) return true;
+    const fits = (version: string) =>
+      "minCudaVersion" in cuda
+        ? cudaAtLeast(version, cuda.minCudaVersion)
+        : cuda.allowedCudaVersions.includes(version);
+    return (gpu.cudaVersions ?? []).some((entry) => entry.available && fits(entry.version));
+  }
 
   async function gpuOffers(
-    query_: OfferQuery,
+    query: OfferQuery,
     accelerator: NonNullable<OfferQuery["accelerator"]>,
     signal: AbortSignal,
-  ) {
-    const dataCenterId = query_.region ?? settings.dataCenterId;
-    const data = await query(
-      gpuTypesQuery({
-        gpuCount: accelerator.count,
-        ...(query_.vcpus !== undefined ? { minVcpuCount: query_.vcpus } : {}),
-        ...(query_.memoryGb !== undefined ? { minMemoryInGb: query_.memoryGb } : {}),
-        ...(dataCenterId !== undefined ? { dataCenterId } : {}),
-      }),
-      "listing GPU types and prices",
-      signal,
+  ): Promise<Offer[]> {
+    if (query.vcpus !== undefined || query.memoryGb !== undefined) {
+      // v2 places a GPU pod with its GPU type's own share of vCPUs and memory; nothing asks for more.
+      refuse(
+        query.vcpus !== undefined ? "vcpus" : "memoryGb",
+        "RunPod's pod API (v2) cannot ask a GPU pod for a vCPU or memory minimum (each GPU type comes with its own share): leave vcpus and memoryGb unset for RunPod GPU pods, or ask for more GPUs",
+      );
+    }
+    const dataCenterId = query.region ?? settings.dataCenterId;
+    const clouds = (["SECURE", "COMMUNITY"] as const).filter(
+      (cloud) => settings.cloudType === "all" || settings.cloudType === cloud.toLowerCase(),
     );
-    const { gpuTypes } = parseAnswer(answers.gpuTypes, data, "listing GPU types");
+    const spot =
+      query.allocation !== "on-demand"
+        ? await spotPricesIfServed(query, accelerator.count, signal)
+        : undefined;
     const asOf = new Date().toISOString();
     const offers: Offer[] = [];
-    for (const gpu of gpuTypes) {
-      const canonical = canonicalAcceleratorName(gpu.id) ?? canonicalAcceleratorName(gpu.displayName ?? "");
-      if (canonical !== accelerator.name) continue;
-      const memoryGb = gpu.memoryInGb ?? 0;
-      if (accelerator.memoryGb !== undefined && memoryGb < accelerator.memoryGb) continue;
-      for (const cloud of ["secure", "community"] as const) {
-        if (settings.cloudType !== "all" && settings.cloudType !== cloud) continue;
-        offers.push(...gpuOffer(gpu, cloud, accelerator.count, canonical, dataCenterId, asOf, query_));
+    for (const cloud of clouds) {
+      for (const gpu of await catalogGpus(accelerator.count, cloud, signal)) {
+        const canonical = canonicalAcceleratorName(gpu.id) ?? canonicalAcceleratorName(gpu.name ?? "");
+        if (canonical !== accelerator.name) continue;
+        const memoryGb = gpu.memory ?? 0;
+        if (accelerator.memoryGb !== undefined && memoryGb < accelerator.memoryGb) continue;
+        const secure = cloud === "SECURE";
+        if (!(secure ? gpu.secure : gpu.community)) continue;
+        const maxCount = secure ? gpu.maxCount?.secure : gpu.maxCount?.community;
+        if (typeof maxCount === "number" && accelerator.count > maxCount) continue;
+        // Sold out, or no host with a CUDA version the image runs on: not offered.
+        if (soldOut(gpu, dataCenterId) || !cudaAvailable(gpu)) continue;
+        const onDemandPerGpu = (secure ? gpu.price?.secure : gpu.price?.community) ?? null;
+        const minimumBid = spot?.get(gpu.id)?.[cloud] ?? null;
+        const bidPerGpu = minimumBid === null ? null : bidAbove(minimumBid, settings.spotBidMargin);
+        if (onDemandPerGpu === null && bidPerGpu === null) continue;
+        const count = accelerator.count;
+        offers.push(
+          Object.freeze({
+            id: `runpod:${cloud.toLowerCase()}:${gpu.id}:x${count}`,
+            provider: NAME,
+            instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud.toLowerCase()} cloud)`,
+            accelerator: Object.freeze({ name: canonical, count, memoryGb }),
+            vcpus: 0,
+            memoryGb: 0,
+            architecture: "x86_64" as const,
+            region: dataCenterId ?? "any",
+            spotPrice: bidPerGpu === null ? null : roundPrice(bidPerGpu * count),
+            onDemandPrice: onDemandPerGpu === null ? null : roundPrice(onDemandPerGpu * count),
+            pricesAsOf: asOf,
+            specific: Object.freeze({
+              kind: "gpu",
+              gpuTypeId: gpu.id,
+              gpuCount: count,
+              cloudType: cloud,
+              bidPerGpu,
+              dataCenterIds: Object.freeze(
+                (gpu.dataCenters ?? [])
+                  .filter((center) => center.availability !== "NONE")
+                  .map((center) => center.id),
+              ),
+            } satisfies RunPodOfferData),
+          }),
+        );
       }
     }
     return offers;
   }
 
-  function gpuOffer(
-    gpu: GpuType,
-    cloud: "secure" | "community",
-    count: number,
-    canonical: string,
-    dataCenterId: string | undefined,
-    pricesAsOf: string,
-    query_: OfferQuery,
-  ): Offer[] {
-    const secure = cloud === "secure";
-    if (!(secure ? gpu.secureCloud : gpu.communityCloud)) return [];
-    const maxCount = (secure ? gpu.maxGpuCountSecureCloud : gpu.maxGpuCountCommunityCloud) ?? gpu.maxGpuCount;
-    if (maxCount !== null && count > maxCount) return [];
-    const lowest = secure ? gpu.secureLowest : gpu.communityLowest;
-    const onDemandPerGpu = lowest?.uninterruptablePrice ?? (secure ? gpu.securePrice : gpu.communityPrice);
-    const spotPerGpu = lowest?.minimumBidPrice ?? (secure ? gpu.secureSpotPrice : gpu.communitySpotPrice);
-    if (onDemandPerGpu === null && spotPerGpu === null) return [];
-    const offer: Offer = Object.freeze({
-      id: `runpod:${cloud}:${gpu.id}:x${count}`,
-      provider: NAME,
-      instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud} cloud)`,
-      accelerator: Object.freeze({ name: canonical, count, memoryGb: gpu.memoryInGb ?? 0 }),
-      vcpus: Math.max(lowest?.minVcpu ?? 0, query_.vcpus ?? 0),
-      memoryGb: Math.max(lowest?.minMemory ?? 0, query_.memoryGb ?? 0),
-      architecture: "x86_64",
-      region: dataCenterId ?? "any",
-      spotPrice: spotPerGpu === null ? null : roundPrice(spotPerGpu * count),
-      onDemandPrice: onDemandPerGpu === null ? null : roundPrice(onDemandPerGpu * count),
-      pricesAsOf,
-      specific: Object.freeze({
-        kind: "gpu",
-        gpuTypeId: gpu.id,
-        gpuCount: count,
-        cloudType: secure ? "SECURE" : "COMMUNITY",
-        bidPerGpu: spotPerGpu,
-      } satisfies RunPodOfferData),
-    });
-    return [offer];
-  }
-
-  async function cpuOffers(query_: OfferQuery, signal: AbortSignal): Promise<Offer[]> {
-    if (settings.cloudType === "community" || query_.allocation === "spot") return [];
-    const { cpuFlavors } = parseAnswer(
-      answers.cpuFlavors,
-      await query(CPU_FLAVORS_QUERY, "listing CPU flavors", signal),
-      "listing CPU flavors",
+  async function cpuOffers(query: OfferQuery, signal: AbortSignal): Promise<Offer[]> {
+    if (settings.cloudType === "community" || query.allocation === "spot") return [];
+    const purpose = "listing CPU flavors";
+    const { cpus } = parseAnswer(
+      answers.cpus,
+      await get("/catalog/cpus", { include: "AVAILABILITY", product: "POD" }, purpose, signal),
+      purpose,
     );
-    const sizes = cpuFlavors
-      .filter((flavor) => settings.cpuFlavorIds === undefined || settings.cpuFlavorIds.includes(flavor.id))
-      .flatMap((flavor) => {
-        const size = cpuSize(flavor, query_);
-        return size
-          ? [{ flavorId: flavor.id, instanceId: `${flavor.id}-${size.vcpus}-${size.memoryGb}`, ...size }]
-          : [];
-      });
-    if (sizes.length === 0) return [];
-    const prices = parseAnswer(
-      answers.cpuSpecifics,
-      await query(cpuSpecificsQuery(sizes), "pricing CPU pods", signal),
-      "pricing CPU pods",
-    );
+    const dataCenterId = query.region ?? settings.dataCenterId;
     const asOf = new Date().toISOString();
-    return sizes.flatMap((size, index) => {
-      const specifics = prices[`f${index}`]?.[0]?.specifics;
-      if (!specifics || specifics.securePrice === null) return [];
+    return cpus.flatMap((flavor): Offer[] => {
+      if (settings.cpuFlavorIds !== undefined && !settings.cpuFlavorIds.includes(flavor.id)) return [];
+      if (soldOut(flavor, dataCenterId) || flavor.price.securePerVcpu === null) return [];
+      const size = cpuSize(flavor, query);
+      if (!size) return [];
+      const instanceId = `${flavor.id}-${size.vcpus}-${size.memoryGb}`;
       return [
         Object.freeze({
-          id: `runpod:cpu:${size.instanceId}`,
+          id: `runpod:cpu:${instanceId}`,
           provider: NAME,
-          instanceType: size.instanceId,
+          instanceType: instanceId,
           accelerator: null,
           vcpus: size.vcpus,
           memoryGb: size.memoryGb,
           architecture: "x86_64" as const,
-          region: query_.region ?? settings.dataCenterId ?? "any",
+          region: dataCenterId ?? "any",
           spotPrice: null,
-          onDemandPrice: roundPrice(specifics.securePrice),
+          onDemandPrice: roundPrice(flavor.price.securePerVcpu * size.vcpus),
           pricesAsOf: asOf,
           specific: Object.freeze({
             kind: "cpu",
-            flavorId: size.flavorId,
-            instanceId: size.instanceId,
+            flavorId: flavor.id,
+            instanceId,
             vcpuCount: size.vcpus,
             memoryGb: size.memoryGb,
           } satisfies RunPodOfferData),
         }),
       ];
     });
+  }
+
+  /** The data centers with global networking (RunPod's catalog). */
+  async function globalNetworkDataCenters(signal: AbortSignal): Promise<string[]> {
+    const purpose = "listing data centers with global networking";
+    const { dataCenters } = parseAnswer(
+      answers.dataCenters,
+      await get("/catalog/datacenters", { globalNetwork: "true" }, purpose, signal),
+      purpose,
+    );
+    return dataCenters.filter((center) => center.globalNetwork !== false).map((center) => center.id);
   }
 
   function podEnv(cluster: Cluster<RunPodClusterData>, spot: boolean): Record<string, string> {
@@ -390,55 +566,66 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
     return `${cluster.id}-${next}`;
   }
 
-  /** Creates one pod; resolves with it, or with the capacity problem's message. */
-  async function deployPod(
+  /** Creates one on-demand GPU pod or CPU pod through v2; resolves with it, or with the capacity problem. */
+  async function createPod(
     cluster: Cluster<RunPodClusterData>,
-    spot: boolean,
     signal: AbortSignal,
   ): Promise<Pod | { noCapacity: string }> {
     const specific = cluster.offer.specific as RunPodOfferData;
-    const env = podEnv(cluster, spot);
-    const name = podName(cluster);
-    if (specific.kind === "cpu") {
-      let answer: { data: unknown };
-      try {
-        answer = await http.send({
-          method: "POST",
-          url: `${RUNPOD_REST_URL}/pods`,
-          data: {
-            name,
-            imageName: cluster.specific.image,
-            computeType: "CPU",
-            cloudType: "SECURE",
-            cpuFlavorIds: [specific.flavorId],
-            vcpuCount: specific.vcpuCount,
-            containerDiskInGb: cluster.specific.containerDiskGb,
-            volumeInGb: settings.volumeGb,
-            ...(settings.volumeGb > 0 ? { volumeMountPath: settings.volumeMountPath } : {}),
-            ports: ["22/tcp"],
-            env,
-            supportPublicIp: true,
-            ...(cluster.specific.dataCenterId ? { dataCenterIds: [cluster.specific.dataCenterId] } : {}),
-          },
-          idempotent: false,
-          purpose: "creating a CPU pod",
-          signal,
-        });
-      } catch (error) {
-        if (
-          RunPodApiError.isInstance(error) &&
-          error.statusCode !== 401 &&
-          error.statusCode !== 403 &&
-          error.statusCode !== 429 &&
-          isCapacityMessage(error.message)
-        )
-          return { noCapacity: error.message };
-        throw error;
-      }
-      return parseAnswer(podSchema, answer.data, "creating a CPU pod");
+    const { dataCenterIds } = cluster.specific;
+    const body: Record<string, unknown> = {
+      name: podName(cluster),
+      image: cluster.specific.image,
+      cloud: specific.kind === "gpu" ? specific.cloudType : "SECURE",
+      disk: cluster.specific.containerDiskGb,
+      env: podEnv(cluster, false),
+      ports: ["22/tcp"],
+      ...(dataCenterIds.length > 0 ? { dataCenterIds: [...dataCenterIds] } : {}),
+    };
+    if (specific.kind === "gpu") {
+      body.gpu = { id: specific.gpuTypeId, count: specific.gpuCount, ...cluster.specific.cuda };
+      if (cluster.specific.globalNetworking) body.globalNetworking = true;
+      if (settings.volumeGb > 0)
+        body.mounts = { persistent: { size: settings.volumeGb, path: settings.volumeMountPath } };
+    } else {
+      body.cpu = { id: specific.flavorId, vcpuCount: specific.vcpuCount };
     }
+    const purpose = specific.kind === "gpu" ? "creating a GPU pod" : "creating a CPU pod";
+    try {
+      const { data } = await http.send({
+        method: "POST",
+        url: `${RUNPOD_API_URL}/pods`,
+        data: body,
+        idempotent: false,
+        purpose,
+        signal,
+      });
+      return parseAnswer(podSchema, data, purpose);
+    } catch (error) {
+      // v2: a 400 is "this GPU and data center could not be placed" (or a broken rule, said in its detail).
+      if (RunPodApiError.isInstance(error) && (error.statusCode === 400 || isCapacityMessage(error.message)))
+        return { noCapacity: error.message };
+      throw error;
+    }
+  }
+
+  /** Rents one interruptible GPU pod through GraphQL (v2 has none); resolves with it, or with the capacity problem. */
+  async function rentInterruptible(
+    cluster: Cluster<RunPodClusterData>,
+    signal: AbortSignal,
+  ): Promise<Pod | { noCapacity: string }> {
+    const specific = cluster.offer.specific as Extract<RunPodOfferData, { kind: "gpu" }>;
+    const { cuda: constraint, dataCenterIds } = cluster.specific;
+    // GraphQL takes an exact list: the versions RunPod lists at or above the minimum.
+    const allowed =
+      "allowedCudaVersions" in constraint
+        ? [...constraint.allowedCudaVersions]
+        : "minCudaVersion" in constraint
+          ? RUNPOD_CUDA_VERSIONS.filter((version) => cudaAtLeast(version, constraint.minCudaVersion))
+          : undefined;
+    const env = podEnv(cluster, true);
     const input: Record<string, unknown> = {
-      name,
+      name: podName(cluster),
       imageName: cluster.specific.image,
       gpuTypeId: specific.gpuTypeId,
       gpuCount: specific.gpuCount,
@@ -446,71 +633,122 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       containerDiskInGb: cluster.specific.containerDiskGb,
       volumeInGb: settings.volumeGb,
       ...(settings.volumeGb > 0 ? { volumeMountPath: settings.volumeMountPath } : {}),
-      ...(cluster.spec.vcpus !== undefined ? { minVcpuCount: Math.ceil(cluster.spec.vcpus) } : {}),
-      ...(cluster.spec.memoryGb !== undefined ? { minMemoryInGb: Math.ceil(cluster.spec.memoryGb) } : {}),
       ports: "22/tcp",
       startSsh: true,
       supportPublicIp: true,
       dockerArgs: "",
       env: Object.entries(env).map(([key, value]) => ({ key, value })),
-      ...(cluster.specific.dataCenterId ? { dataCenterId: cluster.specific.dataCenterId } : {}),
-      ...(spot ? { bidPerGpu: specific.bidPerGpu } : {}),
+      ...(allowed ? { allowedCudaVersions: allowed } : {}),
+      ...(dataCenterIds.length === 1 ? { dataCenterId: dataCenterIds[0] } : {}),
+      bidPerGpu: specific.bidPerGpu,
     };
-    const field = spot ? "podRentInterruptable" : "podFindAndDeployOnDemand";
-    const purpose = spot ? "renting an interruptible pod" : "deploying an on-demand pod";
+    const purpose = "renting an interruptible pod";
     const result = await graphql(http, {
-      query: spot ? DEPLOY_INTERRUPTIBLE_MUTATION : DEPLOY_ON_DEMAND_MUTATION,
+      query: DEPLOY_INTERRUPTIBLE_MUTATION,
       variables: { input },
       purpose,
       idempotent: false,
       signal,
     });
     if (result.error !== undefined && isCapacityMessage(result.error)) return { noCapacity: result.error };
-    const data = requireData(result, purpose);
-    if (data[field] === null || data[field] === undefined) return { noCapacity: `${field} returned no pod` };
-    return parseAnswer(podSchema, data[field], purpose);
+    const rented = parseAnswer(answers.rented, requireData(result, purpose), purpose).podRentInterruptable;
+    if (!rented) return { noCapacity: "podRentInterruptable returned no pod" };
+    return parseAnswer(podSchema, { id: rented.id, name: input.name, status: "PROVISIONING", env }, purpose);
   }
 
   async function listPods(signal: AbortSignal): Promise<Pod[]> {
-    const data = await query(MY_PODS_QUERY, "listing pods", signal);
-    return parseAnswer(answers.myPods, data, "listing pods").myself?.pods ?? [];
+    return parseAnswer(answers.pods, await get("/pods", {}, "listing pods", signal), "listing pods").pods;
   }
 
   async function terminatePod(id: string, signal: AbortSignal): Promise<void> {
-    const purpose = `terminating pod ${id}`;
-    const result = await graphql(http, {
-      query: TERMINATE_MUTATION,
-      variables: { input: { podId: id } },
-      purpose,
-      idempotent: true,
-      signal,
-    });
-    if (result.error === undefined || isNotFoundMessage(result.error)) return;
-    // Whatever the wording, a pod that is gone (or going) needs nothing more.
-    const pod = await lookUpPod(id, signal);
-    if (pod !== null && (pod.desiredStatus ?? "").toUpperCase() !== "TERMINATED")
-      requireData(result, purpose);
+    try {
+      await http.send({
+        method: "DELETE",
+        url: `${RUNPOD_API_URL}/pods/${encodeURIComponent(id)}`,
+        idempotent: true,
+        purpose: `terminating pod ${id}`,
+        signal,
+      });
+    } catch (error) {
+      if (!(RunPodApiError.isInstance(error) && error.statusCode === 404)) throw error;
+    }
   }
 
   async function lookUpPod(id: string, signal: AbortSignal): Promise<Pod | null> {
     const purpose = `looking up pod ${id}`;
-    const result = await graphql(http, {
-      query: POD_QUERY,
-      variables: { podId: id },
-      purpose,
-      idempotent: true,
-      signal,
-    });
-    if (result.error !== undefined && isNotFoundMessage(result.error)) return null;
-    return parseAnswer(answers.pod, requireData(result, purpose), purpose).pod ?? null;
+    try {
+      return parseAnswer(
+        podSchema,
+        await get(`/pods/${encodeURIComponent(id)}`, {}, purpose, signal),
+        purpose,
+      );
+    } catch (error) {
+      if (RunPodApiError.isInstance(error) && error.statusCode === 404) return null;
+      throw error;
+    }
+  }
+
+  /** Where the pool's pods go and whether they join global networking: refused here, before anything starts. */
+  async function placement(spec: PoolSpec, offer: Offer, signal: AbortSignal) {
+    const pinned = spec.region ?? settings.dataCenterId;
+    const gpu = (offer.specific as RunPodOfferData).kind === "gpu";
+    const severalNodes = spec.nodes.max > 1;
+    const peers = spec.plugins.filter((plugin) => plugin.peerNetwork === true).map((plugin) => plugin.name);
+    if (!gpu || !severalNodes)
+      return { dataCenterIds: pinned ? [pinned] : [], globalNetworking: false, spotAllowed: true };
+    if (peers.length > 0 && spec.allocation === "spot") {
+      refuse(
+        "allocation",
+        `plugin "${peers[0]}" needs the pool's ${spec.nodes.max} pods to reach one another through RunPod's global networking, which interruptible pods cannot join: use allocation "on-demand" (or "spot-if-available", which then rents on demand)`,
+      );
+    }
+    const networked = await globalNetworkDataCenters(signal);
+    // Only where the type is in stock: an offer stocked only outside them cannot join the network.
+    const stocked = (offer.specific as Extract<RunPodOfferData, { kind: "gpu" }>).dataCenterIds ?? [];
+    const usable = stocked.length > 0 ? networked.filter((id) => stocked.includes(id)) : networked;
+    if (pinned === undefined && usable.length === 0) {
+      if (peers.length > 0)
+        throw new NoCapacityError({
+          attempts: [
+            {
+              provider: NAME,
+              offer: offer.instanceType,
+              reason: `in stock only in data centers without global networking (${stocked.join(", ")}), which plugin "${peers[0]}" needs for the pool's pods to reach one another`,
+            },
+          ],
+        });
+      return { dataCenterIds: [], globalNetworking: false, spotAllowed: true };
+    }
+    if (pinned !== undefined && !networked.includes(pinned)) {
+      if (peers.length > 0)
+        refuse(
+          spec.region !== undefined ? "region" : "dataCenterId",
+          `data center ${pinned} has no global networking, which plugin "${peers[0]}" needs for the pool's pods to reach one another: use one of ${networked.join(", ")}`,
+        );
+      return { dataCenterIds: [pinned], globalNetworking: false, spotAllowed: true };
+    }
+    return {
+      dataCenterIds: pinned ? [pinned] : usable,
+      globalNetworking: true,
+      // Interruptible pods cannot join: a pool that needs the network rents on demand.
+      spotAllowed: peers.length === 0,
+    };
   }
 
   return {
     specificationVersion: "v1",
     name: NAME,
     // A marketplace: prices and availability move, so the core caches its offers for an hour at most.
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
-    cacheKey: `${settings.cloudType}`,
+    // GPU pods of one pool join global networking (CPU pods cannot); image pulls take long.
+    capabilities: Object.freeze({
+      spot: true,
+      volumes: false,
+      images: true,
+      offerCache: "marketplace",
+      peerNetwork: "accelerated",
+      provisionTimeout: RUNPOD_PROVISION_TIMEOUT_SECONDS,
+    }),
+    cacheKey: `${settings.cloudType}|${JSON.stringify(cuda)}|${settings.spotBidMargin}`,
 
     async offers({ query, signal }) {
       if (query.architecture === "arm64") return [];
@@ -520,17 +758,22 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       return filterOffers(offers, query);
     },
 
-    async prepare({ spec, offer, poolId }) {
+    async prepare({ spec, offer, poolId, signal }) {
       requireOwnOffer(offer, NAME, "RunPod");
       // Fail before creating anything when no key is set.
       runpodApi.resolveApiKey(settings.apiKey);
+      if ((offer.specific as RunPodOfferData).kind === "cpu" && settings.volumeGb > 0)
+        refuse(
+          "volumeGb",
+          "RunPod CPU pods take no pod volume (a persistent mount is GPU-only): set volumeGb to 0",
+        );
+      const where = await placement(spec, offer, signal);
       const keys = await ensureSshKeyPair(keysDirectory(), "runpod_ed25519");
-      const dataCenterId = spec.region ?? settings.dataCenterId;
       return Object.freeze({
         id: createClusterId(),
         provider: NAME,
         poolId: poolId ?? "",
-        region: dataCenterId ?? offer.region,
+        region: where.dataCenterIds.length === 1 ? (where.dataCenterIds[0] as string) : offer.region,
         spec,
         offer,
         ssh: Object.freeze({ user: "root", identityFile: keys.identityFile, sudo: false }),
@@ -539,21 +782,36 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
           identityFile: keys.identityFile,
           image: settings.containerImage,
           containerDiskGb: Math.max(settings.containerDiskGb, Math.ceil(spec.diskGb ?? 0)),
-          dataCenterId,
+          dataCenterIds: Object.freeze(where.dataCenterIds),
+          globalNetworking: where.globalNetworking,
+          spotAllowed: where.spotAllowed,
+          cuda: (offer.specific as RunPodOfferData).kind === "gpu" ? cuda : {},
         }),
       });
     },
 
     async provision({ cluster, count, signal }) {
       // Spot and on-demand in the allocation's order; a market without capacity gives way to the next.
-      const markets = marketsFor(cluster.spec.allocation, cluster.offer);
+      const markets: Market[] = marketsFor(cluster.spec.allocation, cluster.offer).filter(
+        (market) => market === "on-demand" || cluster.specific.spotAllowed,
+      );
+      const cap = cluster.spec.maxHourlyCost;
       const created: Instance[] = [];
       const reasons: string[] = [];
       while (created.length < count && markets.length > 0) {
         const spot = markets[0] === "spot";
+        // The budget is checked on the market actually rented.
+        const price = spot ? cluster.offer.spotPrice : cluster.offer.onDemandPrice;
+        if (price === null || (cap !== undefined && price > cap)) {
+          reasons.push(
+            `${spot ? "spot" : "on-demand"}: ${price === null ? "no price" : `$${price}/h is over maxHourlyCost $${cap}/h`}`,
+          );
+          markets.shift();
+          continue;
+        }
         let outcome: Pod | { noCapacity: string };
         try {
-          outcome = await deployPod(cluster, spot, signal);
+          outcome = spot ? await rentInterruptible(cluster, signal) : await createPod(cluster, signal);
         } catch (error) {
           // Pods already created are handed back (the pool asks again), never left unknown.
           if (created.length > 0 && !signal.aborted) break;
@@ -564,7 +822,14 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
           markets.shift();
           continue;
         }
-        created.push(instanceFromPod(outcome, cluster.specific.identityFile));
+        created.push(
+          instanceFromPod(
+            { ...outcome, cost: outcome.cost ?? price },
+            cluster.specific.identityFile,
+            Date.now(),
+            settings.root,
+          ),
+        );
       }
       if (created.length === 0) {
         throw new NoCapacityError({
@@ -577,7 +842,7 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
     async getInstance({ cluster, id, signal }) {
       const pod = await lookUpPod(id, signal);
       // A cluster rebuilt from an instance's tags (`skyward down`) has no specific data.
-      return pod ? instanceFromPod(pod, cluster.specific?.identityFile) : null;
+      return pod ? instanceFromPod(pod, cluster.specific?.identityFile, Date.now(), settings.root) : null;
     },
 
     launchWorker: launchSshWorker,
@@ -590,7 +855,7 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       const left = (await listPods(signal)).filter(
         (pod) =>
           tagsOf(pod)[SKYWARD_TAGS.cluster] === cluster.id &&
-          (pod.desiredStatus ?? "").toUpperCase() !== "TERMINATED",
+          (pod.status ?? "").toUpperCase() !== "TERMINATED",
       );
       for (const pod of left) await terminatePod(pod.id, signal);
       podCounters.delete(cluster.id);
@@ -610,7 +875,7 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
       const identityFile = await findSshIdentityFile(keysDirectory(), "runpod_ed25519");
       return (await listPods(signal))
         .filter((pod) => tagsOf(pod)[SKYWARD_TAGS.cluster] !== undefined)
-        .map((pod) => instanceFromPod(pod, identityFile));
+        .map((pod) => instanceFromPod(pod, identityFile, Date.now(), settings.root));
     },
   };
 }
@@ -621,7 +886,7 @@ function build(settings: ParsedSettings): ProviderV1<RunPodClusterData> {
  * up on the first API call.
  */
 export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {
-  return build(parseSettings(settings, "RunPod"));
+  return build(parseSettings(settings, "RunPod"), dockerImageCuda(settings.containerImage));
 }
 
 /**
@@ -629,5 +894,5 @@ export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterD
  * already camelCased by the core: `cloud_type = "secure"` arrives as `cloudType`.
  */
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<RunPodClusterData> {
-  return build(parseSettings(settings as RunPodSettings, ""));
+  return build(parseSettings(settings as RunPodSettings, ""), dockerImageCuda(settings.containerImage));
 }

@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 
 const create = () => RunPod({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1 });
-const leftovers = () => [...fake.pods.values()].map((pod) => `${pod.id} ${pod.name} (${pod.desiredStatus})`);
+const leftovers = () => [...fake.pods.values()].map((pod) => `${pod.id} ${pod.name} (${pod.status})`);
 
 runProviderConformance({
   name: "runpod, CPU pods (msw)",

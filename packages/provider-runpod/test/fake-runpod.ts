@@ -1,14 +1,38 @@
 /**
- * A fake RunPod for tests: msw handlers answering RunPod's GraphQL endpoint and the REST v1 `POST
- * /pods` with the documented shapes (the JSON under `fixtures/`), keeping pods in memory and recording
- * every request. Nothing leaves the process: unhandled requests fail the test.
+ * A fake RunPod for tests: msw handlers answering RunPod's REST API v2 and, for interruptible pods
+ * only, its GraphQL endpoint, with the documented shapes (the JSON under `fixtures/`), keeping pods in
+ * memory and recording every request. Nothing leaves the process: unhandled requests fail the test.
+ *
+ * Where each shape and behaviour comes from (the v2 OpenAPI schema,
+ * https://docs.runpod.io/api-reference-v2/openapi.json, and the pages below):
+ * - `fixtures/catalog-gpus.json`, `machines.json`: `GET /v2/catalog/gpus`
+ *   (https://docs.runpod.io/api-reference-v2/catalog/list-gpu-types). The catalog's `availability`,
+ *   `dataCenters` and `cudaVersions` are computed from the machines for the request's `count`, `cloud` and
+ *   `minCudaVersion`/`cudaVersions`, as that page describes them; `NONE` is sold out.
+ * - `fixtures/catalog-cpus.json`: `GET /v2/catalog/cpus` (…/catalog/list-cpu-types).
+ * - `fixtures/datacenters.json`: `GET /v2/catalog/datacenters` (…/catalog/list-data-centers); which
+ *   ones have global networking: https://docs.runpod.io/pods/networking.
+ * - Pods: `POST /v2/pods`, `GET /v2/pods`, `GET|DELETE /v2/pods/{id}` (…/pods/create-a-pod, list-pods,
+ *   get-a-pod, terminate-a-pod). A pod is `PROVISIONING` while its image is pulled (`imagePullLookups`
+ *   lookups), then `STARTING`, then `RUNNING` with `ssh.direct` and its port 22 in `runtime.ports`.
+ *   `gpu.minCudaVersion` / `allowedCudaVersions` pick a machine whose CUDA matches, else a 400 (capacity:
+ *   "matching is exact… yields a capacity error"). Without them the pod may land on an older-driver
+ *   machine: a CUDA 12.9 image there never starts — the pod stays `RUNNING` with no ports and bills
+ *   (what real accounts do, issue 19). `globalNetworking` gives the pod a private `10.65.x.y` address and
+ *   is refused (400) outside the data centers that have it.
+ * - `fixtures/errors.json`: the RFC 9457 problem objects of the v2 reference; GraphQL's refusal of an
+ *   interruptible pod (https://docs.runpod.io/sdks/graphql/manage-pods).
+ * - `fixtures/spot-prices.json`: GraphQL `gpuTypes { lowestPrice { minimumBidPrice stockStatus } }`; a
+ *   `null` stock status is sold out. `podRentInterruptable` refuses a bid below the minimum.
  */
 import { HttpResponse, http } from "msw";
 import { type SetupServer, setupServer } from "msw/node";
-import cpuFlavors from "./fixtures/cpu-flavors.json" with { type: "json" };
-import cpuSpecifics from "./fixtures/cpu-specifics.json" with { type: "json" };
+import cpuCatalog from "./fixtures/catalog-cpus.json" with { type: "json" };
+import gpuCatalog from "./fixtures/catalog-gpus.json" with { type: "json" };
+import datacenters from "./fixtures/datacenters.json" with { type: "json" };
 import errors from "./fixtures/errors.json" with { type: "json" };
-import gpuTypes from "./fixtures/gpu-types.json" with { type: "json" };
+import machineFixture from "./fixtures/machines.json" with { type: "json" };
+import spotPrices from "./fixtures/spot-prices.json" with { type: "json" };
 
 /** The API key the fake accepts. */
 export const TEST_API_KEY = "rp_test_5ecret_key_0123456789";
@@ -26,20 +50,46 @@ export interface RecordedRequest {
   readonly body: unknown;
 }
 
+/** A machine pods of one GPU type can be placed on. */
+export interface FakeMachine {
+  cloud: "SECURE" | "COMMUNITY";
+  dataCenterId: string;
+  cudaVersion: string;
+  /** GPUs still free. */
+  free: number;
+}
+
 /** A pod as the fake keeps it. */
 export interface FakePod {
   id: string;
   name: string;
-  desiredStatus: "RUNNING" | "EXITED" | "TERMINATED";
-  costPerHr: number;
+  status: "PROVISIONING" | "STARTING" | "RUNNING" | "EXITED" | "TERMINATED";
+  cost: number;
   env: Record<string, string>;
   spot: boolean;
-  /** How often `pod` looked it up; the public SSH port shows from the second lookup on. */
+  image: string;
+  /** How often `GET /v2/pods/{id}` looked it up. */
   lookups: number;
+  /** The machine it runs on (GPU pods). */
+  machine: FakeMachine | undefined;
+  /** False when its image needs a newer CUDA than its machine runs: it never starts. */
+  bootable: boolean;
   publicIp: string;
   sshPort: number;
-  /** What created it: the GraphQL input or the REST body. */
+  /** Its global-networking address, when it asked for one. */
+  privateIp: string | undefined;
+  /** What created it: the REST body or the GraphQL input. */
   input: Record<string, unknown>;
+}
+
+/** Where a pod's SSH answers, and what happens when pods come and go (a test bed's hosts). */
+export interface FakeRunPodOptions {
+  /** The address and port of the pod's sshd; default a documentation address. */
+  sshEndpoint?: (pod: FakePod) => { host: string; port: number; privateIp?: string };
+  /** Called when a pod is created (its `PUBLIC_KEY` is in `pod.env`). */
+  onCreate?: (pod: FakePod) => Promise<void> | void;
+  /** Called when a pod is terminated. */
+  onTerminate?: (pod: FakePod) => Promise<void> | void;
 }
 
 /** The fake, its state and its controls. */
@@ -47,64 +97,90 @@ export interface FakeRunPod {
   readonly server: SetupServer;
   readonly requests: RecordedRequest[];
   readonly pods: Map<string, FakePod>;
+  /** The machines of each GPU type (a copy of `fixtures/machines.json`, changed by rentals). */
+  machines: Record<string, FakeMachine[]>;
   /** Pods that can still be created before RunPod reports no capacity; Infinity by default. */
   capacity: { onDemand: number; spot: number; cpu: number };
+  /** Lookups a pod spends pulling its image (`PROVISIONING`) before `STARTING`; default 2. */
+  imagePullLookups: number;
   /** Answers the next `count` requests with `response()` instead of handling them. */
   interrupt(count: number, response: () => Response): void;
-  /** The GraphQL requests of one operation (`SkywardGpuTypes`…). */
+  /** The GraphQL requests of one operation (`SkywardSpotPrices`…). */
   operations(name: string): RecordedRequest[];
-  /** Forgets requests, pods and pending interruptions, and makes capacity unlimited again. */
+  /** The REST requests to a path (`/v2/pods`), optionally of one method. */
+  to(path: string | RegExp, method?: string): RecordedRequest[];
+  /** Forgets requests, pods and pending interruptions; machines, capacity and delays back to defaults. */
   reset(): void;
 }
 
+const API = "https://api.runpod.io/v2";
 const GRAPHQL_URL = "https://api.runpod.io/graphql";
-const REST_PODS_URL = "https://rest.runpod.io/v1/pods";
 
-function graphqlPod(pod: FakePod): Record<string, unknown> {
-  const booted = pod.desiredStatus === "RUNNING" && pod.lookups >= 2;
-  return {
-    id: pod.id,
-    name: pod.name,
-    desiredStatus: pod.desiredStatus,
-    costPerHr: pod.costPerHr,
-    env: Object.entries(pod.env).map(([key, value]) => `${key}=${value}`),
-    runtime: booted
-      ? {
-          uptimeInSeconds: 42,
-          ports: [
-            { ip: "100.65.0.7", isIpPublic: false, privatePort: 22, publicPort: 22, type: "tcp" },
-            { ip: pod.publicIp, isIpPublic: true, privatePort: 22, publicPort: pod.sshPort, type: "tcp" },
-          ],
-        }
-      : null,
-  };
+/** `a` ≥ `b` for `major.minor` versions. */
+function atLeast(a: string, b: string): boolean {
+  const [aMajor = 0, aMinor = 0] = a.split(".").map(Number);
+  const [bMajor = 0, bMinor = 0] = b.split(".").map(Number);
+  return aMajor !== bMajor ? aMajor > bMajor : aMinor >= bMinor;
+}
+
+/** The CUDA version an image needs, from its tag (`cuda1290`, `cu1281`, `cuda:12.4.1`). */
+function imageCuda(image: string): string | undefined {
+  const match =
+    /cuda[:\-_]?(\d{1,2})\.(\d{1,2})/i.exec(image) ??
+    /cuda(\d{2})(\d)\d(?!\d)/i.exec(image) ??
+    /(?:^|[^a-z])cu(\d{2})(\d)\d?(?!\d)/i.exec(image);
+  return match ? `${Number(match[1])}.${Number(match[2])}` : undefined;
+}
+
+function level(free: number): "NONE" | "LOW" | "MEDIUM" | "HIGH" {
+  return free <= 0 ? "NONE" : free < 4 ? "LOW" : free < 8 ? "MEDIUM" : "HIGH";
+}
+
+function problem(answer: { status: number }, detail?: string) {
+  return HttpResponse.json(detail ? { ...answer, detail } : answer, {
+    status: answer.status,
+    headers: { "content-type": "application/problem+json" },
+  });
 }
 
 /** Creates the fake; `server.listen({ onUnhandledFrame: "error" })` starts it, `server.close()` stops it. */
-export function startFakeRunPod(): FakeRunPod {
+export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
   const requests: RecordedRequest[] = [];
   const pods = new Map<string, FakePod>();
   const interruptions: (() => Response)[] = [];
+  const freshMachines = () => structuredClone(machineFixture) as Record<string, FakeMachine[]>;
   let nextPod = 1;
   const fake: FakeRunPod = {
     server: undefined as unknown as SetupServer,
     requests,
     pods,
+    machines: freshMachines(),
     capacity: {
       onDemand: Number.POSITIVE_INFINITY,
       spot: Number.POSITIVE_INFINITY,
       cpu: Number.POSITIVE_INFINITY,
     },
+    imagePullLookups: 2,
     interrupt(count, response) {
       for (let index = 0; index < count; index += 1) interruptions.push(response);
     },
     operations(name) {
       return requests.filter((request) => request.operation === name);
     },
+    to(path, method) {
+      return requests.filter(
+        (request) =>
+          request.url.href.startsWith(API) &&
+          (typeof path === "string" ? request.url.pathname === path : path.test(request.url.pathname)) &&
+          (method === undefined || request.method === method),
+      );
+    },
     reset() {
       requests.length = 0;
       pods.clear();
       interruptions.length = 0;
+      fake.machines = freshMachines();
+      fake.imagePullLookups = 2;
       fake.capacity = {
         onDemand: Number.POSITIVE_INFINITY,
         spot: Number.POSITIVE_INFINITY,
@@ -113,108 +189,250 @@ export function startFakeRunPod(): FakeRunPod {
     },
   };
 
-  const newPod = (
+  /** The machines of `gpuId` in `cloud` whose CUDA satisfies the constraint. */
+  const candidates = (
+    gpuId: string,
+    cloud: string,
+    constraint: { min?: string | undefined; allowed?: readonly string[] | undefined },
+  ) =>
+    (fake.machines[gpuId] ?? []).filter(
+      (machine) =>
+        machine.cloud === cloud &&
+        (constraint.min === undefined || atLeast(machine.cudaVersion, constraint.min)) &&
+        (constraint.allowed === undefined || constraint.allowed.includes(machine.cudaVersion)),
+    );
+
+  const newPod = async (
     input: Record<string, unknown>,
-    env: Record<string, string>,
-    spot: boolean,
-    price: number,
+    details: {
+      env: Record<string, string>;
+      spot: boolean;
+      cost: number;
+      image: string;
+      machine?: FakeMachine;
+      globalNetworking: boolean;
+    },
   ) => {
     const id = `fakepod${String(nextPod).padStart(6, "0")}`;
+    const needs = imageCuda(details.image);
     const pod: FakePod = {
       id,
       name: String(input.name ?? ""),
-      desiredStatus: "RUNNING",
-      costPerHr: price,
-      env,
-      spot,
+      status: "PROVISIONING",
+      cost: details.cost,
+      env: details.env,
+      spot: details.spot,
+      image: details.image,
       lookups: 0,
+      machine: details.machine,
+      bootable: !details.machine || needs === undefined || atLeast(details.machine.cudaVersion, needs),
       publicIp: `203.0.113.${nextPod}`,
       sshPort: 40_000 + nextPod,
+      privateIp: details.globalNetworking ? `10.65.0.${nextPod + 1}` : undefined,
       input,
     };
+    if (options.sshEndpoint) {
+      const endpoint = options.sshEndpoint(pod);
+      pod.publicIp = endpoint.host;
+      pod.sshPort = endpoint.port;
+      if (pod.privateIp && endpoint.privateIp) pod.privateIp = endpoint.privateIp;
+    }
     nextPod += 1;
     pods.set(id, pod);
+    await options.onCreate?.(pod);
     return pod;
   };
 
-  const gpuPrice = (input: Record<string, unknown>, spot: boolean): number => {
-    const type = gpuTypes.data.gpuTypes.find((entry) => entry.id === input.gpuTypeId);
-    const perGpu = spot
-      ? Number(input.bidPerGpu)
-      : input.cloudType === "COMMUNITY"
-        ? (type?.communityPrice ?? 0)
-        : (type?.securePrice ?? 0);
-    return Math.round(perGpu * Number(input.gpuCount ?? 1) * 1000) / 1000;
+  const view = (pod: FakePod): Record<string, unknown> => {
+    const running = pod.status === "RUNNING";
+    const reachable = running && pod.bootable;
+    const gpu = pod.input.gpu as { id: string; count?: number } | undefined;
+    const cpu = pod.input.cpu as { id: string; vcpuCount: number } | undefined;
+    return {
+      id: pod.id,
+      name: pod.name,
+      image: pod.image,
+      args: "",
+      disk: pod.input.disk ?? pod.input.containerDiskInGb ?? 50,
+      ports: ["22/tcp"],
+      env: pod.env,
+      registry: null,
+      status: pod.status,
+      actions: running ? ["stop", "restart", "terminate"] : ["terminate"],
+      mounts: pod.input.mounts ?? {},
+      ...(gpu ? { gpu: { id: gpu.id, count: gpu.count ?? 1 } } : {}),
+      ...(pod.input.gpuTypeId ? { gpu: { id: pod.input.gpuTypeId, count: pod.input.gpuCount } } : {}),
+      ...(cpu ? { cpu: { id: cpu.id, vcpuCount: cpu.vcpuCount, memory: cpu.vcpuCount * 2 } } : {}),
+      cloud: pod.machine?.cloud ?? "SECURE",
+      dataCenterId: pod.machine?.dataCenterId ?? "US-KS-2",
+      cudaVersion: pod.machine?.cudaVersion ?? null,
+      ssh: {
+        proxy: {
+          host: "ssh.runpod.io",
+          port: 22,
+          username: `${pod.id}-64411eb2`,
+          command: `ssh ${pod.id}-64411eb2@ssh.runpod.io`,
+        },
+        direct: reachable
+          ? {
+              host: pod.publicIp,
+              port: pod.sshPort,
+              username: "root",
+              command: `ssh root@${pod.publicIp} -p ${pod.sshPort}`,
+            }
+          : null,
+      },
+      template: null,
+      cost: pod.status === "EXITED" || pod.status === "TERMINATED" ? 0 : pod.cost,
+      locked: false,
+      globalNetworking: pod.privateIp
+        ? { enabled: true, ip: pod.privateIp, internalDns: `${pod.id}.runpod.internal` }
+        : { enabled: false },
+      runtime: running
+        ? reachable
+          ? { uptime: 42, ports: [{ private: 22, public: pod.sshPort, type: "tcp", ip: pod.publicIp }] }
+          : {}
+        : null,
+      createdAt: "2026-11-24T12:00:00Z",
+      startedAt: running ? "2026-11-24T12:02:00Z" : null,
+    };
   };
 
-  const answerGraphql = (
-    operation: string | undefined,
-    query: string,
-    variables: Record<string, unknown>,
-  ) => {
-    switch (operation) {
-      case "SkywardGpuTypes":
-        return HttpResponse.json(gpuTypes);
-      case "SkywardCpuFlavors":
-        return HttpResponse.json(cpuFlavors);
-      case "SkywardCpuPrices": {
-        const data: Record<string, unknown> = {};
-        for (const match of query.matchAll(
-          /(f\d+): cpuFlavors\(input: \{id: "([^"]+)"\}\) \{ id specifics\(input: \{instanceId: "([^"]+)"\}\)/g,
-        )) {
-          const [, alias, flavorId, instanceId] = match as unknown as [string, string, string, string];
-          const specifics = (cpuSpecifics as Record<string, unknown>)[instanceId] ?? {
-            stockStatus: null,
-            securePrice: null,
-          };
-          data[alias] = [{ id: flavorId, specifics }];
-        }
-        return HttpResponse.json({ data });
-      }
-      case "SkywardDeployOnDemand":
-      case "SkywardRentInterruptable": {
-        const spot = operation === "SkywardRentInterruptable";
-        const field = spot ? "podRentInterruptable" : "podFindAndDeployOnDemand";
-        const input = variables.input as Record<string, unknown>;
-        if (spot ? fake.capacity.spot <= 0 : fake.capacity.onDemand <= 0)
-          return HttpResponse.json(spot ? errors.noSpotCapacity : errors.noCapacity);
-        if (spot) fake.capacity.spot -= 1;
-        else fake.capacity.onDemand -= 1;
-        const env = Object.fromEntries(
-          (input.env as { key: string; value: string }[]).map((entry) => [entry.key, entry.value]),
-        );
-        const pod = newPod(input, env, spot, gpuPrice(input, spot));
-        return HttpResponse.json({ data: { [field]: graphqlPod(pod) } });
-      }
-      case "SkywardPod": {
-        const pod = pods.get(String(variables.podId));
-        if (pod) pod.lookups += 1;
-        return HttpResponse.json({ data: { pod: pod ? graphqlPod(pod) : null } });
-      }
-      case "SkywardPods":
-        return HttpResponse.json({ data: { myself: { pods: [...pods.values()].map(graphqlPod) } } });
-      case "SkywardTerminate": {
-        const id = String((variables.input as Record<string, unknown>).podId);
-        if (!pods.delete(id)) {
-          // RunPod's wording for an unknown pod is not documented: a generic error makes the provider check.
-          return HttpResponse.json({
-            errors: [
-              {
-                message: "Something went wrong. Please try again later or contact support.",
-                path: ["podTerminate"],
-              },
-            ],
-            data: { podTerminate: null },
-          });
-        }
-        return HttpResponse.json({ data: { podTerminate: null } });
-      }
-      default:
-        return HttpResponse.json(
-          { errors: [{ message: `the fake does not know ${operation}` }] },
-          { status: 400 },
-        );
+  const catalogGpus = (url: URL) => {
+    const include = url.searchParams.get("include");
+    const product = url.searchParams.get("product");
+    if ((include === "AVAILABILITY") !== (product !== null))
+      return problem(errors.invalid, "include=AVAILABILITY requires product, and product requires it");
+    const count = Number(url.searchParams.get("count") ?? "1");
+    const cloud = url.searchParams.get("cloud") ?? "SECURE";
+    const min = url.searchParams.get("minCudaVersion") ?? undefined;
+    const allowed = url.searchParams.get("cudaVersions")?.split(",");
+    const gpus = gpuCatalog.gpus.map((gpu) => {
+      if (include !== "AVAILABILITY") return gpu;
+      const usable = candidates(gpu.id, cloud, { min, allowed }).filter((machine) => machine.free >= count);
+      const free = usable.reduce((sum, machine) => sum + machine.free, 0);
+      const versions = [
+        ...new Set(candidates(gpu.id, cloud, { min, allowed }).map((machine) => machine.cudaVersion)),
+      ];
+      const centers = [...new Set(usable.map((machine) => machine.dataCenterId))];
+      return {
+        ...gpu,
+        availability: level(free),
+        ...(centers.length > 0
+          ? {
+              dataCenters: centers.map((id) => ({
+                id,
+                name: id,
+                availability: level(
+                  usable.filter((machine) => machine.dataCenterId === id).reduce((sum, m) => sum + m.free, 0),
+                ),
+              })),
+            }
+          : {}),
+        ...(versions.length > 0
+          ? {
+              cudaVersions: versions.map((version) => ({
+                version,
+                available: usable.some((m) => m.cudaVersion === version),
+              })),
+            }
+          : {}),
+      };
+    });
+    return HttpResponse.json({ gpus });
+  };
+
+  const createPod = async (body: Record<string, unknown>) => {
+    const image = String(body.image ?? "");
+    const env = (body.env ?? {}) as Record<string, string>;
+    const centers = body.dataCenterIds as string[] | undefined;
+    const globalNetworking = body.globalNetworking === true;
+    if (globalNetworking) {
+      const networked = new Set(
+        datacenters.dataCenters.filter((center) => center.globalNetwork).map((center) => center.id),
+      );
+      if (!body.gpu || (centers ?? []).some((id) => !networked.has(id)))
+        return problem(errors.noGlobalNetwork);
     }
+    if (body.cpu) {
+      const cpu = body.cpu as { id: string; vcpuCount: number };
+      const flavor = cpuCatalog.cpus.find((entry) => entry.id === cpu.id);
+      if (!flavor) return problem(errors.invalid, `unknown CPU flavor ${cpu.id}`);
+      if (fake.capacity.cpu <= 0 || flavor.availability === "NONE") return problem(errors.noCapacity);
+      fake.capacity.cpu -= 1;
+      const pod = await newPod(body, {
+        env,
+        spot: false,
+        cost: Math.round(flavor.price.securePerVcpu * cpu.vcpuCount * 1000) / 1000,
+        image,
+        globalNetworking: false,
+      });
+      return HttpResponse.json(view(pod), { status: 201 });
+    }
+    const gpu = body.gpu as {
+      id: string;
+      count?: number;
+      minCudaVersion?: string;
+      allowedCudaVersions?: string[];
+    };
+    const count = gpu.count ?? 1;
+    const cloud = String(body.cloud ?? "SECURE");
+    const type = gpuCatalog.gpus.find((entry) => entry.id === gpu.id);
+    if (!type) return problem(errors.invalid, `unknown GPU type ${gpu.id}`);
+    const machine = candidates(gpu.id, cloud, {
+      min: gpu.minCudaVersion,
+      allowed: gpu.allowedCudaVersions,
+    }).find(
+      (entry) =>
+        entry.free >= count && (!centers || centers.length === 0 || centers.includes(entry.dataCenterId)),
+    );
+    if (!machine || fake.capacity.onDemand <= 0) return problem(errors.noCapacity);
+    fake.capacity.onDemand -= 1;
+    machine.free -= count;
+    const perGpu = cloud === "COMMUNITY" ? type.price.community : type.price.secure;
+    const pod = await newPod(body, {
+      env,
+      spot: false,
+      cost: Math.round(perGpu * count * 1000) / 1000,
+      image,
+      machine,
+      globalNetworking,
+    });
+    return HttpResponse.json(view(pod), { status: 201 });
+  };
+
+  const rentInterruptible = async (input: Record<string, unknown>) => {
+    const refuse = () => HttpResponse.json(errors.noSpotCapacity);
+    if (fake.capacity.spot <= 0) return refuse();
+    const cloud = String(input.cloudType ?? "SECURE");
+    const prices = spotPrices.data.gpuTypes.find((entry) => entry.id === input.gpuTypeId);
+    const lowest = cloud === "COMMUNITY" ? prices?.communityLowest : prices?.secureLowest;
+    if (!lowest?.minimumBidPrice || Number(input.bidPerGpu) < lowest.minimumBidPrice)
+      return HttpResponse.json({
+        errors: [{ message: "Your bid price is too low for this GPU type.", path: ["podRentInterruptable"] }],
+        data: { podRentInterruptable: null },
+      });
+    const count = Number(input.gpuCount ?? 1);
+    const machine = candidates(String(input.gpuTypeId), cloud, {
+      allowed: input.allowedCudaVersions as string[] | undefined,
+    }).find(
+      (entry) => entry.free >= count && (!input.dataCenterId || entry.dataCenterId === input.dataCenterId),
+    );
+    if (!machine) return refuse();
+    fake.capacity.spot -= 1;
+    machine.free -= count;
+    const env = Object.fromEntries(
+      (input.env as { key: string; value: string }[]).map((entry) => [entry.key, entry.value]),
+    );
+    const pod = await newPod(input, {
+      env,
+      spot: true,
+      cost: Math.round(Number(input.bidPerGpu) * count * 1000) / 1000,
+      image: String(input.imageName ?? ""),
+      machine,
+      globalNetworking: false,
+    });
+    return HttpResponse.json({ data: { podRentInterruptable: { id: pod.id } } });
   };
 
   const record = async (request: Request): Promise<RecordedRequest> => {
@@ -235,52 +453,102 @@ export function startFakeRunPod(): FakeRunPod {
     return entry;
   };
 
-  const authorised = (entry: RecordedRequest) => entry.authorization === `Bearer ${TEST_API_KEY}`;
+  /** Records the request, then answers an interruption or a 401 before `handle` runs. */
+  const guarded =
+    (
+      handle: (
+        entry: RecordedRequest,
+        params: Record<string, string | readonly string[] | undefined>,
+      ) => Response | Promise<Response>,
+    ) =>
+    async ({
+      request,
+      params,
+    }: {
+      request: Request;
+      params: Record<string, string | readonly string[] | undefined>;
+    }) => {
+      const entry = await record(request);
+      const interruption = interruptions.shift();
+      if (interruption) return interruption();
+      if (entry.authorization !== `Bearer ${TEST_API_KEY}`) {
+        return entry.url.href.startsWith(GRAPHQL_URL)
+          ? HttpResponse.json({ error: "Unauthorized" }, { status: 401 })
+          : problem(errors.unauthorized);
+      }
+      return handle(entry, params);
+    };
 
   const server = setupServer(
-    http.post(GRAPHQL_URL, async ({ request }) => {
-      const entry = await record(request);
-      const interruption = interruptions.shift();
-      if (interruption) return interruption();
-      if (!authorised(entry)) return HttpResponse.json(errors.unauthorized, { status: 401 });
-      return answerGraphql(entry.operation, entry.query ?? "", entry.variables ?? {});
-    }),
-    http.post(REST_PODS_URL, async ({ request }) => {
-      const entry = await record(request);
-      const interruption = interruptions.shift();
-      if (interruption) return interruption();
-      if (!authorised(entry)) return HttpResponse.json(errors.unauthorized, { status: 401 });
-      if (fake.capacity.cpu <= 0) return HttpResponse.json(errors.restNoCapacity, { status: 500 });
-      fake.capacity.cpu -= 1;
-      const input = entry.body as Record<string, unknown>;
-      const flavor = (input.cpuFlavorIds as string[])[0];
-      const vcpus = Number(input.vcpuCount);
-      const multiplier = cpuFlavors.data.cpuFlavors.find((entry) => entry.id === flavor)?.ramMultiplier ?? 2;
-      const price =
-        (cpuSpecifics as Record<string, { securePrice: number | null }>)[
-          `${flavor}-${vcpus}-${vcpus * multiplier}`
-        ]?.securePrice ?? 0;
-      const pod = newPod(input, input.env as Record<string, string>, false, price);
-      // REST v1's Pod: costPerHr as a string, env as an object, no runtime.
-      return HttpResponse.json(
-        {
-          id: pod.id,
-          name: pod.name,
-          desiredStatus: "RUNNING",
-          costPerHr: String(price),
-          adjustedCostPerHr: price,
-          cpuFlavorId: flavor,
-          vcpuCount: vcpus,
-          env: pod.env,
-          image: input.imageName,
-          ports: input.ports,
-          publicIp: null,
-          portMappings: null,
-          interruptible: false,
-        },
-        { status: 201 },
-      );
-    }),
+    http.get(
+      `${API}/catalog/gpus`,
+      guarded((entry) => catalogGpus(entry.url)),
+    ),
+    http.get(
+      `${API}/catalog/cpus`,
+      guarded(() => HttpResponse.json(cpuCatalog)),
+    ),
+    http.get(
+      `${API}/catalog/datacenters`,
+      guarded((entry) => {
+        const only = entry.url.searchParams.get("globalNetwork");
+        return HttpResponse.json({
+          dataCenters: datacenters.dataCenters.filter(
+            (center) => only === null || String(center.globalNetwork) === only,
+          ),
+        });
+      }),
+    ),
+    http.post(
+      `${API}/pods`,
+      guarded((entry) => createPod(entry.body as Record<string, unknown>)),
+    ),
+    http.get(
+      `${API}/pods`,
+      guarded(() => HttpResponse.json({ pods: [...pods.values()].map(view) })),
+    ),
+    http.get(
+      `${API}/pods/:id`,
+      guarded((_entry, params) => {
+        const pod = pods.get(String(params.id));
+        if (!pod) return problem(errors.notFound);
+        pod.lookups += 1;
+        if (pod.status === "PROVISIONING" && pod.lookups > fake.imagePullLookups) pod.status = "STARTING";
+        else if (pod.status === "STARTING") pod.status = "RUNNING";
+        return HttpResponse.json(view(pod));
+      }),
+    ),
+    http.delete(
+      `${API}/pods/:id`,
+      guarded(async (_entry, params) => {
+        const pod = pods.get(String(params.id));
+        if (!pod) return problem(errors.notFound);
+        pods.delete(pod.id);
+        if (pod.machine) {
+          const gpu =
+            (pod.input.gpu as { count?: number } | undefined)?.count ?? Number(pod.input.gpuCount ?? 1);
+          pod.machine.free += gpu;
+        }
+        await options.onTerminate?.(pod);
+        return new HttpResponse(null, { status: 204 });
+      }),
+    ),
+    http.post(
+      GRAPHQL_URL,
+      guarded((entry) => {
+        switch (entry.operation) {
+          case "SkywardSpotPrices":
+            return HttpResponse.json(spotPrices);
+          case "SkywardRentInterruptable":
+            return rentInterruptible((entry.variables?.input ?? {}) as Record<string, unknown>);
+          default:
+            return HttpResponse.json(
+              { errors: [{ message: `the fake does not know ${entry.operation}` }] },
+              { status: 400 },
+            );
+        }
+      }),
+    ),
   );
   (fake as { server: SetupServer }).server = server;
   return fake;

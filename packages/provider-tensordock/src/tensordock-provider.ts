@@ -386,7 +386,14 @@ function build(settings: ParsedSettings): ProviderV1<TensorDockClusterData> {
     specificationVersion: "v1",
     name: NAME,
     // A marketplace: prices and availability move, so the core caches its offers for an hour at most.
-    capabilities: Object.freeze({ spot: false, volumes: false, images: true, offerCache: "marketplace" }),
+    capabilities: Object.freeze({
+      spot: false,
+      volumes: false,
+      images: true,
+      offerCache: "marketplace",
+      // Each VM is a separate host reached at its own public IP, with only the forwarded ports open.
+      peerNetwork: "none",
+    }),
     cacheKey: `${settings.location ?? "any"}|${settings.storageGb}|${settings.minVcpus}|${settings.minRamGb}`,
 
     async offers({ query, signal }) {

@@ -34,6 +34,7 @@ export type {
   ProviderHttpRequestFunction,
   ProviderHttpResponse,
   ProviderHttpSettings,
+  ProviderRateLimit,
 } from "./http/provider-http.js";
 export {
   answerMessage,

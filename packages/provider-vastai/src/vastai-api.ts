@@ -1,13 +1,21 @@
 /**
- * The parts of Vast.ai's REST API (`https://console.vast.ai/api/v0`) the provider uses, with zod
- * schemas for what comes back:
+ * The parts of Vast.ai's REST API (`https://console.vast.ai`) the provider uses, with zod schemas for
+ * what comes back (https://docs.vast.ai/api-reference/openapi.yaml unless said otherwise):
  *
- * - `POST /bundles/` — offer search; the body is the query JSON (`{"gpu_name": {"in": […]}, …}`);
- * - `PUT /asks/{id}/` — rent an offer (an "ask"): image, disk, label, `onstart`, `runtype`, `env`, and
- *   `price` (the bid, $/h) for an interruptible instance; answers `{"success": true, "new_contract": id}`;
- * - `GET /instances/`, `GET /instances/{id}/` — the account's instances, one instance;
- * - `DELETE /instances/{id}/` — destroy;
- * - `POST /ssh/` — register a public key on the account (new instances get every account key).
+ * - `POST /api/v0/bundles/` — offer search; the body is the query JSON (`{"gpu_name": {"in": […]}, …}`)
+ *   and `type`: `on-demand` prices offers on demand, `bid` at their minimum bid ("bid (interruptible):
+ *   uses minimum bid price"), so one search gives one market's prices;
+ * - `PUT /api/v0/asks/{id}/` — rent an offer (an "ask"): image, disk, label, `onstart`, `runtype`, `env`,
+ *   and `price` (the bid, $/h) for an interruptible instance; answers `{"success": true, "new_contract": id}`;
+ *   at most one call per 4.5 s (https://docs.vast.ai/api-reference/rate-limits-and-errors);
+ * - `GET /api/v1/instances/` — the account's instances, 25 a page (`select_filters`, `order_by`,
+ *   `limit`, `after_token` → `next_token`), replacing the deprecated v0 list (as vast-cli's
+ *   `_fetch_all_instances_v1` pages it: https://github.com/vast-ai/vast-cli/blob/master/vast.py);
+ * - `GET /api/v0/instances/{id}/` — one instance; `DELETE /api/v0/instances/{id}/` — destroy;
+ * - `POST /api/v0/instances/{id}/ssh/` — attach a public key to that instance only
+ *   (https://docs.vast.ai/api-reference/openapi/yaml/attach_ssh.yaml);
+ * - `GET /api/v0/users/current/` — the key's user: how a 404 to a bad key is told from a 404 to a gone
+ *   offer or instance (Vast.ai answers an unknown key with 404, not 401).
  */
 import {
   answerNumberSchema,
@@ -36,8 +44,10 @@ export const vastaiApi = defineProviderApi({
   createError: (options) => new VastApiError(options),
 });
 
-/** Vast.ai's API root. */
+/** Vast.ai's API root, version 0. */
 export const VAST_API_URL = "https://console.vast.ai/api/v0";
+/** Vast.ai's API root, version 1 (the instance list). */
+export const VAST_API_V1_URL = "https://console.vast.ai/api/v1";
 
 const number = answerNumberSchema;
 
@@ -60,6 +70,7 @@ export const vastOfferSchema = z.looseObject({
   cpu_cores_effective: number,
   cpu_ram: number,
   cpu_arch: z.string().nullish(),
+  gpu_frac: number,
   disk_space: number,
   dph_total: number,
   min_bid: number,
@@ -87,9 +98,10 @@ export const createAnswerSchema = z.looseObject({
   msg: z.string().nullish(),
 });
 
-const portMappingSchema = z.array(
-  z.looseObject({ HostIp: z.string().nullish(), HostPort: z.union([z.string(), z.number()]) }),
-);
+// A port exposed but not (yet) mapped is listed with null: `{"22/tcp": null}`.
+const portMappingSchema = z
+  .array(z.looseObject({ HostIp: z.string().nullish(), HostPort: z.union([z.string(), z.number()]) }))
+  .nullish();
 
 /** An instance as `GET /instances/` lists it. */
 export const vastInstanceSchema = z.looseObject({
@@ -111,9 +123,22 @@ export const vastInstanceSchema = z.looseObject({
 /** An instance. */
 export type VastInstance = z.infer<typeof vastInstanceSchema>;
 
-/** `GET /instances/`. */
-export const instancesAnswerSchema = z.looseObject({
-  instances: listOf(vastInstanceSchema),
+/**
+ * One page of `GET /api/v1/instances/`. Each instance is parsed on its own: one Vast.ai lists in a shape
+ * not foreseen here is kept by id and label alone (enough to find and destroy it), not the end of the list.
+ */
+export const instancesPageSchema = z.looseObject({
+  instances: listOf(z.unknown()).transform((items) =>
+    items.flatMap((item): VastInstance[] => {
+      const parsed = vastInstanceSchema.safeParse(item);
+      if (parsed.success) return [parsed.data];
+      const fallback = z.looseObject({ id: z.number(), label: z.string().nullish() }).safeParse(item);
+      return fallback.success
+        ? [vastInstanceSchema.parse({ id: fallback.data.id, label: fallback.data.label ?? null })]
+        : [];
+    }),
+  ),
+  next_token: z.string().nullish(),
 });
 
 /** `GET /instances/{id}/`: one instance under `instances`, or nothing when Vast.ai no longer knows it. */

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import {
   accelerators,
   ConfigurationError,
+  compute,
   containers,
   DockerImage,
   NoCapacityError,
@@ -20,6 +21,7 @@ import {
   type Offer,
   type OfferQuery,
   offerQuery,
+  Plugin,
   resolvePoolSpec,
   whyNotProvider,
 } from "@skyward/core/contract";
@@ -55,8 +57,11 @@ afterAll(async () => {
 });
 beforeEach(() => fake.reset());
 
+/** The fake's create limit is the real one (4.5 s, 12 s penalty) scaled 1:100: so is the provider's. */
+const scaledLimits = { createIntervalMs: 45, rateLimitPenaltyMs: 120 };
+
 function provider(settings: VastAISettings = {}) {
-  return VastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...settings });
+  return VastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...scaledLimits, ...settings });
 }
 
 const rtx4090: OfferQuery = { accelerator: { name: "RTX_4090", count: 1 }, allocation: "spot-if-available" };
@@ -86,7 +91,9 @@ describe("offers", () => {
       },
       ...call(),
     });
-    const [request] = fake.to("/api/v0/bundles/", "POST");
+    // Spot with an on-demand fallback: each market is priced by its own search.
+    const [onDemand, request] = fake.to("/api/v0/bundles/", "POST");
+    expect(onDemand?.body).toMatchObject({ type: "on-demand" });
     expect(request?.url.href).toBe("https://console.vast.ai/api/v0/bundles/");
     expect(request?.authorization).toBe(`Bearer ${TEST_API_KEY}`);
     expect(request?.body).toEqual({
@@ -112,20 +119,27 @@ describe("offers", () => {
     expect(vastGpuNames("RTX_6000_Ada")).toContain("RTX 6000Ada");
   });
 
-  it("parses offers: canonical accelerator, GB from MB, dph_total on demand, the bid = min_bid × bidMultiplier", async () => {
+  it("parses offers: canonical accelerator, GB from MB, on-demand price from the on-demand search, spot = bid + charges", async () => {
     const offers = await provider().offers({ query: rtx4090, ...call() });
     // The 4090D is another accelerator, the 0.90-reliability host and the unverified one are filtered,
     // the host without direct ports too (direct SSH is the default).
+    // 7100002: on demand 0.355; the bid search says 0.1678 (min_bid 0.15 + 0.0178 of charges), which is
+    // not the on-demand price; the bid is 0.15 × 1.2 = 0.18, so spot costs 0.18 + 0.0178.
     expect(offers.map((offer) => [offer.id, offer.onDemandPrice, offer.spotPrice])).toEqual([
-      ["vastai:7100002", 0.355, 0.18],
-      ["vastai:7100001", 0.412, 0.24],
+      ["vastai:7100002", 0.355, 0.1978],
+      ["vastai:7100001", 0.412, 0.2606],
+    ]);
+    expect(fake.to("/api/v0/bundles/").map((request) => (request.body as { type: string }).type)).toEqual([
+      "on-demand",
+      "bid",
     ]);
     expect(offers[1]).toMatchObject({
       provider: "vastai",
       instanceType: "1x RTX 4090 (machine 3101)",
       accelerator: { name: "RTX_4090", count: 1, memoryGb: 24 },
       vcpus: 16,
-      memoryGb: 62.8018,
+      // One GPU of four (gpu_frac 0.25): a quarter of the machine's 64309 MB, not all of it.
+      memoryGb: 15.7004,
       diskGb: 500,
       architecture: "x86_64",
       region: "Texas, US",
@@ -181,21 +195,22 @@ describe("offers", () => {
 });
 
 describe("prepare and provision", () => {
-  it("registers the generated key on the account once, keeps the private key 0600", async () => {
+  it("attaches the generated key to each rented instance, never to the account; keeps the private key 0600", async () => {
     const vast = provider();
     const spec = resolvePoolSpec(
-      toSpec({ provider: vast, accelerator: accelerators.RTX_4090() }),
+      toSpec({ provider: vast, accelerator: accelerators.RTX_4090(), allocation: "on-demand" }),
       poolOptions({}),
     );
-    const [offer] = await vast.offers({ query: rtx4090, ...call() });
+    const [offer] = await vast.offers({ query: { ...rtx4090, allocation: "on-demand" }, ...call() });
     const cluster = await vast.prepare({ spec, offer: offer as Offer, ...call() });
-    await vast.prepare({ spec, offer: offer as Offer, ...call() });
-    const posts = fake.to("/api/v0/ssh/", "POST");
-    expect(posts.map((request) => request.body)).toEqual([
-      { ssh_key: cluster.specific.publicKey },
-      { ssh_key: cluster.specific.publicKey },
-    ]);
-    expect(fake.accountKeys).toEqual([cluster.specific.publicKey]);
+    const created = await vast.provision({ cluster, count: 2, ...call() });
+    // An account key would reach every instance of the account (Skyward's or not): none is registered.
+    expect(fake.to("/api/v0/ssh/")).toEqual([]);
+    expect(fake.accountKeys).toEqual([]);
+    for (const instance of created) {
+      expect(fake.instances.get(Number(instance.id))?.keys).toEqual([cluster.specific.publicKey]);
+      expect(fake.to(`/api/v0/instances/${instance.id}/ssh/`, "POST")).toHaveLength(1);
+    }
     expect(cluster.ssh).toEqual({
       user: "root",
       identityFile: join(keysDirectory, "vastai_ed25519"),
@@ -241,7 +256,7 @@ describe("prepare and provision", () => {
     const [instance] = await vast.provision({ cluster, count: 1, ...call() });
     const [rent] = fake.to(/^\/api\/v0\/asks\//, "PUT");
     expect(rent?.body).toMatchObject({ price: 0.18 });
-    expect(instance).toMatchObject({ spot: true, hourlyPrice: 0.18 });
+    expect(instance).toMatchObject({ spot: true, hourlyPrice: 0.1978 });
   });
 
   it("more nodes than one offer: searches again for the same GPU and rents the next asks", async () => {
@@ -268,7 +283,7 @@ describe("prepare and provision", () => {
     const { vast, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() });
     fake.rented.add(7100002);
     const [first] = await vast.provision({ cluster, count: 1, ...call() });
-    expect(first).toMatchObject({ spot: true, hourlyPrice: 0.24 });
+    expect(first).toMatchObject({ spot: true, hourlyPrice: 0.2606 });
     const rents = fake.to(/^\/api\/v0\/asks\//, "PUT").map((request) => request.url.pathname);
     expect(rents).toEqual(["/api/v0/asks/7100002/", "/api/v0/asks/7100001/"]);
   });
@@ -378,6 +393,7 @@ describe("getInstance, terminate, teardown, listInstances", () => {
       body: { label: "my notebook" },
       lookups: 0,
       state: "running",
+      keys: [],
     });
     const listed = await vast.listInstances?.(call());
     expect(
@@ -481,15 +497,16 @@ describe("errors", () => {
     }
   });
 
-  it("a rejected key (401/403) fails at once and never shows the key", async () => {
+  it("a rejected key fails at once and never shows the key: Vast.ai's 404 to an unknown key is an auth error", async () => {
     const error = await provider({ apiKey: "vast_wrong_key" })
       .offers({ query: rtx4090, ...call() })
       .catch((caught: unknown) => caught);
     expect(VastApiError.isInstance(error) && ProvisionError.isInstance(error)).toBe(true);
     expect((error as VastApiError).statusCode).toBe(401);
     expect((error as Error).message).toBe(
-      "Vast.ai rejected the API key (HTTP 401) while searching offers (POST /api/v0/bundles/): set VAST_API_KEY to a valid key or pass apiKey",
+      "Vast.ai rejected the API key while searching offers (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey",
     );
+    expect(fake.to("/api/v0/users/current/")).toHaveLength(1);
     fake.interrupt(1, () =>
       HttpResponse.json({ success: false, error: "forbidden", msg: "no permission" }, { status: 403 }),
     );
@@ -507,16 +524,17 @@ describe("errors", () => {
         { status: 429, headers: { "Retry-After": "0" } },
       ),
     );
-    expect(await provider({ retryDelayMs: 10_000 }).offers({ query: rtx4090, ...call() })).toHaveLength(2);
+    const spotOnly: OfferQuery = { ...rtx4090, allocation: "spot" };
+    expect(await provider({ retryDelayMs: 10_000 }).offers({ query: spotOnly, ...call() })).toHaveLength(2);
     expect(fake.to("/api/v0/bundles/")).toHaveLength(3);
     fake.reset();
     fake.interrupt(10, () => HttpResponse.json({ detail: "API requests too frequent" }, { status: 429 }));
     const error = await provider({ maxRetries: 2 })
-      .offers({ query: rtx4090, ...call() })
+      .offers({ query: spotOnly, ...call() })
       .catch((caught: unknown) => caught);
     expect(fake.requests).toHaveLength(3);
     expect((error as Error).message).toBe(
-      "Vast.ai's rate limit (HTTP 429) persisted after 3 attempts while searching offers (POST /api/v0/bundles/); try again later",
+      "Vast.ai's rate limit (HTTP 429) persisted after 3 attempts while searching interruptible offers (POST /api/v0/bundles/); try again later",
     );
     expect((error as VastApiError).isRetryable).toBe(true);
   });
@@ -570,6 +588,177 @@ describe("settings", () => {
         settings: { minReliability: "high" },
       }),
     ).rejects.toMatchObject({ issues: [{ path: "providers.market.minReliability" }] });
+  });
+});
+
+describe("what real accounts do", () => {
+  it("instances share no network: a distributed-training plugin on several nodes is refused before anything starts", () => {
+    const ddp = Plugin.create("ddp").withPeerNetwork();
+    expect(provider().capabilities.peerNetwork).toBe("none");
+    expect(() =>
+      toSpec({ provider: provider(), accelerator: accelerators.RTX_4090(), nodes: 2, plugins: [ddp] }),
+    ).toThrow(
+      /plugin "ddp" connects its workers on different nodes to one another, but vastai's instances share no network/,
+    );
+    expect(toSpec({ provider: provider(), nodes: 1, plugins: [ddp] }).nodes.max).toBe(1);
+    expect(fake.requests).toEqual([]);
+  });
+
+  it("sky.compute with such a plugin on several Vast.ai nodes fails at once, asking Vast.ai nothing", async () => {
+    const ddp = Plugin.create("ddp").withPeerNetwork();
+    await expect(
+      compute({
+        provider: provider(),
+        accelerator: accelerators.RTX_4090(),
+        nodes: 2,
+        plugins: [ddp],
+        options: { console: false },
+      }),
+    ).rejects.toSatisfy(ConfigurationError.isInstance);
+    expect(fake.requests).toEqual([]);
+  });
+
+  it("a bad key answering 404 to renting is reported as a rejected key, not as no capacity", async () => {
+    const { cluster } = await clusterFor({ accelerator: accelerators.RTX_4090(), allocation: "on-demand" });
+    const error = await provider({ apiKey: "vast_revoked_key" })
+      .provision({ cluster, count: 1, ...call() })
+      .catch((caught: unknown) => caught);
+    expect(NoCapacityError.isInstance(error)).toBe(false);
+    expect((error as VastApiError).statusCode).toBe(401);
+    expect((error as Error).message).toMatch(/rejected the API key while renting offer 7100002/);
+    // With a good key a 404 to renting is the offer gone: the key is checked once, then believed.
+    const vast = provider();
+    fake.interrupt(1, () => HttpResponse.json({ success: false, error: "no_such_ask" }, { status: 404 }));
+    const [instance] = await vast.provision({ cluster, count: 1, ...call() });
+    expect(instance?.id).toBeDefined();
+  });
+
+  it("a too-low bid leaves no stopped instance: the one Vast.ai created is destroyed, by the id in the refusal", async () => {
+    const { vast, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090(), allocation: "spot" });
+    // The minimum bids rose since the search, past the bids placed (min_bid × 1.2).
+    fake.minBidNow.set(7100002, 0.2);
+    fake.minBidNow.set(7100001, 0.3);
+    const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
+    expect(NoCapacityError.isInstance(error)).toBe(true);
+    const reasons = (error as NoCapacityError).attempts.map((attempt) => attempt.reason);
+    expect(reasons[0]).toMatch(
+      /bid on offer 7100002: .*below the current minimum bid.*\(instance 31000001, created stopped, was destroyed\)/,
+    );
+    expect(reasons[1]).toMatch(/instance 31000002, created stopped, was destroyed/);
+    expect(fake.to("/api/v0/instances/31000001/", "DELETE")).toHaveLength(1);
+    expect([...fake.instances.values()]).toEqual([]);
+  });
+
+  it("maxHourlyCost is checked on the market actually rented: no on-demand fallback above it", async () => {
+    // Spot if available, at most $0.30/h: 7100002 costs 0.355 on demand, 0.1978 as a bid.
+    const { vast, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "spot-if-available",
+      maxHourlyCost: 0.3,
+    });
+    expect([cluster.offer.spotPrice, cluster.offer.onDemandPrice]).toEqual([0.1978, null]);
+    for (const [ask, minimum] of [
+      [7100002, 0.5],
+      [7100001, 0.5],
+    ] as const)
+      fake.minBidNow.set(ask, minimum);
+    const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
+    expect(NoCapacityError.isInstance(error)).toBe(true);
+    // No on-demand rental was tried: every on-demand price found was over the cap.
+    expect(fake.to(/^\/api\/v0\/asks\//, "PUT").every((request) => "price" in (request.body as object))).toBe(
+      true,
+    );
+    expect([...fake.instances.values()]).toEqual([]);
+  });
+
+  it("cheapest compares the real prices of both markets", async () => {
+    const [offer] = await provider().offers({ query: { ...rtx4090, allocation: "cheapest" }, ...call() });
+    expect(offer).toMatchObject({ id: "vastai:7100002", spotPrice: 0.1978, onDemandPrice: 0.355 });
+    const { vast, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "cheapest",
+    });
+    const [instance] = await vast.provision({ cluster, count: 1, ...call() });
+    expect(instance).toMatchObject({ spot: true, hourlyPrice: 0.1978 });
+  });
+
+  it("several nodes in a row are created under the create endpoint's rate limit (one per interval, penalty)", async () => {
+    const { vast, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "on-demand",
+    });
+    const created = await vast.provision({ cluster, count: 2, ...call() });
+    expect(created).toHaveLength(2);
+    const [first, second] = fake.to(/^\/api\/v0\/asks\//, "PUT");
+    expect(first && second).toBeTruthy();
+    // Without the spacing the fake refuses the second create in a row and starts its penalty (here the
+    // real 4.5 s interval, so that a slow machine cannot space the two calls by chance).
+    fake.reset();
+    fake.rateLimit = { intervalMs: 4500, penaltyMs: 12_000 };
+    const eager = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+      undefined,
+      { createIntervalMs: 0, rateLimitPenaltyMs: 0, maxRetries: 0 },
+    );
+    const partial = await eager.vast.provision({ cluster: eager.cluster, count: 2, ...call() });
+    expect(partial).toHaveLength(1);
+    expect(fake.to(/^\/api\/v0\/asks\//, "PUT")).toHaveLength(2);
+    // A limiter that waits out the penalty gets past a refusal caused by someone else's call.
+    fake.reset();
+    const { vast: patient, cluster: other } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "on-demand",
+    });
+    fake.interrupt(1, () =>
+      HttpResponse.json({ detail: "API requests too frequent: endpoint threshold=4.5" }, { status: 429 }),
+    );
+    expect(await patient.provision({ cluster: other, count: 2, ...call() })).toHaveLength(2);
+  });
+
+  it("lists through the paged v1 endpoint; one odd instance (null port map, odd fields) does not fail the list", async () => {
+    const { vast, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "on-demand",
+    });
+    const created = await vast.provision({ cluster, count: 2, ...call() });
+    fake.pageSize = 1;
+    fake.addForeignInstance({ id: 42, label: null, ports: null, actual_status: null });
+    fake.addForeignInstance({
+      id: 43,
+      label: `${cluster.id} vastai:7100002`,
+      ports: { "22/tcp": null },
+      public_ipaddr: 17,
+      actual_status: "exited",
+    });
+    const listed = (await vast.listInstances?.(call())) ?? [];
+    expect(listed.map((instance) => instance.id).sort()).toEqual(
+      [...created.map((entry) => entry.id), "43"].sort(),
+    );
+    expect(fake.to("/api/v1/instances/", "GET").length).toBeGreaterThanOrEqual(4);
+    expect(fake.to("/api/v0/instances/", "GET")).toEqual([]);
+    const [page] = fake.to("/api/v1/instances/", "GET");
+    expect(page?.url.searchParams.get("limit")).toBe("25");
+    await vast.teardown({ cluster, ...call() });
+    expect([...fake.instances.keys()]).toEqual([42]);
+  });
+});
+
+describe("root", () => {
+  it("is Skyward's directory on each instance, {id} its id; the watchdog reads the worker's pid file there", async () => {
+    const { vast, cluster } = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+      undefined,
+      { root: "/scratch/skyward-{id}" },
+    );
+    const [created] = await vast.provision({ cluster, count: 1, ...call() });
+    const body = fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body as { onstart?: string } | undefined;
+    const onstart = String(body?.onstart);
+    expect(onstart).toContain("[ -f /scratch/skyward-$CONTAINER_ID/worker.pid ]");
+    await vast.getInstance({ cluster, id: created?.id ?? "", ...call() });
+    const running = await vast.getInstance({ cluster, id: created?.id ?? "", ...call() });
+    expect(running?.ssh?.root).toBe(`/scratch/skyward-${created?.id}`);
+    expect(() => VastAI({ root: "relative" })).toThrow(/VastAI\.root/);
+    expect(() => VastAI({ root: "/x/$(reboot)" })).toThrow(/VastAI\.root/);
   });
 });
 

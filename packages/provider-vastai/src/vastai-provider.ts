@@ -24,6 +24,8 @@ import {
   keysDirectorySchema,
   type Market,
   marketsFor,
+  type ProviderHttpAnswer,
+  type ProviderHttpRequest,
   requireOwnOffer,
   roundPrice,
   skywardKeysDirectory,
@@ -36,10 +38,11 @@ import { ONSTART_MAX_LENGTH, renderOnstartScript, SELF_DESTRUCT_COMMAND } from "
 import {
   createAnswerSchema,
   instanceAnswerSchema,
-  instancesAnswerSchema,
+  instancesPageSchema,
   parseAnswer,
   searchAnswerSchema,
   VAST_API_URL,
+  VAST_API_V1_URL,
   VastApiError,
   type VastInstance,
   type VastOffer,
@@ -87,6 +90,18 @@ export interface VastAISettings extends HttpSettings {
   keysDirectory?: string;
   /** How many offers one search returns at most. Default 64. */
   searchLimit?: number;
+  /**
+   * The least time between two create (rent) calls, ms: Vast.ai accepts one per 4.5 s per key and
+   * refuses the next ones for a penalty. Default 4500.
+   */
+  createIntervalMs?: number;
+  /** How long Vast.ai refuses create calls after one came too early, ms. Default 12000. */
+  rateLimitPenaltyMs?: number;
+  /**
+   * Skyward's directory on each instance (environment, runtime, code, the worker's pid file the
+   * watchdog reads); `{id}` in it becomes the instance's id. Default `/opt/skyward`.
+   */
+  root?: string;
 }
 
 /** What an offer of this provider carries in {@link Offer.specific}. */
@@ -105,7 +120,7 @@ export interface VastOfferData {
 
 /** What a Vast.ai cluster keeps in {@link Cluster.specific}. */
 export interface VastClusterData {
-  /** The public key registered on the account. */
+  /** The public key attached to each of the cluster's instances (not to the account). */
   readonly publicKey: string;
   /** The private key's path on this machine (mode 0600). */
   readonly identityFile: string;
@@ -127,13 +142,23 @@ const settingsSchema = z.strictObject({
   env: environmentVariablesSchema.default({}),
   keysDirectory: keysDirectorySchema,
   searchLimit: z.number().int().min(1).max(1000).default(64),
+  createIntervalMs: z.number().min(0, { message: "expected milliseconds >= 0" }).default(4500),
+  rateLimitPenaltyMs: z.number().min(0, { message: "expected milliseconds >= 0" }).default(12_000),
+  root: z
+    .string()
+    .refine((value) => value.startsWith("/") && !/['"\\$`\s]/.test(value.replaceAll("{id}", "")), {
+      message: "expected an absolute path without quotes, spaces or $",
+    })
+    .optional(),
 });
 
 type ParsedSettings = z.output<typeof settingsSchema>;
 
 const NAME = "vastai";
-/** The worker's pid file under the default Skyward root on a node. */
-const WORKER_PID_FILE = "/opt/skyward/worker.pid";
+/** The worker's pid file on a node, under Skyward's root; on the node `{id}` is its `$CONTAINER_ID`. */
+function workerPidFile(settings: ParsedSettings): string {
+  return `${(settings.root ?? "/opt/skyward").replaceAll("{id}", "$CONTAINER_ID")}/worker.pid`;
+}
 /** `<cluster id> <offer id>`, then the pool id when there is one. */
 const LABEL = /^(skyward-[0-9a-f]{8}) (\S+)(?: (\S+))?$/;
 
@@ -181,6 +206,8 @@ export function instanceFromVast(
     identityFile: string | undefined;
     spot?: boolean;
     hourlyPrice?: number | null;
+    /** Skyward's directory on the instance; `{id}` becomes its id. Default: the pool's. */
+    root?: string | undefined;
   },
   now = Date.now(),
 ): Instance {
@@ -213,6 +240,7 @@ export function instanceFromVast(
         ...target,
         user: "root",
         ...(options.identityFile !== undefined ? { identityFile: options.identityFile } : {}),
+        ...(options.root !== undefined ? { root: options.root.replaceAll("{id}", String(instance.id)) } : {}),
       })
     : null;
   return Object.freeze({
@@ -253,6 +281,25 @@ function isGone(error: unknown): boolean {
   );
 }
 
+/** The instance id in a refused create's answer: `new_contract`, or "instance N" in its message. */
+function instanceIdInRefusal(error: VastApiError): number | undefined {
+  const answer = error.answer as Record<string, unknown> | undefined;
+  const field = answer?.new_contract ?? answer?.instance_id;
+  if (typeof field === "number" && Number.isInteger(field)) return field;
+  const match = /instance\D{0,4}(\d{5,})/i.exec(error.message);
+  return match?.[1] ? Number(match[1]) : undefined;
+}
+
+/** A refused bid: below the machine's current minimum (`invalid_price`). */
+function isBidTooLow(error: unknown): error is VastApiError {
+  return (
+    VastApiError.isInstance(error) &&
+    error.statusCode === 400 &&
+    (/invalid_price/.test(String((error.answer as Record<string, unknown> | undefined)?.error)) ||
+      /bid.*(too low|below)|below.*min(imum)?.?bid/i.test(error.message))
+  );
+}
+
 function parseSettings(settings: VastAISettings | undefined, prefix: string): ParsedSettings {
   return parseInput(settingsSchema, settings ?? {}, prefix);
 }
@@ -260,16 +307,56 @@ function parseSettings(settings: VastAISettings | undefined, prefix: string): Pa
 function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
   const http = vastaiApi.createClient(settings);
   const keysDirectory = () => settings.keysDirectory ?? skywardKeysDirectory();
+  /** Whether `GET /users/current/` accepted the key: then a 404 means what it says. */
+  let keyAccepted = false;
+
+  /**
+   * Sends a request; a 404 is checked against the key first, since Vast.ai answers an unknown key with
+   * 404 on every endpoint: then it is the rejected key it is, not a gone offer or "no capacity".
+   */
+  async function send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer> {
+    try {
+      return await http.send(request);
+    } catch (error) {
+      if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted) await checkKey(request);
+      throw error;
+    }
+  }
+
+  async function checkKey(request: ProviderHttpRequest): Promise<void> {
+    try {
+      await http.send({
+        method: "GET",
+        url: `${VAST_API_URL}/users/current/`,
+        idempotent: true,
+        purpose: "checking the API key",
+        signal: request.signal,
+      });
+      keyAccepted = true;
+    } catch (error) {
+      if (VastApiError.isInstance(error) && [401, 403, 404].includes(error.statusCode ?? 0)) {
+        throw new VastApiError({
+          statusCode: 401,
+          message: `Vast.ai rejected the API key while ${request.purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
+        });
+      }
+      throw error;
+    }
+  }
 
   /** The search query JSON for `query`, or undefined when Vast.ai cannot offer it (CPU-only nodes). */
-  function searchBody(query: OfferQuery, diskGb: number): Record<string, unknown> | undefined {
+  function searchBody(
+    query: OfferQuery,
+    diskGb: number,
+    type: "on-demand" | "bid",
+  ): Record<string, unknown> | undefined {
     const accelerator = query.accelerator;
     if (!accelerator) return undefined;
     const body: Record<string, unknown> = {
       rentable: { eq: true },
       rented: { eq: false },
       ...(settings.verifiedOnly ? { verified: { eq: true } } : {}),
-      type: query.allocation === "on-demand" ? "on-demand" : "bid",
+      type,
       gpu_name: { in: vastGpuNames(accelerator.name) },
       num_gpus: { eq: accelerator.count },
       reliability: { gte: settings.minReliability },
@@ -286,14 +373,34 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     if (query.architecture !== undefined)
       body.cpu_arch = { eq: query.architecture === "arm64" ? "arm64" : "amd64" };
     if (settings.ssh === "direct") body.direct_port_count = { gte: 1 };
-    if (query.maxHourlyCost !== undefined && query.allocation === "on-demand")
-      body.dph_total = { lte: query.maxHourlyCost };
+    // In either search `dph_total` is that market's price (a bid search's at the minimum bid): an ask
+    // over the cap in one market drops out of that search only, and has no price in that market.
+    if (query.maxHourlyCost !== undefined) body.dph_total = { lte: query.maxHourlyCost };
     return body;
   }
 
-  function toOffer(raw: VastOffer, query: OfferQuery, canonical: string, pricesAsOf: string): Offer {
-    const bid =
-      raw.min_bid !== null && raw.min_bid > 0 ? roundPrice(raw.min_bid * settings.bidMultiplier) : null;
+  /**
+   * The offer of one ask, from its on-demand search result (the on-demand price: `dph_total`) and its bid
+   * search result (`dph_total` there is the price at the minimum bid: the bid placed is `min_bid` ×
+   * `bidMultiplier`, and the rest of `dph_total` — storage and the like — is added to it). Either may be
+   * missing: that market then has no price.
+   */
+  function toOffer(
+    onDemand: VastOffer | undefined,
+    interruptible: VastOffer | undefined,
+    canonical: string,
+    pricesAsOf: string,
+  ): Offer {
+    const raw = (onDemand ?? interruptible) as VastOffer;
+    const minBid = interruptible?.min_bid ?? null;
+    const bid = minBid !== null && minBid > 0 ? roundPrice(minBid * settings.bidMultiplier) : null;
+    const extras =
+      interruptible?.dph_total != null && minBid !== null ? Math.max(0, interruptible.dph_total - minBid) : 0;
+    const spotPrice = bid === null ? null : roundPrice(bid + extras);
+    const onDemandPrice =
+      onDemand?.dph_total != null && onDemand.dph_total > 0 ? roundPrice(onDemand.dph_total) : null;
+    // A partial rental (`gpu_frac` < 1) gets its share of the machine's RAM, as of its CPUs.
+    const share = raw.gpu_frac !== null && raw.gpu_frac > 0 && raw.gpu_frac < 1 ? raw.gpu_frac : 1;
     const arch = (raw.cpu_arch ?? "").toLowerCase();
     return Object.freeze({
       id: `vastai:${raw.id}`,
@@ -305,12 +412,12 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
         memoryGb: raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
       }),
       vcpus: raw.cpu_cores_effective ?? raw.cpu_cores ?? 0,
-      memoryGb: raw.cpu_ram === null ? 0 : Number((raw.cpu_ram / 1024).toFixed(4)),
+      memoryGb: raw.cpu_ram === null ? 0 : Number(((raw.cpu_ram * share) / 1024).toFixed(4)),
       ...(raw.disk_space !== null ? { diskGb: Math.floor(raw.disk_space) } : {}),
       architecture: arch === "arm64" || arch === "aarch64" ? "arm64" : "x86_64",
       region: raw.geolocation?.trim() || "unknown",
-      spotPrice: query.allocation === "on-demand" ? null : bid,
-      onDemandPrice: raw.dph_total !== null && raw.dph_total > 0 ? roundPrice(raw.dph_total) : null,
+      spotPrice,
+      onDemandPrice,
       billingUnit: "second",
       pricesAsOf,
       specific: Object.freeze({
@@ -325,29 +432,51 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     });
   }
 
-  async function search(query: OfferQuery, diskGb: number, signal: AbortSignal): Promise<Offer[]> {
-    const body = searchBody(query, diskGb);
+  async function searchMarket(
+    query: OfferQuery,
+    diskGb: number,
+    type: "on-demand" | "bid",
+    signal: AbortSignal,
+  ): Promise<VastOffer[]> {
+    const body = searchBody(query, diskGb, type);
     const accelerator = query.accelerator;
     if (!body || !accelerator) return [];
-    const { data } = await http.send({
+    const purpose = type === "bid" ? "searching interruptible offers" : "searching offers";
+    const { data } = await send({
       method: "POST",
       url: `${VAST_API_URL}/bundles/`,
       data: body,
       idempotent: true,
-      purpose: "searching offers",
+      purpose,
       signal,
     });
-    const found = parseAnswer(searchAnswerSchema, data, "searching offers").offers;
     const region = query.region ?? settings.geolocation;
-    const asOf = new Date().toISOString();
-    const offers = found
-      .filter(
+    return parseAnswer(searchAnswerSchema, data, purpose)
+      .offers.filter(
         (raw) =>
           canonicalAcceleratorName(raw.gpu_name) === accelerator.name && raw.num_gpus === accelerator.count,
       )
       .filter((raw) => (raw.reliability2 ?? raw.reliability ?? 1) >= settings.minReliability)
-      .filter((raw) => region === undefined || geolocationMatches(raw.geolocation, region))
-      .map((raw) => toOffer(raw, query, accelerator.name, asOf));
+      .filter((raw) => region === undefined || geolocationMatches(raw.geolocation, region));
+  }
+
+  /**
+   * The offers for `query`: an on-demand search, a bid search, or both (spot-if-available, cheapest),
+   * joined by ask, so each market is priced by its own search.
+   */
+  async function search(query: OfferQuery, diskGb: number, signal: AbortSignal): Promise<Offer[]> {
+    const accelerator = query.accelerator;
+    if (!accelerator) return [];
+    const wantsOnDemand = query.allocation !== "spot";
+    const wantsBid = query.allocation !== "on-demand";
+    const onDemand = wantsOnDemand ? await searchMarket(query, diskGb, "on-demand", signal) : [];
+    const interruptible = wantsBid ? await searchMarket(query, diskGb, "bid", signal) : [];
+    const bids = new Map(interruptible.map((raw) => [raw.id, raw]));
+    const asOf = new Date().toISOString();
+    const offers = onDemand.map((raw) => toOffer(raw, bids.get(raw.id), accelerator.name, asOf));
+    const seen = new Set(onDemand.map((raw) => raw.id));
+    for (const raw of interruptible)
+      if (!seen.has(raw.id)) offers.push(toOffer(undefined, raw, accelerator.name, asOf));
     return filterOffers(offers, query);
   }
 
@@ -363,9 +492,14 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     bid: number | null,
     signal: AbortSignal,
   ): Promise<number> {
-    const { data } = await http.send({
+    const { data } = await send({
       method: "PUT",
       url: `${VAST_API_URL}/asks/${askId}/`,
+      rateLimit: {
+        key: "PUT /asks",
+        minIntervalMs: settings.createIntervalMs,
+        penaltyMs: settings.rateLimitPenaltyMs,
+      },
       data: {
         client_id: "me",
         image: cluster.specific.image,
@@ -374,7 +508,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
         runtype: settings.ssh === "direct" ? "ssh_direct" : "ssh_proxy",
         onstart: renderOnstartScript({
           graceSeconds: settings.watchdogGraceSeconds,
-          workerPidFile: WORKER_PID_FILE,
+          workerPidFile: workerPidFile(settings),
         }),
         env: { ...settings.env, SKYWARD_CLUSTER: cluster.id },
         ...(bid !== null ? { price: bid } : {}),
@@ -394,10 +528,26 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     return answer.new_contract;
   }
 
+  /** Attaches the cluster's key to one instance (never to the account, which would reach every instance). */
+  async function attachKey(
+    cluster: Cluster<VastClusterData>,
+    id: number,
+    signal: AbortSignal,
+  ): Promise<void> {
+    await send({
+      method: "POST",
+      url: `${VAST_API_URL}/instances/${id}/ssh/`,
+      data: { ssh_key: cluster.specific.publicKey },
+      idempotent: true,
+      purpose: `attaching Skyward's SSH key to instance ${id}`,
+      signal,
+    });
+  }
+
   async function fetchInstance(id: string, signal: AbortSignal): Promise<VastInstance | null> {
     if (!/^\d+$/.test(id)) return null;
     try {
-      const { data } = await http.send({
+      const { data } = await send({
         method: "GET",
         url: `${VAST_API_URL}/instances/${id}/`,
         params: { owner: "me" },
@@ -412,22 +562,36 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     }
   }
 
+  /** Every instance of the account, page by page through `GET /api/v1/instances/` (25 a page). */
   async function listAll(signal: AbortSignal): Promise<VastInstance[]> {
-    const { data } = await http.send({
-      method: "GET",
-      url: `${VAST_API_URL}/instances/`,
-      params: { owner: "me" },
-      idempotent: true,
-      purpose: "listing instances",
-      signal,
-    });
-    return parseAnswer(instancesAnswerSchema, data, "listing instances").instances;
+    const all: VastInstance[] = [];
+    let after: string | undefined;
+    for (let page = 0; page < 400; page += 1) {
+      const { data } = await send({
+        method: "GET",
+        url: `${VAST_API_V1_URL}/instances/`,
+        params: {
+          select_filters: "{}",
+          order_by: JSON.stringify([{ col: "id", dir: "asc" }]),
+          limit: "25",
+          ...(after !== undefined ? { after_token: after } : {}),
+        },
+        idempotent: true,
+        purpose: "listing instances",
+        signal,
+      });
+      const answer = parseAnswer(instancesPageSchema, data, "listing instances");
+      all.push(...answer.instances);
+      if (!answer.next_token) break;
+      after = answer.next_token;
+    }
+    return all;
   }
 
   async function destroy(id: string, signal: AbortSignal): Promise<void> {
     if (!/^\d+$/.test(id)) return; // Not an id Vast.ai issues: nothing of ours to destroy.
     try {
-      await http.send({
+      await send({
         method: "DELETE",
         url: `${VAST_API_URL}/instances/${id}/`,
         data: {},
@@ -444,36 +608,28 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     specificationVersion: "v1",
     name: NAME,
     // A marketplace: prices and availability move, so the core caches its offers for an hour at most.
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
+    // Instances are rented on separate machines, each behind its own NAT: no network between them, so
+    // a distributed-training plugin on several nodes is refused at validation (core), not left to hang.
+    capabilities: Object.freeze({
+      spot: true,
+      volumes: false,
+      images: true,
+      offerCache: "marketplace",
+      peerNetwork: "none",
+    }),
     cacheKey: `${settings.minReliability}|${settings.verifiedOnly ? "verified" : "any"}|${settings.minCuda}`,
 
     async offers({ query, signal }) {
       return search(query, Math.max(settings.diskGb, Math.ceil(query.diskGb ?? 0)), signal);
     },
 
-    async prepare({ spec, offer, poolId, signal }) {
+    async prepare({ spec, offer, poolId }) {
       requireOwnOffer(offer, NAME, "Vast.ai");
+      // Fail before creating anything when no key is set.
+      vastaiApi.resolveApiKey(settings.apiKey);
+      // The key is attached to each instance as it is rented, not registered on the account: an
+      // account key is pushed onto every instance of the account, Skyward's or not.
       const keys = await ensureSshKeyPair(keysDirectory(), "vastai_ed25519");
-      // New instances get every key on the account; a key already there is not an error.
-      try {
-        await http.send({
-          method: "POST",
-          url: `${VAST_API_URL}/ssh/`,
-          data: { ssh_key: keys.publicKey },
-          idempotent: true,
-          purpose: "registering Skyward's SSH key",
-          signal,
-        });
-      } catch (error) {
-        if (
-          !(
-            VastApiError.isInstance(error) &&
-            error.statusCode === 400 &&
-            /duplicate|already/i.test(error.message)
-          )
-        )
-          throw error;
-      }
       return Object.freeze({
         id: createClusterId(),
         provider: NAME,
@@ -493,16 +649,30 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
 
     async provision({ cluster, count, signal }) {
       const specific = cluster.offer.specific as unknown as VastOfferData;
+      const cap = cluster.spec.maxHourlyCost;
       // Spot (a bid) and on-demand in the allocation's order; when one market runs out, the next.
       const markets: Market[] = marketsFor(cluster.spec.allocation, cluster.offer);
       let spot = markets[0] === "spot";
       const created: Instance[] = [];
       const reasons: string[] = [];
       const tried = new Set<number>();
+      type Candidate = {
+        askId: number;
+        bid: number | null;
+        spotPrice: number | null;
+        onDemandPrice: number | null;
+      };
+      const candidateOf = (offer: Offer): Candidate => {
+        const data = offer.specific as unknown as VastOfferData;
+        return {
+          askId: data.askId,
+          bid: data.bid,
+          spotPrice: offer.spotPrice,
+          onDemandPrice: offer.onDemandPrice,
+        };
+      };
       // The cluster's own offer first; one ask rents once, so more nodes come from a fresh search for the same kind.
-      let candidates: { askId: number; bid: number | null; price: number | null }[] = [
-        { askId: specific.askId, bid: specific.bid, price: cluster.offer.onDemandPrice },
-      ];
+      let candidates: Candidate[] = [candidateOf(cluster.offer)];
       let searched = false;
       while (created.length < count) {
         const candidate = candidates.shift();
@@ -513,6 +683,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
             spot = markets[0] === "spot";
             searched = false;
             tried.clear();
+            candidates = [candidateOf(cluster.offer)];
             continue;
           }
           searched = true;
@@ -521,27 +692,43 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
               ? { name: cluster.offer.accelerator.name, count: cluster.offer.accelerator.count }
               : null,
             allocation: spot ? "spot" : "on-demand",
-            ...(cluster.spec.maxHourlyCost !== undefined
-              ? { maxHourlyCost: cluster.spec.maxHourlyCost }
-              : {}),
+            ...(cap !== undefined ? { maxHourlyCost: cap } : {}),
             ...(cluster.spec.region !== undefined ? { region: cluster.spec.region } : {}),
           };
           const fresh = await search(query, cluster.specific.diskGb, signal);
           candidates = fresh
-            .map((offer) => offer.specific as unknown as VastOfferData)
-            .filter((data) => data.gpuName === specific.gpuName && !tried.has(data.askId))
-            .map((data) => ({ askId: data.askId, bid: data.bid, price: null }));
+            .filter((offer) => (offer.specific as unknown as VastOfferData).gpuName === specific.gpuName)
+            .map(candidateOf)
+            .filter((entry) => !tried.has(entry.askId));
           continue;
         }
         if (tried.has(candidate.askId)) continue;
         tried.add(candidate.askId);
         const bid = spot ? candidate.bid : null;
         if (spot && bid === null) continue;
+        // The price of the market actually rented, checked against the cap before renting.
+        const price = spot ? candidate.spotPrice : candidate.onDemandPrice;
+        if (price === null) continue;
+        if (cap !== undefined && price > cap) {
+          reasons.push(
+            `${spot ? "bid" : "on-demand"} on offer ${candidate.askId}: $${price}/h is over maxHourlyCost $${cap}/h`,
+          );
+          continue;
+        }
         let id: number;
         try {
           id = await rent(cluster, candidate.askId, bid, signal);
         } catch (error) {
           if (signal.aborted) throw signal.reason;
+          if (isBidTooLow(error)) {
+            // Vast.ai creates the instance stopped (billing for its disk) and names it in the refusal.
+            const stopped = instanceIdInRefusal(error);
+            if (stopped !== undefined) await destroy(String(stopped), signal);
+            reasons.push(
+              `bid on offer ${candidate.askId}: ${error.message}${stopped !== undefined ? ` (instance ${stopped}, created stopped, was destroyed)` : ""}`,
+            );
+            continue;
+          }
           if (isCapacityProblem(error)) {
             reasons.push(
               `${spot ? "bid" : "on-demand"} on offer ${candidate.askId}: ${(error as Error).message}`,
@@ -552,14 +739,25 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
           if (created.length > 0) break;
           throw error;
         }
-        created.push(
-          instanceFromVast({ id, label: label(cluster), actual_status: "loading" } as VastInstance, {
+        const instance = instanceFromVast(
+          { id, label: label(cluster), actual_status: "loading" } as VastInstance,
+          {
             ssh: settings.ssh,
             identityFile: cluster.specific.identityFile,
             spot,
-            hourlyPrice: bid ?? candidate.price,
-          }),
+            hourlyPrice: price,
+            root: settings.root,
+          },
         );
+        try {
+          await attachKey(cluster, id, signal);
+        } catch (error) {
+          // Unreachable without its key: destroy it rather than leave it billing.
+          await destroy(String(id), signal).catch(() => {});
+          if (created.length > 0) break;
+          throw error;
+        }
+        created.push(instance);
       }
       if (created.length === 0) {
         throw new NoCapacityError({
@@ -576,7 +774,11 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     async getInstance({ cluster, id, signal }) {
       const found = await fetchInstance(id, signal);
       return found
-        ? instanceFromVast(found, { ssh: settings.ssh, identityFile: cluster.specific?.identityFile })
+        ? instanceFromVast(found, {
+            ssh: settings.ssh,
+            identityFile: cluster.specific?.identityFile,
+            root: settings.root,
+          })
         : null;
     },
 
@@ -603,7 +805,9 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
       const identityFile = await findSshIdentityFile(keysDirectory(), "vastai_ed25519");
       return (await listAll(signal))
         .filter((instance) => LABEL.test(instance.label ?? ""))
-        .map((instance) => instanceFromVast(instance, { ssh: settings.ssh, identityFile }));
+        .map((instance) =>
+          instanceFromVast(instance, { ssh: settings.ssh, identityFile, root: settings.root }),
+        );
     },
   };
 }
@@ -612,7 +816,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
 function checkOnstartLength(settings: ParsedSettings): void {
   const length = renderOnstartScript({
     graceSeconds: settings.watchdogGraceSeconds,
-    workerPidFile: WORKER_PID_FILE,
+    workerPidFile: workerPidFile(settings),
   }).length;
   if (length > ONSTART_MAX_LENGTH)
     throw new Error(`the onstart script has ${length} characters, Vast.ai accepts ${ONSTART_MAX_LENGTH}`);

@@ -24,7 +24,15 @@ afterAll(async () => {
   await rm(keysDirectory, { recursive: true, force: true });
 });
 
-const create = () => VastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1 });
+// The fake's create limit is the real one scaled 1:100: so is the provider's.
+const create = () =>
+  VastAI({
+    apiKey: TEST_API_KEY,
+    keysDirectory,
+    retryDelayMs: 1,
+    createIntervalMs: 45,
+    rateLimitPenaltyMs: 120,
+  });
 const leftovers = () =>
   [...fake.instances.values()].map(
     (instance) => `${instance.id} ${String(instance.body.label)} (${instance.state})`,

@@ -2,7 +2,31 @@
  * A fake Vast.ai for tests: msw handlers for the REST API the provider uses, answering with the
  * documented shapes (the JSON under `fixtures/`). The offer search really evaluates the query JSON's
  * operators over the fixture offers; rented asks leave the market; instances boot on their second
- * lookup. Every request is recorded; unhandled requests fail the test.
+ * lookup. Every request is recorded; unhandled requests fail the test (the deprecated v0 instance list
+ * is not served).
+ *
+ * Where each shape and behaviour comes from:
+ * - `fixtures/offers.json`: `POST /api/v0/bundles/` results (https://docs.vast.ai/api-reference/openapi.yaml,
+ *   search offers: the example offer's fields). A bid search (`type: "bid"`) prices at the minimum bid
+ *   ("bid (interruptible): uses minimum bid price", same page): `dph_total` there is `min_bid` plus the
+ *   offer's charges beyond its base price (`dph_total − dph_base`). `gpu_frac` ("fraction of the total GPU
+ *   resources being offered") < 1 is a partial rental whose `cpu_ram` is the whole machine's.
+ * - `fixtures/instance.json`: an instance of `GET /api/v1/instances/` (paged 25 at a time with
+ *   `after_token` → `next_token`, as vast-cli's `_fetch_all_instances_v1` reads it:
+ *   https://github.com/vast-ai/vast-cli/blob/master/vast.py) and `GET /api/v0/instances/{id}/`
+ *   (https://docs.vast.ai/api-reference/openapi/yaml/show_instance.yaml). A port exposed before Docker
+ *   maps it is listed as `{"22/tcp": null}`: the "null port map" real accounts show while loading.
+ * - `fixtures/errors.json`: the error shape `{success, error, msg}` and the 429 bodies of
+ *   https://docs.vast.ai/api-reference/rate-limits-and-errors (no `Retry-After`); `invalid_price` is in
+ *   the create call's 400 answer (openapi.yaml, create instance). That a too-low bid still creates the
+ *   instance, stopped, naming it in the refusal, and that an unknown key answers 404 on every endpoint,
+ *   are what real accounts do (issue 19), not documented.
+ * - Rate limits: per endpoint and per key, "a minimum interval between requests" (rate-limits page);
+ *   creates are one per 4.5 s with a 12 s penalty. The fake runs them scaled down 1:100 by default
+ *   (`rateLimit`), so tests take milliseconds.
+ * - `POST /api/v0/instances/{id}/ssh/`: attach a key to one instance
+ *   (https://docs.vast.ai/api-reference/openapi/yaml/attach_ssh.yaml); `GET /api/v0/users/current/`:
+ *   the key's user (openapi.yaml, show user).
  */
 import { HttpResponse, http } from "msw";
 import { type SetupServer, setupServer } from "msw/node";
@@ -28,6 +52,22 @@ export interface FakeInstance {
   body: Record<string, unknown>;
   lookups: number;
   state: "loading" | "running" | "exited";
+  /** Public keys attached to this instance (`POST /instances/{id}/ssh/`). */
+  keys: string[];
+  /** A foreign instance's whole answer, listed as it is (odd shapes included). */
+  raw?: Record<string, unknown>;
+  /** Where its sshd answers, when the test gave one (a test-bed host). */
+  endpoint?: { host: string; port: number };
+}
+
+/** Where instances' SSH answers, and what happens when keys are attached and instances destroyed. */
+export interface FakeVastOptions {
+  /** The address and port of a new instance's sshd; default the offer's documentation address. */
+  sshEndpoint?: (instance: FakeInstance) => { host: string; port: number };
+  /** Called when a key is attached to an instance. */
+  onAttachKey?: (instance: FakeInstance, key: string) => Promise<void> | void;
+  /** Called when an instance is destroyed. */
+  onDestroy?: (instance: FakeInstance) => Promise<void> | void;
 }
 
 /** The fake, its state and its controls. */
@@ -37,8 +77,16 @@ export interface FakeVast {
   readonly instances: Map<number, FakeInstance>;
   /** Asks rented (or taken away by someone else): no longer offered. */
   readonly rented: Set<number>;
-  /** Public keys registered on the account. */
+  /** Public keys registered on the account (pushed by Vast.ai onto every instance of the account). */
   readonly accountKeys: string[];
+  /** The create endpoint's rate limit; default the real 4.5 s / 12 s scaled 1:100. */
+  rateLimit: { intervalMs: number; penaltyMs: number };
+  /** Minimum bids raised since the search (by ask id): a lower bid is refused, the instance created stopped. */
+  readonly minBidNow: Map<number, number>;
+  /** Adds an instance someone else made, answered as given (`ports: null`…). */
+  addForeignInstance(raw: Record<string, unknown>): void;
+  /** Page size of `GET /api/v1/instances/`. */
+  pageSize: number;
   /** Answers the next `count` requests with `response()` instead of handling them. */
   interrupt(count: number, response: () => Response): void;
   /** The requests to a path (`/api/v0/bundles/`), optionally of one method. */
@@ -78,7 +126,15 @@ function satisfies(value: unknown, condition: Condition): boolean {
 const NOT_FILTERS = new Set(["order", "limit", "type", "allocated_storage", "disable_bundling"]);
 
 function search(query: Record<string, unknown>, rented: Set<number>): Offer[] {
-  const matching = market.offers.filter(
+  // A bid search prices each offer at its minimum bid: `dph_total` = `min_bid` + the charges beyond the base price.
+  const priced =
+    query.type === "bid"
+      ? market.offers.map((offer) => ({
+          ...offer,
+          dph_total: Math.round((offer.min_bid + offer.dph_total - offer.dph_base) * 10_000) / 10_000,
+        }))
+      : market.offers;
+  const matching = priced.filter(
     (offer) =>
       !rented.has(offer.id) &&
       Object.entries(query).every(
@@ -113,23 +169,30 @@ function instanceView(instance: FakeInstance): Record<string, unknown> {
     gpu_name: offer?.gpu_name,
     num_gpus: offer?.num_gpus,
     machine_id: offer?.machine_id,
-    public_ipaddr: running ? offer?.public_ipaddr : "",
+    public_ipaddr: running ? (instance.endpoint?.host ?? offer?.public_ipaddr) : "",
     ssh_host: running ? `ssh${instance.id % 9}.vast.ai` : null,
     ssh_port: running ? 10_000 + (instance.id % 1000) : null,
+    // While loading, the exposed port is listed unmapped: a null port map.
     ports: running
-      ? { "22/tcp": [{ HostIp: "0.0.0.0", HostPort: String(40_000 + (instance.id % 1000)) }] }
-      : {},
+      ? {
+          "22/tcp": [
+            { HostIp: "0.0.0.0", HostPort: String(instance.endpoint?.port ?? 40_000 + (instance.id % 1000)) },
+          ],
+        }
+      : { "22/tcp": null },
   };
 }
 
 /** Creates the fake; `server.listen({ onUnhandledFrame: "error" })` starts it, `server.close()` stops it. */
-export function startFakeVast(): FakeVast {
+export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
   const requests: RecordedRequest[] = [];
   const instances = new Map<number, FakeInstance>();
   const rented = new Set<number>();
   const accountKeys: string[] = [];
   const interruptions: (() => Response)[] = [];
   let nextInstance = 31_000_001;
+  let lastCreate = Number.NEGATIVE_INFINITY;
+  let refusedUntil = 0;
 
   const fake: FakeVast = {
     server: undefined as unknown as SetupServer,
@@ -137,6 +200,20 @@ export function startFakeVast(): FakeVast {
     instances,
     rented,
     accountKeys,
+    rateLimit: { intervalMs: 45, penaltyMs: 120 },
+    minBidNow: new Map(),
+    pageSize: 25,
+    addForeignInstance(raw) {
+      instances.set(Number(raw.id), {
+        id: Number(raw.id),
+        askId: 0,
+        body: {},
+        lookups: 0,
+        state: "running",
+        keys: [],
+        raw,
+      });
+    },
     interrupt(count, response) {
       for (let index = 0; index < count; index += 1) interruptions.push(response);
     },
@@ -154,6 +231,11 @@ export function startFakeVast(): FakeVast {
       accountKeys.length = 0;
       interruptions.length = 0;
       nextInstance = 31_000_001;
+      fake.rateLimit = { intervalMs: 45, penaltyMs: 120 };
+      fake.minBidNow.clear();
+      fake.pageSize = 25;
+      lastCreate = Number.NEGATIVE_INFINITY;
+      refusedUntil = 0;
     },
   };
 
@@ -164,7 +246,7 @@ export function startFakeVast(): FakeVast {
         request: Request,
         body: unknown,
         params: Record<string, string | readonly string[] | undefined>,
-      ) => Response,
+      ) => Response | Promise<Response>,
     ) =>
     async ({
       request,
@@ -183,8 +265,9 @@ export function startFakeVast(): FakeVast {
       });
       const interruption = interruptions.shift();
       if (interruption) return interruption();
+      // An unknown key is answered 404 on every endpoint, as by real accounts.
       if (request.headers.get("authorization") !== `Bearer ${TEST_API_KEY}`)
-        return HttpResponse.json(errors.unauthorized, { status: 401 });
+        return HttpResponse.json(errors.badKey, { status: 404 });
       return handle(request, body, params);
     };
 
@@ -192,38 +275,91 @@ export function startFakeVast(): FakeVast {
   const server = setupServer(
     http.post(
       `${API}/bundles/`,
-      guarded((_request, body) =>
-        HttpResponse.json({ offers: search(body as Record<string, unknown>, rented) }),
-      ),
+      guarded((_request, body) => {
+        const query = body as Record<string, unknown>;
+        if (query.type !== "on-demand" && query.type !== "bid")
+          return HttpResponse.json(
+            { success: false, error: "invalid_args", msg: "bad type" },
+            { status: 400 },
+          );
+        return HttpResponse.json({ offers: search(query, rented) });
+      }),
+    ),
+    http.get(
+      `${API}/users/current/`,
+      guarded(() => HttpResponse.json({ id: 456, username: "skyward-test", email: "test@example.com" })),
     ),
     http.put(
       `${API}/asks/:id/`,
       guarded((_request, body, params) => {
+        // One create per interval per key; one too early is refused and starts a penalty.
+        const now = Date.now();
+        const tooSoon = now < refusedUntil || now - lastCreate < fake.rateLimit.intervalMs;
+        lastCreate = now;
+        if (tooSoon) {
+          refusedUntil = now + fake.rateLimit.penaltyMs;
+          return HttpResponse.json(errors.rateLimited, { status: 429 });
+        }
         const askId = Number(params.id);
         const offer = market.offers.find((entry) => entry.id === askId);
         if (!offer || rented.has(askId))
           return HttpResponse.json({ ...errors.askGone, ask_id: askId }, { status: 410 });
-        rented.add(askId);
+        const request = body as Record<string, unknown>;
         const id = nextInstance;
+        const minimum = fake.minBidNow.get(askId) ?? offer.min_bid;
+        if (request.price !== undefined && Number(request.price) < minimum) {
+          // The instance is created all the same, stopped: it bills for its disk until destroyed.
+          nextInstance += 1;
+          instances.set(id, { id, askId, body: request, lookups: 0, state: "exited", keys: [] });
+          const msg = errors.bidTooLow.msg
+            .replace("%BID%", String(request.price))
+            .replace("%MIN%", String(minimum))
+            .replace("%ID%", String(id));
+          return HttpResponse.json({ ...errors.bidTooLow, msg, new_contract: id }, { status: 400 });
+        }
+        rented.add(askId);
         nextInstance += 1;
-        instances.set(id, { id, askId, body: body as Record<string, unknown>, lookups: 0, state: "loading" });
+        const created: FakeInstance = { id, askId, body: request, lookups: 0, state: "loading", keys: [] };
+        if (options.sshEndpoint) created.endpoint = options.sshEndpoint(created);
+        instances.set(id, created);
         return HttpResponse.json({ success: true, new_contract: id });
       }),
     ),
     http.get(
-      `${API}/instances/`,
-      guarded(() =>
-        HttpResponse.json({
-          instances_found: instances.size,
-          instances: [...instances.values()].map(instanceView),
-        }),
-      ),
+      "https://console.vast.ai/api/v1/instances/",
+      guarded((request) => {
+        const url = new URL(request.url);
+        const after = Number(url.searchParams.get("after_token") ?? "0");
+        const limit = Math.min(fake.pageSize, Number(url.searchParams.get("limit") ?? "25"));
+        const sorted = [...instances.values()]
+          .sort((a, b) => a.id - b.id)
+          .filter((entry) => entry.id > after);
+        const page = sorted.slice(0, limit);
+        const last = page.at(-1);
+        return HttpResponse.json({
+          instances: page.map((entry) => entry.raw ?? instanceView(entry)),
+          total_instances: instances.size,
+          next_token: sorted.length > limit && last ? String(last.id) : null,
+        });
+      }),
+    ),
+    http.post(
+      `${API}/instances/:id/ssh/`,
+      guarded(async (_request, body, params) => {
+        const instance = instances.get(Number(params.id));
+        if (!instance) return HttpResponse.json(errors.instanceGone, { status: 404 });
+        const key = String((body as Record<string, unknown>).ssh_key);
+        instance.keys.push(key);
+        await options.onAttachKey?.(instance, key);
+        return HttpResponse.json({ success: true, msg: "SSH key attached successfully" });
+      }),
     ),
     http.get(
       `${API}/instances/:id/`,
       guarded((_request, _body, params) => {
         const instance = instances.get(Number(params.id));
         if (!instance) return HttpResponse.json({ instances: null });
+        if (instance.raw) return HttpResponse.json({ instances: instance.raw });
         instance.lookups += 1;
         if (instance.lookups >= 2 && instance.state === "loading") instance.state = "running";
         return HttpResponse.json({ instances: instanceView(instance) });
@@ -231,9 +367,11 @@ export function startFakeVast(): FakeVast {
     ),
     http.delete(
       `${API}/instances/:id/`,
-      guarded((_request, _body, params) => {
-        if (!instances.delete(Number(params.id)))
-          return HttpResponse.json(errors.instanceGone, { status: 404 });
+      guarded(async (_request, _body, params) => {
+        const instance = instances.get(Number(params.id));
+        if (!instance) return HttpResponse.json(errors.instanceGone, { status: 404 });
+        instances.delete(instance.id);
+        await options.onDestroy?.(instance);
         return HttpResponse.json({ success: true });
       }),
     ),

@@ -68,7 +68,14 @@ def main() -> None:
     cluster = settings.get("cluster")
     if cluster is not None:
         set_cluster(instance_info_from_cluster(cluster))
+        if cluster.get("pin_accelerators") is True:
+            # One worker per accelerator: this child is worker slot % workers_per_node of its node,
+            # pinned to that device before anything imports a CUDA library.
+            from .devices import pin_accelerator
+
+            pin_accelerator(slot % max(1, int(cluster.get("workers_per_node") or 1)))
     runtime.concurrency = int(settings.get("concurrency") or 1)
+    runtime.nested = slot >= runtime.concurrency
 
     def sink(key: Any, stream: str, data: str) -> None:
         link.send(("out", key, stream, data))

@@ -49,7 +49,7 @@ class SubtaskTable(Protocol):
 class _Runtime:
     """Per-process runtime state, set by the worker (or executor child) that hosts the tasks."""
 
-    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "running")
+    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "running", "nested")
 
     def __init__(self) -> None:
         self.cluster: InstanceInfo | None = None
@@ -60,6 +60,9 @@ class _Runtime:
         self.subtask_sender: SubtaskSender | None = None
         #: the tasks running in this process, for code that runs outside any task's context
         self.running: Set[TaskContext] = set()
+        #: whether this process is a child of the worker's nested-task executor (it runs subtasks;
+        #: with one worker per accelerator it shares the device of a worker, but is no rank of its own)
+        self.nested = False
 
 
 runtime = _Runtime()

@@ -484,6 +484,14 @@ class Worker:
             env = {}
         env = {str(key): str(value) for key, value in env.items() if value is not None}
         info = instance_info_from_cluster(message)
+        if message.get("check_accelerators") is True or message.get("pin_accelerators") is True:
+            from .devices import check_accelerators
+
+            problem = check_accelerators(info.workers_per_node, {**os.environ, **env})
+            if problem is not None:
+                self.log(f"cannot apply the cluster message: {problem}")
+                self._reject(connection, problem)
+                return
         os.environ.update(env)
         set_cluster(info)
         self.node = info.node

@@ -402,6 +402,7 @@ describe("loadConfig: provider tables", () => {
   it("knows the built-in provider packages", () => {
     expect(PROVIDER_PACKAGES).toEqual({
       aws: "@skyward/provider-aws",
+      gcp: "@skyward/provider-gcp",
       hyperstack: "@skyward/provider-hyperstack",
       novita: "@skyward/provider-novita",
       runpod: "@skyward/provider-runpod",

@@ -19,6 +19,7 @@ import type { SpecInput } from "../spec/spec.js";
  */
 export const PROVIDER_PACKAGES: Readonly<Record<string, string>> = Object.freeze({
   aws: "@skyward/provider-aws",
+  gcp: "@skyward/provider-gcp",
   hyperstack: "@skyward/provider-hyperstack",
   novita: "@skyward/provider-novita",
   runpod: "@skyward/provider-runpod",

@@ -6,20 +6,24 @@ import type { Image } from "../spec/image.js";
 import type { PoolSpec } from "../spec/spec.js";
 import { LaunchCommand, type LaunchContext } from "./launch-command.js";
 import {
+  acceleratorsPerNode,
   applyImageTransforms,
   applyLaunchers,
   collectBootstrapOps,
   enterAroundClient,
   isPlugin,
+  isWorkersPerAccelerator,
   normalizePlugin,
   Plugin,
   PluginError,
   type PluginV1,
   type PoolHandle,
   pluginSchema,
+  resolveWorkerLayout,
   resolveWorkersPerNode,
   whyNotPlugin,
   workerModules,
+  workersPerAccelerator,
 } from "./plugin.js";
 import type { Cluster, Offer } from "./provider.js";
 
@@ -469,6 +473,94 @@ describe("resolveWorkersPerNode", () => {
         `plugin "wrong": workersPerNode hook returned ${described}, expected a positive whole number`,
       );
     }
+  });
+});
+
+describe("one worker per accelerator", () => {
+  const gpus = (offered: number | null, asked = 0): Cluster => ({
+    ...cluster,
+    spec: { acceleratorCount: asked } as PoolSpec,
+    offer: { accelerator: offered === null ? null : { name: "H100", count: offered, memoryGb: 80 } } as Offer,
+  });
+
+  it("counts a node's accelerators from the offer, else the spec; a fraction or none is 0", () => {
+    expect(acceleratorsPerNode(gpus(8))).toBe(8);
+    expect(acceleratorsPerNode(gpus(null, 4))).toBe(4);
+    expect(acceleratorsPerNode(gpus(null))).toBe(0);
+    expect(acceleratorsPerNode(gpus(0.5))).toBe(0);
+  });
+
+  it("withWorkersPerAccelerator: as many workers as accelerators, each pinned, each a process", () => {
+    const torch = Plugin.create("torch").withWorkersPerAccelerator();
+    expect(isWorkersPerAccelerator(torch.workersPerNode)).toBe(true);
+    expect(isWorkersPerAccelerator(workersPerAccelerator())).toBe(true);
+    expect(isWorkersPerAccelerator(() => 2)).toBe(false);
+    expect(resolveWorkerLayout([torch], gpus(8))).toEqual({
+      workersPerNode: 8,
+      processPerWorker: true,
+      checkAccelerators: true,
+      pinAccelerators: true,
+    });
+    expect(resolveWorkerLayout([Plugin.create("plain")], gpus(8))).toEqual({
+      workersPerNode: 1,
+      processPerWorker: false,
+      checkAccelerators: false,
+      pinAccelerators: false,
+    });
+    expect(thrown(() => resolveWorkerLayout([torch], gpus(null)))).toMatchObject({
+      plugin: "torch",
+      hook: "workersPerNode",
+      message: expect.stringContaining("one worker per accelerator needs nodes with accelerators"),
+    });
+  });
+
+  it("several plugins may ask for it; a plugin with its own count (MIG) decides and pins", () => {
+    const torch = Plugin.create("torch").withWorkersPerAccelerator();
+    const accelerate = Plugin.create("accelerate").withWorkersPerAccelerator();
+    expect(resolveWorkerLayout([torch, accelerate], gpus(2))).toEqual({
+      workersPerNode: 2,
+      processPerWorker: true,
+      checkAccelerators: true,
+      pinAccelerators: true,
+    });
+    const mig = Plugin.create("mig").withWorkersPerNode(() => 7);
+    for (const plugins of [
+      [torch, mig],
+      [mig, torch, accelerate],
+    ]) {
+      expect(resolveWorkerLayout(plugins, gpus(1))).toEqual({
+        workersPerNode: 7,
+        processPerWorker: true,
+        checkAccelerators: false,
+        pinAccelerators: false,
+      });
+    }
+  });
+
+  it("pins the devices only when every plugin asking for it pins; every one's check runs", () => {
+    const checked: string[] = [];
+    const torch = Plugin.create("torch").withWorkersPerAccelerator();
+    const accelerate = Plugin.create("accelerate").withWorkersPerNode(
+      workersPerAccelerator({ pin: false, check: (count) => checked.push(`accelerate saw ${count}`) }),
+    );
+    expect(resolveWorkerLayout([torch, accelerate], gpus(4))).toEqual({
+      workersPerNode: 4,
+      processPerWorker: true,
+      checkAccelerators: true,
+      pinAccelerators: false,
+    });
+    expect(checked).toEqual(["accelerate saw 4"]);
+    const refusing = Plugin.create("strict").withWorkersPerNode(
+      workersPerAccelerator({
+        check: () => {
+          throw new Error("needs 8");
+        },
+      }),
+    );
+    expect(thrown(() => resolveWorkerLayout([torch, refusing], gpus(4)))).toMatchObject({
+      plugin: "strict",
+      message: 'plugin "strict": workersPerNode hook failed: needs 8',
+    });
   });
 });
 

@@ -123,6 +123,7 @@ interface PluginFields {
   readonly aroundClient: AroundClient | undefined;
   readonly workersPerNode: WorkersPerNode | undefined;
   readonly worker: PluginWorker | undefined;
+  readonly peerNetwork: boolean | undefined;
 }
 
 function fail(path: string, message: string): never {
@@ -154,6 +155,8 @@ export class Plugin implements PluginV1 {
   readonly workersPerNode: WorkersPerNode | undefined;
   /** The Python module holding the worker-side hooks. */
   readonly worker: PluginWorker | undefined;
+  /** Its workers on different nodes connect to one another (a distributed-training rendezvous). */
+  readonly peerNetwork: boolean | undefined;
 
   private constructor(fields: PluginFields) {
     this.name = fields.name;
@@ -163,6 +166,7 @@ export class Plugin implements PluginV1 {
     this.aroundClient = fields.aroundClient;
     this.workersPerNode = fields.workersPerNode;
     this.worker = fields.worker;
+    this.peerNetwork = fields.peerNetwork;
     Object.freeze(this);
   }
 
@@ -186,6 +190,7 @@ export class Plugin implements PluginV1 {
       aroundClient: undefined,
       workersPerNode: undefined,
       worker: undefined,
+      peerNetwork: undefined,
     });
   }
 
@@ -198,6 +203,7 @@ export class Plugin implements PluginV1 {
       aroundClient: this.aroundClient,
       workersPerNode: this.workersPerNode,
       worker: this.worker,
+      peerNetwork: this.peerNetwork,
       ...changes,
     });
   }
@@ -241,6 +247,20 @@ export class Plugin implements PluginV1 {
   }
 
   /**
+   * One worker per accelerator: each node runs as many workers as it has accelerators
+   * ({@link acceleratorsPerNode}), each a process of its own (the pool uses the process executor).
+   * With `pin` (the default) worker `i` of a node sees only device `i` (`CUDA_VISIBLE_DEVICES`);
+   * with `pin: false` every worker sees all of them and the framework picks device `LOCAL_RANK`
+   * (as torchrun's processes do). Sets `workersPerNode` to {@link workersPerAccelerator}; several
+   * plugins of a pool may ask for it (they agree on the count; the devices are pinned only if all of
+   * them pin), and a plugin that sets its own count (MIG: one per GPU instance) decides instead —
+   * its slices are then the accelerators, and it pins the workers itself.
+   */
+  withWorkersPerAccelerator(options: { readonly pin?: boolean } = {}): Plugin {
+    return this.copy({ workersPerNode: workersPerAccelerator(options) });
+  }
+
+  /**
    * Attaches the worker side: a Python module defining any of `decorate`, `around_app` and
    * `around_process`, and the JSON config handed to them.
    *
@@ -249,6 +269,15 @@ export class Plugin implements PluginV1 {
    */
   withWorker(worker: PluginWorkerInput): Plugin {
     return this.copy({ worker: parseWorker(worker) });
+  }
+
+  /**
+   * Marks the plugin as needing a peer network: its workers on different nodes connect to one another
+   * (a distributed-training rendezvous on the head's private address). A pool of more than one node
+   * refuses it, before anything starts, on a provider whose instances cannot reach one another.
+   */
+  withPeerNetwork(): Plugin {
+    return this.copy({ peerNetwork: true });
   }
 }
 
@@ -407,6 +436,8 @@ export function whyNotPlugin(value: unknown): string | undefined {
     if (candidate[hook] !== undefined && typeof candidate[hook] !== "function")
       return `${label} has a ${hook} hook that is not a function`;
   }
+  if (candidate.peerNetwork !== undefined && typeof candidate.peerNetwork !== "boolean")
+    return `${label} has a peerNetwork that is not true or false (received ${describe(candidate.peerNetwork)})`;
   return undefined;
 }
 
@@ -436,6 +467,7 @@ export function normalizePlugin(value: unknown): PluginV1 {
       hookNames.filter((hook) => plugin[hook] !== undefined).map((hook) => [hook, plugin[hook]]),
     ),
     ...(worker ? { worker } : {}),
+    ...(plugin.peerNetwork === true ? { peerNetwork: true } : {}),
   });
   normalized.add(result);
   normalizedFrom.set(plugin, result);
@@ -548,14 +580,79 @@ export function collectBootstrapOps(plugins: readonly PluginV1[], cluster: Clust
   return collectPluginBootstrapOps(plugins, cluster).map(({ op }) => op);
 }
 
+const perAcceleratorMarker = Symbol.for("skyward.workersPerNode.perAccelerator");
+
 /**
- * Every plugin after the first that sets {@link Plugin.workersPerNode} (at most one plugin may decide
- * how many workers a node runs): its index in `plugins` and a message naming both.
+ * The accelerators each node of `cluster` has: the offer's count, else the spec's (`accelerator:
+ * sky.accelerators.A100({ count: 8 })` → 8); 0 for CPU nodes. A fractional share counts as none.
+ */
+export function acceleratorsPerNode(cluster: Cluster): number {
+  const count = cluster.offer.accelerator?.count ?? cluster.spec.acceleratorCount;
+  return typeof count === "number" && Number.isFinite(count) && count >= 1 ? Math.floor(count) : 0;
+}
+
+/** Options of {@link workersPerAccelerator}. */
+export interface WorkersPerAcceleratorOptions {
+  /**
+   * Pin worker `i` of a node to device `i` (`CUDA_VISIBLE_DEVICES`: the process sees one device,
+   * its `cuda:0`). Default true. False: every worker sees all of the node's devices, and the
+   * framework picks device `LOCAL_RANK` (accelerate, Hugging Face `Trainer`: `cuda:<LOCAL_RANK>`).
+   */
+  readonly pin?: boolean;
+  /**
+   * Called with the count and the cluster before the hook returns it: a plugin's own checks
+   * (accelerate: `num_processes` = nodes × accelerators); what it throws fails the pool's start.
+   */
+  readonly check?: (count: number, cluster: Cluster) => void;
+}
+
+/**
+ * A {@link WorkersPerNode} hook for one worker per accelerator: the node's accelerator count
+ * ({@link acceleratorsPerNode}). The pool recognises it (see {@link isWorkersPerAccelerator}): it runs
+ * each worker as a process of its own, checks each node has that many GPUs, and (with `pin`) pins
+ * worker `i` of a node to device `i`.
+ *
+ * @throws {Error} (when called) for a cluster whose nodes have no accelerator.
+ */
+export function workersPerAccelerator(options: WorkersPerAcceleratorOptions = {}): WorkersPerNode {
+  const { pin = true, check } = options;
+  const hook: WorkersPerNode = ({ cluster }) => {
+    const count = acceleratorsPerNode(cluster);
+    if (count < 1) {
+      throw new Error(
+        "one worker per accelerator needs nodes with accelerators (e.g. accelerator: sky.accelerators.A100({ count: 8 })), and this pool's nodes have none",
+      );
+    }
+    check?.(count, cluster);
+    return count;
+  };
+  Object.defineProperty(hook, perAcceleratorMarker, { value: Object.freeze({ pin }) });
+  return hook;
+}
+
+function perAcceleratorSettings(hook: unknown): { pin: boolean } | undefined {
+  if (typeof hook !== "function") return undefined;
+  const settings = (hook as unknown as Record<symbol, unknown>)[perAcceleratorMarker];
+  return typeof settings === "object" && settings !== null ? (settings as { pin: boolean }) : undefined;
+}
+
+/** Whether `hook` is one {@link workersPerAccelerator} made (from any copy of this package). */
+export function isWorkersPerAccelerator(hook: unknown): boolean {
+  return perAcceleratorSettings(hook) !== undefined;
+}
+
+/**
+ * Every plugin after the first that sets its own {@link Plugin.workersPerNode} (at most one plugin
+ * may decide how many workers a node runs; {@link workersPerAccelerator} hooks all agree and yield to
+ * it): its index in `plugins` and a message naming both.
  */
 export function workersPerNodeConflicts(plugins: readonly PluginV1[]): { index: number; message: string }[] {
   const setting = plugins
     .map((plugin, index) => ({ plugin, index }))
-    .filter(({ plugin }) => typeof plugin.workersPerNode === "function");
+    .filter(
+      ({ plugin }) =>
+        typeof plugin.workersPerNode === "function" && !isWorkersPerAccelerator(plugin.workersPerNode),
+    );
   const [first, ...others] = setting;
   if (!first) return [];
   return others.map(({ plugin, index }) => ({
@@ -572,22 +669,68 @@ export function workersPerNodeConflicts(plugins: readonly PluginV1[]): { index: 
  * @throws {PluginError} when the hook throws or returns anything but a positive whole number.
  */
 export function resolveWorkersPerNode(plugins: readonly PluginV1[], cluster: Cluster): number {
+  return resolveWorkerLayout(plugins, cluster).workersPerNode;
+}
+
+/** How a pool's nodes run their workers, as {@link resolveWorkerLayout} decides. */
+export interface WorkerLayout {
+  /** Workers per node. */
+  readonly workersPerNode: number;
+  /**
+   * Whether some plugin asked for one worker per accelerator ({@link workersPerAccelerator}): each
+   * worker is then a process of its own (the process executor).
+   */
+  readonly processPerWorker: boolean;
+  /**
+   * Whether the count is the node's accelerators (no plugin set its own): each node then checks it
+   * has that many GPUs before it starts.
+   */
+  readonly checkAccelerators: boolean;
+  /**
+   * Whether, besides, the runtime pins worker `i` of a node to device `i` (`CUDA_VISIBLE_DEVICES`):
+   * when every plugin asking for one worker per accelerator pins.
+   */
+  readonly pinAccelerators: boolean;
+}
+
+/**
+ * The workers each node runs on `cluster`: what the one plugin that sets its own
+ * {@link Plugin.workersPerNode} returns; else, when a plugin asks for one worker per accelerator,
+ * the node's accelerator count; else 1.
+ *
+ * @throws {ConfigurationError} when two plugins set their own count (naming both).
+ * @throws {PluginError} when the hook throws or returns anything but a positive whole number.
+ */
+export function resolveWorkerLayout(plugins: readonly PluginV1[], cluster: Cluster): WorkerLayout {
   const conflicts = workersPerNodeConflicts(plugins);
   if (conflicts.length > 0) {
     throw new ConfigurationError({
       issues: conflicts.map(({ index, message }) => ({ path: `plugins[${index}]`, message })),
     });
   }
-  for (const plugin of plugins) {
-    const hook = plugin.workersPerNode;
-    if (typeof hook !== "function") continue;
+  const setting = plugins.filter((plugin) => typeof plugin.workersPerNode === "function");
+  const perAccelerator = setting.filter((plugin) => isWorkersPerAccelerator(plugin.workersPerNode));
+  const processPerWorker = perAccelerator.length > 0;
+  const own = setting.find((plugin) => !isWorkersPerAccelerator(plugin.workersPerNode));
+  // The one plugin with its own count (MIG) decides; else every per-accelerator hook runs (they agree
+  // on the count, and each may check it its own way).
+  let decided: number | undefined;
+  for (const plugin of own ? [own] : perAccelerator) {
+    const hook = plugin.workersPerNode as WorkersPerNode;
     const count: unknown = guardedSync(plugin, "workersPerNode", () => hook.call(plugin, { cluster }));
     if (typeof count !== "number" || !Number.isInteger(count) || count < 1) {
       throw badReturn(plugin, "workersPerNode", "a positive whole number", count);
     }
-    return count;
+    decided ??= count;
   }
-  return 1;
+  const byAccelerators = own === undefined && processPerWorker;
+  return {
+    workersPerNode: decided ?? 1,
+    processPerWorker,
+    checkAccelerators: byAccelerators,
+    pinAccelerators:
+      byAccelerators && perAccelerator.every((plugin) => perAcceleratorSettings(plugin.workersPerNode)?.pin),
+  };
 }
 
 /** `value` as a command of this copy of the package (one from another copy is rebuilt), if it is one. */

@@ -151,6 +151,15 @@ export function whyNotProvider(value: unknown): string | undefined {
   if (typeof candidate.name !== "string" || candidate.name === "") return `${label} has no name`;
   const capabilities = candidate.capabilities;
   if (typeof capabilities !== "object" || capabilities === null) return `${label} has no capabilities object`;
+  const provisionTimeout = (capabilities as Record<string, unknown>).provisionTimeout;
+  if (
+    provisionTimeout !== undefined &&
+    !(typeof provisionTimeout === "number" && Number.isFinite(provisionTimeout) && provisionTimeout > 0)
+  )
+    return `${label} has capabilities.provisionTimeout ${describe(provisionTimeout)}, expected seconds > 0`;
+  const peerNetwork = (capabilities as Record<string, unknown>).peerNetwork;
+  if (peerNetwork !== undefined && !["private", "accelerated", "none"].includes(peerNetwork as string))
+    return `${label} has capabilities.peerNetwork ${describe(peerNetwork)}, expected "private", "accelerated" or "none"`;
   const missing = PROVIDER_METHODS.required.filter((method) => typeof candidate[method] !== "function");
   if (missing.length > 0)
     return `${label} is missing method${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`;

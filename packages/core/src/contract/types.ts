@@ -329,7 +329,26 @@ export interface ProviderCapabilities {
    * `"catalogue"` (a day), or nothing (not cached).
    */
   readonly offerCache?: "marketplace" | "catalogue";
+  /**
+   * Whether a cluster's instances reach one another on any port at their `privateIp`, as the
+   * rendezvous of a distributed-training plugin needs (the head's address and port, then peer to peer):
+   * `"private"` (the default when absent) — always, on a private network; `"accelerated"` — only
+   * instances with an accelerator (RunPod's global networking needs an NVIDIA GPU); `"none"` — never
+   * (machines rented separately, each behind its own NAT). A spec of more than one node whose plugins
+   * need a peer network ({@link PluginV1.peerNetwork}) is refused at validation, before anything starts,
+   * when its provider cannot give one.
+   */
+  readonly peerNetwork?: PeerNetwork;
+  /**
+   * Seconds its instances may take to be running with an address, when the pool's options leave
+   * `provisionTimeout` unset: a provider that pulls a container image before SSH answers (RunPod) needs
+   * more than the default 300.
+   */
+  readonly provisionTimeout?: number;
 }
+
+/** How a provider's instances of one cluster reach one another: see {@link ProviderCapabilities.peerNetwork}. */
+export type PeerNetwork = "private" | "accelerated" | "none";
 
 /** What {@link ProviderV1.offers} is asked. */
 export interface OffersOptions extends ProviderCallOptions {
@@ -635,6 +654,13 @@ export interface PluginV1 {
    * where to ship it from, and the JSON config handed to its hooks.
    */
   readonly worker?: PluginWorkerInput | PluginWorker | undefined;
+  /**
+   * True when the plugin's workers on different nodes connect to one another directly (a distributed
+   * training rendezvous on the head's `privateIp`, then peer to peer): torch, JAX, Accelerate, Keras.
+   * Such a plugin is refused on more than one node of a provider whose instances share no network
+   * ({@link ProviderCapabilities.peerNetwork}), instead of hanging at the rendezvous.
+   */
+  readonly peerNetwork?: boolean | undefined;
 }
 
 /** One plugin bootstrap op and the plugin it comes from, so a failure can name the plugin. */

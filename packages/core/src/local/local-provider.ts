@@ -27,6 +27,7 @@ import type {
 } from "../contract/provider.js";
 import { BootstrapError, ConfigurationError } from "../errors/errors.js";
 import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
+import { canonicalAcceleratorName } from "../spec/accelerators.js";
 import type { Image } from "../spec/image.js";
 import { collectIncludedFiles } from "../spec/includes.js";
 import { type PythonEnvironment, preparePythonEnvironment } from "./python-environment.js";
@@ -130,12 +131,48 @@ function installExitHook(): void {
   });
 }
 
-function localOffer(hourlyPrice: number): Offer {
+/** This machine's NVIDIA GPUs, as the local offer describes them. */
+type LocalGpus = NonNullable<Offer["accelerator"]>;
+
+/**
+ * This machine's NVIDIA GPUs, from `nvidia-smi --query-gpu=name,memory.total` (one line per GPU,
+ * memory in MiB): the first GPU's model and memory, and how many there are; null without nvidia-smi
+ * (or when it fails or lists none). A model the catalog does not know keeps nvidia-smi's name.
+ */
+async function localGpus(): Promise<LocalGpus | null> {
+  let stdout: string;
+  try {
+    ({ stdout } = await execFileAsync(
+      "nvidia-smi",
+      ["--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+      { timeout: 30_000 },
+    ));
+  } catch {
+    return null;
+  }
+  const gpus = stdout
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "")
+    .map((line) => {
+      const comma = line.lastIndexOf(",");
+      return { name: line.slice(0, comma).trim(), memoryMib: Number(line.slice(comma + 1).trim()) };
+    });
+  const first = gpus[0];
+  if (!first) return null;
+  return Object.freeze({
+    name: canonicalAcceleratorName(first.name) ?? first.name,
+    count: gpus.length,
+    memoryGb: Number.isFinite(first.memoryMib) ? Math.round(first.memoryMib / 1024) : 0,
+  });
+}
+
+function localOffer(accelerator: LocalGpus | null, hourlyPrice: number): Offer {
   return Object.freeze({
     id: "local",
     provider: "local",
-    instanceType: "local",
-    accelerator: null,
+    instanceType: accelerator ? `local (${accelerator.count}x ${accelerator.name})` : "local",
+    accelerator,
     vcpus: cpus().length,
     memoryGb: Math.round(totalmem() / 1024 ** 3),
     architecture: process.arch === "arm64" ? "arm64" : "x86_64",
@@ -356,8 +393,13 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
     capabilities: Object.freeze({ spot: false, volumes: false, images: false }),
 
     async offers({ query }): Promise<readonly Offer[]> {
-      const offer = localOffer(hourlyPrice);
-      if (query.accelerator) return [];
+      const offer = localOffer(await localGpus(), hourlyPrice);
+      // This machine's GPUs (nvidia-smi), when a spec asks for some: the same model, enough of them.
+      if (query.accelerator) {
+        const gpus = offer.accelerator;
+        if (!gpus || gpus.name !== query.accelerator.name || gpus.count < query.accelerator.count) return [];
+        if (query.accelerator.memoryGb !== undefined && gpus.memoryGb < query.accelerator.memoryGb) return [];
+      }
       if (query.architecture && query.architecture !== offer.architecture) return [];
       if (query.allocation === "spot") return [];
       if (query.vcpus !== undefined && query.vcpus > offer.vcpus) return [];

@@ -3,7 +3,7 @@
 import { describe, expectTypeOf, test } from "vitest";
 import { z } from "zod";
 import { type CommandResult, script, shell } from "./commands.js";
-import type { MapItem, Pool, TaskHandle } from "./pool.js";
+import type { BroadcastResults, MapItem, Pool, TaskHandle, WorkerPlace } from "./pool.js";
 import { kwargs, type PendingStream, type PendingTask, python } from "./python-function.js";
 
 declare const pool: Pool;
@@ -77,12 +77,30 @@ describe("run", () => {
     pool.run(add(1, 2), { target: "tail" });
     // @ts-expect-error a reference is not a call
     pool.run(add);
+    // A target names the head, a node, a worker of a node, or a global rank.
+    pool.run(add(1, 2), { target: "head" });
+    pool.run(add(1, 2), { target: 1 });
+    pool.run(add(1, 2), { target: { node: 1, worker: 0 } });
+    pool.run(add(1, 2), { target: { rank: 3 } });
+    // @ts-expect-error a target is not a host name
+    pool.run(add(1, 2), { target: "worker-3" });
   });
 });
 
 describe("broadcast", () => {
-  test("results by node index", () => {
-    expectTypeOf(pool.broadcast(info())).toEqualTypeOf<Promise<{ node: number }[]>>();
+  test("one result per worker, by global rank, with where each came from", async () => {
+    expectTypeOf(pool.broadcast(info())).toEqualTypeOf<Promise<BroadcastResults<{ node: number }>>>();
+    const results = await pool.broadcast(info());
+    // Still an array of the results…
+    expectTypeOf(results).toMatchTypeOf<{ node: number }[]>();
+    expectTypeOf(results[0]).toEqualTypeOf<{ node: number } | undefined>();
+    // …that says which worker (node, local rank, global rank) each one is from.
+    expectTypeOf(results.places).toEqualTypeOf<readonly WorkerPlace[]>();
+    expectTypeOf<WorkerPlace>().toEqualTypeOf<{
+      readonly node: number;
+      readonly worker: number;
+      readonly rank: number;
+    }>();
     // @ts-expect-error streams are not broadcast
     pool.broadcast(fib(3));
   });

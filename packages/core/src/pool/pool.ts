@@ -14,7 +14,7 @@ import {
   collectPluginBootstrapOps,
   enterAroundClient,
   type PoolHandle,
-  resolveWorkersPerNode,
+  resolveWorkerLayout,
   workerModules,
 } from "../contract/plugin.js";
 import {
@@ -54,10 +54,12 @@ import { Redactor } from "../observe/redact.js";
 import type { ClusterMessage, WireValue } from "../protocol/protocol.js";
 import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
 import { extendImage, type Image } from "../spec/image.js";
+import { type Nodes, type NodesInput, nodes as resolveNodes } from "../spec/nodes.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
 import { BudgetWatch } from "./budget.js";
 import { CostMeter, instanceHourlyPrice, type PoolCost } from "./cost.js";
+import { Autoscaler } from "./autoscale.js";
 import { cachedOffers } from "./offer-cache.js";
 import type {
   CallArguments,
@@ -66,6 +68,7 @@ import type {
   PendingTask,
   PythonFunction,
 } from "./python-function.js";
+import { Reconciler } from "./reconcile.js";
 import { type TaskCallbacks, TaskManager, type TaskRequest } from "./task-manager.js";
 import { WorkerConnection } from "./worker-connection.js";
 
@@ -75,11 +78,42 @@ export interface WaitOptions {
   readonly signal?: AbortSignal;
 }
 
+/**
+ * Where `pool.run` sends a call: the head node (`"head"`), the node of an index (`2` or
+ * `{ node: 2 }`), one worker of a node (`{ node: 2, worker: 1 }`: its local rank), or the worker of
+ * a global rank (`{ rank: 5 }` = node `⌊5 / workersPerNode⌋`, worker `5 % workersPerNode`).
+ */
+export type RunTarget =
+  | "head"
+  | number
+  | { readonly node: number; readonly worker?: number }
+  | { readonly rank: number };
+
 /** Options of `pool.run`. */
 export interface RunOptions extends WaitOptions {
-  /** Run on the head node (`"head"`) or on the node of this index; default: round-robin. */
-  readonly target?: "head" | number;
+  /** Where the call runs (see {@link RunTarget}); default: round-robin. */
+  readonly target?: RunTarget;
 }
+
+/** Where one worker of a pool is: its node, its index on the node, and its global rank. */
+export interface WorkerPlace {
+  /** The node's index. */
+  readonly node: number;
+  /** The worker's index on its node (`LOCAL_RANK`). */
+  readonly worker: number;
+  /** Its global rank: `node × workersPerNode + worker` (`RANK`). */
+  readonly rank: number;
+}
+
+/**
+ * What `pool.broadcast` resolves to: one result per worker — per node when nodes run one worker,
+ * per worker when they run several (one per accelerator, MIG) — ordered by node, then by worker on
+ * the node, so index `i` is global rank `i`. `places[i]` says where result `i` came from.
+ */
+export type BroadcastResults<R> = R[] & {
+  /** Where each result came from, index for index. */
+  readonly places: readonly WorkerPlace[];
+};
 
 /** Options of `pool.stream`. */
 export interface StreamOptions extends WaitOptions {
@@ -121,6 +155,8 @@ interface NodeRuntime {
   /** What the provider holds to reach the worker (an SSH connection), let go of with the node. */
   endpoint: WorkerEndpoint | undefined;
   replacements: number;
+  /** Let go of on purpose (scale-down, a failed start): its worker's exit is no error. */
+  retiring?: boolean;
 }
 
 /** Pools torn down on SIGINT/SIGTERM (those made with `handleSignals` left on). */
@@ -167,6 +203,23 @@ function freeLoopbackPort(): Promise<number> {
   });
 }
 
+/**
+ * Refuses a node count a provider cannot hold (`capabilities.maxInstances`: a fixed set of SSH hosts)
+ * before any machine starts, rather than failing to grow to it later.
+ */
+function checkNodeCeiling(provider: Provider | undefined, nodes: Nodes, path: string): void {
+  const limit = provider?.capabilities.maxInstances;
+  if (limit === undefined || nodes.max <= limit) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path,
+        message: `expected at most ${limit} node${limit === 1 ? "" : "s"}: the ${provider?.name} provider holds no more, received ${nodes.max}`,
+      },
+    ],
+  });
+}
+
 function abortError(signal: AbortSignal, what: string): CancelledError {
   // The budget stopped it: that is the error to report, not a generic abort.
   if (BudgetExceededError.isInstance(signal.reason)) return signal.reason;
@@ -207,6 +260,12 @@ class PoolRuntime implements AsyncDisposable {
   #headPort = 29500;
   /** Workers per node a plugin asks for (MIG: one per GPU instance); 1 otherwise. */
   #workersPerNode = 1;
+  /** Whether a plugin asked for one worker per accelerator: each worker a process of its own. */
+  #processPerWorker = false;
+  /** Whether each node checks it has an accelerator per worker (one worker per accelerator). */
+  #checkAccelerators = false;
+  /** Whether the runtime pins worker `i` of a node to accelerator `i` (one worker per accelerator). */
+  #pinAccelerators = false;
   #state: PoolState = "init";
   #closing: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
@@ -216,6 +275,23 @@ class PoolRuntime implements AsyncDisposable {
   readonly #budget: BudgetWatch | undefined;
   /** Set once the budget is spent: what tasks and calls fail with from then on. */
   #budgetSpent: { budget: number; total: number } | undefined;
+  /** The node count the pool aims at, and the bounds autoscaling and `resize` keep to. */
+  #desired = 0;
+  #bounds: { min: number; max: number } = { min: 0, max: 0 };
+  /** Instances being provisioned for growth, not yet in `#nodes`. */
+  #growing = 0;
+  /** Nodes being stopped and terminated (scale-down, failed starts). */
+  #retiring = 0;
+  /** Growth and scale-down under way, awaited on shutdown. */
+  readonly #background = new Set<Promise<void>>();
+  /** Callers of `resize` waiting for the pool to reach its target. */
+  readonly #sizeWaiters = new Set<{ check(): void; fail(error: Error): void }>();
+  #reconciler: Reconciler | undefined;
+  #autoscaler: Autoscaler | undefined;
+  #lastPoke = 0;
+  /** Growth failures in a row, and no new growth before this time (`performance.now()`): a backoff. */
+  #growthFailures = 0;
+  #growthPausedUntil = 0;
 
   /** @internal Use {@link compute}. */
   constructor(
@@ -228,7 +304,7 @@ class PoolRuntime implements AsyncDisposable {
     if (onEvent) this.#hub.on("*", onEvent);
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
-    this.#tasks = new TaskManager({ poolId: id, hub: this.#hub });
+    this.#tasks = new TaskManager({ poolId: id, hub: this.#hub, onQueued: () => this.#onQueued() });
     this.#cost.observe(this.#hub);
     const budget = options.budget;
     if (budget) {
@@ -390,7 +466,23 @@ class PoolRuntime implements AsyncDisposable {
         cluster = await provider.prepare({ spec, offer, signal: combined, poolId: this.id });
         const transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
         // The plugin that sets workersPerNode (MIG: one worker per GPU instance) decides; 1 otherwise.
-        this.#workersPerNode = resolveWorkersPerNode(spec.plugins, cluster);
+        const layout = resolveWorkerLayout(spec.plugins, cluster);
+        this.#workersPerNode = layout.workersPerNode;
+        this.#processPerWorker = layout.processPerWorker;
+        this.#checkAccelerators = layout.checkAccelerators;
+        this.#pinAccelerators = layout.pinAccelerators;
+        const { concurrency } = spec.worker;
+        if (layout.processPerWorker && concurrency > 1 && concurrency !== layout.workersPerNode) {
+          // Each worker process is one rank on one device: more task slots would be ranks twice over.
+          throw new ConfigurationError({
+            issues: [
+              {
+                path: "options.worker.concurrency",
+                message: `expected 1 (or ${layout.workersPerNode}, the workers per node) with one worker per accelerator, received ${concurrency}`,
+              },
+            ],
+          });
+        }
         // Plugins' worker modules travel with the code: they land in the work directory, on sys.path.
         const modulePaths = workerModules(spec.plugins)
           .map((module) => module.path)
@@ -430,37 +522,49 @@ class PoolRuntime implements AsyncDisposable {
     this.#provider = provider;
     this.#cluster = cluster;
     for (const [index, instance] of instances.entries()) {
-      this.#nodes.push({ index, instance, connection: undefined, endpoint: undefined, replacements: 0 });
-      this.#hub.emit({
-        type: "node.provisioned",
-        timestamp: Date.now(),
-        poolId: this.id,
-        node: index,
-        instanceId: instance.id,
-        provider: provider.name,
-        instanceType: offer.instanceType,
-        spot: instance.spot,
-        hourlyPrice: instanceHourlyPrice(instance, offer),
-        publicIp: instance.publicIp,
-        privateIp: instance.privateIp,
-      });
+      const node: NodeRuntime = {
+        index,
+        instance,
+        connection: undefined,
+        endpoint: undefined,
+        replacements: 0,
+      };
+      this.#nodes.push(node);
+      this.#emitProvisioned(node, provider, offer);
     }
     // Nodes on this machine share its loopback address: the head's services need a free port there.
     const local = instances.every((instance) => instance.privateIp?.startsWith("127.") === true);
     if (local) this.#headPort = await freeLoopbackPort();
+    this.#desired = spec.nodes.desired;
+    this.#bounds = { min: spec.nodes.min, max: spec.nodes.max };
+    // Partial readiness: the pool is usable once `min` nodes are (at least one); the rest join as they come.
+    const readyAt = Math.min(spec.nodes.desired, Math.max(1, spec.nodes.min));
     // Over SSH the head comes up first (the others learn its address from a running node); on this
     // machine every address is known up front, so all nodes start at once.
     const head = this.#nodes[0] as NodeRuntime;
     const headStarted = this.#startNode(head, combined);
+    // Observed below; this keeps a failure of the head from going unhandled while the others start.
+    headStarted.catch(() => undefined);
     if (!local) await headStarted;
-    const rest = Promise.all(this.#nodes.slice(1).map((node) => this.#startNode(node, combined)));
-    // Observed below; this keeps a failure of the others from going unhandled when the head fails first.
-    rest.catch(() => undefined);
+    const enough = this.#waitForNodes(readyAt, headStarted, this.#nodes.slice(1), combined);
+    enough.catch(() => undefined);
     if (local) await headStarted;
-    const minimum = spec.nodes.min;
-    if (minimum <= 1) void rest.catch((error) => this.#nodeStartFailed(error));
-    else await this.#waitForNodes(minimum, rest);
+    await enough;
     this.#setState("ready");
+    this.#autoscaler = new Autoscaler(
+      {
+        cooldownMs: this.options.autoscaleCooldown * 1000,
+        idleTimeoutMs: this.options.autoscaleIdleTimeout * 1000,
+      },
+      this.#startedAt,
+    );
+    this.#reconciler = new Reconciler(
+      () => this.#reconcile(),
+      this.options.reconcileTickInterval * 1000,
+      (error) => this.#report("the reconcile loop failed", error),
+    );
+    // Nodes beyond `min` that failed while the pool came up are started again from here.
+    if (this.#nodes.length < this.#desired) this.#reconciler.poke();
     this.#hub.emit({
       type: "pool.ready",
       timestamp: Date.now(),
@@ -471,43 +575,353 @@ class PoolRuntime implements AsyncDisposable {
     this.#aroundClient = await enterAroundClient(spec.plugins, this.#pluginHandle(), cluster);
   }
 
-  async #waitForNodes(minimum: number, all: Promise<unknown>): Promise<void> {
-    if (this.#tasks.liveNodes >= minimum) return;
-    await new Promise<void>((resolve, reject) => {
-      const off = this.#hub.on("node.ready", () => {
-        if (this.#tasks.liveNodes >= minimum) {
-          off();
-          resolve();
-        }
-      });
-      all.then(
-        () => {
-          off();
-          if (this.#tasks.liveNodes >= minimum) resolve();
-          else
-            reject(
-              new ProvisionError({
-                provider: this.#provider?.name ?? "?",
-                message: `Only ${this.#tasks.liveNodes} of the ${minimum} nodes needed came up`,
-              }),
-            );
-        },
-        (error) => {
-          off();
-          reject(error);
-        },
+  /**
+   * Starts `others` (the head is started by the caller) and resolves once `minimum` nodes are ready;
+   * rejects with the first failure once too few are left to get there. A node that fails is dropped
+   * (its instance terminated); the reconcile loop starts another once the pool is ready.
+   */
+  #waitForNodes(
+    minimum: number,
+    head: Promise<void>,
+    others: readonly NodeRuntime[],
+    signal: AbortSignal,
+  ): Promise<void> {
+    let starting = others.length + 1;
+    let failure: unknown;
+    return new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (this.#tasks.liveNodes >= minimum) resolve();
+        else if (failure !== undefined && this.#tasks.liveNodes + starting < minimum) reject(failure);
+      };
+      const settled = (error?: unknown) => {
+        starting -= 1;
+        if (error !== undefined) failure ??= error;
+        check();
+      };
+      // The head's failure is the caller's to report; here it only stops counting as starting.
+      head.then(
+        () => settled(),
+        (error) => settled(error),
       );
+      for (const node of others) {
+        this.#startNode(node, signal).then(
+          () => settled(),
+          (error) => {
+            this.#dropNode(node, error);
+            settled(error);
+          },
+        );
+      }
+      check();
     });
   }
 
-  #nodeStartFailed(error: unknown): void {
+  #report(what: string, error: unknown, node?: number): void {
     if (this.#state === "shutting_down" || this.#state === "destroyed") return;
     this.#hub.emit({
       type: "error",
       timestamp: Date.now(),
       poolId: this.id,
-      message: `a node failed to start: ${(error as Error).message}`,
+      ...(node !== undefined ? { node } : {}),
+      message: `${what}: ${(error as Error)?.message ?? String(error)}`,
       cause: error,
+    });
+  }
+
+  // ————————————————————————————————————————————————————————————————— elastic size
+
+  /** Nodes the pool has or is getting: ready, starting, being replaced, being provisioned. */
+  #actualNodes(): number {
+    return this.#nodes.length + this.#growing;
+  }
+
+  /** A task waits for a slot: with room to grow (or no node at all), the reconcile loop looks soon. */
+  #onQueued(): void {
+    const reconciler = this.#reconciler;
+    if (!reconciler) return;
+    const empty = this.#actualNodes() === 0;
+    if (!empty && this.#desired >= this.#bounds.max) return;
+    const now = performance.now();
+    if (!empty && now - this.#lastPoke < 200) return;
+    this.#lastPoke = now;
+    reconciler.poke();
+  }
+
+  /** One step of the reconcile loop: the autoscaler's decision, then growth or shrinking toward it. */
+  async #reconcile(): Promise<void> {
+    if (this.#state !== "ready") return;
+    const decision = this.#autoscaler?.decide(
+      {
+        actual: this.#actualNodes(),
+        starting: Math.max(0, this.#actualNodes() - this.#tasks.liveNodes),
+        queued: this.#tasks.queued,
+        slotsPerNode: this.#concurrency(),
+        // The head is let go of only as the last node, so while others remain its idleness counts for nothing.
+        idleSince: this.#tasks
+          .idleNodes()
+          .filter(([index]) => index !== 0 || this.#nodes.length === 1)
+          .map(([, since]) => since),
+      },
+      this.#bounds,
+      this.#desired,
+      performance.now(),
+    );
+    if (decision) this.#setDesired(decision.to, decision.reason);
+    const actual = this.#actualNodes();
+    if (actual < this.#desired && performance.now() >= this.#growthPausedUntil)
+      this.#grow(this.#desired - actual);
+    else if (actual > this.#desired) this.#shrink(actual - this.#desired);
+    this.#sizeChanged();
+  }
+
+  #setDesired(to: number, reason: string): void {
+    if (to === this.#desired) return;
+    this.#hub.emit({
+      type: "scaling",
+      timestamp: Date.now(),
+      poolId: this.id,
+      from: this.#desired,
+      to,
+      reason,
+    });
+    this.#desired = to;
+  }
+
+  #track(work: Promise<void>): void {
+    this.#background.add(work);
+    void work.finally(() => this.#background.delete(work));
+  }
+
+  /** Provisions `count` more nodes and starts them, each under the lowest free index. */
+  #grow(count: number): void {
+    const provider = this.#provider as Provider;
+    const cluster = this.#cluster as Cluster;
+    this.#growing += count;
+    const signal = this.#abort.signal;
+    this.#track(
+      (async () => {
+        let instances: Instance[];
+        try {
+          instances = await this.#provision(provider, cluster, count, signal);
+        } catch (error) {
+          this.#growing -= count;
+          this.#growthFailed();
+          this.#report(`could not add ${count} node${count === 1 ? "" : "s"}`, error);
+          this.#sizeFailed(error as Error);
+          return;
+        }
+        this.#growing -= count;
+        if (signal.aborted) {
+          await provider
+            .terminate({
+              cluster,
+              ids: instances.map((instance) => instance.id),
+              signal: AbortSignal.timeout(60_000),
+            })
+            .catch(() => undefined);
+          return;
+        }
+        for (const instance of instances) {
+          const used = new Set(this.#nodes.map((node) => node.index));
+          let index = 0;
+          while (used.has(index)) index += 1;
+          const node: NodeRuntime = {
+            index,
+            instance,
+            connection: undefined,
+            endpoint: undefined,
+            replacements: 0,
+          };
+          this.#nodes.push(node);
+          this.#nodes.sort((a, b) => a.index - b.index);
+          this.#emitProvisioned(node, provider, cluster.offer);
+          this.#startNode(node, signal).then(
+            () => {
+              this.#growthFailures = 0;
+              this.#reconciler?.poke();
+              this.#sizeChanged();
+            },
+            (error) => this.#dropNode(node, error),
+          );
+        }
+      })(),
+    );
+  }
+
+  /**
+   * Retires up to `count` idle nodes, longest idle first; busy ones wait for a later step. The head
+   * goes only as the last node (scaling to zero): the others' cluster settings name its address.
+   */
+  #shrink(count: number): void {
+    let removed = 0;
+    for (const [index] of this.#tasks.idleNodes()) {
+      if (removed >= count) break;
+      if (index === 0 && this.#nodes.length > 1) continue;
+      const node = this.#nodes.find((candidate) => candidate.index === index);
+      if (!node || !this.#tasks.remove(index)) continue;
+      removed += 1;
+      this.#nodes.splice(this.#nodes.indexOf(node), 1);
+      this.#track(this.#retire(node));
+    }
+  }
+
+  /** Stops an idle node's worker and has the provider terminate its instance. */
+  async #retire(node: NodeRuntime): Promise<void> {
+    node.retiring = true;
+    this.#retiring += 1;
+    try {
+      await this.#stopAndTerminate(node);
+    } finally {
+      this.#retiring -= 1;
+    }
+    this.#sizeChanged();
+  }
+
+  async #stopAndTerminate(node: NodeRuntime): Promise<void> {
+    const connection = node.connection;
+    node.connection = undefined;
+    if (connection?.isOpen) {
+      try {
+        connection.send({ t: "shutdown" });
+      } catch {
+        // lost meanwhile
+      }
+      await connection.close({ timeoutMs: 5000 });
+    }
+    node.endpoint?.close?.();
+    node.endpoint = undefined;
+    try {
+      await (this.#provider as Provider).terminate({
+        cluster: this.#cluster as Cluster,
+        ids: [node.instance.id],
+        signal: AbortSignal.timeout(this.options.shutdownTimeout * 1000),
+      });
+      this.#hub.emit({
+        type: "node.destroyed",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        instanceId: node.instance.id,
+      });
+    } catch (error) {
+      this.#report(`terminating node ${node.index} (${node.instance.id}) failed`, error, node.index);
+    }
+  }
+
+  /** Growth failed: the next attempt waits a tick, doubling with each failure in a row, up to 5 minutes. */
+  #growthFailed(): void {
+    const tick = this.options.reconcileTickInterval * 1000;
+    this.#growthPausedUntil = performance.now() + Math.min(tick * 2 ** this.#growthFailures, 300_000);
+    this.#growthFailures += 1;
+  }
+
+  /** A node that failed to start: reported, taken out of the pool, its instance terminated. */
+  #dropNode(node: NodeRuntime, error: unknown): void {
+    if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+    this.#growthFailed();
+    this.#report(`node ${node.index} failed to start`, error, node.index);
+    const position = this.#nodes.indexOf(node);
+    if (position >= 0) this.#nodes.splice(position, 1);
+    this.#tasks.remove(node.index);
+    this.#track(this.#retire(node));
+    this.#sizeFailed(error as Error);
+  }
+
+  #emitProvisioned(node: NodeRuntime, provider: Provider, offer: Offer): void {
+    const { instance } = node;
+    this.#hub.emit({
+      type: "node.provisioned",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: instance.id,
+      provider: provider.name,
+      instanceType: offer.instanceType,
+      spot: instance.spot,
+      hourlyPrice: instanceHourlyPrice(instance, offer),
+      publicIp: instance.publicIp,
+      privateIp: instance.privateIp,
+    });
+  }
+
+  #sizeChanged(): void {
+    for (const waiter of [...this.#sizeWaiters]) waiter.check();
+  }
+
+  #sizeFailed(error: Error): void {
+    for (const waiter of [...this.#sizeWaiters]) waiter.fail(error);
+  }
+
+  /**
+   * Changes the pool's size. A number sets the target: a fixed pool is resized to it (its bounds
+   * follow); an elastic pool's target moves within its bounds (autoscaling goes on from there). A
+   * topology (`sky.nodes({ desired, min, max })`) sets target and bounds at once — `min: 0` lets the
+   * pool scale to zero when idle. Growing provisions and starts nodes; shrinking stops idle nodes
+   * (busy ones when their tasks end) and terminates their instances. Resolves once the pool has
+   * exactly its target of ready nodes (or a later decision changed the target); rejects when a node
+   * cannot be added (the pool keeps trying on its reconcile ticks).
+   *
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * await pool.resize(4);
+   * await pool.resize(sky.nodes({ desired: 1, min: 0, max: 4 }));
+   * ```
+   */
+  async resize(target: number | NodesInput | Nodes, options: WaitOptions = {}): Promise<void> {
+    this.#checkOpen();
+    const { signal } = options;
+    if (signal?.aborted) throw abortError(signal, "resize");
+    let topology: Nodes;
+    if (typeof target === "number") {
+      const { min, max } = this.#bounds;
+      const fixed = min === max;
+      const lowest = fixed ? 1 : min;
+      const highest = fixed ? Number.POSITIVE_INFINITY : max;
+      if (!Number.isInteger(target) || target < lowest || target > highest) {
+        throw new ConfigurationError({
+          issues: [
+            {
+              path: "nodes",
+              message: fixed
+                ? `expected a node count as a whole number >= 1, received ${String(target)}`
+                : `expected a node count from ${min} to ${max} (the pool's bounds; to change them, pass sky.nodes({ desired, min, max })), received ${String(target)}`,
+            },
+          ],
+        });
+      }
+      topology = fixed ? { desired: target, min: target, max: target } : { desired: target, min, max };
+    } else {
+      topology = resolveNodes(target as NodesInput);
+    }
+    checkNodeCeiling(this.#provider, topology, "nodes.max");
+    this.#bounds = { min: topology.min, max: topology.max };
+    this.#setDesired(topology.desired, "resize()");
+    const desired = this.#desired;
+    await new Promise<void>((resolve, reject) => {
+      const waiter = {
+        check: () => {
+          const ready = this.#tasks.liveNodes;
+          const settled = ready === desired && this.#actualNodes() === desired && this.#retiring === 0;
+          if (settled || this.#desired !== desired || this.#state !== "ready") done();
+        },
+        fail: (error: Error) => done(error),
+      };
+      const onAbort = () => done(abortError(signal as AbortSignal, "resize"));
+      const done = (error?: Error) => {
+        this.#sizeWaiters.delete(waiter);
+        signal?.removeEventListener("abort", onAbort);
+        if (error) reject(error);
+        else if (this.#state !== "ready")
+          reject(
+            new CancelledError({ message: `The pool is ${this.#state.replace("_", " ")}; resize stopped` }),
+          );
+        else resolve();
+      };
+      this.#sizeWaiters.add(waiter);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#reconciler?.poke();
     });
   }
 
@@ -662,6 +1076,16 @@ class PoolRuntime implements AsyncDisposable {
     return Math.max(this.spec.worker.concurrency, this.#workersPerNode);
   }
 
+  /** The executor: the process one when a plugin asked for one worker (process) per accelerator. */
+  #executor(): "thread" | "process" {
+    return this.#processPerWorker ? "process" : this.spec.worker.executor;
+  }
+
+  /** How many workers the pool's nodes run in all (nodes × workers per node): `broadcast`'s result count. */
+  workerCount(): number {
+    return this.#nodes.filter((node) => node.connection !== undefined).length * this.#workersPerNode;
+  }
+
   #launchContext(
     node: NodeRuntime,
     pythonBin: string,
@@ -680,7 +1104,7 @@ class PoolRuntime implements AsyncDisposable {
       venvDir: venvDir ?? "",
       ...(root !== undefined ? { root } : venvDir ? { root: posix.dirname(venvDir) } : {}),
       concurrency: this.#concurrency(),
-      executor: this.spec.worker.executor,
+      executor: this.#executor(),
       workersPerNode: this.#workersPerNode,
     } as LaunchContext;
   }
@@ -697,9 +1121,9 @@ class PoolRuntime implements AsyncDisposable {
       "--concurrency",
       String(this.#concurrency()),
       "--buffer",
-      String(worker.buffer),
+      String(worker.buffer === "auto" ? 0 : worker.buffer),
       "--executor",
-      worker.executor,
+      this.#executor(),
       "--ttl",
       String(ttl),
     ];
@@ -767,7 +1191,7 @@ class PoolRuntime implements AsyncDisposable {
       connectTimeoutSeconds: this.spec.sshTimeout,
       connectRetryIntervalSeconds: this.spec.sshRetryInterval,
       onExit: (code, exitSignal) => {
-        if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+        if (this.#state === "shutting_down" || this.#state === "destroyed" || node.retiring) return;
         this.#hub.emit({
           type: "error",
           timestamp: Date.now(),
@@ -806,7 +1230,8 @@ class PoolRuntime implements AsyncDisposable {
       instanceId: node.instance.id,
       durationMs: performance.now() - started,
     });
-    const capacity = this.#concurrency() + this.spec.worker.buffer;
+    const { buffer } = this.spec.worker;
+    const capacity = buffer === "auto" ? "auto" : this.#concurrency() + buffer;
     this.#tasks.attach(node.index, connection, capacity, this.#concurrency());
     relayMetrics(connection, this.#hub, this.id, node.index);
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
@@ -827,6 +1252,8 @@ class PoolRuntime implements AsyncDisposable {
       node: node.index,
       total_nodes: this.#nodes.length,
       workers_per_node: this.#workersPerNode,
+      ...(this.#checkAccelerators ? { check_accelerators: true } : {}),
+      ...(this.#pinAccelerators ? { pin_accelerators: true } : {}),
       head_addr: head?.privateIp ?? "127.0.0.1",
       head_port: this.#headPort,
       job_id: this.id,
@@ -960,6 +1387,8 @@ class PoolRuntime implements AsyncDisposable {
     this.#setState("shutting_down");
     this.#budget?.stop();
     this.#abort.abort(new CancelledError({ message: "The pool is shutting down" }));
+    this.#sizeChanged();
+    await this.#reconciler?.stop();
     const report = (what: string, error: unknown) =>
       this.#hub.emit({
         type: "error",
@@ -974,6 +1403,8 @@ class PoolRuntime implements AsyncDisposable {
       report("a plugin's client hook failed on exit", error);
     }
     this.#tasks.close("the pool is shutting down");
+    // Growth stops at the abort; nodes being retired finish (their instances terminated by then).
+    await Promise.allSettled([...this.#background]);
     await Promise.all(
       this.#nodes.map(async (node) => {
         const connection = node.connection;
@@ -1033,31 +1464,70 @@ class PoolRuntime implements AsyncDisposable {
 
   // ————————————————————————————————————————————————————————————————— dispatch
 
-  #request(pending: Pending<unknown>, node?: number): TaskRequest {
+  #request(pending: Pending<unknown>, where?: { node: number; worker?: number }): TaskRequest {
     return {
       ref: pending.ref,
       args: pending.args,
       kwargs: pending.kwargs,
       timeout: pending.timeout ?? this.spec.defaultComputeTimeout,
       stream: pending.kind === "stream",
-      ...(node !== undefined ? { node } : {}),
+      ...(where !== undefined ? { node: where.node } : {}),
+      ...(where?.worker !== undefined ? { worker: where.worker } : {}),
     };
   }
 
-  #resolveTarget(target: RunOptions["target"]): number | undefined {
+  #resolveTarget(target: RunOptions["target"]): { node: number; worker?: number } | undefined {
     if (target === undefined) return undefined;
-    if (target === "head") return 0;
-    if (!Number.isInteger(target) || target < 0 || target >= this.#nodes.length) {
-      throw new ConfigurationError({
-        issues: [
-          {
-            path: "target",
-            message: `expected "head" or a node index from 0 to ${this.#nodes.length - 1}, received ${String(target)}`,
-          },
-        ],
-      });
+    if (target === "head") return { node: 0 };
+    const nodes = this.#nodes.length;
+    const perNode = this.#workersPerNode;
+    const fail = (path: string, message: string) => new ConfigurationError({ issues: [{ path, message }] });
+    const index = (value: unknown, below: number) =>
+      typeof value === "number" && Number.isInteger(value) && value >= 0 && value < below;
+    // Elastic pools can have gaps in their node indices: a node target must name a node the pool has.
+    const known = (value: unknown) =>
+      typeof value === "number" && this.#nodes.some((node) => node.index === value);
+    const indices = this.#nodes.map((node) => node.index).join(", ") || "none now";
+    if (typeof target === "number") {
+      if (!known(target))
+        throw fail(
+          "target",
+          `expected "head" or the index of one of the pool's nodes (${indices}), received ${String(target)}`,
+        );
+      return { node: target };
     }
-    return target;
+    if (typeof target === "object" && target !== null && "rank" in target) {
+      const node = typeof target.rank === "number" ? Math.floor(target.rank / perNode) : Number.NaN;
+      if (!index(target.rank, nodes * perNode))
+        throw fail(
+          "target.rank",
+          `expected a global rank from 0 to ${nodes * perNode - 1} (${nodes} nodes × ${perNode} workers), received ${String(target.rank)}`,
+        );
+      if (!known(node))
+        throw fail(
+          "target.rank",
+          `rank ${String(target.rank)} belongs to node ${node}, which the pool does not have now (its nodes: ${indices})`,
+        );
+      return { node, worker: (target.rank as number) % perNode };
+    }
+    if (typeof target === "object" && target !== null && "node" in target) {
+      if (!known(target.node))
+        throw fail(
+          "target.node",
+          `expected the index of one of the pool's nodes (${indices}), received ${String(target.node)}`,
+        );
+      if (target.worker === undefined) return { node: target.node };
+      if (!index(target.worker, perNode))
+        throw fail(
+          "target.worker",
+          `expected a worker index from 0 to ${perNode - 1} (workers per node), received ${String(target.worker)}`,
+        );
+      return { node: target.node, worker: target.worker };
+    }
+    throw fail(
+      "target",
+      `expected "head", a node index, { node, worker? } or { rank }, received ${typeof target === "object" ? JSON.stringify(target) : String(target)}`,
+    );
   }
 
   #validate<R>(pending: Pending<R>, value: unknown, taskId: string): R {
@@ -1186,11 +1656,36 @@ class PoolRuntime implements AsyncDisposable {
     };
   }
 
-  /** Runs the call on every node; results by node index (`@` in the Python project). */
-  async broadcast<R>(pending: PendingTask<R>, options: WaitOptions = {}): Promise<R[]> {
+  /**
+   * Runs the call on every worker (`@` in the Python project): once per node when nodes run one
+   * worker; once per worker, each pinned to its worker, when they run several (one per accelerator,
+   * MIG). Results ordered by node, then by worker on the node (so index = global rank); `places`
+   * says where each came from (see {@link BroadcastResults}).
+   */
+  async broadcast<R>(pending: PendingTask<R>, options: WaitOptions = {}): Promise<BroadcastResults<R>> {
     this.#checkOpen();
-    const nodes = this.#nodes.filter((node) => node.connection !== undefined).map((node) => node.index);
-    return Promise.all(nodes.map((node) => this.submit(pending, { ...options, target: node }).result));
+    const perNode = this.#workersPerNode;
+    const places: WorkerPlace[] = this.#nodes
+      .filter((node) => node.connection !== undefined)
+      .flatMap((node) =>
+        Array.from({ length: perNode }, (_, worker) => ({
+          node: node.index,
+          worker,
+          rank: node.index * perNode + worker,
+        })),
+      );
+    const results = await Promise.all(
+      places.map(
+        (place) =>
+          this.submit(pending, {
+            ...options,
+            target: perNode > 1 ? { node: place.node, worker: place.worker } : place.node,
+          }).result,
+      ),
+    );
+    // Not enumerable: the results stay a plain array to compare and print.
+    Object.defineProperty(results, "places", { value: Object.freeze(places), enumerable: false });
+    return results as BroadcastResults<R>;
   }
 
   /** Runs the calls in parallel; their results as a tuple, in order (`&` in the Python project). */
@@ -1372,6 +1867,10 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
         },
       ],
     });
+  }
+  for (const [index, spec] of resolved.specs.entries()) {
+    const path = resolved.specs.length > 1 ? `specs[${index}].nodes.max` : "nodes.max";
+    checkNodeCeiling(spec.provider, spec.nodes, path);
   }
   const pool = new PoolRuntime(first, resolved.options, options.onEvent);
   if (options.handleSignals !== false) {

@@ -21,6 +21,7 @@ import {
   type WireValue,
 } from "../protocol/protocol.js";
 import { commandFailedError } from "./commands.js";
+import { AdaptiveSchedule, PREFETCH_BUDGET_MS } from "./schedule.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
 /** How a task ends, told to whoever submitted it. */
@@ -45,6 +46,8 @@ export interface TaskRequest {
   readonly stream: boolean;
   /** Pin to this node index. */
   readonly node?: number;
+  /** With `node`: pin to this worker of the node (its local rank). */
+  readonly worker?: number;
   /** A subtask of a running task (nested dispatch): it uses the nodes' separate nested slots. */
   readonly nested?: boolean;
 }
@@ -61,6 +64,8 @@ interface TaskRecord extends TaskTicket {
   readonly callbacks: TaskCallbacks;
   node: NodeState | undefined;
   startedAt: number;
+  /** When it got a worker slot, as far as the client can tell (later than `startedAt` if it waited). */
+  begunAt: number;
   done: boolean;
   streams: InputStream[];
   pumps: Map<number, InputPump>;
@@ -72,6 +77,11 @@ interface NodeState {
   readonly index: number;
   connection: WorkerConnection | undefined;
   capacity: number;
+  /** With an adaptive buffer (`"auto"`), its slot count follows the tasks' durations; `capacity` otherwise. */
+  adaptive: boolean;
+  /** When its last task ended (or it joined), and when its last result came: `performance.now()`. */
+  idleSince: number;
+  lastDone: number;
   readonly running: Map<string, TaskRecord>;
   readonly pinned: TaskRecord[];
   /** Nested tasks running on it, and how many it may run (its concurrency). */
@@ -90,6 +100,10 @@ class Fifo<T> {
 
   push(item: T): void {
     this.#items.push(item);
+  }
+
+  peek(): T | undefined {
+    return this.#items[this.#head];
   }
 
   shift(): T | undefined {
@@ -178,6 +192,8 @@ export interface TaskManagerOptions {
   readonly hub: EventHub;
   /** Extra seconds past a task's timeout before the client gives up on hearing from the worker. */
   readonly timeoutGraceSeconds?: number;
+  /** Called when a submitted task has to wait for a slot (queued-task pressure, for the autoscaler). */
+  readonly onQueued?: () => void;
 }
 
 /** Dispatches tasks over the pool's node connections. */
@@ -188,10 +204,13 @@ export class TaskManager {
   readonly #hub: EventHub;
   readonly #poolId: string;
   readonly #grace: number;
+  readonly #onQueued: (() => void) | undefined;
+  readonly #schedule = new AdaptiveSchedule();
   readonly #capacityWaiters: (() => void)[] = [];
   #nextId = 0;
   #roundRobin = 0;
   #closed = false;
+  #wake: ReturnType<typeof setTimeout> | undefined;
   readonly #sweeper: ReturnType<typeof setInterval>;
   /** Partial output lines, per node/worker/stream. */
   readonly #partialLines = new Map<string, string>();
@@ -200,6 +219,7 @@ export class TaskManager {
     this.#hub = options.hub;
     this.#poolId = options.poolId;
     this.#grace = options.timeoutGraceSeconds ?? 10;
+    this.#onQueued = options.onQueued;
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
     this.#sweeper.unref();
   }
@@ -218,6 +238,29 @@ export class TaskManager {
     return total;
   }
 
+  /** Connected nodes with nothing running or waiting on them, longest idle first: `[index, idleSince]`. */
+  idleNodes(): [index: number, idleSince: number][] {
+    const idle: [number, number][] = [];
+    for (const node of this.#nodes) {
+      if (node?.connection && node.running.size === 0 && node.pinned.length === 0)
+        idle.push([node.index, node.idleSince]);
+    }
+    return idle.sort((a, b) => a[1] - b[1] || b[0] - a[0]);
+  }
+
+  /**
+   * Takes idle node `index` out of dispatch for good (scale-down): true when it was idle and is now
+   * removed, false when a task runs or waits on it (it stays). Its connection is the caller's to close.
+   */
+  remove(index: number): boolean {
+    const node = this.#nodes[index];
+    if (!node) return true;
+    if (node.running.size > 0 || node.pinned.length > 0) return false;
+    node.connection = undefined;
+    delete this.#nodes[index];
+    return true;
+  }
+
   /** Tasks waiting for a slot. */
   get queued(): number {
     return this.#queue.size;
@@ -226,14 +269,21 @@ export class TaskManager {
   /**
    * Adds (or brings back) node `index` with its worker connection, its slot count, and its nested
    * slot count (for subtasks; the worker runs those on a separate pool of its concurrency's size).
+   * A slot count of `"auto"` adapts: the concurrency (`nestedCapacity`) plus a prefetch that follows
+   * the task durations ({@link AdaptiveSchedule}).
    */
-  attach(index: number, connection: WorkerConnection, capacity: number, nestedCapacity = 1): void {
+  attach(index: number, connection: WorkerConnection, capacity: number | "auto", nestedCapacity = 1): void {
     let node = this.#nodes[index];
+    const adaptive = capacity === "auto";
+    const fixed = adaptive ? nestedCapacity : capacity;
     if (!node) {
       node = {
         index,
         connection,
-        capacity,
+        capacity: fixed,
+        adaptive,
+        idleSince: performance.now(),
+        lastDone: 0,
         running: new Map(),
         pinned: [],
         nestedRunning: 0,
@@ -242,7 +292,9 @@ export class TaskManager {
       this.#nodes[index] = node;
     } else {
       node.connection = connection;
-      node.capacity = capacity;
+      node.capacity = fixed;
+      node.adaptive = adaptive;
+      node.idleSince = performance.now();
       node.nestedCapacity = nestedCapacity;
       node.nestedRunning = 0;
     }
@@ -312,6 +364,7 @@ export class TaskManager {
       callbacks,
       node: undefined,
       startedAt: 0,
+      begunAt: 0,
       done: false,
       streams: [],
       pumps: new Map(),
@@ -339,6 +392,7 @@ export class TaskManager {
     } else if (request.nested) this.#nestedQueue.push(record);
     else this.#queue.push(record);
     this.#pump();
+    if (this.#queue.size > 0) this.#onQueued?.();
     return record;
   }
 
@@ -356,6 +410,7 @@ export class TaskManager {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#sweeper);
+    clearTimeout(this.#wake);
     const pending: TaskRecord[] = [...this.#queue.drain(), ...this.#nestedQueue.drain()];
     for (const node of this.#nodes) {
       if (!node) continue;
@@ -375,21 +430,76 @@ export class TaskManager {
     }
     for (const node of nodes) {
       if (!node?.connection) continue;
-      while (node.pinned.length > 0 && node.running.size - node.nestedRunning < node.capacity) {
+      while (
+        node.pinned.length > 0 &&
+        node.running.size - node.nestedRunning < this.#limit(node, (node.pinned[0] as TaskRecord).request.ref)
+      ) {
         const record = node.pinned.shift() as TaskRecord;
         if (!record.done) this.#start(node, record);
       }
     }
     while (this.#queue.size > 0) {
-      const node = this.#nextFreeNode();
-      if (!node) break;
+      const ref = (this.#queue.peek() as TaskRecord).request.ref;
+      const node = this.#nextFreeNode(false, ref);
+      if (!node) {
+        // Held back (long tasks): look again when a running task is due to end.
+        if (this.#schedule.isLong(ref)) this.#armWake();
+        break;
+      }
       const record = this.#queue.shift() as TaskRecord;
       if (!record.done) this.#start(node, record);
     }
     if (this.#capacityWaiters.length > 0) for (const waiter of this.#capacityWaiters.splice(0)) waiter();
   }
 
-  #nextFreeNode(nested = false): NodeState | undefined {
+  /** Tasks `node` may have in flight (nested ones apart) when the next to place is `ref`'s. */
+  #limit(node: NodeState, ref: string): number {
+    if (!node.adaptive) return node.capacity;
+    const base = this.#schedule.limit(node.capacity, ref);
+    return base > node.capacity ? base : node.capacity + this.#nearlyDone(node, performance.now());
+  }
+
+  /**
+   * Long tasks are held back, but not for a round trip: a slot whose task is expected to end within
+   * the prefetch budget takes its successor now (at most one per slot), so the worker never idles
+   * between long tasks. The expectation is the function's learnt duration.
+   */
+  #nearlyDone(node: NodeState, now: number): number {
+    let count = 0;
+    for (const record of node.running.values()) {
+      if (record.request.nested) continue;
+      const estimate = this.#schedule.estimateMs(record.request.ref);
+      if (estimate !== undefined && now >= record.begunAt + estimate - PREFETCH_BUDGET_MS) count += 1;
+    }
+    return Math.min(count, node.capacity);
+  }
+
+  /** With tasks held back, wakes the dispatcher when the next running task is due to end (see {@link #nearlyDone}). */
+  #armWake(): void {
+    if (this.#wake !== undefined || this.#closed) return;
+    const now = performance.now();
+    let earliest = Number.POSITIVE_INFINITY;
+    for (const node of this.#nodes) {
+      if (!node?.connection || !node.adaptive) continue;
+      for (const record of node.running.values()) {
+        if (record.request.nested) continue;
+        const estimate = this.#schedule.estimateMs(record.request.ref);
+        if (estimate === undefined) continue;
+        // Moments already past were counted when they came; a result wakes the dispatcher after them.
+        const due = record.begunAt + estimate - PREFETCH_BUDGET_MS;
+        if (due > now) earliest = Math.min(earliest, due);
+      }
+    }
+    if (earliest === Number.POSITIVE_INFINITY) return;
+    const delay = Math.max(1, Math.ceil(earliest - now));
+    this.#wake = setTimeout(() => {
+      this.#wake = undefined;
+      this.#pump();
+    }, delay);
+    this.#wake.unref();
+  }
+
+  #nextFreeNode(nested = false, ref = ""): NodeState | undefined {
     const nodes = this.#nodes;
     const count = nodes.length;
     for (let step = 0; step < count; step += 1) {
@@ -397,7 +507,7 @@ export class TaskManager {
       const node = nodes[index];
       const free = nested
         ? node !== undefined && node.nestedRunning < node.nestedCapacity
-        : node !== undefined && node.running.size - node.nestedRunning < node.capacity;
+        : node !== undefined && node.running.size - node.nestedRunning < this.#limit(node, ref);
       if (node?.connection && free) {
         this.#roundRobin = (index + 1) % count;
         return node;
@@ -423,6 +533,7 @@ export class TaskManager {
     }
     record.node = node;
     record.startedAt = performance.now();
+    record.begunAt = record.startedAt;
     node.running.set(record.id, record);
     if (request.nested) node.nestedRunning += 1;
     connection.onTask(record.id, (message) => this.#onMessage(record, message));
@@ -435,7 +546,7 @@ export class TaskManager {
         kwargs: kwargs as Record<string, WireValue>,
         timeout: request.timeout,
         stream: request.stream,
-        worker: null,
+        worker: request.worker ?? null,
         ...(request.nested ? { nested: true } : {}),
       });
     } catch (error) {
@@ -473,6 +584,7 @@ export class TaskManager {
     const node = record.node;
     if (node) {
       if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
+      if (node.running.size === 0) node.idleSince = performance.now();
       node.connection?.offTask(record.id);
     }
     if (!this.#closed) this.#pump();
@@ -480,6 +592,34 @@ export class TaskManager {
 
   #onMessage(record: TaskRecord, message: TaskMessage): void {
     if (record.done) return;
+    if (message.t === "result" || message.t === "end" || message.t === "error") {
+      const node = record.node;
+      if (node?.adaptive && !record.request.nested) {
+        const now = performance.now();
+        const inFlight = node.running.size - node.nestedRunning;
+        this.#schedule.observe(
+          record.request.ref,
+          record.startedAt,
+          now,
+          inFlight,
+          node.capacity,
+          node.lastDone,
+        );
+        node.lastDone = now;
+        // The worker runs its tasks in order: the one waiting longest behind this one starts now.
+        if (inFlight > node.capacity) {
+          let position = 0;
+          for (const waiting of node.running.values()) {
+            if (waiting === record || waiting.request.nested) continue;
+            position += 1;
+            if (position === node.capacity) {
+              waiting.begunAt = Math.max(waiting.begunAt, now);
+              break;
+            }
+          }
+        }
+      }
+    }
     switch (message.t) {
       case "result": {
         this.#finish(record);

@@ -144,6 +144,16 @@ export interface ClusterMessage {
   readonly total_nodes: number;
   /** Worker slots per node. */
   readonly workers_per_node: number;
+  /**
+   * Whether the node runs one worker per accelerator and checks it has that many GPUs before it is
+   * ready (else it answers `reject`). Absent: false.
+   */
+  readonly check_accelerators?: boolean;
+  /**
+   * Whether each worker is pinned to the accelerator of its index (one worker per accelerator):
+   * worker `i` of a node sees only device `i` (`CUDA_VISIBLE_DEVICES`). Absent: false.
+   */
+  readonly pin_accelerators?: boolean;
   /** The head node's private address. */
   readonly head_addr: string;
   /** The port reserved on the head for distributed rendezvous. */

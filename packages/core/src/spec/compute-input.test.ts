@@ -75,7 +75,7 @@ describe("flat form", () => {
       acceleratorName: "A100",
       acceleratorCount: 1,
       acceleratorMemoryGb: 80,
-      worker: { concurrency: 4, buffer: 0, executor: "thread", reuseProcesses: true },
+      worker: { concurrency: 4, buffer: "auto", executor: "thread", reuseProcesses: true },
       provisionTimeout: 600,
       bootstrapTimeout: 120,
       sshTimeout: 300,
@@ -247,7 +247,7 @@ nodes = 1
     expect(resolved.specs[0]).toMatchObject({
       provisionTimeout: 100,
       sshTimeout: 42,
-      worker: { concurrency: 4, buffer: 0, executor: "process", reuseProcesses: true },
+      worker: { concurrency: 4, buffer: "auto", executor: "process", reuseProcesses: true },
     });
   });
 

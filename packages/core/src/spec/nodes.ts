@@ -19,13 +19,17 @@ export type Architecture = "x86_64" | "arm64";
 export interface NodesInput {
   /** How many nodes to run (>= 1). */
   desired: number;
-  /** How many must be ready before the pool is usable. Default: `desired`. */
+  /**
+   * The floor: how many must be ready before the pool is usable (at least one, when `min` is 0), and
+   * how far idle nodes are scaled down. `0` lets an idle pool scale to zero; a new task then starts a
+   * node. Default: `desired`.
+   */
   min?: number;
   /** Ceiling for autoscaling. Default: `desired` (no autoscaling). */
   max?: number;
 }
 
-/** A resolved node topology: `min <= desired <= max`. */
+/** A resolved node topology: `min <= desired <= max`, `desired >= 1`, `min >= 0`. */
 export interface Nodes {
   readonly desired: number;
   readonly min: number;
@@ -35,9 +39,10 @@ export interface Nodes {
 /**
  * How many nodes a pool has:
  * - `4` — exactly 4; the pool is ready when all 4 are up;
- * - `[2, 8]` — elastic: start at 2, autoscale up to 8;
+ * - `[2, 8]` — elastic: start at 2, autoscale up to 8 on queued tasks, idle nodes back down to 2;
  * - `sky.nodes({ desired: 8, min: 4 })` — usable once 4 are up, keeps growing to 8;
- * - `sky.nodes({ desired: 4, min: 2, max: 16 })` — early start and autoscaling.
+ * - `sky.nodes({ desired: 4, min: 2, max: 16 })` — early start and autoscaling;
+ * - `sky.nodes({ desired: 1, min: 0, max: 4 })` — scales to zero when idle; a new task starts a node.
  */
 export type NodeSpec = number | readonly [number, number] | NodesInput;
 
@@ -48,10 +53,16 @@ const nodeCount = (what: string) =>
       message: `expected ${what} as a whole number >= 1`,
     });
 
+const nodeFloor = z
+  .number({ error: "expected the minimum node count as a whole number >= 0" })
+  .refine((value) => Number.isInteger(value) && value >= 0, {
+    message: "expected the minimum node count as a whole number >= 0",
+  });
+
 const nodesObjectSchema = z
   .strictObject({
     desired: nodeCount("the desired node count"),
-    min: nodeCount("the minimum node count").optional(),
+    min: nodeFloor.optional(),
     max: nodeCount("the maximum node count").optional(),
   })
   .superRefine((value, context) => {

@@ -10,14 +10,14 @@ const DEFAULT_LOG_CONFIG = {
   retention: 10,
 };
 
-const DEFAULT_WORKER = { concurrency: 1, buffer: 0, executor: "thread", reuseProcesses: true };
+const DEFAULT_WORKER = { concurrency: 1, buffer: "auto", executor: "thread", reuseProcesses: true };
 
 describe("options defaults (the reference's Options and PoolSpec)", () => {
   it("fills in every field", () => {
     expect(options()).toEqual({
       selection: "cheapest",
       worker: DEFAULT_WORKER,
-      provisionTimeout: 300,
+      provisionTimeout: undefined,
       sshTimeout: 300,
       bootstrapTimeout: undefined,
       provisionRetryDelay: 10,
@@ -176,7 +176,7 @@ describe("logging", () => {
 });
 
 describe("worker", () => {
-  it("defaults to one thread slot, no buffer, reused processes", () => {
+  it("defaults to one thread slot, an adaptive buffer, reused processes", () => {
     expect(worker()).toEqual(DEFAULT_WORKER);
     expect(Object.isFrozen(worker())).toBe(true);
   });
@@ -189,7 +189,7 @@ describe("worker", () => {
     expect(worker({ executor: "thread" }).executor).toBe("thread");
     expect(worker({ executor: "process", reuseProcesses: false })).toEqual({
       concurrency: 1,
-      buffer: 0,
+      buffer: "auto",
       executor: "process",
       reuseProcesses: false,
     });
@@ -197,6 +197,11 @@ describe("worker", () => {
 
   it("keeps concurrency and buffer", () => {
     expect(worker({ concurrency: 8, buffer: 4 })).toEqual({ ...DEFAULT_WORKER, concurrency: 8, buffer: 4 });
+    expect(worker({ buffer: 0 }).buffer).toBe(0);
+    expect(worker({ buffer: "auto" }).buffer).toBe("auto");
+    expect(() => worker({ buffer: "deep" as never })).toThrow(
+      /worker\.buffer.*expected an integer >= 0 or "auto"/s,
+    );
   });
 
   it("is what options() puts under worker", () => {

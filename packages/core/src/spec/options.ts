@@ -20,8 +20,12 @@ const nonNegativeInteger = z
 export interface WorkerInput {
   /** Concurrent task slots per node. Default 1. */
   concurrency?: number;
-  /** Extra prefetched slots per node (throughput for short tasks). Default 0. */
-  buffer?: number;
+  /**
+   * Tasks sent to each node beyond its concurrency, so short tasks never wait on a round trip: a
+   * fixed count, or `"auto"` (default) — measured per node from task durations: deep prefetch while
+   * tasks are short (up to 64 per slot), none while they are long, so long tasks spread evenly.
+   */
+  buffer?: number | "auto";
   /** `"auto"` (→ `"thread"`), `"thread"` or `"process"`. Default `"auto"`. */
   executor?: "auto" | "thread" | "process";
   /** With `executor: "process"`: reuse subprocesses (true) or start a fresh one per task. Default true. */
@@ -31,7 +35,7 @@ export interface WorkerInput {
 /** The resolved worker settings: every field present, `executor` no longer `"auto"`. */
 export interface Worker {
   readonly concurrency: number;
-  readonly buffer: number;
+  readonly buffer: number | "auto";
   readonly executor: "thread" | "process";
   readonly reuseProcesses: boolean;
 }
@@ -40,7 +44,11 @@ export interface Worker {
 export const workerSchema = z
   .strictObject({
     concurrency: positiveInteger.default(1),
-    buffer: nonNegativeInteger.default(0),
+    buffer: z
+      .union([nonNegativeInteger, z.literal("auto", { message: 'expected an integer >= 0 or "auto"' })], {
+        message: 'expected an integer >= 0 or "auto"',
+      })
+      .default("auto"),
     executor: z
       .enum(["auto", "thread", "process"], { message: 'expected "auto", "thread" or "process"' })
       .default("auto"),
@@ -164,7 +172,10 @@ export interface OptionsInput {
   selection?: SelectionStrategy;
   /** Concurrency and executor of each node's worker. */
   worker?: WorkerInput;
-  /** Seconds to wait for an instance to be running with an address. Default 300. */
+  /**
+   * Seconds to wait for an instance to be running with an address. Default: the provider's own
+   * (`capabilities.provisionTimeout`: container providers pull images first), else 300.
+   */
   provisionTimeout?: number;
   /** Seconds to wait for an SSH connection to a node. Default 300. */
   sshTimeout?: number;
@@ -178,11 +189,17 @@ export interface OptionsInput {
   sshRetryInterval?: number;
   /** Default per-task timeout in seconds. Default 300. */
   defaultComputeTimeout?: number;
-  /** Seconds between autoscaling decisions. Default 30. */
+  /**
+   * Seconds an elastic pool waits after its start and after each growth before it grows again on
+   * queued tasks (a pool scaled to zero starts a node at once). Default 30.
+   */
   autoscaleCooldown?: number;
-  /** Idle seconds before the autoscaler considers scaling down. Default 60. */
+  /** Seconds a node of an elastic pool stays idle before it is stopped and terminated (down to `min`). Default 60. */
   autoscaleIdleTimeout?: number;
-  /** Seconds between reconciler ticks. Default 15. */
+  /**
+   * Seconds between ticks of the reconcile loop, which brings the nodes to the target (autoscaling,
+   * `resize`, nodes that failed to start); queued tasks and `resize` also wake it at once. Default 15.
+   */
   reconcileTickInterval?: number;
   /** Seconds allowed for a graceful shutdown. Default 120. */
   shutdownTimeout?: number;
@@ -207,7 +224,8 @@ export interface OptionsInput {
 export interface Options {
   readonly selection: SelectionStrategy;
   readonly worker: Worker;
-  readonly provisionTimeout: number;
+  /** Undefined: the provider's own default, else 300 (see {@link OptionsInput.provisionTimeout}). */
+  readonly provisionTimeout: number | undefined;
   readonly sshTimeout: number;
   readonly bootstrapTimeout: number | undefined;
   readonly provisionRetryDelay: number;
@@ -235,7 +253,7 @@ export const optionsSchema = z
       .enum(["cheapest", "first"], { message: 'expected "cheapest" or "first"' })
       .default("cheapest"),
     worker: workerSchema.prefault({}),
-    provisionTimeout: positiveSeconds.default(300),
+    provisionTimeout: positiveSeconds.optional(),
     sshTimeout: positiveSeconds.default(300),
     bootstrapTimeout: positiveSeconds.optional(),
     provisionRetryDelay: nonNegativeSeconds.default(10),
@@ -266,6 +284,7 @@ export const optionsSchema = z
         ...value,
         bootstrapTimeout: value.bootstrapTimeout,
         budget: value.budget ?? null,
+        provisionTimeout: value.provisionTimeout,
         logging:
           value.logging === false
             ? false

@@ -68,6 +68,12 @@ describe("nodes", () => {
     expect(nodes({ desired: 2, max: 6 })).toEqual({ desired: 2, min: 2, max: 6 });
   });
 
+  it("min: 0 is a floor of zero (scale to zero); desired stays >= 1 and min < 0 is refused", () => {
+    expect(nodes({ desired: 1, min: 0, max: 3 })).toEqual({ desired: 1, min: 0, max: 3 });
+    expect(() => nodes({ desired: 0, min: 0 })).toThrow(/desired/);
+    expect(() => nodes({ desired: 2, min: -1 })).toThrow(/minimum node count as a whole number >= 0/);
+  });
+
   it("a plain object works like sky.nodes() inside a spec", () => {
     expect(spec({ nodes: { desired: 8, min: 4 } }).nodes).toEqual(nodes({ desired: 8, min: 4 }));
   });
@@ -262,7 +268,7 @@ describe("resolvePoolSpec", () => {
     expect(resolvePoolSpec(spec({}), options())).toMatchObject({
       ttl: 600,
       allocation: "spot-if-available",
-      worker: { concurrency: 1, buffer: 0, executor: "thread", reuseProcesses: true },
+      worker: { concurrency: 1, buffer: "auto", executor: "thread", reuseProcesses: true },
       provisionTimeout: 300,
       sshTimeout: 300,
       bootstrapTimeout: 300,
@@ -320,5 +326,84 @@ describe("resolvePoolSpec", () => {
 
   it("is frozen", () => {
     expect(Object.isFrozen(resolvePoolSpec(cpu, options()))).toBe(true);
+  });
+});
+
+describe("peer network", () => {
+  const rendezvous = Plugin.create("ddp").withPeerNetwork();
+  const plain = Plugin.create("helper");
+  const withNetwork = (peerNetwork: "private" | "accelerated" | "none" | undefined): Provider => ({
+    ...fakeProvider("market"),
+    capabilities: { spot: true, volumes: false, images: false, ...(peerNetwork ? { peerNetwork } : {}) },
+  });
+
+  it("refuses a plugin needing one on more than one node of a provider without one, naming the plugin", () => {
+    const attempt = () =>
+      spec({ provider: withNetwork("none"), nodes: 2, plugins: [plain, rendezvous] }, "compute");
+    expect(attempt).toThrow(
+      /compute\.plugins\[1\].*plugin "ddp" connects its workers.*market's instances share no network.*nodes: 1/s,
+    );
+    // Elastic pools that may grow past one node are refused too.
+    expect(() => spec({ provider: withNetwork("none"), nodes: [1, 4], plugins: [rendezvous] })).toThrow(
+      /ddp/,
+    );
+  });
+
+  it("lets the same spec through on one node, without such a plugin, or on a provider with a private network", () => {
+    expect(spec({ provider: withNetwork("none"), nodes: 1, plugins: [rendezvous] }).plugins).toHaveLength(1);
+    expect(spec({ provider: withNetwork("none"), nodes: 3, plugins: [plain] }).nodes.max).toBe(3);
+    expect(spec({ provider: withNetwork("private"), nodes: 3, plugins: [rendezvous] }).nodes.max).toBe(3);
+    expect(spec({ provider: withNetwork(undefined), nodes: 3, plugins: [rendezvous] }).nodes.max).toBe(3);
+  });
+
+  it('"accelerated": only nodes with an accelerator reach one another', () => {
+    const provider = withNetwork("accelerated");
+    expect(
+      spec({ provider, nodes: 2, accelerator: accelerators.H100(), plugins: [rendezvous] }).nodes.max,
+    ).toBe(2);
+    expect(() => spec({ provider, nodes: 2, plugins: [rendezvous] })).toThrow(
+      /reach one another only with an accelerator, and this spec has none/,
+    );
+  });
+
+  it("is kept by a plugin written as a literal, and a bad value is refused by name", () => {
+    const literal = { specificationVersion: "v1" as const, name: "lit", peerNetwork: true };
+    expect(() => spec({ provider: withNetwork("none"), nodes: 2, plugins: [literal] })).toThrow(
+      /plugin "lit"/,
+    );
+    expect(() =>
+      spec({ provider: withNetwork("none"), plugins: [{ ...literal, peerNetwork: "yes" as never }] }),
+    ).toThrow(/peerNetwork that is not true or false/);
+    expect(() =>
+      spec({
+        provider: {
+          ...fakeProvider(),
+          capabilities: { spot: false, volumes: false, images: false, peerNetwork: "vpn" as never },
+        },
+      }),
+    ).toThrow(/capabilities\.peerNetwork the string "vpn"/);
+  });
+});
+
+describe("provisionTimeout", () => {
+  const slow: Provider = {
+    ...fakeProvider("pulls-images"),
+    capabilities: { spot: false, volumes: false, images: true, provisionTimeout: 1500 },
+  };
+
+  it("is the provider's own default when the options leave it unset, else 300; a set value wins", () => {
+    expect(resolvePoolSpec(spec({ provider: slow }), options()).provisionTimeout).toBe(1500);
+    expect(resolvePoolSpec(spec({ provider: fakeProvider() }), options()).provisionTimeout).toBe(300);
+    expect(resolvePoolSpec(spec({}), options()).provisionTimeout).toBe(300);
+    expect(
+      resolvePoolSpec(spec({ provider: slow }), options({ provisionTimeout: 60 })).provisionTimeout,
+    ).toBe(60);
+  });
+
+  it("a bad capability is refused by name", () => {
+    const bad = { ...slow, capabilities: { ...slow.capabilities, provisionTimeout: -1 } };
+    expect(() => spec({ provider: bad })).toThrow(
+      /capabilities\.provisionTimeout number -1, expected seconds > 0/,
+    );
   });
 });

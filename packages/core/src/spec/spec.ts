@@ -123,6 +123,11 @@ export const specSchema = z
         }
       }),
   })
+  .superRefine((value, context) => {
+    for (const { index, message } of peerNetworkConflicts(value)) {
+      context.addIssue({ code: "custom", path: ["plugins", index], message });
+    }
+  })
   .transform(
     (value): Spec =>
       Object.freeze({
@@ -143,6 +148,37 @@ export const specSchema = z
       }),
   );
 
+/**
+ * The plugins a spec cannot run: those needing a peer network ({@link PluginV1.peerNetwork}) on more
+ * than one node of a provider whose instances cannot reach one another
+ * (its `capabilities.peerNetwork`). Their rendezvous would wait for peers that never connect.
+ */
+export function peerNetworkConflicts(spec: {
+  readonly provider?: Provider | undefined;
+  readonly accelerator: Accelerator | null;
+  readonly nodes: { readonly max: number };
+  readonly plugins: readonly PluginV1[];
+}): { index: number; message: string }[] {
+  const network = spec.provider?.capabilities.peerNetwork ?? "private";
+  if (spec.nodes.max <= 1 || network === "private") return [];
+  if (network === "accelerated" && spec.accelerator !== null) return [];
+  const provider = spec.provider?.name ?? "the provider";
+  const why =
+    network === "accelerated"
+      ? `${provider}'s instances reach one another only with an accelerator, and this spec has none`
+      : `${provider}'s instances share no network (each is reached on its own public address)`;
+  return spec.plugins.flatMap((plugin, index) =>
+    plugin.peerNetwork === true
+      ? [
+          {
+            index,
+            message: `plugin "${plugin.name}" connects its workers on different nodes to one another, but ${why}: use nodes: 1, or a provider with a private network between its instances`,
+          },
+        ]
+      : [],
+  );
+}
+
 /** Validates one spec, for the several-specs form of `sky.compute`: `sky.spec({ provider, accelerator })`. */
 export function spec(input: SpecInput, path = ""): Spec {
   return parseInput(specSchema, input, path);
@@ -153,7 +189,7 @@ export function resolvePoolSpec(spec: Spec, options: Options): PoolSpec {
   return Object.freeze({
     ...spec,
     worker: options.worker,
-    provisionTimeout: options.provisionTimeout,
+    provisionTimeout: options.provisionTimeout ?? spec.provider?.capabilities.provisionTimeout ?? 300,
     sshTimeout: options.sshTimeout,
     bootstrapTimeout: options.bootstrapTimeout ?? spec.image.bootstrapTimeout,
     sshRetryInterval: options.sshRetryInterval,

@@ -123,6 +123,65 @@ describe("createProviderHttpClient", () => {
     );
   });
 
+  it("spaces requests of one rate-limit key, and holds the key back for the penalty after a 429", async () => {
+    const times: number[] = [];
+    // Answers like Vast.ai's create endpoint: a request within the interval is refused and starts a penalty.
+    let refusedUntil = 0;
+    let last = Number.NEGATIVE_INFINITY;
+    const { client, attempts } = clientAnswering(
+      [
+        () => {
+          const now = Date.now();
+          times.push(now);
+          const tooSoon = now < refusedUntil || now - last < 40;
+          last = now;
+          if (tooSoon) {
+            refusedUntil = now + 120;
+            return { status: 429, data: "API requests too frequent: endpoint threshold=0.04" };
+          }
+          return { status: 200, data: { ok: true } };
+        },
+      ],
+      { maxRetries: 3 },
+    );
+    const create = () =>
+      ({
+        method: "PUT",
+        url: "https://api.example.test/v1/asks/1/",
+        idempotent: false,
+        purpose: "renting",
+        signal: signal(),
+        rateLimit: { key: "PUT /asks", minIntervalMs: 50, penaltyMs: 120 },
+      }) as const;
+    // Three creates at once go one by one, 50 ms apart: none is refused.
+    await Promise.all([client.send(create()), client.send(create()), client.send(create())]);
+    expect(attempts).toHaveLength(3);
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(45);
+    expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(45);
+    // A refusal (someone else used the key) holds the next attempt back past the penalty, then it goes through.
+    refusedUntil = Date.now() + 120;
+    await client.send(create());
+    expect(attempts).toHaveLength(5);
+    expect(times[4]! - times[3]!).toBeGreaterThanOrEqual(115);
+  });
+
+  it("keeps an error answer's body for the provider, the key scrubbed and out of JSON", async () => {
+    const { client } = clientAnswering([
+      () => ({
+        status: 400,
+        data: { error: "invalid_price", new_contract: 31000001, echo: `Bearer ${KEY}` },
+      }),
+    ]);
+    const error = (await client.send(read()).catch((caught: unknown) => caught)) as ProviderApiError;
+    expect(error.answer).toEqual({
+      error: "invalid_price",
+      new_contract: 31000001,
+      echo: "Bearer [redacted]",
+    });
+    expect(JSON.stringify(error)).not.toContain("new_contract");
+    expect(Object.keys(error)).not.toContain("answer");
+  });
+
   it("retries 5xx answers and network failures only for idempotent requests", async () => {
     const failing = clientAnswering([() => ({ status: 502, data: "bad gateway" })]);
     const created = await failing.client

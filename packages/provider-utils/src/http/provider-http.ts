@@ -25,6 +25,11 @@ export interface ProviderApiErrorOptions {
   readonly statusCode?: number;
   /** Whether trying again may help. Default false. */
   readonly isRetryable?: boolean;
+  /**
+   * The error answer's body (parsed JSON, or text), for a provider to read fields the message leaves
+   * out (an id in a refusal). Never the request's headers; the API key is scrubbed from it.
+   */
+  readonly answer?: unknown;
 }
 
 /**
@@ -51,6 +56,8 @@ export interface ProviderApiErrorOptions {
 export class ProviderApiError extends ProvisionError {
   /** The HTTP status, or undefined when no answer came (network failure, deadline). */
   readonly statusCode: number | undefined;
+  /** The error answer's body, when there was one (see {@link ProviderApiErrorOptions.answer}). */
+  declare readonly answer: unknown;
 
   constructor(
     options: ProviderApiErrorOptions & {
@@ -68,6 +75,8 @@ export class ProviderApiError extends ProvisionError {
     this.name = options.name ?? "ProviderApiError";
     Object.defineProperty(this, providerApiMarker, { value: true });
     this.statusCode = options.statusCode;
+    // Not enumerable: kept out of JSON and of inspected errors, read by the provider that made it.
+    Object.defineProperty(this, "answer", { value: options.answer, enumerable: false });
   }
 
   /** True for a {@link ProviderApiError} (of any provider) from any copy of this package. */
@@ -184,6 +193,24 @@ export interface ProviderHttpRequest {
   /** What the request is for, in words, for error messages (`"creating a pod"`). */
   readonly purpose: string;
   readonly signal: AbortSignal;
+  /**
+   * The API's own rate limit for this kind of request, when it is known: requests with the same `key`
+   * are spaced `minIntervalMs` apart (the client waits, it does not fail), and an HTTP 429 to one of
+   * them holds every request of that key back for `penaltyMs` before the retry — for APIs that answer
+   * 429 without a `Retry-After` and keep refusing during a penalty (Vast.ai: one create per 4.5 s,
+   * 12 s penalty).
+   */
+  readonly rateLimit?: ProviderRateLimit;
+}
+
+/** A per-endpoint rate limit: see {@link ProviderHttpRequest.rateLimit}. */
+export interface ProviderRateLimit {
+  /** Requests sharing this key share the limit (`"PUT /asks"`). */
+  readonly key: string;
+  /** The least time between two requests of the key, ms. */
+  readonly minIntervalMs: number;
+  /** How long the API refuses the key after a request came too early, ms. */
+  readonly penaltyMs: number;
 }
 
 /** A successful answer. */
@@ -242,6 +269,15 @@ function retryAfterMs(response: ProviderHttpResponse | undefined): number | unde
     : undefined;
 }
 
+/** An error answer's body with the key taken out of it (a copy). */
+function scrubbedAnswer(data: unknown, secret: string | undefined): unknown {
+  try {
+    return JSON.parse(scrub(JSON.stringify(data), secret)) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
 function scrub(text: string, secret: string | undefined): string {
   return secret ? text.split(secret).join("[redacted]") : text;
 }
@@ -255,6 +291,15 @@ function scrub(text: string, secret: string | undefined): string {
 export function createProviderHttpClient(options: ProviderHttpClientOptions): ProviderHttpClient {
   const { label } = options;
   let key: string | undefined;
+  /** When the next request of each rate-limit key may go, ms since the epoch. */
+  const nextSlot = new Map<string, number>();
+  /** Waits for the key's next slot and takes it (slots are taken in call order, so waits queue up). */
+  const takeSlot = async (limit: ProviderRateLimit, signal: AbortSignal) => {
+    const now = Date.now();
+    const at = Math.max(now, nextSlot.get(limit.key) ?? 0);
+    nextSlot.set(limit.key, at + limit.minIntervalMs);
+    if (at > now) await sleep(at - now, signal);
+  };
 
   return {
     async send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer> {
@@ -268,6 +313,7 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
         if (request.signal.aborted) throw request.signal.reason;
         let response: ProviderHttpResponse | undefined;
         let failure: string | undefined;
+        if (request.rateLimit) await takeSlot(request.rateLimit, request.signal);
         try {
           response = await options.request({
             method: request.method,
@@ -287,7 +333,16 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
         const status = response?.status;
         if (status !== undefined && status >= 200 && status < 300) return { status, data: response?.data };
         const retryable = status === 429 || ((status === undefined || status >= 500) && request.idempotent);
+        if (status === 429 && request.rateLimit) {
+          // The API refuses the key for its penalty: nothing of that key goes before it has passed.
+          const { key: limitKey, penaltyMs, minIntervalMs } = request.rateLimit;
+          nextSlot.set(
+            limitKey,
+            Math.max(nextSlot.get(limitKey) ?? 0, Date.now() + penaltyMs + minIntervalMs),
+          );
+        }
         if (retryable && attempt < options.maxRetries) {
+          if (status === 429 && request.rateLimit) continue; // takeSlot waits out the penalty
           const backoff = options.retryDelayMs * 2 ** attempt;
           await sleep(retryAfterMs(response) ?? backoff, request.signal);
           continue;
@@ -308,6 +363,7 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
         }
         throw options.createError({
           ...(status !== undefined ? { statusCode: status } : {}),
+          ...(response?.data !== undefined ? { answer: scrubbedAnswer(response.data, key) } : {}),
           isRetryable: status === undefined || status >= 500,
           message:
             status === undefined

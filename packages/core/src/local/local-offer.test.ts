@@ -1,0 +1,70 @@
+/**
+ * The Local provider's offer counts this machine's NVIDIA GPUs: it asks `nvidia-smi --query-gpu`
+ * (a fake one first on PATH here, as there is no GPU), so one worker per accelerator and specs
+ * asking for GPUs work on a GPU machine.
+ */
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { OfferQuery } from "../contract/types.js";
+import { Local } from "./local-provider.js";
+
+const saved = process.env.PATH;
+const scratch: string[] = [];
+
+afterEach(() => {
+  process.env.PATH = saved;
+  for (const directory of scratch.splice(0)) rmSync(directory, { recursive: true, force: true });
+});
+
+/** Puts an nvidia-smi first on PATH that prints `lines` for the query Local asks (and fails otherwise). */
+function fakeNvidiaSmi(lines: readonly string[], exitCode = 0): void {
+  const directory = mkdtempSync(join(tmpdir(), "skyward-local-gpus-"));
+  scratch.push(directory);
+  const script = join(directory, "nvidia-smi");
+  writeFileSync(
+    script,
+    [
+      "#!/bin/sh",
+      '[ "$1" = "--query-gpu=name,memory.total" ] && [ "$2" = "--format=csv,noheader,nounits" ] || exit 2',
+      ...lines.map((line) => `echo '${line}'`),
+      `exit ${exitCode}`,
+      "",
+    ].join("\n"),
+  );
+  chmodSync(script, 0o755);
+  process.env.PATH = `${directory}:${saved}`;
+}
+
+function query(accelerator: OfferQuery["accelerator"]): OfferQuery {
+  return { accelerator, allocation: "on-demand" } as OfferQuery;
+}
+
+function offers(asked: OfferQuery) {
+  return Local().offers({ query: asked, signal: new AbortController().signal });
+}
+
+describe("the Local offer's GPUs", () => {
+  it("are the GPUs nvidia-smi lists: the model (canonical name), how many, their memory", async () => {
+    fakeNvidiaSmi(["NVIDIA H100 80GB HBM3, 81559", "NVIDIA H100 80GB HBM3, 81559"]);
+    const [offer] = await offers(query(null));
+    expect(offer?.accelerator).toEqual({ name: "H100", count: 2, memoryGb: 80 });
+    expect(offer?.instanceType).toBe("local (2x H100)");
+    // A spec asking for them matches; more of them, another model or more memory does not.
+    expect(await offers(query({ name: "H100", count: 2 }))).toHaveLength(1);
+    expect(await offers(query({ name: "H100", count: 4 }))).toEqual([]);
+    expect(await offers(query({ name: "A100", count: 1 }))).toEqual([]);
+    expect(await offers(query({ name: "H100", count: 1, memoryGb: 141 }))).toEqual([]);
+  });
+
+  it("are none without nvidia-smi, or when it fails or lists none", async () => {
+    process.env.PATH = "/nonexistent";
+    expect((await offers(query(null)))[0]?.accelerator).toBeNull();
+    fakeNvidiaSmi(["NVIDIA H100 80GB HBM3, 81559"], 9);
+    expect((await offers(query(null)))[0]?.accelerator).toBeNull();
+    fakeNvidiaSmi([]);
+    expect((await offers(query(null)))[0]?.accelerator).toBeNull();
+    expect(await offers(query({ name: "H100", count: 1 }))).toEqual([]);
+  });
+});

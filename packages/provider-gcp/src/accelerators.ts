@@ -1,0 +1,35 @@
+/**
+ * Compute Engine's GPU accelerator types as Skyward's accelerators: the canonical name, memory per
+ * GPU, the GPU's name in the Cloud Billing Catalog (its SKUs' descriptions), and, for GPUs attached
+ * to N1 machine types, how many vCPUs each GPU allows
+ * (https://cloud.google.com/compute/docs/gpus, https://cloud.google.com/compute/docs/gpus#n1-gpus).
+ */
+
+/** One accelerator type. */
+export interface GcpAcceleratorType {
+  /** Skyward's canonical name (`T4`). */
+  readonly name: string;
+  /** Memory per GPU, GB. */
+  readonly memoryGb: number;
+  /** The GPU's name in the Catalog API's SKU descriptions (`Nvidia Tesla T4`). */
+  readonly skuName: string;
+  /** For GPUs attached to N1 VMs: the most vCPUs per GPU. Undefined for GPUs built into their machine types. */
+  readonly n1VcpusPerGpu?: number;
+}
+
+/** Compute Engine accelerator type names (`acceleratorTypes[].name`) and what they are. */
+export const GCP_ACCELERATOR_TYPES: Readonly<Record<string, GcpAcceleratorType>> = Object.freeze({
+  "nvidia-tesla-t4": { name: "T4", memoryGb: 16, skuName: "Nvidia Tesla T4", n1VcpusPerGpu: 24 },
+  "nvidia-tesla-v100": { name: "V100", memoryGb: 16, skuName: "Nvidia Tesla V100", n1VcpusPerGpu: 12 },
+  "nvidia-tesla-p100": { name: "P100", memoryGb: 16, skuName: "Nvidia Tesla P100", n1VcpusPerGpu: 16 },
+  "nvidia-tesla-p4": { name: "P4", memoryGb: 8, skuName: "Nvidia Tesla P4", n1VcpusPerGpu: 24 },
+  "nvidia-l4": { name: "L4", memoryGb: 24, skuName: "Nvidia L4" },
+  "nvidia-tesla-a100": { name: "A100", memoryGb: 40, skuName: "Nvidia Tesla A100" },
+  "nvidia-a100-80gb": { name: "A100", memoryGb: 80, skuName: "Nvidia Tesla A100 80GB" },
+  "nvidia-h100-80gb": { name: "H100", memoryGb: 80, skuName: "Nvidia H100 80GB" },
+  "nvidia-h100-mega-80gb": { name: "H100", memoryGb: 80, skuName: "Nvidia H100 Mega 80GB" },
+  "nvidia-h200-141gb": { name: "H200", memoryGb: 141, skuName: "Nvidia H200 141GB" },
+});
+
+/** GPU counts a VM may have (https://cloud.google.com/compute/docs/gpus). */
+export const GPU_COUNTS: readonly number[] = Object.freeze([1, 2, 4, 8]);

@@ -1,0 +1,973 @@
+/**
+ * The GCP provider: Compute Engine VMs, spot or on demand, with GPUs attached to N1 machine types or
+ * built into accelerator-optimized ones (A2, A3, G2), in one zone per pool. Each pool gets two
+ * firewall rules (SSH from anywhere, all traffic between the pool's VMs, matched by a network tag),
+ * removed with it. Every VM carries Skyward's labels (`skyward-cluster`, `skyward-pool`…), so
+ * `listInstances` (and the CLI) find it again, and its exact tags in the `skyward-tags` metadata item.
+ */
+import { randomBytes } from "node:crypto";
+import type { protos } from "@google-cloud/compute";
+import { NoCapacityError, ProvisionError } from "@skyward/core";
+import type {
+  Cluster,
+  Instance,
+  InstanceStatus,
+  LeftPoolResource,
+  Offer,
+  OfferQuery,
+  PoolResource,
+  ProviderV1,
+} from "@skyward/core/contract";
+import {
+  createClusterId,
+  filterOffers,
+  hourlyPriceFromTags,
+  type Market,
+  marketsFor,
+  ownerTag,
+  poolIdFromTags,
+  requireOwnOffer,
+  SKYWARD_TAGS,
+  skywardKeysDirectory,
+  skywardTags,
+  sshReachableStatus,
+} from "@skyward/provider-utils";
+import { ensureSshKeyPair, findSshIdentityFile, launchSshWorker } from "@skyward/ssh";
+import { GCP_ACCELERATOR_TYPES, GPU_COUNTS } from "./accelerators.js";
+import {
+  createClientFactory,
+  type GcpClients,
+  gcpCall,
+  isAlreadyExists,
+  isNotFound,
+  PROVIDER_NAME,
+  sleep,
+  translateGcpError,
+  waitForOperation,
+} from "./gcp-api.js";
+import { fetchPriceBook, type PriceBook, vmPrice } from "./prices.js";
+import {
+  type GcpInstanceAddresses,
+  type GcpSettings,
+  type GcpSshAddressMapping,
+  isZone,
+  type ResolvedGcpSettings,
+  resolveGcpSettings,
+} from "./settings.js";
+import { bootWatchdogSeconds, renderStartupScript, selfDeleteCommand } from "./startup-script.js";
+
+type RawInstance = protos.google.cloud.compute.v1.IInstance;
+type RawMachineType = protos.google.cloud.compute.v1.IMachineType;
+type RawAcceleratorType = protos.google.cloud.compute.v1.IAcceleratorType;
+type RawFirewall = protos.google.cloud.compute.v1.IFirewall;
+
+/** The label keys Skyward puts on VMs (`skyward:cluster` → `skyward-cluster`: label keys allow no `:`). */
+export const GCP_LABELS = Object.freeze({
+  cluster: "skyward-cluster",
+  pool: "skyward-pool",
+  owner: "skyward-owner",
+} as const);
+
+/** The metadata item holding a VM's Skyward tags exactly (labels allow only a few characters). */
+export const TAGS_METADATA_KEY = "skyward-tags";
+
+/** The boot image of CPU VMs when none is set. */
+export const DEFAULT_CPU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts";
+/** The boot image of Arm CPU VMs (T2A, C4A) when none is set. */
+export const DEFAULT_ARM_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts-arm64";
+/** The boot image of GPU VMs when none is set: a Deep Learning VM image (NVIDIA driver, CUDA 12.8). */
+export const DEFAULT_GPU_IMAGE =
+  "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570";
+
+const SCOPES = ["https://www.googleapis.com/auth/cloud-platform"];
+/** Operation error codes that mean "no capacity here now" (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability). */
+const CAPACITY_CODES =
+  /ZONE_RESOURCE_POOL_EXHAUSTED|RESOURCE_POOL_EXHAUSTED|STOCKOUT|QUOTA_EXCEEDED|UNAVAILABLE/;
+/** Call options of the `…Async` listings: they page on demand (the client warns unless this is said). A new object each call: the client adds to it. */
+const noAutoPages = () => ({ autoPaginate: false });
+/** The longest teardown waits for VMs to go. */
+const TEARDOWN_LIMIT_MS = 15 * 60_000;
+/** How long the Catalog's prices are kept. */
+const PRICE_BOOK_TTL_MS = 60 * 60_000;
+
+/** What an offer of this provider carries in {@link Offer.specific}. */
+export interface GcpOfferData {
+  /** The zone. */
+  readonly zone: string;
+  /** The machine type (`n1-standard-4`, `g2-standard-8`). */
+  readonly machineType: string;
+  /** An accelerator type attached to the VM (`nvidia-tesla-t4`), or null (none, or built into the machine type). */
+  readonly acceleratorType: string | null;
+  /** How many of {@link GcpOfferData.acceleratorType}. */
+  readonly acceleratorCount: number;
+  /** Whether the VM has GPUs (attached or built in): it must then stop, not migrate, on host maintenance. */
+  readonly gpu: boolean;
+}
+
+/** What the GCP provider keeps per cluster ({@link Cluster.specific}). Holds no secret. */
+export interface GcpClusterData {
+  /** The project. */
+  readonly project: string;
+  /** The zone every VM runs in. */
+  readonly zone: string;
+  /** The network tag on every VM, which the pool's firewall rules target. */
+  readonly networkTag: string;
+  /** The pool's firewall rules (created by `prepare`, removed by `teardown`). */
+  readonly firewallRules: readonly string[];
+  /** The public key put in the VMs' `ssh-keys` metadata. */
+  readonly publicKey: string;
+  /** The private key's 0600 file on this machine. */
+  readonly identityFile: string;
+  /** The boot image. */
+  readonly image: string;
+  /** The boot disk size, GB. */
+  readonly diskGb: number;
+  /** Skyward's tags of this cluster. */
+  readonly tags: Readonly<Record<string, string>>;
+}
+
+/** A label value: lower-case letters, digits, `_` and `-`, at most 63 characters. */
+export function labelValue(value: string): string {
+  return value
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]/g, "-")
+    .slice(0, 63);
+}
+
+function statusOf(raw: RawInstance): InstanceStatus {
+  switch (raw.status) {
+    case "RUNNING":
+      return "running";
+    case "PROVISIONING":
+    case "STAGING":
+    case "PENDING":
+      return "pending";
+    default:
+      // STOPPING, SUSPENDING, SUSPENDED, REPAIRING, and TERMINATED (Compute Engine's word for a
+      // stopped VM, which still exists and keeps its disk).
+      return "stopping";
+  }
+}
+
+function metadataValue(raw: RawInstance, key: string): string | undefined {
+  return raw.metadata?.items?.find((item) => item.key === key)?.value ?? undefined;
+}
+
+/** A VM's Skyward tags: the metadata item, else what its labels say. */
+function tagsOf(raw: RawInstance): Record<string, string> {
+  const text = metadataValue(raw, TAGS_METADATA_KEY);
+  if (text) {
+    try {
+      const parsed = JSON.parse(text) as unknown;
+      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
+        const tags: Record<string, string> = {};
+        for (const [key, value] of Object.entries(parsed)) if (typeof value === "string") tags[key] = value;
+        return tags;
+      }
+    } catch {
+      // fall back to the labels
+    }
+  }
+  const labels = raw.labels ?? {};
+  const tags: Record<string, string> = {};
+  const cluster = labels[GCP_LABELS.cluster];
+  const pool = labels[GCP_LABELS.pool];
+  if (cluster) tags[SKYWARD_TAGS.cluster] = cluster;
+  if (pool) tags[SKYWARD_TAGS.pool] = pool;
+  const zone = raw.zone?.split("/").pop();
+  if (zone) tags[SKYWARD_TAGS.region] = zone;
+  return tags;
+}
+
+function networkPath(network: string): string {
+  return network.includes("/") ? network : `global/networks/${network}`;
+}
+
+function subnetworkPath(subnetwork: string, zone: string): string {
+  return subnetwork.includes("/") ? subnetwork : `regions/${regionOfZone(zone)}/subnetworks/${subnetwork}`;
+}
+
+function regionOfZone(zone: string): string {
+  return zone.replace(/-[a-z]$/, "");
+}
+
+/** A machine type's series (`n1-standard-4` → `N1`, `a2-highgpu-1g` → `A2`). */
+function seriesOf(machineType: string): string {
+  return (machineType.split("-")[0] ?? "").toUpperCase();
+}
+
+/** A fresh VM name: the cluster id and six hex digits (names: `[a-z]([-a-z0-9]*[a-z0-9])?`, ≤ 63). */
+function vmName(clusterId: string): string {
+  return `${clusterId}-${randomBytes(3).toString("hex")}`;
+}
+
+/**
+ * The GCP provider: `GCP()` uses the defaults (zone `us-central1-a`, Application Default
+ * Credentials, the project from the environment). Settings are validated at once (a
+ * `ConfigurationError` names the field); credentials and the project are looked up on the first
+ * call that needs them.
+ *
+ * ```ts
+ * import * as sky from "@skyward/core";
+ * import { GCP } from "@skyward/provider-gcp";
+ *
+ * await using pool = await sky.compute({ provider: GCP({ zone: "us-central1-a" }), accelerator: sky.accelerators.L4() });
+ * ```
+ */
+export function GCP(settings: GcpSettings = {}): ProviderV1<GcpClusterData> {
+  return build(resolveGcpSettings(settings, "GCP"));
+}
+
+/**
+ * Creates the provider from a `skyward.toml` table (`[providers.x]` with `type = "gcp"`), its keys
+ * already in camelCase: `project`, `zone`, `credentialsFile`, `accessToken`, `apiEndpoint`,
+ * `billingEndpoint`, `network`, `subnetwork`, `image`, `sshUser`, `root`, `diskGb`, `diskType`,
+ * `serviceAccount`, `keysDirectory`.
+ */
+export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<GcpClusterData> {
+  return build(resolveGcpSettings(settings, ""));
+}
+
+function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
+  const clientsOf = createClientFactory(settings);
+  const keysDirectory = () => settings.keysDirectory ?? skywardKeysDirectory();
+  const mappings = new Map<string, GcpSshAddressMapping>();
+  const zoneCatalog = new Map<
+    string,
+    Promise<{ machineTypes: RawMachineType[]; acceleratorTypes: RawAcceleratorType[] }>
+  >();
+  let priceBook: { book: Promise<PriceBook>; at: number } | undefined;
+
+  const pricesOf = (clients: GcpClients, signal: AbortSignal): Promise<PriceBook> => {
+    if (!priceBook || Date.now() - priceBook.at > PRICE_BOOK_TTL_MS) {
+      const book = fetchPriceBook(clients, signal);
+      priceBook = { book, at: Date.now() };
+      book.catch(() => {
+        priceBook = undefined;
+      });
+    }
+    return priceBook.book;
+  };
+
+  const catalogOf = (clients: GcpClients, zone: string, signal: AbortSignal) => {
+    let known = zoneCatalog.get(zone);
+    if (!known) {
+      // Kept for the provider's life: a zone's machine and accelerator types do not change while a program runs.
+      known = (async () => {
+        const machineTypes: RawMachineType[] = [];
+        const acceleratorTypes: RawAcceleratorType[] = [];
+        await gcpCall(`listing machine types in ${zone}`, signal, async () => {
+          for await (const entry of clients.machineTypes.listAsync(
+            { project: clients.project, zone },
+            noAutoPages(),
+          ))
+            machineTypes.push(entry);
+        });
+        await gcpCall(`listing accelerator types in ${zone}`, signal, async () => {
+          for await (const entry of clients.acceleratorTypes.listAsync(
+            { project: clients.project, zone },
+            noAutoPages(),
+          ))
+            acceleratorTypes.push(entry);
+        });
+        return { machineTypes, acceleratorTypes };
+      })();
+      zoneCatalog.set(zone, known);
+      known.catch(() => zoneCatalog.delete(zone));
+    }
+    return known;
+  };
+
+  /** The zones a query's offers come from: its zone, its region's zones that are up, or the setting's. */
+  const zonesFor = async (clients: GcpClients, region: string | undefined, signal: AbortSignal) => {
+    if (region === undefined) return [settings.zone];
+    if (isZone(region)) return [region];
+    const zones: string[] = [];
+    await gcpCall("listing zones", signal, async () => {
+      for await (const zone of clients.zones.listAsync({ project: clients.project }, noAutoPages())) {
+        if (zone.name && zone.status !== "DOWN" && zone.region?.split("/").pop() === region)
+          zones.push(zone.name);
+      }
+    });
+    return zones.sort();
+  };
+
+  const offersInZone = async (
+    clients: GcpClients,
+    zone: string,
+    query: OfferQuery,
+    book: PriceBook,
+    signal: AbortSignal,
+  ): Promise<Offer[]> => {
+    const { machineTypes, acceleratorTypes } = await catalogOf(clients, zone, signal);
+    const region = regionOfZone(zone);
+    const offers: Offer[] = [];
+    const usable = machineTypes.filter(
+      (type) => type.name && !type.isSharedCpu && !type.deprecated?.state && (type.guestCpus ?? 0) > 0,
+    );
+    const add = (type: RawMachineType, gpu: { type: string; count: number } | null, attached: boolean) => {
+      const name = type.name as string;
+      const known = gpu ? GCP_ACCELERATOR_TYPES[gpu.type] : undefined;
+      if (gpu && !known) return;
+      const vcpus = type.guestCpus ?? 0;
+      const memoryGib = (type.memoryMb ?? 0) / 1024;
+      const parts = {
+        series: seriesOf(name),
+        vcpus,
+        memoryGib,
+        gpu: gpu && known ? { skuName: known.skuName, count: gpu.count } : null,
+      };
+      const onDemandPrice = vmPrice(book, region, "on-demand", parts);
+      const spotPrice = vmPrice(book, region, "spot", parts);
+      if (onDemandPrice === null && spotPrice === null) return;
+      const architecture = String(type.architecture ?? "").toUpperCase() === "ARM64" ? "arm64" : "x86_64";
+      offers.push(
+        Object.freeze({
+          id: `gcp:${zone}:${name}${attached && gpu ? `+${gpu.type}x${gpu.count}` : ""}`,
+          provider: PROVIDER_NAME,
+          instanceType: attached && gpu ? `${name} + ${gpu.count}x ${gpu.type}` : name,
+          accelerator:
+            gpu && known
+              ? Object.freeze({ name: known.name, count: gpu.count, memoryGb: known.memoryGb })
+              : null,
+          vcpus,
+          memoryGb: Math.round(memoryGib * 100) / 100,
+          architecture,
+          region: zone,
+          spotPrice,
+          onDemandPrice,
+          billingUnit: "second" as const,
+          pricesAsOf: book.asOf,
+          specific: Object.freeze({
+            zone,
+            machineType: name,
+            acceleratorType: attached && gpu ? gpu.type : null,
+            acceleratorCount: attached && gpu ? gpu.count : 0,
+            gpu: gpu !== null,
+          } satisfies GcpOfferData),
+        }),
+      );
+    };
+    const wanted = query.accelerator;
+    if (wanted === null) {
+      for (const type of usable) if (!type.accelerators?.length) add(type, null, false);
+      return offers;
+    }
+    // GPUs built into accelerator-optimized machine types (A2, A3, G2).
+    for (const type of usable) {
+      const built = type.accelerators?.[0];
+      if (built?.guestAcceleratorType && built.guestAcceleratorCount)
+        add(type, { type: built.guestAcceleratorType, count: built.guestAcceleratorCount }, false);
+    }
+    // GPUs attached to N1 machine types: the zone's accelerator types no machine type has built in.
+    if (!GPU_COUNTS.includes(wanted.count)) return offers;
+    const builtIn = new Set(
+      usable.flatMap((type) => (type.accelerators ?? []).map((entry) => entry.guestAcceleratorType)),
+    );
+    for (const accelerator of acceleratorTypes) {
+      const name = accelerator.name ?? "";
+      const known = GCP_ACCELERATOR_TYPES[name];
+      if (!known?.n1VcpusPerGpu || builtIn.has(name) || known.name !== wanted.name.toUpperCase()) continue;
+      if (wanted.count > (accelerator.maximumCardsPerInstance ?? 0)) continue;
+      const maxVcpus = Math.min(96, known.n1VcpusPerGpu * wanted.count);
+      for (const type of usable) {
+        if (seriesOf(type.name as string) !== "N1" || type.accelerators?.length) continue;
+        if ((type.guestCpus ?? 0) > maxVcpus) continue;
+        add(type, { type: name, count: wanted.count }, true);
+      }
+    }
+    return offers;
+  };
+
+  const mappingOf = (addresses: GcpInstanceAddresses): GcpSshAddressMapping | undefined => {
+    if (!settings.sshAddress) return undefined;
+    let mapping = mappings.get(addresses.id);
+    if (!mapping) {
+      mapping = settings.sshAddress(addresses);
+      mappings.set(addresses.id, mapping);
+    }
+    return mapping;
+  };
+
+  /** A VM as a Skyward instance; SSH coordinates once it runs. */
+  const toInstance = (
+    raw: RawInstance,
+    identityFile: string | undefined,
+    fallbackOfferId: string,
+  ): Instance => {
+    const id = raw.name ?? "";
+    const tags = tagsOf(raw);
+    const nic = raw.networkInterfaces?.[0];
+    const publicIp = nic?.accessConfigs?.[0]?.natIP ?? null;
+    const status = statusOf(raw);
+    const mapping =
+      status === "running" ? mappingOf({ id, publicIp, privateIp: nic?.networkIP ?? null }) : undefined;
+    const privateIp = mapping?.privateIp ?? nic?.networkIP ?? null;
+    const host = mapping?.host ?? publicIp;
+    const ssh =
+      status === "running" && host
+        ? Object.freeze({
+            host,
+            port: mapping?.port ?? 22,
+            user: mapping?.user ?? settings.sshUser,
+            ...(mapping?.privateKey !== undefined
+              ? { privateKey: mapping.privateKey }
+              : identityFile !== undefined
+                ? { identityFile }
+                : {}),
+            ...(mapping?.hostKeyFingerprint !== undefined
+              ? { hostKeyFingerprint: mapping.hostKeyFingerprint }
+              : {}),
+            root: mapping?.root ?? settings.root,
+          })
+        : null;
+    const created = Date.parse(raw.creationTimestamp ?? "");
+    return Object.freeze({
+      id,
+      status: sshReachableStatus(status, ssh),
+      publicIp,
+      privateIp,
+      ssh,
+      spot: raw.scheduling?.provisioningModel === "SPOT" || raw.scheduling?.preemptible === true,
+      hourlyPrice: hourlyPriceFromTags(tags),
+      offerId: tags[SKYWARD_TAGS.offer] ?? fallbackOfferId,
+      createdAt: Number.isFinite(created) ? created : Date.now(),
+      tags: Object.freeze(tags),
+    });
+  };
+
+  /** The cluster's zone; a cluster rebuilt from an instance's tags (`skyward down`) has only its region tag. */
+  const zoneOf = (cluster: Cluster<GcpClusterData>): string =>
+    cluster.specific?.zone ?? (isZone(cluster.region ?? "") ? cluster.region : settings.zone);
+
+  /** Skyward's VMs matching a label filter, in every zone. */
+  const listVms = async (
+    clients: GcpClients,
+    filter: string,
+    signal: AbortSignal,
+  ): Promise<RawInstance[]> => {
+    const found: RawInstance[] = [];
+    await gcpCall("listing instances", signal, async () => {
+      for await (const [, scoped] of clients.instances.aggregatedListAsync(
+        { project: clients.project, filter },
+        noAutoPages(),
+      ))
+        found.push(...(scoped.instances ?? []));
+    });
+    return found;
+  };
+
+  const getVm = async (clients: GcpClients, zone: string, name: string, signal: AbortSignal) => {
+    try {
+      const [raw] = await gcpCall(`getting instance ${name}`, signal, () =>
+        clients.instances.get({ project: clients.project, zone, instance: name }),
+      );
+      return raw;
+    } catch (error) {
+      if (isNotFound(error)) return null;
+      throw translateGcpError(error, `getting instance ${name}`, signal);
+    }
+  };
+
+  const deleteVms = async (
+    clients: GcpClients,
+    zone: string,
+    names: readonly string[],
+    signal: AbortSignal,
+  ) => {
+    const valid = [...new Set(names)].filter((name) => /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name));
+    await Promise.all(
+      valid.map(async (name) => {
+        try {
+          await gcpCall(`deleting instance ${name}`, signal, () =>
+            clients.instances.delete({ project: clients.project, zone, instance: name }),
+          );
+        } catch (error) {
+          if (!isNotFound(error)) throw translateGcpError(error, `deleting instance ${name}`, signal);
+        }
+      }),
+    );
+  };
+
+  const clusterFilter = (clusterId: string) => `labels.${GCP_LABELS.cluster} = "${labelValue(clusterId)}"`;
+
+  const firewallRulesOf = async (clients: GcpClients, signal: AbortSignal): Promise<RawFirewall[]> => {
+    const found: RawFirewall[] = [];
+    await gcpCall("listing firewall rules", signal, async () => {
+      for await (const rule of clients.firewalls.listAsync({ project: clients.project }, noAutoPages()))
+        found.push(rule);
+    });
+    return found;
+  };
+
+  /** The Skyward tags a firewall rule's description holds (JSON), or undefined for others' rules. */
+  const firewallTags = (rule: RawFirewall): Record<string, string> | undefined => {
+    try {
+      const parsed = JSON.parse(rule.description ?? "") as Record<string, unknown>;
+      return typeof parsed[SKYWARD_TAGS.cluster] === "string"
+        ? (parsed as Record<string, string>)
+        : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+
+  const deleteFirewall = async (clients: GcpClients, name: string, signal: AbortSignal): Promise<boolean> => {
+    try {
+      const [operation] = await gcpCall(`deleting firewall rule ${name}`, signal, () =>
+        clients.firewalls.delete({ project: clients.project, firewall: name }),
+      );
+      const outcome = await waitForOperation(clients, operation.latestResponse, "global", signal);
+      const failure = outcome.errors.find((entry) => entry.code !== "RESOURCE_NOT_FOUND");
+      if (failure)
+        throw new ProvisionError({
+          provider: PROVIDER_NAME,
+          message: `deleting firewall rule ${name}: ${failure.code}: ${failure.message}`,
+        });
+      return true;
+    } catch (error) {
+      if (isNotFound(error)) return false;
+      throw translateGcpError(error, `deleting firewall rule ${name}`, signal);
+    }
+  };
+
+  const createFirewall = async (clients: GcpClients, rule: RawFirewall, signal: AbortSignal) => {
+    try {
+      const [operation] = await gcpCall(`creating firewall rule ${rule.name}`, signal, () =>
+        clients.firewalls.insert({ project: clients.project, firewallResource: rule }),
+      );
+      const outcome = await waitForOperation(clients, operation.latestResponse, "global", signal);
+      const failure = outcome.errors.find((entry) => entry.code !== "RESOURCE_ALREADY_EXISTS");
+      if (failure)
+        throw new ProvisionError({
+          provider: PROVIDER_NAME,
+          message: `creating firewall rule ${rule.name}: ${failure.code}: ${failure.message}`,
+        });
+    } catch (error) {
+      if (!isAlreadyExists(error))
+        throw translateGcpError(error, `creating firewall rule ${rule.name}`, signal);
+    }
+  };
+
+  /** Polls until none of `names` is pending (or the deadline passes); returns what it saw last. */
+  const waitWhilePending = async (
+    clients: GcpClients,
+    zone: string,
+    names: readonly string[],
+    deadline: number,
+    signal: AbortSignal,
+  ): Promise<RawInstance[]> => {
+    let interval = 500;
+    for (;;) {
+      const seen = (await Promise.all(names.map((name) => getVm(clients, zone, name, signal)))).filter(
+        (raw): raw is RawInstance => raw !== null,
+      );
+      const waiting = seen.some((raw) => statusOf(raw) === "pending");
+      if (!waiting || Date.now() >= deadline) return seen;
+      await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
+      interval = Math.min(interval * 2, 5000);
+    }
+  };
+
+  return {
+    specificationVersion: "v1",
+    name: PROVIDER_NAME,
+    // The Catalog's list prices change seldom: the core may cache offers for a day.
+    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "catalogue" }),
+    cacheKey: `${settings.zone}|${settings.project ?? ""}|${settings.apiEndpoint ?? ""}|${settings.billingEndpoint ?? ""}`,
+
+    async offers({ query, signal }) {
+      if (query.accelerator && !Number.isInteger(query.accelerator.count)) return [];
+      const clients = clientsOf();
+      const book = await pricesOf(clients, signal);
+      const zones = await zonesFor(clients, query.region, signal);
+      const offers: Offer[] = [];
+      for (const zone of zones) offers.push(...(await offersInZone(clients, zone, query, book, signal)));
+      return filterOffers(offers, query);
+    },
+
+    async prepare({ spec, offer, poolId, signal }) {
+      requireOwnOffer(offer, PROVIDER_NAME, "GCP");
+      const data = offer.specific as Partial<GcpOfferData>;
+      if (typeof data.zone !== "string" || typeof data.machineType !== "string")
+        throw new ProvisionError({
+          provider: PROVIDER_NAME,
+          message: `offer ${offer.id} carries no zone and machine type`,
+        });
+      const clients = clientsOf();
+      const keys = await ensureSshKeyPair(keysDirectory(), "gcp_ed25519");
+      const clusterId = createClusterId("sky");
+      const zone = data.zone;
+      const tags = skywardTags({ cluster: clusterId, pool: poolId ?? "", region: zone, owner: ownerTag() });
+      const networkTag = clusterId;
+      const description = JSON.stringify(tags);
+      const rules: RawFirewall[] = [
+        {
+          name: `${clusterId}-ssh`,
+          description,
+          network: networkPath(settings.network),
+          direction: "INGRESS",
+          sourceRanges: ["0.0.0.0/0"],
+          targetTags: [networkTag],
+          allowed: [{ IPProtocol: "tcp", ports: ["22"] }],
+        },
+        {
+          // Nodes talk to each other freely (head services, NCCL/gloo) on their internal addresses.
+          name: `${clusterId}-internal`,
+          description,
+          network: networkPath(settings.network),
+          direction: "INGRESS",
+          sourceTags: [networkTag],
+          targetTags: [networkTag],
+          allowed: [{ IPProtocol: "all" }],
+        },
+      ];
+      const created: string[] = [];
+      try {
+        for (const rule of rules) {
+          await createFirewall(clients, rule, signal);
+          created.push(rule.name as string);
+        }
+      } catch (error) {
+        // Leave nothing behind: what this attempt created goes (with a fresh deadline, the signal may be spent).
+        const cleanup = AbortSignal.timeout(60_000);
+        for (const name of created) await deleteFirewall(clients, name, cleanup).catch(() => false);
+        throw error;
+      }
+      return Object.freeze({
+        id: clusterId,
+        provider: PROVIDER_NAME,
+        poolId: poolId ?? "",
+        region: zone,
+        spec,
+        offer,
+        ssh: Object.freeze({
+          user: settings.sshUser,
+          identityFile: keys.identityFile,
+          sudo: settings.sshUser !== "root",
+        }),
+        specific: Object.freeze({
+          project: clients.project,
+          zone,
+          networkTag,
+          firewallRules: Object.freeze(rules.map((rule) => rule.name as string)),
+          publicKey: keys.publicKey,
+          identityFile: keys.identityFile,
+          image:
+            settings.image ??
+            (data.gpu
+              ? DEFAULT_GPU_IMAGE
+              : offer.architecture === "arm64"
+                ? DEFAULT_ARM_IMAGE
+                : DEFAULT_CPU_IMAGE),
+          diskGb: Math.max(settings.diskGb, Math.ceil(spec.diskGb ?? 0)),
+          tags: Object.freeze(tags),
+        }),
+      });
+    },
+
+    async provision({ cluster, count, signal }) {
+      const { spec, offer, specific } = cluster;
+      const data = offer.specific as unknown as GcpOfferData;
+      const clients = clientsOf();
+      const zone = specific.zone;
+      const startupScript = renderStartupScript({ root: settings.root, seconds: bootWatchdogSeconds(spec) });
+      const created: string[] = [];
+      const reasons: string[] = [];
+
+      const insert = async (market: Market): Promise<string | { noCapacity: string }> => {
+        const spot = market === "spot";
+        const price = spot ? offer.spotPrice : offer.onDemandPrice;
+        const tags: Record<string, string> = {
+          ...specific.tags,
+          [SKYWARD_TAGS.offer]: offer.id,
+          ...(price !== null ? { [SKYWARD_TAGS.hourlyPrice]: String(price) } : {}),
+          ...(spot ? { [SKYWARD_TAGS.spot]: "1" } : {}),
+        };
+        const labels = {
+          [GCP_LABELS.cluster]: labelValue(cluster.id),
+          ...(cluster.poolId ? { [GCP_LABELS.pool]: labelValue(cluster.poolId) } : {}),
+          ...(tags[SKYWARD_TAGS.owner]
+            ? { [GCP_LABELS.owner]: labelValue(tags[SKYWARD_TAGS.owner] as string) }
+            : {}),
+        };
+        const name = vmName(cluster.id);
+        const instanceResource: RawInstance = {
+          name,
+          machineType: `zones/${zone}/machineTypes/${data.machineType}`,
+          labels,
+          tags: { items: [specific.networkTag] },
+          metadata: {
+            items: [
+              {
+                // USERNAME:KEY_TYPE KEY USERNAME (https://cloud.google.com/compute/docs/connect/add-ssh-keys#metadata).
+                key: "ssh-keys",
+                value: `${settings.sshUser}:${specific.publicKey.trim().split(/\s+/).slice(0, 2).join(" ")} ${settings.sshUser}`,
+              },
+              { key: "startup-script", value: startupScript },
+              { key: TAGS_METADATA_KEY, value: JSON.stringify(tags) },
+              ...(data.gpu ? [{ key: "install-nvidia-driver", value: "True" }] : []),
+            ],
+          },
+          disks: [
+            {
+              boot: true,
+              autoDelete: true,
+              initializeParams: {
+                sourceImage: specific.image,
+                diskSizeGb: String(specific.diskGb),
+                diskType: `zones/${zone}/diskTypes/${settings.diskType}`,
+                labels,
+              },
+            },
+          ],
+          networkInterfaces: [
+            {
+              network: networkPath(settings.network),
+              ...(settings.subnetwork !== undefined
+                ? { subnetwork: subnetworkPath(settings.subnetwork, zone) }
+                : {}),
+              accessConfigs: [{ name: "External NAT", type: "ONE_TO_ONE_NAT" }],
+            },
+          ],
+          ...(data.acceleratorType
+            ? {
+                guestAccelerators: [
+                  {
+                    acceleratorType: `zones/${zone}/acceleratorTypes/${data.acceleratorType}`,
+                    acceleratorCount: data.acceleratorCount,
+                  },
+                ],
+              }
+            : {}),
+          scheduling: spot
+            ? {
+                provisioningModel: "SPOT",
+                instanceTerminationAction: "DELETE",
+                onHostMaintenance: "TERMINATE",
+                automaticRestart: false,
+              }
+            : {
+                provisioningModel: "STANDARD",
+                // VMs with GPUs cannot live-migrate (https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance).
+                onHostMaintenance: data.gpu ? "TERMINATE" : "MIGRATE",
+                automaticRestart: true,
+              },
+          serviceAccounts: [{ email: settings.serviceAccount, scopes: SCOPES }],
+        };
+        let operation: Parameters<typeof waitForOperation>[1];
+        try {
+          const [answer] = await gcpCall(`creating instance ${name}`, signal, () =>
+            clients.instances.insert({ project: clients.project, zone, instanceResource }),
+          );
+          operation = answer.latestResponse;
+        } catch (error) {
+          const message = error instanceof Error ? error.message : String(error);
+          if (CAPACITY_CODES.test(message)) return { noCapacity: message };
+          throw translateGcpError(error, `creating instance ${name}`, signal);
+        }
+        created.push(name);
+        const outcome = await waitForOperation(clients, operation, { zone }, signal);
+        const failure = outcome.errors[0];
+        if (failure) {
+          const text = `${failure.code}: ${failure.message}`;
+          if (CAPACITY_CODES.test(failure.code)) return { noCapacity: text };
+          throw new ProvisionError({
+            provider: PROVIDER_NAME,
+            message: `creating instance ${name}: ${text}`,
+          });
+        }
+        return name;
+      };
+
+      const cleanUp = () =>
+        deleteVms(clients, zone, created, AbortSignal.timeout(60_000)).catch(() => undefined);
+      const ready: string[] = [];
+      try {
+        // Spot and on-demand in the allocation's order; a market without capacity gives way to the next.
+        const markets = marketsFor(spec.allocation, offer);
+        for (const market of markets) {
+          const missing = count - ready.length;
+          if (missing <= 0) break;
+          // Every insert is let finish, so that a failed one leaves no other VM half made and unknown.
+          const outcomes = await Promise.allSettled(Array.from({ length: missing }, () => insert(market)));
+          const failed = outcomes.find((outcome) => outcome.status === "rejected");
+          if (failed) throw failed.reason;
+          for (const outcome of outcomes) {
+            if (outcome.status !== "fulfilled") continue;
+            if (typeof outcome.value === "string") ready.push(outcome.value);
+            else reasons.push(`${market}: ${outcome.value.noCapacity}`);
+          }
+        }
+      } catch (error) {
+        await cleanUp();
+        throw error;
+      }
+      if (ready.length === 0) {
+        await cleanUp();
+        throw new NoCapacityError({
+          attempts: (reasons.length > 0 ? reasons : ["no market to try"]).map((reason) => ({
+            provider: PROVIDER_NAME,
+            offer: offer.instanceType,
+            reason,
+          })),
+        });
+      }
+      // The pool connects right away, so VMs are handed back running, with their addresses.
+      let seen: RawInstance[];
+      try {
+        seen = await waitWhilePending(
+          clients,
+          zone,
+          ready,
+          Date.now() + spec.provisionTimeout * 1000,
+          signal,
+        );
+      } catch (error) {
+        await cleanUp();
+        throw error;
+      }
+      const running = seen.filter((raw) => raw.status === "RUNNING");
+      const notRunning = created.filter((name) => !running.some((raw) => raw.name === name));
+      if (notRunning.length > 0)
+        await deleteVms(clients, zone, notRunning, AbortSignal.timeout(60_000)).catch(() => undefined);
+      if (running.length === 0) {
+        throw new NoCapacityError({
+          attempts: [
+            {
+              provider: PROVIDER_NAME,
+              offer: offer.instanceType,
+              reason: `no instance reached RUNNING within ${spec.provisionTimeout} s: ${seen.map((raw) => `${raw.name}: ${raw.status}`).join("; ") || "none found"}`,
+            },
+          ],
+        });
+      }
+      return running.map((raw) => toInstance(raw, specific.identityFile, offer.id));
+    },
+
+    async getInstance({ cluster, id, signal }) {
+      if (!/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(id)) return null;
+      const raw = await getVm(clientsOf(), zoneOf(cluster), id, signal);
+      return raw ? toInstance(raw, cluster.specific?.identityFile, cluster.offer?.id ?? "") : null;
+    },
+
+    launchWorker: launchSshWorker,
+
+    async terminate({ cluster, ids, signal }) {
+      await deleteVms(clientsOf(), zoneOf(cluster), ids, signal);
+    },
+
+    async teardown({ cluster, signal: callSignal }) {
+      const signal = AbortSignal.any([callSignal, AbortSignal.timeout(TEARDOWN_LIMIT_MS)]);
+      const deadline = Date.now() + TEARDOWN_LIMIT_MS;
+      const clients = clientsOf();
+      // Found by label, teardown also works for a cluster rebuilt from an instance's tags (`skyward down`).
+      let live = await listVms(clients, clusterFilter(cluster.id), signal);
+      const byZone = new Map<string, string[]>();
+      for (const raw of live) {
+        const zone = raw.zone?.split("/").pop() ?? zoneOf(cluster);
+        byZone.set(zone, [...(byZone.get(zone) ?? []), raw.name ?? ""]);
+      }
+      for (const [zone, names] of byZone) await deleteVms(clients, zone, names, signal);
+      let interval = 500;
+      while (live.length > 0) {
+        live = await listVms(clients, clusterFilter(cluster.id), signal);
+        if (live.length === 0) break;
+        if (Date.now() >= deadline)
+          throw new ProvisionError({
+            provider: PROVIDER_NAME,
+            message: `instances of cluster ${cluster.id} are still not deleted after ${TEARDOWN_LIMIT_MS / 60_000} min; its firewall rules are left`,
+            isRetryable: true,
+          });
+        await sleep(interval, signal);
+        interval = Math.min(interval * 2, 10_000);
+      }
+      const names = new Set([
+        `${cluster.id}-ssh`,
+        `${cluster.id}-internal`,
+        ...(cluster.specific?.firewallRules ?? []),
+      ]);
+      for (const name of names) await deleteFirewall(clients, name, signal);
+    },
+
+    selfDestruct({ instance }) {
+      if (settings.sshAddress) {
+        // A stand-in host of a test is not the VM: it must never be shut down.
+        const mapping = mappingOf({
+          id: instance.id,
+          publicIp: instance.publicIp,
+          privateIp: instance.privateIp,
+        });
+        return mapping?.selfDestruct ?? "true";
+      }
+      return selfDeleteCommand({ sudo: settings.sshUser !== "root" });
+    },
+
+    async cleanup(options) {
+      const { signal } = options;
+      const waitSeconds = Math.max(0, options.waitSeconds ?? 0);
+      const deadline = Date.now() + waitSeconds * 1000;
+      const clients = clientsOf();
+      const wanted = options.pools === "all" ? undefined : new Set(options.pools);
+      // Only what Skyward made carries its tags in the description.
+      const clusters = new Map<string, { poolId: string; rules: string[] }>();
+      for (const rule of await firewallRulesOf(clients, signal)) {
+        const tags = firewallTags(rule);
+        const clusterId = tags?.[SKYWARD_TAGS.cluster];
+        if (!tags || !clusterId || !rule.name) continue;
+        const poolId = poolIdFromTags(tags);
+        if (wanted && !wanted.has(poolId) && !wanted.has(clusterId)) continue;
+        const entry = clusters.get(clusterId) ?? { poolId, rules: [] };
+        entry.rules.push(rule.name);
+        clusters.set(clusterId, entry);
+      }
+      const removed: PoolResource[] = [];
+      const left: LeftPoolResource[] = [];
+      const kind = "firewall rule";
+      await Promise.all(
+        [...clusters.entries()].map(async ([clusterId, { poolId, rules }]) => {
+          const leave = (reason: string) => {
+            for (const id of rules) left.push({ poolId, kind, id, reason });
+          };
+          let interval = 1000;
+          for (;;) {
+            const live = await listVms(clients, clusterFilter(clusterId), signal);
+            const inUse = live.filter((raw) => raw.status !== "STOPPING");
+            if (inUse.length > 0) {
+              const listed = inUse.map((raw) => `${raw.name} (${raw.status})`);
+              return leave(
+                `pool ${poolId} still has ${inUse.length === 1 ? "an instance" : `${inUse.length} instances`}: ${listed.join(", ")}; terminate ${inUse.length === 1 ? "it" : "them"} first (skyward down --pool ${poolId})`,
+              );
+            }
+            if (live.length === 0) break;
+            if (Date.now() >= deadline) {
+              return leave(
+                `instances ${live.map((raw) => raw.name).join(", ")} still stopping after ${waitSeconds} s; run skyward down --pool ${poolId} again once they have gone`,
+              );
+            }
+            await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
+            interval = Math.min(interval * 2, 10_000);
+          }
+          for (const id of rules) {
+            try {
+              if (await deleteFirewall(clients, id, signal)) removed.push({ poolId, kind, id });
+            } catch (error) {
+              signal.throwIfAborted();
+              left.push({ poolId, kind, id, reason: (error as Error).message });
+            }
+          }
+        }),
+      );
+      const order = (a: PoolResource, b: PoolResource) =>
+        a.poolId.localeCompare(b.poolId) || a.kind.localeCompare(b.kind) || a.id.localeCompare(b.id);
+      return { removed: removed.sort(order), left: left.sort(order) };
+    },
+
+    async listInstances({ signal }) {
+      // Listing only reads: the key pair is made by `prepare`, when a machine is about to be created.
+      const identityFile = await findSshIdentityFile(keysDirectory(), "gcp_ed25519");
+      const found = await listVms(clientsOf(), `labels.${GCP_LABELS.cluster}:*`, signal);
+      return found.map((raw) => toInstance(raw, identityFile, ""));
+    },
+  };
+}

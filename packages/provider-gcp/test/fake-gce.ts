@@ -1,0 +1,558 @@
+/**
+ * A fake Google Compute Engine (and the Cloud Billing Catalog's SKU list) for tests: an HTTP server on
+ * 127.0.0.1 answering the REST calls `@google-cloud/compute` makes, with the documented request and
+ * response shapes (see `fixtures.ts` for the data and the pages each shape comes from). It keeps VMs,
+ * firewall rules and operations in memory and records every request. It checks what Compute Engine
+ * checks and the provider relies on: the bearer token, known machine and accelerator types, GPUs only
+ * with `onHostMaintenance: TERMINATE`, unique names, spot only with `provisioningModel: SPOT`.
+ *
+ * Reference pages: instances (https://cloud.google.com/compute/docs/reference/rest/v1/instances;
+ * insert, get, list, aggregatedList, delete), operations
+ * (https://cloud.google.com/compute/docs/reference/rest/v1/zoneOperations/wait,
+ * https://cloud.google.com/compute/docs/reference/rest/v1/globalOperations/wait), firewalls
+ * (https://cloud.google.com/compute/docs/reference/rest/v1/firewalls), errors
+ * (https://cloud.google.com/compute/docs/api/how-tos/api-requests-responses#handling_api_responses).
+ */
+import { createPublicKey, verify } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { acceleratorTypes, machineTypes, PROJECT, SKU_PAGES, ZONES } from "./fixtures.js";
+
+export { PROJECT } from "./fixtures.js";
+
+/** The access token the fake accepts (as `GCP({ accessToken })` or `GOOGLE_OAUTH_ACCESS_TOKEN`). */
+export const TEST_ACCESS_TOKEN = "ya29.fake-gce-token-0123456789abcdef";
+
+/** One request the fake received. */
+export interface RecordedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly query: URLSearchParams;
+  readonly authorization: string | undefined;
+  readonly body: Record<string, unknown> | undefined;
+}
+
+/** A VM as the fake keeps it: the Instance resource. */
+export type FakeInstance = Record<string, unknown> & {
+  name: string;
+  zone: string;
+  status: string;
+  labels?: Record<string, string>;
+};
+
+/** The fake, its state and its controls. */
+export interface FakeGce {
+  /** `http://127.0.0.1:PORT`: the provider's `apiEndpoint` and `billingEndpoint`. */
+  readonly endpoint: string;
+  readonly requests: RecordedRequest[];
+  /** VMs by `zone/name`. */
+  readonly instances: Map<string, FakeInstance>;
+  /** Firewall rules by name. */
+  readonly firewalls: Map<string, Record<string, unknown>>;
+  /**
+   * Markets out of capacity: `"spot"`, `"on-demand"` or `"ZONE MACHINE-TYPE MARKET"`; an insert
+   * there ends in the documented `ZONE_RESOURCE_POOL_EXHAUSTED` operation error.
+   */
+  readonly exhausted: Set<string>;
+  /** Addresses handed to new VMs in turn (natIP and networkIP), round robin; none set: 10.128.0.N. */
+  addresses: string[];
+  /** How many `get`s a new VM answers STAGING before RUNNING. Default 1. */
+  stagingGets: number;
+  /**
+   * Service accounts whose self-signed JWTs (RS256, `iss` the account's email) the fake accepts as
+   * bearer tokens, by email: the public half of the key in the account's key file
+   * (https://google.aip.dev/auth/4111).
+   */
+  readonly serviceAccounts: Map<string, string>;
+  /** Forgets requests, VMs, rules and exhaustion. */
+  reset(): void;
+  close(): Promise<void>;
+}
+
+interface Operation {
+  kind: "compute#operation";
+  id: string;
+  name: string;
+  operationType: string;
+  targetLink: string;
+  status: "PENDING" | "RUNNING" | "DONE";
+  progress: number;
+  insertTime: string;
+  startTime: string;
+  endTime?: string;
+  zone?: string;
+  selfLink: string;
+  error?: { errors: { code: string; message: string }[] };
+}
+
+const BASE = `https://www.googleapis.com/compute/v1/projects/${PROJECT}`;
+
+function googleError(response: ServerResponse, status: number, message: string, reason: string) {
+  // https://cloud.google.com/compute/docs/api/how-tos/api-requests-responses#handling_api_responses
+  response.statusCode = status;
+  response.setHeader("content-type", "application/json; charset=UTF-8");
+  response.end(
+    JSON.stringify({ error: { code: status, message, errors: [{ message, domain: "global", reason }] } }),
+  );
+}
+
+function send(response: ServerResponse, body: unknown) {
+  response.statusCode = 200;
+  response.setHeader("content-type", "application/json; charset=UTF-8");
+  response.end(JSON.stringify(body));
+}
+
+/** The label filters `instances.list`/`aggregatedList` take: `labels.K:*` and `labels.K = "V"`. */
+function matchesFilter(instance: FakeInstance, filter: string | null): boolean {
+  if (!filter) return true;
+  const labels = instance.labels ?? {};
+  return filter
+    .split(/\s+AND\s+/i)
+    .map((term) => term.trim().replace(/^\((.*)\)$/, "$1"))
+    .every((term) => {
+      const has = /^labels\.([a-z0-9_-]+):\*$/.exec(term);
+      if (has?.[1]) return has[1] in labels;
+      const equals = /^labels\.([a-z0-9_-]+)\s*=\s*"?([^"]*)"?$/.exec(term);
+      if (equals?.[1]) return labels[equals[1]] === equals[2];
+      throw new Error(`the fake does not understand the filter ${JSON.stringify(term)}`);
+    });
+}
+
+/** Starts the fake on 127.0.0.1 (a free port). */
+export async function startFakeGce(): Promise<FakeGce> {
+  const requests: RecordedRequest[] = [];
+  const instances = new Map<string, FakeInstance>();
+  const firewalls = new Map<string, Record<string, unknown>>();
+  const operations = new Map<string, Operation>();
+  const exhausted = new Set<string>();
+  const stagingLeft = new Map<string, number>();
+  let nextId = 1;
+  let nextAddress = 2;
+
+  const operation = (type: string, target: string, zone: string | undefined, error?: Operation["error"]) => {
+    const id = nextId++;
+    const name = `operation-${Date.now()}-${id}`;
+    const now = new Date().toISOString();
+    const op: Operation = {
+      kind: "compute#operation",
+      id: String(9_000_000 + id),
+      name,
+      operationType: type,
+      targetLink: target,
+      // The first answer is RUNNING, as Compute Engine's is; `wait` then finds it DONE.
+      status: "RUNNING",
+      progress: 0,
+      insertTime: now,
+      startTime: now,
+      ...(zone ? { zone: `${BASE}/zones/${zone}` } : {}),
+      selfLink: zone ? `${BASE}/zones/${zone}/operations/${name}` : `${BASE}/global/operations/${name}`,
+      ...(error ? { error } : {}),
+    };
+    operations.set(name, op);
+    return op;
+  };
+
+  const finish = (op: Operation) => {
+    op.status = "DONE";
+    op.progress = 100;
+    op.endTime = new Date().toISOString();
+    return op;
+  };
+
+  const fake: FakeGce = {
+    endpoint: "",
+    requests,
+    instances,
+    firewalls,
+    exhausted,
+    serviceAccounts: new Map(),
+    addresses: [],
+    stagingGets: 1,
+    reset() {
+      requests.length = 0;
+      instances.clear();
+      firewalls.clear();
+      operations.clear();
+      exhausted.clear();
+      stagingLeft.clear();
+      fake.addresses = [];
+      fake.stagingGets = 1;
+    },
+    close: async () => undefined,
+  };
+
+  const insertInstance = (zone: string, body: Record<string, unknown>, response: ServerResponse) => {
+    const name = String(body.name ?? "");
+    if (!/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name))
+      return googleError(response, 400, `Invalid value for field 'resource.name': '${name}'.`, "invalid");
+    if (instances.has(`${zone}/${name}`))
+      return googleError(
+        response,
+        409,
+        `The resource 'projects/${PROJECT}/zones/${zone}/instances/${name}' already exists`,
+        "alreadyExists",
+      );
+    const machineType = String(body.machineType ?? "")
+      .split("/")
+      .pop();
+    const type = machineTypes(zone).find((entry) => entry.name === machineType);
+    if (!type)
+      return googleError(
+        response,
+        400,
+        `Invalid value for field 'resource.machineType': '${String(body.machineType)}'. Machine type with name '${machineType}' does not exist in zone '${zone}'.`,
+        "invalid",
+      );
+    const scheduling = (body.scheduling ?? {}) as Record<string, unknown>;
+    const guest = (body.guestAccelerators ?? []) as { acceleratorType?: string; acceleratorCount?: number }[];
+    for (const accelerator of guest) {
+      const acceleratorName = String(accelerator.acceleratorType ?? "")
+        .split("/")
+        .pop();
+      const known = acceleratorTypes(zone).find((entry) => entry.name === acceleratorName);
+      if (!known || (accelerator.acceleratorCount ?? 0) > known.maximumCardsPerInstance)
+        return googleError(
+          response,
+          400,
+          `Invalid value for field 'resource.guestAccelerators[0].acceleratorType': '${String(accelerator.acceleratorType)}'.`,
+          "invalid",
+        );
+    }
+    const hasGpu = guest.length > 0 || (type.accelerators?.length ?? 0) > 0;
+    if (hasGpu && scheduling.onHostMaintenance !== "TERMINATE")
+      // https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance
+      return googleError(
+        response,
+        400,
+        "Instances with guest accelerators do not support live migration.",
+        "badRequest",
+      );
+    const spot = scheduling.provisioningModel === "SPOT";
+    if (spot && scheduling.automaticRestart === true)
+      return googleError(response, 400, "Spot VMs cannot have automaticRestart set to true.", "badRequest");
+    const market = spot ? "spot" : "on-demand";
+    const target = `${BASE}/zones/${zone}/instances/${name}`;
+    if (exhausted.has(market) || exhausted.has(`${zone} ${machineType} ${market}`)) {
+      // https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability
+      const op = operation("insert", target, zone, {
+        errors: [
+          {
+            code: "ZONE_RESOURCE_POOL_EXHAUSTED",
+            message: `The zone 'projects/${PROJECT}/zones/${zone}' does not have enough resources available to fulfill the request. Try a different zone, or try again later.`,
+          },
+        ],
+      });
+      return send(response, op);
+    }
+    const address =
+      fake.addresses.length > 0
+        ? (fake.addresses[(nextAddress - 2) % fake.addresses.length] as string)
+        : `10.128.0.${nextAddress}`;
+    nextAddress += 1;
+    const networkInterfaces = ((body.networkInterfaces ?? []) as Record<string, unknown>[]).map(
+      (nic, index) => ({
+        kind: "compute#networkInterface",
+        network: `${BASE}/${String(nic.network ?? "global/networks/default")}`,
+        subnetwork: `${BASE}/regions/${zone.replace(/-[a-z]$/, "")}/subnetworks/default`,
+        networkIP: address,
+        name: `nic${index}`,
+        stackType: "IPV4_ONLY",
+        accessConfigs: ((nic.accessConfigs ?? []) as Record<string, unknown>[]).map((config) => ({
+          kind: "compute#accessConfig",
+          type: config.type ?? "ONE_TO_ONE_NAT",
+          name: config.name ?? "External NAT",
+          natIP: address,
+          networkTier: "PREMIUM",
+        })),
+      }),
+    );
+    const instance: FakeInstance = {
+      ...body,
+      kind: "compute#instance",
+      id: String(4_000_000_000 + nextId++),
+      creationTimestamp: new Date().toISOString(),
+      name,
+      zone: `${BASE}/zones/${zone}`,
+      machineType: `${BASE}/zones/${zone}/machineTypes/${machineType}`,
+      status: "STAGING",
+      networkInterfaces,
+      scheduling: { ...scheduling, ...(spot ? { preemptible: false } : {}) },
+      cpuPlatform: "Intel Broadwell",
+      selfLink: target,
+      labels: (body.labels ?? {}) as Record<string, string>,
+      labelFingerprint: "42WmSpB8rSM=",
+      metadata: {
+        kind: "compute#metadata",
+        fingerprint: "Tpqx_uZ-tWQ=",
+        ...((body.metadata ?? {}) as object),
+      },
+    };
+    instances.set(`${zone}/${name}`, instance);
+    stagingLeft.set(`${zone}/${name}`, fake.stagingGets);
+    return send(response, operation("insert", target, zone));
+  };
+
+  /** The fake token, or a self-signed JWT of a known service account, correctly signed and unexpired. */
+  const authorized = (header: string | undefined): boolean => {
+    if (header === `Bearer ${TEST_ACCESS_TOKEN}`) return true;
+    const [head, payload, signature] = (header ?? "").replace(/^Bearer /, "").split(".");
+    if (!head || !payload || !signature) return false;
+    try {
+      const claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as {
+        iss?: string;
+        exp?: number;
+      };
+      const key = fake.serviceAccounts.get(claims.iss ?? "");
+      if (!key || (claims.exp ?? 0) * 1000 < Date.now()) return false;
+      return verify(
+        "RSA-SHA256",
+        Buffer.from(`${head}.${payload}`),
+        createPublicKey(key),
+        Buffer.from(signature, "base64url"),
+      );
+    } catch {
+      return false;
+    }
+  };
+
+  const handle = async (request: IncomingMessage, response: ServerResponse, raw: string) => {
+    const url = new URL(request.url ?? "/", "http://fake");
+    const path = url.pathname;
+    const method = request.method ?? "GET";
+    let body: Record<string, unknown> | undefined;
+    if (raw) body = JSON.parse(raw) as Record<string, unknown>;
+    requests.push({
+      method,
+      path,
+      query: url.searchParams,
+      authorization: request.headers.authorization,
+      body,
+    });
+    if (!authorized(request.headers.authorization))
+      return googleError(
+        response,
+        401,
+        "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
+        "required",
+      );
+
+    // Cloud Billing Catalog: https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list
+    if (method === "GET" && path === "/v1/services/6F81-5844-456A/skus") {
+      const page = Number(url.searchParams.get("pageToken") || "0");
+      return send(response, {
+        skus: SKU_PAGES[page] ?? [],
+        nextPageToken: page + 1 < SKU_PAGES.length ? String(page + 1) : "",
+      });
+    }
+
+    const prefix = `/compute/v1/projects/${PROJECT}/`;
+    if (!path.startsWith(prefix))
+      return googleError(response, 404, `The resource '${path}' was not found`, "notFound");
+    const parts = path.slice(prefix.length).split("/");
+
+    if (method === "GET" && parts.length === 1 && parts[0] === "zones")
+      return send(response, { kind: "compute#zoneList", items: ZONES, selfLink: `${BASE}/zones` });
+
+    if (method === "GET" && parts[0] === "aggregated" && parts[1] === "instances") {
+      // https://cloud.google.com/compute/docs/reference/rest/v1/instances/aggregatedList
+      const items: Record<string, unknown> = {};
+      for (const zone of ZONES) {
+        const found = [...instances.values()].filter(
+          (instance) =>
+            instance.zone.endsWith(`/${zone.name}`) &&
+            matchesFilter(instance, url.searchParams.get("filter")),
+        );
+        items[`zones/${zone.name}`] =
+          found.length > 0
+            ? { instances: found }
+            : {
+                warning: {
+                  code: "NO_RESULTS_ON_PAGE",
+                  message: `There are no results for scope 'zones/${zone.name}' on this page.`,
+                  data: [{ key: "scope", value: `zones/${zone.name}` }],
+                },
+              };
+      }
+      return send(response, {
+        kind: "compute#instanceAggregatedList",
+        id: `projects/${PROJECT}/aggregated/instances`,
+        items,
+        selfLink: `${BASE}/aggregated/instances`,
+      });
+    }
+
+    if (parts[0] === "global" && parts[1] === "firewalls") {
+      const name = parts[2];
+      const target = `${BASE}/global/firewalls/${name ?? ""}`;
+      if (method === "GET" && !name)
+        return send(response, {
+          kind: "compute#firewallList",
+          items: [...firewalls.values()],
+          selfLink: `${BASE}/global/firewalls`,
+        });
+      if (method === "POST" && !name && body) {
+        const ruleName = String(body.name ?? "");
+        if (firewalls.has(ruleName))
+          return googleError(
+            response,
+            409,
+            `The resource 'projects/${PROJECT}/global/firewalls/${ruleName}' already exists`,
+            "alreadyExists",
+          );
+        if (!Array.isArray(body.allowed) || (!body.sourceRanges && !body.sourceTags))
+          return googleError(
+            response,
+            400,
+            "Invalid value for field 'resource': a firewall needs allowed and sources.",
+            "invalid",
+          );
+        firewalls.set(ruleName, {
+          ...body,
+          kind: "compute#firewall",
+          id: String(7_000_000 + nextId++),
+          creationTimestamp: new Date().toISOString(),
+          network: `${BASE}/${String(body.network ?? "global/networks/default")}`,
+          priority: 1000,
+          selfLink: `${BASE}/global/firewalls/${ruleName}`,
+        });
+        return send(response, operation("insert", `${BASE}/global/firewalls/${ruleName}`, undefined));
+      }
+      if (name && !firewalls.has(name))
+        return googleError(
+          response,
+          404,
+          `The resource 'projects/${PROJECT}/global/firewalls/${name}' was not found`,
+          "notFound",
+        );
+      if (method === "GET" && name) return send(response, firewalls.get(name));
+      if (method === "DELETE" && name) {
+        firewalls.delete(name);
+        return send(response, operation("delete", target, undefined));
+      }
+    }
+
+    if (parts[0] === "global" && parts[1] === "operations" && parts[2]) {
+      const op = operations.get(parts[2]);
+      if (!op)
+        return googleError(
+          response,
+          404,
+          `The resource 'projects/${PROJECT}/global/operations/${parts[2]}' was not found`,
+          "notFound",
+        );
+      return send(response, finish(op));
+    }
+
+    if (parts[0] === "zones" && parts[1]) {
+      const zone = parts[1];
+      if (!ZONES.some((entry) => entry.name === zone))
+        return googleError(
+          response,
+          400,
+          `Invalid value for field 'zone': '${zone}'. Unknown zone.`,
+          "invalid",
+        );
+      const collection = parts[2];
+      const name = parts[3];
+      if (method === "GET" && collection === "machineTypes" && !name) {
+        // Paged by 5 (maxResults and pageToken: https://cloud.google.com/compute/docs/reference/rest/v1/machineTypes/list).
+        const all = machineTypes(zone);
+        const start = Number(url.searchParams.get("pageToken") || "0");
+        const end = start + Math.min(5, Number(url.searchParams.get("maxResults") || "500"));
+        return send(response, {
+          kind: "compute#machineTypeList",
+          items: all.slice(start, end),
+          ...(end < all.length ? { nextPageToken: String(end) } : {}),
+          selfLink: `${BASE}/zones/${zone}/machineTypes`,
+        });
+      }
+      if (method === "GET" && collection === "acceleratorTypes" && !name)
+        return send(response, {
+          kind: "compute#acceleratorTypeList",
+          items: acceleratorTypes(zone),
+          selfLink: `${BASE}/zones/${zone}/acceleratorTypes`,
+        });
+      if (collection === "operations" && name) {
+        const op = operations.get(name);
+        if (!op)
+          return googleError(
+            response,
+            404,
+            `The resource 'projects/${PROJECT}/zones/${zone}/operations/${name}' was not found`,
+            "notFound",
+          );
+        return send(response, finish(op));
+      }
+      if (collection === "instances") {
+        if (method === "POST" && !name && body) return insertInstance(zone, body, response);
+        if (method === "GET" && !name) {
+          const items = [...instances.values()].filter(
+            (instance) =>
+              instance.zone.endsWith(`/${zone}`) && matchesFilter(instance, url.searchParams.get("filter")),
+          );
+          return send(response, {
+            kind: "compute#instanceList",
+            items,
+            selfLink: `${BASE}/zones/${zone}/instances`,
+          });
+        }
+        const key = `${zone}/${name ?? ""}`;
+        const instance = instances.get(key);
+        if (!instance)
+          return googleError(
+            response,
+            404,
+            `The resource 'projects/${PROJECT}/zones/${zone}/instances/${name}' was not found`,
+            "notFound",
+          );
+        if (method === "GET") {
+          const left = stagingLeft.get(key) ?? 0;
+          if (instance.status === "STAGING") {
+            if (left <= 0) instance.status = "RUNNING";
+            else stagingLeft.set(key, left - 1);
+          }
+          return send(response, instance);
+        }
+        if (method === "DELETE") {
+          // The VM is STOPPING while the delete runs, then gone.
+          instance.status = "STOPPING";
+          setTimeout(() => instances.delete(key), 50).unref();
+          return send(response, operation("delete", instance.selfLink as string, zone));
+        }
+      }
+    }
+    return googleError(response, 404, `The fake has no ${method} ${path}`, "notFound");
+  };
+
+  const server: Server = createServer((request, response) => {
+    let raw = "";
+    request.setEncoding("utf8");
+    request.on("data", (chunk: string) => {
+      raw += chunk;
+    });
+    request.on("end", () => {
+      handle(request, response, raw).catch((error: unknown) =>
+        googleError(response, 500, (error as Error).message, "backendError"),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  Object.assign(fake, {
+    endpoint: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  });
+  return fake;
+}
+
+/** What Skyward left in the fake: live VMs (by zone/name) and firewall rules. */
+export function fakeLeftovers(fake: FakeGce): string[] {
+  return [
+    ...[...fake.instances.entries()].map(([key, instance]) => `instance ${key} (${instance.status})`),
+    ...[...fake.firewalls.keys()].map((name) => `firewall ${name}`),
+  ].sort();
+}
