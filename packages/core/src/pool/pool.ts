@@ -57,9 +57,9 @@ import { extendImage, type Image } from "../spec/image.js";
 import { type Nodes, type NodesInput, nodes as resolveNodes } from "../spec/nodes.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
+import { Autoscaler } from "./autoscale.js";
 import { BudgetWatch } from "./budget.js";
 import { CostMeter, instanceHourlyPrice, type PoolCost } from "./cost.js";
-import { Autoscaler } from "./autoscale.js";
 import { cachedOffers } from "./offer-cache.js";
 import type {
   CallArguments,
