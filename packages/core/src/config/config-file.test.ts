@@ -267,6 +267,7 @@ read_only = false
 [pools.x.options]
 provision_timeout = 600
 retry_on_interruption = 5
+budget = { max = 40, warn_at = 30 }
 
 [pools.x.options.worker]
 concurrency = 4
@@ -296,6 +297,7 @@ level = "DEBUG"
     expect(pool?.options).toEqual({
       provisionTimeout: 600,
       retryOnInterruption: 5,
+      budget: { max: 40, warnAt: 30 },
       worker: { concurrency: 4, reuseProcesses: false },
       logging: { level: "DEBUG" },
     });
