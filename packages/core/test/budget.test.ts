@@ -41,6 +41,26 @@ describe("a local pool with a price and a budget", () => {
     );
   });
 
+  it("counts the nodes a resize adds and stops counting those it removes", async () => {
+    await using pool = await sky.compute({
+      provider: sky.Local({ hourlyPrice: 1.5 }),
+      nodes: sky.nodes({ desired: 1, min: 1, max: 3 }),
+      image: { metrics: null },
+      options: { console: false },
+    });
+    expect(pool.cost().hourlyRate).toBe(1.5);
+    await pool.resize(3);
+    const grown = pool.cost();
+    expect(grown.hourlyRate).toBe(4.5);
+    expect(grown.nodes.map((node) => node.node)).toEqual([0, 1, 2]);
+    await pool.resize(1);
+    expect(await until(() => pool.cost().hourlyRate === 1.5, 30_000)).toBe(true);
+    const shrunk = pool.cost();
+    expect(shrunk.nodes).toHaveLength(1);
+    // What the stopped nodes cost stays in the total.
+    expect(shrunk.total).toBeGreaterThan(shrunk.nodes[0]?.total ?? 0);
+  }, 120_000);
+
   it("warns, then stops taking tasks, fails the running one and tears down at the budget", async () => {
     const events: sky.SkywardEvent[] = [];
     // $36 per hour is a cent a second: the warning 20 s after provisioning, the end at 40 s.
