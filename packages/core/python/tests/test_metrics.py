@@ -150,3 +150,38 @@ def test_a_new_cluster_message_replaces_the_collectors(gpu_worker: tuple[WorkerP
     client.inbox.clear()
     assert {sample["name"] for sample in metrics_for(client, 0.8)} == {"memory_total"}
     client.close()
+
+
+def _children(pid: int) -> List[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(child) for child in handle.read().split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["shutdown", "SIGKILL"])
+def test_no_nvidia_smi_outlives_its_worker(gpu_worker: tuple[WorkerProcess, Path], how: str) -> None:
+    worker, _record = gpu_worker
+    client = Client(worker.port)
+    client.hello()
+    client.cluster(metrics=[collector("gpu", 0.1)])
+    assert any(sample["name"] == "gpu" for sample in metrics_for(client, 1.0))
+    loops = _children(worker.process.pid)
+    assert len(loops) == 1
+    if how == "shutdown":
+        client.send({"t": "shutdown"})
+        worker.wait(10)
+    else:
+        worker.process.kill()  # the loop dies at its next write, into a pipe nobody reads
+        worker.wait(10)
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in loops) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in loops)
+    client.close()
