@@ -6,12 +6,28 @@
  * with `@skyward/core/logs`.
  */
 
+// Distributed collections (pool.dict, pool.queue …)
+export type {
+  BlockingCallOptions,
+  CollectionCallOptions,
+  DistributedBarrier,
+  DistributedCounter,
+  DistributedDict,
+  DistributedLock,
+  DistributedQueue,
+  DistributedSet,
+} from "./collections/client.js";
 // The contracts' types, for annotations (building providers and plugins: `@skyward/core/contract`)
 export type { PluginV1 } from "./contract/plugin.js";
 export { PluginError } from "./contract/plugin.js";
 export type { Provider, ProviderV1 } from "./contract/provider.js";
 // Errors
-export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "./errors/errors.js";
+export type {
+  ConfigurationIssue,
+  ProvisionAttempt,
+  SkywardErrorOptions,
+  TaskInterruptionReason,
+} from "./errors/errors.js";
 export {
   BootstrapError,
   BudgetExceededError,
@@ -21,12 +37,14 @@ export {
   ConnectionError,
   FunctionNotFoundError,
   NoCapacityError,
+  NodeUnavailableError,
   NoOffersError,
   ProtocolError,
   ProvisionError,
   RemoteTaskError,
   SerializationError,
   SkywardError,
+  TaskInterruptedError,
   TaskTimeoutError,
   WorkerDiedError,
 } from "./errors/errors.js";
@@ -108,6 +126,8 @@ export type {
   PythonFunction,
   PythonFunctionOptions,
   PythonStreamFunction,
+  RetryPolicy,
+  StreamRetryPolicy,
 } from "./pool/python-function.js";
 export { isPending, kwargs, python } from "./pool/python-function.js";
 // Accelerators
@@ -145,11 +165,14 @@ export type {
   Budget,
   BudgetInput,
   ConsoleMode,
+  HealthChecker,
+  HealthCheckerInput,
   LogConfig,
   LogConfigInput,
   LogLevel,
   Options,
   OptionsInput,
+  PythonFunctionReference,
   SelectionStrategy,
   Worker,
   WorkerInput,

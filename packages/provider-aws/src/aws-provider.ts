@@ -1229,6 +1229,22 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       return settings.sshUser === "root" ? "shutdown -h now" : "sudo shutdown -h now";
     },
 
+    interruptionNotice({ instance }) {
+      // Only spot instances get notices (a two-minute instance-action, or an earlier rebalance).
+      if (!instance.spot) return null;
+      if (settings.sshAddress) {
+        const mapping = mappingOf({
+          id: instance.id,
+          publicIp: instance.publicIp,
+          privateIp: instance.privateIp,
+        });
+        return mapping?.imdsEndpoint
+          ? { kind: "aws-imds", endpoint: mapping.imdsEndpoint, intervalSeconds: 1 }
+          : null;
+      }
+      return { kind: "aws-imds", endpoint: "http://169.254.169.254" };
+    },
+
     async cleanup(options) {
       const { signal } = options;
       const waitSeconds = Math.max(0, options.waitSeconds ?? 0);

@@ -55,6 +55,12 @@ export interface SshAddressMapping {
    * stand-in host is not the instance, so it must never be shut down.
    */
   readonly selfDestruct?: string;
+  /**
+   * The instance metadata service the worker on the stand-in host polls for spot interruption
+   * notices (a fake one: `@skyward/testing`'s `startFakeImds`). Default none: a stand-in host never
+   * reads the real `169.254.169.254`, so it gets no notices.
+   */
+  readonly imdsEndpoint?: string;
 }
 
 /** Settings of {@link AWS}. Every field is optional. */

@@ -270,6 +270,12 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       expect(aws.selfDestruct({ cluster, instance: spot[0] as (typeof spot)[0] })).toBe(
         "sudo shutdown -h now",
       );
+      // Interruption notices: a spot instance's node polls the instance metadata service; on demand, none.
+      expect(aws.interruptionNotice?.({ cluster, instance: spot[0] as (typeof spot)[0] })).toEqual({
+        kind: "aws-imds",
+        endpoint: "http://169.254.169.254",
+      });
+      expect(aws.interruptionNotice?.({ cluster, instance: onDemand as (typeof spot)[0] })).toBeNull();
 
       // terminate: twice, and with an unknown id mixed in.
       const ids = [...spot.map((instance) => instance.id), "i-0123456789abcdef0"];

@@ -31,6 +31,7 @@ from .execution import Outcome, TaskRunner, error_outcome
 from .executors import ProcessExecutor, Task, ThreadExecutor
 from .info import instance_info_from_cluster
 from .metrics import MetricsSampler, parse_collectors
+from . import interruption
 from .output import OutputRouter, TaskStream
 from .plugins import Lifecycle, PluginLoadError, decorators, load_plugins
 from .protocol import (
@@ -47,6 +48,10 @@ RESULT_KEEP_SECONDS = 300.0
 RESULT_KEEP_MAX = 50_000
 PING_INTERVAL = 5.0
 SILENCE_LIMIT = 30.0
+#: A connection must complete the handshake (a good ``hello``) within this many seconds...
+HANDSHAKE_SECONDS = 10.0
+#: ...and no frame before it may be larger than this (a ``hello`` is a few hundred bytes).
+PRE_HANDSHAKE_FRAME_BYTES = 16 * 1024
 APP_EXIT_LIMIT = 60.0  # seconds the around_app exits get when the worker stops
 STREAM_NAMES = ("stdout", "stderr")
 
@@ -67,11 +72,20 @@ class Options:
         parser.add_argument("--ttl", type=float, default=None)
         parser.add_argument("--self-destruct", dest="self_destruct", default=None)
         parser.add_argument("--exit-on-stdin-eof", dest="exit_on_stdin_eof", action="store_true")
+        parser.add_argument("--handshake-timeout", dest="handshake_timeout", type=float, default=HANDSHAKE_SECONDS)
+        parser.add_argument("--interruption-notice", dest="interruption_notice", default=None)
+        parser.add_argument("--interruption-poll-interval", dest="interruption_poll_interval", type=float, default=5.0)
         parsed = parser.parse_args(argv)
         if parsed.concurrency < 1:
             parser.error("--concurrency must be at least 1")
         if parsed.buffer < 0:
             parser.error("--buffer must be at least 0")
+        if not parsed.handshake_timeout > 0:
+            parser.error("--handshake-timeout must be more than 0")
+        if not parsed.interruption_poll_interval > 0:
+            parser.error("--interruption-poll-interval must be more than 0")
+        if parsed.interruption_notice is not None and not parsed.interruption_notice.startswith("aws-imds="):
+            parser.error("--interruption-notice must be aws-imds=<endpoint>")
         self.node: int = parsed.node
         self.host: str = parsed.host
         self.port: int = parsed.port
@@ -83,6 +97,9 @@ class Options:
         self.ttl: float | None = parsed.ttl
         self.self_destruct: str | None = parsed.self_destruct
         self.exit_on_stdin_eof: bool = parsed.exit_on_stdin_eof
+        self.handshake_timeout: float = parsed.handshake_timeout
+        self.interruption_notice: str | None = parsed.interruption_notice
+        self.interruption_poll_interval: float = parsed.interruption_poll_interval
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -102,6 +119,8 @@ class Connection(asyncio.BufferedProtocol):
         self.worker = worker
         self.transport: asyncio.Transport | None = None
         self.decoder = FrameDecoder()
+        self.decoder.max_frame_bytes = PRE_HANDSHAKE_FRAME_BYTES
+        self._handshake_timer: asyncio.TimerHandle | None = None
         self.authenticated = False
         self.alive = True
         self.peer = "?"
@@ -131,6 +150,26 @@ class Connection(asyncio.BufferedProtocol):
             pass
         self.peer = str(transport.get_extra_info("peername"))
         self.worker.connections.add(self)
+        self._handshake_timer = self.worker.loop.call_later(
+            self.worker.options.handshake_timeout, self._handshake_expired
+        )
+
+    def _handshake_expired(self) -> None:
+        self._handshake_timer = None
+        if self.alive and not self.authenticated:
+            self.worker.log(
+                f"{self.peer} did not complete the handshake within {self.worker.options.handshake_timeout:g} s: "
+                "closing the connection"
+            )
+            self.abort()
+
+    def handshake_done(self) -> None:
+        """The client said a good ``hello``: frames of any size, and no deadline, from now on."""
+        self.authenticated = True
+        self.decoder.max_frame_bytes = None
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer(sizehint)
@@ -171,6 +210,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
         self._outbox.clear()
         self._unsent.clear()
         self.worker.on_connection_lost(self)
@@ -310,6 +352,9 @@ class Worker:
         self._cluster_env: Dict[str, str] = {}
         self.executor: ThreadExecutor | ProcessExecutor = self._new_executor(nested=False)
         self._nested: ThreadExecutor | ProcessExecutor | None = None
+        #: interruption notices received so far: sent to every client, again to one that connects later
+        self.notices: List[Dict[str, Any]] = []
+        self._notice_watch: threading.Event | None = None
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
 
@@ -345,7 +390,24 @@ class Worker:
         port = self._server.sockets[0].getsockname()[1]
         self._periodic = self.loop.call_later(PING_INTERVAL, self._tick)
         self._start_ttl(initial=True)  # a client that never comes is the same as one that left
+        if self.options.interruption_notice:
+            self._notice_watch = interruption.start(
+                self.options.interruption_notice,
+                self.options.interruption_poll_interval,
+                lambda notice: self.post(self.on_interruption, notice),
+                self.log,
+            )
         return int(port)
+
+    def on_interruption(self, notice: Dict[str, Any]) -> None:
+        self.log(f"interruption notice: {notice['kind']} {notice['action']} {notice['time']}".rstrip())
+        self.notices.append(notice)
+        for connection in list(self.connections):
+            if connection.authenticated:
+                self._send_notice(connection, notice)
+
+    def _send_notice(self, connection: Connection, notice: Dict[str, Any]) -> None:
+        connection.send({"t": "event", "node": self.node, "event": {"type": "interruption", **notice}})
 
     def log(self, text: str) -> None:
         stream = self._originals[1]
@@ -361,6 +423,8 @@ class Worker:
             return
         self.stopping = True
         self.log(f"stopping: {reason}")
+        if self._notice_watch is not None:
+            self._notice_watch.set()
         self._cancel_ttl()
         if self._periodic is not None:
             self._periodic.cancel()
@@ -453,7 +517,7 @@ class Worker:
         if self.stopping:
             self._reject(connection, "the worker is stopping")
             return
-        connection.authenticated = True
+        connection.handshake_done()
         self._cancel_ttl()
         adopted = []
         for task in self.tasks.values():
@@ -516,6 +580,8 @@ class Worker:
             self.metrics.configure(parse_collectors(message.get("metrics")))
         self.ready = True
         connection.send({"t": "ready"})
+        for notice in self.notices:  # a client that comes after a notice learns of it too
+            self._send_notice(connection, notice)
         waiting, self._waiting = self._waiting, []
         for task in waiting:
             if task.state == "queued":
@@ -570,6 +636,24 @@ class Worker:
         task = self.tasks.get(message.get("id"))  # type: ignore[arg-type]
         if task is not None:
             self._cancel(task, "the task was cancelled")
+
+    def _withdraw(self, connection: Connection, message: Message) -> None:
+        """Hands back the listed tasks that have not started (the node is going away): each is dropped
+        and answered with ``withdrawn``, so the client runs it elsewhere; started ones carry on."""
+        ids = message.get("ids")
+        if type(ids) is not list:
+            return
+        for task_id in ids:
+            task = self.tasks.get(task_id) if isinstance(task_id, str) else None
+            if task is None or task.state != "queued":
+                continue
+            if task in self._waiting:
+                self._waiting.remove(task)
+            elif not self._executor_for(task).cancel_queued(task):
+                continue
+            task.state = "done"
+            del self.tasks[task.id]
+            connection.send({"t": "withdrawn", "id": task.id})
 
     def _input(self, connection: Connection, message: Message) -> None:
         task = self.tasks.get(message.get("id"))  # type: ignore[arg-type]
@@ -626,6 +710,7 @@ class Worker:
         "cluster": _cluster,
         "submit": _submit,
         "cancel": _cancel_message,
+        "withdraw": _withdraw,
         "in": _input,
         "in_end": _input,
         "in_error": _input,

@@ -103,6 +103,38 @@ def test_malformed_frame_closes_the_connection(thread_worker: WorkerProcess) -> 
         time.sleep(0.02)
 
 
+def test_garbage_before_the_handshake_closes_the_connection(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    client.send_raw(os.urandom(256 * 1024))
+    client.wait_closed(timeout=5)
+
+
+def test_a_first_frame_over_the_pre_handshake_limit_closes_the_connection(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    # A well-formed hello, but padded past the 16 KiB a stranger may send before the handshake.
+    client.send({"t": "hello", "version": 1, "token": "x", "client": "padding", "pad": "x" * (32 * 1024)})
+    client.wait_closed(timeout=5)
+    assert not any(message.get("t") == "reject" for message in client.inbox)
+    # After a good hello, large frames are fine.
+    trusted = connect(thread_worker)
+    assert trusted.value("demo_tasks:add", "y" * (256 * 1024), "z") == "y" * (256 * 1024) + "z"
+    trusted.close()
+
+
+def test_a_connection_silent_before_the_handshake_is_closed() -> None:
+    with WorkerProcess("--executor", "thread", "--handshake-timeout", "0.5") as worker:
+        idle = Client(worker.port)
+        started = time.monotonic()
+        idle.wait_closed(timeout=10)
+        assert time.monotonic() - started >= 0.4
+        assert any("did not complete the handshake within 0.5 s" in line for line in worker.stderr_lines)
+        # A client that says hello in time keeps its connection past the deadline.
+        client = connect(worker)
+        time.sleep(1.0)
+        assert client.value("demo_tasks:add", 2, 3) == 5
+        client.close()
+
+
 def test_worker_refuses_to_start_without_a_token() -> None:
     import subprocess
 
@@ -295,6 +327,24 @@ def test_worker_died_and_recovery(process_client: Client) -> None:
 
 
 # -- cancellation ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_withdraw_hands_back_only_tasks_that_have_not_started(executor: str) -> None:
+    with WorkerProcess("--executor", executor, "--concurrency", "1", "--buffer", "2") as worker:
+        client = connect(worker)
+        client.submit("running", "demo_tasks:slow_then_value", 1.0, "kept")
+        client.submit("queued-1", "demo_tasks:add", 1, 2)
+        client.submit("queued-2", "demo_tasks:add", 3, 4)
+        time.sleep(0.3)  # "running" has started
+        client.send({"t": "withdraw", "ids": ["running", "queued-1", "queued-2", "unknown"]})
+        assert client.wait_for(lambda m: m["t"] == "withdrawn")["id"] == "queued-1"
+        assert client.wait_for(lambda m: m["t"] == "withdrawn")["id"] == "queued-2"
+        # The started task carries on; the withdrawn ones never run nor answer.
+        assert client.terminal("running", timeout=10)["value"] == "kept"
+        assert [m["t"] for m in client.by_id["queued-1"]] == ["withdrawn"]
+        # A withdrawn id may be submitted again (elsewhere, or here).
+        assert client.call("demo_tasks:add", 1, 2, task_id="queued-1")["value"] == 3
 
 
 def test_cancel_queued_and_running_thread_task() -> None:

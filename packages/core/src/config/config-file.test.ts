@@ -268,10 +268,15 @@ read_only = false
 provision_timeout = 600
 retry_on_interruption = 5
 budget = { max = 40, warn_at = 30 }
+liveness_timeout = 10
 
 [pools.x.options.worker]
 concurrency = 4
 reuse_processes = false
+
+[pools.x.options.health_checker]
+check = "health:gpu_ok"
+interval = 10
 
 [pools.x.options.logging]
 level = "DEBUG"
@@ -298,6 +303,8 @@ level = "DEBUG"
       provisionTimeout: 600,
       retryOnInterruption: 5,
       budget: { max: 40, warnAt: 30 },
+      livenessTimeout: 10,
+      healthChecker: { check: "health:gpu_ok", interval: 10 },
       worker: { concurrency: 4, reuseProcesses: false },
       logging: { level: "DEBUG" },
     });

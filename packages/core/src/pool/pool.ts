@@ -7,6 +7,16 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { createServer } from "node:net";
 import { posix } from "node:path";
+import {
+  type CollectionHost,
+  DistributedBarrier,
+  DistributedCounter,
+  DistributedDict,
+  DistributedLock,
+  DistributedQueue,
+  DistributedSet,
+} from "../collections/client.js";
+import { CollectionStore } from "../collections/store.js";
 import { LaunchCommand, type LaunchContext } from "../contract/launch-command.js";
 import {
   applyImageTransforms,
@@ -51,7 +61,7 @@ import {
 import { attachLogFile, type LogFileAttachment } from "../observe/log-file.js";
 import { clusterMetrics, relayMetrics } from "../observe/metric-stream.js";
 import { Redactor } from "../observe/redact.js";
-import type { ClusterMessage, WireValue } from "../protocol/protocol.js";
+import type { ClusterMessage, WireValue, WorkerEvent } from "../protocol/protocol.js";
 import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
 import { extendImage, type Image } from "../spec/image.js";
 import { type Nodes, type NodesInput, nodes as resolveNodes } from "../spec/nodes.js";
@@ -60,6 +70,8 @@ import type { PoolSpec } from "../spec/spec.js";
 import { Autoscaler } from "./autoscale.js";
 import { BudgetWatch } from "./budget.js";
 import { CostMeter, instanceHourlyPrice, type PoolCost } from "./cost.js";
+import { firstHealthy, monitorHealth } from "./health-check.js";
+import { checkInstances } from "./instance-watch.js";
 import { cachedOffers } from "./offer-cache.js";
 import type {
   CallArguments,
@@ -154,9 +166,10 @@ interface NodeRuntime {
   connection: WorkerConnection | undefined;
   /** What the provider holds to reach the worker (an SSH connection), let go of with the node. */
   endpoint: WorkerEndpoint | undefined;
-  replacements: number;
-  /** Let go of on purpose (scale-down, a failed start): its worker's exit is no error. */
+  /** Let go of on purpose (scale-down, a failed start): its worker's exit is no error, nor its loss. */
   retiring?: boolean;
+  /** After an interruption notice: the replacement's instance, asked for at once. */
+  nextInstance: Promise<Instance> | undefined;
 }
 
 /** Pools torn down on SIGINT/SIGTERM (those made with `handleSignals` left on). */
@@ -247,6 +260,8 @@ class PoolRuntime implements AsyncDisposable {
 
   readonly #hub = new EventHub();
   readonly #tasks: TaskManager;
+  /** The authority of the pool's distributed collections (ARCHITECTURE §4c). */
+  readonly #collections: CollectionStore;
   readonly #token = randomBytes(24).toString("hex");
   readonly #nodes: NodeRuntime[] = [];
   readonly #abort = new AbortController();
@@ -292,6 +307,8 @@ class PoolRuntime implements AsyncDisposable {
   /** Growth failures in a row, and no new growth before this time (`performance.now()`): a backoff. */
   #growthFailures = 0;
   #growthPausedUntil = 0;
+  /** When the reconcile loop last read the nodes' instances from the provider (`performance.now()`). */
+  #instancesCheckedAt = performance.now();
 
   /** @internal Use {@link compute}. */
   constructor(
@@ -304,7 +321,17 @@ class PoolRuntime implements AsyncDisposable {
     if (onEvent) this.#hub.on("*", onEvent);
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
-    this.#tasks = new TaskManager({ poolId: id, hub: this.#hub, onQueued: () => this.#onQueued() });
+    this.#collections = new CollectionStore({ enabled: options.cluster });
+    this.#tasks = new TaskManager({
+      poolId: id,
+      hub: this.#hub,
+      onQueued: () => this.#onQueued(),
+      retryOnInterruption: options.retryOnInterruption,
+      // The effective provision timeout (the option, else the provider's capability, else 300): the
+      // spec changes with the offer chosen at start, so it is read when a wait begins.
+      nodeWaitSeconds: () => this.spec.provisionTimeout,
+      collections: this.#collections,
+    });
     this.#cost.observe(this.#hub);
     const budget = options.budget;
     if (budget) {
@@ -393,6 +420,130 @@ class PoolRuntime implements AsyncDisposable {
   on(type: "*", handler: (event: SkywardEvent) => void): () => void;
   on(type: SkywardEventType | "*", handler: (event: never) => void): () => void {
     return this.#hub.on(type as "*", handler as (event: SkywardEvent) => void);
+  }
+
+  // ————————————————————————————————————————————————————————————————— distributed collections
+
+  get #collectionHost(): CollectionHost {
+    return {
+      store: this.#collections,
+      check: () => {
+        this.#collections.checkEnabled();
+        this.#checkOpen();
+      },
+    };
+  }
+
+  /**
+   * The pool-wide dict `name`, shared with tasks (`sky.dict(name)`): the client reads what tasks
+   * wrote and the other way round. Throws a `ConfigurationError` naming `options.cluster` when the
+   * pool was made with `cluster: false`.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const config = pool.dict<number>("config");
+   * await config.set("lr", 0.001);
+   * const lr = await config.get("lr"); // 0.001, what sky.dict("config")["lr"] reads in a task
+   * ```
+   */
+  dict<V = unknown, K = string>(name: string): DistributedDict<V, K> {
+    this.#collections.checkEnabled();
+    return new DistributedDict<V, K>(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide set `name`, shared with tasks (`sky.set(name)`).
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const seen = pool.set<string>("seen");
+   * const fresh = await seen.add("a"); // true: new; a task's sky.set("seen").add("a") now answers False
+   * ```
+   */
+  set<T = unknown>(name: string): DistributedSet<T> {
+    this.#collections.checkEnabled();
+    return new DistributedSet<T>(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide counter `name`, shared with tasks (`sky.counter(name)`): watch what tasks count.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const processed = pool.counter("processed");
+   * const timer = setInterval(async () => console.log("processed", await processed.value()), 1000);
+   * // … run tasks that call sky.counter("processed").increment() …
+   * clearInterval(timer);
+   * ```
+   */
+  counter(name: string): DistributedCounter {
+    this.#collections.checkEnabled();
+    return new DistributedCounter(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide FIFO queue `name`, shared with tasks (`sky.queue(name)`): feed work that tasks
+   * drain, each item taken exactly once.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const work = pool.queue<string>("work");
+   * for (const url of ["a", "b", "c"]) await work.put(url);
+   * const next = await work.get({ timeout: 5 }); // undefined when nothing came within 5 s
+   * ```
+   */
+  queue<T = unknown>(name: string): DistributedQueue<T> {
+    this.#collections.checkEnabled();
+    return new DistributedQueue<T>(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide barrier `name` for `n` callers (`sky.barrier(name, n)`); the client may be one of
+   * them. Reusable: once `n` have arrived, the next `n` callers form the next round.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * // Two tasks call sky.barrier("epoch", 3).wait(); the client is the third caller.
+   * const arrival = await pool.barrier("epoch", 3).wait({ timeout: 60 });
+   * ```
+   */
+  barrier(name: string, n: number): DistributedBarrier {
+    this.#collections.checkEnabled();
+    return new DistributedBarrier(this.#collectionHost, name, n);
+  }
+
+  /**
+   * The pool-wide lock `name` (`sky.lock(name)`); `timeout` is the default seconds `acquire` waits.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const checkpoint = pool.lock("checkpoint", 30);
+   * await checkpoint.hold(async () => {
+   *   // no task holds sky.lock("checkpoint") meanwhile
+   * });
+   * ```
+   */
+  lock(name: string, timeout?: number): DistributedLock {
+    this.#collections.checkEnabled();
+    return new DistributedLock(this.#collectionHost, name, timeout);
   }
 
   #setState(state: PoolState): void {
@@ -527,9 +678,11 @@ class PoolRuntime implements AsyncDisposable {
         instance,
         connection: undefined,
         endpoint: undefined,
-        replacements: 0,
+        nextInstance: undefined,
       };
       this.#nodes.push(node);
+      // Known to the task manager from now on: a broadcast covers it while it starts.
+      this.#tasks.expect(index);
       this.#emitProvisioned(node, provider, offer);
     }
     // Nodes on this machine share its loopback address: the head's services need a free port there.
@@ -672,6 +825,12 @@ class PoolRuntime implements AsyncDisposable {
       this.#grow(this.#desired - actual);
     else if (actual > this.#desired) this.#shrink(actual - this.#desired);
     this.#sizeChanged();
+    // Once per tick (not on every poke): the provider's view of the connected nodes' instances.
+    const now = performance.now();
+    if (now - this.#instancesCheckedAt >= this.options.reconcileTickInterval * 1000) {
+      this.#instancesCheckedAt = now;
+      await this.#checkInstances();
+    }
   }
 
   #setDesired(to: number, reason: string): void {
@@ -730,10 +889,12 @@ class PoolRuntime implements AsyncDisposable {
             instance,
             connection: undefined,
             endpoint: undefined,
-            replacements: 0,
+            nextInstance: undefined,
           };
           this.#nodes.push(node);
           this.#nodes.sort((a, b) => a.index - b.index);
+          // Known to the task manager from now on: a broadcast covers it while it starts.
+          this.#tasks.expect(index);
           this.#emitProvisioned(node, provider, cluster.offer);
           this.#startNode(node, signal).then(
             () => {
@@ -790,10 +951,13 @@ class PoolRuntime implements AsyncDisposable {
     }
     node.endpoint?.close?.();
     node.endpoint = undefined;
+    // An instance asked for after an interruption notice goes too: the node it was for is let go.
+    const asked = await node.nextInstance?.then((instance) => instance.id).catch(() => undefined);
+    node.nextInstance = undefined;
     try {
       await (this.#provider as Provider).terminate({
         cluster: this.#cluster as Cluster,
-        ids: [node.instance.id],
+        ids: asked !== undefined ? [node.instance.id, asked] : [node.instance.id],
         signal: AbortSignal.timeout(this.options.shutdownTimeout * 1000),
       });
       this.#hub.emit({
@@ -822,7 +986,13 @@ class PoolRuntime implements AsyncDisposable {
     this.#report(`node ${node.index} failed to start`, error, node.index);
     const position = this.#nodes.indexOf(node);
     if (position >= 0) this.#nodes.splice(position, 1);
-    this.#tasks.remove(node.index);
+    // Tasks pinned to it (a broadcast's parts) wait for the node the reconcile loop starts under its
+    // index (the lowest free one) while the pool wants one, and fail otherwise.
+    this.#tasks.startFailed(
+      node.index,
+      `node ${node.index} failed to start: ${(error as Error)?.message ?? String(error)}`,
+      this.#actualNodes() < this.#desired,
+    );
     this.#track(this.#retire(node));
     this.#sizeFailed(error as Error);
   }
@@ -1081,9 +1251,12 @@ class PoolRuntime implements AsyncDisposable {
     return this.#processPerWorker ? "process" : this.spec.worker.executor;
   }
 
-  /** How many workers the pool's nodes run in all (nodes × workers per node): `broadcast`'s result count. */
+  /**
+   * How many workers the pool's nodes run in all (nodes × workers per node, nodes still starting or
+   * being replaced included): `broadcast`'s result count.
+   */
   workerCount(): number {
-    return this.#nodes.filter((node) => node.connection !== undefined).length * this.#workersPerNode;
+    return this.#nodes.length * this.#workersPerNode;
   }
 
   #launchContext(
@@ -1133,6 +1306,15 @@ class PoolRuntime implements AsyncDisposable {
         ? this.#provider.selfDestruct({ cluster: this.#cluster, instance: node.instance })
         : "";
     if (selfDestruct) args.push("--self-destruct", selfDestruct);
+    const notice =
+      this.#provider && this.#cluster
+        ? this.#provider.interruptionNotice?.({ cluster: this.#cluster, instance: node.instance })
+        : null;
+    if (notice) {
+      args.push("--interruption-notice", `${notice.kind}=${notice.endpoint}`);
+      if (notice.intervalSeconds !== undefined)
+        args.push("--interruption-poll-interval", String(notice.intervalSeconds));
+    }
     return args;
   }
 
@@ -1213,6 +1395,9 @@ class PoolRuntime implements AsyncDisposable {
         node: node.index,
         signal,
         timeoutMs: this.spec.sshTimeout * 1000,
+        // A worker silent this long (stopped, hung, cut off) is lost; pings keep a quiet one talking.
+        silenceTimeoutMs: this.options.livenessTimeout * 1000,
+        pingIntervalMs: Math.min(5_000, (this.options.livenessTimeout * 1000) / 3),
       });
     } catch (error) {
       endpoint.close?.();
@@ -1222,6 +1407,7 @@ class PoolRuntime implements AsyncDisposable {
     node.endpoint = endpoint;
     node.connection = connection;
     await this.#sendCluster(node, connection, signal);
+    await this.#passFirstHealthCheck(node, connection, signal);
     this.#hub.emit({
       type: "node.bootstrapped",
       timestamp: Date.now(),
@@ -1232,15 +1418,57 @@ class PoolRuntime implements AsyncDisposable {
     });
     const { buffer } = this.spec.worker;
     const capacity = buffer === "auto" ? "auto" : this.#concurrency() + buffer;
-    this.#tasks.attach(node.index, connection, capacity, this.#concurrency());
+    // Through the task manager's listener, which also gets what the worker sent before it was attached.
+    this.#tasks.attach(node.index, connection, capacity, this.#concurrency(), (event) => {
+      if (event.type === "interruption") this.#nodeInterrupted(node, connection, event);
+    });
     relayMetrics(connection, this.#hub, this.id, node.index);
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
+    const checker = this.options.healthChecker;
+    if (checker) {
+      monitorHealth(connection, checker, this.#abort.signal, (reason, failures) =>
+        this.#declareLost(node, `its health check failed ${failures} times in a row: ${reason}`),
+      );
+    }
     this.#hub.emit({
       type: "node.ready",
       timestamp: Date.now(),
       poolId: this.id,
       node: node.index,
       instanceId: node.instance.id,
+    });
+  }
+
+  /** With a health checker, a node is ready only once a check succeeds. */
+  async #passFirstHealthCheck(
+    node: NodeRuntime,
+    connection: WorkerConnection,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const checker = this.options.healthChecker;
+    if (!checker) return;
+    const started = performance.now();
+    const reason = await firstHealthy(connection, checker, signal);
+    if (signal.aborted) throw abortError(signal, `Starting node ${node.index}`);
+    if (reason === undefined) {
+      this.#hub.emit({
+        type: "bootstrap.phase",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        phase: "health",
+        status: "finished",
+        durationMs: performance.now() - started,
+      });
+      return;
+    }
+    if (node.connection === connection) node.connection = undefined;
+    await connection.close({ timeoutMs: 1000 });
+    throw new BootstrapError({
+      node: node.index,
+      phase: "health",
+      logTail: "",
+      message: `Node ${node.index} failed its health check ${checker.failures} times in a row: ${reason}`,
     });
   }
 
@@ -1315,10 +1543,90 @@ class PoolRuntime implements AsyncDisposable {
     await ready;
   }
 
+  /**
+   * A step of the reconcile loop, once per tick: reads the connected nodes' instances from the
+   * provider; one gone behind the pool's back (terminated, stopping, not found) is lost.
+   */
+  async #checkInstances(): Promise<void> {
+    const provider = this.#provider;
+    const cluster = this.#cluster;
+    if (!provider || !cluster) return;
+    await checkInstances({
+      timeoutSeconds: this.options.reconcileTickInterval,
+      signal: this.#abort.signal,
+      nodes: this.#nodes
+        .filter((node) => node.connection !== undefined && !node.retiring)
+        .map((node) => ({ index: node.index, instanceId: node.instance.id })),
+      getInstance: (id, signal) => provider.getInstance({ cluster, id, signal }),
+      onGone: (watched, status) => {
+        // Elastic pools can have gaps in their node indices: found by index, not by position.
+        const node = this.#nodes.find((candidate) => candidate.index === watched.index);
+        // A late answer about an instance the node no longer runs on (or a node let go of) changes nothing.
+        if (node?.instance.id !== watched.instanceId || !node.connection || node.retiring) return;
+        const reason = `the provider reports its instance ${watched.instanceId} ${status}`;
+        // A spot instance ended behind the pool's back was, in all likelihood, reclaimed.
+        if (node.instance.spot) {
+          this.#hub.emit({
+            type: "node.preempted",
+            timestamp: Date.now(),
+            poolId: this.id,
+            node: node.index,
+            instanceId: node.instance.id,
+            reason,
+          });
+        }
+        this.#declareLost(node, reason);
+      },
+    });
+  }
+
+  /** Declares a node lost while its connection may still look open, and closes that connection. */
+  #declareLost(node: NodeRuntime, reason: string): void {
+    const connection = node.connection;
+    if (!connection) return;
+    this.#nodeLost(node, connection, reason);
+    void connection.close({ timeoutMs: 1000 });
+  }
+
+  /**
+   * The cloud will reclaim the node's instance: it takes no new tasks, its tasks that have not
+   * started move elsewhere, its replacement's instance is asked for at once, and the node is let go
+   * as soon as its running tasks are done (or lost with them, which retries them).
+   */
+  #nodeInterrupted(node: NodeRuntime, connection: WorkerConnection, notice: WorkerEvent): void {
+    if (node.connection !== connection || node.nextInstance !== undefined) return;
+    if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+    const reason = [notice.kind, notice.action, notice.time ? `at ${notice.time}` : ""]
+      .filter((part) => typeof part === "string" && part !== "")
+      .join(" ");
+    this.#hub.emit({
+      type: "node.preempted",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: node.instance.id,
+      reason,
+    });
+    this.#tasks.drain(node.index);
+    const provider = this.#provider as Provider;
+    const cluster = this.#cluster as Cluster;
+    const next = this.#provision(provider, cluster, 1, this.#abort.signal).then(([instance]) => {
+      if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
+      return instance;
+    });
+    next.catch(() => undefined);
+    node.nextInstance = next;
+    void this.#tasks
+      .whenIdle(node.index)
+      .then(() => this.#declareLost(node, `interruption notice: ${reason}`));
+  }
+
   #nodeLost(node: NodeRuntime, connection: WorkerConnection, reason: string): void {
     if (node.connection !== connection) return;
     node.connection = undefined;
     this.#tasks.detach(node.index, reason);
+    // Let go of on purpose (scale-down): not lost, so no event and no replacement.
+    if (node.retiring) return;
     if (this.#state === "shutting_down" || this.#state === "destroyed") return;
     this.#hub.emit({
       type: "node.lost",
@@ -1334,17 +1642,18 @@ class PoolRuntime implements AsyncDisposable {
   async #replaceNode(node: NodeRuntime, reason: string): Promise<void> {
     const provider = this.#provider as Provider;
     const cluster = this.#cluster as Cluster;
-    if (node.replacements >= this.spec.retryOnInterruption) {
-      this.#tasks.abandonNode(node.index, `${reason}; replaced ${node.replacements} times already`);
-      return;
-    }
-    node.replacements += 1;
+    // Lost nodes are always replaced (tasks count their own retries); a replacement that fails gives up.
     const previous = node.instance;
+    const asked = node.nextInstance;
     try {
       await provider.terminate({ cluster, ids: [previous.id], signal: AbortSignal.timeout(60_000) });
-      const [instance] = await this.#provision(provider, cluster, 1, this.#abort.signal);
+      // The instance asked for at the interruption notice, or (none, or it failed) a new one now.
+      const instance =
+        (asked ? await asked.catch(() => undefined) : undefined) ??
+        (await this.#provision(provider, cluster, 1, this.#abort.signal))[0];
       if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
       node.instance = instance;
+      node.nextInstance = undefined;
       await this.#startNode(node, this.#abort.signal);
       this.#hub.emit({
         type: "node.replaced",
@@ -1355,6 +1664,7 @@ class PoolRuntime implements AsyncDisposable {
         previousInstanceId: previous.id,
       });
     } catch (error) {
+      node.nextInstance = undefined;
       if (this.#state === "shutting_down" || this.#state === "destroyed") return;
       this.#tasks.abandonNode(node.index, (error as Error).message);
       this.#hub.emit({
@@ -1362,7 +1672,7 @@ class PoolRuntime implements AsyncDisposable {
         timestamp: Date.now(),
         poolId: this.id,
         node: node.index,
-        message: `could not replace node ${node.index}: ${(error as Error).message}`,
+        message: `could not replace node ${node.index} (lost: ${reason}): ${(error as Error).message}`,
         cause: error,
       });
     }
@@ -1403,6 +1713,7 @@ class PoolRuntime implements AsyncDisposable {
       report("a plugin's client hook failed on exit", error);
     }
     this.#tasks.close("the pool is shutting down");
+    this.#collections.close("the pool is shutting down");
     // Growth stops at the abort; nodes being retired finish (their instances terminated by then).
     await Promise.allSettled([...this.#background]);
     await Promise.all(
@@ -1430,9 +1741,18 @@ class PoolRuntime implements AsyncDisposable {
     if (provider && cluster) {
       const deadline = AbortSignal.timeout(this.options.shutdownTimeout * 1000);
       try {
+        // Replacements asked for after an interruption notice and not started yet go too.
+        const asked = await Promise.all(
+          this.#nodes.map((node) =>
+            node.nextInstance?.then((instance) => instance.id).catch(() => undefined),
+          ),
+        );
         await provider.terminate({
           cluster,
-          ids: this.#nodes.map((node) => node.instance.id),
+          ids: [
+            ...this.#nodes.map((node) => node.instance.id),
+            ...asked.filter((id): id is string => id !== undefined),
+          ],
           signal: deadline,
         });
         for (const node of this.#nodes) {
@@ -1473,6 +1793,8 @@ class PoolRuntime implements AsyncDisposable {
       stream: pending.kind === "stream",
       ...(where !== undefined ? { node: where.node } : {}),
       ...(where?.worker !== undefined ? { worker: where.worker } : {}),
+      ...(pending.retry?.retries !== undefined ? { retries: pending.retry.retries } : {}),
+      ...(pending.kind === "stream" && pending.retry?.restartStream ? { restartStream: true } : {}),
     };
   }
 
@@ -1660,29 +1982,31 @@ class PoolRuntime implements AsyncDisposable {
    * Runs the call on every worker (`@` in the Python project): once per node when nodes run one
    * worker; once per worker, each pinned to its worker, when they run several (one per accelerator,
    * MIG). Results ordered by node, then by worker on the node (so index = global rank); `places`
-   * says where each came from (see {@link BroadcastResults}).
+   * says where each came from (see {@link BroadcastResults}). Every node of the pool's size counts,
+   * those still starting included: a node starting or being replaced is waited for (a replacement up
+   * to `provisionTimeout`) and its part runs there, with its rank; if it cannot come, the call fails
+   * with a `NodeUnavailableError` naming the node — never with fewer results.
    */
   async broadcast<R>(pending: PendingTask<R>, options: WaitOptions = {}): Promise<BroadcastResults<R>> {
     this.#checkOpen();
     const perNode = this.#workersPerNode;
-    const places: WorkerPlace[] = this.#nodes
-      .filter((node) => node.connection !== undefined)
-      .flatMap((node) =>
-        Array.from({ length: perNode }, (_, worker) => ({
-          node: node.index,
-          worker,
-          rank: node.index * perNode + worker,
-        })),
-      );
-    const results = await Promise.all(
-      places.map(
-        (place) =>
-          this.submit(pending, {
-            ...options,
-            target: perNode > 1 ? { node: place.node, worker: place.worker } : place.node,
-          }).result,
-      ),
+    const places: WorkerPlace[] = this.#nodes.flatMap((node) =>
+      Array.from({ length: perNode }, (_, worker) => ({
+        node: node.index,
+        worker,
+        rank: node.index * perNode + worker,
+      })),
     );
+    const handles = places.map((place) =>
+      this.submit(pending, {
+        ...options,
+        target: perNode > 1 ? { node: place.node, worker: place.worker } : place.node,
+      }),
+    );
+    const results = await Promise.all(handles.map((handle) => handle.result)).catch((error) => {
+      for (const handle of handles) handle.cancel();
+      throw error;
+    });
     // Not enumerable: the results stay a plain array to compare and print.
     Object.defineProperty(results, "places", { value: Object.freeze(places), enumerable: false });
     return results as BroadcastResults<R>;
