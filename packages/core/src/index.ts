@@ -130,6 +130,15 @@ export type {
   StreamRetryPolicy,
 } from "./pool/python-function.js";
 export { isPending, kwargs, python } from "./pool/python-function.js";
+export {
+  type AttachedPool,
+  type AttachOptions,
+  attach,
+  type CollectedResult,
+  type DetachedPool,
+  detachedPools,
+} from "./session/attach.js";
+export { type Session, session } from "./session/session.js";
 // Accelerators
 export type {
   Accelerator,

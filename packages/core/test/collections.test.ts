@@ -23,6 +23,7 @@ const barrierRounds = sky.python<[string, number, number], { who: string; seen: 
 );
 const lockedSection = sky.python<[string, number, number], number>("collection_tasks:locked_section");
 const holdLockThenDie = sky.python<[string], never>("collection_tasks:hold_lock_then_die");
+const holdLockDieOnce = sky.python<[string], number>("collection_tasks:hold_lock_die_once");
 const holdLockThenFail = sky.python<[string], never>("collection_tasks:hold_lock_then_fail");
 const tryLock = sky.python<[string, number], { got: boolean; waited: number }>("collection_tasks:try_lock");
 const releaseUnheld = sky.python<[string], string>("collection_tasks:release_unheld");
@@ -262,6 +263,22 @@ describe.each(["thread", "process"] as const)(
       // the client, so nothing written before is lost, whichever node goes.
       expect(await pair.run(readCounter("before-loss"), { target: 1 })).toBe(3);
     });
+
+    // Under the thread executor the SIGKILL takes the node's worker down (a lost node: the task runs
+    // again); under the process executor only the task's child dies, which fails the task.
+    it.skipIf(executor === "process")(
+      "gives a task run again after its node was lost the lock its lost run held",
+      async () => {
+        await using pair = await sky.compute({
+          nodes: 2,
+          image,
+          options: { console: false, worker: { executor } },
+        });
+        // The first run takes the lock and dies with its worker; the run again takes the same lock.
+        expect(await pair.run(holdLockDieOnce("retried"), { target: 1 })).toBe(2);
+        expect(await pair.lock("retried").locked()).toBe(false);
+      },
+    );
 
     it.skipIf(executor === "process")(
       "is refused with an error naming options.cluster when cluster is false",

@@ -327,6 +327,11 @@ class Worker:
         self._finished: "collections.OrderedDict[str, tuple[float, Message]]" = collections.OrderedDict()
         self._ttl = options.ttl
         self._ttl_handle: asyncio.TimerHandle | None = None
+        #: set by a `release` with `keep`: the client detached and will come back for its results
+        self.detached = False
+        self._keep_results = False
+        #: called once when a client detaches (the process entry point points stdout/stderr at a file)
+        self.on_detach: Callable[[], None] | None = None
         self._inbox: Deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
         self._wake_pending = False
         self.stopped: asyncio.Future[int] = self.loop.create_future()
@@ -690,7 +695,14 @@ class Worker:
         ttl = message.get("ttl")
         if isinstance(ttl, (int, float)) and not isinstance(ttl, bool):
             self._ttl = float(ttl)
-        self.log(f"released by the client; ttl {self._ttl}")
+        if message.get("keep") is True and not self.detached:
+            # A detached client: results wait for it until collected, and the end of the process that
+            # started this worker (its stdin) no longer stops it; only the TTL does.
+            self.detached = True
+            self._keep_results = True
+            if self.on_detach is not None:
+                self.on_detach()
+        self.log(f"released by the client; ttl {self._ttl}{'; detached, results kept' if self.detached else ''}")
         self._start_ttl()
 
     def _collect(self, connection: Connection, message: Message) -> None:
@@ -701,6 +713,9 @@ class Worker:
             entry = self._finished.get(task_id) if isinstance(task_id, str) else None
             if entry is not None:
                 connection.send(entry[1])
+                if self._keep_results:
+                    # Kept for a detached client: handed over once.
+                    del self._finished[task_id]
 
     def _shutdown(self, connection: Connection, message: Message) -> None:
         self._track(self.loop.create_task(self.stop("shutdown requested by the client")))
@@ -941,6 +956,8 @@ class Worker:
             connection.send(message)
 
     def _prune_results(self) -> None:
+        if self._keep_results:
+            return  # a detached client's results wait until collected (RESULT_KEEP_MAX still bounds them)
         horizon = time.monotonic() - RESULT_KEEP_SECONDS
         finished = self._finished
         while finished:
@@ -1035,10 +1052,25 @@ async def serve(options: Options, token: str) -> int:
             loop.add_signal_handler(signum, stop_soon, f"signal {signal.Signals(signum).name}")
         except (NotImplementedError, RuntimeError):
             pass
+    def on_stdin_eof() -> None:
+        if not worker.detached:
+            stop_soon("stdin closed")
+
+    def on_detach() -> None:
+        # Whoever read this worker's stdout/stderr is about to go: its own lines go to a file instead.
+        try:
+            log = os.open(f"skyward-worker-{options.node}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            for stream in originals:
+                stream.flush()
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.close(log)
+        except OSError:
+            pass
+
+    worker.on_detach = on_detach
     if options.exit_on_stdin_eof:
-        threading.Thread(
-            target=_watch_stdin, args=(loop, lambda: stop_soon("stdin closed")), name="skyward-stdin", daemon=True
-        ).start()
+        threading.Thread(target=_watch_stdin, args=(loop, on_stdin_eof), name="skyward-stdin", daemon=True).start()
 
     ready_line = "SKYWARD_WORKER_READY " + json.dumps({"port": port, "pid": os.getpid(), "node": options.node})
     originals[0].write(ready_line + "\n")

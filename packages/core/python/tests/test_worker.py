@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from worker_client import Client, WorkerProcess, connect  # noqa: E402
+from worker_client import PYTHON_ROOT, TASKS_DIR, Client, WorkerProcess, connect  # noqa: E402
 
 from skyward.protocol import StreamRef  # noqa: E402
 
@@ -592,6 +592,37 @@ def test_shutdown_cancels_everything_and_exits() -> None:
         assert client.terminal("running")["kind"] == "cancelled"
         client.wait_closed()
         assert worker.wait(timeout=10) == 0
+
+
+def test_detached_client_results_are_kept_until_collected_once(tmp_path: Path) -> None:
+    # A `release` with `keep`: the client detaches. The worker outlives the process that started it
+    # (its stdin closes), keeps the results for the next client, and hands each over once.
+    env = {"PYTHONPATH": f"{PYTHON_ROOT}{os.pathsep}{TASKS_DIR}"}
+    with WorkerProcess("--concurrency", "2", "--exit-on-stdin-eof", "--workdir", str(tmp_path), env=env) as worker:
+        first = connect(worker)
+        first.submit("fast", "demo_tasks:sleep", 0.2, "fast-value")
+        first.submit("slow", "demo_tasks:sleep", 1.0, "slow-value")
+        first.send({"t": "release", "ttl": 60, "keep": True}, {"t": "ping", "ts": 1.0})
+        first.wait_for(lambda m: m["t"] == "pong")  # the release was applied before this answer
+        first.close()
+        assert worker.process.stdin is not None
+        worker.process.stdin.close()  # the process that started the worker is gone
+        time.sleep(1.5)
+        assert worker.process.poll() is None, "a detached worker must not stop when its stdin closes"
+        second = Client(worker.port)
+        welcome = second.hello()
+        assert sorted(welcome["results"]) == ["fast", "slow"]
+        second.send({"t": "collect", "ids": ["fast", "slow"]})
+        assert second.terminal("fast") == {"t": "result", "id": "fast", "value": "fast-value"}
+        assert second.terminal("slow") == {"t": "result", "id": "slow", "value": "slow-value"}
+        second.close()
+        third = Client(worker.port)
+        assert third.hello()["results"] == []  # collected: not handed over again
+        third.send({"t": "shutdown"})
+        third.wait_closed()
+        assert worker.wait(timeout=10) == 0
+    # The worker's own lines went to a file once its reader could be gone.
+    assert "detached, results kept" in (tmp_path / "skyward-worker-0.log").read_text()
 
 
 def test_collect_after_reconnect() -> None:

@@ -68,6 +68,10 @@ export interface NodeProvisionedEvent extends NodeEventBase {
   readonly instanceType: string;
   /** True for spot capacity. */
   readonly spot: boolean;
+  /** The offer's region, when known. */
+  readonly region?: string;
+  /** The offer's accelerators (`"4x A100"`), or null for none; absent when unknown. */
+  readonly accelerator?: string | null;
   /** USD per hour, when known. */
   readonly hourlyPrice: number | null;
   /** Its addresses, when known. */

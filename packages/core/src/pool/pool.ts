@@ -49,7 +49,7 @@ import {
   SerializationError,
   SkywardError,
 } from "../errors/errors.js";
-import { Local } from "../local/local-provider.js";
+import { detachLocalWorkers, Local } from "../local/local-provider.js";
 import { attachConsole } from "../observe/console.js";
 import {
   EventHub,
@@ -58,10 +58,12 @@ import {
   type SkywardEvent,
   type SkywardEventType,
 } from "../observe/events.js";
+import type { LiveConsoleStatus } from "../observe/live-console.js";
 import { attachLogFile, type LogFileAttachment } from "../observe/log-file.js";
 import { clusterMetrics, relayMetrics } from "../observe/metric-stream.js";
 import { Redactor } from "../observe/redact.js";
 import type { ClusterMessage, WireValue, WorkerEvent } from "../protocol/protocol.js";
+import { type DetachedNode, sealToken, writePoolState } from "../session/state.js";
 import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
 import { extendImage, type Image } from "../spec/image.js";
 import { type Nodes, type NodesInput, nodes as resolveNodes } from "../spec/nodes.js";
@@ -316,6 +318,7 @@ class PoolRuntime implements AsyncDisposable {
     options: Options,
     onEvent?: (event: SkywardEvent) => void,
     id: string = randomUUID().slice(0, 8),
+    taskIdPrefix?: string,
   ) {
     this.id = id;
     if (onEvent) this.#hub.on("*", onEvent);
@@ -331,6 +334,11 @@ class PoolRuntime implements AsyncDisposable {
       // spec changes with the offer chosen at start, so it is read when a wait begins.
       nodeWaitSeconds: () => this.spec.provisionTimeout,
       collections: this.#collections,
+      ...(taskIdPrefix !== undefined ? { idPrefix: taskIdPrefix } : {}),
+    });
+    this.#detachConsole = attachConsole(this.#hub, options.console, process.stderr, {
+      poolId: id,
+      status: () => this.#consoleStatus(),
     });
     this.#cost.observe(this.#hub);
     const budget = options.budget;
@@ -349,7 +357,6 @@ class PoolRuntime implements AsyncDisposable {
         exceeded: (cost) => this.#budgetExceeded(budget.max, cost),
       });
     }
-    this.#detachConsole = attachConsole(this.#hub, options.console);
     this.#secrets.addEnvironment(process.env);
     this.#secrets.add(this.#token);
     this.#addSecretsOf(spec);
@@ -359,6 +366,21 @@ class PoolRuntime implements AsyncDisposable {
       console: options.console,
       redactor: this.#secrets,
     });
+  }
+
+  /** What the live console shows besides events: the size bounds and, where the pool has it, `cost()`. */
+  #consoleStatus(): LiveConsoleStatus {
+    const { min, max } = this.#bounds;
+    const nodes = { min, max, desired: this.#desired };
+    // `cost()` comes with the cost-and-budget work; until then the console shows "—".
+    const cost = (this as { cost?: () => { hourlyRate: number; total: number } }).cost;
+    if (typeof cost !== "function") return { nodes };
+    try {
+      const { hourlyRate, total } = cost.call(this);
+      return { nodes, cost: { hourlyRate, total } };
+    } catch {
+      return { nodes };
+    }
   }
 
   #addSecretsOf(spec: PoolSpec): void {
@@ -1008,6 +1030,8 @@ class PoolRuntime implements AsyncDisposable {
       provider: provider.name,
       instanceType: offer.instanceType,
       spot: instance.spot,
+      region: offer.region,
+      accelerator: offer.accelerator ? `${offer.accelerator.count}x ${offer.accelerator.name}` : null,
       hourlyPrice: instanceHourlyPrice(instance, offer),
       publicIp: instance.publicIp,
       privateIp: instance.privateIp,
@@ -1688,17 +1712,123 @@ class PoolRuntime implements AsyncDisposable {
     return this.#closing;
   }
 
+  /**
+   * Leaves the pool running and lets go of it: returns its id, for {@link attach} from this or
+   * another process. The workers are told (`release` with `keep`) to keep the results of the tasks
+   * they are running until a client collects them, and to wait `ttl` seconds for one (so nothing
+   * bills forever); what this process needs to reach them again goes to a state file under
+   * `$SKYWARD_HOME/pools/` (0600, the workers' token encrypted, no provider credentials). Tasks still
+   * queued here, not yet on a worker, are cancelled; callers waiting on tasks get a `CancelledError`
+   * (their results are collected on attach). Only `Local` pools can be detached today.
+   *
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * const pool = await sky.compute({ nodes: 2 });
+   * const id = await pool.detach();
+   * // later, from any process of the same user:
+   * const again = await sky.attach(id);
+   * for (const done of await again.collected()) console.log(done.taskId, done.ok);
+   * await again.close();
+   * ```
+   */
+  async detach(): Promise<string> {
+    if (this.#closing) throw new Error(`pool ${this.id} is already closed or detached`);
+    if (this.#state !== "ready")
+      throw new Error(`pool ${this.id} can be detached once ready (it is ${this.#state})`);
+    const provider = this.#provider;
+    const cluster = this.#cluster;
+    if (!provider || !cluster) throw new Error(`pool ${this.id} has no provider yet`);
+    if (provider.name !== "local") {
+      throw new Error(`pool ${this.id} runs on "${provider.name}": only Local pools can be detached so far`);
+    }
+    const nodes: DetachedNode[] = [];
+    for (const node of this.#nodes) {
+      const endpoint = node.endpoint;
+      if (!node.connection?.isOpen || !endpoint || endpoint.openStream) {
+        throw new Error(
+          `pool ${this.id}: node ${node.index} is not connected, so the pool cannot be detached now`,
+        );
+      }
+      nodes.push({
+        index: node.index,
+        instanceId: node.instance.id,
+        host: endpoint.host,
+        port: endpoint.port,
+        pid: endpoint.pid,
+        hourlyPrice: node.instance.hourlyPrice,
+      });
+    }
+    const tasks = this.#tasks.onWorkers();
+    const specific = cluster.specific as { root?: unknown; workdir?: unknown };
+    const offer = cluster.offer;
+    const path = await writePoolState({
+      version: 1,
+      id: this.id,
+      provider: provider.name,
+      providerSettings: {},
+      clusterId: cluster.id,
+      root: typeof specific.root === "string" ? specific.root : null,
+      workdir: typeof specific.workdir === "string" ? specific.workdir : null,
+      instanceType: offer.instanceType,
+      region: offer.region,
+      spot: this.#nodes.some((node) => node.instance.spot),
+      nodes,
+      tasks,
+      ttl: this.spec.ttl,
+      detachedAt: Date.now(),
+      pid: process.pid,
+      token: await sealToken(this.#token),
+    });
+    // The workers keep the results and outlive this process; a ping after the release tells when
+    // each has applied it.
+    await Promise.all(
+      this.#nodes.map(async (node) => {
+        const connection = node.connection as WorkerConnection;
+        const ts = Date.now();
+        const ponged = new Promise<void>((resolve) => {
+          const off = connection.onMessage((message) => {
+            if (message.t === "pong" && message.ts === ts) {
+              off();
+              resolve();
+            }
+          });
+          connection.onLost(() => resolve());
+        });
+        connection.send({ t: "release", ttl: this.spec.ttl, keep: true });
+        connection.send({ t: "ping", ts });
+        await ponged;
+      }),
+    );
+    detachLocalWorkers(nodes.map((node) => node.instanceId));
+    void path;
+    this.#closing = this.#shutdown(true);
+    await this.#closing;
+    return this.id;
+  }
+
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
 
-  async #shutdown(): Promise<void> {
+  /** Tears the pool down; `detached`: only this process's side (the workers were released with `keep`). */
+  async #shutdown(detached = false): Promise<void> {
     const wasStarted = this.#state !== "init";
     this.#setState("shutting_down");
     this.#budget?.stop();
     this.#abort.abort(new CancelledError({ message: "The pool is shutting down" }));
     this.#sizeChanged();
     await this.#reconciler?.stop();
+    if (detached) {
+      // No `cancel` may reach the workers: connections go first, then the waiting callers.
+      await Promise.all(
+        this.#nodes.map(async (node) => {
+          const connection = node.connection;
+          node.connection = undefined;
+          await connection?.close({ timeoutMs: 5000 });
+        }),
+      );
+    }
     const report = (what: string, error: unknown) =>
       this.#hub.emit({
         type: "error",
@@ -1738,7 +1868,7 @@ class PoolRuntime implements AsyncDisposable {
     );
     const provider = this.#provider;
     const cluster = this.#cluster;
-    if (provider && cluster) {
+    if (provider && cluster && !detached) {
       const deadline = AbortSignal.timeout(this.options.shutdownTimeout * 1000);
       try {
         // Replacements asked for after an interruption notice and not started yet go too.
@@ -1774,7 +1904,8 @@ class PoolRuntime implements AsyncDisposable {
       }
     }
     this.#setState("destroyed");
-    if (wasStarted) this.#hub.emit({ type: "pool.destroyed", timestamp: Date.now(), poolId: this.id });
+    if (wasStarted && !detached)
+      this.#hub.emit({ type: "pool.destroyed", timestamp: Date.now(), poolId: this.id });
     this.#detachConsole();
     await this.#logFile.close();
     this.#hub.close();
@@ -2164,6 +2295,10 @@ export interface ComputeOptions {
    * with its own shutdown), and close the pool there.
    */
   readonly handleSignals?: boolean;
+  /** @internal The pool's id, when it picks up a detached pool (`attach`). */
+  readonly id?: string;
+  /** @internal What its task ids start with: an attached pool's must not clash with those still on its workers. */
+  readonly taskIdPrefix?: string;
 }
 
 /**
@@ -2196,7 +2331,7 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
     const path = resolved.specs.length > 1 ? `specs[${index}].nodes.max` : "nodes.max";
     checkNodeCeiling(spec.provider, spec.nodes, path);
   }
-  const pool = new PoolRuntime(first, resolved.options, options.onEvent);
+  const pool = new PoolRuntime(first, resolved.options, options.onEvent, options.id, options.taskIdPrefix);
   if (options.handleSignals !== false) {
     livePools.add(pool);
     installSignalHandlers();

@@ -240,6 +240,8 @@ export interface TaskManagerOptions {
   readonly nodeWaitSeconds?: number | (() => number);
   /** Answers tasks' collection operations (subtasks of `COLLECTION_REF`) and hears when tasks end. */
   readonly collections?: CollectionStore;
+  /** What task ids start with (`t1`, `t2`…); an attached pool's differ from those it was detached with. */
+  readonly idPrefix?: string;
 }
 
 /** Dispatches tasks over the pool's node connections. */
@@ -254,6 +256,7 @@ export class TaskManager {
   readonly #grace: number;
   readonly #onQueued: (() => void) | undefined;
   readonly #collections: CollectionStore | undefined;
+  readonly #idPrefix: string;
   readonly #schedule = new AdaptiveSchedule();
   readonly #retries: number;
   readonly #nodeWaitSeconds: () => number;
@@ -267,6 +270,7 @@ export class TaskManager {
   readonly #partialLines = new Map<string, string>();
 
   constructor(options: TaskManagerOptions) {
+    this.#idPrefix = options.idPrefix ?? "t";
     this.#hub = options.hub;
     this.#poolId = options.poolId;
     this.#grace = options.timeoutGraceSeconds ?? 10;
@@ -367,6 +371,18 @@ export class TaskManager {
   /** Tasks waiting for a slot. */
   get queued(): number {
     return this.#queue.size + this.#retryQueue.size;
+  }
+
+  /** The tasks on workers now (sent, not finished): what a detached pool leaves running. */
+  onWorkers(): { taskId: string; name: string; node: number }[] {
+    const tasks: { taskId: string; name: string; node: number }[] = [];
+    for (const node of this.#nodes) {
+      if (!node) continue;
+      for (const record of node.running.values()) {
+        if (!record.done) tasks.push({ taskId: record.id, name: record.request.ref, node: node.index });
+      }
+    }
+    return tasks;
   }
 
   /**
@@ -503,6 +519,8 @@ export class TaskManager {
       for (const child of record.children.values()) child.cancel("its parent task's node was lost");
       record.children = undefined;
     }
+    // Locks the lost run held are released and its waits dropped: the next run starts afresh.
+    this.#collections?.ownerEnded(record.id);
     record.node = undefined;
     record.attempt += 1;
     record.skipItems = record.itemsDelivered;
@@ -552,7 +570,7 @@ export class TaskManager {
   submit(request: TaskRequest, callbacks: TaskCallbacks): TaskTicket {
     if (this.#closed) throw new CancelledError({ message: "The pool is shut down" });
     this.#nextId += 1;
-    const id = `t${this.#nextId}`;
+    const id = `${this.#idPrefix}${this.#nextId}`;
     const record: TaskRecord = {
       id,
       request,
@@ -969,6 +987,9 @@ export class TaskManager {
     };
     if (message.fn === COLLECTION_REF && this.#collections) {
       // A collection operation: answered by the pool's authority, not run as a task.
+      // The owner is the task (its locks outlive no run of it: #requeue and #finish release them);
+      // answers go to the run that asked, under its wire id.
+      const wireId = parent.wireId;
       const pending = this.#collections.apply(parent.id, message.args);
       parent.children ??= new Map();
       parent.children.set(message.sub, {
@@ -976,11 +997,11 @@ export class TaskManager {
         cancel: (reason) => pending.cancel(reason ?? "cancelled"),
       });
       pending.answer.then(
-        (value) => reply({ t: "subresult", id: parent.id, sub: message.sub, value }),
+        (value) => reply({ t: "subresult", id: wireId, sub: message.sub, value }),
         (error: Error) =>
           reply({
             t: "suberror",
-            id: parent.id,
+            id: wireId,
             sub: message.sub,
             kind: "exception",
             type: (error as { pythonType?: string }).pythonType ?? error.name,

@@ -426,6 +426,11 @@ export interface ReleaseMessage {
   readonly t: "release";
   /** Seconds to wait for a reconnect. */
   readonly ttl: number;
+  /**
+   * The client detaches and will come back: results are kept until collected (once), and a worker
+   * started with `--exit-on-stdin-eof` no longer stops when its stdin closes. Optional.
+   */
+  readonly keep?: boolean;
 }
 
 /** `collect` — resend the terminal messages of finished tasks. */
