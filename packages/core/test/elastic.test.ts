@@ -189,6 +189,48 @@ describe("broadcast on an elastic pool", () => {
   });
 });
 
+describe("a lost node of an elastic pool whose replacement fails", () => {
+  it("is let go of, and the reconcile loop starts another under its index", async () => {
+    const local = sky.Local();
+    let provisions = 0;
+    // The real Local provider; its second provisioning (the replacement) finds no capacity.
+    const provider: sky.ProviderV1<sky.LocalCluster> = {
+      ...local,
+      async provision(options) {
+        provisions += 1;
+        if (provisions === 2)
+          throw new sky.ProvisionError({ provider: "local", message: "no capacity left (test)" });
+        return local.provision(options);
+      },
+    };
+    const errors: string[] = [];
+    await using pool = await sky.compute(
+      {
+        provider,
+        nodes: sky.nodes({ desired: 2, min: 1, max: 2 }),
+        image,
+        options: { ...fast, autoscaleIdleTimeout: 600, maxProvisionAttempts: 1 },
+      },
+      { onEvent: (event) => event.type === "error" && errors.push(event.message) },
+    );
+    await until(() => pool.currentNodes() === 2, 20_000, "both nodes");
+    const before = await pool.broadcast(where());
+    process.kill(before[1]?.pid ?? 0, "SIGKILL");
+    await until(
+      () => errors.some((message) => /could not replace node 1/.test(message)),
+      20_000,
+      "the replacement to fail",
+    );
+    // Issued while node 1 is gone: its part waits for the node started in its place.
+    const after = await pool.broadcast(where());
+    expect(after.map((result) => result.node)).toEqual([0, 1]);
+    expect(after[0]?.pid).toBe(before[0]?.pid);
+    expect(after[1]?.pid).not.toBe(before[1]?.pid);
+    expect(provisions).toBeGreaterThanOrEqual(3);
+    expect(pool.currentNodes()).toBe(2);
+  });
+});
+
 describe("pool.resize", () => {
   it("grows a fixed pool and shrinks it again, terminating the nodes it lets go", async () => {
     const scaling: sky.ScalingEvent[] = [];

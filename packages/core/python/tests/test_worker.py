@@ -333,10 +333,11 @@ def test_worker_died_and_recovery(process_client: Client) -> None:
 def test_withdraw_hands_back_only_tasks_that_have_not_started(executor: str) -> None:
     with WorkerProcess("--executor", executor, "--concurrency", "1", "--buffer", "2") as worker:
         client = connect(worker)
-        client.submit("running", "demo_tasks:slow_then_value", 1.0, "kept")
+        client.submit("running", "demo_tasks:say_then_value", "started", 1.0, "kept")
         client.submit("queued-1", "demo_tasks:add", 1, 2)
         client.submit("queued-2", "demo_tasks:add", 3, 4)
-        time.sleep(0.3)  # "running" has started
+        # "running" has started once its output comes (a child process may take a while to start).
+        client.wait_for(lambda m: m.get("id") == "running" and m["t"] == "out", timeout=20)
         client.send({"t": "withdraw", "ids": ["running", "queued-1", "queued-2", "unknown"]})
         assert client.wait_for(lambda m: m["t"] == "withdrawn")["id"] == "queued-1"
         assert client.wait_for(lambda m: m["t"] == "withdrawn")["id"] == "queued-2"

@@ -297,6 +297,12 @@ class PoolRuntime implements AsyncDisposable {
   #bounds: { min: number; max: number } = { min: 0, max: 0 };
   /** Instances being provisioned for growth, not yet in `#nodes`. */
   #growing = 0;
+  /**
+   * Node indices the pool means to start a node under that are not in `#nodes`: being provisioned
+   * (growth), or awaiting the reconcile loop's next growth (a start that failed). A broadcast covers
+   * them; tasks pinned to them wait.
+   */
+  readonly #pending = new Map<number, "provisioning" | "awaiting">();
   /** Nodes being stopped and terminated (scale-down, failed starts). */
   #retiring = 0;
   /** Growth and scale-down under way, awaited on shutdown. */
@@ -714,16 +720,15 @@ class PoolRuntime implements AsyncDisposable {
     this.#bounds = { min: spec.nodes.min, max: spec.nodes.max };
     // Partial readiness: the pool is usable once `min` nodes are (at least one); the rest join as they come.
     const readyAt = Math.min(spec.nodes.desired, Math.max(1, spec.nodes.min));
-    // Over SSH the head comes up first (the others learn its address from a running node); on this
-    // machine every address is known up front, so all nodes start at once.
+    // Every node starts at once: the head's address (what the others need of it) is its private
+    // address, known from provisioning, so no node waits for another's bootstrap.
     const head = this.#nodes[0] as NodeRuntime;
     const headStarted = this.#startNode(head, combined);
     // Observed below; this keeps a failure of the head from going unhandled while the others start.
     headStarted.catch(() => undefined);
-    if (!local) await headStarted;
     const enough = this.#waitForNodes(readyAt, headStarted, this.#nodes.slice(1), combined);
     enough.catch(() => undefined);
-    if (local) await headStarted;
+    await headStarted;
     await enough;
     this.#setState("ready");
     this.#autoscaler = new Autoscaler(
@@ -843,6 +848,15 @@ class PoolRuntime implements AsyncDisposable {
     );
     if (decision) this.#setDesired(decision.to, decision.reason);
     const actual = this.#actualNodes();
+    // Indices awaiting a new start that the target no longer needs are given up (their tasks fail).
+    let spare = actual + this.#awaiting() - this.#desired;
+    for (const [index, state] of [...this.#pending].sort((a, b) => b[0] - a[0])) {
+      if (spare <= 0) break;
+      if (state !== "awaiting") continue;
+      this.#pending.delete(index);
+      this.#tasks.startFailed(index, "the pool's target no longer includes it", false);
+      spare -= 1;
+    }
     if (actual < this.#desired && performance.now() >= this.#growthPausedUntil)
       this.#grow(this.#desired - actual);
     else if (actual > this.#desired) this.#shrink(actual - this.#desired);
@@ -877,6 +891,19 @@ class PoolRuntime implements AsyncDisposable {
   #grow(count: number): void {
     const provider = this.#provider as Provider;
     const cluster = this.#cluster as Cluster;
+    // Indices awaiting a new start first, then the lowest free ones.
+    const indices = [...this.#pending]
+      .filter(([, state]) => state === "awaiting")
+      .map(([index]) => index)
+      .sort((a, b) => a - b)
+      .slice(0, count);
+    const used = new Set([...this.#nodes.map((node) => node.index), ...this.#pending.keys()]);
+    for (let next = 0; indices.length < count; next += 1) if (!used.has(next)) indices.push(next);
+    for (const index of indices) {
+      this.#pending.set(index, "provisioning");
+      // Known to the task manager from now on: a broadcast covers it while it starts.
+      this.#tasks.expect(index);
+    }
     this.#growing += count;
     const signal = this.#abort.signal;
     this.#track(
@@ -888,11 +915,13 @@ class PoolRuntime implements AsyncDisposable {
           this.#growing -= count;
           this.#growthFailed();
           this.#report(`could not add ${count} node${count === 1 ? "" : "s"}`, error);
+          for (const index of indices) this.#awaitStart(index, (error as Error)?.message ?? String(error));
           this.#sizeFailed(error as Error);
           return;
         }
         this.#growing -= count;
         if (signal.aborted) {
+          for (const index of indices) this.#pending.delete(index);
           await provider
             .terminate({
               cluster,
@@ -902,10 +931,13 @@ class PoolRuntime implements AsyncDisposable {
             .catch(() => undefined);
           return;
         }
-        for (const instance of instances) {
-          const used = new Set(this.#nodes.map((node) => node.index));
-          let index = 0;
-          while (used.has(index)) index += 1;
+        for (const [position, index] of indices.entries()) {
+          const instance = instances[position];
+          if (!instance) {
+            this.#awaitStart(index, "the provider returned fewer instances than asked for");
+            continue;
+          }
+          this.#pending.delete(index);
           const node: NodeRuntime = {
             index,
             instance,
@@ -915,8 +947,6 @@ class PoolRuntime implements AsyncDisposable {
           };
           this.#nodes.push(node);
           this.#nodes.sort((a, b) => a.index - b.index);
-          // Known to the task manager from now on: a broadcast covers it while it starts.
-          this.#tasks.expect(index);
           this.#emitProvisioned(node, provider, cluster.offer);
           this.#startNode(node, signal).then(
             () => {
@@ -1009,14 +1039,32 @@ class PoolRuntime implements AsyncDisposable {
     const position = this.#nodes.indexOf(node);
     if (position >= 0) this.#nodes.splice(position, 1);
     // Tasks pinned to it (a broadcast's parts) wait for the node the reconcile loop starts under its
-    // index (the lowest free one) while the pool wants one, and fail otherwise.
-    this.#tasks.startFailed(
+    // index while the pool wants one, and fail otherwise.
+    this.#awaitStart(
       node.index,
       `node ${node.index} failed to start: ${(error as Error)?.message ?? String(error)}`,
-      this.#actualNodes() < this.#desired,
     );
     this.#track(this.#retire(node));
     this.#sizeFailed(error as Error);
+  }
+
+  /**
+   * Starting a node under `index` failed: while the pool wants more nodes it waits for the reconcile
+   * loop's next growth (tasks pinned to it wait, within `provisionTimeout`); otherwise it is given up
+   * and those tasks fail.
+   */
+  #awaitStart(index: number, reason: string): void {
+    const again = this.#actualNodes() + this.#awaiting() < this.#desired;
+    if (again) this.#pending.set(index, "awaiting");
+    else this.#pending.delete(index);
+    this.#tasks.startFailed(index, reason, again);
+  }
+
+  /** Indices awaiting a new start. */
+  #awaiting(): number {
+    let count = 0;
+    for (const state of this.#pending.values()) if (state === "awaiting") count += 1;
+    return count;
   }
 
   #emitProvisioned(node: NodeRuntime, provider: Provider, offer: Offer): void {
@@ -1280,7 +1328,12 @@ class PoolRuntime implements AsyncDisposable {
    * being replaced included): `broadcast`'s result count.
    */
   workerCount(): number {
-    return this.#nodes.length * this.#workersPerNode;
+    return this.#indices().length * this.#workersPerNode;
+  }
+
+  /** The pool's node indices, ascending: its nodes, and those it is starting a node under. */
+  #indices(): number[] {
+    return [...this.#nodes.map((node) => node.index), ...this.#pending.keys()].sort((a, b) => a - b);
   }
 
   #launchContext(
@@ -1690,7 +1743,10 @@ class PoolRuntime implements AsyncDisposable {
     } catch (error) {
       node.nextInstance = undefined;
       if (this.#state === "shutting_down" || this.#state === "destroyed") return;
-      this.#tasks.abandonNode(node.index, (error as Error).message);
+      // An elastic pool lets the node go like one that failed to start: the reconcile loop starts
+      // another in its place (tasks pinned to it wait for that one). A fixed pool gives it up.
+      const elastic = this.#bounds.min !== this.#bounds.max;
+      if (!elastic) this.#tasks.abandonNode(node.index, (error as Error).message);
       this.#hub.emit({
         type: "error",
         timestamp: Date.now(),
@@ -1699,6 +1755,7 @@ class PoolRuntime implements AsyncDisposable {
         message: `could not replace node ${node.index} (lost: ${reason}): ${(error as Error).message}`,
         cause: error,
       });
+      if (elastic) this.#dropNode(node, error);
     }
   }
 
@@ -1939,7 +1996,8 @@ class PoolRuntime implements AsyncDisposable {
       typeof value === "number" && Number.isInteger(value) && value >= 0 && value < below;
     // Elastic pools can have gaps in their node indices: a node target must name a node the pool has.
     const known = (value: unknown) =>
-      typeof value === "number" && this.#nodes.some((node) => node.index === value);
+      typeof value === "number" &&
+      (this.#nodes.some((node) => node.index === value) || this.#pending.has(value));
     const indices = this.#nodes.map((node) => node.index).join(", ") || "none now";
     if (typeof target === "number") {
       if (!known(target))
@@ -2121,11 +2179,11 @@ class PoolRuntime implements AsyncDisposable {
   async broadcast<R>(pending: PendingTask<R>, options: WaitOptions = {}): Promise<BroadcastResults<R>> {
     this.#checkOpen();
     const perNode = this.#workersPerNode;
-    const places: WorkerPlace[] = this.#nodes.flatMap((node) =>
+    const places: WorkerPlace[] = this.#indices().flatMap((index) =>
       Array.from({ length: perNode }, (_, worker) => ({
-        node: node.index,
+        node: index,
         worker,
-        rank: node.index * perNode + worker,
+        rank: index * perNode + worker,
       })),
     );
     const handles = places.map((place) =>

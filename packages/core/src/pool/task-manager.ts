@@ -350,9 +350,10 @@ export class TaskManager {
    * they fail with a `NodeUnavailableError` and the node is forgotten.
    */
   startFailed(index: number, reason: string, again: boolean): void {
+    if (again) this.expect(index);
     const node = this.#nodes[index];
     if (!node || node.connection) return;
-    if (again && node.pinned.length > 0) {
+    if (again) {
       const now = performance.now();
       for (const record of node.pinned) record.queuedAt = now;
       node.bounded = true;
