@@ -30,6 +30,7 @@ from .dispatch import error_fields
 from .execution import Outcome, TaskRunner, error_outcome
 from .executors import ProcessExecutor, Task, ThreadExecutor
 from .info import instance_info_from_cluster
+from .metrics import MetricsSampler, parse_collectors
 from . import interruption
 from .output import OutputRouter, TaskStream
 from .plugins import Lifecycle, PluginLoadError, decorators, load_plugins
@@ -359,6 +360,8 @@ class Worker:
         #: interruption notices received so far: sent to every client, again to one that connects later
         self.notices: List[Dict[str, Any]] = []
         self._notice_watch: threading.Event | None = None
+        #: the image's metrics collectors, sampled from the first ``cluster`` message on
+        self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
 
     def _new_executor(self, nested: bool) -> ThreadExecutor | ProcessExecutor:
         options = self.options
@@ -430,6 +433,7 @@ class Worker:
         self._cancel_ttl()
         if self._periodic is not None:
             self._periodic.cancel()
+        self.metrics.stop()
         if self._deadline_timer is not None:
             self._deadline_timer.cancel()
         if self._server is not None:
@@ -577,6 +581,8 @@ class Worker:
         self._cluster_env.update(env)
         for executor in self._executors():
             executor.apply_cluster(cluster, env)
+        if not self.stopping:
+            self.metrics.configure(parse_collectors(message.get("metrics")))
         self.ready = True
         connection.send({"t": "ready"})
         for notice in self.notices:  # a client that comes after a notice learns of it too
@@ -904,6 +910,17 @@ class Worker:
                 original.flush()
             except (OSError, ValueError):
                 pass
+
+    def _send_metric(self, name: str, value: float, unit: str | None, gpu: int | None) -> None:
+        """A sample goes to every connected client; with none connected it is dropped."""
+        if not math.isfinite(value):
+            return
+        message: Message = {"t": "metric", "node": self.node, "name": name, "value": value, "unit": unit, "ts": time.time()}
+        if gpu is not None:
+            message["gpu"] = gpu
+        for connection in self.connections:
+            if connection.authenticated and connection.alive:
+                connection.send(message)
 
     # -- finishing ------------------------------------------------------------------------------
 
