@@ -374,19 +374,12 @@ class PoolRuntime implements AsyncDisposable {
     });
   }
 
-  /** What the live console shows besides events: the size bounds and, where the pool has it, `cost()`. */
+  /** What the live console shows besides events: the size bounds and the pool's {@link cost}. */
   #consoleStatus(): LiveConsoleStatus {
     const { min, max } = this.#bounds;
     const nodes = { min, max, desired: this.#desired };
-    // `cost()` comes with the cost-and-budget work; until then the console shows "—".
-    const cost = (this as { cost?: () => { hourlyRate: number; total: number } }).cost;
-    if (typeof cost !== "function") return { nodes };
-    try {
-      const { hourlyRate, total } = cost.call(this);
-      return { nodes, cost: { hourlyRate, total } };
-    } catch {
-      return { nodes };
-    }
+    const { hourlyRate, total } = this.cost();
+    return { nodes, cost: { hourlyRate, total } };
   }
 
   #addSecretsOf(spec: PoolSpec): void {
