@@ -96,6 +96,9 @@ class Options:
         self.workdir: str | None = parsed.workdir
         self.ttl: float | None = parsed.ttl
         self.self_destruct: str | None = parsed.self_destruct
+        # Set by a launcher that starts workers in a shared directory (an SSH host's root): the file
+        # naming the pid of the worker that owns that directory now. Not passed on to tasks.
+        self.root_owner: str | None = os.environ.pop("SKYWARD_ROOT_OWNER", None) or None
         self.exit_on_stdin_eof: bool = parsed.exit_on_stdin_eof
         self.handshake_timeout: float = parsed.handshake_timeout
         self.interruption_notice: str | None = parsed.interruption_notice
@@ -453,7 +456,10 @@ class Worker:
             except asyncio.TimeoutError:
                 self.log(f"the plugins' around_app exits did not finish within {APP_EXIT_LIMIT:.0f} s")
         self._router.flush()
-        if self_destruct and self.options.self_destruct:
+        successor = self._root_successor() if self_destruct and self.options.self_destruct else None
+        if successor is not None:
+            self.log(f"self-destruct skipped: {successor}")
+        elif self_destruct and self.options.self_destruct:
             self.log("running the self-destruct command")
             try:
                 await self.loop.run_in_executor(None, self._run_self_destruct, self.options.self_destruct)
@@ -461,6 +467,40 @@ class Worker:
                 self.log(f"self-destruct failed: {error!r}")
         if not self.stopped.done():
             self.stopped.set_result(0)
+
+    def _root_successor(self) -> str | None:
+        """Why the self-destruct must not run: another worker took this worker's root, or None.
+
+        A launcher that shares a root between the workers it starts there (one after another: a
+        replacement of a node declared lost, a later pool) names the root's current owner in the
+        file ``SKYWARD_ROOT_OWNER`` points to, rewriting it for each new worker. The self-destruct
+        (removing the pool's files, ending the machine) is this worker's only while that file names
+        this worker, or a process that no longer runs; a missing file means a launcher is taking the
+        root over (it removes the record before it uploads).
+        """
+        path = self.options.root_owner
+        if path is None:
+            return None
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read().strip()
+        except FileNotFoundError:
+            return f"{path} is gone (a launcher is taking the root over)"
+        except OSError as error:
+            return f"{path} could not be read ({error!r})"
+        try:
+            owner = int(text)
+        except ValueError:
+            return f"{path} does not name a pid ({text[:40]!r})"
+        if owner == os.getpid() or owner <= 0:
+            return None
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            return None  # the owner is gone: nothing alive uses the root
+        except PermissionError:
+            pass
+        return f"the root now belongs to the live worker pid {owner} ({path})"
 
     @staticmethod
     def _run_self_destruct(command: str) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -573,6 +574,59 @@ def test_ttl_zero_stops_as_soon_as_the_client_lets_go(tmp_path: Path) -> None:
         client.close()
         assert worker.wait(timeout=5) == 0
         assert marker.exists()
+
+
+def _released_with_owner(tmp_path: Path, owner: Optional[str]) -> Tuple[bool, List[str]]:
+    """A worker started with SKYWARD_ROOT_OWNER, released with a short TTL: did it self-destruct?"""
+    marker = tmp_path / "destroyed"
+    owner_file = tmp_path / "worker.pid"
+    with WorkerProcess("--self-destruct", f"touch {marker}", env={"SKYWARD_ROOT_OWNER": str(owner_file)}) as worker:
+        if owner is not None:
+            owner_file.write_text(str(worker.process.pid) if owner == "self" else owner)
+        client = connect(worker)
+        client.send({"t": "release", "ttl": 0.3})
+        client.close()
+        assert worker.wait(timeout=10) == 0
+        return marker.exists(), worker.stderr_lines
+
+
+def test_ttl_self_destruct_runs_when_the_root_owner_is_this_worker(tmp_path: Path) -> None:
+    destroyed, _ = _released_with_owner(tmp_path, "self")
+    assert destroyed
+
+
+def test_ttl_self_destruct_runs_when_the_root_owner_is_dead(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    destroyed, _ = _released_with_owner(tmp_path, str(gone.pid))
+    assert destroyed
+
+
+def test_ttl_self_destruct_is_skipped_while_a_successor_owns_the_root(tmp_path: Path) -> None:
+    # A newer worker (here a live process) was started in the same root: the old worker's TTL stops
+    # it, but the cleanup is the successor's.
+    successor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        destroyed, stderr = _released_with_owner(tmp_path, str(successor.pid))
+        assert not destroyed
+        assert any(f"self-destruct skipped: the root now belongs to the live worker pid {successor.pid}" in line for line in stderr)
+        assert successor.poll() is None
+    finally:
+        successor.kill()
+        successor.wait()
+
+
+def test_ttl_self_destruct_is_skipped_while_a_launcher_takes_the_root(tmp_path: Path) -> None:
+    destroyed, stderr = _released_with_owner(tmp_path, None)
+    assert not destroyed
+    assert any("a launcher is taking the root over" in line for line in stderr)
+
+
+def test_the_root_owner_variable_is_not_passed_to_tasks(tmp_path: Path) -> None:
+    with WorkerProcess(env={"SKYWARD_ROOT_OWNER": str(tmp_path / "worker.pid")}) as worker:
+        client = connect(worker)
+        assert client.value("os:getenv", "SKYWARD_ROOT_OWNER") is None
+        client.close()
 
 
 def test_exit_on_stdin_eof() -> None:
