@@ -456,7 +456,7 @@ class Worker:
             except asyncio.TimeoutError:
                 self.log(f"the plugins' around_app exits did not finish within {APP_EXIT_LIMIT:.0f} s")
         self._router.flush()
-        successor = self._root_successor() if self_destruct and self.options.self_destruct else None
+        successor = await self._root_successor_settled() if self_destruct and self.options.self_destruct else None
         if successor is not None:
             self.log(f"self-destruct skipped: {successor}")
         elif self_destruct and self.options.self_destruct:
@@ -468,39 +468,66 @@ class Worker:
         if not self.stopped.done():
             self.stopped.set_result(0)
 
-    def _root_successor(self) -> str | None:
-        """Why the self-destruct must not run: another worker took this worker's root, or None.
+    async def _root_successor_settled(self) -> str | None:
+        """:meth:`_root_successor`, waiting out a launcher that is taking the root over.
+
+        A missing owner record means a launch is under way (the launcher removes it before it
+        uploads and writes the new worker's pid once it starts): it is read again for up to
+        ``SKYWARD_ROOT_TAKEOVER_WAIT`` seconds (30). If it is still missing then, the launch did not
+        finish and nothing else will end this machine: the self-destruct runs — a machine billing
+        forever is the worse mistake.
+        """
+        try:
+            wait = float(os.environ.get("SKYWARD_ROOT_TAKEOVER_WAIT", "30"))
+        except ValueError:
+            wait = 30.0
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:
+            successor, missing = self._root_successor()
+            if not missing:
+                return successor
+            if time.monotonic() >= deadline:
+                self.log(f"{self.options.root_owner} is still missing after {wait:g} s: the self-destruct runs")
+                return None
+            await asyncio.sleep(min(1.0, max(wait / 10, 0.05)))
+
+    def _root_successor(self) -> tuple[str | None, bool]:
+        """Why the self-destruct must not run (another live worker took this worker's root), or None;
+        and whether the owner record is missing (a launcher taking the root over).
 
         A launcher that shares a root between the workers it starts there (one after another: a
         replacement of a node declared lost, a later pool) names the root's current owner in the
         file ``SKYWARD_ROOT_OWNER`` points to, rewriting it for each new worker. The self-destruct
-        (removing the pool's files, ending the machine) is this worker's only while that file names
-        this worker, or a process that no longer runs; a missing file means a launcher is taking the
-        root over (it removes the record before it uploads).
+        (removing the pool's files, ending the machine) is skipped only while that file names
+        another live Skyward worker; anything else (this worker, a dead pid, a pid reused by an
+        unrelated process, an unreadable record) lets it run, so that nothing is left billing.
         """
         path = self.options.root_owner
         if path is None:
-            return None
+            return None, False
         try:
             with open(path, encoding="utf-8") as handle:
                 text = handle.read().strip()
         except FileNotFoundError:
-            return f"{path} is gone (a launcher is taking the root over)"
+            return None, True
         except OSError as error:
-            return f"{path} could not be read ({error!r})"
+            self.log(f"{path} could not be read ({error!r}): the self-destruct runs")
+            return None, False
         try:
             owner = int(text)
         except ValueError:
-            return f"{path} does not name a pid ({text[:40]!r})"
+            self.log(f"{path} does not name a pid ({text[:40]!r}): the self-destruct runs")
+            return None, False
         if owner == os.getpid() or owner <= 0:
-            return None
+            return None, False
         try:
-            os.kill(owner, 0)
-        except ProcessLookupError:
-            return None  # the owner is gone: nothing alive uses the root
-        except PermissionError:
-            pass
-        return f"the root now belongs to the live worker pid {owner} ({path})"
+            with open(f"/proc/{owner}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ")
+        except OSError:
+            return None, False  # the owner is gone: nothing alive uses the root
+        if b"skyward" not in command:
+            return None, False  # the pid now belongs to another program: the owner is gone
+        return f"the root now belongs to the live worker pid {owner} ({path})", False
 
     @staticmethod
     def _run_self_destruct(command: str) -> None:
