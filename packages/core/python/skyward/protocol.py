@@ -148,6 +148,9 @@ def _to_wire_other(value: Any, path: str) -> Any:
         return [to_wire(item, f"{path}[{index}]") for index, item in enumerate(value)]
     if isinstance(value, dict):
         return to_wire(dict(value), path)
+    wire = getattr(type(value), "__skyward_wire__", None)
+    if wire is not None:
+        return to_wire(value.__skyward_wire__(), path)  # InstanceInfo and its parts: plain dicts
     if _is_numpy(value):
         tolist = getattr(value, "tolist", None)
         if callable(tolist):

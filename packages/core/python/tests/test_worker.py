@@ -445,7 +445,7 @@ def test_output_filters_on_the_head(any_client: Client) -> None:
     assert outputs(any_client, "quiet-0") == []
     any_client.call("demo_tasks:node_one_says", "node one only", task_id="n1-0")
     assert outputs(any_client, "n1-0") == []
-    assert any_client.value("demo_tasks:redirected", task_id="redir-0") == ["captured one", "captured two"]
+    assert any_client.value("demo_tasks:redirected", task_id="redir-0") == ["captured one", "\n", "captured two", "\n"]
     assert [m["data"] for m in outputs(any_client, "redir-0")] == ["visible\n"]
 
 
