@@ -149,6 +149,7 @@ class ThreadExecutor:
         self.first_slot = first_slot
         self._label = label
         self._runner = runner
+        runner.on_declared_timeout = self._declared_timeout
         self._host = host
         self._router = router
         self._log = log
@@ -254,6 +255,10 @@ class ThreadExecutor:
                 end_subtasks(context)
             context.close()
             post(host.on_done, task, outcome)
+
+    def _declared_timeout(self, context: TaskContext, seconds: float) -> None:
+        # @sky.function(timeout=…): the task's clock, when the client gave it none.
+        self._host.post(_apply_declared_timeout, self._host, context.key, seconds)
 
     def _open_turn(self, task: Task) -> None:
         with self._turns:
@@ -580,6 +585,9 @@ class ProcessExecutor:
         elif kind == "subtask":
             if task is not None and task.id == message[1]:
                 self._host.on_subtask(task, *message[2:])
+        elif kind == "timeout":
+            if task is not None and task.id == message[1]:
+                _apply_declared_timeout(self._host, task, message[2])
         elif kind == "done":
             if task is not None and task.id == message[1]:
                 child.task = None
@@ -667,3 +675,11 @@ class ProcessExecutor:
         for child in self._children:
             if child is not None:
                 await self._reap(child)
+
+
+def _apply_declared_timeout(host: Any, task: Task, seconds: float) -> None:
+    """A running task's function declares ``@sky.function(timeout=seconds)``: its clock, unless the
+    client gave a timeout of its own."""
+    if task.state == "running" and task.timeout is None:
+        task.timeout = seconds
+        host.on_started(task)
