@@ -43,7 +43,7 @@ class Task:
 
     __slots__ = (
         "id", "fn", "args", "kwargs", "timeout", "stream", "pin", "connection", "state", "slot",
-        "context", "inputs", "stream_indices", "nested", "subtasks", "thread_id", "interrupted",
+        "context", "inputs", "stream_indices", "nested", "subtasks", "thread_id", "interrupted", "default_timeout",
     )
 
     def __init__(
@@ -75,6 +75,8 @@ class Task:
         ]
         #: run on the worker's nested pool (a subtask of another task)
         self.nested = nested
+        #: ``timeout`` is the pool's default: a ``@sky.function(timeout=…)`` replaces it
+        self.default_timeout = False
         #: numbers of this task's subtasks sent to the client and not answered yet
         self.subtasks: set[int] | None = None
         #: the thread running the task, while it may be interrupted (thread executor)
@@ -680,6 +682,7 @@ class ProcessExecutor:
 def _apply_declared_timeout(host: Any, task: Task, seconds: float) -> None:
     """A running task's function declares ``@sky.function(timeout=seconds)``: its clock, unless the
     client gave a timeout of its own."""
-    if task.state == "running" and task.timeout is None:
+    if task.state == "running" and (task.timeout is None or task.default_timeout):
         task.timeout = seconds
-        host.on_started(task)
+        task.default_timeout = False
+        host.restart_clock(task)

@@ -58,3 +58,11 @@ def test_guide_04_returns_instance_info(two_nodes: NestedRelay) -> None:
     both = two_nodes.value(client, "parity_tasks:peers_both_ways")
     assert both["item"] == both["attribute"] == "10.1.0.1"
     assert json.loads(both["json"])["peers"][0]["private_ip"] == "10.1.0.1"
+
+
+def test_declared_timeout_replaces_the_pools_default(two_nodes: NestedRelay) -> None:
+    client: Client = two_nodes.clients[0]
+    client.send({"t": "submit", "id": "slow-3", "fn": "parity_tasks:declared_timeout", "args": [10], "kwargs": {},
+                 "timeout": 300, "stream": False, "worker": None, "default_timeout": True})
+    error = two_nodes.terminal(client, "slow-3", timeout=8)
+    assert (error["t"], error["kind"]) == ("error", "timeout") and "1.0 s" in error["message"]

@@ -1385,6 +1385,7 @@ class PoolRuntime implements AsyncDisposable {
       args: pending.args,
       kwargs: pending.kwargs,
       timeout: pending.timeout ?? this.spec.defaultComputeTimeout,
+      ...(pending.timeout === undefined ? { defaultTimeout: true } : {}),
       stream: pending.kind === "stream",
       ...(where !== undefined ? { node: where.node } : {}),
       ...(where?.worker !== undefined ? { worker: where.worker } : {}),

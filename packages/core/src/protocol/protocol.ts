@@ -208,6 +208,11 @@ export interface SubmitMessage {
   readonly worker: number | null;
   /** A task run for another task (nested dispatch): it runs on the worker's separate nested pool. */
   readonly nested?: boolean;
+  /**
+   * `timeout` is the pool's default, not one the call set: a function declared with
+   * `@sky.function(timeout=…)` runs under its own timeout instead.
+   */
+  readonly default_timeout?: boolean;
 }
 
 /** `subtask` — a running task asks the client to run another function across the pool (nested dispatch). */
