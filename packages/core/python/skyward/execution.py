@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 from .context import TaskContext
 from .functions import declared_timeout, unwrap
+from .values import restore
 from .protocol import SerializationError, to_wire
 
 Outcome = Tuple[Any, ...]
@@ -230,6 +231,11 @@ class TaskRunner:
         declared = self._timeouts.get(ref)
         if declared is not None and self.on_declared_timeout is not None:
             self.on_declared_timeout(task, declared)
+        try:
+            # Objects sent pickled ($o) are unpickled here, when a task of an accepted client runs.
+            args, kwargs = restore(args), restore(kwargs)
+        except BaseException as error:
+            return error_outcome("serialization", "SerializationError", f"cannot unpickle an argument: {type(error).__name__}: {error}")
         try:
             value = run_task(fn, args, kwargs)
             if stream:
