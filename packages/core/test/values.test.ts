@@ -2,6 +2,7 @@
  * Values across the boundary and task code written for the Python project, end to end on a 2-node
  * Local pool (real workers, the real Python runtime).
  */
+import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
@@ -71,3 +72,105 @@ describe("a 2-node local pool: in-task parity with the Python project", () => {
     ]);
   });
 });
+
+const SYSTEM_PYTHON = "/usr/bin/python3";
+const missing = ["numpy", "sklearn", "torch"].filter(
+  (name) => !existsSync(`/usr/lib/python3/dist-packages/${name}`),
+);
+
+const makeArrays = sky.python<[], { floats: sky.NDArray<"float32">; ints: sky.NDArray<"int64"> }>(
+  "value_tasks:make_arrays",
+);
+const describeArrays = sky.python<
+  [floats: sky.NDArray, ints: sky.NDArray],
+  { floats: [string, number[], number[][]]; ints: [string, number[], number[][]] }
+>("value_tasks:describe_arrays");
+const echoValue = sky.python<[unknown], unknown>("value_tasks:echo");
+const trainModel = sky.python<[seed: number], sky.PyObject>("value_tasks:train_model");
+const evaluateModel = sky.python<
+  [model: sky.PyObject, seed: number],
+  { type: string; score: number; coef: sky.NDArray }
+>("value_tasks:evaluate_model");
+const trainTorch = sky.python<[epochs: number], sky.PyObject>("value_tasks:train_torch");
+const evaluateTorch = sky.python<
+  [model: sky.PyObject],
+  { type: string; loss: number; prediction: sky.NDArray }
+>("value_tasks:evaluate_torch");
+
+describe.skipIf(missing.length > 0)(
+  `arrays and Python objects on a 2-node local pool (Debian's Python; missing: ${missing.join(", ") || "none"})`,
+  () => {
+    let pool: sky.Pool;
+
+    beforeAll(async () => {
+      pool = await sky.compute({
+        nodes: 2,
+        image: { python: SYSTEM_PYTHON, includes: [tasks] },
+        options: { console: false, worker: { concurrency: 2 } },
+      });
+    }, 240_000);
+
+    afterAll(async () => {
+      await pool?.close();
+    });
+
+    it("brings a 2-D float32 and an int64 array back as typed arrays with dtype and shape", async () => {
+      const { floats, ints } = await pool.run(makeArrays());
+      expect(floats).toBeInstanceOf(sky.NDArray);
+      expect([floats.dtype, floats.shape]).toEqual(["float32", [2, 3]]);
+      expect(floats.data).toBeInstanceOf(Float32Array);
+      expect(Array.from(floats.data)).toEqual([0, 0.5, 1, 1.5, 2, 2.5]);
+      expect(floats.get(1, 2)).toBe(2.5);
+      expect([ints.dtype, ints.shape]).toEqual(["int64", [2, 2]]);
+      expect(ints.data).toBeInstanceOf(BigInt64Array);
+      expect(Array.from(ints.data)).toEqual([1n, -2n, 3n, 2n ** 40n]);
+    });
+
+    it("sends a 2-D float32 and an int64 array to a task, where they are numpy arrays", async () => {
+      const floats = new sky.NDArray(new Float32Array([1, 2, 3, 4, 5, 6]), [3, 2]);
+      const ints = new sky.NDArray(new BigInt64Array([7n, -(2n ** 40n)]), [1, 2]);
+      expect(await pool.run(describeArrays(floats, ints))).toEqual({
+        floats: [
+          "float32",
+          [3, 2],
+          [
+            [2, 4],
+            [6, 8],
+            [10, 12],
+          ],
+        ],
+        ints: ["int64", [1, 2], [[7, -(2 ** 40)]]],
+      });
+      const back = (await pool.run(echoValue(floats))) as sky.NDArray<"float32">;
+      expect([back.dtype, back.shape, Array.from(back.data)]).toEqual([
+        "float32",
+        [3, 2],
+        [1, 2, 3, 4, 5, 6],
+      ]);
+    });
+
+    it("returns a scikit-learn model as a handle that the next task uses as the same model", async () => {
+      const model = await pool.run(trainModel(1));
+      expect(model).toBeInstanceOf(sky.PyObject);
+      expect(model.type).toBe("sklearn.linear_model._logistic.LogisticRegression");
+      const scores = await Promise.all(
+        [0, 1].map((node) => pool.run(evaluateModel(model, 1), { target: node })),
+      );
+      for (const result of scores) {
+        expect(result.type).toBe("LogisticRegression");
+        expect(result.score).toBeGreaterThan(0.8);
+        expect([result.coef.dtype, result.coef.shape]).toEqual(["float64", [1, 5]]);
+      }
+      expect(scores[0]).toEqual(scores[1]);
+    });
+
+    it("runs the guide 15 shape: a torch module trained in one task and evaluated in the next (CPU)", async () => {
+      const model = await pool.run(trainTorch(200));
+      expect(model.type).toBe("torch.nn.modules.linear.Linear");
+      const result = await pool.run(evaluateTorch(model));
+      expect(result.type).toBe("Linear");
+      expect(result.loss).toBeLessThan(1e-3);
+      expect([result.prediction.dtype, result.prediction.shape]).toEqual(["float32", [8, 1]]);
+    });
+  },
+);
