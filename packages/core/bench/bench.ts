@@ -2,7 +2,7 @@
  * `pnpm bench`: Skyward's dispatch figures on the `Local` provider, next to a bare Python asyncio echo
  * over loopback (the baseline) and, with `--peers`, Ray and Dask distributed on the same machine.
  *
- *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout]
+ *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout,values]
  *                [--buffer 64] [--calls 5000] [--tasks 100000] [--json out.json] [--profile-worker DIR]
  *
  * Runs on the built library (`../dist`): the root `pnpm bench` builds it first. Figures are printed,
@@ -32,6 +32,7 @@ import {
   progress,
   renderTable,
 } from "./stats.ts";
+import { measureValues, type ValuesResult, valuesReport } from "./values.ts";
 
 const SECTIONS: readonly Section[] = [
   "latency",
@@ -41,6 +42,7 @@ const SECTIONS: readonly Section[] = [
   "baseline",
   "defaults",
   "fanout",
+  "values",
 ];
 
 const { values: flags } = parseArgs({
@@ -506,6 +508,18 @@ const defaults: DefaultsResult | undefined = settings.sections.has("defaults")
 const fanout: FanoutResult | undefined = settings.sections.has("fanout")
   ? await measureFanout(scheduleSettings)
   : undefined;
+let values: ValuesResult | undefined;
+let valuesFailure: string | undefined;
+if (settings.sections.has("values")) {
+  // Arrays need numpy in the worker: Debian's Python has it (SKYWARD_BENCH_VALUES_PYTHON picks another).
+  const valuesPython = process.env.SKYWARD_BENCH_VALUES_PYTHON ?? "/usr/bin/python3";
+  try {
+    values = await measureValues(valuesPython, settings.repetitions);
+  } catch (error) {
+    valuesFailure = (error as Error).message;
+    progress(`the values section failed, going on without it: ${valuesFailure}`);
+  }
+}
 let baseline: Baseline | undefined;
 let baselineFailure: string | undefined;
 if (settings.sections.has("baseline")) {
@@ -543,6 +557,8 @@ const report = [
 ];
 if (defaults || fanout)
   report.push("", 'scheduling (default options: worker.buffer "auto"):', scheduleTable(defaults, fanout));
+if (values) report.push("", ...valuesReport(values));
+if (valuesFailure) report.push("", `(no values figures: ${valuesFailure})`);
 if (flags.peers) {
   report.push("", "peers (same machine, same no-op; peer/ours > 1 means the peer's figure is larger):");
   if (peers.some((peer) => !peer.failure)) report.push(peerTable(ours, peers));
@@ -571,6 +587,7 @@ if (flags.json) {
     peers,
     defaults,
     fanout,
+    values,
   };
   await writeFile(flags.json, `${JSON.stringify(everything, null, 2)}\n`);
   progress(`wrote ${flags.json}`);
