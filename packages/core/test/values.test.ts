@@ -174,3 +174,59 @@ describe.skipIf(missing.length > 0)(
     });
   },
 );
+
+interface ArrowTable {
+  numRows: number;
+  schema: { fields: { name: string }[] };
+  getChild(name: string): { toArray(): ArrayLike<unknown>; get(index: number): unknown } | null;
+}
+const arrow = (await import("apache-arrow")) as unknown as {
+  tableFromArrays(columns: Record<string, unknown>): ArrowTable;
+};
+const makeFrame = sky.python<[n: number], ArrowTable>("value_tasks:make_frame");
+const describeTable = sky.python<
+  [table: ArrowTable],
+  { kind: string; columns: string[]; rows: number; frame: ArrowTable }
+>("value_tasks:describe_table");
+const makeArrowTable = sky.python<[], ArrowTable>("value_tasks:make_arrow_table");
+
+describe("tables on a local pool with pandas and pyarrow (pip)", () => {
+  let pool: sky.Pool;
+
+  beforeAll(async () => {
+    pool = await sky.compute({
+      nodes: 1,
+      image: { pip: ["pandas", "pyarrow"], includes: [tasks] },
+      options: { console: false },
+    });
+  }, 600_000);
+
+  afterAll(async () => {
+    await pool?.close();
+  });
+
+  it("brings a DataFrame back as an apache-arrow table, and sends one that arrives as a DataFrame", async () => {
+    const frame = await pool.run(makeFrame(5));
+    expect(frame.numRows).toBe(5);
+    expect(frame.schema.fields.map((field) => field.name)).toEqual(["id", "name", "score"]);
+    expect(Array.from(frame.getChild("id")!.toArray())).toEqual([0n, 1n, 2n, 3n, 4n]);
+    expect(frame.getChild("name")!.get(3)).toBe("row 3");
+    expect(sky.tableKind(frame)).toBe("pandas");
+
+    const described = await pool.run(describeTable(frame));
+    expect(described.kind).toBe("pandas.DataFrame");
+    expect([described.columns, described.rows]).toEqual([["id", "name", "score", "double"], 5]);
+    expect(Array.from(described.frame.getChild("double")!.toArray())).toEqual([0, 0.5, 1, 1.5, 2]);
+
+    const built = arrow.tableFromArrays({ score: new Float64Array([1, 2]) });
+    expect((await pool.run(describeTable(built))).kind).toBe("pandas.DataFrame");
+    expect((await pool.run(describeTable(sky.asArrowTable(built)))).kind).toBe("pyarrow.Table");
+  });
+
+  it("brings a pyarrow table back, nulls kept", async () => {
+    const table = await pool.run(makeArrowTable());
+    expect(sky.tableKind(table)).toBe("arrow");
+    expect(Array.from(table.getChild("x")!.toArray())).toEqual([1, 2, 3]);
+    expect(table.getChild("label")!.get(2)).toBeNull();
+  });
+});

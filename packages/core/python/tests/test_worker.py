@@ -204,7 +204,7 @@ def test_not_found_errors(any_client: Client) -> None:
 def test_serialization_errors(any_client: Client) -> None:
     error = any_client.call("demo_tasks:unsendable")
     assert error["kind"] == "serialization"
-    assert error["message"] == 'result[2]["model"]: cannot send a value of type demo_tasks.Model'
+    assert error["message"].startswith('result[2]["model"]: cannot send a value of type demo_tasks.Model: ')
     any_client.send({"t": "submit", "id": "bad-args", "fn": "demo_tasks:add", "args": {"a": 1}, "kwargs": {}})
     assert any_client.terminal("bad-args")["kind"] == "serialization"
 

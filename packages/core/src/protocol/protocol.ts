@@ -1088,7 +1088,6 @@ function decodeTag(key: string, content: unknown, segments: readonly Uint8Array[
         return decodeTable(content, segment);
       } catch (error) {
         if (error instanceof ProtocolError) throw error;
-        if (key === "$t" && (error as Error).message.includes("apache-arrow")) throw error;
         throw protocolError((error as Error).message);
       }
     }

@@ -3,6 +3,7 @@
  * (`$t`) and opaque Python objects (`$o`).
  */
 import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
 
 /** The element types an {@link NDArray} can hold (numpy's names). */
 export type DType =
@@ -197,8 +198,20 @@ let arrow: ArrowModule | undefined;
 /** `apache-arrow`, loaded the first time a table crosses the boundary. */
 export function loadArrow(): ArrowModule {
   if (arrow !== undefined) return arrow;
+  const require = createRequire(import.meta.url);
   try {
-    arrow = createRequire(import.meta.url)("apache-arrow") as ArrowModule;
+    // Its ES module build, loaded synchronously: the same module instance as the application's
+    // `import ... from "apache-arrow"` (its CommonJS build would be a second copy, whose tables
+    // the first copy's writer does not recognise).
+    let esm: string | undefined;
+    try {
+      esm = fileURLToPath(import.meta.resolve("apache-arrow"));
+    } catch {
+      esm = undefined;
+    }
+    arrow = (
+      esm !== undefined && esm.endsWith(".mjs") ? require(esm) : require("apache-arrow")
+    ) as ArrowModule;
   } catch (error) {
     throw new Error(
       `a table crossed the boundary but the optional peer dependency "apache-arrow" is not installed: add it to your project (pnpm add apache-arrow) (${(error as Error).message})`,
@@ -211,8 +224,24 @@ export function loadArrow(): ArrowModule {
 export function isArrowTable(value: object): boolean {
   if (arrow !== undefined && value instanceof arrow.Table) return true;
   const maker = (Object.getPrototypeOf(value) as { constructor?: { name?: string } } | null)?.constructor;
-  if (maker?.name !== "Table" || !("schema" in value) || !("batches" in value)) return false;
-  return value instanceof loadArrow().Table;
+  // Duck-typed, so a table of another copy of apache-arrow is one too.
+  return maker?.name === "Table" && "schema" in value && "batches" in value;
+}
+
+/**
+ * Stands for a table that arrived while `apache-arrow` is missing: awaiting it (a task's result is)
+ * or touching it throws the error naming the package. The connection carries on.
+ */
+function missingTable(error: Error): object {
+  const fail = (): never => {
+    throw error;
+  };
+  return new Proxy(Object.create(null) as object, {
+    get: fail,
+    has: fail,
+    ownKeys: fail,
+    getPrototypeOf: fail,
+  });
 }
 
 const isPlain = (value: unknown): value is Record<string, unknown> =>
@@ -264,7 +293,14 @@ export function decodeTable(content: unknown, segment: (ref: unknown) => Uint8Ar
   ) {
     throw new Error('$t must hold {"format": "arrow", "kind": "pandas" | "arrow", "data"}');
   }
-  const table = loadArrow().tableFromIPC(segment(content.data));
+  const data = segment(content.data);
+  let module: ArrowModule;
+  try {
+    module = loadArrow();
+  } catch (error) {
+    return missingTable(error as Error);
+  }
+  const table = module.tableFromIPC(data);
   tableKinds.set(table, content.kind);
   return table;
 }
