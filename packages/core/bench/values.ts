@@ -1,11 +1,11 @@
 /**
  * Values across the boundary (`--only values`): a 64 MiB float32 array echoed as a raw buffer
  * (`$a`), next to the same bytes as a `Uint8Array` in the same run (the target: ≥ 0.9× of it) and
- * the JSON-list path a numpy array took before; with `apache-arrow` and pyarrow, a 1,000,000-row
- * table echoed. On a 1-node Local pool of a Python with numpy (Debian's, or the one given).
+ * the JSON-list path a numpy array took before; and a 1,000,000-row Arrow table echoed (it arrives
+ * in Python as a DataFrame and comes back as one). On a 1-node Local pool (pyarrow and pandas
+ * installed into its environment).
  */
 import { randomFillSync } from "node:crypto";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import * as sky from "../dist/index.js";
 import { benchDirectory } from "./python.ts";
@@ -46,7 +46,8 @@ export async function measureValues(python: string, repetitions: number): Promis
   progress(`values: a 1-node local pool on ${python}`);
   const pool = await sky.compute({
     nodes: 1,
-    image: { python, includes: [join(benchDirectory, "bench_tasks.py")] },
+    // pyarrow (and pandas) for the table; numpy comes with them where the Python has none.
+    image: { python, pip: ["pyarrow", "pandas"], includes: [join(benchDirectory, "bench_tasks.py")] },
     options: { console: false, worker: { concurrency: 1 } },
   });
   try {
@@ -105,7 +106,7 @@ export async function measureValues(python: string, repetitions: number): Promis
     }
     let tableMs: RepeatedFigure | undefined;
     try {
-      const arrow = createRequire(import.meta.url)("apache-arrow") as {
+      const arrow = (await import("apache-arrow")) as unknown as {
         tableFromArrays(columns: Record<string, unknown>): { numRows: number };
       };
       const ids = new BigInt64Array(tableRows);
