@@ -81,7 +81,7 @@ function dtypeOf(data: TypedArray): DType {
  * ```ts
  * import * as sky from "@skyward/core";
  *
- * const matrix = new sky.NDArray(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
+ * const matrix = new sky.NDArray<"float32">(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
  * matrix.get(1, 2); // 6
  * ```
  */
