@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 
 class _Readable:
@@ -135,9 +135,9 @@ class InstanceInfo(_Readable):
     @classmethod
     def current(cls) -> InstanceInfo:
         """This worker's ``InstanceInfo`` (``sky.instance_info()``); raises outside a task."""
-        from .context import instance_info
-
-        return instance_info()
+        if _current is None:
+            raise RuntimeError("InstanceInfo.current() is only available inside a task")
+        return _current()
 
     def __reduce__(self) -> Any:
         # Pickled by value (a task may return it): rebuilt from its dumped fields.
@@ -196,6 +196,16 @@ def instance_info_from_cluster(message: Mapping[str, Any]) -> InstanceInfo:
         accelerator=accelerator,
         network=network,
     )
+
+
+#: ``sky.instance_info``, set by :mod:`skyward.context` (which imports this module).
+_current: Callable[[], InstanceInfo] | None = None
+
+
+def set_current_provider(provider: Callable[[], InstanceInfo]) -> None:
+    """Where :meth:`InstanceInfo.current` gets this worker's info from."""
+    global _current
+    _current = provider
 
 
 def _rebuild(data: Mapping[str, Any]) -> InstanceInfo:

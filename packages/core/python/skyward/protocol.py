@@ -21,6 +21,7 @@ import re
 import struct
 from typing import Any, Dict, List, Sequence
 
+from .wire_errors import ProtocolError, SerializationError
 from .values import Blob, Pickled, decode_array, decode_object, decode_table, encode_special
 
 PROTOCOL_VERSION = 1
@@ -33,20 +34,6 @@ Message = Dict[str, Any]
 _PREFIX = struct.Struct(">II")
 _INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-class ProtocolError(Exception):
-    """A malformed frame, a frame over the limits, or a peer that broke the protocol."""
-
-
-class SerializationError(TypeError):
-    """A value that cannot be sent: names the offending type and where it was."""
-
-    def __init__(self, path: str, type_name: str, detail: str | None = None) -> None:
-        self.path = path
-        self.type_name = type_name
-        message = detail or f"cannot send a value of type {type_name}"
-        super().__init__(f"{path}: {message}")
 
 
 class StreamRef:

@@ -21,6 +21,8 @@ import pickle
 import sys
 from typing import Any, Dict, List, Tuple
 
+from .wire_errors import ProtocolError, SerializationError
+
 #: Wire dtype name → (numpy dtype string, item size). Always little-endian on the wire.
 DTYPES: Dict[str, Tuple[str, int]] = {
     "bool": ("|b1", 1),
@@ -152,8 +154,6 @@ def encode_special(value: Any, path: str) -> Any:
 
 
 def encode_array(array: Any, path: str) -> Any:
-    from .protocol import SerializationError
-
     kind = array.dtype.kind
     size = array.dtype.itemsize
     name = {"b": "bool", "i": f"int{size * 8}", "u": f"uint{size * 8}", "f": f"float{size * 8}"}.get(kind)
@@ -171,8 +171,6 @@ def encode_array(array: Any, path: str) -> Any:
 
 
 def encode_table(table: Any, kind: str, path: str) -> Any:
-    from .protocol import SerializationError
-
     try:
         import pyarrow
     except ImportError:
@@ -190,8 +188,6 @@ def encode_table(table: Any, kind: str, path: str) -> Any:
 
 
 def encode_object(value: Any, path: str) -> Any:
-    from .protocol import SerializationError
-
     try:
         import cloudpickle
 
@@ -210,8 +206,6 @@ def encode_object(value: Any, path: str) -> Any:
 
 
 def decode_array(content: Any, resolve_segment: Any) -> Any:
-    from .protocol import ProtocolError
-
     if type(content) is not dict or set(content) != {"dtype", "shape", "data"}:
         raise ProtocolError('$a must hold {"dtype", "shape", "data"}')
     dtype, shape = content["dtype"], content["shape"]
@@ -235,8 +229,6 @@ def decode_array(content: Any, resolve_segment: Any) -> Any:
 
 
 def decode_table(content: Any, resolve_segment: Any) -> Any:
-    from .protocol import ProtocolError
-
     if type(content) is not dict or content.get("format") != "arrow" or content.get("kind") not in ("pandas", "arrow"):
         raise ProtocolError('$t must hold {"format": "arrow", "kind": "pandas" | "arrow", "data"}')
     data = resolve_segment(content.get("data"))
@@ -249,8 +241,6 @@ def decode_table(content: Any, resolve_segment: Any) -> Any:
 
 
 def decode_object(content: Any, resolve_segment: Any) -> Pickled:
-    from .protocol import ProtocolError
-
     if type(content) is not dict or type(content.get("type")) is not str:
         raise ProtocolError('$o must hold {"type": "module.Qualname", "data": {"$b": i}}')
     data = resolve_segment(content.get("data"))
