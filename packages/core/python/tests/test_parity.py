@@ -66,3 +66,12 @@ def test_declared_timeout_replaces_the_pools_default(two_nodes: NestedRelay) -> 
                  "timeout": 300, "stream": False, "worker": None, "default_timeout": True})
     error = two_nodes.terminal(client, "slow-3", timeout=8)
     assert (error["t"], error["kind"]) == ("error", "timeout") and "1.0 s" in error["message"]
+
+
+def test_objects_travel_pickled_between_tasks(two_nodes: NestedRelay) -> None:
+    first, second = two_nodes.clients
+    handle = two_nodes.value(first, "parity_tasks:make_tally", 1)
+    assert type(handle).__name__ == "Pickled" and handle.type_name == "parity_tasks.Tally"
+    grown = two_nodes.value(second, "parity_tasks:grow_tally", handle, 2)  # passed on as it came
+    assert two_nodes.value(first, "parity_tasks:read_tally", grown) == {"type": "Tally", "items": [1, 2]}
+    assert two_nodes.value(first, "parity_tasks:nested_tally", 5) == {"type": "Tally", "items": [5]}

@@ -53,3 +53,36 @@ def peers_both_ways():
     info = sky.InstanceInfo.current()
     return {"item": info.peers[0]["private_ip"], "attribute": info.peers[0].private_ip,
             "json": info.model_dump_json()}
+
+
+class Tally:
+    """A plain Python object: it crosses the wire pickled ($o)."""
+
+    def __init__(self, start):
+        self.items = [start]
+
+    def add(self, value):
+        self.items.append(value)
+        return self
+
+
+def make_tally(start):
+    return Tally(start)
+
+
+def grow_tally(tally, value):
+    assert isinstance(tally, Tally)
+    return tally.add(value)
+
+
+def read_tally(tally):
+    return {"type": type(tally).__name__, "items": tally.items}
+
+
+def nested_tally(start):
+    """The object from a nested task arrives in its parent as the object."""
+    tally = make_tally_fn(start) >> sky
+    return read_tally(tally)
+
+
+make_tally_fn = sky.function(make_tally)
