@@ -209,9 +209,7 @@ export function loadArrow(): ArrowModule {
     } catch {
       esm = undefined;
     }
-    arrow = (
-      esm !== undefined && esm.endsWith(".mjs") ? require(esm) : require("apache-arrow")
-    ) as ArrowModule;
+    arrow = (esm?.endsWith(".mjs") ? require(esm) : require("apache-arrow")) as ArrowModule;
   } catch (error) {
     throw new Error(
       `a table crossed the boundary but the optional peer dependency "apache-arrow" is not installed: add it to your project (pnpm add apache-arrow) (${(error as Error).message})`,
