@@ -75,3 +75,13 @@ def test_objects_travel_pickled_between_tasks(two_nodes: NestedRelay) -> None:
     grown = two_nodes.value(second, "parity_tasks:grow_tally", handle, 2)  # passed on as it came
     assert two_nodes.value(first, "parity_tasks:read_tally", grown) == {"type": "Tally", "items": [1, 2]}
     assert two_nodes.value(first, "parity_tasks:nested_tally", 5) == {"type": "Tally", "items": [5]}
+
+
+def test_arrays_round_trip_on_both_executors(two_nodes: NestedRelay) -> None:
+    np = pytest.importorskip("numpy")
+    matrix = np.arange(12, dtype=np.float32).reshape(3, 4)
+    back = two_nodes.value(two_nodes.clients[0], "parity_tasks:double_array", matrix)
+    assert back.dtype == np.float32 and back.shape == (3, 4) and (back == matrix * 2).all()
+    ints = np.array([[2**40, -1]], dtype=np.int64)
+    back = two_nodes.value(two_nodes.clients[1], "parity_tasks:double_array", ints)
+    assert back.dtype == np.int64 and back.tolist() == [[2**41, -2]]

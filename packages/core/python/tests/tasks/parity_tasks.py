@@ -86,3 +86,8 @@ def nested_tally(start):
 
 
 make_tally_fn = sky.function(make_tally)
+
+
+def double_array(array):
+    array *= 2  # arrives writable
+    return array
