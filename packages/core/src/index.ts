@@ -105,7 +105,7 @@ export type {
   PythonStreamFunction,
 } from "./pool/python-function.js";
 export { isPending, kwargs, python } from "./pool/python-function.js";
-export type { DType, DTypeArrays, TableKind, TypedArray } from "./protocol/values.js";
+export type { DType, DTypeArrays, DTypeOf, TableKind, TypedArray } from "./protocol/values.js";
 export { asArrowTable, NDArray, PyObject, tableKind } from "./protocol/values.js";
 // Accelerators
 export type {

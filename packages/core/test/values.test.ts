@@ -127,7 +127,7 @@ describe.skipIf(missing.length > 0)(
     });
 
     it("sends a 2-D float32 and an int64 array to a task, where they are numpy arrays", async () => {
-      const floats = new sky.NDArray(new Float32Array([1, 2, 3, 4, 5, 6]), [3, 2]);
+      const floats = sky.NDArray.of(new Float32Array([1, 2, 3, 4, 5, 6]), [3, 2]);
       const ints = new sky.NDArray(new BigInt64Array([7n, -(2n ** 40n)]), [1, 2]);
       expect(await pool.run(describeArrays(floats, ints))).toEqual({
         floats: [

@@ -39,6 +39,27 @@ export interface DTypeArrays {
 /** Any typed array an {@link NDArray} can hold. */
 export type TypedArray = DTypeArrays[DType];
 
+/** The dtype a typed array stands for (a `Uint8Array` is `uint8`, a `Uint16Array` `uint16`). */
+export type DTypeOf<T extends TypedArray> = T extends Float32Array
+  ? "float32"
+  : T extends Float64Array
+    ? "float64"
+    : T extends BigInt64Array
+      ? "int64"
+      : T extends BigUint64Array
+        ? "uint64"
+        : T extends Int32Array
+          ? "int32"
+          : T extends Uint32Array
+            ? "uint32"
+            : T extends Int16Array
+              ? "int16"
+              : T extends Uint16Array
+                ? "uint16"
+                : T extends Int8Array
+                  ? "int8"
+                  : "uint8";
+
 type TypedArrayMaker = {
   new (buffer: ArrayBufferLike, byteOffset: number, length: number): TypedArray;
   new (length: number): TypedArray;
@@ -120,6 +141,14 @@ export class NDArray<D extends DType = DType> {
     this.dtype = kind;
     this.shape = Object.freeze([...dims]);
     this.data = data;
+  }
+
+  /**
+   * An array of `data`, its dtype that of the typed array (typed as such:
+   * `NDArray.of(new Float32Array(6), [2, 3])` is an `NDArray<"float32">`).
+   */
+  static of<T extends TypedArray>(data: T, shape?: readonly number[]): NDArray<DTypeOf<T>> {
+    return new NDArray(data as unknown as DTypeArrays[DTypeOf<T>], shape);
   }
 
   /** The number of elements. */
