@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 
 type Row = [id: number, feature: number];
-const contiguousShard = sky.python<[data: number[]], number[]>("tasks:contiguous_shard");
+const stripedShard = sky.python<[data: number[]], number[]>("tasks:striped_shard");
 const trainOnShard = sky.python<
   [features: Row[], labels: number[], seed: number],
   { node: number; size: number; positive_rate: number; x: Row[]; y: number[] }
@@ -18,13 +18,13 @@ await using pool = await sky.compute({
 
 const range = (n: number) => Array.from({ length: n }, (_, index) => index);
 
-console.log("contiguous shards of 0..9:");
-const blocks = await pool.broadcast(contiguousShard(range(10)));
-for (const [node, block] of blocks.entries()) console.log(`  node ${node}: [${block.join(", ")}]`);
-assert.deepEqual(blocks, [
-  [0, 1, 2, 3],
-  [4, 5, 6],
-  [7, 8, 9],
+console.log("striped shards of 0..9:");
+const stripes = await pool.broadcast(stripedShard(range(10)));
+for (const [node, stripe] of stripes.entries()) console.log(`  node ${node}: [${stripe.join(", ")}]`);
+assert.deepEqual(stripes, [
+  [0, 3, 6, 9],
+  [1, 4, 7],
+  [2, 5, 8],
 ]);
 
 // A toy dataset: row i is [i, feature]; its label is 1 when the feature is positive.

@@ -3,8 +3,8 @@
 import skyward as sky
 
 
-def contiguous_shard(data: list[int]) -> list[int]:
-    """Without shuffling, each node gets one contiguous block; sizes differ by at most one."""
+def striped_shard(data: list[int]) -> list[int]:
+    """As in the Python project, node ``n`` of ``N`` gets ``data[n::N]``; sizes differ by at most one."""
     return sky.shard(data)
 
 
@@ -25,5 +25,5 @@ def train_on_shard(features: list[list[float]], labels: list[int], seed: int) ->
 
 
 def equal_shards(data: list[int]) -> int:
-    """``drop_last=True`` gives every node the same size, dropping the tail."""
+    """``drop_last=True`` gives every node an equal contiguous block, dropping the tail."""
     return len(sky.shard(data, drop_last=True))

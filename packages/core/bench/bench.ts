@@ -3,7 +3,7 @@
  * over loopback (the baseline) and, with `--peers`, Ray and Dask distributed on the same machine;
  * and how fast a pool recovers from a killed worker.
  *
- *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout,recovery,collections]
+ *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout,recovery,collections,values]
  *                [--buffer 64] [--calls 5000] [--tasks 100000] [--json out.json] [--profile-worker DIR]
  *
  * Runs on the built library (`../dist`): the root `pnpm bench` builds it first. Figures are printed,
@@ -35,6 +35,7 @@ import {
   progress,
   renderTable,
 } from "./stats.ts";
+import { measureValues, type ValuesResult, valuesReport } from "./values.ts";
 
 const SECTIONS: readonly Section[] = [
   "latency",
@@ -46,6 +47,7 @@ const SECTIONS: readonly Section[] = [
   "fanout",
   "recovery",
   "collections",
+  "values",
 ];
 
 const { values: flags } = parseArgs({
@@ -517,6 +519,18 @@ const recovery: RecoveryResult | undefined = settings.sections.has("recovery")
 const collections: CollectionsResult | undefined = settings.sections.has("collections")
   ? await measureCollections(quick)
   : undefined;
+let values: ValuesResult | undefined;
+let valuesFailure: string | undefined;
+if (settings.sections.has("values")) {
+  // Arrays need numpy in the worker: Debian's Python has it (SKYWARD_BENCH_VALUES_PYTHON picks another).
+  const valuesPython = process.env.SKYWARD_BENCH_VALUES_PYTHON ?? "/usr/bin/python3";
+  try {
+    values = await measureValues(valuesPython, settings.repetitions);
+  } catch (error) {
+    valuesFailure = (error as Error).message;
+    progress(`the values section failed, going on without it: ${valuesFailure}`);
+  }
+}
 let baseline: Baseline | undefined;
 let baselineFailure: string | undefined;
 if (settings.sections.has("baseline")) {
@@ -580,6 +594,8 @@ if (collections) {
     `  client: pool.counter(…).increment() one at a time, ${formatCount(collections.clientIncrementsPerSecond)}/s`,
   );
 }
+if (values) report.push("", ...valuesReport(values));
+if (valuesFailure) report.push("", `(no values figures: ${valuesFailure})`);
 if (flags.peers) {
   report.push("", "peers (same machine, same no-op; peer/ours > 1 means the peer's figure is larger):");
   if (peers.some((peer) => !peer.failure)) report.push(peerTable(ours, peers));
@@ -610,6 +626,7 @@ if (flags.json) {
     defaults,
     fanout,
     collections,
+    values,
   };
   await writeFile(flags.json, `${JSON.stringify(everything, null, 2)}\n`);
   progress(`wrote ${flags.json}`);

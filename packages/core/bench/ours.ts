@@ -42,7 +42,8 @@ export type Section =
   | "defaults"
   | "fanout"
   | "recovery"
-  | "collections";
+  | "collections"
+  | "values";
 
 /** A figure measured several times: the median and every run. */
 export interface Repeated {

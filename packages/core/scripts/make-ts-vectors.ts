@@ -25,6 +25,7 @@ registerHooks({
 });
 
 const { encodeFrame, InputStream, toExpectedForm } = await import("../src/protocol/protocol.ts");
+const { NDArray } = await import("../src/protocol/values.ts");
 
 type Message = Parameters<typeof encodeFrame>[0][number];
 
@@ -267,6 +268,34 @@ refused(
   rawFrame('[{"seg":[1]},{"t":"result","id":"a","value":{"$b":1}}]', bytes(1)),
   "segment",
 );
+// ————————————————————————————————————————————————————————————————— arrays ($a)
+encoded("ts: submit with a 2-D float32 array", [
+  {
+    t: "submit",
+    id: "t-a1",
+    fn: "tasks:total",
+    args: [new NDArray(new Float32Array([0.5, 1, 1.5, 2, 2.5, 3]), [2, 3])],
+    kwargs: {},
+    timeout: null,
+    stream: false,
+    worker: null,
+  },
+]);
+encoded("ts: result with an int64 array", [
+  { t: "result", id: "t-a2", value: new NDArray(new BigInt64Array([1n, -2n, 3n, 2n ** 40n]), [2, 2]) },
+]);
+encoded("ts: a bare typed array is a 1-D array", [
+  { t: "result", id: "t-a3", value: new Int16Array([1, -1]) },
+]);
+refused(
+  "ts: $a data that does not fit the shape",
+  rawFrame(
+    '[{"seg":[3]},{"t":"result","id":"a","value":{"$a":{"dtype":"int32","shape":[1],"data":{"$b":0}}}}]',
+    bytes(1, 2, 3),
+  ),
+  "bytes",
+);
+
 refused("ts: malformed segment table", rawFrame('[{"seg":[-1]},{"t":"ready"}]'), "segment");
 refused("ts: unknown tag", rawFrame('[{"t":"result","id":"a","value":{"$x":1}}]'), "unknown");
 refused("ts: bad non-finite float", rawFrame('[{"t":"result","id":"a","value":{"$f":"NaN"}}]'), "$f");

@@ -130,6 +130,8 @@ export type {
   StreamRetryPolicy,
 } from "./pool/python-function.js";
 export { isPending, kwargs, python } from "./pool/python-function.js";
+export type { DType, DTypeArrays, DTypeOf, TableKind, TypedArray } from "./protocol/values.js";
+export { asArrowTable, NDArray, PyObject, tableKind } from "./protocol/values.js";
 export {
   type AttachedPool,
   type AttachOptions,

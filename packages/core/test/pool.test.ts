@@ -188,7 +188,7 @@ describe("a 3-node local pool (thread executor)", () => {
       (error) =>
         sky.SerializationError.isInstance(error) &&
         error.side === "worker" &&
-        /set/.test((error as Error).message),
+        /lock/.test((error as Error).message),
     );
     await expect(pool.run(echo(new Map([[1, 2]])))).rejects.toSatisfy(
       (error) => sky.SerializationError.isInstance(error) && error.side === "client",

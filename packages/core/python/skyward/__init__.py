@@ -2,19 +2,19 @@
 
 The same names and meanings as the Python project, so existing task code runs unchanged:
 ``instance_info``, ``is_head``, ``shard``, ``stdout``, ``stderr``, ``silent``, ``redirect_output``,
-``function`` and ``time``; and the distributed collections ``dict``, ``set``, ``counter``,
+``function``, ``gather`` and ``time``; and the distributed collections ``dict``, ``set``, ``counter``,
 ``queue``, ``barrier`` and ``lock`` (:mod:`skyward.collections`).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, TypeVar, overload
 
 from . import durations as time
 from .collections import barrier, counter, dict, lock, queue, set
 from .context import instance_info
 from .execution import InputStreamError
+from .functions import PendingFunction, PendingGroup, SkyFunction, gather, unwrap
 from .info import AcceleratorInfo, InstanceInfo, NetworkInfo, PeerInfo
 from .output import CallbackWriter, redirect_output, silent, stderr, stdout
 from .sharding import shard
@@ -36,18 +36,16 @@ def function(fn: None = None, *, timeout: float | None = None) -> Callable[[F], 
 
 
 def function(fn: Callable[..., Any] | None = None, *, timeout: float | None = None) -> Any:
-    """Accepted as ``@sky.function`` and ``@sky.function(timeout=600)`` so existing code runs.
+    """``@sky.function`` and ``@sky.function(timeout=600)``, as in the Python project.
 
-    On the worker a task is called directly, so the function is returned unchanged (with the
-    timeout recorded as ``__skyward_timeout__``); dispatch is the TypeScript client's job.
+    Inside a task, calling the function gives a pending function for ``>> sky``, ``@ sky``,
+    ``> sky``, ``&`` and :func:`gather` (see :mod:`skyward.functions`); outside a task it is called
+    directly. When the client runs it as a task with no timeout of its own, the worker applies
+    ``timeout`` (seconds).
     """
 
     def mark(target: Callable[..., Any]) -> Callable[..., Any]:
-        try:
-            target.__skyward_timeout__ = timeout  # type: ignore[attr-defined]
-        except (AttributeError, TypeError):
-            target = functools.wraps(target)(functools.partial(target))
-        return target
+        return SkyFunction(unwrap(target), timeout)
 
     if fn is None:
         return mark
@@ -68,6 +66,9 @@ __all__ = [
     "NetworkInfo",
     "PeerInfo",
     "function",
+    "gather",
+    "PendingFunction",
+    "PendingGroup",
     "instance_info",
     "is_head",
     "redirect_output",

@@ -89,6 +89,7 @@ def main() -> None:
 
     lifecycle = Lifecycle("around_process", process_info)
     runner = TaskRunner(prepare=lifecycle.enter)
+    runner.on_declared_timeout = lambda context, seconds: link.send(("timeout", context.key, seconds))
     try:
         plugins = load_plugins(cluster.get("plugins") if cluster is not None else None)
     except PluginLoadError as error:

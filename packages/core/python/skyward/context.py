@@ -11,7 +11,7 @@ import contextvars
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Protocol, Set, Tuple
 
-from .info import InstanceInfo
+from .info import InstanceInfo, set_current_provider
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -115,6 +115,9 @@ def instance_info() -> InstanceInfo:
     if task is None or cluster.workers_per_node <= 1:
         return cluster
     return cluster.for_worker(task.slot % cluster.workers_per_node)
+
+
+set_current_provider(instance_info)  # InstanceInfo.current()
 
 
 def in_worker() -> bool:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Tuple
 
 from .context import SubtaskOutcome, TaskContext, current_task, runtime
 from .protocol import to_wire
+from .values import restore
 
 __all__ = ["SubtaskError", "capacity", "submit"]
 
@@ -93,7 +94,12 @@ class Subtasks:
 def _settle(future: concurrent.futures.Future[Any], outcome: SubtaskOutcome) -> None:
     try:
         if outcome[0] == "value":
-            future.set_result(outcome[1])
+            try:
+                value = restore(outcome[1])  # objects a nested task returned pickled ($o)
+            except BaseException as error:
+                future.set_exception(SubtaskError("serialization", "SerializationError", f"cannot unpickle the result: {error!r}"))
+                return
+            future.set_result(value)
         else:
             fields: Mapping[str, Any] = outcome[1]
             future.set_exception(

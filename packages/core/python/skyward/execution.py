@@ -17,12 +17,15 @@ import collections
 import importlib
 import inspect
 import os
+import sys
 import threading
 import traceback
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 from .context import TaskContext
+from .functions import declared_timeout, unwrap
+from .values import restore
 from .protocol import SerializationError, to_wire
 
 Outcome = Tuple[Any, ...]
@@ -124,8 +127,12 @@ class TaskRunner:
     def __init__(self, decorators: Sequence[Decorator] = (), prepare: Prepare | None = None) -> None:
         self._decorators: List[Decorator] = list(decorators)
         self._functions: Dict[str, TaskFunction] = {}
+        self._timeouts: Dict[str, float | None] = {}
         self._lock = threading.Lock()
         self.prepare = prepare
+        #: called as ``(task, seconds)`` when a task's function declares ``@sky.function(timeout=…)``
+        #: (the executor applies it when the client gave none)
+        self.on_declared_timeout: Callable[[TaskContext, float], None] | None = None
 
     def set_decorators(self, decorators: Sequence[Decorator]) -> None:
         self._decorators = list(decorators)
@@ -140,10 +147,32 @@ class TaskRunner:
                 fn = self._functions.get(ref)
                 if fn is None:
                     fn = self._find(ref)
+                    self._timeouts[ref] = self._declared(ref)
                     for decorate in reversed(self._decorators):
                         fn = decorate(fn)
                     self._functions[ref] = fn
         return fn
+
+    def declared_timeout(self, ref: str) -> float | None:
+        """``@sky.function(timeout=…)`` of the task ``ref``, or None (also when it cannot be found:
+        running it reports that)."""
+        if ref not in self._timeouts:
+            try:
+                self.resolve(ref)
+            except BaseException:
+                return None
+        return self._timeouts.get(ref)
+
+    @staticmethod
+    def _declared(ref: str) -> float | None:
+        module_name, _, qualname = ref.partition(":")
+        target: Any = sys.modules.get(module_name)
+        try:
+            for part in qualname.split("."):
+                target = getattr(target, part)
+        except AttributeError:
+            return None
+        return declared_timeout(target)
 
     @staticmethod
     def _find(ref: str) -> TaskFunction:
@@ -171,6 +200,7 @@ class TaskRunner:
             except AttributeError:
                 where = module_name if len(walked) == 1 else f"{module_name}:{'.'.join(walked[:-1])}"
                 raise TaskNotFound(f"{where!r} has no attribute {part!r}", "AttributeError") from None
+        target = unwrap(target)  # a @sky.function runs as itself, not as a pending call
         if not callable(target):
             raise TaskNotFound(f"{ref!r} is not callable (it is a {type(target).__name__})", "TypeError")
         function: TaskFunction = target
@@ -198,6 +228,14 @@ class TaskRunner:
             return error.outcome()
         except BaseException as error:  # the module raised while being imported
             return exception_outcome(error)
+        declared = self._timeouts.get(ref)
+        if declared is not None and self.on_declared_timeout is not None:
+            self.on_declared_timeout(task, declared)
+        try:
+            # Objects sent pickled ($o) are unpickled here, when a task of an accepted client runs.
+            args, kwargs = restore(args), restore(kwargs)
+        except BaseException as error:
+            return error_outcome("serialization", "SerializationError", f"cannot unpickle an argument: {type(error).__name__}: {error}")
         try:
             value = run_task(fn, args, kwargs)
             if stream:

@@ -43,7 +43,7 @@ class Task:
 
     __slots__ = (
         "id", "fn", "args", "kwargs", "timeout", "stream", "pin", "connection", "state", "slot",
-        "context", "inputs", "stream_indices", "nested", "subtasks", "thread_id", "interrupted",
+        "context", "inputs", "stream_indices", "nested", "subtasks", "thread_id", "interrupted", "default_timeout",
     )
 
     def __init__(
@@ -75,6 +75,8 @@ class Task:
         ]
         #: run on the worker's nested pool (a subtask of another task)
         self.nested = nested
+        #: ``timeout`` is the pool's default: a ``@sky.function(timeout=…)`` replaces it
+        self.default_timeout = False
         #: numbers of this task's subtasks sent to the client and not answered yet
         self.subtasks: set[int] | None = None
         #: the thread running the task, while it may be interrupted (thread executor)
@@ -149,6 +151,7 @@ class ThreadExecutor:
         self.first_slot = first_slot
         self._label = label
         self._runner = runner
+        runner.on_declared_timeout = self._declared_timeout
         self._host = host
         self._router = router
         self._log = log
@@ -254,6 +257,10 @@ class ThreadExecutor:
                 end_subtasks(context)
             context.close()
             post(host.on_done, task, outcome)
+
+    def _declared_timeout(self, context: TaskContext, seconds: float) -> None:
+        # @sky.function(timeout=…): the task's clock, when the client gave it none.
+        self._host.post(_apply_declared_timeout, self._host, context.key, seconds)
 
     def _open_turn(self, task: Task) -> None:
         with self._turns:
@@ -580,6 +587,9 @@ class ProcessExecutor:
         elif kind == "subtask":
             if task is not None and task.id == message[1]:
                 self._host.on_subtask(task, *message[2:])
+        elif kind == "timeout":
+            if task is not None and task.id == message[1]:
+                _apply_declared_timeout(self._host, task, message[2])
         elif kind == "done":
             if task is not None and task.id == message[1]:
                 child.task = None
@@ -667,3 +677,12 @@ class ProcessExecutor:
         for child in self._children:
             if child is not None:
                 await self._reap(child)
+
+
+def _apply_declared_timeout(host: Any, task: Task, seconds: float) -> None:
+    """A running task's function declares ``@sky.function(timeout=seconds)``: its clock, unless the
+    client gave a timeout of its own."""
+    if task.state == "running" and (task.timeout is None or task.default_timeout):
+        task.timeout = seconds
+        task.default_timeout = False
+        host.restart_clock(task)

@@ -2,13 +2,63 @@
 
 from __future__ import annotations
 
+import json
 import socket
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable, Iterator, Mapping
 
 
-@dataclass(frozen=True)
-class PeerInfo:
+class _Readable:
+    """Fields readable as attributes and as a mapping (``peer["private_ip"]``), as the Python
+    project's pydantic model gives them as plain dicts."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._names():
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in self._names() else default
+
+    def keys(self) -> list[str]:
+        return list(self._names())
+
+    def values(self) -> list[Any]:
+        return [getattr(self, name) for name in self._names()]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(name, getattr(self, name)) for name in self._names()]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(item.name for item in fields(self))  # type: ignore[arg-type]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping) and not isinstance(other, _Readable):
+            return dict(self.items()) == dict(other)
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.items() == other.items()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, *self.values()))
+
+    def __skyward_wire__(self) -> Any:
+        """What crosses the wire when a task returns this: its fields as a plain dict."""
+        dump = getattr(self, "model_dump", None)
+        return dump() if callable(dump) else asdict(self)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True, eq=False)
+class PeerInfo(_Readable):
     """One node of the pool."""
 
     node: int
@@ -16,8 +66,8 @@ class PeerInfo:
     public_ip: str | None = None
 
 
-@dataclass(frozen=True)
-class AcceleratorInfo:
+@dataclass(frozen=True, eq=False)
+class AcceleratorInfo(_Readable):
     """The accelerators of a node."""
 
     type: str
@@ -26,16 +76,16 @@ class AcceleratorInfo:
     is_trainium: bool = False
 
 
-@dataclass(frozen=True)
-class NetworkInfo:
+@dataclass(frozen=True, eq=False)
+class NetworkInfo(_Readable):
     """The node's main network interface."""
 
     interface: str
     bandwidth_gbps: float | None = None
 
 
-@dataclass(frozen=True)
-class InstanceInfo:
+@dataclass(frozen=True, eq=False)
+class InstanceInfo(_Readable):
     """This worker's place in the cluster, as returned by ``sky.instance_info()``."""
 
     node: int
@@ -77,6 +127,21 @@ class InstanceInfo:
             hostname=self.hostname,
         )
         return data
+
+    def model_dump_json(self, *, indent: int | None = None) -> str:
+        """:meth:`model_dump` as JSON text."""
+        return json.dumps(self.model_dump(), indent=indent)
+
+    @classmethod
+    def current(cls) -> InstanceInfo:
+        """This worker's ``InstanceInfo`` (``sky.instance_info()``); raises outside a task."""
+        if _current is None:
+            raise RuntimeError("InstanceInfo.current() is only available inside a task")
+        return _current()
+
+    def __reduce__(self) -> Any:
+        # Pickled by value (a task may return it): rebuilt from its dumped fields.
+        return (_rebuild, (self.model_dump(),))
 
     def for_worker(self, worker: int) -> InstanceInfo:
         return self if worker == self.worker else replace(self, worker=worker)
@@ -131,3 +196,17 @@ def instance_info_from_cluster(message: Mapping[str, Any]) -> InstanceInfo:
         accelerator=accelerator,
         network=network,
     )
+
+
+#: ``sky.instance_info``, set by :mod:`skyward.context` (which imports this module).
+_current: Callable[[], InstanceInfo] | None = None
+
+
+def set_current_provider(provider: Callable[[], InstanceInfo]) -> None:
+    """Where :meth:`InstanceInfo.current` gets this worker's info from."""
+    global _current
+    _current = provider
+
+
+def _rebuild(data: Mapping[str, Any]) -> InstanceInfo:
+    return instance_info_from_cluster(data).for_worker(int(data.get("worker") or 0))

@@ -226,35 +226,26 @@ class TaskStream(io.TextIOBase):
 
 
 class CallbackWriter(io.TextIOBase):
-    """A text stream that hands each complete line (without its newline) to ``callback``.
-
-    A trailing partial line is handed over on ``flush()``/``close()``.
-    """
+    """A text stream that hands each raw ``write()`` to ``callback`` (as the Python project does:
+    ``print("x")`` gives ``"x"`` then ``"\\n"``) and keeps everything written for :meth:`getvalue`."""
 
     def __init__(self, callback: Callable[[str], Any]) -> None:
         super().__init__()
         self.callback = callback
-        self._partial = ""
+        self._written: list[str] = []
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        data = self._partial + text
-        lines = data.split("\n")
-        self._partial = lines.pop()
-        for line in lines:
-            self.callback(line)
+        if text:
+            self._written.append(text)
+            self.callback(text)
         return len(text)
 
-    def flush(self) -> None:
-        if self._partial:
-            partial, self._partial = self._partial, ""
-            self.callback(partial)
-
-    def close(self) -> None:
-        self.flush()
-        super().close()
+    def getvalue(self) -> str:
+        """Everything written so far."""
+        return "".join(self._written)
 
 
 _redirect: contextvars.ContextVar[tuple[CallbackWriter, CallbackWriter] | None] = contextvars.ContextVar(
@@ -264,7 +255,7 @@ _redirect: contextvars.ContextVar[tuple[CallbackWriter, CallbackWriter] | None] 
 
 @contextlib.contextmanager
 def redirect_output(callback: Callable[[str], Any]) -> Iterator[tuple[CallbackWriter, CallbackWriter]]:
-    """Route stdout and stderr to ``callback(line)`` inside the block; yields the two writers.
+    """Route stdout and stderr to ``callback(text)`` (each raw write) inside the block; yields the two writers.
 
     Inside a worker only the current task's output is redirected (other tasks running at the same
     time are not affected); elsewhere ``sys.stdout``/``sys.stderr`` are swapped for the block.

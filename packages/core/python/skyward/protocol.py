@@ -21,6 +21,9 @@ import re
 import struct
 from typing import Any, Dict, List, Sequence
 
+from .wire_errors import ProtocolError, SerializationError
+from .values import Blob, Pickled, decode_array, decode_object, decode_table, encode_special
+
 PROTOCOL_VERSION = 1
 MAX_HEADER_BYTES = 64 * 1024 * 1024
 MAX_BODY_BYTES = 2 * 1024 * 1024 * 1024
@@ -31,20 +34,6 @@ Message = Dict[str, Any]
 _PREFIX = struct.Struct(">II")
 _INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-class ProtocolError(Exception):
-    """A malformed frame, a frame over the limits, or a peer that broke the protocol."""
-
-
-class SerializationError(TypeError):
-    """A value that cannot be sent: names the offending type and where it was."""
-
-    def __init__(self, path: str, type_name: str, detail: str | None = None) -> None:
-        self.path = path
-        self.type_name = type_name
-        message = detail or f"cannot send a value of type {type_name}"
-        super().__init__(f"{path}: {message}")
 
 
 class StreamRef:
@@ -148,17 +137,16 @@ def _to_wire_other(value: Any, path: str) -> Any:
         return [to_wire(item, f"{path}[{index}]") for index, item in enumerate(value)]
     if isinstance(value, dict):
         return to_wire(dict(value), path)
-    if _is_numpy(value):
-        tolist = getattr(value, "tolist", None)
-        if callable(tolist):
-            converted = tolist()
-            if type(converted).__module__.startswith("numpy"):
-                raise SerializationError(path, _type_name(value))
-            return to_wire(converted, path)
-        item = getattr(value, "item", None)
-        if callable(item):
-            return to_wire(item(), path)
-    raise SerializationError(path, _type_name(value))
+    wire = getattr(type(value), "__skyward_wire__", None)
+    if wire is not None:
+        return to_wire(value.__skyward_wire__(), path)  # InstanceInfo and its parts: plain dicts
+    if type(value) is Blob:
+        return value
+    if type(value) is Pickled:
+        return {"$o": {"type": value.type_name, "data": value.data}}  # passed on as it came
+    # Arrays ($a), tables ($t), any other object pickled ($o): see skyward.values.
+    special = encode_special(value, path)
+    return special if type(special) is dict else to_wire(special, path)
 
 
 def _frame_json(wire_messages: Sequence[Any]) -> tuple[bytes, list[bytes]]:
@@ -167,6 +155,9 @@ def _frame_json(wire_messages: Sequence[Any]) -> tuple[bytes, list[bytes]]:
     def add_segment(value: object) -> object:
         if type(value) is bytes:
             segments.append(value)
+            return {"$b": len(segments) - 1}
+        if type(value) is Blob:
+            segments.append(value.view)  # type: ignore[arg-type]  (sent from its own memory)
             return {"$b": len(segments) - 1}
         raise SerializationError("message", _type_name(value))
 
@@ -264,7 +255,7 @@ class _Resolver:
 
     __slots__ = ("segments",)
 
-    def __init__(self, segments: list[bytes]) -> None:
+    def __init__(self, segments: list[memoryview]) -> None:
         self.segments = segments
 
     def value(self, value: Any) -> Any:
@@ -288,13 +279,25 @@ class _Resolver:
             out[key] = self.value(inner)
         return out
 
+    def segment(self, inner: Any) -> memoryview:
+        if type(inner) is not int or inner < 0 or inner >= len(self.segments):
+            raise ProtocolError(f"$b index {inner!r} is out of range: the frame has {len(self.segments)} segment(s)")
+        return self.segments[inner]
+
+    def array_segment(self, ref: Any) -> bytearray:
+        if type(ref) is not dict or len(ref) != 1 or "$b" not in ref:
+            raise ProtocolError('the data of $a, $t and $o must be a segment {"$b": i}')
+        return bytearray(self.segment(ref["$b"]))  # the one copy out of the frame, writable
+
     def tagged(self, tag: str, inner: Any) -> Any:
         if tag == "$b":
-            if type(inner) is not int or inner < 0 or inner >= len(self.segments):
-                raise ProtocolError(
-                    f"$b index {inner!r} is out of range: the frame has {len(self.segments)} segment(s)"
-                )
-            return self.segments[inner]
+            return bytes(self.segment(inner))
+        if tag == "$a":
+            return decode_array(inner, self.array_segment)
+        if tag == "$t":
+            return decode_table(inner, self.array_segment)
+        if tag == "$o":
+            return decode_object(inner, self.array_segment)
         if tag == "$f":
             if type(inner) is not str or inner not in _NON_FINITE:
                 raise ProtocolError(f'$f value {inner!r} is not a non-finite float ("nan", "inf", "-inf")')
@@ -329,7 +332,7 @@ def _decode_header(header: bytes | memoryview, body: bytes | memoryview) -> List
     if type(parsed) is not list:
         raise ProtocolError(f"frame header must be a JSON array, not {type(parsed).__name__}")
 
-    segments: list[bytes] = []
+    segments: list[memoryview] = []
     messages = parsed
     if parsed and type(parsed[0]) is dict and "seg" in parsed[0] and "t" not in parsed[0]:
         table = parsed[0]["seg"]
@@ -344,8 +347,9 @@ def _decode_header(header: bytes | memoryview, body: bytes | memoryview) -> List
                 f"segment table adds up to {sum(table)} bytes but the body has {len(body)}"
             )
         offset = 0
+        whole = body if type(body) is memoryview else memoryview(body)
         for length in table:
-            segments.append(bytes(body[offset : offset + length]))
+            segments.append(whole[offset : offset + length])  # copied out when a tag refers to it
             offset += length
         messages = parsed[1:]
     elif len(body):

@@ -22,12 +22,13 @@ def _length(value: Any, position: int) -> int:
         ) from None
 
 
-def _take(value: Any, indices: list[int], contiguous: tuple[int, int] | None) -> Any:
-    """``value`` restricted to ``indices`` (``contiguous`` = the same as a start:stop slice)."""
-    if contiguous is not None:
-        start, stop = contiguous
+def _take(value: Any, indices: list[int], same: slice | None) -> Any:
+    """``value`` restricted to ``indices`` (``same`` = a slice that selects the same elements)."""
+    if isinstance(value, str):
+        return [value[i] for i in indices]  # as the Python project: a string becomes its characters
+    if same is not None:
         try:
-            return value[start:stop]
+            return value[same]
         except TypeError:
             pass  # a sequence without slice support: fall through to indexing
     if _module_of(value) in ("numpy", "torch", "jax", "jaxlib", "cupy"):
@@ -36,8 +37,6 @@ def _take(value: Any, indices: list[int], contiguous: tuple[int, int] | None) ->
         return [value[i] for i in indices]
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
         return tuple(value[i] for i in indices)
-    if isinstance(value, str):
-        return "".join(value[i] for i in indices)
     if isinstance(value, (bytes, bytearray)):
         return type(value)(value[i] for i in indices)
     items = [value[i] for i in indices]
@@ -49,13 +48,18 @@ def _take(value: Any, indices: list[int], contiguous: tuple[int, int] | None) ->
         return items
 
 
-def _bounds(length: int, node: int, total_nodes: int, drop_last: bool) -> tuple[int, int]:
+def _indices(
+    length: int, node: int, total_nodes: int, shuffle: bool, seed: int, drop_last: bool
+) -> tuple[list[int], slice | None]:
+    """This node's indices, and a slice selecting the same elements when there is one."""
+    order = list(range(length))
+    if shuffle:
+        random.Random(seed).shuffle(order)
     if drop_last:
         per_node = length // total_nodes
-        return node * per_node, (node + 1) * per_node
-    base, extra = divmod(length, total_nodes)
-    start = node * base + min(node, extra)
-    return start, start + base + (1 if node < extra else 0)
+        start, stop = node * per_node, (node + 1) * per_node
+        return order[start:stop], (None if shuffle else slice(start, stop))
+    return order[node::total_nodes], (None if shuffle else slice(node, None, total_nodes))
 
 
 def shard(
@@ -66,13 +70,15 @@ def shard(
     node: int | None = None,
     total_nodes: int | None = None,
 ) -> Any:
-    """This node's slice of ``data``, of the same type as ``data``.
+    """This node's slice of ``data``, of the same type as ``data`` (a string gives a list of characters).
 
-    Nodes get contiguous blocks of the (optionally shuffled) index range; the sizes differ by at
-    most one, or are all equal with ``drop_last=True`` (the tail is dropped). ``shuffle`` uses
+    As in the Python project, nodes get every ``total_nodes``-th element of the (optionally shuffled)
+    index range starting at their own index (``indices[node::total_nodes]``); with
+    ``drop_last=True`` they get equal contiguous blocks and the tail is dropped. ``shuffle`` uses
     ``seed`` so every node computes the same permutation: the slices stay disjoint and together
-    cover everything. Several arguments are split with the same indices and returned as a tuple.
-    ``node``/``total_nodes`` override the worker's place (and make ``shard`` usable anywhere).
+    cover everything. Several arguments are split the same way and returned as a tuple; arguments of
+    different lengths are each split on their own. ``node``/``total_nodes`` override the worker's
+    place (and make ``shard`` usable anywhere).
     """
     if not data:
         raise TypeError("shard() needs at least one sequence, array or tensor")
@@ -85,22 +91,11 @@ def shard(
     if not 0 <= node < total_nodes:
         raise ValueError(f"node must be in 0..{total_nodes - 1}, got {node}")
 
-    lengths = [_length(value, position) for position, value in enumerate(data)]
-    length = lengths[0]
-    if any(other != length for other in lengths):
-        raise ValueError(f"shard() arguments must have the same length, got {lengths}")
-
-    start, stop = _bounds(length, node, total_nodes, drop_last)
-    if shuffle:
-        order = list(range(length))
-        random.Random(seed).shuffle(order)
-        indices = order[start:stop]
-        contiguous = None
-    else:
-        indices = list(range(start, stop))
-        contiguous = (start, stop)
-    shards = tuple(_take(value, indices, contiguous) for value in data)
-    return shards[0] if len(shards) == 1 else shards
+    shards = []
+    for position, value in enumerate(data):
+        indices, same = _indices(_length(value, position), node, total_nodes, shuffle, seed, drop_last)
+        shards.append(_take(value, indices, same))
+    return shards[0] if len(shards) == 1 else tuple(shards)
 
 
 __all__ = ["shard"]

@@ -694,6 +694,7 @@ class Worker:
             problem = ("cancelled", "CancelledError", "the worker is stopping")
         task = Task(task_id, str(fn), args if not problem else [], kwargs if not problem else {}, timeout,
                     bool(message.get("stream")), pin, connection, message.get("nested") is True)
+        task.default_timeout = message.get("default_timeout") is True
         if problem is not None:
             self.tasks[task_id] = task
             self._finish(task, error_outcome(*problem))
@@ -829,6 +830,12 @@ class Worker:
             timed, deadlines = self._timed, self._deadlines
             deadlines[:] = [entry for entry in deadlines if timed.get(entry[2], (0,))[0] == entry[1]]
             heapq.heapify(deadlines)
+
+    def restart_clock(self, task: Task) -> None:
+        """Times ``task`` out ``task.timeout`` seconds from now, replacing its clock (a declared timeout)."""
+        self._timed.pop(task.id, None)  # its old heap entry no longer matches: dropped when due
+        if task.state == "running" and task.timeout is not None:
+            self._start_clock(task)
 
     def _arm_deadline_timer(self, deadline: float) -> None:
         if self._deadline_timer is not None:

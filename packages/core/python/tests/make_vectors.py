@@ -36,6 +36,13 @@ def to_expected(value: Any) -> Any:
         return value
     if isinstance(value, StreamRef):
         return {"$s": value.index}
+    if type(value).__name__ == "ndarray" or type(value).__name__ == "Pickled":
+        from skyward.protocol import to_wire
+
+        wire = to_wire(value)
+        ((tag, content),) = wire.items()
+        data = content["data"]
+        return {tag: {**content, "data": to_expected(data.view if hasattr(data, "view") else data)}}
     if isinstance(value, (list, tuple)):
         return [to_expected(item) for item in value]
     if isinstance(value, dict):
@@ -238,6 +245,34 @@ VALID: List[tuple[str, List[Dict[str, Any]], bool]] = [
     ),
 ]
 
+
+def _value_vectors() -> List[tuple[str, List[Dict[str, Any]], bool]]:
+    """Arrays ($a) and pickled objects ($o): built with numpy (run this script with a Python that has it)."""
+    import pickle
+
+    import numpy
+
+    from skyward.values import Pickled
+
+    matrix = numpy.arange(6, dtype=numpy.float32).reshape(2, 3) / 4
+    ints = numpy.array([[1, -2], [3, 2**40]], dtype=numpy.int64)
+    handle = Pickled("builtins.tuple", pickle.dumps((1, "two"), protocol=5))
+    return [
+        ("result with a 2-D float32 array", [{"t": "result", "id": "t-a1", "value": matrix}], True),
+        ("submit with an int64 array argument", [
+            {"t": "submit", "id": "t-a2", "fn": "tasks:total", "args": [ints], "kwargs": {}, "timeout": None,
+             "stream": False, "worker": None},
+        ], True),
+        ("result with arrays of every shape", [{"t": "result", "id": "t-a3", "value": {
+            "scalar": numpy.array(2.5), "empty": numpy.zeros((0, 3), dtype=numpy.uint8),
+            "flags": numpy.array([True, False, True]), "halves": numpy.array([1.5, -2], dtype=numpy.float16),
+        }}], False),
+        ("result with a pickled object", [{"t": "result", "id": "t-o1", "value": handle}], True),
+    ]
+
+
+VALID.extend(_value_vectors())
+
 # (name, frame bytes, word the decoder's error message contains)
 ERRORS: List[tuple[str, bytes, str]] = [
     ("truncated frame", frame(b'[{"t":"ready"}]')[:12], "truncated"),
@@ -259,6 +294,13 @@ ERRORS: List[tuple[str, bytes, str]] = [
     ("bad non-finite float", frame(b'[{"t":"result","id":"x","value":{"$f":"NaN"}}]'), "float"),
     ("bad big integer", frame(b'[{"t":"result","id":"x","value":{"$i":"12a"}}]'), "integer"),
     ("$d holding a non-object", frame(b'[{"t":"result","id":"x","value":{"$d":[1]}}]'), "escaped"),
+    ("$a whose data does not fit its shape", frame(
+        b'[{"seg":[3]},{"t":"result","id":"x","value":{"$a":{"dtype":"int32","shape":[1],"data":{"$b":0}}}}]', b"abc"
+    ), "bytes"),
+    ("$a of an unknown dtype", frame(
+        b'[{"seg":[4]},{"t":"result","id":"x","value":{"$a":{"dtype":"int128","shape":[1],"data":{"$b":0}}}}]', b"abcd"
+    ), "dtype"),
+    ("$o without a type", frame(b'[{"seg":[1]},{"t":"result","id":"x","value":{"$o":{"data":{"$b":0}}}}]', b"a"), "type"),
     ("header length over the limit", struct.pack(">II", MAX_HEADER_BYTES + 1, 0), "limit"),
     ("body length over the limit", struct.pack(">II", 2, MAX_BODY_BYTES + 1) + b"[]", "limit"),
 ]

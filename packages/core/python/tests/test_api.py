@@ -106,16 +106,33 @@ def test_shuffle_is_seeded_and_the_same_on_every_node() -> None:
     assert a != data[:25]
 
 
+def test_shard_stripes_as_the_python_project() -> None:
+    # indices[node::total_nodes] by default; contiguous blocks only with drop_last.
+    assert sky.shard(list(range(10)), node=1, total_nodes=3) == [1, 4, 7]
+    assert sky.shard(list(range(10)), node=0, total_nodes=3) == [0, 3, 6, 9]
+    assert sky.shard(list(range(10)), node=1, total_nodes=3, drop_last=True) == [3, 4, 5]
+    order = list(range(10))
+    import random
+
+    random.Random(4).shuffle(order)
+    assert sky.shard(list(range(10)), shuffle=True, seed=4, node=2, total_nodes=3) == order[2::3]
+
+
+def test_shard_of_unequal_lengths_splits_each_on_its_own() -> None:
+    a, b = sky.shard(list(range(6)), list(range(3)), node=1, total_nodes=2)
+    assert a == [1, 3, 5] and b == [1]
+
+
 def test_types_are_preserved() -> None:
-    assert sky.shard([1, 2, 3, 4], node=1, total_nodes=2) == [3, 4]
-    assert sky.shard((1, 2, 3, 4), node=0, total_nodes=2) == (1, 2)
-    assert sky.shard("abcdef", node=2, total_nodes=3) == "ef"
-    assert sky.shard(range(10), node=1, total_nodes=2) == range(5, 10)
-    assert sky.shard(b"abcd", node=1, total_nodes=2) == b"cd"
+    assert sky.shard([1, 2, 3, 4], node=1, total_nodes=2) == [2, 4]
+    assert sky.shard((1, 2, 3, 4), node=0, total_nodes=2) == (1, 3)
+    assert sky.shard("abcdef", node=2, total_nodes=3) == ["c", "f"]  # a string gives characters
+    assert sky.shard(range(10), node=1, total_nodes=2) == range(1, 10, 2)
+    assert sky.shard(b"abcd", node=1, total_nodes=2) == b"bd"
     shuffled_tuple = sky.shard((1, 2, 3, 4), shuffle=True, node=0, total_nodes=2)
     assert isinstance(shuffled_tuple, tuple) and len(shuffled_tuple) == 2
     shuffled_text = sky.shard("abcdef", shuffle=True, node=0, total_nodes=2)
-    assert isinstance(shuffled_text, str) and len(shuffled_text) == 3
+    assert isinstance(shuffled_text, list) and len(shuffled_text) == 3
 
 
 class Rows(collections.abc.Sequence):  # type: ignore[type-arg]
@@ -135,7 +152,7 @@ class Rows(collections.abc.Sequence):  # type: ignore[type-arg]
 
 def test_any_sequence_via_indexing() -> None:
     part = sky.shard(Rows([10, 20, 30, 40]), node=1, total_nodes=2)
-    assert list(part) == [30, 40]
+    assert list(part) == [20, 40]
 
 
 def test_several_arrays_are_aligned() -> None:
@@ -144,8 +161,6 @@ def test_several_arrays_are_aligned() -> None:
     for node in range(3):
         x_part, y_part = sky.shard(xs, ys, shuffle=True, seed=3, node=node, total_nodes=3)
         assert [x * 10 for x in x_part] == y_part
-    with pytest.raises(ValueError, match="same length"):
-        sky.shard([1, 2], [1], node=0, total_nodes=1)
 
 
 def test_numpy_arrays() -> None:
@@ -158,13 +173,13 @@ def test_numpy_arrays() -> None:
         assert (x_part[:, 0] // 2 == y_part).all()
     assert sorted(np.concatenate([p[1] for p in parts]).tolist()) == list(range(10))
     plain = sky.shard(y, node=0, total_nodes=2)
-    assert isinstance(plain, np.ndarray) and plain.tolist() == [0, 1, 2, 3, 4]
+    assert isinstance(plain, np.ndarray) and plain.tolist() == [0, 2, 4, 6, 8]
 
 
 def test_shard_uses_the_worker_place_by_default(cluster: Any) -> None:
     cluster(node=1, total_nodes=2)
-    assert sky.shard(list(range(4))) == [2, 3]
-    assert sky.shard(list(range(4)), node=0) == [0, 1]
+    assert sky.shard(list(range(4))) == [1, 3]
+    assert sky.shard(list(range(4)), node=0) == [0, 2]
 
 
 def test_shard_argument_errors() -> None:
@@ -198,7 +213,10 @@ def test_function_decorator_forms() -> None:
     assert list(sky.function(gen)(3)) == [0, 1, 2]
     import inspect
 
-    assert inspect.isgeneratorfunction(sky.function(gen))
+    # The worker runs the function behind it (a generator function stays one).
+    assert inspect.isgeneratorfunction(sky.function(gen).fn)
+    with pytest.raises(ValueError, match="timeout"):
+        sky.function(timeout=-1)(gen)
 
 
 def test_time_helpers_return_seconds() -> None:
@@ -219,7 +237,9 @@ def test_redirect_output_outside_a_worker() -> None:
         print("two", file=sys.stderr)
         sys.stdout.write("partial")
         assert isinstance(out, sky.CallbackWriter) and isinstance(err, sky.CallbackWriter)
-    assert lines == ["one", "two", "partial"]
+    # Each raw write, as the Python project: print("x") writes "x" then "\n".
+    assert lines == ["one", "\n", "two", "\n", "partial"]
+    assert out.getvalue() == "one\npartial" and err.getvalue() == "two\n"
 
 
 def test_silent_outside_a_worker(capsys: pytest.CaptureFixture[str]) -> None:
@@ -271,3 +291,38 @@ def test_task_stream_routes_by_context_and_filters() -> None:
     stream.write("outside\n")
     assert sent == [("task-1", "stdout", "inside\n"), ("task-1", "stdout", "bytes\n"), (None, "stdout", "outside\n")]
     assert isinstance(TaskContext, type)
+
+
+# -- InstanceInfo as the Python project's pydantic model ----------------------------------------------
+
+
+def test_instance_info_reads_both_ways(cluster: Any) -> None:
+    import json
+    import pickle
+
+    from skyward.protocol import decode_frame, encode_frame
+
+    cluster(node=1, total_nodes=2, peers=[{"node": i, "private_ip": f"10.0.0.{i}", "public_ip": None} for i in range(2)],
+            accelerator={"type": "H100", "count": 8, "memory_gb": 80, "is_trainium": False},
+            network={"interface": "eth0", "bandwidth_gbps": 100})
+    info = sky.InstanceInfo.current()
+    assert info == sky.instance_info()
+    assert info.peers[0]["private_ip"] == "10.0.0.0" and info.peers[0].private_ip == "10.0.0.0"
+    assert info.peers[1].get("public_ip", "x") is None and "node" in info.peers[1]
+    assert info.accelerator["type"] == "H100" and info.network["interface"] == "eth0"
+    assert dict(info.peers[1]) == {"node": 1, "private_ip": "10.0.0.1", "public_ip": None}
+    assert info["node"] == 1
+    with pytest.raises(KeyError):
+        info.peers[0]["nope"]
+    dumped = json.loads(info.model_dump_json())
+    assert dumped["node"] == 1 and dumped["peers"][1]["private_ip"] == "10.0.0.1" and dumped["is_head"] is False
+    assert pickle.loads(pickle.dumps(info)) == info
+    # Returnable as a value: it crosses the wire as its dump.
+    [message] = decode_frame(encode_frame([{"t": "result", "id": "t", "value": info}]))
+    assert message["value"]["peers"][0] == {"node": 0, "private_ip": "10.0.0.0", "public_ip": None}
+    assert message["value"]["total_workers"] == 2
+
+
+def test_instance_info_current_outside_a_task() -> None:
+    with pytest.raises(RuntimeError):
+        sky.InstanceInfo.current()

@@ -78,7 +78,9 @@ def test_done_callbacks_can_submit_more(relay: NestedRelay) -> None:
 
 
 def test_unsendable_argument_fails_in_the_caller(relay: NestedRelay) -> None:
-    assert relay.value(relay.clients[0], "dispatch_tasks:unsendable_argument") == "args[0]: cannot send a value of type object"
+    assert relay.value(relay.clients[0], "dispatch_tasks:unsendable_argument").startswith(
+        "args[0]: cannot send a value of type _thread.lock: "
+    )
     assert relay.subtasks == []
 
 

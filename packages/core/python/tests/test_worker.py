@@ -237,7 +237,7 @@ def test_not_found_errors(any_client: Client) -> None:
 def test_serialization_errors(any_client: Client) -> None:
     error = any_client.call("demo_tasks:unsendable")
     assert error["kind"] == "serialization"
-    assert error["message"] == 'result[2]["model"]: cannot send a value of type demo_tasks.Model'
+    assert error["message"].startswith('result[2]["model"]: cannot send a value of type demo_tasks.Model: ')
     any_client.send({"t": "submit", "id": "bad-args", "fn": "demo_tasks:add", "args": {"a": 1}, "kwargs": {}})
     assert any_client.terminal("bad-args")["kind"] == "serialization"
 
@@ -497,7 +497,7 @@ def test_output_filters_on_the_head(any_client: Client) -> None:
     assert outputs(any_client, "quiet-0") == []
     any_client.call("demo_tasks:node_one_says", "node one only", task_id="n1-0")
     assert outputs(any_client, "n1-0") == []
-    assert any_client.value("demo_tasks:redirected", task_id="redir-0") == ["captured one", "captured two"]
+    assert any_client.value("demo_tasks:redirected", task_id="redir-0") == ["captured one", "\n", "captured two", "\n"]
     assert [m["data"] for m in outputs(any_client, "redir-0")] == ["visible\n"]
 
 

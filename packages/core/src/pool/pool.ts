@@ -1971,6 +1971,7 @@ class PoolRuntime implements AsyncDisposable {
       args: pending.args,
       kwargs: pending.kwargs,
       timeout: pending.timeout ?? this.spec.defaultComputeTimeout,
+      ...(pending.timeout === undefined ? { defaultTimeout: true } : {}),
       stream: pending.kind === "stream",
       ...(where !== undefined ? { node: where.node } : {}),
       ...(where?.worker !== undefined ? { worker: where.worker } : {}),

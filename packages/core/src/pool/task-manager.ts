@@ -59,6 +59,8 @@ export interface TaskRequest {
   readonly retries?: number;
   /** A stream that yielded items may start over when its node is lost (the items delivered are skipped). */
   readonly restartStream?: boolean;
+  /** `timeout` is the pool's default: a `@sky.function(timeout=…)` on the worker replaces it. */
+  readonly defaultTimeout?: boolean;
 }
 
 /** A dispatched task, as its submitter holds it. */
@@ -784,6 +786,7 @@ export class TaskManager {
         stream: request.stream,
         worker: request.worker ?? null,
         ...(request.nested ? { nested: true } : {}),
+        ...(request.defaultTimeout ? { default_timeout: true } : {}),
       });
     } catch (error) {
       this.#finish(record);
@@ -1084,12 +1087,16 @@ export class TaskManager {
           side: "worker",
           message: `${ref} on node ${message.node}: ${message.message}`,
         });
-      case "timeout":
+      case "timeout": {
+        // The worker's own figure: a @sky.function(timeout=…) may have replaced the pool's default.
+        const reported = /timeout of ([0-9.]+) s/.exec(message.message)?.[1];
+        const seconds = reported !== undefined ? Number(reported) : (record.request.timeout ?? 0);
         return new TaskTimeoutError({
           taskId: record.id,
-          timeoutSeconds: record.request.timeout ?? 0,
-          message: `${ref} (task ${record.id}) timed out after ${record.request.timeout} s on node ${message.node}`,
+          timeoutSeconds: seconds,
+          message: `${ref} (task ${record.id}) timed out after ${seconds} s on node ${message.node}`,
         });
+      }
       case "cancelled":
         return new CancelledError({
           taskId: record.id,
@@ -1156,6 +1163,9 @@ export class TaskManager {
       if (!node.connection && node.bounded && node.pinned.length > 0) this.#expirePinned(node, now);
       for (const record of node.running.values()) {
         const { timeout } = record.request;
+        // A default timeout may be replaced on the worker by the function's declared one: the
+        // worker reports it (a worker that stops answering is a lost connection).
+        if (record.request.defaultTimeout) continue;
         if (timeout === null || now - record.startedAt < (timeout + this.#grace) * 1000) continue;
         const connection = node.connection;
         this.#finish(record);

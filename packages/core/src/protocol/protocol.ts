@@ -27,6 +27,18 @@
 import { Buffer, isUtf8 } from "node:buffer";
 import { ProtocolError, SerializationError } from "../errors/errors.js";
 import { formatPath } from "../errors/validation.js";
+import {
+  decodeArray,
+  decodeObject,
+  decodeTable,
+  encodeArrowTable,
+  encodeNDArray,
+  encodePyObject,
+  isArrowTable,
+  NDArray,
+  PyObject,
+  type TypedArray,
+} from "./values.js";
 
 /** The protocol version this side speaks. */
 export const PROTOCOL_VERSION = 1;
@@ -224,6 +236,11 @@ export interface SubmitMessage {
   readonly worker: number | null;
   /** A task run for another task (nested dispatch): it runs on the worker's separate nested pool. */
   readonly nested?: boolean;
+  /**
+   * `timeout` is the pool's default, not one the call set: a function declared with
+   * `@sky.function(timeout=…)` runs under its own timeout instead.
+   */
+  readonly default_timeout?: boolean;
 }
 
 /** `subtask` — a running task asks the client to run another function across the pool (nested dispatch). */
@@ -635,6 +652,11 @@ function encodeValue(value: unknown, sink: SegmentSink, depth: number): unknown 
         return { $b: sink.segments.length - 1 };
       }
       if (value instanceof InputStream) return { $s: value.index };
+      if (value instanceof NDArray || (ArrayBuffer.isView(value) && !(value instanceof DataView))) {
+        return encodeNDArray(value as NDArray | TypedArray, (bytes) => sink.segments.push(bytes) - 1);
+      }
+      if (value instanceof PyObject) return encodePyObject(value, (bytes) => sink.segments.push(bytes) - 1);
+      if (isArrowTable(value)) return encodeArrowTable(value, (bytes) => sink.segments.push(bytes) - 1);
       if (value instanceof Date) {
         if (Number.isNaN(value.getTime())) throw new Unsendable("cannot send an invalid Date");
         return value.toISOString();
@@ -1096,6 +1118,24 @@ function decodeTag(key: string, content: unknown, segments: readonly Uint8Array[
       }
       for (const name in content) content[name] = decodeValue(content[name], segments);
       return content;
+    case "$a":
+    case "$t":
+    case "$o": {
+      const segment = (ref: unknown): Uint8Array => {
+        if (!isPlainObject(ref) || Object.keys(ref).length !== 1 || !("$b" in ref)) {
+          throw new Error(`the data of ${key} must be a segment {"$b": i}`);
+        }
+        return decodeTag("$b", ref.$b, segments) as Uint8Array;
+      };
+      try {
+        if (key === "$a") return decodeArray(content, segment);
+        if (key === "$o") return decodeObject(content, segment);
+        return decodeTable(content, segment);
+      } catch (error) {
+        if (error instanceof ProtocolError) throw error;
+        throw protocolError((error as Error).message);
+      }
+    }
     case "$s":
       if (!Number.isSafeInteger(content) || (content as number) < 0) {
         throw protocolError(
@@ -1418,6 +1458,20 @@ export function toExpectedForm(value: unknown): unknown {
   if (value instanceof Uint8Array)
     return { $hex: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("hex") };
   if (value instanceof InputStream) return { $s: value.index };
+  if (
+    value instanceof NDArray ||
+    value instanceof PyObject ||
+    (ArrayBuffer.isView(value) && !(value instanceof DataView))
+  ) {
+    const segments: Uint8Array[] = [];
+    const wire = (
+      !(value instanceof PyObject)
+        ? encodeNDArray(value as NDArray | TypedArray, (bytes) => segments.push(bytes) - 1)
+        : encodePyObject(value, (bytes) => segments.push(bytes) - 1)
+    ) as Record<string, { data: unknown }>;
+    const [tag, content] = Object.entries(wire)[0]!;
+    return { [tag]: { ...content, data: toExpectedForm(segments[0]) } };
+  }
   if (Array.isArray(value)) return value.map(toExpectedForm);
   const out: Record<string, unknown> = {};
   let escaped = false;
@@ -1444,6 +1498,11 @@ export function fromExpectedForm(value: unknown): unknown {
         setOwn(out, name, fromExpectedForm((content as Record<string, unknown>)[name]));
       }
       return out;
+    }
+    if (key === "$a" || key === "$o" || key === "$t") {
+      const inner = content as Record<string, unknown>;
+      const bytes = fromExpectedForm(inner.data) as Uint8Array;
+      return decodeTag(key, { ...inner, data: { $b: 0 } }, [bytes]);
     }
     return decodeTag(key, content, []);
   }

@@ -23,7 +23,12 @@ def echo(*args, **kwargs):
 
 
 class Model:
-    pass
+    """Cannot be pickled (it holds a lock), so it cannot be sent even as an opaque object."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
 
 
 def unsendable():

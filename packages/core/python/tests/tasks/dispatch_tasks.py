@@ -80,7 +80,9 @@ def chained(n: int) -> List[int]:
 
 def unsendable_argument() -> str:
     try:
-        submit(square, args=[object()])
+        import threading
+
+        submit(square, args=[threading.Lock()])
     except SerializationError as error:
         return str(error)
     return "sent"

@@ -1,0 +1,280 @@
+"""Values beyond JSON across the boundary (see docs/protocol.md, _Values_): arrays, tables and any
+other Python object.
+
+- ``{"$a": {"dtype": "float32", "shape": [2, 3], "data": {"$b": i}}}`` — an n-dimensional array:
+  its elements in C order, little-endian, as one binary segment (numpy arrays and CPU torch tensors
+  are sent from their own memory, without a copy; they arrive as numpy arrays, or as a
+  :class:`RawArray` when numpy is not installed).
+- ``{"$t": {"format": "arrow", "kind": "pandas" | "arrow", "data": {"$b": i}}}`` — a table as an
+  Arrow IPC stream (pandas DataFrames and pyarrow tables; ``kind`` says which it was made from and
+  what it becomes again in Python).
+- ``{"$o": {"type": "module.Qualname", "data": {"$b": i}}}`` — any other Python object, pickled
+  (with cloudpickle when it is installed). It is unpickled only when a task runs with it (never
+  while a frame is decoded), so only a client that passed the handshake can make a worker unpickle.
+
+Nothing here imports numpy, pandas, pyarrow or cloudpickle unless such a value is met.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from typing import Any, Dict, List, Tuple
+
+from .wire_errors import ProtocolError, SerializationError
+
+#: Wire dtype name → (numpy dtype string, item size). Always little-endian on the wire.
+DTYPES: Dict[str, Tuple[str, int]] = {
+    "bool": ("|b1", 1),
+    "int8": ("|i1", 1),
+    "uint8": ("|u1", 1),
+    "int16": ("<i2", 2),
+    "uint16": ("<u2", 2),
+    "int32": ("<i4", 4),
+    "uint32": ("<u4", 4),
+    "int64": ("<i8", 8),
+    "uint64": ("<u8", 8),
+    "float16": ("<f2", 2),
+    "float32": ("<f4", 4),
+    "float64": ("<f8", 8),
+}
+_MEMORYVIEW_FORMATS = {
+    "bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
+    "int64": "q", "uint64": "Q", "float16": "e", "float32": "f", "float64": "d",
+}
+
+
+class Blob:
+    """A binary segment given as any buffer: sent from that memory, without a copy."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, buffer: Any) -> None:
+        view = buffer if type(buffer) is memoryview else memoryview(buffer)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        self.view = view
+
+    def __len__(self) -> int:
+        return len(self.view)
+
+    def __reduce__(self) -> Any:
+        # Across the process executor's link: as bytes (one copy, as any value there).
+        return (Blob, (self.view.tobytes(),))
+
+
+class RawArray:
+    """An array received where numpy is not installed: ``dtype``, ``shape`` and its bytes ``data``
+    (C order, little-endian). :meth:`view` gives a typed memoryview; sent back, it is an array again."""
+
+    __slots__ = ("dtype", "shape", "data")
+
+    def __init__(self, dtype: str, shape: List[int], data: bytearray) -> None:
+        self.dtype = dtype
+        self.shape = shape
+        self.data = data
+
+    def view(self) -> memoryview:
+        """The elements as a memoryview of this shape."""
+        view = memoryview(self.data)
+        return view.cast(_MEMORYVIEW_FORMATS[self.dtype], self.shape) if len(self.data) else view
+
+    def tolist(self) -> Any:
+        return self.view().tolist()
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, RawArray) and other.dtype == self.dtype and other.shape == self.shape
+                and other.data == self.data)
+
+    def __repr__(self) -> str:
+        return f"RawArray({self.dtype}, {self.shape})"
+
+
+class Pickled:
+    """An object received as ``$o``: its type name and its pickle, unpickled by :meth:`load`."""
+
+    __slots__ = ("type_name", "data")
+
+    def __init__(self, type_name: str, data: bytes) -> None:
+        self.type_name = type_name
+        self.data = data
+
+    def load(self) -> Any:
+        try:
+            import cloudpickle  # noqa: F401  (registers what cloudpickled objects need)
+        except ImportError:
+            pass
+        return pickle.loads(self.data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Pickled) and other.type_name == self.type_name and other.data == self.data
+
+    def __hash__(self) -> int:
+        return hash((self.type_name, self.data))
+
+    def __repr__(self) -> str:
+        return f"<pickled {self.type_name}, {len(self.data)} bytes>"
+
+
+def type_name(value: object) -> str:
+    cls = type(value)
+    module = cls.__module__
+    if module in ("builtins", "__main__"):
+        return cls.__qualname__
+    return f"{module}.{cls.__qualname__}"
+
+
+# -- encoding ---------------------------------------------------------------------------------------
+
+
+def _root_module(value: object) -> str:
+    return type(value).__module__.split(".", 1)[0]
+
+
+def encode_special(value: Any, path: str) -> Any:
+    """The wire form of an array, a table or any other object; raises ``SerializationError``."""
+    if type(value) is RawArray:
+        return {"$a": {"dtype": value.dtype, "shape": list(value.shape), "data": Blob(value.data)}}
+    root = _root_module(value)
+    if root == "numpy":
+        if type(value).__name__ == "ndarray":
+            return encode_array(value, path)
+        item = getattr(value, "item", None)  # a numpy scalar: a plain number
+        if callable(item) and getattr(value, "ndim", None) == 0:
+            return item()
+    if root == "torch" and type(value).__name__ in ("Tensor", "Parameter"):
+        if getattr(value, "device", None) is not None and value.device.type == "cpu" and not value.requires_grad:
+            return encode_array(value.numpy(), path)
+        return encode_object(value, path)  # a tensor on an accelerator (or with grad): pickled
+    if root == "pandas" and type(value).__name__ == "DataFrame":
+        return encode_table(value, "pandas", path)
+    if root == "pyarrow" and type(value).__name__ in ("Table", "RecordBatch"):
+        return encode_table(value, "arrow", path)
+    return encode_object(value, path)
+
+
+def encode_array(array: Any, path: str) -> Any:
+    kind = array.dtype.kind
+    size = array.dtype.itemsize
+    name = {"b": "bool", "i": f"int{size * 8}", "u": f"uint{size * 8}", "f": f"float{size * 8}"}.get(kind)
+    if name not in DTYPES:
+        if kind in "OUSVMmc":
+            return encode_object(array, path)  # objects, strings, datetimes, complex: pickled
+        raise SerializationError(path, type_name(array), f"cannot send an array of dtype {array.dtype}")
+    import numpy
+
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    if not array.flags.c_contiguous:
+        array = array.copy(order="C")  # no copy when it is C-contiguous already
+    return {"$a": {"dtype": name, "shape": list(array.shape), "data": Blob(array.reshape(-1).view(numpy.uint8))}}
+
+
+def encode_table(table: Any, kind: str, path: str) -> Any:
+    try:
+        import pyarrow
+    except ImportError:
+        raise SerializationError(
+            path, type_name(table), "sending a table needs pyarrow on the worker (pip install pyarrow)"
+        ) from None
+    if kind == "pandas":
+        table = pyarrow.Table.from_pandas(table, preserve_index=False)
+    elif type(table).__name__ == "RecordBatch":
+        table = pyarrow.Table.from_batches([table])
+    sink = pyarrow.BufferOutputStream()
+    with pyarrow.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return {"$t": {"format": "arrow", "kind": kind, "data": Blob(sink.getvalue())}}
+
+
+def encode_object(value: Any, path: str) -> Any:
+    try:
+        import cloudpickle
+
+        data = cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except ImportError:
+        try:
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as error:
+            raise SerializationError(path, type_name(value), f"cannot send a value of type {type_name(value)}: {error}") from None
+    except Exception as error:
+        raise SerializationError(path, type_name(value), f"cannot send a value of type {type_name(value)}: {error}") from None
+    return {"$o": {"type": type_name(value), "data": data}}
+
+
+# -- decoding ---------------------------------------------------------------------------------------
+
+
+def decode_array(content: Any, resolve_segment: Any) -> Any:
+    if type(content) is not dict or set(content) != {"dtype", "shape", "data"}:
+        raise ProtocolError('$a must hold {"dtype", "shape", "data"}')
+    dtype, shape = content["dtype"], content["shape"]
+    if dtype not in DTYPES:
+        raise ProtocolError(f"$a dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    if type(shape) is not list or any(type(n) is not int or n < 0 for n in shape):
+        raise ProtocolError("$a shape must be a list of non-negative integers")
+    data = resolve_segment(content["data"])
+    count = 1
+    for n in shape:
+        count *= n
+    if len(data) != count * DTYPES[dtype][1]:
+        raise ProtocolError(f"$a of shape {shape} and dtype {dtype} needs {count * DTYPES[dtype][1]} bytes, not {len(data)}")
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        try:
+            import numpy  # type: ignore[no-redef]
+        except ImportError:
+            return RawArray(dtype, list(shape), data)
+    return numpy.frombuffer(data, dtype=numpy.dtype(DTYPES[dtype][0])).reshape(shape)
+
+
+def decode_table(content: Any, resolve_segment: Any) -> Any:
+    if type(content) is not dict or content.get("format") != "arrow" or content.get("kind") not in ("pandas", "arrow"):
+        raise ProtocolError('$t must hold {"format": "arrow", "kind": "pandas" | "arrow", "data"}')
+    data = resolve_segment(content.get("data"))
+    try:
+        import pyarrow
+    except ImportError:
+        raise ProtocolError("a table arrived but pyarrow is not installed on this worker (pip install pyarrow)") from None
+    table = pyarrow.ipc.open_stream(pyarrow.py_buffer(data)).read_all()
+    return table.to_pandas() if content["kind"] == "pandas" else table
+
+
+def decode_object(content: Any, resolve_segment: Any) -> Pickled:
+    if type(content) is not dict or type(content.get("type")) is not str:
+        raise ProtocolError('$o must hold {"type": "module.Qualname", "data": {"$b": i}}')
+    data = resolve_segment(content.get("data"))
+    return Pickled(content["type"], bytes(data))
+
+
+def restore(value: Any) -> Any:
+    """``value`` with every :class:`Pickled` in it unpickled (containers copied only where one is)."""
+    cls = type(value)
+    if cls is Pickled:
+        return value.load()
+    if cls is list:
+        out: List[Any] | None = None
+        for index, item in enumerate(value):
+            kind = type(item)
+            if kind is Pickled or kind is list or kind is dict:
+                restored = restore(item)
+                if restored is not item:
+                    if out is None:
+                        out = list(value)
+                    out[index] = restored
+        return value if out is None else out
+    if cls is dict:
+        changed: Dict[str, Any] | None = None
+        for key, item in value.items():
+            kind = type(item)
+            if kind is Pickled or kind is list or kind is dict:
+                restored = restore(item)
+                if restored is not item:
+                    if changed is None:
+                        changed = dict(value)
+                    changed[key] = restored
+        return value if changed is None else changed
+    return value
+
+
+__all__ = ["Blob", "DTYPES", "Pickled", "RawArray", "encode_special", "restore"]
