@@ -21,6 +21,12 @@ import {
 } from "@skyward/core/contract";
 import { renderBootstrapScript } from "./bootstrap-script.js";
 import { SshConnection } from "./transport.js";
+import {
+  renderVolumesScript,
+  resolveVolumeMounts,
+  unmountVolumesCommand,
+  volumePasswdFiles,
+} from "./volumes.js";
 
 /** The shell command that stops the worker a pool started under `root` (and nothing else). */
 export function stopWorkerCommand(root: string): string {
@@ -149,10 +155,21 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       uploadedRuntime: true,
     });
     const includes = await collectIncludedFiles(request.image.includes, request.image.excludes);
+    // The volume phase: its script (no secrets) is part of what the worker was started from; the
+    // keys go in 0600 files uploaded with the token.
+    const volumes = resolveVolumeMounts(options.cluster.spec?.volumes ?? [], {
+      provider: options.cluster.provider,
+      region: options.cluster.region,
+      root,
+    });
+    const mountPoints = volumes.map((mount) => mount.volume.mount);
     const files = [
       ...(await runtimeFiles()),
       ...includes.map((file) => ({ source: file.source, target: `work/${file.target}`, mode: file.mode })),
       { content: script, target: "bootstrap.sh", mode: 0o700 },
+      ...(volumes.length > 0
+        ? [{ content: renderVolumesScript(volumes, root, sudo), target: "volumes.sh", mode: 0o700 }]
+        : []),
     ];
     // The TTL is the pool's own (each pool's release sets it), not part of what the worker runs.
     const fingerprint = await launchFingerprint(files, request.image, command.replace(/ --ttl \S+/, ""));
@@ -169,13 +186,22 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
           ? `sudo mkdir -p ${shellQuote(root)} && sudo chown "$(id -u):$(id -g)" ${shellQuote(root)}`
           : `mkdir -p ${shellQuote(root)}`,
         stopWorkerCommand(root),
-        `rm -rf ${q("runtime")} ${q("work")} ${q("worker.json")}`,
+        unmountVolumesCommand(mountPoints, sudo),
+        `rm -rf ${q("runtime")} ${q("work")} ${q("worker.json")} ${q("volumes")}`,
       ].join(" && "),
       { signal, timeoutSeconds: 60 },
     );
-    await ssh.uploadFiles([...files, { content: request.token, target: "worker.token", mode: 0o600 }], root, {
-      signal,
-    });
+    await ssh.uploadFiles(
+      [
+        ...files,
+        ...volumePasswdFiles(volumes),
+        { content: request.token, target: "worker.token", mode: 0o600 },
+      ],
+      root,
+      {
+        signal,
+      },
+    );
     report("upload", "finished", performance.now() - uploadStarted);
 
     // Bootstrap, streaming its phases.
@@ -230,7 +256,14 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       });
     }
 
+    if (volumes.length > 0) await mountVolumes(ssh, root, node, where, request);
+
     // Start the worker detached from this SSH session, so that it outlives the client by its TTL.
+    // With volumes, a shell waits for it and unmounts them when it exits, however it ends.
+    const workerShell =
+      volumes.length > 0
+        ? `trap ${shellQuote(unmountVolumesCommand(mountPoints, sudo))} EXIT; trap "exit 143" TERM INT HUP; ${command}`
+        : `exec ${command}`;
     report("worker", "started");
     const workerStarted = performance.now();
     await ssh.exec(
@@ -240,7 +273,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
         `SKYWARD_TOKEN="$(cat ${q("worker.token")})"`,
         `export SKYWARD_TOKEN PYTHONPATH=${q("runtime")} PYTHONUNBUFFERED=1`,
         `: > ${q("worker.log")}`,
-        `(setsid sh -c ${shellQuote(`exec ${command}`)} > ${q("worker.log")} 2>&1 < /dev/null & echo $! > ${q("worker.pid")})`,
+        `(setsid bash -c ${shellQuote(workerShell)} > ${q("worker.log")} 2>&1 < /dev/null & echo $! > ${q("worker.pid")})`,
       ].join(" && "),
       { signal, timeoutSeconds: 30 },
     );
@@ -289,6 +322,33 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     ssh.close();
     throw error;
   }
+}
+
+/** Runs the volume phase (`ROOT/volumes.sh`), reported as the `volumes` bootstrap phase. */
+async function mountVolumes(
+  ssh: SshConnection,
+  root: string,
+  node: number,
+  where: string,
+  request: LaunchWorkerOptions,
+): Promise<void> {
+  request.progress?.({ phase: "volumes", status: "started" });
+  const started = performance.now();
+  const result = await ssh.exec(`bash ${shellQuote(`${root}/volumes.sh`)} 2>&1`, {
+    signal: request.signal,
+    timeoutSeconds: Math.min(request.timeoutSeconds, 600),
+  });
+  if (result.code !== 0) {
+    request.progress?.({ phase: "volumes", status: "failed" });
+    const tail = result.stdout.trim().split("\n").slice(-20).join("\n");
+    throw new BootstrapError({
+      node,
+      phase: "volumes",
+      logTail: tail,
+      message: `Mounting the volumes failed on node ${node} (${where}): ${tail.split("\n").at(-1) ?? `exit code ${result.code}`}`,
+    });
+  }
+  request.progress?.({ phase: "volumes", status: "finished", durationMs: performance.now() - started });
 }
 
 /** The endpoint of a worker listening on the node's loopback, reached through tunnels over `ssh`. */

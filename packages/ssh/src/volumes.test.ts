@@ -1,0 +1,98 @@
+import { ConfigurationError, volume } from "@skyward/core";
+import { describe, expect, it } from "vitest";
+import {
+  renderVolumesScript,
+  resolveVolumeMounts,
+  unmountVolumesCommand,
+  volumePasswdFiles,
+} from "./volumes.js";
+
+const storage = { endpoint: "http://10.0.0.1:9000/", accessKeyEnv: "K", secretKeyEnv: "S", pathStyle: true };
+const env = { K: "AKIAEXAMPLE", S: "secret/with$chars" };
+const base = { provider: "ssh", region: "local", root: "/opt/skyward", env };
+
+function issuePath(make: () => unknown): string | undefined {
+  try {
+    make();
+  } catch (error) {
+    expect(ConfigurationError.isInstance(error)).toBe(true);
+    return (error as ConfigurationError).issues[0]?.path;
+  }
+  throw new Error("expected a ConfigurationError");
+}
+
+describe("resolveVolumeMounts", () => {
+  it("reads the keys from the client's environment into passwd files only", () => {
+    const mounts = resolveVolumeMounts(
+      [volume({ bucket: "data", mount: "/data", prefix: "v1/", storage })],
+      base,
+    );
+    expect(mounts[0]).toMatchObject({
+      url: "http://10.0.0.1:9000",
+      pathStyle: true,
+      passwd: "AKIAEXAMPLE:secret/with$chars",
+    });
+    expect(volumePasswdFiles(mounts)).toEqual([
+      { target: "volumes/0.passwd", content: "AKIAEXAMPLE:secret/with$chars\n", mode: 0o600 },
+    ]);
+    const script = renderVolumesScript(mounts, "/opt/skyward", false);
+    expect(script).not.toContain("secret/with");
+    expect(script).not.toContain("AKIAEXAMPLE");
+    expect(script).toMatch(/skyward_mount 0 '?data:\/v1'? '?\/data'? /);
+    expect(script).toContain(
+      "url=http://10.0.0.1:9000,use_path_request_style,ro,passwd_file=/opt/skyward/volumes/0.passwd,mp_umask=022",
+    );
+  });
+
+  it("mounts writable volumes without ro, and with the worker's uid under sudo", () => {
+    const mounts = resolveVolumeMounts(
+      [volume({ bucket: "ckpt", mount: "/ckpt", readOnly: false, storage })],
+      base,
+    );
+    const script = renderVolumesScript(mounts, "/opt/skyward", true);
+    expect(script).toContain(
+      "url=http://10.0.0.1:9000,use_path_request_style,passwd_file=/opt/skyward/volumes/0.passwd,allow_other,mp_umask=022",
+    );
+    expect(script).toContain('",uid=$(id -u),gid=$(id -g)"');
+  });
+
+  it("uses the instance role on AWS when a volume names no store", () => {
+    const mounts = resolveVolumeMounts([volume({ bucket: "data", mount: "/data" })], {
+      ...base,
+      provider: "aws",
+      region: "eu-west-1",
+    });
+    expect(mounts[0]).toMatchObject({ url: "https://s3.eu-west-1.amazonaws.com", passwd: undefined });
+    expect(renderVolumesScript(mounts, "/opt/skyward", false)).toContain("iam_role=auto");
+    expect(volumePasswdFiles(mounts)).toEqual([]);
+  });
+
+  it("refuses what cannot be mounted, naming the field", () => {
+    expect(issuePath(() => resolveVolumeMounts([volume({ bucket: "data", mount: "/data" })], base))).toBe(
+      "volumes[0].storage",
+    );
+    expect(
+      issuePath(() =>
+        resolveVolumeMounts([volume({ bucket: "data", mount: "/data", storage })], {
+          ...base,
+          env: { S: "x" },
+        }),
+      ),
+    ).toBe("volumes[0].storage.accessKeyEnv");
+    expect(
+      issuePath(() =>
+        resolveVolumeMounts([volume({ bucket: "data", mount: "/home/me/.skyward/data", storage })], {
+          ...base,
+          root: "/home/me/.skyward",
+        }),
+      ),
+    ).toBe("volumes[0].mount");
+  });
+
+  it("unmounts only what is mounted, lazily", () => {
+    expect(unmountVolumesCommand([], false)).toBe(":");
+    expect(unmountVolumesCommand(["/data", "/my ckpt"], false)).toMatch(
+      /for m in '?\/data'? '\/my ckpt'; do/,
+    );
+  });
+});
