@@ -11,6 +11,7 @@ import functools
 from typing import Any, Callable, TypeVar, overload
 
 from . import durations as time
+from . import storage
 from .context import instance_info
 from .execution import InputStreamError
 from .info import AcceleratorInfo, InstanceInfo, NetworkInfo, PeerInfo
@@ -67,5 +68,6 @@ __all__ = [
     "silent",
     "stderr",
     "stdout",
+    "storage",
     "time",
 ]
