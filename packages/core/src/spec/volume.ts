@@ -1,5 +1,6 @@
 import { posix } from "node:path";
 import { z } from "zod";
+import { ConfigurationError } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
 
 /**
@@ -109,4 +110,48 @@ export const volumeSchema = z
 /** Validates a volume: `sky.volume({ bucket: "data", mount: "/data" })`. */
 export function volume(input: VolumeInput): Volume {
   return parseInput(volumeSchema, input, "volume");
+}
+
+/**
+ * Checks, before any machine starts, that each volume can be mounted by `provider`'s nodes: a
+ * volume without a `storage` needs a provider with a store of its own (AWS: S3 with the instance's
+ * role), and the key variables a `storage` names must be set here, both or neither. The `Local`
+ * provider refuses volumes itself.
+ *
+ * @throws {ConfigurationError} naming each volume's field, under `path` (`volumes`, `specs[1].volumes`).
+ */
+export function checkVolumeSources(
+  provider: string | undefined,
+  volumes: readonly Volume[],
+  path = "volumes",
+  env: NodeJS.ProcessEnv = process.env,
+): void {
+  if (provider === undefined || provider === "local") return;
+  const issues: { path: string; message: string }[] = [];
+  volumes.forEach((volume, index) => {
+    const at = `${path}[${index}]`;
+    const storage = volume.storage;
+    if (!storage) {
+      if (provider !== "aws")
+        issues.push({
+          path: `${at}.storage`,
+          message: `the ${provider} provider has no object store of its own: give storage: { endpoint, accessKeyEnv, secretKeyEnv }`,
+        });
+      return;
+    }
+    if ((storage.accessKeyEnv === undefined) !== (storage.secretKeyEnv === undefined))
+      issues.push({
+        path: `${at}.storage.${storage.accessKeyEnv === undefined ? "accessKeyEnv" : "secretKeyEnv"}`,
+        message: "expected accessKeyEnv and secretKeyEnv together",
+      });
+    for (const field of ["accessKeyEnv", "secretKeyEnv"] as const) {
+      const name = storage[field];
+      if (name !== undefined && !env[name])
+        issues.push({
+          path: `${at}.storage.${field}`,
+          message: `the environment variable ${name} is not set on this machine`,
+        });
+    }
+  });
+  if (issues.length > 0) throw new ConfigurationError({ issues });
 }
