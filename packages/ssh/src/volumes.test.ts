@@ -11,9 +11,9 @@ const storage = { endpoint: "http://10.0.0.1:9000/", accessKeyEnv: "K", secretKe
 const env = { K: "AKIAEXAMPLE", S: "secret/with$chars" };
 const base = { provider: "ssh", region: "local", root: "/opt/skyward", env };
 
-function issuePath(make: () => unknown): string | undefined {
+async function issuePath(make: () => Promise<unknown>): Promise<string | undefined> {
   try {
-    make();
+    await make();
   } catch (error) {
     expect(ConfigurationError.isInstance(error)).toBe(true);
     return (error as ConfigurationError).issues[0]?.path;
@@ -21,9 +21,19 @@ function issuePath(make: () => unknown): string | undefined {
   throw new Error("expected a ConfigurationError");
 }
 
+/** A client shaped as @skyward/storage's Storage, keys from functions. */
+function client(keys: { accessKey: string; secretKey: string; sessionToken?: string } | undefined) {
+  return {
+    endpoint: "https://s3.eu-central-1.wasabisys.com",
+    region: "eu-central-1",
+    pathStyle: false,
+    resolveCredentials: async () => keys,
+  };
+}
+
 describe("resolveVolumeMounts", () => {
-  it("reads the keys from the client's environment into passwd files only", () => {
-    const mounts = resolveVolumeMounts(
+  it("reads the keys from the client's environment into passwd files only", async () => {
+    const mounts = await resolveVolumeMounts(
       [volume({ bucket: "data", mount: "/data", prefix: "v1/", storage })],
       base,
     );
@@ -44,8 +54,8 @@ describe("resolveVolumeMounts", () => {
     );
   });
 
-  it("mounts writable volumes without ro, and with the worker's uid under sudo", () => {
-    const mounts = resolveVolumeMounts(
+  it("mounts writable volumes without ro, and with the worker's uid under sudo", async () => {
+    const mounts = await resolveVolumeMounts(
       [volume({ bucket: "ckpt", mount: "/ckpt", readOnly: false, storage })],
       base,
     );
@@ -56,23 +66,57 @@ describe("resolveVolumeMounts", () => {
     expect(script).toContain('",uid=$(id -u),gid=$(id -g)"');
   });
 
-  it("uses the instance role on AWS when a volume names no store", () => {
-    const mounts = resolveVolumeMounts([volume({ bucket: "data", mount: "/data" })], {
+  it("takes a storage client's keys (resolved now) and region", async () => {
+    const mounts = await resolveVolumeMounts(
+      [volume({ bucket: "data", mount: "/data", storage: client({ accessKey: "AK", secretKey: "SK" }) })],
+      base,
+    );
+    expect(volumePasswdFiles(mounts)[0]?.content).toBe("AK:SK\n");
+    const script = renderVolumesScript(mounts, "/opt/skyward", false);
+    expect(script).toContain(
+      "url=https://s3.eu-central-1.wasabisys.com,endpoint=eu-central-1,ro,passwd_file=",
+    );
+    expect(script).not.toContain("AK:SK");
+    expect(
+      await issuePath(() =>
+        resolveVolumeMounts(
+          [
+            volume({
+              bucket: "data",
+              mount: "/data",
+              storage: client({ accessKey: "A", secretKey: "S", sessionToken: "T" }),
+            }),
+          ],
+          base,
+        ),
+      ),
+    ).toBe("volumes[0].storage");
+    expect(
+      await issuePath(() =>
+        resolveVolumeMounts([volume({ bucket: "data", mount: "/data", storage: client(undefined) })], base),
+      ),
+    ).toBe("volumes[0].storage");
+  });
+
+  it("uses the instance role on AWS when a volume names no store", async () => {
+    const mounts = await resolveVolumeMounts([volume({ bucket: "data", mount: "/data" })], {
       ...base,
       provider: "aws",
       region: "eu-west-1",
     });
     expect(mounts[0]).toMatchObject({ url: "https://s3.eu-west-1.amazonaws.com", passwd: undefined });
-    expect(renderVolumesScript(mounts, "/opt/skyward", false)).toContain("iam_role=auto");
+    const script = renderVolumesScript(mounts, "/opt/skyward", false);
+    expect(script).toContain("iam_role=auto");
+    expect(script).toContain("endpoint=eu-west-1");
     expect(volumePasswdFiles(mounts)).toEqual([]);
   });
 
-  it("refuses what cannot be mounted, naming the field", () => {
-    expect(issuePath(() => resolveVolumeMounts([volume({ bucket: "data", mount: "/data" })], base))).toBe(
-      "volumes[0].storage",
-    );
+  it("refuses what cannot be mounted, naming the field", async () => {
     expect(
-      issuePath(() =>
+      await issuePath(() => resolveVolumeMounts([volume({ bucket: "data", mount: "/data" })], base)),
+    ).toBe("volumes[0].storage");
+    expect(
+      await issuePath(() =>
         resolveVolumeMounts([volume({ bucket: "data", mount: "/data", storage })], {
           ...base,
           env: { S: "x" },
@@ -80,7 +124,7 @@ describe("resolveVolumeMounts", () => {
       ),
     ).toBe("volumes[0].storage.accessKeyEnv");
     expect(
-      issuePath(() =>
+      await issuePath(() =>
         resolveVolumeMounts([volume({ bucket: "data", mount: "/home/me/.skyward/data", storage })], {
           ...base,
           root: "/home/me/.skyward",

@@ -18,7 +18,7 @@
  *   volume on AWS without a `storage` uses the instance's role (`iam_role=auto`).
  * - s3fs is installed with apt-get when missing.
  */
-import { ConfigurationError, type Volume } from "@skyward/core";
+import { ConfigurationError, isVolumeStorageClient, type Volume } from "@skyward/core";
 import { shellQuote } from "@skyward/core/contract";
 
 /** One volume, resolved for mounting on a node: where the store is and how to sign for it. */
@@ -31,6 +31,8 @@ export interface VolumeMount {
   readonly pathStyle: boolean;
   /** `ACCESS:SECRET` for the passwd file, or undefined to use the instance's role. A secret. */
   readonly passwd: string | undefined;
+  /** The signing region, when known (s3fs's `endpoint` option). */
+  readonly region?: string | undefined;
 }
 
 /** Where {@link resolveVolumeMounts} looks things up. */
@@ -55,16 +57,45 @@ function refuse(index: number, field: string, message: string): ConfigurationErr
  * @throws {ConfigurationError} naming the volume's field when a key's environment variable is unset,
  *   a volume has no store on a provider without one of its own, or its mount is inside the root.
  */
-export function resolveVolumeMounts(
+export async function resolveVolumeMounts(
   volumes: readonly Volume[],
   options: ResolveVolumesOptions,
-): VolumeMount[] {
+): Promise<VolumeMount[]> {
   const env = options.env ?? process.env;
   const root = options.root.replace(/\/+$/, "");
-  return volumes.map((volume, index) => {
+  const mounts: VolumeMount[] = [];
+  for (const [index, volume] of volumes.entries()) mounts.push(await resolveOne(volume, index));
+  return mounts;
+
+  async function resolveOne(volume: Volume, index: number): Promise<VolumeMount> {
     if (volume.mount === root || volume.mount.startsWith(`${root}/`) || root.startsWith(`${volume.mount}/`))
       throw refuse(index, "mount", `must not be inside or above the node's Skyward root ${root}`);
     const storage = volume.storage;
+    if (isVolumeStorageClient(storage)) {
+      // A @skyward/storage client: its keys, resolved now (strings or functions), for the passwd file.
+      const keys = await storage.resolveCredentials();
+      if (keys?.sessionToken)
+        throw refuse(
+          index,
+          "storage",
+          "temporary credentials (a session token) cannot be used by s3fs: give a key pair",
+        );
+      if (keys && (/[:\n\r\0]/.test(keys.accessKey) || /[\n\r\0]/.test(keys.secretKey)))
+        throw refuse(index, "storage", "a key holds a character s3fs's passwd file cannot carry");
+      if (!keys && options.provider !== "aws")
+        throw refuse(
+          index,
+          "storage",
+          `the client has no keys and ${options.provider} nodes have no AWS role: give accessKey and secretKey`,
+        );
+      return {
+        volume,
+        url: storage.endpoint.replace(/\/+$/, ""),
+        pathStyle: storage.pathStyle ?? false,
+        passwd: keys ? `${keys.accessKey}:${keys.secretKey}` : undefined,
+        region: storage.region,
+      };
+    }
     if (!storage) {
       if (options.provider !== "aws")
         throw refuse(
@@ -77,6 +108,7 @@ export function resolveVolumeMounts(
         url: `https://s3.${options.region}.amazonaws.com`,
         pathStyle: false,
         passwd: undefined,
+        region: options.region,
       };
     }
     const read = (field: "accessKeyEnv" | "secretKeyEnv"): string | undefined => {
@@ -109,8 +141,9 @@ export function resolveVolumeMounts(
       pathStyle: storage.pathStyle ?? false,
       passwd:
         accessKey === undefined ? (options.provider === "aws" ? undefined : "") : `${accessKey}:${secretKey}`,
+      region: storage.region,
     };
-  });
+  }
 }
 
 /** The passwd files to upload (0600) beside the script, relative to the root. Secrets. */
@@ -177,6 +210,8 @@ export function renderVolumesScript(mounts: readonly VolumeMount[], root: string
     const options = [
       `url=${mount.url}`,
       ...(mount.pathStyle ? ["use_path_request_style"] : []),
+      // s3fs's `endpoint` option is the signing region.
+      ...(mount.region && mount.region !== "auto" ? [`endpoint=${mount.region}`] : []),
       ...(volume.readOnly ? ["ro"] : []),
       mount.passwd
         ? `passwd_file=${root}/volumes/${index}.passwd`

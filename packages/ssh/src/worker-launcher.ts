@@ -157,7 +157,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     const includes = await collectIncludedFiles(request.image.includes, request.image.excludes);
     // The volume phase: its script (no secrets) is part of what the worker was started from; the
     // keys go in 0600 files uploaded with the token.
-    const volumes = resolveVolumeMounts(options.cluster.spec?.volumes ?? [], {
+    const volumes = await resolveVolumeMounts(options.cluster.spec?.volumes ?? [], {
       provider: options.cluster.provider,
       region: options.cluster.region,
       root,

@@ -128,7 +128,8 @@ describe.skipIf(skip !== undefined)("volumes on a 2-host test bed against moto's
             mount: "/mnt/skyward-e2e/ckpt",
             prefix: "run-1",
             readOnly: false,
-            storage,
+            // A @skyward/storage client as the store (its secret key a function), as in the Python project.
+            storage: store,
           },
         ],
         options: { console: false, bootstrapTimeout: 240 },
