@@ -90,6 +90,11 @@ SCRIPT = textwrap.dedent(
 
 def test_against_moto() -> None:
     python = moto_python()
+    ensure = PYTHON_ROOT.parents[1] / "provider-aws" / "scripts" / "ensure-moto.sh"
+    if python is None and ensure.exists():
+        # The provider-aws package's environment with moto and boto3 (made once; locked against races).
+        subprocess.run(["bash", str(ensure)], check=False, timeout=600)
+        python = moto_python()
     if python is None:
         if os.environ.get("CI") == "true":
             pytest.fail("no Python with boto3 and moto: run `pnpm --filter @skyward/provider-aws setup:moto`")
