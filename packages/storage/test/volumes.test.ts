@@ -48,6 +48,7 @@ const writeCheckpoint = sky.python<[string, string], number>("volume_tasks:write
 const writeFile = sky.python<[string], string>("volume_tasks:write_file");
 const fuseMounts = sky.python<[], string[]>("volume_tasks:fuse_mounts");
 const processList = sky.python<[], string>("volume_tasks:process_list");
+const workerPid = sky.python<[], number>("volume_tasks:pid");
 
 const ACCESS = "AKIAVOLUMETEST000001";
 const SECRET = "volume-secret-key-that-must-stay-hidden";
@@ -189,6 +190,44 @@ describe.skipIf(skip !== undefined)("volumes on a 2-host test bed against moto's
       expect(left).toBe("");
     }
   }, 300_000);
+
+  it("unmounts when the worker is killed with SIGKILL", async () => {
+    const pool = await sky.compute({
+      provider: SSH({ hosts: testbedSshHosts(bed, { indices: [1] }) }),
+      nodes: 1,
+      ttl: 600,
+      image: { includes: [tasks] },
+      volumes: [
+        {
+          bucket: "datasets",
+          mount: "/mnt/skyward-e2e/killed",
+          storage: {
+            endpoint: moto.endpoint,
+            accessKeyEnv: "SKYT_VOLUME_KEY",
+            secretKeyEnv: "SKYT_VOLUME_SECRET",
+            pathStyle: true,
+          },
+        },
+      ],
+      options: { console: false },
+    });
+    try {
+      const pid = await pool.run(workerPid());
+      const mountsOf = () =>
+        readFileSync(`/proc/${bed.hosts[1]?.sshdPid}/mounts`, "utf8")
+          .split("\n")
+          .filter((line) => line.includes(" fuse.s3fs "));
+      expect(mountsOf()).toHaveLength(1);
+      // The hosts share this machine's process ids (only network and mount namespaces differ).
+      process.kill(pid, "SIGKILL");
+      const deadline = Date.now() + 20_000;
+      while (mountsOf().length > 0 && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(mountsOf()).toEqual([]);
+    } finally {
+      await pool.close().catch(() => undefined);
+    }
+  }, 120_000);
 
   it("refuses a volume whose key variable is not set, naming the field, before a worker starts", async () => {
     const pool = sky.compute({
