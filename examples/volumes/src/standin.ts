@@ -11,6 +11,9 @@ const providerAwsVenv = fileURLToPath(
   new URL("../../../packages/provider-aws/.venv/bin/python", import.meta.url),
 );
 
+/** The stand-in cannot run on this machine (not root, no network namespaces, no moto); says why. */
+export class StandInUnavailable extends Error {}
+
 export interface StandIn extends AsyncDisposable {
   readonly hosts: ReturnType<typeof testbedSshHosts>;
   readonly endpoint: string;
@@ -19,7 +22,7 @@ export interface StandIn extends AsyncDisposable {
 /** Starts the stand-in, or says why it cannot run here. */
 export async function startStandIn(buckets: readonly string[]): Promise<StandIn> {
   const skip = await requireTestbed();
-  if (skip) throw new Error(`the test bed cannot run here: ${skip}`);
+  if (skip) throw new StandInUnavailable(`the test bed cannot run here: ${skip}`);
   const python = [process.env.SKYWARD_MOTO_PYTHON, providerAwsVenv].find((path) => path && existsSync(path));
   if (!python)
     throw new Error(
