@@ -185,7 +185,15 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
         sudo
           ? `sudo mkdir -p ${shellQuote(root)} && sudo chown "$(id -u):$(id -g)" ${shellQuote(root)}`
           : `mkdir -p ${shellQuote(root)}`,
+        ...(volumes.length > 0 ? [`skyward_old="$(cat ${q("worker.pid")} 2>/dev/null || true)"`] : []),
         stopWorkerCommand(root),
+        // An earlier worker's shell unmounts its volumes as it exits: wait for it (10 s at most), so
+        // that it cannot unmount what this launch mounts at the same paths.
+        ...(volumes.length > 0
+          ? [
+              'for i in $(seq 1 50); do { [ -n "$skyward_old" ] && kill -0 "$skyward_old" 2>/dev/null; } || break; sleep 0.2; done',
+            ]
+          : []),
         unmountVolumesCommand(mountPoints, sudo),
         `rm -rf ${q("runtime")} ${q("work")} ${q("worker.json")} ${q("volumes")}`,
       ].join(" && "),

@@ -229,6 +229,56 @@ describe.skipIf(skip !== undefined)("volumes on a 2-host test bed against moto's
     }
   }, 120_000);
 
+  it("a later pool with other settings replaces a released worker and mounts again, once", async () => {
+    const volumes = [
+      {
+        bucket: "datasets",
+        mount: "/mnt/skyward-e2e/replaced",
+        prefix: "v1",
+        storage: {
+          endpoint: moto.endpoint,
+          accessKeyEnv: "SKYT_VOLUME_KEY",
+          secretKeyEnv: "SKYT_VOLUME_SECRET",
+          pathStyle: true,
+        },
+      },
+    ];
+    const mountsOf = () =>
+      readFileSync(`/proc/${bed.hosts[0]?.sshdPid}/mounts`, "utf8")
+        .split("\n")
+        .filter((line) => line.includes(" fuse.s3fs "))
+        .map((line) => line.split(" ")[1]);
+    const first = await sky.compute({
+      provider: SSH({ hosts: testbedSshHosts(bed, { indices: [0] }) }),
+      nodes: 1,
+      ttl: 600,
+      image: { includes: [tasks], env: { RUN: "first" } },
+      volumes,
+      options: { console: false },
+    });
+    const firstPid = await first.run(workerPid());
+    await first.close();
+    // Released, waiting out its TTL: still mounted.
+    expect(mountsOf()).toEqual(["/mnt/skyward-e2e/replaced"]);
+    {
+      await using second = await sky.compute({
+        provider: SSH({ hosts: testbedSshHosts(bed, { indices: [0] }) }),
+        nodes: 1,
+        ttl: 0,
+        image: { includes: [tasks], env: { RUN: "second" } },
+        volumes,
+        options: { console: false },
+      });
+      expect(await second.run(workerPid())).not.toBe(firstPid);
+      expect(await second.run(listDir("/mnt/skyward-e2e/replaced"))).toEqual(["train.csv"]);
+      expect(mountsOf()).toEqual(["/mnt/skyward-e2e/replaced"]);
+    }
+    const deadline = Date.now() + 20_000;
+    while (mountsOf().length > 0 && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(mountsOf()).toEqual([]);
+  }, 180_000);
+
   it("refuses a volume whose key variable is not set, naming the field, before a worker starts", async () => {
     const pool = sky.compute({
       provider: SSH({ hosts: testbedSshHosts(bed, { indices: [0] }) }),
