@@ -8,7 +8,7 @@ import {
 } from "./volumes.js";
 
 const storage = { endpoint: "http://10.0.0.1:9000/", accessKeyEnv: "K", secretKeyEnv: "S", pathStyle: true };
-const env = { K: "AKIAEXAMPLE", S: "secret/with$chars" };
+const env = { K: "EXAMPLEACCESSKEY", S: "secret/with$chars" };
 const base = { provider: "ssh", region: "local", root: "/opt/skyward", env };
 
 async function issuePath(make: () => Promise<unknown>): Promise<string | undefined> {
@@ -40,14 +40,14 @@ describe("resolveVolumeMounts", () => {
     expect(mounts[0]).toMatchObject({
       url: "http://10.0.0.1:9000",
       pathStyle: true,
-      passwd: "AKIAEXAMPLE:secret/with$chars",
+      passwd: "EXAMPLEACCESSKEY:secret/with$chars",
     });
     expect(volumePasswdFiles(mounts)).toEqual([
-      { target: "volumes/0.passwd", content: "AKIAEXAMPLE:secret/with$chars\n", mode: 0o600 },
+      { target: "volumes/0.passwd", content: "EXAMPLEACCESSKEY:secret/with$chars\n", mode: 0o600 },
     ]);
     const script = renderVolumesScript(mounts, "/opt/skyward", false);
     expect(script).not.toContain("secret/with");
-    expect(script).not.toContain("AKIAEXAMPLE");
+    expect(script).not.toContain("EXAMPLEACCESSKEY");
     expect(script).toMatch(/skyward_mount 0 '?data:\/v1'? '?\/data'? /);
     expect(script).toContain(
       "url=http://10.0.0.1:9000,use_path_request_style,ro,passwd_file=/opt/skyward/volumes/0.passwd,mp_umask=022",

@@ -50,7 +50,7 @@ const fuseMounts = sky.python<[], string[]>("volume_tasks:fuse_mounts");
 const processList = sky.python<[], string>("volume_tasks:process_list");
 const workerPid = sky.python<[], number>("volume_tasks:pid");
 
-const ACCESS = "AKIAVOLUMETEST000001";
+const ACCESS = "VOLUMETESTACCESSKEY1";
 const SECRET = "volume-secret-key-that-must-stay-hidden";
 
 describe.skipIf(skip !== undefined)("volumes on a 2-host test bed against moto's S3", () => {
