@@ -116,14 +116,15 @@ skyward_ensure_python() {
   hash -r
 }
 
-# System packages the end-to-end tests use: a real OpenSSH server and client, and iproute2 for the
-# test bed's network namespaces. Installed with apt when missing and we are root; otherwise the
+# System packages the end-to-end tests use: a real OpenSSH server and client, iproute2 for the
+# test bed's network namespaces, and tmux (a real terminal for the live console's test). Installed with apt when missing and we are root; otherwise the
 # suites that need them say what is missing (and fail under CI=true).
 skyward_ensure_system_packages() {
   local missing=()
   command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
   command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
   command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || missing+=(iproute2)
+  command -v tmux >/dev/null 2>&1 || missing+=(tmux)
   # The volume tests mount buckets with s3fs on the test bed's hosts (they share this machine's files).
   command -v s3fs >/dev/null 2>&1 || missing+=(s3fs)
   [ ${#missing[@]} -eq 0 ] && return 0

@@ -7,6 +7,14 @@ import { DEFAULT_DOWN_WAIT_SECONDS, DOWN_HELP, downCommand } from "./down-comman
 import { INSTANCES_HELP, instancesCommand } from "./instances-command.js";
 import { LOGS_HELP, logsCommand, parseLevelFlag, parseLinesFlag } from "./logs-command.js";
 import { OFFERS_HELP, offersCommand } from "./offers-command.js";
+import {
+  ATTACH_HELP,
+  attachCommand,
+  POOLS_HELP,
+  poolsCommand,
+  STATUS_HELP,
+  statusCommand,
+} from "./pools-command.js";
 import { describeError } from "./providers.js";
 import { Redactor, redactStream } from "./redact.js";
 import { UsageError } from "./usage-error.js";
@@ -18,6 +26,9 @@ Commands:
   instances   list the live instances Skyward started
   down        terminate instances Skyward started (one pool, or all) and remove what their pools shared
   logs        print or follow the pools' log file (~/.skyward/logs/skyward.log), by pool and level
+  pools       list the pools detached with pool.detach(), with nodes, tasks and cost
+  status      show one detached pool
+  attach      pick a detached pool up: collect its tasks' outcomes, then detach or close it
 
 Providers come from skyward.toml ([providers.NAME], merged over ~/.skyward/defaults.toml), else
 aws, gcp, hyperstack, novita, runpod, tensordock, vastai and verda with credentials from the
@@ -181,8 +192,29 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
         },
       );
     }
+    case "pools": {
+      const { values } = parse(args, {});
+      if (values.help) return help(POOLS_HELP);
+      return poolsCommand({ ...base, signal }, { json: values.json });
+    }
+    case "status":
+    case "attach": {
+      const [id, ...rest] = args;
+      if (id === "--help" || id === "-h") return help(command === "status" ? STATUS_HELP : ATTACH_HELP);
+      if (id === undefined || id.startsWith("-"))
+        throw new UsageError(`${command} expects a pool id (see "skyward pools")`);
+      const { values } = parse(rest, { close: { type: "boolean", default: false } });
+      if (values.help) return help(command === "status" ? STATUS_HELP : ATTACH_HELP);
+      if (command === "status") {
+        if (values.close) throw new UsageError("status takes no --close");
+        return statusCommand({ ...base, signal }, id, { json: values.json });
+      }
+      return attachCommand({ ...base, signal }, id, { close: values.close, json: values.json });
+    }
     default:
-      throw new UsageError(`unknown command "${command}" (expected offers, instances, down or logs)`);
+      throw new UsageError(
+        `unknown command "${command}" (expected offers, instances, down, logs, pools, status or attach)`,
+      );
   }
 }
 

@@ -471,7 +471,7 @@ describe("errors", () => {
     const command = await run(["launch"]);
     expect(command.code).toBe(2);
     expect(command.stderr).toContain(
-      'skyward: unknown command "launch" (expected offers, instances, down or logs)',
+      'skyward: unknown command "launch" (expected offers, instances, down, logs, pools, status or attach)',
     );
     const flag = await run(["offers", "--gpu", "A100"]);
     expect(flag.code).toBe(2);

@@ -1,8 +1,9 @@
 /**
  * `pnpm bench`: Skyward's dispatch figures on the `Local` provider, next to a bare Python asyncio echo
- * over loopback (the baseline) and, with `--peers`, Ray and Dask distributed on the same machine.
+ * over loopback (the baseline) and, with `--peers`, Ray and Dask distributed on the same machine;
+ * and how fast a pool recovers from a killed worker.
  *
- *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout]
+ *     pnpm bench [--peers] [--quick] [--only latency,throughput,bytes,ready,baseline,defaults,fanout,recovery,collections]
  *                [--buffer 64] [--calls 5000] [--tasks 100000] [--json out.json] [--profile-worker DIR]
  *
  * Runs on the built library (`../dist`): the root `pnpm bench` builds it first. Figures are printed,
@@ -14,8 +15,10 @@ import { availableParallelism, cpus, loadavg, totalmem } from "node:os";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { type CollectionsResult, measureCollections } from "./collections.ts";
 import { measureOurs, type OursResult, type OursSettings, type Section } from "./ours.ts";
 import { hostPython, preparePeer, runJsonHelper } from "./python.ts";
+import { measureRecovery, type RecoveryResult } from "./recovery.ts";
 import {
   type DefaultsResult,
   type FanoutResult,
@@ -41,6 +44,8 @@ const SECTIONS: readonly Section[] = [
   "baseline",
   "defaults",
   "fanout",
+  "recovery",
+  "collections",
 ];
 
 const { values: flags } = parseArgs({
@@ -506,6 +511,12 @@ const defaults: DefaultsResult | undefined = settings.sections.has("defaults")
 const fanout: FanoutResult | undefined = settings.sections.has("fanout")
   ? await measureFanout(scheduleSettings)
   : undefined;
+const recovery: RecoveryResult | undefined = settings.sections.has("recovery")
+  ? await measureRecovery(quick ? 2 : 5)
+  : undefined;
+const collections: CollectionsResult | undefined = settings.sections.has("collections")
+  ? await measureCollections(quick)
+  : undefined;
 let baseline: Baseline | undefined;
 let baselineFailure: string | undefined;
 if (settings.sections.has("baseline")) {
@@ -543,6 +554,32 @@ const report = [
 ];
 if (defaults || fanout)
   report.push("", 'scheduling (default options: worker.buffer "auto"):', scheduleTable(defaults, fanout));
+if (recovery) {
+  const runs = (values: readonly number[]) => values.map(formatMs).join(", ");
+  report.push(
+    "",
+    `recovery (2-node Local pool, node 1's worker SIGKILLed under a ${recovery.taskSeconds} s task, ${recovery.resultMs.runs.length} runs):`,
+    `  kill -> the interrupted task's result (run again on node 0, its ${recovery.taskSeconds} s included): median ${formatMs(recovery.resultMs.median)} (${runs(recovery.resultMs.runs)})`,
+    `  kill -> pool back to 2 nodes (node 1 replaced and ready): median ${formatMs(recovery.poolMs.median)} (${runs(recovery.poolMs.runs)})`,
+  );
+}
+if (collections) {
+  report.push(
+    "",
+    `distributed collections (ops/s inside tasks, ${formatCount(collections.opsPerTask)} operations per task; a 2-node Local pool, thread executor):`,
+    renderTable(
+      ["operation", "consistency", "nodes at once", "ops/s (sum)", "runs"],
+      collections.figures.map((figure) => [
+        figure.operation,
+        figure.consistency,
+        String(figure.nodes),
+        formatCount(figure.opsPerSecond),
+        figure.runs.map((run) => formatCount(run)).join(", "),
+      ]),
+    ),
+    `  client: pool.counter(…).increment() one at a time, ${formatCount(collections.clientIncrementsPerSecond)}/s`,
+  );
+}
 if (flags.peers) {
   report.push("", "peers (same machine, same no-op; peer/ours > 1 means the peer's figure is larger):");
   if (peers.some((peer) => !peer.failure)) report.push(peerTable(ours, peers));
@@ -568,9 +605,11 @@ if (flags.json) {
     settings: { ...settings, sections: [...settings.sections] },
     ours,
     baseline,
+    recovery,
     peers,
     defaults,
     fanout,
+    collections,
   };
   await writeFile(flags.json, `${JSON.stringify(everything, null, 2)}\n`);
   progress(`wrote ${flags.json}`);

@@ -33,7 +33,16 @@ export interface OursSettings {
 }
 
 /** The parts of the benchmark that can be run alone (`--only`). */
-export type Section = "latency" | "throughput" | "bytes" | "ready" | "baseline" | "defaults" | "fanout";
+export type Section =
+  | "latency"
+  | "throughput"
+  | "bytes"
+  | "ready"
+  | "baseline"
+  | "defaults"
+  | "fanout"
+  | "recovery"
+  | "collections";
 
 /** A figure measured several times: the median and every run. */
 export interface Repeated {

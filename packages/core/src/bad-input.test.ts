@@ -439,9 +439,9 @@ const rows: Row[] = [
   ],
   [
     "TOML provider type unknown",
-    () => validateConfig(parseConfigText('[providers.x]\ntype = "gcp"\n')),
+    () => validateConfig(parseConfigText('[providers.x]\ntype = "nimbus"\n')),
     "providers.x.type",
-    'unknown provider type "gcp"',
+    'unknown provider type "nimbus"',
   ],
   [
     "TOML pool unknown key",

@@ -6,12 +6,28 @@
  * with `@skyward/core/logs`.
  */
 
+// Distributed collections (pool.dict, pool.queue …)
+export type {
+  BlockingCallOptions,
+  CollectionCallOptions,
+  DistributedBarrier,
+  DistributedCounter,
+  DistributedDict,
+  DistributedLock,
+  DistributedQueue,
+  DistributedSet,
+} from "./collections/client.js";
 // The contracts' types, for annotations (building providers and plugins: `@skyward/core/contract`)
 export type { PluginV1 } from "./contract/plugin.js";
 export { PluginError } from "./contract/plugin.js";
 export type { Provider, ProviderV1 } from "./contract/provider.js";
 // Errors
-export type { ConfigurationIssue, ProvisionAttempt, SkywardErrorOptions } from "./errors/errors.js";
+export type {
+  ConfigurationIssue,
+  ProvisionAttempt,
+  SkywardErrorOptions,
+  TaskInterruptionReason,
+} from "./errors/errors.js";
 export {
   BootstrapError,
   CancelledError,
@@ -20,12 +36,14 @@ export {
   ConnectionError,
   FunctionNotFoundError,
   NoCapacityError,
+  NodeUnavailableError,
   NoOffersError,
   ProtocolError,
   ProvisionError,
   RemoteTaskError,
   SerializationError,
   SkywardError,
+  TaskInterruptedError,
   TaskTimeoutError,
   WorkerDiedError,
 } from "./errors/errors.js";
@@ -103,8 +121,19 @@ export type {
   PythonFunction,
   PythonFunctionOptions,
   PythonStreamFunction,
+  RetryPolicy,
+  StreamRetryPolicy,
 } from "./pool/python-function.js";
 export { isPending, kwargs, python } from "./pool/python-function.js";
+export {
+  type AttachedPool,
+  type AttachOptions,
+  attach,
+  type CollectedResult,
+  type DetachedPool,
+  detachedPools,
+} from "./session/attach.js";
+export { type Session, session } from "./session/session.js";
 // Accelerators
 export type {
   Accelerator,
@@ -138,11 +167,14 @@ export type { Image, ImageInput, PipIndex } from "./spec/image.js";
 export { image, pipIndex } from "./spec/image.js";
 export type {
   ConsoleMode,
+  HealthChecker,
+  HealthCheckerInput,
   LogConfig,
   LogConfigInput,
   LogLevel,
   Options,
   OptionsInput,
+  PythonFunctionReference,
   SelectionStrategy,
   Worker,
   WorkerInput,

@@ -44,6 +44,7 @@ describe("an elastic [1, 3] local pool", () => {
     const scaling: sky.ScalingEvent[] = [];
     const destroyed: number[] = [];
     const errors: string[] = [];
+    const lost: number[] = [];
     let most = 0;
     await using pool = await sky.compute(
       { nodes: [1, 3], image, options: fast },
@@ -52,6 +53,8 @@ describe("an elastic [1, 3] local pool", () => {
           if (event.type === "scaling") scaling.push(event);
           if (event.type === "node.destroyed") destroyed.push(event.node);
           if (event.type === "error") errors.push(event.message);
+          // A node let go of on purpose is not lost (no retries, no replacement).
+          if (event.type === "node.lost" || event.type === "node.replaced") lost.push(event.node);
         },
       },
     );
@@ -78,6 +81,7 @@ describe("an elastic [1, 3] local pool", () => {
     // The survivor still runs tasks, and letting nodes go was no error.
     expect((await pool.run(where())).node).toBe(0);
     expect(errors).toEqual([]);
+    expect(lost).toEqual([]);
     await pool.close();
     expect(alive(head.pid)).toBe(false);
   });
@@ -105,6 +109,125 @@ describe("closing an elastic pool while it grows", () => {
     await pool.close();
     await expect(running).rejects.toThrow(/cancelled|shutting down/);
     expect(destroyed).toEqual(provisioned);
+  });
+});
+
+describe("broadcast on an elastic pool", () => {
+  /** The real Local provider, whose worker launches for node 1 wait for `gate`, and the first `failures` fail. */
+  function slowNodeOne(gate: Promise<void>, failures: number): sky.ProviderV1<sky.LocalCluster> {
+    const local = sky.Local();
+    let failed = 0;
+    return {
+      ...local,
+      async launchWorker(options) {
+        if (options.nodeId === 1) {
+          await gate;
+          if (failed < failures) {
+            failed += 1;
+            throw new Error("node 1 cannot start yet (test)");
+          }
+        }
+        return local.launchWorker(options);
+      },
+    };
+  }
+
+  it("covers a node still starting: its part waits for it, and every node answers once", async () => {
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    await using pool = await sky.compute({
+      provider: slowNodeOne(gate, 0),
+      nodes: sky.nodes({ desired: 2, min: 1 }),
+      image,
+      options: fast,
+    });
+    // Ready at min: node 1 is still starting.
+    expect(pool.currentNodes()).toBe(1);
+    expect(pool.nodes().map((node) => [node.index, node.ready])).toEqual([
+      [0, true],
+      [1, false],
+    ]);
+    expect(pool.workerCount()).toBe(2);
+    let done = false;
+    const everyNode = pool.broadcast(where()).finally(() => {
+      done = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(done).toBe(false);
+    open();
+    const results = await everyNode;
+    expect(results.map((result) => result.node)).toEqual([0, 1]);
+    expect(results.places.map((place) => place.rank)).toEqual([0, 1]);
+    expect(pool.currentNodes()).toBe(2);
+  });
+
+  it("waits through a failed start for the node the reconcile loop starts in its place", async () => {
+    const errors: string[] = [];
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    await using pool = await sky.compute(
+      {
+        provider: slowNodeOne(gate, 1),
+        nodes: sky.nodes({ desired: 2, min: 1 }),
+        image,
+        options: fast,
+      },
+      { onEvent: (event) => event.type === "error" && errors.push(event.message) },
+    );
+    expect(pool.nodes().map((node) => node.index)).toEqual([0, 1]);
+    const everyNode = pool.broadcast(where());
+    open(); // node 1's first start fails now; the reconcile loop starts another under index 1
+    const results = await everyNode;
+    expect(errors.some((message) => /node 1 failed to start/.test(message))).toBe(true);
+    expect(results.map((result) => result.node)).toEqual([0, 1]);
+    expect(pool.currentNodes()).toBe(2);
+    expect((await pool.broadcast(where())).map((result) => result.node)).toEqual([0, 1]);
+  });
+});
+
+describe("a lost node of an elastic pool whose replacement fails", () => {
+  it("is let go of, and the reconcile loop starts another under its index", async () => {
+    const local = sky.Local();
+    let provisions = 0;
+    // The real Local provider; its second provisioning (the replacement) finds no capacity.
+    const provider: sky.ProviderV1<sky.LocalCluster> = {
+      ...local,
+      async provision(options) {
+        provisions += 1;
+        if (provisions === 2)
+          throw new sky.ProvisionError({ provider: "local", message: "no capacity left (test)" });
+        return local.provision(options);
+      },
+    };
+    const errors: string[] = [];
+    await using pool = await sky.compute(
+      {
+        provider,
+        nodes: sky.nodes({ desired: 2, min: 1, max: 2 }),
+        image,
+        options: { ...fast, autoscaleIdleTimeout: 600, maxProvisionAttempts: 1 },
+      },
+      { onEvent: (event) => event.type === "error" && errors.push(event.message) },
+    );
+    await until(() => pool.currentNodes() === 2, 20_000, "both nodes");
+    const before = await pool.broadcast(where());
+    process.kill(before[1]?.pid ?? 0, "SIGKILL");
+    await until(
+      () => errors.some((message) => /could not replace node 1/.test(message)),
+      20_000,
+      "the replacement to fail",
+    );
+    // Issued while node 1 is gone: its part waits for the node started in its place.
+    const after = await pool.broadcast(where());
+    expect(after.map((result) => result.node)).toEqual([0, 1]);
+    expect(after[0]?.pid).toBe(before[0]?.pid);
+    expect(after[1]?.pid).not.toBe(before[1]?.pid);
+    expect(provisions).toBeGreaterThanOrEqual(3);
+    expect(pool.currentNodes()).toBe(2);
   });
 });
 

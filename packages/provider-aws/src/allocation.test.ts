@@ -1,7 +1,8 @@
 import { EC2ServiceException } from "@aws-sdk/client-ec2";
-import { NoCapacityError } from "@skyward/core";
+import { NoCapacityError, ProvisionError } from "@skyward/core";
 import { describe, expect, it } from "vitest";
-import { type LaunchRequest, launchAcrossMarkets } from "./allocation.js";
+import { type LaunchRequest, launchAcrossMarkets, MAX_LAUNCH_ATTEMPTS } from "./allocation.js";
+import { quotaFor } from "./aws-api.js";
 
 /** An EC2 error as the SDK throws it. */
 function ec2Error(code: string, message: string, status = 500): EC2ServiceException {
@@ -35,10 +36,10 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
       { market: "spot", subnetId: "subnet-b", count: 2 },
       { market: "on-demand", subnetId: "subnet-a", count: 2 },
     ]);
-    expect(launched).toEqual([{ market: "on-demand", items: ["i-1", "i-2"] }]);
+    expect(launched).toEqual([{ market: "on-demand", subnetId: "subnet-a", items: ["i-1", "i-2"] }]);
   });
 
-  it("asks again after a short answer, then the next subnet, then the next market", async () => {
+  it("asks again after a short answer, in the same zone only once a node runs there", async () => {
     const requests: LaunchRequest[] = [];
     let spotInA = 0;
     const launched = await launchAcrossMarkets({
@@ -57,17 +58,17 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
         return request.count === 3 ? ["i-od0", "i-od1"] : ["i-od2"];
       },
     });
+    // subnet-b is never asked: the first node runs in subnet-a, and the pool's nodes share a zone.
     expect(requests.map((request) => [request.market, request.subnetId, request.count])).toEqual([
       ["spot", "subnet-a", 4],
       ["spot", "subnet-a", 3],
-      ["spot", "subnet-b", 3],
       ["on-demand", "subnet-a", 3],
       ["on-demand", "subnet-a", 1],
     ]);
     expect(launched).toEqual([
-      { market: "spot", items: ["i-spot"] },
-      { market: "on-demand", items: ["i-od0", "i-od1"] },
-      { market: "on-demand", items: ["i-od2"] },
+      { market: "spot", subnetId: "subnet-a", items: ["i-spot"] },
+      { market: "on-demand", subnetId: "subnet-a", items: ["i-od0", "i-od1"] },
+      { market: "on-demand", subnetId: "subnet-a", items: ["i-od2"] },
     ]);
   });
 
@@ -84,7 +85,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
       },
     });
     expect(requests).toEqual(["subnet-a", "subnet-b"]);
-    expect(launched).toEqual([{ market: "on-demand", items: ["i-1"] }]);
+    expect(launched).toEqual([{ market: "on-demand", subnetId: "subnet-b", items: ["i-1"] }]);
   });
 
   it("throws NoCapacityError listing every attempt when nothing launches", async () => {
@@ -127,5 +128,103 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
     });
     await expect(failure).rejects.toMatchObject({ name: "InvalidAMIID.NotFound" });
     expect(calls).toBe(1);
+  });
+
+  it("checks maxHourlyCost on the market launched, per zone for spot, and never launches at an unknown price", async () => {
+    // spot-if-available chose the offer by its spot price ($4); on demand it is $10.49: over the cap.
+    const requests: LaunchRequest[] = [];
+    const failure = await launchAcrossMarkets({
+      count: 1,
+      markets: ["spot", "on-demand"],
+      subnetIds,
+      instanceType: "g6e.12xlarge",
+      region: "us-east-1",
+      priceOf: (market, subnetId) => (market === "on-demand" ? 10.49 : subnetId === "subnet-a" ? 4 : 6),
+      maxHourlyCost: 5,
+      launch: async (request) => {
+        requests.push(request);
+        throw ec2Error("InsufficientInstanceCapacity", "There is no Spot capacity available");
+      },
+    }).catch((error: unknown) => error);
+    expect(requests).toEqual([{ market: "spot", subnetId: "subnet-a", count: 1 }]);
+    expect(NoCapacityError.isInstance(failure)).toBe(true);
+    expect((failure as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
+      "spot in subnet-a: InsufficientInstanceCapacity: There is no Spot capacity available",
+      "spot in subnet-b: $6/h is over maxHourlyCost $5/h",
+      "on-demand: $10.49/h is over maxHourlyCost $5/h",
+    ]);
+
+    const unknown = await launchAcrossMarkets({
+      count: 1,
+      markets: ["on-demand"],
+      subnetIds,
+      instanceType: "x9.huge",
+      region: "eu-west-3",
+      priceOf: () => null,
+      launch: async () => ["i-never"],
+    }).catch((error: unknown) => error);
+    expect((unknown as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
+      "on-demand: no on-demand price known for x9.huge in eu-west-3; not launched at an unknown price",
+    ]);
+  });
+
+  it("reports a regional quota as a quota, naming it, without trying the market's other zones", async () => {
+    const requests: LaunchRequest[] = [];
+    const failure = await launchAcrossMarkets({
+      count: 2,
+      markets: ["spot", "on-demand"],
+      subnetIds: ["subnet-a", "subnet-b", "subnet-c"],
+      instanceType: "g5.12xlarge",
+      region: "us-west-2",
+      launch: async (request) => {
+        requests.push(request);
+        throw request.market === "spot"
+          ? ec2Error("MaxSpotInstanceCountExceeded", "Max spot instance count exceeded", 400)
+          : ec2Error(
+              "VcpuLimitExceeded",
+              "You have requested more vCPU capacity than your current vCPU limit of 0 allows",
+              400,
+            );
+      },
+    }).catch((error: unknown) => error);
+    expect(requests.map((request) => request.market)).toEqual(["spot", "on-demand"]);
+    expect(ProvisionError.isInstance(failure) && !NoCapacityError.isInstance(failure)).toBe(true);
+    expect((failure as ProvisionError).isRetryable).toBe(false);
+    expect((failure as Error).message).toMatch(
+      /^AWS quota reached in us-west-2 for spot g5\.12xlarge \(MaxSpotInstanceCountExceeded: .*\): request a quota increase for "All G and VT Spot Instance Requests" \(L-3819A6DF\) in us-west-2/,
+    );
+    expect(quotaFor("p4d.24xlarge", "on-demand")).toEqual({
+      name: "Running On-Demand P instances",
+      code: "L-417A185B",
+    });
+    expect(quotaFor("m7i.large", "on-demand").name).toBe(
+      "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+    );
+  });
+
+  it("counts UnfulfillableCapacity as no capacity, and bounds the calls with an error saying what was tried", async () => {
+    let calls = 0;
+    const failure = await launchAcrossMarkets({
+      count: 2,
+      markets: ["spot", "on-demand"],
+      subnetIds: ["subnet-a", "subnet-b", "subnet-c", "subnet-d", "subnet-e", "subnet-f"],
+      instanceType: "g5.xlarge",
+      launch: async () => {
+        calls += 1;
+        throw ec2Error(
+          "UnfulfillableCapacity",
+          "Unable to fulfill capacity due to your request configuration",
+        );
+      },
+    }).catch((error: unknown) => error);
+    expect(calls).toBe(MAX_LAUNCH_ATTEMPTS);
+    const reasons = (failure as NoCapacityError).attempts.map((attempt) => attempt.reason);
+    expect(reasons).toHaveLength(MAX_LAUNCH_ATTEMPTS + 1);
+    expect(reasons[0]).toBe(
+      "spot in subnet-a: UnfulfillableCapacity: Unable to fulfill capacity due to your request configuration",
+    );
+    expect(reasons.at(-1)).toBe(
+      `gave up after ${MAX_LAUNCH_ATTEMPTS} RunInstances calls (at most ${MAX_LAUNCH_ATTEMPTS} per provision)`,
+    );
   });
 });

@@ -2,7 +2,7 @@ import { EC2ServiceException } from "@aws-sdk/client-ec2";
 import { ConfigurationError, NoCapacityError, ProvisionError } from "@skyward/core";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { useFakeAwsEnvironment } from "../test/moto-server.js";
-import { awsErrorCode, isCapacityError, translateAwsError } from "./aws-api.js";
+import { awsErrorCode, isCapacityError, isQuotaError, translateAwsError } from "./aws-api.js";
 import { AWS } from "./aws-provider.js";
 
 function ec2Error(code: string, status: number, message = "message from AWS"): EC2ServiceException {
@@ -19,11 +19,19 @@ describe("translateAwsError", () => {
     expect(awsErrorCode(ec2Error("InvalidGroup.NotFound", 400))).toBe("InvalidGroup.NotFound");
     expect(awsErrorCode(new Error("plain"))).toBeUndefined();
     expect(isCapacityError(ec2Error("InsufficientInstanceCapacity", 500))).toBe(true);
-    expect(isCapacityError(ec2Error("VcpuLimitExceeded", 400))).toBe(true);
+    expect(isCapacityError(ec2Error("UnfulfillableCapacity", 400))).toBe(true);
+    // A quota is not a lack of capacity: no other zone or market of the region helps.
+    expect(isCapacityError(ec2Error("VcpuLimitExceeded", 400))).toBe(false);
+    expect(isQuotaError(ec2Error("VcpuLimitExceeded", 400))).toBe(true);
+    expect(isQuotaError(ec2Error("MaxSpotInstanceCountExceeded", 400))).toBe(true);
     expect(isCapacityError(ec2Error("InvalidParameterValue", 400))).toBe(false);
   });
 
-  it("turns capacity and quota errors into NoCapacityError", () => {
+  it("turns capacity errors into NoCapacityError, quota errors into a ProvisionError saying to request an increase", () => {
+    const quota = translateAwsError(ec2Error("InstanceLimitExceeded", 400, "limit"), "RunInstances");
+    expect(NoCapacityError.isInstance(quota)).toBe(false);
+    expect(quota).toMatchObject({ isRetryable: false });
+    expect((quota as Error).message).toContain("request a quota increase");
     const error = translateAwsError(
       ec2Error("InsufficientInstanceCapacity", 500, "no capacity"),
       "RunInstances",

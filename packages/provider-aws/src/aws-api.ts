@@ -15,6 +15,11 @@ export const PROVIDER_NAME = "aws";
 export interface AwsClients {
   readonly region: string;
   readonly ec2: EC2Client;
+  /**
+   * The EC2 client `RunInstances` goes through: no SDK retries, since AWS answers a lack of capacity
+   * with HTTP 500, which the SDK would repeat 4 times in every zone; the provider retries what it must.
+   */
+  readonly ec2Launch: EC2Client;
   readonly ssm: SSMClient;
 }
 
@@ -34,7 +39,7 @@ export function noCredentialsError(cause?: unknown): ConfigurationError {
 type CredentialIdentityProvider = () => Promise<AwsCredentials>;
 
 /** Wraps a credential source so that "nothing found" surfaces as {@link noCredentialsError}. */
-function credentialSource(settings: ResolvedAwsSettings): CredentialIdentityProvider {
+export function credentialSource(settings: ResolvedAwsSettings): CredentialIdentityProvider {
   const given = settings.credentials;
   if (given !== undefined && typeof given !== "function") {
     const fixed = Object.freeze({ ...given });
@@ -67,7 +72,12 @@ export function createClientFactory(settings: ResolvedAwsSettings): (region: str
         maxAttempts: 4,
         ...(settings.endpoint !== undefined ? { endpoint: settings.endpoint } : {}),
       };
-      clients = Object.freeze({ region, ec2: new EC2Client(config), ssm: new SSMClient(config) });
+      clients = Object.freeze({
+        region,
+        ec2: new EC2Client(config),
+        ec2Launch: new EC2Client({ ...config, maxAttempts: 1 }),
+        ssm: new SSMClient(config),
+      });
       byRegion.set(region, clients);
     }
     return clients;
@@ -83,23 +93,96 @@ export function awsErrorCode(error: unknown): string | undefined {
   return typeof candidate.code === "string" ? candidate.code : undefined;
 }
 
-/** Codes meaning "no capacity now" (in this zone or market), or a quota: another zone, market or offer may work. */
+/**
+ * Codes meaning "no capacity now" in this zone or market: another zone, market or offer may work.
+ * `UnfulfillableCapacity` is what EC2 Fleet and spot answer when no pool can serve the request
+ * (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html).
+ */
 const CAPACITY_CODES = new Set([
   "InsufficientInstanceCapacity",
   "InsufficientCapacity",
   "InsufficientHostCapacity",
   "InsufficientReservedInstanceCapacity",
+  "UnfulfillableCapacity",
   "SpotMaxPriceTooLow",
-  "MaxSpotInstanceCountExceeded",
-  "InstanceLimitExceeded",
-  "VcpuLimitExceeded",
   "Unsupported",
 ]);
 
-/** True when `error` says AWS has no capacity (or quota) for the request; see {@link CAPACITY_CODES}. */
+/**
+ * Codes meaning a regional quota of the account is reached: no other zone or market of the region
+ * helps (spot and on-demand quotas differ, but are both per region), only a quota increase
+ * (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html,
+ * https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html).
+ */
+const QUOTA_CODES = new Set([
+  "VcpuLimitExceeded",
+  "InstanceLimitExceeded",
+  "MaxSpotInstanceCountExceeded",
+  "MaxSpotFleetRequestCountExceeded",
+]);
+
+/** True when `error` says AWS has no capacity for the request here; see {@link CAPACITY_CODES}. */
 export function isCapacityError(error: unknown): boolean {
   const code = awsErrorCode(error);
   return code !== undefined && CAPACITY_CODES.has(code);
+}
+
+/** True when `error` says a regional quota of the account is reached; see {@link QUOTA_CODES}. */
+export function isQuotaError(error: unknown): boolean {
+  const code = awsErrorCode(error);
+  return code !== undefined && QUOTA_CODES.has(code);
+}
+
+/**
+ * The Service Quotas quota an instance type counts against in a market, by its family's letters
+ * (https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html): `g5.xlarge` on
+ * demand counts against "Running On-Demand G and VT instances" (L-DB2E81BA), in vCPUs.
+ */
+export function quotaFor(
+  instanceType: string,
+  market: "spot" | "on-demand",
+): { name: string; code?: string } {
+  const family = /^([a-z]+?)(\d|$)/.exec(instanceType.split(".")[0] ?? "")?.[1] ?? "";
+  const classes: Record<string, [label: string, onDemand?: string, spot?: string]> = {
+    g: ["G and VT", "L-DB2E81BA", "L-3819A6DF"],
+    vt: ["G and VT", "L-DB2E81BA", "L-3819A6DF"],
+    p: ["P", "L-417A185B", "L-7212CCBC"],
+    inf: ["Inf"],
+    trn: ["Trn"],
+    dl: ["DL"],
+    f: ["F"],
+    x: ["X"],
+  };
+  const [label, onDemand, spot] = classes[family] ?? [
+    "Standard (A, C, D, H, I, M, R, T, Z)",
+    "L-1216C47A",
+    "L-34B43A08",
+  ];
+  const code = market === "spot" ? spot : onDemand;
+  const name =
+    market === "spot" ? `All ${label} Spot Instance Requests` : `Running On-Demand ${label} instances`;
+  return code !== undefined ? { name, code } : { name };
+}
+
+/**
+ * The error for a quota reached in `region`: not a lack of capacity, so not retried elsewhere in the
+ * region; it says which quota to raise and where.
+ */
+export function quotaError(
+  error: unknown,
+  options: { instanceType: string; market: "spot" | "on-demand"; region: string },
+): ProvisionError {
+  const quota = quotaFor(options.instanceType, options.market);
+  return new ProvisionError({
+    provider: PROVIDER_NAME,
+    message:
+      `AWS quota reached in ${options.region} for ${options.market} ${options.instanceType} ` +
+      `(${awsErrorCode(error)}: ${describeError(error)}): request a quota increase for ` +
+      `"${quota.name}"${quota.code !== undefined ? ` (${quota.code})` : ""} in ${options.region} ` +
+      "at https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas",
+    isRetryable: false,
+    cause: error,
+  });
 }
 
 const AUTH_CODES = new Set([
@@ -122,6 +205,15 @@ const RETRYABLE_CODES = new Set([
   "Unavailable",
   "TimeoutError",
 ]);
+
+/** True for throttling and AWS's own transient failures (not a lack of capacity): worth asking again. */
+export function isTransientError(error: unknown): boolean {
+  const code = awsErrorCode(error);
+  if (code !== undefined && (CAPACITY_CODES.has(code) || QUOTA_CODES.has(code) || AUTH_CODES.has(code)))
+    return false;
+  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  return RETRYABLE_CODES.has(code ?? "") || (status !== undefined && status >= 500);
+}
 
 /** The message of an error, without anything but AWS's own words (which carry no secrets). */
 function describeError(error: unknown): string {
@@ -158,11 +250,15 @@ export function translateAwsError(error: unknown, action: string, signal?: Abort
     (RETRYABLE_CODES.has(code ?? "") ||
       (status !== undefined && status >= 500) ||
       (status === undefined && code === undefined));
-  const hint = AUTH_CODES.has(code ?? "") ? " (check the credentials and their IAM permissions)" : "";
+  const hint = AUTH_CODES.has(code ?? "")
+    ? " (check the credentials and their IAM permissions)"
+    : isQuotaError(error)
+      ? " (a regional quota of the account: request a quota increase at https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)"
+      : "";
   return new ProvisionError({
     provider: PROVIDER_NAME,
     message: `AWS ${action} failed: ${reason}${hint}`,
-    isRetryable: retryable,
+    isRetryable: retryable && !isQuotaError(error),
     cause: error,
   });
 }

@@ -11,11 +11,15 @@ import {
   type _InstanceType,
   AuthorizeSecurityGroupIngressCommand,
   CreateKeyPairCommand,
+  CreatePlacementGroupCommand,
   CreateSecurityGroupCommand,
   DeleteKeyPairCommand,
+  DeletePlacementGroupCommand,
   DeleteSecurityGroupCommand,
   DescribeInstancesCommand,
   DescribeKeyPairsCommand,
+  DescribePlacementGroupsCommand,
+  DescribeRegionsCommand,
   DescribeSecurityGroupsCommand,
   DescribeSubnetsCommand,
   DescribeVpcsCommand,
@@ -26,7 +30,7 @@ import {
   type Tag,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
-import { NoCapacityError, ProvisionError } from "@skyward/core";
+import { ConfigurationError, NoCapacityError, ProvisionError } from "@skyward/core";
 import type {
   Cluster,
   Instance,
@@ -53,12 +57,15 @@ import {
   writePrivateKey,
 } from "@skyward/provider-utils";
 import { launchSshWorker } from "@skyward/ssh";
-import { launchAcrossMarkets } from "./allocation.js";
+import { launchAcrossMarkets, MAX_LAUNCH_ATTEMPTS } from "./allocation.js";
 import {
   type AwsClients,
   awsCall,
   awsErrorCode,
   createClientFactory,
+  credentialSource,
+  isCapacityError,
+  isTransientError,
   PROVIDER_NAME,
   sleep,
   translateAwsError,
@@ -67,6 +74,8 @@ import { bootWatchdogSeconds, renderBootWatchdog } from "./boot-watchdog.js";
 import { describeInstanceTypes, type InstanceType } from "./instance-types.js";
 import { resolveMachineImage } from "./machine-images.js";
 import { type AwsOfferData, buildOffer, fetchSpotPrices, instanceTypeMatches } from "./offers.js";
+import { PRICING_ENDPOINT, type RegionPrices, regionPrices } from "./pricing.js";
+import { clientAddress, rememberedRegions, rememberRegion } from "./regions.js";
 import {
   type AwsInstanceAddresses,
   type AwsSettings,
@@ -102,7 +111,36 @@ export interface AwsClusterData {
   readonly rootDeviceName: string | undefined;
   /** The tags on everything of this cluster. */
   readonly tags: Readonly<Record<string, string>>;
+  /** The zone of each subnet in {@link AwsClusterData.subnetIds}. */
+  readonly subnetZones: Readonly<Record<string, string>>;
+  /** The root volume's size, GiB: max(`diskGb` or {@link DEFAULT_ROOT_VOLUME_GB}, the AMI's root snapshot). */
+  readonly rootVolumeGb: number | undefined;
+  /** The cluster placement group of a multi-node accelerator pool (made for it, removed with it), or null. */
+  readonly placementGroup: string | null;
 }
+
+/**
+ * The root volume of a node when the spec gives no `diskGb` (Ubuntu's image has 8 GiB, which a
+ * PyTorch install fills); the AMI's snapshot when that is larger (the Deep Learning images').
+ */
+export const DEFAULT_ROOT_VOLUME_GB = 64;
+
+/**
+ * How long after `RunInstances` an instance id AWS answers `InvalidInstanceID.NotFound` for is
+ * taken for one not visible yet, rather than gone: EC2's API is eventually consistent
+ * (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html).
+ */
+const EVENTUAL_CONSISTENCY_MS = 5 * 60_000;
+
+/** The longest terminate keeps retrying an id AWS does not know yet (bounded backoff). */
+const NOT_FOUND_RETRY_MS = 90_000;
+
+/**
+ * The most `RunInstances` calls in a row that find no capacity for one cluster, over all its
+ * `provision` calls (the pool asks again after "no capacity"): then `provision` fails for good and
+ * the pool tries its next offer.
+ */
+export const CLUSTER_FAILED_LAUNCH_LIMIT = 16;
 
 /** Instance states that still hold resources (everything but `terminated`). */
 const LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"];
@@ -169,8 +207,9 @@ export function AWS(settings: AwsSettings = {}): ProviderV1<AwsClusterData> {
 
 /**
  * Creates the provider from a `skyward.toml` table (`[providers.x]` with `type = "aws"`), its keys
- * already in camelCase: `region`, `endpoint`, `profile`, `instanceProfile`, `subnetId`,
- * `securityGroupId`, `keyName`, `identityFile`, `amiId`, `sshUser`, `root`, `onDemandPrices`.
+ * already in camelCase: `region`, `regions`, `endpoint`, `profile`, `instanceProfile`, `subnetId`,
+ * `associatePublicIp`, `sshIngress`, `securityGroupId`, `keyName`, `identityFile`, `amiId`, `sshUser`,
+ * `root`, `onDemandPrices`, `pricingEndpoint`.
  */
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<AwsClusterData> {
   return createFromResolved(resolveAwsSettings(settings, ""));
@@ -178,6 +217,46 @@ export function createProviderFromConfig(settings: Record<string, unknown>): Pro
 
 function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsClusterData> {
   const clientsFor = createClientFactory(settings);
+  const credentials = credentialSource(settings);
+  const pricingEndpoint = settings.pricingEndpoint ?? settings.endpoint ?? PRICING_ENDPOINT;
+  const pricesByRegion = new Map<string, Promise<RegionPrices | { error: string }>>();
+  /** Instances this provider launched, with when: AWS may not know them yet (eventual consistency). */
+  const launchedAt = new Map<string, { at: number; clusterId: string }>();
+  /** Failed `RunInstances` calls in a row (no capacity) per cluster. */
+  const failedLaunches = new Map<string, number>();
+  const recentlyLaunched = (id: string) => {
+    const launched = launchedAt.get(id);
+    return launched !== undefined && Date.now() - launched.at < EVENTUAL_CONSISTENCY_MS;
+  };
+  const pricesOf = (region: string, signal: AbortSignal) => {
+    let known = pricesByRegion.get(region);
+    if (!known) {
+      known = regionPrices({ region, endpoint: pricingEndpoint, credentials, signal }).catch(
+        (error: unknown) => ({ error: `Price List API: ${(error as Error).message}` }),
+      );
+      pricesByRegion.set(region, known);
+      // A failure is kept for a minute only: the next offers call asks again.
+      void known.then((value) => {
+        if ("error" in value) setTimeout(() => pricesByRegion.delete(region), 60_000).unref();
+      });
+    }
+    return known;
+  };
+  /** The regions `listInstances` and `cleanup` look in. */
+  const searchRegions = async (signal: AbortSignal): Promise<string[]> => {
+    if (settings.regions === "all") {
+      const found = await awsCall("DescribeRegions", signal, () =>
+        clientsFor(settings.region).ec2.send(new DescribeRegionsCommand({}), { abortSignal: signal }),
+      );
+      const names = (found.Regions ?? [])
+        .map((region) => region.RegionName)
+        .filter((name): name is string => !!name);
+      return [...new Set([settings.region, ...names])];
+    }
+    return [
+      ...new Set([settings.region, ...settings.regions, ...(await rememberedRegions(settings.endpoint))]),
+    ];
+  };
   const instanceTypes = new Map<string, Promise<InstanceType[]>>();
   const mappings = new Map<string, SshAddressMapping>();
 
@@ -282,12 +361,44 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     return found;
   };
 
+  /**
+   * Terminates `ids`. An unknown id is skipped as gone — unless this provider launched it within
+   * {@link EVENTUAL_CONSISTENCY_MS}: AWS may answer `InvalidInstanceID.NotFound` for an instance that
+   * runs but is not visible yet, so it is asked again with bounded backoff ({@link NOT_FOUND_RETRY_MS}).
+   */
   const terminateIds = async (
     clients: AwsClients,
     ids: readonly string[],
     signal: AbortSignal,
   ): Promise<void> => {
     const valid = [...new Set(ids)].filter((id) => /^i-[0-9a-f]{8,17}$/.test(id));
+    const notFound = (code: string | undefined) =>
+      code === "InvalidInstanceID.NotFound" || code === "InvalidInstanceID.Malformed";
+    const terminateOne = async (id: string) => {
+      const deadline = Date.now() + NOT_FOUND_RETRY_MS;
+      let interval = 1000;
+      for (;;) {
+        try {
+          await clients.ec2.send(new TerminateInstancesCommand({ InstanceIds: [id] }), {
+            abortSignal: signal,
+          });
+          return;
+        } catch (single) {
+          signal.throwIfAborted();
+          const code = awsErrorCode(single);
+          if (!notFound(code)) throw translateAwsError(single, "TerminateInstances", signal);
+          if (code === "InvalidInstanceID.Malformed" || !recentlyLaunched(id)) return;
+          if (Date.now() >= deadline)
+            throw new ProvisionError({
+              provider: PROVIDER_NAME,
+              message: `instance ${id}, launched moments ago, is still unknown to TerminateInstances after ${NOT_FOUND_RETRY_MS / 1000} s; check it in the EC2 console (aws ec2 describe-instances --instance-ids ${id})`,
+              isRetryable: true,
+            });
+          await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
+          interval = Math.min(interval * 2, 10_000);
+        }
+      }
+    };
     for (let start = 0; start < valid.length; start += 500) {
       const batch = valid.slice(start, start + 500);
       try {
@@ -296,22 +407,9 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
         });
       } catch (error) {
         signal.throwIfAborted();
-        const code = awsErrorCode(error);
-        if (code !== "InvalidInstanceID.NotFound" && code !== "InvalidInstanceID.Malformed")
-          throw translateAwsError(error, "TerminateInstances", signal);
-        // One unknown id fails the whole call: terminate the rest one by one, skipping unknown ones.
-        for (const id of batch) {
-          try {
-            await clients.ec2.send(new TerminateInstancesCommand({ InstanceIds: [id] }), {
-              abortSignal: signal,
-            });
-          } catch (single) {
-            signal.throwIfAborted();
-            const singleCode = awsErrorCode(single);
-            if (singleCode !== "InvalidInstanceID.NotFound" && singleCode !== "InvalidInstanceID.Malformed")
-              throw translateAwsError(single, "TerminateInstances", signal);
-          }
-        }
+        if (!notFound(awsErrorCode(error))) throw translateAwsError(error, "TerminateInstances", signal);
+        // One unknown id fails the whole call: terminate the rest one by one.
+        for (const id of batch) await terminateOne(id);
       }
     }
   };
@@ -346,7 +444,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       clients.ec2.send(
         new CreateSecurityGroupCommand({
           GroupName: `skyward-${clusterId}`,
-          Description: `Skyward pool ${clusterId}: SSH from anywhere, all traffic within the group`,
+          Description: `Skyward pool ${clusterId}: SSH (port 22), all traffic within the group`,
           VpcId: vpcId,
           TagSpecifications: [{ ResourceType: "security-group", Tags: toAwsTags(tags) }],
         }),
@@ -362,25 +460,51 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     return groupId;
   };
 
+  /**
+   * Opens SSH (to {@link AwsSettings.sshIngress}) and all traffic within the group. A group just made
+   * may be unknown for a moment (`InvalidGroup.NotFound`, eventual consistency:
+   * https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html): asked again, bounded.
+   */
   const openSecurityGroup = async (clients: AwsClients, groupId: string, signal: AbortSignal) => {
-    await awsCall("AuthorizeSecurityGroupIngress", signal, () =>
-      clients.ec2.send(
-        new AuthorizeSecurityGroupIngressCommand({
-          GroupId: groupId,
-          IpPermissions: [
-            {
-              IpProtocol: "tcp",
-              FromPort: 22,
-              ToPort: 22,
-              IpRanges: [{ CidrIp: "0.0.0.0/0", Description: "SSH (Skyward)" }],
-            },
-            // Nodes talk to each other freely (head services, NCCL/gloo) on their private addresses.
-            { IpProtocol: "-1", UserIdGroupPairs: [{ GroupId: groupId, Description: "within the pool" }] },
-          ],
-        }),
-        { abortSignal: signal },
-      ),
-    );
+    const cidrs =
+      settings.sshIngress === "anywhere"
+        ? ["0.0.0.0/0"]
+        : settings.sshIngress === "client"
+          ? [`${await clientAddress(signal)}/32`]
+          : [...settings.sshIngress];
+    const deadline = Date.now() + 60_000;
+    let interval = 500;
+    for (;;) {
+      try {
+        await clients.ec2.send(
+          new AuthorizeSecurityGroupIngressCommand({
+            GroupId: groupId,
+            IpPermissions: [
+              {
+                IpProtocol: "tcp",
+                FromPort: 22,
+                ToPort: 22,
+                IpRanges: cidrs.map((CidrIp) => ({ CidrIp, Description: "SSH (Skyward)" })),
+              },
+              // Nodes talk to each other freely (head services, NCCL/gloo) on their private addresses.
+              { IpProtocol: "-1", UserIdGroupPairs: [{ GroupId: groupId, Description: "within the pool" }] },
+            ],
+          }),
+          { abortSignal: signal },
+        );
+        return;
+      } catch (error) {
+        signal.throwIfAborted();
+        const code = awsErrorCode(error);
+        if (
+          (code !== "InvalidGroup.NotFound" && code !== "InvalidGroupId.NotFound") ||
+          Date.now() >= deadline
+        )
+          throw translateAwsError(error, "AuthorizeSecurityGroupIngress", signal);
+        await sleep(interval, signal);
+        interval = Math.min(interval * 2, 5000);
+      }
+    }
   };
 
   const deleteSecurityGroup = async (
@@ -432,6 +556,40 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     }
   };
 
+  /** Deletes a placement group; one already gone is fine. */
+  const deletePlacementGroup = async (clients: AwsClients, groupName: string, signal: AbortSignal) => {
+    try {
+      await clients.ec2.send(new DeletePlacementGroupCommand({ GroupName: groupName }), {
+        abortSignal: signal,
+      });
+    } catch (error) {
+      signal.throwIfAborted();
+      const code = awsErrorCode(error);
+      if (code !== "InvalidPlacementGroup.Unknown" && code !== "InvalidPlacementGroup.NotFound")
+        throw translateAwsError(error, `DeletePlacementGroup ${groupName}`, signal);
+    }
+  };
+
+  /** The placement groups tagged with a cluster tag (all of them when `clusterId` is undefined). */
+  const taggedPlacementGroups = async (
+    clients: AwsClients,
+    clusterId: string | undefined,
+    signal: AbortSignal,
+  ) => {
+    const found = await awsCall("DescribePlacementGroups", signal, () =>
+      clients.ec2.send(
+        new DescribePlacementGroupsCommand({
+          Filters:
+            clusterId !== undefined
+              ? [{ Name: `tag:${AWS_TAGS.cluster}`, Values: [clusterId] }]
+              : [{ Name: "tag-key", Values: [AWS_TAGS.cluster] }],
+        }),
+        { abortSignal: signal },
+      ),
+    );
+    return found.PlacementGroups ?? [];
+  };
+
   const deleteKeyPair = async (clients: AwsClients, keyName: string, signal: AbortSignal) => {
     try {
       await clients.ec2.send(new DeleteKeyPairCommand({ KeyName: keyName }), { abortSignal: signal });
@@ -447,19 +605,20 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     clients: AwsClients,
     offer: Offer,
     signal: AbortSignal,
-  ): Promise<{ vpcId: string; subnetIds: string[] }> => {
+  ): Promise<{ vpcId: string; subnetIds: string[]; subnetZones: Record<string, string> }> => {
     if (settings.subnetId !== undefined) {
       const subnetId = settings.subnetId;
       const result = await awsCall("DescribeSubnets", signal, () =>
         clients.ec2.send(new DescribeSubnetsCommand({ SubnetIds: [subnetId] }), { abortSignal: signal }),
       );
       const vpcId = result.Subnets?.[0]?.VpcId;
+      const zone = result.Subnets?.[0]?.AvailabilityZone ?? "";
       if (!vpcId)
         throw new ProvisionError({
           provider: PROVIDER_NAME,
           message: `subnet ${subnetId} not found in ${clients.region}`,
         });
-      return { vpcId, subnetIds: [subnetId] };
+      return { vpcId, subnetIds: [subnetId], subnetZones: { [subnetId]: zone } };
     }
     const vpcs = await awsCall("DescribeVpcs", signal, () =>
       clients.ec2.send(new DescribeVpcsCommand({ Filters: [{ Name: "is-default", Values: ["true"] }] }), {
@@ -486,7 +645,120 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
         provider: PROVIDER_NAME,
         message: `the default VPC ${vpcId} has no subnets; set subnetId`,
       });
-    return { vpcId, subnetIds };
+    const subnetZones = Object.fromEntries(
+      all
+        .filter((subnet) => subnet.SubnetId)
+        .map((subnet) => [subnet.SubnetId as string, subnet.AvailabilityZone ?? ""]),
+    );
+    return { vpcId, subnetIds, subnetZones };
+  };
+
+  /** `cleanup` in one region: see the provider's `cleanup`. */
+  const cleanupRegion = async (
+    clients: AwsClients,
+    pools: readonly string[] | "all",
+    waitSeconds: number,
+    deadline: number,
+    signal: AbortSignal,
+  ): Promise<{ removed: PoolResource[]; left: LeftPoolResource[] }> => {
+    const wanted = pools === "all" ? undefined : new Set(pools);
+    // Only what Skyward made carries a cluster tag: groups and key pairs given in the settings do not.
+    const tagged = [{ Name: "tag-key", Values: [AWS_TAGS.cluster] }];
+    const [groups, keys, placements] = await Promise.all([
+      awsCall("DescribeSecurityGroups", signal, () =>
+        clients.ec2.send(new DescribeSecurityGroupsCommand({ Filters: tagged }), { abortSignal: signal }),
+      ),
+      awsCall("DescribeKeyPairs", signal, () =>
+        clients.ec2.send(new DescribeKeyPairsCommand({ Filters: tagged }), { abortSignal: signal }),
+      ),
+      taggedPlacementGroups(clients, undefined, signal),
+    ]);
+    interface Found {
+      readonly kind: "security group" | "key pair" | "placement group";
+      readonly id: string;
+      readonly clusterId: string;
+      readonly poolId: string;
+    }
+    const clusters = new Map<string, Found[]>();
+    const collect = (kind: Found["kind"], id: string | undefined, rawTags: readonly Tag[] | undefined) => {
+      const tags = fromAwsTags(rawTags);
+      const clusterId = tags[AWS_TAGS.cluster];
+      if (!id || !clusterId) return;
+      const poolId = poolIdFromTags(tags);
+      if (wanted && !wanted.has(poolId) && !wanted.has(clusterId)) return;
+      clusters.set(clusterId, [...(clusters.get(clusterId) ?? []), { kind, id, clusterId, poolId }]);
+    };
+    for (const group of groups.SecurityGroups ?? []) collect("security group", group.GroupId, group.Tags);
+    for (const key of keys.KeyPairs ?? []) collect("key pair", key.KeyName, key.Tags);
+    for (const group of placements) collect("placement group", group.GroupName, group.Tags);
+
+    const removed: PoolResource[] = [];
+    const left: LeftPoolResource[] = [];
+    const leave = (resources: readonly Found[], reason: string) => {
+      for (const { kind, id, poolId } of resources) left.push({ poolId, kind, id, reason });
+    };
+    await Promise.all(
+      [...clusters.entries()].map(async ([clusterId, resources]) => {
+        const poolId = resources[0]?.poolId ?? clusterId;
+        const liveFilter = [
+          { Name: `tag:${AWS_TAGS.cluster}`, Values: [clusterId] },
+          { Name: "instance-state-name", Values: LIVE_STATES },
+        ];
+        // Instances still in use keep their pool's resources; those shutting down are waited for.
+        let interval = 1000;
+        for (;;) {
+          const live = await describeInstances(clients, liveFilter, signal);
+          const inUse = live.filter((raw) => raw.State?.Name !== "shutting-down");
+          if (inUse.length > 0) {
+            const listed = inUse.map((raw) => `${raw.InstanceId} (${raw.State?.Name ?? "unknown"})`);
+            return leave(
+              resources,
+              `pool ${poolId} still has ${inUse.length === 1 ? "an instance" : `${inUse.length} instances`}: ${listed.join(", ")}; terminate ${inUse.length === 1 ? "it" : "them"} first (skyward down --pool ${poolId})`,
+            );
+          }
+          if (live.length === 0) break;
+          if (Date.now() >= deadline) {
+            const ids = live.map((raw) => raw.InstanceId).join(", ");
+            return leave(
+              resources,
+              `${live.length === 1 ? "instance" : "instances"} ${ids} still shutting down after ${waitSeconds} s; run skyward down --pool ${poolId} again once ${live.length === 1 ? "it has" : "they have"} ended`,
+            );
+          }
+          await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
+          interval = Math.min(interval * 2, 10_000);
+        }
+        for (const resource of resources.filter((entry) => entry.kind === "security group")) {
+          const reason = await tryDeleteSecurityGroup(clients, resource.id, deadline, signal);
+          if (reason === undefined) removed.push({ poolId, kind: resource.kind, id: resource.id });
+          else leave([resource], reason);
+        }
+        for (const resource of resources.filter((entry) => entry.kind === "placement group")) {
+          try {
+            await deletePlacementGroup(clients, resource.id, signal);
+            removed.push({ poolId, kind: resource.kind, id: resource.id });
+          } catch (error) {
+            signal.throwIfAborted();
+            leave([resource], (error as Error).message);
+          }
+        }
+        for (const resource of resources.filter((entry) => entry.kind === "key pair")) {
+          try {
+            await deleteKeyPair(clients, resource.id, signal);
+          } catch (error) {
+            signal.throwIfAborted();
+            leave([resource], (error as Error).message);
+            continue;
+          }
+          removed.push({ poolId, kind: resource.kind, id: resource.id });
+          const keyFile = privateKeyPath(resource.id);
+          if (existsSync(keyFile)) {
+            await removePrivateKey(keyFile);
+            removed.push({ poolId, kind: "key file", id: keyFile });
+          }
+        }
+      }),
+    );
+    return { removed, left };
   };
 
   return {
@@ -508,6 +780,8 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
               candidates.filter((type) => type.spot).map((type) => type.instanceType),
               signal,
             );
+      // On-demand prices of the region, from the Price List API (cached on disk): asked unless spot only.
+      const regional = query.allocation === "spot" ? undefined : await pricesOf(clients.region, signal);
       const now = new Date();
       return candidates
         .map((type) =>
@@ -517,6 +791,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
               region: clients.region,
               spotByZone: spotPrices.get(type.instanceType) ?? new Map(),
               onDemandOverrides: settings.onDemandPrices,
+              ...(regional !== undefined ? { regional } : {}),
               now,
             },
             query.architecture,
@@ -539,7 +814,28 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       });
       let createdGroup: string | undefined;
       let createdKey: { keyName: string; keyFile: string } | undefined;
+      let createdPlacement: string | undefined;
       try {
+        // The image first: an unsupported type or a disk smaller than the image fails before anything is made.
+        const image = await resolveMachineImage(clients, offer, settings.amiId, signal);
+        const snapshotGb = image.rootSnapshotGb;
+        if (spec.diskGb !== undefined && snapshotGb !== undefined && Math.ceil(spec.diskGb) < snapshotGb)
+          throw new ConfigurationError({
+            issues: [
+              {
+                path: "diskGb",
+                message: `expected at least ${snapshotGb} GB: the root snapshot of ${image.imageId} (${offer.instanceType} in ${clients.region}) is ${snapshotGb} GiB, and EC2 refuses a smaller root volume (InvalidBlockDeviceMapping)`,
+              },
+            ],
+          });
+        const rootVolumeGb =
+          image.rootDeviceName === undefined
+            ? undefined
+            : Math.max(
+                spec.diskGb !== undefined ? Math.ceil(spec.diskGb) : DEFAULT_ROOT_VOLUME_GB,
+                snapshotGb ?? 0,
+              );
+        await rememberRegion(settings.endpoint, clients.region).catch(() => undefined);
         const network = await findNetwork(clients, offer, signal);
         let securityGroupId = settings.securityGroupId;
         if (securityGroupId === undefined) {
@@ -582,7 +878,21 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
           await writePrivateKey(keyName, privateKey);
           key = { ...createdKey, privateKey };
         }
-        const image = await resolveMachineImage(clients, offer, settings.amiId, signal);
+        // A multi-node accelerator pool gets a cluster placement group: one zone, close together (NCCL).
+        if (spec.nodes.max > 1 && offer.accelerator !== null) {
+          const groupName = `skyward-${id}`;
+          await awsCall("CreatePlacementGroup", signal, () =>
+            clients.ec2.send(
+              new CreatePlacementGroupCommand({
+                GroupName: groupName,
+                Strategy: "cluster",
+                TagSpecifications: [{ ResourceType: "placement-group", Tags: toAwsTags(tags) }],
+              }),
+              { abortSignal: signal },
+            ),
+          );
+          createdPlacement = groupName;
+        }
         return Object.freeze({
           id,
           provider: PROVIDER_NAME,
@@ -609,6 +919,9 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
             imageSource: image.source,
             rootDeviceName: image.rootDeviceName,
             tags,
+            subnetZones: Object.freeze(network.subnetZones),
+            rootVolumeGb,
+            placementGroup: createdPlacement ?? null,
           }),
         });
       } catch (error) {
@@ -619,6 +932,8 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
           await removePrivateKey(createdKey.keyFile).catch(() => undefined);
         }
         if (createdGroup) await deleteSecurityGroup(clients, createdGroup, 0, cleanup).catch(() => undefined);
+        if (createdPlacement)
+          await deletePlacementGroup(clients, createdPlacement, cleanup).catch(() => undefined);
         throw translateAwsError(error, "preparing the pool", signal);
       }
     },
@@ -630,22 +945,45 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
         renderBootWatchdog({ root: settings.root, seconds: bootWatchdogSeconds(spec) }),
       ).toString("base64");
       const created: string[] = [];
-      const launch = async (request: { market: Market; subnetId: string; count: number }) => {
-        const price = request.market === "spot" ? offer.spotPrice : offer.onDemandPrice;
+      const zoneOf = (subnetId: string) => specific.subnetZones?.[subnetId] ?? "";
+      const priceOf = (market: Market, subnetId: string): number | null => {
+        if (market === "on-demand") return offer.onDemandPrice;
+        const byZone = (offer.specific as Partial<AwsOfferData>).spotPriceByZone ?? {};
+        return byZone[zoneOf(subnetId)] ?? offer.spotPrice;
+      };
+      const launchOnce = async (request: { market: Market; subnetId: string; count: number }) => {
+        const price = priceOf(request.market, request.subnetId);
         const tags = toAwsTags({
           ...specific.tags,
           [AWS_TAGS.offer]: offer.id,
           ...(price !== null ? { [AWS_TAGS.hourlyPrice]: String(price) } : {}),
         });
-        const result = await clients.ec2.send(
+        // With a subnet of the user's, the network interface asks for a public address (a subnet
+        // made by hand seldom maps one on launch), unless associatePublicIp is false.
+        const network =
+          settings.subnetId !== undefined
+            ? {
+                NetworkInterfaces: [
+                  {
+                    DeviceIndex: 0,
+                    SubnetId: request.subnetId,
+                    Groups: [specific.securityGroupId],
+                    AssociatePublicIpAddress: settings.associatePublicIp,
+                    DeleteOnTermination: true,
+                  },
+                ],
+              }
+            : { SubnetId: request.subnetId, SecurityGroupIds: [specific.securityGroupId] };
+        const result = await clients.ec2Launch.send(
           new RunInstancesCommand({
             ImageId: specific.imageId,
             InstanceType: offer.instanceType as _InstanceType,
-            MinCount: 1,
+            // All or none in this zone: the pool's nodes share one.
+            MinCount: request.count,
             MaxCount: request.count,
             KeyName: specific.keyName,
-            SubnetId: request.subnetId,
-            SecurityGroupIds: [specific.securityGroupId],
+            ...network,
+            ...(specific.placementGroup ? { Placement: { GroupName: specific.placementGroup } } : {}),
             InstanceInitiatedShutdownBehavior: "terminate",
             UserData: userData,
             ClientToken: randomUUID(),
@@ -665,13 +1003,13 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
                   },
                 }
               : {}),
-            ...(spec.diskGb !== undefined && specific.rootDeviceName !== undefined
+            ...(specific.rootVolumeGb !== undefined && specific.rootDeviceName !== undefined
               ? {
                   BlockDeviceMappings: [
                     {
                       DeviceName: specific.rootDeviceName,
                       Ebs: {
-                        VolumeSize: Math.ceil(spec.diskGb),
+                        VolumeSize: specific.rootVolumeGb,
                         VolumeType: "gp3",
                         DeleteOnTermination: true,
                       },
@@ -687,21 +1025,74 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
           { abortSignal: signal },
         );
         const ids = (result.Instances ?? []).map((raw) => raw.InstanceId).filter((id): id is string => !!id);
+        const at = Date.now();
+        for (const id of ids) launchedAt.set(id, { at, clusterId: cluster.id });
         created.push(...ids);
         return ids;
       };
+      /**
+       * One launch, asked again (3 times at most, with backoff) on throttling, AWS's transient errors and
+       * a security group or placement group not visible yet (eventual consistency); a lack of capacity
+       * or a quota is the caller's to handle, never repeated here.
+       */
+      const launch = async (request: { market: Market; subnetId: string; count: number }) => {
+        for (let attempt = 1; ; attempt += 1) {
+          try {
+            const ids = await launchOnce(request);
+            failedLaunches.delete(cluster.id);
+            return ids;
+          } catch (error) {
+            signal.throwIfAborted();
+            if (isCapacityError(error))
+              failedLaunches.set(cluster.id, (failedLaunches.get(cluster.id) ?? 0) + 1);
+            const code = awsErrorCode(error);
+            const notVisibleYet =
+              code === "InvalidGroup.NotFound" ||
+              code === "InvalidGroupId.NotFound" ||
+              code === "InvalidPlacementGroup.Unknown";
+            if (attempt >= 3 || !(notVisibleYet || isTransientError(error))) throw error;
+            await sleep(1000 * 2 ** (attempt - 1), signal);
+          }
+        }
+      };
       const cleanUp = () =>
-        terminateIds(clients, created, AbortSignal.timeout(60_000)).catch(() => undefined);
+        terminateIds(clients, created, AbortSignal.timeout(NOT_FOUND_RETRY_MS + 30_000)).catch(
+          () => undefined,
+        );
+      // The pool asks `provision` again after "no capacity" (up to its maxProvisionAttempts): the
+      // cluster's failed launches in a row are bounded too, then the pool moves on to its next offer.
+      const failedSoFar = failedLaunches.get(cluster.id) ?? 0;
+      if (failedSoFar >= CLUSTER_FAILED_LAUNCH_LIMIT)
+        throw new ProvisionError({
+          provider: PROVIDER_NAME,
+          message: `no capacity for ${offer.instanceType} in ${clients.region} after ${failedSoFar} RunInstances calls in a row for this pool (at most ${CLUSTER_FAILED_LAUNCH_LIMIT}); try another instance type or region, or later`,
+          isRetryable: false,
+        });
       try {
+        // The nodes share a zone: a later call (nodes replaced, or missing after a short answer) goes
+        // where the cluster's instances already run.
+        const running = await describeInstances(
+          clients,
+          [
+            { Name: `tag:${AWS_TAGS.cluster}`, Values: [cluster.id] },
+            { Name: "instance-state-name", Values: ["pending", "running"] },
+          ],
+          signal,
+        );
+        const inUse = running.map((raw) => raw.SubnetId).find((id) => id && specific.subnetIds.includes(id));
         await launchAcrossMarkets({
           count,
-          // A type missing from the on-demand price table still sells on demand: tried after spot.
           markets: marketsFor(spec.allocation, {
             spotPrice: offer.spotPrice,
+            // A market without a known price is listed, and refused by the launch loop with its reason.
             onDemandPrice: offer.onDemandPrice ?? Number.POSITIVE_INFINITY,
           }),
-          subnetIds: specific.subnetIds,
+          subnetIds: inUse !== undefined ? [inUse] : specific.subnetIds,
           instanceType: offer.instanceType,
+          region: clients.region,
+          priceOf,
+          ...(spec.maxHourlyCost !== undefined ? { maxHourlyCost: spec.maxHourlyCost } : {}),
+          maxAttempts: Math.min(MAX_LAUNCH_ATTEMPTS, CLUSTER_FAILED_LAUNCH_LIMIT - failedSoFar),
           launch,
         });
       } catch (error) {
@@ -724,7 +1115,9 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       const running = described.filter((raw) => raw.State?.Name === "running");
       const notRunning = created.filter((id) => !running.some((raw) => raw.InstanceId === id));
       if (notRunning.length > 0)
-        await terminateIds(clients, notRunning, AbortSignal.timeout(60_000)).catch(() => undefined);
+        await terminateIds(clients, notRunning, AbortSignal.timeout(NOT_FOUND_RETRY_MS + 30_000)).catch(
+          () => undefined,
+        );
       if (running.length === 0) {
         const reasons = described.map(
           (raw) =>
@@ -748,7 +1141,15 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       if (!/^i-[0-9a-f]{8,17}$/.test(id)) return null;
       const clients = clientsFor(regionOf(cluster));
       const [raw] = await describeInstances(clients, [{ Name: "instance-id", Values: [id] }], signal);
-      return raw ? toInstance(raw, clusterKey(cluster), cluster.offer?.id ?? "") : null;
+      if (raw) return toInstance(raw, clusterKey(cluster), cluster.offer?.id ?? "");
+      // Launched moments ago and not visible yet (eventual consistency): pending, not gone.
+      return recentlyLaunched(id)
+        ? toInstance(
+            { InstanceId: id, State: { Name: "pending" } },
+            clusterKey(cluster),
+            cluster.offer?.id ?? "",
+          )
+        : null;
     },
 
     launchWorker: launchSshWorker,
@@ -766,9 +1167,17 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
         { Name: "instance-state-name", Values: LIVE_STATES },
       ];
       const live = await describeInstances(clients, liveFilter, signal);
+      // Instances launched moments ago may not match a filter yet (eventual consistency): this
+      // provider's own launches for the cluster are terminated by id as well.
+      const recent = [...launchedAt.entries()]
+        .filter(([id, launched]) => launched.clusterId === cluster.id && recentlyLaunched(id))
+        .map(([id]) => id);
       await terminateIds(
         clients,
-        live.filter((raw) => raw.State?.Name !== "shutting-down").map((raw) => raw.InstanceId ?? ""),
+        [
+          ...live.filter((raw) => raw.State?.Name !== "shutting-down").map((raw) => raw.InstanceId ?? ""),
+          ...recent,
+        ],
         signal,
       );
       // The group and key are shared by the cluster's instances: they go once no instance is left.
@@ -802,6 +1211,8 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
         await removePrivateKey(privateKeyPath(key.KeyName));
       }
       if (cluster.specific?.ownsKeyPair) await removePrivateKey(cluster.specific.keyFile);
+      for (const group of await taggedPlacementGroups(clients, cluster.id, signal))
+        if (group.GroupName) await deletePlacementGroup(clients, group.GroupName, signal);
     },
 
     selfDestruct({ instance }) {
@@ -818,112 +1229,56 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       return settings.sshUser === "root" ? "shutdown -h now" : "sudo shutdown -h now";
     },
 
+    interruptionNotice({ instance }) {
+      // Only spot instances get notices (a two-minute instance-action, or an earlier rebalance).
+      if (!instance.spot) return null;
+      if (settings.sshAddress) {
+        const mapping = mappingOf({
+          id: instance.id,
+          publicIp: instance.publicIp,
+          privateIp: instance.privateIp,
+        });
+        return mapping?.imdsEndpoint
+          ? { kind: "aws-imds", endpoint: mapping.imdsEndpoint, intervalSeconds: 1 }
+          : null;
+      }
+      return { kind: "aws-imds", endpoint: "http://169.254.169.254" };
+    },
+
     async cleanup(options) {
       const { signal } = options;
       const waitSeconds = Math.max(0, options.waitSeconds ?? 0);
       const deadline = Date.now() + waitSeconds * 1000;
-      const clients = clientsFor(settings.region);
-      const wanted = options.pools === "all" ? undefined : new Set(options.pools);
-      // Only what Skyward made carries a cluster tag: groups and key pairs given in the settings do not.
-      const tagged = [{ Name: "tag-key", Values: [AWS_TAGS.cluster] }];
-      const [groups, keys] = await Promise.all([
-        awsCall("DescribeSecurityGroups", signal, () =>
-          clients.ec2.send(new DescribeSecurityGroupsCommand({ Filters: tagged }), { abortSignal: signal }),
+      const results = await Promise.all(
+        (await searchRegions(signal)).map((region) =>
+          cleanupRegion(clientsFor(region), options.pools, waitSeconds, deadline, signal),
         ),
-        awsCall("DescribeKeyPairs", signal, () =>
-          clients.ec2.send(new DescribeKeyPairsCommand({ Filters: tagged }), { abortSignal: signal }),
-        ),
-      ]);
-      interface Found {
-        readonly kind: "security group" | "key pair";
-        readonly id: string;
-        readonly clusterId: string;
-        readonly poolId: string;
-      }
-      const clusters = new Map<string, Found[]>();
-      const collect = (kind: Found["kind"], id: string | undefined, rawTags: readonly Tag[] | undefined) => {
-        const tags = fromAwsTags(rawTags);
-        const clusterId = tags[AWS_TAGS.cluster];
-        if (!id || !clusterId) return;
-        const poolId = poolIdFromTags(tags);
-        if (wanted && !wanted.has(poolId) && !wanted.has(clusterId)) return;
-        clusters.set(clusterId, [...(clusters.get(clusterId) ?? []), { kind, id, clusterId, poolId }]);
-      };
-      for (const group of groups.SecurityGroups ?? []) collect("security group", group.GroupId, group.Tags);
-      for (const key of keys.KeyPairs ?? []) collect("key pair", key.KeyName, key.Tags);
-
-      const removed: PoolResource[] = [];
-      const left: LeftPoolResource[] = [];
-      const leave = (resources: readonly Found[], reason: string) => {
-        for (const { kind, id, poolId } of resources) left.push({ poolId, kind, id, reason });
-      };
-      await Promise.all(
-        [...clusters.entries()].map(async ([clusterId, resources]) => {
-          const poolId = resources[0]?.poolId ?? clusterId;
-          const liveFilter = [
-            { Name: `tag:${AWS_TAGS.cluster}`, Values: [clusterId] },
-            { Name: "instance-state-name", Values: LIVE_STATES },
-          ];
-          // Instances still in use keep their pool's resources; those shutting down are waited for.
-          let interval = 1000;
-          for (;;) {
-            const live = await describeInstances(clients, liveFilter, signal);
-            const inUse = live.filter((raw) => raw.State?.Name !== "shutting-down");
-            if (inUse.length > 0) {
-              const listed = inUse.map((raw) => `${raw.InstanceId} (${raw.State?.Name ?? "unknown"})`);
-              return leave(
-                resources,
-                `pool ${poolId} still has ${inUse.length === 1 ? "an instance" : `${inUse.length} instances`}: ${listed.join(", ")}; terminate ${inUse.length === 1 ? "it" : "them"} first (skyward down --pool ${poolId})`,
-              );
-            }
-            if (live.length === 0) break;
-            if (Date.now() >= deadline) {
-              const ids = live.map((raw) => raw.InstanceId).join(", ");
-              return leave(
-                resources,
-                `${live.length === 1 ? "instance" : "instances"} ${ids} still shutting down after ${waitSeconds} s; run skyward down --pool ${poolId} again once ${live.length === 1 ? "it has" : "they have"} ended`,
-              );
-            }
-            await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
-            interval = Math.min(interval * 2, 10_000);
-          }
-          for (const resource of resources.filter((entry) => entry.kind === "security group")) {
-            const reason = await tryDeleteSecurityGroup(clients, resource.id, deadline, signal);
-            if (reason === undefined) removed.push({ poolId, kind: resource.kind, id: resource.id });
-            else leave([resource], reason);
-          }
-          for (const resource of resources.filter((entry) => entry.kind === "key pair")) {
-            try {
-              await deleteKeyPair(clients, resource.id, signal);
-            } catch (error) {
-              signal.throwIfAborted();
-              leave([resource], (error as Error).message);
-              continue;
-            }
-            removed.push({ poolId, kind: resource.kind, id: resource.id });
-            const keyFile = privateKeyPath(resource.id);
-            if (existsSync(keyFile)) {
-              await removePrivateKey(keyFile);
-              removed.push({ poolId, kind: "key file", id: keyFile });
-            }
-          }
-        }),
       );
       const order = (a: PoolResource, b: PoolResource) =>
         a.poolId.localeCompare(b.poolId) || a.kind.localeCompare(b.kind) || a.id.localeCompare(b.id);
-      return { removed: removed.sort(order), left: left.sort(order) };
+      return {
+        removed: results.flatMap((result) => result.removed).sort(order),
+        left: results.flatMap((result) => result.left).sort(order),
+      };
     },
 
     async listInstances({ signal }) {
-      const clients = clientsFor(settings.region);
-      const found = await describeInstances(
-        clients,
-        [
-          { Name: "tag-key", Values: [AWS_TAGS.cluster] },
-          { Name: "instance-state-name", Values: LIVE_STATES },
-        ],
-        signal,
-      );
+      const found = (
+        await Promise.all(
+          (
+            await searchRegions(signal)
+          ).map((region) =>
+            describeInstances(
+              clientsFor(region),
+              [
+                { Name: "tag-key", Values: [AWS_TAGS.cluster] },
+                { Name: "instance-state-name", Values: LIVE_STATES },
+              ],
+              signal,
+            ),
+          ),
+        )
+      ).flat();
       return found.map((raw) => {
         const keyFile = raw.KeyName ? privateKeyPath(raw.KeyName) : undefined;
         return toInstance(

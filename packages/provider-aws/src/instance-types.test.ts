@@ -60,6 +60,24 @@ describe("instanceTypeFromAws", () => {
       },
     });
     expect(g6f?.accelerator).toMatchObject({ name: "L4", count: 0.125, memoryGb: 24 });
+    // As DescribeInstanceTypes answers for g6f (and moto's copy of it): Count 0, LogicalGpuCount 1.
+    const logical = instanceTypeFromAws({
+      ...g5xlarge,
+      InstanceType: "g6f.large",
+      GpuInfo: {
+        Gpus: [
+          {
+            Name: "L4",
+            Manufacturer: "NVIDIA",
+            Count: 0,
+            LogicalGpuCount: 1,
+            GpuPartitionSize: 0.125,
+            MemoryInfo: { SizeInMiB: 2861 },
+          } as never,
+        ],
+      },
+    });
+    expect(logical?.accelerator).toMatchObject({ name: "L4", count: 0.125, memoryGb: 24 });
   });
 
   it("reads Trainium and Inferentia devices as accelerators", () => {

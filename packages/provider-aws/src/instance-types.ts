@@ -79,7 +79,14 @@ function acceleratorOf(raw: Ec2InstanceType): InstanceTypeAccelerator | null {
   const gpu = raw.GpuInfo?.Gpus?.[0];
   if (gpu?.Name) {
     const partition = gpu.GpuPartitionSize && gpu.GpuPartitionSize > 0 ? gpu.GpuPartitionSize : 1;
-    const devices = (raw.GpuInfo?.Gpus ?? []).reduce((sum, entry) => sum + (entry.Count ?? 0), 0);
+    // A fractional GPU (g6f) is described with Count 0 and LogicalGpuCount 1 (as DescribeInstanceTypes
+    // answers, and moto's copy of it): the logical count is the device count then.
+    const physical = (raw.GpuInfo?.Gpus ?? []).reduce((sum, entry) => sum + (entry.Count ?? 0), 0);
+    const logical = (raw.GpuInfo?.Gpus ?? []).reduce(
+      (sum, entry) => sum + ((entry as { LogicalGpuCount?: number }).LogicalGpuCount ?? 0),
+      0,
+    );
+    const devices = physical > 0 ? physical : logical;
     const name = acceleratorNameFromAws(gpu.Name);
     return Object.freeze({
       name,

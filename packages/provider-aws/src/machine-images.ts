@@ -36,6 +36,24 @@ export function imageKindOf(offer: Offer): ImageKind {
   return "cpu";
 }
 
+/**
+ * Why the NVIDIA Deep Learning Base image cannot drive an instance type's GPU, or undefined when it
+ * can. From the DLAMI release notes ("Supported EC2 instances",
+ * https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html) and the EC2
+ * accelerated-computing guide (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html):
+ * P3/P3dn (V100) are not supported by the OSS-driver base image's current drivers, G6f (fractional
+ * L4) needs NVIDIA's GRID driver, G4ad has AMD Radeon GPUs.
+ */
+export function unsupportedByNvidiaImage(instanceType: string): string | undefined {
+  const family = instanceType.split(".")[0] ?? "";
+  if (family === "p3" || family === "p3dn")
+    return "P3 (V100) instances are not supported by the Deep Learning Base OSS NVIDIA driver image";
+  if (family.startsWith("g6f") || family.startsWith("gr6f"))
+    return "G6f fractional-GPU instances need NVIDIA's GRID driver, which the Deep Learning Base OSS image does not have";
+  if (family === "g4ad") return "G4ad instances have AMD Radeon GPUs; the NVIDIA image cannot drive them";
+  return undefined;
+}
+
 /** Public images to look for when the SSM parameter is missing, best first. */
 function fallbackSearches(
   kind: ImageKind,
@@ -52,11 +70,17 @@ function fallbackSearches(
     filters: [
       {
         Name: "name",
-        Values: kind === "neuron" ? ["Deep Learning*Neuron*Ubuntu*"] : ["Deep Learning*Ubuntu*"],
+        // Only the images the SSM parameters name: the Base OSS NVIDIA driver image, or the Neuron
+        // multi-framework one — never a framework (PyTorch, TensorFlow) or Neuron image for a GPU.
+        Values:
+          kind === "neuron"
+            ? ["Deep Learning AMI Neuron*Ubuntu 22.04*"]
+            : ["Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*"],
       },
     ],
   };
-  return [deepLearning, ubuntu];
+  // A GPU or Neuron node on plain Ubuntu could not use its accelerators: no fallback to it.
+  return [deepLearning];
 }
 
 /** The AMI chosen for a cluster. */
@@ -66,6 +90,14 @@ export interface MachineImage {
   readonly source: "setting" | "ssm" | "describe-images";
   /** Its root device (`/dev/sda1`), to size the root volume; undefined when unknown. */
   readonly rootDeviceName: string | undefined;
+  /** The size of its root snapshot, GiB: the smallest root volume it boots on; undefined when unknown. */
+  readonly rootSnapshotGb: number | undefined;
+}
+
+/** The root snapshot's size (GiB) of an image, from its block device mappings. */
+function rootSnapshotGb(image: Ec2Image | undefined): number | undefined {
+  const root = image?.BlockDeviceMappings?.find((mapping) => mapping.DeviceName === image.RootDeviceName);
+  return root?.Ebs?.VolumeSize;
 }
 
 async function describeImage(
@@ -88,9 +120,25 @@ export async function resolveMachineImage(
 ): Promise<MachineImage> {
   if (amiId !== undefined) {
     const image = await describeImage(clients, amiId, signal).catch(() => undefined);
-    return { imageId: amiId, source: "setting", rootDeviceName: image?.RootDeviceName };
+    return {
+      imageId: amiId,
+      source: "setting",
+      rootDeviceName: image?.RootDeviceName,
+      rootSnapshotGb: rootSnapshotGb(image),
+    };
   }
   const kind = imageKindOf(offer);
+  const unsupported = offer.accelerator ? unsupportedByNvidiaImage(offer.instanceType) : undefined;
+  if (unsupported !== undefined)
+    throw new ProvisionError({
+      provider: PROVIDER_NAME,
+      message: `${offer.instanceType}: ${unsupported}; choose another instance type, or set amiId to an image that supports it`,
+    });
+  if (kind === "cpu" && offer.accelerator)
+    throw new ProvisionError({
+      provider: PROVIDER_NAME,
+      message: `${offer.instanceType}: no image is known for its ${(offer.specific as Partial<AwsOfferData>).acceleratorManufacturer ?? "unknown"} accelerators; set amiId`,
+    });
   const parameter = imageParameter(kind, offer.architecture);
   let fromParameter: string | undefined;
   try {
@@ -107,7 +155,12 @@ export async function resolveMachineImage(
   }
   if (fromParameter) {
     const image = await describeImage(clients, fromParameter, signal).catch(() => undefined);
-    return { imageId: fromParameter, source: "ssm", rootDeviceName: image?.RootDeviceName };
+    return {
+      imageId: fromParameter,
+      source: "ssm",
+      rootDeviceName: image?.RootDeviceName,
+      rootSnapshotGb: rootSnapshotGb(image),
+    };
   }
   for (const search of fallbackSearches(kind, offer.architecture)) {
     const result = await awsCall("DescribeImages", signal, () =>
@@ -131,10 +184,15 @@ export async function resolveMachineImage(
           (b.Name ?? "").localeCompare(a.Name ?? ""),
       )[0];
     if (newest?.ImageId)
-      return { imageId: newest.ImageId, source: "describe-images", rootDeviceName: newest.RootDeviceName };
+      return {
+        imageId: newest.ImageId,
+        source: "describe-images",
+        rootDeviceName: newest.RootDeviceName,
+        rootSnapshotGb: rootSnapshotGb(newest),
+      };
   }
   throw new ProvisionError({
     provider: PROVIDER_NAME,
-    message: `no AMI found for ${offer.instanceType} in ${clients.region}: SSM parameter ${parameter} is missing and no public ${kind === "cpu" ? "Ubuntu" : "Deep Learning"} image matched; set amiId`,
+    message: `no AMI found for ${offer.instanceType} in ${clients.region}: SSM parameter ${parameter} is missing and no public ${kind === "cpu" ? "Ubuntu" : kind === "nvidia" ? "Deep Learning Base OSS NVIDIA driver (Ubuntu 22.04)" : "Deep Learning Neuron (Ubuntu 22.04)"} image matched; set amiId`,
   });
 }

@@ -1,7 +1,9 @@
 /**
  * From instance types and prices to Skyward offers: the hardware filter (`matchesHardware` of
  * `@skyward/provider-utils`), the latest spot price per type and zone (`DescribeSpotPriceHistory`),
- * and on-demand prices from the built-in table (or the provider's `onDemandPrices`).
+ * and on-demand prices of the region from the Price List API (`pricing.ts`), the provider's
+ * `onDemandPrices`, or — in us-east-1 only, when the Price List API cannot be read — the dated
+ * built-in table.
  */
 import { type _InstanceType, DescribeSpotPriceHistoryCommand, type EC2Client } from "@aws-sdk/client-ec2";
 import type { Offer, OfferQuery } from "@skyward/core/contract";
@@ -9,6 +11,7 @@ import { matchesHardware } from "@skyward/provider-utils";
 import { awsCall, PROVIDER_NAME } from "./aws-api.js";
 import type { InstanceType } from "./instance-types.js";
 import { BUILT_IN_ON_DEMAND_PRICES, ON_DEMAND_PRICES_AS_OF } from "./on-demand-prices.js";
+import type { RegionPrices } from "./pricing.js";
 
 /** What {@link Offer.specific} holds for an AWS offer. */
 export interface AwsOfferData {
@@ -16,8 +19,13 @@ export interface AwsOfferData {
   readonly availabilityZone: string | null;
   /** The latest spot price in every zone that has one. */
   readonly spotPriceByZone: Readonly<Record<string, number>>;
-  /** Where the on-demand price comes from: the built-in table, the `onDemandPrices` setting, or nowhere. */
-  readonly onDemandPriceSource: "built-in" | "setting" | null;
+  /**
+   * Where the on-demand price comes from: the Price List API (`pricing-api`), the `onDemandPrices`
+   * setting, the built-in us-east-1 table (only when the Price List API could not be read), or nowhere.
+   */
+  readonly onDemandPriceSource: "pricing-api" | "built-in" | "setting" | null;
+  /** Why there is no on-demand price, when there is none. */
+  readonly onDemandPriceMissing?: string;
   /** AWS's own name for the accelerator, when there is one. */
   readonly acceleratorAwsName?: string;
   /** The accelerator's maker as AWS says (`NVIDIA`…), when there is one. */
@@ -107,19 +115,46 @@ export interface OfferPrices {
   readonly spotByZone: ReadonlyMap<string, SpotPrice>;
   /** The provider's `onDemandPrices` setting. */
   readonly onDemandOverrides: Readonly<Record<string, number>>;
+  /** The region's prices from the Price List API, or why they could not be read. */
+  readonly regional?: RegionPrices | { readonly error: string };
   /** When the spot prices were read. */
   readonly now: Date;
 }
 
-/** The on-demand price of a type and where it comes from. */
+/** The on-demand price of a type and where it comes from (and how old it is). */
 export function onDemandPriceOf(
   instanceType: string,
   overrides: Readonly<Record<string, number>>,
-): { price: number | null; source: AwsOfferData["onDemandPriceSource"] } {
+  regional?: OfferPrices["regional"],
+  region = "us-east-1",
+): {
+  price: number | null;
+  source: AwsOfferData["onDemandPriceSource"];
+  asOf?: string;
+  missing?: string;
+} {
   const override = overrides[instanceType];
   if (override !== undefined) return { price: override, source: "setting" };
-  const builtIn = BUILT_IN_ON_DEMAND_PRICES[instanceType];
-  return builtIn !== undefined ? { price: builtIn, source: "built-in" } : { price: null, source: null };
+  if (regional !== undefined && !("error" in regional)) {
+    const price = regional.prices[instanceType];
+    return price !== undefined
+      ? { price, source: "pricing-api", asOf: regional.fetchedAt.slice(0, 10) }
+      : {
+          price: null,
+          source: null,
+          missing: `the Price List API has no on-demand Linux price for ${instanceType} in ${region}`,
+        };
+  }
+  // The built-in table holds us-east-1 list prices: never applied to another region.
+  const builtIn = region === "us-east-1" ? BUILT_IN_ON_DEMAND_PRICES[instanceType] : undefined;
+  if (builtIn !== undefined) return { price: builtIn, source: "built-in", asOf: ON_DEMAND_PRICES_AS_OF };
+  const why =
+    regional !== undefined && "error" in regional ? regional.error : "the Price List API was not asked";
+  return {
+    price: null,
+    source: null,
+    missing: `no on-demand price known for ${instanceType} in ${region} (${why}); set onDemandPrices or allow pricing:GetProducts`,
+  };
 }
 
 /** One offer for an instance type in a region, priced. */
@@ -134,15 +169,21 @@ export function buildOffer(
     spotPriceByZone[zone] = spot.price;
     if (!cheapest || spot.price < cheapest.price) cheapest = spot;
   }
-  const onDemand = onDemandPriceOf(type.instanceType, prices.onDemandOverrides);
-  // The offer is as old as its oldest price: the table's date when it supplied the on-demand price.
-  const pricesAsOf =
-    onDemand.source === "built-in" ? ON_DEMAND_PRICES_AS_OF : prices.now.toISOString().slice(0, 10);
+  const onDemand = onDemandPriceOf(
+    type.instanceType,
+    prices.onDemandOverrides,
+    prices.regional,
+    prices.region,
+  );
+  // The offer is as old as its oldest price: the Price List API's or the table's date when one of them
+  // supplied the on-demand price.
+  const pricesAsOf = onDemand.asOf ?? prices.now.toISOString().slice(0, 10);
   const accelerator = type.accelerator;
   const specific: AwsOfferData = {
     availabilityZone: cheapest?.availabilityZone ?? null,
     spotPriceByZone: Object.freeze(spotPriceByZone),
     onDemandPriceSource: onDemand.source,
+    ...(onDemand.missing !== undefined && type.onDemand ? { onDemandPriceMissing: onDemand.missing } : {}),
     ...(accelerator
       ? { acceleratorAwsName: accelerator.awsName, acceleratorManufacturer: accelerator.manufacturer }
       : {}),

@@ -2,8 +2,9 @@
  * A built-in table of on-demand prices for common EC2 types: Linux, `us-east-1`, USD per hour, as
  * published on AWS's price list on {@link ON_DEMAND_PRICES_AS_OF}. Prices change (AWS cut P4 and P5
  * prices in mid-2025) and other regions differ, usually by 0–30 %: the table is an estimate for
- * choosing offers, not a bill. The AWS provider's `onDemandPrices` setting overrides or extends it;
- * a type found in neither has no on-demand price, so it is offered for spot only.
+ * choosing offers, not a bill. The AWS provider reads prices per region from the Price List API
+ * (`pricing.ts`); this table is its fallback in us-east-1 only, when that API cannot be read, and is
+ * never applied to another region.
  */
 
 /** The date the {@link BUILT_IN_ON_DEMAND_PRICES} were current (us-east-1 list prices). */

@@ -1,7 +1,10 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ConfigurationError } from "@skyward/core";
 import { describe, expect, it } from "vitest";
 import { AWS, createProviderFromConfig } from "./aws-provider.js";
-import { resolveAwsSettings } from "./settings.js";
+import { defaultRegion, resolveAwsSettings } from "./settings.js";
 
 function issuesOf(run: () => unknown): { path: string; message: string }[] {
   try {
@@ -101,5 +104,49 @@ describe("AWS settings", () => {
     expect(provider.specificationVersion).toBe("v1");
     expect(provider.name).toBe("aws");
     expect(provider.capabilities).toMatchObject({ spot: true, images: true, volumes: false });
+  });
+
+  it("takes the default region from AWS_REGION, AWS_DEFAULT_REGION, then the profile's region", () => {
+    const directory = mkdtempSync(join(tmpdir(), "skyward-aws-config-"));
+    try {
+      const config = join(directory, "config");
+      writeFileSync(
+        config,
+        "[default]\nregion = eu-west-1\n\n[profile work]\noutput = json\nregion = ap-south-1 # Mumbai\n",
+      );
+      const env = { AWS_CONFIG_FILE: config };
+      expect(
+        defaultRegion(undefined, { ...env, AWS_REGION: "us-west-2", AWS_DEFAULT_REGION: "eu-central-1" }),
+      ).toBe("us-west-2");
+      expect(defaultRegion(undefined, { ...env, AWS_DEFAULT_REGION: "eu-central-1" })).toBe("eu-central-1");
+      expect(defaultRegion(undefined, env)).toBe("eu-west-1");
+      expect(defaultRegion("work", env)).toBe("ap-south-1");
+      expect(defaultRegion(undefined, { ...env, AWS_PROFILE: "work" })).toBe("ap-south-1");
+      expect(defaultRegion("absent", env)).toBe("us-east-1");
+      expect(defaultRegion(undefined, { AWS_CONFIG_FILE: join(directory, "none") })).toBe("us-east-1");
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
+  it("validates the real-account settings", () => {
+    expect(
+      resolveAwsSettings({ regions: ["us-west-2"], sshIngress: "client", associatePublicIp: false }),
+    ).toMatchObject({
+      regions: ["us-west-2"],
+      sshIngress: "client",
+      associatePublicIp: false,
+    });
+    expect(resolveAwsSettings({ regions: "all" }).regions).toBe("all");
+    expect(issuesOf(() => AWS({ regions: ["mars-1"] }))[0]?.path).toMatch(/^AWS\.regions/);
+    expect(issuesOf(() => AWS({ sshIngress: "everyone" as never }))).toEqual([
+      {
+        path: "AWS.sshIngress",
+        message: 'expected "anywhere", "client" or a list of IPv4 CIDRs such as ["203.0.113.7/32"]',
+      },
+    ]);
+    expect(issuesOf(() => AWS({ pricingEndpoint: "not a url" }))).toEqual([
+      { path: "AWS.pricingEndpoint", message: "expected the Price List API's endpoint URL" },
+    ]);
   });
 });

@@ -2,6 +2,9 @@
  * The settings of the AWS provider: what `AWS(settings)` and `skyward.toml`'s `[providers.x]` table
  * (`type = "aws"`) accept, validated with zod into {@link ResolvedAwsSettings}.
  */
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
 import { ConfigurationError } from "@skyward/core";
 import { z } from "zod";
 
@@ -52,12 +55,46 @@ export interface SshAddressMapping {
    * stand-in host is not the instance, so it must never be shut down.
    */
   readonly selfDestruct?: string;
+  /**
+   * The instance metadata service the worker on the stand-in host polls for spot interruption
+   * notices (a fake one: `@skyward/testing`'s `startFakeImds`). Default none: a stand-in host never
+   * reads the real `169.254.169.254`, so it gets no notices.
+   */
+  readonly imdsEndpoint?: string;
 }
 
 /** Settings of {@link AWS}. Every field is optional. */
 export interface AwsSettings {
-  /** The region. Default `us-east-1`; a spec's `region` overrides it per pool. */
+  /**
+   * The region. Default: `AWS_REGION`, else `AWS_DEFAULT_REGION`, else the `region` of the profile
+   * (`profile`, else `AWS_PROFILE`, else `default`) in `~/.aws/config` (`AWS_CONFIG_FILE`), else
+   * `us-east-1`. A spec's `region` overrides it per pool.
+   */
   region?: string;
+  /**
+   * Where `listInstances` and `cleanup` (`skyward instances`, `skyward down`) look, besides
+   * {@link AwsSettings.region}: more regions, or `"all"` for every region enabled in the account
+   * (`DescribeRegions`). Default: the region, and every region this machine has launched a pool in
+   * (recorded in `$SKYWARD_HOME/aws/regions.json`).
+   */
+  regions?: readonly string[] | "all";
+  /**
+   * With {@link AwsSettings.subnetId}: ask for a public IPv4 address on each instance
+   * (`AssociatePublicIpAddress`), so SSH from outside the VPC reaches it. Default `true`; `false` for a
+   * subnet reached over a VPN or peering (Skyward then connects to the private address).
+   */
+  associatePublicIp?: boolean;
+  /**
+   * Who may reach SSH (port 22) in the security group made per pool: `"anywhere"` (0.0.0.0/0, the
+   * default, as SkyPilot and dstack do: the key pair is what guards it), `"client"` (this machine's
+   * public address, asked of https://checkip.amazonaws.com, as a /32), or a list of IPv4 CIDRs.
+   */
+  sshIngress?: "anywhere" | "client" | readonly string[];
+  /**
+   * The Price List Query API's endpoint, for on-demand prices per region. Default AWS's
+   * (`https://api.pricing.us-east-1.amazonaws.com`), or {@link AwsSettings.endpoint} when that is set.
+   */
+  pricingEndpoint?: string;
   /** Another EC2/SSM endpoint, e.g. a local moto server (`http://127.0.0.1:5000`). */
   endpoint?: string;
   /**
@@ -100,6 +137,10 @@ export interface AwsSettings {
 /** {@link AwsSettings} after validation, defaults applied. */
 export interface ResolvedAwsSettings {
   readonly region: string;
+  readonly regions: readonly string[] | "all";
+  readonly associatePublicIp: boolean;
+  readonly sshIngress: "anywhere" | "client" | readonly string[];
+  readonly pricingEndpoint: string | undefined;
   readonly endpoint: string | undefined;
   readonly credentials: AwsCredentials | AwsCredentialsProvider | undefined;
   readonly profile: string | undefined;
@@ -134,12 +175,37 @@ const credentialsSchema = z.union(
   { error: "expected { accessKeyId, secretAccessKey, sessionToken? } or a function returning them" },
 );
 
+const regionSchema = z
+  .string({ error: 'expected a region such as "us-east-1"' })
+  .regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, { message: 'expected a region such as "us-east-1"' });
+
+const IPV4_CIDR = /^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}\/([0-9]|[12]\d|3[0-2])$/;
+
+const SSH_INGRESS_MESSAGE =
+  'expected "anywhere", "client" or a list of IPv4 CIDRs such as ["203.0.113.7/32"]';
+
 const settingsSchema = z
   .strictObject({
-    region: z
-      .string({ error: 'expected a region such as "us-east-1"' })
-      .regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, { message: 'expected a region such as "us-east-1"' })
-      .default("us-east-1"),
+    region: regionSchema.optional(),
+    regions: z
+      .union([z.literal("all"), z.array(regionSchema)], {
+        error: 'expected "all" or a list of regions such as ["us-east-1", "us-west-2"]',
+      })
+      .optional(),
+    associatePublicIp: z.boolean({ error: "expected true or false" }).default(true),
+    sshIngress: z
+      .union(
+        [
+          z.literal("anywhere"),
+          z.literal("client"),
+          z.array(z.string().regex(IPV4_CIDR, { message: SSH_INGRESS_MESSAGE })).min(1),
+        ],
+        {
+          error: SSH_INGRESS_MESSAGE,
+        },
+      )
+      .default("anywhere"),
+    pricingEndpoint: z.url({ error: "expected the Price List API's endpoint URL" }).optional(),
     endpoint: z.url({ error: 'expected an endpoint URL such as "http://127.0.0.1:5000"' }).optional(),
     credentials: credentialsSchema.optional(),
     profile: text("a profile name").optional(),
@@ -200,7 +266,15 @@ export function resolveAwsSettings(input: unknown, prefix = "AWS"): ResolvedAwsS
   }
   const value = result.data;
   return Object.freeze({
-    region: value.region,
+    region: value.region ?? defaultRegion(value.profile),
+    regions:
+      value.regions === undefined || value.regions === "all"
+        ? (value.regions ?? [])
+        : Object.freeze([...value.regions]),
+    associatePublicIp: value.associatePublicIp,
+    sshIngress:
+      typeof value.sshIngress === "string" ? value.sshIngress : Object.freeze([...value.sshIngress]),
+    pricingEndpoint: value.pricingEndpoint,
     endpoint: value.endpoint,
     credentials: value.credentials,
     profile: value.profile,
@@ -215,4 +289,38 @@ export function resolveAwsSettings(input: unknown, prefix = "AWS"): ResolvedAwsS
     onDemandPrices: Object.freeze({ ...value.onDemandPrices }),
     sshAddress: value.sshAddress,
   });
+}
+
+/**
+ * The region when none is set, as the AWS CLI and SDKs find it: `AWS_REGION`, `AWS_DEFAULT_REGION`,
+ * then the profile's `region` in the shared config file (`AWS_CONFIG_FILE`, else `~/.aws/config`;
+ * https://docs.aws.amazon.com/sdkref/latest/guide/feature-region.html), else `us-east-1`.
+ */
+export function defaultRegion(profile?: string, env: NodeJS.ProcessEnv = process.env): string {
+  const valid = (region: string | undefined) =>
+    region !== undefined && regionSchema.safeParse(region.trim()).success ? region.trim() : undefined;
+  const fromEnv = valid(env.AWS_REGION) ?? valid(env.AWS_DEFAULT_REGION);
+  if (fromEnv) return fromEnv;
+  const name = profile ?? env.AWS_PROFILE ?? "default";
+  let text: string;
+  try {
+    text = readFileSync(env.AWS_CONFIG_FILE ?? join(homedir(), ".aws", "config"), "utf8");
+  } catch {
+    return "us-east-1";
+  }
+  let inProfile = false;
+  for (const raw of text.split(/\r?\n/)) {
+    const line = raw.replace(/[#;].*$/, "").trim();
+    const section = /^\[\s*(.+?)\s*\]$/.exec(line);
+    if (section) {
+      const header = section[1] ?? "";
+      inProfile =
+        header === (name === "default" ? "default" : `profile ${name}`) ||
+        (header === name && name === "default");
+      continue;
+    }
+    const entry = /^region\s*=\s*(\S+)$/.exec(line);
+    if (inProfile && entry) return valid(entry[1]) ?? "us-east-1";
+  }
+  return "us-east-1";
 }

@@ -27,7 +27,7 @@ import { type Cluster, type Offer, type OfferQuery, resolvePoolSpec } from "@sky
 import { afterEach, describe, expect, it } from "vitest";
 import { AWS, type AwsClusterData } from "../src/index.js";
 import { startFaultProxy } from "./fault-proxy.js";
-import { motoInventory, motoSkipReason, useFakeAwsEnvironment } from "./moto-server.js";
+import { motoInventory, motoSkipReason, motoUbuntuAmi, useFakeAwsEnvironment } from "./moto-server.js";
 import { useMotoSuite } from "./moto-suite.js";
 
 const skipReason = motoSkipReason();
@@ -133,7 +133,7 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       expect(spotOnly.every((offer) => offer.spotPrice !== null && offer.spotPrice <= 0.01)).toBe(true);
     });
 
-    it("uses the onDemandPrices setting before the built-in table", async () => {
+    it("uses the onDemandPrices setting before the Price List API's prices", async () => {
       const offers = await AWS({
         endpoint: suite.moto.endpoint,
         onDemandPrices: { "g4dn.xlarge": 0.25 },
@@ -270,6 +270,12 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       expect(aws.selfDestruct({ cluster, instance: spot[0] as (typeof spot)[0] })).toBe(
         "sudo shutdown -h now",
       );
+      // Interruption notices: a spot instance's node polls the instance metadata service; on demand, none.
+      expect(aws.interruptionNotice?.({ cluster, instance: spot[0] as (typeof spot)[0] })).toEqual({
+        kind: "aws-imds",
+        endpoint: "http://169.254.169.254",
+      });
+      expect(aws.interruptionNotice?.({ cluster, instance: onDemand as (typeof spot)[0] })).toBeNull();
 
       // terminate: twice, and with an unknown id mixed in.
       const ids = [...spot.map((instance) => instance.id), "i-0123456789abcdef0"];
@@ -305,7 +311,8 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
           : undefined,
       );
       try {
-        const aws = AWS({ endpoint: proxy.endpoint });
+        // moto has no Deep Learning Base image: a GPU offer needs amiId (moto's Ubuntu stands in).
+        const aws = AWS({ endpoint: proxy.endpoint, amiId: await motoUbuntuAmi(suite.ec2) });
         const [offer] = await aws
           .offers({
             query: {
@@ -324,17 +331,15 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
           [false, 0.526],
         ]);
         const runs = proxy.calls.filter((entry) => entry.action === "RunInstances");
-        // Spot was asked in every subnet (each try retried by the SDK, a 500 being transient), then
-        // on-demand in the first subnet (moto launches MinCount, one at a time, so it is asked twice).
+        // Spot was asked once in every subnet (a 500 for no capacity is not repeated by the SDK), then
+        // on demand in the first subnet, both nodes at once (MinCount = MaxCount = 2: one zone).
         const spotRuns = runs.filter((entry) => entry.params.has("InstanceMarketOptions.MarketType"));
         const onDemandRuns = runs.filter((entry) => !entry.params.has("InstanceMarketOptions.MarketType"));
+        expect(spotRuns.map((entry) => entry.params.get("SubnetId"))).toEqual(cluster.specific.subnetIds);
         expect(runs.indexOf(onDemandRuns[0] as (typeof runs)[0])).toBe(spotRuns.length);
-        expect(onDemandRuns.map((entry) => entry.params.get("SubnetId"))).toEqual([
-          cluster.specific.subnetIds[0],
-          cluster.specific.subnetIds[0],
-        ]);
-        const spotSubnets = new Set(spotRuns.map((entry) => entry.params.get("SubnetId")));
-        expect(spotSubnets.size).toBe(cluster.specific.subnetIds.length);
+        expect(
+          onDemandRuns.map((entry) => [entry.params.get("SubnetId"), entry.params.get("MinCount")]),
+        ).toEqual([[cluster.specific.subnetIds[0], "2"]]);
 
         // Spot only: no fallback, a NoCapacityError naming every attempt.
         const spotOnly = { ...cluster, spec: poolSpec({ allocation: "spot" }) };

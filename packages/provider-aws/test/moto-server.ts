@@ -11,12 +11,14 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import {
+  DescribeImagesCommand,
   DescribeInstancesCommand,
   DescribeKeyPairsCommand,
   DescribeSecurityGroupsCommand,
   DescribeVolumesCommand,
   EC2Client,
 } from "@aws-sdk/client-ec2";
+import { type AwsDouble, startAwsDouble } from "./aws-double.js";
 
 const packageVenvPython = fileURLToPath(new URL("../.venv/bin/python", import.meta.url));
 
@@ -46,10 +48,14 @@ export function motoSkipReason(): string | undefined {
   return reason;
 }
 
-/** A running moto server. */
+/** A running moto server, behind the double of what moto lacks (`aws-double.ts`). */
 export interface MotoServer {
-  /** Its endpoint, `http://127.0.0.1:PORT`. */
+  /** The endpoint to use, `http://127.0.0.1:PORT`: the double, in front of moto. */
   readonly endpoint: string;
+  /** moto's own endpoint. */
+  readonly motoEndpoint: string;
+  /** The double's state: placement groups, the Price List API's prices. */
+  readonly double: AwsDouble;
   /** Forgets every resource (moto's reset API). */
   reset(): Promise<void>;
   /** Stops the server (SIGTERM, then SIGKILL after 5 s). Idempotent. */
@@ -92,15 +98,20 @@ export async function startMoto(options: { timeoutMs?: number } = {}): Promise<M
   child.stdout?.resume();
   child.stderr?.resume();
   let stopped = false;
+  const double = await startAwsDouble(endpoint);
   return {
-    endpoint,
+    endpoint: double.endpoint,
+    motoEndpoint: endpoint,
+    double,
     async reset() {
       const response = await fetch(`${endpoint}/moto-api/reset`, { method: "POST" });
       if (!response.ok) throw new Error(`moto reset failed: HTTP ${response.status}`);
+      double.reset();
     },
     async stop() {
       if (stopped) return;
       stopped = true;
+      await double.close();
       process.removeListener("exit", killOnExit);
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill("SIGTERM");
@@ -193,4 +204,12 @@ export async function motoInventory(endpoint: string, region = "us-east-1"): Pro
   } finally {
     ec2.destroy();
   }
+}
+
+/** One of moto's Ubuntu AMIs (x86_64): moto has no Deep Learning image, so GPU offers need `amiId`. */
+export async function motoUbuntuAmi(ec2: EC2Client): Promise<string> {
+  const images = await ec2.send(new DescribeImagesCommand({ Owners: ["099720109477"] }));
+  const id = images.Images?.find((image) => image.Architecture === "x86_64")?.ImageId;
+  if (!id) throw new Error("moto has no Ubuntu image");
+  return id;
 }

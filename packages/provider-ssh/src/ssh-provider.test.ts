@@ -10,7 +10,7 @@ import {
   resolvePoolSpec,
   whyNotProvider,
 } from "@skyward/core/contract";
-import { DEFAULT_NODE_ROOT, launchSshWorker } from "@skyward/ssh";
+import { cleanNodeRootCommand, DEFAULT_NODE_ROOT, launchSshWorker } from "@skyward/ssh";
 import { type TestbedHost, testbedSshHost, testbedSshHosts } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { createProviderFromConfig, SSH, type SshClusterData } from "./index.js";
@@ -128,8 +128,10 @@ describe("SSH()", () => {
     expect((await provider.provision({ cluster, count: 2, signal })).map((instance) => instance.id)).toEqual([
       "ssh:root@a:22",
     ]);
-    // A released worker's self-destruct removes its root, never the machine.
-    expect(provider.selfDestruct?.({ cluster, instance: first as Instance })).toBe("rm -rf /srv/sky");
+    // A released worker's self-destruct cleans its root (keeping the environment), never the machine.
+    const op = provider.selfDestruct?.({ cluster, instance: first as Instance });
+    expect(op).toBe(cleanNodeRootCommand("/srv/sky"));
+    expect(op).not.toMatch(/shutdown|poweroff|halt/);
   });
 });
 

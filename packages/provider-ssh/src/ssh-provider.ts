@@ -2,7 +2,8 @@
  * The `SSH` provider: a fixed set of machines people already have (their own GPU boxes),
  * reached over SSH, one node per host. It provisions nothing and never shuts a machine down: ending
  * a node stops its worker, and its self-destruct (when a released worker's TTL runs out) stops the
- * worker and removes its Skyward root directory.
+ * worker and removes what the pool left in its Skyward root directory, keeping the environment
+ * (virtual environment, wheel cache, uv) so a later pool with the same image starts warm.
  */
 import { type Accelerator, NoCapacityError } from "@skyward/core";
 import {
@@ -13,9 +14,8 @@ import {
   type Offer,
   type ProviderV1,
   parseInput,
-  shellQuote,
 } from "@skyward/core/contract";
-import { DEFAULT_NODE_ROOT, launchSshWorker } from "@skyward/ssh";
+import { cleanNodeRootCommand, DEFAULT_NODE_ROOT, launchSshWorker } from "@skyward/ssh";
 import { z } from "zod";
 
 /** One machine of an `SSH` provider. */
@@ -258,9 +258,10 @@ function build({ hosts, accelerator }: z.output<typeof settingsSchema>): Provide
 
     selfDestruct({ instance }): string {
       const root = byId.get(instance.id)?.root ?? DEFAULT_NODE_ROOT;
-      // Run by the worker itself when its TTL runs out, and it exits right after: only the directory
-      // is left to remove. The machine itself is never shut down.
-      return `rm -rf ${shellQuote(root)}`;
+      // Run by the worker itself when its TTL runs out, and it exits right after: what the pool left
+      // is removed, the environment is kept for a later pool to start warm. The machine itself is
+      // never shut down.
+      return cleanNodeRootCommand(root);
     },
   };
 }

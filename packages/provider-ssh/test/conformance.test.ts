@@ -3,6 +3,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { readdir } from "node:fs/promises";
+import { KEPT_NODE_ENTRIES } from "@skyward/ssh";
 import {
   createTestbed,
   requireTestbed,
@@ -35,11 +36,16 @@ describe.skipIf(skipReason !== undefined)("SSH on a 2-host test bed", () => {
     await bed?.teardown();
   });
 
-  /** What is on the hosts: entries of their Skyward roots, and processes running under them. */
+  /**
+   * What is on the hosts: entries of their Skyward roots, but the environment a self-destruct keeps
+   * on purpose for a later pool (venv, wheel caches, uv, the content hash), and processes running
+   * under them.
+   */
   const onHosts = async (): Promise<string[]> => {
     const left: string[] = [];
     for (const host of bed.hosts) {
-      for (const entry of await readdir(host.root).catch(() => [])) left.push(`${host.name}: ${entry}`);
+      for (const entry of await readdir(host.root).catch(() => []))
+        if (!KEPT_NODE_ENTRIES.includes(entry)) left.push(`${host.name}: ${entry}`);
       // Namespaces share the process table: a process of this host runs under its root directory.
       for (const pid of processesMentioning(host.root)) left.push(`${host.name}: process ${pid}`);
     }
@@ -50,11 +56,11 @@ describe.skipIf(skipReason !== undefined)("SSH on a 2-host test bed", () => {
     name: "SSH",
     create: () => SSH({ hosts: testbedSshHosts(bed) }),
     provisionCount: 2,
-    // A real pool on both hosts; with no TTL its released workers stop and remove their roots.
+    // A real pool on both hosts; with no TTL its released workers stop and clean their roots.
     pool: { ttl: 0 },
     // The SSH provider creates nothing on the hosts until a pool starts a worker: their Skyward root
-    // directories must stay empty, and no worker process may run. A released worker removes its root
-    // itself once the pool is gone, so this waits a little for that.
+    // directories must hold nothing but the kept environment, and no worker process may run. A
+    // released worker cleans its root itself once the pool is gone, so this waits a little for that.
     leftovers: async () => {
       const deadline = Date.now() + 15_000;
       for (;;) {

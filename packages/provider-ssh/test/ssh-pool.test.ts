@@ -187,7 +187,7 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
   // scratch SKYWARD_HOME), the path a user who gives none takes.
   const hostInputs = (indices: number[]) => testbedSshHosts(bed, { indices, pinHostKey: false });
 
-  it("released workers wait out their TTL, then stop and clean their root directory", async () => {
+  it("released workers wait out their TTL, then stop and clean their root directory, keeping the environment", async () => {
     const pool = await sky.compute({
       provider: SSH({ hosts: hostInputs([1]) }),
       nodes: 1,
@@ -199,7 +199,21 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
     await pool.close();
     expect(alive(workerPid as number)).toBe(true);
     expect(await waitUntil(() => !alive(workerPid as number), 20_000)).toBe(true);
-    expect(existsSync(bed.hosts[1]?.root as string)).toBe(false);
+    const root = bed.hosts[1]?.root as string;
+    // What the pool left is gone (env.sh holds the image's env, worker.token the pool's token)…
+    for (const gone of [
+      "env.sh",
+      "worker.token",
+      "worker.pid",
+      "runtime",
+      "work",
+      "bootstrap.sh",
+      "bootstrap.log",
+    ])
+      expect(existsSync(`${root}/${gone}`)).toBe(false);
+    // …and the environment stays for a later pool with the same image to start warm.
+    expect(existsSync(`${root}/venv/bin/python`)).toBe(true);
+    expect(existsSync(`${root}/.content-hash`)).toBe(true);
   }, 120_000);
 
   it("after a SIGKILL of the client, every worker stops once its TTL has passed", async () => {

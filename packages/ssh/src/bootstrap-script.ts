@@ -18,8 +18,12 @@
  * ```
  *
  * Phases, in order: `warm-check`, `env`, `apt` (only with apt packages), `python`, `venv`, `pip`
- * (only with pip packages), `runtime`, `plugins` (only with plugin ops). A warm start stops after
- * `warm-check`, unless the machine restarted since the plugin ops ran: then it runs `plugins` again.
+ * (only with pip packages; the `runtime` check runs beside it), `runtime`, `plugins` (only with plugin
+ * ops). A warm start stops after `warm-check` (writing `env.sh` again when it is missing), unless the
+ * machine restarted since the plugin ops ran: then it runs `plugins` again. A cold one makes the venv
+ * from nothing. uv, fetched from the package index while the venv is made and kept under
+ * `ROOT/tools`, installs where it installs exactly as pip would; the wheel caches stay under
+ * `ROOT/cache`.
  * Everything a phase prints also goes to `ROOT/bootstrap.log`, whose tail explains a failure.
  */
 import { createHash } from "node:crypto";
@@ -67,7 +71,8 @@ skyward_is_warm() {
   [ -f "$SKYWARD_ROOT/.content-hash" ] || return 1
   [ "$(cat "$SKYWARD_ROOT/.content-hash")" = "$SKYWARD_CONTENT_HASH" ] || return 1
   [ "$(cat "$SKYWARD_ROOT/.plugin-ops-hash" 2>/dev/null)" = "$SKYWARD_OPS_HASH" ] || return 1
-  "$SKYWARD_VENV/bin/python" -c '' </dev/null >/dev/null 2>&1
+  # The venv's Python must run; what it prints is the summary's first line (one start-up, not two).
+  SKYWARD_PYTHON_LINE=$("$SKYWARD_VENV/bin/python" -c "$SKYWARD_PYTHON_SUMMARY" </dev/null 2>/dev/null)
 }
 
 # Prints an id of the running boot, which changes when the machine restarts: the kernel's boot id,
@@ -100,8 +105,15 @@ skyward_record_boot() {
   if [ -n "$now" ]; then printf '%s\\n' "$now" >"$SKYWARD_ROOT/.boot-id"; fi
 }
 
+SKYWARD_PYTHON_SUMMARY='import sys; print("skyward: Python", sys.version.split()[0], "at", sys.executable, "(base " + getattr(sys, "_base_executable", sys.executable) + ")")'
+SKYWARD_PYTHON_LINE=
+
 skyward_summary() {
-  "$SKYWARD_VENV/bin/python" -c 'import sys; print("skyward: Python", sys.version.split()[0], "at", sys.executable, "(base " + getattr(sys, "_base_executable", sys.executable) + ")")' </dev/null || true
+  if [ -n "$SKYWARD_PYTHON_LINE" ]; then
+    printf '%s\\n' "$SKYWARD_PYTHON_LINE"
+  else
+    "$SKYWARD_VENV/bin/python" -c "$SKYWARD_PYTHON_SUMMARY" </dev/null || true
+  fi
   printf 'skyward: root %s, content hash %s\\n' "$SKYWARD_ROOT" "$SKYWARD_CONTENT_HASH"
 }
 
@@ -128,6 +140,11 @@ skyward_python_satisfies() {
   minor=\${version#*.}
   minor=\${minor%%.*}
   [ "$major" -gt 3 ] 2>/dev/null || { [ "$major" -eq 3 ] && [ "$minor" -ge 10 ]; } 2>/dev/null
+}
+
+# Whether interpreter $1 can run pip: found without importing it (importing pip takes most of a second).
+skyward_has_pip() {
+  "$1" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("pip") is None)' </dev/null >/dev/null 2>&1
 }
 
 # Prints the uv to use: the one installed under ROOT/tools, else one on PATH.
@@ -199,7 +216,7 @@ skyward_phase_venv() {
   if uv=$(skyward_find_uv); then
     echo "creating $SKYWARD_VENV with $uv"
     "$uv" venv --quiet --system-site-packages --python "$python" "$SKYWARD_VENV"
-  elif "$python" -m pip --version >/dev/null 2>&1; then
+  elif skyward_has_pip "$python"; then
     # The base's pip is visible through the system site-packages: no copy of it is needed.
     "$python" -m venv --without-pip --system-site-packages "$SKYWARD_VENV"
   elif ! "$python" -m venv --system-site-packages "$SKYWARD_VENV"; then
@@ -211,12 +228,112 @@ skyward_phase_venv() {
   "$SKYWARD_VENV/bin/python" -c 'import sys; print("created", sys.prefix, "with Python", sys.version.split()[0])'
 }
 
-# pip install "$@" into the venv. pip first: it sees the system site-packages, so a requirement the
-# host already satisfies (Debian's python3-torch) is not downloaded again, which uv does not
-# promise. uv only when the environment has no pip.
+# The uv the pip phase may use: one this node already has (kept under ROOT/tools by an earlier
+# bootstrap, or on PATH). A node without one installs with pip, and fetches uv afterwards for the
+# next pool (skyward_fetch_uv): measured, fetching uv (a 17 MB wheel) first costs more than it saves.
+skyward_usable_uv() {
+  [ "\${SKYWARD_INSTALLER:-auto}" != pip ] || return 1
+  skyward_find_uv
+}
+
+# Runs uv with the pip settings the image's env gives (uv does not read PIP_*): the index, extra
+# indexes, find-links, no-index, trusted hosts, CA bundle and timeout, unless the same UV_* setting is given too.
+skyward_uv() {
+  local uv=$1
+  shift
+  (
+    if [ -n "\${PIP_INDEX_URL:-}" ] && [ -z "\${UV_INDEX_URL:-}\${UV_DEFAULT_INDEX:-}" ]; then export UV_INDEX_URL="$PIP_INDEX_URL"; fi
+    if [ -n "\${PIP_EXTRA_INDEX_URL:-}" ] && [ -z "\${UV_EXTRA_INDEX_URL:-}\${UV_INDEX:-}" ]; then export UV_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL"; fi
+    if [ -n "\${PIP_FIND_LINKS:-}" ] && [ -z "\${UV_FIND_LINKS:-}" ]; then export UV_FIND_LINKS="$PIP_FIND_LINKS"; fi
+    if [ -n "\${PIP_TRUSTED_HOST:-}" ] && [ -z "\${UV_INSECURE_HOST:-}" ]; then export UV_INSECURE_HOST="$PIP_TRUSTED_HOST"; fi
+    case "\${PIP_NO_INDEX:-}" in
+      1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss] | [Oo][Nn]) export UV_NO_INDEX=true ;;
+    esac
+    # pip takes the best version across every index; so does uv with this strategy.
+    export UV_INDEX_STRATEGY="\${UV_INDEX_STRATEGY:-unsafe-best-match}"
+    if [ -n "\${PIP_CERT:-}" ] && [ -z "\${SSL_CERT_FILE:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi
+    if [ -n "\${PIP_DEFAULT_TIMEOUT:-\${PIP_TIMEOUT:-}}" ] && [ -z "\${UV_HTTP_TIMEOUT:-}" ]; then export UV_HTTP_TIMEOUT="\${PIP_DEFAULT_TIMEOUT:-$PIP_TIMEOUT}"; fi
+    if [ -s "$SKYWARD_ROOT/.uv-cert" ] && [ -z "\${SSL_CERT_FILE:-}" ]; then export SSL_CERT_FILE="$(cat "$SKYWARD_ROOT/.uv-cert")"; fi
+    exec "$uv" "$@"
+  )
+}
+
+# Whether uv installs "$@" exactly as pip would: no pip setting uv cannot read (a pip.conf, a PIP_*
+# variable other than those skyward_uv passes on, several find-links), and nothing it would install
+# already satisfied by the base interpreter's site-packages (uv does not look there; pip does, and
+# a requirement the environment satisfies is never downloaded again).
+skyward_uv_fits() {
+  local uv=$1 name plan
+  shift
+  for name in $(compgen -e); do
+    case "$name" in
+      PIP_INDEX_URL | PIP_EXTRA_INDEX_URL | PIP_FIND_LINKS | PIP_NO_INDEX | PIP_TRUSTED_HOST | PIP_CERT | PIP_DEFAULT_TIMEOUT | PIP_TIMEOUT | PIP_CACHE_DIR | PIP_ROOT_USER_ACTION | PIP_DISABLE_PIP_VERSION_CHECK | PIP_NO_INPUT | PIP_PROGRESS_BAR) ;;
+      PIP_*)
+        echo "$name is set, which uv does not read: installing with pip"
+        return 1
+        ;;
+    esac
+  done
+  case "\${PIP_FIND_LINKS:-}" in
+    *[[:space:]]*)
+      echo "several PIP_FIND_LINKS: installing with pip"
+      return 1
+      ;;
+  esac
+  # pip's configuration files, which uv does not read: only a CA bundle (cert) is passed on.
+  rm -f "$SKYWARD_ROOT/.uv-cert"
+  "$(cat "$SKYWARD_ROOT/.bootstrap-python")" - "$SKYWARD_ROOT/.uv-cert" <<'PY' || return 1
+import configparser, os, sys
+home = os.path.expanduser("~")
+files = ["/etc/xdg/pip/pip.conf", "/etc/pip.conf", f"{home}/.pip/pip.conf",
+         os.path.join(os.environ.get("XDG_CONFIG_HOME") or f"{home}/.config", "pip", "pip.conf"),
+         os.environ.get("PIP_CONFIG_FILE", ""), os.path.join(os.environ.get("SKYWARD_VENV", "/nonexistent"), "pip.conf")]
+harmless = {"cert", "cache-dir", "disable-pip-version-check", "root-user-action", "no-input", "progress-bar", "timeout"}
+cert = ""
+for path in files:
+    if not path or not os.path.isfile(path):
+        continue
+    parser = configparser.RawConfigParser()
+    parser.read(path)
+    for section in parser.sections():
+        for key, value in parser.items(section):
+            if key not in harmless:
+                print(f"pip reads {key} from {path}, uv does not: installing with pip")
+                sys.exit(1)
+            if key == "cert":
+                cert = value
+if cert and not os.environ.get("SSL_CERT_FILE"):
+    open(sys.argv[1], "w").write(cert)
+PY
+  if ! plan=$(skyward_uv "$uv" pip install --dry-run --python "$SKYWARD_VENV/bin/python" "$@" 2>&1); then
+    printf '%s\\n' "$plan" | tail -n 5
+    echo "uv could not plan the install: installing with pip"
+    return 1
+  fi
+  # The projects uv would install, checked against the base interpreter's own distributions.
+  printf '%s\\n' "$plan" | sed -n 's/^ + \\([^= ]*\\)==.*$/\\1/p' >"$SKYWARD_ROOT/.uv-plan"
+  "$(cat "$SKYWARD_ROOT/.bootstrap-python")" - "$SKYWARD_ROOT/.uv-plan" <<'PY'
+import importlib.metadata, re, sys
+norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
+have = {norm(d.metadata["Name"] or "") for d in importlib.metadata.distributions()}
+clash = sorted({line.strip() for line in open(sys.argv[1]) if norm(line.strip()) in have})
+if clash:
+    print("the base interpreter already has", ", ".join(clash), "(uv would install it again): installing with pip")
+    sys.exit(1)
+PY
+}
+
+# pip install "$@" into the venv: with the node's uv when it installs exactly as pip would (see
+# skyward_uv_fits), else with pip (the base's, seen through the system site-packages), else with uv.
 skyward_pip_install() {
   local uv
-  if "$SKYWARD_VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+  if uv=$(skyward_usable_uv) && skyward_uv_fits "$uv" "$@"; then
+    echo "installing with uv ($uv)"
+    skyward_uv "$uv" pip install --python "$SKYWARD_VENV/bin/python" "$@"
+    return
+  fi
+  if skyward_has_pip "$SKYWARD_VENV/bin/python"; then
+    echo "installing with pip"
     PIP_ROOT_USER_ACTION=ignore "$SKYWARD_VENV/bin/python" -m pip install \\
       --disable-pip-version-check --no-input --progress-bar off "$@"
     return
@@ -225,7 +342,106 @@ skyward_pip_install() {
     skyward_install_uv || { echo "no pip in $SKYWARD_VENV and uv could not be installed"; return 1; }
     uv=$(skyward_find_uv) || return 1
   fi
-  "$uv" pip install --python "$SKYWARD_VENV/bin/python" "$@"
+  echo "installing with uv ($uv): the environment has no pip"
+  skyward_uv "$uv" pip install --python "$SKYWARD_VENV/bin/python" "$@"
+}
+
+# Fetches uv's wheel for this machine from the package index the image's env names (PyPI by
+# default) and unpacks its executable into ROOT/tools/uv: one index page and one download, checked
+# against the index's sha256, no pip run (pip's own start-up costs more than uv then saves). Exits
+# non-zero, leaving nothing, where that cannot be done exactly (no index but find-links, not Linux
+# glibc on x86_64 or aarch64, no uv on the index): pip installs instead.
+skyward_get_uv() {
+  local python
+  [ "\${SKYWARD_INSTALLER:-auto}" = auto ] || return 1
+  skyward_find_uv >/dev/null && return 0
+  python=$(cat "$SKYWARD_ROOT/.bootstrap-python" 2>/dev/null) || return 1
+  mkdir -p "$SKYWARD_ROOT/tools"
+  "$python" - "$SKYWARD_ROOT/tools" <<'PY'
+import hashlib, html, io, os, platform, re, shutil, ssl, sys, urllib.parse, urllib.request, zipfile
+sys.excepthook = lambda kind, value, trace: print(f"uv: could not fetch it ({kind.__name__}: {value}); pip installs")
+tools = sys.argv[1]
+if os.environ.get("PIP_NO_INDEX", "").lower() in ("1", "true", "yes", "on"):
+    sys.exit("uv: PIP_NO_INDEX is set; pip installs")
+arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(platform.machine().lower())
+libc, glibc = platform.libc_ver()
+if sys.platform != "linux" or arch is None or libc != "glibc":
+    sys.exit("uv: not Linux glibc on x86_64 or aarch64; pip installs")
+have = tuple(int(part) for part in glibc.split(".")[:2])
+legacy = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+def fits(tag):
+    match = re.fullmatch(r"manylinux_(\\d+)_(\\d+)_(\\w+)", tag)
+    if match:
+        return match.group(3) == arch and (int(match.group(1)), int(match.group(2))) <= have
+    name, _, machine = tag.partition("_")
+    return name in legacy and machine == arch and legacy[name] <= have
+cafile = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or None
+context = ssl.create_default_context(cafile=cafile)
+index = (os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple").rstrip("/") + "/uv/"
+def get(url, timeout):
+    request = urllib.request.Request(url, headers={"Accept": "text/html", "User-Agent": "skyward-bootstrap"})
+    return urllib.request.urlopen(request, timeout=timeout, context=context)
+# A short deadline for the index page: the pip phase waits for this, and an index out of reach
+# must not hold it up for long (pip then tries, and says why).
+with get(index, 10) as response:
+    page, base = response.read().decode("utf-8", "replace"), response.geturl()
+best = None
+for link in re.findall(r'href="([^"]+)"', page):
+    url = urllib.parse.urljoin(base, html.unescape(link))
+    name = urllib.parse.unquote(url.split("#")[0].rsplit("/", 1)[-1])
+    match = re.fullmatch(r"uv-(\\d+(?:\\.\\d+)*)-py3-none-([\\w.]+)\\.whl", name)
+    if match and any(fits(tag) for tag in match.group(2).split(".")):
+        version = tuple(int(part) for part in match.group(1).split("."))
+        if best is None or version > best[0]:
+            best = (version, url)
+if best is None:
+    sys.exit(f"uv: no wheel for this machine at {index}; pip installs")
+url = best[1]
+with get(url.split("#")[0], 60) as response:
+    data = response.read()
+expected = dict(part.split("=", 1) for part in url.partition("#")[2].split("&") if "=" in part).get("sha256")
+if expected and hashlib.sha256(data).hexdigest() != expected:
+    sys.exit("uv: the wheel's sha256 does not match the index's; pip installs")
+target = os.path.join(tools, f"uv.next.{os.getpid()}")
+os.makedirs(os.path.join(target, "bin"), exist_ok=True)
+with zipfile.ZipFile(io.BytesIO(data)) as wheel:
+    member = next((n for n in wheel.namelist() if re.fullmatch(r"uv-[^/]+\\.data/scripts/uv", n)), None)
+    if member is None:
+        shutil.rmtree(target)
+        sys.exit("uv: the wheel holds no uv executable; pip installs")
+    with wheel.open(member) as source, open(os.path.join(target, "bin", "uv"), "wb") as out:
+        shutil.copyfileobj(source, out)
+os.chmod(os.path.join(target, "bin", "uv"), 0o755)
+final = os.path.join(tools, "uv")
+shutil.rmtree(final, ignore_errors=True)
+os.rename(target, final)
+print("uv", ".".join(map(str, best[0])), "from", url.split("#")[0])
+PY
+}
+
+# Starts fetching uv from the package index (PyPI, or the one the image's env names) with pip, in the
+# background and at a low priority, into ROOT/tools/uv, which later pools keep: the next bootstrap
+# that installs packages on this node uses it. No binary download: without pip or an index that has
+# uv, nothing happens and pip stays the installer.
+skyward_fetch_uv() {
+  local python
+  [ "\${SKYWARD_INSTALLER:-auto}" = auto ] || return 0
+  skyward_find_uv >/dev/null && return 0
+  python=$(cat "$SKYWARD_ROOT/.bootstrap-python" 2>/dev/null) || return 0
+  skyward_has_pip "$python" || return 0
+  mkdir -p "$SKYWARD_ROOT/tools" "$SKYWARD_CACHE"
+  echo "fetching uv with pip in the background, for the next bootstrap (log: $SKYWARD_CACHE/uv-fetch.log)"
+  (
+    cd "$SKYWARD_ROOT/tools" || exit 0
+    setsid nice -n 10 sh -c '
+      next="uv.next.$$"
+      if PIP_ROOT_USER_ACTION=ignore "$1" -m pip install --quiet --disable-pip-version-check --no-input --no-compile --target "$next" uv && [ -x "$next/bin/uv" ] && "$next/bin/uv" --version; then
+        rm -rf uv && mv "$next" uv
+      else
+        rm -rf "$next"
+      fi
+    ' skyward-fetch-uv "$python" >"$SKYWARD_CACHE/uv-fetch.log" 2>&1 </dev/null 9>&- &
+  )
 }
 
 skyward_phase_runtime() {
@@ -321,7 +537,8 @@ function renderPipPhase(image: Image): string[] {
     }
     lines.push(`  skyward_pip_install ${[...options, ...step.requirements.map(shellQuote)].join(" ")}`);
   }
-  lines.push("}");
+  // uv for the next bootstrap on this node, fetched once this one's packages are in.
+  lines.push("  skyward_fetch_uv || true", "}");
   return lines;
 }
 
@@ -348,10 +565,15 @@ function renderPipPhase(image: Image): string[] {
  * - `python`: `"auto"` takes the host's `python3` when >= 3.10; `"3.12"` takes `python3.12` or a
  *   `python3` of that version; a path takes that interpreter. Else (not for a path) uv, from PyPI or
  *   its standalone build, installs a managed Python under `ROOT/tools`.
- * - `venv`: `ROOT/venv` with `--system-site-packages`, kept while its base interpreter stays.
+ * - `venv`: `ROOT/venv` with `--system-site-packages`, made again from nothing whenever the content
+ *   hash or the plugin ops changed (a package the image no longer names is gone).
  * - `pip`: the packages, with plain `pip install` semantics (what is satisfied, the system
  *   site-packages included, is not reinstalled); a package named by a pip index comes from that
- *   index only, in its own command. pip when the environment has it, uv otherwise.
+ *   index only, in its own command. With uv when the node has it (its wheel is read from the index
+ *   the image's env names while the venv is made, no binary download) and uv installs exactly as pip
+ *   would: no `PIP_*` setting or `pip.conf` key uv cannot be given, nothing it would install already in
+ *   the base interpreter. Else with pip; `SKYWARD_INSTALLER=pip` in the image's env always uses pip.
+ *   Caches: `PIP_CACHE_DIR` / `UV_CACHE_DIR` default to `ROOT/cache/pip` and `ROOT/cache/uv`.
  * - `runtime`: checks the uploaded runtime is there and imports.
  * - `plugins`: each op with the venv activated and `env.sh` sourced, in `ROOT/work`; the first
  *   failing op fails the phase.
@@ -381,12 +603,13 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     // Where the boot id is read; the variable is for tests, which fake a reboot with it.
     `SKYWARD_BOOT_ID_FILE="\${SKYWARD_BOOT_ID_FILE:-/proc/sys/kernel/random/boot_id}"`,
     'SKYWARD_VENV="$SKYWARD_ROOT/venv"',
+    'SKYWARD_CACHE="$SKYWARD_ROOT/cache"',
     'SKYWARD_WORK="$SKYWARD_ROOT/work"',
     'SKYWARD_LOG="$SKYWARD_ROOT/bootstrap.log"',
     "SKYWARD_LOGGING=",
     "SKYWARD_SUDO=",
     ...(options.sudo ? ['if [ "$(id -u)" -ne 0 ]; then SKYWARD_SUDO="sudo -n"; fi'] : []),
-    "export SKYWARD_ROOT SKYWARD_VENV SKYWARD_SUDO",
+    "export SKYWARD_ROOT SKYWARD_VENV SKYWARD_CACHE SKYWARD_SUDO",
   ];
   const phases = [
     ...renderEnvPhase(image),
@@ -403,6 +626,8 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     "if skyward_is_warm; then",
     '  skyward_mark "phase warm-check done $(($(skyward_now_ms) - skyward_started))"',
     "  skyward_mark warm",
+    // A pool's self-destruct removes env.sh (it holds the image's env) but keeps the environment.
+    '  if [ ! -f "$SKYWARD_ROOT/env.sh" ]; then skyward_phase env skyward_phase_env; fi',
     ...(ops.length > 0
       ? [
           // Plugin ops set up what a restart loses (the MPS daemon, MIG instances): after one, they
@@ -419,15 +644,36 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     "  exit 0",
     "fi",
     'rm -f "$SKYWARD_ROOT/.content-hash" "$SKYWARD_ROOT/.plugin-ops-hash" "$SKYWARD_ROOT/.boot-id"',
+    // Another image (or other plugin ops): the environment is made again from nothing, so a package
+    // the image no longer names is gone too; the wheel cache under ROOT/cache makes that quick.
+    'rm -rf "$SKYWARD_VENV"',
     'skyward_mark "phase warm-check done $(($(skyward_now_ms) - skyward_started))"',
     "skyward_phase env skyward_phase_env",
     // The later phases run with the image's env (a proxy for apt, uv and pip: HTTPS_PROXY).
     '. "$SKYWARD_ROOT/env.sh"',
+    // The node's wheel caches, which later pools reuse (unless the image's env names others).
+    `export PIP_CACHE_DIR="\${PIP_CACHE_DIR:-$SKYWARD_CACHE/pip}" UV_CACHE_DIR="\${UV_CACHE_DIR:-$SKYWARD_CACHE/uv}"`,
     ...(image.apt.length > 0 ? ["skyward_phase apt skyward_phase_apt"] : []),
     "skyward_phase python skyward_phase_python",
+    ...(image.pip.length > 0
+      ? [
+          // uv's wheel is fetched while the venv is made; the pip phase uses it when it came.
+          'skyward_get_uv 2>&1 | tee -a "$SKYWARD_LOG" &',
+          "skyward_uv_pid=$!",
+        ]
+      : []),
     "skyward_phase venv skyward_phase_venv",
-    ...(image.pip.length > 0 ? ["skyward_phase pip skyward_phase_pip"] : []),
-    "skyward_phase runtime skyward_phase_runtime",
+    ...(image.pip.length > 0
+      ? [
+          // Independent phases at once: the runtime check (an import of the uploaded runtime, which
+          // needs only the standard library) runs while pip installs.
+          "skyward_phase runtime skyward_phase_runtime &",
+          "skyward_runtime_pid=$!",
+          'wait "$skyward_uv_pid" || true',
+          "skyward_phase pip skyward_phase_pip",
+          'wait "$skyward_runtime_pid" || exit "$?"',
+        ]
+      : ["skyward_phase runtime skyward_phase_runtime"]),
     ...(ops.length > 0 ? ["skyward_phase plugins skyward_phase_plugins", "skyward_record_boot"] : []),
     'printf \'%s\\n\' "$SKYWARD_OPS_HASH" >"$SKYWARD_ROOT/.plugin-ops-hash"',
     'printf \'%s\\n\' "$SKYWARD_CONTENT_HASH" >"$SKYWARD_ROOT/.content-hash.next"',

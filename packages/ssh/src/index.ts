@@ -33,4 +33,10 @@ export type {
   SshUploadOptions,
 } from "./transport.js";
 export { SshConnection, sshKeyFingerprint } from "./transport.js";
-export { DEFAULT_NODE_ROOT, launchSshWorker, stopWorkerCommand } from "./worker-launcher.js";
+export {
+  cleanNodeRootCommand,
+  DEFAULT_NODE_ROOT,
+  KEPT_NODE_ENTRIES,
+  launchSshWorker,
+  stopWorkerCommand,
+} from "./worker-launcher.js";

@@ -36,6 +36,32 @@ export function stopWorkerCommand(root: string): string {
   return `if [ -f ${pidFile} ]; then kill -- -"$(cat ${pidFile})" 2>/dev/null || kill "$(cat ${pidFile})" 2>/dev/null; rm -f ${pidFile}; fi`;
 }
 
+/**
+ * What a pool's bootstrap keeps under a node's root for the next pool: the virtual environment, the
+ * wheel caches, uv and managed Pythons (`tools`), and the records the warm check reads.
+ */
+export const KEPT_NODE_ENTRIES: readonly string[] = Object.freeze([
+  "venv",
+  "cache",
+  "tools",
+  ".content-hash",
+  ".plugin-ops-hash",
+  ".boot-id",
+  ".bootstrap-python",
+  ".bootstrap.lock",
+]);
+
+/**
+ * The shell command that removes what a pool left under a node's root — the runtime, the includes,
+ * `env.sh` (the image's env), the bootstrap script and log, the worker's token, pid and log — and
+ * keeps the environment ({@link KEPT_NODE_ENTRIES}), so that a later pool with the same image starts
+ * warm on this node. For a self-destruct on a machine that outlives the pool (your own hosts).
+ */
+export function cleanNodeRootCommand(root: string): string {
+  const keep = KEPT_NODE_ENTRIES.map((name) => shellQuote(name)).join(" | ");
+  return `if [ -d ${shellQuote(root)} ]; then for entry in ${shellQuote(root)}/* ${shellQuote(root)}/.[!.]* ${shellQuote(root)}/..?*; do [ -e "$entry" ] || [ -L "$entry" ] || continue; case "\${entry##*/}" in ${keep}) ;; *) rm -rf -- "$entry" ;; esac; done; fi`;
+}
+
 /** The default Skyward directory on a node. */
 export const DEFAULT_NODE_ROOT = "/opt/skyward";
 
@@ -62,6 +88,8 @@ async function runtimeFiles(): Promise<{ source: string; target: string; mode: n
 }
 
 const READY_PREFIX = "SKYWARD_WORKER_READY ";
+/** The lines the volume phase prints after the bootstrap: `<marker> start|done|failed`. */
+const VOLUMES_MARKER = "::skyward-volumes::";
 
 /** What a running worker was started from; a later pool reattaches to it only when this is equal. */
 async function launchFingerprint(
@@ -175,30 +203,29 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     const fingerprint = await launchFingerprint(files, request.image, command.replace(/ --ttl \S+/, ""));
 
     // A released worker of an earlier pool, started from the same code and settings, is reused.
-    const reattached = await reattach(ssh, root, fingerprint, where, request);
-    if (reattached) return reattached;
+    const prepare = [
+      sudo
+        ? `sudo mkdir -p ${shellQuote(root)} && sudo chown "$(id -u):$(id -g)" ${shellQuote(root)}`
+        : `mkdir -p ${shellQuote(root)}`,
+      ...(volumes.length > 0 ? [`skyward_old="$(cat ${q("worker.pid")} 2>/dev/null || true)"`] : []),
+      stopWorkerCommand(root),
+      // An earlier worker's shell unmounts its volumes as it exits: wait for it (10 s at most), so
+      // that it cannot unmount what this launch mounts at the same paths.
+      ...(volumes.length > 0
+        ? [
+            'for i in $(seq 1 50); do { [ -n "$skyward_old" ] && kill -0 "$skyward_old" 2>/dev/null; } || break; sleep 0.2; done',
+            unmountVolumesCommand(mountPoints, sudo),
+          ]
+        : []),
+      `rm -rf ${q("runtime")} ${q("work")} ${q("worker.json")}${volumes.length > 0 ? ` ${q("volumes")}` : ""}`,
+    ].join(" && ");
+    // When no worker is recorded, the same round trip prepares the root for the upload.
+    const reattached = await reattach(ssh, root, fingerprint, where, request, prepare);
+    if (reattached.endpoint) return reattached.endpoint;
 
     report("upload", "started");
     const uploadStarted = performance.now();
-    await ssh.exec(
-      [
-        sudo
-          ? `sudo mkdir -p ${shellQuote(root)} && sudo chown "$(id -u):$(id -g)" ${shellQuote(root)}`
-          : `mkdir -p ${shellQuote(root)}`,
-        ...(volumes.length > 0 ? [`skyward_old="$(cat ${q("worker.pid")} 2>/dev/null || true)"`] : []),
-        stopWorkerCommand(root),
-        // An earlier worker's shell unmounts its volumes as it exits: wait for it (10 s at most), so
-        // that it cannot unmount what this launch mounts at the same paths.
-        ...(volumes.length > 0
-          ? [
-              'for i in $(seq 1 50); do { [ -n "$skyward_old" ] && kill -0 "$skyward_old" 2>/dev/null; } || break; sleep 0.2; done',
-            ]
-          : []),
-        unmountVolumesCommand(mountPoints, sudo),
-        `rm -rf ${q("runtime")} ${q("work")} ${q("worker.json")} ${q("volumes")}`,
-      ].join(" && "),
-      { signal, timeoutSeconds: 60 },
-    );
+    if (!reattached.prepared) await ssh.exec(prepare, { signal, timeoutSeconds: 60 });
     await ssh.uploadFiles(
       [
         ...files,
@@ -206,24 +233,68 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
         { content: request.token, target: "worker.token", mode: 0o600 },
       ],
       root,
-      {
-        signal,
-      },
+      { signal },
     );
     report("upload", "finished", performance.now() - uploadStarted);
 
-    // Bootstrap, streaming its phases.
+    // The worker's start, run in the bootstrap's round trip once the bootstrap succeeded: started
+    // detached from this SSH session (so that it outlives the client by its TTL), then waited for
+    // (250 polls 20 ms apart, on the node) and, once ready, recorded for a later pool to reattach to.
+    const probeCommand = `cat ${q("worker.log")}; echo; echo "::pid $(cat ${q("worker.pid")})"; if kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; then echo ::alive; else echo ::dead; fi`;
+    const waitForReady = `skyward_i=0; while [ "$skyward_i" -lt 250 ] && ! grep -q '^${READY_PREFIX}' ${q("worker.log")} 2>/dev/null && kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; do sleep 0.02; skyward_i=$((skyward_i + 1)); done`;
+    // With volumes, they are mounted first (the `volumes` phase, its output kept for a failure), and a
+    // shell waits for the worker and unmounts them when it exits, however it ends.
+    const workerShell =
+      volumes.length > 0
+        ? `trap ${shellQuote(unmountVolumesCommand(mountPoints, sudo))} EXIT; trap "exit 143" TERM INT HUP; ${command}`
+        : `exec ${command}`;
+    const volumePhase = `{ echo "${VOLUMES_MARKER} start"; if skyward_v=$(bash ${q("volumes.sh")} 2>&1); then echo "${VOLUMES_MARKER} done"; else printf '%s\\n' "$skyward_v"; echo "${VOLUMES_MARKER} failed"; exit 1; fi; }`;
+    const startCommand = [
+      ...(volumes.length > 0 ? [volumePhase] : []),
+      `cd ${q("work")}`,
+      `. ${q("env.sh")}`,
+      `SKYWARD_TOKEN="$(cat ${q("worker.token")})"`,
+      `export SKYWARD_TOKEN PYTHONPATH=${q("runtime")} PYTHONUNBUFFERED=1`,
+      `: > ${q("worker.log")}`,
+      `(setsid ${volumes.length > 0 ? "bash" : "sh"} -c ${shellQuote(workerShell)} > ${q("worker.log")} 2>&1 < /dev/null & echo $! > ${q("worker.pid")})`,
+      `{ ${waitForReady}; }`,
+      `{ skyward_port=$(sed -n 's/^${READY_PREFIX}{"port": \\([0-9]*\\),.*/\\1/p' ${q("worker.log")} | head -n 1); if [ -n "$skyward_port" ]; then printf '{"pid":%s,"port":%s,"fingerprint":"%s"}' "$(cat ${q("worker.pid")})" "$skyward_port" ${shellQuote(fingerprint)} > ${q("worker.json")} && echo ::recorded; fi; }`,
+      `{ ${probeCommand}; }`,
+    ].join(" && ");
+
+    // Bootstrap, streaming its phases, then the worker's start.
     let warm = false;
+    let bootstrapped = false;
+    let workerStarted = 0;
+    let afterBootstrap = "";
+    let volumesStarted = 0;
     let pending = "";
     const onStdout = (chunk: Buffer | string) => {
       pending += chunk.toString();
       const lines = pending.split("\n");
       pending = lines.pop() ?? "";
       for (const line of lines) {
+        if (bootstrapped) {
+          afterBootstrap += `${line}\n`;
+          if (line.startsWith(VOLUMES_MARKER)) {
+            const status = line.slice(VOLUMES_MARKER.length + 1).trim();
+            if (status === "start") volumesStarted = performance.now();
+            report(
+              "volumes",
+              status === "start" ? "started" : status === "done" ? "finished" : "failed",
+              status === "done" ? performance.now() - volumesStarted : undefined,
+            );
+          }
+          continue;
+        }
         const marker = parseBootstrapMarker(line);
         if (!marker) continue;
         if (marker.kind === "warm") warm = true;
-        else if (marker.kind === "phase") {
+        else if (marker.kind === "done") {
+          bootstrapped = true;
+          report("worker", "started");
+          workerStarted = performance.now();
+        } else {
           report(
             marker.name,
             marker.status === "start" ? "started" : marker.status === "done" ? "finished" : "failed",
@@ -239,21 +310,25 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       );
     let result: { code: number | null };
     try {
-      result = await ssh.exec(`bash ${q("bootstrap.sh")}`, {
+      result = await ssh.exec(`bash ${q("bootstrap.sh")} && { ${startCommand}; }`, {
         signal,
-        timeoutSeconds: request.timeoutSeconds,
+        timeoutSeconds: request.timeoutSeconds + 60,
         onStdout,
       });
     } catch (error) {
       if (signal.aborted) throw error;
       throw new BootstrapError({
         node,
-        logTail: await logTail(),
-        message: `Bootstrap on node ${node} (${where}) did not finish within ${request.timeoutSeconds} s`,
+        ...(bootstrapped ? { phase: "worker" } : {}),
+        logTail: bootstrapped ? afterBootstrap.trim() : await logTail(),
+        message: bootstrapped
+          ? `The worker on node ${node} (${where}) did not start in time`
+          : `Bootstrap on node ${node} (${where}) did not finish within ${request.timeoutSeconds} s`,
         cause: error,
       });
     }
-    if (result.code !== 0) {
+    afterBootstrap += pending;
+    if (!bootstrapped) {
       const tail = await logTail();
       const failed = describeBootstrapFailure(tail);
       throw new BootstrapError({
@@ -263,37 +338,34 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
         message: `Bootstrap failed on node ${node} (${where}), exit code ${result.code}${failed ? `: ${failed}` : ""}`,
       });
     }
-
-    if (volumes.length > 0) await mountVolumes(ssh, root, node, where, request);
-
-    // Start the worker detached from this SSH session, so that it outlives the client by its TTL.
-    // With volumes, a shell waits for it and unmounts them when it exits, however it ends.
-    const workerShell =
-      volumes.length > 0
-        ? `trap ${shellQuote(unmountVolumesCommand(mountPoints, sudo))} EXIT; trap "exit 143" TERM INT HUP; ${command}`
-        : `exec ${command}`;
-    report("worker", "started");
-    const workerStarted = performance.now();
-    await ssh.exec(
-      [
-        `cd ${q("work")}`,
-        `. ${q("env.sh")}`,
-        `SKYWARD_TOKEN="$(cat ${q("worker.token")})"`,
-        `export SKYWARD_TOKEN PYTHONPATH=${q("runtime")} PYTHONUNBUFFERED=1`,
-        `: > ${q("worker.log")}`,
-        `(setsid bash -c ${shellQuote(workerShell)} > ${q("worker.log")} 2>&1 < /dev/null & echo $! > ${q("worker.pid")})`,
-      ].join(" && "),
-      { signal, timeoutSeconds: 30 },
-    );
+    if (afterBootstrap.includes(`${VOLUMES_MARKER} failed`)) {
+      const tail = afterBootstrap
+        .slice(afterBootstrap.indexOf(`${VOLUMES_MARKER} start`))
+        .split("\n")
+        .filter((line) => line !== "" && !line.startsWith(VOLUMES_MARKER))
+        .slice(-20)
+        .join("\n");
+      throw new BootstrapError({
+        node,
+        phase: "volumes",
+        logTail: tail,
+        message: `Mounting the volumes failed on node ${node} (${where}): ${tail.split("\n").at(-1) || `exit code ${result.code}`}`,
+      });
+    }
+    if (result.code !== 0 && !afterBootstrap.includes("::pid ")) {
+      throw new BootstrapError({
+        node,
+        phase: "worker",
+        logTail: afterBootstrap.trim().split("\n").slice(-40).join("\n"),
+        message: `The worker on node ${node} (${where}) could not be started, exit code ${result.code}`,
+      });
+    }
+    let probe = { stdout: afterBootstrap };
     const deadline = performance.now() + request.timeoutSeconds * 1000;
     let port: number | undefined;
     let pid = 0;
     while (port === undefined) {
       signal.throwIfAborted();
-      const probe = await ssh.exec(
-        `cat ${q("worker.log")}; echo; echo "::pid $(cat ${q("worker.pid")})"; if kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; then echo ::alive; else echo ::dead; fi`,
-        { signal, timeoutSeconds: 15 },
-      );
       const ready = probe.stdout.split("\n").find((line) => line.startsWith(READY_PREFIX));
       pid = Number(/::pid (\d+)/.exec(probe.stdout)?.[1] ?? 0);
       if (ready) {
@@ -317,12 +389,15 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
         });
       }
       await new Promise((resolve) => setTimeout(resolve, 150));
+      probe = await ssh.exec(probeCommand, { signal, timeoutSeconds: 15 });
     }
     const record: RecordedWorker = { pid, port, fingerprint };
-    await ssh.exec(`printf '%s' ${shellQuote(JSON.stringify(record))} > ${q("worker.json")}`, {
-      signal,
-      timeoutSeconds: 15,
-    });
+    if (!/^::recorded$/m.test(probe.stdout)) {
+      await ssh.exec(`printf '%s' ${shellQuote(JSON.stringify(record))} > ${q("worker.json")}`, {
+        signal,
+        timeoutSeconds: 15,
+      });
+    }
     report("worker", "finished", performance.now() - workerStarted);
 
     return tunnelEndpoint(ssh, where, port, pid, { warm });
@@ -330,33 +405,6 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     ssh.close();
     throw error;
   }
-}
-
-/** Runs the volume phase (`ROOT/volumes.sh`), reported as the `volumes` bootstrap phase. */
-async function mountVolumes(
-  ssh: SshConnection,
-  root: string,
-  node: number,
-  where: string,
-  request: LaunchWorkerOptions,
-): Promise<void> {
-  request.progress?.({ phase: "volumes", status: "started" });
-  const started = performance.now();
-  const result = await ssh.exec(`bash ${shellQuote(`${root}/volumes.sh`)} 2>&1`, {
-    signal: request.signal,
-    timeoutSeconds: Math.min(request.timeoutSeconds, 600),
-  });
-  if (result.code !== 0) {
-    request.progress?.({ phase: "volumes", status: "failed" });
-    const tail = result.stdout.trim().split("\n").slice(-20).join("\n");
-    throw new BootstrapError({
-      node,
-      phase: "volumes",
-      logTail: tail,
-      message: `Mounting the volumes failed on node ${node} (${where}): ${tail.split("\n").at(-1) ?? `exit code ${result.code}`}`,
-    });
-  }
-  request.progress?.({ phase: "volumes", status: "finished", durationMs: performance.now() - started });
 }
 
 /** The endpoint of a worker listening on the node's loopback, reached through tunnels over `ssh`. */
@@ -380,7 +428,8 @@ function tunnelEndpoint(
 
 /**
  * The worker a previous pool left on the node (released, waiting out its TTL), when it was started
- * from the same code and settings and still runs: its endpoint, with the token it demands.
+ * from the same code and settings and still runs: its endpoint, with the token it demands. When no
+ * worker is recorded, the same round trip runs `prepare` (`prepared` says it did).
  */
 async function reattach(
   ssh: SshConnection,
@@ -388,37 +437,43 @@ async function reattach(
   fingerprint: string,
   where: string,
   request: LaunchWorkerOptions,
-): Promise<WorkerEndpoint | undefined> {
+  prepare: string,
+): Promise<{ endpoint?: WorkerEndpoint; prepared: boolean }> {
   const q = (path: string) => shellQuote(`${root}/${path}`);
   const found = await ssh
     .exec(
-      `if [ -f ${q("worker.json")} ] && [ -f ${q("worker.token")} ]; then cat ${q("worker.json")}; echo; cat ${q("worker.token")}; fi`,
-      { signal: request.signal, timeoutSeconds: 15 },
+      `if [ -f ${q("worker.json")} ] && [ -f ${q("worker.token")} ]; then cat ${q("worker.json")}; echo; cat ${q("worker.token")}; else ${prepare} && echo ::prepared; fi`,
+      { signal: request.signal, timeoutSeconds: 60 },
     )
     .catch(() => undefined);
+  if (found?.code === 0 && found.stdout.trim() === "::prepared") return { prepared: true };
+  const none = { prepared: false };
   const [json, token] = found?.stdout.split("\n") ?? [];
-  if (!json || !token) return undefined;
+  if (!json || !token) return none;
   let recorded: RecordedWorker;
   try {
     recorded = JSON.parse(json) as RecordedWorker;
   } catch {
-    return undefined;
+    return none;
   }
-  if (recorded.fingerprint !== fingerprint) return undefined;
+  if (recorded.fingerprint !== fingerprint) return none;
   const alive = await ssh
     .exec(`kill -0 ${Number(recorded.pid)} 2>/dev/null && echo yes`, { timeoutSeconds: 10 })
     .catch(() => undefined);
-  if (alive?.stdout.trim() !== "yes") return undefined;
+  if (alive?.stdout.trim() !== "yes") return none;
   // Its tunnel must open; the pool's handshake (with the recorded token) then checks the rest.
   try {
     const probe = await ssh.forwardOut("127.0.0.1", recorded.port);
     probe.destroy();
   } catch {
-    return undefined;
+    return none;
   }
   request.progress?.({ phase: "reattach", status: "finished", durationMs: 0 });
-  return tunnelEndpoint(ssh, where, Number(recorded.port), Number(recorded.pid), {
-    warm: true,
-    token: token.trim(),
-  });
+  return {
+    prepared: false,
+    endpoint: tunnelEndpoint(ssh, where, Number(recorded.port), Number(recorded.pid), {
+      warm: true,
+      token: token.trim(),
+    }),
+  };
 }

@@ -279,6 +279,39 @@ describe.skipIf(skip !== undefined)("volumes on a 2-host test bed against moto's
     expect(mountsOf()).toEqual([]);
   }, 180_000);
 
+  it("a volume that cannot be mounted stops the node with s3fs's reason (phase volumes)", async () => {
+    const failure = await sky
+      .compute({
+        provider: SSH({ hosts: testbedSshHosts(bed, { indices: [0] }) }),
+        nodes: 1,
+        ttl: 0,
+        image: { includes: [tasks] },
+        volumes: [
+          {
+            bucket: "no-such-bucket",
+            mount: "/mnt/skyward-e2e/missing",
+            storage: {
+              endpoint: moto.endpoint,
+              accessKeyEnv: "SKYT_VOLUME_KEY",
+              secretKeyEnv: "SKYT_VOLUME_SECRET",
+              pathStyle: true,
+            },
+          },
+        ],
+        options: { console: false },
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(String(failure)).toMatch(/Mounting the volumes failed on node 0 .*s3fs/s);
+    const phases = [failure, (failure as { cause?: unknown })?.cause].map(
+      (error) => (error as { phase?: string })?.phase,
+    );
+    expect(phases).toContain("volumes");
+    expect(String(failure)).not.toContain(SECRET);
+  }, 120_000);
+
   it("refuses a volume whose key variable is not set, naming the field, before a worker starts", async () => {
     const pool = sky.compute({
       provider: SSH({ hosts: testbedSshHosts(bed, { indices: [0] }) }),

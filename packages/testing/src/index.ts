@@ -10,6 +10,12 @@ export {
   runProviderConformance,
   workerEndpointProblems,
 } from "./conformance.js";
+export {
+  type FakeImds,
+  type FakeImdsOptions,
+  type FakeImdsRequest,
+  startFakeImds,
+} from "./fake-imds.js";
 export { packedFiles } from "./package-files.js";
 export {
   conformanceCluster,

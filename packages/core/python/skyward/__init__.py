@@ -2,7 +2,8 @@
 
 The same names and meanings as the Python project, so existing task code runs unchanged:
 ``instance_info``, ``is_head``, ``shard``, ``stdout``, ``stderr``, ``silent``, ``redirect_output``,
-``function`` and ``time``.
+``function`` and ``time``; and the distributed collections ``dict``, ``set``, ``counter``,
+``queue``, ``barrier`` and ``lock`` (:mod:`skyward.collections`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Callable, TypeVar, overload
 
 from . import durations as time
 from . import storage
+from .collections import barrier, counter, dict, lock, queue, set
 from .context import instance_info
 from .execution import InputStreamError
 from .info import AcceleratorInfo, InstanceInfo, NetworkInfo, PeerInfo
@@ -55,6 +57,12 @@ def function(fn: Callable[..., Any] | None = None, *, timeout: float | None = No
 
 __all__ = [
     "AcceleratorInfo",
+    "barrier",
+    "counter",
+    "dict",
+    "lock",
+    "queue",
+    "set",
     "CallbackWriter",
     "InputStreamError",
     "InstanceInfo",

@@ -392,7 +392,7 @@ class FrameDecoder:
 
     __slots__ = (
         "_staging", "_start", "_end", "_frame", "_filled", "_spare", "_spare_used", "_need_header", "_need_body",
-        "_failed",
+        "_failed", "max_frame_bytes",
     )
 
     def __init__(self) -> None:
@@ -407,6 +407,9 @@ class FrameDecoder:
         self._need_header = -1  # header length of the frame whose prefix is read, else -1
         self._need_body = 0
         self._failed = False
+        #: A tighter limit on a whole frame (header + body), checked at its prefix; None for none.
+        #: The worker sets one until the handshake is done, so a stranger cannot make it buffer much.
+        self.max_frame_bytes: int | None = None
 
     @property
     def pending(self) -> int:
@@ -493,6 +496,11 @@ class FrameDecoder:
                     )
                 if body_length > MAX_BODY_BYTES:
                     raise ProtocolError(f"frame body length {body_length} is over the limit of {MAX_BODY_BYTES}")
+                limit = self.max_frame_bytes
+                if limit is not None and header_length + body_length > limit:
+                    raise ProtocolError(
+                        f"a frame of {header_length + body_length} bytes is over the limit of {limit} here"
+                    )
                 start += 8
                 self._start = start
                 self._need_header = header_length

@@ -30,6 +30,7 @@ from .dispatch import error_fields
 from .execution import Outcome, TaskRunner, error_outcome
 from .executors import ProcessExecutor, Task, ThreadExecutor
 from .info import instance_info_from_cluster
+from . import interruption
 from .output import OutputRouter, TaskStream
 from .plugins import Lifecycle, PluginLoadError, decorators, load_plugins
 from .protocol import (
@@ -46,6 +47,10 @@ RESULT_KEEP_SECONDS = 300.0
 RESULT_KEEP_MAX = 50_000
 PING_INTERVAL = 5.0
 SILENCE_LIMIT = 30.0
+#: A connection must complete the handshake (a good ``hello``) within this many seconds...
+HANDSHAKE_SECONDS = 10.0
+#: ...and no frame before it may be larger than this (a ``hello`` is a few hundred bytes).
+PRE_HANDSHAKE_FRAME_BYTES = 16 * 1024
 APP_EXIT_LIMIT = 60.0  # seconds the around_app exits get when the worker stops
 STREAM_NAMES = ("stdout", "stderr")
 
@@ -66,11 +71,20 @@ class Options:
         parser.add_argument("--ttl", type=float, default=None)
         parser.add_argument("--self-destruct", dest="self_destruct", default=None)
         parser.add_argument("--exit-on-stdin-eof", dest="exit_on_stdin_eof", action="store_true")
+        parser.add_argument("--handshake-timeout", dest="handshake_timeout", type=float, default=HANDSHAKE_SECONDS)
+        parser.add_argument("--interruption-notice", dest="interruption_notice", default=None)
+        parser.add_argument("--interruption-poll-interval", dest="interruption_poll_interval", type=float, default=5.0)
         parsed = parser.parse_args(argv)
         if parsed.concurrency < 1:
             parser.error("--concurrency must be at least 1")
         if parsed.buffer < 0:
             parser.error("--buffer must be at least 0")
+        if not parsed.handshake_timeout > 0:
+            parser.error("--handshake-timeout must be more than 0")
+        if not parsed.interruption_poll_interval > 0:
+            parser.error("--interruption-poll-interval must be more than 0")
+        if parsed.interruption_notice is not None and not parsed.interruption_notice.startswith("aws-imds="):
+            parser.error("--interruption-notice must be aws-imds=<endpoint>")
         self.node: int = parsed.node
         self.host: str = parsed.host
         self.port: int = parsed.port
@@ -82,6 +96,9 @@ class Options:
         self.ttl: float | None = parsed.ttl
         self.self_destruct: str | None = parsed.self_destruct
         self.exit_on_stdin_eof: bool = parsed.exit_on_stdin_eof
+        self.handshake_timeout: float = parsed.handshake_timeout
+        self.interruption_notice: str | None = parsed.interruption_notice
+        self.interruption_poll_interval: float = parsed.interruption_poll_interval
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -101,6 +118,8 @@ class Connection(asyncio.BufferedProtocol):
         self.worker = worker
         self.transport: asyncio.Transport | None = None
         self.decoder = FrameDecoder()
+        self.decoder.max_frame_bytes = PRE_HANDSHAKE_FRAME_BYTES
+        self._handshake_timer: asyncio.TimerHandle | None = None
         self.authenticated = False
         self.alive = True
         self.peer = "?"
@@ -130,6 +149,26 @@ class Connection(asyncio.BufferedProtocol):
             pass
         self.peer = str(transport.get_extra_info("peername"))
         self.worker.connections.add(self)
+        self._handshake_timer = self.worker.loop.call_later(
+            self.worker.options.handshake_timeout, self._handshake_expired
+        )
+
+    def _handshake_expired(self) -> None:
+        self._handshake_timer = None
+        if self.alive and not self.authenticated:
+            self.worker.log(
+                f"{self.peer} did not complete the handshake within {self.worker.options.handshake_timeout:g} s: "
+                "closing the connection"
+            )
+            self.abort()
+
+    def handshake_done(self) -> None:
+        """The client said a good ``hello``: frames of any size, and no deadline, from now on."""
+        self.authenticated = True
+        self.decoder.max_frame_bytes = None
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer(sizehint)
@@ -170,6 +209,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
         self._outbox.clear()
         self._unsent.clear()
         self.worker.on_connection_lost(self)
@@ -284,6 +326,11 @@ class Worker:
         self._finished: "collections.OrderedDict[str, tuple[float, Message]]" = collections.OrderedDict()
         self._ttl = options.ttl
         self._ttl_handle: asyncio.TimerHandle | None = None
+        #: set by a `release` with `keep`: the client detached and will come back for its results
+        self.detached = False
+        self._keep_results = False
+        #: called once when a client detaches (the process entry point points stdout/stderr at a file)
+        self.on_detach: Callable[[], None] | None = None
         self._inbox: Deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
         self._wake_pending = False
         self.stopped: asyncio.Future[int] = self.loop.create_future()
@@ -309,6 +356,9 @@ class Worker:
         self._cluster_env: Dict[str, str] = {}
         self.executor: ThreadExecutor | ProcessExecutor = self._new_executor(nested=False)
         self._nested: ThreadExecutor | ProcessExecutor | None = None
+        #: interruption notices received so far: sent to every client, again to one that connects later
+        self.notices: List[Dict[str, Any]] = []
+        self._notice_watch: threading.Event | None = None
 
     def _new_executor(self, nested: bool) -> ThreadExecutor | ProcessExecutor:
         options = self.options
@@ -342,7 +392,24 @@ class Worker:
         port = self._server.sockets[0].getsockname()[1]
         self._periodic = self.loop.call_later(PING_INTERVAL, self._tick)
         self._start_ttl(initial=True)  # a client that never comes is the same as one that left
+        if self.options.interruption_notice:
+            self._notice_watch = interruption.start(
+                self.options.interruption_notice,
+                self.options.interruption_poll_interval,
+                lambda notice: self.post(self.on_interruption, notice),
+                self.log,
+            )
         return int(port)
+
+    def on_interruption(self, notice: Dict[str, Any]) -> None:
+        self.log(f"interruption notice: {notice['kind']} {notice['action']} {notice['time']}".rstrip())
+        self.notices.append(notice)
+        for connection in list(self.connections):
+            if connection.authenticated:
+                self._send_notice(connection, notice)
+
+    def _send_notice(self, connection: Connection, notice: Dict[str, Any]) -> None:
+        connection.send({"t": "event", "node": self.node, "event": {"type": "interruption", **notice}})
 
     def log(self, text: str) -> None:
         stream = self._originals[1]
@@ -358,6 +425,8 @@ class Worker:
             return
         self.stopping = True
         self.log(f"stopping: {reason}")
+        if self._notice_watch is not None:
+            self._notice_watch.set()
         self._cancel_ttl()
         if self._periodic is not None:
             self._periodic.cancel()
@@ -449,7 +518,7 @@ class Worker:
         if self.stopping:
             self._reject(connection, "the worker is stopping")
             return
-        connection.authenticated = True
+        connection.handshake_done()
         self._cancel_ttl()
         adopted = []
         for task in self.tasks.values():
@@ -510,6 +579,8 @@ class Worker:
             executor.apply_cluster(cluster, env)
         self.ready = True
         connection.send({"t": "ready"})
+        for notice in self.notices:  # a client that comes after a notice learns of it too
+            self._send_notice(connection, notice)
         waiting, self._waiting = self._waiting, []
         for task in waiting:
             if task.state == "queued":
@@ -565,6 +636,24 @@ class Worker:
         if task is not None:
             self._cancel(task, "the task was cancelled")
 
+    def _withdraw(self, connection: Connection, message: Message) -> None:
+        """Hands back the listed tasks that have not started (the node is going away): each is dropped
+        and answered with ``withdrawn``, so the client runs it elsewhere; started ones carry on."""
+        ids = message.get("ids")
+        if type(ids) is not list:
+            return
+        for task_id in ids:
+            task = self.tasks.get(task_id) if isinstance(task_id, str) else None
+            if task is None or task.state != "queued":
+                continue
+            if task in self._waiting:
+                self._waiting.remove(task)
+            elif not self._executor_for(task).cancel_queued(task):
+                continue
+            task.state = "done"
+            del self.tasks[task.id]
+            connection.send({"t": "withdrawn", "id": task.id})
+
     def _input(self, connection: Connection, message: Message) -> None:
         task = self.tasks.get(message.get("id"))  # type: ignore[arg-type]
         if task is None or task.state != "running":
@@ -600,7 +689,14 @@ class Worker:
         ttl = message.get("ttl")
         if isinstance(ttl, (int, float)) and not isinstance(ttl, bool):
             self._ttl = float(ttl)
-        self.log(f"released by the client; ttl {self._ttl}")
+        if message.get("keep") is True and not self.detached:
+            # A detached client: results wait for it until collected, and the end of the process that
+            # started this worker (its stdin) no longer stops it; only the TTL does.
+            self.detached = True
+            self._keep_results = True
+            if self.on_detach is not None:
+                self.on_detach()
+        self.log(f"released by the client; ttl {self._ttl}{'; detached, results kept' if self.detached else ''}")
         self._start_ttl()
 
     def _collect(self, connection: Connection, message: Message) -> None:
@@ -611,6 +707,9 @@ class Worker:
             entry = self._finished.get(task_id) if isinstance(task_id, str) else None
             if entry is not None:
                 connection.send(entry[1])
+                if self._keep_results:
+                    # Kept for a detached client: handed over once.
+                    del self._finished[task_id]
 
     def _shutdown(self, connection: Connection, message: Message) -> None:
         self._track(self.loop.create_task(self.stop("shutdown requested by the client")))
@@ -620,6 +719,7 @@ class Worker:
         "cluster": _cluster,
         "submit": _submit,
         "cancel": _cancel_message,
+        "withdraw": _withdraw,
         "in": _input,
         "in_end": _input,
         "in_error": _input,
@@ -839,6 +939,8 @@ class Worker:
             connection.send(message)
 
     def _prune_results(self) -> None:
+        if self._keep_results:
+            return  # a detached client's results wait until collected (RESULT_KEEP_MAX still bounds them)
         horizon = time.monotonic() - RESULT_KEEP_SECONDS
         finished = self._finished
         while finished:
@@ -933,10 +1035,25 @@ async def serve(options: Options, token: str) -> int:
             loop.add_signal_handler(signum, stop_soon, f"signal {signal.Signals(signum).name}")
         except (NotImplementedError, RuntimeError):
             pass
+    def on_stdin_eof() -> None:
+        if not worker.detached:
+            stop_soon("stdin closed")
+
+    def on_detach() -> None:
+        # Whoever read this worker's stdout/stderr is about to go: its own lines go to a file instead.
+        try:
+            log = os.open(f"skyward-worker-{options.node}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            for stream in originals:
+                stream.flush()
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.close(log)
+        except OSError:
+            pass
+
+    worker.on_detach = on_detach
     if options.exit_on_stdin_eof:
-        threading.Thread(
-            target=_watch_stdin, args=(loop, lambda: stop_soon("stdin closed")), name="skyward-stdin", daemon=True
-        ).start()
+        threading.Thread(target=_watch_stdin, args=(loop, on_stdin_eof), name="skyward-stdin", daemon=True).start()
 
     ready_line = "SKYWARD_WORKER_READY " + json.dumps({"port": port, "pid": os.getpid(), "node": options.node})
     originals[0].write(ready_line + "\n")

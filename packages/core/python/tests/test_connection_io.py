@@ -12,6 +12,7 @@ import struct
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any, List
 
@@ -34,6 +35,7 @@ class RecordingWorker:
         self.messages: List[Message] = []
         self.logs: List[str] = []
         self.lost = loop.create_future()
+        self.options = types.SimpleNamespace(handshake_timeout=60.0)
 
     def handle(self, connection: Connection, message: Message) -> None:
         self.messages.append(message)
@@ -117,6 +119,7 @@ async def open_connection(connection_class: type = CountingConnection) -> tuple[
     worker = RecordingWorker(loop)
     ours, peer = socket_pair()
     _, connection = await loop.create_connection(lambda: connection_class(worker), sock=ours)
+    connection.handshake_done()  # these tests are about an established connection's I/O
     return connection, worker, peer
 
 

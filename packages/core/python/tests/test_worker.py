@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from worker_client import Client, WorkerProcess, connect  # noqa: E402
+from worker_client import PYTHON_ROOT, TASKS_DIR, Client, WorkerProcess, connect  # noqa: E402
 
 from skyward.protocol import StreamRef  # noqa: E402
 
@@ -101,6 +101,38 @@ def test_malformed_frame_closes_the_connection(thread_worker: WorkerProcess) -> 
     while not any("protocol error" in line for line in thread_worker.stderr_lines):
         assert time.monotonic() < deadline, thread_worker.stderr_lines
         time.sleep(0.02)
+
+
+def test_garbage_before_the_handshake_closes_the_connection(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    client.send_raw(os.urandom(256 * 1024))
+    client.wait_closed(timeout=5)
+
+
+def test_a_first_frame_over_the_pre_handshake_limit_closes_the_connection(thread_worker: WorkerProcess) -> None:
+    client = Client(thread_worker.port)
+    # A well-formed hello, but padded past the 16 KiB a stranger may send before the handshake.
+    client.send({"t": "hello", "version": 1, "token": "x", "client": "padding", "pad": "x" * (32 * 1024)})
+    client.wait_closed(timeout=5)
+    assert not any(message.get("t") == "reject" for message in client.inbox)
+    # After a good hello, large frames are fine.
+    trusted = connect(thread_worker)
+    assert trusted.value("demo_tasks:add", "y" * (256 * 1024), "z") == "y" * (256 * 1024) + "z"
+    trusted.close()
+
+
+def test_a_connection_silent_before_the_handshake_is_closed() -> None:
+    with WorkerProcess("--executor", "thread", "--handshake-timeout", "0.5") as worker:
+        idle = Client(worker.port)
+        started = time.monotonic()
+        idle.wait_closed(timeout=10)
+        assert time.monotonic() - started >= 0.4
+        assert any("did not complete the handshake within 0.5 s" in line for line in worker.stderr_lines)
+        # A client that says hello in time keeps its connection past the deadline.
+        client = connect(worker)
+        time.sleep(1.0)
+        assert client.value("demo_tasks:add", 2, 3) == 5
+        client.close()
 
 
 def test_worker_refuses_to_start_without_a_token() -> None:
@@ -295,6 +327,25 @@ def test_worker_died_and_recovery(process_client: Client) -> None:
 
 
 # -- cancellation ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_withdraw_hands_back_only_tasks_that_have_not_started(executor: str) -> None:
+    with WorkerProcess("--executor", executor, "--concurrency", "1", "--buffer", "2") as worker:
+        client = connect(worker)
+        client.submit("running", "demo_tasks:say_then_value", "started", 1.0, "kept")
+        client.submit("queued-1", "demo_tasks:add", 1, 2)
+        client.submit("queued-2", "demo_tasks:add", 3, 4)
+        # "running" has started once its output comes (a child process may take a while to start).
+        client.wait_for(lambda m: m.get("id") == "running" and m["t"] == "out", timeout=20)
+        client.send({"t": "withdraw", "ids": ["running", "queued-1", "queued-2", "unknown"]})
+        assert client.wait_for(lambda m: m["t"] == "withdrawn")["id"] == "queued-1"
+        assert client.wait_for(lambda m: m["t"] == "withdrawn")["id"] == "queued-2"
+        # The started task carries on; the withdrawn ones never run nor answer.
+        assert client.terminal("running", timeout=10)["value"] == "kept"
+        assert [m["t"] for m in client.by_id["queued-1"]] == ["withdrawn"]
+        # A withdrawn id may be submitted again (elsewhere, or here).
+        assert client.call("demo_tasks:add", 1, 2, task_id="queued-1")["value"] == 3
 
 
 def test_cancel_queued_and_running_thread_task() -> None:
@@ -542,6 +593,37 @@ def test_shutdown_cancels_everything_and_exits() -> None:
         assert client.terminal("running")["kind"] == "cancelled"
         client.wait_closed()
         assert worker.wait(timeout=10) == 0
+
+
+def test_detached_client_results_are_kept_until_collected_once(tmp_path: Path) -> None:
+    # A `release` with `keep`: the client detaches. The worker outlives the process that started it
+    # (its stdin closes), keeps the results for the next client, and hands each over once.
+    env = {"PYTHONPATH": f"{PYTHON_ROOT}{os.pathsep}{TASKS_DIR}"}
+    with WorkerProcess("--concurrency", "2", "--exit-on-stdin-eof", "--workdir", str(tmp_path), env=env) as worker:
+        first = connect(worker)
+        first.submit("fast", "demo_tasks:sleep", 0.2, "fast-value")
+        first.submit("slow", "demo_tasks:sleep", 1.0, "slow-value")
+        first.send({"t": "release", "ttl": 60, "keep": True}, {"t": "ping", "ts": 1.0})
+        first.wait_for(lambda m: m["t"] == "pong")  # the release was applied before this answer
+        first.close()
+        assert worker.process.stdin is not None
+        worker.process.stdin.close()  # the process that started the worker is gone
+        time.sleep(1.5)
+        assert worker.process.poll() is None, "a detached worker must not stop when its stdin closes"
+        second = Client(worker.port)
+        welcome = second.hello()
+        assert sorted(welcome["results"]) == ["fast", "slow"]
+        second.send({"t": "collect", "ids": ["fast", "slow"]})
+        assert second.terminal("fast") == {"t": "result", "id": "fast", "value": "fast-value"}
+        assert second.terminal("slow") == {"t": "result", "id": "slow", "value": "slow-value"}
+        second.close()
+        third = Client(worker.port)
+        assert third.hello()["results"] == []  # collected: not handed over again
+        third.send({"t": "shutdown"})
+        third.wait_closed()
+        assert worker.wait(timeout=10) == 0
+    # The worker's own lines went to a file once its reader could be gone.
+    assert "detached, results kept" in (tmp_path / "skyward-worker-0.log").read_text()
 
 
 def test_collect_after_reconnect() -> None:

@@ -121,6 +121,8 @@ class Client:
             data = self.sock.recv(1 << 20)
         except socket.timeout:
             return False
+        except ConnectionResetError:  # the worker aborted the connection
+            data = b""
         if not data:
             self.closed = True
             return False

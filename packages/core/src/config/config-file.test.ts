@@ -267,10 +267,15 @@ read_only = false
 [pools.x.options]
 provision_timeout = 600
 retry_on_interruption = 5
+liveness_timeout = 10
 
 [pools.x.options.worker]
 concurrency = 4
 reuse_processes = false
+
+[pools.x.options.health_checker]
+check = "health:gpu_ok"
+interval = 10
 
 [pools.x.options.logging]
 level = "DEBUG"
@@ -296,6 +301,8 @@ level = "DEBUG"
     expect(pool?.options).toEqual({
       provisionTimeout: 600,
       retryOnInterruption: 5,
+      livenessTimeout: 10,
+      healthChecker: { check: "health:gpu_ok", interval: 10 },
       worker: { concurrency: 4, reuseProcesses: false },
       logging: { level: "DEBUG" },
     });

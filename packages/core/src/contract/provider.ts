@@ -22,6 +22,7 @@ export type {
   Instance,
   InstanceSsh,
   InstanceStatus,
+  InterruptionNoticeSource,
   LaunchWorkerOptions,
   LeftPoolResource,
   Offer,
@@ -131,7 +132,7 @@ export const PROVIDER_METHODS = Object.freeze({
     "teardown",
     "selfDestruct",
   ] as const),
-  optional: Object.freeze(["listInstances", "cleanup"] as const),
+  optional: Object.freeze(["listInstances", "cleanup", "interruptionNotice"] as const),
 });
 
 /**

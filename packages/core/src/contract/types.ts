@@ -396,6 +396,24 @@ export interface SelfDestructOptions<Specific = unknown> {
   readonly instance: Instance;
 }
 
+/**
+ * Where a node reads its cloud's interruption notices, as {@link ProviderV1.interruptionNotice}
+ * names it. The worker polls it and tells the client, which stops giving the node tasks, moves its
+ * queued tasks and starts a replacement at once.
+ */
+export interface InterruptionNoticeSource {
+  /**
+   * `"aws-imds"`: AWS's instance metadata service, version 2 — the spot instance action
+   * (`/latest/meta-data/spot/instance-action`) and the rebalance recommendation
+   * (`/latest/meta-data/events/recommendations/rebalance`).
+   */
+  readonly kind: "aws-imds";
+  /** The service's base URL as the node reaches it (`http://169.254.169.254` on EC2). */
+  readonly endpoint: string;
+  /** Seconds between polls. Default 5 (AWS gives two minutes' notice). */
+  readonly intervalSeconds?: number;
+}
+
 /** What {@link ProviderV1.launchWorker} is asked: start the worker of one node. */
 export interface LaunchWorkerOptions<Specific = unknown>
   extends ClusterCallOptions<Specific>,
@@ -482,6 +500,13 @@ export interface ProviderV1<Specific = unknown> {
    * to the provider's API). Pure: builds a string, calls nothing.
    */
   selfDestruct(options: SelfDestructOptions<Specific>): ShellOp;
+
+  /**
+   * Where the node of `instance` reads its cloud's interruption notices, or null when it has none
+   * (an on-demand instance, a cloud without notices). Optional: without it no notice is read, and a
+   * reclaimed instance is found lost by its connection or by `getInstance`. Pure: calls nothing.
+   */
+  interruptionNotice?(options: SelfDestructOptions<Specific>): InterruptionNoticeSource | null;
 
   /**
    * Lists every instance Skyward created at this provider (found by its tags), across pools, for the

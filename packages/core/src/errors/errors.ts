@@ -426,3 +426,74 @@ export class WorkerDiedError extends SkywardError {
     return hasMarker(error, workerDiedMarker);
   }
 }
+
+const taskInterruptedMarker = markerFor("task-interrupted");
+
+/** Why an interrupted task was not run again. */
+export type TaskInterruptionReason =
+  /** It opted out of retries (`withRetry(false)`): it must not run twice. */
+  | "retry-disabled"
+  /** It had run `retries` more times already. */
+  | "retries-exhausted"
+  /** A stream that had yielded items, without `restartStream`. */
+  | "stream-started"
+  /** It had read items from an input stream, which cannot be read again. */
+  | "input-consumed";
+
+/**
+ * A task's node was lost (its worker died, it went silent, its instance was terminated or
+ * interrupted) before the task finished, and the task was not run again: why is in `reason`.
+ * Tasks that may run again are retried elsewhere instead, up to `retryOnInterruption` times.
+ */
+export class TaskInterruptedError extends WorkerDiedError {
+  /** Why it was not run again. */
+  readonly reason: TaskInterruptionReason;
+  /** How many times it was started, this last one included. */
+  readonly attempts: number;
+
+  constructor(options: {
+    taskId: string;
+    node: number;
+    reason: TaskInterruptionReason;
+    attempts: number;
+    message: string;
+    cause?: unknown;
+  }) {
+    super(options);
+    this.name = "TaskInterruptedError";
+    Object.defineProperty(this, taskInterruptedMarker, { value: true });
+    this.reason = options.reason;
+    this.attempts = options.attempts;
+  }
+
+  static override isInstance(error: unknown): error is TaskInterruptedError {
+    return hasMarker(error, taskInterruptedMarker);
+  }
+}
+
+const nodeUnavailableMarker = markerFor("node-unavailable");
+
+/**
+ * A task bound to one node (a `broadcast`'s part, `run(…, { target })`) could not run because that
+ * node is gone and its replacement did not come: it failed, or did not come within the pool's
+ * `provisionTimeout`.
+ */
+export class NodeUnavailableError extends ConnectionError {
+  /** The node (its rank) that is missing. */
+  declare readonly node: number;
+
+  constructor(options: { node: number; message: string; cause?: unknown }) {
+    super({
+      host: `node ${options.node}`,
+      node: options.node,
+      message: options.message,
+      cause: options.cause,
+    });
+    this.name = "NodeUnavailableError";
+    Object.defineProperty(this, nodeUnavailableMarker, { value: true });
+  }
+
+  static override isInstance(error: unknown): error is NodeUnavailableError {
+    return hasMarker(error, nodeUnavailableMarker);
+  }
+}

@@ -5,6 +5,7 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { writeFileSync } from "node:fs";
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { dirname, join } from "node:path";
@@ -61,6 +62,13 @@ async function removeAbandonedRoots(parent: string): Promise<void> {
           if (uid !== undefined && (await stat(root)).uid !== uid) return;
           const pid = Number.parseInt(await readFile(join(root, "owner.pid"), "utf8"), 10);
           if (!Number.isSafeInteger(pid) || pid <= 0 || processAlive(pid)) return;
+          // A detached pool's workers outlive its client: the root is theirs while one runs.
+          const detached = await readFile(join(root, "detached.pids"), "utf8").catch(() => "");
+          const workerPids = detached
+            .split(/\s+/)
+            .map(Number)
+            .filter((n) => Number.isSafeInteger(n) && n > 0);
+          if (workerPids.some(processAlive)) return;
           await rm(root, { recursive: true, force: true });
         } catch {
           // No owner file (being created, or not ours) or already gone: leave it.
@@ -100,6 +108,33 @@ interface RunningWorker {
 
 const WORKER_READY = "SKYWARD_WORKER_READY ";
 const liveWorkers = new Set<RunningWorker>();
+/** Every Local provider's running workers by instance id, with their cluster's root: for {@link detachLocalWorkers}. */
+const workersByInstance = new Map<string, { worker: RunningWorker; root: string }>();
+
+/**
+ * Lets the workers of these instances outlive this process (a detached pool): they are no longer
+ * killed when it exits, their pipes are let go of (they were released with `keep`, so their stdin
+ * closing does not stop them), and their cluster's root is marked as theirs (`detached.pids`) so
+ * that no other Local pool removes it as abandoned. Their TTL stops them if nobody comes back.
+ */
+export function detachLocalWorkers(instanceIds: readonly string[]): void {
+  const byRoot = new Map<string, number[]>();
+  for (const id of instanceIds) {
+    const entry = workersByInstance.get(id);
+    if (!entry) continue;
+    workersByInstance.delete(id);
+    const { worker, root } = entry;
+    liveWorkers.delete(worker);
+    worker.exited = true; // for this process: it no longer answers for it
+    worker.child.removeAllListeners("exit");
+    for (const stream of [worker.child.stdin, worker.child.stdout, worker.child.stderr]) stream?.destroy();
+    worker.child.unref();
+    if (worker.child.pid !== undefined) byRoot.set(root, [...(byRoot.get(root) ?? []), worker.child.pid]);
+  }
+  for (const [root, pids] of byRoot) {
+    writeFileSync(join(root, "detached.pids"), `${pids.join("\n")}\n`, { mode: 0o600 });
+  }
+}
 let exitHookInstalled = false;
 
 function killGroup(worker: RunningWorker, signal: NodeJS.Signals): void {
@@ -489,6 +524,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       const worker: RunningWorker = { child, exited: false };
       workers.set(instance.id, worker);
       liveWorkers.add(worker);
+      workersByInstance.set(instance.id, { worker, root: cluster.specific.root });
       const stderrTail: string[] = [];
       const stderr = createInterface({ input: child.stderr as NodeJS.ReadableStream });
       stderr.on("line", (line) => {
@@ -527,6 +563,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
         child.once("exit", (code, signal) => {
           worker.exited = true;
           liveWorkers.delete(worker);
+          workersByInstance.delete(instance.id);
           if (!settled) {
             // Let the last stderr lines arrive before reporting them.
             setTimeout(

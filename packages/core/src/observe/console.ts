@@ -1,68 +1,25 @@
 /**
  * The pool's console: append-only lines on stderr (`HH:MM:SS [node 1] …`), built on the event hub.
  * `"log"` prints everything a person follows a run by (lifecycle, bootstrap phases, task output and
- * failures); `"minimal"` leaves out bootstrap phases; `"silent"` prints nothing. `true` picks `"log"`
- * (a live-redrawing console for terminals is not built yet, so terminals get the log lines too).
+ * failures); `"minimal"` leaves out bootstrap phases; `"silent"` prints nothing. On a terminal,
+ * `"rich"` (what `true` picks there) is the live console of `live-console.ts` and `"minimal"` its one
+ * status line; off a terminal both fall back to these lines.
  */
 
 import type { ConsoleMode } from "../spec/options.js";
+import { formatConsoleLine } from "./console-lines.js";
 import type { EventHub, SkywardEvent, SkywardEventType } from "./events.js";
+import { attachLiveConsole, type LiveConsoleStatus } from "./live-console.js";
 
-/** Where console lines go: anything with a `write(text)`. */
+/** Where console lines go: anything with a `write(text)`; a terminal (`isTTY`) gets the live console. */
 export interface ConsoleSink {
   write(text: string): unknown;
+  readonly isTTY?: boolean;
+  readonly columns?: number;
+  readonly rows?: number;
 }
 
-/** `HH:MM:SS` in local time: the console's time stamp (the log file's echo uses it too). */
-export function clock(timestamp: number): string {
-  const date = new Date(timestamp);
-  const pad = (value: number) => String(value).padStart(2, "0");
-  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
-}
-
-/** A duration suffix, `" (1.23 s)"`, or `""` when there is none. */
-export function seconds(ms: number | undefined): string {
-  return ms === undefined ? "" : ` (${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s)`;
-}
-
-/** The console line for an event, or undefined when the mode does not show it. */
-export function formatConsoleLine(event: SkywardEvent, mode: "log" | "minimal"): string | undefined {
-  const at = clock(event.timestamp);
-  switch (event.type) {
-    case "pool.state":
-      // Ready and destroyed have their own events, with more to say.
-      return event.state === "ready" || event.state === "destroyed"
-        ? undefined
-        : `${at} [pool] ${event.state.replace("_", " ")}`;
-    case "pool.ready":
-      return `${at} [pool] ready: ${event.nodes} node${event.nodes === 1 ? "" : "s"}${seconds(event.durationMs)}`;
-    case "pool.destroyed":
-      return `${at} [pool] destroyed`;
-    case "node.provisioned":
-      return `${at} [node ${event.node}] provisioned ${event.instanceType} at ${event.provider}${event.spot ? " (spot)" : ""}`;
-    case "node.ready":
-      return `${at} [node ${event.node}] ready`;
-    case "node.lost":
-      return `${at} [node ${event.node}] lost: ${event.reason}`;
-    case "node.replaced":
-      return `${at} [node ${event.node}] replaced (was ${event.previousInstanceId})`;
-    case "node.preempted":
-      return `${at} [node ${event.node}] preempted${event.reason ? `: ${event.reason}` : ""}`;
-    case "bootstrap.phase":
-      if (mode === "minimal" || event.status === "started") return undefined;
-      return `${at} [node ${event.node}] ${event.phase} ${event.status}${seconds(event.durationMs)}`;
-    case "log":
-      return `${at} [node ${event.node}] ${event.line}`;
-    case "task.failed":
-      return `${at} [${event.node === null ? "pool" : `node ${event.node}`}] ${event.name} failed: ${event.error.type}: ${event.error.message}${event.willRetry ? " (retrying)" : ""}`;
-    case "error":
-      return `${at} [${event.node === undefined ? "pool" : `node ${event.node}`}] error: ${event.message}`;
-    case "scaling":
-      return `${at} [pool] scaling ${event.from} → ${event.to}: ${event.reason}`;
-    default:
-      return undefined;
-  }
-}
+export { clock, formatConsoleLine, seconds } from "./console-lines.js";
 
 const CONSOLE_EVENT_TYPES = [
   "pool.state",
@@ -80,23 +37,55 @@ const CONSOLE_EVENT_TYPES = [
   "scaling",
 ] as const satisfies readonly SkywardEventType[];
 
-/** Resolves the `console` option to the mode used: `true` → `"log"`, `false` → `"silent"`. */
-export function resolveConsoleMode(option: boolean | ConsoleMode): "log" | "minimal" | "silent" {
+/** The console mode used: the option, with `true` → `"rich"` and `false` → `"silent"`. */
+export type ResolvedConsoleMode = "rich" | "live-minimal" | "log" | "minimal" | "silent";
+
+/**
+ * Resolves the `console` option to the mode used: `true` and `"rich"` → the live console on a
+ * terminal (`"rich"`), `"log"` lines elsewhere; `"minimal"` → its live status line on a terminal
+ * (`"live-minimal"`), lines without bootstrap phases elsewhere; `false` → `"silent"`.
+ */
+export function resolveConsoleMode(option: boolean | ConsoleMode, isTTY = false): ResolvedConsoleMode {
   if (option === false || option === "silent") return "silent";
-  if (option === "minimal") return "minimal";
-  return "log";
+  if (option === "minimal") return isTTY && !dumbTerminal() ? "live-minimal" : "minimal";
+  if (option === "log") return "log";
+  return isTTY && !dumbTerminal() ? "rich" : "log";
 }
 
-/** Prints the hub's events as console lines until the returned function is called. */
+function dumbTerminal(): boolean {
+  return process.env.TERM === "dumb";
+}
+
+/** What the live console needs from the pool besides events. */
+export interface LiveConsoleSource {
+  readonly poolId: string;
+  /** The pool's size bounds and cost, read at each frame. */
+  readonly status?: () => LiveConsoleStatus;
+}
+
+/**
+ * Prints the hub's events on the console until the returned function is called: live on a terminal
+ * (`"rich"`, `"minimal"`), as lines otherwise.
+ */
 export function attachConsole(
   hub: EventHub,
   option: boolean | ConsoleMode,
   sink: ConsoleSink = process.stderr,
+  live?: LiveConsoleSource,
 ): () => void {
-  const mode = resolveConsoleMode(option);
+  const mode = resolveConsoleMode(option, sink.isTTY === true && live !== undefined);
   if (mode === "silent") return () => {};
+  if ((mode === "rich" || mode === "live-minimal") && live) {
+    return attachLiveConsole(hub, {
+      poolId: live.poolId,
+      mode: mode === "rich" ? "rich" : "minimal",
+      sink,
+      ...(live.status ? { status: live.status } : {}),
+    });
+  }
+  const lineMode = mode === "minimal" || mode === "live-minimal" ? "minimal" : "log";
   const print = (event: SkywardEvent) => {
-    const line = formatConsoleLine(event, mode);
+    const line = formatConsoleLine(event, lineMode);
     if (line !== undefined) sink.write(`${line}\n`);
   };
   // Only the types it prints, so per-task events are not built for the console's sake.

@@ -68,6 +68,10 @@ export interface NodeProvisionedEvent extends NodeEventBase {
   readonly instanceType: string;
   /** True for spot capacity. */
   readonly spot: boolean;
+  /** The offer's region, when known. */
+  readonly region?: string;
+  /** The offer's accelerators (`"4x A100"`), or null for none; absent when unknown. */
+  readonly accelerator?: string | null;
   /** USD per hour, when known. */
   readonly hourlyPrice: number | null;
   /** Its addresses, when known. */
@@ -201,12 +205,14 @@ export interface MetricEvent extends EventBase {
   readonly type: "metric";
   /** The node sampled. */
   readonly node: number;
-  /** The metric's name (`cpu`, `gpu_util`, `memory`, …). */
+  /** The metric's name: a collector's (`cpu`, `memory`, `gpu`, `gpu_memory`, `disk`, …) or a custom one's. */
   readonly name: string;
   /** Its value. */
   readonly value: number;
-  /** Its unit (`%`, `GB`, `MB/s`), when it has one. */
+  /** Its unit (`%`, `B`, `B/s`, `°C`), when it has one; custom metrics have none. */
   readonly unit?: string;
+  /** The GPU's index on the node, for the per-GPU metrics (`gpu`, `gpu_memory`, `gpu_memory_total`, `gpu_temp`). */
+  readonly gpu?: number;
 }
 
 /** One line a task or worker wrote to stdout or stderr. */

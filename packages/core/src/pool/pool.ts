@@ -7,6 +7,16 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { createServer } from "node:net";
 import { posix } from "node:path";
+import {
+  type CollectionHost,
+  DistributedBarrier,
+  DistributedCounter,
+  DistributedDict,
+  DistributedLock,
+  DistributedQueue,
+  DistributedSet,
+} from "../collections/client.js";
+import { CollectionStore } from "../collections/store.js";
 import { LaunchCommand, type LaunchContext } from "../contract/launch-command.js";
 import {
   applyImageTransforms,
@@ -38,7 +48,7 @@ import {
   SerializationError,
   SkywardError,
 } from "../errors/errors.js";
-import { Local } from "../local/local-provider.js";
+import { detachLocalWorkers, Local } from "../local/local-provider.js";
 import { attachConsole } from "../observe/console.js";
 import {
   EventHub,
@@ -47,9 +57,11 @@ import {
   type SkywardEvent,
   type SkywardEventType,
 } from "../observe/events.js";
+import type { LiveConsoleStatus } from "../observe/live-console.js";
 import { attachLogFile, type LogFileAttachment } from "../observe/log-file.js";
 import { Redactor } from "../observe/redact.js";
-import type { ClusterMessage, WireValue } from "../protocol/protocol.js";
+import type { ClusterMessage, WireValue, WorkerEvent } from "../protocol/protocol.js";
+import { type DetachedNode, sealToken, writePoolState } from "../session/state.js";
 import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
 import { extendImage, type Image } from "../spec/image.js";
 import { type Nodes, type NodesInput, nodes as resolveNodes } from "../spec/nodes.js";
@@ -57,6 +69,8 @@ import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
 import { checkVolumeSources } from "../spec/volume.js";
 import { Autoscaler } from "./autoscale.js";
+import { firstHealthy, monitorHealth } from "./health-check.js";
+import { checkInstances } from "./instance-watch.js";
 import { cachedOffers } from "./offer-cache.js";
 import type {
   CallArguments,
@@ -151,9 +165,10 @@ interface NodeRuntime {
   connection: WorkerConnection | undefined;
   /** What the provider holds to reach the worker (an SSH connection), let go of with the node. */
   endpoint: WorkerEndpoint | undefined;
-  replacements: number;
-  /** Let go of on purpose (scale-down, a failed start): its worker's exit is no error. */
+  /** Let go of on purpose (scale-down, a failed start): its worker's exit is no error, nor its loss. */
   retiring?: boolean;
+  /** After an interruption notice: the replacement's instance, asked for at once. */
+  nextInstance: Promise<Instance> | undefined;
 }
 
 /** Pools torn down on SIGINT/SIGTERM (those made with `handleSignals` left on). */
@@ -242,6 +257,8 @@ class PoolRuntime implements AsyncDisposable {
 
   readonly #hub = new EventHub();
   readonly #tasks: TaskManager;
+  /** The authority of the pool's distributed collections (ARCHITECTURE §4c). */
+  readonly #collections: CollectionStore;
   readonly #token = randomBytes(24).toString("hex");
   readonly #nodes: NodeRuntime[] = [];
   readonly #abort = new AbortController();
@@ -270,6 +287,12 @@ class PoolRuntime implements AsyncDisposable {
   #bounds: { min: number; max: number } = { min: 0, max: 0 };
   /** Instances being provisioned for growth, not yet in `#nodes`. */
   #growing = 0;
+  /**
+   * Node indices the pool means to start a node under that are not in `#nodes`: being provisioned
+   * (growth), or awaiting the reconcile loop's next growth (a start that failed). A broadcast covers
+   * them; tasks pinned to them wait.
+   */
+  readonly #pending = new Map<number, "provisioning" | "awaiting">();
   /** Nodes being stopped and terminated (scale-down, failed starts). */
   #retiring = 0;
   /** Growth and scale-down under way, awaited on shutdown. */
@@ -282,6 +305,8 @@ class PoolRuntime implements AsyncDisposable {
   /** Growth failures in a row, and no new growth before this time (`performance.now()`): a backoff. */
   #growthFailures = 0;
   #growthPausedUntil = 0;
+  /** When the reconcile loop last read the nodes' instances from the provider (`performance.now()`). */
+  #instancesCheckedAt = performance.now();
 
   /** @internal Use {@link compute}. */
   constructor(
@@ -289,13 +314,28 @@ class PoolRuntime implements AsyncDisposable {
     options: Options,
     onEvent?: (event: SkywardEvent) => void,
     id: string = randomUUID().slice(0, 8),
+    taskIdPrefix?: string,
   ) {
     this.id = id;
     if (onEvent) this.#hub.on("*", onEvent);
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
-    this.#tasks = new TaskManager({ poolId: id, hub: this.#hub, onQueued: () => this.#onQueued() });
-    this.#detachConsole = attachConsole(this.#hub, options.console);
+    this.#collections = new CollectionStore({ enabled: options.cluster });
+    this.#tasks = new TaskManager({
+      poolId: id,
+      hub: this.#hub,
+      onQueued: () => this.#onQueued(),
+      retryOnInterruption: options.retryOnInterruption,
+      // The effective provision timeout (the option, else the provider's capability, else 300): the
+      // spec changes with the offer chosen at start, so it is read when a wait begins.
+      nodeWaitSeconds: () => this.spec.provisionTimeout,
+      collections: this.#collections,
+      ...(taskIdPrefix !== undefined ? { idPrefix: taskIdPrefix } : {}),
+    });
+    this.#detachConsole = attachConsole(this.#hub, options.console, process.stderr, {
+      poolId: id,
+      status: () => this.#consoleStatus(),
+    });
     this.#secrets.addEnvironment(process.env);
     this.#secrets.add(this.#token);
     this.#addSecretsOf(spec);
@@ -305,6 +345,21 @@ class PoolRuntime implements AsyncDisposable {
       console: options.console,
       redactor: this.#secrets,
     });
+  }
+
+  /** What the live console shows besides events: the size bounds and, where the pool has it, `cost()`. */
+  #consoleStatus(): LiveConsoleStatus {
+    const { min, max } = this.#bounds;
+    const nodes = { min, max, desired: this.#desired };
+    // `cost()` comes with the cost-and-budget work; until then the console shows "—".
+    const cost = (this as { cost?: () => { hourlyRate: number; total: number } }).cost;
+    if (typeof cost !== "function") return { nodes };
+    try {
+      const { hourlyRate, total } = cost.call(this);
+      return { nodes, cost: { hourlyRate, total } };
+    } catch {
+      return { nodes };
+    }
   }
 
   #addSecretsOf(spec: PoolSpec): void {
@@ -347,6 +402,130 @@ class PoolRuntime implements AsyncDisposable {
   on(type: "*", handler: (event: SkywardEvent) => void): () => void;
   on(type: SkywardEventType | "*", handler: (event: never) => void): () => void {
     return this.#hub.on(type as "*", handler as (event: SkywardEvent) => void);
+  }
+
+  // ————————————————————————————————————————————————————————————————— distributed collections
+
+  get #collectionHost(): CollectionHost {
+    return {
+      store: this.#collections,
+      check: () => {
+        this.#collections.checkEnabled();
+        this.#checkOpen();
+      },
+    };
+  }
+
+  /**
+   * The pool-wide dict `name`, shared with tasks (`sky.dict(name)`): the client reads what tasks
+   * wrote and the other way round. Throws a `ConfigurationError` naming `options.cluster` when the
+   * pool was made with `cluster: false`.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const config = pool.dict<number>("config");
+   * await config.set("lr", 0.001);
+   * const lr = await config.get("lr"); // 0.001, what sky.dict("config")["lr"] reads in a task
+   * ```
+   */
+  dict<V = unknown, K = string>(name: string): DistributedDict<V, K> {
+    this.#collections.checkEnabled();
+    return new DistributedDict<V, K>(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide set `name`, shared with tasks (`sky.set(name)`).
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const seen = pool.set<string>("seen");
+   * const fresh = await seen.add("a"); // true: new; a task's sky.set("seen").add("a") now answers False
+   * ```
+   */
+  set<T = unknown>(name: string): DistributedSet<T> {
+    this.#collections.checkEnabled();
+    return new DistributedSet<T>(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide counter `name`, shared with tasks (`sky.counter(name)`): watch what tasks count.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const processed = pool.counter("processed");
+   * const timer = setInterval(async () => console.log("processed", await processed.value()), 1000);
+   * // … run tasks that call sky.counter("processed").increment() …
+   * clearInterval(timer);
+   * ```
+   */
+  counter(name: string): DistributedCounter {
+    this.#collections.checkEnabled();
+    return new DistributedCounter(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide FIFO queue `name`, shared with tasks (`sky.queue(name)`): feed work that tasks
+   * drain, each item taken exactly once.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const work = pool.queue<string>("work");
+   * for (const url of ["a", "b", "c"]) await work.put(url);
+   * const next = await work.get({ timeout: 5 }); // undefined when nothing came within 5 s
+   * ```
+   */
+  queue<T = unknown>(name: string): DistributedQueue<T> {
+    this.#collections.checkEnabled();
+    return new DistributedQueue<T>(this.#collectionHost, name);
+  }
+
+  /**
+   * The pool-wide barrier `name` for `n` callers (`sky.barrier(name, n)`); the client may be one of
+   * them. Reusable: once `n` have arrived, the next `n` callers form the next round.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * // Two tasks call sky.barrier("epoch", 3).wait(); the client is the third caller.
+   * const arrival = await pool.barrier("epoch", 3).wait({ timeout: 60 });
+   * ```
+   */
+  barrier(name: string, n: number): DistributedBarrier {
+    this.#collections.checkEnabled();
+    return new DistributedBarrier(this.#collectionHost, name, n);
+  }
+
+  /**
+   * The pool-wide lock `name` (`sky.lock(name)`); `timeout` is the default seconds `acquire` waits.
+   *
+   * @example
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const checkpoint = pool.lock("checkpoint", 30);
+   * await checkpoint.hold(async () => {
+   *   // no task holds sky.lock("checkpoint") meanwhile
+   * });
+   * ```
+   */
+  lock(name: string, timeout?: number): DistributedLock {
+    this.#collections.checkEnabled();
+    return new DistributedLock(this.#collectionHost, name, timeout);
   }
 
   #setState(state: PoolState): void {
@@ -446,9 +625,11 @@ class PoolRuntime implements AsyncDisposable {
         instance,
         connection: undefined,
         endpoint: undefined,
-        replacements: 0,
+        nextInstance: undefined,
       };
       this.#nodes.push(node);
+      // Known to the task manager from now on: a broadcast covers it while it starts.
+      this.#tasks.expect(index);
       this.#emitProvisioned(node, provider, offer);
     }
     // Nodes on this machine share its loopback address: the head's services need a free port there.
@@ -458,16 +639,15 @@ class PoolRuntime implements AsyncDisposable {
     this.#bounds = { min: spec.nodes.min, max: spec.nodes.max };
     // Partial readiness: the pool is usable once `min` nodes are (at least one); the rest join as they come.
     const readyAt = Math.min(spec.nodes.desired, Math.max(1, spec.nodes.min));
-    // Over SSH the head comes up first (the others learn its address from a running node); on this
-    // machine every address is known up front, so all nodes start at once.
+    // Every node starts at once: the head's address (what the others need of it) is its private
+    // address, known from provisioning, so no node waits for another's bootstrap.
     const head = this.#nodes[0] as NodeRuntime;
     const headStarted = this.#startNode(head, combined);
     // Observed below; this keeps a failure of the head from going unhandled while the others start.
     headStarted.catch(() => undefined);
-    if (!local) await headStarted;
     const enough = this.#waitForNodes(readyAt, headStarted, this.#nodes.slice(1), combined);
     enough.catch(() => undefined);
-    if (local) await headStarted;
+    await headStarted;
     await enough;
     this.#setState("ready");
     this.#autoscaler = new Autoscaler(
@@ -587,10 +767,25 @@ class PoolRuntime implements AsyncDisposable {
     );
     if (decision) this.#setDesired(decision.to, decision.reason);
     const actual = this.#actualNodes();
+    // Indices awaiting a new start that the target no longer needs are given up (their tasks fail).
+    let spare = actual + this.#awaiting() - this.#desired;
+    for (const [index, state] of [...this.#pending].sort((a, b) => b[0] - a[0])) {
+      if (spare <= 0) break;
+      if (state !== "awaiting") continue;
+      this.#pending.delete(index);
+      this.#tasks.startFailed(index, "the pool's target no longer includes it", false);
+      spare -= 1;
+    }
     if (actual < this.#desired && performance.now() >= this.#growthPausedUntil)
       this.#grow(this.#desired - actual);
     else if (actual > this.#desired) this.#shrink(actual - this.#desired);
     this.#sizeChanged();
+    // Once per tick (not on every poke): the provider's view of the connected nodes' instances.
+    const now = performance.now();
+    if (now - this.#instancesCheckedAt >= this.options.reconcileTickInterval * 1000) {
+      this.#instancesCheckedAt = now;
+      await this.#checkInstances();
+    }
   }
 
   #setDesired(to: number, reason: string): void {
@@ -615,6 +810,19 @@ class PoolRuntime implements AsyncDisposable {
   #grow(count: number): void {
     const provider = this.#provider as Provider;
     const cluster = this.#cluster as Cluster;
+    // Indices awaiting a new start first, then the lowest free ones.
+    const indices = [...this.#pending]
+      .filter(([, state]) => state === "awaiting")
+      .map(([index]) => index)
+      .sort((a, b) => a - b)
+      .slice(0, count);
+    const used = new Set([...this.#nodes.map((node) => node.index), ...this.#pending.keys()]);
+    for (let next = 0; indices.length < count; next += 1) if (!used.has(next)) indices.push(next);
+    for (const index of indices) {
+      this.#pending.set(index, "provisioning");
+      // Known to the task manager from now on: a broadcast covers it while it starts.
+      this.#tasks.expect(index);
+    }
     this.#growing += count;
     const signal = this.#abort.signal;
     this.#track(
@@ -626,11 +834,13 @@ class PoolRuntime implements AsyncDisposable {
           this.#growing -= count;
           this.#growthFailed();
           this.#report(`could not add ${count} node${count === 1 ? "" : "s"}`, error);
+          for (const index of indices) this.#awaitStart(index, (error as Error)?.message ?? String(error));
           this.#sizeFailed(error as Error);
           return;
         }
         this.#growing -= count;
         if (signal.aborted) {
+          for (const index of indices) this.#pending.delete(index);
           await provider
             .terminate({
               cluster,
@@ -640,16 +850,19 @@ class PoolRuntime implements AsyncDisposable {
             .catch(() => undefined);
           return;
         }
-        for (const instance of instances) {
-          const used = new Set(this.#nodes.map((node) => node.index));
-          let index = 0;
-          while (used.has(index)) index += 1;
+        for (const [position, index] of indices.entries()) {
+          const instance = instances[position];
+          if (!instance) {
+            this.#awaitStart(index, "the provider returned fewer instances than asked for");
+            continue;
+          }
+          this.#pending.delete(index);
           const node: NodeRuntime = {
             index,
             instance,
             connection: undefined,
             endpoint: undefined,
-            replacements: 0,
+            nextInstance: undefined,
           };
           this.#nodes.push(node);
           this.#nodes.sort((a, b) => a.index - b.index);
@@ -709,10 +922,13 @@ class PoolRuntime implements AsyncDisposable {
     }
     node.endpoint?.close?.();
     node.endpoint = undefined;
+    // An instance asked for after an interruption notice goes too: the node it was for is let go.
+    const asked = await node.nextInstance?.then((instance) => instance.id).catch(() => undefined);
+    node.nextInstance = undefined;
     try {
       await (this.#provider as Provider).terminate({
         cluster: this.#cluster as Cluster,
-        ids: [node.instance.id],
+        ids: asked !== undefined ? [node.instance.id, asked] : [node.instance.id],
         signal: AbortSignal.timeout(this.options.shutdownTimeout * 1000),
       });
       this.#hub.emit({
@@ -741,9 +957,33 @@ class PoolRuntime implements AsyncDisposable {
     this.#report(`node ${node.index} failed to start`, error, node.index);
     const position = this.#nodes.indexOf(node);
     if (position >= 0) this.#nodes.splice(position, 1);
-    this.#tasks.remove(node.index);
+    // Tasks pinned to it (a broadcast's parts) wait for the node the reconcile loop starts under its
+    // index while the pool wants one, and fail otherwise.
+    this.#awaitStart(
+      node.index,
+      `node ${node.index} failed to start: ${(error as Error)?.message ?? String(error)}`,
+    );
     this.#track(this.#retire(node));
     this.#sizeFailed(error as Error);
+  }
+
+  /**
+   * Starting a node under `index` failed: while the pool wants more nodes it waits for the reconcile
+   * loop's next growth (tasks pinned to it wait, within `provisionTimeout`); otherwise it is given up
+   * and those tasks fail.
+   */
+  #awaitStart(index: number, reason: string): void {
+    const again = this.#actualNodes() + this.#awaiting() < this.#desired;
+    if (again) this.#pending.set(index, "awaiting");
+    else this.#pending.delete(index);
+    this.#tasks.startFailed(index, reason, again);
+  }
+
+  /** Indices awaiting a new start. */
+  #awaiting(): number {
+    let count = 0;
+    for (const state of this.#pending.values()) if (state === "awaiting") count += 1;
+    return count;
   }
 
   #emitProvisioned(node: NodeRuntime, provider: Provider, offer: Offer): void {
@@ -757,6 +997,8 @@ class PoolRuntime implements AsyncDisposable {
       provider: provider.name,
       instanceType: offer.instanceType,
       spot: instance.spot,
+      region: offer.region,
+      accelerator: offer.accelerator ? `${offer.accelerator.count}x ${offer.accelerator.name}` : null,
       hourlyPrice: instance.hourlyPrice,
       publicIp: instance.publicIp,
       privateIp: instance.privateIp,
@@ -1000,9 +1242,17 @@ class PoolRuntime implements AsyncDisposable {
     return this.#processPerWorker ? "process" : this.spec.worker.executor;
   }
 
-  /** How many workers the pool's nodes run in all (nodes × workers per node): `broadcast`'s result count. */
+  /**
+   * How many workers the pool's nodes run in all (nodes × workers per node, nodes still starting or
+   * being replaced included): `broadcast`'s result count.
+   */
   workerCount(): number {
-    return this.#nodes.filter((node) => node.connection !== undefined).length * this.#workersPerNode;
+    return this.#indices().length * this.#workersPerNode;
+  }
+
+  /** The pool's node indices, ascending: its nodes, and those it is starting a node under. */
+  #indices(): number[] {
+    return [...this.#nodes.map((node) => node.index), ...this.#pending.keys()].sort((a, b) => a - b);
   }
 
   #launchContext(
@@ -1052,6 +1302,15 @@ class PoolRuntime implements AsyncDisposable {
         ? this.#provider.selfDestruct({ cluster: this.#cluster, instance: node.instance })
         : "";
     if (selfDestruct) args.push("--self-destruct", selfDestruct);
+    const notice =
+      this.#provider && this.#cluster
+        ? this.#provider.interruptionNotice?.({ cluster: this.#cluster, instance: node.instance })
+        : null;
+    if (notice) {
+      args.push("--interruption-notice", `${notice.kind}=${notice.endpoint}`);
+      if (notice.intervalSeconds !== undefined)
+        args.push("--interruption-poll-interval", String(notice.intervalSeconds));
+    }
     return args;
   }
 
@@ -1132,6 +1391,9 @@ class PoolRuntime implements AsyncDisposable {
         node: node.index,
         signal,
         timeoutMs: this.spec.sshTimeout * 1000,
+        // A worker silent this long (stopped, hung, cut off) is lost; pings keep a quiet one talking.
+        silenceTimeoutMs: this.options.livenessTimeout * 1000,
+        pingIntervalMs: Math.min(5_000, (this.options.livenessTimeout * 1000) / 3),
       });
     } catch (error) {
       endpoint.close?.();
@@ -1141,6 +1403,7 @@ class PoolRuntime implements AsyncDisposable {
     node.endpoint = endpoint;
     node.connection = connection;
     await this.#sendCluster(node, connection, signal);
+    await this.#passFirstHealthCheck(node, connection, signal);
     this.#hub.emit({
       type: "node.bootstrapped",
       timestamp: Date.now(),
@@ -1151,14 +1414,56 @@ class PoolRuntime implements AsyncDisposable {
     });
     const { buffer } = this.spec.worker;
     const capacity = buffer === "auto" ? "auto" : this.#concurrency() + buffer;
-    this.#tasks.attach(node.index, connection, capacity, this.#concurrency());
+    // Through the task manager's listener, which also gets what the worker sent before it was attached.
+    this.#tasks.attach(node.index, connection, capacity, this.#concurrency(), (event) => {
+      if (event.type === "interruption") this.#nodeInterrupted(node, connection, event);
+    });
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
+    const checker = this.options.healthChecker;
+    if (checker) {
+      monitorHealth(connection, checker, this.#abort.signal, (reason, failures) =>
+        this.#declareLost(node, `its health check failed ${failures} times in a row: ${reason}`),
+      );
+    }
     this.#hub.emit({
       type: "node.ready",
       timestamp: Date.now(),
       poolId: this.id,
       node: node.index,
       instanceId: node.instance.id,
+    });
+  }
+
+  /** With a health checker, a node is ready only once a check succeeds. */
+  async #passFirstHealthCheck(
+    node: NodeRuntime,
+    connection: WorkerConnection,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const checker = this.options.healthChecker;
+    if (!checker) return;
+    const started = performance.now();
+    const reason = await firstHealthy(connection, checker, signal);
+    if (signal.aborted) throw abortError(signal, `Starting node ${node.index}`);
+    if (reason === undefined) {
+      this.#hub.emit({
+        type: "bootstrap.phase",
+        timestamp: Date.now(),
+        poolId: this.id,
+        node: node.index,
+        phase: "health",
+        status: "finished",
+        durationMs: performance.now() - started,
+      });
+      return;
+    }
+    if (node.connection === connection) node.connection = undefined;
+    await connection.close({ timeoutMs: 1000 });
+    throw new BootstrapError({
+      node: node.index,
+      phase: "health",
+      logTail: "",
+      message: `Node ${node.index} failed its health check ${checker.failures} times in a row: ${reason}`,
     });
   }
 
@@ -1232,10 +1537,90 @@ class PoolRuntime implements AsyncDisposable {
     await ready;
   }
 
+  /**
+   * A step of the reconcile loop, once per tick: reads the connected nodes' instances from the
+   * provider; one gone behind the pool's back (terminated, stopping, not found) is lost.
+   */
+  async #checkInstances(): Promise<void> {
+    const provider = this.#provider;
+    const cluster = this.#cluster;
+    if (!provider || !cluster) return;
+    await checkInstances({
+      timeoutSeconds: this.options.reconcileTickInterval,
+      signal: this.#abort.signal,
+      nodes: this.#nodes
+        .filter((node) => node.connection !== undefined && !node.retiring)
+        .map((node) => ({ index: node.index, instanceId: node.instance.id })),
+      getInstance: (id, signal) => provider.getInstance({ cluster, id, signal }),
+      onGone: (watched, status) => {
+        // Elastic pools can have gaps in their node indices: found by index, not by position.
+        const node = this.#nodes.find((candidate) => candidate.index === watched.index);
+        // A late answer about an instance the node no longer runs on (or a node let go of) changes nothing.
+        if (node?.instance.id !== watched.instanceId || !node.connection || node.retiring) return;
+        const reason = `the provider reports its instance ${watched.instanceId} ${status}`;
+        // A spot instance ended behind the pool's back was, in all likelihood, reclaimed.
+        if (node.instance.spot) {
+          this.#hub.emit({
+            type: "node.preempted",
+            timestamp: Date.now(),
+            poolId: this.id,
+            node: node.index,
+            instanceId: node.instance.id,
+            reason,
+          });
+        }
+        this.#declareLost(node, reason);
+      },
+    });
+  }
+
+  /** Declares a node lost while its connection may still look open, and closes that connection. */
+  #declareLost(node: NodeRuntime, reason: string): void {
+    const connection = node.connection;
+    if (!connection) return;
+    this.#nodeLost(node, connection, reason);
+    void connection.close({ timeoutMs: 1000 });
+  }
+
+  /**
+   * The cloud will reclaim the node's instance: it takes no new tasks, its tasks that have not
+   * started move elsewhere, its replacement's instance is asked for at once, and the node is let go
+   * as soon as its running tasks are done (or lost with them, which retries them).
+   */
+  #nodeInterrupted(node: NodeRuntime, connection: WorkerConnection, notice: WorkerEvent): void {
+    if (node.connection !== connection || node.nextInstance !== undefined) return;
+    if (this.#state === "shutting_down" || this.#state === "destroyed") return;
+    const reason = [notice.kind, notice.action, notice.time ? `at ${notice.time}` : ""]
+      .filter((part) => typeof part === "string" && part !== "")
+      .join(" ");
+    this.#hub.emit({
+      type: "node.preempted",
+      timestamp: Date.now(),
+      poolId: this.id,
+      node: node.index,
+      instanceId: node.instance.id,
+      reason,
+    });
+    this.#tasks.drain(node.index);
+    const provider = this.#provider as Provider;
+    const cluster = this.#cluster as Cluster;
+    const next = this.#provision(provider, cluster, 1, this.#abort.signal).then(([instance]) => {
+      if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
+      return instance;
+    });
+    next.catch(() => undefined);
+    node.nextInstance = next;
+    void this.#tasks
+      .whenIdle(node.index)
+      .then(() => this.#declareLost(node, `interruption notice: ${reason}`));
+  }
+
   #nodeLost(node: NodeRuntime, connection: WorkerConnection, reason: string): void {
     if (node.connection !== connection) return;
     node.connection = undefined;
     this.#tasks.detach(node.index, reason);
+    // Let go of on purpose (scale-down): not lost, so no event and no replacement.
+    if (node.retiring) return;
     if (this.#state === "shutting_down" || this.#state === "destroyed") return;
     this.#hub.emit({
       type: "node.lost",
@@ -1251,17 +1636,18 @@ class PoolRuntime implements AsyncDisposable {
   async #replaceNode(node: NodeRuntime, reason: string): Promise<void> {
     const provider = this.#provider as Provider;
     const cluster = this.#cluster as Cluster;
-    if (node.replacements >= this.spec.retryOnInterruption) {
-      this.#tasks.abandonNode(node.index, `${reason}; replaced ${node.replacements} times already`);
-      return;
-    }
-    node.replacements += 1;
+    // Lost nodes are always replaced (tasks count their own retries); a replacement that fails gives up.
     const previous = node.instance;
+    const asked = node.nextInstance;
     try {
       await provider.terminate({ cluster, ids: [previous.id], signal: AbortSignal.timeout(60_000) });
-      const [instance] = await this.#provision(provider, cluster, 1, this.#abort.signal);
+      // The instance asked for at the interruption notice, or (none, or it failed) a new one now.
+      const instance =
+        (asked ? await asked.catch(() => undefined) : undefined) ??
+        (await this.#provision(provider, cluster, 1, this.#abort.signal))[0];
       if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
       node.instance = instance;
+      node.nextInstance = undefined;
       await this.#startNode(node, this.#abort.signal);
       this.#hub.emit({
         type: "node.replaced",
@@ -1272,16 +1658,21 @@ class PoolRuntime implements AsyncDisposable {
         previousInstanceId: previous.id,
       });
     } catch (error) {
+      node.nextInstance = undefined;
       if (this.#state === "shutting_down" || this.#state === "destroyed") return;
-      this.#tasks.abandonNode(node.index, (error as Error).message);
+      // An elastic pool lets the node go like one that failed to start: the reconcile loop starts
+      // another in its place (tasks pinned to it wait for that one). A fixed pool gives it up.
+      const elastic = this.#bounds.min !== this.#bounds.max;
+      if (!elastic) this.#tasks.abandonNode(node.index, (error as Error).message);
       this.#hub.emit({
         type: "error",
         timestamp: Date.now(),
         poolId: this.id,
         node: node.index,
-        message: `could not replace node ${node.index}: ${(error as Error).message}`,
+        message: `could not replace node ${node.index} (lost: ${reason}): ${(error as Error).message}`,
         cause: error,
       });
+      if (elastic) this.#dropNode(node, error);
     }
   }
 
@@ -1295,16 +1686,122 @@ class PoolRuntime implements AsyncDisposable {
     return this.#closing;
   }
 
+  /**
+   * Leaves the pool running and lets go of it: returns its id, for {@link attach} from this or
+   * another process. The workers are told (`release` with `keep`) to keep the results of the tasks
+   * they are running until a client collects them, and to wait `ttl` seconds for one (so nothing
+   * bills forever); what this process needs to reach them again goes to a state file under
+   * `$SKYWARD_HOME/pools/` (0600, the workers' token encrypted, no provider credentials). Tasks still
+   * queued here, not yet on a worker, are cancelled; callers waiting on tasks get a `CancelledError`
+   * (their results are collected on attach). Only `Local` pools can be detached today.
+   *
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * const pool = await sky.compute({ nodes: 2 });
+   * const id = await pool.detach();
+   * // later, from any process of the same user:
+   * const again = await sky.attach(id);
+   * for (const done of await again.collected()) console.log(done.taskId, done.ok);
+   * await again.close();
+   * ```
+   */
+  async detach(): Promise<string> {
+    if (this.#closing) throw new Error(`pool ${this.id} is already closed or detached`);
+    if (this.#state !== "ready")
+      throw new Error(`pool ${this.id} can be detached once ready (it is ${this.#state})`);
+    const provider = this.#provider;
+    const cluster = this.#cluster;
+    if (!provider || !cluster) throw new Error(`pool ${this.id} has no provider yet`);
+    if (provider.name !== "local") {
+      throw new Error(`pool ${this.id} runs on "${provider.name}": only Local pools can be detached so far`);
+    }
+    const nodes: DetachedNode[] = [];
+    for (const node of this.#nodes) {
+      const endpoint = node.endpoint;
+      if (!node.connection?.isOpen || !endpoint || endpoint.openStream) {
+        throw new Error(
+          `pool ${this.id}: node ${node.index} is not connected, so the pool cannot be detached now`,
+        );
+      }
+      nodes.push({
+        index: node.index,
+        instanceId: node.instance.id,
+        host: endpoint.host,
+        port: endpoint.port,
+        pid: endpoint.pid,
+        hourlyPrice: node.instance.hourlyPrice,
+      });
+    }
+    const tasks = this.#tasks.onWorkers();
+    const specific = cluster.specific as { root?: unknown; workdir?: unknown };
+    const offer = cluster.offer;
+    const path = await writePoolState({
+      version: 1,
+      id: this.id,
+      provider: provider.name,
+      providerSettings: {},
+      clusterId: cluster.id,
+      root: typeof specific.root === "string" ? specific.root : null,
+      workdir: typeof specific.workdir === "string" ? specific.workdir : null,
+      instanceType: offer.instanceType,
+      region: offer.region,
+      spot: this.#nodes.some((node) => node.instance.spot),
+      nodes,
+      tasks,
+      ttl: this.spec.ttl,
+      detachedAt: Date.now(),
+      pid: process.pid,
+      token: await sealToken(this.#token),
+    });
+    // The workers keep the results and outlive this process; a ping after the release tells when
+    // each has applied it.
+    await Promise.all(
+      this.#nodes.map(async (node) => {
+        const connection = node.connection as WorkerConnection;
+        const ts = Date.now();
+        const ponged = new Promise<void>((resolve) => {
+          const off = connection.onMessage((message) => {
+            if (message.t === "pong" && message.ts === ts) {
+              off();
+              resolve();
+            }
+          });
+          connection.onLost(() => resolve());
+        });
+        connection.send({ t: "release", ttl: this.spec.ttl, keep: true });
+        connection.send({ t: "ping", ts });
+        await ponged;
+      }),
+    );
+    detachLocalWorkers(nodes.map((node) => node.instanceId));
+    void path;
+    this.#closing = this.#shutdown(true);
+    await this.#closing;
+    return this.id;
+  }
+
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
 
-  async #shutdown(): Promise<void> {
+  /** Tears the pool down; `detached`: only this process's side (the workers were released with `keep`). */
+  async #shutdown(detached = false): Promise<void> {
     const wasStarted = this.#state !== "init";
     this.#setState("shutting_down");
     this.#abort.abort(new CancelledError({ message: "The pool is shutting down" }));
     this.#sizeChanged();
     await this.#reconciler?.stop();
+    if (detached) {
+      // No `cancel` may reach the workers: connections go first, then the waiting callers.
+      await Promise.all(
+        this.#nodes.map(async (node) => {
+          const connection = node.connection;
+          node.connection = undefined;
+          await connection?.close({ timeoutMs: 5000 });
+        }),
+      );
+    }
     const report = (what: string, error: unknown) =>
       this.#hub.emit({
         type: "error",
@@ -1319,6 +1816,7 @@ class PoolRuntime implements AsyncDisposable {
       report("a plugin's client hook failed on exit", error);
     }
     this.#tasks.close("the pool is shutting down");
+    this.#collections.close("the pool is shutting down");
     // Growth stops at the abort; nodes being retired finish (their instances terminated by then).
     await Promise.allSettled([...this.#background]);
     await Promise.all(
@@ -1343,12 +1841,21 @@ class PoolRuntime implements AsyncDisposable {
     );
     const provider = this.#provider;
     const cluster = this.#cluster;
-    if (provider && cluster) {
+    if (provider && cluster && !detached) {
       const deadline = AbortSignal.timeout(this.options.shutdownTimeout * 1000);
       try {
+        // Replacements asked for after an interruption notice and not started yet go too.
+        const asked = await Promise.all(
+          this.#nodes.map((node) =>
+            node.nextInstance?.then((instance) => instance.id).catch(() => undefined),
+          ),
+        );
         await provider.terminate({
           cluster,
-          ids: this.#nodes.map((node) => node.instance.id),
+          ids: [
+            ...this.#nodes.map((node) => node.instance.id),
+            ...asked.filter((id): id is string => id !== undefined),
+          ],
           signal: deadline,
         });
         for (const node of this.#nodes) {
@@ -1370,7 +1877,8 @@ class PoolRuntime implements AsyncDisposable {
       }
     }
     this.#setState("destroyed");
-    if (wasStarted) this.#hub.emit({ type: "pool.destroyed", timestamp: Date.now(), poolId: this.id });
+    if (wasStarted && !detached)
+      this.#hub.emit({ type: "pool.destroyed", timestamp: Date.now(), poolId: this.id });
     this.#detachConsole();
     await this.#logFile.close();
     this.#hub.close();
@@ -1389,6 +1897,8 @@ class PoolRuntime implements AsyncDisposable {
       stream: pending.kind === "stream",
       ...(where !== undefined ? { node: where.node } : {}),
       ...(where?.worker !== undefined ? { worker: where.worker } : {}),
+      ...(pending.retry?.retries !== undefined ? { retries: pending.retry.retries } : {}),
+      ...(pending.kind === "stream" && pending.retry?.restartStream ? { restartStream: true } : {}),
     };
   }
 
@@ -1402,7 +1912,8 @@ class PoolRuntime implements AsyncDisposable {
       typeof value === "number" && Number.isInteger(value) && value >= 0 && value < below;
     // Elastic pools can have gaps in their node indices: a node target must name a node the pool has.
     const known = (value: unknown) =>
-      typeof value === "number" && this.#nodes.some((node) => node.index === value);
+      typeof value === "number" &&
+      (this.#nodes.some((node) => node.index === value) || this.#pending.has(value));
     const indices = this.#nodes.map((node) => node.index).join(", ") || "none now";
     if (typeof target === "number") {
       if (!known(target))
@@ -1576,29 +2087,31 @@ class PoolRuntime implements AsyncDisposable {
    * Runs the call on every worker (`@` in the Python project): once per node when nodes run one
    * worker; once per worker, each pinned to its worker, when they run several (one per accelerator,
    * MIG). Results ordered by node, then by worker on the node (so index = global rank); `places`
-   * says where each came from (see {@link BroadcastResults}).
+   * says where each came from (see {@link BroadcastResults}). Every node of the pool's size counts,
+   * those still starting included: a node starting or being replaced is waited for (a replacement up
+   * to `provisionTimeout`) and its part runs there, with its rank; if it cannot come, the call fails
+   * with a `NodeUnavailableError` naming the node — never with fewer results.
    */
   async broadcast<R>(pending: PendingTask<R>, options: WaitOptions = {}): Promise<BroadcastResults<R>> {
     this.#checkOpen();
     const perNode = this.#workersPerNode;
-    const places: WorkerPlace[] = this.#nodes
-      .filter((node) => node.connection !== undefined)
-      .flatMap((node) =>
-        Array.from({ length: perNode }, (_, worker) => ({
-          node: node.index,
-          worker,
-          rank: node.index * perNode + worker,
-        })),
-      );
-    const results = await Promise.all(
-      places.map(
-        (place) =>
-          this.submit(pending, {
-            ...options,
-            target: perNode > 1 ? { node: place.node, worker: place.worker } : place.node,
-          }).result,
-      ),
+    const places: WorkerPlace[] = this.#indices().flatMap((index) =>
+      Array.from({ length: perNode }, (_, worker) => ({
+        node: index,
+        worker,
+        rank: index * perNode + worker,
+      })),
     );
+    const handles = places.map((place) =>
+      this.submit(pending, {
+        ...options,
+        target: perNode > 1 ? { node: place.node, worker: place.worker } : place.node,
+      }),
+    );
+    const results = await Promise.all(handles.map((handle) => handle.result)).catch((error) => {
+      for (const handle of handles) handle.cancel();
+      throw error;
+    });
     // Not enumerable: the results stay a plain array to compare and print.
     Object.defineProperty(results, "places", { value: Object.freeze(places), enumerable: false });
     return results as BroadcastResults<R>;
@@ -1756,6 +2269,10 @@ export interface ComputeOptions {
    * with its own shutdown), and close the pool there.
    */
   readonly handleSignals?: boolean;
+  /** @internal The pool's id, when it picks up a detached pool (`attach`). */
+  readonly id?: string;
+  /** @internal What its task ids start with: an attached pool's must not clash with those still on its workers. */
+  readonly taskIdPrefix?: string;
 }
 
 /**
@@ -1793,7 +2310,7 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
       resolved.specs.length > 1 ? `specs[${index}].volumes` : "volumes",
     );
   }
-  const pool = new PoolRuntime(first, resolved.options, options.onEvent);
+  const pool = new PoolRuntime(first, resolved.options, options.onEvent, options.id, options.taskIdPrefix);
   if (options.handleSignals !== false) {
     livePools.add(pool);
     installSignalHandlers();

@@ -43,4 +43,21 @@ describe("python function references", () => {
     expect(count(3).kind).toBe("stream");
     expect(count(3).withTimeout(5).kind).toBe("stream");
   });
+
+  it("carry a retry policy, on copies, and refuse bad ones", () => {
+    expect(greet("ada").retry).toBeUndefined();
+    expect(greet("ada").withRetry(false).retry).toEqual({ retries: 0 });
+    expect(greet("ada").withRetry({ retries: 5 }).retry).toEqual({ retries: 5 });
+    const once = python<[], number>("tasks:charge", { retry: false });
+    expect(once().retry).toEqual({ retries: 0 });
+    const lines = python.stream<[], string>("tasks:lines", { retry: { restartStream: true } });
+    expect(lines().retry).toEqual({ restartStream: true });
+    expect(() => greet("ada").withRetry({ retries: -1 })).toThrow(/retries: expected an integer >= 0/);
+    // @ts-expect-error -- restartStream is for generator functions
+    expect(() => greet("ada").withRetry({ restartStream: true })).toThrow(/generator functions/);
+    // @ts-expect-error -- not a field
+    expect(() => greet("ada").withRetry({ attempts: 2 })).toThrow(/unknown field "attempts"/);
+    // @ts-expect-error -- true is not a policy
+    expect(() => python("tasks:f", { retry: true })).toThrow(/expected false or/);
+  });
 });

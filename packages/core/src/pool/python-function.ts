@@ -34,12 +34,37 @@ function isKwargsArgument(value: unknown): value is KwargsArgument {
 
 const REF_PATTERN = /^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$/;
 
+/**
+ * What happens to a call whose node is lost before it finished (its worker died, went silent, or
+ * its instance was terminated or interrupted): it runs again on another node (a call pinned to a
+ * node: on that node's replacement), and its result is delivered once.
+ */
+export interface RetryPolicy {
+  /**
+   * How many times it may run again; default the pool's `retryOnInterruption` (3). `0`: it never
+   * runs twice, and fails with a `TaskInterruptedError` instead.
+   */
+  readonly retries?: number;
+}
+
+/** A generator's retry policy: {@link RetryPolicy} plus what to do once items were delivered. */
+export interface StreamRetryPolicy extends RetryPolicy {
+  /**
+   * Run it again even after it yielded items: the generator starts over and the items already
+   * delivered are skipped, so it must yield the same items again. Default false: a stream that
+   * yielded something fails with a `TaskInterruptedError` instead of starting over.
+   */
+  readonly restartStream?: boolean;
+}
+
 /** Options of a Python function reference. */
 export interface PythonFunctionOptions<R> {
   /** Validates (and may transform) the result at the boundary. */
   result?: z.ZodType<R>;
   /** Default timeout of its calls, seconds; default: the pool's `defaultComputeTimeout`. */
   timeout?: number;
+  /** Its calls' retry policy; `false` for work that must not run twice. */
+  retry?: false | StreamRetryPolicy;
 }
 
 /** A frozen call of a Python function that returns one value. Runs nothing until a pool dispatches it. */
@@ -53,8 +78,15 @@ export interface PendingTask<R> {
   readonly timeout: number | undefined;
   /** Validates the result, when the function was declared with a schema. */
   readonly resultSchema: z.ZodType<R> | undefined;
+  /** Its retry policy, or undefined for the pool's. */
+  readonly retry: RetryPolicy | undefined;
   /** A new pending task with this timeout (seconds). */
   withTimeout(seconds: number): PendingTask<R>;
+  /**
+   * A new pending task with this retry policy: `withRetry(false)` for work that must not run twice
+   * (it fails with a `TaskInterruptedError` if its node is lost), `withRetry({ retries: 5 })`.
+   */
+  withRetry(policy: false | RetryPolicy): PendingTask<R>;
   /** A new pending task with these keyword arguments added. */
   withKwargs(values: Kwargs): PendingTask<R>;
 }
@@ -67,8 +99,15 @@ export interface PendingStream<T> {
   readonly kwargs: Kwargs;
   readonly timeout: number | undefined;
   readonly resultSchema: z.ZodType<T> | undefined;
+  /** Its retry policy, or undefined for the pool's. */
+  readonly retry: StreamRetryPolicy | undefined;
   /** A new pending stream with this timeout (seconds) for the whole stream. */
   withTimeout(seconds: number): PendingStream<T>;
+  /**
+   * A new pending stream with this retry policy. By default a stream whose node is lost runs again
+   * only if it had yielded nothing; `withRetry({ restartStream: true })` restarts it after items too.
+   */
+  withRetry(policy: false | StreamRetryPolicy): PendingStream<T>;
   /** A new pending stream with these keyword arguments added. */
   withKwargs(values: Kwargs): PendingStream<T>;
 }
@@ -116,6 +155,31 @@ function checkTimeout(seconds: unknown, path: string): number {
   return seconds;
 }
 
+function checkRetry(policy: unknown, kind: "task" | "stream", path: string): StreamRetryPolicy {
+  const issue = (message: string) => new ConfigurationError({ issues: [{ path, message }] });
+  if (policy === false) return Object.freeze({ retries: 0 });
+  if (typeof policy !== "object" || policy === null || Array.isArray(policy))
+    throw issue(
+      `expected false or { retries${kind === "stream" ? ", restartStream" : ""} }, received ${String(policy)}`,
+    );
+  const { retries, restartStream, ...rest } = policy as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0)
+    throw issue(`unknown field ${unknown.map((key) => JSON.stringify(key)).join(", ")}`);
+  if (retries !== undefined && (typeof retries !== "number" || !Number.isInteger(retries) || retries < 0))
+    throw issue(`retries: expected an integer >= 0, received ${String(retries)}`);
+  if (restartStream !== undefined) {
+    if (kind !== "stream")
+      throw issue("restartStream applies to generator functions (sky.python.stream) only");
+    if (typeof restartStream !== "boolean")
+      throw issue(`restartStream: expected a boolean, received ${String(restartStream)}`);
+  }
+  return Object.freeze({
+    ...(retries !== undefined ? { retries } : {}),
+    ...(restartStream !== undefined ? { restartStream } : {}),
+  });
+}
+
 function checkRef(ref: unknown): string {
   if (typeof ref !== "string" || !REF_PATTERN.test(ref)) {
     throw new ConfigurationError({
@@ -136,6 +200,7 @@ interface PendingFields<T> {
   kwargs: Kwargs;
   timeout: number | undefined;
   resultSchema: z.ZodType<T> | undefined;
+  retry: StreamRetryPolicy | undefined;
 }
 
 function makePending<T>(kind: "task", fields: PendingFields<T>): PendingTask<T>;
@@ -149,6 +214,9 @@ function makePending<T>(
     ...fields,
     withTimeout(seconds: number) {
       return makePending(kind as "task", { ...fields, timeout: checkTimeout(seconds, "timeout") });
+    },
+    withRetry(policy: false | StreamRetryPolicy) {
+      return makePending(kind as "task", { ...fields, retry: checkRetry(policy, kind, "retry") });
     },
     withKwargs(values: Kwargs) {
       return makePending(kind as "task", {
@@ -172,12 +240,14 @@ function define<T>(
 ): (...args: unknown[]) => PendingTask<T> | PendingStream<T> {
   const checked = checkRef(ref);
   const timeout = options.timeout === undefined ? undefined : checkTimeout(options.timeout, "timeout");
+  const retry = options.retry === undefined ? undefined : checkRetry(options.retry, kind, "retry");
   const call = (...args: unknown[]) =>
     makePending(kind as "task", {
       ref: checked,
       ...splitArguments(args),
       timeout,
       resultSchema: options.result,
+      retry,
     });
   Object.defineProperty(call, "ref", { value: checked, enumerable: true });
   Object.defineProperty(call, "name", { value: checked });

@@ -3,10 +3,13 @@
  * queue until a slot is free and go round-robin across nodes (or to the node they are pinned to).
  * Results, stream items, input-stream pulls, output and errors come back per task id.
  */
+
+import { COLLECTION_REF, type CollectionStore } from "../collections/store.js";
 import {
   CancelledError,
   ConnectionError,
   FunctionNotFoundError,
+  NodeUnavailableError,
   RemoteTaskError,
   SerializationError,
   SkywardError,
@@ -19,9 +22,11 @@ import {
   markInputStreams,
   type TaskMessage,
   type WireValue,
+  type WorkerEvent,
 } from "../protocol/protocol.js";
 import { commandFailedError } from "./commands.js";
 import { AdaptiveSchedule, PREFETCH_BUDGET_MS } from "./schedule.js";
+import { decideRetry, type InterruptedTask, interruptedError } from "./task-retry.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
 /** How a task ends, told to whoever submitted it. */
@@ -50,6 +55,10 @@ export interface TaskRequest {
   readonly worker?: number;
   /** A subtask of a running task (nested dispatch): it uses the nodes' separate nested slots. */
   readonly nested?: boolean;
+  /** How many times it may run again when its node is lost; default the manager's `retryOnInterruption`. */
+  readonly retries?: number;
+  /** A stream that yielded items may start over when its node is lost (the items delivered are skipped). */
+  readonly restartStream?: boolean;
 }
 
 /** A dispatched task, as its submitter holds it. */
@@ -71,6 +80,22 @@ interface TaskRecord extends TaskTicket {
   pumps: Map<number, InputPump>;
   /** Subtasks it started (nested dispatch), cancelled when it ends. */
   children: Map<number, TaskTicket> | undefined;
+  /** Which run this is, from 1; messages of an earlier run (a node since lost) are dropped. */
+  attempt: number;
+  /**
+   * The id its current run goes by on the wire: the task id for the first run, `<id>.<attempt>` for
+   * later ones, so that a worker still holding an earlier run (one the pool reattached to) never
+   * takes the new run for it.
+   */
+  wireId: string;
+  /** Runs cut short by the loss of their node (those withdrawn before they started do not count). */
+  interruptions: number;
+  /** Stream items delivered to the submitter. */
+  itemsDelivered: number;
+  /** Items of a restarted stream still to skip (delivered by an earlier run). */
+  skipItems: number;
+  /** When it started waiting for a slot (performance.now()). */
+  queuedAt: number;
 }
 
 interface NodeState {
@@ -87,6 +112,18 @@ interface NodeState {
   /** Nested tasks running on it, and how many it may run (its concurrency). */
   nestedRunning: number;
   nestedCapacity: number;
+  /** Lost for good (its replacement failed): tasks pinned to it fail. */
+  abandoned: boolean;
+  /** Going away (an interruption notice): it takes no new tasks. */
+  draining: boolean;
+  /** Called once nothing runs on it any more. */
+  idleWaiters: (() => void)[];
+  /**
+   * Whether tasks pinned to it wait at most `nodeWaitSeconds` while it has no worker: it was lost, or
+   * failed to start and another is coming (false: it is starting for the first time; if that fails,
+   * they fail with it).
+   */
+  bounded: boolean;
 }
 
 /** A simple array-backed FIFO with O(1) amortised shift. */
@@ -194,18 +231,35 @@ export interface TaskManagerOptions {
   readonly timeoutGraceSeconds?: number;
   /** Called when a submitted task has to wait for a slot (queued-task pressure, for the autoscaler). */
   readonly onQueued?: () => void;
+  /** How many times a task whose node is lost runs again, unless it says otherwise. Default 3. */
+  readonly retryOnInterruption?: number;
+  /**
+   * Seconds a task pinned to a lost node waits for its replacement before failing (a function: read
+   * when the wait is checked). Default 300.
+   */
+  readonly nodeWaitSeconds?: number | (() => number);
+  /** Answers tasks' collection operations (subtasks of `COLLECTION_REF`) and hears when tasks end. */
+  readonly collections?: CollectionStore;
+  /** What task ids start with (`t1`, `t2`…); an attached pool's differ from those it was detached with. */
+  readonly idPrefix?: string;
 }
 
 /** Dispatches tasks over the pool's node connections. */
 export class TaskManager {
   readonly #nodes: NodeState[] = [];
   readonly #queue = new Fifo<TaskRecord>();
+  /** Tasks whose node was lost, run again before the queue. */
+  readonly #retryQueue = new Fifo<TaskRecord>();
   readonly #nestedQueue = new Fifo<TaskRecord>();
   readonly #hub: EventHub;
   readonly #poolId: string;
   readonly #grace: number;
   readonly #onQueued: (() => void) | undefined;
+  readonly #collections: CollectionStore | undefined;
+  readonly #idPrefix: string;
   readonly #schedule = new AdaptiveSchedule();
+  readonly #retries: number;
+  readonly #nodeWaitSeconds: () => number;
   readonly #capacityWaiters: (() => void)[] = [];
   #nextId = 0;
   #roundRobin = 0;
@@ -216,10 +270,15 @@ export class TaskManager {
   readonly #partialLines = new Map<string, string>();
 
   constructor(options: TaskManagerOptions) {
+    this.#idPrefix = options.idPrefix ?? "t";
     this.#hub = options.hub;
     this.#poolId = options.poolId;
     this.#grace = options.timeoutGraceSeconds ?? 10;
     this.#onQueued = options.onQueued;
+    this.#retries = options.retryOnInterruption ?? 3;
+    const wait = options.nodeWaitSeconds ?? 300;
+    this.#nodeWaitSeconds = typeof wait === "function" ? wait : () => wait;
+    this.#collections = options.collections;
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
     this.#sweeper.unref();
   }
@@ -249,6 +308,30 @@ export class TaskManager {
   }
 
   /**
+   * Node `index` is starting (it has no worker yet): tasks pinned to it (a broadcast's parts) are
+   * accepted and wait for {@link attach}, or fail if it does not start ({@link startFailed}).
+   */
+  expect(index: number): void {
+    if (this.#nodes[index]) return;
+    this.#nodes[index] = {
+      index,
+      connection: undefined,
+      capacity: 0,
+      adaptive: false,
+      idleSince: performance.now(),
+      lastDone: 0,
+      running: new Map(),
+      pinned: [],
+      nestedRunning: 0,
+      nestedCapacity: 0,
+      abandoned: false,
+      draining: false,
+      idleWaiters: [],
+      bounded: false,
+    };
+  }
+
+  /**
    * Takes idle node `index` out of dispatch for good (scale-down): true when it was idle and is now
    * removed, false when a task runs or waits on it (it stays). Its connection is the caller's to close.
    */
@@ -261,18 +344,62 @@ export class TaskManager {
     return true;
   }
 
+  /**
+   * Node `index` failed to start (it has no worker). With `again` (the pool starts another node under
+   * this index) the tasks pinned to it wait for that one, at most `nodeWaitSeconds` from now; without,
+   * they fail with a `NodeUnavailableError` and the node is forgotten.
+   */
+  startFailed(index: number, reason: string, again: boolean): void {
+    if (again) this.expect(index);
+    const node = this.#nodes[index];
+    if (!node || node.connection) return;
+    if (again) {
+      const now = performance.now();
+      for (const record of node.pinned) record.queuedAt = now;
+      node.bounded = true;
+      return;
+    }
+    for (const record of node.pinned.splice(0)) {
+      if (record.done) continue;
+      record.done = true;
+      record.callbacks.error(
+        new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` }),
+      );
+    }
+    if (node.running.size === 0) delete this.#nodes[index];
+  }
+
   /** Tasks waiting for a slot. */
   get queued(): number {
-    return this.#queue.size;
+    return this.#queue.size + this.#retryQueue.size;
+  }
+
+  /** The tasks on workers now (sent, not finished): what a detached pool leaves running. */
+  onWorkers(): { taskId: string; name: string; node: number }[] {
+    const tasks: { taskId: string; name: string; node: number }[] = [];
+    for (const node of this.#nodes) {
+      if (!node) continue;
+      for (const record of node.running.values()) {
+        if (!record.done) tasks.push({ taskId: record.id, name: record.request.ref, node: node.index });
+      }
+    }
+    return tasks;
   }
 
   /**
    * Adds (or brings back) node `index` with its worker connection, its slot count, and its nested
    * slot count (for subtasks; the worker runs those on a separate pool of its concurrency's size).
    * A slot count of `"auto"` adapts: the concurrency (`nestedCapacity`) plus a prefetch that follows
-   * the task durations ({@link AdaptiveSchedule}).
+   * the task durations ({@link AdaptiveSchedule}). `onEvent` gets the worker's `event` messages, those
+   * it sent before this call included.
    */
-  attach(index: number, connection: WorkerConnection, capacity: number | "auto", nestedCapacity = 1): void {
+  attach(
+    index: number,
+    connection: WorkerConnection,
+    capacity: number | "auto",
+    nestedCapacity = 1,
+    onEvent?: (event: WorkerEvent) => void,
+  ): void {
     let node = this.#nodes[index];
     const adaptive = capacity === "auto";
     const fixed = adaptive ? nestedCapacity : capacity;
@@ -288,76 +415,163 @@ export class TaskManager {
         pinned: [],
         nestedRunning: 0,
         nestedCapacity,
+        abandoned: false,
+        draining: false,
+        idleWaiters: [],
+        bounded: true,
       };
       this.#nodes[index] = node;
     } else {
+      node.bounded = true;
       node.connection = connection;
       node.capacity = fixed;
       node.adaptive = adaptive;
       node.idleSince = performance.now();
       node.nestedCapacity = nestedCapacity;
       node.nestedRunning = 0;
+      node.abandoned = false;
+      node.draining = false;
     }
     const attached = node;
     connection.onMessage((message) => {
       if (message.t === "out")
         this.#output(message.node, message.worker, message.stream, message.data, undefined);
+      else if (message.t === "event") onEvent?.(message.event);
     });
     this.#pump();
     void attached;
   }
 
-  /** Node `index` is gone: its running tasks fail with `error`; tasks pinned to it wait for it to come back. */
+  /**
+   * Node `index` is gone. Its running tasks run again elsewhere (those pinned to it: on its
+   * replacement) while their retry policy allows, and fail with a `TaskInterruptedError` otherwise;
+   * tasks pinned to it wait for it to come back.
+   */
   detach(index: number, reason: string): void {
     const node = this.#nodes[index];
     if (!node?.connection) return;
+    const connection = node.connection;
     node.connection = undefined;
+    // Pinned tasks wait for the replacement, counted from now.
+    const now = performance.now();
+    for (const record of node.pinned) record.queuedAt = now;
     for (const record of [...node.running.values()]) {
-      this.#finish(record);
-      record.callbacks.error(
-        new WorkerDiedError({
-          taskId: record.id,
-          node: index,
-          message: `Task ${record.id} (${record.request.ref}) was lost with node ${index}: ${reason}`,
-        }),
-      );
-    }
-    if (this.liveNodes === 0) {
-      for (const record of [...this.#queue.drain(), ...this.#nestedQueue.drain()]) {
-        if (record.done) continue;
-        record.done = true;
-        record.callbacks.error(
-          new ConnectionError({
-            host: "pool",
-            message: `No node is left to run task ${record.id}: ${reason}`,
-          }),
-        );
+      connection.offTask(record.wireId);
+      const task = this.#interrupted(record);
+      const decision = decideRetry(task);
+      this.#taskFailed(record, index, "NodeLost", reason, decision.retry);
+      if (!decision.retry) {
+        this.#finish(record);
+        record.callbacks.error(interruptedError(task, decision.reason, index, reason));
+        continue;
       }
+      record.interruptions += 1;
+      this.#requeue(node, record);
+    }
+    for (const waiter of node.idleWaiters.splice(0)) waiter();
+    this.#failIfNoNodeCanRun(reason);
+  }
+
+  /**
+   * Node `index` is going away (an interruption notice): it takes no new tasks, and the tasks its
+   * worker holds that have not started are withdrawn to run elsewhere (pinned ones: on its
+   * replacement). Started tasks carry on; if the node goes before they finish, they are retried.
+   */
+  drain(index: number): void {
+    const node = this.#nodes[index];
+    if (!node?.connection || node.draining) return;
+    node.draining = true;
+    const ids = [...node.running.values()]
+      .filter((record) => !record.request.nested)
+      .map((record) => record.wireId);
+    if (ids.length === 0) return;
+    try {
+      node.connection.send({ t: "withdraw", ids });
+    } catch {
+      // lost meanwhile: detach retries them
     }
   }
 
-  /** Fails every pinned task of node `index` (it will not come back). */
-  abandonNode(index: number, reason: string): void {
+  /** Resolves once nothing runs on node `index` (at once if nothing does, or it is gone). */
+  whenIdle(index: number): Promise<void> {
     const node = this.#nodes[index];
-    if (!node) return;
-    for (const record of node.pinned.splice(0)) {
+    if (!node?.connection || node.running.size === 0) return Promise.resolve();
+    return new Promise((resolve) => node.idleWaiters.push(resolve));
+  }
+
+  #interrupted(record: TaskRecord): InterruptedTask {
+    const { request } = record;
+    return {
+      id: record.id,
+      ref: request.ref,
+      attempt: record.interruptions + 1,
+      retries: request.retries ?? this.#retries,
+      stream: request.stream,
+      itemsDelivered: record.itemsDelivered,
+      restartStream: request.restartStream === true,
+      inputConsumed: record.pumps.size > 0,
+    };
+  }
+
+  /** Takes a task off its lost node and queues it to run again: first in line, on the same node if pinned. */
+  #requeue(node: NodeState, record: TaskRecord): void {
+    if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
+    if (record.children) {
+      for (const child of record.children.values()) child.cancel("its parent task's node was lost");
+      record.children = undefined;
+    }
+    // Locks the lost run held are released and its waits dropped: the next run starts afresh.
+    this.#collections?.ownerEnded(record.id);
+    record.node = undefined;
+    record.attempt += 1;
+    record.skipItems = record.itemsDelivered;
+    record.streams = [];
+    record.queuedAt = performance.now();
+    if (record.request.node !== undefined) node.pinned.unshift(record);
+    else if (record.request.nested) this.#nestedQueue.push(record);
+    else this.#retryQueue.push(record);
+  }
+
+  /** Fails the queued tasks when every node is lost for good (none is being replaced). */
+  #failIfNoNodeCanRun(reason: string): void {
+    const nodes = this.#nodes.filter((node) => node !== undefined);
+    if (nodes.length === 0 || nodes.some((node) => node.connection !== undefined || !node.abandoned)) return;
+    for (const record of [
+      ...this.#retryQueue.drain(),
+      ...this.#queue.drain(),
+      ...this.#nestedQueue.drain(),
+    ]) {
       if (record.done) continue;
       record.done = true;
       record.callbacks.error(
         new ConnectionError({
-          host: `node ${index}`,
-          node: index,
-          message: `Node ${index} is gone: ${reason}`,
+          host: "pool",
+          message: `No node is left to run task ${record.id}: ${reason}`,
         }),
       );
     }
+  }
+
+  /** Fails every pinned task of node `index` (it will not come back), and the queue if no node is left. */
+  abandonNode(index: number, reason: string): void {
+    const node = this.#nodes[index];
+    if (!node) return;
+    node.abandoned = true;
+    for (const record of node.pinned.splice(0)) {
+      if (record.done) continue;
+      record.done = true;
+      record.callbacks.error(
+        new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` }),
+      );
+    }
+    this.#failIfNoNodeCanRun(`node ${index} is gone: ${reason}`);
   }
 
   /** Queues a task; it starts as soon as a slot is free. */
   submit(request: TaskRequest, callbacks: TaskCallbacks): TaskTicket {
     if (this.#closed) throw new CancelledError({ message: "The pool is shut down" });
     this.#nextId += 1;
-    const id = `t${this.#nextId}`;
+    const id = `${this.#idPrefix}${this.#nextId}`;
     const record: TaskRecord = {
       id,
       request,
@@ -369,6 +583,12 @@ export class TaskManager {
       streams: [],
       pumps: new Map(),
       children: undefined,
+      attempt: 1,
+      wireId: id,
+      interruptions: 0,
+      itemsDelivered: 0,
+      skipItems: 0,
+      queuedAt: performance.now(),
       cancel: (reason) => this.#cancel(record, reason),
     };
     if (this.#hub.listensTo("task.queued")) {
@@ -388,6 +608,11 @@ export class TaskManager {
           node: request.node,
           message: `There is no node ${request.node}`,
         });
+      if (node.abandoned && !node.connection)
+        throw new NodeUnavailableError({
+          node: request.node,
+          message: `Node ${request.node} is gone and was not replaced`,
+        });
       node.pinned.push(record);
     } else if (request.nested) this.#nestedQueue.push(record);
     else this.#queue.push(record);
@@ -398,7 +623,7 @@ export class TaskManager {
 
   /** Resolves when a slot is free or the queue is short: for feeding large maps without queueing them all. */
   whenQueueBelow(limit: number): Promise<void> {
-    if (this.#queue.size < limit || this.#closed) return Promise.resolve();
+    if (this.queued < limit || this.#closed) return Promise.resolve();
     return new Promise((resolve) => this.#capacityWaiters.push(resolve));
   }
 
@@ -408,7 +633,11 @@ export class TaskManager {
     this.#closed = true;
     clearInterval(this.#sweeper);
     clearTimeout(this.#wake);
-    const pending: TaskRecord[] = [...this.#queue.drain(), ...this.#nestedQueue.drain()];
+    const pending: TaskRecord[] = [
+      ...this.#retryQueue.drain(),
+      ...this.#queue.drain(),
+      ...this.#nestedQueue.drain(),
+    ];
     for (const node of this.#nodes) {
       if (!node) continue;
       pending.push(...node.pinned.splice(0), ...node.running.values());
@@ -426,7 +655,7 @@ export class TaskManager {
       if (!record.done) this.#start(node, record);
     }
     for (const node of nodes) {
-      if (!node?.connection) continue;
+      if (!node?.connection || node.draining) continue;
       while (
         node.pinned.length > 0 &&
         node.running.size - node.nestedRunning < this.#limit(node, (node.pinned[0] as TaskRecord).request.ref)
@@ -435,16 +664,18 @@ export class TaskManager {
         if (!record.done) this.#start(node, record);
       }
     }
-    while (this.#queue.size > 0) {
-      const ref = (this.#queue.peek() as TaskRecord).request.ref;
-      const node = this.#nextFreeNode(false, ref);
-      if (!node) {
-        // Held back (long tasks): look again when a running task is due to end.
-        if (this.#schedule.isLong(ref)) this.#armWake();
-        break;
+    for (const queue of [this.#retryQueue, this.#queue]) {
+      while (queue.size > 0) {
+        const ref = (queue.peek() as TaskRecord).request.ref;
+        const node = this.#nextFreeNode(false, ref);
+        if (!node) {
+          // Held back (long tasks): look again when a running task is due to end.
+          if (this.#schedule.isLong(ref)) this.#armWake();
+          break;
+        }
+        const record = queue.shift() as TaskRecord;
+        if (!record.done) this.#start(node, record);
       }
-      const record = this.#queue.shift() as TaskRecord;
-      if (!record.done) this.#start(node, record);
     }
     if (this.#capacityWaiters.length > 0) for (const waiter of this.#capacityWaiters.splice(0)) waiter();
   }
@@ -505,7 +736,7 @@ export class TaskManager {
       const free = nested
         ? node !== undefined && node.nestedRunning < node.nestedCapacity
         : node !== undefined && node.running.size - node.nestedRunning < this.#limit(node, ref);
-      if (node?.connection && free) {
+      if (node?.connection && free && !node.draining) {
         this.#roundRobin = (index + 1) % count;
         return node;
       }
@@ -532,12 +763,17 @@ export class TaskManager {
     record.startedAt = performance.now();
     record.begunAt = record.startedAt;
     node.running.set(record.id, record);
+    record.wireId = record.attempt === 1 ? record.id : `${record.id}.${record.attempt}`;
     if (request.nested) node.nestedRunning += 1;
-    connection.onTask(record.id, (message) => this.#onMessage(record, message));
+    const attempt = record.attempt;
+    connection.onTask(record.wireId, (message) => {
+      // A late answer of an earlier run, on a node since lost, is dropped: each result is delivered once.
+      if (record.attempt === attempt) this.#onMessage(record, message);
+    });
     try {
       connection.send({
         t: "submit",
-        id: record.id,
+        id: record.wireId,
         fn: request.ref,
         args: args as WireValue[],
         kwargs: kwargs as Record<string, WireValue>,
@@ -568,7 +804,7 @@ export class TaskManager {
         taskId: record.id,
         name: request.ref,
         node: node.index,
-        attempt: 1,
+        attempt: record.attempt,
       });
     }
   }
@@ -578,11 +814,13 @@ export class TaskManager {
     record.done = true;
     for (const pump of record.pumps.values()) pump.close();
     if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
+    this.#collections?.ownerEnded(record.id);
     const node = record.node;
     if (node) {
       if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
       if (node.running.size === 0) node.idleSince = performance.now();
-      node.connection?.offTask(record.id);
+      node.connection?.offTask(record.wireId);
+      if (node.running.size === 0) for (const waiter of node.idleWaiters.splice(0)) waiter();
     }
     if (!this.#closed) this.#pump();
   }
@@ -625,6 +863,12 @@ export class TaskManager {
         return;
       }
       case "item":
+        if (record.skipItems > 0) {
+          // A restarted stream yields again what an earlier run delivered.
+          record.skipItems -= 1;
+          return;
+        }
+        record.itemsDelivered += 1;
         record.callbacks.item?.(message.value);
         return;
       case "end":
@@ -635,19 +879,7 @@ export class TaskManager {
       case "error": {
         this.#finish(record);
         const error = this.#taskError(record, message);
-        if (this.#hub.listensTo("task.failed")) {
-          this.#hub.emit({
-            type: "task.failed",
-            timestamp: Date.now(),
-            poolId: this.#poolId,
-            taskId: record.id,
-            name: record.request.ref,
-            node: message.node,
-            durationMs: performance.now() - record.startedAt,
-            error: { type: message.type, message: message.message },
-            willRetry: false,
-          });
-        }
+        this.#taskFailed(record, message.node, message.type, message.message, false);
         record.callbacks.error(error);
         return;
       }
@@ -665,13 +897,20 @@ export class TaskManager {
             if (record.done || !connection?.isOpen) return;
             try {
               if (input.t === "in")
-                connection.send({ t: "in", id: record.id, stream: index, value: input.value as WireValue });
-              else if (input.t === "in_end") connection.send({ t: "in_end", id: record.id, stream: index });
-              else connection.send({ t: "in_error", id: record.id, stream: index, message: input.message });
+                connection.send({
+                  t: "in",
+                  id: record.wireId,
+                  stream: index,
+                  value: input.value as WireValue,
+                });
+              else if (input.t === "in_end")
+                connection.send({ t: "in_end", id: record.wireId, stream: index });
+              else
+                connection.send({ t: "in_error", id: record.wireId, stream: index, message: input.message });
             } catch (error) {
               connection.send({
                 t: "in_error",
-                id: record.id,
+                id: record.wireId,
                 stream: index,
                 message: `cannot send an item: ${(error as Error).message}`,
               });
@@ -685,6 +924,16 @@ export class TaskManager {
       case "subtask":
         this.#subtask(record, message);
         return;
+      case "withdrawn": {
+        // Handed back unstarted by a node going away: it runs elsewhere, and never ran, so no retry is used.
+        const node = record.node;
+        if (!node) return;
+        node.connection?.offTask(record.wireId);
+        this.#requeue(node, record);
+        if (node.running.size === 0) for (const waiter of node.idleWaiters.splice(0)) waiter();
+        this.#pump();
+        return;
+      }
       default:
         return;
     }
@@ -701,7 +950,7 @@ export class TaskManager {
       } catch (error) {
         connection.send({
           t: "suberror",
-          id: parent.id,
+          id: parent.wireId,
           sub: message.sub,
           kind: "serialization",
           type: "SerializationError",
@@ -725,7 +974,7 @@ export class TaskManager {
                 : "worker_died";
       reply({
         t: "suberror",
-        id: parent.id,
+        id: parent.wireId,
         sub: message.sub,
         kind,
         type: RemoteTaskError.isInstance(error) ? error.exceptionType : error.name,
@@ -734,6 +983,33 @@ export class TaskManager {
         node,
       });
     };
+    if (message.fn === COLLECTION_REF && this.#collections) {
+      // A collection operation: answered by the pool's authority, not run as a task.
+      // The owner is the task (its locks outlive no run of it: #requeue and #finish release them);
+      // answers go to the run that asked, under its wire id.
+      const wireId = parent.wireId;
+      const pending = this.#collections.apply(parent.id, message.args);
+      parent.children ??= new Map();
+      parent.children.set(message.sub, {
+        id: `${parent.id}/${message.sub}`,
+        cancel: (reason) => pending.cancel(reason ?? "cancelled"),
+      });
+      pending.answer.then(
+        (value) => reply({ t: "subresult", id: wireId, sub: message.sub, value }),
+        (error: Error) =>
+          reply({
+            t: "suberror",
+            id: wireId,
+            sub: message.sub,
+            kind: "exception",
+            type: (error as { pythonType?: string }).pythonType ?? error.name,
+            message: error.message,
+            traceback: "",
+            node: -1,
+          }),
+      );
+      return;
+    }
     let ticket: TaskTicket;
     try {
       ticket = this.submit(
@@ -748,7 +1024,7 @@ export class TaskManager {
         },
         {
           result: (value) =>
-            reply({ t: "subresult", id: parent.id, sub: message.sub, value: value as WireValue }),
+            reply({ t: "subresult", id: parent.wireId, sub: message.sub, value: value as WireValue }),
           error: (error) => failure(error, (error as { node?: number }).node ?? -1),
         },
       );
@@ -758,6 +1034,21 @@ export class TaskManager {
     }
     parent.children ??= new Map();
     parent.children.set(message.sub, ticket);
+  }
+
+  #taskFailed(record: TaskRecord, node: number, type: string, text: string, willRetry: boolean): void {
+    if (!this.#hub.listensTo("task.failed")) return;
+    this.#hub.emit({
+      type: "task.failed",
+      timestamp: Date.now(),
+      poolId: this.#poolId,
+      taskId: record.id,
+      name: record.request.ref,
+      node,
+      durationMs: performance.now() - record.startedAt,
+      error: { type, message: text },
+      willRetry,
+    });
   }
 
   #completed(record: TaskRecord): void {
@@ -829,7 +1120,7 @@ export class TaskManager {
     this.#finish(record);
     if (running && connection?.isOpen) {
       try {
-        connection.send({ t: "cancel", id: record.id });
+        connection.send({ t: "cancel", id: record.wireId });
       } catch {
         // the connection went away; nothing to cancel any more
       }
@@ -857,13 +1148,15 @@ export class TaskManager {
     const now = performance.now();
     for (const node of this.#nodes) {
       if (!node) continue;
+      // A node starting for the first time has no such bound: if its start fails, its tasks fail with it.
+      if (!node.connection && node.bounded && node.pinned.length > 0) this.#expirePinned(node, now);
       for (const record of node.running.values()) {
         const { timeout } = record.request;
         if (timeout === null || now - record.startedAt < (timeout + this.#grace) * 1000) continue;
         const connection = node.connection;
         this.#finish(record);
         try {
-          connection?.send({ t: "cancel", id: record.id });
+          connection?.send({ t: "cancel", id: record.wireId });
         } catch {
           // lost meanwhile
         }
@@ -875,6 +1168,24 @@ export class TaskManager {
           }),
         );
       }
+    }
+  }
+
+  /** Fails the tasks pinned to a lost node that waited for its replacement longer than allowed. */
+  #expirePinned(node: NodeState, now: number): void {
+    const waitMs = this.#nodeWaitSeconds() * 1000;
+    const expired = node.pinned.filter((record) => now - record.queuedAt >= waitMs);
+    if (expired.length === 0) return;
+    node.pinned.splice(0, node.pinned.length, ...node.pinned.filter((record) => !expired.includes(record)));
+    for (const record of expired) {
+      if (record.done) continue;
+      record.done = true;
+      record.callbacks.error(
+        new NodeUnavailableError({
+          node: node.index,
+          message: `Task ${record.id} (${record.request.ref}) needs node ${node.index}, which was lost and did not come back within ${Math.round(waitMs / 1000)} s`,
+        }),
+      );
     }
   }
 

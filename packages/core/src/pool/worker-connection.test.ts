@@ -532,7 +532,9 @@ const hasPython =
   spawnSync("python3", ["-c", "import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)"]).status === 0;
 
 /** Starts `python3 -m skyward.worker` as docs/protocol.md says and waits for its ready line. */
-async function startPythonWorker(): Promise<{ port: number; child: ChildProcessWithoutNullStreams }> {
+async function startPythonWorker(
+  extraArgs: readonly string[] = [],
+): Promise<{ port: number; child: ChildProcessWithoutNullStreams }> {
   const child = spawn(
     "python3",
     [
@@ -547,6 +549,7 @@ async function startPythonWorker(): Promise<{ port: number; child: ChildProcessW
       "--concurrency",
       "2",
       "--exit-on-stdin-eof",
+      ...extraArgs,
     ],
     { env: { ...process.env, PYTHONPATH: pythonRoot, SKYWARD_TOKEN: token }, stdio: "pipe" },
   );
@@ -649,5 +652,28 @@ describe.skipIf(!hasPython && process.env.CI !== "true")("against the Python wor
     const error = await rejection(WorkerConnection.connect({ host: "127.0.0.1", port }, { token: "wrong" }));
     expect(ProtocolError.isInstance(error)).toBe(true);
     expect(error.message).toContain("bad token");
+  });
+
+  it("closes a connection that sends garbage, or nothing, instead of a handshake", async () => {
+    const { port } = await startPythonWorker(["--handshake-timeout", "1"]);
+    const closedSocket = (socket: Socket) =>
+      new Promise<void>((resolve) => {
+        socket.on("error", () => {});
+        socket.on("close", () => resolve());
+      });
+    // 256 KiB of garbage: its first frame's prefix is over the pre-handshake limit, so it is refused.
+    const garbage = connectSocket({ host: "127.0.0.1", port });
+    const garbageClosed = closedSocket(garbage);
+    garbage.write(randomFillSync(Buffer.alloc(256 * 1024)));
+    await garbageClosed;
+    // Silence: closed at the handshake deadline (1 s here; 10 s by default).
+    const silent = connectSocket({ host: "127.0.0.1", port });
+    await once(silent, "connect");
+    await closedSocket(silent);
+    // A client that completes the handshake is not affected.
+    const connection = await connectTo(port, { node: 0, timeoutMs: 10_000 });
+    await sleep(1_500);
+    expect(connection.isOpen).toBe(true);
+    await connection.close();
   });
 });

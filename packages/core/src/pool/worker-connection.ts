@@ -545,6 +545,7 @@ export class WorkerConnection {
       case "error":
       case "pull":
       case "subtask":
+      case "withdrawn":
       case "out": {
         const handler = message.id === null ? undefined : this.#taskHandlers.get(message.id);
         if (handler === undefined) this.#deliver(message);

@@ -264,6 +264,23 @@ export interface CancelMessage {
   readonly id: string;
 }
 
+/**
+ * `withdraw` — the node is going away (an interruption notice): hand back the listed tasks that
+ * have not started, so they run elsewhere. Each one handed back is answered with `withdrawn`.
+ */
+export interface WithdrawMessage {
+  readonly t: "withdraw";
+  /** The task ids. */
+  readonly ids: readonly string[];
+}
+
+/** `withdrawn` — the worker dropped a task that had not started, as `withdraw` asked; it never ran. */
+export interface WithdrawnMessage {
+  readonly t: "withdrawn";
+  /** The task id. */
+  readonly id: string;
+}
+
 /** `result` — a task returned. */
 export interface ResultMessage {
   readonly t: "result";
@@ -393,6 +410,11 @@ export interface ReleaseMessage {
   readonly t: "release";
   /** Seconds to wait for a reconnect. */
   readonly ttl: number;
+  /**
+   * The client detaches and will come back: results are kept until collected (once), and a worker
+   * started with `--exit-on-stdin-eof` no longer stops when its stdin closes. Optional.
+   */
+  readonly keep?: boolean;
 }
 
 /** `collect` — resend the terminal messages of finished tasks. */
@@ -444,6 +466,7 @@ export type ClientMessage =
   | ClusterMessage
   | SubmitMessage
   | CancelMessage
+  | WithdrawMessage
   | InputItemMessage
   | InputEndMessage
   | InputErrorMessage
@@ -470,7 +493,8 @@ export type WorkerMessage =
   | EventMessage
   | PingMessage
   | PongMessage
-  | SubtaskMessage;
+  | SubtaskMessage
+  | WithdrawnMessage;
 
 /** The messages a worker sends about one task (`out` only when its `id` is not `null`). */
 export type TaskMessage =
@@ -480,7 +504,8 @@ export type TaskMessage =
   | TaskErrorMessage
   | OutputMessage
   | PullMessage
-  | SubtaskMessage;
+  | SubtaskMessage
+  | WithdrawnMessage;
 
 /** Every message of protocol version 1, discriminated on `t`. */
 export type WireMessage = ClientMessage | WorkerMessage;
@@ -945,6 +970,8 @@ const messageFields: { readonly [T in WireMessageType]: Readonly<Record<string, 
     worker: nullable(integer),
   },
   cancel: { id: string },
+  withdraw: { ids: strings },
+  withdrawn: { id: string },
   result: { id: string, value: present },
   item: { id: string, seq: integer, value: present },
   end: { id: string },

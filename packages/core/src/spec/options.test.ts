@@ -32,6 +32,7 @@ describe("options defaults (the reference's Options and PoolSpec)", () => {
       logging: DEFAULT_LOG_CONFIG,
       cluster: true,
       retryOnInterruption: 3,
+      livenessTimeout: 30,
     });
   });
 
@@ -87,6 +88,38 @@ describe("options overrides", () => {
     expect(resolved.autoscaleCooldown).toBe(0);
     expect(resolved.autoscaleIdleTimeout).toBe(0);
     expect(resolved.retryOnInterruption).toBe(0);
+  });
+
+  it("takes a liveness timeout of at least one second", () => {
+    expect(options({ livenessTimeout: 2.5 }).livenessTimeout).toBe(2.5);
+    for (const bad of [0, 0.5, -1, Number.NaN, Number.POSITIVE_INFINITY, "30"]) {
+      expect(() => options({ livenessTimeout: bad as number })).toThrow(
+        /livenessTimeout: expected a number of seconds/,
+      );
+    }
+  });
+
+  it("takes a health checker, as a function reference or with its schedule", () => {
+    const check = Object.assign(() => undefined, { ref: "health:gpu_ok" });
+    expect(options({ healthChecker: check }).healthChecker).toEqual({
+      check: "health:gpu_ok",
+      interval: 30,
+      timeout: 15,
+      failures: 3,
+    });
+    const resolved = options({
+      healthChecker: { check: "health:gpu_ok", interval: 2, timeout: 1, failures: 1 },
+    });
+    expect(resolved.healthChecker).toEqual({ check: "health:gpu_ok", interval: 2, timeout: 1, failures: 1 });
+    expect(options(resolved)).toEqual(resolved);
+    expect(options().healthChecker).toBeUndefined();
+    expect(() => options({ healthChecker: "not a ref" })).toThrow(
+      /healthChecker: expected a Python function/,
+    );
+    expect(() => options({ healthChecker: { check: "health:ok", interval: 0 } })).toThrow(/healthChecker/);
+    expect(() => options({ healthChecker: { check: "health:ok", failures: 1.5 } })).toThrow(/healthChecker/);
+    // @ts-expect-error -- not a field
+    expect(() => options({ healthChecker: { check: "health:ok", every: 3 } })).toThrow(/healthChecker/);
   });
 
   it("accepts fractional seconds", () => {

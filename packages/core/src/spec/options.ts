@@ -69,6 +69,69 @@ export function worker(input: WorkerInput = {}): Worker {
   return parseInput(workerSchema, input, "worker");
 }
 
+/** A reference to a Python function: `sky.python("mod:fn")` or the `"mod:fn"` string itself. */
+export type PythonFunctionReference = string | { readonly ref: string };
+
+/** A health checker with its schedule: `{ check: sky.python("health:gpu_ok"), interval: 10 }`. */
+export interface HealthCheckerInput {
+  /**
+   * The check, a Python function run on each node: it returns `True` when the node is healthy, or a
+   * string saying what is wrong. It may take the node's `instance_info()` as its one argument.
+   */
+  check: PythonFunctionReference;
+  /** Seconds between checks (also after a check that raised or timed out). Default 30. */
+  interval?: number;
+  /** Seconds one check may take; longer is a failure. Default 15. */
+  timeout?: number;
+  /** Consecutive failures after which the node is replaced. Default 3. */
+  failures?: number;
+}
+
+/** The resolved health checker: every field present, `check` as `"module:qualname"`. */
+export interface HealthChecker {
+  readonly check: string;
+  readonly interval: number;
+  readonly timeout: number;
+  readonly failures: number;
+}
+
+const functionReferencePattern = /^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$/;
+const functionReferenceExpectation =
+  'expected a Python function: sky.python("module:function") or "module:function"';
+
+const functionReferenceSchema = z.unknown().transform((value, context): string => {
+  const ref =
+    typeof value === "string"
+      ? value
+      : (typeof value === "function" || (typeof value === "object" && value !== null)) &&
+          typeof (value as { ref?: unknown }).ref === "string"
+        ? (value as { ref: string }).ref
+        : undefined;
+  if (ref === undefined || !functionReferencePattern.test(ref)) {
+    context.addIssue({ code: "custom", message: functionReferenceExpectation });
+    return z.NEVER;
+  }
+  return ref;
+});
+
+/** Validates a health checker: a function reference alone, or one with its schedule. */
+export const healthCheckerSchema = z
+  .union(
+    [
+      z.strictObject({
+        check: functionReferenceSchema,
+        interval: positiveSeconds.default(30),
+        timeout: positiveSeconds.default(15),
+        failures: positiveInteger.default(3),
+      }),
+      functionReferenceSchema.transform((check) => ({ check, interval: 30, timeout: 15, failures: 3 })),
+    ],
+    {
+      message: `${functionReferenceExpectation}, or { check, interval, timeout, failures }`,
+    },
+  )
+  .transform((value): HealthChecker => Object.freeze({ ...value }));
+
 /** Log levels, most verbose first. */
 export type LogLevel = "TRACE" | "DEBUG" | "INFO" | "WARNING" | "ERROR";
 
@@ -167,10 +230,29 @@ export interface OptionsInput {
   console?: boolean | ConsoleMode;
   /** `true` (defaults), `false` (off) or a log configuration. Default true. */
   logging?: boolean | LogConfigInput;
-  /** Whether nodes form a cluster (enables distributed collections). Default: true. */
+  /**
+   * Whether nodes form a cluster, which enables distributed collections (`sky.dict` … in tasks,
+   * `pool.dict(…)` … in the client). With `false` every collection use fails with an error naming
+   * this option. Default: true.
+   */
   cluster?: boolean;
-  /** Retries per task when a spot instance is interrupted. Default 3. */
+  /**
+   * How many times a task runs again when its node is lost before it finished (a dead or silent
+   * worker, an instance terminated or interrupted). Per task; a task may set its own with
+   * `withRetry`. Default 3.
+   */
   retryOnInterruption?: number;
+  /**
+   * Seconds without hearing from a node's worker (it is pinged every few seconds) after which the
+   * node is declared lost and replaced: a stopped process, a hung host or a network partition.
+   * Default 30; at least 1.
+   */
+  livenessTimeout?: number;
+  /**
+   * A Python function run on every node, returning `True` or a reason: a node is ready only after
+   * its first success, and replaced after `failures` consecutive failures. Default none.
+   */
+  healthChecker?: PythonFunctionReference | HealthCheckerInput;
 }
 
 /** The resolved options: every field present. */
@@ -193,6 +275,8 @@ export interface Options {
   readonly logging: LogConfig | false;
   readonly cluster: boolean;
   readonly retryOnInterruption: number;
+  readonly livenessTimeout: number;
+  readonly healthChecker: HealthChecker | undefined;
 }
 
 const consoleExpectation = 'expected true, false, "rich", "minimal", "log" or "silent"';
@@ -227,6 +311,13 @@ export const optionsSchema = z
       .default(true),
     cluster: z.boolean().default(true),
     retryOnInterruption: nonNegativeInteger.default(3),
+    livenessTimeout: z
+      .number({ error: "expected a number of seconds" })
+      .refine((value) => Number.isFinite(value) && value >= 1, {
+        message: "expected a number of seconds >= 1",
+      })
+      .default(30),
+    healthChecker: healthCheckerSchema.optional(),
   })
   .transform(
     (value): Options =>
@@ -234,6 +325,7 @@ export const optionsSchema = z
         ...value,
         bootstrapTimeout: value.bootstrapTimeout,
         provisionTimeout: value.provisionTimeout,
+        healthChecker: value.healthChecker,
         logging:
           value.logging === false
             ? false

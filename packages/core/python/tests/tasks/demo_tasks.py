@@ -201,3 +201,9 @@ def slow_then_value(seconds, value):
     time.sleep(seconds)
     print("late output")
     return value
+
+
+def say_then_value(text, seconds, value):
+    print(text, flush=True)
+    time.sleep(seconds)
+    return value

@@ -1,0 +1,52 @@
+"""Tasks for test_collections.py: collection calls whose messages the test client answers."""
+
+import skyward as sky
+
+
+def counter_ops():
+    c = sky.counter("hits")
+    return [c.increment(3), c.decrement(), c.reset(7), c.value, int(c)]
+
+
+def dict_ops():
+    d = sky.dict("d")
+    d["k"] = None
+    return {"get": d.get("k", "default"), "missing": d.get("gone", "default"), "in": "k" in d}
+
+
+def refused():
+    try:
+        sky.barrier("b", 2).wait()
+    except ValueError as error:
+        return f"ValueError: {error}"
+    return "no error"
+
+
+def lock_timeout():
+    lock = sky.lock("l", timeout=0.5)
+    got = lock.acquire()
+    try:
+        with lock:
+            pass
+    except TimeoutError as error:
+        return [got, str(error)]
+    return [got, "entered"]
+
+
+def eventual_reads(n):
+    import os
+
+    previous = os.environ.get("SKYWARD_COLLECTIONS_STALENESS")
+    os.environ["SKYWARD_COLLECTIONS_STALENESS"] = "600"  # the replica answers every read after the first
+    try:
+        d = sky.dict("ev", consistency="eventual")
+        return [d.get("k") for _ in range(n)]
+    finally:
+        if previous is None:
+            del os.environ["SKYWARD_COLLECTIONS_STALENESS"]
+        else:
+            os.environ["SKYWARD_COLLECTIONS_STALENESS"] = previous
+
+
+def blocking_get():
+    return sky.queue("q").get(timeout=None)

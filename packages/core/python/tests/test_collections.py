@@ -1,0 +1,163 @@
+"""Distributed collections on a real worker, the wire side: the test client plays the authority's
+part and answers each ``subtask`` for ``skyward.collections:op`` (docs/protocol.md, "Distributed
+collections"), so these tests see exactly the operations the task's proxies send and how the
+proxies read the answers. The semantics themselves (the TypeScript authority) are tested end to end
+in packages/core/test/collections.test.ts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import sys
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from worker_client import PYTHON_ROOT, Client, WorkerProcess, connect  # noqa: E402
+
+REF = "skyward.collections:op"
+
+
+class Authority:
+    """Answers each collection operation with ``answer(args)``: a value, or an exception for a suberror."""
+
+    def __init__(self, client: Client, answer: Callable[[List[Any]], Any]) -> None:
+        self.client = client
+        self.answer = answer
+        self.ops: List[List[Any]] = []
+        client.on_message = self._on_message
+
+    def _on_message(self, message: Dict[str, Any]) -> None:
+        if message["t"] != "subtask" or message["fn"] != REF:
+            return
+        self.ops.append(message["args"])
+        try:
+            value = self.answer(message["args"])
+        except Exception as error:  # noqa: BLE001 - a refusal, sent as the task's exception type
+            self.client.send({"t": "suberror", "id": message["id"], "sub": message["sub"], "kind": "exception",
+                              "type": type(error).__name__, "message": str(error), "traceback": "", "node": -1})
+            return
+        self.client.send({"t": "subresult", "id": message["id"], "sub": message["sub"], "value": value})
+
+
+@pytest.fixture(scope="module", params=["thread", "process"])
+def worker(request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
+    with WorkerProcess("--executor", request.param, "--concurrency", "2") as running:
+        yield running
+
+
+def run(client: Client, fn: str, *args: Any) -> Any:
+    task_id = f"t-{fn}"
+    client.submit(task_id, fn, *args)
+    message = client.terminal(task_id, timeout=20)
+    assert message["t"] == "result", message
+    return message["value"]
+
+
+def test_counter_operations_on_the_wire(worker: WorkerProcess) -> None:
+    client = connect(worker)
+    state = {"value": 0}
+
+    def answer(args: List[Any]) -> Any:
+        kind, name, op, *rest = args
+        assert (kind, name) == ("counter", "hits")
+        if op == "increment":
+            state["value"] += rest[0]
+        elif op == "decrement":
+            state["value"] -= rest[0]
+        elif op == "reset":
+            state["value"] = rest[0]
+        return state["value"]
+
+    authority = Authority(client, answer)
+    assert run(client, "collection_wire_tasks:counter_ops") == [3, 2, 7, 7, 7]
+    assert authority.ops == [
+        ["counter", "hits", "increment", 3], ["counter", "hits", "decrement", 1], ["counter", "hits", "reset", 7],
+        ["counter", "hits", "value"], ["counter", "hits", "value"],
+    ]
+    client.close()
+
+
+def test_none_is_a_value_and_found_flags_tell_missing_keys(worker: WorkerProcess) -> None:
+    client = connect(worker)
+    store: Dict[str, Any] = {}
+
+    def answer(args: List[Any]) -> Any:
+        _, _, op, *rest = args
+        if op == "set":
+            store[rest[0]] = rest[1]
+            return None
+        if op == "get":
+            return [True, store[rest[0]]] if rest[0] in store else [False, None]
+        if op == "has":
+            return rest[0] in store
+        raise AssertionError(op)
+
+    Authority(client, answer)
+    assert run(client, "collection_wire_tasks:dict_ops") == {"get": None, "missing": "default", "in": True}
+    client.close()
+
+
+def test_a_refusal_raises_the_named_exception(worker: WorkerProcess) -> None:
+    client = connect(worker)
+
+    def answer(args: List[Any]) -> Any:
+        raise ValueError("barrier 'b' is waiting for 3 callers; this caller asked for 2")
+
+    Authority(client, answer)
+    assert run(client, "collection_wire_tasks:refused") == (
+        "ValueError: barrier 'b' is waiting for 3 callers; this caller asked for 2"
+    )
+    client.close()
+
+
+def test_a_lock_not_acquired_in_time(worker: WorkerProcess) -> None:
+    client = connect(worker)
+    authority = Authority(client, lambda args: False)  # the lock is always taken
+    got, text = run(client, "collection_wire_tasks:lock_timeout")
+    assert got is False
+    assert "not acquired within 0.5 s" in text
+    assert authority.ops == [["lock", "l", "acquire", 0.5], ["lock", "l", "acquire", 0.5]]
+    client.close()
+
+
+def test_eventual_reads_answer_from_the_replica(worker: WorkerProcess) -> None:
+    client = connect(worker)
+    authority = Authority(client, lambda args: [True, "v"])
+    assert run(client, "collection_wire_tasks:eventual_reads", 50) == ["v"] * 50
+    # One fetch; with a 600 s bound the replica answered the other 49 reads.
+    assert authority.ops == [["dict", "ev", "get", "k"]]
+    client.close()
+
+
+def test_outside_a_task_collections_refuse() -> None:
+    script = (
+        "import skyward as sky\n"
+        "try:\n    sky.counter('c').increment()\nexcept RuntimeError as error:\n    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(PYTHON_ROOT)},
+                          capture_output=True, text=True, timeout=20)
+    assert done.stdout.strip() == (
+        "sky.counter() is only available inside a task running on a Skyward worker (no active pool)"
+    ), done.stderr
+
+
+def test_a_blocked_queue_get_sends_one_request_and_waits_for_the_answer(worker: WorkerProcess) -> None:
+    """No polling: the task's get is one message; the task waits until the authority answers it."""
+    client = connect(worker)
+    held: List[Dict[str, Any]] = []
+    client.on_message = lambda message: held.append(message) if message["t"] == "subtask" else None
+    client.submit("t-blocking", "collection_wire_tasks:blocking_get")
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:  # a second in which a polling get would ask again and again
+        client._receive_once(0.05)
+    assert [message["args"] for message in held] == [["queue", "q", "get", None]]
+    assert not any(message.get("id") == "t-blocking" and message["t"] in ("result", "error") for message in client.inbox)
+    client.send({"t": "subresult", "id": "t-blocking", "sub": held[0]["sub"], "value": [True, None]})
+    message = client.terminal("t-blocking", timeout=20)
+    assert (message["t"], message["value"]) == ("result", None)
+    client.close()

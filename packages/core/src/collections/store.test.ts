@@ -1,0 +1,107 @@
+import { describe, expect, it } from "vitest";
+import { CancelledError, ConfigurationError } from "../errors/errors.js";
+import { CollectionOpError, CollectionStore, keyOf } from "./store.js";
+
+const settledState = async (promise: Promise<unknown>) =>
+  Promise.race([
+    promise.then(() => "settled"),
+    new Promise((resolve) => setTimeout(() => resolve("pending"), 20)),
+  ]);
+
+describe("CollectionStore", () => {
+  it("keeps None as a value and tells a missing key apart", async () => {
+    const store = new CollectionStore({ enabled: true });
+    await store.apply("t1", ["dict", "d", "set", "k", null]).answer;
+    expect(await store.apply("t1", ["dict", "d", "get", "k"]).answer).toEqual([true, null]);
+    expect(await store.apply("t1", ["dict", "d", "get", "other"]).answer).toEqual([false, null]);
+    expect(await store.apply("t1", ["dict", "d", "pop", "k"]).answer).toEqual([true, null]);
+    expect(await store.apply("t1", ["dict", "d", "has", "k"]).answer).toBe(false);
+  });
+
+  it("compares keys by value, whatever the order of an object's fields", () => {
+    expect(keyOf({ a: 1, b: [2n, new Uint8Array([1])] })).toBe(keyOf({ b: [2n, new Uint8Array([1])], a: 1 }));
+    expect(keyOf(1)).not.toBe(keyOf("1"));
+  });
+
+  it("counts exactly past 2^53 (a bigint) and resets in one step", async () => {
+    const store = new CollectionStore({ enabled: true });
+    await store.apply("t", ["counter", "c", "reset", Number.MAX_SAFE_INTEGER]).answer;
+    expect(await store.apply("t", ["counter", "c", "increment", 2]).answer).toBe(
+      BigInt(Number.MAX_SAFE_INTEGER) + 2n,
+    );
+    expect(await store.apply("t", ["counter", "c", "decrement", 2]).answer).toBe(Number.MAX_SAFE_INTEGER);
+    await expect(store.apply("t", ["counter", "c", "increment", 1.5]).answer).rejects.toThrow(
+      CollectionOpError,
+    );
+  });
+
+  it("hands a put to the longest-waiting taker; a get times out with nothing", async () => {
+    const store = new CollectionStore({ enabled: true });
+    const first = store.apply("a", ["queue", "q", "get", null]);
+    const second = store.apply("b", ["queue", "q", "get", null]);
+    await store.apply("c", ["queue", "q", "put", "x"]).answer;
+    expect(await first.answer).toEqual([true, "x"]);
+    expect(await settledState(second.answer)).toBe("pending");
+    expect(await store.apply("d", ["queue", "other", "get", 0.01]).answer).toEqual([false, null]);
+    second.cancel("gone");
+    await expect(second.answer).rejects.toThrow(CancelledError);
+    await store.apply("c", ["queue", "q", "put", "y"]).answer;
+    expect(await store.apply("c", ["queue", "q", "len"]).answer).toBe(1); // the cancelled taker took nothing
+  });
+
+  it("lets a barrier's n callers through together, round after round", async () => {
+    const store = new CollectionStore({ enabled: true });
+    for (let round = 0; round < 3; round += 1) {
+      const early = [
+        store.apply("a", ["barrier", "b", "wait", 3, null]),
+        store.apply("b", ["barrier", "b", "wait", 3, null]),
+      ];
+      expect(await settledState(early[0]!.answer)).toBe("pending");
+      const last = await store.apply("c", ["barrier", "b", "wait", 3, null]).answer;
+      expect(last).toBe(2);
+      expect(await Promise.all(early.map((pending) => pending.answer))).toEqual([0, 1]);
+    }
+    await expect(
+      (async () => {
+        store.apply("a", ["barrier", "m", "wait", 2, null]);
+        return store.apply("b", ["barrier", "m", "wait", 3, null]).answer;
+      })(),
+    ).rejects.toThrow(/waiting for 2 callers/);
+  });
+
+  it("gives a lock to one holder at a time, times out, and releases an ended holder's locks", async () => {
+    const store = new CollectionStore({ enabled: true });
+    expect(await store.apply("a", ["lock", "l", "acquire", null]).answer).toBe(true);
+    expect(await store.apply("b", ["lock", "l", "acquire", 0.01]).answer).toBe(false);
+    const waiting = store.apply("b", ["lock", "l", "acquire", null]);
+    await expect(store.apply("b", ["lock", "l", "release"]).answer).rejects.toThrow(/held by another/);
+    store.ownerEnded("a");
+    expect(await waiting.answer).toBe(true);
+    expect(await store.apply("c", ["lock", "l", "locked"]).answer).toBe(true);
+    await store.apply("b", ["lock", "l", "release"]).answer;
+    expect(await store.apply("c", ["lock", "l", "locked"]).answer).toBe(false);
+    // A waiter whose task ended is skipped.
+    await store.apply("a", ["lock", "l", "acquire", null]).answer;
+    const gone = store.apply("x", ["lock", "l", "acquire", null]);
+    const next = store.apply("y", ["lock", "l", "acquire", null]);
+    store.ownerEnded("x");
+    await store.apply("a", ["lock", "l", "release"]).answer;
+    expect(await next.answer).toBe(true);
+    await expect(gone.answer).rejects.toThrow(CancelledError);
+  });
+
+  it("refuses everything, naming options.cluster, when collections are off", async () => {
+    const store = new CollectionStore({ enabled: false });
+    await expect(store.apply("t", ["counter", "c", "value"]).answer).rejects.toThrow(ConfigurationError);
+    await expect(store.apply("t", ["counter", "c", "value"]).answer).rejects.toThrow(/options\.cluster/);
+    expect(() => store.checkEnabled()).toThrow(/options\.cluster/);
+  });
+
+  it("rejects every pending wait when the pool closes, and refuses new operations", async () => {
+    const store = new CollectionStore({ enabled: true });
+    const waiting = store.apply("client", ["queue", "q", "get", null]);
+    store.close("the pool is shutting down");
+    await expect(waiting.answer).rejects.toThrow(/shutting down/);
+    await expect(store.apply("client", ["counter", "c", "value"]).answer).rejects.toThrow(CancelledError);
+  });
+});

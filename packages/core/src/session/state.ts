@@ -1,0 +1,148 @@
+/**
+ * The state of detached pools on disk: one JSON file per pool, `$SKYWARD_HOME/pools/<id>.json`,
+ * mode 0600 in a 0700 directory. What another process needs to reach the workers again: the
+ * provider, its nodes (instance ids, where their workers listen, their pids), the tasks that were
+ * on the workers when the pool was detached, and the workers' token — encrypted (AES-256-GCM) with a
+ * key of this user's (`$SKYWARD_HOME/keys/pools.key`, 0600), so the file holds no secret in clear.
+ * Provider credentials are never written: they are read again (environment, config) on attach.
+ */
+
+import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { chmod, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { skywardHome } from "../config/home.js";
+
+/** One node of a detached pool. */
+export interface DetachedNode {
+  readonly index: number;
+  readonly instanceId: string;
+  /** Where its worker listens (loopback for `Local`). */
+  readonly host: string;
+  readonly port: number;
+  /** The worker's process id on its node. */
+  readonly pid: number;
+  /** USD per hour, when known. */
+  readonly hourlyPrice: number | null;
+}
+
+/** A task that was on a worker when its pool was detached. */
+export interface DetachedTask {
+  readonly taskId: string;
+  /** The callable's `module:qualname` (or a command's label). */
+  readonly name: string;
+  readonly node: number;
+}
+
+/** A detached pool's state file. */
+export interface DetachedPoolState {
+  readonly version: 1;
+  readonly id: string;
+  /** The provider's name (`local`, …). */
+  readonly provider: string;
+  /** Provider settings with no secret in them (`Local`: its `workRoot`). */
+  readonly providerSettings: Readonly<Record<string, string>>;
+  readonly clusterId: string;
+  /** `Local`: the pool's root and work directory on this machine. */
+  readonly root: string | null;
+  readonly workdir: string | null;
+  readonly instanceType: string;
+  readonly region: string;
+  readonly spot: boolean;
+  readonly nodes: readonly DetachedNode[];
+  readonly tasks: readonly DetachedTask[];
+  /** The worker's TTL, seconds: how long they wait for a client. */
+  readonly ttl: number;
+  /** When it was detached, and by which process. */
+  readonly detachedAt: number;
+  readonly pid: number;
+  /** The token, AES-256-GCM with the user's pools key: `iv.tag.ciphertext`, base64url each. */
+  readonly token: string;
+}
+
+function poolsDirectory(): string {
+  return join(skywardHome(), "pools");
+}
+
+/** The state file of pool `id`. */
+export function statePath(id: string): string {
+  if (!/^[\w-]+$/.test(id)) throw new Error(`not a pool id: ${JSON.stringify(id)}`);
+  return join(poolsDirectory(), `${id}.json`);
+}
+
+async function poolsKey(): Promise<Buffer> {
+  const directory = join(skywardHome(), "keys");
+  const path = join(directory, "pools.key");
+  try {
+    const key = Buffer.from((await readFile(path, "utf8")).trim(), "base64");
+    if (key.length === 32) return key;
+  } catch {
+    // made below
+  }
+  await mkdir(directory, { recursive: true, mode: 0o700 });
+  const key = randomBytes(32);
+  await writeFile(path, `${key.toString("base64")}\n`, { mode: 0o600, flag: "w" });
+  await chmod(path, 0o600);
+  return key;
+}
+
+/** Encrypts a token for a state file. */
+export async function sealToken(token: string): Promise<string> {
+  const key = await poolsKey();
+  const iv = randomBytes(12);
+  const cipher = createCipheriv("aes-256-gcm", key, iv);
+  const body = Buffer.concat([cipher.update(token, "utf8"), cipher.final()]);
+  return [iv, cipher.getAuthTag(), body].map((part) => part.toString("base64url")).join(".");
+}
+
+/** Decrypts a state file's token; throws when the key is not the one it was sealed with. */
+export async function openToken(sealed: string): Promise<string> {
+  const [iv, tag, body] = sealed.split(".").map((part) => Buffer.from(part, "base64url"));
+  if (!iv || !tag || !body) throw new Error("the state file's token is malformed");
+  const decipher = createDecipheriv("aes-256-gcm", await poolsKey(), iv);
+  decipher.setAuthTag(tag);
+  return Buffer.concat([decipher.update(body), decipher.final()]).toString("utf8");
+}
+
+/** Writes (replaces) a detached pool's state file, readable by its owner only. */
+export async function writePoolState(state: DetachedPoolState): Promise<string> {
+  await mkdir(poolsDirectory(), { recursive: true, mode: 0o700 });
+  const path = statePath(state.id);
+  const temporary = `${path}.${process.pid}.tmp`;
+  await writeFile(temporary, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+  await chmod(temporary, 0o600);
+  const { rename } = await import("node:fs/promises");
+  await rename(temporary, path);
+  return path;
+}
+
+/** Reads pool `id`'s state file, or undefined when there is none. */
+export async function readPoolState(id: string): Promise<DetachedPoolState | undefined> {
+  let text: string;
+  try {
+    text = await readFile(statePath(id), "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
+  const state = JSON.parse(text) as DetachedPoolState;
+  if (state.version !== 1 || state.id !== id) throw new Error(`${statePath(id)} is not a pool state file`);
+  return state;
+}
+
+/** Every detached pool's state, newest first. */
+export async function listPoolStates(): Promise<DetachedPoolState[]> {
+  const names = await readdir(poolsDirectory()).catch(() => [] as string[]);
+  const states = await Promise.all(
+    names
+      .filter((name) => name.endsWith(".json"))
+      .map((name) => readPoolState(name.slice(0, -".json".length)).catch(() => undefined)),
+  );
+  return states
+    .filter((state): state is DetachedPoolState => state !== undefined)
+    .sort((a, b) => b.detachedAt - a.detachedAt);
+}
+
+/** Removes pool `id`'s state file (gone, or attached again and closed). */
+export async function removePoolState(id: string): Promise<void> {
+  await rm(statePath(id), { force: true });
+}

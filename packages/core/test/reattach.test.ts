@@ -1,0 +1,148 @@
+// Detach and reattach across processes: a client starts a Local pool and six tasks, detaches the
+// pool and is killed with SIGKILL; this process attaches, gets every task's outcome exactly once
+// (three finished while nobody was attached, three finished after), runs more tasks, closes — and
+// nothing is left running or on disk.
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import * as sky from "../src/index.js";
+
+const child = fileURLToPath(new URL("./fixtures/detach-child.ts", import.meta.url));
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(check: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return true;
+}
+
+describe("detach and attach", () => {
+  it("hands every result of a SIGKILLed client's detached pool to the next process, once, and carries on", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-reattach-"));
+    const client = spawn(process.execPath, [child, workRoot], { stdio: ["ignore", "pipe", "inherit"] });
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: client.stdout }).once("line", resolve);
+      client.once("exit", (code) => reject(new Error(`the client exited (${code}) before detaching`)));
+    });
+    const { id, outcomes, pids } = JSON.parse(line) as { id: string; outcomes: string[]; pids: number[] };
+    // Its own callers were let go of when it detached.
+    expect(outcomes).toEqual(Array(6).fill("CancelledError"));
+    client.kill("SIGKILL");
+    await new Promise((resolve) => client.once("exit", resolve));
+    expect(pids).toHaveLength(2);
+    for (const pid of pids) expect(alive(pid)).toBe(true);
+
+    // The state file: the owner's only, and no token in clear (the token is 48 hex digits).
+    const stateFile = join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`);
+    expect(statSync(stateFile).mode & 0o777).toBe(0o600);
+    const state = readFileSync(stateFile, "utf8");
+    expect(state).not.toMatch(/[0-9a-f]{48}/);
+    const [root] = readdirSync(workRoot);
+    expect(root).toBeDefined();
+
+    // The short tasks finish while nobody is attached.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const events: sky.SkywardEvent[] = [];
+    const pool = await sky.attach(id, { options: { console: false } });
+    pool.on("*", (event) => events.push(event));
+    expect(pool.id).toBe(id);
+    const collected = await pool.collected();
+    expect(collected.map((entry) => (entry.ok ? entry.value : entry.errorType)).sort()).toEqual([
+      "a",
+      "b",
+      "c",
+      "x",
+      "y",
+      "z",
+    ]);
+    expect(new Set(collected.map((entry) => entry.taskId)).size).toBe(6);
+    expect(collected.every((entry) => entry.name === "detach_tasks:slow")).toBe(true);
+
+    // Carries on: the same workers run more tasks.
+    const double = sky.python<[x: number], number>("detach_tasks:double");
+    expect(await pool.map(double, [[1], [2], [3], [4]])).toEqual([2, 4, 6, 8]);
+    const nodes = await pool.broadcast(sky.python<[], number>("os:getpid")());
+    expect([...nodes].sort()).toEqual([...pids].sort());
+
+    await pool.close();
+    for (const pid of pids) expect(await until(() => !alive(pid), 10_000)).toBe(true);
+    expect(existsSync(stateFile)).toBe(false);
+    expect(readdirSync(workRoot)).toEqual([]);
+    await expect(sky.attach(id)).rejects.toThrow(/no detached pool/);
+    await expect(pool.detach()).rejects.toThrow(/already closed or detached/);
+    expect(events.some((event) => event.type === "pool.destroyed")).toBe(true);
+  }, 120_000);
+
+  it("a session owns several pools: detached together, attached in another session, closed together", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-session-"));
+    const first = sky.session();
+    const a = await first.compute({
+      provider: sky.Local({ workRoot }),
+      nodes: 1,
+      options: { console: false },
+    });
+    const b = await first.compute({
+      provider: sky.Local({ workRoot }),
+      nodes: 2,
+      options: { console: false },
+    });
+    expect(first.pools).toEqual([a, b]);
+    const pid = sky.python<[], number>("os:getpid");
+    const pids = [...(await a.broadcast(pid())), ...(await b.broadcast(pid()))];
+    const ids = await first.detach();
+    expect(ids).toEqual([a.id, b.id]);
+    expect(first.pools).toEqual([]);
+    expect((await sky.detachedPools()).map((pool) => pool.id)).toEqual(expect.arrayContaining(ids));
+    for (const worker of pids) expect(alive(worker)).toBe(true);
+    {
+      await using second = sky.session();
+      const again = await Promise.all(ids.map((id) => second.attach(id, { options: { console: false } })));
+      expect(await again[0]?.collected()).toEqual([]);
+      expect(await again[1]?.broadcast(pid())).toEqual(pids.slice(1));
+      expect(second.pools.map((pool) => pool.id).sort()).toEqual([...ids].sort());
+    }
+    // Out of scope: both pools closed, their workers stopped, nothing left on disk.
+    for (const worker of pids) expect(await until(() => !alive(worker), 10_000)).toBe(true);
+    expect(readdirSync(workRoot)).toEqual([]);
+    expect((await sky.detachedPools()).map((pool) => pool.id)).not.toEqual(expect.arrayContaining([ids[0]]));
+  }, 120_000);
+
+  it("a detached pool nobody comes back for stops at its TTL, and attach then says so and cleans up", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-ttl-"));
+    const pool = await sky.compute({
+      provider: sky.Local({ workRoot }),
+      nodes: 2,
+      ttl: 1,
+      options: { console: false },
+    });
+    const pids = await pool.broadcast(sky.python<[], number>("os:getpid")());
+    const id = await pool.detach();
+    for (const pid of pids) expect(await until(() => !alive(pid), 15_000)).toBe(true);
+    expect(
+      (await sky.detachedPools()).find((entry) => entry.id === id)?.nodes.map((node) => node.alive),
+    ).toEqual([false, false]);
+    await expect(sky.attach(id)).rejects.toThrow(/workers are gone \(nodes 0, 1\): their TTL ran out/);
+    expect((await sky.detachedPools()).some((entry) => entry.id === id)).toBe(false);
+    expect(readdirSync(workRoot)).toEqual([]);
+  }, 60_000);
+
+  it("refuses to attach a pool that does not exist, or by a path", async () => {
+    await expect(sky.attach("nosuchpool")).rejects.toThrow(/no detached pool "nosuchpool"/);
+    await expect(sky.attach("../etc")).rejects.toThrow(/not a pool id/);
+  });
+});

@@ -1,0 +1,63 @@
+import { describe, expect, it } from "vitest";
+import { priceOfProduct, signRequest } from "./pricing.js";
+
+describe("the Price List API client", () => {
+  it("signs as Signature Version 4 does (AWS's test suite, post-vanilla)", () => {
+    // The "post-vanilla" case of AWS's Signature Version 4 test suite (aws-sig-v4-test-suite, linked
+    // from https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html):
+    // its credentials, date, host and expected Authorization header.
+    const headers = signRequest({
+      url: new URL("https://example.amazonaws.com/"),
+      body: "",
+      headers: {},
+      credentials: {
+        accessKeyId: "AKIDEXAMPLE",
+        secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+      },
+      region: "us-east-1",
+      service: "service",
+      now: new Date("2015-08-30T12:36:00Z"),
+    });
+    expect(headers.authorization).toBe(
+      "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders=host;x-amz-date, Signature=5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b",
+    );
+    expect(headers["x-amz-date"]).toBe("20150830T123600Z");
+    // A session token is sent and signed; the secret never is.
+    const temporary = signRequest({
+      url: new URL("https://api.pricing.us-east-1.amazonaws.com/"),
+      body: "{}",
+      headers: { "X-Amz-Target": "AWSPriceListService.GetProducts" },
+      credentials: { accessKeyId: "AKID", secretAccessKey: "SECRET", sessionToken: "TOKEN" },
+      region: "us-east-1",
+      service: "pricing",
+    });
+    expect(temporary["x-amz-security-token"]).toBe("TOKEN");
+    expect(temporary.authorization).toMatch(
+      /SignedHeaders=host;x-amz-date;x-amz-security-token;x-amz-target,/,
+    );
+    expect(JSON.stringify(temporary)).not.toContain("SECRET");
+  });
+
+  it("reads the hourly USD price of a product (aws_v1 format) and skips anything else", () => {
+    // Shape from https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/reading-an-offer.html.
+    const entry = JSON.stringify({
+      product: { productFamily: "Compute Instance", attributes: { instanceType: "g4dn.xlarge" }, sku: "X" },
+      terms: {
+        OnDemand: {
+          "X.JRTCKXETXF": {
+            priceDimensions: {
+              "X.JRTCKXETXF.6YS6EN2CT7": { unit: "Hrs", pricePerUnit: { USD: "0.5260000000" } },
+            },
+          },
+        },
+      },
+    });
+    expect(priceOfProduct(entry)).toEqual({ instanceType: "g4dn.xlarge", price: 0.526 });
+    expect(priceOfProduct("{not json")).toBeUndefined();
+    expect(priceOfProduct(JSON.stringify({ product: { attributes: {} } }))).toBeUndefined();
+    const free = JSON.parse(entry);
+    free.terms.OnDemand["X.JRTCKXETXF"].priceDimensions["X.JRTCKXETXF.6YS6EN2CT7"].pricePerUnit.USD =
+      "0.0000000000";
+    expect(priceOfProduct(JSON.stringify(free))).toBeUndefined();
+  });
+});
