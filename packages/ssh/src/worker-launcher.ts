@@ -251,6 +251,8 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     const volumePhase = `{ echo "${VOLUMES_MARKER} start"; if skyward_v=$(bash ${q("volumes.sh")} 2>&1); then echo "${VOLUMES_MARKER} done"; else printf '%s\\n' "$skyward_v"; echo "${VOLUMES_MARKER} failed"; exit 1; fi; }`;
     const startCommand = [
       ...(volumes.length > 0 ? [volumePhase] : []),
+      // A warm node whose root a self-destruct cleaned has no work directory when there are no includes.
+      `mkdir -p ${q("work")}`,
       `cd ${q("work")}`,
       `. ${q("env.sh")}`,
       `SKYWARD_TOKEN="$(cat ${q("worker.token")})"`,

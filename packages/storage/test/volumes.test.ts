@@ -312,6 +312,32 @@ describe.skipIf(skip !== undefined)("volumes on a 2-host test bed against moto's
     expect(String(failure)).not.toContain(SECRET);
   }, 120_000);
 
+  it("a warm node without includes starts a pool whose volumes differ from the last one's", async () => {
+    const storage = {
+      endpoint: moto.endpoint,
+      accessKeyEnv: "SKYT_VOLUME_KEY",
+      secretKeyEnv: "SKYT_VOLUME_SECRET",
+      pathStyle: true,
+    };
+    for (const count of [1, 2]) {
+      // The same image both times: the second bootstrap is warm, after the first pool's self-destruct.
+      await using pool = await sky.compute({
+        provider: SSH({ hosts: testbedSshHosts(bed, { indices: [1] }) }),
+        nodes: 1,
+        ttl: 0,
+        volumes: Array.from({ length: count }, (_, index) => ({
+          bucket: "datasets",
+          mount: `/mnt/skyward-e2e/warm-${index}`,
+          prefix: "v1",
+          storage,
+        })),
+        options: { console: false },
+      });
+      const listed = await pool.run(sky.shell(`ls /mnt/skyward-e2e/warm-${count - 1}`));
+      expect(listed.stdout.trim()).toBe("train.csv");
+    }
+  }, 180_000);
+
   it("refuses a volume whose key variable is not set, naming the field, before a worker starts", async () => {
     const pool = sky.compute({
       provider: SSH({ hosts: testbedSshHosts(bed, { indices: [0] }) }),
