@@ -51,6 +51,9 @@ describe("formatting", () => {
       offerId: "o",
       createdAt: 0,
       tags: { "skyward:cluster": "c1" },
+      costSoFar: null,
     });
+    // With a price: what it has cost from its creation until now.
+    expect(instanceForOutput("aws", { ...instance, hourlyPrice: 2 }, 5_400_000).costSoFar).toBe(3);
   });
 });

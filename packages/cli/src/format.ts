@@ -7,6 +7,21 @@ export function formatPrice(price: number | null): string {
   return price < 0.1 ? price.toFixed(4) : price.toFixed(3);
 }
 
+/** A cost so far in USD (`7.50`, `0.0042` under a cent), or `-` when there is none. */
+export function formatCost(cost: number | null): string {
+  if (cost === null) return "-";
+  return cost < 0.01 && cost > 0 ? cost.toFixed(4) : cost.toFixed(2);
+}
+
+/**
+ * What an instance has cost so far, USD: its hourly price times its age (from its creation to `now`),
+ * or null when its price is unknown. An estimate from the price Skyward recorded, not a bill.
+ */
+export function instanceCost(instance: Instance, now: number): number | null {
+  if (instance.hourlyPrice === null) return null;
+  return (instance.hourlyPrice * Math.max(0, now - instance.createdAt)) / 3_600_000;
+}
+
 /** A duration in milliseconds as its two largest units: `45s`, `12m`, `3h12m`, `2d4h`. */
 export function formatAge(milliseconds: number): string {
   const seconds = Math.max(0, Math.floor(milliseconds / 1000));
@@ -37,13 +52,26 @@ export function poolOf(instance: Instance): string {
   return instance.tags["skyward:pool"] ?? instance.tags["skyward:cluster"] ?? "";
 }
 
-/** An instance as `--json` prints it: with its provider, and without any private key. */
-export function instanceForOutput(provider: string, instance: Instance): Record<string, unknown> {
+/**
+ * An instance as `--json` prints it: with its provider, its estimated cost so far (`costSoFar`, USD,
+ * null when its price is unknown), and without any private key.
+ */
+export function instanceForOutput(
+  provider: string,
+  instance: Instance,
+  now: number = Date.now(),
+): Record<string, unknown> {
   const { ssh, ...rest } = instance;
   let publicSsh: Record<string, unknown> | null = null;
   if (ssh) {
     const { privateKey: _secret, ...visible } = ssh;
     publicSsh = visible;
   }
-  return { provider, ...rest, ssh: publicSsh };
+  const cost = instanceCost(instance, now);
+  return {
+    provider,
+    ...rest,
+    ssh: publicSsh,
+    costSoFar: cost === null ? null : Math.round(cost * 1e6) / 1e6,
+  };
 }

@@ -2,7 +2,7 @@
 import type { Provider } from "@skyward/core";
 import type { Instance } from "@skyward/core/contract";
 import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
-import { formatAge, formatPrice, instanceForOutput, poolOf } from "./format.js";
+import { formatAge, formatCost, formatPrice, instanceCost, instanceForOutput, poolOf } from "./format.js";
 import { describeError, type LoadedProvider, type SkippedProvider } from "./providers.js";
 import { renderTable } from "./table.js";
 
@@ -15,7 +15,10 @@ export interface InstancesFlags {
 /** The help text of `skyward instances`. */
 export const INSTANCES_HELP = `Usage: skyward instances [--provider A,B] [--json]
 
-Lists the instances Skyward started that are still alive, at every provider (or those given).
+Lists the instances Skyward started that are still alive, at every provider (or those given), with
+what each has cost so far (its hourly price times its age), then each pool's running cost: its
+instances' hourly prices together and their cost so far. Costs are estimates from the prices Skyward
+recorded when it started them, not a bill.
 
   --provider A,B       providers to ask: [providers.NAME] entries of skyward.toml or aws, gcp, hyperstack, novita, runpod, tensordock, vastai, verda
   --json               print the instances as JSON (private keys left out)
@@ -95,10 +98,60 @@ export function printInstances(context: CommandContext, instances: readonly List
         { header: "POOL", cell: (row) => poolOf(row.instance) || "-" },
         { header: "SPOT", cell: (row) => (row.instance.spot ? "yes" : "no") },
         { header: "$/H", cell: (row) => formatPrice(row.instance.hourlyPrice), align: "right" },
+        { header: "COST", cell: (row) => formatCost(instanceCost(row.instance, now)), align: "right" },
         { header: "AGE", cell: (row) => formatAge(now - row.instance.createdAt), align: "right" },
         { header: "ADDRESS", cell: (row) => row.instance.publicIp ?? row.instance.privateIp ?? "-" },
       ],
       instances,
+    )}\n`,
+  );
+}
+
+/** One pool's running cost, as `skyward instances` sums it up. */
+export interface PoolCostRow {
+  readonly providerName: string;
+  /** The pool (its `skyward:pool` tag, else its cluster), or `-` for instances with neither. */
+  readonly pool: string;
+  readonly instances: number;
+  /** USD per hour of the instances whose price is known, or null when none is. */
+  readonly hourlyRate: number | null;
+  /** USD so far of those instances, or null when none has a price. */
+  readonly total: number | null;
+}
+
+/** The live instances' costs summed up per provider and pool, in the order the pools first appear. */
+export function poolCosts(instances: readonly ListedInstance[], now: number = Date.now()): PoolCostRow[] {
+  const pools = new Map<string, { -readonly [K in keyof PoolCostRow]: PoolCostRow[K] }>();
+  for (const { providerName, instance } of instances) {
+    const pool = poolOf(instance) || "-";
+    const key = `${providerName}\u0000${pool}`;
+    let row = pools.get(key);
+    if (!row) {
+      row = { providerName, pool, instances: 0, hourlyRate: null, total: null };
+      pools.set(key, row);
+    }
+    row.instances += 1;
+    const cost = instanceCost(instance, now);
+    if (instance.hourlyPrice !== null && cost !== null) {
+      row.hourlyRate = (row.hourlyRate ?? 0) + instance.hourlyPrice;
+      row.total = (row.total ?? 0) + cost;
+    }
+  }
+  return [...pools.values()];
+}
+
+/** Prints each pool's running cost as a table. */
+export function printPoolCosts(context: CommandContext, instances: readonly ListedInstance[]): void {
+  context.out(
+    `${renderTable(
+      [
+        { header: "POOL", cell: (row: PoolCostRow) => row.pool },
+        { header: "PROVIDER", cell: (row) => row.providerName },
+        { header: "INSTANCES", cell: (row) => String(row.instances), align: "right" },
+        { header: "$/H", cell: (row) => formatPrice(row.hourlyRate), align: "right" },
+        { header: "COST", cell: (row) => formatCost(row.total), align: "right" },
+      ],
+      poolCosts(instances),
     )}\n`,
   );
 }
@@ -112,6 +165,10 @@ export async function instancesCommand(context: CommandContext, flags: Instances
     const output = instances.map((row) => instanceForOutput(row.providerName, row.instance));
     context.out(`${JSON.stringify(output, null, 2)}\n`);
   } else if (instances.length === 0) context.out("No live instances.\n");
-  else printInstances(context, instances);
+  else {
+    printInstances(context, instances);
+    context.out("\n");
+    printPoolCosts(context, instances);
+  }
   return 0;
 }

@@ -328,26 +328,36 @@ describe("skyward offers", () => {
 });
 
 describe("skyward instances", () => {
-  it("lists the live instances Skyward tagged, with pool, hourly price and age", async () => {
+  it("lists the live instances Skyward tagged, with pool, hourly price, cost so far and age, then each pool's cost", async () => {
     const result = await run(["instances", "--provider", "fake,cheapfake"]);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
-    expect(result.stdout.split("\n")[0]?.split(/\s{2,}/)).toEqual([
+    const [instances = "", pools = ""] = result.stdout.split("\n\n");
+    expect(instances.split("\n")[0]?.split(/\s{2,}/)).toEqual([
       "PROVIDER",
       "INSTANCE",
       "STATUS",
       "POOL",
       "SPOT",
       "$/H",
+      "COST",
       "AGE",
       "ADDRESS",
     ]);
-    expect(rows(result.stdout)).toEqual([
-      ["cheapfake", "i-e", "running", "p2", "no", "1.200", "1h", "203.0.113.5"],
-      ["fake", "i-c", "running", "c2", "yes", "0.900", "2d2h", "203.0.113.5"],
-      ["fake", "i-a", "running", "p1", "no", "2.500", "3h", "203.0.113.5"],
-      ["fake", "i-f", "running", "p3", "no", "1.000", "1h", "203.0.113.5"],
-      ["fake", "i-b", "pending", "p1", "no", "1.100", "30m", "203.0.113.5"],
+    // Cost so far: the hourly price times the age (the fixtures' ages are whole hours or half of one).
+    expect(rows(instances)).toEqual([
+      ["cheapfake", "i-e", "running", "p2", "no", "1.200", "1.20", "1h", "203.0.113.5"],
+      ["fake", "i-c", "running", "c2", "yes", "0.900", "45.00", "2d2h", "203.0.113.5"],
+      ["fake", "i-a", "running", "p1", "no", "2.500", "7.50", "3h", "203.0.113.5"],
+      ["fake", "i-f", "running", "p3", "no", "1.000", "1.00", "1h", "203.0.113.5"],
+      ["fake", "i-b", "pending", "p1", "no", "1.100", "0.55", "30m", "203.0.113.5"],
+    ]);
+    expect(pools.split("\n")[0]?.split(/\s{2,}/)).toEqual(["POOL", "PROVIDER", "INSTANCES", "$/H", "COST"]);
+    expect(rows(pools)).toEqual([
+      ["p2", "cheapfake", "1", "1.200", "1.20"],
+      ["c2", "fake", "1", "0.900", "45.00"],
+      ["p1", "fake", "2", "3.600", "8.05"],
+      ["p3", "fake", "1", "1.000", "1.00"],
     ]);
   });
 
@@ -360,6 +370,8 @@ describe("skyward instances", () => {
       provider: "fake",
       ssh: { host: "203.0.113.5", port: 22, user: "root" },
     });
+    // 0.9 $/h for 50 hours (and the seconds the test has run since the fixture was written)
+    expect((listed[0] as unknown as { costSoFar: number }).costSoFar).toBeCloseTo(45, 1);
     expect(result.stdout).not.toContain("PRIVATE KEY");
     expect(result.stdout).not.toContain("privateKey");
   });
@@ -378,7 +390,7 @@ describe("skyward down", () => {
     expect((await state("cheap")).calls).toEqual([]);
 
     const after = await run(["instances", "--provider", "fake,cheapfake"]);
-    expect(rows(after.stdout).map((cells) => cells[1])).toEqual(["i-e", "i-c", "i-f"]);
+    expect(rows(after.stdout.split("\n\n")[0] ?? "").map((cells) => cells[1])).toEqual(["i-e", "i-c", "i-f"]);
 
     const again = await run(["down", "--pool", "p1", "--provider", "fake"]);
     expect(again).toMatchObject({ code: 0, stdout: "No live instances in pool p1.\n" });

@@ -30,6 +30,7 @@ export type {
 } from "./errors/errors.js";
 export {
   BootstrapError,
+  BudgetExceededError,
   CancelledError,
   CommandFailedError,
   ConfigurationError,
@@ -53,6 +54,9 @@ export type { ConsoleSink } from "./observe/console.js";
 // Events
 export type {
   BootstrapPhaseEvent,
+  BudgetEvent,
+  BudgetExceededEvent,
+  BudgetWarningEvent,
   ErrorOccurredEvent,
   EventBase,
   EventHandler,
@@ -97,6 +101,7 @@ export { metrics } from "./observe/metrics.js";
 // Pools and dispatch
 export type { CommandOptions, CommandResult } from "./pool/commands.js";
 export { script, shell } from "./pool/commands.js";
+export type { NodeCost, PoolCost } from "./pool/cost.js";
 export type {
   BroadcastResults,
   ComputeOptions,
@@ -166,6 +171,8 @@ export { containers, DockerImage } from "./spec/containers.js";
 export type { Image, ImageInput, PipIndex } from "./spec/image.js";
 export { image, pipIndex } from "./spec/image.js";
 export type {
+  Budget,
+  BudgetInput,
   ConsoleMode,
   HealthChecker,
   HealthCheckerInput,

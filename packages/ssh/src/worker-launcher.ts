@@ -256,7 +256,9 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       `cd ${q("work")}`,
       `. ${q("env.sh")}`,
       `SKYWARD_TOKEN="$(cat ${q("worker.token")})"`,
-      `export SKYWARD_TOKEN PYTHONPATH=${q("runtime")} PYTHONUNBUFFERED=1`,
+      // The root's owner is the newest worker (worker.pid): an older one still alive when its TTL
+      // runs out (cut off, then resumed) leaves the self-destruct to it, see worker.py.
+      `export SKYWARD_TOKEN PYTHONPATH=${q("runtime")} PYTHONUNBUFFERED=1 SKYWARD_ROOT_OWNER=${q("worker.pid")}`,
       `: > ${q("worker.log")}`,
       `(setsid ${volumes.length > 0 ? "bash" : "sh"} -c ${shellQuote(workerShell)} > ${q("worker.log")} 2>&1 < /dev/null & echo $! > ${q("worker.pid")})`,
       `{ ${waitForReady}; }`,

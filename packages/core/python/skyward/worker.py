@@ -30,6 +30,7 @@ from .dispatch import error_fields
 from .execution import Outcome, TaskRunner, error_outcome
 from .executors import ProcessExecutor, Task, ThreadExecutor
 from .info import instance_info_from_cluster
+from .metrics import MetricsSampler, parse_collectors
 from . import interruption
 from .output import OutputRouter, TaskStream
 from .plugins import Lifecycle, PluginLoadError, decorators, load_plugins
@@ -95,6 +96,9 @@ class Options:
         self.workdir: str | None = parsed.workdir
         self.ttl: float | None = parsed.ttl
         self.self_destruct: str | None = parsed.self_destruct
+        # Set by a launcher that starts workers in a shared directory (an SSH host's root): the file
+        # naming the pid of the worker that owns that directory now. Not passed on to tasks.
+        self.root_owner: str | None = os.environ.pop("SKYWARD_ROOT_OWNER", None) or None
         self.exit_on_stdin_eof: bool = parsed.exit_on_stdin_eof
         self.handshake_timeout: float = parsed.handshake_timeout
         self.interruption_notice: str | None = parsed.interruption_notice
@@ -359,6 +363,8 @@ class Worker:
         #: interruption notices received so far: sent to every client, again to one that connects later
         self.notices: List[Dict[str, Any]] = []
         self._notice_watch: threading.Event | None = None
+        #: the image's metrics collectors, sampled from the first ``cluster`` message on
+        self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
 
     def _new_executor(self, nested: bool) -> ThreadExecutor | ProcessExecutor:
         options = self.options
@@ -430,6 +436,7 @@ class Worker:
         self._cancel_ttl()
         if self._periodic is not None:
             self._periodic.cancel()
+        self.metrics.stop()
         if self._deadline_timer is not None:
             self._deadline_timer.cancel()
         if self._server is not None:
@@ -449,7 +456,10 @@ class Worker:
             except asyncio.TimeoutError:
                 self.log(f"the plugins' around_app exits did not finish within {APP_EXIT_LIMIT:.0f} s")
         self._router.flush()
-        if self_destruct and self.options.self_destruct:
+        successor = await self._root_successor_settled() if self_destruct and self.options.self_destruct else None
+        if successor is not None:
+            self.log(f"self-destruct skipped: {successor}")
+        elif self_destruct and self.options.self_destruct:
             self.log("running the self-destruct command")
             try:
                 await self.loop.run_in_executor(None, self._run_self_destruct, self.options.self_destruct)
@@ -457,6 +467,68 @@ class Worker:
                 self.log(f"self-destruct failed: {error!r}")
         if not self.stopped.done():
             self.stopped.set_result(0)
+
+    async def _root_successor_settled(self) -> str | None:
+        """:meth:`_root_successor`, waiting out a launcher that is taking the root over.
+
+        A missing owner record means a launch is under way (the launcher removes it before it
+        uploads and writes the new worker's pid once it starts): it is read again for up to
+        ``SKYWARD_ROOT_TAKEOVER_WAIT`` seconds (30). If it is still missing then, the launch did not
+        finish and nothing else will end this machine: the self-destruct runs — a machine billing
+        forever is the worse mistake.
+        """
+        try:
+            wait = float(os.environ.get("SKYWARD_ROOT_TAKEOVER_WAIT", "30"))
+        except ValueError:
+            wait = 30.0
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:
+            successor, missing = self._root_successor()
+            if not missing:
+                return successor
+            if time.monotonic() >= deadline:
+                self.log(f"{self.options.root_owner} is still missing after {wait:g} s: the self-destruct runs")
+                return None
+            await asyncio.sleep(min(1.0, max(wait / 10, 0.05)))
+
+    def _root_successor(self) -> tuple[str | None, bool]:
+        """Why the self-destruct must not run (another live worker took this worker's root), or None;
+        and whether the owner record is missing (a launcher taking the root over).
+
+        A launcher that shares a root between the workers it starts there (one after another: a
+        replacement of a node declared lost, a later pool) names the root's current owner in the
+        file ``SKYWARD_ROOT_OWNER`` points to, rewriting it for each new worker. The self-destruct
+        (removing the pool's files, ending the machine) is skipped only while that file names
+        another live Skyward worker; anything else (this worker, a dead pid, a pid reused by an
+        unrelated process, an unreadable record) lets it run, so that nothing is left billing.
+        """
+        path = self.options.root_owner
+        if path is None:
+            return None, False
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read().strip()
+        except FileNotFoundError:
+            return None, True
+        except OSError as error:
+            self.log(f"{path} could not be read ({error!r}): the self-destruct runs")
+            return None, False
+        try:
+            owner = int(text)
+        except ValueError:
+            self.log(f"{path} does not name a pid ({text[:40]!r}): the self-destruct runs")
+            return None, False
+        # Its own pid, or its parent's: the shell that runs it (and unmounts the volumes after it).
+        if owner in (os.getpid(), os.getppid()) or owner <= 0:
+            return None, False
+        try:
+            with open(f"/proc/{owner}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ")
+        except OSError:
+            return None, False  # the owner is gone: nothing alive uses the root
+        if b"skyward" not in command:
+            return None, False  # the pid now belongs to another program: the owner is gone
+        return f"the root now belongs to the live worker pid {owner} ({path})", False
 
     @staticmethod
     def _run_self_destruct(command: str) -> None:
@@ -577,6 +649,8 @@ class Worker:
         self._cluster_env.update(env)
         for executor in self._executors():
             executor.apply_cluster(cluster, env)
+        if not self.stopping:
+            self.metrics.configure(parse_collectors(message.get("metrics")))
         self.ready = True
         connection.send({"t": "ready"})
         for notice in self.notices:  # a client that comes after a notice learns of it too
@@ -904,6 +978,17 @@ class Worker:
                 original.flush()
             except (OSError, ValueError):
                 pass
+
+    def _send_metric(self, name: str, value: float, unit: str | None, gpu: int | None) -> None:
+        """A sample goes to every connected client; with none connected it is dropped."""
+        if not math.isfinite(value):
+            return
+        message: Message = {"t": "metric", "node": self.node, "name": name, "value": value, "unit": unit, "ts": time.time()}
+        if gpu is not None:
+            message["gpu"] = gpu
+        for connection in self.connections:
+            if connection.authenticated and connection.alive:
+                connection.send(message)
 
     # -- finishing ------------------------------------------------------------------------------
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -573,6 +574,102 @@ def test_ttl_zero_stops_as_soon_as_the_client_lets_go(tmp_path: Path) -> None:
         client.close()
         assert worker.wait(timeout=5) == 0
         assert marker.exists()
+
+
+def _released_with_owner(
+    tmp_path: Path, owner: Optional[str], takeover_wait: str = "0.5", write_later: Optional[str] = None
+) -> Tuple[bool, List[str]]:
+    """A worker started with SKYWARD_ROOT_OWNER, released with a short TTL: did it self-destruct?
+    ``write_later``: the owner record appears (naming that pid) a moment after the TTL ran out."""
+    marker = tmp_path / "destroyed"
+    owner_file = tmp_path / "worker.pid"
+    env = {"SKYWARD_ROOT_OWNER": str(owner_file), "SKYWARD_ROOT_TAKEOVER_WAIT": takeover_wait}
+    with WorkerProcess("--self-destruct", f"touch {marker}", env=env) as worker:
+        if owner is not None:
+            owner_file.write_text(str(worker.process.pid) if owner == "self" else owner)
+        client = connect(worker)
+        client.send({"t": "release", "ttl": 0.3})
+        client.close()
+        if write_later is not None:
+            time.sleep(1.0)
+            owner_file.write_text(write_later)
+        assert worker.wait(timeout=20) == 0
+        return marker.exists(), worker.stderr_lines
+
+
+def _stand_in_worker() -> "subprocess.Popen[bytes]":
+    """A live process whose command line names Skyward, as a newer worker's does."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "skyward_worker.py"])
+
+
+def test_ttl_self_destruct_runs_when_the_root_owner_is_this_worker(tmp_path: Path) -> None:
+    destroyed, _ = _released_with_owner(tmp_path, "self")
+    assert destroyed
+
+
+def test_ttl_self_destruct_runs_when_the_root_owner_is_dead(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    destroyed, _ = _released_with_owner(tmp_path, str(gone.pid))
+    assert destroyed
+
+
+def test_ttl_self_destruct_runs_when_the_owner_pid_is_another_program(tmp_path: Path) -> None:
+    # The owner died and its pid was reused by something that is not a Skyward worker: nothing of
+    # ours uses the root, so the machine must still end (never left billing).
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        destroyed, _ = _released_with_owner(tmp_path, str(other.pid))
+        assert destroyed
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_ttl_self_destruct_runs_when_the_owner_record_is_garbage(tmp_path: Path) -> None:
+    destroyed, stderr = _released_with_owner(tmp_path, "not-a-pid")
+    assert destroyed
+    assert any("does not name a pid" in line for line in stderr)
+
+
+def test_ttl_self_destruct_is_skipped_while_a_successor_owns_the_root(tmp_path: Path) -> None:
+    # A newer worker was started in the same root: the old worker's TTL stops it, but the cleanup is
+    # the successor's.
+    successor = _stand_in_worker()
+    try:
+        destroyed, stderr = _released_with_owner(tmp_path, str(successor.pid))
+        assert not destroyed
+        assert any(f"self-destruct skipped: the root now belongs to the live worker pid {successor.pid}" in line for line in stderr)
+        assert successor.poll() is None
+    finally:
+        successor.kill()
+        successor.wait()
+
+
+def test_ttl_self_destruct_waits_out_a_launcher_taking_the_root(tmp_path: Path) -> None:
+    # The record is missing (a launch under way) and then names the new worker: skipped.
+    successor = _stand_in_worker()
+    try:
+        destroyed, stderr = _released_with_owner(tmp_path, None, takeover_wait="10", write_later=str(successor.pid))
+        assert not destroyed
+        assert any("self-destruct skipped" in line for line in stderr)
+    finally:
+        successor.kill()
+        successor.wait()
+
+
+def test_ttl_self_destruct_runs_when_a_takeover_never_finishes(tmp_path: Path) -> None:
+    # The record stays missing (the launch died half way): the machine must not be left billing.
+    destroyed, stderr = _released_with_owner(tmp_path, None, takeover_wait="0.5")
+    assert destroyed
+    assert any("still missing" in line for line in stderr)
+
+
+def test_the_root_owner_variable_is_not_passed_to_tasks(tmp_path: Path) -> None:
+    with WorkerProcess(env={"SKYWARD_ROOT_OWNER": str(tmp_path / "worker.pid")}) as worker:
+        client = connect(worker)
+        assert client.value("os:getenv", "SKYWARD_ROOT_OWNER") is None
+        client.close()
 
 
 def test_exit_on_stdin_eof() -> None:

@@ -267,6 +267,7 @@ read_only = false
 [pools.x.options]
 provision_timeout = 600
 retry_on_interruption = 5
+budget = { max = 40, warn_at = 30 }
 liveness_timeout = 10
 
 [pools.x.options.worker]
@@ -301,6 +302,7 @@ level = "DEBUG"
     expect(pool?.options).toEqual({
       provisionTimeout: 600,
       retryOnInterruption: 5,
+      budget: { max: 40, warnAt: 30 },
       livenessTimeout: 10,
       healthChecker: { check: "health:gpu_ok", interval: 10 },
       worker: { concurrency: 4, reuseProcesses: false },

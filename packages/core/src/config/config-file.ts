@@ -303,6 +303,9 @@ export function validateConfig(document: TomlTable, files: readonly string[] = [
           if (isTable(poolOptions.logging)) {
             poolOptions.logging = camelKeys(poolOptions.logging, `${path}.options.logging`, issues);
           }
+          if (isTable(poolOptions.budget)) {
+            poolOptions.budget = camelKeys(poolOptions.budget, `${path}.options.budget`, issues);
+          }
         } else issues.push({ path: `${path}.options`, message: "expected a table" });
       }
       pools[name] = Object.freeze({

@@ -248,7 +248,7 @@ export class Plugin implements PluginV1 {
 
   /**
    * One worker per accelerator: each node runs as many workers as it has accelerators
-   * ({@link acceleratorsPerNode}), each a process of its own (the pool uses the process executor).
+   * ({@link acceleratorsPerNode}), each a process of its own (the pool uses the process executor; an explicit `worker.executor: "thread"` is refused).
    * With `pin` (the default) worker `i` of a node sees only device `i` (`CUDA_VISIBLE_DEVICES`);
    * with `pin: false` every worker sees all of them and the framework picks device `LOCAL_RANK`
    * (as torchrun's processes do). Sets `workersPerNode` to {@link workersPerAccelerator}; several

@@ -343,6 +343,43 @@ export class CancelledError extends SkywardError {
   }
 }
 
+const budgetExceededMarker = markerFor("budget-exceeded");
+
+/**
+ * The pool reached its `options.budget`: it takes no more tasks, the tasks it had fail with this
+ * error, and it is torn down. A {@link CancelledError} too, so code that handles cancellation handles
+ * it; `BudgetExceededError.isInstance` tells it apart.
+ */
+export class BudgetExceededError extends CancelledError {
+  /** The budget, USD. */
+  readonly budget: number;
+  /** What the pool had cost when it was stopped, USD. */
+  readonly total: number;
+
+  constructor(options: {
+    budget: number;
+    total: number;
+    taskId?: string;
+    message?: string;
+    cause?: unknown;
+  }) {
+    super({
+      ...options,
+      message:
+        options.message ??
+        `The pool's budget of $${options.budget.toFixed(2)} is spent ($${options.total.toFixed(2)} so far): it runs no more tasks and is shutting down`,
+    });
+    this.name = "BudgetExceededError";
+    Object.defineProperty(this, budgetExceededMarker, { value: true });
+    this.budget = options.budget;
+    this.total = options.total;
+  }
+
+  static override isInstance(error: unknown): error is BudgetExceededError {
+    return hasMarker(error, budgetExceededMarker);
+  }
+}
+
 const protocolMarker = markerFor("protocol");
 
 /** A peer broke the wire protocol: bad frame, wrong version, wrong token. */

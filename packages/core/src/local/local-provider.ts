@@ -81,6 +81,12 @@ async function removeAbandonedRoots(parent: string): Promise<void> {
 export interface LocalSettings {
   /** Parent directory of each pool's work directory. Default: the system's temporary directory. */
   workRoot?: string;
+  /**
+   * What a node on this machine costs, USD per hour, for `pool.cost()` and `options.budget`. Default
+   * 0: this machine is free, so a budget is never reached. Give one to account for a machine you
+   * rent, or to try a budget out locally.
+   */
+  hourlyPrice?: number;
 }
 
 /** What the `Local` provider keeps per cluster. */
@@ -196,7 +202,7 @@ async function localGpus(): Promise<LocalGpus | null> {
   });
 }
 
-function localOffer(accelerator: LocalGpus | null = null): Offer {
+function localOffer(accelerator: LocalGpus | null, hourlyPrice: number): Offer {
   return Object.freeze({
     id: "local",
     provider: "local",
@@ -207,7 +213,7 @@ function localOffer(accelerator: LocalGpus | null = null): Offer {
     architecture: process.arch === "arm64" ? "arm64" : "x86_64",
     region: "local",
     spotPrice: null,
-    onDemandPrice: 0,
+    onDemandPrice: hourlyPrice,
     billingUnit: "second",
     pricesAsOf: new Date().toISOString().slice(0, 10),
     specific: Object.freeze({}),
@@ -367,6 +373,17 @@ async function runEnvAndPluginOps(
  * `sky.compute({ provider: sky.Local(), nodes: 4 })`. Used when a spec names no provider.
  */
 export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
+  const hourlyPrice = settings.hourlyPrice ?? 0;
+  if (typeof hourlyPrice !== "number" || !Number.isFinite(hourlyPrice) || hourlyPrice < 0) {
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "Local.hourlyPrice",
+          message: `expected a price in USD per hour, >= 0, received ${JSON.stringify(hourlyPrice) ?? String(hourlyPrice)}`,
+        },
+      ],
+    });
+  }
   const workers = new Map<string, RunningWorker>();
   // Instances provisioned and not yet terminated: getInstance knows these and no others.
   const provisioned = new Set<string>();
@@ -411,7 +428,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
     capabilities: Object.freeze({ spot: false, volumes: false, images: false }),
 
     async offers({ query }): Promise<readonly Offer[]> {
-      const offer = localOffer(await localGpus());
+      const offer = localOffer(await localGpus(), hourlyPrice);
       // This machine's GPUs (nvidia-smi), when a spec asks for some: the same model, enough of them.
       if (query.accelerator) {
         const gpus = offer.accelerator;
@@ -466,7 +483,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
           privateIp: "127.0.0.1",
           ssh: null,
           spot: false,
-          hourlyPrice: 0,
+          hourlyPrice,
           offerId: cluster.offer.id,
           createdAt: now,
           tags: Object.freeze({ "skyward:cluster": cluster.id }),
@@ -484,7 +501,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
         privateIp: "127.0.0.1",
         ssh: null,
         spot: false,
-        hourlyPrice: 0,
+        hourlyPrice,
         offerId: cluster.offer.id,
         createdAt: Date.now(),
         tags: Object.freeze({ "skyward:cluster": cluster.id }),

@@ -3,7 +3,7 @@
  * `"log"` console, the live console's scrolling output and the log file's echo.
  */
 
-import type { SkywardEvent } from "./events.js";
+import type { BudgetEvent, SkywardEvent } from "./events.js";
 
 /** `HH:MM:SS` in local time: the console's time stamp (the log file's echo uses it too). */
 export function clock(timestamp: number): string {
@@ -15,6 +15,14 @@ export function clock(timestamp: number): string {
 /** A duration suffix, `" (1.23 s)"`, or `""` when there is none. */
 export function seconds(ms: number | undefined): string {
   return ms === undefined ? "" : ` (${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s)`;
+}
+
+/** What a budget event says: `budget warning: $8.00 of $10.00 spent ($2.40/h)`. */
+export function budgetLine(event: BudgetEvent): string {
+  const spent = `$${event.total.toFixed(2)} of $${event.budget.toFixed(2)} spent ($${event.hourlyRate.toFixed(2)}/h)`;
+  return event.type === "budget.warning"
+    ? `budget warning: ${spent}`
+    : `budget exceeded: ${spent}; no more tasks, shutting down`;
 }
 
 /** The console line for an event, or undefined when the mode does not show it. */
@@ -51,6 +59,9 @@ export function formatConsoleLine(event: SkywardEvent, mode: "log" | "minimal"):
       return `${at} [${event.node === undefined ? "pool" : `node ${event.node}`}] error: ${event.message}`;
     case "scaling":
       return `${at} [pool] scaling ${event.from} → ${event.to}: ${event.reason}`;
+    case "budget.warning":
+    case "budget.exceeded":
+      return `${at} [pool] ${budgetLine(event)}`;
     default:
       return undefined;
   }

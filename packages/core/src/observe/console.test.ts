@@ -82,3 +82,36 @@ describe("the console", () => {
     expect(lines).toEqual([]);
   });
 });
+
+describe("budget lines", () => {
+  it("say what is spent, of what, at what rate, in log and minimal mode", () => {
+    const warning = {
+      type: "budget.warning",
+      timestamp: at,
+      poolId: "p",
+      total: 8.004,
+      budget: 10,
+      warnAt: 8,
+      hourlyRate: 2.4,
+    } as const;
+    const exceeded = {
+      type: "budget.exceeded",
+      timestamp: at,
+      poolId: "p",
+      total: 10,
+      budget: 10,
+      hourlyRate: 2.4,
+    } as const;
+    expect(formatConsoleLine(warning, "log")).toBe(
+      "09:05:07 [pool] budget warning: $8.00 of $10.00 spent ($2.40/h)",
+    );
+    expect(formatConsoleLine(exceeded, "minimal")).toBe(
+      "09:05:07 [pool] budget exceeded: $10.00 of $10.00 spent ($2.40/h); no more tasks, shutting down",
+    );
+    const lines: string[] = [];
+    const hub = new EventHub();
+    attachConsole(hub, "log", { write: (text) => lines.push(text) });
+    hub.emit(warning);
+    expect(lines).toEqual(["09:05:07 [pool] budget warning: $8.00 of $10.00 spent ($2.40/h)\n"]);
+  });
+});

@@ -19,7 +19,7 @@ export interface ConsoleSink {
   readonly rows?: number;
 }
 
-export { clock, formatConsoleLine, seconds } from "./console-lines.js";
+export { budgetLine, clock, formatConsoleLine, seconds } from "./console-lines.js";
 
 const CONSOLE_EVENT_TYPES = [
   "pool.state",
@@ -35,6 +35,8 @@ const CONSOLE_EVENT_TYPES = [
   "task.failed",
   "error",
   "scaling",
+  "budget.warning",
+  "budget.exceeded",
 ] as const satisfies readonly SkywardEventType[];
 
 /** The console mode used: the option, with `true` → `"rich"` and `false` → `"silent"`. */

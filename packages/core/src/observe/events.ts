@@ -252,6 +252,33 @@ export interface ScalingEvent extends EventBase {
   readonly reason: string;
 }
 
+/** The pool's cost reached the warning amount of its `options.budget` (once per pool). */
+export interface BudgetWarningEvent extends EventBase {
+  readonly type: "budget.warning";
+  /** What the pool has cost so far, USD. */
+  readonly total: number;
+  /** The budget's maximum, USD. */
+  readonly budget: number;
+  /** The warning amount, USD. */
+  readonly warnAt: number;
+  /** What the pool costs now, USD per hour. */
+  readonly hourlyRate: number;
+}
+
+/** The pool's cost reached its `options.budget`: it stops taking tasks and tears down. */
+export interface BudgetExceededEvent extends EventBase {
+  readonly type: "budget.exceeded";
+  /** What the pool has cost so far, USD. */
+  readonly total: number;
+  /** The budget's maximum, USD. */
+  readonly budget: number;
+  /** What the pool cost when it was stopped, USD per hour. */
+  readonly hourlyRate: number;
+}
+
+/** Events about the pool's spending. */
+export type BudgetEvent = BudgetWarningEvent | BudgetExceededEvent;
+
 /** Every event a pool emits, discriminated on `type`. */
 export type SkywardEvent =
   | PoolEvent
@@ -261,7 +288,8 @@ export type SkywardEvent =
   | MetricEvent
   | LogEvent
   | ErrorOccurredEvent
-  | ScalingEvent;
+  | ScalingEvent
+  | BudgetEvent;
 
 /** The `type` of any event. */
 export type SkywardEventType = SkywardEvent["type"];

@@ -21,7 +21,7 @@ import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { skywardHome } from "../config/home.js";
 import type { ConsoleMode, LogConfig, LogLevel } from "../spec/options.js";
-import { type ConsoleSink, clock, seconds } from "./console.js";
+import { budgetLine, type ConsoleSink, clock, seconds } from "./console.js";
 import type { EventHub, SkywardEvent, SkywardEventType } from "./events.js";
 import type { Redactor } from "./redact.js";
 
@@ -122,6 +122,8 @@ const TYPE_LEVEL = {
   log: "INFO",
   error: "ERROR",
   scaling: "INFO",
+  "budget.warning": "WARNING",
+  "budget.exceeded": "ERROR",
 } as const satisfies Record<SkywardEventType, LogLevel>;
 
 /**
@@ -184,6 +186,9 @@ export function describeEvent(event: SkywardEvent): string {
       return event.message;
     case "scaling":
       return `scaling ${event.from} → ${event.to}: ${event.reason}`;
+    case "budget.warning":
+    case "budget.exceeded":
+      return budgetLine(event);
   }
 }
 

@@ -39,6 +39,7 @@ import {
 } from "../contract/provider.js";
 import {
   BootstrapError,
+  BudgetExceededError,
   CancelledError,
   ConfigurationError,
   NoCapacityError,
@@ -59,6 +60,7 @@ import {
 } from "../observe/events.js";
 import type { LiveConsoleStatus } from "../observe/live-console.js";
 import { attachLogFile, type LogFileAttachment } from "../observe/log-file.js";
+import { clusterMetrics, relayMetrics } from "../observe/metric-stream.js";
 import { Redactor } from "../observe/redact.js";
 import type { ClusterMessage, WireValue, WorkerEvent } from "../protocol/protocol.js";
 import { type DetachedNode, sealToken, writePoolState } from "../session/state.js";
@@ -69,6 +71,8 @@ import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
 import { checkVolumeSources } from "../spec/volume.js";
 import { Autoscaler } from "./autoscale.js";
+import { BudgetWatch } from "./budget.js";
+import { CostMeter, instanceHourlyPrice, type PoolCost } from "./cost.js";
 import { firstHealthy, monitorHealth } from "./health-check.js";
 import { checkInstances } from "./instance-watch.js";
 import { cachedOffers } from "./offer-cache.js";
@@ -233,6 +237,8 @@ function checkNodeCeiling(provider: Provider | undefined, nodes: Nodes, path: st
 }
 
 function abortError(signal: AbortSignal, what: string): CancelledError {
+  // The budget stopped it: that is the error to report, not a generic abort.
+  if (BudgetExceededError.isInstance(signal.reason)) return signal.reason;
   return new CancelledError({ message: `${what} was aborted`, cause: signal.reason });
 }
 
@@ -282,6 +288,11 @@ class PoolRuntime implements AsyncDisposable {
   #closing: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
   #startedAt = performance.now();
+  /** The pool's running cost, kept from its own events. */
+  readonly #cost = new CostMeter();
+  readonly #budget: BudgetWatch | undefined;
+  /** Set once the budget is spent: what tasks and calls fail with from then on. */
+  #budgetSpent: { budget: number; total: number } | undefined;
   /** The node count the pool aims at, and the bounds autoscaling and `resize` keep to. */
   #desired = 0;
   #bounds: { min: number; max: number } = { min: 0, max: 0 };
@@ -336,6 +347,23 @@ class PoolRuntime implements AsyncDisposable {
       poolId: id,
       status: () => this.#consoleStatus(),
     });
+    this.#cost.observe(this.#hub);
+    const budget = options.budget;
+    if (budget) {
+      this.#budget = new BudgetWatch(this.#cost, budget, {
+        warning: (cost) =>
+          this.#hub.emit({
+            type: "budget.warning",
+            timestamp: Date.now(),
+            poolId: this.id,
+            total: cost.total,
+            budget: budget.max,
+            warnAt: budget.warnAt,
+            hourlyRate: cost.hourlyRate,
+          }),
+        exceeded: (cost) => this.#budgetExceeded(budget.max, cost),
+      });
+    }
     this.#secrets.addEnvironment(process.env);
     this.#secrets.add(this.#token);
     this.#addSecretsOf(spec);
@@ -347,19 +375,12 @@ class PoolRuntime implements AsyncDisposable {
     });
   }
 
-  /** What the live console shows besides events: the size bounds and, where the pool has it, `cost()`. */
+  /** What the live console shows besides events: the size bounds and the pool's {@link cost}. */
   #consoleStatus(): LiveConsoleStatus {
     const { min, max } = this.#bounds;
     const nodes = { min, max, desired: this.#desired };
-    // `cost()` comes with the cost-and-budget work; until then the console shows "—".
-    const cost = (this as { cost?: () => { hourlyRate: number; total: number } }).cost;
-    if (typeof cost !== "function") return { nodes };
-    try {
-      const { hourlyRate, total } = cost.call(this);
-      return { nodes, cost: { hourlyRate, total } };
-    } catch {
-      return { nodes };
-    }
+    const { hourlyRate, total } = this.cost();
+    return { nodes, cost: { hourlyRate, total } };
   }
 
   #addSecretsOf(spec: PoolSpec): void {
@@ -390,6 +411,25 @@ class PoolRuntime implements AsyncDisposable {
       privateIp: node.instance.privateIp ?? "",
       ready: node.connection?.isOpen === true,
     }));
+  }
+
+  /**
+   * What the pool costs: USD per hour now, USD so far (instances already let go of included) and
+   * each running node's share. Computed from the hourly price each node's offer gave when it was
+   * provisioned (the provider's own price for the instance when it reports one), from the moment the
+   * pool got the instance until it was terminated: an estimate, not a bill. The `Local` provider is
+   * free unless given an `hourlyPrice`.
+   *
+   * ```ts
+   * import * as sky from "@skyward/core";
+   *
+   * await using pool = await sky.compute({ nodes: 2 });
+   * const { hourlyRate, total, nodes } = pool.cost();
+   * console.log(`$${hourlyRate.toFixed(2)}/h, $${total.toFixed(4)} so far over ${nodes.length} nodes`);
+   * ```
+   */
+  cost(): PoolCost {
+    return this.#cost.snapshot();
   }
 
   /** The pool's events as an async iterable (ends when the pool is destroyed or `signal` aborts). */
@@ -534,7 +574,33 @@ class PoolRuntime implements AsyncDisposable {
     this.#hub.emit({ type: "pool.state", timestamp: Date.now(), poolId: this.id, state, previous });
   }
 
+  #budgetError(taskId?: string): BudgetExceededError | undefined {
+    const spent = this.#budgetSpent;
+    return spent
+      ? new BudgetExceededError({ ...spent, ...(taskId !== undefined ? { taskId } : {}) })
+      : undefined;
+  }
+
+  /** The budget is spent: no more tasks, the current ones fail with a BudgetExceededError, teardown. */
+  #budgetExceeded(budget: number, cost: PoolCost): void {
+    if (this.#budgetSpent || this.#state === "shutting_down" || this.#state === "destroyed") return;
+    this.#budgetSpent = { budget, total: cost.total };
+    this.#hub.emit({
+      type: "budget.exceeded",
+      timestamp: Date.now(),
+      poolId: this.id,
+      total: cost.total,
+      budget,
+      hourlyRate: cost.hourlyRate,
+    });
+    this.#abort.abort(this.#budgetError());
+    this.#tasks.close("the budget is spent", (taskId) => this.#budgetError(taskId) as BudgetExceededError);
+    void this.close();
+  }
+
   #checkOpen(): void {
+    const spent = this.#budgetError();
+    if (spent) throw spent;
     if (this.#state !== "ready") {
       throw new CancelledError({
         message: `The pool is ${this.#state.replace("_", " ")}; it runs no more tasks`,
@@ -546,6 +612,15 @@ class PoolRuntime implements AsyncDisposable {
 
   /** @internal Provisions the nodes and connects to them; called by {@link compute}. */
   async start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
+    try {
+      await this.#start(specs, signal);
+    } catch (error) {
+      // A budget spent while starting aborts whatever was under way: report the budget.
+      throw this.#budgetError() ?? error;
+    }
+  }
+
+  async #start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
     const abort = this.#abort.signal;
     const combined = signal ? AbortSignal.any([signal, abort]) : abort;
     this.#startedAt = performance.now();
@@ -999,7 +1074,7 @@ class PoolRuntime implements AsyncDisposable {
       spot: instance.spot,
       region: offer.region,
       accelerator: offer.accelerator ? `${offer.accelerator.count}x ${offer.accelerator.name}` : null,
-      hourlyPrice: instance.hourlyPrice,
+      hourlyPrice: instanceHourlyPrice(instance, offer),
       publicIp: instance.publicIp,
       privateIp: instance.privateIp,
     });
@@ -1418,6 +1493,7 @@ class PoolRuntime implements AsyncDisposable {
     this.#tasks.attach(node.index, connection, capacity, this.#concurrency(), (event) => {
       if (event.type === "interruption") this.#nodeInterrupted(node, connection, event);
     });
+    relayMetrics(connection, this.#hub, this.id, node.index);
     connection.onLost((loss) => this.#nodeLost(node, connection, loss.error.message));
     const checker = this.options.healthChecker;
     if (checker) {
@@ -1501,6 +1577,7 @@ class PoolRuntime implements AsyncDisposable {
         module: module.module,
         config: module.config as WireValue,
       })),
+      metrics: clusterMetrics((this.#image as Image).metrics),
     };
     const ready = new Promise<void>((resolve, reject) => {
       const off = connection.onMessage((reply) => {
@@ -1789,6 +1866,7 @@ class PoolRuntime implements AsyncDisposable {
   async #shutdown(detached = false): Promise<void> {
     const wasStarted = this.#state !== "init";
     this.#setState("shutting_down");
+    this.#budget?.stop();
     this.#abort.abort(new CancelledError({ message: "The pool is shutting down" }));
     this.#sizeChanged();
     await this.#reconciler?.stop();

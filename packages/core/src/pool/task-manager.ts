@@ -627,8 +627,11 @@ export class TaskManager {
     return new Promise((resolve) => this.#capacityWaiters.push(resolve));
   }
 
-  /** Cancels everything and stops the timeout sweeper. */
-  close(reason: string): void {
+  /**
+   * Cancels everything and stops the timeout sweeper. Each task fails with a `CancelledError` giving
+   * `reason`, or with the error `failWith` makes for it (a `BudgetExceededError`).
+   */
+  close(reason: string, failWith?: (taskId: string, ref: string) => Error): void {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#sweeper);
@@ -642,7 +645,7 @@ export class TaskManager {
       if (!node) continue;
       pending.push(...node.pinned.splice(0), ...node.running.values());
     }
-    for (const record of pending) this.#cancel(record, reason);
+    for (const record of pending) this.#cancel(record, reason, failWith);
     for (const waiter of this.#capacityWaiters.splice(0)) waiter();
   }
 
@@ -1112,7 +1115,7 @@ export class TaskManager {
     }
   }
 
-  #cancel(record: TaskRecord, reason = "cancelled"): void {
+  #cancel(record: TaskRecord, reason = "cancelled", failWith?: (taskId: string, ref: string) => Error): void {
     if (record.done) return;
     const node = record.node;
     const running = node?.running.has(record.id) === true;
@@ -1136,10 +1139,11 @@ export class TaskManager {
       });
     }
     record.callbacks.error(
-      new CancelledError({
-        taskId: record.id,
-        message: `${record.request.ref} (task ${record.id}) was cancelled: ${reason}`,
-      }),
+      failWith?.(record.id, record.request.ref) ??
+        new CancelledError({
+          taskId: record.id,
+          message: `${record.request.ref} (task ${record.id}) was cancelled: ${reason}`,
+        }),
     );
   }
 

@@ -172,6 +172,22 @@ export interface ClusterMessage {
   readonly env: Readonly<Record<string, string>>;
   /** The plugins' worker modules, in plugin order (absent: none). */
   readonly plugins?: readonly ClusterPlugin[];
+  /** The metrics collectors the worker samples (absent, `null` or `[]`: none). */
+  readonly metrics?: readonly ClusterMetric[] | null;
+}
+
+/** A metrics collector, as the `cluster` message names it (the fields of a `sky.metrics` descriptor). */
+export interface ClusterMetric {
+  /** Which collector: `cpu`, `memory`, `gpu`, `disk`, `custom`, … */
+  readonly collector: string;
+  /** The metric's name in `metric` messages. */
+  readonly name: string;
+  /** Seconds between two samples. */
+  readonly interval: number;
+  /** The path whose filesystem `disk` measures. */
+  readonly path?: string;
+  /** The shell command a `custom` collector runs. */
+  readonly command?: string;
 }
 
 /** A plugin's worker module, as the `cluster` message names it. */
@@ -442,6 +458,8 @@ export interface MetricMessage {
   readonly unit: string | null;
   /** When it was taken, in seconds since the epoch. */
   readonly ts: number;
+  /** The GPU's index, for a per-GPU metric (`gpu`, `gpu_memory`, …); absent otherwise. */
+  readonly gpu?: number;
 }
 
 /** An event a worker reports; `type` says which. */

@@ -312,3 +312,38 @@ nodes = 1
     expect(issues[0]?.message).toContain("(defined: train, bad, local)");
   });
 });
+
+describe("one worker per accelerator and the executor", () => {
+  const perGpu = () => Plugin.create("per-gpu").withWorkersPerAccelerator();
+  const input = (executor?: "auto" | "thread" | "process") => ({
+    provider: fakeProvider("gpus"),
+    accelerator: accelerators.A100({ count: 2 }),
+    plugins: [perGpu()],
+    options: executor === undefined ? {} : { worker: { executor } },
+  });
+
+  it('refuses an explicit executor: "thread", naming the option, instead of silently running processes', async () => {
+    const issues = await issuesOf(resolveComputeInput(input("thread")));
+    expect(issues).toHaveLength(1);
+    expect(issues[0]?.path).toBe("options.worker.executor");
+    expect(issues[0]?.message).toMatch(/plugin "per-gpu" runs one worker process per accelerator/);
+    const several = await issuesOf(
+      resolveComputeInput({
+        specs: [
+          {
+            provider: fakeProvider("gpus"),
+            accelerator: accelerators.A100({ count: 2 }),
+            plugins: [perGpu()],
+          },
+        ],
+        options: { worker: { executor: "thread" } },
+      }),
+    );
+    expect(several.map((issue) => issue.path)).toEqual(["options.worker.executor"]);
+  });
+
+  it.each([undefined, "auto", "process"] as const)("accepts executor %s", async (executor) => {
+    const resolved = await resolveComputeInput(input(executor));
+    expect(resolved.specs[0]?.plugins.map((plugin) => plugin.name)).toEqual(["per-gpu"]);
+  });
+});

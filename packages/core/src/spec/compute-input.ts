@@ -1,4 +1,5 @@
 import { type ConfigLocations, loadConfig, resolveNamedPool } from "../config/config-file.js";
+import { isWorkersPerAccelerator } from "../contract/plugin.js";
 import { ConfigurationError, type ConfigurationIssue } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
 import { checkLocalInputs } from "./local-inputs.js";
@@ -71,6 +72,26 @@ function mergeOptions(base: OptionsInput, over: OptionsInput | undefined): Optio
 }
 
 /**
+ * One worker per accelerator runs every worker as a process of its own (each pinned to its device
+ * before anything imports CUDA), so an explicit `worker.executor: "thread"` cannot be honoured: it is
+ * refused, naming the option, rather than silently replaced.
+ */
+function refuseThreadsPerAccelerator(rawOptions: unknown, specs: readonly PoolSpec[]): void {
+  const worker = (rawOptions as { worker?: { executor?: unknown } } | undefined)?.worker;
+  if (worker?.executor !== "thread") return;
+  const plugin = specs
+    .flatMap((spec) => spec.plugins)
+    .find((candidate) => isWorkersPerAccelerator(candidate.workersPerNode));
+  if (!plugin) return;
+  fail([
+    {
+      path: "options.worker.executor",
+      message: `plugin "${plugin.name}" runs one worker process per accelerator, which the thread executor cannot do: leave executor unset ("auto") or set "process"`,
+    },
+  ]);
+}
+
+/**
  * Validates a `sky.compute` request before anything else happens: the form, every spec, the options,
  * (for the named form) the configuration files and the provider packages they name, and the local
  * paths the specs name (`image.includes`, plugins' worker modules: see `checkLocalInputs`).
@@ -123,8 +144,10 @@ export async function resolveComputeInput(input: ComputeInput): Promise<Resolved
     const config = await loadConfig(named.config ?? {});
     const pool = await resolveNamedPool(named.name, config, named.config?.cwd);
     const spec = parseInput(specSchema, pool.spec, pool.path);
-    const options = parseInput(optionsSchema, mergeOptions(pool.options, named.options), "options");
+    const rawOptions = mergeOptions(pool.options, named.options);
+    const options = parseInput(optionsSchema, rawOptions, "options");
     const resolved = resolvePoolSpec(spec, options);
+    refuseThreadsPerAccelerator(rawOptions, [resolved]);
     await checkLocalInputs([{ spec: resolved, path: pool.path }]);
     return Object.freeze({
       specs: Object.freeze([resolved]),
@@ -148,6 +171,7 @@ export async function resolveComputeInput(input: ComputeInput): Promise<Resolved
       }
     });
     if (issues.length > 0) fail(issues);
+    refuseThreadsPerAccelerator(record.options, specs);
     await checkLocalInputs(specs.map((spec, index) => ({ spec, path: `specs[${index}]` })));
     return Object.freeze({ specs: Object.freeze(specs), options, name: undefined });
   }
@@ -155,6 +179,7 @@ export async function resolveComputeInput(input: ComputeInput): Promise<Resolved
   const flat: Record<string, unknown> = {};
   for (const key of flatKeys) flat[key] = record[key];
   const spec = resolvePoolSpec(parseInput(specSchema, flat), options);
+  refuseThreadsPerAccelerator(record.options, [spec]);
   await checkLocalInputs([{ spec, path: "" }]);
   return Object.freeze({ specs: Object.freeze([spec]), options, name: undefined });
 }

@@ -32,6 +32,7 @@ describe("options defaults (the reference's Options and PoolSpec)", () => {
       logging: DEFAULT_LOG_CONFIG,
       cluster: true,
       retryOnInterruption: 3,
+      budget: null,
       livenessTimeout: 30,
     });
   });
@@ -133,6 +134,37 @@ describe("options overrides", () => {
     const once = options({ worker: { executor: "process", concurrency: 2 }, logging: { level: "DEBUG" } });
     expect(options(once)).toEqual(once);
     expect(parseInput(optionsSchema, once)).toEqual(once);
+  });
+});
+
+describe("budget", () => {
+  it("takes a maximum (warning at 80 %) or { max, warnAt }, and null for none", () => {
+    expect(options({ budget: 10 }).budget).toEqual({ max: 10, warnAt: 8 });
+    expect(options({ budget: { max: 5, warnAt: 1 } }).budget).toEqual({ max: 5, warnAt: 1 });
+    expect(options({ budget: null }).budget).toBeNull();
+    const once = options({ budget: 2.5 });
+    expect(options(once)).toEqual(once);
+  });
+
+  it.each([
+    [0, "options.budget", "expected an amount in USD > 0"],
+    [Number.NaN, "options.budget", "expected an amount in USD > 0"],
+    [{ max: -1 }, "options.budget.max", "expected an amount in USD > 0"],
+    [{ max: 5, warnAt: 5 }, "options.budget.warnAt", "expected an amount below max (5), received 5"],
+    [{ max: 5, warn: 1 }, "options.budget.warn", "unknown field"],
+    ["10", "options.budget", "expected an amount in USD > 0 or { max, warnAt }"],
+  ])("refuses %j naming the field", (budget, path, message) => {
+    let caught: unknown;
+    try {
+      options({ budget: budget as never });
+    } catch (error) {
+      caught = error;
+    }
+    const issues = (caught as { issues?: { path: string; message: string }[] }).issues ?? [];
+    expect(
+      issues.some((issue) => issue.path === path && issue.message.includes(message)),
+      JSON.stringify(issues),
+    ).toBe(true);
   });
 });
 

@@ -189,6 +189,46 @@ export type SelectionStrategy = "cheapest" | "first";
 /** The console's look: `"rich"` (live, on a TTY), `"minimal"`, `"log"` (append-only lines), `"silent"`. */
 export type ConsoleMode = "rich" | "minimal" | "log" | "silent";
 
+/** A pool's spending limit, USD (see `options.budget`). */
+export interface BudgetInput {
+  /** The most the pool may cost in total, USD, > 0. Reaching it stops the pool. */
+  max: number;
+  /** The total, USD, at which a `budget.warning` event is emitted; > 0 and below `max`. Default 80 % of `max`. */
+  warnAt?: number;
+}
+
+/** The resolved budget: both amounts, USD. */
+export interface Budget {
+  /** The most the pool may cost in total. */
+  readonly max: number;
+  /** Where the warning is emitted. */
+  readonly warnAt: number;
+}
+
+const positiveUsd = z
+  .number({ error: "expected an amount in USD" })
+  .refine((value) => Number.isFinite(value) && value > 0, { message: "expected an amount in USD > 0" });
+
+/** Validates a budget: a number (`max`) or `{ max, warnAt }`. */
+export const budgetSchema = z
+  .union(
+    [
+      positiveUsd.transform((max) => ({ max, warnAt: undefined })),
+      z.strictObject({ max: positiveUsd, warnAt: positiveUsd.optional() }),
+    ],
+    { error: "expected an amount in USD > 0 or { max, warnAt }" },
+  )
+  .superRefine((value, context) => {
+    if (value.warnAt !== undefined && value.warnAt >= value.max) {
+      context.addIssue({
+        code: "custom",
+        path: ["warnAt"],
+        message: `expected an amount below max (${value.max}), received ${value.warnAt}`,
+      });
+    }
+  })
+  .transform((value): Budget => Object.freeze({ max: value.max, warnAt: value.warnAt ?? value.max * 0.8 }));
+
 /** Operational tuning of a pool. Every field is optional; the defaults are the reference's. */
 export interface OptionsInput {
   /** With several specs: `"cheapest"` (default) or `"first"`. */
@@ -243,6 +283,13 @@ export interface OptionsInput {
    */
   retryOnInterruption?: number;
   /**
+   * A spending limit, USD, counted from the nodes' hourly prices (`pool.cost()`): a number (the
+   * maximum; the warning comes at 80 % of it) or `{ max, warnAt }`. At `warnAt` a `budget.warning`
+   * event; at `max` a `budget.exceeded` event, the pool takes no more tasks, the tasks queued and
+   * running fail with a `BudgetExceededError`, and the pool is torn down. Default (or `null`): none.
+   */
+  budget?: number | BudgetInput | null;
+  /**
    * Seconds without hearing from a node's worker (it is pinged every few seconds) after which the
    * node is declared lost and replaced: a stopped process, a hung host or a network partition.
    * Default 30; at least 1.
@@ -275,6 +322,8 @@ export interface Options {
   readonly logging: LogConfig | false;
   readonly cluster: boolean;
   readonly retryOnInterruption: number;
+  /** The spending limit, or null for none. */
+  readonly budget: Budget | null;
   readonly livenessTimeout: number;
   readonly healthChecker: HealthChecker | undefined;
 }
@@ -311,6 +360,7 @@ export const optionsSchema = z
       .default(true),
     cluster: z.boolean().default(true),
     retryOnInterruption: nonNegativeInteger.default(3),
+    budget: budgetSchema.nullable().optional(),
     livenessTimeout: z
       .number({ error: "expected a number of seconds" })
       .refine((value) => Number.isFinite(value) && value >= 1, {
@@ -324,6 +374,7 @@ export const optionsSchema = z
       Object.freeze({
         ...value,
         bootstrapTimeout: value.bootstrapTimeout,
+        budget: value.budget ?? null,
         provisionTimeout: value.provisionTimeout,
         healthChecker: value.healthChecker,
         logging:
