@@ -200,6 +200,6 @@ export type {
 } from "./spec/spec.js";
 export { nodes, spec } from "./spec/spec.js";
 export { time } from "./spec/time.js";
-export type { StorageEndpoint, Volume, VolumeInput } from "./spec/volume.js";
-export { volume } from "./spec/volume.js";
+export type { StorageEndpoint, Volume, VolumeInput, VolumeStorageClient } from "./spec/volume.js";
+export { isVolumeStorageClient, volume } from "./spec/volume.js";
 export { version } from "./version.js";

@@ -6,6 +6,11 @@
 set -uo pipefail
 package_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$package_dir/.venv"
+# Other packages' tests (@skyward/storage, core's Python tests) run this too, maybe at the same time:
+# one at a time, so that none removes the environment another is installing.
+if [ -z "${SKYWARD_MOTO_LOCKED:-}" ] && command -v flock >/dev/null 2>&1; then
+  exec env SKYWARD_MOTO_LOCKED=1 flock "${TMPDIR:-/tmp}/skyward-ensure-moto.lock" bash "${BASH_SOURCE[0]}" "$@"
+fi
 moto_version="${SKYWARD_MOTO_VERSION:-5.2.5}"
 
 fail() {

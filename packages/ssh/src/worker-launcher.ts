@@ -21,6 +21,12 @@ import {
 } from "@skyward/core/contract";
 import { renderBootstrapScript } from "./bootstrap-script.js";
 import { SshConnection } from "./transport.js";
+import {
+  renderVolumesScript,
+  resolveVolumeMounts,
+  unmountVolumesCommand,
+  volumePasswdFiles,
+} from "./volumes.js";
 
 /** The shell command that stops the worker a pool started under `root` (and nothing else). */
 export function stopWorkerCommand(root: string): string {
@@ -82,6 +88,8 @@ async function runtimeFiles(): Promise<{ source: string; target: string; mode: n
 }
 
 const READY_PREFIX = "SKYWARD_WORKER_READY ";
+/** The lines the volume phase prints after the bootstrap: `<marker> start|done|failed`. */
+const VOLUMES_MARKER = "::skyward-volumes::";
 
 /** What a running worker was started from; a later pool reattaches to it only when this is equal. */
 async function launchFingerprint(
@@ -175,10 +183,21 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       uploadedRuntime: true,
     });
     const includes = await collectIncludedFiles(request.image.includes, request.image.excludes);
+    // The volume phase: its script (no secrets) is part of what the worker was started from; the
+    // keys go in 0600 files uploaded with the token.
+    const volumes = await resolveVolumeMounts(options.cluster.spec?.volumes ?? [], {
+      provider: options.cluster.provider,
+      region: options.cluster.region,
+      root,
+    });
+    const mountPoints = volumes.map((mount) => mount.volume.mount);
     const files = [
       ...(await runtimeFiles()),
       ...includes.map((file) => ({ source: file.source, target: `work/${file.target}`, mode: file.mode })),
       { content: script, target: "bootstrap.sh", mode: 0o700 },
+      ...(volumes.length > 0
+        ? [{ content: renderVolumesScript(volumes, root, sudo), target: "volumes.sh", mode: 0o700 }]
+        : []),
     ];
     // The TTL is the pool's own (each pool's release sets it), not part of what the worker runs.
     const fingerprint = await launchFingerprint(files, request.image, command.replace(/ --ttl \S+/, ""));
@@ -188,8 +207,17 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       sudo
         ? `sudo mkdir -p ${shellQuote(root)} && sudo chown "$(id -u):$(id -g)" ${shellQuote(root)}`
         : `mkdir -p ${shellQuote(root)}`,
+      ...(volumes.length > 0 ? [`skyward_old="$(cat ${q("worker.pid")} 2>/dev/null || true)"`] : []),
       stopWorkerCommand(root),
-      `rm -rf ${q("runtime")} ${q("work")} ${q("worker.json")}`,
+      // An earlier worker's shell unmounts its volumes as it exits: wait for it (10 s at most), so
+      // that it cannot unmount what this launch mounts at the same paths.
+      ...(volumes.length > 0
+        ? [
+            'for i in $(seq 1 50); do { [ -n "$skyward_old" ] && kill -0 "$skyward_old" 2>/dev/null; } || break; sleep 0.2; done',
+            unmountVolumesCommand(mountPoints, sudo),
+          ]
+        : []),
+      `rm -rf ${q("runtime")} ${q("work")} ${q("worker.json")}${volumes.length > 0 ? ` ${q("volumes")}` : ""}`,
     ].join(" && ");
     // When no worker is recorded, the same round trip prepares the root for the upload.
     const reattached = await reattach(ssh, root, fingerprint, where, request, prepare);
@@ -198,9 +226,15 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     report("upload", "started");
     const uploadStarted = performance.now();
     if (!reattached.prepared) await ssh.exec(prepare, { signal, timeoutSeconds: 60 });
-    await ssh.uploadFiles([...files, { content: request.token, target: "worker.token", mode: 0o600 }], root, {
-      signal,
-    });
+    await ssh.uploadFiles(
+      [
+        ...files,
+        ...volumePasswdFiles(volumes),
+        { content: request.token, target: "worker.token", mode: 0o600 },
+      ],
+      root,
+      { signal },
+    );
     report("upload", "finished", performance.now() - uploadStarted);
 
     // The worker's start, run in the bootstrap's round trip once the bootstrap succeeded: started
@@ -208,7 +242,17 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     // (250 polls 20 ms apart, on the node) and, once ready, recorded for a later pool to reattach to.
     const probeCommand = `cat ${q("worker.log")}; echo; echo "::pid $(cat ${q("worker.pid")})"; if kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; then echo ::alive; else echo ::dead; fi`;
     const waitForReady = `skyward_i=0; while [ "$skyward_i" -lt 250 ] && ! grep -q '^${READY_PREFIX}' ${q("worker.log")} 2>/dev/null && kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; do sleep 0.02; skyward_i=$((skyward_i + 1)); done`;
+    // With volumes, they are mounted first (the `volumes` phase, its output kept for a failure), and a
+    // shell waits for the worker and unmounts them when it exits, however it ends.
+    const workerShell =
+      volumes.length > 0
+        ? `trap ${shellQuote(unmountVolumesCommand(mountPoints, sudo))} EXIT; trap "exit 143" TERM INT HUP; ${command}`
+        : `exec ${command}`;
+    const volumePhase = `{ echo "${VOLUMES_MARKER} start"; if skyward_v=$(bash ${q("volumes.sh")} 2>&1); then echo "${VOLUMES_MARKER} done"; else printf '%s\\n' "$skyward_v"; echo "${VOLUMES_MARKER} failed"; exit 1; fi; }`;
     const startCommand = [
+      ...(volumes.length > 0 ? [volumePhase] : []),
+      // A warm node whose root a self-destruct cleaned has no work directory when there are no includes.
+      `mkdir -p ${q("work")}`,
       `cd ${q("work")}`,
       `. ${q("env.sh")}`,
       `SKYWARD_TOKEN="$(cat ${q("worker.token")})"`,
@@ -216,7 +260,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       // runs out (cut off, then resumed) leaves the self-destruct to it, see worker.py.
       `export SKYWARD_TOKEN PYTHONPATH=${q("runtime")} PYTHONUNBUFFERED=1 SKYWARD_ROOT_OWNER=${q("worker.pid")}`,
       `: > ${q("worker.log")}`,
-      `(setsid sh -c ${shellQuote(`exec ${command}`)} > ${q("worker.log")} 2>&1 < /dev/null & echo $! > ${q("worker.pid")})`,
+      `(setsid ${volumes.length > 0 ? "bash" : "sh"} -c ${shellQuote(workerShell)} > ${q("worker.log")} 2>&1 < /dev/null & echo $! > ${q("worker.pid")})`,
       `{ ${waitForReady}; }`,
       `{ skyward_port=$(sed -n 's/^${READY_PREFIX}{"port": \\([0-9]*\\),.*/\\1/p' ${q("worker.log")} | head -n 1); if [ -n "$skyward_port" ]; then printf '{"pid":%s,"port":%s,"fingerprint":"%s"}' "$(cat ${q("worker.pid")})" "$skyward_port" ${shellQuote(fingerprint)} > ${q("worker.json")} && echo ::recorded; fi; }`,
       `{ ${probeCommand}; }`,
@@ -227,6 +271,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     let bootstrapped = false;
     let workerStarted = 0;
     let afterBootstrap = "";
+    let volumesStarted = 0;
     let pending = "";
     const onStdout = (chunk: Buffer | string) => {
       pending += chunk.toString();
@@ -235,6 +280,15 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       for (const line of lines) {
         if (bootstrapped) {
           afterBootstrap += `${line}\n`;
+          if (line.startsWith(VOLUMES_MARKER)) {
+            const status = line.slice(VOLUMES_MARKER.length + 1).trim();
+            if (status === "start") volumesStarted = performance.now();
+            report(
+              "volumes",
+              status === "start" ? "started" : status === "done" ? "finished" : "failed",
+              status === "done" ? performance.now() - volumesStarted : undefined,
+            );
+          }
           continue;
         }
         const marker = parseBootstrapMarker(line);
@@ -286,6 +340,20 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
         ...(failed ? { phase: "plugins" } : {}),
         logTail: tail,
         message: `Bootstrap failed on node ${node} (${where}), exit code ${result.code}${failed ? `: ${failed}` : ""}`,
+      });
+    }
+    if (afterBootstrap.includes(`${VOLUMES_MARKER} failed`)) {
+      const tail = afterBootstrap
+        .slice(afterBootstrap.indexOf(`${VOLUMES_MARKER} start`))
+        .split("\n")
+        .filter((line) => line !== "" && !line.startsWith(VOLUMES_MARKER))
+        .slice(-20)
+        .join("\n");
+      throw new BootstrapError({
+        node,
+        phase: "volumes",
+        logTail: tail,
+        message: `Mounting the volumes failed on node ${node} (${where}): ${tail.split("\n").at(-1) || `exit code ${result.code}`}`,
       });
     }
     if (result.code !== 0 && !afterBootstrap.includes("::pid ")) {

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, TypeVar, overload
 
 from . import durations as time
+from . import storage
 from .collections import barrier, counter, dict, lock, queue, set
 from .context import instance_info
 from .execution import InputStreamError
@@ -76,5 +77,6 @@ __all__ = [
     "silent",
     "stderr",
     "stdout",
+    "storage",
     "time",
 ]

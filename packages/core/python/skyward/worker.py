@@ -518,7 +518,8 @@ class Worker:
         except ValueError:
             self.log(f"{path} does not name a pid ({text[:40]!r}): the self-destruct runs")
             return None, False
-        if owner == os.getpid() or owner <= 0:
+        # Its own pid, or its parent's: the shell that runs it (and unmounts the volumes after it).
+        if owner in (os.getpid(), os.getppid()) or owner <= 0:
             return None, False
         try:
             with open(f"/proc/{owner}/cmdline", "rb") as handle:

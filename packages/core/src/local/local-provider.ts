@@ -443,6 +443,15 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
     },
 
     async prepare({ spec, offer, poolId }): Promise<Cluster<LocalCluster>> {
+      if (spec.volumes.length > 0) {
+        // Mounting buckets here would mount them on the user's own machine, as root: not done.
+        throw new ConfigurationError({
+          issues: spec.volumes.map((volume, index) => ({
+            path: `volumes[${index}]`,
+            message: `the Local provider does not mount volumes (${volume.bucket} on ${volume.mount}): use a remote provider (SSH, AWS, …), or read the bucket with @skyward/storage`,
+          })),
+        });
+      }
       const parent = settings.workRoot ?? tmpdir();
       await mkdir(parent, { recursive: true });
       await removeAbandonedRoots(parent);

@@ -69,6 +69,7 @@ import { extendImage, type Image } from "../spec/image.js";
 import { type Nodes, type NodesInput, nodes as resolveNodes } from "../spec/nodes.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
+import { checkVolumeSources } from "../spec/volume.js";
 import { Autoscaler } from "./autoscale.js";
 import { BudgetWatch } from "./budget.js";
 import { CostMeter, instanceHourlyPrice, type PoolCost } from "./cost.js";
@@ -2382,6 +2383,11 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
   for (const [index, spec] of resolved.specs.entries()) {
     const path = resolved.specs.length > 1 ? `specs[${index}].nodes.max` : "nodes.max";
     checkNodeCeiling(spec.provider, spec.nodes, path);
+    checkVolumeSources(
+      spec.provider?.name,
+      spec.volumes,
+      resolved.specs.length > 1 ? `specs[${index}].volumes` : "volumes",
+    );
   }
   const pool = new PoolRuntime(first, resolved.options, options.onEvent, options.id, options.taskIdPrefix);
   if (options.handleSignals !== false) {

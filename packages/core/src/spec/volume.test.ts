@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ConfigurationError } from "../errors/errors.js";
-import { FORBIDDEN_MOUNTS, volume } from "./volume.js";
+import { checkVolumeSources, FORBIDDEN_MOUNTS, volume } from "./volume.js";
 
 describe("volume defaults", () => {
   it("fills in prefix, readOnly and storage", () => {
@@ -86,5 +86,64 @@ describe("mount paths", () => {
       expect(ConfigurationError.isInstance(error)).toBe(true);
       expect((error as ConfigurationError).issues.map((issue) => issue.path)).toEqual(["volume.mount"]);
     }
+  });
+});
+
+describe("checkVolumeSources", () => {
+  const storage = { endpoint: "http://10.0.0.1:9000", accessKeyEnv: "SKYT_K", secretKeyEnv: "SKYT_S" };
+  const paths = (make: () => void): string[] => {
+    try {
+      make();
+    } catch (error) {
+      expect(ConfigurationError.isInstance(error)).toBe(true);
+      return (error as ConfigurationError).issues.map((issue) => issue.path);
+    }
+    return [];
+  };
+
+  it("accepts a store whose keys are set, and AWS's own store", () => {
+    expect(
+      paths(() =>
+        checkVolumeSources("ssh", [volume({ bucket: "data", mount: "/data", storage })], "volumes", {
+          SKYT_K: "a",
+          SKYT_S: "b",
+        }),
+      ),
+    ).toEqual([]);
+    expect(
+      paths(() => checkVolumeSources("aws", [volume({ bucket: "data", mount: "/data" })], "volumes", {})),
+    ).toEqual([]);
+    expect(paths(() => checkVolumeSources(undefined, [volume({ bucket: "data", mount: "/data" })]))).toEqual(
+      [],
+    );
+  });
+
+  it("refuses a volume without a store on a provider without one, and unset keys, naming the fields", () => {
+    expect(
+      paths(() => checkVolumeSources("runpod", [volume({ bucket: "data", mount: "/data" })], "volumes", {})),
+    ).toEqual(["volumes[0].storage"]);
+    expect(
+      paths(() =>
+        checkVolumeSources("ssh", [volume({ bucket: "data", mount: "/data", storage })], "specs[1].volumes", {
+          SKYT_S: "b",
+        }),
+      ),
+    ).toEqual(["specs[1].volumes[0].storage.accessKeyEnv"]);
+    expect(
+      paths(() =>
+        checkVolumeSources(
+          "ssh",
+          [
+            volume({
+              bucket: "data",
+              mount: "/data",
+              storage: { endpoint: "http://x", secretKeyEnv: "SKYT_S" },
+            }),
+          ],
+          "volumes",
+          { SKYT_S: "b" },
+        ),
+      ),
+    ).toEqual(["volumes[0].storage.accessKeyEnv"]);
   });
 });

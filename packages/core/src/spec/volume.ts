@@ -1,5 +1,6 @@
 import { posix } from "node:path";
 import { z } from "zod";
+import { ConfigurationError } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
 
 /**
@@ -39,6 +40,31 @@ export interface StorageEndpoint {
   readonly secretKeyEnv?: string;
   /** Path-style addressing (`endpoint/bucket/key`). Default false. */
   readonly pathStyle?: boolean;
+  /** The signing region, when the store needs one (Wasabi, Backblaze). Default: the store's own answer. */
+  readonly region?: string;
+}
+
+/**
+ * An object-store client that hands its keys over when a node mounts a volume: a `@skyward/storage`
+ * `Storage` (`storage: R2({ accountId, accessKey, secretKey })`), as the Python project's
+ * `Volume(storage=…)` takes one. Its keys are resolved on this machine when each node starts.
+ */
+export interface VolumeStorageClient {
+  /** The endpoint URL. */
+  readonly endpoint: string;
+  /** The signing region. */
+  readonly region?: string;
+  /** Path-style addressing. */
+  readonly pathStyle?: boolean;
+  /** The keys as strings, or undefined when the client relies on the AWS default chain. Secrets. */
+  resolveCredentials(): Promise<{ accessKey: string; secretKey: string; sessionToken?: string } | undefined>;
+}
+
+/** Whether a volume's `storage` is a client (a `@skyward/storage` `Storage`) rather than endpoint settings. */
+export function isVolumeStorageClient(
+  storage: StorageEndpoint | VolumeStorageClient | undefined,
+): storage is VolumeStorageClient {
+  return typeof (storage as VolumeStorageClient | undefined)?.resolveCredentials === "function";
 }
 
 /** A bucket mounted as a filesystem on every node. */
@@ -51,8 +77,8 @@ export interface VolumeInput {
   prefix?: string;
   /** Mount read-only. Default true. */
   readOnly?: boolean;
-  /** The object store; default: the provider's own (S3 on AWS). */
-  storage?: StorageEndpoint;
+  /** The object store (endpoint settings, or a `@skyward/storage` client); default: the provider's own (S3 on AWS). */
+  storage?: StorageEndpoint | VolumeStorageClient;
 }
 
 /** A resolved volume: every field present. */
@@ -61,7 +87,7 @@ export interface Volume {
   readonly mount: string;
   readonly prefix: string;
   readonly readOnly: boolean;
-  readonly storage: StorageEndpoint | undefined;
+  readonly storage: StorageEndpoint | VolumeStorageClient | undefined;
 }
 
 const envName = z
@@ -73,7 +99,20 @@ const storageSchema = z.strictObject({
   accessKeyEnv: envName.optional(),
   secretKeyEnv: envName.optional(),
   pathStyle: z.boolean().optional(),
+  region: z
+    .string()
+    .regex(/^[A-Za-z0-9-]+$/, { message: "expected a region name" })
+    .optional(),
 });
+
+const storageClientSchema = z.custom<VolumeStorageClient>(
+  (value) =>
+    typeof value === "object" &&
+    value !== null &&
+    typeof (value as VolumeStorageClient).endpoint === "string" &&
+    /^https?:\/\//.test((value as VolumeStorageClient).endpoint) &&
+    typeof (value as VolumeStorageClient).resolveCredentials === "function",
+);
 
 /** Validates a volume: bucket name, an absolute mount outside the forbidden paths. */
 export const volumeSchema = z
@@ -93,7 +132,12 @@ export const volumeSchema = z
       }),
     prefix: z.string().default(""),
     readOnly: z.boolean().default(true),
-    storage: storageSchema.optional(),
+    storage: z
+      .union([storageClientSchema, storageSchema], {
+        error:
+          "expected { endpoint, accessKeyEnv?, secretKeyEnv?, pathStyle?, region? } or a @skyward/storage Storage",
+      })
+      .optional(),
   })
   .transform(
     (value): Volume =>
@@ -102,11 +146,60 @@ export const volumeSchema = z
         mount: normalizeMount(value.mount),
         prefix: value.prefix,
         readOnly: value.readOnly,
-        storage: value.storage ? Object.freeze(value.storage) : undefined,
+        storage: value.storage
+          ? isVolumeStorageClient(value.storage)
+            ? value.storage
+            : Object.freeze(value.storage)
+          : undefined,
       }),
   );
 
 /** Validates a volume: `sky.volume({ bucket: "data", mount: "/data" })`. */
 export function volume(input: VolumeInput): Volume {
   return parseInput(volumeSchema, input, "volume");
+}
+
+/**
+ * Checks, before any machine starts, that each volume can be mounted by `provider`'s nodes: a
+ * volume without a `storage` needs a provider with a store of its own (AWS: S3 with the instance's
+ * role), and the key variables a `storage` names must be set here, both or neither. The `Local`
+ * provider refuses volumes itself.
+ *
+ * @throws {ConfigurationError} naming each volume's field, under `path` (`volumes`, `specs[1].volumes`).
+ */
+export function checkVolumeSources(
+  provider: string | undefined,
+  volumes: readonly Volume[],
+  path = "volumes",
+  env: NodeJS.ProcessEnv = process.env,
+): void {
+  if (provider === undefined || provider === "local") return;
+  const issues: { path: string; message: string }[] = [];
+  volumes.forEach((volume, index) => {
+    const at = `${path}[${index}]`;
+    const storage = volume.storage;
+    if (isVolumeStorageClient(storage)) return;
+    if (!storage) {
+      if (provider !== "aws")
+        issues.push({
+          path: `${at}.storage`,
+          message: `the ${provider} provider has no object store of its own: give storage: { endpoint, accessKeyEnv, secretKeyEnv }`,
+        });
+      return;
+    }
+    if ((storage.accessKeyEnv === undefined) !== (storage.secretKeyEnv === undefined))
+      issues.push({
+        path: `${at}.storage.${storage.accessKeyEnv === undefined ? "accessKeyEnv" : "secretKeyEnv"}`,
+        message: "expected accessKeyEnv and secretKeyEnv together",
+      });
+    for (const field of ["accessKeyEnv", "secretKeyEnv"] as const) {
+      const name = storage[field];
+      if (name !== undefined && !env[name])
+        issues.push({
+          path: `${at}.storage.${field}`,
+          message: `the environment variable ${name} is not set on this machine`,
+        });
+    }
+  });
+  if (issues.length > 0) throw new ConfigurationError({ issues });
 }

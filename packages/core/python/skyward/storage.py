@@ -1,0 +1,192 @@
+"""``sky.storage``: the S3-compatible object-storage client inside tasks, as ``@skyward/storage`` is
+in TypeScript, with the Python project's names: ``Storage`` and the presets ``S3``, ``R2``,
+``GCS``, ``Wasabi``, ``Backblaze`` and ``Hyperstack``, each with ``upload``, ``download``, ``ls``,
+``exists`` and ``rm``.
+
+It runs on boto3, which the runtime does not install (the runtime uses the standard library only):
+add ``boto3`` to the image's ``pip``. Without it, the first call raises an ``ImportError`` that says
+so. Credentials are strings or functions returning one (or an awaitable of one); they are resolved
+when the client is made and never appear in ``repr``.
+
+```python
+with sky.storage.S3(region="us-east-1") as s3:
+    s3.upload("my-bucket", "model.pt", key="checkpoints/model.pt")
+    keys = s3.ls("my-bucket", prefix="checkpoints/")
+    s3.download("my-bucket", "checkpoints/model.pt", "local/model.pt")
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import re
+from typing import Any, Awaitable, Callable, List, Optional, Union
+
+Credential = Union[str, Callable[[], Union[str, Awaitable[str]]]]
+
+__all__ = ["Backblaze", "Credential", "GCS", "Hyperstack", "R2", "S3", "Storage", "Wasabi"]
+
+
+def _resolve(credential: Optional[Credential]) -> Optional[str]:
+    if credential is None or isinstance(credential, str):
+        return credential
+    value = credential()
+    if inspect.isawaitable(value):
+        value = asyncio.run(_await(value))
+    if not isinstance(value, str):
+        raise TypeError(f"a credential function returned {type(value).__name__}, expected str")
+    return value
+
+
+async def _await(value: Awaitable[str]) -> str:
+    return await value
+
+
+def _boto3() -> Any:
+    try:
+        import boto3  # type: ignore[import-not-found]
+    except ImportError as error:
+        raise ImportError(
+            "sky.storage needs boto3 on the worker: add it to the image (image: { pip: ['boto3'] })"
+        ) from error
+    return boto3
+
+
+class Storage:
+    """An S3-compatible object store; use it as a context manager (or call ``close()``)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        access_key: Optional[Credential] = None,
+        secret_key: Optional[Credential] = None,
+        path_style: bool = False,
+        region: str = "us-east-1",
+    ) -> None:
+        if not isinstance(endpoint, str) or not re.match(r"^https?://[^\s/]+", endpoint):
+            raise ValueError(f"endpoint: expected an http(s) URL, got {endpoint!r}")
+        if (access_key is None) != (secret_key is None):
+            raise ValueError("access_key and secret_key go together (or neither, for boto3's own chain)")
+        self.endpoint = endpoint.rstrip("/")
+        self.path_style = path_style
+        self.region = region
+        self._access_key = access_key
+        self._secret_key = secret_key
+        self._client: Any = None
+
+    def __repr__(self) -> str:
+        return f"Storage(endpoint={self.endpoint!r}, region={self.region!r}, path_style={self.path_style!r})"
+
+    def _s3(self) -> Any:
+        if self._client is None:
+            boto3 = _boto3()
+            from botocore.config import Config  # type: ignore[import-not-found]
+
+            keys = {}
+            if self._access_key is not None:
+                keys = {
+                    "aws_access_key_id": _resolve(self._access_key),
+                    "aws_secret_access_key": _resolve(self._secret_key),
+                }
+            self._client = boto3.session.Session().client(
+                "s3",
+                endpoint_url=self.endpoint,
+                region_name=self.region,
+                config=Config(s3={"addressing_style": "path" if self.path_style else "auto"}),
+                **keys,
+            )
+        return self._client
+
+    def __enter__(self) -> "Storage":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Frees the client's connections."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def upload(self, bucket: str, local_path: str, *, key: Optional[str] = None) -> str:
+        """Uploads a local file (in parts when large) as ``key`` (default: its base name); returns the key."""
+        key = key or os.path.basename(local_path)
+        self._s3().upload_file(local_path, bucket, key)
+        return key
+
+    def download(self, bucket: str, key: str, local_path: str) -> None:
+        """Downloads ``key`` to ``local_path``, creating its directory."""
+        directory = os.path.dirname(local_path)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        self._s3().download_file(bucket, key, local_path)
+
+    def ls(self, bucket: str, prefix: str = "") -> List[str]:
+        """Every key under ``prefix``."""
+        keys: List[str] = []
+        for page in self._s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys.extend(item["Key"] for item in page.get("Contents", []))
+        return keys
+
+    def exists(self, bucket: str, key: str) -> bool:
+        """Whether ``key`` exists."""
+        try:
+            self._s3().head_object(Bucket=bucket, Key=key)
+            return True
+        except Exception as error:  # botocore's ClientError, without importing it at module level
+            status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 404:
+                return False
+            raise
+
+    def rm(self, bucket: str, key: str) -> None:
+        """Removes ``key`` (no error when it is not there)."""
+        self._s3().delete_object(Bucket=bucket, Key=key)
+
+
+def S3(  # noqa: N802
+    *,
+    region: Optional[str] = None,
+    access_key: Optional[Credential] = None,
+    secret_key: Optional[Credential] = None,
+    endpoint: Optional[str] = None,
+) -> Storage:
+    """Amazon S3 (boto3's credential chain unless keys are given)."""
+    region = region or os.environ.get("AWS_REGION") or "us-east-1"
+    return Storage(
+        endpoint or f"https://s3.{region}.amazonaws.com",
+        access_key,
+        secret_key,
+        path_style=endpoint is not None,
+        region=region,
+    )
+
+
+def R2(*, account_id: str, access_key: Credential, secret_key: Credential) -> Storage:  # noqa: N802
+    """Cloudflare R2."""
+    return Storage(f"https://{account_id}.r2.cloudflarestorage.com", access_key, secret_key, region="auto")
+
+
+def GCS(*, access_key: Credential, secret_key: Credential) -> Storage:  # noqa: N802
+    """Google Cloud Storage's S3-compatible API, with HMAC keys."""
+    return Storage("https://storage.googleapis.com", access_key, secret_key, region="auto")
+
+
+def Wasabi(*, region: str, access_key: Credential, secret_key: Credential) -> Storage:  # noqa: N802
+    """Wasabi."""
+    return Storage(f"https://s3.{region}.wasabisys.com", access_key, secret_key, region=region)
+
+
+def Backblaze(*, region: str, key_id: Credential, app_key: Credential) -> Storage:  # noqa: N802
+    """Backblaze B2's S3-compatible API."""
+    return Storage(f"https://s3.{region}.backblazeb2.com", key_id, app_key, region=region)
+
+
+def Hyperstack(  # noqa: N802
+    *, endpoint: str, region: str, access_key: Credential, secret_key: Credential
+) -> Storage:
+    """Hyperstack's object storage: its region's endpoint and an access key pair."""
+    return Storage(endpoint, access_key, secret_key, path_style=True, region=region)

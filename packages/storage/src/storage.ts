@@ -1,0 +1,369 @@
+/**
+ * The S3-compatible object-storage client: `upload`, `download`, `ls`, `exists` and `rm` (the
+ * Python project's names), plus `read`/`write` for streaming bodies. Large uploads go in parts
+ * (`@aws-sdk/lib-storage`), large downloads stream to disk; both report progress. Credentials are
+ * strings or functions, resolved when a request is signed and never put in a message, an event or
+ * `toJSON`/`inspect` output.
+ */
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, rm as removeFile, rename, stat } from "node:fs/promises";
+import { basename, dirname } from "node:path";
+import { type Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  S3Client,
+  type S3ClientConfig,
+} from "@aws-sdk/client-s3";
+import { Upload } from "@aws-sdk/lib-storage";
+import { ConfigurationError } from "@skyward/core";
+
+/** A secret given as itself or as a function that returns it (looked up when a request is signed). */
+export type Credential = string | (() => string | Promise<string>);
+
+/** Where an object store is and how to sign requests for it. */
+export interface StorageOptions {
+  /** The endpoint URL, `https://…` (or `http://…` for a local store). */
+  readonly endpoint: string;
+  /** The signing region. Default `us-east-1` (what most S3-compatible stores accept). */
+  readonly region?: string;
+  /**
+   * The access key id. Without it (and `secretKey`) the AWS SDK's default chain is used (environment,
+   * profile, instance role). A secret: never logged.
+   */
+  readonly accessKey?: Credential;
+  /** The secret access key. A secret: never logged. */
+  readonly secretKey?: Credential;
+  /** A session token for temporary credentials. A secret: never logged. */
+  readonly sessionToken?: Credential;
+  /** Path-style addressing (`endpoint/bucket/key`) instead of `bucket.endpoint/key`. Default false. */
+  readonly pathStyle?: boolean;
+}
+
+/** Bytes moved so far, reported while an upload or download runs. */
+export interface TransferProgress {
+  /** The object's key. */
+  readonly key: string;
+  /** Bytes moved so far. */
+  readonly loaded: number;
+  /** Total bytes, when known. */
+  readonly total: number | undefined;
+}
+
+/** Options of {@link Storage.upload} and {@link Storage.write}. */
+export interface UploadOptions {
+  /** The object's key. For `upload`, default: the file's base name. */
+  readonly key?: string;
+  /** The object's content type. */
+  readonly contentType?: string;
+  /** Called as parts are sent. */
+  readonly onProgress?: (progress: TransferProgress) => void;
+  /** Part size in bytes for multipart uploads (at least 5 MiB). Default 8 MiB. */
+  readonly partSize?: number;
+  /** Parts sent at once. Default 4. */
+  readonly concurrency?: number;
+  /** Aborts the transfer. */
+  readonly signal?: AbortSignal;
+}
+
+/** Options of {@link Storage.download} and {@link Storage.read}. */
+export interface DownloadOptions {
+  /** Called as bytes arrive. */
+  readonly onProgress?: (progress: TransferProgress) => void;
+  /** Aborts the transfer. */
+  readonly signal?: AbortSignal;
+}
+
+function resolve(credential: Credential): Promise<string> {
+  return Promise.resolve(typeof credential === "function" ? credential() : credential);
+}
+
+function invalid(path: string, message: string): ConfigurationError {
+  return new ConfigurationError({ issues: [{ path, message }] });
+}
+
+function checkName(what: "bucket" | "key", value: unknown): string {
+  if (typeof value !== "string" || value === "")
+    throw invalid(
+      what,
+      `expected a non-empty string, got ${typeof value === "string" ? '""' : typeof value}`,
+    );
+  return value;
+}
+
+function isNotFound(error: unknown): boolean {
+  const candidate = error as { name?: string; $metadata?: { httpStatusCode?: number } };
+  return (
+    candidate?.name === "NotFound" ||
+    candidate?.name === "NoSuchKey" ||
+    candidate?.$metadata?.httpStatusCode === 404
+  );
+}
+
+/**
+ * An S3-compatible object store. Use a preset (`S3`, `R2`, `GCS`, `Wasabi`, `Backblaze`,
+ * `Hyperstack`) or give the endpoint yourself. Dispose of it (`await using`, or `close()`) to free
+ * its connections.
+ *
+ * ```ts
+ * import { Storage } from "@skyward/storage";
+ *
+ * await using store = new Storage({
+ *   endpoint: "http://127.0.0.1:9000",
+ *   accessKey: () => process.env.MINIO_ACCESS_KEY ?? "",
+ *   secretKey: () => process.env.MINIO_SECRET_KEY ?? "",
+ *   pathStyle: true,
+ * });
+ * await store.upload("datasets", "./train.csv", { key: "v1/train.csv" });
+ * const keys = await store.ls("datasets", "v1/");
+ * ```
+ */
+export class Storage {
+  /** The endpoint URL. */
+  readonly endpoint: string;
+  /** The signing region. */
+  readonly region: string;
+  /** Whether requests use path-style addressing. */
+  readonly pathStyle: boolean;
+  readonly #client: S3Client;
+  readonly #credentials: Pick<StorageOptions, "accessKey" | "secretKey" | "sessionToken">;
+
+  constructor(options: StorageOptions) {
+    if (typeof options?.endpoint !== "string" || !/^https?:\/\/[^\s/]+/.test(options.endpoint))
+      throw invalid("endpoint", "expected an http(s) URL");
+    if ((options.accessKey === undefined) !== (options.secretKey === undefined))
+      throw invalid(
+        options.accessKey === undefined ? "accessKey" : "secretKey",
+        "expected accessKey and secretKey together (or neither, for the AWS default credential chain)",
+      );
+    for (const field of ["accessKey", "secretKey", "sessionToken"] as const) {
+      const value = options[field];
+      if (value !== undefined && typeof value !== "string" && typeof value !== "function")
+        throw invalid(field, "expected a string or a function returning one");
+    }
+    this.endpoint = options.endpoint.replace(/\/+$/, "");
+    this.region = options.region ?? "us-east-1";
+    this.pathStyle = options.pathStyle ?? false;
+    this.#credentials = {
+      ...(options.accessKey !== undefined ? { accessKey: options.accessKey } : {}),
+      ...(options.secretKey !== undefined ? { secretKey: options.secretKey } : {}),
+      ...(options.sessionToken !== undefined ? { sessionToken: options.sessionToken } : {}),
+    };
+    const config: S3ClientConfig = {
+      endpoint: this.endpoint,
+      region: this.region,
+      forcePathStyle: this.pathStyle,
+      // Stores other than AWS reject the newer checksum headers; send them only when asked.
+      requestChecksumCalculation: "WHEN_REQUIRED",
+      responseChecksumValidation: "WHEN_REQUIRED",
+    };
+    const { accessKey, secretKey, sessionToken } = this.#credentials;
+    if (accessKey !== undefined && secretKey !== undefined) {
+      config.credentials = async () => {
+        const [accessKeyId, secretAccessKey, token] = await Promise.all([
+          resolve(accessKey),
+          resolve(secretKey),
+          sessionToken === undefined ? undefined : resolve(sessionToken),
+        ]);
+        return { accessKeyId, secretAccessKey, ...(token ? { sessionToken: token } : {}) };
+      };
+    }
+    this.#client = new S3Client(config);
+  }
+
+  /**
+   * The credentials as strings, resolved now: for handing them to a task or a mount over a private
+   * channel. Undefined when this store uses the AWS default chain. Never log the result.
+   */
+  async resolveCredentials(): Promise<
+    { accessKey: string; secretKey: string; sessionToken?: string } | undefined
+  > {
+    const { accessKey, secretKey, sessionToken } = this.#credentials;
+    if (accessKey === undefined || secretKey === undefined) return undefined;
+    const token = sessionToken === undefined ? undefined : await resolve(sessionToken);
+    return {
+      accessKey: await resolve(accessKey),
+      secretKey: await resolve(secretKey),
+      ...(token ? { sessionToken: token } : {}),
+    };
+  }
+
+  /**
+   * Uploads a local file (streamed, in parts when large) as `key` (default: the file's base name).
+   *
+   * @returns the key it was stored under.
+   */
+  async upload(bucket: string, localPath: string, options: UploadOptions = {}): Promise<string> {
+    checkName("bucket", bucket);
+    const key = options.key ?? basename(localPath);
+    checkName("key", key);
+    const size = (await stat(localPath)).size;
+    await this.#put(bucket, key, createReadStream(localPath), size, options);
+    return key;
+  }
+
+  /** Writes a body (bytes, text or a stream, sent in parts as it is read) as `key`. */
+  async write(
+    bucket: string,
+    key: string,
+    body: Uint8Array | string | Readable,
+    options: Omit<UploadOptions, "key"> = {},
+  ): Promise<void> {
+    checkName("bucket", bucket);
+    checkName("key", key);
+    const size =
+      typeof body === "string"
+        ? Buffer.byteLength(body)
+        : body instanceof Uint8Array
+          ? body.byteLength
+          : undefined;
+    await this.#put(bucket, key, body, size, options);
+  }
+
+  async #put(
+    bucket: string,
+    key: string,
+    body: Uint8Array | string | Readable,
+    size: number | undefined,
+    options: Omit<UploadOptions, "key">,
+  ): Promise<void> {
+    const upload = new Upload({
+      client: this.#client,
+      params: {
+        Bucket: bucket,
+        Key: key,
+        Body: body,
+        ...(options.contentType ? { ContentType: options.contentType } : {}),
+      },
+      partSize: options.partSize ?? 8 * 1024 * 1024,
+      queueSize: options.concurrency ?? 4,
+      leavePartsOnError: false,
+    });
+    const onProgress = options.onProgress;
+    if (onProgress)
+      upload.on("httpUploadProgress", (progress) =>
+        onProgress({ key, loaded: progress.loaded ?? 0, total: progress.total ?? size }),
+      );
+    const abort = () => void upload.abort().catch(() => undefined);
+    options.signal?.throwIfAborted();
+    options.signal?.addEventListener("abort", abort, { once: true });
+    try {
+      await upload.done();
+    } finally {
+      options.signal?.removeEventListener("abort", abort);
+    }
+  }
+
+  /** Opens `key` as a byte stream, with its size when the store says. */
+  async read(
+    bucket: string,
+    key: string,
+    options: DownloadOptions = {},
+  ): Promise<{ body: Readable; size: number | undefined }> {
+    checkName("bucket", bucket);
+    checkName("key", key);
+    const answer = await this.#client.send(
+      new GetObjectCommand({ Bucket: bucket, Key: key }),
+      options.signal ? { abortSignal: options.signal } : {},
+    );
+    const raw = answer.Body as Readable | undefined;
+    if (!raw) throw new Error(`The store sent no body for s3://${bucket}/${key}`);
+    const size = answer.ContentLength;
+    const onProgress = options.onProgress;
+    if (!onProgress) return { body: raw, size };
+    let loaded = 0;
+    const counted = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        loaded += chunk.length;
+        onProgress({ key, loaded, total: size });
+        done(null, chunk);
+      },
+    });
+    raw.on("error", (error) => counted.destroy(error));
+    return { body: raw.pipe(counted), size };
+  }
+
+  /**
+   * Downloads `key` to `localPath`, streamed to a temporary file beside it and renamed when complete
+   * (a failed download leaves no partial file). Creates the parent directory.
+   */
+  async download(
+    bucket: string,
+    key: string,
+    localPath: string,
+    options: DownloadOptions = {},
+  ): Promise<void> {
+    const { body } = await this.read(bucket, key, options);
+    await mkdir(dirname(localPath), { recursive: true });
+    const partial = `${localPath}.${process.pid}.partial`;
+    try {
+      await pipeline(body, createWriteStream(partial), options.signal ? { signal: options.signal } : {});
+      await rename(partial, localPath);
+    } catch (error) {
+      await removeFile(partial, { force: true });
+      throw error;
+    }
+  }
+
+  /** The keys under `prefix` (every page), in the store's order. */
+  async ls(bucket: string, prefix = ""): Promise<string[]> {
+    checkName("bucket", bucket);
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      const page = await this.#client.send(
+        new ListObjectsV2Command({
+          Bucket: bucket,
+          ...(prefix ? { Prefix: prefix } : {}),
+          ...(token ? { ContinuationToken: token } : {}),
+        }),
+      );
+      for (const item of page.Contents ?? []) if (item.Key !== undefined) keys.push(item.Key);
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+    return keys;
+  }
+
+  /** Whether `key` exists. */
+  async exists(bucket: string, key: string): Promise<boolean> {
+    checkName("bucket", bucket);
+    checkName("key", key);
+    try {
+      await this.#client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+      return true;
+    } catch (error) {
+      if (isNotFound(error)) return false;
+      throw error;
+    }
+  }
+
+  /** Removes `key` (no error when it is not there, as S3 does). */
+  async rm(bucket: string, key: string): Promise<void> {
+    checkName("bucket", bucket);
+    checkName("key", key);
+    await this.#client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }));
+  }
+
+  /** Frees the client's connections. */
+  close(): void {
+    this.#client.destroy();
+  }
+
+  /** Same as {@link Storage.close}, for `await using`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
+  }
+
+  /** The store without its credentials. */
+  toJSON(): { endpoint: string; region: string; pathStyle: boolean } {
+    return { endpoint: this.endpoint, region: this.region, pathStyle: this.pathStyle };
+  }
+
+  /** What `console.log` and `util.inspect` show: never the credentials. */
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    return `Storage ${JSON.stringify(this.toJSON())}`;
+  }
+}

@@ -1,0 +1,187 @@
+/**
+ * The storage client against moto's S3 in server mode: upload/download (a multipart file with
+ * progress), streaming write/read, ls across pages, exists, rm, credentials as functions and never
+ * shown, presets' endpoints and refusals.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { inspect } from "node:util";
+import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { ConfigurationError } from "@skyward/core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Backblaze, GCS, Hyperstack, R2, S3, Storage, type TransferProgress, Wasabi } from "../src/index.js";
+import { type MotoS3, motoSkipReason, startMotoS3 } from "./moto-s3.js";
+
+const skip = motoSkipReason();
+
+describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
+  let moto: MotoS3;
+  let store: Storage;
+  let scratch: string;
+  let credentialCalls = 0;
+
+  beforeAll(async () => {
+    moto = await startMotoS3();
+    store = new Storage({
+      endpoint: moto.endpoint,
+      accessKey: () => {
+        credentialCalls += 1;
+        return "SKYWARDTESTACCESSKEY";
+      },
+      secretKey: async () => "moto-secret-value-never-shown",
+      pathStyle: true,
+    });
+    const admin = new S3Client({
+      endpoint: moto.endpoint,
+      region: "us-east-1",
+      forcePathStyle: true,
+      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
+    });
+    await admin.send(new CreateBucketCommand({ Bucket: "data" }));
+    admin.destroy();
+    scratch = await mkdtemp(join(tmpdir(), "skyward-storage-"));
+  });
+
+  afterAll(async () => {
+    store?.close();
+    await moto?.stop();
+    if (scratch) await rm(scratch, { recursive: true, force: true });
+  });
+
+  it("uploads a 20 MiB file in parts with progress and downloads it intact", async () => {
+    const source = join(scratch, "big.bin");
+    const content = randomBytes(20 * 1024 * 1024);
+    await writeFile(source, content);
+    const up: TransferProgress[] = [];
+    const key = await store.upload("data", source, {
+      key: "sets/big.bin",
+      partSize: 5 * 1024 * 1024,
+      onProgress: (progress) => up.push(progress),
+    });
+    expect(key).toBe("sets/big.bin");
+    expect(up.length).toBeGreaterThanOrEqual(4);
+    expect(up.at(-1)?.loaded).toBe(content.length);
+    const down: TransferProgress[] = [];
+    const target = join(scratch, "out", "big.bin");
+    await store.download("data", "sets/big.bin", target, { onProgress: (progress) => down.push(progress) });
+    expect((await readFile(target)).equals(content)).toBe(true);
+    expect(down.at(-1)).toEqual({ key: "sets/big.bin", loaded: content.length, total: content.length });
+    expect(credentialCalls).toBeGreaterThan(0);
+  });
+
+  it("defaults the key to the file's base name", async () => {
+    const source = join(scratch, "notes.txt");
+    await writeFile(source, "hello");
+    expect(await store.upload("data", source)).toBe("notes.txt");
+    expect(await store.exists("data", "notes.txt")).toBe(true);
+  });
+
+  it("writes and reads streaming bodies", async () => {
+    await store.write("data", "stream/a.txt", Readable.from(["one ", "two ", "three"]));
+    const { body } = await store.read("data", "stream/a.txt");
+    const chunks: Buffer[] = [];
+    for await (const chunk of body) chunks.push(chunk as Buffer);
+    expect(Buffer.concat(chunks).toString()).toBe("one two three");
+    await store.write("data", "stream/b.bin", new Uint8Array([1, 2, 3]));
+    expect((await store.read("data", "stream/b.bin")).size).toBe(3);
+  });
+
+  it("lists every key under a prefix across pages, and checks and removes keys", async () => {
+    await Promise.all(
+      Array.from({ length: 1005 }, (_, index) =>
+        store.write("data", `many/${String(index).padStart(4, "0")}`, "x"),
+      ),
+    );
+    const keys = await store.ls("data", "many/");
+    expect(keys).toHaveLength(1005);
+    expect(keys[0]).toBe("many/0000");
+    expect(await store.exists("data", "many/0007")).toBe(true);
+    await store.rm("data", "many/0007");
+    expect(await store.exists("data", "many/0007")).toBe(false);
+    await store.rm("data", "many/0007");
+    expect(await store.ls("data", "nothing-here/")).toEqual([]);
+  });
+
+  it("leaves no partial file when a download fails", async () => {
+    const target = join(scratch, "missing.bin");
+    await expect(store.download("data", "no/such/key", target)).rejects.toThrow();
+    await expect(stat(target)).rejects.toThrow();
+  });
+
+  it("never shows its credentials", async () => {
+    const shown = `${inspect(store)} ${JSON.stringify(store)} ${String(Object.keys(store))}`;
+    expect(shown).toContain(moto.endpoint);
+    expect(shown).not.toContain("moto-secret-value-never-shown");
+    expect(shown).not.toContain("SKYWARDTESTACCESSKEY");
+    const wrong = new Storage({
+      endpoint: moto.endpoint,
+      accessKey: "OTHERACCESSKEY",
+      secretKey: "s3cr3t-do-not-show",
+      pathStyle: true,
+    });
+    const failure = await wrong.ls("no-such-bucket").catch((error: unknown) => error);
+    expect(String(failure)).not.toContain("s3cr3t-do-not-show");
+    wrong.close();
+  });
+});
+
+describe("presets and refusals", () => {
+  it("fill in each service's endpoint and region", () => {
+    const cases: [Storage, string, string][] = [
+      [S3({ region: "eu-west-1" }), "https://s3.eu-west-1.amazonaws.com", "eu-west-1"],
+      [
+        R2({ accountId: "abc123", accessKey: "a", secretKey: "b" }),
+        "https://abc123.r2.cloudflarestorage.com",
+        "auto",
+      ],
+      [GCS({ accessKey: "a", secretKey: "b" }), "https://storage.googleapis.com", "auto"],
+      [
+        Wasabi({ region: "eu-central-1", accessKey: "a", secretKey: "b" }),
+        "https://s3.eu-central-1.wasabisys.com",
+        "eu-central-1",
+      ],
+      [
+        Backblaze({ region: "us-west-004", keyId: "a", appKey: "b" }),
+        "https://s3.us-west-004.backblazeb2.com",
+        "us-west-004",
+      ],
+      [
+        Hyperstack({
+          endpoint: "https://no-1.example.hyperstack.test",
+          region: "NORWAY-1",
+          accessKey: "a",
+          secretKey: "b",
+        }),
+        "https://no-1.example.hyperstack.test",
+        "NORWAY-1",
+      ],
+    ];
+    for (const [store, endpoint, region] of cases) {
+      expect(store.toJSON()).toMatchObject({ endpoint, region });
+      store.close();
+    }
+  });
+
+  it("refuse missing or malformed settings naming the field", () => {
+    const issue = (make: () => unknown) => {
+      try {
+        make();
+      } catch (error) {
+        expect(ConfigurationError.isInstance(error)).toBe(true);
+        return (error as ConfigurationError).issues[0]?.path;
+      }
+      throw new Error("expected a ConfigurationError");
+    };
+    expect(issue(() => new Storage({ endpoint: "ftp://x" }))).toBe("endpoint");
+    expect(issue(() => new Storage({ endpoint: "https://x", accessKey: "a" }))).toBe("secretKey");
+    expect(issue(() => R2({ accountId: "", accessKey: "a", secretKey: "b" }))).toBe("R2.accountId");
+    expect(issue(() => Wasabi({ region: "a/b", accessKey: "a", secretKey: "b" }))).toBe("Wasabi.region");
+    expect(issue(() => Backblaze({ region: "us-west-004", keyId: "", appKey: "b" }))).toBe("Backblaze.keyId");
+    expect(issue(() => new Storage({ endpoint: "https://x", accessKey: 5 as never, secretKey: "b" }))).toBe(
+      "accessKey",
+    );
+  });
+});
