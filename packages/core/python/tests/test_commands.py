@@ -28,7 +28,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_gone(pid: int, within: float = 5.0) -> bool:
+def _wait_gone(pid: int, within: float = 15.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if not _alive(pid):
