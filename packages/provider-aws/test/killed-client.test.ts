@@ -236,6 +236,7 @@ describe.skipIf(skipReason !== undefined)("a client killed while its pool runs o
       "POOL",
       "SPOT",
       "$/H",
+      "COST",
       "AGE",
       "ADDRESS",
     ]);
@@ -244,8 +245,10 @@ describe.skipIf(skipReason !== undefined)("a client killed while its pool runs o
     for (const cells of table) {
       const id = cells[1] as string;
       expect(cells.slice(0, 6)).toEqual(["aws", id, "running", poolId, "no", priceOf(id)]);
-      expect(cells[6]).toMatch(/^(\d+s|\d+m)$/);
-      expect(cells[7]).toBe(described.get(id)?.PublicIpAddress);
+      // Its cost so far: the hourly price times its age (seconds here: a fraction of a cent or more).
+      expect(cells[6]).toMatch(/^\d+\.\d{2,4}$/);
+      expect(cells[7]).toMatch(/^(\d+s|\d+m)$/);
+      expect(cells[8]).toBe(described.get(id)?.PublicIpAddress);
     }
     const json = await run(["instances", "--json"]);
     expect(json.code).toBe(0);
