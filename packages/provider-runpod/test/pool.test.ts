@@ -30,23 +30,43 @@ const info = sky.python<
   { node: number; total_nodes: number; head_addr: string; peers: string[]; cwd: string }
 >("pool_tasks:info");
 const add = sky.python<[a: number, b: number], number>("pool_tasks:add");
+type Work = { key: string; node: number; pid: number };
+const work = sky.python<[string, number, string], Work>("pool_tasks:work");
+const whoami = sky.python<[], { node: number; pid: number }>("pool_tasks:whoami");
+
+async function until(condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return condition();
+}
 
 describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pods are test-bed hosts", () => {
   let bed: Testbed;
   let home: ScratchSkywardHome;
   let fake: FakeRunPod;
   const hostOf = new Map<string, TestbedHost>();
+  let nextHost = 0;
   const original = new Map<TestbedHost, string>();
   const authorizedKeys = (host: TestbedHost) => join(dirname(host.root), "authorized_keys");
 
   beforeAll(async () => {
     home = await useScratchSkywardHome("skyward-runpod-pool-");
-    bed = await createTestbed({ hosts: 2 });
+    // Two nodes, and a third machine for the replacement of a reclaimed one.
+    bed = await createTestbed({ hosts: 3 });
     for (const host of bed.hosts) original.set(host, await readFile(authorizedKeys(host), "utf8"));
     const freeHost = (pod: FakePod) => {
+      // The next free host in turn: a replacement lands on another machine than the one it replaces.
       const taken = new Set(hostOf.values());
-      const host = bed.hosts.find((candidate) => !taken.has(candidate));
-      if (!host) throw new Error("no test-bed host left");
+      const count = bed.hosts.length;
+      const index = Array.from({ length: count }, (_, step) => (nextHost + step) % count).find(
+        (candidate) => !taken.has(bed.hosts[candidate] as TestbedHost),
+      );
+      if (index === undefined) throw new Error("no test-bed host left");
+      nextHost = (index + 1) % count;
+      const host = bed.hosts[index] as TestbedHost;
       hostOf.set(pod.id, host);
       return host;
     };
@@ -118,4 +138,80 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
     expect([...fake.pods.values()]).toEqual([]);
     expect(fake.to(/^\/v2\/pods\/[^/]+$/, "DELETE").length).toBeGreaterThanOrEqual(2);
   }, 400_000);
+
+  it("an interruptible pod reclaimed mid-task is read as preempted on the reconcile tick and replaced", async () => {
+    // RunPod publishes no advance notice: a reclaimed interruptible pod is EXITED, read with getInstance.
+    const journal = join(home.path, "reclaimed.jsonl");
+    const starts = async () =>
+      (await readFile(journal, "utf8").catch(() => ""))
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as Work);
+    const completions = new Map<string, number>();
+    {
+      await using pool = await sky.compute({
+        provider: RunPod({ apiKey: TEST_API_KEY, retryDelayMs: 50, root: `${home.path}/pods/{id}` }),
+        accelerator: sky.accelerators.A100(),
+        nodes: 2,
+        allocation: "spot",
+        ttl: 0,
+        image: { includes: [tasks] },
+        options: {
+          console: false,
+          bootstrapTimeout: 240,
+          worker: { concurrency: 2 },
+          reconcileTickInterval: 1,
+        },
+      });
+      expect(
+        [...fake.pods.values()].filter((pod) => pod.status === "RUNNING").map((pod) => pod.spot),
+      ).toEqual([true, true]);
+      const events: sky.PoolEvent[] = [];
+      for (const type of ["node.preempted", "node.lost", "node.replaced"] as const)
+        pool.on(type, (event) => events.push(event));
+      pool.on("task.completed", (event) => {
+        completions.set(event.taskId, (completions.get(event.taskId) ?? 0) + 1);
+      });
+      const replaced = new Promise<sky.NodeReplacedEvent>((resolve) => {
+        const off = pool.on("node.replaced", (event) => {
+          off();
+          resolve(event);
+        });
+      });
+      const { pid } = await pool.run(whoami(), { target: 1 });
+      const podId = pool.nodes()[1]?.instanceId ?? "";
+      const victim = fake.pods.get(podId) as FakePod;
+      const victimHost = hostOf.get(podId);
+      expect(victim.status).toBe("RUNNING");
+      const keys = Array.from({ length: 4 }, (_, index) => `reclaimed-${index}`);
+      const results = Promise.all(keys.map((key) => pool.run(work(key, 3, journal))));
+      expect(
+        await until(async () => (await starts()).filter((entry) => entry.pid === pid).length >= 2, 60_000),
+      ).toBe(true);
+      victim.status = "EXITED";
+      const done = await results;
+      expect(done.map((result) => result.key)).toEqual(keys);
+      const runs = await starts();
+      expect(runs.filter((entry) => entry.pid === pid)).toHaveLength(2);
+      expect(runs).toHaveLength(6);
+      expect(await replaced).toMatchObject({ node: 1, previousInstanceId: podId });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect([...completions.values()].every((count) => count === 1)).toBe(true);
+      expect(completions.size).toBe(1 + keys.length);
+      const reason = `the provider reports its instance ${podId} terminated`;
+      expect(events.map((entry) => [entry.type, "node" in entry ? entry.node : undefined])).toEqual([
+        ["node.preempted", 1],
+        ["node.lost", 1],
+        ["node.replaced", 1],
+      ]);
+      expect(events[0]).toMatchObject({ type: "node.preempted", instanceId: podId, reason });
+      expect(pool.currentNodes()).toBe(2);
+      expect((await pool.broadcast(whoami())).map((entry) => entry.node)).toEqual([0, 1]);
+      const replacement = pool.nodes()[1]?.instanceId ?? "";
+      expect(replacement).not.toBe(podId);
+      expect(fake.pods.get(replacement)?.spot).toBe(true);
+      expect(hostOf.get(replacement)).not.toBe(victimHost);
+    }
+    expect([...fake.pods.values()].filter((pod) => pod.status !== "TERMINATED")).toEqual([]);
+  }, 300_000);
 });
