@@ -113,7 +113,10 @@ describe.skipIf(skipReason !== undefined)(
           options: { console: false, bootstrapTimeout: 240 },
         });
         const rents = fake.to(/^\/api\/v0\/asks\/\d+\/$/, "PUT");
-        expect(rents).toHaveLength(2);
+        // Two asks rented, two instances made; a create the fake's rate limit refused (a loaded
+        // machine can pace at the limit's edge) is sent again after the penalty, so count asks.
+        expect(new Set(rents.map((request) => request.url.pathname)).size).toBe(2);
+        expect(fake.instances.size).toBe(2);
         // The key went to each instance, never to the account.
         expect(fake.accountKeys).toEqual([]);
         expect([...fake.instances.values()].every((instance) => instance.keys.length === 1)).toBe(true);
