@@ -266,10 +266,10 @@ describe("prepare and provision", () => {
     });
     const instances = await vast.provision({ cluster, count: 2, ...call() });
     expect(instances.map((instance) => instance.id)).toEqual(["31000001", "31000002"]);
-    expect(fake.to(/^\/api\/v0\/asks\//, "PUT").map((request) => request.url.pathname)).toEqual([
-      "/api/v0/asks/7100002/",
-      "/api/v0/asks/7100001/",
-    ]);
+    // The asks rented, in order (a create the scaled rate limit refused on a loaded machine is sent
+    // again after the penalty: the same ask twice in a row).
+    const asked = fake.to(/^\/api\/v0\/asks\//, "PUT").map((request) => request.url.pathname);
+    expect([...new Set(asked)]).toEqual(["/api/v0/asks/7100002/", "/api/v0/asks/7100001/"]);
     expect(instances.every((instance) => instance.offerId === cluster.offer.id)).toBe(true);
     // The market is empty now: a third node gets nothing, and says why.
     const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
@@ -285,7 +285,7 @@ describe("prepare and provision", () => {
     const [first] = await vast.provision({ cluster, count: 1, ...call() });
     expect(first).toMatchObject({ spot: true, hourlyPrice: 0.2606 });
     const rents = fake.to(/^\/api\/v0\/asks\//, "PUT").map((request) => request.url.pathname);
-    expect(rents).toEqual(["/api/v0/asks/7100002/", "/api/v0/asks/7100001/"]);
+    expect([...new Set(rents)]).toEqual(["/api/v0/asks/7100002/", "/api/v0/asks/7100001/"]);
   });
 });
 
