@@ -166,7 +166,7 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
       expect(
         [...fake.pods.values()].filter((pod) => pod.status === "RUNNING").map((pod) => pod.spot),
       ).toEqual([true, true]);
-      const events: sky.PoolEvent[] = [];
+      const events: sky.SkywardEvent[] = [];
       for (const type of ["node.preempted", "node.lost", "node.replaced"] as const)
         pool.on(type, (event) => events.push(event));
       pool.on("task.completed", (event) => {

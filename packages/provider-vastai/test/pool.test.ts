@@ -178,7 +178,7 @@ describe.skipIf(skipReason !== undefined)(
           expect.any(Number),
           expect.any(Number),
         ]);
-        const events: sky.PoolEvent[] = [];
+        const events: sky.SkywardEvent[] = [];
         for (const type of ["node.preempted", "node.lost", "node.replaced"] as const)
           pool.on(type, (event) => events.push(event));
         pool.on("task.completed", (event) => {
