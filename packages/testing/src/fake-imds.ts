@@ -81,6 +81,12 @@ export interface FakeImds extends AsyncDisposable {
 export interface FakeImdsOptions {
   /** The address to listen on: loopback (default), or a test bed's bridge address for its hosts. */
   readonly host?: string;
+  /**
+   * The role of an instance without one given by `attachRole`, looked up when a node asks (as the
+   * real service reflects the instance profile attached at that moment): e.g. from the instance's
+   * `IamInstanceProfile` at moto. Undefined: none.
+   */
+  readonly roleOf?: (instanceId: string) => Promise<FakeImdsRole | undefined>;
 }
 
 function isoSeconds(time: Date): string {
@@ -95,7 +101,7 @@ export async function startFakeImds(options: FakeImdsOptions = {}): Promise<Fake
   const roles = new Map<string, FakeImdsRole & { updated: string }>();
   const requests: FakeImdsRequest[] = [];
 
-  const answer = (request: IncomingMessage, response: ServerResponse) => {
+  const answer = async (request: IncomingMessage, response: ServerResponse) => {
     const url = new URL(request.url ?? "/", "http://imds");
     const [, instanceId = "", ...rest] = url.pathname.split("/");
     const path = `/${rest.join("/")}`;
@@ -122,7 +128,11 @@ export async function startFakeImds(options: FakeImdsOptions = {}): Promise<Fake
       const rebalance = rebalances.get(instanceId);
       return rebalance ? reply(200, JSON.stringify(rebalance), "application/json") : reply(404);
     }
-    const role = roles.get(instanceId);
+    let role = roles.get(instanceId);
+    if (!role && path.startsWith("/latest/meta-data/iam/") && options.roleOf) {
+      const found = await options.roleOf(instanceId).catch(() => undefined);
+      if (found) role = { ...found, updated: isoSeconds(new Date()) };
+    }
     const credentialsPath = "/latest/meta-data/iam/security-credentials/";
     if (path === credentialsPath || path === credentialsPath.slice(0, -1))
       return role ? reply(200, role.name) : reply(404);
@@ -157,7 +167,12 @@ export async function startFakeImds(options: FakeImdsOptions = {}): Promise<Fake
 
   const server = createServer((request, response) => {
     request.resume();
-    request.on("end", () => answer(request, response));
+    request.on("end", () => {
+      answer(request, response).catch(() => {
+        if (!response.headersSent) response.writeHead(500);
+        response.end();
+      });
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
