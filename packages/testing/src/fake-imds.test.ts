@@ -93,6 +93,42 @@ describe.skipIf(skipReason !== undefined)("the fake IMDS at 169.254.169.254 insi
     expect(await get(0, path, session)).toMatchObject({ status: "404" });
   });
 
+  it("looks a role up with roleOf when none was attached, on each request", async () => {
+    const asked: string[] = [];
+    await using lookup = await startFakeImds({
+      host: bed.bridgeAddress,
+      roleOf: async (id) => {
+        asked.push(id);
+        return id === "i-with-role"
+          ? { name: "looked-up", accessKeyId: "ASIALOOKEDUP0000001", secretAccessKey: "s", token: "t" }
+          : undefined;
+      },
+    });
+    const tokenFor = async (id: string) =>
+      (
+        await fetch(`${lookup.endpointFor(id)}/latest/api/token`, {
+          method: "PUT",
+          headers: { "X-aws-ec2-metadata-token-ttl-seconds": "60" },
+        })
+      ).text();
+    const ask = async (id: string, path: string) => {
+      const response = await fetch(`${lookup.endpointFor(id)}${path}`, {
+        headers: { "X-aws-ec2-metadata-token": await tokenFor(id) },
+      });
+      return { status: response.status, body: await response.text() };
+    };
+    const path = "/latest/meta-data/iam/security-credentials/";
+    expect(await ask("i-with-role", path)).toEqual({ status: 200, body: "looked-up" });
+    expect(JSON.parse((await ask("i-with-role", `${path}looked-up`)).body)).toMatchObject({
+      AccessKeyId: "ASIALOOKEDUP0000001",
+    });
+    expect(await ask("i-without", path)).toMatchObject({ status: 404 });
+    expect(asked).toEqual(["i-with-role", "i-with-role", "i-without"]);
+    // Other paths never look a role up.
+    await ask("i-with-role", "/latest/meta-data/spot/instance-action");
+    expect(asked).toHaveLength(3);
+  });
+
   it("puts the address in that host's namespace only, never on this machine's interfaces", async () => {
     const inHost = await bed.exec(0, ["ip", "-o", "address", "show", "dev", "lo"]);
     expect(inHost.stdout).toContain(`${IMDS_ADDRESS}/32`);
