@@ -245,7 +245,7 @@ export function renderVolumesScript(mounts: readonly VolumeMount[], root: string
   if (mounts.some((mount) => mount.passwd === undefined))
     lines.push(
       "# The instance's role, asked for with an IMDSv2 token (the bootstrap's Python).",
-      `if ! SKYWARD_IAM_ROLE=$("$SKYWARD_ROOT/venv/bin/python" -c ${shellQuote(IAM_ROLE_PROGRAM.trim())} 2>&1); then echo "$SKYWARD_IAM_ROLE"; exit 1; fi`,
+      `if ! SKYWARD_IAM_ROLE=$("$SKYWARD_ROOT/venv/bin/python" -c ${shellQuote(IAM_ROLE_PROGRAM.trim())} 2>"$SKYWARD_ROOT/volumes/role.err"); then echo "$SKYWARD_IAM_ROLE"; tail -n 20 "$SKYWARD_ROOT/volumes/role.err"; exit 1; fi`,
     );
   mounts.forEach((mount, index) => {
     const { volume } = mount;
