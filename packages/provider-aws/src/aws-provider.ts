@@ -30,7 +30,13 @@ import {
   type Tag,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
-import { ConfigurationError, NoCapacityError, ProvisionError } from "@skyward/core";
+import {
+  ConfigurationError,
+  isVolumeStorageClient,
+  NoCapacityError,
+  ProvisionError,
+  type Volume,
+} from "@skyward/core";
 import type {
   Cluster,
   Instance,
@@ -117,6 +123,34 @@ export interface AwsClusterData {
   readonly rootVolumeGb: number | undefined;
   /** The cluster placement group of a multi-node accelerator pool (made for it, removed with it), or null. */
   readonly placementGroup: string | null;
+}
+
+/**
+ * A volume without keys (no `storage`, or endpoint settings without `accessKeyEnv`/`secretKeyEnv`) is
+ * mounted with the instance's role (s3fs `iam_role=auto`, credentials from the instance metadata
+ * service), and an instance has a role only when it is launched with an instance profile: without
+ * `instanceProfile` such a volume cannot mount, so it is refused before anything starts. (A
+ * `@skyward/storage` client's keys are resolved only when each node starts.)
+ *
+ * @throws {ConfigurationError} naming each such volume's `storage`.
+ */
+export function refuseRoleVolumesWithoutProfile(
+  volumes: readonly Volume[],
+  instanceProfile: string | undefined,
+): void {
+  if (instanceProfile !== undefined) return;
+  const issues = volumes.flatMap((volume, index) => {
+    const storage = volume.storage;
+    if (isVolumeStorageClient(storage)) return [];
+    if (storage && (storage.accessKeyEnv !== undefined || storage.secretKeyEnv !== undefined)) return [];
+    return [
+      {
+        path: `volumes[${index}].storage`,
+        message: `${volume.bucket} would be mounted with the instance's role, and the AWS provider sets no instanceProfile: set AWS({ instanceProfile }) to a profile whose role may read the bucket, or give storage: { endpoint, accessKeyEnv, secretKeyEnv }`,
+      },
+    ];
+  });
+  if (issues.length > 0) throw new ConfigurationError({ issues });
 }
 
 /**
@@ -802,6 +836,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
 
     async prepare({ spec, offer, signal, poolId: requestedPoolId }) {
       requireOwnOffer(offer, PROVIDER_NAME, "AWS");
+      refuseRoleVolumesWithoutProfile(spec.volumes, settings.instanceProfile);
       const clients = clientsFor(offer.region);
       // Each prepare (a pool may try several offers) makes its own cluster; the pool's id, when the pool
       // passes it, is tagged too, so `skyward instances` shows the id the pool's events and logs carry.

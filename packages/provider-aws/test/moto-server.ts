@@ -62,11 +62,15 @@ export interface MotoServer {
   stop(): Promise<void>;
 }
 
-/** Starts moto on 127.0.0.1 and resolves once it answers. */
-export async function startMoto(options: { timeoutMs?: number } = {}): Promise<MotoServer> {
+/**
+ * Starts moto on `host` (default 127.0.0.1; a test bed's bridge address for its hosts to reach S3)
+ * and resolves once it answers. The double stays on 127.0.0.1.
+ */
+export async function startMoto(options: { timeoutMs?: number; host?: string } = {}): Promise<MotoServer> {
   const python = findMotoPython();
   if (!python) throw new Error(motoSkipReason() ?? "moto is not installed");
-  const child: ChildProcess = spawn(python, ["-m", "moto.server", "-H", "127.0.0.1", "-p", "0"], {
+  const host = options.host ?? "127.0.0.1";
+  const child: ChildProcess = spawn(python, ["-m", "moto.server", "-H", host, "-p", "0"], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, PYTHONUNBUFFERED: "1" },
   });
@@ -81,7 +85,7 @@ export async function startMoto(options: { timeoutMs?: number } = {}): Promise<M
     }, options.timeoutMs ?? 60_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
-      const match = /Running on (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
+      const match = new RegExp(`Running on (http://${host.replaceAll(".", "\\.")}:\\d+)`).exec(output);
       if (match?.[1]) {
         clearTimeout(timer);
         resolve(match[1]);

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import {
   accelerators,
   ConfigurationError,
+  compute,
   containers,
   DockerImage,
   NoCapacityError,
@@ -254,5 +255,27 @@ describe("several nodes", () => {
       toSpec({ provider: provider(), accelerator: accelerators.A100(), nodes: 1, plugins: [ddp] }).nodes.max,
     ).toBe(1);
     expect(fake.requests).toEqual([]);
+  });
+});
+
+describe("volumes", () => {
+  it("are refused through sky.compute, naming each, before any instance is created", async () => {
+    const error = await compute({
+      provider: provider(),
+      accelerator: accelerators.A100({ count: 2 }),
+      volumes: [{ bucket: "datasets", mount: "/data", storage: { endpoint: "https://s3.example.com" } }],
+      options: { console: false },
+    }).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(ConfigurationError.isInstance(error)).toBe(true);
+    const issues = (error as ConfigurationError).issues;
+    expect(issues.map((issue) => issue.path)).toEqual(["volumes[0]"]);
+    expect(issues[0]?.message).toMatch(
+      /^the Novita provider does not mount volumes \(datasets on \/data\): its instances are containers without FUSE/,
+    );
+    expect(fake.requests.some((request) => request.path.endsWith("/gpu/instance/create"))).toBe(false);
+    expect(fake.instances.size).toBe(0);
   });
 });

@@ -24,6 +24,7 @@ import {
   httpSettingsShape,
   keysDirectorySchema,
   marketsFor,
+  refuseVolumesWithoutFuse,
   requireOwnOffer,
   roundPrice,
   SKYWARD_TAGS,
@@ -398,6 +399,8 @@ function build(settings: ParsedSettings): ProviderV1<NovitaClusterData> {
 
     async prepare({ spec, offer, poolId }) {
       requireOwnOffer(offer, NAME, "Novita");
+      // Its instances are containers without FUSE: volumes are refused before anything is created.
+      refuseVolumesWithoutFuse(spec.volumes, { provider: "Novita", machines: "instances" });
       novitaApi.resolveApiKey(settings.apiKey);
       const keys = await ensureSshKeyPair(keysDirectory(), KEY_PAIR);
       const clusterId = spec.region ?? settings.clusterId;

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import {
   accelerators,
   ConfigurationError,
+  compute,
   containers,
   DockerImage,
   NoCapacityError,
@@ -347,6 +348,35 @@ describe("prepare", () => {
       issues: [{ path: "volumeGb", message: expect.stringContaining("CPU pods take no pod volume") }],
     });
     expect(() => RunPod({ volumeGb: 5 })).toThrow(/RunPod\.volumeGb.*at least 10/);
+  });
+
+  it("volumes (buckets mounted with s3fs) are refused through sky.compute, naming each, before any pod is created", async () => {
+    const error = await compute({
+      provider: provider(),
+      accelerator: accelerators.A100({ count: 1 }),
+      volumes: [
+        { bucket: "datasets", mount: "/data", storage: { endpoint: "https://s3.example.com" } },
+        {
+          bucket: "checkpoints",
+          mount: "/ckpt",
+          readOnly: false,
+          storage: { endpoint: "https://s3.example.com" },
+        },
+      ],
+      options: { console: false },
+    }).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(ConfigurationError.isInstance(error)).toBe(true);
+    const issues = (error as ConfigurationError).issues;
+    expect(issues.map((issue) => issue.path)).toEqual(["volumes[0]", "volumes[1]"]);
+    expect(issues[0]?.message).toMatch(
+      /^the RunPod provider does not mount volumes \(datasets on \/data\): its pods are containers without FUSE \(no \/dev\/fuse, no CAP_SYS_ADMIN\)/,
+    );
+    expect(issues[0]?.message).toContain("@skyward/storage");
+    expect(fake.to("/v2/pods", "POST")).toEqual([]);
+    expect(fake.pods.size).toBe(0);
   });
 });
 

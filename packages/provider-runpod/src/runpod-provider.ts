@@ -28,6 +28,7 @@ import {
   keysDirectorySchema,
   type Market,
   marketsFor,
+  refuseVolumesWithoutFuse,
   requireOwnOffer,
   roundPrice,
   SKYWARD_TAGS,
@@ -760,6 +761,8 @@ function build(settings: ParsedSettings, imageCuda?: string): ProviderV1<RunPodC
 
     async prepare({ spec, offer, poolId, signal }) {
       requireOwnOffer(offer, NAME, "RunPod");
+      // Its pods are containers without FUSE: volumes are refused before anything is created.
+      refuseVolumesWithoutFuse(spec.volumes, { provider: "RunPod", machines: "pods" });
       // Fail before creating anything when no key is set.
       runpodApi.resolveApiKey(settings.apiKey);
       if ((offer.specific as RunPodOfferData).kind === "cpu" && settings.volumeGb > 0)

@@ -73,3 +73,6 @@ export {
   skywardTagsFromEnvironment,
   skywardTagsToEnvironment,
 } from "./tags.js";
+// Volumes
+export type { RefuseVolumesOptions } from "./volumes.js";
+export { refuseVolumesWithoutFuse } from "./volumes.js";

@@ -802,3 +802,25 @@ describe("container images", () => {
     );
   });
 });
+
+describe("volumes", () => {
+  it("are refused through sky.compute, naming each, before any instance is rented", async () => {
+    const error = await compute({
+      provider: provider(),
+      accelerator: accelerators.RTX_4090({ count: 1 }),
+      volumes: [{ bucket: "datasets", mount: "/data", storage: { endpoint: "https://s3.example.com" } }],
+      options: { console: false },
+    }).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(ConfigurationError.isInstance(error)).toBe(true);
+    const issues = (error as ConfigurationError).issues;
+    expect(issues.map((issue) => issue.path)).toEqual(["volumes[0]"]);
+    expect(issues[0]?.message).toMatch(
+      /^the Vast\.ai provider does not mount volumes \(datasets on \/data\): its instances are containers without FUSE/,
+    );
+    expect(fake.rented.size).toBe(0);
+    expect(fake.instances.size).toBe(0);
+  });
+});

@@ -26,6 +26,7 @@ import {
   marketsFor,
   type ProviderHttpAnswer,
   type ProviderHttpRequest,
+  refuseVolumesWithoutFuse,
   requireOwnOffer,
   roundPrice,
   skywardKeysDirectory,
@@ -625,6 +626,8 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
 
     async prepare({ spec, offer, poolId }) {
       requireOwnOffer(offer, NAME, "Vast.ai");
+      // Its instances are containers without FUSE: volumes are refused before anything is created.
+      refuseVolumesWithoutFuse(spec.volumes, { provider: "Vast.ai", machines: "instances" });
       // Fail before creating anything when no key is set.
       vastaiApi.resolveApiKey(settings.apiKey);
       // The key is attached to each instance as it is rented, not registered on the account: an

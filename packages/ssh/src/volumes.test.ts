@@ -106,7 +106,10 @@ describe("resolveVolumeMounts", () => {
     });
     expect(mounts[0]).toMatchObject({ url: "https://s3.eu-west-1.amazonaws.com", passwd: undefined });
     const script = renderVolumesScript(mounts, "/opt/skyward", false);
-    expect(script).toContain("iam_role=auto");
+    // The role's name is asked for on the node with an IMDSv2 token, then given to s3fs.
+    expect(script).toContain('",iam_role=$SKYWARD_IAM_ROLE"');
+    expect(script).toContain("X-aws-ec2-metadata-token-ttl-seconds");
+    expect(script).not.toContain("iam_role=auto");
     expect(script).toContain("endpoint=eu-west-1");
     expect(volumePasswdFiles(mounts)).toEqual([]);
   });

@@ -15,7 +15,10 @@
  *   file system").
  * - Keys come from the client's environment (`storage.accessKeyEnv`/`secretKeyEnv`) and travel in
  *   `ROOT/volumes/N.passwd` (0600, uploaded with the token, outside anything hashed or logged); a
- *   volume on AWS without a `storage` uses the instance's role (`iam_role=auto`).
+ *   volume on AWS without keys uses the instance's role: the script asks the instance metadata
+ *   service for the role's name itself, with an IMDSv2 token (s3fs 1.90's `iam_role=auto` asks
+ *   without one, which an instance requiring IMDSv2 answers 401), and gives s3fs `iam_role=NAME`;
+ *   s3fs then fetches and renews the role's credentials in memory (with a token).
  * - s3fs is installed with apt-get when missing.
  */
 import { ConfigurationError, isVolumeStorageClient, type Volume } from "@skyward/core";
@@ -166,6 +169,42 @@ export function unmountVolumesCommand(mountPoints: readonly string[], sudo: bool
 }
 
 /**
+ * Prints the instance's IAM role name, read from the instance metadata service with an IMDSv2 token
+ * (IMDSv1 only where the token request is refused with an HTTP error), or why there is none and exits 1.
+ * Run with the node's Python (the bootstrap's venv); never through a proxy.
+ */
+const IAM_ROLE_PROGRAM = `
+import re, sys, urllib.error, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+base = "http://169.254.169.254/latest"
+def fail(message):
+    print(message)
+    sys.exit(1)
+def call(path, method="GET", headers=None):
+    request = urllib.request.Request(base + path, method=method, headers=headers or {})
+    return opener.open(request, timeout=5).read().decode()
+try:
+    headers = {"X-aws-ec2-metadata-token": call("/api/token", "PUT", {"X-aws-ec2-metadata-token-ttl-seconds": "300"})}
+except urllib.error.HTTPError:
+    headers = {}
+except OSError as error:
+    fail(f"the instance metadata service (169.254.169.254) cannot be reached ({error}): a volume without keys uses the instance's role")
+try:
+    names = call("/meta-data/iam/security-credentials/", headers=headers).split()
+except urllib.error.HTTPError as error:
+    if error.code != 404:
+        fail(f"the instance metadata service answered HTTP {error.code} when asked for the instance's role")
+    names = []
+except OSError as error:
+    fail(f"the instance metadata service (169.254.169.254) cannot be reached ({error})")
+if not names:
+    fail("this instance has no IAM role (it was launched without an instance profile): a volume without keys needs one (AWS({ instanceProfile }))")
+if not re.fullmatch(r"[A-Za-z0-9+=.@_-]+", names[0]):
+    fail(f"the instance's role name {names[0]!r} holds a character s3fs's options cannot carry")
+print(names[0])
+`;
+
+/**
  * The volume phase's script (no secrets: it reads the passwd files): installs s3fs when missing,
  * then mounts every volume and checks it is mounted, printing why when it is not.
  */
@@ -203,6 +242,11 @@ export function renderVolumesScript(mounts: readonly VolumeMount[], root: string
     "}",
     'mkdir -p "$SKYWARD_ROOT/volumes"',
   ];
+  if (mounts.some((mount) => mount.passwd === undefined))
+    lines.push(
+      "# The instance's role, asked for with an IMDSv2 token (the bootstrap's Python).",
+      `if ! SKYWARD_IAM_ROLE=$("$SKYWARD_ROOT/venv/bin/python" -c ${shellQuote(IAM_ROLE_PROGRAM.trim())} 2>"$SKYWARD_ROOT/volumes/role.err"); then echo "$SKYWARD_IAM_ROLE"; tail -n 20 "$SKYWARD_ROOT/volumes/role.err"; exit 1; fi`,
+    );
   mounts.forEach((mount, index) => {
     const { volume } = mount;
     const prefix = volume.prefix.replace(/^\/+|\/+$/g, "");
@@ -213,18 +257,18 @@ export function renderVolumesScript(mounts: readonly VolumeMount[], root: string
       // s3fs's `endpoint` option is the signing region.
       ...(mount.region && mount.region !== "auto" ? [`endpoint=${mount.region}`] : []),
       ...(volume.readOnly ? ["ro"] : []),
-      mount.passwd
-        ? `passwd_file=${root}/volumes/${index}.passwd`
+      ...(mount.passwd
+        ? [`passwd_file=${root}/volumes/${index}.passwd`]
         : mount.passwd === ""
-          ? "public_bucket=1"
-          : "iam_role=auto",
+          ? ["public_bucket=1"]
+          : []),
       ...(sudo ? ["allow_other"] : []),
       "mp_umask=022",
     ];
-    // The worker's user owns the files (s3fs runs as root with sudo).
-    const owner = sudo ? ",uid=$(id -u),gid=$(id -g)" : "";
+    // The worker's user owns the files (s3fs runs as root with sudo); the role's name is the node's.
+    const suffix = `${mount.passwd === undefined ? ",iam_role=$SKYWARD_IAM_ROLE" : ""}${sudo ? ",uid=$(id -u),gid=$(id -g)" : ""}`;
     lines.push(
-      `skyward_mount ${index} ${shellQuote(source)} ${shellQuote(volume.mount)} ${shellQuote(options.join(","))}"${owner}" || exit 1`,
+      `skyward_mount ${index} ${shellQuote(source)} ${shellQuote(volume.mount)} ${shellQuote(options.join(","))}"${suffix}" || exit 1`,
     );
   });
   lines.push('echo "skyward: volumes mounted"');

@@ -12,7 +12,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { CreateBucketCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import * as sky from "@skyward/core";
 import { SSH } from "@skyward/provider-ssh";
 import {
@@ -337,6 +337,59 @@ describe.skipIf(skip !== undefined)("volumes on a 2-host test bed against moto's
       expect(listed.stdout.trim()).toBe("train.csv");
     }
   }, 180_000);
+
+  it("a storage without keys off AWS mounts the bucket anonymously (public_bucket=1): no passwd file", async () => {
+    // A public bucket (anonymous reads allowed by its ACL), and the private one beside it.
+    const admin = new S3Client({
+      endpoint: moto.endpoint,
+      region: "us-east-1",
+      forcePathStyle: true,
+      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
+    });
+    await admin.send(new CreateBucketCommand({ Bucket: "open-data", ACL: "public-read" }));
+    await admin.send(
+      new PutObjectCommand({
+        Bucket: "open-data",
+        Key: "v1/readme.txt",
+        Body: "open data",
+        ACL: "public-read",
+      }),
+    );
+    admin.destroy();
+    await store.write("datasets", "v1/private.txt", "private data");
+    {
+      await using pool = await sky.compute({
+        provider: SSH({ hosts: testbedSshHosts(bed, { indices: [1] }) }),
+        nodes: 1,
+        ttl: 0,
+        image: { includes: [tasks] },
+        // No accessKeyEnv/secretKeyEnv: there is no instance role off AWS, so s3fs signs nothing.
+        volumes: [
+          {
+            bucket: "open-data",
+            mount: "/mnt/skyward-e2e/public",
+            prefix: "v1",
+            storage: { endpoint: moto.endpoint, pathStyle: true },
+          },
+          {
+            bucket: "datasets",
+            mount: "/mnt/skyward-e2e/private",
+            prefix: "v1",
+            storage: { endpoint: moto.endpoint, pathStyle: true },
+          },
+        ],
+        options: { console: false },
+      });
+      expect(await pool.run(readDataset("/mnt/skyward-e2e/public/readme.txt"))).toBe("open data");
+      // Anonymous requests: the private bucket's object is refused (moto answers 403; s3fs shows nothing).
+      expect(await pool.run(readDataset("/mnt/skyward-e2e/private/private.txt")).catch(() => "")).toBe("");
+      const processes = await pool.run(processList());
+      expect(processes).toMatch(/s3fs .*public_bucket=1/);
+      expect(processes).not.toMatch(/passwd_file|iam_role/);
+      const listed = await pool.run(sky.shell(`ls ${bed.hosts[1]?.root}/volumes`));
+      expect(listed.stdout).not.toContain("passwd");
+    }
+  }, 120_000);
 
   it("refuses a volume whose key variable is not set, naming the field, before a worker starts", async () => {
     const pool = sky.compute({

@@ -14,6 +14,10 @@ export {
   type FakeImds,
   type FakeImdsOptions,
   type FakeImdsRequest,
+  type FakeImdsRole,
+  IMDS_ADDRESS,
+  type NamespaceImds,
+  serveFakeImdsInNamespace,
   startFakeImds,
 } from "./fake-imds.js";
 export { packedFiles } from "./package-files.js";
