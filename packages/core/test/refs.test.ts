@@ -18,6 +18,7 @@ const blobInfo = sky.python<[blob: Uint8Array], { length: number; first: number;
 const makeCounter = sky.python<[], sky.PyObject>("ref_tasks:make_counter");
 const bump = sky.python<[counter: sky.PyObject], { hits: number; node: number }>("ref_tasks:bump");
 const nodeOf = sky.python<[], number>("ref_tasks:node");
+const pidOf = sky.python<[], number>("ref_tasks:pid");
 const unpicklable = sky.python<[], unknown>("ref_tasks:unpicklable");
 const held = sky.python<[], { node: number; count: number; bytes: number; ids: string[] }>(
   "skyward.refs:held",
@@ -182,4 +183,30 @@ describe("remote references on a 2-node local pool", () => {
     expect(sky.RemoteRefError.isInstance(error)).toBe(true);
     expect((error as Error).message).toContain(ref.id);
   });
+});
+
+describe("a remote reference whose node is lost", () => {
+  it("is lost when every node holding it is: a later use names it, a copy elsewhere survives", async () => {
+    await using pool = await sky.compute({
+      nodes: 2,
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    const onlyThere = await pool.run(makeCounter().withKeep(), { target: 1 });
+    const copied = await pool.run(makeBlob(1024).withKeep(), { target: 1 });
+    await pool.run(blobInfo(copied), { target: 0 }); // now on node 0 too
+    const lost = new Promise<void>((resolve) => pool.on("node.lost", () => resolve()));
+    process.kill(await pool.run(pidOf(), { target: 1 }), "SIGKILL");
+    await lost;
+    expect(onlyThere.state).toBe("lost");
+    const error = await pool.run(bump(onlyThere)).catch((caught: unknown) => caught);
+    expect(sky.RemoteRefError.isInstance(error)).toBe(true);
+    expect((error as sky.RemoteRefError).problem).toBe("lost");
+    expect((error as Error).message).toMatch(new RegExp(`${onlyThere.id}.*every node holding it was lost`));
+    // The copy on node 0 is still there: it is used there, and moves to node 1's replacement from it.
+    expect(copied.state).toBe("held");
+    expect(copied.nodes).toEqual([0]);
+    expect(await pool.run(blobInfo(copied))).toEqual({ length: 1024, first: 1, node: 0 });
+    expect(await pool.run(blobInfo(copied), { target: 1 })).toEqual({ length: 1024, first: 1, node: 1 });
+  }, 120_000);
 });
