@@ -145,7 +145,10 @@ def _to_wire_other(value: Any, path: str) -> Any:
     if type(value) is Pickled:
         return {"$o": {"type": value.type_name, "data": value.data}}  # passed on as it came
     if type(value) is RefArg:
-        return {"$r": {"id": value.id}}
+        ref: dict[str, Any] = dict(value.info) if value.info else {"id": value.id}
+        if value.carried is not None:
+            ref["value"] = to_wire(value.carried, path)
+        return {"$r": ref}
     # Arrays ($a), tables ($t), any other object pickled ($o): see skyward.values.
     special = encode_special(value, path)
     return special if type(special) is dict else to_wire(special, path)

@@ -132,7 +132,7 @@ class RefArg:
     def __init__(self, ref_id: str, carried: "Pickled | None" = None, info: Dict[str, Any] | None = None) -> None:
         self.id = ref_id
         self.carried = carried
-        #: the description a worker sends with a kept result (``node``, ``type``, ``size``)
+        #: its description (``id``, ``node``, ``type``, ``size``) when the message gave one
         self.info = info
 
     def __repr__(self) -> str:
@@ -344,20 +344,21 @@ def decode_object(content: Any, resolve_segment: Any) -> Pickled:
     return Pickled(content["type"], bytes(data))
 
 
-_REF_DESCRIPTION = {"id", "node", "type", "size"}
+_REF_KEYS = {"id", "node", "type", "size", "value"}
 
 
 def decode_ref(content: Any, resolve_value: Any) -> RefArg:
-    if type(content) is dict and set(content) == _REF_DESCRIPTION and type(content["id"]) is str:
-        return RefArg(content["id"], None, dict(content))  # a worker's kept result, as a client reads it
-    if type(content) is not dict or type(content.get("id")) is not str or not set(content) <= {"id", "value"}:
-        raise ProtocolError('$r must hold {"id": "…"} or {"id": "…", "value": {"$o": …}}')
-    if "value" not in content:
-        return RefArg(content["id"])
-    carried = resolve_value(content["value"])
-    if type(carried) is not Pickled:
-        raise ProtocolError('the value a $r brings along must be an object {"$o": …}')
-    return RefArg(content["id"], carried)
+    if (type(content) is not dict or type(content.get("id")) is not str or type(content.get("node")) is not int
+            or type(content.get("type")) is not str or type(content.get("size")) is not int
+            or not set(content) <= _REF_KEYS):
+        raise ProtocolError('$r must hold {"id", "node", "type", "size"}, and "value": {"$o": …} when it brings the object')
+    info = {key: content[key] for key in ("id", "node", "type", "size")}
+    carried = None
+    if "value" in content:
+        carried = resolve_value(content["value"])
+        if type(carried) is not Pickled:
+            raise ProtocolError('the value a $r brings along must be an object {"$o": …}')
+    return RefArg(content["id"], carried, info)
 
 
 _RESTORED = (Pickled, Kept, list, dict)

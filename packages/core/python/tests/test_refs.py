@@ -36,6 +36,11 @@ def submit_wire(client: Client, task_id: str, fn: str, args: list, **fields: Any
     return client.terminal(task_id)
 
 
+def ref(ref_id: str, **fields: Any) -> Dict[str, Any]:
+    """A reference argument as a client sends it (its description; the worker goes by the id)."""
+    return {"$r": {"id": ref_id, "node": 0, "type": "ref_tasks.Counter", "size": 1, **fields}}
+
+
 def keep(client: Client, fn: str, *args: Any) -> Dict[str, Any]:
     task_id = f"keep-{time.monotonic_ns()}"
     message = submit_wire(client, task_id, fn, list(args), keep=True)
@@ -62,8 +67,8 @@ def test_a_kept_result_stays_on_the_node_and_is_described(client: Client) -> Non
 
 def test_a_ref_argument_is_the_kept_object(client: Client, worker: WorkerProcess) -> None:
     ref_id = keep(client, "ref_tasks:make_counter", 10)["id"]
-    first = submit_wire(client, "use-1", "ref_tasks:bump", [{"$r": {"id": ref_id}}], refs=True)
-    second = submit_wire(client, "use-2", "ref_tasks:bump", [{"$r": {"id": ref_id}}], refs=True)
+    first = submit_wire(client, "use-1", "ref_tasks:bump", [ref(ref_id)], refs=True)
+    second = submit_wire(client, "use-2", "ref_tasks:bump", [ref(ref_id)], refs=True)
     assert first["t"] == "result" and second["t"] == "result", (first, second)
     assert first["value"]["payload"] == 10
     if worker.executor == "thread":  # type: ignore[attr-defined]
@@ -77,7 +82,7 @@ def test_a_ref_argument_is_the_kept_object(client: Client, worker: WorkerProcess
 def test_a_ref_in_nested_arguments_and_kwargs(client: Client) -> None:
     ref_id = keep(client, "ref_tasks:make_counter")["id"]
     client.send_raw(pack_frame([{"t": "submit", "id": "nested-ref", "fn": "demo_tasks:echo",
-                                 "args": [[{"$r": {"id": ref_id}}]], "kwargs": {"k": {"$r": {"id": ref_id}}},
+                                 "args": [[ref(ref_id)]], "kwargs": {"k": ref(ref_id)},
                                  "timeout": None, "stream": False, "worker": None, "refs": True}]))
     message = client.terminal("nested-ref")
     assert message["t"] == "result", message
@@ -87,7 +92,7 @@ def test_a_ref_in_nested_arguments_and_kwargs(client: Client) -> None:
 
 
 def test_an_unknown_ref_fails_naming_it(client: Client) -> None:
-    message = submit_wire(client, "unknown-ref", "ref_tasks:bump", [{"$r": {"id": "r0-nothere"}}], refs=True)
+    message = submit_wire(client, "unknown-ref", "ref_tasks:bump", [ref("r0-nothere")], refs=True)
     assert message["t"] == "error" and message["kind"] == "serialization"
     assert message["type"] == "RemoteRefError"
     assert "r0-nothere" in message["message"] and "not held on node 0" in message["message"]
@@ -97,15 +102,15 @@ def test_a_carried_object_is_kept_for_later_uses(client: Client, worker: WorkerP
     # What the client sends to a node that does not hold the ref yet: the object's pickle along,
     # as the holder gave it (skyward.refs:pickled).
     source = keep(client, "ref_tasks:make_counter", 50)["id"]
-    moved = submit_wire(client, "pickle-source", "skyward.refs:pickled", [{"$r": {"id": source}}], refs=True)
+    moved = submit_wire(client, "pickle-source", "skyward.refs:pickled", [ref(source)], refs=True)
     data = moved["value"].data
     assert len(data) > 50
-    carried = {"$r": {"id": "r1-carried", "value": {"$o": {"type": "ref_tasks.Counter", "data": data}}}}
+    carried = ref("r1-carried", value={"$o": {"type": "ref_tasks.Counter", "data": data}})
     first = submit_wire(client, "carry-1", "ref_tasks:bump", [carried], refs=True)
     assert first["t"] == "result" and first["value"]["payload"] == 50, first
     status = held(client)
     assert "r1-carried" in status["ids"]
-    second = submit_wire(client, "carry-2", "ref_tasks:bump", [{"$r": {"id": "r1-carried"}}], refs=True)
+    second = submit_wire(client, "carry-2", "ref_tasks:bump", [ref("r1-carried")], refs=True)
     assert second["t"] == "result", second
     if worker.executor == "thread":  # type: ignore[attr-defined]
         assert second["value"]["hits"] == 2  # unpickled once, then the live object
@@ -113,11 +118,11 @@ def test_a_carried_object_is_kept_for_later_uses(client: Client, worker: WorkerP
 
 def test_pickled_and_value_builtins(client: Client) -> None:
     ref_id = keep(client, "ref_tasks:make_counter", 7)["id"]
-    moved = submit_wire(client, "pickled-1", "skyward.refs:pickled", [{"$r": {"id": ref_id}}], refs=True)
+    moved = submit_wire(client, "pickled-1", "skyward.refs:pickled", [ref(ref_id)], refs=True)
     assert moved["t"] == "result", moved
     assert type(moved["value"]).__name__ == "Pickled" and moved["value"].type_name == "ref_tasks.Counter"
     plain = keep(client, "demo_tasks:add", 2, 3)["id"]
-    assert submit_wire(client, "value-1", "skyward.refs:value", [{"$r": {"id": plain}}], refs=True)["value"] == 5
+    assert submit_wire(client, "value-1", "skyward.refs:value", [ref(plain)], refs=True)["value"] == 5
 
 
 def test_unref_frees_and_a_later_use_fails(client: Client) -> None:
@@ -125,7 +130,7 @@ def test_unref_frees_and_a_later_use_fails(client: Client) -> None:
     assert ref_id in held(client)["ids"]
     client.send({"t": "unref", "ids": [ref_id, 42]})
     assert ref_id not in held(client)["ids"]
-    message = submit_wire(client, "after-unref", "ref_tasks:bump", [{"$r": {"id": ref_id}}], refs=True)
+    message = submit_wire(client, "after-unref", "ref_tasks:bump", [ref(ref_id)], refs=True)
     assert message["t"] == "error" and message["type"] == "RemoteRefError" and ref_id in message["message"]
 
 

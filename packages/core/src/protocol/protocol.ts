@@ -1164,8 +1164,9 @@ function decodeTag(key: string, content: unknown, segments: readonly Uint8Array[
       return new InputStream(content as number);
     case "$r":
       try {
-        return decodeRemoteRef(content);
+        return decodeRemoteRef(content, (value) => decodeValue(value, segments));
       } catch (error) {
+        if (error instanceof ProtocolError) throw error;
         throw protocolError((error as Error).message);
       }
     default:
@@ -1483,6 +1484,12 @@ export function toExpectedForm(value: unknown): unknown {
   if (value instanceof Uint8Array)
     return { $hex: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("hex") };
   if (value instanceof InputStream) return { $s: value.index };
+  if (value instanceof RemoteRef || value instanceof RefArgument) {
+    const wire = encodeRefArgument(value, () => 0) as { $r: Record<string, unknown> };
+    return value instanceof RefArgument && value.carries
+      ? { $r: { ...wire.$r, value: toExpectedForm(value.payload) } }
+      : wire;
+  }
   if (
     value instanceof NDArray ||
     value instanceof PyObject ||
@@ -1523,6 +1530,10 @@ export function fromExpectedForm(value: unknown): unknown {
         setOwn(out, name, fromExpectedForm((content as Record<string, unknown>)[name]));
       }
       return out;
+    }
+    if (key === "$r") {
+      const inner = content as Record<string, unknown>;
+      return decodeRemoteRef(inner, fromExpectedForm);
     }
     if (key === "$a" || key === "$o" || key === "$t") {
       const inner = content as Record<string, unknown>;

@@ -473,26 +473,47 @@ export class RefArgument {
   }
 }
 
-/** Decodes `$r`'s content (a worker's kept result) to a {@link RemoteRef}. */
-export function decodeRemoteRef(content: unknown): RemoteRef {
+/**
+ * Decodes `$r`'s content: a {@link RemoteRef} (a worker's kept result), or — with `value`, the
+ * object brought along — a {@link RefArgument} that carries it. `decodeObjectValue` decodes `value`.
+ */
+export function decodeRemoteRef(
+  content: unknown,
+  decodeObjectValue: (value: unknown) => unknown,
+): RemoteRef | RefArgument {
   if (
     !isPlain(content) ||
     typeof content.id !== "string" ||
     !Number.isSafeInteger(content.node) ||
     typeof content.type !== "string" ||
-    !Number.isSafeInteger(content.size)
+    !Number.isSafeInteger(content.size) ||
+    Object.keys(content).some((key) => !["id", "node", "type", "size", "value"].includes(key))
   ) {
-    throw new Error('$r must hold {"id", "node", "type", "size"}');
+    throw new Error(
+      '$r must hold {"id", "node", "type", "size"}, and "value": {"$o": …} when it brings the object',
+    );
   }
-  return new RemoteRef(content.id, content.node as number, content.type, content.size as number);
+  const ref = new RemoteRef(content.id, content.node as number, content.type, content.size as number);
+  if (!("value" in content)) return ref;
+  const payload = decodeObjectValue(content.value);
+  if (!(payload instanceof PyObject))
+    throw new Error('the value a $r brings along must be an object {"$o": …}');
+  return new RefArgument(ref, payload, () => false);
 }
 
-/** Encodes a reference argument: `{"$r": {"id"}}`, or with `"value": {"$o": …}` when it carries the object. */
+function describeRef(ref: RemoteRef): { id: string; node: number; type: string; size: number } {
+  return { id: ref.id, node: ref.node, type: ref.type, size: ref.size };
+}
+
+/**
+ * Encodes a reference argument: `{"$r": {"id", "node", "type", "size"}}`, with `"value": {"$o": …}`
+ * when it carries the object.
+ */
 export function encodeRefArgument(
   value: RemoteRef | RefArgument,
   addSegment: (bytes: Uint8Array) => number,
 ): unknown {
-  if (value instanceof RemoteRef) return { $r: { id: value.id } };
-  if (!value.carries) return { $r: { id: value.ref.id } };
-  return { $r: { id: value.ref.id, value: encodePyObject(value.payload!, addSegment) } };
+  if (value instanceof RemoteRef) return { $r: describeRef(value) };
+  if (!value.carries) return { $r: describeRef(value.ref) };
+  return { $r: { ...describeRef(value.ref), value: encodePyObject(value.payload!, addSegment) } };
 }
