@@ -210,3 +210,20 @@ describe("a remote reference whose node is lost", () => {
     expect(await pool.run(blobInfo(copied), { target: 1 })).toEqual({ length: 1024, first: 1, node: 1 });
   }, 120_000);
 });
+
+describe("remote references under the process executor", () => {
+  it("hands each task a copy of the kept object, on its node or moved to another", async () => {
+    await using pool = await sky.compute({
+      nodes: 2,
+      image: { includes: [tasks] },
+      options: { console: false, worker: { executor: "process", concurrency: 1 } },
+    });
+    const counter = await pool.run(makeCounter().withKeep(), { target: 0 });
+    // A child process gets the object unpickled: its changes stay there, the kept one is unchanged.
+    expect(await pool.run(bump(counter))).toEqual({ hits: 1, node: 0 });
+    expect(await pool.run(bump(counter))).toEqual({ hits: 1, node: 0 });
+    expect(await pool.run(bump(counter), { target: 1 })).toEqual({ hits: 1, node: 1 });
+    expect(counter.nodes).toEqual([0, 1]);
+    expect((await pool.run(held(), { target: 1 })).ids).toEqual([counter.id]);
+  }, 120_000);
+});

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import pickle
 import sys
+import threading
 from typing import Any, Dict, List, Tuple
 
 from .wire_errors import ProtocolError, SerializationError
@@ -139,6 +140,9 @@ class RefArg:
         return f"<remote reference {self.id}{' (carried)' if self.carried is not None else ''}>"
 
 
+_KEPT_LOAD = threading.Lock()
+
+
 class Kept:
     """An object kept on this node for a remote reference: the live object (thread executor), or
     its pickle (what crossed from a process-executor child, or from another node). Handed to a task
@@ -157,9 +161,11 @@ class Kept:
     def load(self) -> Any:
         """The object: the live one, or unpickled once (then the live one; the pickle is let go)."""
         if not self.has_value:
-            self.value = Pickled(self.type_name, self.data or b"").load()
-            self.has_value = True
-            self.data = None
+            with _KEPT_LOAD:  # two tasks starting at once with it get the same object
+                if not self.has_value:
+                    self.value = Pickled(self.type_name, self.data or b"").load()
+                    self.has_value = True
+                    self.data = None
         return self.value
 
     def pickle(self) -> bytes:
