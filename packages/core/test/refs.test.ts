@@ -156,6 +156,8 @@ describe("remote references on a 2-node local pool", () => {
       [1, 2],
     ]);
     for (const ref of refs) await ref.release();
+    await expect(pool.map(blobInfo, [[onZero!]])).rejects.toThrow(sky.RemoteRefError);
+    await expect(pool.broadcast(blobInfo(onZero!))).rejects.toThrow(/was released/);
   });
 
   it("refuses what cannot be kept, before anything runs or with the worker's reason", async () => {

@@ -2425,29 +2425,37 @@ class PoolRuntime implements AsyncDisposable {
         index += 1;
         const pending = fn(...(item as CallArguments<A>));
         outstanding += 1;
-        const ticket = this.#dispatch(
-          pending,
-          undefined,
-          {
-            result: (value) => {
-              tickets.delete(ticket);
-              try {
-                results[position] = this.#validate(pending, value, "");
-              } catch (error) {
-                failure ??= error as Error;
-              }
-              outstanding -= 1;
-              if (outstanding === 0 || failure) settle?.();
+        let ticket: TaskTicket;
+        try {
+          ticket = this.#dispatch(
+            pending,
+            undefined,
+            {
+              result: (value) => {
+                tickets.delete(ticket);
+                try {
+                  results[position] = this.#validate(pending, value, "");
+                } catch (error) {
+                  failure ??= error as Error;
+                }
+                outstanding -= 1;
+                if (outstanding === 0 || failure) settle?.();
+              },
+              error: (error) => {
+                tickets.delete(ticket);
+                failure ??= error;
+                outstanding -= 1;
+                settle?.();
+              },
             },
-            error: (error) => {
-              tickets.delete(ticket);
-              failure ??= error;
-              outstanding -= 1;
-              settle?.();
-            },
-          },
-          false,
-        );
+            false,
+          );
+        } catch (error) {
+          // A remote reference that cannot be used: the map fails as if that call had.
+          outstanding -= 1;
+          failure ??= error as Error;
+          break;
+        }
         tickets.add(ticket);
         await this.#tasks.whenQueueBelow(window);
       }

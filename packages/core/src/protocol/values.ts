@@ -383,7 +383,8 @@ export function remoteRefOwner(ref: RemoteRef): RemoteRefOwner | undefined {
  * Pass it as an argument to later tasks of the same pool — a task on a node holding it receives the
  * object itself and no bytes move; a task on another node receives it after it moved there once (it
  * stays there too). `fetch()` brings the value to the client; `release()` frees it on its nodes, and
- * closing the pool frees them all.
+ * closing the pool frees them all. A reference belongs to the pool object that made it: after
+ * `pool.detach()` it can no longer be used (an attached pool starts without references).
  *
  * ```ts
  * import * as sky from "@skyward/core";
