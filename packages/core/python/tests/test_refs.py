@@ -159,3 +159,19 @@ def test_release_frees_every_ref_and_release_with_keep_does_not(tmp_path: Path) 
             assert held(client)["count"] == 0
         finally:
             client.close()
+
+
+def test_an_object_brought_along_by_a_stranger_is_never_kept(client: Client, worker: WorkerProcess) -> None:
+    # Pickles reach a worker only from the pool's own client: before (or without) the handshake with
+    # its token, a submit bringing an object is refused and nothing is kept or unpickled.
+    stranger = Client(worker.port)
+    assert stranger.hello(token="not-the-token")["t"] == "reject"
+    stranger.close()
+    stranger = Client(worker.port)
+    payload = ref("r9-stranger", value={"$o": {"type": "os.system", "data": b"\x80\x05N."}})
+    stranger.send_raw(pack_frame([{"t": "submit", "id": "s-1", "fn": "ref_tasks:bump", "args": [payload],
+                                   "kwargs": {}, "timeout": None, "stream": False, "worker": None,
+                                   "refs": True}]))
+    assert "hello" in stranger.wait_for(lambda m: m["t"] == "reject")["reason"]
+    stranger.wait_closed()
+    assert "r9-stranger" not in held(client)["ids"]
