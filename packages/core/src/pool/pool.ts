@@ -2066,7 +2066,15 @@ class PoolRuntime implements AsyncDisposable {
     if (refs.length === 0) return this.#tasks.submit(this.#request(pending, where), kept);
     const first = this.#refs.check(refs[0]!);
     const target = where ?? (affinity ? { node: Math.min(...first.holders) } : undefined);
-    const prepared = this.#refs.prepare(refs, pending.args, pending.kwargs, target?.node, this.#indices());
+    const indices = this.#indices();
+    const prepared = this.#refs.prepare(
+      refs,
+      pending.args,
+      pending.kwargs,
+      target?.node,
+      indices,
+      indices.length < this.#bounds.max,
+    );
     const send = (call: PreparedCall): TaskTicket =>
       this.#tasks.submit(
         { ...this.#request(pending, target), args: call.args, kwargs: call.kwargs, refs: true },

@@ -204,9 +204,10 @@ export class RemoteRefRegistry implements RemoteRefOwner {
   }
 
   /**
-   * Prepares a call whose arguments hold references, bound for `node` (or any node: `undefined`).
-   * Its references become {@link RefArgument}s that carry the object to a node not holding it; the
-   * objects are brought to the client first only when some node the call may run on lacks one.
+   * Prepares a call whose arguments hold references, bound for `node` (or any of `nodes`:
+   * `undefined`, and any node still to come when `mayGrow`). Its references become
+   * {@link RefArgument}s that carry the object to a node not holding it; the objects are brought to
+   * the client first only when some node the call may run on lacks one.
    * Returns the arguments and the callbacks that tell each argument its node and record the move.
    *
    * @throws {RemoteRefError} synchronously when a reference cannot be used.
@@ -217,10 +218,14 @@ export class RemoteRefRegistry implements RemoteRefOwner {
     kwargs: Kwargs,
     node: number | undefined,
     nodes: readonly number[],
+    mayGrow: boolean,
   ): ({ ready: true } & PreparedCall) | { ready: false; later: Promise<PreparedCall> } {
     const entries = refs.map((ref) => this.check(ref));
     const targets = node === undefined ? nodes : [node];
-    const moving = entries.filter((entry) => targets.some((target) => !entry.holders.has(target)));
+    // A call on any node of a pool that may still grow can land on a node that holds nothing yet.
+    const moving = entries.filter(
+      (entry) => (node === undefined && mayGrow) || targets.some((target) => !entry.holders.has(target)),
+    );
     const build = (payloads: Map<RemoteRef, PyObject>): PreparedCall => {
       let target: number | undefined;
       const made: RefArgument[] = [];
