@@ -25,7 +25,7 @@ registerHooks({
 });
 
 const { encodeFrame, InputStream, toExpectedForm } = await import("../src/protocol/protocol.ts");
-const { NDArray } = await import("../src/protocol/values.ts");
+const { NDArray, PyObject, RefArgument, RemoteRef } = await import("../src/protocol/values.ts");
 
 type Message = Parameters<typeof encodeFrame>[0][number];
 
@@ -294,6 +294,41 @@ refused(
     bytes(1, 2, 3),
   ),
   "bytes",
+);
+// ——————————————————————————————————————————————————————————————— remote references ($r)
+const kept = new RemoteRef(
+  "r0-5f1c2a9e0b7d4c36",
+  0,
+  "sklearn.linear_model._logistic.LogisticRegression",
+  1843,
+);
+encoded("ts: result kept on its node", [{ t: "result", id: "t-r1", value: kept }]);
+encoded("ts: submit with a remote reference, kept and pickled objects", [
+  {
+    t: "submit",
+    id: "t-r2",
+    fn: "tasks:score",
+    args: [kept, new RefArgument(kept, new PyObject("builtins.tuple", bytes(128, 5, 149, 3)), () => false)],
+    kwargs: {},
+    timeout: null,
+    stream: false,
+    worker: 1,
+    keep: true,
+    refs: true,
+  },
+]);
+encoded("ts: unref", [{ t: "unref", ids: ["r0-5f1c2a9e0b7d4c36", "r1-00aa"] }]);
+refused(
+  "ts: $r without its description",
+  rawFrame('[{"t":"result","id":"a","value":{"$r":{"id":"r0-1"}}}]'),
+  "$r must hold",
+);
+refused(
+  "ts: $r bringing along something other than an object",
+  rawFrame(
+    '[{"t":"result","id":"a","value":{"$r":{"id":"r0-1","node":0,"type":"int","size":3,"value":[1]}}}]',
+  ),
+  "$r brings",
 );
 
 refused("ts: malformed segment table", rawFrame('[{"seg":[-1]},{"t":"ready"}]'), "segment");

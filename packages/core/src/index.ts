@@ -25,6 +25,7 @@ export type { Provider, ProviderV1 } from "./contract/provider.js";
 export type {
   ConfigurationIssue,
   ProvisionAttempt,
+  RemoteRefProblem,
   SkywardErrorOptions,
   TaskInterruptionReason,
 } from "./errors/errors.js";
@@ -41,6 +42,7 @@ export {
   NoOffersError,
   ProtocolError,
   ProvisionError,
+  RemoteRefError,
   RemoteTaskError,
   SerializationError,
   SkywardError,
@@ -106,6 +108,7 @@ export type {
   BroadcastResults,
   ComputeOptions,
   MapItem,
+  NodeTraffic,
   Pool,
   PoolNode,
   ResultOf,
@@ -128,10 +131,19 @@ export type {
   PythonStreamFunction,
   RetryPolicy,
   StreamRetryPolicy,
+  WithRemoteRefs,
 } from "./pool/python-function.js";
 export { isPending, kwargs, python } from "./pool/python-function.js";
-export type { DType, DTypeArrays, DTypeOf, TableKind, TypedArray } from "./protocol/values.js";
-export { asArrowTable, NDArray, PyObject, tableKind } from "./protocol/values.js";
+export type { RemoteRefNodeStats, RemoteRefStats } from "./pool/remote-refs.js";
+export type {
+  DType,
+  DTypeArrays,
+  DTypeOf,
+  RemoteRefState,
+  TableKind,
+  TypedArray,
+} from "./protocol/values.js";
+export { asArrowTable, NDArray, PyObject, RemoteRef, tableKind } from "./protocol/values.js";
 export {
   type AttachedPool,
   type AttachOptions,

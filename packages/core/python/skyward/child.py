@@ -155,7 +155,7 @@ def main() -> None:
         job = jobs.get()
         if job is None:
             break
-        _, task_id, fn, args, kwargs, stream = job
+        _, task_id, fn, args, kwargs, stream, keep = job
 
         def make(index: int, task_id: str = task_id) -> InputStream:
             created = InputStream(index, lambda n: link.send(("pull", task_id, index, n)))
@@ -175,7 +175,7 @@ def main() -> None:
             running[task_id] = context
         runtime.running.add(context)
         try:
-            outcome = runner.run(fn, args, kwargs, stream, emit, context)
+            outcome = runner.run(fn, args, kwargs, stream, emit, context, keep)
         finally:
             runtime.running.discard(context)
             current_task.reset(token)

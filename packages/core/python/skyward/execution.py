@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 from .context import TaskContext
 from .functions import declared_timeout, unwrap
-from .values import restore
+from .values import Kept, pickled_size, restore, type_name
 from .protocol import SerializationError, to_wire
 
 Outcome = Tuple[Any, ...]
@@ -214,8 +214,10 @@ class TaskRunner:
         stream: bool,
         emit_item: EmitItem,
         task: TaskContext,
+        keep: bool = False,
     ) -> Outcome:
-        """Run one task to its outcome; streamed items go to ``emit_item(seq, wire_value)``."""
+        """Run one task to its outcome; streamed items go to ``emit_item(seq, wire_value)``. With
+        ``keep`` the outcome is ``("kept", Kept)``: the result stays on this node."""
         if self.prepare is not None:
             failure = self.prepare()
             if failure is not None:
@@ -243,6 +245,8 @@ class TaskRunner:
             value = _settle(value)
         except BaseException as error:
             return exception_outcome(error)
+        if keep:
+            return _kept(value)
         try:
             return ("result", to_wire(value, "result"))
         except SerializationError as error:
@@ -284,6 +288,20 @@ class TaskRunner:
                 except BaseException:
                     pass
         return ("end",)
+
+
+def _kept(value: Any) -> Outcome:
+    """The outcome of a result kept on its node: measured by its pickle (what moving it to another
+    node carries), so it must be picklable, as every value that may leave its process."""
+    try:
+        size = pickled_size(value)
+    except BaseException as error:
+        return error_outcome(
+            "serialization", "SerializationError",
+            f"result: cannot keep a value of type {type_name(value)} as a remote reference (it must be picklable): "
+            f"{type(error).__name__}: {error}",
+        )
+    return ("kept", Kept(type_name(value), size, value, True))
 
 
 class InputStream:

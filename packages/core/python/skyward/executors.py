@@ -44,6 +44,7 @@ class Task:
     __slots__ = (
         "id", "fn", "args", "kwargs", "timeout", "stream", "pin", "connection", "state", "slot",
         "context", "inputs", "stream_indices", "nested", "subtasks", "thread_id", "interrupted", "default_timeout",
+        "keep",
     )
 
     def __init__(
@@ -64,6 +65,8 @@ class Task:
         self.kwargs = kwargs
         self.timeout = timeout
         self.stream = stream
+        #: the result stays on this node (a remote reference) instead of going back
+        self.keep = False
         self.pin = pin
         self.connection = connection
         self.state = "queued"  # → "running" → "done"
@@ -243,7 +246,7 @@ class ThreadExecutor:
                 try:
                     self._open_turn(task)
                     try:
-                        outcome = runner.run(task.fn, args, kwargs, task.stream, emit, context)
+                        outcome = runner.run(task.fn, args, kwargs, task.stream, emit, context, task.keep)
                     finally:
                         self._close_turn(task)
                 except TaskInterrupted:
@@ -533,7 +536,7 @@ class ProcessExecutor:
             task.state = "running"
             task.slot = self.first_slot + slot
             child.task = task
-            child.link.send(("run", task.id, task.fn, task.args, task.kwargs, task.stream))
+            child.link.send(("run", task.id, task.fn, task.args, task.kwargs, task.stream, task.keep))
             if task.timeout is not None:
                 self._host.on_started(task)
 

@@ -22,7 +22,7 @@ import struct
 from typing import Any, Dict, List, Sequence
 
 from .wire_errors import ProtocolError, SerializationError
-from .values import Blob, Pickled, decode_array, decode_object, decode_table, encode_special
+from .values import Blob, Pickled, RefArg, decode_array, decode_object, decode_ref, decode_table, encode_special
 
 PROTOCOL_VERSION = 1
 MAX_HEADER_BYTES = 64 * 1024 * 1024
@@ -144,6 +144,11 @@ def _to_wire_other(value: Any, path: str) -> Any:
         return value
     if type(value) is Pickled:
         return {"$o": {"type": value.type_name, "data": value.data}}  # passed on as it came
+    if type(value) is RefArg:
+        ref: dict[str, Any] = dict(value.info) if value.info else {"id": value.id}
+        if value.carried is not None:
+            ref["value"] = to_wire(value.carried, path)
+        return {"$r": ref}
     # Arrays ($a), tables ($t), any other object pickled ($o): see skyward.values.
     special = encode_special(value, path)
     return special if type(special) is dict else to_wire(special, path)
@@ -298,6 +303,8 @@ class _Resolver:
             return decode_table(inner, self.array_segment)
         if tag == "$o":
             return decode_object(inner, self.array_segment)
+        if tag == "$r":
+            return decode_ref(inner, self.value)
         if tag == "$f":
             if type(inner) is not str or inner not in _NON_FINITE:
                 raise ProtocolError(f'$f value {inner!r} is not a non-finite float ("nan", "inf", "-inf")')

@@ -12,6 +12,12 @@ other Python object.
   (with cloudpickle when it is installed). It is unpickled only when a task runs with it (never
   while a frame is decoded), so only a client that passed the handshake can make a worker unpickle.
 
+- ``{"$r": {"id": "…"}}`` — a remote reference: a result kept on its node (see :class:`Kept`). The
+  client sends it as an argument; the worker puts the object it keeps under that id in its place
+  (``{"$r": {"id": "…", "value": {"$o": …}}}`` brings the object along, for a node that does not
+  hold it yet: the worker keeps it from then on). A worker sends ``{"$r": {"id", "node", "type",
+  "size"}}`` for a result it keeps.
+
 Nothing here imports numpy, pandas, pyarrow or cloudpickle unless such a value is met.
 """
 
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import pickle
 import sys
+import threading
 from typing import Any, Dict, List, Tuple
 
 from .wire_errors import ProtocolError, SerializationError
@@ -114,6 +121,102 @@ class Pickled:
 
     def __repr__(self) -> str:
         return f"<pickled {self.type_name}, {len(self.data)} bytes>"
+
+
+class RefArg:
+    """A ``$r`` argument as decoded: the id of an object kept on this node, and, when the client
+    brings the object along for this node, its pickle (a :class:`Pickled`). The worker replaces it
+    with the :class:`Kept` object it holds before the task runs."""
+
+    __slots__ = ("id", "carried", "info")
+
+    def __init__(self, ref_id: str, carried: "Pickled | None" = None, info: Dict[str, Any] | None = None) -> None:
+        self.id = ref_id
+        self.carried = carried
+        #: its description (``id``, ``node``, ``type``, ``size``) when the message gave one
+        self.info = info
+
+    def __repr__(self) -> str:
+        return f"<remote reference {self.id}{' (carried)' if self.carried is not None else ''}>"
+
+
+_KEPT_LOAD = threading.Lock()
+
+
+class Kept:
+    """An object kept on this node for a remote reference: the live object (thread executor), or
+    its pickle (what crossed from a process-executor child, or from another node). Handed to a task
+    it is the object itself (:meth:`load`); across a process link it goes as its pickle."""
+
+    __slots__ = ("type_name", "size", "value", "has_value", "data")
+
+    def __init__(self, type_name: str, size: int, value: Any = None, has_value: bool = False,
+                 data: bytes | None = None) -> None:
+        self.type_name = type_name
+        self.size = size
+        self.value = value
+        self.has_value = has_value
+        self.data = data
+
+    def load(self) -> Any:
+        """The object: the live one, or unpickled once (then the live one; the pickle is let go)."""
+        if not self.has_value:
+            with _KEPT_LOAD:  # two tasks starting at once with it get the same object
+                if not self.has_value:
+                    self.value = Pickled(self.type_name, self.data or b"").load()
+                    self.has_value = True
+                    self.data = None
+        return self.value
+
+    def pickle(self) -> bytes:
+        return self.data if self.data is not None else dumps(self.value)
+
+    def __reduce__(self) -> Any:
+        return (Kept, (self.type_name, self.size, None, False, self.pickle()))
+
+    def __repr__(self) -> str:
+        return f"<kept {self.type_name}, {self.size} bytes>"
+
+
+class _CountingFile:
+    """A file that only counts what is written to it."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        self.count += size
+        return size
+
+
+def _pickler_class() -> Any:
+    try:
+        import cloudpickle
+
+        return cloudpickle.CloudPickler
+    except ImportError:
+        return pickle.Pickler
+
+
+def dumps(value: Any) -> bytes:
+    """``value``'s pickle: cloudpickle when installed, else ``pickle`` (the ``$o`` form)."""
+    try:
+        import cloudpickle
+
+        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except ImportError:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def pickled_size(value: Any) -> int:
+    """The size of ``value``'s pickle, measured without holding it (large buffers are counted,
+    not copied). Raises what pickling raises."""
+    counter = _CountingFile()
+    _pickler_class()(counter, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return counter.count
 
 
 def type_name(value: object) -> str:
@@ -247,16 +350,39 @@ def decode_object(content: Any, resolve_segment: Any) -> Pickled:
     return Pickled(content["type"], bytes(data))
 
 
+_REF_KEYS = {"id", "node", "type", "size", "value"}
+
+
+def decode_ref(content: Any, resolve_value: Any) -> RefArg:
+    if (type(content) is not dict or type(content.get("id")) is not str or type(content.get("node")) is not int
+            or type(content.get("type")) is not str or type(content.get("size")) is not int
+            or not set(content) <= _REF_KEYS):
+        raise ProtocolError('$r must hold {"id", "node", "type", "size"}, and "value": {"$o": …} when it brings the object')
+    info = {key: content[key] for key in ("id", "node", "type", "size")}
+    carried = None
+    if "value" in content:
+        carried = resolve_value(content["value"])
+        if type(carried) is not Pickled:
+            raise ProtocolError('the value a $r brings along must be an object {"$o": …}')
+    return RefArg(content["id"], carried, info)
+
+
+_RESTORED = (Pickled, Kept, list, dict)
+
+
 def restore(value: Any) -> Any:
-    """``value`` with every :class:`Pickled` in it unpickled (containers copied only where one is)."""
+    """``value`` with every :class:`Pickled` in it unpickled and every :class:`Kept` replaced by its
+    object (containers copied only where one is)."""
     cls = type(value)
-    if cls is Pickled:
+    if cls is Pickled or cls is Kept:
         return value.load()
+    if cls is RefArg:
+        raise SerializationError("args", "RefArg", f"remote reference {value.id} was not resolved on this node")
     if cls is list:
         out: List[Any] | None = None
         for index, item in enumerate(value):
             kind = type(item)
-            if kind is Pickled or kind is list or kind is dict:
+            if kind in _RESTORED or kind is RefArg:
                 restored = restore(item)
                 if restored is not item:
                     if out is None:
@@ -267,7 +393,7 @@ def restore(value: Any) -> Any:
         changed: Dict[str, Any] | None = None
         for key, item in value.items():
             kind = type(item)
-            if kind is Pickled or kind is list or kind is dict:
+            if kind in _RESTORED or kind is RefArg:
                 restored = restore(item)
                 if restored is not item:
                     if changed is None:
@@ -277,4 +403,4 @@ def restore(value: Any) -> Any:
     return value
 
 
-__all__ = ["Blob", "DTYPES", "Pickled", "RawArray", "encode_special", "restore"]
+__all__ = ["Blob", "DTYPES", "Kept", "Pickled", "RawArray", "RefArg", "encode_special", "pickled_size", "restore"]

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import platform
+import secrets
 import signal
 import socket
 import subprocess
@@ -33,6 +34,7 @@ from .info import instance_info_from_cluster
 from .metrics import MetricsSampler, parse_collectors
 from . import interruption
 from .output import OutputRouter, TaskStream
+from .values import Kept, RefArg
 from .plugins import Lifecycle, PluginLoadError, decorators, load_plugins
 from .protocol import (
     PROTOCOL_VERSION,
@@ -365,6 +367,8 @@ class Worker:
         self._notice_watch: threading.Event | None = None
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
+        #: results kept on this node for remote references, by ref id (see docs/protocol.md)
+        self.refs: Dict[str, Kept] = {}
 
     def _new_executor(self, nested: bool) -> ThreadExecutor | ProcessExecutor:
         options = self.options
@@ -693,9 +697,21 @@ class Worker:
             )
         elif self.stopping:  # its executor may be closed already (or, for a nested task, never started)
             problem = ("cancelled", "CancelledError", "the worker is stopping")
+        if problem is None and message.get("refs") is True:
+            try:
+                args, kwargs = self._resolve_refs(args), self._resolve_refs(kwargs)
+            except LookupError as error:
+                problem = ("serialization", "RemoteRefError", str(error.args[0]))
+        if problem is None and fn == HELD_REFS:
+            # Answered here: the store is this process's, whichever executor runs tasks.
+            task = Task(task_id, str(fn), [], {}, None, False, None, connection, False)
+            self.tasks[task_id] = task
+            self._finish(task, ("result", self.held_refs()))
+            return
         task = Task(task_id, str(fn), args if not problem else [], kwargs if not problem else {}, timeout,
                     bool(message.get("stream")), pin, connection, message.get("nested") is True)
         task.default_timeout = message.get("default_timeout") is True
+        task.keep = message.get("keep") is True and not task.stream
         if problem is not None:
             self.tasks[task_id] = task
             self._finish(task, error_outcome(*problem))
@@ -705,6 +721,47 @@ class Worker:
             self._executor_for(task).enqueue(task)
         else:
             self._waiting.append(task)
+
+    def _resolve_refs(self, value: Any) -> Any:
+        """``value`` with each ``$r`` replaced by the object this node keeps for it (kept first when
+        it came along); raises ``LookupError`` naming a ref this node does not hold."""
+        cls = type(value)
+        if cls is RefArg:
+            if value.carried is not None:
+                kept = self.refs.get(value.id)
+                if kept is None:
+                    kept = Kept(value.carried.type_name, len(value.carried.data), data=value.carried.data)
+                    self.refs[value.id] = kept
+                return kept
+            kept = self.refs.get(value.id)
+            if kept is None:
+                raise LookupError(
+                    f"remote reference {value.id} is not held on node {self.node}: it was released, or the "
+                    "node that held it was lost"
+                )
+            return kept
+        if cls is list:
+            return [self._resolve_refs(item) for item in value]
+        if cls is dict:
+            return {key: self._resolve_refs(item) for key, item in value.items()}
+        return value
+
+    def held_refs(self) -> Dict[str, Any]:
+        """What this node keeps for remote references: how many, their sizes added up, and their ids."""
+        return {
+            "node": self.node,
+            "count": len(self.refs),
+            "bytes": sum(kept.size for kept in self.refs.values()),
+            "ids": sorted(self.refs),
+        }
+
+    def _unref(self, connection: Connection, message: Message) -> None:
+        ids = message.get("ids")
+        if type(ids) is not list:
+            return
+        for ref_id in ids:
+            if isinstance(ref_id, str):
+                self.refs.pop(ref_id, None)
 
     def _cancel_message(self, connection: Connection, message: Message) -> None:
         task = self.tasks.get(message.get("id"))  # type: ignore[arg-type]
@@ -764,6 +821,8 @@ class Worker:
         ttl = message.get("ttl")
         if isinstance(ttl, (int, float)) and not isinstance(ttl, bool):
             self._ttl = float(ttl)
+        if message.get("keep") is not True:
+            self.refs.clear()  # the pool is done with them (a detached client comes back for them)
         if message.get("keep") is True and not self.detached:
             # A detached client: results wait for it until collected, and the end of the process that
             # started this worker (its stdin) no longer stops it; only the TTL does.
@@ -803,6 +862,7 @@ class Worker:
         "ping": _ping,
         "pong": _pong,
         "release": _release,
+        "unref": _unref,
         "collect": _collect,
         "shutdown": _shutdown,
     }
@@ -1015,6 +1075,13 @@ class Worker:
         kind = outcome[0]
         if kind == "result":
             message: Message = {"t": "result", "id": task.id, "value": outcome[1]}
+        elif kind == "kept":
+            kept: Kept = outcome[1]
+            ref_id = f"r{self.node}-{secrets.token_hex(8)}"
+            self.refs[ref_id] = kept
+            message = {"t": "result", "id": task.id, "value": {"$r": {
+                "id": ref_id, "node": self.node, "type": kept.type_name, "size": kept.size,
+            }}}
         elif kind == "end":
             message = {"t": "end", "id": task.id}
         else:
@@ -1092,6 +1159,10 @@ class Worker:
     def _ttl_expired(self) -> None:
         self._ttl_handle = None
         self._track(self.loop.create_task(self.stop(f"no client for {self._ttl} s (ttl)", self_destruct=True)))
+
+
+#: the built-in task the worker answers itself with :meth:`Worker.held_refs`
+HELD_REFS = "skyward.refs:held"
 
 
 def _watch_stdin(loop: asyncio.AbstractEventLoop, on_eof: Callable[[], None]) -> None:

@@ -36,6 +36,11 @@ def to_expected(value: Any) -> Any:
         return value
     if isinstance(value, StreamRef):
         return {"$s": value.index}
+    if type(value).__name__ == "RefArg":
+        ref = dict(value.info)
+        if value.carried is not None:
+            ref["value"] = to_expected(value.carried)
+        return {"$r": ref}
     if type(value).__name__ == "ndarray" or type(value).__name__ == "Pickled":
         from skyward.protocol import to_wire
 
@@ -271,7 +276,31 @@ def _value_vectors() -> List[tuple[str, List[Dict[str, Any]], bool]]:
     ]
 
 
+def _ref_vectors() -> List[tuple[str, List[Dict[str, Any]], bool]]:
+    """Remote references ($r): a worker's kept result, and arguments with and without the object."""
+    import pickle
+
+    from skyward.values import Pickled, RefArg
+
+    info = {"id": "r1-0c3e9d7a5b2f1e48", "node": 1, "type": "builtins.dict", "size": 27}
+    carried = Pickled("builtins.dict", pickle.dumps({"w": [1, 2]}, protocol=5))
+    return [
+        ("result kept on its node", [{"t": "result", "id": "t-r1", "value": RefArg(info["id"], None, dict(info))}], True),
+        ("submit with remote references, one bringing its object", [
+            {"t": "submit", "id": "t-r2", "fn": "tasks:use", "args": [RefArg(info["id"], None, dict(info))],
+             "kwargs": {"model": RefArg(info["id"], carried, dict(info))}, "timeout": None, "stream": False,
+             "worker": None, "refs": True},
+        ], True),
+        ("submit that keeps its result, and unref", [
+            {"t": "submit", "id": "t-r3", "fn": "tasks:train", "args": [], "kwargs": {}, "timeout": None,
+             "stream": False, "worker": None, "keep": True},
+            {"t": "unref", "ids": [info["id"]]},
+        ], True),
+    ]
+
+
 VALID.extend(_value_vectors())
+VALID.extend(_ref_vectors())
 
 # (name, frame bytes, word the decoder's error message contains)
 ERRORS: List[tuple[str, bytes, str]] = [
@@ -300,6 +329,7 @@ ERRORS: List[tuple[str, bytes, str]] = [
     ("$a of an unknown dtype", frame(
         b'[{"seg":[4]},{"t":"result","id":"x","value":{"$a":{"dtype":"int128","shape":[1],"data":{"$b":0}}}}]', b"abcd"
     ), "dtype"),
+    ("$r without its node", frame(b'[{"t":"result","id":"x","value":{"$r":{"id":"r0-1","type":"int","size":3}}}]'), "$r must hold"),
     ("$o without a type", frame(b'[{"seg":[1]},{"t":"result","id":"x","value":{"$o":{"data":{"$b":0}}}}]', b"a"), "type"),
     ("header length over the limit", struct.pack(">II", MAX_HEADER_BYTES + 1, 0), "limit"),
     ("body length over the limit", struct.pack(">II", 2, MAX_BODY_BYTES + 1) + b"[]", "limit"),

@@ -55,6 +55,10 @@ def from_expected(value: Any) -> Any:
                 return StreamRef(inner)
             if key == "$d":
                 return {k: from_expected(v) for k, v in inner.items()}
+            if key == "$r":
+                from skyward.values import decode_ref
+
+                return decode_ref(inner, from_expected)
             if key in ("$a", "$o"):
                 from skyward.values import decode_array, decode_object
 
@@ -79,8 +83,10 @@ def comparable(value: Any) -> Any:
         return ("bytes", value)
     if isinstance(value, StreamRef):
         return ("stream", value.index)
-    from skyward.values import Pickled, RawArray
+    from skyward.values import Pickled, RawArray, RefArg
 
+    if isinstance(value, RefArg):
+        return ("ref", value.id, comparable(value.info), comparable(value.carried))
     if isinstance(value, RawArray):
         return ("array", value.dtype, tuple(value.shape), bytes(value.data))
     if type(value).__name__ == "ndarray":

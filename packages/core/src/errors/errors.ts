@@ -534,3 +534,41 @@ export class NodeUnavailableError extends ConnectionError {
     return hasMarker(error, nodeUnavailableMarker);
   }
 }
+
+const remoteRefMarker = markerFor("remote-ref");
+
+/** Why a remote reference cannot be used. */
+export type RemoteRefProblem = "released" | "lost" | "other-pool";
+
+/**
+ * A remote reference (a result kept on its node with `withKeep()`) was used after it was released
+ * (`ref.release()`, `pool.release(ref)`, or the pool closed), after every node holding it was lost,
+ * or with a pool other than the one that made it.
+ */
+export class RemoteRefError extends SkywardError {
+  /** The reference's id (`r0-…`). */
+  readonly refId: string;
+  /** The node that made it. */
+  readonly node: number;
+  /** What is wrong with it. */
+  readonly problem: RemoteRefProblem;
+
+  constructor(options: {
+    refId: string;
+    node: number;
+    problem: RemoteRefProblem;
+    message: string;
+    cause?: unknown;
+  }) {
+    super(options);
+    this.name = "RemoteRefError";
+    Object.defineProperty(this, remoteRefMarker, { value: true });
+    this.refId = options.refId;
+    this.node = options.node;
+    this.problem = options.problem;
+  }
+
+  static override isInstance(error: unknown): error is RemoteRefError {
+    return hasMarker(error, remoteRefMarker);
+  }
+}

@@ -63,6 +63,7 @@ import { attachLogFile, type LogFileAttachment } from "../observe/log-file.js";
 import { clusterMetrics, relayMetrics } from "../observe/metric-stream.js";
 import { Redactor } from "../observe/redact.js";
 import type { ClusterMessage, WireValue, WorkerEvent } from "../protocol/protocol.js";
+import { RemoteRef } from "../protocol/values.js";
 import { type DetachedNode, sealToken, writePoolState } from "../session/state.js";
 import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
 import { extendImage, type Image } from "../spec/image.js";
@@ -84,7 +85,8 @@ import type {
   PythonFunction,
 } from "./python-function.js";
 import { Reconciler } from "./reconcile.js";
-import { type TaskCallbacks, TaskManager, type TaskRequest } from "./task-manager.js";
+import { type PreparedCall, RemoteRefRegistry, type RemoteRefStats, remoteRefsIn } from "./remote-refs.js";
+import { type TaskCallbacks, TaskManager, type TaskRequest, type TaskTicket } from "./task-manager.js";
 import { WorkerConnection } from "./worker-connection.js";
 
 /** Options of a call that waits. */
@@ -154,6 +156,16 @@ export type MapItem<A extends unknown[]> = Readonly<CallArguments<A>>;
 
 /** The result type of a pending task. */
 export type ResultOf<T> = T extends PendingTask<infer R> ? R : never;
+
+/** Bytes between the client and one node's worker, as `pool.traffic()` gives them. */
+export interface NodeTraffic {
+  /** The node. */
+  readonly node: number;
+  /** Bytes the client sent to it. */
+  readonly sent: number;
+  /** Bytes the client received from it. */
+  readonly received: number;
+}
 
 /** The node of a running pool, as `pool.nodes()` lists it. */
 export interface PoolNode {
@@ -263,6 +275,18 @@ class PoolRuntime implements AsyncDisposable {
 
   readonly #hub = new EventHub();
   readonly #tasks: TaskManager;
+  readonly #refs = new RemoteRefRegistry({
+    run: (pending, node, signal) => this.run(pending, { target: node, ...(signal ? { signal } : {}) }),
+    unref: (node, ids) => {
+      const connection = this.#nodes.find((each) => each.index === node)?.connection;
+      if (connection?.isOpen !== true) return; // a node gone took what it kept with it
+      try {
+        connection.send({ t: "unref", ids });
+      } catch {
+        // lost meanwhile: nothing is kept there any more
+      }
+    },
+  });
   /** The authority of the pool's distributed collections (ARCHITECTURE §4c). */
   readonly #collections: CollectionStore;
   readonly #token = randomBytes(24).toString("hex");
@@ -411,6 +435,38 @@ class PoolRuntime implements AsyncDisposable {
       privateIp: node.instance.privateIp ?? "",
       ready: node.connection?.isOpen === true,
     }));
+  }
+
+  /**
+   * What the nodes keep for remote references (results run with `withKeep()`): how many references
+   * are held and their sizes, and per node how many it holds and how many bytes (copies moved to it
+   * included). Kept objects stay in the workers' memory until released (`ref.release()`,
+   * `pool.release(ref)`) or the pool closes: watch this to keep it bounded.
+   */
+  refs(): RemoteRefStats {
+    return this.#refs.stats();
+  }
+
+  /** Brings a remote reference's value to the client (as `ref.fetch()`); it stays on its nodes. */
+  fetch<T>(ref: RemoteRef<T>, options: WaitOptions = {}): Promise<T> {
+    return ref.fetch(options);
+  }
+
+  /** Frees a remote reference on every node holding it (as `ref.release()`). Idempotent. */
+  release(ref: RemoteRef): Promise<void> {
+    return ref.release();
+  }
+
+  /**
+   * The bytes each node's connection has carried since it was made (frames: headers and binary
+   * bodies), for the nodes connected now: what moved between this client and the workers.
+   */
+  traffic(): readonly NodeTraffic[] {
+    return this.#nodes.flatMap((node) =>
+      node.connection === undefined
+        ? []
+        : [{ node: node.index, sent: node.connection.bytesSent, received: node.connection.bytesReceived }],
+    );
   }
 
   /**
@@ -1695,6 +1751,7 @@ class PoolRuntime implements AsyncDisposable {
   #nodeLost(node: NodeRuntime, connection: WorkerConnection, reason: string): void {
     if (node.connection !== connection) return;
     node.connection = undefined;
+    this.#refs.nodeLost(node.index);
     this.#tasks.detach(node.index, reason);
     // Let go of on purpose (scale-down): not lost, so no event and no replacement.
     if (node.retiring) return;
@@ -1865,6 +1922,7 @@ class PoolRuntime implements AsyncDisposable {
   /** Tears the pool down; `detached`: only this process's side (the workers were released with `keep`). */
   async #shutdown(detached = false): Promise<void> {
     const wasStarted = this.#state !== "init";
+    this.#refs.closeAll();
     this.#setState("shutting_down");
     this.#budget?.stop();
     this.#abort.abort(new CancelledError({ message: "The pool is shutting down" }));
@@ -1978,6 +2036,72 @@ class PoolRuntime implements AsyncDisposable {
       ...(where?.worker !== undefined ? { worker: where.worker } : {}),
       ...(pending.retry?.retries !== undefined ? { retries: pending.retry.retries } : {}),
       ...(pending.kind === "stream" && pending.retry?.restartStream ? { restartStream: true } : {}),
+      ...(pending.kind === "task" && pending.keep ? { keep: true } : {}),
+    };
+  }
+
+  /**
+   * Hands a call to the task manager. A kept result (`withKeep()`) is taken in as a remote
+   * reference of this pool. Remote references among the arguments: a call with no node of its own
+   * runs on a node holding the first one when `affinity` (run, submit), and a reference moves once
+   * to a node that does not hold it — brought to the client first, then sent along with the call.
+   */
+  #dispatch(
+    pending: Pending<unknown>,
+    where: { node: number; worker?: number } | undefined,
+    callbacks: TaskCallbacks,
+    affinity: boolean,
+  ): TaskTicket {
+    const kept: TaskCallbacks =
+      pending.kind === "task" && pending.keep
+        ? {
+            ...callbacks,
+            result: (value) => {
+              if (value instanceof RemoteRef) this.#refs.adopt(value);
+              callbacks.result?.(value);
+            },
+          }
+        : callbacks;
+    const refs = remoteRefsIn(pending.args, pending.kwargs);
+    if (refs.length === 0) return this.#tasks.submit(this.#request(pending, where), kept);
+    const first = this.#refs.check(refs[0]!);
+    const target = where ?? (affinity ? { node: Math.min(...first.holders) } : undefined);
+    const indices = this.#indices();
+    const prepared = this.#refs.prepare(
+      refs,
+      pending.args,
+      pending.kwargs,
+      target?.node,
+      indices,
+      indices.length < this.#bounds.max,
+    );
+    const send = (call: PreparedCall): TaskTicket =>
+      this.#tasks.submit(
+        { ...this.#request(pending, target), args: call.args, kwargs: call.kwargs, refs: true },
+        { ...kept, ...call.hooks },
+      );
+    if (prepared.ready) return send(prepared);
+    let ticket: TaskTicket | undefined;
+    let cancelled: string | undefined;
+    const stopped = () =>
+      new CancelledError({
+        message: `${pending.ref} was cancelled (${cancelled}) while a remote reference it takes moved to its node`,
+      });
+    prepared.later.then(
+      (call) => {
+        if (cancelled !== undefined) kept.error(stopped());
+        else ticket = send(call);
+      },
+      (error: Error) => kept.error(cancelled !== undefined ? stopped() : error),
+    );
+    return {
+      get id() {
+        return ticket?.id ?? "";
+      },
+      cancel(reason?: string) {
+        if (ticket !== undefined) ticket.cancel(reason);
+        else cancelled ??= reason ?? "cancel() was called";
+      },
     };
   }
 
@@ -2052,7 +2176,7 @@ class PoolRuntime implements AsyncDisposable {
   submit<R>(pending: PendingTask<R>, options: RunOptions = {}): TaskHandle<R> {
     this.#checkOpen();
     const node = this.#resolveTarget(options.target);
-    let ticketId = "";
+    let ticket: TaskTicket | undefined;
     let cancel: () => void = () => {};
     const result = new Promise<R>((resolve, reject) => {
       const { signal } = options;
@@ -2060,12 +2184,12 @@ class PoolRuntime implements AsyncDisposable {
         reject(abortError(signal, `${pending.ref}`));
         return;
       }
-      const onAbort = () => ticket.cancel("its signal was aborted");
+      const onAbort = () => ticket?.cancel("its signal was aborted");
       const callbacks: TaskCallbacks = {
         result: (value) => {
           signal?.removeEventListener("abort", onAbort);
           try {
-            resolve(this.#validate(pending, value, ticket.id));
+            resolve(this.#validate(pending, value, ticket?.id ?? ""));
           } catch (error) {
             reject(error);
           }
@@ -2075,12 +2199,18 @@ class PoolRuntime implements AsyncDisposable {
           reject(error);
         },
       };
-      const ticket = this.#tasks.submit(this.#request(pending, node), callbacks);
-      ticketId = ticket.id;
-      cancel = () => ticket.cancel("cancel() was called");
+      const made = this.#dispatch(pending, node, callbacks, true);
+      ticket = made;
+      cancel = () => made.cancel("cancel() was called");
       signal?.addEventListener("abort", onAbort, { once: true });
     });
-    return { id: ticketId, result, cancel };
+    return {
+      get id() {
+        return ticket?.id ?? "";
+      },
+      result,
+      cancel: () => cancel(),
+    };
   }
 
   /**
@@ -2112,26 +2242,31 @@ class PoolRuntime implements AsyncDisposable {
           wake?.();
           wake = undefined;
         };
-        const ticket = pool.#tasks.submit(pool.#request(pending, node), {
-          item: (value) => {
-            try {
-              buffered.push(pool.#validate(pending, value, ticket.id));
-            } catch (error) {
-              failure ??= error as Error;
-              ticket.cancel("an item did not match its schema");
-            }
-            notify();
+        const ticket = pool.#dispatch(
+          pending,
+          node,
+          {
+            item: (value) => {
+              try {
+                buffered.push(pool.#validate(pending, value, ticket.id));
+              } catch (error) {
+                failure ??= error as Error;
+                ticket.cancel("an item did not match its schema");
+              }
+              notify();
+            },
+            end: () => {
+              finished = true;
+              notify();
+            },
+            error: (error) => {
+              failure ??= error;
+              finished = true;
+              notify();
+            },
           },
-          end: () => {
-            finished = true;
-            notify();
-          },
-          error: (error) => {
-            failure ??= error;
-            finished = true;
-            notify();
-          },
-        });
+          true,
+        );
         const onAbort = () => ticket.cancel("its signal was aborted");
         options.signal?.addEventListener("abort", onAbort, { once: true });
         const cleanup = () => options.signal?.removeEventListener("abort", onAbort);
@@ -2298,24 +2433,37 @@ class PoolRuntime implements AsyncDisposable {
         index += 1;
         const pending = fn(...(item as CallArguments<A>));
         outstanding += 1;
-        const ticket = this.#tasks.submit(this.#request(pending), {
-          result: (value) => {
-            tickets.delete(ticket);
-            try {
-              results[position] = this.#validate(pending, value, "");
-            } catch (error) {
-              failure ??= error as Error;
-            }
-            outstanding -= 1;
-            if (outstanding === 0 || failure) settle?.();
-          },
-          error: (error) => {
-            tickets.delete(ticket);
-            failure ??= error;
-            outstanding -= 1;
-            settle?.();
-          },
-        });
+        let ticket: TaskTicket;
+        try {
+          ticket = this.#dispatch(
+            pending,
+            undefined,
+            {
+              result: (value) => {
+                tickets.delete(ticket);
+                try {
+                  results[position] = this.#validate(pending, value, "");
+                } catch (error) {
+                  failure ??= error as Error;
+                }
+                outstanding -= 1;
+                if (outstanding === 0 || failure) settle?.();
+              },
+              error: (error) => {
+                tickets.delete(ticket);
+                failure ??= error;
+                outstanding -= 1;
+                settle?.();
+              },
+            },
+            false,
+          );
+        } catch (error) {
+          // A remote reference that cannot be used: the map fails as if that call had.
+          outstanding -= 1;
+          failure ??= error as Error;
+          break;
+        }
         tickets.add(ticket);
         await this.#tasks.whenQueueBelow(window);
       }

@@ -4,6 +4,7 @@
  */
 import type { z } from "zod";
 import { ConfigurationError } from "../errors/errors.js";
+import type { RemoteRef } from "../protocol/values.js";
 
 /** Keyword arguments for a Python call. Values must be sendable (JSON, bytes, bigint…). */
 export type Kwargs = Readonly<Record<string, unknown>>;
@@ -80,8 +81,17 @@ export interface PendingTask<R> {
   readonly resultSchema: z.ZodType<R> | undefined;
   /** Its retry policy, or undefined for the pool's. */
   readonly retry: RetryPolicy | undefined;
+  /** Whether its result stays on its node as a {@link RemoteRef} (see {@link PendingTask.withKeep}). */
+  readonly keep: boolean;
   /** A new pending task with this timeout (seconds). */
   withTimeout(seconds: number): PendingTask<R>;
+  /**
+   * A new pending task whose result stays on the node that computes it: the call resolves to a
+   * {@link RemoteRef} (id, node, Python type, size) instead of the value. Pass the reference to later
+   * tasks of the same pool; a call given one and no `target` runs on a node holding it. A function
+   * with a result schema cannot be kept (the value never reaches the client to be checked).
+   */
+  withKeep(): PendingTask<RemoteRef<R>>;
   /**
    * A new pending task with this retry policy: `withRetry(false)` for work that must not run twice
    * (it fails with a `TaskInterruptedError` if its node is lost), `withRetry({ retries: 5 })`.
@@ -129,8 +139,16 @@ export type ArgumentPrefixes<A extends unknown[]> = number extends A["length"]
         ? [] | [Head, ...ArgumentPrefixes<Tail>]
         : [];
 
-/** The argument list of a call: the positional arguments, or a leading part of them plus {@link kwargs}. */
-export type CallArguments<A extends unknown[]> = A | [...ArgumentPrefixes<A>, KwargsArgument];
+/** Each argument, or a {@link RemoteRef} to a value of its type kept on a node. */
+export type WithRemoteRefs<A extends unknown[]> = { [K in keyof A]: A[K] | RemoteRef<A[K]> };
+
+/**
+ * The argument list of a call: the positional arguments, or a leading part of them plus
+ * {@link kwargs}; any argument may be a {@link RemoteRef} to a value of its type.
+ */
+export type CallArguments<A extends unknown[]> =
+  | WithRemoteRefs<A>
+  | [...ArgumentPrefixes<WithRemoteRefs<A>>, KwargsArgument];
 
 /** A typed reference to a Python function; call it to get a {@link PendingTask}. */
 export interface PythonFunction<A extends unknown[], R> {
@@ -201,6 +219,7 @@ interface PendingFields<T> {
   timeout: number | undefined;
   resultSchema: z.ZodType<T> | undefined;
   retry: StreamRetryPolicy | undefined;
+  keep: boolean;
 }
 
 function makePending<T>(kind: "task", fields: PendingFields<T>): PendingTask<T>;
@@ -224,7 +243,24 @@ function makePending<T>(
         kwargs: Object.freeze({ ...fields.kwargs, ...kwargs(values).values }),
       });
     },
-  });
+    ...(kind === "task"
+      ? {
+          withKeep() {
+            if (fields.resultSchema !== undefined) {
+              throw new ConfigurationError({
+                issues: [
+                  {
+                    path: "keep",
+                    message: `${fields.ref} validates its result with a schema, so its result cannot stay on its node (the schema never sees it): declare it without \`result\` to keep it`,
+                  },
+                ],
+              });
+            }
+            return makePending("task", { ...fields, resultSchema: undefined, keep: true });
+          },
+        }
+      : {}),
+  }) as unknown as PendingTask<T> | PendingStream<T>;
 }
 
 function splitArguments(args: readonly unknown[]): { args: readonly unknown[]; kwargs: Kwargs } {
@@ -248,6 +284,7 @@ function define<T>(
       timeout,
       resultSchema: options.result,
       retry,
+      keep: false,
     });
   Object.defineProperty(call, "ref", { value: checked, enumerable: true });
   Object.defineProperty(call, "name", { value: checked });

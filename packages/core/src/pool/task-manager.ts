@@ -39,6 +39,10 @@ export interface TaskCallbacks {
   readonly end?: () => void;
   /** The task failed, timed out or was cancelled. */
   readonly error: (error: Error) => void;
+  /** Its `submit` is about to be written to this node's connection (once per run). */
+  readonly sending?: (node: number) => void;
+  /** Its `submit` was written to this node's connection (once per run). */
+  readonly sent?: (node: number) => void;
 }
 
 /** A task to dispatch. */
@@ -61,6 +65,10 @@ export interface TaskRequest {
   readonly restartStream?: boolean;
   /** `timeout` is the pool's default: a `@sky.function(timeout=…)` on the worker replaces it. */
   readonly defaultTimeout?: boolean;
+  /** The result stays on the node; the task resolves to a `RemoteRef`. */
+  readonly keep?: boolean;
+  /** The arguments hold remote references. */
+  readonly refs?: boolean;
 }
 
 /** A dispatched task, as its submitter holds it. */
@@ -776,6 +784,7 @@ export class TaskManager {
       if (record.attempt === attempt) this.#onMessage(record, message);
     });
     try {
+      record.callbacks.sending?.(node.index);
       connection.send({
         t: "submit",
         id: record.wireId,
@@ -787,7 +796,10 @@ export class TaskManager {
         worker: request.worker ?? null,
         ...(request.nested ? { nested: true } : {}),
         ...(request.defaultTimeout ? { default_timeout: true } : {}),
+        ...(request.keep ? { keep: true } : {}),
+        ...(request.refs ? { refs: true } : {}),
       });
+      record.callbacks.sent?.(node.index);
     } catch (error) {
       this.#finish(record);
       record.callbacks.error(

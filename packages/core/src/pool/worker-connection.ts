@@ -172,6 +172,8 @@ export class WorkerConnection {
   #drainWaiters: { resolve: () => void; reject: (error: unknown) => void }[] = [];
   #lastSent: number;
   #lastReceived: number;
+  #bytesSent = 0;
+  #bytesReceived = 0;
 
   readonly #taskHandlers = new Map<string, TaskMessageHandler>();
   readonly #listeners = new Set<WorkerMessageListener>();
@@ -342,6 +344,16 @@ export class WorkerConnection {
     return this.#state === "open";
   }
 
+  /** Bytes written to the worker since the handshake (frames: prefixes, headers and bodies). */
+  get bytesSent(): number {
+    return this.#bytesSent;
+  }
+
+  /** Bytes received from the worker since the handshake. */
+  get bytesReceived(): number {
+    return this.#bytesReceived;
+  }
+
   /** Whether outgoing frames are waiting for the stream to drain. */
   get needsDrain(): boolean {
     return this.#waitingForDrain;
@@ -490,6 +502,7 @@ export class WorkerConnection {
   /** Writes one frame's buffers; returns what the stream's last `write` said. */
   #writeFrame(buffers: readonly Uint8Array[]): boolean {
     this.#lastSent = performance.now();
+    for (const buffer of buffers) this.#bytesSent += buffer.byteLength;
     if (buffers.length === 1) return this.#stream.write(buffers[0]);
     this.#stream.cork();
     let ok = true;
@@ -516,6 +529,7 @@ export class WorkerConnection {
 
   #receive(chunk: Uint8Array): void {
     this.#lastReceived = performance.now();
+    this.#bytesReceived += chunk.byteLength;
     if (this.#state === "closed") return;
     let frames: ReceivedMessage[][];
     try {

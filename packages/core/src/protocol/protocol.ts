@@ -30,13 +30,17 @@ import { formatPath } from "../errors/validation.js";
 import {
   decodeArray,
   decodeObject,
+  decodeRemoteRef,
   decodeTable,
   encodeArrowTable,
   encodeNDArray,
   encodePyObject,
+  encodeRefArgument,
   isArrowTable,
   NDArray,
   PyObject,
+  RefArgument,
+  RemoteRef,
   type TypedArray,
 } from "./values.js";
 
@@ -241,6 +245,10 @@ export interface SubmitMessage {
    * `@sky.function(timeout=…)` runs under its own timeout instead.
    */
   readonly default_timeout?: boolean;
+  /** Keep the result on the node and answer with a remote reference `{"$r": {id, node, type, size}}`. */
+  readonly keep?: boolean;
+  /** The arguments hold remote references (`$r`): the worker puts the objects it keeps in their place. */
+  readonly refs?: boolean;
 }
 
 /** `subtask` — a running task asks the client to run another function across the pool (nested dispatch). */
@@ -457,6 +465,13 @@ export interface CollectMessage {
   readonly ids: readonly string[];
 }
 
+/** `unref` — forget the objects kept for these remote references. */
+export interface UnrefMessage {
+  readonly t: "unref";
+  /** Remote reference ids. */
+  readonly ids: readonly string[];
+}
+
 /** `shutdown` — cancel everything and exit. */
 export interface ShutdownMessage {
   readonly t: "shutdown";
@@ -509,6 +524,7 @@ export type ClientMessage =
   | PongMessage
   | ReleaseMessage
   | CollectMessage
+  | UnrefMessage
   | ShutdownMessage
   | SubresultMessage
   | SuberrorMessage;
@@ -656,6 +672,8 @@ function encodeValue(value: unknown, sink: SegmentSink, depth: number): unknown 
         return encodeNDArray(value as NDArray | TypedArray, (bytes) => sink.segments.push(bytes) - 1);
       }
       if (value instanceof PyObject) return encodePyObject(value, (bytes) => sink.segments.push(bytes) - 1);
+      if (value instanceof RemoteRef || value instanceof RefArgument)
+        return encodeRefArgument(value, (bytes) => sink.segments.push(bytes) - 1);
       if (isArrowTable(value)) return encodeArrowTable(value, (bytes) => sink.segments.push(bytes) - 1);
       if (value instanceof Date) {
         if (Number.isNaN(value.getTime())) throw new Unsendable("cannot send an invalid Date");
@@ -1038,6 +1056,7 @@ const messageFields: { readonly [T in WireMessageType]: Readonly<Record<string, 
   pong: { ts: number },
   release: { ttl: number },
   collect: { ids: strings },
+  unref: { ids: strings },
   shutdown: {},
   metric: { node: integer, name: string, value: number, unit: nullable(string), ts: number },
   event: { node: integer, event: workerEvent },
@@ -1143,6 +1162,13 @@ function decodeTag(key: string, content: unknown, segments: readonly Uint8Array[
         );
       }
       return new InputStream(content as number);
+    case "$r":
+      try {
+        return decodeRemoteRef(content, (value) => decodeValue(value, segments));
+      } catch (error) {
+        if (error instanceof ProtocolError) throw error;
+        throw protocolError((error as Error).message);
+      }
     default:
       throw protocolError(`unknown tag ${JSON.stringify(key)}`);
   }
@@ -1458,6 +1484,12 @@ export function toExpectedForm(value: unknown): unknown {
   if (value instanceof Uint8Array)
     return { $hex: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("hex") };
   if (value instanceof InputStream) return { $s: value.index };
+  if (value instanceof RemoteRef || value instanceof RefArgument) {
+    const wire = encodeRefArgument(value, () => 0) as { $r: Record<string, unknown> };
+    return value instanceof RefArgument && value.carries
+      ? { $r: { ...wire.$r, value: toExpectedForm(value.payload) } }
+      : wire;
+  }
   if (
     value instanceof NDArray ||
     value instanceof PyObject ||
@@ -1498,6 +1530,10 @@ export function fromExpectedForm(value: unknown): unknown {
         setOwn(out, name, fromExpectedForm((content as Record<string, unknown>)[name]));
       }
       return out;
+    }
+    if (key === "$r") {
+      const inner = content as Record<string, unknown>;
+      return decodeRemoteRef(inner, fromExpectedForm);
     }
     if (key === "$a" || key === "$o" || key === "$t") {
       const inner = content as Record<string, unknown>;

@@ -350,3 +350,171 @@ export function decodeObject(content: unknown, segment: (ref: unknown) => Uint8A
 export function encodePyObject(handle: PyObject, addSegment: (bytes: Uint8Array) => number): unknown {
   return { $o: { type: handle.type, data: { $b: addSegment(handle.bytes) } } };
 }
+
+/** What a pool does for the remote references it made (see {@link RemoteRef}). */
+export interface RemoteRefOwner {
+  /** The kept value, brought to the client. */
+  fetch(ref: RemoteRef, options?: { signal?: AbortSignal }): Promise<unknown>;
+  /** Frees it on every node holding it. */
+  release(ref: RemoteRef): Promise<void>;
+  /** Whether it can still be used. */
+  state(ref: RemoteRef): RemoteRefState;
+  /** The nodes holding it now. */
+  holders(ref: RemoteRef): readonly number[];
+}
+
+/** Whether a remote reference can be used: `held`, or `released`, or `lost` with every node holding it. */
+export type RemoteRefState = "held" | "released" | "lost";
+
+const refOwners = new WeakMap<RemoteRef, RemoteRefOwner>();
+
+/** @internal Ties a reference to the pool that made it. */
+export function bindRemoteRef(ref: RemoteRef, owner: RemoteRefOwner): void {
+  refOwners.set(ref, owner);
+}
+
+/** @internal The pool a reference belongs to, if any. */
+export function remoteRefOwner(ref: RemoteRef): RemoteRefOwner | undefined {
+  return refOwners.get(ref);
+}
+
+/**
+ * A task's result kept on the node that computed it (`pending.withKeep()`): a handle, not the value.
+ * Pass it as an argument to later tasks of the same pool — a task on a node holding it receives the
+ * object itself and no bytes move; a task on another node receives it after it moved there once (it
+ * stays there too). `fetch()` brings the value to the client; `release()` frees it on its nodes, and
+ * closing the pool frees them all. A reference belongs to the pool object that made it: after
+ * `pool.detach()` it can no longer be used (an attached pool starts without references).
+ *
+ * ```ts
+ * import * as sky from "@skyward/core";
+ *
+ * const train = sky.python<[epochs: number], sky.PyObject>("tasks:train");
+ * const score = sky.python<[model: sky.PyObject], number>("tasks:score");
+ *
+ * await using pool = await sky.compute({ nodes: 2 });
+ * const model = await pool.run(train(10).withKeep()); // RemoteRef<sky.PyObject>, on one node
+ * await pool.run(score(model));                       // runs there: no bytes move
+ * await pool.run(score(model), { target: 1 });        // moves it to node 1 once
+ * await model.release();
+ * ```
+ */
+export class RemoteRef<T = unknown> {
+  /** Its id, unique in the pool (`r0-…`). */
+  readonly id: string;
+  /** The node that computed and keeps it. */
+  readonly node: number;
+  /** The value's Python type, `module.Qualname`. */
+  readonly type: string;
+  /** The size of its pickle in bytes: what moving it to another node carries. */
+  readonly size: number;
+  /** Never set: carries the type of the value {@link fetch} brings. */
+  declare readonly __value?: T;
+
+  /** @internal made by the protocol decoder */
+  constructor(id: string, node: number, type: string, size: number) {
+    this.id = id;
+    this.node = node;
+    this.type = type;
+    this.size = size;
+  }
+
+  /** `held` while it can be used; `released` or `lost` (every node holding it was lost) after. */
+  get state(): RemoteRefState {
+    return refOwners.get(this)?.state(this) ?? "released";
+  }
+
+  /** The nodes holding it now: its own, and those it moved to. */
+  get nodes(): readonly number[] {
+    return refOwners.get(this)?.holders(this) ?? [];
+  }
+
+  /**
+   * Brings the value to the client (as a task's result arrives: `NDArray`, `PyObject`, JSON…); it
+   * stays on its nodes.
+   *
+   * @throws {RemoteRefError} when it was released or lost.
+   */
+  fetch(options?: { signal?: AbortSignal }): Promise<T> {
+    const owner = refOwners.get(this);
+    if (owner === undefined)
+      return Promise.reject(new Error(`remote reference ${this.id} belongs to no pool`));
+    return owner.fetch(this, options) as Promise<T>;
+  }
+
+  /** Frees it on every node holding it; later uses fail with a `RemoteRefError`. Idempotent. */
+  release(): Promise<void> {
+    return refOwners.get(this)?.release(this) ?? Promise.resolve();
+  }
+
+  /** `RemoteRef(r0-…, ref_tasks.Counter, 1234 bytes, node 0)`. */
+  toString(): string {
+    return `RemoteRef(${this.id}, ${this.type}, ${this.size} bytes, node ${this.node})`;
+  }
+}
+
+/**
+ * A remote reference as an argument of one task bound for `node`: sent as `{"$r": {"id"}}` when
+ * that node holds it by the time the `submit` is written, else with its pickle along (`payload`).
+ */
+export class RefArgument {
+  readonly ref: RemoteRef;
+  readonly payload: PyObject | undefined;
+  readonly #heldThere: () => boolean;
+
+  constructor(ref: RemoteRef, payload: PyObject | undefined, heldThere: () => boolean) {
+    this.ref = ref;
+    this.payload = payload;
+    this.#heldThere = heldThere;
+  }
+
+  /** Whether this `submit` brings the object along (asked when it is encoded). */
+  get carries(): boolean {
+    return this.payload !== undefined && !this.#heldThere();
+  }
+}
+
+/**
+ * Decodes `$r`'s content: a {@link RemoteRef} (a worker's kept result), or — with `value`, the
+ * object brought along — a {@link RefArgument} that carries it. `decodeObjectValue` decodes `value`.
+ */
+export function decodeRemoteRef(
+  content: unknown,
+  decodeObjectValue: (value: unknown) => unknown,
+): RemoteRef | RefArgument {
+  if (
+    !isPlain(content) ||
+    typeof content.id !== "string" ||
+    !Number.isSafeInteger(content.node) ||
+    typeof content.type !== "string" ||
+    !Number.isSafeInteger(content.size) ||
+    Object.keys(content).some((key) => !["id", "node", "type", "size", "value"].includes(key))
+  ) {
+    throw new Error(
+      '$r must hold {"id", "node", "type", "size"}, and "value": {"$o": …} when it brings the object',
+    );
+  }
+  const ref = new RemoteRef(content.id, content.node as number, content.type, content.size as number);
+  if (!("value" in content)) return ref;
+  const payload = decodeObjectValue(content.value);
+  if (!(payload instanceof PyObject))
+    throw new Error('the value a $r brings along must be an object {"$o": …}');
+  return new RefArgument(ref, payload, () => false);
+}
+
+function describeRef(ref: RemoteRef): { id: string; node: number; type: string; size: number } {
+  return { id: ref.id, node: ref.node, type: ref.type, size: ref.size };
+}
+
+/**
+ * Encodes a reference argument: `{"$r": {"id", "node", "type", "size"}}`, with `"value": {"$o": …}`
+ * when it carries the object.
+ */
+export function encodeRefArgument(
+  value: RemoteRef | RefArgument,
+  addSegment: (bytes: Uint8Array) => number,
+): unknown {
+  if (value instanceof RemoteRef) return { $r: describeRef(value) };
+  if (!value.carries) return { $r: describeRef(value.ref) };
+  return { $r: { ...describeRef(value.ref), value: encodePyObject(value.payload!, addSegment) } };
+}

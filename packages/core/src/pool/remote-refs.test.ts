@@ -1,0 +1,138 @@
+import { describe, expect, it } from "vitest";
+import { RemoteRefError } from "../errors/errors.js";
+import { decodeFrame, encodeFrame } from "../protocol/protocol.js";
+import { PyObject, RefArgument, RemoteRef } from "../protocol/values.js";
+import type { PendingTask } from "./python-function.js";
+import { RemoteRefRegistry, remoteRefsIn } from "./remote-refs.js";
+
+/** A registry whose pool records what it was asked to do; `pickled` answers `skyward.refs:pickled`. */
+function registry() {
+  const runs: { ref: string; node: number }[] = [];
+  const unrefs: { node: number; ids: readonly string[] }[] = [];
+  const refs = new RemoteRefRegistry({
+    run: async (pending: PendingTask<unknown>, node: number) => {
+      runs.push({ ref: pending.ref, node });
+      return new PyObject("builtins.bytes", new Uint8Array([1, 2, 3]));
+    },
+    unref: (node, ids) => unrefs.push({ node, ids }),
+  });
+  return { refs, runs, unrefs };
+}
+
+/** The `$r` a submit carrying `args` holds, as the worker reads it. */
+function wireOf(args: readonly unknown[]): unknown {
+  const frame = Buffer.concat(
+    encodeFrame([
+      {
+        t: "submit",
+        id: "t",
+        fn: "m:f",
+        args: args as never,
+        kwargs: {},
+        timeout: null,
+        stream: false,
+        worker: null,
+      },
+    ]),
+  );
+  const header = frame.subarray(8, 8 + frame.readUInt32BE(0)).toString("utf8");
+  decodeFrame(frame);
+  return JSON.parse(header).at(-1).args[0];
+}
+
+describe("remote references, the pool's side", () => {
+  it("finds references in arguments, nested in arrays and plain objects, each once", () => {
+    const a = new RemoteRef("r0-a", 0, "int", 28);
+    const b = new RemoteRef("r1-b", 1, "int", 28);
+    expect(remoteRefsIn([a, [a, { x: b }]], { k: [b] })).toEqual([a, b]);
+    expect(remoteRefsIn([1, "x", new Uint8Array(2)], {})).toEqual([]);
+  });
+
+  it("tracks holders: a lost node takes its copies; a reference no node holds is lost", () => {
+    const { refs } = registry();
+    const ref = new RemoteRef("r0-a", 0, "bytes", 100);
+    refs.adopt(ref);
+    expect([ref.state, ref.nodes]).toEqual(["held", [0]]);
+    refs.nodeLost(1);
+    expect(ref.state).toBe("held");
+    refs.nodeLost(0);
+    expect(ref.state).toBe("lost");
+    expect(() => refs.check(ref)).toThrow(RemoteRefError);
+    expect(() => refs.check(ref)).toThrow(/r0-a \(bytes, from node 0\) is lost/);
+  });
+
+  it("brings the object to the client once for a call bound elsewhere, and carries it only where it is not held", async () => {
+    const { refs, runs } = registry();
+    const ref = new RemoteRef("r0-a", 0, "bytes", 100);
+    refs.adopt(ref);
+
+    const here = refs.prepare([ref], [ref], {}, 0, [0, 1], false);
+    expect(here.ready).toBe(true);
+    expect(runs).toEqual([]);
+
+    const there = refs.prepare([ref], [ref], {}, 1, [0, 1], false);
+    expect(there.ready).toBe(false);
+    if (there.ready) return;
+    const call = await there.later;
+    expect(runs).toEqual([{ ref: "skyward.refs:pickled", node: 0 }]);
+    const argument = call.args[0] as RefArgument;
+    expect(argument).toBeInstanceOf(RefArgument);
+    call.hooks.sending?.(1);
+    expect(wireOf(call.args)).toEqual({
+      $r: {
+        id: "r0-a",
+        node: 0,
+        type: "bytes",
+        size: 100,
+        value: { $o: { type: "builtins.bytes", data: { $b: 0 } } },
+      },
+    });
+    call.hooks.sent?.(1);
+    expect(ref.nodes).toEqual([0, 1]);
+    // Written after node 1 got it: the description only.
+    expect(wireOf(call.args)).toEqual({ $r: { id: "r0-a", node: 0, type: "bytes", size: 100 } });
+    expect(refs.stats()).toEqual({
+      count: 1,
+      bytes: 100,
+      nodes: [
+        { node: 0, count: 1, bytes: 100 },
+        { node: 1, count: 1, bytes: 100 },
+      ],
+    });
+  });
+
+  it("releases on every holder once, and refuses later uses naming the reference", async () => {
+    const { refs, unrefs } = registry();
+    const ref = new RemoteRef("r0-a", 0, "bytes", 100);
+    refs.adopt(ref);
+    const call = refs.prepare([ref], [ref], {}, 1, [0, 1], false);
+    if (!call.ready) (await call.later).hooks.sent?.(1);
+    await ref.release();
+    await ref.release();
+    expect(unrefs).toEqual([
+      { node: 0, ids: ["r0-a"] },
+      { node: 1, ids: ["r0-a"] },
+    ]);
+    expect(refs.stats()).toEqual({ count: 0, bytes: 0, nodes: [] });
+    const error = (() => {
+      try {
+        refs.prepare([ref], [ref], {}, undefined, [0, 1], false);
+      } catch (caught) {
+        return caught;
+      }
+    })();
+    expect(RemoteRefError.isInstance(error)).toBe(true);
+    expect((error as RemoteRefError).problem).toBe("released");
+  });
+
+  it("refuses a reference of another pool, and one whose pool closed", () => {
+    const first = registry();
+    const second = registry();
+    const ref = new RemoteRef("r0-a", 0, "bytes", 100);
+    first.refs.adopt(ref);
+    expect(() => second.refs.check(ref)).toThrow(/belongs to another pool/);
+    first.refs.closeAll();
+    expect(ref.state).toBe("released");
+    expect(() => first.refs.check(ref)).toThrow(/was released/);
+  });
+});

@@ -1,0 +1,292 @@
+/**
+ * The pool's side of remote references (docs/protocol.md, _Remote references_): which nodes hold
+ * each reference, moving one to a node that does not hold it yet (once: worker → client → worker),
+ * fetching and releasing, and what the nodes keep (`pool.refs()`).
+ */
+import { RemoteRefError } from "../errors/errors.js";
+import {
+  bindRemoteRef,
+  type PyObject,
+  RefArgument,
+  RemoteRef,
+  type RemoteRefOwner,
+  type RemoteRefState,
+  remoteRefOwner,
+} from "../protocol/values.js";
+import type { Kwargs, PendingTask } from "./python-function.js";
+import { python } from "./python-function.js";
+import type { TaskCallbacks } from "./task-manager.js";
+
+/** What one node keeps for remote references, as far as the client has told it. */
+export interface RemoteRefNodeStats {
+  /** The node. */
+  readonly node: number;
+  /** How many references it holds. */
+  readonly count: number;
+  /** Their sizes (pickled) added up, in bytes. */
+  readonly bytes: number;
+}
+
+/** What `pool.refs()` says: the references held now, and what each node keeps for them. */
+export interface RemoteRefStats {
+  /** References not released nor lost. */
+  readonly count: number;
+  /** Their sizes added up, once each (copies on other nodes not counted), in bytes. */
+  readonly bytes: number;
+  /** Per node holding any: copies moved there included. */
+  readonly nodes: readonly RemoteRefNodeStats[];
+}
+
+interface RefEntry {
+  readonly ref: RemoteRef;
+  readonly holders: Set<number>;
+  state: RemoteRefState;
+  /** Its pickle on its way to the client, shared by the moves that need it at the same time. */
+  payload: Promise<PyObject> | undefined;
+}
+
+/** What the registry needs from its pool. */
+export interface RemoteRefHost {
+  /** Runs a call on a node (`pool.run` with a target). */
+  run(pending: PendingTask<unknown>, node: number, signal?: AbortSignal): Promise<unknown>;
+  /** Sends `unref` to a node, if it is connected. */
+  unref(node: number, ids: readonly string[]): void;
+}
+
+const pickledOf = python<[value: unknown], PyObject>("skyward.refs:pickled");
+const keptValue = python<[value: unknown], unknown>("skyward.refs:value");
+/** Deeper than this is not searched for references (the encoder refuses such values anyway). */
+const MAX_DEPTH = 64;
+
+/** The remote references among a call's arguments (in arrays and plain objects too), each once. */
+export function remoteRefsIn(args: readonly unknown[], kwargs: Kwargs): RemoteRef[] {
+  const found = new Set<RemoteRef>();
+  const visit = (value: unknown, depth: number): void => {
+    if (typeof value !== "object" || value === null || depth > MAX_DEPTH) return;
+    if (value instanceof RemoteRef) {
+      found.add(value);
+      return;
+    }
+    if (Array.isArray(value)) {
+      for (const item of value) visit(item, depth + 1);
+      return;
+    }
+    const prototype: unknown = Object.getPrototypeOf(value);
+    if (prototype === Object.prototype || prototype === null)
+      for (const item of Object.values(value)) visit(item, depth + 1);
+  };
+  for (const arg of args) visit(arg, 0);
+  for (const arg of Object.values(kwargs)) visit(arg, 0);
+  return [...found];
+}
+
+/** `value` with each reference replaced by its {@link RefArgument} (containers copied where one is). */
+function substitute(value: unknown, replace: (ref: RemoteRef) => RefArgument, depth: number): unknown {
+  if (typeof value !== "object" || value === null || depth > MAX_DEPTH) return value;
+  if (value instanceof RemoteRef) return replace(value);
+  if (Array.isArray(value)) return value.map((item) => substitute(item, replace, depth + 1));
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (prototype !== Object.prototype && prototype !== null) return value;
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) out[key] = substitute(item, replace, depth + 1);
+  return out;
+}
+
+/** One pool's remote references. */
+export class RemoteRefRegistry implements RemoteRefOwner {
+  readonly #host: RemoteRefHost;
+  /** Live references by id (released and lost ones are dropped from here). */
+  readonly #live = new Map<string, RefEntry>();
+  readonly #entries = new WeakMap<RemoteRef, RefEntry>();
+
+  constructor(host: RemoteRefHost) {
+    this.#host = host;
+  }
+
+  /** Takes in a reference a task returned: this pool's, held on its node. */
+  adopt(ref: RemoteRef): void {
+    const entry: RefEntry = { ref, holders: new Set([ref.node]), state: "held", payload: undefined };
+    this.#live.set(ref.id, entry);
+    this.#entries.set(ref, entry);
+    bindRemoteRef(ref, this);
+  }
+
+  state(ref: RemoteRef): RemoteRefState {
+    return this.#entries.get(ref)?.state ?? "released";
+  }
+
+  holders(ref: RemoteRef): readonly number[] {
+    const entry = this.#entries.get(ref);
+    return entry?.state === "held" ? [...entry.holders].sort((a, b) => a - b) : [];
+  }
+
+  /** Whether `node` holds `ref` now. */
+  holds(ref: RemoteRef, node: number): boolean {
+    const entry = this.#entries.get(ref);
+    return entry?.state === "held" && entry.holders.has(node);
+  }
+
+  /**
+   * The reference's entry, when it can be used here.
+   *
+   * @throws {RemoteRefError} naming it when it was released or lost, or belongs to another pool.
+   */
+  check(ref: RemoteRef): RefEntry {
+    const entry = this.#entries.get(ref);
+    if (entry === undefined) {
+      throw new RemoteRefError({
+        refId: ref.id,
+        node: ref.node,
+        problem: remoteRefOwner(ref) === undefined ? "released" : "other-pool",
+        message:
+          remoteRefOwner(ref) === undefined
+            ? `remote reference ${ref.id} (${ref.type}) belongs to no open pool: its pool was closed`
+            : `remote reference ${ref.id} (${ref.type}) belongs to another pool: a reference is used only with the pool that made it`,
+      });
+    }
+    if (entry.state !== "held") {
+      throw new RemoteRefError({
+        refId: ref.id,
+        node: ref.node,
+        problem: entry.state,
+        message:
+          entry.state === "released"
+            ? `remote reference ${ref.id} (${ref.type}, from node ${ref.node}) was released`
+            : `remote reference ${ref.id} (${ref.type}, from node ${ref.node}) is lost: every node holding it was lost`,
+      });
+    }
+    return entry;
+  }
+
+  /** A node was lost: what it held is gone; a reference no node holds any more is lost. */
+  nodeLost(node: number): void {
+    for (const [id, entry] of this.#live) {
+      entry.holders.delete(node);
+      if (entry.holders.size === 0) {
+        entry.state = "lost";
+        this.#live.delete(id);
+      }
+    }
+  }
+
+  /** The pool closes: every reference is released (the workers drop theirs on `release` or exit). */
+  closeAll(): void {
+    for (const entry of this.#live.values()) entry.state = "released";
+    this.#live.clear();
+  }
+
+  async release(ref: RemoteRef): Promise<void> {
+    const entry = this.#entries.get(ref);
+    if (entry === undefined || entry.state !== "held") return;
+    entry.state = "released";
+    this.#live.delete(ref.id);
+    for (const node of entry.holders) this.#host.unref(node, [ref.id]);
+    entry.holders.clear();
+  }
+
+  async fetch(ref: RemoteRef, options: { signal?: AbortSignal } = {}): Promise<unknown> {
+    const entry = this.check(ref);
+    return this.#host.run(keptValue(ref), [...entry.holders][0]!, options.signal);
+  }
+
+  /** The reference's pickle, brought from a node holding it (once for the moves under way). */
+  #payload(entry: RefEntry): Promise<PyObject> {
+    if (entry.payload === undefined) {
+      const from = entry.holders.has(entry.ref.node) ? entry.ref.node : [...entry.holders][0]!;
+      const payload = this.#host.run(pickledOf(entry.ref), from) as Promise<PyObject>;
+      entry.payload = payload;
+      const clear = () => {
+        if (entry.payload === payload) entry.payload = undefined;
+      };
+      payload.then(clear, clear);
+    }
+    return entry.payload;
+  }
+
+  /**
+   * Prepares a call whose arguments hold references, bound for `node` (or any of `nodes`:
+   * `undefined`, and any node still to come when `mayGrow`). Its references become
+   * {@link RefArgument}s that carry the object to a node not holding it; the objects are brought to
+   * the client first only when some node the call may run on lacks one.
+   * Returns the arguments and the callbacks that tell each argument its node and record the move.
+   *
+   * @throws {RemoteRefError} synchronously when a reference cannot be used.
+   */
+  prepare(
+    refs: readonly RemoteRef[],
+    args: readonly unknown[],
+    kwargs: Kwargs,
+    node: number | undefined,
+    nodes: readonly number[],
+    mayGrow: boolean,
+  ): ({ ready: true } & PreparedCall) | { ready: false; later: Promise<PreparedCall> } {
+    const entries = refs.map((ref) => this.check(ref));
+    const targets = node === undefined ? nodes : [node];
+    // A call on any node of a pool that may still grow can land on a node that holds nothing yet.
+    const moving = entries.filter(
+      (entry) => (node === undefined && mayGrow) || targets.some((target) => !entry.holders.has(target)),
+    );
+    const build = (payloads: Map<RemoteRef, PyObject>): PreparedCall => {
+      let target: number | undefined;
+      const made: RefArgument[] = [];
+      const replace = (ref: RemoteRef) => {
+        const argument = new RefArgument(
+          ref,
+          payloads.get(ref),
+          () => target !== undefined && this.holds(ref, target),
+        );
+        made.push(argument);
+        return argument;
+      };
+      return {
+        args: substitute(args, replace, 0) as unknown[],
+        kwargs: substitute(kwargs, replace, 0) as Kwargs,
+        hooks: {
+          sending: (at) => {
+            target = at;
+          },
+          sent: (at) => {
+            for (const argument of made) {
+              const entry = this.#entries.get(argument.ref);
+              if (entry?.state === "held" && argument.payload !== undefined) entry.holders.add(at);
+            }
+          },
+        },
+      };
+    };
+    if (moving.length === 0) return { ready: true, ...build(new Map()) };
+    const later = Promise.all(
+      moving.map(async (entry) => [entry.ref, await this.#payload(entry)] as const),
+    ).then((pairs) => build(new Map(pairs)));
+    return { ready: false, later };
+  }
+
+  /** What the nodes keep, per node, as far as the client knows. */
+  stats(): RemoteRefStats {
+    const nodes = new Map<number, { count: number; bytes: number }>();
+    let bytes = 0;
+    for (const entry of this.#live.values()) {
+      bytes += entry.ref.size;
+      for (const node of entry.holders) {
+        const stats = nodes.get(node) ?? { count: 0, bytes: 0 };
+        stats.count += 1;
+        stats.bytes += entry.ref.size;
+        nodes.set(node, stats);
+      }
+    }
+    return {
+      count: this.#live.size,
+      bytes,
+      nodes: [...nodes.entries()]
+        .sort(([a], [b]) => a - b)
+        .map(([node, stats]) => ({ node, count: stats.count, bytes: stats.bytes })),
+    };
+  }
+}
+
+/** A call's arguments with their references prepared (see {@link RemoteRefRegistry.prepare}). */
+export interface PreparedCall {
+  readonly args: readonly unknown[];
+  readonly kwargs: Kwargs;
+  readonly hooks: Pick<TaskCallbacks, "sending" | "sent">;
+}

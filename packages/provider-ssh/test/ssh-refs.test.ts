@@ -1,0 +1,85 @@
+/**
+ * Remote references across 2 SSH hosts of the test bed (real sshd in network namespaces, workers
+ * reached through SSH tunnels): a result kept on its host is reused there without its bytes crossing
+ * the tunnel, and crosses once to the other host. Bytes are counted by the pool's connections.
+ */
+import { fileURLToPath } from "node:url";
+import * as sky from "@skyward/core";
+import {
+  createTestbed,
+  requireTestbed,
+  type ScratchSkywardHome,
+  type Testbed,
+  testbedSshHosts,
+  useScratchSkywardHome,
+} from "@skyward/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SSH } from "../src/index.js";
+
+const skipReason = await requireTestbed();
+/** The same task module as core's local remote-reference suite. */
+const tasks = fileURLToPath(new URL("../../core/test/fixtures/ref_tasks.py", import.meta.url));
+
+const makeBlob = sky.python<[size: number], Uint8Array>("ref_tasks:make_blob");
+const blobInfo = sky.python<[blob: Uint8Array], { length: number; first: number; node: number }>(
+  "ref_tasks:blob_info",
+);
+const held = sky.python<[], { node: number; count: number; bytes: number; ids: string[] }>(
+  "skyward.refs:held",
+);
+
+const PAYLOAD = 2 * 1024 * 1024;
+const OVERHEAD = 64 * 1024;
+
+describe.skipIf(skipReason !== undefined)("remote references across 2 SSH hosts of the test bed", () => {
+  let bed: Testbed;
+  let home: ScratchSkywardHome | undefined;
+
+  beforeAll(async () => {
+    bed = await createTestbed({ hosts: 2 });
+    home = await useScratchSkywardHome("skyward-ssh-refs-");
+  }, 120_000);
+
+  afterAll(async () => {
+    await bed?.teardown();
+    await home?.restore();
+  });
+
+  it("reuses a reference on its host without transfer and moves it to the other host once (process executor)", async () => {
+    await using pool = await sky.compute({
+      provider: SSH({ hosts: testbedSshHosts(bed) }),
+      nodes: 2,
+      ttl: 0,
+      image: { includes: [tasks] },
+      options: { console: false, bootstrapTimeout: 240, worker: { concurrency: 2, executor: "process" } },
+    });
+    const moved = (before: readonly sky.NodeTraffic[]) =>
+      pool.traffic().map((now) => {
+        const then = before.find((entry) => entry.node === now.node)!;
+        return { node: now.node, sent: now.sent - then.sent, received: now.received - then.received };
+      });
+
+    const ref = await pool.run(makeBlob(PAYLOAD).withKeep(), { target: 0 });
+    expect(ref.size).toBeGreaterThanOrEqual(PAYLOAD);
+
+    let before = pool.traffic();
+    expect(await pool.run(blobInfo(ref))).toEqual({ length: PAYLOAD, first: 0, node: 0 });
+    for (const entry of moved(before)) expect(entry.sent + entry.received).toBeLessThan(OVERHEAD);
+
+    before = pool.traffic();
+    expect(await pool.run(blobInfo(ref), { target: 1 })).toEqual({ length: PAYLOAD, first: 0, node: 1 });
+    const [zero, one] = moved(before);
+    expect(zero!.received).toBeGreaterThanOrEqual(ref.size);
+    expect(zero!.received).toBeLessThan(ref.size + OVERHEAD);
+    expect(one!.sent).toBeGreaterThanOrEqual(ref.size);
+    expect(one!.sent).toBeLessThan(ref.size + OVERHEAD);
+
+    before = pool.traffic();
+    expect(await pool.run(blobInfo(ref), { target: 1 })).toEqual({ length: PAYLOAD, first: 0, node: 1 });
+    for (const entry of moved(before)) expect(entry.sent + entry.received).toBeLessThan(OVERHEAD);
+
+    await ref.release();
+    for (const node of [0, 1]) expect((await pool.run(held(), { target: node })).ids).not.toContain(ref.id);
+    await expect(pool.run(blobInfo(ref), { target: 1 })).rejects.toThrow(sky.RemoteRefError);
+  }, 300_000);
+});
