@@ -161,3 +161,45 @@ def test_a_blocked_queue_get_sends_one_request_and_waits_for_the_answer(worker: 
     message = client.terminal("t-blocking", timeout=20)
     assert (message["t"], message["value"]) == ("result", None)
     client.close()
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_detached_workers_collection_operations_wait_for_the_next_client(executor: str) -> None:
+    # docs/sessions.md, "Collections across detach": from a `release` with `keep` until the next
+    # client's hello, a task's collection operations wait on its worker — the wait that was open when
+    # the client left, and a call made while nobody is attached — and go to the next client in order.
+    with WorkerProcess("--executor", executor, "--concurrency", "2") as worker:
+        first = connect(worker)
+        seen_first: List[List[Any]] = []
+        first.on_message = lambda m: seen_first.append(m["args"]) if m["t"] == "subtask" else None
+        first.submit("getter", "collection_wire_tasks:blocking_get")
+        first.submit("late", "collection_wire_tasks:late_increment", 1.5)
+        first.wait_for(lambda m: m["t"] == "subtask", timeout=20)  # the get: never answered by this client
+        first.send({"t": "release", "ttl": 60, "keep": True}, {"t": "ping", "ts": 1.0})
+        first.wait_for(lambda m: m["t"] == "pong")
+        first.close()
+        time.sleep(3.0)  # `late` calls the counter while nobody is attached
+        assert seen_first == [["queue", "q", "get", None]]
+
+        second = Client(worker.port)
+        authority = Authority(second, lambda args: [True, "item"] if args[2] == "get" else 41)
+        welcome = second.hello()
+        assert sorted(welcome["running"]) == ["getter", "late"]
+        assert second.terminal("getter", timeout=20)["value"] == "item"
+        assert second.terminal("late", timeout=20)["value"] == 41
+        # Each asked once of this client: the get again (its answer never came), the increment once.
+        assert sorted(authority.ops) == [["counter", "c", "increment", 1], ["queue", "q", "get", None]]
+        second.close()
+
+
+def test_without_a_detach_a_lost_connection_still_fails_the_open_operation() -> None:
+    with WorkerProcess("--concurrency", "1") as worker:
+        first = connect(worker)
+        first.submit("getter", "collection_wire_tasks:blocking_get")
+        first.wait_for(lambda m: m["t"] == "subtask", timeout=20)
+        first.close()  # no `release` with `keep`: the client was lost, not detached
+        second = Client(worker.port)
+        second.hello()
+        message = second.terminal("getter", timeout=20)
+        assert message["t"] == "error" and "connection to the client was lost" in message["message"], message
+        second.close()

@@ -9,11 +9,13 @@
 
 import { rm } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
+import { CollectionStore } from "../collections/store.js";
 import type { Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
 import { compute, type Pool } from "../pool/pool.js";
 import { WorkerConnection } from "../pool/worker-connection.js";
 import type { WorkerMessage } from "../protocol/protocol.js";
 import type { Options } from "../spec/options.js";
+import { openCollections, serveCollections } from "./collections-state.js";
 import {
   type DetachedPoolState,
   type DetachedTask,
@@ -202,8 +204,12 @@ async function collectDetached(
   state: DetachedPoolState,
   token: string,
   signal: AbortSignal | undefined,
+  collections: CollectionStore,
 ): Promise<{ results: Promise<CollectedResult[]>; close: () => void }> {
   const expected = new Map<string, DetachedTask>(state.tasks.map((task) => [task.taskId, task]));
+  // A task's wire id is its id, or `id.attempt` for a retry; its locks are held under its id.
+  const ownerOf = (wireId: string) => (expected.has(wireId) ? wireId : wireId.replace(/\.\d+$/, ""));
+  const stillRunning = new Set<string>();
   const outcomes = new Map<string, CollectedResult>();
   const connections: WorkerConnection[] = [];
   let settle: () => void = () => {};
@@ -222,9 +228,12 @@ async function collectDetached(
     const mine = [...expected.values()].filter((task) => task.node === node.index);
     const finished = new Set(connection.welcome.results);
     const running = new Set((connection.welcome as { running?: string[] }).running ?? []);
+    for (const id of running) stillRunning.add(ownerOf(id));
+    serveCollections(connection, collections, ownerOf);
     connection.onMessage((message: WorkerMessage) => {
       if (!TERMINAL.has(message.t)) return;
       const id = (message as { id?: string | null }).id;
+      if (typeof id === "string") collections.ownerEnded(ownerOf(id));
       const task = typeof id === "string" ? expected.get(id) : undefined;
       if (!task || outcomes.has(task.taskId)) return;
       const base = { taskId: task.taskId, name: task.name, node: task.node };
@@ -242,6 +251,7 @@ async function collectDetached(
       check();
     });
     connection.onLost((loss) => {
+      for (const id of running) collections.ownerEnded(ownerOf(id));
       for (const task of mine) {
         if (outcomes.has(task.taskId)) continue;
         outcomes.set(task.taskId, {
@@ -269,6 +279,8 @@ async function collectDetached(
     const collect = mine.filter((task) => finished.has(task.taskId)).map((task) => task.taskId);
     if (collect.length > 0) connection.send({ t: "collect", ids: collect });
   }
+  // Locks held by tasks that ended while nobody was attached are free again.
+  for (const holder of collections.holders()) if (!stillRunning.has(holder)) collections.ownerEnded(holder);
   check();
   const close = () => {
     for (const connection of connections) void connection.close({ timeoutMs: 2000 });
@@ -311,7 +323,9 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
     );
   }
   const token = await openToken(state.token);
-  const collector = await collectDetached(state, token, options.signal);
+  const collections = new CollectionStore({ enabled: options.options?.cluster !== false });
+  collections.restore(await openCollections(state));
+  const collector = await collectDetached(state, token, options.signal, collections);
   let pool: Pool;
   try {
     pool = await compute(
@@ -324,6 +338,7 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
       {
         id: state.id,
         taskIdPrefix: `a${Date.now().toString(36)}-`,
+        collections,
         ...(options.signal ? { signal: options.signal } : {}),
       },
     );
