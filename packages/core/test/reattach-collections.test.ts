@@ -36,6 +36,7 @@ describe("collections across detach and attach", () => {
   it("keeps a SIGKILLed client's collections for the next process, and serves what tasks asked meanwhile", async () => {
     const workRoot = mkdtempSync(join(tmpdir(), "skyward-detcoll-"));
     let pids: number[] = [];
+    let stateFile = "";
     try {
       const client = spawn(process.execPath, [child, workRoot], { stdio: ["ignore", "pipe", "inherit"] });
       const line = await new Promise<string>((resolve, reject) => {
@@ -49,7 +50,7 @@ describe("collections across detach and attach", () => {
       await new Promise((resolve) => client.once("exit", resolve));
 
       // Sealed: the owner's only, and no value in clear.
-      const stateFile = join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`);
+      stateFile = join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`);
       expect(statSync(stateFile).mode & 0o777).toBe(0o600);
       const state = JSON.parse(readFileSync(stateFile, "utf8")) as {
         collections?: string;
@@ -113,6 +114,56 @@ describe("collections across detach and attach", () => {
     } finally {
       // A failure above leaves no worker behind.
       for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
+      if (stateFile) rmSync(stateFile, { force: true });
+      rmSync(workRoot, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it("a pool attached and detached again keeps the collections and the running task's lock and wait", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-detcoll-"));
+    const tasks = fileURLToPath(new URL("./fixtures/detach_collection_tasks.py", import.meta.url));
+    let pids: number[] = [];
+    let id = "";
+    try {
+      const pool = await sky.compute({
+        provider: sky.Local({ workRoot }),
+        nodes: 1,
+        image: { includes: [tasks] },
+        options: { console: false, worker: { concurrency: 2 } },
+      });
+      pids = await pool.broadcast(sky.python<[], number>("os:getpid")());
+      await pool.dict<string>("d").set("k", "kept");
+      // `hold` takes "L", then waits on queue "go" through both detaches.
+      void pool.run(sky.python<[], string>("detach_collection_tasks:hold")()).catch(() => undefined);
+      while ((await pool.dict<string>("d").get("holder")) !== "holding")
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      id = await pool.detach();
+
+      const first = await sky.attach(id, { options: { console: false } });
+      expect(await first.lock("L").locked()).toBe(true);
+      await first.dict<string>("d").set("k", "changed while attached");
+      expect(await first.detach()).toBe(id);
+
+      const second = await sky.attach(id, { options: { console: false } });
+      try {
+        expect(await second.dict<string>("d").get("k")).toBe("changed while attached");
+        expect(await second.lock("L").locked()).toBe(true);
+        await second.queue<string>("go").put("go");
+        // `hold` gets its item from this client, finishes, and its lock is released.
+        const d = second.dict<string>("d");
+        const deadline = Date.now() + 20_000;
+        while ((await d.get("holder")) !== "done" || (await second.lock("L").locked())) {
+          expect(Date.now()).toBeLessThan(deadline);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        expect(await second.queue("go").size()).toBe(0);
+      } finally {
+        await second.close();
+      }
+      for (const pid of pids) expect(await until(() => !alive(pid), 10_000)).toBe(true);
+    } finally {
+      for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
+      if (id) rmSync(join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`), { force: true });
       rmSync(workRoot, { recursive: true, force: true });
     }
   }, 120_000);

@@ -113,9 +113,10 @@ describe("CollectionStore", () => {
     for (const item of ["a", "b", "c"]) await store.apply("t1", ["queue", "q", "put", item]).answer;
     await store.apply("t1", ["queue", "q", "get", 0]).answer; // "a" is taken: not in the snapshot
     await store.apply("t1", ["lock", "held", "acquire", null]).answer;
-    await store.apply("client-handle", ["lock", "mine", "acquire", null]).answer;
+    await store.apply("client:5b0e", ["lock", "mine", "acquire", null]).answer;
     const waiting = store.apply("t2", ["queue", "empty", "get", null]);
-    const snapshot = store.freeze("pool p was detached", new Set(["t1", "t2"]));
+    const snapshot = store.freeze("pool p was detached");
+    expect(store.frozen).toBe(true);
     expect(snapshot.queues).toEqual([
       ["q", ["b", "c"]],
       ["empty", []],
@@ -124,7 +125,7 @@ describe("CollectionStore", () => {
     // Frozen: the client's calls are refused, and a task ending keeps its locks (for the next client).
     await expect(store.apply("client", ["counter", "c", "value"]).answer).rejects.toThrow(/was detached/);
     store.ownerEnded("t1");
-    expect(store.holders()).toEqual(["t1", "client-handle"]);
+    expect(store.holders()).toEqual(["t1", "client:5b0e"]);
     expect(await settledState(waiting.answer)).toBe("pending");
 
     const next = new CollectionStore({ enabled: true });

@@ -148,10 +148,10 @@ export class CollectionStore {
    * The pool is being detached: no operation is applied from now on (the client's are refused with
    * `reason`; the workers park theirs for the next client), and a task ending keeps its locks —
    * whoever attaches releases those of tasks no longer running. Returns the contents, for the state
-   * file. Locks held by `keep` owners (tasks still on the workers) are kept; others (the client's own
-   * `pool.lock` handles, which end with this process) are not.
+   * file: locks held by tasks are kept, those of the client's own `pool.lock` handles (which end
+   * with this process) are not.
    */
-  freeze(reason: string, keep: ReadonlySet<Owner>): CollectionsSnapshot {
+  freeze(reason: string): CollectionsSnapshot {
     this.#closed = reason;
     this.#frozen = true;
     return {
@@ -160,7 +160,7 @@ export class CollectionStore {
       counters: [...this.#counters],
       queues: [...this.#queues].map(([name, queue]) => [name, queue.items.slice(queue.head)] as const),
       locks: [...this.#locks]
-        .filter(([, lock]) => lock.holder !== undefined && keep.has(lock.holder))
+        .filter(([, lock]) => lock.holder !== undefined && !isClientOwner(lock.holder))
         .map(([name, lock]) => [name, lock.holder as Owner] as const),
     };
   }
@@ -179,6 +179,11 @@ export class CollectionStore {
       this.#locks.set(name, lock);
       this.#take(name, lock, holder);
     }
+  }
+
+  /** Whether {@link freeze} was called: a worker's operation arriving now is left for the next client. */
+  get frozen(): boolean {
+    return this.#frozen;
   }
 
   /** The owners holding a lock now. */
@@ -536,6 +541,11 @@ export class CollectionStore {
       if (waits.size === 0) this.#waits.delete(waiter.owner);
     }
   }
+}
+
+/** The client itself, or one of its `pool.lock` handles (`client:<uuid>`), as opposed to a task. */
+function isClientOwner(owner: Owner): boolean {
+  return owner === CLIENT_OWNER || owner.startsWith(`${CLIENT_OWNER}:`);
 }
 
 function disabledError(): ConfigurationError {

@@ -1831,7 +1831,8 @@ class PoolRuntime implements AsyncDisposable {
       ttl: this.spec.ttl,
       detachedAt: Date.now(),
       pid: process.pid,
-      token: await sealToken(this.#token),
+      // The workers' own token: an attached pool's workers kept the one they were started with.
+      token: await sealToken(this.#nodes[0]?.endpoint?.token ?? this.#token),
     });
     // The workers keep the results and outlive this process; a ping after the release tells when
     // each has applied it.
@@ -1854,11 +1855,7 @@ class PoolRuntime implements AsyncDisposable {
       }),
     );
     // Every collection operation a worker sent came before its pong: the collections are final.
-    await saveCollections(
-      this.id,
-      this.#collections,
-      tasks.map((task) => task.taskId),
-    );
+    await saveCollections(this.id, this.#collections);
     detachLocalWorkers(nodes.map((node) => node.instanceId));
     void path;
     this.#closing = this.#shutdown(true);

@@ -205,7 +205,7 @@ async function collectDetached(
   token: string,
   signal: AbortSignal | undefined,
   collections: CollectionStore,
-): Promise<{ results: Promise<CollectedResult[]>; close: () => void }> {
+): Promise<{ results: Promise<CollectedResult[]>; close: () => Promise<void> }> {
   const expected = new Map<string, DetachedTask>(state.tasks.map((task) => [task.taskId, task]));
   // A task's wire id is its id, or `id.attempt` for a retry; its locks are held under its id.
   const ownerOf = (wireId: string) => (expected.has(wireId) ? wireId : wireId.replace(/\.\d+$/, ""));
@@ -219,6 +219,17 @@ async function collectDetached(
   const check = () => {
     if (outcomes.size === expected.size) settle();
   };
+  const close = async () => {
+    await Promise.all(connections.map((connection) => connection.close({ timeoutMs: 2000 })));
+  };
+  // The tasks these connections adopted (wire ids): those of the state file, and any still running
+  // from an earlier detach. The connections stay until they have all ended, since they answer the
+  // tasks' collection calls.
+  const adopted = new Set<string>();
+  let collectedAll = false;
+  const closeIfIdle = () => {
+    if (collectedAll && adopted.size === 0) void close();
+  };
   for (const node of state.nodes) {
     const connection = await WorkerConnection.connect(
       { host: node.host, port: node.port },
@@ -228,12 +239,18 @@ async function collectDetached(
     const mine = [...expected.values()].filter((task) => task.node === node.index);
     const finished = new Set(connection.welcome.results);
     const running = new Set((connection.welcome as { running?: string[] }).running ?? []);
-    for (const id of running) stillRunning.add(ownerOf(id));
+    for (const id of running) {
+      stillRunning.add(ownerOf(id));
+      adopted.add(id);
+    }
     serveCollections(connection, collections, ownerOf);
     connection.onMessage((message: WorkerMessage) => {
       if (!TERMINAL.has(message.t)) return;
       const id = (message as { id?: string | null }).id;
-      if (typeof id === "string") collections.ownerEnded(ownerOf(id));
+      if (typeof id === "string" && adopted.delete(id)) {
+        collections.ownerEnded(ownerOf(id));
+        closeIfIdle();
+      }
       const task = typeof id === "string" ? expected.get(id) : undefined;
       if (!task || outcomes.has(task.taskId)) return;
       const base = { taskId: task.taskId, name: task.name, node: task.node };
@@ -251,7 +268,10 @@ async function collectDetached(
       check();
     });
     connection.onLost((loss) => {
-      for (const id of running) collections.ownerEnded(ownerOf(id));
+      for (const id of running) {
+        collections.ownerEnded(ownerOf(id));
+        adopted.delete(id);
+      }
       for (const task of mine) {
         if (outcomes.has(task.taskId)) continue;
         outcomes.set(task.taskId, {
@@ -282,11 +302,9 @@ async function collectDetached(
   // Locks held by tasks that ended while nobody was attached are free again.
   for (const holder of collections.holders()) if (!stillRunning.has(holder)) collections.ownerEnded(holder);
   check();
-  const close = () => {
-    for (const connection of connections) void connection.close({ timeoutMs: 2000 });
-  };
   const results = done.then(() => {
-    close();
+    collectedAll = true;
+    closeIfIdle();
     return state.tasks.map((task) => outcomes.get(task.taskId) as CollectedResult);
   });
   return { results, close };
@@ -343,10 +361,21 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
       },
     );
   } catch (error) {
-    collector.close();
+    void collector.close();
     throw error;
   }
-  return Object.assign(pool, { collected: () => collector.results }) as AttachedPool;
+  // Detached again: the connections that adopted the first detach's tasks go too, so that their
+  // workers keep those tasks' unanswered collection calls for the next client.
+  const detach = pool.detach.bind(pool);
+  return Object.assign(pool, {
+    collected: () => collector.results,
+    detach: async () => {
+      const id = await detach();
+      // Closed before this returns: the workers have let go of them when the next client attaches.
+      await collector.close();
+      return id;
+    },
+  }) as AttachedPool;
 }
 
 /** A detached pool as `skyward pools` shows it: its state file less the token, and what is alive. */

@@ -20,14 +20,10 @@ import { type DetachedPoolState, openToken, readPoolState, sealToken, writePoolS
 
 /**
  * Freezes `store` (the pool is being detached: nothing changes from now on) and writes its contents
- * into pool `id`'s state file, sealed. Locks held by `running` tasks are kept with them.
+ * into pool `id`'s state file, sealed. Locks held by tasks are kept with them.
  */
-export async function saveCollections(
-  id: string,
-  store: CollectionStore,
-  running: readonly Owner[],
-): Promise<void> {
-  const snapshot = store.freeze(`pool ${id} was detached`, new Set(running));
+export async function saveCollections(id: string, store: CollectionStore): Promise<void> {
+  const snapshot = store.freeze(`pool ${id} was detached`);
   const state = await readPoolState(id);
   if (!state) throw new Error(`pool ${id}'s state file is gone`);
   const bytes = Buffer.concat(
@@ -58,10 +54,14 @@ export function serveCollections(
 ): () => void {
   return connection.onMessage((message: WorkerMessage) => {
     if (message.t !== "subtask" || message.fn !== COLLECTION_REF) return;
+    // Frozen (this pool is being detached again): left unanswered, the worker keeps it for the next
+    // client when this connection closes.
+    if (store.frozen) return;
     const { id, sub } = message;
     if (typeof id !== "string") return;
     const reply = (answer: Parameters<WorkerConnection["send"]>[0]) => {
-      if (connection.isOpen) connection.send(answer);
+      // Not once frozen: a wait dropped by the detach is asked again of the next client.
+      if (connection.isOpen && !store.frozen) connection.send(answer);
     };
     store.apply(ownerOf(id), message.args).answer.then(
       (value) => reply({ t: "subresult", id, sub, value }),
