@@ -164,11 +164,14 @@ def test_a_blocked_queue_get_sends_one_request_and_waits_for_the_answer(worker: 
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
-def test_a_detached_workers_collection_operations_wait_for_the_next_client(executor: str) -> None:
+def test_a_detached_workers_collection_operations_wait_for_the_next_client(
+    executor: str, tmp_path: Path
+) -> None:
     # docs/sessions.md, "Collections across detach": from a `release` with `keep` until the next
     # client's hello, a task's collection operations wait on its worker — the wait that was open when
     # the client left, and a call made while nobody is attached — and go to the next client in order.
-    with WorkerProcess("--executor", executor, "--concurrency", "2") as worker:
+    # (its own lines go to skyward-worker-0.log in its work directory once detached)
+    with WorkerProcess("--executor", executor, "--concurrency", "2", "--workdir", str(tmp_path)) as worker:
         first = connect(worker)
         seen_first: List[List[Any]] = []
         first.on_message = lambda m: seen_first.append(m["args"]) if m["t"] == "subtask" else None
