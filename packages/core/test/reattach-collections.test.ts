@@ -44,7 +44,7 @@ describe("collections across detach and attach", () => {
         client.once("exit", (code) => reject(new Error(`the client exited (${code}) before detaching`)));
       });
       const { id, outcomes, after } = JSON.parse(line) as { id: string; outcomes: string[]; after: string };
-      expect(outcomes).toEqual(Array(4).fill("CancelledError"));
+      expect(outcomes).toEqual(Array(5).fill("CancelledError"));
       expect(after).toBe("CancelledError"); // the collections left with the detach
       client.kill("SIGKILL");
       await new Promise((resolve) => client.once("exit", resolve));
@@ -87,6 +87,9 @@ describe("collections across detach and attach", () => {
         expect(byName.hold).toBe("held");
         expect(byName.taker).toBe("hello");
         expect(byName.short_lock).toBe("ended");
+        // An eventual write made while nobody was attached, by a task that has ended since: applied.
+        expect(byName.eventual_during).toBe("written");
+        expect(await pool.counter("ev").value()).toBe(5);
         const during = byName.during as { n: number; waited: number };
         expect(during.n).toBe(6);
         // It waited for this client (attached ~1 s after the call).

@@ -58,6 +58,16 @@ STREAM_NAMES = ("stdout", "stderr")
 COLLECTION_REF = "skyward.collections:op"
 
 
+def _outlives_its_task(message: Message) -> bool:
+    """Whether a kept collection operation still goes to the next client once its task has ended: a
+    write (dict, set, counter, queue put), applied as it would have been had a client been there; not
+    a wait or a lock, whose owner is gone (docs/sessions.md, "Collections across detach")."""
+    args = message.get("args") or []
+    kind = args[0] if len(args) > 0 else None
+    op = args[2] if len(args) > 2 else None
+    return kind in ("dict", "set", "counter") or (kind == "queue" and op == "put")
+
+
 class Options:
     """The worker's command line."""
 
@@ -623,7 +633,7 @@ class Worker:
         )
         if self._parking:
             self._parking = False
-            self._send_parked()
+            self._send_parked(connection)
 
     def _cluster(self, connection: Connection, message: Message) -> None:
         env = message.get("env") or {}
@@ -940,11 +950,14 @@ class Worker:
             task.ops[sub] = message
         connection.send(message)
 
-    def _send_parked(self) -> None:
+    def _send_parked(self, client: Connection) -> None:
         """A client attached: the collection operations that waited for it go to it, in order."""
         parked, self._parked = self._parked, []
         for task, message in parked:
-            if task.state != "running" or task.subtasks is None or message["sub"] not in task.subtasks:
+            if task.state != "running":
+                client.send(message)  # a write of a task that has ended: applied, its answer ignored
+                continue
+            if task.subtasks is None or message["sub"] not in task.subtasks:
                 continue
             connection = task.connection
             if connection is None or not connection.alive:
@@ -1065,7 +1078,8 @@ class Worker:
         task.subtasks = None  # the client cancels the nested tasks still running
         task.ops = None
         if self._parked:
-            self._parked = [entry for entry in self._parked if entry[0] is not task]
+            # Its waits go with it; its writes still reach the next client.
+            self._parked = [entry for entry in self._parked if entry[0] is not task or _outlives_its_task(entry[1])]
         finished = self._finished
         finished[task.id] = (time.monotonic(), message)
         if len(finished) > RESULT_KEEP_MAX:

@@ -171,27 +171,33 @@ def test_a_detached_workers_collection_operations_wait_for_the_next_client(
     # client's hello, a task's collection operations wait on its worker — the wait that was open when
     # the client left, and a call made while nobody is attached — and go to the next client in order.
     # (its own lines go to skyward-worker-0.log in its work directory once detached)
-    with WorkerProcess("--executor", executor, "--concurrency", "2", "--workdir", str(tmp_path)) as worker:
+    with WorkerProcess("--executor", executor, "--concurrency", "3", "--workdir", str(tmp_path)) as worker:
         first = connect(worker)
         seen_first: List[List[Any]] = []
         first.on_message = lambda m: seen_first.append(m["args"]) if m["t"] == "subtask" else None
         first.submit("getter", "collection_wire_tasks:blocking_get")
         first.submit("late", "collection_wire_tasks:late_increment", 1.5)
+        first.submit("eventual", "collection_wire_tasks:late_eventual_write", 1.5)
         first.wait_for(lambda m: m["t"] == "subtask", timeout=20)  # the get: never answered by this client
         first.send({"t": "release", "ttl": 60, "keep": True}, {"t": "ping", "ts": 1.0})
         first.wait_for(lambda m: m["t"] == "pong")
         first.close()
-        time.sleep(3.0)  # `late` calls the counter while nobody is attached
+        time.sleep(3.0)  # `late` and `eventual` call the counters while nobody is attached
         assert seen_first == [["queue", "q", "get", None]]
 
         second = Client(worker.port)
         authority = Authority(second, lambda args: [True, "item"] if args[2] == "get" else 41)
         welcome = second.hello()
         assert sorted(welcome["running"]) == ["getter", "late"]
+        # `eventual` did not wait for its write, and ended while nobody was attached.
+        assert welcome["results"] == ["eventual"]
         assert second.terminal("getter", timeout=20)["value"] == "item"
         assert second.terminal("late", timeout=20)["value"] == 41
-        # Each asked once of this client: the get again (its answer never came), the increment once.
-        assert sorted(authority.ops) == [["counter", "c", "increment", 1], ["queue", "q", "get", None]]
+        # Each asked once of this client: the get again (its answer never came), the increment once,
+        # and the ended task's eventual write.
+        assert sorted(authority.ops) == [
+            ["counter", "c", "increment", 1], ["counter", "ev", "increment", 5], ["queue", "q", "get", None],
+        ]
         second.close()
 
 

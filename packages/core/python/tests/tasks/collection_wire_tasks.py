@@ -57,3 +57,9 @@ def blocking_get():
 def late_increment(delay):
     time.sleep(delay)
     return sky.counter("c").increment()
+
+
+def late_eventual_write(delay):
+    time.sleep(delay)
+    sky.counter("ev", consistency="eventual").increment(5)  # sent, not waited for
+    return "written"
