@@ -58,6 +58,14 @@ STREAM_NAMES = ("stdout", "stderr")
 COLLECTION_REF = "skyward.collections:op"
 
 
+def _detached_calls_max() -> int:
+    """``SKYWARD_DETACHED_CALLS_MAX``: the collection calls a detached worker keeps (default 100 000)."""
+    try:
+        return max(1, int(os.environ.get("SKYWARD_DETACHED_CALLS_MAX", "100000")))
+    except ValueError:
+        return 100_000
+
+
 def _outlives_its_task(message: Message) -> bool:
     """Whether a kept collection operation still goes to the next client once its task has ended: a
     write (dict, set, counter, queue put), applied as it would have been had a client been there; not
@@ -350,6 +358,8 @@ class Worker:
         #: failing; the TTL bounds the wait (docs/sessions.md, "Collections across detach")
         self._parking = False
         self._parked: List[tuple[Task, Message]] = []
+        #: how many calls may wait so (an eventual write does not block its task); past it a call fails
+        self._parked_max = _detached_calls_max()
         #: called once when a client detaches (the process entry point points stdout/stderr at a file)
         self.on_detach: Callable[[], None] | None = None
         self._inbox: Deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
@@ -932,6 +942,16 @@ class Worker:
                             "node": node}
         if fn == COLLECTION_REF and self._parking:
             # The client detached: the collections wait in its state file for the next one.
+            if len(self._parked) >= self._parked_max:
+                kind, name = (list(args) + [None, None])[:2]
+                text = (
+                    f"{kind} {name!r}: the pool is detached, and {self._parked_max} collection calls already wait on "
+                    "this worker for a client to attach (SKYWARD_DETACHED_CALLS_MAX)"
+                )
+                self._executor_for(task).deliver_subresult(
+                    task, sub, error_fields("exception", "RuntimeError", text, self.node)
+                )
+                return
             if task.subtasks is None:
                 task.subtasks = set()
             task.subtasks.add(sub)

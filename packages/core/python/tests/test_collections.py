@@ -223,3 +223,28 @@ def test_without_a_detach_a_lost_connection_still_fails_the_open_operation() -> 
         message = second.terminal("getter", timeout=20)
         assert message["t"] == "error" and "connection to the client was lost" in message["message"], message
         second.close()
+
+
+def test_a_detached_worker_keeps_a_bounded_number_of_calls(tmp_path: Path) -> None:
+    # Past SKYWARD_DETACHED_CALLS_MAX waiting calls, a new one fails at once, naming the collection.
+    env = {"SKYWARD_DETACHED_CALLS_MAX": "1"}
+    with WorkerProcess("--concurrency", "2", "--workdir", str(tmp_path), env=env) as worker:
+        first = connect(worker)
+        first.submit("getter", "collection_wire_tasks:blocking_get")
+        first.submit("late", "collection_wire_tasks:late_increment", 1.0)
+        first.wait_for(lambda m: m["t"] == "subtask", timeout=20)
+        first.send({"t": "release", "ttl": 60, "keep": True}, {"t": "ping", "ts": 1.0})
+        first.wait_for(lambda m: m["t"] == "pong")
+        first.close()  # the get is kept for the next client: the one call allowed
+        time.sleep(2.5)
+        second = Client(worker.port)
+        authority = Authority(second, lambda args: [True, "item"])
+        welcome = second.hello()
+        assert welcome["results"] == ["late"]
+        second.send({"t": "collect", "ids": ["late"]})
+        message = second.terminal("late", timeout=20)
+        assert message["t"] == "error" and message["type"] == "RuntimeError", message
+        assert "counter 'c': the pool is detached, and 1 collection calls already wait" in message["message"]
+        assert second.terminal("getter", timeout=20)["value"] == "item"
+        assert authority.ops == [["queue", "q", "get", None]]
+        second.close()
