@@ -170,4 +170,39 @@ describe("collections across detach and attach", () => {
       rmSync(workRoot, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it("refuses, rather than leaves waiting, a nested task asked for by a task picked up on attach", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-detcoll-"));
+    const tasks = fileURLToPath(new URL("./fixtures/detach_collection_tasks.py", import.meta.url));
+    let pids: number[] = [];
+    let id = "";
+    try {
+      const pool = await sky.compute({
+        provider: sky.Local({ workRoot }),
+        nodes: 1,
+        image: { includes: [tasks] },
+        options: { console: false },
+      });
+      pids = await pool.broadcast(sky.python<[], number>("os:getpid")());
+      void pool
+        .run(sky.python<[], string>("detach_collection_tasks:nested_after_attach")())
+        .catch(() => undefined);
+      while ((await pool.dict<string>("d").get("nested")) !== "waiting")
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      id = await pool.detach();
+      const again = await sky.attach(id, { options: { console: false } });
+      try {
+        await again.queue<string>("go2").put("go");
+        const [outcome] = await again.collected();
+        expect(outcome?.ok && outcome.value).toMatch(/^cancelled: .*picked up by sky\.attach.*os:getpid/);
+      } finally {
+        await again.close();
+      }
+      for (const pid of pids) expect(await until(() => !alive(pid), 10_000)).toBe(true);
+    } finally {
+      for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
+      if (id) rmSync(join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`), { force: true });
+      rmSync(workRoot, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

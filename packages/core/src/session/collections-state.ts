@@ -44,7 +44,8 @@ export async function openCollections(state: DetachedPoolState): Promise<Collect
 /**
  * Answers, on `connection` (an attaching client's own connection to a worker, which adopts the
  * tasks still running there), the collection operations of those tasks: the ones their worker kept
- * while no client was attached, and any they make until they end. `ownerOf` maps a task's wire id to
+ * while no client was attached, and any they make until they end. Their nested tasks are refused
+ * (`CancelledError`). `ownerOf` maps a task's wire id to
  * the owner its locks are held by. Returns a function that stops.
  */
 export function serveCollections(
@@ -53,16 +54,31 @@ export function serveCollections(
   ownerOf: (wireId: string) => Owner,
 ): () => void {
   return connection.onMessage((message: WorkerMessage) => {
-    if (message.t !== "subtask" || message.fn !== COLLECTION_REF) return;
-    // Frozen (this pool is being detached again): left unanswered, the worker keeps it for the next
-    // client when this connection closes.
-    if (store.frozen) return;
+    if (message.t !== "subtask") return;
     const { id, sub } = message;
     if (typeof id !== "string") return;
     const reply = (answer: Parameters<WorkerConnection["send"]>[0]) => {
       // Not once frozen: a wait dropped by the detach is asked again of the next client.
       if (connection.isOpen && !store.frozen) connection.send(answer);
     };
+    if (message.fn !== COLLECTION_REF) {
+      // Nested dispatch from an adopted task: refused rather than left unanswered (its task would
+      // wait forever).
+      reply({
+        t: "suberror",
+        id,
+        sub,
+        kind: "cancelled",
+        type: "CancelledError",
+        message: `task ${id} was picked up by sky.attach, which runs no nested task (${message.fn}) for it`,
+        traceback: "",
+        node: -1,
+      });
+      return;
+    }
+    // Frozen (this pool is being detached again): left unanswered, the worker keeps it for the next
+    // client when this connection closes.
+    if (store.frozen) return;
     store.apply(ownerOf(id), message.args).answer.then(
       (value) => reply({ t: "subresult", id, sub, value }),
       (error: Error) =>
