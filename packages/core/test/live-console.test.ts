@@ -43,7 +43,8 @@ describe.skipIf(!hasTmux && process.env.CI !== "true")("the live console in tmux
         String(columns),
         "-y",
         "40",
-        `env ${env} '${process.execPath}' '${demo}' rich; echo $? > '${done}'; sleep 60`,
+        // Each node at $2.40/h: the console shows the pool's $9.60/h and what it has cost so far.
+        `env ${env} '${process.execPath}' '${demo}' rich 2.4; echo $? > '${done}'; sleep 60`,
       );
       try {
         const screen = () => tmux(session, "capture-pane", "-p", "-t", session);
@@ -60,7 +61,7 @@ describe.skipIf(!hasTmux && process.env.CI !== "true")("the live console in tmux
         for (const line of lines) expect([...line].length).toBeLessThanOrEqual(columns);
         expect(live).toMatch(/skyward \w+ · ready · local\/local · local · on-demand · none · \d+s/);
         expect(live).toMatch(/nodes 4 ready \(min 4, target 4, max 4\)/);
-        expect(live).toMatch(/\$—\/h · \$— so far|\$[\d.]+\/h · \$[\d.]+ so far/);
+        expect(live).toMatch(/\$9\.60\/h · \$0\.\d{3} so far/);
         expect(live).toMatch(/\[node \d\] (square\(\d+\) on its way|tick \d+)/);
         // The live region is drawn once: one header on the screen, not a trail of frames.
         expect(lines.filter((line) => line.startsWith("skyward ")).length).toBe(1);
@@ -75,7 +76,11 @@ describe.skipIf(!hasTmux && process.env.CI !== "true")("the live console in tmux
         const final = screen();
         expect(final).toContain("sum of squares 20540, 20 ticks");
         // The summary: one line, or at 80 columns two (the figures indented on the second).
-        expect(final).toMatch(/skyward \w+: \d+s · cost \S+(?: · |\n {2})tasks 41 done, 0 failed/);
+        expect(final).toMatch(/skyward \w+: \d+s · cost \$0\.\d{3}(?: · |\n {2})tasks 41 done, 0 failed/);
+        // About 20 s at $9.60/h: a few cents.
+        const cost = Number(/cost \$(0\.\d{3})/.exec(final)?.[1]);
+        expect(cost).toBeGreaterThan(0.01);
+        expect(cost).toBeLessThan(0.5);
         // No frame of the live region is left behind, and the app's own stdout line above survived.
         expect(
           final.split("\n").filter((line) => line.startsWith("skyward ") && line.includes(" · ready ·")),

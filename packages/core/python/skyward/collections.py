@@ -26,7 +26,9 @@ answers from it while its entry is younger than ``SKYWARD_COLLECTIONS_STALENESS`
 design, up to that bound plus one round trip; this process always reads its own writes.
 
 A lock is held by the task that acquired it, and released when that task ends (returns, fails, is
-cancelled, or is lost with its node). Each method has an ``_async`` variant for ``async def`` tasks.
+cancelled, or is lost with its node). While the pool is detached (``pool.detach()``) a call waits
+on the worker until a client attaches and answers it (docs/sessions.md, "Collections across
+detach"); the worker's TTL bounds that wait. Each method has an ``_async`` variant for ``async def`` tasks.
 """
 
 from __future__ import annotations

@@ -56,6 +56,26 @@ HANDSHAKE_SECONDS = 10.0
 PRE_HANDSHAKE_FRAME_BYTES = 16 * 1024
 APP_EXIT_LIMIT = 60.0  # seconds the around_app exits get when the worker stops
 STREAM_NAMES = ("stdout", "stderr")
+#: the reserved function name of a distributed-collection operation (skyward/collections.py)
+COLLECTION_REF = "skyward.collections:op"
+
+
+def _detached_calls_max() -> int:
+    """``SKYWARD_DETACHED_CALLS_MAX``: the collection calls a detached worker keeps (default 100 000)."""
+    try:
+        return max(1, int(os.environ.get("SKYWARD_DETACHED_CALLS_MAX", "100000")))
+    except ValueError:
+        return 100_000
+
+
+def _outlives_its_task(message: Message) -> bool:
+    """Whether a kept collection operation still goes to the next client once its task has ended: a
+    write (dict, set, counter, queue put), applied as it would have been had a client been there; not
+    a wait or a lock, whose owner is gone (docs/sessions.md, "Collections across detach")."""
+    args = message.get("args") or []
+    kind = args[0] if len(args) > 0 else None
+    op = args[2] if len(args) > 2 else None
+    return kind in ("dict", "set", "counter") or (kind == "queue" and op == "put")
 
 
 class Options:
@@ -335,6 +355,13 @@ class Worker:
         #: set by a `release` with `keep`: the client detached and will come back for its results
         self.detached = False
         self._keep_results = False
+        #: from a `release` with `keep` until the next client's hello: distributed-collection
+        #: operations wait here for that client (whose state holds the collections) instead of
+        #: failing; the TTL bounds the wait (docs/sessions.md, "Collections across detach")
+        self._parking = False
+        self._parked: List[tuple[Task, Message]] = []
+        #: how many calls may wait so (an eventual write does not block its task); past it a call fails
+        self._parked_max = _detached_calls_max()
         #: called once when a client detaches (the process entry point points stdout/stderr at a file)
         self.on_detach: Callable[[], None] | None = None
         self._inbox: Deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
@@ -618,6 +645,9 @@ class Worker:
                 "ready": self.ready,
             }
         )
+        if self._parking:
+            self._parking = False
+            self._send_parked(connection)
 
     def _cluster(self, connection: Connection, message: Message) -> None:
         env = message.get("env") or {}
@@ -802,6 +832,8 @@ class Worker:
         if task is None or task.subtasks is None or type(sub) is not int or sub not in task.subtasks:
             return  # the parent ended (its futures were cancelled) or this is a repeat
         task.subtasks.discard(sub)
+        if task.ops is not None:
+            task.ops.pop(sub, None)
         if message["t"] == "subresult":
             outcome: SubtaskOutcome = ("value", message.get("value"))
         else:
@@ -828,6 +860,8 @@ class Worker:
             # started this worker (its stdin) no longer stops it; only the TTL does.
             self.detached = True
             self._keep_results = True
+        if message.get("keep") is True:
+            self._parking = True
             if self.on_detach is not None:
                 self.on_detach()
         self.log(f"released by the client; ttl {self._ttl}{'; detached, results kept' if self.detached else ''}")
@@ -964,6 +998,25 @@ class Worker:
                    node: int | None) -> None:
         if task.state != "running":
             return  # stopped meanwhile: its futures are cancelled already
+        message: Message = {"t": "subtask", "id": task.id, "sub": sub, "fn": fn, "args": args, "kwargs": kwargs,
+                            "node": node}
+        if fn == COLLECTION_REF and self._parking:
+            # The client detached: the collections wait in its state file for the next one.
+            if len(self._parked) >= self._parked_max:
+                kind, name = (list(args) + [None, None])[:2]
+                text = (
+                    f"{kind} {name!r}: the pool is detached, and {self._parked_max} collection calls already wait on "
+                    "this worker for a client to attach (SKYWARD_DETACHED_CALLS_MAX)"
+                )
+                self._executor_for(task).deliver_subresult(
+                    task, sub, error_fields("exception", "RuntimeError", text, self.node)
+                )
+                return
+            if task.subtasks is None:
+                task.subtasks = set()
+            task.subtasks.add(sub)
+            self._parked.append((task, message))
+            return
         connection = task.connection
         if connection is None or not connection.alive:
             self._executor_for(task).deliver_subresult(task, sub, self._lost_subtask())
@@ -971,9 +1024,30 @@ class Worker:
         if task.subtasks is None:
             task.subtasks = set()
         task.subtasks.add(sub)
-        connection.send(
-            {"t": "subtask", "id": task.id, "sub": sub, "fn": fn, "args": args, "kwargs": kwargs, "node": node}
-        )
+        if fn == COLLECTION_REF:
+            if task.ops is None:
+                task.ops = {}
+            task.ops[sub] = message
+        connection.send(message)
+
+    def _send_parked(self, client: Connection) -> None:
+        """A client attached: the collection operations that waited for it go to it, in order."""
+        parked, self._parked = self._parked, []
+        for task, message in parked:
+            if task.state != "running":
+                client.send(message)  # a write of a task that has ended: applied, its answer ignored
+                continue
+            if task.subtasks is None or message["sub"] not in task.subtasks:
+                continue
+            connection = task.connection
+            if connection is None or not connection.alive:
+                task.subtasks.discard(message["sub"])
+                self._executor_for(task).deliver_subresult(task, message["sub"], self._lost_subtask())
+                continue
+            if task.ops is None:
+                task.ops = {}
+            task.ops[message["sub"]] = message
+            connection.send(message)
 
     def fail_subtask(self, task_id: str, sub: int, text: str) -> None:
         task = self.tasks.get(task_id)
@@ -1089,6 +1163,10 @@ class Worker:
                 task.id, outcome[1], outcome[2], outcome[3], outcome[4], task.slot if task.slot >= 0 else None
             )
         task.subtasks = None  # the client cancels the nested tasks still running
+        task.ops = None
+        if self._parked:
+            # Its waits go with it; its writes still reach the next client.
+            self._parked = [entry for entry in self._parked if entry[0] is not task or _outlives_its_task(entry[1])]
         finished = self._finished
         finished[task.id] = (time.monotonic(), message)
         if len(finished) > RESULT_KEEP_MAX:
@@ -1119,9 +1197,19 @@ class Worker:
                     executor.deliver_input(task, index, "in_error", "the connection to the client was lost")
                 if task.subtasks:
                     # The subtasks went with the connection: a client that reconnects does not know them.
+                    # Except a detached client's unanswered collection operations: those were waits
+                    # (queue get, lock acquire, barrier wait) it dropped without effect, so they are
+                    # asked again of the next client.
+                    ops = task.ops or {}
+                    kept: set[int] = set()
                     for sub in sorted(task.subtasks):
-                        executor.deliver_subresult(task, sub, self._lost_subtask())
-                    task.subtasks = None
+                        if self._parking and sub in ops:
+                            self._parked.append((task, ops[sub]))
+                            kept.add(sub)
+                        else:
+                            executor.deliver_subresult(task, sub, self._lost_subtask())
+                    task.subtasks = kept or None
+                    task.ops = None
         if connection.authenticated and not self.stopping:
             if not any(other.authenticated and other.alive for other in self.connections):
                 self.log("the client connection was lost")

@@ -161,3 +161,90 @@ def test_a_blocked_queue_get_sends_one_request_and_waits_for_the_answer(worker: 
     message = client.terminal("t-blocking", timeout=20)
     assert (message["t"], message["value"]) == ("result", None)
     client.close()
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_detached_workers_collection_operations_wait_for_the_next_client(
+    executor: str, tmp_path: Path
+) -> None:
+    # docs/sessions.md, "Collections across detach": from a `release` with `keep` until the next
+    # client's hello, a task's collection operations wait on its worker — the wait that was open when
+    # the client left, and a call made while nobody is attached — and go to the next client in order.
+    # (its own lines go to skyward-worker-0.log in its work directory once detached)
+    with WorkerProcess("--executor", executor, "--concurrency", "3", "--workdir", str(tmp_path)) as worker:
+        first = connect(worker)
+        seen_first: List[List[Any]] = []
+        first.on_message = lambda m: seen_first.append(m["args"]) if m["t"] == "subtask" else None
+        first.submit("getter", "collection_wire_tasks:blocking_get")
+        first.submit("late", "collection_wire_tasks:late_increment", 1.5)
+        first.submit("eventual", "collection_wire_tasks:late_eventual_write", 1.5)
+        first.wait_for(lambda m: m["t"] == "subtask", timeout=20)  # the get: never answered by this client
+        first.send({"t": "release", "ttl": 60, "keep": True}, {"t": "ping", "ts": 1.0})
+        first.wait_for(lambda m: m["t"] == "pong")
+        first.close()
+        time.sleep(3.0)  # `late` and `eventual` call the counters while nobody is attached
+        assert seen_first == [["queue", "q", "get", None]]
+
+        second = Client(worker.port)
+        authority = Authority(second, lambda args: [True, "item"] if args[2] == "get" else 41)
+        welcome = second.hello()
+        assert sorted(welcome["running"]) == ["getter", "late"]
+        # `eventual` did not wait for its write, and ended while nobody was attached.
+        assert welcome["results"] == ["eventual"]
+        assert second.terminal("getter", timeout=20)["value"] == "item"
+        assert second.terminal("late", timeout=20)["value"] == 41
+        # Each asked once of this client: the get again (its answer never came), the increment once,
+        # and the ended task's eventual write.
+        assert sorted(authority.ops) == [
+            ["counter", "c", "increment", 1], ["counter", "ev", "increment", 5], ["queue", "q", "get", None],
+        ]
+        second.close()
+
+
+def test_without_a_detach_a_lost_connection_still_fails_the_open_operation() -> None:
+    with WorkerProcess("--concurrency", "1") as worker:
+        first = connect(worker)
+        first.submit("getter", "collection_wire_tasks:blocking_get")
+        first.wait_for(lambda m: m["t"] == "subtask", timeout=20)
+        first.close()  # no `release` with `keep`: the client was lost, not detached
+        # The next client adopts the task (the loss was seen) or collects its outcome (it ended first);
+        # a hello that comes before the worker has seen the loss finds neither: try again.
+        deadline = time.monotonic() + 20
+        while True:
+            second = Client(worker.port)
+            welcome = second.hello()
+            if "getter" in welcome["results"]:
+                second.send({"t": "collect", "ids": ["getter"]})
+            if "getter" in welcome["results"] or "getter" in welcome["running"]:
+                break
+            second.close()
+            assert time.monotonic() < deadline, welcome
+            time.sleep(0.05)
+        message = second.terminal("getter", timeout=20)
+        assert message["t"] == "error" and "connection to the client was lost" in message["message"], message
+        second.close()
+
+
+def test_a_detached_worker_keeps_a_bounded_number_of_calls(tmp_path: Path) -> None:
+    # Past SKYWARD_DETACHED_CALLS_MAX waiting calls, a new one fails at once, naming the collection.
+    env = {"SKYWARD_DETACHED_CALLS_MAX": "1"}
+    with WorkerProcess("--concurrency", "2", "--workdir", str(tmp_path), env=env) as worker:
+        first = connect(worker)
+        first.submit("getter", "collection_wire_tasks:blocking_get")
+        first.submit("late", "collection_wire_tasks:late_increment", 1.0)
+        first.wait_for(lambda m: m["t"] == "subtask", timeout=20)
+        first.send({"t": "release", "ttl": 60, "keep": True}, {"t": "ping", "ts": 1.0})
+        first.wait_for(lambda m: m["t"] == "pong")
+        first.close()  # the get is kept for the next client: the one call allowed
+        time.sleep(2.5)
+        second = Client(worker.port)
+        authority = Authority(second, lambda args: [True, "item"])
+        welcome = second.hello()
+        assert welcome["results"] == ["late"]
+        second.send({"t": "collect", "ids": ["late"]})
+        message = second.terminal("late", timeout=20)
+        assert message["t"] == "error" and message["type"] == "RuntimeError", message
+        assert "counter 'c': the pool is detached, and 1 collection calls already wait" in message["message"]
+        assert second.terminal("getter", timeout=20)["value"] == "item"
+        assert authority.ops == [["queue", "q", "get", None]]
+        second.close()

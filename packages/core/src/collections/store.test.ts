@@ -104,4 +104,44 @@ describe("CollectionStore", () => {
     await expect(waiting.answer).rejects.toThrow(/shutting down/);
     await expect(store.apply("client", ["counter", "c", "value"]).answer).rejects.toThrow(CancelledError);
   });
+
+  it("freezes for a detach and restores in the next client: contents, task-held locks, no waits", async () => {
+    const store = new CollectionStore({ enabled: true });
+    await store.apply("t1", ["dict", "d", "set", ["k", 1], new Uint8Array([7])]).answer;
+    await store.apply("t1", ["set", "s", "add", 2n ** 70n]).answer;
+    await store.apply("t1", ["counter", "c", "increment", 3]).answer;
+    for (const item of ["a", "b", "c"]) await store.apply("t1", ["queue", "q", "put", item]).answer;
+    await store.apply("t1", ["queue", "q", "get", 0]).answer; // "a" is taken: not in the snapshot
+    await store.apply("t1", ["lock", "held", "acquire", null]).answer;
+    await store.apply("client:5b0e", ["lock", "mine", "acquire", null]).answer;
+    const waiting = store.apply("t2", ["queue", "empty", "get", null]);
+    const snapshot = store.freeze("pool p was detached");
+    expect(store.frozen).toBe(true);
+    expect(snapshot.queues).toEqual([
+      ["q", ["b", "c"]],
+      ["empty", []],
+    ]);
+    expect(snapshot.locks).toEqual([["held", "t1"]]); // the client's own lock ends with it
+    // Frozen: the client's calls are refused, and a task ending keeps its locks (for the next client).
+    await expect(store.apply("client", ["counter", "c", "value"]).answer).rejects.toThrow(/was detached/);
+    store.ownerEnded("t1");
+    expect(store.holders()).toEqual(["t1", "client:5b0e"]);
+    expect(await settledState(waiting.answer)).toBe("pending");
+
+    const next = new CollectionStore({ enabled: true });
+    next.restore(snapshot);
+    expect(await next.apply("x", ["dict", "d", "get", ["k", 1]]).answer).toEqual([true, new Uint8Array([7])]);
+    expect(await next.apply("x", ["set", "s", "has", 2n ** 70n]).answer).toBe(true);
+    expect(await next.apply("x", ["counter", "c", "value"]).answer).toBe(3);
+    expect(await next.apply("x", ["queue", "q", "get", 0]).answer).toEqual([true, "b"]);
+    expect(await next.apply("x", ["lock", "held", "locked"]).answer).toBe(true);
+    expect(await next.apply("x", ["lock", "mine", "locked"]).answer).toBe(false);
+    // The holder is a task of the detached pool: when it ends the lock goes to the next in line.
+    const acquire = next.apply("x", ["lock", "held", "acquire", null]);
+    expect(await settledState(acquire.answer)).toBe("pending");
+    expect(next.holders()).toEqual(["t1"]);
+    next.ownerEnded("t1");
+    expect(await acquire.answer).toBe(true);
+    expect(next.holders()).toEqual(["x"]);
+  });
 });

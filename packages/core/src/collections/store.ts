@@ -80,6 +80,20 @@ interface LockState {
   readonly waiters: Waiter[];
 }
 
+/**
+ * The collections' contents, as a detached pool's state file keeps them (sealed): every dict, set,
+ * counter and queue, and each held lock's holder. Waits are not in it: a task's pending wait is
+ * asked again of the next client by its worker (docs/sessions.md).
+ */
+export interface CollectionsSnapshot {
+  readonly dicts: readonly (readonly [string, readonly (readonly [WireValue, WireValue])[]])[];
+  readonly sets: readonly (readonly [string, readonly WireValue[]])[];
+  readonly counters: readonly (readonly [string, number | bigint])[];
+  readonly queues: readonly (readonly [string, readonly WireValue[]])[];
+  /** `[lock name, holder task id]`. */
+  readonly locks: readonly (readonly [string, Owner])[];
+}
+
 const KINDS = ["dict", "set", "counter", "queue", "barrier", "lock"] as const;
 type Kind = (typeof KINDS)[number];
 
@@ -97,6 +111,8 @@ export class CollectionStore {
   readonly #waits = new Map<Owner, Set<Waiter>>();
   readonly #enabled: boolean;
   #closed: string | undefined;
+  /** Set by {@link freeze}: nothing changes any more (the pool is being detached). */
+  #frozen = false;
 
   constructor(options: { enabled: boolean }) {
     this.#enabled = options.enabled;
@@ -128,8 +144,56 @@ export class CollectionStore {
     }
   }
 
+  /**
+   * The pool is being detached: no operation is applied from now on (the client's are refused with
+   * `reason`; the workers park theirs for the next client), and a task ending keeps its locks —
+   * whoever attaches releases those of tasks no longer running. Returns the contents, for the state
+   * file: locks held by tasks are kept, those of the client's own `pool.lock` handles (which end
+   * with this process) are not.
+   */
+  freeze(reason: string): CollectionsSnapshot {
+    this.#closed = reason;
+    this.#frozen = true;
+    return {
+      dicts: [...this.#dicts].map(([name, dict]) => [name, [...dict.values()]] as const),
+      sets: [...this.#sets].map(([name, set]) => [name, [...set.values()]] as const),
+      counters: [...this.#counters],
+      queues: [...this.#queues].map(([name, queue]) => [name, queue.items.slice(queue.head)] as const),
+      locks: [...this.#locks]
+        .filter(([, lock]) => lock.holder !== undefined && !isClientOwner(lock.holder))
+        .map(([name, lock]) => [name, lock.holder as Owner] as const),
+    };
+  }
+
+  /** Loads a detached pool's collections (into an empty store, before any operation). */
+  restore(snapshot: CollectionsSnapshot): void {
+    for (const [name, entries] of snapshot.dicts)
+      this.#dicts.set(name, new Map(entries.map(([key, value]) => [keyOf(key), [key, value]] as const)));
+    for (const [name, values] of snapshot.sets)
+      this.#sets.set(name, new Map(values.map((value) => [keyOf(value), value] as const)));
+    for (const [name, value] of snapshot.counters) this.#counters.set(name, value);
+    for (const [name, items] of snapshot.queues)
+      this.#queues.set(name, { items: [...items], head: 0, takers: [] });
+    for (const [name, holder] of snapshot.locks) {
+      const lock: LockState = { holder: undefined, waiters: [] };
+      this.#locks.set(name, lock);
+      this.#take(name, lock, holder);
+    }
+  }
+
+  /** Whether {@link freeze} was called: a worker's operation arriving now is left for the next client. */
+  get frozen(): boolean {
+    return this.#frozen;
+  }
+
+  /** The owners holding a lock now. */
+  holders(): Owner[] {
+    return [...this.#held].filter(([, names]) => names.size > 0).map(([owner]) => owner);
+  }
+
   /** `owner` (a task) ended or was lost with its node: its locks are released, its waits dropped. */
   ownerEnded(owner: Owner): void {
+    if (this.#frozen) return;
     const waits = this.#waits.get(owner);
     if (waits) {
       this.#waits.delete(owner);
@@ -477,6 +541,11 @@ export class CollectionStore {
       if (waits.size === 0) this.#waits.delete(waiter.owner);
     }
   }
+}
+
+/** The client itself, or one of its `pool.lock` handles (`client:<uuid>`), as opposed to a task. */
+function isClientOwner(owner: Owner): boolean {
+  return owner === CLIENT_OWNER || owner.startsWith(`${CLIENT_OWNER}:`);
 }
 
 function disabledError(): ConfigurationError {

@@ -64,6 +64,7 @@ import { clusterMetrics, relayMetrics } from "../observe/metric-stream.js";
 import { Redactor } from "../observe/redact.js";
 import type { ClusterMessage, WireValue, WorkerEvent } from "../protocol/protocol.js";
 import { RemoteRef } from "../protocol/values.js";
+import { saveCollections } from "../session/collections-state.js";
 import { type DetachedNode, sealToken, writePoolState } from "../session/state.js";
 import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
 import { extendImage, type Image } from "../spec/image.js";
@@ -350,12 +351,13 @@ class PoolRuntime implements AsyncDisposable {
     onEvent?: (event: SkywardEvent) => void,
     id: string = randomUUID().slice(0, 8),
     taskIdPrefix?: string,
+    collections?: CollectionStore,
   ) {
     this.id = id;
     if (onEvent) this.#hub.on("*", onEvent);
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
-    this.#collections = new CollectionStore({ enabled: options.cluster });
+    this.#collections = collections ?? new CollectionStore({ enabled: options.cluster });
     this.#tasks = new TaskManager({
       poolId: id,
       hub: this.#hub,
@@ -1886,7 +1888,8 @@ class PoolRuntime implements AsyncDisposable {
       ttl: this.spec.ttl,
       detachedAt: Date.now(),
       pid: process.pid,
-      token: await sealToken(this.#token),
+      // The workers' own token: an attached pool's workers kept the one they were started with.
+      token: await sealToken(this.#nodes[0]?.endpoint?.token ?? this.#token),
     });
     // The workers keep the results and outlive this process; a ping after the release tells when
     // each has applied it.
@@ -1908,6 +1911,8 @@ class PoolRuntime implements AsyncDisposable {
         await ponged;
       }),
     );
+    // Every collection operation a worker sent came before its pong: the collections are final.
+    await saveCollections(this.id, this.#collections);
     detachLocalWorkers(nodes.map((node) => node.instanceId));
     void path;
     this.#closing = this.#shutdown(true);
@@ -2500,6 +2505,8 @@ export interface ComputeOptions {
   readonly id?: string;
   /** @internal What its task ids start with: an attached pool's must not clash with those still on its workers. */
   readonly taskIdPrefix?: string;
+  /** @internal An attached pool's collections, restored from its state file (`attach`). */
+  readonly collections?: CollectionStore;
 }
 
 /**
@@ -2537,7 +2544,14 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
       resolved.specs.length > 1 ? `specs[${index}].volumes` : "volumes",
     );
   }
-  const pool = new PoolRuntime(first, resolved.options, options.onEvent, options.id, options.taskIdPrefix);
+  const pool = new PoolRuntime(
+    first,
+    resolved.options,
+    options.onEvent,
+    options.id,
+    options.taskIdPrefix,
+    options.collections,
+  );
   if (options.handleSignals !== false) {
     livePools.add(pool);
     installSignalHandlers();

@@ -9,11 +9,13 @@
 
 import { rm } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
+import { CollectionStore } from "../collections/store.js";
 import type { Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
 import { compute, type Pool } from "../pool/pool.js";
 import { WorkerConnection } from "../pool/worker-connection.js";
 import type { WorkerMessage } from "../protocol/protocol.js";
 import type { Options } from "../spec/options.js";
+import { openCollections, serveCollections } from "./collections-state.js";
 import {
   type DetachedPoolState,
   type DetachedTask,
@@ -202,8 +204,12 @@ async function collectDetached(
   state: DetachedPoolState,
   token: string,
   signal: AbortSignal | undefined,
-): Promise<{ results: Promise<CollectedResult[]>; close: () => void }> {
+  collections: CollectionStore,
+): Promise<{ results: Promise<CollectedResult[]>; close: () => Promise<void> }> {
   const expected = new Map<string, DetachedTask>(state.tasks.map((task) => [task.taskId, task]));
+  // A task's wire id is its id, or `id.attempt` for a retry; its locks are held under its id.
+  const ownerOf = (wireId: string) => (expected.has(wireId) ? wireId : wireId.replace(/\.\d+$/, ""));
+  const stillRunning = new Set<string>();
   const outcomes = new Map<string, CollectedResult>();
   const connections: WorkerConnection[] = [];
   let settle: () => void = () => {};
@@ -212,6 +218,17 @@ async function collectDetached(
   });
   const check = () => {
     if (outcomes.size === expected.size) settle();
+  };
+  const close = async () => {
+    await Promise.all(connections.map((connection) => connection.close({ timeoutMs: 2000 })));
+  };
+  // The tasks these connections adopted (wire ids): those of the state file, and any still running
+  // from an earlier detach. The connections stay until they have all ended, since they answer the
+  // tasks' collection calls.
+  const adopted = new Set<string>();
+  let collectedAll = false;
+  const closeIfIdle = () => {
+    if (collectedAll && adopted.size === 0) void close();
   };
   for (const node of state.nodes) {
     const connection = await WorkerConnection.connect(
@@ -222,9 +239,18 @@ async function collectDetached(
     const mine = [...expected.values()].filter((task) => task.node === node.index);
     const finished = new Set(connection.welcome.results);
     const running = new Set((connection.welcome as { running?: string[] }).running ?? []);
+    for (const id of running) {
+      stillRunning.add(ownerOf(id));
+      adopted.add(id);
+    }
+    serveCollections(connection, collections, ownerOf);
     connection.onMessage((message: WorkerMessage) => {
       if (!TERMINAL.has(message.t)) return;
       const id = (message as { id?: string | null }).id;
+      if (typeof id === "string" && adopted.delete(id)) {
+        collections.ownerEnded(ownerOf(id));
+        closeIfIdle();
+      }
       const task = typeof id === "string" ? expected.get(id) : undefined;
       if (!task || outcomes.has(task.taskId)) return;
       const base = { taskId: task.taskId, name: task.name, node: task.node };
@@ -242,6 +268,10 @@ async function collectDetached(
       check();
     });
     connection.onLost((loss) => {
+      for (const id of running) {
+        collections.ownerEnded(ownerOf(id));
+        adopted.delete(id);
+      }
       for (const task of mine) {
         if (outcomes.has(task.taskId)) continue;
         outcomes.set(task.taskId, {
@@ -269,12 +299,12 @@ async function collectDetached(
     const collect = mine.filter((task) => finished.has(task.taskId)).map((task) => task.taskId);
     if (collect.length > 0) connection.send({ t: "collect", ids: collect });
   }
+  // Locks held by tasks that ended while nobody was attached are free again.
+  for (const holder of collections.holders()) if (!stillRunning.has(holder)) collections.ownerEnded(holder);
   check();
-  const close = () => {
-    for (const connection of connections) void connection.close({ timeoutMs: 2000 });
-  };
   const results = done.then(() => {
-    close();
+    collectedAll = true;
+    closeIfIdle();
     return state.tasks.map((task) => outcomes.get(task.taskId) as CollectedResult);
   });
   return { results, close };
@@ -311,7 +341,9 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
     );
   }
   const token = await openToken(state.token);
-  const collector = await collectDetached(state, token, options.signal);
+  const collections = new CollectionStore({ enabled: options.options?.cluster !== false });
+  collections.restore(await openCollections(state));
+  const collector = await collectDetached(state, token, options.signal, collections);
   let pool: Pool;
   try {
     pool = await compute(
@@ -324,14 +356,26 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
       {
         id: state.id,
         taskIdPrefix: `a${Date.now().toString(36)}-`,
+        collections,
         ...(options.signal ? { signal: options.signal } : {}),
       },
     );
   } catch (error) {
-    collector.close();
+    void collector.close();
     throw error;
   }
-  return Object.assign(pool, { collected: () => collector.results }) as AttachedPool;
+  // Detached again: the connections that adopted the first detach's tasks go too, so that their
+  // workers keep those tasks' unanswered collection calls for the next client.
+  const detach = pool.detach.bind(pool);
+  return Object.assign(pool, {
+    collected: () => collector.results,
+    detach: async () => {
+      const id = await detach();
+      // Closed before this returns: the workers have let go of them when the next client attaches.
+      await collector.close();
+      return id;
+    },
+  }) as AttachedPool;
 }
 
 /** A detached pool as `skyward pools` shows it: its state file less the token, and what is alive. */

@@ -57,6 +57,8 @@ export interface DetachedPoolState {
   readonly pid: number;
   /** The token, AES-256-GCM with the user's pools key: `iv.tag.ciphertext`, base64url each. */
   readonly token: string;
+  /** The distributed collections' contents, sealed like the token (`collections-state.ts`). */
+  readonly collections?: string;
 }
 
 function poolsDirectory(): string {

@@ -1,5 +1,7 @@
 """Tasks for test_collections.py: collection calls whose messages the test client answers."""
 
+import time
+
 import skyward as sky
 
 
@@ -50,3 +52,14 @@ def eventual_reads(n):
 
 def blocking_get():
     return sky.queue("q").get(timeout=None)
+
+
+def late_increment(delay):
+    time.sleep(delay)
+    return sky.counter("c").increment()
+
+
+def late_eventual_write(delay):
+    time.sleep(delay)
+    sky.counter("ev", consistency="eventual").increment(5)  # sent, not waited for
+    return "written"
