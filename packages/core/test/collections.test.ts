@@ -223,7 +223,7 @@ describe.each(["thread", "process"] as const)(
       const eventual = await pool.run(equalKeys("eq-eventual", "eventual"));
       expect(eventual.remote).toEqual(eventual.local);
       // The client reads what the task wrote with JavaScript's equal keys: true, 1, 2n ** 60n.
-      const d = pool.dict<unknown, string>("eq-d");
+      const d = pool.dict<string, unknown>("eq-d");
       expect(await d.get(true)).toBe("float");
       expect(await d.get(2n ** 60n)).toBe("big float");
       expect(await d.get(2 ** 60)).toBe("big float");

@@ -82,7 +82,7 @@ export interface ProvisionAttempt {
 }
 
 /** `provider (offer, region)`: the attempt's place, as {@link NoCapacityError}'s message lists it. */
-export function attemptPlace(attempt: ProvisionAttempt): string {
+export function attemptPlace(attempt: Omit<ProvisionAttempt, "reason">): string {
   const where = [attempt.offer, attempt.region].filter((part) => part !== undefined && part !== "");
   return where.length > 0 ? `${attempt.provider} (${where.join(", ")})` : attempt.provider;
 }
