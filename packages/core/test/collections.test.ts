@@ -44,6 +44,19 @@ const eventualOwnWrites = sky.python<[string], { before: number; after: number; 
 const referenceWorker = sky.python<[number], number | null>("collection_tasks:worker");
 const phased = sky.python<[], number>("collection_tasks:phased");
 const gatherAsync = sky.python<[string, number], number[]>("collection_tasks:gather_async");
+const equalKeys = sky.python<
+  [string, "strong" | "eventual"],
+  {
+    remote: { get: unknown[]; in_set: boolean[] };
+    local: { get: unknown[]; in_set: boolean[] };
+    remote_len: number | null;
+    set_len: number | null;
+    local_len: number;
+    local_set_len: number;
+    first_key_kept: unknown;
+    first_key_type: string | null;
+  }
+>("collection_tasks:equal_keys");
 const outsideClusterError = sky.python<[string], string>("collection_tasks:outside_cluster_error");
 
 const NODES = 3;
@@ -185,6 +198,45 @@ describe.each(["thread", "process"] as const)(
       expect(await pool.run(setRoundtrip("s1"))).toEqual({ none_in: true, a_in: false, before: 2, after: 1 });
       expect(await pool.run(counterReset("c1"))).toEqual({ reset: 3, value: 3, int: 3 });
       expect(await pool.run(gatherAsync("qa", 20))).toEqual(Array.from({ length: 20 }, (_, index) => index));
+    });
+
+    it("makes keys Python holds equal one key, as a Python dict and set do (from tasks and the client)", async () => {
+      const strong = await pool.run(equalKeys("eq", "strong"));
+      expect(strong.remote).toEqual(strong.local);
+      expect(strong.local.get).toEqual([
+        "float",
+        "float",
+        "float",
+        "big float",
+        "big float",
+        "tuple again",
+        "str",
+        "bytes",
+        "missing",
+        "missing",
+      ]);
+      expect([strong.remote_len, strong.set_len]).toEqual([strong.local_len, strong.local_set_len]);
+      expect(strong.local_len).toBe(5);
+      // The first key stays, as in Python (d[1] = …; d[True] = … keeps the key 1).
+      expect([strong.first_key_kept, strong.first_key_type]).toEqual([1, "int"]);
+      // The eventual replica in each worker compares keys the same way.
+      const eventual = await pool.run(equalKeys("eq-eventual", "eventual"));
+      expect(eventual.remote).toEqual(eventual.local);
+      // The client reads what the task wrote with JavaScript's equal keys: true, 1, 2n ** 60n.
+      const d = pool.dict<string, unknown>("eq-d");
+      expect(await d.get(true)).toBe("float");
+      expect(await d.get(2n ** 60n)).toBe("big float");
+      expect(await d.get(2 ** 60)).toBe("big float");
+      expect(await d.get([true, 2])).toBe("tuple again");
+      expect(await d.get("1")).toBe("str");
+      await d.set(false, "zero");
+      await d.set(0, "zero again");
+      expect(await d.get(false)).toBe("zero again");
+      expect(await d.size()).toBe(6);
+      const members = pool.set<unknown>("eq-s");
+      expect(await members.add(true)).toBe(false);
+      expect(await members.has(2 ** 60)).toBe(true);
+      expect(await members.size()).toBe(5);
     });
 
     it("runs the Python project's documented examples unchanged", async () => {

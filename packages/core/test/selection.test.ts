@@ -9,10 +9,13 @@ import * as sky from "../src/index.js";
 const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));
 const add = sky.python<[number, number], number>("pool_tasks:add");
 
-/** A provider whose offers look cheap but which never has capacity. */
-function neverCapacity(name: string, price: number): sky.Provider {
+/**
+ * A provider whose offers look cheap but which never has capacity: `provision` throws its own
+ * `NoCapacityError`, one attempt per reason (as AWS's does, one per market and subnet tried).
+ */
+function neverCapacity(name: string, price: number, reasons: readonly string[] = ["sold out"]): sky.Provider {
   const fail = async () => {
-    throw new sky.NoCapacityError({ attempts: [{ provider: name, reason: "sold out" }] });
+    throw new sky.NoCapacityError({ attempts: reasons.map((reason) => ({ provider: name, reason })) });
   };
   return {
     specificationVersion: "v1",
@@ -75,7 +78,9 @@ describe("several specs", () => {
       { onEvent: (event) => event.type === "error" && events.push(event.message) },
     );
     expect(await pool.run(add(20, 22))).toBe(42);
-    expect(events.some((message) => message.startsWith("soldout (soldout.large) failed"))).toBe(true);
+    expect(
+      events.some((message) => message.startsWith("soldout (soldout.large, test) failed: sold out")),
+    ).toBe(true);
   }, 60_000);
 
   it("list every attempt and its reason when all fail", async () => {
@@ -91,6 +96,47 @@ describe("several specs", () => {
     expect(sky.NoCapacityError.isInstance(error)).toBe(true);
     const attempts = (error as sky.NoCapacityError).attempts.map((attempt) => attempt.provider);
     expect(attempts).toEqual(["first-cloud", "second-cloud"]);
+  }, 60_000);
+
+  it("list each attempt once, flat, when the providers throw their own NoCapacityError", async () => {
+    const events: string[] = [];
+    const error = await sky
+      .compute(
+        {
+          specs: [
+            { provider: neverCapacity("first-cloud", 1, ["spot: sold out", "on-demand: quota 0 vCPUs"]) },
+            { provider: neverCapacity("second-cloud", 2) },
+          ],
+          options: { console: false, maxProvisionAttempts: 2, provisionRetryDelay: 0 },
+        },
+        { onEvent: (event) => event.type === "error" && events.push(event.message) },
+      )
+      .catch((caught: unknown) => caught);
+    expect(sky.NoCapacityError.isInstance(error)).toBe(true);
+    const noCapacity = error as sky.NoCapacityError;
+    // Two provision attempts at each provider (maxProvisionAttempts: 2), each reason read once.
+    expect(noCapacity.message).toBe(
+      [
+        "No capacity for the requested pool; attempts:",
+        "  - first-cloud (first-cloud.large, test): spot: sold out",
+        "  - first-cloud (first-cloud.large, test): on-demand: quota 0 vCPUs",
+        "  - first-cloud (first-cloud.large, test): spot: sold out",
+        "  - first-cloud (first-cloud.large, test): on-demand: quota 0 vCPUs",
+        "  - second-cloud (second-cloud.large, test): sold out",
+        "  - second-cloud (second-cloud.large, test): sold out",
+      ].join("\n"),
+    );
+    expect(noCapacity.attempts[0]).toEqual({
+      provider: "first-cloud",
+      offer: "first-cloud.large",
+      region: "test",
+      reason: "spot: sold out",
+    });
+    // The event of each failed offer says why in one line.
+    expect(events).toEqual([
+      "first-cloud (first-cloud.large, test) failed: spot: sold out; on-demand: quota 0 vCPUs; spot: sold out; on-demand: quota 0 vCPUs; trying the next offer",
+      "second-cloud (second-cloud.large, test) failed: sold out; sold out; trying the next offer",
+    ]);
   }, 60_000);
 
   it("wait for pending instances to run before starting their workers", async () => {

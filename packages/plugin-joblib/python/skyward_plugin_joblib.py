@@ -6,7 +6,9 @@ backend is registered with joblib as ``"skyward"`` and made joblib's default, so
 
     Parallel(n_jobs=-1)(delayed(f)(i) for i in range(100))
 
-runs with ``n_jobs = skyward.dispatch.capacity()`` (nodes x concurrency). Each joblib batch is
+runs with ``n_jobs = skyward.dispatch.capacity()`` (nodes x concurrency). At most ``n_jobs`` batches
+of one call run at once: joblib dispatches batches ahead of time (``pre_dispatch``), and those beyond
+``n_jobs`` wait here until a running one completes. Each joblib batch is
 pickled with cloudpickle (the copy joblib vendors, or the one newer joblib depends on) and sent
 through Skyward's nested dispatch (``skyward.dispatch.submit("skyward_plugin_joblib:run_batch",
 args=[payload])``); a nested task unpickles it, runs it and returns its pickled outcome. An
@@ -18,6 +20,7 @@ of nesting, sequential below).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import multiprocessing
@@ -27,7 +30,7 @@ import threading
 import traceback
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from typing import Any, Callable, ContextManager, Dict, Iterator, Optional
+from typing import Any, Callable, ContextManager, Deque, Dict, Iterator, Optional, Tuple
 
 from joblib import parallel as joblib_parallel
 from joblib._parallel_backends import (
@@ -159,6 +162,10 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
     ``retrieve_result_callback``) and the one before joblib 1.3 (``apply_async`` returning an
     object with ``get``). Batches are sized automatically, as with joblib's process backends,
     because each one is a round trip through the client.
+
+    ``n_jobs`` is a limit on concurrency, as with joblib's own backends: at most ``n_jobs`` batches
+    are sent to the pool at once; the batches joblib hands over ahead of time (``pre_dispatch``)
+    wait in this process, in order, for a running one to complete.
     """
 
     supports_retrieve_callback = True
@@ -179,6 +186,10 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
         self.parallel: Any = None
         self._lock = threading.Lock()
         self._pending: Dict[BatchFuture, "Future[Any]"] = {}
+        # Batches handed over by joblib but not sent yet: n_jobs are running already.
+        self._waiting: Deque[Tuple[bytes, BatchFuture, Optional[Callable[[Any], Any]]]] = collections.deque()
+        self._running = 0
+        self._n_jobs = 1
         self._context: Optional[contextvars.Context] = None
         self._callbacks: Optional[ThreadPoolExecutor] = None
 
@@ -187,9 +198,12 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
             raise ValueError("n_jobs == 0 in Parallel has no meaning")
         if n_jobs is None:
             return 1
+        capacity = _capacity()
         if n_jobs < 0:
-            return max(_capacity() + 1 + n_jobs, 1)
-        return n_jobs
+            return max(capacity + 1 + n_jobs, 1)
+        # The pool's slots are all that can run at once (as joblib's Dask backend reports its
+        # cluster's cores): more jobs than slots means every slot.
+        return max(min(n_jobs, capacity), 1)
 
     def configure(
         self,
@@ -204,6 +218,7 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
             # One job gains nothing from a round trip: run it here, as joblib does.
             raise FallbackToBackend(SequentialBackend(nesting_level=self.nesting_level))
         self.parallel = parallel
+        self._n_jobs = n_jobs
         # Batches complete on Skyward's threads; joblib's callback (which dispatches the next
         # batches) runs on a thread of our own, in the task's context so nested dispatch knows
         # which task the batches belong to and their output goes to that task.
@@ -213,17 +228,50 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
         return n_jobs
 
     def submit(self, func: Callable[[], Any], callback: Optional[Callable[[Any], Any]] = None) -> BatchFuture:
-        """Send one batch to the pool; ``callback(future)`` runs when it has completed."""
+        """Send one batch to the pool, or queue it while ``n_jobs`` batches are running;
+        ``callback(future)`` runs when it has completed."""
         payload = _dumps(func)
         future = BatchFuture()
-        remote = _submit(payload)
         with self._lock:
-            self._pending[future] = remote
-        remote.add_done_callback(lambda done: self._schedule(done, future, callback))
+            if self._running >= self._n_jobs:
+                self._waiting.append((payload, future, callback))
+                return future
+            self._running += 1
+        self._send(payload, future, callback)
         return future
 
     # joblib < 1.5 calls it this.
     apply_async = submit
+
+    def _send(self, payload: bytes, future: BatchFuture, callback: Optional[Callable[[Any], Any]]) -> None:
+        """Sends one batch (its slot among the ``n_jobs`` already taken)."""
+        try:
+            remote = _submit(payload)
+        except BaseException:
+            with self._lock:
+                self._running -= 1
+            raise
+        with self._lock:
+            self._pending[future] = remote
+        remote.add_done_callback(lambda done: self._schedule(done, future, callback))
+
+    def _send_next(self) -> None:
+        """A running batch completed: its slot goes to the longest-waiting batch, if any."""
+        with self._lock:
+            self._running -= 1
+            if not self._waiting:
+                return
+            payload, future, callback = self._waiting.popleft()
+            self._running += 1
+        try:
+            self._send(payload, future, callback)
+        except BaseException as error:  # noqa: BLE001 - handed to joblib through the batch's future
+            try:
+                future.set_exception(error)
+            except InvalidStateError:
+                return
+            if callback is not None:
+                callback(future)
 
     def retrieve_result_callback(self, out: BatchFuture) -> Any:
         return out.result()
@@ -235,6 +283,10 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
         with self._lock:
             pending = list(self._pending.items())
             self._pending.clear()
+            waiting = [future for _, future, _ in self._waiting]
+            self._waiting.clear()
+        for future in waiting:
+            future.cancel()
         for future, remote in pending:
             remote.cancel()
             future.cancel()
@@ -264,6 +316,8 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
     ) -> None:
         with self._lock:
             self._pending.pop(future, None)
+        # Free the slot first: the next batch starts while joblib handles this one's results.
+        self._send_next()
         failure: Optional[BaseException] = None
         result: Any = None
         try:

@@ -61,6 +61,11 @@ const crossValidationNodes = sky.python<
   { nodes: number[]; scores: number[]; local_scores: number[] }
 >("joblib_tasks:cross_validation_nodes");
 
+const concurrency = sky.python<
+  [nJobs: number, n: number, seconds: number],
+  { items: number; most_at_once: number; nodes: number[]; n_jobs: number }
+>("joblib_tasks:concurrency");
+
 /** Why the Debian frameworks these tests run on are missing, or undefined when they are there. */
 function missingSystemFrameworks(): string | undefined {
   const missing = [
@@ -114,6 +119,24 @@ describe.skipIf(frameworks !== undefined)("joblib on a 2-node local pool, concur
     expect(result.nodes).toEqual([0, 1]);
     // Each node is its own process: the batches did not run in the task's own process only.
     expect(result.pids.filter((pid) => pid !== result.task_pid).length).toBeGreaterThan(0);
+  });
+
+  it("Parallel(n_jobs=k) runs at most k items at once across the pool (4 slots)", async () => {
+    for (const nJobs of [2, 3]) {
+      const result = await pool.run(concurrency(nJobs, 12, 0.3));
+      expect(result.items).toBe(12);
+      expect(result.n_jobs).toBe(nJobs);
+      expect(result.most_at_once).toBeLessThanOrEqual(nJobs);
+      expect(result.most_at_once).toBe(nJobs); // the limit is used, not a single item at a time
+    }
+    // More jobs than slots: every slot (4), as n_jobs=-1.
+    const above = await pool.run(concurrency(10, 16, 0.3));
+    expect(above.n_jobs).toBe(4);
+    expect(above.most_at_once).toBeLessThanOrEqual(4);
+    const every = await pool.run(concurrency(-1, 16, 0.3));
+    expect(every.n_jobs).toBe(4);
+    expect(every.most_at_once).toBeLessThanOrEqual(4);
+    expect(every.nodes).toEqual([0, 1]);
   });
 
   it("several tasks can use the whole pool at once", async () => {
@@ -199,6 +222,9 @@ describe.skipIf(frameworks !== undefined)(
       expect(result.n_jobs).toBe(4);
       expect(result.nodes).toEqual([0, 1]);
       expect((await pool.run(caughtFailure(100, 37))).type).toBe("joblib_tasks.Unlucky");
+      // The current API (submit) keeps to n_jobs too.
+      const limited = await pool.run(concurrency(2, 10, 0.3));
+      expect(limited.most_at_once).toBe(2);
     });
   },
 );
@@ -269,5 +295,15 @@ describe.skipIf(testbedSkip !== undefined)("joblib and sklearn on 2 SSH hosts of
     expect(search.best_params).toEqual(search.local_best_params);
     const folds = await pool.run(crossValidationNodes(8));
     expect(folds.nodes).toEqual([0, 1]);
+  });
+
+  it("Parallel(n_jobs=k) runs at most k items at once over both hosts", async () => {
+    // The hosts are network namespaces of this machine: one clock for every span.
+    const limited = await pool.run(concurrency(3, 12, 0.3));
+    expect(limited.items).toBe(12);
+    expect(limited.most_at_once).toBe(3);
+    const above = await pool.run(concurrency(8, 12, 0.3));
+    expect(above.n_jobs).toBe(4);
+    expect(above.most_at_once).toBeLessThanOrEqual(4);
   });
 });

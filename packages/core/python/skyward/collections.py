@@ -133,8 +133,22 @@ def _check_consistency(consistency: str | None) -> str:
     return consistency
 
 
+def _key_form(value: Any) -> Any:
+    """``value`` with the numbers Python holds equal made one: ``True``, ``1`` and ``1.0`` are all
+    ``1`` (as they are one key of a dict), in lists and tuples too; every NaN stays NaN. The pool's
+    store (``keyOf``) compares keys the same way."""
+    cls = type(value)
+    if cls is bool:
+        return int(value)
+    if cls is float and value.is_integer():
+        return int(value)
+    if cls is list or cls is tuple:
+        return [_key_form(item) for item in value]
+    return value
+
+
 def _canon(value: Any) -> str:
-    return repr(to_wire(value, "key"))
+    return repr(to_wire(_key_form(value), "key"))
 
 
 class _Replica:

@@ -248,3 +248,17 @@ def test_a_detached_worker_keeps_a_bounded_number_of_calls(tmp_path: Path) -> No
         assert second.terminal("getter", timeout=20)["value"] == "item"
         assert authority.ops == [["queue", "q", "get", None]]
         second.close()
+
+
+def test_the_eventual_replica_makes_keys_python_holds_equal_one_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replica's slots compare keys as a Python dict does (and as the store's ``keyOf`` does)."""
+    monkeypatch.syspath_prepend(str(PYTHON_ROOT))
+    from skyward.collections import _canon
+
+    assert _canon(True) == _canon(1) == _canon(1.0)
+    assert _canon(False) == _canon(0) == _canon(-0.0)
+    assert _canon(2**60) == _canon(2.0**60)
+    assert _canon(10**300) != _canon(1e300)
+    assert _canon((True, 2)) == _canon([1, 2.0])
+    assert _canon(float("nan")) == _canon(float("nan"))
+    assert len({_canon(key) for key in (1, "1", b"1", 0.5, None, float("inf"))}) == 6

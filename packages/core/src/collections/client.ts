@@ -105,7 +105,9 @@ function found<V>(answer: WireValue): V | undefined {
 
 /**
  * A pool-wide dict by name (`sky.dict(name)` in tasks). A stored `null` (Python `None`) is a value:
- * `get` answers `undefined` only for a missing key.
+ * `get` answers `undefined` only for a missing key. Keys compare as in a Python dict: `true`, `1`
+ * and `1n` (Python's `True`, `1`, `1.0`) are one key, and the first one stored stays; `"1"` and a
+ * `Uint8Array` of it are other keys; every `NaN` is one key.
  */
 export class DistributedDict<V = unknown, K = string> extends Handle {
   /** @internal Use `pool.dict(name)`. */
@@ -161,7 +163,7 @@ export class DistributedDict<V = unknown, K = string> extends Handle {
   }
 }
 
-/** A pool-wide set by name (`sky.set(name)` in tasks). */
+/** A pool-wide set by name (`sky.set(name)` in tasks). Members compare as in a Python set (see {@link DistributedDict}). */
 export class DistributedSet<T = unknown> extends Handle {
   /** @internal Use `pool.set(name)`. */
   constructor(host: CollectionHost, name: string) {

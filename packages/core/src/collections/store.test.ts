@@ -23,6 +23,50 @@ describe("CollectionStore", () => {
     expect(keyOf(1)).not.toBe(keyOf("1"));
   });
 
+  it("makes keys Python holds equal one key: True, 1 and 1.0; an int past 2^53 and its float", () => {
+    expect(keyOf(true)).toBe(keyOf(1));
+    expect(keyOf(false)).toBe(keyOf(0));
+    expect(keyOf(-0)).toBe(keyOf(0)); // -0.0 == 0 in Python
+    expect(keyOf(2n ** 60n)).toBe(keyOf(2 ** 60)); // 2**60 == 2.0**60
+    expect(keyOf(10n ** 20n)).toBe(keyOf(1e20)); // 1e20 is exactly 10**20
+    expect(keyOf(10n ** 300n)).not.toBe(keyOf(1e300)); // 1e300 is not exactly 10**300
+    expect(keyOf([true, 2])).toBe(keyOf([1, 2n])); // (True, 2) == (1, 2)
+    expect(keyOf(0.5)).not.toBe(keyOf(1));
+    expect(keyOf(Number.NaN)).toBe(keyOf(Number.NaN)); // one NaN key: identity does not cross the wire
+    expect(keyOf(Number.POSITIVE_INFINITY)).not.toBe(keyOf(Number.NEGATIVE_INFINITY));
+    // str, bytes and numbers stay apart, as in Python ("1" != b"1" != 1).
+    const distinct = [1, "1", new TextEncoder().encode("1"), "true", null, [1], { $n: "1" }, "$n"];
+    expect(new Set(distinct.map(keyOf)).size).toBe(distinct.length);
+  });
+
+  it("keeps a dict's first key and a set's first member when an equal one comes (Python's dict and set)", async () => {
+    const store = new CollectionStore({ enabled: true });
+    const op = async (...request: unknown[]) => store.apply("t", request as never).answer;
+    await op("dict", "d", "set", 1, "int");
+    await op("dict", "d", "set", true, "bool");
+    await op("dict", "d", "update", [
+      [1.0, "float"],
+      [[1, 2], "tuple"],
+    ]);
+    await op("dict", "d", "set", [true, 2n], "tuple again");
+    expect(await op("dict", "d", "len")).toBe(2);
+    expect(await op("dict", "d", "items")).toEqual([
+      [1, "float"],
+      [[1, 2], "tuple again"],
+    ]);
+    expect(await op("dict", "d", "get", true)).toEqual([true, "float"]);
+    expect(await op("dict", "d", "has", "1")).toBe(false);
+    expect(await op("dict", "d", "pop", 1)).toEqual([true, "float"]);
+    expect(await op("dict", "d", "has", true)).toBe(false);
+    expect(await op("set", "s", "add", true)).toBe(true);
+    expect(await op("set", "s", "add", 1)).toBe(false);
+    expect(await op("set", "s", "add", 1.0)).toBe(false);
+    expect(await op("set", "s", "add", "1")).toBe(true);
+    expect(await op("set", "s", "values")).toEqual([true, "1"]);
+    expect(await op("set", "s", "discard", 1)).toBe(true);
+    expect(await op("set", "s", "has", true)).toBe(false);
+  });
+
   it("counts exactly past 2^53 (a bigint) and resets in one step", async () => {
     const store = new CollectionStore({ enabled: true });
     await store.apply("t", ["counter", "c", "reset", Number.MAX_SAFE_INTEGER]).answer;

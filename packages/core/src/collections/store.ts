@@ -39,20 +39,56 @@ export class CollectionOpError extends Error {
   }
 }
 
-/** A canonical string for a wire value, so equal values (as Python compares them) share an entry. */
+/**
+ * A canonical string for a wire value, so values Python holds equal share an entry, as they share
+ * a key of a Python `dict` or `set` (equal, with the same hash):
+ *
+ * - numbers compare by value whatever their type: `True == 1 == 1.0`, `False == 0 == -0.0`, and an
+ *   integer past 2^53 (a bigint) equals the float of the same value (`2**60 == 2.0**60`, while
+ *   `10**300 != 1e300`, which is not exactly that integer);
+ * - `str`, `bytes` and numbers stay apart (`"1"`, `b"1"` and `1` are three keys), lists and tuples
+ *   (both arrays on the wire) compare item by item (`(True, 2) == (1, 2.0)`), objects field by field
+ *   whatever their order;
+ * - every NaN is one key. Python's dict finds a NaN key only by identity (`nan != nan`), and no
+ *   identity crosses the wire: one key for all of them (JavaScript's `Map` does the same) is what
+ *   lets a NaN key be found again at all.
+ *
+ * The encoding tags every non-string leaf, so no string or object a task sends can spell another
+ * value's key.
+ */
 export function keyOf(value: unknown): string {
-  return JSON.stringify(value, (_key, item: unknown) => {
-    if (typeof item === "bigint") return { $i: item.toString() };
-    if (item instanceof Uint8Array) return { $b: Buffer.from(item).toString("base64") };
-    if (typeof item === "number" && !Number.isFinite(item)) return { $f: String(item) };
-    if (item && typeof item === "object" && !Array.isArray(item)) {
-      // Key order must not matter.
-      const sorted: Record<string, unknown> = {};
-      for (const name of Object.keys(item).sort()) sorted[name] = (item as Record<string, unknown>)[name];
-      return sorted;
-    }
-    return item;
-  });
+  return JSON.stringify(canonicalKey(value));
+}
+
+function canonicalKey(item: unknown): unknown {
+  switch (typeof item) {
+    case "boolean":
+      return { $n: item ? "1" : "0" };
+    case "bigint":
+      return { $n: item.toString() };
+    case "number":
+      if (Number.isNaN(item)) return { $f: "nan" };
+      if (!Number.isFinite(item)) return { $f: item > 0 ? "inf" : "-inf" };
+      // An integral float is the integer it equals (exactly: BigInt of a double is exact).
+      return { $n: Number.isInteger(item) ? BigInt(item).toString() : String(item) };
+    case "string":
+      return item;
+    default:
+      break;
+  }
+  if (item === null || item === undefined) return null;
+  if (item instanceof Uint8Array) return { $b: Buffer.from(item).toString("base64") };
+  if (Array.isArray(item)) return item.map(canonicalKey);
+  if (typeof item === "object") {
+    // Key order must not matter.
+    const fields = item as Record<string, unknown>;
+    return {
+      $o: Object.keys(fields)
+        .sort()
+        .map((name) => [name, canonicalKey(fields[name])]),
+    };
+  }
+  return { $x: String(item) };
 }
 
 interface Waiter {
@@ -257,7 +293,7 @@ export class CollectionStore {
         return entry ? [true, entry[1]] : [false, null];
       }
       case "set":
-        dict.set(keyOf(key), [key as WireValue, value as WireValue]);
+        this.#dictSet(dict, key as WireValue, value as WireValue);
         return null;
       case "has":
         return dict.has(keyOf(key));
@@ -275,7 +311,7 @@ export class CollectionStore {
           if (!Array.isArray(pair) || pair.length !== 2)
             throw new CollectionOpError("update expects a list of [key, value] pairs", "TypeError");
         }
-        for (const [k, v] of key as [WireValue, WireValue][]) dict.set(keyOf(k), [k, v]);
+        for (const [k, v] of key as [WireValue, WireValue][]) this.#dictSet(dict, k, v);
         return null;
       }
       case "len":
@@ -288,6 +324,13 @@ export class CollectionStore {
       default:
         throw unknownOp("dict", op);
     }
+  }
+
+  /** `d[key] = value`: an equal key already there stays (as in Python, `d[1] = …; d[True] = …` keeps `1`). */
+  #dictSet(dict: Map<string, [WireValue, WireValue]>, key: WireValue, value: WireValue): void {
+    const canonical = keyOf(key);
+    const existing = dict.get(canonical);
+    dict.set(canonical, [existing ? existing[0] : key, value]);
   }
 
   #setOp(name: string, op: string, args: WireValue[]): WireValue {

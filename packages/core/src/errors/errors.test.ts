@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type * as errors from "./errors.js";
 import {
+  attemptsOf,
   BootstrapError,
   CancelledError,
   ConfigurationError,
@@ -103,5 +104,52 @@ describe("error classes", () => {
     expect(samples.RemoteTaskError.remoteTraceback).toBe("Traceback …");
     expect(samples.TaskTimeoutError.message).toBe("Task t-2 timed out after 5 s");
     expect(samples.CancelledError.taskId).toBe("t-3");
+  });
+});
+
+describe("NoCapacityError's attempts", () => {
+  it("name the provider, then the offer and region where known, then the reason", () => {
+    const error = new NoCapacityError({
+      attempts: [
+        {
+          provider: "aws",
+          offer: "g5.xlarge",
+          region: "us-east-1",
+          reason: "spot: InsufficientInstanceCapacity",
+        },
+        { provider: "runpod", offer: "A100", reason: "sold out" },
+        { provider: "verda", reason: "no offer" },
+      ],
+    });
+    expect(error.message).toBe(
+      [
+        "No capacity for the requested pool; attempts:",
+        "  - aws (g5.xlarge, us-east-1): spot: InsufficientInstanceCapacity",
+        "  - runpod (A100): sold out",
+        "  - verda: no offer",
+      ].join("\n"),
+    );
+  });
+
+  it("are taken over from a NoCapacityError being wrapped, never nested in a reason", () => {
+    const inner = new NoCapacityError({
+      attempts: [
+        { provider: "aws", reason: "spot in subnet-a: InsufficientInstanceCapacity" },
+        { provider: "aws", offer: "g5.2xlarge", reason: "on-demand: VcpuLimitExceeded" },
+      ],
+    });
+    const tried = { provider: "aws", offer: "g5.xlarge", region: "us-east-1" };
+    expect(attemptsOf(inner, tried)).toEqual([
+      { ...tried, reason: "spot in subnet-a: InsufficientInstanceCapacity" },
+      { ...tried, offer: "g5.2xlarge", reason: "on-demand: VcpuLimitExceeded" },
+    ]);
+    const outer = new NoCapacityError({ attempts: attemptsOf(inner, tried) });
+    expect(outer.message.match(/No capacity/g)).toHaveLength(1);
+    // Any other error is one attempt, its message the reason; so is a NoCapacityError with no attempts.
+    expect(
+      attemptsOf(new ProvisionError({ provider: "aws", message: "boom", isRetryable: true }), tried),
+    ).toEqual([{ ...tried, reason: "boom" }]);
+    const bare = new NoCapacityError({ attempts: [], message: "the market is closed" });
+    expect(attemptsOf(bare, tried)).toEqual([{ ...tried, reason: "the market is closed" }]);
   });
 });

@@ -75,8 +75,34 @@ export interface ProvisionAttempt {
   provider: string;
   /** The offer or instance type tried, when there was one. */
   offer?: string;
+  /** The region (or zone) of the offer tried, when known. */
+  region?: string;
   /** Why it failed. */
   reason: string;
+}
+
+/** `provider (offer, region)`: the attempt's place, as {@link NoCapacityError}'s message lists it. */
+export function attemptPlace(attempt: Omit<ProvisionAttempt, "reason">): string {
+  const where = [attempt.offer, attempt.region].filter((part) => part !== undefined && part !== "");
+  return where.length > 0 ? `${attempt.provider} (${where.join(", ")})` : attempt.provider;
+}
+
+/**
+ * The attempts `error` stands for when trying `tried` failed with it: a {@link NoCapacityError}'s
+ * own attempts (each completed with the offer and region tried, where it leaves them out), so that
+ * wrapping one in another lists each attempt once instead of nesting its message; any other error
+ * is one attempt whose reason is its message.
+ */
+export function attemptsOf(error: unknown, tried: Omit<ProvisionAttempt, "reason">): ProvisionAttempt[] {
+  if (NoCapacityError.isInstance(error) && error.attempts.length > 0) {
+    return error.attempts.map((attempt) => ({
+      ...tried,
+      ...attempt,
+      offer: attempt.offer ?? tried.offer,
+      region: attempt.region ?? tried.region,
+    }));
+  }
+  return [{ ...tried, reason: error instanceof Error ? error.message : String(error) }];
 }
 
 const noCapacityMarker = markerFor("no-capacity");
@@ -91,10 +117,7 @@ export class NoCapacityError extends SkywardError {
       message:
         options.message ??
         `No capacity for the requested pool; attempts:\n${options.attempts
-          .map(
-            (attempt) =>
-              `  - ${attempt.provider}${attempt.offer ? ` (${attempt.offer})` : ""}: ${attempt.reason}`,
-          )
+          .map((attempt) => `  - ${attemptPlace(attempt)}: ${attempt.reason}`)
           .join("\n")}`,
       cause: options.cause,
     });

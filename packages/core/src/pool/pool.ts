@@ -38,6 +38,8 @@ import {
   type WorkerEnvironment,
 } from "../contract/provider.js";
 import {
+  attemptPlace,
+  attemptsOf,
   BootstrapError,
   BudgetExceededError,
   CancelledError,
@@ -732,16 +734,19 @@ class PoolRuntime implements AsyncDisposable {
             await provider.teardown({ cluster, signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
           throw error;
         }
-        attempts.push({
+        // A NoCapacityError (the provider's, or #provision's) brings its attempts: listed once each,
+        // not its message inside ours.
+        const failed = attemptsOf(error, {
           provider: provider.name,
           offer: offer.instanceType,
-          reason: (error as Error).message,
+          region: offer.region,
         });
+        attempts.push(...failed);
         this.#hub.emit({
           type: "error",
           timestamp: Date.now(),
           poolId: this.id,
-          message: `${provider.name} (${offer.instanceType}) failed: ${(error as Error).message}; trying the next offer`,
+          message: `${attemptPlace({ provider: provider.name, offer: offer.instanceType, region: offer.region })} failed: ${failed.map((attempt) => attempt.reason).join("; ")}; trying the next offer`,
           cause: error,
         });
         if (cluster)
@@ -1285,11 +1290,13 @@ class PoolRuntime implements AsyncDisposable {
         instances.push(...(await provider.provision({ cluster, count: count - instances.length, signal })));
       } catch (error) {
         if (signal.aborted) throw abortError(signal, "Provisioning");
-        attempts.push({
-          provider: provider.name,
-          offer: cluster.offer.instanceType,
-          reason: (error as Error).message,
-        });
+        attempts.push(
+          ...attemptsOf(error, {
+            provider: provider.name,
+            offer: cluster.offer.instanceType,
+            region: cluster.offer.region,
+          }),
+        );
         if (
           attempt >= this.spec.maxProvisionAttempts ||
           (ProvisionError.isInstance(error) && !error.isRetryable && !NoCapacityError.isInstance(error))

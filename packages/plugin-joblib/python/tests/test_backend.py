@@ -98,6 +98,23 @@ def slow(seconds: float) -> float:
     return seconds
 
 
+def span(seconds: float) -> tuple:
+    """Sleeps; returns when it started and ended (the batches' processes share this clock)."""
+    start = time.time()
+    time.sleep(seconds)
+    return start, time.time()
+
+
+def most_at_once(spans: List[tuple]) -> int:
+    """The largest number of spans running at the same instant."""
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = highest = 0
+    for _, change in events:  # an end sorts before a start at the same instant
+        running += change
+        highest = max(highest, running)
+    return highest
+
+
 # -- tests ----------------------------------------------------------------------------------------
 
 
@@ -106,8 +123,30 @@ def test_n_jobs_minus_one_uses_every_slot_of_the_pool(dispatch: FakeDispatch) ->
     assert joblib.effective_n_jobs(-2) == CAPACITY - 1
     assert joblib.effective_n_jobs(-100) == 1
     assert joblib.effective_n_jobs(3) == 3
+    # More jobs than the pool has slots: every slot, no more (nothing more can run at once).
+    assert joblib.effective_n_jobs(CAPACITY + 6) == CAPACITY
     with pytest.raises(ValueError, match="n_jobs == 0"):
         joblib.effective_n_jobs(0)
+
+
+@pytest.mark.parametrize("pre_dispatch", ["2 * n_jobs", "all"])
+@pytest.mark.parametrize("n_jobs", [2, 3])
+def test_n_jobs_limits_how_many_batches_run_at_once(
+    dispatch: FakeDispatch, n_jobs: int, pre_dispatch: str
+) -> None:
+    """joblib dispatches batches ahead (``pre_dispatch``); only ``n_jobs`` of them may run at once."""
+    spans = Parallel(n_jobs=n_jobs, pre_dispatch=pre_dispatch)(delayed(span)(0.15) for _ in range(12))
+    assert len(spans) == 12
+    assert len(dispatch.submitted) >= 2
+    assert most_at_once(spans) <= n_jobs
+    # ... and the limit is reached: it runs n_jobs at once, not one at a time.
+    assert most_at_once(spans) == n_jobs
+
+
+def test_n_jobs_above_the_pool_capacity_uses_every_slot(dispatch: FakeDispatch) -> None:
+    parallel = Parallel(n_jobs=CAPACITY * 3)
+    spans = parallel(delayed(span)(0.15) for _ in range(16))
+    assert most_at_once(spans) == CAPACITY
 
 
 def test_results_match_a_local_run_and_batches_run_elsewhere(dispatch: FakeDispatch) -> None:
