@@ -169,6 +169,10 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
   const root = (target.root ?? DEFAULT_NODE_ROOT).replace(/\/+$/, "");
   const where = `${target.user}@${target.host}:${target.port}`;
   const q = (path: string) => shellQuote(`${root}/${path}`);
+  // Read while the connection is made (awaited after it: a failed connect is reported first).
+  const runtimeRead = runtimeFiles();
+  const includesRead = collectIncludedFiles(request.image.includes, request.image.excludes);
+  for (const reading of [runtimeRead, includesRead]) reading.catch(() => undefined);
   const ssh = await SshConnection.connect(
     {
       host: target.host,
@@ -209,7 +213,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       pythonRequirement: request.image.python,
       uploadedRuntime: true,
     });
-    const includes = await collectIncludedFiles(request.image.includes, request.image.excludes);
+    const includes = await includesRead;
     // The volume phase: its script (no secrets) is part of what the worker was started from; the
     // keys go in 0600 files uploaded with the token.
     const volumes = await resolveVolumeMounts(options.cluster.spec?.volumes ?? [], {
@@ -218,7 +222,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       root,
     });
     const mountPoints = volumes.map((mount) => mount.volume.mount);
-    const runtime = await runtimeFiles();
+    const runtime = await runtimeRead;
     const files = [
       // Unpacked beside the node's runtime, which it replaces only when their hashes differ.
       ...runtime.map((file) => ({
