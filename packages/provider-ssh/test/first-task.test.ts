@@ -4,7 +4,7 @@
  * it no longer names is gone), uv fetched from the package index installs for later pools, and pip
  * installs where uv cannot be had or would not install exactly as pip does.
  */
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
@@ -142,8 +142,16 @@ describe.skipIf(skipReason !== undefined)("the first task on a node, fast", () =
     // uv stays on the node (under ROOT/tools) for later pools.
     expect(existsSync(join(cold.root, "tools/uv/bin/uv"))).toBe(true);
 
+    // A node whose runtime is another one (its hash differs) gets this one: replaced whole.
+    const hashFile = join(cold.root, "runtime/.skyward-runtime-hash");
+    const runtimeHash = readFileSync(hashFile, "utf8");
+    writeFileSync(hashFile, "an-older-runtime\n");
+    writeFileSync(join(cold.root, "runtime/stale_module.py"), "raise SystemExit('stale')\n");
+
     // Another package list: the environment is made again, with uv; the package dropped is gone.
     const changed = await onePool(0, withUv, ["skyward-alpha", "skyward-gamma"]);
+    expect(readFileSync(hashFile, "utf8")).toBe(runtimeHash);
+    expect(existsSync(join(cold.root, "runtime/stale_module.py"))).toBe(false);
     expect(changed.result).toEqual(["skyward_alpha", "skyward_gamma"]);
     expect(changed.phases).toEqual(expect.arrayContaining(["venv", "pip"]));
     expect(changed.log).toContain("installing with uv");
