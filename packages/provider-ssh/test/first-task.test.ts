@@ -4,7 +4,7 @@
  * it no longer names is gone), uv fetched from the package index installs for later pools, and pip
  * installs where uv cannot be had or would not install exactly as pip does.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
@@ -117,13 +117,20 @@ describe.skipIf(skipReason !== undefined)("the first task on a node, fast", () =
     expect(cold.log).toMatch(/^uv \d+\.\d+\.\d+ from http:\/\/.*\/files\/uv-.*\.whl$/m);
     expect(cold.log).toContain("installing with uv");
     // The self-destruct kept the environment and removed the pool's files (env.sh holds the image's env).
-    for (const kept of ["venv", "cache", ".content-hash"])
+    for (const kept of ["venv", "cache", ".content-hash", "runtime"])
       expect(existsSync(join(cold.root, kept))).toBe(true);
-    for (const gone of ["env.sh", "runtime", "work", "worker.token", "bootstrap.sh"])
+    for (const gone of ["env.sh", "work", "worker.token", "bootstrap.sh"])
       expect(existsSync(join(cold.root, gone))).toBe(false);
 
-    // The same image again: no environment phase runs (env.sh is written again, nothing else).
+    // The runtime stays too, with the bytecode its Python cached.
+    const runtimeFile = join(cold.root, "runtime/skyward/__init__.py");
+    const unpacked = statSync(runtimeFile).mtimeMs;
+    expect(readdirSync(join(cold.root, "runtime/skyward/__pycache__")).length).toBeGreaterThan(0);
+
+    // The same image again: no environment phase runs (env.sh is written again, nothing else), and
+    // the same runtime is not unpacked again.
     const warm = await onePool(0, withUv, ["skyward-alpha", "skyward-beta"]);
+    expect(statSync(runtimeFile).mtimeMs).toBe(unpacked);
     expect(warm.result).toEqual(["skyward_alpha", "skyward_beta"]);
     expect(warm.phases).not.toEqual(expect.arrayContaining(["venv"]));
     expect(
@@ -135,8 +142,16 @@ describe.skipIf(skipReason !== undefined)("the first task on a node, fast", () =
     // uv stays on the node (under ROOT/tools) for later pools.
     expect(existsSync(join(cold.root, "tools/uv/bin/uv"))).toBe(true);
 
+    // A node whose runtime is another one (its hash differs) gets this one: replaced whole.
+    const hashFile = join(cold.root, "runtime/.skyward-runtime-hash");
+    const runtimeHash = readFileSync(hashFile, "utf8");
+    writeFileSync(hashFile, "an-older-runtime\n");
+    writeFileSync(join(cold.root, "runtime/stale_module.py"), "raise SystemExit('stale')\n");
+
     // Another package list: the environment is made again, with uv; the package dropped is gone.
     const changed = await onePool(0, withUv, ["skyward-alpha", "skyward-gamma"]);
+    expect(readFileSync(hashFile, "utf8")).toBe(runtimeHash);
+    expect(existsSync(join(cold.root, "runtime/stale_module.py"))).toBe(false);
     expect(changed.result).toEqual(["skyward_alpha", "skyward_gamma"]);
     expect(changed.phases).toEqual(expect.arrayContaining(["venv", "pip"]));
     expect(changed.log).toContain("installing with uv");

@@ -3,12 +3,13 @@
  * the real SSH transport, bootstrap, tunnels and the Python worker.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { basename } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+import { stopWorkerCommand } from "@skyward/ssh";
 import {
   createTestbed,
   requireTestbed,
@@ -201,19 +202,70 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
     expect(await waitUntil(() => !alive(workerPid as number), 20_000)).toBe(true);
     const root = bed.hosts[1]?.root as string;
     // What the pool left is gone (env.sh holds the image's env, worker.token the pool's token)…
-    for (const gone of [
-      "env.sh",
-      "worker.token",
-      "worker.pid",
-      "runtime",
-      "work",
-      "bootstrap.sh",
-      "bootstrap.log",
-    ])
+    for (const gone of ["env.sh", "worker.token", "worker.pid", "work", "bootstrap.sh", "bootstrap.log"])
       expect(existsSync(`${root}/${gone}`)).toBe(false);
-    // …and the environment stays for a later pool with the same image to start warm.
+    // …and the environment stays for a later pool with the same image to start warm, with the runtime
+    // (a later pool with the same one does not unpack it again).
     expect(existsSync(`${root}/venv/bin/python`)).toBe(true);
+    expect(existsSync(`${root}/runtime/skyward_worker.py`)).toBe(true);
     expect(existsSync(`${root}/.content-hash`)).toBe(true);
+  }, 120_000);
+
+  it("a later pool with the same code reattaches to a released worker; one whose tunnel does not open is replaced", async () => {
+    const open = async () => {
+      const phases: string[] = [];
+      const pool = await sky.compute(
+        {
+          provider: SSH({ hosts: hostInputs([2]) }),
+          nodes: 1,
+          ttl: 60,
+          image: { includes: [tasks] },
+          options: { console: false },
+        },
+        {
+          onEvent: (event) => {
+            if (event.type === "bootstrap.phase" && event.status === "finished") phases.push(event.phase);
+          },
+        },
+      );
+      return { pool, phases };
+    };
+    const root = bed.hosts[2]?.root as string;
+    const first = await open();
+    const [firstPid] = await first.pool.broadcast(pid());
+    await first.pool.close();
+    expect(alive(firstPid as number)).toBe(true);
+
+    // The node finds the released worker in the launch's one session (the files sent are drained).
+    const second = await open();
+    try {
+      expect(await second.pool.broadcast(pid())).toEqual([firstPid]);
+      expect(second.phases).toContain("reattach");
+      expect(second.phases).not.toContain("warm-check");
+    } finally {
+      await second.pool.close();
+    }
+
+    // Its record names a port nothing listens on: the tunnel fails, the launch starts a new worker
+    // (stopping the old one) in a second session.
+    const record = JSON.parse(readFileSync(`${root}/worker.json`, "utf8")) as { port: number };
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const unused = (closed.address() as { port: number }).port;
+    await new Promise((resolve) => closed.close(resolve));
+    writeFileSync(`${root}/worker.json`, JSON.stringify({ ...record, port: unused }));
+    const third = await open();
+    try {
+      const [thirdPid] = await third.pool.broadcast(pid());
+      expect(thirdPid).not.toBe(firstPid);
+      expect(third.phases).not.toContain("reattach");
+      expect(third.phases).toEqual(expect.arrayContaining(["upload", "warm-check", "worker"]));
+      expect(await waitUntil(() => !alive(firstPid as number), 10_000)).toBe(true);
+    } finally {
+      await third.pool.close();
+    }
+    // Stopped here rather than after its TTL.
+    execFileSync("sh", ["-c", stopWorkerCommand(root)]);
   }, 120_000);
 
   it("after a SIGKILL of the client, every worker stops once its TTL has passed", async () => {

@@ -42,8 +42,8 @@ const waitUntil = async (condition: () => boolean, timeoutMs: number): Promise<b
   return condition();
 };
 
-/** What a pool leaves under the root, removed by the cleanup (the environment is kept). */
-const POOL_FILES = ["env.sh", "runtime", "work", "worker.token", "worker.pid", "worker.json", "bootstrap.sh"];
+/** What a pool leaves under the root, removed by the cleanup (the environment and the runtime are kept). */
+const POOL_FILES = ["env.sh", "work", "worker.token", "worker.pid", "worker.json", "bootstrap.sh"];
 
 describe.skipIf(skipReason !== undefined)(
   "a host root shared by a worker and its successor (test bed)",
@@ -113,7 +113,8 @@ describe.skipIf(skipReason !== undefined)(
       // are gone, the environment is kept for a later pool.
       expect(await waitUntil(() => !existsSync(join(root, "worker.pid")), 30_000)).toBe(true);
       for (const file of POOL_FILES) expect(existsSync(join(root, file)), file).toBe(false);
-      for (const kept of ["venv", ".content-hash"]) expect(existsSync(join(root, kept)), kept).toBe(true);
+      for (const kept of ["venv", ".content-hash", "runtime/skyward_worker.py"])
+        expect(existsSync(join(root, kept)), kept).toBe(true);
     }, 300_000);
   },
 );

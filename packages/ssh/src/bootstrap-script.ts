@@ -111,6 +111,9 @@ SKYWARD_PYTHON_LINE=
 skyward_summary() {
   if [ -n "$SKYWARD_PYTHON_LINE" ]; then
     printf '%s\\n' "$SKYWARD_PYTHON_LINE"
+  elif [ -s "$SKYWARD_ROOT/.python-summary" ]; then
+    # Written by the runtime phase's interpreter.
+    cat "$SKYWARD_ROOT/.python-summary"
   else
     "$SKYWARD_VENV/bin/python" -c "$SKYWARD_PYTHON_SUMMARY" </dev/null || true
   fi
@@ -216,16 +219,26 @@ skyward_phase_venv() {
   if uv=$(skyward_find_uv); then
     echo "creating $SKYWARD_VENV with $uv"
     "$uv" venv --quiet --system-site-packages --python "$python" "$SKYWARD_VENV"
-  elif skyward_has_pip "$python"; then
-    # The base's pip is visible through the system site-packages: no copy of it is needed.
-    "$python" -m venv --without-pip --system-site-packages "$SKYWARD_VENV"
-  elif ! "$python" -m venv --system-site-packages "$SKYWARD_VENV"; then
-    echo "python -m venv failed (no ensurepip?): creating the environment without pip"
-    rm -rf "$SKYWARD_VENV"
-    "$python" -m venv --without-pip --system-site-packages "$SKYWARD_VENV"
+  else
+    # One interpreter start (each costs tens of milliseconds): the base's pip, visible through the
+    # system site-packages, makes a copy needless; without it, pip comes from ensurepip, and where
+    # there is no ensurepip (Debian without python3-venv) the environment is made without pip.
+    "$python" - "$SKYWARD_VENV" <<'PY'
+import importlib.util, shutil, sys, venv
+path = sys.argv[1]
+with_pip = importlib.util.find_spec("pip") is None
+try:
+    venv.EnvBuilder(system_site_packages=True, with_pip=with_pip).create(path)
+except Exception as error:
+    if not with_pip:
+        raise
+    print(f"python -m venv failed (no ensurepip? {error}): creating the environment without pip")
+    shutil.rmtree(path, ignore_errors=True)
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(path)
+print("created", path, "with Python", sys.version.split()[0])
+PY
   fi
   printf '%s\\n' "$python" >"$SKYWARD_VENV/.skyward-base-python"
-  "$SKYWARD_VENV/bin/python" -c 'import sys; print("created", sys.prefix, "with Python", sys.version.split()[0])'
 }
 
 # The uv the pip phase may use: one this node already has (kept under ROOT/tools by an earlier
@@ -263,7 +276,7 @@ skyward_uv() {
 # already satisfied by the base interpreter's site-packages (uv does not look there; pip does, and
 # a requirement the environment satisfies is never downloaded again).
 skyward_uv_fits() {
-  local uv=$1 name plan
+  local uv=$1 name plan clash
   shift
   for name in $(compgen -e); do
     case "$name" in
@@ -280,10 +293,38 @@ skyward_uv_fits() {
       return 1
       ;;
   esac
-  # pip's configuration files, which uv does not read: only a CA bundle (cert) is passed on.
-  rm -f "$SKYWARD_ROOT/.uv-cert"
-  "$(cat "$SKYWARD_ROOT/.bootstrap-python")" - "$SKYWARD_ROOT/.uv-cert" <<'PY' || return 1
-import configparser, os, sys
+  # pip's configuration files (uv does not read them) and the base interpreter's distributions,
+  # read once by skyward_pip_precheck (started while the venv is made).
+  [ -f "$SKYWARD_ROOT/.pip-precheck" ] || skyward_pip_precheck
+  if [ "$(tail -n 1 "$SKYWARD_ROOT/.pip-precheck" 2>/dev/null)" != ok ]; then
+    cat "$SKYWARD_ROOT/.pip-precheck" 2>/dev/null || echo "pip's configuration could not be read: installing with pip"
+    return 1
+  fi
+  if ! plan=$(skyward_uv "$uv" pip install --dry-run --python "$SKYWARD_VENV/bin/python" "$@" 2>&1); then
+    printf '%s\\n' "$plan" | tail -n 5
+    echo "uv could not plan the install: installing with pip"
+    return 1
+  fi
+  # The projects uv would install, checked against the base interpreter's own distributions (names
+  # compared normalized, as PEP 503 does).
+  printf '%s\\n' "$plan" | sed -n 's/^ + \\([^= ]*\\)==.*$/\\1/p' >"$SKYWARD_ROOT/.uv-plan"
+  clash=$(awk 'NR == FNR { have[$0] = 1; next } { name = tolower($0); gsub(/[-_.]+/, "-", name); if (name in have) { printf "%s%s", sep, $0; sep = ", " } }' \\
+    "$SKYWARD_ROOT/.base-distributions" "$SKYWARD_ROOT/.uv-plan") || return 1
+  if [ -n "$clash" ]; then
+    echo "the base interpreter already has $clash (uv would install it again): installing with pip"
+    return 1
+  fi
+}
+
+# Reads, in one interpreter start, what skyward_uv_fits checks before each install: pip's
+# configuration files, which uv does not read (only a CA bundle, cert, is passed on, in
+# ROOT/.uv-cert), and the base interpreter's distributions (normalized names, in
+# ROOT/.base-distributions). ROOT/.pip-precheck says "ok", or why pip installs.
+skyward_pip_precheck() {
+  rm -f "$SKYWARD_ROOT/.uv-cert" "$SKYWARD_ROOT/.base-distributions" "$SKYWARD_ROOT/.pip-precheck.next"
+  "$(cat "$SKYWARD_ROOT/.bootstrap-python")" - "$SKYWARD_ROOT" <<'PY' >"$SKYWARD_ROOT/.pip-precheck.next" 2>&1
+import configparser, importlib.metadata, os, re, sys
+root = sys.argv[1]
 home = os.path.expanduser("~")
 files = ["/etc/xdg/pip/pip.conf", "/etc/pip.conf", f"{home}/.pip/pip.conf",
          os.path.join(os.environ.get("XDG_CONFIG_HOME") or f"{home}/.config", "pip", "pip.conf"),
@@ -303,24 +344,13 @@ for path in files:
             if key == "cert":
                 cert = value
 if cert and not os.environ.get("SSL_CERT_FILE"):
-    open(sys.argv[1], "w").write(cert)
-PY
-  if ! plan=$(skyward_uv "$uv" pip install --dry-run --python "$SKYWARD_VENV/bin/python" "$@" 2>&1); then
-    printf '%s\\n' "$plan" | tail -n 5
-    echo "uv could not plan the install: installing with pip"
-    return 1
-  fi
-  # The projects uv would install, checked against the base interpreter's own distributions.
-  printf '%s\\n' "$plan" | sed -n 's/^ + \\([^= ]*\\)==.*$/\\1/p' >"$SKYWARD_ROOT/.uv-plan"
-  "$(cat "$SKYWARD_ROOT/.bootstrap-python")" - "$SKYWARD_ROOT/.uv-plan" <<'PY'
-import importlib.metadata, re, sys
+    open(os.path.join(root, ".uv-cert"), "w").write(cert)
 norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
-have = {norm(d.metadata["Name"] or "") for d in importlib.metadata.distributions()}
-clash = sorted({line.strip() for line in open(sys.argv[1]) if norm(line.strip()) in have})
-if clash:
-    print("the base interpreter already has", ", ".join(clash), "(uv would install it again): installing with pip")
-    sys.exit(1)
+have = sorted({norm(d.metadata["Name"] or "") for d in importlib.metadata.distributions()} - {""})
+open(os.path.join(root, ".base-distributions"), "w").write("".join(f"{name}\\n" for name in have))
+print("ok")
 PY
+  mv -f "$SKYWARD_ROOT/.pip-precheck.next" "$SKYWARD_ROOT/.pip-precheck"
 }
 
 # pip install "$@" into the venv: with the node's uv when it installs exactly as pip would (see
@@ -454,7 +484,13 @@ skyward_phase_runtime() {
   done
   [ "$missing" -eq 0 ] || return 1
   mkdir -p "$SKYWARD_ROOT/work"
-  PYTHONPATH="$SKYWARD_ROOT/runtime" "$SKYWARD_VENV/bin/python" -c 'import sys, skyward; print("skyward runtime", skyward.__version__, "imports on Python", sys.version.split()[0])'
+  # The same interpreter start writes the summary's first line (ROOT/.python-summary).
+  PYTHONPATH="$SKYWARD_ROOT/runtime" "$SKYWARD_VENV/bin/python" - "$SKYWARD_ROOT/.python-summary" <<'PY'
+import sys, skyward
+print("skyward runtime", skyward.__version__, "imports on Python", sys.version.split()[0])
+base = getattr(sys, "_base_executable", sys.executable)
+open(sys.argv[1], "w").write(f"skyward: Python {sys.version.split()[0]} at {sys.executable} (base {base})\\n")
+PY
 }
 `;
 
@@ -643,7 +679,7 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     "  skyward_mark done",
     "  exit 0",
     "fi",
-    'rm -f "$SKYWARD_ROOT/.content-hash" "$SKYWARD_ROOT/.plugin-ops-hash" "$SKYWARD_ROOT/.boot-id"',
+    'rm -f "$SKYWARD_ROOT/.content-hash" "$SKYWARD_ROOT/.plugin-ops-hash" "$SKYWARD_ROOT/.boot-id" "$SKYWARD_ROOT/.pip-precheck" "$SKYWARD_ROOT/.python-summary"',
     // Another image (or other plugin ops): the environment is made again from nothing, so a package
     // the image no longer names is gone too; the wheel cache under ROOT/cache makes that quick.
     'rm -rf "$SKYWARD_VENV"',
@@ -660,6 +696,10 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
           // uv's wheel is fetched while the venv is made; the pip phase uses it when it came.
           'skyward_get_uv 2>&1 | tee -a "$SKYWARD_LOG" &',
           "skyward_uv_pid=$!",
+          // So is what the pip phase checks before installing with uv (pip's configuration files,
+          // the base interpreter's distributions), in one interpreter start.
+          "skyward_pip_precheck </dev/null 9>&- &",
+          "skyward_precheck_pid=$!",
         ]
       : []),
     "skyward_phase venv skyward_phase_venv",
@@ -670,6 +710,7 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
           "skyward_phase runtime skyward_phase_runtime &",
           "skyward_runtime_pid=$!",
           'wait "$skyward_uv_pid" || true',
+          'wait "$skyward_precheck_pid" || true',
           "skyward_phase pip skyward_phase_pip",
           'wait "$skyward_runtime_pid" || exit "$?"',
         ]

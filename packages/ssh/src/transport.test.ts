@@ -409,6 +409,54 @@ describe.skipIf(sshdMissing)("uploadFiles", () => {
   });
 });
 
+describe.skipIf(sshdMissing)("execWithFiles", () => {
+  it("extracts the files and runs what follows in the same session", async () => {
+    const remote = join(dir, "with-files");
+    const lines: string[] = [];
+    const result = await ssh.execWithFiles(
+      `mkdir -p '${remote}' && tar -x -m -C '${remote}' -f - && cat >/dev/null && echo "session $$" && sh '${remote}/run.sh'`,
+      [
+        { content: '#!/bin/sh\necho ran $(cat "$(dirname "$0")/data/value")\nexit 3\n', target: "run.sh" },
+        { content: "42", target: "data/value", mode: 0o600 },
+      ],
+      { timeoutSeconds: 30, onStdout: (chunk) => lines.push(chunk) },
+    );
+    expect(result.code).toBe(3);
+    expect(result.stdout).toMatch(/^session \d+\nran 42\n$/);
+    expect(lines.join("")).toBe(result.stdout);
+    expect((await stat(join(remote, "data/value"))).mode & 0o777).toBe(0o600);
+  });
+
+  it("lets a command that does not extract drain the stream and end", async () => {
+    const big = join(dir, "drained.bin");
+    await writeFile(big, randomBytes(4 * 1024 * 1024));
+    const result = await ssh.execWithFiles(
+      "cat >/dev/null; echo skipped",
+      [{ source: big, target: "big.bin" }],
+      {
+        timeoutSeconds: 30,
+      },
+    );
+    expect(result).toMatchObject({ code: 0, stdout: "skipped\n" });
+  });
+
+  it("refuses stdin, env and bad files before running anything", async () => {
+    const marker = join(dir, "never-ran");
+    await expect(
+      ssh.execWithFiles(`touch '${marker}'`, [{ content: "x", target: "a" }], {
+        stdin: "input",
+        env: { A: "1" },
+      } as never),
+    ).rejects.toMatchObject({ issues: [{ path: "stdin" }, { path: "env" }] });
+    await expect(
+      ssh.execWithFiles(`touch '${marker}'`, [{ content: "x", target: "/abs" }]),
+    ).rejects.toMatchObject({
+      issues: [{ path: "files[0].target", message: "expected a relative path" }],
+    });
+    expect(existsSync(marker)).toBe(false);
+  });
+});
+
 describe.skipIf(sshdMissing)("forwardOut", () => {
   let echo: Server;
   let echoPort: number;

@@ -1267,6 +1267,34 @@ export class SshConnection {
   }
 
   /**
+   * Runs `command` with `files` on its standard input as ONE tar stream (the stream
+   * {@link uploadFiles} sends), for a command that extracts it (`tar -x -m -C DIR -f -`) and goes
+   * on: an upload and what follows it in one session. Each session is a round trip and starts the
+   * remote user's shell (which can take a while: a `.bashrc` that runs `pyenv` or `conda` init), so
+   * one session where `uploadFiles` then `exec` take two saves both. The command must read its input
+   * to the end, also on the paths that do not extract it (`cat >/dev/null`). Output, exit code,
+   * timeout and abort are as for {@link exec}.
+   *
+   * @throws {ConfigurationError} for a bad target path or mode, or a source that cannot be read
+   *   (before anything runs), or when `stdin` or `env` is given (the input is the tar stream).
+   * @throws {CancelledError} when `signal` aborts (the remote command is killed).
+   * @throws {ConnectionError} on timeout (the remote command is killed) or when the connection is lost.
+   */
+  async execWithFiles(
+    command: string,
+    files: readonly SshUploadFile[],
+    options: Omit<SshExecOptions, "stdin" | "env"> = {},
+  ): Promise<SshExecResult> {
+    const given = options as SshExecOptions;
+    const issues = (["stdin", "env"] as const)
+      .filter((field) => given[field] !== undefined)
+      .map((field) => ({ path: field, message: "not accepted here: the command's input is the tar stream" }));
+    if (issues.length > 0) throw new ConfigurationError({ issues });
+    const prepared = await prepareUpload(files);
+    return this.#run(command, describeCommand(command), { ...options, stdin: tarStream(prepared) });
+  }
+
+  /**
    * Opens a tunnel to `remoteHost:remotePort` as seen from the remote host (ssh2's `forwardOut`,
    * a `direct-tcpip` channel): the returned stream carries bytes to and from that address. The
    * worker listens on the node's loopback, so this is how the client reaches it.

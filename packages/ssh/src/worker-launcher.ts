@@ -38,10 +38,13 @@ export function stopWorkerCommand(root: string): string {
 
 /**
  * What a pool's bootstrap keeps under a node's root for the next pool: the virtual environment, the
- * wheel caches, uv and managed Pythons (`tools`), and the records the warm check reads.
+ * wheel caches, uv and managed Pythons (`tools`), the Python runtime (with the bytecode its Python
+ * cached: a later pool with the same runtime sends it but does not unpack it again), and the records
+ * the warm check reads.
  */
 export const KEPT_NODE_ENTRIES: readonly string[] = Object.freeze([
   "venv",
+  "runtime",
   "cache",
   "tools",
   ".content-hash",
@@ -52,8 +55,8 @@ export const KEPT_NODE_ENTRIES: readonly string[] = Object.freeze([
 ]);
 
 /**
- * The shell command that removes what a pool left under a node's root — the runtime, the includes,
- * `env.sh` (the image's env), the bootstrap script and log, the worker's token, pid and log — and
+ * The shell command that removes what a pool left under a node's root — the includes, `env.sh`
+ * (the image's env), the bootstrap script and log, the worker's token, pid and log — and
  * keeps the environment ({@link KEPT_NODE_ENTRIES}), so that a later pool with the same image starts
  * warm on this node. For a self-destruct on a machine that outlives the pool (your own hosts).
  */
@@ -65,17 +68,25 @@ export function cleanNodeRootCommand(root: string): string {
 /** The default Skyward directory on a node. */
 export const DEFAULT_NODE_ROOT = "/opt/skyward";
 
-async function runtimeFiles(): Promise<{ source: string; target: string; mode: number }[]> {
+/** Where the runtime is unpacked before it replaces `ROOT/runtime` (when its hash differs from the node's). */
+const RUNTIME_UPLOAD = ".runtime-upload";
+/** The file under the runtime directory that holds its content hash. */
+const RUNTIME_HASH_FILE = ".skyward-runtime-hash";
+
+/** The Python runtime's files (read once: they are hashed, fingerprinted and sent), under `runtime/`. */
+async function runtimeFiles(): Promise<{ content: Buffer; target: string; mode: number }[]> {
   const root = pythonRuntimeDirectory();
-  const files: { source: string; target: string; mode: number }[] = [];
+  const files: { content: Buffer; target: string; mode: number }[] = [];
   const walk = async (directory: string): Promise<void> => {
-    for (const entry of await readdir(directory, { withFileTypes: true })) {
+    const entries = await readdir(directory, { withFileTypes: true });
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of entries) {
       const full = join(directory, entry.name);
       if (entry.name === "__pycache__" || entry.name === "tests") continue;
       if (entry.isDirectory()) await walk(full);
       else if (entry.isFile() && entry.name.endsWith(".py")) {
         files.push({
-          source: full,
+          content: await readFile(full),
           target: `runtime/${relative(root, full).split(sep).join("/")}`,
           mode: (await stat(full)).mode & 0o777,
         });
@@ -83,17 +94,33 @@ async function runtimeFiles(): Promise<{ source: string; target: string; mode: n
     }
   };
   await walk(join(root, "skyward"));
-  files.push({ source: join(root, "skyward_worker.py"), target: "runtime/skyward_worker.py", mode: 0o644 });
+  files.push({
+    content: await readFile(join(root, "skyward_worker.py")),
+    target: "runtime/skyward_worker.py",
+    mode: 0o644,
+  });
   return files;
 }
 
+/** The runtime's content hash: a node that has this runtime keeps it (and the bytecode its Python cached). */
+function runtimeHash(files: readonly { content: Buffer; target: string; mode: number }[]): string {
+  const hash = createHash("sha256");
+  for (const file of files)
+    hash.update(`${file.target}\0${file.mode}\0${file.content.length}\0`).update(file.content);
+  return hash.digest("hex").slice(0, 24);
+}
+
 const READY_PREFIX = "SKYWARD_WORKER_READY ";
+/** Printed once the files are unpacked (the bootstrap's markers follow). */
+const UPLOAD_MARKER = "::skyward-upload:: done";
+/** Printed instead, before the record and token of a released worker the launch can reattach to. */
+const REATTACH_MARKER = "::skyward-reattach::";
 /** The lines the volume phase prints after the bootstrap: `<marker> start|done|failed`. */
 const VOLUMES_MARKER = "::skyward-volumes::";
 
 /** What a running worker was started from; a later pool reattaches to it only when this is equal. */
 async function launchFingerprint(
-  files: readonly { source?: string; content?: string; target: string }[],
+  files: readonly { source?: string; content?: string | Buffer; target: string }[],
   image: Image,
   command: string,
 ): Promise<string> {
@@ -142,6 +169,10 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
   const root = (target.root ?? DEFAULT_NODE_ROOT).replace(/\/+$/, "");
   const where = `${target.user}@${target.host}:${target.port}`;
   const q = (path: string) => shellQuote(`${root}/${path}`);
+  // Read while the connection is made (awaited after it: a failed connect is reported first).
+  const runtimeRead = runtimeFiles();
+  const includesRead = collectIncludedFiles(request.image.includes, request.image.excludes);
+  for (const reading of [runtimeRead, includesRead]) reading.catch(() => undefined);
   const ssh = await SshConnection.connect(
     {
       host: target.host,
@@ -182,7 +213,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       pythonRequirement: request.image.python,
       uploadedRuntime: true,
     });
-    const includes = await collectIncludedFiles(request.image.includes, request.image.excludes);
+    const includes = await includesRead;
     // The volume phase: its script (no secrets) is part of what the worker was started from; the
     // keys go in 0600 files uploaded with the token.
     const volumes = await resolveVolumeMounts(options.cluster.spec?.volumes ?? [], {
@@ -191,8 +222,14 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       root,
     });
     const mountPoints = volumes.map((mount) => mount.volume.mount);
+    const runtime = await runtimeRead;
     const files = [
-      ...(await runtimeFiles()),
+      // Unpacked beside the node's runtime, which it replaces only when their hashes differ.
+      ...runtime.map((file) => ({
+        ...file,
+        target: `${RUNTIME_UPLOAD}/${file.target.slice("runtime/".length)}`,
+      })),
+      { content: `${runtimeHash(runtime)}\n`, target: `${RUNTIME_UPLOAD}/${RUNTIME_HASH_FILE}`, mode: 0o644 },
       ...includes.map((file) => ({ source: file.source, target: `work/${file.target}`, mode: file.mode })),
       { content: script, target: "bootstrap.sh", mode: 0o700 },
       ...(volumes.length > 0
@@ -202,7 +239,13 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     // The TTL is the pool's own (each pool's release sets it), not part of what the worker runs.
     const fingerprint = await launchFingerprint(files, request.image, command.replace(/ --ttl \S+/, ""));
 
-    // A released worker of an earlier pool, started from the same code and settings, is reused.
+    // Everything below runs in ONE session, the tar stream of the files on its stdin: each session
+    // is a round trip and starts the login shell (slow where a .bashrc runs pyenv or conda init).
+    // 1. A released worker of an earlier pool, started from the same code and settings and still
+    //    running, is reused: the node prints its record and token and reads the stream to its end.
+    const json = q("worker.json");
+    const reattachCheck = `if [ -f ${json} ] && [ -f ${q("worker.token")} ] && grep -qF ${shellQuote(`"fingerprint":"${fingerprint}"`)} ${json} && kill -0 "$(sed -n 's/^{"pid":\\([0-9]*\\),.*/\\1/p' ${json})" 2>/dev/null; then echo ${REATTACH_MARKER}; cat ${json}; echo; cat ${q("worker.token")}; echo; exec cat >/dev/null; fi`;
+    // 2. Else the root is prepared (an earlier worker stopped, its files removed) and the files unpacked.
     const prepare = [
       sudo
         ? `sudo mkdir -p ${shellQuote(root)} && sudo chown "$(id -u):$(id -g)" ${shellQuote(root)}`
@@ -217,25 +260,18 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
             unmountVolumesCommand(mountPoints, sudo),
           ]
         : []),
-      `rm -rf ${q("runtime")} ${q("work")} ${q("worker.json")}${volumes.length > 0 ? ` ${q("volumes")}` : ""}`,
+      `rm -rf ${q(RUNTIME_UPLOAD)} ${q("work")} ${json}${volumes.length > 0 ? ` ${q("volumes")}` : ""}`,
+      `tar -x -m -C ${shellQuote(root)} -f -`,
+      "cat >/dev/null",
     ].join(" && ");
-    // When no worker is recorded, the same round trip prepares the root for the upload.
-    const reattached = await reattach(ssh, root, fingerprint, where, request, prepare);
-    if (reattached.endpoint) return reattached.endpoint;
-
-    report("upload", "started");
-    const uploadStarted = performance.now();
-    if (!reattached.prepared) await ssh.exec(prepare, { signal, timeoutSeconds: 60 });
-    await ssh.uploadFiles(
-      [
-        ...files,
-        ...volumePasswdFiles(volumes),
-        { content: request.token, target: "worker.token", mode: 0o600 },
-      ],
-      root,
-      { signal },
-    );
-    report("upload", "finished", performance.now() - uploadStarted);
+    const upload = `if { ${prepare}; }; then echo ${UPLOAD_MARKER}; else skyward_s=$?; cat >/dev/null; exit "$skyward_s"; fi`;
+    // 3. The runtime replaces the node's when it differs (the same one is kept, with its bytecode).
+    const installRuntime = `if [ "$(cat ${q(`${RUNTIME_UPLOAD}/${RUNTIME_HASH_FILE}`)})" = "$(cat ${q(`runtime/${RUNTIME_HASH_FILE}`)} 2>/dev/null)" ]; then rm -rf ${q(RUNTIME_UPLOAD)}; else rm -rf ${q("runtime")} && mv ${q(RUNTIME_UPLOAD)} ${q("runtime")}; fi`;
+    const uploadFiles = [
+      ...files,
+      ...volumePasswdFiles(volumes),
+      { content: request.token, target: "worker.token", mode: 0o600 },
+    ];
 
     // The worker's start, run in the bootstrap's round trip once the bootstrap succeeded: started
     // detached from this SSH session (so that it outlives the client by its TTL), then waited for
@@ -273,11 +309,20 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     let afterBootstrap = "";
     let volumesStarted = 0;
     let pending = "";
+    let uploaded = false;
+    let uploadStarted = 0;
     const onStdout = (chunk: Buffer | string) => {
       pending += chunk.toString();
       const lines = pending.split("\n");
       pending = lines.pop() ?? "";
       for (const line of lines) {
+        if (!uploaded) {
+          if (line === UPLOAD_MARKER) {
+            uploaded = true;
+            report("upload", "finished", performance.now() - uploadStarted);
+          }
+          continue;
+        }
         if (bootstrapped) {
           afterBootstrap += `${line}\n`;
           if (line.startsWith(VOLUMES_MARKER)) {
@@ -312,15 +357,39 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
         (output) => output.stdout,
         () => "",
       );
-    let result: { code: number | null };
+    // 4. The bootstrap, streaming its phases, then (5.) the worker's start.
+    const run = (allowReattach: boolean) =>
+      ssh.execWithFiles(
+        `${allowReattach ? `${reattachCheck}; ` : ""}${upload}; ${installRuntime} && bash ${q("bootstrap.sh")} && { ${startCommand}; }`,
+        uploadFiles,
+        { signal, timeoutSeconds: request.timeoutSeconds + 60, onStdout },
+      );
+    let result: { code: number | null; stdout: string; stderr: string };
+    report("upload", "started");
+    uploadStarted = performance.now();
     try {
-      result = await ssh.exec(`bash ${q("bootstrap.sh")} && { ${startCommand}; }`, {
-        signal,
-        timeoutSeconds: request.timeoutSeconds + 60,
-        onStdout,
-      });
+      result = await run(true);
+      const recorded = uploaded ? undefined : reattachable(result.stdout);
+      if (recorded) {
+        // The files were sent (and drained): the upload is over.
+        report("upload", "finished", performance.now() - uploadStarted);
+        const endpoint = await reattach(ssh, where, request, recorded);
+        if (endpoint) return endpoint;
+        // Recorded and running, but its tunnel does not open: a fresh start (the old one is stopped).
+        report("upload", "started");
+        uploadStarted = performance.now();
+        result = await run(false);
+      }
     } catch (error) {
       if (signal.aborted) throw error;
+      if (!uploaded) {
+        throw new ConnectionError({
+          host: where,
+          node,
+          message: `uploading ${uploadFiles.length} files to ${root} on node ${node} (${where}) did not finish: ${(error as Error).message}`,
+          cause: error,
+        });
+      }
       throw new BootstrapError({
         node,
         ...(bootstrapped ? { phase: "worker" } : {}),
@@ -329,6 +398,16 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
           ? `The worker on node ${node} (${where}) did not start in time`
           : `Bootstrap on node ${node} (${where}) did not finish within ${request.timeoutSeconds} s`,
         cause: error,
+      });
+    }
+    if (!uploaded) {
+      const stderr = result.stderr.trim() || result.stdout.trim();
+      throw new ConnectionError({
+        host: where,
+        node,
+        message:
+          `uploading ${uploadFiles.length} files to ${root} on node ${node} (${where}) failed: exit code ${result.code}` +
+          `${stderr ? `: ${stderr.slice(-2000)}` : ""}`,
       });
     }
     afterBootstrap += pending;
@@ -430,54 +509,41 @@ function tunnelEndpoint(
   };
 }
 
+/** The record and token a launch's session printed after {@link REATTACH_MARKER}, if it did. */
+function reattachable(stdout: string): { recorded: RecordedWorker; token: string } | undefined {
+  const lines = stdout.split("\n");
+  const at = lines.indexOf(REATTACH_MARKER);
+  if (at === -1) return undefined;
+  const [json, token] = [lines[at + 1], lines[at + 2]?.trim()];
+  if (!json || !token) return undefined;
+  try {
+    const recorded = JSON.parse(json) as RecordedWorker;
+    return Number.isInteger(recorded.pid) && Number.isInteger(recorded.port)
+      ? { recorded, token }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * The worker a previous pool left on the node (released, waiting out its TTL), when it was started
- * from the same code and settings and still runs: its endpoint, with the token it demands. When no
- * worker is recorded, the same round trip runs `prepare` (`prepared` says it did).
+ * The endpoint of the worker a previous pool left on the node (released, waiting out its TTL), which
+ * the node found started from the same code and settings and still running (see `reattachable`),
+ * once a tunnel to it opens (the pool's handshake, with the recorded token, then checks the rest);
+ * undefined when none opens.
  */
 async function reattach(
   ssh: SshConnection,
-  root: string,
-  fingerprint: string,
   where: string,
   request: LaunchWorkerOptions,
-  prepare: string,
-): Promise<{ endpoint?: WorkerEndpoint; prepared: boolean }> {
-  const q = (path: string) => shellQuote(`${root}/${path}`);
-  const found = await ssh
-    .exec(
-      `if [ -f ${q("worker.json")} ] && [ -f ${q("worker.token")} ]; then cat ${q("worker.json")}; echo; cat ${q("worker.token")}; else ${prepare} && echo ::prepared; fi`,
-      { signal: request.signal, timeoutSeconds: 60 },
-    )
-    .catch(() => undefined);
-  if (found?.code === 0 && found.stdout.trim() === "::prepared") return { prepared: true };
-  const none = { prepared: false };
-  const [json, token] = found?.stdout.split("\n") ?? [];
-  if (!json || !token) return none;
-  let recorded: RecordedWorker;
+  { recorded, token }: { recorded: RecordedWorker; token: string },
+): Promise<WorkerEndpoint | undefined> {
   try {
-    recorded = JSON.parse(json) as RecordedWorker;
-  } catch {
-    return none;
-  }
-  if (recorded.fingerprint !== fingerprint) return none;
-  const alive = await ssh
-    .exec(`kill -0 ${Number(recorded.pid)} 2>/dev/null && echo yes`, { timeoutSeconds: 10 })
-    .catch(() => undefined);
-  if (alive?.stdout.trim() !== "yes") return none;
-  // Its tunnel must open; the pool's handshake (with the recorded token) then checks the rest.
-  try {
-    const probe = await ssh.forwardOut("127.0.0.1", recorded.port);
+    const probe = await ssh.forwardOut("127.0.0.1", recorded.port, { signal: request.signal });
     probe.destroy();
   } catch {
-    return none;
+    return undefined;
   }
   request.progress?.({ phase: "reattach", status: "finished", durationMs: 0 });
-  return {
-    prepared: false,
-    endpoint: tunnelEndpoint(ssh, where, Number(recorded.port), Number(recorded.pid), {
-      warm: true,
-      token: token.trim(),
-    }),
-  };
+  return tunnelEndpoint(ssh, where, recorded.port, recorded.pid, { warm: true, token });
 }
