@@ -21,7 +21,7 @@ import {
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VastAI } from "../src/index.js";
-import { type FakeVast, startFakeVast, TEST_API_KEY } from "./fake-vastai.js";
+import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "./fake-vastai.js";
 import market from "./fixtures/offers.json" with { type: "json" };
 
 const skipReason = await requireTestbed();
@@ -100,9 +100,7 @@ describe.skipIf(skipReason !== undefined)(
           provider: VastAI({
             apiKey: TEST_API_KEY,
             retryDelayMs: 50,
-            // The fake's create limit is the real one (4.5 s, 12 s penalty) scaled 1:100: so is the provider's.
-            createIntervalMs: 45,
-            rateLimitPenaltyMs: 120,
+            ...SCALED_CREATE_LIMITS,
             root: `${home.path}/instances/{id}`,
           }),
           accelerator: sky.accelerators.RTX_4090(),
@@ -157,8 +155,7 @@ describe.skipIf(skipReason !== undefined)(
           provider: VastAI({
             apiKey: TEST_API_KEY,
             retryDelayMs: 50,
-            createIntervalMs: 45,
-            rateLimitPenaltyMs: 120,
+            ...SCALED_CREATE_LIMITS,
             root: `${home.path}/instances/{id}`,
           }),
           accelerator: sky.accelerators.RTX_4090(),
