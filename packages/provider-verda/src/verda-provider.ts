@@ -385,7 +385,19 @@ function build(settings: ParsedSettings): ProviderV1<VerdaClusterData> {
   return {
     specificationVersion: "v1",
     name: NAME,
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
+    capabilities: Object.freeze({
+      spot: true,
+      volumes: false,
+      images: true,
+      offerCache: "marketplace",
+      // Verda documents no private network between separately deployed instances: an instance has one
+      // address, its public `ip` (API reference, "Get instance by ID": https://api.verda.com/v1/docs),
+      // and the interconnect between nodes is a property of Instant Clusters, a separate product whose
+      // worker nodes share an InfiniBand fabric and a /home filesystem
+      // (https://docs.verda.com/clusters/instant-clusters/good-to-know/). So a distributed-training
+      // plugin on several Verda instances is refused at validation instead of waiting on peers.
+      peerNetwork: "none",
+    }),
     cacheKey: `${settings.apiUrl} ${settings.location ?? "any"}`,
 
     async offers({ query, signal }) {
