@@ -16,6 +16,17 @@ export {
   type FakeImdsRequest,
   startFakeImds,
 } from "./fake-imds.js";
+export {
+  type FakeRestAnswer,
+  type FakeRestHandler,
+  type FakeRestRequest,
+  type FakeRestServer,
+  type FakeRestServerOptions,
+  fakeRoutes,
+  jsonAnswer,
+  startFakeRestServer,
+  textAnswer,
+} from "./fake-rest.js";
 export { packedFiles } from "./package-files.js";
 export {
   conformanceCluster,
@@ -77,3 +88,4 @@ export {
   testbedSshHost,
   testbedSshHosts,
 } from "./testbed.js";
+export { type TestbedHostPool, testbedHostPool } from "./testbed-host-pool.js";
