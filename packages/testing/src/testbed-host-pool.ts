@@ -69,8 +69,9 @@ export async function testbedHostPool<Owner>(hosts: readonly TestbedHost[]): Pro
       if (host) await revokeHost(host);
     },
     async release(owner) {
-      await pool.revoke(owner);
+      const host = bound.get(owner);
       bound.delete(owner);
+      if (host) await revokeHost(host);
     },
     async releaseAll() {
       bound.clear();
