@@ -89,3 +89,13 @@ export {
   testbedSshHosts,
 } from "./testbed.js";
 export { type TestbedHostPool, testbedHostPool } from "./testbed-host-pool.js";
+export {
+  eventually,
+  expectPreemptedNodeReplaced,
+  type PoolTaskRun,
+  type PreemptionScenario,
+  poolTaskRuns,
+  poolTasks,
+  startTestbedMachines,
+  type TestbedMachines,
+} from "./testbed-pool.js";
