@@ -1,6 +1,13 @@
 // Core helpers the conformance suite relies on, re-exported for provider tests.
 export { clusterFromInstance, offerPrice } from "@skyward/core/contract";
 export {
+  type CliProject,
+  type CliProjectOptions,
+  type CliRun,
+  createCliProject,
+  tableRows,
+} from "./cli-project.js";
+export {
   instanceProblems,
   offerProblems,
   offerQueryProblems,
