@@ -99,10 +99,14 @@ export { type TestbedHostPool, testbedHostPool } from "./testbed-host-pool.js";
 export {
   eventually,
   expectPreemptedNodeReplaced,
+  type FakeApiFixture,
   type PoolTaskRun,
   type PreemptionScenario,
   poolTaskRuns,
   poolTasks,
   startTestbedMachines,
   type TestbedMachines,
+  testbedHostAt,
+  testbedStandIn,
+  useFakeApi,
 } from "./testbed-pool.js";

@@ -4,13 +4,20 @@
  * and the scenario of an interruptible node reclaimed mid-task — the cloud gives no notice, the pool
  * reads the instance as gone on its reconcile tick, replaces it and runs the interrupted tasks again.
  */
-import { readFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import * as sky from "@skyward/core";
-import { expect } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import { type ScratchSkywardHome, useScratchSkywardHome } from "./skyward-home.js";
-import { createTestbed, type Testbed } from "./testbed.js";
+import {
+  createTestbed,
+  type Testbed,
+  type TestbedHost,
+  type TestbedSshHostInput,
+  testbedSshHost,
+} from "./testbed.js";
 import { type TestbedHostPool, testbedHostPool } from "./testbed-host-pool.js";
 
 /** A start of {@link poolTasks}`.work`, as it journals it and returns it. */
@@ -163,4 +170,80 @@ export async function expectPreemptedNodeReplaced(
   const replacement = pool.nodes()[1]?.instanceId ?? "";
   expect(replacement).not.toBe(victim);
   return { victim, replacement };
+}
+
+/** What {@link useFakeApi} gives the tests of its suite once its `beforeAll` ran. */
+export interface FakeApiFixture<Fake> {
+  /** The fake API. */
+  readonly fake: Fake;
+  /** A scratch directory for the provider's SSH keys. */
+  readonly keysDirectory: string;
+  /** The test bed whose hosts the fake hands out (with `hosts` only). */
+  readonly bed: Testbed;
+}
+
+/**
+ * A fake provider API for the tests of the enclosing suite (registered as its `beforeAll` and
+ * `afterAll`): with `hosts`, a test bed of that many hosts is made first and `start` gets its hosts to
+ * hand out as the instances it creates; a scratch keys directory (named with `prefix`) comes with it.
+ * After the suite, the fake is stopped, the bed torn down and the directory removed.
+ */
+export function useFakeApi<Fake extends AsyncDisposable>(options: {
+  start: (hosts?: readonly TestbedHost[]) => Promise<Fake>;
+  prefix: string;
+  hosts?: number;
+}): FakeApiFixture<Fake> {
+  let fake: Fake | undefined;
+  let keysDirectory: string | undefined;
+  let bed: Testbed | undefined;
+  beforeAll(async () => {
+    if (options.hosts !== undefined) bed = await createTestbed({ hosts: options.hosts });
+    fake = await options.start(bed?.hosts);
+    keysDirectory = await mkdtemp(join(tmpdir(), options.prefix));
+  }, 120_000);
+  afterAll(async () => {
+    await fake?.[Symbol.asyncDispose]();
+    await bed?.teardown();
+    if (keysDirectory) await rm(keysDirectory, { recursive: true, force: true });
+  });
+  const started = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined)
+      throw new Error(`useFakeApi: ${what} is there only once the suite's beforeAll ran`);
+    return value;
+  };
+  return {
+    get fake() {
+      return started(fake, "the fake");
+    },
+    get keysDirectory() {
+      return started(keysDirectory, "the keys directory");
+    },
+    get bed() {
+      return started(bed, "the test bed (with `hosts`)");
+    },
+  };
+}
+
+/** The test-bed host at `address` (a fake's instance stands on it); throws naming the address when none is. */
+export function testbedHostAt(hosts: readonly TestbedHost[], address: string): TestbedHost {
+  const host = hosts.find((candidate) => candidate.host === address);
+  if (!host) throw new Error(`no test-bed host at ${address}`);
+  return host;
+}
+
+/**
+ * What a provider's `sshAddress` test seam returns for the instance at `address`: the test-bed host
+ * there ({@link testbedSshHost}), and a self-destruct that never touches this machine — with `marker`,
+ * it touches `<marker>-<host index>` (so a test sees each worker ran it), else it does nothing.
+ */
+export function testbedStandIn(
+  hosts: readonly TestbedHost[],
+  address: string,
+  marker?: string,
+): TestbedSshHostInput & { selfDestruct: string } {
+  const host = testbedHostAt(hosts, address);
+  return {
+    ...testbedSshHost(host),
+    selfDestruct: marker ? `touch '${marker}-${hosts.indexOf(host)}'` : "true",
+  };
 }
