@@ -37,8 +37,10 @@ export type {
   ProviderRateLimit,
 } from "./http/provider-http.js";
 export {
+  answerListSchema,
   answerMessage,
   answerNumberSchema,
+  answerTextSchema,
   createProviderHttpClient,
   ProviderApiError,
   parseProviderAnswer,
