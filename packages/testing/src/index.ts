@@ -106,7 +106,9 @@ export {
   poolTasks,
   startTestbedMachines,
   type TestbedMachines,
+  type TestbedSshPoolFixture,
   testbedHostAt,
   testbedStandIn,
   useFakeApi,
+  useTestbedSshPool,
 } from "./testbed-pool.js";

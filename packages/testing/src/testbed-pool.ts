@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import * as sky from "@skyward/core";
 import { afterAll, beforeAll, expect } from "vitest";
+import { createPypiProxy, type PypiProxy } from "./pypi-proxy.js";
 import { type ScratchSkywardHome, useScratchSkywardHome } from "./skyward-home.js";
 import {
   createTestbed,
@@ -245,5 +246,59 @@ export function testbedStandIn(
   return {
     ...testbedSshHost(host),
     selfDestruct: marker ? `touch '${marker}-${hosts.indexOf(host)}'` : "true",
+  };
+}
+
+/** What {@link useTestbedSshPool} gives the tests of its suite once its `beforeAll` ran. */
+export interface TestbedSshPoolFixture {
+  /** The pool on the bed's hosts. */
+  readonly pool: sky.Pool;
+  readonly bed: Testbed;
+  /** The PyPI proxy the hosts install through (`proxy.env` in the pool's image). */
+  readonly proxy: PypiProxy;
+}
+
+/**
+ * A pool on the SSH hosts of a test bed for the tests of the enclosing suite (its `beforeAll` and
+ * `afterAll`), as the plugins' end-to-end suites make one: a scratch Skyward home (named with
+ * `homePrefix`), a test bed of `hosts` hosts, a PyPI proxy they reach, then the pool `compute` describes
+ * for them. After the suite: the pool closed, the proxy stopped, the bed torn down, the home restored.
+ */
+export function useTestbedSshPool(options: {
+  homePrefix: string;
+  hosts: number;
+  compute: (context: { bed: Testbed; proxy: PypiProxy }) => sky.ComputeInput;
+}): TestbedSshPoolFixture {
+  let home: ScratchSkywardHome | undefined;
+  let bed: Testbed | undefined;
+  let proxy: PypiProxy | undefined;
+  let pool: sky.Pool | undefined;
+  beforeAll(async () => {
+    home = await useScratchSkywardHome(options.homePrefix);
+    bed = await createTestbed({ hosts: options.hosts });
+    proxy = await createPypiProxy({ testbed: bed });
+    pool = await sky.compute(options.compute({ bed, proxy }));
+  });
+  afterAll(async () => {
+    await pool?.close();
+    await proxy?.close();
+    await bed?.teardown();
+    await home?.restore();
+  });
+  const started = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined)
+      throw new Error(`useTestbedSshPool: ${what} is there only once the suite's beforeAll ran`);
+    return value;
+  };
+  return {
+    get pool() {
+      return started(pool, "the pool");
+    },
+    get bed() {
+      return started(bed, "the test bed");
+    },
+    get proxy() {
+      return started(proxy, "the PyPI proxy");
+    },
   };
 }
