@@ -7,6 +7,7 @@ export {
   createCliProject,
   tableRows,
 } from "./cli-project.js";
+export { providerFromToml, tomlProviderEntry, tomlProviderIssues } from "./config-entry.js";
 export {
   instanceProblems,
   offerProblems,
