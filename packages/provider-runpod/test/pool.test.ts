@@ -50,10 +50,14 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
     await machines?.[Symbol.asyncDispose]();
   });
 
+  /** The provider against the fake, each pod's Skyward root its own directory of the home. */
+  const provider = () =>
+    RunPod({ apiKey: TEST_API_KEY, retryDelayMs: 50, root: `${machines.home.path}/pods/{id}` });
+
   it("runs tasks on two GPU pods joined by global networking, then leaves no pod", async () => {
     {
       await using pool = await sky.compute({
-        provider: RunPod({ apiKey: TEST_API_KEY, retryDelayMs: 50, root: `${machines.home.path}/pods/{id}` }),
+        provider: provider(),
         accelerator: sky.accelerators.A100(),
         nodes: 2,
         allocation: "on-demand",
@@ -98,7 +102,7 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
     // RunPod publishes no advance notice: a reclaimed interruptible pod is EXITED, read with getInstance.
     {
       await using pool = await sky.compute({
-        provider: RunPod({ apiKey: TEST_API_KEY, retryDelayMs: 50, root: `${machines.home.path}/pods/{id}` }),
+        provider: provider(),
         accelerator: sky.accelerators.A100(),
         nodes: 2,
         allocation: "spot",

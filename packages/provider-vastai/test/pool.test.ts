@@ -53,15 +53,19 @@ describe.skipIf(skipReason !== undefined)(
       await machines?.[Symbol.asyncDispose]();
     });
 
+    /** The provider against the fake, each instance's Skyward root its own directory of the home. */
+    const provider = () =>
+      VastAI({
+        apiKey: TEST_API_KEY,
+        retryDelayMs: 50,
+        ...SCALED_CREATE_LIMITS,
+        root: `${machines.home.path}/instances/{id}`,
+      });
+
     it("rents two instances under the create rate limit, runs tasks on both, then destroys them", async () => {
       {
         await using pool = await sky.compute({
-          provider: VastAI({
-            apiKey: TEST_API_KEY,
-            retryDelayMs: 50,
-            ...SCALED_CREATE_LIMITS,
-            root: `${machines.home.path}/instances/{id}`,
-          }),
+          provider: provider(),
           accelerator: sky.accelerators.RTX_4090(),
           nodes: 2,
           allocation: "on-demand",
@@ -104,12 +108,7 @@ describe.skipIf(skipReason !== undefined)(
       fake.rented.clear();
       {
         await using pool = await sky.compute({
-          provider: VastAI({
-            apiKey: TEST_API_KEY,
-            retryDelayMs: 50,
-            ...SCALED_CREATE_LIMITS,
-            root: `${machines.home.path}/instances/{id}`,
-          }),
+          provider: provider(),
           accelerator: sky.accelerators.RTX_4090(),
           nodes: 2,
           allocation: "spot",
