@@ -26,6 +26,7 @@ import {
   whyNotProvider,
 } from "@skyward/core/contract";
 import { launchSshWorker } from "@skyward/ssh";
+import { expectPeerPluginRefused } from "@skyward/testing";
 import { HttpResponse } from "msw";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
@@ -596,14 +597,7 @@ describe("settings", () => {
 
 describe("what real accounts do", () => {
   it("instances share no network: a distributed-training plugin on several nodes is refused before anything starts", () => {
-    const ddp = Plugin.create("ddp").withPeerNetwork();
-    expect(provider().capabilities.peerNetwork).toBe("none");
-    expect(() =>
-      toSpec({ provider: provider(), accelerator: accelerators.RTX_4090(), nodes: 2, plugins: [ddp] }),
-    ).toThrow(
-      /plugin "ddp" connects its workers on different nodes to one another, but vastai's instances share no network/,
-    );
-    expect(toSpec({ provider: provider(), nodes: 1, plugins: [ddp] }).nodes.max).toBe(1);
+    expectPeerPluginRefused(provider, accelerators.RTX_4090());
     expect(fake.requests).toEqual([]);
   });
 

@@ -10,7 +10,8 @@ import {
   spec as toSpec,
 } from "@skyward/core";
 import { createProviderFromEntry } from "@skyward/core/config";
-import { type Offer, offerQuery, Plugin, resolvePoolSpec } from "@skyward/core/contract";
+import { type Offer, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeVerda, startFakeVerda, TEST_CLIENT_ID, TEST_CLIENT_SECRET } from "../test/fake-verda.js";
 import { VerdaApiError } from "./verda-api.js";
@@ -328,16 +329,7 @@ describe("settings", () => {
 describe("several nodes", () => {
   it("Verda documents no network between instances: a distributed-training plugin on several nodes is refused before Verda is asked anything", async () => {
     fake.reset();
-    const ddp = Plugin.create("ddp").withPeerNetwork();
-    expect(provider().capabilities.peerNetwork).toBe("none");
-    expect(() =>
-      toSpec({ provider: provider(), accelerator: accelerators.H100(), nodes: 2, plugins: [ddp] }),
-    ).toThrow(
-      /plugin "ddp" connects its workers on different nodes to one another, but verda's instances share no network/,
-    );
-    expect(
-      toSpec({ provider: provider(), accelerator: accelerators.H100(), nodes: 1, plugins: [ddp] }).nodes.max,
-    ).toBe(1);
+    expectPeerPluginRefused(provider, accelerators.H100());
     expect(fake.requests).toEqual([]);
   });
 });

@@ -49,6 +49,7 @@ export {
   type BootstrapScriptTextOptions,
   bootstrapScriptText,
   configurationIssuesOf,
+  expectPeerPluginRefused,
   fakeCluster,
   runBootstrapScript,
 } from "./plugin-helpers.js";

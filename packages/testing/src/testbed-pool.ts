@@ -173,6 +173,13 @@ export async function expectPreemptedNodeReplaced(
   return { victim, replacement };
 }
 
+/** `value`, which a suite fixture's `beforeAll` sets; reading it earlier is a mistake in the test. */
+function startedValue<T>(fixture: string, value: T | undefined, what: string): T {
+  if (value === undefined)
+    throw new Error(`${fixture}: ${what} is there only once the suite's beforeAll ran`);
+  return value;
+}
+
 /** What {@link useFakeApi} gives the tests of its suite once its `beforeAll` ran. */
 export interface FakeApiFixture<Fake> {
   /** The fake API. */
@@ -207,11 +214,7 @@ export function useFakeApi<Fake extends AsyncDisposable>(options: {
     await bed?.teardown();
     if (keysDirectory) await rm(keysDirectory, { recursive: true, force: true });
   });
-  const started = <T>(value: T | undefined, what: string): T => {
-    if (value === undefined)
-      throw new Error(`useFakeApi: ${what} is there only once the suite's beforeAll ran`);
-    return value;
-  };
+  const started = <T>(value: T | undefined, what: string) => startedValue("useFakeApi", value, what);
   return {
     get fake() {
       return started(fake, "the fake");
@@ -285,11 +288,7 @@ export function useTestbedSshPool(options: {
     await bed?.teardown();
     await home?.restore();
   });
-  const started = <T>(value: T | undefined, what: string): T => {
-    if (value === undefined)
-      throw new Error(`useTestbedSshPool: ${what} is there only once the suite's beforeAll ran`);
-    return value;
-  };
+  const started = <T>(value: T | undefined, what: string) => startedValue("useTestbedSshPool", value, what);
   return {
     get pool() {
       return started(pool, "the pool");
