@@ -27,7 +27,7 @@ export interface SshStandIn {
   readonly user?: string;
   /** The private key to log in with; default the provider's key pair. A secret: never logged. */
   readonly privateKey?: string;
-  /** The stand-in host's Skyward root directory; default `/opt/skyward`. */
+  /** The stand-in host's Skyward root directory; default the provider's (`/opt/skyward` unless set). */
   readonly root?: string;
   /** The stand-in host's key fingerprint (`SHA256:…`); default trust on first use. */
   readonly hostKeyFingerprint?: string;
