@@ -1,11 +1,4 @@
-import { defineConfig } from "tsup";
+import build from "../../tsup.package.ts";
 
-export default defineConfig({
-  entry: ["src/index.ts", "src/cli.ts"],
-  format: ["esm"],
-  dts: { entry: "src/index.ts" },
-  sourcemap: true,
-  clean: true,
-  target: "node22",
-  tsconfig: "tsconfig.build.json",
-});
+// The shared build (tsup.package.ts at the root), with the executable as a second entry (no types).
+export default { ...build, entry: ["src/index.ts", "src/cli.ts"], dts: { entry: "src/index.ts" } };

@@ -1,11 +1,7 @@
-import { defineConfig } from "tsup";
+import build from "../../tsup.package.ts";
 
-export default defineConfig({
+// The shared build (tsup.package.ts at the root), with the package's other entry points.
+export default {
+  ...build,
   entry: ["src/index.ts", "src/contract.ts", "src/config.ts", "src/logs.ts", "src/protocol.ts"],
-  format: ["esm"],
-  dts: true,
-  sourcemap: true,
-  clean: true,
-  target: "node22",
-  tsconfig: "tsconfig.build.json",
-});
+};

@@ -1,12 +1,4 @@
-import { defineConfig } from "vitest/config";
+// The shared test configuration: see vitest.package.ts at the root.
+import { packageTestConfig } from "../../vitest.package.ts";
 
-export default defineConfig({
-  resolve: { conditions: ["@skyward/source"] },
-  ssr: { resolve: { conditions: ["@skyward/source"] } },
-  test: {
-    include: ["src/**/*.test.ts"],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
-    reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
-  },
-});
+export default packageTestConfig({ include: ["src/**/*.test.ts"], testTimeout: 60_000, hookTimeout: 60_000 });

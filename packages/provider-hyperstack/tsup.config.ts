@@ -1,11 +1,2 @@
-import { defineConfig } from "tsup";
-
-export default defineConfig({
-  entry: ["src/index.ts"],
-  format: ["esm"],
-  dts: true,
-  sourcemap: true,
-  clean: true,
-  target: "node22",
-  tsconfig: "tsconfig.build.json",
-});
+// The build most packages share: see tsup.package.ts at the root.
+export { default } from "../../tsup.package.ts";

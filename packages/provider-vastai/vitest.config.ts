@@ -1,13 +1,4 @@
-import { defineConfig } from "vitest/config";
+// The shared test configuration: see vitest.package.ts at the root.
+import { providerTestConfig } from "../../vitest.package.ts";
 
-export default defineConfig({
-  resolve: { conditions: ["@skyward/source"] },
-  ssr: { resolve: { conditions: ["@skyward/source"] } },
-  test: {
-    globalSetup: ["@skyward/testing/vitest-global-setup"],
-    include: ["src/**/*.test.ts", "test/**/*.test.ts"],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
-    reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
-  },
-});
+export default providerTestConfig({ testTimeout: 30_000, hookTimeout: 60_000 });

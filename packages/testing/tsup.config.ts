@@ -1,11 +1,4 @@
-import { defineConfig } from "tsup";
+import build from "../../tsup.package.ts";
 
-export default defineConfig({
-  entry: ["src/index.ts", "src/vitest-global-setup.ts"],
-  format: ["esm"],
-  dts: true,
-  sourcemap: true,
-  clean: true,
-  target: "node22",
-  tsconfig: "tsconfig.build.json",
-});
+// The shared build (tsup.package.ts at the root), with the vitest global setup as a second entry.
+export default { ...build, entry: ["src/index.ts", "src/vitest-global-setup.ts"] };

@@ -3,60 +3,33 @@
  * a `type = "novita"` provider at the fake of Novita's API (`@skyward/provider-novita`'s
  * `test/fake-novita.ts`, built from Novita's API reference), with the API key in the environment only.
  */
-import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { type CliProject, createCliProject, tableRows as rows } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeNovita, startFakeNovita, TEST_API_KEY } from "../../provider-novita/test/fake-novita.js";
-import { runCli } from "./run-cli.js";
+import { CLI } from "./run-cli.js";
 
 const cliModules = fileURLToPath(new URL("../node_modules/@skyward", import.meta.url));
 
-let scratch = "";
-let project = "";
+let project: CliProject;
 let fake: FakeNovita;
-
 const run = (args: readonly string[], env: Record<string, string> = { NOVITA_API_KEY: TEST_API_KEY }) =>
-  runCli(args, {
-    cwd: project,
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: join(scratch, "home"),
-      SKYWARD_HOME: join(scratch, "skyward-home"),
-      ...env,
-    },
-  });
-
-/** The table's data lines, as arrays of cells. */
-function rows(stdout: string): string[][] {
-  return stdout
-    .trim()
-    .split("\n")
-    .slice(1)
-    .map((line) => line.trim().split(/\s{2,}/));
-}
+  project.run(args, env);
 
 beforeAll(async () => {
   fake = await startFakeNovita();
-  scratch = await mkdtemp(join(tmpdir(), "skyward-cli-novita-"));
-  project = join(scratch, "project");
-  await mkdir(join(project, "node_modules", "@skyward"), { recursive: true });
-  await mkdir(join(scratch, "home"));
-  await symlink(
-    join(cliModules, "provider-novita"),
-    join(project, "node_modules", "@skyward", "provider-novita"),
-    "dir",
-  );
-  await writeFile(
-    join(project, "skyward.toml"),
-    `[providers.gpus]\ntype = "novita"\napi_url = "${fake.apiUrl}"\n`,
-  );
+  project = await createCliProject({
+    cli: CLI,
+    prefix: "skyward-cli-novita-",
+    packages: { "provider-novita": join(cliModules, "provider-novita") },
+    toml: `[providers.gpus]\ntype = "novita"\napi_url = "${fake.apiUrl}"\n`,
+  });
 });
 
 afterAll(async () => {
   await fake?.[Symbol.asyncDispose]();
-  await rm(scratch, { recursive: true, force: true });
+  await project?.[Symbol.asyncDispose]();
 });
 
 describe("skyward offers --provider novita", () => {

@@ -4,10 +4,9 @@
  * `test/fake-verda.ts`, built from Verda's API reference), with the client credentials in the
  * environment only.
  */
-import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { type CliProject, createCliProject, tableRows as rows } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type FakeVerda,
@@ -15,55 +14,28 @@ import {
   TEST_CLIENT_ID,
   TEST_CLIENT_SECRET,
 } from "../../provider-verda/test/fake-verda.js";
-import { runCli } from "./run-cli.js";
+import { CLI } from "./run-cli.js";
 
 const cliModules = fileURLToPath(new URL("../node_modules/@skyward", import.meta.url));
 
-let scratch = "";
-let project = "";
+let project: CliProject;
 let fake: FakeVerda;
-
-const run = (args: readonly string[]) =>
-  runCli(args, {
-    cwd: project,
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: join(scratch, "home"),
-      SKYWARD_HOME: join(scratch, "skyward-home"),
-      VERDA_CLIENT_ID: TEST_CLIENT_ID,
-      VERDA_CLIENT_SECRET: TEST_CLIENT_SECRET,
-    },
-  });
-
-/** The table's data lines, as arrays of cells. */
-function rows(stdout: string): string[][] {
-  return stdout
-    .trim()
-    .split("\n")
-    .slice(1)
-    .map((line) => line.trim().split(/\s{2,}/));
-}
+const run = (args: readonly string[]) => project.run(args);
 
 beforeAll(async () => {
   fake = await startFakeVerda();
-  scratch = await mkdtemp(join(tmpdir(), "skyward-cli-verda-"));
-  project = join(scratch, "project");
-  await mkdir(join(project, "node_modules", "@skyward"), { recursive: true });
-  await mkdir(join(scratch, "home"));
-  await symlink(
-    join(cliModules, "provider-verda"),
-    join(project, "node_modules", "@skyward", "provider-verda"),
-    "dir",
-  );
-  await writeFile(
-    join(project, "skyward.toml"),
-    `[providers.fin]\ntype = "verda"\napi_url = "${fake.apiUrl}"\n`,
-  );
+  project = await createCliProject({
+    cli: CLI,
+    prefix: "skyward-cli-verda-",
+    packages: { "provider-verda": join(cliModules, "provider-verda") },
+    toml: `[providers.fin]\ntype = "verda"\napi_url = "${fake.apiUrl}"\n`,
+    env: { VERDA_CLIENT_ID: TEST_CLIENT_ID, VERDA_CLIENT_SECRET: TEST_CLIENT_SECRET },
+  });
 });
 
 afterAll(async () => {
   await fake?.[Symbol.asyncDispose]();
-  await rm(scratch, { recursive: true, force: true });
+  await project?.[Symbol.asyncDispose]();
 });
 
 describe("skyward offers --provider verda", () => {
@@ -103,14 +75,7 @@ describe("skyward offers --provider verda", () => {
   });
 
   it("says which credential is missing, naming the variables", async () => {
-    const result = await runCli(["offers", "--provider", "verda"], {
-      cwd: project,
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: join(scratch, "home"),
-        SKYWARD_HOME: join(scratch, "skyward-home"),
-      },
-    });
+    const result = await project.run(["offers", "--provider", "verda"], {});
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("VERDA_CLIENT_ID");
     expect(result.stderr).toContain("VERDA_CLIENT_SECRET");

@@ -10,17 +10,17 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
+import type { PluginV1 } from "@skyward/core/contract";
 import { SSH } from "@skyward/provider-ssh";
 import {
-  createPypiProxy,
   createTestbed,
-  type PypiProxy,
   requireSystemPython,
   requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
   testbedSshHosts,
   useScratchSkywardHome,
+  useTestbedSshPool,
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { accelerate } from "../src/index.js";
@@ -49,6 +49,27 @@ const allReduceSum = sky.python<[number], { process_index: number; sum: number }
   "testbed_tasks:all_reduce_sum",
 );
 
+/** The pool of a suite: 2 test-bed hosts declaring 2 accelerators each, a fake `nvidia-smi` on their PATH. */
+const perAcceleratorPool = (homePrefix: string, plugin: PluginV1) =>
+  useTestbedSshPool({
+    homePrefix,
+    hosts: 2,
+    compute: ({ bed, proxy }) => ({
+      provider: SSH({ hosts: testbedSshHosts(bed), accelerator: sky.accelerators.A100({ count: 2 }) }),
+      accelerator: sky.accelerators.A100({ count: 2 }),
+      nodes: 2,
+      ttl: 0,
+      image: {
+        python: SYSTEM_PYTHON,
+        pip: [ACCELERATE_REQUIREMENT],
+        includes: [tasks],
+        env: { ...proxy.env, PATH: `${fakes}:/usr/local/bin:/usr/bin:/bin` },
+      },
+      plugins: [plugin],
+      options: { console: false, bootstrapTimeout: 600 },
+    }),
+  });
+
 const torchMissing = await requireSystemPython("torch.distributed", {
   python: SYSTEM_PYTHON,
   install: "python3-torch",
@@ -59,39 +80,13 @@ const skipReason = torchMissing ?? (await requireTestbed());
 describe.skipIf(skipReason !== undefined)(
   "accelerate({ num_processes: 4 }, { perAccelerator: true }) across 2 SSH hosts × 2 faked GPUs",
   () => {
-    let bed: Testbed;
-    let proxy: PypiProxy;
-    let pool: sky.Pool;
-    let home: ScratchSkywardHome | undefined;
-
-    beforeAll(async () => {
-      home = await useScratchSkywardHome("skyward-accelerate-gpus-");
-      bed = await createTestbed({ hosts: 2 });
-      proxy = await createPypiProxy({ testbed: bed });
-      pool = await sky.compute({
-        provider: SSH({ hosts: testbedSshHosts(bed), accelerator: sky.accelerators.A100({ count: 2 }) }),
-        accelerator: sky.accelerators.A100({ count: 2 }),
-        nodes: 2,
-        ttl: 0,
-        image: {
-          python: SYSTEM_PYTHON,
-          pip: [ACCELERATE_REQUIREMENT],
-          includes: [tasks],
-          env: { ...proxy.env, PATH: `${fakes}:/usr/local/bin:/usr/bin:/bin` },
-        },
-        plugins: [accelerate({ distributed_type: "MULTI_CPU", num_processes: 4 }, { perAccelerator: true })],
-        options: { console: false, bootstrapTimeout: 600 },
-      });
-    });
-
-    afterAll(async () => {
-      await pool?.close();
-      await proxy?.close();
-      await bed?.teardown();
-      await home?.restore();
-    });
+    const fixture = perAcceleratorPool(
+      "skyward-accelerate-gpus-",
+      accelerate({ distributed_type: "MULTI_CPU", num_processes: 4 }, { perAccelerator: true }),
+    );
 
     it("forms one accelerate state of 4 processes, 2 per host, each of its own local rank", async () => {
+      const { pool, bed } = fixture;
       const infos = await pool.broadcast(launchInfo());
       expect(infos.places.map((place) => place.rank)).toEqual([0, 1, 2, 3]);
       const head = bed.hosts[0]?.host as string;
@@ -139,6 +134,7 @@ describe.skipIf(skipReason !== undefined)(
     });
 
     it("all-reduces over gloo across the 4 processes", async () => {
+      const { pool } = fixture;
       // Process p contributes 2 × (p + 1): 2 × (1 + 2 + 3 + 4) = 20.
       expect(await pool.broadcast(allReduceSum(2))).toEqual(
         [0, 1, 2, 3].map((process_index) => ({ process_index, sum: 20 })),
@@ -150,44 +146,13 @@ describe.skipIf(skipReason !== undefined)(
 describe.skipIf(skipReason !== undefined)(
   "accelerate({ fsdp, num_processes: 4 }, { perAccelerator: true }) across 2 SSH hosts × 2 faked GPUs",
   () => {
-    let bed: Testbed;
-    let proxy: PypiProxy;
-    let pool: sky.Pool;
-    let home: ScratchSkywardHome | undefined;
-
-    beforeAll(async () => {
-      home = await useScratchSkywardHome("skyward-accelerate-fsdp-");
-      bed = await createTestbed({ hosts: 2 });
-      proxy = await createPypiProxy({ testbed: bed });
-      pool = await sky.compute({
-        provider: SSH({ hosts: testbedSshHosts(bed), accelerator: sky.accelerators.A100({ count: 2 }) }),
-        accelerator: sky.accelerators.A100({ count: 2 }),
-        nodes: 2,
-        ttl: 0,
-        image: {
-          python: SYSTEM_PYTHON,
-          pip: [ACCELERATE_REQUIREMENT],
-          includes: [tasks],
-          env: { ...proxy.env, PATH: `${fakes}:/usr/local/bin:/usr/bin:/bin` },
-        },
-        plugins: [
-          accelerate(
-            { fsdp: { sharding_strategy: "FULL_SHARD" }, num_processes: 4 },
-            { perAccelerator: true },
-          ),
-        ],
-        options: { console: false, bootstrapTimeout: 600 },
-      });
-    });
-
-    afterAll(async () => {
-      await pool?.close();
-      await proxy?.close();
-      await bed?.teardown();
-      await home?.restore();
-    });
+    const fixture = perAcceleratorPool(
+      "skyward-accelerate-fsdp-",
+      accelerate({ fsdp: { sharding_strategy: "FULL_SHARD" }, num_processes: 4 }, { perAccelerator: true }),
+    );
 
     it("gives every process what accelerate launch gives the processes it starts, and one state of 4", async () => {
+      const { pool, bed } = fixture;
       const infos = await pool.broadcast(launchInfo());
       for (const [rank, info] of infos.entries()) {
         // No GPU here: the state is multi-CPU, but the FSDP settings came through as accelerate's

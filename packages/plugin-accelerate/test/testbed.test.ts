@@ -11,18 +11,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { SSH } from "@skyward/provider-ssh";
-import {
-  createPypiProxy,
-  createTestbed,
-  type PypiProxy,
-  requireSystemPython,
-  requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
-  testbedSshHosts,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { requireSystemPython, requireTestbed, testbedSshHosts, useTestbedSshPool } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { accelerate } from "../src/index.js";
 
 /** Debian's interpreter: python3-torch (1.13) is installed for it, and the workers' venv sees it. */
@@ -61,33 +51,21 @@ const skipReason = torchMissing ?? (await requireTestbed());
 describe.skipIf(skipReason !== undefined)(
   "accelerate() across 2 SSH hosts of the test bed (multi-CPU)",
   () => {
-    let bed: Testbed;
-    let proxy: PypiProxy;
-    let pool: sky.Pool;
-    let home: ScratchSkywardHome | undefined;
-
-    beforeAll(async () => {
-      home = await useScratchSkywardHome("skyward-accelerate-testbed-");
-      bed = await createTestbed({ hosts: 2 });
-      proxy = await createPypiProxy({ testbed: bed });
-      pool = await sky.compute({
+    const fixture = useTestbedSshPool({
+      homePrefix: "skyward-accelerate-testbed-",
+      hosts: 2,
+      compute: ({ bed, proxy }) => ({
         provider: SSH({ hosts: testbedSshHosts(bed) }),
         nodes: 2,
         ttl: 0,
         image: { python: SYSTEM_PYTHON, pip: [ACCELERATE_REQUIREMENT], includes: [tasks], env: proxy.env },
         plugins: [accelerate()],
         options: { console: false, bootstrapTimeout: 600 },
-      });
-    });
-
-    afterAll(async () => {
-      await pool?.close();
-      await proxy?.close();
-      await bed?.teardown();
-      await home?.restore();
+      }),
     });
 
     it("installed accelerate from PyPI through the proxy, and kept Debian's torch", async () => {
+      const { pool, bed, proxy } = fixture;
       expect(proxy.requests.map((request) => request.target)).toContain("pypi.org:443");
       expect(proxy.requests.every((request) => request.method === "CONNECT" && request.allowed)).toBe(true);
       const infos = await pool.broadcast(launchInfo());
@@ -108,6 +86,7 @@ describe.skipIf(skipReason !== undefined)(
     });
 
     it("starts each host's worker under accelerate launch, with one multi-CPU state across both hosts", async () => {
+      const { pool, bed } = fixture;
       const infos = await pool.broadcast(launchInfo());
       const head = bed.hosts[0]?.host as string;
       for (const [node, info] of infos.entries()) {
@@ -135,6 +114,7 @@ describe.skipIf(skipReason !== undefined)(
     });
 
     it("all-reduces over gloo between the hosts", async () => {
+      const { pool } = fixture;
       expect(await pool.broadcast(allReduceSum(2))).toEqual([
         { process_index: 0, sum: 6 },
         { process_index: 1, sum: 6 },

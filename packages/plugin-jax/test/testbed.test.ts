@@ -7,17 +7,8 @@
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { SSH } from "@skyward/provider-ssh";
-import {
-  createPypiProxy,
-  createTestbed,
-  type PypiProxy,
-  requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
-  testbedSshHosts,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { requireTestbed, testbedSshHosts, useTestbedSshPool } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { jax } from "../src/index.js";
 
 /** Debian's interpreter, as the other test-bed suites use; JAX itself comes from PyPI. */
@@ -42,39 +33,28 @@ const globalSum = sky.python<[number], { process_index: number; sum: number; gat
 const skipReason = await requireTestbed();
 
 describe.skipIf(skipReason !== undefined)("jax() across 2 SSH hosts of the test bed (CPU)", () => {
-  let bed: Testbed;
-  let proxy: PypiProxy;
-  let pool: sky.Pool;
-  let home: ScratchSkywardHome | undefined;
-
-  beforeAll(async () => {
-    home = await useScratchSkywardHome("skyward-jax-testbed-");
-    bed = await createTestbed({ hosts: 2 });
-    proxy = await createPypiProxy({ testbed: bed });
-    pool = await sky.compute({
+  const fixture = useTestbedSshPool({
+    homePrefix: "skyward-jax-testbed-",
+    hosts: 2,
+    compute: ({ bed, proxy }) => ({
       provider: SSH({ hosts: testbedSshHosts(bed) }),
       nodes: 2,
       ttl: 0,
       image: { python: SYSTEM_PYTHON, includes: [tasks], env: proxy.env },
       plugins: [jax({ cuda: "cpu" })],
       options: { console: false, bootstrapTimeout: 600 },
-    });
-  });
-
-  afterAll(async () => {
-    await pool?.close();
-    await proxy?.close();
-    await bed?.teardown();
-    await home?.restore();
+    }),
   });
 
   it("installed JAX from PyPI through the proxy, which opened tunnels to PyPI only", () => {
+    const { proxy } = fixture;
     expect(proxy.requests.length).toBeGreaterThan(0);
     expect(proxy.requests.every((request) => request.method === "CONNECT" && request.allowed)).toBe(true);
     expect(proxy.requests.map((request) => request.target)).toContain("pypi.org:443");
   });
 
   it("makes one JAX runtime of both hosts' workers, coordinated at the head host's address", async () => {
+    const { pool, bed } = fixture;
     const infos = await pool.broadcast(distributedInfo());
     expect(
       infos.map((info) => [info.process_index, info.process_count, info.devices, info.local_devices]),
@@ -95,7 +75,7 @@ describe.skipIf(skipReason !== undefined)("jax() across 2 SSH hosts of the test 
   });
 
   it("computes across the hosts: a sum over a globally sharded array, and an all-gather", async () => {
-    expect(await pool.broadcast(globalSum(1.5))).toEqual([
+    expect(await fixture.pool.broadcast(globalSum(1.5))).toEqual([
       { process_index: 0, sum: 4.5, gathered: [0, 1] },
       { process_index: 1, sum: 4.5, gathered: [0, 1] },
     ]);

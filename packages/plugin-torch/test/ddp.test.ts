@@ -3,13 +3,10 @@
  * python3-torch (for /usr/bin/python3), on two Local nodes (gloo over loopback) and on two SSH hosts
  * of the test bed (gloo across network namespaces).
  */
-import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { SSH } from "@skyward/provider-ssh";
 import {
   createTestbed,
-  requireSystemPython,
-  requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
   testbedSshHosts,
@@ -17,47 +14,21 @@ import {
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { torch } from "../src/index.js";
-
-/** Debian's interpreter: python3-torch is installed for it, and the workers' venv sees it. */
-const SYSTEM_PYTHON = "/usr/bin/python3";
-const tasks = fileURLToPath(new URL("./fixtures/ddp_tasks.py", import.meta.url));
-
-interface GroupInfo {
-  initialized: boolean;
-  rank: number;
-  world_size: number;
-  backend: string;
-  env: Record<string, string | null>;
-  gloo_interface: string | null;
-  pid: number;
-}
-interface Gradients {
-  rank: number;
-  weights: number[][];
-  ddp: number[][];
-  local: number[][];
-}
-
-const groupInfo = sky.python<[], GroupInfo>("ddp_tasks:group_info");
-const allReduceSum = sky.python<[number], { rank: number; sum: number }>("ddp_tasks:all_reduce_sum");
-const ddpGradients = sky.python<[], Gradients>("ddp_tasks:ddp_gradients");
+import {
+  allReduceSum,
+  close,
+  ddpGradients,
+  type Gradients,
+  groupInfo,
+  SYSTEM_PYTHON,
+  tasks,
+  torchSkipReasons,
+} from "./ddp-tasks.js";
 
 // Why these tests cannot run here (no torch for /usr/bin/python3), or undefined. Under CI, throws.
-const torchMissing = await requireSystemPython("torch.distributed", {
-  python: SYSTEM_PYTHON,
-  install: "python3-torch",
-  purpose: "PyTorch for the torch plugin's end-to-end tests",
-});
-const testbedMissing = torchMissing ?? (await requireTestbed());
-
-function close(actual: readonly number[][], expected: readonly number[][]): void {
-  expect(actual.length).toBe(expected.length);
-  for (const [i, row] of actual.entries()) {
-    const other = expected[i] as number[];
-    expect(row.length).toBe(other.length);
-    for (const [j, value] of row.entries()) expect(value).toBeCloseTo(other[j] as number, 10);
-  }
-}
+const { torchMissing, testbedMissing } = await torchSkipReasons(
+  "PyTorch for the torch plugin's end-to-end tests",
+);
 
 /** What every DDP run must show, on whichever nodes it ran. */
 function expectDdpAgreement(results: readonly Gradients[]): void {

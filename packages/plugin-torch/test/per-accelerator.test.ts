@@ -13,8 +13,6 @@ import * as sky from "@skyward/core";
 import { SSH } from "@skyward/provider-ssh";
 import {
   createTestbed,
-  requireSystemPython,
-  requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
   testbedSshHosts,
@@ -22,32 +20,21 @@ import {
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { torch } from "../src/index.js";
+import {
+  allReduceSum,
+  close,
+  ddpGradients,
+  type Gradients,
+  type GroupInfo,
+  groupInfo,
+  SYSTEM_PYTHON,
+  tasks,
+  torchSkipReasons,
+} from "./ddp-tasks.js";
 
-const SYSTEM_PYTHON = "/usr/bin/python3";
-const tasks = fileURLToPath(new URL("./fixtures/ddp_tasks.py", import.meta.url));
 /** A directory holding the fake nvidia-smi (2 × A100 80GB; `FAKE_NVIDIA_GPUS` changes the count). */
 const fakes = fileURLToPath(new URL("./fixtures/bin", import.meta.url));
 
-interface GroupInfo {
-  initialized: boolean;
-  rank: number;
-  world_size: number;
-  backend: string;
-  env: Record<string, string | null>;
-  gloo_interface: string | null;
-  pid: number;
-  placement: { node: number; worker: number; global_worker_index: number; total_workers: number };
-}
-interface Gradients {
-  rank: number;
-  weights: number[][];
-  ddp: number[][];
-  local: number[][];
-}
-
-const groupInfo = sky.python<[], GroupInfo>("ddp_tasks:group_info");
-const allReduceSum = sky.python<[number], { rank: number; sum: number }>("ddp_tasks:all_reduce_sum");
-const ddpGradients = sky.python<[], Gradients>("ddp_tasks:ddp_gradients");
 const withNestedProbe = sky.python<
   [],
   {
@@ -57,21 +44,10 @@ const withNestedProbe = sky.python<
   }
 >("ddp_tasks:with_nested_probe");
 
-const torchMissing = await requireSystemPython("torch.distributed", {
-  python: SYSTEM_PYTHON,
-  install: "python3-torch",
-  purpose: "PyTorch for the torch plugin's one-worker-per-accelerator tests",
-});
-const testbedMissing = torchMissing ?? (await requireTestbed());
-
-function close(actual: readonly number[][], expected: readonly number[][]): void {
-  expect(actual.length).toBe(expected.length);
-  for (const [i, row] of actual.entries()) {
-    const other = expected[i] as number[];
-    expect(row.length).toBe(other.length);
-    for (const [j, value] of row.entries()) expect(value).toBeCloseTo(other[j] as number, 10);
-  }
-}
+// Why these tests cannot run here (no torch for /usr/bin/python3), or undefined. Under CI, throws.
+const { torchMissing, testbedMissing } = await torchSkipReasons(
+  "PyTorch for the torch plugin's one-worker-per-accelerator tests",
+);
 
 /** 4 ranks, in rank order: the same DDP gradients everywhere, the mean of the 4 local ones. */
 function expectDdpAgreement(results: readonly Gradients[]): void {

@@ -3,7 +3,7 @@
  * (`type = "gcp"`) accept, validated with zod into {@link ResolvedGcpSettings}.
  */
 import { parseInput } from "@skyward/core/contract";
-import { keysDirectorySchema } from "@skyward/provider-utils";
+import { keysDirectorySchema, type SshStandIn } from "@skyward/provider-utils";
 import { z } from "zod";
 
 /** What the {@link GcpSettings.sshAddress} test seam receives: the VM as Compute Engine describes it. */
@@ -20,23 +20,9 @@ export interface GcpInstanceAddresses {
  * What the {@link GcpSettings.sshAddress} test seam returns: where the pool reaches the VM instead,
  * and anything else the stand-in host needs.
  */
-export interface GcpSshAddressMapping {
-  /** Host name or address to connect to. */
-  readonly host: string;
-  /** The SSH port. */
-  readonly port: number;
-  /** The login user; default the provider's `sshUser`. */
-  readonly user?: string;
-  /** The private key to log in with; default the provider's key pair. A secret: never logged. */
-  readonly privateKey?: string;
-  /** The stand-in host's Skyward root directory; default the provider's `root`. */
-  readonly root?: string;
-  /** The stand-in host's key fingerprint (`SHA256:…`); default trust on first use. */
-  readonly hostKeyFingerprint?: string;
+export interface GcpSshAddressMapping extends SshStandIn {
   /** The address other nodes reach the stand-in host on; default the VM's internal address. */
   readonly privateIp?: string;
-  /** The self-destruct command on the stand-in host. Default `true` (nothing): it is not the VM. */
-  readonly selfDestruct?: string;
 }
 
 /** Settings of {@link GCP}. Every field is optional. */

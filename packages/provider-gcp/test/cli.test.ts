@@ -4,15 +4,13 @@
  * address, and the access token in the environment. The table's prices are the Catalog fixture's
  * parts added up; the token never reaches the output.
  */
-import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { options, spec } from "@skyward/core";
 import { type Offer, resolvePoolSpec } from "@skyward/core/contract";
+import { type CliProject, createCliProject, tableRows as rows } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GCP } from "../src/index.js";
 import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
@@ -25,65 +23,28 @@ const cli = join(
 );
 const built = existsSync(cli) && existsSync(join(packageDirectory, "dist", "index.js"));
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** The table's data lines, as arrays of cells. */
-function rows(stdout: string): string[][] {
-  return stdout
-    .trim()
-    .split("\n")
-    .slice(1)
-    .map((line) => line.trim().split(/\s{2,}/));
-}
-
 describe.skipIf(!built && process.env.CI !== "true")(
   "skyward offers --provider gcp (fake Compute Engine)",
   () => {
     let fake: FakeGce;
-    let scratch = "";
-    let project = "";
-    let environment: Record<string, string> = {};
-
-    const run = (args: readonly string[]): Promise<Run> =>
-      new Promise((resolve) => {
-        execFile(
-          process.execPath,
-          [cli, ...args],
-          { cwd: project, env: environment, timeout: 60_000 },
-          (error, stdout, stderr) => {
-            const code = error ? (typeof error.code === "number" ? error.code : null) : 0;
-            resolve({ code, stdout, stderr });
-          },
-        );
-      });
+    let project: CliProject;
+    const environment = { NO_COLOR: "1", GOOGLE_OAUTH_ACCESS_TOKEN: TEST_ACCESS_TOKEN };
+    const run = (args: readonly string[]) => project.run(args);
 
     beforeAll(async () => {
       fake = await startFakeGce();
-      scratch = await mkdtemp(join(tmpdir(), "skyward-gcp-cli-"));
-      project = join(scratch, "project");
-      await mkdir(join(project, "node_modules", "@skyward"), { recursive: true });
-      await mkdir(join(scratch, "home"));
-      await symlink(packageDirectory, join(project, "node_modules", "@skyward", "provider-gcp"), "dir");
-      await writeFile(
-        join(project, "skyward.toml"),
-        `[providers.gcp]\ntype = "gcp"\nproject = "${PROJECT}"\nzone = "us-central1-a"\napi_endpoint = "${fake.endpoint}"\nbilling_endpoint = "${fake.endpoint}"\n`,
-      );
-      environment = {
-        PATH: process.env.PATH ?? "",
-        HOME: join(scratch, "home"),
-        SKYWARD_HOME: join(scratch, "skyward-home"),
-        NO_COLOR: "1",
-        GOOGLE_OAUTH_ACCESS_TOKEN: TEST_ACCESS_TOKEN,
-      };
+      project = await createCliProject({
+        cli,
+        prefix: "skyward-gcp-cli-",
+        packages: { "provider-gcp": packageDirectory },
+        toml: `[providers.gcp]\ntype = "gcp"\nproject = "${PROJECT}"\nzone = "us-central1-a"\napi_endpoint = "${fake.endpoint}"\nbilling_endpoint = "${fake.endpoint}"\n`,
+        env: environment,
+      });
     });
 
     afterAll(async () => {
       await fake?.close();
-      if (scratch) await rm(scratch, { recursive: true, force: true });
+      await project?.[Symbol.asyncDispose]();
     });
 
     it("lists T4 offers (N1 with an attached T4) priced from the Catalog's parts, cheapest first", async () => {
@@ -145,7 +106,7 @@ describe.skipIf(!built && process.env.CI !== "true")(
         accessToken: TEST_ACCESS_TOKEN,
         apiEndpoint: fake.endpoint,
         billingEndpoint: fake.endpoint,
-        keysDirectory: join(scratch, "skyward-home", "keys"),
+        keysDirectory: join(project.scratch, "skyward-home", "keys"),
       });
       const signal = AbortSignal.timeout(60_000);
       const [offer] = await gcp.offers({
@@ -169,21 +130,15 @@ describe.skipIf(!built && process.env.CI !== "true")(
     });
 
     it("a wrong token is reported in one line naming the provider, without the token", async () => {
-      const saved = environment.GOOGLE_OAUTH_ACCESS_TOKEN;
-      environment = {
+      const result = await project.run(["offers", "--accelerator", "T4", "--provider", "gcp"], {
         ...environment,
         GOOGLE_OAUTH_ACCESS_TOKEN: "ya29.not-the-right-token",
-        SKYWARD_HOME: join(scratch, "other-home"),
-      };
-      try {
-        const result = await run(["offers", "--accelerator", "T4", "--provider", "gcp"]);
-        expect(result.code).not.toBe(0);
-        expect(result.stderr).toContain("gcp");
-        expect(result.stderr).toContain("401");
-        expect(`${result.stdout}${result.stderr}`).not.toContain("ya29.not-the-right-token");
-      } finally {
-        environment = { ...environment, GOOGLE_OAUTH_ACCESS_TOKEN: saved ?? "" };
-      }
+        SKYWARD_HOME: join(project.scratch, "other-home"),
+      });
+      expect(result.code).not.toBe(0);
+      expect(result.stderr).toContain("gcp");
+      expect(result.stderr).toContain("401");
+      expect(`${result.stdout}${result.stderr}`).not.toContain("ya29.not-the-right-token");
     });
   },
 );

@@ -4,24 +4,17 @@
  */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { ConfigurationError } from "@skyward/core";
-import { createProviderFromEntry, parseConfigText, validateConfig } from "@skyward/core/config";
 import { isProvider } from "@skyward/core/contract";
+import { providerFromToml, tomlProviderIssues } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 
 const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
 const built = existsSync(new URL("../dist/index.js", import.meta.url));
 
 describe.skipIf(!built && process.env.CI !== "true")('[providers.x] type = "gcp" in skyward.toml', () => {
-  const providerEntry = (toml: string) => {
-    const config = validateConfig(parseConfigText(toml));
-    const entry = config.providers.cloud;
-    if (!entry) throw new Error("no providers.cloud");
-    return entry;
-  };
-
   it("loads this package and creates the provider from the table's settings", async () => {
-    const entry = providerEntry(`
+    const { entry, provider } = await providerFromToml(
+      `
 [providers.cloud]
 type = "gcp"
 project = "my-project-123"
@@ -30,25 +23,27 @@ ssh_user = "ml"
 disk_gb = 200
 disk_type = "pd-ssd"
 service_account = "skyward@my-project-123.iam.gserviceaccount.com"
-`);
+`,
+      packageDirectory,
+    );
     expect(entry.package).toBe("@skyward/provider-gcp");
-    const provider = await createProviderFromEntry(entry, packageDirectory);
     expect(isProvider(provider)).toBe(true);
     expect(provider.name).toBe("gcp");
     expect(provider.capabilities.spot).toBe(true);
   });
 
   it("reports bad settings at their paths in the file", async () => {
-    const entry = providerEntry(`
+    const issues = await tomlProviderIssues(
+      `
 [providers.cloud]
 type = "gcp"
 zone = "us-central1"
 disk_type = "floppy"
 region = "us-central1"
-`);
-    const error = await createProviderFromEntry(entry, packageDirectory).catch((caught: unknown) => caught);
-    expect(ConfigurationError.isInstance(error)).toBe(true);
-    expect((error as ConfigurationError).issues).toEqual([
+`,
+      packageDirectory,
+    );
+    expect(issues).toEqual([
       { path: "providers.cloud.zone", message: 'expected a zone such as "us-central1-a"' },
       {
         path: "providers.cloud.diskType",

@@ -14,8 +14,7 @@
  * (https://cloud.google.com/compute/docs/api/how-tos/api-requests-responses#handling_api_responses).
  */
 import { createPublicKey, verify } from "node:crypto";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type FakeRestRequest, jsonAnswer, startFakeRestServer } from "@skyward/testing";
 import { acceleratorTypes, machineTypes, PROJECT, SKU_PAGES, ZONES } from "./fixtures.js";
 
 export { PROJECT } from "./fixtures.js";
@@ -87,19 +86,19 @@ interface Operation {
 
 const BASE = `https://www.googleapis.com/compute/v1/projects/${PROJECT}`;
 
-function googleError(response: ServerResponse, status: number, message: string, reason: string) {
+const JSON_UTF8 = "application/json; charset=UTF-8";
+
+function googleError(status: number, message: string, reason: string) {
   // https://cloud.google.com/compute/docs/api/how-tos/api-requests-responses#handling_api_responses
-  response.statusCode = status;
-  response.setHeader("content-type", "application/json; charset=UTF-8");
-  response.end(
-    JSON.stringify({ error: { code: status, message, errors: [{ message, domain: "global", reason }] } }),
+  return jsonAnswer(
+    status,
+    { error: { code: status, message, errors: [{ message, domain: "global", reason }] } },
+    JSON_UTF8,
   );
 }
 
-function send(response: ServerResponse, body: unknown) {
-  response.statusCode = 200;
-  response.setHeader("content-type", "application/json; charset=UTF-8");
-  response.end(JSON.stringify(body));
+function send(body: unknown) {
+  return jsonAnswer(200, body, JSON_UTF8);
 }
 
 /** The label filters `instances.list`/`aggregatedList` take: `labels.K:*` and `labels.K = "V"`. */
@@ -120,7 +119,6 @@ function matchesFilter(instance: FakeInstance, filter: string | null): boolean {
 
 /** Starts the fake on 127.0.0.1 (a free port). */
 export async function startFakeGce(): Promise<FakeGce> {
-  const requests: RecordedRequest[] = [];
   const instances = new Map<string, FakeInstance>();
   const firewalls = new Map<string, Record<string, unknown>>();
   const operations = new Map<string, Operation>();
@@ -161,7 +159,7 @@ export async function startFakeGce(): Promise<FakeGce> {
 
   const fake: FakeGce = {
     endpoint: "",
-    requests,
+    requests: [],
     instances,
     firewalls,
     exhausted,
@@ -169,7 +167,7 @@ export async function startFakeGce(): Promise<FakeGce> {
     addresses: [],
     stagingGets: 1,
     reset() {
-      requests.length = 0;
+      fake.requests.length = 0;
       instances.clear();
       firewalls.clear();
       operations.clear();
@@ -181,13 +179,12 @@ export async function startFakeGce(): Promise<FakeGce> {
     close: async () => undefined,
   };
 
-  const insertInstance = (zone: string, body: Record<string, unknown>, response: ServerResponse) => {
+  const insertInstance = (zone: string, body: Record<string, unknown>) => {
     const name = String(body.name ?? "");
     if (!/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name))
-      return googleError(response, 400, `Invalid value for field 'resource.name': '${name}'.`, "invalid");
+      return googleError(400, `Invalid value for field 'resource.name': '${name}'.`, "invalid");
     if (instances.has(`${zone}/${name}`))
       return googleError(
-        response,
         409,
         `The resource 'projects/${PROJECT}/zones/${zone}/instances/${name}' already exists`,
         "alreadyExists",
@@ -198,7 +195,6 @@ export async function startFakeGce(): Promise<FakeGce> {
     const type = machineTypes(zone).find((entry) => entry.name === machineType);
     if (!type)
       return googleError(
-        response,
         400,
         `Invalid value for field 'resource.machineType': '${String(body.machineType)}'. Machine type with name '${machineType}' does not exist in zone '${zone}'.`,
         "invalid",
@@ -212,7 +208,6 @@ export async function startFakeGce(): Promise<FakeGce> {
       const known = acceleratorTypes(zone).find((entry) => entry.name === acceleratorName);
       if (!known || (accelerator.acceleratorCount ?? 0) > known.maximumCardsPerInstance)
         return googleError(
-          response,
           400,
           `Invalid value for field 'resource.guestAccelerators[0].acceleratorType': '${String(accelerator.acceleratorType)}'.`,
           "invalid",
@@ -222,14 +217,13 @@ export async function startFakeGce(): Promise<FakeGce> {
     if (hasGpu && scheduling.onHostMaintenance !== "TERMINATE")
       // https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance
       return googleError(
-        response,
         400,
         "Instances with guest accelerators do not support live migration.",
         "badRequest",
       );
     const spot = scheduling.provisioningModel === "SPOT";
     if (spot && scheduling.automaticRestart === true)
-      return googleError(response, 400, "Spot VMs cannot have automaticRestart set to true.", "badRequest");
+      return googleError(400, "Spot VMs cannot have automaticRestart set to true.", "badRequest");
     const market = spot ? "spot" : "on-demand";
     const target = `${BASE}/zones/${zone}/instances/${name}`;
     if (exhausted.has(market) || exhausted.has(`${zone} ${machineType} ${market}`)) {
@@ -242,7 +236,7 @@ export async function startFakeGce(): Promise<FakeGce> {
           },
         ],
       });
-      return send(response, op);
+      return send(op);
     }
     const address =
       fake.addresses.length > 0
@@ -289,7 +283,7 @@ export async function startFakeGce(): Promise<FakeGce> {
     };
     instances.set(`${zone}/${name}`, instance);
     stagingLeft.set(`${zone}/${name}`, fake.stagingGets);
-    return send(response, operation("insert", target, zone));
+    return send(operation("insert", target, zone));
   };
 
   /** The fake token, or a self-signed JWT of a known service account, correctly signed and unexpired. */
@@ -315,22 +309,11 @@ export async function startFakeGce(): Promise<FakeGce> {
     }
   };
 
-  const handle = async (request: IncomingMessage, response: ServerResponse, raw: string) => {
-    const url = new URL(request.url ?? "/", "http://fake");
-    const path = url.pathname;
-    const method = request.method ?? "GET";
-    let body: Record<string, unknown> | undefined;
-    if (raw) body = JSON.parse(raw) as Record<string, unknown>;
-    requests.push({
-      method,
-      path,
-      query: url.searchParams,
-      authorization: request.headers.authorization,
-      body,
-    });
+  const handle = async (request: FakeRestRequest) => {
+    const { path, method, query } = request;
+    const body = request.body as Record<string, unknown> | undefined;
     if (!authorized(request.headers.authorization))
       return googleError(
-        response,
         401,
         "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
         "required",
@@ -338,20 +321,19 @@ export async function startFakeGce(): Promise<FakeGce> {
 
     // Cloud Billing Catalog: https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list
     if (method === "GET" && path === "/v1/services/6F81-5844-456A/skus") {
-      const page = Number(url.searchParams.get("pageToken") || "0");
-      return send(response, {
+      const page = Number(query.get("pageToken") || "0");
+      return send({
         skus: SKU_PAGES[page] ?? [],
         nextPageToken: page + 1 < SKU_PAGES.length ? String(page + 1) : "",
       });
     }
 
     const prefix = `/compute/v1/projects/${PROJECT}/`;
-    if (!path.startsWith(prefix))
-      return googleError(response, 404, `The resource '${path}' was not found`, "notFound");
+    if (!path.startsWith(prefix)) return googleError(404, `The resource '${path}' was not found`, "notFound");
     const parts = path.slice(prefix.length).split("/");
 
     if (method === "GET" && parts.length === 1 && parts[0] === "zones")
-      return send(response, { kind: "compute#zoneList", items: ZONES, selfLink: `${BASE}/zones` });
+      return send({ kind: "compute#zoneList", items: ZONES, selfLink: `${BASE}/zones` });
 
     if (method === "GET" && parts[0] === "aggregated" && parts[1] === "instances") {
       // https://cloud.google.com/compute/docs/reference/rest/v1/instances/aggregatedList
@@ -359,8 +341,7 @@ export async function startFakeGce(): Promise<FakeGce> {
       for (const zone of ZONES) {
         const found = [...instances.values()].filter(
           (instance) =>
-            instance.zone.endsWith(`/${zone.name}`) &&
-            matchesFilter(instance, url.searchParams.get("filter")),
+            instance.zone.endsWith(`/${zone.name}`) && matchesFilter(instance, query.get("filter")),
         );
         items[`zones/${zone.name}`] =
           found.length > 0
@@ -373,7 +354,7 @@ export async function startFakeGce(): Promise<FakeGce> {
                 },
               };
       }
-      return send(response, {
+      return send({
         kind: "compute#instanceAggregatedList",
         id: `projects/${PROJECT}/aggregated/instances`,
         items,
@@ -385,7 +366,7 @@ export async function startFakeGce(): Promise<FakeGce> {
       const name = parts[2];
       const target = `${BASE}/global/firewalls/${name ?? ""}`;
       if (method === "GET" && !name)
-        return send(response, {
+        return send({
           kind: "compute#firewallList",
           items: [...firewalls.values()],
           selfLink: `${BASE}/global/firewalls`,
@@ -394,14 +375,12 @@ export async function startFakeGce(): Promise<FakeGce> {
         const ruleName = String(body.name ?? "");
         if (firewalls.has(ruleName))
           return googleError(
-            response,
             409,
             `The resource 'projects/${PROJECT}/global/firewalls/${ruleName}' already exists`,
             "alreadyExists",
           );
         if (!Array.isArray(body.allowed) || (!body.sourceRanges && !body.sourceTags))
           return googleError(
-            response,
             400,
             "Invalid value for field 'resource': a firewall needs allowed and sources.",
             "invalid",
@@ -415,19 +394,18 @@ export async function startFakeGce(): Promise<FakeGce> {
           priority: 1000,
           selfLink: `${BASE}/global/firewalls/${ruleName}`,
         });
-        return send(response, operation("insert", `${BASE}/global/firewalls/${ruleName}`, undefined));
+        return send(operation("insert", `${BASE}/global/firewalls/${ruleName}`, undefined));
       }
       if (name && !firewalls.has(name))
         return googleError(
-          response,
           404,
           `The resource 'projects/${PROJECT}/global/firewalls/${name}' was not found`,
           "notFound",
         );
-      if (method === "GET" && name) return send(response, firewalls.get(name));
+      if (method === "GET" && name) return send(firewalls.get(name));
       if (method === "DELETE" && name) {
         firewalls.delete(name);
-        return send(response, operation("delete", target, undefined));
+        return send(operation("delete", target, undefined));
       }
     }
 
@@ -435,31 +413,25 @@ export async function startFakeGce(): Promise<FakeGce> {
       const op = operations.get(parts[2]);
       if (!op)
         return googleError(
-          response,
           404,
           `The resource 'projects/${PROJECT}/global/operations/${parts[2]}' was not found`,
           "notFound",
         );
-      return send(response, finish(op));
+      return send(finish(op));
     }
 
     if (parts[0] === "zones" && parts[1]) {
       const zone = parts[1];
       if (!ZONES.some((entry) => entry.name === zone))
-        return googleError(
-          response,
-          400,
-          `Invalid value for field 'zone': '${zone}'. Unknown zone.`,
-          "invalid",
-        );
+        return googleError(400, `Invalid value for field 'zone': '${zone}'. Unknown zone.`, "invalid");
       const collection = parts[2];
       const name = parts[3];
       if (method === "GET" && collection === "machineTypes" && !name) {
         // Paged by 5 (maxResults and pageToken: https://cloud.google.com/compute/docs/reference/rest/v1/machineTypes/list).
         const all = machineTypes(zone);
-        const start = Number(url.searchParams.get("pageToken") || "0");
-        const end = start + Math.min(5, Number(url.searchParams.get("maxResults") || "500"));
-        return send(response, {
+        const start = Number(query.get("pageToken") || "0");
+        const end = start + Math.min(5, Number(query.get("maxResults") || "500"));
+        return send({
           kind: "compute#machineTypeList",
           items: all.slice(start, end),
           ...(end < all.length ? { nextPageToken: String(end) } : {}),
@@ -467,7 +439,7 @@ export async function startFakeGce(): Promise<FakeGce> {
         });
       }
       if (method === "GET" && collection === "acceleratorTypes" && !name)
-        return send(response, {
+        return send({
           kind: "compute#acceleratorTypeList",
           items: acceleratorTypes(zone),
           selfLink: `${BASE}/zones/${zone}/acceleratorTypes`,
@@ -476,21 +448,19 @@ export async function startFakeGce(): Promise<FakeGce> {
         const op = operations.get(name);
         if (!op)
           return googleError(
-            response,
             404,
             `The resource 'projects/${PROJECT}/zones/${zone}/operations/${name}' was not found`,
             "notFound",
           );
-        return send(response, finish(op));
+        return send(finish(op));
       }
       if (collection === "instances") {
-        if (method === "POST" && !name && body) return insertInstance(zone, body, response);
+        if (method === "POST" && !name && body) return insertInstance(zone, body);
         if (method === "GET" && !name) {
           const items = [...instances.values()].filter(
-            (instance) =>
-              instance.zone.endsWith(`/${zone}`) && matchesFilter(instance, url.searchParams.get("filter")),
+            (instance) => instance.zone.endsWith(`/${zone}`) && matchesFilter(instance, query.get("filter")),
           );
-          return send(response, {
+          return send({
             kind: "compute#instanceList",
             items,
             selfLink: `${BASE}/zones/${zone}/instances`,
@@ -500,7 +470,6 @@ export async function startFakeGce(): Promise<FakeGce> {
         const instance = instances.get(key);
         if (!instance)
           return googleError(
-            response,
             404,
             `The resource 'projects/${PROJECT}/zones/${zone}/instances/${name}' was not found`,
             "notFound",
@@ -511,41 +480,31 @@ export async function startFakeGce(): Promise<FakeGce> {
             if (left <= 0) instance.status = "RUNNING";
             else stagingLeft.set(key, left - 1);
           }
-          return send(response, instance);
+          return send(instance);
         }
         if (method === "DELETE") {
           // The VM is STOPPING while the delete runs, then gone.
           instance.status = "STOPPING";
           setTimeout(() => instances.delete(key), 50).unref();
-          return send(response, operation("delete", instance.selfLink as string, zone));
+          return send(operation("delete", instance.selfLink as string, zone));
         }
       }
     }
-    return googleError(response, 404, `The fake has no ${method} ${path}`, "notFound");
+    return googleError(404, `The fake has no ${method} ${path}`, "notFound");
   };
 
-  const server: Server = createServer((request, response) => {
-    let raw = "";
-    request.setEncoding("utf8");
-    request.on("data", (chunk: string) => {
-      raw += chunk;
-    });
-    request.on("end", () => {
-      handle(request, response, raw).catch((error: unknown) =>
-        googleError(response, 500, (error as Error).message, "backendError"),
-      );
-    });
+  const server = await startFakeRestServer({
+    record: ({ method, path, query, headers, body }): RecordedRequest => ({
+      method,
+      path,
+      query,
+      authorization: headers.authorization,
+      body: body as Record<string, unknown> | undefined,
+    }),
+    handle,
+    failed: (error) => googleError(500, (error as Error).message, "backendError"),
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  Object.assign(fake, {
-    endpoint: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  });
+  Object.assign(fake, { endpoint: server.origin, requests: server.requests, close: () => server.close() });
   return fake;
 }
 

@@ -13,7 +13,9 @@
  * Reference: https://docs.hyperstack.cloud/docs/api-reference/ (`openapi/hyperstack.json`).
  */
 import {
+  answerListSchema,
   answerNumberSchema,
+  answerTextSchema,
   defineProviderApi,
   ProviderApiError,
   type ProviderApiErrorOptions,
@@ -43,16 +45,9 @@ export const hyperstackApi = defineProviderApi({
 /** Hyperstack's API root. */
 export const HYPERSTACK_API_URL = "https://infrahub-api.nexgencloud.com/v1";
 
-const listOf = <T extends z.ZodType>(item: T) =>
-  z
-    .array(item)
-    .nullish()
-    .transform((value) => value ?? []);
+const listOf = answerListSchema;
 
-const text = z
-  .string()
-  .nullish()
-  .transform((value) => value ?? "");
+const text = answerTextSchema;
 
 /** One flavor (Flavor_Fields). */
 export const flavorSchema = z.looseObject({

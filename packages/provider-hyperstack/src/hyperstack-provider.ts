@@ -26,6 +26,7 @@ import {
   type HttpSettings,
   hourlyPriceFromTags,
   httpSettingsShape,
+  instanceSsh,
   keysDirectorySchema,
   type ProviderHttpClient,
   requireOwnOffer,
@@ -261,14 +262,7 @@ function build(settings: ParsedSettings): ProviderV1<HyperstackClusterData> {
         : undefined;
     const ssh =
       status === "running" && floatingIp
-        ? Object.freeze({
-            host: mapping?.host ?? floatingIp,
-            port: mapping?.port ?? 22,
-            user: mapping?.user ?? settings.sshUser,
-            ...(identityFile !== undefined ? { identityFile } : {}),
-            ...(mapping?.root ? { root: mapping.root } : {}),
-            ...(mapping?.hostKeyFingerprint ? { hostKeyFingerprint: mapping.hostKeyFingerprint } : {}),
-          })
+        ? instanceSsh({ host: floatingIp, port: 22, user: settings.sshUser }, identityFile, mapping)
         : null;
     const created = Date.parse(vm.created_at);
     return Object.freeze({

@@ -4,14 +4,12 @@
  * at the fake Infrahub API, with the key in `HYPERSTACK_API_KEY`; the package is installed there as a
  * user would have it (its built `dist`).
  */
-import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Offer } from "@skyward/core/contract";
+import { type CliProject, createCliProject } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeHyperstack, startFakeHyperstack } from "./fake-hyperstack.js";
 
@@ -20,51 +18,34 @@ const cliDirectory = dirname(createRequire(import.meta.url).resolve("@skyward/cl
 const cli = join(cliDirectory, "dist", "cli.js");
 const built = existsSync(join(packageDirectory, "dist", "index.js")) && existsSync(cli);
 
-function run(args: readonly string[], cwd: string, env: NodeJS.ProcessEnv) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    execFile(process.execPath, [cli, ...args], { cwd, env, timeout: 60_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === "number" ? error.code : null) : 0, stdout, stderr });
-    });
-  });
-}
-
 describe.skipIf(!built && process.env.CI !== "true")("skyward offers --provider hyperstack", () => {
   let fake: FakeHyperstack;
-  let scratch: string;
-  let project: string;
-  let env: NodeJS.ProcessEnv;
+  let project: CliProject;
+  const run = (args: readonly string[]) => project.run(args);
 
   beforeAll(async () => {
     fake = await startFakeHyperstack();
-    scratch = await mkdtemp(join(tmpdir(), "skyward-hyperstack-cli-"));
-    project = join(scratch, "project");
-    await mkdir(join(project, "node_modules", "@skyward"), { recursive: true });
-    await symlink(packageDirectory, join(project, "node_modules", "@skyward", "provider-hyperstack"), "dir");
-    await writeFile(
-      join(project, "skyward.toml"),
-      `[providers.hyperstack]\ntype = "hyperstack"\napi_url = "${fake.apiUrl}"\nmax_retries = 0\n`,
-    );
-    env = {
-      PATH: process.env.PATH ?? "",
-      HOME: join(scratch, "home"),
-      SKYWARD_HOME: join(scratch, "skyward-home"),
-      NO_COLOR: "1",
-      HYPERSTACK_API_KEY: fake.apiKey,
-    };
+    project = await createCliProject({
+      cli,
+      prefix: "skyward-hyperstack-cli-",
+      packages: { "provider-hyperstack": packageDirectory },
+      toml: `[providers.hyperstack]\ntype = "hyperstack"\napi_url = "${fake.apiUrl}"\nmax_retries = 0\n`,
+      env: { NO_COLOR: "1", HYPERSTACK_API_KEY: fake.apiKey },
+    });
   });
   afterAll(async () => {
     await fake?.[Symbol.asyncDispose]();
-    await rm(scratch, { recursive: true, force: true });
+    await project?.[Symbol.asyncDispose]();
   });
 
   it("prints the fake's A100 flavors with their prices, cheapest first, and never the key", async () => {
-    const one = await run(["offers", "--provider", "hyperstack", "--accelerator", "A100"], project, env);
+    const one = await run(["offers", "--provider", "hyperstack", "--accelerator", "A100"]);
     expect(one.stderr).toBe("");
     expect(one.code).toBe(0);
     expect(one.stdout).toContain("n3-A100x1");
     expect(one.stdout).toContain("1.35");
     // Two per VM: n3-A100x2 (2 × $1.35) before n3-A100x2-NVLink (2 × $1.40); n3-A100x8 is out of stock.
-    const two = await run(["offers", "--provider", "hyperstack", "--accelerator", "A100:2"], project, env);
+    const two = await run(["offers", "--provider", "hyperstack", "--accelerator", "A100:2"]);
     expect(two.code).toBe(0);
     const names = two.stdout.split("\n").flatMap((line) => line.match(/n3-A100\S*/)?.[0] ?? []);
     expect(names).toEqual(["n3-A100x2", "n3-A100x2-NVLink"]);
@@ -77,11 +58,7 @@ describe.skipIf(!built && process.env.CI !== "true")("skyward offers --provider 
   });
 
   it("--json prints the offers themselves, --region narrows them", async () => {
-    const result = await run(
-      ["offers", "--provider", "hyperstack", "--region", "NORWAY-1", "--json"],
-      project,
-      env,
-    );
+    const result = await run(["offers", "--provider", "hyperstack", "--region", "NORWAY-1", "--json"]);
     expect(result.code).toBe(0);
     const offers = JSON.parse(result.stdout) as Offer[];
     expect(offers.map((offer) => [offer.id, offer.onDemandPrice])).toEqual([

@@ -5,9 +5,8 @@
  */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { ConfigurationError } from "@skyward/core";
-import { createProviderFromEntry, parseConfigText, validateConfig } from "@skyward/core/config";
 import { isProvider } from "@skyward/core/contract";
+import { providerFromToml, tomlProviderIssues } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeHyperstack, startFakeHyperstack } from "./fake-hyperstack.js";
 
@@ -25,14 +24,9 @@ describe.skipIf(!built && process.env.CI !== "true")(
       await fake?.[Symbol.asyncDispose]();
     });
 
-    const providerEntry = (toml: string) => {
-      const entry = validateConfig(parseConfigText(toml)).providers.cloud;
-      if (!entry) throw new Error("no providers.cloud");
-      return entry;
-    };
-
     it("loads this package and creates the provider from the table's settings", async () => {
-      const entry = providerEntry(`
+      const { entry, provider } = await providerFromToml(
+        `
 [providers.cloud]
 type = "hyperstack"
 api_url = "${fake.apiUrl}"
@@ -40,9 +34,10 @@ api_key = "${fake.apiKey}"
 region = ["norway-1"]
 ssh_user = "ubuntu"
 max_retries = 0
-`);
+`,
+        packageDirectory,
+      );
       expect(entry.package).toBe("@skyward/provider-hyperstack");
-      const provider = await createProviderFromEntry(entry, packageDirectory);
       expect(isProvider(provider)).toBe(true);
       expect(provider.name).toBe("hyperstack");
       // The settings took: the fake's API, its key, and only NORWAY-1's flavors.
@@ -58,15 +53,16 @@ max_retries = 0
     });
 
     it("reports a bad setting at its path in the file", async () => {
-      const entry = providerEntry(`
+      const issues = await tomlProviderIssues(
+        `
 [providers.cloud]
 type = "hyperstack"
 ssh_user = "Not A User"
 network_optimised = true
-`);
-      const error = await createProviderFromEntry(entry, packageDirectory).catch((caught: unknown) => caught);
-      expect(ConfigurationError.isInstance(error)).toBe(true);
-      expect((error as ConfigurationError).issues).toEqual([
+`,
+        packageDirectory,
+      );
+      expect(issues).toEqual([
         { path: "providers.cloud.sshUser", message: "expected a user name" },
         { path: "providers.cloud.networkOptimised", message: "unknown field" },
       ]);

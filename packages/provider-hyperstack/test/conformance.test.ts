@@ -5,33 +5,25 @@
  * it lends, so the pool logs in with the key `prepare` made; the `sshAddress` seam only supplies the
  * host's own root directory (the hosts share one filesystem) and a harmless self-destruct.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { accelerators } from "@skyward/core";
-import { createTestbed, requireTestbed, runProviderConformance, type Testbed } from "@skyward/testing";
-import { afterAll, beforeAll, it } from "vitest";
+import { requireTestbed, runProviderConformance, testbedHostAt, useFakeApi } from "@skyward/testing";
+import { it } from "vitest";
 import { Hyperstack } from "../src/hyperstack-provider.js";
-import { type FakeHyperstack, startFakeHyperstack } from "./fake-hyperstack.js";
+import { startFakeHyperstack } from "./fake-hyperstack.js";
 
-let fake: FakeHyperstack;
-let keysDirectory: string;
-
-beforeAll(async () => {
-  fake = await startFakeHyperstack();
-  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-hyperstack-conformance-"));
-});
-afterAll(async () => {
-  await fake?.[Symbol.asyncDispose]();
-  await rm(keysDirectory, { recursive: true, force: true });
-});
-
-const create = () => Hyperstack({ apiUrl: fake.apiUrl, apiKey: fake.apiKey, keysDirectory, retryDelayMs: 1 });
+const api = useFakeApi({ start: () => startFakeHyperstack(), prefix: "skyward-hyperstack-conformance-" });
+const create = () =>
+  Hyperstack({
+    apiUrl: api.fake.apiUrl,
+    apiKey: api.fake.apiKey,
+    keysDirectory: api.keysDirectory,
+    retryDelayMs: 1,
+  });
 
 runProviderConformance({
   name: "hyperstack, CPU-only VMs (fake Infrahub API)",
   create,
-  leftovers: () => fake.leftovers(),
+  leftovers: () => api.fake.leftovers(),
   unknownInstanceId: "99999999",
   timeoutMs: 20_000,
 });
@@ -39,7 +31,7 @@ runProviderConformance({
 runProviderConformance({
   name: "hyperstack, two A100 VMs (fake Infrahub API)",
   create,
-  leftovers: () => fake.leftovers(),
+  leftovers: () => api.fake.leftovers(),
   spec: { accelerator: accelerators.A100(), allocation: "on-demand", region: "CANADA-1" },
   supports: { accelerator: "A100" },
   provisionCount: 2,
@@ -50,33 +42,23 @@ runProviderConformance({
 const skipReason = await requireTestbed();
 
 if (skipReason === undefined) {
-  let bed: Testbed;
-  let pooled: FakeHyperstack;
-  let poolKeys: string;
-
-  beforeAll(async () => {
-    bed = await createTestbed({ hosts: 2 });
-    pooled = await startFakeHyperstack({ hosts: bed.hosts });
-    poolKeys = await mkdtemp(join(tmpdir(), "skyward-hyperstack-pool-"));
-  }, 120_000);
-  afterAll(async () => {
-    await pooled?.[Symbol.asyncDispose]();
-    await bed?.teardown();
-    await rm(poolKeys, { recursive: true, force: true });
+  const pooled = useFakeApi({
+    start: (hosts) => startFakeHyperstack({ hosts }),
+    prefix: "skyward-hyperstack-pool-",
+    hosts: 2,
   });
 
   runProviderConformance({
     name: "hyperstack, a whole pool on test-bed hosts (fake Infrahub API)",
     create: () =>
       Hyperstack({
-        apiUrl: pooled.apiUrl,
-        apiKey: pooled.apiKey,
-        keysDirectory: poolKeys,
+        apiUrl: pooled.fake.apiUrl,
+        apiKey: pooled.fake.apiKey,
+        keysDirectory: pooled.keysDirectory,
         retryDelayMs: 1,
         sshUser: "root",
         sshAddress: (vm) => {
-          const host = bed.hosts.find((entry) => entry.host === vm.floatingIp);
-          if (!host) throw new Error(`VM ${vm.id} has no test-bed host (${vm.floatingIp})`);
+          const host = testbedHostAt(pooled.bed.hosts, vm.floatingIp);
           return {
             host: host.host,
             port: host.port,
@@ -87,7 +69,7 @@ if (skipReason === undefined) {
           };
         },
       }),
-    leftovers: () => pooled.leftovers(),
+    leftovers: () => pooled.fake.leftovers(),
     spec: { region: "NORWAY-1" },
     provisionCount: 2,
     unknownInstanceId: "99999999",

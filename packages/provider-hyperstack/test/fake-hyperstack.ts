@@ -11,11 +11,13 @@
  * addresses nothing answers on.
  */
 import { randomBytes } from "node:crypto";
-import { readFile, writeFile } from "node:fs/promises";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { dirname, join } from "node:path";
-import type { TestbedHost } from "@skyward/testing";
+import {
+  fakeRoutes,
+  jsonAnswer,
+  startFakeRestServer,
+  type TestbedHost,
+  testbedHostPool,
+} from "@skyward/testing";
 import { errors, flavorGroups, imageGroups, pricebook } from "./fixtures.js";
 
 /** One request the fake received. */
@@ -82,34 +84,17 @@ export interface FakeHyperstack extends AsyncDisposable {
 const FLAVORS = flavorGroups.flatMap((group) => group.flavors);
 const IMAGES = imageGroups.flatMap((group) => group.images);
 
-async function readBody(request: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of request) chunks.push(chunk as Buffer);
-  if (chunks.length === 0) return undefined;
-  const text = Buffer.concat(chunks).toString("utf8");
-  return text ? JSON.parse(text) : undefined;
-}
-
 /** Starts the fake on 127.0.0.1; with `hosts`, its VMs are those test-bed hosts. */
 export async function startFakeHyperstack(
   options: { hosts?: readonly TestbedHost[] } = {},
 ): Promise<FakeHyperstack> {
   const apiKey = `hs-test-${randomBytes(12).toString("hex")}`;
-  const requests: RecordedRequest[] = [];
   const environments = new Map<number, FakeEnvironment>();
   const keypairs = new Map<number, FakeKeypair>();
   const vms = new Map<number, FakeVm>();
   const outOfStock = new Set<string>();
   let nextId = 1000;
-  const hosts = options.hosts ?? [];
-  const authorizedKeys = (host: TestbedHost) => join(dirname(host.root), "authorized_keys");
-  const original = new Map<TestbedHost, string>();
-  for (const host of hosts) original.set(host, await readFile(authorizedKeys(host), "utf8"));
-
-  const send = (response: ServerResponse, status: number, answer: unknown) => {
-    response.writeHead(status, { "content-type": "application/json" });
-    response.end(JSON.stringify(answer));
-  };
+  const hosts = await testbedHostPool<number>(options.hosts ?? []);
 
   /** Instance_Fields of the VM. https://docs.hyperstack.cloud/docs/api-reference/virtual-machine */
   const instanceFields = (vm: FakeVm) => {
@@ -166,263 +151,262 @@ export async function startFakeHyperstack(
     vm.reads += 1;
     if (vm.reads <= 1) return true;
     vms.delete(vm.id);
+    void hosts.release(vm.id);
     return false;
   };
 
-  const releaseHost = async (vm: FakeVm) => {
-    if (vm.host) await writeFile(authorizedKeys(vm.host), original.get(vm.host) ?? "");
-  };
+  const routes = fakeRoutes(
+    {
+      "GET /core/flavors": ({ query }) => {
+        const region = query.get("region");
+        const data = flavorGroups
+          .filter((group) => region === null || group.region_name === region)
+          .map((group) => ({
+            ...group,
+            flavors: group.flavors.map((entry) => ({
+              ...entry,
+              stock_available: entry.stock_available && !outOfStock.has(entry.name),
+            })),
+          }));
+        return jsonAnswer(200, { status: true, message: "Getting flavors success", data });
+      },
+      "GET /pricebook": () => jsonAnswer(200, pricebook),
+      "GET /core/images": ({ query }) => {
+        const region = query.get("region");
+        const images = imageGroups.filter((group) => region === null || group.region_name === region);
+        return jsonAnswer(200, { status: true, message: "Getting images success", images });
+      },
+      "POST /core/environments": ({ body }) => {
+        const payload = (body ?? {}) as Record<string, unknown>;
+        const name = String(payload.name ?? "");
+        const region = String(payload.region ?? "");
+        if (!name || name.length > 50)
+          return jsonAnswer(400, { ...errors.notFound("name"), message: "invalid name" });
+        if (!flavorGroups.some((group) => group.region_name === region))
+          return jsonAnswer(400, {
+            status: false,
+            message: `Invalid region ${region}`,
+            error_reason: "bad_request",
+          });
+        if ([...environments.values()].some((entry) => entry.name === name))
+          return jsonAnswer(409, errors.duplicate(`Environment ${name}`));
+        const environment = { id: nextId++, name, region, created_at: new Date().toISOString() };
+        environments.set(environment.id, environment);
+        return jsonAnswer(200, {
+          status: true,
+          message: "Environment created successfully",
+          environment: {
+            ...environment,
+            org_id: 7,
+            features: { network_optimised: false, green_status: "GREEN" },
+          },
+        });
+      },
+      "GET /core/environments": () => {
+        return jsonAnswer(200, {
+          status: true,
+          message: "Getting environments success",
+          environments: [...environments.values()].map((entry) => ({ ...entry, org_id: 7, features: {} })),
+        });
+      },
+      "DELETE /core/environments/:id": (_, { id }) => {
+        const environment = environments.get(Number(id));
+        if (!environment) return jsonAnswer(404, errors.notFound("Environment"));
+        const busy =
+          [...vms.values()].some((vm) => vm.environment.id === environment.id) ||
+          [...keypairs.values()].some((keypair) => keypair.environment === environment.name);
+        if (busy) return jsonAnswer(409, errors.inUse(`Environment ${environment.name}`));
+        environments.delete(environment.id);
+        return jsonAnswer(200, { status: true, message: "Environment deleted successfully" });
+      },
+      "POST /core/keypairs": ({ body }) => {
+        const payload = (body ?? {}) as Record<string, unknown>;
+        const environment = [...environments.values()].find(
+          (entry) => entry.name === payload.environment_name,
+        );
+        if (!environment) return jsonAnswer(404, errors.notFound("Environment"));
+        const name = String(payload.name ?? "");
+        if (
+          [...keypairs.values()].some(
+            (entry) => entry.name === name && entry.environment === environment.name,
+          )
+        )
+          return jsonAnswer(409, errors.duplicate(`Keypair ${name}`));
+        const publicKey = String(payload.public_key ?? "");
+        if (!/^ssh-(ed25519|rsa) /.test(publicKey))
+          return jsonAnswer(400, {
+            status: false,
+            message: "Invalid public key",
+            error_reason: "bad_request",
+          });
+        const keypair = {
+          id: nextId++,
+          name,
+          environment: environment.name,
+          public_key: publicKey,
+          created_at: new Date().toISOString(),
+        };
+        keypairs.set(keypair.id, keypair);
+        return jsonAnswer(200, {
+          status: true,
+          message: "Keypair is imported successfully",
+          keypair: { ...keypair, environment: { ...environment, features: {} }, fingerprint: "ff:00:4b:02" },
+        });
+      },
+      "GET /core/keypairs": () => {
+        return jsonAnswer(200, {
+          status: true,
+          message: "Getting keypairs success",
+          keypairs: [...keypairs.values()].map((entry) => ({ ...entry, fingerprint: "ff:00:4b:02" })),
+        });
+      },
+      "DELETE /core/keypair/:id": (_, { id }) => {
+        if (!keypairs.delete(Number(id))) return jsonAnswer(404, errors.notFound("Keypair"));
+        return jsonAnswer(200, { status: true, message: "Keypair deleted successfully" });
+      },
+      "POST /core/virtual-machines": async ({ body }) => {
+        const payload = (body ?? {}) as Record<string, unknown>;
+        const environment = [...environments.values()].find(
+          (entry) => entry.name === payload.environment_name,
+        );
+        if (!environment) return jsonAnswer(404, errors.notFound("Environment"));
+        const keypair = [...keypairs.values()].find(
+          (entry) => entry.name === payload.key_name && entry.environment === environment.name,
+        );
+        if (!keypair) return jsonAnswer(404, errors.notFound("Keypair"));
+        const flavor = FLAVORS.find(
+          (entry) => entry.name === payload.flavor_name && entry.region_name === environment.region,
+        );
+        if (!flavor) return jsonAnswer(404, errors.notFound(`Flavor ${String(payload.flavor_name)}`));
+        if (
+          !IMAGES.some(
+            (entry) => entry.name === payload.image_name && entry.region_name === environment.region,
+          )
+        )
+          return jsonAnswer(404, errors.notFound(`Image ${String(payload.image_name)}`));
+        const count = Number(payload.count ?? 1);
+        if (!Number.isInteger(count) || count < 1 || count > 20)
+          return jsonAnswer(400, {
+            status: false,
+            message: "count must be 1 to 20",
+            error_reason: "bad_request",
+          });
+        if (!flavor.stock_available || outOfStock.has(flavor.name)) return jsonAnswer(400, errors.noStock);
+        if (hosts.hosts.length > 0 && hosts.free() < count) return jsonAnswer(400, errors.noStock);
+        const created: FakeVm[] = [];
+        for (let index = 0; index < count; index += 1) {
+          const id = nextId++;
+          const host = hosts.take(id);
+          await hosts.authorize(id, keypair.public_key);
+          const vm: FakeVm = {
+            id,
+            name: count > 1 ? `${String(payload.name)}-${index + 1}` : String(payload.name),
+            environment,
+            flavorName: flavor.name,
+            imageName: String(payload.image_name),
+            keyName: keypair.name,
+            labels: Array.isArray(payload.labels) ? payload.labels.map(String) : [],
+            userData: typeof payload.user_data === "string" ? payload.user_data : "",
+            securityRules: (Array.isArray(payload.security_rules) ? payload.security_rules : []).map(
+              (rule, at) => ({
+                id: id * 100 + at,
+                ...(rule as Record<string, unknown>),
+                status: "SUCCESS",
+              }),
+            ),
+            status: "CREATING",
+            reads: 0,
+            floatingIp: host?.host ?? `198.51.100.${(id % 250) + 1}`,
+            fixedIp: `10.0.${environment.id % 250}.${(id % 250) + 2}`,
+            host,
+            createdAt: new Date().toISOString(),
+            payload,
+          };
+          vms.set(id, vm);
+          created.push(vm);
+        }
+        return jsonAnswer(200, {
+          status: true,
+          message: "Virtual machine(s) created successfully",
+          instances: created.map(instanceFields),
+        });
+      },
+      "GET /core/virtual-machines": ({ query }) => {
+        const search = query.get("search");
+        const environment = query.get("environment");
+        const exact = query.get("exact_environment_match") === "true";
+        const page = Number(query.get("page") ?? 1);
+        const pageSize = Number(query.get("pageSize") ?? 10);
+        const listed = [...vms.values()]
+          .filter(stillThere)
+          .filter((vm) => search === null || vm.name.includes(search) || String(vm.id) === search)
+          .filter(
+            (vm) =>
+              environment === null ||
+              (exact ? vm.environment.name === environment : vm.environment.name.includes(environment)),
+          );
+        return jsonAnswer(200, {
+          status: true,
+          message: "Getting instances success",
+          page,
+          page_size: pageSize,
+          count: listed.length,
+          instances: listed.slice((page - 1) * pageSize, page * pageSize).map(instanceFields),
+        });
+      },
+      "POST /core/virtual-machines/:id/sg-rules": ({ body }, { id }) => {
+        const payload = (body ?? {}) as Record<string, unknown>;
+        const vm = vms.get(Number(id));
+        if (!vm) return jsonAnswer(404, errors.notFound("Virtual machine"));
+        const rule = { id: vm.id * 100 + vm.securityRules.length, ...payload, status: "SUCCESS" };
+        vm.securityRules.push(rule);
+        return jsonAnswer(200, { status: true, message: "Rule added", security_rule: rule });
+      },
+      "GET /core/virtual-machines/:id": (_, { id }) => {
+        const vm = vms.get(Number(id));
+        if (!vm) return jsonAnswer(404, errors.notFound("Virtual machine"));
+        if (!stillThere(vm)) return jsonAnswer(404, errors.notFound("Virtual machine"));
+        if (vm.status === "CREATING") {
+          vm.reads += 1;
+          if (vm.reads > 1) vm.status = "ACTIVE";
+        }
+        return jsonAnswer(200, {
+          status: true,
+          message: "Getting instance success",
+          instance: instanceFields(vm),
+        });
+      },
+      "DELETE /core/virtual-machines/:id": async (_, { id }) => {
+        const vm = vms.get(Number(id));
+        if (!vm) return jsonAnswer(404, errors.notFound("Virtual machine"));
+        if (vm.status !== "DELETING") {
+          vm.status = "DELETING";
+          vm.reads = 0;
+          await hosts.revoke(vm.id);
+        }
+        return jsonAnswer(200, { status: true, message: "Virtual machine deleted successfully" });
+      },
+    },
+    ({ method, path }) => jsonAnswer(404, errors.notFound(`${method} ${path}`)),
+  );
 
-  const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
-    const url = new URL(request.url ?? "/", "http://fake");
-    const body = await readBody(request);
-    const method = request.method ?? "GET";
-    const path = url.pathname.replace(/^\/v1/, "");
-    const header = request.headers.api_key;
-    requests.push({
+  const server = await startFakeRestServer({
+    prefix: "/v1",
+    record: ({ method, path, query, headers, body }): RecordedRequest => ({
       method,
       path,
-      query: url.searchParams,
+      query,
       body,
-      apiKey: typeof header === "string" ? header : undefined,
-    });
-    if (header !== apiKey) return send(response, 401, errors.unauthorized);
-    const payload = (body ?? {}) as Record<string, unknown>;
-
-    if (method === "GET" && path === "/core/flavors") {
-      const region = url.searchParams.get("region");
-      const data = flavorGroups
-        .filter((group) => region === null || group.region_name === region)
-        .map((group) => ({
-          ...group,
-          flavors: group.flavors.map((entry) => ({
-            ...entry,
-            stock_available: entry.stock_available && !outOfStock.has(entry.name),
-          })),
-        }));
-      return send(response, 200, { status: true, message: "Getting flavors success", data });
-    }
-    if (method === "GET" && path === "/pricebook") return send(response, 200, pricebook);
-    if (method === "GET" && path === "/core/images") {
-      const region = url.searchParams.get("region");
-      const images = imageGroups.filter((group) => region === null || group.region_name === region);
-      return send(response, 200, { status: true, message: "Getting images success", images });
-    }
-
-    if (path === "/core/environments" && method === "POST") {
-      const name = String(payload.name ?? "");
-      const region = String(payload.region ?? "");
-      if (!name || name.length > 50)
-        return send(response, 400, { ...errors.notFound("name"), message: "invalid name" });
-      if (!flavorGroups.some((group) => group.region_name === region))
-        return send(response, 400, {
-          status: false,
-          message: `Invalid region ${region}`,
-          error_reason: "bad_request",
-        });
-      if ([...environments.values()].some((entry) => entry.name === name))
-        return send(response, 409, errors.duplicate(`Environment ${name}`));
-      const environment = { id: nextId++, name, region, created_at: new Date().toISOString() };
-      environments.set(environment.id, environment);
-      return send(response, 200, {
-        status: true,
-        message: "Environment created successfully",
-        environment: {
-          ...environment,
-          org_id: 7,
-          features: { network_optimised: false, green_status: "GREEN" },
-        },
-      });
-    }
-    if (path === "/core/environments" && method === "GET") {
-      return send(response, 200, {
-        status: true,
-        message: "Getting environments success",
-        environments: [...environments.values()].map((entry) => ({ ...entry, org_id: 7, features: {} })),
-      });
-    }
-    const environmentMatch = /^\/core\/environments\/(\d+)$/.exec(path);
-    if (environmentMatch && method === "DELETE") {
-      const environment = environments.get(Number(environmentMatch[1]));
-      if (!environment) return send(response, 404, errors.notFound("Environment"));
-      const busy =
-        [...vms.values()].some((vm) => vm.environment.id === environment.id) ||
-        [...keypairs.values()].some((keypair) => keypair.environment === environment.name);
-      if (busy) return send(response, 409, errors.inUse(`Environment ${environment.name}`));
-      environments.delete(environment.id);
-      return send(response, 200, { status: true, message: "Environment deleted successfully" });
-    }
-
-    if (path === "/core/keypairs" && method === "POST") {
-      const environment = [...environments.values()].find((entry) => entry.name === payload.environment_name);
-      if (!environment) return send(response, 404, errors.notFound("Environment"));
-      const name = String(payload.name ?? "");
-      if (
-        [...keypairs.values()].some((entry) => entry.name === name && entry.environment === environment.name)
-      )
-        return send(response, 409, errors.duplicate(`Keypair ${name}`));
-      const publicKey = String(payload.public_key ?? "");
-      if (!/^ssh-(ed25519|rsa) /.test(publicKey))
-        return send(response, 400, {
-          status: false,
-          message: "Invalid public key",
-          error_reason: "bad_request",
-        });
-      const keypair = {
-        id: nextId++,
-        name,
-        environment: environment.name,
-        public_key: publicKey,
-        created_at: new Date().toISOString(),
-      };
-      keypairs.set(keypair.id, keypair);
-      return send(response, 200, {
-        status: true,
-        message: "Keypair is imported successfully",
-        keypair: { ...keypair, environment: { ...environment, features: {} }, fingerprint: "ff:00:4b:02" },
-      });
-    }
-    if (path === "/core/keypairs" && method === "GET") {
-      return send(response, 200, {
-        status: true,
-        message: "Getting keypairs success",
-        keypairs: [...keypairs.values()].map((entry) => ({ ...entry, fingerprint: "ff:00:4b:02" })),
-      });
-    }
-    const keypairMatch = /^\/core\/keypair\/(\d+)$/.exec(path);
-    if (keypairMatch && method === "DELETE") {
-      if (!keypairs.delete(Number(keypairMatch[1]))) return send(response, 404, errors.notFound("Keypair"));
-      return send(response, 200, { status: true, message: "Keypair deleted successfully" });
-    }
-
-    if (path === "/core/virtual-machines" && method === "POST") {
-      const environment = [...environments.values()].find((entry) => entry.name === payload.environment_name);
-      if (!environment) return send(response, 404, errors.notFound("Environment"));
-      const keypair = [...keypairs.values()].find(
-        (entry) => entry.name === payload.key_name && entry.environment === environment.name,
-      );
-      if (!keypair) return send(response, 404, errors.notFound("Keypair"));
-      const flavor = FLAVORS.find(
-        (entry) => entry.name === payload.flavor_name && entry.region_name === environment.region,
-      );
-      if (!flavor) return send(response, 404, errors.notFound(`Flavor ${String(payload.flavor_name)}`));
-      if (
-        !IMAGES.some((entry) => entry.name === payload.image_name && entry.region_name === environment.region)
-      )
-        return send(response, 404, errors.notFound(`Image ${String(payload.image_name)}`));
-      const count = Number(payload.count ?? 1);
-      if (!Number.isInteger(count) || count < 1 || count > 20)
-        return send(response, 400, {
-          status: false,
-          message: "count must be 1 to 20",
-          error_reason: "bad_request",
-        });
-      if (!flavor.stock_available || outOfStock.has(flavor.name)) return send(response, 400, errors.noStock);
-      const free = hosts.filter((host) => ![...vms.values()].some((vm) => vm.host === host));
-      if (hosts.length > 0 && free.length < count) return send(response, 400, errors.noStock);
-      const created: FakeVm[] = [];
-      for (let index = 0; index < count; index += 1) {
-        const host = free[index];
-        const id = nextId++;
-        if (host) await writeFile(authorizedKeys(host), `${original.get(host)}${keypair.public_key}\n`);
-        const vm: FakeVm = {
-          id,
-          name: count > 1 ? `${String(payload.name)}-${index + 1}` : String(payload.name),
-          environment,
-          flavorName: flavor.name,
-          imageName: String(payload.image_name),
-          keyName: keypair.name,
-          labels: Array.isArray(payload.labels) ? payload.labels.map(String) : [],
-          userData: typeof payload.user_data === "string" ? payload.user_data : "",
-          securityRules: (Array.isArray(payload.security_rules) ? payload.security_rules : []).map(
-            (rule, at) => ({
-              id: id * 100 + at,
-              ...(rule as Record<string, unknown>),
-              status: "SUCCESS",
-            }),
-          ),
-          status: "CREATING",
-          reads: 0,
-          floatingIp: host?.host ?? `198.51.100.${(id % 250) + 1}`,
-          fixedIp: `10.0.${environment.id % 250}.${(id % 250) + 2}`,
-          host,
-          createdAt: new Date().toISOString(),
-          payload,
-        };
-        vms.set(id, vm);
-        created.push(vm);
-      }
-      return send(response, 200, {
-        status: true,
-        message: "Virtual machine(s) created successfully",
-        instances: created.map(instanceFields),
-      });
-    }
-    if (path === "/core/virtual-machines" && method === "GET") {
-      const search = url.searchParams.get("search");
-      const environment = url.searchParams.get("environment");
-      const exact = url.searchParams.get("exact_environment_match") === "true";
-      const page = Number(url.searchParams.get("page") ?? 1);
-      const pageSize = Number(url.searchParams.get("pageSize") ?? 10);
-      const listed = [...vms.values()]
-        .filter(stillThere)
-        .filter((vm) => search === null || vm.name.includes(search) || String(vm.id) === search)
-        .filter(
-          (vm) =>
-            environment === null ||
-            (exact ? vm.environment.name === environment : vm.environment.name.includes(environment)),
-        );
-      return send(response, 200, {
-        status: true,
-        message: "Getting instances success",
-        page,
-        page_size: pageSize,
-        count: listed.length,
-        instances: listed.slice((page - 1) * pageSize, page * pageSize).map(instanceFields),
-      });
-    }
-    const vmMatch = /^\/core\/virtual-machines\/(\d+)(\/sg-rules)?$/.exec(path);
-    const vm = vmMatch ? vms.get(Number(vmMatch[1])) : undefined;
-    if (vmMatch && !vm) return send(response, 404, errors.notFound("Virtual machine"));
-    if (vm && vmMatch?.[2] && method === "POST") {
-      const rule = { id: vm.id * 100 + vm.securityRules.length, ...payload, status: "SUCCESS" };
-      vm.securityRules.push(rule);
-      return send(response, 200, { status: true, message: "Rule added", security_rule: rule });
-    }
-    if (vm && method === "GET") {
-      if (!stillThere(vm)) return send(response, 404, errors.notFound("Virtual machine"));
-      if (vm.status === "CREATING") {
-        vm.reads += 1;
-        if (vm.reads > 1) vm.status = "ACTIVE";
-      }
-      return send(response, 200, {
-        status: true,
-        message: "Getting instance success",
-        instance: instanceFields(vm),
-      });
-    }
-    if (vm && method === "DELETE") {
-      if (vm.status !== "DELETING") {
-        vm.status = "DELETING";
-        vm.reads = 0;
-        await releaseHost(vm);
-      }
-      return send(response, 200, { status: true, message: "Virtual machine deleted successfully" });
-    }
-    return send(response, 404, errors.notFound(`${method} ${path}`));
-  };
-
-  const server = createServer((request, response) => {
-    handle(request, response).catch((error: unknown) =>
-      send(response, 500, { status: false, message: String(error), error_reason: "internal" }),
-    );
+      apiKey: typeof headers.api_key === "string" ? headers.api_key : undefined,
+    }),
+    handle: (request) =>
+      request.headers.api_key === apiKey ? routes(request) : jsonAnswer(401, errors.unauthorized),
+    failed: (error) => jsonAnswer(500, { status: false, message: String(error), error_reason: "internal" }),
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
   return {
-    apiUrl: `http://127.0.0.1:${port}/v1`,
+    apiUrl: server.url,
     apiKey,
-    requests,
+    requests: server.requests,
     vms,
     outOfStock,
     leftovers: () => [
@@ -433,13 +417,12 @@ export async function startFakeHyperstack(
         .map((entry) => `vm ${entry.id} ${entry.name}`),
     ],
     calls: (path) =>
-      requests
+      server.requests
         .filter((entry) => path === undefined || path.test(entry.path))
         .map((entry) => `${entry.method} ${entry.path}`),
     async [Symbol.asyncDispose]() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const [host, text] of original) await writeFile(authorizedKeys(host), text);
+      await server.close();
+      await hosts.releaseAll();
     },
   };
 }

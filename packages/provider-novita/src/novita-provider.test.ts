@@ -14,7 +14,8 @@ import {
   spec as toSpec,
 } from "@skyward/core";
 import { createProviderFromEntry } from "@skyward/core/config";
-import { type Offer, offerQuery, Plugin, resolvePoolSpec } from "@skyward/core/contract";
+import { type Offer, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeNovita, startFakeNovita, TEST_API_KEY } from "../test/fake-novita.js";
 import { DEFAULT_NOVITA_IMAGE, Novita, type NovitaSettings, STARTUP_COMMAND } from "./novita-provider.js";
@@ -244,16 +245,7 @@ describe("settings", () => {
 
 describe("several nodes", () => {
   it("instances share no network: a distributed-training plugin on several nodes is refused before Novita is asked anything", async () => {
-    const ddp = Plugin.create("ddp").withPeerNetwork();
-    expect(provider().capabilities.peerNetwork).toBe("none");
-    expect(() =>
-      toSpec({ provider: provider(), accelerator: accelerators.A100(), nodes: 2, plugins: [ddp] }),
-    ).toThrow(
-      /plugin "ddp" connects its workers on different nodes to one another, but novita's instances share no network/,
-    );
-    expect(
-      toSpec({ provider: provider(), accelerator: accelerators.A100(), nodes: 1, plugins: [ddp] }).nodes.max,
-    ).toBe(1);
+    expectPeerPluginRefused(provider, accelerators.A100());
     expect(fake.requests).toEqual([]);
   });
 });

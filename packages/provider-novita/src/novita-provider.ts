@@ -4,7 +4,7 @@
  * `PUBLIC_KEY`, and starts with a command that authorises it for root and runs `sshd` (installing
  * OpenSSH when the image lacks it); Skyward's tags travel in its environment.
  */
-import { type DockerImage, NoCapacityError } from "@skyward/core";
+import type { DockerImage } from "@skyward/core";
 import {
   type Cluster,
   canonicalAcceleratorName,
@@ -22,12 +22,14 @@ import {
   filterOffers,
   type HttpSettings,
   httpSettingsShape,
+  instanceSsh,
   keysDirectorySchema,
-  marketsFor,
+  provisionByMarket,
   refuseVolumesWithoutFuse,
   requireOwnOffer,
   roundPrice,
   SKYWARD_TAGS,
+  type SshStandIn,
   skywardKeysDirectory,
   skywardTags,
   skywardTagsFromEnvironment,
@@ -49,23 +51,8 @@ import {
 /** The image instances run when none is set, as in the Python project: CUDA 12.9 runtime on Ubuntu 24.04. */
 export const DEFAULT_NOVITA_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04";
 
-/** Where an instance is reached instead of its own address: see {@link NovitaSettings.sshAddress}. */
-export interface NovitaSshAddress {
-  /** Host name or address to connect to. */
-  readonly host: string;
-  /** The SSH port. */
-  readonly port: number;
-  /** The login user; default `root`. */
-  readonly user?: string;
-  /** The private key to log in with; default the provider's key pair. A secret: never logged. */
-  readonly privateKey?: string;
-  /** The stand-in host's Skyward root directory; default `/opt/skyward`. */
-  readonly root?: string;
-  /** The stand-in host's key fingerprint (`SHA256:…`); default trust on first use. */
-  readonly hostKeyFingerprint?: string;
-  /** The self-destruct command for a worker on the stand-in host. Default `true`: nothing. */
-  readonly selfDestruct?: string;
-}
+/** Where an instance is reached instead of its own address: see {@link NovitaSettings.sshAddress} (user default `root`). */
+export type NovitaSshAddress = SshStandIn;
 
 /** Settings of the Novita provider; every field is optional. */
 export interface NovitaSettings extends HttpSettings {
@@ -232,20 +219,7 @@ function build(settings: ParsedSettings): ProviderV1<NovitaClusterData> {
     }
     const ssh =
       status === "running" && endpoint
-        ? Object.freeze({
-            host: standIn?.host ?? endpoint.host,
-            port: standIn?.port ?? endpoint.port,
-            user: standIn?.user ?? "root",
-            ...(standIn?.privateKey !== undefined
-              ? { privateKey: standIn.privateKey }
-              : identityFile !== undefined
-                ? { identityFile }
-                : {}),
-            ...(standIn?.hostKeyFingerprint !== undefined
-              ? { hostKeyFingerprint: standIn.hostKeyFingerprint }
-              : {}),
-            ...(standIn?.root !== undefined ? { root: standIn.root } : {}),
-          })
+        ? instanceSsh({ host: endpoint.host, port: endpoint.port, user: "root" }, identityFile, standIn)
         : null;
     if (instance.name) tags["novita:name"] = instance.name;
     const created = instance.createdAt ? Date.parse(instance.createdAt) : Number.NaN;
@@ -423,47 +397,17 @@ function build(settings: ParsedSettings): ProviderV1<NovitaClusterData> {
     },
 
     async provision({ cluster, count, signal }) {
-      const markets = marketsFor(cluster.spec.allocation, cluster.offer);
-      const created: Instance[] = [];
-      const reasons: string[] = [];
-      while (created.length < count && markets.length > 0) {
-        const spot = markets[0] === "spot";
-        let outcome: string | { noCapacity: string };
-        try {
-          outcome = await create(cluster, spot, signal);
-        } catch (error) {
-          if (created.length > 0 && !signal.aborted) break;
-          throw error;
-        }
-        if (typeof outcome !== "string") {
-          reasons.push(`${spot ? "spot" : "on-demand"}: ${outcome.noCapacity}`);
-          markets.shift();
-          continue;
-        }
-        const instance = await api.instance(outcome, signal);
-        if (instance) created.push(toInstance(instance, cluster.specific.identityFile));
-        else
-          created.push(
-            Object.freeze({
-              id: outcome,
-              status: "pending" as const,
-              publicIp: null,
-              privateIp: null,
-              ssh: null,
-              spot,
-              hourlyPrice: spot ? cluster.offer.spotPrice : cluster.offer.onDemandPrice,
-              offerId: cluster.offer.id,
-              createdAt: Date.now(),
-              tags: Object.freeze(skywardTags({ cluster: cluster.id, pool: cluster.poolId, spot })),
-            }),
-          );
-      }
-      if (created.length === 0) {
-        throw new NoCapacityError({
-          attempts: reasons.map((reason) => ({ provider: NAME, offer: cluster.offer.instanceType, reason })),
-        });
-      }
-      return created;
+      return provisionByMarket({
+        cluster,
+        count,
+        provider: NAME,
+        signal,
+        create: (spot) => create(cluster, spot, signal),
+        describe: async (id) => {
+          const instance = await api.instance(id, signal);
+          return instance ? toInstance(instance, cluster.specific.identityFile) : null;
+        },
+      });
     },
 
     async getInstance({ cluster, id, signal }) {

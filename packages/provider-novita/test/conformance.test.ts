@@ -4,49 +4,35 @@
  * fake's instances lent from a test bed, a real pool whose workers run on those SSH hosts.
  */
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import {
-  createTestbed,
+  eventually,
+  poolTasks,
   requireTestbed,
   runProviderConformance,
-  type Testbed,
-  testbedSshHost,
+  testbedStandIn,
+  useFakeApi,
 } from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Novita } from "../src/index.js";
-import { type FakeNovita, startFakeNovita, TEST_API_KEY } from "./fake-novita.js";
+import { startFakeNovita, TEST_API_KEY } from "./fake-novita.js";
 
-async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return condition();
-}
-
-const tasks = fileURLToPath(new URL("./tasks.py", import.meta.url));
+const { file: tasks, info } = poolTasks;
 
 describe("without hosts", () => {
-  let fake: FakeNovita;
-  let keysDirectory: string;
-  beforeAll(async () => {
-    fake = await startFakeNovita();
-    keysDirectory = await mkdtemp(join(tmpdir(), "skyward-novita-conformance-"));
-  });
-  afterAll(async () => {
-    await fake?.[Symbol.asyncDispose]();
-    await rm(keysDirectory, { recursive: true, force: true });
-  });
+  const api = useFakeApi({ start: () => startFakeNovita(), prefix: "skyward-novita-conformance-" });
 
   runProviderConformance({
     name: "novita, GPU instances",
-    create: () => Novita({ apiKey: TEST_API_KEY, apiUrl: fake.apiUrl, keysDirectory, retryDelayMs: 1 }),
-    leftovers: () => fake.leftovers(),
+    create: () =>
+      Novita({
+        apiKey: TEST_API_KEY,
+        apiUrl: api.fake.apiUrl,
+        keysDirectory: api.keysDirectory,
+        retryDelayMs: 1,
+      }),
+    leftovers: () => api.fake.leftovers(),
     spec: { accelerator: sky.accelerators.A100({ count: 2 }), allocation: "spot-if-available" },
     supports: { accelerator: "A100" },
     provisionCount: 2,
@@ -59,42 +45,29 @@ const skipReason = await requireTestbed();
 
 if (skipReason === undefined) {
   describe("on test-bed hosts", () => {
-    let bed: Testbed;
-    let fake: FakeNovita;
-    let keysDirectory: string;
+    const api = useFakeApi({
+      start: (hosts) => startFakeNovita({ hosts }),
+      prefix: "skyward-novita-pool-",
+      hosts: 2,
+    });
     /** When set, a released worker's self-destruct touches `<marker>-<host index>` instead of doing nothing. */
     let marker: string | undefined;
-    beforeAll(async () => {
-      bed = await createTestbed({ hosts: 2 });
-      fake = await startFakeNovita({ hosts: bed.hosts });
-      keysDirectory = await mkdtemp(join(tmpdir(), "skyward-novita-pool-"));
-    });
-    afterAll(async () => {
-      await fake?.[Symbol.asyncDispose]();
-      await bed?.teardown();
-      await rm(keysDirectory, { recursive: true, force: true });
-    });
 
     /** The provider, each instance reached on the test-bed host behind its port mapping. */
     const create = (dockerImage?: sky.DockerImage) =>
       Novita({
         apiKey: TEST_API_KEY,
-        apiUrl: fake.apiUrl,
-        keysDirectory,
+        apiUrl: api.fake.apiUrl,
+        keysDirectory: api.keysDirectory,
         ...(dockerImage ? { dockerImage } : {}),
-        sshAddress: ({ host: address }) => {
-          const host = bed.hosts.find((candidate) => candidate.host === address);
-          if (!host) throw new Error(`no test-bed host at ${address}`);
-          // Never the real self-destruct on this machine: the stand-in host is not the instance.
-          const selfDestruct = marker ? `touch '${marker}-${bed.hosts.indexOf(host)}'` : "true";
-          return { ...testbedSshHost(host), selfDestruct };
-        },
+        // Never the real self-destruct on this machine: the stand-in host is not the instance.
+        sshAddress: ({ host }) => testbedStandIn(api.bed.hosts, host, marker),
       });
 
     runProviderConformance({
       name: "novita, a pool on test-bed hosts",
       create: () => create(),
-      leftovers: () => fake.leftovers(),
+      leftovers: () => api.fake.leftovers(),
       spec: { accelerator: sky.accelerators.RTX_4090() },
       supports: { accelerator: "RTX_4090" },
       provisionCount: 2,
@@ -103,8 +76,8 @@ if (skipReason === undefined) {
     });
 
     it("runs tasks on both instances, created from the sky.containers image, and deletes them when it closes", async () => {
-      marker = join(keysDirectory, `self-destructed-${Date.now()}`);
-      const where = sky.python<[], { node: number; total: number; cwd: string }>("tasks:where");
+      const { fake, bed } = api;
+      marker = join(api.keysDirectory, `self-destructed-${Date.now()}`);
       const image = sky.containers.cuda("12.8", { variant: "runtime", ubuntu: "24.04" });
       {
         await using pool = await sky.compute({
@@ -116,8 +89,8 @@ if (skipReason === undefined) {
           ttl: 0,
           options: { console: false, bootstrapTimeout: 240 },
         });
-        const seen = await pool.broadcast(where());
-        expect(seen.map((entry) => [entry.node, entry.total])).toEqual([
+        const seen = await pool.broadcast(info());
+        expect(seen.map((entry) => [entry.node, entry.total_nodes])).toEqual([
           [0, 2],
           [1, 2],
         ]);
@@ -135,7 +108,7 @@ if (skipReason === undefined) {
       expect(fake.leftovers()).toEqual([]);
       // Released with ttl 0, each worker ran the provider's self-destruct (the seam's, here) at once.
       const markers = [0, 1].map((index) => `${marker}-${index}`);
-      expect(await waitUntil(() => markers.every((file) => existsSync(file)), 30_000)).toBe(true);
+      expect(await eventually(() => markers.every((file) => existsSync(file)), 30_000)).toBe(true);
     });
   });
 } else {

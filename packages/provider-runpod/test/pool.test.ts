@@ -6,99 +6,58 @@
  * global-networking address are that host's. So the provider's code and the pool's real SSH, bootstrap,
  * worker and dispatch path run together, as the Acme example (`examples/third-party-provider`) does.
  */
-import { readFile, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import * as sky from "@skyward/core";
 import { Plugin } from "@skyward/core/contract";
 import {
-  createTestbed,
+  expectPreemptedNodeReplaced,
+  poolTasks,
   requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
+  startTestbedMachines,
   type TestbedHost,
-  useScratchSkywardHome,
+  type TestbedMachines,
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RunPod } from "../src/index.js";
 import { type FakePod, type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "./fake-runpod.js";
 
 const skipReason = await requireTestbed();
-const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));
-const info = sky.python<
-  [],
-  { node: number; total_nodes: number; head_addr: string; peers: string[]; cwd: string }
->("pool_tasks:info");
-const add = sky.python<[a: number, b: number], number>("pool_tasks:add");
-type Work = { key: string; node: number; pid: number };
-const work = sky.python<[string, number, string], Work>("pool_tasks:work");
-const whoami = sky.python<[], { node: number; pid: number }>("pool_tasks:whoami");
-
-async function until(condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return condition();
-}
+const { file: tasks, info, add } = poolTasks;
 
 describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pods are test-bed hosts", () => {
-  let bed: Testbed;
-  let home: ScratchSkywardHome;
+  let machines: TestbedMachines<string>;
   let fake: FakeRunPod;
-  const hostOf = new Map<string, TestbedHost>();
-  let nextHost = 0;
-  const original = new Map<TestbedHost, string>();
-  const authorizedKeys = (host: TestbedHost) => join(dirname(host.root), "authorized_keys");
 
   beforeAll(async () => {
-    home = await useScratchSkywardHome("skyward-runpod-pool-");
     // Two nodes, and a third machine for the replacement of a reclaimed one.
-    bed = await createTestbed({ hosts: 3 });
-    for (const host of bed.hosts) original.set(host, await readFile(authorizedKeys(host), "utf8"));
-    const freeHost = (pod: FakePod) => {
-      // The next free host in turn: a replacement lands on another machine than the one it replaces.
-      const taken = new Set(hostOf.values());
-      const count = bed.hosts.length;
-      const index = Array.from({ length: count }, (_, step) => (nextHost + step) % count).find(
-        (candidate) => !taken.has(bed.hosts[candidate] as TestbedHost),
-      );
-      if (index === undefined) throw new Error("no test-bed host left");
-      nextHost = (index + 1) % count;
-      const host = bed.hosts[index] as TestbedHost;
-      hostOf.set(pod.id, host);
-      return host;
-    };
+    machines = await startTestbedMachines<string>({ hosts: 3, homePrefix: "skyward-runpod-pool-" });
+    const { hosts } = machines;
     fake = startFakeRunPod({
       sshEndpoint: (pod) => {
-        const host = freeHost(pod);
+        // The next free host in turn: a replacement lands on another machine than the one it replaces.
+        const host = hosts.take(pod.id);
+        if (!host) throw new Error("no test-bed host left");
         return { host: host.host, port: host.port, privateIp: host.host };
       },
-      onCreate: async (pod) => {
-        const host = hostOf.get(pod.id) as TestbedHost;
-        await writeFile(authorizedKeys(host), `${original.get(host)}${pod.env.PUBLIC_KEY}\n`);
-      },
-      onTerminate: async (pod) => {
-        const host = hostOf.get(pod.id);
-        if (host) await writeFile(authorizedKeys(host), original.get(host) ?? "");
-        hostOf.delete(pod.id);
-      },
+      onCreate: (pod) => hosts.authorize(pod.id, String(pod.env.PUBLIC_KEY)),
+      onTerminate: (pod) => hosts.release(pod.id),
     });
     fake.server.listen({ onUnhandledFrame: "error" });
   }, 180_000);
 
   afterAll(async () => {
     fake?.server.close();
-    for (const [host, text] of original) await writeFile(authorizedKeys(host), text);
-    await bed?.teardown();
-    await home?.[Symbol.asyncDispose]();
+    await machines?.[Symbol.asyncDispose]();
   });
+
+  /** The provider against the fake, each pod's Skyward root its own directory of the home. */
+  const provider = () =>
+    RunPod({ apiKey: TEST_API_KEY, retryDelayMs: 50, root: `${machines.home.path}/pods/{id}` });
 
   it("runs tasks on two GPU pods joined by global networking, then leaves no pod", async () => {
     {
       await using pool = await sky.compute({
-        provider: RunPod({ apiKey: TEST_API_KEY, retryDelayMs: 50, root: `${home.path}/pods/{id}` }),
+        provider: provider(),
         accelerator: sky.accelerators.A100(),
         nodes: 2,
         allocation: "on-demand",
@@ -121,7 +80,7 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
       ]);
       // Peers meet the head at its global-networking address (the fake hands out the host's).
       const pods = [...fake.pods.values()];
-      const head = pods.find((pod) => infos[0]?.cwd.startsWith(`${home.path}/pods/${pod.id}`));
+      const head = pods.find((pod) => infos[0]?.cwd.startsWith(`${machines.home.path}/pods/${pod.id}`));
       expect(new Set(infos.map((entry) => entry.head_addr))).toEqual(new Set([head?.privateIp]));
       expect(infos.map((entry) => entry.cwd.split("/pods/")[1]?.split("/")[0]).sort()).toEqual(
         pods.map((pod) => pod.id).sort(),
@@ -141,16 +100,9 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
 
   it("an interruptible pod reclaimed mid-task is read as preempted on the reconcile tick and replaced", async () => {
     // RunPod publishes no advance notice: a reclaimed interruptible pod is EXITED, read with getInstance.
-    const journal = join(home.path, "reclaimed.jsonl");
-    const starts = async () =>
-      (await readFile(journal, "utf8").catch(() => ""))
-        .split("\n")
-        .filter(Boolean)
-        .map((line) => JSON.parse(line) as Work);
-    const completions = new Map<string, number>();
     {
       await using pool = await sky.compute({
-        provider: RunPod({ apiKey: TEST_API_KEY, retryDelayMs: 50, root: `${home.path}/pods/{id}` }),
+        provider: provider(),
         accelerator: sky.accelerators.A100(),
         nodes: 2,
         allocation: "spot",
@@ -166,51 +118,19 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
       expect(
         [...fake.pods.values()].filter((pod) => pod.status === "RUNNING").map((pod) => pod.spot),
       ).toEqual([true, true]);
-      const events: sky.SkywardEvent[] = [];
-      for (const type of ["node.preempted", "node.lost", "node.replaced"] as const)
-        pool.on(type, (event) => events.push(event));
-      pool.on("task.completed", (event) => {
-        completions.set(event.taskId, (completions.get(event.taskId) ?? 0) + 1);
+      let victimHost: TestbedHost | undefined;
+      const { replacement } = await expectPreemptedNodeReplaced(pool, {
+        journal: join(machines.home.path, "reclaimed.jsonl"),
+        keyPrefix: "reclaimed",
+        preempt: (podId) => {
+          const victim = fake.pods.get(podId) as FakePod;
+          victimHost = machines.hosts.hostOf(podId);
+          expect(victim.status).toBe("RUNNING");
+          victim.status = "EXITED";
+        },
       });
-      const replaced = new Promise<sky.NodeReplacedEvent>((resolve) => {
-        const off = pool.on("node.replaced", (event) => {
-          off();
-          resolve(event);
-        });
-      });
-      const { pid } = await pool.run(whoami(), { target: 1 });
-      const podId = pool.nodes()[1]?.instanceId ?? "";
-      const victim = fake.pods.get(podId) as FakePod;
-      const victimHost = hostOf.get(podId);
-      expect(victim.status).toBe("RUNNING");
-      const keys = Array.from({ length: 4 }, (_, index) => `reclaimed-${index}`);
-      const results = Promise.all(keys.map((key) => pool.run(work(key, 3, journal))));
-      expect(
-        await until(async () => (await starts()).filter((entry) => entry.pid === pid).length >= 2, 60_000),
-      ).toBe(true);
-      victim.status = "EXITED";
-      const done = await results;
-      expect(done.map((result) => result.key)).toEqual(keys);
-      const runs = await starts();
-      expect(runs.filter((entry) => entry.pid === pid)).toHaveLength(2);
-      expect(runs).toHaveLength(6);
-      expect(await replaced).toMatchObject({ node: 1, previousInstanceId: podId });
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      expect([...completions.values()].every((count) => count === 1)).toBe(true);
-      expect(completions.size).toBe(1 + keys.length);
-      const reason = `the provider reports its instance ${podId} terminated`;
-      expect(events.map((entry) => [entry.type, "node" in entry ? entry.node : undefined])).toEqual([
-        ["node.preempted", 1],
-        ["node.lost", 1],
-        ["node.replaced", 1],
-      ]);
-      expect(events[0]).toMatchObject({ type: "node.preempted", instanceId: podId, reason });
-      expect(pool.currentNodes()).toBe(2);
-      expect((await pool.broadcast(whoami())).map((entry) => entry.node)).toEqual([0, 1]);
-      const replacement = pool.nodes()[1]?.instanceId ?? "";
-      expect(replacement).not.toBe(podId);
       expect(fake.pods.get(replacement)?.spot).toBe(true);
-      expect(hostOf.get(replacement)).not.toBe(victimHost);
+      expect(machines.hosts.hostOf(replacement)).not.toBe(victimHost);
     }
     expect([...fake.pods.values()].filter((pod) => pod.status !== "TERMINATED")).toEqual([]);
   }, 300_000);

@@ -11,7 +11,9 @@
  * Reference: https://dashboard.tensordock.com/api/docs
  */
 import {
+  answerListSchema,
   answerNumberSchema,
+  answerTextSchema,
   defineProviderApi,
   ProviderApiError,
   type ProviderApiErrorOptions,
@@ -40,16 +42,9 @@ export const tensordockApi = defineProviderApi({
 /** TensorDock's API root. */
 export const TENSORDOCK_API_URL = "https://dashboard.tensordock.com/api/v2";
 
-const listOf = <T extends z.ZodType>(item: T) =>
-  z
-    .array(item)
-    .nullish()
-    .transform((value) => value ?? []);
+const listOf = answerListSchema;
 
-const text = z
-  .string()
-  .nullish()
-  .transform((value) => value ?? "");
+const text = answerTextSchema;
 
 /** One GPU of a location. */
 export const locationGpuSchema = z.looseObject({

@@ -21,6 +21,7 @@ import {
   filterOffers,
   type HttpSettings,
   httpSettingsShape,
+  instanceSsh,
   keysDirectorySchema,
   type ProviderHttpClient,
   requireOwnOffer,
@@ -268,14 +269,11 @@ function build(settings: ParsedSettings): ProviderV1<TensorDockClusterData> {
       ip && settings.sshAddress ? settings.sshAddress({ id: instance.id, ipAddress: ip }) : undefined;
     const ssh =
       status === "running" && ip
-        ? Object.freeze({
-            host: mapping?.host ?? ip,
-            port: mapping?.port ?? sshPortOf(instance.portForwards),
-            user: mapping?.user ?? settings.sshUser,
-            ...(identityFile !== undefined ? { identityFile } : {}),
-            ...(mapping?.root ? { root: mapping.root } : {}),
-            ...(mapping?.hostKeyFingerprint ? { hostKeyFingerprint: mapping.hostKeyFingerprint } : {}),
-          })
+        ? instanceSsh(
+            { host: ip, port: sshPortOf(instance.portForwards), user: settings.sshUser },
+            identityFile,
+            mapping,
+          )
         : null;
     return Object.freeze({
       id: instance.id,

@@ -1,17 +1,15 @@
 /**
  * `skyward offers --provider tensordock` end to end: the built CLI (`@skyward/cli`'s `dist/cli.js`) runs
  * as a child process in a temporary project whose skyward.toml points a `type = "tensordock"` provider
- * at the fake v2 API, with the key in `HYPERSTACK_API_KEY`; the package is installed there as a
+ * at the fake v2 API, with the token in `TENSORDOCK_API_TOKEN`; the package is installed there as a
  * user would have it (its built `dist`).
  */
-import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Offer } from "@skyward/core/contract";
+import { type CliProject, createCliProject } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeTensorDock, startFakeTensorDock } from "./fake-tensordock.js";
 
@@ -20,49 +18,28 @@ const cliDirectory = dirname(createRequire(import.meta.url).resolve("@skyward/cl
 const cli = join(cliDirectory, "dist", "cli.js");
 const built = existsSync(join(packageDirectory, "dist", "index.js")) && existsSync(cli);
 
-function run(args: readonly string[], cwd: string, env: NodeJS.ProcessEnv) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    execFile(process.execPath, [cli, ...args], { cwd, env, timeout: 60_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === "number" ? error.code : null) : 0, stdout, stderr });
-    });
-  });
-}
-
 describe.skipIf(!built && process.env.CI !== "true")("skyward offers --provider tensordock", () => {
   let fake: FakeTensorDock;
-  let scratch: string;
-  let project: string;
-  let env: NodeJS.ProcessEnv;
+  let project: CliProject;
+  const run = (args: readonly string[]) => project.run(args);
 
   beforeAll(async () => {
     fake = await startFakeTensorDock();
-    scratch = await mkdtemp(join(tmpdir(), "skyward-tensordock-cli-"));
-    project = join(scratch, "project");
-    await mkdir(join(project, "node_modules", "@skyward"), { recursive: true });
-    await symlink(packageDirectory, join(project, "node_modules", "@skyward", "provider-tensordock"), "dir");
-    await writeFile(
-      join(project, "skyward.toml"),
-      `[providers.tensordock]\ntype = "tensordock"\napi_url = "${fake.apiUrl}"\nmax_retries = 0\n`,
-    );
-    env = {
-      PATH: process.env.PATH ?? "",
-      HOME: join(scratch, "home"),
-      SKYWARD_HOME: join(scratch, "skyward-home"),
-      NO_COLOR: "1",
-      TENSORDOCK_API_TOKEN: fake.token,
-    };
+    project = await createCliProject({
+      cli,
+      prefix: "skyward-tensordock-cli-",
+      packages: { "provider-tensordock": packageDirectory },
+      toml: `[providers.tensordock]\ntype = "tensordock"\napi_url = "${fake.apiUrl}"\nmax_retries = 0\n`,
+      env: { NO_COLOR: "1", TENSORDOCK_API_TOKEN: fake.token },
+    });
   });
   afterAll(async () => {
     await fake?.[Symbol.asyncDispose]();
-    await rm(scratch, { recursive: true, force: true });
+    await project?.[Symbol.asyncDispose]();
   });
 
   it("prints the fake's RTX 4090 offers with their prices, cheapest first, and never the token", async () => {
-    const result = await run(
-      ["offers", "--provider", "tensordock", "--accelerator", "RTX_4090"],
-      project,
-      env,
-    );
+    const result = await run(["offers", "--provider", "tensordock", "--accelerator", "RTX_4090"]);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
     // Austin: 0.35 + 4 vCPUs × 0.003 + 16 GB × 0.002 + 100 GB × 0.00005 = 0.399; Frankfurt: 0.449.
@@ -80,11 +57,16 @@ describe.skipIf(!built && process.env.CI !== "true")("skyward offers --provider 
   });
 
   it("--json prints the offers themselves, --region narrows them", async () => {
-    const result = await run(
-      ["offers", "--provider", "tensordock", "--accelerator", "A100", "--region", "Germany", "--json"],
-      project,
-      env,
-    );
+    const result = await run([
+      "offers",
+      "--provider",
+      "tensordock",
+      "--accelerator",
+      "A100",
+      "--region",
+      "Germany",
+      "--json",
+    ]);
     expect(result.code).toBe(0);
     const offers = JSON.parse(result.stdout) as Offer[];
     expect(offers.map((offer) => [offer.id, offer.onDemandPrice])).toEqual([

@@ -5,9 +5,8 @@
  */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { ConfigurationError } from "@skyward/core";
-import { createProviderFromEntry, parseConfigText, validateConfig } from "@skyward/core/config";
 import { isProvider } from "@skyward/core/contract";
+import { providerFromToml, tomlProviderIssues } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeTensorDock, startFakeTensorDock } from "./fake-tensordock.js";
 
@@ -25,14 +24,9 @@ describe.skipIf(!built && process.env.CI !== "true")(
       await fake?.[Symbol.asyncDispose]();
     });
 
-    const providerEntry = (toml: string) => {
-      const entry = validateConfig(parseConfigText(toml)).providers.cloud;
-      if (!entry) throw new Error("no providers.cloud");
-      return entry;
-    };
-
     it("loads this package and creates the provider from the table's settings", async () => {
-      const entry = providerEntry(`
+      const { entry, provider } = await providerFromToml(
+        `
 [providers.cloud]
 type = "tensordock"
 api_url = "${fake.apiUrl}"
@@ -41,9 +35,10 @@ location = "Germany"
 storage_gb = 200
 min_vcpus = 8
 min_ram_gb = 32
-`);
+`,
+        packageDirectory,
+      );
       expect(entry.package).toBe("@skyward/provider-tensordock");
-      const provider = await createProviderFromEntry(entry, packageDirectory);
       expect(isProvider(provider)).toBe(true);
       expect(provider.name).toBe("tensordock");
       // The settings took: the fake's API and token, only Frankfurt, and the sizes asked for.
@@ -58,15 +53,16 @@ min_ram_gb = 32
     });
 
     it("reports a bad setting at its path in the file", async () => {
-      const entry = providerEntry(`
+      const issues = await tomlProviderIssues(
+        `
 [providers.cloud]
 type = "tensordock"
 storage_gb = 50
 api_token = "x"
-`);
-      const error = await createProviderFromEntry(entry, packageDirectory).catch((caught: unknown) => caught);
-      expect(ConfigurationError.isInstance(error)).toBe(true);
-      expect((error as ConfigurationError).issues).toEqual([
+`,
+        packageDirectory,
+      );
+      expect(issues).toEqual([
         { path: "providers.cloud.storageGb", message: "expected at least 100 GB (TensorDock's minimum)" },
         { path: "providers.cloud.apiToken", message: "unknown field" },
       ]);

@@ -6,33 +6,25 @@
  * own root directory (the hosts share one filesystem) and a harmless self-destruct. TensorDock deploys
  * only machines with GPUs, so every spec asks for one.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { accelerators } from "@skyward/core";
-import { createTestbed, requireTestbed, runProviderConformance, type Testbed } from "@skyward/testing";
-import { afterAll, beforeAll, it } from "vitest";
+import { requireTestbed, runProviderConformance, testbedHostAt, useFakeApi } from "@skyward/testing";
+import { it } from "vitest";
 import { TensorDock } from "../src/tensordock-provider.js";
-import { type FakeTensorDock, startFakeTensorDock } from "./fake-tensordock.js";
+import { startFakeTensorDock } from "./fake-tensordock.js";
 
-let fake: FakeTensorDock;
-let keysDirectory: string;
-
-beforeAll(async () => {
-  fake = await startFakeTensorDock();
-  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-tensordock-conformance-"));
-});
-afterAll(async () => {
-  await fake?.[Symbol.asyncDispose]();
-  await rm(keysDirectory, { recursive: true, force: true });
-});
-
-const create = () => TensorDock({ apiUrl: fake.apiUrl, apiKey: fake.token, keysDirectory, retryDelayMs: 1 });
+const api = useFakeApi({ start: () => startFakeTensorDock(), prefix: "skyward-tensordock-conformance-" });
+const create = () =>
+  TensorDock({
+    apiUrl: api.fake.apiUrl,
+    apiKey: api.fake.token,
+    keysDirectory: api.keysDirectory,
+    retryDelayMs: 1,
+  });
 
 runProviderConformance({
   name: "tensordock, one RTX 4090 VM (fake v2 API)",
   create,
-  leftovers: () => fake.leftovers(),
+  leftovers: () => api.fake.leftovers(),
   spec: { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
   supports: { accelerator: "RTX_4090" },
   unknownInstanceId: "00000000-0000-4000-8000-000000000000",
@@ -42,7 +34,7 @@ runProviderConformance({
 runProviderConformance({
   name: "tensordock, two H100 VMs (fake v2 API)",
   create,
-  leftovers: () => fake.leftovers(),
+  leftovers: () => api.fake.leftovers(),
   spec: { accelerator: accelerators.H100(), allocation: "spot-if-available", region: "United States" },
   supports: { accelerator: "H100" },
   provisionCount: 2,
@@ -53,33 +45,23 @@ runProviderConformance({
 const skipReason = await requireTestbed();
 
 if (skipReason === undefined) {
-  let bed: Testbed;
-  let pooled: FakeTensorDock;
-  let poolKeys: string;
-
-  beforeAll(async () => {
-    bed = await createTestbed({ hosts: 2 });
-    pooled = await startFakeTensorDock({ hosts: bed.hosts });
-    poolKeys = await mkdtemp(join(tmpdir(), "skyward-tensordock-pool-"));
-  }, 120_000);
-  afterAll(async () => {
-    await pooled?.[Symbol.asyncDispose]();
-    await bed?.teardown();
-    await rm(poolKeys, { recursive: true, force: true });
+  const pooled = useFakeApi({
+    start: (hosts) => startFakeTensorDock({ hosts }),
+    prefix: "skyward-tensordock-pool-",
+    hosts: 2,
   });
 
   runProviderConformance({
     name: "tensordock, a whole pool on test-bed hosts (fake v2 API)",
     create: () =>
       TensorDock({
-        apiUrl: pooled.apiUrl,
-        apiKey: pooled.token,
-        keysDirectory: poolKeys,
+        apiUrl: pooled.fake.apiUrl,
+        apiKey: pooled.fake.token,
+        keysDirectory: pooled.keysDirectory,
         retryDelayMs: 1,
         sshUser: "root",
         sshAddress: (instance) => {
-          const host = bed.hosts.find((entry) => entry.host === instance.ipAddress);
-          if (!host) throw new Error(`instance ${instance.id} has no test-bed host (${instance.ipAddress})`);
+          const host = testbedHostAt(pooled.bed.hosts, instance.ipAddress);
           return {
             host: host.host,
             port: host.port,
@@ -89,7 +71,7 @@ if (skipReason === undefined) {
           };
         },
       }),
-    leftovers: () => pooled.leftovers(),
+    leftovers: () => pooled.fake.leftovers(),
     spec: { accelerator: accelerators.RTX_4090(), allocation: "on-demand", region: "Austin" },
     supports: { accelerator: "RTX_4090" },
     provisionCount: 2,

@@ -10,11 +10,13 @@
  * key away again. Without hosts, addresses are documentation addresses nothing answers on.
  */
 import { randomBytes, randomUUID } from "node:crypto";
-import { readFile, writeFile } from "node:fs/promises";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { dirname, join } from "node:path";
-import type { TestbedHost } from "@skyward/testing";
+import {
+  fakeRoutes,
+  jsonAnswer,
+  startFakeRestServer,
+  type TestbedHost,
+  testbedHostPool,
+} from "@skyward/testing";
 import { errors, locations } from "./fixtures.js";
 
 /** One request the fake received. */
@@ -50,30 +52,14 @@ export interface FakeTensorDock extends AsyncDisposable {
   leftovers(): string[];
 }
 
-async function readBody(request: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of request) chunks.push(chunk as Buffer);
-  const text = Buffer.concat(chunks).toString("utf8");
-  return text ? JSON.parse(text) : undefined;
-}
-
 /** Starts the fake on 127.0.0.1; with `hosts`, its instances are those test-bed hosts. */
 export async function startFakeTensorDock(
   options: { hosts?: readonly TestbedHost[] } = {},
 ): Promise<FakeTensorDock> {
   const token = `td-test-${randomBytes(12).toString("hex")}`;
-  const requests: RecordedRequest[] = [];
   const instances = new Map<string, FakeInstance>();
-  const hosts = options.hosts ?? [];
-  const authorizedKeys = (host: TestbedHost) => join(dirname(host.root), "authorized_keys");
-  const original = new Map<TestbedHost, string>();
-  for (const host of hosts) original.set(host, await readFile(authorizedKeys(host), "utf8"));
+  const hosts = await testbedHostPool<string>(options.hosts ?? []);
   let addresses = 0;
-
-  const send = (response: ServerResponse, status: number, answer: unknown) => {
-    response.writeHead(status, { "content-type": "application/json" });
-    response.end(JSON.stringify(answer));
-  };
 
   /** An instance as `GET /instances` and `GET /instances/{id}` show it (JSON:API envelope). */
   const view = (instance: FakeInstance) => ({
@@ -94,156 +80,165 @@ export async function startFakeTensorDock(
     instance.reads += 1;
     if (instance.reads <= 1) return true;
     instances.delete(instance.id);
+    void hosts.release(instance.id);
     return false;
   };
 
-  const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
-    const url = new URL(request.url ?? "/", "http://fake");
-    const body = await readBody(request);
-    const method = request.method ?? "GET";
-    const path = url.pathname.replace(/^\/api\/v2/, "");
-    const authorization = request.headers.authorization;
-    const sent = authorization?.startsWith("Bearer ") ? authorization.slice("Bearer ".length) : undefined;
-    requests.push({ method, path, body, token: sent });
-    if (sent !== token) return send(response, 401, errors.unauthorized);
-
-    if (method === "GET" && path === "/locations") return send(response, 200, { data: { locations } });
-    if (method === "GET" && path === "/instances") {
-      const listed = [...instances.values()].filter(stillThere);
-      return send(response, 200, { data: { instances: listed.map(view) } });
-    }
-    if (method === "POST" && path === "/instances") {
-      const data = (body as { data?: { type?: string; attributes?: Record<string, unknown> } } | undefined)
-        ?.data;
-      const attributes = data?.attributes;
-      if (data?.type !== "virtualmachine" || !attributes)
-        return send(response, 400, errors.badRequest("expected data.type virtualmachine with attributes"));
-      for (const field of ["name", "image", "ssh_key", "location_id"])
-        if (typeof attributes[field] !== "string" || attributes[field] === "")
-          return send(response, 400, errors.badRequest(`${field} is required`));
-      const location = locations.find((entry) => entry.id === attributes.location_id);
-      if (!location) return send(response, 400, errors.badRequest("Unknown location"));
-      const resources = attributes.resources as
-        | {
-            vcpu_count?: number;
-            ram_gb?: number;
-            storage_gb?: number;
-            gpus?: Record<string, { count?: number }>;
-          }
-        | undefined;
-      const [v0Name, wanted] = Object.entries(resources?.gpus ?? {})[0] ?? [];
-      const offered = location.gpus.find((entry) => entry.v0Name === v0Name);
-      if (!v0Name || !offered)
-        return send(
-          response,
-          400,
-          errors.badRequest("At least one GPU available at the location is required"),
-        );
-      const count = Number(wanted?.count ?? 0);
-      const storage = Number(resources?.storage_gb ?? 0);
-      const vcpus = Number(resources?.vcpu_count ?? 0);
-      const ram = Number(resources?.ram_gb ?? 0);
-      if (storage < 100) return send(response, 400, errors.badRequest("Minimum storage is 100GB"));
-      if (vcpus < 1 || vcpus > offered.resources.max_vcpus || ram <= 0 || ram > offered.resources.max_ram_gb)
-        return send(
-          response,
-          400,
-          errors.badRequest("Requested resources exceed what the location can deploy"),
-        );
-      if (attributes.useDedicatedIp === true && !offered.network_features.dedicated_ip_available)
-        return send(response, 400, errors.badRequest("Dedicated IP not available at this location"));
-      const inUse = [...instances.values()]
-        .filter(
-          (entry) =>
-            entry.status !== "deleting" &&
-            entry.attributes.location_id === location.id &&
-            entry.gpus.v0Name === v0Name,
-        )
-        .reduce((sum, entry) => sum + entry.gpus.count, 0);
-      if (count < 1 || inUse + count > offered.max_count)
-        return send(response, 400, errors.noCapacity(`${count}x ${v0Name}`));
-      const free = hosts.find((host) => ![...instances.values()].some((entry) => entry.host === host));
-      if (hosts.length > 0 && !free) return send(response, 400, errors.noCapacity(`${count}x ${v0Name}`));
-      if (free) await writeFile(authorizedKeys(free), `${original.get(free)}${String(attributes.ssh_key)}\n`);
-      addresses += 1;
-      const instance: FakeInstance = {
-        id: randomUUID(),
-        attributes: {
-          name: attributes.name,
-          type: "virtualmachine",
-          image: attributes.image,
-          location_id: location.id,
-          resources: {
-            vcpu_count: vcpus,
-            ram_gb: ram,
-            storage_gb: storage,
-            gpus: [{ gpuV0Name: v0Name, count }],
-          },
-          cloud_init: attributes.cloud_init,
-        },
-        status: "starting",
-        reads: 0,
-        ipAddress: free?.host ?? `203.0.113.${addresses % 250}`,
-        host: free,
-        gpus: { v0Name, count },
-        rateHourly:
-          Math.round(
-            (offered.price_per_hr * count +
-              offered.pricing.per_vcpu_hr * vcpus +
-              offered.pricing.per_gb_ram_hr * ram +
-              offered.pricing.per_gb_storage_hr * storage) *
-              10_000,
-          ) / 10_000,
-      };
-      instances.set(instance.id, instance);
-      // https://dashboard.tensordock.com/api/docs/instance-creation (example response)
-      return send(response, 201, {
-        data: { type: "virtualmachine", id: instance.id, name: attributes.name, status: instance.status },
-      });
-    }
-    const match = /^\/instances\/([^/]+)$/.exec(path);
-    const instance = match ? instances.get(decodeURIComponent(match[1] ?? "")) : undefined;
-    if (!instance || !stillThere(instance)) return send(response, 404, errors.notFound);
-    if (method === "GET") {
-      if (instance.status === "starting") {
-        instance.reads += 1;
-        if (instance.reads > 1) instance.status = "running";
-      }
-      return send(response, 200, { data: view(instance) });
-    }
-    if (method === "DELETE") {
-      if (instance.status !== "deleting") {
-        instance.status = "deleting";
-        instance.reads = 0;
-        if (instance.host) await writeFile(authorizedKeys(instance.host), original.get(instance.host) ?? "");
-      }
-      return send(response, 200, { data: { type: "success", message: "Instance deleted" } });
-    }
-    return send(response, 404, errors.notFound);
+  /** The instance a `/instances/{id}` request names, if it is still there. */
+  const named = (id: string | undefined) => {
+    const instance = instances.get(id ?? "");
+    return instance && stillThere(instance) ? instance : undefined;
   };
 
-  const server = createServer((request, response) => {
-    handle(request, response).catch((error: unknown) =>
-      send(response, 500, {
-        errors: [{ status: "500", title: "Internal Server Error", detail: String(error) }],
-      }),
-    );
+  const routes = fakeRoutes(
+    {
+      "GET /locations": () => jsonAnswer(200, { data: { locations } }),
+      "GET /instances": () => {
+        const listed = [...instances.values()].filter(stillThere);
+        return jsonAnswer(200, { data: { instances: listed.map(view) } });
+      },
+      "POST /instances": async ({ body }) => {
+        const data = (body as { data?: { type?: string; attributes?: Record<string, unknown> } } | undefined)
+          ?.data;
+        const attributes = data?.attributes;
+        if (data?.type !== "virtualmachine" || !attributes)
+          return jsonAnswer(400, errors.badRequest("expected data.type virtualmachine with attributes"));
+        for (const field of ["name", "image", "ssh_key", "location_id"])
+          if (typeof attributes[field] !== "string" || attributes[field] === "")
+            return jsonAnswer(400, errors.badRequest(`${field} is required`));
+        const location = locations.find((entry) => entry.id === attributes.location_id);
+        if (!location) return jsonAnswer(400, errors.badRequest("Unknown location"));
+        const resources = attributes.resources as
+          | {
+              vcpu_count?: number;
+              ram_gb?: number;
+              storage_gb?: number;
+              gpus?: Record<string, { count?: number }>;
+            }
+          | undefined;
+        const [v0Name, wanted] = Object.entries(resources?.gpus ?? {})[0] ?? [];
+        const offered = location.gpus.find((entry) => entry.v0Name === v0Name);
+        if (!v0Name || !offered)
+          return jsonAnswer(400, errors.badRequest("At least one GPU available at the location is required"));
+        const count = Number(wanted?.count ?? 0);
+        const storage = Number(resources?.storage_gb ?? 0);
+        const vcpus = Number(resources?.vcpu_count ?? 0);
+        const ram = Number(resources?.ram_gb ?? 0);
+        if (storage < 100) return jsonAnswer(400, errors.badRequest("Minimum storage is 100GB"));
+        if (
+          vcpus < 1 ||
+          vcpus > offered.resources.max_vcpus ||
+          ram <= 0 ||
+          ram > offered.resources.max_ram_gb
+        )
+          return jsonAnswer(
+            400,
+            errors.badRequest("Requested resources exceed what the location can deploy"),
+          );
+        if (attributes.useDedicatedIp === true && !offered.network_features.dedicated_ip_available)
+          return jsonAnswer(400, errors.badRequest("Dedicated IP not available at this location"));
+        const inUse = [...instances.values()]
+          .filter(
+            (entry) =>
+              entry.status !== "deleting" &&
+              entry.attributes.location_id === location.id &&
+              entry.gpus.v0Name === v0Name,
+          )
+          .reduce((sum, entry) => sum + entry.gpus.count, 0);
+        if (count < 1 || inUse + count > offered.max_count)
+          return jsonAnswer(400, errors.noCapacity(`${count}x ${v0Name}`));
+        const id = randomUUID();
+        const free = hosts.take(id);
+        if (hosts.hosts.length > 0 && !free) return jsonAnswer(400, errors.noCapacity(`${count}x ${v0Name}`));
+        await hosts.authorize(id, String(attributes.ssh_key));
+        addresses += 1;
+        const instance: FakeInstance = {
+          id,
+          attributes: {
+            name: attributes.name,
+            type: "virtualmachine",
+            image: attributes.image,
+            location_id: location.id,
+            resources: {
+              vcpu_count: vcpus,
+              ram_gb: ram,
+              storage_gb: storage,
+              gpus: [{ gpuV0Name: v0Name, count }],
+            },
+            cloud_init: attributes.cloud_init,
+          },
+          status: "starting",
+          reads: 0,
+          ipAddress: free?.host ?? `203.0.113.${addresses % 250}`,
+          host: free,
+          gpus: { v0Name, count },
+          rateHourly:
+            Math.round(
+              (offered.price_per_hr * count +
+                offered.pricing.per_vcpu_hr * vcpus +
+                offered.pricing.per_gb_ram_hr * ram +
+                offered.pricing.per_gb_storage_hr * storage) *
+                10_000,
+            ) / 10_000,
+        };
+        instances.set(instance.id, instance);
+        // https://dashboard.tensordock.com/api/docs/instance-creation (example response)
+        return jsonAnswer(201, {
+          data: { type: "virtualmachine", id: instance.id, name: attributes.name, status: instance.status },
+        });
+      },
+      "GET /instances/:id": (_, { id }) => {
+        const instance = named(id);
+        if (!instance) return jsonAnswer(404, errors.notFound);
+        if (instance.status === "starting") {
+          instance.reads += 1;
+          if (instance.reads > 1) instance.status = "running";
+        }
+        return jsonAnswer(200, { data: view(instance) });
+      },
+      "DELETE /instances/:id": async (_, { id }) => {
+        const instance = named(id);
+        if (!instance) return jsonAnswer(404, errors.notFound);
+        if (instance.status !== "deleting") {
+          instance.status = "deleting";
+          instance.reads = 0;
+          await hosts.revoke(instance.id);
+        }
+        return jsonAnswer(200, { data: { type: "success", message: "Instance deleted" } });
+      },
+    },
+    () => jsonAnswer(404, errors.notFound),
+  );
+
+  const server = await startFakeRestServer({
+    prefix: "/api/v2",
+    record: ({ method, path, headers, body }): RecordedRequest => ({
+      method,
+      path,
+      body,
+      token: headers.authorization?.startsWith("Bearer ")
+        ? headers.authorization.slice("Bearer ".length)
+        : undefined,
+    }),
+    handle: (request) =>
+      request.headers.authorization === `Bearer ${token}`
+        ? routes(request)
+        : jsonAnswer(401, errors.unauthorized),
+    failed: (error) =>
+      jsonAnswer(500, { errors: [{ status: "500", title: "Internal Server Error", detail: String(error) }] }),
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
   return {
-    apiUrl: `http://127.0.0.1:${port}/api/v2`,
+    apiUrl: server.url,
     token,
-    requests,
+    requests: server.requests,
     instances,
     leftovers: () =>
       [...instances.values()]
         .filter((entry) => entry.status !== "deleting")
         .map((entry) => `${entry.id} ${String(entry.attributes.name)} (${entry.status})`),
     async [Symbol.asyncDispose]() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const [host, text] of original) await writeFile(authorizedKeys(host), text);
+      await server.close();
+      await hosts.releaseAll();
     },
   };
 }

@@ -10,7 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { accelerators, NoCapacityError, options, spec as resolveSpec } from "@skyward/core";
-import { type Cluster, Plugin, resolvePoolSpec } from "@skyward/core/contract";
+import { type Cluster, resolvePoolSpec } from "@skyward/core/contract";
+import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { renderBootScript } from "../src/boot-script.js";
 import { TensorDock, type TensorDockClusterData } from "../src/tensordock-provider.js";
@@ -240,17 +241,7 @@ describe("the VM's self-destruct", () => {
 
 describe("several nodes", () => {
   it("VMs share no private network: a distributed-training plugin on several nodes is refused before TensorDock is asked anything", () => {
-    const ddp = Plugin.create("ddp").withPeerNetwork();
-    expect(provider().capabilities.peerNetwork).toBe("none");
-    expect(() =>
-      resolveSpec({ provider: provider(), accelerator: accelerators.H100(), nodes: 2, plugins: [ddp] }),
-    ).toThrow(
-      /plugin "ddp" connects its workers on different nodes to one another, but tensordock's instances share no network/,
-    );
-    expect(
-      resolveSpec({ provider: provider(), accelerator: accelerators.H100(), nodes: 1, plugins: [ddp] }).nodes
-        .max,
-    ).toBe(1);
+    expectPeerPluginRefused(provider, accelerators.H100());
     expect(fake.requests).toEqual([]);
   });
 });

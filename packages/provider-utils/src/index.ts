@@ -37,15 +37,18 @@ export type {
   ProviderRateLimit,
 } from "./http/provider-http.js";
 export {
+  answerListSchema,
   answerMessage,
   answerNumberSchema,
+  answerTextSchema,
   createProviderHttpClient,
   ProviderApiError,
   parseProviderAnswer,
   resolveProviderApiKey,
 } from "./http/provider-http.js";
 // Instances
-export { sshReachableStatus } from "./instances.js";
+export type { ProvisionByMarketOptions, SshStandIn } from "./instances.js";
+export { instanceSsh, provisionByMarket, sshReachableStatus } from "./instances.js";
 // Keys
 export { privateKeyPath, removePrivateKey, skywardKeysDirectory, writePrivateKey } from "./keys.js";
 // Offers and prices

@@ -18,6 +18,7 @@
  *   offer or instance (Vast.ai answers an unknown key with 404, not 401).
  */
 import {
+  answerListSchema,
   answerNumberSchema,
   defineProviderApi,
   ProviderApiError,
@@ -51,12 +52,7 @@ export const VAST_API_V1_URL = "https://console.vast.ai/api/v1";
 
 const number = answerNumberSchema;
 
-/** A list in an answer; absent or null: empty. */
-const listOf = <T extends z.ZodType>(item: T) =>
-  z
-    .array(item)
-    .nullish()
-    .transform((value) => value ?? []);
+const listOf = answerListSchema;
 
 /** One search result: an offer (ask) of a machine's GPUs. */
 export const vastOfferSchema = z.looseObject({

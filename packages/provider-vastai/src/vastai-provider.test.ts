@@ -26,9 +26,10 @@ import {
   whyNotProvider,
 } from "@skyward/core/contract";
 import { launchSshWorker } from "@skyward/ssh";
+import { expectPeerPluginRefused } from "@skyward/testing";
 import { HttpResponse } from "msw";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeVast, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
+import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import type { VastInstance } from "./vastai-api.js";
 import { VastApiError } from "./vastai-api.js";
@@ -57,11 +58,14 @@ afterAll(async () => {
 });
 beforeEach(() => fake.reset());
 
-/** The fake's create limit is the real one (4.5 s, 12 s penalty) scaled 1:100: so is the provider's. */
-const scaledLimits = { createIntervalMs: 45, rateLimitPenaltyMs: 120 };
-
 function provider(settings: VastAISettings = {}) {
-  return VastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...scaledLimits, ...settings });
+  return VastAI({
+    apiKey: TEST_API_KEY,
+    keysDirectory,
+    retryDelayMs: 1,
+    ...SCALED_CREATE_LIMITS,
+    ...settings,
+  });
 }
 
 const rtx4090: OfferQuery = { accelerator: { name: "RTX_4090", count: 1 }, allocation: "spot-if-available" };
@@ -593,14 +597,7 @@ describe("settings", () => {
 
 describe("what real accounts do", () => {
   it("instances share no network: a distributed-training plugin on several nodes is refused before anything starts", () => {
-    const ddp = Plugin.create("ddp").withPeerNetwork();
-    expect(provider().capabilities.peerNetwork).toBe("none");
-    expect(() =>
-      toSpec({ provider: provider(), accelerator: accelerators.RTX_4090(), nodes: 2, plugins: [ddp] }),
-    ).toThrow(
-      /plugin "ddp" connects its workers on different nodes to one another, but vastai's instances share no network/,
-    );
-    expect(toSpec({ provider: provider(), nodes: 1, plugins: [ddp] }).nodes.max).toBe(1);
+    expectPeerPluginRefused(provider, accelerators.RTX_4090());
     expect(fake.requests).toEqual([]);
   });
 
@@ -714,6 +711,21 @@ describe("what real accounts do", () => {
     );
     expect(await patient.provision({ cluster: other, count: 2, ...call() })).toHaveLength(2);
   });
+
+  it("by default spaces creates by Vast.ai's 4.5 s limit plus a 10 % margin, so the real limit never refuses one", async () => {
+    fake.rateLimit = { intervalMs: 4500, penaltyMs: 12_000 };
+    const vast = VastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, maxRetries: 0 });
+    const spec = resolvePoolSpec(
+      toSpec({ accelerator: accelerators.RTX_4090(), allocation: "on-demand", provider: vast }),
+      poolOptions({}),
+    );
+    const [offer] = await vast.offers({ query: offerQuery(spec), ...call() });
+    if (!offer) throw new Error("no offer");
+    const cluster = await vast.prepare({ spec, offer, ...call() });
+    expect(await vast.provision({ cluster, count: 2, ...call() })).toHaveLength(2);
+    const [first, second] = fake.to(/^\/api\/v0\/asks\//, "PUT");
+    expect((second?.at ?? 0) - (first?.at ?? 0)).toBeGreaterThanOrEqual(4950);
+  }, 20_000);
 
   it("lists through the paged v1 endpoint; one odd instance (null port map, odd fields) does not fail the list", async () => {
     const { vast, cluster } = await clusterFor({

@@ -93,7 +93,8 @@ export interface VastAISettings extends HttpSettings {
   searchLimit?: number;
   /**
    * The least time between two create (rent) calls, ms: Vast.ai accepts one per 4.5 s per key and
-   * refuses the next ones for a penalty. Default 4500.
+   * refuses the next ones for a penalty. Default 4950: the 4.5 s limit plus a 10 % margin, so that
+   * network jitter (a call sent on time that reaches Vast.ai early) does not start the penalty.
    */
   createIntervalMs?: number;
   /** How long Vast.ai refuses create calls after one came too early, ms. Default 12000. */
@@ -129,6 +130,15 @@ export interface VastClusterData {
   readonly diskGb: number;
 }
 
+/** Vast.ai's limit on create calls per key, ms (https://docs.vast.ai/api-reference/rate-limits-and-errors). */
+const VAST_CREATE_LIMIT_MS = 4500;
+/**
+ * The margin the default create spacing keeps over {@link VAST_CREATE_LIMIT_MS}: two calls sent 4.5 s
+ * apart can arrive closer together (network jitter, a slow first request), and one early call costs the
+ * 12 s penalty.
+ */
+const CREATE_INTERVAL_MARGIN = 0.1;
+
 const settingsSchema = z.strictObject({
   ...httpSettingsShape,
   minReliability: z.number().min(0).max(1, { message: "expected a reliability from 0 to 1" }).default(0.95),
@@ -143,7 +153,10 @@ const settingsSchema = z.strictObject({
   env: environmentVariablesSchema.default({}),
   keysDirectory: keysDirectorySchema,
   searchLimit: z.number().int().min(1).max(1000).default(64),
-  createIntervalMs: z.number().min(0, { message: "expected milliseconds >= 0" }).default(4500),
+  createIntervalMs: z
+    .number()
+    .min(0, { message: "expected milliseconds >= 0" })
+    .default(Math.round(VAST_CREATE_LIMIT_MS * (1 + CREATE_INTERVAL_MARGIN))),
   rateLimitPenaltyMs: z.number().min(0, { message: "expected milliseconds >= 0" }).default(12_000),
   root: z
     .string()

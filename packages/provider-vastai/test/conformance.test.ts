@@ -9,7 +9,7 @@ import { accelerators } from "@skyward/core";
 import { runProviderConformance } from "@skyward/testing";
 import { afterAll, beforeAll } from "vitest";
 import { VastAI } from "../src/vastai-provider.js";
-import { type FakeVast, startFakeVast, TEST_API_KEY } from "./fake-vastai.js";
+import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "./fake-vastai.js";
 
 let fake: FakeVast;
 let keysDirectory: string;
@@ -24,15 +24,8 @@ afterAll(async () => {
   await rm(keysDirectory, { recursive: true, force: true });
 });
 
-// The fake's create limit is the real one scaled 1:100: so is the provider's.
 const create = () =>
-  VastAI({
-    apiKey: TEST_API_KEY,
-    keysDirectory,
-    retryDelayMs: 1,
-    createIntervalMs: 45,
-    rateLimitPenaltyMs: 120,
-  });
+  VastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...SCALED_CREATE_LIMITS });
 const leftovers = () =>
   [...fake.instances.values()].map(
     (instance) => `${instance.id} ${String(instance.body.label)} (${instance.state})`,

@@ -37,12 +37,20 @@ import market from "./fixtures/offers.json" with { type: "json" };
 /** The API key the fake accepts. */
 export const TEST_API_KEY = "vast_test_5ecret_key_abcdef0123";
 
+/**
+ * The provider's create spacing for tests against this fake: its defaults (Vast.ai's 4.5 s plus the
+ * provider's 10 % margin, and the 12 s penalty) scaled 1:100, as the fake's `rateLimit` is.
+ */
+export const SCALED_CREATE_LIMITS = { createIntervalMs: 49.5, rateLimitPenaltyMs: 120 } as const;
+
 /** One request the fake received. */
 export interface RecordedRequest {
   readonly method: string;
   readonly url: URL;
   readonly authorization: string | null;
   readonly body: unknown;
+  /** When it arrived (`Date.now()`). */
+  readonly at: number;
 }
 
 /** An instance as the fake keeps it. */
@@ -262,6 +270,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
         url: new URL(request.url),
         authorization: request.headers.get("authorization"),
         body,
+        at: Date.now(),
       });
       const interruption = interruptions.shift();
       if (interruption) return interruption();

@@ -7,104 +7,65 @@
  * and the pool's real SSH, bootstrap, worker and dispatch path run together, as the Acme example
  * (`examples/third-party-provider`) does.
  */
-import { readFile, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import * as sky from "@skyward/core";
 import {
-  createTestbed,
+  expectPreemptedNodeReplaced,
+  poolTasks,
   requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
+  startTestbedMachines,
   type TestbedHost,
-  useScratchSkywardHome,
+  type TestbedMachines,
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VastAI } from "../src/index.js";
-import { type FakeVast, startFakeVast, TEST_API_KEY } from "./fake-vastai.js";
+import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "./fake-vastai.js";
 import market from "./fixtures/offers.json" with { type: "json" };
 
 const skipReason = await requireTestbed();
-const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));
-const info = sky.python<
-  [],
-  { node: number; total_nodes: number; head_addr: string; peers: string[]; cwd: string }
->("pool_tasks:info");
-const add = sky.python<[a: number, b: number], number>("pool_tasks:add");
-type Work = { key: string; node: number; pid: number };
-const work = sky.python<[string, number, string], Work>("pool_tasks:work");
-const whoami = sky.python<[], { node: number; pid: number }>("pool_tasks:whoami");
-
-async function until(condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return condition();
-}
+const { file: tasks, info, add } = poolTasks;
 
 describe.skipIf(skipReason !== undefined)(
   "a pool on Vast.ai (fake API) whose instances are test-bed hosts",
   () => {
-    let bed: Testbed;
-    let home: ScratchSkywardHome;
+    let machines: TestbedMachines<number>;
     let fake: FakeVast;
-    const hostOf = new Map<number, TestbedHost>();
-    let nextHost = 0;
-    const original = new Map<TestbedHost, string>();
-    const authorizedKeys = (host: TestbedHost) => join(dirname(host.root), "authorized_keys");
 
     beforeAll(async () => {
-      home = await useScratchSkywardHome("skyward-vastai-pool-");
       // Two nodes, and a third machine for the replacement of an outbid one.
-      bed = await createTestbed({ hosts: 3 });
-      for (const host of bed.hosts) original.set(host, await readFile(authorizedKeys(host), "utf8"));
+      machines = await startTestbedMachines<number>({ hosts: 3, homePrefix: "skyward-vastai-pool-" });
+      const { hosts } = machines;
       fake = startFakeVast({
         sshEndpoint: (instance) => {
           // The next free host in turn: a replacement lands on another machine than the one it replaces.
-          const taken = new Set(hostOf.values());
-          const count = bed.hosts.length;
-          const index = Array.from({ length: count }, (_, step) => (nextHost + step) % count).find(
-            (candidate) => !taken.has(bed.hosts[candidate] as TestbedHost),
-          );
-          if (index === undefined) throw new Error("no test-bed host left");
-          nextHost = (index + 1) % count;
-          const host = bed.hosts[index] as TestbedHost;
-          hostOf.set(instance.id, host);
+          const host = hosts.take(instance.id);
+          if (!host) throw new Error("no test-bed host left");
           return { host: host.host, port: host.port };
         },
-        onAttachKey: async (instance, key) => {
-          const host = hostOf.get(instance.id) as TestbedHost;
-          await writeFile(authorizedKeys(host), `${original.get(host)}${key}\n`);
-        },
-        onDestroy: async (instance) => {
-          const host = hostOf.get(instance.id);
-          if (host) await writeFile(authorizedKeys(host), original.get(host) ?? "");
-          hostOf.delete(instance.id);
-        },
+        onAttachKey: (instance, key) => hosts.authorize(instance.id, key),
+        onDestroy: (instance) => hosts.release(instance.id),
       });
       fake.server.listen({ onUnhandledFrame: "error" });
     }, 180_000);
 
     afterAll(async () => {
       fake?.server.close();
-      for (const [host, text] of original) await writeFile(authorizedKeys(host), text);
-      await bed?.teardown();
-      await home?.[Symbol.asyncDispose]();
+      await machines?.[Symbol.asyncDispose]();
     });
+
+    /** The provider against the fake, each instance's Skyward root its own directory of the home. */
+    const provider = () =>
+      VastAI({
+        apiKey: TEST_API_KEY,
+        retryDelayMs: 50,
+        ...SCALED_CREATE_LIMITS,
+        root: `${machines.home.path}/instances/{id}`,
+      });
 
     it("rents two instances under the create rate limit, runs tasks on both, then destroys them", async () => {
       {
         await using pool = await sky.compute({
-          provider: VastAI({
-            apiKey: TEST_API_KEY,
-            retryDelayMs: 50,
-            // The fake's create limit is the real one (4.5 s, 12 s penalty) scaled 1:100: so is the provider's.
-            createIntervalMs: 45,
-            rateLimitPenaltyMs: 120,
-            root: `${home.path}/instances/{id}`,
-          }),
+          provider: provider(),
           accelerator: sky.accelerators.RTX_4090(),
           nodes: 2,
           allocation: "on-demand",
@@ -145,22 +106,9 @@ describe.skipIf(skipReason !== undefined)(
       // (`actual_status` "exited", `intended_status` "stopped"), which the pool reads with getInstance.
       // The machines of instances destroyed before are on the market again.
       fake.rented.clear();
-      const journal = join(home.path, "outbid.jsonl");
-      const starts = async () =>
-        (await readFile(journal, "utf8").catch(() => ""))
-          .split("\n")
-          .filter(Boolean)
-          .map((line) => JSON.parse(line) as Work);
-      const completions = new Map<string, number>();
       {
         await using pool = await sky.compute({
-          provider: VastAI({
-            apiKey: TEST_API_KEY,
-            retryDelayMs: 50,
-            createIntervalMs: 45,
-            rateLimitPenaltyMs: 120,
-            root: `${home.path}/instances/{id}`,
-          }),
+          provider: provider(),
           accelerator: sky.accelerators.RTX_4090(),
           nodes: 2,
           allocation: "spot",
@@ -178,64 +126,28 @@ describe.skipIf(skipReason !== undefined)(
           expect.any(Number),
           expect.any(Number),
         ]);
-        const events: sky.SkywardEvent[] = [];
-        for (const type of ["node.preempted", "node.lost", "node.replaced"] as const)
-          pool.on(type, (event) => events.push(event));
-        pool.on("task.completed", (event) => {
-          completions.set(event.taskId, (completions.get(event.taskId) ?? 0) + 1);
+        let victimHost: TestbedHost | undefined;
+        const { victim: instanceId, replacement } = await expectPreemptedNodeReplaced(pool, {
+          journal: join(machines.home.path, "outbid.jsonl"),
+          keyPrefix: "outbid",
+          preempt: (id) => {
+            const victim = fake.instances.get(Number(id));
+            victimHost = machines.hosts.hostOf(Number(id));
+            expect(victim?.state).toBe("running");
+            // One more machine of the kind on the market (the fixture has two the search finds; the
+            // outbid one's ask is the outbidder's now), for the replacement.
+            const ask = market.offers.find(
+              (offer) => offer.id === victim?.askId,
+            ) as (typeof market.offers)[number];
+            market.offers.push({ ...ask, id: 7_100_099, machine_id: ask.machine_id + 90_000 });
+            // Node 1's two slots are busy: then someone outbids it.
+            (victim as NonNullable<typeof victim>).state = "exited";
+          },
         });
-        const replaced = new Promise<sky.NodeReplacedEvent>((resolve) => {
-          const off = pool.on("node.replaced", (event) => {
-            off();
-            resolve(event);
-          });
-        });
-        const { pid } = await pool.run(whoami(), { target: 1 });
-        const instanceId = pool.nodes()[1]?.instanceId ?? "";
-        const victim = fake.instances.get(Number(instanceId));
-        const victimHost = hostOf.get(Number(instanceId));
-        expect(victim?.state).toBe("running");
-        // One more machine of the kind on the market (the fixture has two the search finds; the outbid
-        // one's ask is the outbidder's now), for the replacement.
-        const ask = market.offers.find(
-          (offer) => offer.id === victim?.askId,
-        ) as (typeof market.offers)[number];
-        market.offers.push({ ...ask, id: 7_100_099, machine_id: ask.machine_id + 90_000 });
-        const keys = Array.from({ length: 4 }, (_, index) => `outbid-${index}`);
-        const results = Promise.all(keys.map((key) => pool.run(work(key, 3, journal))));
-        // Node 1's two slots are busy: then someone outbids it.
-        expect(
-          await until(async () => (await starts()).filter((entry) => entry.pid === pid).length >= 2, 60_000),
-        ).toBe(true);
-        (victim as NonNullable<typeof victim>).state = "exited";
-        const done = await results;
-        expect(done.map((result) => result.key)).toEqual(keys);
-        // The two interrupted tasks ran again, on the replacement or on node 0; every result came once.
-        const runs = await starts();
-        expect(runs.filter((entry) => entry.pid === pid)).toHaveLength(2);
-        expect(runs).toHaveLength(6);
-        const event = await replaced;
-        expect(event).toMatchObject({ node: 1, previousInstanceId: instanceId });
-        // Late duplicates would come after the batch: give them a moment.
-        await new Promise((resolve) => setTimeout(resolve, 500));
-        expect([...completions.values()].every((count) => count === 1)).toBe(true);
-        expect(completions.size).toBe(1 + keys.length);
-        const reason = `the provider reports its instance ${instanceId} terminated`;
-        expect(events.map((entry) => [entry.type, "node" in entry ? entry.node : undefined])).toEqual([
-          ["node.preempted", 1],
-          ["node.lost", 1],
-          ["node.replaced", 1],
-        ]);
-        expect(events[0]).toMatchObject({ type: "node.preempted", instanceId, reason });
-        expect(events[1]).toMatchObject({ type: "node.lost", instanceId, reason });
-        // Back to size, node 1 on a new bid on another machine; the outbid instance was destroyed.
-        expect(pool.currentNodes()).toBe(2);
-        expect((await pool.broadcast(whoami())).map((entry) => entry.node)).toEqual([0, 1]);
-        const replacement = pool.nodes()[1]?.instanceId ?? "";
-        expect(replacement).not.toBe(instanceId);
+        // Node 1 on a new bid on another machine; the outbid instance was destroyed.
         expect(fake.instances.has(Number(instanceId))).toBe(false);
         expect(fake.instances.get(Number(replacement))?.body).toMatchObject({ price: expect.any(Number) });
-        expect(hostOf.get(Number(replacement))).not.toBe(victimHost);
+        expect(machines.hosts.hostOf(Number(replacement))).not.toBe(victimHost);
         expect(fake.to(`/api/v0/instances/${instanceId}/`, "DELETE")).toHaveLength(1);
       }
       // The pool closed: nothing left on the account.

@@ -11,6 +11,7 @@ import {
 } from "@skyward/core";
 import { createProviderFromEntry } from "@skyward/core/config";
 import { type Offer, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeVerda, startFakeVerda, TEST_CLIENT_ID, TEST_CLIENT_SECRET } from "../test/fake-verda.js";
 import { VerdaApiError } from "./verda-api.js";
@@ -322,5 +323,13 @@ describe("settings", () => {
         settings: { osVolumeGb: "big" },
       }),
     ).rejects.toMatchObject({ issues: [{ path: "providers.fin.osVolumeGb" }] });
+  });
+});
+
+describe("several nodes", () => {
+  it("Verda documents no network between instances: a distributed-training plugin on several nodes is refused before Verda is asked anything", async () => {
+    fake.reset();
+    expectPeerPluginRefused(provider, accelerators.H100());
+    expect(fake.requests).toEqual([]);
   });
 });

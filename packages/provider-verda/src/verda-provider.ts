@@ -5,7 +5,6 @@
  * with it; instances carry Skyward's tags in their description. `teardown` and `cleanup` delete the
  * registered key again.
  */
-import { NoCapacityError } from "@skyward/core";
 import {
   type CleanupResult,
   type Cluster,
@@ -22,12 +21,14 @@ import {
 import {
   createClusterId,
   filterOffers,
+  instanceSsh,
   keysDirectorySchema,
-  marketsFor,
   poolIdFromTags,
+  provisionByMarket,
   requireOwnOffer,
   roundPrice,
   SKYWARD_TAGS,
+  type SshStandIn,
   skywardKeysDirectory,
   skywardTags,
   sshReachableStatus,
@@ -43,23 +44,8 @@ import {
   type VerdaInstanceType,
 } from "./verda-api.js";
 
-/** Where an instance is reached instead of its own address: see {@link VerdaSettings.sshAddress}. */
-export interface VerdaSshAddress {
-  /** Host name or address to connect to. */
-  readonly host: string;
-  /** The SSH port. */
-  readonly port: number;
-  /** The login user; default `root`. */
-  readonly user?: string;
-  /** The private key to log in with; default the provider's key pair. A secret: never logged. */
-  readonly privateKey?: string;
-  /** The stand-in host's Skyward root directory; default `/opt/skyward`. */
-  readonly root?: string;
-  /** The stand-in host's key fingerprint (`SHA256:…`); default trust on first use. */
-  readonly hostKeyFingerprint?: string;
-  /** The self-destruct command for a worker on the stand-in host. Default `true`: nothing. */
-  readonly selfDestruct?: string;
-}
+/** Where an instance is reached instead of its own address: see {@link VerdaSettings.sshAddress} (user default `root`). */
+export type VerdaSshAddress = SshStandIn;
 
 /** Settings of the Verda provider; every field is optional. */
 export interface VerdaSettings {
@@ -241,20 +227,7 @@ function build(settings: ParsedSettings): ProviderV1<VerdaClusterData> {
     const standIn = standInFor(instance);
     const ssh =
       status === "running" && ip !== null
-        ? Object.freeze({
-            host: standIn?.host ?? ip,
-            port: standIn?.port ?? 22,
-            user: standIn?.user ?? "root",
-            ...(standIn?.privateKey !== undefined
-              ? { privateKey: standIn.privateKey }
-              : identityFile !== undefined
-                ? { identityFile }
-                : {}),
-            ...(standIn?.hostKeyFingerprint !== undefined
-              ? { hostKeyFingerprint: standIn.hostKeyFingerprint }
-              : {}),
-            ...(standIn?.root !== undefined ? { root: standIn.root } : {}),
-          })
+        ? instanceSsh({ host: ip, port: 22, user: "root" }, identityFile, standIn)
         : null;
     const created = instance.created_at ? Date.parse(instance.created_at) : Number.NaN;
     if (instance.hostname) tags["verda:hostname"] = instance.hostname;
@@ -385,7 +358,19 @@ function build(settings: ParsedSettings): ProviderV1<VerdaClusterData> {
   return {
     specificationVersion: "v1",
     name: NAME,
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
+    capabilities: Object.freeze({
+      spot: true,
+      volumes: false,
+      images: true,
+      offerCache: "marketplace",
+      // Verda documents no private network between separately deployed instances: an instance has one
+      // address, its public `ip` (API reference, "Get instance by ID": https://api.verda.com/v1/docs),
+      // and the interconnect between nodes is a property of Instant Clusters, a separate product whose
+      // worker nodes share an InfiniBand fabric and a /home filesystem
+      // (https://docs.verda.com/clusters/instant-clusters/good-to-know/). So a distributed-training
+      // plugin on several Verda instances is refused at validation instead of waiting on peers.
+      peerNetwork: "none",
+    }),
     cacheKey: `${settings.apiUrl} ${settings.location ?? "any"}`,
 
     async offers({ query, signal }) {
@@ -421,47 +406,17 @@ function build(settings: ParsedSettings): ProviderV1<VerdaClusterData> {
     },
 
     async provision({ cluster, count, signal }) {
-      const markets = marketsFor(cluster.spec.allocation, cluster.offer);
-      const created: Instance[] = [];
-      const reasons: string[] = [];
-      while (created.length < count && markets.length > 0) {
-        const spot = markets[0] === "spot";
-        let outcome: string | { noCapacity: string };
-        try {
-          outcome = await deploy(cluster, spot, signal);
-        } catch (error) {
-          if (created.length > 0 && !signal.aborted) break;
-          throw error;
-        }
-        if (typeof outcome !== "string") {
-          reasons.push(`${spot ? "spot" : "on-demand"}: ${outcome.noCapacity}`);
-          markets.shift();
-          continue;
-        }
-        const instance = await api.instance(outcome, signal);
-        created.push(
-          instance
-            ? toInstance(instance, cluster.specific.identityFile)
-            : Object.freeze({
-                id: outcome,
-                status: "pending" as const,
-                publicIp: null,
-                privateIp: null,
-                ssh: null,
-                spot,
-                hourlyPrice: spot ? cluster.offer.spotPrice : cluster.offer.onDemandPrice,
-                offerId: cluster.offer.id,
-                createdAt: Date.now(),
-                tags: Object.freeze(skywardTags({ cluster: cluster.id, pool: cluster.poolId, spot })),
-              }),
-        );
-      }
-      if (created.length === 0) {
-        throw new NoCapacityError({
-          attempts: reasons.map((reason) => ({ provider: NAME, offer: cluster.offer.instanceType, reason })),
-        });
-      }
-      return created;
+      return provisionByMarket({
+        cluster,
+        count,
+        provider: NAME,
+        signal,
+        create: (spot) => deploy(cluster, spot, signal),
+        describe: async (id) => {
+          const instance = await api.instance(id, signal);
+          return instance ? toInstance(instance, cluster.specific.identityFile) : null;
+        },
+      });
     },
 
     async getInstance({ cluster, id, signal }) {

@@ -5,51 +5,31 @@
  * pool whose workers run on those SSH hosts.
  */
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import {
-  createTestbed,
+  eventually,
+  poolTasks,
   requireTestbed,
   runProviderConformance,
-  type Testbed,
-  testbedSshHost,
+  testbedStandIn,
+  useFakeApi,
 } from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Verda } from "../src/index.js";
-import { type FakeVerda, startFakeVerda, TEST_CLIENT_ID, TEST_CLIENT_SECRET } from "./fake-verda.js";
+import { startFakeVerda, TEST_CLIENT_ID, TEST_CLIENT_SECRET } from "./fake-verda.js";
 
-async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return condition();
-}
-
-const tasks = fileURLToPath(new URL("./tasks.py", import.meta.url));
+const { file: tasks, info, add } = poolTasks;
 const credentials = { clientId: TEST_CLIENT_ID, clientSecret: TEST_CLIENT_SECRET, retryDelayMs: 1 };
 
 describe("without hosts", () => {
-  let fake: FakeVerda;
-  let keysDirectory: string;
-  beforeAll(async () => {
-    fake = await startFakeVerda();
-    keysDirectory = await mkdtemp(join(tmpdir(), "skyward-verda-conformance-"));
-  });
-  afterAll(async () => {
-    await fake?.[Symbol.asyncDispose]();
-    await rm(keysDirectory, { recursive: true, force: true });
-  });
-  const create = () => Verda({ ...credentials, apiUrl: fake.apiUrl, keysDirectory });
+  const api = useFakeApi({ start: () => startFakeVerda(), prefix: "skyward-verda-conformance-" });
+  const create = () => Verda({ ...credentials, apiUrl: api.fake.apiUrl, keysDirectory: api.keysDirectory });
 
   runProviderConformance({
     name: "verda, CPU instances",
     create,
-    leftovers: () => fake.leftovers(),
+    leftovers: () => api.fake.leftovers(),
     unknownInstanceId: "00000000-0000-4000-8000-000000000000",
     timeoutMs: 20_000,
   });
@@ -57,7 +37,7 @@ describe("without hosts", () => {
   runProviderConformance({
     name: "verda, GPU instances",
     create,
-    leftovers: () => fake.leftovers(),
+    leftovers: () => api.fake.leftovers(),
     spec: { accelerator: sky.accelerators.A100({ count: 2 }), allocation: "spot-if-available" },
     supports: { accelerator: "A100" },
     provisionCount: 2,
@@ -70,41 +50,28 @@ const skipReason = await requireTestbed();
 
 if (skipReason === undefined) {
   describe("on test-bed hosts", () => {
-    let bed: Testbed;
-    let fake: FakeVerda;
-    let keysDirectory: string;
+    const api = useFakeApi({
+      start: (hosts) => startFakeVerda({ hosts }),
+      prefix: "skyward-verda-pool-",
+      hosts: 2,
+    });
     /** When set, a released worker's self-destruct touches `<marker>-<host index>` instead of doing nothing. */
     let marker: string | undefined;
-    beforeAll(async () => {
-      bed = await createTestbed({ hosts: 2 });
-      fake = await startFakeVerda({ hosts: bed.hosts });
-      keysDirectory = await mkdtemp(join(tmpdir(), "skyward-verda-pool-"));
-    });
-    afterAll(async () => {
-      await fake?.[Symbol.asyncDispose]();
-      await bed?.teardown();
-      await rm(keysDirectory, { recursive: true, force: true });
-    });
 
     /** The provider, each instance reached on the test-bed host the fake lent it (by its address). */
     const create = () =>
       Verda({
         ...credentials,
-        apiUrl: fake.apiUrl,
-        keysDirectory,
-        sshAddress: ({ ip }) => {
-          const host = bed.hosts.find((candidate) => candidate.host === ip);
-          if (!host) throw new Error(`no test-bed host at ${ip}`);
-          // Never the real self-destruct on this machine: the stand-in host is not the instance.
-          const selfDestruct = marker ? `touch '${marker}-${bed.hosts.indexOf(host)}'` : "true";
-          return { ...testbedSshHost(host), selfDestruct };
-        },
+        apiUrl: api.fake.apiUrl,
+        keysDirectory: api.keysDirectory,
+        // Never the real self-destruct on this machine: the stand-in host is not the instance.
+        sshAddress: ({ ip }) => testbedStandIn(api.bed.hosts, ip, marker),
       });
 
     runProviderConformance({
       name: "verda, a pool on test-bed hosts",
       create,
-      leftovers: () => fake.leftovers(),
+      leftovers: () => api.fake.leftovers(),
       spec: { region: "FIN-01" },
       provisionCount: 2,
       unknownInstanceId: "00000000-0000-4000-8000-000000000000",
@@ -112,9 +79,8 @@ if (skipReason === undefined) {
     });
 
     it("runs tasks on both instances, each on its own host, and deletes them and the SSH key when it closes", async () => {
-      marker = join(keysDirectory, `self-destructed-${Date.now()}`);
-      const where = sky.python<[], { node: number; total: number; cwd: string }>("tasks:where");
-      const add = sky.python<[a: number, b: number], number>("tasks:add");
+      const { fake, bed } = api;
+      marker = join(api.keysDirectory, `self-destructed-${Date.now()}`);
       {
         await using pool = await sky.compute({
           provider: create(),
@@ -124,8 +90,8 @@ if (skipReason === undefined) {
           ttl: 0,
           options: { console: false, bootstrapTimeout: 240 },
         });
-        const seen = await pool.broadcast(where());
-        expect(seen.map((entry) => [entry.node, entry.total])).toEqual([
+        const seen = await pool.broadcast(info());
+        expect(seen.map((entry) => [entry.node, entry.total_nodes])).toEqual([
           [0, 2],
           [1, 2],
         ]);
@@ -154,7 +120,7 @@ if (skipReason === undefined) {
       expect(fake.leftovers()).toEqual([]);
       // Released with ttl 0, each worker ran the provider's self-destruct (the seam's, here) at once.
       const markers = [0, 1].map((index) => `${marker}-${index}`);
-      expect(await waitUntil(() => markers.every((file) => existsSync(file)), 30_000)).toBe(true);
+      expect(await eventually(() => markers.every((file) => existsSync(file)), 30_000)).toBe(true);
     });
   });
 } else {

@@ -1,6 +1,14 @@
 // Core helpers the conformance suite relies on, re-exported for provider tests.
 export { clusterFromInstance, offerPrice } from "@skyward/core/contract";
 export {
+  type CliProject,
+  type CliProjectOptions,
+  type CliRun,
+  createCliProject,
+  tableRows,
+} from "./cli-project.js";
+export { providerFromToml, tomlProviderEntry, tomlProviderIssues } from "./config-entry.js";
+export {
   instanceProblems,
   offerProblems,
   offerQueryProblems,
@@ -20,6 +28,17 @@ export {
   serveFakeImdsInNamespace,
   startFakeImds,
 } from "./fake-imds.js";
+export {
+  type FakeRestAnswer,
+  type FakeRestHandler,
+  type FakeRestRequest,
+  type FakeRestServer,
+  type FakeRestServerOptions,
+  fakeRoutes,
+  jsonAnswer,
+  startFakeRestServer,
+  textAnswer,
+} from "./fake-rest.js";
 export { packedFiles } from "./package-files.js";
 export {
   conformanceCluster,
@@ -34,6 +53,7 @@ export {
   type BootstrapScriptTextOptions,
   bootstrapScriptText,
   configurationIssuesOf,
+  expectPeerPluginRefused,
   fakeCluster,
   runBootstrapScript,
 } from "./plugin-helpers.js";
@@ -81,3 +101,20 @@ export {
   testbedSshHost,
   testbedSshHosts,
 } from "./testbed.js";
+export { type TestbedHostPool, testbedHostPool } from "./testbed-host-pool.js";
+export {
+  eventually,
+  expectPreemptedNodeReplaced,
+  type FakeApiFixture,
+  type PoolTaskRun,
+  type PreemptionScenario,
+  poolTaskRuns,
+  poolTasks,
+  startTestbedMachines,
+  type TestbedMachines,
+  type TestbedSshPoolFixture,
+  testbedHostAt,
+  testbedStandIn,
+  useFakeApi,
+  useTestbedSshPool,
+} from "./testbed-pool.js";

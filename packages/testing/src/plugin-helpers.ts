@@ -8,15 +8,18 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import {
+  type Accelerator,
   ConfigurationError,
   type ConfigurationIssue,
   image as createImage,
   type Image,
   type PoolSpec,
+  spec as poolSpec,
   version,
 } from "@skyward/core";
-import type { Cluster, Offer } from "@skyward/core/contract";
+import { type Cluster, type Offer, Plugin, type ProviderV1 } from "@skyward/core/contract";
 import { renderBootstrapScript } from "@skyward/ssh";
+import { expect } from "vitest";
 
 /**
  * A cluster for calling plugin hooks (`transform`, `bootstrap`…) without a provider: id `cluster`,
@@ -124,4 +127,19 @@ export function runBootstrapScript(options: BootstrapRunOptions): BootstrapRun {
   });
   const log = readFileSync(join(root, "bootstrap.log"), "utf8");
   return { root, code: result.status, printed: `${result.stdout}\n${result.stderr}\n${log}` };
+}
+
+/**
+ * Expects what a provider whose instances share no network (`capabilities.peerNetwork: "none"`) does
+ * with a plugin whose workers connect to one another across nodes: the spec is refused at validation
+ * on two nodes, naming the plugin and the provider, and accepted on one. A `create` call per spec.
+ */
+export function expectPeerPluginRefused(create: () => ProviderV1, accelerator: Accelerator): void {
+  const ddp = Plugin.create("ddp").withPeerNetwork();
+  const provider = create();
+  expect(provider.capabilities.peerNetwork).toBe("none");
+  expect(() => poolSpec({ provider: create(), accelerator, nodes: 2, plugins: [ddp] })).toThrow(
+    `plugin "ddp" connects its workers on different nodes to one another, but ${provider.name}'s instances share no network`,
+  );
+  expect(poolSpec({ provider: create(), accelerator, nodes: 1, plugins: [ddp] }).nodes.max).toBe(1);
 }

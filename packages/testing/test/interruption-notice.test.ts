@@ -4,18 +4,15 @@
  * an AWS node polls 169.254.169.254), real workers, and a spot interruption notice delivered to one
  * node mid-run.
  */
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeImds, startFakeImds } from "../src/fake-imds.js";
+import { poolTaskRuns, poolTasks } from "../src/testbed-pool.js";
 
-const tasks = fileURLToPath(new URL("./fixtures/notice_tasks.py", import.meta.url));
-type Work = { key: string; node: number; pid: number };
-const work = sky.python<[string, number, string], Work>("notice_tasks:work");
-const whoami = sky.python<[], { node: number; pid: number }>("notice_tasks:whoami");
+const { file: tasks, work, whoami } = poolTasks;
 
 let imds: FakeImds;
 let scratch: string;
@@ -27,14 +24,6 @@ afterAll(async () => {
   await imds?.close();
   await rm(scratch, { recursive: true, force: true });
 });
-
-async function journal(path: string): Promise<Work[]> {
-  const text = await readFile(path, "utf8").catch(() => "");
-  return text
-    .split("\n")
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as Work);
-}
 
 function alive(pid: number): boolean {
   try {
@@ -108,7 +97,7 @@ describe("a spot interruption notice on one node", () => {
         }),
       ),
     );
-    while ((await journal(path)).length < 2) await new Promise((resolve) => setTimeout(resolve, 50));
+    while ((await poolTaskRuns(path)).length < 2) await new Promise((resolve) => setTimeout(resolve, 50));
     const preempted = new Promise<sky.NodePreemptedEvent>((resolve) => pool.on("node.preempted", resolve));
     const replaced = new Promise<sky.NodeReplacedEvent>((resolve) => pool.on("node.replaced", resolve));
     imds.interrupt(victimInstance);
@@ -119,7 +108,7 @@ describe("a spot interruption notice on one node", () => {
     const done = await results;
     expect(done.map((result) => result.key)).toEqual(keys);
     expect([...deliveries.values()]).toEqual(keys.map(() => 1));
-    const starts = await journal(path);
+    const starts = await poolTaskRuns(path);
     // Nothing ran twice: the tasks node 1 held unstarted were handed back, not retried.
     expect(starts.map((entry) => entry.key).sort()).toEqual([...keys].sort());
     expect(events.some((event) => event.type === "task.failed")).toBe(false);

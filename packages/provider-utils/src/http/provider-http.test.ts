@@ -2,8 +2,10 @@ import { ConfigurationError, ProvisionError } from "@skyward/core";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
+  answerListSchema,
   answerMessage,
   answerNumberSchema,
+  answerTextSchema,
   createProviderHttpClient,
   ProviderApiError,
   type ProviderApiErrorOptions,
@@ -352,5 +354,19 @@ describe("answerNumberSchema", () => {
     expect([read(1.5), read("0.25"), read(0), read(-3)]).toEqual([1.5, 0.25, 0, -3]);
     expect([read(undefined), read(null), read("n/a"), read("Infinity")]).toEqual([null, null, null, null]);
     expect(answerNumberSchema.safeParse({}).success).toBe(false);
+  });
+});
+
+describe("answerListSchema and answerTextSchema", () => {
+  it("read an absent or null list as empty and an absent or null string as empty; items are checked", () => {
+    const list = answerListSchema(z.object({ id: z.number() }));
+    expect([list.parse(undefined), list.parse(null), list.parse([{ id: 1 }])]).toEqual([[], [], [{ id: 1 }]]);
+    expect(list.safeParse([{ id: "1" }]).success).toBe(false);
+    expect([
+      answerTextSchema.parse(undefined),
+      answerTextSchema.parse(null),
+      answerTextSchema.parse("a"),
+    ]).toEqual(["", "", "a"]);
+    expect(answerTextSchema.safeParse(3).success).toBe(false);
   });
 });

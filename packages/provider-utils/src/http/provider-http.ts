@@ -4,7 +4,8 @@
  * run), 5xx and network failures only for requests that are safe to repeat. Sending is left to a
  * request function (`provider-api.ts` sends over axios), so this part depends on no HTTP library.
  * Errors never carry the key, the request headers or the sender's own error (which may hold them).
- * Answers are checked with zod ({@link parseProviderAnswer}, {@link answerNumberSchema}).
+ * Answers are checked with zod ({@link parseProviderAnswer}, {@link answerNumberSchema},
+ * {@link answerListSchema}, {@link answerTextSchema}).
  */
 
 import { ConfigurationError, ProvisionError } from "@skyward/core";
@@ -406,3 +407,17 @@ export const answerNumberSchema = z
     const parsed = typeof value === "string" ? Number(value) : value;
     return typeof parsed === "number" && Number.isFinite(parsed) ? parsed : null;
   });
+
+/** A list in a provider's answer, each item checked with `item`: absent or null is the empty list. */
+export function answerListSchema<T extends z.ZodType>(item: T) {
+  return z
+    .array(item)
+    .nullish()
+    .transform((value) => value ?? []);
+}
+
+/** A string in a provider's answer: absent or null is the empty string. */
+export const answerTextSchema = z
+  .string()
+  .nullish()
+  .transform((value) => value ?? "");
