@@ -37,6 +37,8 @@ Picks a detached pool up: waits for the outcomes of the tasks it was detached wi
 `;
 
 function nodesCell(pool: DetachedPool): string {
+  // Remote workers are known alive only by reaching them (attach): their count alone is shown.
+  if (pool.nodes.some((node) => node.alive === null)) return String(pool.nodes.length);
   return `${pool.nodes.filter((node) => node.alive).length}/${pool.nodes.length}`;
 }
 
@@ -106,14 +108,14 @@ export async function statusCommand(
           },
           { header: "INSTANCE", cell: (node) => node.instanceId },
           { header: "PID", cell: (node) => String(node.pid), align: "right" },
-          { header: "WORKER", cell: (node) => (node.alive ? "running" : "gone") },
+          { header: "WORKER", cell: (node) => (node.alive === null ? "remote" : node.alive ? "running" : "gone") },
         ],
         pool.nodes,
       ),
       "",
     ].join("\n"),
   );
-  return pool.nodes.every((node) => node.alive) ? 0 : 1;
+  return pool.nodes.every((node) => node.alive !== false) ? 0 : 1;
 }
 
 /** `skyward attach ID`. */

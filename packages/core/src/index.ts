@@ -105,6 +105,7 @@ export type { NodeCost, PoolCost } from "./pool/cost.js";
 export type {
   BroadcastResults,
   ComputeOptions,
+  DetachOptions,
   MapItem,
   Pool,
   PoolNode,

@@ -5,7 +5,7 @@
  * worker and removes what the pool left in its Skyward root directory, keeping the environment
  * (virtual environment, wheel cache, uv) so a later pool with the same image starts warm.
  */
-import { type Accelerator, NoCapacityError } from "@skyward/core";
+import { type Accelerator, ConnectionError, NoCapacityError } from "@skyward/core";
 import {
   acceleratorFromName,
   acceleratorSchema,
@@ -15,7 +15,7 @@ import {
   type ProviderV1,
   parseInput,
 } from "@skyward/core/contract";
-import { cleanNodeRootCommand, DEFAULT_NODE_ROOT, launchSshWorker } from "@skyward/ssh";
+import { cleanNodeRootCommand, DEFAULT_NODE_ROOT, launchSshWorker, reconnectSshWorker } from "@skyward/ssh";
 import { z } from "zod";
 
 /** One machine of an `SSH` provider. */
@@ -245,6 +245,24 @@ function build({ hosts, accelerator }: z.output<typeof settingsSchema>): Provide
     },
 
     launchWorker: launchSshWorker,
+
+    async reconnectWorker(options) {
+      // A detached pool's node: the host (with its key) comes from these settings, not the state file.
+      const host = byId.get(options.instance.id);
+      if (!host) {
+        throw new ConnectionError({
+          host: options.instance.id,
+          node: options.nodeId,
+          message: `the detached pool ran on ${options.instance.id}, which is not among this SSH provider's hosts`,
+        });
+      }
+      const endpoint = await reconnectSshWorker({
+        ...options,
+        instance: instanceFor(host, options.cluster, options.instance.createdAt),
+      });
+      inUse.add(options.instance.id);
+      return endpoint;
+    },
 
     async terminate({ ids }): Promise<void> {
       // The hosts are the user's: nothing to destroy. A released worker waits out its TTL for a client

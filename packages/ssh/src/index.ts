@@ -38,5 +38,6 @@ export {
   DEFAULT_NODE_ROOT,
   KEPT_NODE_ENTRIES,
   launchSshWorker,
+  reconnectSshWorker,
   stopWorkerCommand,
 } from "./worker-launcher.js";
