@@ -1,0 +1,180 @@
+/**
+ * Detach and attach over SSH, on real sshd test-bed hosts: a client process starts a pool and
+ * tasks, detaches it and is killed with SIGKILL; this process attaches through a new `SSH` provider
+ * (the state file holds no key), gets every outcome exactly once — with the items a stream yielded
+ * while nobody was attached — runs more tasks on the same workers and closes; the workers then
+ * stop. And the budget keeps applying while detached: with a fixture price, a worker with no
+ * client stops itself (and cleans its root) when the remaining budget runs out.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import * as sky from "@skyward/core";
+import {
+  createTestbed,
+  requireTestbed,
+  type ScratchSkywardHome,
+  type Testbed,
+  testbedSshHosts,
+  useScratchSkywardHome,
+} from "@skyward/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SSH } from "../src/index.js";
+
+const skipReason = await requireTestbed();
+const tasks = fileURLToPath(new URL("./fixtures/ssh_detach_tasks.py", import.meta.url));
+const double = sky.python<[x: number], number>("ssh_detach_tasks:double");
+const pid = sky.python<[], number>("ssh_detach_tasks:pid");
+
+const alive = (workerPid: number) => {
+  try {
+    process.kill(workerPid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+const waitUntil = async (condition: () => boolean, timeoutMs: number) => {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return condition();
+};
+
+describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-host test bed", () => {
+  let bed: Testbed;
+  let home: ScratchSkywardHome | undefined;
+
+  beforeAll(async () => {
+    bed = await createTestbed({ hosts: 3 });
+    home = await useScratchSkywardHome("skyward-ssh-reattach-");
+  }, 120_000);
+
+  afterAll(async () => {
+    await bed?.teardown();
+    await home?.restore();
+  });
+
+  it("hands every result of a SIGKILLed client's detached pool to the next process, once, and carries on", async () => {
+    const hosts = testbedSshHosts(bed, { indices: [0, 1] });
+    const client = spawn(
+      process.execPath,
+      [fileURLToPath(new URL("./fixtures/ssh-detach-child.ts", import.meta.url))],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+        env: { ...process.env, SKYWARD_TEST_HOSTS: JSON.stringify(hosts), SKYWARD_TEST_TTL: "15" },
+      },
+    );
+    const exited = new Promise((resolve) => client.once("exit", resolve));
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: client.stdout }).once("line", resolve);
+      client.once("exit", (code) => reject(new Error(`the client exited (${code}) before detaching`)));
+    });
+    const { id, outcomes, pids, consumed } = JSON.parse(line) as {
+      id: string;
+      outcomes: string[];
+      pids: number[];
+      consumed: number[];
+    };
+    // Its own callers were let go of when it detached.
+    expect(outcomes).toEqual(Array(5).fill("CancelledError"));
+    client.kill("SIGKILL");
+    await exited;
+    expect(pids).toHaveLength(2);
+    expect(pids.every(alive)).toBe(true);
+    expect(consumed.length).toBeGreaterThan(0);
+    expect(consumed).toEqual(consumed.map((_, index) => index));
+
+    // The state file: the owner's only, no token and no private key in it.
+    const stateFile = `${process.env.SKYWARD_HOME}/pools/${id}.json`;
+    expect(statSync(stateFile).mode & 0o777).toBe(0o600);
+    const state = readFileSync(stateFile, "utf8");
+    expect(state).not.toMatch(/[0-9a-f]{48}/);
+    expect(state).not.toMatch(/PRIVATE KEY|privateKey|identityFile/);
+    expect(JSON.parse(state)).toMatchObject({ provider: "ssh", instances: expect.any(Array) });
+
+    // Without a provider (and no skyward.toml), attach says what it needs, before connecting.
+    await expect(sky.attach(id)).rejects.toThrow(/provider: pool .* runs on "ssh": expected the provider/);
+
+    // The short tasks finish, and the stream goes on, while nobody is attached.
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const pool = await sky.attach(id, { provider: SSH({ hosts }), options: { console: false } });
+    expect(pool.id).toBe(id);
+    const collected = await pool.collected();
+    expect(collected).toHaveLength(5);
+    expect(new Set(collected.map((entry) => entry.taskId)).size).toBe(5);
+    const values = collected.filter((entry) => entry.name === "ssh_detach_tasks:slow");
+    expect(values.map((entry) => (entry.ok ? entry.value : entry.errorType)).sort()).toEqual([
+      "a",
+      "b",
+      "y",
+      "z",
+    ]);
+    const stream = collected.find((entry) => entry.name === "ssh_detach_tasks:count");
+    expect(stream).toMatchObject({ ok: true, dropped: 0 });
+    // The items this process did not get, in order, up to the stream's end: none it had already.
+    const items = stream?.items as number[];
+    const from = items[0] as number;
+    expect(from).toBeGreaterThanOrEqual(consumed.length);
+    expect(items).toEqual(Array.from({ length: 12 - from }, (_, index) => from + index));
+    expect(items.length).toBeGreaterThanOrEqual(4);
+
+    // Carries on: the same workers run more tasks.
+    expect(await pool.map(double, [[1], [2], [3], [4]])).toEqual([2, 4, 6, 8]);
+    expect([...(await pool.broadcast(pid()))].sort()).toEqual([...pids].sort());
+
+    await pool.close();
+    expect(existsSync(stateFile)).toBe(false);
+    // Released by the close, the workers wait out their TTL (15 s) for a next pool, then stop.
+    expect(await waitUntil(() => pids.every((workerPid) => !alive(workerPid)), 40_000)).toBe(true);
+    for (const host of bed.hosts.slice(0, 2)) expect(existsSync(`${host.root}/worker.pid`)).toBe(false);
+    await expect(sky.attach(id)).rejects.toThrow(/no detached pool/);
+  }, 240_000);
+
+  it("with no client attached, a worker stops itself when the budget runs out, and cleans its root", async () => {
+    const hosts = testbedSshHosts(bed, { indices: [2] });
+    const image = { includes: [tasks] };
+    // A first pool sets the host's environment up, so that the budgeted one starts in seconds.
+    {
+      await using warm = await sky.compute({ provider: SSH({ hosts }), ttl: 0, image, options: { console: false } });
+      await warm.broadcast(pid());
+    }
+    // 36 USD an hour is a cent a second: 0.2 USD lasts 20 s from the node's start.
+    const pool = await sky.compute({
+      provider: SSH({ hosts, hourlyPrice: 36 }),
+      ttl: 600,
+      image,
+      options: { console: false, budget: 0.2 },
+    });
+    expect(pool.cost().hourlyRate).toBe(36);
+    const [workerPid] = await pool.broadcast(pid());
+    const id = await pool.detach();
+    const entry = (await sky.detachedPools()).find((candidate) => candidate.id === id);
+    const deadline = entry?.budgetDeadline as number;
+    expect(deadline).toBeGreaterThan(Date.now());
+    expect(entry?.nodes.map((node) => node.alive)).toEqual([null]);
+    expect(alive(workerPid as number)).toBe(true);
+    let stoppedAt = 0;
+    expect(
+      await waitUntil(() => {
+        if (alive(workerPid as number)) return false;
+        stoppedAt = Date.now();
+        return true;
+      }, 40_000),
+    ).toBe(true);
+    expect(stoppedAt).toBeGreaterThanOrEqual(deadline - 250);
+    // Its self-destruct (the SSH provider's: clean the root, keep the environment) ran.
+    const root = bed.hosts[2]?.root as string;
+    expect(await waitUntil(() => !existsSync(`${root}/worker.pid`), 10_000)).toBe(true);
+    expect(existsSync(`${root}/worker.token`)).toBe(false);
+    expect(existsSync(`${root}/venv/bin/python`)).toBe(true);
+    // Attach then finds the worker gone, and says so.
+    await expect(sky.attach(id, { provider: SSH({ hosts }) })).rejects.toThrow(
+      /worker on node 0 .* cannot be reached again: .*no longer runs/,
+    );
+  }, 240_000);
+});
