@@ -108,7 +108,10 @@ export async function statusCommand(
           },
           { header: "INSTANCE", cell: (node) => node.instanceId },
           { header: "PID", cell: (node) => String(node.pid), align: "right" },
-          { header: "WORKER", cell: (node) => (node.alive === null ? "remote" : node.alive ? "running" : "gone") },
+          {
+            header: "WORKER",
+            cell: (node) => (node.alive === null ? "remote" : node.alive ? "running" : "gone"),
+          },
         ],
         pool.nodes,
       ),

@@ -71,7 +71,9 @@ describe("detached pools and their budget", () => {
     const deadline = entry?.budgetDeadline as number;
     expect(deadline).toBeGreaterThan(Date.now());
     // The remaining budget at 72 USD per hour (a whole second of slack for the rounding of "now").
-    expect(Math.abs(deadline - (entry?.detachedAt as number) - ((0.1 - spent) / 72) * 3_600_000)).toBeLessThan(1000);
+    expect(
+      Math.abs(deadline - (entry?.detachedAt as number) - ((0.1 - spent) / 72) * 3_600_000),
+    ).toBeLessThan(1000);
     expect(pids.every(alive)).toBe(true);
     let stoppedAt = 0;
     expect(
@@ -123,9 +125,7 @@ describe("detached pools and their budget", () => {
     // Several were yielded while detached (1.5 s of 0.25 s each).
     expect(items.length).toBeGreaterThanOrEqual(5);
     // The budget applies after attach, counting what was spent: the pool stops at 0.12 USD in all.
-    expect(
-      await until(() => events.some((event) => event.type === "budget.exceeded"), 30_000),
-    ).toBe(true);
+    expect(await until(() => events.some((event) => event.type === "budget.exceeded"), 30_000)).toBe(true);
     const exceeded = events.find((event) => event.type === "budget.exceeded") as { total: number };
     expect(exceeded.total).toBeGreaterThanOrEqual(0.12);
     expect(exceeded.total).toBeLessThan(0.14);

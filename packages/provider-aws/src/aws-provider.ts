@@ -1159,9 +1159,13 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       // key file (the state file records its path, not the key).
       const { cluster, instance, nodeId, signal } = options;
       const clients = clientsFor(regionOf(cluster));
-      const [raw] = await describeInstances(clients, [{ Name: "instance-id", Values: [instance.id] }], signal);
+      const [raw] = await describeInstances(
+        clients,
+        [{ Name: "instance-id", Values: [instance.id] }],
+        signal,
+      );
       const found = raw ? toInstance(raw, clusterKey(cluster), cluster.offer?.id ?? "") : null;
-      if (!found || found.status !== "running") {
+      if (found?.status !== "running") {
         throw new ConnectionError({
           host: instance.id,
           node: nodeId,

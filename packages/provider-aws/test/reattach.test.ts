@@ -13,7 +13,13 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { createTestbed, requireTestbed, type Testbed, testbedSshHost, testbedSshHosts } from "@skyward/testing";
+import {
+  createTestbed,
+  requireTestbed,
+  type Testbed,
+  testbedSshHost,
+  testbedSshHosts,
+} from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AWS } from "../src/index.js";
 import { motoInventory, motoSkipReason } from "./moto-server.js";

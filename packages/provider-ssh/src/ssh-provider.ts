@@ -186,7 +186,11 @@ export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
   return build(parseInput(settingsSchema, settings, "SSH"));
 }
 
-function build({ hosts, accelerator, hourlyPrice }: z.output<typeof settingsSchema>): ProviderV1<SshClusterData> {
+function build({
+  hosts,
+  accelerator,
+  hourlyPrice,
+}: z.output<typeof settingsSchema>): ProviderV1<SshClusterData> {
   const inUse = new Set<string>();
   const byId = new Map(hosts.map((host) => [instanceId(host), host]));
 

@@ -140,7 +140,12 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     const image = { includes: [tasks] };
     // A first pool sets the host's environment up, so that the budgeted one starts in seconds.
     {
-      await using warm = await sky.compute({ provider: SSH({ hosts }), ttl: 0, image, options: { console: false } });
+      await using warm = await sky.compute({
+        provider: SSH({ hosts }),
+        ttl: 0,
+        image,
+        options: { console: false },
+      });
       await warm.broadcast(pid());
     }
     // 36 USD an hour is a cent a second: 0.2 USD lasts 20 s from the node's start.

@@ -1853,7 +1853,9 @@ class PoolRuntime implements AsyncDisposable {
     // The budget keeps applying while nobody is attached: at the pool's rate it runs out in
     // `budgetSeconds`, when the workers stop themselves (as at the end of their TTL).
     const budgetSeconds =
-      budget && cost.hourlyRate > 0 ? Math.max(0, ((budget.max - cost.total) / cost.hourlyRate) * 3600) : null;
+      budget && cost.hourlyRate > 0
+        ? Math.max(0, ((budget.max - cost.total) / cost.hourlyRate) * 3600)
+        : null;
     await writePoolState({
       version: 1,
       id: this.id,

@@ -215,9 +215,9 @@ function attachedLocal(
 const TERMINAL = new Set(["result", "error", "end"]);
 
 /** How the collector reaches a node's worker: by TCP, or through a stream (an SSH tunnel). */
-type Reach = (node: DetachedPoolState["nodes"][number]) => Promise<
-  { host: string; port: number } | { host: string; stream: import("node:stream").Duplex }
->;
+type Reach = (
+  node: DetachedPoolState["nodes"][number],
+) => Promise<{ host: string; port: number } | { host: string; stream: import("node:stream").Duplex }>;
 
 /**
  * Reconnects to each node's worker on a connection of its own, before the pool's: it adopts the
@@ -265,8 +265,8 @@ async function collectDetached(
         const task = typeof id === "string" ? expected.get(id) : undefined;
         if (!task || outcomes.has(task.taskId)) return;
         if (message.t === "item") {
-          let received = items.get(task.taskId);
-          if (!received) items.set(task.taskId, (received = new Map()));
+          const received = items.get(task.taskId) ?? new Map<number, unknown>();
+          items.set(task.taskId, received);
           received.set(message.seq, message.value);
           return;
         }
@@ -342,10 +342,12 @@ async function collectDetached(
 }
 
 /** The provider a non-`Local` pool is attached through: the one given, else skyward.toml's of its type. */
-// biome-ignore lint/suspicious/noExplicitAny: any provider, whatever its cluster data.
-async function providerFor(state: DetachedPoolState, given: ProviderV1<any> | undefined): Promise<ProviderV1> {
-  const refuse = (message: string) =>
-    new ConfigurationError({ issues: [{ path: "provider", message }] });
+async function providerFor(
+  state: DetachedPoolState,
+  // biome-ignore lint/suspicious/noExplicitAny: any provider, whatever its cluster data.
+  given: ProviderV1<any> | undefined,
+): Promise<ProviderV1> {
+  const refuse = (message: string) => new ConfigurationError({ issues: [{ path: "provider", message }] });
   let provider: ProviderV1 | undefined = given;
   if (!provider) {
     const config = await loadConfig();
@@ -358,10 +360,14 @@ async function providerFor(state: DetachedPoolState, given: ProviderV1<any> | un
     provider = await createProviderFromEntry(entries[0] as (typeof entries)[number]);
   }
   if (provider.name !== state.provider) {
-    throw refuse(`expected a "${state.provider}" provider (pool ${state.id} runs there), received "${provider.name}"`);
+    throw refuse(
+      `expected a "${state.provider}" provider (pool ${state.id} runs there), received "${provider.name}"`,
+    );
   }
   if (typeof provider.reconnectWorker !== "function") {
-    throw refuse(`the "${provider.name}" provider cannot reach a detached pool's workers (it has no reconnectWorker)`);
+    throw refuse(
+      `the "${provider.name}" provider cannot reach a detached pool's workers (it has no reconnectWorker)`,
+    );
   }
   return provider;
 }
@@ -379,7 +385,9 @@ function attachedRemote(
   cluster: Omit<Cluster, "spec">,
   endpoints: readonly WorkerEndpoint[],
 ): ProviderV1 {
-  const instances = (state.instances ?? []).map((instance) => Object.freeze({ ...instance, status: "running" as const }));
+  const instances = (state.instances ?? []).map((instance) =>
+    Object.freeze({ ...instance, status: "running" as const }),
+  );
   let handedOut = 0;
   const launched = new Set<number>();
   return {
@@ -514,7 +522,12 @@ async function attachRemote(state: DetachedPoolState, options: AttachOptions): P
         : { host: endpoint.host, port: endpoint.port };
     };
     const collector = await collectDetached(state, token, reach, options.signal);
-    return await attached(state, attachedRemote(state, provider, token, cluster, endpoints), collector, options);
+    return await attached(
+      state,
+      attachedRemote(state, provider, token, cluster, endpoints),
+      collector,
+      options,
+    );
   } catch (error) {
     closeAll();
     throw error;
