@@ -39,5 +39,6 @@ export {
   KEPT_NODE_ENTRIES,
   launchSshWorker,
   reconnectSshWorker,
+  reconnectThroughGetInstance,
   stopWorkerCommand,
 } from "./worker-launcher.js";

@@ -12,6 +12,8 @@ import {
   collectIncludedFiles,
   contentHash,
   describeBootstrapFailure,
+  type GetInstanceOptions,
+  type Instance,
   type LaunchWorkerOptions,
   parseBootstrapMarker,
   pythonRuntimeDirectory,
@@ -486,6 +488,43 @@ export async function reconnectSshWorker(options: ReconnectWorkerOptions): Promi
     ssh.close();
     throw error;
   }
+}
+
+/**
+ * `reconnectWorker` for a provider whose `getInstance`, given the recorded cluster, describes the
+ * instance with its SSH credentials again (a key file whose path its cluster data records): looks
+ * the instance up, then {@link reconnectSshWorker}. Call it from the provider's `reconnectWorker`.
+ *
+ * ```ts
+ * import type { ProviderV1 } from "@skyward/core/contract";
+ * import { launchSshWorker, reconnectThroughGetInstance } from "@skyward/ssh";
+ *
+ * declare const rest: Omit<ProviderV1, "launchWorker" | "reconnectWorker">;
+ * const provider: ProviderV1 = {
+ *   ...rest,
+ *   launchWorker: launchSshWorker,
+ *   reconnectWorker(options) {
+ *     return reconnectThroughGetInstance(options, (lookup) => this.getInstance(lookup));
+ *   },
+ * };
+ * ```
+ *
+ * @throws {ConnectionError} when the instance is gone or not running, or its worker no longer runs.
+ */
+export async function reconnectThroughGetInstance<Specific>(
+  options: ReconnectWorkerOptions<Specific>,
+  getInstance: (lookup: GetInstanceOptions<Specific>) => Promise<Instance | null>,
+): Promise<WorkerEndpoint> {
+  const { cluster, instance, nodeId, signal } = options;
+  const found = await getInstance({ cluster, id: instance.id, signal });
+  if (found?.status !== "running" || !found.ssh) {
+    throw new ConnectionError({
+      host: instance.id,
+      node: nodeId,
+      message: `instance ${instance.id} of the detached pool is ${found ? `${found.status}${found.ssh ? "" : " with no SSH address"}` : "gone"}`,
+    });
+  }
+  return reconnectSshWorker({ ...(options as ReconnectWorkerOptions), instance: found });
 }
 
 /** The endpoint of a worker listening on the node's loopback, reached through tunnels over `ssh`. */

@@ -483,7 +483,6 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
 
 async function attachRemote(state: DetachedPoolState, options: AttachOptions): Promise<AttachedPool> {
   const provider = await providerFor(state, options.provider);
-  const reconnect = provider.reconnectWorker as NonNullable<ProviderV1["reconnectWorker"]>;
   if (!state.cluster || !state.instances) throw new Error(`${state.id}: the state file records no cluster`);
   const cluster = state.cluster as Omit<Cluster, "spec">;
   const token = await openToken(state.token);
@@ -498,7 +497,8 @@ async function attachRemote(state: DetachedPoolState, options: AttachOptions): P
       if (!instance) throw new Error(`the state file has no instance ${node.instanceId}`);
       try {
         endpoints.push(
-          await reconnect({
+          // Called on the provider: its methods may use `this`.
+          await (provider as Required<Pick<ProviderV1, "reconnectWorker">>).reconnectWorker({
             cluster: { ...cluster, spec: undefined } as unknown as Cluster,
             instance,
             nodeId: node.index,
