@@ -243,6 +243,13 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
       const [outcome] = await again.collected();
       expect(outcome).toMatchObject({ ok: true, value: { key: "detached", pid: before?.pid } });
       expect(await again.broadcast(whoami())).toEqual([before]);
+      // Detached again (as `skyward attach` without --close does), and attached once more.
+      expect(await again.detach()).toBe(id);
+    }
+    {
+      await using third = await sky.attach(id, { provider: runpod(), options: { console: false } });
+      expect(await third.collected()).toEqual([]);
+      expect(await third.broadcast(whoami())).toEqual([before]);
     }
     expect([...fake.pods.values()].filter((pod) => pod.status !== "TERMINATED")).toEqual([]);
   }, 300_000);

@@ -277,7 +277,7 @@ class PoolRuntime implements AsyncDisposable {
   readonly #tasks: TaskManager;
   /** The authority of the pool's distributed collections (ARCHITECTURE §4c). */
   readonly #collections: CollectionStore;
-  readonly #token = randomBytes(24).toString("hex");
+  readonly #token: string;
   readonly #nodes: NodeRuntime[] = [];
   readonly #abort = new AbortController();
   readonly #detachConsole: () => void;
@@ -339,8 +339,10 @@ class PoolRuntime implements AsyncDisposable {
     id: string = randomUUID().slice(0, 8),
     taskIdPrefix?: string,
     carriedCost = 0,
+    token: string = randomBytes(24).toString("hex"),
   ) {
     this.id = id;
+    this.#token = token;
     this.#cost.carry(carriedCost);
     if (onEvent) this.#hub.on("*", onEvent);
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
@@ -2419,6 +2421,8 @@ export interface ComputeOptions {
   readonly taskIdPrefix?: string;
   /** @internal USD the pool cost before this process picked it up (`attach`): `cost()` goes on from there. */
   readonly carriedCost?: number;
+  /** @internal The workers' token, when it picks up a detached pool (`attach`): detached again, it records that one. */
+  readonly token?: string;
 }
 
 /**
@@ -2463,6 +2467,7 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
     options.id,
     options.taskIdPrefix,
     options.carriedCost,
+    options.token,
   );
   if (options.handleSignals !== false) {
     livePools.add(pool);

@@ -426,6 +426,9 @@ function attachedRemote(
       }
     },
     selfDestruct: (options) => provider.selfDestruct(options),
+    // Detached again (`skyward attach` without --close does): the real provider reaches it next time.
+    reconnectWorker: (options) =>
+      (provider as Required<Pick<ProviderV1, "reconnectWorker">>).reconnectWorker(options),
     ...(provider.interruptionNotice
       ? { interruptionNotice: provider.interruptionNotice.bind(provider) }
       : {}),
@@ -478,7 +481,7 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
     async (node) => ({ host: node.host, port: node.port }),
     options.signal,
   );
-  return attached(state, attachedLocal(state, token), collector, options);
+  return attached(state, token, attachedLocal(state, token), collector, options);
 }
 
 async function attachRemote(state: DetachedPoolState, options: AttachOptions): Promise<AttachedPool> {
@@ -524,6 +527,7 @@ async function attachRemote(state: DetachedPoolState, options: AttachOptions): P
     const collector = await collectDetached(state, token, reach, options.signal);
     return await attached(
       state,
+      token,
       attachedRemote(state, provider, token, cluster, endpoints),
       collector,
       options,
@@ -537,6 +541,7 @@ async function attachRemote(state: DetachedPoolState, options: AttachOptions): P
 /** The attached pool around `provider`, with the collector's results. */
 async function attached(
   state: DetachedPoolState,
+  token: string,
   provider: ProviderV1,
   collector: { results: Promise<CollectedResult[]>; close: () => void },
   options: AttachOptions,
@@ -556,6 +561,7 @@ async function attached(
         id: state.id,
         taskIdPrefix: `a${Date.now().toString(36)}-`,
         carriedCost: costSoFar(state, Date.now()),
+        token,
         ...(options.signal ? { signal: options.signal } : {}),
       },
     );
