@@ -6,8 +6,11 @@
  * stop. And the budget keeps applying while detached: with a fixture price, a worker with no
  * client stops itself (and cleans its root) when the remaining budget runs out.
  */
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
+import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
@@ -22,7 +25,12 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
 
-const skipReason = await requireTestbed();
+const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
+// The workspace's built CLI (this package does not depend on it: no cycle for the build).
+const cli = fileURLToPath(new URL("../../cli/dist/cli.js", import.meta.url));
+const skipReason = existsSync(cli)
+  ? await requireTestbed()
+  : `the skyward CLI is not built (${cli}): run \`pnpm --filter @skyward/cli build\``;
 const tasks = fileURLToPath(new URL("./fixtures/ssh_detach_tasks.py", import.meta.url));
 const double = sky.python<[x: number], number>("ssh_detach_tasks:double");
 const pid = sky.python<[], number>("ssh_detach_tasks:pid");
@@ -181,5 +189,62 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     await expect(sky.attach(id, { provider: SSH({ hosts }) })).rejects.toThrow(
       /worker on node 0 .* cannot be reached again: .*no longer runs/,
     );
+  }, 240_000);
+
+  it("skyward attach ID --close, in a project whose skyward.toml names the hosts, picks the pool up and closes it", async () => {
+    const [host] = testbedSshHosts(bed, { indices: [2], keyFile: true });
+    if (!host) throw new Error("no test-bed host 2");
+    const pool = await sky.compute({
+      provider: SSH({ hosts: [host] }),
+      ttl: 10,
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    const [workerPid] = await pool.broadcast(pid());
+    const slow = sky.python<[value: string, seconds: number], string>("ssh_detach_tasks:slow");
+    const waiting = pool.run(slow("from-the-cli", 1)).catch((error: Error) => error.name);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const id = await pool.detach();
+    expect(await waiting).toBe("CancelledError");
+    // A project as a user has it: the provider package installed, the hosts in skyward.toml.
+    const project = await mkdtemp(join(tmpdir(), "skyward-ssh-attach-project-"));
+    await mkdir(join(project, "node_modules", "@skyward"), { recursive: true });
+    await symlink(packageDirectory, join(project, "node_modules", "@skyward", "provider-ssh"), "dir");
+    await writeFile(
+      join(project, "skyward.toml"),
+      [
+        "[providers.lab]",
+        'type = "ssh"',
+        "",
+        "[[providers.lab.hosts]]",
+        `host = "${host.host}"`,
+        `port = ${host.port}`,
+        `user = "${host.user}"`,
+        `identity_file = "${host.identityFile}"`,
+        `host_key_fingerprint = "${host.hostKeyFingerprint}"`,
+        `root = "${host.root}"`,
+        "",
+      ].join("\n"),
+    );
+    const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [cli, "attach", id, "--close", "--json"],
+        { cwd: project, env: process.env, timeout: 120_000 },
+        (error, stdout, stderr) =>
+          resolve({ code: error ? (typeof error.code === "number" ? error.code : null) : 0, stdout, stderr }),
+      );
+    });
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const outcomes = run.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { ok: boolean; value: unknown; name: string });
+    expect(outcomes).toMatchObject([{ ok: true, value: "from-the-cli", name: "ssh_detach_tasks:slow" }]);
+    expect(existsSync(`${process.env.SKYWARD_HOME}/pools/${id}.json`)).toBe(false);
+    // Closed: the worker was released, waits out its TTL (10 s), then stops.
+    expect(await waitUntil(() => !alive(workerPid as number), 30_000)).toBe(true);
+    await rm(project, { recursive: true, force: true });
   }, 240_000);
 });
