@@ -99,6 +99,13 @@ export async function statusCommand(
     [
       `pool ${pool.id} · ${pool.provider} · ${pool.region} · ${pool.instanceType}`,
       `detached ${formatAge(now - pool.detachedAt)} ago · ttl ${pool.ttl}s · ${pool.tasks} task${pool.tasks === 1 ? "" : "s"} waiting for attach · cost since ${costCell(pool)}`,
+      ...(pool.budgetDeadline === null
+        ? []
+        : [
+            pool.budgetDeadline > now
+              ? `budget runs out in ${formatAge(pool.budgetDeadline - now)}: the workers stop then unless attached`
+              : "budget ran out: the workers stopped unless a pool attached",
+          ]),
       renderTable(
         [
           {
@@ -135,7 +142,11 @@ export async function attachCommand(
       if (!outcome.ok) failed += 1;
       if (flags.json) context.out(`${JSON.stringify(outcome)}\n`);
       else {
-        const what = outcome.ok ? JSON.stringify(outcome.value) : `${outcome.errorType}: ${outcome.message}`;
+        const streamed =
+          outcome.items.length + outcome.dropped > 0
+            ? ` (${outcome.items.length} item${outcome.items.length === 1 ? "" : "s"} kept${outcome.dropped > 0 ? `, ${outcome.dropped} dropped` : ""})`
+            : "";
+        const what = `${outcome.ok ? JSON.stringify(outcome.value) : `${outcome.errorType}: ${outcome.message}`}${streamed}`;
         context.out(
           `${outcome.taskId}  node ${outcome.node}  ${outcome.name}  ${outcome.ok ? "ok" : "failed"}  ${what}\n`,
         );

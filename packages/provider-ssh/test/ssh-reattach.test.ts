@@ -53,6 +53,22 @@ const waitUntil = async (condition: () => boolean, timeoutMs: number) => {
   return condition();
 };
 
+/** Runs the built `skyward` CLI in `cwd`. */
+function runCli(
+  args: readonly string[],
+  cwd: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [cli, ...args],
+      { cwd, env: process.env, timeout: 120_000 },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? (typeof error.code === "number" ? error.code : null) : 0, stdout, stderr }),
+    );
+  });
+}
+
 describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-host test bed", () => {
   let bed: Testbed;
   let home: ScratchSkywardHome | undefined;
@@ -170,6 +186,9 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     const deadline = entry?.budgetDeadline as number;
     expect(deadline).toBeGreaterThan(Date.now());
     expect(entry?.nodes.map((node) => node.alive)).toEqual([null]);
+    const status = await runCli(["status", id], tmpdir());
+    expect(status.stdout).toMatch(/^budget runs out in \d+s: the workers stop then unless attached$/m);
+    expect(status.stdout).toMatch(/ remote$/m);
     expect(alive(workerPid as number)).toBe(true);
     let stoppedAt = 0;
     expect(
@@ -226,15 +245,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
         "",
       ].join("\n"),
     );
-    const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        [cli, "attach", id, "--close", "--json"],
-        { cwd: project, env: process.env, timeout: 120_000 },
-        (error, stdout, stderr) =>
-          resolve({ code: error ? (typeof error.code === "number" ? error.code : null) : 0, stdout, stderr }),
-      );
-    });
+    const run = await runCli(["attach", id, "--close", "--json"], project);
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
     const outcomes = run.stdout
