@@ -204,10 +204,11 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     expect(await waitUntil(() => !existsSync(`${root}/worker.pid`), 10_000)).toBe(true);
     expect(existsSync(`${root}/worker.token`)).toBe(false);
     expect(existsSync(`${root}/venv/bin/python`)).toBe(true);
-    // Attach then finds the worker gone, and says so.
+    // Attach then finds the worker gone, says so, and (its budget spent) forgets the pool.
     await expect(sky.attach(id, { provider: SSH({ hosts }) })).rejects.toThrow(
-      /worker on node 0 .* cannot be reached again: .*no longer runs/,
+      /worker on node 0 .* cannot be reached again: .*no longer runs.*the pool's state was removed/,
     );
+    expect((await sky.detachedPools()).some((candidate) => candidate.id === id)).toBe(false);
   }, 240_000);
 
   it("skyward attach ID --close, in a project whose skyward.toml names the hosts, picks the pool up and closes it", async () => {

@@ -495,28 +495,39 @@ async function attachRemote(state: DetachedPoolState, options: AttachOptions): P
     for (const endpoint of endpoints) endpoint.close?.();
   };
   try {
-    for (const node of state.nodes) {
-      const instance = state.instances.find((entry) => entry.id === node.instanceId);
-      if (!instance) throw new Error(`the state file has no instance ${node.instanceId}`);
-      try {
-        endpoints.push(
-          // Called on the provider: its methods may use `this`.
-          await (provider as Required<Pick<ProviderV1, "reconnectWorker">>).reconnectWorker({
-            cluster: { ...cluster, spec: undefined } as unknown as Cluster,
-            instance,
-            nodeId: node.index,
-            worker: { port: node.port, pid: node.pid },
-            connectTimeoutSeconds: 30,
-            signal,
-            poolId: state.id,
-          }),
-        );
-      } catch (error) {
-        throw new Error(
-          `pool ${state.id}'s worker on node ${node.index} (${node.instanceId}) cannot be reached again: ${(error as Error).message}`,
-          { cause: error },
-        );
-      }
+    const instances = state.instances;
+    const reached = await Promise.allSettled(
+      state.nodes.map(async (node) => {
+        const instance = instances.find((entry) => entry.id === node.instanceId);
+        if (!instance) throw new Error(`the state file has no instance ${node.instanceId}`);
+        // Called on the provider: its methods may use `this`.
+        return (provider as Required<Pick<ProviderV1, "reconnectWorker">>).reconnectWorker({
+          cluster: { ...cluster, spec: undefined } as unknown as Cluster,
+          instance,
+          nodeId: node.index,
+          worker: { port: node.port, pid: node.pid },
+          connectTimeoutSeconds: 30,
+          signal,
+          poolId: state.id,
+        });
+      }),
+    );
+    for (const outcome of reached) if (outcome.status === "fulfilled") endpoints.push(outcome.value);
+    const failed = reached.findIndex((outcome) => outcome.status === "rejected");
+    if (failed >= 0) {
+      const node = state.nodes[failed] as DetachedPoolState["nodes"][number];
+      const error = (reached[failed] as PromiseRejectedResult).reason as Error;
+      // No worker answers, and its TTL (or the budget) has run out since the detach: they stopped.
+      const now = Date.now();
+      const expired =
+        now > state.detachedAt + state.ttl * 1000 ||
+        (state.budgetDeadline !== null && state.budgetDeadline !== undefined && now > state.budgetDeadline);
+      const gone = endpoints.length === 0 && expired;
+      if (gone) await removePoolState(state.id);
+      throw new Error(
+        `pool ${state.id}'s worker on node ${node.index} (${node.instanceId}) cannot be reached again: ${error.message}${gone ? " (no worker answers and their TTL or budget has run out: the pool's state was removed)" : ""}`,
+        { cause: error },
+      );
     }
     const reach: Reach = async (node) => {
       const endpoint = endpoints[state.nodes.indexOf(node)] as WorkerEndpoint;
