@@ -97,7 +97,7 @@ export interface DetachedPoolState {
 }
 
 /** Field names that hold credentials, left out of what a state file records. */
-const SECRET_FIELD = /private.?key|secret|password|passphrase|token|api.?key|credential|auth/i;
+const SECRET_FIELD = /private.?key|secret|password|passphrase|token|api.?key|credential|authori[sz]ation/i;
 
 /**
  * A deep copy of `value` (plain data) without the fields named like credentials: what a state file
