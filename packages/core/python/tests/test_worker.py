@@ -764,7 +764,7 @@ def test_detached_stream_items_are_kept_up_to_the_cap_and_handed_over_before_the
 
 def test_a_detached_worker_stops_at_the_budget_deadline_unless_a_pool_attaches(tmp_path: Path) -> None:
     marker = tmp_path / "destroyed"
-    with WorkerProcess("--self-destruct", f"touch {marker}") as worker:
+    with WorkerProcess("--self-destruct", f"touch {marker}", "--workdir", str(tmp_path)) as worker:
         client = connect(worker)
         client.send({"t": "release", "ttl": 600, "keep": True, "deadline": 0.8}, {"t": "ping", "ts": 1.0})
         client.wait_for(lambda m: m["t"] == "pong")
@@ -774,7 +774,7 @@ def test_a_detached_worker_stops_at_the_budget_deadline_unless_a_pool_attaches(t
         assert time.monotonic() - started >= 0.6
         assert marker.exists()
     marker.unlink()
-    with WorkerProcess("--self-destruct", f"touch {marker}") as worker:
+    with WorkerProcess("--self-destruct", f"touch {marker}", "--workdir", str(tmp_path)) as worker:
         client = connect(worker)
         client.send({"t": "release", "ttl": 600, "keep": True, "deadline": 0.8}, {"t": "ping", "ts": 1.0})
         client.wait_for(lambda m: m["t"] == "pong")
