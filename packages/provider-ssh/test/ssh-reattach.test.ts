@@ -4,7 +4,9 @@
  * (the state file holds no key), gets every outcome exactly once — with the items a stream yielded
  * while nobody was attached — runs more tasks on the same workers and closes; the workers then
  * stop. And the budget keeps applying while detached: with a fixture price, a worker with no
- * client stops itself (and cleans its root) when the remaining budget runs out.
+ * client stops itself (and cleans its root) when the remaining budget runs out. The distributed
+ * collections survive too: a dict written before detach is read after attach, and a task's write
+ * made while nobody was attached reaches the attached pool.
  */
 import { execFile, spawn } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
@@ -258,5 +260,40 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     // Closed: the worker was released, waits out its TTL (10 s), then stops.
     expect(await waitUntil(() => !alive(workerPid as number), 30_000)).toBe(true);
     await rm(project, { recursive: true, force: true });
+  }, 240_000);
+  it("keeps a dict written before detach for the attached pool, and serves a task's write made while detached", async () => {
+    const hosts = testbedSshHosts(bed, { indices: [0] });
+    const note = sky.python<[delay: number], string>("ssh_detach_tasks:note");
+    const pool = await sky.compute({
+      provider: SSH({ hosts }),
+      ttl: 60,
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    await pool.dict<string>("d").set("k", "written before detach");
+    const waiting = pool.run(note(1.5)).catch((error: Error) => error.name);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const id = await pool.detach();
+    expect(await waiting).toBe("CancelledError");
+    // The collections are sealed in the state file, not written in clear.
+    const state = readFileSync(`${process.env.SKYWARD_HOME}/pools/${id}.json`, "utf8");
+    expect(JSON.parse(state).collections).toEqual(expect.any(String));
+    expect(state).not.toContain("written before detach");
+    // The task's write comes while nobody is attached: it waits on its worker for the next client.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    const again = await sky.attach(id, { provider: SSH({ hosts }), options: { console: false } });
+    try {
+      expect(await again.dict<string>("d").get("k")).toBe("written before detach");
+      const [outcome] = await again.collected();
+      // The task read the restored dict through this client once it attached.
+      expect(outcome).toMatchObject({
+        ok: true,
+        value: "written before detach",
+        name: "ssh_detach_tasks:note",
+      });
+      expect(await again.dict<string>("d").get("during")).toBe("written while detached");
+    } finally {
+      await again.close();
+    }
   }, 240_000);
 });
