@@ -37,6 +37,8 @@ Picks a detached pool up: waits for the outcomes of the tasks it was detached wi
 `;
 
 function nodesCell(pool: DetachedPool): string {
+  // Remote workers are known alive only by reaching them (attach): their count alone is shown.
+  if (pool.nodes.some((node) => node.alive === null)) return String(pool.nodes.length);
   return `${pool.nodes.filter((node) => node.alive).length}/${pool.nodes.length}`;
 }
 
@@ -97,6 +99,13 @@ export async function statusCommand(
     [
       `pool ${pool.id} · ${pool.provider} · ${pool.region} · ${pool.instanceType}`,
       `detached ${formatAge(now - pool.detachedAt)} ago · ttl ${pool.ttl}s · ${pool.tasks} task${pool.tasks === 1 ? "" : "s"} waiting for attach · cost since ${costCell(pool)}`,
+      ...(pool.budgetDeadline === null
+        ? []
+        : [
+            pool.budgetDeadline > now
+              ? `budget runs out in ${formatAge(pool.budgetDeadline - now)}: the workers stop then unless attached`
+              : "budget ran out: the workers stopped unless a pool attached",
+          ]),
       renderTable(
         [
           {
@@ -106,14 +115,17 @@ export async function statusCommand(
           },
           { header: "INSTANCE", cell: (node) => node.instanceId },
           { header: "PID", cell: (node) => String(node.pid), align: "right" },
-          { header: "WORKER", cell: (node) => (node.alive ? "running" : "gone") },
+          {
+            header: "WORKER",
+            cell: (node) => (node.alive === null ? "remote" : node.alive ? "running" : "gone"),
+          },
         ],
         pool.nodes,
       ),
       "",
     ].join("\n"),
   );
-  return pool.nodes.every((node) => node.alive) ? 0 : 1;
+  return pool.nodes.every((node) => node.alive !== false) ? 0 : 1;
 }
 
 /** `skyward attach ID`. */
@@ -130,7 +142,11 @@ export async function attachCommand(
       if (!outcome.ok) failed += 1;
       if (flags.json) context.out(`${JSON.stringify(outcome)}\n`);
       else {
-        const what = outcome.ok ? JSON.stringify(outcome.value) : `${outcome.errorType}: ${outcome.message}`;
+        const streamed =
+          outcome.items.length + outcome.dropped > 0
+            ? ` (${outcome.items.length} item${outcome.items.length === 1 ? "" : "s"} kept${outcome.dropped > 0 ? `, ${outcome.dropped} dropped` : ""})`
+            : "";
+        const what = `${outcome.ok ? JSON.stringify(outcome.value) : `${outcome.errorType}: ${outcome.message}`}${streamed}`;
         context.out(
           `${outcome.taskId}  node ${outcome.node}  ${outcome.name}  ${outcome.ok ? "ok" : "failed"}  ${what}\n`,
         );

@@ -107,6 +107,7 @@ export type { NodeCost, PoolCost } from "./pool/cost.js";
 export type {
   BroadcastResults,
   ComputeOptions,
+  DetachOptions,
   MapItem,
   NodeTraffic,
   Pool,

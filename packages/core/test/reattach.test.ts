@@ -141,6 +141,18 @@ describe("detach and attach", () => {
     expect(readdirSync(workRoot)).toEqual([]);
   }, 60_000);
 
+  it("refuses to detach a pool whose provider cannot reach its workers again, and the pool carries on", async () => {
+    // Local's machinery under another name, without reconnectWorker: a third-party provider's case.
+    const provider = { ...sky.Local(), name: "acme" };
+    expect("reconnectWorker" in provider).toBe(false);
+    await using pool = await sky.compute({ provider, options: { console: false } });
+    await expect(pool.detach()).rejects.toThrow(
+      /runs on "acme", which cannot reach a detached pool's workers again \(the provider has no reconnectWorker\)/,
+    );
+    expect(await pool.run(sky.python<[number, number], number>("operator:add")(2, 3))).toBe(5);
+    expect((await sky.detachedPools()).some((entry) => entry.id === pool.id)).toBe(false);
+  });
+
   it("refuses to attach a pool that does not exist, or by a path", async () => {
     await expect(sky.attach("nosuchpool")).rejects.toThrow(/no detached pool "nosuchpool"/);
     await expect(sky.attach("../etc")).rejects.toThrow(/not a pool id/);

@@ -32,6 +32,7 @@ import {
 } from "@aws-sdk/client-ec2";
 import {
   ConfigurationError,
+  ConnectionError,
   isVolumeStorageClient,
   NoCapacityError,
   ProvisionError,
@@ -62,7 +63,7 @@ import {
   sshReachableStatus,
   writePrivateKey,
 } from "@skyward/provider-utils";
-import { launchSshWorker } from "@skyward/ssh";
+import { launchSshWorker, reconnectSshWorker } from "@skyward/ssh";
 import { launchAcrossMarkets, MAX_LAUNCH_ATTEMPTS } from "./allocation.js";
 import {
   type AwsClients,
@@ -1188,6 +1189,27 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     },
 
     launchWorker: launchSshWorker,
+
+    async reconnectWorker(options) {
+      // A detached pool's node, found again by its id: its SSH key is read again from the cluster's
+      // key file (the state file records its path, not the key).
+      const { cluster, instance, nodeId, signal } = options;
+      const clients = clientsFor(regionOf(cluster));
+      const [raw] = await describeInstances(
+        clients,
+        [{ Name: "instance-id", Values: [instance.id] }],
+        signal,
+      );
+      const found = raw ? toInstance(raw, clusterKey(cluster), cluster.offer?.id ?? "") : null;
+      if (found?.status !== "running") {
+        throw new ConnectionError({
+          host: instance.id,
+          node: nodeId,
+          message: `instance ${instance.id} of the detached pool is ${found ? found.status : "gone"}`,
+        });
+      }
+      return reconnectSshWorker({ ...options, instance: found });
+    },
 
     async terminate({ cluster, ids, signal }) {
       await terminateIds(clientsFor(regionOf(cluster)), ids, signal);

@@ -32,7 +32,12 @@ import {
   skywardTags,
   sshReachableStatus,
 } from "@skyward/provider-utils";
-import { ensureSshKeyPair, findSshIdentityFile, launchSshWorker } from "@skyward/ssh";
+import {
+  ensureSshKeyPair,
+  findSshIdentityFile,
+  launchSshWorker,
+  reconnectThroughGetInstance,
+} from "@skyward/ssh";
 import { GCP_ACCELERATOR_TYPES, GPU_COUNTS } from "./accelerators.js";
 import {
   createClientFactory,
@@ -852,6 +857,11 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
     },
 
     launchWorker: launchSshWorker,
+
+    reconnectWorker(options) {
+      // A detached pool's node: found again by its id, with the key file its cluster data records.
+      return reconnectThroughGetInstance(options, (lookup) => this.getInstance(lookup));
+    },
 
     async terminate({ cluster, ids, signal }) {
       await deleteVms(clientsOf(), zoneOf(cluster), ids, signal);

@@ -36,7 +36,13 @@ import {
   skywardTags,
   sshReachableStatus,
 } from "@skyward/provider-utils";
-import { DEFAULT_NODE_ROOT, ensureSshKeyPair, findSshIdentityFile, launchSshWorker } from "@skyward/ssh";
+import {
+  DEFAULT_NODE_ROOT,
+  ensureSshKeyPair,
+  findSshIdentityFile,
+  launchSshWorker,
+  reconnectThroughGetInstance,
+} from "@skyward/ssh";
 import { z } from "zod";
 import {
   createEnvironmentAnswerSchema,
@@ -652,6 +658,11 @@ function build(settings: ParsedSettings): ProviderV1<HyperstackClusterData> {
     },
 
     launchWorker: launchSshWorker,
+
+    reconnectWorker(options) {
+      // A detached pool's node: found again by its id, with the key file its cluster data records.
+      return reconnectThroughGetInstance(options, (lookup) => this.getInstance(lookup));
+    },
 
     async terminate({ ids, signal }) {
       for (const id of new Set(ids)) await deleteVm(id, signal);

@@ -36,7 +36,12 @@ import {
   skywardTagsToEnvironment,
   sshReachableStatus,
 } from "@skyward/provider-utils";
-import { ensureSshKeyPair, findSshIdentityFile, launchSshWorker } from "@skyward/ssh";
+import {
+  ensureSshKeyPair,
+  findSshIdentityFile,
+  launchSshWorker,
+  reconnectThroughGetInstance,
+} from "@skyward/ssh";
 import { z } from "zod";
 import {
   createNovitaClient,
@@ -420,6 +425,11 @@ function build(settings: ParsedSettings): ProviderV1<NovitaClusterData> {
     },
 
     launchWorker: launchSshWorker,
+
+    reconnectWorker(options) {
+      // A detached pool's node: found again by its id, with the key file its cluster data records.
+      return reconnectThroughGetInstance(options, (lookup) => this.getInstance(lookup));
+    },
 
     async terminate({ ids, signal }) {
       for (const id of new Set(ids)) {

@@ -134,4 +134,43 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
     }
     expect([...fake.pods.values()].filter((pod) => pod.status !== "TERMINATED")).toEqual([]);
   }, 300_000);
+
+  it("a detached pool is attached through a new provider object (its key read again), and close leaves no pod", async () => {
+    const runpod = () => RunPod({ apiKey: TEST_API_KEY, retryDelayMs: 50, root: `${home.path}/pods/{id}` });
+    const journal = `${home.path}/detach-journal.jsonl`;
+    const pool = await sky.compute({
+      provider: runpod(),
+      accelerator: sky.accelerators.A100(),
+      nodes: 1,
+      allocation: "on-demand",
+      ttl: 60,
+      image: { includes: [tasks] },
+      options: { console: false, bootstrapTimeout: 240 },
+    });
+    const [before] = await pool.broadcast(whoami());
+    const pending = pool.run(work("detached", 1.5, journal)).then(
+      (value) => value.key,
+      (error: Error) => error.name,
+    );
+    await until(async () => (await readFile(journal, "utf8").catch(() => "")).includes('"detached"'), 30_000);
+    const id = await pool.detach();
+    expect(await pending).toBe("CancelledError");
+    const state = await readFile(`${process.env.SKYWARD_HOME}/pools/${id}.json`, "utf8");
+    expect(state).not.toContain(TEST_API_KEY);
+    expect(state).not.toMatch(/PRIVATE KEY|privateKey/);
+    {
+      await using again = await sky.attach(id, { provider: runpod(), options: { console: false } });
+      const [outcome] = await again.collected();
+      expect(outcome).toMatchObject({ ok: true, value: { key: "detached", pid: before?.pid } });
+      expect(await again.broadcast(whoami())).toEqual([before]);
+      // Detached again (as `skyward attach` without --close does), and attached once more.
+      expect(await again.detach()).toBe(id);
+    }
+    {
+      await using third = await sky.attach(id, { provider: runpod(), options: { console: false } });
+      expect(await third.collected()).toEqual([]);
+      expect(await third.broadcast(whoami())).toEqual([before]);
+    }
+    expect([...fake.pods.values()].filter((pod) => pod.status !== "TERMINATED")).toEqual([]);
+  }, 300_000);
 });

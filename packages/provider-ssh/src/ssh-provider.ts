@@ -5,7 +5,7 @@
  * worker and removes what the pool left in its Skyward root directory, keeping the environment
  * (virtual environment, wheel cache, uv) so a later pool with the same image starts warm.
  */
-import { type Accelerator, NoCapacityError } from "@skyward/core";
+import { type Accelerator, ConnectionError, NoCapacityError } from "@skyward/core";
 import {
   acceleratorFromName,
   acceleratorSchema,
@@ -15,7 +15,7 @@ import {
   type ProviderV1,
   parseInput,
 } from "@skyward/core/contract";
-import { cleanNodeRootCommand, DEFAULT_NODE_ROOT, launchSshWorker } from "@skyward/ssh";
+import { cleanNodeRootCommand, DEFAULT_NODE_ROOT, launchSshWorker, reconnectSshWorker } from "@skyward/ssh";
 import { z } from "zod";
 
 /** One machine of an `SSH` provider. */
@@ -44,6 +44,11 @@ export interface SshSettings {
   hosts: readonly SshHostInput[];
   /** The accelerator every host has, so specs asking for it match; omit for CPU hosts. */
   accelerator?: Accelerator;
+  /**
+   * What a host costs you, USD per hour (a rented box, power), for `pool.cost()` and
+   * `options.budget`. Default 0: your machines are free to Skyward.
+   */
+  hourlyPrice?: number;
 }
 
 /** A validated host of the `SSH` provider. */
@@ -121,13 +126,23 @@ const settingsSchema = z.strictObject({
       });
     }),
   accelerator: acceleratorSchema.optional(),
+  hourlyPrice: z
+    .number({ error: "expected a price in USD per hour, >= 0" })
+    .min(0, { message: "expected a price in USD per hour, >= 0" })
+    .refine(Number.isFinite, { message: "expected a price in USD per hour, >= 0" })
+    .default(0),
 });
 
 function instanceId(host: SshHost): string {
   return `ssh:${host.user}@${host.host}:${host.port}`;
 }
 
-function instanceFor(host: SshHost, cluster: Cluster<SshClusterData>, createdAt: number): Instance {
+function instanceFor(
+  host: SshHost,
+  cluster: Cluster<SshClusterData>,
+  createdAt: number,
+  hourlyPrice: number,
+): Instance {
   return Object.freeze({
     id: instanceId(host),
     status: "running" as const,
@@ -145,7 +160,7 @@ function instanceFor(host: SshHost, cluster: Cluster<SshClusterData>, createdAt:
       root: host.root,
     }),
     spot: false,
-    hourlyPrice: 0,
+    hourlyPrice,
     offerId: cluster.offer.id,
     createdAt,
     tags: Object.freeze({ "skyward:cluster": cluster.id }),
@@ -171,7 +186,11 @@ export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
   return build(parseInput(settingsSchema, settings, "SSH"));
 }
 
-function build({ hosts, accelerator }: z.output<typeof settingsSchema>): ProviderV1<SshClusterData> {
+function build({
+  hosts,
+  accelerator,
+  hourlyPrice,
+}: z.output<typeof settingsSchema>): ProviderV1<SshClusterData> {
   const inUse = new Set<string>();
   const byId = new Map(hosts.map((host) => [instanceId(host), host]));
 
@@ -203,7 +222,7 @@ function build({ hosts, accelerator }: z.output<typeof settingsSchema>): Provide
           architecture: "x86_64",
           region: "ssh",
           spotPrice: null,
-          onDemandPrice: 0,
+          onDemandPrice: hourlyPrice,
           pricesAsOf: new Date().toISOString().slice(0, 10),
           specific: Object.freeze({ hosts: hosts.length }),
         }),
@@ -235,16 +254,34 @@ function build({ hosts, accelerator }: z.output<typeof settingsSchema>): Provide
       const now = Date.now();
       return free.slice(0, count).map((host) => {
         inUse.add(instanceId(host));
-        return instanceFor(host, cluster, now);
+        return instanceFor(host, cluster, now, hourlyPrice);
       });
     },
 
     async getInstance({ cluster, id }): Promise<Instance | null> {
       const host = byId.get(id);
-      return host && inUse.has(id) ? instanceFor(host, cluster, Date.now()) : null;
+      return host && inUse.has(id) ? instanceFor(host, cluster, Date.now(), hourlyPrice) : null;
     },
 
     launchWorker: launchSshWorker,
+
+    async reconnectWorker(options) {
+      // A detached pool's node: the host (with its key) comes from these settings, not the state file.
+      const host = byId.get(options.instance.id);
+      if (!host) {
+        throw new ConnectionError({
+          host: options.instance.id,
+          node: options.nodeId,
+          message: `the detached pool ran on ${options.instance.id}, which is not among this SSH provider's hosts`,
+        });
+      }
+      const endpoint = await reconnectSshWorker({
+        ...options,
+        instance: instanceFor(host, options.cluster, options.instance.createdAt, hourlyPrice),
+      });
+      inUse.add(options.instance.id);
+      return endpoint;
+    },
 
     async terminate({ ids }): Promise<void> {
       // The hosts are the user's: nothing to destroy. A released worker waits out its TTL for a client

@@ -30,7 +30,13 @@ import {
   skywardTags,
   sshReachableStatus,
 } from "@skyward/provider-utils";
-import { DEFAULT_NODE_ROOT, ensureSshKeyPair, findSshIdentityFile, launchSshWorker } from "@skyward/ssh";
+import {
+  DEFAULT_NODE_ROOT,
+  ensureSshKeyPair,
+  findSshIdentityFile,
+  launchSshWorker,
+  reconnectThroughGetInstance,
+} from "@skyward/ssh";
 import { z } from "zod";
 import { bootCloudInit, renderBootScript, SELF_DESTRUCT_COMMAND } from "./boot-script.js";
 import {
@@ -532,6 +538,11 @@ function build(settings: ParsedSettings): ProviderV1<TensorDockClusterData> {
     },
 
     launchWorker: launchSshWorker,
+
+    reconnectWorker(options) {
+      // A detached pool's node: found again by its id, with the key file its cluster data records.
+      return reconnectThroughGetInstance(options, (lookup) => this.getInstance(lookup));
+    },
 
     async terminate({ ids, signal }) {
       for (const id of new Set(ids)) await deleteInstance(id, signal);

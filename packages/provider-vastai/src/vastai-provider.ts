@@ -33,7 +33,12 @@ import {
   skywardTags,
   sshReachableStatus,
 } from "@skyward/provider-utils";
-import { ensureSshKeyPair, findSshIdentityFile, launchSshWorker } from "@skyward/ssh";
+import {
+  ensureSshKeyPair,
+  findSshIdentityFile,
+  launchSshWorker,
+  reconnectThroughGetInstance,
+} from "@skyward/ssh";
 import { z } from "zod";
 import { ONSTART_MAX_LENGTH, renderOnstartScript, SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import {
@@ -799,6 +804,11 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     },
 
     launchWorker: launchSshWorker,
+
+    reconnectWorker(options) {
+      // A detached pool's node: found again by its id, with the key file its cluster data records.
+      return reconnectThroughGetInstance(options, (lookup) => this.getInstance(lookup));
+    },
 
     async terminate({ ids, signal }) {
       for (const id of new Set(ids)) await destroy(id, signal);

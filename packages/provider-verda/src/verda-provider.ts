@@ -33,7 +33,12 @@ import {
   skywardTags,
   sshReachableStatus,
 } from "@skyward/provider-utils";
-import { ensureSshKeyPair, findSshIdentityFile, launchSshWorker } from "@skyward/ssh";
+import {
+  ensureSshKeyPair,
+  findSshIdentityFile,
+  launchSshWorker,
+  reconnectThroughGetInstance,
+} from "@skyward/ssh";
 import { z } from "zod";
 import {
   createVerdaClient,
@@ -426,6 +431,11 @@ function build(settings: ParsedSettings): ProviderV1<VerdaClusterData> {
     },
 
     launchWorker: launchSshWorker,
+
+    reconnectWorker(options) {
+      // A detached pool's node: found again by its id, with the key file its cluster data records.
+      return reconnectThroughGetInstance(options, (lookup) => this.getInstance(lookup));
+    },
 
     async terminate({ ids, signal }) {
       const known = await api.instances(signal);

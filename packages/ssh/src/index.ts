@@ -38,5 +38,7 @@ export {
   DEFAULT_NODE_ROOT,
   KEPT_NODE_ENTRIES,
   launchSshWorker,
+  reconnectSshWorker,
+  reconnectThroughGetInstance,
   stopWorkerCommand,
 } from "./worker-launcher.js";

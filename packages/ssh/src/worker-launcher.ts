@@ -12,9 +12,12 @@ import {
   collectIncludedFiles,
   contentHash,
   describeBootstrapFailure,
+  type GetInstanceOptions,
+  type Instance,
   type LaunchWorkerOptions,
   parseBootstrapMarker,
   pythonRuntimeDirectory,
+  type ReconnectWorkerOptions,
   shellQuote,
   version,
   type WorkerEndpoint,
@@ -488,6 +491,119 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     ssh.close();
     throw error;
   }
+}
+
+/**
+ * Reaches again the worker a detached pool left running on a node reached over SSH: connects (host
+ * key checked, as at launch), checks that the recorded worker process still runs and that its port
+ * answers through a tunnel, and returns its endpoint (tunnels over the SSH connection it keeps, until
+ * the pool closes it). Uploads and starts nothing. The instance's `ssh` must carry its credentials
+ * (`privateKey` or `identityFile`): a provider fills them in from its settings or key files before
+ * calling it, since the pool's state file records none.
+ *
+ * ```ts
+ * import type { ProviderV1 } from "@skyward/core/contract";
+ * import { launchSshWorker, reconnectSshWorker } from "@skyward/ssh";
+ *
+ * declare const rest: Omit<ProviderV1, "launchWorker" | "reconnectWorker">;
+ * const provider: ProviderV1 = { ...rest, launchWorker: launchSshWorker, reconnectWorker: reconnectSshWorker };
+ * ```
+ *
+ * @throws {ConnectionError} when the node cannot be reached, or its worker no longer runs.
+ */
+export async function reconnectSshWorker(options: ReconnectWorkerOptions): Promise<WorkerEndpoint> {
+  const { instance, nodeId: node, signal, worker } = options;
+  const target = instance.ssh;
+  if (!target)
+    throw new ConnectionError({
+      host: instance.id,
+      node,
+      message: `Instance ${instance.id} has no SSH address`,
+    });
+  const where = `${target.user}@${target.host}:${target.port}`;
+  const ssh = await SshConnection.connect(
+    {
+      host: target.host,
+      port: target.port,
+      user: target.user,
+      ...(target.privateKey !== undefined ? { privateKey: target.privateKey } : {}),
+      ...(target.identityFile !== undefined ? { identityFile: target.identityFile } : {}),
+      ...(target.hostKeyFingerprint !== undefined ? { hostKeyFingerprint: target.hostKeyFingerprint } : {}),
+      ...(target.hostKeyScope === "address"
+        ? {}
+        : { hostKeyAlias: `${options.cluster.provider}:${instance.id}` }),
+    },
+    {
+      signal,
+      node,
+      timeoutSeconds: options.connectTimeoutSeconds,
+      retryIntervalSeconds: Math.min(2, options.connectTimeoutSeconds),
+    },
+  );
+  try {
+    const pid = Number(worker.pid);
+    const port = Number(worker.port);
+    const alive = await ssh.exec(`kill -0 ${pid} 2>/dev/null && echo yes`, { signal, timeoutSeconds: 15 });
+    if (alive.stdout.trim() !== "yes") {
+      throw new ConnectionError({
+        host: where,
+        node,
+        message: `The worker of node ${node} (${where}, pid ${pid}) no longer runs: its TTL ran out or it was stopped`,
+      });
+    }
+    try {
+      const probe = await ssh.forwardOut("127.0.0.1", port);
+      probe.destroy();
+    } catch (error) {
+      throw new ConnectionError({
+        host: where,
+        node,
+        message: `The worker of node ${node} (${where}) does not answer on port ${port}: ${(error as Error).message}`,
+        cause: error,
+      });
+    }
+    return tunnelEndpoint(ssh, where, port, pid, { warm: true });
+  } catch (error) {
+    ssh.close();
+    throw error;
+  }
+}
+
+/**
+ * `reconnectWorker` for a provider whose `getInstance`, given the recorded cluster, describes the
+ * instance with its SSH credentials again (a key file whose path its cluster data records): looks
+ * the instance up, then {@link reconnectSshWorker}. Call it from the provider's `reconnectWorker`.
+ *
+ * ```ts
+ * import type { ProviderV1 } from "@skyward/core/contract";
+ * import { launchSshWorker, reconnectThroughGetInstance } from "@skyward/ssh";
+ *
+ * declare const rest: Omit<ProviderV1, "launchWorker" | "reconnectWorker">;
+ * const provider: ProviderV1 = {
+ *   ...rest,
+ *   launchWorker: launchSshWorker,
+ *   reconnectWorker(options) {
+ *     return reconnectThroughGetInstance(options, (lookup) => this.getInstance(lookup));
+ *   },
+ * };
+ * ```
+ *
+ * @throws {ConnectionError} when the instance is gone or not running, or its worker no longer runs.
+ */
+export async function reconnectThroughGetInstance<Specific>(
+  options: ReconnectWorkerOptions<Specific>,
+  getInstance: (lookup: GetInstanceOptions<Specific>) => Promise<Instance | null>,
+): Promise<WorkerEndpoint> {
+  const { cluster, instance, nodeId, signal } = options;
+  const found = await getInstance({ cluster, id: instance.id, signal });
+  if (found?.status !== "running" || !found.ssh) {
+    throw new ConnectionError({
+      host: instance.id,
+      node: nodeId,
+      message: `instance ${instance.id} of the detached pool is ${found ? `${found.status}${found.ssh ? "" : " with no SSH address"}` : "gone"}`,
+    });
+  }
+  return reconnectSshWorker({ ...(options as ReconnectWorkerOptions), instance: found });
 }
 
 /** The endpoint of a worker listening on the node's loopback, reached through tunnels over `ssh`. */

@@ -42,12 +42,15 @@ from .protocol import (
     Message,
     ProtocolError,
     SerializationError,
+    encode_frame,
     pack_frame,
     pack_frame_parts,
 )
 
 RESULT_KEEP_SECONDS = 300.0
 RESULT_KEEP_MAX = 50_000
+#: bytes of stream items kept for a detached client when its `release` names no `keep_items_bytes`
+KEPT_ITEMS_BYTES = 64 * 1024 * 1024
 PING_INTERVAL = 5.0
 SILENCE_LIMIT = 30.0
 #: A connection must complete the handshake (a good ``hello``) within this many seconds...
@@ -362,6 +365,14 @@ class Worker:
         self._parked: List[tuple[Task, Message]] = []
         #: how many calls may wait so (an eventual write does not block its task); past it a call fails
         self._parked_max = _detached_calls_max()
+        #: a detached client's stream items, by task, in order: handed over by `collect` (see on_item)
+        self._kept_items: Dict[str, List[tuple[Message, int]]] = {}
+        #: how many items of a task did not fit under the cap; told in its terminal message (`dropped`)
+        self._kept_dropped: Dict[str, int] = {}
+        self._kept_bytes = 0
+        self._kept_cap = KEPT_ITEMS_BYTES
+        #: the budget's end while detached (`release` with `deadline`): the worker stops itself then
+        self._budget_handle: asyncio.TimerHandle | None = None
         #: called once when a client detaches (the process entry point points stdout/stderr at a file)
         self.on_detach: Callable[[], None] | None = None
         self._inbox: Deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
@@ -465,6 +476,7 @@ class Worker:
         if self._notice_watch is not None:
             self._notice_watch.set()
         self._cancel_ttl()
+        self._cancel_budget()
         if self._periodic is not None:
             self._periodic.cancel()
         self.metrics.stop()
@@ -663,6 +675,8 @@ class Worker:
                 self.log(f"cannot apply the cluster message: {problem}")
                 self._reject(connection, problem)
                 return
+        # A pool took the worker over (attached): its own budget watch applies from now on.
+        self._cancel_budget()
         os.environ.update(env)
         set_cluster(info)
         self.node = info.node
@@ -855,6 +869,14 @@ class Worker:
             self._ttl = float(ttl)
         if message.get("keep") is not True:
             self.refs.clear()  # the pool is done with them (a detached client comes back for them)
+        cap = message.get("keep_items_bytes")
+        if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0:
+            self._kept_cap = cap
+        deadline = message.get("deadline")
+        if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) and message.get("keep") is True:
+            self._cancel_budget()
+            self.log(f"the pool's budget runs out in {float(deadline):.1f} s: stopping then unless a pool attaches")
+            self._budget_handle = self.loop.call_later(max(float(deadline), 0.0), self._budget_expired)
         if message.get("keep") is True and not self.detached:
             # A detached client: results wait for it until collected, and the end of the process that
             # started this worker (its stdin) no longer stops it; only the TTL does.
@@ -872,7 +894,11 @@ class Worker:
         if type(ids) is not list:
             return
         for task_id in ids:
-            entry = self._finished.get(task_id) if isinstance(task_id, str) else None
+            if not isinstance(task_id, str):
+                continue
+            # Stream items kept while detached go first (a running task's later ones follow directly).
+            self._flush_kept(task_id, connection)
+            entry = self._finished.get(task_id)
             if entry is not None:
                 connection.send(entry[1])
                 if self._keep_results:
@@ -975,8 +1001,37 @@ class Worker:
             self._start_clock(task)
 
     def on_item(self, task: Task, seq: int, value: Any) -> None:
-        if task.state == "running" and task.connection is not None:
-            task.connection.send({"t": "item", "id": task.id, "seq": seq, "value": value})
+        if task.state != "running":
+            return
+        connection = task.connection
+        kept = self._kept_items.get(task.id)
+        if kept is None and (not self.detached or (connection is not None and connection.alive)):
+            if connection is not None:
+                connection.send({"t": "item", "id": task.id, "seq": seq, "value": value})
+            return
+        # Detached with no client (or items already kept, which go first): kept until collected, in
+        # order, up to the byte cap; those over it are counted and dropped.
+        message: Message = {"t": "item", "id": task.id, "seq": seq, "value": value}
+        if kept is None:
+            kept = self._kept_items[task.id] = []
+        try:
+            size = len(encode_frame([message]))
+        except (ProtocolError, SerializationError):
+            size = -1
+        if size < 0 or self._kept_bytes + size > self._kept_cap:
+            self._kept_dropped[task.id] = self._kept_dropped.get(task.id, 0) + 1
+            return
+        self._kept_bytes += size
+        kept.append((message, size))
+
+    def _flush_kept(self, task_id: str, connection: Connection) -> None:
+        """Hands a task's kept stream items over to ``connection``, in order, and forgets them."""
+        kept = self._kept_items.pop(task_id, None)
+        if not kept:
+            return
+        for message, size in kept:
+            self._kept_bytes -= size
+            connection.send(message)
 
     def on_pull(self, task: Task, stream_index: int, n: int) -> None:
         if task.state != "running":
@@ -1167,12 +1222,17 @@ class Worker:
         if self._parked:
             # Its waits go with it; its writes still reach the next client.
             self._parked = [entry for entry in self._parked if entry[0] is not task or _outlives_its_task(entry[1])]
+        dropped = self._kept_dropped.pop(task.id, 0)
+        if dropped:
+            message["dropped"] = dropped
         finished = self._finished
         finished[task.id] = (time.monotonic(), message)
         if len(finished) > RESULT_KEEP_MAX:
             finished.popitem(last=False)
         connection = task.connection
         if connection is not None:
+            if connection.alive:
+                self._flush_kept(task.id, connection)
             connection.send(message)
 
     def _prune_results(self) -> None:
@@ -1243,6 +1303,15 @@ class Worker:
         if self._ttl_handle is not None:
             self._ttl_handle.cancel()
             self._ttl_handle = None
+
+    def _cancel_budget(self) -> None:
+        if self._budget_handle is not None:
+            self._budget_handle.cancel()
+            self._budget_handle = None
+
+    def _budget_expired(self) -> None:
+        self._budget_handle = None
+        self._track(self.loop.create_task(self.stop("the pool's budget ran out while detached", self_destruct=True)))
 
     def _ttl_expired(self) -> None:
         self._ttl_handle = None

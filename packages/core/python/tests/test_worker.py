@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from worker_client import PYTHON_ROOT, TASKS_DIR, Client, WorkerProcess, connect  # noqa: E402
 
-from skyward.protocol import StreamRef  # noqa: E402
+from skyward.protocol import StreamRef, encode_frame  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -727,6 +727,64 @@ def test_detached_client_results_are_kept_until_collected_once(tmp_path: Path) -
         assert worker.wait(timeout=10) == 0
     # The worker's own lines went to a file once its reader could be gone.
     assert "detached, results kept" in (tmp_path / "skyward-worker-0.log").read_text()
+
+
+def test_detached_stream_items_are_kept_up_to_the_cap_and_handed_over_before_the_end(tmp_path: Path) -> None:
+    # Items yielded with no client attached wait for `collect`, in order, up to keep_items_bytes;
+    # those over the cap are counted on the task's terminal message.
+    with WorkerProcess("--concurrency", "2", "--workdir", str(tmp_path)) as worker:
+        first = connect(worker)
+        first.submit("s", "demo_tasks:count_slowly", 8, 0.1, stream=True)
+        first.wait_for(lambda m: m["t"] == "item" and m["id"] == "s" and m["seq"] == 0)
+        # Room for three item frames (single digits: all the same size), not four.
+        size = len(encode_frame([{"t": "item", "id": "s", "seq": 1, "value": 1}]))
+        cap = 3 * size + size // 2
+        first.send({"t": "release", "ttl": 60, "keep": True, "keep_items_bytes": cap}, {"t": "ping", "ts": 1.0})
+        first.wait_for(lambda m: m["t"] == "pong")
+        first.close()
+        time.sleep(1.5)  # the stream ends while nobody is attached
+        second = Client(worker.port)
+        welcome = second.hello()
+        assert welcome["results"] == ["s"]
+        second.send({"t": "collect", "ids": ["s"]})
+        end = second.terminal("s")
+        kinds = [m["t"] for m in second.by_id["s"]]
+        assert kinds[-1] == "end" and set(kinds[:-1]) == {"item"}  # the kept items come first
+        items = [m for m in second.by_id["s"] if m["t"] == "item"]
+        assert end["t"] == "end" and end["dropped"] > 0
+        seqs = [m["seq"] for m in items]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs))) and seqs[0] >= 1
+        assert len(seqs) == 3
+        assert len(seqs) + end["dropped"] == 8 - seqs[0]
+        assert [m["value"] for m in items] == seqs
+        second.send({"t": "shutdown"})
+        second.wait_closed()
+        assert worker.wait(timeout=10) == 0
+
+
+def test_a_detached_worker_stops_at_the_budget_deadline_unless_a_pool_attaches(tmp_path: Path) -> None:
+    marker = tmp_path / "destroyed"
+    with WorkerProcess("--self-destruct", f"touch {marker}", "--workdir", str(tmp_path)) as worker:
+        client = connect(worker)
+        client.send({"t": "release", "ttl": 600, "keep": True, "deadline": 0.8}, {"t": "ping", "ts": 1.0})
+        client.wait_for(lambda m: m["t"] == "pong")
+        client.close()
+        started = time.monotonic()
+        assert worker.wait(timeout=10) == 0
+        assert time.monotonic() - started >= 0.6
+        assert marker.exists()
+    marker.unlink()
+    with WorkerProcess("--self-destruct", f"touch {marker}", "--workdir", str(tmp_path)) as worker:
+        client = connect(worker)
+        client.send({"t": "release", "ttl": 600, "keep": True, "deadline": 0.8}, {"t": "ping", "ts": 1.0})
+        client.wait_for(lambda m: m["t"] == "pong")
+        client.close()
+        again = connect(worker)  # a pool attaches (its cluster message): its own budget watch takes over
+        time.sleep(1.5)
+        assert worker.process.poll() is None and not marker.exists()
+        assert again.value("demo_tasks:add", 1, 2) == 3
+        again.send({"t": "shutdown"})
+        again.wait_closed()
 
 
 def test_collect_after_reconnect() -> None:

@@ -101,6 +101,9 @@ describe("isProvider", () => {
     expect(isProvider(provider)).toBe(true);
     expect(whyNotProvider(provider)).toBeUndefined();
     expect(isProvider({ ...fakeProvider(), listInstances: async () => [] })).toBe(true);
+    expect(
+      isProvider({ ...fakeProvider(), reconnectWorker: async () => ({ host: "h", port: 1, pid: 1 }) }),
+    ).toBe(true);
     expect(isProvider({ ...fakeProvider(), cleanup: async () => ({ removed: [], left: [] }) })).toBe(true);
 
     const signal = new AbortController().signal;
@@ -129,6 +132,9 @@ describe("isProvider", () => {
       'provider "fake" is missing method launchWorker',
     );
     expect(isProvider({ ...fakeProvider(), listInstances: "yes" })).toBe(false);
+    expect(whyNotProvider({ ...fakeProvider(), reconnectWorker: {} })).toBe(
+      'provider "fake" has a reconnectWorker that is not a function',
+    );
     expect(whyNotProvider({ ...fakeProvider(), cleanup: true })).toBe(
       'provider "fake" has a cleanup that is not a function',
     );

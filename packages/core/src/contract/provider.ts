@@ -132,7 +132,7 @@ export const PROVIDER_METHODS = Object.freeze({
     "teardown",
     "selfDestruct",
   ] as const),
-  optional: Object.freeze(["listInstances", "cleanup", "interruptionNotice"] as const),
+  optional: Object.freeze(["listInstances", "cleanup", "interruptionNotice", "reconnectWorker"] as const),
 });
 
 /**

@@ -422,6 +422,32 @@ export interface LaunchWorkerOptions<Specific = unknown>
   readonly instance: Instance;
 }
 
+/** Where a running worker was when its pool was detached: what {@link ProviderV1.reconnectWorker} reaches again. */
+export interface RecordedWorker {
+  /** The port it listens on, on its node's loopback. */
+  readonly port: number;
+  /** Its process id on its node. */
+  readonly pid: number;
+}
+
+/**
+ * What {@link ProviderV1.reconnectWorker} is asked: reach again the worker a detached pool left
+ * running on `instance`. The cluster and the instance are as the pool's state file recorded them,
+ * which holds no secret: no `ssh.privateKey`, no `spec`, and in `specific` no field named like a
+ * key, password, secret or token. The provider reads its credentials again (its settings, the key
+ * files it wrote) to fill them in.
+ */
+export interface ReconnectWorkerOptions<Specific = unknown> extends ClusterCallOptions<Specific> {
+  /** The node index (0 is the head). */
+  readonly nodeId: number;
+  /** The instance, as recorded at detach (its `ssh` without `privateKey`). */
+  readonly instance: Instance;
+  /** The worker to reach on it. */
+  readonly worker: RecordedWorker;
+  /** Seconds to keep trying to connect (e.g. SSH). */
+  readonly connectTimeoutSeconds: number;
+}
+
 /**
  * Version 1 of the provider contract. A provider is a plain object; `Specific` is the type of its
  * {@link Cluster.specific} data. Every method takes one options object, so a field can be added
@@ -481,6 +507,15 @@ export interface ProviderV1<Specific = unknown> {
    * bootstrap, start, tunnel); the built-in `Local` starts a process on this machine.
    */
   launchWorker(options: LaunchWorkerOptions<Specific>): Promise<WorkerEndpoint>;
+
+  /**
+   * Reaches again a worker that a detached pool (`pool.detach()`) left running, for `attach` from
+   * this or another process: checks that the worker still runs and returns its endpoint (SSH-reached
+   * providers: `@skyward/ssh`'s `reconnectSshWorker`, which opens a tunnel to it). Starts and
+   * uploads nothing. Throws `ConnectionError` when the instance or its worker is gone. Optional: a
+   * provider without it cannot have its pools detached (`detach()` refuses, naming it).
+   */
+  reconnectWorker?(options: ReconnectWorkerOptions<Specific>): Promise<WorkerEndpoint>;
 
   /**
    * Terminates the given instances. Idempotent: ids already terminated or unknown are not errors,

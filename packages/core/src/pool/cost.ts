@@ -84,6 +84,16 @@ export class CostMeter {
     };
   }
 
+  /**
+   * Adds `amount` USD spent before this meter started: what a detached pool had cost, carried over
+   * to the pool that attaches it.
+   */
+  carry(amount: number): void {
+    if (!(amount > 0)) return;
+    this.#ended += amount;
+    this.#changed();
+  }
+
   /** Calls `listener` whenever the hourly rate changes; returns a function that stops it. */
   onChange(listener: () => void): () => void {
     this.#listeners.add(listener);

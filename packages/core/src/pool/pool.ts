@@ -67,7 +67,7 @@ import { Redactor } from "../observe/redact.js";
 import type { ClusterMessage, WireValue, WorkerEvent } from "../protocol/protocol.js";
 import { RemoteRef } from "../protocol/values.js";
 import { saveCollections } from "../session/collections-state.js";
-import { type DetachedNode, sealToken, writePoolState } from "../session/state.js";
+import { type DetachedNode, sealToken, withoutSecrets, writePoolState } from "../session/state.js";
 import { type ComputeInput, resolveComputeInput } from "../spec/compute-input.js";
 import { extendImage, type Image } from "../spec/image.js";
 import { type Nodes, type NodesInput, nodes as resolveNodes } from "../spec/nodes.js";
@@ -268,6 +268,18 @@ interface PoolSettings {
  */
 export interface Pool extends Pick<PoolRuntime, keyof PoolRuntime> {}
 
+/** Options of `pool.detach()`. */
+export interface DetachOptions {
+  /**
+   * Bytes of stream items (as sent) the workers keep, each, for streaming tasks that yield while no
+   * client is attached; later items are dropped and counted (`dropped` in `collected()`). Default
+   * 64 MiB; 0 keeps none.
+   */
+  readonly keepItemsBytes?: number;
+}
+
+const DEFAULT_KEEP_ITEMS_BYTES = 64 * 1024 * 1024;
+
 /** The pool's implementation; users see it as a {@link Pool}. */
 class PoolRuntime implements AsyncDisposable {
   /** The pool's id (also its job id on the workers). */
@@ -292,7 +304,7 @@ class PoolRuntime implements AsyncDisposable {
   });
   /** The authority of the pool's distributed collections (ARCHITECTURE §4c). */
   readonly #collections: CollectionStore;
-  readonly #token = randomBytes(24).toString("hex");
+  readonly #token: string;
   readonly #nodes: NodeRuntime[] = [];
   readonly #abort = new AbortController();
   readonly #detachConsole: () => void;
@@ -353,9 +365,13 @@ class PoolRuntime implements AsyncDisposable {
     onEvent?: (event: SkywardEvent) => void,
     id: string = randomUUID().slice(0, 8),
     taskIdPrefix?: string,
+    carriedCost = 0,
+    token: string = randomBytes(24).toString("hex"),
     collections?: CollectionStore,
   ) {
     this.id = id;
+    this.#token = token;
+    this.#cost.carry(carriedCost);
     if (onEvent) this.#hub.on("*", onEvent);
     this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: options.shutdownTimeout });
     this.options = options;
@@ -1832,11 +1848,15 @@ class PoolRuntime implements AsyncDisposable {
   /**
    * Leaves the pool running and lets go of it: returns its id, for {@link attach} from this or
    * another process. The workers are told (`release` with `keep`) to keep the results of the tasks
-   * they are running until a client collects them, and to wait `ttl` seconds for one (so nothing
-   * bills forever); what this process needs to reach them again goes to a state file under
-   * `$SKYWARD_HOME/pools/` (0600, the workers' token encrypted, no provider credentials). Tasks still
-   * queued here, not yet on a worker, are cancelled; callers waiting on tasks get a `CancelledError`
-   * (their results are collected on attach). Only `Local` pools can be detached today.
+   * they are running until a client collects them — and the items of streaming tasks, up to
+   * `keepItemsBytes` — and to wait `ttl` seconds for one, so nothing bills forever; with
+   * `options.budget`, each is also given the moment the remaining budget runs out at the pool's
+   * hourly rate, and stops its node then (the same self-destruct as the TTL's) unless a pool attached.
+   * What this process needs to reach them again goes to a state file under `$SKYWARD_HOME/pools/`
+   * (0600, the workers' token encrypted, no provider credentials: they are read again on attach).
+   * Tasks still queued here, not yet on a worker, are cancelled; callers waiting on tasks get a
+   * `CancelledError` (their results are collected on attach). Works on `Local` and on every provider
+   * with `reconnectWorker` (those reached over SSH: `SSH`, AWS, …); refuses others, naming the provider.
    *
    * ```ts
    * import * as sky from "@skyward/core";
@@ -1848,21 +1868,37 @@ class PoolRuntime implements AsyncDisposable {
    * for (const done of await again.collected()) console.log(done.taskId, done.ok);
    * await again.close();
    * ```
+   *
+   * @throws {ConfigurationError} for a `keepItemsBytes` that is not a whole number >= 0.
    */
-  async detach(): Promise<string> {
+  async detach(options: DetachOptions = {}): Promise<string> {
+    const keepItemsBytes = options.keepItemsBytes ?? DEFAULT_KEEP_ITEMS_BYTES;
+    if (!Number.isSafeInteger(keepItemsBytes) || keepItemsBytes < 0) {
+      throw new ConfigurationError({
+        issues: [
+          {
+            path: "keepItemsBytes",
+            message: `expected a whole number of bytes >= 0, received ${JSON.stringify(options.keepItemsBytes)}`,
+          },
+        ],
+      });
+    }
     if (this.#closing) throw new Error(`pool ${this.id} is already closed or detached`);
     if (this.#state !== "ready")
       throw new Error(`pool ${this.id} can be detached once ready (it is ${this.#state})`);
     const provider = this.#provider;
     const cluster = this.#cluster;
     if (!provider || !cluster) throw new Error(`pool ${this.id} has no provider yet`);
-    if (provider.name !== "local") {
-      throw new Error(`pool ${this.id} runs on "${provider.name}": only Local pools can be detached so far`);
+    const local = provider.name === "local";
+    if (!local && typeof provider.reconnectWorker !== "function") {
+      throw new Error(
+        `pool ${this.id} runs on "${provider.name}", which cannot reach a detached pool's workers again (the provider has no reconnectWorker): it cannot be detached`,
+      );
     }
     const nodes: DetachedNode[] = [];
     for (const node of this.#nodes) {
       const endpoint = node.endpoint;
-      if (!node.connection?.isOpen || !endpoint || endpoint.openStream) {
+      if (!node.connection?.isOpen || !endpoint || (local && endpoint.openStream)) {
         throw new Error(
           `pool ${this.id}: node ${node.index} is not connected, so the pool cannot be detached now`,
         );
@@ -1873,30 +1909,56 @@ class PoolRuntime implements AsyncDisposable {
         host: endpoint.host,
         port: endpoint.port,
         pid: endpoint.pid,
-        hourlyPrice: node.instance.hourlyPrice,
+        hourlyPrice: node.instance.hourlyPrice ?? instanceHourlyPrice(node.instance, cluster.offer),
       });
     }
     const tasks = this.#tasks.onWorkers();
     const specific = cluster.specific as { root?: unknown; workdir?: unknown };
     const offer = cluster.offer;
-    const path = await writePoolState({
+    const now = Date.now();
+    const cost = this.#cost.snapshot(now);
+    const budget = this.options.budget ?? null;
+    // The budget keeps applying while nobody is attached: at the pool's rate it runs out in
+    // `budgetSeconds`, when the workers stop themselves (as at the end of their TTL).
+    const budgetSeconds =
+      budget && cost.hourlyRate > 0
+        ? Math.max(0, ((budget.max - cost.total) / cost.hourlyRate) * 3600)
+        : null;
+    await writePoolState({
       version: 1,
       id: this.id,
       provider: provider.name,
       providerSettings: {},
       clusterId: cluster.id,
-      root: typeof specific.root === "string" ? specific.root : null,
-      workdir: typeof specific.workdir === "string" ? specific.workdir : null,
+      root: local && typeof specific.root === "string" ? specific.root : null,
+      workdir: local && typeof specific.workdir === "string" ? specific.workdir : null,
       instanceType: offer.instanceType,
       region: offer.region,
       spot: this.#nodes.some((node) => node.instance.spot),
       nodes,
       tasks,
       ttl: this.spec.ttl,
-      detachedAt: Date.now(),
+      detachedAt: now,
       pid: process.pid,
-      // The workers' own token: an attached pool's workers kept the one they were started with.
-      token: await sealToken(this.#nodes[0]?.endpoint?.token ?? this.#token),
+      // The workers' own token: an attached pool was constructed with the one they were started with.
+      token: await sealToken(this.#token),
+      ...(local
+        ? {}
+        : {
+            cluster: withoutSecrets({
+              id: cluster.id,
+              provider: cluster.provider,
+              poolId: cluster.poolId,
+              region: cluster.region,
+              offer: cluster.offer,
+              ssh: cluster.ssh,
+              specific: cluster.specific,
+            }),
+            instances: withoutSecrets(this.#nodes.map((node) => node.instance)),
+          }),
+      cost: { total: cost.total, hourlyRate: cost.hourlyRate },
+      budget: budget ? { max: budget.max, warnAt: budget.warnAt } : null,
+      budgetDeadline: budgetSeconds === null ? null : now + budgetSeconds * 1000,
     });
     // The workers keep the results and outlive this process; a ping after the release tells when
     // each has applied it.
@@ -1913,15 +1975,20 @@ class PoolRuntime implements AsyncDisposable {
           });
           connection.onLost(() => resolve());
         });
-        connection.send({ t: "release", ttl: this.spec.ttl, keep: true });
+        connection.send({
+          t: "release",
+          ttl: this.spec.ttl,
+          keep: true,
+          keep_items_bytes: keepItemsBytes,
+          ...(budgetSeconds !== null ? { deadline: budgetSeconds } : {}),
+        });
         connection.send({ t: "ping", ts });
         await ponged;
       }),
     );
     // Every collection operation a worker sent came before its pong: the collections are final.
     await saveCollections(this.id, this.#collections);
-    detachLocalWorkers(nodes.map((node) => node.instanceId));
-    void path;
+    if (local) detachLocalWorkers(nodes.map((node) => node.instanceId));
     this.#closing = this.#shutdown(true);
     await this.#closing;
     return this.id;
@@ -2512,6 +2579,10 @@ export interface ComputeOptions {
   readonly id?: string;
   /** @internal What its task ids start with: an attached pool's must not clash with those still on its workers. */
   readonly taskIdPrefix?: string;
+  /** @internal USD the pool cost before this process picked it up (`attach`): `cost()` goes on from there. */
+  readonly carriedCost?: number;
+  /** @internal The workers' token, when it picks up a detached pool (`attach`): detached again, it records that one. */
+  readonly token?: string;
   /** @internal An attached pool's collections, restored from its state file (`attach`). */
   readonly collections?: CollectionStore;
 }
@@ -2557,6 +2628,8 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
     options.onEvent,
     options.id,
     options.taskIdPrefix,
+    options.carriedCost,
+    options.token,
     options.collections,
   );
   if (options.handleSignals !== false) {

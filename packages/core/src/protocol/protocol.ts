@@ -347,6 +347,8 @@ export interface EndMessage {
   readonly t: "end";
   /** The task id. */
   readonly id: string;
+  /** Items a detached worker could not keep for the client (over its byte cap); absent when none. */
+  readonly dropped?: number;
 }
 
 /** Why a task failed, as `error.kind` says. */
@@ -373,6 +375,8 @@ export interface TaskErrorMessage {
   readonly traceback: string;
   /** The node the task ran on. */
   readonly node: number;
+  /** Stream items a detached worker could not keep for the client (over its byte cap); absent when none. */
+  readonly dropped?: number;
 }
 
 /** `out` — captured stdout or stderr. */
@@ -456,6 +460,18 @@ export interface ReleaseMessage {
    * started with `--exit-on-stdin-eof` no longer stops when its stdin closes. Optional.
    */
   readonly keep?: boolean;
+  /**
+   * With `keep`: seconds until the pool's budget runs out at its hourly rate. The worker stops then
+   * (running the self-destruct, as at the end of the TTL) unless a pool attached (its `cluster`
+   * message cancels it). Optional.
+   */
+  readonly deadline?: number;
+  /**
+   * With `keep`: how many bytes of stream items (encoded) the worker keeps for tasks that stream
+   * while no client is attached; items past it are dropped and counted (`dropped` on the task's
+   * terminal message). Default 64 MiB.
+   */
+  readonly keep_items_bytes?: number;
 }
 
 /** `collect` — resend the terminal messages of finished tasks. */

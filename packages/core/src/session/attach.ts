@@ -10,7 +10,9 @@
 import { rm } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { CollectionStore } from "../collections/store.js";
-import type { Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
+import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
+import type { Cluster, Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
+import { ConfigurationError } from "../errors/errors.js";
 import { compute, type Pool } from "../pool/pool.js";
 import { WorkerConnection } from "../pool/worker-connection.js";
 import type { WorkerMessage } from "../protocol/protocol.js";
@@ -25,31 +27,41 @@ import {
   removePoolState,
 } from "./state.js";
 
+/** What every {@link CollectedResult} has. */
+interface CollectedBase {
+  readonly taskId: string;
+  readonly name: string;
+  readonly node: number;
+  /**
+   * A streaming task's items that reached no client before the attach — yielded while detached, or
+   * after — in order; empty for other tasks. Items the worker had sent before the pool was detached
+   * are not repeated.
+   */
+  readonly items: readonly unknown[];
+  /** Items the worker could not keep while detached (over `pool.detach({ keepItemsBytes })`); 0 when none. */
+  readonly dropped: number;
+}
+
 /** The outcome of a task that was on a worker when its pool was detached. */
 export type CollectedResult =
-  | {
-      readonly taskId: string;
-      readonly name: string;
-      readonly node: number;
+  | (CollectedBase & {
       readonly ok: true;
       readonly value: unknown;
-    }
-  | {
-      readonly taskId: string;
-      readonly name: string;
-      readonly node: number;
+    })
+  | (CollectedBase & {
       readonly ok: false;
       /** The exception's type (`ValueError`…), `lost` when the worker no longer knew the task. */
       readonly errorType: string;
       readonly message: string;
-    };
+    });
 
 /** A pool picked up again: a {@link Pool}, plus the results of the tasks it was detached with. */
 export type AttachedPool = Pool & {
   /**
    * Settles once every task that was on a worker at detach time has an outcome: finished while
    * detached, or finished since. Each outcome is delivered once (the workers drop them as they hand
-   * them over). A streaming task's items are not kept; its outcome is its end (`value` undefined).
+   * them over). A streaming task's outcome is its end (`value` undefined) with the items no client
+   * received (`items`, and `dropped` for those over the workers' byte cap).
    */
   collected(): Promise<readonly CollectedResult[]>;
 };
@@ -60,6 +72,14 @@ export interface AttachOptions {
   readonly options?: Partial<Options>;
   /** Aborts reconnecting. */
   readonly signal?: AbortSignal;
+  /**
+   * For a pool on a provider other than `Local`: the provider to reach its nodes through — the same
+   * kind, with the settings and credentials to reach them (the state file records none). Default:
+   * the `[providers.*]` entry of `skyward.toml` (or `~/.skyward/defaults.toml`) of the pool's
+   * provider type, when there is exactly one.
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: any provider, whatever its cluster data.
+  readonly provider?: ProviderV1<any>;
 }
 
 function processAlive(pid: number): boolean {
@@ -196,21 +216,36 @@ function attachedLocal(
 
 const TERMINAL = new Set(["result", "error", "end"]);
 
+/** How the collector reaches a node's worker: by TCP, or through a stream (an SSH tunnel). */
+type Reach = (
+  node: DetachedPoolState["nodes"][number],
+) => Promise<{ host: string; port: number } | { host: string; stream: import("node:stream").Duplex }>;
+
+/** What {@link collectDetached} returns: the outcomes, and how to close its connections. */
+interface Collector {
+  readonly results: Promise<CollectedResult[]>;
+  readonly close: () => Promise<void>;
+}
+
 /**
  * Reconnects to each node's worker on a connection of its own, before the pool's: it adopts the
- * detached tasks still running and collects those that finished.
+ * detached tasks still running, collects those that finished, with the stream items the workers
+ * kept meanwhile, and answers the adopted tasks' collection calls from `collections` (restored
+ * from the state file) until they end.
  */
 async function collectDetached(
   state: DetachedPoolState,
   token: string,
+  reach: Reach,
   signal: AbortSignal | undefined,
   collections: CollectionStore,
-): Promise<{ results: Promise<CollectedResult[]>; close: () => Promise<void> }> {
+): Promise<Collector> {
   const expected = new Map<string, DetachedTask>(state.tasks.map((task) => [task.taskId, task]));
   // A task's wire id is its id, or `id.attempt` for a retry; its locks are held under its id.
   const ownerOf = (wireId: string) => (expected.has(wireId) ? wireId : wireId.replace(/\.\d+$/, ""));
   const stillRunning = new Set<string>();
   const outcomes = new Map<string, CollectedResult>();
+  const items = new Map<string, Map<number, unknown>>();
   const connections: WorkerConnection[] = [];
   let settle: () => void = () => {};
   const done = new Promise<void>((resolve) => {
@@ -230,74 +265,107 @@ async function collectDetached(
   const closeIfIdle = () => {
     if (collectedAll && adopted.size === 0) void close();
   };
-  for (const node of state.nodes) {
-    const connection = await WorkerConnection.connect(
-      { host: node.host, port: node.port },
-      { token, node: node.index, timeoutMs: 30_000, ...(signal ? { signal } : {}) },
-    );
-    connections.push(connection);
-    const mine = [...expected.values()].filter((task) => task.node === node.index);
-    const finished = new Set(connection.welcome.results);
-    const running = new Set((connection.welcome as { running?: string[] }).running ?? []);
-    for (const id of running) {
-      stillRunning.add(ownerOf(id));
-      adopted.add(id);
-    }
-    serveCollections(connection, collections, ownerOf);
-    connection.onMessage((message: WorkerMessage) => {
-      if (!TERMINAL.has(message.t)) return;
-      const id = (message as { id?: string | null }).id;
-      if (typeof id === "string" && adopted.delete(id)) {
-        collections.ownerEnded(ownerOf(id));
-        closeIfIdle();
-      }
-      const task = typeof id === "string" ? expected.get(id) : undefined;
-      if (!task || outcomes.has(task.taskId)) return;
-      const base = { taskId: task.taskId, name: task.name, node: task.node };
-      if (message.t === "error") {
-        const error = message as { type?: string; message?: string };
-        outcomes.set(task.taskId, {
-          ...base,
-          ok: false,
-          errorType: error.type ?? "Error",
-          message: error.message ?? "",
-        });
-      } else {
-        outcomes.set(task.taskId, { ...base, ok: true, value: (message as { value?: unknown }).value });
-      }
-      check();
-    });
-    connection.onLost((loss) => {
+  const extra = (taskId: string, dropped = 0) => {
+    const received = items.get(taskId);
+    return {
+      items: received ? [...received.entries()].sort((a, b) => a[0] - b[0]).map(([, value]) => value) : [],
+      dropped,
+    };
+  };
+  try {
+    for (const node of state.nodes) {
+      const connection = await WorkerConnection.connect(await reach(node), {
+        token,
+        node: node.index,
+        timeoutMs: 30_000,
+        ...(signal ? { signal } : {}),
+      });
+      connections.push(connection);
+      const mine = [...expected.values()].filter((task) => task.node === node.index);
+      const finished = new Set(connection.welcome.results);
+      const running = new Set((connection.welcome as { running?: string[] }).running ?? []);
       for (const id of running) {
-        collections.ownerEnded(ownerOf(id));
-        adopted.delete(id);
+        stillRunning.add(ownerOf(id));
+        adopted.add(id);
       }
+      serveCollections(connection, collections, ownerOf);
+      connection.onMessage((message: WorkerMessage) => {
+        const id = (message as { id?: string | null }).id;
+        if (TERMINAL.has(message.t) && typeof id === "string" && adopted.delete(id)) {
+          collections.ownerEnded(ownerOf(id));
+          closeIfIdle();
+        }
+        const task = typeof id === "string" ? expected.get(id) : undefined;
+        if (!task || outcomes.has(task.taskId)) return;
+        if (message.t === "item") {
+          const received = items.get(task.taskId) ?? new Map<number, unknown>();
+          items.set(task.taskId, received);
+          received.set(message.seq, message.value);
+          return;
+        }
+        if (!TERMINAL.has(message.t)) return;
+        const base = { taskId: task.taskId, name: task.name, node: task.node };
+        const dropped = (message as { dropped?: number }).dropped ?? 0;
+        if (message.t === "error") {
+          const error = message as { type?: string; message?: string };
+          outcomes.set(task.taskId, {
+            ...base,
+            ...extra(task.taskId, dropped),
+            ok: false,
+            errorType: error.type ?? "Error",
+            message: error.message ?? "",
+          });
+        } else {
+          outcomes.set(task.taskId, {
+            ...base,
+            ...extra(task.taskId, dropped),
+            ok: true,
+            value: (message as { value?: unknown }).value,
+          });
+        }
+        check();
+      });
+      connection.onLost((loss) => {
+        for (const id of running) {
+          collections.ownerEnded(ownerOf(id));
+          adopted.delete(id);
+        }
+        for (const task of mine) {
+          if (outcomes.has(task.taskId)) continue;
+          outcomes.set(task.taskId, {
+            taskId: task.taskId,
+            name: task.name,
+            node: task.node,
+            ...extra(task.taskId),
+            ok: false,
+            errorType: "lost",
+            message: `the connection to node ${node.index} was lost: ${loss.error.message}`,
+          });
+        }
+        check();
+      });
       for (const task of mine) {
-        if (outcomes.has(task.taskId)) continue;
+        if (finished.has(task.taskId) || running.has(task.taskId)) continue;
         outcomes.set(task.taskId, {
           taskId: task.taskId,
           name: task.name,
           node: task.node,
+          items: [],
+          dropped: 0,
           ok: false,
           errorType: "lost",
-          message: `the connection to node ${node.index} was lost: ${loss.error.message}`,
+          message: `the worker of node ${node.index} no longer knows task ${task.taskId}`,
         });
       }
-      check();
-    });
-    for (const task of mine) {
-      if (finished.has(task.taskId) || running.has(task.taskId)) continue;
-      outcomes.set(task.taskId, {
-        taskId: task.taskId,
-        name: task.name,
-        node: task.node,
-        ok: false,
-        errorType: "lost",
-        message: `the worker of node ${node.index} no longer knows task ${task.taskId}`,
-      });
+      // Finished tasks resend their outcome; running ones hand over the items they kept meanwhile.
+      const collect = mine
+        .filter((task) => finished.has(task.taskId) || running.has(task.taskId))
+        .map((task) => task.taskId);
+      if (collect.length > 0) connection.send({ t: "collect", ids: collect });
     }
-    const collect = mine.filter((task) => finished.has(task.taskId)).map((task) => task.taskId);
-    if (collect.length > 0) connection.send({ t: "collect", ids: collect });
+  } catch (error) {
+    void close();
+    throw error;
   }
   // Locks held by tasks that ended while nobody was attached are free again.
   for (const holder of collections.holders()) if (!stillRunning.has(holder)) collections.ownerEnded(holder);
@@ -310,10 +378,114 @@ async function collectDetached(
   return { results, close };
 }
 
+/** The provider a non-`Local` pool is attached through: the one given, else skyward.toml's of its type. */
+async function providerFor(
+  state: DetachedPoolState,
+  // biome-ignore lint/suspicious/noExplicitAny: any provider, whatever its cluster data.
+  given: ProviderV1<any> | undefined,
+): Promise<ProviderV1> {
+  const refuse = (message: string) => new ConfigurationError({ issues: [{ path: "provider", message }] });
+  let provider: ProviderV1 | undefined = given;
+  if (!provider) {
+    const config = await loadConfig();
+    const entries = Object.values(config.providers).filter((entry) => entry.type === state.provider);
+    if (entries.length !== 1) {
+      throw refuse(
+        `pool ${state.id} runs on "${state.provider}": expected the provider to reach it through (attach(id, { provider })), or exactly one [providers.*] entry of type "${state.provider}" in skyward.toml (found ${entries.length})`,
+      );
+    }
+    provider = await createProviderFromEntry(entries[0] as (typeof entries)[number]);
+  }
+  if (provider.name !== state.provider) {
+    throw refuse(
+      `expected a "${state.provider}" provider (pool ${state.id} runs there), received "${provider.name}"`,
+    );
+  }
+  if (typeof provider.reconnectWorker !== "function") {
+    throw refuse(
+      `the "${provider.name}" provider cannot reach a detached pool's workers (it has no reconnectWorker)`,
+    );
+  }
+  return provider;
+}
+
+/**
+ * A provider over the running workers of a detached pool on `provider` (SSH-reached): it provisions
+ * nothing and starts nothing — its instances are the pool's, its workers' endpoints those
+ * `reconnectWorker` reached — while `getInstance`, `terminate`, `teardown` and the self-destruct
+ * are the real provider's: closing the pool terminates its instances, as for any pool.
+ */
+function attachedRemote(
+  state: DetachedPoolState,
+  provider: ProviderV1,
+  token: string,
+  cluster: Omit<Cluster, "spec">,
+  endpoints: readonly WorkerEndpoint[],
+): ProviderV1 {
+  const instances = (state.instances ?? []).map((instance) =>
+    Object.freeze({ ...instance, status: "running" as const }),
+  );
+  let handedOut = 0;
+  const launched = new Set<number>();
+  return {
+    specificationVersion: "v1",
+    name: provider.name,
+    capabilities: Object.freeze({ ...provider.capabilities, maxInstances: state.nodes.length }),
+    async offers() {
+      return [cluster.offer];
+    },
+    async prepare({ spec }) {
+      return Object.freeze({ ...cluster, spec }) as Cluster;
+    },
+    async provision({ count }) {
+      const batch = instances.slice(handedOut, handedOut + count);
+      handedOut += batch.length;
+      if (batch.length < count)
+        throw new Error(`pool ${state.id} has ${state.nodes.length} nodes and can grow no more`);
+      return batch;
+    },
+    getInstance: (options) => provider.getInstance(options),
+    async launchWorker({ instance, nodeId }): Promise<WorkerEndpoint> {
+      const index = state.nodes.findIndex((node) => node.instanceId === instance.id);
+      const endpoint = endpoints[index];
+      if (!endpoint || launched.has(index)) {
+        throw new Error(`pool ${state.id}: node ${nodeId} (${instance.id}) has no worker to attach to`);
+      }
+      launched.add(index);
+      return { ...endpoint, token, warm: true };
+    },
+    terminate: (options) => provider.terminate(options),
+    async teardown(options) {
+      try {
+        await provider.teardown(options);
+      } finally {
+        await removePoolState(state.id);
+      }
+    },
+    selfDestruct: (options) => provider.selfDestruct(options),
+    // Detached again (`skyward attach` without --close does): the real provider reaches it next time.
+    reconnectWorker: (options) =>
+      (provider as Required<Pick<ProviderV1, "reconnectWorker">>).reconnectWorker(options),
+    ...(provider.interruptionNotice
+      ? { interruptionNotice: provider.interruptionNotice.bind(provider) }
+      : {}),
+  } as ProviderV1;
+}
+
+/** The USD a detached pool has cost by `now`: its total at detach plus its nodes' time since. */
+function costSoFar(state: DetachedPoolState, now: number): number {
+  if (!state.cost) return 0;
+  return state.cost.total + (state.cost.hourlyRate * Math.max(0, now - state.detachedAt)) / 3_600_000;
+}
+
 /**
  * Picks up pool `id`, detached by `pool.detach()` in this or another process of the same user:
  * reconnects to its workers, collects what its tasks did meanwhile ({@link AttachedPool.collected}),
- * and returns the pool, ready for more tasks. Close it (or `await using`) to stop its workers.
+ * and returns the pool, ready for more tasks. Its cost goes on from the detached pool's
+ * (`pool.cost()`), and its `options.budget` keeps applying unless `options` gives another. Close it
+ * (or `await using`) to stop its workers and terminate its instances. A pool on a provider other than
+ * `Local` is reached through `options.provider` (credentials are read again, never from the state
+ * file).
  *
  * ```ts
  * import * as sky from "@skyward/core";
@@ -324,13 +496,12 @@ async function collectDetached(
  * ```
  *
  * @throws Error when there is no such detached pool, or its workers are gone (their TTL ran out).
+ * @throws {ConfigurationError} naming `provider` when no provider of the pool's kind is given or configured.
  */
 export async function attach(id: string, options: AttachOptions = {}): Promise<AttachedPool> {
   const state = await readPoolState(id);
   if (!state) throw new Error(`no detached pool ${JSON.stringify(id)}: nothing in the pools directory`);
-  if (state.provider !== "local") {
-    throw new Error(`pool ${id} runs on "${state.provider}": only Local pools can be attached so far`);
-  }
+  if (state.provider !== "local") return attachRemote(state, options);
   const gone = state.nodes.filter((node) => !processAlive(node.pid));
   if (gone.length > 0) {
     await removePoolState(id);
@@ -341,21 +512,119 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
     );
   }
   const token = await openToken(state.token);
+  const collections = await restoredCollections(state, options);
+  const collector = await collectDetached(
+    state,
+    token,
+    async (node) => ({ host: node.host, port: node.port }),
+    options.signal,
+    collections,
+  );
+  return attached(state, token, attachedLocal(state, token), collector, collections, options);
+}
+
+/** The detached pool's distributed collections, restored from its state file before any worker is reached. */
+async function restoredCollections(
+  state: DetachedPoolState,
+  options: AttachOptions,
+): Promise<CollectionStore> {
   const collections = new CollectionStore({ enabled: options.options?.cluster !== false });
   collections.restore(await openCollections(state));
-  const collector = await collectDetached(state, token, options.signal, collections);
+  return collections;
+}
+
+async function attachRemote(state: DetachedPoolState, options: AttachOptions): Promise<AttachedPool> {
+  const provider = await providerFor(state, options.provider);
+  if (!state.cluster || !state.instances) throw new Error(`${state.id}: the state file records no cluster`);
+  const cluster = state.cluster as Omit<Cluster, "spec">;
+  const token = await openToken(state.token);
+  const collections = await restoredCollections(state, options);
+  const signal = options.signal ?? new AbortController().signal;
+  const endpoints: WorkerEndpoint[] = [];
+  const closeAll = () => {
+    for (const endpoint of endpoints) endpoint.close?.();
+  };
+  try {
+    const instances = state.instances;
+    const reached = await Promise.allSettled(
+      state.nodes.map(async (node) => {
+        const instance = instances.find((entry) => entry.id === node.instanceId);
+        if (!instance) throw new Error(`the state file has no instance ${node.instanceId}`);
+        // Called on the provider: its methods may use `this`.
+        return (provider as Required<Pick<ProviderV1, "reconnectWorker">>).reconnectWorker({
+          cluster: { ...cluster, spec: undefined } as unknown as Cluster,
+          instance,
+          nodeId: node.index,
+          worker: { port: node.port, pid: node.pid },
+          connectTimeoutSeconds: 30,
+          signal,
+          poolId: state.id,
+        });
+      }),
+    );
+    for (const outcome of reached) if (outcome.status === "fulfilled") endpoints.push(outcome.value);
+    const failed = reached.findIndex((outcome) => outcome.status === "rejected");
+    if (failed >= 0) {
+      const node = state.nodes[failed] as DetachedPoolState["nodes"][number];
+      const error = (reached[failed] as PromiseRejectedResult).reason as Error;
+      // No worker answers, and its TTL (or the budget) has run out since the detach: they stopped.
+      const now = Date.now();
+      const expired =
+        now > state.detachedAt + state.ttl * 1000 ||
+        (state.budgetDeadline !== null && state.budgetDeadline !== undefined && now > state.budgetDeadline);
+      const gone = endpoints.length === 0 && expired;
+      if (gone) await removePoolState(state.id);
+      throw new Error(
+        `pool ${state.id}'s worker on node ${node.index} (${node.instanceId}) cannot be reached again: ${error.message}${gone ? " (no worker answers and their TTL or budget has run out: the pool's state was removed)" : ""}`,
+        { cause: error },
+      );
+    }
+    const reach: Reach = async (node) => {
+      const endpoint = endpoints[state.nodes.indexOf(node)] as WorkerEndpoint;
+      return endpoint.openStream
+        ? { host: endpoint.host, stream: await endpoint.openStream() }
+        : { host: endpoint.host, port: endpoint.port };
+    };
+    const collector = await collectDetached(state, token, reach, options.signal, collections);
+    return await attached(
+      state,
+      token,
+      attachedRemote(state, provider, token, cluster, endpoints),
+      collector,
+      collections,
+      options,
+    );
+  } catch (error) {
+    closeAll();
+    throw error;
+  }
+}
+
+/** The attached pool around `provider`, with the collector's results and the restored collections. */
+async function attached(
+  state: DetachedPoolState,
+  token: string,
+  provider: ProviderV1,
+  collector: Collector,
+  collections: CollectionStore,
+  options: AttachOptions,
+): Promise<AttachedPool> {
   let pool: Pool;
   try {
+    const budget = state.budget ?? undefined;
     pool = await compute(
       {
-        provider: attachedLocal(state, token),
+        provider,
         nodes: state.nodes.length,
         ttl: state.ttl,
-        ...(options.options ? { options: options.options } : {}),
+        // The budget keeps applying (counting what was spent), unless the caller gives another.
+        options: { ...(budget ? { budget } : {}), ...options.options },
       },
       {
         id: state.id,
         taskIdPrefix: `a${Date.now().toString(36)}-`,
+        carriedCost: costSoFar(state, Date.now()),
+        token,
         collections,
         ...(options.signal ? { signal: options.signal } : {}),
       },
@@ -369,8 +638,8 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
   const detach = pool.detach.bind(pool);
   return Object.assign(pool, {
     collected: () => collector.results,
-    detach: async () => {
-      const id = await detach();
+    detach: async (detachOptions?: Parameters<Pool["detach"]>[0]) => {
+      const id = await detach(detachOptions);
       // Closed before this returns: the workers have let go of them when the next client attaches.
       await collector.close();
       return id;
@@ -384,12 +653,15 @@ export interface DetachedPool {
   readonly provider: string;
   readonly instanceType: string;
   readonly region: string;
-  /** Its nodes, each with whether its worker process still runs. */
+  /**
+   * Its nodes, each with whether its worker process still runs (`null` on a remote node: known only
+   * by reaching it, as `attach` does).
+   */
   readonly nodes: readonly {
     readonly index: number;
     readonly instanceId: string;
     readonly pid: number;
-    readonly alive: boolean;
+    readonly alive: boolean | null;
   }[];
   /** Tasks that were on its workers when it was detached (their outcomes wait for `attach`). */
   readonly tasks: number;
@@ -401,6 +673,8 @@ export interface DetachedPool {
   readonly hourlyRate: number | null;
   /** What it has cost since it was detached, USD, when the prices are known. */
   readonly costSinceDetached: number | null;
+  /** When its budget runs out and its workers stop themselves, milliseconds since the epoch; null without a budget. */
+  readonly budgetDeadline: number | null;
 }
 
 /**
@@ -429,13 +703,14 @@ export async function detachedPools(): Promise<DetachedPool[]> {
         index: node.index,
         instanceId: node.instanceId,
         pid: node.pid,
-        alive: processAlive(node.pid),
+        alive: state.provider === "local" ? processAlive(node.pid) : null,
       })),
       tasks: state.tasks.length,
       detachedAt: state.detachedAt,
       ttl: state.ttl,
       hourlyRate,
       costSinceDetached: hourlyRate === null ? null : (hourlyRate * (now - state.detachedAt)) / 3_600_000,
+      budgetDeadline: state.budgetDeadline ?? null,
     };
   });
 }

@@ -11,13 +11,15 @@ import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { chmod, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { skywardHome } from "../config/home.js";
+import type { Cluster, Instance, Offer } from "../contract/types.js";
 
 /** One node of a detached pool. */
 export interface DetachedNode {
   readonly index: number;
   readonly instanceId: string;
-  /** Where its worker listens (loopback for `Local`). */
+  /** Where its worker listens (loopback for `Local`; the SSH address, for display, on other providers). */
   readonly host: string;
+  /** Its port (on its node's loopback, reached through a tunnel, on other providers). */
   readonly port: number;
   /** The worker's process id on its node. */
   readonly pid: number;
@@ -31,6 +33,29 @@ export interface DetachedTask {
   /** The callable's `module:qualname` (or a command's label). */
   readonly name: string;
   readonly node: number;
+}
+
+/** A detached pool's cost when it was detached, carried over to the pool that attaches it. */
+export interface DetachedCost {
+  /** USD spent up to the detach. */
+  readonly total: number;
+  /** USD per hour of its nodes then (they keep running while detached). */
+  readonly hourlyRate: number;
+}
+
+/**
+ * The cluster of a detached pool on a provider other than `Local`, with no secret: no `spec`, no
+ * `ssh.privateKey`, and in `specific` no field named like a key, password, secret or token
+ * ({@link withoutSecrets}).
+ */
+export interface RecordedCluster {
+  readonly id: string;
+  readonly provider: string;
+  readonly poolId: string;
+  readonly region: string;
+  readonly offer: Offer;
+  readonly ssh: Cluster["ssh"];
+  readonly specific: unknown;
 }
 
 /** A detached pool's state file. */
@@ -59,6 +84,35 @@ export interface DetachedPoolState {
   readonly token: string;
   /** The distributed collections' contents, sealed like the token (`collections-state.ts`). */
   readonly collections?: string;
+  /** Providers other than `Local`: the cluster and instances, without secrets. */
+  readonly cluster?: RecordedCluster;
+  readonly instances?: readonly Instance[];
+  /** What it had cost when it was detached; absent in files of older versions. */
+  readonly cost?: DetachedCost;
+  /** Its `options.budget`, which keeps applying after attach; null when it had none. */
+  readonly budget?: { readonly max: number; readonly warnAt: number } | null;
+  /**
+   * When its budget runs out at its hourly rate, milliseconds since the epoch: the workers stop
+   * themselves then (self-destruct) unless a client attached. Null without a budget.
+   */
+  readonly budgetDeadline?: number | null;
+}
+
+/** Field names that hold credentials, left out of what a state file records. */
+const SECRET_FIELD = /private.?key|secret|password|passphrase|token|api.?key|credential|authori[sz]ation/i;
+
+/**
+ * A deep copy of `value` (plain data) without the fields named like credentials: what a state file
+ * may record of a provider's cluster and instances.
+ */
+export function withoutSecrets<T>(value: T): T {
+  if (Array.isArray(value)) return value.map((entry) => withoutSecrets(entry)) as T;
+  if (typeof value !== "object" || value === null) return value;
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([key, entry]) => !SECRET_FIELD.test(key) && typeof entry !== "function")
+      .map(([key, entry]) => [key, withoutSecrets(entry)]),
+  ) as T;
 }
 
 function poolsDirectory(): string {
