@@ -6,10 +6,12 @@
  * global-networking address are that host's. So the provider's code and the pool's real SSH, bootstrap,
  * worker and dispatch path run together, as the Acme example (`examples/third-party-provider`) does.
  */
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import * as sky from "@skyward/core";
 import { Plugin } from "@skyward/core/contract";
 import {
+  eventually,
   expectPreemptedNodeReplaced,
   poolTasks,
   requireTestbed,
@@ -22,7 +24,7 @@ import { RunPod } from "../src/index.js";
 import { type FakePod, type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "./fake-runpod.js";
 
 const skipReason = await requireTestbed();
-const { file: tasks, info, add } = poolTasks;
+const { file: tasks, info, add, work, whoami } = poolTasks;
 
 describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pods are test-bed hosts", () => {
   let machines: TestbedMachines<string>;
@@ -136,10 +138,9 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
   }, 300_000);
 
   it("a detached pool is attached through a new provider object (its key read again), and close leaves no pod", async () => {
-    const runpod = () => RunPod({ apiKey: TEST_API_KEY, retryDelayMs: 50, root: `${home.path}/pods/{id}` });
-    const journal = `${home.path}/detach-journal.jsonl`;
+    const journal = join(machines.home.path, "detach-journal.jsonl");
     const pool = await sky.compute({
-      provider: runpod(),
+      provider: provider(),
       accelerator: sky.accelerators.A100(),
       nodes: 1,
       allocation: "on-demand",
@@ -152,14 +153,17 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
       (value) => value.key,
       (error: Error) => error.name,
     );
-    await until(async () => (await readFile(journal, "utf8").catch(() => "")).includes('"detached"'), 30_000);
+    await eventually(
+      async () => (await readFile(journal, "utf8").catch(() => "")).includes('"detached"'),
+      30_000,
+    );
     const id = await pool.detach();
     expect(await pending).toBe("CancelledError");
     const state = await readFile(`${process.env.SKYWARD_HOME}/pools/${id}.json`, "utf8");
     expect(state).not.toContain(TEST_API_KEY);
     expect(state).not.toMatch(/PRIVATE KEY|privateKey/);
     {
-      await using again = await sky.attach(id, { provider: runpod(), options: { console: false } });
+      await using again = await sky.attach(id, { provider: provider(), options: { console: false } });
       const [outcome] = await again.collected();
       expect(outcome).toMatchObject({ ok: true, value: { key: "detached", pid: before?.pid } });
       expect(await again.broadcast(whoami())).toEqual([before]);
@@ -167,7 +171,7 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
       expect(await again.detach()).toBe(id);
     }
     {
-      await using third = await sky.attach(id, { provider: runpod(), options: { console: false } });
+      await using third = await sky.attach(id, { provider: provider(), options: { console: false } });
       expect(await third.collected()).toEqual([]);
       expect(await third.broadcast(whoami())).toEqual([before]);
     }
