@@ -12,7 +12,6 @@ import * as sky from "@skyward/core";
 import {
   createTestbed,
   expectDetachAttach,
-  poolTasks,
   requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
@@ -145,16 +144,8 @@ describe.skipIf(skipReason !== undefined)(
     }, 400_000);
 
     it("a detached pool is attached through a new provider object (its token read again), and close leaves nothing at the fake", async () => {
-      const pool = await sky.compute({
-        provider: gcp(),
-        nodes: 1,
-        vcpus: 2,
-        allocation: "on-demand",
-        ttl: 60,
-        image: { includes: [poolTasks.file] },
-        options: { console: false, bootstrapTimeout: 240 },
-      });
-      await expectDetachAttach(pool, {
+      await expectDetachAttach({
+        spec: { vcpus: 2, allocation: "on-demand" },
         journal: join(home.path, "detach-journal.jsonl"),
         provider: () => gcp(),
         secrets: [TEST_ACCESS_TOKEN],

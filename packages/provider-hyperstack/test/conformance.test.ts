@@ -6,11 +6,9 @@
  * host's own root directory (the hosts share one filesystem) and a harmless self-destruct.
  */
 import { join } from "node:path";
-import * as sky from "@skyward/core";
 import { accelerators } from "@skyward/core";
 import {
   expectDetachAttach,
-  poolTasks,
   requireTestbed,
   runProviderConformance,
   testbedHostAt,
@@ -89,15 +87,8 @@ if (skipReason === undefined) {
   });
 
   it("hyperstack, a detached pool is attached through a new provider object, and close leaves nothing", async () => {
-    const pool = await sky.compute({
-      provider: pooledProvider(),
-      region: "NORWAY-1",
-      nodes: 1,
-      ttl: 60,
-      image: { includes: [poolTasks.file] },
-      options: { console: false, bootstrapTimeout: 240 },
-    });
-    await expectDetachAttach(pool, {
+    await expectDetachAttach({
+      spec: { region: "NORWAY-1" },
       journal: join(pooled.keysDirectory, "detach-journal.jsonl"),
       provider: pooledProvider,
       secrets: [pooled.fake.apiKey],

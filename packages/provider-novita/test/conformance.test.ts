@@ -113,15 +113,8 @@ if (skipReason === undefined) {
     });
 
     it("a detached pool is attached through a new provider object (its key read again), and close leaves nothing", async () => {
-      const pool = await sky.compute({
-        provider: create(),
-        accelerator: sky.accelerators.RTX_4090(),
-        nodes: 1,
-        ttl: 60,
-        image: { includes: [tasks] },
-        options: { console: false, bootstrapTimeout: 240 },
-      });
-      await expectDetachAttach(pool, {
+      await expectDetachAttach({
+        spec: { accelerator: sky.accelerators.RTX_4090() },
         journal: join(api.keysDirectory, "detach-journal.jsonl"),
         provider: () => create(),
         secrets: [TEST_API_KEY],

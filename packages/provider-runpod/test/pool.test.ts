@@ -137,16 +137,8 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
   }, 300_000);
 
   it("a detached pool is attached through a new provider object (its key read again), and close leaves no pod", async () => {
-    const pool = await sky.compute({
-      provider: provider(),
-      accelerator: sky.accelerators.A100(),
-      nodes: 1,
-      allocation: "on-demand",
-      ttl: 60,
-      image: { includes: [tasks] },
-      options: { console: false, bootstrapTimeout: 240 },
-    });
-    await expectDetachAttach(pool, {
+    await expectDetachAttach({
+      spec: { accelerator: sky.accelerators.A100(), allocation: "on-demand" },
       journal: join(machines.home.path, "detach-journal.jsonl"),
       provider,
       secrets: [TEST_API_KEY],

@@ -7,11 +7,9 @@
  * only machines with GPUs, so every spec asks for one.
  */
 import { join } from "node:path";
-import * as sky from "@skyward/core";
 import { accelerators } from "@skyward/core";
 import {
   expectDetachAttach,
-  poolTasks,
   requireTestbed,
   runProviderConformance,
   testbedHostAt,
@@ -92,17 +90,8 @@ if (skipReason === undefined) {
   });
 
   it("tensordock, a detached pool is attached through a new provider object, and close leaves nothing", async () => {
-    const pool = await sky.compute({
-      provider: pooledProvider(),
-      accelerator: accelerators.RTX_4090(),
-      allocation: "on-demand",
-      region: "Austin",
-      nodes: 1,
-      ttl: 60,
-      image: { includes: [poolTasks.file] },
-      options: { console: false, bootstrapTimeout: 240 },
-    });
-    await expectDetachAttach(pool, {
+    await expectDetachAttach({
+      spec: { accelerator: accelerators.RTX_4090(), allocation: "on-demand", region: "Austin" },
       journal: join(pooled.keysDirectory, "detach-journal.jsonl"),
       provider: pooledProvider,
       secrets: [pooled.fake.token],

@@ -162,16 +162,8 @@ describe.skipIf(skipReason !== undefined)(
     it("a detached pool is attached through a new provider object (its key read again), and close leaves no instance", async () => {
       // The machines of instances destroyed before are on the market again.
       fake.rented.clear();
-      const pool = await sky.compute({
-        provider: provider(),
-        accelerator: sky.accelerators.RTX_4090(),
-        nodes: 1,
-        allocation: "on-demand",
-        ttl: 60,
-        image: { includes: [tasks] },
-        options: { console: false, bootstrapTimeout: 240 },
-      });
-      await expectDetachAttach(pool, {
+      await expectDetachAttach({
+        spec: { accelerator: sky.accelerators.RTX_4090(), allocation: "on-demand" },
         journal: join(machines.home.path, "detach-journal.jsonl"),
         provider,
         secrets: [TEST_API_KEY],

@@ -315,18 +315,31 @@ export interface DetachAttachScenario {
   readonly secrets: readonly string[];
   /** What the fake still holds of the pool once it closed (instances not ended, rules, keys): expected empty. */
   leftovers(): unknown[] | Promise<unknown[]>;
+  /**
+   * The pool's fields besides its provider (accelerator, allocation, region…): it is one node, TTL
+   * 60 s, its image including {@link poolTasks}`.file`, console off, bootstrap timeout 240 s, unless set here.
+   */
+  readonly spec?: Omit<sky.FlatComputeInput, "provider">;
 }
 
 /**
- * The scenario of a pool detached while a task runs and attached again, on a one-node pool whose image
- * includes {@link poolTasks}`.file` (the caller made it, and gives up on it here): a `work` task is
+ * The scenario of a pool detached while a task runs and attached again, on a one-node pool on
+ * `provider()` (see {@link DetachAttachScenario.spec}): a `work` task is
  * running when the pool is detached (the caller's promise ends with a `CancelledError`); the state file
  * holds no secret and no private key; attached through a new provider object, the task's result is
  * collected once and the node is the same worker process; detached again and attached once more,
  * nothing is collected twice and the worker still answers; closed, the fake holds nothing of it.
  * Returns the pool's id.
  */
-export async function expectDetachAttach(pool: sky.Pool, scenario: DetachAttachScenario): Promise<string> {
+export async function expectDetachAttach(scenario: DetachAttachScenario): Promise<string> {
+  const pool = await sky.compute({
+    provider: scenario.provider(),
+    nodes: 1,
+    ttl: 60,
+    image: { includes: [poolTasks.file] },
+    ...scenario.spec,
+    options: { console: false, bootstrapTimeout: 240, ...scenario.spec?.options },
+  });
   const [before] = await pool.broadcast(poolTasks.whoami());
   const pending = pool.run(poolTasks.work("detached", 1.5, scenario.journal)).then(
     (value) => value.key,
