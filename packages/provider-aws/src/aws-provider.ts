@@ -801,7 +801,15 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     name: PROVIDER_NAME,
     // Instance types change rarely: a catalogue, whose offers the core may cache for a day.
     capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "catalogue" }),
-    cacheKey: `${settings.region ?? ""}|${settings.endpoint ?? ""}|${settings.profile ?? ""}`,
+    // Every setting the offers depend on, prices included: a provider with other `onDemandPrices`
+    // or another Price List endpoint must not be handed offers the core cached for another.
+    cacheKey: JSON.stringify([
+      settings.region ?? "",
+      settings.endpoint ?? "",
+      settings.profile ?? "",
+      pricingEndpoint,
+      Object.entries(settings.onDemandPrices).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    ]),
 
     async offers({ query, signal }) {
       const clients = clientsFor(query.region ?? settings.region);

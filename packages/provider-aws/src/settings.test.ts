@@ -106,6 +106,22 @@ describe("AWS settings", () => {
     expect(provider.capabilities).toMatchObject({ spot: true, images: true, volumes: false });
   });
 
+  it("keys its cached offers by every setting that prices them: onDemandPrices and the pricing endpoint too", () => {
+    // The core caches offers on disk by provider name and cacheKey: a provider with other prices must
+    // not be handed offers priced by another (an ignored onDemandPrices on a warm cache).
+    const keys = [
+      AWS(),
+      AWS({ onDemandPrices: { "t3a.medium": 36 } }),
+      AWS({ onDemandPrices: { "t3a.medium": 37 } }),
+      AWS({ pricingEndpoint: "http://127.0.0.1:1" }),
+    ].map((provider) => provider.cacheKey);
+    expect(new Set(keys).size).toBe(keys.length);
+    // Equal settings, however ordered, share the cache.
+    expect(AWS({ onDemandPrices: { "t3.medium": 1, "t3a.medium": 2 } }).cacheKey).toBe(
+      AWS({ onDemandPrices: { "t3a.medium": 2, "t3.medium": 1 } }).cacheKey,
+    );
+  });
+
   it("takes the default region from AWS_REGION, AWS_DEFAULT_REGION, then the profile's region", () => {
     const directory = mkdtempSync(join(tmpdir(), "skyward-aws-config-"));
     try {

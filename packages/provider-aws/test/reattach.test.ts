@@ -12,6 +12,7 @@ import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { DescribeInstanceAttributeCommand, TerminateInstancesCommand } from "@aws-sdk/client-ec2";
 import * as sky from "@skyward/core";
 import {
   createTestbed,
@@ -21,7 +22,7 @@ import {
   testbedSshHosts,
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AWS } from "../src/index.js";
+import { AWS, BUILT_IN_ON_DEMAND_PRICES } from "../src/index.js";
 import { motoInventory, motoSkipReason } from "./moto-server.js";
 import { useMotoSuite } from "./moto-suite.js";
 
@@ -30,6 +31,9 @@ const client = fileURLToPath(new URL("./fixtures/detach-client.mjs", import.meta
 const tasks = fileURLToPath(new URL("./fixtures/aws_detach_tasks.py", import.meta.url));
 const double = sky.python<[x: number], number>("aws_detach_tasks:double");
 const pid = sky.python<[], number>("aws_detach_tasks:pid");
+/** The fixture price of the budget test, USD an hour (a cent a second), and its budget (a minute of it). */
+const PRICE = 36;
+const BUDGET = 0.6;
 
 async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
@@ -161,4 +165,84 @@ describe.skipIf(skipReason !== undefined)("detach and attach on AWS (moto) with 
     expect(await waitUntil(() => pids.every((workerPid) => !alive(workerPid)), 40_000)).toBe(true);
     expect([0, 1].every((index) => existsSync(join(markers, `self-destructed-${index}`)))).toBe(true);
   }, 420_000);
+
+  it("a detached pool with a budget: with no client, its worker shuts its instance down at the budget's deadline, not before", async () => {
+    const host = bed.hosts[0];
+    if (!host) throw new Error("no test-bed host");
+    const scratch = join(suite.home.path, "budget");
+    const bin = join(scratch, "bin");
+    await mkdir(bin, { recursive: true });
+    const record = join(scratch, "shutdown-called");
+    // A `shutdown` that records when it ran and its arguments, instead of ending this machine: the
+    // seam's self-destruct runs it as the provider's own (`shutdown -h now`) runs the real one.
+    await writeFile(join(bin, "shutdown"), `#!/bin/sh\necho "$(date +%s%3N) $*" > '${record}'\n`);
+    await chmod(join(bin, "shutdown"), 0o755);
+    const provider = () =>
+      AWS({
+        endpoint: suite.moto.endpoint,
+        // The fixture price for every type of the built-in table: whichever is the cheapest match.
+        onDemandPrices: Object.fromEntries(
+          Object.keys(BUILT_IN_ON_DEMAND_PRICES).map((type) => [type, PRICE]),
+        ),
+        sshAddress: () => ({
+          ...testbedSshHost(host),
+          privateIp: host.host,
+          selfDestruct: `'${join(bin, "shutdown")}' -h now`,
+        }),
+      });
+    // A cent a second: the budget lasts a minute from provisioning. The TTL (10 min) is not what stops it.
+    const pool = await sky.compute({
+      provider: provider(),
+      nodes: 1,
+      vcpus: 2,
+      memoryGb: 4,
+      architecture: "x86_64",
+      allocation: "on-demand",
+      ttl: 600,
+      image: { includes: [tasks], metrics: null },
+      options: { console: false, bootstrapTimeout: 240, budget: BUDGET },
+    });
+    const [workerPid] = await pool.broadcast(pid());
+    expect(pool.cost().hourlyRate).toBe(PRICE);
+    const spent = pool.cost().total;
+    const [instanceId] = (await motoInventory(suite.moto.endpoint)).liveInstances;
+    const id = await pool.detach();
+    const entry = (await sky.detachedPools()).find((candidate) => candidate.id === id);
+    const deadline = entry?.budgetDeadline as number;
+    expect(deadline).toBeGreaterThan(Date.now());
+    // The remaining budget at the pool's rate (a whole second of slack for the rounding of "now").
+    expect(
+      Math.abs(deadline - (entry?.detachedAt as number) - ((BUDGET - spent) / PRICE) * 3_600_000),
+    ).toBeLessThan(1000);
+    expect(alive(workerPid as number)).toBe(true);
+    // Nobody attached: the worker stops itself at the deadline and runs the provider's self-destruct.
+    expect(await waitUntil(() => existsSync(record), deadline - Date.now() + 60_000)).toBe(true);
+    const [at, ...args] = readFileSync(record, "utf8").trim().split(" ");
+    expect(args).toEqual(["-h", "now"]);
+    expect(Number(at)).toBeGreaterThanOrEqual(deadline - 250);
+    expect(await waitUntil(() => !alive(workerPid as number), 30_000)).toBe(true);
+    // On EC2 that shutdown ends the instance: it was launched to terminate on a shutdown from inside.
+    const behaviour = await suite.ec2.send(
+      new DescribeInstanceAttributeCommand({
+        InstanceId: instanceId,
+        Attribute: "instanceInitiatedShutdownBehavior",
+      }),
+    );
+    expect(behaviour.InstanceInitiatedShutdownBehavior?.Value).toBe("terminate");
+    // moto does not act a shutdown from inside out: EC2's part (the instance terminated) is played here.
+    await suite.ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId as string] }));
+    // The pool is not attached again: its worker is gone and its budget ran out, so its state goes.
+    await expect(sky.attach(id, { provider: provider(), options: { console: false } })).rejects.toThrow(
+      /cannot be reached again.*budget has run out: the pool's state was removed/,
+    );
+    expect((await sky.detachedPools()).map((candidate) => candidate.id)).not.toContain(id);
+    // What the pool made besides (its security group and key pair) goes with `skyward down`'s cleanup.
+    await provider().cleanup?.({ pools: [id], waitSeconds: 30, signal: AbortSignal.timeout(120_000) });
+    expect(await motoInventory(suite.moto.endpoint)).toEqual({
+      liveInstances: [],
+      securityGroups: [],
+      keyPairs: [],
+      skywardVolumes: [],
+    });
+  }, 300_000);
 });

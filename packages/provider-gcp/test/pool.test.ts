@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import {
   createTestbed,
+  expectDetachAttach,
   requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
@@ -59,10 +60,15 @@ describe.skipIf(skipReason !== undefined)(
       await home?.restore();
     });
 
-    it("runs tasks on both nodes of a spot pool, then terminate and teardown leave nothing at the fake", async () => {
-      const mapped: GcpInstanceAddresses[] = [];
-      const marker = (index: number) => join(home.path, `self-destructed-${index}`);
-      const provider = GCP({
+    /** Where a worker released with ttl 0 leaves its mark (the seam's self-destruct), by host index. */
+    const marker = (index: number) => join(home.path, `self-destructed-${index}`);
+
+    /**
+     * The provider against the fake, each VM reached on the test-bed host at its address (the seam's
+     * mappings are recorded in `mapped`): a new object each call, as another process would make it.
+     */
+    const gcp = (mapped: GcpInstanceAddresses[] = []) =>
+      GCP({
         project: PROJECT,
         accessToken: TEST_ACCESS_TOKEN,
         apiEndpoint: fake.endpoint,
@@ -76,6 +82,10 @@ describe.skipIf(skipReason !== undefined)(
           return { ...testbedSshHost(host), privateIp: host.host, selfDestruct: `touch '${marker(index)}'` };
         },
       });
+
+    it("runs tasks on both nodes of a spot pool, then terminate and teardown leave nothing at the fake", async () => {
+      const mapped: GcpInstanceAddresses[] = [];
+      const provider = gcp(mapped);
 
       let clusterId = "";
       {
@@ -132,5 +142,15 @@ describe.skipIf(skipReason !== undefined)(
       // Released with ttl 0, each worker ran the provider's self-destruct (the seam's, here) at once.
       expect(await waitUntil(() => existsSync(marker(0)) && existsSync(marker(1)), 30_000)).toBe(true);
     }, 400_000);
+
+    it("a detached pool is attached through a new provider object (its token read again), and close leaves nothing at the fake", async () => {
+      await expectDetachAttach({
+        spec: { vcpus: 2, allocation: "on-demand" },
+        journal: join(home.path, "detach-journal.jsonl"),
+        provider: () => gcp(),
+        secrets: [TEST_ACCESS_TOKEN],
+        leftovers: () => fakeLeftovers(fake),
+      });
+    }, 300_000);
   },
 );

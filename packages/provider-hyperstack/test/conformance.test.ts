@@ -5,8 +5,15 @@
  * it lends, so the pool logs in with the key `prepare` made; the `sshAddress` seam only supplies the
  * host's own root directory (the hosts share one filesystem) and a harmless self-destruct.
  */
+import { join } from "node:path";
 import { accelerators } from "@skyward/core";
-import { requireTestbed, runProviderConformance, testbedHostAt, useFakeApi } from "@skyward/testing";
+import {
+  expectDetachAttach,
+  requireTestbed,
+  runProviderConformance,
+  testbedHostAt,
+  useFakeApi,
+} from "@skyward/testing";
 import { it } from "vitest";
 import { Hyperstack } from "../src/hyperstack-provider.js";
 import { startFakeHyperstack } from "./fake-hyperstack.js";
@@ -47,28 +54,30 @@ if (skipReason === undefined) {
     prefix: "skyward-hyperstack-pool-",
     hosts: 2,
   });
+  /** The provider against the fake whose VMs are test-bed hosts (a new object each call). */
+  const pooledProvider = () =>
+    Hyperstack({
+      apiUrl: pooled.fake.apiUrl,
+      apiKey: pooled.fake.apiKey,
+      keysDirectory: pooled.keysDirectory,
+      retryDelayMs: 1,
+      sshUser: "root",
+      sshAddress: (vm) => {
+        const host = testbedHostAt(pooled.bed.hosts, vm.floatingIp);
+        return {
+          host: host.host,
+          port: host.port,
+          root: host.root,
+          hostKeyFingerprint: host.hostKeyFingerprint,
+          privateIp: host.host,
+          selfDestruct: "true",
+        };
+      },
+    });
 
   runProviderConformance({
     name: "hyperstack, a whole pool on test-bed hosts (fake Infrahub API)",
-    create: () =>
-      Hyperstack({
-        apiUrl: pooled.fake.apiUrl,
-        apiKey: pooled.fake.apiKey,
-        keysDirectory: pooled.keysDirectory,
-        retryDelayMs: 1,
-        sshUser: "root",
-        sshAddress: (vm) => {
-          const host = testbedHostAt(pooled.bed.hosts, vm.floatingIp);
-          return {
-            host: host.host,
-            port: host.port,
-            root: host.root,
-            hostKeyFingerprint: host.hostKeyFingerprint,
-            privateIp: host.host,
-            selfDestruct: "true",
-          };
-        },
-      }),
+    create: pooledProvider,
     leftovers: () => pooled.fake.leftovers(),
     spec: { region: "NORWAY-1" },
     provisionCount: 2,
@@ -76,6 +85,16 @@ if (skipReason === undefined) {
     pool: { options: { bootstrapTimeout: 240 } },
     timeoutMs: 240_000,
   });
+
+  it("hyperstack, a detached pool is attached through a new provider object, and close leaves nothing", async () => {
+    await expectDetachAttach({
+      spec: { region: "NORWAY-1" },
+      journal: join(pooled.keysDirectory, "detach-journal.jsonl"),
+      provider: pooledProvider,
+      secrets: [pooled.fake.apiKey],
+      leftovers: () => pooled.fake.leftovers(),
+    });
+  }, 300_000);
 } else {
   // Off CI only: requireTestbed() throws under CI, so a machine without namespaces/sshd fails there.
   it.skip(`the Hyperstack pool on the test bed: ${skipReason}`, () => {});

@@ -6,12 +6,11 @@
  * global-networking address are that host's. So the provider's code and the pool's real SSH, bootstrap,
  * worker and dispatch path run together, as the Acme example (`examples/third-party-provider`) does.
  */
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import * as sky from "@skyward/core";
 import { Plugin } from "@skyward/core/contract";
 import {
-  eventually,
+  expectDetachAttach,
   expectPreemptedNodeReplaced,
   poolTasks,
   requireTestbed,
@@ -24,7 +23,7 @@ import { RunPod } from "../src/index.js";
 import { type FakePod, type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "./fake-runpod.js";
 
 const skipReason = await requireTestbed();
-const { file: tasks, info, add, work, whoami } = poolTasks;
+const { file: tasks, info, add } = poolTasks;
 
 describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pods are test-bed hosts", () => {
   let machines: TestbedMachines<string>;
@@ -138,43 +137,12 @@ describe.skipIf(skipReason !== undefined)("a pool on RunPod (fake API) whose pod
   }, 300_000);
 
   it("a detached pool is attached through a new provider object (its key read again), and close leaves no pod", async () => {
-    const journal = join(machines.home.path, "detach-journal.jsonl");
-    const pool = await sky.compute({
-      provider: provider(),
-      accelerator: sky.accelerators.A100(),
-      nodes: 1,
-      allocation: "on-demand",
-      ttl: 60,
-      image: { includes: [tasks] },
-      options: { console: false, bootstrapTimeout: 240 },
+    await expectDetachAttach({
+      spec: { accelerator: sky.accelerators.A100(), allocation: "on-demand" },
+      journal: join(machines.home.path, "detach-journal.jsonl"),
+      provider,
+      secrets: [TEST_API_KEY],
+      leftovers: () => [...fake.pods.values()].filter((pod) => pod.status !== "TERMINATED"),
     });
-    const [before] = await pool.broadcast(whoami());
-    const pending = pool.run(work("detached", 1.5, journal)).then(
-      (value) => value.key,
-      (error: Error) => error.name,
-    );
-    await eventually(
-      async () => (await readFile(journal, "utf8").catch(() => "")).includes('"detached"'),
-      30_000,
-    );
-    const id = await pool.detach();
-    expect(await pending).toBe("CancelledError");
-    const state = await readFile(`${process.env.SKYWARD_HOME}/pools/${id}.json`, "utf8");
-    expect(state).not.toContain(TEST_API_KEY);
-    expect(state).not.toMatch(/PRIVATE KEY|privateKey/);
-    {
-      await using again = await sky.attach(id, { provider: provider(), options: { console: false } });
-      const [outcome] = await again.collected();
-      expect(outcome).toMatchObject({ ok: true, value: { key: "detached", pid: before?.pid } });
-      expect(await again.broadcast(whoami())).toEqual([before]);
-      // Detached again (as `skyward attach` without --close does), and attached once more.
-      expect(await again.detach()).toBe(id);
-    }
-    {
-      await using third = await sky.attach(id, { provider: provider(), options: { console: false } });
-      expect(await third.collected()).toEqual([]);
-      expect(await third.broadcast(whoami())).toEqual([before]);
-    }
-    expect([...fake.pods.values()].filter((pod) => pod.status !== "TERMINATED")).toEqual([]);
   }, 300_000);
 });

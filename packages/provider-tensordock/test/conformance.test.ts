@@ -6,8 +6,15 @@
  * own root directory (the hosts share one filesystem) and a harmless self-destruct. TensorDock deploys
  * only machines with GPUs, so every spec asks for one.
  */
+import { join } from "node:path";
 import { accelerators } from "@skyward/core";
-import { requireTestbed, runProviderConformance, testbedHostAt, useFakeApi } from "@skyward/testing";
+import {
+  expectDetachAttach,
+  requireTestbed,
+  runProviderConformance,
+  testbedHostAt,
+  useFakeApi,
+} from "@skyward/testing";
 import { it } from "vitest";
 import { TensorDock } from "../src/tensordock-provider.js";
 import { startFakeTensorDock } from "./fake-tensordock.js";
@@ -50,27 +57,29 @@ if (skipReason === undefined) {
     prefix: "skyward-tensordock-pool-",
     hosts: 2,
   });
+  /** The provider against the fake whose instances are test-bed hosts (a new object each call). */
+  const pooledProvider = () =>
+    TensorDock({
+      apiUrl: pooled.fake.apiUrl,
+      apiKey: pooled.fake.token,
+      keysDirectory: pooled.keysDirectory,
+      retryDelayMs: 1,
+      sshUser: "root",
+      sshAddress: (instance) => {
+        const host = testbedHostAt(pooled.bed.hosts, instance.ipAddress);
+        return {
+          host: host.host,
+          port: host.port,
+          root: host.root,
+          hostKeyFingerprint: host.hostKeyFingerprint,
+          selfDestruct: "true",
+        };
+      },
+    });
 
   runProviderConformance({
     name: "tensordock, a whole pool on test-bed hosts (fake v2 API)",
-    create: () =>
-      TensorDock({
-        apiUrl: pooled.fake.apiUrl,
-        apiKey: pooled.fake.token,
-        keysDirectory: pooled.keysDirectory,
-        retryDelayMs: 1,
-        sshUser: "root",
-        sshAddress: (instance) => {
-          const host = testbedHostAt(pooled.bed.hosts, instance.ipAddress);
-          return {
-            host: host.host,
-            port: host.port,
-            root: host.root,
-            hostKeyFingerprint: host.hostKeyFingerprint,
-            selfDestruct: "true",
-          };
-        },
-      }),
+    create: pooledProvider,
     leftovers: () => pooled.fake.leftovers(),
     spec: { accelerator: accelerators.RTX_4090(), allocation: "on-demand", region: "Austin" },
     supports: { accelerator: "RTX_4090" },
@@ -79,6 +88,16 @@ if (skipReason === undefined) {
     pool: { options: { bootstrapTimeout: 240 } },
     timeoutMs: 240_000,
   });
+
+  it("tensordock, a detached pool is attached through a new provider object, and close leaves nothing", async () => {
+    await expectDetachAttach({
+      spec: { accelerator: accelerators.RTX_4090(), allocation: "on-demand", region: "Austin" },
+      journal: join(pooled.keysDirectory, "detach-journal.jsonl"),
+      provider: pooledProvider,
+      secrets: [pooled.fake.token],
+      leftovers: () => pooled.fake.leftovers(),
+    });
+  }, 300_000);
 } else {
   // Off CI only: requireTestbed() throws under CI, so a machine without namespaces/sshd fails there.
   it.skip(`the TensorDock pool on the test bed: ${skipReason}`, () => {});

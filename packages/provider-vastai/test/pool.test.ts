@@ -10,6 +10,7 @@
 import { join } from "node:path";
 import * as sky from "@skyward/core";
 import {
+  expectDetachAttach,
   expectPreemptedNodeReplaced,
   poolTasks,
   requireTestbed,
@@ -156,6 +157,18 @@ describe.skipIf(skipReason !== undefined)(
         market.offers.findIndex((offer) => offer.id === 7_100_099),
         1,
       );
+    }, 300_000);
+
+    it("a detached pool is attached through a new provider object (its key read again), and close leaves no instance", async () => {
+      // The machines of instances destroyed before are on the market again.
+      fake.rented.clear();
+      await expectDetachAttach({
+        spec: { accelerator: sky.accelerators.RTX_4090(), allocation: "on-demand" },
+        journal: join(machines.home.path, "detach-journal.jsonl"),
+        provider,
+        secrets: [TEST_API_KEY],
+        leftovers: () => [...fake.instances.values()],
+      });
     }, 300_000);
   },
 );

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import * as sky from "@skyward/core";
 import {
   eventually,
+  expectDetachAttach,
   poolTasks,
   requireTestbed,
   runProviderConformance,
@@ -122,6 +123,15 @@ if (skipReason === undefined) {
       const markers = [0, 1].map((index) => `${marker}-${index}`);
       expect(await eventually(() => markers.every((file) => existsSync(file)), 30_000)).toBe(true);
     });
+
+    it("a detached pool is attached through a new provider object (its credentials read again), and close leaves nothing", async () => {
+      await expectDetachAttach({
+        journal: join(api.keysDirectory, "detach-journal.jsonl"),
+        provider: create,
+        secrets: [TEST_CLIENT_SECRET],
+        leftovers: () => api.fake.leftovers(),
+      });
+    }, 300_000);
   });
 } else {
   // Off CI only: requireTestbed() throws under CI, so a machine without namespaces/sshd fails there.

@@ -103,7 +103,9 @@ export {
 } from "./testbed.js";
 export { type TestbedHostPool, testbedHostPool } from "./testbed-host-pool.js";
 export {
+  type DetachAttachScenario,
   eventually,
+  expectDetachAttach,
   expectPreemptedNodeReplaced,
   type FakeApiFixture,
   type PoolTaskRun,

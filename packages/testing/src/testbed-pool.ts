@@ -301,3 +301,79 @@ export function useTestbedSshPool(options: {
     },
   };
 }
+
+/** What {@link expectDetachAttach} is given. */
+export interface DetachAttachScenario {
+  /** The file {@link poolTasks}`.work` journals its starts to. */
+  readonly journal: string;
+  /**
+   * A NEW provider object each call, as another process would make it: the pool is attached through
+   * it (twice), so its credentials and key files are read again rather than kept from the first.
+   */
+  provider(): sky.Provider;
+  /** Strings the pool's state file must not hold (API keys, tokens): no private key may be there either. */
+  readonly secrets: readonly string[];
+  /** What the fake still holds of the pool once it closed (instances not ended, rules, keys): expected empty. */
+  leftovers(): unknown[] | Promise<unknown[]>;
+  /**
+   * The pool's fields besides its provider (accelerator, allocation, region…): it is one node, TTL
+   * 60 s, its image including {@link poolTasks}`.file`, console off, bootstrap timeout 240 s, unless set here.
+   */
+  readonly spec?: Omit<sky.FlatComputeInput, "provider">;
+}
+
+/**
+ * The scenario of a pool detached while a task runs and attached again, on a one-node pool on
+ * `provider()` (see {@link DetachAttachScenario.spec}): a `work` task is
+ * running when the pool is detached (its promise ends with a `CancelledError`); the state file
+ * holds no secret and no private key; attached through a new provider object, the task's result is
+ * collected once and the node is the same worker process; detached again and attached once more,
+ * nothing is collected twice and the worker still answers; closed, the fake holds nothing of it.
+ * Returns the pool's id.
+ */
+export async function expectDetachAttach(scenario: DetachAttachScenario): Promise<string> {
+  const pool = await sky.compute({
+    provider: scenario.provider(),
+    nodes: 1,
+    ttl: 60,
+    image: { includes: [poolTasks.file] },
+    ...scenario.spec,
+    options: { console: false, bootstrapTimeout: 240, ...scenario.spec?.options },
+  });
+  const [before] = await pool.broadcast(poolTasks.whoami());
+  const pending = pool.run(poolTasks.work("detached", 1.5, scenario.journal)).then(
+    (value) => value.key,
+    (error: Error) => error.name,
+  );
+  expect(
+    await eventually(
+      async () => (await poolTaskRuns(scenario.journal)).some((run) => run.key === "detached"),
+      30_000,
+    ),
+  ).toBe(true);
+  const id = await pool.detach();
+  expect(await pending).toBe("CancelledError");
+  const home = process.env.SKYWARD_HOME;
+  if (!home) throw new Error("expectDetachAttach: SKYWARD_HOME is not set (use a scratch Skyward home)");
+  const state = await readFile(join(home, "pools", `${id}.json`), "utf8");
+  for (const secret of scenario.secrets) expect(state).not.toContain(secret);
+  expect(state).not.toMatch(/PRIVATE KEY|privateKey/);
+  {
+    await using again = await sky.attach(id, { provider: scenario.provider(), options: { console: false } });
+    const [outcome, ...others] = await again.collected();
+    expect(others).toEqual([]);
+    expect(outcome).toMatchObject({ ok: true, value: { key: "detached", pid: before?.pid } });
+    expect(await again.broadcast(poolTasks.whoami())).toEqual([before]);
+    // Detached again (as `skyward attach` without --close does), and attached once more.
+    expect(await again.detach()).toBe(id);
+  }
+  {
+    await using third = await sky.attach(id, { provider: scenario.provider(), options: { console: false } });
+    expect(await third.collected()).toEqual([]);
+    expect(await third.broadcast(poolTasks.whoami())).toEqual([before]);
+  }
+  // The task ran once: attaching collected its result, it did not start it again.
+  expect((await poolTaskRuns(scenario.journal)).filter((run) => run.key === "detached")).toHaveLength(1);
+  expect(await scenario.leftovers()).toEqual([]);
+  return id;
+}
