@@ -29,17 +29,12 @@ import { type Duplex, type Readable, Transform, type TransformCallback, type Wri
 import { StringDecoder } from "node:string_decoder";
 import { CancelledError, ConfigurationError, ConnectionError, SkywardError } from "@skyward/core";
 import { parseInput, shellQuote, skywardHome } from "@skyward/core/contract";
-import ssh2, {
-  type Algorithms,
-  type Client,
-  type ClientChannel,
-  type ConnectConfig,
-  type ServerHostKeyAlgorithm,
-} from "ssh2";
+import type { Algorithms, Client, ClientChannel, ConnectConfig, ServerHostKeyAlgorithm } from "ssh2";
 import { z } from "zod";
+import { loadSsh2 } from "./ssh2-module.js";
 
-// ssh2 is CommonJS: Node's ESM loader gives only its default export.
-const { Client: SshClient, utils: sshUtils } = ssh2;
+// Without its native crypto binding: see ssh2-module.ts.
+const { Client: SshClient, utils: sshUtils } = loadSsh2();
 
 // ---------------------------------------------------------------------------------------------
 // Public types
