@@ -160,6 +160,11 @@ describe("collections across detach and attach", () => {
           await new Promise((resolve) => setTimeout(resolve, 50));
         }
         expect(await second.queue("go").size()).toBe(0);
+        // `hold` was picked up by the first attach, which was detached before it ended: the second
+        // attach hands its outcome over.
+        expect((await second.collected()).map((entry) => [entry.name, entry.ok && entry.value])).toEqual([
+          ["detach_collection_tasks:hold", "held"],
+        ]);
       } finally {
         await second.close();
       }
@@ -171,7 +176,7 @@ describe("collections across detach and attach", () => {
     }
   }, 120_000);
 
-  it("refuses, rather than leaves waiting, a nested task asked for by a task picked up on attach", async () => {
+  it("runs on the attached pool a nested task asked for by a task picked up on attach", async () => {
     const workRoot = mkdtempSync(join(tmpdir(), "skyward-detcoll-"));
     const tasks = fileURLToPath(new URL("./fixtures/detach_collection_tasks.py", import.meta.url));
     let pids: number[] = [];
@@ -194,9 +199,75 @@ describe("collections across detach and attach", () => {
       try {
         await again.queue<string>("go2").put("go");
         const [outcome] = await again.collected();
-        expect(outcome?.ok && outcome.value).toMatch(/^cancelled: .*picked up by sky\.attach.*os:getpid/);
+        // Its nested task ran on the attached pool's only node: the worker's own process.
+        expect(outcome?.ok && outcome.value).toBe(`ran ${pids[0]}`);
       } finally {
         await again.close();
+      }
+      for (const pid of pids) expect(await until(() => !alive(pid), 10_000)).toBe(true);
+    } finally {
+      for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
+      if (id) rmSync(join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`), { force: true });
+      rmSync(workRoot, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it("an attach detached again before collected() settles hands everything over at the next attach", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-detcoll-"));
+    const tasks = fileURLToPath(new URL("./fixtures/detach_collection_tasks.py", import.meta.url));
+    const waitOn = sky.python<[string, string], string>("detach_collection_tasks:wait_on");
+    let pids: number[] = [];
+    let id = "";
+    try {
+      const pool = await sky.compute({
+        provider: sky.Local({ workRoot }),
+        nodes: 1,
+        image: { includes: [tasks] },
+        options: { console: false, worker: { concurrency: 2 } },
+      });
+      pids = await pool.broadcast(sky.python<[], number>("os:getpid")());
+      const d = pool.dict<string>("d");
+      void pool.run(waitOn("qa", "secret-result-a")).catch(() => undefined);
+      void pool.run(waitOn("qb", "result-b")).catch(() => undefined);
+      while ((await d.get("qa")) !== "waiting" || (await d.get("qb")) !== "waiting")
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      id = await pool.detach();
+
+      // The first attach sees task a end (its outcome reaches it) and is detached again, with task b
+      // still waiting, without anyone asking for collected().
+      const first = await sky.attach(id, { options: { console: false } });
+      await first.queue<string>("qa").put("go");
+      while ((await first.dict<string>("d").get("qa")) !== "done")
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(await first.detach()).toBe(id);
+      const stateFile = join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`);
+      const text = readFileSync(stateFile, "utf8");
+      const state = JSON.parse(text) as { outcomes?: string; tasks: { name: string }[] };
+      // a's outcome is sealed in the 0600 state file, not in clear; b is recorded as still on its worker.
+      expect(state.outcomes).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+      expect(text).not.toContain("secret-result-a");
+      expect(state.tasks.map((task) => task.name)).toEqual(["detach_collection_tasks:wait_on"]);
+
+      const second = await sky.attach(id, { options: { console: false } });
+      try {
+        await second.queue<string>("qb").put("go");
+        const outcomes = await second.collected();
+        expect(outcomes.map((entry) => entry.ok && entry.value).sort()).toEqual([
+          "result-b",
+          "secret-result-a",
+        ]);
+        // Handed over: a third attach has nothing more to give.
+        expect(await second.detach()).toBe(id);
+        const third = await sky.attach(id, { options: { console: false } });
+        try {
+          expect(await third.collected()).toEqual([]);
+        } finally {
+          await third.close();
+        }
+      } catch (error) {
+        await second.close();
+        throw error;
       }
       for (const pid of pids) expect(await until(() => !alive(pid), 10_000)).toBe(true);
     } finally {

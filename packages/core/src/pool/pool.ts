@@ -89,7 +89,13 @@ import type {
 } from "./python-function.js";
 import { Reconciler } from "./reconcile.js";
 import { type PreparedCall, RemoteRefRegistry, type RemoteRefStats, remoteRefsIn } from "./remote-refs.js";
-import { type TaskCallbacks, TaskManager, type TaskRequest, type TaskTicket } from "./task-manager.js";
+import {
+  type SubtaskRunner,
+  type TaskCallbacks,
+  TaskManager,
+  type TaskRequest,
+  type TaskTicket,
+} from "./task-manager.js";
 import { WorkerConnection } from "./worker-connection.js";
 
 /** Options of a call that waits. */
@@ -192,6 +198,15 @@ interface NodeRuntime {
 
 /** Pools torn down on SIGINT/SIGTERM (those made with `handleSignals` left on). */
 const livePools = new Set<PoolRuntime>();
+
+const subtaskRunners = new WeakMap<object, SubtaskRunner>();
+
+/** @internal The {@link SubtaskRunner} of `pool` (made by {@link compute}). */
+export function subtaskRunnerOf(pool: Pool): SubtaskRunner {
+  const run = subtaskRunners.get(pool);
+  if (!run) throw new Error("not a pool made by compute()");
+  return run;
+}
 let signalHandlersInstalled = false;
 
 function onSignal(signal: NodeJS.Signals): void {
@@ -387,6 +402,8 @@ class PoolRuntime implements AsyncDisposable {
       collections: this.#collections,
       ...(taskIdPrefix !== undefined ? { idPrefix: taskIdPrefix } : {}),
     });
+    const tasks = this.#tasks;
+    subtaskRunners.set(this, (message, reply) => tasks.runSubtask(message, null, reply));
     this.#detachConsole = attachConsole(this.#hub, options.console, process.stderr, {
       poolId: id,
       status: () => this.#consoleStatus(),

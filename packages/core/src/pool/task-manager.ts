@@ -960,52 +960,16 @@ export class TaskManager {
   /** Runs a subtask a running task asked for, and answers the parent's worker when it ends. */
   #subtask(parent: TaskRecord, message: Extract<TaskMessage, { t: "subtask" }>): void {
     const connection = parent.node?.connection;
-    const reply = (answer: Parameters<WorkerConnection["send"]>[0]) => {
+    // Answers go to the run that asked, under its wire id (a retried run has another).
+    const wireId = parent.wireId;
+    const reply = (answer: SubtaskAnswer) => {
       parent.children?.delete(message.sub);
       if (parent.done || !connection?.isOpen) return;
-      try {
-        connection.send(answer);
-      } catch (error) {
-        connection.send({
-          t: "suberror",
-          id: parent.wireId,
-          sub: message.sub,
-          kind: "serialization",
-          type: "SerializationError",
-          message: (error as Error).message,
-          traceback: "",
-          node: -1,
-        });
-      }
-    };
-    const failure = (error: Error, node: number) => {
-      const kind = RemoteTaskError.isInstance(error)
-        ? "exception"
-        : FunctionNotFoundError.isInstance(error)
-          ? "not_found"
-          : SerializationError.isInstance(error)
-            ? "serialization"
-            : TaskTimeoutError.isInstance(error)
-              ? "timeout"
-              : CancelledError.isInstance(error)
-                ? "cancelled"
-                : "worker_died";
-      reply({
-        t: "suberror",
-        id: parent.wireId,
-        sub: message.sub,
-        kind,
-        type: RemoteTaskError.isInstance(error) ? error.exceptionType : error.name,
-        message: RemoteTaskError.isInstance(error) ? error.exceptionMessage : error.message,
-        traceback: RemoteTaskError.isInstance(error) ? error.remoteTraceback : "",
-        node,
-      });
+      sendAnswer(connection, wireId, message.sub, answer);
     };
     if (message.fn === COLLECTION_REF && this.#collections) {
       // A collection operation: answered by the pool's authority, not run as a task.
-      // The owner is the task (its locks outlive no run of it: #requeue and #finish release them);
-      // answers go to the run that asked, under its wire id.
-      const wireId = parent.wireId;
+      // The owner is the task (its locks outlive no run of it: #requeue and #finish release them).
       const pending = this.#collections.apply(parent.id, message.args);
       parent.children ??= new Map();
       parent.children.set(message.sub, {
@@ -1013,45 +977,49 @@ export class TaskManager {
         cancel: (reason) => pending.cancel(reason ?? "cancelled"),
       });
       pending.answer.then(
-        (value) => reply({ t: "subresult", id: wireId, sub: message.sub, value }),
-        (error: Error) =>
-          reply({
-            t: "suberror",
-            id: wireId,
-            sub: message.sub,
-            kind: "exception",
-            type: (error as { pythonType?: string }).pythonType ?? error.name,
-            message: error.message,
-            traceback: "",
-            node: -1,
-          }),
+        (value) => reply({ t: "subresult", value }),
+        (error: Error) => reply(collectionFailure(error)),
       );
       return;
     }
-    let ticket: TaskTicket;
+    const ticket = this.runSubtask(message, parent.request.timeout, reply);
+    if (!ticket) return;
+    parent.children ??= new Map();
+    parent.children.set(message.sub, ticket);
+  }
+
+  /**
+   * Runs nested task `message` (a `subtask` a running task asked for) on the pool's nested slots,
+   * with `timeout` (its parent's), and calls `reply` once with its outcome. Also serves the tasks an
+   * attached pool picked up, which have no record here. Returns its ticket (to cancel it when the
+   * parent ends), or undefined when it failed at once (`reply` was called).
+   */
+  runSubtask(
+    message: Extract<TaskMessage, { t: "subtask" }>,
+    timeout: number | null,
+    reply: (answer: SubtaskAnswer) => void,
+  ): TaskTicket | undefined {
+    const failure = (error: Error, node: number) => reply(subtaskFailure(error, node));
     try {
-      ticket = this.submit(
+      return this.submit(
         {
           ref: message.fn,
           args: message.args,
           kwargs: message.kwargs,
-          timeout: parent.request.timeout,
+          timeout,
           stream: false,
           nested: true,
           ...(message.node !== null ? { node: message.node } : {}),
         },
         {
-          result: (value) =>
-            reply({ t: "subresult", id: parent.wireId, sub: message.sub, value: value as WireValue }),
+          result: (value) => reply({ t: "subresult", value: value as WireValue }),
           error: (error) => failure(error, (error as { node?: number }).node ?? -1),
         },
       );
     } catch (error) {
       failure(error as Error, -1);
-      return;
+      return undefined;
     }
-    parent.children ??= new Map();
-    parent.children.set(message.sub, ticket);
   }
 
   #taskFailed(record: TaskRecord, node: number, type: string, text: string, willRetry: boolean): void {
@@ -1243,4 +1211,87 @@ export class TaskManager {
       });
     }
   }
+}
+
+/**
+ * Runs a nested task on a pool's task manager for a task it has no record of: those an attached
+ * pool picked up (`attach`), whose subtasks reach the attaching client's own connections. Returns
+ * its ticket, or undefined when it failed at once (`reply` was called).
+ */
+export type SubtaskRunner = (
+  message: Extract<TaskMessage, { t: "subtask" }>,
+  reply: (answer: SubtaskAnswer) => void,
+) => TaskTicket | undefined;
+
+/** A subtask's outcome, to be sent to its parent's worker under the parent's wire id ({@link sendAnswer}). */
+export type SubtaskAnswer =
+  | { readonly t: "subresult"; readonly value: WireValue }
+  | {
+      readonly t: "suberror";
+      readonly kind: string;
+      readonly type: string;
+      readonly message: string;
+      readonly traceback: string;
+      readonly node: number;
+    };
+
+/**
+ * Sends `answer` to the worker of the task with wire id `parentWireId`: a value that cannot be
+ * encoded goes as a `SerializationError` instead, so the parent never waits forever.
+ */
+export function sendAnswer(
+  connection: WorkerConnection,
+  parentWireId: string,
+  sub: number,
+  answer: SubtaskAnswer,
+): void {
+  try {
+    connection.send({ ...answer, id: parentWireId, sub } as Parameters<WorkerConnection["send"]>[0]);
+  } catch (error) {
+    connection.send({
+      t: "suberror",
+      id: parentWireId,
+      sub,
+      kind: "serialization",
+      type: "SerializationError",
+      message: (error as Error).message,
+      traceback: "",
+      node: -1,
+    });
+  }
+}
+
+/** A collection operation's error as its task sees it (the Python type it names, else the error's). */
+export function collectionFailure(error: Error): SubtaskAnswer {
+  return {
+    t: "suberror",
+    kind: "exception",
+    type: (error as { pythonType?: string }).pythonType ?? error.name,
+    message: error.message,
+    traceback: "",
+    node: -1,
+  };
+}
+
+/** A nested task's failure as its parent sees it: the kind and type the worker raises again. */
+function subtaskFailure(error: Error, node: number): SubtaskAnswer {
+  const kind = RemoteTaskError.isInstance(error)
+    ? "exception"
+    : FunctionNotFoundError.isInstance(error)
+      ? "not_found"
+      : SerializationError.isInstance(error)
+        ? "serialization"
+        : TaskTimeoutError.isInstance(error)
+          ? "timeout"
+          : CancelledError.isInstance(error)
+            ? "cancelled"
+            : "worker_died";
+  return {
+    t: "suberror",
+    kind,
+    type: RemoteTaskError.isInstance(error) ? error.exceptionType : error.name,
+    message: RemoteTaskError.isInstance(error) ? error.exceptionMessage : error.message,
+    traceback: RemoteTaskError.isInstance(error) ? error.remoteTraceback : "",
+    node,
+  };
 }

@@ -13,11 +13,13 @@ import { CollectionStore } from "../collections/store.js";
 import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
 import type { Cluster, Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
-import { compute, type Pool } from "../pool/pool.js";
+import { compute, type Pool, subtaskRunnerOf } from "../pool/pool.js";
+import type { SubtaskRunner } from "../pool/task-manager.js";
 import { WorkerConnection } from "../pool/worker-connection.js";
 import type { WorkerMessage } from "../protocol/protocol.js";
 import type { Options } from "../spec/options.js";
 import { openCollections, serveCollections } from "./collections-state.js";
+import { type CollectedResult, carryOver, openOutcomes } from "./outcomes-state.js";
 import {
   type DetachedPoolState,
   type DetachedTask,
@@ -27,40 +29,15 @@ import {
   removePoolState,
 } from "./state.js";
 
-/** What every {@link CollectedResult} has. */
-interface CollectedBase {
-  readonly taskId: string;
-  readonly name: string;
-  readonly node: number;
-  /**
-   * A streaming task's items that reached no client before the attach — yielded while detached, or
-   * after — in order; empty for other tasks. Items the worker had sent before the pool was detached
-   * are not repeated.
-   */
-  readonly items: readonly unknown[];
-  /** Items the worker could not keep while detached (over `pool.detach({ keepItemsBytes })`); 0 when none. */
-  readonly dropped: number;
-}
-
-/** The outcome of a task that was on a worker when its pool was detached. */
-export type CollectedResult =
-  | (CollectedBase & {
-      readonly ok: true;
-      readonly value: unknown;
-    })
-  | (CollectedBase & {
-      readonly ok: false;
-      /** The exception's type (`ValueError`…), `lost` when the worker no longer knew the task. */
-      readonly errorType: string;
-      readonly message: string;
-    });
+export type { CollectedResult } from "./outcomes-state.js";
 
 /** A pool picked up again: a {@link Pool}, plus the results of the tasks it was detached with. */
 export type AttachedPool = Pool & {
   /**
    * Settles once every task that was on a worker at detach time has an outcome: finished while
    * detached, or finished since. Each outcome is delivered once (the workers drop them as they hand
-   * them over). A streaming task's outcome is its end (`value` undefined) with the items no client
+   * them over). Detached again before this settled, the pool hands them over at the next attach
+   * (with those of its own tasks then running). A streaming task's outcome is its end (`value` undefined) with the items no client
    * received (`items`, and `dropped` for those over the workers' byte cap).
    */
   collected(): Promise<readonly CollectedResult[]>;
@@ -225,6 +202,13 @@ type Reach = (
 interface Collector {
   readonly results: Promise<CollectedResult[]>;
   readonly close: () => Promise<void>;
+  /** Runs the picked-up tasks' nested tasks on the attached pool from now on (undefined: it did not start). */
+  readonly runNested: (run: SubtaskRunner | undefined) => void;
+  /**
+   * What is not handed over yet, for a detach after this attach: the outcomes received, and the
+   * tasks still without one (they go on, or wait, on their workers).
+   */
+  readonly pending: () => { outcomes: CollectedResult[]; tasks: DetachedTask[] };
 }
 
 /**
@@ -240,7 +224,13 @@ async function collectDetached(
   signal: AbortSignal | undefined,
   collections: CollectionStore,
 ): Promise<Collector> {
+  // Outcomes an earlier attach received and never handed over (detached again before that).
+  const carried = await openOutcomes(state);
   const expected = new Map<string, DetachedTask>(state.tasks.map((task) => [task.taskId, task]));
+  let runNested: (run: SubtaskRunner | undefined) => void = () => {};
+  const nested = new Promise<SubtaskRunner | undefined>((resolve) => {
+    runNested = resolve;
+  });
   // A task's wire id is its id, or `id.attempt` for a retry; its locks are held under its id.
   const ownerOf = (wireId: string) => (expected.has(wireId) ? wireId : wireId.replace(/\.\d+$/, ""));
   const stillRunning = new Set<string>();
@@ -288,7 +278,7 @@ async function collectDetached(
         stillRunning.add(ownerOf(id));
         adopted.add(id);
       }
-      serveCollections(connection, collections, ownerOf);
+      serveCollections(connection, collections, ownerOf, nested);
       connection.onMessage((message: WorkerMessage) => {
         const id = (message as { id?: string | null }).id;
         if (TERMINAL.has(message.t) && typeof id === "string" && adopted.delete(id)) {
@@ -373,9 +363,19 @@ async function collectDetached(
   const results = done.then(() => {
     collectedAll = true;
     closeIfIdle();
-    return state.tasks.map((task) => outcomes.get(task.taskId) as CollectedResult);
+    return [...carried, ...state.tasks.map((task) => outcomes.get(task.taskId) as CollectedResult)];
   });
-  return { results, close };
+  const pending = () => ({
+    outcomes: [
+      ...carried,
+      ...state.tasks.flatMap((task) => {
+        const outcome = outcomes.get(task.taskId);
+        return outcome ? [outcome] : [];
+      }),
+    ],
+    tasks: state.tasks.filter((task) => !outcomes.has(task.taskId)),
+  });
+  return { results, close, runNested, pending };
 }
 
 /** The provider a non-`Local` pool is attached through: the one given, else skyward.toml's of its type. */
@@ -630,18 +630,28 @@ async function attached(
       },
     );
   } catch (error) {
+    collector.runNested(undefined);
     void collector.close();
     throw error;
   }
+  // The picked-up tasks' nested tasks run on this pool, as its own tasks' do.
+  collector.runNested(subtaskRunnerOf(pool));
+  let handedOver = false;
   // Detached again: the connections that adopted the first detach's tasks go too, so that their
-  // workers keep those tasks' unanswered collection calls for the next client.
+  // workers keep those tasks' unanswered collection calls for the next client; and what the user
+  // was not handed yet goes into the state file, for the next attach's `collected()`.
   const detach = pool.detach.bind(pool);
   return Object.assign(pool, {
-    collected: () => collector.results,
+    collected: () =>
+      collector.results.then((results) => {
+        handedOver = true;
+        return results;
+      }),
     detach: async (detachOptions?: Parameters<Pool["detach"]>[0]) => {
       const id = await detach(detachOptions);
       // Closed before this returns: the workers have let go of them when the next client attaches.
       await collector.close();
+      if (!handedOver) await carryOver(id, collector.pending());
       return id;
     },
   }) as AttachedPool;

@@ -14,6 +14,13 @@ import {
   type CollectionsSnapshot,
   type Owner,
 } from "../collections/store.js";
+import {
+  collectionFailure,
+  type SubtaskAnswer,
+  type SubtaskRunner,
+  sendAnswer,
+  type TaskTicket,
+} from "../pool/task-manager.js";
 import type { WorkerConnection } from "../pool/worker-connection.js";
 import { decodeFrame, encodeFrame, type WireValue, type WorkerMessage } from "../protocol/protocol.js";
 import { type DetachedPoolState, openToken, readPoolState, sealToken, writePoolState } from "./state.js";
@@ -43,36 +50,62 @@ export async function openCollections(state: DetachedPoolState): Promise<Collect
 
 /**
  * Answers, on `connection` (an attaching client's own connection to a worker, which adopts the
- * tasks still running there), the collection operations of those tasks: the ones their worker kept
- * while no client was attached, and any they make until they end. Their nested tasks are refused
- * (`CancelledError`). `ownerOf` maps a task's wire id to
- * the owner its locks are held by. Returns a function that stops.
+ * tasks still running there), the subtasks of those tasks: their collection operations (the ones
+ * their worker kept while no client was attached, and any they make until they end) from `store`,
+ * and their nested tasks through `nested` once the attached pool is up (refused with a
+ * `CancelledError` if it never comes up). A task's nested tasks still running when it ends are
+ * cancelled. `ownerOf` maps a task's wire id to the owner its locks are held by. Returns a function
+ * that stops.
  */
 export function serveCollections(
   connection: WorkerConnection,
   store: CollectionStore,
   ownerOf: (wireId: string) => Owner,
+  nested: Promise<SubtaskRunner | undefined> = Promise.resolve(undefined),
 ): () => void {
+  // The nested tasks running for each adopted task (by wire id), cancelled when it ends.
+  const children = new Map<string, Map<number, TaskTicket>>();
+  const ended = new Set<string>();
   return connection.onMessage((message: WorkerMessage) => {
+    const wireId = (message as { id?: unknown }).id;
+    if (
+      (message.t === "result" || message.t === "end" || message.t === "error") &&
+      typeof wireId === "string"
+    ) {
+      ended.add(wireId);
+      const running = children.get(wireId);
+      children.delete(wireId);
+      for (const ticket of running?.values() ?? []) ticket.cancel("its parent task ended");
+      return;
+    }
     if (message.t !== "subtask") return;
     const { id, sub } = message;
     if (typeof id !== "string") return;
-    const reply = (answer: Parameters<WorkerConnection["send"]>[0]) => {
-      // Not once frozen: a wait dropped by the detach is asked again of the next client.
-      if (connection.isOpen && !store.frozen) connection.send(answer);
+    const reply = (answer: SubtaskAnswer) => {
+      children.get(id)?.delete(sub);
+      // Not once frozen: a wait dropped by the detach is asked again of the next client, and a
+      // nested task's parent sees its connection lost.
+      if (connection.isOpen && !store.frozen && !ended.has(id)) sendAnswer(connection, id, sub, answer);
     };
     if (message.fn !== COLLECTION_REF) {
-      // Nested dispatch from an adopted task: refused rather than left unanswered (its task would
-      // wait forever).
-      reply({
-        t: "suberror",
-        id,
-        sub,
-        kind: "cancelled",
-        type: "CancelledError",
-        message: `task ${id} was picked up by sky.attach, which runs no nested task (${message.fn}) for it`,
-        traceback: "",
-        node: -1,
+      void nested.then((run) => {
+        if (ended.has(id)) return;
+        if (!run) {
+          reply({
+            t: "suberror",
+            kind: "cancelled",
+            type: "CancelledError",
+            message: `task ${id} was picked up by sky.attach, whose pool did not start: its nested task (${message.fn}) cannot run`,
+            traceback: "",
+            node: -1,
+          });
+          return;
+        }
+        const ticket = run(message, reply);
+        if (!ticket) return;
+        const mine = children.get(id) ?? new Map<number, TaskTicket>();
+        children.set(id, mine);
+        mine.set(sub, ticket);
       });
       return;
     }
@@ -80,18 +113,8 @@ export function serveCollections(
     // client when this connection closes.
     if (store.frozen) return;
     store.apply(ownerOf(id), message.args).answer.then(
-      (value) => reply({ t: "subresult", id, sub, value }),
-      (error: Error) =>
-        reply({
-          t: "suberror",
-          id,
-          sub,
-          kind: "exception",
-          type: (error as { pythonType?: string }).pythonType ?? error.name,
-          message: error.message,
-          traceback: "",
-          node: -1,
-        }),
+      (value) => reply({ t: "subresult", value }),
+      (error: Error) => reply(collectionFailure(error)),
     );
   });
 }

@@ -84,6 +84,11 @@ export interface DetachedPoolState {
   readonly token: string;
   /** The distributed collections' contents, sealed like the token (`collections-state.ts`). */
   readonly collections?: string;
+  /**
+   * Outcomes of tasks an earlier attach picked up that reached it but not its user (it was detached
+   * again before `collected()` settled), sealed like the token: the next `collected()` hands them over.
+   */
+  readonly outcomes?: string;
   /** Providers other than `Local`: the cluster and instances, without secrets. */
   readonly cluster?: RecordedCluster;
   readonly instances?: readonly Instance[];
