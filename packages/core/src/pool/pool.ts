@@ -88,7 +88,13 @@ import type {
   PythonFunction,
 } from "./python-function.js";
 import { Reconciler } from "./reconcile.js";
-import { type PreparedCall, RemoteRefRegistry, type RemoteRefStats, remoteRefsIn } from "./remote-refs.js";
+import {
+  type PreparedCall,
+  type RecordedRef,
+  RemoteRefRegistry,
+  type RemoteRefStats,
+  remoteRefsIn,
+} from "./remote-refs.js";
 import {
   type SubtaskRunner,
   type TaskCallbacks,
@@ -199,13 +205,23 @@ interface NodeRuntime {
 /** Pools torn down on SIGINT/SIGTERM (those made with `handleSignals` left on). */
 const livePools = new Set<PoolRuntime>();
 
-const subtaskRunners = new WeakMap<object, SubtaskRunner>();
+/** @internal What `attach` needs of a pool it made, beyond {@link Pool}. */
+export interface PoolInternals {
+  /** Runs the nested tasks of tasks the pool has no record of (those an attach picked up). */
+  readonly runSubtask: SubtaskRunner;
+  /** Takes in a remote reference a picked-up task returned (as if the pool had run it). */
+  readonly adoptRef: (ref: RemoteRef) => void;
+  /** Takes in the references the detached pool held (its state file's); returns them. */
+  readonly restoreRefs: (recorded: readonly RecordedRef[]) => RemoteRef[];
+}
 
-/** @internal The {@link SubtaskRunner} of `pool` (made by {@link compute}). */
-export function subtaskRunnerOf(pool: Pool): SubtaskRunner {
-  const run = subtaskRunners.get(pool);
-  if (!run) throw new Error("not a pool made by compute()");
-  return run;
+const internals = new WeakMap<object, PoolInternals>();
+
+/** @internal The {@link PoolInternals} of `pool` (made by {@link compute}). */
+export function poolInternals(pool: Pool): PoolInternals {
+  const found = internals.get(pool);
+  if (!found) throw new Error("not a pool made by compute()");
+  return found;
 }
 let signalHandlersInstalled = false;
 
@@ -403,7 +419,12 @@ class PoolRuntime implements AsyncDisposable {
       ...(taskIdPrefix !== undefined ? { idPrefix: taskIdPrefix } : {}),
     });
     const tasks = this.#tasks;
-    subtaskRunners.set(this, (message, reply) => tasks.runSubtask(message, null, reply));
+    const refs = this.#refs;
+    internals.set(this, {
+      runSubtask: (message, reply) => tasks.runSubtask(message, null, reply),
+      adoptRef: (ref) => refs.adopt(ref),
+      restoreRefs: (recorded) => refs.restore(recorded),
+    });
     this.#detachConsole = attachConsole(this.#hub, options.console, process.stderr, {
       poolId: id,
       status: () => this.#consoleStatus(),
@@ -1974,6 +1995,7 @@ class PoolRuntime implements AsyncDisposable {
             instances: withoutSecrets(this.#nodes.map((node) => node.instance)),
           }),
       cost: { total: cost.total, hourlyRate: cost.hourlyRate },
+      refs: this.#refs.snapshot(),
       budget: budget ? { max: budget.max, warnAt: budget.warnAt } : null,
       budgetDeadline: budgetSeconds === null ? null : now + budgetSeconds * 1000,
     });

@@ -37,6 +37,16 @@ export interface RemoteRefStats {
   readonly nodes: readonly RemoteRefNodeStats[];
 }
 
+/** A remote reference as a detached pool's state file records it. */
+export interface RecordedRef {
+  readonly id: string;
+  readonly node: number;
+  readonly type: string;
+  readonly size: number;
+  /** The nodes holding it: its own, and those it moved to. */
+  readonly holders: readonly number[];
+}
+
 interface RefEntry {
   readonly ref: RemoteRef;
   readonly holders: Set<number>;
@@ -103,9 +113,17 @@ export class RemoteRefRegistry implements RemoteRefOwner {
     this.#host = host;
   }
 
-  /** Takes in a reference a task returned: this pool's, held on its node. */
-  adopt(ref: RemoteRef): void {
-    const entry: RefEntry = { ref, holders: new Set([ref.node]), state: "held", payload: undefined };
+  /** Takes in a reference a task returned: this pool's, held on its node (and `holders`, if given). */
+  adopt(ref: RemoteRef, holders: readonly number[] = [ref.node]): void {
+    const known = this.#live.get(ref.id);
+    if (known !== undefined) {
+      // The same reference again (a detached pool's, handed over twice): one entry for both objects.
+      for (const node of holders) known.holders.add(node);
+      this.#entries.set(ref, known);
+      bindRemoteRef(ref, this);
+      return;
+    }
+    const entry: RefEntry = { ref, holders: new Set(holders), state: "held", payload: undefined };
     this.#live.set(ref.id, entry);
     this.#entries.set(ref, entry);
     bindRemoteRef(ref, this);
@@ -259,6 +277,26 @@ export class RemoteRefRegistry implements RemoteRefOwner {
       moving.map(async (entry) => [entry.ref, await this.#payload(entry)] as const),
     ).then((pairs) => build(new Map(pairs)));
     return { ready: false, later };
+  }
+
+  /** The references held now, as a detached pool's state file records them (no value, no secret). */
+  snapshot(): RecordedRef[] {
+    return [...this.#live.values()].map(({ ref, holders }) => ({
+      id: ref.id,
+      node: ref.node,
+      type: ref.type,
+      size: ref.size,
+      holders: [...holders].sort((a, b) => a - b),
+    }));
+  }
+
+  /** Takes in the references a detached pool held (its state file's {@link snapshot}); returns them. */
+  restore(recorded: readonly RecordedRef[]): RemoteRef[] {
+    return recorded.map((entry) => {
+      const ref = new RemoteRef(entry.id, entry.node, entry.type, entry.size);
+      this.adopt(ref, entry.holders.length > 0 ? entry.holders : [entry.node]);
+      return ref;
+    });
   }
 
   /** What the nodes keep, per node, as far as the client knows. */

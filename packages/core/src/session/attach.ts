@@ -13,10 +13,11 @@ import { CollectionStore } from "../collections/store.js";
 import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
 import type { Cluster, Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
-import { compute, type Pool, subtaskRunnerOf } from "../pool/pool.js";
+import { compute, type Pool, poolInternals } from "../pool/pool.js";
 import type { SubtaskRunner } from "../pool/task-manager.js";
 import { WorkerConnection } from "../pool/worker-connection.js";
 import type { WorkerMessage } from "../protocol/protocol.js";
+import { RemoteRef } from "../protocol/values.js";
 import type { Options } from "../spec/options.js";
 import { openCollections, serveCollections } from "./collections-state.js";
 import { type CollectedResult, carryOver, openOutcomes } from "./outcomes-state.js";
@@ -41,6 +42,12 @@ export type AttachedPool = Pool & {
    * received (`items`, and `dropped` for those over the workers' byte cap).
    */
   collected(): Promise<readonly CollectedResult[]>;
+  /**
+   * The remote references (`withKeep()` results) the pool's nodes held when it was detached, usable
+   * as before: passed to tasks, fetched, released; closing the pool releases them. Those the
+   * picked-up tasks return come in {@link collected}.
+   */
+  keptRefs(): readonly RemoteRef[];
 };
 
 /** Options for {@link attach}. */
@@ -634,8 +641,21 @@ async function attached(
     void collector.close();
     throw error;
   }
+  const inside = poolInternals(pool);
   // The picked-up tasks' nested tasks run on this pool, as its own tasks' do.
-  collector.runNested(subtaskRunnerOf(pool));
+  collector.runNested(inside.runSubtask);
+  // The references the nodes kept across the detach are this pool's, as are those the picked-up
+  // tasks return (`withKeep()`).
+  const keptRefs = inside.restoreRefs(state.refs ?? []);
+  const adoptRefs = (results: readonly CollectedResult[]) => {
+    for (const result of results)
+      if (result.ok && result.value instanceof RemoteRef) inside.adoptRef(result.value);
+  };
+  const results = collector.results.then((all) => {
+    adoptRefs(all);
+    return all;
+  });
+  results.catch(() => undefined);
   let handedOver = false;
   // Detached again: the connections that adopted the first detach's tasks go too, so that their
   // workers keep those tasks' unanswered collection calls for the next client; and what the user
@@ -643,10 +663,11 @@ async function attached(
   const detach = pool.detach.bind(pool);
   return Object.assign(pool, {
     collected: () =>
-      collector.results.then((results) => {
+      results.then((all) => {
         handedOver = true;
-        return results;
+        return all;
       }),
+    keptRefs: () => keptRefs,
     detach: async (detachOptions?: Parameters<Pool["detach"]>[0]) => {
       const id = await detach(detachOptions);
       // Closed before this returns: the workers have let go of them when the next client attaches.

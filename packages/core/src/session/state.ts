@@ -12,6 +12,7 @@ import { chmod, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises
 import { join } from "node:path";
 import { skywardHome } from "../config/home.js";
 import type { Cluster, Instance, Offer } from "../contract/types.js";
+import type { RecordedRef } from "../pool/remote-refs.js";
 
 /** One node of a detached pool. */
 export interface DetachedNode {
@@ -92,6 +93,8 @@ export interface DetachedPoolState {
   /** Providers other than `Local`: the cluster and instances, without secrets. */
   readonly cluster?: RecordedCluster;
   readonly instances?: readonly Instance[];
+  /** The remote references its nodes held when it was detached (`AttachedPool.keptRefs()`); absent: none. */
+  readonly refs?: readonly RecordedRef[];
   /** What it had cost when it was detached; absent in files of older versions. */
   readonly cost?: DetachedCost;
   /** Its `options.budget`, which keeps applying after attach; null when it had none. */
