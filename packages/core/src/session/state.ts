@@ -65,7 +65,10 @@ export interface DetachedPoolState {
   readonly id: string;
   /** The provider's name (`local`, …). */
   readonly provider: string;
-  /** Provider settings with no secret in them (`Local`: its `workRoot`). */
+  /**
+   * Reserved for provider settings with no secret in them; written empty today: attach takes the
+   * provider given (`attach(id, { provider })`), else the `skyward.toml` entry of the pool's type.
+   */
   readonly providerSettings: Readonly<Record<string, string>>;
   readonly clusterId: string;
   /** `Local`: the pool's root and work directory on this machine. */
