@@ -3,7 +3,7 @@
 // (three finished while nobody was attached, three finished after), runs more tasks, closes — and
 // nothing is left running or on disk.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -157,4 +157,44 @@ describe("detach and attach", () => {
     await expect(sky.attach("nosuchpool")).rejects.toThrow(/no detached pool "nosuchpool"/);
     await expect(sky.attach("../etc")).rejects.toThrow(/not a pool id/);
   });
+
+  it("an attached pool runs with the workers' own settings: concurrency, buffer, metrics", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-attach-settings-"));
+    const tasks = fileURLToPath(new URL("./fixtures/detach_collection_tasks.py", import.meta.url));
+    const pool = await sky.compute({
+      provider: sky.Local({ workRoot }),
+      nodes: 1,
+      image: { includes: [tasks], metrics: [sky.metrics.Memory({ interval: 0.2 })] },
+      options: { console: false, worker: { concurrency: 3, buffer: 0 } },
+    });
+    const pids = await pool.broadcast(sky.python<[], number>("os:getpid")());
+    const id = await pool.detach();
+    try {
+      // Refused, not ignored: the running workers' settings cannot change on attach.
+      const options = { console: false, worker: { concurrency: 1 }, cluster: false } as never;
+      await expect(sky.attach(id, { options })).rejects.toThrow(
+        /options\.worker: the workers keep the settings[\s\S]*options\.cluster: distributed collections stay/,
+      );
+      await using again = await sky.attach(id, { options: { console: false } });
+      // The worker's metrics go on as the image set them (memory only, every 0.2 s), not the defaults.
+      const names = new Set<string>();
+      let samples = 0;
+      const off = again.on("metric", (event) => {
+        names.add(event.name);
+        samples += 1;
+      });
+      // Three tasks meet at a barrier of three on the one node: only with its 3 slots (buffer 0).
+      const meet = sky.python<[string, number], string>("detach_collection_tasks:meet");
+      const met = await Promise.all([0, 1, 2].map(() => again.run(meet("b", 3))));
+      expect(met).toEqual(["met", "met", "met"]);
+      expect(await until(() => samples >= 8, 20_000)).toBe(true);
+      off();
+      expect([...names]).toEqual(["memory"]);
+      expect(await again.broadcast(sky.python<[], number>("os:getpid")())).toEqual(pids);
+    } finally {
+      for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
+      rmSync(join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`), { force: true });
+      rmSync(workRoot, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

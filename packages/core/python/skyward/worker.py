@@ -655,6 +655,9 @@ class Worker:
                 "results": list(self._finished.keys()),
                 "running": adopted,
                 "ready": self.ready,
+                # The cluster settings it runs with (no env): a client attaching to a detached pool
+                # sends them back rather than its own (it does not know the pool's plugins).
+                "cluster": self._cluster_message,
             }
         )
         if self._parking:

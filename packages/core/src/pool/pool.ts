@@ -389,6 +389,9 @@ class PoolRuntime implements AsyncDisposable {
   /** When the reconcile loop last read the nodes' instances from the provider (`performance.now()`). */
   #instancesCheckedAt = performance.now();
 
+  /** Picks up a detached pool's workers (`attach`): they keep the cluster settings they run with. */
+  readonly #attached: boolean;
+
   /** @internal Use {@link compute}. */
   constructor(
     spec: PoolSpec,
@@ -399,7 +402,9 @@ class PoolRuntime implements AsyncDisposable {
     carriedCost = 0,
     token: string = randomBytes(24).toString("hex"),
     collections?: CollectionStore,
+    attached = false,
   ) {
+    this.#attached = attached;
     this.id = id;
     this.#token = token;
     this.#cost.carry(carriedCost);
@@ -1596,7 +1601,11 @@ class PoolRuntime implements AsyncDisposable {
     node.endpoint?.close?.();
     node.endpoint = endpoint;
     node.connection = connection;
-    await this.#sendCluster(node, connection, signal);
+    // An attached pool knows neither the plugins nor the metrics its workers were started with:
+    // they are sent back as the worker has them (its plugins' worker layout with them).
+    const kept = this.#attached ? connection.welcome.cluster : undefined;
+    if (kept) this.#workersPerNode = kept.workers_per_node;
+    await this.#sendCluster(node, connection, signal, kept ?? undefined);
     await this.#passFirstHealthCheck(node, connection, signal);
     this.#hub.emit({
       type: "node.bootstrapped",
@@ -1662,42 +1671,50 @@ class PoolRuntime implements AsyncDisposable {
     });
   }
 
-  async #sendCluster(node: NodeRuntime, connection: WorkerConnection, signal: AbortSignal): Promise<void> {
+  async #sendCluster(
+    node: NodeRuntime,
+    connection: WorkerConnection,
+    signal: AbortSignal,
+    kept?: Omit<ClusterMessage, "env">,
+  ): Promise<void> {
     const head = this.#nodes[0]?.instance;
     const accelerator = this.spec.accelerator;
-    const message: ClusterMessage = {
-      t: "cluster",
-      node: node.index,
-      total_nodes: this.#nodes.length,
-      workers_per_node: this.#workersPerNode,
-      ...(this.#checkAccelerators ? { check_accelerators: true } : {}),
-      ...(this.#pinAccelerators ? { pin_accelerators: true } : {}),
-      head_addr: head?.privateIp ?? "127.0.0.1",
-      head_port: this.#headPort,
-      job_id: this.id,
-      peers: this.#nodes.map((peer) => ({
-        node: peer.index,
-        private_ip: peer.instance.privateIp ?? "",
-        public_ip: peer.instance.publicIp ?? "",
-      })),
-      accelerators: accelerator?.count ?? 0,
-      accelerator: accelerator
-        ? {
-            type: accelerator.name,
-            count: accelerator.count,
-            memory_gb: accelerator.memoryGb ?? 0,
-            is_trainium: accelerator.isTrainium,
-          }
-        : null,
-      network: null,
-      env: (this.#image as Image).env,
-      plugins: workerModules(this.spec.plugins).map((module) => ({
-        name: module.plugin,
-        module: module.module,
-        config: module.config as WireValue,
-      })),
-      metrics: clusterMetrics((this.#image as Image).metrics),
-    };
+    // The worker keeps its environment when a cluster comes with none.
+    const message: ClusterMessage = kept
+      ? { ...kept, t: "cluster", env: {} }
+      : {
+          t: "cluster",
+          node: node.index,
+          total_nodes: this.#nodes.length,
+          workers_per_node: this.#workersPerNode,
+          ...(this.#checkAccelerators ? { check_accelerators: true } : {}),
+          ...(this.#pinAccelerators ? { pin_accelerators: true } : {}),
+          head_addr: head?.privateIp ?? "127.0.0.1",
+          head_port: this.#headPort,
+          job_id: this.id,
+          peers: this.#nodes.map((peer) => ({
+            node: peer.index,
+            private_ip: peer.instance.privateIp ?? "",
+            public_ip: peer.instance.publicIp ?? "",
+          })),
+          accelerators: accelerator?.count ?? 0,
+          accelerator: accelerator
+            ? {
+                type: accelerator.name,
+                count: accelerator.count,
+                memory_gb: accelerator.memoryGb ?? 0,
+                is_trainium: accelerator.isTrainium,
+              }
+            : null,
+          network: null,
+          env: (this.#image as Image).env,
+          plugins: workerModules(this.spec.plugins).map((module) => ({
+            name: module.plugin,
+            module: module.module,
+            config: module.config as WireValue,
+          })),
+          metrics: clusterMetrics((this.#image as Image).metrics),
+        };
     const ready = new Promise<void>((resolve, reject) => {
       const off = connection.onMessage((reply) => {
         if (reply.t === "ready") {
@@ -1996,6 +2013,8 @@ class PoolRuntime implements AsyncDisposable {
           }),
       cost: { total: cost.total, hourlyRate: cost.hourlyRate },
       refs: this.#refs.snapshot(),
+      worker: this.spec.worker,
+      collectionsEnabled: this.options.cluster,
       budget: budget ? { max: budget.max, warnAt: budget.warnAt } : null,
       budgetDeadline: budgetSeconds === null ? null : now + budgetSeconds * 1000,
     });
@@ -2624,6 +2643,8 @@ export interface ComputeOptions {
   readonly token?: string;
   /** @internal An attached pool's collections, restored from its state file (`attach`). */
   readonly collections?: CollectionStore;
+  /** @internal Its workers are a detached pool's (`attach`): they keep their cluster settings. */
+  readonly attached?: boolean;
 }
 
 /**
@@ -2670,6 +2691,7 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
     options.carriedCost,
     options.token,
     options.collections,
+    options.attached === true,
   );
   if (options.handleSignals !== false) {
     livePools.add(pool);

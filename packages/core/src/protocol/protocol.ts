@@ -132,6 +132,11 @@ export interface WelcomeMessage {
   readonly buffer: number;
   /** Ids of finished tasks whose results the worker holds from an earlier connection. */
   readonly results: readonly string[];
+  /**
+   * The `cluster` message the worker runs with, less its `env`; null before it has one (the Python
+   * worker sends it; a pool attaching to a detached pool's workers sends it back to them).
+   */
+  readonly cluster?: Omit<ClusterMessage, "env"> | null;
 }
 
 /** `reject` — the worker refused the `hello` and closes the connection. */

@@ -18,7 +18,7 @@ import type { SubtaskRunner } from "../pool/task-manager.js";
 import { WorkerConnection } from "../pool/worker-connection.js";
 import type { WorkerMessage } from "../protocol/protocol.js";
 import { RemoteRef } from "../protocol/values.js";
-import type { Options } from "../spec/options.js";
+import type { OptionsInput } from "../spec/options.js";
 import { openCollections, serveCollections } from "./collections-state.js";
 import { type CollectedResult, carryOver, openOutcomes } from "./outcomes-state.js";
 import {
@@ -52,8 +52,11 @@ export type AttachedPool = Pool & {
 
 /** Options for {@link attach}. */
 export interface AttachOptions {
-  /** The attached pool's options (console, logging…), as for `compute`. */
-  readonly options?: Partial<Options>;
+  /**
+   * The attached pool's options (console, logging, budget…), as for `compute`; not `worker` nor
+   * `cluster`: the workers run with the detached pool's (they are refused here).
+   */
+  readonly options?: Omit<OptionsInput, "worker" | "cluster">;
   /** Aborts reconnecting. */
   readonly signal?: AbortSignal;
   /**
@@ -479,6 +482,24 @@ function attachedRemote(
   } as ProviderV1;
 }
 
+/**
+ * `options.worker` and `options.cluster` are the running workers' (recorded at detach): an attach
+ * cannot change them, so it refuses them rather than ignore them.
+ */
+function refuseWorkerSettings(options: AttachOptions): void {
+  const given = (options.options ?? {}) as Record<string, unknown>;
+  const issues = (["worker", "cluster"] as const)
+    .filter((field) => given[field] !== undefined)
+    .map((field) => ({
+      path: `options.${field}`,
+      message:
+        field === "worker"
+          ? "the workers keep the settings they were started with (concurrency, executor, buffer): an attached pool cannot change them"
+          : "distributed collections stay as the detached pool had them: an attached pool cannot turn them on or off",
+    }));
+  if (issues.length > 0) throw new ConfigurationError({ issues });
+}
+
 /** The USD a detached pool has cost by `now`: its total at detach plus its nodes' time since. */
 function costSoFar(state: DetachedPoolState, now: number): number {
   if (!state.cost) return 0;
@@ -506,6 +527,7 @@ function costSoFar(state: DetachedPoolState, now: number): number {
  * @throws {ConfigurationError} naming `provider` when no provider of the pool's kind is given or configured.
  */
 export async function attach(id: string, options: AttachOptions = {}): Promise<AttachedPool> {
+  refuseWorkerSettings(options);
   const state = await readPoolState(id);
   if (!state) throw new Error(`no detached pool ${JSON.stringify(id)}: nothing in the pools directory`);
   if (state.provider !== "local") return attachRemote(state, options);
@@ -535,7 +557,7 @@ async function restoredCollections(
   state: DetachedPoolState,
   options: AttachOptions,
 ): Promise<CollectionStore> {
-  const collections = new CollectionStore({ enabled: options.options?.cluster !== false });
+  const collections = new CollectionStore({ enabled: state.collectionsEnabled !== false });
   collections.restore(await openCollections(state));
   return collections;
 }
@@ -624,8 +646,14 @@ async function attached(
         provider,
         nodes: state.nodes.length,
         ttl: state.ttl,
-        // The budget keeps applying (counting what was spent), unless the caller gives another.
-        options: { ...(budget ? { budget } : {}), ...options.options },
+        // The budget keeps applying (counting what was spent), unless the caller gives another; the
+        // workers' settings are theirs.
+        options: {
+          ...(budget ? { budget } : {}),
+          ...options.options,
+          ...(state.worker ? { worker: state.worker } : {}),
+          ...(state.collectionsEnabled !== undefined ? { cluster: state.collectionsEnabled } : {}),
+        },
       },
       {
         id: state.id,
@@ -633,6 +661,7 @@ async function attached(
         carriedCost: costSoFar(state, Date.now()),
         token,
         collections,
+        attached: true,
         ...(options.signal ? { signal: options.signal } : {}),
       },
     );

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { skywardHome } from "../config/home.js";
 import type { Cluster, Instance, Offer } from "../contract/types.js";
 import type { RecordedRef } from "../pool/remote-refs.js";
+import type { Worker } from "../spec/options.js";
 
 /** One node of a detached pool. */
 export interface DetachedNode {
@@ -98,6 +99,10 @@ export interface DetachedPoolState {
   readonly instances?: readonly Instance[];
   /** The remote references its nodes held when it was detached (`AttachedPool.keptRefs()`); absent: none. */
   readonly refs?: readonly RecordedRef[];
+  /** Its workers' settings (they run with them): the attached pool's. Absent in files of older versions. */
+  readonly worker?: Worker;
+  /** Its `options.cluster` (distributed collections on or off). Absent in files of older versions. */
+  readonly collectionsEnabled?: boolean;
   /** What it had cost when it was detached; absent in files of older versions. */
   readonly cost?: DetachedCost;
   /** Its `options.budget`, which keeps applying after attach; null when it had none. */
