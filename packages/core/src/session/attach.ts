@@ -541,7 +541,7 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
     );
   }
   const token = await openToken(state.token);
-  const collections = await restoredCollections(state, options);
+  const collections = await restoredCollections(state);
   const collector = await collectDetached(
     state,
     token,
@@ -553,10 +553,7 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
 }
 
 /** The detached pool's distributed collections, restored from its state file before any worker is reached. */
-async function restoredCollections(
-  state: DetachedPoolState,
-  options: AttachOptions,
-): Promise<CollectionStore> {
+async function restoredCollections(state: DetachedPoolState): Promise<CollectionStore> {
   const collections = new CollectionStore({ enabled: state.collectionsEnabled !== false });
   collections.restore(await openCollections(state));
   return collections;
@@ -567,7 +564,7 @@ async function attachRemote(state: DetachedPoolState, options: AttachOptions): P
   if (!state.cluster || !state.instances) throw new Error(`${state.id}: the state file records no cluster`);
   const cluster = state.cluster as Omit<Cluster, "spec">;
   const token = await openToken(state.token);
-  const collections = await restoredCollections(state, options);
+  const collections = await restoredCollections(state);
   const signal = options.signal ?? new AbortController().signal;
   const endpoints: WorkerEndpoint[] = [];
   const closeAll = () => {
