@@ -2,6 +2,7 @@
  * The AWS SDK clients of one provider (one EC2 and one SSM client per region), the credential chain
  * with a clear error when it finds nothing, and the translation of AWS errors into Skyward's.
  */
+import { createHash } from "node:crypto";
 import { EC2Client } from "@aws-sdk/client-ec2";
 import { SSMClient } from "@aws-sdk/client-ssm";
 import { defaultProvider } from "@aws-sdk/credential-provider-node";
@@ -37,6 +38,29 @@ export function noCredentialsError(cause?: unknown): ConfigurationError {
 }
 
 type CredentialIdentityProvider = () => Promise<AwsCredentials>;
+
+const digest = (value: string) => createHash("sha256").update(value).digest("hex").slice(0, 16);
+
+/**
+ * What tells apart the AWS accounts a provider's calls act in, as the credential chain will find them,
+ * for the offer cache's key (zone names and the instance types offered in each are the account's own).
+ * Never a secret: a SHA-256 of the access key id given or in `AWS_ACCESS_KEY_ID` (an access key id
+ * names its account), or the profile (the setting, else `AWS_PROFILE`) with the files it is read from.
+ * Null where nothing says so before the chain is asked: a credentials function, SSO, roles.
+ */
+export function accountKeyOf(
+  settings: ResolvedAwsSettings,
+  env: NodeJS.ProcessEnv = process.env,
+): string | null {
+  const given = settings.credentials;
+  if (given !== undefined) return typeof given === "function" ? null : `key ${digest(given.accessKeyId)}`;
+  // The SDK's chain: a profile (set, or AWS_PROFILE) first, the environment's keys then skipped.
+  const profile = settings.profile ?? (env.AWS_PROFILE?.trim() || undefined);
+  if (profile !== undefined)
+    return JSON.stringify([profile, env.AWS_SHARED_CREDENTIALS_FILE ?? null, env.AWS_CONFIG_FILE ?? null]);
+  const key = env.AWS_ACCESS_KEY_ID?.trim();
+  return key ? `key ${digest(key)}` : null;
+}
 
 /** Wraps a credential source so that "nothing found" surfaces as {@link noCredentialsError}. */
 export function credentialSource(settings: ResolvedAwsSettings): CredentialIdentityProvider {

@@ -67,6 +67,7 @@ import { launchSshWorker, reconnectSshWorker } from "@skyward/ssh";
 import { launchAcrossMarkets, MAX_LAUNCH_ATTEMPTS } from "./allocation.js";
 import {
   type AwsClients,
+  accountKeyOf,
   awsCall,
   awsErrorCode,
   createClientFactory,
@@ -293,6 +294,8 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     ];
   };
   const instanceTypes = new Map<string, Promise<InstanceType[]>>();
+  /** The offer cache's key, made on its first read. */
+  let cacheKey: string | undefined;
   const mappings = new Map<string, SshAddressMapping>();
 
   const typesOf = (clients: AwsClients, signal: AbortSignal): Promise<InstanceType[]> => {
@@ -801,15 +804,21 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     name: PROVIDER_NAME,
     // Instance types change rarely: a catalogue, whose offers the core may cache for a day.
     capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "catalogue" }),
-    // Every setting the offers depend on, prices included: a provider with other `onDemandPrices`
-    // or another Price List endpoint must not be handed offers the core cached for another.
-    cacheKey: JSON.stringify([
-      settings.region ?? "",
-      settings.endpoint ?? "",
-      settings.profile ?? "",
-      pricingEndpoint,
-      Object.entries(settings.onDemandPrices).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
-    ]),
+    // Every setting the offers depend on, prices included: a provider with other `onDemandPrices`,
+    // another Price List endpoint, another EC2 endpoint (also one the SDK takes from the environment) or
+    // another account (zone names and the types offered in them are the account's) must not be handed
+    // offers the core cached for another. Read when the core first asks, as the credential chain is.
+    // Not the subnet, security group, key pair, AMI, login or instance profile: they shape the instance.
+    get cacheKey() {
+      cacheKey ??= JSON.stringify([
+        settings.region,
+        settings.endpoint ?? process.env.AWS_ENDPOINT_URL_EC2 ?? process.env.AWS_ENDPOINT_URL ?? null,
+        accountKeyOf(settings),
+        pricingEndpoint,
+        Object.entries(settings.onDemandPrices).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+      ]);
+      return cacheKey;
+    },
 
     async offers({ query, signal }) {
       const clients = clientsFor(query.region ?? settings.region);

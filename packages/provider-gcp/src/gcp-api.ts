@@ -46,8 +46,11 @@ export interface GcpClients {
   readonly billing: (path: string, query: Record<string, string>, signal: AbortSignal) => Promise<unknown>;
 }
 
-/** The project: the setting, the environment, or the credentials file's `project_id`. */
-function resolveProject(settings: ResolvedGcpSettings): string {
+/**
+ * The project: the setting, the environment, or the credentials file's `project_id` (only that field
+ * is kept); undefined when none names one.
+ */
+export function projectOf(settings: ResolvedGcpSettings): string | undefined {
   if (settings.project) return settings.project;
   for (const name of ["GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"]) {
     const value = process.env[name]?.trim();
@@ -59,9 +62,16 @@ function resolveProject(settings: ResolvedGcpSettings): string {
       const parsed = JSON.parse(readFileSync(file, "utf8")) as { project_id?: unknown };
       if (typeof parsed.project_id === "string" && parsed.project_id) return parsed.project_id;
     } catch {
-      // Reported below, as a missing project; the credential problem shows on the first call.
+      // Reported as a missing project; the credential problem shows on the first call.
     }
   }
+  return undefined;
+}
+
+/** The project, as {@link projectOf} finds it; a `ConfigurationError` when none names one. */
+function resolveProject(settings: ResolvedGcpSettings): string {
+  const project = projectOf(settings);
+  if (project !== undefined) return project;
   throw new ConfigurationError({
     issues: [
       {

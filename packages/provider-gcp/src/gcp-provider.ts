@@ -46,6 +46,7 @@ import {
   isAlreadyExists,
   isNotFound,
   PROVIDER_NAME,
+  projectOf,
   sleep,
   translateGcpError,
   waitForOperation,
@@ -242,6 +243,8 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
     Promise<{ machineTypes: RawMachineType[]; acceleratorTypes: RawAcceleratorType[] }>
   >();
   let priceBook: { book: Promise<PriceBook>; at: number } | undefined;
+  /** The project of the offer cache's key, found on the first read of the key. */
+  let keyProject: string | undefined;
 
   const pricesOf = (clients: GcpClients, signal: AbortSignal): Promise<PriceBook> => {
     if (!priceBook || Date.now() - priceBook.at > PRICE_BOOK_TTL_MS) {
@@ -579,7 +582,19 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
     name: PROVIDER_NAME,
     // The Catalog's list prices change seldom: the core may cache offers for a day.
     capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "catalogue" }),
-    cacheKey: `${settings.zone}|${settings.project ?? ""}|${settings.apiEndpoint ?? ""}|${settings.billingEndpoint ?? ""}`,
+    // Every setting the offers depend on: the zone, the two APIs asked, and the project whose zones and
+    // machine types are listed, also when it comes from the environment or the credentials file (read
+    // when the core first asks, as the clients are made on first use; not a secret). Not the network,
+    // image, disk, login or service account: they shape the VM, not the offers.
+    get cacheKey() {
+      keyProject ??= projectOf(settings);
+      return JSON.stringify([
+        settings.zone,
+        keyProject ?? null,
+        settings.apiEndpoint ?? null,
+        settings.billingEndpoint ?? null,
+      ]);
+    },
 
     async offers({ query, signal }) {
       if (query.accelerator && !Number.isInteger(query.accelerator.count)) return [];

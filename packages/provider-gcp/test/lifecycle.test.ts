@@ -6,13 +6,15 @@
  */
 
 import { generateKeyPairSync } from "node:crypto";
-import { writeFile } from "node:fs/promises";
+import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { protos } from "@google-cloud/compute";
 import { ConfigurationError, NoCapacityError, options, type PoolSpec, spec } from "@skyward/core";
 import { type Cluster, type Offer, type OfferQuery, resolvePoolSpec } from "@skyward/core/contract";
 import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+// The core's offer cache itself (not exported): what pools put every offers() answer through.
+import { cachedOffers } from "../../core/src/pool/offer-cache.js";
 import { GCP, type GcpClusterData } from "../src/index.js";
 import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
 
@@ -358,6 +360,61 @@ describe("the GCP provider against the fake Compute Engine", () => {
       if (saved !== undefined) process.env.GOOGLE_OAUTH_ACCESS_TOKEN = saved;
       fake.serviceAccounts.clear();
     }
+  });
+
+  describe("the offer cache", () => {
+    // The core caches offers on disk by provider name and cacheKey (for a day: a catalogue). A provider
+    // of another project must not be handed the offers cached for this one, even when the project is
+    // not a setting but comes from the environment or the credentials file: the first caches its
+    // offers, then the second is asked through the same cache (the core's own code).
+    const projectVariables = ["GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"];
+    const OTHER_PROJECT = "other-project-42";
+    const wanted = query({ vcpus: 2 });
+    const otherProjectAsked = () =>
+      fake.requests.some((request) => request.path.startsWith(`/compute/v1/projects/${OTHER_PROJECT}/`));
+
+    beforeEach(async () => {
+      await rm(join(home.path, "offers"), { recursive: true, force: true });
+      for (const name of [...projectVariables, "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN"])
+        vi.stubEnv(name, undefined);
+    });
+    afterEach(() => {
+      vi.unstubAllEnvs();
+    });
+
+    it("is not shared by providers of another project named in GOOGLE_CLOUD_PROJECT", async () => {
+      const gcp = () =>
+        GCP({ accessToken: TEST_ACCESS_TOKEN, apiEndpoint: fake.endpoint, billingEndpoint: fake.endpoint });
+      vi.stubEnv("GOOGLE_CLOUD_PROJECT", PROJECT);
+      expect((await cachedOffers(gcp(), wanted, call())).length).toBeGreaterThan(0);
+      vi.stubEnv("GOOGLE_CLOUD_PROJECT", OTHER_PROJECT);
+      // The other project's machine types are asked for: the fake knows no such project (404).
+      await expect(cachedOffers(gcp(), wanted, call())).rejects.toThrow(/not found/i);
+      expect(otherProjectAsked()).toBe(true);
+    });
+
+    it("is not shared by providers of another project named in the credentials file", async () => {
+      // Only `project_id` is read from the file here: the calls carry the access token.
+      const keyFile = async (name: string, project: string) => {
+        const file = join(home.path, name);
+        await writeFile(file, JSON.stringify({ type: "service_account", project_id: project }), {
+          mode: 0o600,
+        });
+        return file;
+      };
+      const gcp = (credentialsFile: string) =>
+        GCP({
+          credentialsFile,
+          accessToken: TEST_ACCESS_TOKEN,
+          apiEndpoint: fake.endpoint,
+          billingEndpoint: fake.endpoint,
+        });
+      const first = await keyFile("first.json", PROJECT);
+      const other = await keyFile("other.json", OTHER_PROJECT);
+      expect((await cachedOffers(gcp(first), wanted, call())).length).toBeGreaterThan(0);
+      await expect(cachedOffers(gcp(other), wanted, call())).rejects.toThrow(/not found/i);
+      expect(otherProjectAsked()).toBe(true);
+    });
   });
 
   it("settings are checked at once, and a missing project is reported before anything is asked", async () => {

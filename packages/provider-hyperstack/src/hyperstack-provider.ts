@@ -451,7 +451,10 @@ function build(settings: ParsedSettings): ProviderV1<HyperstackClusterData> {
     name: NAME,
     // Prices are a catalogue, but stock moves: the core caches offers for an hour at most.
     capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
-    cacheKey: regions ? regions.join(",") : "all",
+    // Every setting the offers depend on (the API asked, the regions allowed), so that a provider set
+    // otherwise is never handed offers the core cached for another. Not the image, user or key: they
+    // shape the VM, not the offers.
+    cacheKey: JSON.stringify([api, regions ? [...regions].sort() : null]),
 
     async offers({ query, signal }) {
       if (query.architecture === "arm64") return [];

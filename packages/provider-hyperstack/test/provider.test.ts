@@ -11,7 +11,9 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { accelerators, NoCapacityError, options, type PoolSpec, spec as resolveSpec } from "@skyward/core";
 import { type Cluster, resolvePoolSpec } from "@skyward/core/contract";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+// The core's offer cache itself (not exported): what pools put every offers() answer through.
+import { cachedOffers } from "../../core/src/pool/offer-cache.js";
 import { Hyperstack, type HyperstackClusterData } from "../src/hyperstack-provider.js";
 import { renderUserData } from "../src/user-data.js";
 import { type FakeHyperstack, startFakeHyperstack } from "./fake-hyperstack.js";
@@ -106,6 +108,31 @@ describe("Hyperstack settings", () => {
       onDemandPrice: 2.8,
       accelerator: { name: "A100", count: 2, memoryGb: 80 },
     });
+  });
+});
+
+describe("the offer cache", () => {
+  // The core caches offers on disk by provider name and cacheKey (for an hour: a marketplace). A
+  // provider of another API (apiUrl) must not be handed the offers cached for this one: the first
+  // caches its offers, then the second is asked through the same cache (the core's own code).
+  let home = "";
+  beforeEach(async () => {
+    home = await mkdtemp(join(scratch, "offer-cache-"));
+    vi.stubEnv("SKYWARD_HOME", home);
+  });
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+
+  it("is not shared by providers of another API", async () => {
+    // Another Infrahub API, out of n3-A100x1.
+    await using other = await startFakeHyperstack();
+    other.outOfStock.add("n3-A100x1");
+    const query = { accelerator: { name: "A100", count: 1 }, allocation: "on-demand" } as const;
+    const flavors = async (hyperstack: ReturnType<typeof Hyperstack>) =>
+      (await cachedOffers(hyperstack, query, { signal: signal() })).map((offer) => offer.instanceType);
+    expect(await flavors(provider())).toEqual(["n3-A100x1"]);
+    expect(await flavors(Hyperstack({ apiUrl: other.apiUrl, apiKey: other.apiKey }))).toEqual([]);
   });
 });
 

@@ -370,7 +370,10 @@ function build(settings: ParsedSettings): ProviderV1<NovitaClusterData> {
       // Containers reached through a mapped public port: no network between instances.
       peerNetwork: "none",
     }),
-    cacheKey: `${settings.apiUrl} ${settings.clusterId ?? "any"}`,
+    // Every setting the offers depend on (the API asked, the cluster they are listed in), so that a
+    // provider set otherwise is never handed offers the core cached for another. Not the image, disk,
+    // env or key: they shape the instance, not the offers.
+    cacheKey: JSON.stringify([settings.apiUrl, settings.clusterId ?? null]),
 
     async offers({ query, signal }) {
       return offersFor(query, signal);

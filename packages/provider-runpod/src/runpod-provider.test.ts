@@ -28,6 +28,8 @@ import {
 import { launchSshWorker } from "@skyward/ssh";
 import { HttpResponse } from "msw";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+// The core's offer cache itself (not exported): what pools put every offers() answer through.
+import { cachedOffers } from "../../core/src/pool/offer-cache.js";
 import { type FakePod, type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
 import { RunPodApiError } from "./runpod-api.js";
 import {
@@ -246,6 +248,51 @@ describe("offers", () => {
         ...call(),
       }),
     ).toEqual([]);
+  });
+});
+
+describe("the offer cache", () => {
+  // The core caches offers on disk by provider name and cacheKey (for an hour: a marketplace). Two
+  // providers that differ in one setting the offers depend on must not share them: each test lets the
+  // first cache its offers, then asks the second through the same cache (the core's own code).
+  let home = "";
+  beforeEach(async () => {
+    home = await mkdtemp(join(tmpdir(), "skyward-runpod-offer-cache-"));
+    vi.stubEnv("SKYWARD_HOME", home);
+  });
+  afterEach(async () => {
+    vi.unstubAllEnvs();
+    await rm(home, { recursive: true, force: true });
+  });
+  const cached = async (settings: RunPodSettings, query: OfferQuery) =>
+    (await cachedOffers(provider(settings), query, call())).map((offer) => [offer.id, offer.region]);
+
+  it("is not shared by providers pinned to another data center", async () => {
+    const onDemand: OfferQuery = { ...a100Query, allocation: "on-demand" };
+    expect(await cached({}, onDemand)).toEqual([
+      ["runpod:secure:NVIDIA A100 80GB PCIe:x2", "any"],
+      ["runpod:secure:NVIDIA A100-SXM4-80GB:x2", "any"],
+      ["runpod:community:NVIDIA A100 80GB PCIe:x2", "any"],
+    ]);
+    // EU-SE-1 has no A100 in stock.
+    expect(await cached({ dataCenterId: "EU-SE-1" }, onDemand)).toEqual([]);
+  });
+
+  it("is not shared by providers limited to other CPU flavors", async () => {
+    const cpu: OfferQuery = { accelerator: null, allocation: "on-demand", vcpus: 4, memoryGb: 8 };
+    expect(await cached({}, cpu)).toEqual([
+      ["runpod:cpu:cpu3c-4-8", "any"],
+      ["runpod:cpu:cpu3g-4-16", "any"],
+    ]);
+    expect(await cached({ cpuFlavorIds: ["cpu3g"] }, cpu)).toEqual([["runpod:cpu:cpu3g-4-16", "any"]]);
+  });
+
+  it("is shared by equal settings", async () => {
+    const onDemand: OfferQuery = { ...a100Query, allocation: "on-demand" };
+    await cached({ dataCenterId: "US-KS-2" }, onDemand);
+    const asked = fake.to("/v2/catalog/gpus").length;
+    await cached({ dataCenterId: "US-KS-2" }, onDemand);
+    expect(fake.to("/v2/catalog/gpus")).toHaveLength(asked);
   });
 });
 

@@ -754,7 +754,16 @@ function build(settings: ParsedSettings, imageCuda?: string): ProviderV1<RunPodC
       peerNetwork: "accelerated",
       provisionTimeout: RUNPOD_PROVISION_TIMEOUT_SECONDS,
     }),
-    cacheKey: `${settings.cloudType}|${JSON.stringify(cuda)}|${settings.spotBidMargin}`,
+    // Every setting the offers depend on (the clouds, the CUDA versions asked for, the bid, the pinned
+    // data center, the CPU flavors allowed), so that a provider set otherwise is never handed offers the
+    // core cached for another. Not the disks, env, root or key: they shape the pod, not the offers.
+    cacheKey: JSON.stringify([
+      settings.cloudType,
+      cuda,
+      settings.spotBidMargin,
+      settings.dataCenterId ?? null,
+      settings.cpuFlavorIds ?? null,
+    ]),
 
     async offers({ query, signal }) {
       if (query.architecture === "arm64") return [];

@@ -398,7 +398,16 @@ function build(settings: ParsedSettings): ProviderV1<TensorDockClusterData> {
       // Each VM is a separate host reached at its own public IP, with only the forwarded ports open.
       peerNetwork: "none",
     }),
-    cacheKey: `${settings.location ?? "any"}|${settings.storageGb}|${settings.minVcpus}|${settings.minRamGb}`,
+    // Every setting the offers depend on (the API asked, the location, the sizes priced in), so that a
+    // provider set otherwise is never handed offers the core cached for another. Not the operating
+    // system, user or key: they shape the VM, not the offers.
+    cacheKey: JSON.stringify([
+      settings.apiUrl,
+      settings.location ?? null,
+      settings.storageGb,
+      settings.minVcpus,
+      settings.minRamGb,
+    ]),
 
     async offers({ query, signal }) {
       // TensorDock deploys by location only with a GPU, and only x86_64 machines.

@@ -17,7 +17,7 @@ import {
   type TestbedHost,
   testbedHostPool,
 } from "@skyward/testing";
-import { errors, locations } from "./fixtures.js";
+import { locations as documentedLocations, errors } from "./fixtures.js";
 
 /** One request the fake received. */
 export interface RecordedRequest {
@@ -52,10 +52,14 @@ export interface FakeTensorDock extends AsyncDisposable {
   leftovers(): string[];
 }
 
-/** Starts the fake on 127.0.0.1; with `hosts`, its instances are those test-bed hosts. */
+/**
+ * Starts the fake on 127.0.0.1; with `hosts`, its instances are those test-bed hosts. It serves
+ * `locations` (default: the documented ones of `fixtures.ts`).
+ */
 export async function startFakeTensorDock(
-  options: { hosts?: readonly TestbedHost[] } = {},
+  options: { hosts?: readonly TestbedHost[]; locations?: typeof documentedLocations } = {},
 ): Promise<FakeTensorDock> {
+  const locations = options.locations ?? documentedLocations;
   const token = `td-test-${randomBytes(12).toString("hex")}`;
   const instances = new Map<string, FakeInstance>();
   const hosts = await testbedHostPool<string>(options.hosts ?? []);

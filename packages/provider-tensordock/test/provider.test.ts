@@ -12,10 +12,13 @@ import { promisify } from "node:util";
 import { accelerators, NoCapacityError, options, spec as resolveSpec } from "@skyward/core";
 import { type Cluster, resolvePoolSpec } from "@skyward/core/contract";
 import { expectPeerPluginRefused } from "@skyward/testing";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+// The core's offer cache itself (not exported): what pools put every offers() answer through.
+import { cachedOffers } from "../../core/src/pool/offer-cache.js";
 import { renderBootScript } from "../src/boot-script.js";
 import { TensorDock, type TensorDockClusterData } from "../src/tensordock-provider.js";
 import { type FakeTensorDock, startFakeTensorDock } from "./fake-tensordock.js";
+import { locations } from "./fixtures.js";
 
 const run = promisify(execFile);
 const signal = () => AbortSignal.timeout(20_000);
@@ -115,6 +118,36 @@ describe("TensorDock settings", () => {
     });
     // 2 × 0.35 + 16 × 0.003 + 64 × 0.002 + 500 × 0.00005
     expect(big).toMatchObject({ vcpus: 16, memoryGb: 64, diskGb: 500, onDemandPrice: 0.901 });
+  });
+});
+
+describe("the offer cache", () => {
+  // The core caches offers on disk by provider name and cacheKey (for an hour: a marketplace). A
+  // provider of another API (apiUrl) must not be handed the offers cached for this one: the first
+  // caches its offers, then the second is asked through the same cache (the core's own code).
+  let home = "";
+  beforeEach(async () => {
+    home = await mkdtemp(join(scratch, "offer-cache-"));
+    vi.stubEnv("SKYWARD_HOME", home);
+  });
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+
+  it("is not shared by providers of another API", async () => {
+    // Another TensorDock API, whose only location is Frankfurt.
+    await using other = await startFakeTensorDock({
+      locations: locations.filter((location) => location.city === "Frankfurt"),
+    });
+    const query = { accelerator: { name: "RTX_4090", count: 1 }, allocation: "on-demand" } as const;
+    const regions = async (tensordock: ReturnType<typeof TensorDock>) =>
+      (await cachedOffers(tensordock, query, { signal: signal() })).map((offer) => offer.region);
+    expect(await regions(provider())).toEqual(["Austin, United States", "Frankfurt, Germany"]);
+    expect(
+      await regions(
+        TensorDock({ apiUrl: other.apiUrl, apiKey: other.token, keysDirectory: join(scratch, "keys") }),
+      ),
+    ).toEqual(["Frankfurt, Germany"]);
   });
 });
 

@@ -28,7 +28,9 @@ import {
 import { launchSshWorker } from "@skyward/ssh";
 import { expectPeerPluginRefused } from "@skyward/testing";
 import { HttpResponse } from "msw";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+// The core's offer cache itself (not exported): what pools put every offers() answer through.
+import { cachedOffers } from "../../core/src/pool/offer-cache.js";
 import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import type { VastInstance } from "./vastai-api.js";
@@ -592,6 +594,73 @@ describe("settings", () => {
         settings: { minReliability: "high" },
       }),
     ).rejects.toMatchObject({ issues: [{ path: "providers.market.minReliability" }] });
+  });
+});
+
+describe("the offer cache", () => {
+  // The core caches offers on disk by provider name and cacheKey (for an hour: a marketplace). Two
+  // providers that differ in one setting the search depends on must not share them: each test lets the
+  // first cache its offers, then asks the second through the same cache (the core's own code).
+  let home = "";
+  beforeEach(async () => {
+    home = await mkdtemp(join(tmpdir(), "skyward-vast-offer-cache-"));
+    vi.stubEnv("SKYWARD_HOME", home);
+  });
+  afterEach(async () => {
+    vi.unstubAllEnvs();
+    await rm(home, { recursive: true, force: true });
+  });
+  const cached = async (settings: VastAISettings, query: OfferQuery = rtx4090) =>
+    (await cachedOffers(provider(settings), query, call())).map((offer) => [
+      offer.id,
+      offer.onDemandPrice,
+      offer.spotPrice,
+    ]);
+
+  it("is not shared by providers of other geolocations", async () => {
+    expect(await cached({})).toEqual([
+      ["vastai:7100002", 0.355, 0.1978],
+      ["vastai:7100001", 0.412, 0.2606],
+    ]);
+    expect(await cached({ geolocation: "US" })).toEqual([["vastai:7100001", 0.412, 0.2606]]);
+  });
+
+  it("is not shared by providers bidding with another bidMultiplier", async () => {
+    await cached({});
+    // Bids of 1.5 × the minimum: 7100002 bids 0.225 (+ 0.0178 of charges), 7100001 0.3 (+ 0.0206).
+    expect(await cached({ bidMultiplier: 1.5 })).toEqual([
+      ["vastai:7100002", 0.355, 0.2428],
+      ["vastai:7100001", 0.412, 0.3206],
+    ]);
+  });
+
+  it("is not shared by providers asking for other disk sizes", async () => {
+    await cached({});
+    // Every fake host has 500 GB of disk: none fits 600 GB.
+    expect(await cached({ diskGb: 600 })).toEqual([]);
+  });
+
+  it("is not shared by providers reached over proxied SSH", async () => {
+    await cached({});
+    // 7100006 opens no direct port: offered only when SSH goes through Vast.ai's proxy.
+    expect((await cached({ ssh: "proxy" })).map(([id]) => id)).toEqual([
+      "vastai:7100002",
+      "vastai:7100006",
+      "vastai:7100001",
+    ]);
+  });
+
+  it("is not shared by providers with another searchLimit", async () => {
+    await cached({});
+    // Two asks per search, cheapest first: the RTX 4090D (another accelerator, dropped) and 7100002.
+    expect(await cached({ searchLimit: 2 })).toEqual([["vastai:7100002", 0.355, 0.1978]]);
+  });
+
+  it("is shared by equal settings", async () => {
+    await cached({});
+    const asked = fake.to("/api/v0/bundles/").length;
+    await cached({});
+    expect(fake.to("/api/v0/bundles/")).toHaveLength(asked);
   });
 });
 

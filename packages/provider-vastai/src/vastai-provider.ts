@@ -636,7 +636,19 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
       offerCache: "marketplace",
       peerNetwork: "none",
     }),
-    cacheKey: `${settings.minReliability}|${settings.verifiedOnly ? "verified" : "any"}|${settings.minCuda}`,
+    // Every setting the search's answer depends on (its filters, the disk priced in, the bid, how many
+    // asks), so that a provider set otherwise is never handed offers the core cached for another. Not
+    // the image, env, watchdog, create pacing, root or key: they change how an ask is rented, not which.
+    cacheKey: JSON.stringify([
+      settings.minReliability,
+      settings.verifiedOnly,
+      settings.minCuda,
+      settings.geolocation ?? null,
+      settings.bidMultiplier,
+      settings.diskGb,
+      settings.ssh,
+      settings.searchLimit,
+    ]),
 
     async offers({ query, signal }) {
       return search(query, Math.max(settings.diskGb, Math.ceil(query.diskGb ?? 0)), signal);

@@ -376,7 +376,10 @@ function build(settings: ParsedSettings): ProviderV1<VerdaClusterData> {
       // plugin on several Verda instances is refused at validation instead of waiting on peers.
       peerNetwork: "none",
     }),
-    cacheKey: `${settings.apiUrl} ${settings.location ?? "any"}`,
+    // Every setting the offers depend on (the API asked, the location), so that a provider set
+    // otherwise is never handed offers the core cached for another. Not the image, CUDA version, OS
+    // volume or key: they shape the instance, not the offers.
+    cacheKey: JSON.stringify([settings.apiUrl, settings.location ?? null]),
 
     async offers({ query, signal }) {
       return offersFor(query, signal);
