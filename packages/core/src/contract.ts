@@ -79,6 +79,7 @@ export { EventHub } from "./observe/events.js";
 export { metricCollectorSchema } from "./observe/metrics.js";
 // Secrets
 export { isSecretEnvironmentName, REDACTED, Redactor } from "./observe/redact.js";
+export { cachedOffers, OFFER_CACHE_SECONDS } from "./pool/offer-cache.js";
 export { pythonRuntimeDirectory } from "./protocol/python-runtime.js";
 // Specs and images, as providers and plugins read and extend them
 export type { AcceleratorCatalogEntry } from "./spec/accelerators.js";

@@ -9,9 +9,9 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { OfferQuery, OffersOptions } from "@skyward/core/contract";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 // The core's offer cache itself (not exported): what pools put every offers() answer through.
-import { cachedOffers } from "../../core/src/pool/offer-cache.js";
+import { cachedOffers } from "@skyward/core/contract";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { AWS, type AwsSettings } from "../src/index.js";
 import { motoSkipReason } from "./moto-server.js";
 import { useMotoSuite } from "./moto-suite.js";

@@ -10,11 +10,16 @@ import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { protos } from "@google-cloud/compute";
 import { ConfigurationError, NoCapacityError, options, type PoolSpec, spec } from "@skyward/core";
-import { type Cluster, type Offer, type OfferQuery, resolvePoolSpec } from "@skyward/core/contract";
+// The core's offer cache itself (not exported): what pools put every offers() answer through.
+import {
+  type Cluster,
+  cachedOffers,
+  type Offer,
+  type OfferQuery,
+  resolvePoolSpec,
+} from "@skyward/core/contract";
 import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-// The core's offer cache itself (not exported): what pools put every offers() answer through.
-import { cachedOffers } from "../../core/src/pool/offer-cache.js";
 import { GCP, type GcpClusterData } from "../src/index.js";
 import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
 

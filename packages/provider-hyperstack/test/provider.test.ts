@@ -10,10 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { accelerators, NoCapacityError, options, type PoolSpec, spec as resolveSpec } from "@skyward/core";
-import { type Cluster, resolvePoolSpec } from "@skyward/core/contract";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 // The core's offer cache itself (not exported): what pools put every offers() answer through.
-import { cachedOffers } from "../../core/src/pool/offer-cache.js";
+import { type Cluster, cachedOffers, resolvePoolSpec } from "@skyward/core/contract";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { Hyperstack, type HyperstackClusterData } from "../src/hyperstack-provider.js";
 import { renderUserData } from "../src/user-data.js";
 import { type FakeHyperstack, startFakeHyperstack } from "./fake-hyperstack.js";

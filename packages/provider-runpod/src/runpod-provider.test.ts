@@ -15,8 +15,10 @@ import {
   spec as toSpec,
 } from "@skyward/core";
 import { createProviderFromEntry } from "@skyward/core/config";
+// The core's offer cache itself (not exported): what pools put every offers() answer through.
 import {
   type Cluster,
+  cachedOffers,
   type Instance,
   type Offer,
   type OfferQuery,
@@ -28,8 +30,6 @@ import {
 import { launchSshWorker } from "@skyward/ssh";
 import { HttpResponse } from "msw";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-// The core's offer cache itself (not exported): what pools put every offers() answer through.
-import { cachedOffers } from "../../core/src/pool/offer-cache.js";
 import { type FakePod, type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
 import { RunPodApiError } from "./runpod-api.js";
 import {

@@ -10,11 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { accelerators, NoCapacityError, options, spec as resolveSpec } from "@skyward/core";
-import { type Cluster, resolvePoolSpec } from "@skyward/core/contract";
+// The core's offer cache itself (not exported): what pools put every offers() answer through.
+import { type Cluster, cachedOffers, resolvePoolSpec } from "@skyward/core/contract";
 import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-// The core's offer cache itself (not exported): what pools put every offers() answer through.
-import { cachedOffers } from "../../core/src/pool/offer-cache.js";
 import { renderBootScript } from "../src/boot-script.js";
 import { TensorDock, type TensorDockClusterData } from "../src/tensordock-provider.js";
 import { type FakeTensorDock, startFakeTensorDock } from "./fake-tensordock.js";

@@ -15,8 +15,10 @@ import {
   spec as toSpec,
 } from "@skyward/core";
 import { createProviderFromEntry } from "@skyward/core/config";
+// The core's offer cache itself (not exported): what pools put every offers() answer through.
 import {
   type Cluster,
+  cachedOffers,
   type Instance,
   type Offer,
   type OfferQuery,
@@ -29,8 +31,6 @@ import { launchSshWorker } from "@skyward/ssh";
 import { expectPeerPluginRefused } from "@skyward/testing";
 import { HttpResponse } from "msw";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-// The core's offer cache itself (not exported): what pools put every offers() answer through.
-import { cachedOffers } from "../../core/src/pool/offer-cache.js";
 import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import type { VastInstance } from "./vastai-api.js";

@@ -26,8 +26,10 @@ function cacheFile(provider: Provider, query: OfferQuery): string {
 }
 
 /**
- * The provider's offers for `query`, from the disk cache when fresh, else asked for and stored.
- * A cache that cannot be read or written is ignored: the provider is asked.
+ * The provider's offers for `query`, from the disk cache when fresh, else asked for and stored —
+ * as pools and `skyward offers` get them. A cache that cannot be read or written is ignored: the
+ * provider is asked. Exported for providers' tests: two providers whose settings give different
+ * offers must not share cached ones (their `cacheKey` differs).
  */
 export async function cachedOffers(
   provider: Provider,
