@@ -3,7 +3,16 @@
  * through the `@skyward/source` condition (no build needed), and a JSON report in `.test-report/`
  * that `scripts/test.sh` collects; each package adds its own `test` options.
  */
+import { fileURLToPath } from "node:url";
 import { defineConfig, mergeConfig, type ViteUserConfig } from "vitest/config";
+
+/**
+ * Where tests keep Skyward's files (venvs, pools, keys, offers, logs): `SKYWARD_HOME` as
+ * `scripts/test.sh` sets it, else the repository's own `.toolchain/skyward-home` — never the
+ * user's `~/.skyward`, even when vitest is run by hand.
+ */
+const skywardHome =
+  process.env.SKYWARD_HOME ?? fileURLToPath(new URL(".toolchain/skyward-home", import.meta.url));
 
 /** The shared configuration with `test` (what the package's tests need) on top of it. */
 export function packageTestConfig(test: NonNullable<ViteUserConfig["test"]>) {
@@ -11,7 +20,10 @@ export function packageTestConfig(test: NonNullable<ViteUserConfig["test"]>) {
     defineConfig({
       resolve: { conditions: ["@skyward/source"] },
       ssr: { resolve: { conditions: ["@skyward/source"] } },
-      test: { reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]] },
+      test: {
+        reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+        env: { SKYWARD_HOME: skywardHome },
+      },
     }),
     defineConfig({ test }),
   );
