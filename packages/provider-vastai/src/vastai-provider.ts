@@ -81,8 +81,8 @@ export interface VastAISettings extends HttpSettings {
   bidMultiplier?: number;
   /**
    * The Docker image: a tag or a {@link DockerImage} (`sky.containers.cuda("12.9")`). Vast.ai's SSH
-   * launch mode adds `sshd` to any image; it needs `python3` for the worker. Default
-   * {@link DEFAULT_VASTAI_IMAGE}.
+   * launch mode adds `sshd` to any image; it needs `python3` for the worker. An image that states its
+   * CUDA raises {@link VastAISettings.minCuda} to it. Default {@link DEFAULT_VASTAI_IMAGE}.
    */
   dockerImage?: string | DockerImage;
   /** Disk per instance, GB; a spec's `diskGb` raises it. Default 50. */
