@@ -169,6 +169,13 @@ describe("SSH()", () => {
     expect(
       await refusal(declared, { ...fitting, accelerator: sky.accelerators.A100({ memory: "80GB" }) }),
     ).toMatch(/accelerator.memoryGb >= 80 GB, the hosts' A100 has 40 GB/);
+    // A pool asking for what the hosts cannot be shown to have fails before connecting to any,
+    // with the field in its message.
+    const refused = await sky
+      .compute({ provider: bare, vcpus: 8, options: { console: false } })
+      .catch((error: unknown) => error);
+    expect(sky.NoOffersError.isInstance(refused)).toBe(true);
+    expect((refused as Error).message).toContain("vcpus >= 8, but SSH({ vcpus }) declares none");
     // The cluster is in the declared region.
     const cluster = await clusterOf(declared, fitting);
     expect(cluster.region).toBe("basement");
