@@ -14,6 +14,9 @@ import { defineConfig, mergeConfig, type ViteUserConfig } from "vitest/config";
 const skywardHome =
   process.env.SKYWARD_HOME ?? fileURLToPath(new URL(".toolchain/skyward-home", import.meta.url));
 
+/** The environment every package's tests get (`test.env`): {@link skywardHome} as `SKYWARD_HOME`. */
+export const testEnv = Object.freeze({ SKYWARD_HOME: skywardHome });
+
 /** The shared configuration with `test` (what the package's tests need) on top of it. */
 export function packageTestConfig(test: NonNullable<ViteUserConfig["test"]>) {
   return mergeConfig(
@@ -22,7 +25,7 @@ export function packageTestConfig(test: NonNullable<ViteUserConfig["test"]>) {
       ssr: { resolve: { conditions: ["@skyward/source"] } },
       test: {
         reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
-        env: { SKYWARD_HOME: skywardHome },
+        env: { ...testEnv },
       },
     }),
     defineConfig({ test }),

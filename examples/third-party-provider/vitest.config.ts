@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { testEnv } from "../../vitest.package.ts";
 
 export default defineConfig({
   test: {
@@ -8,5 +9,6 @@ export default defineConfig({
     testTimeout: 300_000,
     hookTimeout: 120_000,
     reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    env: { ...testEnv },
   },
 });

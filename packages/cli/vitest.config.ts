@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { testEnv } from "../../vitest.package.ts";
 
 export default defineConfig({
   resolve: { conditions: ["@skyward/source"] },
@@ -7,6 +8,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    env: { ...testEnv },
     projects: [
       { extends: true, test: { name: "unit", include: ["src/**/*.test.ts"] } },
       {

@@ -1,10 +1,12 @@
 import { defineConfig } from "vitest/config";
+import { testEnv } from "../../vitest.package.ts";
 
 export default defineConfig({
   resolve: { conditions: ["@skyward/source"] },
   ssr: { resolve: { conditions: ["@skyward/source"] } },
   test: {
     reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    env: { ...testEnv },
     projects: [
       // Generous timeouts: CI runs every package's suites at once on 2 cores, and some of these run
       // real shells, Python and 64 MiB frames.

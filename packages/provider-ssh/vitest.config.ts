@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { testEnv } from "../../vitest.package.ts";
 
 export default defineConfig({
   resolve: { conditions: ["@skyward/source"] },
@@ -6,6 +7,7 @@ export default defineConfig({
   test: {
     globalSetup: ["@skyward/testing/vitest-global-setup"],
     reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    env: { ...testEnv },
     projects: [
       { extends: true, test: { name: "unit", include: ["src/**/*.test.ts"] } },
       {

@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { testEnv } from "../../vitest.package.ts";
 
 export default defineConfig({
   resolve: { conditions: ["@skyward/source"] },
@@ -6,5 +7,6 @@ export default defineConfig({
   test: {
     include: ["src/**/*.test.ts"],
     reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    env: { ...testEnv },
   },
 });

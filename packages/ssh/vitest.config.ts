@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { testEnv } from "../../vitest.package.ts";
 
 export default defineConfig({
   resolve: { conditions: ["@skyward/source"] },
@@ -9,5 +10,6 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ["default", ["json", { outputFile: ".test-report/vitest.json" }]],
+    env: { ...testEnv },
   },
 });
