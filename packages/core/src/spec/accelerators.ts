@@ -845,6 +845,30 @@ export function canonicalAcceleratorName(text: string): AcceleratorName | undefi
 }
 
 /**
+ * The form factor an accelerator name as a provider writes it says, in the catalog's spelling, or
+ * undefined when it says none (or names nothing in the catalog): `"H100 SXM"` → `"SXM"`,
+ * `"NVIDIA A100-SXM4-80GB"` → `"SXM"`, `"NVIDIA H100 PCIe"` → `"PCIe"`, `"H100 NVL"` → `"NVL"`,
+ * `"NVIDIA H100 80GB HBM3"` → undefined. For providers labelling their offers
+ * (`Offer.accelerator.formFactor`).
+ */
+export function acceleratorFormFactor(text: string): string | undefined {
+  if (typeof text !== "string") return undefined;
+  return parseModelName(splitCount(text.trim()).model)?.formFactor;
+}
+
+/**
+ * A form factor in the catalog's spelling (`"sxm5"` → `"SXM"`, `"PCIE"` → `"PCIe"`, `"nvl"` →
+ * `"NVL"`), or the text itself trimmed when the catalog does not know it (a custom accelerator's);
+ * undefined for nothing or blank text. Two form factors are the same when their canonical forms
+ * are equal, case aside.
+ */
+export function canonicalFormFactor(text: string | undefined): string | undefined {
+  if (typeof text !== "string" || text.trim() === "") return undefined;
+  const words = text.trim().split(/[\s_-]+/);
+  return formFactorOfWords(words) ?? text.trim();
+}
+
+/**
  * Resolves an accelerator written as a string (in `skyward.toml`), throwing
  * {@link ConfigurationError} at `path` when it is not one. Accepted, case-insensitively and with
  * spaces, `-` and `_` interchangeable or absent:
