@@ -395,6 +395,9 @@ describe("acceleratorFormFactor and canonicalFormFactor", () => {
     expect(acceleratorFormFactor("NVIDIA H100 80GB HBM3")).toBeUndefined();
     expect(acceleratorFormFactor("A100")).toBeUndefined();
     expect(acceleratorFormFactor("no such gpu SXM")).toBeUndefined();
+    // Only variants the catalog entry has: an RTX 4090 has none to tell apart.
+    expect(acceleratorFormFactor("GeForce RTX 4090 PCIe 24GB")).toBeUndefined();
+    expect(acceleratorFormFactor("RTX PRO 6000 Blackwell Server Edition")).toBe("Server");
   });
 
   it("spell form factors as the catalog does, keeping unknown ones as written", () => {

@@ -846,14 +846,18 @@ export function canonicalAcceleratorName(text: string): AcceleratorName | undefi
 
 /**
  * The form factor an accelerator name as a provider writes it says, in the catalog's spelling, or
- * undefined when it says none (or names nothing in the catalog): `"H100 SXM"` → `"SXM"`,
- * `"NVIDIA A100-SXM4-80GB"` → `"SXM"`, `"NVIDIA H100 PCIe"` → `"PCIe"`, `"H100 NVL"` → `"NVL"`,
- * `"NVIDIA H100 80GB HBM3"` → undefined. For providers labelling their offers
+ * undefined when it says none, names nothing in the catalog, or names one its catalog entry has no
+ * variant of (an RTX 4090 is only ever PCIe: `"GeForce RTX 4090 PCIe"` → undefined): `"H100 SXM"` →
+ * `"SXM"`, `"NVIDIA A100-SXM4-80GB"` → `"SXM"`, `"NVIDIA H100 PCIe"` → `"PCIe"`, `"H100 NVL"` →
+ * `"NVL"`, `"NVIDIA H100 80GB HBM3"` → undefined. For providers labelling their offers
  * (`Offer.accelerator.formFactor`).
  */
 export function acceleratorFormFactor(text: string): string | undefined {
   if (typeof text !== "string") return undefined;
-  return parseModelName(splitCount(text.trim()).model)?.formFactor;
+  const parsed = parseModelName(splitCount(text.trim()).model);
+  return parsed?.formFactor !== undefined && parsed.entry.formFactors.includes(parsed.formFactor)
+    ? parsed.formFactor
+    : undefined;
 }
 
 /**
