@@ -38,7 +38,10 @@ export interface Accelerator {
   readonly memoryGb: number | undefined;
   /** Accelerators per node; fractional values (a share of one device) are allowed, always > 0. */
   readonly count: number;
-  /** The form factor asked for (`SXM`, `PCIe`, `NVL`, …), or undefined for any. */
+  /**
+   * The form factor asked for (`SXM`, `PCIe`, `NVL`, …), or undefined for any. The offer query carries
+   * it; offers labelled with another one are never used (see `OfferQuery.accelerator.formFactor`).
+   */
   readonly formFactor: string | undefined;
   /** True for accelerators built with `sky.accelerators.Custom`. */
   readonly custom: boolean;
@@ -374,7 +377,11 @@ export interface AcceleratorOptions<M extends string = string, F extends string 
   readonly count?: number;
   /** The memory variant; default the entry's default (`A100`: `"80GB"`). */
   readonly memory?: M;
-  /** The form factor; default any. */
+  /**
+   * The form factor; default any. Sent to providers with the offer query; the pool drops offers
+   * labelled with another form factor, and keeps (and reports, in `node.provisioned`) offers whose
+   * provider cannot tell.
+   */
   readonly formFactor?: F;
 }
 
@@ -390,7 +397,10 @@ export interface CustomAcceleratorOptions {
   readonly memory?: string;
   /** Accelerators per node, > 0. Default 1. */
   readonly count?: number;
-  /** A form factor label, passed on to providers as is. */
+  /**
+   * A form factor label, sent to providers in the offer query as is; an offer labelled with another
+   * one (compared case aside, `SXM5` as `SXM`) is dropped, an unlabelled one kept and reported.
+   */
   readonly formFactor?: string;
 }
 
