@@ -3,9 +3,11 @@
  * `pool.detach()` (their state files under `$SKYWARD_HOME/pools/`), a closer look at one, and picking
  * one up to collect what its tasks did.
  */
-import { attach, type DetachedPool, detachedPools } from "@skyward/core";
+import { attach, type DetachedPool, detachedPools, type Provider } from "@skyward/core";
+import { loadConfig } from "@skyward/core/config";
 import type { CommandContext } from "./command-context.js";
 import { formatAge, formatPrice } from "./format.js";
+import { loadProviders, selectProviderEntries } from "./providers.js";
 import { renderTable } from "./table.js";
 import { UsageError } from "./usage-error.js";
 
@@ -13,7 +15,8 @@ import { UsageError } from "./usage-error.js";
 export const POOLS_HELP = `Usage: skyward pools [--json]
 
 Lists the pools detached with pool.detach() ($SKYWARD_HOME/pools/): nodes (running/total), the tasks
-whose outcomes wait for "skyward attach", when it was detached, its TTL and its cost since.
+whose outcomes wait for "skyward attach", when it was detached, its TTL and its cost since. It reads
+the state files only (no provider is asked): it takes no --provider nor --timeout.
 
   --json               print the pools as JSON
 `;
@@ -21,17 +24,23 @@ whose outcomes wait for "skyward attach", when it was detached, its TTL and its 
 /** The help text of `skyward status`. */
 export const STATUS_HELP = `Usage: skyward status ID [--json]
 
-Shows one detached pool: its nodes and whether their workers run, tasks waiting, TTL and cost.
+Shows one detached pool: its nodes and whether their workers run, tasks waiting, TTL and cost. It
+reads the state file only (a remote worker shows as "remote"): it takes no --provider nor --timeout.
 
   --json               print it as JSON
 `;
 
 /** The help text of `skyward attach`. */
-export const ATTACH_HELP = `Usage: skyward attach ID [--close] [--json]
+export const ATTACH_HELP = `Usage: skyward attach ID [--provider NAME] [--timeout SECONDS] [--close] [--json]
 
 Picks a detached pool up: waits for the outcomes of the tasks it was detached with and prints them
 (each is handed over once), then detaches it again, or with --close stops its workers.
 
+  --provider NAME      the provider to reach a pool's workers through: a [providers.NAME] entry of
+                       skyward.toml (or ~/.skyward/defaults.toml), or a built-in type (default: the one
+                       entry of the pool's provider type; a pool on Local takes none)
+  --timeout SECONDS    give up reconnecting to the workers after this long (default: 30 per worker);
+                       waiting for the tasks' outcomes once reconnected is not limited
   --close              stop the pool once its outcomes are in
   --json               print the outcomes as JSON lines
 `;
@@ -128,14 +137,76 @@ export async function statusCommand(
   return pool.nodes.every((node) => node.alive !== false) ? 0 : 1;
 }
 
+/**
+ * The provider a pool on `pool.provider` is reached through: the one entry `--provider` names, else
+ * the one `[providers.*]` entry of the pool's type, from the project's skyward.toml and the
+ * home's defaults.toml (the CLI's `cwd` and `home`). Undefined for a `Local` pool.
+ */
+async function attachProvider(
+  context: CommandContext,
+  pool: DetachedPool,
+  requested: readonly string[] | undefined,
+): Promise<Provider | undefined> {
+  if (pool.provider === "local") {
+    if (requested !== undefined)
+      throw new UsageError(
+        `pool ${pool.id} runs on Local, reached on this machine: --provider applies to pools on other providers`,
+      );
+    return undefined;
+  }
+  const config = await loadConfig({
+    cwd: context.cwd,
+    ...(context.home !== undefined ? { home: context.home } : {}),
+  });
+  for (const entry of Object.values(config.providers)) context.redactor.addSettings(entry.settings);
+  const entries =
+    requested === undefined
+      ? Object.values(config.providers).filter((entry) => entry.type === pool.provider)
+      : selectProviderEntries(config, requested);
+  if (entries.length !== 1) {
+    const found = entries.map((entry) => `"${entry.name}"`).join(", ");
+    throw new UsageError(
+      requested === undefined
+        ? `pool ${pool.id} runs on "${pool.provider}": expected exactly one [providers.*] entry of type "${pool.provider}" in skyward.toml to reach it through, found ${entries.length === 0 ? "none" : `${entries.length} (${found})`}; name one with --provider NAME`
+        : `--provider expects one provider to reach pool ${pool.id} through, received ${entries.length} (${found})`,
+    );
+  }
+  const [entry] = entries as [(typeof entries)[number]];
+  const { loaded, skipped } = await loadProviders([entry], context.cwd);
+  if (skipped[0]) throw new Error(`${skipped[0].name}: ${skipped[0].reason}`);
+  const provider = (loaded[0] as (typeof loaded)[number]).provider;
+  if (provider.name !== pool.provider) {
+    throw new UsageError(
+      `--provider ${entry.name} is a "${provider.name}" provider, but pool ${pool.id} runs on "${pool.provider}"`,
+    );
+  }
+  return provider;
+}
+
 /** `skyward attach ID`. */
 export async function attachCommand(
   context: CommandContext,
   id: string,
-  flags: { close: boolean; json: boolean },
+  flags: {
+    close: boolean;
+    json: boolean;
+    /** `--provider`: the entry to reach a non-`Local` pool through. */
+    providers?: readonly string[] | undefined;
+    /** `--timeout`: how long reconnecting may take, seconds. */
+    timeoutSeconds?: number | undefined;
+  },
 ): Promise<number> {
-  await find(id);
-  const pool = await attach(id, { options: { console: false }, signal: context.signal });
+  const detached = await find(id);
+  const provider = await attachProvider(context, detached, flags.providers);
+  const signal =
+    flags.timeoutSeconds === undefined
+      ? context.signal
+      : AbortSignal.any([context.signal, AbortSignal.timeout(flags.timeoutSeconds * 1000)]);
+  const pool = await attach(id, {
+    options: { console: false },
+    signal,
+    ...(provider !== undefined ? { provider } : {}),
+  });
   let failed = 0;
   try {
     for (const outcome of await pool.collected()) {

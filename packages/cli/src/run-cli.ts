@@ -88,6 +88,23 @@ function parse<const Options extends NonNullable<ParseArgsConfig["options"]>>(
   }
 }
 
+/**
+ * `pools` and `status` read the state files only: no provider is asked and no worker reached, so
+ * `--provider` and `--timeout` would mean nothing there.
+ */
+function refuseReadOnlyFlags(
+  command: string,
+  values: { provider?: readonly string[] | undefined; timeout?: string | undefined },
+): void {
+  for (const flag of ["provider", "timeout"] as const) {
+    if (values[flag] !== undefined) {
+      throw new UsageError(
+        `${command} takes no --${flag}: it reads the detached pools' state files, asking no provider and reaching no worker ("skyward attach ID --${flag} …" does)`,
+      );
+    }
+  }
+}
+
 function ask(question: string): Promise<string> {
   const prompt = createInterface({ input: process.stdin, output: process.stderr });
   return new Promise((resolve) => {
@@ -195,6 +212,7 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
     case "pools": {
       const { values } = parse(args, {});
       if (values.help) return help(POOLS_HELP);
+      refuseReadOnlyFlags("pools", values);
       return poolsCommand({ ...base, signal }, { json: values.json });
     }
     case "status":
@@ -207,9 +225,15 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
       if (values.help) return help(command === "status" ? STATUS_HELP : ATTACH_HELP);
       if (command === "status") {
         if (values.close) throw new UsageError("status takes no --close");
+        refuseReadOnlyFlags("status", values);
         return statusCommand({ ...base, signal }, id, { json: values.json });
       }
-      return attachCommand({ ...base, signal }, id, { close: values.close, json: values.json });
+      return attachCommand({ ...base, signal }, id, {
+        close: values.close,
+        json: values.json,
+        providers: providerList(values.provider),
+        timeoutSeconds: positiveNumber("--timeout", values.timeout),
+      });
     }
     default:
       throw new UsageError(

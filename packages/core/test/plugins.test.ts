@@ -3,7 +3,7 @@
  */
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { Plugin } from "../src/contract.js";
+import { extendImage, Plugin } from "../src/contract.js";
 import * as sky from "../src/index.js";
 
 const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
@@ -209,5 +209,56 @@ describe("nested dispatch", () => {
     expect(capacity).toBe(2);
     expect(results.map(([i]) => i)).toEqual(Array.from({ length: 20 }, (_, i) => i));
     expect(new Set(results.map(([, node]) => node))).toEqual(new Set([0, 1]));
+  });
+});
+
+describe("a plugin's bootstrapTimeout (extendImage in an image transform)", () => {
+  // A plugin that gives the bootstrap `seconds`, and a bootstrap op that takes 4 s.
+  const impatient = (seconds: number) =>
+    Plugin.create("impatient")
+      .withImageTransform(({ image }) => extendImage(image, { bootstrapTimeout: seconds }))
+      .withBootstrap(() => ["sleep 4"]);
+
+  it("is the deadline the bootstrap runs under: a slow bootstrap fails within it", async () => {
+    const error = await sky
+      .compute({ nodes: 1, image, plugins: [impatient(1)], options: { console: false } })
+      .catch((caught: unknown) => caught);
+    expect(sky.BootstrapError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/did not finish within 1 s/);
+  });
+
+  it("is the pool's bootstrapTimeout, unless options.bootstrapTimeout is given, which wins", async () => {
+    {
+      const raising = Plugin.create("patient").withImageTransform(({ image }) =>
+        extendImage(image, { bootstrapTimeout: 45 }),
+      );
+      // What providers read at provision (AWS's, GCP's boot watchdogs): the cluster's spec.
+      const local = sky.Local();
+      const provisioned: number[] = [];
+      const recording = Object.assign(Object.create(local), {
+        provision: (request: Parameters<typeof local.provision>[0]) => {
+          provisioned.push(request.cluster.spec.bootstrapTimeout);
+          return local.provision(request);
+        },
+      }) as typeof local;
+      await using pool = await sky.compute({
+        provider: recording,
+        nodes: 1,
+        image,
+        plugins: [raising],
+        options: { console: false },
+      });
+      expect(pool.spec.bootstrapTimeout).toBe(45);
+      expect(provisioned).toEqual([45]);
+    }
+    // Explicit: the 1 s of the plugin is overridden, so the 4 s op finishes.
+    await using pool = await sky.compute({
+      nodes: 1,
+      image,
+      plugins: [impatient(1)],
+      options: { console: false, bootstrapTimeout: 60 },
+    });
+    expect(pool.spec.bootstrapTimeout).toBe(60);
+    expect(await pool.run(trace())).toEqual(expect.any(Array));
   });
 });

@@ -35,6 +35,28 @@ on_demand_prices = { "g5.xlarge" = 0.9 }
     expect(provider.name).toBe("aws");
   });
 
+  it("takes a credentials table in snake_case, as the Python project's files write it", async () => {
+    const entry = providerEntry(`
+[providers.cloud]
+type = "aws"
+region = "eu-west-1"
+credentials = { access_key_id = "AKIAEXAMPLE", secret_access_key = "s3cr3t-value" }
+`);
+    expect(isProvider(await createProviderFromEntry(entry, packageDirectory))).toBe(true);
+    // Its fields are checked as the credentials' own: an unknown one is named at its path.
+    const bad = providerEntry(`
+[providers.cloud]
+type = "aws"
+credentials = { access_key_id = "AKIAEXAMPLE", secret_access_key = "s3cr3t-value", role = "x" }
+`);
+    const error = await createProviderFromEntry(bad, packageDirectory).catch((caught: unknown) => caught);
+    expect(ConfigurationError.isInstance(error)).toBe(true);
+    expect((error as ConfigurationError).issues.map((issue) => issue.path)).toEqual([
+      "providers.cloud.credentials.role",
+    ]);
+    expect((error as Error).message).not.toContain("s3cr3t-value");
+  });
+
   it("reports a bad setting at its path in the file", async () => {
     const entry = providerEntry(`
 [providers.cloud]

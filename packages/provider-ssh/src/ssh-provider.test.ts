@@ -127,6 +127,116 @@ describe("SSH()", () => {
     expect(kept.map((offer) => offer.accelerator)).toEqual([{ name: "H100", count: 1, memoryGb: 80 }]);
   });
 
+  it("matches a spec's vcpus, memory, disk, architecture, region and accelerator memory against what the settings declare, refusing what they cannot show", async () => {
+    const query = (provider: ProviderV1<SshClusterData>, input: sky.SpecInput) =>
+      offerQuery(resolvePoolSpec(sky.spec({ provider, ...input }), sky.options()));
+    const refusal = async (provider: ProviderV1<SshClusterData>, input: sky.SpecInput) => {
+      try {
+        await provider.offers({ query: query(provider, input), signal });
+      } catch (error) {
+        expect(sky.NoCapacityError.isInstance(error)).toBe(true);
+        return (error as Error).message;
+      }
+      throw new Error("expected the offers to be refused");
+    };
+    const hosts = [{ host: "a", identityFile: "/k" }];
+    // Nothing declared: a spec asking for sizes cannot be shown to fit, and says which field.
+    const bare = SSH({ hosts });
+    expect(await refusal(bare, { vcpus: 8 })).toBe(
+      "SSH hosts cannot be shown to meet the spec: the spec asks for vcpus >= 8, but SSH({ vcpus }) declares none: set it to what every host has",
+    );
+    expect(await refusal(bare, { memoryGb: 16 })).toMatch(
+      /memoryGb >= 16 GB, but SSH\(\{ memoryGb \}\) declares none/,
+    );
+    expect(await refusal(bare, { diskGb: 100 })).toMatch(
+      /diskGb >= 100 GB, but SSH\(\{ diskGb \}\) declares none/,
+    );
+    expect(await refusal(bare, { architecture: "arm64" })).toMatch(
+      /architecture "arm64", the hosts are "x86_64" \(SSH\(\{ architecture \}\)\)/,
+    );
+    expect(await refusal(bare, { region: "eu-west" })).toMatch(/region "eu-west", the hosts are in "ssh"/);
+    // The offer says what is known: nothing of the sizes, the default architecture and region.
+    expect(await bare.offers({ query: query(bare, {}), signal })).toMatchObject([
+      { vcpus: 0, memoryGb: 0, architecture: "x86_64", region: "ssh" },
+    ]);
+    expect((await bare.offers({ query: query(bare, {}), signal }))[0]).not.toHaveProperty("diskGb");
+
+    // Declared: the offer carries the sizes, and a spec is matched against them.
+    const declared = SSH({
+      hosts,
+      accelerator: sky.accelerators.A100({ memory: "40GB" }),
+      vcpus: 32,
+      memoryGb: 256,
+      diskGb: 500,
+      architecture: "arm64",
+      region: "basement",
+    });
+    const fitting = {
+      accelerator: sky.accelerators.A100({ memory: "40GB" }),
+      vcpus: 32,
+      memoryGb: 200,
+      diskGb: 500,
+      architecture: "arm64",
+      region: "basement",
+    } as const;
+    expect(await declared.offers({ query: query(declared, fitting), signal })).toMatchObject([
+      {
+        accelerator: { name: "A100", count: 1, memoryGb: 40 },
+        vcpus: 32,
+        memoryGb: 256,
+        diskGb: 500,
+        architecture: "arm64",
+        region: "basement",
+      },
+    ]);
+    expect(await refusal(declared, { ...fitting, vcpus: 64 })).toMatch(
+      /vcpus >= 64, the hosts have 32 \(SSH\(\{ vcpus \}\)\)/,
+    );
+    expect(await refusal(declared, { ...fitting, memoryGb: 512 })).toMatch(
+      /memoryGb >= 512 GB, the hosts have 256 GB/,
+    );
+    expect(await refusal(declared, { ...fitting, diskGb: 1000 })).toMatch(
+      /diskGb >= 1000 GB, the hosts have 500 GB/,
+    );
+    expect(await refusal(declared, { ...fitting, architecture: "x86_64" })).toMatch(
+      /architecture "x86_64", the hosts are "arm64"/,
+    );
+    expect(
+      await refusal(declared, { ...fitting, accelerator: sky.accelerators.A100({ memory: "80GB" }) }),
+    ).toMatch(/accelerator.memoryGb >= 80 GB, the hosts' A100 has 40 GB/);
+    // A pool asking for what the hosts cannot be shown to have fails before connecting to any,
+    // with the field in its message.
+    const refused = await sky
+      .compute({ provider: bare, vcpus: 8, options: { console: false } })
+      .catch((error: unknown) => error);
+    expect(sky.NoOffersError.isInstance(refused)).toBe(true);
+    expect((refused as Error).message).toContain("vcpus >= 8, but SSH({ vcpus }) declares none");
+    // The cluster is in the declared region.
+    const cluster = await clusterOf(declared, fitting);
+    expect(cluster.region).toBe("basement");
+
+    // skyward.toml's snake_case keys reach the same settings; bad values name the field.
+    const fromToml = createProviderFromConfig({
+      hosts: [{ host: "a", identity_file: "/k" }],
+      vcpus: 16,
+      memoryGb: 64,
+      diskGb: 200,
+      architecture: "x86_64",
+      region: "rack-2",
+    });
+    expect(
+      await fromToml.offers({
+        query: query(fromToml, { vcpus: 16, memoryGb: 64, region: "rack-2" }),
+        signal,
+      }),
+    ).toMatchObject([{ vcpus: 16, memoryGb: 64, diskGb: 200, region: "rack-2" }]);
+    expect(
+      issuesOf(() => SSH({ hosts, vcpus: 0, memoryGb: -1, architecture: "sparc" as "arm64" })).map(
+        (issue) => issue.path,
+      ),
+    ).toEqual(["SSH.vcpus", "SSH.memoryGb", "SSH.architecture"]);
+  });
+
   it("hands out free hosts, one node each, until none is left; terminate frees them", async () => {
     const provider = SSH({
       hosts: [

@@ -12,6 +12,7 @@ import {
   type Cluster,
   type Instance,
   type Offer,
+  type OfferQuery,
   offerFormFactorFit,
   type ProviderV1,
   parseInput,
@@ -54,6 +55,19 @@ export interface SshSettings {
    * `options.budget`. Default 0: your machines are free to Skyward.
    */
   hourlyPrice?: number;
+  /**
+   * vCPUs every host has (the smallest host's), so a spec's `vcpus` can be matched. Undeclared, a
+   * spec that asks for vCPUs is refused (the hosts' hardware is not known before connecting).
+   */
+  vcpus?: number;
+  /** Memory every host has, GB (the smallest host's), for a spec's `memoryGb`; undeclared, such a spec is refused. */
+  memoryGb?: number;
+  /** Free disk every host has for Skyward's root, GB, for a spec's `diskGb`; undeclared, such a spec is refused. */
+  diskGb?: number;
+  /** The hosts' CPU architecture, matched against a spec's `architecture`. Default `"x86_64"`. */
+  architecture?: "x86_64" | "arm64";
+  /** A name for where the hosts are, matched against a spec's `region`. Default `"ssh"`. */
+  region?: string;
 }
 
 /** A validated host of the `SSH` provider. */
@@ -136,7 +150,50 @@ const settingsSchema = z.strictObject({
     .min(0, { message: "expected a price in USD per hour, >= 0" })
     .refine(Number.isFinite, { message: "expected a price in USD per hour, >= 0" })
     .default(0),
+  vcpus: z
+    .number()
+    .int({ message: "expected a whole number of vCPUs >= 1" })
+    .min(1, { message: "expected a whole number of vCPUs >= 1" })
+    .optional(),
+  memoryGb: z.number().positive({ message: "expected the hosts' memory in GB, > 0" }).optional(),
+  diskGb: z.number().positive({ message: "expected the hosts' free disk in GB, > 0" }).optional(),
+  architecture: z.enum(["x86_64", "arm64"], { error: 'expected "x86_64" or "arm64"' }).default("x86_64"),
+  region: z.string().min(1, { message: "expected a region name" }).default("ssh"),
 });
+
+/** Settings as validated: what the hosts are declared to have. */
+type Declared = z.output<typeof settingsSchema>;
+
+/**
+ * Why the declared hosts cannot be shown to meet `query` (a spec field they do not declare, or
+ * declare less of), or undefined when they meet it. The hosts' hardware is not probed: it is what
+ * the settings say.
+ */
+function unmetRequirement(declared: Declared, query: OfferQuery): string | undefined {
+  const minimum = (field: "vcpus" | "memoryGb" | "diskGb", unit: string) => {
+    const wanted = query[field];
+    if (wanted === undefined) return undefined;
+    const have = declared[field];
+    if (have === undefined)
+      return `the spec asks for ${field} >= ${wanted}${unit}, but SSH({ ${field} }) declares none: set it to what every host has`;
+    if (have < wanted)
+      return `the spec asks for ${field} >= ${wanted}${unit}, the hosts have ${have}${unit} (SSH({ ${field} }))`;
+    return undefined;
+  };
+  const wantedMemory = query.accelerator?.memoryGb;
+  if (wantedMemory !== undefined && declared.accelerator) {
+    const have = declared.accelerator.memoryGb;
+    if (have === undefined)
+      return `the spec asks for accelerator.memoryGb >= ${wantedMemory} GB, but SSH({ accelerator }) declares no memory: give the accelerator's memory`;
+    if (have < wantedMemory)
+      return `the spec asks for accelerator.memoryGb >= ${wantedMemory} GB, the hosts' ${declared.accelerator.name} has ${have} GB`;
+  }
+  if (query.architecture !== undefined && query.architecture !== declared.architecture)
+    return `the spec asks for architecture "${query.architecture}", the hosts are "${declared.architecture}" (SSH({ architecture }))`;
+  if (query.region !== undefined && query.region !== declared.region)
+    return `the spec asks for region "${query.region}", the hosts are in "${declared.region}" (SSH({ region }))`;
+  return minimum("vcpus", "") ?? minimum("memoryGb", " GB") ?? minimum("diskGb", " GB");
+}
 
 function instanceId(host: SshHost): string {
   return `ssh:${host.user}@${host.host}:${host.port}`;
@@ -191,11 +248,8 @@ export function SSH(settings: SshSettings): ProviderV1<SshClusterData> {
   return build(parseInput(settingsSchema, settings, "SSH"));
 }
 
-function build({
-  hosts,
-  accelerator,
-  hourlyPrice,
-}: z.output<typeof settingsSchema>): ProviderV1<SshClusterData> {
+function build(declared: Declared): ProviderV1<SshClusterData> {
+  const { hosts, accelerator, hourlyPrice } = declared;
   const inUse = new Set<string>();
   const byId = new Map(hosts.map((host) => [instanceId(host), host]));
 
@@ -215,6 +269,13 @@ function build({
         )
           return [];
       }
+      const unmet = unmetRequirement(declared, query);
+      if (unmet !== undefined) {
+        throw new NoCapacityError({
+          attempts: [{ provider: "ssh", reason: unmet }],
+          message: `SSH hosts cannot be shown to meet the spec: ${unmet}`,
+        });
+      }
       return [
         Object.freeze({
           id: "ssh",
@@ -229,10 +290,12 @@ function build({
                 ...(accelerator.formFactor === undefined ? {} : { formFactor: accelerator.formFactor }),
               }
             : null,
-          vcpus: 0,
-          memoryGb: 0,
-          architecture: "x86_64",
-          region: "ssh",
+          // Undeclared sizes are unknown: 0, and a spec asking for them is refused above.
+          vcpus: declared.vcpus ?? 0,
+          memoryGb: declared.memoryGb ?? 0,
+          ...(declared.diskGb !== undefined ? { diskGb: declared.diskGb } : {}),
+          architecture: declared.architecture,
+          region: declared.region,
           spotPrice: null,
           onDemandPrice: hourlyPrice,
           pricesAsOf: new Date().toISOString().slice(0, 10),
@@ -246,7 +309,7 @@ function build({
         id: `ssh-${Math.random().toString(36).slice(2, 10)}`,
         provider: "ssh",
         poolId: poolId ?? "",
-        region: "ssh",
+        region: declared.region,
         spec,
         offer,
         ssh: null,

@@ -218,7 +218,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
   }, 240_000);
 
   it.skipIf(cliMissing !== undefined)(
-    "skyward attach ID --close, in a project whose skyward.toml names the hosts, picks the pool up and closes it",
+    "skyward attach ID --provider lab --close, in a project whose skyward.toml names the hosts, picks the pool up and closes it",
     async () => {
       const [host] = testbedSshHosts(bed, { indices: [2], keyFile: true });
       if (!host) throw new Error("no test-bed host 2");
@@ -252,9 +252,20 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
           `host_key_fingerprint = "${host.hostKeyFingerprint}"`,
           `root = "${host.root}"`,
           "",
+          // A second SSH entry: which one reaches the pool is then said with --provider.
+          "[providers.other]",
+          'type = "ssh"',
+          "",
+          "[[providers.other.hosts]]",
+          'host = "192.0.2.1"',
+          `identity_file = "${host.identityFile}"`,
+          "",
         ].join("\n"),
       );
-      const run = await runCli(["attach", id, "--close", "--json"], project);
+      const ambiguous = await runCli(["attach", id, "--close", "--json"], project);
+      expect(ambiguous.code).toBe(2);
+      expect(ambiguous.stderr).toContain('found 2 ("lab", "other"); name one with --provider NAME');
+      const run = await runCli(["attach", id, "--provider", "lab", "--close", "--json"], project);
       expect(run.stderr).toBe("");
       expect(run.code).toBe(0);
       const outcomes = run.stdout

@@ -318,6 +318,106 @@ describe("prepare and provision", () => {
   });
 });
 
+describe("nodes after the first: the same search as the offers", () => {
+  // One ask rents once: the nodes after the first (provision of several, autoscaling, replacements)
+  // come from a search again. In each test the fake's market holds a cheaper ask of the same GPU that
+  // breaks one of the filters; the second node must be the dearer ask that meets them all.
+  const rentedAsks = () => [
+    ...new Set(fake.to(/^\/api\/v0\/asks\/\d+\/$/, "PUT").map((request) => request.url.pathname)),
+  ];
+  /** The search bodies sent, the first offers search's and the re-search's, by market. */
+  const searches = (type: string) =>
+    fake
+      .to("/api/v0/bundles/", "POST")
+      .map((request) => request.body as Record<string, unknown>)
+      .filter((body) => body.type === type);
+
+  it("keeps the spec's hardware: no host with less RAM than memoryGb", async () => {
+    // 96 GB hosts at $0.45 and $0.60; the fixture's 7100002 ($0.355) has 32 GB.
+    fake.addOffer(7100002, { id: 7400001, cpu_ram: 98_304, dph_total: 0.45, dph_base: 0.43 });
+    fake.addOffer(7100002, { id: 7400002, cpu_ram: 98_304, dph_total: 0.6, dph_base: 0.58 });
+    const vast = provider();
+    const spec = resolvePoolSpec(
+      toSpec({ provider: vast, accelerator: accelerators.RTX_4090(), allocation: "on-demand", memoryGb: 40 }),
+      poolOptions({}),
+    );
+    const offers = await vast.offers({ query: offerQuery(spec), ...call() });
+    expect(offers.map((offer) => offer.id)).toEqual(["vastai:7400001", "vastai:7400002"]);
+    const [firstSearch] = searches("on-demand");
+    const cluster = await vast.prepare({ spec, offer: offers[0] as Offer, ...call() });
+    const instances = await vast.provision({ cluster, count: 2, ...call() });
+    expect(instances).toHaveLength(2);
+    expect(rentedAsks()).toEqual(["/api/v0/asks/7400001/", "/api/v0/asks/7400002/"]);
+    expect(fake.rented.has(7100002)).toBe(false);
+    // The re-search sent the very query of the offers search: cpu_ram and all.
+    const again = searches("on-demand").at(-1);
+    expect(searches("on-demand")).toHaveLength(2);
+    expect(again).toEqual(firstSearch);
+    expect(again).toMatchObject({ cpu_ram: { gte: 40_960 } });
+  });
+
+  it("keeps the accelerator's memory: no 40 GB A100 where 80 GB was asked", async () => {
+    // A 40 GB A100 SXM4 at $0.90 (cheaper than the fixture's 80 GB one at $1.21), an 80 GB one at $1.50.
+    fake.addOffer(7200001, {
+      id: 7400003,
+      gpu_ram: 40_960,
+      gpu_total_ram: 40_960,
+      dph_total: 0.9,
+      dph_base: 0.85,
+    });
+    fake.addOffer(7200001, { id: 7400004, dph_total: 1.5, dph_base: 1.45 });
+    const { vast, cluster } = await clusterFor({
+      accelerator: accelerators.A100({ memory: "80GB" }),
+      allocation: "on-demand",
+    });
+    expect(cluster.offer.id).toBe("vastai:7200001");
+    const instances = await vast.provision({ cluster, count: 2, ...call() });
+    expect(instances).toHaveLength(2);
+    expect(rentedAsks()).toEqual(["/api/v0/asks/7200001/", "/api/v0/asks/7400004/"]);
+    expect(fake.rented.has(7400003)).toBe(false);
+    expect(searches("on-demand").at(-1)).toMatchObject({ gpu_ram: { gte: 79_462 } });
+  });
+
+  it("keeps the provider's settings: no host in another country than geolocation", async () => {
+    // Another Texas host at $0.50; the fixture's Canadian 7100002 ($0.355) is cheaper.
+    fake.addOffer(7100001, { id: 7400005, dph_total: 0.5, dph_base: 0.48 });
+    const { vast, cluster } = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+      undefined,
+      { geolocation: "US" },
+    );
+    expect(cluster.offer.id).toBe("vastai:7100001");
+    const instances = await vast.provision({ cluster, count: 2, ...call() });
+    expect(instances).toHaveLength(2);
+    expect(rentedAsks()).toEqual(["/api/v0/asks/7100001/", "/api/v0/asks/7400005/"]);
+    expect(fake.rented.has(7100002)).toBe(false);
+  });
+
+  it("a node that replaces one later (a provision of its own) is searched for the same way", async () => {
+    fake.addOffer(7100002, { id: 7400001, cpu_ram: 98_304, dph_total: 0.45, dph_base: 0.43 });
+    fake.addOffer(7100002, { id: 7400002, cpu_ram: 98_304, dph_total: 0.6, dph_base: 0.58 });
+    const { vast, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "on-demand",
+      memoryGb: 40,
+      vcpus: 8,
+    });
+    await vast.provision({ cluster, count: 1, ...call() });
+    const [replacement] = await vast.provision({ cluster, count: 1, ...call() });
+    expect(replacement).toBeDefined();
+    expect(rentedAsks()).toEqual(["/api/v0/asks/7400001/", "/api/v0/asks/7400002/"]);
+    // No third node meets the spec: none is rented (the cheaper 32 GB hosts stay on the market).
+    await expect(vast.provision({ cluster, count: 1, ...call() })).rejects.toSatisfy(
+      NoCapacityError.isInstance,
+    );
+    expect(fake.rented.has(7100002)).toBe(false);
+    expect(searches("on-demand").at(-1)).toMatchObject({
+      cpu_ram: { gte: 40_960 },
+      cpu_cores_effective: { gte: 8 },
+    });
+  });
+});
+
 describe("pool ids", () => {
   it("a pool id given to prepare goes into the label and comes back as the skyward:pool tag", async () => {
     const vast = provider();
@@ -679,6 +779,14 @@ describe("the offer cache", () => {
     expect(await cached({ searchLimit: 2 })).toEqual([["vastai:7100002", 0.355, 0.1978]]);
   });
 
+  it("is not shared by providers whose images need another CUDA", async () => {
+    fake.addOffer(7100002, { id: 7400006, cuda_max_good: 12.9, dph_total: 0.5, dph_base: 0.48 });
+    await cached({});
+    expect((await cached({ dockerImage: containers.cuda("12.9") })).map(([id]) => id)).toEqual([
+      "vastai:7400006",
+    ]);
+  });
+
   it("is shared by equal settings", async () => {
     await cached({});
     const asked = fake.to("/api/v0/bundles/").length;
@@ -869,6 +977,8 @@ describe("root", () => {
 describe("container images", () => {
   it("rents with a sky.containers image: its tag goes into the create request", async () => {
     const image = containers.cuda("12.9", { variant: "runtime", ubuntu: "24.04", repository: "nvidia" });
+    // A CUDA 12.9 image runs only on hosts whose driver goes to 12.9 (the fixture's go to 12.8).
+    fake.addOffer(7100002, { id: 7400006, cuda_max_good: 12.9 });
     const { vast, cluster } = await clusterFor(
       { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
       undefined,
@@ -895,6 +1005,59 @@ describe("container images", () => {
       await vast.provision({ cluster, count: 1, ...call() });
       expect(fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body).toMatchObject({ image: tag });
     }
+  });
+
+  it("an image that states its CUDA rents only hosts whose driver runs it, the first node and the next", async () => {
+    // Every fixture host's driver goes up to CUDA 12.8; two more go to 12.9 ($0.50) and 13.0 ($0.60).
+    fake.addOffer(7100002, { id: 7400006, cuda_max_good: 12.9, dph_total: 0.5, dph_base: 0.48 });
+    fake.addOffer(7100002, { id: 7400007, cuda_max_good: 13, dph_total: 0.6, dph_base: 0.58 });
+    const { vast, cluster } = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+      undefined,
+      { dockerImage: containers.cuda("12.9") },
+    );
+    expect(cluster.offer.id).toBe("vastai:7400006");
+    const instances = await vast.provision({ cluster, count: 2, ...call() });
+    expect(instances).toHaveLength(2);
+    const rents = fake.to(/^\/api\/v0\/asks\/\d+\/$/, "PUT").map((request) => request.url.pathname);
+    expect([...new Set(rents)]).toEqual(["/api/v0/asks/7400006/", "/api/v0/asks/7400007/"]);
+    for (const search of fake.to("/api/v0/bundles/", "POST"))
+      expect(search.body).toMatchObject({ cuda_max_good: { gte: 12.9 } });
+  });
+
+  it("the larger of minCuda and the image's CUDA; a tag string or an image without CUDA leaves minCuda", async () => {
+    const asked = async (settings: VastAISettings) => {
+      fake.reset();
+      await provider(settings).offers({ query: rtx4090, ...call() });
+      return fake
+        .to("/api/v0/bundles/", "POST")
+        .map((request) => (request.body as Record<string, unknown>).cuda_max_good);
+    };
+    expect(await asked({ dockerImage: containers.cuda("12.9"), minCuda: 13 })).toEqual([
+      { gte: 13 },
+      { gte: 13 },
+    ]);
+    expect(await asked({ dockerImage: containers.cuda("12.4") })).toEqual([{ gte: 12.4 }, { gte: 12.4 }]);
+    expect(await asked({ dockerImage: containers.pytorch("2.8") })).toEqual([{ gte: 12.9 }, { gte: 12.9 }]);
+    expect(
+      await asked({ dockerImage: DockerImage.of("ghcr.io/acme/trainer:1.4", { cuda: "12.8" }), minCuda: 11 }),
+    ).toEqual([{ gte: 12.8 }, { gte: 12.8 }]);
+    expect(await asked({ dockerImage: containers.ubuntu("24.04") })).toEqual([{ gte: 12 }, { gte: 12 }]);
+    expect(await asked({ dockerImage: "nvidia/cuda:12.9.1-runtime-ubuntu24.04" })).toEqual([
+      { gte: 12 },
+      { gte: 12 },
+    ]);
+    // From skyward.toml the image is a tag: minCuda alone.
+    fake.reset();
+    await createProviderFromConfig({
+      apiKey: TEST_API_KEY,
+      dockerImage: "ubuntu:24.04",
+      minCuda: 12.6,
+    }).offers({
+      query: rtx4090,
+      ...call(),
+    });
+    expect(fake.to("/api/v0/bundles/", "POST")[0]?.body).toMatchObject({ cuda_max_good: { gte: 12.6 } });
   });
 
   it("refuses an image that is neither a tag nor a DockerImage, naming the field", () => {

@@ -4,7 +4,7 @@
  * address and the port mapped to 22, or through Vast.ai's SSH proxy. Every instance runs an `onstart`
  * script that arms its self-destruct (see `onstart-script.ts`).
  */
-import { type DockerImage, NoCapacityError } from "@skyward/core";
+import { DockerImage, NoCapacityError } from "@skyward/core";
 import {
   acceleratorFormFactor,
   type Cluster,
@@ -13,6 +13,7 @@ import {
   type Instance,
   type Offer,
   type OfferQuery,
+  offerQuery,
   type ProviderV1,
   parseInput,
 } from "@skyward/core/contract";
@@ -70,7 +71,10 @@ export interface VastAISettings extends HttpSettings {
   minReliability?: number;
   /** Only verified hosts. Default true. */
   verifiedOnly?: boolean;
-  /** Lowest CUDA version the host's driver must support. Default 12.0. */
+  /**
+   * Lowest CUDA version the host's driver must support (`cuda_max_good`). Default 12.0. A
+   * {@link DockerImage} that states its CUDA (`sky.containers.cuda("12.9")`) raises it to that version.
+   */
   minCuda?: number;
   /** Only hosts in this country (`"US"`, matched against the offer's geolocation); a spec's `region` does the same. */
   geolocation?: string;
@@ -78,8 +82,8 @@ export interface VastAISettings extends HttpSettings {
   bidMultiplier?: number;
   /**
    * The Docker image: a tag or a {@link DockerImage} (`sky.containers.cuda("12.9")`). Vast.ai's SSH
-   * launch mode adds `sshd` to any image; it needs `python3` for the worker. Default
-   * {@link DEFAULT_VASTAI_IMAGE}.
+   * launch mode adds `sshd` to any image; it needs `python3` for the worker. An image that states its
+   * CUDA raises {@link VastAISettings.minCuda} to it. Default {@link DEFAULT_VASTAI_IMAGE}.
    */
   dockerImage?: string | DockerImage;
   /** Disk per instance, GB; a spec's `diskGb` raises it. Default 50. */
@@ -324,11 +328,26 @@ function parseSettings(settings: VastAISettings | undefined, prefix: string): Pa
   return parseInput(settingsSchema, settings ?? {}, prefix);
 }
 
-function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
+/**
+ * The CUDA version a {@link DockerImage} setting states (`sky.containers.cuda("12.9")` → 12.9), as
+ * Vast.ai's `cuda_max_good` writes it; undefined for a tag string or an image that states none. Read
+ * from the raw setting: the parsed one is the tag alone.
+ */
+function imageCuda(image: unknown): number | undefined {
+  if (!DockerImage.isDockerImage(image) || image.cuda === undefined) return undefined;
+  const version = Number(image.cuda);
+  return Number.isFinite(version) ? version : undefined;
+}
+
+function build(settings: ParsedSettings, cudaOfImage: number | undefined): ProviderV1<VastClusterData> {
   const http = vastaiApi.createClient(settings);
   const keysDirectory = () => settings.keysDirectory ?? skywardKeysDirectory();
   /** Whether `GET /users/current/` accepted the key: then a 404 means what it says. */
   let keyAccepted = false;
+  /** The lowest CUDA a host's driver must support: `minCuda`, raised to the image's CUDA when it states one. */
+  const minCuda = Math.max(settings.minCuda, cudaOfImage ?? 0);
+  /** The disk each instance gets, GB: the setting, raised by the spec's `diskGb`. */
+  const diskFor = (diskGb: number | undefined) => Math.max(settings.diskGb, Math.ceil(diskGb ?? 0));
 
   /**
    * Sends a request; a 404 is checked against the key first, since Vast.ai answers an unknown key with
@@ -380,7 +399,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
       gpu_name: { in: vastGpuNames(accelerator.name) },
       num_gpus: { eq: accelerator.count },
       reliability: { gte: settings.minReliability },
-      cuda_max_good: { gte: settings.minCuda },
+      cuda_max_good: { gte: minCuda },
       allocated_storage: diskGb,
       disk_space: { gte: diskGb },
       order: [["dph_total", "asc"]],
@@ -641,12 +660,13 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
       peerNetwork: "none",
     }),
     // Every setting the search's answer depends on (its filters, the disk priced in, the bid, how many
-    // asks), so that a provider set otherwise is never handed offers the core cached for another. Not
-    // the image, env, watchdog, create pacing, root or key: they change how an ask is rented, not which.
+    // asks), so that a provider set otherwise is never handed offers the core cached for another: the
+    // image only by the CUDA it states (it raises minCuda). Not the image's tag, env, watchdog, create
+    // pacing, root or key: they change how an ask is rented, not which.
     cacheKey: JSON.stringify([
       settings.minReliability,
       settings.verifiedOnly,
-      settings.minCuda,
+      minCuda,
       settings.geolocation ?? null,
       settings.bidMultiplier,
       settings.diskGb,
@@ -655,7 +675,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
     ]),
 
     async offers({ query, signal }) {
-      return search(query, Math.max(settings.diskGb, Math.ceil(query.diskGb ?? 0)), signal);
+      return search(query, diskFor(query.diskGb), signal);
     },
 
     async prepare({ spec, offer, poolId }) {
@@ -679,7 +699,7 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
           publicKey: keys.publicKey,
           identityFile: keys.identityFile,
           image: settings.dockerImage,
-          diskGb: Math.max(settings.diskGb, Math.ceil(spec.diskGb ?? 0)),
+          diskGb: diskFor(spec.diskGb),
         }),
       });
     },
@@ -724,15 +744,10 @@ function build(settings: ParsedSettings): ProviderV1<VastClusterData> {
             continue;
           }
           searched = true;
-          const query: OfferQuery = {
-            accelerator: cluster.offer.accelerator
-              ? { name: cluster.offer.accelerator.name, count: cluster.offer.accelerator.count }
-              : null,
-            allocation: spot ? "spot" : "on-demand",
-            ...(cap !== undefined ? { maxHourlyCost: cap } : {}),
-            ...(cluster.spec.region !== undefined ? { region: cluster.spec.region } : {}),
-          };
-          const fresh = await search(query, cluster.specific.diskGb, signal);
+          // The query the pool sent to `offers` for this spec (hardware, accelerator memory, region,
+          // cap), in the market now tried: the same search, so every node meets the spec and settings.
+          const query: OfferQuery = { ...offerQuery(cluster.spec), allocation: spot ? "spot" : "on-demand" };
+          const fresh = await search(query, diskFor(query.diskGb), signal);
           candidates = fresh
             .filter((offer) => (offer.specific as unknown as VastOfferData).gpuName === specific.gpuName)
             .map(candidateOf)
@@ -872,7 +887,7 @@ function checkOnstartLength(settings: ParsedSettings): void {
 export function VastAI(settings: VastAISettings = {}): ProviderV1<VastClusterData> {
   const parsed = parseSettings(settings, "VastAI");
   checkOnstartLength(parsed);
-  return build(parsed);
+  return build(parsed, imageCuda(settings.dockerImage));
 }
 
 /**
@@ -882,5 +897,5 @@ export function VastAI(settings: VastAISettings = {}): ProviderV1<VastClusterDat
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<VastClusterData> {
   const parsed = parseSettings(settings as VastAISettings, "");
   checkOnstartLength(parsed);
-  return build(parsed);
+  return build(parsed, imageCuda(settings.dockerImage));
 }

@@ -11,6 +11,7 @@
  *   ("bid (interruptible): uses minimum bid price", same page): `dph_total` there is `min_bid` plus the
  *   offer's charges beyond its base price (`dph_total − dph_base`). `gpu_frac` ("fraction of the total GPU
  *   resources being offered") < 1 is a partial rental whose `cpu_ram` is the whole machine's.
+ *   `addOffer` lists one more: a fixture offer with some fields changed, in the same shape.
  * - `fixtures/instance.json`: an instance of `GET /api/v1/instances/` (paged 25 at a time with
  *   `after_token` → `next_token`, as vast-cli's `_fetch_all_instances_v1` reads it:
  *   https://github.com/vast-ai/vast-cli/blob/master/vast.py) and `GET /api/v0/instances/{id}/`
@@ -91,6 +92,11 @@ export interface FakeVast {
   rateLimit: { intervalMs: number; penaltyMs: number };
   /** Minimum bids raised since the search (by ask id): a lower bid is refused, the instance created stopped. */
   readonly minBidNow: Map<number, number>;
+  /**
+   * Lists one more offer until `reset`: the fixture offer `base` (an id of `fixtures/offers.json`) with
+   * `fields` changed (`id`, `dph_total`, `cpu_ram`…); its ask and machine id are its new `id`.
+   */
+  addOffer(base: number, fields: Partial<Offer> & { id: number }): void;
   /** Adds an instance someone else made, answered as given (`ports: null`…). */
   addForeignInstance(raw: Record<string, unknown>): void;
   /** Page size of `GET /api/v1/instances/`. */
@@ -133,15 +139,15 @@ function satisfies(value: unknown, condition: Condition): boolean {
 
 const NOT_FILTERS = new Set(["order", "limit", "type", "allocated_storage", "disable_bundling"]);
 
-function search(query: Record<string, unknown>, rented: Set<number>): Offer[] {
+function search(query: Record<string, unknown>, rented: Set<number>, offers: readonly Offer[]): Offer[] {
   // A bid search prices each offer at its minimum bid: `dph_total` = `min_bid` + the charges beyond the base price.
   const priced =
     query.type === "bid"
-      ? market.offers.map((offer) => ({
+      ? offers.map((offer) => ({
           ...offer,
           dph_total: Math.round((offer.min_bid + offer.dph_total - offer.dph_base) * 10_000) / 10_000,
         }))
-      : market.offers;
+      : offers;
   const matching = priced.filter(
     (offer) =>
       !rented.has(offer.id) &&
@@ -160,8 +166,8 @@ function search(query: Record<string, unknown>, rented: Set<number>): Offer[] {
   return matching.slice(0, Number(query.limit ?? 64));
 }
 
-function instanceView(instance: FakeInstance): Record<string, unknown> {
-  const offer = market.offers.find((entry) => entry.id === instance.askId);
+function instanceView(instance: FakeInstance, offers: readonly Offer[]): Record<string, unknown> {
+  const offer = offers.find((entry) => entry.id === instance.askId);
   const running = instance.state === "running";
   return {
     ...instanceTemplate,
@@ -198,6 +204,9 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
   const rented = new Set<number>();
   const accountKeys: string[] = [];
   const interruptions: (() => Response)[] = [];
+  /** The offers `addOffer` listed, after the fixture's (read live: a test may push onto those). */
+  const added: Offer[] = [];
+  const offers = (): Offer[] => [...market.offers, ...added];
   let nextInstance = 31_000_001;
   let lastCreate = Number.NEGATIVE_INFINITY;
   let refusedUntil = 0;
@@ -211,6 +220,16 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
     rateLimit: { intervalMs: 45, penaltyMs: 120 },
     minBidNow: new Map(),
     pageSize: 25,
+    addOffer(base, fields) {
+      const template = market.offers.find((entry) => entry.id === base);
+      if (!template) throw new Error(`no fixture offer ${base}`);
+      added.push({
+        ...template,
+        ask_contract_id: fields.id,
+        machine_id: fields.id,
+        ...fields,
+      });
+    },
     addForeignInstance(raw) {
       instances.set(Number(raw.id), {
         id: Number(raw.id),
@@ -242,6 +261,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
       fake.rateLimit = { intervalMs: 45, penaltyMs: 120 };
       fake.minBidNow.clear();
       fake.pageSize = 25;
+      added.length = 0;
       lastCreate = Number.NEGATIVE_INFINITY;
       refusedUntil = 0;
     },
@@ -291,7 +311,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
             { success: false, error: "invalid_args", msg: "bad type" },
             { status: 400 },
           );
-        return HttpResponse.json({ offers: search(query, rented) });
+        return HttpResponse.json({ offers: search(query, rented, offers()) });
       }),
     ),
     http.get(
@@ -310,7 +330,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
           return HttpResponse.json(errors.rateLimited, { status: 429 });
         }
         const askId = Number(params.id);
-        const offer = market.offers.find((entry) => entry.id === askId);
+        const offer = offers().find((entry) => entry.id === askId);
         if (!offer || rented.has(askId))
           return HttpResponse.json({ ...errors.askGone, ask_id: askId }, { status: 410 });
         const request = body as Record<string, unknown>;
@@ -346,7 +366,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
         const page = sorted.slice(0, limit);
         const last = page.at(-1);
         return HttpResponse.json({
-          instances: page.map((entry) => entry.raw ?? instanceView(entry)),
+          instances: page.map((entry) => entry.raw ?? instanceView(entry, offers())),
           total_instances: instances.size,
           next_token: sorted.length > limit && last ? String(last.id) : null,
         });
@@ -371,7 +391,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
         if (instance.raw) return HttpResponse.json({ instances: instance.raw });
         instance.lookups += 1;
         if (instance.lookups >= 2 && instance.state === "loading") instance.state = "running";
-        return HttpResponse.json({ instances: instanceView(instance) });
+        return HttpResponse.json({ instances: instanceView(instance, offers()) });
       }),
     ),
     http.delete(

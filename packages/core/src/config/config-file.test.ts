@@ -13,7 +13,9 @@ import {
   loadConfig,
   PROVIDER_PACKAGES,
   type ProviderEntry,
+  parseConfigText,
   resolveNamedPool,
+  validateConfig,
 } from "./config-file.js";
 
 /** A v1 provider factory that records the settings it was given. */
@@ -420,6 +422,71 @@ describe("loadConfig: provider tables", () => {
       vastai: "@skyward/provider-vastai",
       verda: "@skyward/provider-verda",
     });
+  });
+
+  it("converts the keys of the known nested tables (pip_indexes, AWS credentials, SSH hosts), not of data tables", async () => {
+    const config = validateConfig(
+      parseConfigText(`
+[providers.cloud]
+type = "aws"
+credentials = { access_key_id = "AKIAEXAMPLE", secret_access_key = "s3cr3t", session_token = "t" }
+on_demand_prices = { "g5.xlarge" = 0.9, "p4d-24xlarge" = 30 }
+tags = { team_name = "ml" }
+
+[providers.lab]
+type = "ssh"
+
+[[providers.lab.hosts]]
+host = "10.0.0.5"
+identity_file = "~/.ssh/id_ed25519"
+host_key_fingerprint = "SHA256:abc"
+
+[pools.x.image]
+pip = ["cudf-cu12"]
+env = { MY_VAR = "x", snake_name = "kept" }
+shell_vars = { GIT_SHA = "git rev-parse HEAD" }
+
+[[pools.x.image.pip_indexes]]
+url = "https://pypi.nvidia.com"
+packages = ["cudf-cu12"]
+dependencies_from_default = true
+`),
+    );
+    expect(config.providers.cloud?.settings).toEqual({
+      credentials: { accessKeyId: "AKIAEXAMPLE", secretAccessKey: "s3cr3t", sessionToken: "t" },
+      onDemandPrices: { "g5.xlarge": 0.9, "p4d-24xlarge": 30 },
+      tags: { team_name: "ml" },
+    });
+    expect(config.providers.lab?.settings).toEqual({
+      hosts: [{ host: "10.0.0.5", identityFile: "~/.ssh/id_ed25519", hostKeyFingerprint: "SHA256:abc" }],
+    });
+    const image = config.pools.x?.spec.image;
+    expect(image).toEqual({
+      pip: ["cudf-cu12"],
+      env: { MY_VAR: "x", snake_name: "kept" },
+      shellVars: { GIT_SHA: "git rev-parse HEAD" },
+      pipIndexes: [
+        { url: "https://pypi.nvidia.com", packages: ["cudf-cu12"], dependenciesFromDefault: true },
+      ],
+    });
+    // The spec accepts what the file gave (an unconverted key is refused there as unknown).
+    expect(parseInput(specSchema, config.pools.x?.spec).image.pipIndexes).toEqual([
+      { url: "https://pypi.nvidia.com", packages: ["cudf-cu12"], dependenciesFromDefault: true },
+    ]);
+    // A key given in both spellings inside a nested table is reported at its path.
+    expect(
+      await issuesOf(
+        Promise.resolve().then(() =>
+          validateConfig(
+            parseConfigText(
+              '[providers.cloud]\ntype = "aws"\ncredentials = { access_key_id = "A", accessKeyId = "B" }\n',
+            ),
+          ),
+        ),
+      ),
+    ).toEqual([
+      { path: "providers.cloud.credentials.accessKeyId", message: 'given twice (also as "access_key_id")' },
+    ]);
   });
 
   it("turns the other keys into camelCase settings, values untouched", async () => {

@@ -107,6 +107,26 @@ function camelKeys(table: TomlTable, path: string, issues: ConfigurationIssue[])
   return out;
 }
 
+/**
+ * The nested tables of built-in providers' settings whose keys are field names, camelCased like the
+ * top-level ones (a table, or an array of tables). Other nested tables are data (AWS `tags`,
+ * `on_demand_prices`): their keys are kept as written.
+ */
+const PROVIDER_NESTED_TABLES: Readonly<Record<string, readonly string[]>> = Object.freeze({
+  aws: ["credentials"],
+  ssh: ["hosts"],
+});
+
+/** `settings[field]` with its keys camelCased, when it is a table or an array of tables. */
+function camelNested(settings: TomlTable, field: string, path: string, issues: ConfigurationIssue[]): void {
+  const value = settings[field];
+  if (isTable(value)) settings[field] = camelKeys(value, `${path}.${field}`, issues);
+  else if (Array.isArray(value))
+    settings[field] = value.map((entry, index) =>
+      isTable(entry) ? camelKeys(entry, `${path}.${field}[${index}]`, issues) : entry,
+    );
+}
+
 /** True for `pools.NAME.nodes`: a node topology is one value, replaced whole, never merged key by key. */
 function isAtomicTable(path: readonly string[]): boolean {
   return path.length === 3 && path[0] === "pools" && path[2] === "nodes";
@@ -219,11 +239,15 @@ export function validateConfig(document: TomlTable, files: readonly string[] = [
         });
         continue;
       }
+      const settings = camelKeys(rest, path, issues);
+      // A third-party package (package = …) under a built-in type's name reads its own settings.
+      if (packageName === undefined || packageName === PROVIDER_PACKAGES[type])
+        for (const field of PROVIDER_NESTED_TABLES[type] ?? []) camelNested(settings, field, path, issues);
       providers[name] = Object.freeze({
         name,
         type,
         package: resolvedPackage,
-        settings: Object.freeze(camelKeys(rest, path, issues)),
+        settings: Object.freeze(settings),
       });
     }
   }
@@ -276,8 +300,12 @@ export function validateConfig(document: TomlTable, files: readonly string[] = [
         }
       }
       if (image !== undefined) {
-        if (isTable(image)) spec.image = camelKeys(image, `${path}.image`, issues);
-        else issues.push({ path: `${path}.image`, message: "expected a table" });
+        if (isTable(image)) {
+          // Its env and shell_vars tables are variable names, kept as written; pip_indexes' are fields.
+          const converted = camelKeys(image, `${path}.image`, issues);
+          camelNested(converted, "pipIndexes", `${path}.image`, issues);
+          spec.image = converted;
+        } else issues.push({ path: `${path}.image`, message: "expected a table" });
       }
       if (volumes !== undefined) {
         if (Array.isArray(volumes)) {

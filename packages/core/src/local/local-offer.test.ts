@@ -3,11 +3,13 @@
  * (a fake one first on PATH here, as there is no GPU), so one worker per accelerator and specs
  * asking for GPUs work on a GPU machine.
  */
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, statfsSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { OfferQuery } from "../contract/types.js";
+import { NoOffersError } from "../errors/errors.js";
+import { compute } from "../pool/pool.js";
 import { Local } from "./local-provider.js";
 
 const saved = process.env.PATH;
@@ -81,5 +83,40 @@ describe("the Local offer's GPUs", () => {
     fakeNvidiaSmi([]);
     expect((await offers(query(null)))[0]?.accelerator).toBeNull();
     expect(await offers(query({ name: "H100", count: 1 }))).toEqual([]);
+  });
+});
+
+describe("the Local offer's disk and region", () => {
+  const signal = new AbortController().signal;
+  const base = { accelerator: null, allocation: "on-demand" } as const;
+
+  it("has the free disk of the work root's filesystem, and matches a spec's diskGb against it", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "skyward-local-disk-"));
+    scratch.push(parent);
+    // The work root need not exist yet: its nearest existing ancestor's filesystem is asked.
+    const local = Local({ workRoot: join(parent, "not", "yet") });
+    const info = statfsSync(parent);
+    const free = Math.floor((info.bavail * info.bsize) / 1024 ** 3);
+    const [offer] = await local.offers({ query: base, signal });
+    // Free space moves while the test runs (other processes write): within a GB of statfs's.
+    expect(Math.abs((offer?.diskGb as number) - free)).toBeLessThanOrEqual(1);
+    expect(await local.offers({ query: { ...base, diskGb: 1 }, signal })).toHaveLength(free >= 2 ? 1 : 0);
+    expect(await local.offers({ query: { ...base, diskGb: free + 1_000_000 }, signal })).toEqual([]);
+  });
+
+  it('is in region "local": a spec naming another region finds no offer', async () => {
+    expect(await Local().offers({ query: { ...base, region: "local" }, signal })).toHaveLength(1);
+    expect(await Local().offers({ query: { ...base, region: "us-east-1" }, signal })).toEqual([]);
+  });
+
+  it("refuses a pool whose disk or region this machine does not have before starting anything", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-local-disk-pool-"));
+    scratch.push(workRoot);
+    for (const spec of [{ diskGb: 1_000_000_000 }, { region: "eu-west-1" }]) {
+      const started = compute({ provider: Local({ workRoot }), ...spec, options: { console: false } });
+      await expect(started).rejects.toSatisfy((error) => NoOffersError.isInstance(error));
+    }
+    // Nothing was prepared: no pool root under the work root.
+    expect((await import("node:fs")).readdirSync(workRoot)).toEqual([]);
   });
 });

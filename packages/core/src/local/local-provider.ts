@@ -6,7 +6,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
-import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, statfs, writeFile } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -225,6 +225,21 @@ function localOffer(accelerator: LocalGpus | null, hourlyPrice: number): Offer {
   });
 }
 
+/**
+ * The free disk, GB (GiB, as the offer's memory), of the filesystem holding `directory` — the pools'
+ * work root, created later: its nearest existing ancestor is asked.
+ */
+async function freeDiskGb(directory: string): Promise<number> {
+  for (let current = directory; ; current = dirname(current)) {
+    try {
+      const info = await statfs(current);
+      return Math.floor((info.bavail * info.bsize) / 1024 ** 3);
+    } catch (error) {
+      if (dirname(current) === current) throw error;
+    }
+  }
+}
+
 const execFileAsync = promisify(execFile);
 
 /**
@@ -433,7 +448,11 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
     capabilities: Object.freeze({ spot: false, volumes: false, images: false }),
 
     async offers({ query }): Promise<readonly Offer[]> {
-      const offer = localOffer(await localGpus(), hourlyPrice);
+      const offer = Object.freeze({
+        ...localOffer(await localGpus(), hourlyPrice),
+        // The free disk where the pools' roots go (workRoot, else the temporary directory).
+        diskGb: await freeDiskGb(settings.workRoot ?? tmpdir()),
+      });
       // This machine's GPUs (nvidia-smi), when a spec asks for some: the same model, enough of them.
       if (query.accelerator) {
         const gpus = offer.accelerator;
@@ -445,6 +464,9 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       if (query.allocation === "spot") return [];
       if (query.vcpus !== undefined && query.vcpus > offer.vcpus) return [];
       if (query.memoryGb !== undefined && query.memoryGb > offer.memoryGb) return [];
+      if (query.diskGb !== undefined && query.diskGb > offer.diskGb) return [];
+      // This machine is region "local": a spec naming another region is not for it.
+      if (query.region !== undefined && query.region !== offer.region) return [];
       return [offer];
     },
 

@@ -752,12 +752,24 @@ class PoolRuntime implements AsyncDisposable {
       | { spec: PoolSpec; provider: Provider; offer: Offer; cluster: Cluster; instances: Instance[] }
       | undefined;
     for (const candidate of candidates) {
-      const { spec, provider, offer } = candidate;
+      const { provider, offer } = candidate;
+      let { spec } = candidate;
       this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: this.options.shutdownTimeout });
       let cluster: Cluster | undefined;
       try {
         cluster = await provider.prepare({ spec, offer, signal: combined, poolId: this.id });
-        const transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
+        let transformed = await applyImageTransforms(spec.plugins, spec.image, cluster);
+        // A plugin may replace the image's bootstrapTimeout (extendImage); options.bootstrapTimeout,
+        // when given, wins. The effective value is the pool's deadline, the bootstrap script's and
+        // the one providers read from the cluster's spec at provision (boot watchdogs).
+        const bootstrapTimeout = this.options.bootstrapTimeout ?? transformed.bootstrapTimeout;
+        if (transformed.bootstrapTimeout !== bootstrapTimeout)
+          transformed = extendImage(transformed, { bootstrapTimeout });
+        if (spec.bootstrapTimeout !== bootstrapTimeout) {
+          spec = Object.freeze({ ...spec, bootstrapTimeout });
+          cluster = Object.freeze({ ...cluster, spec });
+          this.#spec = Object.freeze({ ...spec, shutdownTimeoutSeconds: this.options.shutdownTimeout });
+        }
         // The plugin that sets workersPerNode (MIG: one worker per GPU instance) decides; 1 otherwise.
         const layout = resolveWorkerLayout(spec.plugins, cluster);
         this.#workersPerNode = layout.workersPerNode;

@@ -242,7 +242,11 @@ export interface OptionsInput {
   provisionTimeout?: number;
   /** Seconds to wait for an SSH connection to a node. Default 300. */
   sshTimeout?: number;
-  /** Seconds allowed for bootstrap and worker start; default: the image's `bootstrapTimeout` (300). */
+  /**
+   * Seconds allowed for bootstrap and worker start; default: the image's `bootstrapTimeout` (300) as
+   * the plugins' image transforms leave it (`extendImage(image, { bootstrapTimeout })`). Given here,
+   * it wins over both.
+   */
   bootstrapTimeout?: number;
   /** Seconds between provision attempts after a failure. Default 10. */
   provisionRetryDelay?: number;
