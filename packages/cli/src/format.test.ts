@@ -22,6 +22,14 @@ describe("formatting", () => {
     expect(formatAccelerator(null)).toBe("-");
     expect(formatAccelerator({ name: "A100", count: 8, memoryGb: 80 })).toBe("8x A100 80GB");
     expect(formatAccelerator({ name: "T4", count: 1, memoryGb: 0 })).toBe("T4");
+    expect(formatAccelerator({ name: "H100", count: 8, memoryGb: 80, formFactor: "SXM" })).toBe(
+      "8x H100 SXM 80GB",
+    );
+    // A form factor asked for that the offer does not say is marked, not claimed.
+    expect(formatAccelerator({ name: "H100", count: 8, memoryGb: 80 }, "SXM")).toBe("8x H100 SXM? 80GB");
+    expect(formatAccelerator({ name: "H100", count: 1, memoryGb: 80, formFactor: "PCIe" }, "SXM")).toBe(
+      "H100 PCIe 80GB",
+    );
   });
 
   it("names an instance's pool by its pool tag, else its cluster; never prints a private key", () => {

@@ -34,12 +34,21 @@ export function formatAge(milliseconds: number): string {
   return `${days}d${hours % 24 ? `${hours % 24}h` : ""}`;
 }
 
-/** An offer's accelerators: `8x A100 80GB`, `A100 40GB`, or `-` for CPU-only. */
-export function formatAccelerator(accelerator: Offer["accelerator"]): string {
+/**
+ * An offer's accelerators: `8x A100 80GB`, `8x H100 SXM 80GB` (the offer's form factor), `H100 SXM? 80GB`
+ * (a form factor asked for that the offer does not say, `unverifiedFormFactor`), or `-` for CPU-only.
+ */
+export function formatAccelerator(accelerator: Offer["accelerator"], unverifiedFormFactor?: string): string {
   if (!accelerator) return "-";
   const count = accelerator.count === 1 ? "" : `${accelerator.count}x `;
   const memory = accelerator.memoryGb > 0 ? ` ${accelerator.memoryGb}GB` : "";
-  return `${count}${accelerator.name}${memory}`;
+  const formFactor =
+    accelerator.formFactor !== undefined
+      ? ` ${accelerator.formFactor}`
+      : unverifiedFormFactor !== undefined
+        ? ` ${unverifiedFormFactor}?`
+        : "";
+  return `${count}${accelerator.name}${formFactor}${memory}`;
 }
 
 /** A size in GB without needless decimals: `16 GB`, `0.5 GB`. */

@@ -1,6 +1,12 @@
 /** `skyward offers`: every provider's offers for an accelerator, cheapest first. */
 import { ConfigurationError } from "@skyward/core";
-import { acceleratorFromName, type Offer, type OfferQuery, offerPrice } from "@skyward/core/contract";
+import {
+  acceleratorFromName,
+  type Offer,
+  type OfferQuery,
+  offerFormFactorFit,
+  offerPrice,
+} from "@skyward/core/contract";
 import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
 import { formatAccelerator, formatGb, formatPrice } from "./format.js";
 import { describeError, type SkippedProvider } from "./providers.js";
@@ -56,6 +62,7 @@ function buildQuery(flags: OffersFlags): OfferQuery {
         ...(parsed.memoryGb !== undefined && namesMemory(flags.accelerator, parsed.memoryGb)
           ? { memoryGb: parsed.memoryGb }
           : {}),
+        ...(parsed.formFactor !== undefined ? { formFactor: parsed.formFactor } : {}),
       };
     } catch (error) {
       if (ConfigurationError.isInstance(error)) throw new UsageError(describeError(error));
@@ -79,7 +86,8 @@ function matches(offer: Offer, query: OfferQuery, price: number | null): price i
   return (
     offer.accelerator?.name === wanted.name &&
     offer.accelerator.count >= wanted.count &&
-    (wanted.memoryGb === undefined || offer.accelerator.memoryGb >= wanted.memoryGb)
+    (wanted.memoryGb === undefined || offer.accelerator.memoryGb >= wanted.memoryGb) &&
+    offerFormFactorFit(offer, query) !== "differs"
   );
 }
 
@@ -131,12 +139,24 @@ export async function offersCommand(context: CommandContext, flags: OffersFlags)
     context.out("No offers match.\n");
     return 0;
   }
+  const unlabelled = rows.filter((row) => offerFormFactorFit(row.offer, query) === "unknown").length;
+  if (unlabelled > 0)
+    context.err(
+      `skyward: ${unlabelled} offer${unlabelled === 1 ? " does" : "s do"} not say ${unlabelled === 1 ? "its" : "their"} form factor (marked ${query.accelerator?.formFactor}?); listed, not checked\n`,
+    );
   context.out(
     `${renderTable(
       [
         { header: "PROVIDER", cell: (row: Row) => row.provider },
         { header: "INSTANCE TYPE", cell: (row) => row.offer.instanceType },
-        { header: "ACCELERATOR", cell: (row) => formatAccelerator(row.offer.accelerator) },
+        {
+          header: "ACCELERATOR",
+          cell: (row) =>
+            formatAccelerator(
+              row.offer.accelerator,
+              offerFormFactorFit(row.offer, query) === "unknown" ? query.accelerator?.formFactor : undefined,
+            ),
+        },
         { header: "VCPUS", cell: (row) => String(row.offer.vcpus), align: "right" },
         { header: "MEMORY", cell: (row) => formatGb(row.offer.memoryGb), align: "right" },
         { header: "SPOT $/H", cell: (row) => formatPrice(row.offer.spotPrice), align: "right" },

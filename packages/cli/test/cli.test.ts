@@ -79,6 +79,19 @@ function fakeState() {
         spotPrice: 0.5,
         onDemandPrice: 3.5,
       }),
+      // Labelled H100s: the fake provider ignores a query's form factor, the CLI does not.
+      offer({
+        id: "fake.h100-sxm",
+        provider: "fake",
+        accelerator: { name: "H100", count: 1, memoryGb: 80, formFactor: "SXM" },
+        onDemandPrice: 3.9,
+      }),
+      offer({
+        id: "fake.h100-pcie",
+        provider: "fake",
+        accelerator: { name: "H100", count: 1, memoryGb: 80, formFactor: "PCIe" },
+        onDemandPrice: 2.9,
+      }),
       offer({ id: "fake.cpu", provider: "fake", spotPrice: 0.02, onDemandPrice: 0.05 }),
     ],
     instances: [
@@ -275,6 +288,30 @@ describe("skyward offers", () => {
 
     const none = await run(["offers", "--accelerator", "A100", "--provider", "fake", "--max-price", "0.5"]);
     expect(none).toMatchObject({ code: 0, stdout: "No offers match.\n" });
+  });
+
+  it("a form factor asked for leaves out offers labelled with another, and marks those that do not say", async () => {
+    const sxm = await run(["offers", "--accelerator", "H100-SXM", "--provider", "fake"]);
+    expect(sxm.code).toBe(0);
+    expect(rows(sxm.stdout).map((cells) => [cells[1], cells[2]])).toEqual([
+      ["fake.h100", "H100 SXM? 80GB"],
+      ["fake.h100-sxm", "H100 SXM 80GB"],
+    ]);
+    expect(sxm.stderr).toBe(
+      "skyward: 1 offer does not say its form factor (marked SXM?); listed, not checked\n",
+    );
+    const pcie = await run(["offers", "--accelerator", "H100 PCIe", "--provider", "fake", "--json"]);
+    expect((JSON.parse(pcie.stdout) as Offer[]).map((entry) => entry.id)).toEqual([
+      "fake.h100",
+      "fake.h100-pcie",
+    ]);
+    const any = await run(["offers", "--accelerator", "H100", "--provider", "fake"]);
+    expect(any.stderr).toBe("");
+    expect(rows(any.stdout).map((cells) => [cells[1], cells[2]])).toEqual([
+      ["fake.h100", "H100 80GB"],
+      ["fake.h100-pcie", "H100 PCIe 80GB"],
+      ["fake.h100-sxm", "H100 SXM 80GB"],
+    ]);
   });
 
   it("--json prints the offers themselves, in the same order; no --accelerator means CPU-only machines", async () => {

@@ -59,6 +59,7 @@ export {
 export {
   clusterFromInstance,
   isProvider,
+  offerFormFactorFit,
   offerPrice,
   offerQuery,
   PROVIDER_METHODS,
@@ -85,9 +86,11 @@ export { pythonRuntimeDirectory } from "./protocol/python-runtime.js";
 export type { AcceleratorCatalogEntry } from "./spec/accelerators.js";
 export {
   acceleratorCatalog,
+  acceleratorFormFactor,
   acceleratorFromName,
   acceleratorSchema,
   canonicalAcceleratorName,
+  canonicalFormFactor,
 } from "./spec/accelerators.js";
 export type { ResolvedCompute } from "./spec/compute-input.js";
 export { resolveComputeInput } from "./spec/compute-input.js";

@@ -35,6 +35,28 @@ describe("instanceTypeFromAws", () => {
     });
   });
 
+  it("labels the form factor AWS's pages give per family, only for GPUs with form-factor variants", () => {
+    type Ec2TypeName = NonNullable<Parameters<typeof instanceTypeFromAws>[0]["InstanceType"]>;
+    const typed = (instanceType: Ec2TypeName, name: string, mib: number) =>
+      instanceTypeFromAws({
+        ...g5xlarge,
+        InstanceType: instanceType,
+        GpuInfo: { Gpus: [{ Name: name, Manufacturer: "NVIDIA", Count: 8, MemoryInfo: { SizeInMiB: mib } }] },
+      })?.accelerator;
+    expect(typed("p5.48xlarge", "H100", 81920)?.formFactor).toBe("SXM");
+    expect(typed("p5en.48xlarge", "H200", 144384)?.formFactor).toBe("SXM");
+    expect(typed("p4de.24xlarge", "A100", 81920)?.formFactor).toBe("SXM");
+    expect(typed("p3dn.24xlarge", "V100", 32768)?.formFactor).toBe("SXM");
+    expect(typed("g7e.48xlarge", "RTX PRO Server 6000", 98304)).toMatchObject({
+      name: "RTX_PRO_6000",
+      formFactor: "Server",
+    });
+    // A10G and L40S have no variants to tell apart; an unknown family with an H100 is left unlabelled.
+    expect(typed("g5.48xlarge", "A10G", 24576)).not.toHaveProperty("formFactor");
+    expect(typed("g6e.48xlarge", "L40S", 46068)).not.toHaveProperty("formFactor");
+    expect(typed("x9.48xlarge" as Ec2TypeName, "H100", 81920)).not.toHaveProperty("formFactor");
+  });
+
   it("counts every GPU and reads a GPU partition as a fraction of a whole device", () => {
     const p4d = instanceTypeFromAws({
       ...g5xlarge,
@@ -43,7 +65,7 @@ describe("instanceTypeFromAws", () => {
         Gpus: [{ Name: "A100", Manufacturer: "NVIDIA", Count: 8, MemoryInfo: { SizeInMiB: 40960 } }],
       },
     });
-    expect(p4d?.accelerator).toMatchObject({ name: "A100", count: 8, memoryGb: 40 });
+    expect(p4d?.accelerator).toMatchObject({ name: "A100", count: 8, memoryGb: 40, formFactor: "SXM" });
     const g6f = instanceTypeFromAws({
       ...g5xlarge,
       InstanceType: "g6f.large",

@@ -8,7 +8,7 @@ import {
   type InstanceTypeInfo as Ec2InstanceType,
 } from "@aws-sdk/client-ec2";
 import type { Architecture } from "@skyward/core";
-import { acceleratorCatalog, canonicalAcceleratorName } from "@skyward/core/contract";
+import { acceleratorCatalog, acceleratorFormFactor, canonicalAcceleratorName } from "@skyward/core/contract";
 import { awsCall } from "./aws-api.js";
 
 /** One EC2 instance type, reduced to what offers need. */
@@ -43,6 +43,8 @@ export interface InstanceTypeAccelerator {
   readonly memoryGb: number;
   /** `gpu` for GPUs, `neuron` for Trainium and Inferentia. */
   readonly kind: "gpu" | "neuron";
+  /** The form factor (`SXM`, `Server`), when known (see {@link formFactorFromAws}). */
+  readonly formFactor?: string;
 }
 
 /** AWS names the core catalog does not spell out. */
@@ -54,6 +56,43 @@ const AWS_ACCELERATOR_ALIASES: Readonly<Record<string, string>> = Object.freeze(
 /** The catalog name for an accelerator as AWS names it, or AWS's name when it has none. */
 export function acceleratorNameFromAws(awsName: string): string {
   return canonicalAcceleratorName(AWS_ACCELERATOR_ALIASES[awsName] ?? awsName) ?? awsName;
+}
+
+/**
+ * Form factors by instance family. `DescribeInstanceTypes` names the GPU (`H100`, `A100`, `V100`) but
+ * not its board; AWS's pages do: P3 and P3dn carry V100 SXM2 with NVLink, P4d and P4de A100 SXM4
+ * with NVSwitch, P5 H100 SXM, P5e and P5en H200 SXM — every AWS type with one of these GPUs is SXM
+ * (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html,
+ * https://aws.amazon.com/ec2/instance-types/p5/, https://aws.amazon.com/ec2/instance-types/p4/,
+ * https://aws.amazon.com/ec2/instance-types/p3/).
+ */
+const AWS_FORM_FACTORS_BY_FAMILY: Readonly<Record<string, string>> = Object.freeze({
+  p3: "SXM",
+  p3dn: "SXM",
+  p4d: "SXM",
+  p4de: "SXM",
+  p5: "SXM",
+  p5e: "SXM",
+  p5en: "SXM",
+});
+
+/** Form factors AWS's accelerator name says ("RTX PRO Server 6000": the Blackwell Server Edition). */
+const AWS_FORM_FACTORS_BY_NAME: Readonly<Record<string, string>> = Object.freeze({
+  "RTX PRO Server 6000": "Server",
+});
+
+/**
+ * The form factor of an instance type's accelerator, when AWS's data or pages say it and the catalog
+ * entry has form-factor variants (an A10G has none to tell apart); undefined otherwise, and the offer
+ * then does not say (the pool keeps it when a form factor is asked for, and reports it).
+ */
+export function formFactorFromAws(instanceType: string, awsName: string, name: string): string | undefined {
+  const entry = acceleratorCatalog.find((candidate) => candidate.name === name);
+  if (!entry || entry.formFactors.length === 0) return undefined;
+  const family = instanceType.split(".")[0] ?? "";
+  const formFactor =
+    AWS_FORM_FACTORS_BY_NAME[awsName] ?? AWS_FORM_FACTORS_BY_FAMILY[family] ?? acceleratorFormFactor(awsName);
+  return formFactor !== undefined && entry.formFactors.includes(formFactor) ? formFactor : undefined;
 }
 
 const mibToGb = (mib: number) => Math.round((mib / 1024) * 10) / 10;
@@ -88,6 +127,7 @@ function acceleratorOf(raw: Ec2InstanceType): InstanceTypeAccelerator | null {
     );
     const devices = physical > 0 ? physical : logical;
     const name = acceleratorNameFromAws(gpu.Name);
+    const formFactor = formFactorFromAws(raw.InstanceType ?? "", gpu.Name, name);
     return Object.freeze({
       name,
       awsName: gpu.Name,
@@ -95,6 +135,7 @@ function acceleratorOf(raw: Ec2InstanceType): InstanceTypeAccelerator | null {
       count: devices * partition,
       memoryGb: nominalMemoryGb(name, mibToGb(gpu.MemoryInfo?.SizeInMiB ?? 0) / partition),
       kind: "gpu" as const,
+      ...(formFactor === undefined ? {} : { formFactor }),
     });
   }
   const neuron = raw.NeuronInfo?.NeuronDevices?.[0];

@@ -193,7 +193,12 @@ export function buildOffer(
     provider: PROVIDER_NAME,
     instanceType: type.instanceType,
     accelerator: accelerator
-      ? Object.freeze({ name: accelerator.name, count: accelerator.count, memoryGb: accelerator.memoryGb })
+      ? Object.freeze({
+          name: accelerator.name,
+          count: accelerator.count,
+          memoryGb: accelerator.memoryGb,
+          ...(accelerator.formFactor === undefined ? {} : { formFactor: accelerator.formFactor }),
+        })
       : null,
     vcpus: type.vcpus,
     memoryGb: type.memoryGb,

@@ -103,6 +103,28 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       ).toEqual([]);
     });
 
+    it("labels SXM types and honours a form factor asked for: AWS has no PCIe A100 or H100", async () => {
+      const ask = (name: string, formFactor?: string) =>
+        provider().offers({
+          query: {
+            accelerator: { name, count: 8, ...(formFactor ? { formFactor } : {}) },
+            allocation: "on-demand",
+          },
+          ...call(),
+        });
+      const sxm = await ask("A100", "SXM");
+      expect(sxm.map((offer) => offer.instanceType).sort()).toEqual(["p4d.24xlarge", "p4de.24xlarge"]);
+      expect(sxm.every((offer) => offer.accelerator?.formFactor === "SXM")).toBe(true);
+      expect(await ask("A100", "PCIe")).toEqual([]);
+      expect((await ask("A100")).map((offer) => offer.instanceType).sort()).toEqual([
+        "p4d.24xlarge",
+        "p4de.24xlarge",
+      ]);
+      const h100 = await ask("H100", "SXM");
+      expect(h100.map((offer) => offer.instanceType)).toContain("p5.48xlarge");
+      expect(await ask("H100", "PCIe")).toEqual([]);
+    });
+
     it("filters by vCPUs, memory, architecture, allocation and price cap", async () => {
       const query: OfferQuery = {
         accelerator: null,

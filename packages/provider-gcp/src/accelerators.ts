@@ -15,6 +15,13 @@ export interface GcpAcceleratorType {
   readonly skuName: string;
   /** For GPUs attached to N1 VMs: the most vCPUs per GPU. Undefined for GPUs built into their machine types. */
   readonly n1VcpusPerGpu?: number;
+  /**
+   * The board, where Google's pages say it: the A2 series' A100s (HGX A100, NVSwitch), the A3
+   * series' H100s and H200s are SXM (https://cloud.google.com/compute/docs/accelerator-optimized-machines,
+   * https://cloud.google.com/compute/docs/gpus). Left out where the pages do not say (V100, P100),
+   * so the offer does not claim one.
+   */
+  readonly formFactor?: string;
 }
 
 /** Compute Engine accelerator type names (`acceleratorTypes[].name`) and what they are. */
@@ -24,11 +31,16 @@ export const GCP_ACCELERATOR_TYPES: Readonly<Record<string, GcpAcceleratorType>>
   "nvidia-tesla-p100": { name: "P100", memoryGb: 16, skuName: "Nvidia Tesla P100", n1VcpusPerGpu: 16 },
   "nvidia-tesla-p4": { name: "P4", memoryGb: 8, skuName: "Nvidia Tesla P4", n1VcpusPerGpu: 24 },
   "nvidia-l4": { name: "L4", memoryGb: 24, skuName: "Nvidia L4" },
-  "nvidia-tesla-a100": { name: "A100", memoryGb: 40, skuName: "Nvidia Tesla A100" },
-  "nvidia-a100-80gb": { name: "A100", memoryGb: 80, skuName: "Nvidia Tesla A100 80GB" },
-  "nvidia-h100-80gb": { name: "H100", memoryGb: 80, skuName: "Nvidia H100 80GB" },
-  "nvidia-h100-mega-80gb": { name: "H100", memoryGb: 80, skuName: "Nvidia H100 Mega 80GB" },
-  "nvidia-h200-141gb": { name: "H200", memoryGb: 141, skuName: "Nvidia H200 141GB" },
+  "nvidia-tesla-a100": { name: "A100", memoryGb: 40, skuName: "Nvidia Tesla A100", formFactor: "SXM" },
+  "nvidia-a100-80gb": { name: "A100", memoryGb: 80, skuName: "Nvidia Tesla A100 80GB", formFactor: "SXM" },
+  "nvidia-h100-80gb": { name: "H100", memoryGb: 80, skuName: "Nvidia H100 80GB", formFactor: "SXM" },
+  "nvidia-h100-mega-80gb": {
+    name: "H100",
+    memoryGb: 80,
+    skuName: "Nvidia H100 Mega 80GB",
+    formFactor: "SXM",
+  },
+  "nvidia-h200-141gb": { name: "H200", memoryGb: 141, skuName: "Nvidia H200 141GB", formFactor: "SXM" },
 });
 
 /** GPU counts a VM may have (https://cloud.google.com/compute/docs/gpus). */

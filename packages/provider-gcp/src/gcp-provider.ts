@@ -336,7 +336,12 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
           instanceType: attached && gpu ? `${name} + ${gpu.count}x ${gpu.type}` : name,
           accelerator:
             gpu && known
-              ? Object.freeze({ name: known.name, count: gpu.count, memoryGb: known.memoryGb })
+              ? Object.freeze({
+                  name: known.name,
+                  count: gpu.count,
+                  memoryGb: known.memoryGb,
+                  ...(known.formFactor === undefined ? {} : { formFactor: known.formFactor }),
+                })
               : null,
           vcpus,
           memoryGb: Math.round(memoryGib * 100) / 100,

@@ -290,6 +290,31 @@ describe("the GCP provider against the fake Compute Engine", () => {
     expect(fakeLeftovers(fake)).toEqual([]);
   });
 
+  it("the A2 series' A100s are SXM: a form factor asked for is honoured, other GPUs say none", async () => {
+    const gcp = provider();
+    const a100 = (formFactor?: string) =>
+      gcp.offers({
+        query: query({
+          region: "us-central1-a",
+          accelerator: { name: "A100", count: 1, ...(formFactor ? { formFactor } : {}) },
+        }),
+        ...call(),
+      });
+    const sxm = await a100("SXM");
+    expect(sxm.map((offer) => [offer.instanceType, offer.accelerator?.formFactor])).toEqual([
+      ["a2-highgpu-1g", "SXM"],
+    ]);
+    // Compute Engine has no PCIe A100 (the fixtures' machine types are Google's documented ones).
+    expect(await a100("PCIe")).toEqual([]);
+    expect((await a100()).map((offer) => offer.instanceType)).toEqual(["a2-highgpu-1g"]);
+    const t4 = await gcp.offers({
+      query: query({ region: "us-central1-a", accelerator: { name: "T4", count: 1 } }),
+      ...call(),
+    });
+    expect(t4.length).toBeGreaterThan(0);
+    expect(t4.every((offer) => offer.accelerator?.formFactor === undefined)).toBe(true);
+  });
+
   it("a region's offers come from each of its zones; a zone's from that zone; machine types are read page by page", async () => {
     const gcp = provider();
     const region = await gcp.offers({ query: query({ region: "us-central1", vcpus: 4 }), ...call() });

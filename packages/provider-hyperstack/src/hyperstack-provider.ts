@@ -9,6 +9,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { NoCapacityError } from "@skyward/core";
 import {
   acceleratorCatalog,
+  acceleratorFormFactor,
   type Cluster,
   canonicalAcceleratorName,
   type Instance,
@@ -187,15 +188,26 @@ function tagsFromLabels(labels: readonly string[]): Record<string, string> {
   return tags;
 }
 
-/** The canonical accelerator and its memory of a Hyperstack GPU name (`A100-80G-PCIe-w-NVLink`), or undefined. */
-export function acceleratorOfGpu(gpu: string): { name: string; memoryGb: number } | undefined {
-  const model = gpu.replace(/-spot$/i, "").replace(/-w-NVLink$/i, "");
+/**
+ * The canonical accelerator, its memory and its form factor (when the name says it) of a Hyperstack
+ * GPU name (`A100-80G-PCIe-w-NVLink`: PCIe boards with an NVLink bridge; `H100-80G-SXM5`: SXM), or
+ * undefined.
+ */
+export function acceleratorOfGpu(
+  gpu: string,
+): { name: string; memoryGb: number; formFactor?: string } | undefined {
+  const model = gpu.replace(/-spot$/i, "").replace(/-(?:w-)?NVLink$/i, "");
   const name = canonicalAcceleratorName(model);
   if (!name) return undefined;
   const stated = /(\d+)G(?:B)?\b/i.exec(model)?.[1];
   const fallback = acceleratorCatalog.find((entry) => entry.name === name)?.defaultMemory;
   const memoryGb = stated ? Number(stated) : fallback ? Number.parseInt(fallback, 10) : 0;
-  return { name, memoryGb: Number.isFinite(memoryGb) ? memoryGb : 0 };
+  const formFactor = acceleratorFormFactor(model);
+  return {
+    name,
+    memoryGb: Number.isFinite(memoryGb) ? memoryGb : 0,
+    ...(formFactor === undefined ? {} : { formFactor }),
+  };
 }
 
 function statusOf(vm: Vm): InstanceStatus {
@@ -312,7 +324,12 @@ function build(settings: ParsedSettings): ProviderV1<HyperstackClusterData> {
     if (flavor.gpu !== "" && gpuCount > 0) {
       const model = acceleratorOfGpu(flavor.gpu);
       if (!model) return undefined;
-      accelerator = Object.freeze({ name: model.name, count: gpuCount, memoryGb: model.memoryGb });
+      accelerator = Object.freeze({
+        name: model.name,
+        count: gpuCount,
+        memoryGb: model.memoryGb,
+        ...(model.formFactor === undefined ? {} : { formFactor: model.formFactor }),
+      });
       const perGpu =
         prices.get(flavor.gpu.toUpperCase()) ?? prices.get(flavor.gpu.replace(/-spot$/i, "").toUpperCase());
       hourly = perGpu === undefined ? undefined : perGpu * gpuCount;

@@ -57,6 +57,21 @@ describe.skipIf(!built && process.env.CI !== "true")("skyward offers --provider 
     expect(flavors.every((request) => request.apiKey === fake.apiKey)).toBe(true);
   });
 
+  it("--accelerator H100-SXM lists only SXM flavors; each offer shows its form factor", async () => {
+    const sxm = await run(["offers", "--provider", "hyperstack", "--accelerator", "H100-SXM"]);
+    expect(sxm.code).toBe(0);
+    expect(sxm.stderr).toBe("");
+    expect(sxm.stdout).toContain("n3-H100-SXM5x1");
+    expect(sxm.stdout).toContain("H100 SXM 80GB");
+    expect(sxm.stdout).not.toContain("n3-H100x1 ");
+    const pcie = await run(["offers", "--provider", "hyperstack", "--accelerator", "H100 PCIe"]);
+    expect(pcie.stdout).toContain("n3-H100x1");
+    expect(pcie.stdout).not.toContain("n3-H100-SXM5x1");
+    const any = await run(["offers", "--provider", "hyperstack", "--accelerator", "H100"]);
+    expect(any.stdout).toContain("n3-H100-SXM5x1");
+    expect(any.stdout).toContain("H100 PCIe 80GB");
+  });
+
   it("--json prints the offers themselves, --region narrows them", async () => {
     const result = await run(["offers", "--provider", "hyperstack", "--region", "NORWAY-1", "--json"]);
     expect(result.code).toBe(0);

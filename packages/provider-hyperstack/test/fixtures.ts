@@ -71,6 +71,22 @@ export const flavorGroups = [
     ],
   },
   {
+    // Hyperstack's SXM boards are named so ("H100-80G-SXM5", https://docs.hyperstack.cloud/docs/hardware/gpu-specs);
+    // beside the PCIe H100 above, for the form-factor tests.
+    gpu: "H100-80G-SXM5",
+    region_name: "CANADA-1",
+    flavors: [
+      flavor(
+        311,
+        "n3-H100-SXM5x1",
+        "CANADA-1",
+        { cpu: 24, ram: 240, disk: 100, ephemeral: 750 },
+        "H100-80G-SXM5",
+        1,
+      ),
+    ],
+  },
+  {
     gpu: "RTX-A6000",
     region_name: "NORWAY-1",
     flavors: [
@@ -150,6 +166,7 @@ export const pricebook = [
   price(1, "A100-80G-PCIe", 1.35),
   price(2, "A100-80G-PCIe-w-NVLink", 1.4),
   price(3, "H100-80G-PCIe", 1.9),
+  price(9, "H100-80G-SXM5", 2.4),
   price(4, "RTX-A6000", 0.5),
   price(8, "RTX-A6000-spot", 0.25),
   price(5, "n1-cpu-small", 0.02),

@@ -13,7 +13,7 @@ import { accelerators, NoCapacityError, options, type PoolSpec, spec as resolveS
 // The core's offer cache itself (not exported): what pools put every offers() answer through.
 import { type Cluster, cachedOffers, resolvePoolSpec } from "@skyward/core/contract";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { Hyperstack, type HyperstackClusterData } from "../src/hyperstack-provider.js";
+import { acceleratorOfGpu, Hyperstack, type HyperstackClusterData } from "../src/hyperstack-provider.js";
 import { renderUserData } from "../src/user-data.js";
 import { type FakeHyperstack, startFakeHyperstack } from "./fake-hyperstack.js";
 
@@ -107,6 +107,39 @@ describe("Hyperstack settings", () => {
       onDemandPrice: 2.8,
       accelerator: { name: "A100", count: 2, memoryGb: 80 },
     });
+  });
+});
+
+describe("form factors", () => {
+  it("are read from the flavor's GPU name, and one asked for is honoured", async () => {
+    const h100 = async (formFactor?: string) =>
+      (
+        await provider().offers({
+          query: {
+            accelerator: { name: "H100", count: 1, ...(formFactor ? { formFactor } : {}) },
+            allocation: "on-demand",
+          },
+          signal: signal(),
+        })
+      ).map((offer) => [offer.instanceType, offer.accelerator?.formFactor]);
+    expect(await h100("SXM")).toEqual([["n3-H100-SXM5x1", "SXM"]]);
+    expect(await h100("PCIe")).toEqual([["n3-H100x1", "PCIe"]]);
+    expect((await h100()).sort()).toEqual([
+      ["n3-H100-SXM5x1", "SXM"],
+      ["n3-H100x1", "PCIe"],
+    ]);
+    // PCIe A100s with an NVLink bridge are still PCIe boards.
+    expect(acceleratorOfGpu("A100-80G-PCIe-w-NVLink")).toEqual({
+      name: "A100",
+      memoryGb: 80,
+      formFactor: "PCIe",
+    });
+    expect(acceleratorOfGpu("H100-80G-PCIe-NVLink")).toEqual({
+      name: "H100",
+      memoryGb: 80,
+      formFactor: "PCIe",
+    });
+    expect(acceleratorOfGpu("RTX-A6000-spot")).toEqual({ name: "RTX_A6000", memoryGb: 48 });
   });
 });
 

@@ -83,6 +83,29 @@ describe("offers", () => {
     expect(listings.every((request) => request.authorization === `Bearer ${TEST_API_KEY}`)).toBe(true);
   });
 
+  it("labels the form factor the product name says (`A100 SXM 80GB`) and honours one asked for", async () => {
+    const a100 = async (formFactor?: string) =>
+      (
+        await provider().offers({
+          query: {
+            accelerator: { name: "A100", count: 1, ...(formFactor ? { formFactor } : {}) },
+            allocation: "on-demand",
+          },
+          ...call(),
+        })
+      ).map((offer) => [offer.instanceType, offer.accelerator?.formFactor]);
+    expect(await a100("SXM")).toEqual([["A100 SXM 80GB", "SXM"]]);
+    // The fixture (Novita's documented /products answer) has no PCIe A100.
+    expect(await a100("PCIe")).toEqual([]);
+    expect(await a100()).toEqual([["A100 SXM 80GB", "SXM"]]);
+    // An RTX 4090 has no variants: no label.
+    const rtx = await provider().offers({
+      query: { accelerator: { name: "RTX_4090", count: 1 }, allocation: "on-demand" },
+      ...call(),
+    });
+    expect(rtx.map((offer) => offer.accelerator)).toEqual([{ name: "RTX_4090", count: 1, memoryGb: 24 }]);
+  });
+
   it("leaves out products that cannot be deployed, CPU-only queries, and other clusters", async () => {
     const h100 = await provider().offers({
       query: { accelerator: { name: "H100", count: 1 }, allocation: "on-demand" },

@@ -6,6 +6,7 @@
  */
 import type { DockerImage } from "@skyward/core";
 import {
+  acceleratorFormFactor,
   type Cluster,
   canonicalAcceleratorName,
   containerImageSchema,
@@ -170,8 +171,10 @@ function statusOf(status: string): InstanceStatus {
   }
 }
 
-/** `A100 SXM 80GB` → its canonical accelerator and memory per GPU. */
-function acceleratorOf(product: NovitaProduct): { name: string; memoryGb: number } | null {
+/** `A100 SXM 80GB` → its canonical accelerator, memory per GPU and form factor (when the name says it). */
+function acceleratorOf(
+  product: NovitaProduct,
+): { name: string; memoryGb: number; formFactor?: string } | null {
   const memory = /(\d+)\s*GB/i.exec(product.name);
   const model = product.name.replace(/\s+\d+\s*GB.*$/i, "").trim();
   const name =
@@ -182,7 +185,13 @@ function acceleratorOf(product: NovitaProduct): { name: string; memoryGb: number
         .slice(0, model.startsWith("RTX") ? 2 : 1)
         .join(" "),
     );
-  return name ? { name, memoryGb: memory ? Number(memory[1]) : 0 } : null;
+  if (!name) return null;
+  const formFactor = acceleratorFormFactor(model);
+  return {
+    name,
+    memoryGb: memory ? Number(memory[1]) : 0,
+    ...(formFactor === undefined ? {} : { formFactor }),
+  };
 }
 
 function envOf(instance: NovitaInstance): Record<string, string> {
@@ -288,7 +297,12 @@ function build(settings: ParsedSettings): ProviderV1<NovitaClusterData> {
           id: `novita:${product.id}:x${count}`,
           provider: NAME,
           instanceType: `${count > 1 ? `${count}x ` : ""}${product.name}`,
-          accelerator: Object.freeze({ name: gpu.name, count, memoryGb: gpu.memoryGb }),
+          accelerator: Object.freeze({
+            name: gpu.name,
+            count,
+            memoryGb: gpu.memoryGb,
+            ...(gpu.formFactor === undefined ? {} : { formFactor: gpu.formFactor }),
+          }),
           vcpus: (product.cpuPerGpu ?? 0) * count,
           memoryGb: (product.memoryPerGpu ?? 0) * count,
           architecture: "x86_64" as const,

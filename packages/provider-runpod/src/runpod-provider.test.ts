@@ -141,6 +141,40 @@ describe("offers", () => {
     ).toBe(1.804);
   });
 
+  it("labels each GPU type's form factor from its id or name, and honours one asked for", async () => {
+    // The catalog fixture (https://docs.runpod.io/api-reference-v2/catalog/list-gpu-types) has the
+    // A100 80GB twice: "NVIDIA A100 80GB PCIe" and "NVIDIA A100-SXM4-80GB".
+    const ask = async (formFactor?: string) =>
+      (
+        await provider().offers({
+          query: {
+            ...a100Query,
+            accelerator: { name: "A100", count: 2, ...(formFactor ? { formFactor } : {}) },
+          },
+          ...call(),
+        })
+      ).map((offer) => [offer.id, offer.accelerator?.formFactor]);
+    expect(await ask("SXM")).toEqual([["runpod:secure:NVIDIA A100-SXM4-80GB:x2", "SXM"]]);
+    expect(await ask("PCIe")).toEqual([
+      ["runpod:secure:NVIDIA A100 80GB PCIe:x2", "PCIe"],
+      ["runpod:community:NVIDIA A100 80GB PCIe:x2", "PCIe"],
+    ]);
+    expect(await ask()).toEqual([
+      ["runpod:secure:NVIDIA A100 80GB PCIe:x2", "PCIe"],
+      ["runpod:secure:NVIDIA A100-SXM4-80GB:x2", "SXM"],
+      ["runpod:community:NVIDIA A100 80GB PCIe:x2", "PCIe"],
+    ]);
+    // "NVIDIA H100 80GB HBM3" does not say its board; its display name "H100 SXM" does. (Its only
+    // host runs CUDA 12.8, under the default image's minimum.)
+    const h100 = await provider({ allowedCudaVersions: ["12.8"] }).offers({
+      query: { accelerator: { name: "H100", count: 1, formFactor: "SXM" }, allocation: "on-demand" },
+      ...call(),
+    });
+    expect(h100.map((offer) => [offer.specific.gpuTypeId, offer.accelerator?.formFactor])).toEqual([
+      ["NVIDIA H100 80GB HBM3", "SXM"],
+    ]);
+  });
+
   it("does not offer sold-out types, nor types with no free host on a CUDA version the image runs", async () => {
     // L40S: its only machine is full (availability NONE).
     expect(

@@ -8,6 +8,7 @@
  */
 import { ConfigurationError, type DockerImage, NoCapacityError } from "@skyward/core";
 import {
+  acceleratorFormFactor,
   type Cluster,
   canonicalAcceleratorName,
   containerImageSchema,
@@ -472,12 +473,20 @@ function build(settings: ParsedSettings, imageCuda?: string): ProviderV1<RunPodC
         const bidPerGpu = minimumBid === null ? null : bidAbove(minimumBid, settings.spotBidMargin);
         if (onDemandPerGpu === null && bidPerGpu === null) continue;
         const count = accelerator.count;
+        // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM",
+        // "NVIDIA H100 NVL"); "NVIDIA H100 80GB HBM3" alone does not, its name "H100 SXM" does.
+        const formFactor = acceleratorFormFactor(gpu.id) ?? acceleratorFormFactor(gpu.name ?? "");
         offers.push(
           Object.freeze({
             id: `runpod:${cloud.toLowerCase()}:${gpu.id}:x${count}`,
             provider: NAME,
             instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud.toLowerCase()} cloud)`,
-            accelerator: Object.freeze({ name: canonical, count, memoryGb }),
+            accelerator: Object.freeze({
+              name: canonical,
+              count,
+              memoryGb,
+              ...(formFactor === undefined ? {} : { formFactor }),
+            }),
             vcpus: 0,
             memoryGb: 0,
             architecture: "x86_64" as const,

@@ -92,6 +92,41 @@ describe("SSH()", () => {
     ).toEqual([]);
   });
 
+  it("labels its offer with the hosts' form factor, and a spec asking for another gets none", async () => {
+    const provider = SSH({
+      hosts: [{ host: "10.0.0.5", privateKey: key }],
+      accelerator: sky.accelerators.H100({ formFactor: "PCIe" }),
+    });
+    const offers = (input: sky.SpecInput) =>
+      provider.offers({
+        query: offerQuery(resolvePoolSpec(sky.spec({ provider, ...input }), sky.options())),
+        signal,
+      });
+    expect((await offers({ accelerator: sky.accelerators.H100() }))[0]?.accelerator).toEqual({
+      name: "H100",
+      count: 1,
+      memoryGb: 80,
+      formFactor: "PCIe",
+    });
+    expect(await offers({ accelerator: sky.accelerators.H100({ formFactor: "PCIe" }) })).toHaveLength(1);
+    expect(await offers({ accelerator: sky.accelerators.H100({ formFactor: "SXM" }) })).toEqual([]);
+    // Hosts declared without a form factor: the offer does not say, and is kept.
+    const unlabelled = SSH({
+      hosts: [{ host: "a", identityFile: "/k" }],
+      accelerator: sky.accelerators.H100(),
+    });
+    const kept = await unlabelled.offers({
+      query: offerQuery(
+        resolvePoolSpec(
+          sky.spec({ provider: unlabelled, accelerator: sky.accelerators.H100({ formFactor: "SXM" }) }),
+          sky.options(),
+        ),
+      ),
+      signal,
+    });
+    expect(kept.map((offer) => offer.accelerator)).toEqual([{ name: "H100", count: 1, memoryGb: 80 }]);
+  });
+
   it("matches a spec's vcpus, memory, disk, architecture, region and accelerator memory against what the settings declare, refusing what they cannot show", async () => {
     const query = (provider: ProviderV1<SshClusterData>, input: sky.SpecInput) =>
       offerQuery(resolvePoolSpec(sky.spec({ provider, ...input }), sky.options()));

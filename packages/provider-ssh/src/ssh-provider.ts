@@ -13,6 +13,7 @@ import {
   type Instance,
   type Offer,
   type OfferQuery,
+  offerFormFactorFit,
   type ProviderV1,
   parseInput,
 } from "@skyward/core/contract";
@@ -43,7 +44,11 @@ export interface SshHostInput {
 export interface SshSettings {
   /** The machines, one node each. */
   hosts: readonly SshHostInput[];
-  /** The accelerator every host has, so specs asking for it match; omit for CPU hosts. */
+  /**
+   * The accelerator every host has, so specs asking for it match; omit for CPU hosts. Its form factor,
+   * when given (`sky.accelerators.H100({ formFactor: "PCIe" })`), labels the offer: a spec asking for
+   * another gets no offer; without one a spec's form factor is not checked (the pool says so).
+   */
   accelerator?: Accelerator;
   /**
    * What a host costs you, USD per hour (a rented box, power), for `pool.cost()` and
@@ -259,7 +264,8 @@ function build(declared: Declared): ProviderV1<SshClusterData> {
         if (
           !accelerator ||
           accelerator.name !== query.accelerator.name ||
-          accelerator.count < query.accelerator.count
+          accelerator.count < query.accelerator.count ||
+          offerFormFactorFit({ accelerator }, query) === "differs"
         )
           return [];
       }
@@ -276,7 +282,13 @@ function build(declared: Declared): ProviderV1<SshClusterData> {
           provider: "ssh",
           instanceType: accelerator ? `${accelerator.count}x ${accelerator.name} host` : "host",
           accelerator: accelerator
-            ? { name: accelerator.name, count: accelerator.count, memoryGb: accelerator.memoryGb ?? 0 }
+            ? {
+                name: accelerator.name,
+                count: accelerator.count,
+                memoryGb: accelerator.memoryGb ?? 0,
+                // The hosts' form factor, when their accelerator setting names one.
+                ...(accelerator.formFactor === undefined ? {} : { formFactor: accelerator.formFactor }),
+              }
             : null,
           // Undeclared sizes are unknown: 0, and a spec asking for them is refused above.
           vcpus: declared.vcpus ?? 0,

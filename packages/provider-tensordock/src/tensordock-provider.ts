@@ -6,6 +6,7 @@
  */
 import { NoCapacityError } from "@skyward/core";
 import {
+  acceleratorFormFactor,
   type Cluster,
   canonicalAcceleratorName,
   type Instance,
@@ -163,15 +164,19 @@ const KEY_NAME = "tensordock_ed25519";
 /** `<cluster id>-<n>`, then `--<pool id>` when there is one: the name of a Skyward instance. */
 const INSTANCE_NAME = /^(skyward-[0-9a-f]{8})-(\d+)(?:--([A-Za-z0-9_-]+))?$/;
 
-/** The canonical accelerator and its memory of a TensorDock GPU, or undefined. */
+/**
+ * The canonical accelerator, its memory and its form factor (when the name says it: `H100 SXM5 80GB`,
+ * `A100 PCIe 80GB`) of a TensorDock GPU, or undefined.
+ */
 export function acceleratorOfGpu(
   gpu: Pick<LocationGpu, "v0Name" | "displayName">,
-): { name: string; memoryGb: number } | undefined {
-  const name =
-    canonicalAcceleratorName(gpu.displayName) ?? canonicalAcceleratorName(gpu.v0Name.replaceAll("-", " "));
+): { name: string; memoryGb: number; formFactor?: string } | undefined {
+  const v0Words = gpu.v0Name.replaceAll("-", " ");
+  const name = canonicalAcceleratorName(gpu.displayName) ?? canonicalAcceleratorName(v0Words);
   if (!name) return undefined;
   const memory = /(\d+)\s*GB/i.exec(gpu.displayName)?.[1] ?? /(\d+)gb/i.exec(gpu.v0Name)?.[1];
-  return { name, memoryGb: memory ? Number(memory) : 0 };
+  const formFactor = acceleratorFormFactor(gpu.displayName) ?? acceleratorFormFactor(v0Words);
+  return { name, memoryGb: memory ? Number(memory) : 0, ...(formFactor === undefined ? {} : { formFactor }) };
 }
 
 function locationMatches(location: Location, wanted: string): boolean {
@@ -339,7 +344,12 @@ function build(settings: ParsedSettings): ProviderV1<TensorDockClusterData> {
       id: offerIdOf(location.id, gpu.v0Name, count),
       provider: NAME,
       instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.displayName || gpu.v0Name}`,
-      accelerator: Object.freeze({ name: model.name, count, memoryGb: model.memoryGb }),
+      accelerator: Object.freeze({
+        name: model.name,
+        count,
+        memoryGb: model.memoryGb,
+        ...(model.formFactor === undefined ? {} : { formFactor: model.formFactor }),
+      }),
       vcpus,
       memoryGb: ramGb,
       diskGb: storageGb,

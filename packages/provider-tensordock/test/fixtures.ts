@@ -48,6 +48,12 @@ export const locations = [
         max_ram_gb: 96,
         max_storage_gb: 1000,
       }),
+      // An H100 PCIe beside Austin's H100 SXM5, for the form-factor tests.
+      gpu("h100-pcie-80gb", "H100 PCIe 80GB", 1, 1.9, {
+        max_vcpus: 16,
+        max_ram_gb: 128,
+        max_storage_gb: 1000,
+      }),
     ],
   },
   {

@@ -120,6 +120,36 @@ describe("TensorDock settings", () => {
   });
 });
 
+describe("form factors", () => {
+  it("are read from the GPU's display name, and one asked for is honoured", async () => {
+    const h100 = async (formFactor?: string) =>
+      (
+        await provider().offers({
+          query: {
+            accelerator: { name: "H100", count: 1, ...(formFactor ? { formFactor } : {}) },
+            allocation: "on-demand",
+          },
+          signal: signal(),
+        })
+      )
+        .map((offer) => [offer.instanceType, offer.accelerator?.formFactor])
+        .sort();
+    expect(await h100("SXM")).toEqual([["H100 SXM5 80GB", "SXM"]]);
+    expect(await h100("PCIe")).toEqual([["H100 PCIe 80GB", "PCIe"]]);
+    expect(await h100()).toEqual([
+      ["H100 PCIe 80GB", "PCIe"],
+      ["H100 SXM5 80GB", "SXM"],
+    ]);
+    // An RTX 4090 has no variants: "PCIe" in its name is no label.
+    const rtx = await provider().offers({
+      query: { accelerator: { name: "RTX_4090", count: 1 }, allocation: "on-demand" },
+      signal: signal(),
+    });
+    expect(rtx.length).toBeGreaterThan(0);
+    expect(rtx.every((offer) => offer.accelerator?.formFactor === undefined)).toBe(true);
+  });
+});
+
 describe("the offer cache", () => {
   // The core caches offers on disk by provider name and cacheKey (for an hour: a marketplace). A
   // provider of another API (apiUrl) must not be handed the offers cached for this one: the first

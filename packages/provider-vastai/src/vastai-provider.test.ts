@@ -161,6 +161,29 @@ describe("offers", () => {
     });
   });
 
+  it("labels the form factor gpu_name says and honours one asked for", async () => {
+    // The fixture (POST /api/v0/bundles/, https://docs.vast.ai/api-reference/openapi.yaml) has one
+    // "A100 SXM4" and one "A100 PCIE" ask.
+    const ask = async (formFactor?: string) =>
+      (
+        await provider().offers({
+          query: {
+            accelerator: { name: "A100", count: 1, ...(formFactor ? { formFactor } : {}) },
+            allocation: "on-demand",
+          },
+          ...call(),
+        })
+      )
+        .map((offer) => [(offer.specific as { gpuName: string }).gpuName, offer.accelerator?.formFactor])
+        .sort();
+    expect(await ask("SXM")).toEqual([["A100 SXM4", "SXM"]]);
+    expect(await ask("PCIe")).toEqual([["A100 PCIE", "PCIe"]]);
+    expect(await ask()).toEqual([
+      ["A100 PCIE", "PCIe"],
+      ["A100 SXM4", "SXM"],
+    ]);
+  });
+
   it("asks for on-demand offers when the allocation is on-demand, without a spot price", async () => {
     const offers = await provider().offers({
       query: { ...rtx4090, allocation: "on-demand", maxHourlyCost: 0.4 },

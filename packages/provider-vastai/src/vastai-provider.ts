@@ -6,6 +6,7 @@
  */
 import { DockerImage, NoCapacityError } from "@skyward/core";
 import {
+  acceleratorFormFactor,
   type Cluster,
   canonicalAcceleratorName,
   containerImageSchema,
@@ -440,6 +441,8 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
     // A partial rental (`gpu_frac` < 1) gets its share of the machine's RAM, as of its CPUs.
     const share = raw.gpu_frac !== null && raw.gpu_frac > 0 && raw.gpu_frac < 1 ? raw.gpu_frac : 1;
     const arch = (raw.cpu_arch ?? "").toLowerCase();
+    // gpu_name says the board when there are several ("H100 SXM", "H100 PCIE", "H100 NVL", "A100 SXM4").
+    const formFactor = acceleratorFormFactor(raw.gpu_name);
     return Object.freeze({
       id: `vastai:${raw.id}`,
       provider: NAME,
@@ -448,6 +451,7 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
         name: canonical,
         count: raw.num_gpus,
         memoryGb: raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
+        ...(formFactor === undefined ? {} : { formFactor }),
       }),
       vcpus: raw.cpu_cores_effective ?? raw.cpu_cores ?? 0,
       memoryGb: raw.cpu_ram === null ? 0 : Number(((raw.cpu_ram * share) / 1024).toFixed(4)),

@@ -69,7 +69,7 @@ describe("offers", () => {
       id: "verda:FIN-01:1H100.80S.30V",
       provider: "verda",
       instanceType: "1H100.80S.30V",
-      accelerator: { name: "H100", count: 1, memoryGb: 80 },
+      accelerator: { name: "H100", count: 1, memoryGb: 80, formFactor: "SXM" },
       vcpus: 30,
       memoryGb: 120,
       architecture: "x86_64",
@@ -83,6 +83,23 @@ describe("offers", () => {
     expect(asked).toContain("GET /v1/instance-types?currency=usd");
     expect(asked).toContain("GET /v1/instance-availability?is_spot=true");
     expect(asked).toContain("GET /v1/instance-availability?is_spot=false");
+  });
+
+  it("labels the form factor the GPU description says (`1x A100 SXM4 80GB`) and honours one asked for", async () => {
+    const a100 = async (formFactor?: string) =>
+      (
+        await provider().offers({
+          query: {
+            accelerator: { name: "A100", count: 1, ...(formFactor ? { formFactor } : {}) },
+            allocation: "on-demand",
+          },
+          ...call(),
+        })
+      ).map((offer) => [offer.id, offer.accelerator?.formFactor]);
+    expect(await a100("SXM")).toEqual([["verda:ICE-01:1A100.80S.22V", "SXM"]]);
+    // Verda's instance types (the fixture follows its documented answer) have no PCIe A100.
+    expect(await a100("PCIe")).toEqual([]);
+    expect(await a100()).toEqual([["verda:ICE-01:1A100.80S.22V", "SXM"]]);
   });
 
   it("counts GPUs per instance: two A100s are another type; a location is kept to the spec's region or the setting", async () => {

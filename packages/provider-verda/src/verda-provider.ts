@@ -6,6 +6,7 @@
  * registered key again.
  */
 import {
+  acceleratorFormFactor,
   type CleanupResult,
   type Cluster,
   canonicalAcceleratorName,
@@ -183,8 +184,13 @@ export function tagsFromDescription(description: string | null | undefined): Rec
   return tags;
 }
 
-/** The canonical accelerator of an instance type (`model`, else its GPU description `1x H100 SXM5 80GB`). */
-function acceleratorOf(type: VerdaInstanceType): { name: string; count: number; memoryGb: number } | null {
+/**
+ * The canonical accelerator of an instance type (`model`, else its GPU description `1x H100 SXM5 80GB`),
+ * with the form factor its GPU description says (`SXM`), when it says one.
+ */
+function acceleratorOf(
+  type: VerdaInstanceType,
+): { name: string; count: number; memoryGb: number; formFactor?: string } | null {
   const count = type.gpu?.number_of_gpus ?? 0;
   if (!count) return null;
   const described = /^\d+x\s+(.+?)\s+\d+GB$/.exec(type.gpu?.description ?? "")?.[1];
@@ -193,7 +199,13 @@ function acceleratorOf(type: VerdaInstanceType): { name: string; count: number; 
     (described ? canonicalAcceleratorName(described.replace(/\s+SXM\d*/, "")) : undefined);
   if (!name) return null;
   const total = type.gpu_memory?.size_in_gigabytes ?? 0;
-  return { name, count, memoryGb: total > 0 ? total / count : 0 };
+  const formFactor = described ? acceleratorFormFactor(described) : undefined;
+  return {
+    name,
+    count,
+    memoryGb: total > 0 ? total / count : 0,
+    ...(formFactor === undefined ? {} : { formFactor }),
+  };
 }
 
 function isCapacityMessage(message: string): boolean {

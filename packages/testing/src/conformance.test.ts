@@ -151,4 +151,23 @@ describe("offerProblems and offerQueryProblems", () => {
       'offer "g.a100": has A100 accelerators, but the query asked for CPU-only nodes',
     ]);
   });
+
+  it("checks the form factor: as the catalog spells it, and not another than the query's", () => {
+    const sxm: Offer = { ...offer, accelerator: { name: "A100", count: 2, memoryGb: 80, formFactor: "SXM" } };
+    expect(offerProblems(sxm, "fake")).toEqual([]);
+    const misspelt = { ...offer, accelerator: { name: "A100", count: 2, memoryGb: 80, formFactor: "SXM4" } };
+    expect(offerProblems(misspelt, "fake").join("\n")).toContain(
+      "accelerator.formFactor must be one of A100's form factors as the catalog spells them (SXM, PCIe) when present",
+    );
+    const asking = (formFactor: string): OfferQuery => ({
+      accelerator: { name: "A100", count: 2, formFactor },
+      allocation: "cheapest",
+    });
+    expect(offerQueryProblems(sxm, asking("SXM"))).toEqual([]);
+    expect(offerQueryProblems(sxm, asking("PCIe"))).toEqual([
+      'offer "g.a100": has form factor SXM, the query asked for PCIe',
+    ]);
+    // An offer that does not say its form factor may answer any.
+    expect(offerQueryProblems(offer, asking("PCIe"))).toEqual([]);
+  });
 });

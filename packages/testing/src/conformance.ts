@@ -23,6 +23,7 @@ import {
   type Instance,
   type Offer,
   type OfferQuery,
+  offerFormFactorFit,
   offerPrice,
   offerQuery,
   PROVIDER_METHODS,
@@ -154,6 +155,15 @@ export function offerProblems(offer: unknown, providerName: string): string[] {
       if (typeof accelerator.count !== "number" || !(accelerator.count > 0))
         fail("accelerator.count", "must be a number > 0");
       if (!isNonNegativeNumber(accelerator.memoryGb)) fail("accelerator.memoryGb", "must be a number >= 0");
+      if (accelerator.formFactor !== undefined) {
+        const variants =
+          acceleratorCatalog.find((entry) => entry.name === accelerator.name)?.formFactors ?? [];
+        if (typeof accelerator.formFactor !== "string" || !variants.includes(accelerator.formFactor))
+          fail(
+            "accelerator.formFactor",
+            `must be one of ${accelerator.name}'s form factors as the catalog spells them (${variants.join(", ") || "it has none"}) when present, is ${JSON.stringify(accelerator.formFactor)}`,
+          );
+      }
     }
   }
   if (!isNonNegativeNumber(offer.vcpus)) fail("vcpus", "must be a number >= 0");
@@ -207,8 +217,8 @@ function jsonEqual(a: unknown, b: unknown): boolean {
 
 /**
  * How an offer fails to satisfy a query, in words (an empty array when it satisfies it): the
- * accelerator (or none), minimum vCPUs, memory and disk, architecture, the allocation's price and
- * the price cap.
+ * accelerator (or none; a form factor asked for excludes offers labelled with another), minimum
+ * vCPUs, memory and disk, architecture, the allocation's price and the price cap.
  */
 export function offerQueryProblems(offer: Offer, query: OfferQuery): string[] {
   const label = `offer ${JSON.stringify(offer.id)}`;
@@ -233,6 +243,10 @@ export function offerQueryProblems(offer: Offer, query: OfferQuery): string[] {
         `${label}: has ${offer.accelerator.memoryGb} GB per accelerator, the query asked for ${wanted.memoryGb}`,
       );
     }
+    if (offerFormFactorFit(offer, query) === "differs")
+      problems.push(
+        `${label}: has form factor ${offer.accelerator.formFactor}, the query asked for ${wanted.formFactor}`,
+      );
   }
   if (query.vcpus !== undefined && offer.vcpus < query.vcpus)
     problems.push(`${label}: has ${offer.vcpus} vCPUs, the query asked for at least ${query.vcpus}`);

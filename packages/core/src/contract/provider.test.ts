@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ConfigurationError } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
-import { accelerators } from "../spec/accelerators.js";
+import { acceleratorFromName, accelerators } from "../spec/accelerators.js";
 import { options } from "../spec/options.js";
 import { resolvePoolSpec, spec } from "../spec/spec.js";
 import {
@@ -11,6 +11,7 @@ import {
   type Instance,
   isProvider,
   type Offer,
+  offerFormFactorFit,
   offerPrice,
   offerQuery,
   type Provider,
@@ -260,6 +261,44 @@ describe("helpers for providers and the pool", () => {
       region: "us-east-1",
       maxHourlyCost: 9.5,
     });
+  });
+
+  it("carries the accelerator's form factor in the query, from the factories and from skyward.toml strings", () => {
+    const sxm = offerQuery(
+      resolvePoolSpec(spec({ accelerator: accelerators.H100({ count: 8, formFactor: "SXM" }) }), options()),
+    );
+    expect(sxm.accelerator).toEqual({ name: "H100", count: 8, memoryGb: 80, formFactor: "SXM" });
+    const fromToml = offerQuery(
+      resolvePoolSpec(spec({ accelerator: acceleratorFromName("H100-PCIe:2", "accelerator") }), options()),
+    );
+    expect(fromToml.accelerator).toEqual({ name: "H100", count: 2, memoryGb: 80, formFactor: "PCIe" });
+    const custom = offerQuery(
+      resolvePoolSpec(spec({ accelerator: accelerators.Custom("Half", { formFactor: "M.2" }) }), options()),
+    );
+    expect(custom.accelerator).toEqual({ name: "Half", count: 1, formFactor: "M.2" });
+    // No form factor asked for: none sent (any will do).
+    const any = offerQuery(resolvePoolSpec(spec({ accelerator: accelerators.H100() }), options()));
+    expect(any.accelerator).toEqual({ name: "H100", count: 1, memoryGb: 80 });
+  });
+
+  it("tells whether an offer's form factor fits the query: fits, differs, or unknown", () => {
+    const labelled = (formFactor: string | undefined) => ({
+      accelerator: { name: "H100", count: 1, memoryGb: 80, ...(formFactor ? { formFactor } : {}) },
+    });
+    const asking = (formFactor: string | undefined) => ({
+      accelerator: { name: "H100", count: 1, ...(formFactor ? { formFactor } : {}) },
+    });
+    expect(offerFormFactorFit(labelled("SXM"), asking("SXM"))).toBe("fits");
+    expect(offerFormFactorFit(labelled("SXM5"), asking("SXM"))).toBe("fits");
+    expect(offerFormFactorFit(labelled("PCIE"), asking("PCIe"))).toBe("fits");
+    expect(offerFormFactorFit(labelled("PCIe"), asking("SXM"))).toBe("differs");
+    expect(offerFormFactorFit(labelled("NVL"), asking("PCIe"))).toBe("differs");
+    expect(offerFormFactorFit(labelled(undefined), asking("SXM"))).toBe("unknown");
+    // Nothing asked: every offer fits, labelled or not; a CPU-only offer for a form factor is unknown.
+    expect(offerFormFactorFit(labelled("PCIe"), asking(undefined))).toBe("fits");
+    expect(offerFormFactorFit(labelled(undefined), asking(undefined))).toBe("fits");
+    expect(offerFormFactorFit({ accelerator: null }, asking("SXM"))).toBe("unknown");
+    expect(offerFormFactorFit(labelled("SXM"), { accelerator: null })).toBe("fits");
   });
 
   it("rebuilds a detached cluster from an instance's tags", () => {

@@ -9,6 +9,7 @@
  * `AbortSignal` and must give up promptly when it aborts.
  */
 import { z } from "zod";
+import { canonicalFormFactor } from "../spec/accelerators.js";
 import type { AllocationStrategy } from "../spec/nodes.js";
 import type { Cluster, Instance, Offer, OfferQuery, PoolSpec, Provider } from "./types.js";
 
@@ -86,6 +87,7 @@ export function offerQuery(spec: PoolSpec): OfferQuery {
           name: spec.accelerator.name,
           count: spec.accelerator.count,
           ...(spec.accelerator.memoryGb ? { memoryGb: spec.accelerator.memoryGb } : {}),
+          ...(spec.accelerator.formFactor !== undefined ? { formFactor: spec.accelerator.formFactor } : {}),
         }
       : null,
     ...(spec.vcpus !== undefined ? { vcpus: spec.vcpus } : {}),
@@ -96,6 +98,23 @@ export function offerQuery(spec: PoolSpec): OfferQuery {
     ...(spec.region !== undefined ? { region: spec.region } : {}),
     ...(spec.maxHourlyCost !== undefined ? { maxHourlyCost: spec.maxHourlyCost } : {}),
   };
+}
+
+/**
+ * How an offer's accelerator form factor answers the query's: `"fits"` when the query asks for none
+ * or the offer's is the one asked for (`SXM5` is `SXM`, case aside); `"differs"` when the offer says
+ * another one; `"unknown"` when the query asks for one and the offer does not say its own. The pool
+ * and `skyward offers` drop `"differs"` offers and keep `"unknown"` ones, saying so.
+ */
+export function offerFormFactorFit(
+  offer: { readonly accelerator: Pick<NonNullable<Offer["accelerator"]>, "formFactor"> | null },
+  query: { readonly accelerator: Pick<NonNullable<OfferQuery["accelerator"]>, "formFactor"> | null },
+): "fits" | "differs" | "unknown" {
+  const wanted = canonicalFormFactor(query.accelerator?.formFactor);
+  if (wanted === undefined) return "fits";
+  const have = canonicalFormFactor(offer.accelerator?.formFactor);
+  if (have === undefined) return "unknown";
+  return have.toUpperCase() === wanted.toUpperCase() ? "fits" : "differs";
 }
 
 /**

@@ -120,6 +120,12 @@ export interface OfferQuery {
     readonly count: number;
     /** Minimum memory per accelerator, GB; undefined when any variant will do. */
     readonly memoryGb?: number;
+    /**
+     * The form factor asked for, as the catalog spells it (`SXM`, `PCIe`, `NVL`, …); undefined when
+     * any will do. A provider that can tell form factors apart returns only offers of this one; offers
+     * whose form factor it cannot tell may be returned unlabelled (the pool keeps them and says so).
+     */
+    readonly formFactor?: string;
   } | null;
   /** Minimum vCPUs per node. */
   readonly vcpus?: number;
@@ -156,6 +162,12 @@ export interface Offer {
     readonly count: number;
     /** Memory per accelerator, GB. */
     readonly memoryGb: number;
+    /**
+     * The accelerator's form factor, as the catalog spells it (`SXM`, `PCIe`, `NVL`, …), when the
+     * provider's data says it; undefined when unknown. The pool drops offers whose form factor differs
+     * from the one asked for, and keeps unlabelled ones with a note (see `docs/providers.md`).
+     */
+    readonly formFactor?: string;
   } | null;
   /** vCPUs per node. */
   readonly vcpus: number;

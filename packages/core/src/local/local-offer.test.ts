@@ -60,6 +60,21 @@ describe("the Local offer's GPUs", () => {
     expect(await offers(query({ name: "H100", count: 1, memoryGb: 141 }))).toEqual([]);
   });
 
+  it("carry the form factor when nvidia-smi's name says it, and a form factor asked for is honoured", async () => {
+    fakeNvidiaSmi(["NVIDIA H100 PCIe, 81559"]);
+    const [pcie] = await offers(query(null));
+    expect(pcie?.accelerator).toEqual({ name: "H100", count: 1, memoryGb: 80, formFactor: "PCIe" });
+    expect(await offers(query({ name: "H100", count: 1, formFactor: "PCIe" }))).toHaveLength(1);
+    expect(await offers(query({ name: "H100", count: 1, formFactor: "SXM" }))).toEqual([]);
+    fakeNvidiaSmi(["NVIDIA A100-SXM4-80GB, 81920"]);
+    expect((await offers(query(null)))[0]?.accelerator?.formFactor).toBe("SXM");
+    // "NVIDIA H100 80GB HBM3" does not say: the offer has no form factor and is kept (the pool says so).
+    fakeNvidiaSmi(["NVIDIA H100 80GB HBM3, 81559"]);
+    const [unlabelled] = await offers(query({ name: "H100", count: 1, formFactor: "SXM" }));
+    expect(unlabelled?.accelerator).toEqual({ name: "H100", count: 1, memoryGb: 80 });
+    expect(unlabelled?.accelerator && "formFactor" in unlabelled.accelerator).toBe(false);
+  });
+
   it("are none without nvidia-smi, or when it fails or lists none", async () => {
     process.env.PATH = "/nonexistent";
     expect((await offers(query(null)))[0]?.accelerator).toBeNull();

@@ -18,17 +18,18 @@ import {
 } from "../contract/bootstrap-ops.js";
 import { shellQuote } from "../contract/launch-command.js";
 import type { PluginBootstrapOp } from "../contract/plugin.js";
-import type {
-  Cluster,
-  Instance,
-  LaunchWorkerOptions,
-  Offer,
-  ProviderV1,
-  WorkerEndpoint,
+import {
+  type Cluster,
+  type Instance,
+  type LaunchWorkerOptions,
+  type Offer,
+  offerFormFactorFit,
+  type ProviderV1,
+  type WorkerEndpoint,
 } from "../contract/provider.js";
 import { BootstrapError, ConfigurationError } from "../errors/errors.js";
 import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
-import { canonicalAcceleratorName } from "../spec/accelerators.js";
+import { acceleratorFormFactor, canonicalAcceleratorName } from "../spec/accelerators.js";
 import type { Image } from "../spec/image.js";
 import { collectIncludedFiles } from "../spec/includes.js";
 import { type PythonEnvironment, preparePythonEnvironment } from "./python-environment.js";
@@ -195,10 +196,14 @@ async function localGpus(): Promise<LocalGpus | null> {
     });
   const first = gpus[0];
   if (!first) return null;
+  // nvidia-smi names some form factors ("NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB"), not all
+  // ("NVIDIA H100 80GB HBM3" is an SXM board): the form factor is set only when the name says it.
+  const formFactor = acceleratorFormFactor(first.name);
   return Object.freeze({
     name: canonicalAcceleratorName(first.name) ?? first.name,
     count: gpus.length,
     memoryGb: Number.isFinite(first.memoryMib) ? Math.round(first.memoryMib / 1024) : 0,
+    ...(formFactor === undefined ? {} : { formFactor }),
   });
 }
 
@@ -453,6 +458,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
         const gpus = offer.accelerator;
         if (!gpus || gpus.name !== query.accelerator.name || gpus.count < query.accelerator.count) return [];
         if (query.accelerator.memoryGb !== undefined && gpus.memoryGb < query.accelerator.memoryGb) return [];
+        if (offerFormFactorFit(offer, query) === "differs") return [];
       }
       if (query.architecture && query.architecture !== offer.architecture) return [];
       if (query.allocation === "spot") return [];

@@ -39,7 +39,7 @@ export function formatConsoleLine(event: SkywardEvent, mode: "log" | "minimal"):
     case "pool.destroyed":
       return `${at} [pool] destroyed`;
     case "node.provisioned":
-      return `${at} [node ${event.node}] provisioned ${event.instanceType} at ${event.provider}${event.spot ? " (spot)" : ""}`;
+      return `${at} [node ${event.node}] provisioned ${event.instanceType} at ${event.provider}${event.spot ? " (spot)" : ""}${event.unverifiedFormFactor === undefined ? "" : `; form factor not known for this offer (${event.unverifiedFormFactor} asked for)`}`;
     case "node.ready":
       return `${at} [node ${event.node}] ready`;
     case "node.lost":

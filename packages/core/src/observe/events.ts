@@ -70,8 +70,13 @@ export interface NodeProvisionedEvent extends NodeEventBase {
   readonly spot: boolean;
   /** The offer's region, when known. */
   readonly region?: string;
-  /** The offer's accelerators (`"4x A100"`), or null for none; absent when unknown. */
+  /** The offer's accelerators (`"4x A100"`, `"8x H100 SXM"` when the provider says the form factor), or null for none; absent when unknown. */
   readonly accelerator?: string | null;
+  /**
+   * The form factor the spec asked for (`"SXM"`) when the offer does not say its own — the
+   * provider's data cannot tell form factors apart, so it was kept but not checked; absent otherwise.
+   */
+  readonly unverifiedFormFactor?: string;
   /** USD per hour, when known. */
   readonly hourlyPrice: number | null;
   /** Its addresses, when known. */

@@ -31,6 +31,7 @@ import {
   type Cluster,
   type Instance,
   type Offer,
+  offerFormFactorFit,
   offerPrice,
   offerQuery,
   type Provider,
@@ -1197,6 +1198,7 @@ class PoolRuntime implements AsyncDisposable {
 
   #emitProvisioned(node: NodeRuntime, provider: Provider, offer: Offer): void {
     const { instance } = node;
+    const asked = this.spec.accelerator?.formFactor;
     this.#hub.emit({
       type: "node.provisioned",
       timestamp: Date.now(),
@@ -1207,7 +1209,12 @@ class PoolRuntime implements AsyncDisposable {
       instanceType: offer.instanceType,
       spot: instance.spot,
       region: offer.region,
-      accelerator: offer.accelerator ? `${offer.accelerator.count}x ${offer.accelerator.name}` : null,
+      accelerator: offer.accelerator
+        ? `${offer.accelerator.count}x ${offer.accelerator.name}${offer.accelerator.formFactor === undefined ? "" : ` ${offer.accelerator.formFactor}`}`
+        : null,
+      ...(asked !== undefined && offerFormFactorFit(offer, offerQuery(this.spec)) === "unknown"
+        ? { unverifiedFormFactor: asked }
+        : {}),
       hourlyPrice: instanceHourlyPrice(instance, offer),
       publicIp: instance.publicIp,
       privateIp: instance.privateIp,
@@ -1315,22 +1322,28 @@ class PoolRuntime implements AsyncDisposable {
       [];
     for (const [order, spec] of specs.entries()) {
       const provider = spec.provider ?? Local();
+      const query = offerQuery(spec);
       let offers: readonly Offer[];
       try {
-        offers = await cachedOffers(provider, offerQuery(spec), { signal });
+        offers = await cachedOffers(provider, query, { signal });
       } catch (error) {
         if (signal.aborted) throw abortError(signal, "Looking for offers");
         attempts.push({ provider: provider.name, reason: `offers failed: ${(error as Error).message}` });
         continue;
       }
+      // A known form factor other than the one asked for never runs; an unknown one is kept and
+      // reported when provisioned (node.provisioned's unverifiedFormFactor).
       const usable = offers
+        .filter((offer) => offerFormFactorFit(offer, query) !== "differs")
         .map((offer) => ({ offer, price: offerPrice(offer, spec.allocation) }))
         .filter((entry): entry is { offer: Offer; price: number } => entry.price !== null)
         .filter((entry) => spec.maxHourlyCost === undefined || entry.price <= spec.maxHourlyCost)
         .sort((a, b) => a.price - b.price)
         .slice(0, 3);
       if (usable.length === 0) {
-        const wanted = spec.accelerator ? `${spec.accelerator.count}x ${spec.accelerator.name}` : "CPU nodes";
+        const wanted = spec.accelerator
+          ? `${spec.accelerator.count}x ${spec.accelerator.name}${spec.accelerator.formFactor === undefined ? "" : ` ${spec.accelerator.formFactor}`}`
+          : "CPU nodes";
         attempts.push({
           provider: provider.name,
           reason: `no offer for ${wanted}${spec.maxHourlyCost !== undefined ? ` under $${spec.maxHourlyCost}/h` : ""} (${spec.allocation})`,

@@ -3,10 +3,12 @@ import { ConfigurationError, type ConfigurationIssue } from "../errors/errors.js
 import {
   type Accelerator,
   acceleratorCatalog,
+  acceleratorFormFactor,
   acceleratorFromName,
   acceleratorSchema,
   accelerators,
   canonicalAcceleratorName,
+  canonicalFormFactor,
 } from "./accelerators.js";
 
 /** Runs `fn`, expects a ConfigurationError, and returns its issues. */
@@ -377,6 +379,35 @@ describe("canonicalAcceleratorName", () => {
         expect(canonicalAcceleratorName(text), text).toBe(entry.name);
       }
     }
+  });
+});
+
+describe("acceleratorFormFactor and canonicalFormFactor", () => {
+  it("read the form factor a provider's or nvidia-smi's name says, and only when it says one", () => {
+    expect(acceleratorFormFactor("H100 SXM")).toBe("SXM");
+    expect(acceleratorFormFactor("NVIDIA A100-SXM4-80GB")).toBe("SXM");
+    expect(acceleratorFormFactor("Tesla V100-SXM2-16GB")).toBe("SXM");
+    expect(acceleratorFormFactor("NVIDIA H100 PCIe")).toBe("PCIe");
+    expect(acceleratorFormFactor("NVIDIA A100 80GB PCIe")).toBe("PCIe");
+    expect(acceleratorFormFactor("H100 PCIE")).toBe("PCIe");
+    expect(acceleratorFormFactor("H100 NVL")).toBe("NVL");
+    expect(acceleratorFormFactor("H200-NVL:2")).toBe("NVL");
+    expect(acceleratorFormFactor("NVIDIA H100 80GB HBM3")).toBeUndefined();
+    expect(acceleratorFormFactor("A100")).toBeUndefined();
+    expect(acceleratorFormFactor("no such gpu SXM")).toBeUndefined();
+    // Only variants the catalog entry has: an RTX 4090 has none to tell apart.
+    expect(acceleratorFormFactor("GeForce RTX 4090 PCIe 24GB")).toBeUndefined();
+    expect(acceleratorFormFactor("RTX PRO 6000 Blackwell Server Edition")).toBe("Server");
+  });
+
+  it("spell form factors as the catalog does, keeping unknown ones as written", () => {
+    expect(canonicalFormFactor("sxm5")).toBe("SXM");
+    expect(canonicalFormFactor("PCIE")).toBe("PCIe");
+    expect(canonicalFormFactor(" nvl ")).toBe("NVL");
+    expect(canonicalFormFactor("max-q")).toBe("Max-Q");
+    expect(canonicalFormFactor("M.2")).toBe("M.2");
+    expect(canonicalFormFactor("")).toBeUndefined();
+    expect(canonicalFormFactor(undefined)).toBeUndefined();
   });
 });
 

@@ -38,7 +38,10 @@ export interface Accelerator {
   readonly memoryGb: number | undefined;
   /** Accelerators per node; fractional values (a share of one device) are allowed, always > 0. */
   readonly count: number;
-  /** The form factor asked for (`SXM`, `PCIe`, `NVL`, …), or undefined for any. */
+  /**
+   * The form factor asked for (`SXM`, `PCIe`, `NVL`, …), or undefined for any. The offer query carries
+   * it; offers labelled with another one are never used (see `OfferQuery.accelerator.formFactor`).
+   */
   readonly formFactor: string | undefined;
   /** True for accelerators built with `sky.accelerators.Custom`. */
   readonly custom: boolean;
@@ -374,7 +377,11 @@ export interface AcceleratorOptions<M extends string = string, F extends string 
   readonly count?: number;
   /** The memory variant; default the entry's default (`A100`: `"80GB"`). */
   readonly memory?: M;
-  /** The form factor; default any. */
+  /**
+   * The form factor; default any. Sent to providers with the offer query; the pool drops offers
+   * labelled with another form factor, and keeps (and reports, in `node.provisioned`) offers whose
+   * provider cannot tell.
+   */
   readonly formFactor?: F;
 }
 
@@ -390,7 +397,10 @@ export interface CustomAcceleratorOptions {
   readonly memory?: string;
   /** Accelerators per node, > 0. Default 1. */
   readonly count?: number;
-  /** A form factor label, passed on to providers as is. */
+  /**
+   * A form factor label, sent to providers in the offer query as is; an offer labelled with another
+   * one (compared case aside, `SXM5` as `SXM`) is dropped, an unlabelled one kept and reported.
+   */
   readonly formFactor?: string;
 }
 
@@ -842,6 +852,34 @@ function unknownNameMessage(name: string): string {
 export function canonicalAcceleratorName(text: string): AcceleratorName | undefined {
   if (typeof text !== "string") return undefined;
   return parseModelName(splitCount(text.trim()).model)?.entry.name;
+}
+
+/**
+ * The form factor an accelerator name as a provider writes it says, in the catalog's spelling, or
+ * undefined when it says none, names nothing in the catalog, or names one its catalog entry has no
+ * variant of (an RTX 4090 is only ever PCIe: `"GeForce RTX 4090 PCIe"` → undefined): `"H100 SXM"` →
+ * `"SXM"`, `"NVIDIA A100-SXM4-80GB"` → `"SXM"`, `"NVIDIA H100 PCIe"` → `"PCIe"`, `"H100 NVL"` →
+ * `"NVL"`, `"NVIDIA H100 80GB HBM3"` → undefined. For providers labelling their offers
+ * (`Offer.accelerator.formFactor`).
+ */
+export function acceleratorFormFactor(text: string): string | undefined {
+  if (typeof text !== "string") return undefined;
+  const parsed = parseModelName(splitCount(text.trim()).model);
+  return parsed?.formFactor !== undefined && parsed.entry.formFactors.includes(parsed.formFactor)
+    ? parsed.formFactor
+    : undefined;
+}
+
+/**
+ * A form factor in the catalog's spelling (`"sxm5"` → `"SXM"`, `"PCIE"` → `"PCIe"`, `"nvl"` →
+ * `"NVL"`), or the text itself trimmed when the catalog does not know it (a custom accelerator's);
+ * undefined for nothing or blank text. Two form factors are the same when their canonical forms
+ * are equal, case aside.
+ */
+export function canonicalFormFactor(text: string | undefined): string | undefined {
+  if (typeof text !== "string" || text.trim() === "") return undefined;
+  const words = text.trim().split(/[\s_-]+/);
+  return formFactorOfWords(words) ?? text.trim();
 }
 
 /**

@@ -3,12 +3,18 @@
  * for, and a price under the query's allocation within its cap.
  */
 import { ConfigurationError } from "@skyward/core";
-import { type Offer, type OfferQuery, offerPrice } from "@skyward/core/contract";
+import { type Offer, type OfferQuery, offerFormFactorFit, offerPrice } from "@skyward/core/contract";
 
 /** The hardware of an offer (or of a machine type before it is priced), as {@link matchesHardware} reads it. */
 export interface OfferHardware {
   /** The accelerators per node, or null for CPU-only. */
-  readonly accelerator: { readonly name: string; readonly count: number; readonly memoryGb: number } | null;
+  readonly accelerator: {
+    readonly name: string;
+    readonly count: number;
+    readonly memoryGb: number;
+    /** The form factor when known (`SXM`, `PCIe`); undefined when the provider's data does not say. */
+    readonly formFactor?: string;
+  } | null;
   /** vCPUs per node. */
   readonly vcpus: number;
   /** Memory per node, GB. */
@@ -23,7 +29,9 @@ export interface OfferHardware {
  * True when `hardware` has what `query` asks for: the accelerator by canonical name (case aside) and
  * exact count (machine types come in fixed sizes; asking for 1 should not buy 8; a fractional count
  * matches a GPU partition of that size), accelerator memory, vCPUs, memory and a fixed disk at least
- * as asked, and the architecture when asked. A CPU-only query matches only CPU-only hardware.
+ * as asked, and the architecture when asked. A CPU-only query matches only CPU-only hardware. A form
+ * factor asked for excludes hardware labelled with another one; unlabelled hardware is kept (the pool
+ * reports it), see `offerFormFactorFit` of `@skyward/core/contract`.
  */
 export function matchesHardware(hardware: OfferHardware, query: OfferQuery): boolean {
   if (query.architecture !== undefined) {
@@ -40,6 +48,7 @@ export function matchesHardware(hardware: OfferHardware, query: OfferQuery): boo
   if (wanted === null) return have === null;
   if (!have || have.name.toUpperCase() !== wanted.name.toUpperCase()) return false;
   if (Math.abs(have.count - wanted.count) > 1e-9) return false;
+  if (offerFormFactorFit(hardware, query) === "differs") return false;
   return wanted.memoryGb === undefined || have.memoryGb >= wanted.memoryGb;
 }
 

@@ -37,6 +37,17 @@ describe("matchesHardware", () => {
     ).toBe(false);
   });
 
+  it("leaves out hardware of another known form factor, keeping hardware that does not say its own", () => {
+    const sxm: OfferQuery = { ...a100x2, accelerator: { name: "A100", count: 2, formFactor: "SXM" } };
+    const labelled = (formFactor: string) =>
+      offer({ accelerator: { name: "A100", count: 2, memoryGb: 80, formFactor } });
+    expect(matchesHardware(labelled("SXM"), sxm)).toBe(true);
+    expect(matchesHardware(labelled("SXM4"), sxm)).toBe(true);
+    expect(matchesHardware(labelled("PCIe"), sxm)).toBe(false);
+    expect(matchesHardware(offer(), sxm)).toBe(true);
+    expect(matchesHardware(labelled("PCIe"), a100x2)).toBe(true);
+  });
+
   it("checks vCPUs, memory, a fixed disk and the architecture; a CPU query wants CPU-only hardware", () => {
     expect(matchesHardware(offer(), { ...a100x2, vcpus: 17 })).toBe(false);
     expect(matchesHardware(offer(), { ...a100x2, memoryGb: 129 })).toBe(false);
