@@ -90,8 +90,8 @@ describe("a form factor asked for", () => {
     const sxm = await tried(sky.accelerators.H100({ formFactor: "SXM" }));
     expect(sky.NoCapacityError.isInstance(sxm.error)).toBe(true);
     expect(sxm.queries[0]?.accelerator).toEqual({ name: "H100", count: 1, memoryGb: 80, formFactor: "SXM" });
-    // Cheapest first, the PCIe offer left out: the unlabelled one is kept, then SXM.
-    expect(sxm.prepared).toEqual(["unlabelled", "SXM"]);
+    // The PCIe offer left out; the SXM one first (known to fit), then the cheaper unlabelled one.
+    expect(sxm.prepared).toEqual(["SXM", "unlabelled"]);
     const pcie = await tried(sky.accelerators.H100({ formFactor: "PCIe" }));
     expect(pcie.prepared).toEqual(["PCIe", "unlabelled"]);
     // No form factor asked: every offer, cheapest first.
@@ -100,7 +100,7 @@ describe("a form factor asked for", () => {
     expect(any.prepared).toEqual(["PCIe", "unlabelled", "SXM"]);
     // The skyward.toml string form asks the same.
     const toml = await tried(acceleratorFromName("H100-SXM", "accelerator"));
-    expect(toml.prepared).toEqual(["unlabelled", "SXM"]);
+    expect(toml.prepared).toEqual(["SXM", "unlabelled"]);
   }, 60_000);
 
   it("with only other form factors on offer, fails before preparing anything, naming the form factor", async () => {

@@ -1318,8 +1318,14 @@ class PoolRuntime implements AsyncDisposable {
     attempts: ProvisionAttempt[];
   }> {
     const attempts: ProvisionAttempt[] = [];
-    const candidates: { spec: PoolSpec; provider: Provider; offer: Offer; price: number; order: number }[] =
-      [];
+    const candidates: {
+      spec: PoolSpec;
+      provider: Provider;
+      offer: Offer;
+      price: number;
+      order: number;
+      unverified: boolean;
+    }[] = [];
     for (const [order, spec] of specs.entries()) {
       const provider = spec.provider ?? Local();
       const query = offerQuery(spec);
@@ -1331,14 +1337,22 @@ class PoolRuntime implements AsyncDisposable {
         attempts.push({ provider: provider.name, reason: `offers failed: ${(error as Error).message}` });
         continue;
       }
-      // A known form factor other than the one asked for never runs; an unknown one is kept and
-      // reported when provisioned (node.provisioned's unverifiedFormFactor).
+      // A known form factor other than the one asked for never runs; an unknown one is kept, tried
+      // after every offer known to fit, and reported when provisioned (node.provisioned's
+      // unverifiedFormFactor).
       const usable = offers
-        .filter((offer) => offerFormFactorFit(offer, query) !== "differs")
-        .map((offer) => ({ offer, price: offerPrice(offer, spec.allocation) }))
-        .filter((entry): entry is { offer: Offer; price: number } => entry.price !== null)
+        .map((offer) => ({ offer, fit: offerFormFactorFit(offer, query) }))
+        .filter((entry) => entry.fit !== "differs")
+        .map(({ offer, fit }) => ({
+          offer,
+          unverified: fit === "unknown",
+          price: offerPrice(offer, spec.allocation),
+        }))
+        .filter(
+          (entry): entry is { offer: Offer; unverified: boolean; price: number } => entry.price !== null,
+        )
         .filter((entry) => spec.maxHourlyCost === undefined || entry.price <= spec.maxHourlyCost)
-        .sort((a, b) => a.price - b.price)
+        .sort((a, b) => Number(a.unverified) - Number(b.unverified) || a.price - b.price)
         .slice(0, 3);
       if (usable.length === 0) {
         const wanted = spec.accelerator
@@ -1353,9 +1367,12 @@ class PoolRuntime implements AsyncDisposable {
       for (const entry of usable) candidates.push({ spec, provider, ...entry, order });
     }
     if (candidates.length === 0) throw new NoOffersError({ attempts });
-    // "cheapest": the lowest price first, across specs; "first": the specs in the order given.
+    // "cheapest": the lowest price first, across specs; "first": the specs in the order given. Within
+    // either, offers known to have the form factor asked for come before those that do not say.
     candidates.sort((a, b) =>
-      this.options.selection === "first" ? a.order - b.order || a.price - b.price : a.price - b.price,
+      this.options.selection === "first"
+        ? a.order - b.order || Number(a.unverified) - Number(b.unverified) || a.price - b.price
+        : Number(a.unverified) - Number(b.unverified) || a.price - b.price,
     );
     return { candidates, attempts };
   }
