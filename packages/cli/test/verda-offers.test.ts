@@ -44,7 +44,7 @@ describe("skyward offers --provider verda", () => {
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
     expect(rows(result.stdout)).toEqual([
-      ["fin", "1A100.80S.22V", "A100 80GB", "22", "120 GB", "0.560", "1.290", "ICE-01"],
+      ["fin", "1A100.80S.22V", "A100 SXM 80GB", "22", "120 GB", "0.560", "1.290", "ICE-01"],
     ]);
     // The token came from the client credentials; every later call carried it.
     const token = fake.requests.find((request) => request.path === "/v1/oauth2/token");

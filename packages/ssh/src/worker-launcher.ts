@@ -121,6 +121,9 @@ const REATTACH_MARKER = "::skyward-reattach::";
 /** The lines the volume phase prints after the bootstrap: `<marker> start|done|failed`. */
 const VOLUMES_MARKER = "::skyward-volumes::";
 
+/** The bootstrap script's line that sets its time limit (`SKYWARD_TIMEOUT=…`, bootstrap-script.ts). */
+const BOOTSTRAP_TIMEOUT_LINE = /^SKYWARD_TIMEOUT=.*$/m;
+
 /** What a running worker was started from; a later pool reattaches to it only when this is equal. */
 async function launchFingerprint(
   files: readonly { source?: string; content?: string | Buffer; target: string }[],
@@ -131,7 +134,12 @@ async function launchFingerprint(
   hash.update(`${version}\0${contentHash(image, version)}\0${command}\0`);
   for (const file of files) {
     hash.update(`${file.target}\0`);
-    hash.update(file.content ?? (await readFile(file.source as string)));
+    const content = file.content ?? (await readFile(file.source as string));
+    // How long the bootstrap may take is not what the worker runs: a pool with another
+    // bootstrapTimeout reuses it.
+    hash.update(
+      file.target === "bootstrap.sh" ? String(content).replace(BOOTSTRAP_TIMEOUT_LINE, "") : content,
+    );
     hash.update("\0");
   }
   return hash.digest("hex").slice(0, 24);
