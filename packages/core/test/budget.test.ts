@@ -7,25 +7,11 @@
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { alive, until } from "./fixtures/processes.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));
 const sleep = sky.python<[number], number>("pool_tasks:sleep");
 const pid = sky.python<[], number>("pool_tasks:pid");
-
-function alive(processId: number): boolean {
-  try {
-    process.kill(processId, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-  return condition();
-}
 
 describe("a local pool with a price and a budget", () => {
   it("is free by default", async () => {

@@ -8,26 +8,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { alive, until } from "./fixtures/processes.js";
 
 const tool = fileURLToPath(new URL("./fixtures/argv_tool.py", import.meta.url));
 const tricky = ["a b", "$HOME", "'q'", '"dq"', "`id`", "; echo pwned", "", "ünï"];
-
-function alive(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, "utf8").split(")").at(-1)?.trim().split(" ")[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-async function until(condition: () => boolean, withinMs = 5_000): Promise<boolean> {
-  const deadline = Date.now() + withinMs;
-  while (Date.now() < deadline) {
-    if (condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return condition();
-}
 
 for (const executor of ["thread", "process"] as const) {
   describe(`commands and scripts as tasks (${executor} executor)`, () => {

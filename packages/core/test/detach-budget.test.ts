@@ -8,29 +8,12 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { alive, until } from "./fixtures/processes.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/detach_tasks.py", import.meta.url));
 const count = sky.python.stream<[n: number, pause: number], number>("detach_tasks:count");
 const padded = sky.python.stream<[n: number, pause: number, size: number], string>("detach_tasks:padded");
 const pid = sky.python<[], number>("os:getpid");
-
-function alive(processId: number): boolean {
-  try {
-    process.kill(processId, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(check: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return true;
-}
 
 /** Reads `n` items of a stream, then leaves it running (its later items reach nobody here). */
 async function take<T>(stream: AsyncIterable<T>, n: number): Promise<{ got: T[]; rest: Promise<string> }> {

@@ -11,26 +11,9 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { alive, cleanUpDetached, until } from "./fixtures/processes.js";
 
 const child = fileURLToPath(new URL("./fixtures/detach-collections-child.ts", import.meta.url));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(check: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return true;
-}
 
 describe("collections across detach and attach", () => {
   it("keeps a SIGKILLed client's collections for the next process, and serves what tasks asked meanwhile", async () => {
@@ -170,9 +153,7 @@ describe("collections across detach and attach", () => {
       }
       for (const pid of pids) expect(await until(() => !alive(pid), 10_000)).toBe(true);
     } finally {
-      for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
-      if (id) rmSync(join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`), { force: true });
-      rmSync(workRoot, { recursive: true, force: true });
+      cleanUpDetached({ pids, id, workRoot });
     }
   }, 120_000);
 
@@ -206,9 +187,7 @@ describe("collections across detach and attach", () => {
       }
       for (const pid of pids) expect(await until(() => !alive(pid), 10_000)).toBe(true);
     } finally {
-      for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
-      if (id) rmSync(join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`), { force: true });
-      rmSync(workRoot, { recursive: true, force: true });
+      cleanUpDetached({ pids, id, workRoot });
     }
   }, 120_000);
 
@@ -271,9 +250,7 @@ describe("collections across detach and attach", () => {
       }
       for (const pid of pids) expect(await until(() => !alive(pid), 10_000)).toBe(true);
     } finally {
-      for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
-      if (id) rmSync(join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`), { force: true });
-      rmSync(workRoot, { recursive: true, force: true });
+      cleanUpDetached({ pids, id, workRoot });
     }
   }, 120_000);
 });

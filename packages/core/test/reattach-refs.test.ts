@@ -2,12 +2,13 @@
 // detach (and moved to the other node) is the attached pool's, usable without moving its bytes
 // again; one a task returns while the pool is detached comes back in `collected()`, usable too;
 // releasing either frees it on the workers; closing the pool stops them.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { cleanUpDetached } from "./fixtures/processes.js";
 
 const refTasks = fileURLToPath(new URL("./fixtures/ref_tasks.py", import.meta.url));
 const waitTasks = fileURLToPath(new URL("./fixtures/detach_collection_tasks.py", import.meta.url));
@@ -99,15 +100,7 @@ describe("remote references across detach and attach", () => {
         await again.close();
       }
     } finally {
-      for (const pid of pids) {
-        try {
-          process.kill(pid, "SIGKILL");
-        } catch {
-          // stopped by close, as it should
-        }
-      }
-      if (id) rmSync(join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`), { force: true });
-      rmSync(workRoot, { recursive: true, force: true });
+      cleanUpDetached({ pids, id, workRoot });
     }
   }, 120_000);
 });

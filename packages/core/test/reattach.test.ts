@@ -3,33 +3,16 @@
 // (three finished while nobody was attached, three finished after), runs more tasks, closes — and
 // nothing is left running or on disk.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { alive, cleanUpDetached, until } from "./fixtures/processes.js";
 
 const child = fileURLToPath(new URL("./fixtures/detach-child.ts", import.meta.url));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(check: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return true;
-}
 
 describe("detach and attach", () => {
   it("hands every result of a SIGKILLed client's detached pool to the next process, once, and carries on", async () => {
@@ -192,9 +175,7 @@ describe("detach and attach", () => {
       expect([...names]).toEqual(["memory"]);
       expect(await again.broadcast(sky.python<[], number>("os:getpid")())).toEqual(pids);
     } finally {
-      for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
-      rmSync(join(process.env.SKYWARD_HOME as string, "pools", `${id}.json`), { force: true });
-      rmSync(workRoot, { recursive: true, force: true });
+      cleanUpDetached({ pids, id, workRoot });
     }
   }, 120_000);
 });
