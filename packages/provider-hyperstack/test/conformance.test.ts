@@ -11,7 +11,7 @@ import {
   expectDetachAttach,
   requireTestbed,
   runProviderConformance,
-  testbedHostAt,
+  testbedAddressAt,
   useFakeApi,
 } from "@skyward/testing";
 import { it } from "vitest";
@@ -62,17 +62,10 @@ if (skipReason === undefined) {
       keysDirectory: pooled.keysDirectory,
       retryDelayMs: 1,
       sshUser: "root",
-      sshAddress: (vm) => {
-        const host = testbedHostAt(pooled.bed.hosts, vm.floatingIp);
-        return {
-          host: host.host,
-          port: host.port,
-          root: host.root,
-          hostKeyFingerprint: host.hostKeyFingerprint,
-          privateIp: host.host,
-          selfDestruct: "true",
-        };
-      },
+      sshAddress: (vm) => ({
+        ...testbedAddressAt(pooled.bed.hosts, vm.floatingIp),
+        privateIp: vm.floatingIp,
+      }),
     });
 
   runProviderConformance({

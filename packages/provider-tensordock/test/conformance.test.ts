@@ -12,7 +12,7 @@ import {
   expectDetachAttach,
   requireTestbed,
   runProviderConformance,
-  testbedHostAt,
+  testbedAddressAt,
   useFakeApi,
 } from "@skyward/testing";
 import { it } from "vitest";
@@ -65,16 +65,7 @@ if (skipReason === undefined) {
       keysDirectory: pooled.keysDirectory,
       retryDelayMs: 1,
       sshUser: "root",
-      sshAddress: (instance) => {
-        const host = testbedHostAt(pooled.bed.hosts, instance.ipAddress);
-        return {
-          host: host.host,
-          port: host.port,
-          root: host.root,
-          hostKeyFingerprint: host.hostKeyFingerprint,
-          selfDestruct: "true",
-        };
-      },
+      sshAddress: (instance) => testbedAddressAt(pooled.bed.hosts, instance.ipAddress),
     });
 
   runProviderConformance({

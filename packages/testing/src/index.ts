@@ -115,6 +115,7 @@ export {
   startTestbedMachines,
   type TestbedMachines,
   type TestbedSshPoolFixture,
+  testbedAddressAt,
   testbedHostAt,
   testbedStandIn,
   useFakeApi,

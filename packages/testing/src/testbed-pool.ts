@@ -236,6 +236,26 @@ export function testbedHostAt(hosts: readonly TestbedHost[], address: string): T
 }
 
 /**
+ * Where a provider's `sshAddress` test seam reaches the instance at `address` when the fake API
+ * authorises the pool's own key pair on the test-bed host it lends: the host's address, port, root
+ * directory and host key, and a self-destruct that does nothing. No user and no key, so the pool logs
+ * in as the provider's `sshUser` with the key `prepare` made (unlike {@link testbedStandIn}).
+ */
+export function testbedAddressAt(
+  hosts: readonly TestbedHost[],
+  address: string,
+): Pick<TestbedHost, "host" | "port" | "root" | "hostKeyFingerprint"> & { selfDestruct: string } {
+  const host = testbedHostAt(hosts, address);
+  return {
+    host: host.host,
+    port: host.port,
+    root: host.root,
+    hostKeyFingerprint: host.hostKeyFingerprint,
+    selfDestruct: "true",
+  };
+}
+
+/**
  * What a provider's `sshAddress` test seam returns for the instance at `address`: the test-bed host
  * there ({@link testbedSshHost}), and a self-destruct that never touches this machine — with `marker`,
  * it touches `<marker>-<host index>` (so a test sees each worker ran it), else it does nothing.
