@@ -15,20 +15,12 @@ import {
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
+import { alive } from "./processes.js";
 
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/ssh_tasks.py", import.meta.url));
 const info = sky.python<[], { node: number; pid: number }>("ssh_tasks:info");
 const sleep = sky.python<[number], number>("ssh_tasks:sleep");
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function until(predicate: () => boolean, ms: number, what: string): Promise<void> {
   const deadline = performance.now() + ms;

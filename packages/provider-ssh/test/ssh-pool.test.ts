@@ -12,6 +12,7 @@ import * as sky from "@skyward/core";
 import { stopWorkerCommand } from "@skyward/ssh";
 import {
   createTestbed,
+  eventually,
   requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
@@ -20,6 +21,7 @@ import {
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
+import { alive } from "./processes.js";
 
 const skipReason = await requireTestbed();
 const argvTool = fileURLToPath(new URL("./fixtures/tools", import.meta.url));
@@ -166,24 +168,6 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
     expect(await again.broadcast(probeValue())).toEqual([42, 42, 42]);
   }, 300_000);
 
-  const alive = (workerPid: number) => {
-    try {
-      process.kill(workerPid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-
-  const waitUntil = async (condition: () => boolean, timeoutMs: number) => {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (condition()) return true;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    return condition();
-  };
-
   // Without their fingerprints: these pools trust the host keys on first use (known_hosts in the
   // scratch SKYWARD_HOME), the path a user who gives none takes.
   const hostInputs = (indices: number[]) => testbedSshHosts(bed, { indices, pinHostKey: false });
@@ -199,7 +183,7 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
     const [workerPid] = await pool.broadcast(pid());
     await pool.close();
     expect(alive(workerPid as number)).toBe(true);
-    expect(await waitUntil(() => !alive(workerPid as number), 20_000)).toBe(true);
+    expect(await eventually(() => !alive(workerPid as number), 20_000)).toBe(true);
     const root = bed.hosts[1]?.root as string;
     // What the pool left is gone (env.sh holds the image's env, worker.token the pool's token)…
     for (const gone of ["env.sh", "worker.token", "worker.pid", "work", "bootstrap.sh", "bootstrap.log"])
@@ -260,7 +244,7 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
       expect(thirdPid).not.toBe(firstPid);
       expect(third.phases).not.toContain("reattach");
       expect(third.phases).toEqual(expect.arrayContaining(["upload", "warm-check", "worker"]));
-      expect(await waitUntil(() => !alive(firstPid as number), 10_000)).toBe(true);
+      expect(await eventually(() => !alive(firstPid as number), 10_000)).toBe(true);
     } finally {
       await third.pool.close();
     }
@@ -292,7 +276,7 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
     child.kill("SIGKILL");
     await exited;
     expect(pids.every(alive)).toBe(true);
-    expect(await waitUntil(() => pids.every((workerPid) => !alive(workerPid)), 30_000)).toBe(true);
+    expect(await eventually(() => pids.every((workerPid) => !alive(workerPid)), 30_000)).toBe(true);
   }, 180_000);
 
   it("a connection killed mid-task gives a clear error, never a hang, and the pool recovers", async () => {
@@ -321,7 +305,7 @@ describe.skipIf(skipReason !== undefined)("pools over SSH on a 3-host test bed",
       new Promise((resolve) => setTimeout(() => resolve("hang"), 60_000)),
     ]);
     expect(["clear error", "result"]).toContain(outcome);
-    expect(await waitUntil(() => pool.currentNodes() === 1, 60_000)).toBe(true);
+    expect(await eventually(() => pool.currentNodes() === 1, 60_000)).toBe(true);
     expect(typeof (await pool.run(pid()))).toBe("number");
   }, 180_000);
 

@@ -18,6 +18,7 @@ import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import {
   createTestbed,
+  eventually,
   requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
@@ -26,6 +27,7 @@ import {
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
+import { alive } from "./processes.js";
 
 const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
 // The workspace's built CLI (this package does not depend on it: no cycle for the build).
@@ -40,24 +42,6 @@ if (cliMissing && process.env.CI === "true") throw new Error(cliMissing);
 const tasks = fileURLToPath(new URL("./fixtures/ssh_detach_tasks.py", import.meta.url));
 const double = sky.python<[x: number], number>("ssh_detach_tasks:double");
 const pid = sky.python<[], number>("ssh_detach_tasks:pid");
-
-const alive = (workerPid: number) => {
-  try {
-    process.kill(workerPid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-const waitUntil = async (condition: () => boolean, timeoutMs: number) => {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return condition();
-};
 
 /** Runs the built `skyward` CLI in `cwd`. */
 function runCli(
@@ -160,7 +144,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     await pool.close();
     expect(existsSync(stateFile)).toBe(false);
     // Released by the close, the workers wait out their TTL (15 s) for a next pool, then stop.
-    expect(await waitUntil(() => pids.every((workerPid) => !alive(workerPid)), 40_000)).toBe(true);
+    expect(await eventually(() => pids.every((workerPid) => !alive(workerPid)), 40_000)).toBe(true);
     for (const host of bed.hosts.slice(0, 2)) expect(existsSync(`${host.root}/worker.pid`)).toBe(false);
     await expect(sky.attach(id)).rejects.toThrow(/no detached pool/);
   }, 240_000);
@@ -198,7 +182,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     expect(alive(workerPid as number)).toBe(true);
     let stoppedAt = 0;
     expect(
-      await waitUntil(() => {
+      await eventually(() => {
         if (alive(workerPid as number)) return false;
         stoppedAt = Date.now();
         return true;
@@ -207,7 +191,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     expect(stoppedAt).toBeGreaterThanOrEqual(deadline - 250);
     // Its self-destruct (the SSH provider's: clean the root, keep the environment) ran.
     const root = bed.hosts[2]?.root as string;
-    expect(await waitUntil(() => !existsSync(`${root}/worker.pid`), 10_000)).toBe(true);
+    expect(await eventually(() => !existsSync(`${root}/worker.pid`), 10_000)).toBe(true);
     expect(existsSync(`${root}/worker.token`)).toBe(false);
     expect(existsSync(`${root}/venv/bin/python`)).toBe(true);
     // Attach then finds the worker gone, says so, and (its budget spent) forgets the pool.
@@ -275,7 +259,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
       expect(outcomes).toMatchObject([{ ok: true, value: "from-the-cli", name: "ssh_detach_tasks:slow" }]);
       expect(existsSync(`${process.env.SKYWARD_HOME}/pools/${id}.json`)).toBe(false);
       // Closed: the worker was released, waits out its TTL (10 s), then stops.
-      expect(await waitUntil(() => !alive(workerPid as number), 30_000)).toBe(true);
+      expect(await eventually(() => !alive(workerPid as number), 30_000)).toBe(true);
       await rm(project, { recursive: true, force: true });
     },
     240_000,
