@@ -5,15 +5,8 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import {
-  createTestbed,
-  requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
-  testbedSshHosts,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
 import { alive } from "./processes.js";
 
@@ -31,24 +24,17 @@ async function until(predicate: () => boolean, ms: number, what: string): Promis
 }
 
 describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host test bed", () => {
-  let bed: Testbed;
-  let home: ScratchSkywardHome | undefined;
-
-  beforeAll(async () => {
-    bed = await createTestbed({ hosts: 3 });
-    home = await useScratchSkywardHome("skyward-ssh-elastic-");
-  }, 120_000);
-
-  afterAll(async () => {
-    await bed?.teardown();
-    await home?.restore();
-  });
+  const scratch = useTestbedAndHome({ hosts: 3, homePrefix: "skyward-ssh-elastic-" });
 
   it("refuses a ceiling above the hosts there are before anything starts", async () => {
     const events: string[] = [];
     await expect(
       sky.compute(
-        { provider: SSH({ hosts: testbedSshHosts(bed) }), nodes: [1, 4], options: { console: false } },
+        {
+          provider: SSH({ hosts: testbedSshHosts(scratch.bed) }),
+          nodes: [1, 4],
+          options: { console: false },
+        },
         { onEvent: (event) => events.push(event.type) },
       ),
     ).rejects.toThrow(/nodes\.max: expected at most 3 nodes: the ssh provider holds no more, received 4/);
@@ -57,12 +43,12 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
 
   it("is ready at min with a host unreachable, and the reconcile loop brings the third node once it is back", async () => {
     const failures: string[] = [];
-    await bed.exec(2, "ip link set eth0 down");
+    await scratch.bed.exec(2, "ip link set eth0 down");
     let linkDown = true;
     try {
       await using pool = await sky.compute(
         {
-          provider: SSH({ hosts: testbedSshHosts(bed) }),
+          provider: SSH({ hosts: testbedSshHosts(scratch.bed) }),
           nodes: sky.nodes({ desired: 3, min: 2 }),
           ttl: 0,
           image: { includes: [tasks] },
@@ -84,14 +70,14 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
         "node 2 to fail",
       );
       expect(broadcastDone).toBe(false);
-      await bed.exec(2, "ip link set eth0 up");
+      await scratch.bed.exec(2, "ip link set eth0 up");
       linkDown = false;
       await until(() => pool.currentNodes() === 3, 60_000, "the third node to join");
       expect((await everyNode).map((entry) => entry.node)).toEqual([0, 1, 2]);
       expect((await pool.broadcast(info())).map((entry) => entry.node)).toEqual([0, 1, 2]);
-      expect(pool.nodes().map((node) => node.privateIp)).toEqual(bed.hosts.map((host) => host.host));
+      expect(pool.nodes().map((node) => node.privateIp)).toEqual(scratch.bed.hosts.map((host) => host.host));
     } finally {
-      if (linkDown) await bed.exec(2, "ip link set eth0 up");
+      if (linkDown) await scratch.bed.exec(2, "ip link set eth0 up");
     }
   }, 180_000);
 
@@ -101,7 +87,7 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
     const workers = new Set<number>();
     const pool = await sky.compute(
       {
-        provider: SSH({ hosts: testbedSshHosts(bed) }),
+        provider: SSH({ hosts: testbedSshHosts(scratch.bed) }),
         nodes: [1, 3],
         ttl: 0,
         image: { includes: [tasks] },
@@ -139,7 +125,7 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
       const three = await pool.broadcast(info());
       expect(three.map((entry) => entry.node)).toEqual([0, 1, 2]);
       expect(new Set(pool.nodes().map((node) => node.privateIp))).toEqual(
-        new Set(bed.hosts.map((host) => host.host)),
+        new Set(scratch.bed.hosts.map((host) => host.host)),
       );
       for (const entry of three) workers.add(entry.pid);
 

@@ -16,16 +16,8 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import {
-  createTestbed,
-  eventually,
-  requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
-  testbedSshHosts,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually, requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
 import { alive } from "./processes.js";
 
@@ -60,21 +52,10 @@ function runCli(
 }
 
 describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-host test bed", () => {
-  let bed: Testbed;
-  let home: ScratchSkywardHome | undefined;
-
-  beforeAll(async () => {
-    bed = await createTestbed({ hosts: 3 });
-    home = await useScratchSkywardHome("skyward-ssh-reattach-");
-  }, 120_000);
-
-  afterAll(async () => {
-    await bed?.teardown();
-    await home?.restore();
-  });
+  const scratch = useTestbedAndHome({ hosts: 3, homePrefix: "skyward-ssh-reattach-" });
 
   it("hands every result of a SIGKILLed client's detached pool to the next process, once, and carries on", async () => {
-    const hosts = testbedSshHosts(bed, { indices: [0, 1] });
+    const hosts = testbedSshHosts(scratch.bed, { indices: [0, 1] });
     const client = spawn(
       process.execPath,
       [fileURLToPath(new URL("./fixtures/ssh-detach-child.ts", import.meta.url))],
@@ -145,12 +126,13 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     expect(existsSync(stateFile)).toBe(false);
     // Released by the close, the workers wait out their TTL (15 s) for a next pool, then stop.
     expect(await eventually(() => pids.every((workerPid) => !alive(workerPid)), 40_000)).toBe(true);
-    for (const host of bed.hosts.slice(0, 2)) expect(existsSync(`${host.root}/worker.pid`)).toBe(false);
+    for (const host of scratch.bed.hosts.slice(0, 2))
+      expect(existsSync(`${host.root}/worker.pid`)).toBe(false);
     await expect(sky.attach(id)).rejects.toThrow(/no detached pool/);
   }, 240_000);
 
   it("with no client attached, a worker stops itself when the budget runs out, and cleans its root", async () => {
-    const hosts = testbedSshHosts(bed, { indices: [2] });
+    const hosts = testbedSshHosts(scratch.bed, { indices: [2] });
     const image = { includes: [tasks] };
     // A first pool sets the host's environment up, so that the budgeted one starts in seconds.
     {
@@ -190,7 +172,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     ).toBe(true);
     expect(stoppedAt).toBeGreaterThanOrEqual(deadline - 250);
     // Its self-destruct (the SSH provider's: clean the root, keep the environment) ran.
-    const root = bed.hosts[2]?.root as string;
+    const root = scratch.bed.hosts[2]?.root as string;
     expect(await eventually(() => !existsSync(`${root}/worker.pid`), 10_000)).toBe(true);
     expect(existsSync(`${root}/worker.token`)).toBe(false);
     expect(existsSync(`${root}/venv/bin/python`)).toBe(true);
@@ -204,7 +186,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
   it.skipIf(cliMissing !== undefined)(
     "skyward attach ID --provider lab --close, in a project whose skyward.toml names the hosts, picks the pool up and closes it",
     async () => {
-      const [host] = testbedSshHosts(bed, { indices: [2], keyFile: true });
+      const [host] = testbedSshHosts(scratch.bed, { indices: [2], keyFile: true });
       if (!host) throw new Error("no test-bed host 2");
       const pool = await sky.compute({
         provider: SSH({ hosts: [host] }),
@@ -265,7 +247,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     240_000,
   );
   it("keeps a dict written before detach for the attached pool, and serves a task's write made while detached", async () => {
-    const hosts = testbedSshHosts(bed, { indices: [0] });
+    const hosts = testbedSshHosts(scratch.bed, { indices: [0] });
     const note = sky.python<[delay: number], string>("ssh_detach_tasks:note");
     const pool = await sky.compute({
       provider: SSH({ hosts }),

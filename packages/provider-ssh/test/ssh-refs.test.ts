@@ -5,15 +5,8 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import {
-  createTestbed,
-  requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
-  testbedSshHosts,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
 
 const skipReason = await requireTestbed();
@@ -32,22 +25,11 @@ const PAYLOAD = 2 * 1024 * 1024;
 const OVERHEAD = 64 * 1024;
 
 describe.skipIf(skipReason !== undefined)("remote references across 2 SSH hosts of the test bed", () => {
-  let bed: Testbed;
-  let home: ScratchSkywardHome | undefined;
-
-  beforeAll(async () => {
-    bed = await createTestbed({ hosts: 2 });
-    home = await useScratchSkywardHome("skyward-ssh-refs-");
-  }, 120_000);
-
-  afterAll(async () => {
-    await bed?.teardown();
-    await home?.restore();
-  });
+  const scratch = useTestbedAndHome({ hosts: 2, homePrefix: "skyward-ssh-refs-" });
 
   it("reuses a reference on its host without transfer and moves it to the other host once (process executor)", async () => {
     await using pool = await sky.compute({
-      provider: SSH({ hosts: testbedSshHosts(bed) }),
+      provider: SSH({ hosts: testbedSshHosts(scratch.bed) }),
       nodes: 2,
       ttl: 0,
       image: { includes: [tasks] },

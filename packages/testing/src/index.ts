@@ -113,11 +113,13 @@ export {
   poolTaskRuns,
   poolTasks,
   startTestbedMachines,
+  type TestbedAndHomeFixture,
   type TestbedMachines,
   type TestbedSshPoolFixture,
   testbedAddressAt,
   testbedHostAt,
   testbedStandIn,
   useFakeApi,
+  useTestbedAndHome,
   useTestbedSshPool,
 } from "./testbed-pool.js";

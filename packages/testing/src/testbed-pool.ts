@@ -272,6 +272,39 @@ export function testbedStandIn(
   };
 }
 
+/** What {@link useTestbedAndHome} gives the tests of its suite once its `beforeAll` ran. */
+export interface TestbedAndHomeFixture {
+  readonly bed: Testbed;
+  readonly home: ScratchSkywardHome;
+}
+
+/**
+ * A test bed of `hosts` hosts and a scratch Skyward home (named with `homePrefix`) for the tests of the
+ * enclosing suite (its `beforeAll` and `afterAll`), made in that order. After the suite: the bed torn
+ * down, the home restored.
+ */
+export function useTestbedAndHome(options: { hosts: number; homePrefix: string }): TestbedAndHomeFixture {
+  let bed: Testbed | undefined;
+  let home: ScratchSkywardHome | undefined;
+  beforeAll(async () => {
+    bed = await createTestbed({ hosts: options.hosts });
+    home = await useScratchSkywardHome(options.homePrefix);
+  }, 120_000);
+  afterAll(async () => {
+    await bed?.teardown();
+    await home?.restore();
+  });
+  const started = <T>(value: T | undefined, what: string) => startedValue("useTestbedAndHome", value, what);
+  return {
+    get bed() {
+      return started(bed, "the test bed");
+    },
+    get home() {
+      return started(home, "the scratch Skyward home");
+    },
+  };
+}
+
 /** What {@link useTestbedSshPool} gives the tests of its suite once its `beforeAll` ran. */
 export interface TestbedSshPoolFixture {
   /** The pool on the bed's hosts. */
