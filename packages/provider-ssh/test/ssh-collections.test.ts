@@ -5,15 +5,8 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import {
-  createTestbed,
-  requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
-  testbedSshHosts,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
 
 const skipReason = await requireTestbed();
@@ -40,23 +33,12 @@ const HOSTS = 3;
 const CONCURRENCY = 2;
 
 describe.skipIf(skipReason !== undefined)("collections across 3 SSH hosts of the test bed", () => {
-  let bed: Testbed;
-  let home: ScratchSkywardHome | undefined;
-
-  beforeAll(async () => {
-    bed = await createTestbed({ hosts: HOSTS });
-    home = await useScratchSkywardHome("skyward-ssh-collections-");
-  }, 120_000);
-
-  afterAll(async () => {
-    await bed?.teardown();
-    await home?.restore();
-  });
+  const scratch = useTestbedAndHome({ hosts: HOSTS, homePrefix: "skyward-ssh-collections-" });
 
   for (const executor of ["thread", "process"] as const) {
     it(`shares exact counters, sets, queues, barriers and locks across hosts (${executor} executor)`, async () => {
       await using pool = await sky.compute({
-        provider: SSH({ hosts: testbedSshHosts(bed) }),
+        provider: SSH({ hosts: testbedSshHosts(scratch.bed) }),
         nodes: HOSTS,
         ttl: 0,
         image: { includes: [tasks], env: { SKYWARD_COLLECTIONS_STALENESS: "1.5" } },

@@ -9,48 +9,22 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import {
-  createTestbed,
-  requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
-  testbedSshHosts,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
+import { alive } from "./processes.js";
 
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/ssh_tasks.py", import.meta.url));
 const sleep = sky.python<[number], number>("ssh_tasks:sleep");
 const info = sky.python<[], { node: number; pid: number }>("ssh_tasks:info");
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe.skipIf(skipReason !== undefined)("faults on a pool of SSH hosts (test bed)", () => {
-  let bed: Testbed;
-  let home: ScratchSkywardHome;
-
-  beforeAll(async () => {
-    bed = await createTestbed({ hosts: 2 });
-    home = await useScratchSkywardHome("skyward-ssh-faults-");
-  }, 120_000);
-
-  afterAll(async () => {
-    await bed?.teardown();
-    await home?.restore();
-  });
+  const scratch = useTestbedAndHome({ hosts: 2, homePrefix: "skyward-ssh-faults-" });
 
   async function withPool(body: (pool: sky.Pool) => Promise<void>): Promise<void> {
     await using pool = await sky.compute({
-      provider: SSH({ hosts: testbedSshHosts(bed) }),
+      provider: SSH({ hosts: testbedSshHosts(scratch.bed) }),
       nodes: 2,
       ttl: 60,
       image: { includes: [tasks] },
@@ -109,10 +83,10 @@ describe.skipIf(skipReason !== undefined)("faults on a pool of SSH hosts (test b
       const replaced = new Promise((resolve) => pool.on("node.replaced", resolve));
       let up = Promise.resolve();
       const { retried, deliveries } = await underLoad(pool, async () => {
-        expect((await bed.exec(1, "ip link set eth0 down")).exitCode).toBe(0);
+        expect((await scratch.bed.exec(1, "ip link set eth0 down")).exitCode).toBe(0);
         // The partition heals once the node was declared lost: its replacement reaches the host again.
         up = lost.then(async () => {
-          expect((await bed.exec(1, "ip link set eth0 up")).exitCode).toBe(0);
+          expect((await scratch.bed.exec(1, "ip link set eth0 up")).exitCode).toBe(0);
         });
       });
       expect(retried).toBe(2);

@@ -9,38 +9,14 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import {
-  createTestbed,
-  requireTestbed,
-  type ScratchSkywardHome,
-  type Testbed,
-  testbedSshHosts,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually, requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
+import { alive } from "./processes.js";
 
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/ssh_tasks.py", import.meta.url));
 const info = sky.python<[], { pid: number }>("ssh_tasks:info");
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const waitUntil = async (condition: () => boolean, timeoutMs: number): Promise<boolean> => {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return condition();
-};
 
 /** What a pool leaves under the root, removed by the cleanup (the environment and the runtime are kept). */
 const POOL_FILES = ["env.sh", "work", "worker.token", "worker.pid", "worker.json", "bootstrap.sh"];
@@ -48,23 +24,12 @@ const POOL_FILES = ["env.sh", "work", "worker.token", "worker.pid", "worker.json
 describe.skipIf(skipReason !== undefined)(
   "a host root shared by a worker and its successor (test bed)",
   () => {
-    let bed: Testbed;
-    let home: ScratchSkywardHome;
-
-    beforeAll(async () => {
-      bed = await createTestbed({ hosts: 1 });
-      home = await useScratchSkywardHome("skyward-ssh-root-owner-");
-    }, 120_000);
-
-    afterAll(async () => {
-      await bed?.teardown();
-      await home?.restore();
-    });
+    const scratch = useTestbedAndHome({ hosts: 1, homePrefix: "skyward-ssh-root-owner-" });
 
     /** A one-node pool on the test bed's host; `generation` changes the image, so nothing is reattached. */
     const pool = (generation: string, ttl: number) =>
       sky.compute({
-        provider: SSH({ hosts: testbedSshHosts(bed) }),
+        provider: SSH({ hosts: testbedSshHosts(scratch.bed) }),
         nodes: 1,
         ttl,
         image: { includes: [tasks], env: { SKYWARD_TEST_GENERATION: generation } },
@@ -72,7 +37,7 @@ describe.skipIf(skipReason !== undefined)(
       });
 
     it("an old worker's TTL running out leaves the live successor's files alone; without one it cleans up", async () => {
-      const root = bed.hosts[0]?.root as string;
+      const root = scratch.bed.hosts[0]?.root as string;
 
       // The old worker: released with a 2 s TTL, then cut off (stopped) before the TTL runs out.
       const first = await pool("1", 2);
@@ -93,7 +58,7 @@ describe.skipIf(skipReason !== undefined)(
           await new Promise((resolve) => setTimeout(resolve, Math.max(0, 3_000 - (Date.now() - stoppedAt))));
           process.kill(old, "SIGCONT");
           resumed = true;
-          expect(await waitUntil(() => !alive(old), 30_000)).toBe(true);
+          expect(await eventually(() => !alive(old), 30_000)).toBe(true);
           await new Promise((resolve) => setTimeout(resolve, 500));
 
           for (const file of POOL_FILES) expect(existsSync(join(root, file)), file).toBe(true);
@@ -111,7 +76,7 @@ describe.skipIf(skipReason !== undefined)(
 
       // The plain case: the released successor's TTL runs out with no one after it — the pool's files
       // are gone, the environment is kept for a later pool.
-      expect(await waitUntil(() => !existsSync(join(root, "worker.pid")), 30_000)).toBe(true);
+      expect(await eventually(() => !existsSync(join(root, "worker.pid")), 30_000)).toBe(true);
       for (const file of POOL_FILES) expect(existsSync(join(root, file)), file).toBe(false);
       for (const kept of ["venv", ".content-hash", "runtime/skyward_worker.py"])
         expect(existsSync(join(root, kept)), kept).toBe(true);
