@@ -121,6 +121,26 @@ const REATTACH_MARKER = "::skyward-reattach::";
 /** The lines the volume phase prints after the bootstrap: `<marker> start|done|failed`. */
 const VOLUMES_MARKER = "::skyward-volumes::";
 
+/**
+ * How to reach an instance's SSH address. Cloud machines' host keys are recorded by instance, not
+ * by address (addresses go to new machines with new keys).
+ */
+function connectionTarget(
+  target: NonNullable<Instance["ssh"]>,
+  provider: string,
+  instanceId: string,
+): Parameters<typeof SshConnection.connect>[0] {
+  return {
+    host: target.host,
+    port: target.port,
+    user: target.user,
+    ...(target.privateKey !== undefined ? { privateKey: target.privateKey } : {}),
+    ...(target.identityFile !== undefined ? { identityFile: target.identityFile } : {}),
+    ...(target.hostKeyFingerprint !== undefined ? { hostKeyFingerprint: target.hostKeyFingerprint } : {}),
+    ...(target.hostKeyScope === "address" ? {} : { hostKeyAlias: `${provider}:${instanceId}` }),
+  };
+}
+
 /** The bootstrap script's line that sets its time limit (`SKYWARD_TIMEOUT=…`, bootstrap-script.ts). */
 const BOOTSTRAP_TIMEOUT_LINE = /^SKYWARD_TIMEOUT=.*$/m;
 
@@ -184,26 +204,12 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
   const runtimeRead = runtimeFiles();
   const includesRead = collectIncludedFiles(request.image.includes, request.image.excludes);
   for (const reading of [runtimeRead, includesRead]) reading.catch(() => undefined);
-  const ssh = await SshConnection.connect(
-    {
-      host: target.host,
-      port: target.port,
-      user: target.user,
-      ...(target.privateKey !== undefined ? { privateKey: target.privateKey } : {}),
-      ...(target.identityFile !== undefined ? { identityFile: target.identityFile } : {}),
-      ...(target.hostKeyFingerprint !== undefined ? { hostKeyFingerprint: target.hostKeyFingerprint } : {}),
-      // Cloud machines are recorded by instance (their addresses go to new machines with new keys).
-      ...(target.hostKeyScope === "address"
-        ? {}
-        : { hostKeyAlias: `${options.cluster.provider}:${instance.id}` }),
-    },
-    {
-      signal,
-      node,
-      timeoutSeconds: options.connectTimeoutSeconds,
-      retryIntervalSeconds: options.connectRetryIntervalSeconds,
-    },
-  );
+  const ssh = await SshConnection.connect(connectionTarget(target, options.cluster.provider, instance.id), {
+    signal,
+    node,
+    timeoutSeconds: options.connectTimeoutSeconds,
+    retryIntervalSeconds: options.connectRetryIntervalSeconds,
+  });
   try {
     const sudo = target.user !== "root";
     const command = request
@@ -529,25 +535,12 @@ export async function reconnectSshWorker(options: ReconnectWorkerOptions): Promi
       message: `Instance ${instance.id} has no SSH address`,
     });
   const where = `${target.user}@${target.host}:${target.port}`;
-  const ssh = await SshConnection.connect(
-    {
-      host: target.host,
-      port: target.port,
-      user: target.user,
-      ...(target.privateKey !== undefined ? { privateKey: target.privateKey } : {}),
-      ...(target.identityFile !== undefined ? { identityFile: target.identityFile } : {}),
-      ...(target.hostKeyFingerprint !== undefined ? { hostKeyFingerprint: target.hostKeyFingerprint } : {}),
-      ...(target.hostKeyScope === "address"
-        ? {}
-        : { hostKeyAlias: `${options.cluster.provider}:${instance.id}` }),
-    },
-    {
-      signal,
-      node,
-      timeoutSeconds: options.connectTimeoutSeconds,
-      retryIntervalSeconds: Math.min(2, options.connectTimeoutSeconds),
-    },
-  );
+  const ssh = await SshConnection.connect(connectionTarget(target, options.cluster.provider, instance.id), {
+    signal,
+    node,
+    timeoutSeconds: options.connectTimeoutSeconds,
+    retryIntervalSeconds: Math.min(2, options.connectTimeoutSeconds),
+  });
   try {
     const pid = Number(worker.pid);
     const port = Number(worker.port);
