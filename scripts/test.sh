@@ -25,8 +25,9 @@ mkdir -p "$SKYWARD_HOME"
 user_home="$HOME/.skyward"
 home_marker="$(mktemp)"
 # The whole run's output is kept in .test-logs/ci.log, then scanned for secrets with the reports.
-# Plain text: CI=true makes vitest colour its output even into a pipe, unless NO_COLOR is set.
-export NO_COLOR=1
+# Plain text: CI=true makes vitest colour its output even into a pipe, unless NO_COLOR is set; attw's
+# table (chalk) ignores NO_COLOR and colours whenever TERM names a colour terminal, unless FORCE_COLOR=0.
+export NO_COLOR=1 FORCE_COLOR=0
 status=0
 pnpm run ci 2>&1 | tee .test-logs/ci.log || status=$?
 node scripts/test-summary.mjs || status=1
