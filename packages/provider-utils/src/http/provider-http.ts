@@ -205,21 +205,6 @@ export interface ProviderHttpRequest {
   readonly rateLimit?: ProviderRateLimit;
 }
 
-/** A per-endpoint rate limit: see {@link ProviderHttpRequest.rateLimit}. */
-export interface ProviderRateLimit {
-  /** Requests sharing this key share the limit (`"PUT /asks"`). */
-  readonly key: string;
-  /** The least time between two requests of the key, ms (with `burst`, the average). */
-  readonly minIntervalMs: number;
-  /** How long the API refuses the key after a request came too early, ms. */
-  readonly penaltyMs: number;
-  /**
-   * How many requests of the key may go at once within any window of `burst × minIntervalMs`: an API
-   * allowing "100 requests a minute" is `{ minIntervalMs: 600, burst: 100 }`. Default 1 (strict spacing).
-   */
-  readonly burst?: number;
-}
-
 /** A successful answer. */
 export interface ProviderHttpAnswer {
   readonly status: number;

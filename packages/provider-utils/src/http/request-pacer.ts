@@ -4,7 +4,20 @@
  * "one per 2 s" spaces them 2 s apart), and none at all while the key is held back after a 429.
  * Waits queue up in call order; a wait gives up when its signal aborts.
  */
-import type { ProviderRateLimit } from "./provider-http.js";
+/** A per-endpoint rate limit: the `rateLimit` of a provider HTTP request. */
+export interface ProviderRateLimit {
+  /** Requests sharing this key share the limit (`"PUT /asks"`). */
+  readonly key: string;
+  /** The least time between two requests of the key, ms (with `burst`, the average). */
+  readonly minIntervalMs: number;
+  /** How long the API refuses the key after a request came too early, ms. */
+  readonly penaltyMs: number;
+  /**
+   * How many requests of the key may go at once within any window of `burst × minIntervalMs`: an API
+   * allowing "100 requests a minute" is `{ minIntervalMs: 600, burst: 100 }`. Default 1 (strict spacing).
+   */
+  readonly burst?: number;
+}
 
 /** Paces the requests of one client. */
 export interface RequestPacer {
