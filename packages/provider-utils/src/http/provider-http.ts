@@ -10,7 +10,9 @@
 
 import { ConfigurationError, ProvisionError } from "@skyward/core";
 import { z } from "zod";
-import { createRequestPacer, abortableSleep as sleep } from "./request-pacer.js";
+import { createRequestPacer, type ProviderRateLimit, abortableSleep as sleep } from "./request-pacer.js";
+
+export type { ProviderRateLimit } from "./request-pacer.js";
 
 const providerApiMarker = Symbol.for("skyward.error.provider-api");
 
