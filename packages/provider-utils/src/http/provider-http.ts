@@ -34,6 +34,8 @@ export interface ProviderApiErrorOptions {
    * out (an id in a refusal). Never the request's headers; the API key is scrubbed from it.
    */
   readonly answer?: unknown;
+  /** True when the API answered, but in a shape the provider does not know ({@link parseProviderAnswer}). */
+  readonly unknownAnswer?: boolean;
 }
 
 /**
@@ -363,6 +365,7 @@ export function parseProviderAnswer<T extends z.ZodType>(
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     throw api.createError({
+      unknownAnswer: true,
       message: `${api.label}'s answer to ${purpose} was not understood: ${issue ? `${issue.path.join(".") || "(root)"}: ${issue.message}` : "invalid"}`,
     });
   }

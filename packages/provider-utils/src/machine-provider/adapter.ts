@@ -171,6 +171,11 @@ export interface MachineAdapter<Machine, ClusterData extends MachineClusterData 
   readonly delete: MachineDeleter;
   /** Whether `id` could be one of the API's ids; others are never sent (nothing of ours to find or delete). Default all. */
   isMachineId?(id: string): boolean;
+  /**
+   * Whether the API is already deleting the machine (teardown leaves it be). Default no: every
+   * machine of the cluster is deleted, stopped ones too — a stopped machine still bills its disk.
+   */
+  isBeingDeleted?(machine: Machine): boolean;
   /** The machine's id. */
   idOf(machine: Machine): string;
   readonly tags: MachineTagCodec<Machine>;

@@ -18,7 +18,8 @@ import { ProviderApiError, type ProviderApiErrorOptions } from "../http/provider
  * - `gone`: the instance no longer exists (deleted, discontinued, never made);
  * - `busy`: the instance cannot do that yet (deleting one still provisioning): try again shortly;
  * - `rate-limit`: too many requests, even after waiting as the API asked;
- * - `unavailable`: no answer, or the API failed (5xx): it may work later.
+ * - `unavailable`: no answer, or the API failed (5xx): it may work later;
+ * - `unknown-answer`: the API answered in a shape this provider does not know (never read as "nothing").
  */
 export type MachineErrorKind =
   | "capacity"
@@ -30,7 +31,8 @@ export type MachineErrorKind =
   | "gone"
   | "busy"
   | "rate-limit"
-  | "unavailable";
+  | "unavailable"
+  | "unknown-answer";
 
 /** What a classifier sees of a failed call. */
 export interface MachineErrorStructure {
@@ -57,6 +59,7 @@ const ADVICE: Readonly<Record<MachineErrorKind, string>> = {
   busy: "",
   "rate-limit": "",
   unavailable: "",
+  "unknown-answer": "the API may have changed: report it with this message",
 };
 
 /**
@@ -94,7 +97,7 @@ export class MachineProviderError extends ProviderApiError {
       message:
         advice && !options.message.includes(advice) ? `${options.message} (${advice})` : options.message,
       isRetryable:
-        options.isRetryable ?? ["capacity", "busy", "rate-limit", "unavailable"].includes(options.kind),
+        options.isRetryable === true || ["capacity", "busy", "rate-limit", "unavailable"].includes(options.kind),
       name: options.name ?? "MachineProviderError",
     });
     Object.defineProperty(this, machineErrorMarker, { value: true });
@@ -124,12 +127,13 @@ export function machineErrorFactory(options: {
   ) => MachineProviderError;
 }): (failure: ProviderApiErrorOptions) => MachineProviderError {
   return (failure) => {
-    const kind =
-      options.classify?.({
+    const kind = failure.unknownAnswer
+      ? "unknown-answer"
+      : options.classify?.({
         statusCode: failure.statusCode,
         message: failure.message,
-        answer: failure.answer,
-      }) ?? kindOfStatus(failure.statusCode);
+          answer: failure.answer,
+        }) ?? kindOfStatus(failure.statusCode);
     const made = { ...failure, kind };
     return options.create
       ? options.create(made)

@@ -185,8 +185,10 @@ async function createOnce<Machine, ClusterData extends MachineClusterData>(
       return await adapter.create(request);
     } catch (error) {
       if (request.signal.aborted) throw request.signal.reason;
-      // Only a failure that may have happened after the API took the request is tried again.
-      if (machineErrorKind(error) !== "unavailable") throw error;
+      // Only a failure that may have happened after the API took the request is tried again: no
+      // answer, a 5xx, an answer not understood (the machine may exist: it is looked for first).
+      const kind = machineErrorKind(error);
+      if (kind !== "unavailable" && kind !== "unknown-answer") throw error;
       lastError = error;
     }
   }

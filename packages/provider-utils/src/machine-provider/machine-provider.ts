@@ -114,7 +114,7 @@ export function defineMachineProvider<Machine, ClusterData extends MachineCluste
       const left = (await listAllMachines(adapter, signal)).filter(
         (machine) =>
           adapter.tags.read(machine)[SKYWARD_TAGS.cluster] === cluster.id &&
-          adapter.describe(machine, { identityFile: undefined, cluster }).status !== "terminated",
+          !(adapter.isBeingDeleted?.(machine) ?? false),
       );
       await deleteUntilGone(adapter, left.map(adapter.idOf), signal);
       await adapter.teardown?.(cluster, signal);
