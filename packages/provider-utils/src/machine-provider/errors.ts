@@ -97,7 +97,8 @@ export class MachineProviderError extends ProviderApiError {
       message:
         advice && !options.message.includes(advice) ? `${options.message} (${advice})` : options.message,
       isRetryable:
-        options.isRetryable === true || ["capacity", "busy", "rate-limit", "unavailable"].includes(options.kind),
+        options.isRetryable === true ||
+        ["capacity", "busy", "rate-limit", "unavailable"].includes(options.kind),
       name: options.name ?? "MachineProviderError",
     });
     Object.defineProperty(this, machineErrorMarker, { value: true });
@@ -129,11 +130,11 @@ export function machineErrorFactory(options: {
   return (failure) => {
     const kind = failure.unknownAnswer
       ? "unknown-answer"
-      : options.classify?.({
-        statusCode: failure.statusCode,
-        message: failure.message,
+      : (options.classify?.({
+          statusCode: failure.statusCode,
+          message: failure.message,
           answer: failure.answer,
-        }) ?? kindOfStatus(failure.statusCode);
+        }) ?? kindOfStatus(failure.statusCode));
     const made = { ...failure, kind };
     return options.create
       ? options.create(made)

@@ -28,7 +28,7 @@ export async function listAllMachines<Machine, ClusterData extends MachineCluste
     if (!Array.isArray(answer?.machines))
       throw failure(
         adapter,
-        "bad-request",
+        "unknown-answer",
         `${adapter.label}'s list of instances was not understood: no list of machines`,
       );
     machines.push(...answer.machines);
