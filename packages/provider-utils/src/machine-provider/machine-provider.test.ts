@@ -186,7 +186,11 @@ async function setUp(
   const api = fakeApi(idempotencyToken);
   const provider = defineMachineProvider({ ...api.adapter, keysDirectory: keys });
   const spec = resolvePoolSpec(
-    resolveSpec({ accelerator: accelerators.H100(), allocation, ...(maxHourlyCost ? { maxHourlyCost } : {}) }),
+    resolveSpec({
+      accelerator: accelerators.H100(),
+      allocation,
+      ...(maxHourlyCost ? { maxHourlyCost } : {}),
+    }),
     options({}),
   );
   const cluster = (await provider.prepare({
