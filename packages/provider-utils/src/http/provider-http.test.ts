@@ -5,6 +5,7 @@ import {
   answerListSchema,
   answerMessage,
   answerNumberSchema,
+  answerOptionalListSchema,
   answerTextSchema,
   createProviderHttpClient,
   ProviderApiError,
@@ -357,11 +358,15 @@ describe("answerNumberSchema", () => {
   });
 });
 
-describe("answerListSchema and answerTextSchema", () => {
-  it("read an absent or null list as empty and an absent or null string as empty; items are checked", () => {
+describe("answerListSchema, answerOptionalListSchema and answerTextSchema", () => {
+  it("refuse an absent list (never read as 'no instances'), read an optional one as empty, and an absent or null string as empty; items are checked", () => {
     const list = answerListSchema(z.object({ id: z.number() }));
-    expect([list.parse(undefined), list.parse(null), list.parse([{ id: 1 }])]).toEqual([[], [], [{ id: 1 }]]);
+    expect(list.parse([{ id: 1 }])).toEqual([{ id: 1 }]);
+    expect(list.safeParse(undefined).error?.issues[0]?.message).toBe("expected a list");
+    expect(list.safeParse(null).success).toBe(false);
     expect(list.safeParse([{ id: "1" }]).success).toBe(false);
+    const optional = answerOptionalListSchema(z.object({ id: z.number() }));
+    expect([optional.parse(undefined), optional.parse(null)]).toEqual([[], []]);
     expect([
       answerTextSchema.parse(undefined),
       answerTextSchema.parse(null),
