@@ -1,8 +1,8 @@
 /**
  * Paces requests by a provider's documented rate limits: per key, at most `burst` requests within any
  * window of `burst × minIntervalMs` (a sliding window, so "100 a minute" allows a burst of 100 and
- * "one per 2 s" spaces them 2 s apart), and none at all while the key is held back after a 429.
- * Waits queue up in call order; a wait gives up when its signal aborts.
+ * "one per 2 s" spaces them 2 s apart), counted from when requests really went, and none at all while
+ * the key is held back after a 429. Waits queue up in call order; a wait gives up when its signal aborts.
  */
 /** A per-endpoint rate limit: the `rateLimit` of a provider HTTP request. */
 export interface ProviderRateLimit {
@@ -28,19 +28,24 @@ export interface RequestPacer {
 }
 
 interface KeyState {
-  /** When the last `burst` requests went (or are booked to go), ms since the epoch, oldest first. */
+  /** When the last `burst` requests of the key went, ms since the epoch, oldest first. */
   sent: number[];
   /** Nothing goes before this time. */
   heldUntil: number;
+  /** Settles when the last caller in line has gone (or given up): callers go in call order. */
+  line: Promise<void>;
 }
 
-/** A pacer with no request sent yet. */
-export function createRequestPacer(now: () => number = Date.now): RequestPacer {
+/** A pacer with no request sent yet; `now` and `sleep` are the clock (tests give a virtual one). */
+export function createRequestPacer(
+  now: () => number = Date.now,
+  sleep: (ms: number, signal: AbortSignal) => Promise<void> = abortableSleep,
+): RequestPacer {
   const states = new Map<string, KeyState>();
   const stateOf = (key: string): KeyState => {
     let state = states.get(key);
     if (!state) {
-      state = { sent: [], heldUntil: 0 };
+      state = { sent: [], heldUntil: 0, line: Promise.resolve() };
       states.set(key, state);
     }
     return state;
@@ -50,20 +55,55 @@ export function createRequestPacer(now: () => number = Date.now): RequestPacer {
       const state = stateOf(limit.key);
       const burst = Math.max(1, Math.floor(limit.burst ?? 1));
       const window = burst * limit.minIntervalMs;
-      const current = now();
-      // Booked synchronously, so concurrent callers get consecutive slots.
-      const oldest =
-        state.sent.length >= burst ? (state.sent[state.sent.length - burst] as number) : -Infinity;
-      const at = Math.max(current, state.heldUntil, oldest + window);
-      state.sent.push(at);
-      if (state.sent.length > burst) state.sent.splice(0, state.sent.length - burst);
-      if (at > current) await abortableSleep(at - current, signal);
+      // Each caller waits for the one before it to go, then spaces itself from when that one really
+      // went (not from when it was booked: a timer that fires late must not squeeze the next one in
+      // sooner), and looks again after sleeping in case a 429 held the key back meanwhile.
+      const before = state.line;
+      let done!: () => void;
+      const mine = new Promise<void>((resolve) => {
+        done = resolve;
+      });
+      state.line = before.then(() => mine);
+      try {
+        await untilSettledOrAborted(before, signal);
+        for (;;) {
+          const current = now();
+          const oldest =
+            state.sent.length >= burst ? (state.sent[state.sent.length - burst] as number) : -Infinity;
+          const at = Math.max(current, state.heldUntil, oldest + window);
+          if (at <= current) break;
+          await sleep(at - current, signal);
+        }
+        state.sent.push(now());
+        if (state.sent.length > burst) state.sent.splice(0, state.sent.length - burst);
+      } finally {
+        done();
+      }
     },
     holdBack(limit, ms) {
       const state = stateOf(limit.key);
       state.heldUntil = Math.max(state.heldUntil, now() + ms);
     },
   };
+}
+
+/** Resolves when `promise` settles; rejects with the signal's reason when it aborts first. */
+function untilSettledOrAborted(promise: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      () => {
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      },
+      () => {
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      },
+    );
+  });
 }
 
 /** Resolves after `ms`; rejects with the signal's reason when it aborts first. */

@@ -30,21 +30,50 @@ describe("pacing", () => {
   });
 
   it("lets a burst go at once, then holds the next request until the window has passed", async () => {
+    // A virtual clock: sleeping moves it on, so the waits are exact and no wall clock is read.
     let now = 0;
-    const pacer = createRequestPacer(() => now);
+    const slept: number[] = [];
+    const pacer = createRequestPacer(
+      () => now,
+      async (ms) => {
+        slept.push(ms);
+        now += ms;
+      },
+    );
     const limit = { key: "account", minIntervalMs: 10, penaltyMs: 0, burst: 3 };
     const signal = AbortSignal.timeout(5000);
-    const started = Date.now();
     for (let request = 0; request < 3; request += 1) await pacer.take(limit, signal);
-    expect(Date.now() - started).toBeLessThan(20);
+    expect(slept).toEqual([]);
     // The fourth of three a 30 ms window: it waits until the first request's window has passed.
+    now = 5;
     await pacer.take(limit, signal);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(28);
+    expect(slept).toEqual([25]);
+    expect(now).toBe(30);
     now = 1000;
     pacer.holdBack(limit, 40);
-    const held = Date.now();
     await pacer.take(limit, signal);
-    expect(Date.now() - held).toBeGreaterThanOrEqual(38);
+    expect(slept).toEqual([25, 40]);
+  });
+
+  it("spaces callers from when the one before really went, in call order", async () => {
+    let now = 0;
+    const went: number[] = [];
+    const pacer = createRequestPacer(
+      () => now,
+      async (ms) => {
+        // The first sleeper's timer fires 7 ms late (a loaded machine): the next still waits 50 ms.
+        now += ms + (went.length === 1 ? 7 : 0);
+      },
+    );
+    const limit = { key: "PUT /asks", minIntervalMs: 50, penaltyMs: 0 };
+    const signal = AbortSignal.timeout(5000);
+    await Promise.all(
+      [0, 1, 2].map(async () => {
+        await pacer.take(limit, signal);
+        went.push(now);
+      }),
+    );
+    expect(went).toEqual([0, 57, 107]);
   });
 
   it("honours Retry-After on a paced endpoint: nothing of the key goes before it has passed", async () => {
