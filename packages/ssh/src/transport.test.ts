@@ -15,7 +15,9 @@ import { CancelledError, ConfigurationError, ConnectionError } from "@skyward/co
 import { pythonRuntimeDirectory } from "@skyward/core/contract";
 import { WorkerConnection } from "@skyward/core/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SshConnection, type SshConnectOptions, type SshTarget, sshKeyFingerprint } from "./transport.js";
+import { sshKeyFingerprint } from "./known-hosts.js";
+import type { SshConnectOptions, SshTarget } from "./target.js";
+import { SshConnection } from "./transport.js";
 
 const sshdPath = "/usr/sbin/sshd";
 // These tests need OpenSSH's server (Debian: openssh-server); without it they are reported as skipped.
