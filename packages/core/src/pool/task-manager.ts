@@ -2,236 +2,51 @@
  * Dispatch: which node runs each task. Every node has `concurrency + buffer` slots; tasks wait in a
  * queue until a slot is free and go round-robin across nodes (or to the node they are pinned to).
  * Results, stream items, input-stream pulls, output and errors come back per task id.
+ *
+ * The scheduler is here; its parts are beside it: the task and node records (`task-record.ts`),
+ * placement (`placement.ts`), the queue (`fifo.ts`), input streams (`input-pump.ts`), subtask
+ * routing (`subtasks.ts`), output lines (`output-lines.ts`), task events (`task-events.ts`) and the
+ * errors a worker reports (`task-errors.ts`).
  */
 
 import { COLLECTION_REF, type CollectionStore } from "../collections/store.js";
 import {
   CancelledError,
   ConnectionError,
-  FunctionNotFoundError,
   NodeUnavailableError,
-  RemoteTaskError,
   SerializationError,
   SkywardError,
   TaskTimeoutError,
-  WorkerDiedError,
 } from "../errors/errors.js";
 import type { EventHub } from "../observe/events.js";
 import {
-  type InputStream,
   markInputStreams,
   type TaskMessage,
   type WireValue,
   type WorkerEvent,
 } from "../protocol/protocol.js";
-import { commandFailedError } from "./commands.js";
-import { AdaptiveSchedule, PREFETCH_BUDGET_MS } from "./schedule.js";
-import { decideRetry, type InterruptedTask, interruptedError } from "./task-retry.js";
+import { Fifo } from "./fifo.js";
+import { inputPumpToWorker } from "./input-pump.js";
+import { OutputLines } from "./output-lines.js";
+import { nextDueDelay, nextFreeNode, slotLimit } from "./placement.js";
+import { AdaptiveSchedule } from "./schedule.js";
+import { applyCollectionOperation, type SubtaskAnswer, sendAnswer, subtaskFailure } from "./subtasks.js";
+import { taskErrorOf } from "./task-errors.js";
+import { TaskEvents } from "./task-events.js";
+import {
+  interruptedTask,
+  type NodeState,
+  newNodeState,
+  type TaskCallbacks,
+  type TaskRecord,
+  type TaskRequest,
+  type TaskTicket,
+} from "./task-record.js";
+import { decideRetry, interruptedError } from "./task-retry.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
-/** How a task ends, told to whoever submitted it. */
-export interface TaskCallbacks {
-  /** The function returned (not for streams). */
-  readonly result?: (value: unknown) => void;
-  /** A generator yielded. */
-  readonly item?: (value: unknown) => void;
-  /** A generator finished. */
-  readonly end?: () => void;
-  /** The task failed, timed out or was cancelled. */
-  readonly error: (error: Error) => void;
-  /** Its `submit` is about to be written to this node's connection (once per run). */
-  readonly sending?: (node: number) => void;
-  /** Its `submit` was written to this node's connection (once per run). */
-  readonly sent?: (node: number) => void;
-}
-
-/** A task to dispatch. */
-export interface TaskRequest {
-  readonly ref: string;
-  readonly args: readonly unknown[];
-  readonly kwargs: Readonly<Record<string, unknown>>;
-  /** Seconds, or null for none. */
-  readonly timeout: number | null;
-  readonly stream: boolean;
-  /** Pin to this node index. */
-  readonly node?: number;
-  /** With `node`: pin to this worker of the node (its local rank). */
-  readonly worker?: number;
-  /** A subtask of a running task (nested dispatch): it uses the nodes' separate nested slots. */
-  readonly nested?: boolean;
-  /** How many times it may run again when its node is lost; default the manager's `retryOnInterruption`. */
-  readonly retries?: number;
-  /** A stream that yielded items may start over when its node is lost (the items delivered are skipped). */
-  readonly restartStream?: boolean;
-  /** `timeout` is the pool's default: a `@sky.function(timeout=…)` on the worker replaces it. */
-  readonly defaultTimeout?: boolean;
-  /** The result stays on the node; the task resolves to a `RemoteRef`. */
-  readonly keep?: boolean;
-  /** The arguments hold remote references. */
-  readonly refs?: boolean;
-}
-
-/** A dispatched task, as its submitter holds it. */
-export interface TaskTicket {
-  readonly id: string;
-  /** Cancels it: dropped if queued, cancelled on the worker if running. Idempotent. */
-  cancel(reason?: string): void;
-}
-
-interface TaskRecord extends TaskTicket {
-  readonly request: TaskRequest;
-  readonly callbacks: TaskCallbacks;
-  node: NodeState | undefined;
-  startedAt: number;
-  /** When it got a worker slot, as far as the client can tell (later than `startedAt` if it waited). */
-  begunAt: number;
-  done: boolean;
-  streams: InputStream[];
-  pumps: Map<number, InputPump>;
-  /** Subtasks it started (nested dispatch), cancelled when it ends. */
-  children: Map<number, TaskTicket> | undefined;
-  /** Which run this is, from 1; messages of an earlier run (a node since lost) are dropped. */
-  attempt: number;
-  /**
-   * The id its current run goes by on the wire: the task id for the first run, `<id>.<attempt>` for
-   * later ones, so that a worker still holding an earlier run (one the pool reattached to) never
-   * takes the new run for it.
-   */
-  wireId: string;
-  /** Runs cut short by the loss of their node (those withdrawn before they started do not count). */
-  interruptions: number;
-  /** Stream items delivered to the submitter. */
-  itemsDelivered: number;
-  /** Items of a restarted stream still to skip (delivered by an earlier run). */
-  skipItems: number;
-  /** When it started waiting for a slot (performance.now()). */
-  queuedAt: number;
-}
-
-interface NodeState {
-  readonly index: number;
-  connection: WorkerConnection | undefined;
-  capacity: number;
-  /** With an adaptive buffer (`"auto"`), its slot count follows the tasks' durations; `capacity` otherwise. */
-  adaptive: boolean;
-  /** When its last task ended (or it joined), and when its last result came: `performance.now()`. */
-  idleSince: number;
-  lastDone: number;
-  readonly running: Map<string, TaskRecord>;
-  readonly pinned: TaskRecord[];
-  /** Nested tasks running on it, and how many it may run (its concurrency). */
-  nestedRunning: number;
-  nestedCapacity: number;
-  /** Lost for good (its replacement failed): tasks pinned to it fail. */
-  abandoned: boolean;
-  /** Going away (an interruption notice): it takes no new tasks. */
-  draining: boolean;
-  /** Called once nothing runs on it any more. */
-  idleWaiters: (() => void)[];
-  /**
-   * Whether tasks pinned to it wait at most `nodeWaitSeconds` while it has no worker: it was lost, or
-   * failed to start and another is coming (false: it is starting for the first time; if that fails,
-   * they fail with it).
-   */
-  bounded: boolean;
-}
-
-/** A simple array-backed FIFO with O(1) amortised shift. */
-class Fifo<T> {
-  #items: (T | undefined)[] = [];
-  #head = 0;
-
-  get size(): number {
-    return this.#items.length - this.#head;
-  }
-
-  push(item: T): void {
-    this.#items.push(item);
-  }
-
-  peek(): T | undefined {
-    return this.#items[this.#head];
-  }
-
-  shift(): T | undefined {
-    if (this.#head >= this.#items.length) return undefined;
-    const item = this.#items[this.#head];
-    this.#items[this.#head] = undefined;
-    this.#head += 1;
-    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
-      this.#items = this.#items.slice(this.#head);
-      this.#head = 0;
-    }
-    return item;
-  }
-
-  drain(): T[] {
-    const rest = this.#items.slice(this.#head) as T[];
-    this.#items = [];
-    this.#head = 0;
-    return rest;
-  }
-}
-
-/** Reads an input stream's source as the worker grants credit. */
-class InputPump {
-  readonly #iterator: AsyncIterator<unknown> | Iterator<unknown>;
-  readonly #send: (
-    message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string },
-  ) => void;
-  #credit = 0;
-  #running = false;
-  #finished = false;
-
-  constructor(
-    source: AsyncIterable<unknown> | Iterable<unknown>,
-    send: (
-      message: { t: "in"; value: unknown } | { t: "in_end" } | { t: "in_error"; message: string },
-    ) => void,
-  ) {
-    this.#send = send;
-    this.#iterator =
-      Symbol.asyncIterator in source
-        ? (source as AsyncIterable<unknown>)[Symbol.asyncIterator]()
-        : (source as Iterable<unknown>)[Symbol.iterator]();
-  }
-
-  grant(n: number): void {
-    this.#credit += n;
-    if (!this.#running) void this.#run();
-  }
-
-  async #run(): Promise<void> {
-    this.#running = true;
-    try {
-      while (this.#credit > 0 && !this.#finished) {
-        let next: IteratorResult<unknown>;
-        try {
-          next = await this.#iterator.next();
-        } catch (error) {
-          this.#finished = true;
-          this.#send({ t: "in_error", message: error instanceof Error ? error.message : String(error) });
-          return;
-        }
-        if (next.done) {
-          this.#finished = true;
-          this.#send({ t: "in_end" });
-          return;
-        }
-        this.#credit -= 1;
-        this.#send({ t: "in", value: next.value });
-      }
-    } finally {
-      this.#running = false;
-    }
-  }
-
-  close(): void {
-    if (this.#finished) return;
-    this.#finished = true;
-    void this.#iterator.return?.();
-  }
-}
+export { collectionFailure, type SubtaskAnswer, type SubtaskRunner, sendAnswer } from "./subtasks.js";
+export type { TaskCallbacks, TaskRequest, TaskTicket } from "./task-record.js";
 
 /** Options of a {@link TaskManager}. */
 export interface TaskManagerOptions {
@@ -261,8 +76,8 @@ export class TaskManager {
   /** Tasks whose node was lost, run again before the queue. */
   readonly #retryQueue = new Fifo<TaskRecord>();
   readonly #nestedQueue = new Fifo<TaskRecord>();
-  readonly #hub: EventHub;
-  readonly #poolId: string;
+  readonly #events: TaskEvents;
+  readonly #output: OutputLines;
   readonly #grace: number;
   readonly #onQueued: (() => void) | undefined;
   readonly #collections: CollectionStore | undefined;
@@ -276,13 +91,11 @@ export class TaskManager {
   #closed = false;
   #wake: ReturnType<typeof setTimeout> | undefined;
   readonly #sweeper: ReturnType<typeof setInterval>;
-  /** Partial output lines, per node/worker/stream. */
-  readonly #partialLines = new Map<string, string>();
 
   constructor(options: TaskManagerOptions) {
     this.#idPrefix = options.idPrefix ?? "t";
-    this.#hub = options.hub;
-    this.#poolId = options.poolId;
+    this.#events = new TaskEvents(options.hub, options.poolId);
+    this.#output = new OutputLines(options.hub, options.poolId);
     this.#grace = options.timeoutGraceSeconds ?? 10;
     this.#onQueued = options.onQueued;
     this.#retries = options.retryOnInterruption ?? 3;
@@ -323,22 +136,12 @@ export class TaskManager {
    */
   expect(index: number): void {
     if (this.#nodes[index]) return;
-    this.#nodes[index] = {
-      index,
-      connection: undefined,
+    this.#nodes[index] = newNodeState(index, undefined, {
       capacity: 0,
       adaptive: false,
-      idleSince: performance.now(),
-      lastDone: 0,
-      running: new Map(),
-      pinned: [],
-      nestedRunning: 0,
       nestedCapacity: 0,
-      abandoned: false,
-      draining: false,
-      idleWaiters: [],
       bounded: false,
-    };
+    });
   }
 
   /**
@@ -414,22 +217,7 @@ export class TaskManager {
     const adaptive = capacity === "auto";
     const fixed = adaptive ? nestedCapacity : capacity;
     if (!node) {
-      node = {
-        index,
-        connection,
-        capacity: fixed,
-        adaptive,
-        idleSince: performance.now(),
-        lastDone: 0,
-        running: new Map(),
-        pinned: [],
-        nestedRunning: 0,
-        nestedCapacity,
-        abandoned: false,
-        draining: false,
-        idleWaiters: [],
-        bounded: true,
-      };
+      node = newNodeState(index, connection, { capacity: fixed, adaptive, nestedCapacity, bounded: true });
       this.#nodes[index] = node;
     } else {
       node.bounded = true;
@@ -445,7 +233,7 @@ export class TaskManager {
     const attached = node;
     connection.onMessage((message) => {
       if (message.t === "out")
-        this.#output(message.node, message.worker, message.stream, message.data, undefined);
+        this.#output.write(message.node, message.worker, message.stream, message.data, undefined);
       else if (message.t === "event") onEvent?.(message.event);
     });
     this.#pump();
@@ -467,9 +255,9 @@ export class TaskManager {
     for (const record of node.pinned) record.queuedAt = now;
     for (const record of [...node.running.values()]) {
       connection.offTask(record.wireId);
-      const task = this.#interrupted(record);
+      const task = interruptedTask(record, this.#retries);
       const decision = decideRetry(task);
-      this.#taskFailed(record, index, "NodeLost", reason, decision.retry);
+      this.#events.failed(record, index, "NodeLost", reason, decision.retry);
       if (!decision.retry) {
         this.#finish(record);
         record.callbacks.error(interruptedError(task, decision.reason, index, reason));
@@ -507,20 +295,6 @@ export class TaskManager {
     const node = this.#nodes[index];
     if (!node?.connection || node.running.size === 0) return Promise.resolve();
     return new Promise((resolve) => node.idleWaiters.push(resolve));
-  }
-
-  #interrupted(record: TaskRecord): InterruptedTask {
-    const { request } = record;
-    return {
-      id: record.id,
-      ref: request.ref,
-      attempt: record.interruptions + 1,
-      retries: request.retries ?? this.#retries,
-      stream: request.stream,
-      itemsDelivered: record.itemsDelivered,
-      restartStream: request.restartStream === true,
-      inputConsumed: record.pumps.size > 0,
-    };
   }
 
   /** Takes a task off its lost node and queues it to run again: first in line, on the same node if pinned. */
@@ -601,15 +375,7 @@ export class TaskManager {
       queuedAt: performance.now(),
       cancel: (reason) => this.#cancel(record, reason),
     };
-    if (this.#hub.listensTo("task.queued")) {
-      this.#hub.emit({
-        type: "task.queued",
-        timestamp: Date.now(),
-        poolId: this.#poolId,
-        taskId: id,
-        name: request.ref,
-      });
-    }
+    this.#events.queued(id, request.ref);
     if (request.node !== undefined) {
       const node = this.#nodes[request.node];
       if (!node)
@@ -671,7 +437,8 @@ export class TaskManager {
       if (!node?.connection || node.draining) continue;
       while (
         node.pinned.length > 0 &&
-        node.running.size - node.nestedRunning < this.#limit(node, (node.pinned[0] as TaskRecord).request.ref)
+        node.running.size - node.nestedRunning <
+          slotLimit(this.#schedule, node, (node.pinned[0] as TaskRecord).request.ref)
       ) {
         const record = node.pinned.shift() as TaskRecord;
         if (!record.done) this.#start(node, record);
@@ -693,46 +460,11 @@ export class TaskManager {
     if (this.#capacityWaiters.length > 0) for (const waiter of this.#capacityWaiters.splice(0)) waiter();
   }
 
-  /** Tasks `node` may have in flight (nested ones apart) when the next to place is `ref`'s. */
-  #limit(node: NodeState, ref: string): number {
-    if (!node.adaptive) return node.capacity;
-    const base = this.#schedule.limit(node.capacity, ref);
-    return base > node.capacity ? base : node.capacity + this.#nearlyDone(node, performance.now());
-  }
-
-  /**
-   * Long tasks are held back, but not for a round trip: a slot whose task is expected to end within
-   * the prefetch budget takes its successor now (at most one per slot), so the worker never idles
-   * between long tasks. The expectation is the function's learnt duration.
-   */
-  #nearlyDone(node: NodeState, now: number): number {
-    let count = 0;
-    for (const record of node.running.values()) {
-      if (record.request.nested) continue;
-      const estimate = this.#schedule.estimateMs(record.request.ref);
-      if (estimate !== undefined && now >= record.begunAt + estimate - PREFETCH_BUDGET_MS) count += 1;
-    }
-    return Math.min(count, node.capacity);
-  }
-
-  /** With tasks held back, wakes the dispatcher when the next running task is due to end (see {@link #nearlyDone}). */
+  /** With tasks held back, wakes the dispatcher when the next running task is due to end. */
   #armWake(): void {
     if (this.#wake !== undefined || this.#closed) return;
-    const now = performance.now();
-    let earliest = Number.POSITIVE_INFINITY;
-    for (const node of this.#nodes) {
-      if (!node?.connection || !node.adaptive) continue;
-      for (const record of node.running.values()) {
-        if (record.request.nested) continue;
-        const estimate = this.#schedule.estimateMs(record.request.ref);
-        if (estimate === undefined) continue;
-        // Moments already past were counted when they came; a result wakes the dispatcher after them.
-        const due = record.begunAt + estimate - PREFETCH_BUDGET_MS;
-        if (due > now) earliest = Math.min(earliest, due);
-      }
-    }
-    if (earliest === Number.POSITIVE_INFINITY) return;
-    const delay = Math.max(1, Math.ceil(earliest - now));
+    const delay = nextDueDelay(this.#schedule, this.#nodes, performance.now());
+    if (delay === undefined) return;
     this.#wake = setTimeout(() => {
       this.#wake = undefined;
       this.#pump();
@@ -741,20 +473,9 @@ export class TaskManager {
   }
 
   #nextFreeNode(nested = false, ref = ""): NodeState | undefined {
-    const nodes = this.#nodes;
-    const count = nodes.length;
-    for (let step = 0; step < count; step += 1) {
-      const index = (this.#roundRobin + step) % count;
-      const node = nodes[index];
-      const free = nested
-        ? node !== undefined && node.nestedRunning < node.nestedCapacity
-        : node !== undefined && node.running.size - node.nestedRunning < this.#limit(node, ref);
-      if (node?.connection && free && !node.draining) {
-        this.#roundRobin = (index + 1) % count;
-        return node;
-      }
-    }
-    return undefined;
+    const node = nextFreeNode(this.#schedule, this.#nodes, this.#roundRobin, nested, ref);
+    if (node) this.#roundRobin = (node.index + 1) % this.#nodes.length;
+    return node;
   }
 
   #start(node: NodeState, record: TaskRecord): void {
@@ -814,17 +535,7 @@ export class TaskManager {
       );
       return;
     }
-    if (this.#hub.listensTo("task.started")) {
-      this.#hub.emit({
-        type: "task.started",
-        timestamp: Date.now(),
-        poolId: this.#poolId,
-        taskId: record.id,
-        name: request.ref,
-        node: node.index,
-        attempt: record.attempt,
-      });
-    }
+    this.#events.started(record, node.index);
   }
 
   #finish(record: TaskRecord): void {
@@ -876,7 +587,7 @@ export class TaskManager {
     switch (message.t) {
       case "result": {
         this.#finish(record);
-        this.#completed(record);
+        this.#events.completed(record);
         record.callbacks.result?.(message.value);
         return;
       }
@@ -891,49 +602,25 @@ export class TaskManager {
         return;
       case "end":
         this.#finish(record);
-        this.#completed(record);
+        this.#events.completed(record);
         record.callbacks.end?.();
         return;
       case "error": {
         this.#finish(record);
-        const error = this.#taskError(record, message);
-        this.#taskFailed(record, message.node, message.type, message.message, false);
+        const error = taskErrorOf(record, message);
+        this.#events.failed(record, message.node, message.type, message.message, false);
         record.callbacks.error(error);
         return;
       }
       case "out":
-        this.#output(message.node, message.worker, message.stream, message.data, record.id);
+        this.#output.write(message.node, message.worker, message.stream, message.data, record.id);
         return;
       case "pull": {
         const stream = record.streams[message.stream];
         if (!stream?.source) return;
         let pump = record.pumps.get(message.stream);
         if (!pump) {
-          const index = message.stream;
-          const connection = record.node?.connection;
-          pump = new InputPump(stream.source, (input) => {
-            if (record.done || !connection?.isOpen) return;
-            try {
-              if (input.t === "in")
-                connection.send({
-                  t: "in",
-                  id: record.wireId,
-                  stream: index,
-                  value: input.value as WireValue,
-                });
-              else if (input.t === "in_end")
-                connection.send({ t: "in_end", id: record.wireId, stream: index });
-              else
-                connection.send({ t: "in_error", id: record.wireId, stream: index, message: input.message });
-            } catch (error) {
-              connection.send({
-                t: "in_error",
-                id: record.wireId,
-                stream: index,
-                message: `cannot send an item: ${(error as Error).message}`,
-              });
-            }
-          });
+          pump = inputPumpToWorker(stream.source, record.node?.connection, record, message.stream);
           record.pumps.set(message.stream, pump);
         }
         pump.grant(message.n);
@@ -970,16 +657,9 @@ export class TaskManager {
     if (message.fn === COLLECTION_REF && this.#collections) {
       // A collection operation: answered by the pool's authority, not run as a task.
       // The owner is the task (its locks outlive no run of it: #requeue and #finish release them).
-      const pending = this.#collections.apply(parent.id, message.args);
+      const operation = applyCollectionOperation(this.#collections, parent.id, message, reply);
       parent.children ??= new Map();
-      parent.children.set(message.sub, {
-        id: `${parent.id}/${message.sub}`,
-        cancel: (reason) => pending.cancel(reason ?? "cancelled"),
-      });
-      pending.answer.then(
-        (value) => reply({ t: "subresult", value }),
-        (error: Error) => reply(collectionFailure(error)),
-      );
+      parent.children.set(message.sub, operation);
       return;
     }
     const ticket = this.runSubtask(message, parent.request.timeout, reply);
@@ -1022,86 +702,6 @@ export class TaskManager {
     }
   }
 
-  #taskFailed(record: TaskRecord, node: number, type: string, text: string, willRetry: boolean): void {
-    if (!this.#hub.listensTo("task.failed")) return;
-    this.#hub.emit({
-      type: "task.failed",
-      timestamp: Date.now(),
-      poolId: this.#poolId,
-      taskId: record.id,
-      name: record.request.ref,
-      node,
-      durationMs: performance.now() - record.startedAt,
-      error: { type, message: text },
-      willRetry,
-    });
-  }
-
-  #completed(record: TaskRecord): void {
-    if (this.#hub.listensTo("task.completed")) {
-      this.#hub.emit({
-        type: "task.completed",
-        timestamp: Date.now(),
-        poolId: this.#poolId,
-        taskId: record.id,
-        name: record.request.ref,
-        node: record.node?.index ?? -1,
-        durationMs: performance.now() - record.startedAt,
-      });
-    }
-  }
-
-  #taskError(record: TaskRecord, message: Extract<TaskMessage, { t: "error" }>): Error {
-    const { ref } = record.request;
-    switch (message.kind) {
-      case "not_found":
-        return new FunctionNotFoundError({
-          taskId: record.id,
-          ref,
-          node: message.node,
-          message: `${ref} not found on node ${message.node}: ${message.message}`,
-        });
-      case "serialization":
-        return new SerializationError({
-          taskId: record.id,
-          side: "worker",
-          message: `${ref} on node ${message.node}: ${message.message}`,
-        });
-      case "timeout": {
-        // The worker's own figure: a @sky.function(timeout=…) may have replaced the pool's default.
-        const reported = /timeout of ([0-9.]+) s/.exec(message.message)?.[1];
-        const seconds = reported !== undefined ? Number(reported) : (record.request.timeout ?? 0);
-        return new TaskTimeoutError({
-          taskId: record.id,
-          timeoutSeconds: seconds,
-          message: `${ref} (task ${record.id}) timed out after ${seconds} s on node ${message.node}`,
-        });
-      }
-      case "cancelled":
-        return new CancelledError({
-          taskId: record.id,
-          message: `${ref} (task ${record.id}) was cancelled on node ${message.node}`,
-        });
-      case "worker_died":
-        return new WorkerDiedError({
-          taskId: record.id,
-          node: message.node,
-          message: `The process running ${ref} (task ${record.id}) on node ${message.node} died: ${message.message}`,
-        });
-      default:
-        return (
-          commandFailedError({ taskId: record.id, ...message }) ??
-          new RemoteTaskError({
-            taskId: record.id,
-            exceptionType: message.type,
-            exceptionMessage: message.message,
-            remoteTraceback: message.traceback,
-            node: message.node,
-          })
-        );
-    }
-  }
-
   #cancel(record: TaskRecord, reason = "cancelled", failWith?: (taskId: string, ref: string) => Error): void {
     if (record.done) return;
     const node = record.node;
@@ -1115,16 +715,7 @@ export class TaskManager {
         // the connection went away; nothing to cancel any more
       }
     }
-    if (this.#hub.listensTo("task.cancelled")) {
-      this.#hub.emit({
-        type: "task.cancelled",
-        timestamp: Date.now(),
-        poolId: this.#poolId,
-        taskId: record.id,
-        name: record.request.ref,
-        node: node?.index ?? null,
-      });
-    }
+    this.#events.cancelled(record, node?.index ?? null);
     record.callbacks.error(
       failWith?.(record.id, record.request.ref) ??
         new CancelledError({
@@ -1182,116 +773,4 @@ export class TaskManager {
       );
     }
   }
-
-  #output(
-    node: number,
-    worker: number | null,
-    stream: "stdout" | "stderr",
-    data: string,
-    taskId: string | undefined,
-  ): void {
-    if (!this.#hub.listensTo("log")) return;
-    const key = `${node}/${worker}/${stream}`;
-    const text = (this.#partialLines.get(key) ?? "") + data;
-    const lines = text.split("\n");
-    const rest = lines.pop() ?? "";
-    if (rest) this.#partialLines.set(key, rest);
-    else this.#partialLines.delete(key);
-    const timestamp = Date.now();
-    for (const line of lines) {
-      this.#hub.emit({
-        type: "log",
-        timestamp,
-        poolId: this.#poolId,
-        node,
-        worker: worker ?? 0,
-        stream,
-        line,
-        ...(taskId ? { taskId } : {}),
-      });
-    }
-  }
-}
-
-/**
- * Runs a nested task on a pool's task manager for a task it has no record of: those an attached
- * pool picked up (`attach`), whose subtasks reach the attaching client's own connections. Returns
- * its ticket, or undefined when it failed at once (`reply` was called).
- */
-export type SubtaskRunner = (
-  message: Extract<TaskMessage, { t: "subtask" }>,
-  reply: (answer: SubtaskAnswer) => void,
-) => TaskTicket | undefined;
-
-/** A subtask's outcome, to be sent to its parent's worker under the parent's wire id ({@link sendAnswer}). */
-export type SubtaskAnswer =
-  | { readonly t: "subresult"; readonly value: WireValue }
-  | {
-      readonly t: "suberror";
-      readonly kind: string;
-      readonly type: string;
-      readonly message: string;
-      readonly traceback: string;
-      readonly node: number;
-    };
-
-/**
- * Sends `answer` to the worker of the task with wire id `parentWireId`: a value that cannot be
- * encoded goes as a `SerializationError` instead, so the parent never waits forever.
- */
-export function sendAnswer(
-  connection: WorkerConnection,
-  parentWireId: string,
-  sub: number,
-  answer: SubtaskAnswer,
-): void {
-  try {
-    connection.send({ ...answer, id: parentWireId, sub } as Parameters<WorkerConnection["send"]>[0]);
-  } catch (error) {
-    connection.send({
-      t: "suberror",
-      id: parentWireId,
-      sub,
-      kind: "serialization",
-      type: "SerializationError",
-      message: (error as Error).message,
-      traceback: "",
-      node: -1,
-    });
-  }
-}
-
-/** A collection operation's error as its task sees it (the Python type it names, else the error's). */
-export function collectionFailure(error: Error): SubtaskAnswer {
-  return {
-    t: "suberror",
-    kind: "exception",
-    type: (error as { pythonType?: string }).pythonType ?? error.name,
-    message: error.message,
-    traceback: "",
-    node: -1,
-  };
-}
-
-/** A nested task's failure as its parent sees it: the kind and type the worker raises again. */
-function subtaskFailure(error: Error, node: number): SubtaskAnswer {
-  const kind = RemoteTaskError.isInstance(error)
-    ? "exception"
-    : FunctionNotFoundError.isInstance(error)
-      ? "not_found"
-      : SerializationError.isInstance(error)
-        ? "serialization"
-        : TaskTimeoutError.isInstance(error)
-          ? "timeout"
-          : CancelledError.isInstance(error)
-            ? "cancelled"
-            : "worker_died";
-  return {
-    t: "suberror",
-    kind,
-    type: RemoteTaskError.isInstance(error) ? error.exceptionType : error.name,
-    message: RemoteTaskError.isInstance(error) ? error.exceptionMessage : error.message,
-    traceback: RemoteTaskError.isInstance(error) ? error.remoteTraceback : "",
-    node,
-  };
 }
