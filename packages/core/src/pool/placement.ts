@@ -5,7 +5,7 @@
  */
 
 import { type AdaptiveSchedule, PREFETCH_BUDGET_MS } from "./schedule.js";
-import type { NodeState } from "./task-record.js";
+import type { NodeState, TaskRecord } from "./task-record.js";
 
 /** Tasks `node` may have in flight (nested ones apart) when the next to place is `ref`'s. */
 export function slotLimit(schedule: AdaptiveSchedule, node: NodeState, ref: string): number {
@@ -73,4 +73,26 @@ export function nextFreeNode(
     if (node?.connection && free && !node.draining) return node;
   }
   return undefined;
+}
+
+/**
+ * Learns from task `record` ending on adaptive `node` now: its duration for the schedule, and, since
+ * the worker runs its tasks in order, the moment the one waiting longest behind it begins.
+ */
+export function observeTaskEnd(schedule: AdaptiveSchedule, node: NodeState, record: TaskRecord): void {
+  const now = performance.now();
+  const inFlight = node.running.size - node.nestedRunning;
+  schedule.observe(record.request.ref, record.startedAt, now, inFlight, node.capacity, node.lastDone);
+  node.lastDone = now;
+  if (inFlight > node.capacity) {
+    let position = 0;
+    for (const waiting of node.running.values()) {
+      if (waiting === record || waiting.request.nested) continue;
+      position += 1;
+      if (position === node.capacity) {
+        waiting.begunAt = Math.max(waiting.begunAt, now);
+        break;
+      }
+    }
+  }
 }

@@ -4,7 +4,7 @@
  * collection operation (`COLLECTION_REF`) is answered by the pool's collection store instead.
  */
 
-import type { CollectionStore } from "../collections/store.js";
+import { COLLECTION_REF, type CollectionStore } from "../collections/store.js";
 import {
   CancelledError,
   FunctionNotFoundError,
@@ -13,7 +13,7 @@ import {
   TaskTimeoutError,
 } from "../errors/errors.js";
 import type { TaskMessage, WireValue } from "../protocol/protocol.js";
-import type { TaskTicket } from "./task-record.js";
+import type { TaskCallbacks, TaskRecord, TaskRequest, TaskTicket } from "./task-record.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
 /**
@@ -115,4 +115,70 @@ export function subtaskFailure(error: Error, node: number): SubtaskAnswer {
     traceback: RemoteTaskError.isInstance(error) ? error.remoteTraceback : "",
     node,
   };
+}
+
+/**
+ * Routes subtask `message` of running task `parent`: a collection operation goes to `collections`,
+ * anything else runs as a nested task through `runNested`; the answer goes to the run that asked,
+ * under its wire id (a retried run has another). Each is a child of the parent, cancelled with it.
+ */
+export function routeSubtask(
+  parent: TaskRecord,
+  message: Extract<TaskMessage, { t: "subtask" }>,
+  collections: CollectionStore | undefined,
+  runNested: (
+    message: Extract<TaskMessage, { t: "subtask" }>,
+    timeout: number | null,
+    reply: (answer: SubtaskAnswer) => void,
+  ) => TaskTicket | undefined,
+): void {
+  const connection = parent.node?.connection;
+  const wireId = parent.wireId;
+  const reply = (answer: SubtaskAnswer) => {
+    parent.children?.delete(message.sub);
+    if (parent.done || !connection?.isOpen) return;
+    sendAnswer(connection, wireId, message.sub, answer);
+  };
+  // A collection operation is answered by the pool's authority, not run as a task. Its owner is the
+  // task: its locks outlive no run of it (the task manager releases them when a run ends).
+  const ticket =
+    message.fn === COLLECTION_REF && collections
+      ? applyCollectionOperation(collections, parent.id, message, reply)
+      : runNested(message, parent.request.timeout, reply);
+  if (!ticket) return;
+  parent.children ??= new Map();
+  parent.children.set(message.sub, ticket);
+}
+
+/**
+ * Submits subtask `message` as a nested task (on the nodes' nested slots) with `timeout`, and calls
+ * `reply` once with its outcome. Returns its ticket, or undefined when it failed at once.
+ */
+export function submitNestedTask(
+  submit: (request: TaskRequest, callbacks: TaskCallbacks) => TaskTicket,
+  message: Extract<TaskMessage, { t: "subtask" }>,
+  timeout: number | null,
+  reply: (answer: SubtaskAnswer) => void,
+): TaskTicket | undefined {
+  const failure = (error: Error, node: number) => reply(subtaskFailure(error, node));
+  try {
+    return submit(
+      {
+        ref: message.fn,
+        args: message.args,
+        kwargs: message.kwargs,
+        timeout,
+        stream: false,
+        nested: true,
+        ...(message.node !== null ? { node: message.node } : {}),
+      },
+      {
+        result: (value) => reply({ t: "subresult", value: value as WireValue }),
+        error: (error) => failure(error, (error as { node?: number }).node ?? -1),
+      },
+    );
+  } catch (error) {
+    failure(error as Error, -1);
+    return undefined;
+  }
 }

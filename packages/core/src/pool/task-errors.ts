@@ -1,13 +1,16 @@
 /**
- * A worker's `error` message as the error the submitter's promise rejects with: each `kind` has its
- * own error class; an exception the task raised is a `RemoteTaskError` (or a command's failure).
+ * The errors a task fails with: a worker's `error` message as the error the submitter's promise
+ * rejects with (each `kind` has its own class; an exception the task raised is a `RemoteTaskError`,
+ * or a command's failure), and a `submit` that could not be sent.
  */
 
 import {
   CancelledError,
+  ConnectionError,
   FunctionNotFoundError,
   RemoteTaskError,
   SerializationError,
+  SkywardError,
   TaskTimeoutError,
   WorkerDiedError,
 } from "../errors/errors.js";
@@ -68,4 +71,19 @@ export function taskErrorOf(
         })
       );
   }
+}
+
+/**
+ * The error of task `record` whose `submit` could not be written: an argument that cannot be sent
+ * is a `SerializationError`; a lost connection stays what it is.
+ */
+export function sendError(record: Pick<TaskRecord, "id" | "request">, error: unknown): Error {
+  return SkywardError.isInstance(error) && !ConnectionError.isInstance(error)
+    ? new SerializationError({
+        taskId: record.id,
+        side: "client",
+        message: `Cannot send the arguments of ${record.request.ref}: ${(error as Error).message}`,
+        cause: error,
+      })
+    : (error as Error);
 }

@@ -3,44 +3,38 @@
  * queue until a slot is free and go round-robin across nodes (or to the node they are pinned to).
  * Results, stream items, input-stream pulls, output and errors come back per task id.
  *
- * The scheduler is here; its parts are beside it: the task and node records (`task-record.ts`),
- * placement (`placement.ts`), the queue (`fifo.ts`), input streams (`input-pump.ts`), subtask
- * routing (`subtasks.ts`), output lines (`output-lines.ts`), task events (`task-events.ts`) and the
- * errors a worker reports (`task-errors.ts`).
+ * The scheduler is here; its parts are beside it: the task and node records (`task-record.ts`), the
+ * node set (`dispatch-nodes.ts`) and placement (`placement.ts`), the queue (`fifo.ts`), input streams
+ * (`input-pump.ts`), subtask routing (`subtasks.ts`), output lines (`output-lines.ts`), task events
+ * (`task-events.ts`), the errors tasks fail with (`task-errors.ts`) and the client's own deadlines
+ * (`task-deadlines.ts`).
  */
 
-import { COLLECTION_REF, type CollectionStore } from "../collections/store.js";
-import {
-  CancelledError,
-  ConnectionError,
-  NodeUnavailableError,
-  SerializationError,
-  SkywardError,
-  TaskTimeoutError,
-} from "../errors/errors.js";
+import type { CollectionStore } from "../collections/store.js";
+import { CancelledError, ConnectionError, NodeUnavailableError } from "../errors/errors.js";
 import type { EventHub } from "../observe/events.js";
-import {
-  markInputStreams,
-  type TaskMessage,
-  type WireValue,
-  type WorkerEvent,
-} from "../protocol/protocol.js";
+import { markInputStreams, type TaskMessage, type WorkerEvent } from "../protocol/protocol.js";
+import { DispatchNodes } from "./dispatch-nodes.js";
 import { Fifo } from "./fifo.js";
 import { inputPumpToWorker } from "./input-pump.js";
 import { OutputLines } from "./output-lines.js";
-import { nextDueDelay, nextFreeNode, slotLimit } from "./placement.js";
+import { observeTaskEnd } from "./placement.js";
 import { AdaptiveSchedule } from "./schedule.js";
-import { applyCollectionOperation, type SubtaskAnswer, sendAnswer, subtaskFailure } from "./subtasks.js";
-import { taskErrorOf } from "./task-errors.js";
+import { routeSubtask, type SubtaskAnswer, submitNestedTask } from "./subtasks.js";
+import { overdueTasks, pinnedExpiredError, silentTimeoutError, takeExpiredPinned } from "./task-deadlines.js";
+import { sendError, taskErrorOf } from "./task-errors.js";
 import { TaskEvents } from "./task-events.js";
 import {
+  failWaiting,
   interruptedTask,
   type NodeState,
-  newNodeState,
+  newTaskRecord,
+  submitMessage,
   type TaskCallbacks,
   type TaskRecord,
   type TaskRequest,
   type TaskTicket,
+  wakeIfIdle,
 } from "./task-record.js";
 import { decideRetry, interruptedError } from "./task-retry.js";
 import type { WorkerConnection } from "./worker-connection.js";
@@ -71,7 +65,8 @@ export interface TaskManagerOptions {
 
 /** Dispatches tasks over the pool's node connections. */
 export class TaskManager {
-  readonly #nodes: NodeState[] = [];
+  readonly #schedule = new AdaptiveSchedule();
+  readonly #nodes = new DispatchNodes(this.#schedule);
   readonly #queue = new Fifo<TaskRecord>();
   /** Tasks whose node was lost, run again before the queue. */
   readonly #retryQueue = new Fifo<TaskRecord>();
@@ -82,12 +77,10 @@ export class TaskManager {
   readonly #onQueued: (() => void) | undefined;
   readonly #collections: CollectionStore | undefined;
   readonly #idPrefix: string;
-  readonly #schedule = new AdaptiveSchedule();
   readonly #retries: number;
   readonly #nodeWaitSeconds: () => number;
   readonly #capacityWaiters: (() => void)[] = [];
   #nextId = 0;
-  #roundRobin = 0;
   #closed = false;
   #wake: ReturnType<typeof setTimeout> | undefined;
   readonly #sweeper: ReturnType<typeof setInterval>;
@@ -108,26 +101,17 @@ export class TaskManager {
 
   /** Nodes whose worker is connected. */
   get liveNodes(): number {
-    let count = 0;
-    for (const node of this.#nodes) if (node?.connection) count += 1;
-    return count;
+    return this.#nodes.liveNodes;
   }
 
   /** Total slots over the live nodes. */
   get capacity(): number {
-    let total = 0;
-    for (const node of this.#nodes) if (node?.connection) total += node.capacity;
-    return total;
+    return this.#nodes.capacity;
   }
 
   /** Connected nodes with nothing running or waiting on them, longest idle first: `[index, idleSince]`. */
   idleNodes(): [index: number, idleSince: number][] {
-    const idle: [number, number][] = [];
-    for (const node of this.#nodes) {
-      if (node?.connection && node.running.size === 0 && node.pinned.length === 0)
-        idle.push([node.index, node.idleSince]);
-    }
-    return idle.sort((a, b) => a[1] - b[1] || b[0] - a[0]);
+    return this.#nodes.idleNodes();
   }
 
   /**
@@ -135,13 +119,7 @@ export class TaskManager {
    * accepted and wait for {@link attach}, or fail if it does not start ({@link startFailed}).
    */
   expect(index: number): void {
-    if (this.#nodes[index]) return;
-    this.#nodes[index] = newNodeState(index, undefined, {
-      capacity: 0,
-      adaptive: false,
-      nestedCapacity: 0,
-      bounded: false,
-    });
+    this.#nodes.expect(index);
   }
 
   /**
@@ -149,12 +127,7 @@ export class TaskManager {
    * removed, false when a task runs or waits on it (it stays). Its connection is the caller's to close.
    */
   remove(index: number): boolean {
-    const node = this.#nodes[index];
-    if (!node) return true;
-    if (node.running.size > 0 || node.pinned.length > 0) return false;
-    node.connection = undefined;
-    delete this.#nodes[index];
-    return true;
+    return this.#nodes.remove(index);
   }
 
   /**
@@ -163,8 +136,8 @@ export class TaskManager {
    * they fail with a `NodeUnavailableError` and the node is forgotten.
    */
   startFailed(index: number, reason: string, again: boolean): void {
-    if (again) this.expect(index);
-    const node = this.#nodes[index];
+    if (again) this.#nodes.expect(index);
+    const node = this.#nodes.get(index);
     if (!node || node.connection) return;
     if (again) {
       const now = performance.now();
@@ -172,14 +145,11 @@ export class TaskManager {
       node.bounded = true;
       return;
     }
-    for (const record of node.pinned.splice(0)) {
-      if (record.done) continue;
-      record.done = true;
-      record.callbacks.error(
-        new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` }),
-      );
-    }
-    if (node.running.size === 0) delete this.#nodes[index];
+    failWaiting(
+      node.pinned.splice(0),
+      () => new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` }),
+    );
+    if (node.running.size === 0) this.#nodes.forget(index);
   }
 
   /** Tasks waiting for a slot. */
@@ -189,14 +159,7 @@ export class TaskManager {
 
   /** The tasks on workers now (sent, not finished): what a detached pool leaves running. */
   onWorkers(): { taskId: string; name: string; node: number }[] {
-    const tasks: { taskId: string; name: string; node: number }[] = [];
-    for (const node of this.#nodes) {
-      if (!node) continue;
-      for (const record of node.running.values()) {
-        if (!record.done) tasks.push({ taskId: record.id, name: record.request.ref, node: node.index });
-      }
-    }
-    return tasks;
+    return this.#nodes.onWorkers();
   }
 
   /**
@@ -213,31 +176,13 @@ export class TaskManager {
     nestedCapacity = 1,
     onEvent?: (event: WorkerEvent) => void,
   ): void {
-    let node = this.#nodes[index];
-    const adaptive = capacity === "auto";
-    const fixed = adaptive ? nestedCapacity : capacity;
-    if (!node) {
-      node = newNodeState(index, connection, { capacity: fixed, adaptive, nestedCapacity, bounded: true });
-      this.#nodes[index] = node;
-    } else {
-      node.bounded = true;
-      node.connection = connection;
-      node.capacity = fixed;
-      node.adaptive = adaptive;
-      node.idleSince = performance.now();
-      node.nestedCapacity = nestedCapacity;
-      node.nestedRunning = 0;
-      node.abandoned = false;
-      node.draining = false;
-    }
-    const attached = node;
+    this.#nodes.connect(index, connection, capacity, nestedCapacity);
     connection.onMessage((message) => {
       if (message.t === "out")
         this.#output.write(message.node, message.worker, message.stream, message.data, undefined);
       else if (message.t === "event") onEvent?.(message.event);
     });
     this.#pump();
-    void attached;
   }
 
   /**
@@ -246,7 +191,7 @@ export class TaskManager {
    * tasks pinned to it wait for it to come back.
    */
   detach(index: number, reason: string): void {
-    const node = this.#nodes[index];
+    const node = this.#nodes.get(index);
     if (!node?.connection) return;
     const connection = node.connection;
     node.connection = undefined;
@@ -276,25 +221,12 @@ export class TaskManager {
    * replacement). Started tasks carry on; if the node goes before they finish, they are retried.
    */
   drain(index: number): void {
-    const node = this.#nodes[index];
-    if (!node?.connection || node.draining) return;
-    node.draining = true;
-    const ids = [...node.running.values()]
-      .filter((record) => !record.request.nested)
-      .map((record) => record.wireId);
-    if (ids.length === 0) return;
-    try {
-      node.connection.send({ t: "withdraw", ids });
-    } catch {
-      // lost meanwhile: detach retries them
-    }
+    this.#nodes.drain(index);
   }
 
   /** Resolves once nothing runs on node `index` (at once if nothing does, or it is gone). */
   whenIdle(index: number): Promise<void> {
-    const node = this.#nodes[index];
-    if (!node?.connection || node.running.size === 0) return Promise.resolve();
-    return new Promise((resolve) => node.idleWaiters.push(resolve));
+    return this.#nodes.whenIdle(index);
   }
 
   /** Takes a task off its lost node and queues it to run again: first in line, on the same node if pinned. */
@@ -318,36 +250,23 @@ export class TaskManager {
 
   /** Fails the queued tasks when every node is lost for good (none is being replaced). */
   #failIfNoNodeCanRun(reason: string): void {
-    const nodes = this.#nodes.filter((node) => node !== undefined);
-    if (nodes.length === 0 || nodes.some((node) => node.connection !== undefined || !node.abandoned)) return;
-    for (const record of [
-      ...this.#retryQueue.drain(),
-      ...this.#queue.drain(),
-      ...this.#nestedQueue.drain(),
-    ]) {
-      if (record.done) continue;
-      record.done = true;
-      record.callbacks.error(
-        new ConnectionError({
-          host: "pool",
-          message: `No node is left to run task ${record.id}: ${reason}`,
-        }),
-      );
-    }
+    if (!this.#nodes.allGone()) return;
+    failWaiting(
+      [...this.#retryQueue.drain(), ...this.#queue.drain(), ...this.#nestedQueue.drain()],
+      (record) =>
+        new ConnectionError({ host: "pool", message: `No node is left to run task ${record.id}: ${reason}` }),
+    );
   }
 
   /** Fails every pinned task of node `index` (it will not come back), and the queue if no node is left. */
   abandonNode(index: number, reason: string): void {
-    const node = this.#nodes[index];
+    const node = this.#nodes.get(index);
     if (!node) return;
     node.abandoned = true;
-    for (const record of node.pinned.splice(0)) {
-      if (record.done) continue;
-      record.done = true;
-      record.callbacks.error(
-        new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` }),
-      );
-    }
+    failWaiting(
+      node.pinned.splice(0),
+      () => new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` }),
+    );
     this.#failIfNoNodeCanRun(`node ${index} is gone: ${reason}`);
   }
 
@@ -356,41 +275,10 @@ export class TaskManager {
     if (this.#closed) throw new CancelledError({ message: "The pool is shut down" });
     this.#nextId += 1;
     const id = `${this.#idPrefix}${this.#nextId}`;
-    const record: TaskRecord = {
-      id,
-      request,
-      callbacks,
-      node: undefined,
-      startedAt: 0,
-      begunAt: 0,
-      done: false,
-      streams: [],
-      pumps: new Map(),
-      children: undefined,
-      attempt: 1,
-      wireId: id,
-      interruptions: 0,
-      itemsDelivered: 0,
-      skipItems: 0,
-      queuedAt: performance.now(),
-      cancel: (reason) => this.#cancel(record, reason),
-    };
+    const record = newTaskRecord(id, request, callbacks, (reason) => this.#cancel(record, reason));
     this.#events.queued(id, request.ref);
-    if (request.node !== undefined) {
-      const node = this.#nodes[request.node];
-      if (!node)
-        throw new ConnectionError({
-          host: `node ${request.node}`,
-          node: request.node,
-          message: `There is no node ${request.node}`,
-        });
-      if (node.abandoned && !node.connection)
-        throw new NodeUnavailableError({
-          node: request.node,
-          message: `Node ${request.node} is gone and was not replaced`,
-        });
-      node.pinned.push(record);
-    } else if (request.nested) this.#nestedQueue.push(record);
+    if (request.node !== undefined) this.#nodes.pinnable(request.node).pinned.push(record);
+    else if (request.nested) this.#nestedQueue.push(record);
     else this.#queue.push(record);
     this.#pump();
     if (this.#queue.size > 0) this.#onQueued?.();
@@ -417,7 +305,7 @@ export class TaskManager {
       ...this.#queue.drain(),
       ...this.#nestedQueue.drain(),
     ];
-    for (const node of this.#nodes) {
+    for (const node of this.#nodes.all) {
       if (!node) continue;
       pending.push(...node.pinned.splice(0), ...node.running.values());
     }
@@ -428,17 +316,16 @@ export class TaskManager {
   #pump(): void {
     const nodes = this.#nodes;
     while (this.#nestedQueue.size > 0) {
-      const node = this.#nextFreeNode(true);
+      const node = nodes.nextFree(true, "");
       if (!node) break;
       const record = this.#nestedQueue.shift() as TaskRecord;
       if (!record.done) this.#start(node, record);
     }
-    for (const node of nodes) {
+    for (const node of nodes.all) {
       if (!node?.connection || node.draining) continue;
       while (
         node.pinned.length > 0 &&
-        node.running.size - node.nestedRunning <
-          slotLimit(this.#schedule, node, (node.pinned[0] as TaskRecord).request.ref)
+        node.running.size - node.nestedRunning < nodes.limit(node, (node.pinned[0] as TaskRecord).request.ref)
       ) {
         const record = node.pinned.shift() as TaskRecord;
         if (!record.done) this.#start(node, record);
@@ -447,7 +334,7 @@ export class TaskManager {
     for (const queue of [this.#retryQueue, this.#queue]) {
       while (queue.size > 0) {
         const ref = (queue.peek() as TaskRecord).request.ref;
-        const node = this.#nextFreeNode(false, ref);
+        const node = nodes.nextFree(false, ref);
         if (!node) {
           // Held back (long tasks): look again when a running task is due to end.
           if (this.#schedule.isLong(ref)) this.#armWake();
@@ -463,19 +350,13 @@ export class TaskManager {
   /** With tasks held back, wakes the dispatcher when the next running task is due to end. */
   #armWake(): void {
     if (this.#wake !== undefined || this.#closed) return;
-    const delay = nextDueDelay(this.#schedule, this.#nodes, performance.now());
+    const delay = this.#nodes.nextDueDelay();
     if (delay === undefined) return;
     this.#wake = setTimeout(() => {
       this.#wake = undefined;
       this.#pump();
     }, delay);
     this.#wake.unref();
-  }
-
-  #nextFreeNode(nested = false, ref = ""): NodeState | undefined {
-    const node = nextFreeNode(this.#schedule, this.#nodes, this.#roundRobin, nested, ref);
-    if (node) this.#roundRobin = (node.index + 1) % this.#nodes.length;
-    return node;
   }
 
   #start(node: NodeState, record: TaskRecord): void {
@@ -506,33 +387,11 @@ export class TaskManager {
     });
     try {
       record.callbacks.sending?.(node.index);
-      connection.send({
-        t: "submit",
-        id: record.wireId,
-        fn: request.ref,
-        args: args as WireValue[],
-        kwargs: kwargs as Record<string, WireValue>,
-        timeout: request.timeout,
-        stream: request.stream,
-        worker: request.worker ?? null,
-        ...(request.nested ? { nested: true } : {}),
-        ...(request.defaultTimeout ? { default_timeout: true } : {}),
-        ...(request.keep ? { keep: true } : {}),
-        ...(request.refs ? { refs: true } : {}),
-      });
+      connection.send(submitMessage(record, args, kwargs));
       record.callbacks.sent?.(node.index);
     } catch (error) {
       this.#finish(record);
-      record.callbacks.error(
-        SkywardError.isInstance(error) && !ConnectionError.isInstance(error)
-          ? new SerializationError({
-              taskId: record.id,
-              side: "client",
-              message: `Cannot send the arguments of ${request.ref}: ${(error as Error).message}`,
-              cause: error,
-            })
-          : (error as Error),
-      );
+      record.callbacks.error(sendError(record, error));
       return;
     }
     this.#events.started(record, node.index);
@@ -549,7 +408,7 @@ export class TaskManager {
       if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
       if (node.running.size === 0) node.idleSince = performance.now();
       node.connection?.offTask(record.wireId);
-      if (node.running.size === 0) for (const waiter of node.idleWaiters.splice(0)) waiter();
+      wakeIfIdle(node);
     }
     if (!this.#closed) this.#pump();
   }
@@ -558,31 +417,7 @@ export class TaskManager {
     if (record.done) return;
     if (message.t === "result" || message.t === "end" || message.t === "error") {
       const node = record.node;
-      if (node?.adaptive && !record.request.nested) {
-        const now = performance.now();
-        const inFlight = node.running.size - node.nestedRunning;
-        this.#schedule.observe(
-          record.request.ref,
-          record.startedAt,
-          now,
-          inFlight,
-          node.capacity,
-          node.lastDone,
-        );
-        node.lastDone = now;
-        // The worker runs its tasks in order: the one waiting longest behind this one starts now.
-        if (inFlight > node.capacity) {
-          let position = 0;
-          for (const waiting of node.running.values()) {
-            if (waiting === record || waiting.request.nested) continue;
-            position += 1;
-            if (position === node.capacity) {
-              waiting.begunAt = Math.max(waiting.begunAt, now);
-              break;
-            }
-          }
-        }
-      }
+      if (node?.adaptive && !record.request.nested) observeTaskEnd(this.#schedule, node, record);
     }
     switch (message.t) {
       case "result": {
@@ -627,7 +462,9 @@ export class TaskManager {
         return;
       }
       case "subtask":
-        this.#subtask(record, message);
+        routeSubtask(record, message, this.#collections, (subtask, timeout, reply) =>
+          this.runSubtask(subtask, timeout, reply),
+        );
         return;
       case "withdrawn": {
         // Handed back unstarted by a node going away: it runs elsewhere, and never ran, so no retry is used.
@@ -635,37 +472,13 @@ export class TaskManager {
         if (!node) return;
         node.connection?.offTask(record.wireId);
         this.#requeue(node, record);
-        if (node.running.size === 0) for (const waiter of node.idleWaiters.splice(0)) waiter();
+        wakeIfIdle(node);
         this.#pump();
         return;
       }
       default:
         return;
     }
-  }
-
-  /** Runs a subtask a running task asked for, and answers the parent's worker when it ends. */
-  #subtask(parent: TaskRecord, message: Extract<TaskMessage, { t: "subtask" }>): void {
-    const connection = parent.node?.connection;
-    // Answers go to the run that asked, under its wire id (a retried run has another).
-    const wireId = parent.wireId;
-    const reply = (answer: SubtaskAnswer) => {
-      parent.children?.delete(message.sub);
-      if (parent.done || !connection?.isOpen) return;
-      sendAnswer(connection, wireId, message.sub, answer);
-    };
-    if (message.fn === COLLECTION_REF && this.#collections) {
-      // A collection operation: answered by the pool's authority, not run as a task.
-      // The owner is the task (its locks outlive no run of it: #requeue and #finish release them).
-      const operation = applyCollectionOperation(this.#collections, parent.id, message, reply);
-      parent.children ??= new Map();
-      parent.children.set(message.sub, operation);
-      return;
-    }
-    const ticket = this.runSubtask(message, parent.request.timeout, reply);
-    if (!ticket) return;
-    parent.children ??= new Map();
-    parent.children.set(message.sub, ticket);
   }
 
   /**
@@ -679,27 +492,7 @@ export class TaskManager {
     timeout: number | null,
     reply: (answer: SubtaskAnswer) => void,
   ): TaskTicket | undefined {
-    const failure = (error: Error, node: number) => reply(subtaskFailure(error, node));
-    try {
-      return this.submit(
-        {
-          ref: message.fn,
-          args: message.args,
-          kwargs: message.kwargs,
-          timeout,
-          stream: false,
-          nested: true,
-          ...(message.node !== null ? { node: message.node } : {}),
-        },
-        {
-          result: (value) => reply({ t: "subresult", value: value as WireValue }),
-          error: (error) => failure(error, (error as { node?: number }).node ?? -1),
-        },
-      );
-    } catch (error) {
-      failure(error as Error, -1);
-      return undefined;
-    }
+    return submitNestedTask((request, callbacks) => this.submit(request, callbacks), message, timeout, reply);
   }
 
   #cancel(record: TaskRecord, reason = "cancelled", failWith?: (taskId: string, ref: string) => Error): void {
@@ -728,16 +521,15 @@ export class TaskManager {
   /** Fails tasks whose worker stays silent well past their timeout (the worker enforces timeouts itself). */
   #sweep(): void {
     const now = performance.now();
-    for (const node of this.#nodes) {
+    for (const node of this.#nodes.all) {
       if (!node) continue;
       // A node starting for the first time has no such bound: if its start fails, its tasks fail with it.
-      if (!node.connection && node.bounded && node.pinned.length > 0) this.#expirePinned(node, now);
-      for (const record of node.running.values()) {
-        const { timeout } = record.request;
-        // A default timeout may be replaced on the worker by the function's declared one: the
-        // worker reports it (a worker that stops answering is a lost connection).
-        if (record.request.defaultTimeout) continue;
-        if (timeout === null || now - record.startedAt < (timeout + this.#grace) * 1000) continue;
+      if (!node.connection && node.bounded && node.pinned.length > 0) {
+        const waitMs = this.#nodeWaitSeconds() * 1000;
+        const expired = takeExpiredPinned(node, now, waitMs);
+        failWaiting(expired, (record) => pinnedExpiredError(record, node.index, waitMs));
+      }
+      for (const record of overdueTasks(node, now, this.#grace)) {
         const connection = node.connection;
         this.#finish(record);
         try {
@@ -745,32 +537,8 @@ export class TaskManager {
         } catch {
           // lost meanwhile
         }
-        record.callbacks.error(
-          new TaskTimeoutError({
-            taskId: record.id,
-            timeoutSeconds: timeout,
-            message: `${record.request.ref} (task ${record.id}) timed out after ${timeout} s on node ${node.index} (the worker did not report it)`,
-          }),
-        );
+        record.callbacks.error(silentTimeoutError(record, node.index));
       }
-    }
-  }
-
-  /** Fails the tasks pinned to a lost node that waited for its replacement longer than allowed. */
-  #expirePinned(node: NodeState, now: number): void {
-    const waitMs = this.#nodeWaitSeconds() * 1000;
-    const expired = node.pinned.filter((record) => now - record.queuedAt >= waitMs);
-    if (expired.length === 0) return;
-    node.pinned.splice(0, node.pinned.length, ...node.pinned.filter((record) => !expired.includes(record)));
-    for (const record of expired) {
-      if (record.done) continue;
-      record.done = true;
-      record.callbacks.error(
-        new NodeUnavailableError({
-          node: node.index,
-          message: `Task ${record.id} (${record.request.ref}) needs node ${node.index}, which was lost and did not come back within ${Math.round(waitMs / 1000)} s`,
-        }),
-      );
     }
   }
 }

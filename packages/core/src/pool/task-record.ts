@@ -3,7 +3,7 @@
  * holds it (`TaskTicket`), the record of it while it waits and runs, and the state of each node.
  */
 
-import type { InputStream } from "../protocol/protocol.js";
+import type { InputStream, SubmitMessage, WireValue } from "../protocol/protocol.js";
 import type { InputPump } from "./input-pump.js";
 import type { InterruptedTask } from "./task-retry.js";
 import type { WorkerConnection } from "./worker-connection.js";
@@ -148,5 +148,70 @@ export function interruptedTask(record: TaskRecord, defaultRetries: number): Int
     itemsDelivered: record.itemsDelivered,
     restartStream: request.restartStream === true,
     inputConsumed: record.pumps.size > 0,
+  };
+}
+
+/** Fails the tasks among `records` not done yet with the error `error` makes for each. */
+export function failWaiting(records: Iterable<TaskRecord>, error: (record: TaskRecord) => Error): void {
+  for (const record of records) {
+    if (record.done) continue;
+    record.done = true;
+    record.callbacks.error(error(record));
+  }
+}
+
+/** Wakes whoever waits for `node` to be idle, when nothing runs on it. */
+export function wakeIfIdle(node: NodeState): void {
+  if (node.running.size === 0) for (const waiter of node.idleWaiters.splice(0)) waiter();
+}
+
+/** A task's record as it is queued; `cancel` is its ticket's. */
+export function newTaskRecord(
+  id: string,
+  request: TaskRequest,
+  callbacks: TaskCallbacks,
+  cancel: (reason?: string) => void,
+): TaskRecord {
+  return {
+    id,
+    request,
+    callbacks,
+    node: undefined,
+    startedAt: 0,
+    begunAt: 0,
+    done: false,
+    streams: [],
+    pumps: new Map(),
+    children: undefined,
+    attempt: 1,
+    wireId: id,
+    interruptions: 0,
+    itemsDelivered: 0,
+    skipItems: 0,
+    queuedAt: performance.now(),
+    cancel,
+  };
+}
+
+/** The `submit` of `record`'s current run, with its arguments as marked for input streams. */
+export function submitMessage(
+  record: TaskRecord,
+  args: readonly unknown[],
+  kwargs: Readonly<Record<string, unknown>>,
+): SubmitMessage {
+  const { request } = record;
+  return {
+    t: "submit",
+    id: record.wireId,
+    fn: request.ref,
+    args: args as WireValue[],
+    kwargs: kwargs as Record<string, WireValue>,
+    timeout: request.timeout,
+    stream: request.stream,
+    worker: request.worker ?? null,
+    ...(request.nested ? { nested: true } : {}),
+    ...(request.defaultTimeout ? { default_timeout: true } : {}),
+    ...(request.keep ? { keep: true } : {}),
+    ...(request.refs ? { refs: true } : {}),
   };
 }
