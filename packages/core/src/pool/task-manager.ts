@@ -16,7 +16,6 @@ import type { EventHub } from "../observe/events.js";
 import { markInputStreams, type TaskMessage, type WorkerEvent } from "../protocol/protocol.js";
 import { DispatchNodes } from "./dispatch-nodes.js";
 import { Fifo } from "./fifo.js";
-import { inputPumpToWorker } from "./input-pump.js";
 import { OutputLines } from "./output-lines.js";
 import { observeTaskEnd } from "./placement.js";
 import { AdaptiveSchedule } from "./schedule.js";
@@ -25,10 +24,14 @@ import { overdueTasks, pinnedExpiredError, silentTimeoutError, takeExpiredPinned
 import { sendError, taskErrorOf } from "./task-errors.js";
 import { TaskEvents } from "./task-events.js";
 import {
+  beginRun,
+  endRun,
   failWaiting,
+  grantInput,
   interruptedTask,
   type NodeState,
   newTaskRecord,
+  prepareNextRun,
   submitMessage,
   type TaskCallbacks,
   type TaskRecord,
@@ -238,11 +241,7 @@ export class TaskManager {
     }
     // Locks the lost run held are released and its waits dropped: the next run starts afresh.
     this.#collections?.ownerEnded(record.id);
-    record.node = undefined;
-    record.attempt += 1;
-    record.skipItems = record.itemsDelivered;
-    record.streams = [];
-    record.queuedAt = performance.now();
+    prepareNextRun(record);
     if (record.request.node !== undefined) node.pinned.unshift(record);
     else if (record.request.nested) this.#nestedQueue.push(record);
     else this.#retryQueue.push(record);
@@ -374,12 +373,7 @@ export class TaskManager {
       record.callbacks.error(error as Error);
       return;
     }
-    record.node = node;
-    record.startedAt = performance.now();
-    record.begunAt = record.startedAt;
-    node.running.set(record.id, record);
-    record.wireId = record.attempt === 1 ? record.id : `${record.id}.${record.attempt}`;
-    if (request.nested) node.nestedRunning += 1;
+    beginRun(record, node);
     const attempt = record.attempt;
     connection.onTask(record.wireId, (message) => {
       // A late answer of an earlier run, on a node since lost, is dropped: each result is delivered once.
@@ -403,13 +397,7 @@ export class TaskManager {
     for (const pump of record.pumps.values()) pump.close();
     if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
     this.#collections?.ownerEnded(record.id);
-    const node = record.node;
-    if (node) {
-      if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
-      if (node.running.size === 0) node.idleSince = performance.now();
-      node.connection?.offTask(record.wireId);
-      wakeIfIdle(node);
-    }
+    if (record.node) endRun(record, record.node);
     if (!this.#closed) this.#pump();
   }
 
@@ -450,17 +438,9 @@ export class TaskManager {
       case "out":
         this.#output.write(message.node, message.worker, message.stream, message.data, record.id);
         return;
-      case "pull": {
-        const stream = record.streams[message.stream];
-        if (!stream?.source) return;
-        let pump = record.pumps.get(message.stream);
-        if (!pump) {
-          pump = inputPumpToWorker(stream.source, record.node?.connection, record, message.stream);
-          record.pumps.set(message.stream, pump);
-        }
-        pump.grant(message.n);
+      case "pull":
+        grantInput(record, message.stream, message.n);
         return;
-      }
       case "subtask":
         routeSubtask(record, message, this.#collections, (subtask, timeout, reply) =>
           this.runSubtask(subtask, timeout, reply),

@@ -4,7 +4,7 @@
  */
 
 import type { InputStream, SubmitMessage, WireValue } from "../protocol/protocol.js";
-import type { InputPump } from "./input-pump.js";
+import { type InputPump, inputPumpToWorker } from "./input-pump.js";
 import type { InterruptedTask } from "./task-retry.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
@@ -214,4 +214,43 @@ export function submitMessage(
     ...(request.keep ? { keep: true } : {}),
     ...(request.refs ? { refs: true } : {}),
   };
+}
+
+/** `record`'s next run starts on `node`: it runs there under a wire id of its own. */
+export function beginRun(record: TaskRecord, node: NodeState): void {
+  record.node = node;
+  record.startedAt = performance.now();
+  record.begunAt = record.startedAt;
+  node.running.set(record.id, record);
+  record.wireId = record.attempt === 1 ? record.id : `${record.id}.${record.attempt}`;
+  if (record.request.nested) node.nestedRunning += 1;
+}
+
+/** `record`'s run on `node` is over: its slot is free, its messages no longer heard. */
+export function endRun(record: TaskRecord, node: NodeState): void {
+  if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
+  if (node.running.size === 0) node.idleSince = performance.now();
+  node.connection?.offTask(record.wireId);
+  wakeIfIdle(node);
+}
+
+/** `record` waits for another run: from its next attempt, skipping the stream items already delivered. */
+export function prepareNextRun(record: TaskRecord): void {
+  record.node = undefined;
+  record.attempt += 1;
+  record.skipItems = record.itemsDelivered;
+  record.streams = [];
+  record.queuedAt = performance.now();
+}
+
+/** The worker grants `n` more items of input stream `stream` of `record`: its pump reads them. */
+export function grantInput(record: TaskRecord, stream: number, n: number): void {
+  const source = record.streams[stream]?.source;
+  if (!source) return;
+  let pump = record.pumps.get(stream);
+  if (!pump) {
+    pump = inputPumpToWorker(source, record.node?.connection, record, stream);
+    record.pumps.set(stream, pump);
+  }
+  pump.grant(n);
 }
