@@ -12,12 +12,17 @@ import { createServer, connect as netConnect } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll } from "vitest";
+// The CI rule of @skyward/testing, by path: that package depends on this one.
+import { isCi } from "../../testing/src/prerequisites.js";
 import type { SshConnectOptions, SshTarget } from "../src/target.js";
 import { SshConnection } from "../src/transport.js";
 
 export const sshdPath = "/usr/sbin/sshd";
-// These tests need OpenSSH's server (Debian: openssh-server); without it they are reported as skipped.
+// These tests need OpenSSH's server (Debian: openssh-server); without it they are reported as
+// skipped — and under CI they fail, naming it, rather than skip quietly.
 export const sshdMissing = !existsSync(sshdPath);
+if (sshdMissing && isCi())
+  throw new Error(`CI requires OpenSSH's server at ${sshdPath} (apt-get install openssh-server)`);
 export const user = userInfo().username;
 
 /** Every pid in the process tree under `pid` (sshd forks a process per connection, in its own session). */
