@@ -21,6 +21,7 @@ import {
   answerListSchema,
   answerNumberSchema,
   defineProviderApi,
+  type MachineRateLimits,
   ProviderApiError,
   type ProviderApiErrorOptions,
 } from "@skyward/provider-utils";
@@ -44,6 +45,30 @@ export const vastaiApi = defineProviderApi({
   apiKeyVariable: "VAST_API_KEY",
   createError: (options) => new VastApiError(options),
 });
+
+/**
+ * Vast.ai's documented per-endpoint limits, per key: "search offers: 10 per minute", "show instance: one
+ * per 2 s", "destroy instance: one per 3 s", "show instances: one per 1 s"
+ * (https://docs.vast.ai/api-reference/rate-limits-and-errors). Creates (one per 4.5 s, then a 12 s
+ * penalty) have their own settings. Every request of those endpoints is paced by them, so that a
+ * pool's instance watch looking every node up at once never sets off a storm of 429s.
+ */
+export const VAST_RATE_LIMITS = {
+  endpoints: {
+    offers: {
+      requests: 10,
+      perSeconds: 60,
+      source: "https://docs.vast.ai/api-reference/rate-limits-and-errors",
+    },
+    get: { requests: 1, perSeconds: 2, source: "https://docs.vast.ai/api-reference/rate-limits-and-errors" },
+    delete: {
+      requests: 1,
+      perSeconds: 3,
+      source: "https://docs.vast.ai/api-reference/rate-limits-and-errors",
+    },
+    list: { requests: 1, perSeconds: 1, source: "https://docs.vast.ai/api-reference/rate-limits-and-errors" },
+  },
+} as const satisfies MachineRateLimits;
 
 /** Vast.ai's API root, version 0. */
 export const VAST_API_URL = "https://console.vast.ai/api/v0";
