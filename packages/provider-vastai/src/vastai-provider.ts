@@ -27,6 +27,7 @@ import {
   type MachineEndpoint,
   type MachineRateLimits,
   type Market,
+  machineErrorKind,
   marketsFor,
   type ProviderHttpAnswer,
   type ProviderHttpRequest,
@@ -324,24 +325,12 @@ export function instanceFromVast(
 
 /** An answer refusing to rent an ask because it is gone, taken, or outbid: try another offer. */
 function isCapacityProblem(error: unknown): boolean {
-  if (!VastApiError.isInstance(error)) return false;
-  if (error.statusCode === 404 || error.statusCode === 410) return true;
-  return (
-    error.statusCode !== 401 &&
-    error.statusCode !== 403 &&
-    error.statusCode !== 429 &&
-    /no_such_ask|no longer available|not available|unavailable|already rented|bid.*too low|insufficient/i.test(
-      error.message,
-    )
-  );
+  const kind = machineErrorKind(error);
+  return kind === "capacity" || kind === "gone" || kind === "price";
 }
 
 function isGone(error: unknown): boolean {
-  return (
-    VastApiError.isInstance(error) &&
-    (error.statusCode === 404 ||
-      (error.statusCode === 400 && /no_such_instance|not found|does not exist/i.test(error.message)))
-  );
+  return machineErrorKind(error) === "gone";
 }
 
 /** The instance id in a refused create's answer: `new_contract`, or "instance N" in its message. */
@@ -355,12 +344,7 @@ function instanceIdInRefusal(error: VastApiError): number | undefined {
 
 /** A refused bid: below the machine's current minimum (`invalid_price`). */
 function isBidTooLow(error: unknown): error is VastApiError {
-  return (
-    VastApiError.isInstance(error) &&
-    error.statusCode === 400 &&
-    (/invalid_price/.test(String((error.answer as Record<string, unknown> | undefined)?.error)) ||
-      /bid.*(too low|below)|below.*min(imum)?.?bid/i.test(error.message))
-  );
+  return VastApiError.isInstance(error) && error.statusCode === 400 && error.kind === "price";
 }
 
 function parseSettings(settings: VastAISettings | undefined, prefix: string): ParsedSettings {
@@ -431,6 +415,7 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
     } catch (error) {
       if (VastApiError.isInstance(error) && [401, 403, 404].includes(error.statusCode ?? 0)) {
         throw new VastApiError({
+          kind: "auth",
           statusCode: 401,
           message: `Vast.ai rejected the API key while ${request.purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
         });
@@ -626,6 +611,7 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
     const answer = parseAnswer(createAnswerSchema, data, `renting offer ${askId}`);
     if (answer.new_contract === null || answer.new_contract === undefined) {
       throw new VastApiError({
+        kind: "capacity",
         statusCode: 410,
         message: `Vast.ai did not rent offer ${askId}: ${answer.msg ?? answer.error ?? "no instance id in the answer"}`,
       });

@@ -10,6 +10,8 @@ import { accelerators, options as poolOptions, spec as toSpec } from "@skyward/c
 import { type Instance, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
+import errors from "../test/fixtures/errors.json" with { type: "json" };
+import { classifyVastError } from "./vastai-api.js";
 import { VASTAI_PROVISION_TIMEOUT_SECONDS, VastAI, type VastAISettings } from "./vastai-provider.js";
 
 let fake: FakeVast;
@@ -126,5 +128,22 @@ describe("provisioning", () => {
   it("waits up to 30 minutes for an image pull unless the pool's options say otherwise", () => {
     expect(VASTAI_PROVISION_TIMEOUT_SECONDS).toBe(1800);
     expect(paced().capabilities.provisionTimeout).toBe(1800);
+  });
+});
+
+describe("errors, in the base's taxonomy", () => {
+  it("tells Vast.ai's refusals apart by their documented `error` codes", () => {
+    // The `{success, error, msg}` bodies of https://docs.vast.ai/api-reference/rate-limits-and-errors.
+    const kind = (statusCode: number, answer: { msg: string }) =>
+      classifyVastError({
+        statusCode,
+        message: `Vast.ai's API answered HTTP ${statusCode}: ${answer.msg}`,
+        answer,
+      });
+    expect(kind(400, errors.instanceGone)).toBe("gone");
+    expect(kind(400, errors.askGone)).toBe("capacity");
+    expect(kind(400, errors.bidTooLow)).toBe("price");
+    expect(kind(400, errors.duplicateKey)).toBeUndefined();
+    expect(kind(429, errors.askGone)).toBeUndefined();
   });
 });
