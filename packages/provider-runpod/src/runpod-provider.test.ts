@@ -654,11 +654,12 @@ describe("provision", () => {
       .provision({ cluster: capped.cluster, count: 1, ...call() })
       .catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
+    // The market refused by the cap before anything is asked, then the one that had nothing.
     expect((error as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
+      "on-demand: $3.28/h is over maxHourlyCost $2/h",
       expect.stringMatching(
         /^spot: RunPod's API refused renting an interruptible pod: There are no longer any instances available/,
       ),
-      "on-demand: $3.28/h is over maxHourlyCost $2/h",
     ]);
     expect(fake.to("/v2/pods", "POST")).toEqual([]);
   });
