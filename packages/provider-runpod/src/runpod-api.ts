@@ -29,29 +29,66 @@ import {
   answerMessage,
   answerNumberSchema,
   defineProviderApi,
-  ProviderApiError,
+  type MachineErrorKind,
+  type MachineErrorStructure,
+  MachineProviderError,
+  machineErrorFactory,
   type ProviderApiErrorOptions,
   type ProviderHttpClient,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/** A failed call to RunPod's API: the HTTP status (when there was an answer) and whether retrying may help. */
-export class RunPodApiError extends ProviderApiError {
-  constructor(options: ProviderApiErrorOptions) {
+/** A failed call to RunPod's API: a {@link MachineProviderError} whose `kind` says what failed. */
+export class RunPodApiError extends MachineProviderError {
+  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
     super({ ...options, provider: "runpod", name: "RunPodApiError" });
   }
 
   /** True for a {@link RunPodApiError} from any copy of this package. */
   static override isInstance(error: unknown): error is RunPodApiError {
-    return ProviderApiError.isInstance(error) && error.provider === "runpod";
+    return MachineProviderError.isInstance(error) && error.provider === "runpod";
   }
+}
+
+/** RunPod's words for "nothing free of that kind" (v2's 400 `detail`, GraphQL's `errors[].message`). */
+const CAPACITY =
+  /no longer any instances available|does not have the resources|not enough (free )?gpus|no (gpus?|instances?|machines?)( \w+)? (is |are )?available|out of stock|insufficient capacity|could not be placed/i;
+
+/**
+ * v2 answers a pod it cannot place with a 400 whose `detail` says so, and every other broken rule with
+ * a 400 too: only the words tell capacity from a bad request. A 403 is a valid key that "lacks access to
+ * the requested resource or action" (https://docs.runpod.io/api-reference-v2/pods/create-a-pod,
+ * "Authorizations"): this account may not use that pool, not a bad key. A bid below the minimum is price.
+ */
+export function classifyRunPodError(failure: MachineErrorStructure): MachineErrorKind | undefined {
+  if (failure.statusCode === 403) return "account";
+  if (failure.statusCode !== undefined && (failure.statusCode >= 500 || failure.statusCode === 429))
+    return undefined;
+  if (/bid (price )?(is )?too low/i.test(failure.message)) return "price";
+  if (CAPACITY.test(failure.message)) return "capacity";
+  return undefined;
 }
 
 /** RunPod's API: its client (key from `apiKey`, else `RUNPOD_API_KEY`), key lookup and answer parsing. */
 export const runpodApi = defineProviderApi({
   label: "RunPod",
   apiKeyVariable: "RUNPOD_API_KEY",
-  createError: (options) => new RunPodApiError(options),
+  createError: machineErrorFactory({
+    provider: "runpod",
+    classify: classifyRunPodError,
+    create: (options) =>
+      new RunPodApiError(
+        options.kind === "account" && options.statusCode === 403
+          ? {
+              ...options,
+              // The HTTP layer reads every 403 as a bad key; RunPod's is "not for this account".
+              message: options.message
+                .replace(/rejected the API key \(HTTP 403\)/, "refused this account (HTTP 403)")
+                .replace(/: set RUNPOD_API_KEY.*$/, `: ${answerMessage(options.answer) ?? "access denied"}`),
+            }
+          : options,
+      ),
+  }),
 });
 
 /** RunPod's REST API, version 2. */
@@ -193,29 +230,6 @@ export const DEPLOY_INTERRUPTIBLE_MUTATION = `mutation SkywardRentInterruptable(
   podRentInterruptable(input: $input) { id }
 }`;
 
-/** The CUDA versions RunPod lists for pods (the `allowedCudaVersions` values of its pod create docs). */
-export const RUNPOD_CUDA_VERSIONS = Object.freeze([
-  "13.0",
-  "12.9",
-  "12.8",
-  "12.7",
-  "12.6",
-  "12.5",
-  "12.4",
-  "12.3",
-  "12.2",
-  "12.1",
-  "12.0",
-  "11.8",
-]);
-
-/** `a` ≥ `b` for `major.minor` versions, compared numerically (12.10 > 12.9). */
-export function cudaAtLeast(a: string, b: string): boolean {
-  const [aMajor = 0, aMinor = 0] = a.split(".").map(Number);
-  const [bMajor = 0, bMinor = 0] = b.split(".").map(Number);
-  return aMajor !== bMajor ? aMajor > bMajor : aMinor >= bMinor;
-}
-
 /** The outcome of a GraphQL call: its data, or the first error's message. */
 export interface GraphqlResult {
   readonly data: Record<string, unknown> | undefined;
@@ -252,6 +266,7 @@ export async function graphql(
       : undefined;
   if (error !== undefined && /unauthori[sz]ed|api key|authenticat/i.test(error)) {
     throw new RunPodApiError({
+      kind: "auth",
       statusCode: 401,
       message: `RunPod rejected the API key while ${options.purpose}: ${error}; set RUNPOD_API_KEY to a valid key or pass apiKey`,
     });
@@ -264,8 +279,10 @@ export async function graphql(
 /** The data of a GraphQL result, or a {@link RunPodApiError} naming what failed. */
 export function requireData(result: GraphqlResult, purpose: string): Record<string, unknown> {
   if (result.error !== undefined || result.data === undefined) {
+    const message = `RunPod's API refused ${purpose}: ${result.error ?? "the answer had no data"}`;
     throw new RunPodApiError({
-      message: `RunPod's API refused ${purpose}: ${result.error ?? "the answer had no data"}`,
+      kind: classifyRunPodError({ statusCode: undefined, message, answer: undefined }) ?? "bad-request",
+      message,
     });
   }
   return result.data;
@@ -273,3 +290,55 @@ export function requireData(result: GraphqlResult, purpose: string): Record<stri
 
 /** Parses `value` with `schema`, or fails with a {@link RunPodApiError} saying the answer was not understood. */
 export const parseAnswer = runpodApi.parseAnswer;
+
+/** The calls the provider makes, on one HTTP client. */
+export function runpodCalls(http: ProviderHttpClient) {
+  const read = async (path: string, params: Record<string, string>, purpose: string, signal: AbortSignal) =>
+    (
+      await http.send({
+        method: "GET",
+        url: `${RUNPOD_API_URL}${path}`,
+        params,
+        idempotent: true,
+        purpose,
+        signal,
+      })
+    ).data;
+  return {
+    read,
+    async createPod(body: Record<string, unknown>, purpose: string, signal: AbortSignal): Promise<Pod> {
+      const { data } = await http.send({
+        method: "POST",
+        url: `${RUNPOD_API_URL}/pods`,
+        data: body,
+        idempotent: false,
+        purpose,
+        signal,
+      });
+      return parseAnswer(podSchema, data, purpose);
+    },
+    async getPod(id: string, signal: AbortSignal): Promise<Pod> {
+      const purpose = `looking up pod ${id}`;
+      return parseAnswer(
+        podSchema,
+        await read(`/pods/${encodeURIComponent(id)}`, {}, purpose, signal),
+        purpose,
+      );
+    },
+    async listPods(signal: AbortSignal): Promise<Pod[]> {
+      return parseAnswer(answers.pods, await read("/pods", {}, "listing pods", signal), "listing pods").pods;
+    },
+    async deletePod(id: string, signal: AbortSignal): Promise<void> {
+      await http.send({
+        method: "DELETE",
+        url: `${RUNPOD_API_URL}/pods/${encodeURIComponent(id)}`,
+        idempotent: true,
+        purpose: `terminating pod ${id}`,
+        signal,
+      });
+    },
+  };
+}
+
+/** RunPod's calls, as {@link runpodCalls} makes them. */
+export type RunPodCalls = ReturnType<typeof runpodCalls>;

@@ -28,7 +28,7 @@ import {
   whyNotProvider,
 } from "@skyward/core/contract";
 import { launchSshWorker } from "@skyward/ssh";
-import { HttpResponse } from "msw";
+import { HttpResponse, http } from "msw";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { type FakePod, type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
 import { RunPodApiError } from "./runpod-api.js";
@@ -66,6 +66,9 @@ function provider(settings: RunPodSettings = {}) {
 function poolSpec(input: Omit<SpecInput, "provider">, runpod = provider()): PoolSpec {
   return resolvePoolSpec(toSpec({ ...input, provider: runpod }), poolOptions({}));
 }
+
+/** The pod's start command: the boot watchdog (base64), then RunPod's own start script. */
+const WATCHED_START = /^bash -c "echo [A-Za-z0-9+/=]+ \| base64 -d \| bash; exec \/start\.sh"$/;
 
 const a100Query: OfferQuery = { accelerator: { name: "A100", count: 2 }, allocation: "spot-if-available" };
 /** Boots a pod in the fake: it pulls its image, starts, then runs. */
@@ -120,7 +123,8 @@ describe("offers", () => {
       ["runpod:secure:NVIDIA A100 80GB PCIe:x2", 1.722, 3.28, 0.861],
       // Spot sold out (no stock status): on demand only.
       ["runpod:secure:NVIDIA A100-SXM4-80GB:x2", null, 3.78, null],
-      ["runpod:community:NVIDIA A100 80GB PCIe:x2", 1.26, 2.38, 0.63],
+      // Community: interruptible only (v2 cannot ask an on-demand community pod for a public IP).
+      ["runpod:community:NVIDIA A100 80GB PCIe:x2", 1.26, null, 0.63],
     ]);
     expect(offers[0]).toMatchObject({
       provider: "runpod",
@@ -223,7 +227,9 @@ describe("offers", () => {
       query: { ...a100Query, allocation: "on-demand", maxHourlyCost: 3 },
       ...call(),
     });
-    expect(capped.map((offer) => offer.id)).toEqual(["runpod:community:NVIDIA A100 80GB PCIe:x2"]);
+    expect(capped.map((offer) => offer.id)).toEqual([]);
+    const cappedSpot = await provider().offers({ query: { ...a100Query, maxHourlyCost: 1.5 }, ...call() });
+    expect(cappedSpot.map((offer) => offer.id)).toEqual(["runpod:community:NVIDIA A100 80GB PCIe:x2"]);
   });
 
   it("when GraphQL is gone (retired), offers on demand only, unless the allocation is spot", async () => {
@@ -232,7 +238,6 @@ describe("offers", () => {
     expect(offers.map((offer) => [offer.spotPrice, offer.onDemandPrice])).toEqual([
       [null, 3.28],
       [null, 3.78],
-      [null, 2.38],
     ]);
     fake.interrupt(1, () => HttpResponse.json({ error: "Not Found" }, { status: 404 }));
     await expect(
@@ -306,7 +311,6 @@ describe("the offer cache", () => {
     expect(await cached({}, onDemand)).toEqual([
       ["runpod:secure:NVIDIA A100 80GB PCIe:x2", "any"],
       ["runpod:secure:NVIDIA A100-SXM4-80GB:x2", "any"],
-      ["runpod:community:NVIDIA A100 80GB PCIe:x2", "any"],
     ]);
     // EU-SE-1 has no A100 in stock.
     expect(await cached({ dataCenterId: "EU-SE-1" }, onDemand)).toEqual([]);
@@ -359,7 +363,7 @@ describe("the image's CUDA", () => {
     const raw = (await response.json()) as { id: string };
     const { runpod, cluster } = await clusterFor(
       { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
-      (offers) => offers.find((offer) => offer.id.startsWith("runpod:community:")),
+      (offers) => offers.find((offer) => offer.id.startsWith("runpod:secure:")),
     );
     for (let lookup = 0; lookup < 6; lookup += 1)
       await runpod.getInstance({ cluster, id: raw.id, ...call() });
@@ -515,9 +519,14 @@ describe("multi-node pools", () => {
   });
 
   it("an offer in stock only where there is no global networking gives way to the next offer at prepare", async () => {
-    // Community A100 PCIe: in stock in CA-MTL-1 only, which has no global networking.
+    // Community A100 PCIe (offered interruptible only): in stock in CA-MTL-1 only, which has no global networking.
     const error = await clusterFor(
-      { accelerator: accelerators.A100({ count: 1 }), allocation: "on-demand", nodes: 2, plugins: [ddp] },
+      {
+        accelerator: accelerators.A100({ count: 1 }),
+        allocation: "spot-if-available",
+        nodes: 2,
+        plugins: [ddp],
+      },
       (offers) => offers.find((offer) => offer.id.startsWith("runpod:community:")),
     ).catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
@@ -529,7 +538,12 @@ describe("multi-node pools", () => {
 
   it("a pinned data center without global networking is refused for a plugin that needs it", async () => {
     const refused = await clusterFor(
-      { accelerator: accelerators.A100({ count: 1 }), allocation: "on-demand", nodes: 2, plugins: [ddp] },
+      {
+        accelerator: accelerators.A100({ count: 1 }),
+        allocation: "spot-if-available",
+        nodes: 2,
+        plugins: [ddp],
+      },
       (offers) => offers[0],
       { dataCenterId: "CA-MTL-1", cloudType: "community" },
     ).catch((caught: unknown) => caught);
@@ -587,6 +601,7 @@ describe("provision", () => {
         SKYWARD_SPOT: "0",
       },
       ports: ["22/tcp"],
+      args: expect.stringMatching(WATCHED_START),
       gpu: { id: "NVIDIA A100 80GB PCIe", count: 2, minCudaVersion: "12.9" },
       mounts: { persistent: { size: 20, path: "/workspace" } },
     });
@@ -610,7 +625,8 @@ describe("provision", () => {
       gpuCount: 2,
       cloudType: "SECURE",
       bidPerGpu: 0.861,
-      allowedCudaVersions: ["13.0", "12.9"],
+      // The versions of the catalog's free hosts that run the image: here only 12.9.
+      allowedCudaVersions: ["12.9"],
       ports: "22/tcp",
     });
     expect(instance).toMatchObject({ spot: true, hourlyPrice: 1.722, status: "pending" });
@@ -638,9 +654,12 @@ describe("provision", () => {
       .provision({ cluster: capped.cluster, count: 1, ...call() })
       .catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
+    // The market refused by the cap before anything is asked, then the one that had nothing.
     expect((error as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
-      expect.stringMatching(/^spot: There are no longer any instances available/),
       "on-demand: $3.28/h is over maxHourlyCost $2/h",
+      expect.stringMatching(
+        /^spot: RunPod's API refused renting an interruptible pod: There are no longer any instances available/,
+      ),
     ]);
     expect(fake.to("/v2/pods", "POST")).toEqual([]);
   });
@@ -674,6 +693,7 @@ describe("provision", () => {
       disk: 50,
       env: expect.objectContaining({ PUBLIC_KEY: cluster.specific.publicKey }),
       ports: ["22/tcp"],
+      args: expect.stringMatching(WATCHED_START),
       cpu: { id: "cpu3c", vcpuCount: 4 },
     });
     expect(instance).toMatchObject({ spot: false, hourlyPrice: 0.12 });
@@ -788,12 +808,14 @@ describe("getInstance, terminate, teardown, listInstances", () => {
     }
   });
 
-  it("selfDestruct removes the pod with runpodctl and the pod-scoped key from PID 1's environment", async () => {
+  it("selfDestruct deletes the pod with runpodctl v2's `pod delete` (else the API) and the pod-scoped key from PID 1's environment", async () => {
     const [created] = await runpod.provision({ cluster, count: 1, ...call() });
-    const op = runpod.selfDestruct({ cluster, instance: created as Instance });
+    const op = runpod.selfDestruct({ cluster, instance: created as Instance }) as string;
     expect(op).toBe(
-      `for kv in $(tr '\\0' '\\n' < /proc/1/environ 2>/dev/null | grep -E '^RUNPOD_API_KEY='); do export "$kv"; done; runpodctl remove pod ${created?.id}`,
+      `for kv in $(tr '\\0' '\\n' < /proc/1/environ 2>/dev/null | grep -E '^RUNPOD_API_KEY='); do export "$kv"; done; export RUNPOD_POD_ID=${created?.id}; runpodctl pod delete "$RUNPOD_POD_ID" || python3 -c 'import os, urllib.request as r; r.urlopen(r.Request("https://api.runpod.io/v2/pods/" + os.environ["RUNPOD_POD_ID"], method="DELETE", headers={"Authorization": "Bearer " + os.environ["RUNPOD_API_KEY"]}), timeout=60)'`,
     );
+    // Never runpodctl v1's `remove pod`, a hidden deprecated alias in v2.
+    expect(op).not.toContain("remove pod");
   });
 });
 
@@ -834,7 +856,7 @@ describe("errors", () => {
     );
     expect(
       await provider().offers({ query: { ...a100Query, allocation: "on-demand" }, ...call() }),
-    ).toHaveLength(3);
+    ).toHaveLength(2);
     expect(fake.to("/v2/catalog/gpus")).toHaveLength(4);
     fake.reset();
     fake.interrupt(10, () =>
@@ -848,23 +870,45 @@ describe("errors", () => {
     );
   });
 
-  it("a 5xx is retried for reads but never for creating a pod", async () => {
+  it("a 5xx on create is never sent again blindly: the pod is looked for by its name first, and a create accepted whose answer was lost is found, not made twice", async () => {
     const { runpod, cluster } = await clusterFor({
       accelerator: accelerators.A100({ count: 2 }),
       allocation: "on-demand",
     });
+    // Refused before anything was made: looked for (not there), then created once.
     fake.interrupt(1, () =>
       HttpResponse.json({ title: "Bad Gateway", status: 502, detail: "bad gateway" }, { status: 502 }),
     );
-    const error = await runpod.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
-    expect(fake.to("/v2/pods", "POST")).toHaveLength(1);
-    expect((error as Error).message).toBe(
-      "RunPod's API answered HTTP 502 while creating a GPU pod (POST /v2/pods): bad gateway",
+    const [first] = await runpod.provision({ cluster, count: 1, ...call() });
+    expect(fake.requests.map((request) => `${request.method} ${request.url.pathname}`).slice(-3)).toEqual([
+      "POST /v2/pods",
+      "GET /v2/pods",
+      "POST /v2/pods",
+    ]);
+    expect(fake.pods.size).toBe(1);
+    // Accepted, but the answer lost on the way back: the pod is found by its name, never made twice.
+    fake.server.use(
+      http.post(
+        "https://api.runpod.io/v2/pods",
+        async ({ request }) => {
+          await fetch(request.url, { method: "POST", headers: request.headers, body: await request.text() });
+          return HttpResponse.json(
+            { title: "Bad Gateway", status: 502, detail: "bad gateway" },
+            { status: 502 },
+          );
+        },
+        { once: true },
+      ),
     );
+    const [second] = await runpod.provision({ cluster, count: 1, ...call() });
+    expect(fake.pods.size).toBe(2);
+    expect(second?.id).not.toBe(first?.id);
+    expect(fake.pods.get(second?.id ?? "")?.name).toBe(`${cluster.id}-1`);
+    // A read is retried.
     fake.interrupt(1, () =>
       HttpResponse.json({ title: "Bad Gateway", status: 502, detail: "bad gateway" }, { status: 502 }),
     );
-    expect(await runpod.listInstances?.(call())).toEqual([]);
+    expect(await runpod.listInstances?.(call())).toHaveLength(2);
   });
 
   it("an answer that is not understood fails with what was wrong", async () => {

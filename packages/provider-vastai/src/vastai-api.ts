@@ -21,29 +21,93 @@ import {
   answerListSchema,
   answerNumberSchema,
   defineProviderApi,
-  ProviderApiError,
+  type MachineErrorKind,
+  type MachineErrorStructure,
+  MachineProviderError,
+  type MachineRateLimits,
+  machineErrorFactory,
   type ProviderApiErrorOptions,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/** A failed call to Vast.ai's API: the HTTP status (when there was an answer) and whether retrying may help. */
-export class VastApiError extends ProviderApiError {
-  constructor(options: ProviderApiErrorOptions) {
+/** A failed call to Vast.ai's API: a {@link MachineProviderError} whose `kind` says what failed. */
+export class VastApiError extends MachineProviderError {
+  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
     super({ ...options, provider: "vastai", name: "VastApiError" });
   }
 
   /** True for a {@link VastApiError} from any copy of this package. */
   static override isInstance(error: unknown): error is VastApiError {
-    return ProviderApiError.isInstance(error) && error.provider === "vastai";
+    return MachineProviderError.isInstance(error) && error.provider === "vastai";
   }
+}
+
+/** The `error` code of Vast.ai's `{success, error, msg}` refusal (https://docs.vast.ai/api-reference/rate-limits-and-errors). */
+function errorCode(answer: unknown): string {
+  const code =
+    typeof answer === "object" && answer !== null ? (answer as { error?: unknown }).error : undefined;
+  return typeof code === "string" ? code : "";
+}
+
+/**
+ * Vast.ai answers most refusals with a 400 and an `error` code: `no_such_instance` is gone,
+ * `invalid_price` a bid below the machine's minimum (price), `no_such_ask` and "no longer available" an
+ * ask taken by someone else (capacity: the next ask). A 404 is gone — or a key Vast.ai does not know,
+ * which the provider tells apart by asking `GET /users/current/`.
+ */
+export function classifyVastError(failure: MachineErrorStructure): MachineErrorKind | undefined {
+  const status = failure.statusCode;
+  if (status === undefined || status >= 500 || status === 429 || status === 401 || status === 403)
+    return undefined;
+  const code = errorCode(failure.answer);
+  if (code === "no_such_instance" || /no_such_instance|not found|does not exist/i.test(failure.message))
+    return "gone";
+  if (code === "invalid_price" || /bid.*(too low|below)|below.*min(imum)?.?bid/i.test(failure.message))
+    return "price";
+  if (
+    code === "no_such_ask" ||
+    /no_such_ask|no longer available|not available|unavailable|already rented|insufficient/i.test(
+      failure.message,
+    )
+  )
+    return "capacity";
+  return undefined;
 }
 
 /** Vast.ai's API: its client (key from `apiKey`, else `VAST_API_KEY`), key lookup and answer parsing. */
 export const vastaiApi = defineProviderApi({
   label: "Vast.ai",
   apiKeyVariable: "VAST_API_KEY",
-  createError: (options) => new VastApiError(options),
+  createError: machineErrorFactory({
+    provider: "vastai",
+    classify: classifyVastError,
+    create: (options) => new VastApiError(options),
+  }),
 });
+
+/**
+ * Vast.ai's documented per-endpoint limits, per key: "search offers: 10 per minute", "show instance: one
+ * per 2 s", "destroy instance: one per 3 s", "show instances: one per 1 s"
+ * (https://docs.vast.ai/api-reference/rate-limits-and-errors). Creates (one per 4.5 s, then a 12 s
+ * penalty) have their own settings. Every request of those endpoints is paced by them, so that a
+ * pool's instance watch looking every node up at once never sets off a storm of 429s.
+ */
+export const VAST_RATE_LIMITS = {
+  endpoints: {
+    offers: {
+      requests: 10,
+      perSeconds: 60,
+      source: "https://docs.vast.ai/api-reference/rate-limits-and-errors",
+    },
+    get: { requests: 1, perSeconds: 2, source: "https://docs.vast.ai/api-reference/rate-limits-and-errors" },
+    delete: {
+      requests: 1,
+      perSeconds: 3,
+      source: "https://docs.vast.ai/api-reference/rate-limits-and-errors",
+    },
+    list: { requests: 1, perSeconds: 1, source: "https://docs.vast.ai/api-reference/rate-limits-and-errors" },
+  },
+} as const satisfies MachineRateLimits;
 
 /** Vast.ai's API root, version 0. */
 export const VAST_API_URL = "https://console.vast.ai/api/v0";

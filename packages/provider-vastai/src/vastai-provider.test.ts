@@ -304,7 +304,7 @@ describe("prepare and provision", () => {
     const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
     expect((error as NoCapacityError).attempts[0]?.reason).toBe(
-      "on-demand on offer 7100002: Vast.ai's API answered HTTP 410 while renting offer 7100002 (PUT /api/v0/asks/7100002/): Instance type no longer available.",
+      "on-demand on offer 7100002: Vast.ai's API answered HTTP 410 while renting offer 7100002 (PUT /api/v0/asks/7100002/): Instance type no longer available. (try another region, accelerator or allocation, or again later)",
     );
   });
 

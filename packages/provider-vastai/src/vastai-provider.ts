@@ -24,10 +24,14 @@ import {
   type HttpSettings,
   httpSettingsShape,
   keysDirectorySchema,
+  type MachineEndpoint,
+  type MachineRateLimits,
   type Market,
+  machineErrorKind,
   marketsFor,
   type ProviderHttpAnswer,
   type ProviderHttpRequest,
+  rateLimitFor,
   refuseVolumesWithoutFuse,
   requireOwnOffer,
   roundPrice,
@@ -51,11 +55,22 @@ import {
   searchAnswerSchema,
   VAST_API_URL,
   VAST_API_V1_URL,
+  VAST_RATE_LIMITS,
   VastApiError,
   type VastInstance,
   type VastOffer,
   vastaiApi,
 } from "./vastai-api.js";
+
+/**
+ * How long an instance may take to be running with its SSH port when the pool's options leave
+ * `provisionTimeout` unset: Vast.ai pulls the image on the host before the container starts, and a
+ * large CUDA image on a host that has not cached it takes 20–30 minutes.
+ */
+export const VASTAI_PROVISION_TIMEOUT_SECONDS = 1800;
+
+/** An endpoint paced by Vast.ai's documented limits, as {@link VastAISettings.rateLimits} names it. */
+export type VastPacedEndpoint = "search" | "get" | "list" | "destroy";
 
 /** The image instances run when none is set: Vast.ai's base image, tagged for the host's CUDA by Vast.ai. */
 export const DEFAULT_VASTAI_IMAGE = "vastai/base-image:@vastai-automatic-tag";
@@ -109,6 +124,12 @@ export interface VastAISettings extends HttpSettings {
   createIntervalMs?: number;
   /** How long Vast.ai refuses create calls after one came too early, ms. Default 12000. */
   rateLimitPenaltyMs?: number;
+  /**
+   * The rate limits other calls are paced by, `requests` per `perSeconds`, per endpoint. Default
+   * Vast.ai's documented ones: search 10 a minute, get one per 2 s, list one per 1 s, destroy one per
+   * 3 s. Change them only for an API in front of Vast.ai's, or a test's fake.
+   */
+  rateLimits?: Partial<Readonly<Record<VastPacedEndpoint, { requests: number; perSeconds: number }>>>;
   /**
    * Skyward's directory on each instance (environment, runtime, code, the worker's pid file the
    * watchdog reads); `{id}` in it becomes the instance's id. Default `/opt/skyward`.
@@ -168,6 +189,15 @@ const settingsSchema = z.strictObject({
     .min(0, { message: "expected milliseconds >= 0" })
     .default(Math.round(VAST_CREATE_LIMIT_MS * (1 + CREATE_INTERVAL_MARGIN))),
   rateLimitPenaltyMs: z.number().min(0, { message: "expected milliseconds >= 0" }).default(12_000),
+  rateLimits: z
+    .partialRecord(
+      z.enum(["search", "get", "list", "destroy"]),
+      z.strictObject({
+        requests: z.number().int().min(1, { message: "expected at least one request" }),
+        perSeconds: z.number().positive({ message: "expected seconds > 0" }),
+      }),
+    )
+    .default({}),
   root: z
     .string()
     .refine((value) => value.startsWith("/") && !/['"\\$`\s]/.test(value.replaceAll("{id}", "")), {
@@ -203,6 +233,16 @@ export function vastGpuNames(canonical: string): string[] {
   names.add(`Tesla ${base}`);
   names.add(`Q ${base}`);
   return [...names];
+}
+
+/**
+ * The two-letter country code a region names (`"DE"`, `"Texas, US"` → `US`), the form the search's
+ * `geolocation` filter takes ("Two letter country code", vast-cli's `search offers` help:
+ * https://github.com/vast-ai/vast-cli/blob/master/vast.py); undefined for none.
+ */
+function countryCode(region: string | undefined): string | undefined {
+  const code = region?.split(",").at(-1)?.trim().toUpperCase();
+  return code !== undefined && /^[A-Z]{2}$/.test(code) ? code : undefined;
 }
 
 function geolocationMatches(geolocation: string | null | undefined, wanted: string): boolean {
@@ -285,24 +325,12 @@ export function instanceFromVast(
 
 /** An answer refusing to rent an ask because it is gone, taken, or outbid: try another offer. */
 function isCapacityProblem(error: unknown): boolean {
-  if (!VastApiError.isInstance(error)) return false;
-  if (error.statusCode === 404 || error.statusCode === 410) return true;
-  return (
-    error.statusCode !== 401 &&
-    error.statusCode !== 403 &&
-    error.statusCode !== 429 &&
-    /no_such_ask|no longer available|not available|unavailable|already rented|bid.*too low|insufficient/i.test(
-      error.message,
-    )
-  );
+  const kind = machineErrorKind(error);
+  return kind === "capacity" || kind === "gone" || kind === "price";
 }
 
 function isGone(error: unknown): boolean {
-  return (
-    VastApiError.isInstance(error) &&
-    (error.statusCode === 404 ||
-      (error.statusCode === 400 && /no_such_instance|not found|does not exist/i.test(error.message)))
-  );
+  return machineErrorKind(error) === "gone";
 }
 
 /** The instance id in a refused create's answer: `new_contract`, or "instance N" in its message. */
@@ -316,12 +344,7 @@ function instanceIdInRefusal(error: VastApiError): number | undefined {
 
 /** A refused bid: below the machine's current minimum (`invalid_price`). */
 function isBidTooLow(error: unknown): error is VastApiError {
-  return (
-    VastApiError.isInstance(error) &&
-    error.statusCode === 400 &&
-    (/invalid_price/.test(String((error.answer as Record<string, unknown> | undefined)?.error)) ||
-      /bid.*(too low|below)|below.*min(imum)?.?bid/i.test(error.message))
-  );
+  return VastApiError.isInstance(error) && error.statusCode === 400 && error.kind === "price";
 }
 
 function parseSettings(settings: VastAISettings | undefined, prefix: string): ParsedSettings {
@@ -342,6 +365,22 @@ function imageCuda(image: unknown): number | undefined {
 function build(settings: ParsedSettings, cudaOfImage: number | undefined): ProviderV1<VastClusterData> {
   const http = vastaiApi.createClient(settings);
   const keysDirectory = () => settings.keysDirectory ?? skywardKeysDirectory();
+  /** Vast.ai's documented limits, each replaced by the setting's where one is set. */
+  const limits: MachineRateLimits = {
+    endpoints: Object.fromEntries(
+      (
+        [
+          ["offers", "search"],
+          ["get", "get"],
+          ["list", "list"],
+          ["delete", "destroy"],
+        ] as const
+      ).map(([endpoint, setting]) => [
+        endpoint,
+        { ...VAST_RATE_LIMITS.endpoints[endpoint], ...settings.rateLimits[setting] },
+      ]),
+    ),
+  };
   /** Whether `GET /users/current/` accepted the key: then a 404 means what it says. */
   let keyAccepted = false;
   /** The lowest CUDA a host's driver must support: `minCuda`, raised to the image's CUDA when it states one. */
@@ -353,9 +392,10 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
    * Sends a request; a 404 is checked against the key first, since Vast.ai answers an unknown key with
    * 404 on every endpoint: then it is the rejected key it is, not a gone offer or "no capacity".
    */
-  async function send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer> {
+  async function send(request: ProviderHttpRequest, endpoint?: MachineEndpoint): Promise<ProviderHttpAnswer> {
+    const rateLimit = endpoint === undefined ? undefined : rateLimitFor(limits, endpoint);
     try {
-      return await http.send(request);
+      return await http.send(rateLimit ? { ...request, rateLimit } : request);
     } catch (error) {
       if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted) await checkKey(request);
       throw error;
@@ -375,6 +415,7 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
     } catch (error) {
       if (VastApiError.isInstance(error) && [401, 403, 404].includes(error.statusCode ?? 0)) {
         throw new VastApiError({
+          kind: "auth",
           statusCode: 401,
           message: `Vast.ai rejected the API key while ${request.purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
         });
@@ -412,6 +453,10 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
     if (query.architecture !== undefined)
       body.cpu_arch = { eq: query.architecture === "arm64" ? "arm64" : "amd64" };
     if (settings.ssh === "direct") body.direct_port_count = { gte: 1 };
+    // The country is asked of the search itself: filtered afterwards, the cheapest `searchLimit` offers
+    // worldwide may hold none of the country's though it has some.
+    const country = countryCode(query.region ?? settings.geolocation);
+    if (country !== undefined) body.geolocation = { eq: country };
     // In either search `dph_total` is that market's price (a bid search's at the minimum bid): an ask
     // over the cap in one market drops out of that search only, and has no price in that market.
     if (query.maxHourlyCost !== undefined) body.dph_total = { lte: query.maxHourlyCost };
@@ -484,14 +529,17 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
     const accelerator = query.accelerator;
     if (!body || !accelerator) return [];
     const purpose = type === "bid" ? "searching interruptible offers" : "searching offers";
-    const { data } = await send({
-      method: "POST",
-      url: `${VAST_API_URL}/bundles/`,
-      data: body,
-      idempotent: true,
-      purpose,
-      signal,
-    });
+    const { data } = await send(
+      {
+        method: "POST",
+        url: `${VAST_API_URL}/bundles/`,
+        data: body,
+        idempotent: true,
+        purpose,
+        signal,
+      },
+      "offers",
+    );
     const region = query.region ?? settings.geolocation;
     return parseAnswer(searchAnswerSchema, data, purpose)
       .offers.filter(
@@ -563,6 +611,7 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
     const answer = parseAnswer(createAnswerSchema, data, `renting offer ${askId}`);
     if (answer.new_contract === null || answer.new_contract === undefined) {
       throw new VastApiError({
+        kind: "capacity",
         statusCode: 410,
         message: `Vast.ai did not rent offer ${askId}: ${answer.msg ?? answer.error ?? "no instance id in the answer"}`,
       });
@@ -589,14 +638,17 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
   async function fetchInstance(id: string, signal: AbortSignal): Promise<VastInstance | null> {
     if (!/^\d+$/.test(id)) return null;
     try {
-      const { data } = await send({
-        method: "GET",
-        url: `${VAST_API_URL}/instances/${id}/`,
-        params: { owner: "me" },
-        idempotent: true,
-        purpose: `looking up instance ${id}`,
-        signal,
-      });
+      const { data } = await send(
+        {
+          method: "GET",
+          url: `${VAST_API_URL}/instances/${id}/`,
+          params: { owner: "me" },
+          idempotent: true,
+          purpose: `looking up instance ${id}`,
+          signal,
+        },
+        "get",
+      );
       return parseAnswer(instanceAnswerSchema, data, `looking up instance ${id}`).instances ?? null;
     } catch (error) {
       if (isGone(error)) return null;
@@ -609,19 +661,22 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
     const all: VastInstance[] = [];
     let after: string | undefined;
     for (let page = 0; page < 400; page += 1) {
-      const { data } = await send({
-        method: "GET",
-        url: `${VAST_API_V1_URL}/instances/`,
-        params: {
-          select_filters: "{}",
-          order_by: JSON.stringify([{ col: "id", dir: "asc" }]),
-          limit: "25",
-          ...(after !== undefined ? { after_token: after } : {}),
+      const { data } = await send(
+        {
+          method: "GET",
+          url: `${VAST_API_V1_URL}/instances/`,
+          params: {
+            select_filters: "{}",
+            order_by: JSON.stringify([{ col: "id", dir: "asc" }]),
+            limit: "25",
+            ...(after !== undefined ? { after_token: after } : {}),
+          },
+          idempotent: true,
+          purpose: "listing instances",
+          signal,
         },
-        idempotent: true,
-        purpose: "listing instances",
-        signal,
-      });
+        "list",
+      );
       const answer = parseAnswer(instancesPageSchema, data, "listing instances");
       all.push(...answer.instances);
       if (!answer.next_token) break;
@@ -633,14 +688,17 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
   async function destroy(id: string, signal: AbortSignal): Promise<void> {
     if (!/^\d+$/.test(id)) return; // Not an id Vast.ai issues: nothing of ours to destroy.
     try {
-      await send({
-        method: "DELETE",
-        url: `${VAST_API_URL}/instances/${id}/`,
-        data: {},
-        idempotent: true,
-        purpose: `destroying instance ${id}`,
-        signal,
-      });
+      await send(
+        {
+          method: "DELETE",
+          url: `${VAST_API_URL}/instances/${id}/`,
+          data: {},
+          idempotent: true,
+          purpose: `destroying instance ${id}`,
+          signal,
+        },
+        "delete",
+      );
     } catch (error) {
       if (!isGone(error)) throw error;
     }
@@ -658,6 +716,7 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
       images: true,
       offerCache: "marketplace",
       peerNetwork: "none",
+      provisionTimeout: VASTAI_PROVISION_TIMEOUT_SECONDS,
     }),
     // Every setting the search's answer depends on (its filters, the disk priced in, the bid, how many
     // asks), so that a provider set otherwise is never handed offers the core cached for another: the

@@ -11,7 +11,10 @@
  *   ("bid (interruptible): uses minimum bid price", same page): `dph_total` there is `min_bid` plus the
  *   offer's charges beyond its base price (`dph_total − dph_base`). `gpu_frac` ("fraction of the total GPU
  *   resources being offered") < 1 is a partial rental whose `cpu_ram` is the whole machine's.
- *   `addOffer` lists one more: a fixture offer with some fields changed, in the same shape.
+ *   `addOffer` lists one more: a fixture offer with some fields changed, in the same shape. The
+ *   `geolocation` filter compares the offer's two-letter country code ("Two letter country code. Works
+ *   with operators =, !=, in, notin": vast-cli's `search offers` help,
+ *   https://github.com/vast-ai/vast-cli/blob/master/vast.py).
  * - `fixtures/instance.json`: an instance of `GET /api/v1/instances/` (paged 25 at a time with
  *   `after_token` → `next_token`, as vast-cli's `_fetch_all_instances_v1` reads it:
  *   https://github.com/vast-ai/vast-cli/blob/master/vast.py) and `GET /api/v0/instances/{id}/`
@@ -42,7 +45,18 @@ export const TEST_API_KEY = "vast_test_5ecret_key_abcdef0123";
  * The provider's create spacing for tests against this fake: its defaults (Vast.ai's 4.5 s plus the
  * provider's 10 % margin, and the 12 s penalty) scaled 1:100, as the fake's `rateLimit` is.
  */
-export const SCALED_CREATE_LIMITS = { createIntervalMs: 49.5, rateLimitPenaltyMs: 120 } as const;
+export const SCALED_CREATE_LIMITS = {
+  createIntervalMs: 49.5,
+  rateLimitPenaltyMs: 120,
+  // Vast.ai's other documented limits (search 10 a minute, get one per 2 s, list one per 1 s, destroy
+  // one per 3 s), scaled 1:100 likewise.
+  rateLimits: {
+    search: { requests: 10, perSeconds: 0.6 },
+    get: { requests: 1, perSeconds: 0.02 },
+    list: { requests: 1, perSeconds: 0.01 },
+    destroy: { requests: 1, perSeconds: 0.03 },
+  },
+} as const;
 
 /** One request the fake received. */
 export interface RecordedRequest {
@@ -137,6 +151,11 @@ function satisfies(value: unknown, condition: Condition): boolean {
   });
 }
 
+/** The country code of an offer's geolocation (`"Texas, US"` → `US`), which the search's `geolocation` filter compares. */
+function countryOf(geolocation: unknown): string | undefined {
+  return typeof geolocation === "string" ? geolocation.split(",").at(-1)?.trim().toUpperCase() : undefined;
+}
+
 const NOT_FILTERS = new Set(["order", "limit", "type", "allocated_storage", "disable_bundling"]);
 
 function search(query: Record<string, unknown>, rented: Set<number>, offers: readonly Offer[]): Offer[] {
@@ -154,7 +173,12 @@ function search(query: Record<string, unknown>, rented: Set<number>, offers: rea
       Object.entries(query).every(
         ([field, condition]) =>
           NOT_FILTERS.has(field) ||
-          satisfies((offer as Record<string, unknown>)[field], condition as Condition),
+          satisfies(
+            field === "geolocation"
+              ? countryOf(offer.geolocation)
+              : (offer as Record<string, unknown>)[field],
+            condition as Condition,
+          ),
       ),
   );
   const [[field, direction] = ["score", "desc"]] = (query.order as [string, string][] | undefined) ?? [];

@@ -1,0 +1,149 @@
+/**
+ * The defects of issue 33 fixed for Vast.ai: every endpoint paced by its documented limit (a pool's
+ * instance watch looking every node up at once no longer sets off 429s), the country asked of the
+ * search itself, and a provisioning timeout long enough for image pulls.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { accelerators, options as poolOptions, spec as toSpec } from "@skyward/core";
+import { type Instance, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
+import errors from "../test/fixtures/errors.json" with { type: "json" };
+import { classifyVastError } from "./vastai-api.js";
+import { VASTAI_PROVISION_TIMEOUT_SECONDS, VastAI, type VastAISettings } from "./vastai-provider.js";
+
+let fake: FakeVast;
+let keysDirectory: string;
+const call = () => ({ signal: AbortSignal.timeout(20_000) });
+
+beforeAll(async () => {
+  fake = startFakeVast();
+  fake.server.listen({ onUnhandledFrame: "error" });
+  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-vast-safeguards-"));
+});
+afterAll(async () => {
+  fake.server.close();
+  await rm(keysDirectory, { recursive: true, force: true });
+});
+beforeEach(() => fake.reset());
+
+/**
+ * A provider with Vast.ai's real limits (`rateLimits` unset), creates scaled for the fake; through the
+ * SSH proxy and unverified hosts too, so the fixture has four RTX 4090 offers to rent.
+ */
+const paced = (settings: VastAISettings = {}) =>
+  VastAI({
+    apiKey: TEST_API_KEY,
+    keysDirectory,
+    retryDelayMs: 1,
+    ssh: "proxy",
+    verifiedOnly: false,
+    createIntervalMs: SCALED_CREATE_LIMITS.createIntervalMs,
+    rateLimitPenaltyMs: SCALED_CREATE_LIMITS.rateLimitPenaltyMs,
+    ...settings,
+  });
+
+/**
+ * The gaps between the arrivals of `requests`, ms. They are sent on the limit's schedule; on a loaded
+ * machine one may arrive a little late and the next on time, so gaps are checked from 90 % of it.
+ */
+const gaps = (requests: readonly { at: number }[]) =>
+  requests.slice(1).map((request, index) => request.at - (requests[index] as { at: number }).at);
+
+async function threeNodes(vast: ReturnType<typeof paced>) {
+  const spec = resolvePoolSpec(
+    toSpec({ provider: vast, accelerator: accelerators.RTX_4090(), allocation: "on-demand" }),
+    poolOptions({}),
+  );
+  const [offer] = await vast.offers({ query: offerQuery(spec), ...call() });
+  if (!offer) throw new Error("no offer");
+  const cluster = await vast.prepare({ spec, offer, ...call() });
+  const nodes = await vast.provision({ cluster, count: 3, ...call() });
+  expect(nodes).toHaveLength(3);
+  return { cluster, ids: nodes.map((node: Instance) => node.id) };
+}
+
+describe("pacing by Vast.ai's documented per-endpoint limits", () => {
+  it("looks instances up one per 2 s and destroys them one per 3 s, even when asked all at once", async () => {
+    const vast = paced();
+    const { cluster, ids } = await threeNodes(vast);
+    fake.requests.length = 0;
+    // The pool's instance watch asks for every node at the same moment.
+    await Promise.all(ids.map((id) => vast.getInstance({ cluster, id, ...call() })));
+    const lookups = fake.to(/^\/api\/v0\/instances\/\d+\/$/, "GET");
+    expect(lookups).toHaveLength(3);
+    for (const gap of gaps(lookups)) expect(gap).toBeGreaterThanOrEqual(1800);
+    await Promise.all(ids.slice(0, 2).map((id) => vast.terminate({ cluster, ids: [id], ...call() })));
+    const destroys = fake.to(/^\/api\/v0\/instances\/\d+\/$/, "DELETE");
+    expect(destroys).toHaveLength(2);
+    for (const gap of gaps(destroys)) expect(gap).toBeGreaterThanOrEqual(2700);
+    // Nothing was refused for coming too early.
+    expect(
+      fake.requests.filter((request) => request.method === "GET" || request.method === "DELETE"),
+    ).toHaveLength(5);
+  }, 30_000);
+
+  it("searches within the limit set (10 a minute by default), lists one page per second", async () => {
+    const vast = paced({ rateLimits: { search: { requests: 2, perSeconds: 1 } } });
+    const query = { accelerator: { name: "RTX_4090", count: 1 }, allocation: "on-demand" } as const;
+    await Promise.all([1, 2, 3].map(() => vast.offers({ query, ...call() })));
+    const searches = fake.to("/api/v0/bundles/", "POST");
+    expect(searches).toHaveLength(3);
+    expect((searches[2] as { at: number }).at - (searches[0] as { at: number }).at).toBeGreaterThanOrEqual(
+      950,
+    );
+    fake.pageSize = 1;
+    await threeNodes(paced({ rateLimits: { search: { requests: 10, perSeconds: 0.6 } } }));
+    fake.requests.length = 0;
+    await vast.listInstances?.(call());
+    const pages = fake.to("/api/v1/instances/", "GET");
+    expect(pages).toHaveLength(3);
+    for (const gap of gaps(pages)) expect(gap).toBeGreaterThanOrEqual(900);
+  }, 30_000);
+
+  it("refuses a limit that is not one, by name", () => {
+    expect(() => VastAI({ rateLimits: { get: { requests: 0, perSeconds: 2 } } })).toThrow(
+      /VastAI\.rateLimits\.get\.requests/,
+    );
+  });
+});
+
+describe("the country", () => {
+  it("is asked of the search: a German machine is found though the cheapest offers worldwide are elsewhere", async () => {
+    const settings: VastAISettings = { searchLimit: 1, verifiedOnly: true, ...SCALED_CREATE_LIMITS };
+    const query = { accelerator: { name: "RTX_4090", count: 1 }, allocation: "on-demand" } as const;
+    const offers = await paced(settings).offers({ query: { ...query, region: "DE" }, ...call() });
+    expect(offers.map((offer) => [offer.id, offer.region])).toEqual([["vastai:7100006", "Bavaria, DE"]]);
+    expect(fake.to("/api/v0/bundles/", "POST")[0]?.body).toMatchObject({ geolocation: { eq: "DE" } });
+    // The setting does the same; a region written as the offers show it ("Texas, US") asks for its country.
+    const texas = await paced({ ...settings, geolocation: "Texas, US" }).offers({ query, ...call() });
+    expect(texas.map((offer) => offer.region)).toEqual(["Texas, US"]);
+    expect(fake.to("/api/v0/bundles/", "POST").at(-1)?.body).toMatchObject({ geolocation: { eq: "US" } });
+  });
+});
+
+describe("provisioning", () => {
+  it("waits up to 30 minutes for an image pull unless the pool's options say otherwise", () => {
+    expect(VASTAI_PROVISION_TIMEOUT_SECONDS).toBe(1800);
+    expect(paced().capabilities.provisionTimeout).toBe(1800);
+  });
+});
+
+describe("errors, in the base's taxonomy", () => {
+  it("tells Vast.ai's refusals apart by their documented `error` codes", () => {
+    // The `{success, error, msg}` bodies of https://docs.vast.ai/api-reference/rate-limits-and-errors.
+    const kind = (statusCode: number, answer: { msg: string }) =>
+      classifyVastError({
+        statusCode,
+        message: `Vast.ai's API answered HTTP ${statusCode}: ${answer.msg}`,
+        answer,
+      });
+    expect(kind(400, errors.instanceGone)).toBe("gone");
+    expect(kind(400, errors.askGone)).toBe("capacity");
+    expect(kind(400, errors.bidTooLow)).toBe("price");
+    expect(kind(400, errors.duplicateKey)).toBeUndefined();
+    expect(kind(429, errors.askGone)).toBeUndefined();
+  });
+});
