@@ -83,6 +83,8 @@ export {
 export {
   CreateBudget,
   deleteUntilGone,
+  type LaunchableMarket,
+  launchableMarkets,
   listAllMachines,
   provisionAcrossMarkets,
 } from "./machine-provider/machine-operations.js";

@@ -7,6 +7,8 @@
  * key pair and worker — is the base's.
  */
 import type {
+  CleanupOptions,
+  CleanupResult,
   Cluster,
   Instance,
   Offer,
@@ -185,4 +187,6 @@ export interface MachineAdapter<Machine, ClusterData extends MachineClusterData 
   selfDestruct(instance: Instance, cluster: Cluster<ClusterData>): ShellOp;
   /** Removes what the cluster made beside its machines (a registered key), after they are gone. */
   teardown?(cluster: Cluster<ClusterData>, signal: AbortSignal): Promise<void>;
+  /** The provider's `cleanup` (`skyward cleanup`): what pools left beside machines; absent when `prepare` makes nothing. */
+  cleanup?(options: CleanupOptions): Promise<CleanupResult>;
 }

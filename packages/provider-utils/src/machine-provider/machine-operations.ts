@@ -7,7 +7,7 @@
 import { NoCapacityError } from "@skyward/core";
 import type { Cluster, Instance } from "@skyward/core/contract";
 import { abortableSleep } from "../http/request-pacer.js";
-import { marketsFor } from "../offers/prices.js";
+import { type Market, marketsFor } from "../offers/prices.js";
 import { skywardTags } from "../tags.js";
 import type { MachineAdapter, MachineClusterData, MachineDeleteOutcome } from "./adapter.js";
 import { MachineProviderError, machineErrorKind } from "./errors.js";
@@ -207,6 +207,38 @@ async function findByName<Machine, ClusterData extends MachineClusterData>(
   return (await listAllMachines(adapter, signal)).find((machine) => adapter.tags.nameOf(machine) === name);
 }
 
+/** A market an offer may be launched on, at its price in the offer. */
+export interface LaunchableMarket {
+  readonly market: Market;
+  readonly spot: boolean;
+  readonly price: number;
+}
+
+/**
+ * The markets a cluster's offer may be launched on, in the allocation's order ({@link marketsFor}):
+ * each with a known price within `maxHourlyCost` — the price of that very market, not the cheaper one
+ * the pool ranked the offer by. `refused` says why each other market was left out. For providers not
+ * on the base (AWS, GCP), the same rule.
+ */
+export function launchableMarkets(
+  cluster: Pick<Cluster, "spec" | "offer">,
+  spotAllowed: boolean,
+): { launchable: LaunchableMarket[]; refused: string[] } {
+  const cap = cluster.spec.maxHourlyCost;
+  const launchable: LaunchableMarket[] = [];
+  const refused: string[] = [];
+  for (const market of marketsFor(cluster.spec.allocation, cluster.offer)) {
+    const spot = market === "spot";
+    const price = spot ? cluster.offer.spotPrice : cluster.offer.onDemandPrice;
+    if (spot && !spotAllowed) refused.push("spot: not allowed for this pool");
+    else if (price === null) refused.push(`${market}: no known price, never launched`);
+    else if (cap !== undefined && price > cap)
+      refused.push(`${market}: $${price}/h is over maxHourlyCost $${cap}/h`);
+    else launchable.push({ market, spot, price });
+  }
+  return { launchable, refused };
+}
+
 /** What a market said when it gave no machine, for the {@link NoCapacityError}. */
 const REFUSALS_TO_NEXT_MARKET = new Set(["capacity", "quota", "price"]);
 
@@ -222,24 +254,13 @@ export async function provisionAcrossMarkets<Machine, ClusterData extends Machin
   options: { cluster: Cluster<ClusterData>; count: number; signal: AbortSignal; budget: CreateBudget },
 ): Promise<Instance[]> {
   const { cluster, signal } = options;
-  const markets = marketsFor(cluster.spec.allocation, cluster.offer).filter(
-    (market) => market === "on-demand" || (adapter.spotAllowed?.(cluster) ?? true),
-  );
+  const { launchable, refused } = launchableMarkets(cluster, adapter.spotAllowed?.(cluster) ?? true);
   const cap = cluster.spec.maxHourlyCost;
   const spec = cluster.spec;
   const created: Instance[] = [];
-  const reasons: string[] = [];
-  while (created.length < options.count && markets.length > 0) {
-    const spot = markets[0] === "spot";
-    const market = spot ? "spot" : "on-demand";
-    const price = spot ? cluster.offer.spotPrice : cluster.offer.onDemandPrice;
-    if (price === null || (cap !== undefined && price > cap)) {
-      reasons.push(
-        `${market}: ${price === null ? "no known price, never launched" : `$${price}/h is over maxHourlyCost $${cap}/h`}`,
-      );
-      markets.shift();
-      continue;
-    }
+  const reasons: string[] = [...refused];
+  while (created.length < options.count && launchable.length > 0) {
+    const { spot, market, price } = launchable[0] as LaunchableMarket;
     const index = options.budget.nextIndex(cluster.id);
     const name = adapter.tags.name(cluster, index);
     let machine: Machine;
@@ -263,7 +284,7 @@ export async function provisionAcrossMarkets<Machine, ClusterData extends Machin
       const kind = machineErrorKind(error);
       if (kind !== undefined && REFUSALS_TO_NEXT_MARKET.has(kind)) {
         reasons.push(`${market}: ${(error as Error).message}`);
-        markets.shift();
+        launchable.shift();
         continue;
       }
       // Machines already created are handed back (the pool asks again), never left unknown.
@@ -283,7 +304,7 @@ export async function provisionAcrossMarkets<Machine, ClusterData extends Machin
       reasons.push(
         `${market}: launched at $${instance.hourlyPrice}/h, over maxHourlyCost $${cap}/h; deleted`,
       );
-      markets.shift();
+      launchable.shift();
       continue;
     }
     created.push(instance);

@@ -130,7 +130,7 @@ function fakeApi(idempotencyToken = false) {
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (machine) => machine.name,
-      read: (machine) => {
+      read: (machine): Record<string, string> => {
         const cluster = /^(skyward-[0-9a-f]{8})-\d+$/.exec(machine.name)?.[1];
         return cluster ? { "skyward:cluster": cluster } : {};
       },

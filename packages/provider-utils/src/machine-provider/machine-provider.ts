@@ -37,6 +37,7 @@ export function defineMachineProvider<Machine, ClusterData extends MachineCluste
 ): ProviderV1<ClusterData> {
   const keysDirectory = () => adapter.keysDirectory ?? skywardKeysDirectory();
   const budget = new CreateBudget();
+  const cleanup = adapter.cleanup?.bind(adapter);
   const isOurs = (machine: Machine) => adapter.tags.read(machine)[SKYWARD_TAGS.cluster] !== undefined;
 
   async function getMachine(id: string, signal: AbortSignal): Promise<Machine | null> {
@@ -124,6 +125,8 @@ export function defineMachineProvider<Machine, ClusterData extends MachineCluste
     selfDestruct({ cluster, instance }) {
       return adapter.selfDestruct(instance, cluster as Cluster<ClusterData>);
     },
+
+    ...(cleanup ? { cleanup } : {}),
 
     async listInstances({ signal }): Promise<Instance[]> {
       // Listing only reads: the key pair is made by `prepare`, when a machine is about to be created.
