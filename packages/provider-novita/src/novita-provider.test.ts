@@ -252,8 +252,8 @@ describe("provision", () => {
     const error = await novita.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
     expect((error as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
-      expect.stringMatching(/^spot: .*not enough gpu resources/),
       "on-demand: $0.35/h is over maxHourlyCost $0.3/h",
+      expect.stringMatching(/^spot: .*not enough gpu resources/),
     ]);
     expect(creates().map((request) => (request.body as { billingMode: string }).billingMode)).toEqual([
       "spot",

@@ -229,8 +229,8 @@ describe("prepare and provision", () => {
     const error = await verda.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
     expect((error as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
-      expect.stringMatching(/^spot: .*Not enough resources/),
       "on-demand: $2.19/h is over maxHourlyCost $1.5/h",
+      expect.stringMatching(/^spot: .*Not enough resources/),
     ]);
     expect(deploys().map((request) => (request.body as { is_spot: boolean }).is_spot)).toEqual([true]);
   });
@@ -342,6 +342,16 @@ describe("listing, termination, teardown, cleanup", () => {
       true,
     );
     expect(deletes.length).toBeGreaterThan(1);
+    expect(fake.instances.size).toBe(0);
+    await verda.teardown({ cluster, ...call() });
+    expect(fake.leftovers()).toEqual([]);
+  });
+
+  it("an instance the list does not show yet is looked up by id and deleted, not counted gone", async () => {
+    const { verda, cluster } = await clusterFor({});
+    const [instance] = await verda.provision({ cluster, count: 1, ...call() });
+    fake.faults.unlisted.add(instance?.id ?? "");
+    await verda.terminate({ cluster, ids: [instance?.id ?? ""], ...call() });
     expect(fake.instances.size).toBe(0);
     await verda.teardown({ cluster, ...call() });
     expect(fake.leftovers()).toEqual([]);

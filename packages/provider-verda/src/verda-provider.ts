@@ -20,6 +20,7 @@ import {
   instanceSsh,
   type MachineAdapter,
   type MachineClusterData,
+  machineErrorKind,
   poolIdFromTags,
   SKYWARD_TAGS,
   sshReachableStatus,
@@ -259,8 +260,16 @@ function adapterFor(
 
     delete: {
       async batch(ids, signal) {
-        // The OS volumes go with their instances; an instance Verda no longer lists is gone.
+        // The OS volumes go with their instances. One the list lacks (a list a moment behind a
+        // deploy) is looked up by id: only Verda's "not found" makes it gone.
         const listed = new Map((await api.instances(signal)).map((instance) => [instance.id, instance]));
+        for (const id of ids.filter((wanted) => !listed.has(wanted))) {
+          try {
+            listed.set(id, await api.instance(id, signal));
+          } catch (error) {
+            if (machineErrorKind(error) !== "gone") throw error;
+          }
+        }
         const known = ids.flatMap((id) => {
           const instance = listed.get(id);
           return instance ? [{ id, volumeId: instance.os_volume_id }] : [];
@@ -315,6 +324,8 @@ function adapterFor(
       return `${SELF_DESTRUCT_COMMAND} ${shellQuote(instance.id)}`;
     },
 
+    cleanup: ({ pools, signal }) => cleanupOf(api, pools, signal),
+
     async teardown(cluster, signal) {
       if (cluster.specific?.sshKeyId) await api.deleteSshKey(cluster.specific.sshKeyId, signal);
       if (cluster.specific?.startupScriptId) await api.deleteScript(cluster.specific.startupScriptId, signal);
@@ -322,13 +333,8 @@ function adapterFor(
   };
 }
 
-function build(settings: ParsedSettings): ProviderV1<VerdaClusterData> {
-  const api = createVerdaClient(settings);
-  return {
-    ...defineMachineProvider(adapterFor(settings, api)),
-    cleanup: ({ pools, signal }) => cleanupOf(api, pools, signal),
-  };
-}
+const build = (settings: ParsedSettings): ProviderV1<VerdaClusterData> =>
+  defineMachineProvider(adapterFor(settings, createVerdaClient(settings)));
 
 /**
  * The Verda provider: `Verda()` with default settings (credentials from `VERDA_CLIENT_ID` and

@@ -162,9 +162,10 @@ export interface FakeVerda extends AsyncDisposable {
   /**
    * Faults of the real API: refuse to delete an instance still provisioning (each such instance answered
    * in a 207, as Verda answers a batch action some of whose instances failed), and lose the answer of
-   * the next deploy (the instance is made, the client gets a 500).
+   * the next deploy (the instance is made, the client gets a 500), and leave instances out of `GET
+   * /instances` for a while (a list a moment behind a deploy).
    */
-  faults: { refuseDeleteWhileProvisioning: boolean; loseNextDeployAnswer: boolean };
+  faults: { refuseDeleteWhileProvisioning: boolean; loseNextDeployAnswer: boolean; unlisted: Set<string> };
   /** Verda reclaims a spot instance: it is discontinued, its OS volume deleted or kept detached as its `on_spot_discontinue` says. */
   discontinue(id: string): void;
   readonly requests: RecordedVerdaRequest[];
@@ -186,7 +187,11 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
   const tokens = new Set<string>();
   const scripts = new Map<string, { id: string; name: string; script: string }>();
   const volumes = new Map<string, { id: string; name: string; state: "attached" | "detached" | "trash" }>();
-  const faults = { refuseDeleteWhileProvisioning: false, loseNextDeployAnswer: false };
+  const faults = {
+    refuseDeleteWhileProvisioning: false,
+    loseNextDeployAnswer: false,
+    unlisted: new Set<string>(),
+  };
   const capacity = { onDemand: Number.POSITIVE_INFINITY, spot: Number.POSITIVE_INFINITY };
   let nextAddress = 10;
 
@@ -263,7 +268,11 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
         if (!scripts.delete(id ?? "")) return error(404, "not_found", "Startup script not found");
         return jsonAnswer(200);
       },
-      "GET /instances": () => jsonAnswer(200, [...instances.values()].map(answerOf)),
+      "GET /instances": () =>
+        jsonAnswer(
+          200,
+          [...instances.values()].filter((instance) => !faults.unlisted.has(instance.id)).map(answerOf),
+        ),
       "POST /instances": ({ body }) => {
         const wanted = (body ?? {}) as Record<string, unknown>;
         const type = INSTANCE_TYPES.find((entry) => entry.instance_type === wanted.instance_type);
@@ -467,6 +476,7 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       volumes.clear();
       faults.refuseDeleteWhileProvisioning = false;
       faults.loseNextDeployAnswer = false;
+      faults.unlisted.clear();
       capacity.onDemand = Number.POSITIVE_INFINITY;
       capacity.spot = Number.POSITIVE_INFINITY;
     },
