@@ -254,7 +254,9 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       },
       // Docs: "Instances" → "Get instances" (every instance not deleted), "Deploy new instance",
       // "Get instance by ID", "Perform action on instance or multiple instances" (PUT, action "delete").
-      // Docs: "Startup Scripts" → "Get all startup scripts", "Add startup script" ({ name, script } → its id), "Delete startup script by id".
+      // Docs: "Startup Scripts" → "Get all startup scripts", "Add startup script" ({ name, script } → its id
+      // as text), "Delete startup script by id" — `/scripts` and `/scripts/{id}`, as the official SDK calls them
+      // (https://github.com/DataCrunch-io/datacrunch-python, datacrunch/startup_scripts/startup_scripts.py).
       "GET /scripts": () => jsonAnswer(200, [...scripts.values()]),
       "POST /scripts": ({ body }) => {
         const { name, script } = (body ?? {}) as { name?: unknown; script?: unknown };
