@@ -292,6 +292,21 @@ describe("provision", () => {
     expect(creates()).toEqual([]);
   });
 
+  it("an instance Novita cannot read yet right after its create is kept, not lost", async () => {
+    const { novita, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "on-demand",
+    });
+    fake.faults.notFoundReads = 1;
+    const [instance] = await novita.provision({ cluster, count: 1, ...call() });
+    expect(instance).toMatchObject({
+      id: [...fake.instances.keys()][0],
+      status: "pending",
+      hourlyPrice: 0.35,
+    });
+    expect(instance?.tags).toMatchObject({ "skyward:cluster": cluster.id });
+  });
+
   it("a create whose answer was lost is found by its name, never created twice", async () => {
     const { novita, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() });
     fake.faults.loseNextCreateAnswer = true;

@@ -179,7 +179,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
         },
         signal,
       );
-      return api.instance(id, signal);
+      // A read that fails right after the create must not lose the instance: it is what was asked.
+      return api.instance(id, signal).catch((error: unknown) => {
+        if (signal.aborted) throw error;
+        const envs = Object.entries(skywardTagsToEnvironment(tags)).map(([key, value]) => ({ key, value }));
+        return { id, name, status: "toCreate", billingMode: spot ? "spot" : "onDemand", envs };
+      });
     },
 
     get: (id, signal) => api.instance(id, signal),

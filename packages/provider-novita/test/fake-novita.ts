@@ -118,9 +118,10 @@ export interface FakeNovita extends AsyncDisposable {
   /**
    * Faults of a real marketplace: lose the answer of the next create (the instance is made, the client
    * gets a 500), and bill instances at `priceFactor` times the product's listed price (a price that
-   * moved between the listing and the create).
+   * moved between the listing and the create); answer 404 to the next `notFoundReads` reads of an
+   * instance (one a moment behind its create).
    */
-  faults: { loseNextCreateAnswer: boolean; priceFactor: number };
+  faults: { loseNextCreateAnswer: boolean; priceFactor: number; notFoundReads: number };
   /** The instances not deleted, in words. */
   leftovers(): string[];
   /** Forgets requests and instances, and makes capacity unlimited again. */
@@ -132,7 +133,7 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
   const hosts = await testbedHostPool<string>(options.hosts ?? []);
   const instances = new Map<string, FakeNovitaInstance>();
   const capacity = { onDemand: Number.POSITIVE_INFINITY, spot: Number.POSITIVE_INFINITY };
-  const faults = { loseNextCreateAnswer: false, priceFactor: 1 };
+  const faults = { loseNextCreateAnswer: false, priceFactor: 1, notFoundReads: 0 };
   let nextPort = 30_000;
 
   // Error answers as the reference shows them: `{ code, reason, message, metadata }`.
@@ -240,7 +241,7 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
       // https://novita.ai/docs/api-reference/gpu-instance-get-instance (`?instanceId=`).
       "GET /gpu/instance": ({ query }) => {
         const instance = instances.get(query.get("instanceId") ?? "");
-        if (!instance) return error(404, "NOT_FOUND", "instance not found");
+        if (!instance || faults.notFoundReads-- > 0) return error(404, "NOT_FOUND", "instance not found");
         instance.reads += 1;
         if (instance.status === "pulling" && instance.reads > 1) instance.status = "running";
         return jsonAnswer(200, answerOf(instance));
@@ -300,6 +301,7 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
       capacity.spot = Number.POSITIVE_INFINITY;
       faults.loseNextCreateAnswer = false;
       faults.priceFactor = 1;
+      faults.notFoundReads = 0;
     },
     [Symbol.asyncDispose]: () => server.close(),
   };

@@ -235,6 +235,18 @@ describe("prepare and provision", () => {
     expect(deploys().map((request) => (request.body as { is_spot: boolean }).is_spot)).toEqual([true]);
   });
 
+  it("an instance Verda cannot read yet right after its deploy is kept, not lost", async () => {
+    const { verda, cluster } = await clusterFor({});
+    fake.faults.notFoundReads = 1;
+    const [instance] = await verda.provision({ cluster, count: 1, ...call() });
+    expect(instance).toMatchObject({
+      id: [...fake.instances.keys()][0],
+      status: "pending",
+      hourlyPrice: 0.0155,
+    });
+    expect(instance?.tags).toMatchObject({ "skyward:cluster": cluster.id });
+  });
+
   it("a deploy whose answer was lost is found by its hostname, never deployed twice", async () => {
     const { verda, cluster } = await clusterFor({});
     fake.faults.loseNextDeployAnswer = true;

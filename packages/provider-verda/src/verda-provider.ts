@@ -223,6 +223,7 @@ function adapterFor(
     async create({ cluster, spot, name, tags, signal }) {
       const offer = cluster.offer.specific as unknown as VerdaOfferData;
       const size = cluster.specific.osVolumeGb ?? (spot ? SPOT_OS_VOLUME_GB : undefined);
+      const description = describeTags({ ...tags, [SKYWARD_TAGS.region]: offer.location });
       const id = await api.deploy(
         {
           instance_type: offer.instanceType,
@@ -230,7 +231,7 @@ function adapterFor(
           ssh_key_ids: [cluster.specific.sshKeyId],
           startup_script_id: cluster.specific.startupScriptId,
           hostname: name,
-          description: describeTags({ ...tags, [SKYWARD_TAGS.region]: offer.location }),
+          description,
           location_code: offer.location,
           is_spot: spot,
           // The price of the offer, never one that moves with demand.
@@ -248,7 +249,11 @@ function adapterFor(
         },
         signal,
       );
-      return api.instance(id, signal);
+      // A read that fails right after the deploy must not lose the instance: it is what was asked.
+      return api.instance(id, signal).catch((error: unknown) => {
+        if (signal.aborted) throw error;
+        return { id, hostname: name, description, status: "provisioning", is_spot: spot };
+      });
     },
 
     get: (id, signal) => api.instance(id, signal),

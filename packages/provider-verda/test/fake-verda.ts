@@ -165,7 +165,13 @@ export interface FakeVerda extends AsyncDisposable {
    * the next deploy (the instance is made, the client gets a 500), and leave instances out of `GET
    * /instances` for a while (a list a moment behind a deploy).
    */
-  faults: { refuseDeleteWhileProvisioning: boolean; loseNextDeployAnswer: boolean; unlisted: Set<string> };
+  faults: {
+    refuseDeleteWhileProvisioning: boolean;
+    loseNextDeployAnswer: boolean;
+    unlisted: Set<string>;
+    /** Reads of `GET /instances/{id}` still to answer 404 (an instance a moment behind its deploy). */
+    notFoundReads: number;
+  };
   /** Verda reclaims a spot instance: it is discontinued, its OS volume deleted or kept detached as its `on_spot_discontinue` says. */
   discontinue(id: string): void;
   readonly requests: RecordedVerdaRequest[];
@@ -191,6 +197,7 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
     refuseDeleteWhileProvisioning: false,
     loseNextDeployAnswer: false,
     unlisted: new Set<string>(),
+    notFoundReads: 0,
   };
   const capacity = { onDemand: Number.POSITIVE_INFINITY, spot: Number.POSITIVE_INFINITY };
   let nextAddress = 10;
@@ -350,7 +357,7 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       },
       "GET /instances/:id": (_, { id }) => {
         const instance = instances.get(id ?? "");
-        if (!instance) return error(404, "not_found", "Instance not found");
+        if (!instance || faults.notFoundReads-- > 0) return error(404, "not_found", "Instance not found");
         instance.reads += 1;
         if (instance.status === "provisioning" && instance.reads > 1) instance.status = "running";
         return jsonAnswer(200, answerOf(instance));
@@ -479,6 +486,7 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       faults.refuseDeleteWhileProvisioning = false;
       faults.loseNextDeployAnswer = false;
       faults.unlisted.clear();
+      faults.notFoundReads = 0;
       capacity.onDemand = Number.POSITIVE_INFINITY;
       capacity.spot = Number.POSITIVE_INFINITY;
     },
