@@ -1,7 +1,8 @@
-import { execFileSync } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { execFile, execFileSync } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import {
   accelerators,
   ConfigurationError,
@@ -151,6 +152,16 @@ describe("provision", () => {
         { key: "SKYWARD_POOL", value: "p1a2b3c4" },
         { key: "SKYWARD_OFFER", value: "novita:1:x1" },
         { key: "SKYWARD_SPOT", value: "0" },
+        // What the start command arms the boot watchdog and the self-destruct with.
+        { key: "SKYWARD_INSTANCE_NAME", value: `${cluster.id}-0` },
+        {
+          key: "SKYWARD_WATCHDOG_SECONDS",
+          value: String(
+            Math.ceil(cluster.spec.ttl + cluster.spec.sshTimeout + cluster.spec.bootstrapTimeout),
+          ),
+        },
+        { key: "SKYWARD_SELF_DESTRUCT", value: expect.any(String) },
+        { key: "SKYWARD_NOVITA_API_KEY", value: TEST_API_KEY },
       ],
       command: STARTUP_COMMAND,
       kind: "gpu",
@@ -196,14 +207,111 @@ describe("provision", () => {
     ]);
   });
 
-  it("the start command is valid bash; the self-destruct stops the container", async () => {
+  it("the start command is valid bash within Novita's 2,047 characters, and drops the key from the environment", () => {
     const inner = /^bash -c '(.*)'$/.exec(STARTUP_COMMAND)?.[1] ?? "";
     expect(inner).toContain('"$PUBLIC_KEY" >> /root/.ssh/authorized_keys');
+    expect(inner).toContain("unset SKYWARD_NOVITA_API_KEY");
+    expect(STARTUP_COMMAND.length).toBeLessThanOrEqual(2047);
     execFileSync("bash", ["-n", "-c", inner]);
+  });
+
+  it("the self-destruct deletes through the API (not `kill 1`, which a namespace's init ignores), by id or, for the boot watchdog, by name", async () => {
     const { novita, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() });
+    const [first, second] = await novita.provision({ cluster, count: 2, ...call() });
+    if (!first || !second) throw new Error("no instances");
+    const command = novita.selfDestruct({ cluster, instance: first });
+    expect(command.replaceAll("'", "")).toBe(`/usr/local/sbin/skyward-self-destruct ${first.id}`);
+    // The script the start command installs, run as the container would run it (the header file it writes).
+    const env = (creates()[1]?.body as { envs?: { key: string; value: string }[] } | undefined)?.envs ?? [];
+    const encoded = env.find((entry) => entry.key === "SKYWARD_SELF_DESTRUCT")?.value ?? "";
+    const script = join(keysDirectory, "self-destruct.sh");
+    await writeFile(script, Buffer.from(encoded, "base64"));
+    await writeFile(join(keysDirectory, "auth"), `Authorization: Bearer ${TEST_API_KEY}\n`);
+    const run = (target: string) =>
+      promisify(execFile)("sh", [script, target], {
+        env: { ...process.env, SKYWARD_AUTH_FILE: join(keysDirectory, "auth"), SKYWARD_RETRY_SECONDS: "0" },
+      });
+    expect((await run(first.id)).stdout).toBe(`skyward: deleted instance ${first.id}\n`);
+    // The watchdog knows only the instance's name.
+    expect((await run(`${cluster.id}-1`)).stdout).toBe(`skyward: deleted instance ${second.id}\n`);
+    expect(fake.leftovers()).toEqual([]);
+    const deletes = fake.requests.filter((request) => request.path.endsWith("/gpu/instance/delete"));
+    expect(deletes.map((request) => request.body)).toEqual([
+      { instanceId: first.id },
+      { instanceId: second.id },
+    ]);
+  });
+
+  it("the price cap holds on the market launched: spot out of stock, on demand over the cap is never created", async () => {
+    fake.capacity.spot = 0;
+    // Spot $0.17/h is under the cap, on demand $0.35/h is over it.
+    const { novita, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      maxHourlyCost: 0.3,
+    });
+    const error = await novita.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
+    expect(NoCapacityError.isInstance(error)).toBe(true);
+    expect((error as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
+      "on-demand: $0.35/h is over maxHourlyCost $0.3/h",
+      expect.stringMatching(/^spot: .*not enough gpu resources/),
+    ]);
+    expect(creates().map((request) => (request.body as { billingMode: string }).billingMode)).toEqual([
+      "spot",
+    ]);
+  });
+
+  it("prices are per GPU times gpuNum; an instance billing above the cap (a per-node price read as per GPU, a moved price) is deleted at once", async () => {
+    fake.faults.priceFactor = 2;
+    const { novita, cluster } = await clusterFor({
+      accelerator: accelerators.A100({ count: 2 }),
+      allocation: "on-demand",
+      maxHourlyCost: 4,
+    });
+    expect(cluster.offer.onDemandPrice).toBe(2.98);
+    const error = await novita.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
+    expect(NoCapacityError.isInstance(error)).toBe(true);
+    expect((error as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
+      "on-demand: launched at $5.96/h, over maxHourlyCost $4/h; deleted",
+    ]);
+    expect(fake.leftovers()).toEqual([]);
+  });
+
+  it("the root filesystem stays within the product's maxRootFS: products below it are not offered, a larger diskGb is refused by name", async () => {
+    const big = await provider({ rootfsSize: 800 }).offers({
+      query: { accelerator: { name: "RTX_4090", count: 1 }, allocation: "on-demand" },
+      ...call(),
+    });
+    expect(big).toEqual([]);
+    const error = await clusterFor({ accelerator: accelerators.RTX_4090(), diskGb: 600 }).catch(
+      (caught: unknown) => caught,
+    );
+    expect(ConfigurationError.isInstance(error)).toBe(true);
+    expect((error as ConfigurationError).issues[0]?.message).toBe(
+      "600 GB is more root filesystem than Novita's RTX 4090 24GB takes (maxRootFS 500 GB)",
+    );
+    expect(creates()).toEqual([]);
+  });
+
+  it("an instance Novita cannot read yet right after its create is kept, not lost", async () => {
+    const { novita, cluster } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "on-demand",
+    });
+    fake.faults.notFoundReads = 1;
+    const instances = await novita.provision({ cluster, count: 1, ...call() });
+    // Described from the create itself: its id, the offer's price, the tags it was sent with.
+    expect(instances.map((instance) => [instance.id, instance.status, instance.hourlyPrice])).toEqual([
+      [[...fake.instances.keys()][0], "pending", 0.35],
+    ]);
+    expect(instances[0]?.tags["skyward:cluster"]).toBe(cluster.id);
+  });
+
+  it("a create whose answer was lost is found by its name, never created twice", async () => {
+    const { novita, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() });
+    fake.faults.loseNextCreateAnswer = true;
     const [instance] = await novita.provision({ cluster, count: 1, ...call() });
-    if (!instance) throw new Error("no instance");
-    expect(novita.selfDestruct({ cluster, instance })).toBe("kill 1");
+    expect(creates()).toHaveLength(1);
+    expect([...fake.instances.keys()]).toEqual([instance?.id]);
   });
 });
 

@@ -115,6 +115,13 @@ export interface FakeNovita extends AsyncDisposable {
   readonly requests: RecordedNovitaRequest[];
   /** Instances that can still be created before Novita answers "not enough resources"; Infinity by default. */
   capacity: { onDemand: number; spot: number };
+  /**
+   * Faults of a real marketplace: lose the answer of the next create (the instance is made, the client
+   * gets a 500), and bill instances at `priceFactor` times the product's listed price (a price that
+   * moved between the listing and the create); answer 404 to the next `notFoundReads` reads of an
+   * instance (one a moment behind its create).
+   */
+  faults: { loseNextCreateAnswer: boolean; priceFactor: number; notFoundReads: number };
   /** The instances not deleted, in words. */
   leftovers(): string[];
   /** Forgets requests and instances, and makes capacity unlimited again. */
@@ -126,6 +133,7 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
   const hosts = await testbedHostPool<string>(options.hosts ?? []);
   const instances = new Map<string, FakeNovitaInstance>();
   const capacity = { onDemand: Number.POSITIVE_INFINITY, spot: Number.POSITIVE_INFINITY };
+  const faults = { loseNextCreateAnswer: false, priceFactor: 1, notFoundReads: 0 };
   let nextPort = 30_000;
 
   // Error answers as the reference shows them: `{ code, reason, message, metadata }`.
@@ -185,6 +193,14 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
         if (typeof wanted.imageUrl !== "string" || wanted.imageUrl === "")
           return error(400, "INVALID_ARGUMENT", "imageUrl is required");
         if (wanted.kind !== "gpu") return error(400, "INVALID_ARGUMENT", "kind must be gpu");
+        // "The maximum value is dynamically limited by available storage resources and can be queried
+        // via the product list API" (Create GPU Instance → rootfsSize): the product's `maxRootFS`.
+        if (rootfsSize > product.maxRootFS)
+          return error(
+            400,
+            "INVALID_ARGUMENT",
+            `rootfsSize exceeds the product's maximum ${product.maxRootFS}`,
+          );
         const spot = wanted.billingMode === "spot";
         const market = spot ? "spot" : "onDemand";
         const id = randomBytes(8).toString("hex");
@@ -209,17 +225,23 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
           ports: typeof wanted.ports === "string" ? wanted.ports : "",
           envs: Array.isArray(wanted.envs) ? (wanted.envs as { key: string; value: string }[]) : [],
           createdAt: new Date().toISOString(),
-          instancePrice: String((spot ? Number(product.spotPrice) : product.price) * gpuNum),
+          instancePrice: String(
+            (spot ? Number(product.spotPrice) : product.price) * gpuNum * faults.priceFactor,
+          ),
           reads: 0,
           host,
           address: host ? `${host.host}:${host.port}` : `203.0.113.7:${nextPort++}`,
         });
+        if (faults.loseNextCreateAnswer) {
+          faults.loseNextCreateAnswer = false;
+          return error(500, "INTERNAL", "upstream connection lost");
+        }
         return jsonAnswer(200, { id });
       },
       // https://novita.ai/docs/api-reference/gpu-instance-get-instance (`?instanceId=`).
       "GET /gpu/instance": ({ query }) => {
         const instance = instances.get(query.get("instanceId") ?? "");
-        if (!instance) return error(404, "NOT_FOUND", "instance not found");
+        if (!instance || faults.notFoundReads-- > 0) return error(404, "NOT_FOUND", "instance not found");
         instance.reads += 1;
         if (instance.status === "pulling" && instance.reads > 1) instance.status = "running";
         return jsonAnswer(200, answerOf(instance));
@@ -266,6 +288,7 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
     instances,
     requests: server.requests,
     capacity,
+    faults,
     leftovers: () =>
       [...instances.values()].map(
         (instance) => `instance ${instance.id} ${instance.name} (${instance.status})`,
@@ -276,6 +299,9 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
       void hosts.releaseAll();
       capacity.onDemand = Number.POSITIVE_INFINITY;
       capacity.spot = Number.POSITIVE_INFINITY;
+      faults.loseNextCreateAnswer = false;
+      faults.priceFactor = 1;
+      faults.notFoundReads = 0;
     },
     [Symbol.asyncDispose]: () => server.close(),
   };

@@ -1,9 +1,9 @@
 /**
  * Verda's public REST API (https://api.verda.com/v1/docs), as the provider uses it: an OAuth 2.0
  * client-credentials token (`POST /oauth2/token`) sent as a bearer token, refreshed when it expires or
- * is refused; instance types and their availability; SSH keys; instances. Answers are checked with
- * zod; requests go through `@skyward/provider-utils`' HTTP client (deadlines, retries of what is safe
- * to repeat, errors that never carry the token or the client secret).
+ * is refused; instance types and their availability; SSH keys; startup scripts; instances. Answers are
+ * checked with zod; every failure is a {@link VerdaApiError} whose `kind` (the machine-provider base's
+ * taxonomy) says what failed. Verda documents no rate limit: a 429's `Retry-After` is honoured.
  */
 import { ConfigurationError } from "@skyward/core";
 import {
@@ -11,7 +11,11 @@ import {
   answerNumberSchema,
   createProviderHttpClient,
   type FetchFunction,
-  ProviderApiError,
+  type MachineDeleteOutcome,
+  type MachineErrorKind,
+  MachineProviderError,
+  machineErrorFactory,
+  machineErrorKind,
   type ProviderApiErrorOptions,
   type ProviderHttpClient,
   type ProviderHttpRequestFunction,
@@ -22,22 +26,50 @@ import { z } from "zod";
 /** Verda's API, as its docs name it. */
 export const VERDA_API_URL = "https://api.verda.com/v1";
 
-/** A failed call to Verda's API (or no answer at all). */
-export class VerdaApiError extends ProviderApiError {
-  constructor(options: ProviderApiErrorOptions) {
+/** A failed call to Verda's API (or no answer at all), with its {@link MachineErrorKind}. */
+export class VerdaApiError extends MachineProviderError {
+  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
     super({ ...options, provider: "verda", name: "VerdaApiError" });
   }
 
   /** True for a {@link VerdaApiError} from any copy of this package. */
   static override isInstance(error: unknown): error is VerdaApiError {
-    return ProviderApiError.isInstance(error) && error.provider === "verda";
+    return MachineProviderError.isInstance(error) && error.provider === "verda";
   }
+}
+
+/**
+ * Verda answers refusals as `{code, message}` with a 4xx or 503; the words tell them apart. "Operating
+ * system is not valid for this instance type" is a bad request (the type's `supported_os` lists the
+ * images it takes); deleting an instance still provisioning is refused for now.
+ */
+export function classifyVerdaError(failure: { statusCode: number | undefined; message: string }) {
+  const { statusCode, message } = failure;
+  if (statusCode === 401) return "auth" as const;
+  if (statusCode === 429) return undefined;
+  if (/operating system is not valid|image .*not (valid|supported)/i.test(message))
+    return "bad-request" as const;
+  if (
+    /provisioning|not ready|still (being )?(created|deployed)|cannot .*in (its )?current (state|status)/i.test(
+      message,
+    )
+  )
+    return "busy" as const;
+  if (/not enough|no capacity|insufficient resources|not available|out of stock|sold out/i.test(message))
+    return "capacity" as const;
+  if (/quota|limit (exceeded|reached)/i.test(message)) return "quota" as const;
+  if (/balance|insufficient funds|payment/i.test(message)) return "account" as const;
+  return undefined;
 }
 
 const identity = {
   label: "Verda",
   apiKeyVariable: "VERDA_CLIENT_SECRET",
-  createError: (options: ProviderApiErrorOptions) => new VerdaApiError(options),
+  createError: machineErrorFactory({
+    provider: "verda",
+    classify: classifyVerdaError,
+    create: (options) => new VerdaApiError(options),
+  }),
 };
 
 const sizeSchema = z.object({ size_in_gigabytes: answerNumberSchema.optional() }).partial().nullish();
@@ -46,7 +78,6 @@ const instanceTypeSchema = z.object({
   instance_type: z.string(),
   price_per_hour: answerNumberSchema.optional(),
   spot_price: answerNumberSchema.optional(),
-  description: z.string().nullish(),
   model: z.string().nullish(),
   cpu: z.object({ number_of_cores: answerNumberSchema.optional() }).partial().nullish(),
   gpu: z
@@ -55,8 +86,8 @@ const instanceTypeSchema = z.object({
     .nullish(),
   memory: sizeSchema,
   gpu_memory: sizeSchema,
-  manufacturer: z.string().nullish(),
-  currency: z.string().nullish(),
+  /** The OS images the type can be deployed with. */
+  supported_os: z.array(z.string()).nullish(),
 });
 
 /** One entry of `GET /instance-types`. */
@@ -75,83 +106,56 @@ const instanceSchema = z.object({
   status: z.string(),
   created_at: z.string().nullish(),
   ip: z.string().nullish(),
-  location: z.string().nullish(),
   is_spot: z.boolean().nullish(),
-  image: z.string().nullish(),
+  os_volume_id: z.string().nullish(),
 });
 
 /** One instance, as `GET /instances` lists it. */
 export type VerdaInstance = z.output<typeof instanceSchema>;
 
-const sshKeySchema = z.object({ id: z.string(), name: z.string(), key: z.string().nullish() });
+const namedSchema = z.object({ id: z.string(), name: z.string() });
 
-/** One SSH key of the project. */
-export type VerdaSshKey = z.output<typeof sshKeySchema>;
+/** A project SSH key or startup script: its id and name. */
+export type VerdaNamed = z.output<typeof namedSchema>;
 
-/** What `POST /instances` is sent (the fields the provider uses). */
-export interface VerdaDeployRequest {
-  readonly instance_type: string;
-  readonly image: string;
-  readonly ssh_key_ids: readonly string[];
-  readonly hostname: string;
-  readonly description: string;
-  readonly location_code: string;
-  readonly is_spot: boolean;
-  readonly os_volume?: { readonly name: string; readonly size: number };
-}
+/**
+ * The answer to `PUT /instances` when some actions failed: 207 with one result per instance
+ * ("Perform action on instance or multiple instances", https://api.verda.com/v1/docs).
+ */
+const actionResultsSchema = z.array(
+  z.object({
+    instanceId: z.string(),
+    status: z.string(),
+    error: z.string().nullish(),
+    statusCode: z.number().nullish(),
+  }),
+);
 
 /** How the client reaches Verda and with what credentials. */
 export interface VerdaClientSettings {
   readonly apiUrl: string;
-  readonly clientId: string | undefined;
-  readonly clientSecret: string | undefined;
-  readonly fetch: FetchFunction | undefined;
+  readonly clientId?: string | undefined;
+  readonly clientSecret?: string | undefined;
+  readonly fetch?: FetchFunction | undefined;
   readonly maxRetries: number;
   readonly retryDelayMs: number;
   readonly requestTimeoutMs: number;
-}
-
-/** A client of one Verda project. */
-export interface VerdaClient {
-  instanceTypes(signal: AbortSignal): Promise<VerdaInstanceType[]>;
-  /** Instance types available now, per location code, for spot or on-demand. */
-  availability(spot: boolean, signal: AbortSignal): Promise<Map<string, Set<string>>>;
-  sshKeys(signal: AbortSignal): Promise<VerdaSshKey[]>;
-  /** Registers a public key; resolves with its id. */
-  addSshKey(name: string, publicKey: string, signal: AbortSignal): Promise<string>;
-  /** Deletes an SSH key; one Verda no longer knows is not an error. */
-  deleteSshKey(id: string, signal: AbortSignal): Promise<void>;
-  /** Deploys an instance; resolves with its id. */
-  deploy(request: VerdaDeployRequest, signal: AbortSignal): Promise<string>;
-  instances(signal: AbortSignal): Promise<VerdaInstance[]>;
-  /** The instance, or null when Verda does not know it (any more). */
-  instance(id: string, signal: AbortSignal): Promise<VerdaInstance | null>;
-  /** Deletes instances (`PUT /instances`, action `delete`). */
-  deleteInstances(ids: readonly string[], signal: AbortSignal): Promise<void>;
 }
 
 /** The client id and secret from the settings or the environment; a `ConfigurationError` naming both otherwise. */
 export function resolveVerdaCredentials(settings: {
   readonly clientId?: string | undefined;
   readonly clientSecret?: string | undefined;
-}): {
-  clientId: string;
-  clientSecret: string;
-} {
+}): { clientId: string; clientSecret: string } {
   const clientId = (settings.clientId ?? process.env.VERDA_CLIENT_ID ?? "").trim();
   const clientSecret = (settings.clientSecret ?? process.env.VERDA_CLIENT_SECRET ?? "").trim();
+  const missing = (path: string, variable: string, what: string) => ({
+    path,
+    message: `Verda client ${what} is missing: set ${variable} or pass ${path}`,
+  });
   const issues = [
-    ...(clientId === ""
-      ? [{ path: "clientId", message: "Verda client id is missing: set VERDA_CLIENT_ID or pass clientId" }]
-      : []),
-    ...(clientSecret === ""
-      ? [
-          {
-            path: "clientSecret",
-            message: "Verda client secret is missing: set VERDA_CLIENT_SECRET or pass clientSecret",
-          },
-        ]
-      : []),
+    ...(clientId === "" ? [missing("clientId", "VERDA_CLIENT_ID", "id")] : []),
+    ...(clientSecret === "" ? [missing("clientSecret", "VERDA_CLIENT_SECRET", "secret")] : []),
   ];
   if (issues.length > 0) throw new ConfigurationError({ issues });
   return { clientId, clientSecret };
@@ -160,10 +164,9 @@ export function resolveVerdaCredentials(settings: {
 /** Sends one attempt with `fetch`, answering whatever status comes back; JSON or text bodies. */
 function fetchRequest(fetchFunction: FetchFunction | undefined): ProviderHttpRequestFunction {
   return async (attempt) => {
-    const send = fetchFunction ?? globalThis.fetch;
     const url = new URL(attempt.url);
     for (const [key, value] of Object.entries(attempt.params ?? {})) url.searchParams.set(key, value);
-    const response = await send(url, {
+    const response = await (fetchFunction ?? globalThis.fetch)(url, {
       method: attempt.method,
       headers: {
         ...attempt.headers,
@@ -177,16 +180,17 @@ function fetchRequest(fetchFunction: FetchFunction | undefined): ProviderHttpReq
     try {
       data = text === "" ? undefined : JSON.parse(text);
     } catch {
-      // Verda answers some creations with the bare id as text.
+      // Verda answers creations with the bare id as text.
     }
     return { status: response.status, data, headers: { "retry-after": response.headers.get("retry-after") } };
   };
 }
 
+type Method = "GET" | "POST" | "PUT" | "DELETE";
+
 /** A client for Verda's API; no request is sent and no credential looked up until the first call. */
-export function createVerdaClient(settings: VerdaClientSettings): VerdaClient {
-  const base = settings.apiUrl.replace(/\/+$/, "");
-  const url = (path: string) => `${base}${path}`;
+export function createVerdaClient(settings: VerdaClientSettings) {
+  const url = (path: string) => `${settings.apiUrl.replace(/\/+$/, "")}${path}`;
   const request = fetchRequest(settings.fetch);
   let token: { client: ProviderHttpClient; expiresAt: number } | undefined;
   let pending: Promise<ProviderHttpClient> | undefined;
@@ -203,6 +207,8 @@ export function createVerdaClient(settings: VerdaClientSettings): VerdaClient {
   async function requestToken(signal: AbortSignal): Promise<ProviderHttpClient> {
     const { clientId, clientSecret } = resolveVerdaCredentials(settings);
     const purpose = "getting an access token (POST /oauth2/token)";
+    const fail = (kind: MachineErrorKind, message: string, statusCode?: number) =>
+      new VerdaApiError({ kind, message, ...(statusCode !== undefined ? { statusCode } : {}) });
     let response: Awaited<ReturnType<ProviderHttpRequestFunction>>;
     try {
       response = await request({
@@ -215,24 +221,25 @@ export function createVerdaClient(settings: VerdaClientSettings): VerdaClient {
       });
     } catch (error) {
       if (signal.aborted) throw signal.reason;
-      throw new VerdaApiError({
-        isRetryable: true,
-        message: `Verda's API could not be reached while ${purpose}: ${(error as Error).message}`,
-      });
+      throw fail(
+        "unavailable",
+        `Verda's API could not be reached while ${purpose}: ${(error as Error).message}`,
+      );
     }
-    if (response.status === 400 || response.status === 401 || response.status === 403) {
-      throw new VerdaApiError({
-        statusCode: response.status,
-        message: `Verda rejected the client credentials (HTTP ${response.status}) while ${purpose}: set VERDA_CLIENT_ID and VERDA_CLIENT_SECRET, or pass clientId and clientSecret`,
-      });
-    }
-    if (response.status < 200 || response.status >= 300) {
+    const status = response.status;
+    if (status === 400 || status === 401 || status === 403)
+      throw fail(
+        "auth",
+        `Verda rejected the client credentials (HTTP ${status}) while ${purpose}: set VERDA_CLIENT_ID and VERDA_CLIENT_SECRET, or pass clientId and clientSecret`,
+        status,
+      );
+    if (status < 200 || status >= 300) {
       const detail = (answerMessage(response.data) ?? "no details").split(clientSecret).join("[redacted]");
-      throw new VerdaApiError({
-        statusCode: response.status,
-        isRetryable: response.status === 429 || response.status >= 500,
-        message: `Verda's API answered HTTP ${response.status} while ${purpose}: ${detail}`,
-      });
+      throw fail(
+        status === 429 ? "rate-limit" : status >= 500 ? "unavailable" : "bad-request",
+        `Verda's API answered HTTP ${status} while ${purpose}: ${detail}`,
+        status,
+      );
     }
     const answer = parseProviderAnswer(
       z.object({ access_token: z.string().min(1), expires_in: z.number().positive().optional() }),
@@ -253,27 +260,28 @@ export function createVerdaClient(settings: VerdaClientSettings): VerdaClient {
     return client;
   }
 
-  /** Sends a request with a valid token; a refused token is renewed once. */
-  async function send(
-    method: "GET" | "POST" | "PUT" | "DELETE",
+  /** Sends a request with a valid token (a refused token is renewed once) and parses its answer. */
+  async function send<T extends z.ZodType>(
+    method: Method,
     path: string,
     purpose: string,
     signal: AbortSignal,
-    options: { data?: unknown; params?: Record<string, string>; idempotent: boolean },
-  ): Promise<unknown> {
+    schema: T,
+    options: { data?: unknown; params?: Record<string, string>; idempotent?: boolean } = {},
+  ): Promise<{ status: number; value: z.output<T> }> {
     for (let attempt = 0; ; attempt += 1) {
       const client = await accessToken(signal);
       try {
-        const answer = await client.send({
+        const { status, data } = await client.send({
           method,
           url: url(path),
           purpose,
           signal,
-          idempotent: options.idempotent,
+          idempotent: options.idempotent ?? method !== "POST",
           ...(options.data !== undefined ? { data: options.data } : {}),
           ...(options.params ? { params: options.params } : {}),
         });
-        return answer.data;
+        return { status, value: parseProviderAnswer(schema, data, purpose, identity) };
       } catch (error) {
         if (attempt === 0 && VerdaApiError.isInstance(error) && error.statusCode === 401) {
           token = undefined;
@@ -283,94 +291,111 @@ export function createVerdaClient(settings: VerdaClientSettings): VerdaClient {
       }
     }
   }
-
-  const notFound = (error: unknown) =>
-    VerdaApiError.isInstance(error) && (error.statusCode === 404 || error.statusCode === 410);
-  const idOf = (data: unknown, purpose: string): string =>
-    parseProviderAnswer(
-      z.union([z.string().min(1), z.object({ id: z.string().min(1) }).transform((value) => value.id)]),
-      data,
-      purpose,
-      identity,
-    );
+  const read = async <T extends z.ZodType>(
+    path: string,
+    purpose: string,
+    signal: AbortSignal,
+    schema: T,
+    params?: Record<string, string>,
+  ) => (await send("GET", path, purpose, signal, schema, params ? { params } : {})).value;
+  // Creations answer the new id as text, or as `{id}`.
+  const idSchema = z.union([
+    z.string().min(1),
+    z.object({ id: z.string().min(1) }).transform((value) => value.id),
+  ]);
+  const create = async (path: string, purpose: string, data: unknown, signal: AbortSignal) =>
+    (await send("POST", path, purpose, signal, idSchema, { data })).value;
+  /** Deletes by id; one Verda no longer knows is not an error. */
+  const remove = async (path: string, purpose: string, signal: AbortSignal) => {
+    try {
+      await send("DELETE", path, purpose, signal, z.unknown());
+    } catch (error) {
+      if (machineErrorKind(error) !== "gone") throw error;
+    }
+  };
 
   return {
-    async instanceTypes(signal) {
-      const data = await send("GET", "/instance-types", "listing instance types", signal, {
-        params: { currency: "usd" },
-        idempotent: true,
+    instanceTypes: (signal: AbortSignal) =>
+      read("/instance-types", "listing instance types", signal, z.array(instanceTypeSchema), {
+        currency: "usd",
+      }),
+    /** Instance types available now, per location code, for spot or on-demand. */
+    async availability(spot: boolean, signal: AbortSignal): Promise<Map<string, Set<string>>> {
+      const purpose = `listing ${spot ? "spot" : "on-demand"} availability`;
+      const entries = await read("/instance-availability", purpose, signal, availabilitySchema, {
+        is_spot: String(spot),
       });
-      return parseProviderAnswer(z.array(instanceTypeSchema), data, "instance types", identity);
-    },
-    async availability(spot, signal) {
-      const data = await send(
-        "GET",
-        "/instance-availability",
-        `listing ${spot ? "spot" : "on-demand"} availability`,
-        signal,
-        { params: { is_spot: String(spot) }, idempotent: true },
-      );
-      const entries = parseProviderAnswer(availabilitySchema, data, "instance availability", identity);
       return new Map(entries.map((entry) => [entry.location_code, new Set(entry.availabilities ?? [])]));
     },
-    async sshKeys(signal) {
-      const data = await send("GET", "/ssh-keys", "listing SSH keys", signal, { idempotent: true });
-      return parseProviderAnswer(z.array(sshKeySchema), data, "SSH keys", identity);
-    },
-    async addSshKey(name, publicKey, signal) {
-      const data = await send("POST", "/ssh-keys", `adding SSH key ${name}`, signal, {
-        data: { name, key: publicKey },
-        idempotent: false,
-      });
-      return idOf(data, "the new SSH key");
-    },
-    async deleteSshKey(id, signal) {
+    sshKeys: (signal: AbortSignal) => read("/ssh-keys", "listing SSH keys", signal, z.array(namedSchema)),
+    addSshKey: (name: string, key: string, signal: AbortSignal) =>
+      create("/ssh-keys", `adding SSH key ${name}`, { name, key }, signal),
+    deleteSshKey: (id: string, signal: AbortSignal) =>
+      remove(`/ssh-keys/${encodeURIComponent(id)}`, `deleting SSH key ${id}`, signal),
+    scripts: (signal: AbortSignal) =>
+      read("/scripts", "listing startup scripts", signal, z.array(namedSchema)),
+    addScript: (name: string, script: string, signal: AbortSignal) =>
+      create("/scripts", `adding startup script ${name}`, { name, script }, signal),
+    deleteScript: (id: string, signal: AbortSignal) =>
+      remove(`/scripts/${encodeURIComponent(id)}`, `deleting startup script ${id}`, signal),
+    deploy: (body: Record<string, unknown>, signal: AbortSignal) =>
+      create("/instances", `deploying a ${String(body.instance_type)} instance`, body, signal),
+    instances: (signal: AbortSignal) =>
+      read("/instances", "listing instances", signal, z.array(instanceSchema)),
+    instance: (id: string, signal: AbortSignal) =>
+      read(`/instances/${encodeURIComponent(id)}`, `reading instance ${id}`, signal, instanceSchema),
+
+    /**
+     * Deletes instances and the OS volumes given (`PUT /instances`, action `delete`, `volume_ids`,
+     * `delete_permanently`: past the trash). A 207 is read instance by instance; a refusal of the
+     * whole call counts for each instance asked.
+     */
+    async deleteInstances(
+      instances: readonly { id: string; volumeId?: string | null | undefined }[],
+      signal: AbortSignal,
+    ): Promise<Map<string, MachineDeleteOutcome>> {
+      const ids = instances.map((instance) => instance.id);
+      const volumeIds = instances.flatMap((instance) => (instance.volumeId ? [instance.volumeId] : []));
+      const outcomes = new Map<string, MachineDeleteOutcome>();
       try {
-        await send("DELETE", `/ssh-keys/${encodeURIComponent(id)}`, `deleting SSH key ${id}`, signal, {
-          idempotent: true,
-        });
-      } catch (error) {
-        if (!notFound(error)) throw error;
-      }
-    },
-    async deploy(body, signal) {
-      const data = await send("POST", "/instances", `deploying a ${body.instance_type} instance`, signal, {
-        data: body,
-        idempotent: false,
-      });
-      return idOf(data, "the new instance");
-    },
-    async instances(signal) {
-      const data = await send("GET", "/instances", "listing instances", signal, { idempotent: true });
-      return parseProviderAnswer(z.array(instanceSchema), data, "instances", identity);
-    },
-    async instance(id, signal) {
-      try {
-        const data = await send(
-          "GET",
-          `/instances/${encodeURIComponent(id)}`,
-          `reading instance ${id}`,
+        const { status, value } = await send(
+          "PUT",
+          "/instances",
+          `deleting instance(s) ${ids.join(", ")}`,
           signal,
-          {
-            idempotent: true,
-          },
+          z.union([actionResultsSchema, z.unknown()]),
+          { data: { action: "delete", id: ids, volume_ids: volumeIds, delete_permanently: true } },
         );
-        return parseProviderAnswer(instanceSchema, data, `instance ${id}`, identity);
+        for (const id of ids) outcomes.set(id, "deleted");
+        if (status === 207) {
+          const results = parseProviderAnswer(
+            actionResultsSchema,
+            value,
+            "the results of a delete",
+            identity,
+          );
+          for (const result of results) {
+            if (result.status === "success") continue;
+            const message = `Verda refused to delete instance ${result.instanceId}: ${result.error ?? "no reason given"}`;
+            const kind = classifyVerdaError({ statusCode: result.statusCode ?? 400, message });
+            const statusKind = result.statusCode === 404 ? "gone" : kind;
+            outcomes.set(
+              result.instanceId,
+              statusKind === "gone" || statusKind === "busy"
+                ? statusKind
+                : { error: new VerdaApiError({ kind: kind ?? "bad-request", message }) },
+            );
+          }
+        }
       } catch (error) {
-        if (notFound(error)) return null;
-        throw error;
+        if (signal.aborted) throw signal.reason;
+        const kind = machineErrorKind(error);
+        for (const id of ids) outcomes.set(id, kind === "gone" || kind === "busy" ? kind : { error });
       }
-    },
-    async deleteInstances(ids, signal) {
-      if (ids.length === 0) return;
-      try {
-        await send("PUT", "/instances", `deleting instance(s) ${ids.join(", ")}`, signal, {
-          data: { action: "delete", id: [...ids] },
-          idempotent: true,
-        });
-      } catch (error) {
-        if (!notFound(error)) throw error;
-      }
+      return outcomes;
     },
   };
 }
+
+/** A client of one Verda project. */
+export type VerdaClient = ReturnType<typeof createVerdaClient>;

@@ -1,6 +1,8 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import {
   accelerators,
   ConfigurationError,
@@ -13,7 +15,13 @@ import { createProviderFromEntry } from "@skyward/core/config";
 import { type Offer, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
 import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeVerda, startFakeVerda, TEST_CLIENT_ID, TEST_CLIENT_SECRET } from "../test/fake-verda.js";
+import {
+  type FakeVerda,
+  INSTANCE_TYPES,
+  startFakeVerda,
+  TEST_CLIENT_ID,
+  TEST_CLIENT_SECRET,
+} from "../test/fake-verda.js";
 import { VerdaApiError } from "./verda-api.js";
 import { describeTags, tagsFromDescription, Verda, type VerdaSettings } from "./verda-provider.js";
 
@@ -140,15 +148,20 @@ describe("prepare and provision", () => {
       osVolumeGb: 200,
     });
     const [instance] = await verda.provision({ cluster, count: 1, ...call() });
+    const [script] = [...fake.scripts.values()];
+    expect(script?.name).toBe(`${cluster.id}_p1a2b3c4`);
     expect(deploys()[0]?.body).toEqual({
       instance_type: "1H100.80S.30V",
       image: "ubuntu-24.04-cuda-13.0-open",
       ssh_key_ids: [key?.id],
+      startup_script_id: script?.id,
       hostname: `${cluster.id}-0`,
-      description: `skyward skyward:cluster=${cluster.id} skyward:pool=p1a2b3c4 skyward:region=FIN-01 skyward:offer=verda:FIN-01:1H100.80S.30V skyward:spot=1`,
+      description: `skyward skyward:cluster=${cluster.id} skyward:pool=p1a2b3c4 skyward:offer=verda:FIN-01:1H100.80S.30V skyward:spot=1 skyward:region=FIN-01`,
       location_code: "FIN-01",
       is_spot: true,
-      os_volume: { name: `${cluster.id}-0-os`, size: 200 },
+      // The offer's fixed price, never one that moves; a discontinued spot instance's volume deleted.
+      pricing: "FIXED_PRICE",
+      os_volume: { name: `${cluster.id}-0-os`, size: 200, on_spot_discontinue: "delete_permanently" },
     });
     expect(instance).toMatchObject({
       status: "pending",
@@ -166,18 +179,80 @@ describe("prepare and provision", () => {
     });
   });
 
-  it("CPU instances get plain Ubuntu; `image` and `cuda` choose the OS image", async () => {
+  it("CPU instances get plain Ubuntu; `image` and `cuda` choose the OS image among the type's `supported_os`", async () => {
     const cpu = await clusterFor({});
     expect(cpu.cluster.specific.image).toBe("ubuntu-24.04");
     expect(
       (await clusterFor({ accelerator: accelerators.H100() }, { cuda: "12.8" })).cluster.specific.image,
     ).toBe("ubuntu-24.04-cuda-12.8-open");
-    const custom = await clusterFor({}, { image: "ubuntu-22.04-cuda-12.4-docker", osVolumeGb: 120 });
+    // The A100 types list no CUDA 12.8 image: the type's newest CUDA image instead.
+    expect(
+      (await clusterFor({ accelerator: accelerators.A100() }, { cuda: "12.8" })).cluster.specific.image,
+    ).toBe("ubuntu-24.04-cuda-13.0-open");
+    const custom = await clusterFor({}, { image: "ubuntu-22.04", osVolumeGb: 120 });
     await custom.verda.provision({ cluster: custom.cluster, count: 1, ...call() });
-    expect(deploys().at(-1)?.body).toMatchObject({
-      image: "ubuntu-22.04-cuda-12.4-docker",
-      os_volume: { size: 120 },
+    expect(deploys().at(-1)?.body).toMatchObject({ image: "ubuntu-22.04", os_volume: { size: 120 } });
+    // An image the type does not take is refused by name before anything is registered.
+    const error = await clusterFor({}, { image: "ubuntu-22.04-cuda-12.4-docker" }).catch(
+      (caught: unknown) => caught,
+    );
+    expect(ConfigurationError.isInstance(error)).toBe(true);
+    expect(String((error as ConfigurationError).issues[0]?.message)).toMatch(
+      /ubuntu-22\.04-cuda-12\.4-docker is not an OS image of Verda's CPU\.4V\.16G \(it takes ubuntu-24\.04, ubuntu-22\.04\)/,
+    );
+  });
+
+  it('"Operating system is not valid for this instance type" is a bad request, not "no capacity"', async () => {
+    const { verda, cluster } = await clusterFor({
+      accelerator: accelerators.H100(),
+      allocation: "on-demand",
     });
+    const type = INSTANCE_TYPES[0];
+    const supported = type?.supported_os ?? [];
+    if (type) type.supported_os = ["ubuntu-24.04-cuda-12.8-open-docker"];
+    try {
+      const error = await verda
+        .provision({ cluster, count: 1, ...call() })
+        .catch((caught: unknown) => caught);
+      expect(VerdaApiError.isInstance(error) && error.kind).toBe("bad-request");
+      expect(String(error)).toMatch(/Operating system is not valid for this instance type/);
+      expect(deploys()).toHaveLength(1);
+    } finally {
+      if (type) type.supported_os = supported;
+    }
+  });
+
+  it("the price cap holds on the market launched: spot out of capacity, on demand over the cap is never deployed", async () => {
+    fake.capacity.spot = 0;
+    // Spot $0.95/h is under the cap, on demand $2.19/h is over it.
+    const { verda, cluster } = await clusterFor({ accelerator: accelerators.H100(), maxHourlyCost: 1.5 });
+    const error = await verda.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
+    expect(NoCapacityError.isInstance(error)).toBe(true);
+    expect((error as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
+      "on-demand: $2.19/h is over maxHourlyCost $1.5/h",
+      expect.stringMatching(/^spot: .*Not enough resources/),
+    ]);
+    expect(deploys().map((request) => (request.body as { is_spot: boolean }).is_spot)).toEqual([true]);
+  });
+
+  it("an instance Verda cannot read yet right after its deploy is kept, not lost", async () => {
+    const { verda, cluster } = await clusterFor({});
+    fake.faults.notFoundReads = 1;
+    const [instance] = await verda.provision({ cluster, count: 1, ...call() });
+    expect(instance).toMatchObject({
+      id: [...fake.instances.keys()][0],
+      status: "pending",
+      hourlyPrice: 0.0155,
+    });
+    expect(instance?.tags).toMatchObject({ "skyward:cluster": cluster.id });
+  });
+
+  it("a deploy whose answer was lost is found by its hostname, never deployed twice", async () => {
+    const { verda, cluster } = await clusterFor({});
+    fake.faults.loseNextDeployAnswer = true;
+    const [instance] = await verda.provision({ cluster, count: 1, ...call() });
+    expect(deploys()).toHaveLength(1);
+    expect([...fake.instances.keys()]).toEqual([instance?.id]);
   });
 
   it("spot-if-available falls back to on-demand when the spot market is out, and NoCapacityError says why when both are", async () => {
@@ -214,13 +289,19 @@ describe("listing, termination, teardown, cleanup", () => {
       ...call(),
     });
     const deletion = fake.requests.find((request) => request.method === "PUT");
-    expect(deletion?.body).toEqual({ action: "delete", id: [first?.id] });
+    // With its OS volume, past the trash: a deleted instance leaves nothing billing.
+    expect(deletion?.body).toEqual({
+      action: "delete",
+      id: [first?.id],
+      volume_ids: [fake.instances.size === 1 ? expect.any(String) : ""],
+      delete_permanently: true,
+    });
     expect(await verda.getInstance({ cluster, id: first?.id ?? "", ...call() })).toBeNull();
     await verda.teardown({ cluster, ...call() });
     expect(fake.leftovers()).toEqual([]);
   });
 
-  it("cleanup removes the SSH keys of pools without instances, keeps those of live pools", async () => {
+  it("cleanup removes the SSH keys and startup scripts of pools without instances, keeps those of live pools", async () => {
     const live = await clusterFor({});
     await live.verda.provision({ cluster: live.cluster, count: 1, ...call() });
     const dead = await clusterFor({});
@@ -231,27 +312,104 @@ describe("listing, termination, teardown, cleanup", () => {
       fingerprint: "x",
     });
     const result = await live.verda.cleanup?.({ pools: "all", ...call() });
-    expect(result?.removed).toEqual([
-      { poolId: "p1a2b3c4", kind: "SSH key", id: `${dead.cluster.id}_p1a2b3c4` },
-    ]);
-    expect(result?.left).toEqual([
-      {
+    expect(result?.removed).toEqual(
+      ["SSH key", "startup script"].map((kind) => ({
         poolId: "p1a2b3c4",
-        kind: "SSH key",
+        kind,
+        id: `${dead.cluster.id}_p1a2b3c4`,
+      })),
+    );
+    expect(result?.left).toEqual(
+      ["SSH key", "startup script"].map((kind) => ({
+        poolId: "p1a2b3c4",
+        kind,
         id: `${live.cluster.id}_p1a2b3c4`,
         reason: "pool p1a2b3c4 still has instances",
-      },
-    ]);
+      })),
+    );
     expect([...fake.sshKeys.values()].map((key) => key.name).sort()).toEqual(
       [`${live.cluster.id}_p1a2b3c4`, "laptop"].sort(),
     );
   });
 
-  it("the self-destruct powers the instance off, as in the Python project", async () => {
+  it("a delete answered 207 is read per instance: one refused while provisioning is deleted again until gone", async () => {
+    const { verda, cluster } = await clusterFor({});
+    const [provisioning, running] = await verda.provision({ cluster, count: 2, ...call() });
+    await verda.getInstance({ cluster, id: running?.id ?? "", ...call() });
+    fake.faults.refuseDeleteWhileProvisioning = true;
+    const booted = setTimeout(() => {
+      const instance = fake.instances.get(provisioning?.id ?? "");
+      if (instance) instance.status = "running";
+    }, 200);
+    try {
+      await verda.terminate({ cluster, ids: [provisioning?.id ?? "", running?.id ?? ""], ...call() });
+    } finally {
+      clearTimeout(booted);
+    }
+    const deletes = fake.requests
+      .filter((request) => request.method === "PUT")
+      .map((request) => request.body);
+    expect(deletes[0]).toMatchObject({ id: [provisioning?.id, running?.id] });
+    expect(deletes.slice(1).every((body) => (body as { id: string[] }).id.join() === provisioning?.id)).toBe(
+      true,
+    );
+    expect(deletes.length).toBeGreaterThan(1);
+    expect(fake.instances.size).toBe(0);
+    await verda.teardown({ cluster, ...call() });
+    expect(fake.leftovers()).toEqual([]);
+  });
+
+  it("an instance the list does not show yet is looked up by id and deleted, not counted gone", async () => {
     const { verda, cluster } = await clusterFor({});
     const [instance] = await verda.provision({ cluster, count: 1, ...call() });
+    fake.faults.unlisted.add(instance?.id ?? "");
+    await verda.terminate({ cluster, ids: [instance?.id ?? ""], ...call() });
+    expect(fake.instances.size).toBe(0);
+    await verda.teardown({ cluster, ...call() });
+    expect(fake.leftovers()).toEqual([]);
+  });
+
+  it("a spot instance Verda discontinues leaves no OS volume behind", async () => {
+    const { verda, cluster } = await clusterFor({ allocation: "spot" });
+    const [instance] = await verda.provision({ cluster, count: 1, ...call() });
+    expect(deploys()[0]?.body).toMatchObject({
+      os_volume: { size: 100, on_spot_discontinue: "delete_permanently" },
+    });
+    fake.discontinue(instance?.id ?? "");
+    await verda.teardown({ cluster, ...call() });
+    expect(fake.leftovers()).toEqual([]);
+  });
+
+  it("the startup script arms a boot watchdog and a self-destruct that deletes the instance and its volume through the API", async () => {
+    const { verda, cluster } = await clusterFor({ ttl: 600 });
+    const [instance] = await verda.provision({ cluster, count: 1, ...call() });
     if (!instance) throw new Error("no instance");
-    expect(verda.selfDestruct({ cluster, instance })).toBe("shutdown -h now");
+    const script = [...fake.scripts.values()][0]?.script ?? "";
+    // The watchdog: no worker within ttl + sshTimeout + bootstrapTimeout of boot, and the instance ends itself.
+    const seconds = Math.ceil(cluster.spec.ttl + cluster.spec.sshTimeout + cluster.spec.bootstrapTimeout);
+    expect(script).toContain(`remaining=$((${seconds} - up))`);
+    expect(script).toMatch(/then \/usr\/local\/sbin\/skyward-self-destruct '?--self'?; fi/);
+    const command = verda.selfDestruct({ cluster, instance });
+    expect(command.replaceAll("'", "")).toBe(`/usr/local/sbin/skyward-self-destruct ${instance.id}`);
+    // The program the script installs, run against the fake as the instance would run it.
+    const program = /cat > '?[^'\s]+\.py'? <<'SKYWARD_PY'\n([\s\S]*?)\nSKYWARD_PY/.exec(script)?.[1] ?? "";
+    expect(script).not.toMatch(new RegExp(`skyward-self-destruct[^\n]*${TEST_CLIENT_SECRET}`));
+    await writeFile(join(keysDirectory, "self-destruct.py"), program);
+    await writeFile(join(keysDirectory, "credentials"), `${TEST_CLIENT_ID}\n${TEST_CLIENT_SECRET}\n`);
+    const ran = await promisify(execFile)("python3", [
+      join(keysDirectory, "self-destruct.py"),
+      fake.apiUrl,
+      join(keysDirectory, "credentials"),
+      instance.id,
+    ]);
+    expect(ran.stdout).toBe(`skyward: deleted instance ${instance.id}\n`);
+    expect(fake.instances.size).toBe(0);
+    expect(fake.requests.find((request) => request.method === "PUT")?.body).toMatchObject({
+      id: [instance.id],
+      delete_permanently: true,
+    });
+    await verda.teardown({ cluster, ...call() });
+    expect(fake.leftovers()).toEqual([]);
   });
 
   it("tags survive the description round trip", () => {

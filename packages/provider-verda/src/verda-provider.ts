@@ -1,150 +1,69 @@
 /**
  * The Verda provider (formerly DataCrunch): GPU and CPU virtual machines in Verda's locations, on demand
- * or spot, reached over SSH as root on their public address. A pool registers the public half of a key
- * pair kept here as a project SSH key (named after its cluster and pool) and deploys its instances
- * with it; instances carry Skyward's tags in their description. `teardown` and `cleanup` delete the
- * registered key again.
+ * or spot, reached over SSH as root on their public address. An adapter on `@skyward/provider-utils`'
+ * machine-provider base, which owns the market loop and price cap, idempotent creates (found again by
+ * hostname), deletes until gone and lists that fail loudly. A pool registers its key pair as a project
+ * SSH key and its self-destruct as a startup script (both named `<cluster id>_<pool id>`, both removed
+ * by `teardown` and `cleanup`); instances carry Skyward's tags in their description.
  */
-import {
-  acceleratorFormFactor,
-  type CleanupResult,
-  type Cluster,
-  canonicalAcceleratorName,
-  type Instance,
-  type InstanceStatus,
-  type LeftPoolResource,
-  type Offer,
-  type OfferQuery,
-  type PoolResource,
-  type ProviderV1,
-  parseInput,
+import type {
+  CleanupResult,
+  Instance,
+  InstanceStatus,
+  LeftPoolResource,
+  PoolResource,
+  ProviderV1,
 } from "@skyward/core/contract";
+import { shellQuote } from "@skyward/core/contract";
 import {
-  createClusterId,
-  filterOffers,
+  defineMachineProvider,
   instanceSsh,
-  keysDirectorySchema,
+  type MachineAdapter,
+  type MachineClusterData,
+  machineErrorKind,
   poolIdFromTags,
-  provisionByMarket,
-  requireOwnOffer,
-  roundPrice,
   SKYWARD_TAGS,
-  type SshStandIn,
-  skywardKeysDirectory,
-  skywardTags,
   sshReachableStatus,
 } from "@skyward/provider-utils";
-import {
-  ensureSshKeyPair,
-  findSshIdentityFile,
-  launchSshWorker,
-  reconnectThroughGetInstance,
-} from "@skyward/ssh";
-import { z } from "zod";
+import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
+import { renderStartupScript, SELF_DESTRUCT_COMMAND } from "./startup-script.js";
 import {
   createVerdaClient,
   resolveVerdaCredentials,
-  VERDA_API_URL,
-  VerdaApiError,
+  type VerdaClient,
   type VerdaInstance,
-  type VerdaInstanceType,
 } from "./verda-api.js";
+import { imageFor, NAME, toOffers, type VerdaOfferData } from "./verda-offers.js";
+import {
+  type ParsedSettings,
+  parseSettings,
+  type VerdaSettings,
+  type VerdaSshAddress,
+} from "./verda-settings.js";
 
-/** Where an instance is reached instead of its own address: see {@link VerdaSettings.sshAddress} (user default `root`). */
-export type VerdaSshAddress = SshStandIn;
+export type { VerdaOfferData } from "./verda-offers.js";
+export type { VerdaSettings, VerdaSshAddress } from "./verda-settings.js";
 
-/** Settings of the Verda provider; every field is optional. */
-export interface VerdaSettings {
-  /** The API client id. Default: the `VERDA_CLIENT_ID` environment variable, read on the first API call. */
-  clientId?: string;
-  /** The API client secret. Default: the `VERDA_CLIENT_SECRET` environment variable. A secret: never logged. */
-  clientSecret?: string;
-  /** The API's base URL. Default `https://api.verda.com/v1`. */
-  apiUrl?: string;
-  /** The location instances are deployed in (`FIN-01`); a spec's `region` does the same. Default: any location with capacity. */
-  location?: string;
-  /**
-   * The OS image of every instance, verbatim (`ubuntu-24.04-cuda-12.8-open-docker`). Default: Ubuntu 24.04
-   * with the CUDA version of `cuda` on GPU instances, plain `ubuntu-24.04` on CPU instances.
-   */
-  image?: string;
-  /** The CUDA version of the default GPU image (`ubuntu-24.04-cuda-<cuda>-open`). Default `"13.0"`, as in the Python project. */
-  cuda?: string;
-  /** The OS volume size, GB; a spec's `diskGb` raises it. Default: Verda's size for the instance type. */
-  osVolumeGb?: number;
-  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
-  keysDirectory?: string;
-  /** The `fetch` to call the API with (tests, proxies). Default: Node's. */
-  fetch?: (input: URL | Request | string, init?: RequestInit) => Promise<Response>;
-  /** Retries of a rate-limited or failed idempotent request. Default 4. */
-  maxRetries?: number;
-  /** Delay before the first retry, doubled for each next one, ms. Default 1000. */
-  retryDelayMs?: number;
-  /** Deadline of one HTTP request, ms. Default 30000. */
-  requestTimeoutMs?: number;
-  /**
-   * A test seam: where each instance is reached over SSH instead of its own address, so the provider
-   * driven against a fake of Verda's API reaches real SSH hosts (a test bed). Never set it against
-   * Verda.
-   */
-  sshAddress?: (instance: { readonly id: string; readonly ip: string }) => VerdaSshAddress;
-}
-
-/** What an offer of this provider carries in {@link Offer.specific}. */
-export interface VerdaOfferData {
-  /** Verda's instance type (`1H100.80S.30V`). */
-  readonly instanceType: string;
-  /** The location code (`FIN-01`). */
-  readonly location: string;
-}
-
-/** What a Verda cluster keeps in {@link Cluster.specific}. */
-export interface VerdaClusterData {
+/** What a Verda cluster keeps in `Cluster.specific`. */
+export interface VerdaClusterData extends MachineClusterData {
   /** The project SSH key registered for the pool. */
   readonly sshKeyId: string;
-  /** The private key's path on this machine (mode 0600). */
-  readonly identityFile: string;
+  /** The startup script (self-destruct and boot watchdog) registered for the pool. */
+  readonly startupScriptId: string;
   /** The OS image. */
   readonly image: string;
   /** The OS volume size, GB, when set. */
   readonly osVolumeGb: number | undefined;
 }
 
-const NAME = "verda";
-const KEY_PAIR = "verda_ed25519";
-const CUDA_VERSION = /^\d{1,2}\.\d{1,2}$/;
-/** The name of a pool's SSH key at Verda: `<cluster id>_<pool id>`. */
-const SSH_KEY_NAME = /^(verda-[0-9a-f]{8})(?:_(\S+))?$/;
+/**
+ * The OS volume of a spot instance when no size is set: spot instances always name their volume, so
+ * Verda can be told to delete it when it discontinues the instance (`on_spot_discontinue`).
+ */
+const SPOT_OS_VOLUME_GB = 100;
 
-const settingsSchema = z.strictObject({
-  clientId: z.string().min(1, { message: "expected a non-empty client id" }).optional(),
-  clientSecret: z.string().min(1, { message: "expected a non-empty client secret" }).optional(),
-  apiUrl: z.url({ error: "expected the API's base URL" }).default(VERDA_API_URL),
-  location: z.string().min(1, { message: "expected a location code like FIN-01" }).optional(),
-  image: z.string().min(1, { message: "expected an OS image name" }).optional(),
-  cuda: z.string().regex(CUDA_VERSION, { message: 'expected a CUDA version like "12.8"' }).default("13.0"),
-  osVolumeGb: z
-    .number({ error: "expected the OS volume size in GB" })
-    .int({ message: "expected a whole number of GB" })
-    .min(1)
-    .optional(),
-  keysDirectory: keysDirectorySchema,
-  fetch: z
-    .custom<NonNullable<VerdaSettings["fetch"]>>((value) => typeof value === "function", {
-      message: "expected a fetch function",
-    })
-    .optional(),
-  maxRetries: z.number().int().min(0).max(20).default(4),
-  retryDelayMs: z.number().min(0).default(1000),
-  requestTimeoutMs: z.number().positive().default(30_000),
-  sshAddress: z
-    .custom<NonNullable<VerdaSettings["sshAddress"]>>((value) => typeof value === "function", {
-      message: "expected a function",
-    })
-    .optional(),
-});
-
-type ParsedSettings = z.output<typeof settingsSchema>;
+/** The name of a pool's SSH key and startup script at Verda: `<cluster id>_<pool id>`. */
+const RESOURCE_NAME = /^(verda-[0-9a-f]{8})(?:_(\S+))?$/;
 
 /** Verda's instance states, as the pool sees them. */
 function statusOf(status: string): InstanceStatus {
@@ -174,207 +93,75 @@ export function describeTags(tags: Readonly<Record<string, string>>): string {
 
 /** Skyward's tags read back from an instance description written by {@link describeTags}. */
 export function tagsFromDescription(description: string | null | undefined): Record<string, string> {
-  const words = (description ?? "").trim().split(/\s+/);
-  if (words[0] !== "skyward") return {};
-  const tags: Record<string, string> = {};
-  for (const word of words.slice(1)) {
-    const at = word.indexOf("=");
-    if (at > 0 && word.startsWith("skyward:")) tags[word.slice(0, at)] = word.slice(at + 1);
+  const [first, ...words] = (description ?? "").trim().split(/\s+/);
+  if (first !== "skyward") return {};
+  return Object.fromEntries(
+    words.flatMap((word) => {
+      const at = word.indexOf("=");
+      return at > 0 && word.startsWith("skyward:") ? [[word.slice(0, at), word.slice(at + 1)]] : [];
+    }),
+  );
+}
+
+/** Removes the SSH keys and startup scripts of pools with no instance left (`skyward down`). */
+async function cleanupOf(
+  api: VerdaClient,
+  pools: "all" | readonly string[],
+  signal: AbortSignal,
+): Promise<CleanupResult> {
+  const [keys, scripts, instances] = await Promise.all([
+    api.sshKeys(signal),
+    api.scripts(signal),
+    api.instances(signal),
+  ]);
+  const live = new Set(
+    instances
+      .filter((instance) => statusOf(instance.status) !== "terminated")
+      .map((instance) => tagsFromDescription(instance.description)[SKYWARD_TAGS.cluster]),
+  );
+  const removed: PoolResource[] = [];
+  const left: LeftPoolResource[] = [];
+  const resources = [
+    ...keys.map((key) => ({ ...key, kind: "SSH key", remove: api.deleteSshKey })),
+    ...scripts.map((script) => ({ ...script, kind: "startup script", remove: api.deleteScript })),
+  ];
+  for (const resource of resources) {
+    const match = RESOURCE_NAME.exec(resource.name);
+    if (!match) continue;
+    const cluster = match[1] as string;
+    const poolId = poolIdFromTags({ [SKYWARD_TAGS.cluster]: cluster, [SKYWARD_TAGS.pool]: match[2] ?? "" });
+    if (pools !== "all" && !pools.includes(poolId)) continue;
+    const entry = { poolId, kind: resource.kind, id: resource.name };
+    if (live.has(cluster)) {
+      left.push({ ...entry, reason: `pool ${poolId} still has instances` });
+      continue;
+    }
+    await resource.remove(resource.id, signal);
+    removed.push(entry);
   }
-  return tags;
+  return { removed, left };
 }
 
-/**
- * The canonical accelerator of an instance type (`model`, else its GPU description `1x H100 SXM5 80GB`),
- * with the form factor its GPU description says (`SXM`), when it says one.
- */
-function acceleratorOf(
-  type: VerdaInstanceType,
-): { name: string; count: number; memoryGb: number; formFactor?: string } | null {
-  const count = type.gpu?.number_of_gpus ?? 0;
-  if (!count) return null;
-  const described = /^\d+x\s+(.+?)\s+\d+GB$/.exec(type.gpu?.description ?? "")?.[1];
-  const name =
-    canonicalAcceleratorName(type.model ?? "") ??
-    (described ? canonicalAcceleratorName(described.replace(/\s+SXM\d*/, "")) : undefined);
-  if (!name) return null;
-  const total = type.gpu_memory?.size_in_gigabytes ?? 0;
-  const formFactor = described ? acceleratorFormFactor(described) : undefined;
-  return {
-    name,
-    count,
-    memoryGb: total > 0 ? total / count : 0,
-    ...(formFactor === undefined ? {} : { formFactor }),
-  };
-}
-
-function isCapacityMessage(message: string): boolean {
-  return /not enough|no capacity|insufficient|unavailable|not available|out of stock|sold out/i.test(message);
-}
-
-function build(settings: ParsedSettings): ProviderV1<VerdaClusterData> {
-  const api = createVerdaClient({
-    apiUrl: settings.apiUrl,
-    clientId: settings.clientId,
-    clientSecret: settings.clientSecret,
-    fetch: settings.fetch,
-    maxRetries: settings.maxRetries,
-    retryDelayMs: settings.retryDelayMs,
-    requestTimeoutMs: settings.requestTimeoutMs,
-  });
-  const keysDirectory = () => settings.keysDirectory ?? skywardKeysDirectory();
-  const counters = new Map<string, number>();
+function adapterFor(
+  settings: ParsedSettings,
+  api: VerdaClient,
+): MachineAdapter<VerdaInstance, VerdaClusterData> {
   /** Stand-in addresses, by instance id (the seam is asked once per instance). */
   const standIns = new Map<string, VerdaSshAddress>();
-
-  function standInFor(instance: VerdaInstance): VerdaSshAddress | undefined {
+  const standInFor = (instance: VerdaInstance) => {
     if (!settings.sshAddress || !instance.ip) return undefined;
-    let address = standIns.get(instance.id);
-    if (!address) {
-      address = settings.sshAddress({ id: instance.id, ip: instance.ip });
-      standIns.set(instance.id, address);
-    }
+    const address = standIns.get(instance.id) ?? settings.sshAddress({ id: instance.id, ip: instance.ip });
+    standIns.set(instance.id, address);
     return address;
-  }
-
-  function toInstance(instance: VerdaInstance, identityFile: string | undefined, now = Date.now()): Instance {
-    const tags = tagsFromDescription(instance.description);
-    const status = statusOf(instance.status);
-    const ip = instance.ip?.trim() || null;
-    const standIn = standInFor(instance);
-    const ssh =
-      status === "running" && ip !== null
-        ? instanceSsh({ host: ip, port: 22, user: "root" }, identityFile, standIn)
-        : null;
-    const created = instance.created_at ? Date.parse(instance.created_at) : Number.NaN;
-    if (instance.hostname) tags["verda:hostname"] = instance.hostname;
-    return Object.freeze({
-      id: instance.id,
-      status: sshReachableStatus(status, ssh),
-      publicIp: ip,
-      privateIp: standIn ? (ssh?.host ?? ip) : ip,
-      ssh,
-      spot: instance.is_spot === true,
-      hourlyPrice: instance.price_per_hour ?? null,
-      offerId: tags[SKYWARD_TAGS.offer] ?? "",
-      createdAt: Number.isFinite(created) ? created : now,
-      tags: Object.freeze(tags),
-    });
-  }
-
-  function imageFor(offer: Offer): string {
-    if (settings.image) return settings.image;
-    return offer.accelerator ? `ubuntu-24.04-cuda-${settings.cuda}-open` : "ubuntu-24.04";
-  }
-
-  async function offersFor(query: OfferQuery, signal: AbortSignal): Promise<Offer[]> {
-    const wantSpot = query.allocation !== "on-demand";
-    const wantOnDemand = query.allocation !== "spot";
-    const [types, onDemand, spot] = await Promise.all([
-      api.instanceTypes(signal),
-      wantOnDemand ? api.availability(false, signal) : Promise.resolve(new Map<string, Set<string>>()),
-      wantSpot ? api.availability(true, signal) : Promise.resolve(new Map<string, Set<string>>()),
-    ]);
-    const location = query.region ?? settings.location;
-    const locations = [...new Set([...onDemand.keys(), ...spot.keys()])]
-      .filter((code) => location === undefined || code === location)
-      .sort();
-    const asOf = new Date().toISOString();
-    const offers: Offer[] = [];
-    for (const type of types) {
-      const accelerator = acceleratorOf(type);
-      if (query.accelerator) {
-        if (accelerator?.name !== query.accelerator.name || accelerator.count !== query.accelerator.count)
-          continue;
-      } else if ((type.gpu?.number_of_gpus ?? 0) > 0) continue;
-      for (const code of locations) {
-        const onDemandPrice =
-          onDemand.get(code)?.has(type.instance_type) && type.price_per_hour != null
-            ? roundPrice(type.price_per_hour)
-            : null;
-        const spotPrice =
-          spot.get(code)?.has(type.instance_type) && type.spot_price != null
-            ? roundPrice(type.spot_price)
-            : null;
-        if (onDemandPrice === null && spotPrice === null) continue;
-        offers.push(
-          Object.freeze({
-            id: `verda:${code}:${type.instance_type}`,
-            provider: NAME,
-            instanceType: type.instance_type,
-            accelerator: accelerator ? Object.freeze(accelerator) : null,
-            vcpus: type.cpu?.number_of_cores ?? 0,
-            memoryGb: type.memory?.size_in_gigabytes ?? 0,
-            architecture: /GH200|GB200/i.test(type.model ?? "") ? ("arm64" as const) : ("x86_64" as const),
-            region: code,
-            spotPrice,
-            onDemandPrice,
-            pricesAsOf: asOf,
-            specific: Object.freeze({
-              instanceType: type.instance_type,
-              location: code,
-            } satisfies VerdaOfferData),
-          }),
-        );
-      }
-    }
-    return filterOffers(offers, query);
-  }
-
-  async function deploy(
-    cluster: Cluster<VerdaClusterData>,
-    spot: boolean,
-    signal: AbortSignal,
-  ): Promise<string | { noCapacity: string }> {
-    const specific = cluster.offer.specific as unknown as VerdaOfferData;
-    const index = counters.get(cluster.id) ?? 0;
-    counters.set(cluster.id, index + 1);
-    const hostname = `${cluster.id}-${index}`;
-    const tags = skywardTags({
-      cluster: cluster.id,
-      pool: cluster.poolId,
-      region: specific.location,
-      offer: cluster.offer.id,
-      spot,
-    });
-    try {
-      return await api.deploy(
-        {
-          instance_type: specific.instanceType,
-          image: cluster.specific.image,
-          ssh_key_ids: [cluster.specific.sshKeyId],
-          hostname,
-          description: describeTags(tags),
-          location_code: specific.location,
-          is_spot: spot,
-          ...(cluster.specific.osVolumeGb !== undefined
-            ? { os_volume: { name: `${hostname}-os`, size: cluster.specific.osVolumeGb } }
-            : {}),
-        },
-        signal,
-      );
-    } catch (error) {
-      if (
-        VerdaApiError.isInstance(error) &&
-        error.statusCode !== undefined &&
-        error.statusCode >= 400 &&
-        error.statusCode !== 401 &&
-        error.statusCode !== 403 &&
-        error.statusCode !== 429 &&
-        isCapacityMessage(error.message)
-      )
-        return { noCapacity: error.message };
-      throw error;
-    }
-  }
-
-  async function identityFile(): Promise<string | undefined> {
-    return findSshIdentityFile(keysDirectory(), KEY_PAIR);
-  }
+  };
+  const tagsOf = (instance: VerdaInstance): Record<string, string> => ({
+    ...tagsFromDescription(instance.description),
+    ...(instance.hostname ? { "verda:hostname": instance.hostname } : {}),
+  });
 
   return {
-    specificationVersion: "v1",
     name: NAME,
+    label: "Verda",
     capabilities: Object.freeze({
       spot: true,
       volumes: false,
@@ -389,138 +176,170 @@ function build(settings: ParsedSettings): ProviderV1<VerdaClusterData> {
       peerNetwork: "none",
     }),
     // Every setting the offers depend on (the API asked, the location), so that a provider set
-    // otherwise is never handed offers the core cached for another. Not the image, CUDA version, OS
-    // volume or key: they shape the instance, not the offers.
+    // otherwise is never handed offers the core cached for another.
     cacheKey: JSON.stringify([settings.apiUrl, settings.location ?? null]),
+    clusterIdPrefix: NAME,
+    sshUser: "root",
+    keyName: "verda_ed25519",
+    keysDirectory: settings.keysDirectory,
+    // Verda's deploy takes no idempotency token: a deploy whose answer was lost is found by hostname.
+    idempotencyToken: false,
+    bootWatchdog: "boot-command",
+    deleteRetryDelayMs: settings.retryDelayMs * 5,
 
-    async offers({ query, signal }) {
-      return offersFor(query, signal);
+    checkCredentials: () => void resolveVerdaCredentials(settings),
+
+    async offers(query, signal) {
+      const empty = Promise.resolve(new Map<string, Set<string>>());
+      const [types, onDemand, spot] = await Promise.all([
+        api.instanceTypes(signal),
+        query.allocation !== "spot" ? api.availability(false, signal) : empty,
+        query.allocation !== "on-demand" ? api.availability(true, signal) : empty,
+      ]);
+      return toOffers(types, { onDemand, spot }, query, query.region ?? settings.location);
     },
 
-    async prepare({ spec, offer, poolId, signal }) {
-      requireOwnOffer(offer, NAME, "Verda");
-      resolveVerdaCredentials(settings);
-      const keys = await ensureSshKeyPair(keysDirectory(), KEY_PAIR);
-      const id = createClusterId(NAME);
-      const sshKeyId = await api.addSshKey(`${id}_${poolId ?? ""}`.replace(/_$/, ""), keys.publicKey, signal);
+    async prepare({ spec, offer, poolId, clusterId, keys, signal }) {
+      const image = imageFor(settings, offer);
+      const name = `${clusterId}_${poolId}`.replace(/_$/, "");
+      const { clientId, clientSecret } = resolveVerdaCredentials(settings);
+      const sshKeyId = await api.addSshKey(name, keys.publicKey, signal);
+      const script = renderStartupScript({
+        apiUrl: settings.apiUrl,
+        clientId,
+        clientSecret,
+        root: DEFAULT_NODE_ROOT,
+        watchdogSeconds: Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout),
+      });
+      const startupScriptId = await api.addScript(name, script, signal);
       const requestedDisk = Math.ceil(spec.diskGb ?? 0);
       const osVolumeGb =
         settings.osVolumeGb !== undefined || requestedDisk > 0
           ? Math.max(settings.osVolumeGb ?? 0, requestedDisk)
           : undefined;
-      return Object.freeze({
-        id,
-        provider: NAME,
-        poolId: poolId ?? "",
-        region: offer.region,
-        spec,
-        offer,
-        ssh: Object.freeze({ user: "root", identityFile: keys.identityFile, sudo: false }),
-        specific: Object.freeze({
-          sshKeyId,
-          identityFile: keys.identityFile,
-          image: imageFor(offer),
-          osVolumeGb,
-        }),
-      });
+      return { ...keys, sshKeyId, startupScriptId, image, osVolumeGb };
     },
 
-    async provision({ cluster, count, signal }) {
-      return provisionByMarket({
-        cluster,
-        count,
-        provider: NAME,
-        signal,
-        create: (spot) => deploy(cluster, spot, signal),
-        describe: async (id) => {
-          const instance = await api.instance(id, signal);
-          return instance ? toInstance(instance, cluster.specific.identityFile) : null;
+    async create({ cluster, spot, name, tags, signal }) {
+      const offer = cluster.offer.specific as unknown as VerdaOfferData;
+      const size = cluster.specific.osVolumeGb ?? (spot ? SPOT_OS_VOLUME_GB : undefined);
+      const description = describeTags({ ...tags, [SKYWARD_TAGS.region]: offer.location });
+      const id = await api.deploy(
+        {
+          instance_type: offer.instanceType,
+          image: cluster.specific.image,
+          ssh_key_ids: [cluster.specific.sshKeyId],
+          startup_script_id: cluster.specific.startupScriptId,
+          hostname: name,
+          description,
+          location_code: offer.location,
+          is_spot: spot,
+          // The price of the offer, never one that moves with demand.
+          pricing: "FIXED_PRICE",
+          ...(size !== undefined
+            ? {
+                os_volume: {
+                  name: `${name}-os`,
+                  size,
+                  // A discontinued spot instance leaves no volume billing behind.
+                  ...(spot ? { on_spot_discontinue: "delete_permanently" } : {}),
+                },
+              }
+            : {}),
         },
+        signal,
+      );
+      // A read that fails right after the deploy must not lose the instance: it is what was asked.
+      return api.instance(id, signal).catch((error: unknown) => {
+        if (signal.aborted) throw error;
+        return { id, hostname: name, description, status: "provisioning", is_spot: spot };
       });
     },
 
-    async getInstance({ cluster, id, signal }) {
-      const instance = await api.instance(id, signal);
-      if (instance === null || statusOf(instance.status) === "terminated") return null;
-      return toInstance(instance, cluster.specific?.identityFile ?? (await identityFile()));
+    get: (id, signal) => api.instance(id, signal),
+
+    async listPage(_cursor, signal) {
+      // One page: Verda documents no paging of `GET /instances`.
+      return { machines: await api.instances(signal) };
     },
 
-    launchWorker: launchSshWorker,
-
-    reconnectWorker(options) {
-      // A detached pool's node: found again by its id, with the key file its cluster data records.
-      return reconnectThroughGetInstance(options, (lookup) => this.getInstance(lookup));
+    delete: {
+      async batch(ids, signal) {
+        // The OS volumes go with their instances. One the list lacks (a list a moment behind a
+        // deploy) is looked up by id: only Verda's "not found" makes it gone.
+        const listed = new Map((await api.instances(signal)).map((instance) => [instance.id, instance]));
+        for (const id of ids.filter((wanted) => !listed.has(wanted))) {
+          try {
+            listed.set(id, await api.instance(id, signal));
+          } catch (error) {
+            if (machineErrorKind(error) !== "gone") throw error;
+          }
+        }
+        const known = ids.flatMap((id) => {
+          const instance = listed.get(id);
+          return instance ? [{ id, volumeId: instance.os_volume_id }] : [];
+        });
+        const outcomes = known.length > 0 ? await api.deleteInstances(known, signal) : new Map();
+        for (const id of ids) {
+          if (!outcomes.has(id)) outcomes.set(id, "gone");
+          if (outcomes.get(id) !== "busy") standIns.delete(id);
+        }
+        return outcomes;
+      },
     },
 
-    async terminate({ ids, signal }) {
-      const known = await api.instances(signal);
-      const live = new Set(known.map((instance) => instance.id));
-      const wanted = [...new Set(ids)].filter((id) => live.has(id));
-      await api.deleteInstances(wanted, signal);
-      for (const id of ids) standIns.delete(id);
+    isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
+    isBeingDeleted: (instance) => ["deleting", "deleted"].includes(instance.status.toLowerCase()),
+    idOf: (instance) => instance.id,
+
+    tags: {
+      name: (cluster, index) => `${cluster.id}-${index}`,
+      nameOf: (instance) => instance.hostname ?? undefined,
+      read: tagsOf,
     },
 
-    async teardown({ cluster, signal }) {
-      const left = (await api.instances(signal)).filter(
-        (instance) => tagsFromDescription(instance.description)[SKYWARD_TAGS.cluster] === cluster.id,
-      );
-      await api.deleteInstances(
-        left.map((instance) => instance.id),
-        signal,
-      );
-      if (cluster.specific?.sshKeyId) await api.deleteSshKey(cluster.specific.sshKeyId, signal);
-      counters.delete(cluster.id);
+    describe(instance, { identityFile }): Instance {
+      const tags = tagsOf(instance);
+      const status = statusOf(instance.status);
+      const ip = instance.ip?.trim() || null;
+      const standIn = standInFor(instance);
+      const ssh =
+        status === "running" && ip !== null
+          ? instanceSsh({ host: ip, port: 22, user: "root" }, identityFile, standIn)
+          : null;
+      const created = instance.created_at ? Date.parse(instance.created_at) : Number.NaN;
+      return Object.freeze({
+        id: instance.id,
+        status: sshReachableStatus(status, ssh),
+        publicIp: ip,
+        privateIp: standIn ? (ssh?.host ?? ip) : ip,
+        ssh,
+        spot: instance.is_spot === true,
+        hourlyPrice: instance.price_per_hour ?? null,
+        offerId: tags[SKYWARD_TAGS.offer] ?? "",
+        createdAt: Number.isFinite(created) ? created : Date.now(),
+        tags: Object.freeze(tags),
+      });
     },
 
-    selfDestruct({ instance }) {
+    selfDestruct(instance) {
       const standIn = standIns.get(instance.id);
       if (standIn) return standIn.selfDestruct ?? "true";
-      // As in the Python project: the instance powers itself off; `skyward down` deletes what is left.
-      return "shutdown -h now";
+      // Installed by the startup script: deletes the instance and its OS volume through the API.
+      return `${SELF_DESTRUCT_COMMAND} ${shellQuote(instance.id)}`;
     },
 
-    async listInstances({ signal }) {
-      const file = await identityFile();
-      return (await api.instances(signal))
-        .filter((instance) => tagsFromDescription(instance.description)[SKYWARD_TAGS.cluster] !== undefined)
-        .map((instance) => toInstance(instance, file));
-    },
+    cleanup: ({ pools, signal }) => cleanupOf(api, pools, signal),
 
-    async cleanup({ pools, signal }): Promise<CleanupResult> {
-      const [keys, instances] = await Promise.all([api.sshKeys(signal), api.instances(signal)]);
-      const liveClusters = new Set(
-        instances
-          .filter((instance) => statusOf(instance.status) !== "terminated")
-          .map((instance) => tagsFromDescription(instance.description)[SKYWARD_TAGS.cluster])
-          .filter((cluster): cluster is string => cluster !== undefined),
-      );
-      const removed: PoolResource[] = [];
-      const left: LeftPoolResource[] = [];
-      for (const key of keys) {
-        const match = SSH_KEY_NAME.exec(key.name);
-        if (!match) continue;
-        const cluster = match[1] as string;
-        const poolId = poolIdFromTags({
-          [SKYWARD_TAGS.cluster]: cluster,
-          [SKYWARD_TAGS.pool]: match[2] ?? "",
-        });
-        if (pools !== "all" && !pools.includes(poolId)) continue;
-        const resource = { poolId, kind: "SSH key", id: key.name };
-        if (liveClusters.has(cluster)) {
-          left.push({ ...resource, reason: `pool ${poolId} still has instances` });
-          continue;
-        }
-        await api.deleteSshKey(key.id, signal);
-        removed.push(resource);
-      }
-      return { removed, left };
+    async teardown(cluster, signal) {
+      if (cluster.specific?.sshKeyId) await api.deleteSshKey(cluster.specific.sshKeyId, signal);
+      if (cluster.specific?.startupScriptId) await api.deleteScript(cluster.specific.startupScriptId, signal);
     },
   };
 }
 
-function parseSettings(settings: VerdaSettings | undefined, prefix: string): ParsedSettings {
-  return parseInput(settingsSchema, settings ?? {}, prefix);
-}
+const build = (settings: ParsedSettings): ProviderV1<VerdaClusterData> =>
+  defineMachineProvider(adapterFor(settings, createVerdaClient(settings)));
 
 /**
  * The Verda provider: `Verda()` with default settings (credentials from `VERDA_CLIENT_ID` and

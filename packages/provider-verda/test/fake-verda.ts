@@ -1,7 +1,9 @@
 /**
  * A fake of Verda's public API, serving on loopback, built from its documentation — the API reference
  * at https://api.verda.com/v1/docs (OpenAPI schema: https://api.verda.com/v1/openapi.json), whose
- * request and answer shapes each fixture below follows, section by section. With a test bed, each new
+ * request and answer shapes each fixture below follows, section by section; the OS volume's
+ * `on_spot_discontinue` and the delete action's `volume_ids` / `delete_permanently` as the official
+ * SDK's release notes show them (https://github.com/verda-cloud/sdk-python/releases/tag/v1.20.0). With a test bed, each new
  * instance is one of its hosts (its `ip` the host's address), so a whole pool runs on real SSH hosts.
  */
 import { randomBytes, randomUUID } from "node:crypto";
@@ -38,7 +40,7 @@ const EPYC: Hardware = {
   name: "AMD EPYC",
   p2p: "",
   manufacturer: "AMD",
-  os: ["ubuntu-24.04"],
+  os: ["ubuntu-24.04", "ubuntu-22.04"],
 };
 
 /** One entry of `GET /v1/instance-types`, its descriptions written as the docs' example writes them. */
@@ -87,7 +89,11 @@ export const INSTANCE_TYPES = [
       name: "H100 SXM5 80GB",
       p2p: "900 GB/s",
       manufacturer: "NVIDIA",
-      os: ["ubuntu-24.04-cuda-12.8-open-docker", "ubuntu-24.04-cuda-13.0-open"],
+      os: [
+        "ubuntu-24.04-cuda-12.8-open-docker",
+        "ubuntu-24.04-cuda-12.8-open",
+        "ubuntu-24.04-cuda-13.0-open",
+      ],
     },
   ),
   instanceType(1, "2A100.80S.44V", ["2.58", "1.12"], { cores: 44, gpus: 2, ramGb: 240, gpuRamGb: 160 }, A100),
@@ -124,7 +130,10 @@ export interface FakeVerdaInstance {
   ssh_key_ids: string[];
   location: string;
   is_spot: boolean;
-  os_volume: { name: string; size: number } | null;
+  os_volume: { name: string; size: number; on_spot_discontinue?: string } | null;
+  os_volume_id: string;
+  startup_script_id: string | null;
+  pricing: unknown;
   ip: string | null;
   /** Reads while provisioning: the instance "boots" after its first read. */
   reads: number;
@@ -146,6 +155,25 @@ export interface FakeVerda extends AsyncDisposable {
   readonly apiUrl: string;
   readonly instances: Map<string, FakeVerdaInstance>;
   readonly sshKeys: Map<string, { id: string; name: string; key: string; fingerprint: string }>;
+  /** Startup scripts (docs: "Startup Scripts"), by id. */
+  readonly scripts: Map<string, { id: string; name: string; script: string }>;
+  /** OS volumes by id, with where they are: attached, detached (left by a discontinued spot instance) or in the trash. */
+  readonly volumes: Map<string, { id: string; name: string; state: "attached" | "detached" | "trash" }>;
+  /**
+   * Faults of the real API: refuse to delete an instance still provisioning (each such instance answered
+   * in a 207, as Verda answers a batch action some of whose instances failed), and lose the answer of
+   * the next deploy (the instance is made, the client gets a 500), and leave instances out of `GET
+   * /instances` for a while (a list a moment behind a deploy).
+   */
+  faults: {
+    refuseDeleteWhileProvisioning: boolean;
+    loseNextDeployAnswer: boolean;
+    unlisted: Set<string>;
+    /** Reads of `GET /instances/{id}` still to answer 404 (an instance a moment behind its deploy). */
+    notFoundReads: number;
+  };
+  /** Verda reclaims a spot instance: it is discontinued, its OS volume deleted or kept detached as its `on_spot_discontinue` says. */
+  discontinue(id: string): void;
   readonly requests: RecordedVerdaRequest[];
   /** Instances that can still be deployed before Verda answers "not enough resources"; Infinity by default. */
   capacity: { onDemand: number; spot: number };
@@ -163,6 +191,14 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
   const instances = new Map<string, FakeVerdaInstance>();
   const sshKeys = new Map<string, { id: string; name: string; key: string; fingerprint: string }>();
   const tokens = new Set<string>();
+  const scripts = new Map<string, { id: string; name: string; script: string }>();
+  const volumes = new Map<string, { id: string; name: string; state: "attached" | "detached" | "trash" }>();
+  const faults = {
+    refuseDeleteWhileProvisioning: false,
+    loseNextDeployAnswer: false,
+    unlisted: new Set<string>(),
+    notFoundReads: 0,
+  };
   const capacity = { onDemand: Number.POSITIVE_INFINITY, spot: Number.POSITIVE_INFINITY };
   let nextAddress = 10;
 
@@ -187,11 +223,12 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       memory: type?.memory,
       gpu_memory: type?.gpu_memory,
       storage: type?.storage,
-      os_volume_id: randomUUID(),
+      os_volume_id: instance.os_volume_id,
+      startup_script_id: instance.startup_script_id,
       location: instance.location,
       is_spot: instance.is_spot,
       contract: instance.is_spot ? "SPOT" : "PAY_AS_YOU_GO",
-      pricing: "FIXED_PRICE",
+      pricing: instance.pricing ?? "FIXED_PRICE",
     };
   };
 
@@ -224,7 +261,27 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       },
       // Docs: "Instances" → "Get instances" (every instance not deleted), "Deploy new instance",
       // "Get instance by ID", "Perform action on instance or multiple instances" (PUT, action "delete").
-      "GET /instances": () => jsonAnswer(200, [...instances.values()].map(answerOf)),
+      // Docs: "Startup Scripts" → "Get all startup scripts", "Add startup script" ({ name, script } → its id
+      // as text), "Delete startup script by id" — `/scripts` and `/scripts/{id}`, as the official SDK calls them
+      // (https://github.com/DataCrunch-io/datacrunch-python, datacrunch/startup_scripts/startup_scripts.py).
+      "GET /scripts": () => jsonAnswer(200, [...scripts.values()]),
+      "POST /scripts": ({ body }) => {
+        const { name, script } = (body ?? {}) as { name?: unknown; script?: unknown };
+        if (typeof name !== "string" || typeof script !== "string" || !script.startsWith("#!"))
+          return error(400, "invalid_request", "name and a script starting with #! are required");
+        const id = randomUUID();
+        scripts.set(id, { id, name, script });
+        return textAnswer(201, id);
+      },
+      "DELETE /scripts/:id": (_, { id }) => {
+        if (!scripts.delete(id ?? "")) return error(404, "not_found", "Startup script not found");
+        return jsonAnswer(200);
+      },
+      "GET /instances": () =>
+        jsonAnswer(
+          200,
+          [...instances.values()].filter((instance) => !faults.unlisted.has(instance.id)).map(answerOf),
+        ),
       "POST /instances": ({ body }) => {
         const wanted = (body ?? {}) as Record<string, unknown>;
         const type = INSTANCE_TYPES.find((entry) => entry.instance_type === wanted.instance_type);
@@ -238,6 +295,16 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
           return error(400, "invalid_request", "hostname is required");
         const keyIds = Array.isArray(wanted.ssh_key_ids) ? (wanted.ssh_key_ids as string[]) : [];
         if (keyIds.some((id) => !sshKeys.has(id))) return error(400, "invalid_request", "Unknown SSH key");
+        if (!type.supported_os.includes(wanted.image))
+          return error(400, "invalid_request", "Operating system is not valid for this instance type");
+        const scriptId = typeof wanted.startup_script_id === "string" ? wanted.startup_script_id : null;
+        if (scriptId !== null && !scripts.has(scriptId))
+          return error(400, "invalid_request", "Unknown startup script");
+        if (
+          wanted.pricing !== undefined &&
+          !["FIXED_PRICE", "DYNAMIC_PRICE"].includes(String(wanted.pricing))
+        )
+          return error(400, "invalid_request", "pricing must be FIXED_PRICE or DYNAMIC_PRICE");
         const available = (spot ? AVAILABILITY.spot : AVAILABILITY.onDemand).find(
           (entry) => entry.location_code === location,
         );
@@ -254,6 +321,13 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
         )
           return error(503, "not_enough_resources", "Not enough resources available for this instance type");
         capacity[market] -= 1;
+        const osVolume = (wanted.os_volume as FakeVerdaInstance["os_volume"] | undefined) ?? null;
+        const volumeId = randomUUID();
+        volumes.set(volumeId, {
+          id: volumeId,
+          name: osVolume?.name ?? `${wanted.hostname}-os`,
+          state: "attached",
+        });
         const instance: FakeVerdaInstance = {
           id,
           instance_type: type.instance_type,
@@ -266,32 +340,71 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
           ssh_key_ids: keyIds,
           location,
           is_spot: spot,
-          os_volume: (wanted.os_volume as { name: string; size: number } | undefined) ?? null,
+          os_volume: osVolume,
+          os_volume_id: volumeId,
+          startup_script_id: scriptId,
+          pricing: wanted.pricing,
           ip: host?.host ?? `203.0.113.${nextAddress++}`,
           reads: 0,
           host,
         };
         instances.set(instance.id, instance);
+        if (faults.loseNextDeployAnswer) {
+          faults.loseNextDeployAnswer = false;
+          return error(500, "internal", "upstream connection lost");
+        }
         return textAnswer(202, instance.id);
       },
       "GET /instances/:id": (_, { id }) => {
         const instance = instances.get(id ?? "");
-        if (!instance) return error(404, "not_found", "Instance not found");
+        if (!instance || faults.notFoundReads-- > 0) return error(404, "not_found", "Instance not found");
         instance.reads += 1;
         if (instance.status === "provisioning" && instance.reads > 1) instance.status = "running";
         return jsonAnswer(200, answerOf(instance));
       },
+      // Docs: "Perform action on instance or multiple instances": 202 when every action was taken,
+      // 207 with `[{ instanceId, action, status, error, statusCode }]` when some failed. `volume_ids`
+      // are deleted with them (to the trash, or for good with `delete_permanently`).
       "PUT /instances": async ({ body }) => {
-        const { action, id } = (body ?? {}) as { action?: unknown; id?: unknown };
+        const request = (body ?? {}) as {
+          action?: unknown;
+          id?: unknown;
+          volume_ids?: unknown;
+          delete_permanently?: unknown;
+        };
+        const id = request.id;
         const ids = Array.isArray(id) ? (id as string[]) : typeof id === "string" ? [id] : [];
-        if (action !== "delete" || ids.length === 0)
+        if (request.action !== "delete" || ids.length === 0)
           return error(400, "invalid_request", "action and id are required");
-        if (ids.some((entry) => !instances.has(entry))) return error(404, "not_found", "Instance not found");
+        if (ids.length === 1 && !instances.has(ids[0] ?? ""))
+          return error(404, "not_found", "Instance not found");
+        const results = [];
         for (const entry of ids) {
+          const instance = instances.get(entry);
+          const refused = !instance
+            ? { statusCode: 404, error: "Instance not found" }
+            : faults.refuseDeleteWhileProvisioning && instance.status === "provisioning"
+              ? { statusCode: 400, error: "Cannot delete an instance while it is provisioning" }
+              : undefined;
+          results.push({
+            instanceId: entry,
+            action: "delete",
+            status: refused ? "error" : "success",
+            ...refused,
+          });
+          if (refused || !instance) continue;
           instances.delete(entry);
           await hosts.release(entry);
+          const volume = volumes.get(instance.os_volume_id);
+          const asked =
+            Array.isArray(request.volume_ids) && request.volume_ids.includes(instance.os_volume_id);
+          if (volume && !asked) volume.state = "detached";
+          else if (volume && request.delete_permanently === true) volumes.delete(volume.id);
+          else if (volume) volume.state = "trash";
         }
-        return jsonAnswer(202);
+        return results.every((result) => result.status === "success")
+          ? jsonAnswer(202)
+          : jsonAnswer(207, results);
       },
     },
     ({ method, path }) => error(404, "not_found", `No route ${method} ${path}`),
@@ -345,12 +458,35 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
         (instance) => `instance ${instance.id} ${instance.hostname} (${instance.status})`,
       ),
       ...[...sshKeys.values()].map((key) => `SSH key ${key.name}`),
+      ...[...scripts.values()].map((script) => `startup script ${script.name}`),
+      ...[...volumes.values()]
+        .filter((volume) => volume.state !== "attached")
+        .map((volume) => `OS volume ${volume.name} (${volume.state})`),
     ],
+    scripts,
+    volumes,
+    faults,
+    discontinue(id) {
+      const instance = instances.get(id);
+      if (!instance) return;
+      instance.status = "discontinued";
+      const volume = volumes.get(instance.os_volume_id);
+      if (!volume) return;
+      if (instance.os_volume?.on_spot_discontinue === "delete_permanently") volumes.delete(volume.id);
+      else if (instance.os_volume?.on_spot_discontinue === "move_to_trash") volume.state = "trash";
+      else volume.state = "detached";
+    },
     reset() {
       server.requests.length = 0;
       instances.clear();
       void hosts.releaseAll();
       sshKeys.clear();
+      scripts.clear();
+      volumes.clear();
+      faults.refuseDeleteWhileProvisioning = false;
+      faults.loseNextDeployAnswer = false;
+      faults.unlisted.clear();
+      faults.notFoundReads = 0;
       capacity.onDemand = Number.POSITIVE_INFINITY;
       capacity.spot = Number.POSITIVE_INFINITY;
     },

@@ -1,0 +1,78 @@
+/** The Novita provider's settings: what a user may set, checked by name before anything is asked of the API. */
+import type { DockerImage } from "@skyward/core";
+import { containerImageSchema, parseInput } from "@skyward/core/contract";
+import {
+  environmentVariablesSchema,
+  type HttpSettings,
+  httpSettingsShape,
+  keysDirectorySchema,
+  type SshStandIn,
+} from "@skyward/provider-utils";
+import { z } from "zod";
+import { NOVITA_API_URL } from "./novita-api.js";
+
+/** The image instances run when none is set, as in the Python project: CUDA 12.9 runtime on Ubuntu 24.04. */
+export const DEFAULT_NOVITA_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04";
+
+/** Where an instance is reached instead of its own address: see {@link NovitaSettings.sshAddress} (user default `root`). */
+export type NovitaSshAddress = SshStandIn;
+
+/** Settings of the Novita provider; every field is optional. */
+export interface NovitaSettings extends HttpSettings {
+  /** The API key. Default: the `NOVITA_API_KEY` environment variable, read on the first API call. A secret: never logged. */
+  apiKey?: string;
+  /** The API's base URL. Default `https://api.novita.ai/gpu-instance/openapi/v1`. */
+  apiUrl?: string;
+  /** The cluster (region) instances are created in; a spec's `region` does the same. Default: any, Novita's choice. */
+  clusterId?: string;
+  /**
+   * The container image: a tag or a {@link DockerImage} (`sky.containers.cuda("12.8")`). It needs a
+   * shell; `sshd` and `curl` are installed with apt-get when missing. Default {@link DEFAULT_NOVITA_IMAGE}.
+   */
+  dockerImage?: string | DockerImage;
+  /** The root filesystem, GB (10–6144, and at most the product's `maxRootFS`); a spec's `diskGb` raises it. Default 50, as in the Python project. */
+  rootfsSize?: number;
+  /** More environment variables for every instance. */
+  env?: Readonly<Record<string, string>>;
+  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
+  keysDirectory?: string;
+  /**
+   * A test seam: where each instance is reached over SSH instead of its own address, so the provider
+   * driven against a fake of Novita's API reaches real SSH hosts (a test bed). Never set it against Novita.
+   */
+  sshAddress?: (instance: {
+    readonly id: string;
+    readonly host: string;
+    readonly port: number;
+  }) => NovitaSshAddress;
+}
+
+const settingsSchema = z.strictObject({
+  sshAddress: z
+    .custom<NonNullable<NovitaSettings["sshAddress"]>>((value) => typeof value === "function", {
+      message: "expected a function",
+    })
+    .optional(),
+  ...httpSettingsShape,
+  apiUrl: z.url({ error: "expected the API's base URL" }).default(NOVITA_API_URL),
+  clusterId: z.string().min(1, { message: "expected a cluster id" }).optional(),
+  dockerImage: containerImageSchema.default(DEFAULT_NOVITA_IMAGE),
+  rootfsSize: z
+    .number({ error: "expected the root filesystem size in GB" })
+    .int({ message: "expected a whole number of GB" })
+    .min(10, { message: "expected at least 10 GB" })
+    .max(6144, { message: "expected at most 6144 GB" })
+    .default(50),
+  env: environmentVariablesSchema.default({}),
+  keysDirectory: keysDirectorySchema,
+});
+
+/**
+ * The settings with their defaults, or a `ConfigurationError` naming each bad field under `prefix`
+ * (`Novita.rootfsSize`, `providers.gpu.rootfsSize`).
+ */
+export const parseSettings = (settings: NovitaSettings | undefined, prefix: string) =>
+  parseInput(settingsSchema, settings ?? {}, prefix);
+
+/** The settings as {@link parseSettings} leaves them. */
+export type ParsedSettings = ReturnType<typeof parseSettings>;

@@ -1,0 +1,131 @@
+/**
+ * Verda's offers: one per instance type and location with capacity now, priced from `GET
+ * /instance-types` (`price_per_hour` on demand, `spot_price` spot; a market without capacity there has
+ * no price), and the OS image each type is deployed with, chosen from its `supported_os`.
+ */
+import { ConfigurationError } from "@skyward/core";
+import {
+  acceleratorFormFactor,
+  canonicalAcceleratorName,
+  type Offer,
+  type OfferQuery,
+} from "@skyward/core/contract";
+import { roundPrice } from "@skyward/provider-utils";
+import type { VerdaInstanceType } from "./verda-api.js";
+import type { ParsedSettings } from "./verda-settings.js";
+
+export const NAME = "verda";
+
+/** What an offer of this provider carries in {@link Offer.specific}. */
+export interface VerdaOfferData {
+  /** Verda's instance type (`1H100.80S.30V`). */
+  readonly instanceType: string;
+  /** The location code (`FIN-01`). */
+  readonly location: string;
+  /** The OS images the type can be deployed with (`supported_os`); empty when Verda lists none. */
+  readonly supportedOs?: readonly string[];
+}
+
+/**
+ * The canonical accelerator of an instance type (`model`, else its GPU description `1x H100 SXM5 80GB`),
+ * with the form factor its GPU description says (`SXM`), when it says one.
+ */
+function acceleratorOf(type: VerdaInstanceType): Offer["accelerator"] {
+  const count = type.gpu?.number_of_gpus ?? 0;
+  if (!count) return null;
+  const described = /^\d+x\s+(.+?)\s+\d+GB$/.exec(type.gpu?.description ?? "")?.[1];
+  const name =
+    canonicalAcceleratorName(type.model ?? "") ??
+    (described ? canonicalAcceleratorName(described.replace(/\s+SXM\d*/, "")) : undefined);
+  if (!name) return null;
+  const total = type.gpu_memory?.size_in_gigabytes ?? 0;
+  const formFactor = described ? acceleratorFormFactor(described) : undefined;
+  return Object.freeze({
+    name,
+    count,
+    memoryGb: total > 0 ? total / count : 0,
+    ...(formFactor === undefined ? {} : { formFactor }),
+  });
+}
+
+/** The offers of `types` in the locations with capacity for the query's accelerator (or CPU types). */
+export function toOffers(
+  types: readonly VerdaInstanceType[],
+  available: { onDemand: Map<string, Set<string>>; spot: Map<string, Set<string>> },
+  query: OfferQuery,
+  location: string | undefined,
+): Offer[] {
+  const locations = [...new Set([...available.onDemand.keys(), ...available.spot.keys()])]
+    .filter((code) => location === undefined || code === location)
+    .sort();
+  const asOf = new Date().toISOString();
+  const priceIn = (
+    market: Map<string, Set<string>>,
+    code: string,
+    type: string,
+    price: number | null | undefined,
+  ) => (market.get(code)?.has(type) && price != null ? roundPrice(price) : null);
+  return types.flatMap((type) => {
+    const accelerator = acceleratorOf(type);
+    const wanted = query.accelerator
+      ? accelerator?.name === query.accelerator.name && accelerator.count === query.accelerator.count
+      : (type.gpu?.number_of_gpus ?? 0) === 0;
+    if (!wanted) return [];
+    return locations.flatMap((code) => {
+      const onDemandPrice = priceIn(available.onDemand, code, type.instance_type, type.price_per_hour);
+      const spotPrice = priceIn(available.spot, code, type.instance_type, type.spot_price);
+      if (onDemandPrice === null && spotPrice === null) return [];
+      const specific: VerdaOfferData = {
+        instanceType: type.instance_type,
+        location: code,
+        supportedOs: Object.freeze([...(type.supported_os ?? [])]),
+      };
+      return [
+        Object.freeze({
+          id: `verda:${code}:${type.instance_type}`,
+          provider: NAME,
+          instanceType: type.instance_type,
+          accelerator,
+          vcpus: type.cpu?.number_of_cores ?? 0,
+          memoryGb: type.memory?.size_in_gigabytes ?? 0,
+          architecture: /GH200|GB200/i.test(type.model ?? "") ? ("arm64" as const) : ("x86_64" as const),
+          region: code,
+          spotPrice,
+          onDemandPrice,
+          pricesAsOf: asOf,
+          specific: Object.freeze(specific),
+        }),
+      ];
+    });
+  });
+}
+
+/**
+ * The OS image of an offer's instances: the `image` setting (refused by name when the type's
+ * `supported_os` lacks it: Verda would answer "Operating system is not valid for this instance type"),
+ * else `ubuntu-24.04-cuda-<cuda>-open` on GPU types when supported, else the type's newest supported
+ * Ubuntu 24.04 CUDA image; `ubuntu-24.04` on CPU types.
+ */
+export function imageFor(settings: ParsedSettings, offer: Offer): string {
+  const supported = (offer.specific as unknown as VerdaOfferData).supportedOs ?? [];
+  const allowed = (image: string) => supported.length === 0 || supported.includes(image);
+  if (settings.image !== undefined) {
+    if (allowed(settings.image)) return settings.image;
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "image",
+          message: `${settings.image} is not an OS image of Verda's ${offer.instanceType} (it takes ${supported.join(", ")})`,
+        },
+      ],
+    });
+  }
+  if (!offer.accelerator) return "ubuntu-24.04";
+  const preferred = `ubuntu-24.04-cuda-${settings.cuda}-open`;
+  if (allowed(preferred)) return preferred;
+  const version = (image: string) => Number(/cuda-(\d+)\.(\d+)/.exec(image)?.slice(1).join(".") ?? 0);
+  const cuda = supported
+    .filter((image) => /^ubuntu-24\.04-cuda-[\d.]+-open$/.test(image))
+    .sort((a, b) => version(b) - version(a));
+  return cuda[0] ?? supported[0] ?? preferred;
+}
