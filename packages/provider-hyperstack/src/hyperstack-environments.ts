@@ -49,84 +49,59 @@ interface Environment {
 export function hyperstackEnvironments(http: PacedClient, settings: ParsedSettings) {
   const api = settings.apiUrl;
 
-  async function everyPage<Item>(
-    read: (page: number) => Promise<{ items: Item[]; next: number | undefined }>,
-  ) {
+  /** Every item of a paged list (`page`, `pageSize`; the answer's `count` is the total), every page read. */
+  async function readAll<Item>(
+    path: string,
+    signal: AbortSignal,
+    params: Record<string, string>,
+    parse: (data: unknown) => { items: Item[]; paging: Parameters<typeof nextPage>[2] },
+  ): Promise<Item[]> {
     const all: Item[] = [];
     for (let page: number | undefined = 1; page !== undefined; ) {
       // A list that never ends is an API fault, not an endless account: never read as complete.
       if (page > 1000)
         throw new HyperstackApiError({
           kind: "unavailable",
-          message: "Hyperstack's list has more than 1000 pages",
+          message: `Hyperstack's ${path} has over 1000 pages`,
         });
-      const answer = await read(page);
-      all.push(...answer.items);
-      page = answer.next;
+      const { data } = await http.send("other", {
+        method: "GET",
+        url: `${api}${path}`,
+        params: { ...params, page: String(page), pageSize: String(PAGE_SIZE) },
+        idempotent: true,
+        purpose: `listing ${path}`,
+        signal,
+      });
+      const { items, paging } = parse(data);
+      all.push(...items);
+      page = nextPage(page, items.length, paging);
     }
     return all;
   }
 
-  const get = async (path: string, purpose: string, signal: AbortSignal, params: Record<string, string>) =>
-    (
-      await http.send("other", {
-        method: "GET",
-        url: `${api}${path}`,
-        params,
-        idempotent: true,
-        purpose,
-        signal,
-      })
-    ).data;
-
-  /** Every environment of the account, every page read. */
   const listEnvironments = (signal: AbortSignal) =>
-    everyPage(async (page) => {
-      const answer = parseAnswer(
-        environmentsAnswerSchema,
-        await get("/core/environments", "listing environments", signal, {
-          page: String(page),
-          pageSize: String(PAGE_SIZE),
-        }),
-        "listing environments",
-      );
-      return { items: answer.environments, next: nextPage(page, answer.environments.length, answer) };
+    readAll("/core/environments", signal, {}, (data) => {
+      const answer = parseAnswer(environmentsAnswerSchema, data, "listing environments");
+      return { items: answer.environments, paging: answer };
     });
 
-  /** The key pairs of an environment, every page of the account's read. */
-  async function keypairsIn(environment: string, signal: AbortSignal) {
-    const keypairs = await everyPage(async (page) => {
-      const answer = parseAnswer(
-        keypairsAnswerSchema,
-        await get("/core/keypairs", "listing key pairs", signal, {
-          page: String(page),
-          pageSize: String(PAGE_SIZE),
-        }),
-        "listing key pairs",
-      );
-      return { items: answer.keypairs, next: nextPage(page, answer.keypairs.length, answer) };
-    });
-    return keypairs.filter((keypair) => {
+  /** The key pairs of an environment (of every page of the account's). */
+  const keypairsIn = async (environment: string, signal: AbortSignal) =>
+    (
+      await readAll("/core/keypairs", signal, {}, (data) => {
+        const answer = parseAnswer(keypairsAnswerSchema, data, "listing key pairs");
+        return { items: answer.keypairs, paging: answer };
+      })
+    ).filter((keypair) => {
       const owner = keypair.environment;
-      const name = typeof owner === "string" ? owner : (owner as { name?: unknown } | null | undefined)?.name;
-      return name === environment;
+      return (typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name) === environment;
     });
-  }
 
-  /** The VMs still in an environment, every page read. */
+  /** The VMs still in an environment. */
   const vmsIn = (environment: string, signal: AbortSignal) =>
-    everyPage<Vm>(async (page) => {
-      const answer = parseAnswer(
-        vmsAnswerSchema,
-        await get("/core/virtual-machines", "listing virtual machines", signal, {
-          page: String(page),
-          pageSize: String(PAGE_SIZE),
-          environment,
-          exact_environment_match: "true",
-        }),
-        "listing virtual machines",
-      );
-      return { items: answer.instances, next: nextPage(page, answer.instances.length, answer) };
+    readAll("/core/virtual-machines", signal, { environment, exact_environment_match: "true" }, (data) => {
+      const answer = parseAnswer(vmsAnswerSchema, data, "listing virtual machines");
+      return { items: answer.instances, paging: answer };
     });
 
   async function remove(path: string, purpose: string, signal: AbortSignal): Promise<boolean> {
@@ -169,11 +144,15 @@ export function hyperstackEnvironments(http: PacedClient, settings: ParsedSettin
   }
 
   async function newestImage(region: string, signal: AbortSignal): Promise<string> {
-    const answer = parseAnswer(
-      imagesAnswerSchema,
-      await get("/core/images", "listing images", signal, { region }),
-      "listing images",
-    );
+    const { data } = await http.send("other", {
+      method: "GET",
+      url: `${api}/core/images`,
+      params: { region },
+      idempotent: true,
+      purpose: "listing images",
+      signal,
+    });
+    const answer = parseAnswer(imagesAnswerSchema, data, "listing images");
     const images = answer.images
       .flatMap((group) => group.images)
       .filter((image) => (image.region_name || region) === region)

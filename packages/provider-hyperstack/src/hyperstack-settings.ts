@@ -3,7 +3,12 @@
  * the API, and the test seam that puts a stand-in SSH host in a VM's place.
  */
 import { parseInput } from "@skyward/core/contract";
-import { type HttpSettings, httpSettingsShape, keysDirectorySchema } from "@skyward/provider-utils";
+import {
+  type HttpSettings,
+  httpSettingsShape,
+  keysDirectorySchema,
+  type SshStandIn,
+} from "@skyward/provider-utils";
 import { z } from "zod";
 import { HYPERSTACK_API_URL } from "./hyperstack-api.js";
 
@@ -17,23 +22,8 @@ export interface HyperstackVmAddresses {
   readonly fixedIp: string | null;
 }
 
-/** What the {@link HyperstackSettings.sshAddress} test seam returns: where the pool reaches the VM instead. */
-export interface HyperstackSshMapping {
-  /** Host name or address to connect to. */
-  readonly host: string;
-  /** The SSH port. */
-  readonly port: number;
-  /** The login user; default the provider's `sshUser`. */
-  readonly user?: string;
-  /** The stand-in host's Skyward root directory. */
-  readonly root?: string;
-  /** The stand-in host's key fingerprint (`SHA256:…`); default trust on first use. */
-  readonly hostKeyFingerprint?: string;
-  /** The address peers reach it on; default the VM's fixed IP. */
-  readonly privateIp?: string;
-  /** The shell operation run instead of the VM's self-destruct (a stand-in host must never be deleted). */
-  readonly selfDestruct?: string;
-}
+/** What the {@link HyperstackSettings.sshAddress} test seam returns: the stand-in host, and the address peers reach it on (default the VM's fixed IP). */
+export type HyperstackSshMapping = SshStandIn & { readonly privateIp?: string };
 
 /** Settings of the Hyperstack provider; every field is optional. */
 export interface HyperstackSettings extends HttpSettings {
