@@ -45,6 +45,20 @@ export class HyperstackApiError extends MachineProviderError {
 }
 
 /**
+ * "The rate limit for the Infrahub API is 500 requests per minute, per IP address. If you exceed this
+ * limit, all API calls for the next minute will be blocked, resulting in a HTTP 429 response."
+ * (https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication, "Rate limits").
+ */
+export const HYPERSTACK_RATE_LIMITS: MachineRateLimits = {
+  account: {
+    requests: 500,
+    perSeconds: 60,
+    penaltySeconds: 60,
+    source: "https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication",
+  },
+};
+
+/**
  * Hyperstack answers refusals as `{status: false, message, error_reason}` (ErrorResponseModel,
  * https://docs.hyperstack.cloud/docs/api-reference/errors), mostly with 400: the words tell them apart.
  * A VM still being created refuses to be deleted for now — `busy`, so deletes are tried again until it
@@ -73,20 +87,6 @@ export const hyperstackApi = defineProviderApi({
     create: (options) => new HyperstackApiError(options),
   }),
 });
-
-/**
- * "The rate limit for the Infrahub API is 500 requests per minute, per IP address. If you exceed this
- * limit, all API calls for the next minute will be blocked, resulting in a HTTP 429 response."
- * (https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication, "Rate limits").
- */
-export const HYPERSTACK_RATE_LIMITS: MachineRateLimits = {
-  account: {
-    requests: 500,
-    perSeconds: 60,
-    penaltySeconds: 60,
-    source: "https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication",
-  },
-};
 
 /** Hyperstack's API root. */
 export const HYPERSTACK_API_URL = "https://infrahub-api.nexgencloud.com/v1";
