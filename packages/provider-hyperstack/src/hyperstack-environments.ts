@@ -50,13 +50,13 @@ export function hyperstackEnvironments(http: PacedClient, settings: ParsedSettin
   const api = settings.apiUrl;
 
   /** Every item of a paged list (`page`, `pageSize`; the answer's `count` is the total), every page read. */
-  async function readAll<Item>(
+  async function readAll<Item extends { readonly id: number }>(
     path: string,
     signal: AbortSignal,
     params: Record<string, string>,
     parse: (data: unknown) => { items: Item[]; paging: Parameters<typeof nextPage>[2] },
   ): Promise<Item[]> {
-    const all: Item[] = [];
+    const all = new Map<number, Item>();
     for (let page: number | undefined = 1; page !== undefined; ) {
       // A list that never ends is an API fault, not an endless account: never read as complete.
       if (page > 1000)
@@ -73,10 +73,12 @@ export function hyperstackEnvironments(http: PacedClient, settings: ParsedSettin
         signal,
       });
       const { items, paging } = parse(data);
-      all.push(...items);
+      // A page of items all seen before: the API gave the same page again (it ignored `page`).
+      if (items.length > 0 && items.every((item) => all.has(item.id))) break;
+      for (const item of items) all.set(item.id, item);
       page = nextPage(page, items.length, paging);
     }
-    return all;
+    return [...all.values()];
   }
 
   const listEnvironments = (signal: AbortSignal) =>

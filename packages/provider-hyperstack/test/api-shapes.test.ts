@@ -25,6 +25,7 @@ afterEach(() => {
     randomizePorts: false,
     loseCreateAnswers: 0,
     unknownVmList: false,
+    ignorePaging: false,
   });
 });
 
@@ -86,6 +87,18 @@ describe("paging", () => {
         .flatMap((cluster) => [cluster?.id, cluster?.specific.environmentName])
         .sort(),
     );
+    expect(api.fake.leftovers()).toEqual([]);
+  });
+
+  it("a list that ignores the page asked for ends when a page repeats, never read 1000 times", async () => {
+    const hyperstack = provider();
+    await prepared(hyperstack, "d");
+    await prepared(hyperstack, "e");
+    api.fake.state.ignorePaging = true;
+    api.fake.requests.length = 0;
+    const cleaned = await hyperstack.cleanup?.({ pools: ["d", "e"], signal: signal() });
+    expect(cleaned?.removed.filter((entry) => entry.kind === "environment")).toHaveLength(2);
+    expect(api.fake.calls(/^\/core\/environments$/).length).toBe(2);
     expect(api.fake.leftovers()).toEqual([]);
   });
 });

@@ -87,6 +87,8 @@ export interface FakeHyperstack extends AsyncDisposable {
     loseCreateAnswers: number;
     /** Whether the list of VMs answers a shape the documentation does not show. */
     unknownVmList: boolean;
+    /** Whether lists answer every item on every page, with no count (an API that ignores `page`). */
+    ignorePaging: boolean;
   };
   /** What Skyward left: environments, key pairs and VMs not deleted, in words. */
   leftovers(): string[];
@@ -113,6 +115,7 @@ export async function startFakeHyperstack(
     randomizePorts: false,
     loseCreateAnswers: 0,
     unknownVmList: false,
+    ignorePaging: false,
   };
   const hosts = await testbedHostPool<number>(options.hosts ?? []);
 
@@ -184,6 +187,7 @@ export async function startFakeHyperstack(
    * https://docs.hyperstack.cloud/docs/api-reference/virtual-machine-resources/list-virtual-machines).
    */
   const paged = <Item>(query: URLSearchParams, items: readonly Item[], key: string) => {
+    if (state.ignorePaging) return { [key]: items };
     const page = Number(query.get("page") ?? 1);
     const pageSize = Math.min(Number(query.get("pageSize") ?? 10), state.maxPageSize);
     return {
