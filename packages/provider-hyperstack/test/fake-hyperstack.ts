@@ -181,10 +181,9 @@ export async function startFakeHyperstack(
 
   /**
    * One page of a list, as Hyperstack pages environments, key pairs and VMs: `page` and `pageSize` asked,
-   * `{page, page_size, count, <items>}` answered, at most `maxPageSize` a page whatever was asked
-   * (https://docs.hyperstack.cloud/docs/api-reference/environments-resources/list-environments,
-   * https://docs.hyperstack.cloud/docs/api-reference/keypairs-resources/list-keypairs,
-   * https://docs.hyperstack.cloud/docs/api-reference/virtual-machine-resources/list-virtual-machines).
+   * `{page, page_size, count, <items>}` answered (the list-VMs answer's fields, ListVMsResponse; the
+   * endpoints: https://infrahub-doc.nexgencloud.com/docs/api-reference/core-resources/environments and
+   * its sibling pages), at most `maxPageSize` a page whatever was asked.
    */
   const paged = <Item>(query: URLSearchParams, items: readonly Item[], key: string) => {
     if (state.ignorePaging) return { [key]: items };
