@@ -10,28 +10,70 @@
  * - `POST|GET /core/virtual-machines`, `GET|DELETE /core/virtual-machines/{id}` — the VMs;
  * - `POST /core/virtual-machines/{id}/sg-rules` — a firewall rule on one VM.
  *
- * Reference: https://docs.hyperstack.cloud/docs/api-reference/ (`openapi/hyperstack.json`).
+ * Lists of environments, key pairs and VMs are paged (`page`, `pageSize`; the answer's `count` is the
+ * total): every page is read. Reference: https://docs.hyperstack.cloud/docs/api-reference/
+ * (`openapi/hyperstack.json`).
  */
 import {
   answerListSchema,
   answerNumberSchema,
   answerTextSchema,
   defineProviderApi,
-  ProviderApiError,
+  type MachineErrorKind,
+  MachineProviderError,
+  type MachineRateLimits,
+  machineErrorFactory,
   type ProviderApiErrorOptions,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/** A failed call to Hyperstack's API: the HTTP status (when there was an answer) and whether retrying may help. */
-export class HyperstackApiError extends ProviderApiError {
-  constructor(options: ProviderApiErrorOptions) {
-    super({ ...options, provider: "hyperstack", name: "HyperstackApiError" });
+/** A failed call to Hyperstack's API: a {@link MachineProviderError} whose `kind` says what failed. */
+export class HyperstackApiError extends MachineProviderError {
+  constructor(options: ProviderApiErrorOptions & { readonly kind?: MachineErrorKind }) {
+    super({
+      ...options,
+      kind: options.kind ?? "bad-request",
+      provider: "hyperstack",
+      name: "HyperstackApiError",
+    });
   }
 
   /** True for a {@link HyperstackApiError} from any copy of this package. */
   static override isInstance(error: unknown): error is HyperstackApiError {
-    return ProviderApiError.isInstance(error) && error.provider === "hyperstack";
+    return MachineProviderError.isInstance(error) && error.provider === "hyperstack";
   }
+}
+
+/**
+ * "The rate limit for the Infrahub API is 500 requests per minute, per IP address. If you exceed this
+ * limit, all API calls for the next minute will be blocked, resulting in a HTTP 429 response."
+ * (https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication, "Rate limits").
+ */
+export const HYPERSTACK_RATE_LIMITS: MachineRateLimits = {
+  account: {
+    requests: 500,
+    perSeconds: 60,
+    penaltySeconds: 60,
+    source: "https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication",
+  },
+};
+
+/**
+ * Hyperstack answers refusals as `{status: false, message, error_reason}` (ErrorResponseModel,
+ * https://docs.hyperstack.cloud/docs/api-reference/errors), mostly with 400: the words tell them apart.
+ * A VM still being created refuses to be deleted for now — `busy`, so deletes are tried again until it
+ * is gone; an environment still holding VMs or key pairs (409) is `busy` by its status.
+ */
+function classifyHyperstackError(failure: { statusCode: number | undefined; message: string }) {
+  const { statusCode, message } = failure;
+  if (statusCode === undefined || statusCode >= 500 || statusCode === 429) return undefined;
+  if (/being created|cannot be deleted yet|still (being )?(created|provisioning|building)/i.test(message))
+    return "busy" as const;
+  if (/stock|capacity|not enough|unavailable|no (gpus?|hosts?|resources)/i.test(message))
+    return "capacity" as const;
+  if (/quota|limit (reached|exceeded)/i.test(message)) return "quota" as const;
+  if (/insufficient (balance|credit|funds)|billing|payment|verif/i.test(message)) return "account" as const;
+  return undefined;
 }
 
 /** Hyperstack's API: its client (key from `apiKey`, else `HYPERSTACK_API_KEY`, sent as `api_key`), key lookup and answer parsing. */
@@ -39,7 +81,11 @@ export const hyperstackApi = defineProviderApi({
   label: "Hyperstack",
   apiKeyVariable: "HYPERSTACK_API_KEY",
   apiKeyHeader: "api_key",
-  createError: (options) => new HyperstackApiError(options),
+  createError: machineErrorFactory({
+    provider: "hyperstack",
+    classify: classifyHyperstackError,
+    create: (options) => new HyperstackApiError(options),
+  }),
 });
 
 /** Hyperstack's API root. */
@@ -92,14 +138,25 @@ export const environmentSchema = z.looseObject({ id: z.number(), name: z.string(
 /** `POST /core/environments`. */
 export const createEnvironmentAnswerSchema = z.looseObject({ environment: environmentSchema });
 
-/** `GET /core/environments`. */
-export const environmentsAnswerSchema = z.looseObject({ environments: listOf(environmentSchema) });
+/** What a paged list answers beside its items: its page, page size and the total count. */
+const pageFields = {
+  page: z.number().nullish(),
+  page_size: z.number().nullish(),
+  pageSize: z.number().nullish(),
+  count: z.number().nullish(),
+};
+
+/** `GET /core/environments` (one page). */
+export const environmentsAnswerSchema = z.looseObject({
+  ...pageFields,
+  environments: listOf(environmentSchema),
+});
 
 /** A key pair as `GET /core/keypairs` lists it (its environment by name). */
 export const keypairSchema = z.looseObject({ id: z.number(), name: z.string(), environment: z.unknown() });
 
-/** `GET /core/keypairs`. */
-export const keypairsAnswerSchema = z.looseObject({ keypairs: listOf(keypairSchema) });
+/** `GET /core/keypairs` (one page). */
+export const keypairsAnswerSchema = z.looseObject({ ...pageFields, keypairs: listOf(keypairSchema) });
 
 /** A VM (Instance_Fields), as far as the provider reads it. */
 export const vmSchema = z.looseObject({
@@ -111,6 +168,9 @@ export const vmSchema = z.looseObject({
   fixed_ip: z.string().nullish(),
   floating_ip: z.string().nullish(),
   floating_ip_status: z.string().nullish(),
+  // Whether the floating IP's ports are random (22 is then not SSH), and where setting that stands.
+  port_randomization: z.boolean().nullish(),
+  port_randomization_status: z.string().nullish(),
   security_rules: listOf(
     z.looseObject({ protocol: text, remote_ip_prefix: text, port_range_min: z.number().nullish() }),
   ),
@@ -122,10 +182,30 @@ export const vmSchema = z.looseObject({
 export type Vm = z.infer<typeof vmSchema>;
 
 /** `GET /core/virtual-machines` (one page). */
-export const vmsAnswerSchema = z.looseObject({
-  count: z.number().nullish(),
-  instances: listOf(vmSchema),
-});
+export const vmsAnswerSchema = z.looseObject({ ...pageFields, instances: listOf(vmSchema) });
+
+/** The page size the provider asks for. */
+export const PAGE_SIZE = 100;
+
+/**
+ * The next page after `page` of a paged answer holding `items`, or undefined on the last: an empty
+ * page is the last, and so is one that reaches the answer's `count`. The page size the API used (it may
+ * give fewer than asked) is the answer's, else the one asked for.
+ */
+export function nextPage(
+  page: number,
+  items: number,
+  answer: {
+    page_size?: number | null | undefined;
+    pageSize?: number | null | undefined;
+    count?: number | null | undefined;
+  },
+): number | undefined {
+  if (items === 0) return undefined;
+  const size = answer.page_size ?? answer.pageSize ?? PAGE_SIZE;
+  if (typeof answer.count === "number" && (page - 1) * size + items >= answer.count) return undefined;
+  return page + 1;
+}
 
 /** `GET /core/virtual-machines/{id}`. */
 export const vmAnswerSchema = z.looseObject({ instance: vmSchema.nullish() });

@@ -75,6 +75,21 @@ export interface FakeHyperstack extends AsyncDisposable {
   readonly vms: Map<number, FakeVm>;
   /** Flavors (by name) out of stock: creating a VM of one fails as the real API does. */
   readonly outOfStock: Set<string>;
+  /**
+   * What the fake does beside the defaults: the most items a list page holds (whatever was asked), a
+   * VM being created refusing to be deleted, and random public ports given whatever was asked.
+   */
+  readonly state: {
+    maxPageSize: number;
+    refuseDeleteWhileCreating: boolean;
+    randomizePorts: boolean;
+    /** How many more creates are made but answered 502, as if the answer were lost on the way. */
+    loseCreateAnswers: number;
+    /** Whether the list of VMs answers a shape the documentation does not show. */
+    unknownVmList: boolean;
+    /** Whether lists answer every item on every page, with no count (an API that ignores `page`). */
+    ignorePaging: boolean;
+  };
   /** What Skyward left: environments, key pairs and VMs not deleted, in words. */
   leftovers(): string[];
   /** Requests as `METHOD path`, optionally only those whose path matches. */
@@ -94,6 +109,14 @@ export async function startFakeHyperstack(
   const vms = new Map<number, FakeVm>();
   const outOfStock = new Set<string>();
   let nextId = 1000;
+  const state = {
+    maxPageSize: 100,
+    refuseDeleteWhileCreating: false,
+    randomizePorts: false,
+    loseCreateAnswers: 0,
+    unknownVmList: false,
+    ignorePaging: false,
+  };
   const hosts = await testbedHostPool<number>(options.hosts ?? []);
 
   /** Instance_Fields of the VM. https://docs.hyperstack.cloud/docs/api-reference/virtual-machine */
@@ -134,7 +157,8 @@ export async function startFakeHyperstack(
       fixed_ip: active ? vm.fixedIp : null,
       floating_ip: active ? vm.floatingIp : null,
       floating_ip_status: active ? "ATTACHED" : "ATTACHING",
-      port_randomization: vm.payload.enable_port_randomization !== false,
+      port_randomization: state.randomizePorts || vm.payload.enable_port_randomization !== false,
+      port_randomization_status: active ? "COMPLETED" : "PENDING",
       callback_url: "",
       locked: false,
       contract_id: null,
@@ -153,6 +177,24 @@ export async function startFakeHyperstack(
     vms.delete(vm.id);
     void hosts.release(vm.id);
     return false;
+  };
+
+  /**
+   * One page of a list, as Hyperstack pages environments, key pairs and VMs: `page` and `pageSize` asked,
+   * `{page, page_size, count, <items>}` answered (the list-VMs answer's fields, ListVMsResponse; the
+   * endpoints: https://infrahub-doc.nexgencloud.com/docs/api-reference/core-resources/environments and
+   * its sibling pages), at most `maxPageSize` a page whatever was asked.
+   */
+  const paged = <Item>(query: URLSearchParams, items: readonly Item[], key: string) => {
+    if (state.ignorePaging) return { [key]: items };
+    const page = Number(query.get("page") ?? 1);
+    const pageSize = Math.min(Number(query.get("pageSize") ?? 10), state.maxPageSize);
+    return {
+      page,
+      page_size: pageSize,
+      count: items.length,
+      [key]: items.slice((page - 1) * pageSize, page * pageSize),
+    };
   };
 
   const routes = fakeRoutes(
@@ -202,13 +244,16 @@ export async function startFakeHyperstack(
           },
         });
       },
-      "GET /core/environments": () => {
-        return jsonAnswer(200, {
+      "GET /core/environments": ({ query }) =>
+        jsonAnswer(200, {
           status: true,
           message: "Getting environments success",
-          environments: [...environments.values()].map((entry) => ({ ...entry, org_id: 7, features: {} })),
-        });
-      },
+          ...paged(
+            query,
+            [...environments.values()].map((entry) => ({ ...entry, org_id: 7, features: {} })),
+            "environments",
+          ),
+        }),
       "DELETE /core/environments/:id": (_, { id }) => {
         const environment = environments.get(Number(id));
         if (!environment) return jsonAnswer(404, errors.notFound("Environment"));
@@ -253,13 +298,16 @@ export async function startFakeHyperstack(
           keypair: { ...keypair, environment: { ...environment, features: {} }, fingerprint: "ff:00:4b:02" },
         });
       },
-      "GET /core/keypairs": () => {
-        return jsonAnswer(200, {
+      "GET /core/keypairs": ({ query }) =>
+        jsonAnswer(200, {
           status: true,
           message: "Getting keypairs success",
-          keypairs: [...keypairs.values()].map((entry) => ({ ...entry, fingerprint: "ff:00:4b:02" })),
-        });
-      },
+          ...paged(
+            query,
+            [...keypairs.values()].map((entry) => ({ ...entry, fingerprint: "ff:00:4b:02" })),
+            "keypairs",
+          ),
+        }),
       "DELETE /core/keypair/:id": (_, { id }) => {
         if (!keypairs.delete(Number(id))) return jsonAnswer(404, errors.notFound("Keypair"));
         return jsonAnswer(200, { status: true, message: "Keypair deleted successfully" });
@@ -325,6 +373,10 @@ export async function startFakeHyperstack(
           vms.set(id, vm);
           created.push(vm);
         }
+        if (state.loseCreateAnswers > 0) {
+          state.loseCreateAnswers -= 1;
+          return jsonAnswer(502, { status: false, message: "Bad gateway", error_reason: "internal" });
+        }
         return jsonAnswer(200, {
           status: true,
           message: "Virtual machine(s) created successfully",
@@ -332,11 +384,10 @@ export async function startFakeHyperstack(
         });
       },
       "GET /core/virtual-machines": ({ query }) => {
+        if (state.unknownVmList) return jsonAnswer(200, { status: true, data: { vms: [] } });
         const search = query.get("search");
         const environment = query.get("environment");
         const exact = query.get("exact_environment_match") === "true";
-        const page = Number(query.get("page") ?? 1);
-        const pageSize = Number(query.get("pageSize") ?? 10);
         const listed = [...vms.values()]
           .filter(stillThere)
           .filter((vm) => search === null || vm.name.includes(search) || String(vm.id) === search)
@@ -348,10 +399,7 @@ export async function startFakeHyperstack(
         return jsonAnswer(200, {
           status: true,
           message: "Getting instances success",
-          page,
-          page_size: pageSize,
-          count: listed.length,
-          instances: listed.slice((page - 1) * pageSize, page * pageSize).map(instanceFields),
+          ...paged(query, listed.map(instanceFields), "instances"),
         });
       },
       "POST /core/virtual-machines/:id/sg-rules": ({ body }, { id }) => {
@@ -379,6 +427,12 @@ export async function startFakeHyperstack(
       "DELETE /core/virtual-machines/:id": async (_, { id }) => {
         const vm = vms.get(Number(id));
         if (!vm) return jsonAnswer(404, errors.notFound("Virtual machine"));
+        if (state.refuseDeleteWhileCreating && vm.status === "CREATING") {
+          // Time passes between tries: the VM gets on with its creation.
+          vm.reads += 1;
+          if (vm.reads > 1) vm.status = "ACTIVE";
+          return jsonAnswer(400, errors.stillCreating);
+        }
         if (vm.status !== "DELETING") {
           vm.status = "DELETING";
           vm.reads = 0;
@@ -409,6 +463,7 @@ export async function startFakeHyperstack(
     requests: server.requests,
     vms,
     outOfStock,
+    state,
     leftovers: () => [
       ...[...environments.values()].map((entry) => `environment ${entry.name}`),
       ...[...keypairs.values()].map((entry) => `keypair ${entry.name}`),

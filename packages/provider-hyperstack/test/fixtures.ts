@@ -230,6 +230,13 @@ function image(id: number, name: string, region: string, createdAt: string) {
  * https://docs.hyperstack.cloud/docs/api-reference/errors
  */
 export const errors = {
+  // A VM not yet created cannot be deleted: Hyperstack refuses with a 400 for now (the words as the
+  // provider met them; the page above documents the shape).
+  stillCreating: {
+    status: false,
+    message: "Virtual machine is being created, it cannot be deleted yet",
+    error_reason: "bad_request",
+  },
   unauthorized: { status: false, message: "Invalid API key", error_reason: "unauthorized" },
   notFound: (what: string) => ({ status: false, message: `${what} not found`, error_reason: "not_found" }),
   noStock: {

@@ -1,0 +1,262 @@
+/**
+ * What a Hyperstack cluster makes beside its VMs: an environment (in the offer's region, named
+ * `<cluster id>--<pool id>`) holding the cluster's key pair and its VMs. `prepare` makes them, the
+ * cluster's `teardown` and `skyward cleanup` remove them once no VM holds the environment. Lists of
+ * environments and key pairs are paged: every page is read.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import type { CleanupOptions, CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
+import { type MachinePrepareContext, machineErrorKind, type PacedClient } from "@skyward/provider-utils";
+import {
+  createEnvironmentAnswerSchema,
+  environmentsAnswerSchema,
+  HyperstackApiError,
+  imagesAnswerSchema,
+  keypairsAnswerSchema,
+  nextPage,
+  PAGE_SIZE,
+  parseAnswer,
+  type Vm,
+  vmsAnswerSchema,
+} from "./hyperstack-api.js";
+import type { HyperstackOfferData } from "./hyperstack-offers.js";
+import type { ParsedSettings } from "./hyperstack-settings.js";
+
+/** `<cluster id>--<pool id>`: the environment of a cluster. */
+const ENVIRONMENT_NAME = /^(skyward-[0-9a-f]{8})--(.*)$/;
+
+/** What a Hyperstack cluster keeps in `Cluster.specific`. */
+export interface HyperstackClusterData {
+  /** The cluster's environment. */
+  readonly environmentName: string;
+  readonly environmentId: number;
+  /** The key pair in it (named like the cluster). */
+  readonly keyName: string;
+  readonly flavorName: string;
+  readonly imageName: string;
+  /** The public key put on every VM. */
+  readonly publicKey: string;
+  /** The private key's path on this machine (mode 0600). */
+  readonly identityFile: string;
+}
+
+interface Environment {
+  readonly id: number;
+  readonly name: string;
+}
+
+/** The environments calls of one provider. */
+export function hyperstackEnvironments(http: PacedClient, settings: ParsedSettings) {
+  const api = settings.apiUrl;
+
+  /** Every item of a paged list (`page`, `pageSize`; the answer's `count` is the total), every page read. */
+  async function readAll<Item extends { readonly id: number }>(
+    path: string,
+    signal: AbortSignal,
+    params: Record<string, string>,
+    parse: (data: unknown) => { items: Item[]; paging: Parameters<typeof nextPage>[2] },
+  ): Promise<Item[]> {
+    const all = new Map<number, Item>();
+    for (let page: number | undefined = 1; page !== undefined; ) {
+      // A list that never ends is an API fault, not an endless account: never read as complete.
+      if (page > 1000)
+        throw new HyperstackApiError({
+          kind: "unavailable",
+          message: `Hyperstack's ${path} has over 1000 pages`,
+        });
+      const { data } = await http.send("other", {
+        method: "GET",
+        url: `${api}${path}`,
+        params: { ...params, page: String(page), pageSize: String(PAGE_SIZE) },
+        idempotent: true,
+        purpose: `listing ${path}`,
+        signal,
+      });
+      const { items, paging } = parse(data);
+      // A page of items all seen before: the API gave the same page again (it ignored `page`).
+      if (items.length > 0 && items.every((item) => all.has(item.id))) break;
+      for (const item of items) all.set(item.id, item);
+      page = nextPage(page, items.length, paging);
+    }
+    return [...all.values()];
+  }
+
+  const listEnvironments = (signal: AbortSignal) =>
+    readAll("/core/environments", signal, {}, (data) => {
+      const answer = parseAnswer(environmentsAnswerSchema, data, "listing environments");
+      return { items: answer.environments, paging: answer };
+    });
+
+  /** The key pairs of an environment (of every page of the account's). */
+  const keypairsIn = async (environment: string, signal: AbortSignal) =>
+    (
+      await readAll("/core/keypairs", signal, {}, (data) => {
+        const answer = parseAnswer(keypairsAnswerSchema, data, "listing key pairs");
+        return { items: answer.keypairs, paging: answer };
+      })
+    ).filter((keypair) => {
+      const owner = keypair.environment;
+      return (typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name) === environment;
+    });
+
+  /** The VMs still in an environment. */
+  const vmsIn = (environment: string, signal: AbortSignal) =>
+    readAll("/core/virtual-machines", signal, { environment, exact_environment_match: "true" }, (data) => {
+      const answer = parseAnswer(vmsAnswerSchema, data, "listing virtual machines");
+      return { items: answer.instances, paging: answer };
+    });
+
+  async function remove(path: string, purpose: string, signal: AbortSignal): Promise<boolean> {
+    try {
+      await http.send("delete", {
+        method: "DELETE",
+        url: `${api}${path}`,
+        idempotent: true,
+        purpose,
+        signal,
+      });
+      return true;
+    } catch (error) {
+      if (machineErrorKind(error) === "gone") return false;
+      throw error;
+    }
+  }
+
+  /** Deletes an environment's key pairs, then the environment; what it removed. */
+  async function deleteEnvironment(environment: Environment, signal: AbortSignal) {
+    const removed: { kind: string; id: string }[] = [];
+    for (const keypair of await keypairsIn(environment.name, signal)) {
+      if (await remove(`/core/keypair/${keypair.id}`, `deleting key pair ${keypair.name}`, signal))
+        removed.push({ kind: "key pair", id: keypair.name });
+    }
+    if (
+      await remove(`/core/environments/${environment.id}`, `deleting environment ${environment.name}`, signal)
+    )
+      removed.push({ kind: "environment", id: environment.name });
+    return removed;
+  }
+
+  /** Waits until the environment holds no VM (deleted ones take a moment), up to `deadline`; those left. */
+  async function waitForNoVms(environment: string, deadline: number, signal: AbortSignal): Promise<Vm[]> {
+    for (;;) {
+      const left = await vmsIn(environment, signal);
+      if (left.length === 0 || Date.now() >= deadline) return left;
+      await sleep(Math.min(2000, Math.max(50, settings.retryDelayMs)), undefined, { signal });
+    }
+  }
+
+  async function newestImage(region: string, signal: AbortSignal): Promise<string> {
+    const { data } = await http.send("other", {
+      method: "GET",
+      url: `${api}/core/images`,
+      params: { region },
+      idempotent: true,
+      purpose: "listing images",
+      signal,
+    });
+    const answer = parseAnswer(imagesAnswerSchema, data, "listing images");
+    const images = answer.images
+      .flatMap((group) => group.images)
+      .filter((image) => (image.region_name || region) === region)
+      .sort((a, b) => b.created_at.localeCompare(a.created_at));
+    const ubuntu = images.filter((image) => /ubuntu/i.test(image.name));
+    const chosen = ubuntu.find((image) => /cuda/i.test(image.name)) ?? ubuntu[0];
+    if (!chosen)
+      throw new HyperstackApiError({
+        message: `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`,
+      });
+    return chosen.name;
+  }
+
+  return {
+    /** Makes the cluster's environment and key pair, and picks its image; nothing is left when it fails. */
+    async prepare({
+      offer,
+      poolId,
+      clusterId,
+      keys,
+      signal,
+    }: MachinePrepareContext): Promise<HyperstackClusterData> {
+      const specific = offer.specific as unknown as HyperstackOfferData;
+      const environmentName = `${clusterId}--${poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24)}`;
+      const post = (path: string, data: unknown, purpose: string) =>
+        http.send("other", {
+          method: "POST",
+          url: `${api}${path}`,
+          data,
+          idempotent: false,
+          purpose,
+          signal,
+        });
+      const created = parseAnswer(
+        createEnvironmentAnswerSchema,
+        (
+          await post(
+            "/core/environments",
+            { name: environmentName, region: specific.region },
+            `creating environment ${environmentName}`,
+          )
+        ).data,
+        "creating an environment",
+      ).environment;
+      try {
+        await post(
+          "/core/keypairs",
+          { name: clusterId, environment_name: environmentName, public_key: keys.publicKey },
+          `importing key pair ${clusterId}`,
+        );
+        return {
+          environmentName,
+          environmentId: created.id,
+          keyName: clusterId,
+          flavorName: specific.flavorName,
+          imageName: settings.image ?? (await newestImage(specific.region, signal)),
+          ...keys,
+        };
+      } catch (error) {
+        await deleteEnvironment(created, AbortSignal.timeout(60_000)).catch(() => undefined);
+        throw error;
+      }
+    },
+
+    /** Removes the cluster's environment once its VMs (deleted by the base) are gone. */
+    async teardown(cluster: { id: string; specific?: Partial<HyperstackClusterData> }, signal: AbortSignal) {
+      const environments = await listEnvironments(signal);
+      const name = cluster.specific?.environmentName;
+      const environment = environments.find((entry) =>
+        name ? entry.name === name : entry.name.startsWith(`${cluster.id}--`),
+      );
+      if (!environment) return;
+      await waitForNoVms(environment.name, Date.now() + 120_000, signal);
+      await deleteEnvironment(environment, signal);
+    },
+
+    /** `skyward cleanup`: the environments (and their key pairs) of the pools asked, once no VM holds them. */
+    async cleanup({ pools, waitSeconds, signal }: CleanupOptions): Promise<CleanupResult> {
+      const deadline = Date.now() + Math.max(0, waitSeconds ?? 0) * 1000;
+      const removed: PoolResource[] = [];
+      const left: LeftPoolResource[] = [];
+      for (const environment of await listEnvironments(signal)) {
+        const match = ENVIRONMENT_NAME.exec(environment.name);
+        if (!match) continue;
+        const poolId = match[2] || (match[1] as string);
+        if (pools !== "all" && !pools.includes(poolId)) continue;
+        const live = (await vmsIn(environment.name, signal)).filter(
+          (vm) => vm.status.toUpperCase() !== "DELETING",
+        );
+        const holding = live.length > 0 ? live : await waitForNoVms(environment.name, deadline, signal);
+        if (holding.length > 0) {
+          const reason =
+            live.length > 0
+              ? `virtual machine ${live[0]?.id} still uses it`
+              : `virtual machine ${holding[0]?.id} is still being deleted`;
+          left.push({ poolId, kind: "environment", id: environment.name, reason });
+          continue;
+        }
+        for (const resource of await deleteEnvironment(environment, signal))
+          removed.push({ poolId, ...resource });
+      }
+      return { removed, left };
+    },
+  };
+}

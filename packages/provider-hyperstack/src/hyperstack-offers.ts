@@ -1,0 +1,129 @@
+/**
+ * Hyperstack's flavors as Skyward offers: `GET /core/flavors` (in stock, in the allowed regions) priced
+ * by `GET /pricebook` (per GPU for GPU flavors, per flavor for CPU-only ones). A flavor whose GPU ends
+ * in `-spot` is a spot flavor: offered at a spot price only.
+ */
+import {
+  acceleratorCatalog,
+  acceleratorFormFactor,
+  canonicalAcceleratorName,
+  type Offer,
+  type OfferQuery,
+} from "@skyward/core/contract";
+import { type PacedClient, roundPrice } from "@skyward/provider-utils";
+import { type Flavor, flavorsAnswerSchema, parseAnswer, pricebookAnswerSchema } from "./hyperstack-api.js";
+import type { ParsedSettings } from "./hyperstack-settings.js";
+
+/** The provider's name in offers and tags. */
+export const NAME = "hyperstack";
+
+/** What an offer of this provider carries in {@link Offer.specific}. */
+export interface HyperstackOfferData {
+  /** The flavor to create VMs of (`n3-A100x1`). */
+  readonly flavorName: string;
+  /** Its region (`CANADA-1`). */
+  readonly region: string;
+  /** Hyperstack's GPU model name (`A100-80G-PCIe`), or `""` for CPU-only flavors. */
+  readonly gpu: string;
+}
+
+/**
+ * The canonical accelerator, its memory and its form factor (when the name says it) of a Hyperstack
+ * GPU name (`A100-80G-PCIe-w-NVLink`: PCIe boards with an NVLink bridge; `H100-80G-SXM5`: SXM), or
+ * undefined.
+ */
+export function acceleratorOfGpu(
+  gpu: string,
+): { name: string; memoryGb: number; formFactor?: string } | undefined {
+  const model = gpu.replace(/-spot$/i, "").replace(/-(?:w-)?NVLink$/i, "");
+  const name = canonicalAcceleratorName(model);
+  if (!name) return undefined;
+  const stated = /(\d+)G(?:B)?\b/i.exec(model)?.[1];
+  const fallback = acceleratorCatalog.find((entry) => entry.name === name)?.defaultMemory;
+  const memoryGb = stated ? Number(stated) : fallback ? Number.parseInt(fallback, 10) : 0;
+  const formFactor = acceleratorFormFactor(model);
+  return {
+    name,
+    memoryGb: Number.isFinite(memoryGb) ? memoryGb : 0,
+    ...(formFactor === undefined ? {} : { formFactor }),
+  };
+}
+
+function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf: string): Offer | undefined {
+  const gpuCount = flavor.gpu_count ?? 0;
+  const spot = /-spot$/i.test(flavor.gpu);
+  let accelerator: Offer["accelerator"] = null;
+  let hourly: number | undefined;
+  if (flavor.gpu !== "" && gpuCount > 0) {
+    const model = acceleratorOfGpu(flavor.gpu);
+    if (!model) return undefined;
+    accelerator = Object.freeze({ ...model, count: gpuCount });
+    const perGpu =
+      prices.get(flavor.gpu.toUpperCase()) ?? prices.get(flavor.gpu.replace(/-spot$/i, "").toUpperCase());
+    hourly = perGpu === undefined ? undefined : perGpu * gpuCount;
+  } else {
+    hourly = prices.get(flavor.name.toUpperCase());
+  }
+  // An unknown price is never offered: the pool could not hold it to a cap.
+  if (hourly === undefined) return undefined;
+  const price = roundPrice(hourly);
+  return Object.freeze({
+    id: `hyperstack:${flavor.region_name}:${flavor.name}`,
+    provider: NAME,
+    instanceType: flavor.name,
+    accelerator,
+    vcpus: flavor.cpu ?? 0,
+    memoryGb: flavor.ram ?? 0,
+    diskGb: (flavor.disk ?? 0) + (flavor.ephemeral ?? 0),
+    architecture: "x86_64" as const,
+    region: flavor.region_name,
+    spotPrice: spot ? price : null,
+    onDemandPrice: spot ? null : price,
+    billingUnit: "minute" as const,
+    pricesAsOf,
+    specific: Object.freeze({
+      flavorName: flavor.name,
+      region: flavor.region_name,
+      gpu: flavor.gpu,
+    } satisfies HyperstackOfferData),
+  });
+}
+
+/** The offers for `query`: flavors in stock in the regions allowed (the settings', narrowed by the query's). */
+export async function hyperstackOffers(
+  http: PacedClient,
+  settings: ParsedSettings,
+  query: OfferQuery,
+  signal: AbortSignal,
+): Promise<Offer[]> {
+  if (query.architecture === "arm64") return [];
+  const allowed = settings.regions;
+  const wanted = query.region ? [query.region.toUpperCase()] : allowed;
+  if (wanted && allowed && !wanted.every((region) => allowed.includes(region))) return [];
+  const region = wanted?.length === 1 ? wanted[0] : undefined;
+  const read = (url: string, purpose: string, params?: Record<string, string>) =>
+    http.send("offers", {
+      method: "GET",
+      url,
+      ...(params ? { params } : {}),
+      idempotent: true,
+      purpose,
+      signal,
+    });
+  const [flavorsAnswer, pricebookAnswer] = await Promise.all([
+    read(`${settings.apiUrl}/core/flavors`, "listing flavors", region ? { region } : undefined),
+    read(`${settings.apiUrl}/pricebook`, "reading the pricebook"),
+  ]);
+  const flavors = parseAnswer(flavorsAnswerSchema, flavorsAnswer.data, "listing flavors").data.flatMap(
+    (group) => group.flavors,
+  );
+  const prices = new Map<string, number>();
+  for (const entry of parseAnswer(pricebookAnswerSchema, pricebookAnswer.data, "reading the pricebook")) {
+    if (entry.value !== null && entry.value > 0) prices.set(entry.name.toUpperCase(), entry.value);
+  }
+  const asOf = new Date().toISOString();
+  return flavors
+    .filter((flavor) => flavor.stock_available !== false)
+    .filter((flavor) => wanted === undefined || wanted.includes(flavor.region_name.toUpperCase()))
+    .flatMap((flavor) => toOffer(flavor, prices, asOf) ?? []);
+}
