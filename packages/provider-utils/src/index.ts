@@ -52,8 +52,8 @@ export {
 export type { RequestPacer } from "./http/request-pacer.js";
 export { abortableSleep, createRequestPacer } from "./http/request-pacer.js";
 // Instances
-export type { ProvisionByMarketOptions, SshStandIn } from "./instances.js";
-export { instanceSsh, provisionByMarket, sshReachableStatus } from "./instances.js";
+export type { SshStandIn } from "./instances.js";
+export { instanceSsh, sshReachableStatus } from "./instances.js";
 // Keys
 export { privateKeyPath, removePrivateKey, skywardKeysDirectory, writePrivateKey } from "./keys.js";
 // The machine-provider base
