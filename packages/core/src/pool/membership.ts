@@ -12,12 +12,13 @@ import { startNode } from "./node-start.js";
 import {
   isClosing,
   type NodeRuntime,
+  newNode,
   type PoolContext,
   placement,
   reportError,
   slotsPerNode,
 } from "./pool-context.js";
-import { provisionInstances } from "./provision.js";
+import { provisionInstances, terminateQuietly } from "./provision.js";
 import { Reconciler } from "./reconcile.js";
 
 /** A caller of `resize` waiting for the pool to reach its target. */
@@ -231,13 +232,7 @@ export class Membership {
         this.#growing -= count;
         if (signal.aborted) {
           for (const index of indices) pending.delete(index);
-          await provider
-            .terminate({
-              cluster,
-              ids: instances.map((instance) => instance.id),
-              signal: AbortSignal.timeout(60_000),
-            })
-            .catch(() => undefined);
+          await terminateQuietly(provider, cluster, instances);
           return;
         }
         for (const [position, index] of indices.entries()) {
@@ -247,13 +242,7 @@ export class Membership {
             continue;
           }
           pending.delete(index);
-          const node: NodeRuntime = {
-            index,
-            instance,
-            connection: undefined,
-            endpoint: undefined,
-            nextInstance: undefined,
-          };
+          const node = newNode(index, instance);
           context.nodes.push(node);
           context.nodes.sort((a, b) => a.index - b.index);
           emitProvisioned(context, node, provider, cluster.offer);

@@ -27,6 +27,11 @@ export interface NodeRuntime {
   nextInstance: Promise<Instance> | undefined;
 }
 
+/** A node just provisioned under `index`, not started yet. */
+export function newNode(index: number, instance: Instance): NodeRuntime {
+  return { index, instance, connection: undefined, endpoint: undefined, nextInstance: undefined };
+}
+
 /** The state every part of a pool reads; the pool object owns it. */
 export interface PoolContext {
   /** The pool's id (also its job id on the workers). */

@@ -56,13 +56,7 @@ export async function provisionInstances(
   try {
     return await waitUntilRunning(provider, cluster, spec.provisionTimeout, instances, signal);
   } catch (error) {
-    await provider
-      .terminate({
-        cluster,
-        ids: instances.map((instance) => instance.id),
-        signal: AbortSignal.timeout(60_000),
-      })
-      .catch(() => undefined);
+    await terminateQuietly(provider, cluster, instances);
     throw error;
   }
 }
@@ -110,4 +104,19 @@ async function waitUntilRunning(
     }
   }
   return current;
+}
+
+/** Terminates `instances`, within a minute, ignoring failure (they are being given up anyway). */
+export async function terminateQuietly(
+  provider: Provider,
+  cluster: Cluster,
+  instances: readonly Instance[],
+): Promise<void> {
+  await provider
+    .terminate({
+      cluster,
+      ids: instances.map((instance) => instance.id),
+      signal: AbortSignal.timeout(60_000),
+    })
+    .catch(() => undefined);
 }

@@ -22,7 +22,7 @@ import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
 import type { Membership } from "./membership.js";
 import { rankOffers } from "./offers.js";
-import { abortError, type NodeRuntime, type PoolContext, setPoolState } from "./pool-context.js";
+import { abortError, type NodeRuntime, newNode, type PoolContext, setPoolState } from "./pool-context.js";
 import { freeLoopbackPort } from "./ports.js";
 import { provisionInstances } from "./provision.js";
 
@@ -163,16 +163,8 @@ export async function provisionAndStart(
   );
   context.provider = provider;
   context.cluster = cluster;
-  for (const [index, instance] of instances.entries()) {
-    const node: NodeRuntime = {
-      index,
-      instance,
-      connection: undefined,
-      endpoint: undefined,
-      nextInstance: undefined,
-    };
-    membership.add(node, provider, offer);
-  }
+  for (const [index, instance] of instances.entries())
+    membership.add(newNode(index, instance), provider, offer);
   // Nodes on this machine share its loopback address: the head's services need a free port there.
   const local = instances.every((instance) => instance.privateIp?.startsWith("127.") === true);
   if (local) context.headPort = await freeLoopbackPort();

@@ -7,6 +7,18 @@ import { cpus, totalmem } from "node:os";
 import type { Cluster, Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
 import { type DetachedPoolState, removePoolState } from "./state.js";
 
+/** A `provision` that hands out the detached pool's instances, each once; it never grows the pool. */
+function handOut(state: DetachedPoolState, instances: readonly Instance[]) {
+  let handedOut = 0;
+  return async ({ count }: { count: number }): Promise<Instance[]> => {
+    const batch = instances.slice(handedOut, handedOut + count);
+    handedOut += batch.length;
+    if (batch.length < count)
+      throw new Error(`pool ${state.id} has ${state.nodes.length} nodes and can grow no more`);
+    return batch;
+  };
+}
+
 /** Whether process `pid` of this machine is alive. */
 export function processAlive(pid: number): boolean {
   try {
@@ -58,7 +70,6 @@ export function attachedLocal(
       tags: Object.freeze({ "skyward:cluster": state.clusterId }),
     } satisfies Instance),
   );
-  let handedOut = 0;
   const node = (id: string) => state.nodes.find((entry) => entry.instanceId === id);
   return {
     specificationVersion: "v1",
@@ -84,13 +95,7 @@ export function attachedLocal(
         specific: Object.freeze({ root: state.root ?? "", workdir: state.workdir ?? "" }),
       });
     },
-    async provision({ count }) {
-      const batch = instances.slice(handedOut, handedOut + count);
-      handedOut += batch.length;
-      if (batch.length < count)
-        throw new Error(`pool ${state.id} has ${state.nodes.length} nodes and can grow no more`);
-      return batch;
-    },
+    provision: handOut(state, instances),
     async getInstance({ id }) {
       const entry = node(id);
       return entry && processAlive(entry.pid)
@@ -156,7 +161,6 @@ export function attachedRemote(
   const instances = (state.instances ?? []).map((instance) =>
     Object.freeze({ ...instance, status: "running" as const }),
   );
-  let handedOut = 0;
   const launched = new Set<number>();
   return {
     specificationVersion: "v1",
@@ -168,13 +172,7 @@ export function attachedRemote(
     async prepare({ spec }) {
       return Object.freeze({ ...cluster, spec }) as Cluster;
     },
-    async provision({ count }) {
-      const batch = instances.slice(handedOut, handedOut + count);
-      handedOut += batch.length;
-      if (batch.length < count)
-        throw new Error(`pool ${state.id} has ${state.nodes.length} nodes and can grow no more`);
-      return batch;
-    },
+    provision: handOut(state, instances),
     getInstance: (options) => provider.getInstance(options),
     async launchWorker({ instance, nodeId }): Promise<WorkerEndpoint> {
       const index = state.nodes.findIndex((node) => node.instanceId === instance.id);
