@@ -8,6 +8,7 @@
  * `v1`; see `docs/providers.md` and `docs/plugins.md`.
  */
 
+export { resolveComputeInput } from "./compute.js";
 // Where things are on this machine
 export { skywardHome } from "./config/home.js";
 // Bootstrap scripts: the shared building blocks, and the plugin ops run for an environment prepared otherwise
@@ -93,7 +94,6 @@ export {
   canonicalFormFactor,
 } from "./spec/accelerators.js";
 export type { ResolvedCompute } from "./spec/compute-input.js";
-export { resolveComputeInput } from "./spec/compute-input.js";
 export { containerImageSchema, imageReferenceSchema } from "./spec/containers.js";
 export type { PipInstallStep } from "./spec/image.js";
 export {

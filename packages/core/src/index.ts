@@ -17,6 +17,8 @@ export type {
   DistributedQueue,
   DistributedSet,
 } from "./collections/client.js";
+export type { ComputeOptions } from "./compute.js";
+export { compute, withCompute } from "./compute.js";
 // The contracts' types, for annotations (building providers and plugins: `@skyward/core/contract`)
 export type { PluginV1 } from "./contract/plugin.js";
 export { PluginError } from "./contract/plugin.js";
@@ -106,7 +108,6 @@ export { script, shell } from "./pool/commands.js";
 export type { NodeCost, PoolCost } from "./pool/cost.js";
 export type {
   BroadcastResults,
-  ComputeOptions,
   DetachOptions,
   MapItem,
   NodeTraffic,
@@ -120,7 +121,6 @@ export type {
   WaitOptions,
   WorkerPlace,
 } from "./pool/pool.js";
-export { compute, withCompute } from "./pool/pool.js";
 export type {
   Kwargs,
   KwargsArgument,

@@ -7,9 +7,9 @@ import { chmodSync, mkdtempSync, rmSync, statfsSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { compute } from "../compute.js";
 import type { OfferQuery } from "../contract/types.js";
 import { NoOffersError } from "../errors/errors.js";
-import { compute } from "../pool/pool.js";
 import { Local } from "./local-provider.js";
 
 const saved = process.env.PATH;

@@ -4,6 +4,8 @@
  * two changes of the hourly rate, so the watchdog sleeps exactly until the next amount is due (at most
  * a minute at a time) and plans again whenever the rate changes.
  */
+import { BudgetExceededError } from "../errors/errors.js";
+import type { EventHub } from "../observe/events.js";
 import type { Budget } from "../spec/options.js";
 import type { CostMeter, PoolCost } from "./cost.js";
 
@@ -68,5 +70,68 @@ export class BudgetWatch {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#offChange();
+  }
+}
+
+/**
+ * A pool's budget: the watchdog over its cost, the `budget.warning` and `budget.exceeded` events,
+ * and, once spent, the error its tasks and calls fail with.
+ */
+export class PoolBudget {
+  readonly #watch: BudgetWatch | undefined;
+  #spent: { budget: number; total: number } | undefined;
+
+  /**
+   * `spend` runs once, when the budget is spent while `live()` holds (the pool not going away): it
+   * stops the pool's work and closes it. It may run before this constructor returns (a picked-up
+   * pool whose budget ran out meanwhile).
+   */
+  constructor(
+    meter: CostMeter,
+    budget: Budget | null | undefined,
+    events: { readonly hub: EventHub; readonly poolId: string },
+    live: () => boolean,
+    spend: (spent: PoolBudget) => void,
+  ) {
+    if (!budget) return;
+    const { hub, poolId } = events;
+    this.#watch = new BudgetWatch(meter, budget, {
+      warning: (cost) =>
+        hub.emit({
+          type: "budget.warning",
+          timestamp: Date.now(),
+          poolId,
+          total: cost.total,
+          budget: budget.max,
+          warnAt: budget.warnAt,
+          hourlyRate: cost.hourlyRate,
+        }),
+      exceeded: (cost) => {
+        if (this.#spent || !live()) return;
+        this.#spent = { budget: budget.max, total: cost.total };
+        hub.emit({
+          type: "budget.exceeded",
+          timestamp: Date.now(),
+          poolId,
+          total: cost.total,
+          budget: budget.max,
+          hourlyRate: cost.hourlyRate,
+        });
+        spend(this);
+      },
+    });
+  }
+
+  /** The error of a task (or of the pool, without `taskId`) once the budget is spent; undefined before. */
+  error(taskId?: string): BudgetExceededError | undefined {
+    const spent = this.#spent;
+    return spent
+      ? new BudgetExceededError({ ...spent, ...(taskId !== undefined ? { taskId } : {}) })
+      : undefined;
+  }
+
+  /** Stops watching (the pool is shutting down). */
+  stop(): void {
+    this.#watch?.stop();
   }
 }

@@ -8,22 +8,24 @@
  */
 
 import { rm } from "node:fs/promises";
-import { cpus, totalmem } from "node:os";
 import { CollectionStore } from "../collections/store.js";
 import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
-import type { Cluster, Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
+import type { Cluster, ProviderV1, WorkerEndpoint } from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
-import { compute, type Pool, poolInternals } from "../pool/pool.js";
-import type { SubtaskRunner } from "../pool/task-manager.js";
-import { WorkerConnection } from "../pool/worker-connection.js";
-import type { WorkerMessage } from "../protocol/protocol.js";
+import { resumePool } from "../pool/create-pool.js";
+import type { DetachHandler } from "../pool/detach.js";
+import type { Pool } from "../pool/pool.js";
+import type { PoolInternals } from "../pool/pool-runtime.js";
 import { RemoteRef } from "../protocol/values.js";
+import { validateComputeInput } from "../spec/compute-input.js";
 import type { OptionsInput } from "../spec/options.js";
-import { openCollections, serveCollections } from "./collections-state.js";
-import { type CollectedResult, carryOver, openOutcomes } from "./outcomes-state.js";
+import { attachedLocal, attachedRemote, processAlive } from "./attached-providers.js";
+import { openCollections } from "./collections-state.js";
+import { type Collector, collectDetached, type Reach } from "./collector.js";
+import { stateFileDetach } from "./detach.js";
+import { type CollectedResult, carryOver } from "./outcomes-state.js";
 import {
   type DetachedPoolState,
-  type DetachedTask,
   listPoolStates,
   openToken,
   readPoolState,
@@ -69,325 +71,6 @@ export interface AttachOptions {
   readonly provider?: ProviderV1<any>;
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-function attachedOffer(state: DetachedPoolState): Offer {
-  return Object.freeze({
-    id: "local",
-    provider: "local",
-    instanceType: state.instanceType,
-    accelerator: null,
-    vcpus: cpus().length,
-    memoryGb: Math.round(totalmem() / 1024 ** 3),
-    architecture: process.arch === "arm64" ? "arm64" : "x86_64",
-    region: state.region,
-    spotPrice: null,
-    onDemandPrice: 0,
-    billingUnit: "second",
-    pricesAsOf: new Date().toISOString().slice(0, 10),
-    specific: Object.freeze({}),
-  });
-}
-
-/**
- * A provider over the running workers of a detached `Local` pool: it provisions nothing and starts
- * nothing — its instances are the pool's, its workers' endpoints the recorded ones — and
- * terminating stops those workers.
- */
-function attachedLocal(
-  state: DetachedPoolState,
-  token: string,
-): ProviderV1<{ root: string; workdir: string }> {
-  const instances = state.nodes.map((node) =>
-    Object.freeze({
-      id: node.instanceId,
-      status: "running" as const,
-      publicIp: null,
-      privateIp: "127.0.0.1",
-      ssh: null,
-      spot: false,
-      hourlyPrice: node.hourlyPrice,
-      offerId: "local",
-      createdAt: state.detachedAt,
-      tags: Object.freeze({ "skyward:cluster": state.clusterId }),
-    } satisfies Instance),
-  );
-  let handedOut = 0;
-  const node = (id: string) => state.nodes.find((entry) => entry.instanceId === id);
-  return {
-    specificationVersion: "v1",
-    name: "local",
-    capabilities: Object.freeze({
-      spot: false,
-      volumes: false,
-      images: false,
-      maxInstances: state.nodes.length,
-    }),
-    async offers() {
-      return [attachedOffer(state)];
-    },
-    async prepare({ spec, offer }) {
-      return Object.freeze({
-        id: state.clusterId,
-        provider: "local",
-        poolId: state.id,
-        region: state.region,
-        spec,
-        offer,
-        ssh: null,
-        specific: Object.freeze({ root: state.root ?? "", workdir: state.workdir ?? "" }),
-      });
-    },
-    async provision({ count }) {
-      const batch = instances.slice(handedOut, handedOut + count);
-      handedOut += batch.length;
-      if (batch.length < count)
-        throw new Error(`pool ${state.id} has ${state.nodes.length} nodes and can grow no more`);
-      return batch;
-    },
-    async getInstance({ id }) {
-      const entry = node(id);
-      return entry && processAlive(entry.pid)
-        ? (instances.find((instance) => instance.id === id) ?? null)
-        : null;
-    },
-    async launchWorker({ instance }): Promise<WorkerEndpoint> {
-      const entry = node(instance.id);
-      if (!entry || !processAlive(entry.pid)) {
-        throw new Error(`the worker of ${instance.id} (pool ${state.id}) is no longer running`);
-      }
-      return { host: entry.host, port: entry.port, pid: entry.pid, token, warm: true };
-    },
-    async terminate({ ids }) {
-      await Promise.all(
-        ids.map(async (id) => {
-          const entry = node(id);
-          if (!entry) return;
-          // Released by the pool's close: give it a moment, then make sure.
-          for (const [signal, wait] of [
-            [null, 2000],
-            ["SIGTERM", 3000],
-            ["SIGKILL", 2000],
-          ] as const) {
-            if (signal !== null && processAlive(entry.pid)) {
-              try {
-                process.kill(entry.pid, signal);
-              } catch {
-                // gone
-              }
-            }
-            const deadline = Date.now() + wait;
-            while (processAlive(entry.pid) && Date.now() < deadline)
-              await new Promise((r) => setTimeout(r, 50));
-            if (!processAlive(entry.pid)) return;
-          }
-        }),
-      );
-    },
-    async teardown() {
-      if (state.root) await rm(state.root, { recursive: true, force: true });
-      await removePoolState(state.id);
-    },
-    selfDestruct() {
-      return "";
-    },
-  } as ProviderV1<{ root: string; workdir: string }>;
-}
-
-const TERMINAL = new Set(["result", "error", "end"]);
-
-/** How the collector reaches a node's worker: by TCP, or through a stream (an SSH tunnel). */
-type Reach = (
-  node: DetachedPoolState["nodes"][number],
-) => Promise<{ host: string; port: number } | { host: string; stream: import("node:stream").Duplex }>;
-
-/** What {@link collectDetached} returns: the outcomes, and how to close its connections. */
-interface Collector {
-  readonly results: Promise<CollectedResult[]>;
-  readonly close: () => Promise<void>;
-  /** Runs the picked-up tasks' nested tasks on the attached pool from now on (undefined: it did not start). */
-  readonly runNested: (run: SubtaskRunner | undefined) => void;
-  /**
-   * What is not handed over yet, for a detach after this attach: the outcomes received, and the
-   * tasks still without one (they go on, or wait, on their workers).
-   */
-  readonly pending: () => { outcomes: CollectedResult[]; tasks: DetachedTask[] };
-}
-
-/**
- * Reconnects to each node's worker on a connection of its own, before the pool's: it adopts the
- * detached tasks still running, collects those that finished, with the stream items the workers
- * kept meanwhile, and answers the adopted tasks' collection calls from `collections` (restored
- * from the state file) until they end.
- */
-async function collectDetached(
-  state: DetachedPoolState,
-  token: string,
-  reach: Reach,
-  signal: AbortSignal | undefined,
-  collections: CollectionStore,
-): Promise<Collector> {
-  // Outcomes an earlier attach received and never handed over (detached again before that).
-  const carried = await openOutcomes(state);
-  const expected = new Map<string, DetachedTask>(state.tasks.map((task) => [task.taskId, task]));
-  let runNested: (run: SubtaskRunner | undefined) => void = () => {};
-  const nested = new Promise<SubtaskRunner | undefined>((resolve) => {
-    runNested = resolve;
-  });
-  // A task's wire id is its id, or `id.attempt` for a retry; its locks are held under its id.
-  const ownerOf = (wireId: string) => (expected.has(wireId) ? wireId : wireId.replace(/\.\d+$/, ""));
-  const stillRunning = new Set<string>();
-  const outcomes = new Map<string, CollectedResult>();
-  const items = new Map<string, Map<number, unknown>>();
-  const connections: WorkerConnection[] = [];
-  let settle: () => void = () => {};
-  const done = new Promise<void>((resolve) => {
-    settle = resolve;
-  });
-  const check = () => {
-    if (outcomes.size === expected.size) settle();
-  };
-  const close = async () => {
-    await Promise.all(connections.map((connection) => connection.close({ timeoutMs: 2000 })));
-  };
-  // The tasks these connections adopted (wire ids): those of the state file, and any still running
-  // from an earlier detach. The connections stay until they have all ended, since they answer the
-  // tasks' collection calls.
-  const adopted = new Set<string>();
-  let collectedAll = false;
-  const closeIfIdle = () => {
-    if (collectedAll && adopted.size === 0) void close();
-  };
-  const extra = (taskId: string, dropped = 0) => {
-    const received = items.get(taskId);
-    return {
-      items: received ? [...received.entries()].sort((a, b) => a[0] - b[0]).map(([, value]) => value) : [],
-      dropped,
-    };
-  };
-  try {
-    for (const node of state.nodes) {
-      const connection = await WorkerConnection.connect(await reach(node), {
-        token,
-        node: node.index,
-        timeoutMs: 30_000,
-        ...(signal ? { signal } : {}),
-      });
-      connections.push(connection);
-      const mine = [...expected.values()].filter((task) => task.node === node.index);
-      const finished = new Set(connection.welcome.results);
-      const running = new Set((connection.welcome as { running?: string[] }).running ?? []);
-      for (const id of running) {
-        stillRunning.add(ownerOf(id));
-        adopted.add(id);
-      }
-      serveCollections(connection, collections, ownerOf, nested);
-      connection.onMessage((message: WorkerMessage) => {
-        const id = (message as { id?: string | null }).id;
-        if (TERMINAL.has(message.t) && typeof id === "string" && adopted.delete(id)) {
-          collections.ownerEnded(ownerOf(id));
-          closeIfIdle();
-        }
-        const task = typeof id === "string" ? expected.get(id) : undefined;
-        if (!task || outcomes.has(task.taskId)) return;
-        if (message.t === "item") {
-          const received = items.get(task.taskId) ?? new Map<number, unknown>();
-          items.set(task.taskId, received);
-          received.set(message.seq, message.value);
-          return;
-        }
-        if (!TERMINAL.has(message.t)) return;
-        const base = { taskId: task.taskId, name: task.name, node: task.node };
-        const dropped = (message as { dropped?: number }).dropped ?? 0;
-        if (message.t === "error") {
-          const error = message as { type?: string; message?: string };
-          outcomes.set(task.taskId, {
-            ...base,
-            ...extra(task.taskId, dropped),
-            ok: false,
-            errorType: error.type ?? "Error",
-            message: error.message ?? "",
-          });
-        } else {
-          outcomes.set(task.taskId, {
-            ...base,
-            ...extra(task.taskId, dropped),
-            ok: true,
-            value: (message as { value?: unknown }).value,
-          });
-        }
-        check();
-      });
-      connection.onLost((loss) => {
-        for (const id of running) {
-          collections.ownerEnded(ownerOf(id));
-          adopted.delete(id);
-        }
-        for (const task of mine) {
-          if (outcomes.has(task.taskId)) continue;
-          outcomes.set(task.taskId, {
-            taskId: task.taskId,
-            name: task.name,
-            node: task.node,
-            ...extra(task.taskId),
-            ok: false,
-            errorType: "lost",
-            message: `the connection to node ${node.index} was lost: ${loss.error.message}`,
-          });
-        }
-        check();
-      });
-      for (const task of mine) {
-        if (finished.has(task.taskId) || running.has(task.taskId)) continue;
-        outcomes.set(task.taskId, {
-          taskId: task.taskId,
-          name: task.name,
-          node: task.node,
-          items: [],
-          dropped: 0,
-          ok: false,
-          errorType: "lost",
-          message: `the worker of node ${node.index} no longer knows task ${task.taskId}`,
-        });
-      }
-      // Finished tasks resend their outcome; running ones hand over the items they kept meanwhile.
-      const collect = mine
-        .filter((task) => finished.has(task.taskId) || running.has(task.taskId))
-        .map((task) => task.taskId);
-      if (collect.length > 0) connection.send({ t: "collect", ids: collect });
-    }
-  } catch (error) {
-    void close();
-    throw error;
-  }
-  // Locks held by tasks that ended while nobody was attached are free again.
-  for (const holder of collections.holders()) if (!stillRunning.has(holder)) collections.ownerEnded(holder);
-  check();
-  const results = done.then(() => {
-    collectedAll = true;
-    closeIfIdle();
-    return [...carried, ...state.tasks.map((task) => outcomes.get(task.taskId) as CollectedResult)];
-  });
-  const pending = () => ({
-    outcomes: [
-      ...carried,
-      ...state.tasks.flatMap((task) => {
-        const outcome = outcomes.get(task.taskId);
-        return outcome ? [outcome] : [];
-      }),
-    ],
-    tasks: state.tasks.filter((task) => !outcomes.has(task.taskId)),
-  });
-  return { results, close, runNested, pending };
-}
-
 /** The provider a non-`Local` pool is attached through: the one given, else skyward.toml's of its type. */
 async function providerFor(
   state: DetachedPoolState,
@@ -417,69 +100,6 @@ async function providerFor(
     );
   }
   return provider;
-}
-
-/**
- * A provider over the running workers of a detached pool on `provider` (SSH-reached): it provisions
- * nothing and starts nothing — its instances are the pool's, its workers' endpoints those
- * `reconnectWorker` reached — while `getInstance`, `terminate`, `teardown` and the self-destruct
- * are the real provider's: closing the pool terminates its instances, as for any pool.
- */
-function attachedRemote(
-  state: DetachedPoolState,
-  provider: ProviderV1,
-  token: string,
-  cluster: Omit<Cluster, "spec">,
-  endpoints: readonly WorkerEndpoint[],
-): ProviderV1 {
-  const instances = (state.instances ?? []).map((instance) =>
-    Object.freeze({ ...instance, status: "running" as const }),
-  );
-  let handedOut = 0;
-  const launched = new Set<number>();
-  return {
-    specificationVersion: "v1",
-    name: provider.name,
-    capabilities: Object.freeze({ ...provider.capabilities, maxInstances: state.nodes.length }),
-    async offers() {
-      return [cluster.offer];
-    },
-    async prepare({ spec }) {
-      return Object.freeze({ ...cluster, spec }) as Cluster;
-    },
-    async provision({ count }) {
-      const batch = instances.slice(handedOut, handedOut + count);
-      handedOut += batch.length;
-      if (batch.length < count)
-        throw new Error(`pool ${state.id} has ${state.nodes.length} nodes and can grow no more`);
-      return batch;
-    },
-    getInstance: (options) => provider.getInstance(options),
-    async launchWorker({ instance, nodeId }): Promise<WorkerEndpoint> {
-      const index = state.nodes.findIndex((node) => node.instanceId === instance.id);
-      const endpoint = endpoints[index];
-      if (!endpoint || launched.has(index)) {
-        throw new Error(`pool ${state.id}: node ${nodeId} (${instance.id}) has no worker to attach to`);
-      }
-      launched.add(index);
-      return { ...endpoint, token, warm: true };
-    },
-    terminate: (options) => provider.terminate(options),
-    async teardown(options) {
-      try {
-        await provider.teardown(options);
-      } finally {
-        await removePoolState(state.id);
-      }
-    },
-    selfDestruct: (options) => provider.selfDestruct(options),
-    // Detached again (`skyward attach` without --close does): the real provider reaches it next time.
-    reconnectWorker: (options) =>
-      (provider as Required<Pick<ProviderV1, "reconnectWorker">>).reconnectWorker(options),
-    ...(provider.interruptionNotice
-      ? { interruptionNotice: provider.interruptionNotice.bind(provider) }
-      : {}),
-  } as ProviderV1;
 }
 
 /**
@@ -635,22 +255,42 @@ async function attached(
   collections: CollectionStore,
   options: AttachOptions,
 ): Promise<AttachedPool> {
+  let handedOver = false;
+  // Detached again: the connections that adopted the first detach's tasks go too, so that their
+  // workers keep those tasks' unanswered collection calls for the next client; and what the user
+  // was not handed yet goes into the state file, for the next attach's `collected()`.
+  const detach: DetachHandler = {
+    detach: (snapshot, release) => stateFileDetach.detach(snapshot, release),
+    detached: async (id) => {
+      // Closed before detach() returns: the workers have let go of them when the next client attaches.
+      await collector.close();
+      if (!handedOver) await carryOver(id, collector.pending());
+    },
+  };
   let pool: Pool;
+  let inside: PoolInternals;
   try {
     const budget = state.budget ?? undefined;
-    pool = await compute(
+    const resolved = await validateComputeInput({
+      provider,
+      nodes: state.nodes.length,
+      ttl: state.ttl,
+      // The budget keeps applying (counting what was spent), unless the caller gives another; the
+      // workers' settings are theirs.
+      options: {
+        ...(budget ? { budget } : {}),
+        ...options.options,
+        ...(state.worker ? { worker: state.worker } : {}),
+        ...(state.collectionsEnabled !== undefined ? { cluster: state.collectionsEnabled } : {}),
+      },
+    });
+    ({ pool, internals: inside } = await resumePool(
       {
-        provider,
-        nodes: state.nodes.length,
-        ttl: state.ttl,
-        // The budget keeps applying (counting what was spent), unless the caller gives another; the
-        // workers' settings are theirs.
-        options: {
-          ...(budget ? { budget } : {}),
-          ...options.options,
-          ...(state.worker ? { worker: state.worker } : {}),
-          ...(state.collectionsEnabled !== undefined ? { cluster: state.collectionsEnabled } : {}),
-        },
+        specs: resolved.specs,
+        options: resolved.options,
+        defaultProvider: () => provider,
+        detach,
+        signal: options.signal,
       },
       {
         id: state.id,
@@ -658,16 +298,13 @@ async function attached(
         carriedCost: costSoFar(state, Date.now()),
         token,
         collections,
-        attached: true,
-        ...(options.signal ? { signal: options.signal } : {}),
       },
-    );
+    ));
   } catch (error) {
     collector.runNested(undefined);
     void collector.close();
     throw error;
   }
-  const inside = poolInternals(pool);
   // The picked-up tasks' nested tasks run on this pool, as its own tasks' do.
   collector.runNested(inside.runSubtask);
   // The references the nodes kept across the detach are this pool's, as are those the picked-up
@@ -682,11 +319,6 @@ async function attached(
     return all;
   });
   results.catch(() => undefined);
-  let handedOver = false;
-  // Detached again: the connections that adopted the first detach's tasks go too, so that their
-  // workers keep those tasks' unanswered collection calls for the next client; and what the user
-  // was not handed yet goes into the state file, for the next attach's `collected()`.
-  const detach = pool.detach.bind(pool);
   return Object.assign(pool, {
     collected: () =>
       results.then((all) => {
@@ -694,13 +326,6 @@ async function attached(
         return all;
       }),
     keptRefs: () => keptRefs,
-    detach: async (detachOptions?: Parameters<Pool["detach"]>[0]) => {
-      const id = await detach(detachOptions);
-      // Closed before this returns: the workers have let go of them when the next client attaches.
-      await collector.close();
-      if (!handedOver) await carryOver(id, collector.pending());
-      return id;
-    },
   }) as AttachedPool;
 }
 

@@ -3,7 +3,8 @@
  * closed together when it closes (`await using`), or detached together.
  */
 
-import { type ComputeOptions, compute, type Pool } from "../pool/pool.js";
+import { type ComputeOptions, compute } from "../compute.js";
+import type { Pool } from "../pool/pool.js";
 import type { ComputeInput } from "../spec/compute-input.js";
 import { type AttachedPool, type AttachOptions, attach } from "./attach.js";
 

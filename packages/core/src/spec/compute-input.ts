@@ -1,4 +1,4 @@
-import { type ConfigLocations, loadConfig, resolveNamedPool } from "../config/config-file.js";
+import type { ConfigLocations, NamedPool } from "../config/config-file.js";
 import { isWorkersPerAccelerator } from "../contract/plugin.js";
 import { ConfigurationError, type ConfigurationIssue } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
@@ -92,11 +92,23 @@ function refuseThreadsPerAccelerator(rawOptions: unknown, specs: readonly PoolSp
 }
 
 /**
- * Validates a `sky.compute` request before anything else happens: the form, every spec, the options,
- * (for the named form) the configuration files and the provider packages they name, and the local
- * paths the specs name (`image.includes`, plugins' worker modules: see `checkLocalInputs`).
+ * Reads the `[pools.NAME]` entry a named request means (with its provider created). The entry point
+ * supplies it: resolving `skyward.toml` is its business, not the spec's.
  */
-export async function resolveComputeInput(input: ComputeInput): Promise<ResolvedCompute> {
+export type NamedPoolLoader = (input: NamedComputeInput) => Promise<NamedPool>;
+
+const noNamedPools: NamedPoolLoader = async () =>
+  fail([{ path: "name", message: "a named pool is read from skyward.toml, which only sky.compute reads" }]);
+
+/**
+ * Validates a `sky.compute` request before anything else happens: the form, every spec, the options,
+ * (for the named form) the entry `loadNamedPool` reads, and the local paths the specs name
+ * (`image.includes`, plugins' worker modules: see `checkLocalInputs`).
+ */
+export async function validateComputeInput(
+  input: ComputeInput,
+  loadNamedPool: NamedPoolLoader = noNamedPools,
+): Promise<ResolvedCompute> {
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
     fail([{ path: "", message: "expected an object: flat spec fields, { specs: [...] } or { name }" }]);
   }
@@ -141,8 +153,7 @@ export async function resolveComputeInput(input: ComputeInput): Promise<Resolved
       fail([{ path: "name", message: "expected the name of a [pools.*] entry in skyward.toml" }]);
     }
     const named = input as NamedComputeInput;
-    const config = await loadConfig(named.config ?? {});
-    const pool = await resolveNamedPool(named.name, config, named.config?.cwd);
+    const pool = await loadNamedPool(named);
     const spec = parseInput(specSchema, pool.spec, pool.path);
     const rawOptions = mergeOptions(pool.options, named.options);
     const options = parseInput(optionsSchema, rawOptions, "options");

@@ -1,0 +1,97 @@
+/**
+ * `sky.compute(…)`, the entry point of pools: it resolves the request (a named pool read from
+ * `skyward.toml` here, and nowhere below), supplies `Local()` as the provider of specs that name
+ * none and the state file as where a detached pool is recorded, and opens the pool.
+ */
+import { loadConfig, resolveNamedPool } from "./config/config-file.js";
+import { ConfigurationError } from "./errors/errors.js";
+import { Local } from "./local/local-provider.js";
+import type { SkywardEvent } from "./observe/events.js";
+import { openPool } from "./pool/create-pool.js";
+import type { Pool } from "./pool/pool.js";
+import { stateFileDetach } from "./session/detach.js";
+import {
+  type ComputeInput,
+  type NamedComputeInput,
+  type ResolvedCompute,
+  validateComputeInput,
+} from "./spec/compute-input.js";
+
+/** Options of {@link compute} itself (the pool's own options go in the input's `options`). */
+export interface ComputeOptions {
+  /** Aborts provisioning; whatever was started is torn down. */
+  readonly signal?: AbortSignal;
+  /** Receives every event from the start, including provisioning and bootstrap progress. */
+  readonly onEvent?: (event: SkywardEvent) => void;
+  /**
+   * Whether the pool installs SIGINT/SIGTERM handlers that tear it down and then end the process as
+   * the signal means. Default true; set false when the application handles signals itself (a server
+   * with its own shutdown), and close the pool there.
+   */
+  readonly handleSignals?: boolean;
+}
+
+/** The `[pools.NAME]` entry of `skyward.toml` (over `~/.skyward/defaults.toml`), its provider created. */
+async function loadNamedPool(named: NamedComputeInput) {
+  const config = await loadConfig(named.config ?? {});
+  return resolveNamedPool(named.name, config, named.config?.cwd);
+}
+
+/**
+ * Validates a `sky.compute` request before anything else happens: the form, every spec, the options,
+ * (for the named form) the configuration files and the provider packages they name, and the local
+ * paths the specs name (`image.includes`, plugins' worker modules: see `checkLocalInputs`).
+ */
+export function resolveComputeInput(input: ComputeInput): Promise<ResolvedCompute> {
+  return validateComputeInput(input, loadNamedPool);
+}
+
+/**
+ * Provisions a pool and returns it once ready (its minimum node count up). Use it with `await using`
+ * (or call `close()`): the pool is torn down when it goes out of scope, on an exception, and on
+ * SIGINT/SIGTERM.
+ *
+ * ```ts
+ * import * as sky from "@skyward/core";
+ *
+ * const info = sky.python<[], { node: number }>("tasks:info");
+ * await using pool = await sky.compute({ nodes: 4 });
+ * const results = await pool.broadcast(info());
+ * ```
+ */
+export async function compute(input: ComputeInput, options: ComputeOptions = {}): Promise<Pool> {
+  const resolved = await resolveComputeInput(input);
+  if (options.handleSignals !== undefined && typeof options.handleSignals !== "boolean") {
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "handleSignals",
+          message: `expected a boolean, received ${JSON.stringify(options.handleSignals)}`,
+        },
+      ],
+    });
+  }
+  return openPool({
+    specs: resolved.specs,
+    options: resolved.options,
+    defaultProvider: () => Local(),
+    detach: stateFileDetach,
+    onEvent: options.onEvent,
+    handleSignals: options.handleSignals,
+    signal: options.signal,
+  });
+}
+
+/** Runs `body` with a pool and tears the pool down afterwards, whatever happens. */
+export async function withCompute<T>(
+  input: ComputeInput,
+  body: (pool: Pool) => Promise<T>,
+  options: Pick<ComputeOptions, "signal" | "handleSignals" | "onEvent"> = {},
+): Promise<T> {
+  const pool = await compute(input, options);
+  try {
+    return await body(pool);
+  } finally {
+    await pool.close();
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * The cluster message: what a worker is told about its pool once it is connected (its node, its
+ * peers, the head's address, the plugins' worker modules, the metrics to send).
+ */
+import { type WorkerLayout, workerModules } from "../contract/plugin.js";
+import type { Instance } from "../contract/provider.js";
+import { clusterMetrics } from "../observe/metric-stream.js";
+import type { ClusterMessage, WireValue } from "../protocol/protocol.js";
+import type { Image } from "../spec/image.js";
+import type { PoolSpec } from "../spec/spec.js";
+
+/** What the cluster message of one node is made from. */
+export interface ClusterMessageInput {
+  /** The node's index. */
+  readonly node: number;
+  /** Every node of the pool, the head (index 0) first. */
+  readonly peers: readonly { readonly index: number; readonly instance: Instance }[];
+  readonly layout: WorkerLayout;
+  readonly headPort: number;
+  /** The pool's id. */
+  readonly jobId: string;
+  readonly spec: Pick<PoolSpec, "accelerator" | "plugins">;
+  readonly image: Pick<Image, "env" | "metrics">;
+}
+
+/** The cluster message for one node. */
+export function clusterMessage(input: ClusterMessageInput): ClusterMessage {
+  const { layout, spec, image } = input;
+  const head = input.peers[0]?.instance;
+  const accelerator = spec.accelerator;
+  return {
+    t: "cluster",
+    node: input.node,
+    total_nodes: input.peers.length,
+    workers_per_node: layout.workersPerNode,
+    ...(layout.checkAccelerators ? { check_accelerators: true } : {}),
+    ...(layout.pinAccelerators ? { pin_accelerators: true } : {}),
+    head_addr: head?.privateIp ?? "127.0.0.1",
+    head_port: input.headPort,
+    job_id: input.jobId,
+    peers: input.peers.map((peer) => ({
+      node: peer.index,
+      private_ip: peer.instance.privateIp ?? "",
+      public_ip: peer.instance.publicIp ?? "",
+    })),
+    accelerators: accelerator?.count ?? 0,
+    accelerator: accelerator
+      ? {
+          type: accelerator.name,
+          count: accelerator.count,
+          memory_gb: accelerator.memoryGb ?? 0,
+          is_trainium: accelerator.isTrainium,
+        }
+      : null,
+    network: null,
+    env: image.env,
+    plugins: workerModules(spec.plugins).map((module) => ({
+      name: module.plugin,
+      module: module.module,
+      config: module.config as WireValue,
+    })),
+    metrics: clusterMetrics(image.metrics),
+  };
+}
+
+/**
+ * The cluster message a picked-up worker is sent again: the settings it kept, with no environment
+ * (the worker keeps its own when a cluster comes with none).
+ */
+export function keptClusterMessage(kept: Omit<ClusterMessage, "env">): ClusterMessage {
+  return { ...kept, t: "cluster", env: {} };
+}

@@ -1,0 +1,86 @@
+/**
+ * Making a pool from a validated request: the two ways in. {@link openPool} provisions a new pool
+ * (what `sky.compute` does once it has resolved its input); {@link resumePool} makes one around a
+ * detached pool's running workers (what `sky.attach` does), and hands back what the attach needs of
+ * it besides the {@link Pool}.
+ */
+import type { Provider } from "../contract/provider.js";
+import { ProvisionError, SkywardError } from "../errors/errors.js";
+import type { SkywardEvent } from "../observe/events.js";
+import type { Options } from "../spec/options.js";
+import type { PoolSpec } from "../spec/spec.js";
+import { checkVolumeSources } from "../spec/volume.js";
+import type { DetachHandler } from "./detach.js";
+import type { Pool } from "./pool.js";
+import { type PoolInternals, type PoolResume, PoolRuntime } from "./pool-runtime.js";
+import { checkNodeCeiling } from "./resize.js";
+import { closeOnSignals } from "./signals.js";
+
+/** A validated pool request, and what the pool is wired to. */
+export interface PoolRequest {
+  /** The specs, in the order given (at least one). */
+  readonly specs: readonly PoolSpec[];
+  readonly options: Options;
+  /** Makes the provider of a spec that names none (`compute` gives `Local`). */
+  readonly defaultProvider: () => Provider;
+  /** Records the pool when it is detached (the session's state file). */
+  readonly detach: DetachHandler;
+  /** Receives every event from the start. */
+  readonly onEvent?: ((event: SkywardEvent) => void) | undefined;
+  /** Whether SIGINT/SIGTERM close the pool (default true). */
+  readonly handleSignals?: boolean | undefined;
+  /** Aborts provisioning; whatever was started is torn down. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** A pool made around a detached pool's workers, with what its picker-up needs of it. */
+export interface ResumedPool {
+  readonly pool: Pool;
+  readonly internals: PoolInternals;
+}
+
+/** Provisions a pool and returns it once ready (its minimum node count up). */
+export async function openPool(request: PoolRequest): Promise<Pool> {
+  return launch(request, undefined);
+}
+
+/** Makes a pool around the running workers of a detached one (see {@link PoolResume}). */
+export async function resumePool(request: PoolRequest, resume: PoolResume): Promise<ResumedPool> {
+  const pool = await launch(request, resume);
+  return { pool, internals: PoolRuntime.internals(pool) };
+}
+
+async function launch(request: PoolRequest, resume: PoolResume | undefined): Promise<PoolRuntime> {
+  const { specs } = request;
+  const first = specs[0] as PoolSpec;
+  for (const [index, spec] of specs.entries()) {
+    const path = specs.length > 1 ? `specs[${index}].nodes.max` : "nodes.max";
+    checkNodeCeiling(spec.provider, spec.nodes, path);
+    checkVolumeSources(
+      spec.provider?.name,
+      spec.volumes,
+      specs.length > 1 ? `specs[${index}].volumes` : "volumes",
+    );
+  }
+  const pool = new PoolRuntime({
+    spec: first,
+    options: request.options,
+    onEvent: request.onEvent,
+    defaultProvider: request.defaultProvider,
+    detach: request.detach,
+    resume,
+  });
+  if (request.handleSignals !== false) closeOnSignals(pool);
+  try {
+    await pool.start(specs, request.signal);
+  } catch (error) {
+    await pool.close();
+    if (SkywardError.isInstance(error)) throw error;
+    throw new ProvisionError({
+      provider: (first.provider ?? request.defaultProvider()).name,
+      message: (error as Error).message,
+      cause: error,
+    });
+  }
+  return pool;
+}

@@ -1,0 +1,175 @@
+/**
+ * The verbs over many calls: `broadcast` (every worker), `gather` (a tuple), `stream` (results as
+ * they come) and `map` (a function over items, read lazily).
+ */
+import { ConfigurationError } from "../errors/errors.js";
+import { type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
+import type { BroadcastResults, MapItem, StreamOptions, WaitOptions, WorkerPlace } from "./pool.js";
+import { abortError, nodeIndices } from "./pool-context.js";
+import type { CallArguments, PendingTask } from "./python-function.js";
+import type { TaskTicket } from "./task-manager.js";
+
+/** `pool.broadcast`: the call on every worker, results ordered by global rank. */
+export async function broadcastTask<R>(
+  host: DispatchHost,
+  pending: PendingTask<R>,
+  options: WaitOptions,
+): Promise<BroadcastResults<R>> {
+  host.checkOpen();
+  const perNode = host.context.layout.workersPerNode;
+  const places: WorkerPlace[] = nodeIndices(host.context).flatMap((index) =>
+    Array.from({ length: perNode }, (_, worker) => ({
+      node: index,
+      worker,
+      rank: index * perNode + worker,
+    })),
+  );
+  const handles = places.map((place) =>
+    submitTask(host, pending, {
+      ...options,
+      target: perNode > 1 ? { node: place.node, worker: place.worker } : place.node,
+    }),
+  );
+  const results = await Promise.all(handles.map((handle) => handle.result)).catch((error) => {
+    for (const handle of handles) handle.cancel();
+    throw error;
+  });
+  // Not enumerable: the results stay a plain array to compare and print.
+  Object.defineProperty(results, "places", { value: Object.freeze(places), enumerable: false });
+  return results as BroadcastResults<R>;
+}
+
+/** `pool.gather`: the calls in parallel, their results in order; the others cancelled on a failure. */
+export function gatherTasks(
+  host: DispatchHost,
+  tasks: readonly PendingTask<unknown>[],
+  options: WaitOptions,
+): Promise<unknown[]> {
+  host.checkOpen();
+  const handles = tasks.map((task) => submitTask(host, task, options));
+  return Promise.all(handles.map((handle) => handle.result)).catch((error) => {
+    for (const handle of handles) handle.cancel();
+    throw error;
+  });
+}
+
+/** `pool.stream`: the calls in parallel, each result yielded in order or as it completes. */
+export async function* streamTasks<R>(
+  host: DispatchHost,
+  tasks: Iterable<PendingTask<R>>,
+  options: StreamOptions,
+): AsyncGenerator<R> {
+  host.checkOpen();
+  const handles = [...tasks].map((task) => submitTask(host, task, options));
+  try {
+    if (options.ordered ?? true) {
+      for (const handle of handles) yield await handle.result;
+      return;
+    }
+    const pending = new Map(
+      handles.map((handle, index) => [index, handle.result.then((value) => ({ index, value }))]),
+    );
+    while (pending.size > 0) {
+      const { index, value } = await Promise.race(pending.values());
+      pending.delete(index);
+      yield value;
+    }
+  } finally {
+    for (const handle of handles) handle.cancel();
+  }
+}
+
+/**
+ * `pool.map`: `fn` once per item, results in input order. Items are read as the queue has room, so
+ * a large or endless iterable is not queued all at once; the first failure cancels the rest.
+ */
+export async function mapTasks<A extends unknown[], R>(
+  host: DispatchHost,
+  fn: (...args: CallArguments<A>) => PendingTask<R>,
+  items: Iterable<MapItem<A>> | AsyncIterable<MapItem<A>>,
+  options: WaitOptions,
+): Promise<R[]> {
+  host.checkOpen();
+  const { signal } = options;
+  if (signal?.aborted) throw abortError(signal, "map");
+  const results: R[] = [];
+  // Only the tickets still running, so that cancelling on failure is cheap and memory stays flat.
+  const tickets = new Set<{ cancel(reason?: string): void }>();
+  let outstanding = 0;
+  let failure: Error | undefined;
+  let settle: (() => void) | undefined;
+  const onAbort = () => {
+    failure ??= abortError(signal as AbortSignal, "map");
+    for (const ticket of [...tickets]) ticket.cancel("map was aborted");
+    settle?.();
+  };
+  signal?.addEventListener("abort", onAbort, { once: true });
+  const window = Math.max(64, host.context.tasks.capacity * 4);
+  let index = 0;
+  try {
+    for await (const item of items as AsyncIterable<MapItem<A>>) {
+      if (failure) break;
+      if (!Array.isArray(item)) {
+        throw new ConfigurationError({
+          issues: [
+            {
+              path: `items[${index}]`,
+              message: "expected the call's arguments as an array, e.g. [[1, 2], [3, 4]]",
+            },
+          ],
+        });
+      }
+      const position = index;
+      index += 1;
+      const pending = fn(...(item as CallArguments<A>));
+      outstanding += 1;
+      let ticket: TaskTicket;
+      try {
+        ticket = dispatchCall(
+          host,
+          pending,
+          undefined,
+          {
+            result: (value) => {
+              tickets.delete(ticket);
+              try {
+                results[position] = validateResult(pending, value, "");
+              } catch (error) {
+                failure ??= error as Error;
+              }
+              outstanding -= 1;
+              if (outstanding === 0 || failure) settle?.();
+            },
+            error: (error) => {
+              tickets.delete(ticket);
+              failure ??= error;
+              outstanding -= 1;
+              settle?.();
+            },
+          },
+          false,
+        );
+      } catch (error) {
+        // A remote reference that cannot be used: the map fails as if that call had.
+        outstanding -= 1;
+        failure ??= error as Error;
+        break;
+      }
+      tickets.add(ticket);
+      await host.context.tasks.whenQueueBelow(window);
+    }
+    if (outstanding > 0 && !failure) {
+      await new Promise<void>((resolve) => {
+        settle = resolve;
+        if (outstanding === 0 || failure) resolve();
+      });
+    }
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+  }
+  if (failure) {
+    for (const ticket of [...tickets]) ticket.cancel("another item of the map failed");
+    throw failure;
+  }
+  return results;
+}

@@ -1,0 +1,167 @@
+/**
+ * Losing nodes: an interruption notice (the replacement asked for at once, the node drained), a
+ * connection lost, failed health checks, an instance the provider reports gone; a lost node is
+ * replaced under its index, or (elastic pools) dropped for the reconcile loop to start again.
+ */
+import type { Instance } from "../contract/provider.js";
+import { ProvisionError } from "../errors/errors.js";
+import type { WorkerEvent } from "../protocol/protocol.js";
+import { checkInstances } from "./instance-watch.js";
+import type { NodeWatchers } from "./node-start.js";
+import { isClosing, type NodeRuntime, type PoolContext, placement } from "./pool-context.js";
+import type { WorkerConnection } from "./worker-connection.js";
+
+/** What replacing a node needs of the node set. */
+export interface ReplacingMembership {
+  readonly bounds: { readonly min: number; readonly max: number };
+  startNode(node: NodeRuntime, signal: AbortSignal): Promise<void>;
+  provision(count: number, signal: AbortSignal): Promise<Instance[]>;
+  dropNode(node: NodeRuntime, error: unknown): void;
+}
+
+/** The watchers of started nodes, and the reconcile loop's check of their instances. */
+export interface PoolNodeWatchers extends NodeWatchers {
+  /**
+   * A step of the reconcile loop, once per tick: reads the connected nodes' instances from the
+   * provider; one gone behind the pool's back (terminated, stopping, not found) is lost.
+   */
+  checkInstances(): Promise<void>;
+}
+
+/** How the pool handles the loss of its nodes. */
+export function createNodeWatchers(context: PoolContext, membership: ReplacingMembership): PoolNodeWatchers {
+  const { hub } = context;
+
+  /** Declares a node lost while its connection may still look open, and closes that connection. */
+  const declareLost = (node: NodeRuntime, reason: string): void => {
+    const connection = node.connection;
+    if (!connection) return;
+    nodeLost(node, connection, reason);
+    void connection.close({ timeoutMs: 1000 });
+  };
+
+  const nodeLost = (node: NodeRuntime, connection: WorkerConnection, reason: string): void => {
+    if (node.connection !== connection) return;
+    node.connection = undefined;
+    context.refs.nodeLost(node.index);
+    context.tasks.detach(node.index, reason);
+    // Let go of on purpose (scale-down): not lost, so no event and no replacement.
+    if (node.retiring) return;
+    if (isClosing(context)) return;
+    hub.emit({
+      type: "node.lost",
+      timestamp: Date.now(),
+      poolId: context.id,
+      node: node.index,
+      instanceId: node.instance.id,
+      reason,
+    });
+    void replaceNode(node, reason);
+  };
+
+  const replaceNode = async (node: NodeRuntime, reason: string): Promise<void> => {
+    const { provider, cluster } = placement(context);
+    // Lost nodes are always replaced (tasks count their own retries); a replacement that fails gives up.
+    const previous = node.instance;
+    const asked = node.nextInstance;
+    try {
+      await provider.terminate({ cluster, ids: [previous.id], signal: AbortSignal.timeout(60_000) });
+      // The instance asked for at the interruption notice, or (none, or it failed) a new one now.
+      const instance =
+        (asked ? await asked.catch(() => undefined) : undefined) ??
+        (await membership.provision(1, context.abort.signal))[0];
+      if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
+      node.instance = instance;
+      node.nextInstance = undefined;
+      await membership.startNode(node, context.abort.signal);
+      hub.emit({
+        type: "node.replaced",
+        timestamp: Date.now(),
+        poolId: context.id,
+        node: node.index,
+        instanceId: instance.id,
+        previousInstanceId: previous.id,
+      });
+    } catch (error) {
+      node.nextInstance = undefined;
+      if (isClosing(context)) return;
+      // An elastic pool lets the node go like one that failed to start: the reconcile loop starts
+      // another in its place (tasks pinned to it wait for that one). A fixed pool gives it up.
+      const elastic = membership.bounds.min !== membership.bounds.max;
+      if (!elastic) context.tasks.abandonNode(node.index, (error as Error).message);
+      hub.emit({
+        type: "error",
+        timestamp: Date.now(),
+        poolId: context.id,
+        node: node.index,
+        message: `could not replace node ${node.index} (lost: ${reason}): ${(error as Error).message}`,
+        cause: error,
+      });
+      if (elastic) membership.dropNode(node, error);
+    }
+  };
+
+  /**
+   * The cloud will reclaim the node's instance: it takes no new tasks, its tasks that have not
+   * started move elsewhere, its replacement's instance is asked for at once, and the node is let go
+   * as soon as its running tasks are done (or lost with them, which retries them).
+   */
+  const interrupted = (node: NodeRuntime, connection: WorkerConnection, notice: WorkerEvent): void => {
+    if (node.connection !== connection || node.nextInstance !== undefined) return;
+    if (isClosing(context)) return;
+    const reason = [notice.kind, notice.action, notice.time ? `at ${notice.time}` : ""]
+      .filter((part) => typeof part === "string" && part !== "")
+      .join(" ");
+    hub.emit({
+      type: "node.preempted",
+      timestamp: Date.now(),
+      poolId: context.id,
+      node: node.index,
+      instanceId: node.instance.id,
+      reason,
+    });
+    context.tasks.drain(node.index);
+    const { provider } = placement(context);
+    const next = membership.provision(1, context.abort.signal).then(([instance]) => {
+      if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
+      return instance;
+    });
+    next.catch(() => undefined);
+    node.nextInstance = next;
+    void context.tasks.whenIdle(node.index).then(() => declareLost(node, `interruption notice: ${reason}`));
+  };
+
+  const watchInstances = async (): Promise<void> => {
+    const { provider, cluster } = context;
+    if (!provider || !cluster) return;
+    await checkInstances({
+      timeoutSeconds: context.options.reconcileTickInterval,
+      signal: context.abort.signal,
+      nodes: context.nodes
+        .filter((node) => node.connection !== undefined && !node.retiring)
+        .map((node) => ({ index: node.index, instanceId: node.instance.id })),
+      getInstance: (id, signal) => provider.getInstance({ cluster, id, signal }),
+      onGone: (watched, status) => {
+        // Elastic pools can have gaps in their node indices: found by index, not by position.
+        const node = context.nodes.find((candidate) => candidate.index === watched.index);
+        // A late answer about an instance the node no longer runs on (or a node let go of) changes nothing.
+        if (node?.instance.id !== watched.instanceId || !node.connection || node.retiring) return;
+        const reason = `the provider reports its instance ${watched.instanceId} ${status}`;
+        // A spot instance ended behind the pool's back was, in all likelihood, reclaimed.
+        if (node.instance.spot) {
+          hub.emit({
+            type: "node.preempted",
+            timestamp: Date.now(),
+            poolId: context.id,
+            node: node.index,
+            instanceId: node.instance.id,
+            reason,
+          });
+        }
+        declareLost(node, reason);
+      },
+    });
+  };
+
+  return { interrupted, lost: nodeLost, unhealthy: declareLost, checkInstances: watchInstances };
+}

@@ -1,0 +1,126 @@
+/**
+ * What the pool's parts share: the pool object makes one {@link PoolContext} and hands it to the
+ * modules that start nodes, keep the node set, dispatch and shut down; they read and update it.
+ */
+import type { WorkerLayout } from "../contract/plugin.js";
+import type { Cluster, Instance, Provider, WorkerEndpoint } from "../contract/provider.js";
+import { BudgetExceededError, CancelledError } from "../errors/errors.js";
+import type { EventHub, PoolState } from "../observe/events.js";
+import type { Image } from "../spec/image.js";
+import type { Options } from "../spec/options.js";
+import type { PoolSpec } from "../spec/spec.js";
+import type { PoolSettings } from "./pool.js";
+import type { RemoteRefRegistry } from "./remote-refs.js";
+import type { TaskManager } from "./task-manager.js";
+import type { WorkerConnection } from "./worker-connection.js";
+
+/** One node of the pool, as the pool holds it. */
+export interface NodeRuntime {
+  readonly index: number;
+  instance: Instance;
+  connection: WorkerConnection | undefined;
+  /** What the provider holds to reach the worker (an SSH connection), let go of with the node. */
+  endpoint: WorkerEndpoint | undefined;
+  /** Let go of on purpose (scale-down, a failed start): its worker's exit is no error, nor its loss. */
+  retiring?: boolean;
+  /** After an interruption notice: the replacement's instance, asked for at once. */
+  nextInstance: Promise<Instance> | undefined;
+}
+
+/** A node just provisioned under `index`, not started yet. */
+export function newNode(index: number, instance: Instance): NodeRuntime {
+  return { index, instance, connection: undefined, endpoint: undefined, nextInstance: undefined };
+}
+
+/** The state every part of a pool reads; the pool object owns it. */
+export interface PoolContext {
+  /** The pool's id (also its job id on the workers). */
+  readonly id: string;
+  readonly hub: EventHub;
+  readonly tasks: TaskManager;
+  readonly refs: RemoteRefRegistry;
+  readonly options: Options;
+  /** The workers' token. */
+  readonly token: string;
+  /** Aborted when the pool shuts down (or its budget is spent). */
+  readonly abort: AbortController;
+  /** The nodes the pool has, ascending by index once started. */
+  readonly nodes: NodeRuntime[];
+  /**
+   * Node indices the pool means to start a node under that are not in `nodes`: being provisioned
+   * (growth), or awaiting the reconcile loop's next growth (a start that failed). A broadcast covers
+   * them; tasks pinned to them wait.
+   */
+  readonly pending: Map<number, "provisioning" | "awaiting">;
+  /** The resolved spec (with several specs: the one being tried, then the one chosen). */
+  spec: PoolSpec & PoolSettings;
+  state: PoolState;
+  provider: Provider | undefined;
+  cluster: Cluster | undefined;
+  image: Image | undefined;
+  headPort: number;
+  /** Workers per node and how they run, as the plugins ask (one worker per node otherwise). */
+  layout: WorkerLayout;
+  /** The pool picks up a detached pool's workers: they keep the cluster settings they run with. */
+  readonly resumed: boolean;
+}
+
+/** The default layout: one worker per node, in threads. */
+export const SINGLE_WORKER: WorkerLayout = Object.freeze({
+  workersPerNode: 1,
+  processPerWorker: false,
+  checkAccelerators: false,
+  pinAccelerators: false,
+});
+
+/** Moves the pool to `state`, with a `pool.state` event. */
+export function setPoolState(context: PoolContext, state: PoolState): void {
+  const previous = context.state;
+  context.state = state;
+  context.hub.emit({ type: "pool.state", timestamp: Date.now(), poolId: context.id, state, previous });
+}
+
+/** Whether the pool is going away: nothing it sees then is an error, nothing is replaced. */
+export function isClosing(context: PoolContext): boolean {
+  return context.state === "shutting_down" || context.state === "destroyed";
+}
+
+/** Task slots per node: the worker's concurrency, and at least one per worker a plugin asks for. */
+export function slotsPerNode(context: PoolContext): number {
+  return Math.max(context.spec.worker.concurrency, context.layout.workersPerNode);
+}
+
+/** The executor: the process one when a plugin asked for one worker (process) per accelerator. */
+export function executorOf(context: PoolContext): "thread" | "process" {
+  return context.layout.processPerWorker ? "process" : context.spec.worker.executor;
+}
+
+/** The pool's node indices, ascending: its nodes, and those it is starting a node under. */
+export function nodeIndices(context: PoolContext): number[] {
+  return [...context.nodes.map((node) => node.index), ...context.pending.keys()].sort((a, b) => a - b);
+}
+
+/** Reports a failure as an `error` event, unless the pool is going away. */
+export function reportError(context: PoolContext, what: string, error: unknown, node?: number): void {
+  if (isClosing(context)) return;
+  context.hub.emit({
+    type: "error",
+    timestamp: Date.now(),
+    poolId: context.id,
+    ...(node !== undefined ? { node } : {}),
+    message: `${what}: ${(error as Error)?.message ?? String(error)}`,
+    cause: error,
+  });
+}
+
+/** The error an aborted operation fails with. */
+export function abortError(signal: AbortSignal, what: string): CancelledError {
+  // The budget stopped it: that is the error to report, not a generic abort.
+  if (BudgetExceededError.isInstance(signal.reason)) return signal.reason;
+  return new CancelledError({ message: `${what} was aborted`, cause: signal.reason });
+}
+
+/** The provider and cluster of a started pool. */
+export function placement(context: PoolContext): { provider: Provider; cluster: Cluster } {
+  return { provider: context.provider as Provider, cluster: context.cluster as Cluster };
+}

@@ -1,0 +1,122 @@
+/**
+ * Provisioning: instances asked of a provider for a prepared cluster, retried as the spec allows,
+ * then polled until they run.
+ */
+import type { Cluster, Instance, Provider } from "../contract/provider.js";
+import { attemptsOf, NoCapacityError, type ProvisionAttempt, ProvisionError } from "../errors/errors.js";
+import type { PoolSpec } from "../spec/spec.js";
+import { abortError } from "./pool-context.js";
+
+/** The spec's provisioning settings. */
+type ProvisionSettings = Pick<PoolSpec, "maxProvisionAttempts" | "provisionRetryDelay" | "provisionTimeout">;
+
+/**
+ * Provisions `count` instances of `cluster` and waits until they run; on failure, what was
+ * provisioned is terminated. A `NoCapacityError` lists every attempt.
+ */
+export async function provisionInstances(
+  provider: Provider,
+  cluster: Cluster,
+  spec: ProvisionSettings,
+  count: number,
+  signal: AbortSignal,
+): Promise<Instance[]> {
+  const instances: Instance[] = [];
+  const attempts: ProvisionAttempt[] = [];
+  for (let attempt = 1; instances.length < count; attempt += 1) {
+    if (signal.aborted) throw abortError(signal, "Provisioning");
+    try {
+      instances.push(...(await provider.provision({ cluster, count: count - instances.length, signal })));
+    } catch (error) {
+      if (signal.aborted) throw abortError(signal, "Provisioning");
+      attempts.push(
+        ...attemptsOf(error, {
+          provider: provider.name,
+          offer: cluster.offer.instanceType,
+          region: cluster.offer.region,
+        }),
+      );
+      if (
+        attempt >= spec.maxProvisionAttempts ||
+        (ProvisionError.isInstance(error) && !error.isRetryable && !NoCapacityError.isInstance(error))
+      ) {
+        if (instances.length > 0)
+          await provider.terminate({
+            cluster,
+            ids: instances.map((instance) => instance.id),
+            signal: AbortSignal.timeout(60_000),
+          });
+        throw NoCapacityError.isInstance(error) || attempt >= spec.maxProvisionAttempts
+          ? new NoCapacityError({ attempts, cause: error })
+          : error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, spec.provisionRetryDelay * 1000));
+    }
+  }
+  try {
+    return await waitUntilRunning(provider, cluster, spec.provisionTimeout, instances, signal);
+  } catch (error) {
+    await terminateQuietly(provider, cluster, instances);
+    throw error;
+  }
+}
+
+/**
+ * Polls `getInstance` until every instance runs and can be reached (an SSH address, or a provider
+ * that starts workers itself), within `timeoutSeconds`.
+ */
+async function waitUntilRunning(
+  provider: Provider,
+  cluster: Cluster,
+  timeoutSeconds: number,
+  instances: Instance[],
+  signal: AbortSignal,
+): Promise<Instance[]> {
+  const reachable = (instance: Instance) => instance.status === "running";
+  const deadline = performance.now() + timeoutSeconds * 1000;
+  let interval = 1000;
+  const current = [...instances];
+  while (!current.every(reachable)) {
+    if (signal.aborted) throw abortError(signal, "Waiting for instances");
+    if (performance.now() > deadline) {
+      const waiting = current
+        .filter((instance) => !reachable(instance))
+        .map((instance) => `${instance.id} (${instance.status})`);
+      throw new ProvisionError({
+        provider: provider.name,
+        isRetryable: true,
+        message: `Instances not running with an address within ${timeoutSeconds} s: ${waiting.join(", ")}`,
+      });
+    }
+    await new Promise((resolve) => setTimeout(resolve, interval));
+    interval = Math.min(interval * 1.5, 5000);
+    for (const [index, instance] of current.entries()) {
+      if (reachable(instance)) continue;
+      const latest = await provider.getInstance({ cluster, id: instance.id, signal });
+      if (latest === null || latest.status === "terminated" || latest.status === "stopping") {
+        throw new ProvisionError({
+          provider: provider.name,
+          isRetryable: true,
+          message: `Instance ${instance.id} went away while starting (${latest?.status ?? "gone"})`,
+        });
+      }
+      current[index] = latest;
+    }
+  }
+  return current;
+}
+
+/** Terminates `instances`, within a minute, ignoring failure (they are being given up anyway). */
+export async function terminateQuietly(
+  provider: Provider,
+  cluster: Cluster,
+  instances: readonly Instance[],
+): Promise<void> {
+  await provider
+    .terminate({
+      cluster,
+      ids: instances.map((instance) => instance.id),
+      signal: AbortSignal.timeout(60_000),
+    })
+    .catch(() => undefined);
+}

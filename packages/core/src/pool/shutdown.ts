@@ -1,0 +1,80 @@
+/**
+ * Letting go of the nodes at shutdown: their workers released, their endpoints closed, and (unless
+ * the pool was detached) their instances terminated and the provider's resources torn down.
+ */
+import type { PoolContext } from "./pool-context.js";
+
+/** Closes the connections at once, sending nothing: a detached pool's workers must see no `cancel`. */
+export async function dropConnections(context: PoolContext): Promise<void> {
+  await Promise.all(
+    context.nodes.map(async (node) => {
+      const connection = node.connection;
+      node.connection = undefined;
+      await connection?.close({ timeoutMs: 5000 });
+    }),
+  );
+}
+
+/** Releases every worker still connected (they stop after `ttl`), then closes the endpoints. */
+export async function releaseWorkers(context: PoolContext): Promise<void> {
+  await Promise.all(
+    context.nodes.map(async (node) => {
+      const connection = node.connection;
+      node.connection = undefined;
+      if (!connection?.isOpen) return;
+      try {
+        connection.send({ t: "release", ttl: context.spec.ttl });
+      } catch {
+        // lost meanwhile
+      }
+      await connection.close({ timeoutMs: 5000 });
+    }),
+  );
+  await Promise.all(
+    context.nodes.map(async (node) => {
+      const endpoint = node.endpoint;
+      node.endpoint = undefined;
+      endpoint?.close?.();
+    }),
+  );
+}
+
+/** Terminates the nodes' instances and tears the provider's resources down, reporting failures. */
+export async function terminateNodes(
+  context: PoolContext,
+  report: (what: string, error: unknown) => void,
+): Promise<void> {
+  const { provider, cluster } = context;
+  if (!provider || !cluster) return;
+  const deadline = AbortSignal.timeout(context.options.shutdownTimeout * 1000);
+  try {
+    // Replacements asked for after an interruption notice and not started yet go too.
+    const asked = await Promise.all(
+      context.nodes.map((node) => node.nextInstance?.then((instance) => instance.id).catch(() => undefined)),
+    );
+    await provider.terminate({
+      cluster,
+      ids: [
+        ...context.nodes.map((node) => node.instance.id),
+        ...asked.filter((id): id is string => id !== undefined),
+      ],
+      signal: deadline,
+    });
+    for (const node of context.nodes) {
+      context.hub.emit({
+        type: "node.destroyed",
+        timestamp: Date.now(),
+        poolId: context.id,
+        node: node.index,
+        instanceId: node.instance.id,
+      });
+    }
+  } catch (error) {
+    report("terminating the instances failed", error);
+  }
+  try {
+    await provider.teardown({ cluster, signal: deadline });
+  } catch (error) {
+    report("tearing down the provider's resources failed", error);
+  }
+}

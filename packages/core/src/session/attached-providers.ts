@@ -1,0 +1,202 @@
+/**
+ * The providers an attached pool is made around: they provision nothing and start nothing — their
+ * instances are the detached pool's, their workers' endpoints the recorded (or reconnected) ones.
+ */
+import { rm } from "node:fs/promises";
+import { cpus, totalmem } from "node:os";
+import type { Cluster, Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
+import { type DetachedPoolState, removePoolState } from "./state.js";
+
+/** A `provision` that hands out the detached pool's instances, each once; it never grows the pool. */
+function handOut(state: DetachedPoolState, instances: readonly Instance[]) {
+  let handedOut = 0;
+  return async ({ count }: { count: number }): Promise<Instance[]> => {
+    const batch = instances.slice(handedOut, handedOut + count);
+    handedOut += batch.length;
+    if (batch.length < count)
+      throw new Error(`pool ${state.id} has ${state.nodes.length} nodes and can grow no more`);
+    return batch;
+  };
+}
+
+/** Whether process `pid` of this machine is alive. */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+function attachedOffer(state: DetachedPoolState): Offer {
+  return Object.freeze({
+    id: "local",
+    provider: "local",
+    instanceType: state.instanceType,
+    accelerator: null,
+    vcpus: cpus().length,
+    memoryGb: Math.round(totalmem() / 1024 ** 3),
+    architecture: process.arch === "arm64" ? "arm64" : "x86_64",
+    region: state.region,
+    spotPrice: null,
+    onDemandPrice: 0,
+    billingUnit: "second",
+    pricesAsOf: new Date().toISOString().slice(0, 10),
+    specific: Object.freeze({}),
+  });
+}
+
+/**
+ * A provider over the running workers of a detached `Local` pool: it provisions nothing and starts
+ * nothing — its instances are the pool's, its workers' endpoints the recorded ones — and
+ * terminating stops those workers.
+ */
+export function attachedLocal(
+  state: DetachedPoolState,
+  token: string,
+): ProviderV1<{ root: string; workdir: string }> {
+  const instances = state.nodes.map((node) =>
+    Object.freeze({
+      id: node.instanceId,
+      status: "running" as const,
+      publicIp: null,
+      privateIp: "127.0.0.1",
+      ssh: null,
+      spot: false,
+      hourlyPrice: node.hourlyPrice,
+      offerId: "local",
+      createdAt: state.detachedAt,
+      tags: Object.freeze({ "skyward:cluster": state.clusterId }),
+    } satisfies Instance),
+  );
+  const node = (id: string) => state.nodes.find((entry) => entry.instanceId === id);
+  return {
+    specificationVersion: "v1",
+    name: "local",
+    capabilities: Object.freeze({
+      spot: false,
+      volumes: false,
+      images: false,
+      maxInstances: state.nodes.length,
+    }),
+    async offers() {
+      return [attachedOffer(state)];
+    },
+    async prepare({ spec, offer }) {
+      return Object.freeze({
+        id: state.clusterId,
+        provider: "local",
+        poolId: state.id,
+        region: state.region,
+        spec,
+        offer,
+        ssh: null,
+        specific: Object.freeze({ root: state.root ?? "", workdir: state.workdir ?? "" }),
+      });
+    },
+    provision: handOut(state, instances),
+    async getInstance({ id }) {
+      const entry = node(id);
+      return entry && processAlive(entry.pid)
+        ? (instances.find((instance) => instance.id === id) ?? null)
+        : null;
+    },
+    async launchWorker({ instance }): Promise<WorkerEndpoint> {
+      const entry = node(instance.id);
+      if (!entry || !processAlive(entry.pid)) {
+        throw new Error(`the worker of ${instance.id} (pool ${state.id}) is no longer running`);
+      }
+      return { host: entry.host, port: entry.port, pid: entry.pid, token, warm: true };
+    },
+    async terminate({ ids }) {
+      await Promise.all(
+        ids.map(async (id) => {
+          const entry = node(id);
+          if (!entry) return;
+          // Released by the pool's close: give it a moment, then make sure.
+          for (const [signal, wait] of [
+            [null, 2000],
+            ["SIGTERM", 3000],
+            ["SIGKILL", 2000],
+          ] as const) {
+            if (signal !== null && processAlive(entry.pid)) {
+              try {
+                process.kill(entry.pid, signal);
+              } catch {
+                // gone
+              }
+            }
+            const deadline = Date.now() + wait;
+            while (processAlive(entry.pid) && Date.now() < deadline)
+              await new Promise((r) => setTimeout(r, 50));
+            if (!processAlive(entry.pid)) return;
+          }
+        }),
+      );
+    },
+    async teardown() {
+      if (state.root) await rm(state.root, { recursive: true, force: true });
+      await removePoolState(state.id);
+    },
+    selfDestruct() {
+      return "";
+    },
+  } as ProviderV1<{ root: string; workdir: string }>;
+}
+
+/**
+ * A provider over the running workers of a detached pool on `provider` (SSH-reached): it provisions
+ * nothing and starts nothing — its instances are the pool's, its workers' endpoints those
+ * `reconnectWorker` reached — while `getInstance`, `terminate`, `teardown` and the self-destruct
+ * are the real provider's: closing the pool terminates its instances, as for any pool.
+ */
+export function attachedRemote(
+  state: DetachedPoolState,
+  provider: ProviderV1,
+  token: string,
+  cluster: Omit<Cluster, "spec">,
+  endpoints: readonly WorkerEndpoint[],
+): ProviderV1 {
+  const instances = (state.instances ?? []).map((instance) =>
+    Object.freeze({ ...instance, status: "running" as const }),
+  );
+  const launched = new Set<number>();
+  return {
+    specificationVersion: "v1",
+    name: provider.name,
+    capabilities: Object.freeze({ ...provider.capabilities, maxInstances: state.nodes.length }),
+    async offers() {
+      return [cluster.offer];
+    },
+    async prepare({ spec }) {
+      return Object.freeze({ ...cluster, spec }) as Cluster;
+    },
+    provision: handOut(state, instances),
+    getInstance: (options) => provider.getInstance(options),
+    async launchWorker({ instance, nodeId }): Promise<WorkerEndpoint> {
+      const index = state.nodes.findIndex((node) => node.instanceId === instance.id);
+      const endpoint = endpoints[index];
+      if (!endpoint || launched.has(index)) {
+        throw new Error(`pool ${state.id}: node ${nodeId} (${instance.id}) has no worker to attach to`);
+      }
+      launched.add(index);
+      return { ...endpoint, token, warm: true };
+    },
+    terminate: (options) => provider.terminate(options),
+    async teardown(options) {
+      try {
+        await provider.teardown(options);
+      } finally {
+        await removePoolState(state.id);
+      }
+    },
+    selfDestruct: (options) => provider.selfDestruct(options),
+    // Detached again (`skyward attach` without --close does): the real provider reaches it next time.
+    reconnectWorker: (options) =>
+      (provider as Required<Pick<ProviderV1, "reconnectWorker">>).reconnectWorker(options),
+    ...(provider.interruptionNotice
+      ? { interruptionNotice: provider.interruptionNotice.bind(provider) }
+      : {}),
+  } as ProviderV1;
+}
