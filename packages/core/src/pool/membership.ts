@@ -144,10 +144,11 @@ export class Membership {
         starting: Math.max(0, this.actualNodes() - tasks.liveNodes),
         queued: tasks.queued,
         slotsPerNode: slotsPerNode(context),
-        // The head is let go of only as the last node, so while others remain its idleness counts for nothing.
+        // The head is let go of only as the last node, so while others remain (or are still being
+        // retired) its idleness counts for nothing.
         idleSince: tasks
           .idleNodes()
-          .filter(([index]) => index !== 0 || nodes.length === 1)
+          .filter(([index]) => index !== 0 || (nodes.length === 1 && this.retiring === 0))
           .map(([, since]) => since),
       },
       this.bounds,
@@ -261,14 +262,15 @@ export class Membership {
 
   /**
    * Retires up to `count` idle nodes, longest idle first; busy ones wait for a later step. The head
-   * goes only as the last node (scaling to zero): the others' cluster settings name its address.
+   * goes only as the last node (scaling to zero), once the others are gone — not while one is still
+   * being retired: the others' cluster settings name its address.
    */
   #shrink(count: number): void {
     const { nodes, tasks } = this.#context;
     let removed = 0;
     for (const [index] of tasks.idleNodes()) {
       if (removed >= count) break;
-      if (index === 0 && nodes.length > 1) continue;
+      if (index === 0 && (nodes.length > 1 || this.retiring > 0)) continue;
       const node = nodes.find((candidate) => candidate.index === index);
       if (!node || !tasks.remove(index)) continue;
       removed += 1;
