@@ -257,6 +257,23 @@ describe("pool.resize", () => {
     ]);
   });
 
+  it("reaches an explicit target before the idle rule counts, on a pool idle for a while", async () => {
+    const scaling: sky.ScalingEvent[] = [];
+    await using pool = await sky.compute(
+      { nodes: [1, 3], image, options: { ...fast, autoscaleIdleTimeout: 1 } },
+      { onEvent: (event) => event.type === "scaling" && scaling.push(event) },
+    );
+    // Idle for three idle timeouts: the node that is there counts as long idle.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    await pool.resize(3);
+    expect(pool.currentNodes()).toBe(3);
+    expect(pool.nodes().filter((node) => node.ready)).toHaveLength(3);
+    expect(scaling.map((event) => [event.from, event.to, event.reason])).toEqual([[1, 3, "resize()"]]);
+    // Then idleness counts again, from when the target was reached: back to 1, not at once.
+    await until(() => pool.currentNodes() === 1, 20_000, "the pool to shrink back to 1");
+    expect(scaling.slice(1).every((event) => /idle for 1 s/.test(event.reason))).toBe(true);
+  });
+
   it("refuses a size outside an elastic pool's bounds, and a fixed pool of zero", async () => {
     await using elastic = await sky.compute({ nodes: [1, 2], image, options: fast });
     await expect(elastic.resize(3)).rejects.toThrow(/nodes: expected a node count from 1 to 2/);

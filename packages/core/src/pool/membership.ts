@@ -49,6 +49,10 @@ export class Membership {
   #growthPausedUntil = 0;
   /** When the reconcile loop last read the nodes' instances from the provider (`performance.now()`). */
   #instancesCheckedAt = performance.now();
+  /** A target `resize` set that the pool has not reached yet: until it has, idleness shrinks nothing. */
+  #explicitTarget: number | undefined;
+  /** Idle time counts from here at the earliest: when the last explicit target was reached. */
+  #idleFloor = 0;
 
   constructor(context: PoolContext) {
     this.#context = context;
@@ -138,6 +142,7 @@ export class Membership {
     const context = this.#context;
     if (context.state !== "ready") return;
     const { tasks, nodes, pending } = context;
+    this.#settleExplicitTarget();
     const decision = this.#autoscaler?.decide(
       {
         actual: this.actualNodes(),
@@ -146,10 +151,15 @@ export class Membership {
         slotsPerNode: slotsPerNode(context),
         // The head is let go of only as the last node, so while others remain (or are still being
         // retired) its idleness counts for nothing.
-        idleSince: tasks
-          .idleNodes()
-          .filter(([index]) => index !== 0 || (nodes.length === 1 && this.retiring === 0))
-          .map(([, since]) => since),
+        // An explicit target is reached first; then a node's idle time counts from when it became
+        // ready or last worked, and from no earlier than when the target was reached.
+        idleSince:
+          this.#explicitTarget !== undefined
+            ? []
+            : tasks
+                .idleNodes()
+                .filter(([index]) => index !== 0 || (nodes.length === 1 && this.retiring === 0))
+                .map(([, since]) => Math.max(since, this.#idleFloor)),
       },
       this.bounds,
       this.desired,
@@ -176,6 +186,24 @@ export class Membership {
       this.#instancesCheckedAt = now;
       await this.#watchers.checkInstances();
     }
+  }
+
+  /** `resize`'s target: reached before the idle rule may shrink the pool again. */
+  setExplicitTarget(to: number): void {
+    this.#explicitTarget = to;
+    this.setDesired(to, "resize()");
+  }
+
+  /** Forgets an explicit target once the pool has it (or aims elsewhere), starting the idle clocks. */
+  #settleExplicitTarget(): void {
+    const target = this.#explicitTarget;
+    if (target === undefined) return;
+    const context = this.#context;
+    const reached =
+      context.tasks.liveNodes === target && this.actualNodes() === target && this.retiring === 0;
+    if (!reached && this.desired === target) return;
+    this.#explicitTarget = undefined;
+    this.#idleFloor = performance.now();
   }
 
   setDesired(to: number, reason: string): void {

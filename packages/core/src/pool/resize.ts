@@ -57,7 +57,7 @@ export async function resizePool(
   const topology = resizeTopology(target, membership.bounds);
   checkNodeCeiling(context.provider, topology, "nodes.max");
   membership.bounds = { min: topology.min, max: topology.max };
-  membership.setDesired(topology.desired, "resize()");
+  membership.setExplicitTarget(topology.desired);
   const desired = membership.desired;
   await new Promise<void>((resolve, reject) => {
     const waiter = {
