@@ -7,6 +7,7 @@ import { execFileSync } from "node:child_process";
 import { readdir } from "node:fs/promises";
 import { KEPT_NODE_ENTRIES } from "@skyward/ssh";
 import {
+  apiCellsNotApplicable,
   createTestbed,
   requireTestbed,
   runFaultMatrix,
@@ -82,11 +83,7 @@ describe.skipIf(skipReason !== undefined)("SSH on a 2-host test bed", () => {
     // Nothing SSH makes bills: the hosts are the user's before and after the pool.
     faults: () => ({ live: () => [], created: () => [] }),
     notApplicable: {
-      "rate-limit-storm": noApi,
-      "create-answer-lost": noApi,
-      "partial-delete": noApi,
-      "delete-refused-while-provisioning": noApi,
-      "unknown-list-shape": noApi,
+      ...apiCellsNotApplicable(noApi),
       "instance-reclaimed":
         "a user's host is not taken back by a cloud; a host that drops is the pool's node-lost case (ssh-faults.test.ts)",
       "client-killed-after-create":

@@ -40,6 +40,7 @@ export {
   textAnswer,
 } from "./fake-rest.js";
 export {
+  apiCellsNotApplicable,
   type BillingInstance,
   FAULT_CELLS,
   type FaultCell,

@@ -4,7 +4,7 @@
  * are all about a cloud API `Local` does not have: each is declared not applicable, with the reason.
  */
 import * as sky from "@skyward/core";
-import { runFaultMatrix, runProviderConformance } from "../src/index.js";
+import { apiCellsNotApplicable, runFaultMatrix, runProviderConformance } from "../src/index.js";
 
 runProviderConformance({
   name: "Local",
@@ -24,11 +24,7 @@ runFaultMatrix({
   // Nothing Local makes bills.
   faults: () => ({ live: () => [], created: () => [] }),
   notApplicable: {
-    "rate-limit-storm": noApi,
-    "create-answer-lost": noApi,
-    "partial-delete": noApi,
-    "delete-refused-while-provisioning": noApi,
-    "unknown-list-shape": noApi,
+    ...apiCellsNotApplicable(noApi),
     "instance-reclaimed":
       "a local process is never taken back by a cloud; a worker that dies is the pool's node-lost case",
     "client-killed-after-create":
