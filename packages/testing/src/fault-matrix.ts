@@ -263,6 +263,17 @@ export function runFaultMatrix(options: FaultMatrixOptions): void {
       // The storm is ridden out: the client waits as Retry-After asks and the pool gets its machine.
       const instances = await provision(cluster);
       expect(instances.length).toBe(1);
+      // A storm that outlasts every retry ends in an error that says the API refused for its rate.
+      faults.rateLimitNext?.(1000, 0);
+      try {
+        const error = await rejection(
+          provider.getInstance({ ...callOptions(), cluster, id: (instances[0] as Instance).id }),
+          "a lookup through a 429 storm that never ends",
+        );
+        expect(messageOf(error)).toMatch(/429|rate.?limit|too many requests/i);
+      } finally {
+        faults.rateLimitNext?.(0, 0);
+      }
       await close(cluster, instances);
     });
 
