@@ -5,6 +5,10 @@
  * lends, so the pool logs in with the key `prepare` made; the `sshAddress` seam only supplies the host's
  * own root directory (the hosts share one filesystem) and a harmless self-destruct. TensorDock deploys
  * only machines with GPUs, so every spec asks for one.
+ *
+ * The fault matrix runs against the same fake (its 429s, a lost create answer, an unknown list shape,
+ * a VM taken back, boot watchdogs that delete through the API); TensorDock has no batch delete and
+ * documents no refusal to delete a starting VM, so those two cells are declared not applicable.
  */
 import { join } from "node:path";
 import { accelerators } from "@skyward/core";
