@@ -1,27 +1,27 @@
 /**
- * The Acme Cloud REST API, as its reference (this package's README, "The Acme API") documents it: the
+ * The Acme Cloud REST API, as its reference (this package's README, "The Acme API") documents it:
  * answers checked with zod, requests sent through `@skyward/provider-utils`' HTTP client (the key from
- * the settings or `ACME_API_KEY`, deadlines, retries of what is safe to repeat, errors without the key).
+ * the settings or `ACME_API_KEY`, deadlines, retries of what is safe to repeat, errors without the key),
+ * paced by the documented limit, every failure a `MachineProviderError` whose `kind` says what failed.
  */
 import {
   defineProviderApi,
-  ProviderApiError,
-  type ProviderApiErrorOptions,
+  type MachineDeleteOutcome,
+  machineErrorFactory,
   type ProviderHttpSettings,
+  pacedClient,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/** An error answer of the Acme API (or no answer at all). */
-export class AcmeApiError extends ProviderApiError {
-  constructor(options: ProviderApiErrorOptions) {
-    super({ ...options, provider: "acme", name: "AcmeApiError" });
-  }
-}
-
-const acmeApi = defineProviderApi({
+export const acmeApi = defineProviderApi({
   label: "Acme",
   apiKeyVariable: "ACME_API_KEY",
-  createError: (options) => new AcmeApiError(options),
+  createError: machineErrorFactory({
+    provider: "acme",
+    // A 409 is Acme's "no capacity" (a sold-out type), not a machine busy with something else.
+    classify: ({ statusCode, message }) =>
+      statusCode === 409 && /capacity/i.test(message) ? "capacity" : undefined,
+  }),
 });
 
 const machineTypeSchema = z.object({
@@ -38,6 +38,7 @@ export type AcmeMachineType = z.infer<typeof machineTypeSchema>;
 
 const machineSchema = z.object({
   id: z.string(),
+  name: z.string(),
   type: z.string(),
   state: z.enum(["provisioning", "running", "deleting", "deleted"]),
   address: z.string().nullable(),
@@ -53,96 +54,96 @@ const machineSchema = z.object({
 /** One machine. */
 export type AcmeMachine = z.infer<typeof machineSchema>;
 
-/** What creating machines asks for. */
-export interface CreateMachines {
+const pageSchema = z.object({ machines: z.array(machineSchema), nextPage: z.string().nullable() });
+const deletedSchema = z.object({
+  results: z.array(
+    z.object({
+      id: z.string(),
+      status: z.enum(["deleted", "not-found", "provisioning", "error"]),
+      error: z.string().optional(),
+    }),
+  ),
+});
+
+/** What `POST /v1/machines` asks for. */
+export interface CreateMachine {
+  readonly name: string;
   readonly type: string;
-  readonly count: number;
   readonly labels: Readonly<Record<string, string>>;
-  /** Authorised for the machines' SSH user. */
+  /** Authorised for the machine's SSH user. */
   readonly sshPublicKey: string;
+  /** A retried create with the same key returns the first machine (README: "idempotencyKey"). */
+  readonly idempotencyKey: string;
 }
 
-/** A client of one Acme account. */
-export interface AcmeClient {
-  machineTypes(signal: AbortSignal): Promise<AcmeMachineType[]>;
-  createMachines(request: CreateMachines, signal: AbortSignal): Promise<AcmeMachine[]>;
-  /** The machine, or null when Acme does not know it (any more). */
-  machine(id: string, signal: AbortSignal): Promise<AcmeMachine | null>;
-  /** Machines carrying the label `key` (any value). */
-  machinesLabelled(key: string, signal: AbortSignal): Promise<AcmeMachine[]>;
-  /** Deletes a machine; one Acme no longer knows is not an error. */
-  deleteMachine(id: string, signal: AbortSignal): Promise<void>;
-}
-
-/** A client for the API at `apiUrl`. */
-export function createAcmeClient(apiUrl: string, settings: ProviderHttpSettings): AcmeClient {
-  const http = acmeApi.createClient(settings);
-  const url = (path: string) => `${apiUrl.replace(/\/+$/, "")}${path}`;
-  const notFound = (error: unknown) => AcmeApiError.isInstance(error) && error.statusCode === 404;
+/** A client of one Acme account at `apiUrl`. */
+export function createAcmeClient(apiUrl: string, settings: ProviderHttpSettings) {
+  const http = pacedClient(acmeApi.createClient(settings), {
+    account: { requests: 120, perSeconds: 60, source: "README.md, The Acme API: 120 requests a minute" },
+  });
+  const url = (path: string) => `${apiUrl.replace(/\/+$/, "")}/v1${path}`;
+  const get = async (
+    endpoint: "offers" | "get" | "list",
+    path: string,
+    purpose: string,
+    signal: AbortSignal,
+  ) => (await http.send(endpoint, { method: "GET", url: url(path), idempotent: true, purpose, signal })).data;
   return {
-    async machineTypes(signal) {
-      const { data } = await http.send({
-        method: "GET",
-        url: url("/v1/machine-types"),
-        idempotent: true,
-        purpose: "listing machine types",
-        signal,
-      });
+    async machineTypes(signal: AbortSignal): Promise<AcmeMachineType[]> {
+      const data = await get("offers", "/machine-types", "listing machine types", signal);
       return acmeApi.parseAnswer(
         z.object({ machineTypes: z.array(machineTypeSchema) }),
         data,
         "machine types",
       ).machineTypes;
     },
-    async createMachines(request, signal) {
-      const { data } = await http.send({
+    async createMachine(request: CreateMachine, signal: AbortSignal): Promise<AcmeMachine> {
+      const { data } = await http.send("create", {
         method: "POST",
-        url: url("/v1/machines"),
+        url: url("/machines"),
         data: request,
         idempotent: false,
-        purpose: `creating ${request.count} ${request.type} machine(s)`,
+        purpose: `creating machine ${request.name}`,
         signal,
       });
-      return acmeApi.parseAnswer(z.object({ machines: z.array(machineSchema) }), data, "created machines")
-        .machines;
+      return acmeApi.parseAnswer(machineSchema, data, `creating machine ${request.name}`);
     },
-    async machine(id, signal) {
-      try {
-        const { data } = await http.send({
-          method: "GET",
-          url: url(`/v1/machines/${encodeURIComponent(id)}`),
-          idempotent: true,
-          purpose: `reading machine ${id}`,
-          signal,
-        });
-        return acmeApi.parseAnswer(machineSchema, data, `machine ${id}`);
-      } catch (error) {
-        if (notFound(error)) return null;
-        throw error;
-      }
+    async machine(id: string, signal: AbortSignal): Promise<AcmeMachine> {
+      const data = await get("get", `/machines/${encodeURIComponent(id)}`, `reading machine ${id}`, signal);
+      return acmeApi.parseAnswer(machineSchema, data, `reading machine ${id}`);
     },
-    async machinesLabelled(key, signal) {
-      const { data } = await http.send({
-        method: "GET",
-        url: url(`/v1/machines?label=${encodeURIComponent(key)}`),
+    /** One page of the machines carrying label `key`. */
+    async machinesPage(key: string, page: string | undefined, signal: AbortSignal) {
+      const query = `label=${encodeURIComponent(key)}${page ? `&page=${encodeURIComponent(page)}` : ""}`;
+      return acmeApi.parseAnswer(
+        pageSchema,
+        await get("list", `/machines?${query}`, "listing machines", signal),
+        "listing machines",
+      );
+    },
+    /** Deletes machines in one call; a 207 says per machine what happened. */
+    async deleteMachines(ids: readonly string[], signal: AbortSignal) {
+      const { data } = await http.send("delete", {
+        method: "POST",
+        url: url("/machines/delete"),
+        data: { ids },
         idempotent: true,
-        purpose: "listing machines",
+        purpose: `deleting ${ids.length} machine(s)`,
         signal,
       });
-      return acmeApi.parseAnswer(z.object({ machines: z.array(machineSchema) }), data, "machines").machines;
-    },
-    async deleteMachine(id, signal) {
-      try {
-        await http.send({
-          method: "DELETE",
-          url: url(`/v1/machines/${encodeURIComponent(id)}`),
-          idempotent: true,
-          purpose: `deleting machine ${id}`,
-          signal,
-        });
-      } catch (error) {
-        if (!notFound(error)) throw error;
-      }
+      const outcomes = new Map<string, MachineDeleteOutcome>();
+      for (const result of acmeApi.parseAnswer(deletedSchema, data, "deleting machines").results)
+        outcomes.set(
+          result.id,
+          result.status === "deleted"
+            ? "deleted"
+            : result.status === "not-found"
+              ? "gone"
+              : result.status === "provisioning"
+                ? "busy"
+                : { error: new Error(result.error ?? "refused") },
+        );
+      return outcomes;
     },
   };
 }

@@ -1,7 +1,8 @@
 /**
  * `skyward-provider-acme`: machines from the (fictional) Acme Cloud, reached over SSH. Written as an
- * outside author writes a provider: a plain `ProviderV1` on `@skyward/core/contract`, the shared
- * helpers of `@skyward/provider-utils`, and `@skyward/ssh`'s launcher for the workers.
+ * outside author writes a provider: an adapter of Acme's API handed to `defineMachineProvider` from
+ * `@skyward/provider-utils`, which owns the rest — the market loop and price cap, idempotent creates,
+ * deletes until gone, lists that fail loudly, the SSH key pair and the workers.
  *
  * ```ts
  * import * as sky from "@skyward/core";
@@ -12,66 +13,22 @@
  */
 import { ConfigurationError } from "@skyward/core";
 import {
-  type Cluster,
-  type ClusterSsh,
   canonicalAcceleratorName,
   type Instance,
   type InstanceStatus,
   type Offer,
   type ProviderV1,
-  parseInput,
 } from "@skyward/core/contract";
 import {
-  createClusterId,
-  filterOffers,
-  httpSettingsShape,
-  keysDirectorySchema,
-  poolIdFromTags,
-  removePrivateKey,
-  requireOwnOffer,
+  defineMachineProvider,
+  type MachineClusterData,
   SKYWARD_TAGS,
-  skywardKeysDirectory,
-  skywardTags,
   sshReachableStatus,
 } from "@skyward/provider-utils";
-import { ensureSshKeyPair, launchSshWorker } from "@skyward/ssh";
-import { z } from "zod";
-import { type AcmeMachine, type AcmeMachineType, createAcmeClient } from "./acme-api.js";
+import { type AcmeMachine, type AcmeMachineType, acmeApi, createAcmeClient } from "./acme-api.js";
+import { type AcmeSettings, parseAcmeSettings } from "./acme-settings.js";
 
-export { AcmeApiError } from "./acme-api.js";
-
-/** Settings of {@link Acme}. */
-export interface AcmeSettings {
-  /** The API's base URL. Default `https://api.acme.example`. */
-  apiUrl?: string;
-  /** Where machines are created, when an account has several. Default: every region's machine types. */
-  region?: string;
-  /** The API key. Default: `$ACME_API_KEY`, read on the first request. Never logged. */
-  apiKey?: string;
-  /** Retries of a request that is safe to repeat. Default 4. */
-  maxRetries?: number;
-  /** The first retry's delay, milliseconds (doubled each time). Default 1000. */
-  retryDelayMs?: number;
-  /** Each request's deadline, milliseconds. Default 30000. */
-  requestTimeoutMs?: number;
-  /** Where the clusters' SSH keys are kept. Default `~/.skyward/keys`. */
-  keysDirectory?: string;
-}
-
-const settingsSchema = z.strictObject({
-  apiUrl: z.url({ error: "expected the API's base URL" }).default("https://api.acme.example"),
-  region: z.string().min(1, { message: "expected a region name" }).optional(),
-  ...httpSettingsShape,
-  keysDirectory: keysDirectorySchema,
-});
-
-/** What a cluster of Acme machines keeps. */
-export interface AcmeClusterData {
-  /** The machine type every machine of the cluster is. */
-  readonly type: string;
-  /** The public half of the cluster's key pair, authorised on its machines. */
-  readonly publicKey: string;
-}
+export type { AcmeSettings };
 
 const STATES: Record<AcmeMachine["state"], InstanceStatus> = {
   provisioning: "pending",
@@ -80,17 +37,14 @@ const STATES: Record<AcmeMachine["state"], InstanceStatus> = {
   deleted: "terminated",
 };
 
-function toOffer(type: AcmeMachineType): Offer {
+function toOffer(type: AcmeMachineType, asOf: string): Offer {
+  const gpu = type.gpu;
   return {
     id: `acme:${type.region}:${type.id}`,
     provider: "acme",
     instanceType: type.id,
-    accelerator: type.gpu
-      ? {
-          name: canonicalAcceleratorName(type.gpu.model) ?? type.gpu.model,
-          count: type.gpu.count,
-          memoryGb: type.gpu.memoryGb,
-        }
+    accelerator: gpu
+      ? { name: canonicalAcceleratorName(gpu.model) ?? gpu.model, count: gpu.count, memoryGb: gpu.memoryGb }
       : null,
     vcpus: type.vcpus,
     memoryGb: type.memoryGb,
@@ -99,7 +53,7 @@ function toOffer(type: AcmeMachineType): Offer {
     spotPrice: null,
     onDemandPrice: type.pricePerHour,
     billingUnit: "second",
-    pricesAsOf: new Date().toISOString().slice(0, 10),
+    pricesAsOf: asOf,
     specific: { type: type.id },
   };
 }
@@ -123,118 +77,79 @@ function toInstance(machine: AcmeMachine, identityFile: string | undefined): Ins
     ssh,
     spot: false,
     hourlyPrice: machine.pricePerHour,
-    offerId: `acme:${machine.labels[SKYWARD_TAGS.region] ?? ""}:${machine.type}`,
+    offerId: machine.labels[SKYWARD_TAGS.offer] ?? "",
     createdAt: Date.parse(machine.createdAt),
     tags: machine.labels,
   };
 }
 
-function build(settings: z.output<typeof settingsSchema>): ProviderV1<AcmeClusterData> {
+function build(settings: ReturnType<typeof parseAcmeSettings>): ProviderV1<MachineClusterData> {
   const api = createAcmeClient(settings.apiUrl, settings);
-  const keysDirectory = settings.keysDirectory ?? skywardKeysDirectory();
-  const identityFiles = new Map<string, string>();
-  const keyName = (cluster: Pick<Cluster, "id">) => `acme-${cluster.id}`;
-
-  const provider: ProviderV1<AcmeClusterData> = {
-    specificationVersion: "v1",
+  return defineMachineProvider<AcmeMachine>({
     name: "acme",
+    label: "Acme",
     capabilities: { spot: false, volumes: false, images: false },
     ...(settings.region ? { cacheKey: settings.region } : {}),
+    clusterIdPrefix: "acme",
+    sshUser: "root",
+    keyName: "acme_ed25519",
+    keysDirectory: settings.keysDirectory,
+    idempotencyToken: true,
+    bootWatchdog: {
+      none: "Acme runs no command of ours at boot; its agent deletes a machine on request only",
+    },
+    deleteRetryDelayMs: 500,
+    checkCredentials: () => void acmeApi.resolveApiKey(settings.apiKey),
 
-    async offers({ query, signal }) {
+    async offers(query, signal) {
       const region = query.region ?? settings.region;
-      const types = await api.machineTypes(signal);
-      return filterOffers(
-        types.filter((type) => region === undefined || type.region === region).map(toOffer),
-        query,
-      );
+      const asOf = new Date().toISOString().slice(0, 10);
+      return (await api.machineTypes(signal))
+        .filter((type) => region === undefined || type.region === region)
+        .map((type) => toOffer(type, asOf));
     },
-
-    async prepare({ spec, offer, poolId }) {
-      requireOwnOffer(offer, "acme", "Acme");
-      const id = createClusterId("acme");
-      const keys = await ensureSshKeyPair(keysDirectory, keyName({ id }));
-      identityFiles.set(id, keys.identityFile);
-      const ssh: ClusterSsh = { user: "root", identityFile: keys.identityFile, sudo: false };
-      return {
-        id,
-        provider: "acme",
-        poolId: poolId ?? "",
-        region: offer.region,
-        spec,
-        offer,
-        ssh,
-        specific: { type: offer.instanceType, publicKey: keys.publicKey },
-      };
-    },
-
-    async provision({ cluster, count, signal }) {
-      const machines = await api.createMachines(
+    create: ({ cluster, name, tags, idempotencyKey, signal }) =>
+      api.createMachine(
         {
-          type: cluster.specific.type,
-          count,
-          labels: skywardTags({
-            cluster: cluster.id,
-            pool: cluster.poolId,
-            region: cluster.region,
-            hourlyPrice: cluster.offer.onDemandPrice,
-          }),
+          name,
+          type: cluster.offer.instanceType,
+          labels: { ...tags, [SKYWARD_TAGS.region]: cluster.region },
           sshPublicKey: cluster.specific.publicKey,
+          idempotencyKey,
         },
         signal,
-      );
-      return machines.map((machine) => toInstance(machine, cluster.ssh?.identityFile));
+      ),
+    get: (id, signal) => api.machine(id, signal),
+    async listPage(cursor, signal) {
+      const page = await api.machinesPage(SKYWARD_TAGS.cluster, cursor, signal);
+      return { machines: page.machines, next: page.nextPage ?? undefined };
     },
-
-    async getInstance({ cluster, id, signal }) {
-      const machine = await api.machine(id, signal);
-      if (machine === null || machine.state === "deleted") return null;
-      return toInstance(machine, cluster.ssh?.identityFile ?? identityFiles.get(cluster.id));
+    delete: { batch: (ids, signal) => api.deleteMachines(ids, signal) },
+    isBeingDeleted: (machine) => machine.state === "deleting" || machine.state === "deleted",
+    idOf: (machine) => machine.id,
+    tags: {
+      name: (cluster, index) => `${cluster.id}-${index}`,
+      nameOf: (machine) => machine.name,
+      read: (machine) => (machine.labels[SKYWARD_TAGS.cluster] ? machine.labels : {}),
     },
-
-    launchWorker: launchSshWorker,
-
-    async terminate({ ids, signal }) {
-      for (const id of ids) await api.deleteMachine(id, signal);
-    },
-
-    async teardown({ cluster, signal }) {
-      const left = await api.machinesLabelled(SKYWARD_TAGS.cluster, signal);
-      for (const machine of left) {
-        if (machine.labels[SKYWARD_TAGS.cluster] === cluster.id && machine.state !== "deleted")
-          await api.deleteMachine(machine.id, signal);
-      }
-      const identityFile = cluster.ssh?.identityFile ?? identityFiles.get(cluster.id);
-      if (identityFile) await removePrivateKey(identityFile);
-      identityFiles.delete(cluster.id);
-    },
-
+    describe: (machine, { identityFile }) => toInstance(machine, identityFile),
     // Acme's machine agent deletes the machine it runs on (see the README's API reference).
     selfDestruct: () => "acme-agent delete-self",
-
-    async listInstances({ signal }) {
-      const machines = await api.machinesLabelled(SKYWARD_TAGS.cluster, signal);
-      return machines
-        .filter((machine) => machine.state !== "deleted" && poolIdFromTags(machine.labels) !== "")
-        .map((machine) => toInstance(machine, undefined));
-    },
-  };
-  return provider;
+  });
 }
 
 /**
- * Acme Cloud as a provider: on-demand machines from its REST API, one node each, reached over SSH
- * with a key pair made per cluster.
+ * Acme Cloud as a provider: on-demand machines from its REST API, one node each, reached over SSH.
  *
  * @throws {ConfigurationError} naming the setting when one is not usable.
  */
-export function Acme(settings: AcmeSettings = {}): ProviderV1<AcmeClusterData> {
-  return build(parseInput(settingsSchema, settings, "Acme"));
+export function Acme(settings: AcmeSettings = {}): ProviderV1<MachineClusterData> {
+  return build(parseAcmeSettings(settings, "Acme"));
 }
 
 /** Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`package = "skyward-provider-acme"`). */
-export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<AcmeClusterData> {
+export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<MachineClusterData> {
   if (typeof settings !== "object" || settings === null)
     throw new ConfigurationError({ issues: [{ path: "", message: "expected a table of settings" }] });
-  return build(parseInput(settingsSchema, settings, ""));
+  return build(parseAcmeSettings(settings, ""));
 }

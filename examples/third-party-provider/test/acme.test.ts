@@ -1,13 +1,16 @@
 /**
  * `skyward-provider-acme` against a fake of the Acme API (`fake-acme.ts`, built from the README's API
- * reference) whose machines are real SSH hosts of a `@skyward/testing` test bed: the provider
- * conformance suite, a pool whose workers run on those hosts, and its settings refused by name.
+ * reference): the fault matrix (a fake without hosts), and, with machines that are real SSH hosts of a
+ * `@skyward/testing` test bed, the provider conformance suite, a pool whose workers run on those
+ * hosts, and its settings refused by name.
  */
+import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import {
   createTestbed,
   requireTestbed,
+  runFaultMatrix,
   runProviderConformance,
   type ScratchSkywardHome,
   type Testbed,
@@ -20,6 +23,25 @@ import { type FakeAcme, startFakeAcme } from "./fake-acme.ts";
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("./tasks.py", import.meta.url));
 
+let faulty: FakeAcme;
+beforeAll(async () => {
+  faulty = await startFakeAcme();
+});
+afterAll(async () => {
+  await faulty?.[Symbol.asyncDispose]();
+});
+
+// Every cell applies: Acme answers 429s, takes an idempotency key, deletes in batches (207), refuses
+// to delete a provisioning machine, pages its lists. A machine whose client died is found and
+// deleted by `skyward down`: Acme runs no boot command to arm a watchdog in.
+runFaultMatrix({
+  name: "acme",
+  create: () => Acme({ apiUrl: faulty.url, apiKey: faulty.apiKey, retryDelayMs: 50 }),
+  faults: () => faulty,
+  spec: { region: "eu-1" },
+  clientKilled: "skyward-down",
+});
+
 let bed: Testbed;
 let acme: FakeAcme;
 let home: ScratchSkywardHome;
@@ -28,7 +50,7 @@ if (skipReason === undefined) {
   beforeAll(async () => {
     home = await useScratchSkywardHome("skyward-acme-");
     bed = await createTestbed({ hosts: 2 });
-    acme = await startFakeAcme(bed);
+    acme = await startFakeAcme(bed.hosts);
   });
   afterAll(async () => {
     await acme?.[Symbol.asyncDispose]();
@@ -96,5 +118,23 @@ describe("Acme settings", () => {
     } finally {
       if (saved !== undefined) process.env.ACME_API_KEY = saved;
     }
+  });
+});
+
+describe("docs/providers.md", () => {
+  it("shows this provider file as it is (its imports from the package's published subpaths)", async () => {
+    const source = await readFile(new URL("../src/index.ts", import.meta.url), "utf8");
+    const doc = await readFile(new URL("../../../docs/providers.md", import.meta.url), "utf8");
+    const shown = /<!-- acme-provider:start -->\n```ts\n([\s\S]*?)```\n<!-- acme-provider:end -->/.exec(
+      doc,
+    )?.[1];
+    // The file without its module comment, its own modules named as an outside reader imports them.
+    const expected = source
+      .slice(source.indexOf("*/\n") + 3)
+      .replace('from "./acme-api.js";', 'from "skyward-provider-acme/api";')
+      .replace('from "./acme-settings.js";', 'from "skyward-provider-acme/settings";');
+    expect(shown, "docs/providers.md has the acme-provider block").toBeDefined();
+    expect(shown).toBe(expected);
+    expect(source.split("\n").length, "the provider file stays under 200 lines").toBeLessThan(200);
   });
 });

@@ -1,25 +1,30 @@
 /**
  * A fake of the Acme Cloud API (the README's "The Acme API" reference: every endpoint, request and
- * answer shape below is from there), serving on loopback and handing out real machines: the hosts of
- * a `@skyward/testing` test bed. Creating a machine authorises the request's SSH key on a free host,
- * as Acme authorises it on a new machine; deleting one takes the key away again.
+ * answer shape below is from there), serving on loopback. Given test-bed hosts, it hands them out as
+ * machines: creating one authorises the request's SSH key on a free host, as Acme does on a new
+ * machine, and deleting it takes the key away. Without hosts, addresses are documentation addresses.
+ * It injects the faults of the fault matrix (`FaultController` of `@skyward/testing`).
  */
 import { randomBytes } from "node:crypto";
-import { readFile, writeFile } from "node:fs/promises";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { dirname, join } from "node:path";
-import type { Testbed, TestbedHost } from "@skyward/testing";
+import {
+  type FaultController,
+  fakeRoutes,
+  jsonAnswer,
+  startFakeRestServer,
+  type TestbedHost,
+  testbedHostPool,
+} from "@skyward/testing";
 
 interface FakeMachine {
   id: string;
+  name: string;
   type: string;
   state: "provisioning" | "running" | "deleting" | "deleted";
-  host: TestbedHost;
+  host: TestbedHost | undefined;
+  address: string;
   labels: Record<string, string>;
   createdAt: string;
-  /** Reads while provisioning: the machine "boots" after its first read. */
-  reads: number;
+  pricePerHour: number;
 }
 
 const MACHINE_TYPES = [
@@ -36,8 +41,11 @@ const MACHINE_TYPES = [
   { id: "cpu-2", region: "us-2", vcpus: 2, memoryGb: 4, gpu: null, pricePerHour: 0.05 },
 ];
 
-/** A running fake Acme API. */
-export interface FakeAcme extends AsyncDisposable {
+/** Machines a list page holds (README: "pages of 2"), so a provider must read every page. */
+const PAGE_SIZE = 2;
+
+/** A running fake Acme API; its fault switches are the matrix's. */
+export interface FakeAcme extends AsyncDisposable, Required<Omit<FaultController, "fireBootWatchdogs">> {
   /** Its base URL (`http://127.0.0.1:PORT`). */
   readonly url: string;
   /** The API key it accepts. */
@@ -48,121 +56,168 @@ export interface FakeAcme extends AsyncDisposable {
   readonly requests: string[];
 }
 
-function machineAnswer(machine: FakeMachine) {
-  const type = MACHINE_TYPES.find((entry) => entry.id === machine.type);
-  const running = machine.state === "running";
-  return {
-    id: machine.id,
-    type: machine.type,
-    state: machine.state,
-    address: running ? machine.host.host : null,
-    privateAddress: running ? machine.host.host : null,
-    sshPort: machine.host.port,
-    sshUser: machine.host.user,
-    // Each test-bed host has its own directory (the hosts share one filesystem).
-    scratchDir: machine.host.root,
-    labels: machine.labels,
-    pricePerHour: type?.pricePerHour ?? 0,
-    createdAt: machine.createdAt,
-  };
-}
-
-async function body(request: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of request) chunks.push(chunk as Buffer);
-  return chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString("utf8")) : undefined;
-}
-
-/** Starts the fake on loopback, lending out the hosts of `bed`. */
-export async function startFakeAcme(bed: Testbed): Promise<FakeAcme> {
+/** Starts the fake on loopback, lending out `hosts` as machines (none: machines no one can reach). */
+export async function startFakeAcme(hosts: readonly TestbedHost[] = []): Promise<FakeAcme> {
   const apiKey = `acme-test-${randomBytes(8).toString("hex")}`;
   const machines = new Map<string, FakeMachine>();
-  const requests: string[] = [];
-  const authorizedKeys = (host: TestbedHost) => join(dirname(host.root), "authorized_keys");
-  const original = new Map<TestbedHost, string>();
-  for (const host of bed.hosts) original.set(host, await readFile(authorizedKeys(host), "utf8"));
-  const busy = (host: TestbedHost) =>
-    [...machines.values()].some((machine) => machine.host === host && machine.state !== "deleted");
+  const byIdempotencyKey = new Map<string, string>();
+  const lending = await testbedHostPool<string>(hosts);
+  const faults = { rateLimited: 0, retryAfter: 0, loseCreate: false, partialDelete: false, refuse: 0 };
+  let listBroken = false;
 
-  const send = (response: ServerResponse, status: number, answer?: unknown) => {
-    response.writeHead(status, { "content-type": "application/json" });
-    response.end(answer === undefined ? undefined : JSON.stringify(answer));
+  const view = (machine: FakeMachine) => {
+    const running = machine.state === "running";
+    return {
+      id: machine.id,
+      name: machine.name,
+      type: machine.type,
+      state: machine.state,
+      address: running ? machine.address : null,
+      privateAddress: running ? machine.address : null,
+      sshPort: machine.host?.port ?? 22,
+      sshUser: machine.host?.user ?? "root",
+      // Each test-bed host has its own directory (the hosts share one filesystem).
+      scratchDir: machine.host?.root ?? null,
+      labels: machine.labels,
+      pricePerHour: machine.pricePerHour,
+      createdAt: machine.createdAt,
+    };
+  };
+  const end = async (machine: FakeMachine) => {
+    machine.state = "deleted";
+    await lending.release(machine.id);
   };
 
-  const handle = async (request: IncomingMessage, response: ServerResponse) => {
-    const url = new URL(request.url ?? "/", "http://acme");
-    requests.push(`${request.method} ${url.pathname}`);
-    if (request.headers.authorization !== `Bearer ${apiKey}`)
-      return send(response, 401, { error: "bad API key" });
-    if (request.method === "GET" && url.pathname === "/v1/machine-types")
-      return send(response, 200, { machineTypes: MACHINE_TYPES });
-    if (request.method === "GET" && url.pathname === "/v1/machines") {
-      const label = url.searchParams.get("label");
-      const listed = [...machines.values()].filter((machine) => label === null || label in machine.labels);
-      return send(response, 200, { machines: listed.map(machineAnswer) });
-    }
-    if (request.method === "POST" && url.pathname === "/v1/machines") {
-      const wanted = (await body(request)) as {
-        type: string;
-        count: number;
-        labels: Record<string, string>;
-        sshPublicKey: string;
-      };
-      if (!MACHINE_TYPES.some((type) => type.id === wanted.type))
-        return send(response, 400, { error: `unknown machine type ${wanted.type}` });
-      const free = bed.hosts.filter((host) => !busy(host)).slice(0, wanted.count);
-      if (free.length === 0) return send(response, 409, { error: "no capacity" });
-      const created: FakeMachine[] = [];
-      for (const host of free) {
-        await writeFile(authorizedKeys(host), `${original.get(host)}${wanted.sshPublicKey}\n`);
+  const routes = fakeRoutes(
+    {
+      "GET /machine-types": () => jsonAnswer(200, { machineTypes: MACHINE_TYPES }),
+      "GET /machines": ({ query }) => {
+        if (listBroken) return jsonAnswer(200, { items: [] });
+        const label = query.get("label");
+        const listed = [...machines.values()].filter((machine) => label === null || label in machine.labels);
+        const start = Number(query.get("page") ?? 0);
+        const next = start + PAGE_SIZE < listed.length ? String(start + PAGE_SIZE) : null;
+        return jsonAnswer(200, {
+          machines: listed.slice(start, start + PAGE_SIZE).map(view),
+          nextPage: next,
+        });
+      },
+      "POST /machines": async ({ body }) => {
+        const wanted = body as {
+          name: string;
+          type: string;
+          labels: Record<string, string>;
+          sshPublicKey: string;
+          idempotencyKey: string;
+        };
+        const earlier = machines.get(byIdempotencyKey.get(wanted.idempotencyKey) ?? "");
+        if (earlier) return jsonAnswer(201, view(earlier));
+        const type = MACHINE_TYPES.find((entry) => entry.id === wanted.type);
+        if (!type) return jsonAnswer(400, { error: `unknown machine type ${wanted.type}` });
+        const id = `m-${randomBytes(4).toString("hex")}`;
+        const host = lending.take(id);
+        if (hosts.length > 0 && !host) return jsonAnswer(409, { error: "no capacity" });
+        await lending.authorize(id, wanted.sshPublicKey);
         const machine: FakeMachine = {
-          id: `m-${randomBytes(4).toString("hex")}`,
+          id,
+          name: wanted.name,
           type: wanted.type,
           state: "provisioning",
           host,
+          address: host?.host ?? `203.0.113.${machines.size % 250}`,
           labels: wanted.labels,
           createdAt: new Date().toISOString(),
-          reads: 0,
+          pricePerHour: type.pricePerHour,
         };
-        machines.set(machine.id, machine);
-        created.push(machine);
-      }
-      return send(response, 201, { machines: created.map(machineAnswer) });
-    }
-    const match = /^\/v1\/machines\/([^/]+)$/.exec(url.pathname);
-    const machine = match ? machines.get(decodeURIComponent(match[1] ?? "")) : undefined;
-    if (!machine) return send(response, 404, { error: "no such machine" });
-    if (request.method === "GET") {
-      machine.reads += 1;
-      if (machine.state === "provisioning" && machine.reads > 1) machine.state = "running";
-      return send(response, 200, machineAnswer(machine));
-    }
-    if (request.method === "DELETE") {
-      if (machine.state !== "deleted") {
-        machine.state = "deleted";
-        await writeFile(authorizedKeys(machine.host), original.get(machine.host) ?? "");
-      }
-      return send(response, 204);
-    }
-    return send(response, 405, { error: "method not allowed" });
-  };
+        machines.set(id, machine);
+        byIdempotencyKey.set(wanted.idempotencyKey, id);
+        if (faults.loseCreate) {
+          faults.loseCreate = false;
+          return jsonAnswer(504, { error: "gateway timeout" });
+        }
+        return jsonAnswer(201, view(machine));
+      },
+      "GET /machines/:id": (_, { id }) => {
+        const machine = machines.get(id ?? "");
+        if (!machine) return jsonAnswer(404, { error: "no such machine" });
+        const answer = view(machine);
+        if (machine.state === "provisioning") machine.state = "running";
+        return jsonAnswer(200, answer);
+      },
+      "POST /machines/delete": async ({ body }) => {
+        const results = [];
+        for (const id of (body as { ids: string[] }).ids) {
+          const machine = machines.get(id);
+          if (!machine || machine.state === "deleted") results.push({ id, status: "not-found" });
+          else if (faults.partialDelete && results.length === 0)
+            results.push({ id, status: "error", error: "internal error deleting the machine" });
+          else if (faults.refuse > 0 && machine.state === "provisioning") {
+            faults.refuse -= 1;
+            results.push({ id, status: "provisioning", error: "machine is still provisioning" });
+          } else {
+            await end(machine);
+            results.push({ id, status: "deleted" });
+          }
+        }
+        const failed = results.some((result) => result.status !== "deleted");
+        faults.partialDelete = false;
+        return jsonAnswer(failed ? 207 : 200, { results });
+      },
+    },
+    () => jsonAnswer(404, { error: "no such endpoint" }),
+  );
 
-  const server = createServer((request, response) => {
-    handle(request, response).catch((error: unknown) => send(response, 500, { error: String(error) }));
+  const server = await startFakeRestServer({
+    prefix: "/v1",
+    record: ({ method, url }) => `${method} ${url.pathname}`,
+    handle: (request) => {
+      if (faults.rateLimited > 0) {
+        faults.rateLimited -= 1;
+        return {
+          ...jsonAnswer(429, { error: "rate limited" }),
+          headers: { "retry-after": String(faults.retryAfter) },
+        };
+      }
+      return request.headers.authorization === `Bearer ${apiKey}`
+        ? routes(request)
+        : jsonAnswer(401, { error: "bad API key" });
+    },
+    failed: (error) => jsonAnswer(500, { error: String(error) }),
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const billing = (machine: FakeMachine) => ({ id: machine.id, hourlyPrice: machine.pricePerHour });
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: server.origin,
     apiKey,
-    requests,
+    requests: server.requests,
     machinesLeft: () =>
       [...machines.values()]
         .filter((machine) => machine.state !== "deleted")
-        .map((machine) => `${machine.id} (${machine.state}) on ${machine.host.host}`),
+        .map((machine) => `${machine.id} (${machine.state}) at ${machine.address}`),
+    live: () => [...machines.values()].filter((machine) => machine.state !== "deleted").map(billing),
+    created: () => [...machines.values()].map(billing),
+    rateLimitNext(count, seconds) {
+      faults.rateLimited = count;
+      faults.retryAfter = seconds;
+    },
+    loseNextCreateAnswer() {
+      faults.loseCreate = true;
+    },
+    partialDeleteNext() {
+      faults.partialDelete = true;
+    },
+    refuseDeleteWhileProvisioning(count) {
+      faults.refuse = count;
+    },
+    breakListShape(broken) {
+      listBroken = broken;
+    },
+    async reclaim(id) {
+      const machine = machines.get(id);
+      if (machine) await end(machine);
+    },
     async [Symbol.asyncDispose]() {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const [host, text] of original) await writeFile(authorizedKeys(host), text);
+      await server.close();
+      await lending.releaseAll();
     },
   };
 }

@@ -1,12 +1,16 @@
 /**
- * The provider conformance suite against `SSH` on a two-host test bed, a real pool included.
+ * The provider conformance suite against `SSH` on a two-host test bed, a real pool included, and the
+ * fault matrix, whose cells are all about a cloud API `SSH` does not have: each is declared not
+ * applicable, with the reason.
  */
 import { execFileSync } from "node:child_process";
 import { readdir } from "node:fs/promises";
 import { KEPT_NODE_ENTRIES } from "@skyward/ssh";
 import {
+  apiCellsNotApplicable,
   createTestbed,
   requireTestbed,
+  runFaultMatrix,
   runProviderConformance,
   type Testbed,
   testbedSshHosts,
@@ -68,6 +72,22 @@ describe.skipIf(skipReason !== undefined)("SSH on a 2-host test bed", () => {
         if (left.length === 0 || Date.now() > deadline) return left;
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
+    },
+  });
+
+  /** SSH creates nothing through an API: its instances are hosts the user already has. */
+  const noApi = "SSH calls no cloud API: its instances are the user's own hosts, listed in its settings";
+  runFaultMatrix({
+    name: "ssh",
+    create: () => SSH({ hosts: testbedSshHosts(bed) }),
+    // Nothing SSH makes bills: the hosts are the user's before and after the pool.
+    faults: () => ({ live: () => [], created: () => [] }),
+    notApplicable: {
+      ...apiCellsNotApplicable(noApi),
+      "instance-reclaimed":
+        "a user's host is not taken back by a cloud; a host that drops is the pool's node-lost case (ssh-faults.test.ts)",
+      "client-killed-after-create":
+        "a host bills nothing; a worker whose client died stops itself when its TTL ends",
     },
   });
 });

@@ -5,12 +5,17 @@
  * lends, so the pool logs in with the key `prepare` made; the `sshAddress` seam only supplies the host's
  * own root directory (the hosts share one filesystem) and a harmless self-destruct. TensorDock deploys
  * only machines with GPUs, so every spec asks for one.
+ *
+ * The fault matrix runs against the same fake (its 429s, a lost create answer, an unknown list shape,
+ * a VM taken back, boot watchdogs that delete through the API); TensorDock has no batch delete and
+ * documents no refusal to delete a starting VM, so those two cells are declared not applicable.
  */
 import { join } from "node:path";
 import { accelerators } from "@skyward/core";
 import {
   expectDetachAttach,
   requireTestbed,
+  runFaultMatrix,
   runProviderConformance,
   testbedAddressAt,
   useFakeApi,
@@ -47,6 +52,32 @@ runProviderConformance({
   provisionCount: 2,
   unknownInstanceId: "00000000-0000-4000-8000-000000000000",
   timeoutMs: 20_000,
+});
+
+runFaultMatrix({
+  name: "tensordock",
+  create,
+  faults: () => ({
+    live: () =>
+      [...api.fake.instances.values()]
+        .filter((instance) => instance.status !== "deleting")
+        .map((instance) => ({ id: instance.id, hourlyPrice: instance.rateHourly })),
+    created: () => api.fake.created,
+    rateLimitNext: (count, seconds) => api.fake.rateLimitNext(count, seconds),
+    loseNextCreateAnswer: () => api.fake.loseNextCreateAnswer(),
+    breakListShape: (broken) => api.fake.breakListShape(broken),
+    reclaim: (id) => api.fake.reclaim(id),
+    fireBootWatchdogs: () => api.fake.fireBootWatchdogs(),
+  }),
+  spec: { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+  notApplicable: {
+    "partial-delete":
+      "TensorDock deletes one VM a call (DELETE /instances/{id}); there is no batch to answer 207",
+    "delete-refused-while-provisioning":
+      "TensorDock's instance-management page documents no refusal to delete a starting VM",
+  },
+  clientKilled: "boot-watchdog",
+  timeoutMs: 30_000,
 });
 
 const skipReason = await requireTestbed();

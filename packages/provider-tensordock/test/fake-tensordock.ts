@@ -53,8 +53,19 @@ export interface FakeTensorDock extends AsyncDisposable {
   leftovers(): string[];
   /** Answers the next `count` requests with HTTP 429 and `Retry-After: seconds`, as the API does past 100 requests a minute. */
   rateLimitNext(count: number, seconds: number): void;
-  /** From now on answers `GET /instances` as `{data: {}}`, a shape the provider must refuse, never read as "no instances". */
-  breakListShape(): void;
+  /** From now on (until called with false) answers `GET /instances` as `{data: {}}`, a shape the provider must refuse, never read as "no instances". */
+  breakListShape(broken?: boolean): void;
+  /** Every instance ever created, deleted ones included, with what it bills an hour. */
+  readonly created: { readonly id: string; readonly hourlyPrice: number }[];
+  /** The next create makes its instance but answers 504, as a gateway that lost the API's answer. */
+  loseNextCreateAnswer(): void;
+  /** TensorDock takes the instance back (a host lost): it is gone, and bills no more. */
+  reclaim(id: string): void;
+  /**
+   * Runs what each VM's boot watchdog would, its time passed with no worker: a VM whose `cloud_init`
+   * armed a watchdog that deletes it through this API is deleted; the others stay.
+   */
+  fireBootWatchdogs(): Promise<void>;
 }
 
 /** How the fake answers `GET /instances/{id}`. */
@@ -83,6 +94,16 @@ export async function startFakeTensorDock(
   let addresses = 0;
   let rateLimited = { count: 0, seconds: 0 };
   let listShapeBroken = false;
+  let loseCreateAnswer = false;
+  const created: { id: string; hourlyPrice: number }[] = [];
+
+  /** Starts deleting an instance, as `DELETE /instances/{id}` does. */
+  const startDeleting = async (instance: FakeInstance) => {
+    if (instance.status === "deleting") return;
+    instance.status = "deleting";
+    instance.reads = 0;
+    await hosts.revoke(instance.id);
+  };
 
   /** An instance as `GET /instances` and `GET /instances/{id}` show it (JSON:API envelope). */
   const view = (instance: FakeInstance) => ({
@@ -206,6 +227,11 @@ export async function startFakeTensorDock(
             ) / 10_000,
         };
         instances.set(instance.id, instance);
+        created.push({ id: instance.id, hourlyPrice: instance.rateHourly });
+        if (loseCreateAnswer) {
+          loseCreateAnswer = false;
+          return jsonAnswer(504, { errors: [{ status: "504", title: "Gateway Timeout" }] });
+        }
         // https://dashboard.tensordock.com/api/docs/instance-creation (example response)
         return jsonAnswer(201, {
           data: { type: "virtualmachine", id: instance.id, name: attributes.name, status: instance.status },
@@ -232,11 +258,7 @@ export async function startFakeTensorDock(
       "DELETE /instances/:id": async (_, { id }) => {
         const instance = named(id);
         if (!instance) return jsonAnswer(404, errors.notFound);
-        if (instance.status !== "deleting") {
-          instance.status = "deleting";
-          instance.reads = 0;
-          await hosts.revoke(instance.id);
-        }
+        await startDeleting(instance);
         return jsonAnswer(200, { data: { type: "success", message: "Instance deleted" } });
       },
     },
@@ -278,8 +300,28 @@ export async function startFakeTensorDock(
       [...instances.values()]
         .filter((entry) => entry.status !== "deleting")
         .map((entry) => `${entry.id} ${String(entry.attributes.name)} (${entry.status})`),
-    breakListShape() {
-      listShapeBroken = true;
+    created,
+    breakListShape(broken = true) {
+      listShapeBroken = broken;
+    },
+    loseNextCreateAnswer() {
+      loseCreateAnswer = true;
+    },
+    reclaim(id) {
+      instances.delete(id);
+      void hosts.release(id);
+    },
+    async fireBootWatchdogs() {
+      for (const instance of [...instances.values()]) {
+        const runcmd = (instance.attributes.cloud_init as { runcmd?: string[] } | undefined)?.runcmd ?? [];
+        const script = runcmd
+          .map((line) => /^echo (\S+) \| base64 -d/.exec(line)?.[1])
+          .map((encoded) => (encoded ? Buffer.from(encoded, "base64").toString("utf8") : ""))
+          .join("\n");
+        // Armed: the watchdog line, and a self-destruct that deletes through this very API.
+        if (/# Boot watchdog:/.test(script) && script.includes(server.url) && script.includes('"DELETE"'))
+          await startDeleting(instance);
+      }
     },
     rateLimitNext(count, seconds) {
       rateLimited = { count, seconds };

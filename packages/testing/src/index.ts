@@ -39,6 +39,15 @@ export {
   startFakeRestServer,
   textAnswer,
 } from "./fake-rest.js";
+export {
+  apiCellsNotApplicable,
+  type BillingInstance,
+  FAULT_CELLS,
+  type FaultCell,
+  type FaultController,
+  type FaultMatrixOptions,
+  runFaultMatrix,
+} from "./fault-matrix.js";
 export { packedFiles } from "./package-files.js";
 export {
   conformanceCluster,
