@@ -48,6 +48,7 @@ export {
   RemoteTaskError,
   SerializationError,
   SkywardError,
+  TaskDetachedError,
   TaskInterruptedError,
   TaskTimeoutError,
   WorkerDiedError,

@@ -87,7 +87,7 @@ describe("detached pools and their budget", () => {
     const before = pool.cost().total;
     const detachedAt = Date.now();
     const id = await pool.detach();
-    expect(await first.rest).toBe("CancelledError");
+    expect(await first.rest).toBe("TaskDetachedError");
     // Items come while nobody is attached.
     await new Promise((resolve) => setTimeout(resolve, 1500));
     const events: sky.SkywardEvent[] = [];

@@ -27,7 +27,7 @@ describe("collections across detach and attach", () => {
         client.once("exit", (code) => reject(new Error(`the client exited (${code}) before detaching`)));
       });
       const { id, outcomes, after } = JSON.parse(line) as { id: string; outcomes: string[]; after: string };
-      expect(outcomes).toEqual(Array(5).fill("CancelledError"));
+      expect(outcomes).toEqual(Array(5).fill("TaskDetachedError"));
       expect(after).toBe("CancelledError"); // the collections left with the detach
       client.kill("SIGKILL");
       await new Promise((resolve) => client.once("exit", resolve));

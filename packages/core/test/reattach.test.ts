@@ -13,8 +13,33 @@ import * as sky from "../src/index.js";
 import { alive, cleanUpDetached, until } from "./fixtures/processes.js";
 
 const child = fileURLToPath(new URL("./fixtures/detach-child.ts", import.meta.url));
+const submitChild = fileURLToPath(new URL("./fixtures/submit-detach-child.ts", import.meta.url));
 
 describe("detach and attach", () => {
+  it("lets a client detach with a submitted task nobody looked at, and the task's outcome comes to attach", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-submit-detach-"));
+    const client = spawn(process.execPath, [submitChild, workRoot], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    client.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    client.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => client.once("exit", resolve));
+    expect(stderr).not.toMatch(/Unhandled|TaskDetachedError|CancelledError/);
+    expect(code).toBe(0);
+    const [first, second] = stdout.trim().split("\n");
+    expect(second).toBe("still here");
+    const { id, task } = JSON.parse(first as string) as { id: string; task: string };
+    await using again = await sky.attach(id, { options: { console: false } });
+    const outcomes = await again.collected();
+    expect(outcomes.map((outcome) => [outcome.taskId, outcome.ok ? outcome.value : outcome.message])).toEqual(
+      [[task, "unwatched"]],
+    );
+  }, 60_000);
+
   it("hands every result of a SIGKILLed client's detached pool to the next process, once, and carries on", async () => {
     const workRoot = mkdtempSync(join(tmpdir(), "skyward-reattach-"));
     const client = spawn(process.execPath, [child, workRoot], { stdio: ["ignore", "pipe", "inherit"] });
@@ -23,8 +48,8 @@ describe("detach and attach", () => {
       client.once("exit", (code) => reject(new Error(`the client exited (${code}) before detaching`)));
     });
     const { id, outcomes, pids } = JSON.parse(line) as { id: string; outcomes: string[]; pids: number[] };
-    // Its own callers were let go of when it detached.
-    expect(outcomes).toEqual(Array(6).fill("CancelledError"));
+    // Its own callers were let go of when it detached: told their tasks go on, detached.
+    expect(outcomes).toEqual(Array(6).fill("TaskDetachedError"));
     client.kill("SIGKILL");
     await new Promise((resolve) => client.once("exit", resolve));
     expect(pids).toHaveLength(2);

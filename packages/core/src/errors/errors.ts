@@ -403,6 +403,34 @@ export class BudgetExceededError extends CancelledError {
   }
 }
 
+const taskDetachedMarker = markerFor("task-detached");
+
+/**
+ * The pool was detached while the task ran on a worker: the task goes on there, and this process no
+ * longer waits for it — its outcome is handed to whoever attaches (`sky.attach(poolId)`, then
+ * `collected()`). A {@link CancelledError} too (this caller's wait ended), which
+ * `TaskDetachedError.isInstance` tells apart. A handle nobody looked at does not end the process.
+ */
+export class TaskDetachedError extends CancelledError {
+  /** The detached pool: `sky.attach(poolId)` collects the task's outcome. */
+  readonly poolId: string;
+
+  constructor(options: { taskId: string; ref: string; poolId: string; cause?: unknown }) {
+    super({
+      taskId: options.taskId,
+      message: `${options.ref} (task ${options.taskId}) goes on in the detached pool ${options.poolId}; this process no longer waits for it: sky.attach("${options.poolId}") collects its outcome`,
+      cause: options.cause,
+    });
+    this.name = "TaskDetachedError";
+    Object.defineProperty(this, taskDetachedMarker, { value: true });
+    this.poolId = options.poolId;
+  }
+
+  static override isInstance(error: unknown): error is TaskDetachedError {
+    return hasMarker(error, taskDetachedMarker);
+  }
+}
+
 const protocolMarker = markerFor("protocol");
 
 /** A peer broke the wire protocol: bad frame, wrong version, wrong token. */

@@ -2,7 +2,7 @@
  * Dispatch: a pending call becomes a task request for the task manager, its remote references moved
  * where it runs, its result checked against its schema; `submit` and a streaming `run` on top.
  */
-import { CancelledError, SerializationError } from "../errors/errors.js";
+import { CancelledError, SerializationError, TaskDetachedError } from "../errors/errors.js";
 import { RemoteRef } from "../protocol/values.js";
 import type { RunOptions, TaskHandle } from "./pool.js";
 import { abortError, nodeIndices, type PoolContext } from "./pool-context.js";
@@ -159,6 +159,8 @@ export function submitTask<R>(
       },
       error: (error) => {
         signal?.removeEventListener("abort", onAbort);
+        // A task that goes on detached is no failure of this process: an unobserved handle must not end it.
+        if (TaskDetachedError.isInstance(error)) void result.catch(() => undefined);
         reject(error);
       },
     };

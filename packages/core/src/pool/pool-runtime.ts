@@ -17,7 +17,7 @@ import {
 import { CollectionStore } from "../collections/store.js";
 import { enterAroundClient, type PoolHandle } from "../contract/plugin.js";
 import type { Provider } from "../contract/provider.js";
-import { type BudgetExceededError, CancelledError } from "../errors/errors.js";
+import { type BudgetExceededError, CancelledError, TaskDetachedError } from "../errors/errors.js";
 import { attachConsole } from "../observe/console.js";
 import {
   EventHub,
@@ -435,7 +435,12 @@ export class PoolRuntime implements Pool {
     } catch (error) {
       report("a plugin's client hook failed on exit", error);
     }
-    this.#tasks.close("the pool is shutting down");
+    // A detached pool's tasks on workers go on there: their callers are told so, truly.
+    this.#tasks.close(
+      detached ? "the pool was detached" : "the pool is shutting down",
+      (taskId, ref, running) =>
+        detached && running ? new TaskDetachedError({ taskId, ref, poolId: this.id }) : undefined,
+    );
     this.#collections.close("the pool is shutting down");
     await this.#membership.settled();
     await releaseWorkers(context);

@@ -294,7 +294,10 @@ export class TaskManager {
    * Cancels everything and stops the timeout sweeper. Each task fails with a `CancelledError` giving
    * `reason`, or with the error `failWith` makes for it (a `BudgetExceededError`).
    */
-  close(reason: string, failWith?: (taskId: string, ref: string) => Error): void {
+  close(
+    reason: string,
+    failWith?: (taskId: string, ref: string, running: boolean) => Error | undefined,
+  ): void {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#sweeper);
@@ -475,7 +478,11 @@ export class TaskManager {
     return submitNestedTask((request, callbacks) => this.submit(request, callbacks), message, timeout, reply);
   }
 
-  #cancel(record: TaskRecord, reason = "cancelled", failWith?: (taskId: string, ref: string) => Error): void {
+  #cancel(
+    record: TaskRecord,
+    reason = "cancelled",
+    failWith?: (taskId: string, ref: string, running: boolean) => Error | undefined,
+  ): void {
     if (record.done) return;
     const node = record.node;
     const running = node?.running.has(record.id) === true;
@@ -490,7 +497,7 @@ export class TaskManager {
     }
     this.#events.cancelled(record, node?.index ?? null);
     record.callbacks.error(
-      failWith?.(record.id, record.request.ref) ??
+      failWith?.(record.id, record.request.ref, running) ??
         new CancelledError({
           taskId: record.id,
           message: `${record.request.ref} (task ${record.id}) was cancelled: ${reason}`,
