@@ -10,10 +10,10 @@
  * await using pool = await sky.compute({ provider: Acme({ region: "eu-1" }), nodes: 2 });
  * ```
  */
-import { ConfigurationError } from "@skyward/core";
 import {
   type Cluster,
   type ClusterSsh,
+  ConfigurationError,
   canonicalAcceleratorName,
   type Instance,
   type InstanceStatus,

@@ -7,16 +7,17 @@
  */
 import { randomBytes } from "node:crypto";
 import type { protos } from "@google-cloud/compute";
-import { NoCapacityError, ProvisionError } from "@skyward/core";
-import type {
-  Cluster,
-  Instance,
-  InstanceStatus,
-  LeftPoolResource,
-  Offer,
-  OfferQuery,
-  PoolResource,
-  ProviderV1,
+import {
+  type Cluster,
+  type Instance,
+  type InstanceStatus,
+  type LeftPoolResource,
+  NoCapacityError,
+  type Offer,
+  type OfferQuery,
+  type PoolResource,
+  type ProviderV1,
+  ProvisionError,
 } from "@skyward/core/contract";
 import {
   createClusterId,
