@@ -97,6 +97,7 @@ const USERS: Record<string, string | readonly string[]> = {
   parseInput: ["packages/plugin-jax/src/jax.ts", "examples/third-party-provider/src/index.ts"],
   shellQuote: ["packages/plugin-mig/src/index.ts", "packages/ssh/src/worker-launcher.ts"],
   Redactor: "packages/cli/src/redact.ts",
+  REDACTED: "packages/cli/src/redact.ts",
   skywardHome: ["packages/provider-utils/src/keys.ts", "packages/ssh/src/transport.ts"],
   version: "packages/ssh/src/worker-launcher.ts",
   // The bootstrap scripts' building blocks (`@skyward/ssh` and the GCP startup script)
@@ -117,11 +118,11 @@ const USERS: Record<string, string | readonly string[]> = {
   pythonRuntimeDirectory: "packages/ssh/src/worker-launcher.ts",
 };
 
-/** The names a file imports from `@skyward/core/contract` (`import { a, type B } from …`). */
+/** The names a file imports or re-exports from `@skyward/core/contract` (`import { a, type B } from …`). */
 function contractImportsOf(text: string): Set<string> {
   const names = new Set<string>();
   for (const match of text.matchAll(
-    /import\s+(?:type\s+)?\{([^}]*)\}\s*from\s*["']@skyward\/core\/contract["']/g,
+    /(?:import|export)\s+(?:type\s+)?\{([^}]*)\}\s*from\s*["']@skyward\/core\/contract["']/g,
   )) {
     for (const specifier of (match[1] ?? "").split(",")) {
       const name = specifier
@@ -243,7 +244,7 @@ describe("@skyward/core/contract", () => {
     ]);
     expect(exportsWithoutUser(mentions, ["ProviderV1"])).toEqual(["kernelInternal"]);
     const text =
-      'import { a, type B as C } from "@skyward/core/contract";\nimport type { D } from "@skyward/core";';
-    expect([...contractImportsOf(text)]).toEqual(["a", "B"]);
+      'import { a, type B as C } from "@skyward/core/contract";\nexport { D } from "@skyward/core/contract";\nimport type { E } from "@skyward/core";';
+    expect([...contractImportsOf(text)]).toEqual(["a", "B", "D"]);
   });
 });

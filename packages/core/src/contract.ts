@@ -77,7 +77,7 @@ export {
 // Input validation that names the field
 export { parseInput } from "./errors/validation.js";
 // Secrets
-export { Redactor } from "./observe/redact.js";
+export { REDACTED, Redactor } from "./observe/redact.js";
 export { cachedOffers } from "./pool/offer-cache.js";
 export { pythonRuntimeDirectory } from "./protocol/python-runtime.js";
 // Specs and images, as providers and plugins read and extend them

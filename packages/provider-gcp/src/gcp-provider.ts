@@ -9,6 +9,7 @@ import { randomBytes } from "node:crypto";
 import type { protos } from "@google-cloud/compute";
 import {
   type Cluster,
+  type ClusterFromTags,
   type Instance,
   type InstanceStatus,
   type LeftPoolResource,
@@ -18,6 +19,7 @@ import {
   type PoolResource,
   type ProviderV1,
   ProvisionError,
+  type RecordedCluster,
 } from "@skyward/core/contract";
 import {
   createClusterId,
@@ -451,8 +453,9 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
   };
 
   /** The cluster's zone; a cluster rebuilt from an instance's tags (`skyward down`) has only its region tag. */
-  const zoneOf = (cluster: Cluster<GcpClusterData>): string =>
-    cluster.specific?.zone ?? (isZone(cluster.region ?? "") ? cluster.region : settings.zone);
+  const zoneOf = (
+    cluster: Cluster<GcpClusterData> | RecordedCluster<GcpClusterData> | ClusterFromTags,
+  ): string => cluster.specific?.zone ?? (isZone(cluster.region ?? "") ? cluster.region : settings.zone);
 
   /** Skyward's VMs matching a label filter, in every zone. */
   const listVms = async (

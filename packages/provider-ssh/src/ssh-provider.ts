@@ -203,7 +203,7 @@ function instanceId(host: SshHost): string {
 
 function instanceFor(
   host: SshHost,
-  cluster: Cluster<SshClusterData>,
+  cluster: Pick<Cluster, "id" | "offer">,
   createdAt: number,
   hourlyPrice: number,
 ): Instance {

@@ -205,11 +205,8 @@ export interface ClusterSsh {
   readonly sudo: boolean;
 }
 
-/**
- * What `prepare` returns: everything set up once per pool at a provider (network, keys, security
- * group…), handed back to every later call and to plugins. `Specific` is the provider's own part.
- */
-export interface Cluster<Specific = unknown> {
+/** What names a cluster: the fields every cluster a provider receives has, whatever its origin. */
+export interface ClusterIdentity {
   /** Identifies the cluster within its provider; also tagged on its instances. */
   readonly id: string;
   /** The provider's name. */
@@ -218,6 +215,15 @@ export interface Cluster<Specific = unknown> {
   readonly poolId: string;
   /** The region the instances are created in. */
   readonly region: string;
+}
+
+/**
+ * What `prepare` returns: everything set up once per pool at a provider (network, keys, security
+ * group…), handed back to every later call and to plugins. `Specific` is the provider's own part.
+ * Calls that may also receive a cluster known only in part say so in their options' type
+ * ({@link RecordedCluster}, {@link ClusterFromTags}).
+ */
+export interface Cluster<Specific = unknown> extends ClusterIdentity {
   /** The resolved pool spec it was prepared for. */
   readonly spec: PoolSpec;
   /** The offer it was prepared for; every instance is of this kind. */
@@ -226,6 +232,39 @@ export interface Cluster<Specific = unknown> {
   readonly ssh: ClusterSsh | null;
   /** The provider's own data (VPC and security-group ids, key names…). */
   readonly specific: Specific;
+}
+
+/**
+ * A cluster as a detached pool's state file recorded it, which holds no secret: no `spec`, no
+ * `ssh.privateKey`, and in `specific` no field named like a key, password, secret or token. What
+ * {@link ProviderV1.reconnectWorker} receives (and, through it, `getInstance`); the provider reads
+ * its credentials again (its settings, the key files it wrote).
+ */
+export interface RecordedCluster<Specific = unknown> extends ClusterIdentity {
+  /** Not recorded. */
+  readonly spec?: undefined;
+  /** The offer it was prepared for. */
+  readonly offer: Offer;
+  /** SSH defaults for its nodes, without `privateKey`. */
+  readonly ssh: ClusterSsh | null;
+  /** The provider's own data, without the fields named like credentials. */
+  readonly specific: Specific;
+}
+
+/**
+ * A cluster rebuilt from an instance's tags ({@link clusterFromInstance}), when there is no cluster
+ * object (`skyward down`): its identity only. `terminate` may receive one, so a provider with
+ * `listInstances` terminates by instance id alone.
+ */
+export interface ClusterFromTags extends ClusterIdentity {
+  /** Unknown: not in the tags. */
+  readonly spec?: undefined;
+  /** Unknown: not in the tags. */
+  readonly offer?: undefined;
+  /** Unknown: not in the tags. */
+  readonly ssh: null;
+  /** Unknown: not in the tags. */
+  readonly specific?: undefined;
 }
 
 /** The states an instance moves through. */
@@ -388,14 +427,24 @@ export interface ProvisionOptions<Specific = unknown> extends ClusterCallOptions
   readonly count: number;
 }
 
-/** What {@link ProviderV1.getInstance} is asked. */
-export interface GetInstanceOptions<Specific = unknown> extends ClusterCallOptions<Specific> {
+/**
+ * What {@link ProviderV1.getInstance} is asked. Its cluster is the prepared one, or the one a
+ * detached pool recorded when `reconnectWorker` looks its instance up again.
+ */
+export interface GetInstanceOptions<Specific = unknown> extends ProviderCallOptions {
+  /** The cluster `prepare` returned, or the one a detached pool's state file recorded. */
+  readonly cluster: Cluster<Specific> | RecordedCluster<Specific>;
   /** The instance's id. */
   readonly id: string;
 }
 
-/** What {@link ProviderV1.terminate} is asked. */
-export interface TerminateOptions<Specific = unknown> extends ClusterCallOptions<Specific> {
+/**
+ * What {@link ProviderV1.terminate} is asked. Its cluster is the prepared one, or, from `skyward
+ * down`, one rebuilt from an instance's tags: terminate by instance id alone.
+ */
+export interface TerminateOptions<Specific = unknown> extends ProviderCallOptions {
+  /** The cluster `prepare` returned, or one rebuilt from an instance's tags. */
+  readonly cluster: Cluster<Specific> | ClusterFromTags;
   /** The instances to terminate. */
   readonly ids: readonly string[];
 }
@@ -445,11 +494,12 @@ export interface RecordedWorker {
 /**
  * What {@link ProviderV1.reconnectWorker} is asked: reach again the worker a detached pool left
  * running on `instance`. The cluster and the instance are as the pool's state file recorded them,
- * which holds no secret: no `ssh.privateKey`, no `spec`, and in `specific` no field named like a
- * key, password, secret or token. The provider reads its credentials again (its settings, the key
- * files it wrote) to fill them in.
+ * which holds no secret ({@link RecordedCluster}). The provider reads its credentials again (its
+ * settings, the key files it wrote) to fill them in.
  */
-export interface ReconnectWorkerOptions<Specific = unknown> extends ClusterCallOptions<Specific> {
+export interface ReconnectWorkerOptions<Specific = unknown> extends ProviderCallOptions {
+  /** The cluster, as the state file recorded it. */
+  readonly cluster: RecordedCluster<Specific>;
   /** The node index (0 is the head). */
   readonly nodeId: number;
   /** The instance, as recorded at detach (its `ssh` without `privateKey`). */

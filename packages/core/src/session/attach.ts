@@ -11,7 +11,14 @@ import { rm } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import { CollectionStore } from "../collections/store.js";
 import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
-import type { Cluster, Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
+import type {
+  Cluster,
+  Instance,
+  Offer,
+  ProviderV1,
+  RecordedCluster,
+  WorkerEndpoint,
+} from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
 import { compute, type Pool, poolInternals } from "../pool/pool.js";
 import type { SubtaskRunner } from "../pool/task-manager.js";
@@ -429,7 +436,7 @@ function attachedRemote(
   state: DetachedPoolState,
   provider: ProviderV1,
   token: string,
-  cluster: Omit<Cluster, "spec">,
+  cluster: RecordedCluster,
   endpoints: readonly WorkerEndpoint[],
 ): ProviderV1 {
   const instances = (state.instances ?? []).map((instance) =>
@@ -445,7 +452,7 @@ function attachedRemote(
       return [cluster.offer];
     },
     async prepare({ spec }) {
-      return Object.freeze({ ...cluster, spec }) as Cluster;
+      return Object.freeze({ ...cluster, spec }) satisfies Cluster;
     },
     async provision({ count }) {
       const batch = instances.slice(handedOut, handedOut + count);
@@ -562,7 +569,7 @@ async function restoredCollections(state: DetachedPoolState): Promise<Collection
 async function attachRemote(state: DetachedPoolState, options: AttachOptions): Promise<AttachedPool> {
   const provider = await providerFor(state, options.provider);
   if (!state.cluster || !state.instances) throw new Error(`${state.id}: the state file records no cluster`);
-  const cluster = state.cluster as Omit<Cluster, "spec">;
+  const cluster: RecordedCluster = state.cluster;
   const token = await openToken(state.token);
   const collections = await restoredCollections(state);
   const signal = options.signal ?? new AbortController().signal;
@@ -578,7 +585,7 @@ async function attachRemote(state: DetachedPoolState, options: AttachOptions): P
         if (!instance) throw new Error(`the state file has no instance ${node.instanceId}`);
         // Called on the provider: its methods may use `this`.
         return (provider as Required<Pick<ProviderV1, "reconnectWorker">>).reconnectWorker({
-          cluster: { ...cluster, spec: undefined } as unknown as Cluster,
+          cluster,
           instance,
           nodeId: node.index,
           worker: { port: node.port, pid: node.pid },
