@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything the test suite needs (Node >= 24, pnpm, dependencies) and runs the whole suite:
 # lint, TSDoc check, build, type checks, unit and end-to-end tests, publint and arethetypeswrong on
-# every package; then prints one closing line with the totals, checks the run's output for noise
+# every package; then prints one closing line with the totals, the skips by reason (under CI only the
+# skips scripts/allowed-skips.json explains), checks the run's output for noise
 # (scripts/check-log-noise.mjs) and scans it and the test reports for secrets (scripts/scan-secrets.mjs).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
@@ -25,11 +26,14 @@ mkdir -p "$SKYWARD_HOME"
 user_home="$HOME/.skyward"
 home_marker="$(mktemp)"
 # The whole run's output is kept in .test-logs/ci.log, then scanned for secrets with the reports.
-# Plain text: CI=true makes vitest colour its output even into a pipe, unless NO_COLOR is set.
-export NO_COLOR=1
+# Plain text: CI=true makes vitest colour its output even into a pipe, unless NO_COLOR is set; attw's
+# table (chalk) ignores NO_COLOR and colours whenever TERM names a colour terminal, unless FORCE_COLOR=0.
+export NO_COLOR=1 FORCE_COLOR=0
 status=0
 pnpm run ci 2>&1 | tee .test-logs/ci.log || status=$?
 node scripts/test-summary.mjs || status=1
+# Skips by reason; under CI a skip that scripts/allowed-skips.json does not explain fails the run.
+node scripts/check-skips.mjs || status=1
 node scripts/check-log-noise.mjs .test-logs/setup.log .test-logs/ci.log || status=1
 # Pools log to $SKYWARD_HOME/logs by default: those files are scanned too.
 node scripts/scan-secrets.mjs .test-logs packages/*/.test-report examples/*/.test-report \

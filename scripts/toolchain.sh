@@ -4,6 +4,8 @@
 # Safe to source repeatedly; prints what it does to stderr.
 
 SKYWARD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=ci.sh
+source "$SKYWARD_ROOT/scripts/ci.sh"
 SKYWARD_TOOLCHAIN="$SKYWARD_ROOT/.toolchain"
 SKYWARD_NODE_VERSION="24"
 SKYWARD_PNPM_VERSION="10.34.9"
@@ -108,9 +110,12 @@ skyward_ensure_python() {
       fi
     fi
   fi
-  if ! "$SKYWARD_PYTHON_ENV/bin/python" -c "import pytest, numpy" 2>/dev/null; then
-    skyward_log "installing pytest and numpy into the test Python environment"
-    "$SKYWARD_PYTHON_ENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest numpy >&2 || return 1
+  # joblib 1.4 for the joblib backend's tests (return_as="generator_unordered" is new in 1.4; Debian 12
+  # ships 1.2); it still serves Debian's scikit-learn 1.2, which the environment sees through the
+  # system site-packages.
+  if ! "$SKYWARD_PYTHON_ENV/bin/python" -c "import pytest, numpy, joblib, sys; sys.exit(tuple(map(int, joblib.__version__.split('.')[:2])) < (1, 4))" 2>/dev/null; then
+    skyward_log "installing pytest, numpy and joblib 1.4 into the test Python environment"
+    "$SKYWARD_PYTHON_ENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest numpy "joblib>=1.4,<1.5" >&2 || return 1
   fi
   export PATH="$SKYWARD_PYTHON_ENV/bin:$PATH"
   hash -r
@@ -118,7 +123,7 @@ skyward_ensure_python() {
 
 # System packages the end-to-end tests use: a real OpenSSH server and client, iproute2 for the
 # test bed's network namespaces, and tmux (a real terminal for the live console's test). Installed with apt when missing and we are root; otherwise the
-# suites that need them say what is missing (and fail under CI=true).
+# suites that need them say what is missing (and fail under CI).
 skyward_ensure_system_packages() {
   local missing=()
   command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
@@ -132,7 +137,7 @@ skyward_ensure_system_packages() {
     skyward_apt_install "${missing[@]}"
   else
     skyward_log "not installed: ${missing[*]} (the SSH and volume end-to-end tests need them)"
-    [ "${CI:-}" != "true" ]
+    ! skyward_is_ci
   fi
 }
 
@@ -147,7 +152,7 @@ skyward_ensure_framework_packages() {
     skyward_apt_install python3-torch python3-sklearn python3-joblib python3-pytest python3-pip
   else
     skyward_log "not installed: python3-torch, python3-sklearn, python3-joblib, python3-pip (the plugin tests need them)"
-    [ "${CI:-}" != "true" ]
+    ! skyward_is_ci
   fi
 }
 

@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { SSH, type SshHostInput } from "@skyward/provider-ssh";
 import { Storage } from "@skyward/storage";
+import { isCi } from "@skyward/testing";
 import { type StandIn, StandInUnavailable, startStandIn } from "./standin.ts";
 
 interface Trained {
@@ -41,7 +42,7 @@ if (process.env.SKYWARD_EXAMPLE_HOSTS && process.env.S3_ENDPOINT) {
     standIn = await startStandIn(["datasets", "checkpoints"]);
   } catch (error) {
     // Off CI, a machine that cannot host the stand-in skips the example, saying why.
-    if (!(error instanceof StandInUnavailable) || process.env.CI === "true") throw error;
+    if (!(error instanceof StandInUnavailable) || isCi()) throw error;
     console.error(`skipped: ${error.message}`);
     process.exit(0);
   }

@@ -7,6 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+// The CI rule of @skyward/testing, by path: that package depends on core, so core cannot depend on it.
+import { isCi } from "../../testing/src/prerequisites.js";
 
 const demo = fileURLToPath(new URL("./fixtures/console-demo.ts", import.meta.url));
 const hasTmux = spawnSync("tmux", ["-V"]).status === 0;
@@ -27,7 +29,7 @@ async function until<T>(probe: () => T | undefined, timeoutMs: number): Promise<
 }
 
 // Skipped without tmux, except under CI (scripts/toolchain.sh installs it there).
-describe.skipIf(!hasTmux && process.env.CI !== "true")("the live console in tmux", () => {
+describe.skipIf(!hasTmux && !isCi())("the live console in tmux", () => {
   for (const columns of [80, 160]) {
     it(`draws header, node rows and task counters at ${columns} columns, then a summary`, async () => {
       const session = `skyward-console-${process.pid}-${columns}`;

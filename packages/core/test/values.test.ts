@@ -2,9 +2,11 @@
  * Values across the boundary and task code written for the Python project, end to end on a 2-node
  * Local pool (real workers, the real Python runtime).
  */
-import { existsSync } from "node:fs";
+import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+// The CI rule of @skyward/testing, by path: that package depends on core, so core cannot depend on it.
+import { isCi } from "../../testing/src/prerequisites.js";
 import * as sky from "../src/index.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/value_tasks.py", import.meta.url));
@@ -74,9 +76,16 @@ describe("a 2-node local pool: in-task parity with the Python project", () => {
 });
 
 const SYSTEM_PYTHON = "/usr/bin/python3";
+// Found by importing them (wherever Debian's Python finds them), never by a path; under CI a missing
+// one fails the suite rather than skipping the README's headline round trips.
 const missing = ["numpy", "sklearn", "torch"].filter(
-  (name) => !existsSync(`/usr/lib/python3/dist-packages/${name}`),
+  (name) => spawnSync(SYSTEM_PYTHON, ["-c", `import ${name}`]).status !== 0,
 );
+if (missing.length > 0 && isCi()) {
+  throw new Error(
+    `CI requires ${missing.join(", ")} for ${SYSTEM_PYTHON} (scripts/toolchain.sh installs Debian's packages)`,
+  );
+}
 
 const makeArrays = sky.python<[], { floats: sky.NDArray<"float32">; ints: sky.NDArray<"int64"> }>(
   "value_tasks:make_arrays",

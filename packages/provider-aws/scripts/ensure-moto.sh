@@ -2,7 +2,7 @@
 # Makes moto's server (PyPI `moto[server]`) available to this package's tests, in a virtual
 # environment of the package's own: packages/provider-aws/.venv (ignored by git). Idempotent and
 # quick when it is already there. The tests find it there, or at $SKYWARD_MOTO_PYTHON.
-# Without CI=true a failed install only warns (the moto suites then skip, saying why); under CI it fails.
+# Outside CI a failed install only warns (the moto suites then skip, saying why); under CI it fails.
 set -uo pipefail
 package_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$package_dir/.venv"
@@ -12,10 +12,12 @@ if [ -z "${SKYWARD_MOTO_LOCKED:-}" ] && command -v flock >/dev/null 2>&1; then
   exec env SKYWARD_MOTO_LOCKED=1 flock "${TMPDIR:-/tmp}/skyward-ensure-moto.lock" bash "${BASH_SOURCE[0]}" "$@"
 fi
 moto_version="${SKYWARD_MOTO_VERSION:-5.2.5}"
+# shellcheck source=../../../scripts/ci.sh
+source "$package_dir/../../scripts/ci.sh"
 
 fail() {
   printf '[provider-aws] %s\n' "$*" >&2
-  if [ "${CI:-}" = "true" ]; then exit 1; fi
+  if skyward_is_ci; then exit 1; fi
   exit 0
 }
 

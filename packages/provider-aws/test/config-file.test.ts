@@ -7,12 +7,13 @@ import { fileURLToPath } from "node:url";
 import { ConfigurationError } from "@skyward/core";
 import { createProviderFromEntry, parseConfigText, validateConfig } from "@skyward/core/config";
 import { isProvider } from "@skyward/core/contract";
+import { isCi } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 
 const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
 const built = existsSync(new URL("../dist/index.js", import.meta.url));
 
-describe.skipIf(!built && process.env.CI !== "true")('[providers.x] type = "aws" in skyward.toml', () => {
+describe.skipIf(!built && !isCi())('[providers.x] type = "aws" in skyward.toml', () => {
   const providerEntry = (toml: string) => {
     const config = validateConfig(parseConfigText(toml));
     const entry = config.providers.cloud;

@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url";
 import { DescribeInstancesCommand, EC2Client } from "@aws-sdk/client-ec2";
 import { options, spec } from "@skyward/core";
 import { type Cluster, resolvePoolSpec } from "@skyward/core/contract";
-import { createTestbed, requireTestbed, type Testbed, testbedSshHosts } from "@skyward/testing";
+import { createTestbed, isCi, requireTestbed, type Testbed, testbedSshHosts } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AWS, type AwsClusterData } from "../src/index.js";
 import { type MotoServer, motoInventory, motoSkipReason, startMoto } from "./moto-server.js";
@@ -38,7 +38,7 @@ const SECRET_ACCESS_KEY = "killed-client-secret-access-key-0123456789";
 function cliSkipReason(): string | undefined {
   if (existsSync(cli)) return undefined;
   const reason = `the skyward CLI is not built (${cli}): run \`pnpm --filter @skyward/cli build\``;
-  if (process.env.CI === "true") throw new Error(reason);
+  if (isCi()) throw new Error(reason);
   return reason;
 }
 

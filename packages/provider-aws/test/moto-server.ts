@@ -5,7 +5,7 @@
  * moto lives in a virtual environment of this package's own, `packages/provider-aws/.venv`, made by
  * `scripts/ensure-moto.sh` (which `pnpm test` runs first); `SKYWARD_MOTO_PYTHON` names another
  * interpreter that has `moto[server]`. Without one the suites skip, saying why — except under
- * `CI=true`, where a missing moto fails the run.
+ * CI, where a missing moto fails the run.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -18,6 +18,7 @@ import {
   DescribeVolumesCommand,
   EC2Client,
 } from "@aws-sdk/client-ec2";
+import { isCi } from "@skyward/testing";
 import { type AwsDouble, startAwsDouble } from "./aws-double.js";
 
 const packageVenvPython = fileURLToPath(new URL("../.venv/bin/python", import.meta.url));
@@ -38,13 +39,13 @@ export function findMotoPython(): string | undefined {
   return undefined;
 }
 
-/** Why the moto suites cannot run here, or undefined. Under `CI=true` a missing moto throws instead. */
+/** Why the moto suites cannot run here, or undefined. Under CI a missing moto throws instead. */
 export function motoSkipReason(): string | undefined {
   if (findMotoPython()) return undefined;
   const reason =
     "moto[server] is not installed: run `pnpm --filter @skyward/provider-aws setup:moto` " +
     "(or set SKYWARD_MOTO_PYTHON to a Python that has it)";
-  if (process.env.CI === "true") throw new Error(reason);
+  if (isCi()) throw new Error(reason);
   return reason;
 }
 

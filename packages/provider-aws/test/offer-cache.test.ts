@@ -113,6 +113,9 @@ describe.skipIf(skipReason !== undefined)("the AWS offer cache against moto", ()
     expect(await asked(counted({}))).toEqual([1]);
     // Nothing listens there: that provider's own offers fail, rather than the first's being handed over.
     vi.stubEnv("AWS_ENDPOINT_URL_EC2", "http://127.0.0.1:9");
-    await expect(cachedOffers(counted({}).provider, t4, call())).rejects.toThrow();
+    await expect(cachedOffers(counted({}).provider, t4, call())).rejects.toMatchObject({
+      name: "ProvisionError",
+      message: expect.stringContaining("DescribeInstanceTypes"),
+    });
   });
 });

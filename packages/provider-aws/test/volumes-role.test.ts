@@ -25,6 +25,7 @@ import {
   createTestbed,
   type FakeImds,
   type FakeImdsRole,
+  isCi,
   type NamespaceImds,
   requireTestbed,
   type ScratchSkywardHome,
@@ -51,7 +52,7 @@ function s3fsSkipReason(): string | undefined {
   } catch {
     const reason =
       "s3fs is not installed on this machine (apt-get install s3fs); the test-bed hosts share its filesystem";
-    if (process.env.CI === "true") throw new Error(reason);
+    if (isCi()) throw new Error(reason);
     return reason;
   }
 }

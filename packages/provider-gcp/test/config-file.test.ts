@@ -5,13 +5,13 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { isProvider } from "@skyward/core/contract";
-import { providerFromToml, tomlProviderIssues } from "@skyward/testing";
+import { isCi, providerFromToml, tomlProviderIssues } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 
 const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
 const built = existsSync(new URL("../dist/index.js", import.meta.url));
 
-describe.skipIf(!built && process.env.CI !== "true")('[providers.x] type = "gcp" in skyward.toml', () => {
+describe.skipIf(!built && !isCi())('[providers.x] type = "gcp" in skyward.toml', () => {
   it("loads this package and creates the provider from the table's settings", async () => {
     const { entry, provider } = await providerFromToml(
       `

@@ -11,7 +11,7 @@ import {
   whyNotProvider,
 } from "@skyward/core/contract";
 import { cleanNodeRootCommand, DEFAULT_NODE_ROOT, launchSshWorker } from "@skyward/ssh";
-import { type TestbedHost, testbedSshHost, testbedSshHosts } from "@skyward/testing";
+import { isCi, type TestbedHost, testbedSshHost, testbedSshHosts } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { createProviderFromConfig, SSH, type SshClusterData } from "./index.js";
 
@@ -317,7 +317,7 @@ describe("createProviderFromConfig", () => {
 
 const built = existsSync(new URL("../dist/index.js", import.meta.url));
 
-describe.skipIf(!built && process.env.CI !== "true")('[providers.x] type = "ssh" in skyward.toml', () => {
+describe.skipIf(!built && !isCi())('[providers.x] type = "ssh" in skyward.toml', () => {
   it("loads this package (its built dist, as an installed package is) and creates the provider", async () => {
     const config = validateConfig(
       parseConfigText(`

@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { eventually, requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
+import { eventually, isCi, requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
 import { alive } from "./processes.js";
@@ -30,7 +30,7 @@ const skipReason = await requireTestbed();
 const cliMissing = existsSync(cli)
   ? undefined
   : `the skyward CLI is not built (${cli}): run \`pnpm --filter @skyward/cli build\``;
-if (cliMissing && process.env.CI === "true") throw new Error(cliMissing);
+if (cliMissing && isCi()) throw new Error(cliMissing);
 const tasks = fileURLToPath(new URL("./fixtures/ssh_detach_tasks.py", import.meta.url));
 const double = sky.python<[x: number], number>("ssh_detach_tasks:double");
 const pid = sky.python<[], number>("ssh_detach_tasks:pid");

@@ -1,6 +1,7 @@
 /**
  * The parts of TensorDock's v2 API (`https://dashboard.tensordock.com/api/v2`, a bearer token) the
- * provider uses, with zod schemas for what comes back:
+ * provider uses, with zod schemas for what comes back, its documented rate limit and how its errors
+ * are told apart:
  *
  * - `GET /locations` — deployment locations, each with its GPUs, their prices per hour and per resource,
  *   the most that can be deployed there and its network features;
@@ -13,36 +14,73 @@
 import {
   answerListSchema,
   answerNumberSchema,
+  answerOptionalListSchema,
   answerTextSchema,
   defineProviderApi,
-  ProviderApiError,
+  type MachineErrorKind,
+  MachineProviderError,
+  type MachineRateLimits,
+  machineErrorFactory,
   type ProviderApiErrorOptions,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/** A failed call to TensorDock's API: the HTTP status (when there was an answer) and whether retrying may help. */
-export class TensorDockApiError extends ProviderApiError {
-  constructor(options: ProviderApiErrorOptions) {
+/** A failed call to TensorDock's API: a {@link MachineProviderError} whose `kind` says what failed. */
+export class TensorDockApiError extends MachineProviderError {
+  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
     super({ ...options, provider: "tensordock", name: "TensorDockApiError" });
   }
 
   /** True for a {@link TensorDockApiError} from any copy of this package. */
   static override isInstance(error: unknown): error is TensorDockApiError {
-    return ProviderApiError.isInstance(error) && error.provider === "tensordock";
+    return MachineProviderError.isInstance(error) && error.provider === "tensordock";
   }
+}
+
+/**
+ * TensorDock answers most refusals with HTTP 400 and a JSON:API `detail`; the words tell them apart
+ * (https://dashboard.tensordock.com/api/docs/instance-creation: at least one GPU, 100 GB, a balance
+ * of $1).
+ */
+function classifyTensorDockError(failure: { statusCode: number | undefined; message: string }) {
+  if (failure.statusCode === undefined || failure.statusCode >= 500 || failure.statusCode === 429)
+    return undefined;
+  if (
+    /no available|capacity|insufficient (gpu|resources)|not enough|out of stock|unavailable/i.test(
+      failure.message,
+    )
+  )
+    return "capacity" as const;
+  if (/balance|insufficient funds|payment/i.test(failure.message)) return "account" as const;
+  if (/limit reached|quota/i.test(failure.message)) return "quota" as const;
+  return undefined;
 }
 
 /** TensorDock's API: its client (token from `apiKey`, else `TENSORDOCK_API_TOKEN`), key lookup and answer parsing. */
 export const tensordockApi = defineProviderApi({
   label: "TensorDock",
   apiKeyVariable: "TENSORDOCK_API_TOKEN",
-  createError: (options) => new TensorDockApiError(options),
+  createError: machineErrorFactory({
+    provider: "tensordock",
+    classify: classifyTensorDockError,
+    create: (options) => new TensorDockApiError(options),
+  }),
 });
+
+/**
+ * "API requests are limited to 100 requests per minute per organization", excess answered 429
+ * (https://dashboard.tensordock.com/api/docs/getting-started, "Rate Limiting").
+ */
+export const TENSORDOCK_RATE_LIMITS: MachineRateLimits = {
+  account: {
+    requests: 100,
+    perSeconds: 60,
+    source: "https://dashboard.tensordock.com/api/docs/getting-started",
+  },
+};
 
 /** TensorDock's API root. */
 export const TENSORDOCK_API_URL = "https://dashboard.tensordock.com/api/v2";
-
-const listOf = answerListSchema;
 
 const text = answerTextSchema;
 
@@ -72,36 +110,32 @@ export const locationGpuSchema = z.looseObject({
 /** A GPU of a location. */
 export type LocationGpu = z.infer<typeof locationGpuSchema>;
 
-/** One location. */
+/** One location; a location without GPUs lists none. */
 export const locationSchema = z.looseObject({
   id: z.string(),
   city: text,
   stateprovince: text,
   country: text,
-  gpus: listOf(locationGpuSchema),
+  gpus: answerOptionalListSchema(locationGpuSchema),
 });
 
 /** A location. */
 export type Location = z.infer<typeof locationSchema>;
 
-/** `GET /locations`. */
+/** `GET /locations` (https://dashboard.tensordock.com/api/docs/fetch-hostnodes). */
 export const locationsAnswerSchema = z.looseObject({
-  data: z.looseObject({ locations: listOf(locationSchema) }),
+  data: z.looseObject({ locations: answerListSchema(locationSchema) }),
 });
 
 const instanceFieldsSchema = z.looseObject({
   name: text,
   status: text,
   ipAddress: z.string().nullish(),
-  // Documented as a map of internal port to external port; some answers list the forwards instead.
+  // A map of internal port to external port in the list, a list of forwards in `GET /instances/{id}`.
   portForwards: z.unknown().optional(),
   rateHourly: answerNumberSchema.optional(),
   location_id: text,
-  resources: z
-    .looseObject({
-      gpus: z.unknown().optional(),
-    })
-    .nullish(),
+  resources: z.looseObject({ gpus: z.unknown().optional() }).nullish(),
 });
 
 /** An instance as the API answers it: fields under `attributes` (or, in some answers, beside `id`), flattened. */
@@ -117,13 +151,24 @@ export const instanceSchema = z.preprocess(
 /** An instance. */
 export type TensorDockInstance = z.output<typeof instanceSchema>;
 
-/** `GET /instances`. */
+/** `GET /instances`: `{data: {instances: […]}}` (https://dashboard.tensordock.com/api/docs/instance-management). */
 export const instancesAnswerSchema = z.looseObject({
-  data: z.looseObject({ instances: listOf(instanceSchema) }),
+  data: z.looseObject({ instances: answerListSchema(instanceSchema) }),
 });
 
-/** `GET /instances/{id}` and `POST /instances`. */
-export const instanceAnswerSchema = z.looseObject({ data: instanceSchema });
+/** `POST /instances`: `{data: {type, id, name, status}}` (https://dashboard.tensordock.com/api/docs/instance-creation). */
+export const createdAnswerSchema = z.looseObject({ data: instanceSchema });
+
+/**
+ * `GET /instances/{id}`: documented as the bare instance, `{type, id, name, status, ipAddress,
+ * portForwards: [{internal_port, external_port}]}` ("Get Instance",
+ * https://dashboard.tensordock.com/api/docs/instance-management); the list's `{data: …}` envelope is
+ * accepted too, as some answers carry it.
+ */
+export const instanceAnswerSchema = z.union([
+  z.looseObject({ data: instanceSchema }).transform((answer) => answer.data),
+  instanceSchema,
+]);
 
 /** Parses `value` with `schema`, or fails with a {@link TensorDockApiError} saying the answer was not understood. */
 export const parseAnswer = tensordockApi.parseAnswer;

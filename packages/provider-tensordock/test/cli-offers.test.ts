@@ -9,7 +9,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Offer } from "@skyward/core/contract";
-import { type CliProject, createCliProject } from "@skyward/testing";
+import { type CliProject, createCliProject, isCi } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeTensorDock, startFakeTensorDock } from "./fake-tensordock.js";
 
@@ -18,7 +18,7 @@ const cliDirectory = dirname(createRequire(import.meta.url).resolve("@skyward/cl
 const cli = join(cliDirectory, "dist", "cli.js");
 const built = existsSync(join(packageDirectory, "dist", "index.js")) && existsSync(cli);
 
-describe.skipIf(!built && process.env.CI !== "true")("skyward offers --provider tensordock", () => {
+describe.skipIf(!built && !isCi())("skyward offers --provider tensordock", () => {
   let fake: FakeTensorDock;
   let project: CliProject;
   const run = (args: readonly string[]) => project.run(args);

@@ -32,7 +32,8 @@ export interface RecordedRequest {
 export interface FakeInstance {
   id: string;
   attributes: Record<string, unknown>;
-  status: "starting" | "running" | "deleting";
+  /** As TensorDock writes it; a test may set any documented status (`"StoppedDisassociated"`). */
+  status: "starting" | "running" | "deleting" | "stopped" | "StoppedDisassociated";
   reads: number;
   ipAddress: string;
   host: TestbedHost | undefined;
@@ -50,20 +51,38 @@ export interface FakeTensorDock extends AsyncDisposable {
   readonly instances: Map<string, FakeInstance>;
   /** Instances not deleted, in words. */
   leftovers(): string[];
+  /** Answers the next `count` requests with HTTP 429 and `Retry-After: seconds`, as the API does past 100 requests a minute. */
+  rateLimitNext(count: number, seconds: number): void;
+  /** From now on answers `GET /instances` as `{data: {}}`, a shape the provider must refuse, never read as "no instances". */
+  breakListShape(): void;
 }
+
+/** How the fake answers `GET /instances/{id}`. */
+export type InstanceAnswerShape =
+  /** As documented: the bare instance (https://dashboard.tensordock.com/api/docs/instance-management, "Get Instance"). */
+  | "bare"
+  /** In the `{data: {type, id, attributes}}` envelope of the list, as some answers come. */
+  | "envelope";
 
 /**
  * Starts the fake on 127.0.0.1; with `hosts`, its instances are those test-bed hosts. It serves
  * `locations` (default: the documented ones of `fixtures.ts`).
  */
 export async function startFakeTensorDock(
-  options: { hosts?: readonly TestbedHost[]; locations?: typeof documentedLocations } = {},
+  options: {
+    hosts?: readonly TestbedHost[];
+    locations?: typeof documentedLocations;
+    /** Default `"bare"`, as documented. */
+    instanceAnswer?: InstanceAnswerShape;
+  } = {},
 ): Promise<FakeTensorDock> {
   const locations = options.locations ?? documentedLocations;
   const token = `td-test-${randomBytes(12).toString("hex")}`;
   const instances = new Map<string, FakeInstance>();
   const hosts = await testbedHostPool<string>(options.hosts ?? []);
   let addresses = 0;
+  let rateLimited = { count: 0, seconds: 0 };
+  let listShapeBroken = false;
 
   /** An instance as `GET /instances` and `GET /instances/{id}` show it (JSON:API envelope). */
   const view = (instance: FakeInstance) => ({
@@ -98,6 +117,7 @@ export async function startFakeTensorDock(
     {
       "GET /locations": () => jsonAnswer(200, { data: { locations } }),
       "GET /instances": () => {
+        if (listShapeBroken) return jsonAnswer(200, { data: {} });
         const listed = [...instances.values()].filter(stillThere);
         return jsonAnswer(200, { data: { instances: listed.map(view) } });
       },
@@ -198,7 +218,16 @@ export async function startFakeTensorDock(
           instance.reads += 1;
           if (instance.reads > 1) instance.status = "running";
         }
-        return jsonAnswer(200, { data: view(instance) });
+        if (options.instanceAnswer === "envelope") return jsonAnswer(200, { data: view(instance) });
+        // https://dashboard.tensordock.com/api/docs/instance-management ("Get Instance"): the bare
+        // instance, its port forwards as a list.
+        const { attributes } = view(instance);
+        return jsonAnswer(200, {
+          type: "virtualmachine",
+          id: instance.id,
+          ...attributes,
+          portForwards: [],
+        });
       },
       "DELETE /instances/:id": async (_, { id }) => {
         const instance = named(id);
@@ -224,10 +253,19 @@ export async function startFakeTensorDock(
         ? headers.authorization.slice("Bearer ".length)
         : undefined,
     }),
-    handle: (request) =>
-      request.headers.authorization === `Bearer ${token}`
+    handle: (request) => {
+      if (rateLimited.count > 0) {
+        rateLimited.count -= 1;
+        // https://dashboard.tensordock.com/api/docs/getting-started ("Rate Limiting"): 100 a minute, then 429.
+        return {
+          ...jsonAnswer(429, errors.rateLimited),
+          headers: { "retry-after": String(rateLimited.seconds) },
+        };
+      }
+      return request.headers.authorization === `Bearer ${token}`
         ? routes(request)
-        : jsonAnswer(401, errors.unauthorized),
+        : jsonAnswer(401, errors.unauthorized);
+    },
     failed: (error) =>
       jsonAnswer(500, { errors: [{ status: "500", title: "Internal Server Error", detail: String(error) }] }),
   });
@@ -240,6 +278,12 @@ export async function startFakeTensorDock(
       [...instances.values()]
         .filter((entry) => entry.status !== "deleting")
         .map((entry) => `${entry.id} ${String(entry.attributes.name)} (${entry.status})`),
+    breakListShape() {
+      listShapeBroken = true;
+    },
+    rateLimitNext(count, seconds) {
+      rateLimited = { count, seconds };
+    },
     async [Symbol.asyncDispose]() {
       await server.close();
       await hosts.releaseAll();

@@ -111,6 +111,11 @@ export const errors = {
     errors: [{ status: "401", title: "Unauthorized", detail: "Invalid or missing API token" }],
   },
   notFound: { errors: [{ status: "404", title: "Not Found", detail: "Instance not found" }] },
+  rateLimited: {
+    errors: [
+      { status: "429", title: "Too Many Requests", detail: "Rate limit exceeded: 100 requests per minute" },
+    ],
+  },
   noCapacity: (what: string) => ({
     errors: [
       { status: "400", title: "Bad Request", detail: `No available hostnode with ${what} at this location` },

@@ -2,8 +2,9 @@
  * `@skyward/provider-utils` — what Skyward provider packages share: an HTTP client for a provider's
  * API (bearer key looked up lazily from the settings or the environment, deadlines, retries, errors
  * that never carry the key), the settings schemas every provider accepts, Skyward's tags, offer
- * filtering and prices, the keys directory, and the boot script that arms a VM's self-destruct. For
- * provider authors; see `docs/providers.md`.
+ * filtering and prices, the keys directory, the boot script that arms a VM's self-destruct, and the
+ * machine-provider base (`defineMachineProvider`): the whole provider contract for a machine-renting
+ * API from a small adapter. For provider authors; see `docs/providers.md`.
  *
  * ```ts
  * import { defineProviderApi, ProviderApiError } from "@skyward/provider-utils";
@@ -40,17 +41,61 @@ export {
   answerListSchema,
   answerMessage,
   answerNumberSchema,
+  answerOptionalListSchema,
   answerTextSchema,
   createProviderHttpClient,
   ProviderApiError,
   parseProviderAnswer,
   resolveProviderApiKey,
+  retryAfterMs,
 } from "./http/provider-http.js";
+export type { RequestPacer } from "./http/request-pacer.js";
+export { abortableSleep, createRequestPacer } from "./http/request-pacer.js";
 // Instances
 export type { ProvisionByMarketOptions, SshStandIn } from "./instances.js";
 export { instanceSsh, provisionByMarket, sshReachableStatus } from "./instances.js";
 // Keys
 export { privateKeyPath, removePrivateKey, skywardKeysDirectory, writePrivateKey } from "./keys.js";
+// The machine-provider base
+export type {
+  MachineAdapter,
+  MachineBootWatchdog,
+  MachineClusterData,
+  MachineCreateRequest,
+  MachineDeleteOutcome,
+  MachineDeleter,
+  MachineDescribeContext,
+  MachinePage,
+  MachinePrepareContext,
+  MachineTagCodec,
+} from "./machine-provider/adapter.js";
+export type {
+  MachineErrorClassifier,
+  MachineErrorKind,
+  MachineErrorStructure,
+} from "./machine-provider/errors.js";
+export {
+  kindOfStatus,
+  MachineProviderError,
+  machineErrorFactory,
+  machineErrorKind,
+} from "./machine-provider/errors.js";
+export {
+  CreateBudget,
+  deleteUntilGone,
+  type LaunchableMarket,
+  launchableMarkets,
+  listAllMachines,
+  provisionAcrossMarkets,
+} from "./machine-provider/machine-operations.js";
+export { defineMachineProvider } from "./machine-provider/machine-provider.js";
+export type {
+  DocumentedRateLimit,
+  MachineEndpoint,
+  MachineRateLimits,
+  PacedClient,
+} from "./machine-provider/pacing.js";
+export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
 // Offers and prices
 export type { OfferHardware } from "./offers/offer-filter.js";
 export {

@@ -28,7 +28,7 @@ describe("keys", () => {
     expect(await readFile(path, "utf8")).toBe("second\n");
     await removePrivateKey(path);
     await removePrivateKey(path);
-    await expect(stat(path)).rejects.toThrow();
+    await expect(stat(path)).rejects.toMatchObject({ code: "ENOENT" });
   });
 
   it("writes to another directory when given one", async () => {

@@ -616,7 +616,9 @@ describe("errors", () => {
       const vast = VastAI({ keysDirectory: empty });
       await expect(vast.listInstances?.(call())).rejects.toSatisfy(ConfigurationError.isInstance);
       const cluster = {} as Cluster<VastClusterData>;
-      await expect(vast.terminate({ cluster, ids: ["12345"], ...call() })).rejects.toThrow();
+      await expect(vast.terminate({ cluster, ids: ["12345"], ...call() })).rejects.toSatisfy(
+        ConfigurationError.isInstance,
+      );
       await expect(stat(empty)).rejects.toMatchObject({ code: "ENOENT" });
       expect(fake.requests).toEqual([]);
     } finally {
@@ -693,6 +695,7 @@ describe("settings", () => {
     expect(() => VastAI({ minReliability: 2 })).toThrow(ConfigurationError);
     try {
       VastAI({ ssh: "telnet" as never });
+      expect.unreachable('VastAI accepted ssh: "telnet"');
     } catch (error) {
       expect((error as ConfigurationError).issues.map((issue) => issue.path)).toEqual(["VastAI.ssh"]);
     }

@@ -20,19 +20,18 @@ export {
   generateEd25519KeyPair,
   publicKeyOfOpenSshPrivateKey,
 } from "./keys.js";
+export { sshKeyFingerprint } from "./known-hosts.js";
 export type {
-  SshConnectOptions,
   SshExecOptions,
   SshExecResult,
   SshExitStatus,
-  SshForwardOptions,
   SshProcess,
   SshSpawnOptions,
-  SshTarget,
-  SshUploadFile,
-  SshUploadOptions,
-} from "./transport.js";
-export { SshConnection, sshKeyFingerprint } from "./transport.js";
+} from "./remote-command.js";
+export type { SshUploadFile } from "./tar.js";
+export type { SshConnectOptions, SshTarget } from "./target.js";
+export type { SshForwardOptions, SshUploadOptions } from "./transport.js";
+export { SshConnection } from "./transport.js";
 export {
   cleanNodeRootCommand,
   DEFAULT_NODE_ROOT,

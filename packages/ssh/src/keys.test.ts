@@ -3,6 +3,8 @@ import { chmod, mkdtemp, readFile, rm, stat, unlink, writeFile } from "node:fs/p
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+// The CI rule of @skyward/testing, by path: that package depends on this one.
+import { isCi } from "../../testing/src/prerequisites.js";
 import {
   ensureSshKeyPair,
   findSshIdentityFile,
@@ -19,6 +21,7 @@ afterEach(async () => {
 });
 
 const hasSshKeygen = spawnSync("ssh-keygen", ["-?"]).error === undefined;
+if (!hasSshKeygen && isCi()) throw new Error("CI requires ssh-keygen (apt-get install openssh-client)");
 
 describe("generateEd25519KeyPair", () => {
   it("writes an OpenSSH private key whose public half matches the authorized_keys line", () => {

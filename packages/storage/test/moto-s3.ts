@@ -2,11 +2,12 @@
  * moto's S3 in server mode for these tests, on a port it picks itself (`-p 0`, read from its banner).
  * The Python with `moto[server]` is `SKYWARD_MOTO_PYTHON`, else `packages/provider-aws/.venv` (made by
  * `pnpm --filter @skyward/provider-aws setup:moto`). Without one the suites skip, saying why, except
- * under `CI=true`, where a missing moto fails the run.
+ * under CI, where a missing moto fails the run.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { isCi } from "@skyward/testing";
 
 const providerAwsVenv = fileURLToPath(new URL("../../provider-aws/.venv/bin/python", import.meta.url));
 
@@ -23,12 +24,12 @@ export function findMotoPython(): string | undefined {
   return undefined;
 }
 
-/** Why moto cannot run here, or undefined; under `CI=true` a missing moto throws instead. */
+/** Why moto cannot run here, or undefined; under CI a missing moto throws instead. */
 export function motoSkipReason(): string | undefined {
   if (findMotoPython()) return undefined;
   const reason =
     "moto[server] is not installed: run `pnpm --filter @skyward/provider-aws setup:moto` (or set SKYWARD_MOTO_PYTHON)";
-  if (process.env.CI === "true") throw new Error(reason);
+  if (isCi()) throw new Error(reason);
   return reason;
 }
 

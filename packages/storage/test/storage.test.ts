@@ -107,8 +107,8 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
 
   it("leaves no partial file when a download fails", async () => {
     const target = join(scratch, "missing.bin");
-    await expect(store.download("data", "no/such/key", target)).rejects.toThrow();
-    await expect(stat(target)).rejects.toThrow();
+    await expect(store.download("data", "no/such/key", target)).rejects.toMatchObject({ name: "NoSuchKey" });
+    await expect(stat(target)).rejects.toMatchObject({ code: "ENOENT" });
   });
 
   it("never shows its credentials", async () => {

@@ -17,6 +17,7 @@ import * as sky from "@skyward/core";
 import { SSH } from "@skyward/provider-ssh";
 import {
   createTestbed,
+  isCi,
   requireTestbed,
   type ScratchSkywardHome,
   type Testbed,
@@ -34,7 +35,7 @@ function s3fsSkipReason(): string | undefined {
   } catch {
     const reason =
       "s3fs is not installed on this machine (apt-get install s3fs); the test-bed hosts share its filesystem";
-    if (process.env.CI === "true") throw new Error(reason);
+    if (isCi()) throw new Error(reason);
     return reason;
   }
 }

@@ -28,6 +28,8 @@ export interface FakeRestAnswer {
   readonly body?: unknown;
   /** Default `application/json`. */
   readonly contentType?: string;
+  /** More response headers (a 429's `Retry-After`). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** A JSON answer (no body when `body` is undefined). */
@@ -121,7 +123,7 @@ export async function startFakeRestServer<Recorded>(
   const server = createServer((incoming, response) => {
     const send = (answer: FakeRestAnswer) => {
       const type = answer.contentType ?? "application/json";
-      response.writeHead(answer.status, { "content-type": type });
+      response.writeHead(answer.status, { ...answer.headers, "content-type": type });
       if (answer.body === undefined) response.end();
       else if (typeof answer.body === "string" && !type.startsWith("application/json"))
         response.end(answer.body);

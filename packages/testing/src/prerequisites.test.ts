@@ -1,5 +1,18 @@
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { isCi, requirePrerequisite, requireSystemPython } from "./prerequisites.js";
+
+const ciScript = fileURLToPath(new URL("../../../scripts/ci.sh", import.meta.url));
+const pythonTests = fileURLToPath(new URL("../../core/python/tests", import.meta.url));
+const ciValues = [undefined, "", "0", "false", "FALSE", "False", "true", "TRUE", "1", "yes"];
+
+/** The environment of a child process with CI set to `value` (or unset). */
+function withCi(value: string | undefined): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  delete env.CI;
+  return value === undefined ? env : { ...env, CI: value };
+}
 
 afterEach(() => {
   vi.unstubAllEnvs();
@@ -18,6 +31,22 @@ describe("isCi", () => {
   ])("CI=%j is %s", (value, expected) => {
     vi.stubEnv("CI", value);
     expect(isCi()).toBe(expected);
+  });
+});
+
+describe("one rule for 'under CI' in TypeScript, the shell scripts and the Python tests", () => {
+  it.each(ciValues)("CI=%j: scripts/ci.sh and prerequisites.is_ci() agree with isCi()", (value) => {
+    vi.stubEnv("CI", value);
+    const expected = isCi();
+    const shell = spawnSync("bash", ["-c", `source "${ciScript}" && skyward_is_ci`], { env: withCi(value) });
+    expect(shell.status === 0).toBe(expected);
+    const python = spawnSync(
+      "python3",
+      ["-c", "import sys; from prerequisites import is_ci; sys.exit(0 if is_ci() else 1)"],
+      { cwd: pythonTests, env: withCi(value), encoding: "utf8" },
+    );
+    expect(python.stderr).toBe("");
+    expect(python.status === 0).toBe(expected);
   });
 });
 

@@ -4,7 +4,8 @@
 timed-out task gets an asynchronous exception in its thread (:meth:`ThreadExecutor.stop_task`).
 ``process`` runs each slot's tasks in a child interpreter (``python -m skyward.child``) that it
 reuses, or replaces after every task when processes are not reused. Both report back to the
-worker (the *host*) on the event loop thread through the :class:`Host` methods.
+worker (the *host*) on the event loop thread through the :class:`~skyward.task.Host` methods;
+the worker drives either through the :class:`~skyward.task.Executor` protocol.
 
 A worker has one executor for its tasks and, once a nested task arrives, a second one of the same
 kind for nested tasks (nested dispatch), whose slots are numbered after the first one's
@@ -24,89 +25,19 @@ import struct
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from .context import SubtaskOutcome, TaskContext, current_task, runtime
 from .dispatch import end_subtasks
 from .execution import InputStream, Outcome, TaskRunner, error_outcome
 from .output import OutputRouter
 from .protocol import StreamRef
+from .task import Host, Task
 
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD_EXIT_GRACE = 5.0  # seconds an idle child gets to exit its around_process hooks at close
 #: seconds after an interrupt when a thread still inside its task is reported as stuck in a C call
 INTERRUPT_REPORT_DELAY = 1.0
-
-
-class Task:
-    """A submitted task, as the worker tracks it."""
-
-    __slots__ = (
-        "id", "fn", "args", "kwargs", "timeout", "stream", "pin", "connection", "state", "slot",
-        "context", "inputs", "stream_indices", "nested", "subtasks", "thread_id", "interrupted", "default_timeout",
-        "keep",
-        "ops",
-    )
-
-    def __init__(
-        self,
-        task_id: str,
-        fn: str,
-        args: List[Any],
-        kwargs: Dict[str, Any],
-        timeout: float | None,
-        stream: bool,
-        pin: int | None,
-        connection: Any,
-        nested: bool = False,
-    ) -> None:
-        self.id = task_id
-        self.fn = fn
-        self.args = args
-        self.kwargs = kwargs
-        self.timeout = timeout
-        self.stream = stream
-        #: the result stays on this node (a remote reference) instead of going back
-        self.keep = False
-        self.pin = pin
-        self.connection = connection
-        self.state = "queued"  # → "running" → "done"
-        self.slot = -1
-        self.context: TaskContext | None = None
-        self.inputs: Dict[int, InputStream] = {}
-        self.stream_indices = [arg.index for arg in args if type(arg) is StreamRef] + [
-            value.index for value in kwargs.values() if type(value) is StreamRef
-        ]
-        #: run on the worker's nested pool (a subtask of another task)
-        self.nested = nested
-        #: ``timeout`` is the pool's default: a ``@sky.function(timeout=…)`` replaces it
-        self.default_timeout = False
-        #: numbers of this task's subtasks sent to the client and not answered yet
-        self.subtasks: set[int] | None = None
-        #: this task's distributed-collection operations sent to the client and not answered yet
-        #: (by number), kept so that a detached worker can send them again to the next client
-        self.ops: Dict[int, Dict[str, Any]] | None = None
-        #: the thread running the task, while it may be interrupted (thread executor)
-        self.thread_id: int | None = None
-        #: an interrupt was sent to ``thread_id`` (at most one per task)
-        self.interrupted = False
-
-
-class Host(Protocol):
-    """What an executor reports to, always on the event loop thread (threads go through post)."""
-
-    def post(self, callback: Callable[..., None], *args: Any) -> None: ...
-    def on_started(self, task: Task) -> None: ...
-    def on_item(self, task: Task, seq: int, value: Any) -> None: ...
-    def on_done(self, task: Task, outcome: Outcome) -> None: ...
-    def on_output(self, task: Task | None, slot: int | None, stream: str, data: str) -> None: ...
-    def on_pull(self, task: Task, stream_index: int, n: int) -> None: ...
-    def on_subtask(self, task: Task, sub: int, fn: str, args: List[Any], kwargs: Dict[str, Any],
-                   node: int | None) -> None: ...
-    def app_gate(self, retry: Callable[[], None]) -> Outcome | bool:
-        """True once the ``around_app`` hooks are entered, the failure outcome if they failed, or
-        False while they are being entered (``retry`` is called when that is over)."""
-        ...
 
 
 def _with_streams(
@@ -686,7 +617,7 @@ class ProcessExecutor:
                 await self._reap(child)
 
 
-def _apply_declared_timeout(host: Any, task: Task, seconds: float) -> None:
+def _apply_declared_timeout(host: Host, task: Task, seconds: float) -> None:
     """A running task's function declares ``@sky.function(timeout=seconds)``: its clock, unless the
     client gave a timeout of its own."""
     if task.state == "running" and (task.timeout is None or task.default_timeout):

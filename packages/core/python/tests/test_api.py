@@ -12,7 +12,9 @@ from typing import Any, Iterator, List
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from prerequisites import require_module  # noqa: E402
 import skyward as sky  # noqa: E402
 from skyward.context import TaskContext, current_task, set_cluster  # noqa: E402
 from skyward.info import instance_info_from_cluster  # noqa: E402
@@ -164,7 +166,7 @@ def test_several_arrays_are_aligned() -> None:
 
 
 def test_numpy_arrays() -> None:
-    np = pytest.importorskip("numpy")
+    np = require_module("numpy", "numpy for the array tests (scripts/toolchain.sh installs it)")
     x = np.arange(20).reshape(10, 2)
     y = np.arange(10)
     parts = [sky.shard(x, y, shuffle=True, seed=5, node=n, total_nodes=3) for n in range(3)]

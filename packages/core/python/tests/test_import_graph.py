@@ -11,6 +11,10 @@ Importing ``skyward.x`` also runs ``skyward/__init__.py`` first; that implicit s
 (``__init__`` imports its submodules, so every package would be a cycle), but ``from skyward
 import name`` in a submodule is. ``importlib.import_module`` calls (how the worker loads plugins
 and task modules) are not import statements and are not counted.
+
+The worker's own parts are layered as well (:data:`WORKER_LAYERS`): each imports only from the
+layers below its own, and the rest of the runtime (what tasks and child processes import) imports
+none of them, so an upward import fails here even where it would make no cycle.
 """
 
 from __future__ import annotations
@@ -26,6 +30,27 @@ PACKAGE_DIR = PYTHON_ROOT / "skyward"
 PLUGIN_DIRS = sorted(Path(__file__).resolve().parents[3].glob("plugin-*/python"))
 
 Graph = Dict[str, Set[str]]
+
+#: The worker's parts, lowest layer first (``skyward/worker.py`` wires them). A module imports only
+#: from layers below its own; the runtime's other modules import none of these.
+WORKER_LAYERS: List[List[str]] = [
+    # a submitted task, and the Executor and Host protocols between the worker and its executors
+    ["skyward.task"],
+    # parts that know no other part: a connection and its handshake, the deadline heap, the TTL,
+    # budget and self-destruct, the remote-reference store, the cluster message, the executors
+    ["skyward.connection", "skyward.deadlines", "skyward.lifecycle", "skyward.ref_store",
+     "skyward.cluster_setup", "skyward.executors"],
+    # what a detached worker keeps for its client
+    ["skyward.detach_keeping"],
+    # intake, cancel, withdraw, the wait for the cluster message, results kept
+    ["skyward.task_table"],
+    # nested dispatch through the client
+    ["skyward.subtasks"],
+    # which part handles each client message
+    ["skyward.message_router"],
+    # the object that wires them
+    ["skyward.worker"],
+]
 
 
 def package_modules(package_dir: Path) -> Dict[str, Path]:
@@ -124,6 +149,22 @@ def _shortest_cycle_through(start: str, graph: Graph) -> Optional[List[str]]:
     return None
 
 
+def layer_violations(graph: Graph, layers: List[List[str]]) -> List[str]:
+    """Each import that goes up or sideways in ``layers``, or into them from a module outside them."""
+    layer_of = {module: index for index, names in enumerate(layers) for module in names}
+    violations = []
+    for module in sorted(graph):
+        for target in sorted(graph[module]):
+            if target not in layer_of:
+                continue
+            own = layer_of.get(module)
+            if own is None:
+                violations.append(f"{module} (below the worker's layers) imports {target}")
+            elif layer_of[target] >= own:
+                violations.append(f"{module} (layer {own}) imports {target} (layer {layer_of[target]})")
+    return violations
+
+
 def _describe(cycles: List[List[str]]) -> str:
     return "\n".join(" -> ".join(cycle) for cycle in cycles)
 
@@ -133,6 +174,31 @@ def test_the_skyward_package_has_no_import_cycles() -> None:
     assert "skyward.context" in modules, "the runtime package was not found"
     cycles = find_cycles(import_graph(modules))
     assert not cycles, "import cycles in the skyward package:\n" + _describe(cycles)
+
+
+def test_the_worker_parts_import_only_from_the_layers_below_their_own() -> None:
+    modules = package_modules(PACKAGE_DIR)
+    layered = [module for layer in WORKER_LAYERS for module in layer]
+    assert sorted(set(layered)) == sorted(layered), "a module is in two of the worker's layers"
+    assert not [module for module in layered if module not in modules], "a layer names a module that is gone"
+    violations = layer_violations(import_graph(modules), WORKER_LAYERS)
+    assert not violations, "imports against the worker's layers:\n" + "\n".join(violations)
+
+
+def test_an_upward_or_sideways_import_breaks_the_layers() -> None:
+    layers = [["pkg.low"], ["pkg.mid", "pkg.side"], ["pkg.top"]]
+    graph: Graph = {
+        "pkg.base": {"pkg.mid"},  # a module outside the layers reaching into them
+        "pkg.low": {"pkg.base", "pkg.top"},  # upward
+        "pkg.mid": {"pkg.low", "pkg.side"},  # sideways
+        "pkg.side": {"pkg.low"},
+        "pkg.top": {"pkg.mid", "pkg.low", "pkg.base"},
+    }
+    assert layer_violations(graph, layers) == [
+        "pkg.base (below the worker's layers) imports pkg.mid",
+        "pkg.low (layer 0) imports pkg.top (layer 2)",
+        "pkg.mid (layer 1) imports pkg.side (layer 1)",
+    ]
 
 
 def test_the_plugin_worker_modules_and_skyward_have_no_import_cycles() -> None:

@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from worker_client import Client, NestedRelay, WorkerProcess, connect  # noqa: E402
+from prerequisites import require_module  # noqa: E402
 
 PEERS = [{"node": 0, "private_ip": "10.1.0.1", "public_ip": None}, {"node": 1, "private_ip": "10.1.0.2", "public_ip": None}]
 
@@ -78,7 +79,7 @@ def test_objects_travel_pickled_between_tasks(two_nodes: NestedRelay) -> None:
 
 
 def test_arrays_round_trip_on_both_executors(two_nodes: NestedRelay) -> None:
-    np = pytest.importorskip("numpy")
+    np = require_module("numpy", "numpy for the array tests (scripts/toolchain.sh installs it)")
     matrix = np.arange(12, dtype=np.float32).reshape(3, 4)
     back = two_nodes.value(two_nodes.clients[0], "parity_tasks:double_array", matrix)
     assert back.dtype == np.float32 and back.shape == (3, 4) and (back == matrix * 2).all()

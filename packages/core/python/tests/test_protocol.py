@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from prerequisites import require_module  # noqa: E402
 from skyward.protocol import (  # noqa: E402
     MAX_HEADER_BYTES,
     FrameDecoder,
@@ -216,7 +218,7 @@ def test_other_objects_travel_pickled_and_are_unpickled_only_on_demand() -> None
 
 
 def test_numpy_arrays_travel_as_raw_buffers() -> None:
-    np = pytest.importorskip("numpy")
+    np = require_module("numpy", "numpy for the array tests (scripts/toolchain.sh installs it)")
     matrix = np.arange(6, dtype=np.float32).reshape(2, 3)
     wire = to_wire({"a": matrix, "s": np.float32(1.5), "i": np.int64(7), "b": np.bool_(True)})
     assert wire["a"]["$a"]["dtype"] == "float32" and wire["a"]["$a"]["shape"] == [2, 3]
@@ -235,7 +237,7 @@ def test_numpy_arrays_travel_as_raw_buffers() -> None:
 
 
 def test_array_segments_are_not_copied_into_the_frame() -> None:
-    np = pytest.importorskip("numpy")
+    np = require_module("numpy", "numpy for the array tests (scripts/toolchain.sh installs it)")
     from skyward.protocol import pack_frame_parts
 
     big = np.ones(1 << 20, dtype=np.float32)

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prerequisites import missing  # noqa: E402
+
 PYTHON_ROOT = Path(__file__).resolve().parents[1]
 PROVIDER_AWS_VENV = PYTHON_ROOT.parents[1] / "provider-aws" / ".venv" / "bin" / "python"
 
@@ -96,9 +99,11 @@ def test_against_moto() -> None:
         subprocess.run(["bash", str(ensure)], check=False, timeout=600)
         python = moto_python()
     if python is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("no Python with boto3 and moto: run `pnpm --filter @skyward/provider-aws setup:moto`")
-        pytest.skip("no Python with boto3 and moto (SKYWARD_MOTO_PYTHON or packages/provider-aws/.venv)")
+        missing(
+            "no Python with boto3 and moto (SKYWARD_MOTO_PYTHON or packages/provider-aws/.venv; "
+            "`pnpm --filter @skyward/provider-aws setup:moto` makes it)",
+            "moto for sky.storage's test",
+        )
     result = subprocess.run([python, "-c", SCRIPT, str(PYTHON_ROOT)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "storage ok" in result.stdout

@@ -6,6 +6,8 @@ import { connect as connectSocket, createServer, type Server, type Socket } from
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
+// The CI rule of @skyward/testing, by path: that package depends on core, so core cannot depend on it.
+import { isCi } from "../../../testing/src/prerequisites.js";
 import { CancelledError, ConnectionError, ProtocolError, SerializationError } from "../errors/errors.js";
 import {
   encodeFrame,
@@ -220,7 +222,8 @@ describe("handshake", () => {
     );
     expect(ConnectionError.isInstance(error)).toBe(true);
     expect(error.message).toContain("within 150 ms");
-    expect(performance.now() - started).toBeLessThan(2_000);
+    // It waited for the deadline (how soon after it, a loaded machine decides: the bench's business).
+    expect(performance.now() - started).toBeGreaterThanOrEqual(140);
     const peer = await worker.nextPeer();
     await peer.until(() => peer.socket.readableEnded || peer.socket.destroyed);
   });
@@ -520,8 +523,8 @@ describe("closing", () => {
     const peer = await worker.nextPeer();
     const started = performance.now();
     await connection.close({ timeoutMs: 100 });
+    // It waited for the deadline, then destroyed the stream (the peer saw its end).
     expect(performance.now() - started).toBeGreaterThanOrEqual(90);
-    expect(performance.now() - started).toBeLessThan(2_000);
     expect(await connection.closed).toBeUndefined();
     expect(peer.socket.readableEnded).toBe(true);
   });
@@ -580,7 +583,7 @@ async function startPythonWorker(
 }
 
 // Under CI a missing Python is a failure, not a skip.
-describe.skipIf(!hasPython && process.env.CI !== "true")("against the Python worker", () => {
+describe.skipIf(!hasPython && !isCi())("against the Python worker", () => {
   it("completes the handshake, the cluster/ready exchange and a task with bytes and big integers", async () => {
     const { port, child } = await startPythonWorker();
     const connection = await connectTo(port, { node: 0, timeoutMs: 10_000 });

@@ -10,6 +10,9 @@
 
 import { ConfigurationError, ProvisionError } from "@skyward/core";
 import { z } from "zod";
+import { createRequestPacer, type ProviderRateLimit, abortableSleep as sleep } from "./request-pacer.js";
+
+export type { ProviderRateLimit } from "./request-pacer.js";
 
 const providerApiMarker = Symbol.for("skyward.error.provider-api");
 
@@ -31,6 +34,8 @@ export interface ProviderApiErrorOptions {
    * out (an id in a refusal). Never the request's headers; the API key is scrubbed from it.
    */
   readonly answer?: unknown;
+  /** True when the API answered, but in a shape the provider does not know ({@link parseProviderAnswer}). */
+  readonly unknownAnswer?: boolean;
 }
 
 /**
@@ -204,16 +209,6 @@ export interface ProviderHttpRequest {
   readonly rateLimit?: ProviderRateLimit;
 }
 
-/** A per-endpoint rate limit: see {@link ProviderHttpRequest.rateLimit}. */
-export interface ProviderRateLimit {
-  /** Requests sharing this key share the limit (`"PUT /asks"`). */
-  readonly key: string;
-  /** The least time between two requests of the key, ms. */
-  readonly minIntervalMs: number;
-  /** How long the API refuses the key after a request came too early, ms. */
-  readonly penaltyMs: number;
-}
-
 /** A successful answer. */
 export interface ProviderHttpAnswer {
   readonly status: number;
@@ -247,27 +242,15 @@ export function answerMessage(data: unknown): string | undefined {
   return undefined;
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
-function retryAfterMs(response: ProviderHttpResponse | undefined): number | undefined {
+/** The wait a `Retry-After` header asks for, ms (delay-seconds or an HTTP date, RFC 9110 §10.2.3), at most a minute. */
+export function retryAfterMs(
+  response: Pick<ProviderHttpResponse, "headers"> | undefined,
+): number | undefined {
   const header = response?.headers?.["retry-after"];
-  const seconds = typeof header === "string" ? Number(header) : undefined;
-  return seconds !== undefined && Number.isFinite(seconds) && seconds >= 0
-    ? Math.min(seconds, 60) * 1000
-    : undefined;
+  if (typeof header !== "string" && typeof header !== "number") return undefined;
+  const text = String(header).trim();
+  const seconds = /^\d+(\.\d+)?$/.test(text) ? Number(text) : (Date.parse(text) - Date.now()) / 1000;
+  return Number.isFinite(seconds) ? Math.min(Math.max(seconds, 0), 60) * 1000 : undefined;
 }
 
 /** An error answer's body with the key taken out of it (a copy). */
@@ -292,15 +275,7 @@ function scrub(text: string, secret: string | undefined): string {
 export function createProviderHttpClient(options: ProviderHttpClientOptions): ProviderHttpClient {
   const { label } = options;
   let key: string | undefined;
-  /** When the next request of each rate-limit key may go, ms since the epoch. */
-  const nextSlot = new Map<string, number>();
-  /** Waits for the key's next slot and takes it (slots are taken in call order, so waits queue up). */
-  const takeSlot = async (limit: ProviderRateLimit, signal: AbortSignal) => {
-    const now = Date.now();
-    const at = Math.max(now, nextSlot.get(limit.key) ?? 0);
-    nextSlot.set(limit.key, at + limit.minIntervalMs);
-    if (at > now) await sleep(at - now, signal);
-  };
+  const pacer = createRequestPacer();
 
   return {
     async send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer> {
@@ -314,7 +289,7 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
         if (request.signal.aborted) throw request.signal.reason;
         let response: ProviderHttpResponse | undefined;
         let failure: string | undefined;
-        if (request.rateLimit) await takeSlot(request.rateLimit, request.signal);
+        if (request.rateLimit) await pacer.take(request.rateLimit, request.signal);
         try {
           response = await options.request({
             method: request.method,
@@ -335,15 +310,13 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
         if (status !== undefined && status >= 200 && status < 300) return { status, data: response?.data };
         const retryable = status === 429 || ((status === undefined || status >= 500) && request.idempotent);
         if (status === 429 && request.rateLimit) {
-          // The API refuses the key for its penalty: nothing of that key goes before it has passed.
-          const { key: limitKey, penaltyMs, minIntervalMs } = request.rateLimit;
-          nextSlot.set(
-            limitKey,
-            Math.max(nextSlot.get(limitKey) ?? 0, Date.now() + penaltyMs + minIntervalMs),
-          );
+          // The API refuses the key for its penalty (or as long as its Retry-After says): nothing of
+          // that key goes before it has passed.
+          const { penaltyMs, minIntervalMs } = request.rateLimit;
+          pacer.holdBack(request.rateLimit, Math.max(penaltyMs + minIntervalMs, retryAfterMs(response) ?? 0));
         }
         if (retryable && attempt < options.maxRetries) {
-          if (status === 429 && request.rateLimit) continue; // takeSlot waits out the penalty
+          if (status === 429 && request.rateLimit) continue; // the pacer waits out the penalty
           const backoff = options.retryDelayMs * 2 ** attempt;
           await sleep(retryAfterMs(response) ?? backoff, request.signal);
           continue;
@@ -352,6 +325,8 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
         if (status === 401 || status === 403) {
           throw options.createError({
             statusCode: status,
+            // For the provider to tell a bad key from an account that may not do this (its classifier).
+            ...(response?.data !== undefined ? { answer: scrubbedAnswer(response.data, key) } : {}),
             message: `${label} rejected the API key (HTTP ${status}) while ${where}: set ${options.apiKeyVariable} to a valid key or pass apiKey`,
           });
         }
@@ -390,6 +365,7 @@ export function parseProviderAnswer<T extends z.ZodType>(
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     throw api.createError({
+      unknownAnswer: true,
       message: `${api.label}'s answer to ${purpose} was not understood: ${issue ? `${issue.path.join(".") || "(root)"}: ${issue.message}` : "invalid"}`,
     });
   }
@@ -408,8 +384,20 @@ export const answerNumberSchema = z
     return typeof parsed === "number" && Number.isFinite(parsed) ? parsed : null;
   });
 
-/** A list in a provider's answer, each item checked with `item`: absent or null is the empty list. */
+/**
+ * A list in a provider's answer, each item checked with `item`. It must be there: an answer without
+ * it is one the provider does not understand, never "nothing" — a list of instances read as empty
+ * would let teardown succeed while machines bill on.
+ */
 export function answerListSchema<T extends z.ZodType>(item: T) {
+  return z.array(item, { error: "expected a list" });
+}
+
+/**
+ * A list the API documents as optional (a location's GPUs, a VM's labels), each item checked with
+ * `item`: absent or null is the empty list. Never for the list of instances itself.
+ */
+export function answerOptionalListSchema<T extends z.ZodType>(item: T) {
   return z
     .array(item)
     .nullish()

@@ -1,0 +1,111 @@
+"""Applying the ``cluster`` message (see docs/protocol.md, "Cluster"): its environment, the
+instance info tasks see, the accelerator check, and the plugins (their ``decorate`` hooks on every
+task, their ``around_app`` hooks entered once per worker).
+
+With the process executor, ``around_app`` is entered here, in a thread of the worker, before any
+child's first task (:meth:`ClusterSetup.app_gate`); its environment changes then reach the children.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, Dict, List, NamedTuple
+
+from .context import runtime, set_cluster
+from .execution import Outcome, TaskRunner
+from .info import InstanceInfo, instance_info_from_cluster
+from .plugins import Lifecycle, PluginLoadError, decorators, load_plugins
+from .protocol import Message
+
+
+class ClusterCheck(NamedTuple):
+    """A ``cluster`` message read, before anything of it is applied."""
+
+    #: its environment variables (values as strings; null values left out)
+    env: Dict[str, str]
+    info: InstanceInfo
+    #: why it cannot be applied (the ``reject`` reason), or None
+    problem: str | None
+
+
+class ClusterSetup:
+    """The cluster settings the worker runs with, and the plugins they name."""
+
+    def __init__(self, log: Callable[[str], None], post: Callable[..., None],
+                 apply_env: Callable[[Dict[str, str | None]], None]) -> None:
+        self._log = log
+        self._post = post
+        self._apply_env = apply_env
+        #: the plugins' around_app hooks: entered by the first task (thread executor) or, with the
+        #: process executor, in a thread of the worker before the first task goes to a child
+        self.app = Lifecycle("around_app", lambda: runtime.cluster)
+        self.runner = TaskRunner(prepare=self.app.enter)
+        #: the last cluster message applied, without its env (told in ``welcome``)
+        self.message: Dict[str, Any] | None = None
+        self._plugin_identity: List[Any] = []
+        self._app_waiters: List[Callable[[], None]] = []
+        self._app_entering = False
+
+    @staticmethod
+    def check(message: Message) -> ClusterCheck:
+        """Reads ``message``; with ``check_accelerators`` or ``pin_accelerators``, checks the devices."""
+        env = message.get("env") or {}
+        if not isinstance(env, dict):
+            env = {}
+        env = {str(key): str(value) for key, value in env.items() if value is not None}
+        info = instance_info_from_cluster(message)
+        problem = None
+        if message.get("check_accelerators") is True or message.get("pin_accelerators") is True:
+            from .devices import check_accelerators
+
+            problem = check_accelerators(info.workers_per_node, {**os.environ, **env})
+        return ClusterCheck(env, info, problem)
+
+    def apply(self, message: Message, checked: ClusterCheck) -> str | None:
+        """Applies a checked ``message`` to this process; why its plugins cannot load, or None."""
+        os.environ.update(checked.env)
+        set_cluster(checked.info)
+        try:
+            plugins = load_plugins(message.get("plugins"))
+        except PluginLoadError as error:
+            return str(error)
+        identity = [plugin.identity for plugin in plugins]
+        if identity != self._plugin_identity:  # a cluster sent again with the same plugins changes nothing
+            if not self.app.set_plugins(plugins):
+                self._log("the plugins changed after their around_app hooks were entered; keeping the first ones")
+            self.runner.set_decorators(decorators(plugins))
+            self._plugin_identity = identity
+        self.message = {key: value for key, value in message.items() if key != "env"}
+        return None
+
+    # -- around_app for the process executor ------------------------------------------------------
+
+    def app_gate(self, retry: Callable[[], None]) -> Outcome | bool:
+        """True once the ``around_app`` hooks are entered, the failure outcome if they failed, or
+        False while they are being entered (``retry`` is called when that is over)."""
+        app = self.app
+        if app.done and not self._app_entering:  # (entering is over once its env changes reached the children)
+            return app.failure or True
+        if retry not in self._app_waiters:
+            self._app_waiters.append(retry)
+        if not self._app_entering:
+            self._app_entering = True
+            threading.Thread(target=self._enter_app, name="skyward-around-app", daemon=True).start()
+        return False
+
+    def _enter_app(self) -> None:
+        before = dict(os.environ)
+        self.app.enter()
+        after = dict(os.environ)
+        changes: Dict[str, str | None] = {key: value for key, value in after.items() if before.get(key) != value}
+        changes.update({key: None for key in before if key not in after})
+        self._post(self._app_entered, changes)
+
+    def _app_entered(self, changes: Dict[str, str | None]) -> None:
+        self._app_entering = False
+        if changes:
+            self._apply_env(changes)
+        waiters, self._app_waiters = self._app_waiters, []
+        for retry in waiters:
+            retry()

@@ -1,0 +1,98 @@
+/**
+ * Placement: how many tasks a node may hold when the next to place is a given function's, and which
+ * node takes it. A node with an adaptive buffer holds long tasks back, but lets a slot whose task is
+ * nearly done take its successor, so the worker never idles between them ({@link AdaptiveSchedule}).
+ */
+
+import { type AdaptiveSchedule, PREFETCH_BUDGET_MS } from "./schedule.js";
+import type { NodeState, TaskRecord } from "./task-record.js";
+
+/** Tasks `node` may have in flight (nested ones apart) when the next to place is `ref`'s. */
+export function slotLimit(schedule: AdaptiveSchedule, node: NodeState, ref: string): number {
+  if (!node.adaptive) return node.capacity;
+  const base = schedule.limit(node.capacity, ref);
+  return base > node.capacity ? base : node.capacity + nearlyDone(schedule, node, performance.now());
+}
+
+/**
+ * Long tasks are held back, but not for a round trip: a slot whose task is expected to end within
+ * the prefetch budget takes its successor now (at most one per slot), so the worker never idles
+ * between long tasks. The expectation is the function's learnt duration.
+ */
+function nearlyDone(schedule: AdaptiveSchedule, node: NodeState, now: number): number {
+  let count = 0;
+  for (const record of node.running.values()) {
+    if (record.request.nested) continue;
+    const estimate = schedule.estimateMs(record.request.ref);
+    if (estimate !== undefined && now >= record.begunAt + estimate - PREFETCH_BUDGET_MS) count += 1;
+  }
+  return Math.min(count, node.capacity);
+}
+
+/**
+ * With tasks held back: milliseconds until the next running task is due to end (when a slot frees
+ * up, see {@link slotLimit}), or undefined when no running task has an expected end still to come.
+ */
+export function nextDueDelay(
+  schedule: AdaptiveSchedule,
+  nodes: readonly (NodeState | undefined)[],
+  now: number,
+): number | undefined {
+  let earliest = Number.POSITIVE_INFINITY;
+  for (const node of nodes) {
+    if (!node?.connection || !node.adaptive) continue;
+    for (const record of node.running.values()) {
+      if (record.request.nested) continue;
+      const estimate = schedule.estimateMs(record.request.ref);
+      if (estimate === undefined) continue;
+      // Moments already past were counted when they came; a result wakes the dispatcher after them.
+      const due = record.begunAt + estimate - PREFETCH_BUDGET_MS;
+      if (due > now) earliest = Math.min(earliest, due);
+    }
+  }
+  return earliest === Number.POSITIVE_INFINITY ? undefined : Math.max(1, Math.ceil(earliest - now));
+}
+
+/**
+ * The next connected node, round robin from index `start`, with a free slot: a nested one, or one
+ * of its regular slots for a task of `ref`. Nodes that are draining take nothing.
+ */
+export function nextFreeNode(
+  schedule: AdaptiveSchedule,
+  nodes: readonly (NodeState | undefined)[],
+  start: number,
+  nested: boolean,
+  ref: string,
+): NodeState | undefined {
+  const count = nodes.length;
+  for (let step = 0; step < count; step += 1) {
+    const node = nodes[(start + step) % count];
+    const free = nested
+      ? node !== undefined && node.nestedRunning < node.nestedCapacity
+      : node !== undefined && node.running.size - node.nestedRunning < slotLimit(schedule, node, ref);
+    if (node?.connection && free && !node.draining) return node;
+  }
+  return undefined;
+}
+
+/**
+ * Learns from task `record` ending on adaptive `node` now: its duration for the schedule, and, since
+ * the worker runs its tasks in order, the moment the one waiting longest behind it begins.
+ */
+export function observeTaskEnd(schedule: AdaptiveSchedule, node: NodeState, record: TaskRecord): void {
+  const now = performance.now();
+  const inFlight = node.running.size - node.nestedRunning;
+  schedule.observe(record.request.ref, record.startedAt, now, inFlight, node.capacity, node.lastDone);
+  node.lastDone = now;
+  if (inFlight > node.capacity) {
+    let position = 0;
+    for (const waiting of node.running.values()) {
+      if (waiting === record || waiting.request.nested) continue;
+      position += 1;
+      if (position === node.capacity) {
+        waiting.begunAt = Math.max(waiting.begunAt, now);
+        break;
+      }
+    }
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * The client's own deadlines, checked by the task manager's sweeper: a task whose worker stays
+ * silent well past its timeout (the worker enforces timeouts itself and normally reports them), and
+ * a task pinned to a lost node that waited too long for its replacement.
+ */
+
+import { NodeUnavailableError, TaskTimeoutError } from "../errors/errors.js";
+import type { NodeState, TaskRecord } from "./task-record.js";
+
+/** The tasks running on `node` that are `graceSeconds` past their timeout without a word from the worker. */
+export function overdueTasks(node: NodeState, now: number, graceSeconds: number): TaskRecord[] {
+  const overdue: TaskRecord[] = [];
+  for (const record of node.running.values()) {
+    const { timeout } = record.request;
+    // A default timeout may be replaced on the worker by the function's declared one: the
+    // worker reports it (a worker that stops answering is a lost connection).
+    if (record.request.defaultTimeout) continue;
+    if (timeout === null || now - record.startedAt < (timeout + graceSeconds) * 1000) continue;
+    overdue.push(record);
+  }
+  return overdue;
+}
+
+/** The error of an overdue task (see {@link overdueTasks}). */
+export function silentTimeoutError(record: TaskRecord, node: number): TaskTimeoutError {
+  const timeout = record.request.timeout ?? 0;
+  return new TaskTimeoutError({
+    taskId: record.id,
+    timeoutSeconds: timeout,
+    message: `${record.request.ref} (task ${record.id}) timed out after ${timeout} s on node ${node} (the worker did not report it)`,
+  });
+}
+
+/** Takes off `node` (lost) the tasks pinned to it that have waited `waitMs` or more for its replacement. */
+export function takeExpiredPinned(node: NodeState, now: number, waitMs: number): TaskRecord[] {
+  const expired = node.pinned.filter((record) => now - record.queuedAt >= waitMs);
+  if (expired.length === 0) return expired;
+  node.pinned.splice(0, node.pinned.length, ...node.pinned.filter((record) => !expired.includes(record)));
+  return expired;
+}
+
+/** The error of a pinned task whose node did not come back within `waitMs`. */
+export function pinnedExpiredError(record: TaskRecord, node: number, waitMs: number): NodeUnavailableError {
+  return new NodeUnavailableError({
+    node,
+    message: `Task ${record.id} (${record.request.ref}) needs node ${node}, which was lost and did not come back within ${Math.round(waitMs / 1000)} s`,
+  });
+}

@@ -1,0 +1,322 @@
+/**
+ * The safeguards the base owns, each written once over a {@link MachineAdapter}: lists that read
+ * every page and fail loudly, deletes that go on until every machine is gone, creates that never
+ * leave an unknown machine behind, and the market loop that never launches above the price cap or
+ * at an unknown price.
+ */
+import { NoCapacityError } from "@skyward/core";
+import type { Cluster, Instance } from "@skyward/core/contract";
+import { abortableSleep } from "../http/request-pacer.js";
+import { type Market, marketsFor } from "../offers/prices.js";
+import { skywardTags } from "../tags.js";
+import type { MachineAdapter, MachineClusterData, MachineDeleteOutcome } from "./adapter.js";
+import { MachineProviderError, machineErrorKind } from "./errors.js";
+
+/** The most pages a list reads: a cursor that never ends is an API fault, not an endless account. */
+const MAX_PAGES = 1000;
+
+/** Every machine of the account, every page read; an answer that is not a page throws. */
+export async function listAllMachines<Machine, ClusterData extends MachineClusterData>(
+  adapter: MachineAdapter<Machine, ClusterData>,
+  signal: AbortSignal,
+): Promise<Machine[]> {
+  const machines: Machine[] = [];
+  const seen = new Set<string>();
+  let cursor: string | undefined;
+  for (let page = 0; page < MAX_PAGES; page += 1) {
+    const answer = await adapter.listPage(cursor, signal);
+    if (!Array.isArray(answer?.machines))
+      throw failure(
+        adapter,
+        "unknown-answer",
+        `${adapter.label}'s list of instances was not understood: no list of machines`,
+      );
+    machines.push(...answer.machines);
+    if (answer.next === undefined) return machines;
+    if (seen.has(answer.next))
+      throw failure(
+        adapter,
+        "unavailable",
+        `${adapter.label}'s list of instances repeats page "${answer.next}"`,
+      );
+    seen.add(answer.next);
+    cursor = answer.next;
+  }
+  throw failure(
+    adapter,
+    "unavailable",
+    `${adapter.label}'s list of instances has more than ${MAX_PAGES} pages`,
+  );
+}
+
+function failure(
+  adapter: { readonly name: string },
+  kind: MachineProviderError["kind"],
+  message: string,
+): MachineProviderError {
+  return new MachineProviderError({ provider: adapter.name, kind, message });
+}
+
+/** A delete's outcome from the error a one-at-a-time delete threw. */
+function outcomeOf(error: unknown): MachineDeleteOutcome {
+  const kind = machineErrorKind(error);
+  return kind === "gone" ? "gone" : kind === "busy" ? "busy" : { error };
+}
+
+/**
+ * Deletes `ids` until each is gone: accepted or already gone counts, a refusal for now (`busy`: still
+ * provisioning) is tried again with a growing wait until the adapter's `deleteTimeoutMs`, every other
+ * refusal is reported — after the other machines were deleted, so one failure strands nothing else.
+ */
+export async function deleteUntilGone<Machine, ClusterData extends MachineClusterData>(
+  adapter: MachineAdapter<Machine, ClusterData>,
+  ids: Iterable<string>,
+  signal: AbortSignal,
+): Promise<void> {
+  let pending = [...new Set(ids)].filter((id) => adapter.isMachineId?.(id) ?? true);
+  const deadline = Date.now() + (adapter.deleteTimeoutMs ?? 600_000);
+  let delay = adapter.deleteRetryDelayMs ?? 5000;
+  const errors: string[] = [];
+  while (pending.length > 0) {
+    const outcomes = new Map<string, MachineDeleteOutcome>();
+    if ("one" in adapter.delete) {
+      for (const id of pending) {
+        try {
+          await adapter.delete.one(id, signal);
+          outcomes.set(id, "deleted");
+        } catch (error) {
+          if (signal.aborted) throw signal.reason;
+          outcomes.set(id, outcomeOf(error));
+        }
+      }
+    } else {
+      const answered = await adapter.delete.batch(pending, signal);
+      for (const id of pending)
+        outcomes.set(id, answered.get(id) ?? { error: new Error("no result for it") });
+    }
+    const busy: string[] = [];
+    for (const [id, outcome] of outcomes) {
+      if (outcome === "busy") busy.push(id);
+      else if (typeof outcome === "object")
+        errors.push(
+          `${id}: ${outcome.error instanceof Error ? outcome.error.message : String(outcome.error)}`,
+        );
+    }
+    pending = busy;
+    if (pending.length === 0) break;
+    if (Date.now() + delay > deadline) {
+      errors.push(
+        ...pending.map(
+          (id) =>
+            `${id}: still refused to be deleted (provisioning?) after ${Math.round((adapter.deleteTimeoutMs ?? 600_000) / 1000)} s`,
+        ),
+      );
+      break;
+    }
+    await abortableSleep(delay, signal);
+    delay = Math.min(delay * 2, 30_000);
+  }
+  if (errors.length > 0)
+    throw failure(
+      adapter,
+      "unavailable",
+      `${adapter.label} did not delete ${errors.length} instance${errors.length > 1 ? "s" : ""}, which may still bill — run \`skyward down\` again or delete them in ${adapter.label}'s console: ${errors.join("; ")}`,
+    );
+}
+
+/** Counts creates per cluster, to bound them per pool. */
+export class CreateBudget {
+  readonly #counts = new Map<string, { next: number; creates: number }>();
+
+  /** The next unused node index of the cluster. */
+  nextIndex(clusterId: string): number {
+    const entry = this.#entry(clusterId);
+    entry.next += 1;
+    return entry.next - 1;
+  }
+
+  /** Counts one create request of the cluster; false once it has used up `limit`. */
+  spend(clusterId: string, limit: number): boolean {
+    const entry = this.#entry(clusterId);
+    if (entry.creates >= limit) return false;
+    entry.creates += 1;
+    return true;
+  }
+
+  forget(clusterId: string): void {
+    this.#counts.delete(clusterId);
+  }
+
+  #entry(clusterId: string) {
+    let entry = this.#counts.get(clusterId);
+    if (!entry) {
+      entry = { next: 0, creates: 0 };
+      this.#counts.set(clusterId, entry);
+    }
+    return entry;
+  }
+}
+
+/**
+ * Creates one machine so that a request the API accepted but whose answer was lost (no answer, a
+ * 5xx) never becomes an unknown machine: with an idempotency token the same request is sent again;
+ * without one, the machine is first looked for by its unique name. At most `maxCreateAttempts` tries.
+ */
+async function createOnce<Machine, ClusterData extends MachineClusterData>(
+  adapter: MachineAdapter<Machine, ClusterData>,
+  request: Parameters<MachineAdapter<Machine, ClusterData>["create"]>[0],
+  budget: CreateBudget,
+): Promise<Machine> {
+  const attempts = adapter.maxCreateAttempts ?? 3;
+  const limit = adapter.maxCreatesPerCluster ?? 50;
+  let lastError: unknown;
+  for (let attempt = 0; attempt < attempts; attempt += 1) {
+    if (attempt > 0 && !adapter.idempotencyToken) {
+      const found = await findByName(adapter, request.name, request.signal);
+      if (found !== undefined) return found;
+    }
+    if (!budget.spend(request.cluster.id, limit))
+      throw failure(
+        adapter,
+        "unavailable",
+        `${adapter.label}: this pool has sent ${limit} create requests, the most it may; not creating ${request.name}`,
+      );
+    try {
+      return await adapter.create(request);
+    } catch (error) {
+      if (request.signal.aborted) throw request.signal.reason;
+      // Only a failure that may have happened after the API took the request is tried again: no
+      // answer, a 5xx, an answer not understood (the machine may exist: it is looked for first).
+      const kind = machineErrorKind(error);
+      if (kind !== "unavailable" && kind !== "unknown-answer") throw error;
+      lastError = error;
+    }
+  }
+  if (!adapter.idempotencyToken) {
+    const found = await findByName(adapter, request.name, request.signal);
+    if (found !== undefined) return found;
+  }
+  throw lastError;
+}
+
+async function findByName<Machine, ClusterData extends MachineClusterData>(
+  adapter: MachineAdapter<Machine, ClusterData>,
+  name: string,
+  signal: AbortSignal,
+): Promise<Machine | undefined> {
+  return (await listAllMachines(adapter, signal)).find((machine) => adapter.tags.nameOf(machine) === name);
+}
+
+/** A market an offer may be launched on, at its price in the offer. */
+export interface LaunchableMarket {
+  readonly market: Market;
+  readonly spot: boolean;
+  readonly price: number;
+}
+
+/**
+ * The markets a cluster's offer may be launched on, in the allocation's order ({@link marketsFor}):
+ * each with a known price within `maxHourlyCost` — the price of that very market, not the cheaper one
+ * the pool ranked the offer by. `refused` says why each other market was left out. For providers not
+ * on the base (AWS, GCP), the same rule.
+ */
+export function launchableMarkets(
+  cluster: Pick<Cluster, "spec" | "offer">,
+  spotAllowed: boolean,
+): { launchable: LaunchableMarket[]; refused: string[] } {
+  const cap = cluster.spec.maxHourlyCost;
+  const launchable: LaunchableMarket[] = [];
+  const refused: string[] = [];
+  for (const market of marketsFor(cluster.spec.allocation, cluster.offer)) {
+    const spot = market === "spot";
+    const price = spot ? cluster.offer.spotPrice : cluster.offer.onDemandPrice;
+    if (spot && !spotAllowed) refused.push("spot: not allowed for this pool");
+    else if (price === null) refused.push(`${market}: no known price, never launched`);
+    else if (cap !== undefined && price > cap)
+      refused.push(`${market}: $${price}/h is over maxHourlyCost $${cap}/h`);
+    else launchable.push({ market, spot, price });
+  }
+  return { launchable, refused };
+}
+
+/** What a market said when it gave no machine, for the {@link NoCapacityError}. */
+const REFUSALS_TO_NEXT_MARKET = new Set(["capacity", "quota", "price"]);
+
+/**
+ * Creates `count` machines on the markets the allocation allows (spot first where preferred, then on
+ * demand), each market's own price checked against `maxHourlyCost` before launching — and the price
+ * the API then reports checked again (a machine above the cap is deleted at once). A market with no
+ * known price is never launched on. Machines already made are handed back when a later one fails; with
+ * none made, capacity/quota/price refusals end in a {@link NoCapacityError} naming each market.
+ */
+export async function provisionAcrossMarkets<Machine, ClusterData extends MachineClusterData>(
+  adapter: MachineAdapter<Machine, ClusterData>,
+  options: { cluster: Cluster<ClusterData>; count: number; signal: AbortSignal; budget: CreateBudget },
+): Promise<Instance[]> {
+  const { cluster, signal } = options;
+  const { launchable, refused } = launchableMarkets(cluster, adapter.spotAllowed?.(cluster) ?? true);
+  const cap = cluster.spec.maxHourlyCost;
+  const spec = cluster.spec;
+  const created: Instance[] = [];
+  const reasons: string[] = [...refused];
+  while (created.length < options.count && launchable.length > 0) {
+    const { spot, market, price } = launchable[0] as LaunchableMarket;
+    const index = options.budget.nextIndex(cluster.id);
+    const name = adapter.tags.name(cluster, index);
+    let machine: Machine;
+    try {
+      machine = await createOnce(
+        adapter,
+        {
+          cluster,
+          spot,
+          hourlyPrice: price,
+          name,
+          tags: skywardTags({ cluster: cluster.id, pool: cluster.poolId, offer: cluster.offer.id, spot }),
+          idempotencyKey: `${cluster.id}-${index}`,
+          watchdogSeconds: Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout),
+          signal,
+        },
+        options.budget,
+      );
+    } catch (error) {
+      if (signal.aborted) throw signal.reason;
+      const kind = machineErrorKind(error);
+      if (kind !== undefined && REFUSALS_TO_NEXT_MARKET.has(kind)) {
+        reasons.push(`${market}: ${(error as Error).message}`);
+        launchable.shift();
+        continue;
+      }
+      // Machines already created are handed back (the pool asks again), never left unknown.
+      if (created.length > 0) break;
+      throw error;
+    }
+    const shown = adapter.describe(machine, { identityFile: cluster.specific.identityFile, cluster });
+    const instance = Object.freeze({
+      ...shown,
+      offerId: cluster.offer.id,
+      spot,
+      hourlyPrice: shown.hourlyPrice ?? price,
+    });
+    if (cap !== undefined && instance.hourlyPrice > cap) {
+      // The API charges more than the offer said (a marketplace moved): never keep it.
+      await deleteUntilGone(adapter, [instance.id], signal);
+      reasons.push(
+        `${market}: launched at $${instance.hourlyPrice}/h, over maxHourlyCost $${cap}/h; deleted`,
+      );
+      launchable.shift();
+      continue;
+    }
+    created.push(instance);
+  }
+  if (created.length === 0) {
+    throw new NoCapacityError({
+      attempts: (reasons.length > 0 ? reasons : [`${adapter.label} created no instance`]).map((reason) => ({
+        provider: adapter.name,
+        offer: cluster.offer.instanceType,
+        reason,
+      })),
+    });
+  }
+  return created;
+}

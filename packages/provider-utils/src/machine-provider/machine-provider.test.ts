@@ -1,0 +1,333 @@
+/**
+ * The machine-provider base driven through a whole provider (`defineMachineProvider`) over an adapter
+ * whose API is an in-memory machine store that injects the faults of real APIs: capacity refusals,
+ * a create accepted but its answer lost, a batch delete answered per machine (207) with refusals while
+ * provisioning, an answer in an unknown shape, and prices that move after the offer.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { accelerators, NoCapacityError, options, spec as resolveSpec } from "@skyward/core";
+import { type Cluster, type Offer, resolvePoolSpec } from "@skyward/core/contract";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { MachineAdapter, MachineDeleteOutcome } from "./adapter.js";
+import { MachineProviderError, machineErrorFactory } from "./errors.js";
+import { defineMachineProvider } from "./machine-provider.js";
+
+interface FakeMachine {
+  id: string;
+  name: string;
+  spot: boolean;
+  price: number;
+  status: "provisioning" | "running" | "deleting";
+}
+
+/** Faults the fake API injects; each is consumed as it fires. */
+interface Faults {
+  /** Markets answering "no capacity". */
+  noCapacity: Set<"spot" | "on-demand">;
+  /** Creates that are carried out but whose answer is lost (a timeout after the API took them). */
+  lostCreateAnswers: number;
+  /** Delete refusals per machine while it provisions (the machine then runs). */
+  busyDeletes: number;
+  /** The price the API bills at, whatever the offer said. */
+  billedPrice?: number;
+  /** Answer the list without its list of machines. */
+  unknownListShape: boolean;
+  /** Machines per list page. */
+  pageSize: number;
+}
+
+const makeError = machineErrorFactory({
+  provider: "fake",
+  classify: ({ message }) => (/no capacity/i.test(message) ? "capacity" : undefined),
+});
+
+function fakeApi(idempotencyToken = false) {
+  const machines = new Map<string, FakeMachine>();
+  const byIdempotencyKey = new Map<string, string>();
+  const calls: string[] = [];
+  const faults: Faults = {
+    noCapacity: new Set(),
+    lostCreateAnswers: 0,
+    busyDeletes: 0,
+    unknownListShape: false,
+    pageSize: 100,
+  };
+  let made = 0;
+  const adapter: MachineAdapter<FakeMachine> = {
+    name: "fake",
+    label: "Fake",
+    capabilities: {
+      spot: true,
+      volumes: false,
+      images: false,
+      offerCache: "marketplace",
+      peerNetwork: "none",
+    },
+    sshUser: "root",
+    keyName: "fake_ed25519",
+    keysDirectory: "",
+    idempotencyToken,
+    bootWatchdog: "boot-command",
+    deleteRetryDelayMs: 5,
+    deleteTimeoutMs: 2000,
+    checkCredentials: () => {},
+    offers: async () => [],
+    async create({ spot, name, hourlyPrice, idempotencyKey }) {
+      calls.push(`create ${spot ? "spot" : "on-demand"} ${name}`);
+      if (faults.noCapacity.has(spot ? "spot" : "on-demand"))
+        throw makeError({ statusCode: 400, message: "Fake: no capacity" });
+      const known = idempotencyToken ? byIdempotencyKey.get(idempotencyKey) : undefined;
+      const machine = (known && machines.get(known)) || {
+        id: `m-${++made}`,
+        name,
+        spot,
+        price: faults.billedPrice ?? hourlyPrice,
+        status: "provisioning" as const,
+      };
+      machines.set(machine.id, machine);
+      byIdempotencyKey.set(idempotencyKey, machine.id);
+      if (faults.lostCreateAnswers > 0) {
+        faults.lostCreateAnswers -= 1;
+        throw makeError({ message: "Fake's API could not be reached: ETIMEDOUT" });
+      }
+      return machine;
+    },
+    async get(id) {
+      calls.push(`get ${id}`);
+      return machines.get(id) ?? null;
+    },
+    async listPage(cursor) {
+      calls.push(`list ${cursor ?? "first"}`);
+      if (faults.unknownListShape) return { machines: undefined } as never;
+      const all = [...machines.values()];
+      const start = Number(cursor ?? 0);
+      const next = start + faults.pageSize < all.length ? String(start + faults.pageSize) : undefined;
+      return { machines: all.slice(start, start + faults.pageSize), next };
+    },
+    delete: {
+      // A batch delete answering per machine, as Verda's 207 does.
+      async batch(ids) {
+        calls.push(`delete ${ids.join(",")}`);
+        const outcomes = new Map<string, MachineDeleteOutcome>();
+        for (const id of ids) {
+          const machine = machines.get(id);
+          if (!machine) outcomes.set(id, "gone");
+          else if (id === "m-refused") outcomes.set(id, { error: new Error("protected") });
+          else if (machine.status === "provisioning" && faults.busyDeletes > 0) {
+            faults.busyDeletes -= 1;
+            outcomes.set(id, "busy");
+          } else {
+            machines.delete(id);
+            outcomes.set(id, "deleted");
+          }
+        }
+        return outcomes;
+      },
+    },
+    idOf: (machine) => machine.id,
+    tags: {
+      name: (cluster, index) => `${cluster.id}-${index}`,
+      nameOf: (machine) => machine.name,
+      read: (machine): Record<string, string> => {
+        const cluster = /^(skyward-[0-9a-f]{8})-\d+$/.exec(machine.name)?.[1];
+        return cluster ? { "skyward:cluster": cluster } : {};
+      },
+    },
+    describe: (machine) => ({
+      id: machine.id,
+      status: machine.status === "running" ? "running" : "pending",
+      publicIp: null,
+      privateIp: null,
+      ssh: null,
+      spot: machine.spot,
+      hourlyPrice: machine.price,
+      offerId: "",
+      createdAt: 0,
+      tags: {},
+    }),
+    selfDestruct: (instance) => `fake-delete ${instance.id}`,
+  };
+  return { adapter, machines, calls, faults };
+}
+
+let keys = "";
+beforeAll(async () => {
+  keys = await mkdtemp(join(tmpdir(), "skyward-machine-provider-"));
+});
+afterAll(async () => {
+  await rm(keys, { recursive: true, force: true });
+});
+
+const offer = (spotPrice: number | null, onDemandPrice: number | null): Offer => ({
+  id: "fake:gpu",
+  provider: "fake",
+  instanceType: "gpu.1",
+  accelerator: { name: "H100", count: 1, memoryGb: 80 },
+  vcpus: 8,
+  memoryGb: 64,
+  diskGb: 100,
+  architecture: "x86_64",
+  region: "here",
+  spotPrice,
+  onDemandPrice,
+  billingUnit: "second",
+  pricesAsOf: new Date().toISOString(),
+  specific: {},
+});
+
+async function setUp(
+  allocation: "cheapest" | "spot-if-available" | "on-demand",
+  prices: Offer,
+  maxHourlyCost?: number,
+  idempotencyToken = false,
+) {
+  const api = fakeApi(idempotencyToken);
+  const provider = defineMachineProvider({ ...api.adapter, keysDirectory: keys });
+  const spec = resolvePoolSpec(
+    resolveSpec({
+      accelerator: accelerators.H100(),
+      allocation,
+      ...(maxHourlyCost ? { maxHourlyCost } : {}),
+    }),
+    options({}),
+  );
+  const cluster = (await provider.prepare({
+    spec,
+    offer: prices,
+    poolId: "pool1",
+    signal: AbortSignal.timeout(5000),
+  })) as Cluster<{ publicKey: string; identityFile: string }>;
+  return { ...api, provider, cluster, signal: AbortSignal.timeout(10_000) };
+}
+
+describe("the market loop", () => {
+  it("checks the cap on the market actually launched: spot full, on-demand over the cap is never created", async () => {
+    // The pool judged the offer by its $1.17 spot price; on demand costs $3.67, over the $2 cap.
+    const { provider, cluster, calls, faults, signal, machines } = await setUp(
+      "cheapest",
+      offer(1.17, 3.67),
+      2,
+    );
+    faults.noCapacity.add("spot");
+    const failure = await provider.provision({ cluster, count: 1, signal }).catch((error: unknown) => error);
+    expect(NoCapacityError.isInstance(failure)).toBe(true);
+    expect(String(failure)).toMatch(/spot: Fake: no capacity/);
+    expect(String(failure)).toMatch(/on-demand: \$3\.67\/h is over maxHourlyCost \$2\/h/);
+    expect(calls.filter((call) => call.startsWith("create"))).toEqual([`create spot ${cluster.id}-0`]);
+    expect(machines.size).toBe(0);
+  });
+
+  it("falls back to on demand within the cap, and never launches where the price is unknown", async () => {
+    const within = await setUp("cheapest", offer(1, 1.5), 2);
+    within.faults.noCapacity.add("spot");
+    const [made] = await within.provider.provision({
+      cluster: within.cluster,
+      count: 1,
+      signal: within.signal,
+    });
+    expect(made).toMatchObject({ spot: false, hourlyPrice: 1.5, offerId: "fake:gpu" });
+
+    const unknown = await setUp("on-demand", offer(1, null));
+    const failure = await unknown.provider
+      .provision({ cluster: unknown.cluster, count: 1, signal: unknown.signal })
+      .catch((error: unknown) => error);
+    expect(String(failure)).toMatch(/on-demand: no known price, never launched/);
+    expect(unknown.calls).toEqual([]);
+  });
+
+  it("deletes a machine the API bills above the cap (the price moved) and says so", async () => {
+    const { provider, cluster, faults, signal, machines } = await setUp("on-demand", offer(null, 1.8), 2);
+    faults.billedPrice = 2.4;
+    const failure = await provider.provision({ cluster, count: 1, signal }).catch((error: unknown) => error);
+    expect(String(failure)).toMatch(/launched at \$2\.4\/h, over maxHourlyCost \$2\/h; deleted/);
+    expect(machines.size).toBe(0);
+  });
+});
+
+describe("idempotent create", () => {
+  it("finds the machine by its name after a lost answer instead of creating a second", async () => {
+    const { provider, cluster, faults, calls, signal, machines } = await setUp("on-demand", offer(null, 1));
+    faults.lostCreateAnswers = 1;
+    const made = await provider.provision({ cluster, count: 1, signal });
+    expect(made.map((instance) => instance.id)).toEqual(["m-1"]);
+    expect(machines.size).toBe(1);
+    expect(calls).toEqual([`create on-demand ${cluster.id}-0`, "list first"]);
+  });
+
+  it("sends the same idempotency token again where the API takes one", async () => {
+    const { provider, cluster, faults, calls, signal, machines } = await setUp(
+      "on-demand",
+      offer(null, 1),
+      undefined,
+      true,
+    );
+    faults.lostCreateAnswers = 2;
+    const made = await provider.provision({ cluster, count: 1, signal });
+    expect(made.map((instance) => instance.id)).toEqual(["m-1"]);
+    expect(machines.size).toBe(1);
+    expect(calls.filter((call) => call.startsWith("create"))).toHaveLength(3);
+  });
+
+  it("gives up after the attempts of one machine, looking for it one last time", async () => {
+    const { provider, cluster, faults, signal, machines } = await setUp(
+      "on-demand",
+      offer(null, 1),
+      undefined,
+      true,
+    );
+    faults.lostCreateAnswers = 5;
+    const failure = await provider.provision({ cluster, count: 1, signal }).catch((error: unknown) => error);
+    expect(MachineProviderError.isInstance(failure) && failure.kind).toBe("unavailable");
+    expect(machines.size).toBe(1); // the one machine the token kept unique; teardown finds it
+  });
+});
+
+describe("delete until gone", () => {
+  it("retries refusals while provisioning, counts already-gone as gone, reads each batch result", async () => {
+    const { provider, cluster, faults, signal, machines, calls } = await setUp("on-demand", offer(null, 1));
+    const made = await provider.provision({ cluster, count: 2, signal });
+    faults.busyDeletes = 2;
+    await provider.terminate({ cluster, ids: [...made.map((instance) => instance.id), "m-never"], signal });
+    expect(machines.size).toBe(0);
+    expect(calls.filter((call) => call.startsWith("delete"))).toEqual([
+      "delete m-1,m-2,m-never",
+      "delete m-1,m-2",
+    ]);
+  });
+
+  it("reports a machine the batch refused, after deleting the others", async () => {
+    const { provider, cluster, signal, machines } = await setUp("on-demand", offer(null, 1));
+    const [made] = await provider.provision({ cluster, count: 1, signal });
+    machines.set("m-refused", {
+      id: "m-refused",
+      name: `${cluster.id}-9`,
+      spot: false,
+      price: 1,
+      status: "running",
+    });
+    const failure = await provider.teardown({ cluster, signal }).catch((error: unknown) => error);
+    expect(String(failure)).toMatch(/did not delete 1 instance, which may still bill.*m-refused: protected/);
+    expect([...machines.keys()]).toEqual(["m-refused"]);
+    expect(made).toBeDefined();
+  });
+});
+
+describe("lists", () => {
+  it("read every page, and an answer of unknown shape is an error, never 'no instances'", async () => {
+    const { provider, cluster, faults, signal, calls } = await setUp("on-demand", offer(null, 1));
+    await provider.provision({ cluster, count: 3, signal });
+    faults.pageSize = 2;
+    expect((await provider.listInstances?.({ signal }))?.map((instance) => instance.id)).toEqual([
+      "m-1",
+      "m-2",
+      "m-3",
+    ]);
+    expect(calls.filter((call) => call.startsWith("list"))).toEqual(["list first", "list 2"]);
+    faults.unknownListShape = true;
+    const failure = await provider.teardown({ cluster, signal }).catch((error: unknown) => error);
+    expect(MachineProviderError.isInstance(failure) && failure.kind).toBe("unknown-answer");
+    expect(String(failure)).toMatch(/list of instances was not understood/);
+  });
+});
