@@ -11,7 +11,7 @@
 
 // Where things are on this machine
 export { skywardHome } from "./config/home.js";
-// Bootstrap scripts: the shared building blocks, and the plugin ops run for an environment prepared otherwise
+// Bootstrap scripts: the shared building blocks
 export type {
   BootstrapInput,
   BootstrapLayout,
