@@ -8,8 +8,7 @@
  * - worker module `skyward_threads`: `around_app` caps PyTorch's threads too when it is installed.
  */
 import { fileURLToPath } from "node:url";
-import { ConfigurationError } from "@skyward/core";
-import { extendImage, type PluginV1 } from "@skyward/core/contract";
+import { ConfigurationError, extendImage, type PluginV1 } from "@skyward/core/contract";
 
 /** Settings of {@link threads}. */
 export interface ThreadsSettings {

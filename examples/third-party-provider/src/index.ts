@@ -11,8 +11,8 @@
  * await using pool = await sky.compute({ provider: Acme({ region: "eu-1" }), nodes: 2 });
  * ```
  */
-import { ConfigurationError } from "@skyward/core";
 import {
+  ConfigurationError,
   canonicalAcceleratorName,
   type Instance,
   type InstanceStatus,

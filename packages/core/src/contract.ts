@@ -3,22 +3,21 @@
  * (`ProviderV1`, `PluginV1`) and their types, the `Plugin` builder, `LaunchCommand`, the helpers a
  * provider or plugin needs (offer queries and prices, image extension, input validation that names
  * the field, shell quoting, the bootstrap scripts' building blocks — layout, markers, shared bash
- * functions, the `env` and `plugins` phases, the plugin-ops script — and the Python runtime's
- * location), and the hook runners the conformance suites use. Stable while the contract version is
- * `v1`; see `docs/providers.md` and `docs/plugins.md`.
+ * functions, the `env` and `plugins` phases — and the Python runtime's location), the errors a
+ * provider or plugin throws, and the hook runners the conformance suites use. Nothing else: the
+ * kernel's own pieces stay inside core (`contract.test.ts` names a user outside core for every
+ * export). Stable while the contract version is `v1`; see `docs/providers.md` and `docs/plugins.md`.
  */
 
-export { resolveComputeInput } from "./compute.js";
 // Where things are on this machine
 export { skywardHome } from "./config/home.js";
-// Bootstrap scripts: the shared building blocks, and the plugin ops run for an environment prepared otherwise
+// Bootstrap scripts: the shared building blocks
 export type {
   BootstrapInput,
   BootstrapLayout,
   BootstrapMarker,
   BootstrapPhaseMarker,
   BootstrapScriptParts,
-  PluginOpsScriptOptions,
 } from "./contract/bootstrap-ops.js";
 export {
   assembleBootstrapScript,
@@ -27,7 +26,6 @@ export {
   describeBootstrapFailure,
   parseBootstrapMarker,
   renderEnvPhase,
-  renderPluginOpsScript,
   renderPluginsPhase,
   validateBootstrapInput,
 } from "./contract/bootstrap-ops.js";
@@ -37,7 +35,6 @@ export { LaunchCommand, shellQuote } from "./contract/launch-command.js";
 // Plugin contract
 export type { WorkerLayout, WorkersPerAcceleratorOptions } from "./contract/plugin.js";
 export {
-  acceleratorsPerNode,
   applyImageTransforms,
   applyLaunchers,
   collectBootstrapOps,
@@ -46,7 +43,6 @@ export {
   isPlugin,
   isWorkersPerAccelerator,
   normalizePlugin,
-  PLUGIN_SPECIFICATION_VERSION,
   Plugin,
   PluginError,
   pluginSchema,
@@ -64,24 +60,25 @@ export {
   offerPrice,
   offerQuery,
   PROVIDER_METHODS,
-  PROVIDER_SPECIFICATION_VERSION,
-  prefersSpot,
-  providerSchema,
   whyNotProvider,
 } from "./contract/provider.js";
 // The contracts' types: ProviderV1 and PluginV1, what their methods and hooks take, and the specs
 // they receive
 export type * from "./contract/types.js";
+// The errors a provider or plugin throws
+export type { ConfigurationIssue, ProvisionAttempt } from "./errors/errors.js";
+export {
+  BootstrapError,
+  ConfigurationError,
+  ConnectionError,
+  NoCapacityError,
+  ProvisionError,
+} from "./errors/errors.js";
 // Input validation that names the field
-export { formatPath, parseInput, toConfigurationIssues } from "./errors/validation.js";
-export { findPython, preparePythonEnvironment } from "./local/python-environment.js";
-// Events, for providers that report their own
-export type { EventHubOptions } from "./observe/events.js";
-export { EventHub } from "./observe/events.js";
-export { metricCollectorSchema } from "./observe/metrics.js";
+export { parseInput } from "./errors/validation.js";
 // Secrets
-export { isSecretEnvironmentName, REDACTED, Redactor } from "./observe/redact.js";
-export { cachedOffers, OFFER_CACHE_SECONDS } from "./pool/offer-cache.js";
+export { REDACTED, Redactor } from "./observe/redact.js";
+export { cachedOffers } from "./pool/offer-cache.js";
 export { pythonRuntimeDirectory } from "./protocol/python-runtime.js";
 // Specs and images, as providers and plugins read and extend them
 export type { AcceleratorCatalogEntry } from "./spec/accelerators.js";
@@ -91,29 +88,10 @@ export {
   acceleratorFromName,
   acceleratorSchema,
   canonicalAcceleratorName,
-  canonicalFormFactor,
 } from "./spec/accelerators.js";
-export type { ResolvedCompute } from "./spec/compute-input.js";
-export { containerImageSchema, imageReferenceSchema } from "./spec/containers.js";
+export { containerImageSchema } from "./spec/containers.js";
 export type { PipInstallStep } from "./spec/image.js";
-export {
-  contentHash,
-  DEFAULT_IMAGE,
-  DEFAULT_PIP_INDEX,
-  envHash,
-  extendImage,
-  imageSchema,
-  pipInstallSteps,
-} from "./spec/image.js";
-export { collectIncludedFiles, globToRegExp, type IncludedFile } from "./spec/includes.js";
-export { logConfigSchema, optionsSchema, workerSchema } from "./spec/options.js";
-export type { NodeSpec } from "./spec/spec.js";
-export {
-  ALLOCATION_STRATEGIES,
-  nodeSpecSchema,
-  resolvePoolSpec,
-  SPEC_FIELDS,
-  specSchema,
-} from "./spec/spec.js";
-export { FORBIDDEN_MOUNTS, volumeSchema } from "./spec/volume.js";
+export { contentHash, DEFAULT_PIP_INDEX, extendImage, pipInstallSteps } from "./spec/image.js";
+export { collectIncludedFiles, type IncludedFile } from "./spec/includes.js";
+export { resolvePoolSpec } from "./spec/spec.js";
 export { version } from "./version.js";

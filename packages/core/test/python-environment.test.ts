@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { envHash } from "../src/contract.js";
 import * as sky from "../src/index.js";
+import { envHash } from "../src/spec/image.js";
 import { buildIndex, buildWheel } from "./wheels.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));

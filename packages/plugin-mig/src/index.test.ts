@@ -4,12 +4,13 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { PluginError, spec } from "@skyward/core";
+import { spec } from "@skyward/core";
 import {
   type Cluster,
   collectBootstrapOps,
   isPlugin,
   Plugin,
+  PluginError,
   pluginSchema,
   resolveWorkersPerNode,
   whyNotPlugin,

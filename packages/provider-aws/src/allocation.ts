@@ -4,7 +4,7 @@
  * moving on when AWS has no capacity there — within the pool's budget on the market actually asked,
  * in one zone, for a bounded number of calls.
  */
-import { NoCapacityError, type ProvisionAttempt, type ProvisionError } from "@skyward/core";
+import { NoCapacityError, type ProvisionAttempt, type ProvisionError } from "@skyward/core/contract";
 import type { Market } from "@skyward/provider-utils";
 import { awsErrorCode, isCapacityError, isQuotaError, PROVIDER_NAME, quotaError } from "./aws-api.js";
 

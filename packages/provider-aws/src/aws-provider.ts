@@ -40,12 +40,14 @@ import {
 } from "@skyward/core";
 import type {
   Cluster,
+  ClusterFromTags,
   Instance,
   InstanceStatus,
   LeftPoolResource,
   Offer,
   PoolResource,
   ProviderV1,
+  RecordedCluster,
 } from "@skyward/core/contract";
 import {
   createClusterId,
@@ -364,7 +366,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     });
   };
 
-  const clusterKey = (cluster: Cluster<AwsClusterData>) => ({
+  const clusterKey = (cluster: Cluster<AwsClusterData> | RecordedCluster<AwsClusterData>) => ({
     ...(cluster.ssh?.privateKey !== undefined ? { privateKey: cluster.ssh.privateKey } : {}),
     ...(cluster.specific?.keyFile !== undefined ? { identityFile: cluster.specific.keyFile } : {}),
   });
@@ -373,8 +375,9 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
    * The cluster's region. `terminate`, `getInstance` and `teardown` also take a cluster rebuilt from an
    * instance's tags (the CLI's `skyward down`), which has no `specific`.
    */
-  const regionOf = (cluster: Cluster<AwsClusterData>): string =>
-    cluster.specific?.region ?? (cluster.region || settings.region);
+  const regionOf = (
+    cluster: Cluster<AwsClusterData> | RecordedCluster<AwsClusterData> | ClusterFromTags,
+  ): string => cluster.specific?.region ?? (cluster.region || settings.region);
 
   /** Instances matching `filters`, every page. Filters never fail on unknown ids, unlike `InstanceIds`. */
   const describeInstances = async (

@@ -859,7 +859,7 @@ describe.skipIf(skipReason !== undefined)("AWS as real accounts behave (moto beh
       const told = AWS({ endpoint: suite.moto.endpoint, regions: ["us-west-2"] });
       const [listed] = (await told.listInstances?.(call())) ?? [];
       await told.terminate({
-        cluster: clusterFromInstance("aws", listed as NonNullable<typeof listed>) as Cluster<AwsClusterData>,
+        cluster: clusterFromInstance("aws", listed as NonNullable<typeof listed>),
         ids: [listed?.id as string],
         ...call(),
       });

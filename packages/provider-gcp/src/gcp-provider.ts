@@ -7,16 +7,19 @@
  */
 import { randomBytes } from "node:crypto";
 import type { protos } from "@google-cloud/compute";
-import { NoCapacityError, ProvisionError } from "@skyward/core";
-import type {
-  Cluster,
-  Instance,
-  InstanceStatus,
-  LeftPoolResource,
-  Offer,
-  OfferQuery,
-  PoolResource,
-  ProviderV1,
+import {
+  type Cluster,
+  type ClusterFromTags,
+  type Instance,
+  type InstanceStatus,
+  type LeftPoolResource,
+  NoCapacityError,
+  type Offer,
+  type OfferQuery,
+  type PoolResource,
+  type ProviderV1,
+  ProvisionError,
+  type RecordedCluster,
 } from "@skyward/core/contract";
 import {
   createClusterId,
@@ -450,8 +453,9 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
   };
 
   /** The cluster's zone; a cluster rebuilt from an instance's tags (`skyward down`) has only its region tag. */
-  const zoneOf = (cluster: Cluster<GcpClusterData>): string =>
-    cluster.specific?.zone ?? (isZone(cluster.region ?? "") ? cluster.region : settings.zone);
+  const zoneOf = (
+    cluster: Cluster<GcpClusterData> | RecordedCluster<GcpClusterData> | ClusterFromTags,
+  ): string => cluster.specific?.zone ?? (isZone(cluster.region ?? "") ? cluster.region : settings.zone);
 
   /** Skyward's VMs matching a label filter, in every zone. */
   const listVms = async (

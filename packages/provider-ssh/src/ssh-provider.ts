@@ -5,12 +5,14 @@
  * worker and removes what the pool left in its Skyward root directory, keeping the environment
  * (virtual environment, wheel cache, uv) so a later pool with the same image starts warm.
  */
-import { type Accelerator, ConnectionError, NoCapacityError } from "@skyward/core";
+import type { Accelerator } from "@skyward/core";
 import {
   acceleratorFromName,
   acceleratorSchema,
   type Cluster,
+  ConnectionError,
   type Instance,
+  NoCapacityError,
   type Offer,
   type OfferQuery,
   offerFormFactorFit,
@@ -201,7 +203,7 @@ function instanceId(host: SshHost): string {
 
 function instanceFor(
   host: SshHost,
-  cluster: Cluster<SshClusterData>,
+  cluster: Pick<Cluster, "id" | "offer">,
   createdAt: number,
   hourlyPrice: number,
 ): Instance {

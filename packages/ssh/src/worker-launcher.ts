@@ -7,8 +7,10 @@
 import { createHash } from "node:crypto";
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import { BootstrapError, ConnectionError, type Image } from "@skyward/core";
+import type { Image } from "@skyward/core";
 import {
+  BootstrapError,
+  ConnectionError,
   collectIncludedFiles,
   contentHash,
   describeBootstrapFailure,

@@ -3,13 +3,14 @@
  * `[providers.NAME]` table validated, the package imported from a project directory, and its
  * `createProviderFromConfig` called with the table's settings.
  */
-import { ConfigurationError, type ConfigurationIssue, type Provider } from "@skyward/core";
+
 import {
   createProviderFromEntry,
   type ProviderEntry,
   parseConfigText,
   validateConfig,
 } from "@skyward/core/config";
+import { ConfigurationError, type ConfigurationIssue, type Provider } from "@skyward/core/contract";
 
 /** The `[providers.<name>]` entry of a `skyward.toml` text, validated as the core's loader does it. */
 export function tomlProviderEntry(toml: string, name = "cloud"): ProviderEntry {

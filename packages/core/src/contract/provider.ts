@@ -11,13 +11,15 @@
 import { z } from "zod";
 import { canonicalFormFactor } from "../spec/accelerators.js";
 import type { AllocationStrategy } from "../spec/nodes.js";
-import type { Cluster, Instance, Offer, OfferQuery, PoolSpec, Provider } from "./types.js";
+import type { ClusterFromTags, Instance, Offer, OfferQuery, PoolSpec, Provider } from "./types.js";
 
 export type {
   CleanupOptions,
   CleanupResult,
   Cluster,
   ClusterCallOptions,
+  ClusterFromTags,
+  ClusterIdentity,
   ClusterSsh,
   GetInstanceOptions,
   Instance,
@@ -37,6 +39,7 @@ export type {
   ProviderCapabilities,
   ProviderV1,
   ProvisionOptions,
+  RecordedCluster,
   SelfDestructOptions,
   ShellOp,
   TerminateOptions,
@@ -124,9 +127,9 @@ export function offerFormFactorFit(
  * absent, so a provider with `listInstances` must terminate by instance id alone; the conformance
  * suite of `@skyward/testing` checks that it does.
  */
-export function clusterFromInstance(providerName: string, instance: Instance): Cluster {
+export function clusterFromInstance(providerName: string, instance: Instance): ClusterFromTags {
   const tags = instance.tags;
-  const detached = {
+  return Object.freeze({
     id: tags["skyward:cluster"] ?? "",
     provider: providerName,
     poolId: tags["skyward:pool"] ?? "",
@@ -135,8 +138,7 @@ export function clusterFromInstance(providerName: string, instance: Instance): C
     offer: undefined,
     ssh: null,
     specific: undefined,
-  };
-  return Object.freeze(detached) as unknown as Cluster;
+  });
 }
 
 /** The methods of the `v1` provider contract: those every provider has, and those it may leave out. */

@@ -10,7 +10,7 @@
 import { rm } from "node:fs/promises";
 import { CollectionStore } from "../collections/store.js";
 import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
-import type { Cluster, ProviderV1, WorkerEndpoint } from "../contract/types.js";
+import type { Cluster, ProviderV1, RecordedCluster, WorkerEndpoint } from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
 import { resumePool } from "../pool/create-pool.js";
 import type { DetachHandler } from "../pool/detach.js";
@@ -182,7 +182,7 @@ async function restoredCollections(state: DetachedPoolState): Promise<Collection
 async function attachRemote(state: DetachedPoolState, options: AttachOptions): Promise<AttachedPool> {
   const provider = await providerFor(state, options.provider);
   if (!state.cluster || !state.instances) throw new Error(`${state.id}: the state file records no cluster`);
-  const cluster = state.cluster as Omit<Cluster, "spec">;
+  const cluster: RecordedCluster = state.cluster;
   const token = await openToken(state.token);
   const collections = await restoredCollections(state);
   const signal = options.signal ?? new AbortController().signal;
@@ -198,7 +198,7 @@ async function attachRemote(state: DetachedPoolState, options: AttachOptions): P
         if (!instance) throw new Error(`the state file has no instance ${node.instanceId}`);
         // Called on the provider: its methods may use `this`.
         return (provider as Required<Pick<ProviderV1, "reconnectWorker">>).reconnectWorker({
-          cluster: { ...cluster, spec: undefined } as unknown as Cluster,
+          cluster,
           instance,
           nodeId: node.index,
           worker: { port: node.port, pid: node.pid },

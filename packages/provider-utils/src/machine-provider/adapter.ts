@@ -15,6 +15,7 @@ import type {
   OfferQuery,
   PoolSpec,
   ProviderCapabilities,
+  RecordedCluster,
   ShellOp,
 } from "@skyward/core/contract";
 
@@ -120,8 +121,11 @@ export interface MachinePrepareContext {
 export interface MachineDescribeContext<ClusterData extends MachineClusterData> {
   /** The private key to reach the machine with, when known (a `skyward down` may have none). */
   readonly identityFile: string | undefined;
-  /** The cluster it belongs to, when there is one (not for `listInstances`). */
-  readonly cluster?: Cluster<ClusterData> | undefined;
+  /**
+   * The cluster it belongs to, when there is one (not for `listInstances`); as a detached pool
+   * recorded it (no `spec`) when `reconnectWorker` looks the machine up again.
+   */
+  readonly cluster?: Cluster<ClusterData> | RecordedCluster<ClusterData> | undefined;
 }
 
 /**
