@@ -41,17 +41,27 @@ import {
 import { GCP_ACCELERATOR_TYPES, GPU_COUNTS } from "./accelerators.js";
 import {
   createClientFactory,
+  exceededQuota,
   type GcpClients,
   gcpCall,
   isAlreadyExists,
   isNotFound,
   PROVIDER_NAME,
   projectOf,
+  quotaError,
   sleep,
   translateGcpError,
   waitForOperation,
 } from "./gcp-api.js";
+import {
+  bootDiskType,
+  bundledLocalSsdGb,
+  pricingSeriesOf,
+  seriesOf,
+  soldOnDemand,
+} from "./machine-series.js";
 import { fetchPriceBook, type PriceBook, vmPrice } from "./prices.js";
+import { marketsWithGpuQuota } from "./quotas.js";
 import {
   type GcpInstanceAddresses,
   type GcpSettings,
@@ -87,8 +97,7 @@ export const DEFAULT_GPU_IMAGE =
 
 const SCOPES = ["https://www.googleapis.com/auth/cloud-platform"];
 /** Operation error codes that mean "no capacity here now" (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability). */
-const CAPACITY_CODES =
-  /ZONE_RESOURCE_POOL_EXHAUSTED|RESOURCE_POOL_EXHAUSTED|STOCKOUT|QUOTA_EXCEEDED|UNAVAILABLE/;
+const CAPACITY_CODES = /ZONE_RESOURCE_POOL_EXHAUSTED|RESOURCE_POOL_EXHAUSTED|STOCKOUT|UNAVAILABLE/;
 /** Call options of the `…Async` listings: they page on demand (the client warns unless this is said). A new object each call: the client adds to it. */
 const noAutoPages = () => ({ autoPaginate: false });
 /** The longest teardown waits for VMs to go. */
@@ -108,6 +117,10 @@ export interface GcpOfferData {
   readonly acceleratorCount: number;
   /** Whether the VM has GPUs (attached or built in): it must then stop, not migrate, on host maintenance. */
   readonly gpu: boolean;
+  /** The GPUs' accelerator type, attached or built in (`nvidia-l4` of `g2-standard-4`), or null: its quotas. */
+  readonly gpuType: string | null;
+  /** How many GPUs a VM has. */
+  readonly gpuCount: number;
 }
 
 /** What the GCP provider keeps per cluster ({@link Cluster.specific}). Holds no secret. */
@@ -197,11 +210,6 @@ function regionOfZone(zone: string): string {
   return zone.replace(/-[a-z]$/, "");
 }
 
-/** A machine type's series (`n1-standard-4` → `N1`, `a2-highgpu-1g` → `A2`). */
-function seriesOf(machineType: string): string {
-  return (machineType.split("-")[0] ?? "").toUpperCase();
-}
-
 /** A fresh VM name: the cluster id and six hex digits (names: `[a-z]([-a-z0-9]*[a-z0-9])?`, ≤ 63). */
 function vmName(clusterId: string): string {
   return `${clusterId}-${randomBytes(3).toString("hex")}`;
@@ -228,7 +236,7 @@ export function GCP(settings: GcpSettings = {}): ProviderV1<GcpClusterData> {
  * Creates the provider from a `skyward.toml` table (`[providers.x]` with `type = "gcp"`), its keys
  * already in camelCase: `project`, `zone`, `credentialsFile`, `accessToken`, `apiEndpoint`,
  * `billingEndpoint`, `network`, `subnetwork`, `image`, `sshUser`, `root`, `diskGb`, `diskType`,
- * `serviceAccount`, `keysDirectory`.
+ * `maxRunDuration`, `serviceAccount`, `keysDirectory`.
  */
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<GcpClusterData> {
   return build(resolveGcpSettings(settings, ""));
@@ -320,12 +328,14 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
       const vcpus = type.guestCpus ?? 0;
       const memoryGib = (type.memoryMb ?? 0) / 1024;
       const parts = {
-        series: seriesOf(name),
+        series: pricingSeriesOf(name),
         vcpus,
         memoryGib,
-        gpu: gpu && known ? { skuName: known.skuName, count: gpu.count } : null,
+        gpu: gpu && known ? { skuNames: known.skuNames, count: gpu.count } : null,
+        localSsdGb: bundledLocalSsdGb(name),
       };
-      const onDemandPrice = vmPrice(book, region, "on-demand", parts);
+      // Machine types Google does not sell on demand get no on-demand price, so no on-demand offer.
+      const onDemandPrice = soldOnDemand(name) ? vmPrice(book, region, "on-demand", parts) : null;
       const spotPrice = vmPrice(book, region, "spot", parts);
       if (onDemandPrice === null && spotPrice === null) return;
       const architecture = String(type.architecture ?? "").toUpperCase() === "ARM64" ? "arm64" : "x86_64";
@@ -357,6 +367,8 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
             acceleratorType: attached && gpu ? gpu.type : null,
             acceleratorCount: attached && gpu ? gpu.count : 0,
             gpu: gpu !== null,
+            gpuType: gpu?.type ?? null,
+            gpuCount: gpu?.count ?? 0,
           } satisfies GcpOfferData),
         }),
       );
@@ -619,7 +631,22 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
           provider: PROVIDER_NAME,
           message: `offer ${offer.id} carries no zone and machine type`,
         });
+      const diskType = bootDiskType(data.machineType, settings.diskType);
+      if (typeof diskType !== "string")
+        throw new ProvisionError({ provider: PROVIDER_NAME, message: diskType.refused, isRetryable: false });
       const clients = clientsOf();
+      // A GPU pool no market's quota admits fails here, before anything is made, naming the quotas.
+      if (typeof data.gpuType === "string" && (data.gpuCount ?? 0) > 0)
+        await marketsWithGpuQuota(
+          clients,
+          {
+            region: regionOfZone(data.zone),
+            acceleratorType: data.gpuType,
+            gpusPerNode: data.gpuCount ?? 0,
+            markets: marketsFor(spec.allocation, offer),
+          },
+          signal,
+        );
       const keys = await ensureSshKeyPair(keysDirectory(), "gcp_ed25519");
       const clusterId = createClusterId("sky");
       const zone = data.zone;
@@ -700,6 +727,7 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
       const created: string[] = [];
       const reasons: string[] = [];
 
+      const quotaReasons: string[] = [];
       const insert = async (market: Market): Promise<string | { noCapacity: string }> => {
         const spot = market === "spot";
         const price = spot ? offer.spotPrice : offer.onDemandPrice;
@@ -731,6 +759,10 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
               },
               { key: "startup-script", value: startupScript },
               { key: TAGS_METADATA_KEY, value: JSON.stringify(tags) },
+              // A project with OS Login on ignores `ssh-keys`: the VM would boot, bill and be unreachable.
+              // The instance's own value wins over the project's
+              // (https://cloud.google.com/compute/docs/oslogin/set-up-oslogin#disable_os_login).
+              { key: "enable-oslogin", value: "FALSE" },
               ...(data.gpu ? [{ key: "install-nvidia-driver", value: "True" }] : []),
             ],
           },
@@ -741,7 +773,7 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
               initializeParams: {
                 sourceImage: specific.image,
                 diskSizeGb: String(specific.diskGb),
-                diskType: `zones/${zone}/diskTypes/${settings.diskType}`,
+                diskType: `zones/${zone}/diskTypes/${bootDiskType(data.machineType, settings.diskType) as string}`,
                 labels,
               },
             },
@@ -765,19 +797,29 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
                 ],
               }
             : {}),
-          scheduling: spot
-            ? {
-                provisioningModel: "SPOT",
-                instanceTerminationAction: "DELETE",
-                onHostMaintenance: "TERMINATE",
-                automaticRestart: false,
-              }
-            : {
-                provisioningModel: "STANDARD",
-                // VMs with GPUs cannot live-migrate (https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance).
-                onHostMaintenance: data.gpu ? "TERMINATE" : "MIGRATE",
-                automaticRestart: true,
-              },
+          scheduling: {
+            ...(spot
+              ? {
+                  provisioningModel: "SPOT",
+                  instanceTerminationAction: "DELETE",
+                  onHostMaintenance: "TERMINATE",
+                  automaticRestart: false,
+                }
+              : {
+                  provisioningModel: "STANDARD",
+                  // VMs with GPUs cannot live-migrate (https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance).
+                  onHostMaintenance: data.gpu ? "TERMINATE" : "MIGRATE",
+                  automaticRestart: true,
+                }),
+            // Compute Engine deletes the VM at its deadline itself, whoever else is gone
+            // (https://cloud.google.com/compute/docs/instances/limit-vm-runtime).
+            ...(settings.maxRunDuration !== undefined
+              ? {
+                  maxRunDuration: { seconds: String(settings.maxRunDuration) },
+                  instanceTerminationAction: "DELETE",
+                }
+              : {}),
+          },
           serviceAccounts: [{ email: settings.serviceAccount, scopes: SCOPES }],
         };
         let operation: Parameters<typeof waitForOperation>[1];
@@ -788,14 +830,24 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
           operation = answer.latestResponse;
         } catch (error) {
           const message = error instanceof Error ? error.message : String(error);
+          // A quota is per market (spot has its own): the next market may still have room.
+          const quota = exceededQuota(error);
+          if (quota !== undefined) {
+            quotaReasons.push(`${market}: ${quota.message}`);
+            return { noCapacity: `quota: ${quota.message}` };
+          }
           if (CAPACITY_CODES.test(message)) return { noCapacity: message };
-          throw translateGcpError(error, `creating instance ${name}`, signal);
+          throw translateGcpError(error, `creating instance ${name}`, signal, clients.project);
         }
         created.push(name);
         const outcome = await waitForOperation(clients, operation, { zone }, signal);
         const failure = outcome.errors[0];
         if (failure) {
           const text = `${failure.code}: ${failure.message}`;
+          if (failure.code === "QUOTA_EXCEEDED") {
+            quotaReasons.push(`${market}: ${failure.message}`);
+            return { noCapacity: `quota: ${failure.message}` };
+          }
           if (CAPACITY_CODES.test(failure.code)) return { noCapacity: text };
           throw new ProvisionError({
             provider: PROVIDER_NAME,
@@ -830,6 +882,9 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
       }
       if (ready.length === 0) {
         await cleanUp();
+        // Every market met a quota: no capacity would come later, only a quota increase.
+        if (quotaReasons.length > 0 && quotaReasons.length === reasons.length)
+          throw quotaError(clients.project, `${offer.instanceType} in ${zone}: ${quotaReasons.join("; ")}`);
         throw new NoCapacityError({
           attempts: (reasons.length > 0 ? reasons : ["no market to try"]).map((reason) => ({
             provider: PROVIDER_NAME,
