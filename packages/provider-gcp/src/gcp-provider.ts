@@ -1,17 +1,8 @@
-/**
- * The GCP provider: Compute Engine VMs, spot or on demand, with GPUs attached to N1 machine types or
- * built into accelerator-optimized ones (A2, A3, G2), in one zone per pool. Each pool gets two
- * firewall rules (SSH from anywhere, all traffic between the pool's VMs, matched by a network tag),
- * removed with it. Every VM carries Skyward's labels (`skyward-cluster`, `skyward-pool`…), so
- * `listInstances` (and the CLI) find it again, and its exact tags in the `skyward-tags` metadata item.
- */
-import { randomBytes } from "node:crypto";
 import type { protos } from "@google-cloud/compute";
 import { NoCapacityError, ProvisionError } from "@skyward/core";
 import type {
   Cluster,
   Instance,
-  InstanceStatus,
   LeftPoolResource,
   Offer,
   OfferQuery,
@@ -40,12 +31,17 @@ import {
 } from "@skyward/ssh";
 import { GCP_ACCELERATOR_TYPES, GPU_COUNTS } from "./accelerators.js";
 import {
+  createFirewall,
+  deleteFirewall,
+  firewallRulesOf,
+  firewallTags,
+  type RawFirewall,
+} from "./firewalls.js";
+import {
   createClientFactory,
   exceededQuota,
   type GcpClients,
   gcpCall,
-  isAlreadyExists,
-  isNotFound,
   PROVIDER_NAME,
   projectOf,
   quotaError,
@@ -71,21 +67,29 @@ import {
   resolveGcpSettings,
 } from "./settings.js";
 import { bootWatchdogSeconds, renderStartupScript, selfDeleteCommand } from "./startup-script.js";
+import {
+  clusterFilter,
+  deleteVms,
+  GCP_LABELS,
+  getVm,
+  labelValue,
+  listVms,
+  networkPath,
+  noAutoPages,
+  type RawInstance,
+  regionOfZone,
+  statusOf,
+  subnetworkPath,
+  TAGS_METADATA_KEY,
+  tagsOf,
+  vmName,
+  waitWhilePending,
+} from "./vms.js";
 
-type RawInstance = protos.google.cloud.compute.v1.IInstance;
+export { GCP_LABELS, labelValue, TAGS_METADATA_KEY } from "./vms.js";
+
 type RawMachineType = protos.google.cloud.compute.v1.IMachineType;
 type RawAcceleratorType = protos.google.cloud.compute.v1.IAcceleratorType;
-type RawFirewall = protos.google.cloud.compute.v1.IFirewall;
-
-/** The label keys Skyward puts on VMs (`skyward:cluster` → `skyward-cluster`: label keys allow no `:`). */
-export const GCP_LABELS = Object.freeze({
-  cluster: "skyward-cluster",
-  pool: "skyward-pool",
-  owner: "skyward-owner",
-} as const);
-
-/** The metadata item holding a VM's Skyward tags exactly (labels allow only a few characters). */
-export const TAGS_METADATA_KEY = "skyward-tags";
 
 /** The boot image of CPU VMs when none is set. */
 export const DEFAULT_CPU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts";
@@ -98,8 +102,6 @@ export const DEFAULT_GPU_IMAGE =
 const SCOPES = ["https://www.googleapis.com/auth/cloud-platform"];
 /** Operation error codes that mean "no capacity here now" (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability). */
 const CAPACITY_CODES = /ZONE_RESOURCE_POOL_EXHAUSTED|RESOURCE_POOL_EXHAUSTED|STOCKOUT|UNAVAILABLE/;
-/** Call options of the `…Async` listings: they page on demand (the client warns unless this is said). A new object each call: the client adds to it. */
-const noAutoPages = () => ({ autoPaginate: false });
 /** The longest teardown waits for VMs to go. */
 const TEARDOWN_LIMIT_MS = 15 * 60_000;
 /** How long the Catalog's prices are kept. */
@@ -143,76 +145,6 @@ export interface GcpClusterData {
   readonly diskGb: number;
   /** Skyward's tags of this cluster. */
   readonly tags: Readonly<Record<string, string>>;
-}
-
-/** A label value: lower-case letters, digits, `_` and `-`, at most 63 characters. */
-export function labelValue(value: string): string {
-  return value
-    .toLowerCase()
-    .replace(/[^a-z0-9_-]/g, "-")
-    .slice(0, 63);
-}
-
-function statusOf(raw: RawInstance): InstanceStatus {
-  switch (raw.status) {
-    case "RUNNING":
-      return "running";
-    case "PROVISIONING":
-    case "STAGING":
-    case "PENDING":
-      return "pending";
-    default:
-      // STOPPING, SUSPENDING, SUSPENDED, REPAIRING, and TERMINATED (Compute Engine's word for a
-      // stopped VM, which still exists and keeps its disk).
-      return "stopping";
-  }
-}
-
-function metadataValue(raw: RawInstance, key: string): string | undefined {
-  return raw.metadata?.items?.find((item) => item.key === key)?.value ?? undefined;
-}
-
-/** A VM's Skyward tags: the metadata item, else what its labels say. */
-function tagsOf(raw: RawInstance): Record<string, string> {
-  const text = metadataValue(raw, TAGS_METADATA_KEY);
-  if (text) {
-    try {
-      const parsed = JSON.parse(text) as unknown;
-      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
-        const tags: Record<string, string> = {};
-        for (const [key, value] of Object.entries(parsed)) if (typeof value === "string") tags[key] = value;
-        return tags;
-      }
-    } catch {
-      // fall back to the labels
-    }
-  }
-  const labels = raw.labels ?? {};
-  const tags: Record<string, string> = {};
-  const cluster = labels[GCP_LABELS.cluster];
-  const pool = labels[GCP_LABELS.pool];
-  if (cluster) tags[SKYWARD_TAGS.cluster] = cluster;
-  if (pool) tags[SKYWARD_TAGS.pool] = pool;
-  const zone = raw.zone?.split("/").pop();
-  if (zone) tags[SKYWARD_TAGS.region] = zone;
-  return tags;
-}
-
-function networkPath(network: string): string {
-  return network.includes("/") ? network : `global/networks/${network}`;
-}
-
-function subnetworkPath(subnetwork: string, zone: string): string {
-  return subnetwork.includes("/") ? subnetwork : `regions/${regionOfZone(zone)}/subnetworks/${subnetwork}`;
-}
-
-function regionOfZone(zone: string): string {
-  return zone.replace(/-[a-z]$/, "");
-}
-
-/** A fresh VM name: the cluster id and six hex digits (names: `[a-z]([-a-z0-9]*[a-z0-9])?`, ≤ 63). */
-function vmName(clusterId: string): string {
-  return `${clusterId}-${randomBytes(3).toString("hex")}`;
 }
 
 /**
@@ -464,135 +396,6 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
   /** The cluster's zone; a cluster rebuilt from an instance's tags (`skyward down`) has only its region tag. */
   const zoneOf = (cluster: Cluster<GcpClusterData>): string =>
     cluster.specific?.zone ?? (isZone(cluster.region ?? "") ? cluster.region : settings.zone);
-
-  /** Skyward's VMs matching a label filter, in every zone. */
-  const listVms = async (
-    clients: GcpClients,
-    filter: string,
-    signal: AbortSignal,
-  ): Promise<RawInstance[]> => {
-    const found: RawInstance[] = [];
-    await gcpCall("listing instances", signal, async () => {
-      for await (const [, scoped] of clients.instances.aggregatedListAsync(
-        { project: clients.project, filter },
-        noAutoPages(),
-      ))
-        found.push(...(scoped.instances ?? []));
-    });
-    return found;
-  };
-
-  const getVm = async (clients: GcpClients, zone: string, name: string, signal: AbortSignal) => {
-    try {
-      const [raw] = await gcpCall(`getting instance ${name}`, signal, () =>
-        clients.instances.get({ project: clients.project, zone, instance: name }),
-      );
-      return raw;
-    } catch (error) {
-      if (isNotFound(error)) return null;
-      throw translateGcpError(error, `getting instance ${name}`, signal);
-    }
-  };
-
-  const deleteVms = async (
-    clients: GcpClients,
-    zone: string,
-    names: readonly string[],
-    signal: AbortSignal,
-  ) => {
-    const valid = [...new Set(names)].filter((name) => /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name));
-    await Promise.all(
-      valid.map(async (name) => {
-        try {
-          await gcpCall(`deleting instance ${name}`, signal, () =>
-            clients.instances.delete({ project: clients.project, zone, instance: name }),
-          );
-        } catch (error) {
-          if (!isNotFound(error)) throw translateGcpError(error, `deleting instance ${name}`, signal);
-        }
-      }),
-    );
-  };
-
-  const clusterFilter = (clusterId: string) => `labels.${GCP_LABELS.cluster} = "${labelValue(clusterId)}"`;
-
-  const firewallRulesOf = async (clients: GcpClients, signal: AbortSignal): Promise<RawFirewall[]> => {
-    const found: RawFirewall[] = [];
-    await gcpCall("listing firewall rules", signal, async () => {
-      for await (const rule of clients.firewalls.listAsync({ project: clients.project }, noAutoPages()))
-        found.push(rule);
-    });
-    return found;
-  };
-
-  /** The Skyward tags a firewall rule's description holds (JSON), or undefined for others' rules. */
-  const firewallTags = (rule: RawFirewall): Record<string, string> | undefined => {
-    try {
-      const parsed = JSON.parse(rule.description ?? "") as Record<string, unknown>;
-      return typeof parsed[SKYWARD_TAGS.cluster] === "string"
-        ? (parsed as Record<string, string>)
-        : undefined;
-    } catch {
-      return undefined;
-    }
-  };
-
-  const deleteFirewall = async (clients: GcpClients, name: string, signal: AbortSignal): Promise<boolean> => {
-    try {
-      const [operation] = await gcpCall(`deleting firewall rule ${name}`, signal, () =>
-        clients.firewalls.delete({ project: clients.project, firewall: name }),
-      );
-      const outcome = await waitForOperation(clients, operation.latestResponse, "global", signal);
-      const failure = outcome.errors.find((entry) => entry.code !== "RESOURCE_NOT_FOUND");
-      if (failure)
-        throw new ProvisionError({
-          provider: PROVIDER_NAME,
-          message: `deleting firewall rule ${name}: ${failure.code}: ${failure.message}`,
-        });
-      return true;
-    } catch (error) {
-      if (isNotFound(error)) return false;
-      throw translateGcpError(error, `deleting firewall rule ${name}`, signal);
-    }
-  };
-
-  const createFirewall = async (clients: GcpClients, rule: RawFirewall, signal: AbortSignal) => {
-    try {
-      const [operation] = await gcpCall(`creating firewall rule ${rule.name}`, signal, () =>
-        clients.firewalls.insert({ project: clients.project, firewallResource: rule }),
-      );
-      const outcome = await waitForOperation(clients, operation.latestResponse, "global", signal);
-      const failure = outcome.errors.find((entry) => entry.code !== "RESOURCE_ALREADY_EXISTS");
-      if (failure)
-        throw new ProvisionError({
-          provider: PROVIDER_NAME,
-          message: `creating firewall rule ${rule.name}: ${failure.code}: ${failure.message}`,
-        });
-    } catch (error) {
-      if (!isAlreadyExists(error))
-        throw translateGcpError(error, `creating firewall rule ${rule.name}`, signal);
-    }
-  };
-
-  /** Polls until none of `names` is pending (or the deadline passes); returns what it saw last. */
-  const waitWhilePending = async (
-    clients: GcpClients,
-    zone: string,
-    names: readonly string[],
-    deadline: number,
-    signal: AbortSignal,
-  ): Promise<RawInstance[]> => {
-    let interval = 500;
-    for (;;) {
-      const seen = (await Promise.all(names.map((name) => getVm(clients, zone, name, signal)))).filter(
-        (raw): raw is RawInstance => raw !== null,
-      );
-      const waiting = seen.some((raw) => statusOf(raw) === "pending");
-      if (!waiting || Date.now() >= deadline) return seen;
-      await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
-      interval = Math.min(interval * 2, 5000);
-    }
-  };
 
   return {
     specificationVersion: "v1",
