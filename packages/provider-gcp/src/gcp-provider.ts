@@ -56,6 +56,7 @@ import {
   seriesOf,
   soldOnDemand,
 } from "./machine-series.js";
+import type { GcpClusterData, GcpOfferData } from "./offer-data.js";
 import { fetchPriceBook, type PriceBook, vmPrice } from "./prices.js";
 import { marketsWithGpuQuota } from "./quotas.js";
 import {
@@ -67,20 +68,21 @@ import {
   resolveGcpSettings,
 } from "./settings.js";
 import { bootWatchdogSeconds, renderStartupScript, selfDeleteCommand } from "./startup-script.js";
+import { instanceResource } from "./vm-resource.js";
+
+export type { GcpClusterData, GcpOfferData } from "./offer-data.js";
+
 import {
   clusterFilter,
   deleteVms,
   GCP_LABELS,
   getVm,
-  labelValue,
   listVms,
   networkPath,
   noAutoPages,
   type RawInstance,
   regionOfZone,
   statusOf,
-  subnetworkPath,
-  TAGS_METADATA_KEY,
   tagsOf,
   vmName,
   waitWhilePending,
@@ -99,53 +101,13 @@ export const DEFAULT_ARM_IMAGE = "projects/ubuntu-os-cloud/global/images/family/
 export const DEFAULT_GPU_IMAGE =
   "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570";
 
-const SCOPES = ["https://www.googleapis.com/auth/cloud-platform"];
+const _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"];
 /** Operation error codes that mean "no capacity here now" (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability). */
 const CAPACITY_CODES = /ZONE_RESOURCE_POOL_EXHAUSTED|RESOURCE_POOL_EXHAUSTED|STOCKOUT|UNAVAILABLE/;
 /** The longest teardown waits for VMs to go. */
 const TEARDOWN_LIMIT_MS = 15 * 60_000;
 /** How long the Catalog's prices are kept. */
 const PRICE_BOOK_TTL_MS = 60 * 60_000;
-
-/** What an offer of this provider carries in {@link Offer.specific}. */
-export interface GcpOfferData {
-  /** The zone. */
-  readonly zone: string;
-  /** The machine type (`n1-standard-4`, `g2-standard-8`). */
-  readonly machineType: string;
-  /** An accelerator type attached to the VM (`nvidia-tesla-t4`), or null (none, or built into the machine type). */
-  readonly acceleratorType: string | null;
-  /** How many of {@link GcpOfferData.acceleratorType}. */
-  readonly acceleratorCount: number;
-  /** Whether the VM has GPUs (attached or built in): it must then stop, not migrate, on host maintenance. */
-  readonly gpu: boolean;
-  /** The GPUs' accelerator type, attached or built in (`nvidia-l4` of `g2-standard-4`), or null: its quotas. */
-  readonly gpuType: string | null;
-  /** How many GPUs a VM has. */
-  readonly gpuCount: number;
-}
-
-/** What the GCP provider keeps per cluster ({@link Cluster.specific}). Holds no secret. */
-export interface GcpClusterData {
-  /** The project. */
-  readonly project: string;
-  /** The zone every VM runs in. */
-  readonly zone: string;
-  /** The network tag on every VM, which the pool's firewall rules target. */
-  readonly networkTag: string;
-  /** The pool's firewall rules (created by `prepare`, removed by `teardown`). */
-  readonly firewallRules: readonly string[];
-  /** The public key put in the VMs' `ssh-keys` metadata. */
-  readonly publicKey: string;
-  /** The private key's 0600 file on this machine. */
-  readonly identityFile: string;
-  /** The boot image. */
-  readonly image: string;
-  /** The boot disk size, GB. */
-  readonly diskGb: number;
-  /** Skyward's tags of this cluster. */
-  readonly tags: Readonly<Record<string, string>>;
-}
 
 /**
  * The GCP provider: `GCP()` uses the defaults (zone `us-central1-a`, Application Default
@@ -523,7 +485,7 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
 
     async provision({ cluster, count, signal }) {
       const { spec, offer, specific } = cluster;
-      const data = offer.specific as unknown as GcpOfferData;
+      const _data = offer.specific as unknown as GcpOfferData;
       const clients = clientsOf();
       const zone = specific.zone;
       const startupScript = renderStartupScript({ root: settings.root, seconds: bootWatchdogSeconds(spec) });
@@ -532,103 +494,12 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
 
       const quotaReasons: string[] = [];
       const insert = async (market: Market): Promise<string | { noCapacity: string }> => {
-        const spot = market === "spot";
-        const price = spot ? offer.spotPrice : offer.onDemandPrice;
-        const tags: Record<string, string> = {
-          ...specific.tags,
-          [SKYWARD_TAGS.offer]: offer.id,
-          ...(price !== null ? { [SKYWARD_TAGS.hourlyPrice]: String(price) } : {}),
-          ...(spot ? { [SKYWARD_TAGS.spot]: "1" } : {}),
-        };
-        const labels = {
-          [GCP_LABELS.cluster]: labelValue(cluster.id),
-          ...(cluster.poolId ? { [GCP_LABELS.pool]: labelValue(cluster.poolId) } : {}),
-          ...(tags[SKYWARD_TAGS.owner]
-            ? { [GCP_LABELS.owner]: labelValue(tags[SKYWARD_TAGS.owner] as string) }
-            : {}),
-        };
         const name = vmName(cluster.id);
-        const instanceResource: RawInstance = {
-          name,
-          machineType: `zones/${zone}/machineTypes/${data.machineType}`,
-          labels,
-          tags: { items: [specific.networkTag] },
-          metadata: {
-            items: [
-              {
-                // USERNAME:KEY_TYPE KEY USERNAME (https://cloud.google.com/compute/docs/connect/add-ssh-keys#metadata).
-                key: "ssh-keys",
-                value: `${settings.sshUser}:${specific.publicKey.trim().split(/\s+/).slice(0, 2).join(" ")} ${settings.sshUser}`,
-              },
-              { key: "startup-script", value: startupScript },
-              { key: TAGS_METADATA_KEY, value: JSON.stringify(tags) },
-              // A project with OS Login on ignores `ssh-keys`: the VM would boot, bill and be unreachable.
-              // The instance's own value wins over the project's
-              // (https://cloud.google.com/compute/docs/oslogin/set-up-oslogin#disable_os_login).
-              { key: "enable-oslogin", value: "FALSE" },
-              ...(data.gpu ? [{ key: "install-nvidia-driver", value: "True" }] : []),
-            ],
-          },
-          disks: [
-            {
-              boot: true,
-              autoDelete: true,
-              initializeParams: {
-                sourceImage: specific.image,
-                diskSizeGb: String(specific.diskGb),
-                diskType: `zones/${zone}/diskTypes/${bootDiskType(data.machineType, settings.diskType) as string}`,
-                labels,
-              },
-            },
-          ],
-          networkInterfaces: [
-            {
-              network: networkPath(settings.network),
-              ...(settings.subnetwork !== undefined
-                ? { subnetwork: subnetworkPath(settings.subnetwork, zone) }
-                : {}),
-              accessConfigs: [{ name: "External NAT", type: "ONE_TO_ONE_NAT" }],
-            },
-          ],
-          ...(data.acceleratorType
-            ? {
-                guestAccelerators: [
-                  {
-                    acceleratorType: `zones/${zone}/acceleratorTypes/${data.acceleratorType}`,
-                    acceleratorCount: data.acceleratorCount,
-                  },
-                ],
-              }
-            : {}),
-          scheduling: {
-            ...(spot
-              ? {
-                  provisioningModel: "SPOT",
-                  instanceTerminationAction: "DELETE",
-                  onHostMaintenance: "TERMINATE",
-                  automaticRestart: false,
-                }
-              : {
-                  provisioningModel: "STANDARD",
-                  // VMs with GPUs cannot live-migrate (https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance).
-                  onHostMaintenance: data.gpu ? "TERMINATE" : "MIGRATE",
-                  automaticRestart: true,
-                }),
-            // Compute Engine deletes the VM at its deadline itself, whoever else is gone
-            // (https://cloud.google.com/compute/docs/instances/limit-vm-runtime).
-            ...(settings.maxRunDuration !== undefined
-              ? {
-                  maxRunDuration: { seconds: String(settings.maxRunDuration) },
-                  instanceTerminationAction: "DELETE",
-                }
-              : {}),
-          },
-          serviceAccounts: [{ email: settings.serviceAccount, scopes: SCOPES }],
-        };
+        const resource = instanceResource(settings, cluster, market, name, startupScript);
         let operation: Parameters<typeof waitForOperation>[1];
         try {
           const [answer] = await gcpCall(`creating instance ${name}`, signal, () =>
-            clients.instances.insert({ project: clients.project, zone, instanceResource }),
+            clients.instances.insert({ project: clients.project, zone, instanceResource: resource }),
           );
           operation = answer.latestResponse;
         } catch (error) {
