@@ -16,6 +16,21 @@ import { useMotoSuite } from "./moto-suite.js";
 
 const skipReason = motoSkipReason();
 
+/** A one-node on-demand CPU pool's spec, and its t3.medium offer from `aws`. */
+async function cpuPool(aws: ReturnType<typeof AWS>): Promise<{ poolSpec: PoolSpec; offer: Offer }> {
+  const poolSpec = resolvePoolSpec(
+    spec({ nodes: 1, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" }),
+    options({}),
+  );
+  const offers = await aws.offers({
+    query: { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
+    signal: AbortSignal.timeout(120_000),
+  });
+  const offer = offers.find((candidate) => candidate.instanceType === "t3.medium");
+  if (!offer) throw new Error("moto offers no t3.medium");
+  return { poolSpec, offer };
+}
+
 describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
   const suite = useMotoSuite("skyward-aws-cleanup-");
 
@@ -135,22 +150,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
       const proxied = AWS({ endpoint: proxy.endpoint });
       const cleanup = proxied.cleanup;
       if (!cleanup) throw new Error("the AWS provider has no cleanup");
-      const poolSpec = resolvePoolSpec(
-        spec({ nodes: 1, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" }),
-        options({}),
-      );
-      const offer = (
-        await aws.offers({
-          query: {
-            accelerator: null,
-            vcpus: 2,
-            memoryGb: 4,
-            architecture: "x86_64",
-            allocation: "on-demand",
-          },
-          ...call(),
-        })
-      ).find((candidate) => candidate.instanceType === "t3.medium") as Offer;
+      const { poolSpec, offer } = await cpuPool(aws);
       const slow = (await aws.prepare({
         spec: poolSpec,
         offer,
@@ -232,22 +232,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
         ...(poolId !== undefined ? { poolId } : {}),
       });
       const aws = AWS({ endpoint: proxy.endpoint });
-      const poolSpec = resolvePoolSpec(
-        spec({ nodes: 1, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" }),
-        options({}),
-      );
-      const offer = (
-        await aws.offers({
-          query: {
-            accelerator: null,
-            vcpus: 2,
-            memoryGb: 4,
-            architecture: "x86_64",
-            allocation: "on-demand",
-          },
-          ...call(),
-        })
-      ).find((candidate) => candidate.instanceType === "t3.medium") as Offer;
+      const { poolSpec, offer } = await cpuPool(aws);
 
       // skyward down (cleanup): the group, key pair and key file go; the placement groups are named as left.
       const orphan = (await aws.prepare({
