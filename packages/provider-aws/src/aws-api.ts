@@ -239,6 +239,22 @@ export function isTransientError(error: unknown): boolean {
   return RETRYABLE_CODES.has(code ?? "") || (status !== undefined && status >= 500);
 }
 
+/**
+ * True when a mutating call may have been carried out though it failed: throttling and AWS's
+ * transient errors (5xx), and a call that got no answer at all (a timeout, a connection reset).
+ * Safe to ask again only with the same client token
+ * (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html).
+ */
+export function mayHaveBeenAccepted(error: unknown): boolean {
+  if (isTransientError(error)) return true;
+  if (!(error instanceof Error) || error.name === "AbortError") return false;
+  if (error.name === "CredentialsProviderError" || ConfigurationError.isInstance(error)) return false;
+  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  const code = awsErrorCode(error);
+  // No HTTP answer: a network error (ECONNRESET, socket hang up, ETIMEDOUT…), not one of AWS's codes.
+  return status === undefined && (code === undefined || !/^[A-Z]/.test(code));
+}
+
 /** The message of an error, without anything but AWS's own words (which carry no secrets). */
 function describeError(error: unknown): string {
   if (error instanceof Error) return error.message || error.name;

@@ -1,7 +1,7 @@
 /**
  * Which AMI an instance boots: the `amiId` setting, else the image AWS publishes in public SSM
  * parameters — Ubuntu 24.04 for CPU types, the Deep Learning Base image (NVIDIA driver, CUDA,
- * Ubuntu 22.04) for NVIDIA GPUs, the Neuron Deep Learning image for Trainium and Inferentia — and,
+ * Ubuntu 22.04; 24.04 for GB300) for NVIDIA GPUs, the Neuron Deep Learning image for Trainium and Inferentia — and,
  * where a parameter does not exist (moto, some partitions), the newest matching public image found
  * by `DescribeImages`.
  */
@@ -15,16 +15,39 @@ import type { AwsOfferData } from "./offers.js";
 /** The kind of image an offer needs. */
 export type ImageKind = "cpu" | "nvidia" | "neuron";
 
-/** The public SSM parameter holding the current AMI id of each image kind, per architecture. */
-export function imageParameter(kind: ImageKind, architecture: Architecture): string {
+/**
+ * The Ubuntu release of the NVIDIA Deep Learning Base image for an instance type: 22.04, except where
+ * only the 24.04 image supports the type — GB300 (P6e-GB300), which the ARM64 22.04 image's release
+ * notes do not list ("supported_ec2_instances: G5g, P6e-GB200"; the 24.04 image's: "G5g, P6e-GB200,
+ * P6e-GB300": https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html).
+ */
+function nvidiaUbuntuRelease(instanceType: string | undefined): "22.04" | "24.04" {
+  return /gb300/.test(instanceType?.split(".")[0] ?? "") ? "24.04" : "22.04";
+}
+
+/**
+ * The public SSM parameter holding the current AMI id of each image kind, per architecture (and, for
+ * NVIDIA GPUs, per instance type: see {@link nvidiaUbuntuRelease}).
+ */
+export function imageParameter(kind: ImageKind, architecture: Architecture, instanceType?: string): string {
   switch (kind) {
     case "nvidia":
-      return `/aws/service/deeplearning/ami/${architecture === "arm64" ? "arm64" : "x86_64"}/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id`;
+      return `/aws/service/deeplearning/ami/${architecture === "arm64" ? "arm64" : "x86_64"}/base-oss-nvidia-driver-gpu-ubuntu-${nvidiaUbuntuRelease(instanceType)}/latest/ami-id`;
     case "neuron":
       return "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id";
     default:
       return `/aws/service/canonical/ubuntu/server/24.04/stable/current/${architecture === "arm64" ? "arm64" : "amd64"}/hvm/ebs-gp3/ami-id`;
   }
+}
+
+/**
+ * The name (a `DescribeImages` pattern) of the NVIDIA Deep Learning Base image the SSM parameter
+ * names, as AWS publishes it: "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20250523"
+ * for x86_64, "Deep Learning ARM64 Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20250523" for arm64
+ * (the DLAMI release notes, https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html).
+ */
+export function nvidiaImageNamePattern(architecture: Architecture, instanceType?: string): string {
+  return `Deep Learning ${architecture === "arm64" ? "ARM64 " : ""}Base OSS Nvidia Driver GPU AMI (Ubuntu ${nvidiaUbuntuRelease(instanceType)})*`;
 }
 
 /** The image kind an offer needs: NVIDIA GPUs get the driver image, AWS's chips the Neuron one. */
@@ -41,13 +64,19 @@ export function imageKindOf(offer: Offer): ImageKind {
  * can. From the DLAMI release notes ("Supported EC2 instances",
  * https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html) and the EC2
  * accelerated-computing guide (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html):
- * P3/P3dn (V100) are not supported by the OSS-driver base image's current drivers, G6f (fractional
- * L4) needs NVIDIA's GRID driver, G4ad has AMD Radeon GPUs.
+ * P3/P3dn (V100), G3 (M60) and P2 (K80) are not supported by the OSS-driver base image (NVIDIA's
+ * open kernel modules drive Turing and newer), G6f (fractional L4) needs NVIDIA's GRID driver, G4ad
+ * has AMD Radeon GPUs.
  */
 export function unsupportedByNvidiaImage(instanceType: string): string | undefined {
   const family = instanceType.split(".")[0] ?? "";
   if (family === "p3" || family === "p3dn")
     return "P3 (V100) instances are not supported by the Deep Learning Base OSS NVIDIA driver image";
+  // NVIDIA's open kernel modules (the OSS driver) need Turing or newer: not Maxwell, not Kepler.
+  if (family === "g3" || family === "g3s")
+    return "G3 (Tesla M60, Maxwell) instances are not supported by the Deep Learning Base OSS NVIDIA driver image";
+  if (family === "p2")
+    return "P2 (Tesla K80, Kepler) instances are not supported by the Deep Learning Base OSS NVIDIA driver image";
   if (family.startsWith("g6f") || family.startsWith("gr6f"))
     return "G6f fractional-GPU instances need NVIDIA's GRID driver, which the Deep Learning Base OSS image does not have";
   if (family === "g4ad") return "G4ad instances have AMD Radeon GPUs; the NVIDIA image cannot drive them";
@@ -58,6 +87,7 @@ export function unsupportedByNvidiaImage(instanceType: string): string | undefin
 function fallbackSearches(
   kind: ImageKind,
   architecture: Architecture,
+  instanceType: string,
 ): { owners: string[]; filters: Filter[] }[] {
   const ubuntuArchitecture = architecture === "arm64" ? "arm64" : "amd64";
   const ubuntu = {
@@ -75,7 +105,7 @@ function fallbackSearches(
         Values:
           kind === "neuron"
             ? ["Deep Learning AMI Neuron*Ubuntu 22.04*"]
-            : ["Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*"],
+            : [nvidiaImageNamePattern(architecture, instanceType)],
       },
     ],
   };
@@ -139,7 +169,7 @@ export async function resolveMachineImage(
       provider: PROVIDER_NAME,
       message: `${offer.instanceType}: no image is known for its ${(offer.specific as Partial<AwsOfferData>).acceleratorManufacturer ?? "unknown"} accelerators; set amiId`,
     });
-  const parameter = imageParameter(kind, offer.architecture);
+  const parameter = imageParameter(kind, offer.architecture, offer.instanceType);
   let fromParameter: string | undefined;
   try {
     const result = await clients.ssm.send(new GetParameterCommand({ Name: parameter }), {
@@ -162,7 +192,7 @@ export async function resolveMachineImage(
       rootSnapshotGb: rootSnapshotGb(image),
     };
   }
-  for (const search of fallbackSearches(kind, offer.architecture)) {
+  for (const search of fallbackSearches(kind, offer.architecture, offer.instanceType)) {
     const result = await awsCall("DescribeImages", signal, () =>
       clients.ec2.send(
         new DescribeImagesCommand({
@@ -193,6 +223,6 @@ export async function resolveMachineImage(
   }
   throw new ProvisionError({
     provider: PROVIDER_NAME,
-    message: `no AMI found for ${offer.instanceType} in ${clients.region}: SSM parameter ${parameter} is missing and no public ${kind === "cpu" ? "Ubuntu" : kind === "nvidia" ? "Deep Learning Base OSS NVIDIA driver (Ubuntu 22.04)" : "Deep Learning Neuron (Ubuntu 22.04)"} image matched; set amiId`,
+    message: `no AMI found for ${offer.instanceType} in ${clients.region}: SSM parameter ${parameter} is missing and no public ${kind === "cpu" ? "Ubuntu" : kind === "nvidia" ? `"${nvidiaImageNamePattern(offer.architecture, offer.instanceType)}"` : "Deep Learning Neuron (Ubuntu 22.04)"} image matched; set amiId`,
   });
 }

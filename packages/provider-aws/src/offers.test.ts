@@ -8,7 +8,7 @@ import {
   instanceTypeMatches as matchesHardware,
   type SpotPrice,
 } from "./offers.js";
-import { ON_DEMAND_PRICES_AS_OF } from "./on-demand-prices.js";
+import { BUILT_IN_ON_DEMAND_PRICES, ON_DEMAND_PRICES_AS_OF } from "./on-demand-prices.js";
 
 const cpu = (
   instanceType: string,
@@ -170,5 +170,17 @@ describe("offers: prices, allocation and budget", () => {
     expect(
       fitsAllocationAndBudget(noSpot, query({ allocation: "spot-if-available", maxHourlyCost: 1 })),
     ).toBe(false);
+  });
+
+  it("has P4 and P5 at their prices after AWS's June 2025 cut in the built-in table", () => {
+    // us-east-1 Linux on demand after "Announcing up to 45% price reduction for Amazon EC2 NVIDIA
+    // GPU-accelerated instances" (https://aws.amazon.com/about-aws/whats-new/2025/06/pricing-usage-model-ec2-instances-nvidia-gpus/).
+    expect(BUILT_IN_ON_DEMAND_PRICES).toMatchObject({
+      "p4d.24xlarge": 21.96,
+      "p4de.24xlarge": 27.447,
+      "p5.48xlarge": 55.04,
+      "p5en.48xlarge": 63.296,
+    });
+    expect(ON_DEMAND_PRICES_AS_OF >= "2025-06-01").toBe(true);
   });
 });

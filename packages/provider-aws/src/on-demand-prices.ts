@@ -1,14 +1,16 @@
 /**
  * A built-in table of on-demand prices for common EC2 types: Linux, `us-east-1`, USD per hour, as
- * published on AWS's price list on {@link ON_DEMAND_PRICES_AS_OF}. Prices change (AWS cut P4 and P5
- * prices in mid-2025) and other regions differ, usually by 0–30 %: the table is an estimate for
- * choosing offers, not a bill. The AWS provider reads prices per region from the Price List API
+ * published on AWS's price list on {@link ON_DEMAND_PRICES_AS_OF} — P4 and P5 after AWS's June 2025
+ * reduction ("Announcing up to 45% price reduction for Amazon EC2 NVIDIA GPU-accelerated instances",
+ * https://aws.amazon.com/about-aws/whats-new/2025/06/pricing-usage-model-ec2-instances-nvidia-gpus/:
+ * P4d, P4de, P5 and P5en on demand from June 1, 2025). Prices change and other regions differ,
+ * usually by 0–30 %: the table is an estimate for choosing offers, not a bill. The AWS provider reads prices per region from the Price List API
  * (`pricing.ts`); this table is its fallback in us-east-1 only, when that API cannot be read, and is
  * never applied to another region.
  */
 
 /** The date the {@link BUILT_IN_ON_DEMAND_PRICES} were current (us-east-1 list prices). */
-export const ON_DEMAND_PRICES_AS_OF = "2025-05-01";
+export const ON_DEMAND_PRICES_AS_OF = "2025-06-05";
 
 /** On-demand USD per hour by instance type (Linux, us-east-1); see the module comment for its limits. */
 export const BUILT_IN_ON_DEMAND_PRICES: Readonly<Record<string, number>> = Object.freeze({
@@ -150,9 +152,10 @@ export const BUILT_IN_ON_DEMAND_PRICES: Readonly<Record<string, number>> = Objec
   "p3.8xlarge": 12.24,
   "p3.16xlarge": 24.48,
   "p3dn.24xlarge": 31.212,
-  "p4d.24xlarge": 32.7726,
-  "p4de.24xlarge": 40.9657,
-  "p5.48xlarge": 98.32,
+  "p4d.24xlarge": 21.96,
+  "p4de.24xlarge": 27.447,
+  "p5.48xlarge": 55.04,
+  "p5en.48xlarge": 63.296,
   "trn1.2xlarge": 1.34375,
   "trn1.32xlarge": 21.5,
   "inf2.xlarge": 0.7582,

@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { priceOfProduct, signRequest } from "./pricing.js";
+import {
+  defaultPricingEndpoint,
+  getProductsHeaders,
+  PRICING_ENDPOINT,
+  priceOfProduct,
+  pricingSigningRegion,
+  signRequest,
+} from "./pricing.js";
 
 describe("the Price List API client", () => {
   it("signs as Signature Version 4 does (AWS's test suite, post-vanilla)", () => {
@@ -59,5 +66,32 @@ describe("the Price List API client", () => {
     free.terms.OnDemand["X.JRTCKXETXF"].priceDimensions["X.JRTCKXETXF.6YS6EN2CT7"].pricePerUnit.USD =
       "0.0000000000";
     expect(priceOfProduct(JSON.stringify(free))).toBeUndefined();
+  });
+
+  it("signs for the Price List endpoint's own region, and never takes an EC2 endpoint of AWS's for it", () => {
+    // The Query API's endpoints: https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-price-list-query-api.html
+    expect(pricingSigningRegion("https://api.pricing.ap-south-1.amazonaws.com")).toBe("ap-south-1");
+    expect(pricingSigningRegion("https://api.pricing.eu-central-1.amazonaws.com")).toBe("eu-central-1");
+    expect(pricingSigningRegion(PRICING_ENDPOINT)).toBe("us-east-1");
+    expect(pricingSigningRegion("http://127.0.0.1:5000")).toBe("us-east-1");
+    // A FIPS or VPC endpoint serves EC2 only; a fake (moto) serves everything on one address.
+    expect(defaultPricingEndpoint(undefined)).toBe(PRICING_ENDPOINT);
+    expect(defaultPricingEndpoint("https://ec2-fips.us-east-1.amazonaws.com")).toBe(PRICING_ENDPOINT);
+    expect(
+      defaultPricingEndpoint("https://vpce-0123456789abcdef0-abcdefgh.ec2.us-west-2.vpce.amazonaws.com"),
+    ).toBe(PRICING_ENDPOINT);
+    expect(defaultPricingEndpoint("http://127.0.0.1:5000")).toBe("http://127.0.0.1:5000");
+  });
+
+  it("signs GetProducts to the ap-south-1 endpoint for ap-south-1", () => {
+    const headers = getProductsHeaders(new URL("https://api.pricing.ap-south-1.amazonaws.com"), "{}", {
+      accessKeyId: "AKID",
+      secretAccessKey: "SECRET",
+    });
+    expect(headers.authorization).toMatch(
+      /^AWS4-HMAC-SHA256 Credential=AKID\/\d{8}\/ap-south-1\/pricing\/aws4_request, /,
+    );
+    expect(headers.host).toBe("api.pricing.ap-south-1.amazonaws.com");
+    expect(headers["x-amz-target"]).toBe("AWSPriceListService.GetProducts");
   });
 });

@@ -17,8 +17,29 @@ import type { AwsCredentials } from "./settings.js";
 /** How long prices read from the Price List API are used before they are read again. */
 export const PRICE_CACHE_MAX_AGE_DAYS = 7;
 
-/** The Price List Query API's endpoint (it also runs in eu-central-1 and ap-south-1). */
+/**
+ * The Price List Query API's endpoint. It also runs at `https://api.pricing.eu-central-1.amazonaws.com`
+ * and `https://api.pricing.ap-south-1.amazonaws.com`, each signed for its own region
+ * (https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-price-list-query-api.html).
+ */
 export const PRICING_ENDPOINT = "https://api.pricing.us-east-1.amazonaws.com";
+
+/** The region a Price List endpoint's requests are signed for: the one in its host, else us-east-1. */
+export function pricingSigningRegion(endpoint: string): string {
+  const host = new URL(endpoint).hostname;
+  return /^api\.pricing\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$/.exec(host)?.[1] ?? "us-east-1";
+}
+
+/**
+ * The Price List endpoint when `pricingEndpoint` is not set: AWS's own, also beside an EC2 endpoint of
+ * AWS's (a FIPS or VPC endpoint serves EC2 only); an EC2 endpoint elsewhere (moto, LocalStack: a fake
+ * AWS on one address) serves the Price List API too.
+ */
+export function defaultPricingEndpoint(ec2Endpoint: string | undefined): string {
+  if (ec2Endpoint === undefined) return PRICING_ENDPOINT;
+  const host = new URL(ec2Endpoint).hostname;
+  return /(^|\.)(amazonaws\.com(\.cn)?|api\.aws)$/.test(host) ? PRICING_ENDPOINT : ec2Endpoint;
+}
 
 /** On-demand prices of one region, as read from the Price List API. */
 export interface RegionPrices {
@@ -101,6 +122,25 @@ export function priceOfProduct(entry: string): { instanceType: string; price: nu
   return undefined;
 }
 
+/** The signed headers of a `GetProducts` request to the endpoint `url` (signed for its region). */
+export function getProductsHeaders(
+  url: URL,
+  body: string,
+  credentials: AwsCredentials,
+): Record<string, string> {
+  return signRequest({
+    url,
+    body,
+    headers: {
+      "content-type": "application/x-amz-json-1.1",
+      "x-amz-target": "AWSPriceListService.GetProducts",
+    },
+    credentials,
+    region: pricingSigningRegion(url.href),
+    service: "pricing",
+  });
+}
+
 /** Reads a region's on-demand Linux prices from the Price List API, every page. */
 export async function fetchRegionPrices(options: {
   readonly region: string;
@@ -126,17 +166,7 @@ export async function fetchRegionPrices(options: {
       ],
       ...(nextToken !== undefined ? { NextToken: nextToken } : {}),
     });
-    const headers = signRequest({
-      url,
-      body,
-      headers: {
-        "content-type": "application/x-amz-json-1.1",
-        "x-amz-target": "AWSPriceListService.GetProducts",
-      },
-      credentials: await options.credentials(),
-      region: "us-east-1",
-      service: "pricing",
-    });
+    const headers = getProductsHeaders(url, body, await options.credentials());
     // A network that drops the connection must not hold offers up: 30 s per page at most.
     const response = await fetch(url, {
       method: "POST",

@@ -165,4 +165,30 @@ describe("AWS settings", () => {
       { path: "AWS.pricingEndpoint", message: "expected the Price List API's endpoint URL" },
     ]);
   });
+
+  it("takes the user's tags beside Skyward's, refusing Skyward's and AWS's keys, and spotMaxPrice", () => {
+    // Tag restrictions: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html#tag-restrictions
+    const settings = resolveAwsSettings({
+      tags: { "cost-center": "ml-42", team: "" },
+      spotMaxPrice: "maxHourlyCost",
+    });
+    expect(settings.tags).toEqual({ "cost-center": "ml-42", team: "" });
+    expect(settings.spotMaxPrice).toBe("maxHourlyCost");
+    expect(resolveAwsSettings({})).toMatchObject({ tags: {}, spotMaxPrice: undefined });
+    expect(
+      issuesOf(() =>
+        AWS({ tags: { "skyward:pool": "mine", Name: "x", "aws:cloudformation": "y", ok: "z".repeat(257) } }),
+      ).map((issue) => issue.path),
+    ).toEqual(["AWS.tags.skyward:pool", "AWS.tags.Name", "AWS.tags.aws:cloudformation", "AWS.tags.ok"]);
+    expect(
+      issuesOf(() => AWS({ tags: Object.fromEntries(Array.from({ length: 41 }, (_, i) => [`k${i}`, "v"])) })),
+    ).toEqual([{ path: "AWS.tags", message: "expected at most 40 tags" }]);
+    expect(issuesOf(() => AWS({ spotMaxPrice: "always" as "maxHourlyCost" }))).toEqual([
+      { path: "AWS.spotMaxPrice", message: 'expected "maxHourlyCost"' },
+    ]);
+    // From skyward.toml: [providers.cloud.tags] keeps its keys as written.
+    expect(() =>
+      createProviderFromConfig({ tags: { "cost-center": "ml" }, spotMaxPrice: "maxHourlyCost" }),
+    ).not.toThrow();
+  });
 });

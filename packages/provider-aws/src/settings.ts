@@ -91,8 +91,11 @@ export interface AwsSettings {
    */
   sshIngress?: "anywhere" | "client" | readonly string[];
   /**
-   * The Price List Query API's endpoint, for on-demand prices per region. Default AWS's
-   * (`https://api.pricing.us-east-1.amazonaws.com`), or {@link AwsSettings.endpoint} when that is set.
+   * The Price List Query API's endpoint, for on-demand prices per region: AWS's
+   * (`https://api.pricing.us-east-1.amazonaws.com`, the default), `https://api.pricing.eu-central-1.amazonaws.com`
+   * or `https://api.pricing.ap-south-1.amazonaws.com` (requests are signed for the region in the
+   * host), or a fake's. Default AWS's, also beside an {@link AwsSettings.endpoint} of AWS's (a FIPS or
+   * VPC endpoint serves EC2 only); {@link AwsSettings.endpoint} itself when that is not at AWS (moto).
    */
   pricingEndpoint?: string;
   /** Another EC2/SSM endpoint, e.g. a local moto server (`http://127.0.0.1:5000`). */
@@ -127,6 +130,23 @@ export interface AwsSettings {
    */
   onDemandPrices?: Readonly<Record<string, number>>;
   /**
+   * Your own tags (key → value), e.g. for cost allocation, put on every instance and volume, and on the
+   * security group, key pair and placement group of each pool, beside Skyward's own (`skyward:*`,
+   * `Name`), which they can never replace: such keys are refused, as are AWS's reserved `aws:` ones.
+   * At most {@link MAX_USER_TAGS}; keys 1–128 characters, values up to 256
+   * (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html#tag-restrictions).
+   */
+  tags?: Readonly<Record<string, string>>;
+  /**
+   * `"maxHourlyCost"`: launch spot instances with `MaxPrice` set to the pool's `maxHourlyCost`, so
+   * that AWS reclaims a node whose spot price rises above the cap instead of billing it. Off by
+   * default: AWS advises against a max price (it raises interruptions; without one a spot instance
+   * costs at most the on-demand price,
+   * https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-best-practices.html), and a pool without
+   * `maxHourlyCost` sets none either way.
+   */
+  spotMaxPrice?: "maxHourlyCost";
+  /**
    * FOR TESTS ONLY. Maps an instance to the SSH address the pool uses instead of its own, so a
    * provider driven against a fake EC2 (moto) reaches real SSH hosts (a test bed). Never set it
    * against real AWS.
@@ -153,6 +173,8 @@ export interface ResolvedAwsSettings {
   readonly sshUser: string;
   readonly root: string;
   readonly onDemandPrices: Readonly<Record<string, number>>;
+  readonly tags: Readonly<Record<string, string>>;
+  readonly spotMaxPrice: "maxHourlyCost" | undefined;
   readonly sshAddress: ((instance: AwsInstanceAddresses) => SshAddressMapping) | undefined;
 }
 
@@ -180,6 +202,27 @@ const regionSchema = z
   .regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, { message: 'expected a region such as "us-east-1"' });
 
 const IPV4_CIDR = /^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}\/([0-9]|[12]\d|3[0-2])$/;
+
+/** The most tags of the user's: EC2 allows 50 per resource, and Skyward puts 7 of its own on an instance. */
+export const MAX_USER_TAGS = 40;
+
+const tagsSchema = z
+  .record(
+    z
+      .string()
+      .min(1, { message: "expected tag keys of 1 to 128 characters" })
+      .max(128, { message: "expected tag keys of 1 to 128 characters" })
+      .refine((key) => !/^aws:/i.test(key), { message: 'tag keys starting with "aws:" are reserved by AWS' })
+      .refine((key) => !/^skyward:/i.test(key) && key !== "Name", {
+        message: 'tag keys "skyward:*" and "Name" are Skyward\'s own, set on everything it creates',
+      }),
+    z
+      .string({ error: "expected a tag value (a string)" })
+      .max(256, { message: "expected tag values of at most 256 characters" }),
+  )
+  .refine((tags) => Object.keys(tags).length <= MAX_USER_TAGS, {
+    message: `expected at most ${MAX_USER_TAGS} tags`,
+  });
 
 const SSH_INGRESS_MESSAGE =
   'expected "anywhere", "client" or a list of IPv4 CIDRs such as ["203.0.113.7/32"]';
@@ -225,6 +268,8 @@ const settingsSchema = z
     onDemandPrices: z
       .record(z.string(), z.number().positive({ message: "expected a price in USD per hour, > 0" }))
       .default({}),
+    tags: tagsSchema.default({}),
+    spotMaxPrice: z.literal("maxHourlyCost", { error: 'expected "maxHourlyCost"' }).optional(),
     sshAddress: z
       .custom<(instance: AwsInstanceAddresses) => SshAddressMapping>((value) => typeof value === "function", {
         message: "expected a function (for tests only)",
@@ -287,6 +332,8 @@ export function resolveAwsSettings(input: unknown, prefix = "AWS"): ResolvedAwsS
     sshUser: value.sshUser,
     root: value.root.replace(/\/+$/, ""),
     onDemandPrices: Object.freeze({ ...value.onDemandPrices }),
+    tags: Object.freeze({ ...value.tags }),
+    spotMaxPrice: value.spotMaxPrice,
     sshAddress: value.sshAddress,
   });
 }

@@ -21,9 +21,19 @@
  *   https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-the-aws-price-list-query-api.html,
  *   with products shaped as in https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/reading-an-offer.html.
  *   Its prices are the tests' fixtures: by default us-east-1's are `BUILT_IN_ON_DEMAND_PRICES` (list
- *   prices as of that table's date) except p5.48xlarge after the mid-2025 cut, plus p5.4xlarge, which
- *   the table lacks; each product comes with decoys (Windows, dedicated tenancy, an unused capacity
+ *   prices as of that table's date, P4/P5 after the June 2025 cut) plus p5.4xlarge, which the table
+ *   lacks; each product comes with decoys (Windows, dedicated tenancy, an unused capacity
  *   reservation) that a wrong filter would read.
+ *
+ * - `RunInstances` idempotency by `ClientToken` (moto ignores the token): a retry with the same token
+ *   and the same parameters answers the first call's reservation and launches nothing; the same token
+ *   with other parameters answers `IdempotentParameterMismatch`
+ *   (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html, "RunInstances
+ *   idempotency"); `DescribeInstances` takes the `client-token` filter
+ *   (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstances.html), which moto
+ *   lacks. {@link AwsDouble.failAcceptedLaunches} makes `RunInstances` fail after EC2 accepted it —
+ *   the case the idempotency page is written for ("Operations might also time out or encounter other
+ *   server issues before they complete, even though the request has already returned a result").
  *
  * Everything else goes to moto untouched.
  */
@@ -41,6 +51,15 @@ export interface AwsDouble {
   readonly priceRequests: unknown[];
   /** When set, `GetProducts` answers `AccessDeniedException` (a role without `pricing:GetProducts`). */
   denyPricing: boolean;
+  /**
+   * How the next `RunInstances` calls fail after EC2 accepted them (the instances exist, the caller
+   * never hears so): `count` calls (Infinity: every one), by dropping the connection (`"drop"`, a
+   * timeout as the client sees it) or with HTTP 500 `InternalError`. A retry with an accepted token
+   * launches nothing more, and fails the same way while `count` lasts.
+   */
+  failAcceptedLaunches: { count: number; how: "drop" | "internal-error" } | undefined;
+  /** The reservations `RunInstances` made, by `ClientToken`, with their instance ids. */
+  readonly launchesByToken: Map<string, { fingerprint: string; body: string; instanceIds: string[] }>;
   /** Forgets placement groups and restores the default prices. */
   reset(): void;
   close(): Promise<void>;
@@ -48,7 +67,7 @@ export interface AwsDouble {
 
 /** The Price List API's default prices: us-east-1 only. */
 export function defaultPrices(): Map<string, Record<string, number>> {
-  return new Map([["us-east-1", { ...BUILT_IN_ON_DEMAND_PRICES, "p5.48xlarge": 55.04, "p5.4xlarge": 6.88 }]]);
+  return new Map([["us-east-1", { ...BUILT_IN_ON_DEMAND_PRICES, "p5.4xlarge": 6.88 }]]);
 }
 
 /** The size of the root snapshot of every moto image (moto/ec2/models/amis.py). */
@@ -137,6 +156,8 @@ export async function startAwsDouble(target: string): Promise<AwsDouble> {
     prices: defaultPrices(),
     priceRequests: [],
     denyPricing: false,
+    failAcceptedLaunches: undefined,
+    launchesByToken: new Map(),
   };
   let nextGroup = 1;
 
@@ -310,33 +331,106 @@ export async function startAwsDouble(target: string): Promise<AwsDouble> {
         state.prices.clear();
         for (const [region, table] of defaultPrices()) state.prices.set(region, table);
         state.denyPricing = false;
+        state.failAcceptedLaunches = undefined;
+        state.launchesByToken.clear();
       }
       const params = new URLSearchParams(body.toString("utf8"));
       const action = params.get("Action");
       const answer = action ? ec2(action, params) : undefined;
-      if (answer) {
-        outgoing.writeHead(answer.status, { "content-type": "text/xml" });
-        outgoing.end(answer.body);
-        return;
+      const reply = (reply: { status: number; body: string }) => {
+        outgoing.writeHead(reply.status, { "content-type": "text/xml" });
+        outgoing.end(reply.body);
+      };
+      if (answer) return reply(answer);
+      const forward = (sent: Buffer, onAnswer?: (status: number, text: string) => void) => {
+        const forwarded = httpRequest(
+          {
+            host: upstream.hostname,
+            port: upstream.port,
+            method: incoming.method,
+            path: incoming.url,
+            headers: { ...incoming.headers, host: upstream.host, "content-length": String(sent.length) },
+          },
+          (response) => {
+            if (!onAnswer) {
+              outgoing.writeHead(response.statusCode ?? 502, response.headers);
+              response.pipe(outgoing);
+              return;
+            }
+            const answer: Buffer[] = [];
+            response.on("data", (chunk: Buffer) => answer.push(chunk));
+            response.on("end", () =>
+              onAnswer(response.statusCode ?? 502, Buffer.concat(answer).toString("utf8")),
+            );
+          },
+        );
+        forwarded.on("error", (error) => {
+          outgoing.writeHead(502);
+          outgoing.end(String(error));
+        });
+        forwarded.end(sent);
+      };
+      if (action === "RunInstances" && params.get("ClientToken")) {
+        const token = params.get("ClientToken") ?? "";
+        const fingerprint = [...params]
+          .filter(([key]) => key !== "ClientToken")
+          .map(([key, value]) => `${key}=${value}`)
+          .sort()
+          .join("&");
+        /** The answer to an accepted call: the reservation, unless a failure after acceptance is due. */
+        const answerAccepted = (text: string) => {
+          const fault = state.failAcceptedLaunches;
+          if (fault && fault.count > 0) {
+            fault.count -= 1;
+            if (fault.how === "drop") {
+              incoming.socket.destroy();
+              return;
+            }
+            return reply({
+              status: 500,
+              body: ec2Error("InternalError", "An internal error has occurred"),
+            });
+          }
+          reply({ status: 200, body: text });
+        };
+        const known = state.launchesByToken.get(token);
+        if (known) {
+          if (known.fingerprint !== fingerprint)
+            return reply({
+              status: 400,
+              body: ec2Error(
+                "IdempotentParameterMismatch",
+                `The client token '${token}' was used with different parameters`,
+              ),
+            });
+          return answerAccepted(known.body);
+        }
+        return forward(body, (status, text) => {
+          if (status !== 200) return reply({ status, body: text });
+          const instanceIds = [...text.matchAll(/<instanceId>(i-[0-9a-f]+)<\/instanceId>/g)].map(
+            (match) => match[1] ?? "",
+          );
+          state.launchesByToken.set(token, { fingerprint, body: text, instanceIds });
+          answerAccepted(text);
+        });
       }
-      const forwarded = httpRequest(
-        {
-          host: upstream.hostname,
-          port: upstream.port,
-          method: incoming.method,
-          path: incoming.url,
-          headers: { ...incoming.headers, host: upstream.host },
-        },
-        (response) => {
-          outgoing.writeHead(response.statusCode ?? 502, response.headers);
-          response.pipe(outgoing);
-        },
-      );
-      forwarded.on("error", (error) => {
-        outgoing.writeHead(502);
-        outgoing.end(String(error));
-      });
-      forwarded.end(body);
+      if (action === "DescribeInstances") {
+        // moto lacks the `client-token` filter: it becomes an `instance-id` filter over what the token launched.
+        for (const [key, value] of [...params]) {
+          const match = /^Filter\.(\d+)\.Name$/.exec(key);
+          if (!match || value !== "client-token") continue;
+          const prefix = `Filter.${match[1]}.Value.`;
+          const tokens = [...params].filter(([name]) => name.startsWith(prefix)).map(([, token]) => token);
+          for (const name of [...params.keys()]) if (name.startsWith(prefix)) params.delete(name);
+          params.set(key, "instance-id");
+          const ids = tokens.flatMap((token) => state.launchesByToken.get(token)?.instanceIds ?? []);
+          (ids.length > 0 ? ids : ["i-00000000000000000"]).forEach((id, index) => {
+            params.set(`${prefix}${index + 1}`, id);
+          });
+          return forward(Buffer.from(params.toString()));
+        }
+      }
+      forward(body);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -349,6 +443,8 @@ export async function startAwsDouble(target: string): Promise<AwsDouble> {
       for (const [region, table] of defaultPrices()) state.prices.set(region, table);
       state.denyPricing = false;
       state.priceRequests.length = 0;
+      state.failAcceptedLaunches = undefined;
+      state.launchesByToken.clear();
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -16,6 +16,21 @@ import { useMotoSuite } from "./moto-suite.js";
 
 const skipReason = motoSkipReason();
 
+/** A one-node on-demand CPU pool's spec, and its t3.medium offer from `aws`. */
+async function cpuPool(aws: ReturnType<typeof AWS>): Promise<{ poolSpec: PoolSpec; offer: Offer }> {
+  const poolSpec = resolvePoolSpec(
+    spec({ nodes: 1, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" }),
+    options({}),
+  );
+  const offers = await aws.offers({
+    query: { accelerator: null, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" },
+    signal: AbortSignal.timeout(120_000),
+  });
+  const offer = offers.find((candidate) => candidate.instanceType === "t3.medium");
+  if (!offer) throw new Error("moto offers no t3.medium");
+  return { poolSpec, offer };
+}
+
 describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
   const suite = useMotoSuite("skyward-aws-cleanup-");
 
@@ -135,22 +150,7 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
       const proxied = AWS({ endpoint: proxy.endpoint });
       const cleanup = proxied.cleanup;
       if (!cleanup) throw new Error("the AWS provider has no cleanup");
-      const poolSpec = resolvePoolSpec(
-        spec({ nodes: 1, vcpus: 2, memoryGb: 4, architecture: "x86_64", allocation: "on-demand" }),
-        options({}),
-      );
-      const offer = (
-        await aws.offers({
-          query: {
-            accelerator: null,
-            vcpus: 2,
-            memoryGb: 4,
-            architecture: "x86_64",
-            allocation: "on-demand",
-          },
-          ...call(),
-        })
-      ).find((candidate) => candidate.instanceType === "t3.medium") as Offer;
+      const { poolSpec, offer } = await cpuPool(aws);
       const slow = (await aws.prepare({
         spec: poolSpec,
         offer,
@@ -208,6 +208,73 @@ describe.skipIf(skipReason !== undefined)("AWS cleanup against moto", () => {
         left: [],
       });
       expect(await motoInventory(suite.moto.endpoint)).toMatchObject({ liveInstances: [], keyPairs: [] });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("a policy without ec2:DescribePlacementGroups: every other step still runs, and what was left is named with why", async () => {
+    // moto 5.2.5 has no DescribePlacementGroups, and an IAM policy lacking the action answers like this
+    // (UnauthorizedOperation, HTTP 403: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html).
+    const proxy = await startFaultProxy(suite.moto.endpoint, (action) =>
+      action === "DescribePlacementGroups"
+        ? {
+            status: 403,
+            code: "UnauthorizedOperation",
+            message:
+              "You are not authorized to perform this operation. User: arn:aws:iam::123456789012:user/skyward is not authorized to perform: ec2:DescribePlacementGroups because no identity-based policy allows the ec2:DescribePlacementGroups action",
+          }
+        : undefined,
+    );
+    try {
+      const call = (poolId?: string) => ({
+        signal: AbortSignal.timeout(120_000),
+        ...(poolId !== undefined ? { poolId } : {}),
+      });
+      const aws = AWS({ endpoint: proxy.endpoint });
+      const { poolSpec, offer } = await cpuPool(aws);
+
+      // skyward down (cleanup): the group, key pair and key file go; the placement groups are named as left.
+      const orphan = (await aws.prepare({
+        spec: poolSpec,
+        offer,
+        ...call("nopg01"),
+      })) as Cluster<AwsClusterData>;
+      const cleanup = aws.cleanup;
+      if (!cleanup) throw new Error("the AWS provider has no cleanup");
+      const result = await cleanup({ ...call(), pools: ["nopg01"] });
+      expect(result.removed).toEqual([
+        { poolId: "nopg01", kind: "key file", id: orphan.specific.keyFile },
+        { poolId: "nopg01", kind: "key pair", id: orphan.specific.keyName },
+        { poolId: "nopg01", kind: "security group", id: orphan.specific.securityGroupId },
+      ]);
+      expect(result.left).toEqual([
+        {
+          poolId: "nopg01",
+          kind: "placement groups",
+          id: "us-east-1",
+          reason: expect.stringMatching(
+            /^not listed, so not removed: AWS DescribePlacementGroups failed: UnauthorizedOperation: .*ec2:DescribePlacementGroups.*grant the action and run skyward down again$/,
+          ),
+        },
+      ]);
+
+      // A pool's own teardown: its instance ends, its group and key pair go, then it says what is left.
+      const cluster = (await aws.prepare({
+        spec: poolSpec,
+        offer,
+        ...call("nopg02"),
+      })) as Cluster<AwsClusterData>;
+      await aws.provision({ cluster, count: 1, ...call() });
+      const failure = await aws.teardown({ cluster, ...call() }).catch((error: unknown) => error);
+      expect((failure as Error).message).toMatch(
+        /^teardown of cluster sky-\w+ in us-east-1 left .*: placement groups not listed: AWS DescribePlacementGroups failed: UnauthorizedOperation/,
+      );
+      expect(existsSync(cluster.specific.keyFile)).toBe(false);
+      const inventory = await motoInventory(suite.moto.endpoint);
+      expect(inventory.liveInstances).toEqual([]);
+      expect(inventory.securityGroups).not.toContain(cluster.specific.securityGroupId);
+      expect(inventory.keyPairs).not.toContain(cluster.specific.keyName);
     } finally {
       await proxy.close();
     }

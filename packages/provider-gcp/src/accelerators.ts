@@ -11,8 +11,12 @@ export interface GcpAcceleratorType {
   readonly name: string;
   /** Memory per GPU, GB. */
   readonly memoryGb: number;
-  /** The GPU's name in the Catalog API's SKU descriptions (`Nvidia Tesla T4`). */
-  readonly skuName: string;
+  /**
+   * The GPU's names in the Catalog API's SKU descriptions (`Nvidia Tesla T4`), first found wins: some
+   * GPUs have two (H100 Mega: "Nvidia H100 80GB Mega GPU" in some regions, "Nvidia H100 80GB Plus GPU"
+   * in others, as SkyPilot's catalogue fetcher notes).
+   */
+  readonly skuNames: readonly string[];
   /** For GPUs attached to N1 VMs: the most vCPUs per GPU. Undefined for GPUs built into their machine types. */
   readonly n1VcpusPerGpu?: number;
   /**
@@ -26,21 +30,27 @@ export interface GcpAcceleratorType {
 
 /** Compute Engine accelerator type names (`acceleratorTypes[].name`) and what they are. */
 export const GCP_ACCELERATOR_TYPES: Readonly<Record<string, GcpAcceleratorType>> = Object.freeze({
-  "nvidia-tesla-t4": { name: "T4", memoryGb: 16, skuName: "Nvidia Tesla T4", n1VcpusPerGpu: 24 },
-  "nvidia-tesla-v100": { name: "V100", memoryGb: 16, skuName: "Nvidia Tesla V100", n1VcpusPerGpu: 12 },
-  "nvidia-tesla-p100": { name: "P100", memoryGb: 16, skuName: "Nvidia Tesla P100", n1VcpusPerGpu: 16 },
-  "nvidia-tesla-p4": { name: "P4", memoryGb: 8, skuName: "Nvidia Tesla P4", n1VcpusPerGpu: 24 },
-  "nvidia-l4": { name: "L4", memoryGb: 24, skuName: "Nvidia L4" },
-  "nvidia-tesla-a100": { name: "A100", memoryGb: 40, skuName: "Nvidia Tesla A100", formFactor: "SXM" },
-  "nvidia-a100-80gb": { name: "A100", memoryGb: 80, skuName: "Nvidia Tesla A100 80GB", formFactor: "SXM" },
-  "nvidia-h100-80gb": { name: "H100", memoryGb: 80, skuName: "Nvidia H100 80GB", formFactor: "SXM" },
+  // T4: up to 48 vCPUs per GPU on N1 (https://cloud.google.com/compute/docs/gpus#t4-gpus).
+  "nvidia-tesla-t4": { name: "T4", memoryGb: 16, skuNames: ["Nvidia Tesla T4"], n1VcpusPerGpu: 48 },
+  "nvidia-tesla-v100": { name: "V100", memoryGb: 16, skuNames: ["Nvidia Tesla V100"], n1VcpusPerGpu: 12 },
+  "nvidia-tesla-p100": { name: "P100", memoryGb: 16, skuNames: ["Nvidia Tesla P100"], n1VcpusPerGpu: 16 },
+  "nvidia-tesla-p4": { name: "P4", memoryGb: 8, skuNames: ["Nvidia Tesla P4"], n1VcpusPerGpu: 24 },
+  "nvidia-l4": { name: "L4", memoryGb: 24, skuNames: ["Nvidia L4"] },
+  "nvidia-tesla-a100": { name: "A100", memoryGb: 40, skuNames: ["Nvidia Tesla A100"], formFactor: "SXM" },
+  "nvidia-a100-80gb": { name: "A100", memoryGb: 80, skuNames: ["Nvidia Tesla A100 80GB"], formFactor: "SXM" },
+  "nvidia-h100-80gb": { name: "H100", memoryGb: 80, skuNames: ["Nvidia H100 80GB"], formFactor: "SXM" },
   "nvidia-h100-mega-80gb": {
     name: "H100",
     memoryGb: 80,
-    skuName: "Nvidia H100 Mega 80GB",
+    skuNames: ["Nvidia H100 80GB Mega", "Nvidia H100 80GB Plus"],
     formFactor: "SXM",
   },
-  "nvidia-h200-141gb": { name: "H200", memoryGb: 141, skuName: "Nvidia H200 141GB", formFactor: "SXM" },
+  "nvidia-h200-141gb": {
+    name: "H200",
+    memoryGb: 141,
+    skuNames: ["H200 141GB", "Nvidia H200 141GB"],
+    formFactor: "SXM",
+  },
 });
 
 /** GPU counts a VM may have (https://cloud.google.com/compute/docs/gpus). */

@@ -9,6 +9,8 @@ import {
   GlobalOperationsClient,
   InstancesClient,
   MachineTypesClient,
+  ProjectsClient,
+  RegionsClient,
   ZoneOperationsClient,
   ZonesClient,
   // The v1 clients only: the package's index also loads the v1beta and v1small APIs' descriptions
@@ -42,6 +44,8 @@ export interface GcpClients {
   readonly machineTypes: MachineTypesClient;
   readonly acceleratorTypes: AcceleratorTypesClient;
   readonly zones: ZonesClient;
+  readonly regions: RegionsClient;
+  readonly projects: ProjectsClient;
   /** GET of a Cloud Billing API path (`/v1/services/…/skus`), with the same credential. */
   readonly billing: (path: string, query: Record<string, string>, signal: AbortSignal) => Promise<unknown>;
 }
@@ -148,9 +152,14 @@ export function createClientFactory(settings: ResolvedGcpSettings): () => GcpCli
       ...(auth instanceof GoogleAuth ? { auth } : { authClient: auth }),
     };
     const billingBase = (settings.billingEndpoint ?? BILLING_ENDPOINT).replace(/\/+$/, "");
+    /** Set once the Catalog asked for a quota project: every later call sends it. */
+    let sendQuotaProject = false;
     const billing = async (path: string, query: Record<string, string>, signal: AbortSignal) => {
       const headers = new Headers(await requestHeaders(auth));
+      if (sendQuotaProject && !headers.has("x-goog-user-project"))
+        headers.set("x-goog-user-project", project);
       const target = `${billingBase}${path}?${new URLSearchParams(query).toString()}`;
+      let quotaProjectSet = headers.has("x-goog-user-project");
       for (let attempt = 1; ; attempt++) {
         let response: Response;
         try {
@@ -170,6 +179,16 @@ export function createClientFactory(settings: ResolvedGcpSettings): () => GcpCli
         }
         const body = await response.text();
         if (response.ok) return JSON.parse(body) as unknown;
+        // User credentials (a gcloud token, user ADC) may need a quota project for this API: "The
+        // cloudbilling.googleapis.com API requires a quota project, which is not set by default"
+        // (https://cloud.google.com/docs/authentication/adc-troubleshooting/user-creds). Asked again
+        // once, charging the provider's project (https://cloud.google.com/apis/docs/system-parameters).
+        if (response.status === 403 && !quotaProjectSet && /quota project|X-Goog-User-Project/i.test(body)) {
+          headers.set("x-goog-user-project", project);
+          quotaProjectSet = true;
+          sendQuotaProject = true;
+          continue;
+        }
         if ((response.status === 429 || response.status >= 500) && attempt < BILLING_ATTEMPTS) {
           await sleep(250 * 2 ** attempt, signal);
           continue;
@@ -190,6 +209,8 @@ export function createClientFactory(settings: ResolvedGcpSettings): () => GcpCli
       machineTypes: new MachineTypesClient(options),
       acceleratorTypes: new AcceleratorTypesClient(options),
       zones: new ZonesClient(options),
+      regions: new RegionsClient(options),
+      projects: new ProjectsClient(options),
       billing,
     });
     return clients;
@@ -249,18 +270,58 @@ export function isAlreadyExists(error: unknown): boolean {
   return http === 409 || code === 6;
 }
 
+/* Quotas (https://cloud.google.com/compute/resource-usage): what a quota error says, and Skyward's error for it. */
+
+/** Where to ask for more. */
+export function quotaPage(project: string): string {
+  return `https://console.cloud.google.com/iam-admin/quotas?project=${encodeURIComponent(project)}`;
+}
+
+/**
+ * The quota a Compute Engine error says was exceeded (HTTP 403 `quotaExceeded`, or an operation's
+ * `QUOTA_EXCEEDED`), from its message "Quota 'METRIC' exceeded. …"; undefined for other errors.
+ */
+export function exceededQuota(error: unknown): { metric: string; message: string } | undefined {
+  const message = error instanceof Error ? error.message : String(error ?? "");
+  const found = /Quota '([A-Z0-9_]+)' exceeded[^"\n]*/.exec(message);
+  const reason = (error as { errors?: { reason?: string }[] } | null)?.errors?.[0]?.reason;
+  if (found?.[1]) return { metric: found[1], message: found[0].replace(/\s+/g, " ").trim() };
+  if (reason === "quotaExceeded" || /QUOTA_EXCEEDED|quotaExceeded/.test(message))
+    return { metric: "unknown", message };
+  return undefined;
+}
+
+/** The error for a quota reached: not retryable, naming the quota and where to raise it. */
+export function quotaError(project: string, detail: string, cause?: unknown): ProvisionError {
+  return new ProvisionError({
+    provider: PROVIDER_NAME,
+    message: `Compute Engine quota reached: ${detail}; request an increase at ${quotaPage(project)}`,
+    isRetryable: false,
+    ...(cause !== undefined ? { cause } : {}),
+  });
+}
+
 /** A client error as a `ProvisionError` naming the call (or the signal's reason once aborted). */
-export function translateGcpError(error: unknown, what: string, signal?: AbortSignal): Error {
+export function translateGcpError(
+  error: unknown,
+  what: string,
+  signal?: AbortSignal,
+  project?: string,
+): Error {
   if (signal?.aborted)
     return signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
   if (ProvisionError.isInstance(error) || ConfigurationError.isInstance(error)) return error as Error;
   const { code, http } = errorStatus(error);
   const message = error instanceof Error ? error.message : String(error);
-  const auth = http === 401 || http === 403 || code === 7 || code === 16;
+  // A quota reached is answered with 403 too: no credential problem, a quota to raise.
+  const quota = exceededQuota(error);
+  if (quota !== undefined && project !== undefined)
+    return quotaError(project, `${what}: ${quota.message}`, error);
+  const auth = quota === undefined && (http === 401 || http === 403 || code === 7 || code === 16);
   return new ProvisionError({
     provider: PROVIDER_NAME,
     message: `${what}: ${message}${auth ? " (check the credentials and the project's IAM roles)" : ""}`,
-    isRetryable: http === 429 || (http !== undefined && http >= 500) || code === 14,
+    isRetryable: quota === undefined && (http === 429 || (http !== undefined && http >= 500) || code === 14),
     cause: error,
   });
 }
@@ -346,6 +407,8 @@ export async function closeClients(clients: GcpClients): Promise<void> {
       clients.machineTypes,
       clients.acceleratorTypes,
       clients.zones,
+      clients.regions,
+      clients.projects,
     ].map((client) => client.close().catch(() => undefined)),
   );
 }

@@ -1,25 +1,15 @@
-/**
- * The GCP provider: Compute Engine VMs, spot or on demand, with GPUs attached to N1 machine types or
- * built into accelerator-optimized ones (A2, A3, G2), in one zone per pool. Each pool gets two
- * firewall rules (SSH from anywhere, all traffic between the pool's VMs, matched by a network tag),
- * removed with it. Every VM carries Skyward's labels (`skyward-cluster`, `skyward-pool`…), so
- * `listInstances` (and the CLI) find it again, and its exact tags in the `skyward-tags` metadata item.
- */
-import { randomBytes } from "node:crypto";
 import type { protos } from "@google-cloud/compute";
-import {
-  type Cluster,
-  type ClusterFromTags,
-  type Instance,
-  type InstanceStatus,
-  type LeftPoolResource,
-  NoCapacityError,
-  type Offer,
-  type OfferQuery,
-  type PoolResource,
-  type ProviderV1,
-  ProvisionError,
-  type RecordedCluster,
+import { NoCapacityError, ProvisionError } from "@skyward/core";
+import type {
+  Cluster,
+  ClusterFromTags,
+  Instance,
+  LeftPoolResource,
+  Offer,
+  OfferQuery,
+  PoolResource,
+  ProviderV1,
+  RecordedCluster,
 } from "@skyward/core/contract";
 import {
   createClusterId,
@@ -43,18 +33,34 @@ import {
 } from "@skyward/ssh";
 import { GCP_ACCELERATOR_TYPES, GPU_COUNTS } from "./accelerators.js";
 import {
+  createFirewall,
+  deleteFirewall,
+  firewallRulesOf,
+  firewallTags,
+  type RawFirewall,
+} from "./firewalls.js";
+import {
   createClientFactory,
+  exceededQuota,
   type GcpClients,
   gcpCall,
-  isAlreadyExists,
-  isNotFound,
   PROVIDER_NAME,
   projectOf,
+  quotaError,
   sleep,
   translateGcpError,
   waitForOperation,
 } from "./gcp-api.js";
+import {
+  bootDiskType,
+  bundledLocalSsdGb,
+  pricingSeriesOf,
+  seriesOf,
+  soldOnDemand,
+} from "./machine-series.js";
+import type { GcpClusterData, GcpOfferData } from "./offer-data.js";
 import { fetchPriceBook, type PriceBook, vmPrice } from "./prices.js";
+import { marketsWithGpuQuota } from "./quotas.js";
 import {
   type GcpInstanceAddresses,
   type GcpSettings,
@@ -64,21 +70,30 @@ import {
   resolveGcpSettings,
 } from "./settings.js";
 import { bootWatchdogSeconds, renderStartupScript, selfDeleteCommand } from "./startup-script.js";
+import { instanceResource } from "./vm-resource.js";
 
-type RawInstance = protos.google.cloud.compute.v1.IInstance;
+export type { GcpClusterData, GcpOfferData } from "./offer-data.js";
+
+import {
+  clusterFilter,
+  deleteVms,
+  GCP_LABELS,
+  getVm,
+  listVms,
+  networkPath,
+  noAutoPages,
+  type RawInstance,
+  regionOfZone,
+  statusOf,
+  tagsOf,
+  vmName,
+  waitWhilePending,
+} from "./vms.js";
+
+export { GCP_LABELS, labelValue, TAGS_METADATA_KEY } from "./vms.js";
+
 type RawMachineType = protos.google.cloud.compute.v1.IMachineType;
 type RawAcceleratorType = protos.google.cloud.compute.v1.IAcceleratorType;
-type RawFirewall = protos.google.cloud.compute.v1.IFirewall;
-
-/** The label keys Skyward puts on VMs (`skyward:cluster` → `skyward-cluster`: label keys allow no `:`). */
-export const GCP_LABELS = Object.freeze({
-  cluster: "skyward-cluster",
-  pool: "skyward-pool",
-  owner: "skyward-owner",
-} as const);
-
-/** The metadata item holding a VM's Skyward tags exactly (labels allow only a few characters). */
-export const TAGS_METADATA_KEY = "skyward-tags";
 
 /** The boot image of CPU VMs when none is set. */
 export const DEFAULT_CPU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts";
@@ -88,127 +103,13 @@ export const DEFAULT_ARM_IMAGE = "projects/ubuntu-os-cloud/global/images/family/
 export const DEFAULT_GPU_IMAGE =
   "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570";
 
-const SCOPES = ["https://www.googleapis.com/auth/cloud-platform"];
+const _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"];
 /** Operation error codes that mean "no capacity here now" (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability). */
-const CAPACITY_CODES =
-  /ZONE_RESOURCE_POOL_EXHAUSTED|RESOURCE_POOL_EXHAUSTED|STOCKOUT|QUOTA_EXCEEDED|UNAVAILABLE/;
-/** Call options of the `…Async` listings: they page on demand (the client warns unless this is said). A new object each call: the client adds to it. */
-const noAutoPages = () => ({ autoPaginate: false });
+const CAPACITY_CODES = /ZONE_RESOURCE_POOL_EXHAUSTED|RESOURCE_POOL_EXHAUSTED|STOCKOUT|UNAVAILABLE/;
 /** The longest teardown waits for VMs to go. */
 const TEARDOWN_LIMIT_MS = 15 * 60_000;
 /** How long the Catalog's prices are kept. */
 const PRICE_BOOK_TTL_MS = 60 * 60_000;
-
-/** What an offer of this provider carries in {@link Offer.specific}. */
-export interface GcpOfferData {
-  /** The zone. */
-  readonly zone: string;
-  /** The machine type (`n1-standard-4`, `g2-standard-8`). */
-  readonly machineType: string;
-  /** An accelerator type attached to the VM (`nvidia-tesla-t4`), or null (none, or built into the machine type). */
-  readonly acceleratorType: string | null;
-  /** How many of {@link GcpOfferData.acceleratorType}. */
-  readonly acceleratorCount: number;
-  /** Whether the VM has GPUs (attached or built in): it must then stop, not migrate, on host maintenance. */
-  readonly gpu: boolean;
-}
-
-/** What the GCP provider keeps per cluster ({@link Cluster.specific}). Holds no secret. */
-export interface GcpClusterData {
-  /** The project. */
-  readonly project: string;
-  /** The zone every VM runs in. */
-  readonly zone: string;
-  /** The network tag on every VM, which the pool's firewall rules target. */
-  readonly networkTag: string;
-  /** The pool's firewall rules (created by `prepare`, removed by `teardown`). */
-  readonly firewallRules: readonly string[];
-  /** The public key put in the VMs' `ssh-keys` metadata. */
-  readonly publicKey: string;
-  /** The private key's 0600 file on this machine. */
-  readonly identityFile: string;
-  /** The boot image. */
-  readonly image: string;
-  /** The boot disk size, GB. */
-  readonly diskGb: number;
-  /** Skyward's tags of this cluster. */
-  readonly tags: Readonly<Record<string, string>>;
-}
-
-/** A label value: lower-case letters, digits, `_` and `-`, at most 63 characters. */
-export function labelValue(value: string): string {
-  return value
-    .toLowerCase()
-    .replace(/[^a-z0-9_-]/g, "-")
-    .slice(0, 63);
-}
-
-function statusOf(raw: RawInstance): InstanceStatus {
-  switch (raw.status) {
-    case "RUNNING":
-      return "running";
-    case "PROVISIONING":
-    case "STAGING":
-    case "PENDING":
-      return "pending";
-    default:
-      // STOPPING, SUSPENDING, SUSPENDED, REPAIRING, and TERMINATED (Compute Engine's word for a
-      // stopped VM, which still exists and keeps its disk).
-      return "stopping";
-  }
-}
-
-function metadataValue(raw: RawInstance, key: string): string | undefined {
-  return raw.metadata?.items?.find((item) => item.key === key)?.value ?? undefined;
-}
-
-/** A VM's Skyward tags: the metadata item, else what its labels say. */
-function tagsOf(raw: RawInstance): Record<string, string> {
-  const text = metadataValue(raw, TAGS_METADATA_KEY);
-  if (text) {
-    try {
-      const parsed = JSON.parse(text) as unknown;
-      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
-        const tags: Record<string, string> = {};
-        for (const [key, value] of Object.entries(parsed)) if (typeof value === "string") tags[key] = value;
-        return tags;
-      }
-    } catch {
-      // fall back to the labels
-    }
-  }
-  const labels = raw.labels ?? {};
-  const tags: Record<string, string> = {};
-  const cluster = labels[GCP_LABELS.cluster];
-  const pool = labels[GCP_LABELS.pool];
-  if (cluster) tags[SKYWARD_TAGS.cluster] = cluster;
-  if (pool) tags[SKYWARD_TAGS.pool] = pool;
-  const zone = raw.zone?.split("/").pop();
-  if (zone) tags[SKYWARD_TAGS.region] = zone;
-  return tags;
-}
-
-function networkPath(network: string): string {
-  return network.includes("/") ? network : `global/networks/${network}`;
-}
-
-function subnetworkPath(subnetwork: string, zone: string): string {
-  return subnetwork.includes("/") ? subnetwork : `regions/${regionOfZone(zone)}/subnetworks/${subnetwork}`;
-}
-
-function regionOfZone(zone: string): string {
-  return zone.replace(/-[a-z]$/, "");
-}
-
-/** A machine type's series (`n1-standard-4` → `N1`, `a2-highgpu-1g` → `A2`). */
-function seriesOf(machineType: string): string {
-  return (machineType.split("-")[0] ?? "").toUpperCase();
-}
-
-/** A fresh VM name: the cluster id and six hex digits (names: `[a-z]([-a-z0-9]*[a-z0-9])?`, ≤ 63). */
-function vmName(clusterId: string): string {
-  return `${clusterId}-${randomBytes(3).toString("hex")}`;
-}
 
 /**
  * The GCP provider: `GCP()` uses the defaults (zone `us-central1-a`, Application Default
@@ -231,7 +132,7 @@ export function GCP(settings: GcpSettings = {}): ProviderV1<GcpClusterData> {
  * Creates the provider from a `skyward.toml` table (`[providers.x]` with `type = "gcp"`), its keys
  * already in camelCase: `project`, `zone`, `credentialsFile`, `accessToken`, `apiEndpoint`,
  * `billingEndpoint`, `network`, `subnetwork`, `image`, `sshUser`, `root`, `diskGb`, `diskType`,
- * `serviceAccount`, `keysDirectory`.
+ * `maxRunDuration`, `serviceAccount`, `keysDirectory`.
  */
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<GcpClusterData> {
   return build(resolveGcpSettings(settings, ""));
@@ -323,12 +224,14 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
       const vcpus = type.guestCpus ?? 0;
       const memoryGib = (type.memoryMb ?? 0) / 1024;
       const parts = {
-        series: seriesOf(name),
+        series: pricingSeriesOf(name),
         vcpus,
         memoryGib,
-        gpu: gpu && known ? { skuName: known.skuName, count: gpu.count } : null,
+        gpu: gpu && known ? { skuNames: known.skuNames, count: gpu.count } : null,
+        localSsdGb: bundledLocalSsdGb(name),
       };
-      const onDemandPrice = vmPrice(book, region, "on-demand", parts);
+      // Machine types Google does not sell on demand get no on-demand price, so no on-demand offer.
+      const onDemandPrice = soldOnDemand(name) ? vmPrice(book, region, "on-demand", parts) : null;
       const spotPrice = vmPrice(book, region, "spot", parts);
       if (onDemandPrice === null && spotPrice === null) return;
       const architecture = String(type.architecture ?? "").toUpperCase() === "ARM64" ? "arm64" : "x86_64";
@@ -360,6 +263,8 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
             acceleratorType: attached && gpu ? gpu.type : null,
             acceleratorCount: attached && gpu ? gpu.count : 0,
             gpu: gpu !== null,
+            gpuType: gpu?.type ?? null,
+            gpuCount: gpu?.count ?? 0,
           } satisfies GcpOfferData),
         }),
       );
@@ -457,135 +362,6 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
     cluster: Cluster<GcpClusterData> | RecordedCluster<GcpClusterData> | ClusterFromTags,
   ): string => cluster.specific?.zone ?? (isZone(cluster.region ?? "") ? cluster.region : settings.zone);
 
-  /** Skyward's VMs matching a label filter, in every zone. */
-  const listVms = async (
-    clients: GcpClients,
-    filter: string,
-    signal: AbortSignal,
-  ): Promise<RawInstance[]> => {
-    const found: RawInstance[] = [];
-    await gcpCall("listing instances", signal, async () => {
-      for await (const [, scoped] of clients.instances.aggregatedListAsync(
-        { project: clients.project, filter },
-        noAutoPages(),
-      ))
-        found.push(...(scoped.instances ?? []));
-    });
-    return found;
-  };
-
-  const getVm = async (clients: GcpClients, zone: string, name: string, signal: AbortSignal) => {
-    try {
-      const [raw] = await gcpCall(`getting instance ${name}`, signal, () =>
-        clients.instances.get({ project: clients.project, zone, instance: name }),
-      );
-      return raw;
-    } catch (error) {
-      if (isNotFound(error)) return null;
-      throw translateGcpError(error, `getting instance ${name}`, signal);
-    }
-  };
-
-  const deleteVms = async (
-    clients: GcpClients,
-    zone: string,
-    names: readonly string[],
-    signal: AbortSignal,
-  ) => {
-    const valid = [...new Set(names)].filter((name) => /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name));
-    await Promise.all(
-      valid.map(async (name) => {
-        try {
-          await gcpCall(`deleting instance ${name}`, signal, () =>
-            clients.instances.delete({ project: clients.project, zone, instance: name }),
-          );
-        } catch (error) {
-          if (!isNotFound(error)) throw translateGcpError(error, `deleting instance ${name}`, signal);
-        }
-      }),
-    );
-  };
-
-  const clusterFilter = (clusterId: string) => `labels.${GCP_LABELS.cluster} = "${labelValue(clusterId)}"`;
-
-  const firewallRulesOf = async (clients: GcpClients, signal: AbortSignal): Promise<RawFirewall[]> => {
-    const found: RawFirewall[] = [];
-    await gcpCall("listing firewall rules", signal, async () => {
-      for await (const rule of clients.firewalls.listAsync({ project: clients.project }, noAutoPages()))
-        found.push(rule);
-    });
-    return found;
-  };
-
-  /** The Skyward tags a firewall rule's description holds (JSON), or undefined for others' rules. */
-  const firewallTags = (rule: RawFirewall): Record<string, string> | undefined => {
-    try {
-      const parsed = JSON.parse(rule.description ?? "") as Record<string, unknown>;
-      return typeof parsed[SKYWARD_TAGS.cluster] === "string"
-        ? (parsed as Record<string, string>)
-        : undefined;
-    } catch {
-      return undefined;
-    }
-  };
-
-  const deleteFirewall = async (clients: GcpClients, name: string, signal: AbortSignal): Promise<boolean> => {
-    try {
-      const [operation] = await gcpCall(`deleting firewall rule ${name}`, signal, () =>
-        clients.firewalls.delete({ project: clients.project, firewall: name }),
-      );
-      const outcome = await waitForOperation(clients, operation.latestResponse, "global", signal);
-      const failure = outcome.errors.find((entry) => entry.code !== "RESOURCE_NOT_FOUND");
-      if (failure)
-        throw new ProvisionError({
-          provider: PROVIDER_NAME,
-          message: `deleting firewall rule ${name}: ${failure.code}: ${failure.message}`,
-        });
-      return true;
-    } catch (error) {
-      if (isNotFound(error)) return false;
-      throw translateGcpError(error, `deleting firewall rule ${name}`, signal);
-    }
-  };
-
-  const createFirewall = async (clients: GcpClients, rule: RawFirewall, signal: AbortSignal) => {
-    try {
-      const [operation] = await gcpCall(`creating firewall rule ${rule.name}`, signal, () =>
-        clients.firewalls.insert({ project: clients.project, firewallResource: rule }),
-      );
-      const outcome = await waitForOperation(clients, operation.latestResponse, "global", signal);
-      const failure = outcome.errors.find((entry) => entry.code !== "RESOURCE_ALREADY_EXISTS");
-      if (failure)
-        throw new ProvisionError({
-          provider: PROVIDER_NAME,
-          message: `creating firewall rule ${rule.name}: ${failure.code}: ${failure.message}`,
-        });
-    } catch (error) {
-      if (!isAlreadyExists(error))
-        throw translateGcpError(error, `creating firewall rule ${rule.name}`, signal);
-    }
-  };
-
-  /** Polls until none of `names` is pending (or the deadline passes); returns what it saw last. */
-  const waitWhilePending = async (
-    clients: GcpClients,
-    zone: string,
-    names: readonly string[],
-    deadline: number,
-    signal: AbortSignal,
-  ): Promise<RawInstance[]> => {
-    let interval = 500;
-    for (;;) {
-      const seen = (await Promise.all(names.map((name) => getVm(clients, zone, name, signal)))).filter(
-        (raw): raw is RawInstance => raw !== null,
-      );
-      const waiting = seen.some((raw) => statusOf(raw) === "pending");
-      if (!waiting || Date.now() >= deadline) return seen;
-      await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
-      interval = Math.min(interval * 2, 5000);
-    }
-  };
-
   return {
     specificationVersion: "v1",
     name: PROVIDER_NAME,
@@ -623,7 +399,22 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
           provider: PROVIDER_NAME,
           message: `offer ${offer.id} carries no zone and machine type`,
         });
+      const diskType = bootDiskType(data.machineType, settings.diskType);
+      if (typeof diskType !== "string")
+        throw new ProvisionError({ provider: PROVIDER_NAME, message: diskType.refused, isRetryable: false });
       const clients = clientsOf();
+      // A GPU pool no market's quota admits fails here, before anything is made, naming the quotas.
+      if (typeof data.gpuType === "string" && (data.gpuCount ?? 0) > 0)
+        await marketsWithGpuQuota(
+          clients,
+          {
+            region: regionOfZone(data.zone),
+            acceleratorType: data.gpuType,
+            gpusPerNode: data.gpuCount ?? 0,
+            markets: marketsFor(spec.allocation, offer),
+          },
+          signal,
+        );
       const keys = await ensureSshKeyPair(keysDirectory(), "gcp_ed25519");
       const clusterId = createClusterId("sky");
       const zone = data.zone;
@@ -697,109 +488,43 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
 
     async provision({ cluster, count, signal }) {
       const { spec, offer, specific } = cluster;
-      const data = offer.specific as unknown as GcpOfferData;
+      const _data = offer.specific as unknown as GcpOfferData;
       const clients = clientsOf();
       const zone = specific.zone;
       const startupScript = renderStartupScript({ root: settings.root, seconds: bootWatchdogSeconds(spec) });
       const created: string[] = [];
       const reasons: string[] = [];
 
+      const quotaReasons: string[] = [];
       const insert = async (market: Market): Promise<string | { noCapacity: string }> => {
-        const spot = market === "spot";
-        const price = spot ? offer.spotPrice : offer.onDemandPrice;
-        const tags: Record<string, string> = {
-          ...specific.tags,
-          [SKYWARD_TAGS.offer]: offer.id,
-          ...(price !== null ? { [SKYWARD_TAGS.hourlyPrice]: String(price) } : {}),
-          ...(spot ? { [SKYWARD_TAGS.spot]: "1" } : {}),
-        };
-        const labels = {
-          [GCP_LABELS.cluster]: labelValue(cluster.id),
-          ...(cluster.poolId ? { [GCP_LABELS.pool]: labelValue(cluster.poolId) } : {}),
-          ...(tags[SKYWARD_TAGS.owner]
-            ? { [GCP_LABELS.owner]: labelValue(tags[SKYWARD_TAGS.owner] as string) }
-            : {}),
-        };
         const name = vmName(cluster.id);
-        const instanceResource: RawInstance = {
-          name,
-          machineType: `zones/${zone}/machineTypes/${data.machineType}`,
-          labels,
-          tags: { items: [specific.networkTag] },
-          metadata: {
-            items: [
-              {
-                // USERNAME:KEY_TYPE KEY USERNAME (https://cloud.google.com/compute/docs/connect/add-ssh-keys#metadata).
-                key: "ssh-keys",
-                value: `${settings.sshUser}:${specific.publicKey.trim().split(/\s+/).slice(0, 2).join(" ")} ${settings.sshUser}`,
-              },
-              { key: "startup-script", value: startupScript },
-              { key: TAGS_METADATA_KEY, value: JSON.stringify(tags) },
-              ...(data.gpu ? [{ key: "install-nvidia-driver", value: "True" }] : []),
-            ],
-          },
-          disks: [
-            {
-              boot: true,
-              autoDelete: true,
-              initializeParams: {
-                sourceImage: specific.image,
-                diskSizeGb: String(specific.diskGb),
-                diskType: `zones/${zone}/diskTypes/${settings.diskType}`,
-                labels,
-              },
-            },
-          ],
-          networkInterfaces: [
-            {
-              network: networkPath(settings.network),
-              ...(settings.subnetwork !== undefined
-                ? { subnetwork: subnetworkPath(settings.subnetwork, zone) }
-                : {}),
-              accessConfigs: [{ name: "External NAT", type: "ONE_TO_ONE_NAT" }],
-            },
-          ],
-          ...(data.acceleratorType
-            ? {
-                guestAccelerators: [
-                  {
-                    acceleratorType: `zones/${zone}/acceleratorTypes/${data.acceleratorType}`,
-                    acceleratorCount: data.acceleratorCount,
-                  },
-                ],
-              }
-            : {}),
-          scheduling: spot
-            ? {
-                provisioningModel: "SPOT",
-                instanceTerminationAction: "DELETE",
-                onHostMaintenance: "TERMINATE",
-                automaticRestart: false,
-              }
-            : {
-                provisioningModel: "STANDARD",
-                // VMs with GPUs cannot live-migrate (https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance).
-                onHostMaintenance: data.gpu ? "TERMINATE" : "MIGRATE",
-                automaticRestart: true,
-              },
-          serviceAccounts: [{ email: settings.serviceAccount, scopes: SCOPES }],
-        };
+        const resource = instanceResource(settings, cluster, market, name, startupScript);
         let operation: Parameters<typeof waitForOperation>[1];
         try {
           const [answer] = await gcpCall(`creating instance ${name}`, signal, () =>
-            clients.instances.insert({ project: clients.project, zone, instanceResource }),
+            clients.instances.insert({ project: clients.project, zone, instanceResource: resource }),
           );
           operation = answer.latestResponse;
         } catch (error) {
           const message = error instanceof Error ? error.message : String(error);
+          // A quota is per market (spot has its own): the next market may still have room.
+          const quota = exceededQuota(error);
+          if (quota !== undefined) {
+            quotaReasons.push(`${market}: ${quota.message}`);
+            return { noCapacity: `quota: ${quota.message}` };
+          }
           if (CAPACITY_CODES.test(message)) return { noCapacity: message };
-          throw translateGcpError(error, `creating instance ${name}`, signal);
+          throw translateGcpError(error, `creating instance ${name}`, signal, clients.project);
         }
         created.push(name);
         const outcome = await waitForOperation(clients, operation, { zone }, signal);
         const failure = outcome.errors[0];
         if (failure) {
           const text = `${failure.code}: ${failure.message}`;
+          if (failure.code === "QUOTA_EXCEEDED") {
+            quotaReasons.push(`${market}: ${failure.message}`);
+            return { noCapacity: `quota: ${failure.message}` };
+          }
           if (CAPACITY_CODES.test(failure.code)) return { noCapacity: text };
           throw new ProvisionError({
             provider: PROVIDER_NAME,
@@ -834,6 +559,9 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
       }
       if (ready.length === 0) {
         await cleanUp();
+        // Every market met a quota: no capacity would come later, only a quota increase.
+        if (quotaReasons.length > 0 && quotaReasons.length === reasons.length)
+          throw quotaError(clients.project, `${offer.instanceType} in ${zone}: ${quotaReasons.join("; ")}`);
         throw new NoCapacityError({
           attempts: (reasons.length > 0 ? reasons : ["no market to try"]).map((reason) => ({
             provider: PROVIDER_NAME,

@@ -8,6 +8,7 @@ const sku = (
   units: string,
   nanos: number,
   regions = ["us-central1"],
+  usageUnit = "h",
 ) => ({
   description,
   category: { usageType },
@@ -15,7 +16,7 @@ const sku = (
   pricingInfo: [
     {
       pricingExpression: {
-        usageUnit: "h",
+        usageUnit,
         tieredRates: [{ startUsageAmount: 0, unitPrice: { currencyCode: "USD", units, nanos } }],
       },
     },
@@ -47,14 +48,19 @@ describe("prices from the Cloud Billing Catalog", () => {
   );
 
   it("adds up a VM's vCPUs, memory and GPUs in its region, per market", () => {
-    const vm = { series: "N1", vcpus: 4, memoryGib: 15, gpu: { skuName: "Nvidia Tesla T4", count: 2 } };
+    const vm = { series: "N1", vcpus: 4, memoryGib: 15, gpu: { skuNames: ["Nvidia Tesla T4"], count: 2 } };
     expect(vmPrice(book, "us-central1", "on-demand", vm)).toBe(0.89);
     expect(vmPrice(book, "us-central1", "spot", vm)).toBe(0.322);
     expect(vmPrice(book, "us-central1", "on-demand", { ...vm, gpu: null })).toBe(0.19);
   });
 
   it("tells GPUs whose names share a prefix apart", () => {
-    const a100 = (skuName: string) => ({ series: "N1", vcpus: 0, memoryGib: 0, gpu: { skuName, count: 1 } });
+    const a100 = (skuName: string) => ({
+      series: "N1",
+      vcpus: 0,
+      memoryGib: 0,
+      gpu: { skuNames: [skuName], count: 1 },
+    });
     expect(vmPrice(book, "us-central1", "on-demand", a100("Nvidia Tesla A100"))).toBe(2.9339);
     expect(vmPrice(book, "us-central1", "on-demand", a100("Nvidia Tesla A100 80GB"))).toBe(3.93);
   });
@@ -64,8 +70,45 @@ describe("prices from the Cloud Billing Catalog", () => {
     expect(vmPrice(book, "europe-west3", "on-demand", vm)).toBeNull();
     expect(vmPrice(book, "us-central1", "on-demand", { ...vm, series: "N2" })).toBeNull();
     expect(
-      vmPrice(book, "us-central1", "spot", { ...vm, gpu: { skuName: "Nvidia Tesla A100", count: 1 } }),
+      vmPrice(book, "us-central1", "spot", { ...vm, gpu: { skuNames: ["Nvidia Tesla A100"], count: 1 } }),
     ).toBeNull();
     expect(book.asOf).toBe("2026-11-24T00:00:00.000Z");
+  });
+
+  it("prices A3 Mega by its A3Plus parts and either H100 Mega SKU name, and the local SSD bundled with it", async () => {
+    // Descriptions as the Catalog writes them (SkyPilot's catalogue fetcher reads the same: "A3Plus"
+    // cores and RAM, "Nvidia H100 80GB Plus GPU" / "Nvidia H100 80GB Mega GPU"); local SSD per GiB-month
+    // ("SSD backed Local Storage", https://cloud.google.com/compute/disks-image-pricing#localssdpricing).
+    const { GCP_ACCELERATOR_TYPES } = await import("./accelerators.js");
+    const { bundledLocalSsdGb, pricingSeriesOf } = await import("./machine-series.js");
+    const mega = priceBookFromSkus(
+      [
+        sku("A3Plus Instance Core running in Americas", "OnDemand", "0", 30_000_000),
+        sku("A3Plus Instance Ram running in Americas", "OnDemand", "0", 3_000_000),
+        sku("Nvidia H100 80GB Plus GPU running in Americas", "OnDemand", "10", 344_275_712),
+        sku("SSD backed Local Storage in Americas", "OnDemand", "0", 80_000_000, ["us-central1"], "GiBy.mo"),
+      ],
+      "2026-11-24T00:00:00.000Z",
+    );
+    const machineType = "a3-megagpu-8g";
+    const price = vmPrice(mega, "us-central1", "on-demand", {
+      series: pricingSeriesOf(machineType),
+      vcpus: 208,
+      memoryGib: 1872,
+      gpu: { skuNames: GCP_ACCELERATOR_TYPES["nvidia-h100-mega-80gb"]?.skuNames ?? [], count: 8 },
+      localSsdGb: bundledLocalSsdGb(machineType),
+    });
+    // 208 × 0.03 + 1872 × 0.003 + 8 × 10.344275712 + 6000 × 0.08 / 730
+    expect(price).toBeCloseTo(208 * 0.03 + 1872 * 0.003 + 8 * 10.344275712 + (6000 * 0.08) / 730, 3);
+    // A bundled local SSD without a price leaves the VM without one: never an underestimate.
+    expect(
+      vmPrice(book, "us-central1", "on-demand", {
+        series: "N1",
+        vcpus: 1,
+        memoryGib: 1,
+        gpu: null,
+        localSsdGb: 375,
+      }),
+    ).toBeNull();
   });
 });

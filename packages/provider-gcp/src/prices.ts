@@ -6,7 +6,8 @@
  *
  * Compute Engine bills a VM by its parts: vCPUs ("N1 Predefined Instance Core running in Americas",
  * per hour), memory ("… Instance Ram …", per GiB-hour) and GPUs ("Nvidia Tesla T4 GPU running in
- * Americas", per GPU-hour); a SKU whose `category.usageType` is `Preemptible` is the spot price of
+ * Americas", per GPU-hour) and, for the machine types that come with it, local SSD ("SSD backed Local
+ * Storage in Americas", per GiB-month); a SKU whose `category.usageType` is `Preemptible` is the spot price of
  * the same part ("Spot Preemptible …"). A machine type's price is the sum of its parts in its region
  * (https://cloud.google.com/compute/vm-instance-pricing, https://cloud.google.com/compute/gpus-pricing).
  */
@@ -54,6 +55,8 @@ export interface PartPrices {
   readonly ram: ReadonlyMap<string, number>;
   /** Per GPU-hour, by the GPU's SKU name (`Nvidia Tesla T4`). */
   readonly gpu: ReadonlyMap<string, number>;
+  /** Per GiB-hour of local SSD ("SSD backed Local Storage"), or undefined when the Catalog has none. */
+  readonly localSsd?: number;
 }
 
 /** Every region's part prices, on demand and spot. */
@@ -67,6 +70,10 @@ export interface PriceBook {
 const CORE = /^(?:Spot Preemptible )?([A-Za-z0-9]+) (?:Predefined )?Instance Core running in /;
 const RAM = /^(?:Spot Preemptible )?([A-Za-z0-9]+) (?:Predefined )?Instance Ram running in /;
 const GPU = /^(?:Spot Preemptible )?(.+?) GPU (?:running in|attached to) /;
+/** "SSD backed Local Storage in Americas", "… attached to Spot Preemptible VMs in Americas". */
+const LOCAL_SSD = /^SSD backed Local Storage (?:attached to Spot Preemptible VMs )?in /;
+/** Hours in the month the Catalog's per-month prices are per (https://cloud.google.com/compute/disks-image-pricing). */
+const HOURS_PER_MONTH = 730;
 
 function unitPrice(sku: Sku): number | undefined {
   const rates = sku.pricingInfo?.[0]?.pricingExpression.tieredRates ?? [];
@@ -81,7 +88,7 @@ function unitPrice(sku: Sku): number | undefined {
 export function priceBookFromSkus(skus: readonly Sku[], asOf: string): PriceBook {
   const books = new Map<
     string,
-    { core: Map<string, number>; ram: Map<string, number>; gpu: Map<string, number> }
+    { core: Map<string, number>; ram: Map<string, number>; gpu: Map<string, number>; localSsd?: number }
   >();
   const book = (region: string, market: string) => {
     const key = `${region} ${market}`;
@@ -101,11 +108,14 @@ export function priceBookFromSkus(skus: readonly Sku[], asOf: string): PriceBook
     const core = CORE.exec(sku.description);
     const ram = core ? null : RAM.exec(sku.description);
     const gpu = core || ram ? null : GPU.exec(sku.description);
+    const localSsd = LOCAL_SSD.test(sku.description);
+    const perMonth = sku.pricingInfo?.[0]?.pricingExpression.usageUnit === "GiBy.mo";
     for (const region of sku.serviceRegions ?? []) {
       const parts = book(region, market);
       if (core?.[1]) parts.core.set(core[1].toUpperCase(), price);
       else if (ram?.[1]) parts.ram.set(ram[1].toUpperCase(), price);
       else if (gpu?.[1]) parts.gpu.set(gpu[1], price);
+      else if (localSsd) parts.localSsd = perMonth ? price / HOURS_PER_MONTH : price;
     }
   }
   const empty: PartPrices = { core: new Map(), ram: new Map(), gpu: new Map() };
@@ -122,8 +132,10 @@ export interface VmParts {
   readonly vcpus: number;
   /** Memory, GiB. */
   readonly memoryGib: number;
-  /** The GPUs' SKU name and count, or null. */
-  readonly gpu: { readonly skuName: string; readonly count: number } | null;
+  /** The GPUs' SKU names (the Catalog may use either) and count, or null. */
+  readonly gpu: { readonly skuNames: readonly string[]; readonly count: number } | null;
+  /** Local SSD that comes with the machine type, GB (billed beside it). */
+  readonly localSsdGb?: number;
 }
 
 /** The VM's hourly price in `region` for `market`, or null when a part has no price there. */
@@ -139,9 +151,14 @@ export function vmPrice(
   if (core === undefined || ram === undefined) return null;
   let total = core * vm.vcpus + ram * vm.memoryGib;
   if (vm.gpu) {
-    const gpu = parts.gpu.get(vm.gpu.skuName);
+    const gpu = vm.gpu.skuNames.map((name) => parts.gpu.get(name)).find((price) => price !== undefined);
     if (gpu === undefined) return null;
     total += gpu * vm.gpu.count;
+  }
+  if ((vm.localSsdGb ?? 0) > 0) {
+    // Bundled, so billed: a VM whose local SSD has no price has no known price.
+    if (parts.localSsd === undefined) return null;
+    total += parts.localSsd * (vm.localSsdGb ?? 0);
   }
   return roundPrice(total);
 }

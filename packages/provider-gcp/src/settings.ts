@@ -63,8 +63,21 @@ export interface GcpSettings {
   root?: string;
   /** Boot disk size, GB; a spec's `diskGb` raises it. Default 100. */
   diskGb?: number;
-  /** Boot disk type (`pd-balanced`, `pd-ssd`, `pd-standard`, `hyperdisk-balanced`). Default `pd-balanced`. */
+  /**
+   * Boot disk type (`pd-balanced`, `pd-ssd`, `pd-standard`, `pd-extreme`, `hyperdisk-balanced`).
+   * Default `pd-balanced`, and `hyperdisk-balanced` for the series that boot from Hyperdisk only
+   * (C4, C4A, C4D, N4, H3, M4, X4, A3 Ultra, A4, G4), which refuse Persistent Disk.
+   */
   diskType?: string;
+  /**
+   * Compute Engine's own guard, in seconds: every VM is created with `scheduling.maxRunDuration` and
+   * `instanceTerminationAction: DELETE`, so Compute Engine deletes it that long after it started —
+   * even when the client and the VM's own watchdog are gone, or its service account may not delete
+   * it. A hard limit on a node's life, not the pool's `ttl` (which counts from when the client lets
+   * go): set it above your longest run. 30 s to 120 days; default none
+   * (https://cloud.google.com/compute/docs/instances/limit-vm-runtime).
+   */
+  maxRunDuration?: number;
   /**
    * The service account VMs run as (its email), with the `cloud-platform` scope: the on-node TTL
    * self-destruct deletes the VM with it. Default `default` (the project's Compute Engine account).
@@ -136,7 +149,13 @@ const settingsSchema = z.strictObject({
     .enum(["pd-balanced", "pd-ssd", "pd-standard", "pd-extreme", "hyperdisk-balanced"], {
       error: 'expected one of "pd-balanced", "pd-ssd", "pd-standard", "pd-extreme", "hyperdisk-balanced"',
     })
-    .default("pd-balanced"),
+    .optional(),
+  maxRunDuration: z
+    .number({ error: "expected seconds as a whole number from 30 to 10368000 (120 days)" })
+    .int({ message: "expected seconds as a whole number from 30 to 10368000 (120 days)" })
+    .min(30, { message: "expected seconds as a whole number from 30 to 10368000 (120 days)" })
+    .max(10_368_000, { message: "expected seconds as a whole number from 30 to 10368000 (120 days)" })
+    .optional(),
   serviceAccount: text('a service account email or "default"').default("default"),
   keysDirectory: keysDirectorySchema,
   sshAddress: z

@@ -63,6 +63,28 @@ export interface FakeGce {
    * (https://google.aip.dev/auth/4111).
    */
   readonly serviceAccounts: Map<string, string>;
+  /**
+   * GPU quota limits: `GPUS_ALL_REGIONS` (the project's, all regions and markets) and `REGION METRIC`
+   * (`us-central1 NVIDIA_T4_GPUS`, `us-central1 PREEMPTIBLE_NVIDIA_T4_GPUS`). Unset: 64. The live VMs'
+   * GPUs are their usage; `regions.get` and `projects.get` report both, and an insert past one is
+   * refused at once with HTTP 403 `quotaExceeded`, as Compute Engine does.
+   */
+  readonly quotaLimits: Map<string, number>;
+  /**
+   * The project's `enable-oslogin` metadata: with OS Login on, a VM ignores `ssh-keys` unless its own
+   * metadata says `enable-oslogin=FALSE` (https://cloud.google.com/compute/docs/oslogin/set-up-oslogin).
+   */
+  osLoginProject: boolean;
+  /**
+   * When set, the Cloud Billing Catalog refuses a request without `x-goog-user-project`, as it does
+   * for user credentials with no quota project
+   * (https://cloud.google.com/docs/authentication/adc-troubleshooting/user-creds).
+   */
+  billingNeedsQuotaProject: boolean;
+  /** The `x-goog-user-project` header of every Catalog request, in order (undefined: none). */
+  readonly billingQuotaProjects: (string | undefined)[];
+  /** Whether a VM's guest agent takes its `ssh-keys` metadata (so a key in it logs in). */
+  acceptsSshKeys(instance: FakeInstance): boolean;
   /** Forgets requests, VMs, rules and exhaustion. */
   reset(): void;
   close(): Promise<void>;
@@ -164,6 +186,16 @@ export async function startFakeGce(): Promise<FakeGce> {
     firewalls,
     exhausted,
     serviceAccounts: new Map(),
+    quotaLimits: new Map(),
+    osLoginProject: false,
+    billingNeedsQuotaProject: false,
+    billingQuotaProjects: [],
+    acceptsSshKeys(instance) {
+      const items = ((instance.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ??
+        []) as { key: string; value: string }[];
+      const own = items.find((item) => item.key === "enable-oslogin")?.value?.toUpperCase();
+      return own !== undefined ? own !== "TRUE" : !fake.osLoginProject;
+    },
     addresses: [],
     stagingGets: 1,
     reset() {
@@ -173,11 +205,72 @@ export async function startFakeGce(): Promise<FakeGce> {
       operations.clear();
       exhausted.clear();
       stagingLeft.clear();
+      fake.quotaLimits.clear();
+      fake.osLoginProject = false;
+      fake.billingNeedsQuotaProject = false;
+      fake.billingQuotaProjects.length = 0;
       fake.addresses = [];
       fake.stagingGets = 1;
     },
     close: async () => undefined,
   };
+
+  /** A VM's GPUs: its accelerator type (attached or built into its machine type) and count. */
+  const gpusOf = (
+    zone: string,
+    body: Record<string, unknown>,
+  ): { type: string; count: number } | undefined => {
+    const guest = (body.guestAccelerators ?? []) as { acceleratorType?: string; acceleratorCount?: number }[];
+    const attached = guest[0];
+    if (attached)
+      return {
+        type: String(attached.acceleratorType ?? "")
+          .split("/")
+          .pop() as string,
+        count: attached.acceleratorCount ?? 0,
+      };
+    const machineType = String(body.machineType ?? "")
+      .split("/")
+      .pop();
+    const built = machineTypes(zone).find((entry) => entry.name === machineType)?.accelerators?.[0];
+    return built ? { type: built.guestAcceleratorType, count: built.guestAcceleratorCount } : undefined;
+  };
+  // Quota metrics of the GPU types (https://cloud.google.com/compute/resource-usage#gpu_quota).
+  const QUOTA_METRICS: Record<string, string> = {
+    "nvidia-tesla-t4": "NVIDIA_T4_GPUS",
+    "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
+    "nvidia-l4": "NVIDIA_L4_GPUS",
+    "nvidia-tesla-a100": "NVIDIA_A100_GPUS",
+  };
+  const metricOf = (type: string, spot: boolean) =>
+    QUOTA_METRICS[type] ? `${spot ? "PREEMPTIBLE_" : ""}${QUOTA_METRICS[type]}` : undefined;
+  const limitOf = (key: string) => fake.quotaLimits.get(key) ?? 64;
+  /** The GPUs in use: all, or those of one region and quota metric. */
+  const gpuUsage = (region?: string, metric?: string) =>
+    [...instances.values()].reduce((total, instance) => {
+      const zone = instance.zone.split("/").pop() as string;
+      const gpus = gpusOf(zone, instance);
+      if (!gpus) return total;
+      const spot =
+        (instance.scheduling as { provisioningModel?: string } | undefined)?.provisioningModel === "SPOT";
+      if (
+        region !== undefined &&
+        (zone.replace(/-[a-z]$/, "") !== region || metricOf(gpus.type, spot) !== metric)
+      )
+        return total;
+      return total + gpus.count;
+    }, 0);
+  /** The `quotas` of a region (its GPU metrics) or of the project (`GPUS_ALL_REGIONS`): Quota resources. */
+  const quotasOf = (region?: string) =>
+    region === undefined
+      ? [{ metric: "GPUS_ALL_REGIONS", limit: limitOf("GPUS_ALL_REGIONS"), usage: gpuUsage() }]
+      : Object.values(QUOTA_METRICS).flatMap((metric) =>
+          [metric, `PREEMPTIBLE_${metric}`].map((name) => ({
+            metric: name,
+            limit: limitOf(`${region} ${name}`),
+            usage: gpuUsage(region, name),
+          })),
+        );
 
   const insertInstance = (zone: string, body: Record<string, unknown>) => {
     const name = String(body.name ?? "");
@@ -221,11 +314,49 @@ export async function startFakeGce(): Promise<FakeGce> {
         "Instances with guest accelerators do not support live migration.",
         "badRequest",
       );
+    // Series that boot from Hyperdisk only refuse Persistent Disk
+    // (https://cloud.google.com/compute/docs/disks/hyperdisks#machine-type-support).
+    const bootDisk = ((body.disks ?? []) as { initializeParams?: { diskType?: string } }[])[0];
+    const diskType = String(bootDisk?.initializeParams?.diskType ?? "pd-standard")
+      .split("/")
+      .pop() as string;
+    if (/^(c4|c4a|c4d|n4|h3|m4|x4|a4|g4)-/.test(machineType ?? "") && diskType.startsWith("pd-"))
+      return googleError(
+        400,
+        `Invalid value for field 'resource.disks[0].initializeParams.diskType': '${diskType}'. ${diskType} disk type cannot be used by ${machineType} machine type.`,
+        "invalid",
+      );
+    // A run-duration limit needs its termination action (https://cloud.google.com/compute/docs/instances/limit-vm-runtime).
+    if (scheduling.maxRunDuration !== undefined && scheduling.instanceTerminationAction === undefined)
+      return googleError(
+        400,
+        "Invalid value for field 'resource.scheduling.instanceTerminationAction': ''. instanceTerminationAction must be specified when maxRunDuration or terminationTime is set.",
+        "invalid",
+      );
     const spot = scheduling.provisioningModel === "SPOT";
     if (spot && scheduling.automaticRestart === true)
       return googleError(400, "Spot VMs cannot have automaticRestart set to true.", "badRequest");
     const market = spot ? "spot" : "on-demand";
     const target = `${BASE}/zones/${zone}/instances/${name}`;
+    // Quotas are checked at once, before any operation: HTTP 403, reason quotaExceeded
+    // (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-quota).
+    const gpus = gpusOf(zone, body);
+    if (gpus) {
+      const region = zone.replace(/-[a-z]$/, "");
+      if (gpuUsage() + gpus.count > limitOf("GPUS_ALL_REGIONS"))
+        return googleError(
+          403,
+          `Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: ${limitOf("GPUS_ALL_REGIONS").toFixed(1)} globally.`,
+          "quotaExceeded",
+        );
+      const metric = metricOf(gpus.type, spot);
+      if (metric && gpuUsage(region, metric) + gpus.count > limitOf(`${region} ${metric}`))
+        return googleError(
+          403,
+          `Quota '${metric}' exceeded.  Limit: ${limitOf(`${region} ${metric}`).toFixed(1)} in region ${region}.`,
+          "quotaExceeded",
+        );
+    }
     if (exhausted.has(market) || exhausted.has(`${zone} ${machineType} ${market}`)) {
       // https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability
       const op = operation("insert", target, zone, {
@@ -309,7 +440,25 @@ export async function startFakeGce(): Promise<FakeGce> {
     }
   };
 
+  /**
+   * Compute Engine's own guard: a VM past its `maxRunDuration` is deleted (`instanceTerminationAction:
+   * DELETE`) or stopped, whatever else is running (https://cloud.google.com/compute/docs/instances/limit-vm-runtime).
+   */
+  const enforceRunDurations = () => {
+    for (const [key, instance] of instances) {
+      const scheduling = instance.scheduling as
+        | { maxRunDuration?: { seconds?: string }; instanceTerminationAction?: string }
+        | undefined;
+      const seconds = Number(scheduling?.maxRunDuration?.seconds ?? Number.NaN);
+      if (!Number.isFinite(seconds)) continue;
+      if (Date.now() - Date.parse(String(instance.creationTimestamp)) < seconds * 1000) continue;
+      if (scheduling?.instanceTerminationAction === "DELETE") instances.delete(key);
+      else instance.status = "TERMINATED";
+    }
+  };
+
   const handle = async (request: FakeRestRequest) => {
+    enforceRunDurations();
     const { path, method, query } = request;
     const body = request.body as Record<string, unknown> | undefined;
     if (!authorized(request.headers.authorization))
@@ -321,6 +470,29 @@ export async function startFakeGce(): Promise<FakeGce> {
 
     // Cloud Billing Catalog: https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list
     if (method === "GET" && path === "/v1/services/6F81-5844-456A/skus") {
+      const quotaProject = request.headers["x-goog-user-project"];
+      fake.billingQuotaProjects.push(typeof quotaProject === "string" ? quotaProject : undefined);
+      if (fake.billingNeedsQuotaProject && quotaProject === undefined)
+        return jsonAnswer(
+          403,
+          {
+            error: {
+              code: 403,
+              message:
+                "Your application is authenticating by using local Application Default Credentials. The cloudbilling.googleapis.com API requires a quota project, which is not set by default. To learn how to set your quota project, see https://cloud.google.com/docs/authentication/adc-troubleshooting/user-creds .",
+              status: "PERMISSION_DENIED",
+              details: [
+                {
+                  "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                  reason: "SERVICE_DISABLED",
+                  domain: "googleapis.com",
+                  metadata: { service: "cloudbilling.googleapis.com", consumer: "projects/764086051850" },
+                },
+              ],
+            },
+          },
+          JSON_UTF8,
+        );
       const page = Number(query.get("pageToken") || "0");
       return send({
         skus: SKU_PAGES[page] ?? [],
@@ -329,8 +501,23 @@ export async function startFakeGce(): Promise<FakeGce> {
     }
 
     const prefix = `/compute/v1/projects/${PROJECT}/`;
-    if (!path.startsWith(prefix)) return googleError(404, `The resource '${path}' was not found`, "notFound");
+    if (!path.startsWith(prefix) && path !== `/compute/v1/projects/${PROJECT}`)
+      return googleError(404, `The resource '${path}' was not found`, "notFound");
     const parts = path.slice(prefix.length).split("/");
+
+    // Project and Region resources with their quotas:
+    // https://cloud.google.com/compute/docs/reference/rest/v1/projects/get,
+    // https://cloud.google.com/compute/docs/reference/rest/v1/regions/get.
+    if (method === "GET" && path === `/compute/v1/projects/${PROJECT}`)
+      return send({ kind: "compute#project", name: PROJECT, quotas: quotasOf(), selfLink: BASE });
+    if (method === "GET" && parts[0] === "regions" && parts[1] && parts.length === 2)
+      return send({
+        kind: "compute#region",
+        name: parts[1],
+        status: "UP",
+        quotas: quotasOf(parts[1]),
+        selfLink: `${BASE}/regions/${parts[1]}`,
+      });
 
     if (method === "GET" && parts.length === 1 && parts[0] === "zones")
       return send({ kind: "compute#zoneList", items: ZONES, selfLink: `${BASE}/zones` });

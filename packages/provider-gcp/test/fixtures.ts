@@ -47,6 +47,8 @@ const MACHINE_SHAPES: Record<string, MachineShape[]> = {
     { name: "n1-highmem-4", guestCpus: 4, memoryMb: 26624 },
     // No price in the Catalog fixture below: never offered.
     { name: "n2-standard-4", guestCpus: 4, memoryMb: 16384 },
+    // Hyperdisk only (https://cloud.google.com/compute/docs/general-purpose-machines#c4_series).
+    { name: "c4-standard-4", guestCpus: 4, memoryMb: 15360 },
     {
       name: "g2-standard-4",
       guestCpus: 4,
@@ -176,6 +178,8 @@ export const SKU_PAGES = [
     sku("N1 Predefined Instance Ram running in Americas", "OnDemand", 0.004237, "GiBy.h"),
     sku("Spot Preemptible N1 Predefined Instance Core running in Americas", "Preemptible", 0.00698),
     sku("Spot Preemptible N1 Predefined Instance Ram running in Americas", "Preemptible", 0.000936, "GiBy.h"),
+    sku("C4 Instance Core running in Americas", "OnDemand", 0.03465),
+    sku("C4 Instance Ram running in Americas", "OnDemand", 0.003938, "GiBy.h"),
     sku("E2 Instance Core running in Americas", "OnDemand", 0.021811),
     sku("E2 Instance Ram running in Americas", "OnDemand", 0.002923, "GiBy.h"),
     sku("Spot Preemptible E2 Instance Core running in Americas", "Preemptible", 0.006543),
