@@ -154,7 +154,7 @@ export {
   type DetachedPool,
   detachedPools,
 } from "./session/attach.js";
-export { type Session, session } from "./session/session.js";
+export { type Session, session } from "./session-pools.js";
 // Accelerators
 export type {
   Accelerator,

@@ -1,15 +1,16 @@
 import type { protos } from "@google-cloud/compute";
-import { NoCapacityError, ProvisionError } from "@skyward/core";
-import type {
-  Cluster,
-  ClusterFromTags,
-  Instance,
-  LeftPoolResource,
-  Offer,
-  OfferQuery,
-  PoolResource,
-  ProviderV1,
-  RecordedCluster,
+import {
+  type Cluster,
+  type ClusterFromTags,
+  type Instance,
+  type LeftPoolResource,
+  NoCapacityError,
+  type Offer,
+  type OfferQuery,
+  type PoolResource,
+  type ProviderV1,
+  ProvisionError,
+  type RecordedCluster,
 } from "@skyward/core/contract";
 import {
   createClusterId,

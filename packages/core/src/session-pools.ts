@@ -3,10 +3,10 @@
  * closed together when it closes (`await using`), or detached together.
  */
 
-import { type ComputeOptions, compute } from "../compute.js";
-import type { Pool } from "../pool/pool.js";
-import type { ComputeInput } from "../spec/compute-input.js";
-import { type AttachedPool, type AttachOptions, attach } from "./attach.js";
+import { type ComputeOptions, compute } from "./compute.js";
+import type { Pool } from "./pool/pool.js";
+import { type AttachedPool, type AttachOptions, attach } from "./session/attach.js";
+import type { ComputeInput } from "./spec/compute-input.js";
 
 /** Pools with one lifetime; see {@link session}. */
 export interface Session extends AsyncDisposable {
