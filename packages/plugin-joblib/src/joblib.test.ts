@@ -127,7 +127,7 @@ describe("the package", () => {
     expect(files).toContain("python/skyward_plugin_joblib.py");
     expect(files).toContain("src/index.ts");
     expect(files.filter((file) => /test|__pycache__/.test(file))).toEqual([]);
-  });
+  }, 60_000); // `pnpm pack` in a child process: more than the default 5 s on a busy machine
 
   it("depends on @skyward/core as a peer", () => {
     const manifest = JSON.parse(readFileSync(`${root}/package.json`, "utf8")) as {

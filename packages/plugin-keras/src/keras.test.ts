@@ -61,7 +61,7 @@ describe("the package", () => {
     const files = packedFiles(root);
     expect(files).toContain("python/skyward_plugin_keras.py");
     expect(files.filter((file) => file.includes(".test.") || file.startsWith("test/"))).toEqual([]);
-  });
+  }, 60_000); // `pnpm pack` in a child process: more than the default 5 s on a busy machine
 
   it("depends on @skyward/core as a peer", () => {
     const manifest = JSON.parse(readFileSync(`${root}/package.json`, "utf8")) as {
