@@ -75,6 +75,7 @@ export const FAULT_CELLS = {
   "client-killed-after-create": "the client killed after create",
 } as const;
 
+/** One cell of the fault matrix: a fault a cloud API can answer with (see {@link FAULT_CELLS}). */
 export type FaultCell = keyof typeof FAULT_CELLS;
 
 /** The cells that inject a fault into a cloud API's answers. */
