@@ -14,8 +14,31 @@ import { alive, cleanUpDetached, until } from "./fixtures/processes.js";
 
 const child = fileURLToPath(new URL("./fixtures/detach-child.ts", import.meta.url));
 const submitChild = fileURLToPath(new URL("./fixtures/submit-detach-child.ts", import.meta.url));
+const tasks = fileURLToPath(new URL("./fixtures/detach_tasks.py", import.meta.url));
+const doubleIt = sky.python<[x: number], number>("detach_tasks:double");
 
 describe("detach and attach", () => {
+  it("comes back with its healing, autoscaling and health-check settings", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-attach-settings-"));
+    const healthChecker = { check: "detach_tasks:healthy", interval: 20, timeout: 5, failures: 2 };
+    const settings = {
+      livenessTimeout: 45,
+      retryOnInterruption: 1,
+      autoscaleCooldown: 4,
+      autoscaleIdleTimeout: 90,
+      reconcileTickInterval: 2,
+    };
+    const pool = await sky.compute({
+      provider: sky.Local({ workRoot }),
+      image: { includes: [tasks] },
+      options: { console: false, healthChecker, ...settings },
+    });
+    const id = await pool.detach();
+    await using again = await sky.attach(id, { options: { console: false } });
+    expect(again.options).toMatchObject({ ...settings, healthChecker });
+    expect(await again.run(doubleIt(21))).toBe(42);
+  }, 60_000);
+
   it("lets a client detach with a submitted task nobody looked at, and the task's outcome comes to attach", async () => {
     const workRoot = mkdtempSync(join(tmpdir(), "skyward-submit-detach-"));
     const client = spawn(process.execPath, [submitChild, workRoot], { stdio: ["ignore", "pipe", "pipe"] });

@@ -41,6 +41,8 @@ export interface DetachSnapshot {
   readonly budgetSeconds: number | null;
   readonly ttl: number;
   readonly worker: PoolSpec["worker"];
+  /** The pool's settings that an attached pool keeps (healing, autoscaling, health checks). */
+  readonly settings: PoolSettingsKept;
   readonly collectionsEnabled: boolean;
   /** The pool's distributed collections: final once `release` resolved. */
   readonly collections: CollectionStore;
@@ -48,6 +50,16 @@ export interface DetachSnapshot {
   readonly refs: readonly RecordedRef[];
   /** The workers' token. */
   readonly token: string;
+}
+
+/** The options of a pool that an attached pool goes on with, as they were resolved. */
+export interface PoolSettingsKept {
+  readonly healthChecker: Options["healthChecker"] | null;
+  readonly livenessTimeout: number;
+  readonly retryOnInterruption: number;
+  readonly autoscaleCooldown: number;
+  readonly autoscaleIdleTimeout: number;
+  readonly reconcileTickInterval: number;
 }
 
 /** Records a detached pool (the session's state file) and has its workers keep what they run. */
@@ -114,6 +126,14 @@ export function detachSnapshot(
     budgetSeconds,
     ttl: context.spec.ttl,
     worker: context.spec.worker,
+    settings: {
+      healthChecker: context.options.healthChecker ?? null,
+      livenessTimeout: context.options.livenessTimeout,
+      retryOnInterruption: context.options.retryOnInterruption,
+      autoscaleCooldown: context.options.autoscaleCooldown,
+      autoscaleIdleTimeout: context.options.autoscaleIdleTimeout,
+      reconcileTickInterval: context.options.reconcileTickInterval,
+    },
     collectionsEnabled: context.options.cluster,
     collections,
     refs: context.refs.snapshot(),

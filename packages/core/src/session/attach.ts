@@ -271,14 +271,19 @@ async function attached(
   let inside: PoolInternals;
   try {
     const budget = state.budget ?? undefined;
+    const { healthChecker, ...kept } = state.settings ?? {};
     const resolved = await validateComputeInput({
       provider,
+      // Its nodes as they are: the attached provider reconnects the recorded workers and starts no
+      // others, so an elastic pool comes back at its present size (docs/sessions.md says so).
       nodes: state.nodes.length,
       ttl: state.ttl,
-      // The budget keeps applying (counting what was spent), unless the caller gives another; the
-      // workers' settings are theirs.
+      // The budget and the pool's healing, autoscaling and health-check settings keep applying,
+      // unless the caller gives others; the workers' settings are theirs.
       options: {
         ...(budget ? { budget } : {}),
+        ...kept,
+        ...(healthChecker ? { healthChecker } : {}),
         ...options.options,
         ...(state.worker ? { worker: state.worker } : {}),
         ...(state.collectionsEnabled !== undefined ? { cluster: state.collectionsEnabled } : {}),

@@ -75,6 +75,7 @@ async function recordDetached(snapshot: DetachSnapshot, release: () => Promise<v
     cost: { total: cost.total, hourlyRate: cost.hourlyRate },
     refs: snapshot.refs,
     worker: snapshot.worker,
+    settings: snapshot.settings,
     collectionsEnabled: snapshot.collectionsEnabled,
     budget: budget ? { max: budget.max, warnAt: budget.warnAt } : null,
     budgetDeadline: budgetSeconds === null ? null : takenAt + budgetSeconds * 1000,

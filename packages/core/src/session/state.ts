@@ -12,6 +12,7 @@ import { chmod, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises
 import { join } from "node:path";
 import { skywardHome } from "../config/home.js";
 import type { Cluster, Instance, Offer } from "../contract/types.js";
+import type { PoolSettingsKept } from "../pool/detach.js";
 import type { RecordedRef } from "../pool/remote-refs.js";
 import type { Worker } from "../spec/options.js";
 
@@ -101,6 +102,8 @@ export interface DetachedPoolState {
   readonly refs?: readonly RecordedRef[];
   /** Its workers' settings (they run with them): the attached pool's. Absent in files of older versions. */
   readonly worker?: Worker;
+  /** Its healing, autoscaling and health-check settings, kept after attach. Absent in older files. */
+  readonly settings?: PoolSettingsKept;
   /** Its `options.cluster` (distributed collections on or off). Absent in files of older versions. */
   readonly collectionsEnabled?: boolean;
   /** What it had cost when it was detached; absent in files of older versions. */
