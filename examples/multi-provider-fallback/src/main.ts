@@ -29,7 +29,7 @@ function soldOutCloud(name: string): ProviderV1 {
   return {
     specificationVersion: "v1",
     name,
-    capabilities: { spot: false, volumes: false, images: false },
+    capabilities: { spot: false },
     offers: async () => [offer],
     prepare: async ({ spec, offer: chosen }) => ({
       id: `${name}-cluster`,

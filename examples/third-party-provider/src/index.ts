@@ -88,7 +88,7 @@ function build(settings: ReturnType<typeof parseAcmeSettings>): ProviderV1<Machi
   return defineMachineProvider<AcmeMachine>({
     name: "acme",
     label: "Acme",
-    capabilities: { spot: false, volumes: false, images: false },
+    capabilities: { spot: false },
     ...(settings.region ? { cacheKey: settings.region } : {}),
     clusterIdPrefix: "acme",
     sshUser: "root",

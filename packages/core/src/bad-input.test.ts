@@ -27,7 +27,7 @@ function fakeProvider(overrides: Record<string, unknown> = {}): Provider {
   return {
     specificationVersion: "v1",
     name: "fake",
-    capabilities: { spot: false, volumes: false, images: false },
+    capabilities: { spot: false },
     offers: unused,
     prepare: unused,
     provision: unused,

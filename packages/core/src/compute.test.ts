@@ -45,7 +45,7 @@ describe("named form (skyward.toml)", () => {
   return {
     specificationVersion: "v1",
     name: "fixture",
-    capabilities: { spot: false, volumes: false, images: false },
+    capabilities: { spot: false,  },
     settings,
     async offers() { return []; },
     async prepare() { throw new Error("not used"); },

@@ -26,7 +26,7 @@ function carelessProvider(labels: readonly (string | undefined)[] = ["PCIe", und
   const provider: sky.Provider = {
     specificationVersion: "v1",
     name: "careless",
-    capabilities: { spot: false, volumes: false, images: false },
+    capabilities: { spot: false },
     async offers({ query }) {
       queries.push(query);
       return labels.map((formFactor, index) => ({

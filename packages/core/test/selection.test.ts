@@ -20,7 +20,7 @@ function neverCapacity(name: string, price: number, reasons: readonly string[] =
   return {
     specificationVersion: "v1",
     name,
-    capabilities: { spot: true, volumes: false, images: false },
+    capabilities: { spot: true },
     async offers() {
       return [
         {
@@ -164,6 +164,31 @@ describe("several specs", () => {
     expect(polls).toBeGreaterThanOrEqual(3);
     expect(await pool.run(add(1, 1))).toBe(2);
   }, 60_000);
+});
+
+describe("capabilities.spot", () => {
+  it("keeps a provider without spot instances out of a spot-only spec, saying so, and asks it for nothing", async () => {
+    let asked = 0;
+    const local = sky.Local();
+    const counting: sky.Provider = {
+      ...local,
+      async offers(options) {
+        asked += 1;
+        return local.offers(options);
+      },
+    };
+    const error = await sky
+      .compute({ provider: counting, allocation: "spot", options: { console: false } })
+      .catch((caught: unknown) => caught);
+    expect(sky.NoOffersError.isInstance(error)).toBe(true);
+    expect((error as sky.NoOffersError).attempts).toEqual([
+      {
+        provider: "local",
+        reason: 'allocation "spot" asks for spot instances, which local does not have (capabilities.spot is false)',
+      },
+    ]);
+    expect(asked).toBe(0);
+  });
 });
 
 describe("local inputs", () => {

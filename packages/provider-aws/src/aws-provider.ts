@@ -213,7 +213,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     specificationVersion: "v1",
     name: PROVIDER_NAME,
     // Instance types change rarely: a catalogue, whose offers the core may cache for a day.
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "catalogue" }),
+    capabilities: Object.freeze({ spot: true, offerCache: "catalogue" }),
     // Every setting the offers depend on, prices included: a provider with other `onDemandPrices`,
     // another Price List endpoint, another EC2 endpoint (also one the SDK takes from the environment) or
     // another account (zone names and the types offered in them are the account's) must not be handed

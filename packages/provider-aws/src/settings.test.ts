@@ -103,7 +103,7 @@ describe("AWS settings", () => {
     const provider = AWS();
     expect(provider.specificationVersion).toBe("v1");
     expect(provider.name).toBe("aws");
-    expect(provider.capabilities).toMatchObject({ spot: true, images: true, volumes: false });
+    expect(provider.capabilities).toMatchObject({ spot: true });
   });
 
   it("keys its cached offers by every setting that prices them: onDemandPrices and the pricing endpoint too", () => {

@@ -367,7 +367,7 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
     specificationVersion: "v1",
     name: PROVIDER_NAME,
     // The Catalog's list prices change seldom: the core may cache offers for a day.
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "catalogue" }),
+    capabilities: Object.freeze({ spot: true, offerCache: "catalogue" }),
     // Every setting the offers depend on: the zone, the two APIs asked, and the project whose zones and
     // machine types are listed, also when it comes from the environment or the credentials file (read
     // when the core first asks, as the clients are made on first use; not a secret). Not the network,

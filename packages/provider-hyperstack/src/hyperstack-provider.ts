@@ -106,7 +106,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     name: NAME,
     label: "Hyperstack",
     // Prices are a catalogue, but stock moves: the core caches offers for an hour at most.
-    capabilities: Object.freeze({ spot: true, volumes: false, images: true, offerCache: "marketplace" }),
+    capabilities: Object.freeze({ spot: true, offerCache: "marketplace" }),
     // Every setting the offers depend on (the API asked, the regions allowed), so that a provider set
     // otherwise is never handed offers the core cached for another. Not the image, user or key.
     cacheKey: JSON.stringify([api, settings.regions ? [...settings.regions].sort() : null]),

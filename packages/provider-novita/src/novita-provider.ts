@@ -98,8 +98,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     label: "Novita",
     capabilities: Object.freeze({
       spot: true,
-      volumes: false,
-      images: true,
       offerCache: "marketplace",
       // Containers reached through a mapped public port: no network between instances.
       peerNetwork: "none",

@@ -240,8 +240,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     // GPU pods of one pool join global networking (CPU pods cannot); image pulls take long.
     capabilities: Object.freeze({
       spot: true,
-      volumes: false,
-      images: true,
       offerCache: "marketplace",
       peerNetwork: "accelerated",
       provisionTimeout: RUNPOD_PROVISION_TIMEOUT_SECONDS,

@@ -258,7 +258,7 @@ function build(declared: Declared): ProviderV1<SshClusterData> {
   return {
     specificationVersion: "v1",
     name: "ssh",
-    capabilities: Object.freeze({ spot: false, volumes: false, images: false, maxInstances: hosts.length }),
+    capabilities: Object.freeze({ spot: false, maxInstances: hosts.length }),
 
     async offers({ query }): Promise<readonly Offer[]> {
       if (query.allocation === "spot") return [];

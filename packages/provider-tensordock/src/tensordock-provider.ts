@@ -132,8 +132,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
     // A marketplace: prices and availability move, so the core caches its offers for an hour at most.
     capabilities: Object.freeze({
       spot: false,
-      volumes: false,
-      images: true,
       offerCache: "marketplace",
       // Each VM is a separate host reached at its own public IP, with only the forwarded ports open.
       peerNetwork: "none",

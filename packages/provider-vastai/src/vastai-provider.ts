@@ -712,8 +712,6 @@ function build(settings: ParsedSettings, cudaOfImage: number | undefined): Provi
     // a distributed-training plugin on several nodes is refused at validation (core), not left to hang.
     capabilities: Object.freeze({
       spot: true,
-      volumes: false,
-      images: true,
       offerCache: "marketplace",
       peerNetwork: "none",
       provisionTimeout: VASTAI_PROVISION_TIMEOUT_SECONDS,

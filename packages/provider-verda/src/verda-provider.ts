@@ -164,8 +164,6 @@ function adapterFor(
     label: "Verda",
     capabilities: Object.freeze({
       spot: true,
-      volumes: false,
-      images: true,
       offerCache: "marketplace",
       // Verda documents no private network between separately deployed instances: an instance has one
       // address, its public `ip` (API reference, "Get instance by ID": https://api.verda.com/v1/docs),

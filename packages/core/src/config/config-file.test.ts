@@ -24,7 +24,7 @@ export function createProviderFromConfig(settings) {
   return {
     specificationVersion: "v1",
     name: "fixture",
-    capabilities: { spot: false, volumes: false, images: false },
+    capabilities: { spot: false,  },
     settings,
     async offers() { return []; },
     async prepare() { throw new Error("not used"); },

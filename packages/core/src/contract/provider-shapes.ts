@@ -333,18 +333,27 @@ export interface CleanupResult {
   readonly left: readonly LeftPoolResource[];
 }
 
-/**
- * What a provider can do itself. Where a flag is false the core does without, or does it another way
- * (e.g. volumes mounted by the bootstrap script instead of the provider).
- */
+/** What a provider can do, as far as the core acts on it. */
 export interface ProviderCapabilities {
-  /** It can create spot (interruptible) instances. */
+  /**
+   * It can create spot (interruptible) instances. When false, a spec with `allocation: "spot"` gets no
+   * offer from it (the attempt says why) and its offers are never asked for.
+   */
   readonly spot: boolean;
-  /** It can attach the spec's volumes itself; otherwise the bootstrap mounts them. */
-  readonly volumes: boolean;
-  /** It accepts custom base images (AMIs, container images). */
-  readonly images: boolean;
-  /** It can stop instances and resume them later. */
+  /**
+   * @deprecated Read by nothing: the bootstrap mounts the spec's volumes on every SSH-reached provider.
+   * Accepted so that v1 providers declaring it still type-check; leave it out.
+   */
+  readonly volumes?: boolean;
+  /**
+   * @deprecated Read by nothing: a provider's base image is one of its own settings (an AMI, a
+   * container image). Accepted so that v1 providers declaring it still type-check; leave it out.
+   */
+  readonly images?: boolean;
+  /**
+   * @deprecated Read by nothing: no pool stops or resumes instances. Accepted so that v1 providers
+   * declaring it still type-check; leave it out.
+   */
   readonly stopResume?: boolean;
   /** The most instances it supports in one cluster, when limited (a fixed set of SSH hosts, this machine). */
   readonly maxInstances?: number;

@@ -45,7 +45,7 @@ function fakeProvider(): ProviderV1<FakeSpecific> {
   return {
     specificationVersion: "v1",
     name: "fake",
-    capabilities: { spot: true, volumes: false, images: false },
+    capabilities: { spot: true },
     async offers() {
       return [offer];
     },

@@ -445,7 +445,7 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
   const provider: ProviderV1<LocalCluster> = {
     specificationVersion: "v1",
     name: "local",
-    capabilities: Object.freeze({ spot: false, volumes: false, images: false }),
+    capabilities: Object.freeze({ spot: false }),
 
     async offers({ query }): Promise<readonly Offer[]> {
       const offer = Object.freeze({

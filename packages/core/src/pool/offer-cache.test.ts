@@ -41,7 +41,7 @@ function countingProvider(
   const provider = {
     specificationVersion: "v1",
     name,
-    capabilities: { spot: true, volumes: false, images: false, ...(offerCache ? { offerCache } : {}) },
+    capabilities: { spot: true, ...(offerCache ? { offerCache } : {}) },
     async offers() {
       calls += 1;
       return [offer];

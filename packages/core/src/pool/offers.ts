@@ -42,6 +42,13 @@ export async function rankOffers(
   const candidates: (OfferCandidate & { order: number; unverified: boolean })[] = [];
   for (const [order, spec] of specs.entries()) {
     const provider = spec.provider ?? settings.defaultProvider();
+    if (spec.allocation === "spot" && !provider.capabilities.spot) {
+      attempts.push({
+        provider: provider.name,
+        reason: `allocation "spot" asks for spot instances, which ${provider.name} does not have (capabilities.spot is false)`,
+      });
+      continue;
+    }
     const query = offerQuery(spec);
     let offers: readonly Offer[];
     try {

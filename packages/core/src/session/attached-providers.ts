@@ -76,8 +76,6 @@ export function attachedLocal(
     name: "local",
     capabilities: Object.freeze({
       spot: false,
-      volumes: false,
-      images: false,
       maxInstances: state.nodes.length,
     }),
     async offers() {

@@ -12,7 +12,7 @@ function fakeProvider(name: string): Provider {
   return {
     specificationVersion: "v1",
     name,
-    capabilities: { spot: true, volumes: false, images: false },
+    capabilities: { spot: true },
     offers: async () => [],
     prepare: async () => {
       throw new Error("not used");

@@ -21,7 +21,7 @@ function fakeProvider(name = "fake"): Provider {
   return {
     specificationVersion: "v1",
     name,
-    capabilities: { spot: true, volumes: false, images: false },
+    capabilities: { spot: true },
     offers: async () => [],
     prepare: async () => {
       throw new Error("not used");
@@ -334,7 +334,7 @@ describe("peer network", () => {
   const plain = Plugin.create("helper");
   const withNetwork = (peerNetwork: "private" | "accelerated" | "none" | undefined): Provider => ({
     ...fakeProvider("market"),
-    capabilities: { spot: true, volumes: false, images: false, ...(peerNetwork ? { peerNetwork } : {}) },
+    capabilities: { spot: true, ...(peerNetwork ? { peerNetwork } : {}) },
   });
 
   it("refuses a plugin needing one on more than one node of a provider without one, naming the plugin", () => {
@@ -378,7 +378,7 @@ describe("peer network", () => {
       spec({
         provider: {
           ...fakeProvider(),
-          capabilities: { spot: false, volumes: false, images: false, peerNetwork: "vpn" as never },
+          capabilities: { spot: false, peerNetwork: "vpn" as never },
         },
       }),
     ).toThrow(/capabilities\.peerNetwork the string "vpn"/);
@@ -388,7 +388,7 @@ describe("peer network", () => {
 describe("provisionTimeout", () => {
   const slow: Provider = {
     ...fakeProvider("pulls-images"),
-    capabilities: { spot: false, volumes: false, images: true, provisionTimeout: 1500 },
+    capabilities: { spot: false, provisionTimeout: 1500 },
   };
 
   it("is the provider's own default when the options leave it unset, else 300; a set value wins", () => {

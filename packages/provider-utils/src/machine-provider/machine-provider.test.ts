@@ -60,8 +60,6 @@ function fakeApi(idempotencyToken = false) {
     label: "Fake",
     capabilities: {
       spot: true,
-      volumes: false,
-      images: false,
       offerCache: "marketplace",
       peerNetwork: "none",
     },
