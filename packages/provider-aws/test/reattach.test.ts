@@ -94,7 +94,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach on AWS (moto) with 
       consumed: number[];
       instances: [string, number][];
     };
-    expect(outcomes).toEqual(Array(5).fill("CancelledError"));
+    expect(outcomes).toEqual(Array(5).fill("TaskDetachedError"));
     started.kill("SIGKILL");
     await exited;
     expect(pids.every(alive)).toBe(true);

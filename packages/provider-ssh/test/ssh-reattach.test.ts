@@ -76,7 +76,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
       consumed: number[];
     };
     // Its own callers were let go of when it detached.
-    expect(outcomes).toEqual(Array(5).fill("CancelledError"));
+    expect(outcomes).toEqual(Array(5).fill("TaskDetachedError"));
     client.kill("SIGKILL");
     await exited;
     expect(pids).toHaveLength(2);
@@ -199,7 +199,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
       const waiting = pool.run(slow("from-the-cli", 1)).catch((error: Error) => error.name);
       await new Promise((resolve) => setTimeout(resolve, 300));
       const id = await pool.detach();
-      expect(await waiting).toBe("CancelledError");
+      expect(await waiting).toBe("TaskDetachedError");
       // A project as a user has it: the provider package installed, the hosts in skyward.toml.
       const project = await mkdtemp(join(tmpdir(), "skyward-ssh-attach-project-"));
       await mkdir(join(project, "node_modules", "@skyward"), { recursive: true });
@@ -259,7 +259,7 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
     const waiting = pool.run(note(1.5)).catch((error: Error) => error.name);
     await new Promise((resolve) => setTimeout(resolve, 300));
     const id = await pool.detach();
-    expect(await waiting).toBe("CancelledError");
+    expect(await waiting).toBe("TaskDetachedError");
     // The collections are sealed in the state file, not written in clear.
     const state = readFileSync(`${process.env.SKYWARD_HOME}/pools/${id}.json`, "utf8");
     expect(JSON.parse(state).collections).toEqual(expect.any(String));

@@ -378,7 +378,7 @@ export interface DetachAttachScenario {
 /**
  * The scenario of a pool detached while a task runs and attached again, on a one-node pool on
  * `provider()` (see {@link DetachAttachScenario.spec}): a `work` task is
- * running when the pool is detached (its promise ends with a `CancelledError`); the state file
+ * running when the pool is detached (its promise ends with a `TaskDetachedError`); the state file
  * holds no secret and no private key; attached through a new provider object, the task's result is
  * collected once and the node is the same worker process; detached again and attached once more,
  * nothing is collected twice and the worker still answers; closed, the fake holds nothing of it.
@@ -405,7 +405,7 @@ export async function expectDetachAttach(scenario: DetachAttachScenario): Promis
     ),
   ).toBe(true);
   const id = await pool.detach();
-  expect(await pending).toBe("CancelledError");
+  expect(await pending).toBe("TaskDetachedError");
   const home = process.env.SKYWARD_HOME;
   if (!home) throw new Error("expectDetachAttach: SKYWARD_HOME is not set (use a scratch Skyward home)");
   const state = await readFile(join(home, "pools", `${id}.json`), "utf8");
