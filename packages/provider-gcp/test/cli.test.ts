@@ -67,6 +67,8 @@ describe.skipIf(!built && !isCi())("skyward offers --provider gcp (fake Compute 
       "n1-standard-4 + 1x nvidia-tesla-t4",
       "n1-highmem-4 + 1x nvidia-tesla-t4",
       "n1-standard-8 + 1x nvidia-tesla-t4",
+      // A T4 takes up to 48 vCPUs (Compute Engine's GPU machine-types table), so 32 fit beside one.
+      "n1-standard-32 + 1x nvidia-tesla-t4",
     ]);
     expect(`${result.stdout}${result.stderr}`).not.toContain(TEST_ACCESS_TOKEN);
     // Every call carried the token, and nothing but reads happened.
