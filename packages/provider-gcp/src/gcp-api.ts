@@ -17,6 +17,7 @@ import {
   // (tens of MB of JSON), which took 3-4 s more at every start.
 } from "@google-cloud/compute/build/src/v1/index.js";
 import { ConfigurationError, ProvisionError } from "@skyward/core";
+import { abortableSleep } from "@skyward/provider-utils";
 import { GoogleAuth, JWT, OAuth2Client } from "google-auth-library";
 import type { ResolvedGcpSettings } from "./settings.js";
 
@@ -233,21 +234,8 @@ function googleErrorMessage(body: string): string {
   return body.slice(0, 200);
 }
 
-/** Sleeps, or rejects with the signal's reason once it aborts. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
+/** Sleeps, or rejects with the signal's reason once it aborts (provider-utils' own). */
+export const sleep = abortableSleep;
 
 /** The gRPC-style code of a client error (5 NOT_FOUND, 6 ALREADY_EXISTS, …) and its HTTP status. */
 export function errorStatus(error: unknown): { code: number | undefined; http: number | undefined } {
