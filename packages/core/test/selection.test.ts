@@ -184,7 +184,8 @@ describe("capabilities.spot", () => {
     expect((error as sky.NoOffersError).attempts).toEqual([
       {
         provider: "local",
-        reason: 'allocation "spot" asks for spot instances, which local does not have (capabilities.spot is false)',
+        reason:
+          'allocation "spot" asks for spot instances, which local does not have (capabilities.spot is false)',
       },
     ]);
     expect(asked).toBe(0);

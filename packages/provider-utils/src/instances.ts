@@ -2,7 +2,6 @@
 import { NoCapacityError } from "@skyward/core";
 import type { Cluster, Instance, InstanceSsh, InstanceStatus } from "@skyward/core/contract";
 import { marketsFor } from "./offers/prices.js";
-import { skywardTags } from "./tags.js";
 
 /**
  * The status to report for an instance reached over SSH: `running` only once it has its SSH
