@@ -144,6 +144,7 @@ class Worker:
             self.loop, options.concurrency, self._new_executor, self._node, self.refs, self.detach, self.lifetime,
             self.log,
         )
+        self.table.mask = self.cluster.secret_mask.mask
         self.subtasks = SubtaskRelay(self.table, self.detach, self._node)
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
@@ -421,6 +422,8 @@ class Worker:
         return self.table.error_message(task_id, kind, type_name, text, traceback_text, slot)
 
     def on_output(self, task: Task | None, slot: int | None, stream: str, data: str) -> None:
+        # Masked here too, for what no client hears and the worker's own stream keeps (its log file).
+        data = self.cluster.secret_mask.mask(data)
         if task is not None:
             connection = task.connection
             if task.state == "running" and connection is not None and connection.alive:

@@ -14,6 +14,7 @@ import type { DetachHandler } from "./detach.js";
 import type { Pool } from "./pool.js";
 import { type PoolInternals, type PoolResume, PoolRuntime } from "./pool-runtime.js";
 import { checkNodeCeiling } from "./resize.js";
+import { resolveSecretValues } from "./secret-values.js";
 import { closeOnSignals } from "./signals.js";
 
 /** A validated pool request, and what the pool is wired to. */
@@ -62,8 +63,11 @@ async function launch(request: PoolRequest, resume: PoolResume | undefined): Pro
       specs.length > 1 ? `specs[${index}].volumes` : "volumes",
     );
   }
+  // Read before anything is provisioned: a secret that cannot be read refuses the pool by its name.
+  const secrets = await resolveSecretValues(specs);
   const pool = new PoolRuntime({
     spec: first,
+    secrets,
     options: request.options,
     onEvent: request.onEvent,
     defaultProvider: request.defaultProvider,

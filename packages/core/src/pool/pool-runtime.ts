@@ -57,6 +57,7 @@ import { isClosing, nodeIndices, type PoolContext, SINGLE_WORKER, setPoolState }
 import type { CallArguments, Pending, PendingStream, PendingTask } from "./python-function.js";
 import { type RecordedRef, RemoteRefRegistry, type RemoteRefStats } from "./remote-refs.js";
 import { resizePool } from "./resize.js";
+import { NO_SECRET_VALUES, type SecretValues } from "./secret-values.js";
 import { dropConnections, releaseWorkers, terminateNodes } from "./shutdown.js";
 import { forgetOnSignals } from "./signals.js";
 import { provisionAndStart } from "./start.js";
@@ -98,6 +99,8 @@ export interface PoolRuntimeSettings {
   readonly detach: DetachHandler;
   /** Set when the pool picks up a detached pool's workers. */
   readonly resume?: PoolResume | undefined;
+  /** The values of the specs' secrets, read at start (none when absent). */
+  readonly secrets?: SecretValues | undefined;
 }
 
 /** The pool's implementation; users see it as a {@link Pool}. */
@@ -170,6 +173,7 @@ export class PoolRuntime implements Pool {
       nodeWaitSeconds: () => this.spec.provisionTimeout,
       collections: this.#collections,
       ...(resume ? { idPrefix: resume.taskIdPrefix } : {}),
+      redact: (text) => this.#secrets.redact(text),
     });
     this.#context = {
       id,
@@ -189,6 +193,7 @@ export class PoolRuntime implements Pool {
       headPort: 29500,
       layout: SINGLE_WORKER,
       resumed: resume !== undefined,
+      secrets: settings.secrets ?? NO_SECRET_VALUES,
     };
     this.#membership = new Membership(this.#context);
     this.#dispatch = {
@@ -214,6 +219,7 @@ export class PoolRuntime implements Pool {
     );
     this.#secrets.addEnvironment(process.env);
     this.#secrets.add(token);
+    for (const value of this.#context.secrets.values) this.#secrets.add(value, 1);
     this.#addSecretsOf(spec);
     this.#logFile = attachLogFile(this.#hub, {
       poolId: id,

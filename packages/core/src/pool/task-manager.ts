@@ -64,6 +64,8 @@ export interface TaskManagerOptions {
   readonly collections?: CollectionStore;
   /** What task ids start with (`t1`, `t2`…); an attached pool's differ from those it was detached with. */
   readonly idPrefix?: string;
+  /** Masks the pool's secrets in task output lines (default: none masked). */
+  readonly redact?: (text: string) => string;
 }
 
 /** Dispatches tasks over the pool's node connections. */
@@ -91,7 +93,7 @@ export class TaskManager {
   constructor(options: TaskManagerOptions) {
     this.#idPrefix = options.idPrefix ?? "t";
     this.#events = new TaskEvents(options.hub, options.poolId);
-    this.#output = new OutputLines(options.hub, options.poolId);
+    this.#output = new OutputLines(options.hub, options.poolId, options.redact);
     this.#grace = options.timeoutGraceSeconds ?? 10;
     this.#onQueued = options.onQueued;
     this.#retries = options.retryOnInterruption ?? 3;
