@@ -203,6 +203,7 @@ export type {
   WorkerInput,
 } from "./spec/options.js";
 export { logConfig, options, worker } from "./spec/options.js";
+export type { SecretInput, SecretSource, Secrets, SecretsInput } from "./spec/secrets.js";
 export type {
   AllocationStrategy,
   Architecture,
