@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REDACTED } from "../src/contract.js";
 import * as sky from "../src/index.js";
-import { secretsInCommandLines, secretsInFiles } from "./fixtures/secret-leaks.js";
+import { capturingStderr, secretsInCommandLines, secretsInFiles } from "./fixtures/secret-leaks.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/secret_tasks.py", import.meta.url));
 const attachChild = fileURLToPath(new URL("./fixtures/attach-secrets-child.ts", import.meta.url));
@@ -59,27 +59,12 @@ function secrets(): sky.SecretsInput {
   return { HF_TOKEN: { env: "SKYTEST_SECRETS_HF" }, DB_PASSWORD: { file: passwordFile }, API_KEY: apiKey };
 }
 
-/** Runs `body` with what the console writes to stderr collected. */
-async function capturingStderr<T>(body: () => Promise<T>): Promise<{ result: T; console: string }> {
-  const chunks: string[] = [];
-  const write = process.stderr.write.bind(process.stderr);
-  process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
-    chunks.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8"));
-    return (write as (...args: unknown[]) => boolean)(chunk, ...rest);
-  }) as typeof process.stderr.write;
-  try {
-    return { result: await body(), console: chunks.join("") };
-  } finally {
-    process.stderr.write = write;
-  }
-}
-
 describe.each(["thread", "process"] as const)("a Local pool's secrets, %s executor", (executor) => {
   it("reach its tasks' environment and nowhere else; printed or raised, they show masked", async () => {
     const workRoot = await mkdtemp(join(tmpdir(), "skyward-secrets-root-"));
     const logFile = join(home, "logs", `secrets-${executor}.log`);
     const events: sky.SkywardEvent[] = [];
-    const { console } = await capturingStderr(async () => {
+    const { console: consoleOutput } = await capturingStderr(async () => {
       await using pool = await sky.compute(
         {
           provider: sky.Local({ workRoot }),
@@ -113,8 +98,8 @@ describe.each(["thread", "process"] as const)("a Local pool's secrets, %s execut
     const printed = events.filter((event) => event.type === "log").map((event) => event.line);
     expect(printed).toContain(`the token is ${REDACTED}`);
     expect(JSON.stringify(events)).not.toMatch(new RegExp(PLANTED.join("|")));
-    expect(console).toContain(`the token is ${REDACTED}`);
-    expect(console).not.toMatch(new RegExp(PLANTED.join("|")));
+    expect(consoleOutput).toContain(`the token is ${REDACTED}`);
+    expect(consoleOutput).not.toMatch(new RegExp(PLANTED.join("|")));
     const log = await readFile(logFile, "utf8");
     expect(log).toContain(`the token is ${REDACTED}`);
     expect(await secretsInFiles([home], PLANTED)).toEqual([]);

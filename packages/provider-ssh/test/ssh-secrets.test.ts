@@ -20,7 +20,11 @@ import {
   useScratchSkywardHome,
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { secretsInCommandLines, secretsInFiles } from "../../core/test/fixtures/secret-leaks.js";
+import {
+  capturingStderr,
+  secretsInCommandLines,
+  secretsInFiles,
+} from "../../core/test/fixtures/secret-leaks.js";
 import { SSH } from "../src/index.js";
 
 const skipReason = await requireTestbed();
@@ -63,14 +67,7 @@ describe.skipIf(skipReason !== undefined)("secrets on SSH hosts of the test bed"
     const homePath = (home as ScratchSkywardHome).path;
     const logFile = join(homePath, "logs", "ssh-secrets.log");
     const events: sky.SkywardEvent[] = [];
-    const consoleChunks: string[] = [];
-    const write = process.stderr.write.bind(process.stderr);
-    process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
-      consoleChunks.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8"));
-      return (write as (...args: unknown[]) => boolean)(chunk, ...rest);
-    }) as typeof process.stderr.write;
-    let id: string;
-    try {
+    const { result: id, console: consoleOutput } = await capturingStderr(async () => {
       const pool = await sky.compute(
         {
           provider: SSH({ hosts: testbedSshHosts(bed) }),
@@ -90,16 +87,14 @@ describe.skipIf(skipReason !== undefined)("secrets on SSH hosts of the test bed"
       expect(await secretsInCommandLines(PLANTED)).toEqual([]);
       expect(await secretsInFiles([root], PLANTED)).toEqual([]);
       await held;
-      id = await pool.detach();
-    } finally {
-      process.stderr.write = write;
-    }
+      return pool.detach();
+    });
     const printed = events.filter((event) => event.type === "log").map((event) => event.line);
     expect(printed).toContain(`the token is ${REDACTED}`);
     const leaked = new RegExp(PLANTED.join("|"));
     expect(JSON.stringify(events)).not.toMatch(leaked);
-    expect(consoleChunks.join("")).toContain(`the token is ${REDACTED}`);
-    expect(consoleChunks.join("")).not.toMatch(leaked);
+    expect(consoleOutput).toContain(`the token is ${REDACTED}`);
+    expect(consoleOutput).not.toMatch(leaked);
     expect(await readFile(logFile, "utf8")).not.toMatch(leaked);
     // The state file of the detached pool is in the home: names only.
     expect(await secretsInFiles([homePath, root], PLANTED)).toEqual([]);
