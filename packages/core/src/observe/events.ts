@@ -218,6 +218,12 @@ export interface MetricEvent extends EventBase {
   readonly unit?: string;
   /** The GPU's index on the node, for the per-GPU metrics (`gpu`, `gpu_memory`, `gpu_memory_total`, `gpu_temp`). */
   readonly gpu?: number;
+  /** The worker on the node, for a value a task reported (`skyward.report_metric`). */
+  readonly worker?: number;
+  /** The task that reported it, for a value a task reported. */
+  readonly taskId?: string;
+  /** The step it belongs to (a training step), when the task gave one. */
+  readonly step?: number;
 }
 
 /** One line a task or worker wrote to stdout or stderr. */

@@ -244,6 +244,10 @@ export class PoolRuntime implements Pool {
     return this.#context.state;
   }
 
+  cancel(taskId: string): boolean {
+    return this.#tasks.cancel(taskId, "cancelled with pool.cancel()");
+  }
+
   currentNodes(): number {
     return this.#tasks.liveNodes;
   }
