@@ -52,37 +52,43 @@ function listenOptions(options: DashboardOptions): { port: number; host: string 
   return { port, host };
 }
 
-/** A dashboard that records a pool's events from its start and serves them once the pool exists. */
+/** A dashboard that records a pool's events from before the pool exists. */
 export interface DashboardRecording {
   /** Takes one of the pool's events (give it every one, from `compute`'s `onEvent`). */
   record(event: SkywardEvent): void;
-  /** Starts serving `pool` (closed when the pool is destroyed). */
-  serve(pool: Pool, options?: DashboardOptions): Promise<DashboardServer>;
-}
-
-async function serveRecorded(
-  pool: Pool,
-  recorder: DashboardRecorder,
-  options: DashboardOptions,
-): Promise<DashboardServer> {
-  const server = await startServer(pool, recorder, listenOptions(options));
-  const stop = pool.on("pool.destroyed", () => {
-    stop();
-    void server.close();
-  });
-  return server;
+  /** Starts serving (what was recorded so far, then the pool once attached). */
+  listen(options?: DashboardOptions): Promise<DashboardServer>;
+  /** The pool, once it exists: its nodes, cost and write actions; the server stops when it is destroyed. */
+  attach(pool: Pool): void;
 }
 
 /**
- * Records a pool's events from before it exists (what `options.dashboard` on `compute` uses, so the
- * page shows provisioning and bootstrap too).
+ * Records a pool's events from before it exists: what `options.dashboard` on `compute` uses, so the
+ * page (and the link on the console) is there during provisioning and bootstrap too.
  */
 export function recordDashboard(): DashboardRecording {
   const recorder = new DashboardRecorder();
+  let pool: Pool | undefined;
+  const servers: DashboardServer[] = [];
   return {
     record: (event) => recorder.record(event),
-    serve: (pool, options = {}) => serveRecorded(pool, recorder, options),
+    async listen(options = {}) {
+      const server = await startServer(() => pool, recorder, listenOptions(options));
+      servers.push(server);
+      return server;
+    },
+    attach(attached) {
+      pool = attached;
+      closeWithPool(attached, servers);
+    },
   };
+}
+
+function closeWithPool(pool: Pool, servers: readonly DashboardServer[]): void {
+  const stop = pool.on("pool.destroyed", () => {
+    stop();
+    for (const server of servers) void server.close();
+  });
 }
 
 /**
@@ -103,7 +109,8 @@ export function recordDashboard(): DashboardRecording {
  */
 export async function serveDashboard(pool: Pool, options: DashboardOptions = {}): Promise<DashboardServer> {
   const recorder = new DashboardRecorder();
-  const server = await serveRecorded(pool, recorder, options);
+  const server = await startServer(() => pool, recorder, listenOptions(options));
+  closeWithPool(pool, [server]);
   const stop = pool.on("*", (event) => recorder.record(event));
   return {
     url: server.url,

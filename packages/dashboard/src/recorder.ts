@@ -94,6 +94,7 @@ export class DashboardRecorder {
   #lastId = 0;
   #provider: string | null = null;
   #poolState = "init";
+  #poolId = "";
 
   constructor() {
     // Credential-looking environment variables of this process are masked wherever they appear.
@@ -102,6 +103,7 @@ export class DashboardRecorder {
 
   /** Takes one event of the pool. */
   record(event: SkywardEvent): void {
+    this.#poolId = event.poolId;
     if (event.type === "metric") {
       this.#recordMetric(event);
       return;
@@ -199,12 +201,13 @@ export class DashboardRecorder {
     }
   }
 
-  /** The pool now, as `/api/pool` gives it. */
-  pool(pool: Pool): PoolPayload {
-    const cost = pool.cost();
+  /** The pool now, as `/api/pool` gives it (`pool` is undefined while it is being provisioned). */
+  pool(pool: Pool | undefined): PoolPayload {
+    const cost = pool?.cost() ?? { hourlyRate: 0, total: 0, nodes: [] };
     const costByNode = new Map(cost.nodes.map((node) => [node.node, node]));
-    const indexes = new Set([...this.#nodes.keys(), ...pool.nodes().map((node) => node.index)]);
-    const live = new Map(pool.nodes().map((node) => [node.index, node]));
+    const poolNodes = pool?.nodes() ?? [];
+    const indexes = new Set([...this.#nodes.keys(), ...poolNodes.map((node) => node.index)]);
+    const live = new Map(poolNodes.map((node) => [node.index, node]));
     const nodes: NodeRow[] = [...indexes]
       .sort((a, b) => a - b)
       .map((index) => {
@@ -225,15 +228,15 @@ export class DashboardRecorder {
           since: priced?.since ?? null,
         };
       });
-    const budget = pool.options.budget;
+    const budget = pool?.options.budget ?? null;
     const left = budget === null ? 0 : budget.max - cost.total;
     const budgetEndsAt =
       budget !== null && cost.hourlyRate > 0
         ? Date.now() + (Math.max(0, left) / cost.hourlyRate) * 3_600_000
         : null;
     return {
-      id: pool.id,
-      state: pool.state ?? this.#poolState,
+      id: pool?.id ?? this.#poolId,
+      state: pool?.state ?? this.#poolState,
       provider: this.#provider,
       startedAt: this.startedAt,
       now: Date.now(),
@@ -278,7 +281,7 @@ export class DashboardRecorder {
   }
 
   /** Samples the pool's counters and cost and makes the next stream batch of what changed. */
-  flush(pool: Pool): StreamBatch {
+  flush(pool: Pool | undefined): StreamBatch {
     const now = Date.now();
     const payload = this.pool(pool);
     this.#tasksCompleted.add(now, this.#counts.completed);

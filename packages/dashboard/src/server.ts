@@ -78,9 +78,12 @@ function sseMessage(batch: StreamBatch): string {
   return `id: ${batch.id}\nevent: batch\ndata: ${JSON.stringify(batch)}\n\n`;
 }
 
-/** Serves `recorder`'s view of `pool`; a stream batch goes out every second. */
+/**
+ * Serves `recorder`'s view of the pool `currentPool` gives (undefined while it is being provisioned:
+ * the page shows what the events said so far); a stream batch goes out every second.
+ */
 export async function startServer(
-  pool: Pool,
+  currentPool: () => Pool | undefined,
   recorder: DashboardRecorder,
   listen: ListenOptions,
 ): Promise<DashboardServer> {
@@ -109,6 +112,8 @@ export async function startServer(
 
   const act = async (request: IncomingMessage, response: ServerResponse, path: string): Promise<void> => {
     if (request.method !== "POST") return sendJson(response, 405, { error: "use POST" });
+    const pool = currentPool();
+    if (pool === undefined) return sendJson(response, 409, { error: "the pool is still being provisioned" });
     const cancel = /^\/api\/tasks\/([^/]+)\/cancel$/.exec(path);
     if (cancel !== null) {
       const cancelled = pool.cancel(decodeURIComponent(cancel[1] as string));
@@ -141,7 +146,7 @@ export async function startServer(
         return;
       }
       case "/api/pool":
-        return sendJson(response, 200, recorder.pool(pool));
+        return sendJson(response, 200, recorder.pool(currentPool()));
       case "/api/metrics": {
         const since = Number(url.searchParams.get("since") ?? Number.NEGATIVE_INFINITY);
         return sendJson(
@@ -178,7 +183,7 @@ export async function startServer(
   });
 
   const tick = setInterval(() => {
-    const message = sseMessage(recorder.flush(pool));
+    const message = sseMessage(recorder.flush(currentPool()));
     for (const stream of streams) stream.write(message);
   }, BATCH_INTERVAL_MS);
   const keepalive = setInterval(() => {

@@ -48,8 +48,15 @@ export interface PoolDestroyedEvent extends EventBase {
   readonly type: "pool.destroyed";
 }
 
+/** The pool's dashboard (`options.dashboard`) is up: its link, token included, for the console and the log. */
+export interface DashboardReadyEvent extends EventBase {
+  readonly type: "dashboard.ready";
+  /** The page's URL (`http://127.0.0.1:PORT/?token=…`). */
+  readonly url: string;
+}
+
 /** Events about the pool as a whole. */
-export type PoolEvent = PoolStateEvent | PoolReadyEvent | PoolDestroyedEvent;
+export type PoolEvent = PoolStateEvent | PoolReadyEvent | PoolDestroyedEvent | DashboardReadyEvent;
 
 /** Fields every node event has. */
 export interface NodeEventBase extends EventBase {

@@ -20,6 +20,7 @@ import type { Provider } from "../contract/provider.js";
 import { type BudgetExceededError, CancelledError, TaskDetachedError } from "../errors/errors.js";
 import { attachConsole } from "../observe/console.js";
 import {
+  type DashboardReadyEvent,
   EventHub,
   type EventOf,
   type PoolState,
@@ -98,7 +99,12 @@ export interface PoolRuntimeSettings {
   readonly detach: DetachHandler;
   /** Set when the pool picks up a detached pool's workers. */
   readonly resume?: PoolResume | undefined;
+  /** Emitted when the pool starts (after the console and the log file are attached). */
+  readonly announcement?: PoolAnnouncement | undefined;
 }
+
+/** An event a pool emits for its creator when it starts: the dashboard's link. */
+export type PoolAnnouncement = Omit<DashboardReadyEvent, "timestamp" | "poolId">;
 
 /** The pool's implementation; users see it as a {@link Pool}. */
 export class PoolRuntime implements Pool {
@@ -117,6 +123,7 @@ export class PoolRuntime implements Pool {
   readonly #secrets = new Redactor();
   readonly #logFile: LogFileAttachment;
   readonly #defaultProvider: () => Provider;
+  readonly #announcement: PoolAnnouncement | undefined;
   readonly #detachHandler: DetachHandler;
   #closing: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
@@ -144,6 +151,7 @@ export class PoolRuntime implements Pool {
     this.id = id;
     this.options = options;
     this.#defaultProvider = settings.defaultProvider;
+    this.#announcement = settings.announcement;
     this.#detachHandler = settings.detach;
     this.#cost.carry(resume?.carriedCost ?? 0);
     if (settings.onEvent) this.#hub.on("*", settings.onEvent);
@@ -361,6 +369,8 @@ export class PoolRuntime implements Pool {
       const combined = signal ? AbortSignal.any([signal, abort]) : abort;
       this.#startedAt = performance.now();
       for (const spec of specs) this.#addSecretsOf(spec);
+      if (this.#announcement)
+        this.#hub.emit({ ...this.#announcement, timestamp: Date.now(), poolId: this.id });
       setPoolState(this.#context, "requesting");
       const { spec, cluster } = await provisionAndStart(
         this.#context,

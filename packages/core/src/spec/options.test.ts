@@ -30,6 +30,7 @@ describe("options defaults (the reference's Options and PoolSpec)", () => {
       shutdownTimeout: 120,
       console: true,
       logging: DEFAULT_LOG_CONFIG,
+      dashboard: null,
       cluster: true,
       retryOnInterruption: 3,
       budget: null,
@@ -157,6 +158,41 @@ describe("budget", () => {
     let caught: unknown;
     try {
       options({ budget: budget as never });
+    } catch (error) {
+      caught = error;
+    }
+    const issues = (caught as { issues?: { path: string; message: string }[] }).issues ?? [];
+    expect(
+      issues.some((issue) => issue.path === path && issue.message.includes(message)),
+      JSON.stringify(issues),
+    ).toBe(true);
+  });
+});
+
+describe("dashboard", () => {
+  it("takes true (any free port on 127.0.0.1) or { port, host }, and false or null for none", () => {
+    expect(options({ dashboard: true }).dashboard).toEqual({ port: 0, host: "127.0.0.1" });
+    expect(options({ dashboard: { port: 8787 } }).dashboard).toEqual({ port: 8787, host: "127.0.0.1" });
+    expect(options({ dashboard: { port: 1, host: "0.0.0.0" } }).dashboard).toEqual({
+      port: 1,
+      host: "0.0.0.0",
+    });
+    expect(options({ dashboard: false }).dashboard).toBeNull();
+    expect(options({ dashboard: null }).dashboard).toBeNull();
+    const once = options({ dashboard: { port: 9000 } });
+    expect(options(once)).toEqual(once);
+  });
+
+  it.each([
+    [{ port: 70_000 }, "options.dashboard.port", "expected a port number 0–65535"],
+    [{ port: 1.5 }, "options.dashboard.port", "expected a whole port number"],
+    [{ host: "" }, "options.dashboard.host", "expected an address to bind"],
+    [{ prot: 1 }, "options.dashboard.prot", "unknown field"],
+    ["yes", "options.dashboard", "expected true, false or { port, host }"],
+  ])("refuses %j naming the field", (dashboard, path, message) => {
+    let caught: unknown;
+    try {
+      options({ dashboard: dashboard as never });
     } catch (error) {
       caught = error;
     }
