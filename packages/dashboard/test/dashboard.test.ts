@@ -101,6 +101,11 @@ describe("the dashboard's server", () => {
       const cpu = metrics.series.find((series) => series.node === node && series.name === "cpu");
       expect(cpu?.points.length, `node ${node} cpu`).toBeGreaterThan(2);
     }
+    for (const node of [0, 1]) {
+      const loss = metrics.series.find((series) => series.node === node && series.name === "loss");
+      expect(loss?.worker, `node ${node} loss`).toBe(0);
+      expect(loss?.points.map((point) => point.step)).toEqual([0]);
+    }
     const newest = Math.max(...metrics.series.flatMap((series) => series.points.map((point) => point.t)));
     const later = await json<MetricsPayload>(`api/metrics?since=${newest}`);
     expect(later.series.flatMap((series) => series.points).every((point) => point.t > newest)).toBe(true);

@@ -2,7 +2,7 @@
 
 The same names and meanings as the Python project, so existing task code runs unchanged:
 ``instance_info``, ``is_head``, ``shard``, ``stdout``, ``stderr``, ``silent``, ``redirect_output``,
-``function``, ``gather`` and ``time``; and the distributed collections ``dict``, ``set``, ``counter``,
+``function``, ``gather`` and ``time``; ``report_metric`` (a task's own values, a Skyward addition); and the distributed collections ``dict``, ``set``, ``counter``,
 ``queue``, ``barrier`` and ``lock`` (:mod:`skyward.collections`).
 """
 
@@ -18,6 +18,7 @@ from .execution import InputStreamError
 from .functions import PendingFunction, PendingGroup, SkyFunction, gather, unwrap
 from .info import AcceleratorInfo, InstanceInfo, NetworkInfo, PeerInfo
 from .output import CallbackWriter, redirect_output, silent, stderr, stdout
+from .reporting import report_metric
 from .sharding import shard
 
 __version__ = "0.1.0"
@@ -73,6 +74,7 @@ __all__ = [
     "instance_info",
     "is_head",
     "redirect_output",
+    "report_metric",
     "shard",
     "silent",
     "stderr",
