@@ -36,6 +36,9 @@ const NOTABLE_TYPES = new Set([
   "error",
 ]);
 
+/** Events the page does not list (see `#recordEntry`). */
+const UNLISTED_TYPES = new Set(["task.queued", "task.started", "task.completed", "dashboard.ready"]);
+
 interface NodeSeen {
   phase: string;
   spot: boolean | null;
@@ -178,9 +181,9 @@ export class DashboardRecorder {
   }
 
   #recordEntry(event: SkywardEvent): void {
-    // Task starts, completions and queueing are counted, not listed: a long run has millions.
-    if (event.type === "task.queued" || event.type === "task.started" || event.type === "task.completed")
-      return;
+    // Task starts, completions and queueing are counted, not listed: a long run has millions. The
+    // dashboard's own link carries its token: a page (or a screenshot of one) never shows it.
+    if (UNLISTED_TYPES.has(event.type)) return;
     const record = eventLogRecord(event, this.#redactor);
     const node = "node" in event && typeof event.node === "number" ? event.node : null;
     const text = event.type === "log" ? this.#redactor.redact(event.line) : String(record.msg);

@@ -1,0 +1,144 @@
+/**
+ * The dashboard in a real browser: Debian's headless Chromium, driven by playwright-core, opens the
+ * link of a 2-node Local pool made with `options.dashboard` whose tasks print a line and report their
+ * loss, and reads from the page: both nodes, a chart whose series grows, the task counter moving, the
+ * printed line; without the token, 401. With `SKYWARD_DASHBOARD_SCREENSHOTS=DIR` it also saves the
+ * page at two sizes there (how docs/dashboard.md's pictures are made).
+ */
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as sky from "@skyward/core";
+import { requirePrerequisite } from "@skyward/testing";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const CHROMIUM = "/usr/bin/chromium";
+const skipReason = requirePrerequisite(
+  existsSync(CHROMIUM)
+    ? undefined
+    : `${CHROMIUM} is not installed (Debian's chromium package; scripts/test.sh installs it)`,
+  "Chromium for the dashboard's browser tests",
+);
+
+const tasks = fileURLToPath(new URL("./fixtures/dashboard_tasks.py", import.meta.url));
+const train = sky.python<[number, number], number>("dashboard_tasks:train");
+const profile = mkdtempSync(join(tmpdir(), "skyward-dashboard-chromium-"));
+
+let pool: sky.Pool;
+let link: string;
+let browser: BrowserContext;
+let page: Page;
+const pageErrors: string[] = [];
+
+beforeAll(async () => {
+  if (skipReason !== undefined) return;
+  const announced: string[] = [];
+  pool = await sky.compute(
+    {
+      nodes: 2,
+      image: {
+        includes: [tasks],
+        metrics: [sky.metrics.CPU({ interval: 0.25 }), sky.metrics.Memory({ interval: 0.5 })],
+      },
+      options: { console: false, dashboard: true },
+    },
+    { onEvent: (event) => void (event.type === "dashboard.ready" && announced.push(event.url)) },
+  );
+  link = announced[0] as string;
+  browser = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+    viewport: { width: 1440, height: 1000 },
+  });
+  page = await browser.newPage();
+  page.on("pageerror", (error) => pageErrors.push(error.message));
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await pool?.close();
+  rmSync(profile, { recursive: true, force: true });
+});
+
+async function number(selector: string): Promise<number> {
+  return Number(await page.locator(selector).getAttribute("data-points"));
+}
+
+async function text(selector: string): Promise<string> {
+  return (await page.locator(selector).textContent()) ?? "";
+}
+
+describe.skipIf(skipReason !== undefined)("the dashboard in Chromium", () => {
+  it("answers 401 without the token", async () => {
+    const bare = new URL(link);
+    bare.search = "";
+    const response = await page.goto(bare.href);
+    expect(response?.status()).toBe(401);
+  });
+
+  it("lists both nodes, grows its charts, counts tasks and shows the task's log line", async () => {
+    const response = await page.goto(link);
+    expect(response?.status()).toBe(200);
+    await page.locator("#connection", { hasText: "live" }).waitFor();
+    await expect.poll(() => page.locator("#nodes tbody tr").count()).toBe(2);
+    const rows = await page.locator("#nodes tbody tr").allTextContents();
+    expect(rows[0]).toMatch(/^0ready127\.0\.0\.1/);
+    expect(rows[1]).toMatch(/^1ready127\.0\.0\.1/);
+    expect(await text("#pool-id")).toBe(pool.id);
+
+    const work = pool.broadcast(train(30, 0.1));
+    await page.locator("#chart-metric-loss").waitFor();
+    const lossPoints = await number("#chart-metric-loss");
+    const cpuPoints = await number("#chart-metric-cpu");
+    await expect.poll(() => number("#chart-metric-loss"), { timeout: 20_000 }).toBeGreaterThan(lossPoints);
+    await expect.poll(() => number("#chart-metric-cpu"), { timeout: 20_000 }).toBeGreaterThan(cpuPoints);
+    expect(await page.locator("#chart-metric-loss").getAttribute("data-lines")).toBe("2");
+    expect(await page.locator("#chart-metric-loss canvas").count()).toBeGreaterThan(0);
+    await expect.poll(() => text('#task-counters [data-field="running"]')).toBe("2");
+
+    await work;
+    await expect.poll(() => text('#task-counters [data-field="completed"]')).toBe("2");
+    await expect.poll(() => text("#log")).toContain("training started on node 0");
+    expect(await text("#log")).toContain("training started on node 1");
+    expect(await text("#log")).not.toContain(new URL(link).searchParams.get("token") as string);
+    await page.selectOption("#log-node", "1");
+    expect(await text("#log")).not.toContain("training started on node 0");
+    expect(await text("#log")).toContain("training started on node 1");
+    await page.selectOption("#log-node", "");
+    expect(pageErrors).toEqual([]);
+  });
+
+  it("keeps what it showed across a reload", async () => {
+    const before = await number("#chart-metric-loss");
+    await page.reload();
+    await page.locator("#connection", { hasText: "live" }).waitFor();
+    await expect.poll(() => number("#chart-metric-loss")).toBeGreaterThanOrEqual(before);
+    expect(await text('#task-counters [data-field="completed"]')).toBe("2");
+    expect(await text("#log")).toContain("training started on node 1");
+  });
+
+  it.runIf(process.env.SKYWARD_DASHBOARD_SCREENSHOTS !== undefined)(
+    "saves the page at two sizes",
+    async () => {
+      const directory = process.env.SKYWARD_DASHBOARD_SCREENSHOTS as string;
+      await pool.broadcast(train(20, 0.1));
+      await page.setViewportSize({ width: 1440, height: 1000 });
+      await page.screenshot({ path: join(directory, "dashboard-wide.png"), fullPage: true });
+      await page.setViewportSize({ width: 420, height: 900 });
+      await page.waitForTimeout(1500);
+      await page.screenshot({ path: join(directory, "dashboard-narrow.png"), fullPage: false });
+    },
+  );
+});
