@@ -2,8 +2,8 @@
  * The dashboard in a real browser: Debian's headless Chromium, driven by playwright-core, opens the
  * link of a 2-node Local pool made with `options.dashboard` whose tasks print a line and report their
  * loss, and reads from the page: both nodes, a chart whose series grows, the task counter moving, the
- * printed line; without the token, 401. With `SKYWARD_DASHBOARD_SCREENSHOTS=DIR` it also saves the
- * page at two sizes there (how docs/dashboard.md's pictures are made).
+ * printed line; without the token, 401. It renders the page at two sizes, saved to
+ * `SKYWARD_DASHBOARD_SCREENSHOTS=DIR` when that is set (how docs/dashboard.md's pictures are made).
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -129,16 +129,25 @@ describe.skipIf(skipReason !== undefined)("the dashboard in Chromium", () => {
     expect(await text("#log")).toContain("training started on node 1");
   });
 
-  it.runIf(process.env.SKYWARD_DASHBOARD_SCREENSHOTS !== undefined)(
-    "saves the page at two sizes",
-    async () => {
-      const directory = process.env.SKYWARD_DASHBOARD_SCREENSHOTS as string;
-      await pool.broadcast(train(20, 0.1));
-      await page.setViewportSize({ width: 1440, height: 1000 });
-      await page.screenshot({ path: join(directory, "dashboard-wide.png"), fullPage: true });
-      await page.setViewportSize({ width: 420, height: 900 });
-      await page.waitForTimeout(1500);
-      await page.screenshot({ path: join(directory, "dashboard-narrow.png"), fullPage: false });
-    },
-  );
+  it("renders at two sizes (saved to SKYWARD_DASHBOARD_SCREENSHOTS when it is set)", async () => {
+    const directory = process.env.SKYWARD_DASHBOARD_SCREENSHOTS ?? profile;
+    await pool.broadcast(train(20, 0.1));
+    for (const [name, width] of [
+      ["dashboard-wide.png", 1440],
+      ["dashboard-narrow.png", 420],
+    ] as const) {
+      await page.setViewportSize({ width, height: 900 });
+      // The charts follow the new width at their next redraw (one a second).
+      await expect
+        .poll(() =>
+          page.locator("#chart-metric-cpu canvas").evaluate((canvas) => canvas.getBoundingClientRect().width),
+        )
+        .toBeLessThanOrEqual(width);
+      const picture = await page.screenshot({ path: join(directory, name), fullPage: width > 1000 });
+      // A PNG of the page's width: its IHDR chunk holds the width at bytes 16–19.
+      expect(picture.subarray(1, 4).toString()).toBe("PNG");
+      expect(picture.readUInt32BE(16)).toBe(width);
+    }
+    await page.setViewportSize({ width: 1440, height: 1000 });
+  });
 });
