@@ -10,13 +10,13 @@
  *
  * `SKYWARD_BENCH_DASHBOARD_SECONDS` shortens (or lengthens) the measured time when `--seconds` is not given.
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import * as sky from "@skyward/core";
-import { chromium } from "playwright-core";
+import { CHROMIUM, chromiumMissing, launchChromium } from "../test/chromium.ts";
 
 const { values: flags } = parseArgs({
   options: {
@@ -32,7 +32,6 @@ if (!(seconds >= 10)) throw new Error(`--seconds expects a number >= 10, receive
 if (!Number.isInteger(nodes) || nodes < 1)
   throw new Error(`--nodes expects a whole number >= 1, received ${flags.nodes}`);
 
-const CHROMIUM = "/usr/bin/chromium";
 const WARMUP_MS = 10_000;
 const SNAPSHOT_MS = Math.min(60_000, (seconds * 1000) / 2);
 
@@ -75,21 +74,7 @@ async function measure(withDashboard: boolean): Promise<Run> {
   });
   const profile = mkdtempSync(join(tmpdir(), "skyward-dashboard-bench-"));
   const browser =
-    withDashboard && existsSync(CHROMIUM)
-      ? await chromium.launchPersistentContext(profile, {
-          executablePath: CHROMIUM,
-          headless: true,
-          args: [
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-          ],
-        })
-      : undefined;
+    withDashboard && chromiumMissing() === undefined ? await launchChromium(profile) : undefined;
   try {
     if (browser) await (await browser.newPage()).goto(announced[0] as string);
     else if (withDashboard)

@@ -5,22 +5,17 @@
  * printed line; without the token, 401. It renders the page at two sizes, saved to
  * `SKYWARD_DASHBOARD_SCREENSHOTS=DIR` when that is set (how docs/dashboard.md's pictures are made).
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { requirePrerequisite } from "@skyward/testing";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chromiumMissing, launchChromium } from "./chromium.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const skipReason = requirePrerequisite(
-  existsSync(CHROMIUM)
-    ? undefined
-    : `${CHROMIUM} is not installed (Debian's chromium package; scripts/test.sh installs it)`,
-  "Chromium for the dashboard's browser tests",
-);
+const skipReason = requirePrerequisite(chromiumMissing(), "Chromium for the dashboard's browser tests");
 
 const tasks = fileURLToPath(new URL("./fixtures/dashboard_tasks.py", import.meta.url));
 const train = sky.python<[number, number], number>("dashboard_tasks:train");
@@ -47,21 +42,7 @@ beforeAll(async () => {
     { onEvent: (event) => void (event.type === "dashboard.ready" && announced.push(event.url)) },
   );
   link = announced[0] as string;
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-    viewport: { width: 1440, height: 1000 },
-  });
+  browser = await launchChromium(profile);
   page = await browser.newPage();
   page.on("pageerror", (error) => pageErrors.push(error.message));
 });

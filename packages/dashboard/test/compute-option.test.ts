@@ -41,6 +41,6 @@ describe("options.dashboard", () => {
     } finally {
       await pool.close();
     }
-    await expect(fetch(announced[0] as string)).rejects.toThrow();
+    await expect(fetch(announced[0] as string)).rejects.toThrow("fetch failed");
   });
 });

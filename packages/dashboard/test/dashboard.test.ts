@@ -162,6 +162,6 @@ describe("the dashboard's server", () => {
     const response = await api("api/close", { method: "POST" });
     expect(response.status).toBe(202);
     while (pool.state !== "destroyed") await new Promise((resolve) => setTimeout(resolve, 100));
-    await expect(fetch(dashboard.url)).rejects.toThrow();
+    await expect(fetch(dashboard.url)).rejects.toThrow("fetch failed");
   });
 });

@@ -138,6 +138,21 @@ describe("options overrides", () => {
   });
 });
 
+/** Expects `options(input)` to throw with an issue at `path` whose message includes `message`. */
+function expectRefusal(input: Parameters<typeof options>[0], path: string, message: string): void {
+  let caught: unknown;
+  try {
+    options(input);
+  } catch (error) {
+    caught = error;
+  }
+  const issues = (caught as { issues?: { path: string; message: string }[] }).issues ?? [];
+  expect(
+    issues.some((issue) => issue.path === path && issue.message.includes(message)),
+    JSON.stringify(issues),
+  ).toBe(true);
+}
+
 describe("budget", () => {
   it("takes a maximum (warning at 80 %) or { max, warnAt }, and null for none", () => {
     expect(options({ budget: 10 }).budget).toEqual({ max: 10, warnAt: 8 });
@@ -155,17 +170,7 @@ describe("budget", () => {
     [{ max: 5, warn: 1 }, "options.budget.warn", "unknown field"],
     ["10", "options.budget", "expected an amount in USD > 0 or { max, warnAt }"],
   ])("refuses %j naming the field", (budget, path, message) => {
-    let caught: unknown;
-    try {
-      options({ budget: budget as never });
-    } catch (error) {
-      caught = error;
-    }
-    const issues = (caught as { issues?: { path: string; message: string }[] }).issues ?? [];
-    expect(
-      issues.some((issue) => issue.path === path && issue.message.includes(message)),
-      JSON.stringify(issues),
-    ).toBe(true);
+    expectRefusal({ budget: budget as never }, path, message);
   });
 });
 
@@ -190,17 +195,7 @@ describe("dashboard", () => {
     [{ prot: 1 }, "options.dashboard.prot", "unknown field"],
     ["yes", "options.dashboard", "expected true, false or { port, host }"],
   ])("refuses %j naming the field", (dashboard, path, message) => {
-    let caught: unknown;
-    try {
-      options({ dashboard: dashboard as never });
-    } catch (error) {
-      caught = error;
-    }
-    const issues = (caught as { issues?: { path: string; message: string }[] }).issues ?? [];
-    expect(
-      issues.some((issue) => issue.path === path && issue.message.includes(message)),
-      JSON.stringify(issues),
-    ).toBe(true);
+    expectRefusal({ dashboard: dashboard as never }, path, message);
   });
 });
 
