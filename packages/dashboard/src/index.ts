@@ -52,6 +52,27 @@ function listenOptions(options: DashboardOptions): { port: number; host: string 
   return { port, host };
 }
 
+/** Starts the server, refusing a port or host it cannot listen on with an error naming the field. */
+async function listen(
+  currentPool: () => Pool | undefined,
+  recorder: DashboardRecorder,
+  options: DashboardOptions,
+): Promise<DashboardServer> {
+  const where = listenOptions(options);
+  try {
+    return await startServer(currentPool, recorder, where);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const field = code === "EADDRINUSE" || code === "EACCES" ? "dashboard.port" : "dashboard.host";
+    throw new ConfigurationError({
+      issues: [
+        { path: field, message: `cannot listen on ${where.host}:${where.port}: ${(error as Error).message}` },
+      ],
+      cause: error,
+    });
+  }
+}
+
 /** A dashboard that records a pool's events from before the pool exists. */
 export interface DashboardRecording {
   /** Takes one of the pool's events (give it every one, from `compute`'s `onEvent`). */
@@ -73,7 +94,7 @@ export function recordDashboard(): DashboardRecording {
   return {
     record: (event) => recorder.record(event),
     async listen(options = {}) {
-      const server = await startServer(() => pool, recorder, listenOptions(options));
+      const server = await listen(() => pool, recorder, options);
       servers.push(server);
       return server;
     },
@@ -109,7 +130,7 @@ function closeWithPool(pool: Pool, servers: readonly DashboardServer[]): void {
  */
 export async function serveDashboard(pool: Pool, options: DashboardOptions = {}): Promise<DashboardServer> {
   const recorder = new DashboardRecorder();
-  const server = await startServer(() => pool, recorder, listenOptions(options));
+  const server = await listen(() => pool, recorder, options);
   closeWithPool(pool, [server]);
   const stop = pool.on("*", (event) => recorder.record(event));
   return {

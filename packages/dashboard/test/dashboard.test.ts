@@ -158,6 +158,19 @@ describe("the dashboard's server", () => {
     expect(report.findings).toEqual([]);
   });
 
+  it("refuses a port it cannot listen on, or that is not one, naming the field", async () => {
+    const taken = Number(new URL(dashboard.url).port);
+    for (const [port, message] of [
+      [taken, `cannot listen on 127.0.0.1:${taken}`],
+      [-1, "expected a port number 0–65535"],
+    ] as const) {
+      const caught = await serveDashboard(pool, { port }).catch((error: unknown) => error);
+      expect(sky.ConfigurationError.isInstance(caught)).toBe(true);
+      expect((caught as sky.ConfigurationError).issues[0]).toMatchObject({ path: "dashboard.port" });
+      expect((caught as sky.ConfigurationError).issues[0]?.message).toContain(message);
+    }
+  });
+
   it("closes the pool on POST /api/close, and stops serving", async () => {
     const response = await api("api/close", { method: "POST" });
     expect(response.status).toBe(202);

@@ -2,8 +2,9 @@
 
 The same names and meanings as the Python project, so existing task code runs unchanged:
 ``instance_info``, ``is_head``, ``shard``, ``stdout``, ``stderr``, ``silent``, ``redirect_output``,
-``function``, ``gather`` and ``time``; ``report_metric`` (a task's own values, a Skyward addition); and the distributed collections ``dict``, ``set``, ``counter``,
-``queue``, ``barrier`` and ``lock`` (:mod:`skyward.collections`).
+``function``, ``gather`` and ``time``; and the distributed collections ``dict``, ``set``, ``counter``,
+``queue``, ``barrier`` and ``lock`` (:mod:`skyward.collections`). Beyond the Python project:
+``report_metric``, a task's own values (a training step's loss) sent to the client as metrics.
 """
 
 from __future__ import annotations
