@@ -16,6 +16,11 @@ import type { DashboardRecorder } from "./recorder.js";
 const BATCH_INTERVAL_MS = 1000;
 /** An SSE comment this often keeps proxies and the browser from closing an idle stream. */
 const KEEPALIVE_MS = 15_000;
+/**
+ * Bytes a stream may have waiting to be sent before it is ended: a page that stopped reading (a
+ * frozen tab) does not grow the client's memory; when it reads again it reconnects and replays.
+ */
+const STREAM_BACKLOG_LIMIT = 8 * 1024 * 1024;
 
 const pageDirectory = new URL("../page/", import.meta.url);
 const require = createRequire(import.meta.url);
@@ -184,7 +189,12 @@ export async function startServer(
 
   const tick = setInterval(() => {
     const message = sseMessage(recorder.flush(currentPool()));
-    for (const stream of streams) stream.write(message);
+    for (const stream of streams) {
+      if (stream.writableLength > STREAM_BACKLOG_LIMIT) {
+        streams.delete(stream);
+        stream.end();
+      } else stream.write(message);
+    }
   }, BATCH_INTERVAL_MS);
   const keepalive = setInterval(() => {
     for (const stream of streams) stream.write(": keepalive\n\n");
