@@ -400,7 +400,7 @@ export async function loadConfig(locations: ConfigLocations = {}): Promise<Skywa
  * The file URL of package `name` as installed for the project in `cwd`, or undefined when it is not
  * found there (Node's own resolution then tries, and reports).
  */
-function resolveFromProject(name: string, cwd: string): string | undefined {
+export function resolveFromProject(name: string, cwd: string): string | undefined {
   const require = createRequire(join(resolve(cwd), "skyward.toml"));
   try {
     return pathToFileURL(require.resolve(name)).href;

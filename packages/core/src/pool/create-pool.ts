@@ -12,7 +12,7 @@ import type { PoolSpec } from "../spec/spec.js";
 import { checkVolumeSources } from "../spec/volume.js";
 import type { DetachHandler } from "./detach.js";
 import type { Pool } from "./pool.js";
-import { type PoolInternals, type PoolResume, PoolRuntime } from "./pool-runtime.js";
+import { type PoolAnnouncement, type PoolInternals, type PoolResume, PoolRuntime } from "./pool-runtime.js";
 import { checkNodeCeiling } from "./resize.js";
 import { resolveSecretValues } from "./secret-values.js";
 import { closeOnSignals } from "./signals.js";
@@ -30,6 +30,8 @@ export interface PoolRequest {
   readonly onEvent?: ((event: SkywardEvent) => void) | undefined;
   /** Whether SIGINT/SIGTERM close the pool (default true). */
   readonly handleSignals?: boolean | undefined;
+  /** Announced once the console and the log file listen, before provisioning (the dashboard's link). */
+  readonly announcement?: PoolAnnouncement | undefined;
   /** Aborts provisioning; whatever was started is torn down. */
   readonly signal?: AbortSignal | undefined;
 }
@@ -73,6 +75,7 @@ async function launch(request: PoolRequest, resume: PoolResume | undefined): Pro
     defaultProvider: request.defaultProvider,
     detach: request.detach,
     resume,
+    announcement: request.announcement,
   });
   if (request.handleSignals !== false) closeOnSignals(pool);
   try {

@@ -20,6 +20,7 @@ import type { Provider } from "../contract/provider.js";
 import { type BudgetExceededError, CancelledError, TaskDetachedError } from "../errors/errors.js";
 import { attachConsole } from "../observe/console.js";
 import {
+  type DashboardReadyEvent,
   EventHub,
   type EventOf,
   type PoolState,
@@ -101,7 +102,12 @@ export interface PoolRuntimeSettings {
   readonly resume?: PoolResume | undefined;
   /** The values of the specs' secrets, read at start (none when absent). */
   readonly secrets?: SecretValues | undefined;
+  /** Emitted when the pool starts (after the console and the log file are attached). */
+  readonly announcement?: PoolAnnouncement | undefined;
 }
+
+/** An event a pool emits for its creator when it starts: the dashboard's link. */
+export type PoolAnnouncement = Omit<DashboardReadyEvent, "timestamp" | "poolId">;
 
 /** The pool's implementation; users see it as a {@link Pool}. */
 export class PoolRuntime implements Pool {
@@ -120,6 +126,7 @@ export class PoolRuntime implements Pool {
   readonly #secrets = new Redactor();
   readonly #logFile: LogFileAttachment;
   readonly #defaultProvider: () => Provider;
+  readonly #announcement: PoolAnnouncement | undefined;
   readonly #detachHandler: DetachHandler;
   #closing: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
@@ -147,6 +154,7 @@ export class PoolRuntime implements Pool {
     this.id = id;
     this.options = options;
     this.#defaultProvider = settings.defaultProvider;
+    this.#announcement = settings.announcement;
     this.#detachHandler = settings.detach;
     this.#cost.carry(resume?.carriedCost ?? 0);
     if (settings.onEvent) this.#hub.on("*", settings.onEvent);
@@ -248,6 +256,10 @@ export class PoolRuntime implements Pool {
 
   get state(): PoolState {
     return this.#context.state;
+  }
+
+  cancel(taskId: string): boolean {
+    return this.#tasks.cancel(taskId, "cancelled with pool.cancel()");
   }
 
   currentNodes(): number {
@@ -363,6 +375,8 @@ export class PoolRuntime implements Pool {
       const combined = signal ? AbortSignal.any([signal, abort]) : abort;
       this.#startedAt = performance.now();
       for (const spec of specs) this.#addSecretsOf(spec);
+      if (this.#announcement)
+        this.#hub.emit({ ...this.#announcement, timestamp: Date.now(), poolId: this.id });
       setPoolState(this.#context, "requesting");
       const { spec, cluster } = await provisionAndStart(
         this.#context,

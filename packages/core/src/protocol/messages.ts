@@ -473,6 +473,12 @@ export interface MetricMessage {
   readonly ts: number;
   /** The GPU's index, for a per-GPU metric (`gpu`, `gpu_memory`, …); absent otherwise. */
   readonly gpu?: number;
+  /** The worker slot of the task that reported it (`skyward.report_metric`); absent for collectors. */
+  readonly worker?: number;
+  /** The task that reported it; absent for collectors. */
+  readonly task?: string;
+  /** The step the task gave with it, when it gave one. */
+  readonly step?: number;
 }
 
 /** An event a worker reports; `type` says which. */
