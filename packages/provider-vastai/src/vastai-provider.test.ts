@@ -262,7 +262,7 @@ describe("prepare and provision", () => {
       client_id: "me",
       image: DEFAULT_VASTAI_IMAGE,
       disk: 80,
-      label: `${cluster.id} vastai:7100002`,
+      label: `${cluster.id}-0 vastai:7100002`,
       runtype: "ssh_direct",
       onstart: expect.stringContaining(`${SELF_DESTRUCT_COMMAND}`),
       env: { SKYWARD_CLUSTER: cluster.id },
@@ -300,11 +300,24 @@ describe("prepare and provision", () => {
     const asked = fake.to(/^\/api\/v0\/asks\//, "PUT").map((request) => request.url.pathname);
     expect([...new Set(asked)]).toEqual(["/api/v0/asks/7100002/", "/api/v0/asks/7100001/"]);
     expect(instances.every((instance) => instance.offerId === cluster.offer.id)).toBe(true);
-    // The market is empty now: a third node gets nothing, and says why.
+    // The market is empty now: a third node gets nothing, and says why; an ask rented is not asked again.
+    fake.requests.length = 0;
     const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
     expect((error as NoCapacityError).attempts[0]?.reason).toBe(
-      "on-demand on offer 7100002: Vast.ai's API answered HTTP 410 while renting offer 7100002 (PUT /api/v0/asks/7100002/): Instance type no longer available. (try another region, accelerator or allocation, or again later)",
+      "on-demand: Vast.ai has no other ask of this kind to rent (try another region, accelerator or allocation, or again later)",
+    );
+    expect(fake.to(/^\/api\/v0\/asks\//, "PUT")).toEqual([]);
+    // An ask taken by someone else is reported by what Vast.ai answered.
+    const other = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+      () => cluster.offer,
+    );
+    const taken = await other.vast
+      .provision({ cluster: other.cluster, count: 1, ...call() })
+      .catch((caught: unknown) => caught);
+    expect((taken as NoCapacityError).attempts[0]?.reason).toBe(
+      "on-demand: on-demand on offer 7100002: Vast.ai's API answered HTTP 410 while renting offer 7100002 (PUT /api/v0/asks/7100002/): Instance type no longer available. (try another region, accelerator or allocation, or again later)",
     );
   });
 
@@ -430,7 +443,7 @@ describe("pool ids", () => {
     expect(cluster.poolId).toBe("a1b2c3d4");
     await vast.provision({ cluster, count: 1, ...call() });
     expect(fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body).toMatchObject({
-      label: `${cluster.id} vastai:7100002 a1b2c3d4`,
+      label: `${cluster.id}-0 vastai:7100002 a1b2c3d4`,
     });
     const [listed] = (await vast.listInstances?.(call())) ?? [];
     expect(listed).toMatchObject({
@@ -670,17 +683,20 @@ describe("errors", () => {
     expect((error as VastApiError).isRetryable).toBe(true);
   });
 
-  it("renting is not repeated after a 5xx (it may have happened); reads are", async () => {
+  it("renting after a 5xx (it may have happened) looks for the instance by its label first; reads are retried", async () => {
     const { vast, cluster } = await clusterFor({
       accelerator: accelerators.RTX_4090(),
       allocation: "on-demand",
     });
     fake.interrupt(1, () => HttpResponse.text("upstream failed", { status: 503 }));
-    const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
-    expect(fake.to(/^\/api\/v0\/asks\//, "PUT")).toHaveLength(1);
-    expect((error as VastApiError).statusCode).toBe(503);
+    const created = await vast.provision({ cluster, count: 1, ...call() });
+    const kinds = fake.requests.map((request) => `${request.method} ${request.url.pathname}`);
+    const [firstRent, secondRent] = kinds.flatMap((kind, index) => (kind.startsWith("PUT") ? [index] : []));
+    expect(secondRent).toBeDefined();
+    expect(kinds.slice(firstRent, secondRent)).toContain("GET /api/v1/instances/");
+    expect(created.map((instance) => instance.id)).toEqual([...fake.instances.keys()].map(String));
     fake.interrupt(1, () => HttpResponse.text("upstream failed", { status: 503 }));
-    expect(await vast.listInstances?.(call())).toEqual([]);
+    expect(await vast.listInstances?.(call())).toHaveLength(1);
   });
 });
 
@@ -840,11 +856,10 @@ describe("what real accounts do", () => {
     fake.minBidNow.set(7100001, 0.3);
     const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
-    const reasons = (error as NoCapacityError).attempts.map((attempt) => attempt.reason);
-    expect(reasons[0]).toMatch(
-      /bid on offer 7100002: .*below the current minimum bid.*\(instance 31000001, created stopped, was destroyed\)/,
+    const [reason] = (error as NoCapacityError).attempts.map((attempt) => attempt.reason);
+    expect(reason).toMatch(
+      /^spot: bid on offer 7100002: .*below the current minimum bid.*\(instance 31000001, created stopped, was destroyed\); bid on offer 7100001: .*\(instance 31000002, created stopped, was destroyed\)/,
     );
-    expect(reasons[1]).toMatch(/instance 31000002, created stopped, was destroyed/);
     expect(fake.to("/api/v0/instances/31000001/", "DELETE")).toHaveLength(1);
     expect([...fake.instances.values()]).toEqual([]);
   });
