@@ -31,7 +31,7 @@
  *   terminated, so it counts as billing); the boot watchdog terminates
  *   every pod whose start command armed one (see `runpod-boot.ts`).
  */
-import type { BillingInstance, FaultController } from "@skyward/testing";
+import { type BillingInstance, type FaultController, faultSwitches } from "@skyward/testing";
 import { HttpResponse, http } from "msw";
 import { type SetupServer, setupServer } from "msw/node";
 import cpuCatalog from "./fixtures/catalog-cpus.json" with { type: "json" };
@@ -161,15 +161,8 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
   let nextPod = 1;
   /** Every pod made, at what it bills. */
   const created: BillingInstance[] = [];
-  const storm = { count: 0, retryAfterSeconds: 0 };
-  let loseNextCreateAnswer = false;
-  let listBroken = false;
-  /** Answers a create: a gateway's 502 instead when the matrix lost its answer. */
-  const answered = (response: Response) => {
-    if (!loseNextCreateAnswer) return response;
-    loseNextCreateAnswer = false;
-    return HttpResponse.text("Bad Gateway", { status: 502 });
-  };
+  const switches = faultSwitches({ title: "Too Many Requests", status: 429 }, "application/problem+json");
+  const answered = switches.createAnswer;
   const fake: FakeRunPod = {
     server: undefined as unknown as SetupServer,
     requests,
@@ -187,15 +180,7 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
     faults: {
       live: () => [...pods.values()].map((pod) => ({ id: pod.id, hourlyPrice: pod.cost })),
       created: () => [...created],
-      rateLimitNext(count, retryAfterSeconds) {
-        Object.assign(storm, { count, retryAfterSeconds });
-      },
-      loseNextCreateAnswer() {
-        loseNextCreateAnswer = true;
-      },
-      breakListShape(broken) {
-        listBroken = broken;
-      },
+      ...switches.controller,
       reclaim(id) {
         const pod = pods.get(id);
         if (pod) pod.status = "EXITED";
@@ -224,9 +209,7 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
       fake.machines = freshMachines();
       fake.imagePullLookups = 2;
       created.length = 0;
-      Object.assign(storm, { count: 0, retryAfterSeconds: 0 });
-      loseNextCreateAnswer = false;
-      listBroken = false;
+      switches.reset();
       fake.capacity = {
         onDemand: Number.POSITIVE_INFINITY,
         spot: Number.POSITIVE_INFINITY,
@@ -518,14 +501,8 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
       const entry = await record(request);
       const interruption = interruptions.shift();
       if (interruption) return interruption();
-      if (storm.count > 0) {
-        storm.count -= 1;
-        const headers = {
-          "content-type": "application/problem+json",
-          "Retry-After": String(storm.retryAfterSeconds),
-        };
-        return HttpResponse.json({ title: "Too Many Requests", status: 429 }, { status: 429, headers });
-      }
+      const storm = switches.rateLimited();
+      if (storm) return storm;
       if (entry.authorization !== `Bearer ${TEST_API_KEY}`) {
         return entry.url.href.startsWith(GRAPHQL_URL)
           ? HttpResponse.json({ error: "Unauthorized" }, { status: 401 })
@@ -560,7 +537,9 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
     ),
     http.get(
       `${API}/pods`,
-      guarded(() => HttpResponse.json({ [listBroken ? "items" : "pods"]: [...pods.values()].map(view) })),
+      guarded(() =>
+        HttpResponse.json({ [switches.listBroken ? "items" : "pods"]: [...pods.values()].map(view) }),
+      ),
     ),
     http.get(
       `${API}/pods/:id`,

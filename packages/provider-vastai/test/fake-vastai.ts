@@ -38,7 +38,7 @@
  *   (https://docs.vast.ai/api-reference/openapi/yaml/attach_ssh.yaml); `GET /api/v0/users/current/`:
  *   the key's user (openapi.yaml, show user).
  */
-import type { BillingInstance, FaultController } from "@skyward/testing";
+import { type BillingInstance, type FaultController, faultSwitches } from "@skyward/testing";
 import { HttpResponse, http } from "msw";
 import { type SetupServer, setupServer } from "msw/node";
 import errors from "./fixtures/errors.json" with { type: "json" };
@@ -246,10 +246,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
   let nextInstance = 31_000_001;
   /** Every instance rented, at what it bills: the bid, else the ask's on-demand price. */
   const created: BillingInstance[] = [];
-  /** The next requests answered 429 (the rate-limits page's body, with a `Retry-After` the matrix sets). */
-  const storm = { count: 0, retryAfterSeconds: 0 };
-  let loseNextCreateAnswer = false;
-  let listBroken = false;
+  const switches = faultSwitches(errors.rateLimited);
   let lastCreate = Number.NEGATIVE_INFINITY;
   let refusedUntil = 0;
 
@@ -290,15 +287,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
           hourlyPrice: billed(instance),
         })),
       created: () => [...created],
-      rateLimitNext(count, retryAfterSeconds) {
-        Object.assign(storm, { count, retryAfterSeconds });
-      },
-      loseNextCreateAnswer() {
-        loseNextCreateAnswer = true;
-      },
-      breakListShape(broken) {
-        listBroken = broken;
-      },
+      ...switches.controller,
       // An outbid interruptible instance is stopped, not destroyed: it bills its disk until it is.
       reclaim(id) {
         const instance = instances.get(Number(id));
@@ -335,9 +324,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
       lastCreate = Number.NEGATIVE_INFINITY;
       refusedUntil = 0;
       created.length = 0;
-      Object.assign(storm, { count: 0, retryAfterSeconds: 0 });
-      loseNextCreateAnswer = false;
-      listBroken = false;
+      switches.reset();
     },
   };
   const billed = (instance: FakeInstance) =>
@@ -370,11 +357,8 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
       });
       const interruption = interruptions.shift();
       if (interruption) return interruption();
-      if (storm.count > 0) {
-        storm.count -= 1;
-        const headers = { "Retry-After": String(storm.retryAfterSeconds) };
-        return HttpResponse.json(errors.rateLimited, { status: 429, headers });
-      }
+      const storm = switches.rateLimited();
+      if (storm) return storm;
       // An unknown key is answered 404 on every endpoint, as by real accounts.
       if (request.headers.get("authorization") !== `Bearer ${TEST_API_KEY}`)
         return HttpResponse.json(errors.badKey, { status: 404 });
@@ -434,12 +418,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
         if (options.sshEndpoint) instance.endpoint = options.sshEndpoint(instance);
         instances.set(id, instance);
         created.push({ id: String(id), hourlyPrice: billed(instance) });
-        if (loseNextCreateAnswer) {
-          // Rented, but the answer lost on the way (a gateway's 502).
-          loseNextCreateAnswer = false;
-          return HttpResponse.text("Bad Gateway", { status: 502 });
-        }
-        return HttpResponse.json({ success: true, new_contract: id });
+        return switches.createAnswer(HttpResponse.json({ success: true, new_contract: id }));
       }),
     ),
     http.get(
@@ -454,7 +433,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
         const page = sorted.slice(0, limit);
         const last = page.at(-1);
         // A shape the provider does not know: the list under another name.
-        if (listBroken)
+        if (switches.listBroken)
           return HttpResponse.json({ results: page.map((entry) => entry.id), next_token: null });
         return HttpResponse.json({
           instances: page.map((entry) => entry.raw ?? instanceView(entry, offers())),

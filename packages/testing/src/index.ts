@@ -48,6 +48,7 @@ export {
   type FaultMatrixOptions,
   runFaultMatrix,
 } from "./fault-matrix.js";
+export { type FaultSwitches, faultSwitches } from "./fault-switches.js";
 export { packedFiles } from "./package-files.js";
 export {
   conformanceCluster,
