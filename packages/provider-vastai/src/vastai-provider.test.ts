@@ -8,7 +8,6 @@ import {
   containers,
   DockerImage,
   NoCapacityError,
-  type PoolSpec,
   ProvisionError,
   options as poolOptions,
   type SpecInput,
@@ -28,10 +27,10 @@ import {
   whyNotProvider,
 } from "@skyward/core/contract";
 import { launchSshWorker } from "@skyward/ssh";
-import { expectPeerPluginRefused } from "@skyward/testing";
+import { expectPeerPluginRefused, preparedCluster, useMswFake } from "@skyward/testing";
 import { HttpResponse } from "msw";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import type { VastInstance } from "./vastai-api.js";
 import { VastApiError } from "./vastai-api.js";
@@ -45,25 +44,14 @@ import {
   vastGpuNames,
 } from "./vastai-provider.js";
 
-let fake: FakeVast;
-let keysDirectory: string;
+const fake = startFakeVast();
+const keys = useMswFake(fake, "skyward-vast-keys-");
 const call = () => ({ signal: AbortSignal.timeout(10_000) });
-
-beforeAll(async () => {
-  fake = startFakeVast();
-  fake.server.listen({ onUnhandledFrame: "error" });
-  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-vast-keys-"));
-});
-afterAll(async () => {
-  fake.server.close();
-  await rm(keysDirectory, { recursive: true, force: true });
-});
-beforeEach(() => fake.reset());
 
 function provider(settings: VastAISettings = {}) {
   return VastAI({
     apiKey: TEST_API_KEY,
-    keysDirectory,
+    keysDirectory: keys.keysDirectory,
     retryDelayMs: 1,
     ...SCALED_CREATE_LIMITS,
     ...settings,
@@ -78,10 +66,7 @@ async function clusterFor(
   settings: VastAISettings = {},
 ) {
   const vast = provider(settings);
-  const spec: PoolSpec = resolvePoolSpec(toSpec({ ...input, provider: vast }), poolOptions({}));
-  const offer = pick(await vast.offers({ query: offerQuery(spec), ...call() }));
-  if (!offer) throw new Error("no offer picked");
-  const cluster = await vast.prepare({ spec, offer, ...call() });
+  const cluster = await preparedCluster(vast, input, pick);
   fake.requests.length = 0;
   return { vast, cluster };
 }
@@ -242,7 +227,7 @@ describe("prepare and provision", () => {
     }
     expect(cluster.ssh).toEqual({
       user: "root",
-      identityFile: join(keysDirectory, "vastai_ed25519"),
+      identityFile: join(keys.keysDirectory, "vastai_ed25519"),
       sudo: false,
     });
     expect((await stat(cluster.specific.identityFile)).mode & 0o777).toBe(0o600);
@@ -606,7 +591,7 @@ describe("errors", () => {
     const saved = process.env.VAST_API_KEY;
     delete process.env.VAST_API_KEY;
     try {
-      const vast = VastAI({ keysDirectory });
+      const vast = VastAI({ keysDirectory: keys.keysDirectory });
       const error = await vast.offers({ query: rtx4090, ...call() }).catch((caught: unknown) => caught);
       expect((error as ConfigurationError).issues).toEqual([
         { path: "apiKey", message: "Vast.ai API key is missing: set VAST_API_KEY or pass apiKey" },
@@ -722,7 +707,7 @@ describe("settings", () => {
       apiKey: TEST_API_KEY,
       minReliability: 0.99,
       geolocation: "US",
-      keysDirectory,
+      keysDirectory: keys.keysDirectory,
     });
     expect(vast.name).toBe("vastai");
     expect((await vast.offers({ query: rtx4090, ...call() })).map((offer) => offer.id)).toEqual([
@@ -932,7 +917,12 @@ describe("what real accounts do", () => {
 
   it("by default spaces creates by Vast.ai's 4.5 s limit plus a 10 % margin, so the real limit never refuses one", async () => {
     fake.rateLimit = { intervalMs: 4500, penaltyMs: 12_000 };
-    const vast = VastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, maxRetries: 0 });
+    const vast = VastAI({
+      apiKey: TEST_API_KEY,
+      keysDirectory: keys.keysDirectory,
+      retryDelayMs: 1,
+      maxRetries: 0,
+    });
     const spec = resolvePoolSpec(
       toSpec({ accelerator: accelerators.RTX_4090(), allocation: "on-demand", provider: vast }),
       poolOptions({}),

@@ -49,6 +49,7 @@ export {
   runFaultMatrix,
 } from "./fault-matrix.js";
 export { type FaultSwitches, faultSwitches } from "./fault-switches.js";
+export { type MswFake, preparedCluster, useMswFake } from "./msw-fake.js";
 export { packedFiles } from "./package-files.js";
 export {
   conformanceCluster,
