@@ -21,6 +21,8 @@
 // HTTP APIs
 export type { HttpSettings } from "./http/http-settings.js";
 export { environmentVariablesSchema, httpSettingsShape, keysDirectorySchema } from "./http/http-settings.js";
+export type { JsonCall, JsonCallOptions, JsonSend } from "./http/json-calls.js";
+export { jsonCalls } from "./http/json-calls.js";
 export type { ProviderApi, ProviderApiDefinition } from "./http/provider-api.js";
 export { defineProviderApi } from "./http/provider-api.js";
 export type {

@@ -21,6 +21,8 @@ import {
   answerListSchema,
   answerNumberSchema,
   defineProviderApi,
+  type JsonCall,
+  jsonCalls,
   type MachineEndpoint,
   type MachineErrorKind,
   type MachineErrorStructure,
@@ -28,7 +30,6 @@ import {
   type MachineRateLimits,
   machineErrorFactory,
   type ProviderApiErrorOptions,
-  type ProviderHttpAnswer,
   type ProviderHttpRequest,
   rateLimitFor,
 } from "@skyward/provider-utils";
@@ -114,10 +115,8 @@ export const VAST_RATE_LIMITS = {
   },
 } as const satisfies MachineRateLimits;
 
-/** Vast.ai's API root, version 0. */
-export const VAST_API_URL = "https://console.vast.ai/api/v0";
-/** Vast.ai's API root, version 1 (the instance list). */
-export const VAST_API_V1_URL = "https://console.vast.ai/api/v1";
+/** Vast.ai's API root (`/v0/…`, and `/v1/instances/`). */
+const VAST_API_ROOT = "https://console.vast.ai/api";
 
 const number = answerNumberSchema;
 
@@ -211,14 +210,12 @@ export const instanceAnswerSchema = z.looseObject({
   instances: vastInstanceSchema.nullish(),
 });
 
-/** Parses `value` with `schema`, or fails with a {@link VastApiError} saying the answer was not understood. */
-export const parseAnswer = vastaiApi.parseAnswer;
-
-/** Sends requests to Vast.ai, each paced by its endpoint's documented limit (or the setting's). */
+/** Calls to Vast.ai, each paced by its endpoint's documented limit (or the setting's). */
 export interface VastClient {
   /** The API key (a `ConfigurationError` when none is set). */
   resolveApiKey(): string;
-  send(request: ProviderHttpRequest, endpoint?: MachineEndpoint): Promise<ProviderHttpAnswer>;
+  /** A typed call below the API's root (`/v0/bundles/`), paced by its endpoint's limit. */
+  call: JsonCall;
 }
 
 /**
@@ -244,7 +241,7 @@ export function vastClient(settings: ParsedSettings): VastClient {
       const purpose = "checking the API key";
       await http.send({
         method: "GET",
-        url: `${VAST_API_URL}/users/current/`,
+        url: `${VAST_API_ROOT}/v0/users/current/`,
         idempotent: true,
         purpose,
         signal: request.signal,
@@ -260,17 +257,17 @@ export function vastClient(settings: ParsedSettings): VastClient {
     }
   }
 
+  async function send(request: ProviderHttpRequest, endpoint?: MachineEndpoint) {
+    const rateLimit = endpoint === undefined ? undefined : rateLimitFor(limits, endpoint);
+    try {
+      return await http.send(rateLimit ? { ...request, rateLimit } : request);
+    } catch (error) {
+      if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted) await checkKey(request);
+      throw error;
+    }
+  }
   return {
     resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey),
-    async send(request, endpoint) {
-      const rateLimit = endpoint === undefined ? undefined : rateLimitFor(limits, endpoint);
-      try {
-        return await http.send(rateLimit ? { ...request, rateLimit } : request);
-      } catch (error) {
-        if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted)
-          await checkKey(request);
-        throw error;
-      }
-    },
+    call: jsonCalls(VAST_API_ROOT, send, vastaiApi),
   };
 }

@@ -10,13 +10,7 @@ import {
   type OfferQuery,
 } from "@skyward/core/contract";
 import { filterOffers, roundPrice } from "@skyward/provider-utils";
-import {
-  parseAnswer,
-  searchAnswerSchema,
-  VAST_API_URL,
-  type VastClient,
-  type VastOffer,
-} from "./vastai-api.js";
+import { searchAnswerSchema, type VastClient, type VastOffer } from "./vastai-api.js";
 import type { ParsedSettings } from "./vastai-settings.js";
 
 /** What an offer of this provider carries in {@link Offer.specific}. */
@@ -174,15 +168,10 @@ export function vastOfferSearch(settings: ParsedSettings, client: VastClient): V
     const accelerator = query.accelerator;
     if (!body || !accelerator) return [];
     const purpose = type === "bid" ? "searching interruptible offers" : "searching offers";
-    const request = {
-      method: "POST",
-      url: `${VAST_API_URL}/bundles/`,
-      data: body,
-      idempotent: true,
-    } as const;
-    const { data } = await client.send({ ...request, purpose, signal }, "offers");
+    const options = { schema: searchAnswerSchema, data: body, idempotent: true, endpoint: "offers" } as const;
+    const { offers } = await client.call("POST", "/v0/bundles/", { ...options, purpose, signal });
     const region = query.region ?? settings.geolocation;
-    return parseAnswer(searchAnswerSchema, data, purpose).offers.filter(
+    return offers.filter(
       (raw) =>
         canonicalAcceleratorName(raw.gpu_name) === accelerator.name &&
         raw.num_gpus === accelerator.count &&

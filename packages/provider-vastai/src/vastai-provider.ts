@@ -25,9 +25,6 @@ import {
   createAnswerSchema,
   instanceAnswerSchema,
   instancesPageSchema,
-  parseAnswer,
-  VAST_API_URL,
-  VAST_API_V1_URL,
   VastApiError,
   type VastInstance,
   vastClient,
@@ -168,9 +165,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
   ) {
     const { cluster, signal } = request;
     const purpose = `renting offer ${askId}`;
-    const { data } = await client.send({
-      method: "PUT",
-      url: `${VAST_API_URL}/asks/${askId}/`,
+    const answer = await client.call("PUT", `/v0/asks/${askId}/`, {
+      schema: createAnswerSchema,
       rateLimit: {
         key: "PUT /asks",
         minIntervalMs: settings.createIntervalMs,
@@ -191,7 +187,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
       purpose,
       signal,
     });
-    const answer = parseAnswer(createAnswerSchema, data, purpose);
     if (answer.new_contract == null)
       throw new VastApiError({
         kind: "capacity",
@@ -262,14 +257,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
       try {
         const purpose = `attaching Skyward's SSH key to instance ${id}`;
         const data = { ssh_key: cluster.specific.publicKey };
-        await client.send({
-          method: "POST",
-          url: `${VAST_API_URL}/instances/${id}/ssh/`,
-          data,
-          idempotent: true,
-          purpose,
-          signal,
-        });
+        await client.call("POST", `/v0/instances/${id}/ssh/`, { data, idempotent: true, purpose, signal });
       } catch (error) {
         // Unreachable without its key: destroyed rather than left billing.
         await deleteUntilGone(adapter, [String(id)], signal).catch(() => undefined);
@@ -334,13 +322,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
 
     async get(id, signal) {
       const purpose = `looking up instance ${id}`;
-      const request = {
-        method: "GET",
-        url: `${VAST_API_URL}/instances/${id}/`,
-        params: { owner: "me" },
-      } as const;
-      const { data } = await client.send({ ...request, idempotent: true, purpose, signal }, "get");
-      return parseAnswer(instanceAnswerSchema, data, purpose).instances ?? null;
+      const options = { schema: instanceAnswerSchema, params: { owner: "me" }, endpoint: "get" } as const;
+      return (
+        (await client.call("GET", `/v0/instances/${id}/`, { ...options, purpose, signal })).instances ?? null
+      );
     },
 
     // `GET /api/v1/instances/`, 25 a page by `after_token` (vast-cli's `_fetch_all_instances_v1`).
@@ -351,24 +336,25 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
         limit: "25",
         ...(cursor !== undefined ? { after_token: cursor } : {}),
       };
-      const request = {
-        method: "GET",
-        url: `${VAST_API_V1_URL}/instances/`,
+      const options = {
+        schema: instancesPageSchema,
         params,
-        idempotent: true,
+        endpoint: "list",
+        purpose: "listing instances",
       } as const;
-      const { data } = await client.send({ ...request, purpose: "listing instances", signal }, "list");
-      const page = parseAnswer(instancesPageSchema, data, "listing instances");
+      const page = await client.call("GET", "/v1/instances/", { ...options, signal });
       return { machines: page.instances, next: page.next_token || undefined };
     },
 
     delete: {
       async one(id, signal) {
-        const request = { method: "DELETE", url: `${VAST_API_URL}/instances/${id}/`, data: {} } as const;
-        await client.send(
-          { ...request, idempotent: true, purpose: `destroying instance ${id}`, signal },
-          "delete",
-        );
+        const purpose = `destroying instance ${id}`;
+        await client.call("DELETE", `/v0/instances/${id}/`, {
+          data: {},
+          endpoint: "delete",
+          purpose,
+          signal,
+        });
       },
     },
     isMachineId: (id) => /^\d+$/.test(id),
