@@ -12,6 +12,7 @@ import { ConfigurationError, NoCapacityError } from "@skyward/core";
 import type { Instance, Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
 import {
   defineMachineProvider,
+  IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   type MachineAdapter,
   type MachineClusterData,
   refuseVolumesWithoutFuse,
@@ -47,12 +48,8 @@ export { bidAbove } from "./runpod-offers.js";
 export type { RunPodCloudType, RunPodCudaConstraint, RunPodSettings } from "./runpod-settings.js";
 export { DEFAULT_RUNPOD_IMAGE, imageCudaVersion } from "./runpod-settings.js";
 
-/**
- * How long a pod may take to be running with its SSH port when the pool's options leave
- * `provisionTimeout` unset: RunPod pulls the image before the container starts, and a large CUDA image
- * on a host that has not cached it takes 20–30 minutes (issue 19).
- */
-export const RUNPOD_PROVISION_TIMEOUT_SECONDS = 1800;
+/** How long a pod may take to run with its SSH port: RunPod pulls the image first. */
+export const RUNPOD_PROVISION_TIMEOUT_SECONDS = IMAGE_PULL_PROVISION_TIMEOUT_SECONDS;
 
 /** What a RunPod cluster keeps in `Cluster.specific`. */
 export interface RunPodClusterData extends MachineClusterData {

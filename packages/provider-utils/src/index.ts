@@ -82,6 +82,7 @@ export {
   machineErrorFactory,
   machineErrorKind,
 } from "./machine-provider/errors.js";
+export { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "./machine-provider/image-pull.js";
 export {
   CreateBudget,
   deleteUntilGone,

@@ -11,6 +11,7 @@ import { type Cluster, type Instance, type Offer, offerQuery, type ProviderV1 } 
 import {
   defineMachineProvider,
   deleteUntilGone,
+  IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   listAllMachines,
   type MachineAdapter,
   type MachineClusterData,
@@ -44,12 +45,8 @@ export { vastGpuNames } from "./vastai-offers.js";
 export type { VastAISettings, VastPacedEndpoint, VastSshMode } from "./vastai-settings.js";
 export { DEFAULT_VASTAI_IMAGE } from "./vastai-settings.js";
 
-/**
- * How long an instance may take to be running with its SSH port when the pool's options leave
- * `provisionTimeout` unset: Vast.ai pulls the image on the host before the container starts, and a
- * large CUDA image on a host that has not cached it takes 20–30 minutes.
- */
-export const VASTAI_PROVISION_TIMEOUT_SECONDS = 1800;
+/** How long an instance may take to run with its SSH port: Vast.ai pulls the image first. */
+export const VASTAI_PROVISION_TIMEOUT_SECONDS = IMAGE_PULL_PROVISION_TIMEOUT_SECONDS;
 
 /** What a Vast.ai cluster keeps in {@link Cluster.specific}. */
 export interface VastClusterData extends MachineClusterData {
