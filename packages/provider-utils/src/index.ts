@@ -89,6 +89,31 @@ export {
   provisionAcrossMarkets,
 } from "./machine-provider/machine-operations.js";
 export { defineMachineProvider } from "./machine-provider/machine-provider.js";
+export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
+export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
+export type {
+  MachineApi,
+  MachineApiDefinition,
+  MachineApiErrorClass,
+  MachineJsonClient,
+  MachineJsonOptions,
+} from "./machine-provider/machine-api.js";
+export { defineMachineApi, machineErrorClass } from "./machine-provider/machine-api.js";
+export type { MachineFacts, StandInSeam } from "./machine-provider/machine-instance.js";
+export {
+  describeMachine,
+  selfDestructCommand,
+  standInSeam,
+  statusTable,
+  tagsFromWords,
+  tagsToWords,
+} from "./machine-provider/machine-instance.js";
+export type { MachineProviderSettings } from "./machine-provider/machine-settings.js";
+export {
+  machineProviderFactories,
+  machineSettingsShape,
+  sshUserSchema,
+} from "./machine-provider/machine-settings.js";
 export type {
   DocumentedRateLimit,
   MachineEndpoint,
