@@ -69,6 +69,8 @@ export type {
   MachinePrepareContext,
   MachineTagCodec,
 } from "./machine-provider/adapter.js";
+export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
+export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
 export type {
   MachineErrorClassifier,
   MachineErrorKind,
@@ -80,17 +82,6 @@ export {
   machineErrorFactory,
   machineErrorKind,
 } from "./machine-provider/errors.js";
-export {
-  CreateBudget,
-  deleteUntilGone,
-  type LaunchableMarket,
-  launchableMarkets,
-  listAllMachines,
-  provisionAcrossMarkets,
-} from "./machine-provider/machine-operations.js";
-export { defineMachineProvider } from "./machine-provider/machine-provider.js";
-export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
-export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
 export type {
   MachineApi,
   MachineApiDefinition,
@@ -108,6 +99,15 @@ export {
   tagsFromWords,
   tagsToWords,
 } from "./machine-provider/machine-instance.js";
+export {
+  CreateBudget,
+  deleteUntilGone,
+  type LaunchableMarket,
+  launchableMarkets,
+  listAllMachines,
+  provisionAcrossMarkets,
+} from "./machine-provider/machine-operations.js";
+export { defineMachineProvider } from "./machine-provider/machine-provider.js";
 export type { MachineProviderSettings } from "./machine-provider/machine-settings.js";
 export {
   machineProviderFactories,
