@@ -13,10 +13,10 @@ import {
   type FetchFunction,
   type MachineDeleteOutcome,
   type MachineErrorKind,
-  MachineProviderError,
+  type MachineProviderError,
+  machineErrorClass,
   machineErrorFactory,
   machineErrorKind,
-  type ProviderApiErrorOptions,
   type ProviderHttpClient,
   type ProviderHttpRequestFunction,
   parseProviderAnswer,
@@ -26,17 +26,9 @@ import { z } from "zod";
 /** Verda's API, as its docs name it. */
 export const VERDA_API_URL = "https://api.verda.com/v1";
 
-/** A failed call to Verda's API (or no answer at all), with its {@link MachineErrorKind}. */
-export class VerdaApiError extends MachineProviderError {
-  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
-    super({ ...options, provider: "verda", name: "VerdaApiError" });
-  }
-
-  /** True for a {@link VerdaApiError} from any copy of this package. */
-  static override isInstance(error: unknown): error is VerdaApiError {
-    return MachineProviderError.isInstance(error) && error.provider === "verda";
-  }
-}
+/** A failed call to Verda's API (or no answer at all), with its `kind`. */
+export const VerdaApiError = machineErrorClass("verda", "VerdaApiError");
+export type VerdaApiError = MachineProviderError;
 
 /**
  * Verda answers refusals as `{code, message}` with a 4xx or 503; the words tell them apart. "Operating
