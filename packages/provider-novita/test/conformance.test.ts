@@ -11,6 +11,7 @@ import {
   expectDetachAttach,
   poolTasks,
   requireTestbed,
+  runFaultMatrix,
   runProviderConformance,
   testbedStandIn,
   useFakeApi,
@@ -39,6 +40,35 @@ describe("without hosts", () => {
     provisionCount: 2,
     unknownInstanceId: "ffffffffffffffff",
     timeoutMs: 20_000,
+  });
+
+  runFaultMatrix({
+    name: "novita",
+    create: () =>
+      Novita({ apiKey: TEST_API_KEY, apiUrl: api.fake.apiUrl, keysDirectory: api.keysDirectory, retryDelayMs: 1 }),
+    faults: () => ({
+      live: () =>
+        [...api.fake.instances.values()].map((instance) => ({
+          id: instance.id,
+          hourlyPrice: Number(instance.instancePrice) / 100_000,
+        })),
+      created: () => api.fake.switches.created,
+      rateLimitNext: (count, seconds) => api.fake.switches.rateLimitNext(count, seconds),
+      loseNextCreateAnswer: () => {
+        api.fake.faults.loseNextCreateAnswer = true;
+      },
+      breakListShape: (broken) => api.fake.switches.breakListShape(broken),
+      reclaim: (id) => api.fake.reclaim(id),
+      fireBootWatchdogs: () => api.fake.fireBootWatchdogs(),
+    }),
+    spec: { accelerator: sky.accelerators.RTX_4090(), allocation: "spot-if-available" },
+    notApplicable: {
+      "partial-delete": "Novita deletes one instance a call (POST /gpu/instance/delete); there is no batch to answer 207",
+      "delete-refused-while-provisioning":
+        "Novita's Delete Instance reference documents no refusal to delete an instance still starting",
+    },
+    clientKilled: "boot-watchdog",
+    timeoutMs: 30_000,
   });
 });
 

@@ -39,6 +39,7 @@ export {
   startFakeRestServer,
   textAnswer,
 } from "./fake-rest.js";
+export { type FakeFaultSwitches, fakeFaultSwitches } from "./fake-faults.js";
 export {
   apiCellsNotApplicable,
   type BillingInstance,
