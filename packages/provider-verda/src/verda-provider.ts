@@ -57,11 +57,15 @@ const SPOT_OS_VOLUME_GB = 100;
 /** The name of a pool's SSH key and startup script at Verda: `<cluster id>_<pool id>`. */
 const RESOURCE_NAME = /^(verda-[0-9a-f]{8})(?:_(\S+))?$/;
 
-/** Verda's instance states, as the pool sees them; the others (new, ordered, validating, provisioning) are on their way. */
+/**
+ * Verda's instance states, as the pool sees them; the others (new, ordered, validating, provisioning)
+ * are on their way. A discontinued instance (a spot instance Verda took back) never runs again: the
+ * node is lost, and teardown still deletes what is left of it.
+ */
 const statusOf = statusTable({
   running: ["running"],
-  stopping: ["offline", "deleting", "discontinued"],
-  terminated: ["error", "notfound", "no_capacity", "installation_failed", "deleted"],
+  stopping: ["offline", "deleting"],
+  terminated: ["error", "notfound", "no_capacity", "installation_failed", "deleted", "discontinued"],
 });
 
 /** Skyward's tags in an instance description: `skyward skyward:cluster=… skyward:pool=…`. */
