@@ -45,7 +45,12 @@ describe("without hosts", () => {
   runFaultMatrix({
     name: "novita",
     create: () =>
-      Novita({ apiKey: TEST_API_KEY, apiUrl: api.fake.apiUrl, keysDirectory: api.keysDirectory, retryDelayMs: 1 }),
+      Novita({
+        apiKey: TEST_API_KEY,
+        apiUrl: api.fake.apiUrl,
+        keysDirectory: api.keysDirectory,
+        retryDelayMs: 1,
+      }),
     faults: () => ({
       live: () =>
         [...api.fake.instances.values()].map((instance) => ({
@@ -63,7 +68,8 @@ describe("without hosts", () => {
     }),
     spec: { accelerator: sky.accelerators.RTX_4090(), allocation: "spot-if-available" },
     notApplicable: {
-      "partial-delete": "Novita deletes one instance a call (POST /gpu/instance/delete); there is no batch to answer 207",
+      "partial-delete":
+        "Novita deletes one instance a call (POST /gpu/instance/delete); there is no batch to answer 207",
       "delete-refused-while-provisioning":
         "Novita's Delete Instance reference documents no refusal to delete an instance still starting",
     },

@@ -286,7 +286,10 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       },
       "GET /instances": () => {
         const listed = [...instances.values()].filter((instance) => !faults.unlisted.has(instance.id));
-        return jsonAnswer(200, switches.listShapeBroken ? { instances: listed.map(answerOf) } : listed.map(answerOf));
+        return jsonAnswer(
+          200,
+          switches.listShapeBroken ? { instances: listed.map(answerOf) } : listed.map(answerOf),
+        );
       },
       "POST /instances": ({ body }) => {
         const wanted = (body ?? {}) as Record<string, unknown>;
@@ -488,7 +491,11 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       for (const instance of [...instances.values()]) {
         const script = scripts.get(instance.startup_script_id ?? "")?.script ?? "";
         // Armed: the watchdog line, and a self-destruct that deletes through this very API.
-        if (!/# Boot watchdog:/.test(script) || !script.includes(server.url) || !script.includes('"PUT", "/instances"'))
+        if (
+          !/# Boot watchdog:/.test(script) ||
+          !script.includes(server.url) ||
+          !script.includes('"PUT", "/instances"')
+        )
           continue;
         instances.delete(instance.id);
         volumes.delete(instance.os_volume_id);
