@@ -271,7 +271,17 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       // Docs: "Startup Scripts" → "Get all startup scripts", "Add startup script" ({ name, script } → its id
       // as text), "Delete startup script by id" — `/scripts` and `/scripts/{id}`, as the official SDK calls them
       // (https://github.com/DataCrunch-io/datacrunch-python, datacrunch/startup_scripts/startup_scripts.py).
-      "GET /scripts": () => jsonAnswer(200, [...scripts.values()]),
+      // Paged since 2026-03-30 (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/):
+      // `page` and `pageSize` (at most 100); the metadata in X-Page, X-Page-Size and X-Total-Count.
+      "GET /scripts": ({ query }) => {
+        const size = Math.min(100, Number(query.get("pageSize") ?? 100));
+        const page = Number(query.get("page") ?? 1);
+        const all = [...scripts.values()];
+        return {
+          ...jsonAnswer(200, all.slice((page - 1) * size, page * size)),
+          headers: { "x-page": String(page), "x-page-size": String(size), "x-total-count": String(all.length) },
+        };
+      },
       "POST /scripts": ({ body }) => {
         const { name, script } = (body ?? {}) as { name?: unknown; script?: unknown };
         if (typeof name !== "string" || typeof script !== "string" || !script.startsWith("#!"))
