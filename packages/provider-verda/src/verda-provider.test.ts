@@ -336,11 +336,17 @@ describe("listing, termination, teardown, cleanup", () => {
     const { verda } = await clusterFor({});
     // Others' scripts fill the first page: a pool's script on the second must still be found.
     for (let index = 0; index < 120; index += 1)
-      fake.scripts.set(`other-${index}`, { id: `other-${index}`, name: `script ${index}`, script: "#!/bin/sh" });
+      fake.scripts.set(`other-${index}`, {
+        id: `other-${index}`,
+        name: `script ${index}`,
+        script: "#!/bin/sh",
+      });
     fake.scripts.set("late", { id: "late", name: "verda-0badcafe_late", script: "#!/bin/sh" });
     const result = await verda.cleanup?.({ pools: ["late"], ...call() });
     expect(result?.removed).toEqual([{ poolId: "late", kind: "startup script", id: "verda-0badcafe_late" }]);
-    const reads = fake.requests.filter((request) => request.method === "GET" && request.path.endsWith("/scripts"));
+    const reads = fake.requests.filter(
+      (request) => request.method === "GET" && request.path.endsWith("/scripts"),
+    );
     expect(reads.map((request) => request.query.get("page"))).toEqual(["1", "2"]);
     expect(fake.scripts.has("late")).toBe(false);
   });

@@ -279,7 +279,11 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
         const all = [...scripts.values()];
         return {
           ...jsonAnswer(200, all.slice((page - 1) * size, page * size)),
-          headers: { "x-page": String(page), "x-page-size": String(size), "x-total-count": String(all.length) },
+          headers: {
+            "x-page": String(page),
+            "x-page-size": String(size),
+            "x-total-count": String(all.length),
+          },
         };
       },
       "POST /scripts": ({ body }) => {
