@@ -130,9 +130,9 @@ export async function startFakeHyperstack(
 
   /** What a VM of `flavor` bills an hour, by the pricebook: per GPU for GPU flavors, per VM for the others. */
   const hourlyPriceOf = (flavor: (typeof FLAVORS)[number]) => {
-    const valueOf = (name: string) => pricebook.find((entry) => entry.name === name)?.value;
-    const perGpu = valueOf(flavor.gpu);
-    return perGpu === undefined ? Number(valueOf(flavor.name) ?? 0) : Number(perGpu) * flavor.gpu_count;
+    const listedPrice = (name: string) => pricebook.find((entry) => entry.name === name)?.value;
+    const perGpu = listedPrice(flavor.gpu);
+    return perGpu === undefined ? Number(listedPrice(flavor.name) ?? 0) : Number(perGpu) * flavor.gpu_count;
   };
 
   /** Starts deleting a VM, as `DELETE /core/virtual-machines/{id}` does. */
