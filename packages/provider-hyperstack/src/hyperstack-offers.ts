@@ -3,14 +3,13 @@
  * by `GET /pricebook` (per GPU for GPU flavors, per flavor for CPU-only ones). A flavor whose GPU ends
  * in `-spot` is a spot flavor: offered at a spot price only.
  */
+import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
-  acceleratorCatalog,
-  acceleratorFormFactor,
-  canonicalAcceleratorName,
-  type Offer,
-  type OfferQuery,
-} from "@skyward/core/contract";
-import { type MachineJsonClient, roundPrice } from "@skyward/provider-utils";
+  acceleratorFromNames,
+  type MachineJsonClient,
+  type NamedAccelerator,
+  roundPrice,
+} from "@skyward/provider-utils";
 import { type Flavor, flavorsAnswerSchema, pricebookAnswerSchema } from "./hyperstack-api.js";
 import type { ParsedSettings } from "./hyperstack-settings.js";
 
@@ -32,21 +31,8 @@ export interface HyperstackOfferData {
  * GPU name (`A100-80G-PCIe-w-NVLink`: PCIe boards with an NVLink bridge; `H100-80G-SXM5`: SXM), or
  * undefined.
  */
-export function acceleratorOfGpu(
-  gpu: string,
-): { name: string; memoryGb: number; formFactor?: string } | undefined {
-  const model = gpu.replace(/-spot$/i, "").replace(/-(?:w-)?NVLink$/i, "");
-  const name = canonicalAcceleratorName(model);
-  if (!name) return undefined;
-  const stated = /(\d+)G(?:B)?\b/i.exec(model)?.[1];
-  const fallback = acceleratorCatalog.find((entry) => entry.name === name)?.defaultMemory;
-  const memoryGb = stated ? Number(stated) : fallback ? Number.parseInt(fallback, 10) : 0;
-  const formFactor = acceleratorFormFactor(model);
-  return {
-    name,
-    memoryGb: Number.isFinite(memoryGb) ? memoryGb : 0,
-    ...(formFactor === undefined ? {} : { formFactor }),
-  };
+export function acceleratorOfGpu(gpu: string): NamedAccelerator | undefined {
+  return acceleratorFromNames([gpu.replace(/-spot$/i, "").replace(/-(?:w-)?NVLink$/i, "")]);
 }
 
 function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf: string): Offer | undefined {

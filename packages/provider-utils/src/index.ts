@@ -122,6 +122,7 @@ export type {
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
 // Offers and prices
+export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
 export {
   filterOffers,
