@@ -7,7 +7,6 @@
  * @example
  * ```ts
  * import { defineMachineApi } from "@skyward/provider-utils";
- * import { z } from "zod";
  *
  * const exampleApi = defineMachineApi({
  *   provider: "example",
@@ -16,13 +15,13 @@
  *   apiKeyVariable: "EXAMPLE_API_KEY",
  *   classify: ({ message }) => (/sold out/i.test(message) ? "capacity" : undefined),
  * });
+ * // Each call names its endpoint (paced by its documented limit) and parses the answer with a zod schema.
  * const client = exampleApi.jsonClient({
  *   apiUrl: "https://api.example.com/v1",
  *   maxRetries: 4,
  *   retryDelayMs: 1000,
  *   requestTimeoutMs: 30_000,
  * });
- * const machines = await client.read("list", "/machines", z.array(z.object({ id: z.string() })), "listing machines", AbortSignal.timeout(60_000));
  * ```
  */
 import type { z } from "zod";
