@@ -261,11 +261,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
   };
 }
 
-const factories = machineProviderFactories<HyperstackSettings, ParsedSettings, Vm, HyperstackClusterData>(
-  "Hyperstack",
-  settingsSchema,
-  adapterFor,
-);
+const factories = machineProviderFactories<HyperstackSettings>()("Hyperstack", settingsSchema, adapterFor);
 
 /**
  * The Hyperstack provider: `Hyperstack()` with default settings, or `Hyperstack({ region: "CANADA-1" })`.

@@ -222,11 +222,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
   };
 }
 
-const factories = machineProviderFactories<NovitaSettings, ParsedSettings, NovitaInstance, NovitaClusterData>(
-  "Novita",
-  settingsSchema,
-  adapterFor,
-);
+const factories = machineProviderFactories<NovitaSettings>()("Novita", settingsSchema, adapterFor);
 
 /**
  * The Novita provider: `Novita()` with default settings (the key from `NOVITA_API_KEY`), or

@@ -25,15 +25,17 @@ const { file: tasks, info } = poolTasks;
 describe("without hosts", () => {
   const api = useFakeApi({ start: () => startFakeNovita(), prefix: "skyward-novita-conformance-" });
 
+  const create = () =>
+    Novita({
+      apiKey: TEST_API_KEY,
+      apiUrl: api.fake.apiUrl,
+      keysDirectory: api.keysDirectory,
+      retryDelayMs: 1,
+    });
+
   runProviderConformance({
     name: "novita, GPU instances",
-    create: () =>
-      Novita({
-        apiKey: TEST_API_KEY,
-        apiUrl: api.fake.apiUrl,
-        keysDirectory: api.keysDirectory,
-        retryDelayMs: 1,
-      }),
+    create,
     leftovers: () => api.fake.leftovers(),
     spec: { accelerator: sky.accelerators.A100({ count: 2 }), allocation: "spot-if-available" },
     supports: { accelerator: "A100" },
@@ -44,13 +46,7 @@ describe("without hosts", () => {
 
   runFaultMatrix({
     name: "novita",
-    create: () =>
-      Novita({
-        apiKey: TEST_API_KEY,
-        apiUrl: api.fake.apiUrl,
-        keysDirectory: api.keysDirectory,
-        retryDelayMs: 1,
-      }),
+    create,
     faults: () => ({
       live: () =>
         [...api.fake.instances.values()].map((instance) => ({

@@ -278,12 +278,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
   };
 }
 
-const factories = machineProviderFactories<
-  TensorDockSettings,
-  ParsedSettings,
-  TensorDockInstance,
-  TensorDockClusterData
->("TensorDock", settingsSchema, adapterFor);
+const factories = machineProviderFactories<TensorDockSettings>()("TensorDock", settingsSchema, adapterFor);
 
 /**
  * The TensorDock provider: `TensorDock()` with default settings, or `TensorDock({ location: "Germany" })`.

@@ -294,11 +294,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
   };
 }
 
-const factories = machineProviderFactories<VerdaSettings, ParsedSettings, VerdaInstance, VerdaClusterData>(
-  "Verda",
-  settingsSchema,
-  adapterFor,
-);
+const factories = machineProviderFactories<VerdaSettings>()("Verda", settingsSchema, adapterFor);
 
 /**
  * The Verda provider: `Verda()` with default settings (credentials from `VERDA_CLIENT_ID` and

@@ -183,7 +183,7 @@ describe("machine settings", () => {
   });
 
   it("the provider's factories refuse a bad field by name, before any adapter is made", () => {
-    const factories = machineProviderFactories("Example", schema, () => {
+    const factories = machineProviderFactories<Record<string, unknown>>()("Example", schema, () => {
       throw new Error("no adapter for bad settings");
     });
     const refusal = (settings: Record<string, unknown>) => {

@@ -48,16 +48,22 @@ export function sshUserSchema(user: string) {
     .default(user);
 }
 
-/** The two factories of a provider: from its settings (errors under `label.`), and from a config table. */
-export function machineProviderFactories<Settings, Parsed, Machine, ClusterData extends MachineClusterData>(
-  label: string,
-  schema: z.ZodType<Parsed>,
-  adapterFor: (settings: Parsed) => MachineAdapter<Machine, ClusterData>,
-) {
-  const build = (settings: unknown, prefix: string) =>
-    defineMachineProvider(adapterFor(parseInput(schema, settings ?? {}, prefix)));
-  return {
-    provider: (settings?: Settings): ProviderV1<ClusterData> => build(settings, label),
-    fromConfig: (settings: Record<string, unknown>): ProviderV1<ClusterData> => build(settings, ""),
+/**
+ * The two factories of a provider: from its settings (errors under `label.`), and from a config table.
+ * Curried so that only `Settings` (the documented interface users write) is given; the rest is inferred:
+ * `machineProviderFactories<AcmeSettings>()("Acme", settingsSchema, adapterFor)`.
+ */
+export function machineProviderFactories<Settings>() {
+  return <Parsed, Machine, ClusterData extends MachineClusterData>(
+    label: string,
+    schema: z.ZodType<Parsed>,
+    adapterFor: (settings: Parsed) => MachineAdapter<Machine, ClusterData>,
+  ) => {
+    const build = (settings: unknown, prefix: string) =>
+      defineMachineProvider(adapterFor(parseInput(schema, settings ?? {}, prefix)));
+    return {
+      provider: (settings?: Settings): ProviderV1<ClusterData> => build(settings, label),
+      fromConfig: (settings: Record<string, unknown>): ProviderV1<ClusterData> => build(settings, ""),
+    };
   };
 }
