@@ -29,9 +29,12 @@ home_marker="$(mktemp)"
 # Plain text: CI=true makes vitest colour its output even into a pipe, unless NO_COLOR is set; attw's
 # table (chalk) ignores NO_COLOR and colours whenever TERM names a colour terminal, unless FORCE_COLOR=0.
 export NO_COLOR=1 FORCE_COLOR=0
+# Each provider's fault matrix leaves its result here; one line for them all is printed after the run.
+export SKYWARD_FAULT_MATRIX_RESULTS="$SKYWARD_ROOT/.test-logs/fault-matrix"
 status=0
 pnpm run ci 2>&1 | tee .test-logs/ci.log || status=$?
 node scripts/test-summary.mjs || status=1
+node scripts/fault-matrix-summary.mjs || status=1
 # Skips by reason; under CI a skip that scripts/allowed-skips.json does not explain fails the run.
 node scripts/check-skips.mjs || status=1
 node scripts/check-log-noise.mjs .test-logs/setup.log .test-logs/ci.log || status=1

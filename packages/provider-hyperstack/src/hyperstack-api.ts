@@ -18,31 +18,11 @@ import {
   answerListSchema,
   answerNumberSchema,
   answerTextSchema,
-  defineProviderApi,
-  type MachineErrorKind,
-  MachineProviderError,
+  defineMachineApi,
+  type MachineProviderError,
   type MachineRateLimits,
-  machineErrorFactory,
-  type ProviderApiErrorOptions,
 } from "@skyward/provider-utils";
 import { z } from "zod";
-
-/** A failed call to Hyperstack's API: a {@link MachineProviderError} whose `kind` says what failed. */
-export class HyperstackApiError extends MachineProviderError {
-  constructor(options: ProviderApiErrorOptions & { readonly kind?: MachineErrorKind }) {
-    super({
-      ...options,
-      kind: options.kind ?? "bad-request",
-      provider: "hyperstack",
-      name: "HyperstackApiError",
-    });
-  }
-
-  /** True for a {@link HyperstackApiError} from any copy of this package. */
-  static override isInstance(error: unknown): error is HyperstackApiError {
-    return MachineProviderError.isInstance(error) && error.provider === "hyperstack";
-  }
-}
 
 /**
  * "The rate limit for the Infrahub API is 500 requests per minute, per IP address. If you exceed this
@@ -59,40 +39,38 @@ export const HYPERSTACK_RATE_LIMITS: MachineRateLimits = {
 };
 
 /**
- * Hyperstack answers refusals as `{status: false, message, error_reason}` (ErrorResponseModel,
+ * Hyperstack's API: its client (key from `apiKey`, else `HYPERSTACK_API_KEY`, sent as `api_key`). It
+ * answers refusals as `{status: false, message, error_reason}` (ErrorResponseModel,
  * https://docs.hyperstack.cloud/docs/api-reference/errors), mostly with 400: the words tell them apart.
  * A VM still being created refuses to be deleted for now — `busy`, so deletes are tried again until it
  * is gone; an environment still holding VMs or key pairs (409) is `busy` by its status.
  */
-function classifyHyperstackError(failure: { statusCode: number | undefined; message: string }) {
-  const { statusCode, message } = failure;
-  if (statusCode === undefined || statusCode >= 500 || statusCode === 429) return undefined;
-  if (/being created|cannot be deleted yet|still (being )?(created|provisioning|building)/i.test(message))
-    return "busy" as const;
-  if (/stock|capacity|not enough|unavailable|no (gpus?|hosts?|resources)/i.test(message))
-    return "capacity" as const;
-  if (/quota|limit (reached|exceeded)/i.test(message)) return "quota" as const;
-  if (/insufficient (balance|credit|funds)|billing|payment|verif/i.test(message)) return "account" as const;
-  return undefined;
-}
-
-/** Hyperstack's API: its client (key from `apiKey`, else `HYPERSTACK_API_KEY`, sent as `api_key`), key lookup and answer parsing. */
-export const hyperstackApi = defineProviderApi({
+export const hyperstackApi = defineMachineApi({
+  provider: "hyperstack",
+  errorName: "HyperstackApiError",
   label: "Hyperstack",
   apiKeyVariable: "HYPERSTACK_API_KEY",
   apiKeyHeader: "api_key",
-  createError: machineErrorFactory({
-    provider: "hyperstack",
-    classify: classifyHyperstackError,
-    create: (options) => new HyperstackApiError(options),
-  }),
+  rateLimits: HYPERSTACK_RATE_LIMITS,
+  classify({ statusCode, message }) {
+    if (statusCode === undefined || statusCode >= 500 || statusCode === 429) return undefined;
+    if (/being created|cannot be deleted yet|still (being )?(created|provisioning|building)/i.test(message))
+      return "busy";
+    if (/stock|capacity|not enough|unavailable|no (gpus?|hosts?|resources)/i.test(message)) return "capacity";
+    if (/quota|limit (reached|exceeded)/i.test(message)) return "quota";
+    if (/insufficient (balance|credit|funds)|billing|payment|verif/i.test(message)) return "account";
+    return undefined;
+  },
 });
+
+/** A failed call to Hyperstack's API: a {@link MachineProviderError} whose `kind` says what failed. */
+export const HyperstackApiError = hyperstackApi.ApiError;
+export type HyperstackApiError = MachineProviderError;
 
 /** Hyperstack's API root. */
 export const HYPERSTACK_API_URL = "https://infrahub-api.nexgencloud.com/v1";
 
 const listOf = answerListSchema;
-
 const text = answerTextSchema;
 
 /** One flavor (Flavor_Fields). */
@@ -212,6 +190,3 @@ export const vmAnswerSchema = z.looseObject({ instance: vmSchema.nullish() });
 
 /** `POST /core/virtual-machines`. */
 export const createVmsAnswerSchema = z.looseObject({ instances: listOf(vmSchema) });
-
-/** Parses `value` with `schema`, or fails with a {@link HyperstackApiError} saying the answer was not understood. */
-export const parseAnswer = hyperstackApi.parseAnswer;

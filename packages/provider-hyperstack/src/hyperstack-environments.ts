@@ -6,7 +6,12 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CleanupOptions, CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
-import { type MachinePrepareContext, machineErrorKind, type PacedClient } from "@skyward/provider-utils";
+import {
+  type MachineJsonClient,
+  type MachinePrepareContext,
+  machineErrorKind,
+} from "@skyward/provider-utils";
+import { z } from "zod";
 import {
   createEnvironmentAnswerSchema,
   environmentsAnswerSchema,
@@ -15,7 +20,6 @@ import {
   keypairsAnswerSchema,
   nextPage,
   PAGE_SIZE,
-  parseAnswer,
   type Vm,
   vmsAnswerSchema,
 } from "./hyperstack-api.js";
@@ -45,76 +49,65 @@ interface Environment {
   readonly name: string;
 }
 
-/** The environments calls of one provider. */
-export function hyperstackEnvironments(http: PacedClient, settings: ParsedSettings) {
-  const api = settings.apiUrl;
+/** A paged answer: its items under `field`, and the page fields {@link nextPage} reads. */
+type PagedSchema<Field extends string> = z.ZodType<
+  Parameters<typeof nextPage>[2] & Record<Field, readonly { readonly id: number }[]>
+>;
 
-  /** Every item of a paged list (`page`, `pageSize`; the answer's `count` is the total), every page read. */
-  async function readAll<Item extends { readonly id: number }>(
-    path: string,
-    signal: AbortSignal,
-    params: Record<string, string>,
-    parse: (data: unknown) => { items: Item[]; paging: Parameters<typeof nextPage>[2] },
-  ): Promise<Item[]> {
-    const all = new Map<number, Item>();
-    for (let page: number | undefined = 1; page !== undefined; ) {
-      // A list that never ends is an API fault, not an endless account: never read as complete.
-      if (page > 1000)
-        throw new HyperstackApiError({
-          kind: "unavailable",
-          message: `Hyperstack's ${path} has over 1000 pages`,
-        });
-      const { data } = await http.send("other", {
-        method: "GET",
-        url: `${api}${path}`,
-        params: { ...params, page: String(page), pageSize: String(PAGE_SIZE) },
-        idempotent: true,
-        purpose: `listing ${path}`,
-        signal,
+/**
+ * Every item of a paged list (`page`, `pageSize`; the answer's `count` is the total), every page read:
+ * VMs (the provider's `listPage` reads them a page a call), environments, key pairs.
+ */
+async function readAllPages<Field extends string, Schema extends PagedSchema<Field>>(
+  client: MachineJsonClient,
+  path: string,
+  schema: Schema,
+  field: Field,
+  signal: AbortSignal,
+  params: Record<string, string> = {},
+): Promise<z.output<Schema>[Field][number][]> {
+  const all = new Map<number, z.output<Schema>[Field][number]>();
+  for (let page: number | undefined = 1; page !== undefined; ) {
+    // A list that never ends is an API fault, not an endless account: never read as complete.
+    if (page > 1000)
+      throw new HyperstackApiError({
+        kind: "unavailable",
+        message: `Hyperstack's ${path} has over 1000 pages`,
       });
-      const { items, paging } = parse(data);
-      // A page of items all seen before: the API gave the same page again (it ignored `page`).
-      if (items.length > 0 && items.every((item) => all.has(item.id))) break;
-      for (const item of items) all.set(item.id, item);
-      page = nextPage(page, items.length, paging);
-    }
-    return [...all.values()];
+    const paging = { ...params, page: String(page), pageSize: String(PAGE_SIZE) };
+    const answer = await client.read("other", path, schema, `listing ${path}`, signal, paging);
+    const items = answer[field];
+    // A page of items all seen before: the API gave the same page again (it ignored `page`).
+    if (items.length > 0 && items.every((item) => all.has(item.id))) break;
+    for (const item of items) all.set(item.id, item);
+    page = nextPage(page, items.length, answer);
   }
+  return [...all.values()];
+}
 
+/** The environments calls of one provider. */
+export function hyperstackEnvironments(client: MachineJsonClient, settings: ParsedSettings) {
   const listEnvironments = (signal: AbortSignal) =>
-    readAll("/core/environments", signal, {}, (data) => {
-      const answer = parseAnswer(environmentsAnswerSchema, data, "listing environments");
-      return { items: answer.environments, paging: answer };
-    });
+    readAllPages(client, "/core/environments", environmentsAnswerSchema, "environments", signal);
 
   /** The key pairs of an environment (of every page of the account's). */
   const keypairsIn = async (environment: string, signal: AbortSignal) =>
-    (
-      await readAll("/core/keypairs", signal, {}, (data) => {
-        const answer = parseAnswer(keypairsAnswerSchema, data, "listing key pairs");
-        return { items: answer.keypairs, paging: answer };
-      })
-    ).filter((keypair) => {
-      const owner = keypair.environment;
-      return (typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name) === environment;
-    });
+    (await readAllPages(client, "/core/keypairs", keypairsAnswerSchema, "keypairs", signal)).filter(
+      ({ environment: owner }) =>
+        (typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name) === environment,
+    );
 
   /** The VMs still in an environment. */
   const vmsIn = (environment: string, signal: AbortSignal) =>
-    readAll("/core/virtual-machines", signal, { environment, exact_environment_match: "true" }, (data) => {
-      const answer = parseAnswer(vmsAnswerSchema, data, "listing virtual machines");
-      return { items: answer.instances, paging: answer };
+    readAllPages(client, "/core/virtual-machines", vmsAnswerSchema, "instances", signal, {
+      environment,
+      exact_environment_match: "true",
     });
 
+  /** Deletes `path`; false when it was already gone. */
   async function remove(path: string, purpose: string, signal: AbortSignal): Promise<boolean> {
     try {
-      await http.send("delete", {
-        method: "DELETE",
-        url: `${api}${path}`,
-        idempotent: true,
-        purpose,
-        signal,
-      });
+      await client.remove("delete", path, purpose, signal);
       return true;
     } catch (error) {
       if (machineErrorKind(error) === "gone") return false;
@@ -129,9 +122,8 @@ export function hyperstackEnvironments(http: PacedClient, settings: ParsedSettin
       if (await remove(`/core/keypair/${keypair.id}`, `deleting key pair ${keypair.name}`, signal))
         removed.push({ kind: "key pair", id: keypair.name });
     }
-    if (
-      await remove(`/core/environments/${environment.id}`, `deleting environment ${environment.name}`, signal)
-    )
+    const path = `/core/environments/${environment.id}`;
+    if (await remove(path, `deleting environment ${environment.name}`, signal))
       removed.push({ kind: "environment", id: environment.name });
     return removed;
   }
@@ -146,20 +138,13 @@ export function hyperstackEnvironments(http: PacedClient, settings: ParsedSettin
   }
 
   async function newestImage(region: string, signal: AbortSignal): Promise<string> {
-    const { data } = await http.send("other", {
-      method: "GET",
-      url: `${api}/core/images`,
-      params: { region },
-      idempotent: true,
-      purpose: "listing images",
-      signal,
+    const answer = await client.read("other", "/core/images", imagesAnswerSchema, "listing images", signal, {
+      region,
     });
-    const answer = parseAnswer(imagesAnswerSchema, data, "listing images");
-    const images = answer.images
+    const ubuntu = answer.images
       .flatMap((group) => group.images)
-      .filter((image) => (image.region_name || region) === region)
+      .filter((image) => (image.region_name || region) === region && /ubuntu/i.test(image.name))
       .sort((a, b) => b.created_at.localeCompare(a.created_at));
-    const ubuntu = images.filter((image) => /ubuntu/i.test(image.name));
     const chosen = ubuntu.find((image) => /cuda/i.test(image.name)) ?? ubuntu[0];
     if (!chosen)
       throw new HyperstackApiError({
@@ -179,32 +164,25 @@ export function hyperstackEnvironments(http: PacedClient, settings: ParsedSettin
     }: MachinePrepareContext): Promise<HyperstackClusterData> {
       const specific = offer.specific as unknown as HyperstackOfferData;
       const environmentName = `${clusterId}--${poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24)}`;
-      const post = (path: string, data: unknown, purpose: string) =>
-        http.send("other", {
-          method: "POST",
-          url: `${api}${path}`,
-          data,
-          idempotent: false,
+      const data = { name: environmentName, region: specific.region };
+      const purpose = `creating environment ${environmentName}`;
+      const created = (
+        await client.call(
+          "other",
+          "POST",
+          "/core/environments",
+          createEnvironmentAnswerSchema,
           purpose,
           signal,
-        });
-      const created = parseAnswer(
-        createEnvironmentAnswerSchema,
-        (
-          await post(
-            "/core/environments",
-            { name: environmentName, region: specific.region },
-            `creating environment ${environmentName}`,
-          )
-        ).data,
-        "creating an environment",
+          {
+            data,
+          },
+        )
       ).environment;
       try {
-        await post(
-          "/core/keypairs",
-          { name: clusterId, environment_name: environmentName, public_key: keys.publicKey },
-          `importing key pair ${clusterId}`,
-        );
+        const keypair = { name: clusterId, environment_name: environmentName, public_key: keys.publicKey };
+        const purpose = `importing key pair ${clusterId}`;
+        await client.call("other", "POST", "/core/keypairs", z.unknown(), purpose, signal, { data: keypair });
         return {
           environmentName,
           environmentId: created.id,
@@ -221,9 +199,8 @@ export function hyperstackEnvironments(http: PacedClient, settings: ParsedSettin
 
     /** Removes the cluster's environment once its VMs (deleted by the base) are gone. */
     async teardown(cluster: { id: string; specific?: Partial<HyperstackClusterData> }, signal: AbortSignal) {
-      const environments = await listEnvironments(signal);
       const name = cluster.specific?.environmentName;
-      const environment = environments.find((entry) =>
+      const environment = (await listEnvironments(signal)).find((entry) =>
         name ? entry.name === name : entry.name.startsWith(`${cluster.id}--`),
       );
       if (!environment) return;

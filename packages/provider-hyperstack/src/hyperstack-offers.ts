@@ -3,15 +3,14 @@
  * by `GET /pricebook` (per GPU for GPU flavors, per flavor for CPU-only ones). A flavor whose GPU ends
  * in `-spot` is a spot flavor: offered at a spot price only.
  */
+import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
-  acceleratorCatalog,
-  acceleratorFormFactor,
-  canonicalAcceleratorName,
-  type Offer,
-  type OfferQuery,
-} from "@skyward/core/contract";
-import { type PacedClient, roundPrice } from "@skyward/provider-utils";
-import { type Flavor, flavorsAnswerSchema, parseAnswer, pricebookAnswerSchema } from "./hyperstack-api.js";
+  acceleratorFromNames,
+  type MachineJsonClient,
+  type NamedAccelerator,
+  roundPrice,
+} from "@skyward/provider-utils";
+import { type Flavor, flavorsAnswerSchema, pricebookAnswerSchema } from "./hyperstack-api.js";
 import type { ParsedSettings } from "./hyperstack-settings.js";
 
 /** The provider's name in offers and tags. */
@@ -32,21 +31,8 @@ export interface HyperstackOfferData {
  * GPU name (`A100-80G-PCIe-w-NVLink`: PCIe boards with an NVLink bridge; `H100-80G-SXM5`: SXM), or
  * undefined.
  */
-export function acceleratorOfGpu(
-  gpu: string,
-): { name: string; memoryGb: number; formFactor?: string } | undefined {
-  const model = gpu.replace(/-spot$/i, "").replace(/-(?:w-)?NVLink$/i, "");
-  const name = canonicalAcceleratorName(model);
-  if (!name) return undefined;
-  const stated = /(\d+)G(?:B)?\b/i.exec(model)?.[1];
-  const fallback = acceleratorCatalog.find((entry) => entry.name === name)?.defaultMemory;
-  const memoryGb = stated ? Number(stated) : fallback ? Number.parseInt(fallback, 10) : 0;
-  const formFactor = acceleratorFormFactor(model);
-  return {
-    name,
-    memoryGb: Number.isFinite(memoryGb) ? memoryGb : 0,
-    ...(formFactor === undefined ? {} : { formFactor }),
-  };
+export function acceleratorOfGpu(gpu: string): NamedAccelerator | undefined {
+  return acceleratorFromNames([gpu.replace(/-spot$/i, "").replace(/-(?:w-)?NVLink$/i, "")]);
 }
 
 function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf: string): Offer | undefined {
@@ -91,7 +77,7 @@ function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf
 
 /** The offers for `query`: flavors in stock in the regions allowed (the settings', narrowed by the query's). */
 export async function hyperstackOffers(
-  http: PacedClient,
+  client: MachineJsonClient,
   settings: ParsedSettings,
   query: OfferQuery,
   signal: AbortSignal,
@@ -101,24 +87,20 @@ export async function hyperstackOffers(
   const wanted = query.region ? [query.region.toUpperCase()] : allowed;
   if (wanted && allowed && !wanted.every((region) => allowed.includes(region))) return [];
   const region = wanted?.length === 1 ? wanted[0] : undefined;
-  const read = (url: string, purpose: string, params?: Record<string, string>) =>
-    http.send("offers", {
-      method: "GET",
-      url,
-      ...(params ? { params } : {}),
-      idempotent: true,
-      purpose,
+  const [flavorGroups, pricebook] = await Promise.all([
+    client.read(
+      "offers",
+      "/core/flavors",
+      flavorsAnswerSchema,
+      "listing flavors",
       signal,
-    });
-  const [flavorsAnswer, pricebookAnswer] = await Promise.all([
-    read(`${settings.apiUrl}/core/flavors`, "listing flavors", region ? { region } : undefined),
-    read(`${settings.apiUrl}/pricebook`, "reading the pricebook"),
+      region ? { region } : undefined,
+    ),
+    client.read("offers", "/pricebook", pricebookAnswerSchema, "reading the pricebook", signal),
   ]);
-  const flavors = parseAnswer(flavorsAnswerSchema, flavorsAnswer.data, "listing flavors").data.flatMap(
-    (group) => group.flavors,
-  );
+  const flavors = flavorGroups.data.flatMap((group) => group.flavors);
   const prices = new Map<string, number>();
-  for (const entry of parseAnswer(pricebookAnswerSchema, pricebookAnswer.data, "reading the pricebook")) {
+  for (const entry of pricebook) {
     if (entry.value !== null && entry.value > 0) prices.set(entry.name.toUpperCase(), entry.value);
   }
   const asOf = new Date().toISOString();

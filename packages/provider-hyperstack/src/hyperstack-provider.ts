@@ -7,35 +7,38 @@
  * (`skyward:cluster=…`). One VM is created a request (`count: 1`): Hyperstack bills per VM, so creating
  * them one by one costs nothing but requests, and each gets its own unique name to be found by.
  */
-import type { Instance, InstanceStatus, ProviderV1 } from "@skyward/core/contract";
-import { shellQuote } from "@skyward/core/contract";
+import type { Instance } from "@skyward/core/contract";
 import {
-  defineMachineProvider,
+  type ApiBootScriptOptions,
+  describeMachine,
   hourlyPriceFromTags,
-  instanceSsh,
   type MachineAdapter,
-  pacedClient,
+  machineProviderFactories,
+  renderApiBootScript,
+  SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
+  selfDestructCommand,
   skywardTags,
-  sshReachableStatus,
+  standInSeam,
+  statusTable,
+  tagsFromWords,
+  tagsToWords,
 } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
+import { z } from "zod";
 import {
   createVmsAnswerSchema,
-  HYPERSTACK_RATE_LIMITS,
   HyperstackApiError,
   hyperstackApi,
   nextPage,
   PAGE_SIZE,
-  parseAnswer,
   type Vm,
   vmAnswerSchema,
   vmsAnswerSchema,
 } from "./hyperstack-api.js";
 import { type HyperstackClusterData, hyperstackEnvironments } from "./hyperstack-environments.js";
 import { hyperstackOffers, NAME } from "./hyperstack-offers.js";
-import { type HyperstackSettings, type ParsedSettings, parseSettings } from "./hyperstack-settings.js";
-import { renderUserData, SELF_DESTRUCT_COMMAND } from "./user-data.js";
+import { type HyperstackSettings, type ParsedSettings, settingsSchema } from "./hyperstack-settings.js";
 
 export type { HyperstackClusterData } from "./hyperstack-environments.js";
 export { acceleratorOfGpu, type HyperstackOfferData } from "./hyperstack-offers.js";
@@ -45,22 +48,12 @@ export type {
   HyperstackVmAddresses,
 } from "./hyperstack-settings.js";
 
-/** VM statuses of a VM that is gone or will never run again. */
-const ENDED = new Set(["DELETED", "ERROR", "SHUTOFF", "HIBERNATED", "HIBERNATING", "SHELVED"]);
-
-/** Skyward's tags as VM labels (`skyward:cluster=skyward-1a2b3c4d`), and back. */
-export function tagsToLabels(tags: Readonly<Record<string, string>>): string[] {
-  return Object.entries(tags).map(([key, value]) => `${key}=${value}`);
-}
-
-function tagsFromLabels(labels: readonly string[]): Record<string, string> {
-  const tags: Record<string, string> = {};
-  for (const label of labels) {
-    const at = label.indexOf("=");
-    if (at > 0 && label.startsWith("skyward:")) tags[label.slice(0, at)] = label.slice(at + 1);
-  }
-  return tags;
-}
+/** VM statuses (Instance_Fields `status`) as Skyward's: gone or never running again, being deleted, else on its way. */
+const vmStatus = statusTable({
+  terminated: ["DELETED", "ERROR", "SHUTOFF", "HIBERNATED", "HIBERNATING", "SHELVED"],
+  stopping: ["DELETING"],
+  running: ["ACTIVE"],
+});
 
 /**
  * Whether the floating IP's port randomization is still being set up (`port_randomization_status`,
@@ -68,12 +61,25 @@ function tagsFromLabels(labels: readonly string[]): Record<string, string> {
  */
 const PORTS_SETTLING = /pend|progress|creat|updat|process|attach/i;
 
-function statusOf(vm: Vm): InstanceStatus {
-  const status = vm.status.toUpperCase();
-  if (ENDED.has(status)) return "terminated";
-  if (status === "DELETING") return "stopping";
+function statusOf(vm: Vm) {
+  const status = vmStatus(vm.status);
+  if (status !== "running") return status;
   if (vm.port_randomization_status && PORTS_SETTLING.test(vm.port_randomization_status)) return "pending";
-  return status === "ACTIVE" && vm.floating_ip ? "running" : "pending";
+  return vm.floating_ip ? "running" : "pending";
+}
+
+/** How the VM's self-destruct calls the API: by id, or by name from a search of the VMs (see `renderApiBootScript`). */
+const SELF_DESTRUCT_API = {
+  header: "api_key",
+  idPattern: "[0-9]+",
+  listPath: "/core/virtual-machines?pageSize=100&search={name}",
+  listItems: ["instances"],
+  deletePath: "/core/virtual-machines/{id}",
+};
+
+/** The `user_data` of a Hyperstack VM (a shell script cloud-init runs as root): it arms the VM's self-destruct and boot watchdog. */
+export function renderUserData(options: ApiBootScriptOptions): string {
+  return renderApiBootScript(SELF_DESTRUCT_API, { keyFile: "/etc/skyward/hyperstack-api-key", ...options });
 }
 
 /** The private network a fixed IP is in, as a /24: peers of a cluster share their environment's network. */
@@ -82,24 +88,27 @@ function peerNetwork(fixedIp: string): string | undefined {
   return parts.length === 4 ? `${parts.slice(0, 3).join(".")}.0/24` : undefined;
 }
 
+/** The ingress rule of a security group: TCP port 22, or any protocol from a network. */
+const ingress = (rule: Record<string, unknown>) => ({ direction: "ingress", ethertype: "IPv4", ...rule });
+
 function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClusterData> {
-  const http = pacedClient(hyperstackApi.createClient(settings), HYPERSTACK_RATE_LIMITS);
-  const api = settings.apiUrl;
-  const environments = hyperstackEnvironments(http, settings);
+  const client = hyperstackApi.jsonClient(settings);
+  const environments = hyperstackEnvironments(client, settings);
+  const standIns = standInSeam(settings.sshAddress, (instance: Instance) =>
+    instance.publicIp
+      ? { id: instance.id, floatingIp: instance.publicIp, fixedIp: instance.privateIp }
+      : undefined,
+  );
 
   /** Opens the VM's private network to it once it has its address there (peers talk on it), once. */
   async function openPeerNetwork(vm: Vm, signal: AbortSignal) {
     const network =
       vm.status.toUpperCase() === "ACTIVE" && vm.fixed_ip ? peerNetwork(vm.fixed_ip) : undefined;
     if (!network || vm.security_rules.some((rule) => rule.remote_ip_prefix === network)) return;
-    await http.send("other", {
-      method: "POST",
-      url: `${api}/core/virtual-machines/${vm.id}/sg-rules`,
-      data: { direction: "ingress", ethertype: "IPv4", protocol: "any", remote_ip_prefix: network },
-      idempotent: true,
-      purpose: `opening the private network to virtual machine ${vm.id}`,
-      signal,
-    });
+    const path = `/core/virtual-machines/${vm.id}/sg-rules`;
+    const purpose = `opening the private network to virtual machine ${vm.id}`;
+    const data = ingress({ protocol: "any", remote_ip_prefix: network });
+    await client.call("other", "POST", path, z.unknown(), purpose, signal, { data, idempotent: true });
   }
 
   return {
@@ -109,7 +118,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     capabilities: Object.freeze({ spot: true, offerCache: "marketplace" }),
     // Every setting the offers depend on (the API asked, the regions allowed), so that a provider set
     // otherwise is never handed offers the core cached for another. Not the image, user or key.
-    cacheKey: JSON.stringify([api, settings.regions ? [...settings.regions].sort() : null]),
+    cacheKey: JSON.stringify([settings.apiUrl, settings.regions ? [...settings.regions].sort() : null]),
     sshUser: settings.sshUser,
     keyName: "hyperstack_ed25519",
     keysDirectory: settings.keysDirectory,
@@ -119,48 +128,46 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     deleteRetryDelayMs: Math.max(1, settings.retryDelayMs) * 5,
 
     checkCredentials: () => void hyperstackApi.resolveApiKey(settings.apiKey),
-    offers: (query, signal) => hyperstackOffers(http, settings, query, signal),
+    offers: (query, signal) => hyperstackOffers(client, settings, query, signal),
     prepare: environments.prepare,
 
     async create({ cluster, name, tags, hourlyPrice, watchdogSeconds, signal }) {
-      const { data } = await http.send("create", {
-        method: "POST",
-        url: `${api}/core/virtual-machines`,
-        data: {
-          name,
-          environment_name: cluster.specific.environmentName,
-          image_name: cluster.specific.imageName,
-          flavor_name: cluster.specific.flavorName,
-          key_name: cluster.specific.keyName,
-          count: 1,
-          assign_floating_ip: true,
-          // Port 22 stays port 22 on the floating IP (the VM's answer is checked: see `get`).
-          enable_port_randomization: false,
-          create_bootable_volume: false,
-          labels: tagsToLabels({ ...tags, ...skywardTags({ cluster: cluster.id, hourlyPrice }) }),
-          security_rules: [
-            {
-              direction: "ingress",
-              ethertype: "IPv4",
-              protocol: "tcp",
-              remote_ip_prefix: "0.0.0.0/0",
-              port_range_min: 22,
-              port_range_max: 22,
-            },
-          ],
-          user_data: renderUserData({
-            apiUrl: api,
-            apiKey: hyperstackApi.resolveApiKey(settings.apiKey),
-            vmName: name,
-            root: DEFAULT_NODE_ROOT,
-            watchdogSeconds,
-          }),
-        },
-        idempotent: false,
-        purpose: `creating virtual machine ${name}`,
+      const data = {
+        name,
+        environment_name: cluster.specific.environmentName,
+        image_name: cluster.specific.imageName,
+        flavor_name: cluster.specific.flavorName,
+        key_name: cluster.specific.keyName,
+        count: 1,
+        assign_floating_ip: true,
+        // Port 22 stays port 22 on the floating IP (the VM's answer is checked: see `get`).
+        enable_port_randomization: false,
+        create_bootable_volume: false,
+        labels: tagsToWords({ ...tags, ...skywardTags({ cluster: cluster.id, hourlyPrice }) }),
+        security_rules: [
+          ingress({ protocol: "tcp", remote_ip_prefix: "0.0.0.0/0", port_range_min: 22, port_range_max: 22 }),
+        ],
+        user_data: renderUserData({
+          apiUrl: settings.apiUrl,
+          apiKey: hyperstackApi.resolveApiKey(settings.apiKey),
+          vmName: name,
+          root: DEFAULT_NODE_ROOT,
+          watchdogSeconds,
+        }),
+      };
+      const purpose = `creating virtual machine ${name}`;
+      const answer = await client.call(
+        "create",
+        "POST",
+        "/core/virtual-machines",
+        createVmsAnswerSchema,
+        purpose,
         signal,
-      });
-      const [vm] = parseAnswer(createVmsAnswerSchema, data, "creating a virtual machine").instances;
+        {
+          data,
+        },
+      );
+      const [vm] = answer.instances;
       if (!vm)
         throw new HyperstackApiError({
           kind: "unknown-answer",
@@ -171,49 +178,43 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
 
     async get(id, signal) {
       const purpose = `looking up virtual machine ${id}`;
-      const { data } = await http.send("get", {
-        method: "GET",
-        url: `${api}/core/virtual-machines/${id}`,
-        idempotent: true,
-        purpose,
-        signal,
-      });
-      const vm = parseAnswer(vmAnswerSchema, data, purpose).instance ?? null;
-      if (vm?.port_randomization === true && vm.status.toUpperCase() === "ACTIVE") {
+      const vm = (await client.read("get", `/core/virtual-machines/${id}`, vmAnswerSchema, purpose, signal))
+        .instance;
+      if (!vm) return null;
+      if (vm.port_randomization === true && vm.status.toUpperCase() === "ACTIVE") {
         // Asked for off, yet on: port 22 of the floating IP is not the VM's SSH, and the API says not which is.
         throw new HyperstackApiError({
-          kind: "bad-request",
           message: `Hyperstack gave virtual machine ${id} random public ports (port_randomization_status ${JSON.stringify(vm.port_randomization_status ?? null)}) though enable_port_randomization was false: SSH is not on port 22 of ${vm.floating_ip}`,
         });
       }
-      if (vm) await openPeerNetwork(vm, signal);
+      await openPeerNetwork(vm, signal);
       return vm;
     },
 
     async listPage(cursor, signal) {
       const page = cursor === undefined ? 1 : Number(cursor);
-      const { data } = await http.send("list", {
-        method: "GET",
-        url: `${api}/core/virtual-machines`,
-        params: { page: String(page), pageSize: String(PAGE_SIZE), search: "skyward-" },
-        idempotent: true,
-        purpose: "listing virtual machines",
+      const params = { page: String(page), pageSize: String(PAGE_SIZE), search: "skyward-" };
+      const answer = await client.read(
+        "list",
+        "/core/virtual-machines",
+        vmsAnswerSchema,
+        "listing virtual machines",
         signal,
-      });
-      const answer = parseAnswer(vmsAnswerSchema, data, "listing virtual machines");
+        params,
+      );
       const next = nextPage(page, answer.instances.length, answer);
       return { machines: answer.instances, ...(next === undefined ? {} : { next: String(next) }) };
     },
 
     delete: {
       async one(id, signal) {
-        await http.send("delete", {
-          method: "DELETE",
-          url: `${api}/core/virtual-machines/${id}`,
-          idempotent: true,
-          purpose: `deleting virtual machine ${id}`,
+        await client.remove(
+          "delete",
+          `/core/virtual-machines/${id}`,
+          `deleting virtual machine ${id}`,
           signal,
-        });
+        );
+        standIns.forget(id);
       },
     },
 
@@ -223,69 +224,53 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (vm) => vm.name || undefined,
-      read: (vm) => tagsFromLabels(vm.labels),
+      read: (vm) => tagsFromWords(vm.labels),
     },
 
-    describe(vm, { identityFile }): Instance {
-      const tags = tagsFromLabels(vm.labels);
+    describe(vm, { identityFile }) {
+      const tags = tagsFromWords(vm.labels);
       if (vm.environment?.name) tags["hyperstack:environment"] = vm.environment.name;
-      const status = statusOf(vm);
       const floatingIp = vm.floating_ip || null;
       const fixedIp = vm.fixed_ip || null;
-      const mapping =
-        floatingIp && settings.sshAddress
-          ? settings.sshAddress({ id: String(vm.id), floatingIp, fixedIp })
-          : undefined;
-      const ssh =
-        status === "running" && floatingIp
-          ? instanceSsh({ host: floatingIp, port: 22, user: settings.sshUser }, identityFile, mapping)
-          : null;
-      const created = Date.parse(vm.created_at);
-      return Object.freeze({
-        id: String(vm.id),
-        status: sshReachableStatus(status, ssh),
-        publicIp: floatingIp,
-        privateIp: mapping?.privateIp ?? fixedIp,
-        ssh,
+      const id = String(vm.id);
+      const standIn = standIns.of(id, floatingIp ? { id, floatingIp, fixedIp } : undefined);
+      return describeMachine({
+        id,
+        status: statusOf(vm),
+        address: floatingIp ? { host: floatingIp, port: 22, user: settings.sshUser } : null,
+        identityFile,
+        standIn,
+        privateIp: standIn?.privateIp ?? fixedIp,
         spot: tags[SKYWARD_TAGS.spot] === "1",
         hourlyPrice: hourlyPriceFromTags(tags),
-        offerId: tags[SKYWARD_TAGS.offer] ?? "",
-        createdAt: Number.isFinite(created) ? created : Date.now(),
-        tags: Object.freeze(tags),
+        tags,
+        createdAt: vm.created_at,
       });
     },
 
-    selfDestruct(instance) {
-      if (settings.sshAddress && instance.publicIp) {
-        // A stand-in host of a test is not the VM: it must never be deleted.
-        const vm = { id: instance.id, floatingIp: instance.publicIp, fixedIp: instance.privateIp };
-        return settings.sshAddress(vm).selfDestruct ?? "true";
-      }
-      // Installed by the VM's user data, with the key it saved there (see user-data.ts): it deletes the
-      // VM through the API, which is what ends the bill.
-      const command = `${SELF_DESTRUCT_COMMAND} ${shellQuote(instance.id)}`;
-      return settings.sshUser === "root" ? command : `sudo -n ${command}`;
-    },
+    // Installed by the VM's user data, with the key it saved there: it deletes the VM through the API,
+    // which is what ends the bill.
+    selfDestruct: (instance) =>
+      standIns.selfDestruct(
+        instance,
+        selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, settings.sshUser),
+      ),
 
     teardown: environments.teardown,
     cleanup: environments.cleanup,
   };
 }
 
+const factories = machineProviderFactories<HyperstackSettings>()("Hyperstack", settingsSchema, adapterFor);
+
 /**
  * The Hyperstack provider: `Hyperstack()` with default settings, or `Hyperstack({ region: "CANADA-1" })`.
  * Throws {@link ConfigurationError} for bad settings; the API key is looked up on the first API call.
  */
-export function Hyperstack(settings: HyperstackSettings = {}): ProviderV1<HyperstackClusterData> {
-  return defineMachineProvider(adapterFor(parseSettings(settings, "Hyperstack")));
-}
+export const Hyperstack = factories.provider;
 
 /**
  * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "hyperstack"`), its
  * keys already camelCased by the core: `ssh_user = "ubuntu"` arrives as `sshUser`.
  */
-export function createProviderFromConfig(
-  settings: Record<string, unknown>,
-): ProviderV1<HyperstackClusterData> {
-  return defineMachineProvider(adapterFor(parseSettings(settings as HyperstackSettings, "")));
-}
+export const createProviderFromConfig = factories.fromConfig;

@@ -10,6 +10,7 @@ import { accelerators } from "@skyward/core";
 import {
   expectDetachAttach,
   requireTestbed,
+  runFaultMatrix,
   runProviderConformance,
   testbedAddressAt,
   useFakeApi,
@@ -44,6 +45,38 @@ runProviderConformance({
   provisionCount: 2,
   unknownInstanceId: "99999999",
   timeoutMs: 20_000,
+});
+
+runFaultMatrix({
+  name: "hyperstack",
+  create,
+  faults: () => ({
+    live: () =>
+      api.fake.switches.created.filter((vm) => {
+        const status = api.fake.vms.get(Number(vm.id))?.status;
+        return status !== undefined && status !== "DELETING";
+      }),
+    created: () => api.fake.switches.created,
+    loseNextCreateAnswer: () => {
+      api.fake.state.loseCreateAnswers = 1;
+    },
+    refuseDeleteWhileProvisioning: (count) => api.fake.switches.refuseDeleteWhileProvisioning(count),
+    breakListShape: (broken) => {
+      api.fake.state.unknownVmList = broken;
+    },
+    reclaim: (id) => api.fake.reclaim(id),
+    fireBootWatchdogs: () => api.fake.fireBootWatchdogs(),
+  }),
+  spec: { accelerator: accelerators.A100(), allocation: "on-demand", region: "CANADA-1" },
+  notApplicable: {
+    "partial-delete":
+      "Hyperstack deletes one VM a call (DELETE /core/virtual-machines/{id}); there is no batch to answer 207",
+    // api-shapes.test.ts checks that the client's penalty after a 429 is that documented minute.
+    "rate-limit-storm":
+      "Hyperstack blocks every call for the next minute after a 429 (documented), so each 429 of a storm costs a minute: longer than a cell may run",
+  },
+  clientKilled: "boot-watchdog",
+  timeoutMs: 30_000,
 });
 
 const skipReason = await requireTestbed();

@@ -12,6 +12,8 @@
  */
 import { randomBytes } from "node:crypto";
 import {
+  type FakeFaultSwitches,
+  fakeFaultSwitches,
   fakeRoutes,
   jsonAnswer,
   startFakeRestServer,
@@ -90,6 +92,12 @@ export interface FakeHyperstack extends AsyncDisposable {
     /** Whether lists answer every item on every page, with no count (an API that ignores `page`). */
     ignorePaging: boolean;
   };
+  /** The fault matrix's switches (a 429 storm, refusals to delete) and every VM created, at what it bills an hour. */
+  readonly switches: FakeFaultSwitches;
+  /** Hyperstack takes the VM back (its host lost): it is gone. */
+  reclaim(id: string): Promise<void>;
+  /** Runs each VM's boot watchdog as if its time were up with no worker: one whose user data arms it is deleted. */
+  fireBootWatchdogs(): Promise<void>;
   /** What Skyward left: environments, key pairs and VMs not deleted, in words. */
   leftovers(): string[];
   /** Requests as `METHOD path`, optionally only those whose path matches. */
@@ -118,6 +126,22 @@ export async function startFakeHyperstack(
     ignorePaging: false,
   };
   const hosts = await testbedHostPool<number>(options.hosts ?? []);
+  const switches = fakeFaultSwitches();
+
+  /** What a VM of `flavor` bills an hour, by the pricebook: per GPU for GPU flavors, per VM for the others. */
+  const hourlyPriceOf = (flavor: (typeof FLAVORS)[number]) => {
+    const listedPrice = (name: string) => pricebook.find((entry) => entry.name === name)?.value;
+    const perGpu = listedPrice(flavor.gpu);
+    return perGpu === undefined ? Number(listedPrice(flavor.name) ?? 0) : Number(perGpu) * flavor.gpu_count;
+  };
+
+  /** Starts deleting a VM, as `DELETE /core/virtual-machines/{id}` does. */
+  const startDeleting = async (vm: FakeVm) => {
+    if (vm.status === "DELETING") return;
+    vm.status = "DELETING";
+    vm.reads = 0;
+    await hosts.revoke(vm.id);
+  };
 
   /** Instance_Fields of the VM. https://docs.hyperstack.cloud/docs/api-reference/virtual-machine */
   const instanceFields = (vm: FakeVm) => {
@@ -372,6 +396,7 @@ export async function startFakeHyperstack(
           };
           vms.set(id, vm);
           created.push(vm);
+          switches.created.push({ id: String(id), hourlyPrice: hourlyPriceOf(flavor) });
         }
         if (state.loseCreateAnswers > 0) {
           state.loseCreateAnswers -= 1;
@@ -433,11 +458,8 @@ export async function startFakeHyperstack(
           if (vm.reads > 1) vm.status = "ACTIVE";
           return jsonAnswer(400, errors.stillCreating);
         }
-        if (vm.status !== "DELETING") {
-          vm.status = "DELETING";
-          vm.reads = 0;
-          await hosts.revoke(vm.id);
-        }
+        if (switches.takeDeleteRefusal()) return jsonAnswer(400, errors.stillCreating);
+        await startDeleting(vm);
         return jsonAnswer(200, { status: true, message: "Virtual machine deleted successfully" });
       },
     },
@@ -454,7 +476,8 @@ export async function startFakeHyperstack(
       apiKey: typeof headers.api_key === "string" ? headers.api_key : undefined,
     }),
     handle: (request) =>
-      request.headers.api_key === apiKey ? routes(request) : jsonAnswer(401, errors.unauthorized),
+      switches.takeRateLimit(jsonAnswer(429, errors.rateLimited)) ??
+      (request.headers.api_key === apiKey ? routes(request) : jsonAnswer(401, errors.unauthorized)),
     failed: (error) => jsonAnswer(500, { status: false, message: String(error), error_reason: "internal" }),
   });
   return {
@@ -464,6 +487,22 @@ export async function startFakeHyperstack(
     vms,
     outOfStock,
     state,
+    switches,
+    async reclaim(id) {
+      vms.delete(Number(id));
+      await hosts.release(Number(id));
+    },
+    async fireBootWatchdogs() {
+      for (const vm of [...vms.values()]) {
+        // Armed: the watchdog line, and a self-destruct that deletes through this very API.
+        if (
+          /# Boot watchdog:/.test(vm.userData) &&
+          vm.userData.includes(server.url) &&
+          vm.userData.includes('"DELETE"')
+        )
+          await startDeleting(vm);
+      }
+    },
     leftovers: () => [
       ...[...environments.values()].map((entry) => `environment ${entry.name}`),
       ...[...keypairs.values()].map((entry) => `keypair ${entry.name}`),

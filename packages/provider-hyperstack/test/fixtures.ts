@@ -238,6 +238,9 @@ export const errors = {
     error_reason: "bad_request",
   },
   unauthorized: { status: false, message: "Invalid API key", error_reason: "unauthorized" },
+  // Over 500 requests a minute: "all API calls for the next minute will be blocked, resulting in a HTTP
+  // 429 response" (https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication).
+  rateLimited: { status: false, message: "Too many requests", error_reason: "too_many_requests" },
   notFound: (what: string) => ({ status: false, message: `${what} not found`, error_reason: "not_found" }),
   noStock: {
     status: false,

@@ -13,8 +13,12 @@ import { accelerators, NoCapacityError, options, type PoolSpec, spec as resolveS
 // The core's offer cache itself (not exported): what pools put every offers() answer through.
 import { type Cluster, cachedOffers, resolvePoolSpec } from "@skyward/core/contract";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { acceleratorOfGpu, Hyperstack, type HyperstackClusterData } from "../src/hyperstack-provider.js";
-import { renderUserData } from "../src/user-data.js";
+import {
+  acceleratorOfGpu,
+  Hyperstack,
+  type HyperstackClusterData,
+  renderUserData,
+} from "../src/hyperstack-provider.js";
 import { type FakeHyperstack, startFakeHyperstack } from "./fake-hyperstack.js";
 
 const run = promisify(execFile);

@@ -5,15 +5,7 @@
  * {@link NovitaApiError} whose `kind` (the machine-provider base's taxonomy) says what failed. Novita
  * documents no rate limit: a 429's `Retry-After` is honoured.
  */
-import {
-  answerNumberSchema,
-  defineProviderApi,
-  type MachineErrorKind,
-  MachineProviderError,
-  machineErrorFactory,
-  type ProviderApiErrorOptions,
-  type ProviderHttpSettings,
-} from "@skyward/provider-utils";
+import { answerNumberSchema, defineMachineApi, type MachineProviderError } from "@skyward/provider-utils";
 import { z } from "zod";
 
 /** Novita's GPU instance API, as its reference names it. */
@@ -22,47 +14,34 @@ export const NOVITA_API_URL = "https://api.novita.ai/gpu-instance/openapi/v1";
 /** Prices in Novita's answers are in units of 1/100,000 USD per hour. */
 export const NOVITA_PRICE_UNITS_PER_USD = 100_000;
 
-/** A failed call to Novita's API (or no answer at all), with its {@link MachineErrorKind}. */
-export class NovitaApiError extends MachineProviderError {
-  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
-    super({ ...options, provider: "novita", name: "NovitaApiError" });
-  }
-
-  /** True for a {@link NovitaApiError} from any copy of this package. */
-  static override isInstance(error: unknown): error is NovitaApiError {
-    return MachineProviderError.isInstance(error) && error.provider === "novita";
-  }
-}
-
 /**
- * Novita answers refusals as `{code, reason, message}`, out of stock as a 400 `NOT_ENOUGH_RESOURCE`;
- * the reason (else the words) tells them apart.
+ * The API's definition: its name in messages, the key's variable, its errors. Novita answers refusals
+ * as `{code, reason, message}`, out of stock as a 400 `NOT_ENOUGH_RESOURCE`; the reason (else the
+ * words) tells them apart.
  */
-function classifyNovitaError(failure: { statusCode: number | undefined; message: string; answer: unknown }) {
-  if (failure.statusCode === undefined || failure.statusCode >= 500 || failure.statusCode === 429)
-    return undefined;
-  const reason = String((failure.answer as { reason?: unknown } | null)?.reason ?? "");
-  const text = `${reason} ${failure.message}`;
-  if (/NOT_FOUND/.test(reason)) return "gone" as const;
-  if (
-    /NOT_ENOUGH|not enough|no (available )?(gpu|resource|inventory|stock)|sold out|out of stock/i.test(text)
-  )
-    return "capacity" as const;
-  if (/balance|insufficient funds|payment/i.test(text)) return "account" as const;
-  if (/quota|limit (exceeded|reached)/i.test(text)) return "quota" as const;
-  return undefined;
-}
-
-/** The API's definition: its name in messages, the key's variable, its error. */
-export const novitaApi = defineProviderApi({
+export const novitaApi = defineMachineApi({
+  provider: "novita",
+  errorName: "NovitaApiError",
   label: "Novita",
   apiKeyVariable: "NOVITA_API_KEY",
-  createError: machineErrorFactory({
-    provider: "novita",
-    classify: classifyNovitaError,
-    create: (options) => new NovitaApiError(options),
-  }),
+  classify({ statusCode, message, answer }) {
+    if (statusCode === undefined || statusCode >= 500 || statusCode === 429) return undefined;
+    const reason = String((answer as { reason?: unknown } | null)?.reason ?? "");
+    const text = `${reason} ${message}`;
+    if (/NOT_FOUND/.test(reason)) return "gone";
+    if (
+      /NOT_ENOUGH|not enough|no (available )?(gpu|resource|inventory|stock)|sold out|out of stock/i.test(text)
+    )
+      return "capacity";
+    if (/balance|insufficient funds|payment/i.test(text)) return "account";
+    if (/quota|limit (exceeded|reached)/i.test(text)) return "quota";
+    return undefined;
+  },
 });
+
+/** A failed call to Novita's API (or no answer at all), with its `kind`. */
+export const NovitaApiError = novitaApi.ApiError;
+export type NovitaApiError = MachineProviderError;
 
 const productSchema = z.object({
   id: z.string(),
@@ -101,20 +80,9 @@ export type NovitaInstance = z.output<typeof instanceSchema>;
 /** The page size of `GET /gpu/instances`. */
 export const PAGE_SIZE = 100;
 
-/** A client for the API at `apiUrl`; the key is looked up on the first request. */
-export function createNovitaClient(apiUrl: string, settings: ProviderHttpSettings) {
-  const http = novitaApi.createClient(settings);
-  const url = (path: string) => `${apiUrl.replace(/\/+$/, "")}${path}`;
-  const get = async (path: string, params: Record<string, string>, purpose: string, signal: AbortSignal) =>
-    (await http.send({ method: "GET", url: url(path), params, idempotent: true, purpose, signal })).data;
-  const post = async (
-    path: string,
-    data: unknown,
-    idempotent: boolean,
-    purpose: string,
-    signal: AbortSignal,
-  ) => (await http.send({ method: "POST", url: url(path), data, idempotent, purpose, signal })).data;
-
+/** A client for the API at `settings.apiUrl`; the key is looked up on the first request. */
+export function createNovitaClient(settings: Parameters<typeof novitaApi.jsonClient>[0]) {
+  const client = novitaApi.jsonClient(settings);
   return {
     async products(
       query: { gpuNum: number; clusterId?: string | undefined; billingMethod: "onDemand" | "spot" },
@@ -125,30 +93,54 @@ export function createNovitaClient(apiUrl: string, settings: ProviderHttpSetting
         billingMethod: query.billingMethod,
         ...(query.clusterId ? { clusterId: query.clusterId } : {}),
       };
-      const data = await get("/products", params, `listing ${query.billingMethod} GPU products`, signal);
-      return novitaApi.parseAnswer(z.object({ data: z.array(productSchema) }), data, "GPU products").data;
+      const purpose = `listing ${query.billingMethod} GPU products`;
+      return (
+        await client.read(
+          "offers",
+          "/products",
+          z.object({ data: z.array(productSchema) }),
+          purpose,
+          signal,
+          params,
+        )
+      ).data;
     },
     /** Creates an instance (`POST /gpu/instance/create`); resolves with its id. */
     async create(request: Record<string, unknown>, signal: AbortSignal): Promise<string> {
       const purpose = `creating a ${String(request.billingMode)} instance of product ${String(request.productId)}`;
-      const data = await post("/gpu/instance/create", request, false, purpose, signal);
-      return novitaApi.parseAnswer(z.object({ id: z.string().min(1) }), data, "the new instance").id;
+      const schema = z.object({ id: z.string().min(1) });
+      return (
+        await client.call("create", "POST", "/gpu/instance/create", schema, purpose, signal, {
+          data: request,
+        })
+      ).id;
     },
-    async instance(id: string, signal: AbortSignal): Promise<NovitaInstance> {
-      const data = await get("/gpu/instance", { instanceId: id }, `reading instance ${id}`, signal);
-      return novitaApi.parseAnswer(instanceSchema, data, `instance ${id}`);
-    },
+    instance: (id: string, signal: AbortSignal): Promise<NovitaInstance> =>
+      client.read("get", "/gpu/instance", instanceSchema, `reading instance ${id}`, signal, {
+        instanceId: id,
+      }),
     /** One page of instances (`pageNum` from 1); a page shorter than {@link PAGE_SIZE} is the last. */
     async instances(pageNum: number, signal: AbortSignal): Promise<NovitaInstance[]> {
       const params = { pageSize: String(PAGE_SIZE), pageNum: String(pageNum) };
-      const data = await get("/gpu/instances", params, "listing instances", signal);
       // An account without instances answers `instances: null`; an answer without the field is not understood.
       const schema = z.object({ instances: z.array(instanceSchema).nullable() });
-      return novitaApi.parseAnswer(schema, data, "instances").instances ?? [];
+      return (
+        (await client.read("list", "/gpu/instances", schema, "listing instances", signal, params))
+          .instances ?? []
+      );
     },
     /** Deletes an instance (`POST /gpu/instance/delete`); throws its classified error otherwise. */
     async delete(id: string, signal: AbortSignal): Promise<void> {
-      await post("/gpu/instance/delete", { instanceId: id }, true, `deleting instance ${id}`, signal);
+      const data = { instanceId: id };
+      await client.call(
+        "delete",
+        "POST",
+        "/gpu/instance/delete",
+        z.unknown(),
+        `deleting instance ${id}`,
+        signal,
+        { data, idempotent: true },
+      );
     },
   };
 }

@@ -4,13 +4,8 @@
  * `gpuNum` asked; an offer's prices are for the whole instance, per GPU times the count. What an
  * instance then bills (`instancePrice`) is checked against the cap again by the machine-provider base.
  */
-import {
-  acceleratorFormFactor,
-  canonicalAcceleratorName,
-  type Offer,
-  type OfferQuery,
-} from "@skyward/core/contract";
-import { roundPrice } from "@skyward/provider-utils";
+import type { Offer, OfferQuery } from "@skyward/core/contract";
+import { acceleratorFromNames, roundPrice } from "@skyward/provider-utils";
 import { NOVITA_PRICE_UNITS_PER_USD, type NovitaProduct } from "./novita-api.js";
 
 export const NAME = "novita";
@@ -28,20 +23,10 @@ export interface NovitaOfferData {
 }
 
 /** `A100 SXM 80GB` → its canonical accelerator, memory per GPU and form factor (when the name says it). */
-function acceleratorOf(
-  product: NovitaProduct,
-): { name: string; memoryGb: number; formFactor?: string } | null {
-  const memory = /(\d+)\s*GB/i.exec(product.name);
+function acceleratorOf(product: NovitaProduct) {
   const model = product.name.replace(/\s+\d+\s*GB.*$/i, "").trim();
   const short = model.split(/\s+/).slice(0, model.startsWith("RTX") ? 2 : 1);
-  const name = canonicalAcceleratorName(model) ?? canonicalAcceleratorName(short.join(" "));
-  if (!name) return null;
-  const formFactor = acceleratorFormFactor(model);
-  return {
-    name,
-    memoryGb: memory ? Number(memory[1]) : 0,
-    ...(formFactor === undefined ? {} : { formFactor }),
-  };
+  return acceleratorFromNames([model, short.join(" "), product.name]);
 }
 
 /**

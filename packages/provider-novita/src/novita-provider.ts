@@ -6,19 +6,20 @@
  * start command needs (see `start-command.ts`) travel in the instance's environment.
  */
 import { ConfigurationError } from "@skyward/core";
-import type { Instance, InstanceStatus, ProviderV1 } from "@skyward/core/contract";
-import { shellQuote } from "@skyward/core/contract";
 import {
-  defineMachineProvider,
-  instanceSsh,
+  describeMachine,
   type MachineAdapter,
   type MachineClusterData,
+  machineProviderFactories,
   refuseVolumesWithoutFuse,
   roundPrice,
+  SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
+  selfDestructCommand,
   skywardTagsFromEnvironment,
   skywardTagsToEnvironment,
-  sshReachableStatus,
+  standInSeam,
+  statusTable,
 } from "@skyward/provider-utils";
 import {
   createNovitaClient,
@@ -28,13 +29,8 @@ import {
   PAGE_SIZE,
 } from "./novita-api.js";
 import { NAME, type NovitaOfferData, toOffers } from "./novita-offers.js";
-import {
-  type NovitaSettings,
-  type NovitaSshAddress,
-  type ParsedSettings,
-  parseSettings,
-} from "./novita-settings.js";
-import { SELF_DESTRUCT_COMMAND, STARTUP_COMMAND, selfDestructScript } from "./start-command.js";
+import { type NovitaSettings, type ParsedSettings, settingsSchema } from "./novita-settings.js";
+import { STARTUP_COMMAND, selfDestructScript } from "./start-command.js";
 
 export type { NovitaOfferData } from "./novita-offers.js";
 export { DEFAULT_NOVITA_IMAGE, type NovitaSettings, type NovitaSshAddress } from "./novita-settings.js";
@@ -50,15 +46,12 @@ export interface NovitaClusterData extends MachineClusterData {
   readonly clusterId: string | undefined;
 }
 
-/** Novita's instance states (List Instances → `status`), as the pool sees them. */
-function statusOf(status: string): InstanceStatus {
-  if (status === "running") return "running";
-  if (status === "removed") return "terminated";
-  if (["toStop", "stopping", "exited", "freezing", "toRemove", "removing"].includes(status))
-    return "stopping";
-  // toCreate, creating, pulling, toStart, starting, toRestart, restarting, toReset, resetting, migrating
-  return "pending";
-}
+/** Novita's instance states (List Instances → `status`), as the pool sees them; the others (toCreate, pulling, starting…) are on their way. */
+const statusOf = statusTable({
+  running: ["running"],
+  terminated: ["removed"],
+  stopping: ["toStop", "stopping", "exited", "freezing", "toRemove", "removing"],
+});
 
 const environmentOf = (instance: NovitaInstance) =>
   Object.fromEntries((instance.envs ?? []).map((entry) => [entry.key, entry.value]));
@@ -86,8 +79,9 @@ function rootfsFor(settings: ParsedSettings, offer: NovitaOfferData, diskGb: num
 }
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
-  const api = createNovitaClient(settings.apiUrl, settings);
-  const standIns = new Map<string, NovitaSshAddress>();
+  const api = createNovitaClient(settings);
+  // A container's endpoint is not in its `Instance`: a seam is asked once the instance is described.
+  const standIns = standInSeam(settings.sshAddress, () => undefined);
   const tagsOf = (instance: NovitaInstance): Record<string, string> => ({
     ...skywardTagsFromEnvironment(environmentOf(instance)),
     ...(instance.name ? { "novita:name": instance.name } : {}),
@@ -196,7 +190,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     delete: {
       async one(id, signal) {
         await api.delete(id, signal);
-        standIns.delete(id);
+        standIns.forget(id);
       },
     },
 
@@ -204,44 +198,31 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     isMachineId: (id) => /^[A-Za-z0-9_-]+$/.test(id),
     isBeingDeleted: (instance) => ["toRemove", "removing", "removed"].includes(instance.status),
 
-    describe(instance, { identityFile }): Instance {
+    describe(instance, { identityFile }) {
       const tags = tagsOf(instance);
-      const status = statusOf(instance.status);
       const endpoint = sshEndpoint(instance);
-      let standIn = standIns.get(instance.id);
-      if (!standIn && endpoint && settings.sshAddress) {
-        standIn = settings.sshAddress({ id: instance.id, ...endpoint });
-        standIns.set(instance.id, standIn);
-      }
-      const ssh =
-        status === "running" && endpoint
-          ? instanceSsh({ host: endpoint.host, port: endpoint.port, user: "root" }, identityFile, standIn)
-          : null;
-      const created = instance.createdAt ? Date.parse(instance.createdAt) : Number.NaN;
       const price = instance.instancePrice;
-      return Object.freeze({
+      // Containers on different machines share no private network: peers use the public endpoint.
+      return describeMachine({
         id: instance.id,
-        status: sshReachableStatus(status, ssh),
-        publicIp: endpoint?.host ?? null,
-        // Containers on different machines share no private network: peers use the public endpoint.
-        privateIp: ssh?.host ?? endpoint?.host ?? null,
-        ssh,
+        status: statusOf(instance.status),
+        address: endpoint ? { ...endpoint, user: "root" } : null,
+        identityFile,
+        standIn: standIns.of(instance.id, endpoint ? { id: instance.id, ...endpoint } : undefined),
         spot: instance.billingMode === "spot" || tags[SKYWARD_TAGS.spot] === "1",
         hourlyPrice: price == null ? null : roundPrice(price / NOVITA_PRICE_UNITS_PER_USD),
-        offerId: tags[SKYWARD_TAGS.offer] ?? "",
-        createdAt: Number.isFinite(created) ? created : Date.now(),
-        tags: Object.freeze(tags),
+        tags,
+        createdAt: instance.createdAt,
       });
     },
 
-    selfDestruct(instance) {
-      const standIn = standIns.get(instance.id);
-      if (standIn) return standIn.selfDestruct ?? "true";
-      // Installed by the start command: deletes the instance through the API.
-      return `${SELF_DESTRUCT_COMMAND} ${shellQuote(instance.id)}`;
-    },
+    // Installed by the start command: deletes the instance through the API.
+    selfDestruct: (instance) =>
+      standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, "root")),
   };
 }
+
+const factories = machineProviderFactories<NovitaSettings>()("Novita", settingsSchema, adapterFor);
 
 /**
  * The Novita provider: `Novita()` with default settings (the key from `NOVITA_API_KEY`), or
@@ -259,14 +240,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
  * });
  * ```
  */
-export function Novita(settings: NovitaSettings = {}): ProviderV1<NovitaClusterData> {
-  return defineMachineProvider(adapterFor(parseSettings(settings, "Novita")));
-}
+export const Novita = factories.provider;
 
 /**
  * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "novita"`), its keys
  * already camelCased by the core: `docker_image = "…"` arrives as `dockerImage`.
  */
-export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<NovitaClusterData> {
-  return defineMachineProvider(adapterFor(parseSettings(settings as NovitaSettings, "")));
-}
+export const createProviderFromConfig = factories.fromConfig;

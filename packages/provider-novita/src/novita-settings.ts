@@ -1,11 +1,10 @@
 /** The Novita provider's settings: what a user may set, checked by name before anything is asked of the API. */
 import type { DockerImage } from "@skyward/core";
-import { containerImageSchema, parseInput } from "@skyward/core/contract";
+import { containerImageSchema } from "@skyward/core/contract";
 import {
   environmentVariablesSchema,
-  type HttpSettings,
-  httpSettingsShape,
-  keysDirectorySchema,
+  type MachineProviderSettings,
+  machineSettingsShape,
   type SshStandIn,
 } from "@skyward/provider-utils";
 import { z } from "zod";
@@ -17,12 +16,17 @@ export const DEFAULT_NOVITA_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24
 /** Where an instance is reached instead of its own address: see {@link NovitaSettings.sshAddress} (user default `root`). */
 export type NovitaSshAddress = SshStandIn;
 
+/** Where the {@link NovitaSettings.sshAddress} test seam is asked about: an instance and its public SSH endpoint. */
+type Seam = (instance: {
+  readonly id: string;
+  readonly host: string;
+  readonly port: number;
+}) => NovitaSshAddress;
+
 /** Settings of the Novita provider; every field is optional. */
-export interface NovitaSettings extends HttpSettings {
+export interface NovitaSettings extends MachineProviderSettings<Seam> {
   /** The API key. Default: the `NOVITA_API_KEY` environment variable, read on the first API call. A secret: never logged. */
   apiKey?: string;
-  /** The API's base URL. Default `https://api.novita.ai/gpu-instance/openapi/v1`. */
-  apiUrl?: string;
   /** The cluster (region) instances are created in; a spec's `region` does the same. Default: any, Novita's choice. */
   clusterId?: string;
   /**
@@ -34,27 +38,11 @@ export interface NovitaSettings extends HttpSettings {
   rootfsSize?: number;
   /** More environment variables for every instance. */
   env?: Readonly<Record<string, string>>;
-  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
-  keysDirectory?: string;
-  /**
-   * A test seam: where each instance is reached over SSH instead of its own address, so the provider
-   * driven against a fake of Novita's API reaches real SSH hosts (a test bed). Never set it against Novita.
-   */
-  sshAddress?: (instance: {
-    readonly id: string;
-    readonly host: string;
-    readonly port: number;
-  }) => NovitaSshAddress;
 }
 
-const settingsSchema = z.strictObject({
-  sshAddress: z
-    .custom<NonNullable<NovitaSettings["sshAddress"]>>((value) => typeof value === "function", {
-      message: "expected a function",
-    })
-    .optional(),
-  ...httpSettingsShape,
-  apiUrl: z.url({ error: "expected the API's base URL" }).default(NOVITA_API_URL),
+/** The settings schema: every field checked, unknown ones refused by name. */
+export const settingsSchema = z.strictObject({
+  ...machineSettingsShape<Seam>(NOVITA_API_URL),
   clusterId: z.string().min(1, { message: "expected a cluster id" }).optional(),
   dockerImage: containerImageSchema.default(DEFAULT_NOVITA_IMAGE),
   rootfsSize: z
@@ -64,15 +52,7 @@ const settingsSchema = z.strictObject({
     .max(6144, { message: "expected at most 6144 GB" })
     .default(50),
   env: environmentVariablesSchema.default({}),
-  keysDirectory: keysDirectorySchema,
 });
 
-/**
- * The settings with their defaults, or a `ConfigurationError` naming each bad field under `prefix`
- * (`Novita.rootfsSize`, `providers.gpu.rootfsSize`).
- */
-export const parseSettings = (settings: NovitaSettings | undefined, prefix: string) =>
-  parseInput(settingsSchema, settings ?? {}, prefix);
-
-/** The settings as {@link parseSettings} leaves them. */
-export type ParsedSettings = ReturnType<typeof parseSettings>;
+/** The settings as parsed, defaults filled in. */
+export type ParsedSettings = z.output<typeof settingsSchema>;

@@ -10,10 +10,8 @@
  * file as a request header and dropped from the environment before anything else starts; curl reads the
  * header from that file (`-H @file`), so the key is never on a command line.
  */
+import { SELF_DESTRUCT_COMMAND } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
-
-/** Where the self-destruct command is installed in a container. */
-export const SELF_DESTRUCT_COMMAND = "/usr/local/sbin/skyward-self-destruct";
 
 const HEADER_FILE = "/etc/skyward/novita-auth";
 

@@ -11,6 +11,7 @@ import {
   expectDetachAttach,
   poolTasks,
   requireTestbed,
+  runFaultMatrix,
   runProviderConformance,
   testbedStandIn,
   useFakeApi,
@@ -24,21 +25,52 @@ const { file: tasks, info } = poolTasks;
 describe("without hosts", () => {
   const api = useFakeApi({ start: () => startFakeNovita(), prefix: "skyward-novita-conformance-" });
 
+  const create = () =>
+    Novita({
+      apiKey: TEST_API_KEY,
+      apiUrl: api.fake.apiUrl,
+      keysDirectory: api.keysDirectory,
+      retryDelayMs: 1,
+    });
+
   runProviderConformance({
     name: "novita, GPU instances",
-    create: () =>
-      Novita({
-        apiKey: TEST_API_KEY,
-        apiUrl: api.fake.apiUrl,
-        keysDirectory: api.keysDirectory,
-        retryDelayMs: 1,
-      }),
+    create,
     leftovers: () => api.fake.leftovers(),
     spec: { accelerator: sky.accelerators.A100({ count: 2 }), allocation: "spot-if-available" },
     supports: { accelerator: "A100" },
     provisionCount: 2,
     unknownInstanceId: "ffffffffffffffff",
     timeoutMs: 20_000,
+  });
+
+  runFaultMatrix({
+    name: "novita",
+    create,
+    faults: () => ({
+      live: () =>
+        [...api.fake.instances.values()].map((instance) => ({
+          id: instance.id,
+          hourlyPrice: Number(instance.instancePrice) / 100_000,
+        })),
+      created: () => api.fake.switches.created,
+      rateLimitNext: (count, seconds) => api.fake.switches.rateLimitNext(count, seconds),
+      loseNextCreateAnswer: () => {
+        api.fake.faults.loseNextCreateAnswer = true;
+      },
+      breakListShape: (broken) => api.fake.switches.breakListShape(broken),
+      reclaim: (id) => api.fake.reclaim(id),
+      fireBootWatchdogs: () => api.fake.fireBootWatchdogs(),
+    }),
+    spec: { accelerator: sky.accelerators.RTX_4090(), allocation: "spot-if-available" },
+    notApplicable: {
+      "partial-delete":
+        "Novita deletes one instance a call (POST /gpu/instance/delete); there is no batch to answer 207",
+      "delete-refused-while-provisioning":
+        "Novita's Delete Instance reference documents no refusal to delete an instance still starting",
+    },
+    clientKilled: "boot-watchdog",
+    timeoutMs: 30_000,
   });
 });
 

@@ -6,6 +6,8 @@
  */
 import { randomBytes } from "node:crypto";
 import {
+  type FakeFaultSwitches,
+  fakeFaultSwitches,
   fakeRoutes,
   jsonAnswer,
   startFakeRestServer,
@@ -122,6 +124,12 @@ export interface FakeNovita extends AsyncDisposable {
    * instance (one a moment behind its create).
    */
   faults: { loseNextCreateAnswer: boolean; priceFactor: number; notFoundReads: number };
+  /** The fault matrix's switches (a 429 storm, an unknown list shape) and every instance created, at its price in USD. */
+  readonly switches: FakeFaultSwitches;
+  /** Novita takes the instance back (a spot instance reclaimed): it is gone. */
+  reclaim(id: string): Promise<void>;
+  /** Runs each instance's boot watchdog as if its time were up with no worker: an armed one is deleted. */
+  fireBootWatchdogs(): Promise<void>;
   /** The instances not deleted, in words. */
   leftovers(): string[];
   /** Forgets requests and instances, and makes capacity unlimited again. */
@@ -135,6 +143,7 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
   const capacity = { onDemand: Number.POSITIVE_INFINITY, spot: Number.POSITIVE_INFINITY };
   const faults = { loseNextCreateAnswer: false, priceFactor: 1, notFoundReads: 0 };
   let nextPort = 30_000;
+  const switches = fakeFaultSwitches();
 
   // Error answers as the reference shows them: `{ code, reason, message, metadata }`.
   const error = (status: number, reason: string, message: string) =>
@@ -232,6 +241,8 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
           host,
           address: host ? `${host.host}:${host.port}` : `203.0.113.7:${nextPort++}`,
         });
+        const created = instances.get(id) as FakeNovitaInstance;
+        switches.created.push({ id, hourlyPrice: Number(created.instancePrice) / 100_000 });
         if (faults.loseNextCreateAnswer) {
           faults.loseNextCreateAnswer = false;
           return error(500, "INTERNAL", "upstream connection lost");
@@ -254,6 +265,7 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
           return error(400, "INVALID_ARGUMENT", "pageSize and pageNum are required");
         const all = [...instances.values()];
         const page = all.slice((pageNum - 1) * pageSize, pageNum * pageSize);
+        if (switches.listShapeBroken) return jsonAnswer(200, { data: { list: page.map(answerOf) } });
         return jsonAnswer(200, { instances: page.map(answerOf), pageSize, pageNum, total: all.length });
       },
       // The reference's "Delete Instance" (`{ instanceId }`).
@@ -278,9 +290,10 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
       body,
     }),
     handle: (request) =>
-      request.headers.authorization === `Bearer ${TEST_API_KEY}`
+      switches.takeRateLimit(error(429, "TOO_MANY_REQUESTS", "rate limit exceeded")) ??
+      (request.headers.authorization === `Bearer ${TEST_API_KEY}`
         ? routes(request)
-        : error(401, "UNAUTHORIZED", "invalid api key"),
+        : error(401, "UNAUTHORIZED", "invalid api key")),
     failed: (failure) => error(500, "INTERNAL", String(failure)),
   });
   return {
@@ -289,6 +302,27 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
     requests: server.requests,
     capacity,
     faults,
+    switches,
+    async reclaim(id) {
+      instances.delete(id);
+      await hosts.release(id);
+    },
+    async fireBootWatchdogs() {
+      for (const instance of [...instances.values()]) {
+        const env = new Map(instance.envs.map((entry) => [entry.key, entry.value]));
+        const program = Buffer.from(env.get("SKYWARD_SELF_DESTRUCT") ?? "", "base64").toString("utf8");
+        // Armed: a watchdog time, the start command that runs it, and a self-destruct through this API.
+        const armed =
+          Number(env.get("SKYWARD_WATCHDOG_SECONDS")) > 0 &&
+          instance.command.includes("SKYWARD_WATCHDOG_SECONDS") &&
+          program.includes(server.url) &&
+          program.includes("/gpu/instance/delete");
+        if (armed) {
+          instances.delete(instance.id);
+          await hosts.release(instance.id);
+        }
+      }
+    },
     leftovers: () =>
       [...instances.values()].map(
         (instance) => `instance ${instance.id} ${instance.name} (${instance.status})`,

@@ -16,56 +16,11 @@ import {
   answerNumberSchema,
   answerOptionalListSchema,
   answerTextSchema,
-  defineProviderApi,
-  type MachineErrorKind,
-  MachineProviderError,
+  defineMachineApi,
+  type MachineProviderError,
   type MachineRateLimits,
-  machineErrorFactory,
-  type ProviderApiErrorOptions,
 } from "@skyward/provider-utils";
 import { z } from "zod";
-
-/** A failed call to TensorDock's API: a {@link MachineProviderError} whose `kind` says what failed. */
-export class TensorDockApiError extends MachineProviderError {
-  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
-    super({ ...options, provider: "tensordock", name: "TensorDockApiError" });
-  }
-
-  /** True for a {@link TensorDockApiError} from any copy of this package. */
-  static override isInstance(error: unknown): error is TensorDockApiError {
-    return MachineProviderError.isInstance(error) && error.provider === "tensordock";
-  }
-}
-
-/**
- * TensorDock answers most refusals with HTTP 400 and a JSON:API `detail`; the words tell them apart
- * (https://dashboard.tensordock.com/api/docs/instance-creation: at least one GPU, 100 GB, a balance
- * of $1).
- */
-function classifyTensorDockError(failure: { statusCode: number | undefined; message: string }) {
-  if (failure.statusCode === undefined || failure.statusCode >= 500 || failure.statusCode === 429)
-    return undefined;
-  if (
-    /no available|capacity|insufficient (gpu|resources)|not enough|out of stock|unavailable/i.test(
-      failure.message,
-    )
-  )
-    return "capacity" as const;
-  if (/balance|insufficient funds|payment/i.test(failure.message)) return "account" as const;
-  if (/limit reached|quota/i.test(failure.message)) return "quota" as const;
-  return undefined;
-}
-
-/** TensorDock's API: its client (token from `apiKey`, else `TENSORDOCK_API_TOKEN`), key lookup and answer parsing. */
-export const tensordockApi = defineProviderApi({
-  label: "TensorDock",
-  apiKeyVariable: "TENSORDOCK_API_TOKEN",
-  createError: machineErrorFactory({
-    provider: "tensordock",
-    classify: classifyTensorDockError,
-    create: (options) => new TensorDockApiError(options),
-  }),
-});
 
 /**
  * "API requests are limited to 100 requests per minute per organization", excess answered 429
@@ -78,6 +33,33 @@ export const TENSORDOCK_RATE_LIMITS: MachineRateLimits = {
     source: "https://dashboard.tensordock.com/api/docs/getting-started",
   },
 };
+
+/**
+ * TensorDock's API: its client (token from `apiKey`, else `TENSORDOCK_API_TOKEN`). It answers most refusals
+ * with HTTP 400 and a JSON:API `detail`; the words tell them apart
+ * (https://dashboard.tensordock.com/api/docs/instance-creation: at least one GPU, 100 GB, a balance of $1).
+ */
+export const tensordockApi = defineMachineApi({
+  provider: "tensordock",
+  errorName: "TensorDockApiError",
+  label: "TensorDock",
+  apiKeyVariable: "TENSORDOCK_API_TOKEN",
+  rateLimits: TENSORDOCK_RATE_LIMITS,
+  classify({ statusCode, message }) {
+    if (statusCode === undefined || statusCode >= 500 || statusCode === 429) return undefined;
+    if (
+      /no available|capacity|insufficient (gpu|resources)|not enough|out of stock|unavailable/i.test(message)
+    )
+      return "capacity";
+    if (/balance|insufficient funds|payment/i.test(message)) return "account";
+    if (/limit reached|quota/i.test(message)) return "quota";
+    return undefined;
+  },
+});
+
+/** A failed call to TensorDock's API: a {@link MachineProviderError} whose `kind` says what failed. */
+export const TensorDockApiError = tensordockApi.ApiError;
+export type TensorDockApiError = MachineProviderError;
 
 /** TensorDock's API root. */
 export const TENSORDOCK_API_URL = "https://dashboard.tensordock.com/api/v2";
@@ -169,6 +151,3 @@ export const instanceAnswerSchema = z.union([
   z.looseObject({ data: instanceSchema }).transform((answer) => answer.data),
   instanceSchema,
 ]);
-
-/** Parses `value` with `schema`, or fails with a {@link TensorDockApiError} saying the answer was not understood. */
-export const parseAnswer = tensordockApi.parseAnswer;

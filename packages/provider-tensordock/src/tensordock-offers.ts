@@ -2,13 +2,8 @@
  * TensorDock's locations as Skyward offers: one per location and GPU model that can hold the count
  * asked, sized to TensorDock's resource steps and priced per resource.
  */
-import {
-  acceleratorFormFactor,
-  canonicalAcceleratorName,
-  type Offer,
-  type OfferQuery,
-} from "@skyward/core/contract";
-import { roundPrice } from "@skyward/provider-utils";
+import type { Offer, OfferQuery } from "@skyward/core/contract";
+import { acceleratorFromNames, type NamedAccelerator, roundPrice } from "@skyward/provider-utils";
 import type { Location, LocationGpu } from "./tensordock-api.js";
 import type { ParsedSettings } from "./tensordock-settings.js";
 
@@ -57,13 +52,8 @@ export function sizeFor(
  */
 export function acceleratorOfGpu(
   gpu: Pick<LocationGpu, "v0Name" | "displayName">,
-): { name: string; memoryGb: number; formFactor?: string } | undefined {
-  const v0Words = gpu.v0Name.replaceAll("-", " ");
-  const name = canonicalAcceleratorName(gpu.displayName) ?? canonicalAcceleratorName(v0Words);
-  if (!name) return undefined;
-  const memory = /(\d+)\s*GB/i.exec(gpu.displayName)?.[1] ?? /(\d+)gb/i.exec(gpu.v0Name)?.[1];
-  const formFactor = acceleratorFormFactor(gpu.displayName) ?? acceleratorFormFactor(v0Words);
-  return { name, memoryGb: memory ? Number(memory) : 0, ...(formFactor === undefined ? {} : { formFactor }) };
+): NamedAccelerator | undefined {
+  return acceleratorFromNames([gpu.displayName, gpu.v0Name.replaceAll("-", " ")]);
 }
 
 /** Whether a location is the one a setting or a spec's region names (its id, country, city or state). */

@@ -7,26 +7,26 @@
  * (`skyward-1a2b3c4d-0--<pool>`): it is the tag codec, and what a create whose answer was lost is
  * looked for by.
  */
-import type { Instance, InstanceStatus, ProviderV1 } from "@skyward/core/contract";
-import { shellQuote } from "@skyward/core/contract";
+import type { Instance } from "@skyward/core/contract";
 import {
-  defineMachineProvider,
-  instanceSsh,
+  type ApiBootScriptOptions,
+  describeMachine,
   type MachineAdapter,
   type MachineClusterData,
-  pacedClient,
+  machineProviderFactories,
+  renderApiBootScript,
+  SELF_DESTRUCT_COMMAND,
+  selfDestructCommand,
   skywardTags,
-  sshReachableStatus,
+  standInSeam,
+  statusTable,
 } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
-import { bootCloudInit, renderBootScript, SELF_DESTRUCT_COMMAND } from "./boot-script.js";
 import {
   createdAnswerSchema,
   instanceAnswerSchema,
   instancesAnswerSchema,
   locationsAnswerSchema,
-  parseAnswer,
-  TENSORDOCK_RATE_LIMITS,
   type TensorDockInstance,
   tensordockApi,
 } from "./tensordock-api.js";
@@ -39,7 +39,7 @@ import {
   type TensorDockOfferData,
   toOffer,
 } from "./tensordock-offers.js";
-import { type ParsedSettings, parseSettings, type TensorDockSettings } from "./tensordock-settings.js";
+import { type ParsedSettings, settingsSchema, type TensorDockSettings } from "./tensordock-settings.js";
 
 export type { TensorDockOfferData } from "./tensordock-offers.js";
 export type {
@@ -54,54 +54,52 @@ export type TensorDockClusterData = MachineClusterData;
 /** `<cluster id>-<n>`, then `--<pool id>` when there is one: the name of a Skyward instance. */
 const INSTANCE_NAME = /^(skyward-[0-9a-f]{8})-(\d+)(?:--([A-Za-z0-9_-]+))?$/;
 
-/** TensorDock's statuses (https://dashboard.tensordock.com/api/docs/instance-management), as Skyward's. */
-function statusOf(status: string): InstanceStatus {
-  switch (status.toLowerCase()) {
-    case "running":
-      return "running";
-    case "stopping":
-    case "deleting":
-      return "stopping";
-    // A stopped VM, and one stopped with its GPUs released to others ("StoppedDisassociated"), runs
-    // nothing: the node is lost, though the VM bills its storage until deleted.
-    case "stopped":
-    case "stoppeddisassociated":
-    case "deleted":
-    case "error":
-      return "terminated";
-    default:
-      return "pending";
-  }
+/**
+ * TensorDock's statuses (https://dashboard.tensordock.com/api/docs/instance-management), as Skyward's.
+ * A stopped VM, and one stopped with its GPUs released to others ("StoppedDisassociated"), runs
+ * nothing: the node is lost, though the VM bills its storage until deleted.
+ */
+const statusOf = statusTable({
+  running: ["running"],
+  stopping: ["stopping", "deleting"],
+  terminated: ["stopped", "stoppeddisassociated", "deleted", "error"],
+});
+
+/** How the VM's self-destruct calls the API: by id, or by name from `GET /instances` (see `renderApiBootScript`). */
+const SELF_DESTRUCT_API = {
+  header: "Authorization",
+  headerPrefix: "Bearer ",
+  idPattern: "[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}",
+  listPath: "/instances",
+  listItems: ["data", "instances"],
+  deletePath: "/instances/{id}",
+};
+
+/** The boot script of a TensorDock VM: it arms the VM's self-destruct and boot watchdog (cloud-init runs it as root). */
+export function renderBootScript(options: ApiBootScriptOptions): string {
+  return renderApiBootScript(SELF_DESTRUCT_API, {
+    keyFile: "/etc/skyward/tensordock-api-token",
+    ...options,
+  });
 }
 
 /** The port forwarded to 22, when the instance lists one (`{"22": 20022}` or `[{internal_port, external_port}]`). */
 function sshPortOf(portForwards: unknown): number {
-  if (Array.isArray(portForwards)) {
-    for (const entry of portForwards as Record<string, unknown>[]) {
-      if (Number(entry?.internal_port) === 22 && Number(entry?.external_port) > 0)
-        return Number(entry.external_port);
-    }
-  } else if (typeof portForwards === "object" && portForwards !== null) {
-    const forwarded = Number((portForwards as Record<string, unknown>)["22"]);
-    if (Number.isInteger(forwarded) && forwarded > 0) return forwarded;
-  }
-  return 22;
+  const entries = Array.isArray(portForwards)
+    ? (portForwards as Record<string, unknown>[]).map((entry) => [entry?.internal_port, entry?.external_port])
+    : Object.entries(typeof portForwards === "object" && portForwards !== null ? portForwards : {});
+  const forwarded = Number(entries.find(([internal]) => Number(internal) === 22)?.[1]);
+  return Number.isInteger(forwarded) && forwarded > 0 ? forwarded : 22;
 }
 
 /** The GPU model and count of an instance (`[{gpuV0Name, count}]` or `{model: {count}}`). */
 function gpusOf(instance: TensorDockInstance): { model: string; count: number } | undefined {
   const gpus = instance.resources?.gpus;
-  if (Array.isArray(gpus)) {
-    const first = gpus[0] as { gpuV0Name?: unknown; count?: unknown } | undefined;
-    return first && typeof first.gpuV0Name === "string"
-      ? { model: first.gpuV0Name, count: Number(first.count ?? 1) }
-      : undefined;
-  }
-  if (typeof gpus === "object" && gpus !== null) {
-    const [model, value] = Object.entries(gpus as Record<string, { count?: unknown }>)[0] ?? [];
-    return model ? { model, count: Number(value?.count ?? 1) } : undefined;
-  }
-  return undefined;
+  if (typeof gpus !== "object" || gpus === null) return undefined;
+  const [model, value] = Array.isArray(gpus)
+    ? [(gpus[0] as { gpuV0Name?: unknown } | undefined)?.gpuV0Name, gpus[0] as { count?: unknown }]
+    : (Object.entries(gpus as Record<string, { count?: unknown }>)[0] ?? []);
+  return typeof model === "string" && model ? { model, count: Number(value?.count ?? 1) } : undefined;
 }
 
 /** The Skyward tags an instance's name carries (its cluster, pool and offer); empty for others. */
@@ -109,33 +107,25 @@ function tagsOf(instance: TensorDockInstance): Record<string, string> {
   const parsed = INSTANCE_NAME.exec(instance.name);
   if (!parsed?.[1]) return {};
   const gpus = gpusOf(instance);
-  const offerId = gpus ? offerIdOf(instance.location_id, gpus.model, gpus.count) : "";
+  const offer = gpus ? offerIdOf(instance.location_id, gpus.model, gpus.count) : undefined;
   return {
-    ...skywardTags({
-      cluster: parsed[1],
-      ...(parsed[3] ? { pool: parsed[3] } : {}),
-      ...(offerId ? { offer: offerId } : {}),
-      spot: false,
-    }),
+    ...skywardTags({ cluster: parsed[1], pool: parsed[3], offer, spot: false }),
     "tensordock:name": instance.name,
   };
 }
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance, TensorDockClusterData> {
-  const http = pacedClient(tensordockApi.createClient(settings), TENSORDOCK_RATE_LIMITS);
-  const api = settings.apiUrl;
-  const isId = (id: string) => /^[A-Za-z0-9-]+$/.test(id);
+  const client = tensordockApi.jsonClient(settings);
+  const standIns = standInSeam(settings.sshAddress, (instance: Instance) =>
+    instance.publicIp ? { id: instance.id, ipAddress: instance.publicIp } : undefined,
+  );
 
   return {
     name: NAME,
     label: "TensorDock",
     // A marketplace: prices and availability move, so the core caches its offers for an hour at most.
-    capabilities: Object.freeze({
-      spot: false,
-      offerCache: "marketplace",
-      // Each VM is a separate host reached at its own public IP, with only the forwarded ports open.
-      peerNetwork: "none",
-    }),
+    // Each VM is a separate host reached at its own public IP, with only the forwarded ports open.
+    capabilities: Object.freeze({ spot: false, offerCache: "marketplace", peerNetwork: "none" }),
     // Every setting the offers depend on (the API asked, the location, the sizes priced in), so that a
     // provider set otherwise is never handed offers the core cached for another. Not the operating
     // system, user or key: they shape the VM, not the offers.
@@ -158,19 +148,17 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
     async offers(query, signal) {
       // TensorDock deploys by location only with a GPU, and only x86_64 machines, never spot.
       if (!query.accelerator || query.architecture === "arm64" || query.allocation === "spot") return [];
-      const wanted = [query.region, settings.location].filter(
-        (value): value is string => value !== undefined,
-      );
-      const { data } = await http.send("offers", {
-        method: "GET",
-        url: `${api}/locations`,
-        idempotent: true,
-        purpose: "listing locations",
+      const wanted = [query.region, settings.location].filter((value) => value !== undefined);
+      const answer = await client.read(
+        "offers",
+        "/locations",
+        locationsAnswerSchema,
+        "listing locations",
         signal,
-      });
+      );
       const asOf = new Date().toISOString();
-      return parseAnswer(locationsAnswerSchema, data, "listing locations")
-        .data.locations.filter((location) => wanted.every((entry) => locationMatches(location, entry)))
+      return answer.data.locations
+        .filter((location) => wanted.every((entry) => locationMatches(location, entry)))
         .flatMap((location) =>
           location.gpus.flatMap((gpu) => toOffer(settings, location, gpu, query, asOf) ?? []),
         );
@@ -179,8 +167,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
     async create({ cluster, name, watchdogSeconds, hourlyPrice, signal }) {
       const offer = cluster.offer.specific as unknown as TensorDockOfferData;
       const script = renderBootScript({
-        apiUrl: api,
-        apiToken: tensordockApi.resolveApiKey(settings.apiKey),
+        apiUrl: settings.apiUrl,
+        apiKey: tensordockApi.resolveApiKey(settings.apiKey),
         vmName: name,
         root: DEFAULT_NODE_ROOT,
         watchdogSeconds,
@@ -189,35 +177,34 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
         Math.max(offer.storageGb, cluster.spec.diskGb ?? 0),
         RESOURCE_STEPS.storageGb,
       );
-      const { data } = await http.send("create", {
-        method: "POST",
-        url: `${api}/instances`,
-        data: {
-          data: {
-            type: "virtualmachine",
-            attributes: {
-              name,
-              type: "virtualmachine",
-              image: settings.operatingSystem,
-              resources: {
-                vcpu_count: offer.vcpus,
-                ram_gb: offer.ramGb,
-                storage_gb: storageGb,
-                gpus: { [offer.gpuModel]: { count: offer.gpuCount } },
-              },
-              location_id: offer.locationId,
-              useDedicatedIp: true,
-              ssh_key: cluster.specific.publicKey,
-              cloud_init: bootCloudInit(script),
-            },
-          },
+      const attributes = {
+        name,
+        type: "virtualmachine",
+        image: settings.operatingSystem,
+        resources: {
+          vcpu_count: offer.vcpus,
+          ram_gb: offer.ramGb,
+          storage_gb: storageGb,
+          gpus: { [offer.gpuModel]: { count: offer.gpuCount } },
         },
-        idempotent: false,
-        purpose: `creating instance ${name}`,
+        location_id: offer.locationId,
+        useDedicatedIp: true,
+        ssh_key: cluster.specific.publicKey,
+        // One `runcmd` entry piping the script, base64-encoded, to `sh`: nothing of it on a command line.
+        cloud_init: { runcmd: [`echo ${Buffer.from(script, "utf8").toString("base64")} | base64 -d | sh`] },
+      };
+      const data = { data: { type: "virtualmachine", attributes } };
+      const answer = await client.call(
+        "create",
+        "POST",
+        "/instances",
+        createdAnswerSchema,
+        `creating instance ${name}`,
         signal,
-      });
-      const created = parseAnswer(createdAnswerSchema, data, "creating an instance").data;
+        { data },
+      );
       // The create answer has only the id, name and status: the rest is what was asked.
+      const created = answer.data;
       return {
         ...created,
         name: created.name || name,
@@ -227,42 +214,29 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
       };
     },
 
-    async get(id, signal) {
-      const { data } = await http.send("get", {
-        method: "GET",
-        url: `${api}/instances/${id}`,
-        idempotent: true,
-        purpose: `looking up instance ${id}`,
-        signal,
-      });
-      return parseAnswer(instanceAnswerSchema, data, `looking up instance ${id}`);
-    },
+    get: (id, signal) =>
+      client.read("get", `/instances/${id}`, instanceAnswerSchema, `looking up instance ${id}`, signal),
 
     async listPage(_cursor, signal) {
       // One page: TensorDock documents no paging of `GET /instances`.
-      const { data } = await http.send("list", {
-        method: "GET",
-        url: `${api}/instances`,
-        idempotent: true,
-        purpose: "listing instances",
+      const answer = await client.read(
+        "list",
+        "/instances",
+        instancesAnswerSchema,
+        "listing instances",
         signal,
-      });
-      return { machines: parseAnswer(instancesAnswerSchema, data, "listing instances").data.instances };
+      );
+      return { machines: answer.data.instances };
     },
 
     delete: {
       async one(id, signal) {
-        await http.send("delete", {
-          method: "DELETE",
-          url: `${api}/instances/${id}`,
-          idempotent: true,
-          purpose: `deleting instance ${id}`,
-          signal,
-        });
+        await client.remove("delete", `/instances/${id}`, `deleting instance ${id}`, signal);
+        standIns.forget(id);
       },
     },
 
-    isMachineId: isId,
+    isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
     isBeingDeleted: (instance) => ["deleting", "deleted"].includes(instance.status.toLowerCase()),
     idOf: (instance) => instance.id,
 
@@ -275,62 +249,45 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
       read: tagsOf,
     },
 
-    describe(instance, { identityFile }): Instance {
-      const status = statusOf(instance.status);
+    describe(instance, { identityFile }) {
       const ip = instance.ipAddress || null;
-      const mapping =
-        ip && settings.sshAddress ? settings.sshAddress({ id: instance.id, ipAddress: ip }) : undefined;
-      const ssh =
-        status === "running" && ip
-          ? instanceSsh(
-              { host: ip, port: sshPortOf(instance.portForwards), user: settings.sshUser },
-              identityFile,
-              mapping,
-            )
-          : null;
-      const tags = tagsOf(instance);
-      return Object.freeze({
+      const standIn = standIns.of(instance.id, ip ? { id: instance.id, ipAddress: ip } : undefined);
+      return describeMachine({
         id: instance.id,
-        status: sshReachableStatus(status, ssh),
+        status: statusOf(instance.status),
+        address: ip ? { host: ip, port: sshPortOf(instance.portForwards), user: settings.sshUser } : null,
+        identityFile,
+        standIn,
         publicIp: ip,
         // VMs on different hostnodes share no private network: peers reach each other on their own IPs.
-        privateIp: mapping?.host ?? ip,
-        ssh,
+        privateIp: standIn?.host ?? ip,
         spot: false,
         hourlyPrice: instance.rateHourly ?? null,
-        offerId: tags["skyward:offer"] ?? "",
+        tags: tagsOf(instance),
         createdAt: Date.now(),
-        tags: Object.freeze(tags),
       });
     },
 
-    selfDestruct(instance) {
-      if (settings.sshAddress && instance.publicIp) {
-        // A stand-in host of a test is not the VM: it must never be deleted.
-        return settings.sshAddress({ id: instance.id, ipAddress: instance.publicIp }).selfDestruct ?? "true";
-      }
-      // Installed by the VM's boot script, with the token it saved there (see boot-script.ts): it
-      // deletes the VM through the API, which is what ends the bill.
-      const command = `${SELF_DESTRUCT_COMMAND} ${shellQuote(instance.id)}`;
-      return settings.sshUser === "root" ? command : `sudo -n ${command}`;
-    },
+    // Installed by the VM's boot script, with the token it saved there: it deletes the VM through the
+    // API, which is what ends the bill.
+    selfDestruct: (instance) =>
+      standIns.selfDestruct(
+        instance,
+        selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, settings.sshUser),
+      ),
   };
 }
+
+const factories = machineProviderFactories<TensorDockSettings>()("TensorDock", settingsSchema, adapterFor);
 
 /**
  * The TensorDock provider: `TensorDock()` with default settings, or `TensorDock({ location: "Germany" })`.
  * Throws {@link ConfigurationError} for bad settings; the API token is looked up on the first API call.
  */
-export function TensorDock(settings: TensorDockSettings = {}): ProviderV1<TensorDockClusterData> {
-  return defineMachineProvider(adapterFor(parseSettings(settings, "TensorDock")));
-}
+export const TensorDock = factories.provider;
 
 /**
  * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "tensordock"`), its
  * keys already camelCased by the core: `storage_gb = 200` arrives as `storageGb`.
  */
-export function createProviderFromConfig(
-  settings: Record<string, unknown>,
-): ProviderV1<TensorDockClusterData> {
-  return defineMachineProvider(adapterFor(parseSettings(settings as TensorDockSettings, "")));
-}
+export const createProviderFromConfig = factories.fromConfig;

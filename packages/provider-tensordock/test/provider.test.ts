@@ -14,8 +14,7 @@ import { accelerators, NoCapacityError, options, spec as resolveSpec } from "@sk
 import { type Cluster, cachedOffers, resolvePoolSpec } from "@skyward/core/contract";
 import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { renderBootScript } from "../src/boot-script.js";
-import { TensorDock, type TensorDockClusterData } from "../src/tensordock-provider.js";
+import { renderBootScript, TensorDock, type TensorDockClusterData } from "../src/tensordock-provider.js";
 import { type FakeTensorDock, startFakeTensorDock } from "./fake-tensordock.js";
 import { locations } from "./fixtures.js";
 
@@ -247,11 +246,11 @@ describe("the VM's self-destruct", () => {
     const tokenFile = join(directory, "etc", "token");
     const script = renderBootScript({
       apiUrl: fake.apiUrl,
-      apiToken: fake.token,
+      apiKey: fake.token,
       vmName: name,
       root,
       watchdogSeconds,
-      tokenFile,
+      keyFile: tokenFile,
       commandPath: command,
     });
     await writeFile(join(directory, "boot.sh"), script);

@@ -71,6 +71,8 @@ export type {
   MachinePrepareContext,
   MachineTagCodec,
 } from "./machine-provider/adapter.js";
+export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
+export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
 export type {
   MachineErrorClassifier,
   MachineErrorKind,
@@ -83,6 +85,23 @@ export {
   machineErrorKind,
 } from "./machine-provider/errors.js";
 export { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "./machine-provider/image-pull.js";
+export type {
+  MachineApi,
+  MachineApiDefinition,
+  MachineApiErrorClass,
+  MachineJsonClient,
+  MachineJsonOptions,
+} from "./machine-provider/machine-api.js";
+export { defineMachineApi, machineErrorClass } from "./machine-provider/machine-api.js";
+export type { MachineFacts, StandInSeam } from "./machine-provider/machine-instance.js";
+export {
+  describeMachine,
+  selfDestructCommand,
+  standInSeam,
+  statusTable,
+  tagsFromWords,
+  tagsToWords,
+} from "./machine-provider/machine-instance.js";
 export {
   CreateBudget,
   deleteUntilGone,
@@ -92,6 +111,12 @@ export {
   provisionAcrossMarkets,
 } from "./machine-provider/machine-operations.js";
 export { defineMachineProvider } from "./machine-provider/machine-provider.js";
+export type { MachineProviderSettings } from "./machine-provider/machine-settings.js";
+export {
+  machineProviderFactories,
+  machineSettingsShape,
+  sshUserSchema,
+} from "./machine-provider/machine-settings.js";
 export type {
   DocumentedRateLimit,
   MachineEndpoint,
@@ -100,6 +125,7 @@ export type {
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
 // Offers and prices
+export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
 export {
   filterOffers,

@@ -7,10 +7,7 @@
  * `delete_permanently`). Deleting, not shutting down, is what ends the bill: a stopped Verda instance
  * still pays for its volume. The boot watchdog runs it when no worker started in time.
  */
-import { renderSelfDestructScript } from "@skyward/provider-utils";
-
-/** Where the self-destruct command is installed on an instance. */
-export const SELF_DESTRUCT_COMMAND = "/usr/local/sbin/skyward-self-destruct";
+import { renderSelfDestructScript, SELF_DESTRUCT_COMMAND } from "@skyward/provider-utils";
 
 /** What the watchdog passes for "this instance": the program finds it by its hostname. */
 const SELF = "--self";

@@ -13,10 +13,10 @@ import {
   type FetchFunction,
   type MachineDeleteOutcome,
   type MachineErrorKind,
-  MachineProviderError,
+  type MachineProviderError,
+  machineErrorClass,
   machineErrorFactory,
   machineErrorKind,
-  type ProviderApiErrorOptions,
   type ProviderHttpClient,
   type ProviderHttpRequestFunction,
   parseProviderAnswer,
@@ -26,17 +26,9 @@ import { z } from "zod";
 /** Verda's API, as its docs name it. */
 export const VERDA_API_URL = "https://api.verda.com/v1";
 
-/** A failed call to Verda's API (or no answer at all), with its {@link MachineErrorKind}. */
-export class VerdaApiError extends MachineProviderError {
-  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
-    super({ ...options, provider: "verda", name: "VerdaApiError" });
-  }
-
-  /** True for a {@link VerdaApiError} from any copy of this package. */
-  static override isInstance(error: unknown): error is VerdaApiError {
-    return MachineProviderError.isInstance(error) && error.provider === "verda";
-  }
-}
+/** A failed call to Verda's API (or no answer at all), with its `kind`. */
+export const VerdaApiError = machineErrorClass("verda", "VerdaApiError");
+export type VerdaApiError = MachineProviderError;
 
 /**
  * Verda answers refusals as `{code, message}` with a 4xx or 503; the words tell them apart. "Operating
@@ -332,8 +324,22 @@ export function createVerdaClient(settings: VerdaClientSettings) {
       create("/ssh-keys", `adding SSH key ${name}`, { name, key }, signal),
     deleteSshKey: (id: string, signal: AbortSignal) =>
       remove(`/ssh-keys/${encodeURIComponent(id)}`, `deleting SSH key ${id}`, signal),
-    scripts: (signal: AbortSignal) =>
-      read("/scripts", "listing startup scripts", signal, z.array(namedSchema)),
+    /**
+     * Every startup script, page by page: `GET /scripts` takes `page` and `pageSize` (at most 100)
+     * since 2026-03-30 (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/); a
+     * page shorter than asked is the last. (`skyward down` must find every pool's script.)
+     */
+    async scripts(signal: AbortSignal) {
+      const all: VerdaNamed[] = [];
+      for (let page = 1; ; page += 1) {
+        const params = { page: String(page), pageSize: "100" };
+        const found = await read("/scripts", "listing startup scripts", signal, z.array(namedSchema), params);
+        const fresh = found.filter((script) => !all.some((seen) => seen.id === script.id));
+        all.push(...fresh);
+        // A page of scripts all seen before: an API that ignores `page` answered the same list again.
+        if (found.length < 100 || fresh.length === 0) return all;
+      }
+    },
     addScript: (name: string, script: string, signal: AbortSignal) =>
       create("/scripts", `adding startup script ${name}`, { name, script }, signal),
     deleteScript: (id: string, signal: AbortSignal) =>

@@ -4,13 +4,8 @@
  * no price), and the OS image each type is deployed with, chosen from its `supported_os`.
  */
 import { ConfigurationError } from "@skyward/core";
-import {
-  acceleratorFormFactor,
-  canonicalAcceleratorName,
-  type Offer,
-  type OfferQuery,
-} from "@skyward/core/contract";
-import { roundPrice } from "@skyward/provider-utils";
+import type { Offer, OfferQuery } from "@skyward/core/contract";
+import { acceleratorFromNames, roundPrice } from "@skyward/provider-utils";
 import type { VerdaInstanceType } from "./verda-api.js";
 import type { ParsedSettings } from "./verda-settings.js";
 
@@ -34,18 +29,12 @@ function acceleratorOf(type: VerdaInstanceType): Offer["accelerator"] {
   const count = type.gpu?.number_of_gpus ?? 0;
   if (!count) return null;
   const described = /^\d+x\s+(.+?)\s+\d+GB$/.exec(type.gpu?.description ?? "")?.[1];
-  const name =
-    canonicalAcceleratorName(type.model ?? "") ??
-    (described ? canonicalAcceleratorName(described.replace(/\s+SXM\d*/, "")) : undefined);
-  if (!name) return null;
   const total = type.gpu_memory?.size_in_gigabytes ?? 0;
-  const formFactor = described ? acceleratorFormFactor(described) : undefined;
-  return Object.freeze({
-    name,
-    count,
-    memoryGb: total > 0 ? total / count : 0,
-    ...(formFactor === undefined ? {} : { formFactor }),
-  });
+  const named = acceleratorFromNames(
+    [type.model, described?.replace(/\s+SXM\d*/, ""), described],
+    total > 0 ? total / count : 0,
+  );
+  return named ? Object.freeze({ ...named, count }) : null;
 }
 
 /** The offers of `types` in the locations with capacity for the query's accelerator (or CPU types). */

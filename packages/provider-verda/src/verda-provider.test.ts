@@ -332,6 +332,25 @@ describe("listing, termination, teardown, cleanup", () => {
     );
   });
 
+  it("cleanup reads every page of the startup scripts (GET /scripts is paged, 100 at most a page)", async () => {
+    const { verda } = await clusterFor({});
+    // Others' scripts fill the first page: a pool's script on the second must still be found.
+    for (let index = 0; index < 120; index += 1)
+      fake.scripts.set(`other-${index}`, {
+        id: `other-${index}`,
+        name: `script ${index}`,
+        script: "#!/bin/sh",
+      });
+    fake.scripts.set("late", { id: "late", name: "verda-0badcafe_late", script: "#!/bin/sh" });
+    const result = await verda.cleanup?.({ pools: ["late"], ...call() });
+    expect(result?.removed).toEqual([{ poolId: "late", kind: "startup script", id: "verda-0badcafe_late" }]);
+    const reads = fake.requests.filter(
+      (request) => request.method === "GET" && request.path.endsWith("/scripts"),
+    );
+    expect(reads.map((request) => request.query.get("page"))).toEqual(["1", "2"]);
+    expect(fake.scripts.has("late")).toBe(false);
+  });
+
   it("a delete answered 207 is read per instance: one refused while provisioning is deleted again until gone", async () => {
     const { verda, cluster } = await clusterFor({});
     const [provisioning, running] = await verda.provision({ cluster, count: 2, ...call() });

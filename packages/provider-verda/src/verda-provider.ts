@@ -6,27 +6,24 @@
  * SSH key and its self-destruct as a startup script (both named `<cluster id>_<pool id>`, both removed
  * by `teardown` and `cleanup`); instances carry Skyward's tags in their description.
  */
-import type {
-  CleanupResult,
-  Instance,
-  InstanceStatus,
-  LeftPoolResource,
-  PoolResource,
-  ProviderV1,
-} from "@skyward/core/contract";
-import { shellQuote } from "@skyward/core/contract";
+import type { CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
 import {
-  defineMachineProvider,
-  instanceSsh,
+  describeMachine,
   type MachineAdapter,
   type MachineClusterData,
   machineErrorKind,
+  machineProviderFactories,
   poolIdFromTags,
+  SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
-  sshReachableStatus,
+  selfDestructCommand,
+  standInSeam,
+  statusTable,
+  tagsFromWords,
+  tagsToWords,
 } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
-import { renderStartupScript, SELF_DESTRUCT_COMMAND } from "./startup-script.js";
+import { renderStartupScript } from "./startup-script.js";
 import {
   createVerdaClient,
   resolveVerdaCredentials,
@@ -34,12 +31,7 @@ import {
   type VerdaInstance,
 } from "./verda-api.js";
 import { imageFor, NAME, toOffers, type VerdaOfferData } from "./verda-offers.js";
-import {
-  type ParsedSettings,
-  parseSettings,
-  type VerdaSettings,
-  type VerdaSshAddress,
-} from "./verda-settings.js";
+import { type ParsedSettings, settingsSchema, type VerdaSettings } from "./verda-settings.js";
 
 export type { VerdaOfferData } from "./verda-offers.js";
 export type { VerdaSettings, VerdaSshAddress } from "./verda-settings.js";
@@ -65,42 +57,26 @@ const SPOT_OS_VOLUME_GB = 100;
 /** The name of a pool's SSH key and startup script at Verda: `<cluster id>_<pool id>`. */
 const RESOURCE_NAME = /^(verda-[0-9a-f]{8})(?:_(\S+))?$/;
 
-/** Verda's instance states, as the pool sees them. */
-function statusOf(status: string): InstanceStatus {
-  switch (status.toLowerCase()) {
-    case "running":
-      return "running";
-    case "offline":
-    case "deleting":
-    case "discontinued":
-      return "stopping";
-    case "error":
-    case "notfound":
-    case "no_capacity":
-    case "installation_failed":
-    case "deleted":
-      return "terminated";
-    default:
-      // new, ordered, validating, provisioning
-      return "pending";
-  }
-}
+/**
+ * Verda's instance states, as the pool sees them; the others (new, ordered, validating, provisioning)
+ * are on their way. A discontinued instance (a spot instance Verda took back) never runs again: the
+ * node is lost, and teardown still deletes what is left of it.
+ */
+const statusOf = statusTable({
+  running: ["running"],
+  stopping: ["offline", "deleting"],
+  terminated: ["error", "notfound", "no_capacity", "installation_failed", "deleted", "discontinued"],
+});
 
 /** Skyward's tags in an instance description: `skyward skyward:cluster=… skyward:pool=…`. */
 export function describeTags(tags: Readonly<Record<string, string>>): string {
-  return ["skyward", ...Object.entries(tags).map(([key, value]) => `${key}=${value}`)].join(" ");
+  return ["skyward", ...tagsToWords(tags)].join(" ");
 }
 
 /** Skyward's tags read back from an instance description written by {@link describeTags}. */
 export function tagsFromDescription(description: string | null | undefined): Record<string, string> {
   const [first, ...words] = (description ?? "").trim().split(/\s+/);
-  if (first !== "skyward") return {};
-  return Object.fromEntries(
-    words.flatMap((word) => {
-      const at = word.indexOf("=");
-      return at > 0 && word.startsWith("skyward:") ? [[word.slice(0, at), word.slice(at + 1)]] : [];
-    }),
-  );
+  return first === "skyward" ? tagsFromWords(words) : {};
 }
 
 /** Removes the SSH keys and startup scripts of pools with no instance left (`skyward down`). */
@@ -142,18 +118,11 @@ async function cleanupOf(
   return { removed, left };
 }
 
-function adapterFor(
-  settings: ParsedSettings,
-  api: VerdaClient,
-): MachineAdapter<VerdaInstance, VerdaClusterData> {
-  /** Stand-in addresses, by instance id (the seam is asked once per instance). */
-  const standIns = new Map<string, VerdaSshAddress>();
-  const standInFor = (instance: VerdaInstance) => {
-    if (!settings.sshAddress || !instance.ip) return undefined;
-    const address = standIns.get(instance.id) ?? settings.sshAddress({ id: instance.id, ip: instance.ip });
-    standIns.set(instance.id, address);
-    return address;
-  };
+function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, VerdaClusterData> {
+  const api = createVerdaClient(settings);
+  const standIns = standInSeam(settings.sshAddress, (instance) =>
+    instance.publicIp ? { id: instance.id, ip: instance.publicIp } : undefined,
+  );
   const tagsOf = (instance: VerdaInstance): Record<string, string> => ({
     ...tagsFromDescription(instance.description),
     ...(instance.hostname ? { "verda:hostname": instance.hostname } : {}),
@@ -280,7 +249,7 @@ function adapterFor(
         const outcomes = known.length > 0 ? await api.deleteInstances(known, signal) : new Map();
         for (const id of ids) {
           if (!outcomes.has(id)) outcomes.set(id, "gone");
-          if (outcomes.get(id) !== "busy") standIns.delete(id);
+          if (outcomes.get(id) !== "busy") standIns.forget(id);
         }
         return outcomes;
       },
@@ -296,36 +265,25 @@ function adapterFor(
       read: tagsOf,
     },
 
-    describe(instance, { identityFile }): Instance {
-      const tags = tagsOf(instance);
-      const status = statusOf(instance.status);
+    describe(instance, { identityFile }) {
       const ip = instance.ip?.trim() || null;
-      const standIn = standInFor(instance);
-      const ssh =
-        status === "running" && ip !== null
-          ? instanceSsh({ host: ip, port: 22, user: "root" }, identityFile, standIn)
-          : null;
-      const created = instance.created_at ? Date.parse(instance.created_at) : Number.NaN;
-      return Object.freeze({
+      const standIn = standIns.of(instance.id, ip ? { id: instance.id, ip } : undefined);
+      return describeMachine({
         id: instance.id,
-        status: sshReachableStatus(status, ssh),
-        publicIp: ip,
-        privateIp: standIn ? (ssh?.host ?? ip) : ip,
-        ssh,
+        status: statusOf(instance.status),
+        address: ip ? { host: ip, port: 22, user: "root" } : null,
+        identityFile,
+        standIn,
         spot: instance.is_spot === true,
         hourlyPrice: instance.price_per_hour ?? null,
-        offerId: tags[SKYWARD_TAGS.offer] ?? "",
-        createdAt: Number.isFinite(created) ? created : Date.now(),
-        tags: Object.freeze(tags),
+        tags: tagsOf(instance),
+        createdAt: instance.created_at,
       });
     },
 
-    selfDestruct(instance) {
-      const standIn = standIns.get(instance.id);
-      if (standIn) return standIn.selfDestruct ?? "true";
-      // Installed by the startup script: deletes the instance and its OS volume through the API.
-      return `${SELF_DESTRUCT_COMMAND} ${shellQuote(instance.id)}`;
-    },
+    // Installed by the startup script: deletes the instance and its OS volume through the API.
+    selfDestruct: (instance) =>
+      standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, "root")),
 
     cleanup: ({ pools, signal }) => cleanupOf(api, pools, signal),
 
@@ -336,8 +294,7 @@ function adapterFor(
   };
 }
 
-const build = (settings: ParsedSettings): ProviderV1<VerdaClusterData> =>
-  defineMachineProvider(adapterFor(settings, createVerdaClient(settings)));
+const factories = machineProviderFactories<VerdaSettings>()("Verda", settingsSchema, adapterFor);
 
 /**
  * The Verda provider: `Verda()` with default settings (credentials from `VERDA_CLIENT_ID` and
@@ -356,14 +313,10 @@ const build = (settings: ParsedSettings): ProviderV1<VerdaClusterData> =>
  * });
  * ```
  */
-export function Verda(settings: VerdaSettings = {}): ProviderV1<VerdaClusterData> {
-  return build(parseSettings(settings, "Verda"));
-}
+export const Verda = factories.provider;
 
 /**
  * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "verda"`), its keys
  * already camelCased by the core: `client_id = "…"` arrives as `clientId`.
  */
-export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<VerdaClusterData> {
-  return build(parseSettings(settings as VerdaSettings, ""));
-}
+export const createProviderFromConfig = factories.fromConfig;

@@ -1,25 +1,19 @@
 /** The Verda provider's settings: what a user may set, checked by name before anything is asked of the API. */
-import { parseInput } from "@skyward/core/contract";
-import {
-  type FetchFunction,
-  httpSettingsShape,
-  keysDirectorySchema,
-  type SshStandIn,
-} from "@skyward/provider-utils";
+import { type MachineProviderSettings, machineSettingsShape, type SshStandIn } from "@skyward/provider-utils";
 import { z } from "zod";
 import { VERDA_API_URL } from "./verda-api.js";
 
 /** Where an instance is reached instead of its own address: see {@link VerdaSettings.sshAddress} (user default `root`). */
 export type VerdaSshAddress = SshStandIn;
 
-/** Settings of the Verda provider; every field is optional. */
-export interface VerdaSettings {
+type Seam = (instance: { readonly id: string; readonly ip: string }) => VerdaSshAddress;
+
+/** Settings of the Verda provider; every field is optional. Between deletes Verda refused for now, five times `retryDelayMs` passes. */
+export interface VerdaSettings extends Omit<MachineProviderSettings<Seam>, "apiKey"> {
   /** The API client id. Default: the `VERDA_CLIENT_ID` environment variable, read on the first API call. */
   clientId?: string;
   /** The API client secret. Default: the `VERDA_CLIENT_SECRET` environment variable. A secret: never logged. */
   clientSecret?: string;
-  /** The API's base URL. Default `https://api.verda.com/v1`. */
-  apiUrl?: string;
   /** The location instances are deployed in (`FIN-01`); a spec's `region` does the same. Default: any location with capacity. */
   location?: string;
   /**
@@ -32,31 +26,15 @@ export interface VerdaSettings {
   cuda?: string;
   /** The OS volume size, GB; a spec's `diskGb` raises it. Default: Verda's size for the type (100 GB on spot, see the README). */
   osVolumeGb?: number;
-  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
-  keysDirectory?: string;
-  /** The `fetch` to call the API with (tests, proxies). Default: Node's. */
-  fetch?: FetchFunction;
-  /** Retries of a rate-limited or failed idempotent request. Default 4. */
-  maxRetries?: number;
-  /** Delay before the first retry, doubled for each next one, ms (five times it between deletes Verda refused for now). Default 1000. */
-  retryDelayMs?: number;
-  /** Deadline of one HTTP request, ms. Default 30000. */
-  requestTimeoutMs?: number;
-  /**
-   * A test seam: where each instance is reached over SSH instead of its own address, so the provider
-   * driven against a fake of Verda's API reaches real SSH hosts (a test bed). Never set it against Verda.
-   */
-  sshAddress?: (instance: { readonly id: string; readonly ip: string }) => VerdaSshAddress;
 }
 
-const { apiKey: _apiKey, ...httpShape } = httpSettingsShape;
+const { apiKey: _apiKey, ...shape } = machineSettingsShape<Seam>(VERDA_API_URL);
 
 /** The settings schema: every field checked, unknown ones refused by name. */
-const settingsSchema = z.strictObject({
-  ...httpShape,
+export const settingsSchema = z.strictObject({
+  ...shape,
   clientId: z.string().min(1, { message: "expected a non-empty client id" }).optional(),
   clientSecret: z.string().min(1, { message: "expected a non-empty client secret" }).optional(),
-  apiUrl: z.url({ error: "expected the API's base URL" }).default(VERDA_API_URL),
   location: z.string().min(1, { message: "expected a location code like FIN-01" }).optional(),
   image: z.string().min(1, { message: "expected an OS image name" }).optional(),
   cuda: z
@@ -68,18 +46,7 @@ const settingsSchema = z.strictObject({
     .int({ message: "expected a whole number of GB" })
     .min(1)
     .optional(),
-  keysDirectory: keysDirectorySchema,
-  sshAddress: z
-    .custom<NonNullable<VerdaSettings["sshAddress"]>>((value) => typeof value === "function", {
-      message: "expected a function",
-    })
-    .optional(),
 });
 
 /** The settings as parsed, defaults filled in. */
 export type ParsedSettings = z.output<typeof settingsSchema>;
-
-/** Parses settings, or throws a `ConfigurationError` naming each bad field under `prefix`. */
-export function parseSettings(settings: VerdaSettings | undefined, prefix: string): ParsedSettings {
-  return parseInput(settingsSchema, settings ?? {}, prefix);
-}

@@ -12,6 +12,7 @@ import {
   expectDetachAttach,
   poolTasks,
   requireTestbed,
+  runFaultMatrix,
   runProviderConformance,
   testbedStandIn,
   useFakeApi,
@@ -44,6 +45,31 @@ describe("without hosts", () => {
     provisionCount: 2,
     unknownInstanceId: "00000000-0000-4000-8000-000000000000",
     timeoutMs: 20_000,
+  });
+
+  runFaultMatrix({
+    name: "verda",
+    create,
+    faults: () => ({
+      // A discontinued instance bills nothing more (its OS volume goes with it, `on_spot_discontinue`).
+      live: () =>
+        [...api.fake.instances.values()]
+          .filter((instance) => instance.status !== "discontinued")
+          .map((instance) => ({ id: instance.id, hourlyPrice: instance.price_per_hour })),
+      created: () => api.fake.switches.created,
+      rateLimitNext: (count, seconds) => api.fake.switches.rateLimitNext(count, seconds),
+      loseNextCreateAnswer: () => {
+        api.fake.faults.loseNextDeployAnswer = true;
+      },
+      partialDeleteNext: () => api.fake.switches.partialDeleteNext(),
+      refuseDeleteWhileProvisioning: (count) => api.fake.switches.refuseDeleteWhileProvisioning(count),
+      breakListShape: (broken) => api.fake.switches.breakListShape(broken),
+      reclaim: (id) => api.fake.discontinue(id),
+      fireBootWatchdogs: () => api.fake.fireBootWatchdogs(),
+    }),
+    spec: { accelerator: sky.accelerators.A100({ count: 2 }), allocation: "spot-if-available" },
+    clientKilled: "boot-watchdog",
+    timeoutMs: 30_000,
   });
 });
 

@@ -8,6 +8,8 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import {
+  type FakeFaultSwitches,
+  fakeFaultSwitches,
   fakeRoutes,
   jsonAnswer,
   startFakeRestServer,
@@ -172,6 +174,10 @@ export interface FakeVerda extends AsyncDisposable {
     /** Reads of `GET /instances/{id}` still to answer 404 (an instance a moment behind its deploy). */
     notFoundReads: number;
   };
+  /** The fault matrix's switches (a 429 storm, a 207, refusals, an unknown list shape) and every instance deployed, at its price. */
+  readonly switches: FakeFaultSwitches;
+  /** Runs each instance's boot watchdog as if its time were up with no worker: one whose startup script arms it is deleted. */
+  fireBootWatchdogs(): Promise<void>;
   /** Verda reclaims a spot instance: it is discontinued, its OS volume deleted or kept detached as its `on_spot_discontinue` says. */
   discontinue(id: string): void;
   readonly requests: RecordedVerdaRequest[];
@@ -193,6 +199,7 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
   const tokens = new Set<string>();
   const scripts = new Map<string, { id: string; name: string; script: string }>();
   const volumes = new Map<string, { id: string; name: string; state: "attached" | "detached" | "trash" }>();
+  const switches = fakeFaultSwitches();
   const faults = {
     refuseDeleteWhileProvisioning: false,
     loseNextDeployAnswer: false,
@@ -264,7 +271,21 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       // Docs: "Startup Scripts" → "Get all startup scripts", "Add startup script" ({ name, script } → its id
       // as text), "Delete startup script by id" — `/scripts` and `/scripts/{id}`, as the official SDK calls them
       // (https://github.com/DataCrunch-io/datacrunch-python, datacrunch/startup_scripts/startup_scripts.py).
-      "GET /scripts": () => jsonAnswer(200, [...scripts.values()]),
+      // Paged since 2026-03-30 (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/):
+      // `page` and `pageSize` (at most 100); the metadata in X-Page, X-Page-Size and X-Total-Count.
+      "GET /scripts": ({ query }) => {
+        const size = Math.min(100, Number(query.get("pageSize") ?? 100));
+        const page = Number(query.get("page") ?? 1);
+        const all = [...scripts.values()];
+        return {
+          ...jsonAnswer(200, all.slice((page - 1) * size, page * size)),
+          headers: {
+            "x-page": String(page),
+            "x-page-size": String(size),
+            "x-total-count": String(all.length),
+          },
+        };
+      },
       "POST /scripts": ({ body }) => {
         const { name, script } = (body ?? {}) as { name?: unknown; script?: unknown };
         if (typeof name !== "string" || typeof script !== "string" || !script.startsWith("#!"))
@@ -277,11 +298,13 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
         if (!scripts.delete(id ?? "")) return error(404, "not_found", "Startup script not found");
         return jsonAnswer(200);
       },
-      "GET /instances": () =>
-        jsonAnswer(
+      "GET /instances": () => {
+        const listed = [...instances.values()].filter((instance) => !faults.unlisted.has(instance.id));
+        return jsonAnswer(
           200,
-          [...instances.values()].filter((instance) => !faults.unlisted.has(instance.id)).map(answerOf),
-        ),
+          switches.listShapeBroken ? { instances: listed.map(answerOf) } : listed.map(answerOf),
+        );
+      },
       "POST /instances": ({ body }) => {
         const wanted = (body ?? {}) as Record<string, unknown>;
         const type = INSTANCE_TYPES.find((entry) => entry.instance_type === wanted.instance_type);
@@ -349,6 +372,7 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
           host,
         };
         instances.set(instance.id, instance);
+        switches.created.push({ id, hourlyPrice: instance.price_per_hour });
         if (faults.loseNextDeployAnswer) {
           faults.loseNextDeployAnswer = false;
           return error(500, "internal", "upstream connection lost");
@@ -379,13 +403,17 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
         if (ids.length === 1 && !instances.has(ids[0] ?? ""))
           return error(404, "not_found", "Instance not found");
         const results = [];
+        const partial = switches.takePartialDelete();
         for (const entry of ids) {
           const instance = instances.get(entry);
           const refused = !instance
             ? { statusCode: 404, error: "Instance not found" }
-            : faults.refuseDeleteWhileProvisioning && instance.status === "provisioning"
+            : (faults.refuseDeleteWhileProvisioning && instance.status === "provisioning") ||
+                switches.takeDeleteRefusal()
               ? { statusCode: 400, error: "Cannot delete an instance while it is provisioning" }
-              : undefined;
+              : partial && entry === ids[0]
+                ? { statusCode: 403, error: "Instance is locked by a running action" }
+                : undefined;
           results.push({
             instanceId: entry,
             action: "delete",
@@ -421,6 +449,12 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       body,
     }),
     handle: (request) => {
+      // The token request is not retried by the client (it fails at once): the storm hits the API's calls.
+      const limited =
+        request.path === "/oauth2/token"
+          ? undefined
+          : switches.takeRateLimit(error(429, "too_many_requests", "Too many requests"));
+      if (limited) return limited;
       // Docs: "Authentication" → "Generate access token" (client credentials in a JSON body).
       if (request.method === "POST" && request.path === "/oauth2/token") {
         const credentials = request.body as Record<string, unknown> | undefined;
@@ -466,6 +500,22 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
     scripts,
     volumes,
     faults,
+    switches,
+    async fireBootWatchdogs() {
+      for (const instance of [...instances.values()]) {
+        const script = scripts.get(instance.startup_script_id ?? "")?.script ?? "";
+        // Armed: the watchdog line, and a self-destruct that deletes through this very API.
+        if (
+          !/# Boot watchdog:/.test(script) ||
+          !script.includes(server.url) ||
+          !script.includes('"PUT", "/instances"')
+        )
+          continue;
+        instances.delete(instance.id);
+        volumes.delete(instance.os_volume_id);
+        await hosts.release(instance.id);
+      }
+    },
     discontinue(id) {
       const instance = instances.get(id);
       if (!instance) return;

@@ -27,6 +27,7 @@ import {
   resolvePoolSpec,
 } from "@skyward/core/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { recordFaultMatrixRun } from "./fault-matrix-record.js";
 
 /** An instance as the fake API bills it. */
 export interface BillingInstance {
@@ -387,6 +388,14 @@ export function runFaultMatrix(options: FaultMatrixOptions): void {
       console.log(
         `fault matrix: ${options.name}: ${cellsRun} cells, ${left.length} instances left billing, ${over.length} cap exceeded`,
       );
+      await recordFaultMatrixRun({
+        name: options.name,
+        cells: cellsRun,
+        applicable: applicable.length,
+        notApplicable: Object.keys(notApplicable).length,
+        leftBilling: left.length,
+        capExceeded: over.length,
+      });
       expect(left, "instances left billing").toEqual([]);
       expect(
         over.map((instance) => `${instance.id} at $${instance.hourlyPrice}/h`),

@@ -18,6 +18,7 @@ export {
   runProviderConformance,
   workerEndpointProblems,
 } from "./conformance.js";
+export { type FakeFaultSwitches, fakeFaultSwitches } from "./fake-faults.js";
 export {
   type FakeImds,
   type FakeImdsOptions,

@@ -1,0 +1,69 @@
+/**
+ * The settings every provider on the machine-provider base accepts — the HTTP ones, its API root, its
+ * keys directory and the `sshAddress` test seam — as a TypeScript type to extend and a zod shape to
+ * spread, and the pair of factories each provider exports (`Provider(settings)` and
+ * `createProviderFromConfig` for a `skyward.toml` table).
+ */
+import { type ProviderV1, parseInput } from "@skyward/core/contract";
+import { z } from "zod";
+import { type HttpSettings, httpSettingsShape, keysDirectorySchema } from "../http/http-settings.js";
+import type { MachineAdapter, MachineClusterData } from "./adapter.js";
+import { defineMachineProvider } from "./machine-provider.js";
+
+/** The settings of a provider on the base; `Seam` is its `sshAddress` function. */
+export interface MachineProviderSettings<Seam> extends HttpSettings {
+  /** The API root. Default: the provider's public API. */
+  apiUrl?: string;
+  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
+  keysDirectory?: string;
+  /**
+   * For tests only: where the pool reaches a machine instead of its own address (a stand-in SSH host
+   * of a test bed), and what runs instead of its self-destruct. Never set it against the real API.
+   */
+  sshAddress?: Seam;
+}
+
+/** The zod shape of {@link MachineProviderSettings}, `apiUrl` defaulting to `defaultApiUrl`. */
+export function machineSettingsShape<Seam>(defaultApiUrl: string) {
+  return {
+    ...httpSettingsShape,
+    apiUrl: z
+      .url({ error: "expected the API's base URL" })
+      .transform((value) => value.replace(/\/+$/, ""))
+      .default(defaultApiUrl),
+    keysDirectory: keysDirectorySchema,
+    sshAddress: z
+      .custom<Seam>((value) => typeof value === "function", {
+        message: "expected a function (for tests only)",
+      })
+      .optional(),
+  };
+}
+
+/** A login user's name, as a setting (`sshUser`), defaulting to `user`. */
+export function sshUserSchema(user: string) {
+  return z
+    .string({ error: "expected a user name" })
+    .regex(/^[a-z_][a-z0-9_-]*$/, { message: "expected a user name" })
+    .default(user);
+}
+
+/**
+ * The two factories of a provider: from its settings (errors under `label.`), and from a config table.
+ * Curried so that only `Settings` (the documented interface users write) is given; the rest is inferred:
+ * `machineProviderFactories<AcmeSettings>()("Acme", settingsSchema, adapterFor)`.
+ */
+export function machineProviderFactories<Settings>() {
+  return <Parsed, Machine, ClusterData extends MachineClusterData>(
+    label: string,
+    schema: z.ZodType<Parsed>,
+    adapterFor: (settings: Parsed) => MachineAdapter<Machine, ClusterData>,
+  ) => {
+    const build = (settings: unknown, prefix: string) =>
+      defineMachineProvider(adapterFor(parseInput(schema, settings ?? {}, prefix)));
+    return {
+      provider: (settings?: Settings): ProviderV1<ClusterData> => build(settings, label),
+      fromConfig: (settings: Record<string, unknown>): ProviderV1<ClusterData> => build(settings, ""),
+    };
+  };
+}
