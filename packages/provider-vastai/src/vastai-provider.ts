@@ -384,14 +384,7 @@ export function VastAI(settings: VastAISettings = {}): ProviderV1<VastClusterDat
 }
 
 function providerFor(settings: ParsedSettings): ProviderV1<VastClusterData> {
-  const adapter = adapterFor(settings);
-  const provider = defineMachineProvider(adapter);
-  // Without a key, terminating says so (a ConfigurationError), not "did not delete, may still bill".
-  const terminate: typeof provider.terminate = async (options) => {
-    adapter.checkCredentials();
-    await provider.terminate(options);
-  };
-  return { ...provider, terminate };
+  return defineMachineProvider(adapterFor(settings));
 }
 
 /**

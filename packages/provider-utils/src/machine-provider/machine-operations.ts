@@ -4,7 +4,7 @@
  * leave an unknown machine behind, and the market loop that never launches above the price cap or
  * at an unknown price.
  */
-import { NoCapacityError } from "@skyward/core";
+import { ConfigurationError, NoCapacityError } from "@skyward/core";
 import type { Cluster, Instance } from "@skyward/core/contract";
 import { abortableSleep } from "../http/request-pacer.js";
 import { type Market, marketsFor } from "../offers/prices.js";
@@ -67,6 +67,7 @@ function outcomeOf(error: unknown): MachineDeleteOutcome {
  * Deletes `ids` until each is gone: accepted or already gone counts, a refusal for now (`busy`: still
  * provisioning) is tried again with a growing wait until the adapter's `deleteTimeoutMs`, every other
  * refusal is reported — after the other machines were deleted, so one failure strands nothing else.
+ * A {@link ConfigurationError} (no key, say) is thrown at once: every other delete would fail alike.
  */
 export async function deleteUntilGone<Machine, ClusterData extends MachineClusterData>(
   adapter: MachineAdapter<Machine, ClusterData>,
@@ -86,6 +87,8 @@ export async function deleteUntilGone<Machine, ClusterData extends MachineCluste
           outcomes.set(id, "deleted");
         } catch (error) {
           if (signal.aborted) throw signal.reason;
+          // Settings the user must fix (no key) fail every delete alike: say that, not "may still bill".
+          if (ConfigurationError.isInstance(error)) throw error;
           outcomes.set(id, outcomeOf(error));
         }
       }
