@@ -138,6 +138,17 @@ describe("core's layers", () => {
     );
   });
 
+  it("keeps spec/ free of the file system: the entry point reads files, spec/ judges what was found", () => {
+    const readers = (readdirSync(join(sourceRoot, "spec")) as string[])
+      .filter((file) => file.endsWith(".ts") && !/\.test(-d)?\.ts$/.test(file))
+      .filter((file) =>
+        ts
+          .preProcessFile(readFileSync(join(sourceRoot, "spec", file), "utf8"), true, true)
+          .importedFiles.some(({ fileName }) => /^(node:)?fs(\/promises)?$/.test(fileName)),
+      );
+    expect(readers).toEqual([]);
+  });
+
   it("fails on an upward import, a type-only one included", () => {
     const text = 'import type { Pool } from "../pool/pool.js";\nexport { x } from "./values.js";';
     const found = ts.preProcessFile(text, true, true).importedFiles.map((entry) => entry.fileName);
