@@ -183,11 +183,8 @@ export class DispatchNodes {
       .filter((record) => !record.request.nested)
       .map((record) => record.wireId);
     if (ids.length === 0) return;
-    try {
-      node.connection.send({ t: "withdraw", ids });
-    } catch {
-      // lost meanwhile: detach retries them
-    }
+    // Lost meanwhile: detach retries them.
+    node.connection.sendIfOpen({ t: "withdraw", ids });
   }
 
   /** Resolves once nothing runs on node `index` (at once if nothing does, or it is gone). */

@@ -63,6 +63,8 @@ export interface PoolContext {
   layout: WorkerLayout;
   /** The pool picks up a detached pool's workers: they keep the cluster settings they run with. */
   readonly resumed: boolean;
+  /** Why the pool cannot start new nodes (an attached pool without a provider to start them with). */
+  readonly growthRefusal: string | undefined;
 }
 
 /** The default layout: one worker per node, in threads. */

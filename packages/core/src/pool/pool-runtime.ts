@@ -74,6 +74,8 @@ export interface PoolResume {
   readonly token: string;
   /** Its collections, restored from its state file. */
   readonly collections: CollectionStore;
+  /** Why it cannot start new nodes, when it cannot: a resize above its size is refused with it. */
+  readonly growthRefusal?: string | undefined;
 }
 
 /** What a resumed pool's picker-up needs of it, beyond {@link Pool}. */
@@ -151,13 +153,8 @@ export class PoolRuntime implements Pool {
     this.#refs = new RemoteRefRegistry({
       run: (pending, node, signal) => this.run(pending, { target: node, ...(signal ? { signal } : {}) }),
       unref: (node, ids) => {
-        const connection = this.#context.nodes.find((each) => each.index === node)?.connection;
-        if (connection?.isOpen !== true) return; // a node gone took what it kept with it
-        try {
-          connection.send({ t: "unref", ids });
-        } catch {
-          // lost meanwhile
-        }
+        // A node gone took what it kept with it.
+        this.#context.nodes.find((each) => each.index === node)?.connection?.sendIfOpen({ t: "unref", ids });
       },
     });
     this.#tasks = new TaskManager({
@@ -189,6 +186,7 @@ export class PoolRuntime implements Pool {
       headPort: 29500,
       layout: SINGLE_WORKER,
       resumed: resume !== undefined,
+      growthRefusal: resume?.growthRefusal,
     };
     this.#membership = new Membership(this.#context);
     this.#dispatch = {

@@ -429,7 +429,7 @@ export class TaskManager {
     const running = node?.running.has(record.id) === true;
     const connection = node?.connection;
     this.#finish(record);
-    if (running && connection?.isOpen) sendCancel(connection, record.wireId);
+    if (running) connection?.sendIfOpen({ t: "cancel", id: record.wireId });
     this.#events.cancelled(record, node?.index ?? null);
     record.callbacks.error(
       failWith?.(record.id, record.request.ref, running) ??
@@ -455,17 +455,8 @@ export class TaskManager {
       }
       const connection = record.node?.connection;
       this.#finish(record);
-      sendCancel(connection, record.wireId);
+      connection?.sendIfOpen({ t: "cancel", id: record.wireId });
       record.callbacks.error(error);
     }
-  }
-}
-
-/** Asks a worker to cancel a task; a connection gone meanwhile has nothing left to cancel. */
-function sendCancel(connection: WorkerConnection | undefined, wireId: string): void {
-  try {
-    connection?.send({ t: "cancel", id: wireId });
-  } catch {
-    // the connection went away: the task ends with it
   }
 }

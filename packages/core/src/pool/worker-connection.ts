@@ -232,6 +232,16 @@ export class WorkerConnection {
     this.#writer.add(message);
   }
 
+  /**
+   * Sends a control message (`cancel`, `shutdown`, `release`…) unless the connection is closed or
+   * lost, when there is no one left for it to reach. Returns whether it was sent.
+   */
+  sendIfOpen(message: ClientMessage): boolean {
+    if (this.#state !== "open") return false;
+    this.send(message);
+    return true;
+  }
+
   /** Routes the messages of task `id` to `handler` (replacing an earlier handler for it). */
   onTask(id: string, handler: TaskMessageHandler): void {
     this.#taskHandlers.set(id, handler);
