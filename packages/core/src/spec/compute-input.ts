@@ -1,4 +1,3 @@
-import type { ConfigLocations, NamedPool } from "../config/config-file.js";
 import { isWorkersPerAccelerator } from "../contract/plugin.js";
 import { ConfigurationError, type ConfigurationIssue } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
@@ -11,6 +10,22 @@ import {
   type SpecInput,
   specSchema,
 } from "./spec.js";
+
+/** Where to look for the configuration files. */
+export interface ConfigLocations {
+  /** Directory holding `skyward.toml`. Default `process.cwd()`. */
+  cwd?: string;
+  /** Home directory holding `.skyward/defaults.toml`. Default `os.homedir()`. */
+  home?: string;
+}
+
+/** A named pool, ready to be validated as a spec: its provider created, its fields camelCase. */
+export interface NamedPool {
+  readonly spec: SpecInput;
+  readonly options: OptionsInput;
+  /** The prefix for error paths inside this pool (`pools.NAME`). */
+  readonly path: string;
+}
 
 /** The flat form: one spec's fields given directly, plus options. */
 export interface FlatComputeInput extends SpecInput {
