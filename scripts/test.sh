@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up everything the test suite needs (Node >= 24, pnpm, dependencies) and runs the whole suite:
+# Sets up everything the test suite needs (Node >= 24, pnpm, dependencies), checks the rest by using it
+# (scripts/check-prerequisites.sh: under CI a missing sshd, numpy, torch… fails here) and runs the whole suite:
 # lint, TSDoc check, build, type checks, unit and end-to-end tests, publint and arethetypeswrong on
 # every package; then prints one closing line with the totals, the skips by reason (under CI only the
 # skips scripts/allowed-skips.json explains), checks the run's output for noise
@@ -10,9 +11,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
 setup_log="$(mktemp)"
 {
   skyward_setup
-  skyward_ensure_system_packages
-  skyward_ensure_framework_packages
+  # What these cannot install is named below, with the rest, by using each prerequisite.
+  skyward_ensure_system_packages || true
+  skyward_ensure_framework_packages || true
   skyward_ensure_python
+  # Under CI a machine without sshd, numpy, torch… fails here, naming each missing thing.
+  bash "$SKYWARD_ROOT/scripts/check-prerequisites.sh"
 } > >(tee -a "$setup_log") 2> >(tee -a "$setup_log" >&2)
 cd "$SKYWARD_ROOT"
 export TURBO_TELEMETRY_DISABLED=1 DO_NOT_TRACK=1

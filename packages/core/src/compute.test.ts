@@ -2,6 +2,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { installProviderPackage } from "../test/fixtures/provider-package.js";
 import { resolveComputeInput } from "./compute.js";
 import { ConfigurationError, type ConfigurationIssue } from "./errors/errors.js";
 import { accelerators } from "./spec/accelerators.js";
@@ -33,32 +34,7 @@ describe("named form (skyward.toml)", () => {
     home = join(root, "home");
     cwd = join(root, "project");
     await mkdir(join(home, ".skyward"), { recursive: true });
-    const packageDir = join(cwd, "node_modules", "skyward-provider-fixture");
-    await mkdir(packageDir, { recursive: true });
-    await writeFile(
-      join(packageDir, "package.json"),
-      JSON.stringify({ name: "skyward-provider-fixture", type: "module", exports: "./index.js" }),
-    );
-    await writeFile(
-      join(packageDir, "index.js"),
-      `export function createProviderFromConfig(settings) {
-  return {
-    specificationVersion: "v1",
-    name: "fixture",
-    capabilities: { spot: false,  },
-    settings,
-    async offers() { return []; },
-    async prepare() { throw new Error("not used"); },
-    async provision() { return []; },
-    async getInstance() { return null; },
-    async terminate() {},
-    async launchWorker() { throw new Error("not used"); },
-    async teardown() {},
-    selfDestruct() { return "true"; },
-  };
-}
-`,
-    );
+    await installProviderPackage(cwd, "skyward-provider-fixture");
     await writeFile(
       join(home, ".skyward", "defaults.toml"),
       `

@@ -1,9 +1,10 @@
 /**
  * `sky.compute(…)`, the entry point of pools: it resolves the request (a named pool read from
- * `skyward.toml` here, and nowhere below), supplies `Local()` as the provider of specs that name
+ * `skyward.toml` here, and nowhere below; the local paths it names checked here too), supplies `Local()` as the provider of specs that name
  * none and the state file as where a detached pool is recorded, and opens the pool.
  */
 import { loadConfig, resolveNamedPool } from "./config/config-file.js";
+import { checkLocalInputs } from "./config/local-files.js";
 import { startDashboardRecording } from "./dashboard-option.js";
 import { ConfigurationError } from "./errors/errors.js";
 import { Local } from "./local/local-provider.js";
@@ -43,8 +44,12 @@ async function loadNamedPool(named: NamedComputeInput) {
  * (for the named form) the configuration files and the provider packages they name, and the local
  * paths the specs name (`image.includes`, plugins' worker modules: see `checkLocalInputs`).
  */
-export function resolveComputeInput(input: ComputeInput): Promise<ResolvedCompute> {
-  return validateComputeInput(input, loadNamedPool);
+export async function resolveComputeInput(input: ComputeInput): Promise<ResolvedCompute> {
+  const resolved = await validateComputeInput(input, loadNamedPool);
+  await checkLocalInputs(
+    resolved.specs.map((spec, index) => ({ spec, path: resolved.specPaths[index] ?? "" })),
+  );
+  return resolved;
 }
 
 /**

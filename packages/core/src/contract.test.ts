@@ -35,7 +35,7 @@ const USERS: Record<string, string | readonly string[]> = {
   LeftPoolResource: "packages/provider-gcp/src/gcp-provider.ts",
   CleanupResult: "packages/provider-verda/src/verda-provider.ts",
   PoolSpec: "packages/provider-runpod/src/runpod-provider.ts",
-  PROVIDER_METHODS: "packages/testing/src/conformance.ts",
+  PROVIDER_METHODS: "packages/testing/src/conformance-shapes.ts",
   isProvider: "packages/provider-gcp/test/config-file.test.ts",
   whyNotProvider: "packages/testing/src/conformance.ts",
   clusterFromInstance: "packages/cli/src/down-command.ts",

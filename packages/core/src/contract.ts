@@ -11,6 +11,7 @@
 
 // Where things are on this machine
 export { skywardHome } from "./config/home.js";
+export { collectIncludedFiles } from "./config/local-files.js";
 // Bootstrap scripts: the shared building blocks
 export type {
   BootstrapInput,
@@ -92,6 +93,6 @@ export {
 export { containerImageSchema } from "./spec/containers.js";
 export type { PipInstallStep } from "./spec/image.js";
 export { contentHash, DEFAULT_PIP_INDEX, extendImage, pipInstallSteps } from "./spec/image.js";
-export { collectIncludedFiles, type IncludedFile } from "./spec/includes.js";
+export type { IncludedFile } from "./spec/includes.js";
 export { resolvePoolSpec } from "./spec/spec.js";
 export { version } from "./version.js";

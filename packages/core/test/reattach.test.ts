@@ -39,6 +39,39 @@ describe("detach and attach", () => {
     expect(await again.run(doubleIt(21))).toBe(42);
   }, 60_000);
 
+  it("keeps an elastic pool's node bounds: attached with a provider it grows and shrinks within them, without one it says why it cannot grow", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-attach-bounds-"));
+    const pool = await sky.compute({
+      provider: sky.Local({ workRoot }),
+      nodes: [1, 2],
+      image: { includes: [tasks] },
+      options: { console: false, autoscaleIdleTimeout: 600 },
+    });
+    expect(pool.nodes()).toHaveLength(1);
+    const id = await pool.detach();
+    {
+      // Without a provider to start nodes with, the pool stays at its size and says why.
+      await using fixed = await sky.attach(id, { options: { console: false } });
+      const refused = await fixed.resize(2).catch((error: unknown) => error);
+      expect(sky.ConfigurationError.isInstance(refused)).toBe(true);
+      expect((refused as Error).message).toMatch(/attach\(id, \{ provider \}\)/);
+      expect(fixed.nodes()).toHaveLength(1);
+      await fixed.detach();
+    }
+    await using again = await sky.attach(id, {
+      provider: sky.Local({ workRoot }),
+      options: { console: false },
+    });
+    await again.resize(2);
+    expect(again.nodes().filter((node) => node.ready)).toHaveLength(2);
+    // The new node runs the pool's image (its includes): the task module is there.
+    expect(await again.broadcast(doubleIt(4))).toEqual([8, 8]);
+    const refused = await again.resize(3).catch((error: unknown) => error);
+    expect(sky.ConfigurationError.isInstance(refused)).toBe(true);
+    await again.resize(1);
+    expect(again.nodes()).toHaveLength(1);
+  }, 120_000);
+
   it("lets a client detach with a submitted task nobody looked at, and the task's outcome comes to attach", async () => {
     const workRoot = mkdtempSync(join(tmpdir(), "skyward-submit-detach-"));
     const client = spawn(process.execPath, [submitChild, workRoot], { stdio: ["ignore", "pipe", "pipe"] });

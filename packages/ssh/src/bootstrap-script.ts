@@ -263,7 +263,7 @@ export function renderBootstrapScript(options: BootstrapScriptOptions): string {
     ...(image.pip.length > 0
       ? [
           // uv's wheel is fetched while the venv is made; the pip phase uses it when it came.
-          'skyward_get_uv 2>&1 | tee -a "$SKYWARD_LOG" &',
+          'skyward_get_uv 2>&1 | skyward_whole_lines | tee -a "$SKYWARD_LOG" &',
           "skyward_uv_pid=$!",
           // So is what the pip phase checks before installing with uv (pip's configuration files,
           // the base interpreter's distributions), in one interpreter start.

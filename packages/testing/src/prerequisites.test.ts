@@ -1,9 +1,15 @@
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { isCi, requirePrerequisite, requireSystemPython } from "./prerequisites.js";
 
 const ciScript = fileURLToPath(new URL("../../../scripts/ci.sh", import.meta.url));
+const prerequisitesScript = fileURLToPath(
+  new URL("../../../scripts/check-prerequisites.sh", import.meta.url),
+);
 const pythonTests = fileURLToPath(new URL("../../core/python/tests", import.meta.url));
 const ciValues = [undefined, "", "0", "false", "FALSE", "False", "true", "TRUE", "1", "yes"];
 
@@ -47,6 +53,37 @@ describe("one rule for 'under CI' in TypeScript, the shell scripts and the Pytho
     );
     expect(python.stderr).toBe("");
     expect(python.status === 0).toBe(expected);
+  });
+});
+
+describe("scripts/check-prerequisites.sh (scripts/test.sh runs it first)", () => {
+  // A machine without sshd, numpy or torch: the server's path leads nowhere, and the test Python is
+  // one that sees no site-packages (where numpy and torch live).
+  let scratch = "";
+  beforeAll(() => {
+    scratch = mkdtempSync(join(tmpdir(), "skyward-prerequisites-"));
+    writeFileSync(join(scratch, "bare-python"), '#!/bin/sh\nexec python3 -I -S "$@"\n', { mode: 0o755 });
+  });
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+  const bareMachine = (ci: string | undefined) => ({
+    ...withCi(ci),
+    SKYWARD_SSHD: join(scratch, "no-sshd"),
+    SKYWARD_TEST_PYTHON: join(scratch, "bare-python"),
+  });
+
+  it.each(["true", "1"])("CI=%s: fails, naming sshd, numpy and torch", (ci) => {
+    const run = spawnSync("bash", [prerequisitesScript], { env: bareMachine(ci), encoding: "utf8" });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/CI requires what is missing here/);
+    for (const name of ["sshd", "numpy", "torch"])
+      expect(run.stderr).toMatch(new RegExp(`^  ${name} \\(`, "m"));
+  });
+
+  it("outside CI: names what is missing and goes on (the suites that need it skip)", () => {
+    const run = spawnSync("bash", [prerequisitesScript], { env: bareMachine(undefined), encoding: "utf8" });
+    expect(run.status).toBe(0);
+    expect(run.stderr).toMatch(/^ {2}sshd \(/m);
+    expect(run.stderr).toMatch(/^ {2}numpy \(/m);
   });
 });
 

@@ -11,6 +11,16 @@
  */
 import { CancelledError, ConfigurationError } from "../errors/errors.js";
 import type { WireValue } from "../protocol/protocol.js";
+import {
+  CollectionOpError,
+  counterOperation,
+  dictOperation,
+  keyOf,
+  setOperation,
+  unknownOp,
+} from "./immediate.js";
+
+export { CollectionOpError, keyOf } from "./immediate.js";
 
 /** The reserved function name a task's collection operation travels under (a `subtask` message). */
 export const COLLECTION_REF = "skyward.collections:op";
@@ -25,70 +35,6 @@ export const CLIENT_OWNER = "client";
 export interface Pending {
   readonly answer: Promise<WireValue>;
   cancel(reason: string): void;
-}
-
-/** An operation was refused: bad arguments, a lock released by a task that does not hold it. */
-export class CollectionOpError extends Error {
-  constructor(
-    message: string,
-    /** The Python exception type the task should raise. */
-    readonly pythonType: string = "RuntimeError",
-  ) {
-    super(message);
-    this.name = "CollectionOpError";
-  }
-}
-
-/**
- * A canonical string for a wire value, so values Python holds equal share an entry, as they share
- * a key of a Python `dict` or `set` (equal, with the same hash):
- *
- * - numbers compare by value whatever their type: `True == 1 == 1.0`, `False == 0 == -0.0`, and an
- *   integer past 2^53 (a bigint) equals the float of the same value (`2**60 == 2.0**60`, while
- *   `10**300 != 1e300`, which is not exactly that integer);
- * - `str`, `bytes` and numbers stay apart (`"1"`, `b"1"` and `1` are three keys), lists and tuples
- *   (both arrays on the wire) compare item by item (`(True, 2) == (1, 2.0)`), objects field by field
- *   whatever their order;
- * - every NaN is one key. Python's dict finds a NaN key only by identity (`nan != nan`), and no
- *   identity crosses the wire: one key for all of them (JavaScript's `Map` does the same) is what
- *   lets a NaN key be found again at all.
- *
- * The encoding tags every non-string leaf, so no string or object a task sends can spell another
- * value's key.
- */
-export function keyOf(value: unknown): string {
-  return JSON.stringify(canonicalKey(value));
-}
-
-function canonicalKey(item: unknown): unknown {
-  switch (typeof item) {
-    case "boolean":
-      return { $n: item ? "1" : "0" };
-    case "bigint":
-      return { $n: item.toString() };
-    case "number":
-      if (Number.isNaN(item)) return { $f: "nan" };
-      if (!Number.isFinite(item)) return { $f: item > 0 ? "inf" : "-inf" };
-      // An integral float is the integer it equals (exactly: BigInt of a double is exact).
-      return { $n: Number.isInteger(item) ? BigInt(item).toString() : String(item) };
-    case "string":
-      return item;
-    default:
-      break;
-  }
-  if (item === null || item === undefined) return null;
-  if (item instanceof Uint8Array) return { $b: Buffer.from(item).toString("base64") };
-  if (Array.isArray(item)) return item.map(canonicalKey);
-  if (typeof item === "object") {
-    // Key order must not matter.
-    const fields = item as Record<string, unknown>;
-    return {
-      $o: Object.keys(fields)
-        .sort()
-        .map((name) => [name, canonicalKey(fields[name])]),
-    };
-  }
-  return { $x: String(item) };
 }
 
 interface Waiter {
@@ -264,11 +210,26 @@ export class CollectionStore {
   #dispatch(kind: Kind, name: string, op: string, args: WireValue[], owner: Owner): Pending {
     switch (kind) {
       case "dict":
-        return now(this.#dictOp(name, op, args));
+        return now(
+          dictOperation(
+            getOrCreate(this.#dicts, name, () => new Map()),
+            op,
+            args,
+          ),
+        );
       case "set":
-        return now(this.#setOp(name, op, args));
-      case "counter":
-        return now(this.#counterOp(name, op, args));
+        return now(
+          setOperation(
+            getOrCreate(this.#sets, name, () => new Map()),
+            op,
+            args,
+          ),
+        );
+      case "counter": {
+        const value = counterOperation(this.#counters.get(name) ?? 0, op, args);
+        if (op !== "value") this.#counters.set(name, value);
+        return now(value);
+      }
       case "queue":
         return this.#queueOp(name, op, args, owner);
       case "barrier":
@@ -278,119 +239,10 @@ export class CollectionStore {
     }
   }
 
-  // ———————————————————————————————————————————————————————————————— dict, set, counter
-
-  #dictOp(name: string, op: string, args: WireValue[]): WireValue {
-    let dict = this.#dicts.get(name);
-    if (!dict) {
-      dict = new Map();
-      this.#dicts.set(name, dict);
-    }
-    const [key, value] = args;
-    switch (op) {
-      case "get": {
-        const entry = dict.get(keyOf(key));
-        return entry ? [true, entry[1]] : [false, null];
-      }
-      case "set":
-        this.#dictSet(dict, key as WireValue, value as WireValue);
-        return null;
-      case "has":
-        return dict.has(keyOf(key));
-      case "pop": {
-        const canonical = keyOf(key);
-        const entry = dict.get(canonical);
-        if (!entry) return [false, null];
-        dict.delete(canonical);
-        return [true, entry[1]];
-      }
-      case "update": {
-        if (!Array.isArray(key))
-          throw new CollectionOpError("update expects a list of [key, value] pairs", "TypeError");
-        for (const pair of key as WireValue[]) {
-          if (!Array.isArray(pair) || pair.length !== 2)
-            throw new CollectionOpError("update expects a list of [key, value] pairs", "TypeError");
-        }
-        for (const [k, v] of key as [WireValue, WireValue][]) this.#dictSet(dict, k, v);
-        return null;
-      }
-      case "len":
-        return dict.size;
-      case "items":
-        return [...dict.values()].map(([k, v]) => [k, v]);
-      case "clear":
-        dict.clear();
-        return null;
-      default:
-        throw unknownOp("dict", op);
-    }
-  }
-
-  /** `d[key] = value`: an equal key already there stays (as in Python, `d[1] = …; d[True] = …` keeps `1`). */
-  #dictSet(dict: Map<string, [WireValue, WireValue]>, key: WireValue, value: WireValue): void {
-    const canonical = keyOf(key);
-    const existing = dict.get(canonical);
-    dict.set(canonical, [existing ? existing[0] : key, value]);
-  }
-
-  #setOp(name: string, op: string, args: WireValue[]): WireValue {
-    let set = this.#sets.get(name);
-    if (!set) {
-      set = new Map();
-      this.#sets.set(name, set);
-    }
-    const [value] = args;
-    switch (op) {
-      case "add": {
-        const canonical = keyOf(value);
-        if (set.has(canonical)) return false;
-        set.set(canonical, value as WireValue);
-        return true;
-      }
-      case "discard":
-        return set.delete(keyOf(value));
-      case "has":
-        return set.has(keyOf(value));
-      case "len":
-        return set.size;
-      case "values":
-        return [...set.values()];
-      default:
-        throw unknownOp("set", op);
-    }
-  }
-
-  #counterOp(name: string, op: string, args: WireValue[]): WireValue {
-    const current = this.#counters.get(name) ?? 0;
-    const [amount] = args;
-    const n = amount === undefined || amount === null ? 1 : amount;
-    switch (op) {
-      case "value":
-        return current;
-      case "increment":
-        return this.#setCounter(name, add(current, integer(n, "n")));
-      case "decrement":
-        return this.#setCounter(name, add(current, negate(integer(n, "n"))));
-      case "reset":
-        return this.#setCounter(name, integer(amount === undefined || amount === null ? 0 : amount, "value"));
-      default:
-        throw unknownOp("counter", op);
-    }
-  }
-
-  #setCounter(name: string, value: number | bigint): number | bigint {
-    this.#counters.set(name, value);
-    return value;
-  }
-
   // ———————————————————————————————————————————————————————————————— queue
 
   #queueOp(name: string, op: string, args: WireValue[], owner: Owner): Pending {
-    let queue = this.#queues.get(name);
-    if (!queue) {
-      queue = { items: [], head: 0, takers: [] };
-      this.#queues.set(name, queue);
-    }
+    const queue = getOrCreate(this.#queues, name, () => ({ items: [], head: 0, takers: [] }));
     switch (op) {
       case "put": {
         const value = (args[0] ?? null) as WireValue;
@@ -456,11 +308,7 @@ export class CollectionStore {
   // ———————————————————————————————————————————————————————————————— lock
 
   #lockOp(name: string, op: string, args: WireValue[], owner: Owner): Pending {
-    let lock = this.#locks.get(name);
-    if (!lock) {
-      lock = { holder: undefined, waiters: [] };
-      this.#locks.set(name, lock);
-    }
+    const lock = getOrCreate(this.#locks, name, (): LockState => ({ holder: undefined, waiters: [] }));
     switch (op) {
       case "acquire": {
         if (lock.holder === undefined) {
@@ -498,12 +346,7 @@ export class CollectionStore {
 
   #take(name: string, lock: LockState, owner: Owner): void {
     lock.holder = owner;
-    let held = this.#held.get(owner);
-    if (!held) {
-      held = new Set();
-      this.#held.set(owner, held);
-    }
-    held.add(name);
+    getOrCreate(this.#held, owner, () => new Set<string>()).add(name);
   }
 
   /** The holder let go: the longest waiter gets the lock, or it is free. */
@@ -544,12 +387,7 @@ export class CollectionStore {
       reject,
     };
     list.push(waiter);
-    let waits = this.#waits.get(owner);
-    if (!waits) {
-      waits = new Set();
-      this.#waits.set(owner, waits);
-    }
-    waits.add(waiter);
+    getOrCreate(this.#waits, owner, () => new Set<Waiter>()).add(waiter);
     if (timeout !== null) {
       waiter.timer = setTimeout(() => {
         if (waiter.done) return;
@@ -603,8 +441,14 @@ function disabledError(): ConfigurationError {
   });
 }
 
-function unknownOp(kind: string, op: string): CollectionOpError {
-  return new CollectionOpError(`a ${kind} has no operation ${JSON.stringify(op)}`, "ValueError");
+/** The entry of `map` under `key`, made by `create` (and kept) on first use. */
+function getOrCreate<K, V>(map: Map<K, V>, key: K, create: () => V): V {
+  let value = map.get(key);
+  if (value === undefined) {
+    value = create();
+    map.set(key, value);
+  }
+  return value;
 }
 
 function now(value: WireValue): Pending {
@@ -629,26 +473,6 @@ function takeFirst(queue: QueueState): WireValue {
 function removeFrom(list: Waiter[], waiter: Waiter): void {
   const index = list.indexOf(waiter);
   if (index >= 0) list.splice(index, 1);
-}
-
-function integer(value: unknown, what: string): number | bigint {
-  if (typeof value === "bigint") return value;
-  if (typeof value === "number" && Number.isInteger(value)) return value;
-  throw new CollectionOpError(`counter ${what} must be an integer, not ${String(value)}`, "TypeError");
-}
-
-function negate(value: number | bigint): number | bigint {
-  return typeof value === "bigint" ? -value : -value;
-}
-
-/** Sums exactly: past 2^53 the counter becomes a bigint (the wire's big integers). */
-function add(a: number | bigint, b: number | bigint): number | bigint {
-  if (typeof a === "number" && typeof b === "number") {
-    const sum = a + b;
-    if (Number.isSafeInteger(sum)) return sum;
-  }
-  const big = BigInt(a) + BigInt(b);
-  return big >= BigInt(Number.MIN_SAFE_INTEGER) && big <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(big) : big;
 }
 
 /** A timeout argument: null/undefined for none, else non-negative seconds. */

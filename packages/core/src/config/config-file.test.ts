@@ -2,6 +2,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { installProviderPackage, RECORDING_FACTORY } from "../../test/fixtures/provider-package.js";
 import { isProvider } from "../contract/provider.js";
 import { ConfigurationError, type ConfigurationIssue } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
@@ -17,26 +18,6 @@ import {
   resolveNamedPool,
   validateConfig,
 } from "./config-file.js";
-
-/** A v1 provider factory that records the settings it was given. */
-const RECORDING_FACTORY = `
-export function createProviderFromConfig(settings) {
-  return {
-    specificationVersion: "v1",
-    name: "fixture",
-    capabilities: { spot: false,  },
-    settings,
-    async offers() { return []; },
-    async prepare() { throw new Error("not used"); },
-    async provision() { return []; },
-    async getInstance() { return null; },
-    async terminate() {},
-    async launchWorker() { throw new Error("not used"); },
-    async teardown() {},
-    selfDestruct() { return "true"; },
-  };
-}
-`;
 
 let root: string;
 let home: string;
@@ -67,18 +48,8 @@ async function writeProject(text: string): Promise<string> {
 }
 
 /** Installs an ES module package `name` with `source` as its index.js into the project's node_modules. */
-async function installPackage(
-  name: string,
-  source: string,
-  exportsField: unknown = "./index.js",
-): Promise<void> {
-  const dir = join(cwd, "node_modules", ...name.split("/"));
-  await mkdir(dir, { recursive: true });
-  await writeFile(
-    join(dir, "package.json"),
-    JSON.stringify({ name, version: "1.0.0", type: "module", exports: exportsField }),
-  );
-  await writeFile(join(dir, "index.js"), source);
+function installPackage(name: string, source: string, exportsField?: unknown): Promise<void> {
+  return installProviderPackage(cwd, name, source, exportsField);
 }
 
 /** The settings the fixture provider recorded (it keeps them on itself). */

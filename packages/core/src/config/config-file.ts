@@ -10,8 +10,11 @@ import { isProvider, type Provider } from "../contract/provider.js";
 import { ConfigurationError, type ConfigurationIssue } from "../errors/errors.js";
 import { toConfigurationIssues } from "../errors/validation.js";
 import { acceleratorFromName } from "../spec/accelerators.js";
+import type { ConfigLocations, NamedPool } from "../spec/compute-input.js";
 import type { OptionsInput } from "../spec/options.js";
 import type { SpecInput } from "../spec/spec.js";
+
+export type { ConfigLocations, NamedPool } from "../spec/compute-input.js";
 
 /**
  * Provider `type`s Skyward knows, and the package each resolves to. A third-party provider is named
@@ -70,14 +73,6 @@ export interface SkywardConfig {
   readonly pools: Readonly<Record<string, PoolEntry>>;
   /** The files read, global first. */
   readonly files: readonly string[];
-}
-
-/** Where to look for the configuration files. */
-export interface ConfigLocations {
-  /** Directory holding `skyward.toml`. Default `process.cwd()`. */
-  cwd?: string;
-  /** Home directory holding `.skyward/defaults.toml`. Default `os.homedir()`. */
-  home?: string;
 }
 
 type TomlTable = Record<string, unknown>;
@@ -492,14 +487,6 @@ export async function createProviderFromEntry(entry: ProviderEntry, cwd = proces
     });
   }
   return provider;
-}
-
-/** A named pool, ready to be validated as a spec: its provider created, its fields camelCase. */
-export interface NamedPool {
-  readonly spec: SpecInput;
-  readonly options: OptionsInput;
-  /** The prefix for error paths inside this pool (`pools.NAME`). */
-  readonly path: string;
 }
 
 /** Finds `[pools.NAME]` and creates its provider. */

@@ -152,6 +152,13 @@ skyward_mark() {
   if [ -n "$SKYWARD_LOGGING" ]; then printf '::skyward:: %s\\n' "$1" >>"$SKYWARD_LOG"; fi
 }
 
+# Ends every line a phase prints, its last one included, one line at a time. Output that ends
+# without a newline (pip's closing colour reset when FORCE_COLOR is set, as CI sets it) would glue
+# the next marker to it, and a marker not at the start of its line is not read as one.
+skyward_whole_lines() {
+  awk '{ print; fflush() }'
+}
+
 # Runs one phase in a subshell with errexit, its output (stdout and stderr) teed to the log.
 # The lock's descriptor is closed for the phase, so a daemon a plugin op starts does not hold it.
 skyward_phase() {
@@ -162,7 +169,7 @@ skyward_phase() {
   (
     set -euo pipefail
     "$@"
-  ) </dev/null 9>&- 2>&1 | tee -a "$SKYWARD_LOG"
+  ) </dev/null 9>&- 2>&1 | skyward_whole_lines | tee -a "$SKYWARD_LOG"
   status=\${PIPESTATUS[0]}
   if [ "$status" -ne 0 ]; then
     skyward_mark "phase $name failed $status"

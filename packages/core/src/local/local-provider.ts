@@ -11,6 +11,7 @@ import { cpus, tmpdir, totalmem } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
+import { collectIncludedFiles } from "../config/local-files.js";
 import {
   describeBootstrapFailure,
   parseBootstrapMarker,
@@ -31,7 +32,6 @@ import { BootstrapError, ConfigurationError } from "../errors/errors.js";
 import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
 import { acceleratorFormFactor, canonicalAcceleratorName } from "../spec/accelerators.js";
 import type { Image } from "../spec/image.js";
-import { collectIncludedFiles } from "../spec/includes.js";
 import { type PythonEnvironment, preparePythonEnvironment } from "./python-environment.js";
 
 const ROOT_PREFIX = "skyward-pool-";

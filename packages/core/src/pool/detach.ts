@@ -41,6 +41,12 @@ export interface DetachSnapshot {
   readonly budgetSeconds: number | null;
   readonly ttl: number;
   readonly worker: PoolSpec["worker"];
+  /** The pool's node bounds (`nodes.min`, `nodes.max`): an attached pool grows and shrinks within them. */
+  readonly nodeBounds: { readonly min: number; readonly max: number };
+  /** The pool's image, which a node an attached pool starts is made with (undefined: not known). */
+  readonly image: PoolSpec["image"] | undefined;
+  /** The names of the pool's plugins (code: an attached pool cannot start a node with them). */
+  readonly plugins: readonly string[];
   /** The pool's settings that an attached pool keeps (healing, autoscaling, health checks). */
   readonly settings: PoolSettingsKept;
   readonly collectionsEnabled: boolean;
@@ -128,6 +134,9 @@ export function detachSnapshot(
     budgetSeconds,
     ttl: context.spec.ttl,
     worker: context.spec.worker,
+    nodeBounds: { min: context.spec.nodes.min, max: context.spec.nodes.max },
+    image: context.spec.image,
+    plugins: context.spec.plugins.map((plugin) => plugin.name),
     settings: {
       healthChecker: context.options.healthChecker ?? null,
       livenessTimeout: context.options.livenessTimeout,

@@ -7,7 +7,7 @@
 import { ConnectionError, NodeUnavailableError } from "../errors/errors.js";
 import { nextDueDelay, nextFreeNode, slotLimit } from "./placement.js";
 import type { AdaptiveSchedule } from "./schedule.js";
-import { type NodeState, newNodeState } from "./task-record.js";
+import { failWaiting, type NodeState, newNodeState } from "./task-record.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
 /** The nodes tasks are dispatched to, by index. */
@@ -51,6 +51,33 @@ export class DispatchNodes {
         idle.push([node.index, node.idleSince]);
     }
     return idle.sort((a, b) => a[1] - b[1] || b[0] - a[0]);
+  }
+
+  /**
+   * Node `index` failed to start: with `again` its pinned tasks wait for the next start, counted from
+   * now; without, they fail and the node is forgotten (see `TaskManager.startFailed`).
+   */
+  startFailed(index: number, reason: string, again: boolean): void {
+    if (again) this.expect(index);
+    const node = this.#nodes[index];
+    if (!node || node.connection) return;
+    if (again) {
+      const now = performance.now();
+      for (const record of node.pinned) record.queuedAt = now;
+      node.bounded = true;
+      return;
+    }
+    failWaiting(node.pinned.splice(0), () => goneError(index, reason));
+    if (node.running.size === 0) this.forget(index);
+  }
+
+  /** Node `index` will not come back: its pinned tasks fail. False when there is no such node. */
+  abandon(index: number, reason: string): boolean {
+    const node = this.#nodes[index];
+    if (!node) return false;
+    node.abandoned = true;
+    failWaiting(node.pinned.splice(0), () => goneError(index, reason));
+    return true;
   }
 
   /** Node `index` is starting (it has no worker yet): a node without slots that tasks can be pinned to. */
@@ -156,11 +183,8 @@ export class DispatchNodes {
       .filter((record) => !record.request.nested)
       .map((record) => record.wireId);
     if (ids.length === 0) return;
-    try {
-      node.connection.send({ t: "withdraw", ids });
-    } catch {
-      // lost meanwhile: detach retries them
-    }
+    // Lost meanwhile: detach retries them.
+    node.connection.sendIfOpen({ t: "withdraw", ids });
   }
 
   /** Resolves once nothing runs on node `index` (at once if nothing does, or it is gone). */
@@ -186,4 +210,8 @@ export class DispatchNodes {
   nextDueDelay(): number | undefined {
     return nextDueDelay(this.#schedule, this.#nodes, performance.now());
   }
+}
+
+function goneError(index: number, reason: string): NodeUnavailableError {
+  return new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` });
 }

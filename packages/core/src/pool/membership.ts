@@ -324,11 +324,7 @@ export class Membership {
     const connection = node.connection;
     node.connection = undefined;
     if (connection?.isOpen) {
-      try {
-        connection.send({ t: "shutdown" });
-      } catch {
-        // lost meanwhile
-      }
+      connection.sendIfOpen({ t: "shutdown" });
       await connection.close({ timeoutMs: 5000 });
     }
     node.endpoint?.close?.();

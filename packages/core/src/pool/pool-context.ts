@@ -66,6 +66,8 @@ export interface PoolContext {
   readonly resumed: boolean;
   /** The values of the specs' secrets, read on the client at start; sent in each node's `cluster`. */
   readonly secrets: SecretValues;
+  /** Why the pool cannot start new nodes (an attached pool without a provider to start them with). */
+  readonly growthRefusal: string | undefined;
 }
 
 /** The default layout: one worker per node, in threads. */

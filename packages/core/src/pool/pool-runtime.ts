@@ -76,6 +76,8 @@ export interface PoolResume {
   readonly token: string;
   /** Its collections, restored from its state file. */
   readonly collections: CollectionStore;
+  /** Why it cannot start new nodes, when it cannot: a resize above its size is refused with it. */
+  readonly growthRefusal?: string | undefined;
 }
 
 /** What a resumed pool's picker-up needs of it, beyond {@link Pool}. */
@@ -108,6 +110,19 @@ export interface PoolRuntimeSettings {
 
 /** An event a pool emits for its creator when it starts: the dashboard's link. */
 export type PoolAnnouncement = Omit<DashboardReadyEvent, "timestamp" | "poolId">;
+
+/**
+ * Teaches `redactor` what the pool must never show: the spec's image environment and provider
+ * settings, and at start the client's credential-looking environment, the token and the secrets.
+ */
+function maskPoolSecrets(redactor: Redactor, spec: PoolSpec, token?: string, secrets?: SecretValues): void {
+  redactor.addEnvironment(spec.image.env);
+  redactor.addSettings(spec.provider);
+  if (token === undefined) return;
+  redactor.addEnvironment(process.env);
+  redactor.add(token);
+  for (const value of secrets?.values ?? []) redactor.add(value, 1);
+}
 
 /** The pool's implementation; users see it as a {@link Pool}. */
 export class PoolRuntime implements Pool {
@@ -162,13 +177,8 @@ export class PoolRuntime implements Pool {
     this.#refs = new RemoteRefRegistry({
       run: (pending, node, signal) => this.run(pending, { target: node, ...(signal ? { signal } : {}) }),
       unref: (node, ids) => {
-        const connection = this.#context.nodes.find((each) => each.index === node)?.connection;
-        if (connection?.isOpen !== true) return; // a node gone took what it kept with it
-        try {
-          connection.send({ t: "unref", ids });
-        } catch {
-          // lost meanwhile
-        }
+        // A node gone took what it kept with it.
+        this.#context.nodes.find((each) => each.index === node)?.connection?.sendIfOpen({ t: "unref", ids });
       },
     });
     this.#tasks = new TaskManager({
@@ -202,6 +212,7 @@ export class PoolRuntime implements Pool {
       layout: SINGLE_WORKER,
       resumed: resume !== undefined,
       secrets: settings.secrets ?? NO_SECRET_VALUES,
+      growthRefusal: resume?.growthRefusal,
     };
     this.#membership = new Membership(this.#context);
     this.#dispatch = {
@@ -225,10 +236,7 @@ export class PoolRuntime implements Pool {
         void this.close();
       },
     );
-    this.#secrets.addEnvironment(process.env);
-    this.#secrets.add(token);
-    for (const value of this.#context.secrets.values) this.#secrets.add(value, 1);
-    this.#addSecretsOf(spec);
+    maskPoolSecrets(this.#secrets, spec, token, this.#context.secrets);
     this.#logFile = attachLogFile(this.#hub, {
       poolId: id,
       logging: options.logging,
@@ -243,11 +251,6 @@ export class PoolRuntime implements Pool {
     const nodes = { min, max, desired: this.#membership.desired };
     const { hourlyRate, total } = this.cost();
     return { nodes, cost: { hourlyRate, total } };
-  }
-
-  #addSecretsOf(spec: PoolSpec): void {
-    this.#secrets.addEnvironment(spec.image.env);
-    this.#secrets.addSettings(spec.provider);
   }
 
   get spec(): PoolSpec & PoolSettings {
@@ -374,7 +377,7 @@ export class PoolRuntime implements Pool {
       const abort = this.#context.abort.signal;
       const combined = signal ? AbortSignal.any([signal, abort]) : abort;
       this.#startedAt = performance.now();
-      for (const spec of specs) this.#addSecretsOf(spec);
+      for (const spec of specs) maskPoolSecrets(this.#secrets, spec);
       if (this.#announcement)
         this.#hub.emit({ ...this.#announcement, timestamp: Date.now(), poolId: this.id });
       setPoolState(this.#context, "requesting");

@@ -55,6 +55,9 @@ export async function resizePool(
 ): Promise<void> {
   if (signal?.aborted) throw abortError(signal, "resize");
   const topology = resizeTopology(target, membership.bounds);
+  if (context.growthRefusal !== undefined && topology.max > membership.bounds.max) {
+    throw new ConfigurationError({ issues: [{ path: "nodes", message: context.growthRefusal }] });
+  }
   checkNodeCeiling(context.provider, topology, "nodes.max");
   membership.bounds = { min: topology.min, max: topology.max };
   membership.setExplicitTarget(topology.desired);

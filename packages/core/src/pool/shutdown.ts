@@ -22,11 +22,7 @@ export async function releaseWorkers(context: PoolContext): Promise<void> {
       const connection = node.connection;
       node.connection = undefined;
       if (!connection?.isOpen) return;
-      try {
-        connection.send({ t: "release", ttl: context.spec.ttl });
-      } catch {
-        // lost meanwhile
-      }
+      connection.sendIfOpen({ t: "release", ttl: context.spec.ttl });
       await connection.close({ timeoutMs: 5000 });
     }),
   );

@@ -46,3 +46,37 @@ export function pinnedExpiredError(record: TaskRecord, node: number, waitMs: num
     message: `Task ${record.id} (${record.request.ref}) needs node ${node}, which was lost and did not come back within ${Math.round(waitMs / 1000)} s`,
   });
 }
+
+/** A task the sweeper fails: `running` ones are on a worker (cancel them there), others waited on a lost node. */
+export interface SweptTask {
+  readonly record: TaskRecord;
+  readonly error: Error;
+  readonly running: boolean;
+}
+
+/**
+ * The tasks past a client deadline on `nodes`: pinned tasks of a lost node that waited `nodeWaitMs`
+ * (taken off the node), and running tasks `graceSeconds` past their timeout.
+ */
+export function sweepDeadlines(
+  nodes: Iterable<NodeState | undefined>,
+  now: number,
+  graceSeconds: number,
+  nodeWaitMs: () => number,
+): SweptTask[] {
+  const swept: SweptTask[] = [];
+  for (const node of nodes) {
+    if (!node) continue;
+    // A node starting for the first time has no such bound: if its start fails, its tasks fail with it.
+    if (!node.connection && node.bounded && node.pinned.length > 0) {
+      const waitMs = nodeWaitMs();
+      for (const record of takeExpiredPinned(node, now, waitMs)) {
+        swept.push({ record, error: pinnedExpiredError(record, node.index, waitMs), running: false });
+      }
+    }
+    for (const record of overdueTasks(node, now, graceSeconds)) {
+      swept.push({ record, error: silentTimeoutError(record, node.index), running: true });
+    }
+  }
+  return swept;
+}

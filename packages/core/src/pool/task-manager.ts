@@ -4,25 +4,25 @@
  * Results, stream items, input-stream pulls, output and errors come back per task id.
  *
  * The scheduler is here; its parts are beside it: the task and node records (`task-record.ts`), the
- * node set (`dispatch-nodes.ts`) and placement (`placement.ts`), the queue (`fifo.ts`), input streams
+ * node set (`dispatch-nodes.ts`) and placement (`placement.ts`), the queues (`task-queues.ts`, `fifo.ts`), input streams
  * (`input-pump.ts`), subtask routing (`subtasks.ts`), output lines (`output-lines.ts`), task events
  * (`task-events.ts`), the errors tasks fail with (`task-errors.ts`) and the client's own deadlines
  * (`task-deadlines.ts`).
  */
 
 import type { CollectionStore } from "../collections/store.js";
-import { CancelledError, ConnectionError, NodeUnavailableError } from "../errors/errors.js";
+import { CancelledError, ConnectionError } from "../errors/errors.js";
 import type { EventHub } from "../observe/events.js";
 import { markInputStreams, type TaskMessage, type WorkerEvent } from "../protocol/protocol.js";
 import { DispatchNodes } from "./dispatch-nodes.js";
-import { Fifo } from "./fifo.js";
 import { OutputLines } from "./output-lines.js";
 import { observeTaskEnd } from "./placement.js";
 import { AdaptiveSchedule } from "./schedule.js";
 import { routeSubtask, type SubtaskAnswer, submitNestedTask } from "./subtasks.js";
-import { overdueTasks, pinnedExpiredError, silentTimeoutError, takeExpiredPinned } from "./task-deadlines.js";
+import { sweepDeadlines } from "./task-deadlines.js";
 import { sendError, taskErrorOf } from "./task-errors.js";
 import { TaskEvents } from "./task-events.js";
+import { TaskQueues } from "./task-queues.js";
 import {
   beginRun,
   endRun,
@@ -68,22 +68,36 @@ export interface TaskManagerOptions {
   readonly redact?: (text: string) => string;
 }
 
+/** The options the manager reads after start, defaults applied. */
+interface TaskSettings {
+  readonly grace: number;
+  readonly onQueued: (() => void) | undefined;
+  readonly collections: CollectionStore | undefined;
+  readonly idPrefix: string;
+  readonly retries: number;
+  readonly nodeWaitSeconds: () => number;
+}
+
+function taskSettings(options: TaskManagerOptions): TaskSettings {
+  const wait = options.nodeWaitSeconds ?? 300;
+  return {
+    grace: options.timeoutGraceSeconds ?? 10,
+    onQueued: options.onQueued,
+    collections: options.collections,
+    idPrefix: options.idPrefix ?? "t",
+    retries: options.retryOnInterruption ?? 3,
+    nodeWaitSeconds: typeof wait === "function" ? wait : () => wait,
+  };
+}
+
 /** Dispatches tasks over the pool's node connections. */
 export class TaskManager {
   readonly #schedule = new AdaptiveSchedule();
   readonly #nodes = new DispatchNodes(this.#schedule);
-  readonly #queue = new Fifo<TaskRecord>();
-  /** Tasks whose node was lost, run again before the queue. */
-  readonly #retryQueue = new Fifo<TaskRecord>();
-  readonly #nestedQueue = new Fifo<TaskRecord>();
+  readonly #queues = new TaskQueues(this.#nodes, this.#schedule);
   readonly #events: TaskEvents;
   readonly #output: OutputLines;
-  readonly #grace: number;
-  readonly #onQueued: (() => void) | undefined;
-  readonly #collections: CollectionStore | undefined;
-  readonly #idPrefix: string;
-  readonly #retries: number;
-  readonly #nodeWaitSeconds: () => number;
+  readonly #settings: TaskSettings;
   readonly #capacityWaiters: (() => void)[] = [];
   /** The tasks not done yet, by id: for cancelling one by its id (`pool.cancel`). */
   readonly #unfinished = new Map<string, TaskRecord>();
@@ -93,15 +107,9 @@ export class TaskManager {
   readonly #sweeper: ReturnType<typeof setInterval>;
 
   constructor(options: TaskManagerOptions) {
-    this.#idPrefix = options.idPrefix ?? "t";
+    this.#settings = taskSettings(options);
     this.#events = new TaskEvents(options.hub, options.poolId);
     this.#output = new OutputLines(options.hub, options.poolId, options.redact);
-    this.#grace = options.timeoutGraceSeconds ?? 10;
-    this.#onQueued = options.onQueued;
-    this.#retries = options.retryOnInterruption ?? 3;
-    const wait = options.nodeWaitSeconds ?? 300;
-    this.#nodeWaitSeconds = typeof wait === "function" ? wait : () => wait;
-    this.#collections = options.collections;
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
     this.#sweeper.unref();
   }
@@ -143,25 +151,12 @@ export class TaskManager {
    * they fail with a `NodeUnavailableError` and the node is forgotten.
    */
   startFailed(index: number, reason: string, again: boolean): void {
-    if (again) this.#nodes.expect(index);
-    const node = this.#nodes.get(index);
-    if (!node || node.connection) return;
-    if (again) {
-      const now = performance.now();
-      for (const record of node.pinned) record.queuedAt = now;
-      node.bounded = true;
-      return;
-    }
-    failWaiting(
-      node.pinned.splice(0),
-      () => new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` }),
-    );
-    if (node.running.size === 0) this.#nodes.forget(index);
+    this.#nodes.startFailed(index, reason, again);
   }
 
   /** Tasks waiting for a slot. */
   get queued(): number {
-    return this.#queue.size + this.#retryQueue.size;
+    return this.#queues.waiting;
   }
 
   /** The tasks on workers now (sent, not finished): what a detached pool leaves running. */
@@ -207,7 +202,7 @@ export class TaskManager {
     for (const record of node.pinned) record.queuedAt = now;
     for (const record of [...node.running.values()]) {
       connection.offTask(record.wireId);
-      const task = interruptedTask(record, this.#retries);
+      const task = interruptedTask(record, this.#settings.retries);
       const decision = decideRetry(task);
       this.#events.failed(record, index, "NodeLost", reason, decision.retry);
       if (!decision.retry) {
@@ -244,18 +239,16 @@ export class TaskManager {
       record.children = undefined;
     }
     // Locks the lost run held are released and its waits dropped: the next run starts afresh.
-    this.#collections?.ownerEnded(record.id);
+    this.#settings.collections?.ownerEnded(record.id);
     prepareNextRun(record);
-    if (record.request.node !== undefined) node.pinned.unshift(record);
-    else if (record.request.nested) this.#nestedQueue.push(record);
-    else this.#retryQueue.push(record);
+    this.#queues.requeue(node, record);
   }
 
   /** Fails the queued tasks when every node is lost for good (none is being replaced). */
   #failIfNoNodeCanRun(reason: string): void {
     if (!this.#nodes.allGone()) return;
     failWaiting(
-      [...this.#retryQueue.drain(), ...this.#queue.drain(), ...this.#nestedQueue.drain()],
+      this.#queues.drain(),
       (record) =>
         new ConnectionError({ host: "pool", message: `No node is left to run task ${record.id}: ${reason}` }),
     );
@@ -263,29 +256,20 @@ export class TaskManager {
 
   /** Fails every pinned task of node `index` (it will not come back), and the queue if no node is left. */
   abandonNode(index: number, reason: string): void {
-    const node = this.#nodes.get(index);
-    if (!node) return;
-    node.abandoned = true;
-    failWaiting(
-      node.pinned.splice(0),
-      () => new NodeUnavailableError({ node: index, message: `Node ${index} is gone: ${reason}` }),
-    );
-    this.#failIfNoNodeCanRun(`node ${index} is gone: ${reason}`);
+    if (this.#nodes.abandon(index, reason)) this.#failIfNoNodeCanRun(`node ${index} is gone: ${reason}`);
   }
 
   /** Queues a task; it starts as soon as a slot is free. */
   submit(request: TaskRequest, callbacks: TaskCallbacks): TaskTicket {
     if (this.#closed) throw new CancelledError({ message: "The pool is shut down" });
     this.#nextId += 1;
-    const id = `${this.#idPrefix}${this.#nextId}`;
+    const id = `${this.#settings.idPrefix}${this.#nextId}`;
     const record = newTaskRecord(id, request, callbacks, (reason) => this.#cancel(record, reason));
     this.#unfinished.set(id, record);
     this.#events.queued(id, request.ref);
-    if (request.node !== undefined) this.#nodes.pinnable(request.node).pinned.push(record);
-    else if (request.nested) this.#nestedQueue.push(record);
-    else this.#queue.push(record);
+    this.#queues.add(record);
     this.#pump();
-    if (this.#queue.size > 0) this.#onQueued?.();
+    if (this.#queues.fresh > 0) this.#settings.onQueued?.();
     return record;
   }
 
@@ -315,11 +299,7 @@ export class TaskManager {
     this.#closed = true;
     clearInterval(this.#sweeper);
     clearTimeout(this.#wake);
-    const pending: TaskRecord[] = [
-      ...this.#retryQueue.drain(),
-      ...this.#queue.drain(),
-      ...this.#nestedQueue.drain(),
-    ];
+    const pending = this.#queues.drain();
     for (const node of this.#nodes.all) {
       if (!node) continue;
       pending.push(...node.pinned.splice(0), ...node.running.values());
@@ -329,36 +309,8 @@ export class TaskManager {
   }
 
   #pump(): void {
-    const nodes = this.#nodes;
-    while (this.#nestedQueue.size > 0) {
-      const node = nodes.nextFree(true, "");
-      if (!node) break;
-      const record = this.#nestedQueue.shift() as TaskRecord;
-      if (!record.done) this.#start(node, record);
-    }
-    for (const node of nodes.all) {
-      if (!node?.connection || node.draining) continue;
-      while (
-        node.pinned.length > 0 &&
-        node.running.size - node.nestedRunning < nodes.limit(node, (node.pinned[0] as TaskRecord).request.ref)
-      ) {
-        const record = node.pinned.shift() as TaskRecord;
-        if (!record.done) this.#start(node, record);
-      }
-    }
-    for (const queue of [this.#retryQueue, this.#queue]) {
-      while (queue.size > 0) {
-        const ref = (queue.peek() as TaskRecord).request.ref;
-        const node = nodes.nextFree(false, ref);
-        if (!node) {
-          // Held back (long tasks): look again when a running task is due to end.
-          if (this.#schedule.isLong(ref)) this.#armWake();
-          break;
-        }
-        const record = queue.shift() as TaskRecord;
-        if (!record.done) this.#start(node, record);
-      }
-    }
+    // Held back (long tasks): look again when a running task is due to end.
+    if (this.#queues.dispatch((node, record) => this.#start(node, record))) this.#armWake();
     if (this.#capacityWaiters.length > 0) for (const waiter of this.#capacityWaiters.splice(0)) waiter();
   }
 
@@ -414,7 +366,7 @@ export class TaskManager {
     this.#unfinished.delete(record.id);
     for (const pump of record.pumps.values()) pump.close();
     if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
-    this.#collections?.ownerEnded(record.id);
+    this.#settings.collections?.ownerEnded(record.id);
     if (record.node) endRun(record, record.node);
     if (!this.#closed) this.#pump();
   }
@@ -460,7 +412,7 @@ export class TaskManager {
         grantInput(record, message.stream, message.n);
         return;
       case "subtask":
-        routeSubtask(record, message, this.#collections, (subtask, timeout, reply) =>
+        routeSubtask(record, message, this.#settings.collections, (subtask, timeout, reply) =>
           this.runSubtask(subtask, timeout, reply),
         );
         return;
@@ -503,13 +455,7 @@ export class TaskManager {
     const running = node?.running.has(record.id) === true;
     const connection = node?.connection;
     this.#finish(record);
-    if (running && connection?.isOpen) {
-      try {
-        connection.send({ t: "cancel", id: record.wireId });
-      } catch {
-        // the connection went away; nothing to cancel any more
-      }
-    }
+    if (running) connection?.sendIfOpen({ t: "cancel", id: record.wireId });
     this.#events.cancelled(record, node?.index ?? null);
     record.callbacks.error(
       failWith?.(record.id, record.request.ref, running) ??
@@ -522,25 +468,21 @@ export class TaskManager {
 
   /** Fails tasks whose worker stays silent well past their timeout (the worker enforces timeouts itself). */
   #sweep(): void {
-    const now = performance.now();
-    for (const node of this.#nodes.all) {
-      if (!node) continue;
-      // A node starting for the first time has no such bound: if its start fails, its tasks fail with it.
-      if (!node.connection && node.bounded && node.pinned.length > 0) {
-        const waitMs = this.#nodeWaitSeconds() * 1000;
-        const expired = takeExpiredPinned(node, now, waitMs);
-        failWaiting(expired, (record) => pinnedExpiredError(record, node.index, waitMs));
+    const nodeWaitMs = () => this.#settings.nodeWaitSeconds() * 1000;
+    for (const { record, error, running } of sweepDeadlines(
+      this.#nodes.all,
+      performance.now(),
+      this.#settings.grace,
+      nodeWaitMs,
+    )) {
+      if (!running) {
+        failWaiting([record], () => error);
+        continue;
       }
-      for (const record of overdueTasks(node, now, this.#grace)) {
-        const connection = node.connection;
-        this.#finish(record);
-        try {
-          connection?.send({ t: "cancel", id: record.wireId });
-        } catch {
-          // lost meanwhile
-        }
-        record.callbacks.error(silentTimeoutError(record, node.index));
-      }
+      const connection = record.node?.connection;
+      this.#finish(record);
+      connection?.sendIfOpen({ t: "cancel", id: record.wireId });
+      record.callbacks.error(error);
     }
   }
 }

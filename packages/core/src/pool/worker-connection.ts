@@ -1,7 +1,8 @@
 /**
- * A client connection to one worker (docs/protocol.md): the handshake, batching of outgoing
- * messages into frames, backpressure, dispatch of incoming messages, and heartbeats. It is a
- * transport only — task ids, results and timeouts are the task manager's business.
+ * A client connection to one worker (docs/protocol.md): the handshake (`worker-handshake.ts`),
+ * batching of outgoing messages into frames and backpressure (`frame-writer.ts`), dispatch of
+ * incoming messages, and heartbeats. It is a transport only — task ids, results and timeouts are
+ * the task manager's business.
  *
  * ```ts
  * import { WorkerConnection } from "@skyward/core/protocol";
@@ -15,49 +16,21 @@
  * ```
  */
 
-import { connect as connectSocket } from "node:net";
 import type { Duplex } from "node:stream";
 import { CancelledError, ConnectionError, ProtocolError } from "../errors/errors.js";
 import {
   type ClientMessage,
-  encodeFrame,
-  FrameBuilder,
-  FrameDecoder,
+  type FrameDecoder,
   isKnownMessage,
-  PROTOCOL_VERSION,
   type ReceivedMessage,
   type TaskMessage,
   type WelcomeMessage,
   type WorkerMessage,
 } from "../protocol/protocol.js";
-import { version } from "../version.js";
+import { FrameWriter } from "./frame-writer.js";
+import { shakeHands, type WorkerConnectionOptions, type WorkerEndpoint } from "./worker-handshake.js";
 
-/** Where the worker is: a TCP address, or an already open stream (an SSH tunnel's channel). */
-export type WorkerEndpoint =
-  | { readonly host: string; readonly port: number }
-  | {
-      readonly stream: Duplex;
-      /** How to name the peer in errors (`node-1 via ssh`); `stream` when omitted. */
-      readonly host?: string;
-    };
-
-/** Options of {@link WorkerConnection.connect}. */
-export interface WorkerConnectionOptions {
-  /** The pool's secret token, sent in `hello`. */
-  readonly token: string;
-  /** Aborts connecting (not the connection once made: use `close()` for that). */
-  readonly signal?: AbortSignal;
-  /** Deadline for connecting and the handshake, in milliseconds. Default 30 000. */
-  readonly timeoutMs?: number;
-  /** Send a `ping` after this long without sending anything, in milliseconds. Default 5 000. */
-  readonly pingIntervalMs?: number;
-  /** Consider the connection lost after this long without receiving anything, in milliseconds. Default 30 000. */
-  readonly silenceTimeoutMs?: number;
-  /** The node index, for errors. */
-  readonly node?: number;
-  /** The client name sent in `hello`. Default `skyward-ts/<version>`. */
-  readonly client?: string;
-}
+export type { WorkerConnectionOptions, WorkerEndpoint } from "./worker-handshake.js";
 
 /** Why a connection was lost. */
 export type ConnectionLossReason = "socket-error" | "eof" | "protocol-error" | "heartbeat-timeout";
@@ -84,7 +57,6 @@ export type TaskMessageHandler = (message: TaskMessage) => void;
 /** Receives messages that belong to no registered task: `ready`, `pong`, `metric`, `event`, `out` outside a task… */
 export type WorkerMessageListener = (message: WorkerMessage) => void;
 
-const defaultTimeoutMs = 30_000;
 const defaultCloseTimeoutMs = 5_000;
 /** Messages kept for the first general listener; older ones are dropped beyond this. */
 const backlogLimit = 1_000;
@@ -163,16 +135,8 @@ export class WorkerConnection {
   #loss: ConnectionLoss | undefined;
   #settleClosed!: (loss: ConnectionLoss | undefined) => void;
 
-  /** Messages sent since the last flush; one frame. */
-  #pending: FrameBuilder | undefined;
-  /** Finished frames not yet handed to the stream (while it asks us to wait for `drain`). */
-  readonly #frames: Uint8Array[][] = [];
-  #flushScheduled = false;
-  #waitingForDrain = false;
-  #drainWaiters: { resolve: () => void; reject: (error: unknown) => void }[] = [];
-  #lastSent: number;
-  #lastReceived: number;
-  #bytesSent = 0;
+  readonly #writer: FrameWriter;
+  #lastReceived = performance.now();
   #bytesReceived = 0;
 
   readonly #taskHandlers = new Map<string, TaskMessageHandler>();
@@ -197,13 +161,11 @@ export class WorkerConnection {
     this.closed = new Promise((resolve) => {
       this.#settleClosed = resolve;
     });
-    this.#lastSent = performance.now();
-    this.#lastReceived = this.#lastSent;
+    this.#writer = new FrameWriter(stream, () => this.#state === "open");
     const tick = Math.max(5, Math.min(this.#pingIntervalMs, this.#silenceTimeoutMs) / 4);
     this.#heartbeat = setInterval(() => this.#checkHeartbeat(), tick);
     this.#heartbeat.unref();
     stream.on("data", (chunk: Uint8Array) => this.#receive(chunk));
-    stream.on("drain", () => this.#onDrain());
     stream.on("end", () => this.#onEnd());
     stream.on("error", (error: Error) => this.#onError(error));
     stream.on("close", () => this.#onClose());
@@ -219,123 +181,10 @@ export class WorkerConnection {
    * @throws {CancelledError} when `signal` aborts.
    */
   static connect(endpoint: WorkerEndpoint, options: WorkerConnectionOptions): Promise<WorkerConnection> {
-    const host = "stream" in endpoint ? (endpoint.host ?? "stream") : `${endpoint.host}:${endpoint.port}`;
-    const node = options.node;
-    const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
-    const { signal } = options;
-    if (signal?.aborted) {
-      return Promise.reject(
-        new CancelledError({
-          message: `connecting to the worker at ${host} was aborted`,
-          cause: signal.reason,
-        }),
-      );
-    }
-    const stream: Duplex =
-      "stream" in endpoint
-        ? endpoint.stream
-        : connectSocket({ host: endpoint.host, port: endpoint.port, noDelay: true });
-    const withNoDelay = stream as Duplex & { setNoDelay?: (noDelay: boolean) => unknown };
-    if (typeof withNoDelay.setNoDelay === "function") withNoDelay.setNoDelay(true);
-
-    return new Promise<WorkerConnection>((resolve, reject) => {
-      const decoder = new FrameDecoder();
-      let settled = false;
-      const cleanup = () => {
-        settled = true;
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
-        stream.off("data", onData);
-        stream.off("error", onError);
-        stream.off("end", onEnd);
-        stream.off("close", onEnd);
-      };
-      const fail = (error: Error) => {
-        if (settled) return;
-        cleanup();
-        stream.destroy();
-        reject(error);
-      };
-      const connectionError = (message: string, cause?: unknown) =>
-        new ConnectionError({ host, node, message, cause });
-      const onAbort = () =>
-        fail(
-          new CancelledError({
-            message: `connecting to the worker at ${host} was aborted`,
-            cause: signal?.reason,
-          }),
-        );
-      const onError = (error: Error) =>
-        fail(connectionError(`could not connect to the worker at ${host}: ${error.message}`, error));
-      const onEnd = () =>
-        fail(connectionError(`the worker at ${host} closed the connection before answering "hello"`));
-      const timer = setTimeout(
-        () =>
-          fail(
-            connectionError(`the worker at ${host} did not complete the handshake within ${timeoutMs} ms`),
-          ),
-        timeoutMs,
-      );
-      const onData = (chunk: Uint8Array) => {
-        let frames: ReceivedMessage[][];
-        try {
-          frames = decoder.push(chunk);
-        } catch (error) {
-          fail(error as ProtocolError);
-          return;
-        }
-        let welcome: WelcomeMessage | undefined;
-        const after: ReceivedMessage[] = [];
-        for (const message of frames.flat()) {
-          if (welcome !== undefined) {
-            after.push(message);
-            continue;
-          }
-          if (!isKnownMessage(message)) continue;
-          if (message.t === "reject") {
-            fail(
-              new ProtocolError({
-                message: `the worker at ${host} rejected the connection: ${message.reason}`,
-              }),
-            );
-            return;
-          }
-          if (message.t !== "welcome") {
-            fail(
-              new ProtocolError({
-                message: `the worker at ${host} answered "hello" with "${message.t}" instead of "welcome"`,
-              }),
-            );
-            return;
-          }
-          if (message.version !== PROTOCOL_VERSION) {
-            fail(
-              new ProtocolError({
-                message: `the worker at ${host} speaks protocol version ${message.version}; this client speaks ${PROTOCOL_VERSION}`,
-              }),
-            );
-            return;
-          }
-          welcome = message;
-        }
-        if (welcome === undefined) return;
-        cleanup();
-        const connection = new WorkerConnection(stream, decoder, welcome, host, options);
-        for (const message of after) connection.#dispatch(message);
-        resolve(connection);
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      stream.on("data", onData);
-      stream.on("error", onError);
-      stream.on("end", onEnd);
-      stream.on("close", onEnd);
-      const hello: ClientMessage = {
-        t: "hello",
-        version: PROTOCOL_VERSION,
-        token: options.token,
-        client: options.client ?? `skyward-ts/${version}`,
-      };
-      for (const buffer of encodeFrame([hello])) stream.write(buffer);
+    return shakeHands(endpoint, options, ({ stream, decoder, welcome, host, after }) => {
+      const connection = new WorkerConnection(stream, decoder, welcome, host, options);
+      for (const message of after) connection.#dispatch(message);
+      return connection;
     });
   }
 
@@ -346,7 +195,7 @@ export class WorkerConnection {
 
   /** Bytes written to the worker since the handshake (frames: prefixes, headers and bodies). */
   get bytesSent(): number {
-    return this.#bytesSent;
+    return this.#writer.bytesSent;
   }
 
   /** Bytes received from the worker since the handshake. */
@@ -356,7 +205,7 @@ export class WorkerConnection {
 
   /** Whether outgoing frames are waiting for the stream to drain. */
   get needsDrain(): boolean {
-    return this.#waitingForDrain;
+    return this.#writer.needsDrain;
   }
 
   /** Why the connection was lost, once it was. */
@@ -380,16 +229,17 @@ export class WorkerConnection {
         cause: this.#loss?.error,
       });
     }
-    this.#pending ??= new FrameBuilder();
-    if (!this.#pending.add(message)) {
-      this.#frames.push(this.#pending.finish());
-      this.#pending = new FrameBuilder();
-      this.#pending.add(message);
-    }
-    if (!this.#flushScheduled && !this.#waitingForDrain) {
-      this.#flushScheduled = true;
-      setImmediate(() => this.#flush());
-    }
+    this.#writer.add(message);
+  }
+
+  /**
+   * Sends a control message (`cancel`, `shutdown`, `release`…) unless the connection is closed or
+   * lost, when there is no one left for it to reach. Returns whether it was sent.
+   */
+  sendIfOpen(message: ClientMessage): boolean {
+    if (this.#state !== "open") return false;
+    this.send(message);
+    return true;
   }
 
   /** Routes the messages of task `id` to `handler` (replacing an earlier handler for it). */
@@ -446,10 +296,7 @@ export class WorkerConnection {
    */
   drain(options: ConnectionWaitOptions = {}): Promise<void> {
     if (this.#loss !== undefined) return Promise.reject(this.#loss.error);
-    if (this.#pending !== undefined && !this.#waitingForDrain) this.#flush();
-    if (this.#isDrained()) return Promise.resolve();
-    const drained = new Promise<void>((resolve, reject) => this.#drainWaiters.push({ resolve, reject }));
-    return waitFor(drained, options, {
+    return waitFor(this.#writer.drained(), options, {
       what: "waiting for the connection to drain",
       host: this.host,
       node: this.node,
@@ -464,8 +311,7 @@ export class WorkerConnection {
     if (this.#state === "open") {
       this.#state = "closing";
       clearInterval(this.#heartbeat);
-      this.#sealPending();
-      for (const frame of this.#frames.splice(0)) this.#writeFrame(frame);
+      this.#writer.writeAll();
       this.#stream.end();
     }
     try {
@@ -478,51 +324,6 @@ export class WorkerConnection {
       this.#stream.destroy();
       this.#finish(undefined);
     }
-  }
-
-  // ——————————————————————————————————————————————————————————————————————————————— outgoing
-
-  #flush(): void {
-    this.#flushScheduled = false;
-    if (this.#state !== "open") return;
-    this.#sealPending();
-    while (!this.#waitingForDrain && this.#frames.length > 0) {
-      if (!this.#writeFrame(this.#frames.shift()!)) this.#waitingForDrain = true;
-    }
-    if (this.#isDrained()) this.#resolveDrainWaiters();
-  }
-
-  /** Moves the messages gathered so far into the queue of frames to write. */
-  #sealPending(): void {
-    if (this.#pending !== undefined && this.#pending.messageCount > 0)
-      this.#frames.push(this.#pending.finish());
-    this.#pending = undefined;
-  }
-
-  /** Writes one frame's buffers; returns what the stream's last `write` said. */
-  #writeFrame(buffers: readonly Uint8Array[]): boolean {
-    this.#lastSent = performance.now();
-    for (const buffer of buffers) this.#bytesSent += buffer.byteLength;
-    if (buffers.length === 1) return this.#stream.write(buffers[0]);
-    this.#stream.cork();
-    let ok = true;
-    for (const buffer of buffers) ok = this.#stream.write(buffer);
-    this.#stream.uncork();
-    return ok;
-  }
-
-  #onDrain(): void {
-    if (!this.#waitingForDrain) return;
-    this.#waitingForDrain = false;
-    this.#flush();
-  }
-
-  #isDrained(): boolean {
-    return this.#pending === undefined && this.#frames.length === 0 && !this.#waitingForDrain;
-  }
-
-  #resolveDrainWaiters(): void {
-    for (const waiter of this.#drainWaiters.splice(0)) waiter.resolve();
   }
 
   // ——————————————————————————————————————————————————————————————————————————————— incoming
@@ -621,7 +422,7 @@ export class WorkerConnection {
       );
       return;
     }
-    if (now - this.#lastSent >= this.#pingIntervalMs && !this.#waitingForDrain && !this.#flushScheduled) {
+    if (now - this.#writer.lastSent >= this.#pingIntervalMs && !this.#writer.busy) {
       this.send({ t: "ping", ts: Date.now() });
     }
   }
@@ -681,9 +482,6 @@ export class WorkerConnection {
     if (this.#state === "closed") return;
     this.#state = "closed";
     clearInterval(this.#heartbeat);
-    this.#pending = undefined;
-    this.#frames.length = 0;
-    this.#waitingForDrain = false;
     const error =
       loss?.error ??
       new ConnectionError({
@@ -691,7 +489,7 @@ export class WorkerConnection {
         node: this.node,
         message: `the connection to ${this.host} was closed`,
       });
-    for (const waiter of this.#drainWaiters.splice(0)) waiter.reject(error);
+    this.#writer.fail(error);
     this.#settleClosed(loss);
   }
 }

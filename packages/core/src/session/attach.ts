@@ -10,7 +10,7 @@
 import { rm } from "node:fs/promises";
 import { CollectionStore } from "../collections/store.js";
 import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
-import type { Cluster, ProviderV1, RecordedCluster, WorkerEndpoint } from "../contract/types.js";
+import type { ProviderV1, RecordedCluster, WorkerEndpoint } from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
 import { resumePool } from "../pool/create-pool.js";
@@ -22,6 +22,7 @@ import { RemoteRef } from "../protocol/values.js";
 import { validateComputeInput } from "../spec/compute-input.js";
 import type { OptionsInput } from "../spec/options.js";
 import { type SecretsInput, secretsSchema } from "../spec/secrets.js";
+import { type AttachGrowth, attachedNodes, localGrowth, remoteGrowth } from "./attach-growth.js";
 import { attachedLocal, attachedRemote, processAlive } from "./attached-providers.js";
 import { openCollections } from "./collections-state.js";
 import { type Collector, collectDetached, type Reach } from "./collector.js";
@@ -68,7 +69,9 @@ export interface AttachOptions {
    * For a pool on a provider other than `Local`: the provider to reach its nodes through — the same
    * kind, with the settings and credentials to reach them (the state file records none). Default:
    * the `[providers.*]` entry of `skyward.toml` (or `~/.skyward/defaults.toml`) of the pool's
-   * provider type, when there is exactly one.
+   * provider type, when there is exactly one. For a `Local` pool: a `Local` provider to start new
+   * nodes with, so that the pool grows again within its node bounds (`resize`, autoscaling); without
+   * one it keeps its present size.
    */
   // biome-ignore lint/suspicious/noExplicitAny: any provider, whatever its cluster data.
   readonly provider?: ProviderV1<any>;
@@ -180,6 +183,7 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
       `pool ${id}'s workers are gone (node${gone.length === 1 ? "" : "s"} ${gone.map((node) => node.index).join(", ")}): their TTL ran out or they were stopped`,
     );
   }
+  const growth = await localGrowth(state, options.provider);
   const token = await openToken(state.token);
   const collections = await restoredCollections(state);
   const collector = await collectDetached(
@@ -189,7 +193,8 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
     options.signal,
     collections,
   );
-  return attached(state, token, attachedLocal(state, token), collector, collections, options);
+  const provider = attachedLocal(state, token, growth.provider);
+  return attached(state, token, provider, collector, collections, options, growth);
 }
 
 /** The detached pool's distributed collections, restored from its state file before any worker is reached. */
@@ -259,6 +264,7 @@ async function attachRemote(state: DetachedPoolState, options: AttachOptions): P
       collector,
       collections,
       options,
+      remoteGrowth(state),
     );
   } catch (error) {
     closeAll();
@@ -274,13 +280,21 @@ async function attached(
   collector: Collector,
   collections: CollectionStore,
   options: AttachOptions,
+  growth: AttachGrowth,
 ): Promise<AttachedPool> {
   let handedOver = false;
   // Detached again: the connections that adopted the first detach's tasks go too, so that their
   // workers keep those tasks' unanswered collection calls for the next client; and what the user
   // was not handed yet goes into the state file, for the next attach's `collected()`.
   const detach: DetachHandler = {
-    detach: (snapshot, release) => stateFileDetach.detach(snapshot, release),
+    // A pool that cannot grow runs fixed at its size: what it was detached with is recorded again.
+    detach: (snapshot, release) =>
+      stateFileDetach.detach(
+        growth.provider
+          ? snapshot
+          : { ...snapshot, nodeBounds: growth.bounds, image: growth.image, plugins: state.plugins ?? [] },
+        release,
+      ),
     detached: async (id) => {
       // Closed before detach() returns: the workers have let go of them when the next client attaches.
       await collector.close();
@@ -294,9 +308,9 @@ async function attached(
     const { healthChecker, ...kept } = state.settings ?? {};
     const resolved = await validateComputeInput({
       provider,
-      // Its nodes as they are: the attached provider reconnects the recorded workers and starts no
-      // others, so an elastic pool comes back at its present size (docs/sessions.md says so).
-      nodes: state.nodes.length,
+      // Its nodes as they are: the attached provider reconnects the recorded workers; it starts
+      // others (within the pool's bounds) only through a provider the caller gave (attach-growth.ts).
+      nodes: attachedNodes(state, growth),
       ttl: state.ttl,
       secrets: attachedSecrets(state, options.secrets),
       // The budget and the pool's healing, autoscaling and health-check settings keep applying,
@@ -310,9 +324,13 @@ async function attached(
         ...(state.collectionsEnabled !== undefined ? { cluster: state.collectionsEnabled } : {}),
       },
     });
+    // A new node is made with the detached pool's image, as its others were.
+    const specs = resolved.specs.map((spec) =>
+      growth.provider && growth.image ? Object.freeze({ ...spec, image: growth.image }) : spec,
+    );
     ({ pool, internals: inside } = await resumePool(
       {
-        specs: resolved.specs,
+        specs,
         options: resolved.options,
         defaultProvider: () => provider,
         detach,
@@ -324,6 +342,7 @@ async function attached(
         carriedCost: costSoFar(state, Date.now()),
         token,
         collections,
+        growthRefusal: growth.refusal,
       },
     ));
   } catch (error) {

@@ -7,15 +7,19 @@ import { cpus, totalmem } from "node:os";
 import type { Cluster, Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
 import { type DetachedPoolState, removePoolState } from "./state.js";
 
-/** A `provision` that hands out the detached pool's instances, each once; it never grows the pool. */
-function handOut(state: DetachedPoolState, instances: readonly Instance[]) {
+/**
+ * A `provision` that hands out the detached pool's instances, each once; past them, it provisions
+ * through `grow` (the provider the attaching caller gave), or refuses when there is none.
+ */
+function handOut(state: DetachedPoolState, instances: readonly Instance[], grow?: ProviderV1) {
   let handedOut = 0;
-  return async ({ count }: { count: number }): Promise<Instance[]> => {
+  return async (options: Parameters<ProviderV1["provision"]>[0]): Promise<readonly Instance[]> => {
+    const { count } = options;
     const batch = instances.slice(handedOut, handedOut + count);
     handedOut += batch.length;
-    if (batch.length < count)
-      throw new Error(`pool ${state.id} has ${state.nodes.length} nodes and can grow no more`);
-    return batch;
+    if (batch.length === count) return batch;
+    if (!grow) throw new Error(`pool ${state.id} has ${state.nodes.length} nodes and can grow no more`);
+    return [...batch, ...(await grow.provision({ ...options, count: count - batch.length }))];
   };
 }
 
@@ -48,13 +52,14 @@ function attachedOffer(state: DetachedPoolState): Offer {
 }
 
 /**
- * A provider over the running workers of a detached `Local` pool: it provisions nothing and starts
- * nothing — its instances are the pool's, its workers' endpoints the recorded ones — and
- * terminating stops those workers.
+ * A provider over the running workers of a detached `Local` pool: its instances are the pool's, its
+ * workers' endpoints the recorded ones, and terminating stops those workers. With `grow` (a `Local`
+ * provider the attaching caller gave) it starts new nodes through that one, in the pool's root.
  */
 export function attachedLocal(
   state: DetachedPoolState,
   token: string,
+  grow?: ProviderV1,
 ): ProviderV1<{ root: string; workdir: string }> {
   const instances = state.nodes.map((node) =>
     Object.freeze({
@@ -74,10 +79,7 @@ export function attachedLocal(
   return {
     specificationVersion: "v1",
     name: "local",
-    capabilities: Object.freeze({
-      spot: false,
-      maxInstances: state.nodes.length,
-    }),
+    capabilities: Object.freeze({ spot: false, ...(grow ? {} : { maxInstances: state.nodes.length }) }),
     async offers() {
       return [attachedOffer(state)];
     },
@@ -93,23 +95,28 @@ export function attachedLocal(
         specific: Object.freeze({ root: state.root ?? "", workdir: state.workdir ?? "" }),
       });
     },
-    provision: handOut(state, instances),
-    async getInstance({ id }) {
-      const entry = node(id);
-      return entry && processAlive(entry.pid)
-        ? (instances.find((instance) => instance.id === id) ?? null)
+    provision: handOut(state, instances, grow),
+    async getInstance(options) {
+      const entry = node(options.id);
+      if (!entry) return grow ? grow.getInstance(options) : null;
+      return processAlive(entry.pid)
+        ? (instances.find((instance) => instance.id === options.id) ?? null)
         : null;
     },
-    async launchWorker({ instance }): Promise<WorkerEndpoint> {
+    async launchWorker(options): Promise<WorkerEndpoint> {
+      const { instance } = options;
+      if (grow && !node(instance.id)) return grow.launchWorker(options);
       const entry = node(instance.id);
       if (!entry || !processAlive(entry.pid)) {
         throw new Error(`the worker of ${instance.id} (pool ${state.id}) is no longer running`);
       }
       return { host: entry.host, port: entry.port, pid: entry.pid, token, warm: true };
     },
-    async terminate({ ids }) {
+    async terminate(options) {
+      const started = options.ids.filter((id) => !node(id));
+      if (grow && started.length > 0) await grow.terminate({ ...options, ids: started });
       await Promise.all(
-        ids.map(async (id) => {
+        options.ids.map(async (id) => {
           const entry = node(id);
           if (!entry) return;
           // Released by the pool's close: give it a moment, then make sure.

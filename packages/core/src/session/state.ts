@@ -102,6 +102,15 @@ export interface DetachedPoolState {
   readonly refs?: readonly RecordedRef[];
   /** Its workers' settings (they run with them): the attached pool's. Absent in files of older versions. */
   readonly worker?: Worker;
+  /** Its node bounds (`nodes.min`, `nodes.max`), kept after attach. Absent in older files. */
+  readonly nodeBounds?: { readonly min: number; readonly max: number };
+  /**
+   * Its image, sealed as the token is (its `env` may carry credentials): a node an attached pool
+   * starts is made with it. Absent in older files.
+   */
+  readonly image?: string;
+  /** Its plugins' names: an attached pool cannot start a node with plugins (they are code). */
+  readonly plugins?: readonly string[];
   /** Its healing, autoscaling and health-check settings, kept after attach. Absent in older files. */
   readonly settings?: PoolSettingsKept;
   /** Its `options.cluster` (distributed collections on or off). Absent in files of older versions. */

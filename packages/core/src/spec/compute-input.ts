@@ -1,8 +1,6 @@
-import type { ConfigLocations, NamedPool } from "../config/config-file.js";
 import { isWorkersPerAccelerator } from "../contract/plugin.js";
 import { ConfigurationError, type ConfigurationIssue } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
-import { checkLocalInputs } from "./local-inputs.js";
 import { type Options, type OptionsInput, optionsSchema } from "./options.js";
 import {
   type PoolSpec,
@@ -12,6 +10,22 @@ import {
   type SpecInput,
   specSchema,
 } from "./spec.js";
+
+/** Where to look for the configuration files. */
+export interface ConfigLocations {
+  /** Directory holding `skyward.toml`. Default `process.cwd()`. */
+  cwd?: string;
+  /** Home directory holding `.skyward/defaults.toml`. Default `os.homedir()`. */
+  home?: string;
+}
+
+/** A named pool, ready to be validated as a spec: its provider created, its fields camelCase. */
+export interface NamedPool {
+  readonly spec: SpecInput;
+  readonly options: OptionsInput;
+  /** The prefix for error paths inside this pool (`pools.NAME`). */
+  readonly path: string;
+}
 
 /** The flat form: one spec's fields given directly, plus options. */
 export interface FlatComputeInput extends SpecInput {
@@ -48,6 +62,11 @@ export interface ResolvedCompute {
   readonly options: Options;
   /** The pool's name when it came from `skyward.toml`. */
   readonly name: string | undefined;
+  /**
+   * The field path each spec's issues are reported under, by index: `specs[1]`, the named pool's
+   * `pools.NAME`, or "" for the flat form (the entry point checks the specs' local paths with it).
+   */
+  readonly specPaths: readonly string[];
 }
 
 const FORM_KEYS = ["specs", "name", "options", "config"] as const;
@@ -102,8 +121,8 @@ const noNamedPools: NamedPoolLoader = async () =>
 
 /**
  * Validates a `sky.compute` request before anything else happens: the form, every spec, the options,
- * (for the named form) the entry `loadNamedPool` reads, and the local paths the specs name
- * (`image.includes`, plugins' worker modules: see `checkLocalInputs`).
+ * and (for the named form) the entry `loadNamedPool` reads. The local paths the specs name are the
+ * entry point's to check (`config/local-files.ts`, `checkLocalInputs`): this reads no file.
  */
 export async function validateComputeInput(
   input: ComputeInput,
@@ -159,11 +178,11 @@ export async function validateComputeInput(
     const options = parseInput(optionsSchema, rawOptions, "options");
     const resolved = resolvePoolSpec(spec, options);
     refuseThreadsPerAccelerator(rawOptions, [resolved]);
-    await checkLocalInputs([{ spec: resolved, path: pool.path }]);
     return Object.freeze({
       specs: Object.freeze([resolved]),
       options,
       name: named.name,
+      specPaths: Object.freeze([pool.path]),
     });
   }
 
@@ -183,14 +202,18 @@ export async function validateComputeInput(
     });
     if (issues.length > 0) fail(issues);
     refuseThreadsPerAccelerator(record.options, specs);
-    await checkLocalInputs(specs.map((spec, index) => ({ spec, path: `specs[${index}]` })));
-    return Object.freeze({ specs: Object.freeze(specs), options, name: undefined });
+    const specPaths = Object.freeze(specs.map((_, index) => `specs[${index}]`));
+    return Object.freeze({ specs: Object.freeze(specs), options, name: undefined, specPaths });
   }
 
   const flat: Record<string, unknown> = {};
   for (const key of flatKeys) flat[key] = record[key];
   const spec = resolvePoolSpec(parseInput(specSchema, flat), options);
   refuseThreadsPerAccelerator(record.options, [spec]);
-  await checkLocalInputs([{ spec, path: "" }]);
-  return Object.freeze({ specs: Object.freeze([spec]), options, name: undefined });
+  return Object.freeze({
+    specs: Object.freeze([spec]),
+    options,
+    name: undefined,
+    specPaths: Object.freeze([""]),
+  });
 }

@@ -1,0 +1,92 @@
+/**
+ * The tasks waiting for a slot, and the order they get one in: nested subtasks first (their parents
+ * hold slots while they wait), then each node's pinned tasks, then tasks whose node was lost, then
+ * the queue. The task manager owns the records; this holds where each one waits.
+ */
+
+import type { DispatchNodes } from "./dispatch-nodes.js";
+import { Fifo } from "./fifo.js";
+import type { AdaptiveSchedule } from "./schedule.js";
+import type { NodeState, TaskRecord } from "./task-record.js";
+
+/** Where unstarted tasks wait, by kind. */
+export class TaskQueues {
+  readonly #nodes: DispatchNodes;
+  readonly #schedule: AdaptiveSchedule;
+  readonly #queue = new Fifo<TaskRecord>();
+  /** Tasks whose node was lost, run again before the queue. */
+  readonly #retryQueue = new Fifo<TaskRecord>();
+  readonly #nestedQueue = new Fifo<TaskRecord>();
+
+  constructor(nodes: DispatchNodes, schedule: AdaptiveSchedule) {
+    this.#nodes = nodes;
+    this.#schedule = schedule;
+  }
+
+  /** Top-level tasks waiting for a slot (new and retried; nested and pinned ones not counted). */
+  get waiting(): number {
+    return this.#queue.size + this.#retryQueue.size;
+  }
+
+  /** New tasks waiting for a slot: queued-task pressure, for the autoscaler. */
+  get fresh(): number {
+    return this.#queue.size;
+  }
+
+  /** Queues a new task: on its node if pinned, with the subtasks if nested, else at the queue's end. */
+  add(record: TaskRecord): void {
+    if (record.request.node !== undefined) this.#nodes.pinnable(record.request.node).pinned.push(record);
+    else if (record.request.nested) this.#nestedQueue.push(record);
+    else this.#queue.push(record);
+  }
+
+  /** Queues a task taken off a lost (or draining) node: first in line, on the same node if pinned. */
+  requeue(node: NodeState, record: TaskRecord): void {
+    if (record.request.node !== undefined) node.pinned.unshift(record);
+    else if (record.request.nested) this.#nestedQueue.push(record);
+    else this.#retryQueue.push(record);
+  }
+
+  /** Empties every queue (not the nodes' pinned tasks), returning what waited. */
+  drain(): TaskRecord[] {
+    return [...this.#retryQueue.drain(), ...this.#queue.drain(), ...this.#nestedQueue.drain()];
+  }
+
+  /**
+   * Starts waiting tasks while slots are free (`start` sends one to its node). Returns true when a
+   * long task was held back for want of a slot: the caller looks again when a running one is due to end.
+   */
+  dispatch(start: (node: NodeState, record: TaskRecord) => void): boolean {
+    const nodes = this.#nodes;
+    while (this.#nestedQueue.size > 0) {
+      const node = nodes.nextFree(true, "");
+      if (!node) break;
+      const record = this.#nestedQueue.shift() as TaskRecord;
+      if (!record.done) start(node, record);
+    }
+    for (const node of nodes.all) {
+      if (!node?.connection || node.draining) continue;
+      while (
+        node.pinned.length > 0 &&
+        node.running.size - node.nestedRunning < nodes.limit(node, (node.pinned[0] as TaskRecord).request.ref)
+      ) {
+        const record = node.pinned.shift() as TaskRecord;
+        if (!record.done) start(node, record);
+      }
+    }
+    let heldBack = false;
+    for (const queue of [this.#retryQueue, this.#queue]) {
+      while (queue.size > 0) {
+        const ref = (queue.peek() as TaskRecord).request.ref;
+        const node = nodes.nextFree(false, ref);
+        if (!node) {
+          heldBack ||= this.#schedule.isLong(ref);
+          break;
+        }
+        const record = queue.shift() as TaskRecord;
+        if (!record.done) start(node, record);
+      }
+    }
+    return heldBack;
+  }
+}
