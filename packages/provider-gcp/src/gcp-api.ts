@@ -1,6 +1,6 @@
 /**
  * Compute Engine through Google's official client (`@google-cloud/compute`, REST transport): the
- * clients, credentials, the project, waiting on operations, and errors turned into Skyward's.
+ * clients, credentials, the project, calls bound to a signal, and waiting on operations.
  */
 import { readFileSync } from "node:fs";
 import {
@@ -19,6 +19,7 @@ import {
 import { ConfigurationError, ProvisionError } from "@skyward/core";
 import { abortableSleep } from "@skyward/provider-utils";
 import { GoogleAuth, JWT, OAuth2Client } from "google-auth-library";
+import { isAlreadyExists, isNotFound, translateGcpError } from "./gcp-errors.js";
 import type { ResolvedGcpSettings } from "./settings.js";
 
 /** The provider's name. */
@@ -236,83 +237,6 @@ function googleErrorMessage(body: string): string {
 
 /** Sleeps, or rejects with the signal's reason once it aborts (provider-utils' own). */
 export const sleep = abortableSleep;
-
-/** The gRPC-style code of a client error (5 NOT_FOUND, 6 ALREADY_EXISTS, …) and its HTTP status. */
-export function errorStatus(error: unknown): { code: number | undefined; http: number | undefined } {
-  const record = error as { code?: unknown; httpStatusCode?: unknown } | null;
-  return {
-    code: typeof record?.code === "number" ? record.code : undefined,
-    http: typeof record?.httpStatusCode === "number" ? record.httpStatusCode : undefined,
-  };
-}
-
-/** True for "the resource was not found" (HTTP 404). */
-export function isNotFound(error: unknown): boolean {
-  const { code, http } = errorStatus(error);
-  return http === 404 || code === 5;
-}
-
-/** True for "it already exists" (HTTP 409). */
-export function isAlreadyExists(error: unknown): boolean {
-  const { code, http } = errorStatus(error);
-  return http === 409 || code === 6;
-}
-
-/* Quotas (https://cloud.google.com/compute/resource-usage): what a quota error says, and Skyward's error for it. */
-
-/** Where to ask for more. */
-export function quotaPage(project: string): string {
-  return `https://console.cloud.google.com/iam-admin/quotas?project=${encodeURIComponent(project)}`;
-}
-
-/**
- * The quota a Compute Engine error says was exceeded (HTTP 403 `quotaExceeded`, or an operation's
- * `QUOTA_EXCEEDED`), from its message "Quota 'METRIC' exceeded. …"; undefined for other errors.
- */
-export function exceededQuota(error: unknown): { metric: string; message: string } | undefined {
-  const message = error instanceof Error ? error.message : String(error ?? "");
-  const found = /Quota '([A-Z0-9_]+)' exceeded[^"\n]*/.exec(message);
-  const reason = (error as { errors?: { reason?: string }[] } | null)?.errors?.[0]?.reason;
-  if (found?.[1]) return { metric: found[1], message: found[0].replace(/\s+/g, " ").trim() };
-  if (reason === "quotaExceeded" || /QUOTA_EXCEEDED|quotaExceeded/.test(message))
-    return { metric: "unknown", message };
-  return undefined;
-}
-
-/** The error for a quota reached: not retryable, naming the quota and where to raise it. */
-export function quotaError(project: string, detail: string, cause?: unknown): ProvisionError {
-  return new ProvisionError({
-    provider: PROVIDER_NAME,
-    message: `Compute Engine quota reached: ${detail}; request an increase at ${quotaPage(project)}`,
-    isRetryable: false,
-    ...(cause !== undefined ? { cause } : {}),
-  });
-}
-
-/** A client error as a `ProvisionError` naming the call (or the signal's reason once aborted). */
-export function translateGcpError(
-  error: unknown,
-  what: string,
-  signal?: AbortSignal,
-  project?: string,
-): Error {
-  if (signal?.aborted)
-    return signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
-  if (ProvisionError.isInstance(error) || ConfigurationError.isInstance(error)) return error as Error;
-  const { code, http } = errorStatus(error);
-  const message = error instanceof Error ? error.message : String(error);
-  // A quota reached is answered with 403 too: no credential problem, a quota to raise.
-  const quota = exceededQuota(error);
-  if (quota !== undefined && project !== undefined)
-    return quotaError(project, `${what}: ${quota.message}`, error);
-  const auth = quota === undefined && (http === 401 || http === 403 || code === 7 || code === 16);
-  return new ProvisionError({
-    provider: PROVIDER_NAME,
-    message: `${what}: ${message}${auth ? " (check the credentials and the project's IAM roles)" : ""}`,
-    isRetryable: quota === undefined && (http === 429 || (http !== undefined && http >= 500) || code === 14),
-    cause: error,
-  });
-}
 
 /**
  * Runs one client call with the caller's signal: the call's own deadline comes from the signal,

@@ -2,26 +2,29 @@
  * `provision`: VMs of a prepared cluster created on the markets its allocation asks, then handed back
  * once they run; whatever did not come up is deleted.
  */
-
+import { randomUUID } from "node:crypto";
 import type { Cluster, Instance } from "@skyward/core/contract";
-import { NoCapacityError, ProvisionError } from "@skyward/core/contract";
-import { type Market, marketsFor } from "@skyward/provider-utils";
+import { NoCapacityError } from "@skyward/core/contract";
+import { launchableMarkets, type Market, machineErrorKind } from "@skyward/provider-utils";
 import type { GcpProviderContext } from "./context.js";
+import { gcpCall, PROVIDER_NAME, sleep, waitForOperation } from "./gcp-api.js";
 import {
   exceededQuota,
-  gcpCall,
-  PROVIDER_NAME,
+  gcpError,
+  isAlreadyExists,
+  kindOfOperationError,
   quotaError,
   translateGcpError,
-  waitForOperation,
-} from "./gcp-api.js";
+} from "./gcp-errors.js";
 import type { GcpClusterData } from "./offer-data.js";
 import { bootWatchdogSeconds, renderStartupScript } from "./startup-script.js";
 import { instanceResource } from "./vm-resource.js";
 import { deleteVms, type RawInstance, vmName, waitWhilePending } from "./vms.js";
 
-/** Operation error codes that mean "no capacity here now" (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability). */
-const CAPACITY_CODES = /ZONE_RESOURCE_POOL_EXHAUSTED|RESOURCE_POOL_EXHAUSTED|STOCKOUT|UNAVAILABLE/;
+/** Tries of one insert whose answer was lost or failed on Google's side (the same `requestId` each time). */
+const INSERT_ATTEMPTS = 3;
+/** What a market says when it makes no VM: the next market may still have room. */
+const TO_NEXT_MARKET = new Set(["capacity", "quota", "price"]);
 
 export async function provisionVms(
   { settings, clientsOf, view }: GcpProviderContext,
@@ -32,64 +35,75 @@ export async function provisionVms(
   const zone = specific.zone;
   const startupScript = renderStartupScript({ root: settings.root, seconds: bootWatchdogSeconds(spec) });
   const created: string[] = [];
-  const reasons: string[] = [];
 
-  const quotaReasons: string[] = [];
-  const insert = async (market: Market): Promise<string | { noCapacity: string }> => {
+  /**
+   * One VM. Its name is known before the insert is sent, so that an insert whose answer is lost is
+   * still deleted by the clean-up; it is sent again with the same `requestId`, which Compute Engine
+   * answers with the first request's operation instead of a second VM
+   * (https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert, `requestId`); a VM
+   * of that name already there (409) is the first insert's.
+   */
+  const insert = async (market: Market): Promise<string> => {
     const name = vmName(cluster.id);
     const resource = instanceResource(settings, cluster, market, name, startupScript);
-    let operation: Parameters<typeof waitForOperation>[1];
-    try {
-      const [answer] = await gcpCall(`creating instance ${name}`, signal, () =>
-        clients.instances.insert({ project: clients.project, zone, instanceResource: resource }),
-      );
-      operation = answer.latestResponse;
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      // A quota is per market (spot has its own): the next market may still have room.
-      const quota = exceededQuota(error);
-      if (quota !== undefined) {
-        quotaReasons.push(`${market}: ${quota.message}`);
-        return { noCapacity: `quota: ${quota.message}` };
-      }
-      if (CAPACITY_CODES.test(message)) return { noCapacity: message };
-      throw translateGcpError(error, `creating instance ${name}`, signal, clients.project);
-    }
+    const requestId = randomUUID();
     created.push(name);
-    const outcome = await waitForOperation(clients, operation, { zone }, signal);
-    const failure = outcome.errors[0];
-    if (failure) {
-      const text = `${failure.code}: ${failure.message}`;
-      if (failure.code === "QUOTA_EXCEEDED") {
-        quotaReasons.push(`${market}: ${failure.message}`);
-        return { noCapacity: `quota: ${failure.message}` };
+    for (let attempt = 1; ; attempt += 1) {
+      let operation: Parameters<typeof waitForOperation>[1];
+      try {
+        const [answer] = await gcpCall(`creating instance ${name}`, signal, () =>
+          clients.instances.insert({ project: clients.project, zone, instanceResource: resource, requestId }),
+        );
+        operation = answer.latestResponse;
+      } catch (error) {
+        if (attempt > 1 && isAlreadyExists(error)) return name;
+        const failure = translateGcpError(error, `creating instance ${name}`, signal, clients.project);
+        if (attempt < INSERT_ATTEMPTS && machineErrorKind(failure) === "unavailable") {
+          await sleep(500 * 2 ** attempt, signal);
+          continue;
+        }
+        throw failure;
       }
-      if (CAPACITY_CODES.test(failure.code)) return { noCapacity: text };
-      throw new ProvisionError({
-        provider: PROVIDER_NAME,
-        message: `creating instance ${name}: ${text}`,
-      });
+      const outcome = await waitForOperation(clients, operation, { zone }, signal);
+      const failure = outcome.errors[0];
+      if (failure)
+        throw gcpError(
+          kindOfOperationError(failure.code),
+          `creating instance ${name}: ${failure.code}: ${failure.message}`,
+        );
+      return name;
     }
-    return name;
   };
 
   const cleanUp = () => deleteVms(clients, zone, created, AbortSignal.timeout(60_000)).catch(() => undefined);
+  // The base's rule: each market at its own price in the offer, within maxHourlyCost, never at an unknown price.
+  const { launchable, refused } = launchableMarkets(cluster, true);
+  const reasons: string[] = [...refused];
+  const quotaReasons: string[] = [];
   const ready: string[] = [];
   try {
-    // Spot and on-demand in the allocation's order; a market without capacity gives way to the next.
-    const markets = marketsFor(spec.allocation, offer);
-    for (const market of markets) {
+    for (const { market } of launchable) {
       const missing = count - ready.length;
       if (missing <= 0) break;
       // Every insert is let finish, so that a failed one leaves no other VM half made and unknown.
       const outcomes = await Promise.allSettled(Array.from({ length: missing }, () => insert(market)));
-      const failed = outcomes.find((outcome) => outcome.status === "rejected");
-      if (failed) throw failed.reason;
+      let fatal: unknown;
       for (const outcome of outcomes) {
-        if (outcome.status !== "fulfilled") continue;
-        if (typeof outcome.value === "string") ready.push(outcome.value);
-        else reasons.push(`${market}: ${outcome.value.noCapacity}`);
+        if (outcome.status === "fulfilled") {
+          ready.push(outcome.value);
+          continue;
+        }
+        const kind = machineErrorKind(outcome.reason);
+        if (kind === undefined || !TO_NEXT_MARKET.has(kind)) {
+          fatal ??= outcome.reason;
+          continue;
+        }
+        const message = (outcome.reason as Error).message;
+        reasons.push(`${market}: ${message}`);
+        if (kind === "quota")
+          quotaReasons.push(`${market}: ${exceededQuota(outcome.reason)?.message ?? message}`);
       }
+      if (fatal !== undefined) throw fatal;
     }
   } catch (error) {
     await cleanUp();

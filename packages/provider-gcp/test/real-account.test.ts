@@ -11,8 +11,9 @@
  * - machine types Google does not sell on demand.
  */
 import type { protos } from "@google-cloud/compute";
-import { options, type PoolSpec, ProvisionError, spec } from "@skyward/core";
+import { NoCapacityError, options, type PoolSpec, ProvisionError, spec } from "@skyward/core";
 import { type Cluster, type Offer, type OfferQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { machineErrorKind } from "@skyward/provider-utils";
 import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { GCP, type GcpClusterData } from "../src/index.js";
@@ -71,8 +72,9 @@ describe("GCP as real projects behave (the fake Compute Engine)", () => {
         .prepare({ spec: poolSpec({ allocation: "spot-if-available" }), offer, ...call() })
         .catch((error: unknown) => error);
       expect(ProvisionError.isInstance(failure) && !failure.isRetryable).toBe(true);
+      expect(machineErrorKind(failure)).toBe("quota");
       expect((failure as Error).message).toMatch(
-        /^Compute Engine quota reached: nvidia-tesla-t4 in us-central1: GPUS_ALL_REGIONS is 0 in all regions \(0 in use\), and a node needs 1; request an increase at https:\/\/console\.cloud\.google\.com\/iam-admin\/quotas\?project=skyward-test-project$/,
+        /^Compute Engine quota reached: nvidia-tesla-t4 in us-central1: GPUS_ALL_REGIONS is 0 in all regions \(0 in use\), and a node needs 1; request an increase at https:\/\/console\.cloud\.google\.com\/iam-admin\/quotas\?project=skyward-test-project \(/,
       );
       expect((failure as Error).message).not.toContain("IAM");
       expect(fakeLeftovers(fake)).toEqual([]);
@@ -105,6 +107,7 @@ describe("GCP as real projects behave (the fake Compute Engine)", () => {
         .provision({ cluster: spotOnly, count: 1, ...call() })
         .catch((error: unknown) => error);
       expect(ProvisionError.isInstance(failure)).toBe(true);
+      expect(machineErrorKind(failure)).toBe("quota");
       expect((failure as Error).message).toContain("Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally.");
       expect((failure as Error).message).toContain(
         "request an increase at https://console.cloud.google.com/iam-admin/quotas",
@@ -113,6 +116,28 @@ describe("GCP as real projects behave (the fake Compute Engine)", () => {
       await gcp.teardown({ cluster: spotOnly, ...call() });
       expect(fakeLeftovers(fake)).toEqual([]);
     });
+  });
+
+  it("the price cap holds on the market launched: spot full, on demand over maxHourlyCost is never inserted", async () => {
+    const gcp = provider();
+    const offer = await offerOf(gcp, t4, "n1-standard-4 + 1x nvidia-tesla-t4");
+    const spotPrice = offer.spotPrice as number;
+    const onDemandPrice = offer.onDemandPrice as number;
+    expect(onDemandPrice).toBeGreaterThan(spotPrice);
+    fake.exhausted.add("spot");
+    const cluster = (await gcp.prepare({
+      spec: poolSpec({ allocation: "spot-if-available", maxHourlyCost: (spotPrice + onDemandPrice) / 2 }),
+      offer,
+      ...call(),
+    })) as Cluster<GcpClusterData>;
+    const failure = await gcp.provision({ cluster, count: 1, ...call() }).catch((error: unknown) => error);
+    expect(NoCapacityError.isInstance(failure)).toBe(true);
+    expect((failure as Error).message).toContain(`on-demand: $${onDemandPrice}/h is over maxHourlyCost`);
+    expect((failure as Error).message).toContain("ZONE_RESOURCE_POOL_EXHAUSTED");
+    const models = inserts().map((request) => (request.body as InsertBody).scheduling?.provisioningModel);
+    expect(models).toEqual(["SPOT"]);
+    await gcp.teardown({ cluster, ...call() });
+    expect(fakeLeftovers(fake)).toEqual([]);
   });
 
   it("maxRunDuration: Compute Engine deletes the VM at its deadline, with no client and no watchdog", async () => {

@@ -77,6 +77,7 @@ export type {
 export {
   kindOfStatus,
   MachineProviderError,
+  machineError,
   machineErrorFactory,
   machineErrorKind,
 } from "./machine-provider/errors.js";
