@@ -48,6 +48,12 @@ export interface GcpClients {
   readonly zones: ZonesClient;
   readonly regions: RegionsClient;
   readonly projects: ProjectsClient;
+  /** A POST of JSON to another Google API (IAM, Resource Manager) with the same credential: its status and JSON answer. */
+  readonly post: (
+    url: string,
+    body: unknown,
+    signal: AbortSignal,
+  ) => Promise<{ status: number; body: unknown }>;
   /** GET of a Cloud Billing API path (`/v1/services/…/skus`), with the same credential. */
   readonly billing: (path: string, query: Record<string, string>, signal: AbortSignal) => Promise<unknown>;
 }
@@ -202,8 +208,28 @@ export function createClientFactory(settings: ResolvedGcpSettings): () => GcpCli
         });
       }
     };
+    const post = async (target: string, body: unknown, signal: AbortSignal) => {
+      const headers = new Headers(await requestHeaders(auth));
+      headers.set("content-type", "application/json");
+      let response: Response;
+      try {
+        response = await fetch(target, { method: "POST", headers, body: JSON.stringify(body), signal });
+      } catch (error) {
+        signal.throwIfAborted();
+        return { status: 0, body: { error: { message: (error as Error).message } } };
+      }
+      const text = await response.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // not JSON: kept as text
+      }
+      return { status: response.status, body: parsed };
+    };
     clients = Object.freeze({
       project,
+      post,
       instances: new InstancesClient(options),
       zoneOperations: new ZoneOperationsClient(options),
       globalOperations: new GlobalOperationsClient(options),

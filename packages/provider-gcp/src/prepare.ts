@@ -11,6 +11,7 @@ import { createFirewall, deleteFirewall, type RawFirewall } from "./firewalls.js
 import { PROVIDER_NAME } from "./gcp-api.js";
 import { bootDiskType } from "./machine-series.js";
 import type { GcpClusterData, GcpOfferData } from "./offer-data.js";
+import { checkProjectAccess } from "./preflight.js";
 import { marketsWithGpuQuota } from "./quotas.js";
 import { networkPath, regionOfZone } from "./vms.js";
 
@@ -37,6 +38,8 @@ export async function prepareCluster(
   if (typeof diskType !== "string")
     throw new ProvisionError({ provider: PROVIDER_NAME, message: diskType.refused, isRetryable: false });
   const clients = clientsOf();
+  // A project whose VMs could not be reached or not be created fails here, naming what to fix.
+  await checkProjectAccess(clients, settings, signal);
   // A GPU pool no market's quota admits fails here, before anything is made, naming the quotas.
   if (typeof data.gpuType === "string" && (data.gpuCount ?? 0) > 0)
     await marketsWithGpuQuota(

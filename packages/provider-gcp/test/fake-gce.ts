@@ -81,6 +81,16 @@ export interface FakeGce {
    * (https://cloud.google.com/docs/authentication/adc-troubleshooting/user-creds).
    */
   billingNeedsQuotaProject: boolean;
+  /**
+   * When set, the organisation policy `constraints/compute.requireOsLogin` is enforced on the project:
+   * Resource Manager's `getEffectiveOrgPolicy` says so, and VMs ignore their own `enable-oslogin`
+   * (https://cloud.google.com/compute/docs/oslogin/manage-oslogin-in-an-org).
+   */
+  requireOsLoginPolicy: boolean;
+  /** Service accounts (emails) IAM answers 404 for: they do not exist. */
+  readonly missingServiceAccounts: Set<string>;
+  /** Service accounts the caller lacks `iam.serviceAccounts.actAs` on (testIamPermissions grants nothing). */
+  readonly actAsDenied: Set<string>;
   /** The `x-goog-user-project` header of every Catalog request, in order (undefined: none). */
   readonly billingQuotaProjects: (string | undefined)[];
   /** Whether a VM's guest agent takes its `ssh-keys` metadata (so a key in it logs in). */
@@ -107,6 +117,8 @@ interface Operation {
 }
 
 const BASE = `https://www.googleapis.com/compute/v1/projects/${PROJECT}`;
+/** The project's Compute Engine default service account (`PROJECT_NUMBER-compute@developer.gserviceaccount.com`). */
+export const DEFAULT_SERVICE_ACCOUNT = "764086051850-compute@developer.gserviceaccount.com";
 
 const JSON_UTF8 = "application/json; charset=UTF-8";
 
@@ -189,11 +201,15 @@ export async function startFakeGce(): Promise<FakeGce> {
     quotaLimits: new Map(),
     osLoginProject: false,
     billingNeedsQuotaProject: false,
+    requireOsLoginPolicy: false,
+    missingServiceAccounts: new Set(),
+    actAsDenied: new Set(),
     billingQuotaProjects: [],
     acceptsSshKeys(instance) {
       const items = ((instance.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ??
         []) as { key: string; value: string }[];
       const own = items.find((item) => item.key === "enable-oslogin")?.value?.toUpperCase();
+      if (fake.requireOsLoginPolicy) return false;
       return own !== undefined ? own !== "TRUE" : !fake.osLoginProject;
     },
     addresses: [],
@@ -208,6 +224,9 @@ export async function startFakeGce(): Promise<FakeGce> {
       fake.quotaLimits.clear();
       fake.osLoginProject = false;
       fake.billingNeedsQuotaProject = false;
+      fake.requireOsLoginPolicy = false;
+      fake.missingServiceAccounts.clear();
+      fake.actAsDenied.clear();
       fake.billingQuotaProjects.length = 0;
       fake.addresses = [];
       fake.stagingGets = 1;
@@ -500,6 +519,45 @@ export async function startFakeGce(): Promise<FakeGce> {
       });
     }
 
+    // Resource Manager's effective organisation policy of a boolean constraint
+    // (https://cloud.google.com/resource-manager/reference/rest/v1/projects/getEffectiveOrgPolicy,
+    // the Policy resource: https://cloud.google.com/resource-manager/reference/rest/v1/Policy).
+    if (method === "POST" && path === `/v1/projects/${PROJECT}:getEffectiveOrgPolicy`) {
+      const constraint = String(body?.constraint ?? "");
+      const enforced = constraint === "constraints/compute.requireOsLogin" && fake.requireOsLoginPolicy;
+      return send({
+        constraint,
+        ...(enforced
+          ? { version: 1, booleanPolicy: { enforced: true }, etag: "BwYU3lr5iXc=" }
+          : { booleanPolicy: {} }),
+      });
+    }
+    // IAM: the permissions the caller has on a service account, a subset of those asked; `{}` for none
+    // (https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/testIamPermissions).
+    const testPermissions = /^\/v1\/projects\/[^/]+\/serviceAccounts\/([^/:]+):testIamPermissions$/.exec(
+      path,
+    );
+    if (method === "POST" && testPermissions?.[1]) {
+      const email = decodeURIComponent(testPermissions[1]);
+      if (fake.missingServiceAccounts.has(email))
+        return jsonAnswer(
+          404,
+          {
+            error: {
+              code: 404,
+              message: `Service account projects/-/serviceAccounts/${email} does not exist.`,
+              status: "NOT_FOUND",
+            },
+          },
+          JSON_UTF8,
+        );
+      const asked = Array.isArray(body?.permissions) ? (body.permissions as string[]) : [];
+      const granted = fake.actAsDenied.has(email)
+        ? asked.filter((permission) => permission !== "iam.serviceAccounts.actAs")
+        : asked;
+      return send(granted.length > 0 ? { permissions: granted } : {});
+    }
+
     const prefix = `/compute/v1/projects/${PROJECT}/`;
     if (!path.startsWith(prefix) && path !== `/compute/v1/projects/${PROJECT}`)
       return googleError(404, `The resource '${path}' was not found`, "notFound");
@@ -509,7 +567,13 @@ export async function startFakeGce(): Promise<FakeGce> {
     // https://cloud.google.com/compute/docs/reference/rest/v1/projects/get,
     // https://cloud.google.com/compute/docs/reference/rest/v1/regions/get.
     if (method === "GET" && path === `/compute/v1/projects/${PROJECT}`)
-      return send({ kind: "compute#project", name: PROJECT, quotas: quotasOf(), selfLink: BASE });
+      return send({
+        kind: "compute#project",
+        name: PROJECT,
+        defaultServiceAccount: DEFAULT_SERVICE_ACCOUNT,
+        quotas: quotasOf(),
+        selfLink: BASE,
+      });
     if (method === "GET" && parts[0] === "regions" && parts[1] && parts.length === 2)
       return send({
         kind: "compute#region",
@@ -701,4 +765,19 @@ export function fakeLeftovers(fake: FakeGce): string[] {
     ...[...fake.instances.entries()].map(([key, instance]) => `instance ${key} (${instance.status})`),
     ...[...fake.firewalls.keys()].map((name) => `firewall ${name}`),
   ].sort();
+}
+
+/** Every endpoint of the GCP provider pointed at the fake: Compute Engine, Cloud Billing, IAM, Resource Manager. */
+export function fakeEndpoints(fake: Pick<FakeGce, "endpoint">) {
+  return {
+    apiEndpoint: fake.endpoint,
+    billingEndpoint: fake.endpoint,
+    iamEndpoint: fake.endpoint,
+    resourceManagerEndpoint: fake.endpoint,
+  };
+}
+
+/** The settings of a provider driven against the fake: its project, its access token, every endpoint. */
+export function fakeGcpSettings(fake: Pick<FakeGce, "endpoint">) {
+  return { project: PROJECT, accessToken: TEST_ACCESS_TOKEN, ...fakeEndpoints(fake) };
 }

@@ -18,7 +18,14 @@ import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { GCP, type GcpClusterData } from "../src/index.js";
 import { soldOnDemand } from "../src/machine-series.js";
-import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
+import {
+  DEFAULT_SERVICE_ACCOUNT,
+  type FakeGce,
+  fakeGcpSettings,
+  fakeLeftovers,
+  PROJECT,
+  startFakeGce,
+} from "./fake-gce.js";
 
 type InsertBody = protos.google.cloud.compute.v1.IInstance;
 
@@ -47,10 +54,7 @@ describe("GCP as real projects behave (the fake Compute Engine)", () => {
 
   const provider = (settings: Parameters<typeof GCP>[0] = {}) =>
     GCP({
-      project: PROJECT,
-      accessToken: TEST_ACCESS_TOKEN,
-      apiEndpoint: fake.endpoint,
-      billingEndpoint: fake.endpoint,
+      ...fakeGcpSettings(fake),
       ...settings,
     });
   const inserts = () =>
@@ -138,6 +142,55 @@ describe("GCP as real projects behave (the fake Compute Engine)", () => {
     expect(models).toEqual(["SPOT"]);
     await gcp.teardown({ cluster, ...call() });
     expect(fakeLeftovers(fake)).toEqual([]);
+  });
+
+  describe("checked in prepare, before anything is created", () => {
+    const cpu: OfferQuery = { accelerator: null, vcpus: 2, allocation: "on-demand" };
+    const refusal = async (gcp: ReturnType<typeof GCP>) => {
+      const offer = await offerOf(gcp, cpu, "e2-standard-2");
+      const failure = await gcp
+        .prepare({ spec: poolSpec({ allocation: "on-demand" }), offer, ...call() })
+        .catch((error: unknown) => error);
+      expect(fakeLeftovers(fake)).toEqual([]);
+      expect(fake.requests.some((request) => request.path.endsWith("/global/firewalls"))).toBe(false);
+      return failure as Error;
+    };
+
+    it("an organisation policy that forces OS Login (our key would be ignored) is refused, naming it", async () => {
+      fake.requireOsLoginPolicy = true;
+      const failure = await refusal(provider());
+      expect(machineErrorKind(failure)).toBe("account");
+      expect(failure.message).toContain(
+        "the organisation policy constraints/compute.requireOsLogin is enforced on project skyward-test-project",
+      );
+      expect(failure.message).toContain("nothing was created");
+    });
+
+    it("a service account that does not exist, or that the caller may not act as, is refused, naming it", async () => {
+      const runner = `runner@${PROJECT}.iam.gserviceaccount.com`;
+      fake.missingServiceAccounts.add(runner);
+      const missing = await refusal(provider({ serviceAccount: runner }));
+      expect(missing.message).toContain(`the service account ${runner} the VMs would run as`);
+      expect(missing.message).toContain("does not exist in project skyward-test-project");
+
+      // The project's default account, found through projects.get, without actAs for these credentials.
+      fake.actAsDenied.add(DEFAULT_SERVICE_ACCOUNT);
+      const denied = await refusal(provider());
+      expect(machineErrorKind(denied)).toBe("auth");
+      expect(denied.message).toContain(
+        `these credentials may not run VMs as the service account ${DEFAULT_SERVICE_ACCOUNT} (the project's default): they lack iam.serviceAccounts.actAs on it`,
+      );
+      expect(denied.message).toContain(`roles/iam.serviceAccountUser on ${DEFAULT_SERVICE_ACCOUNT}`);
+      const tested = fake.requests.filter((request) => request.path.endsWith(":testIamPermissions"));
+      expect(tested.at(-1)?.body).toEqual({ permissions: ["iam.serviceAccounts.actAs"] });
+
+      // Allowed again: prepare goes on and makes the pool's firewall rules.
+      fake.actAsDenied.clear();
+      const offer = await offerOf(provider(), cpu, "e2-standard-2");
+      const cluster = await provider().prepare({ spec: poolSpec({ allocation: "on-demand" }), offer, ...call() });
+      await provider().teardown({ cluster, ...call() });
+      expect(fakeLeftovers(fake)).toEqual([]);
+    });
   });
 
   it("maxRunDuration: Compute Engine deletes the VM at its deadline, with no client and no watchdog", async () => {
