@@ -17,7 +17,7 @@ import {
   // (tens of MB of JSON), which took 3-4 s more at every start.
 } from "@google-cloud/compute/build/src/v1/index.js";
 import { ConfigurationError, ProvisionError } from "@skyward/core";
-import { abortableSleep } from "@skyward/provider-utils";
+import { abortableSleep, machineErrorKind } from "@skyward/provider-utils";
 import { GoogleAuth, JWT, OAuth2Client } from "google-auth-library";
 import { isAlreadyExists, isNotFound, translateGcpError } from "./gcp-errors.js";
 import type { ResolvedGcpSettings } from "./settings.js";
@@ -264,9 +264,15 @@ function googleErrorMessage(body: string): string {
 /** Sleeps, or rejects with the signal's reason once it aborts (provider-utils' own). */
 export const sleep = abortableSleep;
 
+/** Tries of a call Compute Engine refused for the project's API rate, with a doubling wait from 1 s. */
+const RATE_LIMIT_ATTEMPTS = 5;
+
 /**
  * Runs one client call with the caller's signal: the call's own deadline comes from the signal,
- * and an abort rejects at once (the client has no signal of its own).
+ * and an abort rejects at once (the client has no signal of its own). A refusal for the API rate
+ * (HTTP 429 or 403 `rateLimitExceeded`, https://cloud.google.com/compute/api-quota) is asked again
+ * after a doubling wait, as Google advises (its answer carries no Retry-After); every call is safe to
+ * repeat (an insert carries its `requestId`).
  */
 export async function gcpCall<T>(what: string, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
   signal.throwIfAborted();
@@ -276,9 +282,16 @@ export async function gcpCall<T>(what: string, signal: AbortSignal, call: () => 
     signal.addEventListener("abort", onAbort, { once: true });
   });
   try {
-    return await Promise.race([call(), aborted]);
-  } catch (error) {
-    throw isNotFound(error) || isAlreadyExists(error) ? error : translateGcpError(error, what, signal);
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await Promise.race([call(), aborted]);
+      } catch (error) {
+        if (isNotFound(error) || isAlreadyExists(error)) throw error;
+        const failure = translateGcpError(error, what, signal);
+        if (attempt >= RATE_LIMIT_ATTEMPTS || machineErrorKind(failure) !== "rate-limit") throw failure;
+        await Promise.race([sleep(1000 * 2 ** (attempt - 1), signal), aborted]);
+      }
+    }
   } finally {
     if (onAbort) signal.removeEventListener("abort", onAbort);
   }

@@ -93,6 +93,17 @@ export interface FakeGce {
   readonly actAsDenied: Set<string>;
   /** The `x-goog-user-project` header of every Catalog request, in order (undefined: none). */
   readonly billingQuotaProjects: (string | undefined)[];
+  /**
+   * The fault matrix's switches (`@skyward/testing`'s `runFaultMatrix`): 429s to answer next, as
+   * Compute Engine answers a project over its API rate (reason `rateLimitExceeded`,
+   * https://cloud.google.com/compute/api-quota); the next insert made but answered 503, its answer
+   * lost; and every VM ever created with the hourly price it bills (the price tag the insert carries).
+   */
+  readonly faults: {
+    rateLimited: number;
+    loseNextInsertAnswer: boolean;
+    readonly created: { readonly id: string; readonly hourlyPrice: number }[];
+  };
   /** Whether a VM's guest agent takes its `ssh-keys` metadata (so a key in it logs in). */
   acceptsSshKeys(instance: FakeInstance): boolean;
   /** Forgets requests, VMs, rules and exhaustion. */
@@ -133,6 +144,16 @@ function googleError(status: number, message: string, reason: string) {
 
 function send(body: unknown) {
   return jsonAnswer(200, body, JSON_UTF8);
+}
+
+/** What a VM bills an hour: the price Skyward's tags on it say (its market's price in the offer). */
+function billedPrice(instance: FakeInstance): number {
+  const items = (instance.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ?? [];
+  const tags = JSON.parse(items.find((item) => item.key === "skyward-tags")?.value ?? "{}") as Record<
+    string,
+    string
+  >;
+  return Number(tags["skyward:hourly-price"] ?? Number.NaN);
 }
 
 /** The label filters `instances.list`/`aggregatedList` take: `labels.K:*` and `labels.K = "V"`. */
@@ -202,6 +223,7 @@ export async function startFakeGce(): Promise<FakeGce> {
     osLoginProject: false,
     billingNeedsQuotaProject: false,
     requireOsLoginPolicy: false,
+    faults: { rateLimited: 0, loseNextInsertAnswer: false, created: [] },
     missingServiceAccounts: new Set(),
     actAsDenied: new Set(),
     billingQuotaProjects: [],
@@ -225,6 +247,8 @@ export async function startFakeGce(): Promise<FakeGce> {
       fake.osLoginProject = false;
       fake.billingNeedsQuotaProject = false;
       fake.requireOsLoginPolicy = false;
+      fake.faults.rateLimited = 0;
+      fake.faults.loseNextInsertAnswer = false;
       fake.missingServiceAccounts.clear();
       fake.actAsDenied.clear();
       fake.billingQuotaProjects.length = 0;
@@ -433,6 +457,11 @@ export async function startFakeGce(): Promise<FakeGce> {
     };
     instances.set(`${zone}/${name}`, instance);
     stagingLeft.set(`${zone}/${name}`, fake.stagingGets);
+    fake.faults.created.push({ id: String(name), hourlyPrice: billedPrice(instance) });
+    if (fake.faults.loseNextInsertAnswer) {
+      fake.faults.loseNextInsertAnswer = false;
+      return googleError(503, "The service is currently unavailable.", "backendError");
+    }
     return send(operation("insert", target, zone));
   };
 
@@ -486,6 +515,11 @@ export async function startFakeGce(): Promise<FakeGce> {
         "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
         "required",
       );
+
+    if (fake.faults.rateLimited > 0) {
+      fake.faults.rateLimited -= 1;
+      return googleError(429, "Rate Limit Exceeded", "rateLimitExceeded");
+    }
 
     // Cloud Billing Catalog: https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list
     if (method === "GET" && path === "/v1/services/6F81-5844-456A/skus") {
