@@ -37,8 +37,8 @@ export function GCP(settings: GcpSettings = {}): ProviderV1<GcpClusterData> {
 /**
  * Creates the provider from a `skyward.toml` table (`[providers.x]` with `type = "gcp"`), its keys
  * already in camelCase: `project`, `zone`, `credentialsFile`, `accessToken`, `apiEndpoint`,
- * `billingEndpoint`, `network`, `subnetwork`, `image`, `sshUser`, `root`, `diskGb`, `diskType`,
- * `maxRunDuration`, `serviceAccount`, `keysDirectory`.
+ * `billingEndpoint`, `iamEndpoint`, `resourceManagerEndpoint`, `network`, `subnetwork`, `image`,
+ * `sshUser`, `root`, `diskGb`, `diskType`, `maxRunDuration`, `serviceAccount`, `keysDirectory`.
  */
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<GcpClusterData> {
   return build(resolveGcpSettings(settings, ""));
