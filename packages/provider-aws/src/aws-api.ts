@@ -321,7 +321,9 @@ export function translateAwsError(error: unknown, action: string, signal?: Abort
       ? " (check the credentials and their IAM permissions)"
       : kind === "quota"
         ? " (a regional quota of the account: request a quota increase at https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)"
-        : "";
+        : kind === "rate-limit"
+          ? " (EC2's API rate limit for the account, still refused after the SDK's retries)"
+          : "";
   return machineError(PROVIDER_NAME, kind, `AWS ${action} failed: ${reason}${hint}`, {
     statusCode: statusOf(error),
     cause: error,

@@ -15,6 +15,7 @@
  */
 import { createPublicKey, verify } from "node:crypto";
 import { type FakeRestRequest, jsonAnswer, startFakeRestServer } from "@skyward/testing";
+import { accessApiAnswer } from "./fake-access-apis.js";
 import { acceleratorTypes, machineTypes, PROJECT, SKU_PAGES, ZONES } from "./fixtures.js";
 
 export { PROJECT } from "./fixtures.js";
@@ -553,44 +554,8 @@ export async function startFakeGce(): Promise<FakeGce> {
       });
     }
 
-    // Resource Manager's effective organisation policy of a boolean constraint
-    // (https://cloud.google.com/resource-manager/reference/rest/v1/projects/getEffectiveOrgPolicy,
-    // the Policy resource: https://cloud.google.com/resource-manager/reference/rest/v1/Policy).
-    if (method === "POST" && path === `/v1/projects/${PROJECT}:getEffectiveOrgPolicy`) {
-      const constraint = String(body?.constraint ?? "");
-      const enforced = constraint === "constraints/compute.requireOsLogin" && fake.requireOsLoginPolicy;
-      return send({
-        constraint,
-        ...(enforced
-          ? { version: 1, booleanPolicy: { enforced: true }, etag: "BwYU3lr5iXc=" }
-          : { booleanPolicy: {} }),
-      });
-    }
-    // IAM: the permissions the caller has on a service account, a subset of those asked; `{}` for none
-    // (https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/testIamPermissions).
-    const testPermissions = /^\/v1\/projects\/[^/]+\/serviceAccounts\/([^/:]+):testIamPermissions$/.exec(
-      path,
-    );
-    if (method === "POST" && testPermissions?.[1]) {
-      const email = decodeURIComponent(testPermissions[1]);
-      if (fake.missingServiceAccounts.has(email))
-        return jsonAnswer(
-          404,
-          {
-            error: {
-              code: 404,
-              message: `Service account projects/-/serviceAccounts/${email} does not exist.`,
-              status: "NOT_FOUND",
-            },
-          },
-          JSON_UTF8,
-        );
-      const asked = Array.isArray(body?.permissions) ? (body.permissions as string[]) : [];
-      const granted = fake.actAsDenied.has(email)
-        ? asked.filter((permission) => permission !== "iam.serviceAccounts.actAs")
-        : asked;
-      return send(granted.length > 0 ? { permissions: granted } : {});
-    }
+    const access = accessApiAnswer(fake, method, path, body);
+    if (access) return access;
 
     const prefix = `/compute/v1/projects/${PROJECT}/`;
     if (!path.startsWith(prefix) && path !== `/compute/v1/projects/${PROJECT}`)
