@@ -3,7 +3,12 @@
  * test's stand-in host, through the `sshAddress` seam, asked once per VM).
  */
 import type { Instance } from "@skyward/core/contract";
-import { hourlyPriceFromTags, SKYWARD_TAGS, sshReachableStatus } from "@skyward/provider-utils";
+import {
+  hourlyPriceFromTags,
+  rememberedStandIns,
+  SKYWARD_TAGS,
+  sshReachableStatus,
+} from "@skyward/provider-utils";
 import type { GcpInstanceAddresses, GcpSshAddressMapping, ResolvedGcpSettings } from "./settings.js";
 import { type RawInstance, statusOf, tagsOf } from "./vms.js";
 
@@ -16,17 +21,7 @@ export interface InstanceView {
 }
 
 export function createInstanceView(settings: ResolvedGcpSettings): InstanceView {
-  const mappings = new Map<string, GcpSshAddressMapping>();
-
-  const mappingOf = (addresses: GcpInstanceAddresses): GcpSshAddressMapping | undefined => {
-    if (!settings.sshAddress) return undefined;
-    let mapping = mappings.get(addresses.id);
-    if (!mapping) {
-      mapping = settings.sshAddress(addresses);
-      mappings.set(addresses.id, mapping);
-    }
-    return mapping;
-  };
+  const mappingOf = rememberedStandIns(settings.sshAddress);
 
   const toInstance = (
     raw: RawInstance,
