@@ -5,6 +5,7 @@
 import type { Instance } from "@skyward/core/contract";
 import {
   hourlyPriceFromTags,
+  instanceSsh,
   rememberedStandIns,
   SKYWARD_TAGS,
   sshReachableStatus,
@@ -40,17 +41,7 @@ export function createInstanceView(settings: ResolvedGcpSettings): InstanceView 
     const ssh =
       status === "running" && host
         ? Object.freeze({
-            host,
-            port: mapping?.port ?? 22,
-            user: mapping?.user ?? settings.sshUser,
-            ...(mapping?.privateKey !== undefined
-              ? { privateKey: mapping.privateKey }
-              : identityFile !== undefined
-                ? { identityFile }
-                : {}),
-            ...(mapping?.hostKeyFingerprint !== undefined
-              ? { hostKeyFingerprint: mapping.hostKeyFingerprint }
-              : {}),
+            ...instanceSsh({ host, port: 22, user: settings.sshUser }, identityFile, mapping),
             root: mapping?.root ?? settings.root,
           })
         : null;
