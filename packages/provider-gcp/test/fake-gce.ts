@@ -15,8 +15,8 @@
  */
 import { createPublicKey, verify } from "node:crypto";
 import { type FakeRestRequest, jsonAnswer, startFakeRestServer } from "@skyward/testing";
-import { accessApiAnswer } from "./fake-access-apis.js";
-import { acceleratorTypes, machineTypes, PROJECT, SKU_PAGES, ZONES } from "./fixtures.js";
+import { otherApiAnswer } from "./fake-google-apis.js";
+import { acceleratorTypes, machineTypes, PROJECT, ZONES } from "./fixtures.js";
 
 export { PROJECT } from "./fixtures.js";
 
@@ -522,40 +522,8 @@ export async function startFakeGce(): Promise<FakeGce> {
       return googleError(429, "Rate Limit Exceeded", "rateLimitExceeded");
     }
 
-    // Cloud Billing Catalog: https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list
-    if (method === "GET" && path === "/v1/services/6F81-5844-456A/skus") {
-      const quotaProject = request.headers["x-goog-user-project"];
-      fake.billingQuotaProjects.push(typeof quotaProject === "string" ? quotaProject : undefined);
-      if (fake.billingNeedsQuotaProject && quotaProject === undefined)
-        return jsonAnswer(
-          403,
-          {
-            error: {
-              code: 403,
-              message:
-                "Your application is authenticating by using local Application Default Credentials. The cloudbilling.googleapis.com API requires a quota project, which is not set by default. To learn how to set your quota project, see https://cloud.google.com/docs/authentication/adc-troubleshooting/user-creds .",
-              status: "PERMISSION_DENIED",
-              details: [
-                {
-                  "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                  reason: "SERVICE_DISABLED",
-                  domain: "googleapis.com",
-                  metadata: { service: "cloudbilling.googleapis.com", consumer: "projects/764086051850" },
-                },
-              ],
-            },
-          },
-          JSON_UTF8,
-        );
-      const page = Number(query.get("pageToken") || "0");
-      return send({
-        skus: SKU_PAGES[page] ?? [],
-        nextPageToken: page + 1 < SKU_PAGES.length ? String(page + 1) : "",
-      });
-    }
-
-    const access = accessApiAnswer(fake, method, path, body);
-    if (access) return access;
+    const other = otherApiAnswer(fake, request);
+    if (other) return other;
 
     const prefix = `/compute/v1/projects/${PROJECT}/`;
     if (!path.startsWith(prefix) && path !== `/compute/v1/projects/${PROJECT}`)
