@@ -1,5 +1,6 @@
 import { EC2ServiceException } from "@aws-sdk/client-ec2";
 import { ConfigurationError, NoCapacityError, ProvisionError } from "@skyward/core";
+import { machineErrorKind } from "@skyward/provider-utils";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { useFakeAwsEnvironment } from "../test/moto-server.js";
 import { awsErrorCode, isCapacityError, isQuotaError, translateAwsError } from "./aws-api.js";
@@ -62,6 +63,23 @@ describe("translateAwsError", () => {
       "DescribeVpcs",
     ) as ProvisionError;
     expect(network.isRetryable).toBe(true);
+  });
+
+  it("every error has the machine-provider base's kind: what failed, and what the user does", () => {
+    const kindOf = (code: string, status: number) =>
+      machineErrorKind(translateAwsError(ec2Error(code, status, "x"), "RunInstances"));
+    expect(kindOf("VcpuLimitExceeded", 400)).toBe("quota");
+    expect(kindOf("OptInRequired", 401)).toBe("account");
+    expect(kindOf("AuthFailure", 401)).toBe("auth");
+    expect(kindOf("RequestLimitExceeded", 503)).toBe("rate-limit");
+    expect(kindOf("InvalidInstanceID.NotFound", 400)).toBe("gone");
+    expect(kindOf("InternalError", 500)).toBe("unavailable");
+    expect(kindOf("InvalidParameterValue", 400)).toBe("bad-request");
+    expect(machineErrorKind(translateAwsError(new Error("socket hang up"), "RunInstances"))).toBe(
+      "unavailable",
+    );
+    const account = translateAwsError(ec2Error("OptInRequired", 401, "opt in"), "RunInstances") as Error;
+    expect(account.message).toContain("this account may not use what was asked");
   });
 
   it("passes an abort's reason through", () => {

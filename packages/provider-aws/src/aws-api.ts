@@ -7,6 +7,7 @@ import { EC2Client } from "@aws-sdk/client-ec2";
 import { SSMClient } from "@aws-sdk/client-ssm";
 import { defaultProvider } from "@aws-sdk/credential-provider-node";
 import { ConfigurationError, NoCapacityError, ProvisionError } from "@skyward/core";
+import { type MachineErrorKind, type MachineProviderError, machineError } from "@skyward/provider-utils";
 import type { AwsCredentials, ResolvedAwsSettings } from "./settings.js";
 
 /** The provider's name in offers, errors and events. */
@@ -195,18 +196,17 @@ export function quotaFor(
 export function quotaError(
   error: unknown,
   options: { instanceType: string; market: "spot" | "on-demand"; region: string },
-): ProvisionError {
+): MachineProviderError {
   const quota = quotaFor(options.instanceType, options.market);
-  return new ProvisionError({
-    provider: PROVIDER_NAME,
-    message:
-      `AWS quota reached in ${options.region} for ${options.market} ${options.instanceType} ` +
+  return machineError(
+    PROVIDER_NAME,
+    "quota",
+    `AWS quota reached in ${options.region} for ${options.market} ${options.instanceType} ` +
       `(${awsErrorCode(error)}: ${describeError(error)}): request a quota increase for ` +
       `"${quota.name}"${quota.code !== undefined ? ` (${quota.code})` : ""} in ${options.region} ` +
       "at https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas",
-    isRetryable: false,
-    cause: error,
-  });
+    { statusCode: statusOf(error), cause: error },
+  );
 }
 
 const AUTH_CODES = new Set([
@@ -261,10 +261,41 @@ function describeError(error: unknown): string {
   return String(error);
 }
 
+/** The HTTP status of an SDK error, when an answer came. */
+function statusOf(error: unknown): number | undefined {
+  return (error as { $metadata?: { httpStatusCode?: number } } | null)?.$metadata?.httpStatusCode;
+}
+
+/** Codes meaning "this account may not do that here" (an opt-in region, a blocked or unverified account). */
+const ACCOUNT_CODES = new Set(["OptInRequired", "Blocked", "PendingVerification"]);
+/** Codes meaning "too many requests" (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html). */
+const RATE_LIMIT_CODES = new Set(["RequestLimitExceeded", "Throttling", "ThrottlingException"]);
+
+/**
+ * The machine-provider base's kind of an AWS error
+ * (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html): capacity, quota,
+ * account, auth, rate-limit, gone (`….NotFound`),
+ * unavailable (AWS's own failures, no answer), else bad-request.
+ */
+export function kindOfAwsError(error: unknown): MachineErrorKind {
+  const code = awsErrorCode(error) ?? "";
+  const status = statusOf(error);
+  if (CAPACITY_CODES.has(code)) return "capacity";
+  if (QUOTA_CODES.has(code)) return "quota";
+  if (ACCOUNT_CODES.has(code)) return "account";
+  if (AUTH_CODES.has(code)) return "auth";
+  if (RATE_LIMIT_CODES.has(code)) return "rate-limit";
+  if (code.endsWith(".NotFound")) return "gone";
+  if (RETRYABLE_CODES.has(code) || (status !== undefined && status >= 500)) return "unavailable";
+  if (status === undefined && code === "") return "unavailable";
+  return "bad-request";
+}
+
 /**
  * Turns an error from an SDK call into Skyward's: the abort reason when `signal` aborted; the
- * credential error as is; capacity errors as `NoCapacityError`; everything else as `ProvisionError`
- * (retryable for throttling, server errors and network failures).
+ * credential error as is; capacity errors as `NoCapacityError` (the pool's next offer); everything
+ * else as a `MachineProviderError` of its kind ({@link kindOfAwsError}; retryable for throttling,
+ * server errors and network failures).
  */
 export function translateAwsError(error: unknown, action: string, signal?: AbortSignal): unknown {
   if (signal?.aborted) return signal.reason;
@@ -284,21 +315,17 @@ export function translateAwsError(error: unknown, action: string, signal?: Abort
       cause: error,
     });
   }
-  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-  const retryable =
-    !AUTH_CODES.has(code ?? "") &&
-    (RETRYABLE_CODES.has(code ?? "") ||
-      (status !== undefined && status >= 500) ||
-      (status === undefined && code === undefined));
-  const hint = AUTH_CODES.has(code ?? "")
-    ? " (check the credentials and their IAM permissions)"
-    : isQuotaError(error)
-      ? " (a regional quota of the account: request a quota increase at https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)"
-      : "";
-  return new ProvisionError({
-    provider: PROVIDER_NAME,
-    message: `AWS ${action} failed: ${reason}${hint}`,
-    isRetryable: retryable && !isQuotaError(error),
+  const kind = kindOfAwsError(error);
+  const hint =
+    kind === "auth"
+      ? " (check the credentials and their IAM permissions)"
+      : kind === "quota"
+        ? " (a regional quota of the account: request a quota increase at https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)"
+        : kind === "rate-limit"
+          ? " (EC2's API rate limit for the account, still refused after the SDK's retries)"
+          : "";
+  return machineError(PROVIDER_NAME, kind, `AWS ${action} failed: ${reason}${hint}`, {
+    statusCode: statusOf(error),
     cause: error,
   });
 }

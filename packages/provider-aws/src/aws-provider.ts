@@ -21,6 +21,7 @@ import {
   fitsAllocationAndBudget,
   hourlyPriceFromTags,
   privateKeyPath,
+  rememberedStandIns,
   requireOwnOffer,
   sshReachableStatus,
 } from "@skyward/provider-utils";
@@ -49,13 +50,7 @@ import { type AwsClusterData, prepareCluster } from "./prepare.js";
 import { defaultPricingEndpoint, type RegionPrices, regionPrices } from "./pricing.js";
 import { provisionInstances } from "./provisioning.js";
 import { rememberedRegions } from "./regions.js";
-import {
-  type AwsInstanceAddresses,
-  type AwsSettings,
-  type ResolvedAwsSettings,
-  resolveAwsSettings,
-  type SshAddressMapping,
-} from "./settings.js";
+import { type AwsSettings, type ResolvedAwsSettings, resolveAwsSettings } from "./settings.js";
 
 export { AWS_TAGS } from "./instances.js";
 export { type AwsClusterData, DEFAULT_ROOT_VOLUME_GB, refuseRoleVolumesWithoutProfile } from "./prepare.js";
@@ -128,7 +123,6 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
   const instanceTypes = new Map<string, Promise<InstanceType[]>>();
   /** The offer cache's key, made on its first read. */
   let cacheKey: string | undefined;
-  const mappings = new Map<string, SshAddressMapping>();
 
   const typesOf = (clients: AwsClients, signal: AbortSignal): Promise<InstanceType[]> => {
     let known = instanceTypes.get(clients.region);
@@ -141,15 +135,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     return known;
   };
 
-  const mappingOf = (addresses: AwsInstanceAddresses): SshAddressMapping | undefined => {
-    if (!settings.sshAddress) return undefined;
-    let mapping = mappings.get(addresses.id);
-    if (!mapping) {
-      mapping = settings.sshAddress(addresses);
-      mappings.set(addresses.id, mapping);
-    }
-    return mapping;
-  };
+  const mappingOf = rememberedStandIns(settings.sshAddress);
 
   /** An EC2 instance as a Skyward instance; SSH coordinates once it runs. */
   const toInstance = (

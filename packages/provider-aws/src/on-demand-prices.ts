@@ -152,6 +152,10 @@ export const BUILT_IN_ON_DEMAND_PRICES: Readonly<Record<string, number>> = Objec
   "p3.8xlarge": 12.24,
   "p3.16xlarge": 24.48,
   "p3dn.24xlarge": 31.212,
+  // The P4/P5 prices, checked against two listings of us-east-1 on demand (not AWS's own page): p4d
+  // $21.957642 and p4de $27.44705 and p5 $55.04 (datareceipts/data-receipts, 109-gpu-pricing/
+  // hyperscalers.json, retrieved 2026-11-09, from the Price List); p5en $63.296 (`dstack offer`
+  // in us-east-1, https://github.com/dstackai/dstack/pull/4110, August 2026).
   "p4d.24xlarge": 21.96,
   "p4de.24xlarge": 27.447,
   "p5.48xlarge": 55.04,

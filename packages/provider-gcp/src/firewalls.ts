@@ -6,15 +6,8 @@
 import type { protos } from "@google-cloud/compute";
 import { ProvisionError } from "@skyward/core";
 import { SKYWARD_TAGS } from "@skyward/provider-utils";
-import {
-  type GcpClients,
-  gcpCall,
-  isAlreadyExists,
-  isNotFound,
-  PROVIDER_NAME,
-  translateGcpError,
-  waitForOperation,
-} from "./gcp-api.js";
+import { type GcpClients, gcpCall, PROVIDER_NAME, waitForOperation } from "./gcp-api.js";
+import { isAlreadyExists, isNotFound, translateGcpError } from "./gcp-errors.js";
 import { noAutoPages } from "./vms.js";
 
 export type RawFirewall = protos.google.cloud.compute.v1.IFirewall;

@@ -1,6 +1,6 @@
 /**
  * Compute Engine through Google's official client (`@google-cloud/compute`, REST transport): the
- * clients, credentials, the project, waiting on operations, and errors turned into Skyward's.
+ * clients, credentials, the project, calls bound to a signal, and waiting on operations.
  */
 import { readFileSync } from "node:fs";
 import {
@@ -17,8 +17,9 @@ import {
   // (tens of MB of JSON), which took 3-4 s more at every start.
 } from "@google-cloud/compute/build/src/v1/index.js";
 import { ConfigurationError, ProvisionError } from "@skyward/core";
-import { abortableSleep } from "@skyward/provider-utils";
+import { abortableSleep, machineErrorKind } from "@skyward/provider-utils";
 import { GoogleAuth, JWT, OAuth2Client } from "google-auth-library";
+import { isAlreadyExists, isNotFound, translateGcpError } from "./gcp-errors.js";
 import type { ResolvedGcpSettings } from "./settings.js";
 
 /** The provider's name. */
@@ -47,6 +48,12 @@ export interface GcpClients {
   readonly zones: ZonesClient;
   readonly regions: RegionsClient;
   readonly projects: ProjectsClient;
+  /** A POST of JSON to another Google API (IAM, Resource Manager) with the same credential: its status and JSON answer. */
+  readonly post: (
+    url: string,
+    body: unknown,
+    signal: AbortSignal,
+  ) => Promise<{ status: number; body: unknown }>;
   /** GET of a Cloud Billing API path (`/v1/services/…/skus`), with the same credential. */
   readonly billing: (path: string, query: Record<string, string>, signal: AbortSignal) => Promise<unknown>;
 }
@@ -201,8 +208,28 @@ export function createClientFactory(settings: ResolvedGcpSettings): () => GcpCli
         });
       }
     };
+    const post = async (target: string, body: unknown, signal: AbortSignal) => {
+      const headers = new Headers(await requestHeaders(auth));
+      headers.set("content-type", "application/json");
+      let response: Response;
+      try {
+        response = await fetch(target, { method: "POST", headers, body: JSON.stringify(body), signal });
+      } catch (error) {
+        signal.throwIfAborted();
+        return { status: 0, body: { error: { message: (error as Error).message } } };
+      }
+      const text = await response.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // not JSON: kept as text
+      }
+      return { status: response.status, body: parsed };
+    };
     clients = Object.freeze({
       project,
+      post,
       instances: new InstancesClient(options),
       zoneOperations: new ZoneOperationsClient(options),
       globalOperations: new GlobalOperationsClient(options),
@@ -237,86 +264,15 @@ function googleErrorMessage(body: string): string {
 /** Sleeps, or rejects with the signal's reason once it aborts (provider-utils' own). */
 export const sleep = abortableSleep;
 
-/** The gRPC-style code of a client error (5 NOT_FOUND, 6 ALREADY_EXISTS, …) and its HTTP status. */
-export function errorStatus(error: unknown): { code: number | undefined; http: number | undefined } {
-  const record = error as { code?: unknown; httpStatusCode?: unknown } | null;
-  return {
-    code: typeof record?.code === "number" ? record.code : undefined,
-    http: typeof record?.httpStatusCode === "number" ? record.httpStatusCode : undefined,
-  };
-}
-
-/** True for "the resource was not found" (HTTP 404). */
-export function isNotFound(error: unknown): boolean {
-  const { code, http } = errorStatus(error);
-  return http === 404 || code === 5;
-}
-
-/** True for "it already exists" (HTTP 409). */
-export function isAlreadyExists(error: unknown): boolean {
-  const { code, http } = errorStatus(error);
-  return http === 409 || code === 6;
-}
-
-/* Quotas (https://cloud.google.com/compute/resource-usage): what a quota error says, and Skyward's error for it. */
-
-/** Where to ask for more. */
-export function quotaPage(project: string): string {
-  return `https://console.cloud.google.com/iam-admin/quotas?project=${encodeURIComponent(project)}`;
-}
-
-/**
- * The quota a Compute Engine error says was exceeded (HTTP 403 `quotaExceeded`, or an operation's
- * `QUOTA_EXCEEDED`), from its message "Quota 'METRIC' exceeded. …"; undefined for other errors.
- */
-export function exceededQuota(error: unknown): { metric: string; message: string } | undefined {
-  const message = error instanceof Error ? error.message : String(error ?? "");
-  const found = /Quota '([A-Z0-9_]+)' exceeded[^"\n]*/.exec(message);
-  const reason = (error as { errors?: { reason?: string }[] } | null)?.errors?.[0]?.reason;
-  if (found?.[1]) return { metric: found[1], message: found[0].replace(/\s+/g, " ").trim() };
-  if (reason === "quotaExceeded" || /QUOTA_EXCEEDED|quotaExceeded/.test(message))
-    return { metric: "unknown", message };
-  return undefined;
-}
-
-/** The error for a quota reached: not retryable, naming the quota and where to raise it. */
-export function quotaError(project: string, detail: string, cause?: unknown): ProvisionError {
-  return new ProvisionError({
-    provider: PROVIDER_NAME,
-    message: `Compute Engine quota reached: ${detail}; request an increase at ${quotaPage(project)}`,
-    isRetryable: false,
-    ...(cause !== undefined ? { cause } : {}),
-  });
-}
-
-/** A client error as a `ProvisionError` naming the call (or the signal's reason once aborted). */
-export function translateGcpError(
-  error: unknown,
-  what: string,
-  signal?: AbortSignal,
-  project?: string,
-): Error {
-  if (signal?.aborted)
-    return signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
-  if (ProvisionError.isInstance(error) || ConfigurationError.isInstance(error)) return error as Error;
-  const { code, http } = errorStatus(error);
-  const message = error instanceof Error ? error.message : String(error);
-  // A quota reached is answered with 403 too: no credential problem, a quota to raise.
-  const quota = exceededQuota(error);
-  if (quota !== undefined && project !== undefined)
-    return quotaError(project, `${what}: ${quota.message}`, error);
-  const auth = quota === undefined && (http === 401 || http === 403 || code === 7 || code === 16);
-  return new ProvisionError({
-    provider: PROVIDER_NAME,
-    message: `${what}: ${message}${auth ? " (check the credentials and the project's IAM roles)" : ""}`,
-    isRetryable: quota === undefined && (http === 429 || (http !== undefined && http >= 500) || code === 14),
-    cause: error,
-  });
-}
+/** Tries of a call Compute Engine refused for the project's API rate, with a doubling wait from 1 s. */
+const RATE_LIMIT_ATTEMPTS = 5;
 
 /**
  * Runs one client call with the caller's signal: the call's own deadline comes from the signal,
- * and an abort rejects at once (the client has no signal of its own).
+ * and an abort rejects at once (the client has no signal of its own). A refusal for the API rate
+ * (HTTP 429 or 403 `rateLimitExceeded`, https://cloud.google.com/compute/api-quota) is asked again
+ * after a doubling wait, as Google advises (its answer carries no Retry-After); every call is safe to
+ * repeat (an insert carries its `requestId`).
  */
 export async function gcpCall<T>(what: string, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
   signal.throwIfAborted();
@@ -326,9 +282,16 @@ export async function gcpCall<T>(what: string, signal: AbortSignal, call: () => 
     signal.addEventListener("abort", onAbort, { once: true });
   });
   try {
-    return await Promise.race([call(), aborted]);
-  } catch (error) {
-    throw isNotFound(error) || isAlreadyExists(error) ? error : translateGcpError(error, what, signal);
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await Promise.race([call(), aborted]);
+      } catch (error) {
+        if (isNotFound(error) || isAlreadyExists(error)) throw error;
+        const failure = translateGcpError(error, what, signal);
+        if (attempt >= RATE_LIMIT_ATTEMPTS || machineErrorKind(failure) !== "rate-limit") throw failure;
+        await Promise.race([sleep(1000 * 2 ** (attempt - 1), signal), aborted]);
+      }
+    }
   } finally {
     if (onAbort) signal.removeEventListener("abort", onAbort);
   }

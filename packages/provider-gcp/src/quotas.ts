@@ -9,7 +9,8 @@
  * admits fails at once, naming them.
  */
 import type { Market } from "@skyward/provider-utils";
-import { type GcpClients, gcpCall, quotaError } from "./gcp-api.js";
+import { type GcpClients, gcpCall } from "./gcp-api.js";
+import { quotaError } from "./gcp-errors.js";
 
 /** The regional quota metric of each GPU accelerator type, on demand (spot: `PREEMPTIBLE_` before it). */
 const GPU_QUOTA_METRICS: Readonly<Record<string, string>> = Object.freeze({

@@ -48,6 +48,10 @@ export interface GcpSettings {
   apiEndpoint?: string;
   /** The Cloud Billing API's address (prices). Default `https://cloudbilling.googleapis.com`. */
   billingEndpoint?: string;
+  /** The IAM API's address (the service-account check). Default `https://iam.googleapis.com`. */
+  iamEndpoint?: string;
+  /** The Resource Manager API's address (the OS Login policy check). Default `https://cloudresourcemanager.googleapis.com`. */
+  resourceManagerEndpoint?: string;
   /** The VPC network. Default `default`. */
   network?: string;
   /** A subnetwork of the network (name or `regions/R/subnetworks/S`). Default: the network's own. */
@@ -118,6 +122,8 @@ const settingsSchema = z.strictObject({
   accessToken: text("an OAuth 2 access token").optional(),
   apiEndpoint: endpoint("https://compute.googleapis.com").optional(),
   billingEndpoint: endpoint("https://cloudbilling.googleapis.com").optional(),
+  iamEndpoint: endpoint("https://iam.googleapis.com").optional(),
+  resourceManagerEndpoint: endpoint("https://cloudresourcemanager.googleapis.com").optional(),
   network: text("a network name").default("default"),
   subnetwork: text("a subnetwork name").optional(),
   image: z

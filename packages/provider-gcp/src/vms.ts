@@ -7,7 +7,8 @@ import { randomBytes } from "node:crypto";
 import type { protos } from "@google-cloud/compute";
 import type { InstanceStatus } from "@skyward/core/contract";
 import { SKYWARD_TAGS } from "@skyward/provider-utils";
-import { type GcpClients, gcpCall, isNotFound, sleep, translateGcpError } from "./gcp-api.js";
+import { type GcpClients, gcpCall, sleep } from "./gcp-api.js";
+import { isNotFound, translateGcpError } from "./gcp-errors.js";
 
 export type RawInstance = protos.google.cloud.compute.v1.IInstance;
 

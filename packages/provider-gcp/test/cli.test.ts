@@ -13,7 +13,14 @@ import { type Offer, resolvePoolSpec } from "@skyward/core/contract";
 import { type CliProject, createCliProject, isCi, tableRows as rows } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GCP } from "../src/index.js";
-import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
+import {
+  type FakeGce,
+  fakeGcpSettings,
+  fakeLeftovers,
+  PROJECT,
+  startFakeGce,
+  TEST_ACCESS_TOKEN,
+} from "./fake-gce.js";
 
 const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
 const cli = join(
@@ -102,10 +109,7 @@ describe.skipIf(!built && !isCi())("skyward offers --provider gcp (fake Compute 
   it("skyward instances lists what a dead client's pool left, and skyward down --all removes its VMs and firewall rules", async () => {
     // A client prepared a pool and started a VM, then died: nothing was torn down.
     const gcp = GCP({
-      project: PROJECT,
-      accessToken: TEST_ACCESS_TOKEN,
-      apiEndpoint: fake.endpoint,
-      billingEndpoint: fake.endpoint,
+      ...fakeGcpSettings(fake),
       keysDirectory: join(project.scratch, "skyward-home", "keys"),
     });
     const signal = AbortSignal.timeout(60_000);

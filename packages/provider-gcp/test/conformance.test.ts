@@ -16,7 +16,7 @@ import {
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe } from "vitest";
 import { GCP } from "../src/index.js";
-import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
+import { type FakeGce, fakeGcpSettings, fakeLeftovers, startFakeGce } from "./fake-gce.js";
 
 const testbedSkipReason = await requireTestbed();
 
@@ -42,10 +42,7 @@ describe("GCP against the fake Compute Engine", () => {
 
   const create = () =>
     GCP({
-      project: PROJECT,
-      accessToken: TEST_ACCESS_TOKEN,
-      apiEndpoint: fake.endpoint,
-      billingEndpoint: fake.endpoint,
+      ...fakeGcpSettings(fake),
       sshAddress: (instance) => {
         const host = bed?.hosts.find((candidate) => candidate.host === instance.publicIp);
         if (!host) throw new Error(`no test-bed host at ${instance.publicIp} for ${instance.id}`);

@@ -15,7 +15,8 @@
  */
 import { createPublicKey, verify } from "node:crypto";
 import { type FakeRestRequest, jsonAnswer, startFakeRestServer } from "@skyward/testing";
-import { acceleratorTypes, machineTypes, PROJECT, SKU_PAGES, ZONES } from "./fixtures.js";
+import { otherApiAnswer } from "./fake-google-apis.js";
+import { acceleratorTypes, machineTypes, PROJECT, ZONES } from "./fixtures.js";
 
 export { PROJECT } from "./fixtures.js";
 
@@ -81,8 +82,29 @@ export interface FakeGce {
    * (https://cloud.google.com/docs/authentication/adc-troubleshooting/user-creds).
    */
   billingNeedsQuotaProject: boolean;
+  /**
+   * When set, the organisation policy `constraints/compute.requireOsLogin` is enforced on the project:
+   * Resource Manager's `getEffectiveOrgPolicy` says so, and VMs ignore their own `enable-oslogin`
+   * (https://cloud.google.com/compute/docs/oslogin/manage-oslogin-in-an-org).
+   */
+  requireOsLoginPolicy: boolean;
+  /** Service accounts (emails) IAM answers 404 for: they do not exist. */
+  readonly missingServiceAccounts: Set<string>;
+  /** Service accounts the caller lacks `iam.serviceAccounts.actAs` on (testIamPermissions grants nothing). */
+  readonly actAsDenied: Set<string>;
   /** The `x-goog-user-project` header of every Catalog request, in order (undefined: none). */
   readonly billingQuotaProjects: (string | undefined)[];
+  /**
+   * The fault matrix's switches (`@skyward/testing`'s `runFaultMatrix`): 429s to answer next, as
+   * Compute Engine answers a project over its API rate (reason `rateLimitExceeded`,
+   * https://cloud.google.com/compute/api-quota); the next insert made but answered 503, its answer
+   * lost; and every VM ever created with the hourly price it bills (the price tag the insert carries).
+   */
+  readonly faults: {
+    rateLimited: number;
+    loseNextInsertAnswer: boolean;
+    readonly created: { readonly id: string; readonly hourlyPrice: number }[];
+  };
   /** Whether a VM's guest agent takes its `ssh-keys` metadata (so a key in it logs in). */
   acceptsSshKeys(instance: FakeInstance): boolean;
   /** Forgets requests, VMs, rules and exhaustion. */
@@ -107,6 +129,8 @@ interface Operation {
 }
 
 const BASE = `https://www.googleapis.com/compute/v1/projects/${PROJECT}`;
+/** The project's Compute Engine default service account (`PROJECT_NUMBER-compute@developer.gserviceaccount.com`). */
+export const DEFAULT_SERVICE_ACCOUNT = "764086051850-compute@developer.gserviceaccount.com";
 
 const JSON_UTF8 = "application/json; charset=UTF-8";
 
@@ -121,6 +145,16 @@ function googleError(status: number, message: string, reason: string) {
 
 function send(body: unknown) {
   return jsonAnswer(200, body, JSON_UTF8);
+}
+
+/** What a VM bills an hour: the price Skyward's tags on it say (its market's price in the offer). */
+function billedPrice(instance: FakeInstance): number {
+  const items = (instance.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ?? [];
+  const tags = JSON.parse(items.find((item) => item.key === "skyward-tags")?.value ?? "{}") as Record<
+    string,
+    string
+  >;
+  return Number(tags["skyward:hourly-price"] ?? Number.NaN);
 }
 
 /** The label filters `instances.list`/`aggregatedList` take: `labels.K:*` and `labels.K = "V"`. */
@@ -189,11 +223,16 @@ export async function startFakeGce(): Promise<FakeGce> {
     quotaLimits: new Map(),
     osLoginProject: false,
     billingNeedsQuotaProject: false,
+    requireOsLoginPolicy: false,
+    faults: { rateLimited: 0, loseNextInsertAnswer: false, created: [] },
+    missingServiceAccounts: new Set(),
+    actAsDenied: new Set(),
     billingQuotaProjects: [],
     acceptsSshKeys(instance) {
       const items = ((instance.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ??
         []) as { key: string; value: string }[];
       const own = items.find((item) => item.key === "enable-oslogin")?.value?.toUpperCase();
+      if (fake.requireOsLoginPolicy) return false;
       return own !== undefined ? own !== "TRUE" : !fake.osLoginProject;
     },
     addresses: [],
@@ -208,6 +247,11 @@ export async function startFakeGce(): Promise<FakeGce> {
       fake.quotaLimits.clear();
       fake.osLoginProject = false;
       fake.billingNeedsQuotaProject = false;
+      fake.requireOsLoginPolicy = false;
+      fake.faults.rateLimited = 0;
+      fake.faults.loseNextInsertAnswer = false;
+      fake.missingServiceAccounts.clear();
+      fake.actAsDenied.clear();
       fake.billingQuotaProjects.length = 0;
       fake.addresses = [];
       fake.stagingGets = 1;
@@ -414,6 +458,11 @@ export async function startFakeGce(): Promise<FakeGce> {
     };
     instances.set(`${zone}/${name}`, instance);
     stagingLeft.set(`${zone}/${name}`, fake.stagingGets);
+    fake.faults.created.push({ id: String(name), hourlyPrice: billedPrice(instance) });
+    if (fake.faults.loseNextInsertAnswer) {
+      fake.faults.loseNextInsertAnswer = false;
+      return googleError(503, "The service is currently unavailable.", "backendError");
+    }
     return send(operation("insert", target, zone));
   };
 
@@ -468,37 +517,13 @@ export async function startFakeGce(): Promise<FakeGce> {
         "required",
       );
 
-    // Cloud Billing Catalog: https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list
-    if (method === "GET" && path === "/v1/services/6F81-5844-456A/skus") {
-      const quotaProject = request.headers["x-goog-user-project"];
-      fake.billingQuotaProjects.push(typeof quotaProject === "string" ? quotaProject : undefined);
-      if (fake.billingNeedsQuotaProject && quotaProject === undefined)
-        return jsonAnswer(
-          403,
-          {
-            error: {
-              code: 403,
-              message:
-                "Your application is authenticating by using local Application Default Credentials. The cloudbilling.googleapis.com API requires a quota project, which is not set by default. To learn how to set your quota project, see https://cloud.google.com/docs/authentication/adc-troubleshooting/user-creds .",
-              status: "PERMISSION_DENIED",
-              details: [
-                {
-                  "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                  reason: "SERVICE_DISABLED",
-                  domain: "googleapis.com",
-                  metadata: { service: "cloudbilling.googleapis.com", consumer: "projects/764086051850" },
-                },
-              ],
-            },
-          },
-          JSON_UTF8,
-        );
-      const page = Number(query.get("pageToken") || "0");
-      return send({
-        skus: SKU_PAGES[page] ?? [],
-        nextPageToken: page + 1 < SKU_PAGES.length ? String(page + 1) : "",
-      });
+    if (fake.faults.rateLimited > 0) {
+      fake.faults.rateLimited -= 1;
+      return googleError(429, "Rate Limit Exceeded", "rateLimitExceeded");
     }
+
+    const other = otherApiAnswer(fake, request);
+    if (other) return other;
 
     const prefix = `/compute/v1/projects/${PROJECT}/`;
     if (!path.startsWith(prefix) && path !== `/compute/v1/projects/${PROJECT}`)
@@ -509,7 +534,13 @@ export async function startFakeGce(): Promise<FakeGce> {
     // https://cloud.google.com/compute/docs/reference/rest/v1/projects/get,
     // https://cloud.google.com/compute/docs/reference/rest/v1/regions/get.
     if (method === "GET" && path === `/compute/v1/projects/${PROJECT}`)
-      return send({ kind: "compute#project", name: PROJECT, quotas: quotasOf(), selfLink: BASE });
+      return send({
+        kind: "compute#project",
+        name: PROJECT,
+        defaultServiceAccount: DEFAULT_SERVICE_ACCOUNT,
+        quotas: quotasOf(),
+        selfLink: BASE,
+      });
     if (method === "GET" && parts[0] === "regions" && parts[1] && parts.length === 2)
       return send({
         kind: "compute#region",
@@ -701,4 +732,19 @@ export function fakeLeftovers(fake: FakeGce): string[] {
     ...[...fake.instances.entries()].map(([key, instance]) => `instance ${key} (${instance.status})`),
     ...[...fake.firewalls.keys()].map((name) => `firewall ${name}`),
   ].sort();
+}
+
+/** Every endpoint of the GCP provider pointed at the fake: Compute Engine, Cloud Billing, IAM, Resource Manager. */
+export function fakeEndpoints(fake: Pick<FakeGce, "endpoint">) {
+  return {
+    apiEndpoint: fake.endpoint,
+    billingEndpoint: fake.endpoint,
+    iamEndpoint: fake.endpoint,
+    resourceManagerEndpoint: fake.endpoint,
+  };
+}
+
+/** The settings of a provider driven against the fake: its project, its access token, every endpoint. */
+export function fakeGcpSettings(fake: Pick<FakeGce, "endpoint">) {
+  return { project: PROJECT, accessToken: TEST_ACCESS_TOKEN, ...fakeEndpoints(fake) };
 }

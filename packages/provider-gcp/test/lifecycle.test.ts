@@ -21,7 +21,15 @@ import {
 import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { GCP, type GcpClusterData } from "../src/index.js";
-import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
+import {
+  type FakeGce,
+  fakeEndpoints,
+  fakeGcpSettings,
+  fakeLeftovers,
+  PROJECT,
+  startFakeGce,
+  TEST_ACCESS_TOKEN,
+} from "./fake-gce.js";
 
 type InsertBody = protos.google.cloud.compute.v1.IInstance;
 
@@ -56,10 +64,7 @@ describe("the GCP provider against the fake Compute Engine", () => {
 
   const provider = () =>
     GCP({
-      project: PROJECT,
-      accessToken: TEST_ACCESS_TOKEN,
-      apiEndpoint: fake.endpoint,
-      billingEndpoint: fake.endpoint,
+      ...fakeGcpSettings(fake),
     });
 
   const inserts = () =>
@@ -165,10 +170,7 @@ describe("the GCP provider against the fake Compute Engine", () => {
 
   it("every setting reaches Compute Engine: network, subnetwork, image, disk, service account, login and root", async () => {
     const gcp = GCP({
-      project: PROJECT,
-      accessToken: TEST_ACCESS_TOKEN,
-      apiEndpoint: fake.endpoint,
-      billingEndpoint: fake.endpoint,
+      ...fakeGcpSettings(fake),
       network: "ml-vpc",
       subnetwork: "ml-subnet",
       image: "projects/my-images/global/images/family/skyward-base",
@@ -356,8 +358,7 @@ describe("the GCP provider against the fake Compute Engine", () => {
     try {
       const gcp = GCP({
         credentialsFile: keyFile,
-        apiEndpoint: fake.endpoint,
-        billingEndpoint: fake.endpoint,
+        ...fakeEndpoints(fake),
       });
       const offers = await gcp.offers({ query: query({ vcpus: 2 }), ...call() });
       expect(offers.length).toBeGreaterThan(0);
@@ -413,8 +414,7 @@ describe("the GCP provider against the fake Compute Engine", () => {
     });
 
     it("is not shared by providers of another project named in GOOGLE_CLOUD_PROJECT", async () => {
-      const gcp = () =>
-        GCP({ accessToken: TEST_ACCESS_TOKEN, apiEndpoint: fake.endpoint, billingEndpoint: fake.endpoint });
+      const gcp = () => GCP({ accessToken: TEST_ACCESS_TOKEN, ...fakeEndpoints(fake) });
       vi.stubEnv("GOOGLE_CLOUD_PROJECT", PROJECT);
       expect((await cachedOffers(gcp(), wanted, call())).length).toBeGreaterThan(0);
       vi.stubEnv("GOOGLE_CLOUD_PROJECT", OTHER_PROJECT);
@@ -436,8 +436,7 @@ describe("the GCP provider against the fake Compute Engine", () => {
         GCP({
           credentialsFile,
           accessToken: TEST_ACCESS_TOKEN,
-          apiEndpoint: fake.endpoint,
-          billingEndpoint: fake.endpoint,
+          ...fakeEndpoints(fake),
         });
       const first = await keyFile("first.json", PROJECT);
       const other = await keyFile("other.json", OTHER_PROJECT);
@@ -463,8 +462,7 @@ describe("the GCP provider against the fake Compute Engine", () => {
     try {
       const gcp = GCP({
         accessToken: TEST_ACCESS_TOKEN,
-        apiEndpoint: fake.endpoint,
-        billingEndpoint: fake.endpoint,
+        ...fakeEndpoints(fake),
       });
       const error = await gcp.offers({ query: query(), ...call() }).catch((caught: unknown) => caught);
       expect(ConfigurationError.isInstance(error)).toBe(true);

@@ -20,7 +20,7 @@ import {
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GCP, type GcpInstanceAddresses } from "../src/index.js";
-import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
+import { type FakeGce, fakeGcpSettings, fakeLeftovers, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
 
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/gcp_tasks.py", import.meta.url));
@@ -69,10 +69,7 @@ describe.skipIf(skipReason !== undefined)(
      */
     const gcp = (mapped: GcpInstanceAddresses[] = []) =>
       GCP({
-        project: PROJECT,
-        accessToken: TEST_ACCESS_TOKEN,
-        apiEndpoint: fake.endpoint,
-        billingEndpoint: fake.endpoint,
+        ...fakeGcpSettings(fake),
         sshAddress: (instance) => {
           const index = bed.hosts.findIndex((host) => host.host === instance.publicIp);
           const host = bed.hosts[index];

@@ -11,13 +11,21 @@
  * - machine types Google does not sell on demand.
  */
 import type { protos } from "@google-cloud/compute";
-import { options, type PoolSpec, ProvisionError, spec } from "@skyward/core";
+import { NoCapacityError, options, type PoolSpec, ProvisionError, spec } from "@skyward/core";
 import { type Cluster, type Offer, type OfferQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { machineErrorKind } from "@skyward/provider-utils";
 import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { GCP, type GcpClusterData } from "../src/index.js";
 import { soldOnDemand } from "../src/machine-series.js";
-import { type FakeGce, fakeLeftovers, PROJECT, startFakeGce, TEST_ACCESS_TOKEN } from "./fake-gce.js";
+import {
+  DEFAULT_SERVICE_ACCOUNT,
+  type FakeGce,
+  fakeGcpSettings,
+  fakeLeftovers,
+  PROJECT,
+  startFakeGce,
+} from "./fake-gce.js";
 
 type InsertBody = protos.google.cloud.compute.v1.IInstance;
 
@@ -46,10 +54,7 @@ describe("GCP as real projects behave (the fake Compute Engine)", () => {
 
   const provider = (settings: Parameters<typeof GCP>[0] = {}) =>
     GCP({
-      project: PROJECT,
-      accessToken: TEST_ACCESS_TOKEN,
-      apiEndpoint: fake.endpoint,
-      billingEndpoint: fake.endpoint,
+      ...fakeGcpSettings(fake),
       ...settings,
     });
   const inserts = () =>
@@ -71,8 +76,9 @@ describe("GCP as real projects behave (the fake Compute Engine)", () => {
         .prepare({ spec: poolSpec({ allocation: "spot-if-available" }), offer, ...call() })
         .catch((error: unknown) => error);
       expect(ProvisionError.isInstance(failure) && !failure.isRetryable).toBe(true);
+      expect(machineErrorKind(failure)).toBe("quota");
       expect((failure as Error).message).toMatch(
-        /^Compute Engine quota reached: nvidia-tesla-t4 in us-central1: GPUS_ALL_REGIONS is 0 in all regions \(0 in use\), and a node needs 1; request an increase at https:\/\/console\.cloud\.google\.com\/iam-admin\/quotas\?project=skyward-test-project$/,
+        /^Compute Engine quota reached: nvidia-tesla-t4 in us-central1: GPUS_ALL_REGIONS is 0 in all regions \(0 in use\), and a node needs 1; request an increase at https:\/\/console\.cloud\.google\.com\/iam-admin\/quotas\?project=skyward-test-project \(/,
       );
       expect((failure as Error).message).not.toContain("IAM");
       expect(fakeLeftovers(fake)).toEqual([]);
@@ -105,12 +111,84 @@ describe("GCP as real projects behave (the fake Compute Engine)", () => {
         .provision({ cluster: spotOnly, count: 1, ...call() })
         .catch((error: unknown) => error);
       expect(ProvisionError.isInstance(failure)).toBe(true);
+      expect(machineErrorKind(failure)).toBe("quota");
       expect((failure as Error).message).toContain("Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally.");
       expect((failure as Error).message).toContain(
         "request an increase at https://console.cloud.google.com/iam-admin/quotas",
       );
       expect((failure as Error).message).not.toContain("check the credentials");
       await gcp.teardown({ cluster: spotOnly, ...call() });
+      expect(fakeLeftovers(fake)).toEqual([]);
+    });
+  });
+
+  it("the price cap holds on the market launched: spot full, on demand over maxHourlyCost is never inserted", async () => {
+    const gcp = provider();
+    const offer = await offerOf(gcp, t4, "n1-standard-4 + 1x nvidia-tesla-t4");
+    const spotPrice = offer.spotPrice as number;
+    const onDemandPrice = offer.onDemandPrice as number;
+    expect(onDemandPrice).toBeGreaterThan(spotPrice);
+    fake.exhausted.add("spot");
+    const cluster = (await gcp.prepare({
+      spec: poolSpec({ allocation: "spot-if-available", maxHourlyCost: (spotPrice + onDemandPrice) / 2 }),
+      offer,
+      ...call(),
+    })) as Cluster<GcpClusterData>;
+    const failure = await gcp.provision({ cluster, count: 1, ...call() }).catch((error: unknown) => error);
+    expect(NoCapacityError.isInstance(failure)).toBe(true);
+    expect((failure as Error).message).toContain(`on-demand: $${onDemandPrice}/h is over maxHourlyCost`);
+    expect((failure as Error).message).toContain("ZONE_RESOURCE_POOL_EXHAUSTED");
+    const models = inserts().map((request) => (request.body as InsertBody).scheduling?.provisioningModel);
+    expect(models).toEqual(["SPOT"]);
+    await gcp.teardown({ cluster, ...call() });
+    expect(fakeLeftovers(fake)).toEqual([]);
+  });
+
+  describe("checked in prepare, before anything is created", () => {
+    const cpu: OfferQuery = { accelerator: null, vcpus: 2, allocation: "on-demand" };
+    const refusal = async (gcp: ReturnType<typeof GCP>) => {
+      const offer = await offerOf(gcp, cpu, "e2-standard-2");
+      const failure = await gcp
+        .prepare({ spec: poolSpec({ allocation: "on-demand" }), offer, ...call() })
+        .catch((error: unknown) => error);
+      expect(fakeLeftovers(fake)).toEqual([]);
+      expect(fake.requests.some((request) => request.path.endsWith("/global/firewalls"))).toBe(false);
+      return failure as Error;
+    };
+
+    it("an organisation policy that forces OS Login (our key would be ignored) is refused, naming it", async () => {
+      fake.requireOsLoginPolicy = true;
+      const failure = await refusal(provider());
+      expect(machineErrorKind(failure)).toBe("account");
+      expect(failure.message).toContain(
+        "the organisation policy constraints/compute.requireOsLogin is enforced on project skyward-test-project",
+      );
+      expect(failure.message).toContain("nothing was created");
+    });
+
+    it("a service account that does not exist, or that the caller may not act as, is refused, naming it", async () => {
+      const runner = `runner@${PROJECT}.iam.gserviceaccount.com`;
+      fake.missingServiceAccounts.add(runner);
+      const missing = await refusal(provider({ serviceAccount: runner }));
+      expect(missing.message).toContain(`the service account ${runner} the VMs would run as`);
+      expect(missing.message).toContain("does not exist in project skyward-test-project");
+
+      // The project's default account, found through projects.get, without actAs for these credentials.
+      fake.actAsDenied.add(DEFAULT_SERVICE_ACCOUNT);
+      const denied = await refusal(provider());
+      expect(machineErrorKind(denied)).toBe("auth");
+      expect(denied.message).toContain(
+        `these credentials may not run VMs as the service account ${DEFAULT_SERVICE_ACCOUNT} (the project's default): they lack iam.serviceAccounts.actAs on it`,
+      );
+      expect(denied.message).toContain(`roles/iam.serviceAccountUser on ${DEFAULT_SERVICE_ACCOUNT}`);
+      const tested = fake.requests.filter((request) => request.path.endsWith(":testIamPermissions"));
+      expect(tested.at(-1)?.body).toEqual({ permissions: ["iam.serviceAccounts.actAs"] });
+
+      // Allowed again: prepare goes on and makes the pool's firewall rules.
+      fake.actAsDenied.clear();
+      const offer = await offerOf(provider(), cpu, "e2-standard-2");
+      const cluster = await provider().prepare({ spec: poolSpec({ allocation: "on-demand" }), offer, ...call() });
+      await provider().teardown({ cluster, ...call() });
       expect(fakeLeftovers(fake)).toEqual([]);
     });
   });

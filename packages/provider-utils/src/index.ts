@@ -55,7 +55,7 @@ export type { RequestPacer } from "./http/request-pacer.js";
 export { abortableSleep, createRequestPacer } from "./http/request-pacer.js";
 // Instances
 export type { SshStandIn } from "./instances.js";
-export { instanceSsh, sshReachableStatus } from "./instances.js";
+export { instanceSsh, rememberedStandIns, sshReachableStatus } from "./instances.js";
 // Keys
 export { privateKeyPath, removePrivateKey, skywardKeysDirectory, writePrivateKey } from "./keys.js";
 // The machine-provider base
@@ -81,6 +81,7 @@ export type {
 export {
   kindOfStatus,
   MachineProviderError,
+  machineError,
   machineErrorFactory,
   machineErrorKind,
 } from "./machine-provider/errors.js";

@@ -35,6 +35,26 @@ export interface SshStandIn {
 }
 
 /**
+ * The `sshAddress` test seam of a provider, asked once per instance: the stand-in it gave for an
+ * instance id is kept, so an instance keeps its host however often it is looked up. Undefined for
+ * every instance when no seam is set.
+ */
+export function rememberedStandIns<Addresses extends { readonly id: string }, Mapping>(
+  seam: ((addresses: Addresses) => Mapping) | undefined,
+): (addresses: Addresses) => Mapping | undefined {
+  const mappings = new Map<string, Mapping>();
+  return (addresses) => {
+    if (!seam) return undefined;
+    let mapping = mappings.get(addresses.id);
+    if (mapping === undefined) {
+      mapping = seam(addresses);
+      mappings.set(addresses.id, mapping);
+    }
+    return mapping;
+  };
+}
+
+/**
  * An instance's SSH coordinates: its own `address` (host, port, user) and the provider's key
  * (`identityFile`), each field replaced by the stand-in's where a test seam gives one.
  */

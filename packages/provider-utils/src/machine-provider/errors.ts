@@ -148,3 +148,24 @@ export function machineErrorKind(error: unknown): MachineErrorKind | undefined {
   if (ProviderApiError.isInstance(error)) return kindOfStatus(error.statusCode);
   return undefined;
 }
+
+/**
+ * A {@link MachineProviderError} for a provider whose calls go through a cloud's own SDK (AWS, GCP),
+ * not {@link machineErrorFactory}: the SDK's error kept as its `cause` (not enumerable: out of JSON).
+ */
+export function machineError(
+  provider: string,
+  kind: MachineErrorKind,
+  message: string,
+  options: { readonly statusCode?: number | undefined; readonly cause?: unknown } = {},
+): MachineProviderError {
+  const error = new MachineProviderError({
+    provider,
+    kind,
+    message,
+    ...(options.statusCode !== undefined ? { statusCode: options.statusCode } : {}),
+  });
+  if (options.cause !== undefined)
+    Object.defineProperty(error, "cause", { value: options.cause, enumerable: false, configurable: true });
+  return error;
+}
