@@ -94,6 +94,7 @@ try {
     rows.push(`${what.padEnd(40)} ${measured.padStart(16)} ${floor.padStart(22)} ${ratio.padStart(8)}`);
   };
   let farMap: number;
+  let measuredRoundTrips: string[] = [];
   {
     await using pool = await openPool(far.hosts);
     const echoPort = await pool.run(startEcho(7007), { target: 1 });
@@ -121,6 +122,7 @@ try {
       `${Math.round(barrierMs / floorMs)}×`,
     );
     farMap = await mapThroughput(pool);
+    measuredRoundTrips = pool.nodes().map((node) => (node.roundTripMs ?? Number.NaN).toFixed(1));
 
     const ref = await pool.run(blob(REF_MIB).withKeep(), { target: 0 });
     const before = far.bytes();
@@ -153,6 +155,7 @@ try {
   process.stdout.write(
     [
       `the far client: 2 test-bed SSH hosts, the client's link ${delayMs} ms each way (round trip ${2 * delayMs} ms), host to host direct`,
+      `the round trip the pool measured to each node: ${measuredRoundTrips.join(" ms, ")} ms`,
       `${"what".padEnd(40)} ${"measured".padStart(16)} ${"floor (same run)".padStart(22)} ${"ratio".padStart(8)}`,
       ...rows,
       "",

@@ -432,6 +432,26 @@ describe("liveness", () => {
     expect(typeof field(pings[0]!, "ts")).toBe("number");
   });
 
+  it("measures the round trip: the handshake's first, then the answers to its pings", async () => {
+    const { port } = await startWorker((peer) => {
+      setTimeout(() => peer.send(welcome), 120);
+      let seen = 1;
+      peer.socket.on("data", () => {
+        const messages = peer.messages;
+        for (const message of messages.slice(seen)) {
+          if (message.t === "ping") peer.send({ t: "pong", ts: field(message, "ts") as number });
+        }
+        seen = messages.length;
+      });
+    });
+    const connection = await connectTo(port, { pingIntervalMs: 20, silenceTimeoutMs: 2_000 });
+    const handshake = connection.roundTripMs;
+    expect(handshake).toBeGreaterThanOrEqual(120 - 1);
+    // Pings answered at once pull the estimate down from the slow welcome.
+    await sleep(600);
+    expect(connection.roundTripMs).toBeLessThan(handshake / 2);
+  });
+
   it("reports the connection lost after the silence timeout", async () => {
     const { port } = await startWorker();
     const connection = await connectTo(port, { pingIntervalMs: 20, silenceTimeoutMs: 150 });

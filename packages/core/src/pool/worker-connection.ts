@@ -88,6 +88,8 @@ const defaultTimeoutMs = 30_000;
 const defaultCloseTimeoutMs = 5_000;
 /** Messages kept for the first general listener; older ones are dropped beyond this. */
 const backlogLimit = 1_000;
+/** Weight of the newest ping in the smoothed round trip: a few pings follow a changed link, one slow answer does not swing it. */
+const ROUND_TRIP_SMOOTHING = 0.25;
 
 type State = "open" | "closing" | "closed";
 
@@ -174,6 +176,7 @@ export class WorkerConnection {
   #lastReceived: number;
   #bytesSent = 0;
   #bytesReceived = 0;
+  #roundTripMs: number;
 
   readonly #taskHandlers = new Map<string, TaskMessageHandler>();
   readonly #listeners = new Set<WorkerMessageListener>();
@@ -186,8 +189,10 @@ export class WorkerConnection {
     welcome: WelcomeMessage,
     host: string,
     options: WorkerConnectionOptions,
+    handshakeMs: number,
   ) {
     this.#stream = stream;
+    this.#roundTripMs = handshakeMs;
     this.#decoder = decoder;
     this.welcome = welcome;
     this.host = host;
@@ -320,7 +325,14 @@ export class WorkerConnection {
         }
         if (welcome === undefined) return;
         cleanup();
-        const connection = new WorkerConnection(stream, decoder, welcome, host, options);
+        const connection = new WorkerConnection(
+          stream,
+          decoder,
+          welcome,
+          host,
+          options,
+          performance.now() - helloSentAt,
+        );
         for (const message of after) connection.#dispatch(message);
         resolve(connection);
       };
@@ -335,6 +347,7 @@ export class WorkerConnection {
         token: options.token,
         client: options.client ?? `skyward-ts/${version}`,
       };
+      const helloSentAt = performance.now();
       for (const buffer of encodeFrame([hello])) stream.write(buffer);
     });
   }
@@ -573,6 +586,9 @@ export class WorkerConnection {
         return;
       }
       case "pong":
+        this.#measureRoundTrip(message.ts);
+        this.#deliver(message);
+        return;
       case "ready":
       case "reject": // after the handshake: the worker refused `cluster` settings, and closes
       case "metric":
@@ -605,6 +621,22 @@ export class WorkerConnection {
   }
 
   // —————————————————————————————————————————————————————————————————————————————— liveness
+
+  /**
+   * The round trip to the worker, in milliseconds: first the handshake's (`hello` to `welcome`),
+   * then smoothed over the answers to this side's pings. The schedule sizes the node's in-flight
+   * window by it (a far worker needs more tasks on the way to stay busy).
+   */
+  get roundTripMs(): number {
+    return this.#roundTripMs;
+  }
+
+  #measureRoundTrip(sentAt: number): void {
+    const sample = Date.now() - sentAt;
+    // A pong to the other side's ping, or a clock step, gives nothing to learn from.
+    if (!Number.isFinite(sample) || sample < 0 || sample > this.#silenceTimeoutMs) return;
+    this.#roundTripMs += ROUND_TRIP_SMOOTHING * (sample - this.#roundTripMs);
+  }
 
   #checkHeartbeat(): void {
     if (this.#state !== "open") return;
