@@ -92,6 +92,21 @@ describe("startFarLink", () => {
     }
   });
 
+  it("carries more than it may hold at once: it stops reading the sender and resumes as it releases", async () => {
+    await using link = await startFarLink({ target: { host: "127.0.0.1", port: echo.port }, delayMs: 30 });
+    const socket = await connected(link.port);
+    try {
+      // 20 MiB written at once is more than the 8 MiB one direction holds before it pauses its sender.
+      const payload = Buffer.alloc(20 * 1024 * 1024);
+      for (let offset = 0; offset < payload.length; offset += 4) payload.writeUInt32LE(offset, offset);
+      const { echoed } = await roundTripMs(socket, payload);
+      expect(echoed.equals(payload)).toBe(true);
+      expect(link.bytes()).toEqual({ toTarget: payload.length, fromTarget: payload.length });
+    } finally {
+      socket.destroy();
+    }
+  });
+
   it("paces bytes to the bandwidth cap", async () => {
     const bytesPerSecond = 2 * 1024 * 1024;
     await using link = await startFarLink({

@@ -38,6 +38,9 @@ interface Pending {
   releaseAt: number;
 }
 
+/** How much may wait in one direction before the proxy stops reading the sender (TCP pushes back). */
+const HIGH_WATER_BYTES = 8 * 1024 * 1024;
+
 /**
  * One direction of one connection: chunks wait in a queue released by a single timer, so order
  * holds whatever the timer wheel does with timers of different lengths.
@@ -48,12 +51,16 @@ class DelayedPipe {
   /** When the link is next free to start sending (the bandwidth cap serialises chunks). */
   private linkFreeAt = 0;
   private ended = false;
+  /** Bytes waiting in the queue. */
+  queuedBytes = 0;
 
   constructor(
     private readonly to: Socket,
     private readonly delayMs: number,
     private readonly bytesPerSecond: number | undefined,
     private readonly count: (bytes: number) => void,
+    /** Called after a release that left the queue at or below half the high water mark. */
+    private readonly drained: () => void,
   ) {}
 
   push(chunk: Buffer): void {
@@ -65,6 +72,7 @@ class DelayedPipe {
       sentAt = this.linkFreeAt;
     }
     this.queue.push({ chunk, releaseAt: sentAt + this.delayMs });
+    this.queuedBytes += chunk.length;
     this.schedule();
   }
 
@@ -74,13 +82,10 @@ class DelayedPipe {
     this.schedule();
   }
 
-  get queuedBytes(): number {
-    return this.queue.reduce((total, entry) => total + entry.chunk.length, 0);
-  }
-
   stop(): void {
     clearTimeout(this.timer);
     this.queue.length = 0;
+    this.queuedBytes = 0;
   }
 
   private schedule(): void {
@@ -98,16 +103,15 @@ class DelayedPipe {
     const now = performance.now();
     while (this.queue.length > 0 && (this.queue[0] as Pending).releaseAt <= now + 0.5) {
       const { chunk } = this.queue.shift() as Pending;
+      this.queuedBytes -= chunk.length;
       if (this.to.destroyed) continue;
       this.to.write(chunk);
       this.count(chunk.length);
     }
+    if (this.queuedBytes <= HIGH_WATER_BYTES / 2) this.drained();
     this.schedule();
   }
 }
-
-/** How much may wait in one direction before the proxy stops reading the sender (TCP pushes back). */
-const HIGH_WATER_BYTES = 8 * 1024 * 1024;
 
 function pipeWithDelay(
   from: Socket,
@@ -115,21 +119,12 @@ function pipeWithDelay(
   options: FarLinkOptions,
   count: (bytes: number) => void,
 ): DelayedPipe {
-  const pipe = new DelayedPipe(to, options.delayMs, options.bytesPerSecond, count);
+  const pipe = new DelayedPipe(to, options.delayMs, options.bytesPerSecond, count, () => {
+    if (from.isPaused()) from.resume();
+  });
   from.on("data", (chunk: Buffer) => {
     pipe.push(chunk);
-    if (pipe.queuedBytes > HIGH_WATER_BYTES) {
-      from.pause();
-      const resume = setInterval(
-        () => {
-          if (pipe.queuedBytes <= HIGH_WATER_BYTES / 2 || from.destroyed) {
-            clearInterval(resume);
-            from.resume();
-          }
-        },
-        Math.max(1, options.delayMs / 4),
-      );
-    }
+    if (pipe.queuedBytes > HIGH_WATER_BYTES) from.pause();
   });
   from.on("end", () => pipe.end());
   return pipe;
