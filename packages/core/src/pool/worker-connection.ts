@@ -347,7 +347,13 @@ export class WorkerConnection {
         token: options.token,
         client: options.client ?? `skyward-ts/${version}`,
       };
-      const helloSentAt = performance.now();
+      // A socket still connecting holds `hello` until it is connected: the round trip starts then.
+      let helloSentAt = performance.now();
+      if ((stream as Duplex & { connecting?: boolean }).connecting === true) {
+        stream.once("connect", () => {
+          helloSentAt = performance.now();
+        });
+      }
       for (const buffer of encodeFrame([hello])) stream.write(buffer);
     });
   }
