@@ -41,6 +41,14 @@ export {
   textAnswer,
 } from "./fake-rest.js";
 export {
+  type FarLink,
+  type FarLinkOptions,
+  startFarLink,
+  type TestbedFarHosts,
+  type TestbedFarHostsOptions,
+  testbedFarHosts,
+} from "./far-link.js";
+export {
   apiCellsNotApplicable,
   type BillingInstance,
   FAULT_CELLS,

@@ -97,6 +97,11 @@ export interface NodeBootstrappedEvent extends NodeEventBase {
   readonly type: "node.bootstrapped";
   /** How long the bootstrap took, milliseconds. */
   readonly durationMs: number;
+  /**
+   * The round trip from the client to the node's worker, milliseconds, measured by the handshake:
+   * how far the node is (the schedule keeps enough tasks in flight to cover it).
+   */
+  readonly roundTripMs: number;
 }
 
 /** The node's worker is up and connected: it takes tasks. */

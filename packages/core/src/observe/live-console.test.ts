@@ -78,6 +78,35 @@ describe("the live view", () => {
     expect(rows[4]).toContain("i-1b");
   });
 
+  it("shows a ready node's round trip from its bootstrap, and none for a node next to the client", () => {
+    const view = new LiveView("p1", t0);
+    feed(view, [
+      provisioned(0, t0),
+      provisioned(1, t0),
+      {
+        type: "node.bootstrapped",
+        timestamp: t0 + 1000,
+        node: 0,
+        instanceId: "i-0",
+        durationMs: 900,
+        roundTripMs: 41.4,
+      },
+      {
+        type: "node.bootstrapped",
+        timestamp: t0 + 1000,
+        node: 1,
+        instanceId: "i-1",
+        durationMs: 900,
+        roundTripMs: 0.2,
+      },
+      { type: "node.ready", timestamp: t0 + 1100, node: 0, instanceId: "i-0" },
+      { type: "node.ready", timestamp: t0 + 1100, node: 1, instanceId: "i-1" },
+    ]);
+    const rows = renderLive(view, {}, 80, t0 + 2000);
+    expect(rows[4]).toMatch(/^ {2}0 ready rtt 41 ms /);
+    expect(rows[5]).toMatch(/^ {2}1 ready +▶/);
+  });
+
   it("shows CPU, memory, GPU and VRAM gauges from metric events, per GPU summed", () => {
     const view = new LiveView("p1", t0);
     feed(view, [

@@ -31,6 +31,8 @@ interface NodeView {
   phaseSince: number;
   /** Bootstrap phases finished so far. */
   phasesDone: number;
+  /** The client's round trip to its worker, as the handshake measured it (ms). */
+  roundTripMs?: number;
   replaced: number;
   running: number;
   bad: boolean;
@@ -140,9 +142,12 @@ export class LiveView {
         else this.#phase(node, `${event.phase} failed`, at, true);
         return true;
       }
-      case "node.bootstrapped":
-        this.#phase(this.#node(event.node, at), "worker", at);
+      case "node.bootstrapped": {
+        const node = this.#node(event.node, at);
+        node.roundTripMs = event.roundTripMs;
+        this.#phase(node, "worker", at);
         return true;
+      }
       case "node.ready":
         this.#phase(this.#node(event.node, at), "ready", at);
         return true;
@@ -367,6 +372,10 @@ export function renderLive(view: LiveView, status: LiveConsoleStatus, width: num
     if (phase !== "ready" && phase !== "lost" && phase !== "preempted" && phase !== "stopped" && !node.bad) {
       const done = node.phasesDone > 0 ? ` ${node.phasesDone}✓` : "";
       phase = `${phase}${done} ${duration(now - node.phaseSince)}`;
+    }
+    // A far node (a laptop's client, a distant region) shows its round trip: it explains the pace.
+    if (phase === "ready" && node.roundTripMs !== undefined && node.roundTripMs >= 1) {
+      phase += ` rtt ${Math.round(node.roundTripMs)} ms`;
     }
     if (node.replaced > 0) phase += ` (replaced ${node.replaced}×)`;
     const g = view.gauges(node);

@@ -229,6 +229,7 @@ export async function startNode(
     node: node.index,
     instanceId: node.instance.id,
     durationMs: performance.now() - started,
+    roundTripMs: connection.roundTripMs,
   });
   const { buffer } = context.spec.worker;
   const slots = slotsPerNode(context);

@@ -7,24 +7,31 @@
 import { type AdaptiveSchedule, PREFETCH_BUDGET_MS } from "./schedule.js";
 import type { NodeState, TaskRecord } from "./task-record.js";
 
+/** The measured round trip to `node`'s worker in milliseconds (0 before it is connected). */
+export function roundTripOf(node: NodeState): number {
+  return node.connection?.roundTripMs ?? 0;
+}
+
 /** Tasks `node` may have in flight (nested ones apart) when the next to place is `ref`'s. */
 export function slotLimit(schedule: AdaptiveSchedule, node: NodeState, ref: string): number {
   if (!node.adaptive) return node.capacity;
-  const base = schedule.limit(node.capacity, ref);
+  const base = schedule.limit(node.capacity, ref, roundTripOf(node));
   return base > node.capacity ? base : node.capacity + nearlyDone(schedule, node, performance.now());
 }
 
 /**
  * Long tasks are held back, but not for a round trip: a slot whose task is expected to end within
- * the prefetch budget takes its successor now (at most one per slot), so the worker never idles
- * between long tasks. The expectation is the function's learnt duration.
+ * the prefetch budget (plus the round trip to a far node) takes its successor now (at most one per
+ * slot), so the worker never idles between long tasks. The expectation is the function's learnt
+ * duration.
  */
 function nearlyDone(schedule: AdaptiveSchedule, node: NodeState, now: number): number {
+  const lead = PREFETCH_BUDGET_MS + roundTripOf(node);
   let count = 0;
   for (const record of node.running.values()) {
     if (record.request.nested) continue;
     const estimate = schedule.estimateMs(record.request.ref);
-    if (estimate !== undefined && now >= record.begunAt + estimate - PREFETCH_BUDGET_MS) count += 1;
+    if (estimate !== undefined && now >= record.begunAt + estimate - lead) count += 1;
   }
   return Math.min(count, node.capacity);
 }
@@ -41,12 +48,13 @@ export function nextDueDelay(
   let earliest = Number.POSITIVE_INFINITY;
   for (const node of nodes) {
     if (!node?.connection || !node.adaptive) continue;
+    const lead = PREFETCH_BUDGET_MS + roundTripOf(node);
     for (const record of node.running.values()) {
       if (record.request.nested) continue;
       const estimate = schedule.estimateMs(record.request.ref);
       if (estimate === undefined) continue;
       // Moments already past were counted when they came; a result wakes the dispatcher after them.
-      const due = record.begunAt + estimate - PREFETCH_BUDGET_MS;
+      const due = record.begunAt + estimate - lead;
       if (due > now) earliest = Math.min(earliest, due);
     }
   }
@@ -82,7 +90,15 @@ export function nextFreeNode(
 export function observeTaskEnd(schedule: AdaptiveSchedule, node: NodeState, record: TaskRecord): void {
   const now = performance.now();
   const inFlight = node.running.size - node.nestedRunning;
-  schedule.observe(record.request.ref, record.startedAt, now, inFlight, node.capacity, node.lastDone);
+  schedule.observe(
+    record.request.ref,
+    record.startedAt,
+    now,
+    inFlight,
+    node.capacity,
+    node.lastDone,
+    roundTripOf(node),
+  );
   node.lastDone = now;
   if (inFlight > node.capacity) {
     let position = 0;

@@ -275,6 +275,7 @@ export class PoolRuntime implements Pool {
       instanceId: node.instance.id,
       privateIp: node.instance.privateIp ?? "",
       ready: node.connection?.isOpen === true,
+      roundTripMs: node.connection?.isOpen === true ? node.connection.roundTripMs : undefined,
     }));
   }
 

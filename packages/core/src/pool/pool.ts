@@ -104,6 +104,11 @@ export interface PoolNode {
   readonly instanceId: string;
   readonly privateIp: string;
   readonly ready: boolean;
+  /**
+   * The round trip from the client to its worker in milliseconds (the handshake's, then smoothed
+   * over pings), while it is connected; the schedule keeps enough tasks in flight to cover it.
+   */
+  readonly roundTripMs: number | undefined;
 }
 
 /** Resolution settings the pool derived from the request, for display and signal handling. */

@@ -14,6 +14,12 @@
 export const PREFETCH_BUDGET_MS = 50;
 /** Prefetched tasks per worker slot at most (the tuned `buffer: 64` of the benchmarks). */
 export const MAX_PREFETCH_PER_SLOT = 64;
+/**
+ * Tasks per node at most on the way to cover the round trip to a far worker (beyond the prefetch
+ * budget's): the bandwidth-delay product of a slow link, bounded so that a pool of many short tasks
+ * does not hold the whole input in flight (their arguments and results are in memory meanwhile).
+ */
+export const MAX_LINK_PREFETCH_PER_NODE = 2048;
 /** Weight of the newest sample in the moving average of a function's duration. */
 const SMOOTHING = 0.2;
 /** Functions remembered at most; past that the oldest estimates are forgotten. */
@@ -34,12 +40,18 @@ export class AdaptiveSchedule {
     return estimate !== undefined && estimate >= PREFETCH_BUDGET_MS;
   }
 
-  /** Tasks a node of `concurrency` slots may have in flight when the next task to place is `ref`'s. */
-  limit(concurrency: number, ref: string): number {
+  /**
+   * Tasks a node of `concurrency` slots, `roundTripMs` away, may have in flight when the next task to
+   * place is `ref`'s: its slots, the prefetch budget's worth, and as many as it works through in one
+   * round trip (so the node is never idle waiting for the client's next task).
+   */
+  limit(concurrency: number, ref: string, roundTripMs = 0): number {
     const estimate = this.#estimates.get(ref);
     if (estimate === undefined) return concurrency;
-    const extra = Math.floor((PREFETCH_BUDGET_MS * concurrency) / Math.max(estimate, 1e-3));
-    return concurrency + Math.min(extra, MAX_PREFETCH_PER_SLOT * concurrency);
+    const perMs = concurrency / Math.max(estimate, 1e-3);
+    const prefetch = Math.min(Math.floor(PREFETCH_BUDGET_MS * perMs), MAX_PREFETCH_PER_SLOT * concurrency);
+    const link = Math.min(Math.floor(roundTripMs * perMs), MAX_LINK_PREFETCH_PER_NODE);
+    return concurrency + prefetch + link;
   }
 
   /**
@@ -47,6 +59,8 @@ export class AdaptiveSchedule {
    * `inFlight` tasks on it (itself included), whose previous result came at `lastDone`. With more in
    * flight than the node runs at once the task waited on the worker, so its time from send to result
    * overstates it: the gap since the node's previous result, times the concurrency, measures it then.
+   * The node's round trip is taken off the time from send to result: a far worker's tasks are not
+   * longer for being far.
    */
   observe(
     ref: string,
@@ -55,8 +69,9 @@ export class AdaptiveSchedule {
     inFlight: number,
     concurrency: number,
     lastDone: number,
+    roundTripMs = 0,
   ): void {
-    const sinceSent = now - sentAt;
+    const sinceSent = Math.max(0, now - sentAt - roundTripMs);
     const sample = inFlight > concurrency ? Math.min(sinceSent, concurrency * (now - lastDone)) : sinceSent;
     const previous = this.#estimates.get(ref);
     // One late result (a pause of the client, a burst) moves the estimate at most twofold; a function

@@ -156,6 +156,18 @@ async function rejection(promise: Promise<unknown>): Promise<Error> {
   throw new Error("the promise did not reject");
 }
 
+/** Makes the fake worker answer each of the client's pings with a pong carrying its `ts`. */
+function answerPings(peer: Peer): void {
+  let seen = 1;
+  peer.socket.on("data", () => {
+    const messages = peer.messages;
+    for (const message of messages.slice(seen)) {
+      if (message.t === "ping") peer.send({ t: "pong", ts: field(message, "ts") as number });
+    }
+    seen = messages.length;
+  });
+}
+
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -414,14 +426,7 @@ describe("liveness", () => {
   it("pings when idle and stays open while the worker answers", async () => {
     const { worker, port } = await startWorker((peer) => {
       peer.send(welcome);
-      let seen = 1;
-      peer.socket.on("data", () => {
-        const messages = peer.messages;
-        for (const message of messages.slice(seen)) {
-          if (message.t === "ping") peer.send({ t: "pong", ts: field(message, "ts") as number });
-        }
-        seen = messages.length;
-      });
+      answerPings(peer);
     });
     const connection = await connectTo(port, { pingIntervalMs: 40, silenceTimeoutMs: 300 });
     const peer = await worker.nextPeer();
@@ -430,6 +435,19 @@ describe("liveness", () => {
     const pings = peer.messages.filter((message) => message.t === "ping");
     expect(pings.length).toBeGreaterThanOrEqual(5);
     expect(typeof field(pings[0]!, "ts")).toBe("number");
+  });
+
+  it("measures the round trip: the handshake's first, then the answers to its pings", async () => {
+    const { port } = await startWorker((peer) => {
+      setTimeout(() => peer.send(welcome), 120);
+      answerPings(peer);
+    });
+    const connection = await connectTo(port, { pingIntervalMs: 20, silenceTimeoutMs: 2_000 });
+    const handshake = connection.roundTripMs;
+    expect(handshake).toBeGreaterThanOrEqual(120 - 1);
+    // Pings answered at once pull the estimate down from the slow welcome.
+    await sleep(600);
+    expect(connection.roundTripMs).toBeLessThan(handshake / 2);
   });
 
   it("reports the connection lost after the silence timeout", async () => {

@@ -60,6 +60,8 @@ export type WorkerMessageListener = (message: WorkerMessage) => void;
 const defaultCloseTimeoutMs = 5_000;
 /** Messages kept for the first general listener; older ones are dropped beyond this. */
 const backlogLimit = 1_000;
+/** Weight of the newest ping in the smoothed round trip: a few pings follow a changed link, one slow answer does not swing it. */
+const ROUND_TRIP_SMOOTHING = 0.25;
 
 type State = "open" | "closing" | "closed";
 
@@ -138,6 +140,7 @@ export class WorkerConnection {
   readonly #writer: FrameWriter;
   #lastReceived = performance.now();
   #bytesReceived = 0;
+  #roundTripMs: number;
 
   readonly #taskHandlers = new Map<string, TaskMessageHandler>();
   readonly #listeners = new Set<WorkerMessageListener>();
@@ -150,8 +153,10 @@ export class WorkerConnection {
     welcome: WelcomeMessage,
     host: string,
     options: WorkerConnectionOptions,
+    handshakeMs: number,
   ) {
     this.#stream = stream;
+    this.#roundTripMs = handshakeMs;
     this.#decoder = decoder;
     this.welcome = welcome;
     this.host = host;
@@ -181,8 +186,8 @@ export class WorkerConnection {
    * @throws {CancelledError} when `signal` aborts.
    */
   static connect(endpoint: WorkerEndpoint, options: WorkerConnectionOptions): Promise<WorkerConnection> {
-    return shakeHands(endpoint, options, ({ stream, decoder, welcome, host, after }) => {
-      const connection = new WorkerConnection(stream, decoder, welcome, host, options);
+    return shakeHands(endpoint, options, ({ stream, decoder, welcome, host, after, handshakeMs }) => {
+      const connection = new WorkerConnection(stream, decoder, welcome, host, options, handshakeMs);
       for (const message of after) connection.#dispatch(message);
       return connection;
     });
@@ -374,6 +379,9 @@ export class WorkerConnection {
         return;
       }
       case "pong":
+        this.#measureRoundTrip(message.ts);
+        this.#deliver(message);
+        return;
       case "ready":
       case "reject": // after the handshake: the worker refused `cluster` settings, and closes
       case "metric":
@@ -406,6 +414,22 @@ export class WorkerConnection {
   }
 
   // —————————————————————————————————————————————————————————————————————————————— liveness
+
+  /**
+   * The round trip to the worker, in milliseconds: first the handshake's (`hello` to `welcome`),
+   * then smoothed over the answers to this side's pings. The schedule sizes the node's in-flight
+   * window by it (a far worker needs more tasks on the way to stay busy).
+   */
+  get roundTripMs(): number {
+    return this.#roundTripMs;
+  }
+
+  #measureRoundTrip(sentAt: number): void {
+    const sample = Date.now() - sentAt;
+    // A pong to the other side's ping, or a clock step, gives nothing to learn from.
+    if (!Number.isFinite(sample) || sample < 0 || sample > this.#silenceTimeoutMs) return;
+    this.#roundTripMs += ROUND_TRIP_SMOOTHING * (sample - this.#roundTripMs);
+  }
 
   #checkHeartbeat(): void {
     if (this.#state !== "open") return;

@@ -57,6 +57,8 @@ export interface Handshake {
   readonly host: string;
   /** Messages that arrived after `welcome` in the same chunk. */
   readonly after: readonly ReceivedMessage[];
+  /** Milliseconds from `hello` leaving (once the socket is connected) to `welcome` read: the first round trip. */
+  readonly handshakeMs: number;
 }
 
 /**
@@ -169,7 +171,7 @@ export function shakeHands<T>(
       if (welcome === undefined) return;
       cleanup();
       // Opened here, in the same turn: a chunk that arrives next finds the connection's own listener.
-      resolve(open({ stream, decoder, welcome, host, after }));
+      resolve(open({ stream, decoder, welcome, host, after, handshakeMs: performance.now() - helloSentAt }));
     };
     signal?.addEventListener("abort", onAbort, { once: true });
     stream.on("data", onData);
@@ -182,6 +184,13 @@ export function shakeHands<T>(
       token: options.token,
       client: options.client ?? `skyward-ts/${version}`,
     };
+    // A socket still connecting holds `hello` until it is connected: the round trip starts then.
+    let helloSentAt = performance.now();
+    if ((stream as Duplex & { connecting?: boolean }).connecting === true) {
+      stream.once("connect", () => {
+        helloSentAt = performance.now();
+      });
+    }
     for (const buffer of encodeFrame([hello])) stream.write(buffer);
   });
 }

@@ -23,7 +23,9 @@ export interface WorkerInput {
   /**
    * Tasks sent to each node beyond its concurrency, so short tasks never wait on a round trip: a
    * fixed count, or `"auto"` (default) — measured per node from task durations: deep prefetch while
-   * tasks are short (up to 64 per slot), none while they are long, so long tasks spread evenly.
+   * tasks are short (up to 64 per slot), none while they are long, so long tasks spread evenly;
+   * plus, for a node far from the client, as many as it works through in the measured round trip
+   * (up to 2,048 more per node), so a far link does not starve it.
    */
   buffer?: number | "auto";
   /** `"auto"` (→ `"thread"`), `"thread"` or `"process"`. Default `"auto"`. */

@@ -1,0 +1,168 @@
+/**
+ * The far client (issue 28): 2 test-bed SSH hosts reached through far links (a delaying proxy in
+ * front of each sshd, `--delay` ms each way, 20 by default) while the hosts reach each other
+ * directly. Prints each figure beside its floor measured in the same run: strong counter increment,
+ * lock acquire + release and a 2-node barrier round (floor: one host-to-host round trip), `map` of
+ * no-op tasks (floor: the same hosts without the delay), and a 32 MiB `RemoteRef` made on node 0
+ * and used on node 1 (floor: no bytes through the client). Figures are printed, never asserted.
+ *
+ *     pnpm -s turbo run build --filter @skyward/provider-ssh...
+ *     node packages/provider-ssh/bench/far-client.ts [--delay 20] [--tasks 2000] [--ops 50]
+ */
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import * as sky from "@skyward/core";
+import {
+  createTestbed,
+  requireTestbed,
+  type TestbedFarHosts,
+  testbedFarHosts,
+  testbedSshHosts,
+  useScratchSkywardHome,
+} from "@skyward/testing";
+import { SSH } from "../dist/index.js";
+
+const { values: flags } = parseArgs({
+  options: {
+    delay: { type: "string", default: "20" },
+    tasks: { type: "string", default: "2000" },
+    ops: { type: "string", default: "50" },
+  },
+});
+const delayMs = Number(flags.delay);
+const tasks = Number(flags.tasks);
+const ops = Number(flags.ops);
+const REF_MIB = 32;
+
+const tasksFile = fileURLToPath(new URL("./far_tasks.py", import.meta.url));
+const noopFile = fileURLToPath(new URL("../../core/bench/bench_tasks.py", import.meta.url));
+const increments = sky.python<[number], number>("far_tasks:increments");
+const lockCycles = sky.python<[number], number>("far_tasks:lock_cycles");
+const barrierRounds = sky.python<[number], number>("far_tasks:barrier_rounds");
+const startEcho = sky.python<[number], number>("far_tasks:start_echo");
+const peerRoundTrip = sky.python<[string, number, number], number>("far_tasks:peer_round_trip");
+const blob = sky.python<[number], Uint8Array>("far_tasks:blob");
+const sizeOf = sky.python<[sky.RemoteRef<Uint8Array>], number>("far_tasks:size_of");
+const noop = sky.python<[], null>("bench_tasks:noop");
+
+function median(values: readonly number[]): number {
+  const ordered = [...values].sort((a, b) => a - b);
+  return ordered[Math.floor(ordered.length / 2)] ?? Number.NaN;
+}
+
+function progress(line: string): void {
+  process.stderr.write(`far-client: ${line}\n`);
+}
+
+async function openPool(hosts: Parameters<typeof SSH>[0]["hosts"]): Promise<sky.Pool> {
+  return sky.compute({
+    provider: SSH({ hosts }),
+    nodes: 2,
+    ttl: 0,
+    image: { includes: [tasksFile, noopFile] },
+    options: { console: false, bootstrapTimeout: 300 },
+  });
+}
+
+/** Tasks per second of `pool.map` over `tasks` no-op tasks: median of 3 runs after a warm-up. */
+async function mapThroughput(pool: sky.Pool): Promise<number> {
+  const items = (count: number): [][] => Array.from({ length: count }, () => [] as []);
+  await pool.map(noop, items(Math.min(500, tasks)));
+  const runs: number[] = [];
+  for (let run = 0; run < 3; run += 1) {
+    const started = performance.now();
+    await pool.map(noop, items(tasks));
+    runs.push((tasks / (performance.now() - started)) * 1000);
+  }
+  return median(runs);
+}
+
+const skip = await requireTestbed();
+if (skip !== undefined) {
+  process.stderr.write(`no test bed here: ${skip}\n`);
+  process.exit(1);
+}
+const home = await useScratchSkywardHome("skyward-bench-far-");
+const bed = await createTestbed({ hosts: 2 });
+let far: TestbedFarHosts | undefined;
+try {
+  const peer = bed.hosts[1]?.host as string;
+  progress(`a 2-node pool through far links (${delayMs} ms each way)`);
+  far = await testbedFarHosts(bed, { delayMs });
+  const rows: string[] = [];
+  const row = (what: string, measured: string, floor: string, ratio: string): void => {
+    rows.push(`${what.padEnd(40)} ${measured.padStart(16)} ${floor.padStart(22)} ${ratio.padStart(8)}`);
+  };
+  let farMap: number;
+  let measuredRoundTrips: string[] = [];
+  {
+    await using pool = await openPool(far.hosts);
+    const echoPort = await pool.run(startEcho(7007), { target: 1 });
+    const floorMs = await pool.run(peerRoundTrip(peer, echoPort, 200), { target: 0 });
+    const floor = `${floorMs.toFixed(3)} ms`;
+    await pool.run(increments(3), { target: 0 });
+    const incrementMs = await pool.run(increments(ops), { target: 0 });
+    row(
+      "strong counter.increment() in a task",
+      `${incrementMs.toFixed(1)} ms`,
+      floor,
+      `${Math.round(incrementMs / floorMs)}×`,
+    );
+    await pool.run(lockCycles(3), { target: 0 });
+    const lockMs = await pool.run(lockCycles(ops), { target: 0 });
+    row("lock acquire + release", `${lockMs.toFixed(1)} ms`, floor, `${Math.round(lockMs / floorMs)}×`);
+    const [barrier0, barrier1] = await Promise.all(
+      [0, 1].map((node) => pool.run(barrierRounds(ops), { target: node })),
+    );
+    const barrierMs = Math.max(barrier0 as number, barrier1 as number);
+    row(
+      "barrier of 2 nodes, per round",
+      `${barrierMs.toFixed(1)} ms`,
+      floor,
+      `${Math.round(barrierMs / floorMs)}×`,
+    );
+    farMap = await mapThroughput(pool);
+    measuredRoundTrips = pool.nodes().map((node) => (node.roundTripMs ?? Number.NaN).toFixed(1));
+
+    const ref = await pool.run(blob(REF_MIB).withKeep(), { target: 0 });
+    const before = far.bytes();
+    const started = performance.now();
+    const size = await pool.run(sizeOf(ref), { target: 1 });
+    const seconds = (performance.now() - started) / 1000;
+    const after = far.bytes();
+    if (size !== REF_MIB * 1024 * 1024)
+      throw new Error(`node 1 received ${size} bytes, expected ${REF_MIB} MiB`);
+    const crossed = after.toTarget - before.toTarget + (after.fromTarget - before.fromTarget);
+    row(
+      `${REF_MIB} MiB RemoteRef, node 0 → node 1`,
+      `${(crossed / 2 ** 20).toFixed(1)} MiB, ${seconds.toFixed(2)} s`,
+      "0 bytes via client",
+      "",
+    );
+  }
+  progress("the same 2 hosts reached directly (no delay), for the map floor");
+  let nearMap: number;
+  {
+    await using pool = await openPool(testbedSshHosts(bed));
+    nearMap = await mapThroughput(pool);
+  }
+  row(
+    `map of ${tasks} no-op tasks over 2 nodes`,
+    `${Math.round(farMap)} tasks/s`,
+    `${Math.round(nearMap)} tasks/s undelayed`,
+    `${((farMap / nearMap) * 100).toFixed(0)} %`,
+  );
+  process.stdout.write(
+    [
+      `the far client: 2 test-bed SSH hosts, the client's link ${delayMs} ms each way (round trip ${2 * delayMs} ms), host to host direct`,
+      `the round trip the pool measured to each node: ${measuredRoundTrips.join(" ms, ")} ms`,
+      `${"what".padEnd(40)} ${"measured".padStart(16)} ${"floor (same run)".padStart(22)} ${"ratio".padStart(8)}`,
+      ...rows,
+      "",
+    ].join("\n"),
+  );
+} finally {
+  await far?.close();
+  await bed.teardown();
+  await home.restore();
+}
