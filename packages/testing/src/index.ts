@@ -132,3 +132,12 @@ export {
   useTestbedAndHome,
   useTestbedSshPool,
 } from "./testbed-pool.js";
+export {
+  type CreateSlurmTestbedOptions,
+  createSlurmTestbed,
+  requireSlurmTestbed,
+  SLURM_TESTBED_PARTITION,
+  SLURM_TESTBED_PREEMPTIBLE_PARTITION,
+  type SlurmComputeNode,
+  type SlurmTestbed,
+} from "./testbed-slurm.js";
