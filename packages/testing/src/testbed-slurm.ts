@@ -224,8 +224,8 @@ export async function createSlurmTestbed(options: CreateSlurmTestbedOptions = {}
     testbed.exec(
       0,
       typeof command === "string"
-        ? ["env", `SLURM_CONF=${slurmConf}`, "sh", "-c", command]
-        : ["env", `SLURM_CONF=${slurmConf}`, ...command],
+        ? ["env", "-C", directory, `SLURM_CONF=${slurmConf}`, "sh", "-c", command]
+        : ["env", "-C", directory, `SLURM_CONF=${slurmConf}`, ...command],
       execOptions,
     );
   const logTail = async (lines = 15): Promise<string> => {

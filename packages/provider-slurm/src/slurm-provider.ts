@@ -1,0 +1,508 @@
+/**
+ * The `Slurm` provider: a team's own cluster, shared through its scheduler. The client reaches only
+ * the login node over SSH; a pool is one batch job holding an allocation of its nodes (its state is
+ * the nodes' state: pending in the queue is provisioning), workers are `srun` steps in it, and the
+ * job's time limit is the hard TTL the scheduler keeps even when the client is gone.
+ */
+import {
+  acceleratorFromName,
+  type Cluster,
+  type ClusterFromTags,
+  type Instance,
+  type InstanceStatus,
+  NoCapacityError,
+  type Offer,
+  type OfferQuery,
+  type ProviderV1,
+  ProvisionError,
+  parseInput,
+  shellQuote,
+} from "@skyward/core/contract";
+import {
+  jobComment,
+  jobNameOf,
+  parseJobComment,
+  parseJobs,
+  parseNodes,
+  parseSubmittedJobId,
+  SINFO_NODE_FORMAT,
+  type SlurmJob,
+  type SlurmNode,
+  SQUEUE_FORMAT,
+  sbatchCommand,
+} from "./slurm-commands.js";
+import { loginLabel, SlurmLogin } from "./slurm-login.js";
+import { rateOf, type SlurmDeclared, type SlurmSettings, settingsSchema } from "./slurm-settings.js";
+import {
+  bootstrapPool,
+  type SlurmClusterData,
+  type SlurmPlacement,
+  startSlurmWorker,
+} from "./slurm-worker.js";
+
+/** Node states in which a node can be given to a job (now or once it is free). */
+const USABLE_STATES = new Set(["idle", "mixed", "allocated", "completing", "planned"]);
+/** Job states in which the allocation is gone. */
+const ENDED_STATES = new Set([
+  "COMPLETED",
+  "COMPLETING",
+  "CANCELLED",
+  "FAILED",
+  "TIMEOUT",
+  "PREEMPTED",
+  "NODE_FAIL",
+  "BOOT_FAIL",
+  "DEADLINE",
+  "OUT_OF_MEMORY",
+  "REVOKED",
+  "SPECIAL_EXIT",
+]);
+
+/** One partition as its nodes describe it. */
+interface Partition {
+  readonly name: string;
+  readonly isDefault: boolean;
+  readonly nodes: readonly SlurmNode[];
+}
+
+function partitionsOf(nodes: readonly SlurmNode[]): Map<string, Partition> {
+  const partitions = new Map<string, Partition>();
+  for (const node of nodes) {
+    const current = partitions.get(node.partition);
+    partitions.set(node.partition, {
+      name: node.partition,
+      isDefault: (current?.isDefault ?? false) || node.isDefaultPartition,
+      nodes: [...(current?.nodes ?? []), node],
+    });
+  }
+  return partitions;
+}
+
+/** The canonical accelerator name of a GRES type (`a100` → `A100`), or the type as it is. */
+function acceleratorNameOf(type: string): string {
+  try {
+    return acceleratorFromName(type.toUpperCase(), "gres").name;
+  } catch {
+    return type;
+  }
+}
+
+/** Instance ids are `<job>-<index>`: node `index` of job `job` (node 0 is the job's first node). */
+function instanceIdOf(jobId: string, index: number): string {
+  return `${jobId}-${index}`;
+}
+
+function parseInstanceId(id: string): { jobId: string; index: number } | undefined {
+  const match = /^(\d+)-(\d+)$/.exec(id);
+  return match ? { jobId: match[1] as string, index: Number(match[2]) } : undefined;
+}
+
+/**
+ * Your Slurm cluster as a pool: one job per pool, its nodes the pool's nodes.
+ *
+ * @example
+ * ```ts
+ * import * as sky from "@skyward/core";
+ * import { Slurm } from "@skyward/provider-slurm";
+ *
+ * await using pool = await sky.compute({
+ *   provider: Slurm({
+ *     login: { host: "login.hpc.example.edu", user: "alice", identityFile: "~/.ssh/id_ed25519" },
+ *     partition: "gpu",
+ *     account: "ml-lab",
+ *     timeLimit: "2:00:00",
+ *   }),
+ *   accelerator: sky.accelerators.A100(),
+ *   nodes: 2,
+ * });
+ * ```
+ *
+ * @throws {ConfigurationError} naming the field for invalid settings.
+ */
+export function Slurm(settings: SlurmSettings): ProviderV1<SlurmClusterData> {
+  return build(parseInput(settingsSchema, settings, "Slurm"));
+}
+
+function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
+  const login = new SlurmLogin(declared);
+  /** Jobs this provider submitted: how many nodes each has, and which of them the pool let go. */
+  const jobs = new Map<string, { nodes: number; released: Set<number> }>();
+  /** One bootstrap per pool (shared filesystem: one environment for all its nodes). */
+  const bootstraps = new Map<string, Promise<boolean>>();
+  const where = loginLabel(declared);
+
+  const readNodes = async (signal?: AbortSignal) =>
+    parseNodes(await login.checked(["sinfo", "-h", "-N", "-o", SINFO_NODE_FORMAT], signal));
+  const readJob = async (jobId: string, signal?: AbortSignal): Promise<SlurmJob | undefined> => {
+    const result = await login.run(
+      `squeue -h -j ${shellQuote(jobId)} -o ${shellQuote(SQUEUE_FORMAT)}`,
+      signal,
+    );
+    // squeue fails with "Invalid job id specified" once the job has left the controller's memory.
+    if (result.code !== 0) return undefined;
+    return parseJobs(result.stdout).find((job) => job.id === jobId);
+  };
+  const queuePosition = async (job: SlurmJob, signal?: AbortSignal): Promise<number | undefined> => {
+    const order = await login.checked(
+      ["squeue", "-h", "-t", "PENDING", "-p", job.partition, "--sort=-p,i", "-o", "%i"],
+      signal,
+    );
+    const position = order.split("\n").findIndex((line) => line.trim() === job.id);
+    return position === -1 ? undefined : position + 1;
+  };
+  const choosePartition = (partitions: Map<string, Partition>): Partition => {
+    const wanted = declared.partition;
+    const partition =
+      wanted !== undefined
+        ? partitions.get(wanted)
+        : [...partitions.values()].find((entry) => entry.isDefault);
+    if (!partition) {
+      const known = [...partitions.keys()].join(", ") || "none";
+      throw new NoCapacityError({
+        attempts: [
+          {
+            provider: "slurm",
+            reason:
+              wanted !== undefined
+                ? `no such partition "${wanted}" on ${where} (partitions: ${known})`
+                : `${where} has no default partition: set Slurm({ partition }) (partitions: ${known})`,
+          },
+        ],
+      });
+    }
+    return partition;
+  };
+  const instanceFor = (
+    cluster: Pick<Cluster, "id" | "poolId" | "offer"> | ClusterFromTags,
+    job: SlurmJob,
+    index: number,
+    addresses: ReadonlyMap<string, string>,
+    position: number | undefined,
+  ): Instance => {
+    const status: InstanceStatus =
+      job.state === "RUNNING" ? "running" : ENDED_STATES.has(job.state) ? "terminated" : "pending";
+    const node = job.nodes[index];
+    const address = node !== undefined ? (addresses.get(node) ?? null) : null;
+    const running = status === "running" && address !== null;
+    const comment = parseJobComment(job.comment);
+    return Object.freeze({
+      id: instanceIdOf(job.id, index),
+      status: status === "running" && !running ? "pending" : status,
+      publicIp: null,
+      privateIp: address,
+      // Every node is reached through the login node; the worker launcher tunnels on from there.
+      ssh: running
+        ? Object.freeze({
+            host: declared.login.host,
+            port: declared.login.port,
+            user: declared.login.user,
+            hostKeyScope: "address" as const,
+          })
+        : null,
+      spot: false,
+      hourlyPrice: rateOf(declared, job.partition),
+      offerId: cluster.offer?.id ?? `slurm:${job.partition}`,
+      createdAt: Number.isNaN(job.submittedAt) ? Date.now() : job.submittedAt,
+      tags: Object.freeze({
+        "skyward:cluster": comment?.cluster ?? cluster.id,
+        "skyward:pool": comment?.pool ?? cluster.poolId,
+        "skyward:region": job.partition,
+        "slurm:job": job.id,
+        "slurm:state": job.state,
+        ...(node !== undefined ? { "slurm:node": node } : {}),
+        // Why it waits and where it is in the queue, as `squeue` says: shown while provisioning.
+        ...(job.state === "PENDING" ? { "slurm:reason": job.reason } : {}),
+        ...(position !== undefined ? { "slurm:queue-position": String(position) } : {}),
+      }),
+    });
+  };
+
+  return {
+    specificationVersion: "v1",
+    name: "slurm",
+    cacheKey: where,
+    capabilities: Object.freeze({ spot: false, peerNetwork: "private" as const }),
+
+    async offers({ query, signal }): Promise<readonly Offer[]> {
+      if (query.allocation === "spot") return [];
+      const partitions = partitionsOf(await readNodes(signal));
+      const candidates =
+        query.region !== undefined
+          ? [partitions.get(query.region)].filter((entry): entry is Partition => entry !== undefined)
+          : [choosePartition(partitions)];
+      const offers: Offer[] = [];
+      const reasons: string[] = [];
+      for (const partition of candidates) {
+        const offer = offerOf(declared, partition, query);
+        if (typeof offer === "string") reasons.push(offer);
+        else offers.push(offer);
+      }
+      if (offers.length === 0 && reasons.length > 0) {
+        throw new NoCapacityError({
+          attempts: reasons.map((reason) => ({ provider: "slurm", reason })),
+          message: `the Slurm cluster at ${where} cannot run the spec: ${reasons.join("; ")}`,
+        });
+      }
+      return offers;
+    },
+
+    async prepare({ spec, offer, poolId, signal }): Promise<Cluster<SlurmClusterData>> {
+      const id = `slurm-${Math.random().toString(36).slice(2, 10)}`;
+      const base =
+        declared.sharedDirectory ??
+        `${(await login.checked(["sh", "-c", 'printf %s "$HOME"'], signal)).trim()}/.skyward`;
+      const partition = String(offer.specific.partition ?? offer.region);
+      return Object.freeze({
+        id,
+        provider: "slurm",
+        poolId: poolId ?? "",
+        region: partition,
+        spec,
+        offer,
+        ssh: null,
+        specific: Object.freeze({ partition, root: `${base}/pools/${id}` }),
+      });
+    },
+
+    async provision({ cluster, count, signal }): Promise<readonly Instance[]> {
+      const { partition } = cluster.specific;
+      const nodes = (await readNodes(signal)).filter((node) => node.partition === partition);
+      const usable = nodes.filter((node) => USABLE_STATES.has(node.state));
+      if (count > usable.length) {
+        throw new ProvisionError({
+          provider: "slurm",
+          isRetryable: false,
+          message: `the pool asks for ${count} nodes; partition "${partition}" has ${usable.length} usable of ${nodes.length} (${nodes.map((node) => `${node.name} ${node.state}`).join(", ")}): Slurm could never start the job`,
+        });
+      }
+      const spec = cluster.spec;
+      const gpuType =
+        typeof cluster.offer.specific.gpuType === "string" ? cluster.offer.specific.gpuType : undefined;
+      const command = sbatchCommand({
+        jobName: jobNameOf(cluster.id),
+        comment: jobComment(cluster.id, cluster.poolId, partition),
+        nodes: count,
+        partition,
+        ...(declared.account !== undefined ? { account: declared.account } : {}),
+        ...(declared.qos !== undefined ? { qos: declared.qos } : {}),
+        ...(declared.timeLimit !== undefined ? { timeLimit: declared.timeLimit } : {}),
+        ...(spec.accelerator
+          ? { gpus: { count: spec.accelerator.count, ...(gpuType !== undefined ? { type: gpuType } : {}) } }
+          : {}),
+        ...(spec.vcpus !== undefined ? { cpusPerNode: spec.vcpus } : {}),
+        ...(spec.memoryGb !== undefined ? { memoryGbPerNode: spec.memoryGb } : {}),
+        extra: declared.sbatchOptions,
+        output: "/dev/null",
+      });
+      const submitted = await login.run(command, signal);
+      const jobId = submitted.code === 0 ? parseSubmittedJobId(submitted.stdout) : undefined;
+      if (jobId === undefined) {
+        // Refused at submit (no such account, a QoS limit, a request no node can meet): never queued.
+        throw new ProvisionError({
+          provider: "slurm",
+          isRetryable: false,
+          message: `Slurm refused the pool's job at submit (${count} nodes in partition "${partition}"${declared.account ? `, account "${declared.account}"` : ""}${declared.qos ? `, QoS "${declared.qos}"` : ""}): ${(submitted.stderr.trim() || submitted.stdout.trim()).replace(/^sbatch: error: /gm, "")}`,
+        });
+      }
+      jobs.set(jobId, { nodes: count, released: new Set() });
+      const job = await readJob(jobId, signal);
+      const placeholder: SlurmJob = job ?? {
+        id: jobId,
+        name: jobNameOf(cluster.id),
+        state: "PENDING",
+        reason: "None",
+        nodes: [],
+        partition,
+        nodeCount: count,
+        comment: jobComment(cluster.id, cluster.poolId, partition),
+        submittedAt: Date.now(),
+      };
+      const addresses = new Map(nodes.map((node) => [node.name, node.address]));
+      return Array.from({ length: count }, (_, index) =>
+        instanceFor(cluster, placeholder, index, addresses, undefined),
+      );
+    },
+
+    async getInstance({ cluster, id, signal }): Promise<Instance | null> {
+      const parsed = parseInstanceId(id);
+      if (!parsed) return null;
+      if (jobs.get(parsed.jobId)?.released.has(parsed.index)) return null;
+      const job = await readJob(parsed.jobId, signal);
+      if (!job) return null;
+      const addresses = new Map(
+        job.nodes.length > 0 ? (await readNodes(signal)).map((node) => [node.name, node.address]) : [],
+      );
+      const position = job.state === "PENDING" ? await queuePosition(job, signal) : undefined;
+      return instanceFor(cluster, job, parsed.index, addresses, position);
+    },
+
+    async launchWorker(options) {
+      const { instance, cluster } = options;
+      const jobId = instance.tags["slurm:job"];
+      const nodeName = instance.tags["slurm:node"];
+      if (!jobId || !nodeName || !instance.privateIp) {
+        throw new ProvisionError({
+          provider: "slurm",
+          message: `instance ${instance.id} has no node yet (job ${jobId ?? "?"} is ${instance.tags["slurm:state"] ?? "unknown"})`,
+        });
+      }
+      const placement: SlurmPlacement = { jobId, nodeName, nodeAddress: instance.privateIp };
+      let bootstrap = bootstraps.get(cluster.id);
+      if (!bootstrap) {
+        bootstrap = bootstrapPool(options, declared, placement);
+        bootstraps.set(cluster.id, bootstrap);
+        // A failed bootstrap is tried again by the next launch (a replacement node), not remembered.
+        bootstrap.catch(() => bootstraps.delete(cluster.id));
+      }
+      const warm = await bootstrap;
+      return startSlurmWorker(options, declared, placement, warm);
+    },
+
+    async terminate({ ids, signal }): Promise<void> {
+      const cancel = new Set<string>();
+      for (const id of ids) {
+        const parsed = parseInstanceId(id);
+        if (!parsed) continue;
+        const known = jobs.get(parsed.jobId);
+        if (!known) {
+          // Not submitted by this process (`skyward down`): the whole job goes.
+          cancel.add(parsed.jobId);
+          continue;
+        }
+        known.released.add(parsed.index);
+        // A job's nodes are one allocation: it ends once the pool has let go of all of them.
+        if (known.released.size >= known.nodes) cancel.add(parsed.jobId);
+      }
+      if (cancel.size > 0) await login.checked(["scancel", ...cancel], signal);
+    },
+
+    async teardown({ cluster, signal }): Promise<void> {
+      await login.checked(["scancel", `--name=${jobNameOf(cluster.id)}`], signal);
+      const root = cluster.specific?.root;
+      if (root) await login.run(`rm -rf ${shellQuote(root)}`, signal);
+      bootstraps.delete(cluster.id);
+      login.close();
+    },
+
+    selfDestruct({ instance }): string {
+      // Run on the node by the worker when its TTL runs out with no client: the allocation ends.
+      const jobId = instance.tags["slurm:job"] ?? parseInstanceId(instance.id)?.jobId;
+      return jobId ? `scancel ${shellQuote(jobId)}` : "true";
+    },
+
+    async listInstances({ signal }): Promise<readonly Instance[]> {
+      const listed = parseJobs(await login.checked(["squeue", "-h", "--me", "-o", SQUEUE_FORMAT], signal));
+      const addresses = new Map((await readNodes(signal)).map((node) => [node.name, node.address]));
+      const instances: Instance[] = [];
+      for (const job of listed) {
+        const comment = parseJobComment(job.comment);
+        if (!comment) continue;
+        const cluster: ClusterFromTags = {
+          id: comment.cluster,
+          provider: "slurm",
+          poolId: comment.pool,
+          region: job.partition,
+          ssh: null,
+        };
+        for (let index = 0; index < Math.max(job.nodeCount, 1); index += 1)
+          instances.push(instanceFor(cluster, job, index, addresses, undefined));
+      }
+      return instances;
+    },
+  };
+}
+
+/** The offer of `partition` for `query`, or why it cannot run it (numbers named). */
+function offerOf(declared: SlurmDeclared, partition: Partition, query: OfferQuery): Offer | string {
+  const usable = partition.nodes.filter((node) => USABLE_STATES.has(node.state));
+  if (usable.length === 0)
+    return `partition "${partition.name}" has no usable node (${partition.nodes.map((node) => `${node.name} ${node.state}`).join(", ")})`;
+  const maxGpus = Math.max(...usable.map((node) => node.gpus));
+  const gpuType = usable.find((node) => node.gpuType !== undefined)?.gpuType;
+  const acceleratorName =
+    gpuType !== undefined ? acceleratorNameOf(gpuType) : (declared.accelerator?.name ?? "GPU");
+  const wanted = query.accelerator;
+  if (wanted) {
+    if (maxGpus === 0)
+      return `partition "${partition.name}" has no GPUs (GRES gpu); the spec asks for ${wanted.count} ${wanted.name}`;
+    if (wanted.name.toUpperCase() !== acceleratorName.toUpperCase())
+      return `partition "${partition.name}" has ${acceleratorName} GPUs; the spec asks for ${wanted.name}${gpuType === undefined ? " (its GRES name no type: set Slurm({ accelerator }) to say what they are)" : ""}`;
+    if (wanted.count > maxGpus)
+      return `the spec asks for ${wanted.count} GPUs per node; partition "${partition.name}" has at most ${maxGpus} per node`;
+  }
+  const cpus = Math.max(...usable.map((node) => node.cpus));
+  const memoryGb = Math.max(...usable.map((node) => node.memoryMb)) / 1024;
+  if (query.vcpus !== undefined && query.vcpus > cpus)
+    return `the spec asks for ${query.vcpus} vCPUs per node; partition "${partition.name}" has at most ${cpus}`;
+  if (query.memoryGb !== undefined && query.memoryGb > memoryGb)
+    return `the spec asks for ${query.memoryGb} GB per node; partition "${partition.name}" has at most ${Math.floor(memoryGb)} GB`;
+  const price = rateOf(declared, partition.name);
+  if (query.maxHourlyCost !== undefined && price > query.maxHourlyCost)
+    return `partition "${partition.name}" costs ${price} per node-hour, above the cap`;
+  const idle = usable.filter((node) => node.state === "idle").length;
+  return Object.freeze({
+    id: `slurm:${partition.name}`,
+    provider: "slurm",
+    instanceType: `${partition.name}: ${usable.length} nodes${maxGpus > 0 ? `, ${maxGpus}x ${acceleratorName} each` : ""}`,
+    accelerator:
+      maxGpus > 0
+        ? {
+            name: acceleratorName,
+            count: wanted?.count ?? maxGpus,
+            memoryGb: declared.accelerator?.memoryGb ?? 0,
+          }
+        : null,
+    vcpus: cpus,
+    memoryGb,
+    architecture: "x86_64",
+    region: partition.name,
+    spotPrice: null,
+    onDemandPrice: price,
+    pricesAsOf: new Date().toISOString().slice(0, 10),
+    specific: Object.freeze({
+      partition: partition.name,
+      nodes: usable.length,
+      idleNodes: idle,
+      gpusPerNode: maxGpus,
+      ...(gpuType !== undefined ? { gpuType } : {}),
+    }),
+  });
+}
+
+/** `identity_file` → `identityFile`, for the `login` table of `skyward.toml`. */
+function camelKeys(table: unknown): unknown {
+  if (typeof table !== "object" || table === null || Array.isArray(table)) return table;
+  return Object.fromEntries(
+    Object.entries(table).map(([key, value]) => [
+      key.replace(/_([a-z0-9])/g, (_, letter: string) => letter.toUpperCase()),
+      value,
+    ]),
+  );
+}
+
+/**
+ * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "slurm"`), its keys
+ * already camelCased by the core; the `login` table's keys are camelCased here, and `accelerator` may
+ * be a name (`accelerator = "A100"`).
+ *
+ * ```toml
+ * [providers.cluster]
+ * type = "slurm"
+ * partition = "gpu"
+ * account = "ml-lab"
+ * time_limit = "2:00:00"
+ * login = { host = "login.hpc.example.edu", user = "alice", identity_file = "~/.ssh/id_ed25519" }
+ * ```
+ */
+export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<SlurmClusterData> {
+  const { accelerator, login } = settings;
+  return build(
+    parseInput(settingsSchema, {
+      ...settings,
+      login: camelKeys(login),
+      ...(typeof accelerator === "string"
+        ? { accelerator: acceleratorFromName(accelerator, "accelerator") }
+        : {}),
+    }),
+  );
+}
