@@ -235,7 +235,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
       for (const partition of candidates) {
         const offer = offerOf(declared, partition, query);
         if (typeof offer === "string") reasons.push(offer);
-        else offers.push(offer);
+        else if (offer !== undefined) offers.push(offer);
       }
       if (offers.length === 0 && reasons.length > 0) {
         throw new NoCapacityError({
@@ -412,8 +412,16 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
   };
 }
 
-/** The offer of `partition` for `query`, or why it cannot run it (numbers named). */
-function offerOf(declared: SlurmDeclared, partition: Partition, query: OfferQuery): Offer | string {
+/**
+ * The offer of `partition` for `query`; why it can never run it (numbers named), when the spec asks
+ * for more than its nodes have; or undefined when it is simply not what the spec asks for (another
+ * accelerator, above the price cap).
+ */
+function offerOf(
+  declared: SlurmDeclared,
+  partition: Partition,
+  query: OfferQuery,
+): Offer | string | undefined {
   const usable = partition.nodes.filter((node) => USABLE_STATES.has(node.state));
   if (usable.length === 0)
     return `partition "${partition.name}" has no usable node (${partition.nodes.map((node) => `${node.name} ${node.state}`).join(", ")})`;
@@ -425,8 +433,8 @@ function offerOf(declared: SlurmDeclared, partition: Partition, query: OfferQuer
   if (wanted) {
     if (maxGpus === 0)
       return `partition "${partition.name}" has no GPUs (GRES gpu); the spec asks for ${wanted.count} ${wanted.name}`;
-    if (wanted.name.toUpperCase() !== acceleratorName.toUpperCase())
-      return `partition "${partition.name}" has ${acceleratorName} GPUs; the spec asks for ${wanted.name}${gpuType === undefined ? " (its GRES name no type: set Slurm({ accelerator }) to say what they are)" : ""}`;
+    // Untyped GRES are what Slurm({ accelerator }) says they are.
+    if (wanted.name.toUpperCase() !== acceleratorName.toUpperCase()) return undefined;
     if (wanted.count > maxGpus)
       return `the spec asks for ${wanted.count} GPUs per node; partition "${partition.name}" has at most ${maxGpus} per node`;
   }
@@ -437,21 +445,16 @@ function offerOf(declared: SlurmDeclared, partition: Partition, query: OfferQuer
   if (query.memoryGb !== undefined && query.memoryGb > memoryGb)
     return `the spec asks for ${query.memoryGb} GB per node; partition "${partition.name}" has at most ${Math.floor(memoryGb)} GB`;
   const price = rateOf(declared, partition.name);
-  if (query.maxHourlyCost !== undefined && price > query.maxHourlyCost)
-    return `partition "${partition.name}" costs ${price} per node-hour, above the cap`;
+  if (query.maxHourlyCost !== undefined && price > query.maxHourlyCost) return undefined;
   const idle = usable.filter((node) => node.state === "idle").length;
   return Object.freeze({
     id: `slurm:${partition.name}`,
     provider: "slurm",
     instanceType: `${partition.name}: ${usable.length} nodes${maxGpus > 0 ? `, ${maxGpus}x ${acceleratorName} each` : ""}`,
-    accelerator:
-      maxGpus > 0
-        ? {
-            name: acceleratorName,
-            count: wanted?.count ?? maxGpus,
-            memoryGb: declared.accelerator?.memoryGb ?? 0,
-          }
-        : null,
+    // A spec without an accelerator asks for no GPU: its nodes are CPU-only to the pool.
+    accelerator: wanted
+      ? { name: acceleratorName, count: wanted.count, memoryGb: declared.accelerator?.memoryGb ?? 0 }
+      : null,
     vcpus: cpus,
     memoryGb,
     architecture: "x86_64",

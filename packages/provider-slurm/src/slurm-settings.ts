@@ -124,11 +124,9 @@ export const settingsSchema = z.strictObject({
   ratePerHour: z.union([rate, z.record(z.string(), rate)]).default(0),
   sbatchOptions: z
     .array(
-      z
-        .string()
-        .regex(/^--?[A-Za-z][A-Za-z0-9-]*(=\S+)?$/, {
-          message: "expected one sbatch option such as --constraint=a100",
-        }),
+      z.string().regex(/^--?[A-Za-z][A-Za-z0-9-]*(=\S+)?$/, {
+        message: "expected one sbatch option such as --constraint=a100",
+      }),
     )
     .default([]),
 });
