@@ -472,21 +472,10 @@ function offerOf(
   });
 }
 
-/** `identity_file` → `identityFile`, for the `login` table of `skyward.toml`. */
-function camelKeys(table: unknown): unknown {
-  if (typeof table !== "object" || table === null || Array.isArray(table)) return table;
-  return Object.fromEntries(
-    Object.entries(table).map(([key, value]) => [
-      key.replace(/_([a-z0-9])/g, (_, letter: string) => letter.toUpperCase()),
-      value,
-    ]),
-  );
-}
-
 /**
  * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "slurm"`), its keys
- * already camelCased by the core; the `login` table's keys are camelCased here, and `accelerator` may
- * be a name (`accelerator = "A100"`).
+ * and those of its `login` table already camelCased by the core; `accelerator` may be a name
+ * (`accelerator = "A100"`).
  *
  * ```toml
  * [providers.cluster]
@@ -498,11 +487,10 @@ function camelKeys(table: unknown): unknown {
  * ```
  */
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<SlurmClusterData> {
-  const { accelerator, login } = settings;
+  const { accelerator } = settings;
   return build(
     parseInput(settingsSchema, {
       ...settings,
-      login: camelKeys(login),
       ...(typeof accelerator === "string"
         ? { accelerator: acceleratorFromName(accelerator, "accelerator") }
         : {}),

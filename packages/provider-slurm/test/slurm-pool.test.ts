@@ -3,10 +3,13 @@
  * two compute hosts without sshd), end to end: the job, the srun steps, the tunnels through the
  * login node, the Python worker.
  */
+import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import {
   createSlurmTestbed,
+  isCi,
+  providerFromToml,
   requireSlurmTestbed,
   type ScratchSkywardHome,
   type SlurmTestbed,
@@ -18,6 +21,8 @@ import { Slurm, type SlurmSettings } from "../src/index.js";
 
 const skipReason = await requireSlurmTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/slurm_tasks.py", import.meta.url));
+const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
+const built = existsSync(new URL("../dist/index.js", import.meta.url));
 
 const info = sky.python<
   [],
@@ -146,4 +151,32 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
     ).rejects.toThrow(/Slurm refused the pool's job at submit.*Invalid feature specification/s);
     expect(await squeue()).toBe("");
   });
+
+  it.skipIf(!built && !isCi())(
+    'is what [providers.x] type = "slurm" in skyward.toml makes, login table included',
+    async () => {
+      const { host, identityFile } = testbedSshHost(slurm.login, { keyFile: true });
+      const { entry, provider } = await providerFromToml(
+        `
+[providers.cloud]
+type = "slurm"
+partition = "main"
+time_limit = "0:10:00"
+accelerator = "T4"
+rate_per_hour = { main = 1.5 }
+shared_directory = "${slurm.directory}/shared"
+login = { host = "${host}", user = "root", identity_file = "${identityFile}" }
+`,
+        packageDirectory,
+      );
+      expect(entry.package).toBe("@skyward/provider-slurm");
+      const offers = await provider.offers({
+        query: { accelerator: { name: "T4", count: 2 }, allocation: "on-demand" },
+        signal: AbortSignal.timeout(30_000),
+      });
+      expect(offers.map((offer) => [offer.region, offer.accelerator?.count, offer.onDemandPrice])).toEqual([
+        ["main", 2, 1.5],
+      ]);
+    },
+  );
 });
