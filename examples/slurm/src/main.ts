@@ -21,7 +21,9 @@ const sumPartition = sky.python<[data: number[]], { node: number; size: number; 
 const login = process.env.SLURM_LOGIN_HOST;
 const identityFile = process.env.SLURM_LOGIN_KEY;
 if (!login || !identityFile) {
-  console.error("set SLURM_LOGIN_HOST and SLURM_LOGIN_KEY (and SLURM_USER, SLURM_PARTITION as your site needs)");
+  console.error(
+    "set SLURM_LOGIN_HOST and SLURM_LOGIN_KEY (and SLURM_USER, SLURM_PARTITION as your site needs)",
+  );
   process.exit(2);
 }
 

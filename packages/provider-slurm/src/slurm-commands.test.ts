@@ -2,7 +2,8 @@
  * Parsing what Slurm's tools print. The samples follow the output formats documented on
  * https://slurm.schedmd.com/sinfo.html (`-N`, `-o` fields %N %P %c %m %G %T %o),
  * https://slurm.schedmd.com/squeue.html (`-o` fields %i %j %T %r %N %P %V %D %k) and
- * https://slurm.schedmd.com/sbatch.html (`--parsable`: "jobid[;cluster_name]"); the end-to-end tests
+ * https://slurm.schedmd.com/sbatch.html (`--parsable`: "jobid[;cluster_name]") and
+ * https://slurm.schedmd.com/scontrol.html (`show partition -o`: one line per partition); the end-to-end tests
  * read the real tools' output on the Slurm test bed.
  */
 import { describe, expect, it } from "vitest";
@@ -13,6 +14,7 @@ import {
   parseJobComment,
   parseJobs,
   parseNodes,
+  parsePreemptModes,
   parseSubmittedJobId,
   sbatchArguments,
 } from "./slurm-commands.js";
@@ -69,6 +71,16 @@ describe("Slurm's output", () => {
     });
     expect(parseJobComment(jobs[0]?.comment ?? "")).toEqual({ cluster: "a", pool: "p", region: "main" });
     expect(parseJobComment("x|y")).toBeUndefined();
+  });
+
+  it("scontrol show partition -o: each partition's PreemptMode", () => {
+    const modes = parsePreemptModes(
+      "PartitionName=main AllowGroups=ALL Default=YES PreemptMode=OFF State=UP\nPartitionName=spot PriorityTier=1 PreemptMode=REQUEUE State=UP\n",
+    );
+    expect([...modes]).toEqual([
+      ["main", "OFF"],
+      ["spot", "REQUEUE"],
+    ]);
   });
 
   it("sbatch --parsable prints the job id, with the cluster on a federation", () => {

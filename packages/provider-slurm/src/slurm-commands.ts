@@ -228,3 +228,17 @@ export function parseJobComment(
   if (!cluster) return undefined;
   return { cluster, pool: fields.get("pool") ?? "", region: fields.get("region") ?? "" };
 }
+
+/**
+ * Each partition's `PreemptMode` from `scontrol show partition -o` (one `Key=Value …` line per
+ * partition): `OFF`, or how its jobs are preempted (`REQUEUE`, `CANCEL`, `SUSPEND`…).
+ */
+export function parsePreemptModes(output: string): Map<string, string> {
+  const modes = new Map<string, string>();
+  for (const line of output.split("\n")) {
+    const name = /(?:^|\s)PartitionName=(\S+)/.exec(line)?.[1];
+    if (!name) continue;
+    modes.set(name, /(?:^|\s)PreemptMode=(\S+)/.exec(line)?.[1] ?? "OFF");
+  }
+  return modes;
+}

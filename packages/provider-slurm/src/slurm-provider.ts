@@ -24,6 +24,7 @@ import {
   parseJobComment,
   parseJobs,
   parseNodes,
+  parsePreemptModes,
   parseSubmittedJobId,
   SINFO_NODE_FORMAT,
   type SlurmJob,
@@ -62,16 +63,22 @@ const ENDED_STATES = new Set([
 interface Partition {
   readonly name: string;
   readonly isDefault: boolean;
+  /** Its jobs can be preempted (`PreemptMode` other than `OFF`): its capacity is spot capacity. */
+  readonly preemptible: boolean;
   readonly nodes: readonly SlurmNode[];
 }
 
-function partitionsOf(nodes: readonly SlurmNode[]): Map<string, Partition> {
+function partitionsOf(
+  nodes: readonly SlurmNode[],
+  preemptModes: ReadonlyMap<string, string>,
+): Map<string, Partition> {
   const partitions = new Map<string, Partition>();
   for (const node of nodes) {
     const current = partitions.get(node.partition);
     partitions.set(node.partition, {
       name: node.partition,
       isDefault: (current?.isDefault ?? false) || node.isDefaultPartition,
+      preemptible: (preemptModes.get(node.partition) ?? "OFF").toUpperCase() !== "OFF",
       nodes: [...(current?.nodes ?? []), node],
     });
   }
@@ -142,13 +149,29 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
     if (result.code !== 0) return undefined;
     return parseJobs(result.stdout).find((job) => job.id === jobId);
   };
-  const queuePosition = async (job: SlurmJob, signal?: AbortSignal): Promise<number | undefined> => {
+  /** Each pending job's place in its partition's queue (1 is next), in the scheduler's order. */
+  const queuePositions = async (signal?: AbortSignal): Promise<Map<string, number>> => {
     const order = await login.checked(
-      ["squeue", "-h", "-t", "PENDING", "-p", job.partition, "--sort=-p,i", "-o", "%i"],
+      ["squeue", "-h", "-t", "PENDING", "--sort=-p,i", "-o", "%i|%P"],
       signal,
     );
-    const position = order.split("\n").findIndex((line) => line.trim() === job.id);
-    return position === -1 ? undefined : position + 1;
+    const positions = new Map<string, number>();
+    const seen = new Map<string, number>();
+    for (const line of order.split("\n")) {
+      const [id, partition] = line.trim().split("|");
+      if (!id || !partition) continue;
+      const place = (seen.get(partition) ?? 0) + 1;
+      seen.set(partition, place);
+      positions.set(id, place);
+    }
+    return positions;
+  };
+  const readPartitions = async (signal?: AbortSignal) => {
+    const [nodes, modes] = await Promise.all([
+      readNodes(signal),
+      login.checked(["scontrol", "show", "partition", "-o"], signal).then(parsePreemptModes),
+    ]);
+    return partitionsOf(nodes, modes);
   };
   const choosePartition = (partitions: Map<string, Partition>): Partition => {
     const wanted = declared.partition;
@@ -178,6 +201,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
     index: number,
     addresses: ReadonlyMap<string, string>,
     position: number | undefined,
+    preemptible: boolean,
   ): Instance => {
     const status: InstanceStatus =
       job.state === "RUNNING" ? "running" : ENDED_STATES.has(job.state) ? "terminated" : "pending";
@@ -199,7 +223,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
             hostKeyScope: "address" as const,
           })
         : null,
-      spot: false,
+      spot: preemptible,
       hourlyPrice: rateOf(declared, job.partition),
       offerId: cluster.offer?.id ?? `slurm:${job.partition}`,
       createdAt: Number.isNaN(job.submittedAt) ? Date.now() : job.submittedAt,
@@ -221,11 +245,11 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
     specificationVersion: "v1",
     name: "slurm",
     cacheKey: where,
-    capabilities: Object.freeze({ spot: false, peerNetwork: "private" as const }),
+    // A preemptible partition's capacity is spot capacity: cheaper to get, taken back by the scheduler.
+    capabilities: Object.freeze({ spot: true, peerNetwork: "private" as const }),
 
     async offers({ query, signal }): Promise<readonly Offer[]> {
-      if (query.allocation === "spot") return [];
-      const partitions = partitionsOf(await readNodes(signal));
+      const partitions = await readPartitions(signal);
       const candidates =
         query.region !== undefined
           ? [partitions.get(query.region)].filter((entry): entry is Partition => entry !== undefined)
@@ -319,7 +343,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
       };
       const addresses = new Map(nodes.map((node) => [node.name, node.address]));
       return Array.from({ length: count }, (_, index) =>
-        instanceFor(cluster, placeholder, index, addresses, undefined),
+        instanceFor(cluster, placeholder, index, addresses, undefined, cluster.offer.spotPrice !== null),
       );
     },
 
@@ -332,8 +356,8 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
       const addresses = new Map(
         job.nodes.length > 0 ? (await readNodes(signal)).map((node) => [node.name, node.address]) : [],
       );
-      const position = job.state === "PENDING" ? await queuePosition(job, signal) : undefined;
-      return instanceFor(cluster, job, parsed.index, addresses, position);
+      const position = job.state === "PENDING" ? (await queuePositions(signal)).get(job.id) : undefined;
+      return instanceFor(cluster, job, parsed.index, addresses, position, cluster.offer?.spotPrice != null);
     },
 
     async launchWorker(options) {
@@ -392,7 +416,13 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
 
     async listInstances({ signal }): Promise<readonly Instance[]> {
       const listed = parseJobs(await login.checked(["squeue", "-h", "--me", "-o", SQUEUE_FORMAT], signal));
-      const addresses = new Map((await readNodes(signal)).map((node) => [node.name, node.address]));
+      const partitions = await readPartitions(signal);
+      const addresses = new Map(
+        [...partitions.values()].flatMap((partition) =>
+          partition.nodes.map((node) => [node.name, node.address] as const),
+        ),
+      );
+      const positions = await queuePositions(signal);
       const instances: Instance[] = [];
       for (const job of listed) {
         const comment = parseJobComment(job.comment);
@@ -405,7 +435,16 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
           ssh: null,
         };
         for (let index = 0; index < Math.max(job.nodeCount, 1); index += 1)
-          instances.push(instanceFor(cluster, job, index, addresses, undefined));
+          instances.push(
+            instanceFor(
+              cluster,
+              job,
+              index,
+              addresses,
+              positions.get(job.id),
+              partitions.get(job.partition)?.preemptible ?? false,
+            ),
+          );
       }
       return instances;
     },
@@ -446,6 +485,9 @@ function offerOf(
     return `the spec asks for ${query.memoryGb} GB per node; partition "${partition.name}" has at most ${Math.floor(memoryGb)} GB`;
   const price = rateOf(declared, partition.name);
   if (query.maxHourlyCost !== undefined && price > query.maxHourlyCost) return undefined;
+  // Spot capacity is a preemptible partition's; on-demand capacity a partition whose jobs stay.
+  if (query.allocation === "spot" && !partition.preemptible) return undefined;
+  if (query.allocation === "on-demand" && partition.preemptible) return undefined;
   const idle = usable.filter((node) => node.state === "idle").length;
   return Object.freeze({
     id: `slurm:${partition.name}`,
@@ -459,8 +501,8 @@ function offerOf(
     memoryGb,
     architecture: "x86_64",
     region: partition.name,
-    spotPrice: null,
-    onDemandPrice: price,
+    spotPrice: partition.preemptible ? price : null,
+    onDemandPrice: partition.preemptible ? null : price,
     pricesAsOf: new Date().toISOString().slice(0, 10),
     specific: Object.freeze({
       partition: partition.name,

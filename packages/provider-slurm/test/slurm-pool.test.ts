@@ -37,6 +37,7 @@ const info = sky.python<
   }
 >("slurm_tasks:info");
 const square = sky.python<[number], number>("slurm_tasks:square");
+const sleep = sky.python<[number], number>("slurm_tasks:sleep");
 
 describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", () => {
   let slurm: SlurmTestbed;
@@ -151,6 +152,81 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
     ).rejects.toThrow(/Slurm refused the pool's job at submit.*Invalid feature specification/s);
     expect(await squeue()).toBe("");
   });
+
+  const submit = async (args: readonly string[]) => {
+    const result = await slurm.exec(["sbatch", "--parsable", ...args, "--wrap", "exec sleep 600"]);
+    expect(result.exitCode, result.stderr).toBe(0);
+    return result.stdout.trim();
+  };
+  const stateOf = async (jobId: string) =>
+    (await slurm.exec(["squeue", "-h", "-j", jobId, "-o", "%T"])).stdout.trim();
+
+  it("waits in the queue behind a busy partition, with Slurm's reason and its position, and starts when nodes free up", async () => {
+    const all = `--nodes=${slurm.computeNodes.length}`;
+    const holder = await submit([all, "--exclusive"]);
+    await expect.poll(() => stateOf(holder), { timeout: 20_000 }).toBe("RUNNING");
+    const ahead = await submit([all, "--exclusive"]);
+    const provider = Slurm(settings());
+    const starting = sky.compute({
+      provider,
+      nodes: 1,
+      image: { includes: [tasks] },
+      ttl: 0,
+      options: { console: false },
+    });
+    starting.catch(() => undefined);
+    // What `skyward instances` lists while the pool waits: pending, why, and where in the queue.
+    await expect
+      .poll(
+        async () =>
+          (await provider.listInstances?.({ signal: AbortSignal.timeout(20_000) }))?.find(
+            (instance) => instance.tags["slurm:queue-position"] !== undefined,
+          ),
+        { timeout: 20_000 },
+      )
+      .toBeDefined();
+    const listed = await provider.listInstances?.({ signal: AbortSignal.timeout(20_000) });
+    const mine = listed?.find(
+      (instance) => instance.tags["slurm:job"] !== holder && instance.tags["slurm:job"] !== ahead,
+    );
+    expect(mine?.status).toBe("pending");
+    expect(mine?.tags["slurm:reason"]).toMatch(/^(Priority|Resources)$/);
+    expect(mine?.tags["slurm:queue-position"]).toBe("2");
+    await slurm.exec(["scancel", holder, ahead]);
+    await using pool = await starting;
+    expect(await pool.run(square(3))).toBe(9);
+  });
+
+  it("replaces the nodes of a preempted job and retries the task that was running there, its result once", async () => {
+    const provider = Slurm(settings({ partition: "preemptible" }));
+    await using pool = await sky.compute({
+      provider,
+      nodes: 1,
+      image: { includes: [tasks] },
+      ttl: 0,
+      options: { console: false },
+    });
+    const replaced: string[] = [];
+    pool.on("node.replaced", (event) => replaced.push(event.previousInstanceId));
+    const lost: string[] = [];
+    pool.on("node.lost", (event) => lost.push(event.instanceId));
+    const before = await pool.run(info());
+    // A preemptible partition's job is spot capacity.
+    const listed = await provider.listInstances?.({ signal: AbortSignal.timeout(20_000) });
+    expect(listed?.map((instance) => instance.spot)).toEqual([true]);
+    const running = pool.run(sleep(12));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // The main partition's higher tier takes the node: Slurm preempts the pool's job there.
+    const urgent = await submit(["--partition=main", `--nodelist=${before.slurm_node}`, "--exclusive"]);
+    expect(await running).toBe(12);
+    const after = await pool.run(info());
+    expect(after.slurm_node).not.toBe(before.slurm_node);
+    expect(after.slurm_job).not.toBe(before.slurm_job);
+    // One loss, one replacement: the node the job held, under the same index.
+    expect(lost).toEqual(replaced);
+    expect(replaced).toHaveLength(1);
+    expect(await stateOf(urgent)).toBe("RUNNING");
+  }, 120_000);
 
   it.skipIf(!built && !isCi())(
     'is what [providers.x] type = "slurm" in skyward.toml makes, login table included',

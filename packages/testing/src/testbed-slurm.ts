@@ -145,7 +145,7 @@ function slurmConfText(options: {
       (node) =>
         `NodeName=${node.name} NodeAddr=${node.address} CPUs=${options.cpus} RealMemory=${options.memoryMb}${gpus > 0 ? ` Gres=gpu:${gpus}` : ""} State=UNKNOWN`,
     ),
-    `PartitionName=${SLURM_TESTBED_PARTITION} Nodes=${nodeList} Default=YES MaxTime=INFINITE State=UP PriorityTier=10`,
+    `PartitionName=${SLURM_TESTBED_PARTITION} Nodes=${nodeList} Default=YES MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF`,
     `PartitionName=${SLURM_TESTBED_PREEMPTIBLE_PARTITION} Nodes=${nodeList} MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE`,
     "",
   ].join("\n");
