@@ -3,6 +3,7 @@
  * reached through the login node), one job holding both, one worker per node as an `srun` step, and
  * one gloo world across the nodes' cluster addresses.
  */
+import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { Slurm } from "@skyward/provider-slurm";
 import {
@@ -27,6 +28,8 @@ import {
 
 const { torchMissing } = await torchSkipReasons("PyTorch for the torch plugin's end-to-end tests");
 const slurmMissing = await requireSlurmTestbed();
+/** The fake nvidia-smi (2 × A100) the one-worker-per-accelerator tests put first on the workers' PATH. */
+const fakes = fileURLToPath(new URL("./fixtures/bin", import.meta.url));
 
 describe.skipIf(torchMissing !== undefined || slurmMissing !== undefined)(
   "torch() across the 2 compute nodes of the Slurm test bed",
@@ -35,7 +38,7 @@ describe.skipIf(torchMissing !== undefined || slurmMissing !== undefined)(
     let home: ScratchSkywardHome | undefined;
 
     beforeAll(async () => {
-      slurm = await createSlurmTestbed({ computeNodes: 2, gpusPerNode: 0 });
+      slurm = await createSlurmTestbed({ computeNodes: 2, gpusPerNode: 2 });
       home = await useScratchSkywardHome("skyward-torch-slurm-");
     }, 120_000);
 
@@ -44,14 +47,20 @@ describe.skipIf(torchMissing !== undefined || slurmMissing !== undefined)(
       await home?.restore();
     }, 60_000);
 
-    it("forms one gloo world of the job's nodes, node 0 of the job its master", async () => {
+    const provider = () => {
       const { host, identityFile } = testbedSshHost(slurm.login, { keyFile: true });
+      return Slurm({
+        login: { host, user: "root", ...(identityFile ? { identityFile } : {}) },
+        sharedDirectory: `${slurm.directory}/shared`,
+        // The test bed's GRES are untyped (gpu:2): say what they are.
+        accelerator: sky.accelerators.A100(),
+        timeLimit: 10,
+      });
+    };
+
+    it("forms one gloo world of the job's nodes, node 0 of the job its master", async () => {
       await using pool = await sky.compute({
-        provider: Slurm({
-          login: { host, user: "root", ...(identityFile ? { identityFile } : {}) },
-          sharedDirectory: `${slurm.directory}/shared`,
-          timeLimit: 10,
-        }),
+        provider: provider(),
         nodes: 2,
         ttl: 0,
         image: { python: SYSTEM_PYTHON, includes: [tasks] },
@@ -80,6 +89,40 @@ describe.skipIf(torchMissing !== undefined || slurmMissing !== undefined)(
       // Each rank's own data, the same averaged gradients after DDP's all-reduce.
       expect(second?.local.flat()).not.toEqual(first?.local.flat());
       close(second?.ddp ?? [], first?.ddp ?? []);
+    });
+
+    it("forms one world of 4 with one worker per GPU Slurm gave each node's step", async () => {
+      await using pool = await sky.compute({
+        provider: provider(),
+        accelerator: sky.accelerators.A100({ count: 2 }),
+        nodes: 2,
+        ttl: 0,
+        image: {
+          python: SYSTEM_PYTHON,
+          includes: [tasks],
+          // The workers' device check finds the fake nvidia-smi (2 GPUs) first on their PATH.
+          env: { PATH: `${fakes}:/usr/local/bin:/usr/bin:/bin` },
+        },
+        plugins: [torch({ backend: "gloo", perAccelerator: true })],
+        options: { console: false, bootstrapTimeout: 240 },
+      });
+      const infos = await pool.broadcast(groupInfo());
+      const master = slurm.computeNodes[0]?.address;
+      expect(
+        infos.map((info) => [info.rank, info.world_size, info.env.LOCAL_RANK, info.env.NODE_RANK]),
+      ).toEqual([
+        [0, 4, "0", "0"],
+        [1, 4, "1", "0"],
+        [2, 4, "0", "1"],
+        [3, 4, "1", "1"],
+      ]);
+      expect(new Set(infos.map((info) => info.env.MASTER_ADDR))).toEqual(new Set([master]));
+      // Slurm's GRES gave each node's step both devices; the plugin gives each worker one of them.
+      expect(infos.map((info) => info.env.CUDA_VISIBLE_DEVICES)).toEqual(["0", "1", "0", "1"]);
+      expect(new Set(infos.map((info) => info.pid)).size).toBe(4);
+      expect(await pool.broadcast(allReduceSum(2))).toEqual([0, 1, 2, 3].map((rank) => ({ rank, sum: 20 })));
+      const gradients = await pool.broadcast(ddpGradients());
+      for (const result of gradients) close(result.ddp, gradients[0]?.ddp ?? []);
     });
   },
 );
