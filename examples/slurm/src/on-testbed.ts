@@ -10,5 +10,5 @@ if (skipReason !== undefined) {
 await using slurm = await createSlurmTestbed({ computeNodes: 2, gpusPerNode: 0 });
 process.env.SLURM_LOGIN_HOST = slurm.login.host;
 process.env.SLURM_LOGIN_KEY = slurm.login.identityFile;
-process.env.SLURM_SHARED_DIRECTORY = `${slurm.directory}/shared`;
+process.env.SLURM_SHARED_DIRECTORY = slurm.sharedDirectory;
 await import("./main.ts");

@@ -11,7 +11,6 @@ import {
   requireSlurmTestbed,
   type ScratchSkywardHome,
   type SlurmTestbed,
-  testbedSshHost,
   useScratchSkywardHome,
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -48,10 +47,9 @@ describe.skipIf(torchMissing !== undefined || slurmMissing !== undefined)(
     }, 60_000);
 
     const provider = () => {
-      const { host, identityFile } = testbedSshHost(slurm.login, { keyFile: true });
       return Slurm({
-        login: { host, user: "root", ...(identityFile ? { identityFile } : {}) },
-        sharedDirectory: `${slurm.directory}/shared`,
+        login: slurm.loginSettings,
+        sharedDirectory: slurm.sharedDirectory,
         // The test bed's GRES are untyped (gpu:2): say what they are.
         accelerator: sky.accelerators.A100(),
         timeLimit: 10,

@@ -23,15 +23,21 @@ export interface SlurmNode {
   readonly address: string;
 }
 
+/** The `|`-separated rows of a tool's output that have at least `count` fields. */
+function rows(output: string, count: number): string[][] {
+  return output
+    .split("\n")
+    .map((line) => line.trim().split("|"))
+    .filter((fields) => fields.length >= count);
+}
+
 /** The `sinfo` output format {@link parseNodes} reads. */
 export const SINFO_NODE_FORMAT = "%N|%P|%c|%m|%G|%T|%o";
 
 /** Parses `sinfo -h -N -o "%N|%P|%c|%m|%G|%T|%o"`: one line per node and partition. */
 export function parseNodes(output: string): SlurmNode[] {
   const nodes: SlurmNode[] = [];
-  for (const line of output.split("\n")) {
-    const fields = line.trim().split("|");
-    if (fields.length < 7) continue;
+  for (const fields of rows(output, 7)) {
     const [name, partition, cpus, memory, gres, state, address] = fields as [
       string,
       string,
@@ -117,9 +123,7 @@ export const SQUEUE_FORMAT = "%i|%j|%T|%r|%N|%P|%V|%D|%k";
 /** Parses `squeue -h -o "%i|%j|%T|%r|%N|%P|%V|%D|%k"` (the comment last: it may hold `|`). */
 export function parseJobs(output: string): SlurmJob[] {
   const jobs: SlurmJob[] = [];
-  for (const line of output.split("\n")) {
-    const fields = line.trim().split("|");
-    if (fields.length < 9) continue;
+  for (const fields of rows(output, 9)) {
     const [id, name, state, reason, nodes, partition, submitted, nodeCount] = fields as [
       string,
       string,

@@ -10,7 +10,6 @@ import {
   requireSlurmTestbed,
   runProviderConformance,
   type SlurmTestbed,
-  testbedSshHost,
 } from "@skyward/testing";
 import { afterAll, beforeAll, describe } from "vitest";
 import { Slurm } from "../src/index.js";
@@ -28,23 +27,12 @@ describe.skipIf(skipReason !== undefined)("Slurm on the Slurm test bed", () => {
     await slurm?.teardown();
   }, 60_000);
 
-  const shared = () => `${slurm.directory}/shared`;
-
   runProviderConformance({
     name: "Slurm",
     create: () => {
-      const { host, port, user, identityFile, hostKeyFingerprint } = testbedSshHost(slurm.login, {
-        keyFile: true,
-      });
       return Slurm({
-        login: {
-          host,
-          port,
-          user,
-          ...(identityFile ? { identityFile } : {}),
-          ...(hostKeyFingerprint ? { hostKeyFingerprint } : {}),
-        },
-        sharedDirectory: shared(),
+        login: slurm.loginSettings,
+        sharedDirectory: slurm.sharedDirectory,
         accelerator: sky.accelerators.T4(),
         timeLimit: 10,
       });
@@ -57,7 +45,7 @@ describe.skipIf(skipReason !== undefined)("Slurm on the Slurm test bed", () => {
       const jobs = (await slurm.exec(["squeue", "-h", "-o", "%i %j %T"])).stdout
         .split("\n")
         .filter((line) => line.includes(" skyward-"));
-      const pools = await readdir(`${shared()}/pools`).catch(() => []);
+      const pools = await readdir(`${slurm.sharedDirectory}/pools`).catch(() => []);
       return [...jobs.map((job) => `job ${job}`), ...pools.map((pool) => `directory ${pool}`)];
     },
   });

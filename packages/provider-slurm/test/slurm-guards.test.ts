@@ -15,7 +15,6 @@ import {
   isCi,
   requireSlurmTestbed,
   type SlurmTestbed,
-  testbedSshHost,
 } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { SlurmSettings } from "../src/index.js";
@@ -48,10 +47,9 @@ describe.skipIf(skipReason !== undefined || (!built && !isCi()))("Slurm guards t
   }, 60_000);
 
   const settings = (timeLimit: number): SlurmSettings => {
-    const { host, identityFile } = testbedSshHost(slurm.login, { keyFile: true });
     return {
-      login: { host, user: "root", ...(identityFile ? { identityFile } : {}) },
-      sharedDirectory: `${slurm.directory}/shared`,
+      login: slurm.loginSettings,
+      sharedDirectory: slurm.sharedDirectory,
       timeLimit,
     };
   };
@@ -85,7 +83,7 @@ describe.skipIf(skipReason !== undefined || (!built && !isCi()))("Slurm guards t
     const { child, jobId } = await startClient(30);
     child.kill("SIGKILL");
     expect(await jobLine(jobId)).toBe("RUNNING 30:00");
-    const { host, identityFile } = testbedSshHost(slurm.login, { keyFile: true });
+    const { host, identityFile } = slurm.loginSettings;
     await using project = await createCliProject({
       cli,
       prefix: "skyward-slurm-cli-",
@@ -93,7 +91,7 @@ describe.skipIf(skipReason !== undefined || (!built && !isCi()))("Slurm guards t
       toml: `
 [providers.cluster]
 type = "slurm"
-shared_directory = "${slurm.directory}/shared"
+shared_directory = "${slurm.sharedDirectory}"
 login = { host = "${host}", user = "root", identity_file = "${identityFile}" }
 `,
     });

@@ -13,7 +13,6 @@ import {
   requireSlurmTestbed,
   type ScratchSkywardHome,
   type SlurmTestbed,
-  testbedSshHost,
   useScratchSkywardHome,
 } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -59,18 +58,9 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
   }, 60_000);
 
   const settings = (extra: Partial<SlurmSettings> = {}): SlurmSettings => {
-    const { host, port, user, identityFile, hostKeyFingerprint } = testbedSshHost(slurm.login, {
-      keyFile: true,
-    });
     return {
-      login: {
-        host,
-        port,
-        user,
-        ...(identityFile ? { identityFile } : {}),
-        ...(hostKeyFingerprint ? { hostKeyFingerprint } : {}),
-      },
-      sharedDirectory: `${slurm.directory}/shared`,
+      login: slurm.loginSettings,
+      sharedDirectory: slurm.sharedDirectory,
       accelerator: sky.accelerators.T4(),
       timeLimit: 10,
       ...extra,
@@ -231,7 +221,7 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
   it.skipIf(!built && !isCi())(
     'is what [providers.x] type = "slurm" in skyward.toml makes, login table included',
     async () => {
-      const { host, identityFile } = testbedSshHost(slurm.login, { keyFile: true });
+      const { host, identityFile } = slurm.loginSettings;
       const { entry, provider } = await providerFromToml(
         `
 [providers.cloud]
@@ -240,7 +230,7 @@ partition = "main"
 time_limit = "0:10:00"
 accelerator = "T4"
 rate_per_hour = { main = 1.5 }
-shared_directory = "${slurm.directory}/shared"
+shared_directory = "${slurm.sharedDirectory}"
 login = { host = "${host}", user = "root", identity_file = "${identityFile}" }
 `,
         packageDirectory,

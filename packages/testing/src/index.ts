@@ -140,4 +140,5 @@ export {
   SLURM_TESTBED_PREEMPTIBLE_PARTITION,
   type SlurmComputeNode,
   type SlurmTestbed,
+  type SlurmTestbedLogin,
 } from "./testbed-slurm.js";

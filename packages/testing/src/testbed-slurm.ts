@@ -53,6 +53,13 @@ export interface SlurmTestbed extends AsyncDisposable {
   readonly testbed: Testbed;
   /** The login node: `slurmctld` and `sshd`, what a client connects to. Its SSH sessions have `SLURM_CONF` set. */
   readonly login: TestbedHost;
+  /**
+   * How a client logs in to the login node, as `Slurm({ login })` of `@skyward/provider-slurm` takes
+   * it: address, port, user, the key's file and the pinned host key.
+   */
+  readonly loginSettings: SlurmTestbedLogin;
+  /** A directory every node sees (this machine's filesystem): `Slurm({ sharedDirectory })`. */
+  readonly sharedDirectory: string;
   /** The compute nodes, `node1` … in order. */
   readonly computeNodes: readonly SlurmComputeNode[];
   /** GPUs (GRES `gpu`) each compute node declares. */
@@ -74,6 +81,15 @@ export interface SlurmTestbed extends AsyncDisposable {
   logTail(lines?: number): Promise<string>;
   /** Stops every Slurm daemon and job (every process in the namespaces) and removes the test bed. */
   teardown(): Promise<void>;
+}
+
+/** The login node's SSH address and credentials, as the Slurm provider's `login` setting. */
+export interface SlurmTestbedLogin {
+  readonly host: string;
+  readonly port: number;
+  readonly user: string;
+  readonly identityFile: string;
+  readonly hostKeyFingerprint: string;
 }
 
 /** Options of {@link createSlurmTestbed}. */
@@ -338,6 +354,14 @@ export async function createSlurmTestbed(options: CreateSlurmTestbedOptions = {}
   return {
     testbed,
     login,
+    loginSettings: Object.freeze({
+      host: login.host,
+      port: login.port,
+      user: login.user,
+      identityFile: login.identityFile,
+      hostKeyFingerprint: login.hostKeyFingerprint,
+    }),
+    sharedDirectory: join(directory, "shared"),
     computeNodes,
     gpusPerNode: gpus,
     cpusPerNode: cpus,
