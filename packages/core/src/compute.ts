@@ -4,6 +4,7 @@
  * none and the state file as where a detached pool is recorded, and opens the pool.
  */
 import { loadConfig, resolveNamedPool } from "./config/config-file.js";
+import { startDashboardRecording } from "./dashboard-option.js";
 import { ConfigurationError } from "./errors/errors.js";
 import { Local } from "./local/local-provider.js";
 import type { SkywardEvent } from "./observe/events.js";
@@ -71,7 +72,7 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
       ],
     });
   }
-  return openPool({
+  const request = {
     specs: resolved.specs,
     options: resolved.options,
     defaultProvider: () => Local(),
@@ -79,7 +80,28 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
     onEvent: options.onEvent,
     handleSignals: options.handleSignals,
     signal: options.signal,
-  });
+  };
+  const dashboard = resolved.options.dashboard;
+  if (dashboard === null) return openPool(request);
+  // Served from before provisioning, so the page (and the link on the console) shows it too.
+  const recording = await startDashboardRecording();
+  const server = await recording.listen(dashboard);
+  const onEvent = options.onEvent;
+  try {
+    const pool = await openPool({
+      ...request,
+      onEvent: (event) => {
+        recording.record(event);
+        onEvent?.(event);
+      },
+      announcement: { type: "dashboard.ready", url: server.url },
+    });
+    recording.attach(pool);
+    return pool;
+  } catch (error) {
+    await server.close();
+    throw error;
+  }
 }
 
 /** Runs `body` with a pool and tears the pool down afterwards, whatever happens. */

@@ -62,6 +62,7 @@ export type {
   BudgetEvent,
   BudgetExceededEvent,
   BudgetWarningEvent,
+  DashboardReadyEvent,
   ErrorOccurredEvent,
   EventBase,
   EventHandler,
@@ -190,6 +191,8 @@ export type {
   Budget,
   BudgetInput,
   ConsoleMode,
+  Dashboard,
+  DashboardInput,
   HealthChecker,
   HealthCheckerInput,
   LogConfig,
@@ -203,6 +206,7 @@ export type {
   WorkerInput,
 } from "./spec/options.js";
 export { logConfig, options, worker } from "./spec/options.js";
+export type { SecretInput, SecretSource, Secrets, SecretsInput } from "./spec/secrets.js";
 export type {
   AllocationStrategy,
   Architecture,

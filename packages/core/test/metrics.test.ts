@@ -115,6 +115,43 @@ describe("metrics on a local pool", () => {
     expect(names).toEqual(new Set(["cpu", "memory", "gpu", "gpu_memory"]));
   });
 
+  it.each(["thread", "process"] as const)(
+    "brings the values a task reports as metric events with node, worker, task and step (%s executor)",
+    async (executor) => {
+      const reportTasks = fileURLToPath(new URL("./fixtures/report_tasks.py", import.meta.url));
+      const steps = sky.python<[number], number>("report_tasks:steps");
+      const refused = sky.python<[], string>("report_tasks:refused");
+      await using pool = await sky.compute({
+        nodes: 2,
+        image: { includes: [reportTasks], metrics: null },
+        options: { console: false, worker: { executor } },
+      });
+      const seen: sky.MetricEvent[] = [];
+      pool.on("metric", (event) => seen.push(event));
+      const handle = pool.submit(steps(3), { target: 1 });
+      await handle.result;
+      // The samples travel beside the result: give the last one a moment to arrive.
+      while (seen.length < 4) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(
+        seen.map(({ node, worker, taskId, name, value, step, unit }) => ({
+          node,
+          worker,
+          taskId,
+          name,
+          value,
+          step,
+          unit,
+        })),
+      ).toEqual([
+        { node: 1, worker: 0, taskId: handle.id, name: "loss", value: 1, step: 0, unit: undefined },
+        { node: 1, worker: 0, taskId: handle.id, name: "loss", value: 0.5, step: 1, unit: undefined },
+        { node: 1, worker: 0, taskId: handle.id, name: "loss", value: 1 / 3, step: 2, unit: undefined },
+        { node: 1, worker: 0, taskId: handle.id, name: "score", value: 7, step: undefined, unit: undefined },
+      ]);
+      expect(await pool.run(refused())).toBe("report_metric: value of 'loss' must be finite, not nan");
+    },
+  );
+
   it("samples nothing with metrics: null", async () => {
     const before = calls().length;
     await using pool = await sky.compute({ image: { metrics: null }, options: { console: false } });

@@ -210,6 +210,32 @@ describe("a 3-node local pool (thread executor)", () => {
     expect(await pool.run(add(2, 2))).toBe(4);
   });
 
+  it("cancels a task by its id, running or queued, and says false for one that ended", async () => {
+    const started = new Promise<void>((resolve) => {
+      const off = pool.on("task.started", () => {
+        off();
+        resolve();
+      });
+    });
+    const running = pool.submit(sleep(5), { target: 0 });
+    await started;
+    // Node 0's slots are taken by this one and the next few: the last waits in the queue.
+    const queued = Array.from({ length: 8 }, () => pool.submit(sleep(5), { target: 0 }));
+    const last = queued.at(-1) as sky.TaskHandle<unknown>;
+    expect(pool.cancel(running.id)).toBe(true);
+    expect(pool.cancel(last.id)).toBe(true);
+    for (const handle of [running, last]) {
+      await expect(handle.result).rejects.toSatisfy((error) => sky.CancelledError.isInstance(error));
+    }
+    expect(pool.cancel(running.id)).toBe(false);
+    expect(pool.cancel("no-such-task")).toBe(false);
+    for (const handle of queued.slice(0, -1)) handle.cancel();
+    await Promise.allSettled(queued.map((handle) => handle.result));
+    const done = pool.submit(add(1, 2));
+    expect(await done.result).toBe(3);
+    expect(pool.cancel(done.id)).toBe(false);
+  });
+
   it("streams task output tagged with its node, and filters it on the worker", async () => {
     logs.length = 0;
     expect(await pool.run(shout("hey"), { target: 1 })).toBe("HEY");

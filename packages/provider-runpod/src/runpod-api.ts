@@ -29,6 +29,8 @@ import {
   answerMessage,
   answerNumberSchema,
   defineProviderApi,
+  type JsonCall,
+  jsonCalls,
   type MachineErrorKind,
   type MachineErrorStructure,
   MachineProviderError,
@@ -291,54 +293,10 @@ export function requireData(result: GraphqlResult, purpose: string): Record<stri
 /** Parses `value` with `schema`, or fails with a {@link RunPodApiError} saying the answer was not understood. */
 export const parseAnswer = runpodApi.parseAnswer;
 
-/** The calls the provider makes, on one HTTP client. */
-export function runpodCalls(http: ProviderHttpClient) {
-  const read = async (path: string, params: Record<string, string>, purpose: string, signal: AbortSignal) =>
-    (
-      await http.send({
-        method: "GET",
-        url: `${RUNPOD_API_URL}${path}`,
-        params,
-        idempotent: true,
-        purpose,
-        signal,
-      })
-    ).data;
-  return {
-    read,
-    async createPod(body: Record<string, unknown>, purpose: string, signal: AbortSignal): Promise<Pod> {
-      const { data } = await http.send({
-        method: "POST",
-        url: `${RUNPOD_API_URL}/pods`,
-        data: body,
-        idempotent: false,
-        purpose,
-        signal,
-      });
-      return parseAnswer(podSchema, data, purpose);
-    },
-    async getPod(id: string, signal: AbortSignal): Promise<Pod> {
-      const purpose = `looking up pod ${id}`;
-      return parseAnswer(
-        podSchema,
-        await read(`/pods/${encodeURIComponent(id)}`, {}, purpose, signal),
-        purpose,
-      );
-    },
-    async listPods(signal: AbortSignal): Promise<Pod[]> {
-      return parseAnswer(answers.pods, await read("/pods", {}, "listing pods", signal), "listing pods").pods;
-    },
-    async deletePod(id: string, signal: AbortSignal): Promise<void> {
-      await http.send({
-        method: "DELETE",
-        url: `${RUNPOD_API_URL}/pods/${encodeURIComponent(id)}`,
-        idempotent: true,
-        purpose: `terminating pod ${id}`,
-        signal,
-      });
-    },
-  };
+/** Typed calls to RunPod's REST API v2, on one HTTP client. */
+export function runpodCalls(http: ProviderHttpClient): JsonCall {
+  return jsonCalls(RUNPOD_API_URL, (request) => http.send(request), runpodApi);
 }
 
 /** RunPod's calls, as {@link runpodCalls} makes them. */
-export type RunPodCalls = ReturnType<typeof runpodCalls>;
+export type RunPodCalls = JsonCall;

@@ -93,8 +93,7 @@ export function runpodOffers(
     if ("minCudaVersion" in cuda) params.minCudaVersion = cuda.minCudaVersion;
     if ("allowedCudaVersions" in cuda) params.cudaVersions = cuda.allowedCudaVersions.join(",");
     const purpose = `listing GPU types (${cloud.toLowerCase()} cloud)`;
-    return parseAnswer(answers.gpus, await calls.read("/catalog/gpus", params, purpose, signal), purpose)
-      .gpus;
+    return (await calls("GET", "/catalog/gpus", { schema: answers.gpus, params, purpose, signal })).gpus;
   }
 
   /**
@@ -220,11 +219,8 @@ export function runpodOffers(
   async function cpuOffers(query: OfferQuery, signal: AbortSignal): Promise<Offer[]> {
     if (settings.cloudType === "community" || query.allocation === "spot") return [];
     const purpose = "listing CPU flavors";
-    const { cpus } = parseAnswer(
-      answers.cpus,
-      await calls.read("/catalog/cpus", { include: "AVAILABILITY", product: "POD" }, purpose, signal),
-      purpose,
-    );
+    const params = { include: "AVAILABILITY", product: "POD" };
+    const { cpus } = await calls("GET", "/catalog/cpus", { schema: answers.cpus, params, purpose, signal });
     const dataCenterId = query.region ?? settings.dataCenterId;
     const asOf = new Date().toISOString();
     return cpus.flatMap((flavor): Offer[] => {

@@ -28,9 +28,10 @@ import {
   whyNotProvider,
 } from "@skyward/core/contract";
 import { launchSshWorker } from "@skyward/ssh";
+import { preparedCluster, useMswFake } from "@skyward/testing";
 import { HttpResponse, http } from "msw";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { type FakePod, type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { type FakePod, startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
 import { RunPodApiError } from "./runpod-api.js";
 import {
   bidAbove,
@@ -43,24 +44,12 @@ import {
   type RunPodSettings,
 } from "./runpod-provider.js";
 
-let fake: FakeRunPod;
-let keysDirectory: string;
+const fake = startFakeRunPod();
+const keys = useMswFake(fake, "skyward-runpod-keys-");
 const call = () => ({ signal: AbortSignal.timeout(10_000) });
 
-beforeAll(async () => {
-  fake = startFakeRunPod();
-  fake.server.listen({ onUnhandledFrame: "error" });
-  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-runpod-keys-"));
-});
-afterAll(async () => {
-  fake.server.close();
-  await rm(keysDirectory, { recursive: true, force: true });
-});
-beforeEach(() => fake.reset());
-afterEach(() => fake.server.resetHandlers());
-
 function provider(settings: RunPodSettings = {}) {
-  return RunPod({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...settings });
+  return RunPod({ apiKey: TEST_API_KEY, keysDirectory: keys.keysDirectory, retryDelayMs: 1, ...settings });
 }
 
 function poolSpec(input: Omit<SpecInput, "provider">, runpod = provider()): PoolSpec {
@@ -90,10 +79,7 @@ async function clusterFor(
   settings: RunPodSettings = {},
 ) {
   const runpod = provider(settings);
-  const spec = poolSpec(input, runpod);
-  const offer = pick(await runpod.offers({ query: offerQuery(spec), ...call() }));
-  if (!offer) throw new Error("no offer picked");
-  return { runpod, cluster: await runpod.prepare({ spec, offer, ...call() }) };
+  return { runpod, cluster: await preparedCluster(runpod, input, pick) };
 }
 
 describe("offers", () => {
@@ -400,7 +386,7 @@ describe("prepare", () => {
     expect(cluster.id).toMatch(/^skyward-[0-9a-f]{8}$/);
     expect(cluster.ssh).toEqual({
       user: "root",
-      identityFile: join(keysDirectory, "runpod_ed25519"),
+      identityFile: join(keys.keysDirectory, "runpod_ed25519"),
       sudo: false,
     });
     expect(cluster.specific.publicKey).toMatch(/^ssh-ed25519 AAAA/);
@@ -824,7 +810,7 @@ describe("errors", () => {
     const saved = process.env.RUNPOD_API_KEY;
     delete process.env.RUNPOD_API_KEY;
     try {
-      const runpod = RunPod({ keysDirectory });
+      const runpod = RunPod({ keysDirectory: keys.keysDirectory });
       const error = await runpod.offers({ query: a100Query, ...call() }).catch((caught: unknown) => caught);
       expect((error as ConfigurationError).issues).toEqual([
         { path: "apiKey", message: "RunPod API key is missing: set RUNPOD_API_KEY or pass apiKey" },
@@ -951,7 +937,11 @@ describe("settings", () => {
   });
 
   it("createProviderFromConfig builds it from a skyward.toml table, errors under the table's path", async () => {
-    const runpod = createProviderFromConfig({ apiKey: TEST_API_KEY, cloudType: "community", keysDirectory });
+    const runpod = createProviderFromConfig({
+      apiKey: TEST_API_KEY,
+      cloudType: "community",
+      keysDirectory: keys.keysDirectory,
+    });
     expect(runpod.name).toBe("runpod");
     const offers = await runpod.offers({ query: a100Query, ...call() });
     expect(offers.map((offer) => offer.id)).toEqual(["runpod:community:NVIDIA A100 80GB PCIe:x2"]);

@@ -12,6 +12,7 @@ import { ConfigurationError, NoCapacityError } from "@skyward/core";
 import type { Instance, Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
 import {
   defineMachineProvider,
+  IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   type MachineAdapter,
   type MachineClusterData,
   refuseVolumesWithoutFuse,
@@ -47,12 +48,8 @@ export { bidAbove } from "./runpod-offers.js";
 export type { RunPodCloudType, RunPodCudaConstraint, RunPodSettings } from "./runpod-settings.js";
 export { DEFAULT_RUNPOD_IMAGE, imageCudaVersion } from "./runpod-settings.js";
 
-/**
- * How long a pod may take to be running with its SSH port when the pool's options leave
- * `provisionTimeout` unset: RunPod pulls the image before the container starts, and a large CUDA image
- * on a host that has not cached it takes 20–30 minutes (issue 19).
- */
-export const RUNPOD_PROVISION_TIMEOUT_SECONDS = 1800;
+/** How long a pod may take to run with its SSH port: RunPod pulls the image first. */
+export const RUNPOD_PROVISION_TIMEOUT_SECONDS = IMAGE_PULL_PROVISION_TIMEOUT_SECONDS;
 
 /** What a RunPod cluster keeps in `Cluster.specific`. */
 export interface RunPodClusterData extends MachineClusterData {
@@ -143,12 +140,11 @@ async function placement(
       `plugin "${peers[0]}" needs the pool's ${spec.nodes.max} pods to reach one another through RunPod's global networking, which interruptible pods cannot join: use allocation "on-demand" (or "spot-if-available", which then rents on demand)`,
     );
   const purpose = "listing data centers with global networking";
-  const networked = parseAnswer(
-    answers.dataCenters,
-    await calls.read("/catalog/datacenters", { globalNetwork: "true" }, purpose, signal),
-    purpose,
-  )
-    .dataCenters.filter((center) => center.globalNetwork !== false)
+  const params = { globalNetwork: "true" };
+  const networked = (
+    await calls("GET", "/catalog/datacenters", { schema: answers.dataCenters, params, purpose, signal })
+  ).dataCenters
+    .filter((center) => center.globalNetwork !== false)
     .map((center) => center.id);
   // Only where the type is in stock: an offer stocked only outside them cannot join the network.
   const stocked = specific.dataCenterIds;
@@ -316,17 +312,28 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       } else {
         body.cpu = { id: offer.flavorId, vcpuCount: offer.vcpuCount };
       }
-      return calls.createPod(
-        body,
-        offer.kind === "gpu" ? "creating a GPU pod" : "creating a CPU pod",
-        signal,
-      );
+      const purpose = offer.kind === "gpu" ? "creating a GPU pod" : "creating a CPU pod";
+      return calls("POST", "/pods", { schema: podSchema, data: body, idempotent: false, purpose, signal });
     },
 
-    get: (id, signal) => calls.getPod(id, signal),
+    get: (id, signal) =>
+      calls("GET", `/pods/${encodeURIComponent(id)}`, {
+        schema: podSchema,
+        purpose: `looking up pod ${id}`,
+        signal,
+      }),
     // One page: v2's list of pods is not paged (https://docs.runpod.io/api-reference-v2/pods/list-pods).
-    listPage: async (_cursor, signal) => ({ machines: await calls.listPods(signal) }),
-    delete: { one: (id, signal) => calls.deletePod(id, signal) },
+    listPage: async (_cursor, signal) => ({
+      machines: (await calls("GET", "/pods", { schema: answers.pods, purpose: "listing pods", signal })).pods,
+    }),
+    delete: {
+      async one(id, signal) {
+        await calls("DELETE", `/pods/${encodeURIComponent(id)}`, {
+          purpose: `terminating pod ${id}`,
+          signal,
+        });
+      },
+    },
     isBeingDeleted: (pod) => (pod.status ?? "").toUpperCase() === "TERMINATED",
     idOf: (pod) => pod.id,
 

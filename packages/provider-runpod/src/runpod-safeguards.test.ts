@@ -9,40 +9,23 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import {
-  accelerators,
-  NoCapacityError,
-  options as poolOptions,
-  type SpecInput,
-  spec as toSpec,
-} from "@skyward/core";
-import { type Offer, offerQuery, Plugin, resolvePoolSpec } from "@skyward/core/contract";
+import { accelerators, NoCapacityError, type SpecInput } from "@skyward/core";
+import { type Offer, Plugin } from "@skyward/core/contract";
+import { preparedCluster, useMswFake } from "@skyward/testing";
 import { HttpResponse, http } from "msw";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
+import { describe, expect, it } from "vitest";
+import { startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
 import { RunPodApiError } from "./runpod-api.js";
 import { watchedStartCommand } from "./runpod-boot.js";
 import { RunPod, type RunPodSettings } from "./runpod-provider.js";
 
 const run = promisify(execFile);
-let fake: FakeRunPod;
-let keysDirectory: string;
+const fake = startFakeRunPod();
+const keys = useMswFake(fake, "skyward-runpod-safeguards-");
 const call = () => ({ signal: AbortSignal.timeout(10_000) });
 
-beforeAll(async () => {
-  fake = startFakeRunPod();
-  fake.server.listen({ onUnhandledFrame: "error" });
-  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-runpod-safeguards-"));
-});
-afterAll(async () => {
-  fake.server.close();
-  await rm(keysDirectory, { recursive: true, force: true });
-});
-beforeEach(() => fake.reset());
-afterEach(() => fake.server.resetHandlers());
-
 const provider = (settings: RunPodSettings = {}) =>
-  RunPod({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, ...settings });
+  RunPod({ apiKey: TEST_API_KEY, keysDirectory: keys.keysDirectory, retryDelayMs: 1, ...settings });
 
 async function clusterFor(
   input: Omit<SpecInput, "provider">,
@@ -50,10 +33,7 @@ async function clusterFor(
   settings: RunPodSettings = {},
 ) {
   const runpod = provider(settings);
-  const spec = resolvePoolSpec(toSpec({ ...input, provider: runpod }), poolOptions({}));
-  const offer = pick(await runpod.offers({ query: offerQuery(spec), ...call() }));
-  if (!offer) throw new Error("no offer picked");
-  return { runpod, cluster: await runpod.prepare({ spec, offer, ...call() }) };
+  return { runpod, cluster: await preparedCluster(runpod, input, pick) };
 }
 
 /** The watchdog script a start command carries (base64 in `bash -c "echo … | base64 -d | bash; …"`). */

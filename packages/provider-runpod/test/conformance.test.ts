@@ -1,13 +1,14 @@
 /**
  * The provider conformance suite of @skyward/testing, run against the RunPod provider talking to the
- * msw fake of RunPod's API: once for a CPU pod (the suite's default spec) and once for GPU pods.
+ * msw fake of RunPod's API: once for a CPU pod (the suite's default spec) and once for GPU pods; then
+ * the fault matrix on GPU pods, spot first (GraphQL) then on demand (v2).
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { accelerators } from "@skyward/core";
-import { runProviderConformance } from "@skyward/testing";
-import { afterAll, beforeAll } from "vitest";
+import { runFaultMatrix, runProviderConformance } from "@skyward/testing";
+import { afterAll, beforeAll, describe } from "vitest";
 import { RunPod } from "../src/runpod-provider.js";
 import { type FakeRunPod, startFakeRunPod, TEST_API_KEY } from "./fake-runpod.js";
 
@@ -44,4 +45,25 @@ runProviderConformance({
   provisionCount: 2,
   unknownInstanceId: "zzzzzzzzzzzzzz",
   timeoutMs: 20_000,
+});
+
+// On fresh machines (the suites above rented some). RunPod terminates one pod a call and documents no
+// refusal to terminate a pod still provisioning: those two cells cannot happen. The start command's
+// boot watchdog ends the billing of pods whose client died.
+describe("on a fresh fake", () => {
+  beforeAll(() => fake.reset());
+  runFaultMatrix({
+    name: "runpod",
+    create,
+    faults: () => fake.faults,
+    spec: { accelerator: accelerators.A100({ count: 2 }), allocation: "spot-if-available" },
+    notApplicable: {
+      "partial-delete":
+        "RunPod terminates one pod a call (DELETE /v2/pods/{podId}, https://docs.runpod.io/api-reference-v2/pods/terminate-a-pod); no batch answers 207",
+      "delete-refused-while-provisioning":
+        "RunPod documents no refusal to terminate a pod still provisioning (https://docs.runpod.io/api-reference-v2/pods/terminate-a-pod)",
+    },
+    clientKilled: "boot-watchdog",
+    timeoutMs: 30_000,
+  });
 });

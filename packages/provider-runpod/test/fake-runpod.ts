@@ -24,7 +24,14 @@
  *   interruptible pod (https://docs.runpod.io/sdks/graphql/manage-pods).
  * - `fixtures/spot-prices.json`: GraphQL `gpuTypes { lowestPrice { minimumBidPrice stockStatus } }`; a
  *   `null` stock status is sold out. `podRentInterruptable` refuses a bid below the minimum.
+ * - The fault matrix's faults (`faults`): a 429 storm answers a problem object of the v2 reference's
+ *   shape (status 429) with the `Retry-After` the matrix asks for; a create whose answer is lost makes the
+ *   pod and answers a gateway's 502; an unknown list shape names the list `items` (no `pods`); a reclaimed
+ *   interruptible pod is `EXITED` (stopped, not terminated: it keeps its disk and bills for it until
+ *   terminated, so it counts as billing); the boot watchdog terminates
+ *   every pod whose start command armed one (see `runpod-boot.ts`).
  */
+import { type BillingInstance, type FaultController, faultSwitches } from "@skyward/testing";
 import { HttpResponse, http } from "msw";
 import { type SetupServer, setupServer } from "msw/node";
 import cpuCatalog from "./fixtures/catalog-cpus.json" with { type: "json" };
@@ -105,6 +112,8 @@ export interface FakeRunPod {
   imagePullLookups: number;
   /** Answers the next `count` requests with `response()` instead of handling them. */
   interrupt(count: number, response: () => Response): void;
+  /** The fault matrix's controller (`runFaultMatrix` of @skyward/testing): what bills, what was ever created, its faults. */
+  readonly faults: FaultController;
   /** The GraphQL requests of one operation (`SkywardSpotPrices`…). */
   operations(name: string): RecordedRequest[];
   /** The REST requests to a path (`/v2/pods`), optionally of one method. */
@@ -150,6 +159,10 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
   const interruptions: (() => Response)[] = [];
   const freshMachines = () => structuredClone(machineFixture) as Record<string, FakeMachine[]>;
   let nextPod = 1;
+  /** Every pod made, at what it bills. */
+  const created: BillingInstance[] = [];
+  const switches = faultSwitches({ title: "Too Many Requests", status: 429 }, "application/problem+json");
+  const answered = switches.createAnswer;
   const fake: FakeRunPod = {
     server: undefined as unknown as SetupServer,
     requests,
@@ -163,6 +176,20 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
     imagePullLookups: 2,
     interrupt(count, response) {
       for (let index = 0; index < count; index += 1) interruptions.push(response);
+    },
+    faults: {
+      live: () => [...pods.values()].map((pod) => ({ id: pod.id, hourlyPrice: pod.cost })),
+      created: () => [...created],
+      ...switches.controller,
+      reclaim(id) {
+        const pod = pods.get(id);
+        if (pod) pod.status = "EXITED";
+      },
+      fireBootWatchdogs() {
+        for (const pod of [...pods.values()])
+          if (/base64 -d \| bash; exec /.test(String(pod.input.args ?? pod.input.dockerArgs ?? "")))
+            pods.delete(pod.id);
+      },
     },
     operations(name) {
       return requests.filter((request) => request.operation === name);
@@ -181,6 +208,8 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
       interruptions.length = 0;
       fake.machines = freshMachines();
       fake.imagePullLookups = 2;
+      created.length = 0;
+      switches.reset();
       fake.capacity = {
         onDemand: Number.POSITIVE_INFINITY,
         spot: Number.POSITIVE_INFINITY,
@@ -239,6 +268,7 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
     }
     nextPod += 1;
     pods.set(id, pod);
+    created.push({ id, hourlyPrice: pod.cost });
     await options.onCreate?.(pod);
     return pod;
   };
@@ -367,7 +397,7 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
         image,
         globalNetworking: false,
       });
-      return HttpResponse.json(view(pod), { status: 201 });
+      return answered(HttpResponse.json(view(pod), { status: 201 }));
     }
     const gpu = body.gpu as {
       id: string;
@@ -398,7 +428,7 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
       machine,
       globalNetworking,
     });
-    return HttpResponse.json(view(pod), { status: 201 });
+    return answered(HttpResponse.json(view(pod), { status: 201 }));
   };
 
   const rentInterruptible = async (input: Record<string, unknown>) => {
@@ -432,7 +462,7 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
       machine,
       globalNetworking: false,
     });
-    return HttpResponse.json({ data: { podRentInterruptable: { id: pod.id } } });
+    return answered(HttpResponse.json({ data: { podRentInterruptable: { id: pod.id } } }));
   };
 
   const record = async (request: Request): Promise<RecordedRequest> => {
@@ -471,6 +501,8 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
       const entry = await record(request);
       const interruption = interruptions.shift();
       if (interruption) return interruption();
+      const storm = switches.rateLimited();
+      if (storm) return storm;
       if (entry.authorization !== `Bearer ${TEST_API_KEY}`) {
         return entry.url.href.startsWith(GRAPHQL_URL)
           ? HttpResponse.json({ error: "Unauthorized" }, { status: 401 })
@@ -505,7 +537,9 @@ export function startFakeRunPod(options: FakeRunPodOptions = {}): FakeRunPod {
     ),
     http.get(
       `${API}/pods`,
-      guarded(() => HttpResponse.json({ pods: [...pods.values()].map(view) })),
+      guarded(() =>
+        HttpResponse.json({ [switches.listBroken ? "items" : "pods"]: [...pods.values()].map(view) }),
+      ),
     ),
     http.get(
       `${API}/pods/:id`,

@@ -21,6 +21,8 @@
 // HTTP APIs
 export type { HttpSettings } from "./http/http-settings.js";
 export { environmentVariablesSchema, httpSettingsShape, keysDirectorySchema } from "./http/http-settings.js";
+export type { JsonCall, JsonCallOptions, JsonSend } from "./http/json-calls.js";
+export { jsonCalls } from "./http/json-calls.js";
 export type { ProviderApi, ProviderApiDefinition } from "./http/provider-api.js";
 export { defineProviderApi } from "./http/provider-api.js";
 export type {
@@ -80,6 +82,7 @@ export {
   machineErrorFactory,
   machineErrorKind,
 } from "./machine-provider/errors.js";
+export { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "./machine-provider/image-pull.js";
 export {
   CreateBudget,
   deleteUntilGone,

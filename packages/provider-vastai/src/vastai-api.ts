@@ -21,14 +21,20 @@ import {
   answerListSchema,
   answerNumberSchema,
   defineProviderApi,
+  type JsonCall,
+  jsonCalls,
+  type MachineEndpoint,
   type MachineErrorKind,
   type MachineErrorStructure,
   MachineProviderError,
   type MachineRateLimits,
   machineErrorFactory,
   type ProviderApiErrorOptions,
+  type ProviderHttpRequest,
+  rateLimitFor,
 } from "@skyward/provider-utils";
 import { z } from "zod";
+import type { ParsedSettings } from "./vastai-settings.js";
 
 /** A failed call to Vast.ai's API: a {@link MachineProviderError} whose `kind` says what failed. */
 export class VastApiError extends MachineProviderError {
@@ -109,10 +115,8 @@ export const VAST_RATE_LIMITS = {
   },
 } as const satisfies MachineRateLimits;
 
-/** Vast.ai's API root, version 0. */
-export const VAST_API_URL = "https://console.vast.ai/api/v0";
-/** Vast.ai's API root, version 1 (the instance list). */
-export const VAST_API_V1_URL = "https://console.vast.ai/api/v1";
+/** Vast.ai's API root (`/v0/…`, and `/v1/instances/`). */
+const VAST_API_ROOT = "https://console.vast.ai/api";
 
 const number = answerNumberSchema;
 
@@ -206,5 +210,64 @@ export const instanceAnswerSchema = z.looseObject({
   instances: vastInstanceSchema.nullish(),
 });
 
-/** Parses `value` with `schema`, or fails with a {@link VastApiError} saying the answer was not understood. */
-export const parseAnswer = vastaiApi.parseAnswer;
+/** Calls to Vast.ai, each paced by its endpoint's documented limit (or the setting's). */
+export interface VastClient {
+  /** The API key (a `ConfigurationError` when none is set). */
+  resolveApiKey(): string;
+  /** A typed call below the API's root (`/v0/bundles/`), paced by its endpoint's limit. */
+  call: JsonCall;
+}
+
+/**
+ * The client of the settings. A 404 is checked against the key first, since Vast.ai answers an unknown
+ * key with 404 on every endpoint: then it is the rejected key it is, not a gone offer or "no capacity".
+ */
+export function vastClient(settings: ParsedSettings): VastClient {
+  const http = vastaiApi.createClient(settings);
+  const names = { offers: "search", get: "get", list: "list", delete: "destroy" } as const;
+  const limits: MachineRateLimits = {
+    endpoints: Object.fromEntries(
+      Object.entries(names).map(([endpoint, setting]) => [
+        endpoint,
+        { ...VAST_RATE_LIMITS.endpoints[endpoint as keyof typeof names], ...settings.rateLimits[setting] },
+      ]),
+    ),
+  };
+  /** Whether `GET /users/current/` accepted the key: then a 404 means what it says. */
+  let keyAccepted = false;
+
+  async function checkKey(request: ProviderHttpRequest): Promise<void> {
+    try {
+      const purpose = "checking the API key";
+      await http.send({
+        method: "GET",
+        url: `${VAST_API_ROOT}/v0/users/current/`,
+        idempotent: true,
+        purpose,
+        signal: request.signal,
+      });
+      keyAccepted = true;
+    } catch (error) {
+      if (!VastApiError.isInstance(error) || ![401, 403, 404].includes(error.statusCode ?? 0)) throw error;
+      throw new VastApiError({
+        kind: "auth",
+        statusCode: 401,
+        message: `Vast.ai rejected the API key while ${request.purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
+      });
+    }
+  }
+
+  async function send(request: ProviderHttpRequest, endpoint?: MachineEndpoint) {
+    const rateLimit = endpoint === undefined ? undefined : rateLimitFor(limits, endpoint);
+    try {
+      return await http.send(rateLimit ? { ...request, rateLimit } : request);
+    } catch (error) {
+      if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted) await checkKey(request);
+      throw error;
+    }
+  }
+  return {
+    resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey),
+    call: jsonCalls(VAST_API_ROOT, send, vastaiApi),
+  };
+}

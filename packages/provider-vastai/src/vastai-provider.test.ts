@@ -8,7 +8,6 @@ import {
   containers,
   DockerImage,
   NoCapacityError,
-  type PoolSpec,
   ProvisionError,
   options as poolOptions,
   type SpecInput,
@@ -28,10 +27,10 @@ import {
   whyNotProvider,
 } from "@skyward/core/contract";
 import { launchSshWorker } from "@skyward/ssh";
-import { expectPeerPluginRefused } from "@skyward/testing";
+import { expectPeerPluginRefused, preparedCluster, useMswFake } from "@skyward/testing";
 import { HttpResponse } from "msw";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import type { VastInstance } from "./vastai-api.js";
 import { VastApiError } from "./vastai-api.js";
@@ -45,25 +44,14 @@ import {
   vastGpuNames,
 } from "./vastai-provider.js";
 
-let fake: FakeVast;
-let keysDirectory: string;
+const fake = startFakeVast();
+const keys = useMswFake(fake, "skyward-vast-keys-");
 const call = () => ({ signal: AbortSignal.timeout(10_000) });
-
-beforeAll(async () => {
-  fake = startFakeVast();
-  fake.server.listen({ onUnhandledFrame: "error" });
-  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-vast-keys-"));
-});
-afterAll(async () => {
-  fake.server.close();
-  await rm(keysDirectory, { recursive: true, force: true });
-});
-beforeEach(() => fake.reset());
 
 function provider(settings: VastAISettings = {}) {
   return VastAI({
     apiKey: TEST_API_KEY,
-    keysDirectory,
+    keysDirectory: keys.keysDirectory,
     retryDelayMs: 1,
     ...SCALED_CREATE_LIMITS,
     ...settings,
@@ -78,10 +66,7 @@ async function clusterFor(
   settings: VastAISettings = {},
 ) {
   const vast = provider(settings);
-  const spec: PoolSpec = resolvePoolSpec(toSpec({ ...input, provider: vast }), poolOptions({}));
-  const offer = pick(await vast.offers({ query: offerQuery(spec), ...call() }));
-  if (!offer) throw new Error("no offer picked");
-  const cluster = await vast.prepare({ spec, offer, ...call() });
+  const cluster = await preparedCluster(vast, input, pick);
   fake.requests.length = 0;
   return { vast, cluster };
 }
@@ -242,7 +227,7 @@ describe("prepare and provision", () => {
     }
     expect(cluster.ssh).toEqual({
       user: "root",
-      identityFile: join(keysDirectory, "vastai_ed25519"),
+      identityFile: join(keys.keysDirectory, "vastai_ed25519"),
       sudo: false,
     });
     expect((await stat(cluster.specific.identityFile)).mode & 0o777).toBe(0o600);
@@ -262,7 +247,7 @@ describe("prepare and provision", () => {
       client_id: "me",
       image: DEFAULT_VASTAI_IMAGE,
       disk: 80,
-      label: `${cluster.id} vastai:7100002`,
+      label: `${cluster.id}-0 vastai:7100002`,
       runtype: "ssh_direct",
       onstart: expect.stringContaining(`${SELF_DESTRUCT_COMMAND}`),
       env: { SKYWARD_CLUSTER: cluster.id },
@@ -300,11 +285,24 @@ describe("prepare and provision", () => {
     const asked = fake.to(/^\/api\/v0\/asks\//, "PUT").map((request) => request.url.pathname);
     expect([...new Set(asked)]).toEqual(["/api/v0/asks/7100002/", "/api/v0/asks/7100001/"]);
     expect(instances.every((instance) => instance.offerId === cluster.offer.id)).toBe(true);
-    // The market is empty now: a third node gets nothing, and says why.
+    // The market is empty now: a third node gets nothing, and says why; an ask rented is not asked again.
+    fake.requests.length = 0;
     const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
     expect((error as NoCapacityError).attempts[0]?.reason).toBe(
-      "on-demand on offer 7100002: Vast.ai's API answered HTTP 410 while renting offer 7100002 (PUT /api/v0/asks/7100002/): Instance type no longer available. (try another region, accelerator or allocation, or again later)",
+      "on-demand: Vast.ai has no other ask of this kind to rent (try another region, accelerator or allocation, or again later)",
+    );
+    expect(fake.to(/^\/api\/v0\/asks\//, "PUT")).toEqual([]);
+    // An ask taken by someone else is reported by what Vast.ai answered.
+    const other = await clusterFor(
+      { accelerator: accelerators.RTX_4090(), allocation: "on-demand" },
+      () => cluster.offer,
+    );
+    const taken = await other.vast
+      .provision({ cluster: other.cluster, count: 1, ...call() })
+      .catch((caught: unknown) => caught);
+    expect((taken as NoCapacityError).attempts[0]?.reason).toBe(
+      "on-demand: on-demand on offer 7100002: Vast.ai's API answered HTTP 410 while renting offer 7100002 (PUT /api/v0/asks/7100002/): Instance type no longer available. (try another region, accelerator or allocation, or again later)",
     );
   });
 
@@ -430,7 +428,7 @@ describe("pool ids", () => {
     expect(cluster.poolId).toBe("a1b2c3d4");
     await vast.provision({ cluster, count: 1, ...call() });
     expect(fake.to(/^\/api\/v0\/asks\//, "PUT")[0]?.body).toMatchObject({
-      label: `${cluster.id} vastai:7100002 a1b2c3d4`,
+      label: `${cluster.id}-0 vastai:7100002 a1b2c3d4`,
     });
     const [listed] = (await vast.listInstances?.(call())) ?? [];
     expect(listed).toMatchObject({
@@ -593,7 +591,7 @@ describe("errors", () => {
     const saved = process.env.VAST_API_KEY;
     delete process.env.VAST_API_KEY;
     try {
-      const vast = VastAI({ keysDirectory });
+      const vast = VastAI({ keysDirectory: keys.keysDirectory });
       const error = await vast.offers({ query: rtx4090, ...call() }).catch((caught: unknown) => caught);
       expect((error as ConfigurationError).issues).toEqual([
         { path: "apiKey", message: "Vast.ai API key is missing: set VAST_API_KEY or pass apiKey" },
@@ -670,17 +668,20 @@ describe("errors", () => {
     expect((error as VastApiError).isRetryable).toBe(true);
   });
 
-  it("renting is not repeated after a 5xx (it may have happened); reads are", async () => {
+  it("renting after a 5xx (it may have happened) looks for the instance by its label first; reads are retried", async () => {
     const { vast, cluster } = await clusterFor({
       accelerator: accelerators.RTX_4090(),
       allocation: "on-demand",
     });
     fake.interrupt(1, () => HttpResponse.text("upstream failed", { status: 503 }));
-    const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
-    expect(fake.to(/^\/api\/v0\/asks\//, "PUT")).toHaveLength(1);
-    expect((error as VastApiError).statusCode).toBe(503);
+    const created = await vast.provision({ cluster, count: 1, ...call() });
+    const kinds = fake.requests.map((request) => `${request.method} ${request.url.pathname}`);
+    const [firstRent, secondRent] = kinds.flatMap((kind, index) => (kind.startsWith("PUT") ? [index] : []));
+    expect(secondRent).toBeDefined();
+    expect(kinds.slice(firstRent, secondRent)).toContain("GET /api/v1/instances/");
+    expect(created.map((instance) => instance.id)).toEqual([...fake.instances.keys()].map(String));
     fake.interrupt(1, () => HttpResponse.text("upstream failed", { status: 503 }));
-    expect(await vast.listInstances?.(call())).toEqual([]);
+    expect(await vast.listInstances?.(call())).toHaveLength(1);
   });
 });
 
@@ -706,7 +707,7 @@ describe("settings", () => {
       apiKey: TEST_API_KEY,
       minReliability: 0.99,
       geolocation: "US",
-      keysDirectory,
+      keysDirectory: keys.keysDirectory,
     });
     expect(vast.name).toBe("vastai");
     expect((await vast.offers({ query: rtx4090, ...call() })).map((offer) => offer.id)).toEqual([
@@ -840,11 +841,10 @@ describe("what real accounts do", () => {
     fake.minBidNow.set(7100001, 0.3);
     const error = await vast.provision({ cluster, count: 1, ...call() }).catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(true);
-    const reasons = (error as NoCapacityError).attempts.map((attempt) => attempt.reason);
-    expect(reasons[0]).toMatch(
-      /bid on offer 7100002: .*below the current minimum bid.*\(instance 31000001, created stopped, was destroyed\)/,
+    const [reason] = (error as NoCapacityError).attempts.map((attempt) => attempt.reason);
+    expect(reason).toMatch(
+      /^spot: bid on offer 7100002: .*below the current minimum bid.*\(instance 31000001, created stopped, was destroyed\); bid on offer 7100001: .*\(instance 31000002, created stopped, was destroyed\)/,
     );
-    expect(reasons[1]).toMatch(/instance 31000002, created stopped, was destroyed/);
     expect(fake.to("/api/v0/instances/31000001/", "DELETE")).toHaveLength(1);
     expect([...fake.instances.values()]).toEqual([]);
   });
@@ -917,7 +917,12 @@ describe("what real accounts do", () => {
 
   it("by default spaces creates by Vast.ai's 4.5 s limit plus a 10 % margin, so the real limit never refuses one", async () => {
     fake.rateLimit = { intervalMs: 4500, penaltyMs: 12_000 };
-    const vast = VastAI({ apiKey: TEST_API_KEY, keysDirectory, retryDelayMs: 1, maxRetries: 0 });
+    const vast = VastAI({
+      apiKey: TEST_API_KEY,
+      keysDirectory: keys.keysDirectory,
+      retryDelayMs: 1,
+      maxRetries: 0,
+    });
     const spec = resolvePoolSpec(
       toSpec({ accelerator: accelerators.RTX_4090(), allocation: "on-demand", provider: vast }),
       poolOptions({}),

@@ -1,33 +1,15 @@
-/**
- * The defects of issue 33 fixed for Vast.ai: every endpoint paced by its documented limit (a pool's
- * instance watch looking every node up at once no longer sets off 429s), the country asked of the
- * search itself, and a provisioning timeout long enough for image pulls.
- */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { accelerators, options as poolOptions, spec as toSpec } from "@skyward/core";
 import { type Instance, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeVast, SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
+import { useMswFake } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
+import { SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
 import errors from "../test/fixtures/errors.json" with { type: "json" };
 import { classifyVastError } from "./vastai-api.js";
 import { VASTAI_PROVISION_TIMEOUT_SECONDS, VastAI, type VastAISettings } from "./vastai-provider.js";
 
-let fake: FakeVast;
-let keysDirectory: string;
+const fake = startFakeVast();
+const keys = useMswFake(fake, "skyward-vast-safeguards-");
 const call = () => ({ signal: AbortSignal.timeout(20_000) });
-
-beforeAll(async () => {
-  fake = startFakeVast();
-  fake.server.listen({ onUnhandledFrame: "error" });
-  keysDirectory = await mkdtemp(join(tmpdir(), "skyward-vast-safeguards-"));
-});
-afterAll(async () => {
-  fake.server.close();
-  await rm(keysDirectory, { recursive: true, force: true });
-});
-beforeEach(() => fake.reset());
 
 /**
  * A provider with Vast.ai's real limits (`rateLimits` unset), creates scaled for the fake; through the
@@ -36,7 +18,7 @@ beforeEach(() => fake.reset());
 const paced = (settings: VastAISettings = {}) =>
   VastAI({
     apiKey: TEST_API_KEY,
-    keysDirectory,
+    keysDirectory: keys.keysDirectory,
     retryDelayMs: 1,
     ssh: "proxy",
     verifiedOnly: false,

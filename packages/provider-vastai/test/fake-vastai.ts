@@ -28,10 +28,17 @@
  * - Rate limits: per endpoint and per key, "a minimum interval between requests" (rate-limits page);
  *   creates are one per 4.5 s with a 12 s penalty. The fake runs them scaled down 1:100 by default
  *   (`rateLimit`), so tests take milliseconds.
+ * - The fault matrix's faults (`faults`): a 429 storm answers the rate-limits page's 429 body with the
+ *   `Retry-After` the matrix asks for; a create whose answer is lost rents the ask and answers a
+ *   gateway's 502; an unknown list shape names the list `results` (no `instances`); an outbid
+ *   interruptible instance is stopped (`actual_status` "exited"), and a stopped instance keeps its data
+ *   ("all of your data on the instance is preserved", https://docs.vast.ai/cli/reference/stop-instance.md),
+ *   so it bills its disk until destroyed; the boot watchdog destroys every instance whose `onstart` armed one.
  * - `POST /api/v0/instances/{id}/ssh/`: attach a key to one instance
  *   (https://docs.vast.ai/api-reference/openapi/yaml/attach_ssh.yaml); `GET /api/v0/users/current/`:
  *   the key's user (openapi.yaml, show user).
  */
+import { type BillingInstance, type FaultController, faultSwitches } from "@skyward/testing";
 import { HttpResponse, http } from "msw";
 import { type SetupServer, setupServer } from "msw/node";
 import errors from "./fixtures/errors.json" with { type: "json" };
@@ -117,6 +124,11 @@ export interface FakeVast {
   pageSize: number;
   /** Answers the next `count` requests with `response()` instead of handling them. */
   interrupt(count: number, response: () => Response): void;
+  /**
+   * The fault matrix's controller (`runFaultMatrix` of @skyward/testing): what bills (every instance not
+   * destroyed: a stopped one still pays for its disk), what was ever created, and its faults.
+   */
+  readonly faults: FaultController;
   /** The requests to a path (`/api/v0/bundles/`), optionally of one method. */
   to(path: string | RegExp, method?: string): RecordedRequest[];
   reset(): void;
@@ -232,6 +244,9 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
   const added: Offer[] = [];
   const offers = (): Offer[] => [...market.offers, ...added];
   let nextInstance = 31_000_001;
+  /** Every instance rented, at what it bills: the bid, else the ask's on-demand price. */
+  const created: BillingInstance[] = [];
+  const switches = faultSwitches(errors.rateLimited);
   let lastCreate = Number.NEGATIVE_INFINITY;
   let refusedUntil = 0;
 
@@ -265,6 +280,26 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
         raw,
       });
     },
+    faults: {
+      live: () =>
+        [...instances.values()].map((instance) => ({
+          id: String(instance.id),
+          hourlyPrice: billed(instance),
+        })),
+      created: () => [...created],
+      ...switches.controller,
+      // An outbid interruptible instance is stopped, not destroyed: it bills its disk until it is.
+      reclaim(id) {
+        const instance = instances.get(Number(id));
+        if (instance) instance.state = "exited";
+      },
+      // The onstart watchdog destroys an instance whose worker never started (see onstart-script.ts).
+      fireBootWatchdogs() {
+        for (const instance of [...instances.values()])
+          if (String(instance.body.onstart ?? "").includes("without a running Skyward worker"))
+            instances.delete(instance.id);
+      },
+    },
     interrupt(count, response) {
       for (let index = 0; index < count; index += 1) interruptions.push(response);
     },
@@ -288,8 +323,12 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
       added.length = 0;
       lastCreate = Number.NEGATIVE_INFINITY;
       refusedUntil = 0;
+      created.length = 0;
+      switches.reset();
     },
   };
+  const billed = (instance: FakeInstance) =>
+    Number(instance.body.price ?? offers().find((offer) => offer.id === instance.askId)?.dph_total ?? 0);
 
   /** Records the request, then answers an interruption or a 401 before `handle` runs. */
   const guarded =
@@ -318,6 +357,8 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
       });
       const interruption = interruptions.shift();
       if (interruption) return interruption();
+      const storm = switches.rateLimited();
+      if (storm) return storm;
       // An unknown key is answered 404 on every endpoint, as by real accounts.
       if (request.headers.get("authorization") !== `Bearer ${TEST_API_KEY}`)
         return HttpResponse.json(errors.badKey, { status: 404 });
@@ -364,6 +405,7 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
           // The instance is created all the same, stopped: it bills for its disk until destroyed.
           nextInstance += 1;
           instances.set(id, { id, askId, body: request, lookups: 0, state: "exited", keys: [] });
+          created.push({ id: String(id), hourlyPrice: Number(request.price) });
           const msg = errors.bidTooLow.msg
             .replace("%BID%", String(request.price))
             .replace("%MIN%", String(minimum))
@@ -372,10 +414,11 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
         }
         rented.add(askId);
         nextInstance += 1;
-        const created: FakeInstance = { id, askId, body: request, lookups: 0, state: "loading", keys: [] };
-        if (options.sshEndpoint) created.endpoint = options.sshEndpoint(created);
-        instances.set(id, created);
-        return HttpResponse.json({ success: true, new_contract: id });
+        const instance: FakeInstance = { id, askId, body: request, lookups: 0, state: "loading", keys: [] };
+        if (options.sshEndpoint) instance.endpoint = options.sshEndpoint(instance);
+        instances.set(id, instance);
+        created.push({ id: String(id), hourlyPrice: billed(instance) });
+        return switches.createAnswer(HttpResponse.json({ success: true, new_contract: id }));
       }),
     ),
     http.get(
@@ -389,6 +432,9 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
           .filter((entry) => entry.id > after);
         const page = sorted.slice(0, limit);
         const last = page.at(-1);
+        // A shape the provider does not know: the list under another name.
+        if (switches.listBroken)
+          return HttpResponse.json({ results: page.map((entry) => entry.id), next_token: null });
         return HttpResponse.json({
           instances: page.map((entry) => entry.raw ?? instanceView(entry, offers())),
           total_instances: instances.size,
@@ -424,6 +470,8 @@ export function startFakeVast(options: FakeVastOptions = {}): FakeVast {
         const instance = instances.get(Number(params.id));
         if (!instance) return HttpResponse.json(errors.instanceGone, { status: 404 });
         instances.delete(instance.id);
+        // The machine is the market's again.
+        rented.delete(instance.askId);
         await options.onDestroy?.(instance);
         return HttpResponse.json({ success: true });
       }),

@@ -48,6 +48,8 @@ export {
   type FaultMatrixOptions,
   runFaultMatrix,
 } from "./fault-matrix.js";
+export { type FaultSwitches, faultSwitches } from "./fault-switches.js";
+export { type MswFake, preparedCluster, useMswFake } from "./msw-fake.js";
 export { packedFiles } from "./package-files.js";
 export {
   conformanceCluster,

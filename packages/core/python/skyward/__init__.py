@@ -3,7 +3,8 @@
 The same names and meanings as the Python project, so existing task code runs unchanged:
 ``instance_info``, ``is_head``, ``shard``, ``stdout``, ``stderr``, ``silent``, ``redirect_output``,
 ``function``, ``gather`` and ``time``; and the distributed collections ``dict``, ``set``, ``counter``,
-``queue``, ``barrier`` and ``lock`` (:mod:`skyward.collections`).
+``queue``, ``barrier`` and ``lock`` (:mod:`skyward.collections`). Beyond the Python project:
+``report_metric``, a task's own values (a training step's loss) sent to the client as metrics.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .execution import InputStreamError
 from .functions import PendingFunction, PendingGroup, SkyFunction, gather, unwrap
 from .info import AcceleratorInfo, InstanceInfo, NetworkInfo, PeerInfo
 from .output import CallbackWriter, redirect_output, silent, stderr, stdout
+from .reporting import report_metric
 from .sharding import shard
 
 __version__ = "0.1.0"
@@ -73,6 +75,7 @@ __all__ = [
     "instance_info",
     "is_head",
     "redirect_output",
+    "report_metric",
     "shard",
     "silent",
     "stderr",

@@ -17,12 +17,13 @@ from .execution import Outcome, TaskRunner
 from .info import InstanceInfo, instance_info_from_cluster
 from .plugins import Lifecycle, PluginLoadError, decorators, load_plugins
 from .protocol import Message
+from .secrets import SecretMask, secrets_of
 
 
 class ClusterCheck(NamedTuple):
     """A ``cluster`` message read, before anything of it is applied."""
 
-    #: its environment variables (values as strings; null values left out)
+    #: its environment variables (values as strings; null values left out), its secrets included
     env: Dict[str, str]
     info: InstanceInfo
     #: why it cannot be applied (the ``reject`` reason), or None
@@ -41,7 +42,9 @@ class ClusterSetup:
         #: process executor, in a thread of the worker before the first task goes to a child
         self.app = Lifecycle("around_app", lambda: runtime.cluster)
         self.runner = TaskRunner(prepare=self.app.enter)
-        #: the last cluster message applied, without its env (told in ``welcome``)
+        #: the values of the secrets the clusters brought, masked in tasks' output and errors
+        self.secret_mask = SecretMask()
+        #: the last cluster message applied, without its env and secrets (told in ``welcome``)
         self.message: Dict[str, Any] | None = None
         self._plugin_identity: List[Any] = []
         self._app_waiters: List[Callable[[], None]] = []
@@ -54,6 +57,8 @@ class ClusterSetup:
         if not isinstance(env, dict):
             env = {}
         env = {str(key): str(value) for key, value in env.items() if value is not None}
+        # Secrets are environment variables held in memory only: never kept in ``self.message``.
+        env.update(secrets_of(message))
         info = instance_info_from_cluster(message)
         problem = None
         if message.get("check_accelerators") is True or message.get("pin_accelerators") is True:
@@ -65,6 +70,7 @@ class ClusterSetup:
     def apply(self, message: Message, checked: ClusterCheck) -> str | None:
         """Applies a checked ``message`` to this process; why its plugins cannot load, or None."""
         os.environ.update(checked.env)
+        self.secret_mask.add(secrets_of(message))
         set_cluster(checked.info)
         try:
             plugins = load_plugins(message.get("plugins"))
@@ -76,7 +82,7 @@ class ClusterSetup:
                 self._log("the plugins changed after their around_app hooks were entered; keeping the first ones")
             self.runner.set_decorators(decorators(plugins))
             self._plugin_identity = identity
-        self.message = {key: value for key, value in message.items() if key != "env"}
+        self.message = {key: value for key, value in message.items() if key not in ("env", "secrets")}
         return None
 
     # -- around_app for the process executor ------------------------------------------------------

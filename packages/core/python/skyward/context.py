@@ -22,6 +22,9 @@ SubtaskOutcome = Tuple[str, Any]
 SubtaskSender = Callable[["TaskContext", int, str, List[Any], Dict[str, Any], "int | None"], None]
 """``send(context, sub, fn, args, kwargs, node)``: hands a subtask to the host, which sends it to the client."""
 
+MetricSender = Callable[["TaskContext", str, float, "int | None"], None]
+"""``send(context, name, value, step)``: hands a value a task reported to the host, which sends it to the client."""
+
 
 # A TaskContext holds objects that ``output`` and ``dispatch`` make, and both of those modules
 # import this one. These protocols describe what the context's users call on those objects, in
@@ -49,7 +52,7 @@ class SubtaskTable(Protocol):
 class _Runtime:
     """Per-process runtime state, set by the worker (or executor child) that hosts the tasks."""
 
-    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "running", "nested")
+    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "metric_sender", "running", "nested")
 
     def __init__(self) -> None:
         self.cluster: InstanceInfo | None = None
@@ -58,6 +61,8 @@ class _Runtime:
         self.concurrency = 1
         #: how tasks of this process reach the client with nested dispatch (None: they cannot)
         self.subtask_sender: SubtaskSender | None = None
+        #: how tasks of this process report values (``skyward.report_metric``); None outside a worker
+        self.metric_sender: MetricSender | None = None
         #: the tasks running in this process, for code that runs outside any task's context
         self.running: Set[TaskContext] = set()
         #: whether this process is a child of the worker's nested-task executor (it runs subtasks;

@@ -81,6 +81,9 @@ class Host(Protocol):
         ...
     def on_subtask(self, task: Task, sub: int, fn: str, args: List[Any], kwargs: Dict[str, Any],
                    node: int | None) -> None: ...
+    def on_metric(self, task: Task, name: str, value: float, step: int | None) -> None:
+        """A value ``task`` reported (``skyward.report_metric``)."""
+        ...
     def app_gate(self, retry: Callable[[], None]) -> Outcome | bool:
         """True once the ``around_app`` hooks are entered, the failure outcome if they failed, or
         False while they are being entered (``retry`` is called when that is over)."""

@@ -51,6 +51,8 @@ class TaskTable:
         self._nested: Executor | None = None
         self._cluster: Dict[str, Any] | None = None
         self._cluster_env: Dict[str, str] = {}
+        #: masks the pool's secrets in an error's text (the worker sets it to its secret mask)
+        self.mask: Callable[[str], str] = lambda text: text
 
     # -- executors ------------------------------------------------------------------------------
 
@@ -231,8 +233,8 @@ class TaskTable:
     def error_message(self, task_id: str, kind: str, type_name: str, text: str, traceback_text: str = "",
                       slot: int | None = None) -> Message:
         return {
-            "t": "error", "id": task_id, "kind": kind, "type": type_name, "message": text,
-            "traceback": traceback_text, "node": self._node(), "worker": slot,
+            "t": "error", "id": task_id, "kind": kind, "type": type_name, "message": self.mask(text),
+            "traceback": self.mask(traceback_text), "node": self._node(), "worker": slot,
         }
 
     def finish(self, task: Task, outcome: Outcome) -> None:

@@ -140,10 +140,12 @@ class Worker:
         self.cluster = ClusterSetup(self.log, self.post, self._apply_env)
         runtime.concurrency = options.concurrency
         runtime.subtask_sender = self._send_subtask
+        runtime.metric_sender = self._send_task_metric
         self.table = TaskTable(
             self.loop, options.concurrency, self._new_executor, self._node, self.refs, self.detach, self.lifetime,
             self.log,
         )
+        self.table.mask = self.cluster.secret_mask.mask
         self.subtasks = SubtaskRelay(self.table, self.detach, self._node)
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
@@ -407,6 +409,21 @@ class Worker:
                    node: int | None) -> None:
         self.subtasks.send(task, sub, fn, args, kwargs, node)
 
+    def _send_task_metric(self, context: TaskContext, name: str, value: float, step: int | None) -> None:
+        """``runtime.metric_sender`` for tasks on this process's threads (any thread)."""
+        self.post(self.on_metric, context.key, name, value, step)
+
+    def on_metric(self, task: Task, name: str, value: float, step: int | None) -> None:
+        """A value the task reported goes to its client, tagged with the task and its worker slot."""
+        connection = task.connection
+        if task.state != "running" or connection is None or not connection.alive:
+            return  # ended meanwhile, or its client is away: a reported value is a sample, not a result
+        message: Message = {"t": "metric", "node": self.node, "name": name, "value": value, "unit": None,
+                            "ts": time.time(), "worker": task.slot, "task": task.id}
+        if step is not None:
+            message["step"] = step
+        connection.send(message)
+
     def fail_subtask(self, task_id: str, sub: int, text: str) -> None:
         self.subtasks.fail(task_id, sub, text)
 
@@ -421,6 +438,8 @@ class Worker:
         return self.table.error_message(task_id, kind, type_name, text, traceback_text, slot)
 
     def on_output(self, task: Task | None, slot: int | None, stream: str, data: str) -> None:
+        # Masked here too, for what no client hears and the worker's own stream keeps (its log file).
+        data = self.cluster.secret_mask.mask(data)
         if task is not None:
             connection = task.connection
             if task.state == "running" and connection is not None and connection.alive:

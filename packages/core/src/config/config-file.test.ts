@@ -402,6 +402,31 @@ nodes = { desired = 8, min = 4 }
     await writeProject("[pools.local]\nnodes = 2\n");
     expect((await loadConfig({ cwd, home })).pools.local?.provider).toBeUndefined();
   });
+
+  it("reads a pool's secrets table: names kept as written, each read from the environment or a file", async () => {
+    await writeProject(
+      '[pools.train.secrets]\nHF_TOKEN = { env = "HF_TOKEN" }\nDB_PASSWORD = { file = "~/.db-password" }\n',
+    );
+    const pool = (await loadConfig({ cwd, home })).pools.train;
+    expect(pool?.spec.secrets).toEqual({
+      HF_TOKEN: { env: "HF_TOKEN" },
+      DB_PASSWORD: { file: "~/.db-password" },
+    });
+    expect(parseInput(specSchema, pool?.spec).secrets).toEqual(pool?.spec.secrets);
+  });
+
+  it("refuses a secret's value written in the file, naming it without repeating it", async () => {
+    await writeProject(
+      '[pools.train.secrets]\nHF_TOKEN = "hf_in_the_file"\nAPI_KEY = { value = "in-the-file" }\n',
+    );
+    const issues = await issuesOf(loadConfig({ cwd, home }));
+    expect(issues.map((issue) => issue.path)).toEqual([
+      "pools.train.secrets.HF_TOKEN",
+      "pools.train.secrets.API_KEY",
+    ]);
+    expect(issues[0]?.message).toMatch(/never written in skyward\.toml/);
+    expect(JSON.stringify(issues)).not.toMatch(/hf_in_the_file|in-the-file/);
+  });
 });
 
 describe("loadConfig: provider tables", () => {

@@ -199,8 +199,28 @@ const POOL_KEYS = [
   "maxHourlyCost",
   "ttl",
   "volumes",
+  "secrets",
   "options",
 ] as const;
+
+/**
+ * A `[pools.NAME.secrets]` table names where each value is read (`{ env = "…" }`, `{ file = "…" }`):
+ * a value written in the file itself would be a secret kept in a file, so it is refused.
+ */
+function secretsTableIssues(secrets: unknown, path: string): ConfigurationIssue[] {
+  if (!isTable(secrets)) return [{ path, message: "expected a table of secret names" }];
+  return Object.entries(secrets).flatMap(([name, source]) =>
+    isTable(source) && !("value" in source)
+      ? []
+      : [
+          {
+            path: `${path}.${name}`,
+            message:
+              'expected { env = "NAME" } or { file = "path" }: a secret\'s value is never written in skyward.toml',
+          },
+        ],
+  );
+}
 
 /**
  * Validates the merged TOML document. Provider and pool tables are checked for shape here; their
@@ -272,7 +292,7 @@ export function validateConfig(document: TomlTable, files: readonly string[] = [
           });
         }
       }
-      const { provider, accelerator, image, volumes, options, ...scalars } = table;
+      const { provider, accelerator, image, volumes, options, secrets, ...scalars } = table;
       if (provider !== undefined && (typeof provider !== "string" || !(provider in providers))) {
         issues.push({
           path: `${path}.provider`,
@@ -322,6 +342,10 @@ export function validateConfig(document: TomlTable, files: readonly string[] = [
           });
         } else
           issues.push({ path: `${path}.volumes`, message: "expected an array of tables ([[…volumes]])" });
+      }
+      if (secrets !== undefined) {
+        issues.push(...secretsTableIssues(secrets, `${path}.secrets`));
+        spec.secrets = secrets;
       }
       let poolOptions: TomlTable = {};
       if (options !== undefined) {
@@ -378,7 +402,7 @@ export async function loadConfig(locations: ConfigLocations = {}): Promise<Skywa
  * The file URL of package `name` as installed for the project in `cwd`, or undefined when it is not
  * found there (Node's own resolution then tries, and reports).
  */
-function resolveFromProject(name: string, cwd: string): string | undefined {
+export function resolveFromProject(name: string, cwd: string): string | undefined {
   const require = createRequire(join(resolve(cwd), "skyward.toml"));
   try {
     return pathToFileURL(require.resolve(name)).href;

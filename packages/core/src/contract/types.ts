@@ -9,6 +9,7 @@ import type { Accelerator } from "../spec/accelerators.js";
 import type { Image } from "../spec/image.js";
 import type { AllocationStrategy, Architecture, Nodes } from "../spec/nodes.js";
 import type { Options } from "../spec/options.js";
+import type { Secrets } from "../spec/secrets.js";
 import type { Volume } from "../spec/volume.js";
 import type {
   AroundClientResult,
@@ -370,6 +371,11 @@ export interface Spec {
   readonly ttl: number;
   readonly volumes: readonly Volume[];
   readonly plugins: readonly PluginV1[];
+  /**
+   * Where each secret's value comes from (names and sources, never a value read from the client's
+   * environment or files); absent or empty: none.
+   */
+  readonly secrets?: Secrets | undefined;
 }
 
 /**

@@ -62,6 +62,8 @@ export function formatConsoleLine(event: SkywardEvent, mode: "log" | "minimal"):
     case "budget.warning":
     case "budget.exceeded":
       return `${at} [pool] ${budgetLine(event)}`;
+    case "dashboard.ready":
+      return `${at} [pool] Dashboard: ${event.url}`;
     default:
       return undefined;
   }

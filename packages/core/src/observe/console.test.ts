@@ -114,4 +114,17 @@ describe("budget lines", () => {
     hub.emit(warning);
     expect(lines).toEqual(["09:05:07 [pool] budget warning: $8.00 of $10.00 spent ($2.40/h)\n"]);
   });
+
+  it("prints the dashboard's link, in every line mode", () => {
+    const at = new Date(2024, 0, 1, 9, 5, 7).getTime();
+    const url = "http://127.0.0.1:8787/?token=abc";
+    const ready = { type: "dashboard.ready", timestamp: at, poolId: "p", url } as const;
+    expect(formatConsoleLine(ready, "log")).toBe(`09:05:07 [pool] Dashboard: ${url}`);
+    expect(formatConsoleLine(ready, "minimal")).toBe(`09:05:07 [pool] Dashboard: ${url}`);
+    const lines: string[] = [];
+    const hub = new EventHub();
+    attachConsole(hub, "log", { write: (text) => lines.push(text) });
+    hub.emit(ready);
+    expect(lines).toEqual([`09:05:07 [pool] Dashboard: ${url}\n`]);
+  });
 });

@@ -37,6 +37,7 @@ const CONSOLE_EVENT_TYPES = [
   "scaling",
   "budget.warning",
   "budget.exceeded",
+  "dashboard.ready",
 ] as const satisfies readonly SkywardEventType[];
 
 /** The console mode used: the option, with `true` → `"rich"` and `false` → `"silent"`. */

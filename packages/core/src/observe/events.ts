@@ -48,8 +48,15 @@ export interface PoolDestroyedEvent extends EventBase {
   readonly type: "pool.destroyed";
 }
 
+/** The pool's dashboard (`options.dashboard`) is up: its link, token included, for the console and the log. */
+export interface DashboardReadyEvent extends EventBase {
+  readonly type: "dashboard.ready";
+  /** The page's URL (`http://127.0.0.1:PORT/?token=…`). */
+  readonly url: string;
+}
+
 /** Events about the pool as a whole. */
-export type PoolEvent = PoolStateEvent | PoolReadyEvent | PoolDestroyedEvent;
+export type PoolEvent = PoolStateEvent | PoolReadyEvent | PoolDestroyedEvent | DashboardReadyEvent;
 
 /** Fields every node event has. */
 export interface NodeEventBase extends EventBase {
@@ -218,6 +225,12 @@ export interface MetricEvent extends EventBase {
   readonly unit?: string;
   /** The GPU's index on the node, for the per-GPU metrics (`gpu`, `gpu_memory`, `gpu_memory_total`, `gpu_temp`). */
   readonly gpu?: number;
+  /** The worker on the node, for a value a task reported (`skyward.report_metric`). */
+  readonly worker?: number;
+  /** The task that reported it, for a value a task reported. */
+  readonly taskId?: string;
+  /** The step it belongs to (a training step), when the task gave one. */
+  readonly step?: number;
 }
 
 /** One line a task or worker wrote to stdout or stderr. */

@@ -26,6 +26,14 @@ const provisioned = (node: number, at: number): Input => ({
 });
 
 describe("the live view", () => {
+  it("shows the dashboard's link under its header", () => {
+    const view = new LiveView("p1", t0);
+    const url = "http://127.0.0.1:8787/?token=abc";
+    expect(renderLive(view, {}, 120, t0)[1]).not.toContain("Dashboard");
+    feed(view, [{ type: "dashboard.ready", timestamp: t0, url }]);
+    expect(renderLive(view, {}, 120, t0)[1]).toBe(`Dashboard: ${url}`);
+  });
+
   it("follows nodes through provisioning, bootstrap phases, ready, lost and replaced", () => {
     const view = new LiveView("p1", t0);
     feed(view, [

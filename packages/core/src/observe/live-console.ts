@@ -57,6 +57,8 @@ export class LiveView {
   instanceType: string | undefined;
   spot: boolean | undefined;
   accelerator: string | undefined;
+  /** The dashboard's link (`options.dashboard`), shown under the header. */
+  dashboardUrl: string | undefined;
   readonly nodes = new Map<number, NodeView>();
   readonly #tasks = new Map<string, TaskView>();
   queued = 0;
@@ -115,6 +117,9 @@ export class LiveView {
         return true;
       case "pool.destroyed":
         this.state = "destroyed";
+        return true;
+      case "dashboard.ready":
+        this.dashboardUrl = event.url;
         return true;
       case "node.provisioned": {
         const node = this.#node(event.node, at);
@@ -340,6 +345,7 @@ export function renderLive(view: LiveView, status: LiveConsoleStatus, width: num
   lines.push(
     `skyward ${view.poolId} · ${view.state.replace("_", " ")} · ${where} · ${view.instanceType ?? "—"} · ${market} · ${view.accelerator ?? "—"} · ${duration(now - view.startedAt)}`,
   );
+  if (view.dashboardUrl !== undefined) lines.push(`Dashboard: ${view.dashboardUrl}`);
   const ready = [...view.nodes.values()].filter((node) => node.phase === "ready").length;
   const size = status.nodes;
   const nodes = size

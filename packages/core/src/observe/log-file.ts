@@ -124,6 +124,7 @@ const TYPE_LEVEL = {
   scaling: "INFO",
   "budget.warning": "WARNING",
   "budget.exceeded": "ERROR",
+  "dashboard.ready": "INFO",
 } as const satisfies Record<SkywardEventType, LogLevel>;
 
 /**
@@ -189,6 +190,8 @@ export function describeEvent(event: SkywardEvent): string {
     case "budget.warning":
     case "budget.exceeded":
       return budgetLine(event);
+    case "dashboard.ready":
+      return `Dashboard: ${event.url}`;
   }
 }
 

@@ -29,7 +29,13 @@ export function relayMetrics(source: MetricSource, hub: EventHub, poolId: string
   return source.onMessage((received) => {
     if (received.t !== "metric" || !hub.listensTo("metric")) return;
     const message = received as MetricMessage;
-    const gpu = (message as { gpu?: unknown }).gpu;
+    // Optional fields, so the validator does not check them: kept only when well-formed.
+    const { gpu, worker, task, step } = message as {
+      gpu?: unknown;
+      worker?: unknown;
+      task?: unknown;
+      step?: unknown;
+    };
     hub.emit({
       type: "metric",
       // The client's clock, like every other event's (a node's clock may be off).
@@ -40,6 +46,9 @@ export function relayMetrics(source: MetricSource, hub: EventHub, poolId: string
       value: message.value,
       ...(message.unit !== null ? { unit: message.unit } : {}),
       ...(typeof gpu === "number" && Number.isInteger(gpu) ? { gpu } : {}),
+      ...(typeof worker === "number" && Number.isInteger(worker) ? { worker } : {}),
+      ...(typeof task === "string" ? { taskId: task } : {}),
+      ...(typeof step === "number" && Number.isInteger(step) ? { step } : {}),
     });
   });
 }

@@ -26,10 +26,13 @@ export class Redactor {
   readonly #secrets = new Set<string>();
   #sorted: string[] | undefined;
 
-  /** Remembers `value` as a secret when it is long enough to be one. */
-  add(value: string): void {
+  /**
+   * Remembers `value` as a secret when it is long enough to be one; a secret declared as one (a
+   * spec's `secrets`) passes `minimumLength` 1, so it is masked whatever its length.
+   */
+  add(value: string, minimumLength = MIN_SECRET_LENGTH): void {
     const trimmed = value.trim();
-    if (trimmed.length >= MIN_SECRET_LENGTH && !this.#secrets.has(trimmed)) {
+    if (trimmed.length >= Math.max(1, minimumLength) && !this.#secrets.has(trimmed)) {
       this.#secrets.add(trimmed);
       this.#sorted = undefined;
     }

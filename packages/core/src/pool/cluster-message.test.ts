@@ -36,6 +36,7 @@ describe("the cluster message", () => {
       jobId: "pool-1",
       spec: { accelerator: accelerators.A100({ count: 2 }), plugins: [] },
       image: image({ env: { A: "1" } }),
+      secrets: {},
     });
     expect(message).toMatchObject({
       t: "cluster",
@@ -68,6 +69,7 @@ describe("the cluster message", () => {
       jobId: "pool-2",
       spec: { accelerator: null, plugins: [] },
       image: image(),
+      secrets: {},
     });
     expect(message.head_addr).toBe("127.0.0.1");
     expect(message.accelerators).toBe(0);
@@ -84,9 +86,36 @@ describe("the cluster message", () => {
       jobId: "pool-3",
       spec: { accelerator: null, plugins: [] },
       image: image({ env: { SECRET: "x" } }),
+      secrets: { HF_TOKEN: "first" },
     });
-    const { env: _env, ...kept } = original;
-    expect(keptClusterMessage(kept)).toEqual({ ...original, env: {} });
+    const { env: _env, secrets: _secrets, ...kept } = original;
+    // The secrets are those of the client that picks the worker up, never the ones it was started with.
+    expect(keptClusterMessage(kept, { HF_TOKEN: "rotated" })).toEqual({
+      ...original,
+      env: {},
+      secrets: { HF_TOKEN: "rotated" },
+    });
+    expect(keptClusterMessage({ ...kept, secrets: { HF_TOKEN: "told back" } } as typeof kept, {})).toEqual({
+      ...kept,
+      t: "cluster",
+      env: {},
+    });
+  });
+
+  it("carries the secrets' values in their own field, and none when there are none", () => {
+    const base = {
+      node: 0,
+      peers,
+      layout: SINGLE_WORKER,
+      headPort: 29_500,
+      jobId: "pool-4",
+      spec: { accelerator: null, plugins: [] },
+      image: image({ env: { PLAIN: "1" } }),
+    };
+    const message = clusterMessage({ ...base, secrets: { WANDB_API_KEY: "wandb-value" } });
+    expect(message.secrets).toEqual({ WANDB_API_KEY: "wandb-value" });
+    expect(message.env).toEqual({ PLAIN: "1" });
+    expect(clusterMessage({ ...base, secrets: {} })).not.toHaveProperty("secrets");
   });
 });
 

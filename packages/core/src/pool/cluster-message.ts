@@ -21,6 +21,8 @@ export interface ClusterMessageInput {
   readonly jobId: string;
   readonly spec: Pick<PoolSpec, "accelerator" | "plugins">;
   readonly image: Pick<Image, "env" | "metrics">;
+  /** The values of the spec's secrets (name → value), read on the client. */
+  readonly secrets: Readonly<Record<string, string>>;
 }
 
 /** The cluster message for one node. */
@@ -60,13 +62,24 @@ export function clusterMessage(input: ClusterMessageInput): ClusterMessage {
       config: module.config as WireValue,
     })),
     metrics: clusterMetrics(image.metrics),
+    ...secretsField(input.secrets),
   };
+}
+
+/** The `secrets` field: left out when there are none, so a pool without secrets sends what it always did. */
+function secretsField(secrets: Readonly<Record<string, string>>): Pick<ClusterMessage, "secrets"> {
+  return Object.keys(secrets).length > 0 ? { secrets } : {};
 }
 
 /**
  * The cluster message a picked-up worker is sent again: the settings it kept, with no environment
- * (the worker keeps its own when a cluster comes with none).
+ * (the worker keeps its own when a cluster comes with none), and the secrets as the attaching client
+ * read them (the worker never tells them back).
  */
-export function keptClusterMessage(kept: Omit<ClusterMessage, "env">): ClusterMessage {
-  return { ...kept, t: "cluster", env: {} };
+export function keptClusterMessage(
+  kept: Omit<ClusterMessage, "env" | "secrets">,
+  secrets: Readonly<Record<string, string>>,
+): ClusterMessage {
+  const { secrets: _told, ...settings } = kept as ClusterMessage;
+  return { ...settings, t: "cluster", env: {}, ...secretsField(secrets) };
 }

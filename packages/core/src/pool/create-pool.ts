@@ -12,8 +12,9 @@ import type { PoolSpec } from "../spec/spec.js";
 import { checkVolumeSources } from "../spec/volume.js";
 import type { DetachHandler } from "./detach.js";
 import type { Pool } from "./pool.js";
-import { type PoolInternals, type PoolResume, PoolRuntime } from "./pool-runtime.js";
+import { type PoolAnnouncement, type PoolInternals, type PoolResume, PoolRuntime } from "./pool-runtime.js";
 import { checkNodeCeiling } from "./resize.js";
+import { resolveSecretValues } from "./secret-values.js";
 import { closeOnSignals } from "./signals.js";
 
 /** A validated pool request, and what the pool is wired to. */
@@ -29,6 +30,8 @@ export interface PoolRequest {
   readonly onEvent?: ((event: SkywardEvent) => void) | undefined;
   /** Whether SIGINT/SIGTERM close the pool (default true). */
   readonly handleSignals?: boolean | undefined;
+  /** Announced once the console and the log file listen, before provisioning (the dashboard's link). */
+  readonly announcement?: PoolAnnouncement | undefined;
   /** Aborts provisioning; whatever was started is torn down. */
   readonly signal?: AbortSignal | undefined;
 }
@@ -62,13 +65,17 @@ async function launch(request: PoolRequest, resume: PoolResume | undefined): Pro
       specs.length > 1 ? `specs[${index}].volumes` : "volumes",
     );
   }
+  // Read before anything is provisioned: a secret that cannot be read refuses the pool by its name.
+  const secrets = await resolveSecretValues(specs);
   const pool = new PoolRuntime({
     spec: first,
+    secrets,
     options: request.options,
     onEvent: request.onEvent,
     defaultProvider: request.defaultProvider,
     detach: request.detach,
     resume,
+    announcement: request.announcement,
   });
   if (request.handleSignals !== false) closeOnSignals(pool);
   try {

@@ -50,6 +50,8 @@ export interface DetachSnapshot {
   readonly refs: readonly RecordedRef[];
   /** The workers' token. */
   readonly token: string;
+  /** The names of the pool's secrets (never their values): an attach reads them again. */
+  readonly secretNames: readonly string[];
 }
 
 /** The options of a pool that an attached pool goes on with, as they were resolved. */
@@ -138,6 +140,7 @@ export function detachSnapshot(
     collections,
     refs: context.refs.snapshot(),
     token: context.token,
+    secretNames: Object.keys(context.spec.secrets ?? {}),
   };
 }
 

@@ -207,8 +207,9 @@ export async function startNode(
   // are sent back as the worker has them (its plugins' worker layout with them).
   const kept = context.resumed ? connection.welcome.cluster : undefined;
   if (kept) context.layout = { ...context.layout, workersPerNode: kept.workers_per_node };
+  const secrets = context.secrets.of(spec.secrets);
   const message = kept
-    ? keptClusterMessage(kept)
+    ? keptClusterMessage(kept, secrets)
     : clusterMessage({
         node: node.index,
         peers: context.nodes,
@@ -217,6 +218,7 @@ export async function startNode(
         jobId: context.id,
         spec,
         image,
+        secrets,
       });
   await sendCluster(node, connection, message, signal);
   await passFirstHealthCheck(context, node, connection, signal);

@@ -11,10 +11,13 @@ export class OutputLines {
   readonly #poolId: string;
   /** Partial output lines, per node/worker/stream. */
   readonly #partialLines = new Map<string, string>();
+  /** Masks the pool's secrets in a whole line, before any listener (console, log file) sees it. */
+  readonly #redact: (line: string) => string;
 
-  constructor(hub: EventHub, poolId: string) {
+  constructor(hub: EventHub, poolId: string, redact: (line: string) => string = (line) => line) {
     this.#hub = hub;
     this.#poolId = poolId;
+    this.#redact = redact;
   }
 
   /** Takes a chunk of `stream` from `worker` of `node`, printed by task `taskId` if known. */
@@ -41,7 +44,7 @@ export class OutputLines {
         node,
         worker: worker ?? 0,
         stream,
-        line,
+        line: this.#redact(line),
         ...(taskId ? { taskId } : {}),
       });
     }

@@ -11,6 +11,7 @@ import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
 import type { PoolSettings } from "./pool.js";
 import type { RemoteRefRegistry } from "./remote-refs.js";
+import type { SecretValues } from "./secret-values.js";
 import type { TaskManager } from "./task-manager.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
@@ -63,6 +64,8 @@ export interface PoolContext {
   layout: WorkerLayout;
   /** The pool picks up a detached pool's workers: they keep the cluster settings they run with. */
   readonly resumed: boolean;
+  /** The values of the specs' secrets, read on the client at start; sent in each node's `cluster`. */
+  readonly secrets: SecretValues;
 }
 
 /** The default layout: one worker per node, in threads. */

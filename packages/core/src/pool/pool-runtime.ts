@@ -20,6 +20,7 @@ import type { Provider } from "../contract/provider.js";
 import { type BudgetExceededError, CancelledError, TaskDetachedError } from "../errors/errors.js";
 import { attachConsole } from "../observe/console.js";
 import {
+  type DashboardReadyEvent,
   EventHub,
   type EventOf,
   type PoolState,
@@ -57,6 +58,7 @@ import { isClosing, nodeIndices, type PoolContext, SINGLE_WORKER, setPoolState }
 import type { CallArguments, Pending, PendingStream, PendingTask } from "./python-function.js";
 import { type RecordedRef, RemoteRefRegistry, type RemoteRefStats } from "./remote-refs.js";
 import { resizePool } from "./resize.js";
+import { NO_SECRET_VALUES, type SecretValues } from "./secret-values.js";
 import { dropConnections, releaseWorkers, terminateNodes } from "./shutdown.js";
 import { forgetOnSignals } from "./signals.js";
 import { provisionAndStart } from "./start.js";
@@ -98,7 +100,14 @@ export interface PoolRuntimeSettings {
   readonly detach: DetachHandler;
   /** Set when the pool picks up a detached pool's workers. */
   readonly resume?: PoolResume | undefined;
+  /** The values of the specs' secrets, read at start (none when absent). */
+  readonly secrets?: SecretValues | undefined;
+  /** Emitted when the pool starts (after the console and the log file are attached). */
+  readonly announcement?: PoolAnnouncement | undefined;
 }
+
+/** An event a pool emits for its creator when it starts: the dashboard's link. */
+export type PoolAnnouncement = Omit<DashboardReadyEvent, "timestamp" | "poolId">;
 
 /** The pool's implementation; users see it as a {@link Pool}. */
 export class PoolRuntime implements Pool {
@@ -117,6 +126,7 @@ export class PoolRuntime implements Pool {
   readonly #secrets = new Redactor();
   readonly #logFile: LogFileAttachment;
   readonly #defaultProvider: () => Provider;
+  readonly #announcement: PoolAnnouncement | undefined;
   readonly #detachHandler: DetachHandler;
   #closing: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
@@ -144,6 +154,7 @@ export class PoolRuntime implements Pool {
     this.id = id;
     this.options = options;
     this.#defaultProvider = settings.defaultProvider;
+    this.#announcement = settings.announcement;
     this.#detachHandler = settings.detach;
     this.#cost.carry(resume?.carriedCost ?? 0);
     if (settings.onEvent) this.#hub.on("*", settings.onEvent);
@@ -170,6 +181,7 @@ export class PoolRuntime implements Pool {
       nodeWaitSeconds: () => this.spec.provisionTimeout,
       collections: this.#collections,
       ...(resume ? { idPrefix: resume.taskIdPrefix } : {}),
+      redact: (text) => this.#secrets.redact(text),
     });
     this.#context = {
       id,
@@ -189,6 +201,7 @@ export class PoolRuntime implements Pool {
       headPort: 29500,
       layout: SINGLE_WORKER,
       resumed: resume !== undefined,
+      secrets: settings.secrets ?? NO_SECRET_VALUES,
     };
     this.#membership = new Membership(this.#context);
     this.#dispatch = {
@@ -214,6 +227,7 @@ export class PoolRuntime implements Pool {
     );
     this.#secrets.addEnvironment(process.env);
     this.#secrets.add(token);
+    for (const value of this.#context.secrets.values) this.#secrets.add(value, 1);
     this.#addSecretsOf(spec);
     this.#logFile = attachLogFile(this.#hub, {
       poolId: id,
@@ -242,6 +256,10 @@ export class PoolRuntime implements Pool {
 
   get state(): PoolState {
     return this.#context.state;
+  }
+
+  cancel(taskId: string): boolean {
+    return this.#tasks.cancel(taskId, "cancelled with pool.cancel()");
   }
 
   currentNodes(): number {
@@ -357,6 +375,8 @@ export class PoolRuntime implements Pool {
       const combined = signal ? AbortSignal.any([signal, abort]) : abort;
       this.#startedAt = performance.now();
       for (const spec of specs) this.#addSecretsOf(spec);
+      if (this.#announcement)
+        this.#hub.emit({ ...this.#announcement, timestamp: Date.now(), poolId: this.id });
       setPoolState(this.#context, "requesting");
       const { spec, cluster } = await provisionAndStart(
         this.#context,

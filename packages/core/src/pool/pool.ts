@@ -323,6 +323,13 @@ export interface Pool extends AsyncDisposable {
    */
   detach(options?: DetachOptions): Promise<string>;
 
+  /**
+   * Cancels the task `taskId` (an id from its handle or its `task.*` events) as its handle's
+   * `cancel()` does: dropped if queued, cancelled on the worker if running; its caller gets a
+   * `CancelledError`. Returns false when the task has ended already or is not this pool's.
+   */
+  cancel(taskId: string): boolean;
+
   /** Submits one task and returns its handle at once (the `>` operator of the Python project). */
   submit<R>(pending: PendingTask<R>, options?: RunOptions): TaskHandle<R>;
   /**

@@ -64,6 +64,8 @@ export interface TaskManagerOptions {
   readonly collections?: CollectionStore;
   /** What task ids start with (`t1`, `t2`…); an attached pool's differ from those it was detached with. */
   readonly idPrefix?: string;
+  /** Masks the pool's secrets in task output lines (default: none masked). */
+  readonly redact?: (text: string) => string;
 }
 
 /** Dispatches tasks over the pool's node connections. */
@@ -83,6 +85,8 @@ export class TaskManager {
   readonly #retries: number;
   readonly #nodeWaitSeconds: () => number;
   readonly #capacityWaiters: (() => void)[] = [];
+  /** The tasks not done yet, by id: for cancelling one by its id (`pool.cancel`). */
+  readonly #unfinished = new Map<string, TaskRecord>();
   #nextId = 0;
   #closed = false;
   #wake: ReturnType<typeof setTimeout> | undefined;
@@ -91,7 +95,7 @@ export class TaskManager {
   constructor(options: TaskManagerOptions) {
     this.#idPrefix = options.idPrefix ?? "t";
     this.#events = new TaskEvents(options.hub, options.poolId);
-    this.#output = new OutputLines(options.hub, options.poolId);
+    this.#output = new OutputLines(options.hub, options.poolId, options.redact);
     this.#grace = options.timeoutGraceSeconds ?? 10;
     this.#onQueued = options.onQueued;
     this.#retries = options.retryOnInterruption ?? 3;
@@ -275,6 +279,7 @@ export class TaskManager {
     this.#nextId += 1;
     const id = `${this.#idPrefix}${this.#nextId}`;
     const record = newTaskRecord(id, request, callbacks, (reason) => this.#cancel(record, reason));
+    this.#unfinished.set(id, record);
     this.#events.queued(id, request.ref);
     if (request.node !== undefined) this.#nodes.pinnable(request.node).pinned.push(record);
     else if (request.nested) this.#nestedQueue.push(record);
@@ -282,6 +287,14 @@ export class TaskManager {
     this.#pump();
     if (this.#queue.size > 0) this.#onQueued?.();
     return record;
+  }
+
+  /** Cancels the task `id` if it has not ended (as its handle's `cancel()`); false when it has, or is unknown. */
+  cancel(id: string, reason: string): boolean {
+    const record = this.#unfinished.get(id);
+    if (record === undefined) return false;
+    this.#cancel(record, reason);
+    return true;
   }
 
   /** Resolves when a slot is free or the queue is short: for feeding large maps without queueing them all. */
@@ -373,6 +386,7 @@ export class TaskManager {
       record.streams = marked.streams;
     } catch (error) {
       record.done = true;
+      this.#unfinished.delete(record.id);
       record.callbacks.error(error as Error);
       return;
     }
@@ -397,6 +411,7 @@ export class TaskManager {
   #finish(record: TaskRecord): void {
     if (record.done) return;
     record.done = true;
+    this.#unfinished.delete(record.id);
     for (const pump of record.pumps.values()) pump.close();
     if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
     this.#collections?.ownerEnded(record.id);

@@ -91,7 +91,7 @@ export interface WelcomeMessage {
    * The `cluster` message the worker runs with, less its `env`; null before it has one (the Python
    * worker sends it; a pool attaching to a detached pool's workers sends it back to them).
    */
-  readonly cluster?: Omit<ClusterMessage, "env"> | null;
+  readonly cluster?: Omit<ClusterMessage, "env" | "secrets"> | null;
 }
 
 /** `reject` — the worker refused the `hello` and closes the connection. */
@@ -146,6 +146,11 @@ export interface ClusterMessage {
   readonly network: WireValue;
   /** Environment variables for tasks. */
   readonly env: Readonly<Record<string, string>>;
+  /**
+   * The pool's secrets (name → value): set in the worker's environment and its task processes',
+   * held in memory only, never told back (`welcome.cluster` leaves them out). Absent: none.
+   */
+  readonly secrets?: Readonly<Record<string, string>>;
   /** The plugins' worker modules, in plugin order (absent: none). */
   readonly plugins?: readonly ClusterPlugin[];
   /** The metrics collectors the worker samples (absent, `null` or `[]`: none). */
@@ -468,6 +473,12 @@ export interface MetricMessage {
   readonly ts: number;
   /** The GPU's index, for a per-GPU metric (`gpu`, `gpu_memory`, …); absent otherwise. */
   readonly gpu?: number;
+  /** The worker slot of the task that reported it (`skyward.report_metric`); absent for collectors. */
+  readonly worker?: number;
+  /** The task that reported it; absent for collectors. */
+  readonly task?: string;
+  /** The step the task gave with it, when it gave one. */
+  readonly step?: number;
 }
 
 /** An event a worker reports; `type` says which. */

@@ -12,13 +12,16 @@ import { CollectionStore } from "../collections/store.js";
 import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
 import type { Cluster, ProviderV1, RecordedCluster, WorkerEndpoint } from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
+import { parseInput } from "../errors/validation.js";
 import { resumePool } from "../pool/create-pool.js";
 import type { DetachHandler } from "../pool/detach.js";
 import type { Pool } from "../pool/pool.js";
 import type { PoolInternals } from "../pool/pool-runtime.js";
+import { resolveSecretValues } from "../pool/secret-values.js";
 import { RemoteRef } from "../protocol/values.js";
 import { validateComputeInput } from "../spec/compute-input.js";
 import type { OptionsInput } from "../spec/options.js";
+import { type SecretsInput, secretsSchema } from "../spec/secrets.js";
 import { attachedLocal, attachedRemote, processAlive } from "./attached-providers.js";
 import { openCollections } from "./collections-state.js";
 import { type Collector, collectDetached, type Reach } from "./collector.js";
@@ -69,6 +72,18 @@ export interface AttachOptions {
    */
   // biome-ignore lint/suspicious/noExplicitAny: any provider, whatever its cluster data.
   readonly provider?: ProviderV1<any>;
+  /**
+   * Where this process reads the pool's secrets (the state file keeps their names only), as a spec's
+   * `secrets`. Default for each secret the pool was started with: this process's environment variable
+   * of its name. One that cannot be read refuses the attach, naming it.
+   */
+  readonly secrets?: SecretsInput;
+}
+
+/** The pool's secrets as this process reads them: those given, else each recorded name's environment variable. */
+function attachedSecrets(state: DetachedPoolState, given: SecretsInput | undefined): SecretsInput {
+  const fromEnvironment = Object.fromEntries((state.secretNames ?? []).map((name) => [name, { env: name }]));
+  return { ...fromEnvironment, ...given };
 }
 
 /** The provider a non-`Local` pool is attached through: the one given, else skyward.toml's of its type. */
@@ -150,6 +165,11 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
   refuseWorkerSettings(options);
   const state = await readPoolState(id);
   if (!state) throw new Error(`no detached pool ${JSON.stringify(id)}: nothing in the pools directory`);
+  // Read before any worker is reached: refused later, the collector would have taken outcomes it
+  // could no longer hand over.
+  await resolveSecretValues([
+    { secrets: parseInput(secretsSchema, attachedSecrets(state, options.secrets), "secrets") },
+  ]);
   if (state.provider !== "local") return attachRemote(state, options);
   const gone = state.nodes.filter((node) => !processAlive(node.pid));
   if (gone.length > 0) {
@@ -278,6 +298,7 @@ async function attached(
       // others, so an elastic pool comes back at its present size (docs/sessions.md says so).
       nodes: state.nodes.length,
       ttl: state.ttl,
+      secrets: attachedSecrets(state, options.secrets),
       // The budget and the pool's healing, autoscaling and health-check settings keep applying,
       // unless the caller gives others; the workers' settings are theirs.
       options: {

@@ -77,6 +77,7 @@ async function recordDetached(snapshot: DetachSnapshot, release: () => Promise<v
     worker: snapshot.worker,
     settings: snapshot.settings,
     collectionsEnabled: snapshot.collectionsEnabled,
+    ...(snapshot.secretNames.length > 0 ? { secretNames: snapshot.secretNames } : {}),
     budget: budget ? { max: budget.max, warnAt: budget.warnAt } : null,
     budgetDeadline: budgetSeconds === null ? null : takenAt + budgetSeconds * 1000,
   });

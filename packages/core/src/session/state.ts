@@ -106,6 +106,11 @@ export interface DetachedPoolState {
   readonly settings?: PoolSettingsKept;
   /** Its `options.cluster` (distributed collections on or off). Absent in files of older versions. */
   readonly collectionsEnabled?: boolean;
+  /**
+   * The names of its secrets, never their values: an attach reads them again (`attach(id, { secrets })`,
+   * else each from the attaching process's environment variable of that name). Absent: none.
+   */
+  readonly secretNames?: readonly string[];
   /** What it had cost when it was detached; absent in files of older versions. */
   readonly cost?: DetachedCost;
   /** Its `options.budget`, which keeps applying after attach; null when it had none. */

@@ -30,6 +30,7 @@ describe("options defaults (the reference's Options and PoolSpec)", () => {
       shutdownTimeout: 120,
       console: true,
       logging: DEFAULT_LOG_CONFIG,
+      dashboard: null,
       cluster: true,
       retryOnInterruption: 3,
       budget: null,
@@ -137,6 +138,21 @@ describe("options overrides", () => {
   });
 });
 
+/** Expects `options(input)` to throw with an issue at `path` whose message includes `message`. */
+function expectRefusal(input: Parameters<typeof options>[0], path: string, message: string): void {
+  let caught: unknown;
+  try {
+    options(input);
+  } catch (error) {
+    caught = error;
+  }
+  const issues = (caught as { issues?: { path: string; message: string }[] }).issues ?? [];
+  expect(
+    issues.some((issue) => issue.path === path && issue.message.includes(message)),
+    JSON.stringify(issues),
+  ).toBe(true);
+}
+
 describe("budget", () => {
   it("takes a maximum (warning at 80 %) or { max, warnAt }, and null for none", () => {
     expect(options({ budget: 10 }).budget).toEqual({ max: 10, warnAt: 8 });
@@ -154,17 +170,32 @@ describe("budget", () => {
     [{ max: 5, warn: 1 }, "options.budget.warn", "unknown field"],
     ["10", "options.budget", "expected an amount in USD > 0 or { max, warnAt }"],
   ])("refuses %j naming the field", (budget, path, message) => {
-    let caught: unknown;
-    try {
-      options({ budget: budget as never });
-    } catch (error) {
-      caught = error;
-    }
-    const issues = (caught as { issues?: { path: string; message: string }[] }).issues ?? [];
-    expect(
-      issues.some((issue) => issue.path === path && issue.message.includes(message)),
-      JSON.stringify(issues),
-    ).toBe(true);
+    expectRefusal({ budget: budget as never }, path, message);
+  });
+});
+
+describe("dashboard", () => {
+  it("takes true (any free port on 127.0.0.1) or { port, host }, and false or null for none", () => {
+    expect(options({ dashboard: true }).dashboard).toEqual({ port: 0, host: "127.0.0.1" });
+    expect(options({ dashboard: { port: 8787 } }).dashboard).toEqual({ port: 8787, host: "127.0.0.1" });
+    expect(options({ dashboard: { port: 1, host: "0.0.0.0" } }).dashboard).toEqual({
+      port: 1,
+      host: "0.0.0.0",
+    });
+    expect(options({ dashboard: false }).dashboard).toBeNull();
+    expect(options({ dashboard: null }).dashboard).toBeNull();
+    const once = options({ dashboard: { port: 9000 } });
+    expect(options(once)).toEqual(once);
+  });
+
+  it.each([
+    [{ port: 70_000 }, "options.dashboard.port", "expected a port number 0–65535"],
+    [{ port: 1.5 }, "options.dashboard.port", "expected a whole port number"],
+    [{ host: "" }, "options.dashboard.host", "expected an address to bind"],
+    [{ prot: 1 }, "options.dashboard.prot", "unknown field"],
+    ["yes", "options.dashboard", "expected true, false or { port, host }"],
+  ])("refuses %j naming the field", (dashboard, path, message) => {
+    expectRefusal({ dashboard: dashboard as never }, path, message);
   });
 });
 

@@ -275,6 +275,12 @@ export interface OptionsInput {
   /** `true` (defaults), `false` (off) or a log configuration. Default true. */
   logging?: boolean | LogConfigInput;
   /**
+   * A live dashboard of the pool in the browser (the `@skyward/dashboard` package, installed beside
+   * core): `true` on any free port, or `{ port, host }` (host default `127.0.0.1`). Its link, with its
+   * token, is shown on the console and in the log file. Default (or `null`): none.
+   */
+  dashboard?: boolean | DashboardInput | null;
+  /**
    * Whether nodes form a cluster, which enables distributed collections (`sky.dict` … in tasks,
    * `pool.dict(…)` … in the client). With `false` every collection use fails with an error naming
    * this option. Default: true.
@@ -324,6 +330,8 @@ export interface Options {
   readonly shutdownTimeout: number;
   readonly console: boolean | ConsoleMode;
   readonly logging: LogConfig | false;
+  /** Where the dashboard listens, or null for none. */
+  readonly dashboard: Dashboard | null;
   readonly cluster: boolean;
   readonly retryOnInterruption: number;
   /** The spending limit, or null for none. */
@@ -331,6 +339,39 @@ export interface Options {
   readonly livenessTimeout: number;
   readonly healthChecker: HealthChecker | undefined;
 }
+
+/** Where `options.dashboard` listens. */
+export interface DashboardInput {
+  /** The port; default 0, any free one. */
+  port?: number;
+  /** The address to bind; default `127.0.0.1` (anything else makes it reachable from other machines). */
+  host?: string;
+}
+
+/** The resolved `options.dashboard`. */
+export interface Dashboard {
+  readonly port: number;
+  readonly host: string;
+}
+
+const dashboardSchema = z.union(
+  [
+    z.boolean(),
+    z.strictObject({
+      port: z
+        .number({ error: "expected a port number" })
+        .int({ message: "expected a whole port number" })
+        .min(0, { message: "expected a port number 0–65535" })
+        .max(65_535, { message: "expected a port number 0–65535" })
+        .default(0),
+      host: z
+        .string({ error: "expected an address to bind" })
+        .min(1, { message: "expected an address to bind" })
+        .default("127.0.0.1"),
+    }),
+  ],
+  { message: "expected true, false or { port, host }" },
+);
 
 const consoleExpectation = 'expected true, false, "rich", "minimal", "log" or "silent"';
 
@@ -362,6 +403,7 @@ export const optionsSchema = z
         message: "expected true, false or a log configuration { level, file, console, rotation, retention }",
       })
       .default(true),
+    dashboard: dashboardSchema.nullable().default(false),
     cluster: z.boolean().default(true),
     retryOnInterruption: nonNegativeInteger.default(3),
     budget: budgetSchema.nullable().optional(),
@@ -379,6 +421,10 @@ export const optionsSchema = z
         ...value,
         bootstrapTimeout: value.bootstrapTimeout,
         budget: value.budget ?? null,
+        dashboard:
+          value.dashboard === false || value.dashboard === null
+            ? null
+            : Object.freeze(value.dashboard === true ? { port: 0, host: "127.0.0.1" } : value.dashboard),
         provisionTimeout: value.provisionTimeout,
         healthChecker: value.healthChecker,
         logging:

@@ -110,6 +110,7 @@ describe("spec defaults (the reference's Hardware spec)", () => {
       ttl: 600,
       volumes: [],
       plugins: [],
+      secrets: {},
     });
     expect(Object.keys(resolved).sort()).toEqual([...SPEC_FIELDS].sort());
   });

@@ -7,6 +7,7 @@ import { type Accelerator, acceleratorSchema } from "./accelerators.js";
 import { type Image, type ImageInput, imageSchema } from "./image.js";
 import { type AllocationStrategy, type Architecture, type NodeSpec, nodeSpecSchema } from "./nodes.js";
 import type { Options } from "./options.js";
+import { type SecretsInput, secretsSchema } from "./secrets.js";
 import { type VolumeInput, volumeSchema } from "./volume.js";
 
 /** What to provision: one provider, one kind of node. Every field but `provider` is optional. */
@@ -39,6 +40,13 @@ export interface SpecInput {
   volumes?: readonly VolumeInput[];
   /** Framework plugins, in order. */
   plugins?: readonly PluginV1[];
+  /**
+   * Environment variables for tasks whose values are secret (tokens, passwords): each a value, or
+   * `{ env: "NAME" }` / `{ file: "path" }` read on the client at pool start. They reach the workers
+   * only over their authenticated connection, are masked in output, and are part of no image hash
+   * (docs/secrets.md).
+   */
+  secrets?: SecretsInput;
 }
 
 /** The names of the {@link SpecInput} fields, which are the "flat" fields of `sky.compute`. */
@@ -57,12 +65,15 @@ export const SPEC_FIELDS = Object.freeze([
   "ttl",
   "volumes",
   "plugins",
+  "secrets",
 ] as const satisfies readonly (keyof SpecInput)[]);
 
 const positiveNumber = (what: string) =>
   z
     .number({ error: `expected ${what} as a number > 0` })
     .refine((value) => Number.isFinite(value) && value > 0, { message: `expected ${what} as a number > 0` });
+
+const NO_SECRETS = Object.freeze({});
 
 /** Validates a {@link SpecInput} into a {@link Spec}. */
 export const specSchema = z
@@ -122,6 +133,7 @@ export const specSchema = z
           context.addIssue({ code: "custom", path: [index], message });
         }
       }),
+    secrets: secretsSchema.optional(),
   })
   .superRefine((value, context) => {
     for (const { index, message } of peerNetworkConflicts(value)) {
@@ -145,6 +157,7 @@ export const specSchema = z
         ttl: value.ttl,
         volumes: Object.freeze([...value.volumes]),
         plugins: Object.freeze([...value.plugins]),
+        secrets: value.secrets ?? NO_SECRETS,
       }),
   );
 
