@@ -6,13 +6,16 @@
  */
 import {
   acceleratorFromName,
+  type CleanupResult,
   type Cluster,
   type ClusterFromTags,
   type Instance,
   type InstanceStatus,
+  type LeftPoolResource,
   NoCapacityError,
   type Offer,
   type OfferQuery,
+  type PoolResource,
   type ProviderV1,
   ProvisionError,
   parseInput,
@@ -41,6 +44,8 @@ import {
   startSlurmWorker,
 } from "./slurm-worker.js";
 
+/** The file in a pool's directory that records its pool id. */
+const POOL_FILE = ".skyward-pool";
 /** Node states in which a node can be given to a job (now or once it is free). */
 const USABLE_STATES = new Set(["idle", "mixed", "allocated", "completing", "planned"]);
 /** Job states in which the allocation is gone. */
@@ -137,6 +142,9 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
   /** One bootstrap per pool (shared filesystem: one environment for all its nodes). */
   const bootstraps = new Map<string, Promise<boolean>>();
   const where = loginLabel(declared);
+  /** Where pools' directories are: `<sharedDirectory>/pools`, by default under the home on the cluster. */
+  const poolsDirectory = async (signal?: AbortSignal): Promise<string> =>
+    `${declared.sharedDirectory ?? `${(await login.checked(["sh", "-c", 'printf %s "$HOME"'], signal)).trim()}/.skyward`}/pools`;
 
   const readNodes = async (signal?: AbortSignal) =>
     parseNodes(await login.checked(["sinfo", "-h", "-N", "-o", SINFO_NODE_FORMAT], signal));
@@ -272,10 +280,17 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
 
     async prepare({ spec, offer, poolId, signal }): Promise<Cluster<SlurmClusterData>> {
       const id = `slurm-${Math.random().toString(36).slice(2, 10)}`;
-      const base =
-        declared.sharedDirectory ??
-        `${(await login.checked(["sh", "-c", 'printf %s "$HOME"'], signal)).trim()}/.skyward`;
+      const root = `${await poolsDirectory(signal)}/${id}`;
       const partition = String(offer.specific.partition ?? offer.region);
+      // The pool's directory, recording its pool: what `cleanup` finds when a dead client left it.
+      await login.checked(
+        [
+          "sh",
+          "-c",
+          `mkdir -p ${shellQuote(root)} && printf %s ${shellQuote(poolId ?? "")} > ${shellQuote(`${root}/${POOL_FILE}`)}`,
+        ],
+        signal,
+      );
       return Object.freeze({
         id,
         provider: "slurm",
@@ -284,7 +299,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         spec,
         offer,
         ssh: null,
-        specific: Object.freeze({ partition, root: `${base}/pools/${id}` }),
+        specific: Object.freeze({ partition, root }),
       });
     },
 
@@ -406,6 +421,55 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
       if (root) await login.run(`rm -rf ${shellQuote(root)}`, signal);
       bootstraps.delete(cluster.id);
       login.close();
+    },
+
+    async cleanup({ pools, signal, waitSeconds = 0 }): Promise<CleanupResult> {
+      const directory = await poolsDirectory(signal);
+      const listing = await login.checked(
+        [
+          "sh",
+          "-c",
+          `cd ${shellQuote(directory)} 2>/dev/null || exit 0; for d in */; do [ -d "$d" ] || continue; d=\${d%/}; printf '%s|%s\\n' "$d" "$(cat "$d/${POOL_FILE}" 2>/dev/null)"; done`,
+        ],
+        signal,
+      );
+      const liveJobs = async () =>
+        new Map(
+          parseJobs(await login.checked(["squeue", "-h", "--me", "-o", SQUEUE_FORMAT], signal)).flatMap(
+            (job) => {
+              const comment = parseJobComment(job.comment);
+              return comment ? [[comment.cluster, job.id] as const] : [];
+            },
+          ),
+        );
+      const selected = listing
+        .split("\n")
+        .map((line) => line.split("|"))
+        .filter((fields): fields is [string, string] => fields[0] !== undefined && fields[0] !== "")
+        .map(([cluster, recorded]) => ({ cluster, poolId: recorded || cluster }))
+        .filter(
+          ({ cluster, poolId }) => pools === "all" || pools.includes(poolId) || pools.includes(cluster),
+        );
+      // A job just cancelled stays in the queue while it completes: its directory waits for it, up to waitSeconds.
+      const deadline = Date.now() + waitSeconds * 1000;
+      let live = await liveJobs();
+      while (selected.some(({ cluster }) => live.has(cluster)) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        live = await liveJobs();
+      }
+      const removed: PoolResource[] = [];
+      const left: LeftPoolResource[] = [];
+      for (const { cluster, poolId } of selected) {
+        const resource = { poolId, kind: "pool directory", id: `${directory}/${cluster}` };
+        const job = live.get(cluster);
+        if (job !== undefined) {
+          left.push({ ...resource, reason: `its job ${job} is still in the queue` });
+          continue;
+        }
+        await login.checked(["rm", "-rf", "--", resource.id], signal);
+        removed.push(resource);
+      }
+      return { removed, left };
     },
 
     selfDestruct({ instance }): string {

@@ -1,10 +1,12 @@
 /**
  * The guards that need no client, on the Slurm test bed: a client SIGKILLed mid-pool leaves a job
  * that the scheduler itself ends at its time limit, and `skyward down --all` (the built CLI, in a
- * project whose skyward.toml names the cluster) cancels what such a client left.
+ * project whose skyward.toml names the cluster) cancels what such a client left and removes its pool's
+ * directory.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
+import { readdir } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -98,8 +100,11 @@ login = { host = "${host}", user = "root", identity_file = "${identityFile}" }
     const listed = await project.run(["instances", "--provider", "cluster"]);
     expect(listed.code, listed.stderr).toBe(0);
     expect(listed.stdout).toContain(`${jobId}-0`);
-    const down = await project.run(["down", "--all", "--yes", "--wait", "0"]);
+    const down = await project.run(["down", "--all", "--yes", "--wait", "30"]);
     expect(down.code, down.stderr).toBe(0);
     await expect.poll(() => jobLine(jobId), { timeout: 30_000 }).toBe("");
+    // …and removed the pool's directory on the shared filesystem (its environment), the job ended.
+    expect(down.stdout + down.stderr).toMatch(/pool directory/);
+    expect(await readdir(`${slurm.sharedDirectory}/pools`)).toEqual([]);
   }, 120_000);
 });
