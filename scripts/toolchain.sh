@@ -132,13 +132,16 @@ skyward_ensure_system_packages() {
   command -v tmux >/dev/null 2>&1 || missing+=(tmux)
   # The volume tests mount buckets with s3fs on the test bed's hosts (they share this machine's files).
   command -v s3fs >/dev/null 2>&1 || missing+=(s3fs)
+  # The Slurm provider's tests start a real Slurm (slurmctld, slurmd, munged) in the test bed's namespaces.
+  [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] || missing+=(slurm-wlm)
+  [ -x /usr/sbin/munged ] || missing+=(munge)
   # The dashboard's browser tests drive Debian's headless Chromium (playwright-core, no bundled browser).
   [ -x /usr/bin/chromium ] || missing+=(chromium)
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     skyward_apt_install "${missing[@]}"
   else
-    skyward_log "not installed: ${missing[*]} (the SSH, volume and dashboard end-to-end tests need them)"
+    skyward_log "not installed: ${missing[*]} (the SSH, Slurm, volume and dashboard end-to-end tests need them)"
     ! skyward_is_ci
   fi
 }

@@ -26,8 +26,8 @@ export interface SkippedProvider {
   readonly reason: string;
 }
 
-/** Built-in types with no usable default settings: SSH's hosts are the user's own, so it is never guessed. */
-const NEEDS_SETTINGS = new Set(["ssh"]);
+/** Built-in types with no usable default settings: SSH's hosts and Slurm's login node are the user's own, never guessed. */
+const NEEDS_SETTINGS = new Set(["slurm", "ssh"]);
 
 function builtinEntry(type: string, packageName: string): ProviderEntry {
   return Object.freeze({ name: type, type, package: packageName, settings: Object.freeze({}) });

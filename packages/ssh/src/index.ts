@@ -39,5 +39,6 @@ export {
   launchSshWorker,
   reconnectSshWorker,
   reconnectThroughGetInstance,
+  runtimeFiles,
   stopWorkerCommand,
 } from "./worker-launcher.js";

@@ -143,3 +143,13 @@ export {
   useTestbedAndHome,
   useTestbedSshPool,
 } from "./testbed-pool.js";
+export {
+  type CreateSlurmTestbedOptions,
+  createSlurmTestbed,
+  requireSlurmTestbed,
+  SLURM_TESTBED_PARTITION,
+  SLURM_TESTBED_PREEMPTIBLE_PARTITION,
+  type SlurmComputeNode,
+  type SlurmTestbed,
+  type SlurmTestbedLogin,
+} from "./testbed-slurm.js";

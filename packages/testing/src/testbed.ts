@@ -129,6 +129,11 @@ export interface CreateTestbedOptions {
   signal?: AbortSignal;
   /** Deadline for the whole creation, sshd readiness included (default 60 s). */
   timeoutMs?: number;
+  /**
+   * Environment variables every SSH session on the hosts gets (sshd's `SetEnv`), given the test
+   * bed's directory: for a service whose files live there, such as the Slurm test bed's `SLURM_CONF`.
+   */
+  sshdEnvironment?: (directory: string) => Readonly<Record<string, string>>;
 }
 
 /** Options of {@link testbedSshHost} (and of {@link testbedSshHosts}). */
@@ -563,7 +568,9 @@ function sshdConfig(options: {
   hostKey: string;
   authorizedKeys: string;
   pidFile: string;
+  environment: Readonly<Record<string, string>>;
 }): string {
+  const setEnv = Object.entries(options.environment).map(([name, value]) => `SetEnv ${name}="${value}"`);
   return [
     "# Skyward test bed host: root login by key only, on the namespace's own address.",
     `ListenAddress ${options.address}:${SSH_PORT}`,
@@ -583,6 +590,7 @@ function sshdConfig(options: {
     "MaxSessions 64",
     "MaxStartups 64:30:128",
     "Subsystem sftp internal-sftp",
+    ...setEnv,
     "",
   ].join("\n");
 }
@@ -689,7 +697,12 @@ export async function createTestbed(options: CreateTestbedOptions): Promise<Test
   const state: TestbedState = { octet, directory, namespaces: [], links: [], sshds: [] };
   liveTestbeds.add(state);
   try {
-    return await buildTestbed(state, count, { ip, sshKeygen, signal });
+    return await buildTestbed(state, count, {
+      ip,
+      sshKeygen,
+      signal,
+      environment: options.sshdEnvironment?.(directory) ?? {},
+    });
   } catch (error) {
     await teardownTestbed(state, ip).catch(() => {
       // The creation error is the one to report; whatever is left, cleanupStaleTestbeds() removes.
@@ -701,9 +714,14 @@ export async function createTestbed(options: CreateTestbedOptions): Promise<Test
 async function buildTestbed(
   state: TestbedState,
   count: number,
-  tools: { ip: string; sshKeygen: string; signal: AbortSignal },
+  tools: {
+    ip: string;
+    sshKeygen: string;
+    signal: AbortSignal;
+    environment: Readonly<Record<string, string>>;
+  },
 ): Promise<Testbed> {
-  const { ip, sshKeygen, signal } = tools;
+  const { ip, sshKeygen, signal, environment } = tools;
   const { octet, directory } = state;
   const subnet = `${SUBNET_PREFIX}.${octet}.0/24`;
   const bridgeAddress = `${SUBNET_PREFIX}.${octet}.1`;
@@ -761,7 +779,9 @@ async function buildTestbed(
     const configPath = join(hostDirectory, "sshd_config");
     const pidFile = join(hostDirectory, "sshd.pid");
     const logPath = join(hostDirectory, "sshd.log");
-    await writeFile(configPath, sshdConfig({ address, hostKey, authorizedKeys, pidFile }), { mode: 0o600 });
+    await writeFile(configPath, sshdConfig({ address, hostKey, authorizedKeys, pidFile, environment }), {
+      mode: 0o600,
+    });
 
     throwIfAborted(signal, "creating the test bed");
     // `ip netns exec` execs sshd in place, so the child's pid is the sshd listener's pid.

@@ -413,6 +413,7 @@ describe("loadConfig: provider tables", () => {
       hyperstack: "@skyward/provider-hyperstack",
       novita: "@skyward/provider-novita",
       runpod: "@skyward/provider-runpod",
+      slurm: "@skyward/provider-slurm",
       ssh: "@skyward/provider-ssh",
       tensordock: "@skyward/provider-tensordock",
       vastai: "@skyward/provider-vastai",

@@ -26,6 +26,7 @@ export const PROVIDER_PACKAGES: Readonly<Record<string, string>> = Object.freeze
   hyperstack: "@skyward/provider-hyperstack",
   novita: "@skyward/provider-novita",
   runpod: "@skyward/provider-runpod",
+  slurm: "@skyward/provider-slurm",
   ssh: "@skyward/provider-ssh",
   tensordock: "@skyward/provider-tensordock",
   vastai: "@skyward/provider-vastai",
@@ -109,6 +110,7 @@ function camelKeys(table: TomlTable, path: string, issues: ConfigurationIssue[])
  */
 const PROVIDER_NESTED_TABLES: Readonly<Record<string, readonly string[]>> = Object.freeze({
   aws: ["credentials"],
+  slurm: ["login"],
   ssh: ["hosts"],
 });
 

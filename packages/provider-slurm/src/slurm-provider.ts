@@ -1,0 +1,605 @@
+/**
+ * The `Slurm` provider: a team's own cluster, shared through its scheduler. The client reaches only
+ * the login node over SSH; a pool is one batch job holding an allocation of its nodes (its state is
+ * the nodes' state: pending in the queue is provisioning), workers are `srun` steps in it, and the
+ * job's time limit is the hard TTL the scheduler keeps even when the client is gone.
+ */
+import {
+  acceleratorFromName,
+  type CleanupResult,
+  type Cluster,
+  type ClusterFromTags,
+  type Instance,
+  type InstanceStatus,
+  type LeftPoolResource,
+  NoCapacityError,
+  type Offer,
+  type OfferQuery,
+  type PoolResource,
+  type ProviderV1,
+  ProvisionError,
+  parseInput,
+  shellQuote,
+} from "@skyward/core/contract";
+import {
+  jobComment,
+  jobNameOf,
+  parseJobComment,
+  parseJobs,
+  parseNodes,
+  parsePreemptModes,
+  parseSubmittedJobId,
+  SINFO_NODE_FORMAT,
+  type SlurmJob,
+  type SlurmNode,
+  SQUEUE_FORMAT,
+  sbatchCommand,
+} from "./slurm-commands.js";
+import { loginLabel, SlurmLogin } from "./slurm-login.js";
+import { rateOf, type SlurmDeclared, type SlurmSettings, settingsSchema } from "./slurm-settings.js";
+import {
+  bootstrapPool,
+  type SlurmClusterData,
+  type SlurmPlacement,
+  startSlurmWorker,
+} from "./slurm-worker.js";
+
+/** The file in a pool's directory that records its pool id. */
+const POOL_FILE = ".skyward-pool";
+/** Node states in which a node can be given to a job (now or once it is free). */
+const USABLE_STATES = new Set(["idle", "mixed", "allocated", "completing", "planned"]);
+/** Job states in which the allocation is gone. */
+const ENDED_STATES = new Set([
+  "COMPLETED",
+  "COMPLETING",
+  "CANCELLED",
+  "FAILED",
+  "TIMEOUT",
+  "PREEMPTED",
+  "NODE_FAIL",
+  "BOOT_FAIL",
+  "DEADLINE",
+  "OUT_OF_MEMORY",
+  "REVOKED",
+  "SPECIAL_EXIT",
+]);
+
+/** One partition as its nodes describe it. */
+interface Partition {
+  readonly name: string;
+  readonly isDefault: boolean;
+  /** Its jobs can be preempted (`PreemptMode` other than `OFF`): its capacity is spot capacity. */
+  readonly preemptible: boolean;
+  readonly nodes: readonly SlurmNode[];
+}
+
+function partitionsOf(
+  nodes: readonly SlurmNode[],
+  preemptModes: ReadonlyMap<string, string>,
+): Map<string, Partition> {
+  const partitions = new Map<string, Partition>();
+  for (const node of nodes) {
+    const current = partitions.get(node.partition);
+    partitions.set(node.partition, {
+      name: node.partition,
+      isDefault: (current?.isDefault ?? false) || node.isDefaultPartition,
+      preemptible: (preemptModes.get(node.partition) ?? "OFF").toUpperCase() !== "OFF",
+      nodes: [...(current?.nodes ?? []), node],
+    });
+  }
+  return partitions;
+}
+
+/** The canonical accelerator name of a GRES type (`a100` → `A100`), or the type as it is. */
+function acceleratorNameOf(type: string): string {
+  try {
+    return acceleratorFromName(type.toUpperCase(), "gres").name;
+  } catch {
+    return type;
+  }
+}
+
+/** Instance ids are `<job>-<index>`: node `index` of job `job` (node 0 is the job's first node). */
+function instanceIdOf(jobId: string, index: number): string {
+  return `${jobId}-${index}`;
+}
+
+function parseInstanceId(id: string): { jobId: string; index: number } | undefined {
+  const match = /^(\d+)-(\d+)$/.exec(id);
+  return match ? { jobId: match[1] as string, index: Number(match[2]) } : undefined;
+}
+
+/**
+ * Your Slurm cluster as a pool: one job per pool, its nodes the pool's nodes.
+ *
+ * @example
+ * ```ts
+ * import * as sky from "@skyward/core";
+ * import { Slurm } from "@skyward/provider-slurm";
+ *
+ * await using pool = await sky.compute({
+ *   provider: Slurm({
+ *     login: { host: "login.hpc.example.edu", user: "alice", identityFile: "~/.ssh/id_ed25519" },
+ *     partition: "gpu",
+ *     account: "ml-lab",
+ *     timeLimit: "2:00:00",
+ *   }),
+ *   accelerator: sky.accelerators.A100(),
+ *   nodes: 2,
+ * });
+ * ```
+ *
+ * @throws {ConfigurationError} naming the field for invalid settings.
+ */
+export function Slurm(settings: SlurmSettings): ProviderV1<SlurmClusterData> {
+  return build(parseInput(settingsSchema, settings, "Slurm"));
+}
+
+function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
+  const login = new SlurmLogin(declared);
+  /** Jobs this provider submitted: how many nodes each has, and which of them the pool let go. */
+  const jobs = new Map<string, { nodes: number; released: Set<number> }>();
+  /** One bootstrap per pool (shared filesystem: one environment for all its nodes). */
+  const bootstraps = new Map<string, Promise<boolean>>();
+  const where = loginLabel(declared);
+  /** Where pools' directories are: `<sharedDirectory>/pools`, by default under the home on the cluster. */
+  const poolsDirectory = async (signal?: AbortSignal): Promise<string> =>
+    `${declared.sharedDirectory ?? `${(await login.checked(["sh", "-c", 'printf %s "$HOME"'], signal)).trim()}/.skyward`}/pools`;
+
+  const readNodes = async (signal?: AbortSignal) =>
+    parseNodes(await login.checked(["sinfo", "-h", "-N", "-o", SINFO_NODE_FORMAT], signal));
+  const readJob = async (jobId: string, signal?: AbortSignal): Promise<SlurmJob | undefined> => {
+    const result = await login.run(
+      `squeue -h -j ${shellQuote(jobId)} -o ${shellQuote(SQUEUE_FORMAT)}`,
+      signal,
+    );
+    // squeue fails with "Invalid job id specified" once the job has left the controller's memory.
+    if (result.code !== 0) return undefined;
+    return parseJobs(result.stdout).find((job) => job.id === jobId);
+  };
+  /** Each pending job's place in its partition's queue (1 is next), in the scheduler's order. */
+  const queuePositions = async (signal?: AbortSignal): Promise<Map<string, number>> => {
+    const order = await login.checked(
+      ["squeue", "-h", "-t", "PENDING", "--sort=-p,i", "-o", "%i|%P"],
+      signal,
+    );
+    const positions = new Map<string, number>();
+    const seen = new Map<string, number>();
+    for (const line of order.split("\n")) {
+      const [id, partition] = line.trim().split("|");
+      if (!id || !partition) continue;
+      const place = (seen.get(partition) ?? 0) + 1;
+      seen.set(partition, place);
+      positions.set(id, place);
+    }
+    return positions;
+  };
+  const readPartitions = async (signal?: AbortSignal) => {
+    const [nodes, modes] = await Promise.all([
+      readNodes(signal),
+      login.checked(["scontrol", "show", "partition", "-o"], signal).then(parsePreemptModes),
+    ]);
+    return partitionsOf(nodes, modes);
+  };
+  const choosePartition = (partitions: Map<string, Partition>): Partition => {
+    const wanted = declared.partition;
+    const partition =
+      wanted !== undefined
+        ? partitions.get(wanted)
+        : [...partitions.values()].find((entry) => entry.isDefault);
+    if (!partition) {
+      const known = [...partitions.keys()].join(", ") || "none";
+      throw new NoCapacityError({
+        attempts: [
+          {
+            provider: "slurm",
+            reason:
+              wanted !== undefined
+                ? `no such partition "${wanted}" on ${where} (partitions: ${known})`
+                : `${where} has no default partition: set Slurm({ partition }) (partitions: ${known})`,
+          },
+        ],
+      });
+    }
+    return partition;
+  };
+  const instanceFor = (
+    cluster: Pick<Cluster, "id" | "poolId" | "offer"> | ClusterFromTags,
+    job: SlurmJob,
+    index: number,
+    addresses: ReadonlyMap<string, string>,
+    position: number | undefined,
+    preemptible: boolean,
+  ): Instance => {
+    const status: InstanceStatus =
+      job.state === "RUNNING" ? "running" : ENDED_STATES.has(job.state) ? "terminated" : "pending";
+    const node = job.nodes[index];
+    const address = node !== undefined ? (addresses.get(node) ?? null) : null;
+    const running = status === "running" && address !== null;
+    const comment = parseJobComment(job.comment);
+    return Object.freeze({
+      id: instanceIdOf(job.id, index),
+      status: status === "running" && !running ? "pending" : status,
+      publicIp: null,
+      privateIp: address,
+      // Every node is reached through the login node; the worker launcher tunnels on from there.
+      ssh: running
+        ? Object.freeze({
+            host: declared.login.host,
+            port: declared.login.port,
+            user: declared.login.user,
+            hostKeyScope: "address" as const,
+          })
+        : null,
+      spot: preemptible,
+      hourlyPrice: rateOf(declared, job.partition),
+      offerId: cluster.offer?.id ?? `slurm:${job.partition}`,
+      createdAt: Number.isNaN(job.submittedAt) ? Date.now() : job.submittedAt,
+      tags: Object.freeze({
+        "skyward:cluster": comment?.cluster ?? cluster.id,
+        "skyward:pool": comment?.pool ?? cluster.poolId,
+        "skyward:region": job.partition,
+        "slurm:job": job.id,
+        "slurm:state": job.state,
+        ...(node !== undefined ? { "slurm:node": node } : {}),
+        // Why it waits and where it is in the queue, as `squeue` says: shown while provisioning.
+        ...(job.state === "PENDING" ? { "slurm:reason": job.reason } : {}),
+        ...(position !== undefined ? { "slurm:queue-position": String(position) } : {}),
+      }),
+    });
+  };
+
+  return {
+    specificationVersion: "v1",
+    name: "slurm",
+    cacheKey: where,
+    // A preemptible partition's capacity is spot capacity: cheaper to get, taken back by the scheduler.
+    capabilities: Object.freeze({ spot: true, peerNetwork: "private" as const }),
+
+    async offers({ query, signal }): Promise<readonly Offer[]> {
+      const partitions = await readPartitions(signal);
+      const candidates =
+        query.region !== undefined
+          ? [partitions.get(query.region)].filter((entry): entry is Partition => entry !== undefined)
+          : [choosePartition(partitions)];
+      const offers: Offer[] = [];
+      const reasons: string[] = [];
+      for (const partition of candidates) {
+        const offer = offerOf(declared, partition, query);
+        if (typeof offer === "string") reasons.push(offer);
+        else if (offer !== undefined) offers.push(offer);
+      }
+      if (offers.length === 0 && reasons.length > 0) {
+        throw new NoCapacityError({
+          attempts: reasons.map((reason) => ({ provider: "slurm", reason })),
+          message: `the Slurm cluster at ${where} cannot run the spec: ${reasons.join("; ")}`,
+        });
+      }
+      return offers;
+    },
+
+    async prepare({ spec, offer, poolId, signal }): Promise<Cluster<SlurmClusterData>> {
+      const id = `slurm-${Math.random().toString(36).slice(2, 10)}`;
+      const root = `${await poolsDirectory(signal)}/${id}`;
+      const partition = String(offer.specific.partition ?? offer.region);
+      // The pool's directory, recording its pool: what `cleanup` finds when a dead client left it.
+      await login.checked(
+        [
+          "sh",
+          "-c",
+          `mkdir -p ${shellQuote(root)} && printf %s ${shellQuote(poolId ?? "")} > ${shellQuote(`${root}/${POOL_FILE}`)}`,
+        ],
+        signal,
+      );
+      return Object.freeze({
+        id,
+        provider: "slurm",
+        poolId: poolId ?? "",
+        region: partition,
+        spec,
+        offer,
+        ssh: null,
+        specific: Object.freeze({ partition, root }),
+      });
+    },
+
+    async provision({ cluster, count, signal }): Promise<readonly Instance[]> {
+      const { partition } = cluster.specific;
+      const nodes = (await readNodes(signal)).filter((node) => node.partition === partition);
+      const usable = nodes.filter((node) => USABLE_STATES.has(node.state));
+      if (count > usable.length) {
+        throw new ProvisionError({
+          provider: "slurm",
+          isRetryable: false,
+          message: `the pool asks for ${count} nodes; partition "${partition}" has ${usable.length} usable of ${nodes.length} (${nodes.map((node) => `${node.name} ${node.state}`).join(", ")}): Slurm could never start the job`,
+        });
+      }
+      const spec = cluster.spec;
+      const gpuType =
+        typeof cluster.offer.specific.gpuType === "string" ? cluster.offer.specific.gpuType : undefined;
+      const command = sbatchCommand({
+        jobName: jobNameOf(cluster.id),
+        comment: jobComment(cluster.id, cluster.poolId, partition),
+        nodes: count,
+        partition,
+        ...(declared.account !== undefined ? { account: declared.account } : {}),
+        ...(declared.qos !== undefined ? { qos: declared.qos } : {}),
+        ...(declared.timeLimit !== undefined ? { timeLimit: declared.timeLimit } : {}),
+        ...(spec.accelerator
+          ? { gpus: { count: spec.accelerator.count, ...(gpuType !== undefined ? { type: gpuType } : {}) } }
+          : {}),
+        ...(spec.vcpus !== undefined ? { cpusPerNode: spec.vcpus } : {}),
+        ...(spec.memoryGb !== undefined ? { memoryGbPerNode: spec.memoryGb } : {}),
+        extra: declared.sbatchOptions,
+        output: "/dev/null",
+      });
+      const submitted = await login.run(command, signal);
+      const jobId = submitted.code === 0 ? parseSubmittedJobId(submitted.stdout) : undefined;
+      if (jobId === undefined) {
+        // Refused at submit (no such account, a QoS limit, a request no node can meet): never queued.
+        throw new ProvisionError({
+          provider: "slurm",
+          isRetryable: false,
+          message: `Slurm refused the pool's job at submit (${count} nodes in partition "${partition}"${declared.account ? `, account "${declared.account}"` : ""}${declared.qos ? `, QoS "${declared.qos}"` : ""}): ${(submitted.stderr.trim() || submitted.stdout.trim()).replace(/^sbatch: error: /gm, "")}`,
+        });
+      }
+      jobs.set(jobId, { nodes: count, released: new Set() });
+      const job = await readJob(jobId, signal);
+      const placeholder: SlurmJob = job ?? {
+        id: jobId,
+        name: jobNameOf(cluster.id),
+        state: "PENDING",
+        reason: "None",
+        nodes: [],
+        partition,
+        nodeCount: count,
+        comment: jobComment(cluster.id, cluster.poolId, partition),
+        submittedAt: Date.now(),
+      };
+      const addresses = new Map(nodes.map((node) => [node.name, node.address]));
+      return Array.from({ length: count }, (_, index) =>
+        instanceFor(cluster, placeholder, index, addresses, undefined, cluster.offer.spotPrice !== null),
+      );
+    },
+
+    async getInstance({ cluster, id, signal }): Promise<Instance | null> {
+      const parsed = parseInstanceId(id);
+      if (!parsed) return null;
+      if (jobs.get(parsed.jobId)?.released.has(parsed.index)) return null;
+      const job = await readJob(parsed.jobId, signal);
+      if (!job) return null;
+      const addresses = new Map(
+        job.nodes.length > 0 ? (await readNodes(signal)).map((node) => [node.name, node.address]) : [],
+      );
+      const position = job.state === "PENDING" ? (await queuePositions(signal)).get(job.id) : undefined;
+      return instanceFor(cluster, job, parsed.index, addresses, position, cluster.offer?.spotPrice != null);
+    },
+
+    async launchWorker(options) {
+      const { instance, cluster } = options;
+      const jobId = instance.tags["slurm:job"];
+      const nodeName = instance.tags["slurm:node"];
+      if (!jobId || !nodeName || !instance.privateIp) {
+        throw new ProvisionError({
+          provider: "slurm",
+          message: `instance ${instance.id} has no node yet (job ${jobId ?? "?"} is ${instance.tags["slurm:state"] ?? "unknown"})`,
+        });
+      }
+      const placement: SlurmPlacement = { jobId, nodeName, nodeAddress: instance.privateIp };
+      let bootstrap = bootstraps.get(cluster.id);
+      if (!bootstrap) {
+        bootstrap = bootstrapPool(options, declared, placement);
+        bootstraps.set(cluster.id, bootstrap);
+        // A failed bootstrap is tried again by the next launch (a replacement node), not remembered.
+        bootstrap.catch(() => bootstraps.delete(cluster.id));
+      }
+      const warm = await bootstrap;
+      return startSlurmWorker(options, declared, placement, warm);
+    },
+
+    async terminate({ ids, signal }): Promise<void> {
+      const cancel = new Set<string>();
+      for (const id of ids) {
+        const parsed = parseInstanceId(id);
+        if (!parsed) continue;
+        const known = jobs.get(parsed.jobId);
+        if (!known) {
+          // Not submitted by this process (`skyward down`): the whole job goes.
+          cancel.add(parsed.jobId);
+          continue;
+        }
+        known.released.add(parsed.index);
+        // A job's nodes are one allocation: it ends once the pool has let go of all of them.
+        if (known.released.size >= known.nodes) cancel.add(parsed.jobId);
+      }
+      if (cancel.size > 0) await login.checked(["scancel", ...cancel], signal);
+    },
+
+    async teardown({ cluster, signal }): Promise<void> {
+      await login.checked(["scancel", `--name=${jobNameOf(cluster.id)}`], signal);
+      const root = cluster.specific?.root;
+      if (root) await login.run(`rm -rf ${shellQuote(root)}`, signal);
+      bootstraps.delete(cluster.id);
+      login.close();
+    },
+
+    async cleanup({ pools, signal, waitSeconds = 0 }): Promise<CleanupResult> {
+      const directory = await poolsDirectory(signal);
+      const listing = await login.checked(
+        [
+          "sh",
+          "-c",
+          `cd ${shellQuote(directory)} 2>/dev/null || exit 0; for d in */; do [ -d "$d" ] || continue; d=\${d%/}; printf '%s|%s\\n' "$d" "$(cat "$d/${POOL_FILE}" 2>/dev/null)"; done`,
+        ],
+        signal,
+      );
+      const liveJobs = async () =>
+        new Map(
+          parseJobs(await login.checked(["squeue", "-h", "--me", "-o", SQUEUE_FORMAT], signal)).flatMap(
+            (job) => {
+              const comment = parseJobComment(job.comment);
+              return comment ? [[comment.cluster, job.id] as const] : [];
+            },
+          ),
+        );
+      const selected = listing
+        .split("\n")
+        .map((line) => line.split("|"))
+        .filter((fields): fields is [string, string] => fields[0] !== undefined && fields[0] !== "")
+        .map(([cluster, recorded]) => ({ cluster, poolId: recorded || cluster }))
+        .filter(
+          ({ cluster, poolId }) => pools === "all" || pools.includes(poolId) || pools.includes(cluster),
+        );
+      // A job just cancelled stays in the queue while it completes: its directory waits for it, up to waitSeconds.
+      const deadline = Date.now() + waitSeconds * 1000;
+      let live = await liveJobs();
+      while (selected.some(({ cluster }) => live.has(cluster)) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        live = await liveJobs();
+      }
+      const removed: PoolResource[] = [];
+      const left: LeftPoolResource[] = [];
+      for (const { cluster, poolId } of selected) {
+        const resource = { poolId, kind: "pool directory", id: `${directory}/${cluster}` };
+        const job = live.get(cluster);
+        if (job !== undefined) {
+          left.push({ ...resource, reason: `its job ${job} is still in the queue` });
+          continue;
+        }
+        await login.checked(["rm", "-rf", "--", resource.id], signal);
+        removed.push(resource);
+      }
+      return { removed, left };
+    },
+
+    selfDestruct({ instance }): string {
+      // Run on the node by the worker when its TTL runs out with no client: the allocation ends.
+      const jobId = instance.tags["slurm:job"] ?? parseInstanceId(instance.id)?.jobId;
+      return jobId ? `scancel ${shellQuote(jobId)}` : "true";
+    },
+
+    async listInstances({ signal }): Promise<readonly Instance[]> {
+      const listed = parseJobs(await login.checked(["squeue", "-h", "--me", "-o", SQUEUE_FORMAT], signal));
+      const partitions = await readPartitions(signal);
+      const addresses = new Map(
+        [...partitions.values()].flatMap((partition) =>
+          partition.nodes.map((node) => [node.name, node.address] as const),
+        ),
+      );
+      const positions = await queuePositions(signal);
+      const instances: Instance[] = [];
+      for (const job of listed) {
+        const comment = parseJobComment(job.comment);
+        if (!comment) continue;
+        const cluster: ClusterFromTags = {
+          id: comment.cluster,
+          provider: "slurm",
+          poolId: comment.pool,
+          region: job.partition,
+          ssh: null,
+        };
+        for (let index = 0; index < Math.max(job.nodeCount, 1); index += 1)
+          instances.push(
+            instanceFor(
+              cluster,
+              job,
+              index,
+              addresses,
+              positions.get(job.id),
+              partitions.get(job.partition)?.preemptible ?? false,
+            ),
+          );
+      }
+      return instances;
+    },
+  };
+}
+
+/**
+ * The offer of `partition` for `query`; why it can never run it (numbers named), when the spec asks
+ * for more than its nodes have; or undefined when it is simply not what the spec asks for (another
+ * accelerator, above the price cap).
+ */
+function offerOf(
+  declared: SlurmDeclared,
+  partition: Partition,
+  query: OfferQuery,
+): Offer | string | undefined {
+  const usable = partition.nodes.filter((node) => USABLE_STATES.has(node.state));
+  if (usable.length === 0)
+    return `partition "${partition.name}" has no usable node (${partition.nodes.map((node) => `${node.name} ${node.state}`).join(", ")})`;
+  const maxGpus = Math.max(...usable.map((node) => node.gpus));
+  const gpuType = usable.find((node) => node.gpuType !== undefined)?.gpuType;
+  const acceleratorName =
+    gpuType !== undefined ? acceleratorNameOf(gpuType) : (declared.accelerator?.name ?? "GPU");
+  const wanted = query.accelerator;
+  if (wanted) {
+    if (maxGpus === 0)
+      return `partition "${partition.name}" has no GPUs (GRES gpu); the spec asks for ${wanted.count} ${wanted.name}`;
+    // Untyped GRES are what Slurm({ accelerator }) says they are.
+    if (wanted.name.toUpperCase() !== acceleratorName.toUpperCase()) return undefined;
+    if (wanted.count > maxGpus)
+      return `the spec asks for ${wanted.count} GPUs per node; partition "${partition.name}" has at most ${maxGpus} per node`;
+  }
+  const cpus = Math.max(...usable.map((node) => node.cpus));
+  const memoryGb = Math.max(...usable.map((node) => node.memoryMb)) / 1024;
+  if (query.vcpus !== undefined && query.vcpus > cpus)
+    return `the spec asks for ${query.vcpus} vCPUs per node; partition "${partition.name}" has at most ${cpus}`;
+  if (query.memoryGb !== undefined && query.memoryGb > memoryGb)
+    return `the spec asks for ${query.memoryGb} GB per node; partition "${partition.name}" has at most ${Math.floor(memoryGb)} GB`;
+  const price = rateOf(declared, partition.name);
+  if (query.maxHourlyCost !== undefined && price > query.maxHourlyCost) return undefined;
+  // Spot capacity is a preemptible partition's; on-demand capacity a partition whose jobs stay.
+  if (query.allocation === "spot" && !partition.preemptible) return undefined;
+  if (query.allocation === "on-demand" && partition.preemptible) return undefined;
+  const idle = usable.filter((node) => node.state === "idle").length;
+  return Object.freeze({
+    id: `slurm:${partition.name}`,
+    provider: "slurm",
+    instanceType: `${partition.name}: ${usable.length} nodes${maxGpus > 0 ? `, ${maxGpus}x ${acceleratorName} each` : ""}`,
+    // A spec without an accelerator asks for no GPU: its nodes are CPU-only to the pool.
+    accelerator: wanted
+      ? { name: acceleratorName, count: wanted.count, memoryGb: declared.accelerator?.memoryGb ?? 0 }
+      : null,
+    vcpus: cpus,
+    memoryGb,
+    architecture: "x86_64",
+    region: partition.name,
+    spotPrice: partition.preemptible ? price : null,
+    onDemandPrice: partition.preemptible ? null : price,
+    pricesAsOf: new Date().toISOString().slice(0, 10),
+    specific: Object.freeze({
+      partition: partition.name,
+      nodes: usable.length,
+      idleNodes: idle,
+      gpusPerNode: maxGpus,
+      ...(gpuType !== undefined ? { gpuType } : {}),
+    }),
+  });
+}
+
+/**
+ * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "slurm"`), its keys
+ * and those of its `login` table already camelCased by the core; `accelerator` may be a name
+ * (`accelerator = "A100"`).
+ *
+ * ```toml
+ * [providers.cluster]
+ * type = "slurm"
+ * partition = "gpu"
+ * account = "ml-lab"
+ * time_limit = "2:00:00"
+ * login = { host = "login.hpc.example.edu", user = "alice", identity_file = "~/.ssh/id_ed25519" }
+ * ```
+ */
+export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<SlurmClusterData> {
+  const { accelerator } = settings;
+  return build(
+    parseInput(settingsSchema, {
+      ...settings,
+      ...(typeof accelerator === "string"
+        ? { accelerator: acceleratorFromName(accelerator, "accelerator") }
+        : {}),
+    }),
+  );
+}
