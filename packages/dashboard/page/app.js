@@ -160,6 +160,7 @@
       return row;
     });
     byId("detached-pools").tBodies[0].replaceChildren(...rows);
+    byId("detached-pools").hidden = rows.length === 0;
   }
 
   function entryItem(entry) {
