@@ -108,7 +108,6 @@ export { metrics } from "./observe/metrics.js";
 export type { CommandOptions, CommandResult } from "./pool/commands.js";
 export { script, shell } from "./pool/commands.js";
 export type { NodeCost, PoolCost } from "./pool/cost.js";
-// Images, specs, topology, volumes, options, metrics, durations
 export type { AttachedFrom } from "./pool/dashboard-option.js";
 export type {
   BroadcastResults,
@@ -186,6 +185,7 @@ export type {
   RunPodBaseImageOptions,
 } from "./spec/containers.js";
 export { containers, DockerImage } from "./spec/containers.js";
+// Images, specs, topology, volumes, options, metrics, durations
 export type { Image, ImageInput, PipIndex } from "./spec/image.js";
 export { image, pipIndex } from "./spec/image.js";
 export type {
