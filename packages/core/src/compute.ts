@@ -5,11 +5,11 @@
  */
 import { loadConfig, resolveNamedPool } from "./config/config-file.js";
 import { checkLocalInputs } from "./config/local-files.js";
-import { startDashboardRecording } from "./dashboard-option.js";
 import { ConfigurationError } from "./errors/errors.js";
 import { Local } from "./local/local-provider.js";
 import type { SkywardEvent } from "./observe/events.js";
 import { openPool } from "./pool/create-pool.js";
+import { openWithDashboard } from "./pool/dashboard-option.js";
 import type { Pool } from "./pool/pool.js";
 import { stateFileDetach } from "./session/detach.js";
 import {
@@ -82,31 +82,13 @@ export async function compute(input: ComputeInput, options: ComputeOptions = {})
     options: resolved.options,
     defaultProvider: () => Local(),
     detach: stateFileDetach,
-    onEvent: options.onEvent,
     handleSignals: options.handleSignals,
     signal: options.signal,
   };
-  const dashboard = resolved.options.dashboard;
-  if (dashboard === null) return openPool(request);
   // Served from before provisioning, so the page (and the link on the console) shows it too.
-  const recording = await startDashboardRecording();
-  const server = await recording.listen(dashboard);
-  const onEvent = options.onEvent;
-  try {
-    const pool = await openPool({
-      ...request,
-      onEvent: (event) => {
-        recording.record(event);
-        onEvent?.(event);
-      },
-      announcement: { type: "dashboard.ready", url: server.url },
-    });
-    recording.attach(pool);
-    return pool;
-  } catch (error) {
-    await server.close();
-    throw error;
-  }
+  return openWithDashboard(resolved.options.dashboard, options.onEvent, (wiring) =>
+    openPool({ ...request, ...wiring }),
+  );
 }
 
 /** Runs `body` with a pool and tears the pool down afterwards, whatever happens. */

@@ -108,6 +108,7 @@ export { metrics } from "./observe/metrics.js";
 export type { CommandOptions, CommandResult } from "./pool/commands.js";
 export { script, shell } from "./pool/commands.js";
 export type { NodeCost, PoolCost } from "./pool/cost.js";
+export type { AttachedFrom } from "./pool/dashboard-option.js";
 export type {
   BroadcastResults,
   DetachOptions,

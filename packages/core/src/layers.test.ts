@@ -33,7 +33,7 @@ const LAYERS: readonly { readonly members: readonly string[]; readonly reason: s
     reason: "detach and attach over a pool; the built-in Local provider, which the entry points pick",
   },
   {
-    members: ["compute.ts", "session-pools.ts", "dashboard-option.ts"],
+    members: ["compute.ts", "session-pools.ts"],
     reason:
       "compute() and sky.session(): where a spec is resolved (skyward.toml read) and Local() is the default",
   },

@@ -126,6 +126,41 @@
       return row;
     });
     byId("running").tBodies[0].replaceChildren(...running);
+    renderSessions(pool.sessions, pool.now);
+  }
+
+  // This pool's own sessions (attached from a state file, detached since) and the other detached pools.
+  function renderSessions(sessions, now) {
+    const origin = sessions.attachedFrom;
+    const parts = [
+      origin
+        ? `attached at ${clock(origin.attachedAt)} from ${origin.stateFile} (detached at ${clock(origin.detachedAt)} by process ${origin.detachedBy})`
+        : "opened by this client",
+    ];
+    if (sessions.detachedAt !== null) parts.push(`detached at ${clock(sessions.detachedAt)}`);
+    parts.push(
+      sessions.detachedCount === 0
+        ? "no other detached pool"
+        : `${sessions.detachedCount} other detached pool${sessions.detachedCount === 1 ? "" : "s"}`,
+    );
+    if (sessions.error) parts.push(sessions.error);
+    byId("session-origin").textContent = parts.join(" · ");
+    const rows = sessions.detached.map((pool) => {
+      const row = document.createElement("tr");
+      row.dataset.pool = pool.id;
+      row.append(
+        cell(pool.id),
+        cell(pool.provider),
+        cell(`${pool.nodes} (${pool.provider === "local" ? pool.alive : "?"})`),
+        cell(String(pool.tasks)),
+        cell(`${duration(now - pool.detachedAt)} ago`),
+        cell(duration(pool.ttl * 1000)),
+        cell(pool.hourlyRate === null ? "?" : dollars(pool.hourlyRate)),
+      );
+      return row;
+    });
+    byId("detached-pools").tBodies[0].replaceChildren(...rows);
+    byId("detached-pools").hidden = rows.length === 0;
   }
 
   function entryItem(entry) {

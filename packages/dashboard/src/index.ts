@@ -3,13 +3,14 @@
  * run, task counts and throughput, cost against the budget, events and the log tail — served from
  * the client process on 127.0.0.1 behind a random token. See the package's README.
  */
-import type { Pool, SkywardEvent } from "@skyward/core";
+import type { AttachedFrom, Pool, SkywardEvent } from "@skyward/core";
 import { ConfigurationError } from "@skyward/core";
 import { DashboardRecorder } from "./recorder.js";
 import { type DashboardServer, startServer } from "./server.js";
 
 export type {
   CostSummary,
+  DetachedPoolRow,
   EventsPayload,
   LogEntry,
   MetricsPayload,
@@ -18,6 +19,7 @@ export type {
   RunningTask,
   SampleUpdate,
   SeriesKey,
+  SessionsPayload,
   StreamBatch,
   TaskCounters,
 } from "./payloads.js";
@@ -79,8 +81,11 @@ export interface DashboardRecording {
   record(event: SkywardEvent): void;
   /** Starts serving (what was recorded so far, then the pool once attached). */
   listen(options?: DashboardOptions): Promise<DashboardServer>;
-  /** The pool, once it exists: its nodes, cost and write actions; the server stops when it is destroyed. */
-  attach(pool: Pool): void;
+  /**
+   * The pool, once it exists: its nodes, cost and write actions; the server stops when it is
+   * destroyed. `attachedFrom`: where `sky.attach` picked it up, shown among its sessions.
+   */
+  attach(pool: Pool, attachedFrom?: AttachedFrom): void;
 }
 
 /**
@@ -98,8 +103,9 @@ export function recordDashboard(): DashboardRecording {
       servers.push(server);
       return server;
     },
-    attach(attached) {
+    attach(attached, attachedFrom) {
       pool = attached;
+      recorder.sessions.attachedFrom(attachedFrom);
       closeWithPool(attached, servers);
     },
   };

@@ -3,6 +3,7 @@
  * package's README so a notebook or another tool can read them. Nothing here holds a secret: event
  * texts and log lines pass the redactor, and errors travel as their message only.
  */
+import type { AttachedFrom } from "@skyward/core";
 
 /** A node as the page lists it. */
 export interface NodeRow {
@@ -52,6 +53,37 @@ export interface CostSummary {
   readonly budgetEndsAt: number | null;
 }
 
+/** A pool detached in this user's Skyward home (`$SKYWARD_HOME/pools/`), as `skyward pools` lists it. */
+export interface DetachedPoolRow {
+  readonly id: string;
+  readonly provider: string;
+  readonly instanceType: string;
+  readonly nodes: number;
+  /** Its nodes whose worker process still runs (known on `Local` only; 0 elsewhere). */
+  readonly alive: number;
+  /** Tasks that were on its workers when it was detached. */
+  readonly tasks: number;
+  /** When it was detached, ms since the epoch. */
+  readonly detachedAt: number;
+  /** Seconds its workers wait for a client. */
+  readonly ttl: number;
+  readonly hourlyRate: number | null;
+}
+
+/** The pool's attached/detached sessions, as this client knows them. */
+export interface SessionsPayload {
+  /** Set when `sky.attach` picked this pool up: its state file, when it was detached and attached. */
+  readonly attachedFrom: AttachedFrom | null;
+  /** When this pool was detached (its state file written since it was opened or attached), ms; null if not. */
+  readonly detachedAt: number | null;
+  /** The other detached pools, newest first (at most 50). */
+  readonly detached: readonly DetachedPoolRow[];
+  /** How many other pools are detached in all. */
+  readonly detachedCount: number;
+  /** Why the state files could not be read, or null. */
+  readonly error: string | null;
+}
+
 /** `GET /api/pool`: the pool now. */
 export interface PoolPayload {
   readonly id: string;
@@ -65,6 +97,7 @@ export interface PoolPayload {
   readonly tasks: TaskCounters;
   readonly running: readonly RunningTask[];
   readonly cost: CostSummary;
+  readonly sessions: SessionsPayload;
   /** The id of the last stream batch this reflects: open the stream with `?lastEventId=` it. */
   readonly lastId: number;
 }

@@ -19,6 +19,7 @@ import type {
   TaskCounters,
 } from "./payloads.js";
 import { DownsampledSeries } from "./series.js";
+import { SessionsView } from "./sessions.js";
 
 /** The most entries of each kind kept; older ones are dropped. */
 const EVENT_LIMIT = 500;
@@ -81,6 +82,8 @@ function phaseAfter(event: SkywardEvent): string | undefined {
 /** Records a pool's events for the dashboard; {@link DashboardRecorder.flush} makes a stream batch. */
 export class DashboardRecorder {
   readonly startedAt = Date.now();
+  /** The pool's attached/detached sessions (read from the Skyward home by the server). */
+  readonly sessions = new SessionsView();
   readonly #redactor = new Redactor();
   readonly #nodes = new Map<number, NodeSeen>();
   readonly #series = new Map<string, { key: SeriesKey; series: DownsampledSeries }>();
@@ -237,8 +240,9 @@ export class DashboardRecorder {
       budget !== null && cost.hourlyRate > 0
         ? Date.now() + (Math.max(0, left) / cost.hourlyRate) * 3_600_000
         : null;
+    const id = pool?.id ?? this.#poolId;
     return {
-      id: pool?.id ?? this.#poolId,
+      id,
       state: pool?.state ?? this.#poolState,
       provider: this.#provider,
       startedAt: this.startedAt,
@@ -252,6 +256,7 @@ export class DashboardRecorder {
         budget: budget === null ? null : { max: budget.max, warnAt: budget.warnAt },
         budgetEndsAt,
       },
+      sessions: this.sessions.payload(id),
       lastId: this.#lastId,
     };
   }

@@ -151,6 +151,7 @@ export async function startServer(
         return;
       }
       case "/api/pool":
+        await recorder.sessions.refresh(0);
         return sendJson(response, 200, recorder.pool(currentPool()));
       case "/api/metrics": {
         const since = Number(url.searchParams.get("since") ?? Number.NEGATIVE_INFINITY);
@@ -188,6 +189,8 @@ export async function startServer(
   });
 
   const tick = setInterval(() => {
+    // Read for the next batch (every two seconds at most): a batch never waits on the disk.
+    void recorder.sessions.refresh();
     const message = sseMessage(recorder.flush(currentPool()));
     for (const stream of streams) {
       if (stream.writableLength > STREAM_BACKLOG_LIMIT) {

@@ -2,7 +2,7 @@
  * The dashboard in a real browser: Debian's headless Chromium, driven by playwright-core, opens the
  * link of a 2-node Local pool made with `options.dashboard` whose tasks print a line and report their
  * loss, and reads from the page: both nodes, a chart whose series grows, the task counter moving, the
- * printed line; without the token, 401. It renders the page at two sizes, saved to
+ * printed line, its sessions (another pool listed while detached); without the token, 401. It renders the page at two sizes, saved to
  * `SKYWARD_DASHBOARD_SCREENSHOTS=DIR` when that is set (how docs/dashboard.md's pictures are made).
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -98,6 +98,24 @@ describe.skipIf(skipReason !== undefined)("the dashboard in Chromium", () => {
     expect(await text("#log")).not.toContain("training started on node 0");
     expect(await text("#log")).toContain("training started on node 1");
     await page.selectOption("#log-node", "");
+    expect(pageErrors).toEqual([]);
+  });
+
+  it("shows its sessions: opened here, and another pool while it is detached", async () => {
+    await expect.poll(() => text("#session-origin")).toContain("opened by this client");
+    const other = await sky.compute({ nodes: 1, options: { console: false } });
+    const otherId = await other.detach();
+    const row = page.locator(`#detached-pools tbody tr[data-pool="${otherId}"]`);
+    try {
+      // Read again from the Skyward home for a stream batch (every two seconds at most).
+      await expect.poll(() => row.count(), { timeout: 20_000 }).toBe(1);
+      expect(await row.textContent()).toMatch(new RegExp(`^${otherId}local1 \\(1\\)0`));
+      expect(await text("#session-origin")).toMatch(/\d+ other detached pools?/);
+      expect(await page.locator(`#detached-pools tbody tr[data-pool="${pool.id}"]`).count()).toBe(0);
+    } finally {
+      await (await sky.attach(otherId, { options: { console: false } })).close();
+    }
+    await expect.poll(() => row.count(), { timeout: 20_000 }).toBe(0);
     expect(pageErrors).toEqual([]);
   });
 

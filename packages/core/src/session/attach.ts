@@ -14,13 +14,18 @@ import type { ProviderV1, RecordedCluster, WorkerEndpoint } from "../contract/ty
 import { ConfigurationError } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
 import { resumePool } from "../pool/create-pool.js";
+import {
+  type DashboardRecording,
+  openWithDashboard,
+  startDashboardRecording,
+} from "../pool/dashboard-option.js";
 import type { DetachHandler } from "../pool/detach.js";
 import type { Pool } from "../pool/pool.js";
 import type { PoolInternals } from "../pool/pool-runtime.js";
 import { resolveSecretValues } from "../pool/secret-values.js";
 import { RemoteRef } from "../protocol/values.js";
 import { validateComputeInput } from "../spec/compute-input.js";
-import type { OptionsInput } from "../spec/options.js";
+import { type OptionsInput, optionsSchema } from "../spec/options.js";
 import { type SecretsInput, secretsSchema } from "../spec/secrets.js";
 import { type AttachGrowth, attachedNodes, localGrowth, remoteGrowth } from "./attach-growth.js";
 import { attachedLocal, attachedRemote, processAlive } from "./attached-providers.js";
@@ -34,6 +39,7 @@ import {
   openToken,
   readPoolState,
   removePoolState,
+  statePath,
 } from "./state.js";
 
 export type { CollectedResult } from "./outcomes-state.js";
@@ -59,8 +65,8 @@ export type AttachedPool = Pool & {
 /** Options for {@link attach}. */
 export interface AttachOptions {
   /**
-   * The attached pool's options (console, logging, budget…), as for `compute`; not `worker` nor
-   * `cluster`: the workers run with the detached pool's (they are refused here).
+   * The attached pool's options (console, logging, budget, `dashboard`…), as for `compute`; not
+   * `worker` nor `cluster`: the workers run with the detached pool's (they are refused here).
    */
   readonly options?: Omit<OptionsInput, "worker" | "cluster">;
   /** Aborts reconnecting. */
@@ -173,7 +179,12 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
   await resolveSecretValues([
     { secrets: parseInput(secretsSchema, attachedSecrets(state, options.secrets), "secrets") },
   ]);
-  if (state.provider !== "local") return attachRemote(state, options);
+  // Checked before any worker is reached too (so is the dashboard package `options.dashboard` needs):
+  // refused later, the collector would have taken outcomes.
+  const given = parseInput(optionsSchema, options.options ?? {}, "options");
+  const dashboard = given.dashboard === null ? undefined : await startDashboardRecording();
+  const attaching = { ...options, dashboard };
+  if (state.provider !== "local") return attachRemote(state, attaching);
   const gone = state.nodes.filter((node) => !processAlive(node.pid));
   if (gone.length > 0) {
     await removePoolState(id);
@@ -194,8 +205,11 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
     collections,
   );
   const provider = attachedLocal(state, token, growth.provider);
-  return attached(state, token, provider, collector, collections, options, growth);
+  return attached(state, token, provider, collector, collections, attaching, growth);
 }
+
+/** {@link AttachOptions}, with the dashboard's recording when `options.dashboard` asks for one. */
+type Attaching = AttachOptions & { readonly dashboard: DashboardRecording | undefined };
 
 /** The detached pool's distributed collections, restored from its state file before any worker is reached. */
 async function restoredCollections(state: DetachedPoolState): Promise<CollectionStore> {
@@ -204,7 +218,7 @@ async function restoredCollections(state: DetachedPoolState): Promise<Collection
   return collections;
 }
 
-async function attachRemote(state: DetachedPoolState, options: AttachOptions): Promise<AttachedPool> {
+async function attachRemote(state: DetachedPoolState, options: Attaching): Promise<AttachedPool> {
   const provider = await providerFor(state, options.provider);
   if (!state.cluster || !state.instances) throw new Error(`${state.id}: the state file records no cluster`);
   const cluster: RecordedCluster = state.cluster;
@@ -279,7 +293,7 @@ async function attached(
   provider: ProviderV1,
   collector: Collector,
   collections: CollectionStore,
-  options: AttachOptions,
+  options: Attaching,
   growth: AttachGrowth,
 ): Promise<AttachedPool> {
   let handedOver = false;
@@ -328,23 +342,44 @@ async function attached(
     const specs = resolved.specs.map((spec) =>
       growth.provider && growth.image ? Object.freeze({ ...spec, image: growth.image }) : spec,
     );
-    ({ pool, internals: inside } = await resumePool(
-      {
-        specs,
-        options: resolved.options,
-        defaultProvider: () => provider,
-        detach,
-        signal: options.signal,
+    let resumedInternals: PoolInternals | undefined;
+    pool = await openWithDashboard(
+      resolved.options.dashboard,
+      undefined,
+      async (wiring) => {
+        const resumed = await resumePool(
+          {
+            specs,
+            options: resolved.options,
+            defaultProvider: () => provider,
+            detach,
+            signal: options.signal,
+            ...wiring,
+          },
+          {
+            id: state.id,
+            taskIdPrefix: `a${Date.now().toString(36)}-`,
+            carriedCost: costSoFar(state, Date.now()),
+            token,
+            collections,
+            growthRefusal: growth.refusal,
+          },
+        );
+        resumedInternals = resumed.internals;
+        return resumed.pool;
       },
       {
-        id: state.id,
-        taskIdPrefix: `a${Date.now().toString(36)}-`,
-        carriedCost: costSoFar(state, Date.now()),
-        token,
-        collections,
-        growthRefusal: growth.refusal,
+        recording: options.dashboard,
+        attachedFrom: {
+          poolId: state.id,
+          stateFile: statePath(state.id),
+          detachedAt: state.detachedAt,
+          detachedBy: state.pid,
+          attachedAt: Date.now(),
+        },
       },
-    ));
+    );
+    inside = resumedInternals as PoolInternals;
   } catch (error) {
     collector.runNested(undefined);
     void collector.close();

@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { ConfigurationError } from "../errors/errors.js";
 import { startDashboardRecording } from "./dashboard-option.js";
-import { ConfigurationError } from "./errors/errors.js";
 
 const project = mkdtempSync(join(tmpdir(), "skyward-dashboard-option-"));
 afterAll(() => rmSync(project, { recursive: true, force: true }));
