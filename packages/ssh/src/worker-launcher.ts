@@ -78,8 +78,11 @@ const RUNTIME_UPLOAD = ".runtime-upload";
 /** The file under the runtime directory that holds its content hash. */
 const RUNTIME_HASH_FILE = ".skyward-runtime-hash";
 
-/** The Python runtime's files (read once: they are hashed, fingerprinted and sent), under `runtime/`. */
-async function runtimeFiles(): Promise<{ content: Buffer; target: string; mode: number }[]> {
+/**
+ * The Python runtime's files (read once: they are hashed, fingerprinted and sent), under `runtime/`:
+ * what every node needs to run a worker, whichever way it is reached.
+ */
+export async function runtimeFiles(): Promise<{ content: Buffer; target: string; mode: number }[]> {
   const root = pythonRuntimeDirectory();
   const files: { content: Buffer; target: string; mode: number }[] = [];
   const walk = async (directory: string): Promise<void> => {

@@ -415,6 +415,7 @@ describe("loadConfig: provider tables", () => {
       aws: "@skyward/provider-aws",
       gcp: "@skyward/provider-gcp",
       hyperstack: "@skyward/provider-hyperstack",
+      kubernetes: "@skyward/provider-kubernetes",
       novita: "@skyward/provider-novita",
       runpod: "@skyward/provider-runpod",
       ssh: "@skyward/provider-ssh",
