@@ -125,7 +125,8 @@ export function offersFromNodes(
         ? acceleratorOf(product, node.labels[GPU_MEMORY_LABEL])
         : undefined;
     if (query.accelerator !== null && accelerator === undefined) continue;
-    const kind = `${product ?? "cpu"}:${node.architecture}`;
+    // A CPU pod may go to any node, GPU nodes included: one offer, whatever the products.
+    const kind = `${accelerator !== undefined ? product : "cpu"}:${node.architecture}`;
     if (byKind.has(kind)) continue;
     const data: KubernetesOfferData = {
       ...(accelerator !== undefined ? { gpuProduct: product } : {}),
