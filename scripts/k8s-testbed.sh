@@ -273,7 +273,7 @@ start() {
   ctr --address "$RUN/containerd.sock" -n k8s.io images import "$CACHE/images/pause.tar" >/dev/null
   ctr --address "$RUN/containerd.sock" -n k8s.io images import "$CACHE/images/python.tar" >/dev/null
   start_process kubelet "$BIN/kubelet" --kubeconfig "$RUN/kubelet.kubeconfig" --config "$RUN/kubelet.yaml" \
-    --root-dir "$RUN/kubelet" --hostname-override "$node"
+    --root-dir "$RUN/kubelet"
   wait_for "the node" 90 kubectl_admin get node "$node"
   # GPUs as an extended resource on the node's status (what NVIDIA's device plugin would advertise),
   # with the labels its GPU feature discovery sets, so the scheduler's accounting is real.
@@ -283,6 +283,9 @@ start() {
     nvidia.com/gpu.count="$GPUS_PER_NODE" >/dev/null
   wait_for "the node to be ready" 90 sh -c \
     "'$BIN/kubectl' --kubeconfig '$RUN/admin.kubeconfig' get node '$node' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+  # The kubelet copies the capacity into allocatable on its next status update.
+  wait_for "nvidia.com/gpu to be allocatable" 90 sh -c \
+    "'$BIN/kubectl' --kubeconfig '$RUN/admin.kubeconfig' get node '$node' -o jsonpath='{.status.allocatable.nvidia\\.com/gpu}' | grep -qx '$GPUS_PER_NODE'"
   wait_for "the default service account" 60 kubectl_admin get serviceaccount default
   log "cluster up in $((SECONDS - started)) s"
   echo "$RUN/admin.kubeconfig"

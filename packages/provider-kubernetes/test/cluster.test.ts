@@ -36,10 +36,16 @@ const provider = () =>
     defaultMemoryGb: 0.25,
     defaultVcpus: 0.1,
   });
-const skywardPods = async () =>
-  (await kubectl(kubeconfig, "get", "pods", "-l", "app.kubernetes.io/managed-by=skyward", "-o", "name"))
-    .split("\n")
-    .filter((line) => line !== "");
+/** Skyward's pods that still hold their node: neither ending (being deleted) nor ended. */
+const skywardPods = async (): Promise<string[]> => {
+  const list = JSON.parse(
+    await kubectl(kubeconfig, "get", "pods", "-l", "app.kubernetes.io/managed-by=skyward", "-o", "json"),
+  ) as { items: { metadata: { name: string; deletionTimestamp?: string }; status?: { phase?: string } }[] };
+  return list.items
+    .filter((pod) => pod.metadata.deletionTimestamp === undefined)
+    .filter((pod) => pod.status?.phase !== "Succeeded" && pod.status?.phase !== "Failed")
+    .map((pod) => pod.metadata.name);
+};
 
 beforeAll(async () => {
   if (skipReason !== undefined) return;
@@ -97,6 +103,7 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     const limits = await kubectl(
       kubeconfig,
       "get",
+      "pod",
       name ?? "",
       "-o",
       "jsonpath={.spec.containers[0].resources.limits.nvidia\\.com/gpu}",
