@@ -162,10 +162,13 @@ write_pki() {
   certificate admin "/O=system:masters/CN=admin" "extendedKeyUsage=clientAuth"
   certificate kubelet "/O=system:nodes/CN=system:node:$(hostname)" "extendedKeyUsage=clientAuth"
   certificate kubelet-serving "/CN=$(hostname)" "subjectAltName=DNS:$(hostname),IP:127.0.0.1"
+  # A user no role is bound to, for the tests of RBAC refusals.
+  certificate nobody "/CN=skyward-nobody" "extendedKeyUsage=clientAuth"
   openssl genrsa -out "$RUN/pki/sa.key" 2048 2>/dev/null
   openssl rsa -in "$RUN/pki/sa.key" -pubout -out "$RUN/pki/sa.pub" 2>/dev/null
   kubeconfig admin > "$RUN/admin.kubeconfig"
   kubeconfig kubelet > "$RUN/kubelet.kubeconfig"
+  kubeconfig nobody > "$RUN/nobody.kubeconfig"
   chmod 600 "$RUN"/pki/*.key "$RUN"/*.kubeconfig
 }
 

@@ -8,7 +8,7 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { runProviderConformance, useScratchSkywardHome } from "@skyward/testing";
+import { eventually, runProviderConformance, useScratchSkywardHome } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Kubernetes } from "../src/index.js";
 import {
@@ -143,6 +143,51 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     expect(after.map((entry) => entry.node)).toEqual([0, 1]);
     expect(after[1]?.hostname).not.toBe(second?.hostname);
   }, 300_000);
+
+  it("names the verb and resource RBAC forbids", async () => {
+    const nobody = Kubernetes({ kubeconfig: kubeconfig.replace(/admin\.kubeconfig$/, "nobody.kubeconfig") });
+    await expect(
+      nobody.offers({
+        query: { accelerator: null, allocation: "cheapest" },
+        signal: AbortSignal.timeout(30_000),
+      }),
+    ).rejects.toThrow(/forbids list nodes .*User "skyward-nobody" cannot list resource "nodes"/);
+  }, 60_000);
+
+  it("says which image is missing", async () => {
+    const attempt = sky.compute({
+      provider: Kubernetes({ kubeconfig, image: "localhost/no-such-image:1", imagePullPolicy: "Never" }),
+      image: { includes: [tasks] },
+      options: { console: false, maxProvisionAttempts: 1 },
+    });
+    await expect(attempt).rejects.toThrow(
+      /the image "localhost\/no-such-image:1" is not present .*ErrImageNeverPull/,
+    );
+  }, 120_000);
+
+  it("makes a namespace quota exceeded a lack of capacity", async () => {
+    await kubectl(kubeconfig, "create", "namespace", "skyward-quota");
+    await kubectl(kubeconfig, "create", "quota", "no-pods", "--hard=pods=0", "-n", "skyward-quota");
+    // Pods are admitted only once the namespace's default service account exists.
+    await eventually(
+      () =>
+        kubectl(kubeconfig, "get", "serviceaccount", "default", "-n", "skyward-quota").then(
+          () => true,
+          () => false,
+        ),
+      30_000,
+    );
+    const attempt = sky.compute({
+      provider: Kubernetes({
+        kubeconfig,
+        namespace: "skyward-quota",
+        image: "localhost/skyward-python:bookworm",
+      }),
+      image: { includes: [tasks] },
+      options: { console: false, maxProvisionAttempts: 1 },
+    });
+    await expect(attempt).rejects.toThrow(/resource quota is exceeded: .*exceeded quota: no-pods/);
+  }, 120_000);
 
   it("leaves no pod when the pools are closed", async () => {
     const deadline = Date.now() + 60_000;
