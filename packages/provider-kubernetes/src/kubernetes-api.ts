@@ -122,6 +122,15 @@ export function kubernetesError(call: KubernetesCall, error: unknown): Error {
       cause: error,
     });
   }
+  if (code === 403 && /error looking up service account/i.test(message)) {
+    // Admission, not RBAC: a namespace just made has no default service account for a moment.
+    return new ProvisionError({
+      provider: PROVIDER_NAME,
+      message: `Kubernetes: the pods' service account${where} does not exist (yet): ${message}`,
+      isRetryable: true,
+      cause: error,
+    });
+  }
   if (code === 403) {
     return new ProvisionError({
       provider: PROVIDER_NAME,

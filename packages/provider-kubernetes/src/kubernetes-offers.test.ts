@@ -49,7 +49,7 @@ describe("offersFromNodes", () => {
     expect(offers).toHaveLength(1);
     expect(offers[0]).toMatchObject({
       provider: "kubernetes",
-      accelerator: { name: "T4", count: 1, memoryGb: 15 },
+      accelerator: { name: "T4", count: 1, memoryGb: 16 },
       vcpus: 2,
       memoryGb: 4,
       onDemandPrice: 0,

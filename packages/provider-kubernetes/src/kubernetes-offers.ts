@@ -86,11 +86,11 @@ function selected(node: NodeResources, selector: Readonly<Record<string, string>
 function acceleratorOf(product: string, memoryMiB: string | undefined) {
   try {
     const accelerator = acceleratorFromName(product.replace(/-/g, " "), GPU_PRODUCT_LABEL);
+    // The catalog's size first: the label is what the driver reports (a 16 GB T4 says 15360 MiB).
     const labelled = memoryMiB !== undefined ? Number(memoryMiB) / 1024 : Number.NaN;
     return {
       name: accelerator.name,
-      memoryGb:
-        Number.isFinite(labelled) && labelled > 0 ? Math.round(labelled) : (accelerator.memoryGb ?? 0),
+      memoryGb: accelerator.memoryGb ?? (Number.isFinite(labelled) && labelled > 0 ? Math.round(labelled) : 0),
       ...(accelerator.formFactor !== undefined ? { formFactor: accelerator.formFactor } : {}),
     };
   } catch {

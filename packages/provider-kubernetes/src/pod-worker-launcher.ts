@@ -24,7 +24,12 @@ import { START_SCRIPT } from "./pods.js";
 const READY_PREFIX = "SKYWARD_WORKER_READY ";
 const UPLOAD_MARKER = "::skyward-upload:: done";
 
-/** The worker's start script: its environment, then the worker itself as the container's PID 1. */
+/**
+ * The worker's start script, run by the container's PID 1: its environment, then the worker as a
+ * child. The kubelet ends a pod (deleted, evicted, preempted) with SIGTERM to PID 1: the worker is
+ * then killed outright, so that its client finds the node lost and runs its tasks again elsewhere,
+ * rather than a worker stopping cleanly answering them as cancelled.
+ */
 export function renderStartScript(root: string, command: string): string {
   const q = (path: string) => shellQuote(`${root}/${path}`);
   return [
@@ -34,7 +39,15 @@ export function renderStartScript(root: string, command: string): string {
     `. ${q("env.sh")}`,
     `SKYWARD_TOKEN="$(cat ${q("worker.token")})"`,
     `export SKYWARD_TOKEN PYTHONPATH=${q("runtime")} PYTHONUNBUFFERED=1`,
-    `exec ${command} > ${q("worker.log")} 2>&1`,
+    "set +e",
+    `${command} > ${q("worker.log")} 2>&1 &`,
+    "skyward_worker=$!",
+    `echo "$skyward_worker" > ${q("worker.pid")}`,
+    `trap 'kill -KILL "$skyward_worker" 2>/dev/null' TERM INT`,
+    // `wait` returns early when a trapped signal arrives: wait again for the worker's own status.
+    `wait "$skyward_worker"; skyward_status=$?`,
+    `wait "$skyward_worker" 2>/dev/null && skyward_status=$?`,
+    'exit "$skyward_status"',
     "",
   ].join("\n");
 }
@@ -158,6 +171,7 @@ export async function launchPodWorker(
       `mv ${q(`${START_SCRIPT}.new`)} ${q(START_SCRIPT)}`,
       `i=0; while [ "$i" -lt ${polls} ] && ! grep -q '^${READY_PREFIX}' ${q("worker.log")} 2>/dev/null; do sleep 0.1; i=$((i + 1)); done`,
       `cat ${q("worker.log")}`,
+      `echo "::pid $(cat ${q("worker.pid")})"`,
     ].join(" && "),
     { signal, timeoutSeconds: options.timeoutSeconds + 30 },
   ).catch((error: unknown) => ({ code: null, stdout: "", stderr: (error as Error).message }));
@@ -171,21 +185,23 @@ export async function launchPodWorker(
     });
   }
   const port = (JSON.parse(ready.slice(READY_PREFIX.length)) as { port: number }).port;
+  const pid = Number(/::pid (\d+)/.exec(start.stdout)?.[1] ?? 0);
   report("worker", "finished", performance.now() - workerStarted);
-  return podEndpoint(api, instance, port, node);
+  return podEndpoint(api, instance, port, pid, node);
 }
 
-/** The endpoint of the worker listening on `port` of the pod's loopback (the container's PID 1). */
+/** The endpoint of the worker listening on `port` of the pod's loopback. */
 export function podEndpoint(
   api: KubernetesApi,
   instance: Instance,
   port: number,
+  pid: number,
   node: number,
 ): WorkerEndpoint {
   return {
     host: `pod ${api.namespace}/${instance.id} via port-forward`,
     port,
-    pid: 1,
+    pid,
     openStream: () => openPodPort(api, instance.id, port, node),
   };
 }

@@ -46,7 +46,8 @@ export interface PodRequest {
 
 /**
  * The pod's command: it waits (as PID 1, so the container lives) until the launcher has bootstrapped
- * the environment through exec and written the start script, then becomes the worker. When the worker
+ * the environment through exec and written the start script, then runs it (it starts the worker and
+ * waits for it, see `renderStartScript`). When the worker
  * exits (released and its TTL out, or stopped) the container ends and, with `restartPolicy: Never`,
  * the pod stops holding its node's resources.
  */
@@ -153,7 +154,8 @@ const IMAGE_FAILURES = new Set(["ErrImageNeverPull", "ErrImagePull", "ImagePullB
 /**
  * Why a pending pod will not start, as the error the pool reports, or undefined while it may still:
  * the image missing or not pullable (never retried: the next pod would fail alike), the scheduler
- * finding no node with room (no capacity, naming the short resource from its message).
+ * finding no node with room (no capacity, naming the short resource from its message). A pod
+ * unschedulable for another reason (a taint, a node not ready yet) may still start: it waits.
  */
 export function pendingPodFailure(pod: V1Pod, image: string): Error | undefined {
   const name = pod.metadata?.name ?? "";
@@ -180,14 +182,12 @@ export function pendingPodFailure(pod: V1Pod, image: string): Error | undefined 
       condition.status === "False" &&
       condition.reason === "Unschedulable",
   );
-  if (unschedulable) {
-    const short = [...(unschedulable.message ?? "").matchAll(/Insufficient ([A-Za-z0-9./_-]+)/g)].map(
-      (match) => match[1],
-    );
-    const reason =
-      short.length > 0
-        ? `no node has room for pod ${name}: insufficient ${[...new Set(short)].join(", ")} (scheduler: ${unschedulable.message})`
-        : `pod ${name} cannot be scheduled: ${unschedulable.message}`;
+  // Only a resource short is final: a taint or a not-ready node may clear while the pool waits.
+  const short = [...(unschedulable?.message ?? "").matchAll(/Insufficient ([A-Za-z0-9./_-]+)/g)].map(
+    (match) => match[1],
+  );
+  if (unschedulable && short.length > 0) {
+    const reason = `no node has room for pod ${name}: insufficient ${[...new Set(short)].join(", ")} (scheduler: ${unschedulable.message})`;
     return new NoCapacityError({ attempts: [{ provider: PROVIDER_NAME, reason }] });
   }
   return undefined;

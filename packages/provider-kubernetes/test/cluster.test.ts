@@ -166,12 +166,13 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
   }, 120_000);
 
   it("makes a namespace quota exceeded a lack of capacity", async () => {
-    await kubectl(kubeconfig, "create", "namespace", "skyward-quota");
-    await kubectl(kubeconfig, "create", "quota", "no-pods", "--hard=pods=0", "-n", "skyward-quota");
+    const namespace = `skyward-quota-${Date.now().toString(36)}`;
+    await kubectl(kubeconfig, "create", "namespace", namespace);
+    await kubectl(kubeconfig, "create", "quota", "no-pods", "--hard=pods=0", "-n", namespace);
     // Pods are admitted only once the namespace's default service account exists.
     await eventually(
       () =>
-        kubectl(kubeconfig, "get", "serviceaccount", "default", "-n", "skyward-quota").then(
+        kubectl(kubeconfig, "get", "serviceaccount", "default", "-n", namespace).then(
           () => true,
           () => false,
         ),
@@ -180,7 +181,7 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     const attempt = sky.compute({
       provider: Kubernetes({
         kubeconfig,
-        namespace: "skyward-quota",
+        namespace,
         image: "localhost/skyward-python:bookworm",
       }),
       image: { includes: [tasks] },

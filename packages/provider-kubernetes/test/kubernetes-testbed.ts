@@ -2,7 +2,8 @@
  * The real single-node Kubernetes of `scripts/k8s-testbed.sh`, for the end-to-end tests: started
  * once per test file from the binaries and images its build keeps in `$SKYWARD_K8S_CACHE`, stopped
  * completely after. Without that cache (or without root) the suites are skipped with the reason
- * locally, and fail under CI, whose `scripts/test.sh` builds the cache first.
+ * locally, and fail under CI, whose `scripts/test.sh` builds the cache first. With
+ * `SKYWARD_K8S_KUBECONFIG` set, the suites use that running test bed instead and leave it running.
  */
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -14,6 +15,7 @@ const script = fileURLToPath(new URL("../../../scripts/k8s-testbed.sh", import.m
 
 /** Why the cluster cannot run here, or undefined when it can (its build is in the cache). */
 async function missing(): Promise<string | undefined> {
+  if (process.env.SKYWARD_K8S_KUBECONFIG) return undefined;
   if (process.getuid?.() !== 0) return "the Kubernetes test bed needs root (containerd, the kubelet)";
   try {
     await run("bash", [script, "built"]);
@@ -30,12 +32,14 @@ export async function requireKubernetesTestbed(): Promise<string | undefined> {
 
 /** Starts the cluster (a no-op when it runs) and returns its admin kubeconfig's path. */
 export async function startKubernetesTestbed(): Promise<string> {
+  if (process.env.SKYWARD_K8S_KUBECONFIG) return process.env.SKYWARD_K8S_KUBECONFIG;
   const { stdout } = await run("bash", [script, "start"], { timeout: 600_000 });
   return stdout.trim().split("\n").at(-1) ?? "";
 }
 
 /** Stops the cluster: no process, mount, network namespace or bridge of it is left. */
 export async function stopKubernetesTestbed(): Promise<void> {
+  if (process.env.SKYWARD_K8S_KUBECONFIG) return;
   await run("bash", [script, "stop"], { timeout: 120_000 });
 }
 
