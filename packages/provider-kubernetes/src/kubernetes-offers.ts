@@ -90,7 +90,8 @@ function acceleratorOf(product: string, memoryMiB: string | undefined) {
     const labelled = memoryMiB !== undefined ? Number(memoryMiB) / 1024 : Number.NaN;
     return {
       name: accelerator.name,
-      memoryGb: accelerator.memoryGb ?? (Number.isFinite(labelled) && labelled > 0 ? Math.round(labelled) : 0),
+      memoryGb:
+        accelerator.memoryGb ?? (Number.isFinite(labelled) && labelled > 0 ? Math.round(labelled) : 0),
       ...(accelerator.formFactor !== undefined ? { formFactor: accelerator.formFactor } : {}),
     };
   } catch {

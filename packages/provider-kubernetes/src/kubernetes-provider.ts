@@ -68,7 +68,20 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
       );
     }
   };
-  const deletePods = async (names: readonly string[]) => {
+  // Deleted, then waited for (a few seconds: the worker dies on the kubelet's SIGTERM) until gone,
+  // so that what `terminate` ended is never listed as still stopping.
+  const deletePods = async (names: readonly string[], signal: AbortSignal) => {
+    await requestDeletion(names);
+    const deadline = Date.now() + 60_000;
+    let left = [...names];
+    while (left.length > 0 && Date.now() < deadline && !signal.aborted) {
+      left = (await Promise.all(left.map(async (name) => ((await readPod(name)) === null ? "" : name)))).filter(
+        (name) => name !== "",
+      );
+      if (left.length > 0) await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  };
+  const requestDeletion = async (names: readonly string[]) => {
     await Promise.all(
       names.map(async (name) => {
         try {
@@ -185,13 +198,16 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
       return launchPodWorker(api(), settings.root, options);
     },
 
-    async terminate({ ids }: TerminateOptions<KubernetesClusterData>) {
-      await deletePods(ids);
+    async terminate({ ids, signal }: TerminateOptions<KubernetesClusterData>) {
+      await deletePods(ids, signal);
     },
 
-    async teardown({ cluster }: ClusterCallOptions<KubernetesClusterData>) {
+    async teardown({ cluster, signal }: ClusterCallOptions<KubernetesClusterData>) {
       const pods = await listPods(`${POD_LABELS.cluster}=${cluster.id}`);
-      await deletePods(pods.map((pod) => pod.metadata?.name ?? "").filter((name) => name !== ""));
+      await deletePods(
+        pods.map((pod) => pod.metadata?.name ?? "").filter((name) => name !== ""),
+        signal,
+      );
     },
 
     // The pod ends when its worker exits after the TTL (it is the container's PID 1), and its
