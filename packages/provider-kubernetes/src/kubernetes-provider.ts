@@ -75,9 +75,9 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
     const deadline = Date.now() + 60_000;
     let left = [...names];
     while (left.length > 0 && Date.now() < deadline && !signal.aborted) {
-      left = (await Promise.all(left.map(async (name) => ((await readPod(name)) === null ? "" : name)))).filter(
-        (name) => name !== "",
-      );
+      left = (
+        await Promise.all(left.map(async (name) => ((await readPod(name)) === null ? "" : name)))
+      ).filter((name) => name !== "");
       if (left.length > 0) await new Promise((resolve) => setTimeout(resolve, 500));
     }
   };
