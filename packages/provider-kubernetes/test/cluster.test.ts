@@ -6,6 +6,8 @@
  * anything waits, a deleted pod's tasks run again elsewhere, and the provider conformance suite runs
  * with a real pool.
  */
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { eventually, runProviderConformance, useScratchSkywardHome } from "@skyward/testing";
@@ -20,6 +22,7 @@ import {
 
 const skipReason = await requireKubernetesTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/k8s_tasks.py", import.meta.url));
+const sigkillChild = fileURLToPath(new URL("./fixtures/sigkill-child.ts", import.meta.url));
 const add = sky.python<[number, number], number>("k8s_tasks:add");
 const square = sky.python<[number], number>("k8s_tasks:square");
 const sleep = sky.python<[number], number>("k8s_tasks:sleep");
@@ -189,6 +192,26 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     });
     await expect(attempt).rejects.toThrow(/resource quota is exceeded: .*exceeded quota: no-pods/);
   }, 120_000);
+
+  it("a client SIGKILLed leaves no pod running once its workers' TTL is out", async () => {
+    const client = spawn(process.execPath, [sigkillChild, kubeconfig], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: client.stdout }).once("line", resolve);
+      client.once("exit", (code) =>
+        reject(new Error(`the client exited (${code}) before its pool was ready`)),
+      );
+    });
+    const { pods } = JSON.parse(line) as { pods: string[] };
+    expect((await skywardPods()).filter((name) => pods.includes(name))).toEqual(pods);
+    client.kill("SIGKILL");
+    // The worker finds its client gone, waits out the TTL (3 s), stops: its pod ends with it.
+    expect(
+      await eventually(async () => (await skywardPods()).every((name) => !pods.includes(name)), 60_000),
+    ).toBe(true);
+    await kubectl(kubeconfig, "delete", "pod", ...pods, "--wait=false");
+  }, 180_000);
 
   it("leaves no pod when the pools are closed", async () => {
     const deadline = Date.now() + 60_000;
