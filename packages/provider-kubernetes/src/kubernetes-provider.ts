@@ -23,6 +23,7 @@ import { createClusterId } from "@skyward/provider-utils";
 import {
   callKubernetes,
   type KubernetesApi,
+  kubernetesError,
   loadKubernetesApi,
   PROVIDER_NAME,
   statusCode,
@@ -63,9 +64,7 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
       return await api().core.readNamespacedPod({ name, namespace: api().namespace });
     } catch (error) {
       if (statusCode(error) === 404) return null;
-      return callKubernetes({ verb: "get", resource: "pods", namespace: api().namespace }, () =>
-        Promise.reject(error),
-      );
+      throw kubernetesError({ verb: "get", resource: "pods", namespace: api().namespace }, error);
     }
   };
   // Deleted, then waited for (a few seconds: the worker dies on the kubelet's SIGTERM) until gone,
@@ -88,9 +87,7 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
           await api().core.deleteNamespacedPod({ name, namespace: api().namespace, gracePeriodSeconds: 5 });
         } catch (error) {
           if (statusCode(error) === 404) return;
-          await callKubernetes({ verb: "delete", resource: "pods", namespace: api().namespace }, () =>
-            Promise.reject(error),
-          );
+          throw kubernetesError({ verb: "delete", resource: "pods", namespace: api().namespace }, error);
         }
       }),
     );
