@@ -307,8 +307,27 @@ stop_pid_file() {
   rm -f "$file"
 }
 
+# The chains the kubelet adds to this machine's firewall (its canaries, and a rule dropping packets to
+# 127.0.0.0/8 from elsewhere).
+remove_kubelet_iptables() {
+  local tool table chain
+  for tool in iptables ip6tables; do
+    command -v "$tool" >/dev/null || continue
+    for chain in INPUT OUTPUT; do "$tool" -D "$chain" -j KUBE-FIREWALL 2>/dev/null || true; done
+    for table in filter nat mangle; do
+      for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+        "$tool" -t "$table" -F "$chain" 2>/dev/null || true
+        "$tool" -t "$table" -X "$chain" 2>/dev/null || true
+      done
+    done
+  done
+}
+
 stop() {
-  [ -d "$RUN" ] || return 0
+  if [ ! -d "$RUN" ]; then
+    remove_kubelet_iptables
+    return 0
+  fi
   if [ -f "$RUN/kube-apiserver.pid" ] && [ -x "$BIN/kubectl" ]; then
     kubectl_admin delete pods --all --all-namespaces --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
   fi
@@ -337,6 +356,7 @@ stop() {
   done
   rm -f /run/netns/cni-* 2>/dev/null || true
   ip link del "$BRIDGE" 2>/dev/null || true
+  remove_kubelet_iptables
   rm -rf "$RUN"
   log "stopped"
 }
