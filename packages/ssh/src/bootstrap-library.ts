@@ -166,7 +166,8 @@ path = sys.argv[1]
 with_pip = importlib.util.find_spec("pip") is None
 try:
     venv.EnvBuilder(system_site_packages=True, with_pip=with_pip).create(path)
-except Exception as error:
+# Debian's venv, without python3-venv, says so and exits (SystemExit) rather than raising.
+except (Exception, SystemExit) as error:
     if not with_pip:
         raise
     print(f"python -m venv failed (no ensurepip? {error}): creating the environment without pip")

@@ -29,6 +29,7 @@ export type {
   SshSpawnOptions,
 } from "./remote-command.js";
 export type { SshUploadFile } from "./tar.js";
+export { tarArchive } from "./tar.js";
 export type { SshConnectOptions, SshTarget } from "./target.js";
 export type { SshForwardOptions, SshUploadOptions } from "./transport.js";
 export { SshConnection } from "./transport.js";

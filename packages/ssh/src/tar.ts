@@ -167,6 +167,16 @@ function validateUploadTarget(target: string): string | undefined {
   return undefined;
 }
 
+/**
+ * A POSIX tar stream of `files` (checked first, as an upload checks them), for a command that
+ * unpacks it with `tar -x` somewhere other than over SSH (a container's exec stream).
+ *
+ * @throws {ConfigurationError} naming each file whose target or mode is not usable.
+ */
+export async function tarArchive(files: readonly SshUploadFile[]): Promise<AsyncGenerator<Buffer>> {
+  return tarStream(await prepareUpload(files));
+}
+
 export async function prepareUpload(files: readonly SshUploadFile[]): Promise<PreparedFile[]> {
   const issues: { path: string; message: string }[] = [];
   const prepared: PreparedFile[] = [];

@@ -80,7 +80,8 @@ const RUNTIME_HASH_FILE = ".skyward-runtime-hash";
 
 /**
  * The Python runtime's files (read once: they are hashed, fingerprinted and sent), under `runtime/`:
- * what a launcher that does not go through {@link launchSshWorker} (the Slurm provider's) uploads.
+ * what every node needs to run a worker, whichever way it is reached: what a launcher that does not go
+ * through {@link launchSshWorker} (the Slurm and Kubernetes providers') uploads itself.
  */
 export async function runtimeFiles(): Promise<{ content: Buffer; target: string; mode: number }[]> {
   const root = pythonRuntimeDirectory();

@@ -411,6 +411,7 @@ describe("loadConfig: provider tables", () => {
       aws: "@skyward/provider-aws",
       gcp: "@skyward/provider-gcp",
       hyperstack: "@skyward/provider-hyperstack",
+      kubernetes: "@skyward/provider-kubernetes",
       novita: "@skyward/provider-novita",
       runpod: "@skyward/provider-runpod",
       slurm: "@skyward/provider-slurm",

@@ -24,6 +24,7 @@ export const PROVIDER_PACKAGES: Readonly<Record<string, string>> = Object.freeze
   aws: "@skyward/provider-aws",
   gcp: "@skyward/provider-gcp",
   hyperstack: "@skyward/provider-hyperstack",
+  kubernetes: "@skyward/provider-kubernetes",
   novita: "@skyward/provider-novita",
   runpod: "@skyward/provider-runpod",
   slurm: "@skyward/provider-slurm",
