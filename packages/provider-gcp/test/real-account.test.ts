@@ -187,7 +187,11 @@ describe("GCP as real projects behave (the fake Compute Engine)", () => {
       // Allowed again: prepare goes on and makes the pool's firewall rules.
       fake.actAsDenied.clear();
       const offer = await offerOf(provider(), cpu, "e2-standard-2");
-      const cluster = await provider().prepare({ spec: poolSpec({ allocation: "on-demand" }), offer, ...call() });
+      const cluster = await provider().prepare({
+        spec: poolSpec({ allocation: "on-demand" }),
+        offer,
+        ...call(),
+      });
       await provider().teardown({ cluster, ...call() });
       expect(fakeLeftovers(fake)).toEqual([]);
     });

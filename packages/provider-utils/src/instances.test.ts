@@ -1,5 +1,3 @@
-import { NoCapacityError } from "@skyward/core";
-import type { Cluster, Instance } from "@skyward/core/contract";
 import { describe, expect, it } from "vitest";
 import { instanceSsh, sshReachableStatus } from "./instances.js";
 

@@ -1,7 +1,4 @@
-/** What providers whose nodes are reached over SSH share about the instances they report. */
-import { NoCapacityError } from "@skyward/core";
-import type { Cluster, Instance, InstanceSsh, InstanceStatus } from "@skyward/core/contract";
-import { marketsFor } from "./offers/prices.js";
+import type { InstanceSsh, InstanceStatus } from "@skyward/core/contract";
 
 /**
  * The status to report for an instance reached over SSH: `running` only once it has its SSH
