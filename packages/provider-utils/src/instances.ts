@@ -1,3 +1,4 @@
+/** What providers whose nodes are reached over SSH share about the instances they report. */
 import type { InstanceSsh, InstanceStatus } from "@skyward/core/contract";
 
 /**
