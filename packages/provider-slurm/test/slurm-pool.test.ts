@@ -200,6 +200,8 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
     pool.on("node.replaced", (event) => replaced.push(event.previousInstanceId));
     const lost: string[] = [];
     pool.on("node.lost", (event) => lost.push(event.instanceId));
+    const preempted: string[] = [];
+    pool.on("node.preempted", (event) => preempted.push(event.reason ?? ""));
     const before = await pool.run(info());
     // A preemptible partition's job is spot capacity.
     const listed = await provider.listInstances?.({ signal: AbortSignal.timeout(20_000) });
@@ -215,6 +217,9 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
     // One loss, one replacement: the node the job held, under the same index.
     expect(lost).toEqual(replaced);
     expect(replaced).toHaveLength(1);
+    // Said once, by the worker Slurm sent SIGTERM to (or by the job's state, read first).
+    expect(preempted).toHaveLength(1);
+    expect(preempted[0]).toMatch(/^(preempted SIGTERM at \S+|the provider reports its instance \S+ \w+)$/);
     expect(await stateOf(urgent)).toBe("RUNNING");
   }, 120_000);
 
