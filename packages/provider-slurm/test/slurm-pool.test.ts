@@ -157,13 +157,17 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
     await expect.poll(() => stateOf(holder), { timeout: 20_000 }).toBe("RUNNING");
     const ahead = await submit([all, "--exclusive"]);
     const provider = Slurm(settings());
-    const starting = sky.compute({
-      provider,
-      nodes: 1,
-      image: { includes: [tasks] },
-      ttl: 0,
-      options: { console: false },
-    });
+    const progress: sky.ProvisionProgressEvent[] = [];
+    const starting = sky.compute(
+      {
+        provider,
+        nodes: 1,
+        image: { includes: [tasks] },
+        ttl: 0,
+        options: { console: false },
+      },
+      { onEvent: (event) => (event.type === "provision.progress" ? progress.push(event) : undefined) },
+    );
     starting.catch(() => undefined);
     // What `skyward instances` lists while the pool waits: pending, why, and where in the queue.
     await expect
@@ -182,9 +186,20 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
     expect(mine?.status).toBe("pending");
     expect(mine?.tags["slurm:reason"]).toMatch(/^(Priority|Resources)$/);
     expect(mine?.tags["slurm:queue-position"]).toBe("2");
+    // What the console and the log show meanwhile: the job's wait (said when it changes), then its start.
+    const job = mine?.tags["slurm:job"];
+    const said = () =>
+      progress.map((event) => `${event.instanceId} ${event.phase} ${event.status}: ${event.detail}`);
+    const waiting = new RegExp(
+      `^${job}-0 queue started: job ${job} pending \\((Priority|Resources)\\), position 2 in partition main's queue$`,
+    );
+    await expect.poll(() => said().some((line) => waiting.test(line)), { timeout: 20_000 }).toBe(true);
     await slurm.exec(["scancel", holder, ahead]);
     await using pool = await starting;
     expect(await pool.run(square(3))).toBe(9);
+    expect(said().at(-1)).toMatch(new RegExp(`^${job}-0 queue finished: job ${job} running on \\S+$`));
+    // Polled every few seconds, said only when it changes.
+    expect(said().filter((line, index, lines) => line === lines[index - 1])).toEqual([]);
   });
 
   it("replaces the nodes of a preempted job and retries the task that was running there, its result once", async () => {
