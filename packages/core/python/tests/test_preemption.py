@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -47,7 +46,8 @@ def test_sigterm_interrupts_running_and_queued_tasks_without_answering_them(exec
         # Neither task is answered: a `cancelled` error would end it for good in the pool.
         assert [m for m in _rest(client) if m["t"] in TERMINAL] == []
         assert worker.wait(timeout=20) == 0
-        time.sleep(0.2)  # the drainers read the last lines
+        for drainer in worker._drainers:  # the last lines read
+            drainer.join(timeout=10)
         assert any("stopping: preempted (SIGTERM)" in line for line in worker.stderr_lines)
 
 
