@@ -5,6 +5,7 @@ node lost, runs them again elsewhere; the client hears an interruption of kind `
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import sys
@@ -49,6 +50,19 @@ def test_sigterm_interrupts_running_and_queued_tasks_without_answering_them(exec
         for drainer in worker._drainers:  # the last lines read
             drainer.join(timeout=10)
         assert any("stopping: preempted (SIGTERM)" in line for line in worker.stderr_lines)
+
+
+def test_sigterm_to_the_whole_process_group_leaves_the_task_of_an_executor_process_unanswered() -> None:
+    # Slurm signals every process of the step: the executor's child dies of the same SIGTERM, and
+    # its death must not answer the task (a `worker_died` error is not retried either).
+    with WorkerProcess("--executor", "process", new_session=True) as worker:
+        client = connect(worker)
+        client.submit("running", "demo_tasks:say_then_value", "started", 30, 1)
+        _started(client, "running")
+        os.killpg(worker.process.pid, signal.SIGTERM)
+        assert client.wait_for(lambda m: m["t"] == "event")["event"]["kind"] == "preempted"
+        assert [m for m in _rest(client) if m["t"] in TERMINAL] == []
+        assert worker.wait(timeout=20) == 0
 
 
 def test_sigint_is_still_a_stop_that_cancels() -> None:
