@@ -83,6 +83,7 @@ export type {
   PoolReadyEvent,
   PoolState,
   PoolStateEvent,
+  ProvisionProgressEvent,
   ScalingEvent,
   SkywardEvent,
   SkywardEventType,

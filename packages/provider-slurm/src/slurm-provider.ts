@@ -16,6 +16,7 @@ import {
   type Offer,
   type OfferQuery,
   type PoolResource,
+  type ProgressReport,
   type ProviderV1,
   ProvisionError,
   parseInput,
@@ -107,6 +108,26 @@ function instanceIdOf(jobId: string, index: number): string {
 function parseInstanceId(id: string): { jobId: string; index: number } | undefined {
   const match = /^(\d+)-(\d+)$/.exec(id);
   return match ? { jobId: match[1] as string, index: Number(match[2]) } : undefined;
+}
+
+/**
+ * What the pool shows of the job while it waits: pending with Slurm's reason (`Priority`,
+ * `Resources`, `QOSMaxGRESPerUser`…) and its place in the partition's queue, then started.
+ */
+export function queueReport(
+  job: Pick<SlurmJob, "id" | "state" | "reason" | "partition" | "nodes">,
+  position: number | undefined,
+): ProgressReport {
+  if (job.state === "PENDING") {
+    const place =
+      position === undefined ? "" : `, position ${position} in partition ${job.partition}'s queue`;
+    return { phase: "queue", status: "started", detail: `job ${job.id} pending (${job.reason})${place}` };
+  }
+  return {
+    phase: "queue",
+    status: "finished",
+    detail: `job ${job.id} ${job.state.toLowerCase()} on ${job.nodes.join(", ") || "no node"}`,
+  };
 }
 
 /**
@@ -362,7 +383,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
       );
     },
 
-    async getInstance({ cluster, id, signal }): Promise<Instance | null> {
+    async getInstance({ cluster, id, signal, progress }): Promise<Instance | null> {
       const parsed = parseInstanceId(id);
       if (!parsed) return null;
       if (jobs.get(parsed.jobId)?.released.has(parsed.index)) return null;
@@ -372,6 +393,8 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         job.nodes.length > 0 ? (await readNodes(signal)).map((node) => [node.name, node.address]) : [],
       );
       const position = job.state === "PENDING" ? (await queuePositions(signal)).get(job.id) : undefined;
+      // The job's first instance speaks for the job: its nodes wait in the queue together.
+      if (parsed.index === 0) progress?.(queueReport(job, position));
       return instanceFor(cluster, job, parsed.index, addresses, position, cluster.offer?.spotPrice != null);
     },
 

@@ -37,9 +37,6 @@ export interface SlurmPlacement {
 }
 
 const READY_PREFIX = "SKYWARD_WORKER_READY ";
-/** Python that blocks SIGTERM, then execs `sh -c` with its first argument. */
-const BLOCK_SIGTERM_AND_EXEC =
-  "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); os.execvp('sh', ['sh', '-c', sys.argv[1]])";
 const UPLOAD_MARKER = "::skyward-upload:: done";
 
 /** The `srun` line of a step of `jobId` on `nodeName`, sharing the allocation with the others. */
@@ -218,11 +215,9 @@ export async function startSlurmWorker(
     `export SKYWARD_TOKEN PYTHONPATH=${shellQuote(`${root}/runtime`)} PYTHONUNBUFFERED=1`,
     `echo $$ > ${q("worker.pid")}`,
     // When Slurm ends the step (preemption, the time limit, scancel) it sends SIGTERM, then SIGKILL
-    // after its KillWait. A worker stopping on SIGTERM reports its running tasks as cancelled, and a
-    // cancelled task is not run again; blocked, the signal never arrives, the node is lost with the
-    // SIGKILL, and its tasks are retried elsewhere like a reclaimed spot instance's. (The mask is
-    // inherited through exec, and the worker never unblocks it.)
-    `exec ${shellQuote(`${root}/venv/bin/python`)} -c ${shellQuote(BLOCK_SIGTERM_AND_EXEC)} ${shellQuote(`exec ${workerCommand(options, root, placement.nodeAddress)} > ${q("worker.log")} 2>&1`)}`,
+    // after its KillWait: the worker takes SIGTERM for a preemption (the pool hears `node.preempted`
+    // and runs its tasks again elsewhere), unless the pool asked it to stop first.
+    `exec ${workerCommand(options, root, placement.nodeAddress)} > ${q("worker.log")} 2>&1`,
     "",
   ].join("\n");
   const gpus = cluster.spec?.accelerator?.count ?? 0;

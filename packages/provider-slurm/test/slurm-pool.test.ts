@@ -157,13 +157,17 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
     await expect.poll(() => stateOf(holder), { timeout: 20_000 }).toBe("RUNNING");
     const ahead = await submit([all, "--exclusive"]);
     const provider = Slurm(settings());
-    const starting = sky.compute({
-      provider,
-      nodes: 1,
-      image: { includes: [tasks] },
-      ttl: 0,
-      options: { console: false },
-    });
+    const progress: sky.ProvisionProgressEvent[] = [];
+    const starting = sky.compute(
+      {
+        provider,
+        nodes: 1,
+        image: { includes: [tasks] },
+        ttl: 0,
+        options: { console: false },
+      },
+      { onEvent: (event) => (event.type === "provision.progress" ? progress.push(event) : undefined) },
+    );
     starting.catch(() => undefined);
     // What `skyward instances` lists while the pool waits: pending, why, and where in the queue.
     await expect
@@ -182,9 +186,20 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
     expect(mine?.status).toBe("pending");
     expect(mine?.tags["slurm:reason"]).toMatch(/^(Priority|Resources)$/);
     expect(mine?.tags["slurm:queue-position"]).toBe("2");
+    // What the console and the log show meanwhile: the job's wait (said when it changes), then its start.
+    const job = mine?.tags["slurm:job"];
+    const said = () =>
+      progress.map((event) => `${event.instanceId} ${event.phase} ${event.status}: ${event.detail}`);
+    const waiting = new RegExp(
+      `^${job}-0 queue started: job ${job} pending \\((Priority|Resources)\\), position 2 in partition main's queue$`,
+    );
+    await expect.poll(() => said().some((line) => waiting.test(line)), { timeout: 20_000 }).toBe(true);
     await slurm.exec(["scancel", holder, ahead]);
     await using pool = await starting;
     expect(await pool.run(square(3))).toBe(9);
+    expect(said().at(-1)).toMatch(new RegExp(`^${job}-0 queue finished: job ${job} running on \\S+$`));
+    // Polled every few seconds, said only when it changes.
+    expect(said().filter((line, index, lines) => line === lines[index - 1])).toEqual([]);
   });
 
   it("replaces the nodes of a preempted job and retries the task that was running there, its result once", async () => {
@@ -200,6 +215,8 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
     pool.on("node.replaced", (event) => replaced.push(event.previousInstanceId));
     const lost: string[] = [];
     pool.on("node.lost", (event) => lost.push(event.instanceId));
+    const preempted: string[] = [];
+    pool.on("node.preempted", (event) => preempted.push(event.reason ?? ""));
     const before = await pool.run(info());
     // A preemptible partition's job is spot capacity.
     const listed = await provider.listInstances?.({ signal: AbortSignal.timeout(20_000) });
@@ -215,6 +232,9 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
     // One loss, one replacement: the node the job held, under the same index.
     expect(lost).toEqual(replaced);
     expect(replaced).toHaveLength(1);
+    // Said once, by the worker Slurm sent SIGTERM to (or by the job's state, read first).
+    expect(preempted).toHaveLength(1);
+    expect(preempted[0]).toMatch(/^(preempted SIGTERM at \S+|the provider reports its instance \S+ \w+)$/);
     expect(await stateOf(urgent)).toBe("RUNNING");
   }, 120_000);
 

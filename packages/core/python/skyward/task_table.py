@@ -164,6 +164,23 @@ class TaskTable:
         for task in list(self.tasks.values()):
             self.cancel(task, reason)
 
+    def interrupt_all(self) -> None:
+        """The node is going away without its client asking (preempted): every task stops and none
+        is answered. A ``cancelled`` answer would end the task for good; unanswered, it is lost with
+        the node's connection, and the client runs it again elsewhere as it does a lost node's."""
+        for task in list(self.tasks.values()):
+            if task in self._waiting:
+                self._waiting.remove(task)
+            elif task.state == "running":
+                self.executor_for(task).stop_task(task)
+            elif task.state != "queued" or not self.executor_for(task).cancel_queued(task):
+                continue
+            task.state = "done"
+            task.subtasks = None
+            task.ops = None
+            self.deadlines.forget(task)
+            del self.tasks[task.id]
+
     def withdraw(self, connection: Connection, message: Message) -> None:
         """Hands back the listed tasks that have not started (the node is going away): each is dropped
         and answered with ``withdrawn``, so the client runs it elsewhere; started ones carry on."""

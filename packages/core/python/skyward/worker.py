@@ -217,6 +217,17 @@ class Worker:
             if connection.authenticated:
                 self._send_notice(connection, notice)
 
+    def preempted(self, signal_name: str) -> None:
+        """A signal the client did not ask for (a scheduler preempting or cancelling the job, a spot
+        cloud's shutdown): the clients hear an interruption of kind ``preempted``, and the running
+        tasks are interrupted, not cancelled, so the pool runs them again elsewhere. A stop the
+        client asked for (``shutdown``) began earlier, and a signal after it changes nothing."""
+        if self.stopping:
+            return
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.on_interruption({"kind": "preempted", "action": signal_name, "time": now})
+        self._track(self.loop.create_task(self.stop(f"preempted ({signal_name})", interrupted=True)))
+
     def _send_notice(self, connection: Connection, notice: Dict[str, Any]) -> None:
         connection.send({"t": "event", "node": self.node, "event": {"type": "interruption", **notice}})
 
@@ -229,7 +240,7 @@ class Worker:
             except (OSError, ValueError):
                 pass
 
-    async def stop(self, reason: str, self_destruct: bool = False) -> None:
+    async def stop(self, reason: str, self_destruct: bool = False, interrupted: bool = False) -> None:
         if not self.lifetime.begin_stop():
             return
         self.log(f"stopping: {reason}")
@@ -243,7 +254,10 @@ class Worker:
             self._server.close()
         for executor in self.table.executors():
             executor.begin_close()
-        self.table.cancel_all("the worker is stopping")
+        if interrupted:
+            self.table.interrupt_all()
+        else:
+            self.table.cancel_all("the worker is stopping")
         self._drain()
         for connection in list(self.connections):
             connection.close()
@@ -529,11 +543,12 @@ async def serve(options: Options, token: str) -> int:
     def stop_soon(reason: str) -> None:
         worker._stop_soon(reason)
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(signum, stop_soon, f"signal {signal.Signals(signum).name}")
-        except (NotImplementedError, RuntimeError):
-            pass
+    try:
+        # SIGTERM is what a scheduler or a cloud sends a node it takes back; SIGINT is someone's ^C.
+        loop.add_signal_handler(signal.SIGTERM, worker.preempted, "SIGTERM")
+        loop.add_signal_handler(signal.SIGINT, stop_soon, "signal SIGINT")
+    except (NotImplementedError, RuntimeError):
+        pass
     def on_stdin_eof() -> None:
         if not worker.detached:
             stop_soon("stdin closed")

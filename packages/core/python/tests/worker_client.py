@@ -29,7 +29,8 @@ TERMINAL = ("result", "end", "error")
 class WorkerProcess:
     """``python -m skyward.worker`` started the way a provider starts it."""
 
-    def __init__(self, *args: str, token: str = TOKEN, cwd: Path = TASKS_DIR, env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, *args: str, token: str = TOKEN, cwd: Path = TASKS_DIR, env: Optional[Dict[str, str]] = None,
+                 new_session: bool = False) -> None:
         environment = dict(os.environ)
         environment["PYTHONPATH"] = str(PYTHON_ROOT)
         environment["SKYWARD_TOKEN"] = token
@@ -41,6 +42,7 @@ class WorkerProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            start_new_session=new_session,  # its own process group, to signal as a scheduler does
         )
         self.stdout_lines: List[str] = []
         self.stderr_lines: List[str] = []

@@ -16,11 +16,15 @@ export interface ProviderCallOptions {
   readonly signal: AbortSignal;
   /** The pool the call serves (for `prepare`: to tag what it creates and fill `Cluster.poolId`). */
   readonly poolId?: string;
-  /** Reports progress of a long step (`upload`, `venv`, `pip`, …) so the pool can show it; optional to call. */
+  /**
+   * Reports progress of a long step so the pool can show it; optional to call. `launchWorker`'s are
+   * bootstrap phases (`upload`, `venv`, `pip`, …: `bootstrap.phase` events); `provision`'s and
+   * `getInstance`'s while the pool waits for instances (a scheduler's `queue`) are `provision.progress`.
+   */
   readonly progress?: (report: ProgressReport) => void;
 }
 
-/** One step of a long provider call (a bootstrap phase), as {@link ProviderCallOptions.progress} reports it. */
+/** One step of a long provider call (a bootstrap phase, a queue), as {@link ProviderCallOptions.progress} reports it. */
 export interface ProgressReport {
   /** The step's name (`upload`, `apt`, `python`, `venv`, `pip`, `plugins`, `worker`…). */
   readonly phase: string;

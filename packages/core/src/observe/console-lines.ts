@@ -3,7 +3,7 @@
  * `"log"` console, the live console's scrolling output and the log file's echo.
  */
 
-import type { BudgetEvent, SkywardEvent } from "./events.js";
+import type { BudgetEvent, ProvisionProgressEvent, SkywardEvent } from "./events.js";
 
 /** `HH:MM:SS` in local time: the console's time stamp (the log file's echo uses it too). */
 export function clock(timestamp: number): string {
@@ -23,6 +23,14 @@ export function budgetLine(event: BudgetEvent): string {
   return event.type === "budget.warning"
     ? `budget warning: ${spent}`
     : `budget exceeded: ${spent}; no more tasks, shutting down`;
+}
+
+/** What a provision progress event says: `slurm 41.0 queue: pending (Priority), 2nd in line`. */
+export function provisionProgressLine(event: ProvisionProgressEvent): string {
+  const subject = [event.provider, event.instanceId, event.phase]
+    .filter((part) => part !== undefined)
+    .join(" ");
+  return `${subject}: ${event.detail ?? event.status}`;
 }
 
 /** The console line for an event, or undefined when the mode does not show it. */
@@ -64,6 +72,8 @@ export function formatConsoleLine(event: SkywardEvent, mode: "log" | "minimal"):
       return `${at} [pool] ${budgetLine(event)}`;
     case "dashboard.ready":
       return `${at} [pool] Dashboard: ${event.url}`;
+    case "provision.progress":
+      return `${at} [pool] ${provisionProgressLine(event)}`;
     default:
       return undefined;
   }

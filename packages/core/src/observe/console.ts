@@ -19,7 +19,7 @@ export interface ConsoleSink {
   readonly rows?: number;
 }
 
-export { budgetLine, clock, formatConsoleLine, seconds } from "./console-lines.js";
+export { budgetLine, clock, formatConsoleLine, provisionProgressLine, seconds } from "./console-lines.js";
 
 const CONSOLE_EVENT_TYPES = [
   "pool.state",
@@ -38,6 +38,7 @@ const CONSOLE_EVENT_TYPES = [
   "budget.warning",
   "budget.exceeded",
   "dashboard.ready",
+  "provision.progress",
 ] as const satisfies readonly SkywardEventType[];
 
 /** The console mode used: the option, with `true` → `"rich"` and `false` → `"silent"`. */

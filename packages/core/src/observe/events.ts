@@ -55,8 +55,31 @@ export interface DashboardReadyEvent extends EventBase {
   readonly url: string;
 }
 
+/**
+ * The provider says how getting instances goes while the pool waits for them: a scheduler's job
+ * pending in its queue (why, and its place in line). Sent when what it says changes.
+ */
+export interface ProvisionProgressEvent extends EventBase {
+  readonly type: "provision.progress";
+  /** The provider's name. */
+  readonly provider: string;
+  /** The instance it concerns, when it is about one the pool already has. */
+  readonly instanceId?: string;
+  /** The step (`queue`, …). */
+  readonly phase: string;
+  /** Where it is. */
+  readonly status: "started" | "finished" | "failed";
+  /** What the provider says (`pending (Priority), 2nd in partition main's queue`); never a secret. */
+  readonly detail?: string;
+}
+
 /** Events about the pool as a whole. */
-export type PoolEvent = PoolStateEvent | PoolReadyEvent | PoolDestroyedEvent | DashboardReadyEvent;
+export type PoolEvent =
+  | PoolStateEvent
+  | PoolReadyEvent
+  | PoolDestroyedEvent
+  | DashboardReadyEvent
+  | ProvisionProgressEvent;
 
 /** Fields every node event has. */
 export interface NodeEventBase extends EventBase {

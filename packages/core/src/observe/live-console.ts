@@ -468,6 +468,7 @@ const PERSISTED = new Set([
   "node.preempted",
   "scaling",
   "pool.ready",
+  "provision.progress",
 ]);
 
 /**

@@ -21,7 +21,7 @@ import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { skywardHome } from "../config/home.js";
 import type { ConsoleMode, LogConfig, LogLevel } from "../spec/options.js";
-import { budgetLine, type ConsoleSink, clock, seconds } from "./console.js";
+import { budgetLine, type ConsoleSink, clock, provisionProgressLine, seconds } from "./console.js";
 import type { EventHub, SkywardEvent, SkywardEventType } from "./events.js";
 import type { Redactor } from "./redact.js";
 
@@ -125,6 +125,7 @@ const TYPE_LEVEL = {
   "budget.warning": "WARNING",
   "budget.exceeded": "ERROR",
   "dashboard.ready": "INFO",
+  "provision.progress": "INFO",
 } as const satisfies Record<SkywardEventType, LogLevel>;
 
 /**
@@ -192,6 +193,8 @@ export function describeEvent(event: SkywardEvent): string {
       return budgetLine(event);
     case "dashboard.ready":
       return `Dashboard: ${event.url}`;
+    case "provision.progress":
+      return provisionProgressLine(event);
   }
 }
 

@@ -18,7 +18,7 @@ import {
   reportError,
   slotsPerNode,
 } from "./pool-context.js";
-import { provisionInstances, terminateQuietly } from "./provision.js";
+import { provisionInstances, provisionProgressEvents, terminateQuietly } from "./provision.js";
 import { Reconciler } from "./reconcile.js";
 
 /** A caller of `resize` waiting for the pool to reach its target. */
@@ -79,7 +79,14 @@ export class Membership {
   /** Provisions `count` instances of the pool's cluster (see {@link provisionInstances}). */
   provision(count: number, signal: AbortSignal): Promise<Instance[]> {
     const { provider, cluster } = placement(this.#context);
-    return provisionInstances(provider, cluster, this.#context.spec, count, signal);
+    return provisionInstances(
+      provider,
+      cluster,
+      this.#context.spec,
+      count,
+      signal,
+      provisionProgressEvents(this.#context, provider.name),
+    );
   }
 
   /** Takes in a provisioned node: known to the task manager from now on (a broadcast covers it while it starts). */

@@ -147,8 +147,9 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
         // A late answer about an instance the node no longer runs on (or a node let go of) changes nothing.
         if (node?.instance.id !== watched.instanceId || !node.connection || node.retiring) return;
         const reason = `the provider reports its instance ${watched.instanceId} ${status}`;
-        // A spot instance ended behind the pool's back was, in all likelihood, reclaimed.
-        if (node.instance.spot) {
+        // A spot instance ended behind the pool's back was, in all likelihood, reclaimed (said once:
+        // a node whose worker already reported its preemption has its replacement asked for).
+        if (node.instance.spot && node.nextInstance === undefined) {
           hub.emit({
             type: "node.preempted",
             timestamp: Date.now(),

@@ -1,14 +1,44 @@
 /**
  * Provisioning: instances asked of a provider for a prepared cluster, retried as the spec allows,
- * then polled until they run.
+ * then polled until they run; what the provider reports meanwhile becomes `provision.progress`.
  */
-import type { Cluster, Instance, Provider } from "../contract/provider.js";
+import type { Cluster, Instance, ProgressReport, Provider } from "../contract/provider.js";
 import { attemptsOf, NoCapacityError, type ProvisionAttempt, ProvisionError } from "../errors/errors.js";
 import type { PoolSpec } from "../spec/spec.js";
-import { abortError } from "./pool-context.js";
+import { abortError, type PoolContext } from "./pool-context.js";
 
 /** The spec's provisioning settings. */
 type ProvisionSettings = Pick<PoolSpec, "maxProvisionAttempts" | "provisionRetryDelay" | "provisionTimeout">;
+
+/** Takes the provider's progress reports while instances are asked for and awaited (with the instance awaited). */
+export type ProvisionProgress = (report: ProgressReport, instanceId?: string) => void;
+
+/**
+ * The pool's {@link ProvisionProgress}: each report a `provision.progress` event, sent when what it
+ * says of a step (of an instance) changes — `getInstance` is polled, and a queue moves slowly.
+ */
+export function provisionProgressEvents(
+  context: Pick<PoolContext, "hub" | "id">,
+  provider: string,
+): ProvisionProgress {
+  const said = new Map<string, string>();
+  return (report, instanceId) => {
+    const step = `${instanceId ?? ""}\u0000${report.phase}`;
+    const saying = `${report.status}\u0000${report.detail ?? ""}`;
+    if (said.get(step) === saying) return;
+    said.set(step, saying);
+    context.hub.emit({
+      type: "provision.progress",
+      timestamp: Date.now(),
+      poolId: context.id,
+      provider,
+      ...(instanceId !== undefined ? { instanceId } : {}),
+      phase: report.phase,
+      status: report.status,
+      ...(report.detail !== undefined ? { detail: report.detail } : {}),
+    });
+  };
+}
 
 /**
  * Provisions `count` instances of `cluster` and waits until they run; on failure, what was
@@ -20,13 +50,21 @@ export async function provisionInstances(
   spec: ProvisionSettings,
   count: number,
   signal: AbortSignal,
+  progress?: ProvisionProgress,
 ): Promise<Instance[]> {
   const instances: Instance[] = [];
   const attempts: ProvisionAttempt[] = [];
   for (let attempt = 1; instances.length < count; attempt += 1) {
     if (signal.aborted) throw abortError(signal, "Provisioning");
     try {
-      instances.push(...(await provider.provision({ cluster, count: count - instances.length, signal })));
+      instances.push(
+        ...(await provider.provision({
+          cluster,
+          count: count - instances.length,
+          signal,
+          ...(progress ? { progress: (report: ProgressReport) => progress(report) } : {}),
+        })),
+      );
     } catch (error) {
       if (signal.aborted) throw abortError(signal, "Provisioning");
       attempts.push(
@@ -54,7 +92,7 @@ export async function provisionInstances(
     }
   }
   try {
-    return await waitUntilRunning(provider, cluster, spec.provisionTimeout, instances, signal);
+    return await waitUntilRunning(provider, cluster, spec.provisionTimeout, instances, signal, progress);
   } catch (error) {
     await terminateQuietly(provider, cluster, instances);
     throw error;
@@ -71,6 +109,7 @@ async function waitUntilRunning(
   timeoutSeconds: number,
   instances: Instance[],
   signal: AbortSignal,
+  progress: ProvisionProgress | undefined,
 ): Promise<Instance[]> {
   const reachable = (instance: Instance) => instance.status === "running";
   const deadline = performance.now() + timeoutSeconds * 1000;
@@ -92,7 +131,12 @@ async function waitUntilRunning(
     interval = Math.min(interval * 1.5, 5000);
     for (const [index, instance] of current.entries()) {
       if (reachable(instance)) continue;
-      const latest = await provider.getInstance({ cluster, id: instance.id, signal });
+      const latest = await provider.getInstance({
+        cluster,
+        id: instance.id,
+        signal,
+        ...(progress ? { progress: (report: ProgressReport) => progress(report, instance.id) } : {}),
+      });
       if (latest === null || latest.status === "terminated" || latest.status === "stopping") {
         throw new ProvisionError({
           provider: provider.name,

@@ -24,7 +24,7 @@ import type { Membership } from "./membership.js";
 import { rankOffers } from "./offers.js";
 import { abortError, type NodeRuntime, newNode, type PoolContext, setPoolState } from "./pool-context.js";
 import { freeLoopbackPort } from "./ports.js";
-import { provisionInstances } from "./provision.js";
+import { provisionInstances, provisionProgressEvents } from "./provision.js";
 
 /** A candidate's spec, cluster, image and worker layout once the plugins have had their say. */
 interface Shaped {
@@ -115,6 +115,7 @@ async function provisionPool(
         context.spec,
         shaped.spec.nodes.desired,
         signal,
+        provisionProgressEvents(context, provider.name),
       );
       return { spec: shaped.spec, provider, offer, cluster, instances };
     } catch (error) {
