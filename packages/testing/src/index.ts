@@ -91,6 +91,7 @@ export {
   type PypiProxyRequest,
 } from "./pypi-proxy.js";
 export {
+  type CommandLineFinding,
   DEFAULT_SECRET_PATTERNS,
   type PlantedSecret,
   plantedSecretsIn,
@@ -98,6 +99,7 @@ export {
   type SecretPattern,
   type SecretScanOptions,
   type SecretScanReport,
+  scanCommandLinesForSecrets,
   scanForSecrets,
 } from "./secret-scan.js";
 export { type ScratchSkywardHome, useScratchSkywardHome } from "./skyward-home.js";
