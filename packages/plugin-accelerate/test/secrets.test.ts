@@ -6,32 +6,21 @@
  * itself. Each task reads the secret from `os.environ`, while no process's command line and no file
  * under the node's root holds its value.
  */
-import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { poolTasks, requirePrerequisite, scanCommandLinesForSecrets, scanForSecrets } from "@skyward/testing";
+import { localSecretLeaks, poolTasks, requireSystemPython, withLocalNodeRoot } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { accelerate } from "../src/index.js";
 
 const fakes = fileURLToPath(new URL("./fixtures/bin", import.meta.url));
 const planted = { name: "plugin-accelerate secrets.test.ts", value: "accelerate-launch-planted-secret-9023" };
 
-function missingTorch(): string | undefined {
-  try {
-    execFileSync("/usr/bin/python3", ["-c", "import torch"], { stdio: "pipe" });
-    return undefined;
-  } catch {
-    return requirePrerequisite(
-      "no PyTorch for /usr/bin/python3 (apt-get install python3-torch)",
-      "the accelerate secrets test's prerequisites",
-    );
-  }
-}
-const missing = missingTorch();
+const missing = await requireSystemPython("torch", {
+  python: "/usr/bin/python3",
+  install: "python3-torch",
+  purpose: "PyTorch for the accelerate secrets test",
+});
 
 /** The command lines of a process's ancestors, nearest first (read from /proc: Local runs here). */
 function ancestorCommandLines(pid: number): string[] {
@@ -52,37 +41,36 @@ describe.skipIf(missing !== undefined)("a pool's secrets under accelerate launch
   ] as const)(
     "reach the tasks of %s, and no command line or file of the node",
     async (_, perAccelerator, workers) => {
-      const workRoot = await mkdtemp(join(tmpdir(), "skyward-accelerate-secrets-"));
-      const path = process.env.PATH;
-      // The client (the Local provider's offer) and the workers (their device check) ask nvidia-smi.
-      process.env.PATH = `${fakes}:${path}`;
-      try {
-        await using pool = await sky.compute({
-          provider: sky.Local({ workRoot }),
-          image: { python: "/usr/bin/python3", pip: ["accelerate<0.32"], includes: [poolTasks.file] },
-          secrets: { SKYTEST_ACCELERATE_SECRET: planted.value },
-          plugins: [
-            accelerate({ distributed_type: "MULTI_CPU", num_processes: workers }, { perAccelerator }),
-          ],
-          options: { console: false },
-        });
-        expect(pool.workerCount()).toBe(workers);
-        const seen = await pool.broadcast(poolTasks.environment("SKYTEST_ACCELERATE_SECRET"));
-        expect(seen.map((task) => task.value)).toEqual(Array(workers).fill(planted.value));
-        for (const task of seen) {
-          expect(
-            ancestorCommandLines(task.pid).some((line) => line.includes("-m accelerate.commands.launch")),
-          ).toBe(true);
-        }
-        // While the pool runs: accelerate's launcher, the workers it started, their processes.
-        expect(await scanCommandLinesForSecrets([planted])).toEqual([]);
-        const files = await scanForSecrets([workRoot], { secrets: [planted], patterns: [] });
-        expect(files.files).toBeGreaterThan(0);
-        expect(files.findings).toEqual([]);
-      } finally {
-        process.env.PATH = path;
-        await rm(workRoot, { recursive: true, force: true });
-      }
+      await withLocalNodeRoot(
+        "skyward-accelerate-secrets-",
+        async (workRoot) => {
+          await using pool = await sky.compute({
+            provider: sky.Local({ workRoot }),
+            image: { python: "/usr/bin/python3", pip: ["accelerate<0.32"], includes: [poolTasks.file] },
+            secrets: { SKYTEST_ACCELERATE_SECRET: planted.value },
+            plugins: [
+              accelerate({ distributed_type: "MULTI_CPU", num_processes: workers }, { perAccelerator }),
+            ],
+            options: { console: false },
+          });
+          expect(pool.workerCount()).toBe(workers);
+          const seen = await pool.broadcast(poolTasks.environment("SKYTEST_ACCELERATE_SECRET"));
+          expect(seen.map((task) => task.value)).toEqual(Array(workers).fill(planted.value));
+          for (const task of seen) {
+            const launched = ancestorCommandLines(task.pid).some((line) =>
+              line.includes("-m accelerate.commands.launch"),
+            );
+            expect(launched).toBe(true);
+          }
+          // While the pool runs: accelerate's launcher, the workers it started, their processes.
+          const leaks = await localSecretLeaks(workRoot, [planted]);
+          expect(leaks.commandLines).toEqual([]);
+          expect(leaks.files.files).toBeGreaterThan(0);
+          expect(leaks.files.findings).toEqual([]);
+        },
+        // The client (the Local provider's offer) and the workers (their device check) ask nvidia-smi.
+        { toolsFirst: fakes },
+      );
     },
   );
 });

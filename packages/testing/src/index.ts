@@ -58,6 +58,7 @@ export {
   runFaultMatrix,
 } from "./fault-matrix.js";
 export { type FaultSwitches, faultSwitches } from "./fault-switches.js";
+export { type LocalSecretLeaks, localSecretLeaks, withLocalNodeRoot } from "./local-secrets.js";
 export { type MswFake, preparedCluster, useMswFake } from "./msw-fake.js";
 export { packedFiles } from "./package-files.js";
 export {
