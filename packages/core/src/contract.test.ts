@@ -79,6 +79,7 @@ const USERS: Record<string, string | readonly string[]> = {
   applyLaunchers: "packages/testing/src/plugin-conformance.ts",
   collectBootstrapOps: "packages/plugin-huggingface/src/index.test.ts",
   collectPluginBootstrapOps: "packages/testing/src/plugin-conformance.ts",
+  collectPluginSecrets: "packages/plugin-huggingface/src/index.test.ts",
   enterAroundClient: "packages/testing/src/plugin-conformance.ts",
   resolveWorkerLayout: "packages/plugin-torch/src/torch.test.ts",
   resolveWorkersPerNode: "packages/testing/src/plugin-conformance.ts",

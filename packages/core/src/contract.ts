@@ -40,6 +40,7 @@ export {
   applyLaunchers,
   collectBootstrapOps,
   collectPluginBootstrapOps,
+  collectPluginSecrets,
   enterAroundClient,
   isPlugin,
   isWorkersPerAccelerator,
@@ -94,5 +95,6 @@ export { containerImageSchema } from "./spec/containers.js";
 export type { PipInstallStep } from "./spec/image.js";
 export { contentHash, DEFAULT_PIP_INDEX, extendImage, pipInstallSteps } from "./spec/image.js";
 export type { IncludedFile } from "./spec/includes.js";
+export type { SecretInput, SecretSource, SecretsInput } from "./spec/secrets.js";
 export { resolvePoolSpec } from "./spec/spec.js";
 export { version } from "./version.js";

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REDACTED } from "../src/contract.js";
+import { Plugin, REDACTED } from "../src/contract.js";
 import * as sky from "../src/index.js";
 import { capturingStderr, secretsInCommandLines, secretsInFiles } from "./fixtures/secret-leaks.js";
 
@@ -103,6 +103,38 @@ describe.each(["thread", "process"] as const)("a Local pool's secrets, %s execut
     const log = await readFile(logFile, "utf8");
     expect(log).toContain(`the token is ${REDACTED}`);
     expect(await secretsInFiles([home], PLANTED)).toEqual([]);
+  });
+});
+
+describe("a plugin's secrets", () => {
+  it("join the spec's (whose own source wins for a shared name) and reach the tasks, written nowhere", async () => {
+    const workRoot = await mkdtemp(join(tmpdir(), "skyward-secrets-plugin-"));
+    const plugin = Plugin.create("tokens").withSecrets(() => ({
+      PLUGIN_TOKEN: { env: "SKYTEST_SECRETS_HF" },
+      API_KEY: "the plugin's, overridden by the spec's",
+    }));
+    const events: sky.SkywardEvent[] = [];
+    {
+      await using pool = await sky.compute(
+        {
+          provider: sky.Local({ workRoot }),
+          image: { includes: [tasks] },
+          plugins: [plugin],
+          secrets: { API_KEY: apiKey },
+          options: { console: false, logging: false },
+        },
+        { onEvent: (event) => events.push(event) },
+      );
+      expect(await pool.run(read("PLUGIN_TOKEN"))).toBe(hfToken);
+      expect(await pool.run(read("API_KEY"))).toBe(apiKey);
+      await pool.run(say(`the plugin's token is ${hfToken}`));
+      expect(await secretsInCommandLines(PLANTED)).toEqual([]);
+      expect(await secretsInFiles([workRoot], PLANTED)).toEqual([]);
+    }
+    const printed = events.filter((event) => event.type === "log").map((event) => event.line);
+    expect(printed).toContain(`the plugin's token is ${REDACTED}`);
+    expect(JSON.stringify(events)).not.toMatch(new RegExp(PLANTED.join("|")));
+    await rm(workRoot, { recursive: true, force: true });
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * `@skyward/plugin-huggingface` — Hugging Face on a Skyward pool: `transformers`, `datasets`,
- * `tokenizers` and `huggingface_hub` installed, `HF_TOKEN` set on the workers, and the hub logged in
- * at bootstrap — without the token reaching a log line, an event or the bootstrap script's text:
+ * `tokenizers` and `huggingface_hub` installed, and `HF_TOKEN` a secret of the pool (docs/secrets.md):
+ * sent to the workers over their connection, in the environment of every task, written nowhere on
+ * the node. `huggingface_hub` reads `HF_TOKEN` from the environment, so no login is needed:
  *
  * ```ts
  * import * as sky from "@skyward/core";
@@ -13,21 +14,21 @@
  * });
  * ```
  */
-import { extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
+import { extendImage, Plugin, type PluginV1, parseInput, type SecretsInput } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** Settings of {@link huggingface}. */
 export interface HuggingFaceOptions {
   /**
    * A Hugging Face access token (`hf_…`). Default: the `HF_TOKEN` environment variable of this
-   * process, read when the pool starts. Without either, nothing is logged in and `HF_TOKEN` is not
-   * set (public models and datasets still work).
+   * process, read when the pool starts. Without either, `HF_TOKEN` is not set (public models and
+   * datasets still work).
    */
   token?: string;
   /**
    * The pip requirements to install, replacing the default `transformers`, `datasets`,
    * `tokenizers` and `huggingface_hub` (e.g. to pin versions: `["transformers==4.46.3",
-   * "datasets"]`). `huggingface_hub` is added when the list does not name it: the login needs it.
+   * "datasets"]`).
    */
   packages?: readonly string[];
 }
@@ -62,48 +63,26 @@ const optionsSchema = z.strictObject({
     .optional(),
 });
 
-/** A requirement's project name, normalized (PEP 503), to see whether a list names a package. */
-function projectName(requirement: string): string {
-  const name = requirement.trim().split(/[\s<>=!~;[@(]/)[0] ?? requirement;
-  return name.toLowerCase().replace(/[-_.]+/g, "-");
-}
-
 /**
- * The bootstrap op that logs the hub in. The token is never in the op's text: the bootstrap
- * script sources the node's `env.sh` (mode 0600), which exports `HF_TOKEN` from the image's env,
- * and Python reads it from the environment — so it is in no command line, log or event either.
- */
-const LOGIN_OP = [
-  `if [ -z "\${HF_TOKEN:-}" ]; then`,
-  '  echo "huggingface: no HF_TOKEN, not logging in to the hub"',
-  "else",
-  `  python -c 'import os; from huggingface_hub import login; login(token=os.environ["HF_TOKEN"], add_to_git_credential=False)' &&`,
-  '    echo "huggingface: logged in to the hub"',
-  "fi",
-].join("\n");
-
-/**
- * The Hugging Face plugin: installs the Hugging Face libraries, sets `HF_TOKEN` on the workers (the
- * image's env, which lives on each node only in its 0600 `env.sh`) and logs the hub in at
- * bootstrap, reading the token from that environment rather than from the op's text.
+ * The Hugging Face plugin: installs the Hugging Face libraries and makes `HF_TOKEN` a secret of the
+ * pool, so the token is never in the image (its `env.sh`, its hash), a bootstrap op, a token file of
+ * the hub's cache or a command line.
  *
  * @throws {ConfigurationError} naming the field (`huggingface.token`, `huggingface.packages[1]`)
  *   when an option is not valid; messages never repeat the token.
  */
 export function huggingface(options: HuggingFaceOptions = {}): PluginV1 {
   const settings = parseInput(optionsSchema, options, "huggingface");
-  const requested = settings.packages ?? DEFAULT_HUGGINGFACE_PACKAGES;
-  const packages = requested.some((requirement) => projectName(requirement) === "huggingface-hub")
-    ? [...requested]
-    : [...requested, "huggingface_hub"];
+  const packages = [...(settings.packages ?? DEFAULT_HUGGINGFACE_PACKAGES)];
   return Plugin.create("huggingface")
-    .withImageTransform(({ image }) => {
-      // Read when the pool starts, so a token set after the plugin was made still counts.
+    .withImageTransform(({ image }) => extendImage(image, { pip: packages }))
+    .withSecrets((): SecretsInput => {
+      if (settings.token) return { HF_TOKEN: { value: settings.token } };
+      // Read when the pool starts, so a token set after the plugin was made still counts; checked
+      // here so a malformed one is refused as the plugin's own option would be.
       const fromEnvironment = process.env.HF_TOKEN;
-      const token =
-        settings.token ??
-        (fromEnvironment ? parseInput(tokenSchema, fromEnvironment, "HF_TOKEN") : undefined);
-      return extendImage(image, { pip: packages, ...(token ? { env: { HF_TOKEN: token } } : {}) });
-    })
-    .withBootstrap(() => [LOGIN_OP]);
+      if (!fromEnvironment) return {};
+      parseInput(tokenSchema, fromEnvironment, "HF_TOKEN");
+      return { HF_TOKEN: { env: "HF_TOKEN" } };
+    });
 }

@@ -58,6 +58,7 @@ export {
   runFaultMatrix,
 } from "./fault-matrix.js";
 export { type FaultSwitches, faultSwitches } from "./fault-switches.js";
+export { type LocalSecretLeaks, localSecretLeaks, withLocalNodeRoot } from "./local-secrets.js";
 export { type MswFake, preparedCluster, useMswFake } from "./msw-fake.js";
 export { packedFiles } from "./package-files.js";
 export {
@@ -91,6 +92,7 @@ export {
   type PypiProxyRequest,
 } from "./pypi-proxy.js";
 export {
+  type CommandLineFinding,
   DEFAULT_SECRET_PATTERNS,
   type PlantedSecret,
   plantedSecretsIn,
@@ -98,6 +100,7 @@ export {
   type SecretPattern,
   type SecretScanOptions,
   type SecretScanReport,
+  scanCommandLinesForSecrets,
   scanForSecrets,
 } from "./secret-scan.js";
 export { type ScratchSkywardHome, useScratchSkywardHome } from "./skyward-home.js";

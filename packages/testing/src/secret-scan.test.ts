@@ -1,8 +1,9 @@
+import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { plantedSecretsIn, scanForSecrets } from "./secret-scan.js";
+import { plantedSecretsIn, scanCommandLinesForSecrets, scanForSecrets } from "./secret-scan.js";
 
 let dir: string;
 beforeAll(async () => {
@@ -69,5 +70,23 @@ describe("scanForSecrets", () => {
       secrets: [{ name: "x", value: "rp_test_5ecret_key_0123456789" }],
     });
     expect(report).toEqual({ files: 1, bytes: 34, findings: [] });
+  });
+});
+
+describe("scanCommandLinesForSecrets", () => {
+  it("names the process whose command line holds a planted secret, and only that one", async () => {
+    const planted = { name: "scan test: argument", value: "command-line-planted-value-6617" };
+    const holder = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60_000)", planted.value], {
+      stdio: "ignore",
+    });
+    await new Promise((resolve) => holder.once("spawn", resolve));
+    try {
+      const absent = { name: "scan test: absent", value: "never-on-a-command-line-2290" };
+      expect(await scanCommandLinesForSecrets([planted, absent])).toEqual([
+        { pid: holder.pid, secret: "scan test: argument" },
+      ]);
+    } finally {
+      holder.kill();
+    }
   });
 });

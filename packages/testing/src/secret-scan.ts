@@ -117,6 +117,33 @@ export async function scanForSecrets(
   return { files: files.length, bytes, findings };
 }
 
+/** A process whose command line holds a planted secret. */
+export interface CommandLineFinding {
+  readonly pid: number;
+  /** The planted secret's name. */
+  readonly secret: string;
+}
+
+/**
+ * The processes of this machine (`/proc/<pid>/cmdline`) whose command line holds a planted secret,
+ * each named by pid and the secret's name; processes that end while being read are skipped.
+ */
+export async function scanCommandLinesForSecrets(
+  secrets: readonly PlantedSecret[],
+): Promise<CommandLineFinding[]> {
+  const findings: CommandLineFinding[] = [];
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const commandLine = await readFile(`/proc/${entry}/cmdline`).catch(() => undefined);
+    for (const secret of secrets) {
+      if (secret.value.length > 0 && commandLine?.includes(secret.value)) {
+        findings.push({ pid: Number(entry), secret: secret.name });
+      }
+    }
+  }
+  return findings;
+}
+
 const plantedSecretPattern =
   /\b([a-z_]*(?:api_?key|_key|token|secret|password|passphrase)[a-z_]*)\s*[:=]\s*(["'`])([^"'`\s$]{8,})\2/gi;
 

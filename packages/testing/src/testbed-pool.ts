@@ -33,7 +33,8 @@ const packageRoot = dirname(createRequire(import.meta.url).resolve("@skyward/tes
 /**
  * The tasks of whole-pool tests, from `fixtures/pool_tasks.py` (a pool includes {@link poolTasks}`.file`
  * in its image): `info` (node, node count, head address, peers' addresses, working directory), `add`,
- * `work` (journals its start to a file, then sleeps) and `whoami` (node and process).
+ * `work` (journals its start to a file, then sleeps), `whoami` (node and process) and `environment`
+ * (a variable of the task's environment, and its process).
  */
 export const poolTasks = {
   file: join(packageRoot, "src", "fixtures", "pool_tasks.py"),
@@ -44,6 +45,7 @@ export const poolTasks = {
   add: sky.python<[a: number, b: number], number>("pool_tasks:add"),
   work: sky.python<[key: string, seconds: number, journal: string], PoolTaskRun>("pool_tasks:work"),
   whoami: sky.python<[], { node: number; pid: number }>("pool_tasks:whoami"),
+  environment: sky.python<[name: string], { value: string | null; pid: number }>("pool_tasks:environment"),
 };
 
 /** The starts {@link poolTasks}`.work` journalled to `journal` so far. */

@@ -1,9 +1,10 @@
 /**
  * The hook runners: each runs one hook kind over a pool's plugins, in plugin order as the reference
- * documents — image transforms, bootstrap ops, launchers, `aroundClient` — turning a failing hook
+ * documents — image transforms, bootstrap ops, launchers, `aroundClient`, secrets — turning a failing hook
  * into a `PluginError`. The pool calls them; the conformance suites of `@skyward/testing` too.
  */
 import type { Image } from "../spec/image.js";
+import { type Secrets, secretsSchema } from "../spec/secrets.js";
 import { LaunchCommand, type LaunchContext } from "./launch-command.js";
 import { badReturn, guarded, guardedSync, messageOf, PluginError } from "./plugin-error.js";
 import type { Cluster, PluginBootstrapOp, PluginV1, PoolHandle, ShellOp } from "./types.js";
@@ -50,6 +51,33 @@ export function collectPluginBootstrapOps(
 /** Every plugin's bootstrap ops, concatenated in plugin order. */
 export function collectBootstrapOps(plugins: readonly PluginV1[], cluster: Cluster): ShellOp[] {
   return collectPluginBootstrapOps(plugins, cluster).map(({ op }) => op);
+}
+
+/**
+ * Every plugin's secrets (its `secrets` hook called now, at pool start), validated as a spec's are;
+ * a later plugin's source for a name replaces an earlier one's. A hook that returns no usable table is
+ * a {@link PluginError} naming the entry, never quoting what it returned (it may hold a value).
+ */
+export function collectPluginSecrets(plugins: readonly PluginV1[]): Secrets {
+  const collected: Record<string, Secrets[string]> = {};
+  for (const plugin of plugins) {
+    const hook = plugin.secrets;
+    if (!hook) continue;
+    const returned: unknown = guardedSync(plugin, "secrets", () => hook.call(plugin));
+    const parsed = secretsSchema.safeParse(returned);
+    if (!parsed.success) {
+      const issues = parsed.error.issues.map((issue) =>
+        issue.path.length > 0 ? `${issue.path.join(".")}: ${issue.message}` : issue.message,
+      );
+      throw new PluginError({
+        plugin: plugin.name,
+        hook: "secrets",
+        message: `plugin "${plugin.name}": secrets hook returned no usable secrets (${issues.join("; ")})`,
+      });
+    }
+    Object.assign(collected, parsed.data);
+  }
+  return Object.freeze(collected);
 }
 
 /** `value` as a command of this copy of the package (one from another copy is rebuilt), if it is one. */

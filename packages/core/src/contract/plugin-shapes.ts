@@ -60,7 +60,13 @@ export interface WorkerModule extends PluginWorker {
 }
 
 /** The client-side hooks, as named in {@link PluginError.hook}. */
-export type PluginHook = "transform" | "bootstrap" | "launcher" | "aroundClient" | "workersPerNode";
+export type PluginHook =
+  | "transform"
+  | "bootstrap"
+  | "launcher"
+  | "aroundClient"
+  | "workersPerNode"
+  | "secrets";
 
 /** One plugin bootstrap op and the plugin it comes from, so a failure can name the plugin. */
 export interface PluginBootstrapOp {

@@ -29,6 +29,7 @@ import type {
   ImageTransform,
   JsonValue,
   LauncherTransform,
+  PluginSecrets,
   PluginV1,
   PluginWorker,
   PluginWorkerInput,
@@ -49,6 +50,7 @@ export type {
   LauncherTransform,
   PluginBootstrapOp,
   PluginHook,
+  PluginSecrets,
   PluginV1,
   PluginWorker,
   PluginWorkerInput,
@@ -65,6 +67,7 @@ export {
   applyLaunchers,
   collectBootstrapOps,
   collectPluginBootstrapOps,
+  collectPluginSecrets,
   enterAroundClient,
 } from "./plugin-hooks.js";
 export type { WorkerLayout, WorkersPerAcceleratorOptions } from "./workers-per-node.js";
@@ -90,6 +93,7 @@ interface PluginFields {
   readonly launcher: LauncherTransform | undefined;
   readonly aroundClient: AroundClient | undefined;
   readonly workersPerNode: WorkersPerNode | undefined;
+  readonly secrets: PluginSecrets | undefined;
   readonly worker: PluginWorker | undefined;
   readonly peerNetwork: boolean | undefined;
 }
@@ -121,6 +125,8 @@ export class Plugin implements PluginV1 {
   readonly aroundClient: AroundClient | undefined;
   /** How many worker processes each node runs; one when no plugin of the pool sets it. */
   readonly workersPerNode: WorkersPerNode | undefined;
+  /** The secrets its tasks need, added to the spec's when the pool starts. */
+  readonly secrets: PluginSecrets | undefined;
   /** The Python module holding the worker-side hooks. */
   readonly worker: PluginWorker | undefined;
   /** Its workers on different nodes connect to one another (a distributed-training rendezvous). */
@@ -133,6 +139,7 @@ export class Plugin implements PluginV1 {
     this.launcher = fields.launcher;
     this.aroundClient = fields.aroundClient;
     this.workersPerNode = fields.workersPerNode;
+    this.secrets = fields.secrets;
     this.worker = fields.worker;
     this.peerNetwork = fields.peerNetwork;
     Object.freeze(this);
@@ -157,6 +164,7 @@ export class Plugin implements PluginV1 {
       launcher: undefined,
       aroundClient: undefined,
       workersPerNode: undefined,
+      secrets: undefined,
       worker: undefined,
       peerNetwork: undefined,
     });
@@ -170,6 +178,7 @@ export class Plugin implements PluginV1 {
       launcher: this.launcher,
       aroundClient: this.aroundClient,
       workersPerNode: this.workersPerNode,
+      secrets: this.secrets,
       worker: this.worker,
       peerNetwork: this.peerNetwork,
       ...changes,
@@ -226,6 +235,16 @@ export class Plugin implements PluginV1 {
    */
   withWorkersPerAccelerator(options: { readonly pin?: boolean } = {}): Plugin {
     return this.copy({ workersPerNode: workersPerAccelerator(options) });
+  }
+
+  /**
+   * Attaches the secrets its tasks need: `() => secrets`, in the spec's `secrets` shape (`{ HF_TOKEN:
+   * { env: "HF_TOKEN" } }`), called when the pool starts. They are read, sent and masked as the
+   * spec's own are (docs/secrets.md); a name the spec names too keeps the spec's source.
+   */
+  withSecrets(secrets: PluginSecrets): Plugin {
+    requireFunction(secrets, "secrets");
+    return this.copy({ secrets });
   }
 
   /**
@@ -365,7 +384,14 @@ function toJson(
   return undefined;
 }
 
-const hookNames = ["transform", "bootstrap", "launcher", "aroundClient", "workersPerNode"] as const;
+const hookNames = [
+  "transform",
+  "bootstrap",
+  "launcher",
+  "aroundClient",
+  "workersPerNode",
+  "secrets",
+] as const;
 
 /**
  * Why `value` is not a usable plugin, in words, or undefined when it is one: a wrong contract version,

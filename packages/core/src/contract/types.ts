@@ -9,7 +9,7 @@ import type { Accelerator } from "../spec/accelerators.js";
 import type { Image } from "../spec/image.js";
 import type { AllocationStrategy, Architecture, Nodes } from "../spec/nodes.js";
 import type { Options } from "../spec/options.js";
-import type { Secrets } from "../spec/secrets.js";
+import type { Secrets, SecretsInput } from "../spec/secrets.js";
 import type { Volume } from "../spec/volume.js";
 import type {
   AroundClientResult,
@@ -295,6 +295,13 @@ export type BootstrapFactory = (options: ClusterHookOptions) => readonly ShellOp
  */
 export type WorkersPerNode = (options: ClusterHookOptions) => number;
 
+/**
+ * The secrets a plugin's tasks need, in the spec's `secrets` shape (docs/secrets.md): called when the
+ * pool starts, before any secret is read, so a value it takes from this process's environment is the
+ * one set then. They join the spec's own; a name the spec names too keeps the spec's source.
+ */
+export type PluginSecrets = () => SecretsInput;
+
 /** What an {@link AroundClient} hook is given. */
 export interface AroundClientOptions {
   /** The pool, as far as a plugin sees it. */
@@ -339,6 +346,8 @@ export interface PluginV1 {
   readonly aroundClient?: AroundClient | undefined;
   /** How many worker processes each node runs; one when no plugin of the pool sets it (at most one may). */
   readonly workersPerNode?: WorkersPerNode | undefined;
+  /** The secrets its tasks need (a token): sent to the workers as the spec's `secrets` are, never written. */
+  readonly secrets?: PluginSecrets | undefined;
   /**
    * The worker side: a Python module defining any of `decorate`, `around_app` and `around_process`,
    * where to ship it from, and the JSON config handed to its hooks.

@@ -4,6 +4,7 @@
  * detached pool's running workers (what `sky.attach` does), and hands back what the attach needs of
  * it besides the {@link Pool}.
  */
+import { collectPluginSecrets } from "../contract/plugin-hooks.js";
 import type { Provider } from "../contract/provider.js";
 import { ProvisionError, SkywardError } from "../errors/errors.js";
 import type { SkywardEvent } from "../observe/events.js";
@@ -53,8 +54,15 @@ export async function resumePool(request: PoolRequest, resume: PoolResume): Prom
   return { pool, internals: PoolRuntime.internals(pool) };
 }
 
+/** The spec with its plugins' secrets joined to its own (its own source wins for a shared name). */
+function withPluginSecrets(spec: PoolSpec): PoolSpec {
+  const fromPlugins = collectPluginSecrets(spec.plugins);
+  if (Object.keys(fromPlugins).length === 0) return spec;
+  return Object.freeze({ ...spec, secrets: Object.freeze({ ...fromPlugins, ...spec.secrets }) });
+}
+
 async function launch(request: PoolRequest, resume: PoolResume | undefined): Promise<PoolRuntime> {
-  const { specs } = request;
+  const specs = request.specs.map(withPluginSecrets);
   const first = specs[0] as PoolSpec;
   for (const [index, spec] of specs.entries()) {
     const path = specs.length > 1 ? `specs[${index}].nodes.max` : "nodes.max";
