@@ -44,7 +44,7 @@ describe("selectProviderEntries", () => {
       { name: "runpod", type: "runpod", package: "@skyward/provider-runpod", settings: {} },
     ]);
     expect(() => selectProviderEntries(configured, ["azure"])).toThrow(
-      'unknown provider "azure": expected one of "east", "west", "aws", "gcp", "hyperstack", "novita", "runpod", "slurm", "ssh", "tensordock", "vastai", "verda"',
+      'unknown provider "azure": expected one of "east", "west", "aws", "gcp", "hyperstack", "kubernetes", "novita", "runpod", "slurm", "ssh", "tensordock", "vastai", "verda"',
     );
   });
 });

@@ -26,8 +26,11 @@ export interface SkippedProvider {
   readonly reason: string;
 }
 
-/** Built-in types with no usable default settings: SSH's hosts and Slurm's login node are the user's own, never guessed. */
-const NEEDS_SETTINGS = new Set(["slurm", "ssh"]);
+/**
+ * Built-in types with no usable default settings: SSH's hosts, Slurm's login node and the Kubernetes
+ * cluster to use are the user's own, never guessed (a kubeconfig on this machine is not consent).
+ */
+const NEEDS_SETTINGS = new Set(["kubernetes", "slurm", "ssh"]);
 
 function builtinEntry(type: string, packageName: string): ProviderEntry {
   return Object.freeze({ name: type, type, package: packageName, settings: Object.freeze({}) });
@@ -36,7 +39,7 @@ function builtinEntry(type: string, packageName: string): ProviderEntry {
 /**
  * The provider entries a command uses: those named by `--provider` (a `[providers.NAME]` entry, every
  * entry of that `type`, or a built-in type), else every `[providers.*]` entry of the configuration,
- * else every built-in type that works with default settings (the clouds, credentials from the environment; not SSH).
+ * else every built-in type that works with default settings (the clouds, credentials from the environment; not SSH, Slurm or Kubernetes).
  */
 export function selectProviderEntries(
   config: SkywardConfig,

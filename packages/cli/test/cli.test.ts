@@ -507,7 +507,7 @@ describe("errors", () => {
     expect(result.code).toBe(2);
     expect(result.stdout).toBe("");
     expect(result.stderr).toContain(
-      'providers.bad.type: unknown provider type "nope": expected one of "aws", "gcp", "hyperstack", "novita", "runpod", "ssh", "tensordock", "vastai", "verda", or set package = "…" for a third-party provider',
+      'providers.bad.type: unknown provider type "nope": expected one of "aws", "gcp", "hyperstack", "kubernetes", "novita", "runpod", "slurm", "ssh", "tensordock", "vastai", "verda", or set package = "…" for a third-party provider',
     );
   });
 
@@ -515,7 +515,7 @@ describe("errors", () => {
     const provider = await run(["instances", "--provider", "nope"]);
     expect(provider.code).toBe(2);
     expect(provider.stderr).toContain(
-      'skyward: unknown provider "nope": expected one of "fake", "cheapfake", "leaky-env", "leaky-toml", "missing", "aws", "gcp", "hyperstack", "novita", "runpod", "ssh", "tensordock", "vastai", "verda"',
+      'skyward: unknown provider "nope": expected one of "fake", "cheapfake", "leaky-env", "leaky-toml", "missing", "aws", "gcp", "hyperstack", "kubernetes", "novita", "runpod", "slurm", "ssh", "tensordock", "vastai", "verda"',
     );
     const command = await run(["launch"]);
     expect(command.code).toBe(2);
