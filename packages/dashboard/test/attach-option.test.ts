@@ -3,10 +3,11 @@
  * attach on, its link announced in the log file; `/api/pool` names where the pool was attached
  * from, and says so once it is detached again.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as sky from "@skyward/core";
+import { eventually } from "@skyward/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import type { PoolPayload } from "../src/index.js";
 
@@ -39,8 +40,11 @@ describe("options.dashboard on attach", () => {
     });
     let link: URL | undefined;
     try {
-      const announced = /"msg":"Dashboard: ([^"]+)"/.exec(readFileSync(logFile, "utf8"));
-      expect(announced).not.toBeNull();
+      // The log file is written through a stream: the line lands shortly after attach() returns.
+      const announcement = () =>
+        /"msg":"Dashboard: ([^"]+)"/.exec(existsSync(logFile) ? readFileSync(logFile, "utf8") : "");
+      expect(await eventually(() => announcement() !== null, 10_000)).toBe(true);
+      const announced = announcement();
       link = new URL((announced as RegExpExecArray)[1] as string);
       expect(link.hostname).toBe("127.0.0.1");
 
