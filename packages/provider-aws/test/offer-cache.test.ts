@@ -113,8 +113,10 @@ describe.skipIf(skipReason !== undefined)("the AWS offer cache against moto", ()
     expect(await asked(counted({}))).toEqual([1]);
     // Nothing listens there: that provider's own offers fail, rather than the first's being handed over.
     vi.stubEnv("AWS_ENDPOINT_URL_EC2", "http://127.0.0.1:9");
+    // The provider's error taxonomy: an endpoint nothing answers is "unavailable", not "no offers".
     await expect(cachedOffers(counted({}).provider, t4, call())).rejects.toMatchObject({
-      name: "ProvisionError",
+      name: "MachineProviderError",
+      kind: "unavailable",
       message: expect.stringContaining("DescribeInstanceTypes"),
     });
   });

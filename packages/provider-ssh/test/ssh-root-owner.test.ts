@@ -76,7 +76,10 @@ describe.skipIf(skipReason !== undefined)(
 
       // The plain case: the released successor's TTL runs out with no one after it — the pool's files
       // are gone, the environment is kept for a later pool.
-      expect(await eventually(() => !existsSync(join(root, "worker.pid")), 30_000)).toBe(true);
+      // The worker removes them one after another as it stops: wait for the last, then check each.
+      expect(await eventually(() => POOL_FILES.every((file) => !existsSync(join(root, file))), 30_000)).toBe(
+        true,
+      );
       for (const file of POOL_FILES) expect(existsSync(join(root, file)), file).toBe(false);
       for (const kept of ["venv", ".content-hash", "runtime/skyward_worker.py"])
         expect(existsSync(join(root, kept)), kept).toBe(true);
