@@ -78,6 +78,12 @@ describe("translateAwsError", () => {
     expect(machineErrorKind(translateAwsError(new Error("socket hang up"), "RunInstances"))).toBe(
       "unavailable",
     );
+    // As the SDK throws it when nothing listens: a plain Error with the socket's code and `$metadata`.
+    const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:9"), {
+      code: "ECONNREFUSED",
+      $metadata: { attempts: 1, totalRetryDelay: 0 },
+    });
+    expect(machineErrorKind(translateAwsError(refused, "DescribeInstanceTypes"))).toBe("unavailable");
     const account = translateAwsError(ec2Error("OptInRequired", 401, "opt in"), "RunInstances") as Error;
     expect(account.message).toContain("this account may not use what was asked");
   });

@@ -114,7 +114,9 @@ export function awsErrorCode(error: unknown): string | undefined {
   if (typeof error !== "object" || error === null) return undefined;
   const candidate = error as { name?: unknown; Code?: unknown; code?: unknown; $metadata?: unknown };
   if (typeof candidate.Code === "string") return candidate.Code;
-  if (candidate.$metadata !== undefined && typeof candidate.name === "string") return candidate.name;
+  // The SDK names a service error by its code; a socket's failure stays an `Error` with its own `code`.
+  if (candidate.$metadata !== undefined && typeof candidate.name === "string" && candidate.name !== "Error")
+    return candidate.name;
   return typeof candidate.code === "string" ? candidate.code : undefined;
 }
 
@@ -287,7 +289,8 @@ export function kindOfAwsError(error: unknown): MachineErrorKind {
   if (RATE_LIMIT_CODES.has(code)) return "rate-limit";
   if (code.endsWith(".NotFound")) return "gone";
   if (RETRYABLE_CODES.has(code) || (status !== undefined && status >= 500)) return "unavailable";
-  if (status === undefined && code === "") return "unavailable";
+  // No answer at all: no code, or a socket's own (`ECONNREFUSED`, `ETIMEDOUT`, `EAI_AGAIN`…).
+  if (status === undefined && (code === "" || /^E[A-Z_]+$/.test(code))) return "unavailable";
   return "bad-request";
 }
 
