@@ -112,6 +112,11 @@ class Options:
         self.interruption_poll_interval: float = parsed.interruption_poll_interval
 
 
+def _utc_now() -> str:
+    """The time now in UTC, as ISO 8601 to the second (an interruption notice's ``time``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 class Worker:
     """The worker: its connections, and the parts it wires (see the module's docstring)."""
 
@@ -224,8 +229,7 @@ class Worker:
         client asked for (``shutdown``) began earlier, and a signal after it changes nothing."""
         if self.stopping:
             return
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.on_interruption({"kind": "preempted", "action": signal_name, "time": now})
+        self.on_interruption({"kind": "preempted", "action": signal_name, "time": _utc_now()})
         self._track(self.loop.create_task(self.stop(f"preempted ({signal_name})", interrupted=True)))
 
     def _send_notice(self, connection: Connection, notice: Dict[str, Any]) -> None:
