@@ -2,8 +2,15 @@
 // in them by name), and the shapes of real ones (private key blocks, Hugging Face/GitHub tokens, AWS
 // access key ids). Prints where each was found, never the secret; exits 1 when anything was found.
 // Usage: node scripts/scan-secrets.mjs <log file or directory>...
-import { globSync, readFileSync } from "node:fs";
-import { plantedSecretsIn, scanForSecrets } from "../packages/testing/dist/index.js";
+import { existsSync, globSync, readFileSync } from "node:fs";
+
+// The scanner is @skyward/testing's, built by the run: a run stopped before its build scans nothing.
+const testing = new URL("../packages/testing/dist/index.js", import.meta.url);
+if (!existsSync(testing)) {
+  console.error("secret scan: not run — @skyward/testing is not built (the run stopped before its build)");
+  process.exit(1);
+}
+const { plantedSecretsIn, scanForSecrets } = await import(testing.href);
 
 const paths = process.argv.slice(2);
 if (paths.length === 0) {
