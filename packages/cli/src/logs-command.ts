@@ -232,21 +232,25 @@ async function follow(
       if (current) emit(await current.newLines());
       const now = await stat(path).catch(() => undefined);
       if (now && now.ino !== current?.inode) {
-        if (current) {
-          emit(await current.newLines());
-          rotated.push({ file: current, until: Date.now() + ROTATED_GRACE_MS });
-          // Generations newer than the one just left, rotated before this look: oldest first. Written
+        const left = current;
+        // Opened first: a generation rotated between the look above and this open is then one of
+        // the files between the one left and the one opened, read below — never skipped.
+        current = await openFollowed(path);
+        if (left) {
+          emit(await left.newLines());
+          rotated.push({ file: left, until: Date.now() + ROTATED_GRACE_MS });
+          // Generations newer than the one just left and not the one opened: oldest first. Written
           // after it, too — when the file was removed rather than rotated, older ones are not reprinted.
-          const left = await current.handle.stat();
+          const leftStat = await left.handle.stat();
           const missed: string[] = [];
           for (let index = 1; ; index += 1) {
             const generation = await stat(`${path}.${index}`).catch(() => undefined);
-            if (!generation || generation.ino === current.inode) break;
-            if (generation.mtimeMs >= left.mtimeMs) missed.unshift(`${path}.${index}`);
+            if (!generation || generation.ino === left.inode) break;
+            if (generation.ino !== current?.inode && generation.mtimeMs >= leftStat.mtimeMs)
+              missed.unshift(`${path}.${index}`);
           }
           for (const file of missed) emit((await readFile(file, "utf8").catch(() => "")).split("\n"));
         }
-        current = await openFollowed(path);
         continue;
       }
       if (now && current && now.size < current.offset) current.rewind();
