@@ -26,6 +26,7 @@ describe("plantedSecretsIn", () => {
       'apiKeyEnv: "fixture-variable", secret_key_env: "x", token: "R2_SECRET_KEY",',
       // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell-style placeholder, not a secret
       'const template = { apiKey: "${value}" };',
+      'collectPluginSecrets: "packages/plugin-huggingface/src/index.test.ts",', // a file, not a secret
     ].join("\n");
     expect(plantedSecretsIn(source, "a.test.ts")).toEqual([
       { name: "a.test.ts: RUNPOD_API_KEY", value: "rp_test_5ecret_key_0123456789" },
