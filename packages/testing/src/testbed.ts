@@ -10,47 +10,45 @@
  * one machine do not break each other.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import {
-  accessSync,
-  constants,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { accessSync, constants, rmSync, statSync } from "node:fs";
 import { copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { join } from "node:path";
 import type { InstanceSsh } from "@skyward/core/contract";
-import { isCi } from "./prerequisites.js";
 import {
   type CommandResult,
   isProcessRunning,
-  processCommandLine,
-  processStartTime,
   runChecked,
   runCommand,
   runCommandSync,
   signalProcess,
   terminateProcesses,
 } from "./process.js";
-
-/** The prefix of every namespace and network interface a test bed creates. */
-export const TESTBED_NAME_PREFIX = "skyt-";
-
-/** Test-bed directories are `<this>/skyward-testbed-<id>`; fixed, because namespaces are machine-wide. */
-export const TESTBED_DIRECTORY_PARENT = "/tmp";
-
-const DIRECTORY_PREFIX = "skyward-testbed-";
-const SUBNET_PREFIX = "10.213";
-const SSHD_PATH = "/usr/sbin/sshd";
-const SSH_PORT = 22;
-const MAX_HOSTS = 200;
-const DEFAULT_CREATE_TIMEOUT_MS = 60_000;
-/** A directory without owner.json younger than this is a test bed being created, not a stale one. */
-const CLAIM_GRACE_MS = 60_000;
+import {
+  bridgeName,
+  combineSignals,
+  DEFAULT_CREATE_TIMEOUT_MS,
+  findExecutable,
+  MAX_HOSTS,
+  mapWithLimit,
+  namespaceName,
+  requireExecutable,
+  SSH_PORT,
+  SSHD_PATH,
+  SUBNET_PREFIX,
+  sleep,
+  TESTBED_DIRECTORY_PARENT,
+  TESTBED_NAME_PREFIX,
+  throwIfAborted,
+  vethName,
+} from "./testbed-common.js";
+import { claimSubnet, listLinks, listNamespaces, namespacePids } from "./testbed-machine.js";
+import {
+  checkTestbedPrerequisites,
+  cleanupStaleTestbeds,
+  requireTestbed,
+  testbedSkipReason,
+} from "./testbed-maintenance.js";
 
 /** One SSH host of a test bed: everything a client needs to log in as root. */
 export interface TestbedHost {
@@ -163,26 +161,6 @@ export interface TestbedSshHostsOptions extends TestbedSshHostOptions {
   indices?: readonly number[];
 }
 
-/** What {@link cleanupStaleTestbeds} removed. */
-export interface StaleTestbedCleanup {
-  /** Namespaces deleted. */
-  namespaces: string[];
-  /** Network interfaces (bridges, veths) deleted in the root namespace. */
-  links: string[];
-  /** Test-bed directories deleted. */
-  directories: string[];
-  /** Pids of processes ended (those inside stale namespaces, and stale sshd listeners). */
-  processes: number[];
-  /** What could not be removed, and why; the cleanup carries on past each. */
-  failures: string[];
-}
-
-interface OwnerRecord {
-  pid: number;
-  startTime: string;
-  createdAt: string;
-}
-
 interface TestbedState {
   octet: number;
   directory: string;
@@ -194,301 +172,6 @@ interface TestbedState {
 
 const liveTestbeds = new Set<TestbedState>();
 let exitHookInstalled = false;
-
-function namespaceName(octet: number, index: number): string {
-  return `${TESTBED_NAME_PREFIX}${octet}-host${index}`;
-}
-
-function vethName(octet: number, index: number): string {
-  return `${TESTBED_NAME_PREFIX}${octet}-v${index}`;
-}
-
-function bridgeName(octet: number): string {
-  return `${TESTBED_NAME_PREFIX}${octet}-br`;
-}
-
-function directoryFor(octet: number): string {
-  return join(TESTBED_DIRECTORY_PARENT, `${DIRECTORY_PREFIX}${octet}`);
-}
-
-/** Finds an executable on PATH or in the usual system directories (sbin is often off a user's PATH). */
-export function findExecutable(name: string): string | undefined {
-  const directories = [
-    ...(process.env.PATH ?? "").split(":").filter((entry) => entry !== ""),
-    "/usr/local/sbin",
-    "/usr/local/bin",
-    "/usr/sbin",
-    "/usr/bin",
-    "/sbin",
-    "/bin",
-  ];
-  for (const directory of directories) {
-    const candidate = join(directory, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      if (statSync(candidate).isFile()) return candidate;
-    } catch {
-      // Not here; try the next directory.
-    }
-  }
-  return undefined;
-}
-
-function requireExecutable(name: string, packageName: string): string {
-  const found = findExecutable(name);
-  if (!found) throw new Error(`the test bed needs \`${name}\`; install it (apt-get install ${packageName})`);
-  return found;
-}
-
-function combineSignals(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal {
-  const deadline = AbortSignal.timeout(timeoutMs);
-  return signal ? AbortSignal.any([signal, deadline]) : deadline;
-}
-
-function throwIfAborted(signal: AbortSignal, what: string): void {
-  if (!signal.aborted) return;
-  const reason: unknown = signal.reason;
-  if (reason instanceof DOMException && reason.name === "TimeoutError") {
-    throw new Error(`${what} did not finish in time`, { cause: reason });
-  }
-  throw new Error(`${what} was aborted`, { cause: reason });
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
-}
-
-/**
- * Runs `fn` over `items` with at most `limit` running at once. After a failure no new item starts,
- * and the call rejects with the first failure only once every running one has settled, so a
- * cleanup that follows never races work still in flight.
- */
-async function mapWithLimit<T, R>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T, index: number) => Promise<R>,
-): Promise<R[]> {
-  const results: R[] = new Array<R>(items.length);
-  const failures: unknown[] = [];
-  let next = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length && failures.length === 0) {
-      const index = next++;
-      try {
-        results[index] = await fn(items[index] as T, index);
-      } catch (error) {
-        failures.push(error);
-      }
-    }
-  });
-  await Promise.all(workers);
-  if (failures.length > 0) throw failures[0];
-  return results;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Inspecting the machine
-// ---------------------------------------------------------------------------------------------
-
-function parseNamespaceList(output: string): string[] {
-  return output
-    .split("\n")
-    .map((line) => line.trim().split(/\s+/)[0] ?? "")
-    .filter((name) => name !== "");
-}
-
-function parseLinkNames(output: string): string[] {
-  const parsed: unknown = JSON.parse(output.trim() === "" ? "[]" : output);
-  if (!Array.isArray(parsed)) return [];
-  const names: string[] = [];
-  for (const entry of parsed as unknown[]) {
-    if (
-      typeof entry === "object" &&
-      entry !== null &&
-      "ifname" in entry &&
-      typeof entry.ifname === "string"
-    ) {
-      names.push(entry.ifname);
-    }
-  }
-  return names;
-}
-
-async function listNamespaces(ip: string, signal?: AbortSignal): Promise<string[]> {
-  const result = await runChecked(ip, ["netns", "list"], { signal });
-  return parseNamespaceList(result.stdout);
-}
-
-async function listLinks(ip: string, signal?: AbortSignal): Promise<string[]> {
-  const result = await runChecked(ip, ["-j", "link", "show"], { signal });
-  return parseLinkNames(result.stdout);
-}
-
-function ipv4ToNumber(address: string): number {
-  const parts = address.split(".").map(Number);
-  return (((parts[0] ?? 0) << 24) | ((parts[1] ?? 0) << 16) | ((parts[2] ?? 0) << 8) | (parts[3] ?? 0)) >>> 0;
-}
-
-function cidrOverlaps(a: string, aPrefix: number, b: string, bPrefix: number): boolean {
-  const prefix = Math.min(aPrefix, bPrefix);
-  if (prefix === 0) return true;
-  const mask = (0xffffffff << (32 - prefix)) >>> 0;
-  return (ipv4ToNumber(a) & mask) >>> 0 === (ipv4ToNumber(b) & mask) >>> 0;
-}
-
-/** Every IPv4 network this machine's root namespace has an address in or a (non-default) route to. */
-async function usedIpv4Networks(ip: string, signal: AbortSignal): Promise<Array<[string, number]>> {
-  const networks: Array<[string, number]> = [];
-  const addresses: unknown = JSON.parse(
-    (await runChecked(ip, ["-j", "-4", "addr", "show"], { signal })).stdout,
-  );
-  if (Array.isArray(addresses)) {
-    for (const link of addresses as unknown[]) {
-      if (typeof link !== "object" || link === null || !("addr_info" in link)) continue;
-      const infos: unknown = link.addr_info;
-      if (!Array.isArray(infos)) continue;
-      for (const info of infos as unknown[]) {
-        if (typeof info !== "object" || info === null) continue;
-        if ("local" in info && typeof info.local === "string" && "prefixlen" in info) {
-          networks.push([info.local, typeof info.prefixlen === "number" ? info.prefixlen : 32]);
-        }
-      }
-    }
-  }
-  const routes: unknown = JSON.parse(
-    (await runChecked(ip, ["-j", "-4", "route", "show"], { signal })).stdout,
-  );
-  if (Array.isArray(routes)) {
-    for (const route of routes as unknown[]) {
-      if (typeof route !== "object" || route === null || !("dst" in route) || typeof route.dst !== "string") {
-        continue;
-      }
-      if (route.dst === "default") continue;
-      const [network, prefix] = route.dst.split("/");
-      if (network) networks.push([network, prefix === undefined ? 32 : Number(prefix)]);
-    }
-  }
-  return networks;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Ownership: which test bed (and which process) a resource belongs to
-// ---------------------------------------------------------------------------------------------
-
-function readOwner(directory: string): OwnerRecord | undefined {
-  try {
-    const parsed: unknown = JSON.parse(readFileSync(join(directory, "owner.json"), "utf8"));
-    if (
-      typeof parsed === "object" &&
-      parsed !== null &&
-      "pid" in parsed &&
-      typeof parsed.pid === "number" &&
-      "startTime" in parsed &&
-      typeof parsed.startTime === "string"
-    ) {
-      const createdAt = "createdAt" in parsed && typeof parsed.createdAt === "string" ? parsed.createdAt : "";
-      return { pid: parsed.pid, startTime: parsed.startTime, createdAt };
-    }
-  } catch {
-    // Missing or unreadable: the caller decides by the directory's age.
-  }
-  return undefined;
-}
-
-/** Whether the test-bed directory belongs to a process that is still running (or is being created). */
-function directoryIsLive(directory: string): boolean {
-  const owner = readOwner(directory);
-  if (owner) return processStartTime(owner.pid) === owner.startTime;
-  try {
-    return Date.now() - statSync(directory).mtimeMs < CLAIM_GRACE_MS;
-  } catch {
-    return false;
-  }
-}
-
-function listTestbedDirectories(): string[] {
-  let entries: string[];
-  try {
-    entries = readdirSync(TESTBED_DIRECTORY_PARENT);
-  } catch {
-    return [];
-  }
-  return entries
-    .filter((entry) => entry.startsWith(DIRECTORY_PREFIX))
-    .map((entry) => join(TESTBED_DIRECTORY_PARENT, entry));
-}
-
-/** Octets of the test beds whose owner is alive, from their directories. */
-function liveOctets(): Set<number> {
-  const live = new Set<number>();
-  for (const directory of listTestbedDirectories()) {
-    const match = /^skyward-testbed-(\d+)$/.exec(directory.slice(TESTBED_DIRECTORY_PARENT.length + 1));
-    if (match && directoryIsLive(directory)) live.add(Number(match[1]));
-  }
-  return live;
-}
-
-/** Whether a `skyt-` resource name belongs to a live owner (a live test bed or a running probe). */
-function nameIsLive(name: string, live: Set<number>): boolean {
-  const probe = /^skyt-probe-(\d+)$/.exec(name);
-  if (probe) return isProcessRunning(Number(probe[1]));
-  const testbed = /^skyt-(\d+)-/.exec(name);
-  return testbed !== null && live.has(Number(testbed[1]));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Creation
-// ---------------------------------------------------------------------------------------------
-
-/**
- * Claims a free /24 for a new test bed: creates its directory (the atomic claim), records this
- * process as its owner, and gives the claim back when the subnet or its names are in use.
- */
-async function claimSubnet(ip: string, signal: AbortSignal): Promise<{ octet: number; directory: string }> {
-  const candidates = 254;
-  const start = Math.floor(Math.random() * candidates);
-  const startTime = processStartTime(process.pid) ?? "";
-  for (let step = 0; step < candidates; step++) {
-    throwIfAborted(signal, "claiming a test-bed subnet");
-    const octet = 1 + ((start + step) % candidates);
-    const directory = directoryFor(octet);
-    try {
-      mkdirSync(directory, { mode: 0o700 });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "EEXIST") continue;
-      throw error;
-    }
-    let taken = true;
-    try {
-      const owner: OwnerRecord = { pid: process.pid, startTime, createdAt: new Date().toISOString() };
-      writeFileSync(join(directory, "owner.json"), `${JSON.stringify(owner)}\n`, { mode: 0o600 });
-      const prefix = `${TESTBED_NAME_PREFIX}${octet}-`;
-      const [namespaces, links, networks] = await Promise.all([
-        listNamespaces(ip, signal),
-        listLinks(ip, signal),
-        usedIpv4Networks(ip, signal),
-      ]);
-      taken =
-        namespaces.some((name) => name.startsWith(prefix)) ||
-        links.some((name) => name.startsWith(prefix)) ||
-        networks.some(([network, length]) =>
-          cidrOverlaps(network, length, `${SUBNET_PREFIX}.${octet}.0`, 24),
-        );
-    } finally {
-      if (taken) rmSync(directory, { recursive: true, force: true });
-    }
-    if (!taken) return { octet, directory };
-  }
-  throw new Error(`no free subnet in ${SUBNET_PREFIX}.0.0/16 for a test bed: run cleanupStaleTestbeds()`);
-}
 
 function installExitHook(): void {
   if (exitHookInstalled) return;
@@ -862,15 +545,6 @@ function teardownTestbed(state: TestbedState, ip: string): Promise<void> {
   return state.teardown;
 }
 
-async function namespacePids(ip: string, namespace: string): Promise<number[]> {
-  const result = await runCommand(ip, ["netns", "pids", namespace]);
-  if (result.exitCode !== 0) return [];
-  return result.stdout
-    .split(/\s+/)
-    .filter((token) => token !== "")
-    .map(Number);
-}
-
 async function runTeardown(state: TestbedState, ip: string): Promise<void> {
   const errors: unknown[] = [];
   const attempt = async (step: () => Promise<unknown>): Promise<void> => {
@@ -924,179 +598,13 @@ async function runTeardown(state: TestbedState, ip: string): Promise<void> {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Stale test beds
-// ---------------------------------------------------------------------------------------------
-
-/**
- * Removes what earlier, crashed runs left behind: every `skyt-` namespace (and the processes in it)
- * and `skyt-` link whose owning test bed's process is gone, stale sshd listeners, and their
- * `/tmp/skyward-testbed-*` directories. Test beds of processes still running — this one's or a
- * parallel run's — are left alone. Safe to call at any time; does nothing in a non-root process
- * (test beds need root). Carries on past failures and lists them in the result.
- */
-export async function cleanupStaleTestbeds(
-  options: { signal?: AbortSignal } = {},
-): Promise<StaleTestbedCleanup> {
-  const report: StaleTestbedCleanup = {
-    namespaces: [],
-    links: [],
-    directories: [],
-    processes: [],
-    failures: [],
-  };
-  const ip = findExecutable("ip");
-  // Test beds need root, so a non-root process has none to clean (and could not remove root's).
-  if (!ip || process.getuid?.() !== 0) return report;
-  const signal = combineSignals(options.signal, 60_000);
-  const live = liveOctets();
-  const attempt = async (what: string, step: () => Promise<void>): Promise<void> => {
-    try {
-      await step();
-    } catch (error) {
-      report.failures.push(`${what}: ${(error as Error).message}`);
-    }
-  };
-
-  for (const namespace of await listNamespaces(ip, signal)) {
-    if (!namespace.startsWith(TESTBED_NAME_PREFIX) || nameIsLive(namespace, live)) continue;
-    await attempt(`namespace ${namespace}`, async () => {
-      const pids = await namespacePids(ip, namespace);
-      await terminateProcesses(pids);
-      report.processes.push(...pids);
-      await runChecked(ip, ["netns", "delete", namespace], { signal });
-      report.namespaces.push(namespace);
-    });
-  }
-  for (const link of await listLinks(ip, signal)) {
-    if (!link.startsWith(TESTBED_NAME_PREFIX) || nameIsLive(link, live)) continue;
-    await attempt(`link ${link}`, async () => {
-      const result = await runCommand(ip, ["link", "delete", link], { signal });
-      // A veth vanishes with its peer's namespace: "cannot find device" means it is gone already.
-      if (result.exitCode === 0) report.links.push(link);
-      else if (!/Cannot find device/i.test(result.stderr)) throw new Error(result.stderr.trim());
-    });
-  }
-  for (const directory of listTestbedDirectories()) {
-    if (directoryIsLive(directory)) continue;
-    await attempt(`directory ${directory}`, async () => {
-      // A listener whose namespace is already deleted still runs; its pid file and command line say it is ours.
-      for (const entry of safeReaddir(directory)) {
-        const pid = Number(safeReadFile(join(directory, entry, "sshd.pid")).trim());
-        if (!Number.isInteger(pid) || pid <= 0) continue;
-        if (processCommandLine(pid)?.includes(directory)) {
-          await terminateProcesses([pid]);
-          report.processes.push(pid);
-        }
-      }
-      await rm(directory, { recursive: true, force: true });
-      report.directories.push(directory);
-    });
-  }
-  return report;
-}
-
-function safeReaddir(directory: string): string[] {
-  try {
-    return readdirSync(directory);
-  } catch {
-    return [];
-  }
-}
-
-function safeReadFile(path: string): string {
-  try {
-    return readFileSync(path, "utf8");
-  } catch {
-    return "";
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Prerequisites
-// ---------------------------------------------------------------------------------------------
-
-/**
- * What this machine lacks for a test bed, as readable sentences; an empty array when everything is
- * there. Checks: Linux, root, `ip`, `/usr/sbin/sshd`, `ssh-keygen`, and that network namespaces,
- * bridges and veth pairs can really be made (by making and deleting a probe namespace).
- */
-export async function checkTestbedPrerequisites(options: { signal?: AbortSignal } = {}): Promise<string[]> {
-  if (process.platform !== "linux") return [`Linux is required (this is ${process.platform})`];
-  const missing: string[] = [];
-  const root = process.getuid?.() === 0;
-  if (!root) missing.push("root is required (network namespaces, bridges, sshd on port 22)");
-  const ip = findExecutable("ip");
-  if (!ip) missing.push("`ip` is not installed (apt-get install iproute2)");
-  try {
-    accessSync(SSHD_PATH, constants.X_OK);
-  } catch {
-    missing.push(`${SSHD_PATH} is not installed (apt-get install openssh-server)`);
-  }
-  if (!findExecutable("ssh-keygen"))
-    missing.push("`ssh-keygen` is not installed (apt-get install openssh-client)");
-  if (root && ip) {
-    const problem = await probeNamespaces(ip, combineSignals(options.signal, 15_000));
-    if (problem) missing.push(problem);
-  }
-  return missing;
-}
-
-async function probeNamespaces(ip: string, signal: AbortSignal): Promise<string | undefined> {
-  const namespace = `${TESTBED_NAME_PREFIX}probe-${process.pid}`;
-  try {
-    const added = await runCommand(ip, ["netns", "add", namespace], { signal });
-    if (added.exitCode !== 0) return `network namespaces are not permitted here: ${added.stderr.trim()}`;
-    const bridge = await runCommand(ip, ["-n", namespace, "link", "add", "probe-br", "type", "bridge"], {
-      signal,
-    });
-    if (bridge.exitCode !== 0) return `bridges cannot be created here: ${bridge.stderr.trim()}`;
-    const veth = await runCommand(
-      ip,
-      ["-n", namespace, "link", "add", "probe-a", "type", "veth", "peer", "name", "probe-b"],
-      {
-        signal,
-      },
-    );
-    if (veth.exitCode !== 0) return `veth pairs cannot be created here: ${veth.stderr.trim()}`;
-    return undefined;
-  } catch (error) {
-    return `network namespaces could not be checked: ${(error as Error).message}`;
-  } finally {
-    await runCommand(ip, ["netns", "delete", namespace]).catch(() => undefined);
-  }
-}
-
-/**
- * Why test-bed suites cannot run here, or undefined when they can. For
- * `describe.skipIf(reason)`; prefer {@link requireTestbed}, which refuses to skip in CI.
- */
-export async function testbedSkipReason(options: { signal?: AbortSignal } = {}): Promise<string | undefined> {
-  const missing = await checkTestbedPrerequisites(options);
-  return missing.length === 0 ? undefined : `the SSH test bed cannot run here: ${missing.join("; ")}`;
-}
-
-/**
- * Like {@link testbedSkipReason}, but under `CI=true` a missing prerequisite throws instead of
- * returning a skip reason: CI must run the test-bed suites, not skip them quietly.
- *
- * @example
- * ```ts
- * import { requireTestbed } from "@skyward/testing";
- * import { describe } from "vitest";
- *
- * const skipReason = await requireTestbed();
- * describe.skipIf(skipReason !== undefined)("over SSH", () => {
- *   // …
- * });
- * ```
- */
-export async function requireTestbed(options: { signal?: AbortSignal } = {}): Promise<string | undefined> {
-  const reason = await testbedSkipReason(options);
-  if (reason !== undefined && isCi()) {
-    throw new Error(
-      `${reason} (CI is set: test-bed suites must run in CI, so this fails instead of skipping)`,
-    );
-  }
-  return reason;
-}
+export type { StaleTestbedCleanup } from "./testbed-maintenance.js";
+export {
+  checkTestbedPrerequisites,
+  cleanupStaleTestbeds,
+  findExecutable,
+  requireTestbed,
+  TESTBED_DIRECTORY_PARENT,
+  TESTBED_NAME_PREFIX,
+  testbedSkipReason,
+};
