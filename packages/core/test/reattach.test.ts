@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { extendImage, Plugin } from "../src/contract.js";
 import * as sky from "../src/index.js";
 import { alive, cleanUpDetached, until } from "./fixtures/processes.js";
 
@@ -70,6 +71,50 @@ describe("detach and attach", () => {
     expect(sky.ConfigurationError.isInstance(refused)).toBe(true);
     await again.resize(1);
     expect(again.nodes()).toHaveLength(1);
+  }, 120_000);
+
+  it("starts a node with the plugins passed again, and refuses others, naming both lists", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-attach-plugins-"));
+    const environment = sky.python<[name: string], string | null>("detach_tasks:environment");
+    // Plugins are code: the attaching caller passes the same ones again (their transform here).
+    const marking = () =>
+      Plugin.create("marking").withImageTransform(({ image }) =>
+        extendImage(image, { env: { MARKED: "yes" } }),
+      );
+    const pool = await sky.compute({
+      provider: sky.Local({ workRoot }),
+      nodes: [1, 2],
+      image: { includes: [tasks] },
+      plugins: [marking()],
+      options: { console: false, autoscaleIdleTimeout: 600 },
+    });
+    const id = await pool.detach();
+    const other = await sky
+      .attach(id, { provider: sky.Local({ workRoot }), plugins: [marking(), Plugin.create("extra")] })
+      .catch((error: unknown) => error);
+    expect(sky.ConfigurationError.isInstance(other)).toBe(true);
+    expect((other as Error).message).toContain(
+      `plugins: expected the plugins pool ${id} was started with, in order (marking), received marking, extra`,
+    );
+    {
+      await using fixed = await sky.attach(id, {
+        provider: sky.Local({ workRoot }),
+        options: { console: false },
+      });
+      const refused = await fixed.resize(2).catch((error: unknown) => error);
+      expect(sky.ConfigurationError.isInstance(refused)).toBe(true);
+      expect((refused as Error).message).toMatch(
+        /has plugins \(marking\).*attach\(id, \{ provider, plugins \}\)/,
+      );
+      await fixed.detach();
+    }
+    await using again = await sky.attach(id, {
+      provider: sky.Local({ workRoot }),
+      plugins: [marking()],
+      options: { console: false },
+    });
+    await again.resize(2);
+    expect(await again.broadcast(environment("MARKED"))).toEqual(["yes", "yes"]);
   }, 120_000);
 
   it("lets a client detach with a submitted task nobody looked at, and the task's outcome comes to attach", async () => {

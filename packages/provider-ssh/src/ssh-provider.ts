@@ -331,7 +331,9 @@ function build(declared: Declared): ProviderV1<SshClusterData> {
       const now = Date.now();
       return free.slice(0, count).map((host) => {
         inUse.add(instanceId(host));
-        return instanceFor(host, cluster, now, hourlyPrice);
+        // These settings' host, with its key: an attached pool's cluster comes from a state file,
+        // which keeps no key.
+        return instanceFor(byId.get(instanceId(host)) ?? host, cluster, now, hourlyPrice);
       });
     },
 

@@ -1,10 +1,11 @@
 /**
  * Whether an attached pool can start nodes: its state file keeps its node bounds and its image
- * (sealed); a node like the others is started with them through a provider the attaching caller
- * gives (`attach(id, { provider })`). Where that cannot be done, the pool keeps its present size and
- * a resize above it is refused with the reason.
+ * (sealed); a node like the others is started with them through the provider the attaching caller
+ * gives (`attach(id, { provider })`), with the plugins it passes again (`plugins`: code, which a
+ * state file cannot hold). Where that cannot be done, the pool keeps its present size and a resize
+ * above it is refused with the reason.
  */
-import type { ProviderV1 } from "../contract/types.js";
+import type { PluginV1, ProviderV1 } from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
 import type { Image } from "../spec/image.js";
 import type { NodesInput } from "../spec/nodes.js";
@@ -20,52 +21,77 @@ export interface AttachGrowth {
   readonly bounds: { readonly min: number; readonly max: number };
   /** The detached pool's image, when its state file has it. */
   readonly image: Image | undefined;
+  /** The plugins a new node is made with: the caller's, once they match the recorded names. */
+  readonly plugins: readonly PluginV1[];
+}
+
+const listed = (names: readonly string[]) => (names.length === 0 ? "none" : names.join(", "));
+
+/**
+ * Refuses `given` plugins that are not the ones the pool was started with (by name, in order): a node
+ * made with others would not be like the pool's.
+ *
+ * @throws {ConfigurationError} naming `plugins`, with both lists.
+ */
+function checkPlugins(state: DetachedPoolState, given: readonly PluginV1[]): void {
+  const recorded = state.plugins ?? [];
+  const names = given.map((plugin) => plugin.name);
+  if (names.length === recorded.length && names.every((name, index) => name === recorded[index])) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "plugins",
+        message: `expected the plugins pool ${state.id} was started with, in order (${listed(recorded)}), received ${listed(names)}`,
+      },
+    ],
+  });
 }
 
 /**
- * How a detached `Local` pool may grow once attached: through `given` (a `Local` provider), with the
- * image the state file recorded, unless the pool had plugins (code the state file cannot hold).
+ * How a detached pool may grow once attached: through `given` (a provider of the pool's type; for a
+ * `Local` pool it is optional, and checked here), with the image the state file recorded and the
+ * caller's `plugins`, which must be the recorded ones. A pool whose state file has no image or
+ * bounds (an older version wrote it), or that had plugins the caller did not pass again, keeps its
+ * present size.
  *
- * @throws {ConfigurationError} naming `provider` when `given` is not a `Local` provider.
+ * @throws {ConfigurationError} naming `provider` when `given` is of another type than the pool's, or
+ *   `plugins` when they are not the pool's.
  */
-export async function localGrowth(
+export async function attachGrowth(
   state: DetachedPoolState,
   // biome-ignore lint/suspicious/noExplicitAny: any provider, whatever its cluster data.
   given: ProviderV1<any> | undefined,
+  plugins: readonly PluginV1[] | undefined,
 ): Promise<AttachGrowth> {
-  if (given !== undefined && given.name !== "local") {
+  if (given !== undefined && given.name !== state.provider) {
     throw new ConfigurationError({
       issues: [
         {
           path: "provider",
-          message: `expected a "local" provider (pool ${state.id} runs there, and a new node of it starts through it), received "${given.name}"`,
+          message: `expected a "${state.provider}" provider (pool ${state.id} runs there, and a new node of it starts through it), received "${given.name}"`,
         },
       ],
     });
   }
+  if (plugins !== undefined) checkPlugins(state, plugins);
   const present = state.nodes.length;
   const bounds = state.nodeBounds ?? { min: present, max: present };
   const image = state.image === undefined ? undefined : (JSON.parse(await openToken(state.image)) as Image);
-  const plugins = state.plugins ?? [];
+  const recorded = state.plugins ?? [];
   const refusal =
     image === undefined || state.nodeBounds === undefined
       ? `pool ${state.id}'s state file records no image or node bounds (an older version wrote it): it keeps its ${present} node${present === 1 ? "" : "s"}`
-      : plugins.length > 0
-        ? `pool ${state.id} has plugins (${plugins.join(", ")}), which are code its state file cannot hold: an attached pool cannot start a node like its others`
+      : recorded.length > 0 && plugins === undefined
+        ? `pool ${state.id} has plugins (${recorded.join(", ")}), which are code its state file cannot hold: attach(id, { provider, plugins }) with them again lets it start nodes like its others`
         : given === undefined
-          ? `pool ${state.id} was attached without a provider to start nodes with: attach(id, { provider }) with a Local provider lets it grow to ${bounds.max}`
+          ? `pool ${state.id} was attached without a provider to start nodes with: attach(id, { provider }) with a "${state.provider}" provider lets it grow to ${bounds.max}`
           : undefined;
-  return { provider: refusal === undefined ? given : undefined, refusal, bounds, image };
-}
-
-/** The refusal of a pool on a provider other than `Local`: growing one attached is not done. */
-export function remoteGrowth(state: DetachedPoolState): AttachGrowth {
-  const present = state.nodes.length;
   return {
-    provider: undefined,
-    refusal: `pool ${state.id} runs on "${state.provider}": an attached pool there keeps its ${present} node${present === 1 ? "" : "s"} (only an attached Local pool starts new ones)`,
-    bounds: state.nodeBounds ?? { min: present, max: present },
-    image: undefined,
+    provider: refusal === undefined ? given : undefined,
+    refusal,
+    bounds,
+    image,
+    plugins: plugins ?? [],
   };
 }
 

@@ -10,7 +10,7 @@
 import { rm } from "node:fs/promises";
 import { CollectionStore } from "../collections/store.js";
 import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
-import type { ProviderV1, RecordedCluster, WorkerEndpoint } from "../contract/types.js";
+import type { PluginV1, ProviderV1, RecordedCluster, WorkerEndpoint } from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
 import { resumePool } from "../pool/create-pool.js";
@@ -27,7 +27,7 @@ import { RemoteRef } from "../protocol/values.js";
 import { validateComputeInput } from "../spec/compute-input.js";
 import { type OptionsInput, optionsSchema } from "../spec/options.js";
 import { type SecretsInput, secretsSchema } from "../spec/secrets.js";
-import { type AttachGrowth, attachedNodes, localGrowth, remoteGrowth } from "./attach-growth.js";
+import { type AttachGrowth, attachedNodes, attachGrowth } from "./attach-growth.js";
 import { attachedLocal, attachedRemote, processAlive } from "./attached-providers.js";
 import { openCollections } from "./collections-state.js";
 import { type Collector, collectDetached, type Reach } from "./collector.js";
@@ -72,15 +72,22 @@ export interface AttachOptions {
   /** Aborts reconnecting. */
   readonly signal?: AbortSignal;
   /**
-   * For a pool on a provider other than `Local`: the provider to reach its nodes through — the same
-   * kind, with the settings and credentials to reach them (the state file records none). Default:
-   * the `[providers.*]` entry of `skyward.toml` (or `~/.skyward/defaults.toml`) of the pool's
-   * provider type, when there is exactly one. For a `Local` pool: a `Local` provider to start new
-   * nodes with, so that the pool grows again within its node bounds (`resize`, autoscaling); without
-   * one it keeps its present size.
+   * The provider of the pool's type, which its new nodes start through: with it the pool grows and
+   * shrinks again within its node bounds (`resize`, autoscaling), each new node made with the
+   * recorded image. For a pool on a provider other than `Local` it is also what its nodes are reached
+   * through — with the settings and credentials to reach them (the state file records none); default
+   * there: the `[providers.*]` entry of `skyward.toml` (or `~/.skyward/defaults.toml`) of the pool's
+   * provider type, when there is exactly one. A `Local` pool attached without one keeps its present
+   * size. A provider of another type is refused, naming both.
    */
   // biome-ignore lint/suspicious/noExplicitAny: any provider, whatever its cluster data.
   readonly provider?: ProviderV1<any>;
+  /**
+   * The plugins the pool was started with, passed again (they are code: the state file records their
+   * names only), in the same order; others are refused, naming both lists. A pool that had plugins
+   * starts new nodes only once they are given; without them it keeps its present size.
+   */
+  readonly plugins?: readonly PluginV1[];
   /**
    * Where this process reads the pool's secrets (the state file keeps their names only), as a spec's
    * `secrets`. Default for each secret the pool was started with: this process's environment variable
@@ -194,7 +201,7 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
       `pool ${id}'s workers are gone (node${gone.length === 1 ? "" : "s"} ${gone.map((node) => node.index).join(", ")}): their TTL ran out or they were stopped`,
     );
   }
-  const growth = await localGrowth(state, options.provider);
+  const growth = await attachGrowth(state, options.provider, options.plugins);
   const token = await openToken(state.token);
   const collections = await restoredCollections(state);
   const collector = await collectDetached(
@@ -221,6 +228,8 @@ async function restoredCollections(state: DetachedPoolState): Promise<Collection
 async function attachRemote(state: DetachedPoolState, options: Attaching): Promise<AttachedPool> {
   const provider = await providerFor(state, options.provider);
   if (!state.cluster || !state.instances) throw new Error(`${state.id}: the state file records no cluster`);
+  // Checked before any worker is reached, as the secrets are.
+  const growth = await attachGrowth(state, provider, options.plugins);
   const cluster: RecordedCluster = state.cluster;
   const token = await openToken(state.token);
   const collections = await restoredCollections(state);
@@ -274,11 +283,11 @@ async function attachRemote(state: DetachedPoolState, options: Attaching): Promi
     return await attached(
       state,
       token,
-      attachedRemote(state, provider, token, cluster, endpoints),
+      attachedRemote(state, provider, token, cluster, endpoints, growth.provider !== undefined),
       collector,
       collections,
       options,
-      remoteGrowth(state),
+      growth,
     );
   } catch (error) {
     closeAll();
@@ -323,9 +332,11 @@ async function attached(
     const resolved = await validateComputeInput({
       provider,
       // Its nodes as they are: the attached provider reconnects the recorded workers; it starts
-      // others (within the pool's bounds) only through a provider the caller gave (attach-growth.ts).
+      // others (within the pool's bounds) only through a provider of the pool's type (attach-growth.ts).
       nodes: attachedNodes(state, growth),
       ttl: state.ttl,
+      // The caller's plugins, checked against the recorded names (attach-growth.ts).
+      plugins: growth.plugins,
       secrets: attachedSecrets(state, options.secrets),
       // The budget and the pool's healing, autoscaling and health-check settings keep applying,
       // unless the caller gives others; the workers' settings are theirs.

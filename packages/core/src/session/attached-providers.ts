@@ -151,10 +151,12 @@ export function attachedLocal(
 }
 
 /**
- * A provider over the running workers of a detached pool on `provider` (SSH-reached): it provisions
- * nothing and starts nothing — its instances are the pool's, its workers' endpoints those
- * `reconnectWorker` reached — while `getInstance`, `terminate`, `teardown` and the self-destruct
- * are the real provider's: closing the pool terminates its instances, as for any pool.
+ * A provider over the running workers of a detached pool on `provider` (SSH-reached): its first
+ * instances are the pool's, their workers' endpoints those `reconnectWorker` reached; with `grow`
+ * (the pool may start nodes: attach-growth.ts) it provisions more through `provider`, in the
+ * recorded cluster, and launches their workers as `provider` does. `getInstance`, `terminate`,
+ * `teardown` and the self-destruct are the real provider's: closing the pool terminates its
+ * instances, as for any pool.
  */
 export function attachedRemote(
   state: DetachedPoolState,
@@ -162,6 +164,7 @@ export function attachedRemote(
   token: string,
   cluster: Omit<Cluster, "spec">,
   endpoints: readonly WorkerEndpoint[],
+  grow: boolean,
 ): ProviderV1 {
   const instances = (state.instances ?? []).map((instance) =>
     Object.freeze({ ...instance, status: "running" as const }),
@@ -170,17 +173,23 @@ export function attachedRemote(
   return {
     specificationVersion: "v1",
     name: provider.name,
-    capabilities: Object.freeze({ ...provider.capabilities, maxInstances: state.nodes.length }),
+    capabilities: Object.freeze(
+      grow ? { ...provider.capabilities } : { ...provider.capabilities, maxInstances: state.nodes.length },
+    ),
     async offers() {
       return [cluster.offer];
     },
     async prepare({ spec }) {
       return Object.freeze({ ...cluster, spec }) as Cluster;
     },
-    provision: handOut(state, instances),
+    provision: handOut(state, instances, grow ? provider : undefined),
     getInstance: (options) => provider.getInstance(options),
-    async launchWorker({ instance, nodeId }): Promise<WorkerEndpoint> {
+    async launchWorker(options): Promise<WorkerEndpoint> {
+      const { instance, nodeId } = options;
       const index = state.nodes.findIndex((node) => node.instanceId === instance.id);
+      // A node the attached pool started (on a host it had let go of, too): its worker is launched
+      // as on any pool of the provider.
+      if (grow && (index < 0 || launched.has(index))) return provider.launchWorker(options);
       const endpoint = endpoints[index];
       if (!endpoint || launched.has(index)) {
         throw new Error(`pool ${state.id}: node ${nodeId} (${instance.id}) has no worker to attach to`);
