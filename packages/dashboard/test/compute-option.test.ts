@@ -2,10 +2,11 @@
  * `options.dashboard` on `compute`: the dashboard is served from before provisioning, its link is
  * announced on the console and in the log file, and the page sees the nodes' provisioning.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as sky from "@skyward/core";
+import { eventually } from "@skyward/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import type { PoolPayload } from "../src/index.js";
 
@@ -36,8 +37,10 @@ describe("options.dashboard", () => {
       expect(state.provider).toBe("local");
       // Seen from its provisioning on: the node's market is known.
       expect(state.nodes.map((node) => [node.index, node.phase, node.spot])).toEqual([[0, "ready", false]]);
-      const log = readFileSync(logFile, "utf8");
-      expect(log).toContain(`"msg":"Dashboard: ${url.href}"`);
+      // The log file is written through a stream: the line lands shortly after its event.
+      const line = `"msg":"Dashboard: ${url.href}"`;
+      const logged = () => existsSync(logFile) && readFileSync(logFile, "utf8").includes(line);
+      expect(await eventually(logged, 10_000)).toBe(true);
     } finally {
       await pool.close();
     }
