@@ -6,34 +6,16 @@
  * back, the VM is deleted, and once closed the fake holds nothing of the pool.
  */
 import * as sky from "@skyward/core";
-import { poolTasks, requireTestbed, testbedAddressAt, useFakeApi } from "@skyward/testing";
+import { poolTasks, requireTestbed } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
-import { Hyperstack } from "../src/hyperstack-provider.js";
-import { startFakeHyperstack } from "./fake-hyperstack.js";
+import { usePooledHyperstack } from "./pooled-fake.js";
 
 const skipReason = await requireTestbed();
 
 describe.skipIf(skipReason !== undefined)(
   "an elastic Hyperstack pool attached again (fake API, test-bed VMs)",
   () => {
-    const pooled = useFakeApi({
-      start: (hosts) => startFakeHyperstack({ hosts }),
-      prefix: "skyward-hyperstack-attach-elastic-",
-      hosts: 2,
-    });
-    /** A new provider object each call, as another process would make it. */
-    const provider = () =>
-      Hyperstack({
-        apiUrl: pooled.fake.apiUrl,
-        apiKey: pooled.fake.apiKey,
-        keysDirectory: pooled.keysDirectory,
-        retryDelayMs: 1,
-        sshUser: "root",
-        sshAddress: (vm) => ({
-          ...testbedAddressAt(pooled.bed.hosts, vm.floatingIp),
-          privateIp: vm.floatingIp,
-        }),
-      });
+    const { pooled, provider } = usePooledHyperstack("skyward-hyperstack-attach-elastic-");
 
     it("creates a VM in the recorded cluster on resize, runs tasks on it, and deletes it when given back", async () => {
       const pool = await sky.compute({

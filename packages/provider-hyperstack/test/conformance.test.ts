@@ -12,12 +12,12 @@ import {
   requireTestbed,
   runFaultMatrix,
   runProviderConformance,
-  testbedAddressAt,
   useFakeApi,
 } from "@skyward/testing";
 import { it } from "vitest";
 import { Hyperstack } from "../src/hyperstack-provider.js";
 import { startFakeHyperstack } from "./fake-hyperstack.js";
+import { usePooledHyperstack } from "./pooled-fake.js";
 
 const api = useFakeApi({ start: () => startFakeHyperstack(), prefix: "skyward-hyperstack-conformance-" });
 const create = () =>
@@ -82,24 +82,7 @@ runFaultMatrix({
 const skipReason = await requireTestbed();
 
 if (skipReason === undefined) {
-  const pooled = useFakeApi({
-    start: (hosts) => startFakeHyperstack({ hosts }),
-    prefix: "skyward-hyperstack-pool-",
-    hosts: 2,
-  });
-  /** The provider against the fake whose VMs are test-bed hosts (a new object each call). */
-  const pooledProvider = () =>
-    Hyperstack({
-      apiUrl: pooled.fake.apiUrl,
-      apiKey: pooled.fake.apiKey,
-      keysDirectory: pooled.keysDirectory,
-      retryDelayMs: 1,
-      sshUser: "root",
-      sshAddress: (vm) => ({
-        ...testbedAddressAt(pooled.bed.hosts, vm.floatingIp),
-        privateIp: vm.floatingIp,
-      }),
-    });
+  const { pooled, provider: pooledProvider } = usePooledHyperstack("skyward-hyperstack-pool-");
 
   runProviderConformance({
     name: "hyperstack, a whole pool on test-bed hosts (fake Infrahub API)",
