@@ -110,7 +110,7 @@ describe.skipIf(skipReason !== undefined)("an elastic SSH pool attached again", 
       const root = scratch.bed.hosts[1]?.root as string;
       expect(readFileSync(`${root}/marker.txt`, "utf8")).toBe("made with the marker plugin");
 
-      // Idle (the recorded 5 s), the new node is given back; the head stays.
+      // Idle (the recorded 10 s), the new node is given back; the head stays.
       expect(await eventually(() => pool.nodes().length === 1 && destroyed.length === 1, 60_000)).toBe(true);
       expect(scaling.at(-1)).toMatchObject({ from: 2, to: 1, reason: expect.stringMatching(/idle/) });
       expect(destroyed).toEqual([`ssh:${hosts[1]?.user}@${hosts[1]?.host}:${hosts[1]?.port}`]);
