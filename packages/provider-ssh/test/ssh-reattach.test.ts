@@ -195,7 +195,8 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
       if (!host) throw new Error("no test-bed host 2");
       const pool = await sky.compute({
         provider: SSH({ hosts: [host] }),
-        ttl: 10,
+        // Long enough for two cold CLI starts on a loaded machine before the attach reaches the worker.
+        ttl: 30,
         image: { includes: [tasks] },
         options: { console: false },
       });
@@ -245,8 +246,8 @@ describe.skipIf(skipReason !== undefined)("detach and attach over SSH on a 3-hos
         .map((line) => JSON.parse(line) as { ok: boolean; value: unknown; name: string });
       expect(outcomes).toMatchObject([{ ok: true, value: "from-the-cli", name: "ssh_detach_tasks:slow" }]);
       expect(existsSync(`${process.env.SKYWARD_HOME}/pools/${id}.json`)).toBe(false);
-      // Closed: the worker was released, waits out its TTL (10 s), then stops.
-      expect(await eventually(() => !alive(workerPid as number), 30_000)).toBe(true);
+      // Closed: the worker was released, waits out its TTL (30 s), then stops.
+      expect(await eventually(() => !alive(workerPid as number), 90_000)).toBe(true);
       await rm(project, { recursive: true, force: true });
     },
     240_000,
