@@ -171,6 +171,8 @@ export interface PoolJobRequest {
   readonly gpus?: { readonly count: number; readonly type?: string };
   readonly cpusPerNode?: number;
   readonly memoryGbPerNode?: number;
+  /** Nodes it must not be given (`--exclude`): those the pool already holds. */
+  readonly exclude?: readonly string[];
   readonly extra: readonly string[];
   /** Where the job's own output goes (it prints nothing unless Slurm has something to say). */
   readonly output: string;
@@ -199,6 +201,7 @@ export function sbatchArguments(request: PoolJobRequest): string[] {
     args.push(`--gres=gpu:${request.gpus.type ? `${request.gpus.type}:` : ""}${request.gpus.count}`);
   if (request.cpusPerNode !== undefined) args.push(`--cpus-per-task=${request.cpusPerNode}`);
   if (request.memoryGbPerNode !== undefined) args.push(`--mem=${Math.ceil(request.memoryGbPerNode * 1024)}M`);
+  if (request.exclude && request.exclude.length > 0) args.push(`--exclude=${request.exclude.join(",")}`);
   args.push(...request.extra);
   // `exec sleep`: the batch shell becomes the sleep, so a cancel's signal ends it at once.
   args.push("--wrap", "exec sleep infinity");

@@ -228,6 +228,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
   const submitJob = async (
     cluster: Cluster<SlurmClusterData>,
     count: number,
+    exclude: readonly string[],
     signal?: AbortSignal,
   ): Promise<SlurmJob> => {
     const { partition } = cluster.specific;
@@ -247,6 +248,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         : {}),
       ...(spec.vcpus !== undefined ? { cpusPerNode: spec.vcpus } : {}),
       ...(spec.memoryGb !== undefined ? { memoryGbPerNode: spec.memoryGb } : {}),
+      exclude,
       extra: declared.sbatchOptions,
       output: "/dev/null",
     });
@@ -390,11 +392,15 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
       const preemptible = cluster.offer.spotPrice !== null;
       // The pool's first nodes are one job, which Slurm starts all at once; nodes an elastic pool adds
       // later are one job each, so that each can be given back alone (scancel).
-      const grows = [...jobs.values()].some((job) => job.cluster === cluster.id);
-      const sizes = grows ? Array.from({ length: count }, () => 1) : [count];
+      const own = [...jobs.values()].filter((job) => job.cluster === cluster.id);
+      const sizes = own.length > 0 ? Array.from({ length: count }, () => 1) : [count];
+      // Each of the pool's nodes is a machine of its own: Slurm would otherwise fit an added job beside
+      // one the pool holds.
+      const held = own.flatMap((job) => job.names?.filter((_, index) => !job.released.has(index)) ?? []);
       const instances: Instance[] = [];
       for (const size of sizes) {
-        const job = await submitJob(cluster, size, signal);
+        const job = await submitJob(cluster, size, held, signal);
+        held.push(...job.nodes);
         for (let index = 0; index < size; index += 1)
           instances.push(instanceFor(cluster, job, index, addresses, undefined, preemptible));
       }
