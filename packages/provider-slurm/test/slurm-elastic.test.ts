@@ -5,15 +5,10 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import {
-  createSlurmTestbed,
-  requireSlurmTestbed,
-  type ScratchSkywardHome,
-  type SlurmTestbed,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { requireSlurmTestbed } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { Slurm } from "../src/index.js";
+import { useSlurmSuite } from "./fixtures/slurm-suite.js";
 
 const skipReason = await requireSlurmTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/slurm_tasks.py", import.meta.url));
@@ -22,26 +17,11 @@ const info = sky.python<[], { slurm_node: string | null; slurm_job: string | nul
 const sleep = sky.python<[number], number>("slurm_tasks:sleep");
 
 describe.skipIf(skipReason !== undefined)("An elastic Slurm pool on the Slurm test bed", () => {
-  let slurm: SlurmTestbed;
-  let home: ScratchSkywardHome;
-
-  beforeAll(async () => {
-    home = await useScratchSkywardHome("skyward-slurm-elastic-");
-    slurm = await createSlurmTestbed({ computeNodes: 2, gpusPerNode: 0 });
-  }, 120_000);
-
-  afterEach(async () => {
-    await slurm?.exec(["scancel", "--user=root"]);
-  });
-
-  afterAll(async () => {
-    await slurm?.teardown();
-    await home?.restore();
-  }, 60_000);
+  const suite = useSlurmSuite("skyward-slurm-elastic-", { computeNodes: 2, gpusPerNode: 0 });
 
   /** The queue, one `<job> <state> <node count> <nodes>` line per job, by job id. */
   const squeue = async () =>
-    (await slurm.exec(["squeue", "-h", "--sort=i", "-o", "%i %T %D %N"])).stdout.trim().split("\n");
+    (await suite.slurm.exec(["squeue", "-h", "--sort=i", "-o", "%i %T %D %N"])).stdout.trim().split("\n");
 
   it("gives an idle node back by shrinking its job, grows under load with a job of its own, and cancels that job when its node idles", async () => {
     const scaling: sky.ScalingEvent[] = [];
@@ -49,8 +29,8 @@ describe.skipIf(skipReason !== undefined)("An elastic Slurm pool on the Slurm te
       await using pool = await sky.compute(
         {
           provider: Slurm({
-            login: slurm.loginSettings,
-            sharedDirectory: slurm.sharedDirectory,
+            login: suite.slurm.loginSettings,
+            sharedDirectory: suite.slurm.sharedDirectory,
             timeLimit: 10,
           }),
           nodes: { desired: 2, min: 1, max: 2 },

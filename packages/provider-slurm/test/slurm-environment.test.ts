@@ -7,16 +7,10 @@ import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import {
-  createSlurmTestbed,
-  requireEnvironmentModules,
-  requireSlurmTestbed,
-  type ScratchSkywardHome,
-  type SlurmTestbed,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { requireEnvironmentModules, requireSlurmTestbed } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { Slurm, type SlurmSettings } from "../src/index.js";
+import { useSlurmSuite } from "./fixtures/slurm-suite.js";
 
 const skipReason = await requireSlurmTestbed();
 const modulesSkipReason = requireEnvironmentModules();
@@ -28,39 +22,24 @@ const environmentHome = sky.python<[], { prefix: string; slurm_node: string | nu
 );
 
 describe.skipIf(skipReason !== undefined)("A Slurm pool's environment on the Slurm test bed", () => {
-  let slurm: SlurmTestbed;
-  let home: ScratchSkywardHome;
-
-  beforeAll(async () => {
-    home = await useScratchSkywardHome("skyward-slurm-environment-");
-    slurm = await createSlurmTestbed({ computeNodes: 2, gpusPerNode: 0 });
-  }, 120_000);
-
-  afterEach(async () => {
-    await slurm?.exec(["scancel", "--user=root"]);
-  });
-
-  afterAll(async () => {
-    await slurm?.teardown();
-    await home?.restore();
-  }, 60_000);
+  const suite = useSlurmSuite("skyward-slurm-environment-", { computeNodes: 2, gpusPerNode: 0 });
 
   const settings = (extra: Partial<SlurmSettings> = {}): SlurmSettings => {
     return {
-      login: slurm.loginSettings,
-      sharedDirectory: slurm.sharedDirectory,
+      login: suite.slurm.loginSettings,
+      sharedDirectory: suite.slurm.sharedDirectory,
       timeLimit: 10,
       ...extra,
     };
   };
-  const squeue = async () => (await slurm.exec(["squeue", "-h", "-o", "%i %j %T %N"])).stdout.trim();
+  const squeue = async () => (await suite.slurm.exec(["squeue", "-h", "-o", "%i %j %T %N"])).stdout.trim();
 
   it.skipIf(modulesSkipReason !== undefined)(
     "loads the settings' environment modules before the worker starts",
     async () => {
-      await mkdir(join(slurm.moduleDirectory, "skyward-test"), { recursive: true });
+      await mkdir(join(suite.slurm.moduleDirectory, "skyward-test"), { recursive: true });
       await writeFile(
-        join(slurm.moduleDirectory, "skyward-test", "1.0.lua"),
+        join(suite.slurm.moduleDirectory, "skyward-test", "1.0.lua"),
         'setenv("SKYWARD_MODULE_TEST", "loaded by Lmod")\n',
       );
       await using pool = await sky.compute({
@@ -72,7 +51,7 @@ describe.skipIf(skipReason !== undefined)("A Slurm pool's environment on the Slu
       });
       expect(await pool.run(environment("SKYWARD_MODULE_TEST"))).toBe("loaded by Lmod");
       // The login node's sessions do not have it: the module, loaded in the worker's step, set it.
-      expect((await slurm.exec(["printenv", "SKYWARD_MODULE_TEST"])).stdout).toBe("");
+      expect((await suite.slurm.exec(["printenv", "SKYWARD_MODULE_TEST"])).stdout).toBe("");
     },
     120_000,
   );
@@ -99,7 +78,7 @@ describe.skipIf(skipReason !== undefined)("A Slurm pool's environment on the Slu
   it("bootstraps each node in its own node-local directory when told to, and removes it at the end", async () => {
     {
       await using pool = await sky.compute({
-        provider: Slurm(settings({ nodeLocalDirectory: slurm.nodeLocalDirectory })),
+        provider: Slurm(settings({ nodeLocalDirectory: suite.slurm.nodeLocalDirectory })),
         nodes: 2,
         image: { includes: [tasks] },
         ttl: 0,
@@ -109,21 +88,21 @@ describe.skipIf(skipReason !== undefined)("A Slurm pool's environment on the Slu
       expect(new Set(homes.map((entry) => entry.slurm_node))).toEqual(new Set(["node1", "node2"]));
       // Both workers run a Python environment at the same node-local path...
       expect(new Set(homes.map((entry) => entry.prefix)).size).toBe(1);
-      expect(homes[0]?.prefix.startsWith(`${slurm.nodeLocalDirectory}/slurm-`)).toBe(true);
+      expect(homes[0]?.prefix.startsWith(`${suite.slurm.nodeLocalDirectory}/slurm-`)).toBe(true);
       // ...whose bootstrap ran there, on each node: the directory is each node's own (a tmpfs in its
       // namespace), and the shared filesystem, as the login node sees it, has nothing at that path.
       expect(homes.map((entry) => entry.bootstrap_log)).toEqual([true, true]);
-      expect(await readdir(slurm.nodeLocalDirectory)).toEqual([]);
+      expect(await readdir(suite.slurm.nodeLocalDirectory)).toEqual([]);
     }
     await expect.poll(squeue, { timeout: 30_000 }).toBe("");
     // The pool's end removed the environment from both nodes: a later job there finds nothing.
-    const listed = await slurm.exec([
+    const listed = await suite.slurm.exec([
       "srun",
       "--nodes=2",
       "--ntasks-per-node=1",
       "sh",
       "-c",
-      `printf '%s:' "$SLURMD_NODENAME"; ls -A ${slurm.nodeLocalDirectory} | tr '\\n' ' '; echo`,
+      `printf '%s:' "$SLURMD_NODENAME"; ls -A ${suite.slurm.nodeLocalDirectory} | tr '\\n' ' '; echo`,
     ]);
     expect(listed.exitCode, listed.stderr).toBe(0);
     expect(listed.stdout.trim().split("\n").sort()).toEqual(["node1:", "node2:"]);
