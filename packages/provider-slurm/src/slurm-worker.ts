@@ -3,9 +3,10 @@
  * runtime, the includes and the bootstrap script are unpacked once per pool in its directory on the
  * shared filesystem, and the bootstrap runs once, on the job's first node to start (one virtual
  * environment for every node) — or, with `nodeLocalDirectory`, they are staged per node there and
- * each node copies them to its own disk and runs the bootstrap for itself. Each worker is then an `srun` step of the job on its node
- * (`--overlap`, inside the allocation), listening on the node's cluster address; the client reaches it
- * through an SSH tunnel that the login node opens to that address.
+ * each node copies them to its own disk and runs the bootstrap for itself. Each worker is then an
+ * `srun` step of the job on its node (`--overlap`, inside the allocation), listening on the node's
+ * cluster address; the client reaches it through an SSH tunnel that the login node opens to that
+ * address.
  */
 import {
   BootstrapError,
