@@ -41,7 +41,7 @@ describe.skipIf(skipReason !== undefined)("An elastic Slurm pool on the Slurm te
             bootstrapTimeout: 240,
             reconcileTickInterval: 0.2,
             autoscaleCooldown: 0.5,
-            autoscaleIdleTimeout: 3,
+            autoscaleIdleTimeout: 5,
           },
         },
         { onEvent: (event) => (event.type === "scaling" ? scaling.push(event) : undefined) },
