@@ -135,6 +135,8 @@ skyward_ensure_system_packages() {
   # The Slurm provider's tests start a real Slurm (slurmctld, slurmd, munged) in the test bed's namespaces.
   [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] || missing+=(slurm-wlm)
   [ -x /usr/sbin/munged ] || missing+=(munge)
+  # Their environment-modules test loads a module file with Lmod's `module` on the compute nodes.
+  [ -f /usr/share/lmod/lmod/init/bash ] || missing+=(lmod)
   # The dashboard's browser tests drive Debian's headless Chromium (playwright-core, no bundled browser).
   [ -x /usr/bin/chromium ] || missing+=(chromium)
   [ ${#missing[@]} -eq 0 ] && return 0

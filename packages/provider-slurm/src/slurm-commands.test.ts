@@ -103,6 +103,7 @@ describe("the pool's job", () => {
       gpus: { count: 4, type: "a100" },
       cpusPerNode: 16,
       memoryGbPerNode: 1.5,
+      exclude: ["gpu01", "gpu02"],
       extra: ["--constraint=ib"],
       output: "/dev/null",
     });
@@ -121,6 +122,7 @@ describe("the pool's job", () => {
       "--gres=gpu:a100:4",
       "--cpus-per-task=16",
       "--mem=1536M",
+      "--exclude=gpu01,gpu02",
       "--constraint=ib",
       "--wrap",
       "exec sleep infinity",

@@ -23,12 +23,25 @@ export interface SlurmNode {
   readonly address: string;
 }
 
-/** The `|`-separated rows of a tool's output that have at least `count` fields. */
-function rows(output: string, count: number): string[][] {
+/**
+ * The `|`-separated rows of a tool's output, each a record of the named fields; the last field takes
+ * the rest of its line (a job's comment may hold `|`). Lines with fewer fields are not rows.
+ */
+function rows<const Names extends readonly string[]>(
+  output: string,
+  names: Names,
+): Record<Names[number], string>[] {
+  const last = names.length - 1;
   return output
     .split("\n")
     .map((line) => line.trim().split("|"))
-    .filter((fields) => fields.length >= count);
+    .filter((fields) => fields.length >= names.length)
+    .map(
+      (fields) =>
+        Object.fromEntries(
+          names.map((name, index) => [name, index === last ? fields.slice(last).join("|") : fields[index]]),
+        ) as Record<Names[number], string>,
+    );
 }
 
 /** The `sinfo` output format {@link parseNodes} reads. */
@@ -37,16 +50,8 @@ export const SINFO_NODE_FORMAT = "%N|%P|%c|%m|%G|%T|%o";
 /** Parses `sinfo -h -N -o "%N|%P|%c|%m|%G|%T|%o"`: one line per node and partition. */
 export function parseNodes(output: string): SlurmNode[] {
   const nodes: SlurmNode[] = [];
-  for (const fields of rows(output, 7)) {
-    const [name, partition, cpus, memory, gres, state, address] = fields as [
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-    ];
+  const fields = ["name", "partition", "cpus", "memory", "gres", "state", "address"] as const;
+  for (const { name, partition, cpus, memory, gres, state, address } of rows(output, fields)) {
     const gpu = parseGpuGres(gres);
     nodes.push({
       name,
@@ -123,17 +128,21 @@ export const SQUEUE_FORMAT = "%i|%j|%T|%r|%N|%P|%V|%D|%k";
 /** Parses `squeue -h -o "%i|%j|%T|%r|%N|%P|%V|%D|%k"` (the comment last: it may hold `|`). */
 export function parseJobs(output: string): SlurmJob[] {
   const jobs: SlurmJob[] = [];
-  for (const fields of rows(output, 9)) {
-    const [id, name, state, reason, nodes, partition, submitted, nodeCount] = fields as [
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-    ];
+  const fields = [
+    "id",
+    "name",
+    "state",
+    "reason",
+    "nodes",
+    "partition",
+    "submitted",
+    "nodeCount",
+    "comment",
+  ] as const;
+  for (const { id, name, state, reason, nodes, partition, submitted, nodeCount, comment } of rows(
+    output,
+    fields,
+  )) {
     jobs.push({
       id,
       name,
@@ -142,7 +151,7 @@ export function parseJobs(output: string): SlurmJob[] {
       nodes: state === "PENDING" ? [] : expandHostList(nodes),
       partition,
       nodeCount: Number(nodeCount) || 0,
-      comment: fields.slice(8).join("|"),
+      comment,
       submittedAt: Date.parse(`${submitted}Z`),
     });
   }
@@ -162,6 +171,8 @@ export interface PoolJobRequest {
   readonly gpus?: { readonly count: number; readonly type?: string };
   readonly cpusPerNode?: number;
   readonly memoryGbPerNode?: number;
+  /** Nodes it must not be given (`--exclude`): those the pool already holds. */
+  readonly exclude?: readonly string[];
   readonly extra: readonly string[];
   /** Where the job's own output goes (it prints nothing unless Slurm has something to say). */
   readonly output: string;
@@ -190,6 +201,7 @@ export function sbatchArguments(request: PoolJobRequest): string[] {
     args.push(`--gres=gpu:${request.gpus.type ? `${request.gpus.type}:` : ""}${request.gpus.count}`);
   if (request.cpusPerNode !== undefined) args.push(`--cpus-per-task=${request.cpusPerNode}`);
   if (request.memoryGbPerNode !== undefined) args.push(`--mem=${Math.ceil(request.memoryGbPerNode * 1024)}M`);
+  if (request.exclude && request.exclude.length > 0) args.push(`--exclude=${request.exclude.join(",")}`);
   args.push(...request.extra);
   // `exec sleep`: the batch shell becomes the sleep, so a cancel's signal ends it at once.
   args.push("--wrap", "exec sleep infinity");

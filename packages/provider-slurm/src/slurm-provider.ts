@@ -14,7 +14,6 @@ import {
   type LeftPoolResource,
   NoCapacityError,
   type Offer,
-  type OfferQuery,
   type PoolResource,
   type ProgressReport,
   type ProviderV1,
@@ -32,14 +31,16 @@ import {
   parseSubmittedJobId,
   SINFO_NODE_FORMAT,
   type SlurmJob,
-  type SlurmNode,
   SQUEUE_FORMAT,
   sbatchCommand,
 } from "./slurm-commands.js";
 import { loginLabel, SlurmLogin } from "./slurm-login.js";
+import { offerOf, type Partition, partitionsOf, USABLE_STATES } from "./slurm-offers.js";
 import { rateOf, type SlurmDeclared, type SlurmSettings, settingsSchema } from "./slurm-settings.js";
 import {
   bootstrapPool,
+  bootstrapsPerNode,
+  removeNodeEnvironments,
   type SlurmClusterData,
   type SlurmPlacement,
   startSlurmWorker,
@@ -47,8 +48,6 @@ import {
 
 /** The file in a pool's directory that records its pool id. */
 const POOL_FILE = ".skyward-pool";
-/** Node states in which a node can be given to a job (now or once it is free). */
-const USABLE_STATES = new Set(["idle", "mixed", "allocated", "completing", "planned"]);
 /** Job states in which the allocation is gone. */
 const ENDED_STATES = new Set([
   "COMPLETED",
@@ -65,39 +64,19 @@ const ENDED_STATES = new Set([
   "SPECIAL_EXIT",
 ]);
 
-/** One partition as its nodes describe it. */
-interface Partition {
-  readonly name: string;
-  readonly isDefault: boolean;
-  /** Its jobs can be preempted (`PreemptMode` other than `OFF`): its capacity is spot capacity. */
-  readonly preemptible: boolean;
-  readonly nodes: readonly SlurmNode[];
-}
-
-function partitionsOf(
-  nodes: readonly SlurmNode[],
-  preemptModes: ReadonlyMap<string, string>,
-): Map<string, Partition> {
-  const partitions = new Map<string, Partition>();
-  for (const node of nodes) {
-    const current = partitions.get(node.partition);
-    partitions.set(node.partition, {
-      name: node.partition,
-      isDefault: (current?.isDefault ?? false) || node.isDefaultPartition,
-      preemptible: (preemptModes.get(node.partition) ?? "OFF").toUpperCase() !== "OFF",
-      nodes: [...(current?.nodes ?? []), node],
-    });
-  }
-  return partitions;
-}
-
-/** The canonical accelerator name of a GRES type (`a100` → `A100`), or the type as it is. */
-function acceleratorNameOf(type: string): string {
-  try {
-    return acceleratorFromName(type.toUpperCase(), "gres").name;
-  } catch {
-    return type;
-  }
+/** A job this provider submitted, as the pool uses it. */
+interface TrackedJob {
+  /** The cluster (pool) it belongs to. */
+  readonly cluster: string;
+  /** How many nodes it was given. */
+  readonly nodes: number;
+  /** Its nodes' indices the pool has let go of. */
+  readonly released: Set<number>;
+  /**
+   * Its nodes in the job's order, recorded when it starts: instance `<job>-<index>` stays on its node
+   * after the job is shrunk (squeue then lists only the nodes kept).
+   */
+  names: readonly string[] | undefined;
 }
 
 /** Instance ids are `<job>-<index>`: node `index` of job `job` (node 0 is the job's first node). */
@@ -158,10 +137,27 @@ export function Slurm(settings: SlurmSettings): ProviderV1<SlurmClusterData> {
 
 function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
   const login = new SlurmLogin(declared);
-  /** Jobs this provider submitted: how many nodes each has, and which of them the pool let go. */
-  const jobs = new Map<string, { nodes: number; released: Set<number> }>();
-  /** One bootstrap per pool (shared filesystem: one environment for all its nodes). */
+  /** Jobs this provider submitted: their pool, their nodes, and which of them the pool let go. */
+  const jobs = new Map<string, TrackedJob>();
+  /**
+   * One bootstrap per pool (shared filesystem: one environment for all its nodes), or per pool and
+   * job and node when the environment is node-local (keys `<cluster>/<job>/<node>`: a job's end
+   * removes its nodes' environments).
+   */
   const bootstraps = new Map<string, Promise<boolean>>();
+  const bootstrapKey = (clusterId: string, placement: SlurmPlacement) =>
+    bootstrapsPerNode(declared) ? `${clusterId}/${placement.jobId}/${placement.nodeName}` : clusterId;
+  /** Node `index` of `job`: where the job placed it, even after the job was shrunk. */
+  const nodeOf = (job: SlurmJob, index: number): string | undefined =>
+    jobs.get(job.id)?.names?.[index] ?? job.nodes[index];
+  /** The indices of `job`'s nodes that are the pool's: all but those it let go of. */
+  const indicesOf = (job: SlurmJob): number[] => {
+    const tracked = jobs.get(job.id);
+    const count = tracked?.nodes ?? Math.max(job.nodeCount, 1);
+    return Array.from({ length: count }, (_, index) => index).filter(
+      (index) => !tracked?.released.has(index),
+    );
+  };
   const where = loginLabel(declared);
   /** Where pools' directories are: `<sharedDirectory>/pools`, by default under the home on the cluster. */
   const poolsDirectory = async (signal?: AbortSignal): Promise<string> =>
@@ -176,7 +172,11 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
     );
     // squeue fails with "Invalid job id specified" once the job has left the controller's memory.
     if (result.code !== 0) return undefined;
-    return parseJobs(result.stdout).find((job) => job.id === jobId);
+    const job = parseJobs(result.stdout).find((entry) => entry.id === jobId);
+    const tracked = jobs.get(jobId);
+    if (job && tracked && tracked.names === undefined && job.nodes.length === tracked.nodes)
+      tracked.names = job.nodes;
+    return job;
   };
   /** Each pending job's place in its partition's queue (1 is next), in the scheduler's order. */
   const queuePositions = async (signal?: AbortSignal): Promise<Map<string, number>> => {
@@ -224,6 +224,59 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
     }
     return partition;
   };
+  /** Submits a job of `count` nodes for `cluster`'s pool; refused at submit is a `ProvisionError`. */
+  const submitJob = async (
+    cluster: Cluster<SlurmClusterData>,
+    count: number,
+    exclude: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<SlurmJob> => {
+    const { partition } = cluster.specific;
+    const spec = cluster.spec;
+    const gpuType =
+      typeof cluster.offer.specific.gpuType === "string" ? cluster.offer.specific.gpuType : undefined;
+    const command = sbatchCommand({
+      jobName: jobNameOf(cluster.id),
+      comment: jobComment(cluster.id, cluster.poolId, partition),
+      nodes: count,
+      partition,
+      ...(declared.account !== undefined ? { account: declared.account } : {}),
+      ...(declared.qos !== undefined ? { qos: declared.qos } : {}),
+      ...(declared.timeLimit !== undefined ? { timeLimit: declared.timeLimit } : {}),
+      ...(spec.accelerator
+        ? { gpus: { count: spec.accelerator.count, ...(gpuType !== undefined ? { type: gpuType } : {}) } }
+        : {}),
+      ...(spec.vcpus !== undefined ? { cpusPerNode: spec.vcpus } : {}),
+      ...(spec.memoryGb !== undefined ? { memoryGbPerNode: spec.memoryGb } : {}),
+      exclude,
+      extra: declared.sbatchOptions,
+      output: "/dev/null",
+    });
+    const submitted = await login.run(command, signal);
+    const jobId = submitted.code === 0 ? parseSubmittedJobId(submitted.stdout) : undefined;
+    if (jobId === undefined) {
+      // Refused at submit (no such account, a QoS limit, a request no node can meet): never queued.
+      throw new ProvisionError({
+        provider: "slurm",
+        isRetryable: false,
+        message: `Slurm refused the pool's job at submit (${count} nodes in partition "${partition}"${declared.account ? `, account "${declared.account}"` : ""}${declared.qos ? `, QoS "${declared.qos}"` : ""}): ${(submitted.stderr.trim() || submitted.stdout.trim()).replace(/^sbatch: error: /gm, "")}`,
+      });
+    }
+    jobs.set(jobId, { cluster: cluster.id, nodes: count, released: new Set(), names: undefined });
+    return (
+      (await readJob(jobId, signal)) ?? {
+        id: jobId,
+        name: jobNameOf(cluster.id),
+        state: "PENDING",
+        reason: "None",
+        nodes: [],
+        partition,
+        nodeCount: count,
+        comment: jobComment(cluster.id, cluster.poolId, partition),
+        submittedAt: Date.now(),
+      }
+    );
+  };
   const instanceFor = (
     cluster: Pick<Cluster, "id" | "poolId" | "offer"> | ClusterFromTags,
     job: SlurmJob,
@@ -234,7 +287,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
   ): Instance => {
     const status: InstanceStatus =
       job.state === "RUNNING" ? "running" : ENDED_STATES.has(job.state) ? "terminated" : "pending";
-    const node = job.nodes[index];
+    const node = nodeOf(job, index);
     const address = node !== undefined ? (addresses.get(node) ?? null) : null;
     const running = status === "running" && address !== null;
     const comment = parseJobComment(job.comment);
@@ -335,52 +388,23 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
           message: `the pool asks for ${count} nodes; partition "${partition}" has ${usable.length} usable of ${nodes.length} (${nodes.map((node) => `${node.name} ${node.state}`).join(", ")}): Slurm could never start the job`,
         });
       }
-      const spec = cluster.spec;
-      const gpuType =
-        typeof cluster.offer.specific.gpuType === "string" ? cluster.offer.specific.gpuType : undefined;
-      const command = sbatchCommand({
-        jobName: jobNameOf(cluster.id),
-        comment: jobComment(cluster.id, cluster.poolId, partition),
-        nodes: count,
-        partition,
-        ...(declared.account !== undefined ? { account: declared.account } : {}),
-        ...(declared.qos !== undefined ? { qos: declared.qos } : {}),
-        ...(declared.timeLimit !== undefined ? { timeLimit: declared.timeLimit } : {}),
-        ...(spec.accelerator
-          ? { gpus: { count: spec.accelerator.count, ...(gpuType !== undefined ? { type: gpuType } : {}) } }
-          : {}),
-        ...(spec.vcpus !== undefined ? { cpusPerNode: spec.vcpus } : {}),
-        ...(spec.memoryGb !== undefined ? { memoryGbPerNode: spec.memoryGb } : {}),
-        extra: declared.sbatchOptions,
-        output: "/dev/null",
-      });
-      const submitted = await login.run(command, signal);
-      const jobId = submitted.code === 0 ? parseSubmittedJobId(submitted.stdout) : undefined;
-      if (jobId === undefined) {
-        // Refused at submit (no such account, a QoS limit, a request no node can meet): never queued.
-        throw new ProvisionError({
-          provider: "slurm",
-          isRetryable: false,
-          message: `Slurm refused the pool's job at submit (${count} nodes in partition "${partition}"${declared.account ? `, account "${declared.account}"` : ""}${declared.qos ? `, QoS "${declared.qos}"` : ""}): ${(submitted.stderr.trim() || submitted.stdout.trim()).replace(/^sbatch: error: /gm, "")}`,
-        });
-      }
-      jobs.set(jobId, { nodes: count, released: new Set() });
-      const job = await readJob(jobId, signal);
-      const placeholder: SlurmJob = job ?? {
-        id: jobId,
-        name: jobNameOf(cluster.id),
-        state: "PENDING",
-        reason: "None",
-        nodes: [],
-        partition,
-        nodeCount: count,
-        comment: jobComment(cluster.id, cluster.poolId, partition),
-        submittedAt: Date.now(),
-      };
       const addresses = new Map(nodes.map((node) => [node.name, node.address]));
-      return Array.from({ length: count }, (_, index) =>
-        instanceFor(cluster, placeholder, index, addresses, undefined, cluster.offer.spotPrice !== null),
-      );
+      const preemptible = cluster.offer.spotPrice !== null;
+      // The pool's first nodes are one job, which Slurm starts all at once; nodes an elastic pool adds
+      // later are one job each, so that each can be given back alone (scancel).
+      const own = [...jobs.values()].filter((job) => job.cluster === cluster.id);
+      const sizes = own.length > 0 ? Array.from({ length: count }, () => 1) : [count];
+      // Each of the pool's nodes is a machine of its own: Slurm would otherwise fit an added job beside
+      // one the pool holds.
+      const held = own.flatMap((job) => job.names?.filter((_, index) => !job.released.has(index)) ?? []);
+      const instances: Instance[] = [];
+      for (const size of sizes) {
+        const job = await submitJob(cluster, size, held, signal);
+        held.push(...job.nodes);
+        for (let index = 0; index < size; index += 1)
+          instances.push(instanceFor(cluster, job, index, addresses, undefined, preemptible));
+      }
+      return instances;
     },
 
     async getInstance({ cluster, id, signal, progress }): Promise<Instance | null> {
@@ -409,12 +433,13 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         });
       }
       const placement: SlurmPlacement = { jobId, nodeName, nodeAddress: instance.privateIp };
-      let bootstrap = bootstraps.get(cluster.id);
+      const key = bootstrapKey(cluster.id, placement);
+      let bootstrap = bootstraps.get(key);
       if (!bootstrap) {
         bootstrap = bootstrapPool(options, declared, placement);
-        bootstraps.set(cluster.id, bootstrap);
+        bootstraps.set(key, bootstrap);
         // A failed bootstrap is tried again by the next launch (a replacement node), not remembered.
-        bootstrap.catch(() => bootstraps.delete(cluster.id));
+        bootstrap.catch(() => bootstraps.delete(key));
       }
       const warm = await bootstrap;
       return startSlurmWorker(options, declared, placement, warm);
@@ -422,6 +447,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
 
     async terminate({ ids, signal }): Promise<void> {
       const cancel = new Set<string>();
+      const shrink = new Set<string>();
       for (const id of ids) {
         const parsed = parseInstanceId(id);
         if (!parsed) continue;
@@ -431,18 +457,32 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
           cancel.add(parsed.jobId);
           continue;
         }
+        if (known.released.has(parsed.index)) continue;
         known.released.add(parsed.index);
-        // A job's nodes are one allocation: it ends once the pool has let go of all of them.
         if (known.released.size >= known.nodes) cancel.add(parsed.jobId);
+        // Slurm cannot take a job's batch host (its node 0) from it: that node is held until the rest go.
+        else if (known.names !== undefined && !known.released.has(0)) shrink.add(parsed.jobId);
+      }
+      for (const jobId of shrink) {
+        const known = jobs.get(jobId);
+        if (!known?.names || cancel.has(jobId)) continue;
+        const names = known.names;
+        const kept = names.filter((_, index) => !known.released.has(index));
+        const given = names.filter((name) => !kept.includes(name));
+        await removeNodeEnvironments(login, declared, known.cluster, jobId, given, signal);
+        // A running job gives nodes back when told which it keeps (Slurm's "scontrol update NodeList").
+        await login.checked(["scontrol", "update", `JobId=${jobId}`, `NodeList=${kept.join(",")}`], signal);
       }
       if (cancel.size > 0) await login.checked(["scancel", ...cancel], signal);
     },
 
     async teardown({ cluster, signal }): Promise<void> {
+      for (const [jobId, job] of jobs) if (job.cluster === cluster.id) jobs.delete(jobId);
       await login.checked(["scancel", `--name=${jobNameOf(cluster.id)}`], signal);
       const root = cluster.specific?.root;
       if (root) await login.run(`rm -rf ${shellQuote(root)}`, signal);
-      bootstraps.delete(cluster.id);
+      for (const key of bootstraps.keys())
+        if (key === cluster.id || key.startsWith(`${cluster.id}/`)) bootstraps.delete(key);
       login.close();
     },
 
@@ -521,7 +561,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
           region: job.partition,
           ssh: null,
         };
-        for (let index = 0; index < Math.max(job.nodeCount, 1); index += 1)
+        for (const index of indicesOf(job))
           instances.push(
             instanceFor(
               cluster,
@@ -536,69 +576,6 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
       return instances;
     },
   };
-}
-
-/**
- * The offer of `partition` for `query`; why it can never run it (numbers named), when the spec asks
- * for more than its nodes have; or undefined when it is simply not what the spec asks for (another
- * accelerator, above the price cap).
- */
-function offerOf(
-  declared: SlurmDeclared,
-  partition: Partition,
-  query: OfferQuery,
-): Offer | string | undefined {
-  const usable = partition.nodes.filter((node) => USABLE_STATES.has(node.state));
-  if (usable.length === 0)
-    return `partition "${partition.name}" has no usable node (${partition.nodes.map((node) => `${node.name} ${node.state}`).join(", ")})`;
-  const maxGpus = Math.max(...usable.map((node) => node.gpus));
-  const gpuType = usable.find((node) => node.gpuType !== undefined)?.gpuType;
-  const acceleratorName =
-    gpuType !== undefined ? acceleratorNameOf(gpuType) : (declared.accelerator?.name ?? "GPU");
-  const wanted = query.accelerator;
-  if (wanted) {
-    if (maxGpus === 0)
-      return `partition "${partition.name}" has no GPUs (GRES gpu); the spec asks for ${wanted.count} ${wanted.name}`;
-    // Untyped GRES are what Slurm({ accelerator }) says they are.
-    if (wanted.name.toUpperCase() !== acceleratorName.toUpperCase()) return undefined;
-    if (wanted.count > maxGpus)
-      return `the spec asks for ${wanted.count} GPUs per node; partition "${partition.name}" has at most ${maxGpus} per node`;
-  }
-  const cpus = Math.max(...usable.map((node) => node.cpus));
-  const memoryGb = Math.max(...usable.map((node) => node.memoryMb)) / 1024;
-  if (query.vcpus !== undefined && query.vcpus > cpus)
-    return `the spec asks for ${query.vcpus} vCPUs per node; partition "${partition.name}" has at most ${cpus}`;
-  if (query.memoryGb !== undefined && query.memoryGb > memoryGb)
-    return `the spec asks for ${query.memoryGb} GB per node; partition "${partition.name}" has at most ${Math.floor(memoryGb)} GB`;
-  const price = rateOf(declared, partition.name);
-  if (query.maxHourlyCost !== undefined && price > query.maxHourlyCost) return undefined;
-  // Spot capacity is a preemptible partition's; on-demand capacity a partition whose jobs stay.
-  if (query.allocation === "spot" && !partition.preemptible) return undefined;
-  if (query.allocation === "on-demand" && partition.preemptible) return undefined;
-  const idle = usable.filter((node) => node.state === "idle").length;
-  return Object.freeze({
-    id: `slurm:${partition.name}`,
-    provider: "slurm",
-    instanceType: `${partition.name}: ${usable.length} nodes${maxGpus > 0 ? `, ${maxGpus}x ${acceleratorName} each` : ""}`,
-    // A spec without an accelerator asks for no GPU: its nodes are CPU-only to the pool.
-    accelerator: wanted
-      ? { name: acceleratorName, count: wanted.count, memoryGb: declared.accelerator?.memoryGb ?? 0 }
-      : null,
-    vcpus: cpus,
-    memoryGb,
-    architecture: "x86_64",
-    region: partition.name,
-    spotPrice: partition.preemptible ? price : null,
-    onDemandPrice: partition.preemptible ? null : price,
-    pricesAsOf: new Date().toISOString().slice(0, 10),
-    specific: Object.freeze({
-      partition: partition.name,
-      nodes: usable.length,
-      idleNodes: idle,
-      gpusPerNode: maxGpus,
-      ...(gpuType !== undefined ? { gpuType } : {}),
-    }),
-  });
 }
 
 /**

@@ -32,6 +32,12 @@ describe("Slurm settings", () => {
       expect.stringMatching(/^Slurm\.sbatchOptions\[0\]: expected one sbatch option/),
     ]);
     expect(issuesOf({ login, nodes: 3 })).toEqual([expect.stringMatching(/nodes/)]);
+    expect(issuesOf({ login, nodeLocalDirectory: "tmp" })).toEqual([
+      expect.stringMatching(/^Slurm\.nodeLocalDirectory: expected an absolute directory/),
+    ]);
+    expect(issuesOf({ login, modules: ["cuda/12.4; rm -rf ~"] })).toEqual([
+      expect.stringMatching(/^Slurm\.modules\[0\]: expected a module name/),
+    ]);
   });
 
   it("accept what a cluster needs", () => {
@@ -44,6 +50,7 @@ describe("Slurm settings", () => {
         timeLimit: "1-12:00:00",
         modules: ["cuda/12.4"],
         sharedDirectory: "/project/ml/skyward",
+        nodeLocalDirectory: "/tmp/skyward",
         ratePerHour: { gpu: 2.5 },
         sbatchOptions: ["--constraint=a100"],
       }),

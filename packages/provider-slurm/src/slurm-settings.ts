@@ -47,6 +47,13 @@ export interface SlurmSettings {
    */
   sharedDirectory?: string;
   /**
+   * A directory on each compute node's own disk (`/tmp`, `/scratch/local`), for clusters whose shared
+   * filesystem is too slow or too small for a Python environment: the environment is then built on
+   * every node, each in its own copy of this directory, instead of once in `sharedDirectory` (which
+   * still holds the pool's staged files, scripts and logs). Removed from the nodes the pool gives back.
+   */
+  nodeLocalDirectory?: string;
+  /**
    * What the cluster's GPUs are, for GRES without a type (`gpu:4` rather than `gpu:a100:4`): a
    * spec's accelerator is matched against it. Typed GRES name their accelerator themselves.
    */
@@ -95,6 +102,10 @@ const loginSchema = z
       });
   });
 
+const absoluteDirectory = z.string().refine((value) => value.startsWith("/") && value !== "/", {
+  message: "expected an absolute directory other than /",
+});
+
 /** `--time`'s forms: minutes, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`. */
 const TIME_PATTERN = /^(\d+-\d{1,2}(:\d{2}){0,2}|\d+(:\d{2}){0,2})$/;
 
@@ -114,12 +125,8 @@ export const settingsSchema = z.strictObject({
   modules: z
     .array(z.string().regex(/^[A-Za-z0-9_./+-]+$/, { message: "expected a module name such as cuda/12.4" }))
     .default([]),
-  sharedDirectory: z
-    .string()
-    .refine((value) => value.startsWith("/") && value !== "/", {
-      message: "expected an absolute directory other than /",
-    })
-    .optional(),
+  sharedDirectory: absoluteDirectory.optional(),
+  nodeLocalDirectory: absoluteDirectory.optional(),
   accelerator: acceleratorSchema.optional(),
   ratePerHour: z.union([rate, z.record(z.string(), rate)]).default(0),
   sbatchOptions: z

@@ -2,9 +2,11 @@
  * Starting a worker on a node of a pool's job: everything goes through the login node. The Python
  * runtime, the includes and the bootstrap script are unpacked once per pool in its directory on the
  * shared filesystem, and the bootstrap runs once, on the job's first node to start (one virtual
- * environment for every node). Each worker is then an `srun` step of the job on its node
- * (`--overlap`, inside the allocation), listening on the node's cluster address; the client reaches it
- * through an SSH tunnel that the login node opens to that address.
+ * environment for every node) — or, with `nodeLocalDirectory`, they are staged per node there and
+ * each node copies them to its own disk and runs the bootstrap for itself. Each worker is then an
+ * `srun` step of the job on its node (`--overlap`, inside the allocation), listening on the node's
+ * cluster address; the client reaches it through an SSH tunnel that the login node opens to that
+ * address.
  */
 import {
   BootstrapError,
@@ -18,7 +20,7 @@ import {
   type WorkerEndpoint,
 } from "@skyward/core/contract";
 import { renderBootstrapScript, runtimeFiles, type SshConnection } from "@skyward/ssh";
-import { connectLogin, loginLabel } from "./slurm-login.js";
+import { connectLogin, loginLabel, type SlurmLogin } from "./slurm-login.js";
 import type { SlurmDeclared } from "./slurm-settings.js";
 
 /** What a pool's cluster records for its workers. */
@@ -54,11 +56,67 @@ export function srunStep(placement: SlurmPlacement, extra: readonly string[] = [
     .join(" ");
 }
 
-/** `module load …; ` for the settings' modules, or nothing. */
+/** The line a step prints to its stderr when the settings' modules do not load. */
+const MODULES_FAILED = "::skyward-modules:: failed";
+
+/** `module load …; ` for the settings' modules (the step exits, saying so, when one fails), or nothing. */
 function moduleLoad(declared: SlurmDeclared): string {
   if (declared.modules.length === 0) return "";
   // `module` is a shell function that login shells define; a batch step's shell may lack it.
-  return `{ command -v module >/dev/null 2>&1 || . /etc/profile.d/modules.sh 2>/dev/null || . /usr/share/lmod/lmod/init/bash 2>/dev/null; }; module load ${declared.modules.map((name) => shellQuote(name)).join(" ")} && `;
+  return `{ command -v module >/dev/null 2>&1 || . /etc/profile.d/modules.sh 2>/dev/null || . /usr/share/lmod/lmod/init/bash 2>/dev/null; }; module load ${declared.modules.map((name) => shellQuote(name)).join(" ")} || { echo ${shellQuote(MODULES_FAILED)} >&2; exit 1; }; `;
+}
+
+/** A pool's environment on each node's own disk, when the settings make it node-local. */
+function nodeLocalEnvironment(declared: SlurmDeclared, clusterId: string): string | undefined {
+  return declared.nodeLocalDirectory !== undefined
+    ? `${declared.nodeLocalDirectory}/${clusterId}`
+    : undefined;
+}
+
+/**
+ * Where a pool's environment (virtual environment, runtime, code, `env.sh`) is on its nodes: the
+ * pool's directory on the shared filesystem, or its directory on each node's own disk.
+ */
+export function environmentRoot(
+  declared: SlurmDeclared,
+  cluster: { readonly id: string; readonly specific: SlurmClusterData },
+): string {
+  return nodeLocalEnvironment(declared, cluster.id) ?? cluster.specific.root;
+}
+
+/**
+ * Removes a node-local environment from `nodeNames` of job `jobId` (a step on each), before the pool
+ * gives them back while the job goes on; best effort. Nodes the job ends with clean up by themselves
+ * (see {@link bootstrapPool}).
+ */
+export async function removeNodeEnvironments(
+  login: SlurmLogin,
+  declared: SlurmDeclared,
+  clusterId: string,
+  jobId: string,
+  nodeNames: readonly string[],
+  signal?: AbortSignal,
+): Promise<void> {
+  const environment = nodeLocalEnvironment(declared, clusterId);
+  if (environment === undefined || nodeNames.length === 0) return;
+  const step = [
+    "srun",
+    `--jobid=${jobId}`,
+    "--overlap",
+    `--nodes=${nodeNames.length}`,
+    "--ntasks-per-node=1",
+    `--nodelist=${nodeNames.join(",")}`,
+    "rm",
+    "-rf",
+    "--",
+    environment,
+  ];
+  await login.run(step.map((word) => shellQuote(word)).join(" "), signal).catch(() => undefined);
+}
+
+/** Whether a pool bootstraps each node for itself (a node-local environment) rather than once. */
+export function bootstrapsPerNode(declared: SlurmDeclared): boolean {
+  return declared.nodeLocalDirectory !== undefined;
 }
 
 /** The worker's command line, listening on the node's cluster address rather than its loopback. */
@@ -83,8 +141,9 @@ function workerCommand(
 }
 
 /**
- * Unpacks the pool's files on the shared filesystem and runs the bootstrap on `placement`'s node,
- * streaming its phases; resolves with whether the environment was already there (warm).
+ * Unpacks the pool's files on the shared filesystem and runs the bootstrap on `placement`'s node
+ * (copying the files to the node's own disk first when the environment is node-local), streaming its
+ * phases; resolves with whether the environment was already there (warm).
  */
 export async function bootstrapPool(
   options: LaunchWorkerOptions<SlurmClusterData>,
@@ -93,7 +152,17 @@ export async function bootstrapPool(
 ): Promise<boolean> {
   const { cluster, nodeId: node, signal } = options;
   const root = cluster.specific.root;
-  const q = (path: string) => shellQuote(`${root}/${path}`);
+  const environment = environmentRoot(declared, cluster);
+  const perNode = bootstrapsPerNode(declared);
+  // Node-local: staged per node (nodes bootstrap at once) and copied to the node's disk by its step.
+  const staged = perNode ? `${root}/stage/${placement.nodeName}` : root;
+  const q = (path: string) => shellQuote(`${staged}/${path}`);
+  const inEnvironment = (path: string) => shellQuote(`${environment}/${path}`);
+  const logTail = () =>
+    tail(
+      ssh,
+      `${perNode ? `${srunStep(placement)} ` : ""}tail -n 40 ${inEnvironment("bootstrap.log")} 2>/dev/null`,
+    );
   const report = (phase: string, status: "started" | "finished" | "failed", durationMs?: number) =>
     options.progress?.({ phase, status, ...(durationMs !== undefined ? { durationMs } : {}) });
   const [runtime, includes] = await Promise.all([
@@ -102,7 +171,7 @@ export async function bootstrapPool(
   ]);
   const script = renderBootstrapScript({
     image: options.image,
-    root,
+    root: environment,
     skywardVersion: version,
     pluginOps: options.pluginOps,
     sudo: declared.login.user !== "root",
@@ -144,8 +213,11 @@ export async function bootstrapPool(
     }
   };
   try {
-    const unpack = `rm -rf ${q("runtime")} ${q("work")} && mkdir -p ${shellQuote(root)} && tar -x -m -C ${shellQuote(root)} -f - && cat >/dev/null`;
-    const bootstrap = `${srunStep(placement)} bash -c ${shellQuote(`${moduleLoad(declared)}bash ${q("bootstrap.sh")}`)}`;
+    const unpack = `rm -rf ${q("runtime")} ${q("work")} && mkdir -p ${shellQuote(staged)} && tar -x -m -C ${shellQuote(staged)} -f - && cat >/dev/null`;
+    const copy = perNode
+      ? `rm -rf ${inEnvironment("runtime")} ${inEnvironment("work")} && mkdir -p ${shellQuote(environment)} && cp -a ${shellQuote(`${staged}/.`)} ${shellQuote(environment)} && `
+      : "";
+    const bootstrap = `${srunStep(placement)} bash -c ${shellQuote(`${moduleLoad(declared)}${copy}bash ${inEnvironment("bootstrap.sh")}`)}`;
     const result = await ssh
       .execWithFiles(
         `if { ${unpack}; }; then echo ${UPLOAD_MARKER}; else s=$?; cat >/dev/null; exit "$s"; fi; ${bootstrap}`,
@@ -156,7 +228,7 @@ export async function bootstrapPool(
         if (signal.aborted || !uploaded) throw error;
         throw new BootstrapError({
           node,
-          logTail: await tail(ssh, q("bootstrap.log")),
+          logTail: await logTail(),
           message: `Bootstrap on node ${node} (${placement.nodeName} of job ${placement.jobId}) did not finish within ${options.timeoutSeconds} s`,
           cause: error,
         });
@@ -168,14 +240,32 @@ export async function bootstrapPool(
         message: `unpacking ${files.length} files into ${root} through the login node failed (exit code ${result.code}): ${(result.stderr.trim() || result.stdout.trim()).slice(-1000)}`,
       });
     }
+    if (!done && result.stderr.includes(MODULES_FAILED)) {
+      const said = result.stderr.replace(MODULES_FAILED, "").trim();
+      throw new BootstrapError({
+        node,
+        logTail: said,
+        message: `Loading the environment modules ${declared.modules.join(", ")} failed on node ${node} (${placement.nodeName} of job ${placement.jobId}), before the bootstrap: ${said.split("\n").slice(0, 3).join(" ").slice(0, 500)}`,
+      });
+    }
     if (!done) {
-      const logTail = (await tail(ssh, q("bootstrap.log"))) || result.stderr.trim();
-      const failed = describeBootstrapFailure(logTail);
+      const bootstrapLog = (await logTail()) || result.stderr.trim();
+      const failed = describeBootstrapFailure(bootstrapLog);
       throw new BootstrapError({
         node,
         ...(failed ? { phase: "plugins" } : {}),
-        logTail,
+        logTail: bootstrapLog,
         message: `Bootstrap failed on node ${node} (${placement.nodeName} of job ${placement.jobId}), exit code ${result.code}${failed ? `: ${failed}` : ""}`,
+      });
+    }
+    if (perNode) {
+      // A step that lives as long as the job holds the node, and removes the environment when Slurm
+      // ends it (SIGTERM: the pool's end, the time limit, a preemption, a client that died).
+      const janitor = `trap 'rm -rf -- "$0"; exit 0' TERM; while :; do sleep 3600 & wait $!; done`;
+      const step = `${srunStep(placement)} bash -c ${shellQuote(janitor)} ${shellQuote(environment)}`;
+      await ssh.exec(`(setsid ${step} >/dev/null 2>&1 </dev/null &)`, {
+        signal,
+        timeoutSeconds: 30,
       });
     }
     return warm;
@@ -184,8 +274,9 @@ export async function bootstrapPool(
   }
 }
 
-async function tail(ssh: SshConnection, path: string): Promise<string> {
-  return ssh.exec(`tail -n 40 ${path} 2>/dev/null`, { timeoutSeconds: 15 }).then(
+/** What `command` (a `tail` of a log) prints, or nothing when it fails. */
+async function tail(ssh: SshConnection, command: string): Promise<string> {
+  return ssh.exec(command, { timeoutSeconds: 15 }).then(
     (output) => output.stdout.trim(),
     () => "",
   );
@@ -204,20 +295,21 @@ export async function startSlurmWorker(
 ): Promise<WorkerEndpoint> {
   const { cluster, nodeId: node, signal } = options;
   const root = cluster.specific.root;
+  const environment = environmentRoot(declared, cluster);
   const directory = `${root}/nodes/${placement.jobId}-${node}`;
   const q = (path: string) => shellQuote(`${directory}/${path}`);
   const started = performance.now();
   options.progress?.({ phase: "worker", status: "started" });
   const start = [
     "#!/bin/bash",
-    `${moduleLoad(declared)}cd ${shellQuote(`${root}/work`)} && . ${shellQuote(`${root}/env.sh`)} || exit 1`,
+    `${moduleLoad(declared)}cd ${shellQuote(`${environment}/work`)} && . ${shellQuote(`${environment}/env.sh`)} || exit 1`,
     `SKYWARD_TOKEN="$(cat ${q("worker.token")})"`,
-    `export SKYWARD_TOKEN PYTHONPATH=${shellQuote(`${root}/runtime`)} PYTHONUNBUFFERED=1`,
+    `export SKYWARD_TOKEN PYTHONPATH=${shellQuote(`${environment}/runtime`)} PYTHONUNBUFFERED=1`,
     `echo $$ > ${q("worker.pid")}`,
     // When Slurm ends the step (preemption, the time limit, scancel) it sends SIGTERM, then SIGKILL
     // after its KillWait: the worker takes SIGTERM for a preemption (the pool hears `node.preempted`
     // and runs its tasks again elsewhere), unless the pool asked it to stop first.
-    `exec ${workerCommand(options, root, placement.nodeAddress)} > ${q("worker.log")} 2>&1`,
+    `exec ${workerCommand(options, environment, placement.nodeAddress)} > ${q("worker.log")} 2>&1`,
     "",
   ].join("\n");
   const gpus = cluster.spec?.accelerator?.count ?? 0;

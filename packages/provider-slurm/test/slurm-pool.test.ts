@@ -6,17 +6,10 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import {
-  createSlurmTestbed,
-  isCi,
-  providerFromToml,
-  requireSlurmTestbed,
-  type ScratchSkywardHome,
-  type SlurmTestbed,
-  useScratchSkywardHome,
-} from "@skyward/testing";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { isCi, providerFromToml, requireSlurmTestbed } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
 import { Slurm, type SlurmSettings } from "../src/index.js";
+import { useSlurmSuite } from "./fixtures/slurm-suite.js";
 
 const skipReason = await requireSlurmTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/slurm_tasks.py", import.meta.url));
@@ -39,35 +32,19 @@ const square = sky.python<[number], number>("slurm_tasks:square");
 const sleep = sky.python<[number], number>("slurm_tasks:sleep");
 
 describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", () => {
-  let slurm: SlurmTestbed;
-  let home: ScratchSkywardHome;
-
-  beforeAll(async () => {
-    home = await useScratchSkywardHome("skyward-slurm-e2e-");
-    slurm = await createSlurmTestbed({ computeNodes: 2, gpusPerNode: 2 });
-  }, 120_000);
-
-  afterEach(async () => {
-    // What a failed test left must not hold the nodes the next one needs.
-    await slurm?.exec(["scancel", "--user=root"]);
-  });
-
-  afterAll(async () => {
-    await slurm?.teardown();
-    await home?.restore();
-  }, 60_000);
+  const suite = useSlurmSuite("skyward-slurm-e2e-", { computeNodes: 2, gpusPerNode: 2 });
 
   const settings = (extra: Partial<SlurmSettings> = {}): SlurmSettings => {
     return {
-      login: slurm.loginSettings,
-      sharedDirectory: slurm.sharedDirectory,
+      login: suite.slurm.loginSettings,
+      sharedDirectory: suite.slurm.sharedDirectory,
       accelerator: sky.accelerators.T4(),
       timeLimit: 10,
       ...extra,
     };
   };
 
-  const squeue = async () => (await slurm.exec(["squeue", "-h", "-o", "%i %j %T %N"])).stdout.trim();
+  const squeue = async () => (await suite.slurm.exec(["squeue", "-h", "-o", "%i %j %T %N"])).stdout.trim();
 
   it("runs a 2-node pool as one job: run, broadcast and map, node 0 the head", async () => {
     {
@@ -91,7 +68,7 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
       // The head is node 0 of the job, at its cluster address; each worker's step sees its GPUs.
       const head = all.find((entry) => entry.is_head);
       expect(head?.node).toBe(0);
-      expect(slurm.computeNodes.map((node) => node.address)).toContain(head?.head_addr);
+      expect(suite.slurm.computeNodes.map((node) => node.address)).toContain(head?.head_addr);
       expect(all.map((entry) => entry.gpus)).toEqual(["0,1", "0,1"]);
 
       expect(await pool.run(square(7))).toBe(49);
@@ -144,15 +121,15 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
   });
 
   const submit = async (args: readonly string[]) => {
-    const result = await slurm.exec(["sbatch", "--parsable", ...args, "--wrap", "exec sleep 600"]);
+    const result = await suite.slurm.exec(["sbatch", "--parsable", ...args, "--wrap", "exec sleep 600"]);
     expect(result.exitCode, result.stderr).toBe(0);
     return result.stdout.trim();
   };
   const stateOf = async (jobId: string) =>
-    (await slurm.exec(["squeue", "-h", "-j", jobId, "-o", "%T"])).stdout.trim();
+    (await suite.slurm.exec(["squeue", "-h", "-j", jobId, "-o", "%T"])).stdout.trim();
 
   it("waits in the queue behind a busy partition, with Slurm's reason and its position, and starts when nodes free up", async () => {
-    const all = `--nodes=${slurm.computeNodes.length}`;
+    const all = `--nodes=${suite.slurm.computeNodes.length}`;
     const holder = await submit([all, "--exclusive"]);
     await expect.poll(() => stateOf(holder), { timeout: 20_000 }).toBe("RUNNING");
     const ahead = await submit([all, "--exclusive"]);
@@ -194,7 +171,7 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
       `^${job}-0 queue started: job ${job} pending \\((Priority|Resources)\\), position 2 in partition main's queue$`,
     );
     await expect.poll(() => said().some((line) => waiting.test(line)), { timeout: 20_000 }).toBe(true);
-    await slurm.exec(["scancel", holder, ahead]);
+    await suite.slurm.exec(["scancel", holder, ahead]);
     await using pool = await starting;
     expect(await pool.run(square(3))).toBe(9);
     expect(said().at(-1)).toMatch(new RegExp(`^${job}-0 queue finished: job ${job} running on \\S+$`));
@@ -241,7 +218,7 @@ describe.skipIf(skipReason !== undefined)("Slurm pools on the Slurm test bed", (
   it.skipIf(!built && !isCi())(
     'is what [providers.x] type = "slurm" in skyward.toml makes, login table included',
     async () => {
-      const { host, identityFile } = slurm.loginSettings;
+      const { host, identityFile } = suite.slurm.loginSettings;
       const { entry, provider } = await providerFromToml(
         `
 [providers.cloud]
@@ -250,7 +227,7 @@ partition = "main"
 time_limit = "0:10:00"
 accelerator = "T4"
 rate_per_hour = { main = 1.5 }
-shared_directory = "${slurm.sharedDirectory}"
+shared_directory = "${suite.slurm.sharedDirectory}"
 login = { host = "${host}", user = "root", identity_file = "${identityFile}" }
 `,
         packageDirectory,

@@ -149,6 +149,7 @@ export {
 export {
   type CreateSlurmTestbedOptions,
   createSlurmTestbed,
+  requireEnvironmentModules,
   requireSlurmTestbed,
   SLURM_TESTBED_PARTITION,
   SLURM_TESTBED_PREEMPTIBLE_PARTITION,

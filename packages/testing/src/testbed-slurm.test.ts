@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { isProcessRunning, processCommandLine, runCommand } from "./process.js";
 import { findExecutable } from "./testbed.js";
@@ -46,6 +46,21 @@ describe.skipIf(skipReason !== undefined)("the Slurm test bed", () => {
   afterAll(async () => {
     await slurm?.teardown();
   }, 60_000);
+
+  it("gives each compute node a directory of its own, which the login node does not see", async () => {
+    const directory = slurm.nodeLocalDirectory;
+    const step = await slurm.exec([
+      "srun",
+      `--nodes=${slurm.computeNodes.length}`,
+      "--ntasks-per-node=1",
+      "sh",
+      "-c",
+      `touch ${directory}/"$SLURMD_NODENAME" && printf '%s:%s\n' "$SLURMD_NODENAME" "$(ls ${directory})"`,
+    ]);
+    expect(step.exitCode, step.stderr).toBe(0);
+    expect(step.stdout.trim().split("\n").sort()).toEqual(["node1:node1", "node2:node2"]);
+    expect(readdirSync(directory)).toEqual([]);
+  });
 
   it("runs a batch job on a compute node, with the GPUs it asked for, and scancel ends it", async () => {
     const submitted = await slurm.exec([

@@ -6,10 +6,16 @@
  * GRES backed by device files, and a second partition is preemptible (`PreemptMode=REQUEUE`), so jobs
  * really queue, run, time out, get cancelled and get preempted by Slurm itself.
  *
- * Nothing of Slurm is installed by hand here: `scripts/toolchain.sh` installs `slurm-wlm` and `munge`.
+ * Each compute node also has a directory of its own (a tmpfs mounted in its namespace, as a node's
+ * local disk), and the login sessions' `MODULEPATH` names a directory of environment module files
+ * (Lmod's `module load` finds them; steps inherit the variable).
+ *
+ * Nothing of Slurm is installed by hand here: `scripts/toolchain.sh` installs `slurm-wlm`, `munge`
+ * and `lmod`.
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
@@ -60,6 +66,16 @@ export interface SlurmTestbed extends AsyncDisposable {
   readonly loginSettings: SlurmTestbedLogin;
   /** A directory every node sees (this machine's filesystem): `Slurm({ sharedDirectory })`. */
   readonly sharedDirectory: string;
+  /**
+   * A directory each compute node sees as its own (a tmpfs mounted in its namespace; what one node
+   * writes there the others and the login node do not see): `Slurm({ nodeLocalDirectory })`.
+   */
+  readonly nodeLocalDirectory: string;
+  /**
+   * The login sessions' `MODULEPATH` (steps inherit it): an environment module file written here,
+   * `<name>/<version>.lua`, is what `module load <name>/<version>` loads on a compute node.
+   */
+  readonly moduleDirectory: string;
   /** The compute nodes, `node1` … in order. */
   readonly computeNodes: readonly SlurmComputeNode[];
   /** GPUs (GRES `gpu`) each compute node declares. */
@@ -184,6 +200,20 @@ export async function requireSlurmTestbed(
   return requirePrerequisite(reason, "the Slurm test bed");
 }
 
+/** Lmod's shell setup, which defines `module` in a shell that lacks it. */
+const LMOD_INIT = "/usr/share/lmod/lmod/init/bash";
+
+/**
+ * Why environment modules cannot be loaded on the Slurm test bed (Lmod is not installed), or
+ * undefined when they can; under `CI=true` a missing Lmod throws instead.
+ */
+export function requireEnvironmentModules(): string | undefined {
+  const reason = existsSync(LMOD_INIT)
+    ? undefined
+    : `Lmod is not installed (${LMOD_INIT} is missing; apt-get install lmod)`;
+  return requirePrerequisite(reason, "environment modules (Lmod) on the Slurm test bed");
+}
+
 /**
  * Starts a Slurm cluster of one login node and `computeNodes` compute nodes on this machine and waits
  * until every node is idle. Needs root and what {@link requireSlurmTestbed} checks. On failure
@@ -221,14 +251,20 @@ export async function createSlurmTestbed(options: CreateSlurmTestbedOptions = {}
   ) as Record<(typeof SLURM_PROGRAMS)[number][0], string>;
   const ip = findExecutable("ip") ?? "ip";
   const slurmConfOf = (directory: string) => join(directory, "slurm", "slurm.conf");
+  const moduleDirectoryOf = (directory: string) => join(directory, "slurm", "modulefiles");
 
   const testbed = await createTestbed({
     hosts: computeCount + 1,
     signal,
     timeoutMs,
-    sshdEnvironment: (directory) => ({ SLURM_CONF: slurmConfOf(directory) }),
+    sshdEnvironment: (directory) => ({
+      SLURM_CONF: slurmConfOf(directory),
+      MODULEPATH: moduleDirectoryOf(directory),
+    }),
   });
   const directory = join(testbed.directory, "slurm");
+  const nodeLocalDirectory = join(directory, "node-local");
+  const moduleDirectory = moduleDirectoryOf(testbed.directory);
   const slurmConf = slurmConfOf(testbed.directory);
   const environment = { ...process.env, SLURM_CONF: slurmConf };
   const [login, ...computeHosts] = testbed.hosts as [TestbedHost, ...TestbedHost[]];
@@ -265,7 +301,15 @@ export async function createSlurmTestbed(options: CreateSlurmTestbedOptions = {}
   try {
     // Compute nodes run no sshd: the client reaches the cluster through the login node only.
     for (const host of computeHosts) signalProcess(host.sshdPid, "SIGTERM");
-    for (const sub of ["munge", "state", "log", "dev", ...computeNodes.map((node) => `spool/${node.name}`)])
+    for (const sub of [
+      "munge",
+      "state",
+      "log",
+      "dev",
+      "node-local",
+      "modulefiles",
+      ...computeNodes.map((node) => `spool/${node.name}`),
+    ])
       await mkdir(join(directory, sub), { recursive: true, mode: 0o700 });
     // munged refuses a key or socket directory that others can write to.
     const key = join(directory, "munge", "munge.key");
@@ -328,7 +372,8 @@ export async function createSlurmTestbed(options: CreateSlurmTestbedOptions = {}
       daemon(node.namespace, [
         "sh",
         "-c",
-        `mount -t tmpfs cgroup /sys/fs/cgroup && exec ${programs.slurmd} -D -N ${node.name}`,
+        // The node's own directory: a tmpfs in its mount namespace, which its steps inherit.
+        `mount -t tmpfs cgroup /sys/fs/cgroup && mount -t tmpfs node-local ${nodeLocalDirectory} && exec ${programs.slurmd} -D -N ${node.name}`,
       ]);
     }
     await waitFor(
@@ -362,6 +407,8 @@ export async function createSlurmTestbed(options: CreateSlurmTestbedOptions = {}
       hostKeyFingerprint: login.hostKeyFingerprint,
     }),
     sharedDirectory: join(directory, "shared"),
+    nodeLocalDirectory,
+    moduleDirectory,
     computeNodes,
     gpusPerNode: gpus,
     cpusPerNode: cpus,

@@ -253,7 +253,9 @@ function sshdConfig(options: {
   pidFile: string;
   environment: Readonly<Record<string, string>>;
 }): string {
-  const setEnv = Object.entries(options.environment).map(([name, value]) => `SetEnv ${name}="${value}"`);
+  // sshd takes the first SetEnv line only: every variable goes on that one.
+  const variables = Object.entries(options.environment).map(([name, value]) => `${name}="${value}"`);
+  const setEnv = variables.length > 0 ? [`SetEnv ${variables.join(" ")}`] : [];
   return [
     "# Skyward test bed host: root login by key only, on the namespace's own address.",
     `ListenAddress ${options.address}:${SSH_PORT}`,
