@@ -14,7 +14,7 @@ told to, when its stdin closes (``--exit-on-stdin-eof``) or when its TTL runs ou
 - ``detach_keeping``: what a detached worker keeps for the client that comes back;
 - ``lifecycle``: the TTL, a detached pool's budget, the self-destruct and the root-owner check;
 - ``cluster_setup``: the ``cluster`` message, the plugins and their ``around_app`` hooks;
-- ``ref_store``: the objects kept for remote references.
+- ``ref_store``: the objects kept for remote references; ``ref_peers``: moving them node to node.
 
 It is also the executors' host (:class:`~skyward.task.Host`): what they report reaches the parts
 through it, on the event loop thread.
@@ -48,6 +48,7 @@ from .message_router import MessageRouter
 from .metrics import MetricsSampler, parse_collectors
 from .output import OutputRouter, TaskStream
 from .protocol import PROTOCOL_VERSION, Message
+from .ref_peers import PULL_REF, SERVE_REFS, RefPeers
 from .ref_store import RefStore
 from .subtasks import SubtaskRelay
 from .task import Executor, Task
@@ -151,6 +152,9 @@ class Worker:
             self.log,
         )
         self.table.mask = self.cluster.secret_mask.mask
+        #: references moved node to node (its server starts on the first ``skyward.refs:serve``)
+        self.ref_peers = RefPeers(self.refs, self._token, lambda: self.cluster.message, self.log)
+        self.table.builtins = {SERVE_REFS: lambda _args: self.ref_peers.serve_task(), PULL_REF: self.ref_peers.pull_task}
         self.subtasks = SubtaskRelay(self.table, self.detach, self._node)
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
