@@ -180,6 +180,9 @@ export class PoolRuntime implements Pool {
         // A node gone took what it kept with it.
         this.#context.nodes.find((each) => each.index === node)?.connection?.sendIfOpen({ t: "unref", ids });
       },
+      betweenNodes: true,
+      notice: (message, node) =>
+        this.#hub.emit({ type: "error", timestamp: Date.now(), poolId: id, message, node }),
     });
     this.#tasks = new TaskManager({
       poolId: id,
@@ -299,7 +302,14 @@ export class PoolRuntime implements Pool {
     return this.#context.nodes.flatMap((node) =>
       node.connection === undefined
         ? []
-        : [{ node: node.index, sent: node.connection.bytesSent, received: node.connection.bytesReceived }],
+        : [
+            {
+              node: node.index,
+              sent: node.connection.bytesSent,
+              received: node.connection.bytesReceived,
+              ...this.#refs.peerBytes(node.index),
+            },
+          ],
     );
   }
 
