@@ -165,6 +165,24 @@ describe("remote references on a 2-node local pool", () => {
     await expect(pool.broadcast(blobInfo(onZero!))).rejects.toThrow(/was released/);
   });
 
+  it("broadcast sends a large argument once and the nodes fan it out, node to node", async () => {
+    const large = new Uint8Array(PAYLOAD).fill(7);
+    const before = trafficOf(pool);
+    const infos = await pool.broadcast(blobInfo(large));
+    expect(infos.map((info) => [info.length, info.first, info.node])).toEqual([
+      [PAYLOAD, 7, 0],
+      [PAYLOAD, 7, 1],
+    ]);
+    const moved = movedSince(pool, before);
+    // Twice the payload (once per node) without the fan-out; once with it.
+    expect(moved[0].sent + moved[1].sent).toBeGreaterThanOrEqual(PAYLOAD);
+    expect(moved[0].sent + moved[1].sent).toBeLessThan(PAYLOAD + OVERHEAD);
+    expect(moved[1].fetched).toBeGreaterThanOrEqual(PAYLOAD);
+    expect(moved[0].served).toBe(moved[1].fetched);
+    // The reference it went by is released with the broadcast.
+    expect(pool.refs().count).toBe(0);
+  });
+
   it("refuses what cannot be kept, before anything runs or with the worker's reason", async () => {
     const checked = sky.python("ref_tasks:node", { result: z.number() });
     expect(() => checked().withKeep()).toThrow(sky.ConfigurationError);
