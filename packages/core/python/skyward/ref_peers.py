@@ -23,7 +23,7 @@ import hmac
 import json
 import secrets
 import struct
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Awaitable, Callable, Dict, Tuple
 
 from .execution import Outcome, error_outcome
 from .ref_store import RefStore
@@ -74,6 +74,10 @@ class RefPeers:
         self.fetched = 0
 
     # -- the built-in tasks ---------------------------------------------------------------------
+
+    def builtins(self) -> Dict[str, Callable[[Any], Awaitable[Outcome]]]:
+        """The built-in tasks this answers, by fn (the task table runs them on the event loop)."""
+        return {SERVE_REFS: lambda _args: self.serve_task(), PULL_REF: self.pull_task}
 
     async def serve_task(self) -> Outcome:
         """``skyward.refs:serve``: where this node's peer server listens (started on first ask)."""
@@ -171,12 +175,6 @@ class RefPeers:
             writer.close()
         self.fetched += len(data)
         return Kept(type_name, size, data=data)
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-            self._address = None
 
 
 __all__ = ["PULL_REF", "SERVE_REFS", "RefPeers"]

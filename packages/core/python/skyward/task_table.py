@@ -20,6 +20,7 @@ from .detach_keeping import DetachKeeping
 from .execution import Outcome, error_outcome
 from .lifecycle import Lifetime
 from .protocol import Message
+from .ref_peers import RefPeers
 from .ref_store import HELD_REFS, RefStore
 from .task import Executor, Task
 
@@ -32,7 +33,7 @@ class TaskTable:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, concurrency: int, make_executor: Callable[[bool], Executor],
                  node: Callable[[], int], refs: RefStore, detach: DetachKeeping, lifetime: Lifetime,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], token: bytes) -> None:
         self._loop = loop
         self._concurrency = concurrency
         self._make_executor = make_executor
@@ -54,8 +55,10 @@ class TaskTable:
         self._cluster_env: Dict[str, str] = {}
         #: masks the pool's secrets in an error's text (the worker sets it to its secret mask)
         self.mask: Callable[[str], str] = lambda text: text
-        #: built-in tasks the worker answers itself, off the executors (by fn; see ``ref_peers.py``)
-        self.builtins: Dict[str, Callable[[Any], Awaitable[Outcome]]] = {}
+        #: built-in tasks the worker answers itself, off the executors (by fn): references moved node
+        #: to node (``ref_peers.py``; its server starts on the first ``skyward.refs:serve``)
+        self.builtins: Dict[str, Callable[[Any], Awaitable[Outcome]]] = RefPeers(
+            refs, token, lambda: self._cluster, log).builtins()
         self._answering: Set["asyncio.Task[None]"] = set()
 
     # -- executors ------------------------------------------------------------------------------

@@ -48,7 +48,6 @@ from .message_router import MessageRouter
 from .metrics import MetricsSampler, parse_collectors
 from .output import OutputRouter, TaskStream
 from .protocol import PROTOCOL_VERSION, Message
-from .ref_peers import PULL_REF, SERVE_REFS, RefPeers
 from .ref_store import RefStore
 from .subtasks import SubtaskRelay
 from .task import Executor, Task
@@ -149,12 +148,9 @@ class Worker:
         runtime.metric_sender = self._send_task_metric
         self.table = TaskTable(
             self.loop, options.concurrency, self._new_executor, self._node, self.refs, self.detach, self.lifetime,
-            self.log,
+            self.log, self._token,
         )
         self.table.mask = self.cluster.secret_mask.mask
-        #: references moved node to node (its server starts on the first ``skyward.refs:serve``)
-        self.ref_peers = RefPeers(self.refs, self._token, lambda: self.cluster.message, self.log)
-        self.table.builtins = {SERVE_REFS: lambda _args: self.ref_peers.serve_task(), PULL_REF: self.ref_peers.pull_task}
         self.subtasks = SubtaskRelay(self.table, self.detach, self._node)
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)

@@ -299,18 +299,7 @@ export class PoolRuntime implements Pool {
   }
 
   traffic(): readonly NodeTraffic[] {
-    return this.#context.nodes.flatMap((node) =>
-      node.connection === undefined
-        ? []
-        : [
-            {
-              node: node.index,
-              sent: node.connection.bytesSent,
-              received: node.connection.bytesReceived,
-              ...this.#refs.peerBytes(node.index),
-            },
-          ],
-    );
+    return nodeTraffic(this.#context, this.#refs);
   }
 
   cost(): PoolCost {
@@ -534,4 +523,20 @@ export class PoolRuntime implements Pool {
   ): Promise<R[]> {
     return mapTasks(this.#dispatch, fn, items, options);
   }
+}
+
+/** `pool.traffic()`: each connected node's bytes through the client, and node to node for references. */
+function nodeTraffic(context: PoolContext, refs: RemoteRefRegistry): NodeTraffic[] {
+  return context.nodes.flatMap((node) =>
+    node.connection === undefined
+      ? []
+      : [
+          {
+            node: node.index,
+            sent: node.connection.bytesSent,
+            received: node.connection.bytesReceived,
+            ...refs.peerBytes(node.index),
+          },
+        ],
+  );
 }
