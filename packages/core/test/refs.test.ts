@@ -20,9 +20,10 @@ const bump = sky.python<[counter: sky.PyObject], { hits: number; node: number }>
 const nodeOf = sky.python<[], number>("ref_tasks:node");
 const pidOf = sky.python<[], number>("ref_tasks:pid");
 const unpicklable = sky.python<[], unknown>("ref_tasks:unpicklable");
-const held = sky.python<[], { node: number; count: number; bytes: number; ids: string[] }>(
-  "skyward.refs:held",
-);
+const held = sky.python<
+  [],
+  { node: number; count: number; bytes: number; ids: string[]; served: number; fetched: number }
+>("skyward.refs:held");
 
 const PAYLOAD = 4 * 1024 * 1024;
 /** Far below the payload: what task messages, pings and small results take. */
@@ -109,6 +110,8 @@ describe("remote references on a 2-node local pool", () => {
       expect(worker.ids).toContain(ref.id);
       expect(worker.bytes).toBeGreaterThanOrEqual(ref.size);
       expect(pool.refs().nodes.find((entry) => entry.node === node)?.bytes).toBe(worker.bytes);
+      // What the nodes moved between them: the client's count (from the pulls' answers) and theirs.
+      expect(trafficOf(pool).get(node)).toMatchObject({ served: worker.served, fetched: worker.fetched });
     }
 
     // fetch() brings the value itself.

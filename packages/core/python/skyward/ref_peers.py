@@ -75,6 +75,10 @@ class RefPeers:
 
     # -- the built-in tasks ---------------------------------------------------------------------
 
+    def moved(self) -> Dict[str, int]:
+        """The bytes of references this node served to its peers and fetched from them so far."""
+        return {"served": self.served, "fetched": self.fetched}
+
     def builtins(self) -> Dict[str, Callable[[Any], Awaitable[Outcome]]]:
         """The built-in tasks this answers, by fn (the task table runs them on the event loop)."""
         return {SERVE_REFS: lambda _args: self.serve_task(), PULL_REF: self.pull_task}

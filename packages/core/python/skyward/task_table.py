@@ -57,8 +57,8 @@ class TaskTable:
         self.mask: Callable[[str], str] = lambda text: text
         #: built-in tasks the worker answers itself, off the executors (by fn): references moved node
         #: to node (``ref_peers.py``; its server starts on the first ``skyward.refs:serve``)
-        self.builtins: Dict[str, Callable[[Any], Awaitable[Outcome]]] = RefPeers(
-            refs, token, lambda: self._cluster, log).builtins()
+        self._peers = RefPeers(refs, token, lambda: self._cluster, log)
+        self.builtins: Dict[str, Callable[[Any], Awaitable[Outcome]]] = self._peers.builtins()
         self._answering: Set["asyncio.Task[None]"] = set()
 
     # -- executors ------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ class TaskTable:
             # Answered here: the store is this process's, whichever executor runs tasks.
             task = Task(task_id, str(fn), [], {}, None, False, None, connection, False)
             self.tasks[task_id] = task
-            self.finish(task, ("result", self._refs.held(self._node())))
+            self.finish(task, ("result", {**self._refs.held(self._node()), **self._peers.moved()}))
             return
         if problem is None and fn in self.builtins:
             self._answer_builtin(Task(task_id, str(fn), [], {}, None, False, None, connection, False), args)

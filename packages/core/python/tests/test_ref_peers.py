@@ -52,7 +52,9 @@ def test_a_reference_moves_between_workers_and_is_kept_under_its_id(clients: Tup
     assert used["value"]["payload"] == PAYLOAD and used["value"]["hits"] == 1
     # Pulled again: it is there already, nothing moves.
     assert pull(one, made["id"], address)["value"] == {"bytes": 0}
-    assert made["id"] in one.value("skyward.refs:held")["ids"]
+    held = one.value("skyward.refs:held")
+    assert made["id"] in held["ids"] and held["fetched"] >= answer["value"]["bytes"]
+    assert zero.value("skyward.refs:held")["served"] >= answer["value"]["bytes"]
 
 
 def test_an_unknown_reference_or_an_unreachable_peer_fails_naming_it(clients: Tuple[Client, Client]) -> None:
