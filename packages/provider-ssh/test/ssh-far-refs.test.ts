@@ -10,6 +10,7 @@ import * as sky from "@skyward/core";
 import { requireTestbed, type TestbedFarHosts, testbedFarHosts, useTestbedAndHome } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
+import { trafficSince } from "./traffic.js";
 
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("../../core/test/fixtures/ref_tasks.py", import.meta.url));
@@ -25,19 +26,6 @@ const FEW_KIB = 16 * 1024;
 
 function sum(traffic: readonly sky.NodeTraffic[], field: keyof sky.NodeTraffic): number {
   return traffic.reduce((total, entry) => total + entry[field], 0);
-}
-
-function since(before: readonly sky.NodeTraffic[], now: readonly sky.NodeTraffic[]) {
-  return now.map((entry) => {
-    const then = before.find((each) => each.node === entry.node)!;
-    return {
-      node: entry.node,
-      sent: entry.sent - then.sent,
-      received: entry.received - then.received,
-      served: entry.served - then.served,
-      fetched: entry.fetched - then.fetched,
-    };
-  });
 }
 
 describe.skipIf(skipReason !== undefined)("data node to node with the client behind a far link", () => {
@@ -66,7 +54,7 @@ describe.skipIf(skipReason !== undefined)("data node to node with the client beh
     const links = far.bytes();
     const before = pool.traffic();
     expect(await pool.run(blobInfo(ref), { target: 2 })).toEqual({ length: 32 * MIB, first: 0, node: 2 });
-    const moved = since(before, pool.traffic());
+    const moved = trafficSince(before, pool.traffic());
     const linksNow = far.bytes();
     const throughLinks = linksNow.toTarget - links.toTarget + (linksNow.fromTarget - links.fromTarget);
     expect(throughLinks).toBeLessThan(FEW_KIB);
@@ -92,7 +80,7 @@ describe.skipIf(skipReason !== undefined)("data node to node with the client beh
       [1, 4 * MIB, 9],
       [2, 4 * MIB, 9],
     ]);
-    const moved = since(before, pool.traffic());
+    const moved = trafficSince(before, pool.traffic());
     const linksNow = far.bytes();
     const towardNodes = linksNow.toTarget - links.toTarget;
     // Without the fan-out it would be 3×; SSH framing and the calls' messages add a little.

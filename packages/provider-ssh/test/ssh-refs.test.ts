@@ -10,6 +10,7 @@ import * as sky from "@skyward/core";
 import { requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
+import { trafficSince } from "./traffic.js";
 
 const skipReason = await requireTestbed();
 /** The same task module as core's local remote-reference suite. */
@@ -37,17 +38,7 @@ describe.skipIf(skipReason !== undefined)("remote references across 2 SSH hosts 
       image: { includes: [tasks] },
       options: { console: false, bootstrapTimeout: 240, worker: { concurrency: 2, executor: "process" } },
     });
-    const moved = (before: readonly sky.NodeTraffic[]) =>
-      pool.traffic().map((now) => {
-        const then = before.find((entry) => entry.node === now.node)!;
-        return {
-          node: now.node,
-          sent: now.sent - then.sent,
-          received: now.received - then.received,
-          served: now.served - then.served,
-          fetched: now.fetched - then.fetched,
-        };
-      });
+    const moved = (before: readonly sky.NodeTraffic[]) => trafficSince(before, pool.traffic());
 
     const ref = await pool.run(makeBlob(PAYLOAD).withKeep(), { target: 0 });
     expect(ref.size).toBeGreaterThanOrEqual(PAYLOAD);
@@ -89,12 +80,7 @@ describe.skipIf(skipReason !== undefined)("remote references across 2 SSH hosts 
     const ref = await pool.run(makeBlob(PAYLOAD).withKeep(), { target: 0 });
     const before = pool.traffic();
     expect(await pool.run(blobInfo(ref), { target: 1 })).toEqual({ length: PAYLOAD, first: 0, node: 1 });
-    const after = pool.traffic();
-    const [zero, one] = [0, 1].map((node) => ({
-      received: after[node]!.received - before[node]!.received,
-      sent: after[node]!.sent - before[node]!.sent,
-      fetched: after[node]!.fetched - before[node]!.fetched,
-    }));
+    const [zero, one] = trafficSince(before, pool.traffic());
     expect(zero!.received).toBeGreaterThanOrEqual(ref.size);
     expect(one!.sent).toBeGreaterThanOrEqual(ref.size);
     expect(one!.fetched).toBe(0);
