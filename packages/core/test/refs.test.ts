@@ -1,8 +1,8 @@
 /**
  * Remote references end to end on a 2-node Local pool (real workers, the real Python runtime): a
- * result kept on its node, reused there without moving its bytes, moved once to the other node,
- * fetched, released, lost with its pool. Bytes are counted by the connections' own counters
- * (`pool.traffic()`).
+ * result kept on its node, reused there without moving its bytes, moved once to the other node
+ * (node to node, not through the client), fetched, released, lost with its pool. Bytes are counted
+ * by the connections' own counters and the workers' peer transfers (`pool.traffic()`).
  */
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -20,24 +20,27 @@ const bump = sky.python<[counter: sky.PyObject], { hits: number; node: number }>
 const nodeOf = sky.python<[], number>("ref_tasks:node");
 const pidOf = sky.python<[], number>("ref_tasks:pid");
 const unpicklable = sky.python<[], unknown>("ref_tasks:unpicklable");
-const held = sky.python<[], { node: number; count: number; bytes: number; ids: string[] }>(
-  "skyward.refs:held",
-);
+const held = sky.python<
+  [],
+  { node: number; count: number; bytes: number; ids: string[]; served: number; fetched: number }
+>("skyward.refs:held");
 
 const PAYLOAD = 4 * 1024 * 1024;
 /** Far below the payload: what task messages, pings and small results take. */
 const OVERHEAD = 64 * 1024;
 
-function trafficOf(pool: sky.Pool): Map<number, { sent: number; received: number }> {
+function trafficOf(pool: sky.Pool): Map<number, sky.NodeTraffic> {
   return new Map(pool.traffic().map((entry) => [entry.node, entry]));
 }
 
-/** Bytes sent and received per node since `before`. */
-function movedSince(pool: sky.Pool, before: Map<number, { sent: number; received: number }>) {
+/** Bytes sent and received per node since `before` (through the client), served and fetched (node to node). */
+function movedSince(pool: sky.Pool, before: Map<number, sky.NodeTraffic>) {
   const now = trafficOf(pool);
   const delta = (node: number) => ({
     sent: now.get(node)!.sent - before.get(node)!.sent,
     received: now.get(node)!.received - before.get(node)!.received,
+    served: now.get(node)!.served - before.get(node)!.served,
+    fetched: now.get(node)!.fetched - before.get(node)!.fetched,
   });
   return { 0: delta(0), 1: delta(1) };
 }
@@ -75,14 +78,16 @@ describe("remote references on a 2-node local pool", () => {
     expect(moved[0].sent + moved[0].received).toBeLessThan(OVERHEAD);
     expect(moved[1].sent + moved[1].received).toBeLessThan(OVERHEAD);
 
-    // To the other node: it moves once (node 0 → client → node 1)…
+    // To the other node: it moves once, node 0 → node 1 directly, none of it through the client…
     before = trafficOf(pool);
     expect(await pool.run(blobInfo(ref), { target: 1 })).toEqual({ length: PAYLOAD, first: 0, node: 1 });
     moved = movedSince(pool, before);
-    expect(moved[0].received).toBeGreaterThanOrEqual(ref.size);
-    expect(moved[0].received).toBeLessThan(ref.size + OVERHEAD);
-    expect(moved[1].sent).toBeGreaterThanOrEqual(ref.size);
-    expect(moved[1].sent).toBeLessThan(ref.size + OVERHEAD);
+    expect(moved[0].sent + moved[0].received).toBeLessThan(OVERHEAD);
+    expect(moved[1].sent + moved[1].received).toBeLessThan(OVERHEAD);
+    expect(moved[0].served).toBeGreaterThanOrEqual(ref.size);
+    expect(moved[0].served).toBeLessThan(ref.size + 1024);
+    expect(moved[1].fetched).toBe(moved[0].served);
+    expect(moved[0].fetched + moved[1].served).toBe(0);
     expect(ref.nodes).toEqual([0, 1]);
 
     // …and stays there: a second use on node 1 moves nothing.
@@ -91,6 +96,7 @@ describe("remote references on a 2-node local pool", () => {
     moved = movedSince(pool, before);
     expect(moved[0].sent + moved[0].received).toBeLessThan(OVERHEAD);
     expect(moved[1].sent + moved[1].received).toBeLessThan(OVERHEAD);
+    expect(moved[1].fetched).toBe(0);
 
     // Visible: the client's account and each worker's own agree.
     expect(
@@ -104,6 +110,8 @@ describe("remote references on a 2-node local pool", () => {
       expect(worker.ids).toContain(ref.id);
       expect(worker.bytes).toBeGreaterThanOrEqual(ref.size);
       expect(pool.refs().nodes.find((entry) => entry.node === node)?.bytes).toBe(worker.bytes);
+      // What the nodes moved between them: the client's count (from the pulls' answers) and theirs.
+      expect(trafficOf(pool).get(node)).toMatchObject({ served: worker.served, fetched: worker.fetched });
     }
 
     // fetch() brings the value itself.
@@ -158,6 +166,24 @@ describe("remote references on a 2-node local pool", () => {
     for (const ref of refs) await ref.release();
     await expect(pool.map(blobInfo, [[onZero!]])).rejects.toThrow(sky.RemoteRefError);
     await expect(pool.broadcast(blobInfo(onZero!))).rejects.toThrow(/was released/);
+  });
+
+  it("broadcast sends a large argument once and the nodes fan it out, node to node", async () => {
+    const large = new Uint8Array(PAYLOAD).fill(7);
+    const before = trafficOf(pool);
+    const infos = await pool.broadcast(blobInfo(large));
+    expect(infos.map((info) => [info.length, info.first, info.node])).toEqual([
+      [PAYLOAD, 7, 0],
+      [PAYLOAD, 7, 1],
+    ]);
+    const moved = movedSince(pool, before);
+    // Twice the payload (once per node) without the fan-out; once with it.
+    expect(moved[0].sent + moved[1].sent).toBeGreaterThanOrEqual(PAYLOAD);
+    expect(moved[0].sent + moved[1].sent).toBeLessThan(PAYLOAD + OVERHEAD);
+    expect(moved[1].fetched).toBeGreaterThanOrEqual(PAYLOAD);
+    expect(moved[0].served).toBe(moved[1].fetched);
+    // The reference it went by is released with the broadcast.
+    expect(pool.refs().count).toBe(0);
   });
 
   it("refuses what cannot be kept, before anything runs or with the worker's reason", async () => {

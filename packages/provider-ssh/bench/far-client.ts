@@ -3,8 +3,11 @@
  * front of each sshd, `--delay` ms each way, 20 by default) while the hosts reach each other
  * directly. Prints each figure beside its floor measured in the same run: strong counter increment,
  * lock acquire + release and a 2-node barrier round (floor: one host-to-host round trip), `map` of
- * no-op tasks (floor: the same hosts without the delay), and a 32 MiB `RemoteRef` made on node 0
- * and used on node 1 (floor: no bytes through the client). Figures are printed, never asserted.
+ * no-op tasks (floor: the same hosts without the delay), a 32 MiB `RemoteRef` made on node 0
+ * and used on node 1 (floor: no bytes through the client; it moves node to node), a broadcast of a
+ * 32 MiB argument to both nodes (floor: the argument once through the client), and guide 10's
+ * nested fan-out (floor: its efficiency on the same hosts without the delay). Figures are printed,
+ * never asserted.
  *
  *     pnpm -s turbo run build --filter @skyward/provider-ssh...
  *     node packages/provider-ssh/bench/far-client.ts [--delay 20] [--tasks 2000] [--ops 50]
@@ -43,11 +46,29 @@ const startEcho = sky.python<[number], number>("far_tasks:start_echo");
 const peerRoundTrip = sky.python<[string, number, number], number>("far_tasks:peer_round_trip");
 const blob = sky.python<[number], Uint8Array>("far_tasks:blob");
 const sizeOf = sky.python<[sky.RemoteRef<Uint8Array>], number>("far_tasks:size_of");
+const lengthOf = sky.python<[Uint8Array], number>("far_tasks:size_of");
+const nestedFanOut = sky.python<
+  [items: number, seconds: number],
+  { slots: number; wall: number; ideal: number }
+>("far_tasks:nested_fan_out");
+const NESTED_ITEMS = 32;
+const NESTED_SECONDS = 0.2;
 const noop = sky.python<[], null>("bench_tasks:noop");
 
 function median(values: readonly number[]): number {
   const ordered = [...values].sort((a, b) => a - b);
   return ordered[Math.floor(ordered.length / 2)] ?? Number.NaN;
+}
+
+function mebibytes(bytes: number): string {
+  return bytes < 2 ** 20 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}
+
+/** Guide 10's nested fan-out (see far_tasks.py): efficiency, ideal over measured, after a warm-up. */
+async function nestedEfficiency(pool: sky.Pool): Promise<number> {
+  await pool.run(nestedFanOut(4, 0.01), { target: 0 });
+  const { wall, ideal } = await pool.run(nestedFanOut(NESTED_ITEMS, NESTED_SECONDS), { target: 0 });
+  return ideal / wall;
 }
 
 function progress(line: string): void {
@@ -94,6 +115,7 @@ try {
     rows.push(`${what.padEnd(40)} ${measured.padStart(16)} ${floor.padStart(22)} ${ratio.padStart(8)}`);
   };
   let farMap: number;
+  let farNested: number;
   let measuredRoundTrips: string[] = [];
   {
     await using pool = await openPool(far.hosts);
@@ -133,24 +155,51 @@ try {
     if (size !== REF_MIB * 1024 * 1024)
       throw new Error(`node 1 received ${size} bytes, expected ${REF_MIB} MiB`);
     const crossed = after.toTarget - before.toTarget + (after.fromTarget - before.fromTarget);
+    const peerBytes = pool.traffic().find((entry) => entry.node === 1)?.fetched ?? 0;
     row(
       `${REF_MIB} MiB RemoteRef, node 0 → node 1`,
-      `${(crossed / 2 ** 20).toFixed(1)} MiB, ${seconds.toFixed(2)} s`,
+      `${mebibytes(crossed)}, ${seconds.toFixed(2)} s`,
       "0 bytes via client",
       "",
     );
+    progress(`the reference moved node to node: node 1 fetched ${mebibytes(peerBytes)} from node 0`);
+    await ref.release();
+
+    const argument = new Uint8Array(REF_MIB * 2 ** 20);
+    const linksBefore = far.bytes();
+    const broadcastStarted = performance.now();
+    const lengths = await pool.broadcast(lengthOf(argument));
+    const broadcastSeconds = (performance.now() - broadcastStarted) / 1000;
+    if (lengths.some((length) => length !== argument.byteLength))
+      throw new Error(`a node received ${lengths.join(", ")} bytes, expected ${REF_MIB} MiB`);
+    const towardNodes = far.bytes().toTarget - linksBefore.toTarget;
+    row(
+      `broadcast of a ${REF_MIB} MiB argument, 2 nodes`,
+      `${mebibytes(towardNodes)}, ${broadcastSeconds.toFixed(2)} s`,
+      `${REF_MIB} MiB via client (1×)`,
+      `${(towardNodes / argument.byteLength).toFixed(2)}×`,
+    );
+    farNested = await nestedEfficiency(pool);
   }
   progress("the same 2 hosts reached directly (no delay), for the map floor");
   let nearMap: number;
+  let nearNested: number;
   {
     await using pool = await openPool(testbedSshHosts(bed));
     nearMap = await mapThroughput(pool);
+    nearNested = await nestedEfficiency(pool);
   }
   row(
     `map of ${tasks} no-op tasks over 2 nodes`,
     `${Math.round(farMap)} tasks/s`,
     `${Math.round(nearMap)} tasks/s undelayed`,
     `${((farMap / nearMap) * 100).toFixed(0)} %`,
+  );
+  row(
+    `nested fan-out, ${NESTED_ITEMS} × ${NESTED_SECONDS} s (guide 10)`,
+    `${(farNested * 100).toFixed(1)} % efficient`,
+    `${(nearNested * 100).toFixed(1)} % undelayed`,
+    `${((nearNested - farNested) * 100).toFixed(1)} pt`,
   );
   process.stdout.write(
     [

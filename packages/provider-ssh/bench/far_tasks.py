@@ -97,3 +97,28 @@ def blob(mebibytes):
 def size_of(value):
     """The length of what it is given: the kept object, brought to this node."""
     return len(value)
+
+
+def nap(seconds):
+    """One item of the nested fan-out: waits ``seconds`` (I/O-bound work, as in guide 10)."""
+    import time
+
+    time.sleep(seconds)
+
+
+def nested_fan_out(items, seconds):
+    """Guide 10's fan-out without joblib: ``items`` nested tasks of ``seconds`` each, submitted at once
+    from this task over every slot of the pool (``skyward.dispatch``, the path the joblib backend
+    takes, one item per nested task: joblib's batching would send fewer). The ideal wall time is
+    ``items × seconds / slots``; efficiency = ideal / measured."""
+    import time
+
+    from skyward.dispatch import capacity, submit
+
+    slots = capacity()
+    started = time.perf_counter()
+    futures = [submit("far_tasks:nap", args=[seconds]) for _ in range(items)]
+    for future in futures:
+        future.result()
+    wall = time.perf_counter() - started
+    return {"slots": slots, "wall": wall, "ideal": items * seconds / slots}

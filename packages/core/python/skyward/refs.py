@@ -22,7 +22,8 @@ def pickled(kept: Any) -> Pickled:
 
 
 def held() -> Dict[str, Any]:
-    """What the node keeps (``node``, ``count``, ``bytes``, ``ids``): the worker answers this task
+    """What the node keeps (``node``, ``count``, ``bytes``, ``ids``) and the bytes of references it
+    served to and fetched from its peers (``served``, ``fetched``): the worker answers this task
     itself, from its own store, without running it."""
     raise RuntimeError("skyward.refs:held is answered by the worker; it does not run as a task")
 

@@ -11,7 +11,7 @@ import asyncio
 import collections
 import math
 import time
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Set, Tuple
 
 from .connection import Connection
 from .context import SubtaskOutcome
@@ -20,6 +20,7 @@ from .detach_keeping import DetachKeeping
 from .execution import Outcome, error_outcome
 from .lifecycle import Lifetime
 from .protocol import Message
+from .ref_peers import RefPeers
 from .ref_store import HELD_REFS, RefStore
 from .task import Executor, Task
 
@@ -32,7 +33,8 @@ class TaskTable:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, concurrency: int, make_executor: Callable[[bool], Executor],
                  node: Callable[[], int], refs: RefStore, detach: DetachKeeping, lifetime: Lifetime,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], token: bytes) -> None:
+        self._loop = loop
         self._concurrency = concurrency
         self._make_executor = make_executor
         self._node = node
@@ -53,6 +55,11 @@ class TaskTable:
         self._cluster_env: Dict[str, str] = {}
         #: masks the pool's secrets in an error's text (the worker sets it to its secret mask)
         self.mask: Callable[[str], str] = lambda text: text
+        #: built-in tasks the worker answers itself, off the executors (by fn): references moved node
+        #: to node (``ref_peers.py``; its server starts on the first ``skyward.refs:serve``)
+        self._peers = RefPeers(refs, token, lambda: self._cluster, log)
+        self.builtins: Dict[str, Callable[[Any], Awaitable[Outcome]]] = self._peers.builtins()
+        self._answering: Set["asyncio.Task[None]"] = set()
 
     # -- executors ------------------------------------------------------------------------------
 
@@ -110,7 +117,10 @@ class TaskTable:
             # Answered here: the store is this process's, whichever executor runs tasks.
             task = Task(task_id, str(fn), [], {}, None, False, None, connection, False)
             self.tasks[task_id] = task
-            self.finish(task, ("result", self._refs.held(self._node())))
+            self.finish(task, ("result", {**self._refs.held(self._node()), **self._peers.moved()}))
+            return
+        if problem is None and fn in self.builtins:
+            self._answer_builtin(Task(task_id, str(fn), [], {}, None, False, None, connection, False), args)
             return
         task = Task(task_id, str(fn), args if not problem else [], kwargs if not problem else {},
                     message.get("timeout"), bool(message.get("stream")), message.get("worker"), connection,
@@ -124,6 +134,20 @@ class TaskTable:
             self.executor_for(task).enqueue(task)
         else:
             self._waiting.append(task)
+
+    def _answer_builtin(self, task: Task, args: Any) -> None:
+        """Runs a built-in task on the event loop; it stays queued (a cancel leaves it be) until answered."""
+        self.tasks[task.id] = task
+        handler = self.builtins[task.fn]
+
+        async def answer() -> None:
+            outcome = await handler(args)
+            if task.state != "done":
+                self.finish(task, outcome)
+
+        running = self._loop.create_task(answer())
+        self._answering.add(running)
+        running.add_done_callback(self._answering.discard)
 
     def _problem(self, message: Message, fn: Any, args: Any, kwargs: Any) -> Tuple[str, str, str] | None:
         """Why a ``submit`` cannot run (kind, type, message of its error), or None."""

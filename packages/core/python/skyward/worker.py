@@ -14,7 +14,7 @@ told to, when its stdin closes (``--exit-on-stdin-eof``) or when its TTL runs ou
 - ``detach_keeping``: what a detached worker keeps for the client that comes back;
 - ``lifecycle``: the TTL, a detached pool's budget, the self-destruct and the root-owner check;
 - ``cluster_setup``: the ``cluster`` message, the plugins and their ``around_app`` hooks;
-- ``ref_store``: the objects kept for remote references.
+- ``ref_store``: the objects kept for remote references; ``ref_peers``: moving them node to node.
 
 It is also the executors' host (:class:`~skyward.task.Host`): what they report reaches the parts
 through it, on the event loop thread.
@@ -148,7 +148,7 @@ class Worker:
         runtime.metric_sender = self._send_task_metric
         self.table = TaskTable(
             self.loop, options.concurrency, self._new_executor, self._node, self.refs, self.detach, self.lifetime,
-            self.log,
+            self.log, self._token,
         )
         self.table.mask = self.cluster.secret_mask.mask
         self.subtasks = SubtaskRelay(self.table, self.detach, self._node)

@@ -40,8 +40,8 @@ WORKER_LAYERS: List[List[str]] = [
     # budget and self-destruct, the remote-reference store, the cluster message, the executors
     ["skyward.connection", "skyward.deadlines", "skyward.lifecycle", "skyward.ref_store",
      "skyward.cluster_setup", "skyward.executors"],
-    # what a detached worker keeps for its client
-    ["skyward.detach_keeping"],
+    # what a detached worker keeps for its client; references moved node to node (over the store)
+    ["skyward.detach_keeping", "skyward.ref_peers"],
     # intake, cancel, withdraw, the wait for the cluster message, results kept
     ["skyward.task_table"],
     # nested dispatch through the client

@@ -3,19 +3,36 @@
  * they come) and `map` (a function over items, read lazily).
  */
 import { ConfigurationError } from "../errors/errors.js";
+import { fanOutArguments } from "./broadcast-fanout.js";
 import { type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
 import type { BroadcastResults, MapItem, StreamOptions, WaitOptions, WorkerPlace } from "./pool.js";
 import { abortError, nodeIndices } from "./pool-context.js";
 import type { CallArguments, PendingTask } from "./python-function.js";
 import type { TaskTicket } from "./task-manager.js";
 
-/** `pool.broadcast`: the call on every worker, results ordered by global rank. */
+/**
+ * `pool.broadcast`: the call on every worker, results ordered by global rank. A large argument
+ * crosses the client's link once and is fanned out by the nodes (`broadcast-fanout.ts`).
+ */
 export async function broadcastTask<R>(
   host: DispatchHost,
   pending: PendingTask<R>,
   options: WaitOptions,
 ): Promise<BroadcastResults<R>> {
   host.checkOpen();
+  const fanned = await fanOutArguments(host, pending, options);
+  try {
+    return await broadcastEach(host, fanned.pending, options);
+  } finally {
+    await Promise.all(fanned.refs.map((ref) => ref.release()));
+  }
+}
+
+async function broadcastEach<R>(
+  host: DispatchHost,
+  pending: PendingTask<R>,
+  options: WaitOptions,
+): Promise<BroadcastResults<R>> {
   const perNode = host.context.layout.workersPerNode;
   const places: WorkerPlace[] = nodeIndices(host.context).flatMap((index) =>
     Array.from({ length: perNode }, (_, worker) => ({

@@ -180,6 +180,9 @@ export class PoolRuntime implements Pool {
         // A node gone took what it kept with it.
         this.#context.nodes.find((each) => each.index === node)?.connection?.sendIfOpen({ t: "unref", ids });
       },
+      betweenNodes: true,
+      notice: (message, node) =>
+        this.#hub.emit({ type: "error", timestamp: Date.now(), poolId: id, message, node }),
     });
     this.#tasks = new TaskManager({
       poolId: id,
@@ -296,11 +299,7 @@ export class PoolRuntime implements Pool {
   }
 
   traffic(): readonly NodeTraffic[] {
-    return this.#context.nodes.flatMap((node) =>
-      node.connection === undefined
-        ? []
-        : [{ node: node.index, sent: node.connection.bytesSent, received: node.connection.bytesReceived }],
-    );
+    return nodeTraffic(this.#context, this.#refs);
   }
 
   cost(): PoolCost {
@@ -524,4 +523,20 @@ export class PoolRuntime implements Pool {
   ): Promise<R[]> {
     return mapTasks(this.#dispatch, fn, items, options);
   }
+}
+
+/** `pool.traffic()`: each connected node's bytes through the client, and node to node for references. */
+function nodeTraffic(context: PoolContext, refs: RemoteRefRegistry): NodeTraffic[] {
+  return context.nodes.flatMap((node) =>
+    node.connection === undefined
+      ? []
+      : [
+          {
+            node: node.index,
+            sent: node.connection.bytesSent,
+            received: node.connection.bytesReceived,
+            ...refs.peerBytes(node.index),
+          },
+        ],
+  );
 }

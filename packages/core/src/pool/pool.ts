@@ -96,6 +96,13 @@ export interface NodeTraffic {
   readonly sent: number;
   /** Bytes the client received from it. */
   readonly received: number;
+  /**
+   * Bytes of remote references it served to other nodes, node to node over the cluster network
+   * (not through the client), as the nodes that fetched them reported.
+   */
+  readonly served: number;
+  /** Bytes of remote references it fetched from other nodes, node to node (not through the client). */
+  readonly fetched: number;
 }
 
 /** The node of a running pool, as `pool.nodes()` lists it. */
@@ -162,7 +169,9 @@ export interface Pool extends AsyncDisposable {
   release(ref: RemoteRef): Promise<void>;
   /**
    * The bytes each node's connection has carried since it was made (frames: headers and binary
-   * bodies), for the nodes connected now: what moved between this client and the workers.
+   * bodies), for the nodes connected now: what moved between this client and the workers (`sent`,
+   * `received`); and, apart, the bytes of remote references each node served to and fetched from
+   * the other nodes directly (`served`, `fetched`), which never crossed the client's link.
    */
   traffic(): readonly NodeTraffic[];
   /**

@@ -135,4 +135,65 @@ describe("remote references, the pool's side", () => {
     expect(ref.state).toBe("released");
     expect(() => first.refs.check(ref)).toThrow(/was released/);
   });
+
+  it("moves a reference node to node for a call bound to a node, once, and through the client when the peer fails", async () => {
+    const runs: { ref: string; node: number; args: readonly unknown[] }[] = [];
+    const notices: { message: string; node: number }[] = [];
+    let peerUp = true;
+    const refs = new RemoteRefRegistry({
+      run: async (pending: PendingTask<unknown>, node: number) => {
+        runs.push({ ref: pending.ref, node, args: pending.args });
+        if (pending.ref === "skyward.refs:serve") return { addr: "10.0.0.1", port: 4100 };
+        if (pending.ref === "skyward.refs:pull") {
+          if (!peerUp) throw new Error("could not fetch r0-a from 10.0.0.1:4100: Connection refused");
+          return { bytes: 100 };
+        }
+        return new PyObject("builtins.bytes", new Uint8Array([1, 2, 3]));
+      },
+      unref: () => {},
+      betweenNodes: true,
+      notice: (message, node) => notices.push({ message, node }),
+    });
+    const ref = new RemoteRef("r0-a", 0, "bytes", 100);
+    refs.adopt(ref);
+    const first = refs.prepare([ref], [ref], {}, 1, [0, 1, 2], false);
+    const second = refs.prepare([ref], [ref], {}, 1, [0, 1, 2], false);
+    if (first.ready || second.ready) throw new Error("a reference node 1 lacks must move first");
+    const [call] = await Promise.all([first.later, second.later]);
+    // One server asked, one pull (for both calls); the call names the reference without carrying it.
+    expect(runs.map((run) => [run.ref, run.node])).toEqual([
+      ["skyward.refs:serve", 0],
+      ["skyward.refs:pull", 1],
+    ]);
+    expect(runs[1]!.args).toEqual([{ id: "r0-a", addr: "10.0.0.1", port: 4100 }]);
+    call.hooks.sending?.(1);
+    expect(wireOf(call.args)).toEqual({ $r: { id: "r0-a", node: 0, type: "bytes", size: 100 } });
+    expect(ref.nodes).toEqual([0, 1]);
+    expect([refs.peerBytes(0), refs.peerBytes(1)]).toEqual([
+      { served: 100, fetched: 0 },
+      { served: 0, fetched: 100 },
+    ]);
+
+    // The peer cannot be reached: said in a notice, and the object goes through the client.
+    peerUp = false;
+    runs.length = 0;
+    const third = refs.prepare([ref], [ref], {}, 2, [0, 1, 2], false);
+    if (third.ready) throw new Error("a reference node 2 lacks must move first");
+    const carried = await third.later;
+    expect(runs.map((run) => [run.ref, run.node])).toEqual([
+      ["skyward.refs:pull", 2],
+      ["skyward.refs:pickled", 0],
+    ]);
+    expect(notices).toEqual([
+      {
+        node: 2,
+        message:
+          "remote reference r0-a could not move from node 0 to node 2 directly (could not fetch r0-a from 10.0.0.1:4100: Connection refused): it goes through the client instead",
+      },
+    ]);
+    carried.hooks.sending?.(2);
+    expect(carried.args[0]).toBeInstanceOf(RefArgument);
+    expect((carried.args[0] as RefArgument).carries).toBe(true);
+    expect(refs.peerBytes(2)).toEqual({ served: 0, fetched: 0 });
+  });
 });

@@ -1,7 +1,8 @@
 /**
  * The pool's side of remote references (docs/protocol.md, _Remote references_): which nodes hold
- * each reference, moving one to a node that does not hold it yet (once: worker → client → worker),
- * fetching and releasing, and what the nodes keep (`pool.refs()`).
+ * each reference, moving one to a node that does not hold it yet (once: node to node for a call
+ * bound to a node, `ref-moves.ts`; else, or when the peer cannot be reached, worker → client →
+ * worker), fetching and releasing, and what the nodes keep (`pool.refs()`).
  */
 import { RemoteRefError } from "../errors/errors.js";
 import {
@@ -13,8 +14,9 @@ import {
   type RemoteRefState,
   remoteRefOwner,
 } from "../protocol/values.js";
-import type { Kwargs, PendingTask } from "./python-function.js";
+import type { Kwargs } from "./python-function.js";
 import { python } from "./python-function.js";
+import { type PeerBytes, PeerMoves, type PeerMovesHost } from "./ref-moves.js";
 import type { TaskCallbacks } from "./task-manager.js";
 
 /** What one node keeps for remote references, as far as the client has told it. */
@@ -53,14 +55,16 @@ interface RefEntry {
   state: RemoteRefState;
   /** Its pickle on its way to the client, shared by the moves that need it at the same time. */
   payload: Promise<PyObject> | undefined;
+  /** Its moves under way, by the node it moves to: the pickle to carry, or none once moved node to node. */
+  readonly moves: Map<number, Promise<PyObject | undefined>>;
 }
 
 /** What the registry needs from its pool. */
-export interface RemoteRefHost {
-  /** Runs a call on a node (`pool.run` with a target). */
-  run(pending: PendingTask<unknown>, node: number, signal?: AbortSignal): Promise<unknown>;
+export interface RemoteRefHost extends PeerMovesHost {
   /** Sends `unref` to a node, if it is connected. */
   unref(node: number, ids: readonly string[]): void;
+  /** Whether references move node to node (the workers serve them to each other); else through the client. */
+  readonly betweenNodes?: boolean;
 }
 
 const pickledOf = python<[value: unknown], PyObject>("skyward.refs:pickled");
@@ -108,9 +112,16 @@ export class RemoteRefRegistry implements RemoteRefOwner {
   /** Live references by id (released and lost ones are dropped from here). */
   readonly #live = new Map<string, RefEntry>();
   readonly #entries = new WeakMap<RemoteRef, RefEntry>();
+  readonly #peers: PeerMoves;
 
   constructor(host: RemoteRefHost) {
     this.#host = host;
+    this.#peers = new PeerMoves(host);
+  }
+
+  /** What node `node` served to and fetched from the other nodes for references. */
+  peerBytes(node: number): PeerBytes {
+    return this.#peers.bytes(node);
   }
 
   /** Takes in a reference a task returned: this pool's, held on its node (and `holders`, if given). */
@@ -123,7 +134,13 @@ export class RemoteRefRegistry implements RemoteRefOwner {
       bindRemoteRef(ref, this);
       return;
     }
-    const entry: RefEntry = { ref, holders: new Set(holders), state: "held", payload: undefined };
+    const entry: RefEntry = {
+      ref,
+      holders: new Set(holders),
+      state: "held",
+      payload: undefined,
+      moves: new Map(),
+    };
     this.#live.set(ref.id, entry);
     this.#entries.set(ref, entry);
     bindRemoteRef(ref, this);
@@ -178,6 +195,7 @@ export class RemoteRefRegistry implements RemoteRefOwner {
 
   /** A node was lost: what it held is gone; a reference no node holds any more is lost. */
   nodeLost(node: number): void {
+    this.#peers.nodeLost(node);
     for (const [id, entry] of this.#live) {
       entry.holders.delete(node);
       if (entry.holders.size === 0) {
@@ -222,10 +240,38 @@ export class RemoteRefRegistry implements RemoteRefOwner {
   }
 
   /**
+   * Brings `entry` to `node` for a call bound there: node to node when the pool moves references so
+   * (once for the calls that need it at the same time), else — or when that failed — its pickle
+   * through the client, to carry with the call. Resolves the pickle to carry, or none.
+   */
+  #bring(entry: RefEntry, node: number): Promise<PyObject | undefined> {
+    if (this.#host.betweenNodes !== true) return this.#payload(entry);
+    let move = entry.moves.get(node);
+    if (move === undefined) {
+      const from = entry.holders.has(entry.ref.node) ? entry.ref.node : [...entry.holders][0]!;
+      move = this.#peers.move(entry.ref.id, from, node).then((moved) => {
+        if (!moved) return this.#payload(entry);
+        if (entry.state === "held") entry.holders.add(node);
+        // Released while it moved: the copy it left is let go too.
+        else this.#host.unref(node, [entry.ref.id]);
+        return undefined;
+      });
+      entry.moves.set(node, move);
+      const settled = move;
+      const clear = () => {
+        if (entry.moves.get(node) === settled) entry.moves.delete(node);
+      };
+      settled.then(clear, clear);
+    }
+    return move;
+  }
+
+  /**
    * Prepares a call whose arguments hold references, bound for `node` (or any of `nodes`:
    * `undefined`, and any node still to come when `mayGrow`). Its references become
-   * {@link RefArgument}s that carry the object to a node not holding it; the objects are brought to
-   * the client first only when some node the call may run on lacks one.
+   * {@link RefArgument}s that carry the object to a node not holding it; a call bound to a node
+   * has the objects it lacks moved there node to node first, when the pool moves them so; otherwise
+   * the objects are brought to the client first when some node the call may run on lacks one.
    * Returns the arguments and the callbacks that tell each argument its node and record the move.
    *
    * @throws {RemoteRefError} synchronously when a reference cannot be used.
@@ -274,8 +320,13 @@ export class RemoteRefRegistry implements RemoteRefOwner {
     };
     if (moving.length === 0) return { ready: true, ...build(new Map()) };
     const later = Promise.all(
-      moving.map(async (entry) => [entry.ref, await this.#payload(entry)] as const),
-    ).then((pairs) => build(new Map(pairs)));
+      moving.map(
+        async (entry) =>
+          [entry.ref, await (node === undefined ? this.#payload(entry) : this.#bring(entry, node))] as const,
+      ),
+    ).then((pairs) =>
+      build(new Map(pairs.filter((pair): pair is readonly [RemoteRef, PyObject] => pair[1] !== undefined))),
+    );
     return { ready: false, later };
   }
 

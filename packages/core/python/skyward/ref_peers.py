@@ -1,0 +1,184 @@
+"""Remote references moved node to node (see docs/protocol.md, _Remote references_).
+
+A reference used on a node that does not hold it is brought from the node that does, over the
+cluster network, instead of through the client. The client runs two built-in tasks, answered by the
+worker itself (the store is this process's): ``skyward.refs:serve`` on the holder starts this
+node's peer server (once; bound to the node's own cluster address from the ``cluster`` message) and
+answers where it listens; ``skyward.refs:pull`` on the other node fetches the object from there and
+keeps it under the same id.
+
+The peer protocol, one request per connection: the server sends a 32-byte nonce; the fetcher sends
+a length-prefixed JSON request ``{"job", "ref", "mac"}``, where ``mac`` is HMAC-SHA256 over the
+nonce and the ref id keyed by the pool's token (the token itself never crosses the network); the
+server answers a length-prefixed JSON header ``{"ok": true, "type", "size", "length"}`` and the
+pickle's bytes, or ``{"ok": false, "error"}``. It serves only this pool's job and what this node's
+store keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import secrets
+import struct
+from typing import Any, Awaitable, Callable, Dict, Tuple
+
+from .execution import Outcome, error_outcome
+from .ref_store import RefStore
+from .values import Kept
+
+SERVE_REFS = "skyward.refs:serve"
+PULL_REF = "skyward.refs:pull"
+
+#: a request or header bigger than this is not one of ours
+_HEADER_LIMIT = 64 * 1024
+#: how long a fetch may wait for the peer to connect and answer its header, in seconds
+_CONNECT_TIMEOUT = 30.0
+_LENGTH = struct.Struct(">I")
+
+
+def _mac(token: bytes, nonce: bytes, ref_id: str) -> str:
+    return hmac.new(token, nonce + ref_id.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+async def _read_header(reader: asyncio.StreamReader) -> Dict[str, Any]:
+    (length,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
+    if length > _HEADER_LIMIT:
+        raise ValueError(f"a peer header of {length} bytes is over the limit of {_HEADER_LIMIT}")
+    header = json.loads(await reader.readexactly(length))
+    if type(header) is not dict:
+        raise ValueError("a peer header must be a JSON object")
+    return header
+
+
+def _header(value: Dict[str, Any]) -> bytes:
+    data = json.dumps(value).encode("utf-8")
+    return _LENGTH.pack(len(data)) + data
+
+
+class RefPeers:
+    """This node's side of moving references between nodes: its server, its fetches, and the bytes
+    each moved (``served``, ``fetched``), which the ``pull`` answer and ``held`` report."""
+
+    def __init__(self, refs: RefStore, token: bytes, cluster: Callable[[], Dict[str, Any] | None],
+                 log: Callable[[str], None]) -> None:
+        self._refs = refs
+        self._token = token
+        self._cluster = cluster
+        self._log = log
+        self._server: asyncio.AbstractServer | None = None
+        self._address: Tuple[str, int] | None = None
+        self.served = 0
+        self.fetched = 0
+
+    # -- the built-in tasks ---------------------------------------------------------------------
+
+    def moved(self) -> Dict[str, int]:
+        """The bytes of references this node served to its peers and fetched from them so far."""
+        return {"served": self.served, "fetched": self.fetched}
+
+    def builtins(self) -> Dict[str, Callable[[Any], Awaitable[Outcome]]]:
+        """The built-in tasks this answers, by fn (the task table runs them on the event loop)."""
+        return {SERVE_REFS: lambda _args: self.serve_task(), PULL_REF: self.pull_task}
+
+    async def serve_task(self) -> Outcome:
+        """``skyward.refs:serve``: where this node's peer server listens (started on first ask)."""
+        try:
+            host, port = await self._listen()
+        except (OSError, ValueError) as error:
+            return error_outcome("exception", "RemoteRefError", f"the node cannot serve references to its peers: {error}")
+        return ("result", {"addr": host, "port": port})
+
+    async def pull_task(self, args: Any) -> Outcome:
+        """``skyward.refs:pull``: fetches one reference from the peer that holds it and keeps it here."""
+        if type(args) is not list or len(args) != 1 or type(args[0]) is not dict:
+            return error_outcome("serialization", "SerializationError", "pull takes one object {id, addr, port}")
+        request = args[0]
+        ref_id, addr, port = request.get("id"), request.get("addr"), request.get("port")
+        if type(ref_id) is not str or type(addr) is not str or type(port) is not int:
+            return error_outcome("serialization", "SerializationError", "pull takes one object {id, addr, port}")
+        if ref_id in self._refs.kept:
+            return ("result", {"bytes": 0})
+        try:
+            kept = await self._fetch(ref_id, addr, port)
+        except (OSError, ValueError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
+            reason = "timed out" if isinstance(error, asyncio.TimeoutError) else str(error) or type(error).__name__
+            return error_outcome("exception", "RemoteRefError", f"could not fetch {ref_id} from {addr}:{port}: {reason}")
+        self._refs.kept.setdefault(ref_id, kept)
+        return ("result", {"bytes": len(kept.data or b"")})
+
+    # -- server ---------------------------------------------------------------------------------
+
+    async def _listen(self) -> Tuple[str, int]:
+        if self._address is not None:
+            return self._address
+        cluster = self._cluster()
+        if cluster is None:
+            raise ValueError("the cluster message has not arrived yet")
+        node = cluster.get("node")
+        own = [peer for peer in cluster.get("peers") or [] if type(peer) is dict and peer.get("node") == node]
+        host = own[0].get("private_ip") if own else None
+        if type(host) is not str or not host:
+            raise ValueError("the cluster message gives this node no private address to bind")
+        # Bound to the cluster address only: the client's side of the network does not reach it.
+        self._server = await asyncio.start_server(self._answer, host=host, port=0)
+        port = self._server.sockets[0].getsockname()[1]
+        self._address = (host, port)
+        return self._address
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            nonce = secrets.token_bytes(32)
+            writer.write(nonce)
+            await writer.drain()
+            request = await asyncio.wait_for(_read_header(reader), _CONNECT_TIMEOUT)
+            ref_id = request.get("ref")
+            cluster = self._cluster() or {}
+            mac = request.get("mac")
+            if (type(ref_id) is not str or type(mac) is not str
+                    or not hmac.compare_digest(mac, _mac(self._token, nonce, ref_id))
+                    or request.get("job") != cluster.get("job_id")):
+                writer.write(_header({"ok": False, "error": "not authenticated for this pool"}))
+                self._log("refused a peer's reference request: not authenticated for this pool")
+                return
+            kept = self._refs.kept.get(ref_id)
+            if kept is None:
+                writer.write(_header({"ok": False, "error": f"{ref_id} is not held on this node"}))
+                return
+            # A live object is pickled off the event loop: it may be large.
+            data = kept.data if kept.data is not None else await asyncio.get_running_loop().run_in_executor(
+                None, kept.pickle)
+            writer.write(_header({"ok": True, "type": kept.type_name, "size": kept.size, "length": len(data)}))
+            writer.write(data)
+            await writer.drain()
+            self.served += len(data)
+        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
+            self._log(f"a peer's reference request failed: {type(error).__name__}")
+        finally:
+            writer.close()
+
+    # -- fetch ----------------------------------------------------------------------------------
+
+    async def _fetch(self, ref_id: str, addr: str, port: int) -> Kept:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(addr, port), _CONNECT_TIMEOUT)
+        try:
+            nonce = await asyncio.wait_for(reader.readexactly(32), _CONNECT_TIMEOUT)
+            job = (self._cluster() or {}).get("job_id")
+            writer.write(_header({"job": job, "ref": ref_id, "mac": _mac(self._token, nonce, ref_id)}))
+            await writer.drain()
+            header = await asyncio.wait_for(_read_header(reader), _CONNECT_TIMEOUT)
+            if header.get("ok") is not True:
+                raise ValueError(str(header.get("error", "the peer refused")))
+            length, type_name, size = header.get("length"), header.get("type"), header.get("size")
+            if type(length) is not int or type(type_name) is not str or type(size) is not int or length < 0:
+                raise ValueError("the peer's header is malformed")
+            data = await reader.readexactly(length)
+        finally:
+            writer.close()
+        self.fetched += len(data)
+        return Kept(type_name, size, data=data)
+
+
+__all__ = ["PULL_REF", "SERVE_REFS", "RefPeers"]
