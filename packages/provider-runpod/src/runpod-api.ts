@@ -28,29 +28,13 @@
 import {
   answerMessage,
   answerNumberSchema,
-  defineProviderApi,
-  type JsonCall,
-  jsonCalls,
+  defineMachineApi,
   type MachineErrorKind,
   type MachineErrorStructure,
-  MachineProviderError,
-  machineErrorFactory,
-  type ProviderApiErrorOptions,
-  type ProviderHttpClient,
+  type MachineProviderError,
+  type PacedClient,
 } from "@skyward/provider-utils";
 import { z } from "zod";
-
-/** A failed call to RunPod's API: a {@link MachineProviderError} whose `kind` says what failed. */
-export class RunPodApiError extends MachineProviderError {
-  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
-    super({ ...options, provider: "runpod", name: "RunPodApiError" });
-  }
-
-  /** True for a {@link RunPodApiError} from any copy of this package. */
-  static override isInstance(error: unknown): error is RunPodApiError {
-    return MachineProviderError.isInstance(error) && error.provider === "runpod";
-  }
-}
 
 /** RunPod's words for "nothing free of that kind" (v2's 400 `detail`, GraphQL's `errors[].message`). */
 const CAPACITY =
@@ -72,26 +56,27 @@ export function classifyRunPodError(failure: MachineErrorStructure): MachineErro
 }
 
 /** RunPod's API: its client (key from `apiKey`, else `RUNPOD_API_KEY`), key lookup and answer parsing. */
-export const runpodApi = defineProviderApi({
+export const runpodApi = defineMachineApi({
+  provider: "runpod",
+  errorName: "RunPodApiError",
   label: "RunPod",
   apiKeyVariable: "RUNPOD_API_KEY",
-  createError: machineErrorFactory({
-    provider: "runpod",
-    classify: classifyRunPodError,
-    create: (options) =>
-      new RunPodApiError(
-        options.kind === "account" && options.statusCode === 403
-          ? {
-              ...options,
-              // The HTTP layer reads every 403 as a bad key; RunPod's is "not for this account".
-              message: options.message
-                .replace(/rejected the API key \(HTTP 403\)/, "refused this account (HTTP 403)")
-                .replace(/: set RUNPOD_API_KEY.*$/, `: ${answerMessage(options.answer) ?? "access denied"}`),
-            }
-          : options,
-      ),
-  }),
+  classify: classifyRunPodError,
+  // The HTTP layer reads every 403 as a bad key; RunPod's is "not for this account".
+  reword: (options) =>
+    options.kind === "account" && options.statusCode === 403
+      ? {
+          ...options,
+          message: options.message
+            .replace(/rejected the API key \(HTTP 403\)/, "refused this account (HTTP 403)")
+            .replace(/: set RUNPOD_API_KEY.*$/, `: ${answerMessage(options.answer) ?? "access denied"}`),
+        }
+      : options,
 });
+
+/** A failed call to RunPod's API: a {@link MachineProviderError} whose `kind` says what failed. */
+export const RunPodApiError = runpodApi.ApiError;
+export type RunPodApiError = MachineProviderError;
 
 /** RunPod's REST API, version 2. */
 export const RUNPOD_API_URL = "https://api.runpod.io/v2";
@@ -244,7 +229,7 @@ export interface GraphqlResult {
  * Authentication errors reported that way reject like an HTTP 401.
  */
 export async function graphql(
-  http: ProviderHttpClient,
+  http: PacedClient,
   options: {
     query: string;
     variables?: Record<string, unknown>;
@@ -253,7 +238,7 @@ export async function graphql(
     signal: AbortSignal;
   },
 ): Promise<GraphqlResult> {
-  const { data } = await http.send({
+  const { data } = await http.send("other", {
     method: "POST",
     url: RUNPOD_GRAPHQL_URL,
     data: { query: options.query, variables: options.variables ?? {} },
@@ -292,11 +277,3 @@ export function requireData(result: GraphqlResult, purpose: string): Record<stri
 
 /** Parses `value` with `schema`, or fails with a {@link RunPodApiError} saying the answer was not understood. */
 export const parseAnswer = runpodApi.parseAnswer;
-
-/** Typed calls to RunPod's REST API v2, on one HTTP client. */
-export function runpodCalls(http: ProviderHttpClient): JsonCall {
-  return jsonCalls(RUNPOD_API_URL, (request) => http.send(request), runpodApi);
-}
-
-/** RunPod's calls, as {@link runpodCalls} makes them. */
-export type RunPodCalls = JsonCall;

@@ -20,33 +20,16 @@
 import {
   answerListSchema,
   answerNumberSchema,
-  defineProviderApi,
+  defineMachineApi,
   type JsonCall,
-  jsonCalls,
-  type MachineEndpoint,
+  type JsonSend,
   type MachineErrorKind,
   type MachineErrorStructure,
-  MachineProviderError,
+  type MachineProviderError,
   type MachineRateLimits,
-  machineErrorFactory,
-  type ProviderApiErrorOptions,
-  type ProviderHttpRequest,
-  rateLimitFor,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 import type { ParsedSettings } from "./vastai-settings.js";
-
-/** A failed call to Vast.ai's API: a {@link MachineProviderError} whose `kind` says what failed. */
-export class VastApiError extends MachineProviderError {
-  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
-    super({ ...options, provider: "vastai", name: "VastApiError" });
-  }
-
-  /** True for a {@link VastApiError} from any copy of this package. */
-  static override isInstance(error: unknown): error is VastApiError {
-    return MachineProviderError.isInstance(error) && error.provider === "vastai";
-  }
-}
 
 /** The `error` code of Vast.ai's `{success, error, msg}` refusal (https://docs.vast.ai/api-reference/rate-limits-and-errors). */
 function errorCode(answer: unknown): string {
@@ -81,15 +64,17 @@ export function classifyVastError(failure: MachineErrorStructure): MachineErrorK
 }
 
 /** Vast.ai's API: its client (key from `apiKey`, else `VAST_API_KEY`), key lookup and answer parsing. */
-export const vastaiApi = defineProviderApi({
+export const vastaiApi = defineMachineApi({
+  provider: "vastai",
+  errorName: "VastApiError",
   label: "Vast.ai",
   apiKeyVariable: "VAST_API_KEY",
-  createError: machineErrorFactory({
-    provider: "vastai",
-    classify: classifyVastError,
-    create: (options) => new VastApiError(options),
-  }),
+  classify: classifyVastError,
 });
+
+/** A failed call to Vast.ai's API: a {@link MachineProviderError} whose `kind` says what failed. */
+export const VastApiError = vastaiApi.ApiError;
+export type VastApiError = MachineProviderError;
 
 /**
  * Vast.ai's documented per-endpoint limits, per key: "search offers: 10 per minute", "show instance: one
@@ -223,9 +208,8 @@ export interface VastClient {
  * key with 404 on every endpoint: then it is the rejected key it is, not a gone offer or "no capacity".
  */
 export function vastClient(settings: ParsedSettings): VastClient {
-  const http = vastaiApi.createClient(settings);
   const names = { offers: "search", get: "get", list: "list", delete: "destroy" } as const;
-  const limits: MachineRateLimits = {
+  const rateLimits: MachineRateLimits = {
     endpoints: Object.fromEntries(
       Object.entries(names).map(([endpoint, setting]) => [
         endpoint,
@@ -236,38 +220,35 @@ export function vastClient(settings: ParsedSettings): VastClient {
   /** Whether `GET /users/current/` accepted the key: then a 404 means what it says. */
   let keyAccepted = false;
 
-  async function checkKey(request: ProviderHttpRequest): Promise<void> {
+  async function checkKey(paced: JsonSend, purpose: string, signal: AbortSignal): Promise<void> {
     try {
-      const purpose = "checking the API key";
-      await http.send({
-        method: "GET",
-        url: `${VAST_API_ROOT}/v0/users/current/`,
-        idempotent: true,
-        purpose,
-        signal: request.signal,
-      });
+      const url = `${VAST_API_ROOT}/v0/users/current/`;
+      await paced({ method: "GET", url, idempotent: true, purpose: "checking the API key", signal });
       keyAccepted = true;
     } catch (error) {
       if (!VastApiError.isInstance(error) || ![401, 403, 404].includes(error.statusCode ?? 0)) throw error;
       throw new VastApiError({
         kind: "auth",
         statusCode: 401,
-        message: `Vast.ai rejected the API key while ${request.purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
+        message: `Vast.ai rejected the API key while ${purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
       });
     }
   }
 
-  async function send(request: ProviderHttpRequest, endpoint?: MachineEndpoint) {
-    const rateLimit = endpoint === undefined ? undefined : rateLimitFor(limits, endpoint);
-    try {
-      return await http.send(rateLimit ? { ...request, rateLimit } : request);
-    } catch (error) {
-      if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted) await checkKey(request);
-      throw error;
-    }
-  }
-  return {
-    resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey),
-    call: jsonCalls(VAST_API_ROOT, send, vastaiApi),
-  };
+  const client = vastaiApi.jsonClient(
+    { ...settings, apiUrl: VAST_API_ROOT },
+    {
+      rateLimits,
+      send: (paced) => async (request, endpoint) => {
+        try {
+          return await paced(request, endpoint);
+        } catch (error) {
+          if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted)
+            await checkKey(paced, request.purpose, request.signal);
+          throw error;
+        }
+      },
+    },
+  );
+  return { resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey), call: client.json };
 }
