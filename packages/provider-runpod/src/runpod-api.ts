@@ -83,23 +83,26 @@ export const RUNPOD_API_URL = "https://api.runpod.io/v2";
 /** RunPod's GraphQL endpoint (interruptible pods only). */
 export const RUNPOD_GRAPHQL_URL = "https://api.runpod.io/graphql";
 
+// Only the fields the provider reads: objects are loose, so the rest passes through unchecked.
 const price = answerNumberSchema.transform((value) => (value !== null && value > 0 ? value : null));
+const text = z.string().nullish();
+const count = z.number().nullish();
 const availability = z.enum(["NONE", "LOW", "MEDIUM", "HIGH"]).nullish();
-const dataCenterAvailability = z.looseObject({ id: z.string(), availability });
+const dataCenters = z.array(z.looseObject({ id: z.string(), availability })).nullish();
 const perCloud = <T extends z.ZodType>(item: T) => z.looseObject({ secure: item, community: item }).nullish();
+const lowestBid = z.looseObject({ minimumBidPrice: price, stockStatus: text }).nullish();
 
 /** One GPU type of the v2 catalog. */
 export const catalogGpuSchema = z.looseObject({
   id: z.string(),
-  name: z.string().nullish(),
-  manufacturer: z.string().nullish(),
-  memory: z.number().nullish(),
+  name: text,
+  memory: count,
   secure: z.boolean().nullish(),
   community: z.boolean().nullish(),
   price: perCloud(price),
-  maxCount: perCloud(z.number().nullish()),
+  maxCount: perCloud(count),
   availability,
-  dataCenters: z.array(dataCenterAvailability).nullish(),
+  dataCenters,
   cudaVersions: z.array(z.looseObject({ version: z.string(), available: z.boolean() })).nullish(),
 });
 
@@ -109,59 +112,32 @@ export type CatalogGpu = z.infer<typeof catalogGpuSchema>;
 /** One CPU flavor of the v2 catalog. */
 export const catalogCpuSchema = z.looseObject({
   id: z.string(),
-  name: z.string().nullish(),
   vcpu: z.looseObject({ min: z.number(), max: z.number() }),
   ramGbPerVcpu: z.number(),
   price: z.looseObject({ securePerVcpu: price }),
   availability,
-  dataCenters: z.array(dataCenterAvailability).nullish(),
+  dataCenters,
 });
 
 /** A CPU flavor (`cpu3c`, `cpu5g`…). */
 export type CatalogCpu = z.infer<typeof catalogCpuSchema>;
 
-const sshEndpoint = z
-  .looseObject({ host: z.string(), port: z.number(), username: z.string().nullish() })
-  .nullish();
-
 /** A pod as v2 returns it. */
 export const podSchema = z.looseObject({
   id: z.string(),
-  name: z.string().nullish(),
-  status: z.string().nullish(),
+  name: text,
+  status: text,
   env: z
     .record(z.string(), z.string())
     .nullish()
     .transform((value) => value ?? {}),
   cost: answerNumberSchema,
-  cloud: z.string().nullish(),
-  dataCenterId: z.string().nullish(),
-  cudaVersion: z.string().nullish(),
-  gpu: z.looseObject({ id: z.string(), count: z.number().nullish() }).nullish(),
-  cpu: z.looseObject({ id: z.string(), vcpuCount: z.number().nullish() }).nullish(),
-  ssh: z.looseObject({ proxy: sshEndpoint, direct: sshEndpoint }).nullish(),
-  globalNetworking: z
-    .looseObject({
-      enabled: z.boolean().nullish(),
-      ip: z.string().nullish(),
-      internalDns: z.string().nullish(),
-    })
-    .nullish(),
+  ssh: z.looseObject({ direct: z.looseObject({ host: z.string(), port: z.number() }).nullish() }).nullish(),
+  globalNetworking: z.looseObject({ ip: text }).nullish(),
   runtime: z
-    .looseObject({
-      ports: z
-        .array(
-          z.looseObject({
-            private: z.number().nullish(),
-            public: z.number().nullish(),
-            type: z.string().nullish(),
-            ip: z.string().nullish(),
-          }),
-        )
-        .nullish(),
-    })
+    .looseObject({ ports: z.array(z.looseObject({ private: count, public: count, ip: text })).nullish() })
     .nullish(),
-  createdAt: z.string().nullish(),
+  createdAt: text,
 });
 
 /** A pod. */
@@ -177,17 +153,7 @@ export const answers = {
   pods: z.looseObject({ pods: z.array(podSchema) }),
   spotPrices: z.looseObject({
     gpuTypes: z
-      .array(
-        z.looseObject({
-          id: z.string(),
-          secureLowest: z
-            .looseObject({ minimumBidPrice: price, stockStatus: z.string().nullish() })
-            .nullish(),
-          communityLowest: z
-            .looseObject({ minimumBidPrice: price, stockStatus: z.string().nullish() })
-            .nullish(),
-        }),
-      )
+      .array(z.looseObject({ id: z.string(), secureLowest: lowestBid, communityLowest: lowestBid }))
       .nullish()
       .transform((value) => value ?? []),
   }),

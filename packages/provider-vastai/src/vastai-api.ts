@@ -76,6 +76,8 @@ export const vastaiApi = defineMachineApi({
 export const VastApiError = vastaiApi.ApiError;
 export type VastApiError = MachineProviderError;
 
+const RATE_LIMITS_PAGE = "https://docs.vast.ai/api-reference/rate-limits-and-errors";
+
 /**
  * Vast.ai's documented per-endpoint limits, per key: "search offers: 10 per minute", "show instance: one
  * per 2 s", "destroy instance: one per 3 s", "show instances: one per 1 s"
@@ -85,18 +87,10 @@ export type VastApiError = MachineProviderError;
  */
 export const VAST_RATE_LIMITS = {
   endpoints: {
-    offers: {
-      requests: 10,
-      perSeconds: 60,
-      source: "https://docs.vast.ai/api-reference/rate-limits-and-errors",
-    },
-    get: { requests: 1, perSeconds: 2, source: "https://docs.vast.ai/api-reference/rate-limits-and-errors" },
-    delete: {
-      requests: 1,
-      perSeconds: 3,
-      source: "https://docs.vast.ai/api-reference/rate-limits-and-errors",
-    },
-    list: { requests: 1, perSeconds: 1, source: "https://docs.vast.ai/api-reference/rate-limits-and-errors" },
+    offers: { requests: 10, perSeconds: 60, source: RATE_LIMITS_PAGE },
+    get: { requests: 1, perSeconds: 2, source: RATE_LIMITS_PAGE },
+    delete: { requests: 1, perSeconds: 3, source: RATE_LIMITS_PAGE },
+    list: { requests: 1, perSeconds: 1, source: RATE_LIMITS_PAGE },
   },
 } as const satisfies MachineRateLimits;
 
@@ -110,7 +104,6 @@ const listOf = answerListSchema;
 /** One search result: an offer (ask) of a machine's GPUs. */
 export const vastOfferSchema = z.looseObject({
   id: z.number(),
-  ask_contract_id: z.number().nullish(),
   machine_id: z.number().nullish(),
   gpu_name: z.string(),
   num_gpus: z.number(),
@@ -126,9 +119,7 @@ export const vastOfferSchema = z.looseObject({
   reliability: number,
   reliability2: number,
   geolocation: z.string().nullish(),
-  verified: z.boolean().nullish(),
   direct_port_count: number,
-  cuda_max_good: number,
 });
 
 /** An offer as the search returns it. */
@@ -141,7 +132,6 @@ export const searchAnswerSchema = z.looseObject({
 
 /** The answer to renting an ask. */
 export const createAnswerSchema = z.looseObject({
-  success: z.boolean().nullish(),
   new_contract: z.number().nullish(),
   error: z.string().nullish(),
   msg: z.string().nullish(),
@@ -158,7 +148,6 @@ export const vastInstanceSchema = z.looseObject({
   label: z.string().nullish(),
   actual_status: z.string().nullish(),
   intended_status: z.string().nullish(),
-  cur_state: z.string().nullish(),
   ssh_host: z.string().nullish(),
   ssh_port: number,
   public_ipaddr: z.string().nullish(),
