@@ -9,7 +9,7 @@ import {
   type Offer,
   type OfferQuery,
 } from "@skyward/core/contract";
-import { type JsonCall, machineErrorKind, roundPrice } from "@skyward/provider-utils";
+import { type JsonCall, machineErrorKind, machineOffer, roundPrice } from "@skyward/provider-utils";
 import {
   answers,
   type CatalogCpu,
@@ -186,24 +186,23 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
           cudaVersions: Object.freeze(cudaVersions),
         };
         offers.push(
-          Object.freeze({
+          machineOffer({
             id: `runpod:${cloud.toLowerCase()}:${gpu.id}:x${count}`,
             provider: NAME,
             instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud.toLowerCase()} cloud)`,
-            accelerator: Object.freeze({
+            accelerator: {
               name: canonical,
               count,
               memoryGb,
               ...(formFactor === undefined ? {} : { formFactor }),
-            }),
+            },
             vcpus: 0,
             memoryGb: 0,
-            architecture: "x86_64" as const,
             region: dataCenterId ?? "any",
             spotPrice: bidPerGpu === null ? null : roundPrice(bidPerGpu * count),
             onDemandPrice: onDemandPerGpu === null ? null : roundPrice(onDemandPerGpu * count),
             pricesAsOf: asOf,
-            specific: Object.freeze(specific),
+            specific,
           }),
         );
       }
@@ -232,19 +231,18 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
         memoryGb: size.memoryGb,
       };
       return [
-        Object.freeze({
+        machineOffer({
           id: `runpod:cpu:${instanceId}`,
           provider: NAME,
           instanceType: instanceId,
           accelerator: null,
           vcpus: size.vcpus,
           memoryGb: size.memoryGb,
-          architecture: "x86_64" as const,
           region: dataCenterId ?? "any",
           spotPrice: null,
           onDemandPrice: roundPrice(flavor.price.securePerVcpu * size.vcpus),
           pricesAsOf: asOf,
-          specific: Object.freeze(specific),
+          specific,
         }),
       ];
     });

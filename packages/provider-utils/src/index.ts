@@ -128,6 +128,7 @@ export type {
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
+export { type MachineOfferFacts, machineOffer } from "./offers/machine-offer.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
 export {
   filterOffers,
