@@ -117,6 +117,7 @@ export type { MachineProviderSettings } from "./machine-provider/machine-setting
 export {
   machineProviderFactories,
   machineSettingsShape,
+  refuseSetting,
   sshUserSchema,
 } from "./machine-provider/machine-settings.js";
 export type {
