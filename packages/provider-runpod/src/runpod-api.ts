@@ -183,19 +183,14 @@ export const DEPLOY_INTERRUPTIBLE_MUTATION = `mutation SkywardRentInterruptable(
   podRentInterruptable(input: $input) { id }
 }`;
 
-/** The outcome of a GraphQL call: its data, or the first error's message. */
-export interface GraphqlResult {
-  readonly data: Record<string, unknown> | undefined;
-  readonly error: string | undefined;
-}
-
 /**
- * Runs a GraphQL operation. HTTP failures reject with {@link RunPodApiError}; GraphQL errors (HTTP 200
- * with `errors`) come back as `error`, for the caller to tell "no capacity" from the rest.
- * Authentication errors reported that way reject like an HTTP 401.
+ * Runs a GraphQL operation and parses its `data` with `schema`. HTTP failures reject with
+ * {@link RunPodApiError}; so do GraphQL's own errors (HTTP 200 with `errors`): an authentication one
+ * like an HTTP 401, the rest classified by their words ("no capacity", a bid too low, a broken rule).
  */
-export async function graphql(
+export async function graphql<T extends z.ZodType>(
   http: PacedClient,
+  schema: T,
   options: {
     query: string;
     variables?: Record<string, unknown>;
@@ -203,16 +198,19 @@ export async function graphql(
     idempotent: boolean;
     signal: AbortSignal;
   },
-): Promise<GraphqlResult> {
-  const { data } = await http.send("other", {
+): Promise<z.output<T>> {
+  const { purpose, idempotent, signal } = options;
+  const request = { query: options.query, variables: options.variables ?? {} };
+  const answer = await http.send("other", {
     method: "POST",
     url: RUNPOD_GRAPHQL_URL,
-    data: { query: options.query, variables: options.variables ?? {} },
-    idempotent: options.idempotent,
-    purpose: options.purpose,
-    signal: options.signal,
+    data: request,
+    idempotent,
+    purpose,
+    signal,
   });
-  const body = typeof data === "object" && data !== null ? (data as Record<string, unknown>) : {};
+  const body =
+    typeof answer.data === "object" && answer.data !== null ? (answer.data as Record<string, unknown>) : {};
   const error =
     Array.isArray(body.errors) && body.errors.length > 0
       ? (answerMessage(body) ?? "unknown error")
@@ -221,24 +219,17 @@ export async function graphql(
     throw new RunPodApiError({
       kind: "auth",
       statusCode: 401,
-      message: `RunPod rejected the API key while ${options.purpose}: ${error}; set RUNPOD_API_KEY to a valid key or pass apiKey`,
+      message: `RunPod rejected the API key while ${purpose}: ${error}; set RUNPOD_API_KEY to a valid key or pass apiKey`,
     });
   }
-  const payload =
-    typeof body.data === "object" && body.data !== null ? (body.data as Record<string, unknown>) : undefined;
-  return { data: payload, error };
-}
-
-/** The data of a GraphQL result, or a {@link RunPodApiError} naming what failed. */
-export function requireData(result: GraphqlResult, purpose: string): Record<string, unknown> {
-  if (result.error !== undefined || result.data === undefined) {
-    const message = `RunPod's API refused ${purpose}: ${result.error ?? "the answer had no data"}`;
+  if (error !== undefined || typeof body.data !== "object" || body.data === null) {
+    const message = `RunPod's API refused ${purpose}: ${error ?? "the answer had no data"}`;
     throw new RunPodApiError({
       kind: classifyRunPodError({ statusCode: undefined, message, answer: undefined }) ?? "bad-request",
       message,
     });
   }
-  return result.data;
+  return runpodApi.parseAnswer(schema, body.data, purpose);
 }
 
 /** Parses `value` with `schema`, or fails with a {@link RunPodApiError} saying the answer was not understood. */

@@ -15,15 +15,7 @@ import {
   refuseSetting,
   roundPrice,
 } from "@skyward/provider-utils";
-import {
-  answers,
-  type CatalogCpu,
-  type CatalogGpu,
-  graphql,
-  parseAnswer,
-  requireData,
-  spotPricesQuery,
-} from "./runpod-api.js";
+import { answers, type CatalogCpu, type CatalogGpu, graphql, spotPricesQuery } from "./runpod-api.js";
 import { cudaFits, type ParsedSettings } from "./runpod-settings.js";
 
 export const NAME = "runpod";
@@ -100,13 +92,10 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
     const purpose = "pricing interruptible pods";
     let gpuTypes: (typeof answers.spotPrices)["_zod"]["output"]["gpuTypes"];
     try {
-      const result = await graphql(http, {
-        query: spotPricesQuery(count),
-        purpose,
-        idempotent: true,
-        signal,
-      });
-      gpuTypes = parseAnswer(answers.spotPrices, requireData(result, purpose), purpose).gpuTypes;
+      const operation = spotPricesQuery(count);
+      gpuTypes = (
+        await graphql(http, answers.spotPrices, { query: operation, purpose, idempotent: true, signal })
+      ).gpuTypes;
     } catch (error) {
       if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
       throw error;

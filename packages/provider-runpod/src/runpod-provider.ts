@@ -33,7 +33,6 @@ import {
   podSchema,
   RUNPOD_API_URL,
   RunPodApiError,
-  requireData,
   runpodApi,
 } from "./runpod-api.js";
 import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
@@ -196,14 +195,13 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       bidPerGpu: offer.bidPerGpu,
     };
     const purpose = "renting an interruptible pod";
-    const result = await graphql(http, {
+    const { podRentInterruptable: rented } = await graphql(http, answers.rented, {
       query: DEPLOY_INTERRUPTIBLE_MUTATION,
       variables: { input },
       purpose,
       idempotent: false,
       signal: body.signal,
     });
-    const rented = parseAnswer(answers.rented, requireData(result, purpose), purpose).podRentInterruptable;
     if (!rented)
       throw new RunPodApiError({
         kind: "capacity",
