@@ -21,7 +21,6 @@ import {
   answerListSchema,
   answerNumberSchema,
   defineMachineApi,
-  type JsonCall,
   type JsonSend,
   type MachineErrorKind,
   type MachineErrorStructure,
@@ -184,27 +183,31 @@ export const instanceAnswerSchema = z.looseObject({
   instances: vastInstanceSchema.nullish(),
 });
 
-/** Calls to Vast.ai, each paced by its endpoint's documented limit (or the setting's). */
-export interface VastClient {
-  /** The API key (a `ConfigurationError` when none is set). */
-  resolveApiKey(): string;
-  /** A typed call below the API's root (`/v0/bundles/`), paced by its endpoint's limit. */
-  call: JsonCall;
-}
+/** Calls to Vast.ai, as {@link vastClient} makes them. */
+export type VastClient = ReturnType<typeof vastClient>;
 
 /**
  * The client of the settings. A 404 is checked against the key first, since Vast.ai answers an unknown
  * key with 404 on every endpoint: then it is the rejected key it is, not a gone offer or "no capacity".
  */
-export function vastClient(settings: ParsedSettings): VastClient {
+export function vastClient(settings: ParsedSettings) {
   const names = { offers: "search", get: "get", list: "list", delete: "destroy" } as const;
   const rateLimits: MachineRateLimits = {
-    endpoints: Object.fromEntries(
-      Object.entries(names).map(([endpoint, setting]) => [
-        endpoint,
-        { ...VAST_RATE_LIMITS.endpoints[endpoint as keyof typeof names], ...settings.rateLimits[setting] },
-      ]),
-    ),
+    endpoints: {
+      ...Object.fromEntries(
+        Object.entries(names).map(([endpoint, setting]) => [
+          endpoint,
+          { ...VAST_RATE_LIMITS.endpoints[endpoint as keyof typeof names], ...settings.rateLimits[setting] },
+        ]),
+      ),
+      // One rent per 4.5 s per key, then a penalty: the settings say how long each is.
+      create: {
+        requests: 1,
+        perSeconds: settings.createIntervalMs / 1000,
+        penaltySeconds: settings.rateLimitPenaltyMs / 1000,
+        source: RATE_LIMITS_PAGE,
+      },
+    },
   };
   /** Whether `GET /users/current/` accepted the key: then a 404 means what it says. */
   let keyAccepted = false;
@@ -239,5 +242,10 @@ export function vastClient(settings: ParsedSettings): VastClient {
       },
     },
   );
-  return { resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey), call: client.json };
+  return {
+    /** The API key (a `ConfigurationError` when none is set). */
+    resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey),
+    /** A typed call below the API's root (`/v0/bundles/`), paced by its endpoint's limit. */
+    call: client.json,
+  };
 }

@@ -151,11 +151,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     const purpose = `renting offer ${askId}`;
     const answer = await client.call("PUT", `/v0/asks/${askId}/`, {
       schema: createAnswerSchema,
-      rateLimit: {
-        key: "PUT /asks",
-        minIntervalMs: settings.createIntervalMs,
-        penaltyMs: settings.rateLimitPenaltyMs,
-      },
+      endpoint: "create",
       data: {
         client_id: "me",
         image: cluster.specific.image,
