@@ -82,7 +82,7 @@ export const PAGE_SIZE = 100;
 
 /** A client for the API at `settings.apiUrl`; the key is looked up on the first request. */
 export function createNovitaClient(settings: Parameters<typeof novitaApi.jsonClient>[0]) {
-  const client = novitaApi.jsonClient(settings);
+  const { json } = novitaApi.jsonClient(settings);
   return {
     async products(
       query: { gpuNum: number; clusterId?: string | undefined; billingMethod: "onDemand" | "spot" },
@@ -94,53 +94,47 @@ export function createNovitaClient(settings: Parameters<typeof novitaApi.jsonCli
         ...(query.clusterId ? { clusterId: query.clusterId } : {}),
       };
       const purpose = `listing ${query.billingMethod} GPU products`;
-      return (
-        await client.read(
-          "offers",
-          "/products",
-          z.object({ data: z.array(productSchema) }),
-          purpose,
-          signal,
-          params,
-        )
-      ).data;
+      const schema = z.object({ data: z.array(productSchema) });
+      return (await json("GET", "/products", { schema, params, endpoint: "offers", purpose, signal })).data;
     },
     /** Creates an instance (`POST /gpu/instance/create`); resolves with its id. */
-    async create(request: Record<string, unknown>, signal: AbortSignal): Promise<string> {
-      const purpose = `creating a ${String(request.billingMode)} instance of product ${String(request.productId)}`;
+    async create(data: Record<string, unknown>, signal: AbortSignal): Promise<string> {
+      const purpose = `creating a ${String(data.billingMode)} instance of product ${String(data.productId)}`;
       const schema = z.object({ id: z.string().min(1) });
       return (
-        await client.call("create", "POST", "/gpu/instance/create", schema, purpose, signal, {
-          data: request,
-        })
+        await json("POST", "/gpu/instance/create", { schema, data, endpoint: "create", purpose, signal })
       ).id;
     },
     instance: (id: string, signal: AbortSignal): Promise<NovitaInstance> =>
-      client.read("get", "/gpu/instance", instanceSchema, `reading instance ${id}`, signal, {
-        instanceId: id,
+      json("GET", "/gpu/instance", {
+        schema: instanceSchema,
+        params: { instanceId: id },
+        endpoint: "get",
+        purpose: `reading instance ${id}`,
+        signal,
       }),
     /** One page of instances (`pageNum` from 1); a page shorter than {@link PAGE_SIZE} is the last. */
     async instances(pageNum: number, signal: AbortSignal): Promise<NovitaInstance[]> {
       const params = { pageSize: String(PAGE_SIZE), pageNum: String(pageNum) };
       // An account without instances answers `instances: null`; an answer without the field is not understood.
       const schema = z.object({ instances: z.array(instanceSchema).nullable() });
+      const purpose = "listing instances";
       return (
-        (await client.read("list", "/gpu/instances", schema, "listing instances", signal, params))
+        (await json("GET", "/gpu/instances", { schema, params, endpoint: "list", purpose, signal }))
           .instances ?? []
       );
     },
     /** Deletes an instance (`POST /gpu/instance/delete`); throws its classified error otherwise. */
     async delete(id: string, signal: AbortSignal): Promise<void> {
       const data = { instanceId: id };
-      await client.call(
-        "delete",
-        "POST",
-        "/gpu/instance/delete",
-        z.unknown(),
-        `deleting instance ${id}`,
+      const purpose = `deleting instance ${id}`;
+      await json("POST", "/gpu/instance/delete", {
+        data,
+        idempotent: true,
+        endpoint: "delete",
+        purpose,
         signal,
-        { data, idempotent: true },
-      );
+      });
     },
   };
 }

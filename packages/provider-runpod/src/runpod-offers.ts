@@ -2,24 +2,20 @@
  * RunPod's offers: one per GPU type and cloud from the v2 catalog (on demand) and GraphQL's minimum
  * bids (spot), and one per CPU flavor at the smallest power-of-two size meeting the query.
  */
-import { ConfigurationError } from "@skyward/core";
 import {
   acceleratorFormFactor,
   canonicalAcceleratorName,
   type Offer,
   type OfferQuery,
 } from "@skyward/core/contract";
-import { machineErrorKind, roundPrice } from "@skyward/provider-utils";
 import {
-  answers,
-  type CatalogCpu,
-  type CatalogGpu,
-  graphql,
-  parseAnswer,
-  type RunPodCalls,
-  requireData,
-  spotPricesQuery,
-} from "./runpod-api.js";
+  type JsonCall,
+  machineErrorKind,
+  machineOffer,
+  refuseSetting,
+  roundPrice,
+} from "@skyward/provider-utils";
+import { answers, type CatalogCpu, type CatalogGpu, graphql, spotPricesQuery } from "./runpod-api.js";
 import { cudaFits, type ParsedSettings } from "./runpod-settings.js";
 
 export const NAME = "runpod";
@@ -71,16 +67,8 @@ export function bidAbove(minimum: number, margin: number): number {
   return bid > minimum ? bid : Math.round((minimum + 0.001) * 1000) / 1000;
 }
 
-function refuse(path: string, message: string): never {
-  throw new ConfigurationError({ issues: [{ path, message }] });
-}
-
 /** RunPod's offers for the settings, from its catalog and its minimum bids. */
-export function runpodOffers(
-  settings: ParsedSettings,
-  calls: RunPodCalls,
-  http: Parameters<typeof graphql>[0],
-) {
+export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Parameters<typeof graphql>[0]) {
   const { cuda } = settings;
 
   async function catalogGpus(count: number, cloud: "SECURE" | "COMMUNITY", signal: AbortSignal) {
@@ -104,13 +92,10 @@ export function runpodOffers(
     const purpose = "pricing interruptible pods";
     let gpuTypes: (typeof answers.spotPrices)["_zod"]["output"]["gpuTypes"];
     try {
-      const result = await graphql(http, {
-        query: spotPricesQuery(count),
-        purpose,
-        idempotent: true,
-        signal,
-      });
-      gpuTypes = parseAnswer(answers.spotPrices, requireData(result, purpose), purpose).gpuTypes;
+      const operation = spotPricesQuery(count);
+      gpuTypes = (
+        await graphql(http, answers.spotPrices, { query: operation, purpose, idempotent: true, signal })
+      ).gpuTypes;
     } catch (error) {
       if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
       throw error;
@@ -136,7 +121,7 @@ export function runpodOffers(
   ): Promise<Offer[]> {
     if (query.vcpus !== undefined || query.memoryGb !== undefined) {
       // v2 places a GPU pod with its GPU type's own share of vCPUs and memory; nothing asks for more.
-      refuse(
+      refuseSetting(
         query.vcpus !== undefined ? "vcpus" : "memoryGb",
         "RunPod's pod API (v2) cannot ask a GPU pod for a vCPU or memory minimum (each GPU type comes with its own share): leave vcpus and memoryGb unset for RunPod GPU pods, or ask for more GPUs",
       );
@@ -191,24 +176,23 @@ export function runpodOffers(
           cudaVersions: Object.freeze(cudaVersions),
         };
         offers.push(
-          Object.freeze({
+          machineOffer({
             id: `runpod:${cloud.toLowerCase()}:${gpu.id}:x${count}`,
             provider: NAME,
             instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud.toLowerCase()} cloud)`,
-            accelerator: Object.freeze({
+            accelerator: {
               name: canonical,
               count,
               memoryGb,
               ...(formFactor === undefined ? {} : { formFactor }),
-            }),
+            },
             vcpus: 0,
             memoryGb: 0,
-            architecture: "x86_64" as const,
             region: dataCenterId ?? "any",
             spotPrice: bidPerGpu === null ? null : roundPrice(bidPerGpu * count),
             onDemandPrice: onDemandPerGpu === null ? null : roundPrice(onDemandPerGpu * count),
             pricesAsOf: asOf,
-            specific: Object.freeze(specific),
+            specific,
           }),
         );
       }
@@ -237,19 +221,18 @@ export function runpodOffers(
         memoryGb: size.memoryGb,
       };
       return [
-        Object.freeze({
+        machineOffer({
           id: `runpod:cpu:${instanceId}`,
           provider: NAME,
           instanceType: instanceId,
           accelerator: null,
           vcpus: size.vcpus,
           memoryGb: size.memoryGb,
-          architecture: "x86_64" as const,
           region: dataCenterId ?? "any",
           spotPrice: null,
           onDemandPrice: roundPrice(flavor.price.securePerVcpu * size.vcpus),
           pricesAsOf: asOf,
-          specific: Object.freeze(specific),
+          specific,
         }),
       ];
     });

@@ -8,18 +8,21 @@
  * idempotent creates (a pod is found again by its unique name), deletes until gone and strict lists.
  * Skyward's tags travel in the pod's environment (`SKYWARD_CLUSTER`…).
  */
-import { ConfigurationError, NoCapacityError } from "@skyward/core";
+import { NoCapacityError } from "@skyward/core";
 import type { Instance, Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
 import {
   defineMachineProvider,
+  describeMachine,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
+  type JsonCall,
   type MachineAdapter,
   type MachineClusterData,
+  refuseSetting,
   refuseVolumesWithoutFuse,
   SKYWARD_TAGS,
   skywardTagsFromEnvironment,
   skywardTagsToEnvironment,
-  sshReachableStatus,
+  statusTable,
 } from "@skyward/provider-utils";
 import {
   answers,
@@ -28,11 +31,9 @@ import {
   type Pod,
   parseAnswer,
   podSchema,
+  RUNPOD_API_URL,
   RunPodApiError,
-  type RunPodCalls,
-  requireData,
   runpodApi,
-  runpodCalls,
 } from "./runpod-api.js";
 import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { NAME, type RunPodOfferData, runpodOffers } from "./runpod-offers.js";
@@ -69,9 +70,7 @@ export interface RunPodClusterData extends MachineClusterData {
 
 type GpuOffer = Extract<RunPodOfferData, { kind: "gpu" }>;
 
-function refuse(path: string, message: string): never {
-  throw new ConfigurationError({ issues: [{ path, message }] });
-}
+const podStatus = statusTable({ running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] });
 
 /**
  * The instance a pod is: `running`, with SSH coordinates, once RunPod publishes its direct SSH endpoint
@@ -80,40 +79,24 @@ function refuse(path: string, message: string): never {
  */
 function instanceFromPod(pod: Pod, identityFile: string | undefined, root: string | undefined): Instance {
   const tags = skywardTagsFromEnvironment(pod.env);
-  const status = (pod.status ?? "").toUpperCase();
+  if (pod.name) tags["runpod:name"] = pod.name;
+  const status = podStatus(pod.status ?? "");
   const port22 = pod.runtime?.ports?.find((port) => port.private === 22 && port.ip && port.public);
-  const running = status === "RUNNING";
   const host = pod.ssh?.direct?.host ?? port22?.ip ?? null;
   const port = pod.ssh?.direct?.port ?? port22?.public ?? null;
-  const ssh =
-    running && host !== null && port !== null
-      ? Object.freeze({
-          host,
-          port,
-          user: "root",
-          ...(identityFile !== undefined ? { identityFile } : {}),
-          ...(root !== undefined ? { root: root.replaceAll("{id}", pod.id) } : {}),
-        })
-      : null;
-  const state = ["TERMINATED", "EXITED", "ERROR"].includes(status)
-    ? "terminated"
-    : running
-      ? "running"
-      : "pending";
-  if (pod.name) tags["runpod:name"] = pod.name;
-  const created = pod.createdAt ? Date.parse(pod.createdAt) : Number.NaN;
-  const publicIp = running ? host : null;
-  return Object.freeze({
+  const publicIp = status === "running" ? host : null;
+  return describeMachine({
     id: pod.id,
-    status: sshReachableStatus(state, ssh),
+    status,
+    address: host !== null && port !== null ? { host, port, user: "root" } : null,
+    identityFile,
+    root,
     publicIp,
     privateIp: pod.globalNetworking?.ip ?? publicIp,
-    ssh,
     spot: tags[SKYWARD_TAGS.spot] === "1",
     hourlyPrice: pod.cost,
-    offerId: tags[SKYWARD_TAGS.offer] ?? "",
-    createdAt: Number.isFinite(created) ? created : Date.now(),
-    tags: Object.freeze(tags),
+    tags,
+    createdAt: pod.createdAt,
   });
 }
 
@@ -124,7 +107,7 @@ function instanceFromPod(pod: Pod, identityFile: string | undefined, root: strin
  */
 async function placement(
   settings: ParsedSettings,
-  calls: RunPodCalls,
+  calls: JsonCall,
   spec: PoolSpec,
   offer: Offer,
   signal: AbortSignal,
@@ -135,7 +118,7 @@ async function placement(
   const alone = { dataCenterIds: pinned ? [pinned] : [], globalNetworking: false, spotAllowed: true };
   if (specific.kind !== "gpu" || spec.nodes.max <= 1) return alone;
   if (peers.length > 0 && spec.allocation === "spot")
-    refuse(
+    refuseSetting(
       "allocation",
       `plugin "${peers[0]}" needs the pool's ${spec.nodes.max} pods to reach one another through RunPod's global networking, which interruptible pods cannot join: use allocation "on-demand" (or "spot-if-available", which then rents on demand)`,
     );
@@ -163,7 +146,7 @@ async function placement(
   }
   if (pinned !== undefined && !networked.includes(pinned)) {
     if (peers.length > 0)
-      refuse(
+      refuseSetting(
         spec.region !== undefined ? "region" : "dataCenterId",
         `data center ${pinned} has no global networking, which plugin "${peers[0]}" needs for the pool's pods to reach one another: use one of ${networked.join(", ")}`,
       );
@@ -179,8 +162,7 @@ async function placement(
 }
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodClusterData> {
-  const http = runpodApi.createClient(settings);
-  const calls = runpodCalls(http);
+  const { json: calls, http } = runpodApi.jsonClient({ ...settings, apiUrl: RUNPOD_API_URL });
 
   async function rentInterruptible(body: {
     cluster: RunPodClusterData;
@@ -213,14 +195,13 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       bidPerGpu: offer.bidPerGpu,
     };
     const purpose = "renting an interruptible pod";
-    const result = await graphql(http, {
+    const { podRentInterruptable: rented } = await graphql(http, answers.rented, {
       query: DEPLOY_INTERRUPTIBLE_MUTATION,
       variables: { input },
       purpose,
       idempotent: false,
       signal: body.signal,
     });
-    const rented = parseAnswer(answers.rented, requireData(result, purpose), purpose).podRentInterruptable;
     if (!rented)
       throw new RunPodApiError({
         kind: "capacity",
@@ -265,7 +246,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       refuseVolumesWithoutFuse(spec.volumes, { provider: "RunPod", machines: "pods" });
       const gpu = (offer.specific as RunPodOfferData).kind === "gpu";
       if (!gpu && settings.volumeGb > 0)
-        refuse(
+        refuseSetting(
           "volumeGb",
           "RunPod CPU pods take no pod volume (a persistent mount is GPU-only): set volumeGb to 0",
         );
@@ -350,7 +331,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
 
 /**
  * The RunPod provider: `RunPod()` with default settings, or `RunPod({ cloudType: "secure",
- * containerDiskGb: 100 })`. Throws {@link ConfigurationError} for bad settings; the API key is looked
+ * containerDiskGb: 100 })`. Throws `ConfigurationError` for bad settings; the API key is looked
  * up on the first API call.
  */
 export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {

@@ -91,6 +91,7 @@ export type {
   MachineApiDefinition,
   MachineApiErrorClass,
   MachineJsonClient,
+  MachineJsonClientOptions,
   MachineJsonOptions,
 } from "./machine-provider/machine-api.js";
 export { defineMachineApi, machineErrorClass } from "./machine-provider/machine-api.js";
@@ -116,6 +117,7 @@ export type { MachineProviderSettings } from "./machine-provider/machine-setting
 export {
   machineProviderFactories,
   machineSettingsShape,
+  refuseSetting,
   sshUserSchema,
 } from "./machine-provider/machine-settings.js";
 export type {
@@ -127,6 +129,7 @@ export type {
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
+export { type MachineOfferFacts, machineOffer } from "./offers/machine-offer.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
 export {
   filterOffers,
