@@ -118,6 +118,8 @@ export {
   machineSettingsShape,
   sshUserSchema,
 } from "./machine-provider/machine-settings.js";
+export type { NumberedPage } from "./machine-provider/numbered-pages.js";
+export { nextNumberedPage, readNumberedPages } from "./machine-provider/numbered-pages.js";
 export type {
   DocumentedRateLimit,
   MachineEndpoint,
@@ -125,6 +127,9 @@ export type {
   PacedClient,
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
+export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
+export type { GrantedToken } from "./machine-provider/token-client.js";
+export { tokenClient } from "./machine-provider/token-client.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
