@@ -14,6 +14,7 @@ import {
   hourlyPriceFromTags,
   type MachineAdapter,
   machineProviderFactories,
+  nextNumberedPage,
   renderApiBootScript,
   SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
@@ -30,8 +31,8 @@ import {
   createVmsAnswerSchema,
   HyperstackApiError,
   hyperstackApi,
-  nextPage,
   PAGE_SIZE,
+  pageOf,
   type Vm,
   vmAnswerSchema,
   vmsAnswerSchema,
@@ -202,7 +203,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
         signal,
         params,
       );
-      const next = nextPage(page, answer.instances.length, answer);
+      const next = nextNumberedPage(page, PAGE_SIZE, pageOf(answer, answer.instances));
       return { machines: answer.instances, ...(next === undefined ? {} : { next: String(next) }) };
     },
 

@@ -255,6 +255,7 @@ export function createVerdaClient(settings: VerdaClientSettings) {
         api: verdaApi,
         list: "/scripts",
         asked: 100,
+        shortPageEnds: true,
         idOf: (script) => script.id,
         read: async (page) => ({
           items: await client.read("other", "/scripts", named, "listing startup scripts", signal, {
