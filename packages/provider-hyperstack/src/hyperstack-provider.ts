@@ -157,17 +157,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
         }),
       };
       const purpose = `creating virtual machine ${name}`;
-      const answer = await client.call(
-        "create",
-        "POST",
-        "/core/virtual-machines",
-        createVmsAnswerSchema,
-        purpose,
-        signal,
-        {
-          data,
-        },
-      );
+      const path = "/core/virtual-machines";
+      const answer = await client.call("create", "POST", path, createVmsAnswerSchema, purpose, signal, {
+        data,
+      });
       const [vm] = answer.instances;
       if (!vm)
         throw new HyperstackApiError({
@@ -195,11 +188,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     async listPage(cursor, signal) {
       const page = cursor === undefined ? 1 : Number(cursor);
       const params = { page: String(page), pageSize: String(PAGE_SIZE), search: "skyward-" };
+      const purpose = "listing virtual machines";
       const answer = await client.read(
         "list",
         "/core/virtual-machines",
         vmsAnswerSchema,
-        "listing virtual machines",
+        purpose,
         signal,
         params,
       );
