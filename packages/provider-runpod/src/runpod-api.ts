@@ -28,29 +28,13 @@
 import {
   answerMessage,
   answerNumberSchema,
-  defineProviderApi,
-  type JsonCall,
-  jsonCalls,
+  defineMachineApi,
   type MachineErrorKind,
   type MachineErrorStructure,
-  MachineProviderError,
-  machineErrorFactory,
-  type ProviderApiErrorOptions,
-  type ProviderHttpClient,
+  type MachineProviderError,
+  type PacedClient,
 } from "@skyward/provider-utils";
 import { z } from "zod";
-
-/** A failed call to RunPod's API: a {@link MachineProviderError} whose `kind` says what failed. */
-export class RunPodApiError extends MachineProviderError {
-  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
-    super({ ...options, provider: "runpod", name: "RunPodApiError" });
-  }
-
-  /** True for a {@link RunPodApiError} from any copy of this package. */
-  static override isInstance(error: unknown): error is RunPodApiError {
-    return MachineProviderError.isInstance(error) && error.provider === "runpod";
-  }
-}
 
 /** RunPod's words for "nothing free of that kind" (v2's 400 `detail`, GraphQL's `errors[].message`). */
 const CAPACITY =
@@ -72,49 +56,53 @@ export function classifyRunPodError(failure: MachineErrorStructure): MachineErro
 }
 
 /** RunPod's API: its client (key from `apiKey`, else `RUNPOD_API_KEY`), key lookup and answer parsing. */
-export const runpodApi = defineProviderApi({
+export const runpodApi = defineMachineApi({
+  provider: "runpod",
+  errorName: "RunPodApiError",
   label: "RunPod",
   apiKeyVariable: "RUNPOD_API_KEY",
-  createError: machineErrorFactory({
-    provider: "runpod",
-    classify: classifyRunPodError,
-    create: (options) =>
-      new RunPodApiError(
-        options.kind === "account" && options.statusCode === 403
-          ? {
-              ...options,
-              // The HTTP layer reads every 403 as a bad key; RunPod's is "not for this account".
-              message: options.message
-                .replace(/rejected the API key \(HTTP 403\)/, "refused this account (HTTP 403)")
-                .replace(/: set RUNPOD_API_KEY.*$/, `: ${answerMessage(options.answer) ?? "access denied"}`),
-            }
-          : options,
-      ),
-  }),
+  classify: classifyRunPodError,
+  // The HTTP layer reads every 403 as a bad key; RunPod's is "not for this account".
+  reword: (options) =>
+    options.kind === "account" && options.statusCode === 403
+      ? {
+          ...options,
+          message: options.message
+            .replace(/rejected the API key \(HTTP 403\)/, "refused this account (HTTP 403)")
+            .replace(/: set RUNPOD_API_KEY.*$/, `: ${answerMessage(options.answer) ?? "access denied"}`),
+        }
+      : options,
 });
+
+/** A failed call to RunPod's API: a {@link MachineProviderError} whose `kind` says what failed. */
+export const RunPodApiError = runpodApi.ApiError;
+export type RunPodApiError = MachineProviderError;
 
 /** RunPod's REST API, version 2. */
 export const RUNPOD_API_URL = "https://api.runpod.io/v2";
 /** RunPod's GraphQL endpoint (interruptible pods only). */
 export const RUNPOD_GRAPHQL_URL = "https://api.runpod.io/graphql";
 
+// Only the fields the provider reads: objects are loose, so the rest passes through unchecked.
 const price = answerNumberSchema.transform((value) => (value !== null && value > 0 ? value : null));
+const text = z.string().nullish();
+const count = z.number().nullish();
 const availability = z.enum(["NONE", "LOW", "MEDIUM", "HIGH"]).nullish();
-const dataCenterAvailability = z.looseObject({ id: z.string(), availability });
+const dataCenters = z.array(z.looseObject({ id: z.string(), availability })).nullish();
 const perCloud = <T extends z.ZodType>(item: T) => z.looseObject({ secure: item, community: item }).nullish();
+const lowestBid = z.looseObject({ minimumBidPrice: price, stockStatus: text }).nullish();
 
 /** One GPU type of the v2 catalog. */
 export const catalogGpuSchema = z.looseObject({
   id: z.string(),
-  name: z.string().nullish(),
-  manufacturer: z.string().nullish(),
-  memory: z.number().nullish(),
+  name: text,
+  memory: count,
   secure: z.boolean().nullish(),
   community: z.boolean().nullish(),
   price: perCloud(price),
-  maxCount: perCloud(z.number().nullish()),
+  maxCount: perCloud(count),
   availability,
-  dataCenters: z.array(dataCenterAvailability).nullish(),
+  dataCenters,
   cudaVersions: z.array(z.looseObject({ version: z.string(), available: z.boolean() })).nullish(),
 });
 
@@ -124,59 +112,32 @@ export type CatalogGpu = z.infer<typeof catalogGpuSchema>;
 /** One CPU flavor of the v2 catalog. */
 export const catalogCpuSchema = z.looseObject({
   id: z.string(),
-  name: z.string().nullish(),
   vcpu: z.looseObject({ min: z.number(), max: z.number() }),
   ramGbPerVcpu: z.number(),
   price: z.looseObject({ securePerVcpu: price }),
   availability,
-  dataCenters: z.array(dataCenterAvailability).nullish(),
+  dataCenters,
 });
 
 /** A CPU flavor (`cpu3c`, `cpu5g`…). */
 export type CatalogCpu = z.infer<typeof catalogCpuSchema>;
 
-const sshEndpoint = z
-  .looseObject({ host: z.string(), port: z.number(), username: z.string().nullish() })
-  .nullish();
-
 /** A pod as v2 returns it. */
 export const podSchema = z.looseObject({
   id: z.string(),
-  name: z.string().nullish(),
-  status: z.string().nullish(),
+  name: text,
+  status: text,
   env: z
     .record(z.string(), z.string())
     .nullish()
     .transform((value) => value ?? {}),
   cost: answerNumberSchema,
-  cloud: z.string().nullish(),
-  dataCenterId: z.string().nullish(),
-  cudaVersion: z.string().nullish(),
-  gpu: z.looseObject({ id: z.string(), count: z.number().nullish() }).nullish(),
-  cpu: z.looseObject({ id: z.string(), vcpuCount: z.number().nullish() }).nullish(),
-  ssh: z.looseObject({ proxy: sshEndpoint, direct: sshEndpoint }).nullish(),
-  globalNetworking: z
-    .looseObject({
-      enabled: z.boolean().nullish(),
-      ip: z.string().nullish(),
-      internalDns: z.string().nullish(),
-    })
-    .nullish(),
+  ssh: z.looseObject({ direct: z.looseObject({ host: z.string(), port: z.number() }).nullish() }).nullish(),
+  globalNetworking: z.looseObject({ ip: text }).nullish(),
   runtime: z
-    .looseObject({
-      ports: z
-        .array(
-          z.looseObject({
-            private: z.number().nullish(),
-            public: z.number().nullish(),
-            type: z.string().nullish(),
-            ip: z.string().nullish(),
-          }),
-        )
-        .nullish(),
-    })
+    .looseObject({ ports: z.array(z.looseObject({ private: count, public: count, ip: text })).nullish() })
     .nullish(),
-  createdAt: z.string().nullish(),
+  createdAt: text,
 });
 
 /** A pod. */
@@ -192,17 +153,7 @@ export const answers = {
   pods: z.looseObject({ pods: z.array(podSchema) }),
   spotPrices: z.looseObject({
     gpuTypes: z
-      .array(
-        z.looseObject({
-          id: z.string(),
-          secureLowest: z
-            .looseObject({ minimumBidPrice: price, stockStatus: z.string().nullish() })
-            .nullish(),
-          communityLowest: z
-            .looseObject({ minimumBidPrice: price, stockStatus: z.string().nullish() })
-            .nullish(),
-        }),
-      )
+      .array(z.looseObject({ id: z.string(), secureLowest: lowestBid, communityLowest: lowestBid }))
       .nullish()
       .transform((value) => value ?? []),
   }),
@@ -244,7 +195,7 @@ export interface GraphqlResult {
  * Authentication errors reported that way reject like an HTTP 401.
  */
 export async function graphql(
-  http: ProviderHttpClient,
+  http: PacedClient,
   options: {
     query: string;
     variables?: Record<string, unknown>;
@@ -253,7 +204,7 @@ export async function graphql(
     signal: AbortSignal;
   },
 ): Promise<GraphqlResult> {
-  const { data } = await http.send({
+  const { data } = await http.send("other", {
     method: "POST",
     url: RUNPOD_GRAPHQL_URL,
     data: { query: options.query, variables: options.variables ?? {} },
@@ -292,11 +243,3 @@ export function requireData(result: GraphqlResult, purpose: string): Record<stri
 
 /** Parses `value` with `schema`, or fails with a {@link RunPodApiError} saying the answer was not understood. */
 export const parseAnswer = runpodApi.parseAnswer;
-
-/** Typed calls to RunPod's REST API v2, on one HTTP client. */
-export function runpodCalls(http: ProviderHttpClient): JsonCall {
-  return jsonCalls(RUNPOD_API_URL, (request) => http.send(request), runpodApi);
-}
-
-/** RunPod's calls, as {@link runpodCalls} makes them. */
-export type RunPodCalls = JsonCall;

@@ -9,14 +9,13 @@ import {
   type Offer,
   type OfferQuery,
 } from "@skyward/core/contract";
-import { machineErrorKind, roundPrice } from "@skyward/provider-utils";
+import { type JsonCall, machineErrorKind, roundPrice } from "@skyward/provider-utils";
 import {
   answers,
   type CatalogCpu,
   type CatalogGpu,
   graphql,
   parseAnswer,
-  type RunPodCalls,
   requireData,
   spotPricesQuery,
 } from "./runpod-api.js";
@@ -76,11 +75,7 @@ function refuse(path: string, message: string): never {
 }
 
 /** RunPod's offers for the settings, from its catalog and its minimum bids. */
-export function runpodOffers(
-  settings: ParsedSettings,
-  calls: RunPodCalls,
-  http: Parameters<typeof graphql>[0],
-) {
+export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Parameters<typeof graphql>[0]) {
   const { cuda } = settings;
 
   async function catalogGpus(count: number, cloud: "SECURE" | "COMMUNITY", signal: AbortSignal) {

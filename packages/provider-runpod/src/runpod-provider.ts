@@ -12,14 +12,16 @@ import { ConfigurationError, NoCapacityError } from "@skyward/core";
 import type { Instance, Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
 import {
   defineMachineProvider,
+  describeMachine,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
+  type JsonCall,
   type MachineAdapter,
   type MachineClusterData,
   refuseVolumesWithoutFuse,
   SKYWARD_TAGS,
   skywardTagsFromEnvironment,
   skywardTagsToEnvironment,
-  sshReachableStatus,
+  statusTable,
 } from "@skyward/provider-utils";
 import {
   answers,
@@ -28,11 +30,10 @@ import {
   type Pod,
   parseAnswer,
   podSchema,
+  RUNPOD_API_URL,
   RunPodApiError,
-  type RunPodCalls,
   requireData,
   runpodApi,
-  runpodCalls,
 } from "./runpod-api.js";
 import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { NAME, type RunPodOfferData, runpodOffers } from "./runpod-offers.js";
@@ -73,6 +74,8 @@ function refuse(path: string, message: string): never {
   throw new ConfigurationError({ issues: [{ path, message }] });
 }
 
+const podStatus = statusTable({ running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] });
+
 /**
  * The instance a pod is: `running`, with SSH coordinates, once RunPod publishes its direct SSH endpoint
  * (the public address and port mapped to 22); its private address is its global-networking one when it
@@ -80,40 +83,24 @@ function refuse(path: string, message: string): never {
  */
 function instanceFromPod(pod: Pod, identityFile: string | undefined, root: string | undefined): Instance {
   const tags = skywardTagsFromEnvironment(pod.env);
-  const status = (pod.status ?? "").toUpperCase();
+  if (pod.name) tags["runpod:name"] = pod.name;
+  const status = podStatus(pod.status ?? "");
   const port22 = pod.runtime?.ports?.find((port) => port.private === 22 && port.ip && port.public);
-  const running = status === "RUNNING";
   const host = pod.ssh?.direct?.host ?? port22?.ip ?? null;
   const port = pod.ssh?.direct?.port ?? port22?.public ?? null;
-  const ssh =
-    running && host !== null && port !== null
-      ? Object.freeze({
-          host,
-          port,
-          user: "root",
-          ...(identityFile !== undefined ? { identityFile } : {}),
-          ...(root !== undefined ? { root: root.replaceAll("{id}", pod.id) } : {}),
-        })
-      : null;
-  const state = ["TERMINATED", "EXITED", "ERROR"].includes(status)
-    ? "terminated"
-    : running
-      ? "running"
-      : "pending";
-  if (pod.name) tags["runpod:name"] = pod.name;
-  const created = pod.createdAt ? Date.parse(pod.createdAt) : Number.NaN;
-  const publicIp = running ? host : null;
-  return Object.freeze({
+  const publicIp = status === "running" ? host : null;
+  return describeMachine({
     id: pod.id,
-    status: sshReachableStatus(state, ssh),
+    status,
+    address: host !== null && port !== null ? { host, port, user: "root" } : null,
+    identityFile,
+    root,
     publicIp,
     privateIp: pod.globalNetworking?.ip ?? publicIp,
-    ssh,
     spot: tags[SKYWARD_TAGS.spot] === "1",
     hourlyPrice: pod.cost,
-    offerId: tags[SKYWARD_TAGS.offer] ?? "",
-    createdAt: Number.isFinite(created) ? created : Date.now(),
-    tags: Object.freeze(tags),
+    tags,
+    createdAt: pod.createdAt,
   });
 }
 
@@ -124,7 +111,7 @@ function instanceFromPod(pod: Pod, identityFile: string | undefined, root: strin
  */
 async function placement(
   settings: ParsedSettings,
-  calls: RunPodCalls,
+  calls: JsonCall,
   spec: PoolSpec,
   offer: Offer,
   signal: AbortSignal,
@@ -179,8 +166,7 @@ async function placement(
 }
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodClusterData> {
-  const http = runpodApi.createClient(settings);
-  const calls = runpodCalls(http);
+  const { json: calls, http } = runpodApi.jsonClient({ ...settings, apiUrl: RUNPOD_API_URL });
 
   async function rentInterruptible(body: {
     cluster: RunPodClusterData;

@@ -91,6 +91,7 @@ export type {
   MachineApiDefinition,
   MachineApiErrorClass,
   MachineJsonClient,
+  MachineJsonClientOptions,
   MachineJsonOptions,
 } from "./machine-provider/machine-api.js";
 export { defineMachineApi, machineErrorClass } from "./machine-provider/machine-api.js";

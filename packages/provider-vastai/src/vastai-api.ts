@@ -20,33 +20,16 @@
 import {
   answerListSchema,
   answerNumberSchema,
-  defineProviderApi,
+  defineMachineApi,
   type JsonCall,
-  jsonCalls,
-  type MachineEndpoint,
+  type JsonSend,
   type MachineErrorKind,
   type MachineErrorStructure,
-  MachineProviderError,
+  type MachineProviderError,
   type MachineRateLimits,
-  machineErrorFactory,
-  type ProviderApiErrorOptions,
-  type ProviderHttpRequest,
-  rateLimitFor,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 import type { ParsedSettings } from "./vastai-settings.js";
-
-/** A failed call to Vast.ai's API: a {@link MachineProviderError} whose `kind` says what failed. */
-export class VastApiError extends MachineProviderError {
-  constructor(options: ProviderApiErrorOptions & { readonly kind: MachineErrorKind }) {
-    super({ ...options, provider: "vastai", name: "VastApiError" });
-  }
-
-  /** True for a {@link VastApiError} from any copy of this package. */
-  static override isInstance(error: unknown): error is VastApiError {
-    return MachineProviderError.isInstance(error) && error.provider === "vastai";
-  }
-}
 
 /** The `error` code of Vast.ai's `{success, error, msg}` refusal (https://docs.vast.ai/api-reference/rate-limits-and-errors). */
 function errorCode(answer: unknown): string {
@@ -81,15 +64,19 @@ export function classifyVastError(failure: MachineErrorStructure): MachineErrorK
 }
 
 /** Vast.ai's API: its client (key from `apiKey`, else `VAST_API_KEY`), key lookup and answer parsing. */
-export const vastaiApi = defineProviderApi({
+export const vastaiApi = defineMachineApi({
+  provider: "vastai",
+  errorName: "VastApiError",
   label: "Vast.ai",
   apiKeyVariable: "VAST_API_KEY",
-  createError: machineErrorFactory({
-    provider: "vastai",
-    classify: classifyVastError,
-    create: (options) => new VastApiError(options),
-  }),
+  classify: classifyVastError,
 });
+
+/** A failed call to Vast.ai's API: a {@link MachineProviderError} whose `kind` says what failed. */
+export const VastApiError = vastaiApi.ApiError;
+export type VastApiError = MachineProviderError;
+
+const RATE_LIMITS_PAGE = "https://docs.vast.ai/api-reference/rate-limits-and-errors";
 
 /**
  * Vast.ai's documented per-endpoint limits, per key: "search offers: 10 per minute", "show instance: one
@@ -100,18 +87,10 @@ export const vastaiApi = defineProviderApi({
  */
 export const VAST_RATE_LIMITS = {
   endpoints: {
-    offers: {
-      requests: 10,
-      perSeconds: 60,
-      source: "https://docs.vast.ai/api-reference/rate-limits-and-errors",
-    },
-    get: { requests: 1, perSeconds: 2, source: "https://docs.vast.ai/api-reference/rate-limits-and-errors" },
-    delete: {
-      requests: 1,
-      perSeconds: 3,
-      source: "https://docs.vast.ai/api-reference/rate-limits-and-errors",
-    },
-    list: { requests: 1, perSeconds: 1, source: "https://docs.vast.ai/api-reference/rate-limits-and-errors" },
+    offers: { requests: 10, perSeconds: 60, source: RATE_LIMITS_PAGE },
+    get: { requests: 1, perSeconds: 2, source: RATE_LIMITS_PAGE },
+    delete: { requests: 1, perSeconds: 3, source: RATE_LIMITS_PAGE },
+    list: { requests: 1, perSeconds: 1, source: RATE_LIMITS_PAGE },
   },
 } as const satisfies MachineRateLimits;
 
@@ -125,7 +104,6 @@ const listOf = answerListSchema;
 /** One search result: an offer (ask) of a machine's GPUs. */
 export const vastOfferSchema = z.looseObject({
   id: z.number(),
-  ask_contract_id: z.number().nullish(),
   machine_id: z.number().nullish(),
   gpu_name: z.string(),
   num_gpus: z.number(),
@@ -141,9 +119,7 @@ export const vastOfferSchema = z.looseObject({
   reliability: number,
   reliability2: number,
   geolocation: z.string().nullish(),
-  verified: z.boolean().nullish(),
   direct_port_count: number,
-  cuda_max_good: number,
 });
 
 /** An offer as the search returns it. */
@@ -156,7 +132,6 @@ export const searchAnswerSchema = z.looseObject({
 
 /** The answer to renting an ask. */
 export const createAnswerSchema = z.looseObject({
-  success: z.boolean().nullish(),
   new_contract: z.number().nullish(),
   error: z.string().nullish(),
   msg: z.string().nullish(),
@@ -173,7 +148,6 @@ export const vastInstanceSchema = z.looseObject({
   label: z.string().nullish(),
   actual_status: z.string().nullish(),
   intended_status: z.string().nullish(),
-  cur_state: z.string().nullish(),
   ssh_host: z.string().nullish(),
   ssh_port: number,
   public_ipaddr: z.string().nullish(),
@@ -223,9 +197,8 @@ export interface VastClient {
  * key with 404 on every endpoint: then it is the rejected key it is, not a gone offer or "no capacity".
  */
 export function vastClient(settings: ParsedSettings): VastClient {
-  const http = vastaiApi.createClient(settings);
   const names = { offers: "search", get: "get", list: "list", delete: "destroy" } as const;
-  const limits: MachineRateLimits = {
+  const rateLimits: MachineRateLimits = {
     endpoints: Object.fromEntries(
       Object.entries(names).map(([endpoint, setting]) => [
         endpoint,
@@ -236,38 +209,35 @@ export function vastClient(settings: ParsedSettings): VastClient {
   /** Whether `GET /users/current/` accepted the key: then a 404 means what it says. */
   let keyAccepted = false;
 
-  async function checkKey(request: ProviderHttpRequest): Promise<void> {
+  async function checkKey(paced: JsonSend, purpose: string, signal: AbortSignal): Promise<void> {
     try {
-      const purpose = "checking the API key";
-      await http.send({
-        method: "GET",
-        url: `${VAST_API_ROOT}/v0/users/current/`,
-        idempotent: true,
-        purpose,
-        signal: request.signal,
-      });
+      const url = `${VAST_API_ROOT}/v0/users/current/`;
+      await paced({ method: "GET", url, idempotent: true, purpose: "checking the API key", signal });
       keyAccepted = true;
     } catch (error) {
       if (!VastApiError.isInstance(error) || ![401, 403, 404].includes(error.statusCode ?? 0)) throw error;
       throw new VastApiError({
         kind: "auth",
         statusCode: 401,
-        message: `Vast.ai rejected the API key while ${request.purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
+        message: `Vast.ai rejected the API key while ${purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
       });
     }
   }
 
-  async function send(request: ProviderHttpRequest, endpoint?: MachineEndpoint) {
-    const rateLimit = endpoint === undefined ? undefined : rateLimitFor(limits, endpoint);
-    try {
-      return await http.send(rateLimit ? { ...request, rateLimit } : request);
-    } catch (error) {
-      if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted) await checkKey(request);
-      throw error;
-    }
-  }
-  return {
-    resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey),
-    call: jsonCalls(VAST_API_ROOT, send, vastaiApi),
-  };
+  const client = vastaiApi.jsonClient(
+    { ...settings, apiUrl: VAST_API_ROOT },
+    {
+      rateLimits,
+      send: (paced) => async (request, endpoint) => {
+        try {
+          return await paced(request, endpoint);
+        } catch (error) {
+          if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted)
+            await checkKey(paced, request.purpose, request.signal);
+          throw error;
+        }
+      },
+    },
+  );
+  return { resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey), call: client.json };
 }

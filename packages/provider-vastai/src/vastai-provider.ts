@@ -11,6 +11,7 @@ import { type Cluster, type Instance, type Offer, offerQuery, type ProviderV1 } 
 import {
   defineMachineProvider,
   deleteUntilGone,
+  describeMachine,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   listAllMachines,
   type MachineAdapter,
@@ -19,7 +20,6 @@ import {
   machineErrorKind,
   refuseVolumesWithoutFuse,
   skywardTags,
-  sshReachableStatus,
 } from "@skyward/provider-utils";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import {
@@ -93,34 +93,26 @@ export function instanceFromVast(
         : "pending";
   const directPort = sshPortMapping(instance);
   const publicIp = instance.public_ipaddr?.trim() || null;
-  let target: { host: string; port: number } | undefined;
-  if (status === "running") {
-    if (options.ssh === "direct" && publicIp && directPort) target = { host: publicIp, port: directPort };
-    else if (instance.ssh_host && instance.ssh_port)
-      target = { host: instance.ssh_host, port: instance.ssh_port };
-  }
-  const tags = tagsOf(instance);
-  const ssh = target
-    ? Object.freeze({
-        ...target,
-        user: "root",
-        ...(options.identityFile !== undefined ? { identityFile: options.identityFile } : {}),
-        ...(options.root !== undefined ? { root: options.root.replaceAll("{id}", String(instance.id)) } : {}),
-      })
-    : null;
-  return Object.freeze({
+  const address =
+    options.ssh === "direct" && publicIp && directPort
+      ? { host: publicIp, port: directPort, user: "root" }
+      : instance.ssh_host && instance.ssh_port
+        ? { host: instance.ssh_host, port: instance.ssh_port, user: "root" }
+        : null;
+  const started = instance.start_date;
+  return describeMachine({
     id: String(instance.id),
-    status: sshReachableStatus(status, ssh),
+    status,
+    address,
+    identityFile: options.identityFile,
+    root: options.root,
     publicIp,
     // Instances on different machines share no private network: peers reach each other publicly.
     privateIp: publicIp,
-    ssh,
     spot: instance.is_bid === true,
     hourlyPrice: instance.dph_total,
-    offerId: tags["skyward:offer"] ?? "",
-    createdAt:
-      instance.start_date !== null && instance.start_date > 0 ? Math.round(instance.start_date * 1000) : now,
-    tags: Object.freeze(tags),
+    tags: tagsOf(instance),
+    createdAt: started !== null && started > 0 ? Math.round(started * 1000) : now,
   });
 }
 

@@ -25,6 +25,7 @@
  * ```
  */
 import type { z } from "zod";
+import { type JsonCall, type JsonSend, jsonCalls } from "../http/json-calls.js";
 import { defineProviderApi, type ProviderApi } from "../http/provider-api.js";
 import type {
   ProviderApiErrorOptions,
@@ -70,7 +71,12 @@ export interface MachineApiDefinition extends ProviderApiIdentity {
   readonly classify: MachineErrorClassifier;
   /** Its documented rate limits (each with its page); default none: a 429's `Retry-After` is still honoured. */
   readonly rateLimits?: MachineRateLimits;
+  /** Rewords a classified error before it is made (RunPod's 403 is "not for this account", not a bad key). */
+  readonly reword?: (options: MachineErrorOptions) => MachineErrorOptions;
 }
+
+/** What a {@link MachineApiErrorClass} is made with. */
+type MachineErrorOptions = ProviderApiErrorOptions & { readonly kind: MachineErrorKind };
 
 /** What a request of {@link MachineJsonClient} may add to its method and path. */
 export interface MachineJsonOptions {
@@ -84,6 +90,8 @@ export interface MachineJsonOptions {
 export interface MachineJsonClient {
   /** The client the requests go through, for requests of another shape. */
   readonly http: PacedClient;
+  /** Typed calls below the API root ({@link jsonCalls}), each paced by the endpoint it names (default `other`). */
+  readonly json: JsonCall;
   /** Sends `method path` and parses the answer with `schema` (an answer it does not know is the provider's error). */
   call<T extends z.ZodType>(
     endpoint: MachineEndpoint,
@@ -107,12 +115,23 @@ export interface MachineJsonClient {
   remove(endpoint: MachineEndpoint, path: string, purpose: string, signal: AbortSignal): Promise<void>;
 }
 
+/** What a client of {@link MachineApi.jsonClient} may change from the API's definition. */
+export interface MachineJsonClientOptions {
+  /** Limits in place of the definition's (a setting that overrides a documented limit). */
+  readonly rateLimits?: MachineRateLimits;
+  /** Wraps the paced send, to read a failure the way only this API needs (Vast.ai's 404 to a bad key). */
+  readonly send?: (paced: JsonSend) => JsonSend;
+}
+
 /** A provider's API, as {@link defineMachineApi} returns it. */
 export interface MachineApi extends ProviderApi {
   /** The provider's error class. */
   readonly ApiError: MachineApiErrorClass;
   /** A typed JSON client of the API at `settings.apiUrl` (trailing slashes dropped). */
-  jsonClient(settings: ProviderHttpSettings & { readonly apiUrl: string }): MachineJsonClient;
+  jsonClient(
+    settings: ProviderHttpSettings & { readonly apiUrl: string },
+    options?: MachineJsonClientOptions,
+  ): MachineJsonClient;
 }
 
 /** Defines a machine-renting API once; see the module comment. */
@@ -125,45 +144,31 @@ export function defineMachineApi(definition: MachineApiDefinition): MachineApi {
     createError: machineErrorFactory({
       provider: definition.provider,
       classify: definition.classify,
-      create: (options) => new ApiError(options),
+      create: (options) => new ApiError(definition.reword?.(options) ?? options),
     }),
   });
-  const jsonClient = (settings: ProviderHttpSettings & { readonly apiUrl: string }): MachineJsonClient => {
-    const http = pacedClient(api.createClient(settings), definition.rateLimits ?? {});
-    const root = settings.apiUrl.replace(/\/+$/, "");
-    const call: MachineJsonClient["call"] = async (
-      endpoint,
-      method,
-      path,
-      schema,
-      purpose,
-      signal,
-      options,
-    ) => {
-      const { data } = await http.send(endpoint, {
-        method,
-        url: `${root}${path}`,
-        ...(options?.params ? { params: options.params } : {}),
-        ...(options?.data !== undefined ? { data: options.data } : {}),
-        idempotent: options?.idempotent ?? method !== "POST",
+  const jsonClient: MachineApi["jsonClient"] = (settings, options) => {
+    const http = pacedClient(api.createClient(settings), options?.rateLimits ?? definition.rateLimits ?? {});
+    const paced: JsonSend = (request, endpoint) => http.send(endpoint ?? "other", request);
+    const json = jsonCalls(settings.apiUrl.replace(/\/+$/, ""), options?.send?.(paced) ?? paced, api);
+    const call: MachineJsonClient["call"] = (endpoint, method, path, schema, purpose, signal, extra) =>
+      json(method, path, {
+        schema,
+        endpoint,
         purpose,
         signal,
-      });
-      return api.parseAnswer(schema, data, purpose);
-    };
+        ...(extra?.params ? { params: extra.params } : {}),
+        ...(extra?.data !== undefined ? { data: extra.data } : {}),
+        idempotent: extra?.idempotent ?? method !== "POST",
+      }) as Promise<z.output<typeof schema>>;
     return {
       http,
+      json,
       call,
       read: (endpoint, path, schema, purpose, signal, params) =>
         call(endpoint, "GET", path, schema, purpose, signal, params ? { params } : {}),
       async remove(endpoint, path, purpose, signal) {
-        await http.send(endpoint, {
-          method: "DELETE",
-          url: `${root}${path}`,
-          idempotent: true,
-          purpose,
-          signal,
-        });
+        await json("DELETE", path, { endpoint, purpose, signal });
       },
     };
   };

@@ -44,6 +44,8 @@ export interface MachineFacts {
   /** Where SSH listens on the machine, when the API says; the machine is `running` only with one. */
   readonly address: { readonly host: string; readonly port: number; readonly user: string } | null;
   readonly identityFile: string | undefined;
+  /** Skyward's directory on the machine, when set (`{id}` in it becomes the machine's id). */
+  readonly root?: string | undefined;
   /** The test seam's stand-in host, when one is set. */
   readonly standIn?: SshStandIn | undefined;
   /** Default the address's host. */
@@ -59,10 +61,14 @@ export interface MachineFacts {
 
 /** The machine as Skyward sees it: SSH coordinates once running, the offer from its tags. */
 export function describeMachine(facts: MachineFacts): Instance {
-  const ssh =
+  const reached =
     facts.status === "running" && facts.address
       ? instanceSsh(facts.address, facts.identityFile, facts.standIn)
       : null;
+  const ssh =
+    reached && reached.root === undefined && facts.root !== undefined
+      ? Object.freeze({ ...reached, root: facts.root.replaceAll("{id}", facts.id) })
+      : reached;
   const created = typeof facts.createdAt === "number" ? facts.createdAt : Date.parse(facts.createdAt ?? "");
   const publicIp = facts.publicIp !== undefined ? facts.publicIp : (facts.address?.host ?? null);
   return Object.freeze({

@@ -90,6 +90,45 @@ describe("defineMachineApi", () => {
     expect(exampleApi.ApiError.isInstance(other)).toBe(false);
     expect(new exampleApi.ApiError({ message: "refused" }).kind).toBe("bad-request");
   });
+
+  it("typed calls go through the wrapped send, naming their endpoint; PUT and DELETE repeat, POST does not", async () => {
+    const seen: { url: string; endpoint: string | undefined; idempotent: boolean }[] = [];
+    const client = exampleApi.jsonClient(
+      {
+        apiUrl: "https://api.example.com/v1",
+        apiKey: KEY,
+        fetch: async () => Response.json({ machines: [] }),
+        maxRetries: 0,
+        retryDelayMs: 1,
+        requestTimeoutMs: 5000,
+      },
+      {
+        rateLimits: { endpoints: { list: { requests: 1, perSeconds: 1, source: "https://example.com" } } },
+        send: (paced) => (request, endpoint) => {
+          seen.push({ url: request.url, endpoint, idempotent: request.idempotent });
+          return paced(request, endpoint);
+        },
+      },
+    );
+    const schema = z.object({ machines: z.array(z.unknown()) });
+    const signal = AbortSignal.timeout(5000);
+    const listed = await client.json("GET", "/machines", {
+      schema,
+      endpoint: "list",
+      purpose: "listing",
+      signal,
+    });
+    expect(listed.machines).toEqual([]);
+    await client.call("other", "PUT", "/machines/m-1", schema, "renaming", signal);
+    await client.call("create", "POST", "/machines", schema, "creating", signal);
+    await client.remove("delete", "/machines/m-1", "deleting", signal);
+    expect(seen).toEqual([
+      { url: "https://api.example.com/v1/machines", endpoint: "list", idempotent: true },
+      { url: "https://api.example.com/v1/machines/m-1", endpoint: "other", idempotent: true },
+      { url: "https://api.example.com/v1/machines", endpoint: "create", idempotent: false },
+      { url: "https://api.example.com/v1/machines/m-1", endpoint: "delete", idempotent: true },
+    ]);
+  });
 });
 
 describe("machine instances", () => {
