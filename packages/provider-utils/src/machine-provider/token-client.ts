@@ -56,7 +56,8 @@ export function tokenClient(
     http: {
       send: (endpoint, request) => withToken(request.signal, (client) => client.http.send(endpoint, request)),
     },
-    json: (method, path, options) => withToken(options.signal, (client) => client.json(method, path, options)),
+    json: (method, path, options) =>
+      withToken(options.signal, (client) => client.json(method, path, options)),
     call: (endpoint, method, path, schema, purpose, signal, options) =>
       withToken(signal, (client) => client.call(endpoint, method, path, schema, purpose, signal, options)),
     read: (endpoint, path, schema, purpose, signal, params) =>
