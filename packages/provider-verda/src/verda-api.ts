@@ -14,6 +14,7 @@ import {
   kindOfStatus,
   type MachineDeleteOutcome,
   type MachineErrorKind,
+  type MachineErrorStructure,
   type MachineProviderError,
   machineErrorKind,
   type ProviderHttpSettings,
@@ -26,6 +27,23 @@ import { z } from "zod";
 /** Verda's API, as its docs name it. */
 export const VERDA_API_URL = "https://api.verda.com/v1";
 
+/** Verda's API: its error class and classifier; its calls carry a token (`tokenClient`), not a fixed key. */
+export const verdaApi = defineMachineApi({
+  provider: "verda",
+  errorName: "VerdaApiError",
+  label: "Verda",
+  // Named when a request's token is refused: the token is granted for this secret (no fixed key is sent).
+  apiKeyVariable: "VERDA_CLIENT_SECRET",
+  classify: classifyVerdaError,
+});
+
+/** A failed call to Verda's API (or no answer at all), with its `kind`. */
+export type VerdaApiError = MachineProviderError;
+export const VerdaApiError = verdaApi.ApiError;
+
+const BUSY =
+  /provisioning|not ready|still (being )?(created|deployed)|cannot .*in (its )?current (state|status)/i;
+
 /**
  * Verda answers refusals as `{code, message}` with a 4xx or 503; the words tell them apart. "Operating
  * system is not valid for this instance type" is a bad request (the type's `supported_os` lists the
@@ -34,38 +52,18 @@ export const VERDA_API_URL = "https://api.verda.com/v1";
 export function classifyVerdaError({
   statusCode,
   message,
-}: {
-  statusCode: number | undefined;
-  message: string;
-}) {
+}: Pick<MachineErrorStructure, "statusCode" | "message">) {
   if (statusCode === 401) return "auth" as const;
   if (statusCode === 429) return undefined;
   if (/operating system is not valid|image .*not (valid|supported)/i.test(message))
     return "bad-request" as const;
-  if (
-    /provisioning|not ready|still (being )?(created|deployed)|cannot .*in (its )?current (state|status)/i.test(
-      message,
-    )
-  )
-    return "busy" as const;
+  if (BUSY.test(message)) return "busy" as const;
   if (/not enough|no capacity|insufficient resources|not available|out of stock|sold out/i.test(message))
     return "capacity" as const;
   if (/quota|limit (exceeded|reached)/i.test(message)) return "quota" as const;
   if (/balance|insufficient funds|payment/i.test(message)) return "account" as const;
   return undefined;
 }
-
-export const verdaApi = defineMachineApi({
-  provider: "verda",
-  errorName: "VerdaApiError",
-  label: "Verda",
-  apiKeyVariable: "VERDA_CLIENT_SECRET",
-  classify: classifyVerdaError,
-});
-
-/** A failed call to Verda's API (or no answer at all), with its `kind`. */
-export const VerdaApiError = verdaApi.ApiError;
-export type VerdaApiError = MachineProviderError;
 
 const size = z.object({ size_in_gigabytes: answerNumberSchema.optional() }).partial().nullish();
 const instanceTypeSchema = z.object({
