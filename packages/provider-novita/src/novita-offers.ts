@@ -5,7 +5,7 @@
  * instance then bills (`instancePrice`) is checked against the cap again by the machine-provider base.
  */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
-import { acceleratorFromNames, roundPrice } from "@skyward/provider-utils";
+import { acceleratorFromNames, machineOffer, roundPrice } from "@skyward/provider-utils";
 import { NOVITA_PRICE_UNITS_PER_USD, type NovitaProduct } from "./novita-api.js";
 
 export const NAME = "novita";
@@ -62,26 +62,19 @@ export function toOffers(
       minRootFS: product.minRootFS ?? undefined,
       maxRootFS: product.maxRootFS ?? undefined,
     };
-    const { formFactor, memoryGb, name } = gpu;
     return [
-      Object.freeze({
+      machineOffer({
         id: `novita:${product.id}:x${count}`,
         provider: NAME,
         instanceType: `${count > 1 ? `${count}x ` : ""}${product.name}`,
-        accelerator: Object.freeze({
-          name,
-          count,
-          memoryGb,
-          ...(formFactor === undefined ? {} : { formFactor }),
-        }),
+        accelerator: { ...gpu, count },
         vcpus: (product.cpuPerGpu ?? 0) * count,
         memoryGb: (product.memoryPerGpu ?? 0) * count,
-        architecture: "x86_64" as const,
         region: region ?? "any",
         spotPrice,
         onDemandPrice,
         pricesAsOf: asOf,
-        specific: Object.freeze(specific),
+        specific,
       }),
     ];
   });

@@ -5,12 +5,12 @@
  * name), deletes until gone and lists that read every page. Skyward's tags, the public key and what the
  * start command needs (see `start-command.ts`) travel in the instance's environment.
  */
-import { ConfigurationError } from "@skyward/core";
 import {
   describeMachine,
   type MachineAdapter,
   type MachineClusterData,
   machineProviderFactories,
+  refuseSetting,
   refuseVolumesWithoutFuse,
   roundPrice,
   SELF_DESTRUCT_COMMAND,
@@ -67,14 +67,10 @@ function sshEndpoint(instance: NovitaInstance): { host: string; port: number } |
 function rootfsFor(settings: ParsedSettings, offer: NovitaOfferData, diskGb: number | undefined): number {
   const wanted = Math.max(settings.rootfsSize, Math.ceil(diskGb ?? 0), offer.minRootFS ?? 0);
   if (offer.maxRootFS !== undefined && wanted > offer.maxRootFS)
-    throw new ConfigurationError({
-      issues: [
-        {
-          path: "rootfsSize",
-          message: `${wanted} GB is more root filesystem than Novita's ${offer.productName} takes (maxRootFS ${offer.maxRootFS} GB)`,
-        },
-      ],
-    });
+    refuseSetting(
+      "rootfsSize",
+      `${wanted} GB is more root filesystem than Novita's ${offer.productName} takes (maxRootFS ${offer.maxRootFS} GB)`,
+    );
   return wanted;
 }
 

@@ -2,14 +2,19 @@
  * RunPod's offers: one per GPU type and cloud from the v2 catalog (on demand) and GraphQL's minimum
  * bids (spot), and one per CPU flavor at the smallest power-of-two size meeting the query.
  */
-import { ConfigurationError } from "@skyward/core";
 import {
   acceleratorFormFactor,
   canonicalAcceleratorName,
   type Offer,
   type OfferQuery,
 } from "@skyward/core/contract";
-import { type JsonCall, machineErrorKind, roundPrice } from "@skyward/provider-utils";
+import {
+  type JsonCall,
+  machineErrorKind,
+  machineOffer,
+  refuseSetting,
+  roundPrice,
+} from "@skyward/provider-utils";
 import {
   answers,
   type CatalogCpu,
@@ -70,10 +75,6 @@ export function bidAbove(minimum: number, margin: number): number {
   return bid > minimum ? bid : Math.round((minimum + 0.001) * 1000) / 1000;
 }
 
-function refuse(path: string, message: string): never {
-  throw new ConfigurationError({ issues: [{ path, message }] });
-}
-
 /** RunPod's offers for the settings, from its catalog and its minimum bids. */
 export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Parameters<typeof graphql>[0]) {
   const { cuda } = settings;
@@ -131,7 +132,7 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
   ): Promise<Offer[]> {
     if (query.vcpus !== undefined || query.memoryGb !== undefined) {
       // v2 places a GPU pod with its GPU type's own share of vCPUs and memory; nothing asks for more.
-      refuse(
+      refuseSetting(
         query.vcpus !== undefined ? "vcpus" : "memoryGb",
         "RunPod's pod API (v2) cannot ask a GPU pod for a vCPU or memory minimum (each GPU type comes with its own share): leave vcpus and memoryGb unset for RunPod GPU pods, or ask for more GPUs",
       );
@@ -186,24 +187,23 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
           cudaVersions: Object.freeze(cudaVersions),
         };
         offers.push(
-          Object.freeze({
+          machineOffer({
             id: `runpod:${cloud.toLowerCase()}:${gpu.id}:x${count}`,
             provider: NAME,
             instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud.toLowerCase()} cloud)`,
-            accelerator: Object.freeze({
+            accelerator: {
               name: canonical,
               count,
               memoryGb,
               ...(formFactor === undefined ? {} : { formFactor }),
-            }),
+            },
             vcpus: 0,
             memoryGb: 0,
-            architecture: "x86_64" as const,
             region: dataCenterId ?? "any",
             spotPrice: bidPerGpu === null ? null : roundPrice(bidPerGpu * count),
             onDemandPrice: onDemandPerGpu === null ? null : roundPrice(onDemandPerGpu * count),
             pricesAsOf: asOf,
-            specific: Object.freeze(specific),
+            specific,
           }),
         );
       }
@@ -232,19 +232,18 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
         memoryGb: size.memoryGb,
       };
       return [
-        Object.freeze({
+        machineOffer({
           id: `runpod:cpu:${instanceId}`,
           provider: NAME,
           instanceType: instanceId,
           accelerator: null,
           vcpus: size.vcpus,
           memoryGb: size.memoryGb,
-          architecture: "x86_64" as const,
           region: dataCenterId ?? "any",
           spotPrice: null,
           onDemandPrice: roundPrice(flavor.price.securePerVcpu * size.vcpus),
           pricesAsOf: asOf,
-          specific: Object.freeze(specific),
+          specific,
         }),
       ];
     });

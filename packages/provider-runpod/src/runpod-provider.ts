@@ -8,7 +8,7 @@
  * idempotent creates (a pod is found again by its unique name), deletes until gone and strict lists.
  * Skyward's tags travel in the pod's environment (`SKYWARD_CLUSTER`…).
  */
-import { ConfigurationError, NoCapacityError } from "@skyward/core";
+import { NoCapacityError } from "@skyward/core";
 import type { Instance, Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
 import {
   defineMachineProvider,
@@ -17,6 +17,7 @@ import {
   type JsonCall,
   type MachineAdapter,
   type MachineClusterData,
+  refuseSetting,
   refuseVolumesWithoutFuse,
   SKYWARD_TAGS,
   skywardTagsFromEnvironment,
@@ -70,10 +71,6 @@ export interface RunPodClusterData extends MachineClusterData {
 
 type GpuOffer = Extract<RunPodOfferData, { kind: "gpu" }>;
 
-function refuse(path: string, message: string): never {
-  throw new ConfigurationError({ issues: [{ path, message }] });
-}
-
 const podStatus = statusTable({ running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] });
 
 /**
@@ -122,7 +119,7 @@ async function placement(
   const alone = { dataCenterIds: pinned ? [pinned] : [], globalNetworking: false, spotAllowed: true };
   if (specific.kind !== "gpu" || spec.nodes.max <= 1) return alone;
   if (peers.length > 0 && spec.allocation === "spot")
-    refuse(
+    refuseSetting(
       "allocation",
       `plugin "${peers[0]}" needs the pool's ${spec.nodes.max} pods to reach one another through RunPod's global networking, which interruptible pods cannot join: use allocation "on-demand" (or "spot-if-available", which then rents on demand)`,
     );
@@ -150,7 +147,7 @@ async function placement(
   }
   if (pinned !== undefined && !networked.includes(pinned)) {
     if (peers.length > 0)
-      refuse(
+      refuseSetting(
         spec.region !== undefined ? "region" : "dataCenterId",
         `data center ${pinned} has no global networking, which plugin "${peers[0]}" needs for the pool's pods to reach one another: use one of ${networked.join(", ")}`,
       );
@@ -251,7 +248,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       refuseVolumesWithoutFuse(spec.volumes, { provider: "RunPod", machines: "pods" });
       const gpu = (offer.specific as RunPodOfferData).kind === "gpu";
       if (!gpu && settings.volumeGb > 0)
-        refuse(
+        refuseSetting(
           "volumeGb",
           "RunPod CPU pods take no pod volume (a persistent mount is GPU-only): set volumeGb to 0",
         );
@@ -336,7 +333,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
 
 /**
  * The RunPod provider: `RunPod()` with default settings, or `RunPod({ cloudType: "secure",
- * containerDiskGb: 100 })`. Throws {@link ConfigurationError} for bad settings; the API key is looked
+ * containerDiskGb: 100 })`. Throws `ConfigurationError` for bad settings; the API key is looked
  * up on the first API call.
  */
 export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {

@@ -117,6 +117,7 @@ export type { MachineProviderSettings } from "./machine-provider/machine-setting
 export {
   machineProviderFactories,
   machineSettingsShape,
+  refuseSetting,
   sshUserSchema,
 } from "./machine-provider/machine-settings.js";
 export type { NumberedPage } from "./machine-provider/numbered-pages.js";
@@ -133,6 +134,7 @@ export type { GrantedToken } from "./machine-provider/token-client.js";
 export { tokenClient } from "./machine-provider/token-client.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
+export { type MachineOfferFacts, machineOffer } from "./offers/machine-offer.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
 export {
   filterOffers,

@@ -11,5 +11,8 @@
 
 export type { FetchFunction } from "@skyward/provider-utils";
 export { VastApiError } from "./vastai-api.js";
-export type { VastAISettings, VastClusterData, VastOfferData, VastSshMode } from "./vastai-provider.js";
-export { createProviderFromConfig, DEFAULT_VASTAI_IMAGE, VastAI } from "./vastai-provider.js";
+export type { VastOfferData } from "./vastai-offers.js";
+export type { VastClusterData } from "./vastai-provider.js";
+export { createProviderFromConfig, VastAI } from "./vastai-provider.js";
+export type { VastAISettings, VastSshMode } from "./vastai-settings.js";
+export { DEFAULT_VASTAI_IMAGE } from "./vastai-settings.js";

@@ -9,7 +9,7 @@ import {
   type Offer,
   type OfferQuery,
 } from "@skyward/core/contract";
-import { filterOffers, roundPrice } from "@skyward/provider-utils";
+import { filterOffers, machineOffer, roundPrice } from "@skyward/provider-utils";
 import { searchAnswerSchema, type VastClient, type VastOffer } from "./vastai-api.js";
 import type { ParsedSettings } from "./vastai-settings.js";
 
@@ -128,16 +128,16 @@ export function vastOfferSearch(settings: ParsedSettings, client: VastClient): V
     const arch = (raw.cpu_arch ?? "").toLowerCase();
     // gpu_name says the board when there are several ("H100 SXM", "H100 PCIE", "H100 NVL", "A100 SXM4").
     const formFactor = acceleratorFormFactor(raw.gpu_name);
-    return Object.freeze({
+    return machineOffer({
       id: `vastai:${raw.id}`,
       provider: "vastai",
       instanceType: `${raw.num_gpus}x ${raw.gpu_name}${raw.machine_id ? ` (machine ${raw.machine_id})` : ""}`,
-      accelerator: Object.freeze({
+      accelerator: {
         name: canonical,
         count: raw.num_gpus,
         memoryGb: raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
         ...(formFactor === undefined ? {} : { formFactor }),
-      }),
+      },
       vcpus: raw.cpu_cores_effective ?? raw.cpu_cores ?? 0,
       memoryGb: raw.cpu_ram === null ? 0 : Number(((raw.cpu_ram * share) / 1024).toFixed(4)),
       ...(raw.disk_space !== null ? { diskGb: Math.floor(raw.disk_space) } : {}),
@@ -147,7 +147,7 @@ export function vastOfferSearch(settings: ParsedSettings, client: VastClient): V
       onDemandPrice,
       billingUnit: "second",
       pricesAsOf: asOf,
-      specific: Object.freeze({
+      specific: {
         askId: raw.id,
         machineId: raw.machine_id ?? null,
         gpuName: raw.gpu_name,
@@ -155,7 +155,7 @@ export function vastOfferSearch(settings: ParsedSettings, client: VastClient): V
         bid,
         reliability: raw.reliability2 ?? raw.reliability,
         geolocation: raw.geolocation ?? null,
-      } satisfies VastOfferData),
+      } satisfies VastOfferData,
     });
   }
 

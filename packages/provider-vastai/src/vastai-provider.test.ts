@@ -34,15 +34,14 @@ import { SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import type { VastInstance } from "./vastai-api.js";
 import { VastApiError } from "./vastai-api.js";
+import { vastGpuNames } from "./vastai-offers.js";
 import {
   createProviderFromConfig,
-  DEFAULT_VASTAI_IMAGE,
   instanceFromVast,
   VastAI,
-  type VastAISettings,
   type VastClusterData,
-  vastGpuNames,
 } from "./vastai-provider.js";
+import { DEFAULT_VASTAI_IMAGE, type VastAISettings } from "./vastai-settings.js";
 
 const fake = startFakeVast();
 const keys = useMswFake(fake, "skyward-vast-keys-");

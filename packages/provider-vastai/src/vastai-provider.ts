@@ -40,11 +40,6 @@ import {
   type VastSshMode,
 } from "./vastai-settings.js";
 
-export type { VastOfferData } from "./vastai-offers.js";
-export { vastGpuNames } from "./vastai-offers.js";
-export type { VastAISettings, VastPacedEndpoint, VastSshMode } from "./vastai-settings.js";
-export { DEFAULT_VASTAI_IMAGE } from "./vastai-settings.js";
-
 /** How long an instance may take to run with its SSH port: Vast.ai pulls the image first. */
 export const VASTAI_PROVISION_TIMEOUT_SECONDS = IMAGE_PULL_PROVISION_TIMEOUT_SECONDS;
 

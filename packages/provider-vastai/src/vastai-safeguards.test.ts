@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 import { SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
 import errors from "../test/fixtures/errors.json" with { type: "json" };
 import { classifyVastError } from "./vastai-api.js";
-import { VASTAI_PROVISION_TIMEOUT_SECONDS, VastAI, type VastAISettings } from "./vastai-provider.js";
+import { VASTAI_PROVISION_TIMEOUT_SECONDS, VastAI } from "./vastai-provider.js";
+import type { VastAISettings } from "./vastai-settings.js";
 
 const fake = startFakeVast();
 const keys = useMswFake(fake, "skyward-vast-safeguards-");

@@ -16,7 +16,12 @@ import {
   tagsFromWords,
   tagsToWords,
 } from "./machine-instance.js";
-import { machineProviderFactories, machineSettingsShape, sshUserSchema } from "./machine-settings.js";
+import {
+  machineProviderFactories,
+  machineSettingsShape,
+  refuseSetting,
+  sshUserSchema,
+} from "./machine-settings.js";
 
 const KEY = "sk_test_MaChInE0123456789";
 
@@ -242,5 +247,19 @@ describe("machine settings", () => {
       expect((error as ConfigurationError).issues.map((issue) => issue.path)).toContain(path);
     }
     expect(() => factories.fromConfig({ region: "x" })).toThrow(ConfigurationError);
+  });
+
+  it("a refused setting is a ConfigurationError naming its path and saying why", () => {
+    const error = (() => {
+      try {
+        refuseSetting("volumeGb", "CPU pods take no volume");
+      } catch (caught) {
+        return caught;
+      }
+    })();
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect((error as ConfigurationError).issues).toEqual([
+      { path: "volumeGb", message: "CPU pods take no volume" },
+    ]);
   });
 });

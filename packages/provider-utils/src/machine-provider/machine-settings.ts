@@ -4,6 +4,7 @@
  * spread, and the pair of factories each provider exports (`Provider(settings)` and
  * `createProviderFromConfig` for a `skyward.toml` table).
  */
+import { ConfigurationError } from "@skyward/core";
 import { type ProviderV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
 import { type HttpSettings, httpSettingsShape, keysDirectorySchema } from "../http/http-settings.js";
@@ -38,6 +39,11 @@ export function machineSettingsShape<Seam>(defaultApiUrl: string) {
       })
       .optional(),
   };
+}
+
+/** Refuses a setting (or a spec's field) that cannot work here: a `ConfigurationError` naming it at `path`. */
+export function refuseSetting(path: string, message: string): never {
+  throw new ConfigurationError({ issues: [{ path, message }] });
 }
 
 /** A login user's name, as a setting (`sshUser`), defaulting to `user`. */
