@@ -3,7 +3,7 @@
  * asked, sized to TensorDock's resource steps and priced per resource.
  */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
-import { acceleratorFromNames, roundPrice } from "@skyward/provider-utils";
+import { acceleratorFromNames, machineOffer, roundPrice } from "@skyward/provider-utils";
 import type { Location, LocationGpu } from "./tensordock-api.js";
 import type { ParsedSettings } from "./tensordock-settings.js";
 
@@ -89,20 +89,19 @@ export function toOffer(
     ramGb,
     storageGb,
   };
-  return Object.freeze({
+  return machineOffer({
     id: offerIdOf(location.id, gpu.v0Name, count),
     provider: NAME,
     instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.displayName || gpu.v0Name}`,
-    accelerator: Object.freeze({ ...model, count }),
+    accelerator: { ...model, count },
     vcpus,
     memoryGb: ramGb,
     diskGb: storageGb,
-    architecture: "x86_64" as const,
     region: [location.city, location.country].filter(Boolean).join(", ") || location.id,
     spotPrice: null,
     onDemandPrice: roundPrice(hourly),
     billingUnit: "second" as const,
     pricesAsOf,
-    specific: Object.freeze(specific),
+    specific,
   });
 }
