@@ -19,8 +19,11 @@ import {
   answerNumberSchema,
   answerTextSchema,
   defineMachineApi,
+  type MachineJsonClient,
   type MachineProviderError,
   type MachineRateLimits,
+  type NumberedPage,
+  readNumberedPages,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
@@ -74,7 +77,7 @@ const listOf = answerListSchema;
 const text = answerTextSchema;
 
 /** One flavor (Flavor_Fields). */
-export const flavorSchema = z.looseObject({
+const flavorSchema = z.looseObject({
   id: z.number(),
   name: z.string(),
   region_name: text,
@@ -87,18 +90,15 @@ export const flavorSchema = z.looseObject({
   stock_available: z.boolean().nullish(),
 });
 
-/** A flavor. */
 export type Flavor = z.infer<typeof flavorSchema>;
 
-/** `GET /core/flavors`. */
 export const flavorsAnswerSchema = z.looseObject({
   data: listOf(z.looseObject({ gpu: text, region_name: text, flavors: listOf(flavorSchema) })),
 });
 
-/** `GET /pricebook`: a bare array. */
+/** `GET /pricebook` answers a bare array. */
 export const pricebookAnswerSchema = z.array(z.looseObject({ name: z.string(), value: answerNumberSchema }));
 
-/** `GET /core/images`. */
 export const imagesAnswerSchema = z.looseObject({
   images: listOf(
     z.looseObject({
@@ -110,31 +110,58 @@ export const imagesAnswerSchema = z.looseObject({
   ),
 });
 
-/** An environment. */
-export const environmentSchema = z.looseObject({ id: z.number(), name: z.string(), region: text });
+export const createEnvironmentAnswerSchema = z.looseObject({
+  environment: z.looseObject({ id: z.number(), name: z.string(), region: text }),
+});
 
-/** `POST /core/environments`. */
-export const createEnvironmentAnswerSchema = z.looseObject({ environment: environmentSchema });
-
-/** What a paged list answers beside its items: its page, page size and the total count. */
+/** What a paged list answers beside its items: its page size and the total count. */
 const pageFields = {
-  page: z.number().nullish(),
   page_size: z.number().nullish(),
   pageSize: z.number().nullish(),
   count: z.number().nullish(),
 };
+type PageFields = z.output<z.ZodObject<typeof pageFields>>;
 
-/** `GET /core/environments` (one page). */
+/** The page size the provider asks for. */
+export const PAGE_SIZE = 100;
+
+/** A paged answer, as `readNumberedPages` reads it. */
+export function pageOf<Item>(answer: PageFields, items: readonly Item[]): NumberedPage<Item> {
+  return { items, total: answer.count, pageSize: answer.page_size ?? answer.pageSize };
+}
+
+/** Every item of the paged list at `path` (`page`, `pageSize`; `count` the total), every page read. */
+export function readAllPages<Schema extends z.ZodType<PageFields>, Item extends { readonly id: number }>(
+  client: MachineJsonClient,
+  path: string,
+  schema: Schema,
+  itemsOf: (answer: z.output<Schema>) => readonly Item[],
+  signal: AbortSignal,
+  params: Record<string, string> = {},
+): Promise<Item[]> {
+  return readNumberedPages<Item>({
+    api: hyperstackApi,
+    list: path,
+    asked: PAGE_SIZE,
+    idOf: (item) => item.id,
+    async read(page) {
+      const paging = { ...params, page: String(page), pageSize: String(PAGE_SIZE) };
+      const answer = await client.read("other", path, schema, `listing ${path}`, signal, paging);
+      return pageOf(answer, itemsOf(answer));
+    },
+  });
+}
+
 export const environmentsAnswerSchema = z.looseObject({
   ...pageFields,
-  environments: listOf(environmentSchema),
+  environments: listOf(z.looseObject({ id: z.number(), name: z.string() })),
 });
 
 /** A key pair as `GET /core/keypairs` lists it (its environment by name). */
-export const keypairSchema = z.looseObject({ id: z.number(), name: z.string(), environment: z.unknown() });
-
-/** `GET /core/keypairs` (one page). */
-export const keypairsAnswerSchema = z.looseObject({ ...pageFields, keypairs: listOf(keypairSchema) });
+export const keypairsAnswerSchema = z.looseObject({
+  ...pageFields,
+  keypairs: listOf(z.looseObject({ id: z.number(), name: z.string(), environment: z.unknown() })),
+});
 
 /** A VM (Instance_Fields), as far as the provider reads it. */
 export const vmSchema = z.looseObject({
@@ -155,38 +182,10 @@ export const vmSchema = z.looseObject({
   created_at: text,
   labels: listOf(z.string()),
 });
-
-/** A VM. */
 export type Vm = z.infer<typeof vmSchema>;
 
-/** `GET /core/virtual-machines` (one page). */
 export const vmsAnswerSchema = z.looseObject({ ...pageFields, instances: listOf(vmSchema) });
 
-/** The page size the provider asks for. */
-export const PAGE_SIZE = 100;
-
-/**
- * The next page after `page` of a paged answer holding `items`, or undefined on the last: an empty
- * page is the last, and so is one that reaches the answer's `count`. The page size the API used (it may
- * give fewer than asked) is the answer's, else the one asked for.
- */
-export function nextPage(
-  page: number,
-  items: number,
-  answer: {
-    page_size?: number | null | undefined;
-    pageSize?: number | null | undefined;
-    count?: number | null | undefined;
-  },
-): number | undefined {
-  if (items === 0) return undefined;
-  const size = answer.page_size ?? answer.pageSize ?? PAGE_SIZE;
-  if (typeof answer.count === "number" && (page - 1) * size + items >= answer.count) return undefined;
-  return page + 1;
-}
-
-/** `GET /core/virtual-machines/{id}`. */
 export const vmAnswerSchema = z.looseObject({ instance: vmSchema.nullish() });
 
-/** `POST /core/virtual-machines`. */
 export const createVmsAnswerSchema = z.looseObject({ instances: listOf(vmSchema) });

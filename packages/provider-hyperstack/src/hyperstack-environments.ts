@@ -7,9 +7,10 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CleanupOptions, CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
 import {
+  type MachineClusterData,
   type MachineJsonClient,
   type MachinePrepareContext,
-  machineErrorKind,
+  removeUnlessGone,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 import {
@@ -18,8 +19,7 @@ import {
   HyperstackApiError,
   imagesAnswerSchema,
   keypairsAnswerSchema,
-  nextPage,
-  PAGE_SIZE,
+  readAllPages,
   type Vm,
   vmsAnswerSchema,
 } from "./hyperstack-api.js";
@@ -29,19 +29,13 @@ import type { ParsedSettings } from "./hyperstack-settings.js";
 /** `<cluster id>--<pool id>`: the environment of a cluster. */
 const ENVIRONMENT_NAME = /^(skyward-[0-9a-f]{8})--(.*)$/;
 
-/** What a Hyperstack cluster keeps in `Cluster.specific`. */
-export interface HyperstackClusterData {
-  /** The cluster's environment. */
+/** What a Hyperstack cluster keeps in `Cluster.specific`: its environment, the key pair in it (named like the cluster), its flavor and image. */
+export interface HyperstackClusterData extends MachineClusterData {
   readonly environmentName: string;
   readonly environmentId: number;
-  /** The key pair in it (named like the cluster). */
   readonly keyName: string;
   readonly flavorName: string;
   readonly imageName: string;
-  /** The public key put on every VM. */
-  readonly publicKey: string;
-  /** The private key's path on this machine (mode 0600). */
-  readonly identityFile: string;
 }
 
 interface Environment {
@@ -49,81 +43,49 @@ interface Environment {
   readonly name: string;
 }
 
-/** A paged answer: its items under `field`, and the page fields {@link nextPage} reads. */
-type PagedSchema<Field extends string> = z.ZodType<
-  Parameters<typeof nextPage>[2] & Record<Field, readonly { readonly id: number }[]>
->;
-
-/**
- * Every item of a paged list (`page`, `pageSize`; the answer's `count` is the total), every page read:
- * VMs (the provider's `listPage` reads them a page a call), environments, key pairs.
- */
-async function readAllPages<Field extends string, Schema extends PagedSchema<Field>>(
-  client: MachineJsonClient,
-  path: string,
-  schema: Schema,
-  field: Field,
-  signal: AbortSignal,
-  params: Record<string, string> = {},
-): Promise<z.output<Schema>[Field][number][]> {
-  const all = new Map<number, z.output<Schema>[Field][number]>();
-  for (let page: number | undefined = 1; page !== undefined; ) {
-    // A list that never ends is an API fault, not an endless account: never read as complete.
-    if (page > 1000)
-      throw new HyperstackApiError({
-        kind: "unavailable",
-        message: `Hyperstack's ${path} has over 1000 pages`,
-      });
-    const paging = { ...params, page: String(page), pageSize: String(PAGE_SIZE) };
-    const answer = await client.read("other", path, schema, `listing ${path}`, signal, paging);
-    const items = answer[field];
-    // A page of items all seen before: the API gave the same page again (it ignored `page`).
-    if (items.length > 0 && items.every((item) => all.has(item.id))) break;
-    for (const item of items) all.set(item.id, item);
-    page = nextPage(page, items.length, answer);
-  }
-  return [...all.values()];
-}
-
 /** The environments calls of one provider. */
 export function hyperstackEnvironments(client: MachineJsonClient, settings: ParsedSettings) {
   const listEnvironments = (signal: AbortSignal) =>
-    readAllPages(client, "/core/environments", environmentsAnswerSchema, "environments", signal);
+    readAllPages(
+      client,
+      "/core/environments",
+      environmentsAnswerSchema,
+      (answer) => answer.environments,
+      signal,
+    );
 
   /** The key pairs of an environment (of every page of the account's). */
   const keypairsIn = async (environment: string, signal: AbortSignal) =>
-    (await readAllPages(client, "/core/keypairs", keypairsAnswerSchema, "keypairs", signal)).filter(
+    (
+      await readAllPages(client, "/core/keypairs", keypairsAnswerSchema, (answer) => answer.keypairs, signal)
+    ).filter(
       ({ environment: owner }) =>
         (typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name) === environment,
     );
 
   /** The VMs still in an environment. */
   const vmsIn = (environment: string, signal: AbortSignal) =>
-    readAllPages(client, "/core/virtual-machines", vmsAnswerSchema, "instances", signal, {
+    readAllPages(client, "/core/virtual-machines", vmsAnswerSchema, (answer) => answer.instances, signal, {
       environment,
       exact_environment_match: "true",
     });
-
-  /** Deletes `path`; false when it was already gone. */
-  async function remove(path: string, purpose: string, signal: AbortSignal): Promise<boolean> {
-    try {
-      await client.remove("delete", path, purpose, signal);
-      return true;
-    } catch (error) {
-      if (machineErrorKind(error) === "gone") return false;
-      throw error;
-    }
-  }
 
   /** Deletes an environment's key pairs, then the environment; what it removed. */
   async function deleteEnvironment(environment: Environment, signal: AbortSignal) {
     const removed: { kind: string; id: string }[] = [];
     for (const keypair of await keypairsIn(environment.name, signal)) {
-      if (await remove(`/core/keypair/${keypair.id}`, `deleting key pair ${keypair.name}`, signal))
+      if (
+        await removeUnlessGone(
+          client,
+          `/core/keypair/${keypair.id}`,
+          `deleting key pair ${keypair.name}`,
+          signal,
+        )
+      )
         removed.push({ kind: "key pair", id: keypair.name });
     }
     const path = `/core/environments/${environment.id}`;
-    if (await remove(path, `deleting environment ${environment.name}`, signal))
+    if (await removeUnlessGone(client, path, `deleting environment ${environment.name}`, signal))
       removed.push({ kind: "environment", id: environment.name });
     return removed;
   }
@@ -138,9 +100,15 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
   }
 
   async function newestImage(region: string, signal: AbortSignal): Promise<string> {
-    const answer = await client.read("other", "/core/images", imagesAnswerSchema, "listing images", signal, {
-      region,
-    });
+    const params = { region };
+    const answer = await client.read(
+      "other",
+      "/core/images",
+      imagesAnswerSchema,
+      "listing images",
+      signal,
+      params,
+    );
     const ubuntu = answer.images
       .flatMap((group) => group.images)
       .filter((image) => (image.region_name || region) === region && /ubuntu/i.test(image.name))
@@ -155,44 +123,35 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
 
   return {
     /** Makes the cluster's environment and key pair, and picks its image; nothing is left when it fails. */
-    async prepare({
-      offer,
-      poolId,
-      clusterId,
-      keys,
-      signal,
-    }: MachinePrepareContext): Promise<HyperstackClusterData> {
-      const specific = offer.specific as unknown as HyperstackOfferData;
-      const environmentName = `${clusterId}--${poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24)}`;
-      const data = { name: environmentName, region: specific.region };
+    async prepare(context: MachinePrepareContext): Promise<HyperstackClusterData> {
+      const { clusterId, keys, signal } = context;
+      const offer = context.offer.specific as unknown as HyperstackOfferData;
+      const environmentName = `${clusterId}--${context.poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24)}`;
+      const data = { name: environmentName, region: offer.region };
       const purpose = `creating environment ${environmentName}`;
-      const created = (
-        await client.call(
-          "other",
-          "POST",
-          "/core/environments",
-          createEnvironmentAnswerSchema,
-          purpose,
-          signal,
-          {
-            data,
-          },
-        )
-      ).environment;
+      const answer = await client.call(
+        "other",
+        "POST",
+        "/core/environments",
+        createEnvironmentAnswerSchema,
+        purpose,
+        signal,
+        { data },
+      );
       try {
         const keypair = { name: clusterId, environment_name: environmentName, public_key: keys.publicKey };
         const purpose = `importing key pair ${clusterId}`;
         await client.call("other", "POST", "/core/keypairs", z.unknown(), purpose, signal, { data: keypair });
         return {
           environmentName,
-          environmentId: created.id,
+          environmentId: answer.environment.id,
           keyName: clusterId,
-          flavorName: specific.flavorName,
-          imageName: settings.image ?? (await newestImage(specific.region, signal)),
+          flavorName: offer.flavorName,
+          imageName: settings.image ?? (await newestImage(offer.region, signal)),
           ...keys,
         };
       } catch (error) {
-        await deleteEnvironment(created, AbortSignal.timeout(60_000)).catch(() => undefined);
+        await deleteEnvironment(answer.environment, AbortSignal.timeout(60_000)).catch(() => undefined);
         throw error;
       }
     },

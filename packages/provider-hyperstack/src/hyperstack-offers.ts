@@ -7,6 +7,7 @@ import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
   type MachineJsonClient,
+  machineOffer,
   type NamedAccelerator,
   roundPrice,
 } from "@skyward/provider-utils";
@@ -38,12 +39,12 @@ export function acceleratorOfGpu(gpu: string): NamedAccelerator | undefined {
 function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf: string): Offer | undefined {
   const gpuCount = flavor.gpu_count ?? 0;
   const spot = /-spot$/i.test(flavor.gpu);
-  let accelerator: Offer["accelerator"] = null;
+  let accelerator: (NamedAccelerator & { count: number }) | null = null;
   let hourly: number | undefined;
   if (flavor.gpu !== "" && gpuCount > 0) {
     const model = acceleratorOfGpu(flavor.gpu);
     if (!model) return undefined;
-    accelerator = Object.freeze({ ...model, count: gpuCount });
+    accelerator = { ...model, count: gpuCount };
     const perGpu =
       prices.get(flavor.gpu.toUpperCase()) ?? prices.get(flavor.gpu.replace(/-spot$/i, "").toUpperCase());
     hourly = perGpu === undefined ? undefined : perGpu * gpuCount;
@@ -53,7 +54,7 @@ function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf
   // An unknown price is never offered: the pool could not hold it to a cap.
   if (hourly === undefined) return undefined;
   const price = roundPrice(hourly);
-  return Object.freeze({
+  return machineOffer({
     id: `hyperstack:${flavor.region_name}:${flavor.name}`,
     provider: NAME,
     instanceType: flavor.name,
@@ -61,17 +62,16 @@ function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf
     vcpus: flavor.cpu ?? 0,
     memoryGb: flavor.ram ?? 0,
     diskGb: (flavor.disk ?? 0) + (flavor.ephemeral ?? 0),
-    architecture: "x86_64" as const,
     region: flavor.region_name,
     spotPrice: spot ? price : null,
     onDemandPrice: spot ? null : price,
     billingUnit: "minute" as const,
     pricesAsOf,
-    specific: Object.freeze({
+    specific: {
       flavorName: flavor.name,
       region: flavor.region_name,
       gpu: flavor.gpu,
-    } satisfies HyperstackOfferData),
+    } satisfies HyperstackOfferData,
   });
 }
 

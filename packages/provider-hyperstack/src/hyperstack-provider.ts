@@ -14,6 +14,7 @@ import {
   hourlyPriceFromTags,
   type MachineAdapter,
   machineProviderFactories,
+  nextNumberedPage,
   renderApiBootScript,
   SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
@@ -30,8 +31,8 @@ import {
   createVmsAnswerSchema,
   HyperstackApiError,
   hyperstackApi,
-  nextPage,
   PAGE_SIZE,
+  pageOf,
   type Vm,
   vmAnswerSchema,
   vmsAnswerSchema,
@@ -156,17 +157,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
         }),
       };
       const purpose = `creating virtual machine ${name}`;
-      const answer = await client.call(
-        "create",
-        "POST",
-        "/core/virtual-machines",
-        createVmsAnswerSchema,
-        purpose,
-        signal,
-        {
-          data,
-        },
-      );
+      const path = "/core/virtual-machines";
+      const answer = await client.call("create", "POST", path, createVmsAnswerSchema, purpose, signal, {
+        data,
+      });
       const [vm] = answer.instances;
       if (!vm)
         throw new HyperstackApiError({
@@ -194,15 +188,16 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     async listPage(cursor, signal) {
       const page = cursor === undefined ? 1 : Number(cursor);
       const params = { page: String(page), pageSize: String(PAGE_SIZE), search: "skyward-" };
+      const purpose = "listing virtual machines";
       const answer = await client.read(
         "list",
         "/core/virtual-machines",
         vmsAnswerSchema,
-        "listing virtual machines",
+        purpose,
         signal,
         params,
       );
-      const next = nextPage(page, answer.instances.length, answer);
+      const next = nextNumberedPage(page, PAGE_SIZE, pageOf(answer, answer.instances));
       return { machines: answer.instances, ...(next === undefined ? {} : { next: String(next) }) };
     },
 

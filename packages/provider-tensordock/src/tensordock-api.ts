@@ -61,39 +61,24 @@ export const tensordockApi = defineMachineApi({
 export const TensorDockApiError = tensordockApi.ApiError;
 export type TensorDockApiError = MachineProviderError;
 
-/** TensorDock's API root. */
 export const TENSORDOCK_API_URL = "https://dashboard.tensordock.com/api/v2";
 
 const text = answerTextSchema;
+const number = answerNumberSchema;
 
-/** One GPU of a location. */
-export const locationGpuSchema = z.looseObject({
+const locationGpuSchema = z.looseObject({
   v0Name: z.string(),
   displayName: text,
-  max_count: answerNumberSchema,
-  price_per_hr: answerNumberSchema,
-  resources: z
-    .looseObject({
-      max_vcpus: answerNumberSchema,
-      max_ram_gb: answerNumberSchema,
-      max_storage_gb: answerNumberSchema,
-    })
-    .nullish(),
-  pricing: z
-    .looseObject({
-      per_vcpu_hr: answerNumberSchema,
-      per_gb_ram_hr: answerNumberSchema,
-      per_gb_storage_hr: answerNumberSchema,
-    })
-    .nullish(),
+  max_count: number,
+  price_per_hr: number,
+  resources: z.looseObject({ max_vcpus: number, max_ram_gb: number, max_storage_gb: number }).nullish(),
+  pricing: z.looseObject({ per_vcpu_hr: number, per_gb_ram_hr: number, per_gb_storage_hr: number }).nullish(),
   network_features: z.looseObject({ dedicated_ip_available: z.boolean().nullish() }).nullish(),
 });
-
-/** A GPU of a location. */
 export type LocationGpu = z.infer<typeof locationGpuSchema>;
 
 /** One location; a location without GPUs lists none. */
-export const locationSchema = z.looseObject({
+const locationSchema = z.looseObject({
   id: z.string(),
   city: text,
   stateprovince: text,
@@ -101,7 +86,6 @@ export const locationSchema = z.looseObject({
   gpus: answerOptionalListSchema(locationGpuSchema),
 });
 
-/** A location. */
 export type Location = z.infer<typeof locationSchema>;
 
 /** `GET /locations` (https://dashboard.tensordock.com/api/docs/fetch-hostnodes). */
@@ -115,7 +99,7 @@ const instanceFieldsSchema = z.looseObject({
   ipAddress: z.string().nullish(),
   // A map of internal port to external port in the list, a list of forwards in `GET /instances/{id}`.
   portForwards: z.unknown().optional(),
-  rateHourly: answerNumberSchema.optional(),
+  rateHourly: number.optional(),
   location_id: text,
   resources: z.looseObject({ gpus: z.unknown().optional() }).nullish(),
 });
@@ -130,7 +114,6 @@ export const instanceSchema = z.preprocess(
   instanceFieldsSchema.extend({ id: z.string() }),
 );
 
-/** An instance. */
 export type TensorDockInstance = z.output<typeof instanceSchema>;
 
 /** `GET /instances`: `{data: {instances: […]}}` (https://dashboard.tensordock.com/api/docs/instance-management). */

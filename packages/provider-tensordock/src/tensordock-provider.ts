@@ -34,8 +34,7 @@ import {
   locationMatches,
   NAME,
   offerIdOf,
-  RESOURCE_STEPS,
-  roundUpToStep,
+  sizeFor,
   type TensorDockOfferData,
   toOffer,
 } from "./tensordock-offers.js";
@@ -173,9 +172,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
         root: DEFAULT_NODE_ROOT,
         watchdogSeconds,
       });
-      const storageGb = roundUpToStep(
-        Math.max(offer.storageGb, cluster.spec.diskGb ?? 0),
-        RESOURCE_STEPS.storageGb,
+      const { storageGb } = sizeFor(
+        { ...settings, storageGb: offer.storageGb },
+        { diskGb: cluster.spec.diskGb },
       );
       const attributes = {
         name,
@@ -194,17 +193,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
         cloud_init: { runcmd: [`echo ${Buffer.from(script, "utf8").toString("base64")} | base64 -d | sh`] },
       };
       const data = { data: { type: "virtualmachine", attributes } };
-      const answer = await client.call(
-        "create",
-        "POST",
-        "/instances",
-        createdAnswerSchema,
-        `creating instance ${name}`,
-        signal,
-        { data },
-      );
-      // The create answer has only the id, name and status: the rest is what was asked.
+      const purpose = `creating instance ${name}`;
+      const answer = await client.call("create", "POST", "/instances", createdAnswerSchema, purpose, signal, {
+        data,
+      });
       const created = answer.data;
+      // The create answer has only the id, name and status: the rest is what was asked.
       return {
         ...created,
         name: created.name || name,

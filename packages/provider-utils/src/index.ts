@@ -120,6 +120,8 @@ export {
   refuseSetting,
   sshUserSchema,
 } from "./machine-provider/machine-settings.js";
+export type { NumberedPage } from "./machine-provider/numbered-pages.js";
+export { nextNumberedPage, readNumberedPages } from "./machine-provider/numbered-pages.js";
 export type {
   DocumentedRateLimit,
   MachineEndpoint,
@@ -127,6 +129,9 @@ export type {
   PacedClient,
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
+export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
+export type { GrantedToken } from "./machine-provider/token-client.js";
+export { tokenClient } from "./machine-provider/token-client.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
 export { type MachineOfferFacts, machineOffer } from "./offers/machine-offer.js";

@@ -3,9 +3,14 @@
  * /instance-types` (`price_per_hour` on demand, `spot_price` spot; a market without capacity there has
  * no price), and the OS image each type is deployed with, chosen from its `supported_os`.
  */
-import { ConfigurationError } from "@skyward/core";
 import type { Offer, OfferQuery } from "@skyward/core/contract";
-import { acceleratorFromNames, roundPrice } from "@skyward/provider-utils";
+import {
+  acceleratorFromNames,
+  machineOffer,
+  type NamedAccelerator,
+  refuseSetting,
+  roundPrice,
+} from "@skyward/provider-utils";
 import type { VerdaInstanceType } from "./verda-api.js";
 import type { ParsedSettings } from "./verda-settings.js";
 
@@ -25,7 +30,7 @@ export interface VerdaOfferData {
  * The canonical accelerator of an instance type (`model`, else its GPU description `1x H100 SXM5 80GB`),
  * with the form factor its GPU description says (`SXM`), when it says one.
  */
-function acceleratorOf(type: VerdaInstanceType): Offer["accelerator"] {
+function acceleratorOf(type: VerdaInstanceType): (NamedAccelerator & { count: number }) | null {
   const count = type.gpu?.number_of_gpus ?? 0;
   if (!count) return null;
   const described = /^\d+x\s+(.+?)\s+\d+GB$/.exec(type.gpu?.description ?? "")?.[1];
@@ -34,7 +39,7 @@ function acceleratorOf(type: VerdaInstanceType): Offer["accelerator"] {
     [type.model, described?.replace(/\s+SXM\d*/, ""), described],
     total > 0 ? total / count : 0,
   );
-  return named ? Object.freeze({ ...named, count }) : null;
+  return named ? { ...named, count } : null;
 }
 
 /** The offers of `types` in the locations with capacity for the query's accelerator (or CPU types). */
@@ -70,7 +75,7 @@ export function toOffers(
         supportedOs: Object.freeze([...(type.supported_os ?? [])]),
       };
       return [
-        Object.freeze({
+        machineOffer({
           id: `verda:${code}:${type.instance_type}`,
           provider: NAME,
           instanceType: type.instance_type,
@@ -82,7 +87,7 @@ export function toOffers(
           spotPrice,
           onDemandPrice,
           pricesAsOf: asOf,
-          specific: Object.freeze(specific),
+          specific,
         }),
       ];
     });
@@ -100,14 +105,10 @@ export function imageFor(settings: ParsedSettings, offer: Offer): string {
   const allowed = (image: string) => supported.length === 0 || supported.includes(image);
   if (settings.image !== undefined) {
     if (allowed(settings.image)) return settings.image;
-    throw new ConfigurationError({
-      issues: [
-        {
-          path: "image",
-          message: `${settings.image} is not an OS image of Verda's ${offer.instanceType} (it takes ${supported.join(", ")})`,
-        },
-      ],
-    });
+    refuseSetting(
+      "image",
+      `${settings.image} is not an OS image of Verda's ${offer.instanceType} (it takes ${supported.join(", ")})`,
+    );
   }
   if (!offer.accelerator) return "ubuntu-24.04";
   const preferred = `ubuntu-24.04-cuda-${settings.cuda}-open`;

@@ -191,6 +191,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
       const offer = cluster.offer.specific as unknown as VerdaOfferData;
       const size = cluster.specific.osVolumeGb ?? (spot ? SPOT_OS_VOLUME_GB : undefined);
       const description = describeTags({ ...tags, [SKYWARD_TAGS.region]: offer.location });
+      // A discontinued spot instance leaves no volume billing behind.
+      const discontinue = spot ? { on_spot_discontinue: "delete_permanently" } : {};
+      const osVolume = size === undefined ? {} : { os_volume: { name: `${name}-os`, size, ...discontinue } };
       const id = await api.deploy(
         {
           instance_type: offer.instanceType,
@@ -203,16 +206,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
           is_spot: spot,
           // The price of the offer, never one that moves with demand.
           pricing: "FIXED_PRICE",
-          ...(size !== undefined
-            ? {
-                os_volume: {
-                  name: `${name}-os`,
-                  size,
-                  // A discontinued spot instance leaves no volume billing behind.
-                  ...(spot ? { on_spot_discontinue: "delete_permanently" } : {}),
-                },
-              }
-            : {}),
+          ...osVolume,
         },
         signal,
       );
