@@ -931,10 +931,10 @@ describe("what real accounts do", () => {
     const cluster = await vast.prepare({ spec, offer, ...call() });
     expect(await vast.provision({ cluster, count: 2, ...call() })).toHaveLength(2);
     const [first, second] = fake.to(/^\/api\/v0\/asks\//, "PUT");
-    // The pacer spaces departures by 4,950 ms; the fake stamps arrivals, a few ms of loopback jitter
-    // apart. What matters is the margin over Vast.ai's 4.5 s limit: well above it, never at it.
-    expect((second?.at ?? 0) - (first?.at ?? 0)).toBeGreaterThanOrEqual(4900);
-  }, 20_000);
+    // The pacer spaces departures by 4,950 ms; the fake stamps arrivals, which a loaded machine can
+    // bring up to a few hundred ms closer. What matters is the margin over Vast.ai's 4.5 s limit.
+    expect((second?.at ?? 0) - (first?.at ?? 0)).toBeGreaterThanOrEqual(4700);
+  }, 60_000);
 
   it("lists through the paged v1 endpoint; one odd instance (null port map, odd fields) does not fail the list", async () => {
     const { vast, cluster } = await clusterFor({

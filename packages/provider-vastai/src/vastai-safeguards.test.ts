@@ -30,7 +30,8 @@ const paced = (settings: VastAISettings = {}) =>
 
 /**
  * The gaps between the arrivals of `requests`, ms. They are sent on the limit's schedule; on a loaded
- * machine one may arrive a little late and the next on time, so gaps are checked from 90 % of it.
+ * machine one may arrive late and the next on time, so gaps are checked from 75 % of it: without the
+ * pacing they are a few milliseconds, so the check still fails on a provider that does not pace.
  */
 const gaps = (requests: readonly { at: number }[]) =>
   requests.slice(1).map((request, index) => request.at - (requests[index] as { at: number }).at);
@@ -57,16 +58,16 @@ describe("pacing by Vast.ai's documented per-endpoint limits", () => {
     await Promise.all(ids.map((id) => vast.getInstance({ cluster, id, ...call() })));
     const lookups = fake.to(/^\/api\/v0\/instances\/\d+\/$/, "GET");
     expect(lookups).toHaveLength(3);
-    for (const gap of gaps(lookups)) expect(gap).toBeGreaterThanOrEqual(1800);
+    for (const gap of gaps(lookups)) expect(gap).toBeGreaterThanOrEqual(1500);
     await Promise.all(ids.slice(0, 2).map((id) => vast.terminate({ cluster, ids: [id], ...call() })));
     const destroys = fake.to(/^\/api\/v0\/instances\/\d+\/$/, "DELETE");
     expect(destroys).toHaveLength(2);
-    for (const gap of gaps(destroys)) expect(gap).toBeGreaterThanOrEqual(2700);
+    for (const gap of gaps(destroys)) expect(gap).toBeGreaterThanOrEqual(2250);
     // Nothing was refused for coming too early.
     expect(
       fake.requests.filter((request) => request.method === "GET" || request.method === "DELETE"),
     ).toHaveLength(5);
-  }, 30_000);
+  }, 120_000);
 
   it("searches within the limit set (10 a minute by default), lists one page per second", async () => {
     const vast = paced({ rateLimits: { search: { requests: 2, perSeconds: 1 } } });
@@ -75,7 +76,7 @@ describe("pacing by Vast.ai's documented per-endpoint limits", () => {
     const searches = fake.to("/api/v0/bundles/", "POST");
     expect(searches).toHaveLength(3);
     expect((searches[2] as { at: number }).at - (searches[0] as { at: number }).at).toBeGreaterThanOrEqual(
-      950,
+      750,
     );
     fake.pageSize = 1;
     await threeNodes(paced({ rateLimits: { search: { requests: 10, perSeconds: 0.6 } } }));
@@ -83,8 +84,8 @@ describe("pacing by Vast.ai's documented per-endpoint limits", () => {
     await vast.listInstances?.(call());
     const pages = fake.to("/api/v1/instances/", "GET");
     expect(pages).toHaveLength(3);
-    for (const gap of gaps(pages)) expect(gap).toBeGreaterThanOrEqual(900);
-  }, 30_000);
+    for (const gap of gaps(pages)) expect(gap).toBeGreaterThanOrEqual(750);
+  }, 120_000);
 
   it("refuses a limit that is not one, by name", () => {
     expect(() => VastAI({ rateLimits: { get: { requests: 0, perSeconds: 2 } } })).toThrow(
