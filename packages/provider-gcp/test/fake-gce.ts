@@ -103,11 +103,14 @@ export interface FakeGce {
    * The fault matrix's switches (`@skyward/testing`'s `runFaultMatrix`): 429s to answer next, as
    * Compute Engine answers a project over its API rate (reason `rateLimitExceeded`,
    * https://cloud.google.com/compute/api-quota); the next insert made but answered 503, its answer
-   * lost; and every VM ever created with the hourly price it bills (the price tag the insert carries).
+   * lost; while `brokenListShape`, `aggregatedList` answers a shape Compute Engine never sends (no
+   * `kind`, the VMs under an unknown field); and every VM ever created with the hourly price it bills
+   * (the price tag the insert carries).
    */
   readonly faults: {
     rateLimited: number;
     loseNextInsertAnswer: boolean;
+    brokenListShape: boolean;
     readonly created: { readonly id: string; readonly hourlyPrice: number }[];
   };
   /** Whether a VM's guest agent takes its `ssh-keys` metadata (so a key in it logs in). */
@@ -168,7 +171,7 @@ export async function startFakeGce(): Promise<FakeGce> {
     osLoginProject: false,
     billingNeedsQuotaProject: false,
     requireOsLoginPolicy: false,
-    faults: { rateLimited: 0, loseNextInsertAnswer: false, created: [] },
+    faults: { rateLimited: 0, loseNextInsertAnswer: false, brokenListShape: false, created: [] },
     missingServiceAccounts: new Set(),
     actAsDenied: new Set(),
     billingQuotaProjects: [],
@@ -194,6 +197,7 @@ export async function startFakeGce(): Promise<FakeGce> {
       fake.requireOsLoginPolicy = false;
       fake.faults.rateLimited = 0;
       fake.faults.loseNextInsertAnswer = false;
+      fake.faults.brokenListShape = false;
       fake.missingServiceAccounts.clear();
       fake.actAsDenied.clear();
       fake.billingQuotaProjects.length = 0;
@@ -374,6 +378,10 @@ export async function startFakeGce(): Promise<FakeGce> {
 
     if (method === "GET" && parts[0] === "aggregated" && parts[1] === "instances") {
       // https://cloud.google.com/compute/docs/reference/rest/v1/instances/aggregatedList
+      if (fake.faults.brokenListShape)
+        return send({
+          resources: [...instances.values()].filter((vm) => matchesFilter(vm, query.get("filter"))),
+        });
       const items: Record<string, unknown> = {};
       for (const zone of ZONES) {
         const found = [...instances.values()].filter(

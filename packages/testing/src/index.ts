@@ -156,3 +156,4 @@ export {
   type SlurmTestbed,
   type SlurmTestbedLogin,
 } from "./testbed-slurm.js";
+export { whenRunning } from "./when-running.js";
