@@ -125,6 +125,7 @@ export type {
   PacedClient,
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
+export { launchableMarketsByZone, type ZonalMarket } from "./machine-provider/zonal-markets.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
