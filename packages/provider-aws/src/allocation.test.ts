@@ -1,5 +1,7 @@
 import { EC2ServiceException } from "@aws-sdk/client-ec2";
-import { NoCapacityError, ProvisionError } from "@skyward/core";
+import { NoCapacityError, options, ProvisionError, spec } from "@skyward/core";
+import { type Offer, resolvePoolSpec } from "@skyward/core/contract";
+import { launchableMarketsByZone, type Market, type ZonalMarket } from "@skyward/provider-utils";
 import { describe, expect, it } from "vitest";
 import { type LaunchRequest, launchAcrossMarkets, MAX_LAUNCH_ATTEMPTS } from "./allocation.js";
 import { quotaFor } from "./aws-api.js";
@@ -14,6 +16,11 @@ function ec2Error(code: string, message: string, status = 500): EC2ServiceExcept
   });
 }
 
+/** Every market in every subnet, none refused (what the base's rule gives an offer with no cap). */
+function everywhere(markets: readonly Market[], subnets: readonly string[]): ZonalMarket[] {
+  return markets.flatMap((market) => subnets.map((zone) => ({ market, zone, price: 1 })));
+}
+
 describe("launchAcrossMarkets (RunInstances stubbed)", () => {
   const subnetIds = ["subnet-a", "subnet-b"];
 
@@ -21,8 +28,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
     const requests: LaunchRequest[] = [];
     const launched = await launchAcrossMarkets({
       count: 2,
-      markets: ["spot", "on-demand"],
-      subnetIds,
+      launches: everywhere(["spot", "on-demand"], subnetIds),
       instanceType: "g5.xlarge",
       launch: async (request) => {
         requests.push(request);
@@ -44,8 +50,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
     let spotInA = 0;
     const launched = await launchAcrossMarkets({
       count: 4,
-      markets: ["spot", "on-demand"],
-      subnetIds,
+      launches: everywhere(["spot", "on-demand"], subnetIds),
       instanceType: "g5.xlarge",
       launch: async (request) => {
         requests.push(request);
@@ -76,8 +81,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
     const requests: string[] = [];
     const launched = await launchAcrossMarkets({
       count: 1,
-      markets: ["on-demand"],
-      subnetIds,
+      launches: everywhere(["on-demand"], subnetIds),
       instanceType: "g5.xlarge",
       launch: async (request) => {
         requests.push(request.subnetId);
@@ -91,8 +95,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
   it("throws NoCapacityError listing every attempt when nothing launches", async () => {
     const failure = launchAcrossMarkets({
       count: 1,
-      markets: ["spot"],
-      subnetIds,
+      launches: everywhere(["spot"], subnetIds),
       instanceType: "p5.48xlarge",
       launch: async () => {
         throw ec2Error("InsufficientInstanceCapacity", "no capacity");
@@ -118,8 +121,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
     let calls = 0;
     const failure = launchAcrossMarkets({
       count: 1,
-      markets: ["spot", "on-demand"],
-      subnetIds,
+      launches: everywhere(["spot", "on-demand"], subnetIds),
       instanceType: "g5.xlarge",
       launch: async () => {
         calls += 1;
@@ -130,17 +132,21 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
     expect(calls).toBe(1);
   });
 
-  it("checks maxHourlyCost on the market launched, per zone for spot, and never launches at an unknown price", async () => {
-    // spot-if-available chose the offer by its spot price ($4); on demand it is $10.49: over the cap.
+  it("asks only the (market, subnet) pairs the base's price rule allows, and lists why the others were not", async () => {
+    // spot-if-available chose the offer by its spot price ($4); on demand it is $10.49: over the cap;
+    // subnet-b's zone sells spot at $6: over the cap too.
+    const cluster = {
+      spec: resolvePoolSpec(spec({ allocation: "spot-if-available", maxHourlyCost: 5 }), options({})),
+      offer: { spotPrice: 4, onDemandPrice: 10.49 } as Offer,
+    };
     const requests: LaunchRequest[] = [];
     const failure = await launchAcrossMarkets({
       count: 1,
-      markets: ["spot", "on-demand"],
-      subnetIds,
+      launches: launchableMarketsByZone(cluster, subnetIds, (subnet) =>
+        subnet === "subnet-b" ? { spotPrice: 6 } : {},
+      ),
       instanceType: "g6e.12xlarge",
       region: "us-east-1",
-      priceOf: (market, subnetId) => (market === "on-demand" ? 10.49 : subnetId === "subnet-a" ? 4 : 6),
-      maxHourlyCost: 5,
       launch: async (request) => {
         requests.push(request);
         throw ec2Error("InsufficientInstanceCapacity", "There is no Spot capacity available");
@@ -156,15 +162,20 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
 
     const unknown = await launchAcrossMarkets({
       count: 1,
-      markets: ["on-demand"],
-      subnetIds,
+      launches: launchableMarketsByZone(
+        {
+          spec: resolvePoolSpec(spec({ allocation: "on-demand" }), options({})),
+          offer: { spotPrice: null, onDemandPrice: null } as Offer,
+        },
+        subnetIds,
+        () => ({}),
+      ),
       instanceType: "x9.huge",
       region: "eu-west-3",
-      priceOf: () => null,
       launch: async () => ["i-never"],
     }).catch((error: unknown) => error);
     expect((unknown as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
-      "on-demand: no on-demand price known for x9.huge in eu-west-3; not launched at an unknown price",
+      "on-demand: no known price, never launched",
     ]);
   });
 
@@ -172,8 +183,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
     const requests: LaunchRequest[] = [];
     const failure = await launchAcrossMarkets({
       count: 2,
-      markets: ["spot", "on-demand"],
-      subnetIds: ["subnet-a", "subnet-b", "subnet-c"],
+      launches: everywhere(["spot", "on-demand"], ["subnet-a", "subnet-b", "subnet-c"]),
       instanceType: "g5.12xlarge",
       region: "us-west-2",
       launch: async (request) => {
@@ -206,8 +216,10 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
     let calls = 0;
     const failure = await launchAcrossMarkets({
       count: 2,
-      markets: ["spot", "on-demand"],
-      subnetIds: ["subnet-a", "subnet-b", "subnet-c", "subnet-d", "subnet-e", "subnet-f"],
+      launches: everywhere(
+        ["spot", "on-demand"],
+        ["subnet-a", "subnet-b", "subnet-c", "subnet-d", "subnet-e", "subnet-f"],
+      ),
       instanceType: "g5.xlarge",
       launch: async () => {
         calls += 1;

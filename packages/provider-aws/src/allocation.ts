@@ -1,11 +1,14 @@
 /**
  * How the markets an allocation strategy asks (`marketsFor` of `@skyward/provider-utils`) become
  * launches: the loop that asks each market in each subnet (zone) until enough instances are running,
- * moving on when AWS has no capacity there — within the pool's budget on the market actually asked,
- * in one zone, for a bounded number of calls.
+ * moving on when AWS has no capacity there — in one zone, for a bounded number of calls. Which
+ * (market, zone) pairs may be asked at all is the machine-provider base's price rule, per zone
+ * (`launchableMarketsByZone`); the loop stays AWS's own because EC2 launches a whole batch in one
+ * zone (`MinCount = count`) and tells capacity, quota and zone apart in ways the base's one-machine
+ * loop (`provisionAcrossMarkets`) does not.
  */
 import { NoCapacityError, type ProvisionAttempt, type ProvisionError } from "@skyward/core/contract";
-import type { Market } from "@skyward/provider-utils";
+import type { Market, ZonalMarket } from "@skyward/provider-utils";
 import { awsErrorCode, isCapacityError, isQuotaError, PROVIDER_NAME, quotaError } from "./aws-api.js";
 
 /** One launch request: a market, a subnet and how many instances (all or none: `MinCount = count`). */
@@ -29,9 +32,9 @@ export const MAX_LAUNCH_ATTEMPTS = 8;
  * Launches up to `count` instances: for each market in order, for each subnet in order, asks for what
  * is still missing (again in the same subnet after a short answer).
  *
- * - A market is asked only at a known hourly price within `maxHourlyCost`: the budget is checked on
- *   the market launched, not on the one the offer was chosen by, and a market whose price is unknown
- *   is never launched (the documented rule: no launch at an unknown price).
+ * - `launches` are the (market, subnet) pairs the base's price rule gave (`launchableMarketsByZone` of
+ *   `@skyward/provider-utils`: the market's price in that zone known and within `maxHourlyCost`); one
+ *   it refused is never asked, and its reason is listed in the `NoCapacityError`.
  * - Once an instance runs in a subnet, the rest go to that subnet only: a pool's nodes share a zone.
  * - A capacity error (see `isCapacityError`) moves on to the next subnet, then the next market; a
  *   quota error (`isQuotaError`, regional) skips the market's other subnets; any other error is
@@ -41,13 +44,10 @@ export const MAX_LAUNCH_ATTEMPTS = 8;
  */
 export async function launchAcrossMarkets<T>(options: {
   readonly count: number;
-  readonly markets: readonly Market[];
-  readonly subnetIds: readonly string[];
+  /** The markets in the allocation's order, each in every subnet in order (`zone`: the subnet id). */
+  readonly launches: readonly ZonalMarket[];
   readonly instanceType: string;
   readonly region?: string;
-  /** The hourly price of one instance in a market and subnet (spot prices differ by zone), or null when unknown. */
-  readonly priceOf?: (market: Market, subnetId: string) => number | null;
-  readonly maxHourlyCost?: number;
   readonly maxAttempts?: number;
   readonly launch: (request: LaunchRequest) => Promise<readonly T[]>;
 }): Promise<Launched<T>[]> {
@@ -64,24 +64,14 @@ export async function launchAcrossMarkets<T>(options: {
     if (!attempts.some((attempt) => attempt.reason === reason))
       attempts.push({ provider: PROVIDER_NAME, offer: options.instanceType, reason });
   };
-  /** Why `market` is not asked in `subnetId` (price unknown, or over the cap), or undefined. */
-  const refused = (market: Market, subnetId: string): string | undefined => {
-    if (!options.priceOf) return undefined;
-    const price = options.priceOf(market, subnetId);
-    if (price === null)
-      return `${market}: no ${market} price known for ${options.instanceType} in ${region}; not launched at an unknown price`;
-    if (options.maxHourlyCost !== undefined && price > options.maxHourlyCost)
-      return `${market}${market === "spot" ? ` in ${subnetId}` : ""}: $${price}/h is over maxHourlyCost $${options.maxHourlyCost}/h`;
-    return undefined;
-  };
-  markets: for (const market of options.markets) {
+  const marketOrder = [...new Set(options.launches.map((entry) => entry.market))];
+  markets: for (const market of marketOrder) {
     if (missing <= 0) break;
-    for (const subnetId of zone !== undefined ? [zone] : options.subnetIds) {
+    for (const { zone: subnetId, refused } of options.launches.filter((entry) => entry.market === market)) {
       if (missing <= 0) break;
       if (zone !== undefined && subnetId !== zone) continue; // the nodes share the first one's zone
-      const why = refused(market, subnetId);
-      if (why !== undefined) {
-        note(why);
+      if (refused !== undefined) {
+        note(refused);
         continue;
       }
       // A short answer (fewer than asked, no error) is asked again in the same subnet: the nodes stay

@@ -254,7 +254,8 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     },
 
     async provision({ cluster, count, signal }) {
-      const running = await provisionInstances(
+      // Handed back as EC2 answered (pending): the pool polls getInstance until each runs.
+      const launched = await provisionInstances(
         { settings, ledger, failedLaunches },
         clientsFor(cluster.specific.region),
         cluster,
@@ -262,7 +263,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
         signal,
       );
       const key = clusterKey(cluster);
-      return running.map((raw) => toInstance(raw, key, cluster.offer.id));
+      return launched.map((raw) => toInstance(raw, key, cluster.offer.id));
     },
 
     async getInstance({ cluster, id, signal }) {

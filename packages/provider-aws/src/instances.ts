@@ -167,21 +167,3 @@ export async function terminateIds(
     }
   }
 }
-
-/** Polls until none of `ids` is pending (or the deadline passes); returns what it saw last. */
-export async function waitWhilePending(
-  clients: AwsClients,
-  ids: readonly string[],
-  deadline: number,
-  signal: AbortSignal,
-): Promise<Ec2Instance[]> {
-  let interval = 1000;
-  for (;;) {
-    const described = await describeInstances(clients, [{ Name: "instance-id", Values: [...ids] }], signal);
-    const seen = new Set(described.map((raw) => raw.InstanceId));
-    const waiting = ids.some((id) => !seen.has(id)) || described.some((raw) => raw.State?.Name === "pending");
-    if (!waiting || Date.now() >= deadline) return described;
-    await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
-    interval = Math.min(interval * 2, 5000);
-  }
-}

@@ -1,14 +1,15 @@
 /**
  * `provision`: `RunInstances` for a prepared cluster, across the markets its allocation asks and the
  * subnets (zones) it may use (`launchAcrossMarkets`), each launch retried with its own `ClientToken`
- * so that a call EC2 accepted but never answered launches nothing twice; then the instances handed
- * back once they run, and whatever did not come up terminated.
+ * so that a call EC2 accepted but never answered launches nothing twice. The instances are handed
+ * back as EC2 answered (pending, as a rule): the pool polls `getInstance` until they run, and
+ * terminates them when they do not.
  */
 import { randomUUID } from "node:crypto";
 import { type _InstanceType, type Instance as Ec2Instance, RunInstancesCommand } from "@aws-sdk/client-ec2";
-import { NoCapacityError, ProvisionError } from "@skyward/core";
+import { ProvisionError } from "@skyward/core";
 import type { Cluster } from "@skyward/core/contract";
-import { type Market, marketsFor } from "@skyward/provider-utils";
+import { launchableMarketsByZone, type Market } from "@skyward/provider-utils";
 import { launchAcrossMarkets, MAX_LAUNCH_ATTEMPTS } from "./allocation.js";
 import {
   type AwsClients,
@@ -27,7 +28,6 @@ import {
   NOT_FOUND_RETRY_MS,
   terminateIds,
   toAwsTags,
-  waitWhilePending,
 } from "./instances.js";
 import type { AwsOfferData } from "./offers.js";
 import type { AwsClusterData } from "./prepare.js";
@@ -138,8 +138,9 @@ function runInstancesInput(
 }
 
 /**
- * Launches `count` instances of `cluster` and resolves with them once they run (a launch that never
- * reaches "running" is terminated); fails with `NoCapacityError` when none runs.
+ * Launches `count` instances of `cluster` and resolves with them as EC2 answered (pending, as a rule:
+ * the pool waits for "running" through `getInstance`); fails with `NoCapacityError` when none was
+ * launched. Whatever a failed provision launched is terminated.
  */
 export async function provisionInstances(
   state: ProvisionState,
@@ -153,18 +154,22 @@ export async function provisionInstances(
   const userData = Buffer.from(
     renderBootWatchdog({ root: settings.root, seconds: bootWatchdogSeconds(spec) }),
   ).toString("base64");
-  const created: string[] = [];
+  const created: Ec2Instance[] = [];
   const zoneOf = (subnetId: string) => specific.subnetZones?.[subnetId] ?? "";
-  const priceOf = (market: Market, subnetId: string): number | null => {
-    if (market === "on-demand") return offer.onDemandPrice;
-    const byZone = (offer.specific as Partial<AwsOfferData>).spotPriceByZone ?? {};
-    return byZone[zoneOf(subnetId)] ?? offer.spotPrice;
-  };
-  const adopt = (ids: readonly string[]) => {
-    ledger.record(ids, cluster.id);
-    created.push(...ids);
+  /** The spot price in a subnet's zone, when the offer has one for it. */
+  const spotPriceIn = (subnetId: string): number | undefined =>
+    (offer.specific as Partial<AwsOfferData>).spotPriceByZone?.[zoneOf(subnetId)];
+  const priceOf = (market: Market, subnetId: string): number | null =>
+    market === "on-demand" ? offer.onDemandPrice : (spotPriceIn(subnetId) ?? offer.spotPrice);
+  const adopt = (launched: readonly Ec2Instance[]) => {
+    const instances = launched.filter((raw) => !!raw.InstanceId);
+    ledger.record(
+      instances.map((raw) => raw.InstanceId as string),
+      cluster.id,
+    );
+    created.push(...instances);
     failedLaunches.delete(cluster.id);
-    return ids;
+    return instances;
   };
   /** Every `ClientToken` this provision sent: what EC2 accepted without saying so is found by them. */
   const clientTokens: string[] = [];
@@ -193,8 +198,11 @@ export async function provisionInstances(
     for (let attempt = 1; ; attempt += 1) {
       try {
         const result = await clients.ec2Launch.send(new RunInstancesCommand(input), { abortSignal: signal });
+        // The tags were put on at launch (TagSpecifications); an answer that leaves them out gets them
+        // here, so the instance handed back carries its cluster, offer and price as later reads do.
+        const tags = input.TagSpecifications[0]?.Tags ?? [];
         return adopt(
-          (result.Instances ?? []).map((raw) => raw.InstanceId).filter((id): id is string => !!id),
+          (result.Instances ?? []).map((raw) => (raw.Tags?.length ? raw : { ...raw, Tags: tags })),
         );
       } catch (error) {
         signal.throwIfAborted();
@@ -210,9 +218,7 @@ export async function provisionInstances(
           continue;
         }
         if (unanswered) {
-          const found = (await launchedWith([clientToken], signal))
-            .map((raw) => raw.InstanceId)
-            .filter((id): id is string => !!id);
+          const found = await launchedWith([clientToken], signal);
           if (found.length > 0) return adopt(found);
         }
         throw error;
@@ -225,7 +231,7 @@ export async function provisionInstances(
     const unknown = await launchedWith(clientTokens, cleanupSignal).catch(() => []);
     await terminateIds(
       clients,
-      [...created, ...unknown.map((raw) => raw.InstanceId ?? "")],
+      [...created, ...unknown].map((raw) => raw.InstanceId ?? ""),
       ledger,
       cleanupSignal,
     ).catch(() => undefined);
@@ -251,18 +257,21 @@ export async function provisionInstances(
       signal,
     );
     const inUse = running.map((raw) => raw.SubnetId).find((id) => id && specific.subnetIds.includes(id));
+    // The base's price rule, zone by zone: spot prices differ by Availability Zone, so each subnet's
+    // market is judged at its zone's price (and never launched at an unknown one).
+    const launches = launchableMarketsByZone(
+      cluster,
+      inUse !== undefined ? [inUse] : specific.subnetIds,
+      (subnetId) => {
+        const spotPrice = spotPriceIn(subnetId);
+        return spotPrice !== undefined ? { spotPrice } : {};
+      },
+    );
     await launchAcrossMarkets({
       count,
-      markets: marketsFor(spec.allocation, {
-        spotPrice: offer.spotPrice,
-        // A market without a known price is listed, and refused by the launch loop with its reason.
-        onDemandPrice: offer.onDemandPrice ?? Number.POSITIVE_INFINITY,
-      }),
-      subnetIds: inUse !== undefined ? [inUse] : specific.subnetIds,
+      launches,
       instanceType: offer.instanceType,
       region: clients.region,
-      priceOf,
-      ...(spec.maxHourlyCost !== undefined ? { maxHourlyCost: spec.maxHourlyCost } : {}),
       maxAttempts: Math.min(MAX_LAUNCH_ATTEMPTS, CLUSTER_FAILED_LAUNCH_LIMIT - failedSoFar),
       launch,
     });
@@ -270,34 +279,5 @@ export async function provisionInstances(
     await cleanUp();
     throw translateAwsError(error, `RunInstances (${offer.instanceType})`, signal);
   }
-  // The pool connects right away, so instances are handed back running, with their addresses.
-  let described: Ec2Instance[];
-  try {
-    described = await waitWhilePending(clients, created, Date.now() + spec.provisionTimeout * 1000, signal);
-  } catch (error) {
-    await cleanUp();
-    throw error;
-  }
-  const running = described.filter((raw) => raw.State?.Name === "running");
-  const notRunning = created.filter((id) => !running.some((raw) => raw.InstanceId === id));
-  if (notRunning.length > 0)
-    await terminateIds(clients, notRunning, ledger, AbortSignal.timeout(NOT_FOUND_RETRY_MS + 30_000)).catch(
-      () => undefined,
-    );
-  if (running.length === 0) {
-    const reasons = described.map(
-      (raw) =>
-        `${raw.InstanceId}: ${raw.State?.Name ?? "unknown"}${raw.StateReason?.Message ? ` (${raw.StateReason.Message})` : ""}`,
-    );
-    throw new NoCapacityError({
-      attempts: [
-        {
-          provider: PROVIDER_NAME,
-          offer: offer.instanceType,
-          reason: `no instance reached "running" within ${spec.provisionTimeout} s${reasons.length > 0 ? `: ${reasons.join("; ")}` : ""}`,
-        },
-      ],
-    });
-  }
-  return running;
+  return created;
 }

@@ -24,6 +24,7 @@ import {
   spec,
 } from "@skyward/core";
 import { type Cluster, type Offer, type OfferQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { whenRunning } from "@skyward/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { AWS, type AwsClusterData } from "../src/index.js";
 import { startFaultProxy } from "./fault-proxy.js";
@@ -219,9 +220,13 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
       const keys = (await suite.ec2.send(new DescribeKeyPairsCommand({}))).KeyPairs ?? [];
       expect(keys.map((key) => key.KeyName)).toEqual([data.keyName]);
 
-      // provision two spot instances: running, with SSH coordinates, tagged, terminating on shutdown.
-      const spot = await aws.provision({ cluster, count: 2, ...call() });
-      expect(spot).toHaveLength(2);
+      // provision two spot instances: handed back as EC2 answered (pending, no SSH yet: the pool waits
+      // through getInstance), then running, with SSH coordinates, tagged, terminating on shutdown.
+      const launched = await aws.provision({ cluster, count: 2, ...call() });
+      expect(launched).toHaveLength(2);
+      for (const instance of launched)
+        expect(instance).toMatchObject({ status: "pending", ssh: null, spot: true, hourlyPrice: 0.00001 });
+      const spot = await Promise.all(launched.map((instance) => whenRunning(aws, cluster, instance.id)));
       for (const instance of spot) {
         expect(instance).toMatchObject({
           status: "running",
@@ -271,7 +276,8 @@ describe.skipIf(skipReason !== undefined)("the AWS provider against moto", () =>
 
       // provision on demand in the same cluster.
       const onDemandCluster = { ...cluster, spec: poolSpec({ allocation: "on-demand" }) };
-      const [onDemand] = await aws.provision({ cluster: onDemandCluster, count: 1, ...call() });
+      const [launchedOnDemand] = await aws.provision({ cluster: onDemandCluster, count: 1, ...call() });
+      const onDemand = await whenRunning(aws, cluster, launchedOnDemand?.id ?? "");
       expect(onDemand).toMatchObject({ status: "running", spot: false, hourlyPrice: 0.0416 });
 
       // getInstance, listInstances.

@@ -34,6 +34,7 @@ import {
   type OfferQuery,
   resolvePoolSpec,
 } from "@skyward/core/contract";
+import { whenRunning } from "@skyward/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { MAX_LAUNCH_ATTEMPTS } from "../src/allocation.js";
 import {
@@ -322,7 +323,7 @@ describe.skipIf(skipReason !== undefined)("AWS as real accounts behave (moto beh
           .provision({ cluster, count: 1, ...call() })
           .catch((error: unknown) => error);
         expect((failure as NoCapacityError).attempts.map((attempt) => attempt.reason)).toContain(
-          "on-demand: no on-demand price known for t3.medium in us-west-2; not launched at an unknown price",
+          "on-demand: no known price, never launched",
         );
         expect(runs(proxy.calls).every((entry) => entry.params.has("InstanceMarketOptions.MarketType"))).toBe(
           true,
@@ -403,7 +404,7 @@ describe.skipIf(skipReason !== undefined)("AWS as real accounts behave (moto beh
       }
     });
 
-    it("a provision failing after RunInstances terminates what it launched, though EC2 does not know it yet", async () => {
+    it("instances the pool gives up right after RunInstances are terminated, though EC2 does not know them yet", async () => {
       let failDescribe = true;
       const proxy = await eventuallyConsistent(
         suite.moto.endpoint,
@@ -424,10 +425,15 @@ describe.skipIf(skipReason !== undefined)("AWS as real accounts behave (moto beh
         const aws = AWS({ endpoint: proxy.endpoint });
         const offer = await offerOf(aws, cpuQuery, "t3.medium");
         const cluster = await aws.prepare({ spec: poolSpec({ allocation: "on-demand" }), offer, ...call() });
+        // provision hands the instances back as RunInstances answered; the pool's wait for "running"
+        // (getInstance) then fails, and the pool terminates what provision returned.
+        const launched = await aws.provision({ cluster, count: 2, ...call() });
+        expect(launched.map((instance) => instance.status)).toEqual(["pending", "pending"]);
         const failure = await aws
-          .provision({ cluster, count: 2, ...call() })
+          .getInstance({ cluster, id: launched[0]?.id as string, ...call() })
           .catch((error: unknown) => error);
         expect(ProvisionError.isInstance(failure)).toBe(true);
+        await aws.terminate({ cluster, ids: launched.map((instance) => instance.id), ...call() });
         expect(runs(proxy.calls)).toHaveLength(1);
         expect((await motoInventory(suite.moto.endpoint)).liveInstances).toEqual([]);
         // Not visible yet: pending to the provider that launched it, unknown to one that did not.
@@ -676,7 +682,8 @@ describe.skipIf(skipReason !== undefined)("AWS as real accounts behave (moto beh
             offer,
             ...call(),
           })) as Cluster<AwsClusterData>;
-          const [instance] = await aws.provision({ cluster, count: 1, ...call() });
+          const [launched] = await aws.provision({ cluster, count: 1, ...call() });
+          const instance = await whenRunning(aws, cluster, launched?.id ?? "");
           const params = runs(proxy.calls).at(-1)?.params;
           expect(params?.get("NetworkInterface.1.SubnetId")).toBe(subnetId);
           expect(params?.get("NetworkInterface.1.SecurityGroupId.1")).toBe(cluster.specific.securityGroupId);

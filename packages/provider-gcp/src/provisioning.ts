@@ -1,6 +1,8 @@
 /**
- * `provision`: VMs of a prepared cluster created on the markets its allocation asks, then handed back
- * once they run; whatever did not come up is deleted.
+ * `provision`: VMs of a prepared cluster created on the markets its allocation asks, each insert's
+ * operation waited on (Compute Engine's answer that the VM exists), then handed back as one `get`
+ * sees them — still PROVISIONING or STAGING, as a rule: the pool polls `getInstance` until they run,
+ * and deletes them when they do not.
  */
 import { randomUUID } from "node:crypto";
 import type { Cluster, Instance } from "@skyward/core/contract";
@@ -19,7 +21,7 @@ import {
 import type { GcpClusterData } from "./offer-data.js";
 import { bootWatchdogSeconds, renderStartupScript } from "./startup-script.js";
 import { instanceResource } from "./vm-resource.js";
-import { deleteVms, type RawInstance, vmName, waitWhilePending } from "./vms.js";
+import { deleteVms, getVm, type RawInstance, vmName } from "./vms.js";
 
 /** Tries of one insert whose answer was lost or failed on Google's side (the same `requestId` each time). */
 const INSERT_ATTEMPTS = 3;
@@ -122,28 +124,15 @@ export async function provisionVms(
       })),
     });
   }
-  // The pool connects right away, so VMs are handed back running, with their addresses.
+  // One look at each VM for its state and addresses; the pool waits for RUNNING through getInstance.
   let seen: RawInstance[];
   try {
-    seen = await waitWhilePending(clients, zone, ready, Date.now() + spec.provisionTimeout * 1000, signal);
+    seen = (await Promise.all(ready.map((name) => getVm(clients, zone, name, signal)))).filter(
+      (raw): raw is RawInstance => raw !== null,
+    );
   } catch (error) {
     await cleanUp();
     throw error;
   }
-  const running = seen.filter((raw) => raw.status === "RUNNING");
-  const notRunning = created.filter((name) => !running.some((raw) => raw.name === name));
-  if (notRunning.length > 0)
-    await deleteVms(clients, zone, notRunning, AbortSignal.timeout(60_000)).catch(() => undefined);
-  if (running.length === 0) {
-    throw new NoCapacityError({
-      attempts: [
-        {
-          provider: PROVIDER_NAME,
-          offer: offer.instanceType,
-          reason: `no instance reached RUNNING within ${spec.provisionTimeout} s: ${seen.map((raw) => `${raw.name}: ${raw.status}`).join("; ") || "none found"}`,
-        },
-      ],
-    });
-  }
-  return running.map((raw) => view.toInstance(raw, specific.identityFile, offer.id));
+  return seen.map((raw) => view.toInstance(raw, specific.identityFile, offer.id));
 }

@@ -1,14 +1,14 @@
 /**
  * Compute Engine VMs as the provider finds and ends them: Skyward's labels and the `skyward-tags`
  * metadata item on each, their status in Skyward's words, listing by label across zones, getting,
- * deleting (an unknown name is no error), and waiting while they start.
+ * deleting (an unknown name is no error).
  */
 import { randomBytes } from "node:crypto";
 import type { protos } from "@google-cloud/compute";
 import type { InstanceStatus } from "@skyward/core/contract";
 import { SKYWARD_TAGS } from "@skyward/provider-utils";
-import { type GcpClients, gcpCall, sleep } from "./gcp-api.js";
-import { isNotFound, translateGcpError } from "./gcp-errors.js";
+import { type GcpClients, gcpCall } from "./gcp-api.js";
+import { gcpError, isNotFound, translateGcpError } from "./gcp-errors.js";
 
 export type RawInstance = protos.google.cloud.compute.v1.IInstance;
 
@@ -95,20 +95,53 @@ export function vmName(clusterId: string): string {
   return `${clusterId}-${randomBytes(3).toString("hex")}`;
 }
 
-/** Skyward's VMs matching a label filter, in every zone. */
+/** An `instances.aggregatedList` page as Google's client decodes it (fields it does not know dropped). */
+type AggregatedPage = protos.google.cloud.compute.v1.IInstanceAggregatedList;
+
+/**
+ * Skyward's VMs matching a label filter, in every zone, every page read. Google's client decodes an
+ * answer against Compute Engine's schema and drops what it does not know, so an answer of another
+ * shape would read as "no VMs" — and a teardown or `skyward down` would then leave VMs billing. Each
+ * page must say it is an `InstanceAggregatedList` (`kind`, which every Compute Engine answer carries:
+ * https://cloud.google.com/compute/docs/reference/rest/v1/instances/aggregatedList) with its VMs keyed
+ * by zone; any other answer fails loudly (kind `unknown-answer`). The pages are read through the
+ * client's own call (`innerApiCalls`), as its `aggregatedListAsync` does, to see each page whole.
+ */
 export async function listVms(
   clients: GcpClients,
   filter: string,
   signal: AbortSignal,
 ): Promise<RawInstance[]> {
   const found: RawInstance[] = [];
-  await gcpCall("listing instances", signal, async () => {
-    for await (const [, scoped] of clients.instances.aggregatedListAsync(
-      { project: clients.project, filter },
-      noAutoPages(),
-    ))
+  const notUnderstood = (why: string) =>
+    gcpError("unknown-answer", `Compute Engine's list of instances was not understood: ${why}`);
+  await gcpCall("listing instances", signal, () => clients.instances.initialize());
+  const aggregatedList = clients.instances.innerApiCalls.aggregatedList as (
+    request: protos.google.cloud.compute.v1.IAggregatedListInstancesRequest,
+    options: { autoPaginate: boolean },
+  ) => Promise<[unknown, unknown, AggregatedPage | undefined]>;
+  const tokens = new Set<string>();
+  let pageToken: string | undefined;
+  do {
+    const [, , page] = await gcpCall("listing instances", signal, () =>
+      aggregatedList(
+        { project: clients.project, filter, ...(pageToken ? { pageToken } : {}) },
+        noAutoPages(),
+      ),
+    );
+    if (page?.kind !== "compute#instanceAggregatedList")
+      throw notUnderstood(
+        `expected kind "compute#instanceAggregatedList", got ${JSON.stringify(page?.kind ?? null)}`,
+      );
+    for (const [scope, scoped] of Object.entries(page.items ?? {})) {
+      if (!scope.startsWith("zones/")) throw notUnderstood(`unexpected scope ${JSON.stringify(scope)}`);
       found.push(...(scoped.instances ?? []));
-  });
+    }
+    pageToken = page.nextPageToken || undefined;
+    if (pageToken !== undefined && tokens.has(pageToken))
+      throw notUnderstood(`page "${pageToken}" came twice`);
+    if (pageToken !== undefined) tokens.add(pageToken);
+  } while (pageToken !== undefined);
   return found;
 }
 
@@ -147,24 +180,4 @@ export async function deleteVms(
 /** The label filter of a cluster's VMs. */
 export function clusterFilter(clusterId: string): string {
   return `labels.${GCP_LABELS.cluster} = "${labelValue(clusterId)}"`;
-}
-
-/** Polls until none of `names` is pending (or the deadline passes); returns what it saw last. */
-export async function waitWhilePending(
-  clients: GcpClients,
-  zone: string,
-  names: readonly string[],
-  deadline: number,
-  signal: AbortSignal,
-): Promise<RawInstance[]> {
-  let interval = 500;
-  for (;;) {
-    const seen = (await Promise.all(names.map((name) => getVm(clients, zone, name, signal)))).filter(
-      (raw): raw is RawInstance => raw !== null,
-    );
-    const waiting = seen.some((raw) => statusOf(raw) === "pending");
-    if (!waiting || Date.now() >= deadline) return seen;
-    await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
-    interval = Math.min(interval * 2, 5000);
-  }
 }

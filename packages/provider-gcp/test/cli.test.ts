@@ -131,7 +131,8 @@ describe.skipIf(!built && !isCi())("skyward offers --provider gcp (fake Compute 
     expect(down.code).toBe(0);
     expect(fakeLeftovers(fake)).toEqual([]);
     expect(`${listed.stdout}${listed.stderr}${down.stdout}${down.stderr}`).not.toContain(TEST_ACCESS_TOKEN);
-  });
+    // Two CLI processes after a provision: 41 s on a machine loaded by a whole CI run, so two minutes.
+  }, 120_000);
 
   it("a wrong token is reported in one line naming the provider, without the token", async () => {
     const result = await project.run(["offers", "--accelerator", "T4", "--provider", "gcp"], {

@@ -14,9 +14,14 @@
  * (https://cloud.google.com/compute/docs/api/how-tos/api-requests-responses#handling_api_responses).
  */
 import { createPublicKey, verify } from "node:crypto";
-import { type FakeRestRequest, jsonAnswer, startFakeRestServer } from "@skyward/testing";
+import { type FakeRestRequest, startFakeRestServer } from "@skyward/testing";
+import { BASE, DEFAULT_SERVICE_ACCOUNT, googleError, type Operation, send } from "./fake-gce-answers.js";
+import { billedPrice, insertRefusal, matchesFilter } from "./fake-gce-checks.js";
+import { gpuQuotas } from "./fake-gce-quotas.js";
 import { otherApiAnswer } from "./fake-google-apis.js";
 import { acceleratorTypes, machineTypes, PROJECT, ZONES } from "./fixtures.js";
+
+export { DEFAULT_SERVICE_ACCOUNT } from "./fake-gce-answers.js";
 
 export { PROJECT } from "./fixtures.js";
 
@@ -98,11 +103,14 @@ export interface FakeGce {
    * The fault matrix's switches (`@skyward/testing`'s `runFaultMatrix`): 429s to answer next, as
    * Compute Engine answers a project over its API rate (reason `rateLimitExceeded`,
    * https://cloud.google.com/compute/api-quota); the next insert made but answered 503, its answer
-   * lost; and every VM ever created with the hourly price it bills (the price tag the insert carries).
+   * lost; while `brokenListShape`, `aggregatedList` answers a shape Compute Engine never sends (no
+   * `kind`, the VMs under an unknown field); and every VM ever created with the hourly price it bills
+   * (the price tag the insert carries).
    */
   readonly faults: {
     rateLimited: number;
     loseNextInsertAnswer: boolean;
+    brokenListShape: boolean;
     readonly created: { readonly id: string; readonly hourlyPrice: number }[];
   };
   /** Whether a VM's guest agent takes its `ssh-keys` metadata (so a key in it logs in). */
@@ -110,67 +118,6 @@ export interface FakeGce {
   /** Forgets requests, VMs, rules and exhaustion. */
   reset(): void;
   close(): Promise<void>;
-}
-
-interface Operation {
-  kind: "compute#operation";
-  id: string;
-  name: string;
-  operationType: string;
-  targetLink: string;
-  status: "PENDING" | "RUNNING" | "DONE";
-  progress: number;
-  insertTime: string;
-  startTime: string;
-  endTime?: string;
-  zone?: string;
-  selfLink: string;
-  error?: { errors: { code: string; message: string }[] };
-}
-
-const BASE = `https://www.googleapis.com/compute/v1/projects/${PROJECT}`;
-/** The project's Compute Engine default service account (`PROJECT_NUMBER-compute@developer.gserviceaccount.com`). */
-export const DEFAULT_SERVICE_ACCOUNT = "764086051850-compute@developer.gserviceaccount.com";
-
-const JSON_UTF8 = "application/json; charset=UTF-8";
-
-function googleError(status: number, message: string, reason: string) {
-  // https://cloud.google.com/compute/docs/api/how-tos/api-requests-responses#handling_api_responses
-  return jsonAnswer(
-    status,
-    { error: { code: status, message, errors: [{ message, domain: "global", reason }] } },
-    JSON_UTF8,
-  );
-}
-
-function send(body: unknown) {
-  return jsonAnswer(200, body, JSON_UTF8);
-}
-
-/** What a VM bills an hour: the price Skyward's tags on it say (its market's price in the offer). */
-function billedPrice(instance: FakeInstance): number {
-  const items = (instance.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ?? [];
-  const tags = JSON.parse(items.find((item) => item.key === "skyward-tags")?.value ?? "{}") as Record<
-    string,
-    string
-  >;
-  return Number(tags["skyward:hourly-price"] ?? Number.NaN);
-}
-
-/** The label filters `instances.list`/`aggregatedList` take: `labels.K:*` and `labels.K = "V"`. */
-function matchesFilter(instance: FakeInstance, filter: string | null): boolean {
-  if (!filter) return true;
-  const labels = instance.labels ?? {};
-  return filter
-    .split(/\s+AND\s+/i)
-    .map((term) => term.trim().replace(/^\((.*)\)$/, "$1"))
-    .every((term) => {
-      const has = /^labels\.([a-z0-9_-]+):\*$/.exec(term);
-      if (has?.[1]) return has[1] in labels;
-      const equals = /^labels\.([a-z0-9_-]+)\s*=\s*"?([^"]*)"?$/.exec(term);
-      if (equals?.[1]) return labels[equals[1]] === equals[2];
-      throw new Error(`the fake does not understand the filter ${JSON.stringify(term)}`);
-    });
 }
 
 /** Starts the fake on 127.0.0.1 (a free port). */
@@ -224,7 +171,7 @@ export async function startFakeGce(): Promise<FakeGce> {
     osLoginProject: false,
     billingNeedsQuotaProject: false,
     requireOsLoginPolicy: false,
-    faults: { rateLimited: 0, loseNextInsertAnswer: false, created: [] },
+    faults: { rateLimited: 0, loseNextInsertAnswer: false, brokenListShape: false, created: [] },
     missingServiceAccounts: new Set(),
     actAsDenied: new Set(),
     billingQuotaProjects: [],
@@ -250,6 +197,7 @@ export async function startFakeGce(): Promise<FakeGce> {
       fake.requireOsLoginPolicy = false;
       fake.faults.rateLimited = 0;
       fake.faults.loseNextInsertAnswer = false;
+      fake.faults.brokenListShape = false;
       fake.missingServiceAccounts.clear();
       fake.actAsDenied.clear();
       fake.billingQuotaProjects.length = 0;
@@ -259,148 +207,23 @@ export async function startFakeGce(): Promise<FakeGce> {
     close: async () => undefined,
   };
 
-  /** A VM's GPUs: its accelerator type (attached or built into its machine type) and count. */
-  const gpusOf = (
-    zone: string,
-    body: Record<string, unknown>,
-  ): { type: string; count: number } | undefined => {
-    const guest = (body.guestAccelerators ?? []) as { acceleratorType?: string; acceleratorCount?: number }[];
-    const attached = guest[0];
-    if (attached)
-      return {
-        type: String(attached.acceleratorType ?? "")
-          .split("/")
-          .pop() as string,
-        count: attached.acceleratorCount ?? 0,
-      };
-    const machineType = String(body.machineType ?? "")
-      .split("/")
-      .pop();
-    const built = machineTypes(zone).find((entry) => entry.name === machineType)?.accelerators?.[0];
-    return built ? { type: built.guestAcceleratorType, count: built.guestAcceleratorCount } : undefined;
-  };
-  // Quota metrics of the GPU types (https://cloud.google.com/compute/resource-usage#gpu_quota).
-  const QUOTA_METRICS: Record<string, string> = {
-    "nvidia-tesla-t4": "NVIDIA_T4_GPUS",
-    "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
-    "nvidia-l4": "NVIDIA_L4_GPUS",
-    "nvidia-tesla-a100": "NVIDIA_A100_GPUS",
-  };
-  const metricOf = (type: string, spot: boolean) =>
-    QUOTA_METRICS[type] ? `${spot ? "PREEMPTIBLE_" : ""}${QUOTA_METRICS[type]}` : undefined;
-  const limitOf = (key: string) => fake.quotaLimits.get(key) ?? 64;
-  /** The GPUs in use: all, or those of one region and quota metric. */
-  const gpuUsage = (region?: string, metric?: string) =>
-    [...instances.values()].reduce((total, instance) => {
-      const zone = instance.zone.split("/").pop() as string;
-      const gpus = gpusOf(zone, instance);
-      if (!gpus) return total;
-      const spot =
-        (instance.scheduling as { provisioningModel?: string } | undefined)?.provisioningModel === "SPOT";
-      if (
-        region !== undefined &&
-        (zone.replace(/-[a-z]$/, "") !== region || metricOf(gpus.type, spot) !== metric)
-      )
-        return total;
-      return total + gpus.count;
-    }, 0);
-  /** The `quotas` of a region (its GPU metrics) or of the project (`GPUS_ALL_REGIONS`): Quota resources. */
-  const quotasOf = (region?: string) =>
-    region === undefined
-      ? [{ metric: "GPUS_ALL_REGIONS", limit: limitOf("GPUS_ALL_REGIONS"), usage: gpuUsage() }]
-      : Object.values(QUOTA_METRICS).flatMap((metric) =>
-          [metric, `PREEMPTIBLE_${metric}`].map((name) => ({
-            metric: name,
-            limit: limitOf(`${region} ${name}`),
-            usage: gpuUsage(region, name),
-          })),
-        );
+  const { quotasOf, refusal: quotaRefusal } = gpuQuotas(instances, fake.quotaLimits);
 
   const insertInstance = (zone: string, body: Record<string, unknown>) => {
+    const refused = insertRefusal(zone, body, (name) => instances.has(`${zone}/${name}`));
+    if (refused) return refused;
     const name = String(body.name ?? "");
-    if (!/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name))
-      return googleError(400, `Invalid value for field 'resource.name': '${name}'.`, "invalid");
-    if (instances.has(`${zone}/${name}`))
-      return googleError(
-        409,
-        `The resource 'projects/${PROJECT}/zones/${zone}/instances/${name}' already exists`,
-        "alreadyExists",
-      );
     const machineType = String(body.machineType ?? "")
       .split("/")
       .pop();
-    const type = machineTypes(zone).find((entry) => entry.name === machineType);
-    if (!type)
-      return googleError(
-        400,
-        `Invalid value for field 'resource.machineType': '${String(body.machineType)}'. Machine type with name '${machineType}' does not exist in zone '${zone}'.`,
-        "invalid",
-      );
     const scheduling = (body.scheduling ?? {}) as Record<string, unknown>;
-    const guest = (body.guestAccelerators ?? []) as { acceleratorType?: string; acceleratorCount?: number }[];
-    for (const accelerator of guest) {
-      const acceleratorName = String(accelerator.acceleratorType ?? "")
-        .split("/")
-        .pop();
-      const known = acceleratorTypes(zone).find((entry) => entry.name === acceleratorName);
-      if (!known || (accelerator.acceleratorCount ?? 0) > known.maximumCardsPerInstance)
-        return googleError(
-          400,
-          `Invalid value for field 'resource.guestAccelerators[0].acceleratorType': '${String(accelerator.acceleratorType)}'.`,
-          "invalid",
-        );
-    }
-    const hasGpu = guest.length > 0 || (type.accelerators?.length ?? 0) > 0;
-    if (hasGpu && scheduling.onHostMaintenance !== "TERMINATE")
-      // https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance
-      return googleError(
-        400,
-        "Instances with guest accelerators do not support live migration.",
-        "badRequest",
-      );
-    // Series that boot from Hyperdisk only refuse Persistent Disk
-    // (https://cloud.google.com/compute/docs/disks/hyperdisks#machine-type-support).
-    const bootDisk = ((body.disks ?? []) as { initializeParams?: { diskType?: string } }[])[0];
-    const diskType = String(bootDisk?.initializeParams?.diskType ?? "pd-standard")
-      .split("/")
-      .pop() as string;
-    if (/^(c4|c4a|c4d|n4|h3|m4|x4|a4|g4)-/.test(machineType ?? "") && diskType.startsWith("pd-"))
-      return googleError(
-        400,
-        `Invalid value for field 'resource.disks[0].initializeParams.diskType': '${diskType}'. ${diskType} disk type cannot be used by ${machineType} machine type.`,
-        "invalid",
-      );
-    // A run-duration limit needs its termination action (https://cloud.google.com/compute/docs/instances/limit-vm-runtime).
-    if (scheduling.maxRunDuration !== undefined && scheduling.instanceTerminationAction === undefined)
-      return googleError(
-        400,
-        "Invalid value for field 'resource.scheduling.instanceTerminationAction': ''. instanceTerminationAction must be specified when maxRunDuration or terminationTime is set.",
-        "invalid",
-      );
     const spot = scheduling.provisioningModel === "SPOT";
-    if (spot && scheduling.automaticRestart === true)
-      return googleError(400, "Spot VMs cannot have automaticRestart set to true.", "badRequest");
     const market = spot ? "spot" : "on-demand";
     const target = `${BASE}/zones/${zone}/instances/${name}`;
     // Quotas are checked at once, before any operation: HTTP 403, reason quotaExceeded
     // (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-quota).
-    const gpus = gpusOf(zone, body);
-    if (gpus) {
-      const region = zone.replace(/-[a-z]$/, "");
-      if (gpuUsage() + gpus.count > limitOf("GPUS_ALL_REGIONS"))
-        return googleError(
-          403,
-          `Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: ${limitOf("GPUS_ALL_REGIONS").toFixed(1)} globally.`,
-          "quotaExceeded",
-        );
-      const metric = metricOf(gpus.type, spot);
-      if (metric && gpuUsage(region, metric) + gpus.count > limitOf(`${region} ${metric}`))
-        return googleError(
-          403,
-          `Quota '${metric}' exceeded.  Limit: ${limitOf(`${region} ${metric}`).toFixed(1)} in region ${region}.`,
-          "quotaExceeded",
-        );
-    }
+    const overQuota = quotaRefusal(zone, body, spot);
+    if (overQuota) return overQuota;
     if (exhausted.has(market) || exhausted.has(`${zone} ${machineType} ${market}`)) {
       // https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability
       const op = operation("insert", target, zone, {
@@ -555,6 +378,10 @@ export async function startFakeGce(): Promise<FakeGce> {
 
     if (method === "GET" && parts[0] === "aggregated" && parts[1] === "instances") {
       // https://cloud.google.com/compute/docs/reference/rest/v1/instances/aggregatedList
+      if (fake.faults.brokenListShape)
+        return send({
+          resources: [...instances.values()].filter((vm) => matchesFilter(vm, query.get("filter"))),
+        });
       const items: Record<string, unknown> = {};
       for (const zone of ZONES) {
         const found = [...instances.values()].filter(

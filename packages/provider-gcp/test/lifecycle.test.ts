@@ -18,7 +18,7 @@ import {
   type OfferQuery,
   resolvePoolSpec,
 } from "@skyward/core/contract";
-import { type ScratchSkywardHome, useScratchSkywardHome } from "@skyward/testing";
+import { type ScratchSkywardHome, useScratchSkywardHome, whenRunning } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { GCP, type GcpClusterData } from "../src/index.js";
 import {
@@ -109,7 +109,10 @@ describe("the GCP provider against the fake Compute Engine", () => {
       }),
     ]);
 
-    const [instance] = await gcp.provision({ cluster, count: 1, ...call() });
+    // Handed back as Compute Engine first shows it (STAGING), with no SSH yet: the pool waits for RUNNING.
+    const [launched] = await gcp.provision({ cluster, count: 1, ...call() });
+    expect(launched).toMatchObject({ status: "pending", ssh: null, spot: true, hourlyPrice: 0.182 });
+    const instance = await whenRunning(gcp, cluster, launched?.id ?? "");
     expect(instance).toMatchObject({ status: "running", spot: true, hourlyPrice: 0.182, offerId: offer.id });
     expect(instance?.ssh).toMatchObject({ user: "skyward", port: 22, root: "/opt/skyward" });
     expect(instance?.tags).toMatchObject({
@@ -184,7 +187,8 @@ describe("the GCP provider against the fake Compute Engine", () => {
       allocation: "on-demand",
     });
     expect(cluster.ssh).toEqual({ user: "ml", identityFile: cluster.specific.identityFile, sudo: true });
-    const [instance] = await gcp.provision({ cluster, count: 1, ...call() });
+    const [launched] = await gcp.provision({ cluster, count: 1, ...call() });
+    const instance = await whenRunning(gcp, cluster, launched?.id ?? "");
     expect(instance?.ssh).toMatchObject({ user: "ml", root: "/srv/skyward" });
     const body = inserts()[0]?.body as InsertBody;
     expect(body.networkInterfaces?.[0]).toMatchObject({
@@ -272,7 +276,8 @@ describe("the GCP provider against the fake Compute Engine", () => {
   it("cleanup keeps the firewall rules of a pool with a live VM, and removes them once it is gone", async () => {
     const gcp = provider();
     const { cluster } = await start(gcp, query({ vcpus: 2 }), {});
-    const [instance] = await gcp.provision({ cluster, count: 1, ...call() });
+    const [launched] = await gcp.provision({ cluster, count: 1, ...call() });
+    const instance = await whenRunning(gcp, cluster, launched?.id ?? "");
     const kept = await gcp.cleanup?.({ pools: ["train"], ...call() });
     expect(kept?.removed).toEqual([]);
     expect(kept?.left.map((entry) => [entry.kind, entry.id])).toEqual([

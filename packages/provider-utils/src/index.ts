@@ -132,6 +132,7 @@ export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
 export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
 export type { GrantedToken } from "./machine-provider/token-client.js";
 export { tokenClient } from "./machine-provider/token-client.js";
+export { launchableMarketsByZone, type ZonalMarket } from "./machine-provider/zonal-markets.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
 export { type MachineOfferFacts, machineOffer } from "./offers/machine-offer.js";

@@ -157,3 +157,4 @@ export {
   type SlurmTestbed,
   type SlurmTestbedLogin,
 } from "./testbed-slurm.js";
+export { whenRunning } from "./when-running.js";
