@@ -183,7 +183,11 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
     async getInstance({ id }: GetInstanceOptions<KubernetesClusterData>) {
       const pod = await readPod(id);
       if (pod === null) return null;
-      const instance = instanceOfPod(pod);
+      // A pod deleted behind the pool's back (evicted, preempted, deleted) reads as running until
+      // its worker has ended: the kubelet's SIGTERM makes the worker report its preemption itself
+      // (`node.preempted`, its tasks retried), which the reconcile tick would otherwise forestall by
+      // finding the pod stopping first and declaring the node merely lost.
+      const instance = instanceOfPod(pod, true);
       if (instance.status === "pending") {
         const failure = pendingPodFailure(pod, settings.image);
         if (failure !== undefined) throw failure;
@@ -212,7 +216,7 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
     selfDestruct: () => "true",
 
     async listInstances(_options: ProviderCallOptions) {
-      return (await listPods(SKYWARD_POD_SELECTOR)).map(instanceOfPod);
+      return (await listPods(SKYWARD_POD_SELECTOR)).map((pod) => instanceOfPod(pod));
     },
   };
 }

@@ -88,6 +88,49 @@ describe("podManifest", () => {
     expect(instanceOfPod({ ...running, status: { phase: "Failed" } }).status).toBe("terminated");
     expect(instanceOfPod({ ...running, status: { phase: "Pending" } }).status).toBe("pending");
   });
+
+  // A deleted pod keeps its container running through its grace period
+  // (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination).
+  it("reads a deleted pod as stopping, or (graceful) as running until its container has ended", () => {
+    const deleted: V1Pod = {
+      ...pod,
+      metadata: { ...pod.metadata, deletionTimestamp: new Date("2026-11-29T00:01:00Z") },
+      status: {
+        phase: "Running",
+        podIP: "10.214.0.7",
+        containerStatuses: [
+          {
+            name: "worker",
+            image: "x",
+            imageID: "",
+            ready: true,
+            restartCount: 0,
+            state: { running: { startedAt: new Date() } },
+          },
+        ],
+      },
+    };
+    expect(instanceOfPod(deleted).status).toBe("stopping");
+    expect(instanceOfPod(deleted, true).status).toBe("running");
+    const ended: V1Pod = {
+      ...deleted,
+      status: {
+        phase: "Running",
+        podIP: "10.214.0.7",
+        containerStatuses: [
+          {
+            name: "worker",
+            image: "x",
+            imageID: "",
+            ready: false,
+            restartCount: 0,
+            state: { terminated: { exitCode: 0 } },
+          },
+        ],
+      },
+    };
+    expect(instanceOfPod(ended, true).status).toBe("stopping");
+  });
 });
 
 // Pod statuses as the kubelet and scheduler write them: container waiting reasons

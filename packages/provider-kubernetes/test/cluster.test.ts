@@ -3,12 +3,13 @@
  * server, scheduler, controller manager, containerd and a kubelet built from k8s.io/kubernetes, the
  * node advertising 2 `nvidia.com/gpu` and NVIDIA's GPU labels): pools of pods run the dispatch
  * shapes through exec and port-forward, a pod asking for more GPUs than a node has is refused before
- * anything waits, a deleted pod's tasks run again elsewhere, and the provider conformance suite runs
+ * anything waits, a deleted or evicted pod is a preemption whose tasks run again elsewhere, and the provider conformance suite runs
  * with a real pool.
  */
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import * as sky from "@skyward/core";
 import { eventually, runProviderConformance, useScratchSkywardHome } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -114,38 +115,58 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     expect(limits).toBe("2");
   }, 300_000);
 
-  it("a deleted pod's tasks run again on its replacement, each result once", async () => {
+  it("a pod deleted, then one evicted, is preempted: its tasks run again on its replacement, each result once", async () => {
     await using pool = await sky.compute({
       provider: provider(),
       nodes: 2,
       image: { includes: [tasks] },
       options: { console: false },
     });
-    const [, second] = await pool.broadcast(info());
     let retried = 0;
     pool.on("task.failed", (event) => {
       if (event.willRetry) retried += 1;
     });
-    const replaced = new Promise((resolve) => pool.on("node.replaced", resolve));
-    const deliveries: number[] = [];
-    const results = Promise.all(
-      [0, 1, 2, 3].map((index) =>
-        pool.run(sleep(3)).then((value) => {
-          deliveries.push(index);
-          return value;
-        }),
-      ),
-    );
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    await kubectl(kubeconfig, "delete", "pod", second?.hostname ?? "", "--wait=false");
-    expect(await results).toEqual([3, 3, 3, 3]);
-    expect(deliveries.sort()).toEqual([0, 1, 2, 3]);
+    const preempted: string[] = [];
+    pool.on("node.preempted", (event) => preempted.push(event.reason ?? ""));
+    const replaced: string[] = [];
+    pool.on("node.replaced", (event) => replaced.push(event.previousInstanceId));
+    const evict = async (pod: string) => {
+      const config = new KubeConfig();
+      config.loadFromFile(kubeconfig);
+      await config
+        .makeApiClient(CoreV1Api)
+        .createNamespacedPodEviction({ name: pod, namespace: "default", body: { metadata: { name: pod } } });
+    };
+    const takeBack = [
+      (pod: string) => kubectl(kubeconfig, "delete", "pod", pod, "--wait=false").then(() => undefined),
+      evict,
+    ];
+    for (const [round, end] of takeBack.entries()) {
+      const [, second] = await pool.broadcast(info());
+      const deliveries: number[] = [];
+      const results = Promise.all(
+        [0, 1, 2, 3].map((index) =>
+          pool.run(sleep(3)).then((value) => {
+            deliveries.push(index);
+            return value;
+          }),
+        ),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await end(second?.hostname ?? "");
+      expect(await results).toEqual([3, 3, 3, 3]);
+      expect(deliveries.sort()).toEqual([0, 1, 2, 3]);
+      // The worker took the kubelet's SIGTERM for a preemption and said so, once per pod.
+      expect(preempted).toHaveLength(round + 1);
+      expect(preempted[round]).toMatch(/^preempted SIGTERM at \S+$/);
+      await expect.poll(() => replaced, { timeout: 120_000 }).toHaveLength(round + 1);
+      expect(replaced[round]).toBe(second?.hostname);
+      const after = await pool.broadcast(info());
+      expect(after.map((entry) => entry.node)).toEqual([0, 1]);
+      expect(after[1]?.hostname).not.toBe(second?.hostname);
+    }
     expect(retried).toBeGreaterThan(0);
-    await replaced;
-    const after = await pool.broadcast(info());
-    expect(after.map((entry) => entry.node)).toEqual([0, 1]);
-    expect(after[1]?.hostname).not.toBe(second?.hostname);
-  }, 300_000);
+  }, 360_000);
 
   it("names the verb and resource RBAC forbids", async () => {
     const nobody = Kubernetes({ kubeconfig: kubeconfig.replace(/admin\.kubeconfig$/, "nobody.kubeconfig") });
