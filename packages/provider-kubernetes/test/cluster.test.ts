@@ -3,15 +3,25 @@
  * server, scheduler, controller manager, containerd and a kubelet built from k8s.io/kubernetes, the
  * node advertising 2 `nvidia.com/gpu` and NVIDIA's GPU labels): pools of pods run the dispatch
  * shapes through exec and port-forward, a pod asking for more GPUs than a node has is refused before
- * anything waits, a deleted or evicted pod is a preemption whose tasks run again elsewhere, and the provider conformance suite runs
- * with a real pool.
+ * anything waits, a deleted or evicted pod is a preemption whose tasks run again elsewhere, a client
+ * SIGKILLed leaves pods that its workers' TTL or `skyward down --all` (the built CLI) ends, and the
+ * provider conformance suite runs with a real pool.
  */
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import * as sky from "@skyward/core";
-import { eventually, runProviderConformance, useScratchSkywardHome } from "@skyward/testing";
+import {
+  createCliProject,
+  eventually,
+  isCi,
+  runProviderConformance,
+  useScratchSkywardHome,
+} from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Kubernetes } from "../src/index.js";
 import {
@@ -24,6 +34,13 @@ import {
 const skipReason = await requireKubernetesTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/k8s_tasks.py", import.meta.url));
 const sigkillChild = fileURLToPath(new URL("./fixtures/sigkill-child.ts", import.meta.url));
+const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
+const cli = join(
+  dirname(createRequire(import.meta.url).resolve("@skyward/cli/package.json")),
+  "dist",
+  "cli.js",
+);
+const cliBuilt = existsSync(cli) && existsSync(join(packageDirectory, "dist", "index.js"));
 const add = sky.python<[number, number], number>("k8s_tasks:add");
 const square = sky.python<[number], number>("k8s_tasks:square");
 const sleep = sky.python<[number], number>("k8s_tasks:sleep");
@@ -57,7 +74,10 @@ beforeAll(async () => {
   kubeconfig = await startKubernetesTestbed();
 }, 600_000);
 
+const clients: ChildProcess[] = [];
+
 afterAll(async () => {
+  for (const client of clients) client.kill("SIGKILL");
   if (skipReason !== undefined) return;
   await stopKubernetesTestbed();
 }, 120_000);
@@ -214,10 +234,12 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     await expect(attempt).rejects.toThrow(/resource quota is exceeded: .*exceeded quota: no-pods/);
   }, 120_000);
 
-  it("a client SIGKILLed leaves no pod running once its workers' TTL is out", async () => {
-    const client = spawn(process.execPath, [sigkillChild, kubeconfig], {
+  /** Starts a client whose one-pod pool has workers of `ttl` seconds and returns it with its pods. */
+  const startClient = async (ttl: number) => {
+    const client = spawn(process.execPath, [sigkillChild, kubeconfig, String(ttl)], {
       stdio: ["ignore", "pipe", "inherit"],
     });
+    clients.push(client);
     const line = await new Promise<string>((resolve, reject) => {
       createInterface({ input: client.stdout }).once("line", resolve);
       client.once("exit", (code) =>
@@ -226,6 +248,11 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     });
     const { pods } = JSON.parse(line) as { pods: string[] };
     expect((await skywardPods()).filter((name) => pods.includes(name))).toEqual(pods);
+    return { client, pods };
+  };
+
+  it("a client SIGKILLed leaves no pod running once its workers' TTL is out", async () => {
+    const { client, pods } = await startClient(3);
     client.kill("SIGKILL");
     // The worker finds its client gone, waits out the TTL (3 s), stops: its pod ends with it.
     expect(
@@ -233,6 +260,40 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     ).toBe(true);
     await kubectl(kubeconfig, "delete", "pod", ...pods, "--wait=false");
   }, 180_000);
+
+  it.skipIf(!cliBuilt && !isCi())(
+    "skyward down --all deletes the pods a SIGKILLed client left",
+    async () => {
+      const { client, pods } = await startClient(3600);
+      client.kill("SIGKILL");
+      await using project = await createCliProject({
+        cli,
+        prefix: "skyward-kubernetes-cli-",
+        packages: { "provider-kubernetes": packageDirectory },
+        toml: `
+[providers.cluster]
+type = "kubernetes"
+kubeconfig = "${kubeconfig}"
+image = "localhost/skyward-python:bookworm"
+image_pull_policy = "Never"
+`,
+      });
+      const listed = await project.run(["instances", "--provider", "cluster"]);
+      expect(listed.code, listed.stderr).toBe(0);
+      for (const pod of pods) expect(listed.stdout).toContain(pod);
+      // Still running without its client: its worker waits out an hour's TTL.
+      expect((await skywardPods()).filter((name) => pods.includes(name))).toEqual(pods);
+      const down = await project.run(["down", "--all", "--yes", "--wait", "60"]);
+      expect(down.code, down.stderr).toBe(0);
+      await expect
+        .poll(async () => (await skywardPods()).filter((name) => pods.includes(name)), { timeout: 60_000 })
+        .toEqual([]);
+      const after = await project.run(["instances", "--provider", "cluster"]);
+      expect(after.code, after.stderr).toBe(0);
+      for (const pod of pods) expect(after.stdout).not.toContain(pod);
+    },
+    180_000,
+  );
 
   it("leaves no pod when the pools are closed", async () => {
     const deadline = Date.now() + 60_000;
