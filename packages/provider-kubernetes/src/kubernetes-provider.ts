@@ -5,7 +5,7 @@
  * but the API server is reached from the client.
  */
 import type { V1Pod } from "@kubernetes/client-node";
-import { ConfigurationError, NoCapacityError } from "@skyward/core";
+import { ConfigurationError, ConnectionError, NoCapacityError } from "@skyward/core";
 import type {
   Cluster,
   ClusterCallOptions,
@@ -17,6 +17,7 @@ import type {
   ProviderCallOptions,
   ProviderV1,
   ProvisionOptions,
+  ReconnectWorkerOptions,
   TerminateOptions,
 } from "@skyward/core/contract";
 import { createClusterId } from "@skyward/provider-utils";
@@ -39,8 +40,15 @@ import {
   type ParsedKubernetesSettings,
   parseSettings,
 } from "./kubernetes-settings.js";
-import { launchPodWorker } from "./pod-worker-launcher.js";
-import { instanceOfPod, POD_LABELS, pendingPodFailure, podManifest, SKYWARD_POD_SELECTOR } from "./pods.js";
+import { launchPodWorker, podEndpoint } from "./pod-worker-launcher.js";
+import {
+  instanceOfPod,
+  POD_LABELS,
+  pendingPodFailure,
+  podManifest,
+  SKYWARD_POD_SELECTOR,
+  workerContainerRunning,
+} from "./pods.js";
 
 /** What a Kubernetes cluster (a pool's pods) keeps between calls. */
 export interface KubernetesClusterData {
@@ -197,6 +205,21 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
 
     launchWorker(options: LaunchWorkerOptions<KubernetesClusterData>) {
       return launchPodWorker(api(), settings.root, options);
+    },
+
+    async reconnectWorker({ instance, worker, nodeId }: ReconnectWorkerOptions<KubernetesClusterData>) {
+      // The worker is its container's PID 1: while the pod's container runs, so does the worker a
+      // detached pool left there; the pool's handshake through the port-forward checks the rest.
+      const pod = await readPod(instance.id);
+      const current = pod === null ? null : instanceOfPod(pod);
+      if (pod === null || current?.status !== "running" || !workerContainerRunning(pod)) {
+        throw new ConnectionError({
+          host: `pod ${api().namespace}/${instance.id}`,
+          node: nodeId,
+          message: `the detached pool's pod ${api().namespace}/${instance.id} is ${current?.status ?? "gone"}: its worker no longer runs`,
+        });
+      }
+      return podEndpoint(api(), current, worker.port, worker.pid, nodeId);
     },
 
     async terminate({ ids, signal }: TerminateOptions<KubernetesClusterData>) {

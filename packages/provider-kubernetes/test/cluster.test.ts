@@ -188,6 +188,36 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     expect(retried).toBeGreaterThan(0);
   }, 360_000);
 
+  it("a detached pool is attached again: the same pods, their workers reached again", async () => {
+    const pool = await sky.compute({
+      provider: provider(),
+      nodes: 2,
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    const before = await pool.broadcast(info());
+    const id = await pool.detach();
+    await using again = await sky.attach(id, { provider: provider(), options: { console: false } });
+    expect(again.id).toBe(id);
+    const after = await again.broadcast(info());
+    expect(after.map((entry) => entry.hostname)).toEqual(before.map((entry) => entry.hostname));
+    expect(await again.map(square, [[3], [4]])).toEqual([9, 16]);
+  }, 300_000);
+
+  it("refuses to attach a detached pool whose pod is gone, naming the pod", async () => {
+    const pool = await sky.compute({
+      provider: provider(),
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    const [pod] = pool.nodes().map((node) => node.instanceId);
+    const id = await pool.detach();
+    await kubectl(kubeconfig, "delete", "pod", pod ?? "", "--wait=true");
+    await expect(sky.attach(id, { provider: provider(), options: { console: false } })).rejects.toThrow(
+      new RegExp(`pod default/${pod} is gone`),
+    );
+  }, 300_000);
+
   it("names the verb and resource RBAC forbids", async () => {
     const nobody = Kubernetes({ kubeconfig: kubeconfig.replace(/admin\.kubeconfig$/, "nobody.kubeconfig") });
     await expect(
