@@ -41,14 +41,7 @@ import {
   parseSettings,
 } from "./kubernetes-settings.js";
 import { launchPodWorker, podEndpoint } from "./pod-worker-launcher.js";
-import {
-  instanceOfPod,
-  POD_LABELS,
-  pendingPodFailure,
-  podManifest,
-  SKYWARD_POD_SELECTOR,
-  workerContainerRunning,
-} from "./pods.js";
+import { instanceOfPod, POD_LABELS, pendingPodFailure, podManifest, SKYWARD_POD_SELECTOR } from "./pods.js";
 
 /** What a Kubernetes cluster (a pool's pods) keeps between calls. */
 export interface KubernetesClusterData {
@@ -208,11 +201,11 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
     },
 
     async reconnectWorker({ instance, worker, nodeId }: ReconnectWorkerOptions<KubernetesClusterData>) {
-      // The worker is its container's PID 1: while the pod's container runs, so does the worker a
-      // detached pool left there; the pool's handshake through the port-forward checks the rest.
+      // The worker is its container's PID 1: while the pod runs (its container running, not being
+      // deleted), so does the worker a detached pool left there; the handshake checks the rest.
       const pod = await readPod(instance.id);
       const current = pod === null ? null : instanceOfPod(pod);
-      if (pod === null || current?.status !== "running" || !workerContainerRunning(pod)) {
+      if (current?.status !== "running") {
         throw new ConnectionError({
           host: `pod ${api().namespace}/${instance.id}`,
           node: nodeId,
