@@ -3,7 +3,8 @@
  * server, scheduler, controller manager, containerd and a kubelet built from k8s.io/kubernetes, the
  * node advertising 2 `nvidia.com/gpu` and NVIDIA's GPU labels): pools of pods run the dispatch
  * shapes through exec and port-forward, a pod asking for more GPUs than a node has is refused before
- * anything waits, a deleted or evicted pod is a preemption whose tasks run again elsewhere, a client
+ * anything waits, a deleted or evicted pod is a preemption whose tasks run again elsewhere, PyTorch
+ * DDP forms one gloo world across two pods (an image with Debian's python3-torch), a client
  * SIGKILLed leaves pods that its workers' TTL or `skyward down --all` (the built CLI) ends, and the
  * provider conformance suite runs with a real pool.
  */
@@ -15,6 +16,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import * as sky from "@skyward/core";
+import { torch } from "@skyward/plugin-torch";
 import {
   createCliProject,
   eventually,
@@ -26,6 +28,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Kubernetes } from "../src/index.js";
 import {
   kubectl,
+  kubernetesTorchImage,
   requireKubernetesTestbed,
   startKubernetesTestbed,
   stopKubernetesTestbed,
@@ -46,6 +49,22 @@ const square = sky.python<[number], number>("k8s_tasks:square");
 const sleep = sky.python<[number], number>("k8s_tasks:sleep");
 const info = sky.python<[], { node: number; total_nodes: number; hostname: string; head_addr: string }>(
   "k8s_tasks:info",
+);
+
+// The torch plugin's own DDP tasks (its end-to-end suites run them on Local, SSH and Slurm).
+const ddpTasks = join(
+  dirname(createRequire(import.meta.url).resolve("@skyward/plugin-torch/package.json")),
+  "test",
+  "fixtures",
+  "ddp_tasks.py",
+);
+const groupInfo = sky.python<
+  [],
+  { rank: number; world_size: number; backend: string; env: Record<string, string | null> }
+>("ddp_tasks:group_info");
+const allReduceSum = sky.python<[number], { rank: number; sum: number }>("ddp_tasks:all_reduce_sum");
+const ddpGradients = sky.python<[], { rank: number; ddp: number[][]; local: number[][] }>(
+  "ddp_tasks:ddp_gradients",
 );
 
 let kubeconfig = "";
@@ -187,6 +206,46 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     }
     expect(retried).toBeGreaterThan(0);
   }, 360_000);
+
+  it("PyTorch DDP through the torch plugin forms one gloo world across two pods", async () => {
+    const image = await kubernetesTorchImage();
+    await using pool = await sky.compute({
+      provider: Kubernetes({
+        kubeconfig,
+        image,
+        imagePullPolicy: "Never",
+        defaultMemoryGb: 0.5,
+        defaultVcpus: 0.2,
+      }),
+      nodes: 2,
+      ttl: 0,
+      // Debian's python3-torch is the image's own: the workers' environment sees it.
+      image: { python: "/usr/bin/python3", includes: [ddpTasks] },
+      plugins: [torch({ backend: "gloo" })],
+      options: { console: false, bootstrapTimeout: 240 },
+    });
+    const infos = await pool.broadcast(groupInfo());
+    expect(infos.map((info) => [info.rank, info.world_size, info.backend])).toEqual([
+      [0, 2, "gloo"],
+      [1, 2, "gloo"],
+    ]);
+    // The master is the head pod, at its pod IP.
+    const head = pool.nodes()[0]?.instanceId ?? "";
+    const headIp = await kubectl(kubeconfig, "get", "pod", head, "-o", "jsonpath={.status.podIP}");
+    expect(infos.map((info) => info.env.MASTER_ADDR)).toEqual([headIp, headIp]);
+    expect(await pool.broadcast(allReduceSum(4))).toEqual([
+      { rank: 0, sum: 12 },
+      { rank: 1, sum: 12 },
+    ]);
+    const [first, second] = await pool.broadcast(ddpGradients());
+    expect([first?.rank, second?.rank]).toEqual([0, 1]);
+    // Each rank's own data, the same averaged gradients after DDP's all-reduce.
+    expect(second?.local.flat()).not.toEqual(first?.local.flat());
+    const expected = first?.ddp.flat() ?? [];
+    expect(expected.length).toBeGreaterThan(0);
+    for (const [index, value] of (second?.ddp.flat() ?? []).entries())
+      expect(value).toBeCloseTo(expected[index] ?? Number.NaN, 10);
+  }, 1_800_000);
 
   it("a detached pool is attached again: the same pods, their workers reached again", async () => {
     const pool = await sky.compute({
