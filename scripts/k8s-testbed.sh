@@ -125,6 +125,8 @@ build_torch_image() {
   local started=$SECONDS rootfs="$CACHE/images/python-torch-rootfs"
   mkdir -p "$CACHE/images"
   if [ ! -f "$rootfs/usr/lib/python3/dist-packages/torch/__init__.py" ]; then
+    # A debootstrap killed midway can leave its chroot's /proc and /sys mounted: never rm through them.
+    awk -v root="$rootfs" '$2 ~ "^" root "/" {print $2}' /proc/mounts | sort -r | xargs -r -n 1 umount -l 2>/dev/null || true
     rm -rf "$rootfs"
     log "debootstrap bookworm with python3-torch and python3-pip (Debian's packages, about 1.2 GB)"
     debootstrap --variant=minbase --include=python3,python3-pip,python3-torch bookworm "$rootfs" http://deb.debian.org/debian >/dev/null

@@ -45,7 +45,8 @@ export async function stopKubernetesTestbed(): Promise<void> {
 
 /**
  * The pod image with Debian's PyTorch, in the running cluster: built into the cache the first time
- * (14 to 23 minutes on a loaded 2-core machine, its cost printed), imported into the cluster's containerd after. Returns its name.
+ * (14 to 23 minutes on a loaded 2-core machine, its cost printed), then imported into the cluster's
+ * containerd. Returns its name.
  */
 export async function kubernetesTorchImage(): Promise<string> {
   const { stdout, stderr } = await run("bash", [script, "torch-image"], { timeout: 1_800_000 });
