@@ -8,6 +8,7 @@
 #   scripts/k8s-testbed.sh build    # once: binaries and images into the cache (prints its duration)
 #   scripts/k8s-testbed.sh start    # build if missing, then start the cluster; prints the kubeconfig
 #   scripts/k8s-testbed.sh stop     # every process, mount, network namespace and bridge it made goes
+#   scripts/k8s-testbed.sh torch-image  # a pod image with PyTorch: built once, imported into the cluster
 #
 # Only loopback and the bridge it creates ($SKYWARD_K8S_POD_SUBNET) are used.
 set -euo pipefail
@@ -22,6 +23,7 @@ API_PORT="${SKYWARD_K8S_API_PORT:-16443}"
 ETCD_PORT="${SKYWARD_K8S_ETCD_PORT:-23790}"
 BRIDGE=skyk8s0
 POD_IMAGE=localhost/skyward-python:bookworm
+TORCH_IMAGE=localhost/skyward-python-torch:bookworm
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
 GPUS_PER_NODE="${SKYWARD_K8S_GPUS:-2}"
 BIN="$CACHE/bin"
@@ -110,6 +112,41 @@ build_images() {
     pack_image "$rootfs" "$POD_IMAGE" "$CACHE/images/python.tar" /bin/sh
     rm -rf "$rootfs"
   fi
+}
+
+# A second pod image, with Debian's CPU-only PyTorch (python3-torch), for the torch plugin's DDP test:
+# built only when that test asks (`torch-image`), not by `build`, so the cluster's own build and
+# start stay as fast; kept in the cache like the rest, and imported into the running cluster. pip is
+# in it because the plugin asks for `torch`, which pip finds already satisfied offline (without pip
+# the bootstrap would fetch uv, and the pods reach no index).
+build_torch_image() {
+  [ -f "$CACHE/images/python-torch.tar" ] && return 0
+  ensure_packages
+  local started=$SECONDS rootfs="$CACHE/images/python-torch-rootfs"
+  mkdir -p "$CACHE/images"
+  if [ ! -f "$rootfs/usr/lib/python3/dist-packages/torch/__init__.py" ]; then
+    # A debootstrap killed midway can leave its chroot's /proc and /sys mounted: never rm through them.
+    awk -v root="$rootfs" '$2 ~ "^" root "/" {print $2}' /proc/mounts | sort -r | xargs -r -n 1 umount -l 2>/dev/null || true
+    rm -rf "$rootfs"
+    log "debootstrap bookworm with python3-torch and python3-pip (Debian's packages, about 1.2 GB)"
+    debootstrap --variant=minbase --include=python3,python3-pip,python3-torch bookworm "$rootfs" http://deb.debian.org/debian >/dev/null
+  fi
+  rm -rf "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"*
+  pack_image "$rootfs" "$TORCH_IMAGE" "$CACHE/images/python-torch.tar.new" /bin/sh
+  mv "$CACHE/images/python-torch.tar.new" "$CACHE/images/python-torch.tar"
+  rm -rf "$rootfs"
+  log "torch image built in $((SECONDS - started)) s ($(du -m "$CACHE/images/python-torch.tar" | cut -f1) MB)"
+}
+
+# The torch image, built when missing, imported into the running cluster (a no-op when already there).
+torch_image() {
+  build_torch_image
+  if ! ctr --address "$RUN/containerd.sock" -n k8s.io images ls -q | grep -qx "$TORCH_IMAGE"; then
+    local started=$SECONDS
+    ctr --address "$RUN/containerd.sock" -n k8s.io images import "$CACHE/images/python-torch.tar" >/dev/null
+    log "torch image imported in $((SECONDS - started)) s"
+  fi
+  echo "$TORCH_IMAGE"
 }
 
 build() {
@@ -364,9 +401,11 @@ stop() {
 case "${1:-}" in
   build) build ;;
   images) build_images ;;
+  torch-image-build) build_torch_image ;;
+  torch-image) torch_image ;;
   start) start ;;
   stop) stop ;;
   built) built ;;
   kubeconfig) echo "$RUN/admin.kubeconfig" ;;
-  *) echo "usage: $0 build|start|stop|built|kubeconfig" >&2; exit 2 ;;
+  *) echo "usage: $0 build|start|stop|built|kubeconfig|torch-image|torch-image-build" >&2; exit 2 ;;
 esac

@@ -5,7 +5,7 @@
  * but the API server is reached from the client.
  */
 import type { V1Pod } from "@kubernetes/client-node";
-import { ConfigurationError, NoCapacityError } from "@skyward/core";
+import { ConfigurationError, ConnectionError, NoCapacityError } from "@skyward/core";
 import type {
   Cluster,
   ClusterCallOptions,
@@ -17,6 +17,7 @@ import type {
   ProviderCallOptions,
   ProviderV1,
   ProvisionOptions,
+  ReconnectWorkerOptions,
   TerminateOptions,
 } from "@skyward/core/contract";
 import { createClusterId } from "@skyward/provider-utils";
@@ -39,7 +40,7 @@ import {
   type ParsedKubernetesSettings,
   parseSettings,
 } from "./kubernetes-settings.js";
-import { launchPodWorker } from "./pod-worker-launcher.js";
+import { launchPodWorker, podEndpoint } from "./pod-worker-launcher.js";
 import { instanceOfPod, POD_LABELS, pendingPodFailure, podManifest, SKYWARD_POD_SELECTOR } from "./pods.js";
 
 /** What a Kubernetes cluster (a pool's pods) keeps between calls. */
@@ -183,7 +184,11 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
     async getInstance({ id }: GetInstanceOptions<KubernetesClusterData>) {
       const pod = await readPod(id);
       if (pod === null) return null;
-      const instance = instanceOfPod(pod);
+      // A pod deleted behind the pool's back (evicted, preempted, deleted) reads as running until
+      // its worker has ended: the kubelet's SIGTERM makes the worker report its preemption itself
+      // (`node.preempted`, its tasks retried), which the reconcile tick would otherwise forestall by
+      // finding the pod stopping first and declaring the node merely lost.
+      const instance = instanceOfPod(pod, true);
       if (instance.status === "pending") {
         const failure = pendingPodFailure(pod, settings.image);
         if (failure !== undefined) throw failure;
@@ -193,6 +198,21 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
 
     launchWorker(options: LaunchWorkerOptions<KubernetesClusterData>) {
       return launchPodWorker(api(), settings.root, options);
+    },
+
+    async reconnectWorker({ instance, worker, nodeId }: ReconnectWorkerOptions<KubernetesClusterData>) {
+      // The worker is its container's PID 1: while the pod runs (its container running, not being
+      // deleted), so does the worker a detached pool left there; the handshake checks the rest.
+      const pod = await readPod(instance.id);
+      const current = pod === null ? null : instanceOfPod(pod);
+      if (current?.status !== "running") {
+        throw new ConnectionError({
+          host: `pod ${api().namespace}/${instance.id}`,
+          node: nodeId,
+          message: `the detached pool's pod ${api().namespace}/${instance.id} is ${current?.status ?? "gone"}: its worker no longer runs`,
+        });
+      }
+      return podEndpoint(api(), current, worker.port, worker.pid, nodeId);
     },
 
     async terminate({ ids, signal }: TerminateOptions<KubernetesClusterData>) {
@@ -212,7 +232,7 @@ function kubernetesProvider(settings: ParsedKubernetesSettings): ProviderV1<Kube
     selfDestruct: () => "true",
 
     async listInstances(_options: ProviderCallOptions) {
-      return (await listPods(SKYWARD_POD_SELECTOR)).map(instanceOfPod);
+      return (await listPods(SKYWARD_POD_SELECTOR)).map((pod) => instanceOfPod(pod));
     },
   };
 }

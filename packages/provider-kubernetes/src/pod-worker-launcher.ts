@@ -25,10 +25,10 @@ const READY_PREFIX = "SKYWARD_WORKER_READY ";
 const UPLOAD_MARKER = "::skyward-upload:: done";
 
 /**
- * The worker's start script, run by the container's PID 1: its environment, then the worker as a
- * child. The kubelet ends a pod (deleted, evicted, preempted) with SIGTERM to PID 1: the worker is
- * then killed outright, so that its client finds the node lost and runs its tasks again elsewhere,
- * rather than a worker stopping cleanly answering them as cancelled.
+ * The worker's start script, run by the container's PID 1: its environment, then the worker in its
+ * place, so that the worker is PID 1 and the kubelet's SIGTERM (a pod deleted, evicted, preempted or
+ * past its deadline) reaches it: it takes an unrequested SIGTERM for a preemption, the pool hears
+ * `node.preempted` and runs its tasks again on a replacement (a stop the pool asked for came first).
  */
 export function renderStartScript(root: string, command: string): string {
   const q = (path: string) => shellQuote(`${root}/${path}`);
@@ -39,15 +39,8 @@ export function renderStartScript(root: string, command: string): string {
     `. ${q("env.sh")}`,
     `SKYWARD_TOKEN="$(cat ${q("worker.token")})"`,
     `export SKYWARD_TOKEN PYTHONPATH=${q("runtime")} PYTHONUNBUFFERED=1`,
-    "set +e",
-    `${command} > ${q("worker.log")} 2>&1 &`,
-    "skyward_worker=$!",
-    `echo "$skyward_worker" > ${q("worker.pid")}`,
-    `trap 'kill -KILL "$skyward_worker" 2>/dev/null' TERM INT`,
-    // `wait` returns early when a trapped signal arrives: wait again for the worker's own status.
-    `wait "$skyward_worker"; skyward_status=$?`,
-    `wait "$skyward_worker" 2>/dev/null && skyward_status=$?`,
-    'exit "$skyward_status"',
+    `echo "$$" > ${q("worker.pid")}`,
+    `exec ${command} > ${q("worker.log")} 2>&1`,
     "",
   ].join("\n");
 }

@@ -1,4 +1,4 @@
-import type { V1Pod } from "@kubernetes/client-node";
+import type { V1ContainerState, V1Pod } from "@kubernetes/client-node";
 import { NoCapacityError, ProvisionError } from "@skyward/core";
 import { describe, expect, it } from "vitest";
 import { parseSettings } from "./kubernetes-settings.js";
@@ -15,6 +15,15 @@ const settings = parseSettings(
   },
   "",
 );
+
+/** A running pod's status whose worker container is in `state` (the kubelet's `containerStatuses`). */
+function workerStatus(state: V1ContainerState): V1Pod["status"] {
+  return {
+    phase: "Running",
+    podIP: "10.214.0.7",
+    containerStatuses: [{ name: "worker", image: "x", imageID: "", ready: true, restartCount: 0, state }],
+  };
+}
 
 describe("podManifest", () => {
   const pod = podManifest({
@@ -62,20 +71,7 @@ describe("podManifest", () => {
     const running: V1Pod = {
       ...pod,
       metadata: { ...pod.metadata, creationTimestamp: new Date("2026-11-29T00:00:00Z") },
-      status: {
-        phase: "Running",
-        podIP: "10.214.0.7",
-        containerStatuses: [
-          {
-            name: "worker",
-            image: "x",
-            imageID: "",
-            ready: true,
-            restartCount: 0,
-            state: { running: { startedAt: new Date() } },
-          },
-        ],
-      },
+      status: workerStatus({ running: { startedAt: new Date() } }),
     };
     expect(instanceOfPod(running)).toMatchObject({
       status: "running",
@@ -87,6 +83,20 @@ describe("podManifest", () => {
     });
     expect(instanceOfPod({ ...running, status: { phase: "Failed" } }).status).toBe("terminated");
     expect(instanceOfPod({ ...running, status: { phase: "Pending" } }).status).toBe("pending");
+  });
+
+  // A deleted pod keeps its container running through its grace period
+  // (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination).
+  it("reads a deleted pod as stopping, or (graceful) as running until its container has ended", () => {
+    const deleted: V1Pod = {
+      ...pod,
+      metadata: { ...pod.metadata, deletionTimestamp: new Date("2026-11-29T00:01:00Z") },
+      status: workerStatus({ running: { startedAt: new Date() } }),
+    };
+    expect(instanceOfPod(deleted).status).toBe("stopping");
+    expect(instanceOfPod(deleted, true).status).toBe("running");
+    const ended: V1Pod = { ...deleted, status: workerStatus({ terminated: { exitCode: 0 } }) };
+    expect(instanceOfPod(ended, true).status).toBe("stopping");
   });
 });
 

@@ -46,9 +46,8 @@ export interface PodRequest {
 
 /**
  * The pod's command: it waits (as PID 1, so the container lives) until the launcher has bootstrapped
- * the environment through exec and written the start script, then runs it (it starts the worker and
- * waits for it, see `renderStartScript`). When the worker
- * exits (released and its TTL out, or stopped) the container ends and, with `restartPolicy: Never`,
+ * the environment through exec and written the start script, then runs it (it becomes the worker,
+ * see `renderStartScript`). When the worker exits (released and its TTL out, or stopped) the container ends and, with `restartPolicy: Never`,
  * the pod stops holding its node's resources.
  */
 export function podCommand(root: string): string[] {
@@ -112,22 +111,32 @@ export function podManifest(request: PodRequest): V1Pod {
   };
 }
 
-/** The pod as an instance: running once its container runs, its address the pod IP. */
-export function instanceOfPod(pod: V1Pod): Instance {
+/** Whether the pod's worker container runs (a pod being deleted runs it until its grace period ends). */
+export function workerContainerRunning(pod: V1Pod): boolean {
+  return (
+    pod.status?.containerStatuses?.some(
+      (container) => container.name === WORKER_CONTAINER && container.state?.running !== undefined,
+    ) ?? false
+  );
+}
+
+/**
+ * The pod as an instance: running once its container runs, its address the pod IP; stopping once
+ * deleted (`graceful`: once its container has ended too, see the provider's `getInstance`).
+ */
+export function instanceOfPod(pod: V1Pod, graceful = false): Instance {
   const metadata = pod.metadata ?? {};
   const annotations = metadata.annotations ?? {};
   const phase = pod.status?.phase;
-  const containerRunning = pod.status?.containerStatuses?.some(
-    (container) => container.name === WORKER_CONTAINER && container.state?.running !== undefined,
-  );
-  const status: Instance["status"] =
-    metadata.deletionTimestamp !== undefined
-      ? "stopping"
-      : phase === "Succeeded" || phase === "Failed"
-        ? "terminated"
-        : phase === "Running" && containerRunning && pod.status?.podIP
-          ? "running"
-          : "pending";
+  const containerRunning = workerContainerRunning(pod);
+  const ending = metadata.deletionTimestamp !== undefined && !(graceful && containerRunning);
+  const status: Instance["status"] = ending
+    ? "stopping"
+    : phase === "Succeeded" || phase === "Failed"
+      ? "terminated"
+      : phase === "Running" && containerRunning && pod.status?.podIP
+        ? "running"
+        : "pending";
   const price = Number(annotations[POD_ANNOTATIONS.hourlyPrice]);
   const tags: Record<string, string> = {
     [SKYWARD_TAGS.cluster]: metadata.labels?.[POD_LABELS.cluster] ?? "",

@@ -3,18 +3,32 @@
  * server, scheduler, controller manager, containerd and a kubelet built from k8s.io/kubernetes, the
  * node advertising 2 `nvidia.com/gpu` and NVIDIA's GPU labels): pools of pods run the dispatch
  * shapes through exec and port-forward, a pod asking for more GPUs than a node has is refused before
- * anything waits, a deleted pod's tasks run again elsewhere, and the provider conformance suite runs
- * with a real pool.
+ * anything waits, a deleted or evicted pod is a preemption whose tasks run again elsewhere, PyTorch
+ * DDP forms one gloo world across two pods (an image with Debian's python3-torch), a client
+ * SIGKILLed leaves pods that its workers' TTL or `skyward down --all` (the built CLI) ends, and the
+ * provider conformance suite runs with a real pool.
  */
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import * as sky from "@skyward/core";
-import { eventually, runProviderConformance, useScratchSkywardHome } from "@skyward/testing";
+import { torch } from "@skyward/plugin-torch";
+import {
+  createCliProject,
+  eventually,
+  isCi,
+  runProviderConformance,
+  useScratchSkywardHome,
+} from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Kubernetes } from "../src/index.js";
 import {
   kubectl,
+  kubernetesTorchImage,
   requireKubernetesTestbed,
   startKubernetesTestbed,
   stopKubernetesTestbed,
@@ -23,11 +37,34 @@ import {
 const skipReason = await requireKubernetesTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/k8s_tasks.py", import.meta.url));
 const sigkillChild = fileURLToPath(new URL("./fixtures/sigkill-child.ts", import.meta.url));
+const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
+const cli = join(
+  dirname(createRequire(import.meta.url).resolve("@skyward/cli/package.json")),
+  "dist",
+  "cli.js",
+);
+const cliBuilt = existsSync(cli) && existsSync(join(packageDirectory, "dist", "index.js"));
 const add = sky.python<[number, number], number>("k8s_tasks:add");
 const square = sky.python<[number], number>("k8s_tasks:square");
 const sleep = sky.python<[number], number>("k8s_tasks:sleep");
 const info = sky.python<[], { node: number; total_nodes: number; hostname: string; head_addr: string }>(
   "k8s_tasks:info",
+);
+
+// The torch plugin's own DDP tasks (its end-to-end suites run them on Local, SSH and Slurm).
+const ddpTasks = join(
+  dirname(createRequire(import.meta.url).resolve("@skyward/plugin-torch/package.json")),
+  "test",
+  "fixtures",
+  "ddp_tasks.py",
+);
+const groupInfo = sky.python<
+  [],
+  { rank: number; world_size: number; backend: string; env: Record<string, string | null> }
+>("ddp_tasks:group_info");
+const allReduceSum = sky.python<[number], { rank: number; sum: number }>("ddp_tasks:all_reduce_sum");
+const ddpGradients = sky.python<[], { rank: number; ddp: number[][]; local: number[][] }>(
+  "ddp_tasks:ddp_gradients",
 );
 
 let kubeconfig = "";
@@ -56,7 +93,10 @@ beforeAll(async () => {
   kubeconfig = await startKubernetesTestbed();
 }, 600_000);
 
+const clients: ChildProcess[] = [];
+
 afterAll(async () => {
+  for (const client of clients) client.kill("SIGKILL");
   if (skipReason !== undefined) return;
   await stopKubernetesTestbed();
 }, 120_000);
@@ -114,37 +154,127 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     expect(limits).toBe("2");
   }, 300_000);
 
-  it("a deleted pod's tasks run again on its replacement, each result once", async () => {
+  it("a pod deleted, then one evicted, is preempted: its tasks run again on its replacement, each result once", async () => {
     await using pool = await sky.compute({
       provider: provider(),
       nodes: 2,
       image: { includes: [tasks] },
       options: { console: false },
     });
-    const [, second] = await pool.broadcast(info());
     let retried = 0;
     pool.on("task.failed", (event) => {
       if (event.willRetry) retried += 1;
     });
-    const replaced = new Promise((resolve) => pool.on("node.replaced", resolve));
-    const deliveries: number[] = [];
-    const results = Promise.all(
-      [0, 1, 2, 3].map((index) =>
-        pool.run(sleep(3)).then((value) => {
-          deliveries.push(index);
-          return value;
-        }),
-      ),
-    );
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    await kubectl(kubeconfig, "delete", "pod", second?.hostname ?? "", "--wait=false");
-    expect(await results).toEqual([3, 3, 3, 3]);
-    expect(deliveries.sort()).toEqual([0, 1, 2, 3]);
+    const preempted: string[] = [];
+    pool.on("node.preempted", (event) => preempted.push(event.reason ?? ""));
+    const replaced: string[] = [];
+    pool.on("node.replaced", (event) => replaced.push(event.previousInstanceId));
+    const evict = async (pod: string) => {
+      const config = new KubeConfig();
+      config.loadFromFile(kubeconfig);
+      await config
+        .makeApiClient(CoreV1Api)
+        .createNamespacedPodEviction({ name: pod, namespace: "default", body: { metadata: { name: pod } } });
+    };
+    const takeBack = [
+      (pod: string) => kubectl(kubeconfig, "delete", "pod", pod, "--wait=false").then(() => undefined),
+      evict,
+    ];
+    for (const [round, end] of takeBack.entries()) {
+      const [, second] = await pool.broadcast(info());
+      const deliveries: number[] = [];
+      const results = Promise.all(
+        [0, 1, 2, 3].map((index) =>
+          pool.run(sleep(3)).then((value) => {
+            deliveries.push(index);
+            return value;
+          }),
+        ),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await end(second?.hostname ?? "");
+      expect(await results).toEqual([3, 3, 3, 3]);
+      expect(deliveries.sort()).toEqual([0, 1, 2, 3]);
+      // The worker took the kubelet's SIGTERM for a preemption and said so, once per pod.
+      expect(preempted).toHaveLength(round + 1);
+      expect(preempted[round]).toMatch(/^preempted SIGTERM at \S+$/);
+      await expect.poll(() => replaced, { timeout: 120_000 }).toHaveLength(round + 1);
+      expect(replaced[round]).toBe(second?.hostname);
+      const after = await pool.broadcast(info());
+      expect(after.map((entry) => entry.node)).toEqual([0, 1]);
+      expect(after[1]?.hostname).not.toBe(second?.hostname);
+    }
     expect(retried).toBeGreaterThan(0);
-    await replaced;
-    const after = await pool.broadcast(info());
-    expect(after.map((entry) => entry.node)).toEqual([0, 1]);
-    expect(after[1]?.hostname).not.toBe(second?.hostname);
+  }, 360_000);
+
+  it("PyTorch DDP through the torch plugin forms one gloo world across two pods", async () => {
+    const image = await kubernetesTorchImage();
+    await using pool = await sky.compute({
+      provider: Kubernetes({
+        kubeconfig,
+        image,
+        imagePullPolicy: "Never",
+        defaultMemoryGb: 0.5,
+        defaultVcpus: 0.2,
+      }),
+      nodes: 2,
+      ttl: 0,
+      // Debian's python3-torch is the image's own: the workers' environment sees it.
+      image: { python: "/usr/bin/python3", includes: [ddpTasks] },
+      plugins: [torch({ backend: "gloo" })],
+      options: { console: false, bootstrapTimeout: 240 },
+    });
+    const infos = await pool.broadcast(groupInfo());
+    expect(infos.map((info) => [info.rank, info.world_size, info.backend])).toEqual([
+      [0, 2, "gloo"],
+      [1, 2, "gloo"],
+    ]);
+    // The master is the head pod, at its pod IP.
+    const head = pool.nodes()[0]?.instanceId ?? "";
+    const headIp = await kubectl(kubeconfig, "get", "pod", head, "-o", "jsonpath={.status.podIP}");
+    expect(infos.map((info) => info.env.MASTER_ADDR)).toEqual([headIp, headIp]);
+    expect(await pool.broadcast(allReduceSum(4))).toEqual([
+      { rank: 0, sum: 12 },
+      { rank: 1, sum: 12 },
+    ]);
+    const [first, second] = await pool.broadcast(ddpGradients());
+    expect([first?.rank, second?.rank]).toEqual([0, 1]);
+    // Each rank's own data, the same averaged gradients after DDP's all-reduce.
+    expect(second?.local.flat()).not.toEqual(first?.local.flat());
+    const expected = first?.ddp.flat() ?? [];
+    expect(expected.length).toBeGreaterThan(0);
+    for (const [index, value] of (second?.ddp.flat() ?? []).entries())
+      expect(value).toBeCloseTo(expected[index] ?? Number.NaN, 10);
+  }, 1_800_000);
+
+  it("a detached pool is attached again: the same pods, their workers reached again", async () => {
+    const pool = await sky.compute({
+      provider: provider(),
+      nodes: 2,
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    const before = await pool.broadcast(info());
+    const id = await pool.detach();
+    await using again = await sky.attach(id, { provider: provider(), options: { console: false } });
+    expect(again.id).toBe(id);
+    const after = await again.broadcast(info());
+    expect(after.map((entry) => entry.hostname)).toEqual(before.map((entry) => entry.hostname));
+    expect(await again.map(square, [[3], [4]])).toEqual([9, 16]);
+  }, 300_000);
+
+  it("refuses to attach a detached pool whose pod is gone, naming the pod", async () => {
+    const pool = await sky.compute({
+      provider: provider(),
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    const [pod] = pool.nodes().map((node) => node.instanceId);
+    const id = await pool.detach();
+    await kubectl(kubeconfig, "delete", "pod", pod ?? "", "--wait=true");
+    await expect(sky.attach(id, { provider: provider(), options: { console: false } })).rejects.toThrow(
+      new RegExp(`pod default/${pod} is gone`),
+    );
   }, 300_000);
 
   it("names the verb and resource RBAC forbids", async () => {
@@ -193,10 +323,12 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     await expect(attempt).rejects.toThrow(/resource quota is exceeded: .*exceeded quota: no-pods/);
   }, 120_000);
 
-  it("a client SIGKILLed leaves no pod running once its workers' TTL is out", async () => {
-    const client = spawn(process.execPath, [sigkillChild, kubeconfig], {
+  /** Starts a client whose one-pod pool has workers of `ttl` seconds and returns it with its pods. */
+  const startClient = async (ttl: number) => {
+    const client = spawn(process.execPath, [sigkillChild, kubeconfig, String(ttl)], {
       stdio: ["ignore", "pipe", "inherit"],
     });
+    clients.push(client);
     const line = await new Promise<string>((resolve, reject) => {
       createInterface({ input: client.stdout }).once("line", resolve);
       client.once("exit", (code) =>
@@ -205,6 +337,11 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     });
     const { pods } = JSON.parse(line) as { pods: string[] };
     expect((await skywardPods()).filter((name) => pods.includes(name))).toEqual(pods);
+    return { client, pods };
+  };
+
+  it("a client SIGKILLed leaves no pod running once its workers' TTL is out", async () => {
+    const { client, pods } = await startClient(3);
     client.kill("SIGKILL");
     // The worker finds its client gone, waits out the TTL (3 s), stops: its pod ends with it.
     expect(
@@ -212,6 +349,40 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     ).toBe(true);
     await kubectl(kubeconfig, "delete", "pod", ...pods, "--wait=false");
   }, 180_000);
+
+  it.skipIf(!cliBuilt && !isCi())(
+    "skyward down --all deletes the pods a SIGKILLed client left",
+    async () => {
+      const { client, pods } = await startClient(3600);
+      client.kill("SIGKILL");
+      await using project = await createCliProject({
+        cli,
+        prefix: "skyward-kubernetes-cli-",
+        packages: { "provider-kubernetes": packageDirectory },
+        toml: `
+[providers.cluster]
+type = "kubernetes"
+kubeconfig = "${kubeconfig}"
+image = "localhost/skyward-python:bookworm"
+image_pull_policy = "Never"
+`,
+      });
+      const listed = await project.run(["instances", "--provider", "cluster"]);
+      expect(listed.code, listed.stderr).toBe(0);
+      for (const pod of pods) expect(listed.stdout).toContain(pod);
+      // Still running without its client: its worker waits out an hour's TTL.
+      expect((await skywardPods()).filter((name) => pods.includes(name))).toEqual(pods);
+      const down = await project.run(["down", "--all", "--yes", "--wait", "60"]);
+      expect(down.code, down.stderr).toBe(0);
+      await expect
+        .poll(async () => (await skywardPods()).filter((name) => pods.includes(name)), { timeout: 60_000 })
+        .toEqual([]);
+      const after = await project.run(["instances", "--provider", "cluster"]);
+      expect(after.code, after.stderr).toBe(0);
+      for (const pod of pods) expect(after.stdout).not.toContain(pod);
+    },
+    180_000,
+  );
 
   it("leaves no pod when the pools are closed", async () => {
     const deadline = Date.now() + 60_000;
