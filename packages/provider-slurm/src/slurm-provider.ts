@@ -209,7 +209,8 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         ? partitions.get(wanted)
         : [...partitions.values()].find((entry) => entry.isDefault);
     if (!partition) {
-      const known = [...partitions.keys()].join(", ") || "none";
+      // Sorted: sinfo lists partitions in no fixed order, and the message should read the same each time.
+      const known = [...partitions.keys()].sort().join(", ") || "none";
       throw new NoCapacityError({
         attempts: [
           {
