@@ -53,6 +53,9 @@ afterAll(async () => {
   rmSync(profile, { recursive: true, force: true });
 });
 
+/** How long a check waits for the page: a batch goes out every second, and a loaded machine delays some. */
+const batchWait = { timeout: 10_000 };
+
 async function number(selector: string): Promise<number> {
   return Number(await page.locator(selector).getAttribute("data-points"));
 }
@@ -73,7 +76,7 @@ describe.skipIf(skipReason !== undefined)("the dashboard in Chromium", () => {
     const response = await page.goto(link);
     expect(response?.status()).toBe(200);
     await page.locator("#connection", { hasText: "live" }).waitFor();
-    await expect.poll(() => page.locator("#nodes tbody tr").count()).toBe(2);
+    await expect.poll(() => page.locator("#nodes tbody tr").count(), batchWait).toBe(2);
     const rows = await page.locator("#nodes tbody tr").allTextContents();
     expect(rows[0]).toMatch(/^0ready127\.0\.0\.1/);
     expect(rows[1]).toMatch(/^1ready127\.0\.0\.1/);
@@ -87,11 +90,11 @@ describe.skipIf(skipReason !== undefined)("the dashboard in Chromium", () => {
     await expect.poll(() => number("#chart-metric-cpu"), { timeout: 20_000 }).toBeGreaterThan(cpuPoints);
     expect(await page.locator("#chart-metric-loss").getAttribute("data-lines")).toBe("2");
     expect(await page.locator("#chart-metric-loss canvas").count()).toBeGreaterThan(0);
-    await expect.poll(() => text('#task-counters [data-field="running"]')).toBe("2");
+    await expect.poll(() => text('#task-counters [data-field="running"]'), batchWait).toBe("2");
 
     await work;
-    await expect.poll(() => text('#task-counters [data-field="completed"]')).toBe("2");
-    await expect.poll(() => text("#log")).toContain("training started on node 0");
+    await expect.poll(() => text('#task-counters [data-field="completed"]'), batchWait).toBe("2");
+    await expect.poll(() => text("#log"), batchWait).toContain("training started on node 0");
     expect(await text("#log")).toContain("training started on node 1");
     expect(await text("#log")).not.toContain(new URL(link).searchParams.get("token") as string);
     await page.selectOption("#log-node", "1");
@@ -102,7 +105,7 @@ describe.skipIf(skipReason !== undefined)("the dashboard in Chromium", () => {
   });
 
   it("shows its sessions: opened here, and another pool while it is detached", async () => {
-    await expect.poll(() => text("#session-origin")).toContain("opened by this client");
+    await expect.poll(() => text("#session-origin"), batchWait).toContain("opened by this client");
     const other = await sky.compute({ nodes: 1, options: { console: false } });
     const otherId = await other.detach();
     const row = page.locator(`#detached-pools tbody tr[data-pool="${otherId}"]`);
@@ -123,7 +126,7 @@ describe.skipIf(skipReason !== undefined)("the dashboard in Chromium", () => {
     const before = await number("#chart-metric-loss");
     await page.reload();
     await page.locator("#connection", { hasText: "live" }).waitFor();
-    await expect.poll(() => number("#chart-metric-loss")).toBeGreaterThanOrEqual(before);
+    await expect.poll(() => number("#chart-metric-loss"), batchWait).toBeGreaterThanOrEqual(before);
     expect(await text('#task-counters [data-field="completed"]')).toBe("2");
     expect(await text("#log")).toContain("training started on node 1");
   });
