@@ -62,6 +62,9 @@ export async function listLiveInstances(
       }
     }),
   );
+  // Failures in the order the providers are configured, not the order they answered: the same output each run.
+  const order = new Map(loaded.map(({ name }, index) => [name, index]));
+  failed.sort((a, b) => (order.get(a.name) ?? 0) - (order.get(b.name) ?? 0));
   const instances = lists
     .flat()
     .sort(
