@@ -74,6 +74,16 @@ export type {
 export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
 export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
 export type {
+  ContainerBoot,
+  CurlSelfDestruct,
+  PythonSelfDestruct,
+} from "./machine-provider/boot-template.js";
+export {
+  containerStartCommand,
+  curlSelfDestructProgram,
+  pythonSelfDestructProgram,
+} from "./machine-provider/boot-template.js";
+export type {
   MachineErrorClassifier,
   MachineErrorKind,
   MachineErrorStructure,
