@@ -140,6 +140,13 @@ export type {
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
 export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
+export {
+  absolutePathField,
+  millisecondsField,
+  nonEmptyListField,
+  textField,
+  wholeNumberField,
+} from "./machine-provider/setting-fields.js";
 export type { GrantedToken } from "./machine-provider/token-client.js";
 export { tokenClient } from "./machine-provider/token-client.js";
 export { launchableMarketsByZone, type ZonalMarket } from "./machine-provider/zonal-markets.js";
