@@ -84,6 +84,11 @@ export {
   pythonSelfDestructProgram,
 } from "./machine-provider/boot-template.js";
 export type {
+  ClientCredentialsGrant,
+  ClientCredentialsSettings,
+} from "./machine-provider/client-credentials.js";
+export { clientCredentialsClient, resolveClientCredentials } from "./machine-provider/client-credentials.js";
+export type {
   MachineErrorClassifier,
   MachineErrorKind,
   MachineErrorStructure,

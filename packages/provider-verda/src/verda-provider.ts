@@ -1,10 +1,9 @@
 /**
  * The Verda provider (formerly DataCrunch): GPU and CPU virtual machines in Verda's locations, on demand
  * or spot, reached over SSH as root on their public address. An adapter on `@skyward/provider-utils`'
- * machine-provider base, which owns the market loop and price cap, idempotent creates (found again by
- * hostname), deletes until gone and lists that fail loudly. A pool registers its key pair as a project
- * SSH key and its self-destruct as a startup script (both named `<cluster id>_<pool id>`, both removed
- * by `teardown` and `cleanup`); instances carry Skyward's tags in their description.
+ * machine-provider base. A pool registers its key pair as a project SSH key and its self-destruct as a
+ * startup script (both named `<cluster id>_<pool id>`, both removed by `teardown` and `cleanup`);
+ * instances carry Skyward's tags in their description.
  */
 import type { CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
 import {
@@ -14,6 +13,9 @@ import {
   machineErrorKind,
   machineProviderFactories,
   poolIdFromTags,
+  pythonSelfDestructProgram,
+  renderSelfDestructScript,
+  resolveClientCredentials,
   SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
   selfDestructCommand,
@@ -23,14 +25,8 @@ import {
   tagsToWords,
 } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
-import { renderStartupScript } from "./startup-script.js";
-import {
-  createVerdaClient,
-  resolveVerdaCredentials,
-  type VerdaClient,
-  type VerdaInstance,
-} from "./verda-api.js";
-import { imageFor, NAME, toOffers, type VerdaOfferData } from "./verda-offers.js";
+import { createVerdaClient, VERDA_CREDENTIALS, type VerdaInstance, verdaApi } from "./verda-api.js";
+import { imageFor, toOffers, type VerdaOfferData } from "./verda-offers.js";
 import { type ParsedSettings, settingsSchema, type VerdaSettings } from "./verda-settings.js";
 
 export type { VerdaOfferData } from "./verda-offers.js";
@@ -48,24 +44,36 @@ export interface VerdaClusterData extends MachineClusterData {
   readonly osVolumeGb: number | undefined;
 }
 
-/**
- * The OS volume of a spot instance when no size is set: spot instances always name their volume, so
- * Verda can be told to delete it when it discontinues the instance (`on_spot_discontinue`).
- */
+/** Spot instances always name their OS volume, so Verda can be told to delete it with the instance (`on_spot_discontinue`). */
 const SPOT_OS_VOLUME_GB = 100;
 
 /** The name of a pool's SSH key and startup script at Verda: `<cluster id>_<pool id>`. */
 const RESOURCE_NAME = /^(verda-[0-9a-f]{8})(?:_(\S+))?$/;
 
 /**
- * Verda's instance states, as the pool sees them; the others (new, ordered, validating, provisioning)
- * are on their way. A discontinued instance (a spot instance Verda took back) never runs again: the
- * node is lost, and teardown still deletes what is left of it.
+ * Verda's instance states; the others (new, ordered, validating, provisioning) are on their way. A
+ * discontinued instance (a spot instance Verda took back) never runs again: teardown still deletes it.
  */
 const statusOf = statusTable({
   running: ["running"],
   stopping: ["offline", "deleting"],
   terminated: ["error", "notfound", "no_capacity", "installation_failed", "deleted", "discontinued"],
+});
+
+/**
+ * The self-destruct the startup script installs: a token, then the instance — by id, or itself, found
+ * by its hostname — deleted with its OS volume past the trash. Deleting, not shutting down, ends the
+ * bill: a stopped Verda instance still pays for its volume.
+ */
+const SELF_DESTRUCT = pythonSelfDestructProgram({
+  tokenPath: VERDA_CREDENTIALS.tokenPath,
+  listPath: "/instances",
+  hostnameField: "hostname",
+  delete: {
+    method: "PUT",
+    path: "/instances",
+    body: { action: "delete", id: ["{id}"], volume_ids: ["{os_volume_id}"], delete_permanently: true },
+  },
 });
 
 /** Skyward's tags in an instance description: `skyward skyward:cluster=… skyward:pool=…`. */
@@ -79,45 +87,6 @@ export function tagsFromDescription(description: string | null | undefined): Rec
   return first === "skyward" ? tagsFromWords(words) : {};
 }
 
-/** Removes the SSH keys and startup scripts of pools with no instance left (`skyward down`). */
-async function cleanupOf(
-  api: VerdaClient,
-  pools: "all" | readonly string[],
-  signal: AbortSignal,
-): Promise<CleanupResult> {
-  const [keys, scripts, instances] = await Promise.all([
-    api.sshKeys(signal),
-    api.scripts(signal),
-    api.instances(signal),
-  ]);
-  const live = new Set(
-    instances
-      .filter((instance) => statusOf(instance.status) !== "terminated")
-      .map((instance) => tagsFromDescription(instance.description)[SKYWARD_TAGS.cluster]),
-  );
-  const removed: PoolResource[] = [];
-  const left: LeftPoolResource[] = [];
-  const resources = [
-    ...keys.map((key) => ({ ...key, kind: "SSH key", remove: api.deleteSshKey })),
-    ...scripts.map((script) => ({ ...script, kind: "startup script", remove: api.deleteScript })),
-  ];
-  for (const resource of resources) {
-    const match = RESOURCE_NAME.exec(resource.name);
-    if (!match) continue;
-    const cluster = match[1] as string;
-    const poolId = poolIdFromTags({ [SKYWARD_TAGS.cluster]: cluster, [SKYWARD_TAGS.pool]: match[2] ?? "" });
-    if (pools !== "all" && !pools.includes(poolId)) continue;
-    const entry = { poolId, kind: resource.kind, id: resource.name };
-    if (live.has(cluster)) {
-      left.push({ ...entry, reason: `pool ${poolId} still has instances` });
-      continue;
-    }
-    await resource.remove(resource.id, signal);
-    removed.push(entry);
-  }
-  return { removed, left };
-}
-
 function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, VerdaClusterData> {
   const api = createVerdaClient(settings);
   const standIns = standInSeam(settings.sshAddress, (instance) =>
@@ -127,9 +96,39 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     ...tagsFromDescription(instance.description),
     ...(instance.hostname ? { "verda:hostname": instance.hostname } : {}),
   });
+  const credentials = () => resolveClientCredentials(verdaApi, VERDA_CREDENTIALS, settings);
+
+  /** `skyward down`: the SSH keys and startup scripts of pools with no instance left. */
+  async function cleanup(pools: "all" | readonly string[], signal: AbortSignal): Promise<CleanupResult> {
+    const [registered, instances] = await Promise.all([api.registered(signal), api.instances(signal)]);
+    const live = new Set(
+      instances
+        .filter((instance) => statusOf(instance.status) !== "terminated")
+        .map((instance) => tagsFromDescription(instance.description)[SKYWARD_TAGS.cluster]),
+    );
+    const removed: PoolResource[] = [];
+    const left: LeftPoolResource[] = [];
+    for (const [resource, kind] of [
+      ["sshKey", "SSH key"],
+      ["script", "startup script"],
+    ] as const) {
+      for (const { id, name } of registered[resource]) {
+        const [, cluster = "", pool = ""] = RESOURCE_NAME.exec(name) ?? [];
+        const poolId = poolIdFromTags({ [SKYWARD_TAGS.cluster]: cluster, [SKYWARD_TAGS.pool]: pool });
+        if (!cluster || (pools !== "all" && !pools.includes(poolId))) continue;
+        if (live.has(cluster)) {
+          left.push({ poolId, kind, id: name, reason: `pool ${poolId} still has instances` });
+          continue;
+        }
+        await api.remove(resource, id, signal);
+        removed.push({ poolId, kind, id: name });
+      }
+    }
+    return { removed, left };
+  }
 
   return {
-    name: NAME,
+    name: "verda",
     label: "Verda",
     capabilities: Object.freeze({
       spot: true,
@@ -142,10 +141,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
       // plugin on several Verda instances is refused at validation instead of waiting on peers.
       peerNetwork: "none",
     }),
-    // Every setting the offers depend on (the API asked, the location), so that a provider set
-    // otherwise is never handed offers the core cached for another.
     cacheKey: JSON.stringify([settings.apiUrl, settings.location ?? null]),
-    clusterIdPrefix: NAME,
+    clusterIdPrefix: "verda",
     sshUser: "root",
     keyName: "verda_ed25519",
     keysDirectory: settings.keysDirectory,
@@ -154,14 +151,14 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     bootWatchdog: "boot-command",
     deleteRetryDelayMs: settings.retryDelayMs * 5,
 
-    checkCredentials: () => void resolveVerdaCredentials(settings),
+    checkCredentials: () => void credentials(),
 
     async offers(query, signal) {
-      const empty = Promise.resolve(new Map<string, Set<string>>());
+      const none = Promise.resolve(new Map<string, Set<string>>());
       const [types, onDemand, spot] = await Promise.all([
         api.instanceTypes(signal),
-        query.allocation !== "spot" ? api.availability(false, signal) : empty,
-        query.allocation !== "on-demand" ? api.availability(true, signal) : empty,
+        query.allocation !== "spot" ? api.availability(false, signal) : none,
+        query.allocation !== "on-demand" ? api.availability(true, signal) : none,
       ]);
       return toOffers(types, { onDemand, spot }, query, query.region ?? settings.location);
     },
@@ -169,21 +166,24 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     async prepare({ spec, offer, poolId, clusterId, keys, signal }) {
       const image = imageFor(settings, offer);
       const name = `${clusterId}_${poolId}`.replace(/_$/, "");
-      const { clientId, clientSecret } = resolveVerdaCredentials(settings);
-      const sshKeyId = await api.addSshKey(name, keys.publicKey, signal);
-      const script = renderStartupScript({
-        apiUrl: settings.apiUrl,
-        clientId,
-        clientSecret,
-        root: DEFAULT_NODE_ROOT,
-        watchdogSeconds: Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout),
+      const { clientId, clientSecret } = credentials();
+      const sshKeyId = await api.add("sshKey", name, { key: keys.publicKey }, signal);
+      const script = renderSelfDestructScript({
+        secret: `${clientId}\n${clientSecret}`,
+        secretFile: "/etc/skyward/verda-credentials",
+        program: SELF_DESTRUCT,
+        programArguments: [settings.apiUrl],
+        commandPath: SELF_DESTRUCT_COMMAND,
+        watchdog: {
+          seconds: Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout),
+          root: DEFAULT_NODE_ROOT,
+          target: "--self",
+        },
       });
-      const startupScriptId = await api.addScript(name, script, signal);
-      const requestedDisk = Math.ceil(spec.diskGb ?? 0);
+      const startupScriptId = await api.add("script", name, { script }, signal);
+      const disk = Math.ceil(spec.diskGb ?? 0);
       const osVolumeGb =
-        settings.osVolumeGb !== undefined || requestedDisk > 0
-          ? Math.max(settings.osVolumeGb ?? 0, requestedDisk)
-          : undefined;
+        settings.osVolumeGb !== undefined || disk > 0 ? Math.max(settings.osVolumeGb ?? 0, disk) : undefined;
       return { ...keys, sshKeyId, startupScriptId, image, osVolumeGb };
     },
 
@@ -218,11 +218,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     },
 
     get: (id, signal) => api.instance(id, signal),
-
-    async listPage(_cursor, signal) {
-      // One page: Verda documents no paging of `GET /instances`.
-      return { machines: await api.instances(signal) };
-    },
+    // One page: Verda documents no paging of `GET /instances`.
+    listPage: async (_cursor, signal) => ({ machines: await api.instances(signal) }),
 
     delete: {
       async batch(ids, signal) {
@@ -252,7 +249,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
     isBeingDeleted: (instance) => ["deleting", "deleted"].includes(instance.status.toLowerCase()),
     idOf: (instance) => instance.id,
-
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (instance) => instance.hostname ?? undefined,
@@ -261,13 +257,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
 
     describe(instance, { identityFile }) {
       const ip = instance.ip?.trim() || null;
-      const standIn = standIns.of(instance.id, ip ? { id: instance.id, ip } : undefined);
       return describeMachine({
         id: instance.id,
         status: statusOf(instance.status),
         address: ip ? { host: ip, port: 22, user: "root" } : null,
         identityFile,
-        standIn,
+        standIn: standIns.of(instance.id, ip ? { id: instance.id, ip } : undefined),
         spot: instance.is_spot === true,
         hourlyPrice: instance.price_per_hour ?? null,
         tags: tagsOf(instance),
@@ -275,15 +270,13 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
       });
     },
 
-    // Installed by the startup script: deletes the instance and its OS volume through the API.
     selfDestruct: (instance) =>
       standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, "root")),
-
-    cleanup: ({ pools, signal }) => cleanupOf(api, pools, signal),
-
+    cleanup: ({ pools, signal }) => cleanup(pools, signal),
     async teardown(cluster, signal) {
-      if (cluster.specific?.sshKeyId) await api.deleteSshKey(cluster.specific.sshKeyId, signal);
-      if (cluster.specific?.startupScriptId) await api.deleteScript(cluster.specific.startupScriptId, signal);
+      if (cluster.specific?.sshKeyId) await api.remove("sshKey", cluster.specific.sshKeyId, signal);
+      if (cluster.specific?.startupScriptId)
+        await api.remove("script", cluster.specific.startupScriptId, signal);
     },
   };
 }
