@@ -14,15 +14,15 @@ import {
   type MachineClusterData,
   machineOffer,
   machineProviderFactories,
+  marketListings,
+  marketplaceMachine,
+  readAfterCreate,
   refuseSetting,
   refuseVolumesWithoutFuse,
   roundPrice,
-  SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
-  selfDestructCommand,
   skywardTagsFromEnvironment,
   skywardTagsToEnvironment,
-  standInSeam,
   statusTable,
 } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
@@ -172,7 +172,12 @@ function rootfsFor(settings: ParsedSettings, offer: NovitaOfferData, diskGb: num
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
   const api = createNovitaClient(settings);
   // A container's endpoint is not in its `Instance`: a seam is asked once the instance is described.
-  const standIns = standInSeam(settings.sshAddress, () => undefined);
+  const { standIns, fields } = marketplaceMachine({
+    name: "novita",
+    label: "Novita",
+    settings,
+    addressOf: () => undefined,
+  });
   const tagsOf = (instance: NovitaInstance): Record<string, string> => ({
     ...skywardTagsFromEnvironment(
       Object.fromEntries((instance.envs ?? []).map((entry) => [entry.key, entry.value])),
@@ -191,22 +196,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
   });
 
   return {
-    name: "novita",
-    label: "Novita",
-    // Containers reached through a mapped public port: no network between instances.
-    capabilities: Object.freeze({ spot: true, offerCache: "marketplace", peerNetwork: "none" }),
+    ...fields,
     cacheKey: JSON.stringify([settings.apiUrl, settings.clusterId ?? null, settings.rootfsSize]),
-    clusterIdPrefix: "novita",
-    sshUser: "root",
-    keyName: "novita_ed25519",
-    keysDirectory: settings.keysDirectory,
-    // Novita's create takes no idempotency token: a create whose answer was lost is found by name.
-    idempotencyToken: false,
-    bootWatchdog: "boot-command",
-    deleteRetryDelayMs: settings.retryDelayMs * 5,
-
     checkCredentials: () => void novitaApi.resolveApiKey(settings.apiKey),
-    idOf: (instance) => instance.id,
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (instance) => instance.name ?? undefined,
@@ -217,13 +209,13 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       // Novita's CPU instances are another product line; only GPU offers are listed.
       if (!query.accelerator || query.architecture === "arm64") return [];
       const clusterId = query.region ?? settings.clusterId;
-      const list = async (market: "onDemand" | "spot", wanted: boolean) =>
-        wanted ? api.products(query.accelerator?.count ?? 1, market, clusterId, signal) : [];
-      const [onDemand, spot] = await Promise.all([
-        list("onDemand", query.allocation !== "spot"),
-        list("spot", query.allocation !== "on-demand"),
-      ]);
-      return toOffers({ onDemand, spot }, query, clusterId, settings.rootfsSize);
+      const count = query.accelerator.count;
+      const listed = await marketListings(
+        query,
+        (spot) => api.products(count, spot ? "spot" : "onDemand", clusterId, signal),
+        [],
+      );
+      return toOffers(listed, query, clusterId, settings.rootfsSize);
     },
 
     async prepare({ spec, offer, keys }) {
@@ -265,11 +257,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
         },
         signal,
       );
-      // A read that fails right after the create must not lose the instance: it is what was asked.
-      return api.instance(id, signal).catch((error: unknown) => {
-        if (signal.aborted) throw error;
-        return { id, name, status: "toCreate", billingMode, envs: envs(skywardTagsToEnvironment(tags)) };
-      });
+      const asked = { id, name, status: "toCreate", billingMode, envs: envs(skywardTagsToEnvironment(tags)) };
+      return readAfterCreate(api.instance(id, signal), () => asked, signal);
     },
 
     get: (id, signal) => api.instance(id, signal),
@@ -306,9 +295,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
         createdAt: instance.createdAt,
       });
     },
-
-    selfDestruct: (instance) =>
-      standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, "root")),
   };
 }
 

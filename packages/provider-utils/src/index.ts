@@ -135,6 +135,15 @@ export {
   refuseSetting,
   sshUserSchema,
 } from "./machine-provider/machine-settings.js";
+export type {
+  MarketplaceMachineFields,
+  MarketplaceMachineOptions,
+} from "./machine-provider/marketplace-machine.js";
+export {
+  marketListings,
+  marketplaceMachine,
+  readAfterCreate,
+} from "./machine-provider/marketplace-machine.js";
 export type { NumberedPage } from "./machine-provider/numbered-pages.js";
 export { nextNumberedPage, readNumberedPages } from "./machine-provider/numbered-pages.js";
 export type {

@@ -12,14 +12,15 @@ import {
   type MachineClusterData,
   machineErrorKind,
   machineProviderFactories,
+  marketListings,
+  marketplaceMachine,
   poolIdFromTags,
   pythonSelfDestructProgram,
+  readAfterCreate,
   renderSelfDestructScript,
   resolveClientCredentials,
   SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
-  selfDestructCommand,
-  standInSeam,
   statusTable,
   tagsFromWords,
   tagsToWords,
@@ -89,9 +90,12 @@ export function tagsFromDescription(description: string | null | undefined): Rec
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, VerdaClusterData> {
   const api = createVerdaClient(settings);
-  const standIns = standInSeam(settings.sshAddress, (instance) =>
-    instance.publicIp ? { id: instance.id, ip: instance.publicIp } : undefined,
-  );
+  const { standIns, fields } = marketplaceMachine({
+    name: "verda",
+    label: "Verda",
+    settings,
+    addressOf: (instance) => (instance.publicIp ? { id: instance.id, ip: instance.publicIp } : undefined),
+  });
   const tagsOf = (instance: VerdaInstance): Record<string, string> => ({
     ...tagsFromDescription(instance.description),
     ...(instance.hostname ? { "verda:hostname": instance.hostname } : {}),
@@ -128,39 +132,20 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
   }
 
   return {
-    name: "verda",
-    label: "Verda",
-    capabilities: Object.freeze({
-      spot: true,
-      offerCache: "marketplace",
-      // Verda documents no private network between separately deployed instances: an instance has one
-      // address, its public `ip` (API reference, "Get instance by ID": https://api.verda.com/v1/docs),
-      // and the interconnect between nodes is a property of Instant Clusters, a separate product whose
-      // worker nodes share an InfiniBand fabric and a /home filesystem
-      // (https://docs.verda.com/clusters/instant-clusters/good-to-know/). So a distributed-training
-      // plugin on several Verda instances is refused at validation instead of waiting on peers.
-      peerNetwork: "none",
-    }),
+    ...fields,
+    // Verda documents no private network between separately deployed instances: an instance has one
+    // address, its public `ip` (API reference, "Get instance by ID": https://api.verda.com/v1/docs);
+    // the interconnect between nodes is a property of Instant Clusters, a separate product
+    // (https://docs.verda.com/clusters/instant-clusters/good-to-know/).
     cacheKey: JSON.stringify([settings.apiUrl, settings.location ?? null]),
-    clusterIdPrefix: "verda",
-    sshUser: "root",
-    keyName: "verda_ed25519",
-    keysDirectory: settings.keysDirectory,
-    // Verda's deploy takes no idempotency token: a deploy whose answer was lost is found by hostname.
-    idempotencyToken: false,
-    bootWatchdog: "boot-command",
-    deleteRetryDelayMs: settings.retryDelayMs * 5,
-
     checkCredentials: () => void credentials(),
 
     async offers(query, signal) {
-      const none = Promise.resolve(new Map<string, Set<string>>());
-      const [types, onDemand, spot] = await Promise.all([
+      const [types, available] = await Promise.all([
         api.instanceTypes(signal),
-        query.allocation !== "spot" ? api.availability(false, signal) : none,
-        query.allocation !== "on-demand" ? api.availability(true, signal) : none,
+        marketListings(query, (spot) => api.availability(spot, signal), new Map<string, Set<string>>()),
       ]);
-      return toOffers(types, { onDemand, spot }, query, query.region ?? settings.location);
+      return toOffers(types, available, query, query.region ?? settings.location);
     },
 
     async prepare({ spec, offer, poolId, clusterId, keys, signal }) {
@@ -210,11 +195,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
         },
         signal,
       );
-      // A read that fails right after the deploy must not lose the instance: it is what was asked.
-      return api.instance(id, signal).catch((error: unknown) => {
-        if (signal.aborted) throw error;
-        return { id, hostname: name, description, status: "provisioning", is_spot: spot };
-      });
+      const asked = { id, hostname: name, description, status: "provisioning", is_spot: spot };
+      return readAfterCreate(api.instance(id, signal), () => asked, signal);
     },
 
     get: (id, signal) => api.instance(id, signal),
@@ -248,7 +230,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
 
     isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
     isBeingDeleted: (instance) => ["deleting", "deleted"].includes(instance.status.toLowerCase()),
-    idOf: (instance) => instance.id,
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (instance) => instance.hostname ?? undefined,
@@ -270,8 +251,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
       });
     },
 
-    selfDestruct: (instance) =>
-      standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, "root")),
     cleanup: ({ pools, signal }) => cleanup(pools, signal),
     async teardown(cluster, signal) {
       if (cluster.specific?.sshKeyId) await api.remove("sshKey", cluster.specific.sshKeyId, signal);
