@@ -73,61 +73,58 @@ export const PAGE_SIZE = 100;
 
 /** A client for the API at `settings.apiUrl`; the key is looked up on the first request. */
 export function createNovitaClient(settings: Parameters<typeof novitaApi.jsonClient>[0]) {
-  const { json } = novitaApi.jsonClient(settings);
+  const client = novitaApi.jsonClient(settings);
+  const products = z.object({ data: z.array(productSchema) });
+  // An account without instances answers `instances: null`; an answer without the field is not understood.
+  const page = z.object({ instances: z.array(instanceSchema).nullable() });
   return {
     products: async (
       gpuNum: number,
       billingMethod: "onDemand" | "spot",
       clusterId: string | undefined,
       signal: AbortSignal,
-    ) =>
-      (
-        await json("GET", "/products", {
-          schema: z.object({ data: z.array(productSchema) }),
-          params: { gpuNum: String(gpuNum), billingMethod, ...(clusterId ? { clusterId } : {}) },
-          endpoint: "offers",
-          purpose: `listing ${billingMethod} GPU products`,
+    ) => {
+      const params = { gpuNum: String(gpuNum), billingMethod, ...(clusterId ? { clusterId } : {}) };
+      return (
+        await client.read(
+          "offers",
+          "/products",
+          products,
+          `listing ${billingMethod} GPU products`,
           signal,
-        })
-      ).data,
-    create: async (data: Record<string, unknown>, signal: AbortSignal) =>
-      (
-        await json("POST", "/gpu/instance/create", {
-          schema: z.object({ id: z.string().min(1) }),
-          data,
-          endpoint: "create",
-          purpose: `creating a ${String(data.billingMode)} instance of product ${String(data.productId)}`,
-          signal,
-        })
-      ).id,
-    instance: (id: string, signal: AbortSignal) =>
-      json("GET", "/gpu/instance", {
-        schema: instanceSchema,
-        params: { instanceId: id },
-        endpoint: "get",
-        purpose: `reading instance ${id}`,
-        signal,
+          params,
+        )
+      ).data;
+    },
+    create: async (data: Record<string, unknown>, signal: AbortSignal) => {
+      const purpose = `creating a ${String(data.billingMode)} instance of product ${String(data.productId)}`;
+      const schema = z.object({ id: z.string().min(1) });
+      return (await client.call("create", "POST", "/gpu/instance/create", schema, purpose, signal, { data }))
+        .id;
+    },
+    instance: (instanceId: string, signal: AbortSignal) =>
+      client.read("get", "/gpu/instance", instanceSchema, `reading instance ${instanceId}`, signal, {
+        instanceId,
       }),
     /** One page of instances (`pageNum` from 1); a page shorter than {@link PAGE_SIZE} is the last. */
-    instances: async (pageNum: number, signal: AbortSignal) =>
-      (
-        await json("GET", "/gpu/instances", {
-          // An account without instances answers `instances: null`; an answer without the field is not understood.
-          schema: z.object({ instances: z.array(instanceSchema).nullable() }),
-          params: { pageSize: String(PAGE_SIZE), pageNum: String(pageNum) },
-          endpoint: "list",
-          purpose: "listing instances",
-          signal,
-        })
-      ).instances ?? [],
+    instances: async (pageNum: number, signal: AbortSignal) => {
+      const params = { pageSize: String(PAGE_SIZE), pageNum: String(pageNum) };
+      return (
+        (await client.read("list", "/gpu/instances", page, "listing instances", signal, params)).instances ??
+        []
+      );
+    },
     delete: async (instanceId: string, signal: AbortSignal) => {
-      await json("POST", "/gpu/instance/delete", {
-        data: { instanceId },
-        idempotent: true,
-        endpoint: "delete",
-        purpose: `deleting instance ${instanceId}`,
+      const data = { instanceId };
+      await client.call(
+        "delete",
+        "POST",
+        "/gpu/instance/delete",
+        z.unknown(),
+        `deleting instance ${instanceId}`,
         signal,
-      });
+        { data, idempotent: true },
+      );
     },
   };
 }

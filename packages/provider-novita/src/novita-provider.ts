@@ -19,6 +19,7 @@ import {
   readAfterCreate,
   refuseSetting,
   refuseVolumesWithoutFuse,
+  rootSshdStatements,
   roundPrice,
   SKYWARD_TAGS,
   skywardTagsFromEnvironment,
@@ -38,25 +39,19 @@ import { type NovitaSettings, type ParsedSettings, settingsSchema } from "./novi
 
 export { DEFAULT_NOVITA_IMAGE, type NovitaSettings, type NovitaSshAddress } from "./novita-settings.js";
 
-/** What an offer of this provider carries in {@link Offer.specific}. */
+/** What an offer of this provider carries in {@link Offer.specific}: Novita's product (`A100 SXM 80GB`), the GPU count, the root filesystem bounds (GB) it states. */
 export interface NovitaOfferData {
-  /** Novita's product id. */
   readonly productId: string;
-  /** Novita's product name (`A100 SXM 80GB`). */
   readonly productName: string;
   readonly gpuNum: number;
-  /** The product's root filesystem bounds, GB, when it states them. */
   readonly minRootFS?: number | undefined;
   readonly maxRootFS?: number | undefined;
 }
 
-/** What a Novita cluster keeps in `Cluster.specific`. */
+/** What a Novita cluster keeps in `Cluster.specific`: the container image, the root filesystem (GB), the cluster instances go to if pinned. */
 export interface NovitaClusterData extends MachineClusterData {
-  /** The container image. */
   readonly image: string;
-  /** The root filesystem, GB. */
   readonly rootfsSize: number;
-  /** The cluster instances are created in, if pinned. */
   readonly clusterId: string | undefined;
 }
 
@@ -72,11 +67,7 @@ const HEADER_FILE = "/etc/skyward/novita-auth";
  */
 export const STARTUP_COMMAND = containerStartCommand({
   secret: { variable: "SKYWARD_NOVITA_API_KEY", file: HEADER_FILE, format: "Authorization: Bearer %s\\n" },
-  prepare: [
-    'mkdir -p /root/.ssh && chmod 700 /root/.ssh; printf "%s\\n" "$PUBLIC_KEY" >> /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys;',
-    "if ! command -v curl >/dev/null || { ! command -v sshd >/dev/null && [ ! -x /usr/sbin/sshd ]; }; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server curl ca-certificates; fi;",
-    "mkdir -p /run/sshd && ssh-keygen -A && /usr/sbin/sshd;",
-  ],
+  prepare: rootSshdStatements("PUBLIC_KEY"),
   programVariable: "SKYWARD_SELF_DESTRUCT",
   watchdog: {
     secondsVariable: "SKYWARD_WATCHDOG_SECONDS",
@@ -301,25 +292,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
 const factories = machineProviderFactories<NovitaSettings>()("Novita", settingsSchema, adapterFor);
 
 /**
- * The Novita provider: `Novita()` with default settings (the key from `NOVITA_API_KEY`), or
- * `Novita({ dockerImage: sky.containers.cuda("12.8"), rootfsSize: 100 })`. Throws `ConfigurationError`
- * for bad settings; the API key is looked up on the first API call.
- *
- * @example
- * ```ts
- * import * as sky from "@skyward/core";
- * import { Novita } from "@skyward/provider-novita";
- *
- * await using pool = await sky.compute({
- *   provider: Novita({ dockerImage: sky.containers.pytorch("2.8") }),
- *   accelerator: sky.accelerators.RTX_4090(),
- * });
- * ```
+ * The Novita provider: `Novita()` (the key from `NOVITA_API_KEY`, looked up on the first API call) or
+ * `Novita({ dockerImage: sky.containers.cuda("12.8"), rootfsSize: 100 })`; bad settings throw `ConfigurationError`.
  */
 export const Novita = factories.provider;
 
-/**
- * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "novita"`), its keys
- * already camelCased by the core: `docker_image = "…"` arrives as `dockerImage`.
- */
+/** The provider from a `skyward.toml` table (`type = "novita"`), its keys camelCased by the core (`docker_image` → `dockerImage`). */
 export const createProviderFromConfig = factories.fromConfig;

@@ -82,6 +82,7 @@ export {
   containerStartCommand,
   curlSelfDestructProgram,
   pythonSelfDestructProgram,
+  rootSshdStatements,
 } from "./machine-provider/boot-template.js";
 export type {
   ClientCredentialsGrant,

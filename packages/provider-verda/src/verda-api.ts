@@ -160,22 +160,28 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
      * 2026-03-30 (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/), and
      * `skyward down` must find every pool's script.
      */
-    registered: async (signal: AbortSignal) => ({
-      sshKey: await client.read("other", "/ssh-keys", namedSchema, "listing SSH keys", signal),
-      script: await readNumberedPages<z.output<typeof namedSchema>[number]>({
-        api: verdaApi,
-        list: "/scripts",
-        asked: 100,
-        shortPageEnds: true,
-        idOf: (script) => script.id,
-        read: async (page) => ({
-          items: await client.read("other", "/scripts", namedSchema, "listing startup scripts", signal, {
-            page: String(page),
-            pageSize: "100",
+    registered: async (signal: AbortSignal) => {
+      const [keys, scripts] = await Promise.all([
+        client.read("other", "/ssh-keys", namedSchema, "listing SSH keys", signal),
+        readNumberedPages<z.output<typeof namedSchema>[number]>({
+          api: verdaApi,
+          list: "/scripts",
+          asked: 100,
+          shortPageEnds: true,
+          idOf: (script) => script.id,
+          read: async (page) => ({
+            items: await client.read("other", "/scripts", namedSchema, "listing startup scripts", signal, {
+              page: String(page),
+              pageSize: "100",
+            }),
           }),
         }),
-      }),
-    }),
+      ]);
+      return [
+        ...keys.map((key) => ({ ...key, resource: "sshKey" as const, kind: RESOURCES.sshKey[1] })),
+        ...scripts.map((script) => ({ ...script, resource: "script" as const, kind: RESOURCES.script[1] })),
+      ];
+    },
     deploy: (body: Record<string, unknown>, signal: AbortSignal) =>
       create("/instances", `deploying a ${String(body.instance_type)} instance`, body, signal),
     instances: (signal: AbortSignal) =>

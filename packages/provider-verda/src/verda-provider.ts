@@ -33,15 +33,11 @@ import { type ParsedSettings, settingsSchema, type VerdaSettings } from "./verda
 export type { VerdaOfferData } from "./verda-offers.js";
 export type { VerdaSettings, VerdaSshAddress } from "./verda-settings.js";
 
-/** What a Verda cluster keeps in `Cluster.specific`. */
+/** What a Verda cluster keeps in `Cluster.specific`: the SSH key and startup script registered for the pool, the OS image, the OS volume (GB) when set. */
 export interface VerdaClusterData extends MachineClusterData {
-  /** The project SSH key registered for the pool. */
   readonly sshKeyId: string;
-  /** The startup script (self-destruct and boot watchdog) registered for the pool. */
   readonly startupScriptId: string;
-  /** The OS image. */
   readonly image: string;
-  /** The OS volume size, GB, when set. */
   readonly osVolumeGb: number | undefined;
 }
 
@@ -112,21 +108,16 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     );
     const removed: PoolResource[] = [];
     const left: LeftPoolResource[] = [];
-    for (const [resource, kind] of [
-      ["sshKey", "SSH key"],
-      ["script", "startup script"],
-    ] as const) {
-      for (const { id, name } of registered[resource]) {
-        const [, cluster = "", pool = ""] = RESOURCE_NAME.exec(name) ?? [];
-        const poolId = poolIdFromTags({ [SKYWARD_TAGS.cluster]: cluster, [SKYWARD_TAGS.pool]: pool });
-        if (!cluster || (pools !== "all" && !pools.includes(poolId))) continue;
-        if (live.has(cluster)) {
-          left.push({ poolId, kind, id: name, reason: `pool ${poolId} still has instances` });
-          continue;
-        }
-        await api.remove(resource, id, signal);
-        removed.push({ poolId, kind, id: name });
+    for (const { resource, kind, id, name } of registered) {
+      const [, cluster = "", pool = ""] = RESOURCE_NAME.exec(name) ?? [];
+      const poolId = poolIdFromTags({ [SKYWARD_TAGS.cluster]: cluster, [SKYWARD_TAGS.pool]: pool });
+      if (!cluster || (pools !== "all" && !pools.includes(poolId))) continue;
+      if (live.has(cluster)) {
+        left.push({ poolId, kind, id: name, reason: `pool ${poolId} still has instances` });
+        continue;
       }
+      await api.remove(resource, id, signal);
+      removed.push({ poolId, kind, id: name });
     }
     return { removed, left };
   }
@@ -153,17 +144,14 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
       const name = `${clusterId}_${poolId}`.replace(/_$/, "");
       const { clientId, clientSecret } = credentials();
       const sshKeyId = await api.add("sshKey", name, { key: keys.publicKey }, signal);
+      const seconds = Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout);
       const script = renderSelfDestructScript({
         secret: `${clientId}\n${clientSecret}`,
         secretFile: "/etc/skyward/verda-credentials",
         program: SELF_DESTRUCT,
         programArguments: [settings.apiUrl],
         commandPath: SELF_DESTRUCT_COMMAND,
-        watchdog: {
-          seconds: Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout),
-          root: DEFAULT_NODE_ROOT,
-          target: "--self",
-        },
+        watchdog: { seconds, root: DEFAULT_NODE_ROOT, target: "--self" },
       });
       const startupScriptId = await api.add("script", name, { script }, signal);
       const disk = Math.ceil(spec.diskGb ?? 0);
@@ -252,10 +240,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     },
 
     cleanup: ({ pools, signal }) => cleanup(pools, signal),
-    async teardown(cluster, signal) {
-      if (cluster.specific?.sshKeyId) await api.remove("sshKey", cluster.specific.sshKeyId, signal);
-      if (cluster.specific?.startupScriptId)
-        await api.remove("script", cluster.specific.startupScriptId, signal);
+    async teardown({ specific }, signal) {
+      if (specific?.sshKeyId) await api.remove("sshKey", specific.sshKeyId, signal);
+      if (specific?.startupScriptId) await api.remove("script", specific.startupScriptId, signal);
     },
   };
 }
@@ -263,26 +250,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
 const factories = machineProviderFactories<VerdaSettings>()("Verda", settingsSchema, adapterFor);
 
 /**
- * The Verda provider: `Verda()` with default settings (credentials from `VERDA_CLIENT_ID` and
- * `VERDA_CLIENT_SECRET`), or `Verda({ location: "FIN-01" })`. Throws `ConfigurationError` for bad
- * settings; the credentials are looked up on the first API call.
- *
- * @example
- * ```ts
- * import * as sky from "@skyward/core";
- * import { Verda } from "@skyward/provider-verda";
- *
- * await using pool = await sky.compute({
- *   provider: Verda({ location: "FIN-01" }),
- *   accelerator: sky.accelerators.H100(),
- *   allocation: "spot-if-available",
- * });
- * ```
+ * The Verda provider: `Verda()` (credentials from `VERDA_CLIENT_ID` and `VERDA_CLIENT_SECRET`, looked up
+ * on the first API call) or `Verda({ location: "FIN-01" })`; bad settings throw `ConfigurationError`.
  */
 export const Verda = factories.provider;
 
-/**
- * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "verda"`), its keys
- * already camelCased by the core: `client_id = "…"` arrives as `clientId`.
- */
+/** The provider from a `skyward.toml` table (`type = "verda"`), its keys camelCased by the core (`client_id` → `clientId`). */
 export const createProviderFromConfig = factories.fromConfig;
