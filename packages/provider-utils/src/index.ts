@@ -73,6 +73,7 @@ export type {
 } from "./machine-provider/adapter.js";
 export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
 export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
+export { batchDeleteOutcomes } from "./machine-provider/batch-delete.js";
 export type {
   ContainerBoot,
   CurlSelfDestruct,

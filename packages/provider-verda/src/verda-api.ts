@@ -6,13 +6,12 @@
  */
 import {
   answerNumberSchema,
+  batchDeleteOutcomes,
   type ClientCredentialsSettings,
   clientCredentialsClient,
   defineMachineApi,
-  type MachineDeleteOutcome,
   type MachineErrorStructure,
   type MachineProviderError,
-  machineErrorKind,
   readNumberedPages,
   removeUnlessGone,
 } from "@skyward/provider-utils";
@@ -122,39 +121,39 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
     client.call(path === "/instances" ? "create" : "other", "POST", path, idSchema, purpose, signal, {
       data,
     });
+  const types = z.array(instanceTypeSchema);
+  const availability = z.array(
+    z.object({ location_code: z.string(), availabilities: z.array(z.string()).nullish() }),
+  );
+  const scriptPage = (page: number, signal: AbortSignal) =>
+    client.read("other", "/scripts", namedSchema, "listing startup scripts", signal, {
+      page: String(page),
+      pageSize: "100",
+    });
 
   return {
     instanceTypes: (signal: AbortSignal) =>
-      client.read(
-        "offers",
-        "/instance-types",
-        z.array(instanceTypeSchema),
-        "listing instance types",
-        signal,
-        {
-          currency: "usd",
-        },
-      ),
+      client.read("offers", "/instance-types", types, "listing instance types", signal, { currency: "usd" }),
     /** Instance types available now, per location code, for spot or on-demand. */
     async availability(spot: boolean, signal: AbortSignal): Promise<Map<string, Set<string>>> {
-      const schema = z.array(
-        z.object({ location_code: z.string(), availabilities: z.array(z.string()).nullish() }),
-      );
       const purpose = `listing ${spot ? "spot" : "on-demand"} availability`;
-      const entries = await client.read("offers", "/instance-availability", schema, purpose, signal, {
-        is_spot: String(spot),
-      });
+      const params = { is_spot: String(spot) };
+      const entries = await client.read(
+        "offers",
+        "/instance-availability",
+        availability,
+        purpose,
+        signal,
+        params,
+      );
       return new Map(entries.map((entry) => [entry.location_code, new Set(entry.availabilities ?? [])]));
     },
     add: (resource: Resource, name: string, body: Record<string, string>, signal: AbortSignal) =>
       create(RESOURCES[resource][0], `adding ${RESOURCES[resource][1]} ${name}`, { name, ...body }, signal),
-    remove: (resource: Resource, id: string, signal: AbortSignal) =>
-      removeUnlessGone(
-        client,
-        `${RESOURCES[resource][0]}/${encodeURIComponent(id)}`,
-        `deleting ${RESOURCES[resource][1]} ${id}`,
-        signal,
-      ),
+    remove: (resource: Resource, id: string, signal: AbortSignal) => {
+      const [path, noun] = RESOURCES[resource];
+      return removeUnlessGone(client, `${path}/${encodeURIComponent(id)}`, `deleting ${noun} ${id}`, signal);
+    },
     /**
      * Every SSH key and startup script: `GET /scripts` takes `page` and `pageSize` (at most 100) since
      * 2026-03-30 (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/), and
@@ -169,12 +168,7 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
           asked: 100,
           shortPageEnds: true,
           idOf: (script) => script.id,
-          read: async (page) => ({
-            items: await client.read("other", "/scripts", namedSchema, "listing startup scripts", signal, {
-              page: String(page),
-              pageSize: "100",
-            }),
-          }),
+          read: async (page) => ({ items: await scriptPage(page, signal) }),
         }),
       ]);
       return [
@@ -197,19 +191,15 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
 
     /**
      * Deletes instances and the OS volumes given (`PUT /instances`, action `delete`, `volume_ids`,
-     * `delete_permanently`: past the trash). A 207 is read instance by instance; a refusal of the
-     * whole call counts for each instance asked.
+     * `delete_permanently`: past the trash). A 207 is read instance by instance.
      */
-    async deleteInstances(
-      instances: readonly { id: string; volumeId?: string | null | undefined }[],
+    deleteInstances: (
+      instances: readonly { id: string; volumeId?: string | null }[],
       signal: AbortSignal,
-    ): Promise<Map<string, MachineDeleteOutcome>> {
+    ) => {
       const ids = instances.map((instance) => instance.id);
       const volume_ids = instances.flatMap((instance) => (instance.volumeId ? [instance.volumeId] : []));
-      const outcomes = new Map<string, MachineDeleteOutcome>(ids.map((id) => [id, "deleted"]));
-      const settle = (id: string, kind: string | undefined, error: unknown) =>
-        outcomes.set(id, kind === "gone" || kind === "busy" ? kind : { error });
-      try {
+      return batchDeleteOutcomes(ids, signal, async () => {
         const { status, data } = await client.http.send("delete", {
           method: "PUT",
           url: `${settings.apiUrl.replace(/\/+$/, "")}/instances`,
@@ -218,24 +208,17 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
           purpose: `deleting instance(s) ${ids.join(", ")}`,
           signal,
         });
-        if (status !== 207) return outcomes;
-        for (const result of verdaApi.parseAnswer(actionResultsSchema, data, "the results of a delete")) {
-          if (result.status === "success") continue;
-          const message = `Verda refused to delete instance ${result.instanceId}: ${result.error ?? "no reason given"}`;
+        const results =
+          status === 207 ? verdaApi.parseAnswer(actionResultsSchema, data, "the results of a delete") : [];
+        return results.flatMap(({ instanceId, status: result, error, statusCode }) => {
+          const message = `Verda refused to delete instance ${instanceId}: ${error ?? "no reason given"}`;
           const kind =
-            result.statusCode === 404
-              ? "gone"
-              : classifyVerdaError({ statusCode: result.statusCode ?? 400, message });
-          settle(result.instanceId, kind, new VerdaApiError({ kind: kind ?? "bad-request", message }));
-        }
-      } catch (error) {
-        if (signal.aborted) throw signal.reason;
-        for (const id of ids) settle(id, machineErrorKind(error), error);
-      }
-      return outcomes;
+            statusCode === 404 ? "gone" : classifyVerdaError({ statusCode: statusCode ?? 400, message });
+          return result === "success"
+            ? []
+            : [[instanceId, new VerdaApiError({ kind: kind ?? "bad-request", message })] as const];
+        });
+      });
     },
   };
 }
-
-/** A client of one Verda project. */
-export type VerdaClient = ReturnType<typeof createVerdaClient>;

@@ -1,0 +1,28 @@
+/**
+ * What a batch delete did to each machine, read once for every API that deletes several machines in
+ * one call and answers per machine (Verda's 207): every machine asked is deleted unless the answer
+ * names it with an error; a refusal of the whole call counts for each; an error of kind `gone` or
+ * `busy` becomes that outcome (the base counts it gone, or asks again).
+ */
+import type { MachineDeleteOutcome } from "./adapter.js";
+import { machineErrorKind } from "./errors.js";
+
+/** The outcome per id of `send`, which resolves with the machines the API refused, each with its classified error. */
+export async function batchDeleteOutcomes(
+  ids: readonly string[],
+  signal: AbortSignal,
+  send: () => Promise<Iterable<readonly [id: string, error: unknown]>>,
+): Promise<Map<string, MachineDeleteOutcome>> {
+  const outcomes = new Map<string, MachineDeleteOutcome>(ids.map((id) => [id, "deleted"]));
+  const settle = (id: string, error: unknown) => {
+    const kind = machineErrorKind(error);
+    outcomes.set(id, kind === "gone" || kind === "busy" ? kind : { error });
+  };
+  try {
+    for (const [id, error] of await send()) settle(id, error);
+  } catch (error) {
+    if (signal.aborted) throw signal.reason;
+    for (const id of ids) settle(id, error);
+  }
+  return outcomes;
+}
