@@ -73,7 +73,7 @@ export type {
 } from "./machine-provider/adapter.js";
 export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
 export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
-export { batchDeleteOutcomes } from "./machine-provider/batch-delete.js";
+export { batchDeleteOutcomes, knownMachines } from "./machine-provider/batch-delete.js";
 export type {
   ContainerBoot,
   CurlSelfDestruct,
@@ -90,6 +90,7 @@ export type {
   ClientCredentialsSettings,
 } from "./machine-provider/client-credentials.js";
 export { clientCredentialsClient, resolveClientCredentials } from "./machine-provider/client-credentials.js";
+export { tagsFromDescription, tagsToDescription } from "./machine-provider/description-tags.js";
 export type {
   MachineErrorClassifier,
   MachineErrorKind,

@@ -8,9 +8,9 @@
 import type { CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
 import {
   describeMachine,
+  knownMachines,
   type MachineAdapter,
   type MachineClusterData,
-  machineErrorKind,
   machineProviderFactories,
   marketListings,
   marketplaceMachine,
@@ -22,8 +22,8 @@ import {
   SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
   statusTable,
-  tagsFromWords,
-  tagsToWords,
+  tagsFromDescription,
+  tagsToDescription,
 } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
 import { createVerdaClient, VERDA_CREDENTIALS, type VerdaInstance, verdaApi } from "./verda-api.js";
@@ -72,17 +72,6 @@ const SELF_DESTRUCT = pythonSelfDestructProgram({
     body: { action: "delete", id: ["{id}"], volume_ids: ["{os_volume_id}"], delete_permanently: true },
   },
 });
-
-/** Skyward's tags in an instance description: `skyward skyward:cluster=… skyward:pool=…`. */
-export function describeTags(tags: Readonly<Record<string, string>>): string {
-  return ["skyward", ...tagsToWords(tags)].join(" ");
-}
-
-/** Skyward's tags read back from an instance description written by {@link describeTags}. */
-export function tagsFromDescription(description: string | null | undefined): Record<string, string> {
-  const [first, ...words] = (description ?? "").trim().split(/\s+/);
-  return first === "skyward" ? tagsFromWords(words) : {};
-}
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, VerdaClusterData> {
   const api = createVerdaClient(settings);
@@ -163,7 +152,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     async create({ cluster, spot, name, tags, signal }) {
       const offer = cluster.offer.specific as unknown as VerdaOfferData;
       const size = cluster.specific.osVolumeGb ?? (spot ? SPOT_OS_VOLUME_GB : undefined);
-      const description = describeTags({ ...tags, [SKYWARD_TAGS.region]: offer.location });
+      const description = tagsToDescription({ ...tags, [SKYWARD_TAGS.region]: offer.location });
       // A discontinued spot instance leaves no volume billing behind.
       const discontinue = spot ? { on_spot_discontinue: "delete_permanently" } : {};
       const osVolume = size === undefined ? {} : { os_volume: { name: `${name}-os`, size, ...discontinue } };
@@ -193,20 +182,15 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
 
     delete: {
       async batch(ids, signal) {
-        // The OS volumes go with their instances. One the list lacks (a list a moment behind a
-        // deploy) is looked up by id: only Verda's "not found" makes it gone.
-        const listed = new Map((await api.instances(signal)).map((instance) => [instance.id, instance]));
-        for (const id of ids.filter((wanted) => !listed.has(wanted))) {
-          try {
-            listed.set(id, await api.instance(id, signal));
-          } catch (error) {
-            if (machineErrorKind(error) !== "gone") throw error;
-          }
-        }
-        const known = ids.flatMap((id) => {
-          const instance = listed.get(id);
-          return instance ? [{ id, volumeId: instance.os_volume_id }] : [];
-        });
+        // The OS volumes go with their instances.
+        const known = await knownMachines(
+          ids,
+          () => api.instances(signal),
+          (id) => api.instance(id, signal),
+          (instance) => instance.id,
+        ).then((instances) =>
+          instances.map((instance) => ({ id: instance.id, volumeId: instance.os_volume_id })),
+        );
         const outcomes = known.length > 0 ? await api.deleteInstances(known, signal) : new Map();
         for (const id of ids) {
           if (!outcomes.has(id)) outcomes.set(id, "gone");

@@ -26,3 +26,27 @@ export async function batchDeleteOutcomes(
   }
   return outcomes;
 }
+
+/**
+ * The machines of `ids` the API knows, for a delete that needs more than their ids (their volumes):
+ * one list, then a read of each id the list lacks (a list a moment behind a create); only the API's
+ * "not found" leaves a machine out.
+ */
+export async function knownMachines<Machine>(
+  ids: readonly string[],
+  list: () => Promise<readonly Machine[]>,
+  read: (id: string) => Promise<Machine>,
+  idOf: (machine: Machine) => string,
+): Promise<Machine[]> {
+  const listed = new Map((await list()).map((machine) => [idOf(machine), machine]));
+  const known: Machine[] = [];
+  for (const id of ids) {
+    try {
+      const machine = listed.get(id) ?? (await read(id));
+      known.push(machine);
+    } catch (error) {
+      if (machineErrorKind(error) !== "gone") throw error;
+    }
+  }
+  return known;
+}
