@@ -200,25 +200,17 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       // Novita's CPU instances are another product line; only GPU offers are listed.
       if (!query.accelerator || query.architecture === "arm64") return [];
       const clusterId = query.region ?? settings.clusterId;
-      const count = query.accelerator.count;
-      const listed = await marketListings(
-        query,
-        (spot) => api.products(count, spot ? "spot" : "onDemand", clusterId, signal),
-        [],
-      );
-      return toOffers(listed, query, clusterId, settings.rootfsSize);
+      const { count } = query.accelerator;
+      const products = (spot: boolean) => api.products(count, spot ? "spot" : "onDemand", clusterId, signal);
+      return toOffers(await marketListings(query, products, []), query, clusterId, settings.rootfsSize);
     },
 
     async prepare({ spec, offer, keys }) {
       // Its instances are containers without FUSE: volumes are refused before anything is created.
       refuseVolumesWithoutFuse(spec.volumes, { provider: "Novita", machines: "instances" });
       const rootfsSize = rootfsFor(settings, offer.specific as unknown as NovitaOfferData, spec.diskGb);
-      return {
-        ...keys,
-        image: settings.dockerImage,
-        rootfsSize,
-        clusterId: spec.region ?? settings.clusterId,
-      };
+      const clusterId = spec.region ?? settings.clusterId;
+      return { ...keys, image: settings.dockerImage, rootfsSize, clusterId };
     },
 
     async create({ cluster, spot, name, tags, watchdogSeconds, signal }) {

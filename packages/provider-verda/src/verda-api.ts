@@ -55,10 +55,8 @@ const REFUSALS = [
 ] as const;
 
 /** The kind of a Verda refusal; undefined leaves it to the status. */
-export function classifyVerdaError({
-  statusCode,
-  message,
-}: Pick<MachineErrorStructure, "statusCode" | "message">) {
+export function classifyVerdaError(refusal: Pick<MachineErrorStructure, "statusCode" | "message">) {
+  const { statusCode, message } = refusal;
   if (statusCode === 401) return "auth" as const;
   if (statusCode === 429) return undefined;
   return REFUSALS.find(([words]) => words.test(message))?.[1];
@@ -194,11 +192,13 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
      * `delete_permanently`: past the trash). A 207 is read instance by instance.
      */
     deleteInstances: (
-      instances: readonly { id: string; volumeId?: string | null }[],
+      instances: readonly Pick<VerdaInstance, "id" | "os_volume_id">[],
       signal: AbortSignal,
     ) => {
       const ids = instances.map((instance) => instance.id);
-      const volume_ids = instances.flatMap((instance) => (instance.volumeId ? [instance.volumeId] : []));
+      const volume_ids = instances.flatMap((instance) =>
+        instance.os_volume_id ? [instance.os_volume_id] : [],
+      );
       return batchDeleteOutcomes(ids, signal, async () => {
         const { status, data } = await client.http.send("delete", {
           method: "PUT",

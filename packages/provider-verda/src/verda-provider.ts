@@ -183,13 +183,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     delete: {
       async batch(ids, signal) {
         // The OS volumes go with their instances.
+        const list = () => api.instances(signal);
         const known = await knownMachines(
           ids,
-          () => api.instances(signal),
+          list,
           (id) => api.instance(id, signal),
           (instance) => instance.id,
-        ).then((instances) =>
-          instances.map((instance) => ({ id: instance.id, volumeId: instance.os_volume_id })),
         );
         const outcomes = known.length > 0 ? await api.deleteInstances(known, signal) : new Map();
         for (const id of ids) {
