@@ -18,7 +18,7 @@ export interface ContainerBoot {
   readonly secret?: { readonly variable: string; readonly file: string; readonly format: string };
   /** Shell statements run next (authorise a key, install and start sshd), each ending in `;`. */
   readonly prepare: readonly string[];
-  /** The environment variable holding the self-destruct program (base64), installed as {@link commandPath}. */
+  /** The environment variable holding the self-destruct program (base64), installed as `commandPath`. */
   readonly programVariable: string;
   /** Where the self-destruct command goes; default {@link SELF_DESTRUCT_COMMAND}. */
   readonly commandPath?: string;
