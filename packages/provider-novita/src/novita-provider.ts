@@ -4,7 +4,7 @@
  * machine-provider base. Skyward's tags, the public key and what the start command needs travel in the
  * instance's environment.
  */
-import type { Offer, OfferQuery } from "@skyward/core/contract";
+import type { Offer, OfferQuery, ProviderV1 } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
   containerStartCommand,
@@ -287,7 +287,8 @@ const factories = machineProviderFactories<NovitaSettings>()("Novita", settingsS
  * The Novita provider: `Novita()` (the key from `NOVITA_API_KEY`, looked up on the first API call) or
  * `Novita({ dockerImage: sky.containers.cuda("12.8"), rootfsSize: 100 })`; bad settings throw `ConfigurationError`.
  */
-export const Novita = factories.provider;
+export const Novita: (settings?: NovitaSettings) => ProviderV1<NovitaClusterData> = factories.provider;
 
 /** The provider from a `skyward.toml` table (`type = "novita"`), its keys camelCased by the core (`docker_image` → `dockerImage`). */
-export const createProviderFromConfig = factories.fromConfig;
+export const createProviderFromConfig: (settings: Record<string, unknown>) => ProviderV1<NovitaClusterData> =
+  factories.fromConfig;

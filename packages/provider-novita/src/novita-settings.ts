@@ -15,11 +15,12 @@ export const DEFAULT_NOVITA_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24
 /** Where an instance is reached instead of its own address: see {@link NovitaSettings} `sshAddress` (user default `root`). */
 export type NovitaSshAddress = SshStandIn;
 
-/** Every field checked, unknown ones refused by name. */
-export const settingsSchema = z.strictObject({
-  ...machineSettingsShape<
+const machineShape =
+  machineSettingsShape<
     (instance: { readonly id: string; readonly host: string; readonly port: number }) => NovitaSshAddress
-  >(NOVITA_API_URL),
+  >(NOVITA_API_URL);
+
+const novitaShape = {
   /** The API key. Default: the `NOVITA_API_KEY` environment variable, read on the first API call. A secret: never logged. */
   apiKey: httpSettingsShape.apiKey,
   /** The cluster (region) instances are created in; a spec's `region` does the same. Default: any, Novita's choice. */
@@ -38,7 +39,12 @@ export const settingsSchema = z.strictObject({
     .default(50),
   /** More environment variables for every instance. */
   env: environmentVariablesSchema.default({}),
-});
+};
+
+// The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
+/** Every field checked, unknown ones refused by name. */
+export const settingsSchema: z.ZodObject<typeof machineShape & typeof novitaShape, z.core.$strict> =
+  z.strictObject({ ...machineShape, ...novitaShape });
 
 /** Settings of the Novita provider; every field is optional. */
 export type NovitaSettings = z.input<typeof settingsSchema>;

@@ -5,7 +5,7 @@
  * startup script (both named `<cluster id>_<pool id>`, both removed by `teardown` and `cleanup`);
  * instances carry Skyward's tags in their description.
  */
-import type { CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
+import type { CleanupResult, LeftPoolResource, PoolResource, ProviderV1 } from "@skyward/core/contract";
 import {
   describeMachine,
   knownMachines,
@@ -236,7 +236,8 @@ const factories = machineProviderFactories<VerdaSettings>()("Verda", settingsSch
  * The Verda provider: `Verda()` (credentials from `VERDA_CLIENT_ID` and `VERDA_CLIENT_SECRET`, looked up
  * on the first API call) or `Verda({ location: "FIN-01" })`; bad settings throw `ConfigurationError`.
  */
-export const Verda = factories.provider;
+export const Verda: (settings?: VerdaSettings) => ProviderV1<VerdaClusterData> = factories.provider;
 
 /** The provider from a `skyward.toml` table (`type = "verda"`), its keys camelCased by the core (`client_id` → `clientId`). */
-export const createProviderFromConfig = factories.fromConfig;
+export const createProviderFromConfig: (settings: Record<string, unknown>) => ProviderV1<VerdaClusterData> =
+  factories.fromConfig;

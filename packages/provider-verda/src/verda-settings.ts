@@ -6,14 +6,12 @@ import { VERDA_API_URL } from "./verda-api.js";
 /** Where an instance is reached instead of its own address: see {@link VerdaSettings} `sshAddress` (user default `root`). */
 export type VerdaSshAddress = SshStandIn;
 
-const { apiKey: _apiKey, ...shape } =
+const { apiKey: _apiKey, ...machineShape } =
   machineSettingsShape<(instance: { readonly id: string; readonly ip: string }) => VerdaSshAddress>(
     VERDA_API_URL,
   );
 
-/** Every field checked, unknown ones refused by name. */
-export const settingsSchema = z.strictObject({
-  ...shape,
+const verdaShape = {
   /** The API client id. Default: the `VERDA_CLIENT_ID` environment variable, read on the first API call. */
   clientId: z.string().min(1, { message: "expected a non-empty client id" }).optional(),
   /** The API client secret. Default: the `VERDA_CLIENT_SECRET` environment variable. A secret: never logged. */
@@ -33,7 +31,15 @@ export const settingsSchema = z.strictObject({
     .default("13.0"),
   /** The OS volume size, GB; a spec's `diskGb` raises it. Default: Verda's size for the type (100 GB on spot, see the README). */
   osVolumeGb: wholeNumberField("the OS volume size in GB").min(1).optional(),
-});
+};
+
+// The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
+/** Every field checked, unknown ones refused by name. */
+export const settingsSchema: z.ZodObject<typeof machineShape & typeof verdaShape, z.core.$strict> =
+  z.strictObject({
+    ...machineShape,
+    ...verdaShape,
+  });
 
 /** Settings of the Verda provider; every field is optional. Between deletes Verda refused for now, five times `retryDelayMs` passes. */
 export type VerdaSettings = z.input<typeof settingsSchema>;
