@@ -20,65 +20,68 @@ const cudaVersion = z
   .string()
   .regex(/^\d+\.\d+$/, { message: 'expected a CUDA version as "major.minor" (e.g. "12.8")' });
 
-const settingsSchema = z
-  .strictObject({
-    ...httpSettingsShape,
-    /** The API key. Default: the `RUNPOD_API_KEY` environment variable, read on the first API call. A secret: never logged. */
-    apiKey: httpSettingsShape.apiKey,
-    /** Secure cloud, community cloud, or offers from both. Default `"all"`. CPU pods are secure cloud only. */
-    cloudType: z
-      .enum(["secure", "community", "all"], { message: 'expected "secure", "community" or "all"' })
-      .default("all"),
-    /**
-     * The container image: a tag or a `DockerImage` (`sky.containers.runpodPytorch("2.8")`). It must
-     * start `sshd` with `$PUBLIC_KEY` authorised for root, as RunPod's images do. Default
-     * {@link DEFAULT_RUNPOD_IMAGE}.
-     */
-    containerImage: containerImageSchema.default(DEFAULT_RUNPOD_IMAGE),
-    /**
-     * What the image runs at start, after the boot watchdog is armed (the pod's start command is
-     * `bash -c "<arm watchdog>; exec <startCommand>"`). Default `/start.sh`, RunPod's images' own.
-     */
-    startCommand: z.string().min(1).default("/start.sh"),
-    /**
-     * The lowest CUDA version a GPU pod's host must run (`"12.8"`): a host with an older driver cannot
-     * start a newer CUDA image. Default: the version the image names (`cuda1290` → `"12.9"`, `cu1281` →
-     * `"12.8"`, `cuda:12.4.1` → `"12.4"`, a `DockerImage`'s `cuda`), else none.
-     */
-    minCudaVersion: cudaVersion.optional(),
-    /** Exactly these CUDA versions (`["12.8", "12.9"]`), instead of a minimum; not with `minCudaVersion`. */
-    allowedCudaVersions: nonEmptyListField(cudaVersion, "CUDA version").readonly().optional(),
-    /**
-     * An interruptible pod's bid per GPU above RunPod's minimum bid, as a fraction: 0.05 bids 5 % more.
-     * A bid at the exact minimum loses to the next renter at once. Default 0.05, at least 0.01.
-     */
-    spotBidMargin: z
-      .number({ error: "expected a fraction such as 0.05" })
-      .min(0.01, { message: "expected at least 0.01: a bid at the exact minimum is outbid at once" })
-      .max(1, { message: "expected at most 1 (twice the minimum bid)" })
-      .default(0.05),
-    /** Container disk per pod, GB; a spec's `diskGb` raises it. Default 50. */
-    containerDiskGb: wholeNumberField("the container disk size in GB").min(1).default(50),
-    /** A pod volume, GB (kept while the pod lives, removed with it); 0 or at least 10. GPU pods only. Default 0: none. */
-    volumeGb: wholeNumberField("the volume size in GB")
-      .min(0)
-      .refine((value) => value === 0 || value >= 10, {
-        message: "expected 0 or at least 10 GB (RunPod's floor)",
-      })
-      .default(0),
-    /** Where the pod volume is mounted. Default `/workspace`. */
-    volumeMountPath: absolutePathField().default("/workspace"),
-    /** Pin pods to this data center (`EU-RO-1`); a spec's `region` does the same. Default: any. */
-    dataCenterId: z.string().min(1).optional(),
-    /** CPU flavors CPU-only specs may use (`cpu3c`, `cpu3g`, `cpu5c`…). Default: every flavor RunPod lists. */
-    cpuFlavorIds: nonEmptyListField(z.string().min(1), "CPU flavor").readonly().optional(),
-    /** More environment variables for every pod. */
-    env: environmentVariablesSchema.readonly().default({}),
-    /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
-    keysDirectory: keysDirectorySchema,
-    /** Skyward's directory on each pod (environment, runtime, code); `{id}` in it becomes the pod's id. Default `/opt/skyward`. */
-    root: absolutePathField().optional(),
-  })
+// The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
+type HttpShape = Omit<typeof httpSettingsShape, "apiKey">;
+const settingsShape = {
+  /** The API key. Default: the `RUNPOD_API_KEY` environment variable, read on the first API call. A secret: never logged. */
+  apiKey: httpSettingsShape.apiKey,
+  /** Secure cloud, community cloud, or offers from both. Default `"all"`. CPU pods are secure cloud only. */
+  cloudType: z
+    .enum(["secure", "community", "all"], { message: 'expected "secure", "community" or "all"' })
+    .default("all"),
+  /**
+   * The container image: a tag or a `DockerImage` (`sky.containers.runpodPytorch("2.8")`). It must
+   * start `sshd` with `$PUBLIC_KEY` authorised for root, as RunPod's images do. Default
+   * {@link DEFAULT_RUNPOD_IMAGE}.
+   */
+  containerImage: containerImageSchema.default(DEFAULT_RUNPOD_IMAGE),
+  /**
+   * What the image runs at start, after the boot watchdog is armed (the pod's start command is
+   * `bash -c "<arm watchdog>; exec <startCommand>"`). Default `/start.sh`, RunPod's images' own.
+   */
+  startCommand: z.string().min(1).default("/start.sh"),
+  /**
+   * The lowest CUDA version a GPU pod's host must run (`"12.8"`): a host with an older driver cannot
+   * start a newer CUDA image. Default: the version the image names (`cuda1290` → `"12.9"`, `cu1281` →
+   * `"12.8"`, `cuda:12.4.1` → `"12.4"`, a `DockerImage`'s `cuda`), else none.
+   */
+  minCudaVersion: cudaVersion.optional(),
+  /** Exactly these CUDA versions (`["12.8", "12.9"]`), instead of a minimum; not with `minCudaVersion`. */
+  allowedCudaVersions: nonEmptyListField(cudaVersion, "CUDA version").readonly().optional(),
+  /**
+   * An interruptible pod's bid per GPU above RunPod's minimum bid, as a fraction: 0.05 bids 5 % more.
+   * A bid at the exact minimum loses to the next renter at once. Default 0.05, at least 0.01.
+   */
+  spotBidMargin: z
+    .number({ error: "expected a fraction such as 0.05" })
+    .min(0.01, { message: "expected at least 0.01: a bid at the exact minimum is outbid at once" })
+    .max(1, { message: "expected at most 1 (twice the minimum bid)" })
+    .default(0.05),
+  /** Container disk per pod, GB; a spec's `diskGb` raises it. Default 50. */
+  containerDiskGb: wholeNumberField("the container disk size in GB").min(1).default(50),
+  /** A pod volume, GB (kept while the pod lives, removed with it); 0 or at least 10. GPU pods only. Default 0: none. */
+  volumeGb: wholeNumberField("the volume size in GB")
+    .min(0)
+    .refine((value) => value === 0 || value >= 10, {
+      message: "expected 0 or at least 10 GB (RunPod's floor)",
+    })
+    .default(0),
+  /** Where the pod volume is mounted. Default `/workspace`. */
+  volumeMountPath: absolutePathField().default("/workspace"),
+  /** Pin pods to this data center (`EU-RO-1`); a spec's `region` does the same. Default: any. */
+  dataCenterId: z.string().min(1).optional(),
+  /** CPU flavors CPU-only specs may use (`cpu3c`, `cpu3g`, `cpu5c`…). Default: every flavor RunPod lists. */
+  cpuFlavorIds: nonEmptyListField(z.string().min(1), "CPU flavor").readonly().optional(),
+  /** More environment variables for every pod. */
+  env: environmentVariablesSchema.readonly().default({}),
+  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
+  keysDirectory: keysDirectorySchema,
+  /** Skyward's directory on each pod (environment, runtime, code); `{id}` in it becomes the pod's id. Default `/opt/skyward`. */
+  root: absolutePathField().optional(),
+};
+
+const settingsSchema: z.ZodObject<HttpShape & typeof settingsShape, z.core.$strict> = z
+  .strictObject({ ...httpSettingsShape, ...settingsShape })
   .refine((value) => value.minCudaVersion === undefined || value.allowedCudaVersions === undefined, {
     path: ["allowedCudaVersions"],
     message: "expected either minCudaVersion or allowedCudaVersions, not both",

@@ -16,8 +16,9 @@ import { ONSTART_MAX_LENGTH, renderOnstartScript } from "./onstart-script.js";
 /** The image instances run when none is set: Vast.ai's base image, tagged for the host's CUDA by Vast.ai. */
 export const DEFAULT_VASTAI_IMAGE = "vastai/base-image:@vastai-automatic-tag";
 
-const settingsSchema = z.strictObject({
-  ...httpSettingsShape,
+// The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
+type HttpShape = Omit<typeof httpSettingsShape, "apiKey">;
+const settingsShape = {
   /** The API key. Default: the `VAST_API_KEY` environment variable, read on the first API call. A secret: never logged. */
   apiKey: httpSettingsShape.apiKey,
   /** Lowest host reliability (0–1) an offer may have. Default 0.95. */
@@ -86,6 +87,11 @@ const settingsSchema = z.strictObject({
       message: "expected an absolute path without quotes, spaces or $",
     })
     .optional(),
+};
+
+const settingsSchema: z.ZodObject<HttpShape & typeof settingsShape, z.core.$strict> = z.strictObject({
+  ...httpSettingsShape,
+  ...settingsShape,
 });
 
 /** Settings of the Vast.ai provider; every field is optional. */
