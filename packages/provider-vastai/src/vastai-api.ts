@@ -130,7 +130,7 @@ const instancesPageSchema = z.looseObject({
       if (parsed.success) return [parsed.data];
       const fallback = z.looseObject({ id: z.number(), label: text }).safeParse(item);
       return fallback.success
-        ? [vastInstanceSchema.parse({ id: fallback.data.id, label: fallback.data.label })]
+        ? [vastInstanceSchema.parse({ id: fallback.data.id, label: fallback.data.label ?? null })]
         : [];
     }),
   ),
