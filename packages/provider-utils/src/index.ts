@@ -91,6 +91,7 @@ export type {
 } from "./machine-provider/client-credentials.js";
 export { clientCredentialsClient, resolveClientCredentials } from "./machine-provider/client-credentials.js";
 export { tagsFromDescription, tagsToDescription } from "./machine-provider/description-tags.js";
+export { errorTable, type MachineErrorRule } from "./machine-provider/error-table.js";
 export type {
   MachineErrorClassifier,
   MachineErrorKind,
