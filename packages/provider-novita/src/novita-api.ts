@@ -3,7 +3,12 @@
  * products and their prices, creating, reading, listing (page by page) and deleting instances, with
  * the API key as a bearer token. Novita documents no rate limit: a 429's `Retry-After` is honoured.
  */
-import { answerNumberSchema, defineMachineApi, type MachineProviderError } from "@skyward/provider-utils";
+import {
+  answerNumberSchema,
+  defineMachineApi,
+  errorTable,
+  type MachineProviderError,
+} from "@skyward/provider-utils";
 import { z } from "zod";
 
 /** Novita's GPU instance API, as its reference names it. */
@@ -12,12 +17,20 @@ export const NOVITA_API_URL = "https://api.novita.ai/gpu-instance/openapi/v1";
 /** Prices in Novita's answers are in units of 1/100,000 USD per hour. */
 export const NOVITA_PRICE_UNITS_PER_USD = 100_000;
 
-/** Novita's refusals (`{code, reason, message}`; out of stock is a 400 `NOT_ENOUGH_RESOURCE`), by reason or words. */
-const REFUSALS = [
-  [/NOT_ENOUGH|not enough|no (available )?(gpu|resource|inventory|stock)|sold out|out of stock/i, "capacity"],
-  [/balance|insufficient funds|payment/i, "account"],
-  [/quota|limit (exceeded|reached)/i, "quota"],
-] as const;
+/**
+ * Novita's refusals (`{code, reason, message}`; out of stock is a 400 `NOT_ENOUGH_RESOURCE`), read from
+ * the reason and the words after it.
+ */
+const refusals = errorTable([
+  { kind: undefined, status: ["none", "5xx", 429] },
+  { kind: "gone", words: /^\S*NOT_FOUND/ },
+  {
+    kind: "capacity",
+    words: /NOT_ENOUGH|not enough|no (available )?(gpu|resource|inventory|stock)|sold out|out of stock/i,
+  },
+  { kind: "account", words: /balance|insufficient funds|payment/i },
+  { kind: "quota", words: /quota|limit (exceeded|reached)/i },
+]);
 
 /** The API's definition: its name in messages, the key's variable, its errors. */
 export const novitaApi = defineMachineApi({
@@ -25,11 +38,9 @@ export const novitaApi = defineMachineApi({
   errorName: "NovitaApiError",
   label: "Novita",
   apiKeyVariable: "NOVITA_API_KEY",
-  classify({ statusCode, message, answer }) {
-    if (statusCode === undefined || statusCode >= 500 || statusCode === 429) return undefined;
-    const reason = String((answer as { reason?: unknown } | null)?.reason ?? "");
-    if (/NOT_FOUND/.test(reason)) return "gone";
-    return REFUSALS.find(([words]) => words.test(`${reason} ${message}`))?.[1];
+  classify(failure) {
+    const reason = String((failure.answer as { reason?: unknown } | null)?.reason ?? "");
+    return refusals({ ...failure, message: `${reason} ${failure.message}` });
   },
 });
 

@@ -10,7 +10,7 @@ import {
   type ClientCredentialsSettings,
   clientCredentialsClient,
   defineMachineApi,
-  type MachineErrorStructure,
+  errorTable,
   type MachineProviderError,
   readNumberedPages,
   removeUnlessGone,
@@ -27,6 +27,26 @@ export const VERDA_CREDENTIALS = {
   secretVariable: "VERDA_CLIENT_SECRET",
 };
 
+/** Verda's refusals (`{code, message}`, a 4xx or 503) told apart by their words, first match wins. */
+const classifyVerdaError = errorTable([
+  { kind: "auth", status: [401] },
+  { kind: undefined, status: [429] },
+  // The type's `supported_os` lists the images it takes.
+  { kind: "bad-request", words: /operating system is not valid|image .*not (valid|supported)/i },
+  // Deleting an instance still provisioning is refused for now.
+  {
+    kind: "busy",
+    words:
+      /provisioning|not ready|still (being )?(created|deployed)|cannot .*in (its )?current (state|status)/i,
+  },
+  {
+    kind: "capacity",
+    words: /not enough|no capacity|insufficient resources|not available|out of stock|sold out/i,
+  },
+  { kind: "quota", words: /quota|limit (exceeded|reached)/i },
+  { kind: "account", words: /balance|insufficient funds|payment/i },
+]);
+
 /** Verda's API: its error class and classifier. */
 export const verdaApi = defineMachineApi({
   provider: "verda",
@@ -39,28 +59,6 @@ export const verdaApi = defineMachineApi({
 /** A failed call to Verda's API (or no answer at all), with its `kind`. */
 export type VerdaApiError = MachineProviderError;
 export const VerdaApiError = verdaApi.ApiError;
-
-/** Verda's refusals (`{code, message}`, a 4xx or 503) told apart by their words, first match wins. */
-const REFUSALS = [
-  // The type's `supported_os` lists the images it takes.
-  [/operating system is not valid|image .*not (valid|supported)/i, "bad-request"],
-  // Deleting an instance still provisioning is refused for now.
-  [
-    /provisioning|not ready|still (being )?(created|deployed)|cannot .*in (its )?current (state|status)/i,
-    "busy",
-  ],
-  [/not enough|no capacity|insufficient resources|not available|out of stock|sold out/i, "capacity"],
-  [/quota|limit (exceeded|reached)/i, "quota"],
-  [/balance|insufficient funds|payment/i, "account"],
-] as const;
-
-/** The kind of a Verda refusal; undefined leaves it to the status. */
-export function classifyVerdaError(refusal: Pick<MachineErrorStructure, "statusCode" | "message">) {
-  const { statusCode, message } = refusal;
-  if (statusCode === 401) return "auth" as const;
-  if (statusCode === 429) return undefined;
-  return REFUSALS.find(([words]) => words.test(message))?.[1];
-}
 
 const number = answerNumberSchema.optional();
 const size = z.object({ size_in_gigabytes: number }).partial().nullish();
@@ -213,7 +211,9 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
         return results.flatMap(({ instanceId, status: result, error, statusCode }) => {
           const message = `Verda refused to delete instance ${instanceId}: ${error ?? "no reason given"}`;
           const kind =
-            statusCode === 404 ? "gone" : classifyVerdaError({ statusCode: statusCode ?? 400, message });
+            statusCode === 404
+              ? "gone"
+              : classifyVerdaError({ statusCode: statusCode ?? 400, message, answer: undefined });
           return result === "success"
             ? []
             : [[instanceId, new VerdaApiError({ kind: kind ?? "bad-request", message })] as const];
