@@ -76,7 +76,7 @@ describe.skipIf(torchMissing !== undefined || slurmMissing !== undefined)(
       expectGlooWorld(infos, 2, slurm.computeNodes[0]?.address);
       expect(infos.map((info) => info.gloo_interface)).toEqual(["eth0", "eth0"]);
 
-      expectAllReduceSum(await pool.broadcast(allReduceSum(4)), 2);
+      expectAllReduceSum(await pool.broadcast(allReduceSum(4)), 4, 2);
       expectDdpAgreement(await pool.broadcast(ddpGradients()));
     });
 

@@ -147,7 +147,7 @@ describe.skipIf(testbedMissing !== undefined)("torch() across 2 SSH hosts of the
     // Each host's private address is on its eth0, which gloo must use rather than the host name's.
     expect(infos.map((info) => info.gloo_interface)).toEqual(["eth0", "eth0"]);
 
-    expectAllReduceSum(await pool.broadcast(allReduceSum(4)), 2);
+    expectAllReduceSum(await pool.broadcast(allReduceSum(4)), 4, 2);
     expectDdpAgreement(await pool.broadcast(ddpGradients()));
   });
 });

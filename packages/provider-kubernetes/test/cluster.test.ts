@@ -207,7 +207,7 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     const head = pool.nodes()[0]?.instanceId ?? "";
     const headIp = await kubectl(kubeconfig, "get", "pod", head, "-o", "jsonpath={.status.podIP}");
     expectGlooWorld(await pool.broadcast(ddpTasks.groupInfo()), 2, headIp);
-    expectAllReduceSum(await pool.broadcast(ddpTasks.allReduceSum(4)), 2);
+    expectAllReduceSum(await pool.broadcast(ddpTasks.allReduceSum(4)), 4, 2);
     expectDdpAgreement(await pool.broadcast(ddpTasks.ddpGradients()));
   }, 1_800_000);
 

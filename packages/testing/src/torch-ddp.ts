@@ -56,9 +56,14 @@ export function expectGlooWorld(infos: readonly GroupInfo[], size: number, maste
   expect(infos.map((info) => info.env.MASTER_ADDR)).toEqual(infos.map(() => master));
 }
 
-/** `all_reduce_sum(4)` over `size` ranks: each rank holds the sum of every rank's 4. */
-export function expectAllReduceSum(results: readonly { rank: number; sum: number }[], size: number): void {
-  expect(results).toEqual(Array.from({ length: size }, (_, rank) => ({ rank, sum: 4 * size })));
+/** `all_reduce_sum(value)` over `size` ranks: rank r gives `value × (r + 1)`, every rank holds their sum. */
+export function expectAllReduceSum(
+  results: readonly { rank: number; sum: number }[],
+  value: number,
+  size: number,
+): void {
+  const sum = (value * size * (size + 1)) / 2;
+  expect(results).toEqual(Array.from({ length: size }, (_, rank) => ({ rank, sum })));
 }
 
 /**
