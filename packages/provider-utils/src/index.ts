@@ -73,6 +73,7 @@ export type {
 } from "./machine-provider/adapter.js";
 export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
 export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
+export { errorTable, type MachineErrorRule } from "./machine-provider/error-table.js";
 export type {
   MachineErrorClassifier,
   MachineErrorKind,
@@ -130,6 +131,13 @@ export type {
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
 export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
+export {
+  absolutePathField,
+  millisecondsField,
+  nonEmptyListField,
+  textField,
+  wholeNumberField,
+} from "./machine-provider/setting-fields.js";
 export type { GrantedToken } from "./machine-provider/token-client.js";
 export { tokenClient } from "./machine-provider/token-client.js";
 export { launchableMarketsByZone, type ZonalMarket } from "./machine-provider/zonal-markets.js";

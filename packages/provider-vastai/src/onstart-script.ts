@@ -1,18 +1,11 @@
 /**
- * The `onstart` script every Skyward instance on Vast.ai runs at boot. It arms the self-destruct:
- *
- * - Vast.ai gives each container its instance id and an API key scoped to that instance, as
- *   `CONTAINER_ID` and `CONTAINER_API_KEY` in the container's environment (not in SSH sessions). The
- *   script saves both to `/root/.skyward/vast-instance.env` (mode 0600) and installs
- *   `/usr/local/bin/skyward-self-destruct`, which destroys the instance with
- *   `DELETE https://console.vast.ai/api/v0/instances/$CONTAINER_ID/` (by `curl`, else Python's urllib).
- *   Destroying — not stopping — is what ends the bill: a stopped instance still pays for its disk.
- * - A watchdog loop checks every minute whether a Skyward worker runs (its pid file under the node's
- *   Skyward root); after `graceSeconds` without one — a client that died before its worker started, a
- *   bootstrap that never finished, a worker that crashed — it runs the self-destruct. While a worker
- *   runs, the worker's own TTL decides (it runs the same command, see the provider's `selfDestruct`).
- *
- * Nothing secret is in the script: the key is read from the container's environment on the host.
+ * The `onstart` script every Skyward instance on Vast.ai runs at boot, arming its self-destruct. Vast.ai
+ * gives each container its id and an API key scoped to that instance (`CONTAINER_ID`,
+ * `CONTAINER_API_KEY`, absent from SSH sessions): the script saves both 0600 and installs a command that
+ * destroys the instance with them (`DELETE /api/v0/instances/$CONTAINER_ID/`, by curl else Python).
+ * Destroying, not stopping, ends the bill: a stopped instance still pays for its disk. A watchdog runs it
+ * after `graceSeconds` without a running worker (a client that died before its worker started, a worker
+ * that crashed); while a worker runs, its own TTL decides. Nothing secret is in the script.
  */
 
 /** Where the self-destruct command is installed on the instance. */
@@ -21,16 +14,11 @@ export const SELF_DESTRUCT_COMMAND = "/usr/local/bin/skyward-self-destruct";
 /** Vast.ai's limit on the length of `onstart`. */
 export const ONSTART_MAX_LENGTH = 4048;
 
-/** What the script needs to know. */
-export interface OnstartScriptOptions {
-  /** Seconds without a running worker before the watchdog destroys the instance; 0 disables the watchdog. */
-  readonly graceSeconds: number;
-  /** The worker's pid file on the instance (`/opt/skyward/worker.pid`). */
-  readonly workerPidFile: string;
-}
-
-/** Renders the `onstart` script; see the module comment. */
-export function renderOnstartScript(options: OnstartScriptOptions): string {
+/**
+ * Renders the `onstart` script: `graceSeconds` without a running worker (its pid file `workerPidFile`)
+ * before the watchdog destroys the instance; 0 disables the watchdog.
+ */
+export function renderOnstartScript(options: { graceSeconds: number; workerPidFile: string }): string {
   const grace = Math.max(0, Math.floor(options.graceSeconds));
   const pidFile = options.workerPidFile.replaceAll("'", "");
   const lines = [
