@@ -3,14 +3,16 @@
  * asked, sized to TensorDock's resource steps and priced per resource.
  */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
-import { acceleratorFromNames, machineOffer, roundPrice } from "@skyward/provider-utils";
-import type { Location, LocationGpu } from "./tensordock-api.js";
+import {
+  acceleratorFromNames,
+  type MachineJsonClient,
+  machineOffer,
+  roundPrice,
+} from "@skyward/provider-utils";
+import { type Location, type LocationGpu, locationsAnswerSchema } from "./tensordock-api.js";
 import type { ParsedSettings } from "./tensordock-settings.js";
 
-/** The provider's name in offers and tags. */
-export const NAME = "tensordock";
-
-/** What an offer of this provider carries in {@link Offer.specific}: where, which GPU model (`geforcertx4090-pcie-24gb`), how many, and the VM's size. */
+/** What an offer carries in {@link Offer.specific}: where, which GPU model (`geforcertx4090-pcie-24gb`), how many, and the VM's size. */
 export interface TensorDockOfferData {
   readonly locationId: string;
   readonly gpuModel: string;
@@ -38,70 +40,82 @@ export function sizeFor(least: Sizes, query: Pick<OfferQuery, "vcpus" | "memoryG
   };
 }
 
-/** Whether a location is the one a setting or a spec's region names (its id, country, city or state). */
-export function locationMatches(location: Location, wanted: string): boolean {
-  const needle = wanted.trim().toLowerCase();
-  return [location.id, location.country, location.city, location.stateprovince].some(
-    (field) => field.toLowerCase() === needle,
-  );
-}
-
 /** The id of the offer of `count` GPUs of `model` at a location. */
-export function offerIdOf(locationId: string, model: string, count: number): string {
-  return `tensordock:${locationId}:${model}:x${count}`;
-}
+export const offerIdOf = (locationId: string, model: string, count: number) =>
+  `tensordock:${locationId}:${model}:x${count}`;
 
-/** The offer of a location's GPU for the query, or undefined when it cannot serve it. */
-export function toOffer(
+function toOffer(
   settings: Sizes,
   location: Location,
   gpu: LocationGpu,
   query: OfferQuery,
   pricesAsOf: string,
-): Offer | undefined {
+) {
   const accelerator = query.accelerator;
   // Skyward reaches a VM on port 22 of its own address: only locations with dedicated IPs.
   if (!accelerator || gpu.network_features?.dedicated_ip_available === false) return undefined;
   const model = acceleratorFromNames([gpu.displayName, gpu.v0Name.replaceAll("-", " ")]);
   const count = accelerator.count;
-  if (model?.name !== accelerator.name || (gpu.max_count ?? 0) < count || gpu.price_per_hr === null)
-    return undefined;
-  const { vcpus, ramGb, storageGb } = sizeFor(settings, query);
-  const { resources: most, pricing } = gpu;
-  const fits = (limit: number | null | undefined, size: number) =>
-    (limit ?? Number.POSITIVE_INFINITY) >= size;
-  if (
-    !fits(most?.max_vcpus, vcpus) ||
-    !fits(most?.max_ram_gb, ramGb) ||
-    !fits(most?.max_storage_gb, storageGb)
-  )
-    return undefined;
+  if (model?.name !== accelerator.name || (gpu.max_count ?? 0) < count || gpu.price_per_hr === null) return;
+  const size = sizeFor(settings, query);
+  const { resources: most, pricing: per } = gpu;
+  const fits = (limit: number | null | undefined, asked: number) =>
+    (limit ?? Number.POSITIVE_INFINITY) >= asked;
+  if (!fits(most?.max_vcpus, size.vcpus) || !fits(most?.max_ram_gb, size.ramGb)) return undefined;
+  if (!fits(most?.max_storage_gb, size.storageGb)) return undefined;
   const hourly =
     gpu.price_per_hr * count +
-    (pricing?.per_vcpu_hr ?? 0) * vcpus +
-    (pricing?.per_gb_ram_hr ?? 0) * ramGb +
-    (pricing?.per_gb_storage_hr ?? 0) * storageGb;
+    (per?.per_vcpu_hr ?? 0) * size.vcpus +
+    (per?.per_gb_ram_hr ?? 0) * size.ramGb +
+    (per?.per_gb_storage_hr ?? 0) * size.storageGb;
   const specific: TensorDockOfferData = {
     locationId: location.id,
     gpuModel: gpu.v0Name,
     gpuCount: count,
-    vcpus,
-    ramGb,
-    storageGb,
+    ...size,
   };
   return machineOffer({
     id: offerIdOf(location.id, gpu.v0Name, count),
-    provider: NAME,
+    provider: "tensordock",
     instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.displayName || gpu.v0Name}`,
     accelerator: { ...model, count },
-    vcpus,
-    memoryGb: ramGb,
-    diskGb: storageGb,
+    vcpus: size.vcpus,
+    memoryGb: size.ramGb,
+    diskGb: size.storageGb,
     region: [location.city, location.country].filter(Boolean).join(", ") || location.id,
     spotPrice: null,
     onDemandPrice: roundPrice(hourly),
-    billingUnit: "second" as const,
+    billingUnit: "second",
     pricesAsOf,
     specific,
   });
+}
+
+/** The offers for `query`: every location's GPUs that can serve it, in the location the settings and query name. */
+export async function tensordockOffers(
+  client: MachineJsonClient,
+  settings: ParsedSettings,
+  query: OfferQuery,
+  signal: AbortSignal,
+): Promise<Offer[]> {
+  // TensorDock deploys by location only with a GPU, and only x86_64 machines, never spot.
+  if (!query.accelerator || query.architecture === "arm64" || query.allocation === "spot") return [];
+  // A location is named by its id, country, city or state.
+  const wanted = [query.region, settings.location].flatMap((value) => value?.trim().toLowerCase() ?? []);
+  const answer = await client.read(
+    "offers",
+    "/locations",
+    locationsAnswerSchema,
+    "listing locations",
+    signal,
+  );
+  const asOf = new Date().toISOString();
+  return answer.data.locations
+    .filter(({ id, country, city, stateprovince }) => {
+      const names = [id, country, city, stateprovince].map((name) => name.toLowerCase());
+      return wanted.every((name) => names.includes(name));
+    })
+    .flatMap((location) =>
+      location.gpus.flatMap((gpu) => toOffer(settings, location, gpu, query, asOf) ?? []),
+    );
 }
