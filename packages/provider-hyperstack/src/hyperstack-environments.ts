@@ -1,8 +1,7 @@
 /**
  * What a Hyperstack cluster makes beside its VMs: an environment (in the offer's region, named
  * `<cluster id>--<pool id>`) holding the cluster's key pair and its VMs. `prepare` makes them, the
- * cluster's `teardown` and `skyward cleanup` remove them once no VM holds the environment. Lists of
- * environments and key pairs are paged: every page is read.
+ * cluster's `teardown` and `skyward cleanup` remove them once no VM holds the environment.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CleanupOptions, CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
@@ -20,7 +19,6 @@ import {
   imagesAnswerSchema,
   keypairsAnswerSchema,
   readAllPages,
-  type Vm,
   vmsAnswerSchema,
 } from "./hyperstack-api.js";
 import type { HyperstackOfferData } from "./hyperstack-offers.js";
@@ -38,10 +36,7 @@ export interface HyperstackClusterData extends MachineClusterData {
   readonly imageName: string;
 }
 
-interface Environment {
-  readonly id: number;
-  readonly name: string;
-}
+type Environment = { readonly id: number; readonly name: string };
 
 /** The environments calls of one provider. */
 export function hyperstackEnvironments(client: MachineJsonClient, settings: ParsedSettings) {
@@ -53,36 +48,27 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
       (answer) => answer.environments,
       signal,
     );
-
-  /** The key pairs of an environment (of every page of the account's). */
-  const keypairsIn = async (environment: string, signal: AbortSignal) =>
-    (
-      await readAllPages(client, "/core/keypairs", keypairsAnswerSchema, (answer) => answer.keypairs, signal)
-    ).filter(
-      ({ environment: owner }) =>
-        (typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name) === environment,
-    );
-
-  /** The VMs still in an environment. */
   const vmsIn = (environment: string, signal: AbortSignal) =>
     readAllPages(client, "/core/virtual-machines", vmsAnswerSchema, (answer) => answer.instances, signal, {
       environment,
       exact_environment_match: "true",
     });
 
-  /** Deletes an environment's key pairs, then the environment; what it removed. */
+  /** Deletes an environment's key pairs (of every page of the account's), then the environment; what it removed. */
   async function deleteEnvironment(environment: Environment, signal: AbortSignal) {
     const removed: { kind: string; id: string }[] = [];
-    for (const keypair of await keypairsIn(environment.name, signal)) {
-      if (
-        await removeUnlessGone(
-          client,
-          `/core/keypair/${keypair.id}`,
-          `deleting key pair ${keypair.name}`,
-          signal,
-        )
-      )
-        removed.push({ kind: "key pair", id: keypair.name });
+    const keypairs = await readAllPages(
+      client,
+      "/core/keypairs",
+      keypairsAnswerSchema,
+      (a) => a.keypairs,
+      signal,
+    );
+    for (const { id, name, environment: owner } of keypairs) {
+      const ownerName = typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name;
+      if (ownerName !== environment.name) continue;
+      if (await removeUnlessGone(client, `/core/keypair/${id}`, `deleting key pair ${name}`, signal))
+        removed.push({ kind: "key pair", id: name });
     }
     const path = `/core/environments/${environment.id}`;
     if (await removeUnlessGone(client, path, `deleting environment ${environment.name}`, signal))
@@ -91,7 +77,7 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
   }
 
   /** Waits until the environment holds no VM (deleted ones take a moment), up to `deadline`; those left. */
-  async function waitForNoVms(environment: string, deadline: number, signal: AbortSignal): Promise<Vm[]> {
+  async function waitForNoVms(environment: string, deadline: number, signal: AbortSignal) {
     for (;;) {
       const left = await vmsIn(environment, signal);
       if (left.length === 0 || Date.now() >= deadline) return left;
@@ -99,59 +85,66 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
     }
   }
 
+  /** The newest Ubuntu image of the region, one with CUDA if there is one. */
   async function newestImage(region: string, signal: AbortSignal): Promise<string> {
-    const params = { region };
-    const answer = await client.read(
-      "other",
-      "/core/images",
-      imagesAnswerSchema,
-      "listing images",
-      signal,
-      params,
-    );
+    const answer = await client.read("other", "/core/images", imagesAnswerSchema, "listing images", signal, {
+      region,
+    });
     const ubuntu = answer.images
       .flatMap((group) => group.images)
       .filter((image) => (image.region_name || region) === region && /ubuntu/i.test(image.name))
       .sort((a, b) => b.created_at.localeCompare(a.created_at));
     const chosen = ubuntu.find((image) => /cuda/i.test(image.name)) ?? ubuntu[0];
-    if (!chosen)
-      throw new HyperstackApiError({
-        message: `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`,
-      });
-    return chosen.name;
+    if (chosen) return chosen.name;
+    throw new HyperstackApiError({
+      message: `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`,
+    });
   }
 
   return {
     /** Makes the cluster's environment and key pair, and picks its image; nothing is left when it fails. */
-    async prepare(context: MachinePrepareContext): Promise<HyperstackClusterData> {
-      const { clusterId, keys, signal } = context;
-      const offer = context.offer.specific as unknown as HyperstackOfferData;
-      const environmentName = `${clusterId}--${context.poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24)}`;
-      const data = { name: environmentName, region: offer.region };
-      const purpose = `creating environment ${environmentName}`;
-      const answer = await client.call(
+    async prepare({
+      clusterId,
+      keys,
+      signal,
+      poolId,
+      offer,
+    }: MachinePrepareContext): Promise<HyperstackClusterData> {
+      const { region, flavorName } = offer.specific as unknown as HyperstackOfferData;
+      const environmentName = `${clusterId}--${poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24)}`;
+      const { environment } = await client.call(
         "other",
         "POST",
         "/core/environments",
         createEnvironmentAnswerSchema,
-        purpose,
+        `creating environment ${environmentName}`,
         signal,
-        { data },
+        { data: { name: environmentName, region } },
       );
       try {
-        const keypair = { name: clusterId, environment_name: environmentName, public_key: keys.publicKey };
-        const purpose = `importing key pair ${clusterId}`;
-        await client.call("other", "POST", "/core/keypairs", z.unknown(), purpose, signal, { data: keypair });
+        const data = { name: clusterId, environment_name: environmentName, public_key: keys.publicKey };
+        await client.call(
+          "other",
+          "POST",
+          "/core/keypairs",
+          z.unknown(),
+          `importing key pair ${clusterId}`,
+          signal,
+          {
+            data,
+          },
+        );
+        const imageName = settings.image ?? (await newestImage(region, signal));
         return {
           environmentName,
-          environmentId: answer.environment.id,
+          environmentId: environment.id,
           keyName: clusterId,
-          flavorName: offer.flavorName,
-          imageName: settings.image ?? (await newestImage(offer.region, signal)),
+          flavorName,
+          imageName,
           ...keys,
         };
       } catch (error) {
-        await deleteEnvironment(answer.environment, AbortSignal.timeout(60_000)).catch(() => undefined);
+        await deleteEnvironment(environment, AbortSignal.timeout(60_000)).catch(() => undefined);
         throw error;
       }
     },
@@ -174,18 +167,14 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
       const left: LeftPoolResource[] = [];
       for (const environment of await listEnvironments(signal)) {
         const match = ENVIRONMENT_NAME.exec(environment.name);
-        if (!match) continue;
-        const poolId = match[2] || (match[1] as string);
-        if (pools !== "all" && !pools.includes(poolId)) continue;
+        const poolId = match?.[2] || match?.[1];
+        if (!poolId || (pools !== "all" && !pools.includes(poolId))) continue;
         const live = (await vmsIn(environment.name, signal)).filter(
           (vm) => vm.status.toUpperCase() !== "DELETING",
         );
         const holding = live.length > 0 ? live : await waitForNoVms(environment.name, deadline, signal);
-        if (holding.length > 0) {
-          const reason =
-            live.length > 0
-              ? `virtual machine ${live[0]?.id} still uses it`
-              : `virtual machine ${holding[0]?.id} is still being deleted`;
+        if (holding[0]) {
+          const reason = `virtual machine ${holding[0].id} ${live.length > 0 ? "still uses it" : "is still being deleted"}`;
           left.push({ poolId, kind: "environment", id: environment.name, reason });
           continue;
         }
