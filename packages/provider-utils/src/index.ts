@@ -77,6 +77,16 @@ export type { ApiVm, ApiVmDefinition, ApiVmFields, ApiVmSettings } from "./machi
 export { defineApiVm } from "./machine-provider/api-vm.js";
 export { classifyByWords, type ErrorWords } from "./machine-provider/error-words.js";
 export type {
+  ContainerBoot,
+  CurlSelfDestruct,
+  PythonSelfDestruct,
+} from "./machine-provider/boot-template.js";
+export {
+  containerStartCommand,
+  curlSelfDestructProgram,
+  pythonSelfDestructProgram,
+} from "./machine-provider/boot-template.js";
+export type {
   MachineErrorClassifier,
   MachineErrorKind,
   MachineErrorStructure,
@@ -133,6 +143,13 @@ export type {
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
 export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
+export {
+  absolutePathField,
+  millisecondsField,
+  nonEmptyListField,
+  textField,
+  wholeNumberField,
+} from "./machine-provider/setting-fields.js";
 export type { GrantedToken } from "./machine-provider/token-client.js";
 export { tokenClient } from "./machine-provider/token-client.js";
 export { launchableMarketsByZone, type ZonalMarket } from "./machine-provider/zonal-markets.js";

@@ -29,20 +29,25 @@ export interface HttpSettings {
  * the parsed result fits `ProviderHttpSettings`, what `ProviderApi.createClient` takes.
  */
 export const httpSettingsShape = {
+  /** The API key. Default: the provider's environment variable, read on the first API call. A secret: never logged. */
   apiKey: z
     .string({ error: "expected the API key as a string" })
     .min(1, { message: "expected a non-empty API key" })
     .optional(),
+  /** The `fetch` to call the API with (tests, proxies). Default: axios's Node HTTP adapter. */
   fetch: z
     .custom<FetchFunction>((value) => typeof value === "function", { message: "expected a fetch function" })
     .optional(),
+  /** Retries of a rate-limited (HTTP 429) or failed idempotent request. Default 4. */
   maxRetries: z
     .number({ error: "expected the retry count as a whole number" })
     .int({ message: "expected the retry count as a whole number" })
     .min(0)
     .max(20)
     .default(4),
+  /** Delay before the first retry, doubled for each next one, ms. Default 1000. */
   retryDelayMs: z.number({ error: "expected a delay in milliseconds" }).min(0).default(1000),
+  /** Deadline of one HTTP request, ms. Default 30000. */
   requestTimeoutMs: z.number({ error: "expected a deadline in milliseconds" }).positive().default(30_000),
 };
 

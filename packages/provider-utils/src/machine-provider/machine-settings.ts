@@ -28,11 +28,17 @@ export interface MachineProviderSettings<Seam> extends HttpSettings {
 export function machineSettingsShape<Seam>(defaultApiUrl: string) {
   return {
     ...httpSettingsShape,
+    /** The API root. Default: the provider's public API. */
     apiUrl: z
       .url({ error: "expected the API's base URL" })
       .transform((value) => value.replace(/\/+$/, ""))
       .default(defaultApiUrl),
+    /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
     keysDirectory: keysDirectorySchema,
+    /**
+     * For tests only: where the pool reaches a machine instead of its own address (a stand-in SSH host
+     * of a test bed), and what runs instead of its self-destruct. Never set it against the real API.
+     */
     sshAddress: z
       .custom<Seam>((value) => typeof value === "function", {
         message: "expected a function (for tests only)",
