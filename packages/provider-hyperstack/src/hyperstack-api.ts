@@ -106,28 +106,6 @@ export const pageOf = <Item>(answer: PageFields, items: readonly Item[]): Number
   pageSize: answer.page_size ?? answer.pageSize,
 });
 
-/** Every item of the paged list at `path`, every page read. */
-export function readAllPages<Schema extends z.ZodType<PageFields>, Item extends { readonly id: number }>(
-  client: MachineJsonClient,
-  path: string,
-  schema: Schema,
-  itemsOf: (answer: z.output<Schema>) => readonly Item[],
-  signal: AbortSignal,
-  params: Record<string, string> = {},
-): Promise<Item[]> {
-  return readNumberedPages<Item>({
-    api: hyperstackApi,
-    list: path,
-    asked: PAGE_SIZE,
-    idOf: (item) => item.id,
-    async read(page) {
-      const paging = { ...params, page: String(page), pageSize: String(PAGE_SIZE) };
-      const answer = await client.read("other", path, schema, `listing ${path}`, signal, paging);
-      return pageOf(answer, itemsOf(answer));
-    },
-  });
-}
-
 export const environmentsAnswerSchema = z.looseObject({
   ...pageFields,
   environments: listOf(z.looseObject({ id: z.number(), name: z.string() })),
@@ -159,3 +137,30 @@ export type Vm = z.infer<typeof vmSchema>;
 export const vmsAnswerSchema = z.looseObject({ ...pageFields, instances: listOf(vmSchema) });
 export const vmAnswerSchema = z.looseObject({ instance: vmSchema.nullish() });
 export const createVmsAnswerSchema = z.looseObject({ instances: listOf(vmSchema) });
+
+/** The paged lists read whole (`page`, `pageSize`; `count` the total): every page. */
+export function hyperstackLists(client: MachineJsonClient) {
+  const whole =
+    <Schema extends z.ZodType<PageFields>, Item extends { id: number }>(
+      path: string,
+      schema: Schema,
+      itemsOf: (answer: z.output<Schema>) => Item[],
+    ) =>
+    (signal: AbortSignal, params: Record<string, string> = {}) =>
+      readNumberedPages<Item>({
+        api: hyperstackApi,
+        list: path,
+        asked: PAGE_SIZE,
+        idOf: (item) => item.id,
+        async read(page) {
+          const paging = { ...params, page: String(page), pageSize: String(PAGE_SIZE) };
+          const answer = await client.read("other", path, schema, `listing ${path}`, signal, paging);
+          return pageOf(answer, itemsOf(answer));
+        },
+      });
+  return {
+    environments: whole("/core/environments", environmentsAnswerSchema, (answer) => answer.environments),
+    keypairs: whole("/core/keypairs", keypairsAnswerSchema, (answer) => answer.keypairs),
+    vms: whole("/core/virtual-machines", vmsAnswerSchema, (answer) => answer.instances),
+  };
+}

@@ -14,12 +14,9 @@ import {
 import { z } from "zod";
 import {
   createEnvironmentAnswerSchema,
-  environmentsAnswerSchema,
   HyperstackApiError,
+  hyperstackLists,
   imagesAnswerSchema,
-  keypairsAnswerSchema,
-  readAllPages,
-  vmsAnswerSchema,
 } from "./hyperstack-api.js";
 import type { HyperstackOfferData } from "./hyperstack-offers.js";
 import type { ParsedSettings } from "./hyperstack-settings.js";
@@ -40,38 +37,24 @@ type Environment = { readonly id: number; readonly name: string };
 
 /** The environments calls of one provider. */
 export function hyperstackEnvironments(client: MachineJsonClient, settings: ParsedSettings) {
-  const listEnvironments = (signal: AbortSignal) =>
-    readAllPages(
-      client,
-      "/core/environments",
-      environmentsAnswerSchema,
-      (answer) => answer.environments,
-      signal,
-    );
+  const lists = hyperstackLists(client);
   const vmsIn = (environment: string, signal: AbortSignal) =>
-    readAllPages(client, "/core/virtual-machines", vmsAnswerSchema, (answer) => answer.instances, signal, {
-      environment,
-      exact_environment_match: "true",
-    });
+    lists.vms(signal, { environment, exact_environment_match: "true" });
 
   /** Deletes an environment's key pairs (of every page of the account's), then the environment; what it removed. */
   async function deleteEnvironment(environment: Environment, signal: AbortSignal) {
     const removed: { kind: string; id: string }[] = [];
-    const keypairs = await readAllPages(
-      client,
-      "/core/keypairs",
-      keypairsAnswerSchema,
-      (a) => a.keypairs,
-      signal,
-    );
-    for (const { id, name, environment: owner } of keypairs) {
+    for (const { id, name, environment: owner } of await lists.keypairs(signal)) {
       const ownerName = typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name;
       if (ownerName !== environment.name) continue;
       if (await removeUnlessGone(client, `/core/keypair/${id}`, `deleting key pair ${name}`, signal))
         removed.push({ kind: "key pair", id: name });
     }
-    const path = `/core/environments/${environment.id}`;
-    if (await removeUnlessGone(client, path, `deleting environment ${environment.name}`, signal))
+    const [path, purpose] = [
+      `/core/environments/${environment.id}`,
+      `deleting environment ${environment.name}`,
+    ];
+    if (await removeUnlessGone(client, path, purpose, signal))
       removed.push({ kind: "environment", id: environment.name });
     return removed;
   }
@@ -96,44 +79,31 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
       .sort((a, b) => b.created_at.localeCompare(a.created_at));
     const chosen = ubuntu.find((image) => /cuda/i.test(image.name)) ?? ubuntu[0];
     if (chosen) return chosen.name;
-    throw new HyperstackApiError({
-      message: `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`,
-    });
+    const message = `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`;
+    throw new HyperstackApiError({ message });
   }
 
   return {
     /** Makes the cluster's environment and key pair, and picks its image; nothing is left when it fails. */
-    async prepare({
-      clusterId,
-      keys,
-      signal,
-      poolId,
-      offer,
-    }: MachinePrepareContext): Promise<HyperstackClusterData> {
-      const { region, flavorName } = offer.specific as unknown as HyperstackOfferData;
-      const environmentName = `${clusterId}--${poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24)}`;
+    async prepare(context: MachinePrepareContext): Promise<HyperstackClusterData> {
+      const { clusterId, keys, signal } = context;
+      const { region, flavorName } = context.offer.specific as unknown as HyperstackOfferData;
+      const environmentName = `${clusterId}--${context.poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24)}`;
+      const [schema, purpose] = [createEnvironmentAnswerSchema, `creating environment ${environmentName}`];
+      const data = { name: environmentName, region };
       const { environment } = await client.call(
         "other",
         "POST",
         "/core/environments",
-        createEnvironmentAnswerSchema,
-        `creating environment ${environmentName}`,
+        schema,
+        purpose,
         signal,
-        { data: { name: environmentName, region } },
+        { data },
       );
       try {
-        const data = { name: clusterId, environment_name: environmentName, public_key: keys.publicKey };
-        await client.call(
-          "other",
-          "POST",
-          "/core/keypairs",
-          z.unknown(),
-          `importing key pair ${clusterId}`,
-          signal,
-          {
-            data,
-          },
-        );
+        const keypair = { name: clusterId, environment_name: environmentName, public_key: keys.publicKey };
+        const purpose = `importing key pair ${clusterId}`;
+        await client.call("other", "POST", "/core/keypairs", z.unknown(), purpose, signal, { data: keypair });
         const imageName = settings.image ?? (await newestImage(region, signal));
         return {
           environmentName,
@@ -152,7 +122,7 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
     /** Removes the cluster's environment once its VMs (deleted by the base) are gone. */
     async teardown(cluster: { id: string; specific?: Partial<HyperstackClusterData> }, signal: AbortSignal) {
       const name = cluster.specific?.environmentName;
-      const environment = (await listEnvironments(signal)).find((entry) =>
+      const environment = (await lists.environments(signal)).find((entry) =>
         name ? entry.name === name : entry.name.startsWith(`${cluster.id}--`),
       );
       if (!environment) return;
@@ -165,7 +135,7 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
       const deadline = Date.now() + Math.max(0, waitSeconds ?? 0) * 1000;
       const removed: PoolResource[] = [];
       const left: LeftPoolResource[] = [];
-      for (const environment of await listEnvironments(signal)) {
+      for (const environment of await lists.environments(signal)) {
         const match = ENVIRONMENT_NAME.exec(environment.name);
         const poolId = match?.[2] || match?.[1];
         if (!poolId || (pools !== "all" && !pools.includes(poolId))) continue;
@@ -174,8 +144,13 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
         );
         const holding = live.length > 0 ? live : await waitForNoVms(environment.name, deadline, signal);
         if (holding[0]) {
-          const reason = `virtual machine ${holding[0].id} ${live.length > 0 ? "still uses it" : "is still being deleted"}`;
-          left.push({ poolId, kind: "environment", id: environment.name, reason });
+          const why = live.length > 0 ? "still uses it" : "is still being deleted";
+          left.push({
+            poolId,
+            kind: "environment",
+            id: environment.name,
+            reason: `virtual machine ${holding[0].id} ${why}`,
+          });
           continue;
         }
         for (const resource of await deleteEnvironment(environment, signal))

@@ -90,18 +90,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     if (!network || vm.security_rules.some((rule) => rule.remote_ip_prefix === network)) return;
     const data = ingress({ protocol: "any", remote_ip_prefix: network });
     const purpose = `opening the private network to virtual machine ${vm.id}`;
-    await client.call(
-      "other",
-      "POST",
-      `/core/virtual-machines/${vm.id}/sg-rules`,
-      z.unknown(),
-      purpose,
-      signal,
-      {
-        data,
-        idempotent: true,
-      },
-    );
+    const path = `/core/virtual-machines/${vm.id}/sg-rules`;
+    await client.call("other", "POST", path, z.unknown(), purpose, signal, { data, idempotent: true });
   }
 
   return {
@@ -135,18 +125,11 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
         user_data: bootScript(name, watchdogSeconds),
       };
       const purpose = `creating virtual machine ${name}`;
-      const answer = await client.call(
-        "create",
-        "POST",
-        "/core/virtual-machines",
-        createVmsAnswerSchema,
-        purpose,
-        signal,
-        {
-          data,
-        },
-      );
-      if (answer.instances[0]) return answer.instances[0];
+      const path = "/core/virtual-machines";
+      const [vm] = (
+        await client.call("create", "POST", path, createVmsAnswerSchema, purpose, signal, { data })
+      ).instances;
+      if (vm) return vm;
       throw new HyperstackApiError({
         kind: "unknown-answer",
         message: `Hyperstack created no VM for ${name}`,
@@ -154,9 +137,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     },
 
     async get(id, signal) {
-      const path = `/core/virtual-machines/${id}`;
-      const vm = (await client.read("get", path, vmAnswerSchema, `looking up virtual machine ${id}`, signal))
-        .instance;
+      const [path, purpose] = [`/core/virtual-machines/${id}`, `looking up virtual machine ${id}`];
+      const { instance: vm } = await client.read("get", path, vmAnswerSchema, purpose, signal);
       if (!vm) return null;
       if (vm.port_randomization === true && vm.status.toUpperCase() === "ACTIVE") {
         // Asked for off, yet on: port 22 of the floating IP is not the VM's SSH, and the API says not which is.
@@ -171,11 +153,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     async listPage(cursor, signal) {
       const page = cursor === undefined ? 1 : Number(cursor);
       const params = { page: String(page), pageSize: String(PAGE_SIZE), search: "skyward-" };
+      const purpose = "listing virtual machines";
       const answer = await client.read(
         "list",
         "/core/virtual-machines",
         vmsAnswerSchema,
-        "listing virtual machines",
+        purpose,
         signal,
         params,
       );

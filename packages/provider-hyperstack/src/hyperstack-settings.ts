@@ -2,12 +2,7 @@
  * The Hyperstack provider's settings, declared once: the schema checks them by name before anything
  * is asked of the API, and {@link HyperstackSettings} is what it accepts.
  */
-import {
-  httpSettingsShape,
-  machineSettingsShape,
-  type SshStandIn,
-  sshUserSchema,
-} from "@skyward/provider-utils";
+import { machineSettingsShape, type SshStandIn, sshUserSchema, textField } from "@skyward/provider-utils";
 import { z } from "zod";
 
 /** What the `sshAddress` test seam receives: the VM as Hyperstack describes it. */
@@ -23,9 +18,7 @@ export interface HyperstackVmAddresses {
 /** What the `sshAddress` test seam returns: the stand-in host, and the address peers reach it on (default the VM's fixed IP). */
 export type HyperstackSshMapping = SshStandIn & { readonly privateIp?: string };
 
-const text = (what: string) =>
-  z.string({ error: `expected ${what}` }).min(1, { message: `expected ${what}` });
-const regionName = text('a region name such as "CANADA-1"').transform((value) => value.toUpperCase());
+const regionName = textField('a region name such as "CANADA-1"').transform((value) => value.toUpperCase());
 
 /** The settings schema: every field checked, unknown ones refused by name; `regions` is `region` as a list. */
 export const settingsSchema = z
@@ -33,8 +26,6 @@ export const settingsSchema = z
     ...machineSettingsShape<(vm: HyperstackVmAddresses) => HyperstackSshMapping>(
       "https://infrahub-api.nexgencloud.com/v1",
     ),
-    /** The API key. Default: the `HYPERSTACK_API_KEY` environment variable, read on the first API call. A secret: never logged. */
-    apiKey: httpSettingsShape.apiKey,
     /** Where VMs may go: a region (`"CANADA-1"`) or several; a spec's `region` narrows it. Default: every region. */
     region: z
       .union([regionName, z.array(regionName).min(1, { message: "expected at least one region" })], {
@@ -42,7 +33,7 @@ export const settingsSchema = z
       })
       .optional(),
     /** The OS image's name. Default: the newest Ubuntu image with CUDA in the region (else the newest Ubuntu). */
-    image: text("an image name").optional(),
+    image: textField("an image name").optional(),
     /** The login user of the image. Default `"ubuntu"` (with passwordless sudo), as on Hyperstack's images. */
     sshUser: sshUserSchema("ubuntu"),
   })

@@ -58,7 +58,6 @@ const locationGpuSchema = z.looseObject({
   pricing: z.looseObject({ per_vcpu_hr: number, per_gb_ram_hr: number, per_gb_storage_hr: number }).nullish(),
   network_features: z.looseObject({ dedicated_ip_available: z.boolean().nullish() }).nullish(),
 });
-export type LocationGpu = z.infer<typeof locationGpuSchema>;
 
 const locationSchema = z.looseObject({
   id: z.string(),
@@ -67,7 +66,6 @@ const locationSchema = z.looseObject({
   country: text,
   gpus: optionalListOf(locationGpuSchema),
 });
-export type Location = z.infer<typeof locationSchema>;
 
 /** `GET /locations` (https://dashboard.tensordock.com/api/docs/fetch-hostnodes). */
 export const locationsAnswerSchema = z.looseObject({

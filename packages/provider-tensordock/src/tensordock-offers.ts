@@ -9,7 +9,7 @@ import {
   machineOffer,
   roundPrice,
 } from "@skyward/provider-utils";
-import { type Location, type LocationGpu, locationsAnswerSchema } from "./tensordock-api.js";
+import { locationsAnswerSchema } from "./tensordock-api.js";
 import type { ParsedSettings } from "./tensordock-settings.js";
 
 /** What an offer carries in {@link Offer.specific}: where, which GPU model (`geforcertx4090-pcie-24gb`), how many, and the VM's size. */
@@ -44,78 +44,67 @@ export function sizeFor(least: Sizes, query: Pick<OfferQuery, "vcpus" | "memoryG
 export const offerIdOf = (locationId: string, model: string, count: number) =>
   `tensordock:${locationId}:${model}:x${count}`;
 
-function toOffer(
-  settings: Sizes,
-  location: Location,
-  gpu: LocationGpu,
-  query: OfferQuery,
-  pricesAsOf: string,
-) {
-  const accelerator = query.accelerator;
-  // Skyward reaches a VM on port 22 of its own address: only locations with dedicated IPs.
-  if (!accelerator || gpu.network_features?.dedicated_ip_available === false) return undefined;
-  const model = acceleratorFromNames([gpu.displayName, gpu.v0Name.replaceAll("-", " ")]);
-  const count = accelerator.count;
-  if (model?.name !== accelerator.name || (gpu.max_count ?? 0) < count || gpu.price_per_hr === null) return;
-  const size = sizeFor(settings, query);
-  const { resources: most, pricing: per } = gpu;
-  const fits = (limit: number | null | undefined, asked: number) =>
-    (limit ?? Number.POSITIVE_INFINITY) >= asked;
-  if (!fits(most?.max_vcpus, size.vcpus) || !fits(most?.max_ram_gb, size.ramGb)) return undefined;
-  if (!fits(most?.max_storage_gb, size.storageGb)) return undefined;
-  const hourly =
-    gpu.price_per_hr * count +
-    (per?.per_vcpu_hr ?? 0) * size.vcpus +
-    (per?.per_gb_ram_hr ?? 0) * size.ramGb +
-    (per?.per_gb_storage_hr ?? 0) * size.storageGb;
-  const specific: TensorDockOfferData = {
-    locationId: location.id,
-    gpuModel: gpu.v0Name,
-    gpuCount: count,
-    ...size,
-  };
-  return machineOffer({
-    id: offerIdOf(location.id, gpu.v0Name, count),
-    provider: "tensordock",
-    instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.displayName || gpu.v0Name}`,
-    accelerator: { ...model, count },
-    vcpus: size.vcpus,
-    memoryGb: size.ramGb,
-    diskGb: size.storageGb,
-    region: [location.city, location.country].filter(Boolean).join(", ") || location.id,
-    spotPrice: null,
-    onDemandPrice: roundPrice(hourly),
-    billingUnit: "second",
-    pricesAsOf,
-    specific,
-  });
-}
-
-/** The offers for `query`: every location's GPUs that can serve it, in the location the settings and query name. */
+/** The offers for `query`: one per location (as the settings and query name it) and GPU model that can serve it. */
 export async function tensordockOffers(
   client: MachineJsonClient,
   settings: ParsedSettings,
   query: OfferQuery,
   signal: AbortSignal,
 ): Promise<Offer[]> {
+  const asked = query.accelerator;
   // TensorDock deploys by location only with a GPU, and only x86_64 machines, never spot.
-  if (!query.accelerator || query.architecture === "arm64" || query.allocation === "spot") return [];
-  // A location is named by its id, country, city or state.
+  if (!asked || query.architecture === "arm64" || query.allocation === "spot") return [];
   const wanted = [query.region, settings.location].flatMap((value) => value?.trim().toLowerCase() ?? []);
-  const answer = await client.read(
+  const { data } = await client.read(
     "offers",
     "/locations",
     locationsAnswerSchema,
     "listing locations",
     signal,
   );
-  const asOf = new Date().toISOString();
-  return answer.data.locations
-    .filter(({ id, country, city, stateprovince }) => {
-      const names = [id, country, city, stateprovince].map((name) => name.toLowerCase());
-      return wanted.every((name) => names.includes(name));
-    })
-    .flatMap((location) =>
-      location.gpus.flatMap((gpu) => toOffer(settings, location, gpu, query, asOf) ?? []),
-    );
+  const size = sizeFor(settings, query);
+  const pricesAsOf = new Date().toISOString();
+  return data.locations.flatMap((location) => {
+    // A location is named by its id, country, city or state.
+    const names = [location.id, location.country, location.city, location.stateprovince];
+    if (!wanted.every((name) => names.some((field) => field.toLowerCase() === name))) return [];
+    return location.gpus.flatMap((gpu) => {
+      const model = acceleratorFromNames([gpu.displayName, gpu.v0Name.replaceAll("-", " ")]);
+      const { resources: most, pricing: per, price_per_hr: perGpu } = gpu;
+      const limits = [most?.max_vcpus, most?.max_ram_gb, most?.max_storage_gb];
+      const fits = [size.vcpus, size.ramGb, size.storageGb].every(
+        (amount, at) => (limits[at] ?? amount) >= amount,
+      );
+      // Skyward reaches a VM on port 22 of its own address: only locations with dedicated IPs.
+      const dedicatedIp = gpu.network_features?.dedicated_ip_available !== false;
+      if (model?.name !== asked.name || (gpu.max_count ?? 0) < asked.count || perGpu === null) return [];
+      if (!fits || !dedicatedIp) return [];
+      const hourly =
+        perGpu * asked.count +
+        (per?.per_vcpu_hr ?? 0) * size.vcpus +
+        (per?.per_gb_ram_hr ?? 0) * size.ramGb +
+        (per?.per_gb_storage_hr ?? 0) * size.storageGb;
+      const specific: TensorDockOfferData = {
+        locationId: location.id,
+        gpuModel: gpu.v0Name,
+        gpuCount: asked.count,
+        ...size,
+      };
+      return machineOffer({
+        id: offerIdOf(location.id, gpu.v0Name, asked.count),
+        provider: "tensordock",
+        instanceType: `${asked.count > 1 ? `${asked.count}x ` : ""}${gpu.displayName || gpu.v0Name}`,
+        accelerator: { ...model, count: asked.count },
+        vcpus: size.vcpus,
+        memoryGb: size.ramGb,
+        diskGb: size.storageGb,
+        region: [location.city, location.country].filter(Boolean).join(", ") || location.id,
+        spotPrice: null,
+        onDemandPrice: roundPrice(hourly),
+        billingUnit: "second",
+        pricesAsOf,
+        specific,
+      });
+    });
+  });
 }

@@ -128,17 +128,18 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
         // One `runcmd` entry piping the script, base64-encoded, to `sh`: nothing of it on a command line.
         cloud_init: { runcmd: [`echo ${Buffer.from(script, "utf8").toString("base64")} | base64 -d | sh`] },
       };
-      const { data: created } = await client.call(
+      const request = { data: { data: { type: "virtualmachine", attributes } } };
+      const purpose = `creating instance ${name}`;
+      const answer = await client.call(
         "create",
         "POST",
         "/instances",
         createdAnswerSchema,
-        `creating instance ${name}`,
+        purpose,
         signal,
-        {
-          data: { data: { type: "virtualmachine", attributes } },
-        },
+        request,
       );
+      const created = answer.data;
       // The create answers only the id, name and status: the rest is what was asked.
       return {
         ...created,

@@ -2,12 +2,7 @@
  * The TensorDock provider's settings, declared once: the schema checks them by name before anything
  * is asked of the API, and {@link TensorDockSettings} is what it accepts.
  */
-import {
-  httpSettingsShape,
-  machineSettingsShape,
-  type SshStandIn,
-  sshUserSchema,
-} from "@skyward/provider-utils";
+import { machineSettingsShape, type SshStandIn, sshUserSchema } from "@skyward/provider-utils";
 import { z } from "zod";
 
 /** What the `sshAddress` test seam receives: the instance as TensorDock describes it. */
@@ -26,8 +21,6 @@ const apiUrl = "https://dashboard.tensordock.com/api/v2";
 /** The settings schema: every field checked, unknown ones refused by name. */
 export const settingsSchema = z.strictObject({
   ...machineSettingsShape<(instance: TensorDockInstanceAddress) => TensorDockSshMapping>(apiUrl),
-  /** The API token. Default: the `TENSORDOCK_API_TOKEN` environment variable, read on the first API call. A secret: never logged. */
-  apiKey: httpSettingsShape.apiKey,
   /** Only locations in this country, city, state or with this id (`"United States"`); a spec's `region` does the same. */
   location: z.string().min(1, { message: "expected a country, city or location id" }).optional(),
   /** Disk per VM, GB (TensorDock's minimum is 100, in steps of 50: rounded up); a spec's `diskGb` raises it. Default 100. */
