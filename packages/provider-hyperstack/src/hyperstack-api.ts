@@ -6,8 +6,8 @@
  * answer's `count` the total): every page is read.
  */
 import {
-  classifyByWords,
   defineMachineApi,
+  errorTable,
   answerListSchema as listOf,
   type MachineJsonClient,
   type MachineProviderError,
@@ -46,11 +46,16 @@ export const hyperstackApi = defineMachineApi({
   apiKeyVariable: "HYPERSTACK_API_KEY",
   apiKeyHeader: "api_key",
   rateLimits: HYPERSTACK_RATE_LIMITS,
-  classify: classifyByWords([
-    [/being created|cannot be deleted yet|still (being )?(created|provisioning|building)/i, "busy"],
-    [/stock|capacity|not enough|unavailable|no (gpus?|hosts?|resources)/i, "capacity"],
-    [/quota|limit (reached|exceeded)/i, "quota"],
-    [/insufficient (balance|credit|funds)|billing|payment|verif/i, "account"],
+  classify: errorTable([
+    // No answer, a 5xx or a 429 is left to its status (retried), whatever it says.
+    { status: ["none", "5xx", 429], kind: undefined },
+    {
+      words: /being created|cannot be deleted yet|still (being )?(created|provisioning|building)/i,
+      kind: "busy",
+    },
+    { words: /stock|capacity|not enough|unavailable|no (gpus?|hosts?|resources)/i, kind: "capacity" },
+    { words: /quota|limit (reached|exceeded)/i, kind: "quota" },
+    { words: /insufficient (balance|credit|funds)|billing|payment|verif/i, kind: "account" },
   ]),
 });
 

@@ -1,59 +1,44 @@
 /**
- * The parts of RunPod's APIs the provider uses, with zod schemas for what comes back.
+ * The parts of RunPod's APIs the provider uses, with zod schemas of what comes back. REST API v2
+ * (https://docs.runpod.io/api-reference-v2/overview; v1 retired 2026-11-15, GraphQL retires in early
+ * 2027: https://docs.runpod.io/release-notes):
  *
- * REST API v2 (`https://api.runpod.io/v2`, https://docs.runpod.io/api-reference-v2/overview; REST v1
- * was retired on 2026-11-15 and GraphQL retires in early 2027: https://docs.runpod.io/release-notes):
+ * - `GET /catalog/gpus?include=AVAILABILITY&product=POD&count=&cloud=&minCudaVersion=` — GPU types, price
+ *   per GPU per cloud, most GPUs per pod, stock per data center and CUDA version (…/catalog/list-gpu-types);
+ * - `GET /catalog/cpus?include=AVAILABILITY&product=POD` — CPU flavors (…/catalog/list-cpu-types);
+ * - `GET /catalog/datacenters?globalNetwork=true` — data centers with global networking (…/list-data-centers);
+ * - `POST /pods` — create a pod (…/pods/create-a-pod): a `400` is "could not be placed" (capacity) or a
+ *   broken rule, told apart only by its `detail`; `GET /pods`, `GET|DELETE /pods/{id}` (…/pods/list-pods).
  *
- * - `GET /v2/catalog/gpus?include=AVAILABILITY&product=POD&count=N&cloud=…&minCudaVersion=…` — GPU types,
- *   their price per GPU in each cloud, the most GPUs per pod, and current pod stock (`availability`:
- *   `NONE` is sold out), per data center and per CUDA version
- *   (https://docs.runpod.io/api-reference-v2/catalog/list-gpu-types);
- * - `GET /v2/catalog/cpus?include=AVAILABILITY&product=POD` — CPU flavors: vCPU range, RAM per vCPU,
- *   price per vCPU (https://docs.runpod.io/api-reference-v2/catalog/list-cpu-types);
- * - `GET /v2/catalog/datacenters?globalNetwork=true` — the data centers with global networking
- *   (https://docs.runpod.io/api-reference-v2/catalog/list-data-centers);
- * - `POST /v2/pods` — create a GPU or CPU pod: `gpu: {id, count, minCudaVersion | allowedCudaVersions}`,
- *   `globalNetworking` (a private address other pods of the account reach on any port), `env`, `ports`,
- *   `disk`, `mounts` (https://docs.runpod.io/api-reference-v2/pods/create-a-pod); a `400` is "this GPU and
- *   data center could not be placed" (capacity) or a broken rule, told apart only by its `detail`;
- * - `GET /v2/pods`, `GET /v2/pods/{id}`, `DELETE /v2/pods/{id}` — list, look up, terminate
- *   (https://docs.runpod.io/api-reference-v2/pods/list-pods, …/get-a-pod, …/terminate-a-pod).
- *
- * GraphQL (`https://api.runpod.io/graphql`), only for what v2 does not have — interruptible (spot)
- * pods: `gpuTypes { lowestPrice { minimumBidPrice stockStatus } }` and `podRentInterruptable`
- * (https://docs.runpod.io/sdks/graphql/manage-pods).
- *
- * `runpod-sdk` on npm covers serverless endpoints only, not pods, so none of this goes through it.
+ * GraphQL (https://docs.runpod.io/sdks/graphql/manage-pods), only for what v2 lacks, interruptible pods:
+ * `gpuTypes { lowestPrice { minimumBidPrice stockStatus } }` and `podRentInterruptable`. npm's
+ * `runpod-sdk` covers serverless endpoints only, not pods.
  */
 import {
   answerMessage,
   answerNumberSchema,
   defineMachineApi,
-  type MachineErrorKind,
-  type MachineErrorStructure,
+  errorTable,
   type MachineProviderError,
   type PacedClient,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/** RunPod's words for "nothing free of that kind" (v2's 400 `detail`, GraphQL's `errors[].message`). */
-const CAPACITY =
-  /no longer any instances available|does not have the resources|not enough (free )?gpus|no (gpus?|instances?|machines?)( \w+)? (is |are )?available|out of stock|insufficient capacity|could not be placed/i;
-
 /**
- * v2 answers a pod it cannot place with a 400 whose `detail` says so, and every other broken rule with
- * a 400 too: only the words tell capacity from a bad request. A 403 is a valid key that "lacks access to
- * the requested resource or action" (https://docs.runpod.io/api-reference-v2/pods/create-a-pod,
- * "Authorizations"): this account may not use that pool, not a bad key. A bid below the minimum is price.
+ * A 403 is a valid key that "lacks access to the requested resource or action" (…/create-a-pod,
+ * "Authorizations"): this account may not use that pool, not a bad key. Every other broken rule is a
+ * 400 like "no capacity": only RunPod's words (v2's `detail`, GraphQL's `errors[].message`) tell them apart.
  */
-export function classifyRunPodError(failure: MachineErrorStructure): MachineErrorKind | undefined {
-  if (failure.statusCode === 403) return "account";
-  if (failure.statusCode !== undefined && (failure.statusCode >= 500 || failure.statusCode === 429))
-    return undefined;
-  if (/bid (price )?(is )?too low/i.test(failure.message)) return "price";
-  if (CAPACITY.test(failure.message)) return "capacity";
-  return undefined;
-}
+export const classifyRunPodError = errorTable([
+  { status: [403], kind: "account" },
+  { status: ["5xx", 429], kind: undefined },
+  { words: /bid (price )?(is )?too low/i, kind: "price" },
+  {
+    words:
+      /no longer any instances available|does not have the resources|not enough (free )?gpus|no (gpus?|instances?|machines?)( \w+)? (is |are )?available|out of stock|insufficient capacity|could not be placed/i,
+    kind: "capacity",
+  },
+]);
 
 /** RunPod's API: its client (key from `apiKey`, else `RUNPOD_API_KEY`), key lookup and answer parsing. */
 export const runpodApi = defineMachineApi({
@@ -80,8 +65,6 @@ export type RunPodApiError = MachineProviderError;
 
 /** RunPod's REST API, version 2. */
 export const RUNPOD_API_URL = "https://api.runpod.io/v2";
-/** RunPod's GraphQL endpoint (interruptible pods only). */
-export const RUNPOD_GRAPHQL_URL = "https://api.runpod.io/graphql";
 
 // Only the fields the provider reads: objects are loose, so the rest passes through unchecked.
 const price = answerNumberSchema.transform((value) => (value !== null && value > 0 ? value : null));
@@ -92,8 +75,7 @@ const dataCenters = z.array(z.looseObject({ id: z.string(), availability })).nul
 const perCloud = <T extends z.ZodType>(item: T) => z.looseObject({ secure: item, community: item }).nullish();
 const lowestBid = z.looseObject({ minimumBidPrice: price, stockStatus: text }).nullish();
 
-/** One GPU type of the v2 catalog. */
-export const catalogGpuSchema = z.looseObject({
+const catalogGpuSchema = z.looseObject({
   id: z.string(),
   name: text,
   memory: count,
@@ -105,12 +87,7 @@ export const catalogGpuSchema = z.looseObject({
   dataCenters,
   cudaVersions: z.array(z.looseObject({ version: z.string(), available: z.boolean() })).nullish(),
 });
-
-/** A GPU type with its prices and stock. */
-export type CatalogGpu = z.infer<typeof catalogGpuSchema>;
-
-/** One CPU flavor of the v2 catalog. */
-export const catalogCpuSchema = z.looseObject({
+const catalogCpuSchema = z.looseObject({
   id: z.string(),
   vcpu: z.looseObject({ min: z.number(), max: z.number() }),
   ramGbPerVcpu: z.number(),
@@ -119,7 +96,9 @@ export const catalogCpuSchema = z.looseObject({
   dataCenters,
 });
 
-/** A CPU flavor (`cpu3c`, `cpu5g`…). */
+/** A GPU type of the v2 catalog, with its prices and stock. */
+export type CatalogGpu = z.infer<typeof catalogGpuSchema>;
+/** A CPU flavor of the v2 catalog (`cpu3c`, `cpu5g`…). */
 export type CatalogCpu = z.infer<typeof catalogCpuSchema>;
 
 /** A pod as v2 returns it. */
@@ -162,31 +141,22 @@ export const answers = {
 
 /** The GraphQL query of the minimum bid per GPU of each type, for a pod of `gpuCount` GPUs, in each cloud. */
 export function spotPricesQuery(gpuCount: number): string {
-  const input = (secure: boolean) => `{gpuCount: ${Math.trunc(gpuCount)}, secureCloud: ${secure}}`;
-  return [
-    "query SkywardSpotPrices {",
-    "  gpuTypes {",
-    "    id",
-    `    secureLowest: lowestPrice(input: ${input(true)}) { minimumBidPrice stockStatus }`,
-    `    communityLowest: lowestPrice(input: ${input(false)}) { minimumBidPrice stockStatus }`,
-    "  }",
-    "}",
-  ].join("\n");
+  const lowest = (secure: boolean) =>
+    `lowestPrice(input: {gpuCount: ${Math.trunc(gpuCount)}, secureCloud: ${secure}}) { minimumBidPrice stockStatus }`;
+  return `query SkywardSpotPrices {\n  gpuTypes {\n    id\n    secureLowest: ${lowest(true)}\n    communityLowest: ${lowest(false)}\n  }\n}`;
 }
 
 /**
- * Creates an interruptible (spot) GPU pod at a bid per GPU. Its input takes `allowedCudaVersions` like
- * `podFindAndDeployOnDemand` (https://docs.runpod.io/sdks/graphql/manage-pods; runpod-python's
- * `generate_spot_pod_deployment_mutation` sends it too).
+ * Creates an interruptible GPU pod at a bid per GPU; its input takes `allowedCudaVersions` like
+ * `podFindAndDeployOnDemand` (runpod-python's `generate_spot_pod_deployment_mutation` sends it too).
  */
 export const DEPLOY_INTERRUPTIBLE_MUTATION = `mutation SkywardRentInterruptable($input: PodRentInterruptableInput!) {
   podRentInterruptable(input: $input) { id }
 }`;
 
 /**
- * Runs a GraphQL operation and parses its `data` with `schema`. HTTP failures reject with
- * {@link RunPodApiError}; so do GraphQL's own errors (HTTP 200 with `errors`): an authentication one
- * like an HTTP 401, the rest classified by their words ("no capacity", a bid too low, a broken rule).
+ * Runs a GraphQL operation and parses its `data` with `schema`. GraphQL's own errors (HTTP 200 with
+ * `errors`) reject like HTTP ones: an authentication one as a 401, the rest classified by their words.
  */
 export async function graphql<T extends z.ZodType>(
   http: PacedClient,
@@ -200,37 +170,24 @@ export async function graphql<T extends z.ZodType>(
   },
 ): Promise<z.output<T>> {
   const { purpose, idempotent, signal } = options;
-  const request = { query: options.query, variables: options.variables ?? {} };
-  const answer = await http.send("other", {
-    method: "POST",
-    url: RUNPOD_GRAPHQL_URL,
-    data: request,
-    idempotent,
-    purpose,
-    signal,
-  });
-  const body =
-    typeof answer.data === "object" && answer.data !== null ? (answer.data as Record<string, unknown>) : {};
+  const data = { query: options.query, variables: options.variables ?? {} };
+  const url = "https://api.runpod.io/graphql";
+  const answer = await http.send("other", { method: "POST", url, data, idempotent, purpose, signal });
+  const body = (typeof answer.data === "object" && answer.data) || {};
+  const errors = (body as { errors?: unknown }).errors;
   const error =
-    Array.isArray(body.errors) && body.errors.length > 0
-      ? (answerMessage(body) ?? "unknown error")
-      : undefined;
-  if (error !== undefined && /unauthori[sz]ed|api key|authenticat/i.test(error)) {
+    Array.isArray(errors) && errors.length > 0 ? (answerMessage(body) ?? "unknown error") : undefined;
+  if (error !== undefined && /unauthori[sz]ed|api key|authenticat/i.test(error))
     throw new RunPodApiError({
       kind: "auth",
       statusCode: 401,
       message: `RunPod rejected the API key while ${purpose}: ${error}; set RUNPOD_API_KEY to a valid key or pass apiKey`,
     });
-  }
-  if (error !== undefined || typeof body.data !== "object" || body.data === null) {
+  const result = (body as { data?: unknown }).data;
+  if (error !== undefined || typeof result !== "object" || result === null) {
     const message = `RunPod's API refused ${purpose}: ${error ?? "the answer had no data"}`;
-    throw new RunPodApiError({
-      kind: classifyRunPodError({ statusCode: undefined, message, answer: undefined }) ?? "bad-request",
-      message,
-    });
+    const kind = classifyRunPodError({ statusCode: undefined, message, answer: undefined });
+    throw new RunPodApiError({ kind: kind ?? "bad-request", message });
   }
-  return runpodApi.parseAnswer(schema, body.data, purpose);
+  return runpodApi.parseAnswer(schema, result, purpose);
 }
-
-/** Parses `value` with `schema`, or fails with a {@link RunPodApiError} saying the answer was not understood. */
-export const parseAnswer = runpodApi.parseAnswer;

@@ -1,12 +1,9 @@
 /**
  * The RunPod provider: GPU pods in the secure and community clouds, on demand (REST API v2) or
- * interruptible (GraphQL's `podRentInterruptable`, at a bid per GPU a margin above the minimum: v2 has
- * no interruptible pods), and CPU pods. Pods are reached over SSH as root on the address and port
- * RunPod publishes for 22 (`ssh.direct`); the public half of a key pair generated here goes to the pod
- * as `PUBLIC_KEY`, which RunPod's images install for root. It is an adapter on
- * `@skyward/provider-utils`'s machine-provider base, which owns the market loop and price cap,
- * idempotent creates (a pod is found again by its unique name), deletes until gone and strict lists.
- * Skyward's tags travel in the pod's environment (`SKYWARD_CLUSTER`…).
+ * interruptible (GraphQL's `podRentInterruptable`, bidding a margin above the minimum), and CPU pods,
+ * reached over SSH as root on the address and port RunPod publishes for 22; the public half of a key
+ * pair made here goes to the pod as `PUBLIC_KEY`, which RunPod's images install. An adapter on
+ * provider-utils' machine-provider base; Skyward's tags travel in the pod's environment.
  */
 import { NoCapacityError } from "@skyward/core";
 import type { Instance, Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
@@ -29,7 +26,6 @@ import {
   DEPLOY_INTERRUPTIBLE_MUTATION,
   graphql,
   type Pod,
-  parseAnswer,
   podSchema,
   RUNPOD_API_URL,
   RunPodApiError,
@@ -54,9 +50,8 @@ export const RUNPOD_PROVISION_TIMEOUT_SECONDS = IMAGE_PULL_PROVISION_TIMEOUT_SEC
 
 /** What a RunPod cluster keeps in `Cluster.specific`. */
 export interface RunPodClusterData extends MachineClusterData {
-  /** The container image of the pods. */
+  /** The container image and disk (GB) of the pods. */
   readonly image: string;
-  /** The container disk per pod, GB. */
   readonly containerDiskGb: number;
   /** The data centers pods may be placed in; empty: any. A pool of several GPU pods has exactly one. */
   readonly dataCenterIds: readonly string[];
@@ -68,15 +63,9 @@ export interface RunPodClusterData extends MachineClusterData {
   readonly cuda: RunPodCudaConstraint;
 }
 
-type GpuOffer = Extract<RunPodOfferData, { kind: "gpu" }>;
-
 const podStatus = statusTable({ running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] });
 
-/**
- * The instance a pod is: `running`, with SSH coordinates, once RunPod publishes its direct SSH endpoint
- * (the public address and port mapped to 22); its private address is its global-networking one when it
- * has one, else the public one.
- */
+/** A pod runs, with SSH coordinates, once RunPod publishes the public address and port mapped to 22. */
 function instanceFromPod(pod: Pod, identityFile: string | undefined, root: string | undefined): Instance {
   const tags = skywardTagsFromEnvironment(pod.env);
   if (pod.name) tags["runpod:name"] = pod.name;
@@ -101,9 +90,9 @@ function instanceFromPod(pod: Pod, identityFile: string | undefined, root: strin
 }
 
 /**
- * Where a pool's pods go and whether they join global networking, refused before anything starts. The
- * pods of a pool of several GPU nodes are pinned to one data center with global networking: across
- * data centers, global networking carries at most 100 Mbps (https://docs.runpod.io/pods/networking).
+ * Where a pool's pods go and whether they join global networking, refused before anything starts. A
+ * pool of several GPU pods is pinned to one data center with global networking: across data centers
+ * it carries at most 100 Mbps (https://docs.runpod.io/pods/networking).
  */
 async function placement(
   settings: ParsedSettings,
@@ -117,16 +106,21 @@ async function placement(
   const peers = spec.plugins.filter((plugin) => plugin.peerNetwork === true).map((plugin) => plugin.name);
   const alone = { dataCenterIds: pinned ? [pinned] : [], globalNetworking: false, spotAllowed: true };
   if (specific.kind !== "gpu" || spec.nodes.max <= 1) return alone;
+  const needs = `plugin "${peers[0]}" needs for the pool's pods to reach one another`;
   if (peers.length > 0 && spec.allocation === "spot")
     refuseSetting(
       "allocation",
       `plugin "${peers[0]}" needs the pool's ${spec.nodes.max} pods to reach one another through RunPod's global networking, which interruptible pods cannot join: use allocation "on-demand" (or "spot-if-available", which then rents on demand)`,
     );
-  const purpose = "listing data centers with global networking";
   const params = { globalNetwork: "true" };
-  const networked = (
-    await calls("GET", "/catalog/datacenters", { schema: answers.dataCenters, params, purpose, signal })
-  ).dataCenters
+  const purpose = "listing data centers with global networking";
+  const listed = await calls("GET", "/catalog/datacenters", {
+    schema: answers.dataCenters,
+    params,
+    purpose,
+    signal,
+  });
+  const networked = listed.dataCenters
     .filter((center) => center.globalNetwork !== false)
     .map((center) => center.id);
   // Only where the type is in stock: an offer stocked only outside them cannot join the network.
@@ -134,48 +128,40 @@ async function placement(
   const usable = stocked.length > 0 ? networked.filter((id) => stocked.includes(id)) : networked;
   if (pinned === undefined && usable.length === 0) {
     if (peers.length === 0) return alone;
-    throw new NoCapacityError({
-      attempts: [
-        {
-          provider: NAME,
-          offer: offer.instanceType,
-          reason: `in stock only in data centers without global networking (${stocked.join(", ")}), which plugin "${peers[0]}" needs for the pool's pods to reach one another`,
-        },
-      ],
-    });
+    const reason = `in stock only in data centers without global networking (${stocked.join(", ")}), which ${needs}`;
+    throw new NoCapacityError({ attempts: [{ provider: NAME, offer: offer.instanceType, reason }] });
   }
   if (pinned !== undefined && !networked.includes(pinned)) {
     if (peers.length > 0)
       refuseSetting(
         spec.region !== undefined ? "region" : "dataCenterId",
-        `data center ${pinned} has no global networking, which plugin "${peers[0]}" needs for the pool's pods to reach one another: use one of ${networked.join(", ")}`,
+        `data center ${pinned} has no global networking, which ${needs}: use one of ${networked.join(", ")}`,
       );
     return alone;
   }
+  // One data center for every pod (the catalog lists the best-stocked first); interruptible pods cannot
+  // join the network, so a pool that needs it rents on demand.
   return {
-    // One data center for every pod of the pool (the catalog lists the best-stocked first).
     dataCenterIds: [pinned ?? (usable[0] as string)],
     globalNetworking: true,
-    // Interruptible pods cannot join: a pool that needs the network rents on demand.
     spotAllowed: peers.length === 0,
   };
 }
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodClusterData> {
   const { json: calls, http } = runpodApi.jsonClient({ ...settings, apiUrl: RUNPOD_API_URL });
+  const volume = settings.volumeGb > 0;
 
-  async function rentInterruptible(body: {
-    cluster: RunPodClusterData;
-    offer: GpuOffer;
-    name: string;
-    env: Record<string, string>;
-    startCommand: string;
-    signal: AbortSignal;
-  }): Promise<Pod> {
-    const { cluster, offer, name, env } = body;
+  /** An interruptible GPU pod through GraphQL (v2 has none), at the offer's bid per GPU. */
+  async function rentInterruptible(
+    cluster: RunPodClusterData,
+    offer: RunPodOfferData & { kind: "gpu" },
+    pod: { name: string; env: Record<string, string>; startCommand: string; signal: AbortSignal },
+  ) {
+    const { name, env, signal } = pod;
     // GraphQL takes an exact list: the catalog's versions of free hosts that run the image.
     const constrained = "minCudaVersion" in cluster.cuda || "allowedCudaVersions" in cluster.cuda;
-    const input: Record<string, unknown> = {
+    const input = {
       name,
       imageName: cluster.image,
       gpuTypeId: offer.gpuTypeId,
@@ -183,47 +169,42 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       cloudType: offer.cloudType,
       containerDiskInGb: cluster.containerDiskGb,
       volumeInGb: settings.volumeGb,
-      ...(settings.volumeGb > 0 ? { volumeMountPath: settings.volumeMountPath } : {}),
+      ...(volume ? { volumeMountPath: settings.volumeMountPath } : {}),
       ports: "22/tcp",
       startSsh: true,
       // A pod without a public IP has no direct SSH port.
       supportPublicIp: true,
-      dockerArgs: body.startCommand,
+      dockerArgs: pod.startCommand,
       env: Object.entries(env).map(([key, value]) => ({ key, value })),
       ...(constrained ? { allowedCudaVersions: [...offer.cudaVersions] } : {}),
       ...(cluster.dataCenterIds.length === 1 ? { dataCenterId: cluster.dataCenterIds[0] } : {}),
       bidPerGpu: offer.bidPerGpu,
     };
     const purpose = "renting an interruptible pod";
-    const { podRentInterruptable: rented } = await graphql(http, answers.rented, {
-      query: DEPLOY_INTERRUPTIBLE_MUTATION,
-      variables: { input },
-      purpose,
-      idempotent: false,
-      signal: body.signal,
-    });
+    const query = DEPLOY_INTERRUPTIBLE_MUTATION;
+    const options = { query, variables: { input }, purpose, idempotent: false, signal };
+    const { podRentInterruptable: rented } = await graphql(http, answers.rented, options);
     if (!rented)
       throw new RunPodApiError({
         kind: "capacity",
         message: "RunPod's podRentInterruptable returned no pod",
       });
-    return parseAnswer(podSchema, { id: rented.id, name, status: "PROVISIONING", env }, purpose);
+    return runpodApi.parseAnswer(podSchema, { id: rented.id, name, status: "PROVISIONING", env }, purpose);
   }
 
   return {
     name: NAME,
     label: "RunPod",
-    // A marketplace: prices and availability move, so the core caches its offers for an hour at most.
-    // GPU pods of one pool join global networking (CPU pods cannot); image pulls take long.
+    // A marketplace: the core caches its offers for an hour at most. GPU pods of one pool join global
+    // networking (CPU pods cannot); image pulls take long.
     capabilities: Object.freeze({
       spot: true,
       offerCache: "marketplace",
       peerNetwork: "accelerated",
       provisionTimeout: RUNPOD_PROVISION_TIMEOUT_SECONDS,
     }),
-    // Every setting the offers depend on (the clouds, the CUDA versions asked for, the bid, the pinned
-    // data center, the CPU flavors allowed), so that a provider set otherwise is never handed offers the
-    // core cached for another. Not the disks, env, root or key: they shape the pod, not the offers.
+    // Every setting the offers depend on, so that a provider set otherwise is never handed offers cached
+    // for another; not the disks, env, root or key, which shape the pod, not the offers.
     cacheKey: JSON.stringify([
       settings.cloudType,
       settings.cuda,
@@ -245,7 +226,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       // Its pods are containers without FUSE: volumes are refused before anything is created.
       refuseVolumesWithoutFuse(spec.volumes, { provider: "RunPod", machines: "pods" });
       const gpu = (offer.specific as RunPodOfferData).kind === "gpu";
-      if (!gpu && settings.volumeGb > 0)
+      if (!gpu && volume)
         refuseSetting(
           "volumeGb",
           "RunPod CPU pods take no pod volume (a persistent mount is GPU-only): set volumeGb to 0",
@@ -253,11 +234,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       const where = await placement(settings, calls, spec, offer, signal);
       return {
         ...keys,
+        ...where,
         image: settings.containerImage,
         containerDiskGb: Math.max(settings.containerDiskGb, Math.ceil(spec.diskGb ?? 0)),
         dataCenterIds: Object.freeze(where.dataCenterIds),
-        globalNetworking: where.globalNetworking,
-        spotAllowed: where.spotAllowed,
         cuda: gpu ? settings.cuda : {},
       };
     },
@@ -268,32 +248,31 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       const offer = cluster.offer.specific as RunPodOfferData;
       const data = cluster.specific;
       const env = { ...settings.env, PUBLIC_KEY: data.publicKey, ...skywardTagsToEnvironment(tags) };
-      const startCommand = watchedStartCommand({
-        seconds: watchdogSeconds,
-        root: settings.root,
-        startCommand: settings.startCommand,
-      });
+      const { root, startCommand: command } = settings;
+      const startCommand = watchedStartCommand({ seconds: watchdogSeconds, root, startCommand: command });
       if (spot && offer.kind === "gpu")
-        return rentInterruptible({ cluster: data, offer, name, env, startCommand, signal });
-      const body: Record<string, unknown> = {
+        return rentInterruptible(data, offer, { name, env, startCommand, signal });
+      const gpu = offer.kind === "gpu";
+      const body = {
         name,
         image: data.image,
         args: startCommand,
-        cloud: offer.kind === "gpu" ? offer.cloudType : "SECURE",
+        cloud: gpu ? offer.cloudType : "SECURE",
         disk: data.containerDiskGb,
         env,
         ports: ["22/tcp"],
         ...(data.dataCenterIds.length > 0 ? { dataCenterIds: [...data.dataCenterIds] } : {}),
+        ...(gpu
+          ? {
+              gpu: { id: offer.gpuTypeId, count: offer.gpuCount, ...data.cuda },
+              ...(data.globalNetworking ? { globalNetworking: true } : {}),
+              ...(volume
+                ? { mounts: { persistent: { size: settings.volumeGb, path: settings.volumeMountPath } } }
+                : {}),
+            }
+          : { cpu: { id: offer.flavorId, vcpuCount: offer.vcpuCount } }),
       };
-      if (offer.kind === "gpu") {
-        body.gpu = { id: offer.gpuTypeId, count: offer.gpuCount, ...data.cuda };
-        if (data.globalNetworking) body.globalNetworking = true;
-        if (settings.volumeGb > 0)
-          body.mounts = { persistent: { size: settings.volumeGb, path: settings.volumeMountPath } };
-      } else {
-        body.cpu = { id: offer.flavorId, vcpuCount: offer.vcpuCount };
-      }
-      const purpose = offer.kind === "gpu" ? "creating a GPU pod" : "creating a CPU pod";
+      const purpose = gpu ? "creating a GPU pod" : "creating a CPU pod";
       return calls("POST", "/pods", { schema: podSchema, data: body, idempotent: false, purpose, signal });
     },
 
@@ -308,40 +287,37 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       machines: (await calls("GET", "/pods", { schema: answers.pods, purpose: "listing pods", signal })).pods,
     }),
     delete: {
-      async one(id, signal) {
-        await calls("DELETE", `/pods/${encodeURIComponent(id)}`, {
+      one: async (id, signal) =>
+        void (await calls("DELETE", `/pods/${encodeURIComponent(id)}`, {
           purpose: `terminating pod ${id}`,
           signal,
-        });
-      },
+        })),
     },
     isBeingDeleted: (pod) => (pod.status ?? "").toUpperCase() === "TERMINATED",
     idOf: (pod) => pod.id,
-
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (pod) => pod.name ?? undefined,
       read: (pod) => skywardTagsFromEnvironment(pod.env),
     },
-
     describe: (pod, { identityFile }) => instanceFromPod(pod, identityFile, settings.root),
     selfDestruct: (instance) => selfDestructCommand(instance.id),
   };
 }
 
-/**
- * The RunPod provider: `RunPod()` with default settings, or `RunPod({ cloudType: "secure",
- * containerDiskGb: 100 })`. Throws `ConfigurationError` for bad settings; the API key is looked
- * up on the first API call.
- */
-export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {
-  return defineMachineProvider(adapterFor(parseSettings(settings, "RunPod")));
-}
+const build = (settings: unknown, prefix: string) =>
+  defineMachineProvider(adapterFor(parseSettings(settings, prefix)));
 
 /**
- * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "runpod"`), its keys
- * already camelCased by the core: `cloud_type = "secure"` arrives as `cloudType`.
+ * The RunPod provider: `RunPod()` with default settings, or `RunPod({ cloudType: "secure",
+ * containerDiskGb: 100 })`. Throws `ConfigurationError` for bad settings; the API key is looked up on
+ * the first API call.
  */
+export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {
+  return build(settings, "RunPod");
+}
+
+/** The provider from a `[providers.NAME]` table of `skyward.toml` (`type = "runpod"`), keys camelCased: `cloud_type` → `cloudType`. */
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<RunPodClusterData> {
-  return defineMachineProvider(adapterFor(parseSettings(settings as RunPodSettings, "")));
+  return build(settings, "");
 }

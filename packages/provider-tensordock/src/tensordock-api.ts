@@ -4,8 +4,8 @@
  * `GET|DELETE /instances/{id}` — the shapes they answer, the rate limit, how refusals are told apart.
  */
 import {
-  classifyByWords,
   defineMachineApi,
+  errorTable,
   answerListSchema as listOf,
   type MachineProviderError,
   type MachineRateLimits,
@@ -38,10 +38,15 @@ export const tensordockApi = defineMachineApi({
   label: "TensorDock",
   apiKeyVariable: "TENSORDOCK_API_TOKEN",
   rateLimits: TENSORDOCK_RATE_LIMITS,
-  classify: classifyByWords([
-    [/no available|capacity|insufficient (gpu|resources)|not enough|out of stock|unavailable/i, "capacity"],
-    [/balance|insufficient funds|payment/i, "account"],
-    [/limit reached|quota/i, "quota"],
+  classify: errorTable([
+    // No answer, a 5xx or a 429 is left to its status (retried), whatever it says.
+    { status: ["none", "5xx", 429], kind: undefined },
+    {
+      words: /no available|capacity|insufficient (gpu|resources)|not enough|out of stock|unavailable/i,
+      kind: "capacity",
+    },
+    { words: /balance|insufficient funds|payment/i, kind: "account" },
+    { words: /limit reached|quota/i, kind: "quota" },
   ]),
 });
 

@@ -75,7 +75,6 @@ export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/a
 export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
 export type { ApiVm, ApiVmDefinition, ApiVmFields, ApiVmSettings } from "./machine-provider/api-vm.js";
 export { defineApiVm } from "./machine-provider/api-vm.js";
-export { classifyByWords, type ErrorWords } from "./machine-provider/error-words.js";
 export type {
   ContainerBoot,
   CurlSelfDestruct,
@@ -86,6 +85,7 @@ export {
   curlSelfDestructProgram,
   pythonSelfDestructProgram,
 } from "./machine-provider/boot-template.js";
+export { errorTable, type MachineErrorRule } from "./machine-provider/error-table.js";
 export type {
   MachineErrorClassifier,
   MachineErrorKind,

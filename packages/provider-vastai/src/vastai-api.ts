@@ -1,66 +1,46 @@
 /**
- * The parts of Vast.ai's REST API (`https://console.vast.ai`) the provider uses, with zod schemas for
+ * The parts of Vast.ai's REST API (`https://console.vast.ai/api`) the provider uses, with zod schemas of
  * what comes back (https://docs.vast.ai/api-reference/openapi.yaml unless said otherwise):
  *
- * - `POST /api/v0/bundles/` — offer search; the body is the query JSON (`{"gpu_name": {"in": […]}, …}`)
- *   and `type`: `on-demand` prices offers on demand, `bid` at their minimum bid ("bid (interruptible):
- *   uses minimum bid price"), so one search gives one market's prices;
- * - `PUT /api/v0/asks/{id}/` — rent an offer (an "ask"): image, disk, label, `onstart`, `runtype`, `env`,
- *   and `price` (the bid, $/h) for an interruptible instance; answers `{"success": true, "new_contract": id}`;
- *   at most one call per 4.5 s (https://docs.vast.ai/api-reference/rate-limits-and-errors);
- * - `GET /api/v1/instances/` — the account's instances, 25 a page (`select_filters`, `order_by`,
- *   `limit`, `after_token` → `next_token`), replacing the deprecated v0 list (as vast-cli's
- *   `_fetch_all_instances_v1` pages it: https://github.com/vast-ai/vast-cli/blob/master/vast.py);
- * - `GET /api/v0/instances/{id}/` — one instance; `DELETE /api/v0/instances/{id}/` — destroy;
- * - `POST /api/v0/instances/{id}/ssh/` — attach a public key to that instance only
- *   (https://docs.vast.ai/api-reference/openapi/yaml/attach_ssh.yaml);
- * - `GET /api/v0/users/current/` — the key's user: how a 404 to a bad key is told from a 404 to a gone
- *   offer or instance (Vast.ai answers an unknown key with 404, not 401).
+ * - `POST /v0/bundles/` — offer search: the body is the query JSON and `type` (`on-demand` prices
+ *   offers on demand, `bid` at their minimum bid), so one search gives one market's prices;
+ * - `PUT /v0/asks/{id}/` — rent an ask: image, disk, label, `onstart`, `runtype`, `env`, `price` (a bid);
+ *   answers `{"success": true, "new_contract": id}`;
+ * - `GET /v1/instances/` — the account's instances, 25 a page by `after_token` → `next_token`, replacing
+ *   the deprecated v0 list (vast-cli's `_fetch_all_instances_v1`: https://github.com/vast-ai/vast-cli/blob/master/vast.py);
+ * - `GET|DELETE /v0/instances/{id}/` — one instance, destroy; `POST /v0/instances/{id}/ssh/` — attach a
+ *   public key to that instance only (…/openapi/yaml/attach_ssh.yaml);
+ * - `GET /v0/users/current/` — the key's user: Vast.ai answers an unknown key with 404, not 401.
  */
 import {
   answerListSchema,
   answerNumberSchema,
   defineMachineApi,
+  errorTable,
   type JsonSend,
-  type MachineErrorKind,
-  type MachineErrorStructure,
   type MachineProviderError,
   type MachineRateLimits,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 import type { ParsedSettings } from "./vastai-settings.js";
 
-/** The `error` code of Vast.ai's `{success, error, msg}` refusal (https://docs.vast.ai/api-reference/rate-limits-and-errors). */
-function errorCode(answer: unknown): string {
-  const code =
-    typeof answer === "object" && answer !== null ? (answer as { error?: unknown }).error : undefined;
-  return typeof code === "string" ? code : "";
-}
-
 /**
- * Vast.ai answers most refusals with a 400 and an `error` code: `no_such_instance` is gone,
- * `invalid_price` a bid below the machine's minimum (price), `no_such_ask` and "no longer available" an
- * ask taken by someone else (capacity: the next ask). A 404 is gone — or a key Vast.ai does not know,
- * which the provider tells apart by asking `GET /users/current/`.
+ * Refusals are mostly a 400 with an `error` code: `no_such_instance` is gone, `invalid_price` a bid
+ * below the machine's minimum, `no_such_ask` or "no longer available" an ask someone else took
+ * (capacity: the next ask). A 404 is gone, or a key Vast.ai does not know (see {@link vastClient}).
  */
-export function classifyVastError(failure: MachineErrorStructure): MachineErrorKind | undefined {
-  const status = failure.statusCode;
-  if (status === undefined || status >= 500 || status === 429 || status === 401 || status === 403)
-    return undefined;
-  const code = errorCode(failure.answer);
-  if (code === "no_such_instance" || /no_such_instance|not found|does not exist/i.test(failure.message))
-    return "gone";
-  if (code === "invalid_price" || /bid.*(too low|below)|below.*min(imum)?.?bid/i.test(failure.message))
-    return "price";
-  if (
-    code === "no_such_ask" ||
-    /no_such_ask|no longer available|not available|unavailable|already rented|insufficient/i.test(
-      failure.message,
-    )
-  )
-    return "capacity";
-  return undefined;
-}
+export const classifyVastError = errorTable([
+  { status: ["none", "5xx", 429, 401, 403], kind: undefined },
+  { code: ["no_such_instance"], kind: "gone" },
+  { words: /no_such_instance|not found|does not exist/i, kind: "gone" },
+  { code: ["invalid_price"], kind: "price" },
+  { words: /bid.*(too low|below)|below.*min(imum)?.?bid/i, kind: "price" },
+  { code: ["no_such_ask"], kind: "capacity" },
+  {
+    words: /no_such_ask|no longer available|not available|unavailable|already rented|insufficient/i,
+    kind: "capacity",
+  },
+]);
 
 /** Vast.ai's API: its client (key from `apiKey`, else `VAST_API_KEY`), key lookup and answer parsing. */
 export const vastaiApi = defineMachineApi({
@@ -78,30 +58,21 @@ export type VastApiError = MachineProviderError;
 const RATE_LIMITS_PAGE = "https://docs.vast.ai/api-reference/rate-limits-and-errors";
 
 /**
- * Vast.ai's documented per-endpoint limits, per key: "search offers: 10 per minute", "show instance: one
- * per 2 s", "destroy instance: one per 3 s", "show instances: one per 1 s"
- * (https://docs.vast.ai/api-reference/rate-limits-and-errors). Creates (one per 4.5 s, then a 12 s
- * penalty) have their own settings. Every request of those endpoints is paced by them, so that a
- * pool's instance watch looking every node up at once never sets off a storm of 429s.
+ * Vast.ai's documented limits per key (search 10 a minute, show instance one per 2 s, destroy one per
+ * 3 s, show instances one per 1 s: {@link RATE_LIMITS_PAGE}), so that a pool's instance watch looking
+ * every node up at once never sets off a storm of 429s. Creates have their own settings.
  */
 export const VAST_RATE_LIMITS = {
-  endpoints: {
-    offers: { requests: 10, perSeconds: 60, source: RATE_LIMITS_PAGE },
-    get: { requests: 1, perSeconds: 2, source: RATE_LIMITS_PAGE },
-    delete: { requests: 1, perSeconds: 3, source: RATE_LIMITS_PAGE },
-    list: { requests: 1, perSeconds: 1, source: RATE_LIMITS_PAGE },
-  },
-} as const satisfies MachineRateLimits;
-
-/** Vast.ai's API root (`/v0/…`, and `/v1/instances/`). */
-const VAST_API_ROOT = "https://console.vast.ai/api";
+  offers: { requests: 10, perSeconds: 60, source: RATE_LIMITS_PAGE },
+  get: { requests: 1, perSeconds: 2, source: RATE_LIMITS_PAGE },
+  delete: { requests: 1, perSeconds: 3, source: RATE_LIMITS_PAGE },
+  list: { requests: 1, perSeconds: 1, source: RATE_LIMITS_PAGE },
+} as const;
 
 const number = answerNumberSchema;
+const text = z.string().nullish();
 
-const listOf = answerListSchema;
-
-/** One search result: an offer (ask) of a machine's GPUs. */
-export const vastOfferSchema = z.looseObject({
+const vastOfferSchema = z.looseObject({
   id: z.number(),
   machine_id: z.number().nullish(),
   gpu_name: z.string(),
@@ -110,46 +81,34 @@ export const vastOfferSchema = z.looseObject({
   cpu_cores: number,
   cpu_cores_effective: number,
   cpu_ram: number,
-  cpu_arch: z.string().nullish(),
+  cpu_arch: text,
   gpu_frac: number,
   disk_space: number,
   dph_total: number,
   min_bid: number,
   reliability: number,
   reliability2: number,
-  geolocation: z.string().nullish(),
+  geolocation: text,
   direct_port_count: number,
 });
 
-/** An offer as the search returns it. */
+/** An offer (an ask of a machine's GPUs) as the search returns it. */
 export type VastOffer = z.infer<typeof vastOfferSchema>;
-
-/** The search's answer. */
-export const searchAnswerSchema = z.looseObject({
-  offers: listOf(vastOfferSchema),
-});
-
-/** The answer to renting an ask. */
-export const createAnswerSchema = z.looseObject({
-  new_contract: z.number().nullish(),
-  error: z.string().nullish(),
-  msg: z.string().nullish(),
-});
 
 // A port exposed but not (yet) mapped is listed with null: `{"22/tcp": null}`.
 const portMappingSchema = z
-  .array(z.looseObject({ HostIp: z.string().nullish(), HostPort: z.union([z.string(), z.number()]) }))
+  .array(z.looseObject({ HostIp: text, HostPort: z.union([z.string(), z.number()]) }))
   .nullish();
 
 /** An instance as `GET /instances/` lists it. */
 export const vastInstanceSchema = z.looseObject({
   id: z.number(),
-  label: z.string().nullish(),
-  actual_status: z.string().nullish(),
-  intended_status: z.string().nullish(),
-  ssh_host: z.string().nullish(),
+  label: text,
+  actual_status: text,
+  intended_status: text,
+  ssh_host: text,
   ssh_port: number,
-  public_ipaddr: z.string().nullish(),
+  public_ipaddr: text,
   // Documented as an object of Docker port mappings; some answers list bare ports instead.
   ports: z.union([z.record(z.string(), portMappingSchema), z.array(z.unknown())]).nullish(),
   is_bid: z.boolean().nullish(),
@@ -161,60 +120,60 @@ export const vastInstanceSchema = z.looseObject({
 export type VastInstance = z.infer<typeof vastInstanceSchema>;
 
 /**
- * One page of `GET /api/v1/instances/`. Each instance is parsed on its own: one Vast.ai lists in a shape
- * not foreseen here is kept by id and label alone (enough to find and destroy it), not the end of the list.
+ * One page of `GET /v1/instances/`. Each instance is parsed on its own: one in a shape not foreseen here
+ * is kept by id and label alone (enough to find and destroy it), not the end of the list.
  */
-export const instancesPageSchema = z.looseObject({
-  instances: listOf(z.unknown()).transform((items) =>
+const instancesPageSchema = z.looseObject({
+  instances: answerListSchema(z.unknown()).transform((items) =>
     items.flatMap((item): VastInstance[] => {
       const parsed = vastInstanceSchema.safeParse(item);
       if (parsed.success) return [parsed.data];
-      const fallback = z.looseObject({ id: z.number(), label: z.string().nullish() }).safeParse(item);
+      const fallback = z.looseObject({ id: z.number(), label: text }).safeParse(item);
       return fallback.success
-        ? [vastInstanceSchema.parse({ id: fallback.data.id, label: fallback.data.label ?? null })]
+        ? [vastInstanceSchema.parse({ id: fallback.data.id, label: fallback.data.label })]
         : [];
     }),
   ),
-  next_token: z.string().nullish(),
+  next_token: text,
 });
 
-/** `GET /instances/{id}/`: one instance under `instances`, or nothing when Vast.ai no longer knows it. */
-export const instanceAnswerSchema = z.looseObject({
-  instances: vastInstanceSchema.nullish(),
-});
+const answers = {
+  search: z.looseObject({ offers: answerListSchema(vastOfferSchema) }),
+  rent: z.looseObject({ new_contract: z.number().nullish(), error: text, msg: text }),
+  // One instance under `instances`, or nothing when Vast.ai no longer knows it.
+  get: z.looseObject({ instances: vastInstanceSchema.nullish() }),
+};
 
 /** Calls to Vast.ai, as {@link vastClient} makes them. */
 export type VastClient = ReturnType<typeof vastClient>;
 
 /**
- * The client of the settings. A 404 is checked against the key first, since Vast.ai answers an unknown
- * key with 404 on every endpoint: then it is the rejected key it is, not a gone offer or "no capacity".
+ * The client of the settings, each call paced by its endpoint's limit. A 404 is checked against the key
+ * first, since Vast.ai answers an unknown key with 404 on every endpoint: then it is the rejected key it
+ * is, not a gone offer or "no capacity".
  */
 export function vastClient(settings: ParsedSettings) {
   const names = { offers: "search", get: "get", list: "list", delete: "destroy" } as const;
-  const rateLimits: MachineRateLimits = {
-    endpoints: {
-      ...Object.fromEntries(
-        Object.entries(names).map(([endpoint, setting]) => [
-          endpoint,
-          { ...VAST_RATE_LIMITS.endpoints[endpoint as keyof typeof names], ...settings.rateLimits[setting] },
-        ]),
-      ),
-      // One rent per 4.5 s per key, then a penalty: the settings say how long each is.
-      create: {
-        requests: 1,
-        perSeconds: settings.createIntervalMs / 1000,
-        penaltySeconds: settings.rateLimitPenaltyMs / 1000,
-        source: RATE_LIMITS_PAGE,
-      },
-    },
+  const endpoints = Object.fromEntries(
+    Object.entries(names).map(([endpoint, setting]) => [
+      endpoint,
+      { ...VAST_RATE_LIMITS[endpoint as keyof typeof names], ...settings.rateLimits[setting] },
+    ]),
+  );
+  // One rent per 4.5 s per key, then a penalty: the settings say how long each is.
+  const create = {
+    requests: 1,
+    perSeconds: settings.createIntervalMs / 1000,
+    penaltySeconds: settings.rateLimitPenaltyMs / 1000,
+    source: RATE_LIMITS_PAGE,
   };
+  const rateLimits: MachineRateLimits = { endpoints: { ...endpoints, create } };
   /** Whether `GET /users/current/` accepted the key: then a 404 means what it says. */
   let keyAccepted = false;
 
   async function checkKey(paced: JsonSend, purpose: string, signal: AbortSignal): Promise<void> {
     try {
-      const url = `${VAST_API_ROOT}/v0/users/current/`;
+      const url = "https://console.vast.ai/api/v0/users/current/";
       await paced({ method: "GET", url, idempotent: true, purpose: "checking the API key", signal });
       keyAccepted = true;
     } catch (error) {
@@ -227,25 +186,83 @@ export function vastClient(settings: ParsedSettings) {
     }
   }
 
-  const client = vastaiApi.jsonClient(
-    { ...settings, apiUrl: VAST_API_ROOT },
-    {
-      rateLimits,
-      send: (paced) => async (request, endpoint) => {
-        try {
-          return await paced(request, endpoint);
-        } catch (error) {
-          if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted)
-            await checkKey(paced, request.purpose, request.signal);
-          throw error;
-        }
-      },
-    },
-  );
+  const send =
+    (paced: JsonSend): JsonSend =>
+    async (request, endpoint) => {
+      try {
+        return await paced(request, endpoint);
+      } catch (error) {
+        if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted)
+          await checkKey(paced, request.purpose, request.signal);
+        throw error;
+      }
+    };
+  const call = vastaiApi.jsonClient(
+    { ...settings, apiUrl: "https://console.vast.ai/api" },
+    { rateLimits, send },
+  ).json;
   return {
     /** The API key (a `ConfigurationError` when none is set). */
     resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey),
-    /** A typed call below the API's root (`/v0/bundles/`), paced by its endpoint's limit. */
-    call: client.json,
+    search: (data: Record<string, unknown>, purpose: string, signal: AbortSignal) =>
+      call("POST", "/v0/bundles/", {
+        schema: answers.search,
+        data,
+        idempotent: true,
+        endpoint: "offers",
+        purpose,
+        signal,
+      }),
+    rent: (askId: number, data: Record<string, unknown>, signal: AbortSignal) =>
+      call("PUT", `/v0/asks/${askId}/`, {
+        schema: answers.rent,
+        endpoint: "create",
+        data,
+        idempotent: false,
+        purpose: `renting offer ${askId}`,
+        signal,
+      }),
+    attachKey: (id: number, key: string, signal: AbortSignal) =>
+      call("POST", `/v0/instances/${id}/ssh/`, {
+        data: { ssh_key: key },
+        idempotent: true,
+        purpose: `attaching Skyward's SSH key to instance ${id}`,
+        signal,
+      }),
+    get: async (id: string, signal: AbortSignal) =>
+      (
+        await call("GET", `/v0/instances/${id}/`, {
+          schema: answers.get,
+          params: { owner: "me" },
+          endpoint: "get",
+          purpose: `looking up instance ${id}`,
+          signal,
+        })
+      ).instances ?? null,
+    /** A page of `GET /v1/instances/`, 25 a page by `after_token` (vast-cli's `_fetch_all_instances_v1`). */
+    listPage: async (cursor: string | undefined, signal: AbortSignal) => {
+      const order_by = JSON.stringify([{ col: "id", dir: "asc" }]);
+      const params = {
+        select_filters: "{}",
+        order_by,
+        limit: "25",
+        ...(cursor ? { after_token: cursor } : {}),
+      };
+      const options = {
+        schema: instancesPageSchema,
+        params,
+        endpoint: "list",
+        purpose: "listing instances",
+      } as const;
+      const page = await call("GET", "/v1/instances/", { ...options, signal });
+      return { machines: page.instances, next: page.next_token || undefined };
+    },
+    destroy: async (id: string, signal: AbortSignal) =>
+      void (await call("DELETE", `/v0/instances/${id}/`, {
+        data: {},
+        endpoint: "delete",
+        purpose: `destroying instance ${id}`,
+        signal,
+      })),
   };
 }

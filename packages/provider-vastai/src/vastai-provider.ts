@@ -1,11 +1,9 @@
 /**
  * The Vast.ai provider: GPU instances rented from the Vast.ai marketplace, on demand or interruptible
- * (a bid of the offer's spot price), reached over SSH as root — directly on the machine's public
- * address and the port mapped to 22, or through Vast.ai's SSH proxy. Every instance runs an `onstart`
- * script that arms its self-destruct (see `onstart-script.ts`). It is an adapter on
- * `@skyward/provider-utils`'s machine-provider base, which owns the market loop and price cap,
- * idempotent creates (an instance is found again by its unique label), deletes until gone and strict
- * lists; what is Vast.ai's own is that one ask rents once, so each node rents the next ask of the kind.
+ * (a bid of the offer's spot price), reached over SSH as root, directly on the machine's public address
+ * and the port mapped to 22, or through Vast.ai's SSH proxy. Every instance runs an `onstart` script that
+ * arms its self-destruct (`onstart-script.ts`). An adapter on provider-utils' machine-provider base; what
+ * is Vast.ai's own is that one ask rents once, so each node rents the next ask of the kind.
  */
 import { type Cluster, type Instance, type Offer, offerQuery, type ProviderV1 } from "@skyward/core/contract";
 import {
@@ -22,16 +20,8 @@ import {
   skywardTags,
 } from "@skyward/provider-utils";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
-import {
-  createAnswerSchema,
-  instanceAnswerSchema,
-  instancesPageSchema,
-  VastApiError,
-  type VastInstance,
-  vastClient,
-  vastInstanceSchema,
-} from "./vastai-api.js";
-import { type VastOfferData, vastOfferSearch } from "./vastai-offers.js";
+import { VastApiError, type VastInstance, vastClient, vastInstanceSchema } from "./vastai-api.js";
+import { diskFor, searchOffers, type VastOfferData } from "./vastai-offers.js";
 import {
   onstartScript,
   type ParsedSettings,
@@ -51,13 +41,6 @@ export interface VastClusterData extends MachineClusterData {
 
 /** `<cluster id>[-<node index>] <offer id>`, then the pool id when there is one: the instance's label. */
 const LABEL = /^(skyward-[0-9a-f]{8})(?:-\d+)? (\S+)(?: (\S+))?$/;
-
-function sshPortMapping(instance: VastInstance): number | undefined {
-  const ports = instance.ports;
-  if (!ports || Array.isArray(ports)) return undefined;
-  const port = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
-  return Number.isInteger(port) && port > 0 ? port : undefined;
-}
 
 /** Skyward's tags of an instance, read from its label; empty when it is not Skyward's. */
 function tagsOf(instance: VastInstance): Record<string, string> {
@@ -86,10 +69,11 @@ export function instanceFromVast(
       : ["exited", "stopped", "offline", "destroyed"].includes(actual) || intended === "stopped"
         ? "terminated"
         : "pending";
-  const directPort = sshPortMapping(instance);
+  const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
+  const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
   const publicIp = instance.public_ipaddr?.trim() || null;
   const address =
-    options.ssh === "direct" && publicIp && directPort
+    options.ssh === "direct" && publicIp && Number.isInteger(directPort) && directPort > 0
       ? { host: publicIp, port: directPort, user: "root" }
       : instance.ssh_host && instance.ssh_port
         ? { host: instance.ssh_host, port: instance.ssh_port, user: "root" }
@@ -123,23 +107,14 @@ function instanceIdInRefusal(error: unknown): number | undefined {
 
 /** An ask to rent, at the prices of its offer. */
 function askOf(offer: Offer) {
-  const data = offer.specific as unknown as VastOfferData;
-  return {
-    askId: data.askId,
-    gpuName: data.gpuName,
-    bid: data.bid,
-    spotPrice: offer.spotPrice,
-    onDemandPrice: offer.onDemandPrice,
-  };
+  const { askId, gpuName, bid } = offer.specific as unknown as VastOfferData;
+  return { askId, gpuName, bid, spotPrice: offer.spotPrice, onDemandPrice: offer.onDemandPrice };
 }
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, VastClusterData> {
   const client = vastClient(settings);
-  const offers = vastOfferSearch(settings, client);
   /** The asks each cluster rented: an ask rents once, so they are never asked again. */
   const rentedAsks = new Map<string, Set<number>>();
-  const describe = (instance: VastInstance, identityFile: string | undefined) =>
-    instanceFromVast(instance, { ssh: settings.ssh, identityFile, root: settings.root });
 
   async function rent(
     request: MachineCreateRequest<VastClusterData>,
@@ -148,11 +123,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     label: string,
   ) {
     const { cluster, signal } = request;
-    const purpose = `renting offer ${askId}`;
-    const answer = await client.call("PUT", `/v0/asks/${askId}/`, {
-      schema: createAnswerSchema,
-      endpoint: "create",
-      data: {
+    const answer = await client.rent(
+      askId,
+      {
         client_id: "me",
         image: cluster.specific.image,
         disk: cluster.specific.diskGb,
@@ -163,17 +136,15 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
         ...(bid !== null ? { price: bid } : {}),
         cancel_unavail: true,
       },
-      idempotent: false,
-      purpose,
       signal,
+    );
+    if (answer.new_contract != null) return answer.new_contract;
+    const why = answer.msg ?? answer.error ?? "no instance id in the answer";
+    throw new VastApiError({
+      kind: "capacity",
+      statusCode: 410,
+      message: `Vast.ai did not rent offer ${askId}: ${why}`,
     });
-    if (answer.new_contract == null)
-      throw new VastApiError({
-        kind: "capacity",
-        statusCode: 410,
-        message: `Vast.ai did not rent offer ${askId}: ${answer.msg ?? answer.error ?? "no instance id in the answer"}`,
-      });
-    return answer.new_contract;
   }
 
   /**
@@ -198,7 +169,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
         // The query the pool sent to `offers` for this spec, in this market: every node meets the spec.
         searched = true;
         const query = { ...offerQuery(cluster.spec), allocation: spot ? "spot" : "on-demand" } as const;
-        asks = (await offers.search(query, signal))
+        asks = (await searchOffers(settings, client, query, signal))
           .map(askOf)
           .filter((entry) => entry.gpuName === own.gpuName);
         continue;
@@ -235,9 +206,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
       }
       rented.add(ask.askId);
       try {
-        const purpose = `attaching Skyward's SSH key to instance ${id}`;
-        const data = { ssh_key: cluster.specific.publicKey };
-        await client.call("POST", `/v0/instances/${id}/ssh/`, { data, idempotent: true, purpose, signal });
+        await client.attachKey(id, cluster.specific.publicKey, signal);
       } catch (error) {
         // Unreachable without its key: destroyed rather than left billing.
         await deleteUntilGone(adapter, [String(id)], signal).catch(() => undefined);
@@ -251,26 +220,25 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
         dph_total: price,
       });
     }
-    throw new VastApiError({
-      kind: "capacity",
-      message: refusals.length > 0 ? refusals.join("; ") : "Vast.ai has no other ask of this kind to rent",
-    });
+    const message =
+      refusals.length > 0 ? refusals.join("; ") : "Vast.ai has no other ask of this kind to rent";
+    throw new VastApiError({ kind: "capacity", message });
   }
 
   const adapter: MachineAdapter<VastInstance, VastClusterData> = {
     name: "vastai",
     label: "Vast.ai",
-    // A marketplace: prices and availability move, so the core caches its offers for an hour at most.
-    // Instances are rented on separate machines, each behind its own NAT: no network between them, so
-    // a distributed-training plugin on several nodes is refused at validation (core), not left to hang.
+    // A marketplace: the core caches its offers for an hour at most. Instances are rented on separate
+    // machines, each behind its own NAT: no network between them, so a distributed-training plugin on
+    // several nodes is refused at validation (core), not left to hang.
     capabilities: Object.freeze({
       spot: true,
       offerCache: "marketplace",
       peerNetwork: "none",
       provisionTimeout: VASTAI_PROVISION_TIMEOUT_SECONDS,
     }),
-    // Every setting the search's answer depends on (its filters, the disk priced in, the bid, how many
-    // asks; the image by the CUDA it states), so a provider set otherwise never gets another's cached offers.
+    // Every setting the search's answer depends on (the image by the CUDA it states), so a provider set
+    // otherwise never gets another's cached offers.
     cacheKey: JSON.stringify([
       settings.minReliability,
       settings.verifiedOnly,
@@ -289,67 +257,28 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     bootWatchdog: "boot-command",
 
     checkCredentials: () => void client.resolveApiKey(),
-    offers: (query, signal) => offers.search(query, signal),
-
+    offers: (query, signal) => searchOffers(settings, client, query, signal),
     async prepare({ spec, keys }) {
       // Its instances are containers without FUSE: volumes are refused before anything is created.
       refuseVolumesWithoutFuse(spec.volumes, { provider: "Vast.ai", machines: "instances" });
       // The key is attached to each instance as it is rented, never registered on the account.
-      return { ...keys, image: settings.dockerImage, diskGb: offers.diskFor(spec.diskGb) };
+      return { ...keys, image: settings.dockerImage, diskGb: diskFor(settings, spec.diskGb) };
     },
-
     create,
-
-    async get(id, signal) {
-      const purpose = `looking up instance ${id}`;
-      const options = { schema: instanceAnswerSchema, params: { owner: "me" }, endpoint: "get" } as const;
-      return (
-        (await client.call("GET", `/v0/instances/${id}/`, { ...options, purpose, signal })).instances ?? null
-      );
-    },
-
-    // `GET /api/v1/instances/`, 25 a page by `after_token` (vast-cli's `_fetch_all_instances_v1`).
-    async listPage(cursor, signal) {
-      const params = {
-        select_filters: "{}",
-        order_by: JSON.stringify([{ col: "id", dir: "asc" }]),
-        limit: "25",
-        ...(cursor !== undefined ? { after_token: cursor } : {}),
-      };
-      const options = {
-        schema: instancesPageSchema,
-        params,
-        endpoint: "list",
-        purpose: "listing instances",
-      } as const;
-      const page = await client.call("GET", "/v1/instances/", { ...options, signal });
-      return { machines: page.instances, next: page.next_token || undefined };
-    },
-
-    delete: {
-      async one(id, signal) {
-        const purpose = `destroying instance ${id}`;
-        await client.call("DELETE", `/v0/instances/${id}/`, {
-          data: {},
-          endpoint: "delete",
-          purpose,
-          signal,
-        });
-      },
-    },
+    get: client.get,
+    listPage: client.listPage,
+    delete: { one: client.destroy },
     isMachineId: (id) => /^\d+$/.test(id),
     idOf: (instance) => String(instance.id),
-
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (instance) => instance.label?.split(" ")[0],
       read: tagsOf,
     },
-
-    describe: (instance, { identityFile }) => describe(instance, identityFile),
+    describe: (instance, { identityFile }) =>
+      instanceFromVast(instance, { ssh: settings.ssh, identityFile, root: settings.root }),
     // Installed by the onstart script, with the instance-scoped API key Vast.ai gives the container.
     selfDestruct: () => SELF_DESTRUCT_COMMAND,
-
     async teardown(cluster: Cluster<VastClusterData>) {
       rentedAsks.delete(cluster.id);
     },
@@ -357,23 +286,19 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
   return adapter;
 }
 
+const build = (settings: unknown, prefix: string) =>
+  defineMachineProvider(adapterFor(parseSettings(settings, prefix)));
+
 /**
  * The Vast.ai provider: `VastAI()` with default settings, or `VastAI({ minReliability: 0.98,
- * geolocation: "US" })`. Throws {@link ConfigurationError} for bad settings; the API key is looked up
- * on the first API call.
+ * geolocation: "US" })`. Throws `ConfigurationError` for bad settings; the API key is looked up on the
+ * first API call.
  */
 export function VastAI(settings: VastAISettings = {}): ProviderV1<VastClusterData> {
-  return providerFor(parseSettings(settings, "VastAI"));
+  return build(settings, "VastAI");
 }
 
-function providerFor(settings: ParsedSettings): ProviderV1<VastClusterData> {
-  return defineMachineProvider(adapterFor(settings));
-}
-
-/**
- * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "vastai"`), its keys
- * already camelCased by the core: `min_reliability = 0.95` arrives as `minReliability`.
- */
+/** The provider from a `[providers.NAME]` table of `skyward.toml` (`type = "vastai"`), keys camelCased: `min_reliability` → `minReliability`. */
 export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<VastClusterData> {
-  return providerFor(parseSettings(settings as VastAISettings, ""));
+  return build(settings, "");
 }

@@ -1,14 +1,14 @@
 /**
- * The Vast.ai provider's settings: what a user may set, checked by name before anything is asked of the
- * API, and the CUDA a host must support (raised by an image that states its own).
+ * The Vast.ai provider's settings, declared once as a zod schema (the public type is its input), and the
+ * CUDA a host must support (raised by an image that states its own).
  */
 import { DockerImage } from "@skyward/core";
 import { containerImageSchema, parseInput } from "@skyward/core/contract";
 import {
   environmentVariablesSchema,
-  type HttpSettings,
   httpSettingsShape,
   keysDirectorySchema,
+  millisecondsField,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 import { ONSTART_MAX_LENGTH, renderOnstartScript } from "./onstart-script.js";
@@ -16,87 +16,57 @@ import { ONSTART_MAX_LENGTH, renderOnstartScript } from "./onstart-script.js";
 /** The image instances run when none is set: Vast.ai's base image, tagged for the host's CUDA by Vast.ai. */
 export const DEFAULT_VASTAI_IMAGE = "vastai/base-image:@vastai-automatic-tag";
 
-/** How Skyward reaches instances over SSH. */
-export type VastSshMode = "direct" | "proxy";
-
-/** An endpoint paced by Vast.ai's documented limits, as {@link VastAISettings.rateLimits} names it. */
-export type VastPacedEndpoint = "search" | "get" | "list" | "destroy";
-
-/** Settings of the Vast.ai provider; every field is optional. */
-export interface VastAISettings extends HttpSettings {
+const settingsSchema = z.strictObject({
+  ...httpSettingsShape,
   /** The API key. Default: the `VAST_API_KEY` environment variable, read on the first API call. A secret: never logged. */
-  apiKey?: string;
+  apiKey: httpSettingsShape.apiKey,
   /** Lowest host reliability (0–1) an offer may have. Default 0.95. */
-  minReliability?: number;
+  minReliability: z.number().min(0).max(1, { message: "expected a reliability from 0 to 1" }).default(0.95),
   /** Only verified hosts. Default true. */
-  verifiedOnly?: boolean;
+  verifiedOnly: z.boolean().default(true),
   /**
    * Lowest CUDA version the host's driver must support (`cuda_max_good`). Default 12.0. A
-   * {@link DockerImage} that states its CUDA (`sky.containers.cuda("12.9")`) raises it to that version.
+   * `DockerImage` that states its CUDA (`sky.containers.cuda("12.9")`) raises it to that version.
    */
-  minCuda?: number;
+  minCuda: z.number().min(0).default(12),
   /** Only hosts in this country (`"US"`, asked of the search); a spec's `region` does the same. */
-  geolocation?: string;
+  geolocation: z.string().min(1).optional(),
   /** The bid of an interruptible instance, as a multiple of the offer's minimum bid. Default 1.2. */
-  bidMultiplier?: number;
+  bidMultiplier: z.number().min(1, { message: "expected a multiplier >= 1" }).default(1.2),
   /**
-   * The Docker image: a tag or a {@link DockerImage} (`sky.containers.cuda("12.9")`). Vast.ai's SSH
-   * launch mode adds `sshd` to any image; it needs `python3` for the worker. Default {@link DEFAULT_VASTAI_IMAGE}.
+   * The Docker image: a tag or a `DockerImage` (`sky.containers.cuda("12.9")`). Vast.ai's SSH launch
+   * mode adds `sshd` to any image; it needs `python3` for the worker. Default {@link DEFAULT_VASTAI_IMAGE}.
    */
-  dockerImage?: string | DockerImage;
+  dockerImage: containerImageSchema.default(DEFAULT_VASTAI_IMAGE),
   /** Disk per instance, GB; a spec's `diskGb` raises it. Default 50. */
-  diskGb?: number;
+  diskGb: z.number().int().min(8, { message: "expected at least 8 GB" }).default(50),
   /**
    * `"direct"` (default): SSH to the machine's public address and the port mapped to 22 (only offers
    * with direct ports); `"proxy"`: through Vast.ai's SSH proxy (`sshN.vast.ai`), for any offer.
    */
-  ssh?: VastSshMode;
+  ssh: z.enum(["direct", "proxy"]).default("direct"),
   /** Seconds without a running worker after which an instance destroys itself; 0 disables. Default 1800. */
-  watchdogGraceSeconds?: number;
+  watchdogGraceSeconds: z.number().int().min(0).default(1800),
   /** More environment variables for every instance. */
-  env?: Readonly<Record<string, string>>;
+  env: environmentVariablesSchema.readonly().default({}),
   /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
-  keysDirectory?: string;
+  keysDirectory: keysDirectorySchema,
   /** How many offers one search returns at most. Default 64. */
-  searchLimit?: number;
+  searchLimit: z.number().int().min(1).max(1000).default(64),
   /**
    * The least time between two create (rent) calls, ms: Vast.ai accepts one per 4.5 s per key and
-   * refuses the next ones for a penalty. Default 4950: the limit plus a 10 % margin, so that network
-   * jitter (a call sent on time that reaches Vast.ai early) does not start the penalty.
+   * refuses the next ones for a penalty (https://docs.vast.ai/api-reference/rate-limits-and-errors).
+   * Default 4950: the limit plus a 10 % margin, so that network jitter (a call sent on time that reaches
+   * Vast.ai early) does not start the penalty.
    */
-  createIntervalMs?: number;
+  createIntervalMs: millisecondsField().default(4950),
   /** How long Vast.ai refuses create calls after one came too early, ms. Default 12000. */
-  rateLimitPenaltyMs?: number;
+  rateLimitPenaltyMs: millisecondsField().default(12_000),
   /**
    * The rate limits other calls are paced by, `requests` per `perSeconds`. Default Vast.ai's documented
    * ones: search 10 a minute, get one per 2 s, list one per 1 s, destroy one per 3 s. Change them only
    * for an API in front of Vast.ai's, or a test's fake.
    */
-  rateLimits?: Partial<Readonly<Record<VastPacedEndpoint, { requests: number; perSeconds: number }>>>;
-  /**
-   * Skyward's directory on each instance (environment, runtime, code, the worker's pid file the
-   * watchdog reads); `{id}` in it becomes the instance's id. Default `/opt/skyward`.
-   */
-  root?: string;
-}
-
-const settingsSchema = z.strictObject({
-  ...httpSettingsShape,
-  minReliability: z.number().min(0).max(1, { message: "expected a reliability from 0 to 1" }).default(0.95),
-  verifiedOnly: z.boolean().default(true),
-  minCuda: z.number().min(0).default(12),
-  geolocation: z.string().min(1).optional(),
-  bidMultiplier: z.number().min(1, { message: "expected a multiplier >= 1" }).default(1.2),
-  dockerImage: containerImageSchema.default(DEFAULT_VASTAI_IMAGE),
-  diskGb: z.number().int().min(8, { message: "expected at least 8 GB" }).default(50),
-  ssh: z.enum(["direct", "proxy"]).default("direct"),
-  watchdogGraceSeconds: z.number().int().min(0).default(1800),
-  env: environmentVariablesSchema.default({}),
-  keysDirectory: keysDirectorySchema,
-  searchLimit: z.number().int().min(1).max(1000).default(64),
-  // Vast.ai's 4.5 s per create (https://docs.vast.ai/api-reference/rate-limits-and-errors), plus 10 %.
-  createIntervalMs: z.number().min(0, { message: "expected milliseconds >= 0" }).default(4950),
-  rateLimitPenaltyMs: z.number().min(0, { message: "expected milliseconds >= 0" }).default(12_000),
   rateLimits: z
     .partialRecord(
       z.enum(["search", "get", "list", "destroy"]),
@@ -106,6 +76,10 @@ const settingsSchema = z.strictObject({
       }),
     )
     .default({}),
+  /**
+   * Skyward's directory on each instance (environment, runtime, code, the worker's pid file the
+   * watchdog reads); `{id}` in it becomes the instance's id. Default `/opt/skyward`.
+   */
   root: z
     .string()
     .refine((value) => value.startsWith("/") && !/['"\\$`\s]/.test(value.replaceAll("{id}", "")), {
@@ -114,30 +88,32 @@ const settingsSchema = z.strictObject({
     .optional(),
 });
 
+/** Settings of the Vast.ai provider; every field is optional. */
+export type VastAISettings = z.input<typeof settingsSchema>;
+
+/** How Skyward reaches instances over SSH. */
+export type VastSshMode = NonNullable<VastAISettings["ssh"]>;
+
 /** The settings as parsed, with `minCuda` raised to the CUDA the image states. */
 export type ParsedSettings = z.output<typeof settingsSchema>;
 
-/** The worker's pid file on a node, under Skyward's root; on the node `{id}` is its `$CONTAINER_ID`. */
-export function workerPidFile(settings: ParsedSettings): string {
-  return `${(settings.root ?? "/opt/skyward").replaceAll("{id}", "$CONTAINER_ID")}/worker.pid`;
-}
-
-/** The `onstart` script of the settings' instances. */
+/** The `onstart` script of the settings' instances; on the node `{id}` is its `$CONTAINER_ID`. */
 export function onstartScript(settings: ParsedSettings): string {
+  const root = (settings.root ?? "/opt/skyward").replaceAll("{id}", "$CONTAINER_ID");
   return renderOnstartScript({
     graceSeconds: settings.watchdogGraceSeconds,
-    workerPidFile: workerPidFile(settings),
+    workerPidFile: `${root}/worker.pid`,
   });
 }
 
 /**
- * Parses the settings (a {@link ConfigurationError} naming the field otherwise). `minCuda` is raised to
- * the CUDA a {@link DockerImage} states (`sky.containers.cuda("12.9")` → 12.9), read from the raw
- * setting: the parsed one is the tag alone.
+ * Parses the settings (a `ConfigurationError` naming the field otherwise). `minCuda` is raised to the
+ * CUDA a `DockerImage` states (`sky.containers.cuda("12.9")` → 12.9), read from the raw setting: the
+ * parsed one is the tag alone.
  */
-export function parseSettings(settings: VastAISettings | undefined, prefix: string): ParsedSettings {
+export function parseSettings(settings: unknown, prefix: string): ParsedSettings {
   const parsed = parseInput(settingsSchema, settings ?? {}, prefix);
-  const image = settings?.dockerImage;
+  const image = (settings as VastAISettings | undefined)?.dockerImage;
   const cuda = DockerImage.isDockerImage(image) && image.cuda !== undefined ? Number(image.cuda) : 0;
   const length = onstartScript(parsed).length;
   // A guard for future edits of the script, which Vast.ai would refuse.

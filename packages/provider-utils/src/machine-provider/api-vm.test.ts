@@ -1,31 +1,23 @@
 /**
- * The shared half of VM-API adapters (`defineApiVm`) and the word-table classifier (`classifyByWords`):
- * the delete goes to the self-destruct's own path and forgets the stand-in, the self-destruct is the
- * installed command (nothing for a stand-in), the boot script keeps the key off every command line,
- * and refusals are told apart by their words but never a 5xx or a 429.
+ * The shared half of VM-API adapters (`defineApiVm`): the fields it fills in, the delete going to the
+ * self-destruct's own path and forgetting the stand-in, the self-destruct being the installed command
+ * (the stand-in's for a stand-in), and the boot script being the API's with the provider's key file.
  */
 import type { Instance } from "@skyward/core/contract";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
 import { describe, expect, it } from "vitest";
 import { SELF_DESTRUCT_COMMAND } from "./api-self-destruct.js";
 import { defineApiVm } from "./api-vm.js";
-import { classifyByWords } from "./error-words.js";
 import { defineMachineApi } from "./machine-api.js";
 
 const KEY = "sk_test_ApIvM0123456789";
-
-const classify = classifyByWords([
-  [/still being created/i, "busy"],
-  [/out of stock|sold out/i, "capacity"],
-  [/balance/i, "account"],
-]);
 
 const vmApi = defineMachineApi({
   provider: "example",
   errorName: "ExampleApiError",
   label: "Example",
   apiKeyVariable: "SKYWARD_TEST_API_VM_KEY",
-  classify,
+  classify: () => undefined,
 });
 
 const exampleVm = defineApiVm({
@@ -64,25 +56,6 @@ const settings = (extra: object = {}) => ({
 });
 
 const instance = (id: string, publicIp: string | null) => ({ id, publicIp }) as unknown as Instance;
-
-describe("classifyByWords", () => {
-  it("gives the kind of the first row whose words the message holds", () => {
-    const failure = (statusCode: number | undefined, message: string) => ({
-      statusCode,
-      message,
-      answer: {},
-    });
-    expect(classify(failure(400, "Server is still being created; sold out"))).toBe("busy");
-    expect(classify(failure(400, "GPU sold out in CANADA-1"))).toBe("capacity");
-    expect(classify(failure(402, "balance too low"))).toBe("account");
-    expect(classify(failure(400, "image not found"))).toBeUndefined();
-  });
-
-  it("leaves no answer, a 5xx and a 429 to their status, whatever they say", () => {
-    for (const statusCode of [undefined, 500, 503, 429])
-      expect(classify({ statusCode, message: "sold out", answer: {} })).toBeUndefined();
-  });
-});
 
 describe("defineApiVm", () => {
   it("fills in the adapter's login, key pair and watchdog fields from the settings", () => {
