@@ -36,6 +36,18 @@ export interface ContainerBoot {
   readonly handOver: string;
 }
 
+/**
+ * Start statements for an image that may lack sshd: authorise the public key in `$variable` for root,
+ * install OpenSSH and curl with apt-get when missing, start sshd.
+ */
+export function rootSshdStatements(variable: string): readonly string[] {
+  return [
+    `mkdir -p /root/.ssh && chmod 700 /root/.ssh; printf "%s\\n" "$${variable}" >> /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys;`,
+    "if ! command -v curl >/dev/null || { ! command -v sshd >/dev/null && [ ! -x /usr/sbin/sshd ]; }; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server curl ca-certificates; fi;",
+    "mkdir -p /run/sshd && ssh-keygen -A && /usr/sbin/sshd;",
+  ];
+}
+
 /** The start command `bash -c '…'` of {@link ContainerBoot}; a single quote in a part is refused (it would end the command). */
 export function containerStartCommand(boot: ContainerBoot): string {
   const command = boot.commandPath ?? SELF_DESTRUCT_COMMAND;
