@@ -28,9 +28,12 @@ export const settingsSchema = z
     ),
     /** Where VMs may go: a region (`"CANADA-1"`) or several; a spec's `region` narrows it. Default: every region. */
     region: z
-      .union([regionName, z.array(regionName).min(1, { message: "expected at least one region" })], {
-        error: 'expected a region name such as "CANADA-1", or a list of them',
-      })
+      .union(
+        [regionName, z.array(regionName).min(1, { message: "expected at least one region" }).readonly()],
+        {
+          error: 'expected a region name such as "CANADA-1", or a list of them',
+        },
+      )
       .optional(),
     /** The OS image's name. Default: the newest Ubuntu image with CUDA in the region (else the newest Ubuntu). */
     image: textField("an image name").optional(),
