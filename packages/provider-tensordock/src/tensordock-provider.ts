@@ -80,7 +80,8 @@ function tagsOf({ name, resources, location_id }: TensorDockInstance): Record<st
   const gpus = resources?.gpus;
   const [model, value] = Array.isArray(gpus)
     ? [gpus[0]?.gpuV0Name, gpus[0]]
-    : (Object.entries((gpus ?? {}) as Record<string, { count?: unknown }>)[0] ?? []);
+    : ((Object.entries((typeof gpus === "object" && gpus) || {}) as [string, { count?: unknown }][])[0] ??
+      []);
   const offer =
     typeof model === "string" && model ? offerIdOf(location_id, model, Number(value?.count ?? 1)) : undefined;
   return {
