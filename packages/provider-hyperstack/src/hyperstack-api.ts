@@ -101,7 +101,6 @@ const pageFields = {
 };
 type PageFields = z.output<z.ZodObject<typeof pageFields>>;
 
-/** The page size the provider asks for. */
 export const PAGE_SIZE = 100;
 
 /** A paged answer, as `readNumberedPages` reads it. */

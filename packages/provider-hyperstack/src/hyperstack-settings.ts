@@ -1,7 +1,4 @@
-/**
- * The Hyperstack provider's settings, declared once: the schema checks them by name before anything
- * is asked of the API, and {@link HyperstackSettings} is what it accepts.
- */
+/** The Hyperstack provider's settings, declared once: the schema checks them by name, {@link HyperstackSettings} is its input. */
 import { machineSettingsShape, type SshStandIn, sshUserSchema, textField } from "@skyward/provider-utils";
 import { z } from "zod";
 

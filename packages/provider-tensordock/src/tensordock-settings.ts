@@ -1,7 +1,4 @@
-/**
- * The TensorDock provider's settings, declared once: the schema checks them by name before anything
- * is asked of the API, and {@link TensorDockSettings} is what it accepts.
- */
+/** The TensorDock provider's settings, declared once: the schema checks them by name, {@link TensorDockSettings} is its input. */
 import { machineSettingsShape, type SshStandIn, sshUserSchema } from "@skyward/provider-utils";
 import { z } from "zod";
 
