@@ -1,60 +1,146 @@
 /**
  * The Novita AI provider: GPU instances — containers of any image — on demand or spot, reached over
  * SSH as root through the port Novita maps to `22/tcp`. An adapter on `@skyward/provider-utils`'
- * machine-provider base, which owns the market loop and price cap, idempotent creates (found again by
- * name), deletes until gone and lists that read every page. Skyward's tags, the public key and what the
- * start command needs (see `start-command.ts`) travel in the instance's environment.
+ * machine-provider base. Skyward's tags, the public key and what the start command needs travel in the
+ * instance's environment.
  */
+import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
+  acceleratorFromNames,
+  containerStartCommand,
+  curlSelfDestructProgram,
   describeMachine,
   type MachineAdapter,
   type MachineClusterData,
+  machineOffer,
   machineProviderFactories,
+  marketListings,
+  marketplaceMachine,
+  readAfterCreate,
   refuseSetting,
   refuseVolumesWithoutFuse,
+  rootSshdStatements,
   roundPrice,
-  SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
-  selfDestructCommand,
   skywardTagsFromEnvironment,
   skywardTagsToEnvironment,
-  standInSeam,
   statusTable,
 } from "@skyward/provider-utils";
+import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
 import {
   createNovitaClient,
   NOVITA_PRICE_UNITS_PER_USD,
   type NovitaInstance,
+  type NovitaProduct,
   novitaApi,
   PAGE_SIZE,
 } from "./novita-api.js";
-import { NAME, type NovitaOfferData, toOffers } from "./novita-offers.js";
 import { type NovitaSettings, type ParsedSettings, settingsSchema } from "./novita-settings.js";
-import { STARTUP_COMMAND, selfDestructScript } from "./start-command.js";
 
-export type { NovitaOfferData } from "./novita-offers.js";
 export { DEFAULT_NOVITA_IMAGE, type NovitaSettings, type NovitaSshAddress } from "./novita-settings.js";
-export { STARTUP_COMMAND } from "./start-command.js";
 
-/** What a Novita cluster keeps in `Cluster.specific`. */
+/** What an offer of this provider carries in {@link Offer.specific}: Novita's product (`A100 SXM 80GB`), the GPU count, the root filesystem bounds (GB) it states. */
+export interface NovitaOfferData {
+  readonly productId: string;
+  readonly productName: string;
+  readonly gpuNum: number;
+  readonly minRootFS?: number | undefined;
+  readonly maxRootFS?: number | undefined;
+}
+
+/** What a Novita cluster keeps in `Cluster.specific`: the container image, the root filesystem (GB), the cluster instances go to if pinned. */
 export interface NovitaClusterData extends MachineClusterData {
-  /** The container image. */
   readonly image: string;
-  /** The root filesystem, GB. */
   readonly rootfsSize: number;
-  /** The cluster instances are created in, if pinned. */
   readonly clusterId: string | undefined;
 }
 
-/** Novita's instance states (List Instances → `status`), as the pool sees them; the others (toCreate, pulling, starting…) are on their way. */
+/** Where the start command keeps the API key, as a request header curl reads (`-H @file`): never on a command line. */
+const HEADER_FILE = "/etc/skyward/novita-auth";
+
+/**
+ * The command every instance starts with (Novita runs it as PID 1, at most 2,047 characters); what
+ * differs per instance comes in its environment. It authorises `$PUBLIC_KEY` for root and starts sshd
+ * (installing OpenSSH and curl with apt-get when the image lacks them), then stays up. Killing PID 1
+ * would not end the instance: `sleep` has no signal handler, and Linux drops signals to a namespace's
+ * init without one (pid_namespaces(7)); so the self-destruct deletes the instance through the API.
+ */
+export const STARTUP_COMMAND = containerStartCommand({
+  secret: { variable: "SKYWARD_NOVITA_API_KEY", file: HEADER_FILE, format: "Authorization: Bearer %s\\n" },
+  prepare: rootSshdStatements("PUBLIC_KEY"),
+  programVariable: "SKYWARD_SELF_DESTRUCT",
+  watchdog: {
+    secondsVariable: "SKYWARD_WATCHDOG_SECONDS",
+    root: DEFAULT_NODE_ROOT,
+    targetVariable: "SKYWARD_INSTANCE_NAME",
+  },
+  handOver: "sleep infinity",
+});
+
+/** Novita's instance states (List Instances → `status`); the others (toCreate, pulling, starting…) are on their way. */
 const statusOf = statusTable({
   running: ["running"],
   terminated: ["removed"],
   stopping: ["toStop", "stopping", "exited", "freezing", "toRemove", "removing"],
 });
 
-const environmentOf = (instance: NovitaInstance) =>
-  Object.fromEntries((instance.envs ?? []).map((entry) => [entry.key, entry.value]));
+/** `A100 SXM 80GB` → its canonical accelerator, memory per GPU and form factor (when the name says it). */
+function acceleratorOf(product: NovitaProduct) {
+  const model = product.name.replace(/\s+\d+\s*GB.*$/i, "").trim();
+  const short = model.split(/\s+/).slice(0, model.startsWith("RTX") ? 2 : 1);
+  return acceleratorFromNames([model, short.join(" "), product.name]);
+}
+
+/**
+ * One offer per GPU product that can be deployed, for the GPU count asked. `GET /products` prices per
+ * GPU (as its `cpuPerGpu` and `memoryPerGpu`) in 1/100,000 USD an hour; an offer's prices are for the
+ * whole instance. A product whose `maxRootFS` is below the root filesystem wanted is left out.
+ */
+function toOffers(
+  listed: Readonly<Record<"onDemand" | "spot", readonly NovitaProduct[]>>,
+  query: OfferQuery,
+  region: string | undefined,
+  rootfsGb: number,
+): Offer[] {
+  const count = query.accelerator?.count ?? 1;
+  // A market's price is the one its own listing gives; an empty `spotPrice` ("") means none.
+  const priceIn = (market: "onDemand" | "spot", id: string) => {
+    const product = listed[market].find((entry) => entry.id === id);
+    const price = market === "spot" ? product?.spotPrice : product?.price;
+    return price ? roundPrice((price / NOVITA_PRICE_UNITS_PER_USD) * count) : null;
+  };
+  const products = new Map([...listed.onDemand, ...listed.spot].map((product) => [product.id, product]));
+  const pricesAsOf = new Date().toISOString();
+  return [...products.values()].flatMap((product) => {
+    const gpu = acceleratorOf(product);
+    if (product.availableDeploy === false || !gpu || gpu.name !== query.accelerator?.name) return [];
+    if (product.maxRootFS != null && product.maxRootFS < rootfsGb) return [];
+    const [onDemandPrice, spotPrice] = [priceIn("onDemand", product.id), priceIn("spot", product.id)];
+    if (onDemandPrice === null && spotPrice === null) return [];
+    const specific: NovitaOfferData = {
+      productId: product.id,
+      productName: product.name,
+      gpuNum: count,
+      minRootFS: product.minRootFS ?? undefined,
+      maxRootFS: product.maxRootFS ?? undefined,
+    };
+    return [
+      machineOffer({
+        id: `novita:${product.id}:x${count}`,
+        provider: "novita",
+        instanceType: `${count > 1 ? `${count}x ` : ""}${product.name}`,
+        accelerator: { ...gpu, count },
+        vcpus: (product.cpuPerGpu ?? 0) * count,
+        memoryGb: (product.memoryPerGpu ?? 0) * count,
+        region: region ?? "any",
+        spotPrice,
+        onDemandPrice,
+        pricesAsOf,
+        specific,
+      }),
+    ];
+  });
+}
 
 /** `host:port` (or a URL) of the port mapped to 22, when Novita lists one. */
 function sshEndpoint(instance: NovitaInstance): { host: string; port: number } | undefined {
@@ -77,36 +163,33 @@ function rootfsFor(settings: ParsedSettings, offer: NovitaOfferData, diskGb: num
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
   const api = createNovitaClient(settings);
   // A container's endpoint is not in its `Instance`: a seam is asked once the instance is described.
-  const standIns = standInSeam(settings.sshAddress, () => undefined);
+  const { standIns, fields } = marketplaceMachine({
+    name: "novita",
+    label: "Novita",
+    settings,
+    addressOf: () => undefined,
+  });
   const tagsOf = (instance: NovitaInstance): Record<string, string> => ({
-    ...skywardTagsFromEnvironment(environmentOf(instance)),
+    ...skywardTagsFromEnvironment(
+      Object.fromEntries((instance.envs ?? []).map((entry) => [entry.key, entry.value])),
+    ),
     ...(instance.name ? { "novita:name": instance.name } : {}),
+  });
+  const envs = (variables: Record<string, string>) =>
+    Object.entries(variables).map(([key, value]) => ({ key, value }));
+  // `skyward-self-destruct (ID | NAME)`: by id, or by name for the boot watchdog.
+  const selfDestructProgram = curlSelfDestructProgram({
+    apiUrl: settings.apiUrl,
+    headerFile: HEADER_FILE,
+    namePattern: "novita-*",
+    listPath: `/gpu/instances?pageSize=${PAGE_SIZE}&pageNum=1`,
+    delete: { method: "POST", path: "/gpu/instance/delete", body: '{"instanceId":"$id"}' },
   });
 
   return {
-    name: NAME,
-    label: "Novita",
-    capabilities: Object.freeze({
-      spot: true,
-      offerCache: "marketplace",
-      // Containers reached through a mapped public port: no network between instances.
-      peerNetwork: "none",
-    }),
-    // Every setting the offers depend on (the API asked, the cluster they are listed in, the root
-    // filesystem a product must take), so offers cached for one configuration never serve another.
+    ...fields,
     cacheKey: JSON.stringify([settings.apiUrl, settings.clusterId ?? null, settings.rootfsSize]),
-    clusterIdPrefix: NAME,
-    sshUser: "root",
-    keyName: "novita_ed25519",
-    keysDirectory: settings.keysDirectory,
-    // Novita's create takes no idempotency token: a create whose answer was lost is found by name.
-    idempotencyToken: false,
-    bootWatchdog: "boot-command",
-    deleteRetryDelayMs: settings.retryDelayMs * 5,
-
     checkCredentials: () => void novitaApi.resolveApiKey(settings.apiKey),
-    idOf: (instance) => instance.id,
-    // The tags travel in the environment; the name is what a lost create is looked for by.
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (instance) => instance.name ?? undefined,
@@ -117,15 +200,13 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       // Novita's CPU instances are another product line; only GPU offers are listed.
       if (!query.accelerator || query.architecture === "arm64") return [];
       const clusterId = query.region ?? settings.clusterId;
-      const list = (billingMethod: "onDemand" | "spot", wanted: boolean) =>
-        wanted
-          ? api.products({ gpuNum: query.accelerator?.count ?? 1, billingMethod, clusterId }, signal)
-          : [];
-      const [onDemand, spot] = await Promise.all([
-        list("onDemand", query.allocation !== "spot"),
-        list("spot", query.allocation !== "on-demand"),
-      ]);
-      return toOffers({ onDemand, spot }, query, clusterId, settings.rootfsSize);
+      const count = query.accelerator.count;
+      const listed = await marketListings(
+        query,
+        (spot) => api.products(count, spot ? "spot" : "onDemand", clusterId, signal),
+        [],
+      );
+      return toOffers(listed, query, clusterId, settings.rootfsSize);
     },
 
     async prepare({ spec, offer, keys }) {
@@ -142,15 +223,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
 
     async create({ cluster, spot, name, tags, watchdogSeconds, signal }) {
       const offer = cluster.offer.specific as unknown as NovitaOfferData;
-      const env = {
-        ...settings.env,
-        PUBLIC_KEY: cluster.specific.publicKey,
-        ...skywardTagsToEnvironment(tags),
-        SKYWARD_INSTANCE_NAME: name,
-        SKYWARD_WATCHDOG_SECONDS: String(watchdogSeconds),
-        SKYWARD_SELF_DESTRUCT: Buffer.from(selfDestructScript(settings.apiUrl)).toString("base64"),
-        SKYWARD_NOVITA_API_KEY: novitaApi.resolveApiKey(settings.apiKey),
-      };
+      const billingMode = spot ? "spot" : "onDemand";
       const id = await api.create(
         {
           name,
@@ -159,30 +232,32 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
           rootfsSize: cluster.specific.rootfsSize,
           imageUrl: cluster.specific.image,
           ports: "22/tcp",
-          envs: Object.entries(env).map(([key, value]) => ({ key, value })),
+          envs: envs({
+            ...settings.env,
+            PUBLIC_KEY: cluster.specific.publicKey,
+            ...skywardTagsToEnvironment(tags),
+            SKYWARD_INSTANCE_NAME: name,
+            SKYWARD_WATCHDOG_SECONDS: String(watchdogSeconds),
+            SKYWARD_SELF_DESTRUCT: Buffer.from(selfDestructProgram).toString("base64"),
+            SKYWARD_NOVITA_API_KEY: novitaApi.resolveApiKey(settings.apiKey),
+          }),
           command: STARTUP_COMMAND,
           kind: "gpu",
-          billingMode: spot ? "spot" : "onDemand",
+          billingMode,
           ...(cluster.specific.clusterId ? { clusterId: cluster.specific.clusterId } : {}),
         },
         signal,
       );
-      // A read that fails right after the create must not lose the instance: it is what was asked.
-      return api.instance(id, signal).catch((error: unknown) => {
-        if (signal.aborted) throw error;
-        const envs = Object.entries(skywardTagsToEnvironment(tags)).map(([key, value]) => ({ key, value }));
-        return { id, name, status: "toCreate", billingMode: spot ? "spot" : "onDemand", envs };
-      });
+      const asked = { id, name, status: "toCreate", billingMode, envs: envs(skywardTagsToEnvironment(tags)) };
+      return readAfterCreate(api.instance(id, signal), () => asked, signal);
     },
 
     get: (id, signal) => api.instance(id, signal),
-
     async listPage(cursor, signal) {
       const page = Number(cursor ?? 1);
       const machines = await api.instances(page, signal);
       return { machines, ...(machines.length < PAGE_SIZE ? {} : { next: String(page + 1) }) };
     },
-
     delete: {
       async one(id, signal) {
         await api.delete(id, signal);
@@ -211,35 +286,16 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
         createdAt: instance.createdAt,
       });
     },
-
-    // Installed by the start command: deletes the instance through the API.
-    selfDestruct: (instance) =>
-      standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, "root")),
   };
 }
 
 const factories = machineProviderFactories<NovitaSettings>()("Novita", settingsSchema, adapterFor);
 
 /**
- * The Novita provider: `Novita()` with default settings (the key from `NOVITA_API_KEY`), or
- * `Novita({ dockerImage: sky.containers.cuda("12.8"), rootfsSize: 100 })`. Throws `ConfigurationError`
- * for bad settings; the API key is looked up on the first API call.
- *
- * @example
- * ```ts
- * import * as sky from "@skyward/core";
- * import { Novita } from "@skyward/provider-novita";
- *
- * await using pool = await sky.compute({
- *   provider: Novita({ dockerImage: sky.containers.pytorch("2.8") }),
- *   accelerator: sky.accelerators.RTX_4090(),
- * });
- * ```
+ * The Novita provider: `Novita()` (the key from `NOVITA_API_KEY`, looked up on the first API call) or
+ * `Novita({ dockerImage: sky.containers.cuda("12.8"), rootfsSize: 100 })`; bad settings throw `ConfigurationError`.
  */
 export const Novita = factories.provider;
 
-/**
- * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "novita"`), its keys
- * already camelCased by the core: `docker_image = "…"` arrives as `dockerImage`.
- */
+/** The provider from a `skyward.toml` table (`type = "novita"`), its keys camelCased by the core (`docker_image` → `dockerImage`). */
 export const createProviderFromConfig = factories.fromConfig;

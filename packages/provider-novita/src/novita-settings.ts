@@ -1,9 +1,8 @@
-/** The Novita provider's settings: what a user may set, checked by name before anything is asked of the API. */
-import type { DockerImage } from "@skyward/core";
+/** The Novita provider's settings: the schema is their only declaration, checked by name before anything is asked of the API. */
 import { containerImageSchema } from "@skyward/core/contract";
 import {
   environmentVariablesSchema,
-  type MachineProviderSettings,
+  httpSettingsShape,
   machineSettingsShape,
   type SshStandIn,
 } from "@skyward/provider-utils";
@@ -13,46 +12,36 @@ import { NOVITA_API_URL } from "./novita-api.js";
 /** The image instances run when none is set, as in the Python project: CUDA 12.9 runtime on Ubuntu 24.04. */
 export const DEFAULT_NOVITA_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04";
 
-/** Where an instance is reached instead of its own address: see {@link NovitaSettings.sshAddress} (user default `root`). */
+/** Where an instance is reached instead of its own address: see {@link NovitaSettings} `sshAddress` (user default `root`). */
 export type NovitaSshAddress = SshStandIn;
 
-/** Where the {@link NovitaSettings.sshAddress} test seam is asked about: an instance and its public SSH endpoint. */
-type Seam = (instance: {
-  readonly id: string;
-  readonly host: string;
-  readonly port: number;
-}) => NovitaSshAddress;
-
-/** Settings of the Novita provider; every field is optional. */
-export interface NovitaSettings extends MachineProviderSettings<Seam> {
-  /** The API key. Default: the `NOVITA_API_KEY` environment variable, read on the first API call. A secret: never logged. */
-  apiKey?: string;
-  /** The cluster (region) instances are created in; a spec's `region` does the same. Default: any, Novita's choice. */
-  clusterId?: string;
-  /**
-   * The container image: a tag or a {@link DockerImage} (`sky.containers.cuda("12.8")`). It needs a
-   * shell; `sshd` and `curl` are installed with apt-get when missing. Default {@link DEFAULT_NOVITA_IMAGE}.
-   */
-  dockerImage?: string | DockerImage;
-  /** The root filesystem, GB (10–6144, and at most the product's `maxRootFS`); a spec's `diskGb` raises it. Default 50, as in the Python project. */
-  rootfsSize?: number;
-  /** More environment variables for every instance. */
-  env?: Readonly<Record<string, string>>;
-}
-
-/** The settings schema: every field checked, unknown ones refused by name. */
+/** Every field checked, unknown ones refused by name. */
 export const settingsSchema = z.strictObject({
-  ...machineSettingsShape<Seam>(NOVITA_API_URL),
+  ...machineSettingsShape<
+    (instance: { readonly id: string; readonly host: string; readonly port: number }) => NovitaSshAddress
+  >(NOVITA_API_URL),
+  /** The API key. Default: the `NOVITA_API_KEY` environment variable, read on the first API call. A secret: never logged. */
+  apiKey: httpSettingsShape.apiKey,
+  /** The cluster (region) instances are created in; a spec's `region` does the same. Default: any, Novita's choice. */
   clusterId: z.string().min(1, { message: "expected a cluster id" }).optional(),
+  /**
+   * The container image: a tag or a `DockerImage` (`sky.containers.cuda("12.8")`). It needs a shell;
+   * `sshd` and `curl` are installed with apt-get when missing. Default {@link DEFAULT_NOVITA_IMAGE}.
+   */
   dockerImage: containerImageSchema.default(DEFAULT_NOVITA_IMAGE),
+  /** The root filesystem, GB (10–6144, and at most the product's `maxRootFS`); a spec's `diskGb` raises it. Default 50, as in the Python project. */
   rootfsSize: z
     .number({ error: "expected the root filesystem size in GB" })
     .int({ message: "expected a whole number of GB" })
     .min(10, { message: "expected at least 10 GB" })
     .max(6144, { message: "expected at most 6144 GB" })
     .default(50),
+  /** More environment variables for every instance. */
   env: environmentVariablesSchema.default({}),
 });
+
+/** Settings of the Novita provider; every field is optional. */
+export type NovitaSettings = z.input<typeof settingsSchema>;
 
 /** The settings as parsed, defaults filled in. */
 export type ParsedSettings = z.output<typeof settingsSchema>;

@@ -73,6 +73,26 @@ export type {
 } from "./machine-provider/adapter.js";
 export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
 export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
+export type { ApiVm, ApiVmDefinition, ApiVmFields, ApiVmSettings } from "./machine-provider/api-vm.js";
+export { defineApiVm } from "./machine-provider/api-vm.js";
+export { batchDeleteOutcomes, knownMachines } from "./machine-provider/batch-delete.js";
+export type {
+  ContainerBoot,
+  CurlSelfDestruct,
+  PythonSelfDestruct,
+} from "./machine-provider/boot-template.js";
+export {
+  containerStartCommand,
+  curlSelfDestructProgram,
+  pythonSelfDestructProgram,
+  rootSshdStatements,
+} from "./machine-provider/boot-template.js";
+export type {
+  ClientCredentialsGrant,
+  ClientCredentialsSettings,
+} from "./machine-provider/client-credentials.js";
+export { clientCredentialsClient, resolveClientCredentials } from "./machine-provider/client-credentials.js";
+export { tagsFromDescription, tagsToDescription } from "./machine-provider/description-tags.js";
 export { errorTable, type MachineErrorRule } from "./machine-provider/error-table.js";
 export type {
   MachineErrorClassifier,
@@ -121,6 +141,15 @@ export {
   refuseSetting,
   sshUserSchema,
 } from "./machine-provider/machine-settings.js";
+export type {
+  MarketplaceMachineFields,
+  MarketplaceMachineOptions,
+} from "./machine-provider/marketplace-machine.js";
+export {
+  marketListings,
+  marketplaceMachine,
+  readAfterCreate,
+} from "./machine-provider/marketplace-machine.js";
 export type { NumberedPage } from "./machine-provider/numbered-pages.js";
 export { nextNumberedPage, readNumberedPages } from "./machine-provider/numbered-pages.js";
 export type {

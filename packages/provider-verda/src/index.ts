@@ -10,10 +10,5 @@
  */
 
 export { VERDA_API_URL, VerdaApiError } from "./verda-api.js";
-export type {
-  VerdaClusterData,
-  VerdaOfferData,
-  VerdaSettings,
-  VerdaSshAddress,
-} from "./verda-provider.js";
+export type { VerdaClusterData, VerdaOfferData, VerdaSettings, VerdaSshAddress } from "./verda-provider.js";
 export { createProviderFromConfig, Verda } from "./verda-provider.js";

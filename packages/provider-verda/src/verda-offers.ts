@@ -4,17 +4,9 @@
  * no price), and the OS image each type is deployed with, chosen from its `supported_os`.
  */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
-import {
-  acceleratorFromNames,
-  machineOffer,
-  type NamedAccelerator,
-  refuseSetting,
-  roundPrice,
-} from "@skyward/provider-utils";
+import { acceleratorFromNames, machineOffer, refuseSetting, roundPrice } from "@skyward/provider-utils";
 import type { VerdaInstanceType } from "./verda-api.js";
 import type { ParsedSettings } from "./verda-settings.js";
-
-export const NAME = "verda";
 
 /** What an offer of this provider carries in {@link Offer.specific}. */
 export interface VerdaOfferData {
@@ -26,39 +18,36 @@ export interface VerdaOfferData {
   readonly supportedOs?: readonly string[];
 }
 
-/**
- * The canonical accelerator of an instance type (`model`, else its GPU description `1x H100 SXM5 80GB`),
- * with the form factor its GPU description says (`SXM`), when it says one.
- */
-function acceleratorOf(type: VerdaInstanceType): (NamedAccelerator & { count: number }) | null {
+/** Instance types available now per location code, per market. */
+type Availability = Readonly<Record<"onDemand" | "spot", Map<string, Set<string>>>>;
+
+/** The canonical accelerator of a type (`model`, else its GPU description `1x H100 SXM5 80GB`), with the form factor it says. */
+function acceleratorOf(type: VerdaInstanceType) {
   const count = type.gpu?.number_of_gpus ?? 0;
-  if (!count) return null;
   const described = /^\d+x\s+(.+?)\s+\d+GB$/.exec(type.gpu?.description ?? "")?.[1];
   const total = type.gpu_memory?.size_in_gigabytes ?? 0;
-  const named = acceleratorFromNames(
-    [type.model, described?.replace(/\s+SXM\d*/, ""), described],
-    total > 0 ? total / count : 0,
-  );
+  const names = [type.model, described?.replace(/\s+SXM\d*/, ""), described];
+  const named = count ? acceleratorFromNames(names, total > 0 ? total / count : 0) : null;
   return named ? { ...named, count } : null;
 }
 
 /** The offers of `types` in the locations with capacity for the query's accelerator (or CPU types). */
 export function toOffers(
   types: readonly VerdaInstanceType[],
-  available: { onDemand: Map<string, Set<string>>; spot: Map<string, Set<string>> },
+  available: Availability,
   query: OfferQuery,
   location: string | undefined,
 ): Offer[] {
   const locations = [...new Set([...available.onDemand.keys(), ...available.spot.keys()])]
     .filter((code) => location === undefined || code === location)
     .sort();
-  const asOf = new Date().toISOString();
+  const pricesAsOf = new Date().toISOString();
   const priceIn = (
-    market: Map<string, Set<string>>,
+    market: keyof Availability,
     code: string,
     type: string,
     price: number | null | undefined,
-  ) => (market.get(code)?.has(type) && price != null ? roundPrice(price) : null);
+  ) => (available[market].get(code)?.has(type) && price != null ? roundPrice(price) : null);
   return types.flatMap((type) => {
     const accelerator = acceleratorOf(type);
     const wanted = query.accelerator
@@ -66,8 +55,8 @@ export function toOffers(
       : (type.gpu?.number_of_gpus ?? 0) === 0;
     if (!wanted) return [];
     return locations.flatMap((code) => {
-      const onDemandPrice = priceIn(available.onDemand, code, type.instance_type, type.price_per_hour);
-      const spotPrice = priceIn(available.spot, code, type.instance_type, type.spot_price);
+      const onDemandPrice = priceIn("onDemand", code, type.instance_type, type.price_per_hour);
+      const spotPrice = priceIn("spot", code, type.instance_type, type.spot_price);
       if (onDemandPrice === null && spotPrice === null) return [];
       const specific: VerdaOfferData = {
         instanceType: type.instance_type,
@@ -77,16 +66,16 @@ export function toOffers(
       return [
         machineOffer({
           id: `verda:${code}:${type.instance_type}`,
-          provider: NAME,
+          provider: "verda",
           instanceType: type.instance_type,
           accelerator,
           vcpus: type.cpu?.number_of_cores ?? 0,
           memoryGb: type.memory?.size_in_gigabytes ?? 0,
-          architecture: /GH200|GB200/i.test(type.model ?? "") ? ("arm64" as const) : ("x86_64" as const),
+          architecture: /GH200|GB200/i.test(type.model ?? "") ? "arm64" : "x86_64",
           region: code,
           spotPrice,
           onDemandPrice,
-          pricesAsOf: asOf,
+          pricesAsOf,
           specific,
         }),
       ];
@@ -103,13 +92,12 @@ export function toOffers(
 export function imageFor(settings: ParsedSettings, offer: Offer): string {
   const supported = (offer.specific as unknown as VerdaOfferData).supportedOs ?? [];
   const allowed = (image: string) => supported.length === 0 || supported.includes(image);
-  if (settings.image !== undefined) {
-    if (allowed(settings.image)) return settings.image;
+  if (settings.image !== undefined && !allowed(settings.image))
     refuseSetting(
       "image",
       `${settings.image} is not an OS image of Verda's ${offer.instanceType} (it takes ${supported.join(", ")})`,
     );
-  }
+  if (settings.image !== undefined) return settings.image;
   if (!offer.accelerator) return "ubuntu-24.04";
   const preferred = `ubuntu-24.04-cuda-${settings.cuda}-open`;
   if (allowed(preferred)) return preferred;

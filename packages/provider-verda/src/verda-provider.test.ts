@@ -13,6 +13,7 @@ import {
 } from "@skyward/core";
 import { createProviderFromEntry } from "@skyward/core/config";
 import { type Offer, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { tagsFromDescription, tagsToDescription } from "@skyward/provider-utils";
 import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -23,7 +24,7 @@ import {
   TEST_CLIENT_SECRET,
 } from "../test/fake-verda.js";
 import { VerdaApiError } from "./verda-api.js";
-import { describeTags, tagsFromDescription, Verda, type VerdaSettings } from "./verda-provider.js";
+import { Verda, type VerdaSettings } from "./verda-provider.js";
 
 let fake: FakeVerda;
 let keysDirectory: string;
@@ -433,7 +434,7 @@ describe("listing, termination, teardown, cleanup", () => {
 
   it("tags survive the description round trip", () => {
     const tags = { "skyward:cluster": "verda-0a1b2c3d", "skyward:pool": "p1", "skyward:spot": "0" };
-    expect(tagsFromDescription(describeTags(tags))).toEqual(tags);
+    expect(tagsFromDescription(tagsToDescription(tags))).toEqual(tags);
     expect(tagsFromDescription("my own machine")).toEqual({});
   });
 });

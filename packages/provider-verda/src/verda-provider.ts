@@ -1,66 +1,55 @@
 /**
  * The Verda provider (formerly DataCrunch): GPU and CPU virtual machines in Verda's locations, on demand
  * or spot, reached over SSH as root on their public address. An adapter on `@skyward/provider-utils`'
- * machine-provider base, which owns the market loop and price cap, idempotent creates (found again by
- * hostname), deletes until gone and lists that fail loudly. A pool registers its key pair as a project
- * SSH key and its self-destruct as a startup script (both named `<cluster id>_<pool id>`, both removed
- * by `teardown` and `cleanup`); instances carry Skyward's tags in their description.
+ * machine-provider base. A pool registers its key pair as a project SSH key and its self-destruct as a
+ * startup script (both named `<cluster id>_<pool id>`, both removed by `teardown` and `cleanup`);
+ * instances carry Skyward's tags in their description.
  */
 import type { CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
 import {
   describeMachine,
+  knownMachines,
   type MachineAdapter,
   type MachineClusterData,
-  machineErrorKind,
   machineProviderFactories,
+  marketListings,
+  marketplaceMachine,
   poolIdFromTags,
+  pythonSelfDestructProgram,
+  readAfterCreate,
+  renderSelfDestructScript,
+  resolveClientCredentials,
   SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
-  selfDestructCommand,
-  standInSeam,
   statusTable,
-  tagsFromWords,
-  tagsToWords,
+  tagsFromDescription,
+  tagsToDescription,
 } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
-import { renderStartupScript } from "./startup-script.js";
-import {
-  createVerdaClient,
-  resolveVerdaCredentials,
-  type VerdaClient,
-  type VerdaInstance,
-} from "./verda-api.js";
-import { imageFor, NAME, toOffers, type VerdaOfferData } from "./verda-offers.js";
+import { createVerdaClient, VERDA_CREDENTIALS, type VerdaInstance, verdaApi } from "./verda-api.js";
+import { imageFor, toOffers, type VerdaOfferData } from "./verda-offers.js";
 import { type ParsedSettings, settingsSchema, type VerdaSettings } from "./verda-settings.js";
 
 export type { VerdaOfferData } from "./verda-offers.js";
 export type { VerdaSettings, VerdaSshAddress } from "./verda-settings.js";
 
-/** What a Verda cluster keeps in `Cluster.specific`. */
+/** What a Verda cluster keeps in `Cluster.specific`: the SSH key and startup script registered for the pool, the OS image, the OS volume (GB) when set. */
 export interface VerdaClusterData extends MachineClusterData {
-  /** The project SSH key registered for the pool. */
   readonly sshKeyId: string;
-  /** The startup script (self-destruct and boot watchdog) registered for the pool. */
   readonly startupScriptId: string;
-  /** The OS image. */
   readonly image: string;
-  /** The OS volume size, GB, when set. */
   readonly osVolumeGb: number | undefined;
 }
 
-/**
- * The OS volume of a spot instance when no size is set: spot instances always name their volume, so
- * Verda can be told to delete it when it discontinues the instance (`on_spot_discontinue`).
- */
+/** Spot instances always name their OS volume, so Verda can be told to delete it with the instance (`on_spot_discontinue`). */
 const SPOT_OS_VOLUME_GB = 100;
 
 /** The name of a pool's SSH key and startup script at Verda: `<cluster id>_<pool id>`. */
 const RESOURCE_NAME = /^(verda-[0-9a-f]{8})(?:_(\S+))?$/;
 
 /**
- * Verda's instance states, as the pool sees them; the others (new, ordered, validating, provisioning)
- * are on their way. A discontinued instance (a spot instance Verda took back) never runs again: the
- * node is lost, and teardown still deletes what is left of it.
+ * Verda's instance states; the others (new, ordered, validating, provisioning) are on their way. A
+ * discontinued instance (a spot instance Verda took back) never runs again: teardown still deletes it.
  */
 const statusOf = statusTable({
   running: ["running"],
@@ -68,129 +57,102 @@ const statusOf = statusTable({
   terminated: ["error", "notfound", "no_capacity", "installation_failed", "deleted", "discontinued"],
 });
 
-/** Skyward's tags in an instance description: `skyward skyward:cluster=… skyward:pool=…`. */
-export function describeTags(tags: Readonly<Record<string, string>>): string {
-  return ["skyward", ...tagsToWords(tags)].join(" ");
-}
-
-/** Skyward's tags read back from an instance description written by {@link describeTags}. */
-export function tagsFromDescription(description: string | null | undefined): Record<string, string> {
-  const [first, ...words] = (description ?? "").trim().split(/\s+/);
-  return first === "skyward" ? tagsFromWords(words) : {};
-}
-
-/** Removes the SSH keys and startup scripts of pools with no instance left (`skyward down`). */
-async function cleanupOf(
-  api: VerdaClient,
-  pools: "all" | readonly string[],
-  signal: AbortSignal,
-): Promise<CleanupResult> {
-  const [keys, scripts, instances] = await Promise.all([
-    api.sshKeys(signal),
-    api.scripts(signal),
-    api.instances(signal),
-  ]);
-  const live = new Set(
-    instances
-      .filter((instance) => statusOf(instance.status) !== "terminated")
-      .map((instance) => tagsFromDescription(instance.description)[SKYWARD_TAGS.cluster]),
-  );
-  const removed: PoolResource[] = [];
-  const left: LeftPoolResource[] = [];
-  const resources = [
-    ...keys.map((key) => ({ ...key, kind: "SSH key", remove: api.deleteSshKey })),
-    ...scripts.map((script) => ({ ...script, kind: "startup script", remove: api.deleteScript })),
-  ];
-  for (const resource of resources) {
-    const match = RESOURCE_NAME.exec(resource.name);
-    if (!match) continue;
-    const cluster = match[1] as string;
-    const poolId = poolIdFromTags({ [SKYWARD_TAGS.cluster]: cluster, [SKYWARD_TAGS.pool]: match[2] ?? "" });
-    if (pools !== "all" && !pools.includes(poolId)) continue;
-    const entry = { poolId, kind: resource.kind, id: resource.name };
-    if (live.has(cluster)) {
-      left.push({ ...entry, reason: `pool ${poolId} still has instances` });
-      continue;
-    }
-    await resource.remove(resource.id, signal);
-    removed.push(entry);
-  }
-  return { removed, left };
-}
+/**
+ * The self-destruct the startup script installs: a token, then the instance — by id, or itself, found
+ * by its hostname — deleted with its OS volume past the trash. Deleting, not shutting down, ends the
+ * bill: a stopped Verda instance still pays for its volume.
+ */
+const SELF_DESTRUCT = pythonSelfDestructProgram({
+  tokenPath: VERDA_CREDENTIALS.tokenPath,
+  listPath: "/instances",
+  hostnameField: "hostname",
+  delete: {
+    method: "PUT",
+    path: "/instances",
+    body: { action: "delete", id: ["{id}"], volume_ids: ["{os_volume_id}"], delete_permanently: true },
+  },
+});
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, VerdaClusterData> {
   const api = createVerdaClient(settings);
-  const standIns = standInSeam(settings.sshAddress, (instance) =>
-    instance.publicIp ? { id: instance.id, ip: instance.publicIp } : undefined,
-  );
+  const { standIns, fields } = marketplaceMachine({
+    name: "verda",
+    label: "Verda",
+    settings,
+    addressOf: (instance) => (instance.publicIp ? { id: instance.id, ip: instance.publicIp } : undefined),
+  });
   const tagsOf = (instance: VerdaInstance): Record<string, string> => ({
     ...tagsFromDescription(instance.description),
     ...(instance.hostname ? { "verda:hostname": instance.hostname } : {}),
   });
+  const credentials = () => resolveClientCredentials(verdaApi, VERDA_CREDENTIALS, settings);
+
+  /** `skyward down`: the SSH keys and startup scripts of pools with no instance left. */
+  async function cleanup(pools: "all" | readonly string[], signal: AbortSignal): Promise<CleanupResult> {
+    const [registered, instances] = await Promise.all([api.registered(signal), api.instances(signal)]);
+    const live = new Set(
+      instances
+        .filter((instance) => statusOf(instance.status) !== "terminated")
+        .map((instance) => tagsFromDescription(instance.description)[SKYWARD_TAGS.cluster]),
+    );
+    const removed: PoolResource[] = [];
+    const left: LeftPoolResource[] = [];
+    for (const { resource, kind, id, name } of registered) {
+      const [, cluster = "", pool = ""] = RESOURCE_NAME.exec(name) ?? [];
+      const poolId = poolIdFromTags({ [SKYWARD_TAGS.cluster]: cluster, [SKYWARD_TAGS.pool]: pool });
+      if (!cluster || (pools !== "all" && !pools.includes(poolId))) continue;
+      if (live.has(cluster)) {
+        left.push({ poolId, kind, id: name, reason: `pool ${poolId} still has instances` });
+        continue;
+      }
+      await api.remove(resource, id, signal);
+      removed.push({ poolId, kind, id: name });
+    }
+    return { removed, left };
+  }
 
   return {
-    name: NAME,
-    label: "Verda",
-    capabilities: Object.freeze({
-      spot: true,
-      offerCache: "marketplace",
-      // Verda documents no private network between separately deployed instances: an instance has one
-      // address, its public `ip` (API reference, "Get instance by ID": https://api.verda.com/v1/docs),
-      // and the interconnect between nodes is a property of Instant Clusters, a separate product whose
-      // worker nodes share an InfiniBand fabric and a /home filesystem
-      // (https://docs.verda.com/clusters/instant-clusters/good-to-know/). So a distributed-training
-      // plugin on several Verda instances is refused at validation instead of waiting on peers.
-      peerNetwork: "none",
-    }),
-    // Every setting the offers depend on (the API asked, the location), so that a provider set
-    // otherwise is never handed offers the core cached for another.
+    ...fields,
+    // Verda documents no private network between separately deployed instances: an instance has one
+    // address, its public `ip` (API reference, "Get instance by ID": https://api.verda.com/v1/docs);
+    // the interconnect between nodes is a property of Instant Clusters, a separate product
+    // (https://docs.verda.com/clusters/instant-clusters/good-to-know/).
     cacheKey: JSON.stringify([settings.apiUrl, settings.location ?? null]),
-    clusterIdPrefix: NAME,
-    sshUser: "root",
-    keyName: "verda_ed25519",
-    keysDirectory: settings.keysDirectory,
-    // Verda's deploy takes no idempotency token: a deploy whose answer was lost is found by hostname.
-    idempotencyToken: false,
-    bootWatchdog: "boot-command",
-    deleteRetryDelayMs: settings.retryDelayMs * 5,
-
-    checkCredentials: () => void resolveVerdaCredentials(settings),
+    checkCredentials: () => void credentials(),
 
     async offers(query, signal) {
-      const empty = Promise.resolve(new Map<string, Set<string>>());
-      const [types, onDemand, spot] = await Promise.all([
+      const [types, available] = await Promise.all([
         api.instanceTypes(signal),
-        query.allocation !== "spot" ? api.availability(false, signal) : empty,
-        query.allocation !== "on-demand" ? api.availability(true, signal) : empty,
+        marketListings(query, (spot) => api.availability(spot, signal), new Map<string, Set<string>>()),
       ]);
-      return toOffers(types, { onDemand, spot }, query, query.region ?? settings.location);
+      return toOffers(types, available, query, query.region ?? settings.location);
     },
 
     async prepare({ spec, offer, poolId, clusterId, keys, signal }) {
       const image = imageFor(settings, offer);
       const name = `${clusterId}_${poolId}`.replace(/_$/, "");
-      const { clientId, clientSecret } = resolveVerdaCredentials(settings);
-      const sshKeyId = await api.addSshKey(name, keys.publicKey, signal);
-      const script = renderStartupScript({
-        apiUrl: settings.apiUrl,
-        clientId,
-        clientSecret,
-        root: DEFAULT_NODE_ROOT,
-        watchdogSeconds: Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout),
+      const { clientId, clientSecret } = credentials();
+      const sshKeyId = await api.add("sshKey", name, { key: keys.publicKey }, signal);
+      const seconds = Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout);
+      const script = renderSelfDestructScript({
+        secret: `${clientId}\n${clientSecret}`,
+        secretFile: "/etc/skyward/verda-credentials",
+        program: SELF_DESTRUCT,
+        programArguments: [settings.apiUrl],
+        commandPath: SELF_DESTRUCT_COMMAND,
+        watchdog: { seconds, root: DEFAULT_NODE_ROOT, target: "--self" },
       });
-      const startupScriptId = await api.addScript(name, script, signal);
-      const requestedDisk = Math.ceil(spec.diskGb ?? 0);
+      const startupScriptId = await api.add("script", name, { script }, signal);
+      const disk = Math.ceil(spec.diskGb ?? 0);
       const osVolumeGb =
-        settings.osVolumeGb !== undefined || requestedDisk > 0
-          ? Math.max(settings.osVolumeGb ?? 0, requestedDisk)
-          : undefined;
+        settings.osVolumeGb !== undefined || disk > 0 ? Math.max(settings.osVolumeGb ?? 0, disk) : undefined;
       return { ...keys, sshKeyId, startupScriptId, image, osVolumeGb };
     },
 
     async create({ cluster, spot, name, tags, signal }) {
       const offer = cluster.offer.specific as unknown as VerdaOfferData;
       const size = cluster.specific.osVolumeGb ?? (spot ? SPOT_OS_VOLUME_GB : undefined);
-      const description = describeTags({ ...tags, [SKYWARD_TAGS.region]: offer.location });
+      const description = tagsToDescription({ ...tags, [SKYWARD_TAGS.region]: offer.location });
       // A discontinued spot instance leaves no volume billing behind.
       const discontinue = spot ? { on_spot_discontinue: "delete_permanently" } : {};
       const osVolume = size === undefined ? {} : { os_volume: { name: `${name}-os`, size, ...discontinue } };
@@ -210,36 +172,25 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
         },
         signal,
       );
-      // A read that fails right after the deploy must not lose the instance: it is what was asked.
-      return api.instance(id, signal).catch((error: unknown) => {
-        if (signal.aborted) throw error;
-        return { id, hostname: name, description, status: "provisioning", is_spot: spot };
-      });
+      const asked = { id, hostname: name, description, status: "provisioning", is_spot: spot };
+      return readAfterCreate(api.instance(id, signal), () => asked, signal);
     },
 
     get: (id, signal) => api.instance(id, signal),
-
-    async listPage(_cursor, signal) {
-      // One page: Verda documents no paging of `GET /instances`.
-      return { machines: await api.instances(signal) };
-    },
+    // One page: Verda documents no paging of `GET /instances`.
+    listPage: async (_cursor, signal) => ({ machines: await api.instances(signal) }),
 
     delete: {
       async batch(ids, signal) {
-        // The OS volumes go with their instances. One the list lacks (a list a moment behind a
-        // deploy) is looked up by id: only Verda's "not found" makes it gone.
-        const listed = new Map((await api.instances(signal)).map((instance) => [instance.id, instance]));
-        for (const id of ids.filter((wanted) => !listed.has(wanted))) {
-          try {
-            listed.set(id, await api.instance(id, signal));
-          } catch (error) {
-            if (machineErrorKind(error) !== "gone") throw error;
-          }
-        }
-        const known = ids.flatMap((id) => {
-          const instance = listed.get(id);
-          return instance ? [{ id, volumeId: instance.os_volume_id }] : [];
-        });
+        // The OS volumes go with their instances.
+        const known = await knownMachines(
+          ids,
+          () => api.instances(signal),
+          (id) => api.instance(id, signal),
+          (instance) => instance.id,
+        ).then((instances) =>
+          instances.map((instance) => ({ id: instance.id, volumeId: instance.os_volume_id })),
+        );
         const outcomes = known.length > 0 ? await api.deleteInstances(known, signal) : new Map();
         for (const id of ids) {
           if (!outcomes.has(id)) outcomes.set(id, "gone");
@@ -251,8 +202,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
 
     isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
     isBeingDeleted: (instance) => ["deleting", "deleted"].includes(instance.status.toLowerCase()),
-    idOf: (instance) => instance.id,
-
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (instance) => instance.hostname ?? undefined,
@@ -261,13 +210,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
 
     describe(instance, { identityFile }) {
       const ip = instance.ip?.trim() || null;
-      const standIn = standIns.of(instance.id, ip ? { id: instance.id, ip } : undefined);
       return describeMachine({
         id: instance.id,
         status: statusOf(instance.status),
         address: ip ? { host: ip, port: 22, user: "root" } : null,
         identityFile,
-        standIn,
+        standIn: standIns.of(instance.id, ip ? { id: instance.id, ip } : undefined),
         spot: instance.is_spot === true,
         hourlyPrice: instance.price_per_hour ?? null,
         tags: tagsOf(instance),
@@ -275,15 +223,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
       });
     },
 
-    // Installed by the startup script: deletes the instance and its OS volume through the API.
-    selfDestruct: (instance) =>
-      standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, "root")),
-
-    cleanup: ({ pools, signal }) => cleanupOf(api, pools, signal),
-
-    async teardown(cluster, signal) {
-      if (cluster.specific?.sshKeyId) await api.deleteSshKey(cluster.specific.sshKeyId, signal);
-      if (cluster.specific?.startupScriptId) await api.deleteScript(cluster.specific.startupScriptId, signal);
+    cleanup: ({ pools, signal }) => cleanup(pools, signal),
+    async teardown({ specific }, signal) {
+      if (specific?.sshKeyId) await api.remove("sshKey", specific.sshKeyId, signal);
+      if (specific?.startupScriptId) await api.remove("script", specific.startupScriptId, signal);
     },
   };
 }
@@ -291,26 +234,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
 const factories = machineProviderFactories<VerdaSettings>()("Verda", settingsSchema, adapterFor);
 
 /**
- * The Verda provider: `Verda()` with default settings (credentials from `VERDA_CLIENT_ID` and
- * `VERDA_CLIENT_SECRET`), or `Verda({ location: "FIN-01" })`. Throws `ConfigurationError` for bad
- * settings; the credentials are looked up on the first API call.
- *
- * @example
- * ```ts
- * import * as sky from "@skyward/core";
- * import { Verda } from "@skyward/provider-verda";
- *
- * await using pool = await sky.compute({
- *   provider: Verda({ location: "FIN-01" }),
- *   accelerator: sky.accelerators.H100(),
- *   allocation: "spot-if-available",
- * });
- * ```
+ * The Verda provider: `Verda()` (credentials from `VERDA_CLIENT_ID` and `VERDA_CLIENT_SECRET`, looked up
+ * on the first API call) or `Verda({ location: "FIN-01" })`; bad settings throw `ConfigurationError`.
  */
 export const Verda = factories.provider;
 
-/**
- * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "verda"`), its keys
- * already camelCased by the core: `client_id = "…"` arrives as `clientId`.
- */
+/** The provider from a `skyward.toml` table (`type = "verda"`), its keys camelCased by the core (`client_id` → `clientId`). */
 export const createProviderFromConfig = factories.fromConfig;

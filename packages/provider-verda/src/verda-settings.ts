@@ -1,52 +1,42 @@
-/** The Verda provider's settings: what a user may set, checked by name before anything is asked of the API. */
-import { type MachineProviderSettings, machineSettingsShape, type SshStandIn } from "@skyward/provider-utils";
+/** The Verda provider's settings: the schema is their only declaration, checked by name before anything is asked of the API. */
+import { machineSettingsShape, type SshStandIn, wholeNumberField } from "@skyward/provider-utils";
 import { z } from "zod";
 import { VERDA_API_URL } from "./verda-api.js";
 
-/** Where an instance is reached instead of its own address: see {@link VerdaSettings.sshAddress} (user default `root`). */
+/** Where an instance is reached instead of its own address: see {@link VerdaSettings} `sshAddress` (user default `root`). */
 export type VerdaSshAddress = SshStandIn;
 
-type Seam = (instance: { readonly id: string; readonly ip: string }) => VerdaSshAddress;
+const { apiKey: _apiKey, ...shape } =
+  machineSettingsShape<(instance: { readonly id: string; readonly ip: string }) => VerdaSshAddress>(
+    VERDA_API_URL,
+  );
 
-/** Settings of the Verda provider; every field is optional. Between deletes Verda refused for now, five times `retryDelayMs` passes. */
-export interface VerdaSettings extends Omit<MachineProviderSettings<Seam>, "apiKey"> {
+/** Every field checked, unknown ones refused by name. */
+export const settingsSchema = z.strictObject({
+  ...shape,
   /** The API client id. Default: the `VERDA_CLIENT_ID` environment variable, read on the first API call. */
-  clientId?: string;
+  clientId: z.string().min(1, { message: "expected a non-empty client id" }).optional(),
   /** The API client secret. Default: the `VERDA_CLIENT_SECRET` environment variable. A secret: never logged. */
-  clientSecret?: string;
+  clientSecret: z.string().min(1, { message: "expected a non-empty client secret" }).optional(),
   /** The location instances are deployed in (`FIN-01`); a spec's `region` does the same. Default: any location with capacity. */
-  location?: string;
+  location: z.string().min(1, { message: "expected a location code like FIN-01" }).optional(),
   /**
    * The OS image of every instance, verbatim (`ubuntu-24.04-cuda-12.8-open-docker`); refused for an
    * instance type whose `supported_os` lacks it. Default: Ubuntu 24.04 with the CUDA version of `cuda`
    * on GPU instances (else the type's newest supported CUDA image), plain `ubuntu-24.04` on CPU instances.
    */
-  image?: string;
-  /** The CUDA version of the default GPU image (`ubuntu-24.04-cuda-<cuda>-open`). Default `"13.0"`, as in the Python project. */
-  cuda?: string;
-  /** The OS volume size, GB; a spec's `diskGb` raises it. Default: Verda's size for the type (100 GB on spot, see the README). */
-  osVolumeGb?: number;
-}
-
-const { apiKey: _apiKey, ...shape } = machineSettingsShape<Seam>(VERDA_API_URL);
-
-/** The settings schema: every field checked, unknown ones refused by name. */
-export const settingsSchema = z.strictObject({
-  ...shape,
-  clientId: z.string().min(1, { message: "expected a non-empty client id" }).optional(),
-  clientSecret: z.string().min(1, { message: "expected a non-empty client secret" }).optional(),
-  location: z.string().min(1, { message: "expected a location code like FIN-01" }).optional(),
   image: z.string().min(1, { message: "expected an OS image name" }).optional(),
+  /** The CUDA version of the default GPU image (`ubuntu-24.04-cuda-<cuda>-open`). Default `"13.0"`, as in the Python project. */
   cuda: z
     .string()
     .regex(/^\d{1,2}\.\d{1,2}$/, { message: 'expected a CUDA version like "12.8"' })
     .default("13.0"),
-  osVolumeGb: z
-    .number({ error: "expected the OS volume size in GB" })
-    .int({ message: "expected a whole number of GB" })
-    .min(1)
-    .optional(),
+  /** The OS volume size, GB; a spec's `diskGb` raises it. Default: Verda's size for the type (100 GB on spot, see the README). */
+  osVolumeGb: wholeNumberField("the OS volume size in GB").min(1).optional(),
 });
+
+/** Settings of the Verda provider; every field is optional. Between deletes Verda refused for now, five times `retryDelayMs` passes. */
+export type VerdaSettings = z.input<typeof settingsSchema>;
 
 /** The settings as parsed, defaults filled in. */
 export type ParsedSettings = z.output<typeof settingsSchema>;

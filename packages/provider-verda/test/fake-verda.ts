@@ -508,7 +508,7 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
         if (
           !/# Boot watchdog:/.test(script) ||
           !script.includes(server.url) ||
-          !script.includes('"PUT", "/instances"')
+          !script.includes('"method":"PUT","path":"/instances"')
         )
           continue;
         instances.delete(instance.id);

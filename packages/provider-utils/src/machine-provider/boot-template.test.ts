@@ -1,0 +1,52 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import {
+  containerStartCommand,
+  curlSelfDestructProgram,
+  pythonSelfDestructProgram,
+} from "./boot-template.js";
+
+const boot = {
+  secret: { variable: "ACME_KEY", file: "/etc/skyward/acme-auth", format: "Authorization: Bearer %s\\n" },
+  prepare: ['printf "%s\\n" "$PUBLIC_KEY" >> /root/.ssh/authorized_keys;'],
+  programVariable: "SKYWARD_SELF_DESTRUCT",
+  watchdog: { secondsVariable: "SKYWARD_WATCHDOG_SECONDS", root: "/opt/skyward", targetVariable: "NAME" },
+  handOver: "sleep infinity",
+};
+
+describe("boot template", () => {
+  it("a start command is one valid bash line: the secret dropped from the environment first, the image's command last", () => {
+    const command = containerStartCommand(boot);
+    const inner = /^bash -c '(.*)'$/.exec(command)?.[1] ?? "";
+    execFileSync("bash", ["-n", "-c", inner]);
+    expect(inner.indexOf("unset ACME_KEY")).toBeLessThan(inner.indexOf("$PUBLIC_KEY"));
+    expect(inner).toContain('|| /usr/local/sbin/skyward-self-destruct "$NAME")');
+    expect(inner.endsWith("exec sleep infinity")).toBe(true);
+    expect(() => containerStartCommand({ ...boot, handOver: "echo 'hi'" })).toThrow(/single quote/);
+  });
+
+  it("the self-destruct programs are valid shell and Python", () => {
+    const directory = mkdtempSync(join(tmpdir(), "boot-template-"));
+    const shell = curlSelfDestructProgram({
+      apiUrl: "https://api.acme.example/v1",
+      headerFile: "/etc/skyward/acme-auth",
+      namePattern: "acme-*",
+      listPath: "/machines?page=1",
+      delete: { method: "POST", path: "/machines/delete", body: '{"id":"$id"}' },
+    });
+    expect(shell).toContain(`-d '{"id":"'"$id"'"}'`);
+    writeFileSync(join(directory, "self-destruct.sh"), shell);
+    execFileSync("sh", ["-n", join(directory, "self-destruct.sh")]);
+    const python = pythonSelfDestructProgram({
+      tokenPath: "/oauth2/token",
+      listPath: "/machines",
+      hostnameField: "hostname",
+      delete: { method: "DELETE", path: "/machines/{id}", body: { volumes: ["{volume_id}"] } },
+    });
+    writeFileSync(join(directory, "self-destruct.py"), python);
+    execFileSync("python3", ["-m", "py_compile", join(directory, "self-destruct.py")]);
+  });
+});

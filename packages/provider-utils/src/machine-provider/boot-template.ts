@@ -1,0 +1,181 @@
+/**
+ * One template for how a rented machine starts when its API lets it run one command (a container's
+ * start command, PID 1, no cloud-init): keep the secret the self-destruct needs in a root-only file and
+ * drop it from the environment, prepare what the provider needs (authorise a key, start sshd), install
+ * the self-destruct command, arm the boot watchdog, then hand over to what the image runs. Providers
+ * give the variables; the order and the safeguards are written here once. A VM with cloud-init uses
+ * `renderSelfDestructScript` with {@link pythonSelfDestructProgram}: cloud-init can write files with heredocs.
+ *
+ * A start command is one `bash -c '…'` line: what it needs per machine comes in the machine's
+ * environment (a program as base64, the watchdog's seconds), so the command is the same for every
+ * machine and stays short (Novita takes 2,047 characters).
+ */
+import { SELF_DESTRUCT_COMMAND } from "./api-self-destruct.js";
+
+/** What a machine's start command does, in this order; see the module comment. */
+export interface ContainerBoot {
+  /** A secret in the environment, written to `file` (0600) with `printf format` and then unset: never on a command line. */
+  readonly secret?: { readonly variable: string; readonly file: string; readonly format: string };
+  /** Shell statements run next (authorise a key, install and start sshd), each ending in `;`. */
+  readonly prepare: readonly string[];
+  /** The environment variable holding the self-destruct program (base64), installed as {@link commandPath}. */
+  readonly programVariable: string;
+  /** Where the self-destruct command goes; default {@link SELF_DESTRUCT_COMMAND}. */
+  readonly commandPath?: string;
+  /**
+   * The boot watchdog, counted from the container's start: no Skyward worker (`worker.pid` or
+   * `worker.log` under `root`) within `$secondsVariable` seconds, and the self-destruct runs with
+   * `$targetVariable` (the machine's name: a container does not know its id). 0 seconds: none.
+   */
+  readonly watchdog: {
+    readonly secondsVariable: string;
+    readonly root: string;
+    readonly targetVariable: string;
+  };
+  /** What the container runs last, as PID 1 (`sleep infinity`, the image's `/start.sh`). */
+  readonly handOver: string;
+}
+
+/**
+ * Start statements for an image that may lack sshd: authorise the public key in `$variable` for root,
+ * install OpenSSH and curl with apt-get when missing, start sshd.
+ */
+export function rootSshdStatements(variable: string): readonly string[] {
+  return [
+    `mkdir -p /root/.ssh && chmod 700 /root/.ssh; printf "%s\\n" "$${variable}" >> /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys;`,
+    "if ! command -v curl >/dev/null || { ! command -v sshd >/dev/null && [ ! -x /usr/sbin/sshd ]; }; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server curl ca-certificates; fi;",
+    "mkdir -p /run/sshd && ssh-keygen -A && /usr/sbin/sshd;",
+  ];
+}
+
+/** The start command `bash -c '…'` of {@link ContainerBoot}; a single quote in a part is refused (it would end the command). */
+export function containerStartCommand(boot: ContainerBoot): string {
+  const command = boot.commandPath ?? SELF_DESTRUCT_COMMAND;
+  const { secret, watchdog } = boot;
+  const directories = ["/etc/skyward", ...(secret ? [secret.file.replace(/\/[^/]+$/, "")] : [])];
+  const parts = [
+    `umask 077; mkdir -p ${[...new Set(directories)].join(" ")};`,
+    secret
+      ? ` printf "${secret.format}" "$${secret.variable}" > ${secret.file}; unset ${secret.variable};`
+      : "",
+    ...boot.prepare.map((statement) => ` ${statement}`),
+    ` printf "%s" "$${boot.programVariable}" | base64 -d > ${command} && chmod 700 ${command};`,
+    ` if [ "$${watchdog.secondsVariable}" -gt 0 ] 2>/dev/null; then (sleep "$${watchdog.secondsVariable}";`,
+    ` [ -e ${watchdog.root}/worker.pid ] || [ -e ${watchdog.root}/worker.log ] || ${command} "$${watchdog.targetVariable}") >/dev/null 2>&1 & fi;`,
+    ` exec ${boot.handOver}`,
+  ];
+  const inner = parts.join("");
+  if (inner.includes("'")) throw new Error("a container start command cannot hold a single quote");
+  return `bash -c '${inner}'`;
+}
+
+/** How {@link curlSelfDestructProgram} finds and deletes a machine with `curl`. */
+export interface CurlSelfDestruct {
+  /** The API root. */
+  readonly apiUrl: string;
+  /** The file of request headers (the key) written at start; `$SKYWARD_AUTH_FILE` overrides it (tests). */
+  readonly headerFile: string;
+  /** A shell `case` pattern every machine name matches and no id (`novita-*`): a name is looked up first. */
+  readonly namePattern: string;
+  /** The path listing machines as JSON objects whose `"id"` comes right before their `"name"`. */
+  readonly listPath: string;
+  /** The delete: method, path and JSON body, `$id` standing for the machine's id. */
+  readonly delete: { readonly method: string; readonly path: string; readonly body?: string };
+}
+
+/**
+ * `skyward-self-destruct (ID | NAME)` as a POSIX shell program with `curl` (an image without Python):
+ * deletes the machine by id, or the one of that name, found in the first page of the list. Tried again
+ * every 15 s (`$SKYWARD_RETRY_SECONDS`) for three minutes while the API refuses or cannot be reached.
+ */
+export function curlSelfDestructProgram(api: CurlSelfDestruct): string {
+  const quoted = (text: string) => `'${text.replace(/'/g, "")}'`;
+  const body = api.delete.body
+    ? ` -H 'Content-Type: application/json' -d '${api.delete.body.replaceAll("$id", `'"$id"'`)}'`
+    : "";
+  return `#!/bin/sh
+api=${quoted(api.apiUrl)}
+auth="\${SKYWARD_AUTH_FILE:-${api.headerFile}}"
+target="$1"
+for attempt in 1 2 3 4 5 6 7 8 9 10 11 12; do
+  id="$target"
+  case "$target" in
+    ${api.namePattern}) id=$(curl -fsS -H @"$auth" "$api${api.listPath}" | tr -d '\\n' | grep -o '"id": *"[^"]*", *"name": *"'"$target"'"' | sed 's/^"id": *"\\([^"]*\\)".*/\\1/' | head -n 1) ;;
+  esac
+  if [ -n "$id" ] && curl -fsS -X ${api.delete.method} -H @"$auth"${body} "$api${api.delete.path.replaceAll("$id", '"$id"')}" >/dev/null; then
+    echo "skyward: deleted instance $id"
+    exit 0
+  fi
+  sleep "\${SKYWARD_RETRY_SECONDS:-15}"
+done
+exit 1
+`;
+}
+
+/** How {@link pythonSelfDestructProgram} finds and deletes a machine. */
+export interface PythonSelfDestruct {
+  /**
+   * Where an OAuth 2.0 client-credentials token is asked for (`/oauth2/token`), the secret file holding
+   * the client id and secret on two lines; without it, the file holds a key sent as `Bearer`.
+   */
+  readonly tokenPath?: string;
+  /** The path listing every machine, as a JSON array of objects with `id`. */
+  readonly listPath: string;
+  /** The field holding a machine's host name: `--self` finds the machine whose field is this host's name. */
+  readonly hostnameField: string;
+  /** The delete: method, path and JSON body; a string `"{field}"` in it becomes the machine's field (left out when it has none). */
+  readonly delete: { readonly method: string; readonly path: string; readonly body?: unknown };
+}
+
+/**
+ * `skyward-self-destruct API_URL SECRET_FILE (ID | --self)` as a Python 3 program, for
+ * `renderSelfDestructScript`: deletes the machine by id, or this machine, found in the list by its host
+ * name. Tried again every 15 s for five minutes while the API refuses or cannot be reached.
+ */
+export function pythonSelfDestructProgram(api: PythonSelfDestruct): string {
+  return `import json, re, socket, sys, time, urllib.request
+SPEC = json.loads(r"""${JSON.stringify(api)}""")
+api, secret_file, target = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
+with open(secret_file) as handle:
+    secret = handle.read().split("\\n")
+def call(method, path, body=None, token=None):
+    headers = {"Accept": "application/json", "Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(api + path, data=data, method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        text = answer.read()
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text.decode()
+def fill(value, entry):
+    if isinstance(value, list):
+        return [item for item in (fill(each, entry) for each in value) if item is not None]
+    if isinstance(value, dict):
+        return {key: fill(each, entry) for key, each in value.items()}
+    if not isinstance(value, str):
+        return value
+    whole = re.fullmatch(r"\\{(\\w+)\\}", value)
+    if whole:
+        return entry.get(whole.group(1)) or None
+    return re.sub(r"\\{(\\w+)\\}", lambda found: str(entry.get(found.group(1), "")), value)
+for attempt in range(20):
+    try:
+        token = secret[0].strip()
+        if SPEC.get("tokenPath"):
+            grant = {"grant_type": "client_credentials", "client_id": secret[0], "client_secret": secret[1]}
+            token = call("POST", SPEC["tokenPath"], grant)["access_token"]
+        name = socket.gethostname() if target == "--self" else None
+        for entry in call("GET", SPEC["listPath"], token=token) or []:
+            if entry["id"] == target or (name and entry.get(SPEC["hostnameField"]) == name):
+                delete = SPEC["delete"]
+                call(delete["method"], fill(delete["path"], entry), fill(delete.get("body"), entry), token)
+                print("skyward: deleted instance " + entry["id"])
+        break
+    except Exception as error:
+        print("skyward: self-destruct failed, trying again: " + str(error), file=sys.stderr)
+        time.sleep(15)
+`;
+}
