@@ -19,6 +19,9 @@ import {
   allReduceSum,
   close,
   ddpGradients,
+  expectAllReduceSum,
+  expectDdpAgreement,
+  expectGlooWorld,
   groupInfo,
   SYSTEM_PYTHON,
   tasks,
@@ -67,26 +70,14 @@ describe.skipIf(torchMissing !== undefined || slurmMissing !== undefined)(
       });
 
       const infos = await pool.broadcast(groupInfo());
-      expect(infos.map((info) => [info.rank, info.world_size, info.backend])).toEqual([
-        [0, 2, "gloo"],
-        [1, 2, "gloo"],
-      ]);
       // The master is the job's first node, at its cluster address; gloo uses that network.
       const head = (await slurm.exec(["squeue", "-h", "-o", "%N"])).stdout.trim();
       expect(head).toBe("node[1-2]");
-      const master = slurm.computeNodes[0]?.address;
-      expect(infos.map((info) => info.env.MASTER_ADDR)).toEqual([master, master]);
+      expectGlooWorld(infos, 2, slurm.computeNodes[0]?.address);
       expect(infos.map((info) => info.gloo_interface)).toEqual(["eth0", "eth0"]);
 
-      expect(await pool.broadcast(allReduceSum(4))).toEqual([
-        { rank: 0, sum: 12 },
-        { rank: 1, sum: 12 },
-      ]);
-      const [first, second] = await pool.broadcast(ddpGradients());
-      expect([first?.rank, second?.rank]).toEqual([0, 1]);
-      // Each rank's own data, the same averaged gradients after DDP's all-reduce.
-      expect(second?.local.flat()).not.toEqual(first?.local.flat());
-      close(second?.ddp ?? [], first?.ddp ?? []);
+      expectAllReduceSum(await pool.broadcast(allReduceSum(4)), 4, 2);
+      expectDdpAgreement(await pool.broadcast(ddpGradients()));
     });
 
     it("forms one world of 4 with one worker per GPU Slurm gave each node's step", async () => {

@@ -16,9 +16,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { torch } from "../src/index.js";
 import {
   allReduceSum,
-  close,
   ddpGradients,
-  type Gradients,
+  expectAllReduceSum,
+  expectDdpAgreement,
+  expectGlooWorld,
   groupInfo,
   SYSTEM_PYTHON,
   tasks,
@@ -29,22 +30,6 @@ import {
 const { torchMissing, testbedMissing } = await torchSkipReasons(
   "PyTorch for the torch plugin's end-to-end tests",
 );
-
-/** What every DDP run must show, on whichever nodes it ran. */
-function expectDdpAgreement(results: readonly Gradients[]): void {
-  const [first, second] = results as [Gradients, Gradients];
-  expect(results.map((result) => result.rank)).toEqual([0, 1]);
-  // DDP broadcast rank 0's weights, though each rank seeded its own.
-  close(second.weights, first.weights);
-  // Different data per rank: the local gradients differ…
-  expect(second.local.flat()).not.toEqual(first.local.flat());
-  // …and DDP's are the same on both ranks: the average of the local ones.
-  close(second.ddp, first.ddp);
-  const mean = first.local.map((row, i) =>
-    row.map((value, j) => (value + (second.local[i]?.[j] as number)) / 2),
-  );
-  close(first.ddp, mean);
-}
 
 describe.skipIf(torchMissing !== undefined)("torch() on 2 Local nodes: gloo over loopback", () => {
   let pool: sky.Pool;
@@ -157,19 +142,12 @@ describe.skipIf(testbedMissing !== undefined)("torch() across 2 SSH hosts of the
     });
 
     const infos = await pool.broadcast(groupInfo());
-    expect(infos.map((info) => [info.rank, info.world_size, info.backend])).toEqual([
-      [0, 2, "gloo"],
-      [1, 2, "gloo"],
-    ]);
-    expect(infos.map((info) => info.env.MASTER_ADDR)).toEqual([bed.hosts[0]?.host, bed.hosts[0]?.host]);
+    expectGlooWorld(infos, 2, bed.hosts[0]?.host);
     expect(infos.map((info) => info.env.NODE_RANK)).toEqual(["0", "1"]);
     // Each host's private address is on its eth0, which gloo must use rather than the host name's.
     expect(infos.map((info) => info.gloo_interface)).toEqual(["eth0", "eth0"]);
 
-    expect(await pool.broadcast(allReduceSum(4))).toEqual([
-      { rank: 0, sum: 12 },
-      { rank: 1, sum: 12 },
-    ]);
+    expectAllReduceSum(await pool.broadcast(allReduceSum(4)), 4, 2);
     expectDdpAgreement(await pool.broadcast(ddpGradients()));
   });
 });

@@ -22,9 +22,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { torch } from "../src/index.js";
 import {
   allReduceSum,
-  close,
   ddpGradients,
-  type Gradients,
+  expectDdpAgreement,
   type GroupInfo,
   groupInfo,
   SYSTEM_PYTHON,
@@ -48,22 +47,6 @@ const withNestedProbe = sky.python<
 const { torchMissing, testbedMissing } = await torchSkipReasons(
   "PyTorch for the torch plugin's one-worker-per-accelerator tests",
 );
-
-/** 4 ranks, in rank order: the same DDP gradients everywhere, the mean of the 4 local ones. */
-function expectDdpAgreement(results: readonly Gradients[]): void {
-  expect(results.map((result) => result.rank)).toEqual([0, 1, 2, 3]);
-  const first = results[0] as Gradients;
-  const mean = first.local.map((row, i) =>
-    row.map(
-      (_, j) => results.reduce((sum, result) => sum + (result.local[i]?.[j] as number), 0) / results.length,
-    ),
-  );
-  for (const result of results) {
-    close(result.weights, first.weights); // rank 0's weights, broadcast by DDP
-    close(result.ddp, mean);
-  }
-  expect(results[1]?.local.flat()).not.toEqual(first.local.flat());
-}
 
 /** What every run of 2 nodes × 2 accelerators shows: 4 ranks, each on its own device and local rank. */
 function expectFourRanks(infos: readonly GroupInfo[], head: string, glooInterface: string): void {

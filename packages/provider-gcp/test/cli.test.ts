@@ -1,16 +1,7 @@
-/**
- * `skyward offers --provider gcp` (and `instances` and `down`) as a user runs it: the built CLI, in a project whose skyward.toml
- * names the GCP provider (installed in the project's node_modules) with the fake Compute Engine's
- * address, and the access token in the environment. The table's prices are the Catalog fixture's
- * parts added up; the token never reaches the output.
- */
-import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { options, spec } from "@skyward/core";
 import { type Offer, resolvePoolSpec } from "@skyward/core/contract";
-import { type CliProject, createCliProject, isCi, tableRows as rows } from "@skyward/testing";
+import { builtCli, type CliProject, isCi, tableRows as rows } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GCP } from "../src/index.js";
 import {
@@ -22,15 +13,9 @@ import {
   TEST_ACCESS_TOKEN,
 } from "./fake-gce.js";
 
-const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
-const cli = join(
-  dirname(createRequire(import.meta.url).resolve("@skyward/cli/package.json")),
-  "dist",
-  "cli.js",
-);
-const built = existsSync(cli) && existsSync(join(packageDirectory, "dist", "index.js"));
+const cli = builtCli(import.meta.url, "provider-gcp");
 
-describe.skipIf(!built && !isCi())("skyward offers --provider gcp (fake Compute Engine)", () => {
+describe.skipIf(!cli.built && !isCi())("skyward offers --provider gcp (fake Compute Engine)", () => {
   let fake: FakeGce;
   let project: CliProject;
   const environment = { NO_COLOR: "1", GOOGLE_OAUTH_ACCESS_TOKEN: TEST_ACCESS_TOKEN };
@@ -38,10 +23,8 @@ describe.skipIf(!built && !isCi())("skyward offers --provider gcp (fake Compute 
 
   beforeAll(async () => {
     fake = await startFakeGce();
-    project = await createCliProject({
-      cli,
+    project = await cli.project({
       prefix: "skyward-gcp-cli-",
-      packages: { "provider-gcp": packageDirectory },
       toml: `[providers.gcp]\ntype = "gcp"\nproject = "${PROJECT}"\nzone = "us-central1-a"\napi_endpoint = "${fake.endpoint}"\nbilling_endpoint = "${fake.endpoint}"\n`,
       env: environment,
     });

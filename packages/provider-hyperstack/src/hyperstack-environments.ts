@@ -1,8 +1,7 @@
 /**
  * What a Hyperstack cluster makes beside its VMs: an environment (in the offer's region, named
  * `<cluster id>--<pool id>`) holding the cluster's key pair and its VMs. `prepare` makes them, the
- * cluster's `teardown` and `skyward cleanup` remove them once no VM holds the environment. Lists of
- * environments and key pairs are paged: every page is read.
+ * cluster's `teardown` and `skyward cleanup` remove them once no VM holds the environment.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CleanupOptions, CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
@@ -15,13 +14,9 @@ import {
 import { z } from "zod";
 import {
   createEnvironmentAnswerSchema,
-  environmentsAnswerSchema,
   HyperstackApiError,
+  hyperstackLists,
   imagesAnswerSchema,
-  keypairsAnswerSchema,
-  readAllPages,
-  type Vm,
-  vmsAnswerSchema,
 } from "./hyperstack-api.js";
 import type { HyperstackOfferData } from "./hyperstack-offers.js";
 import type { ParsedSettings } from "./hyperstack-settings.js";
@@ -38,60 +33,34 @@ export interface HyperstackClusterData extends MachineClusterData {
   readonly imageName: string;
 }
 
-interface Environment {
-  readonly id: number;
-  readonly name: string;
-}
+type Environment = { readonly id: number; readonly name: string };
 
 /** The environments calls of one provider. */
 export function hyperstackEnvironments(client: MachineJsonClient, settings: ParsedSettings) {
-  const listEnvironments = (signal: AbortSignal) =>
-    readAllPages(
-      client,
-      "/core/environments",
-      environmentsAnswerSchema,
-      (answer) => answer.environments,
-      signal,
-    );
-
-  /** The key pairs of an environment (of every page of the account's). */
-  const keypairsIn = async (environment: string, signal: AbortSignal) =>
-    (
-      await readAllPages(client, "/core/keypairs", keypairsAnswerSchema, (answer) => answer.keypairs, signal)
-    ).filter(
-      ({ environment: owner }) =>
-        (typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name) === environment,
-    );
-
-  /** The VMs still in an environment. */
+  const lists = hyperstackLists(client);
   const vmsIn = (environment: string, signal: AbortSignal) =>
-    readAllPages(client, "/core/virtual-machines", vmsAnswerSchema, (answer) => answer.instances, signal, {
-      environment,
-      exact_environment_match: "true",
-    });
+    lists.vms(signal, { environment, exact_environment_match: "true" });
 
-  /** Deletes an environment's key pairs, then the environment; what it removed. */
+  /** Deletes an environment's key pairs (of every page of the account's), then the environment; what it removed. */
   async function deleteEnvironment(environment: Environment, signal: AbortSignal) {
     const removed: { kind: string; id: string }[] = [];
-    for (const keypair of await keypairsIn(environment.name, signal)) {
-      if (
-        await removeUnlessGone(
-          client,
-          `/core/keypair/${keypair.id}`,
-          `deleting key pair ${keypair.name}`,
-          signal,
-        )
-      )
-        removed.push({ kind: "key pair", id: keypair.name });
+    for (const { id, name, environment: owner } of await lists.keypairs(signal)) {
+      const ownerName = typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name;
+      if (ownerName !== environment.name) continue;
+      if (await removeUnlessGone(client, `/core/keypair/${id}`, `deleting key pair ${name}`, signal))
+        removed.push({ kind: "key pair", id: name });
     }
-    const path = `/core/environments/${environment.id}`;
-    if (await removeUnlessGone(client, path, `deleting environment ${environment.name}`, signal))
+    const [path, purpose] = [
+      `/core/environments/${environment.id}`,
+      `deleting environment ${environment.name}`,
+    ];
+    if (await removeUnlessGone(client, path, purpose, signal))
       removed.push({ kind: "environment", id: environment.name });
     return removed;
   }
 
   /** Waits until the environment holds no VM (deleted ones take a moment), up to `deadline`; those left. */
-  async function waitForNoVms(environment: string, deadline: number, signal: AbortSignal): Promise<Vm[]> {
+  async function waitForNoVms(environment: string, deadline: number, signal: AbortSignal) {
     for (;;) {
       const left = await vmsIn(environment, signal);
       if (left.length === 0 || Date.now() >= deadline) return left;
@@ -99,41 +68,34 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
     }
   }
 
+  /** The newest Ubuntu image of the region, one with CUDA if there is one. */
   async function newestImage(region: string, signal: AbortSignal): Promise<string> {
-    const params = { region };
-    const answer = await client.read(
-      "other",
-      "/core/images",
-      imagesAnswerSchema,
-      "listing images",
-      signal,
-      params,
-    );
+    const answer = await client.read("other", "/core/images", imagesAnswerSchema, "listing images", signal, {
+      region,
+    });
     const ubuntu = answer.images
       .flatMap((group) => group.images)
       .filter((image) => (image.region_name || region) === region && /ubuntu/i.test(image.name))
       .sort((a, b) => b.created_at.localeCompare(a.created_at));
     const chosen = ubuntu.find((image) => /cuda/i.test(image.name)) ?? ubuntu[0];
-    if (!chosen)
-      throw new HyperstackApiError({
-        message: `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`,
-      });
-    return chosen.name;
+    if (chosen) return chosen.name;
+    const message = `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`;
+    throw new HyperstackApiError({ message });
   }
 
   return {
     /** Makes the cluster's environment and key pair, and picks its image; nothing is left when it fails. */
     async prepare(context: MachinePrepareContext): Promise<HyperstackClusterData> {
       const { clusterId, keys, signal } = context;
-      const offer = context.offer.specific as unknown as HyperstackOfferData;
+      const { region, flavorName } = context.offer.specific as unknown as HyperstackOfferData;
       const environmentName = `${clusterId}--${context.poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24)}`;
-      const data = { name: environmentName, region: offer.region };
-      const purpose = `creating environment ${environmentName}`;
-      const answer = await client.call(
+      const [schema, purpose] = [createEnvironmentAnswerSchema, `creating environment ${environmentName}`];
+      const data = { name: environmentName, region };
+      const { environment } = await client.call(
         "other",
         "POST",
         "/core/environments",
-        createEnvironmentAnswerSchema,
+        schema,
         purpose,
         signal,
         { data },
@@ -142,16 +104,17 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
         const keypair = { name: clusterId, environment_name: environmentName, public_key: keys.publicKey };
         const purpose = `importing key pair ${clusterId}`;
         await client.call("other", "POST", "/core/keypairs", z.unknown(), purpose, signal, { data: keypair });
+        const imageName = settings.image ?? (await newestImage(region, signal));
         return {
           environmentName,
-          environmentId: answer.environment.id,
+          environmentId: environment.id,
           keyName: clusterId,
-          flavorName: offer.flavorName,
-          imageName: settings.image ?? (await newestImage(offer.region, signal)),
+          flavorName,
+          imageName,
           ...keys,
         };
       } catch (error) {
-        await deleteEnvironment(answer.environment, AbortSignal.timeout(60_000)).catch(() => undefined);
+        await deleteEnvironment(environment, AbortSignal.timeout(60_000)).catch(() => undefined);
         throw error;
       }
     },
@@ -159,7 +122,7 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
     /** Removes the cluster's environment once its VMs (deleted by the base) are gone. */
     async teardown(cluster: { id: string; specific?: Partial<HyperstackClusterData> }, signal: AbortSignal) {
       const name = cluster.specific?.environmentName;
-      const environment = (await listEnvironments(signal)).find((entry) =>
+      const environment = (await lists.environments(signal)).find((entry) =>
         name ? entry.name === name : entry.name.startsWith(`${cluster.id}--`),
       );
       if (!environment) return;
@@ -172,21 +135,22 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
       const deadline = Date.now() + Math.max(0, waitSeconds ?? 0) * 1000;
       const removed: PoolResource[] = [];
       const left: LeftPoolResource[] = [];
-      for (const environment of await listEnvironments(signal)) {
+      for (const environment of await lists.environments(signal)) {
         const match = ENVIRONMENT_NAME.exec(environment.name);
-        if (!match) continue;
-        const poolId = match[2] || (match[1] as string);
-        if (pools !== "all" && !pools.includes(poolId)) continue;
+        const poolId = match?.[2] || match?.[1];
+        if (!poolId || (pools !== "all" && !pools.includes(poolId))) continue;
         const live = (await vmsIn(environment.name, signal)).filter(
           (vm) => vm.status.toUpperCase() !== "DELETING",
         );
         const holding = live.length > 0 ? live : await waitForNoVms(environment.name, deadline, signal);
-        if (holding.length > 0) {
-          const reason =
-            live.length > 0
-              ? `virtual machine ${live[0]?.id} still uses it`
-              : `virtual machine ${holding[0]?.id} is still being deleted`;
-          left.push({ poolId, kind: "environment", id: environment.name, reason });
+        if (holding[0]) {
+          const why = live.length > 0 ? "still uses it" : "is still being deleted";
+          left.push({
+            poolId,
+            kind: "environment",
+            id: environment.name,
+            reason: `virtual machine ${holding[0].id} ${why}`,
+          });
           continue;
         }
         for (const resource of await deleteEnvironment(environment, signal))

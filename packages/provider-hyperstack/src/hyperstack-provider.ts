@@ -1,31 +1,23 @@
 /**
- * The Hyperstack provider: GPU (and CPU-only) virtual machines of Hyperstack's Infrahub API, an adapter
- * on `@skyward/provider-utils`'s machine-provider base (which owns the market loop and price cap,
- * idempotent creates, deletes until gone and lists that fail loudly). Each cluster gets its own
- * environment holding its key pair and VMs (`hyperstack-environments.ts`); VMs get a floating IP with
- * port 22 open and are reached over SSH as `ubuntu` with sudo. Skyward's tags ride on the VMs' labels
- * (`skyward:cluster=…`). One VM is created a request (`count: 1`): Hyperstack bills per VM, so creating
- * them one by one costs nothing but requests, and each gets its own unique name to be found by.
+ * The Hyperstack provider: GPU (and CPU-only) VMs of Hyperstack's Infrahub API, an adapter on
+ * `@skyward/provider-utils`'s machine-provider base. Each cluster gets its own environment holding its
+ * key pair and VMs (`hyperstack-environments.ts`); VMs get a floating IP with port 22 open and are
+ * reached over SSH as `ubuntu` with sudo. Skyward's tags ride on the VMs' labels. One VM is created a
+ * request (`count: 1`): Hyperstack bills per VM, and each gets its own unique name to be found by.
  */
-import type { Instance } from "@skyward/core/contract";
 import {
-  type ApiBootScriptOptions,
+  defineApiVm,
   describeMachine,
   hourlyPriceFromTags,
   type MachineAdapter,
   machineProviderFactories,
   nextNumberedPage,
-  renderApiBootScript,
-  SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
-  selfDestructCommand,
   skywardTags,
-  standInSeam,
   statusTable,
   tagsFromWords,
   tagsToWords,
 } from "@skyward/provider-utils";
-import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
 import { z } from "zod";
 import {
   createVmsAnswerSchema,
@@ -38,28 +30,21 @@ import {
   vmsAnswerSchema,
 } from "./hyperstack-api.js";
 import { type HyperstackClusterData, hyperstackEnvironments } from "./hyperstack-environments.js";
-import { hyperstackOffers, NAME } from "./hyperstack-offers.js";
+import { hyperstackOffers } from "./hyperstack-offers.js";
 import { type HyperstackSettings, type ParsedSettings, settingsSchema } from "./hyperstack-settings.js";
 
 export type { HyperstackClusterData } from "./hyperstack-environments.js";
 export { acceleratorOfGpu, type HyperstackOfferData } from "./hyperstack-offers.js";
-export type {
-  HyperstackSettings,
-  HyperstackSshMapping,
-  HyperstackVmAddresses,
-} from "./hyperstack-settings.js";
+export type * from "./hyperstack-settings.js";
 
-/** VM statuses (Instance_Fields `status`) as Skyward's: gone or never running again, being deleted, else on its way. */
+/** VM statuses (Instance_Fields `status`): gone or never running again, being deleted, else on its way. */
 const vmStatus = statusTable({
   terminated: ["DELETED", "ERROR", "SHUTOFF", "HIBERNATED", "HIBERNATING", "SHELVED"],
   stopping: ["DELETING"],
   running: ["ACTIVE"],
 });
 
-/**
- * Whether the floating IP's port randomization is still being set up (`port_randomization_status`,
- * Instance_Fields): until it settles, which port 22 maps to is not known.
- */
+/** A `port_randomization_status` still being set up: which port 22 maps to is not known yet. */
 const PORTS_SETTLING = /pend|progress|creat|updat|process|attach/i;
 
 function statusOf(vm: Vm) {
@@ -69,76 +54,65 @@ function statusOf(vm: Vm) {
   return vm.floating_ip ? "running" : "pending";
 }
 
-/** How the VM's self-destruct calls the API: by id, or by name from a search of the VMs (see `renderApiBootScript`). */
-const SELF_DESTRUCT_API = {
-  header: "api_key",
-  idPattern: "[0-9]+",
-  listPath: "/core/virtual-machines?pageSize=100&search={name}",
-  listItems: ["instances"],
-  deletePath: "/core/virtual-machines/{id}",
-};
+const hyperstackVm = defineApiVm({
+  api: hyperstackApi,
+  name: "hyperstack",
+  machineNoun: "virtual machine",
+  // The self-destruct finds a VM by name in a search of the VMs (a VM does not know its own id).
+  selfDestruct: {
+    header: "api_key",
+    idPattern: "[0-9]+",
+    listPath: "/core/virtual-machines?pageSize=100&search={name}",
+    listItems: ["instances"],
+    deletePath: "/core/virtual-machines/{id}",
+    keyFile: "/etc/skyward/hyperstack-api-key",
+  },
+});
 
 /** The `user_data` of a Hyperstack VM (a shell script cloud-init runs as root): it arms the VM's self-destruct and boot watchdog. */
-export function renderUserData(options: ApiBootScriptOptions): string {
-  return renderApiBootScript(SELF_DESTRUCT_API, { keyFile: "/etc/skyward/hyperstack-api-key", ...options });
-}
-
-/** The private network a fixed IP is in, as a /24: peers of a cluster share their environment's network. */
-function peerNetwork(fixedIp: string): string | undefined {
-  const parts = fixedIp.split(".");
-  return parts.length === 4 ? `${parts.slice(0, 3).join(".")}.0/24` : undefined;
-}
+export const renderUserData = hyperstackVm.renderBootScript;
 
 /** The ingress rule of a security group: TCP port 22, or any protocol from a network. */
 const ingress = (rule: Record<string, unknown>) => ({ direction: "ingress", ethertype: "IPv4", ...rule });
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClusterData> {
-  const client = hyperstackApi.jsonClient(settings);
-  const environments = hyperstackEnvironments(client, settings);
-  const standIns = standInSeam(settings.sshAddress, (instance: Instance) =>
+  const { client, standIns, fields, bootScript } = hyperstackVm.adapterBase(settings, (instance) =>
     instance.publicIp
       ? { id: instance.id, floatingIp: instance.publicIp, fixedIp: instance.privateIp }
       : undefined,
   );
+  const environments = hyperstackEnvironments(client, settings);
 
-  /** Opens the VM's private network to it once it has its address there (peers talk on it), once. */
+  /** Opens the VM's private network (its fixed IP's /24, where peers talk) to it, once it has an address there. */
   async function openPeerNetwork(vm: Vm, signal: AbortSignal) {
-    const network =
-      vm.status.toUpperCase() === "ACTIVE" && vm.fixed_ip ? peerNetwork(vm.fixed_ip) : undefined;
+    const parts = vm.status.toUpperCase() === "ACTIVE" ? (vm.fixed_ip?.split(".") ?? []) : [];
+    const network = parts.length === 4 ? `${parts.slice(0, 3).join(".")}.0/24` : undefined;
     if (!network || vm.security_rules.some((rule) => rule.remote_ip_prefix === network)) return;
-    const path = `/core/virtual-machines/${vm.id}/sg-rules`;
-    const purpose = `opening the private network to virtual machine ${vm.id}`;
     const data = ingress({ protocol: "any", remote_ip_prefix: network });
+    const purpose = `opening the private network to virtual machine ${vm.id}`;
+    const path = `/core/virtual-machines/${vm.id}/sg-rules`;
     await client.call("other", "POST", path, z.unknown(), purpose, signal, { data, idempotent: true });
   }
 
   return {
-    name: NAME,
+    ...fields,
     label: "Hyperstack",
     // Prices are a catalogue, but stock moves: the core caches offers for an hour at most.
     capabilities: Object.freeze({ spot: true, offerCache: "marketplace" }),
-    // Every setting the offers depend on (the API asked, the regions allowed), so that a provider set
-    // otherwise is never handed offers the core cached for another. Not the image, user or key.
+    // Every setting the offers depend on, so offers cached for one configuration never serve another.
     cacheKey: JSON.stringify([settings.apiUrl, settings.regions ? [...settings.regions].sort() : null]),
-    sshUser: settings.sshUser,
-    keyName: "hyperstack_ed25519",
-    keysDirectory: settings.keysDirectory,
-    // Hyperstack's create takes no idempotency token: a create whose answer was lost is looked for by name.
-    idempotencyToken: false,
-    bootWatchdog: "boot-command",
     deleteRetryDelayMs: Math.max(1, settings.retryDelayMs) * 5,
-
-    checkCredentials: () => void hyperstackApi.resolveApiKey(settings.apiKey),
     offers: (query, signal) => hyperstackOffers(client, settings, query, signal),
     prepare: environments.prepare,
 
     async create({ cluster, name, tags, hourlyPrice, watchdogSeconds, signal }) {
+      const { environmentName, imageName, flavorName, keyName } = cluster.specific;
       const data = {
         name,
-        environment_name: cluster.specific.environmentName,
-        image_name: cluster.specific.imageName,
-        flavor_name: cluster.specific.flavorName,
-        key_name: cluster.specific.keyName,
+        environment_name: environmentName,
+        image_name: imageName,
+        flavor_name: flavorName,
+        key_name: keyName,
         count: 1,
         assign_floating_ip: true,
         // Port 22 stays port 22 on the floating IP (the VM's answer is checked: see `get`).
@@ -148,32 +122,23 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
         security_rules: [
           ingress({ protocol: "tcp", remote_ip_prefix: "0.0.0.0/0", port_range_min: 22, port_range_max: 22 }),
         ],
-        user_data: renderUserData({
-          apiUrl: settings.apiUrl,
-          apiKey: hyperstackApi.resolveApiKey(settings.apiKey),
-          vmName: name,
-          root: DEFAULT_NODE_ROOT,
-          watchdogSeconds,
-        }),
+        user_data: bootScript(name, watchdogSeconds),
       };
       const purpose = `creating virtual machine ${name}`;
       const path = "/core/virtual-machines";
-      const answer = await client.call("create", "POST", path, createVmsAnswerSchema, purpose, signal, {
-        data,
+      const [vm] = (
+        await client.call("create", "POST", path, createVmsAnswerSchema, purpose, signal, { data })
+      ).instances;
+      if (vm) return vm;
+      throw new HyperstackApiError({
+        kind: "unknown-answer",
+        message: `Hyperstack created no VM for ${name}`,
       });
-      const [vm] = answer.instances;
-      if (!vm)
-        throw new HyperstackApiError({
-          kind: "unknown-answer",
-          message: `Hyperstack created no VM for ${name}`,
-        });
-      return vm;
     },
 
     async get(id, signal) {
-      const purpose = `looking up virtual machine ${id}`;
-      const vm = (await client.read("get", `/core/virtual-machines/${id}`, vmAnswerSchema, purpose, signal))
-        .instance;
+      const [path, purpose] = [`/core/virtual-machines/${id}`, `looking up virtual machine ${id}`];
+      const { instance: vm } = await client.read("get", path, vmAnswerSchema, purpose, signal);
       if (!vm) return null;
       if (vm.port_randomization === true && vm.status.toUpperCase() === "ACTIVE") {
         // Asked for off, yet on: port 22 of the floating IP is not the VM's SSH, and the API says not which is.
@@ -201,18 +166,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
       return { machines: answer.instances, ...(next === undefined ? {} : { next: String(next) }) };
     },
 
-    delete: {
-      async one(id, signal) {
-        await client.remove(
-          "delete",
-          `/core/virtual-machines/${id}`,
-          `deleting virtual machine ${id}`,
-          signal,
-        );
-        standIns.forget(id);
-      },
-    },
-
     isMachineId: (id) => /^\d+$/.test(id),
     isBeingDeleted: (vm) => vm.status.toUpperCase() === "DELETING",
     idOf: (vm) => String(vm.id),
@@ -225,9 +178,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     describe(vm, { identityFile }) {
       const tags = tagsFromWords(vm.labels);
       if (vm.environment?.name) tags["hyperstack:environment"] = vm.environment.name;
-      const floatingIp = vm.floating_ip || null;
-      const fixedIp = vm.fixed_ip || null;
-      const id = String(vm.id);
+      const [id, floatingIp, fixedIp] = [String(vm.id), vm.floating_ip || null, vm.fixed_ip || null];
       const standIn = standIns.of(id, floatingIp ? { id, floatingIp, fixedIp } : undefined);
       return describeMachine({
         id,
@@ -243,14 +194,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
       });
     },
 
-    // Installed by the VM's user data, with the key it saved there: it deletes the VM through the API,
-    // which is what ends the bill.
-    selfDestruct: (instance) =>
-      standIns.selfDestruct(
-        instance,
-        selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, settings.sshUser),
-      ),
-
     teardown: environments.teardown,
     cleanup: environments.cleanup,
   };
@@ -264,8 +207,5 @@ const factories = machineProviderFactories<HyperstackSettings>()("Hyperstack", s
  */
 export const Hyperstack = factories.provider;
 
-/**
- * Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "hyperstack"`), its
- * keys already camelCased by the core: `ssh_user = "ubuntu"` arrives as `sshUser`.
- */
+/** Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "hyperstack"`), keys camelCased. */
 export const createProviderFromConfig = factories.fromConfig;

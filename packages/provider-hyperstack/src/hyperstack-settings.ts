@@ -1,17 +1,8 @@
-/**
- * The Hyperstack provider's settings: what a user may set, checked by name before anything is asked of
- * the API, and the test seam that puts a stand-in SSH host in a VM's place.
- */
-import {
-  type MachineProviderSettings,
-  machineSettingsShape,
-  type SshStandIn,
-  sshUserSchema,
-} from "@skyward/provider-utils";
+/** The Hyperstack provider's settings, declared once: the schema checks them by name, {@link HyperstackSettings} is its input. */
+import { machineSettingsShape, type SshStandIn, sshUserSchema, textField } from "@skyward/provider-utils";
 import { z } from "zod";
-import { HYPERSTACK_API_URL } from "./hyperstack-api.js";
 
-/** What the {@link HyperstackSettings.sshAddress} test seam receives: the VM as Hyperstack describes it. */
+/** What the `sshAddress` test seam receives: the VM as Hyperstack describes it. */
 export interface HyperstackVmAddresses {
   /** The VM id. */
   readonly id: string;
@@ -21,37 +12,29 @@ export interface HyperstackVmAddresses {
   readonly fixedIp: string | null;
 }
 
-/** What the {@link HyperstackSettings.sshAddress} test seam returns: the stand-in host, and the address peers reach it on (default the VM's fixed IP). */
+/** What the `sshAddress` test seam returns: the stand-in host, and the address peers reach it on (default the VM's fixed IP). */
 export type HyperstackSshMapping = SshStandIn & { readonly privateIp?: string };
 
-type Seam = (vm: HyperstackVmAddresses) => HyperstackSshMapping;
-
-/** Settings of the Hyperstack provider; every field is optional. */
-export interface HyperstackSettings extends MachineProviderSettings<Seam> {
-  /** The API key. Default: the `HYPERSTACK_API_KEY` environment variable, read on the first API call. A secret: never logged. */
-  apiKey?: string;
-  /** Where VMs may go: a region (`"CANADA-1"`) or several; a spec's `region` narrows it. Default: every region. */
-  region?: string | readonly string[];
-  /** The OS image's name. Default: the newest Ubuntu image with CUDA in the region (else the newest Ubuntu). */
-  image?: string;
-  /** The login user of the image. Default `"ubuntu"` (with passwordless sudo), as on Hyperstack's images. */
-  sshUser?: string;
-}
-
-const text = (what: string) =>
-  z.string({ error: `expected ${what}` }).min(1, { message: `expected ${what}` });
-const regionName = text('a region name such as "CANADA-1"').transform((value) => value.toUpperCase());
+const regionName = textField('a region name such as "CANADA-1"').transform((value) => value.toUpperCase());
 
 /** The settings schema: every field checked, unknown ones refused by name; `regions` is `region` as a list. */
 export const settingsSchema = z
   .strictObject({
-    ...machineSettingsShape<Seam>(HYPERSTACK_API_URL),
+    ...machineSettingsShape<(vm: HyperstackVmAddresses) => HyperstackSshMapping>(
+      "https://infrahub-api.nexgencloud.com/v1",
+    ),
+    /** Where VMs may go: a region (`"CANADA-1"`) or several; a spec's `region` narrows it. Default: every region. */
     region: z
-      .union([regionName, z.array(regionName).min(1, { message: "expected at least one region" })], {
-        error: 'expected a region name such as "CANADA-1", or a list of them',
-      })
+      .union(
+        [regionName, z.array(regionName).min(1, { message: "expected at least one region" }).readonly()],
+        {
+          error: 'expected a region name such as "CANADA-1", or a list of them',
+        },
+      )
       .optional(),
-    image: text("an image name").optional(),
+    /** The OS image's name. Default: the newest Ubuntu image with CUDA in the region (else the newest Ubuntu). */
+    image: textField("an image name").optional(),
+    /** The login user of the image. Default `"ubuntu"` (with passwordless sudo), as on Hyperstack's images. */
     sshUser: sshUserSchema("ubuntu"),
   })
   .transform((parsed) => ({
@@ -59,5 +42,7 @@ export const settingsSchema = z
     regions: parsed.region === undefined ? undefined : [parsed.region].flat(),
   }));
 
+/** Settings of the Hyperstack provider; every field is optional. */
+export type HyperstackSettings = z.input<typeof settingsSchema>;
 /** The settings as parsed, defaults filled in. */
 export type ParsedSettings = z.output<typeof settingsSchema>;

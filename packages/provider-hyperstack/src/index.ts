@@ -1,17 +1,4 @@
-/**
- * `@skyward/provider-hyperstack` — Hyperstack (NexGen Cloud) virtual machines for Skyward pools.
- *
- * ```ts
- * import * as sky from "@skyward/core";
- * import { Hyperstack } from "@skyward/provider-hyperstack";
- *
- * await using pool = await sky.compute({
- *   provider: Hyperstack({ region: "CANADA-1" }),
- *   accelerator: sky.accelerators.A100(),
- * });
- * ```
- */
-
+/** `@skyward/provider-hyperstack` — Hyperstack (NexGen Cloud) virtual machines for Skyward pools (see its README). */
 export type { FetchFunction } from "@skyward/provider-utils";
 export { HyperstackApiError } from "./hyperstack-api.js";
 export type {

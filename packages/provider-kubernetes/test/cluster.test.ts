@@ -9,17 +9,18 @@
  * provider conformance suite runs with a real pool.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import * as sky from "@skyward/core";
 import { torch } from "@skyward/plugin-torch";
 import {
-  createCliProject,
+  builtCli,
+  ddpTasks,
   eventually,
+  expectAllReduceSum,
+  expectDdpAgreement,
+  expectGlooWorld,
   isCi,
   runProviderConformance,
   useScratchSkywardHome,
@@ -37,34 +38,12 @@ import {
 const skipReason = await requireKubernetesTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/k8s_tasks.py", import.meta.url));
 const sigkillChild = fileURLToPath(new URL("./fixtures/sigkill-child.ts", import.meta.url));
-const packageDirectory = fileURLToPath(new URL("..", import.meta.url));
-const cli = join(
-  dirname(createRequire(import.meta.url).resolve("@skyward/cli/package.json")),
-  "dist",
-  "cli.js",
-);
-const cliBuilt = existsSync(cli) && existsSync(join(packageDirectory, "dist", "index.js"));
+const cli = builtCli(import.meta.url, "provider-kubernetes");
 const add = sky.python<[number, number], number>("k8s_tasks:add");
 const square = sky.python<[number], number>("k8s_tasks:square");
 const sleep = sky.python<[number], number>("k8s_tasks:sleep");
 const info = sky.python<[], { node: number; total_nodes: number; hostname: string; head_addr: string }>(
   "k8s_tasks:info",
-);
-
-// The torch plugin's own DDP tasks (its end-to-end suites run them on Local, SSH and Slurm).
-const ddpTasks = join(
-  dirname(createRequire(import.meta.url).resolve("@skyward/plugin-torch/package.json")),
-  "test",
-  "fixtures",
-  "ddp_tasks.py",
-);
-const groupInfo = sky.python<
-  [],
-  { rank: number; world_size: number; backend: string; env: Record<string, string | null> }
->("ddp_tasks:group_info");
-const allReduceSum = sky.python<[number], { rank: number; sum: number }>("ddp_tasks:all_reduce_sum");
-const ddpGradients = sky.python<[], { rank: number; ddp: number[][]; local: number[][] }>(
-  "ddp_tasks:ddp_gradients",
 );
 
 let kubeconfig = "";
@@ -220,31 +199,16 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
       nodes: 2,
       ttl: 0,
       // Debian's python3-torch is the image's own: the workers' environment sees it.
-      image: { python: "/usr/bin/python3", includes: [ddpTasks] },
+      image: { python: "/usr/bin/python3", includes: [ddpTasks.file] },
       plugins: [torch({ backend: "gloo" })],
       options: { console: false, bootstrapTimeout: 240 },
     });
-    const infos = await pool.broadcast(groupInfo());
-    expect(infos.map((info) => [info.rank, info.world_size, info.backend])).toEqual([
-      [0, 2, "gloo"],
-      [1, 2, "gloo"],
-    ]);
     // The master is the head pod, at its pod IP.
     const head = pool.nodes()[0]?.instanceId ?? "";
     const headIp = await kubectl(kubeconfig, "get", "pod", head, "-o", "jsonpath={.status.podIP}");
-    expect(infos.map((info) => info.env.MASTER_ADDR)).toEqual([headIp, headIp]);
-    expect(await pool.broadcast(allReduceSum(4))).toEqual([
-      { rank: 0, sum: 12 },
-      { rank: 1, sum: 12 },
-    ]);
-    const [first, second] = await pool.broadcast(ddpGradients());
-    expect([first?.rank, second?.rank]).toEqual([0, 1]);
-    // Each rank's own data, the same averaged gradients after DDP's all-reduce.
-    expect(second?.local.flat()).not.toEqual(first?.local.flat());
-    const expected = first?.ddp.flat() ?? [];
-    expect(expected.length).toBeGreaterThan(0);
-    for (const [index, value] of (second?.ddp.flat() ?? []).entries())
-      expect(value).toBeCloseTo(expected[index] ?? Number.NaN, 10);
+    expectGlooWorld(await pool.broadcast(ddpTasks.groupInfo()), 2, headIp);
+    expectAllReduceSum(await pool.broadcast(ddpTasks.allReduceSum(4)), 4, 2);
+    expectDdpAgreement(await pool.broadcast(ddpTasks.ddpGradients()));
   }, 1_800_000);
 
   it("a detached pool is attached again: the same pods, their workers reached again", async () => {
@@ -350,15 +314,13 @@ describe.skipIf(skipReason !== undefined)("kubernetes pools on a real cluster", 
     await kubectl(kubeconfig, "delete", "pod", ...pods, "--wait=false");
   }, 180_000);
 
-  it.skipIf(!cliBuilt && !isCi())(
+  it.skipIf(!cli.built && !isCi())(
     "skyward down --all deletes the pods a SIGKILLed client left",
     async () => {
       const { client, pods } = await startClient(3600);
       client.kill("SIGKILL");
-      await using project = await createCliProject({
-        cli,
+      await using project = await cli.project({
         prefix: "skyward-kubernetes-cli-",
-        packages: { "provider-kubernetes": packageDirectory },
         toml: `
 [providers.cluster]
 type = "kubernetes"

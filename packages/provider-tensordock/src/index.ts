@@ -1,17 +1,4 @@
-/**
- * `@skyward/provider-tensordock` — TensorDock marketplace virtual machines for Skyward pools.
- *
- * ```ts
- * import * as sky from "@skyward/core";
- * import { TensorDock } from "@skyward/provider-tensordock";
- *
- * await using pool = await sky.compute({
- *   provider: TensorDock({ location: "United States" }),
- *   accelerator: sky.accelerators.RTX_4090(),
- * });
- * ```
- */
-
+/** `@skyward/provider-tensordock` — TensorDock marketplace virtual machines for Skyward pools (see its README). */
 export type { FetchFunction } from "@skyward/provider-utils";
 export { TensorDockApiError } from "./tensordock-api.js";
 export type {

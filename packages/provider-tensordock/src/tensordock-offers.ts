@@ -3,14 +3,16 @@
  * asked, sized to TensorDock's resource steps and priced per resource.
  */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
-import { acceleratorFromNames, machineOffer, roundPrice } from "@skyward/provider-utils";
-import type { Location, LocationGpu } from "./tensordock-api.js";
+import {
+  acceleratorFromNames,
+  type MachineJsonClient,
+  machineOffer,
+  roundPrice,
+} from "@skyward/provider-utils";
+import { locationsAnswerSchema } from "./tensordock-api.js";
 import type { ParsedSettings } from "./tensordock-settings.js";
 
-/** The provider's name in offers and tags. */
-export const NAME = "tensordock";
-
-/** What an offer of this provider carries in {@link Offer.specific}: where, which GPU model (`geforcertx4090-pcie-24gb`), how many, and the VM's size. */
+/** What an offer carries in {@link Offer.specific}: where, which GPU model (`geforcertx4090-pcie-24gb`), how many, and the VM's size. */
 export interface TensorDockOfferData {
   readonly locationId: string;
   readonly gpuModel: string;
@@ -38,70 +40,71 @@ export function sizeFor(least: Sizes, query: Pick<OfferQuery, "vcpus" | "memoryG
   };
 }
 
-/** Whether a location is the one a setting or a spec's region names (its id, country, city or state). */
-export function locationMatches(location: Location, wanted: string): boolean {
-  const needle = wanted.trim().toLowerCase();
-  return [location.id, location.country, location.city, location.stateprovince].some(
-    (field) => field.toLowerCase() === needle,
-  );
-}
-
 /** The id of the offer of `count` GPUs of `model` at a location. */
-export function offerIdOf(locationId: string, model: string, count: number): string {
-  return `tensordock:${locationId}:${model}:x${count}`;
-}
+export const offerIdOf = (locationId: string, model: string, count: number) =>
+  `tensordock:${locationId}:${model}:x${count}`;
 
-/** The offer of a location's GPU for the query, or undefined when it cannot serve it. */
-export function toOffer(
-  settings: Sizes,
-  location: Location,
-  gpu: LocationGpu,
+/** The offers for `query`: one per location (as the settings and query name it) and GPU model that can serve it. */
+export async function tensordockOffers(
+  client: MachineJsonClient,
+  settings: ParsedSettings,
   query: OfferQuery,
-  pricesAsOf: string,
-): Offer | undefined {
-  const accelerator = query.accelerator;
-  // Skyward reaches a VM on port 22 of its own address: only locations with dedicated IPs.
-  if (!accelerator || gpu.network_features?.dedicated_ip_available === false) return undefined;
-  const model = acceleratorFromNames([gpu.displayName, gpu.v0Name.replaceAll("-", " ")]);
-  const count = accelerator.count;
-  if (model?.name !== accelerator.name || (gpu.max_count ?? 0) < count || gpu.price_per_hr === null)
-    return undefined;
-  const { vcpus, ramGb, storageGb } = sizeFor(settings, query);
-  const { resources: most, pricing } = gpu;
-  const fits = (limit: number | null | undefined, size: number) =>
-    (limit ?? Number.POSITIVE_INFINITY) >= size;
-  if (
-    !fits(most?.max_vcpus, vcpus) ||
-    !fits(most?.max_ram_gb, ramGb) ||
-    !fits(most?.max_storage_gb, storageGb)
-  )
-    return undefined;
-  const hourly =
-    gpu.price_per_hr * count +
-    (pricing?.per_vcpu_hr ?? 0) * vcpus +
-    (pricing?.per_gb_ram_hr ?? 0) * ramGb +
-    (pricing?.per_gb_storage_hr ?? 0) * storageGb;
-  const specific: TensorDockOfferData = {
-    locationId: location.id,
-    gpuModel: gpu.v0Name,
-    gpuCount: count,
-    vcpus,
-    ramGb,
-    storageGb,
-  };
-  return machineOffer({
-    id: offerIdOf(location.id, gpu.v0Name, count),
-    provider: NAME,
-    instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.displayName || gpu.v0Name}`,
-    accelerator: { ...model, count },
-    vcpus,
-    memoryGb: ramGb,
-    diskGb: storageGb,
-    region: [location.city, location.country].filter(Boolean).join(", ") || location.id,
-    spotPrice: null,
-    onDemandPrice: roundPrice(hourly),
-    billingUnit: "second" as const,
-    pricesAsOf,
-    specific,
+  signal: AbortSignal,
+): Promise<Offer[]> {
+  const asked = query.accelerator;
+  // TensorDock deploys by location only with a GPU, and only x86_64 machines, never spot.
+  if (!asked || query.architecture === "arm64" || query.allocation === "spot") return [];
+  const wanted = [query.region, settings.location].flatMap((value) => value?.trim().toLowerCase() ?? []);
+  const { data } = await client.read(
+    "offers",
+    "/locations",
+    locationsAnswerSchema,
+    "listing locations",
+    signal,
+  );
+  const size = sizeFor(settings, query);
+  const pricesAsOf = new Date().toISOString();
+  return data.locations.flatMap((location) => {
+    // A location is named by its id, country, city or state.
+    const names = [location.id, location.country, location.city, location.stateprovince];
+    if (!wanted.every((name) => names.some((field) => field.toLowerCase() === name))) return [];
+    return location.gpus.flatMap((gpu) => {
+      const model = acceleratorFromNames([gpu.displayName, gpu.v0Name.replaceAll("-", " ")]);
+      const { resources: most, pricing: per, price_per_hr: perGpu } = gpu;
+      const limits = [most?.max_vcpus, most?.max_ram_gb, most?.max_storage_gb];
+      const fits = [size.vcpus, size.ramGb, size.storageGb].every(
+        (amount, at) => (limits[at] ?? amount) >= amount,
+      );
+      // Skyward reaches a VM on port 22 of its own address: only locations with dedicated IPs.
+      const dedicatedIp = gpu.network_features?.dedicated_ip_available !== false;
+      if (model?.name !== asked.name || (gpu.max_count ?? 0) < asked.count || perGpu === null) return [];
+      if (!fits || !dedicatedIp) return [];
+      const hourly =
+        perGpu * asked.count +
+        (per?.per_vcpu_hr ?? 0) * size.vcpus +
+        (per?.per_gb_ram_hr ?? 0) * size.ramGb +
+        (per?.per_gb_storage_hr ?? 0) * size.storageGb;
+      const specific: TensorDockOfferData = {
+        locationId: location.id,
+        gpuModel: gpu.v0Name,
+        gpuCount: asked.count,
+        ...size,
+      };
+      return machineOffer({
+        id: offerIdOf(location.id, gpu.v0Name, asked.count),
+        provider: "tensordock",
+        instanceType: `${asked.count > 1 ? `${asked.count}x ` : ""}${gpu.displayName || gpu.v0Name}`,
+        accelerator: { ...model, count: asked.count },
+        vcpus: size.vcpus,
+        memoryGb: size.ramGb,
+        diskGb: size.storageGb,
+        region: [location.city, location.country].filter(Boolean).join(", ") || location.id,
+        spotPrice: null,
+        onDemandPrice: roundPrice(hourly),
+        billingUnit: "second",
+        pricesAsOf,
+        specific,
+      });
+    });
   });
 }

@@ -1,18 +1,8 @@
-/**
- * The TensorDock provider's settings: what a user may set, checked by name before anything is asked of
- * the API. vCPUs, RAM and storage are rounded up to TensorDock's steps when offers are made (see
- * `tensordock-offers.ts`).
- */
-import {
-  type MachineProviderSettings,
-  machineSettingsShape,
-  type SshStandIn,
-  sshUserSchema,
-} from "@skyward/provider-utils";
+/** The TensorDock provider's settings, declared once: the schema checks them by name, {@link TensorDockSettings} is its input. */
+import { machineSettingsShape, type SshStandIn, sshUserSchema } from "@skyward/provider-utils";
 import { z } from "zod";
-import { TENSORDOCK_API_URL } from "./tensordock-api.js";
 
-/** What the {@link TensorDockSettings.sshAddress} test seam receives: the instance as TensorDock describes it. */
+/** What the `sshAddress` test seam receives: the instance as TensorDock describes it. */
 export interface TensorDockInstanceAddress {
   /** The instance id (a UUID). */
   readonly id: string;
@@ -20,45 +10,36 @@ export interface TensorDockInstanceAddress {
   readonly ipAddress: string;
 }
 
-/** What the {@link TensorDockSettings.sshAddress} test seam returns: where the pool reaches the instance instead. */
+/** What the `sshAddress` test seam returns: where the pool reaches the instance instead. */
 export type TensorDockSshMapping = SshStandIn;
 
-/** Settings of the TensorDock provider; every field is optional. */
-export interface TensorDockSettings
-  extends MachineProviderSettings<(instance: TensorDockInstanceAddress) => TensorDockSshMapping> {
-  /** The API token. Default: the `TENSORDOCK_API_TOKEN` environment variable, read on the first API call. A secret: never logged. */
-  apiKey?: string;
-  /** Only locations in this country, city, state or with this id (`"United States"`); a spec's `region` does the same. */
-  location?: string;
-  /** Disk per VM, GB (TensorDock's minimum is 100, in steps of 50: rounded up); a spec's `diskGb` raises it. Default 100. */
-  storageGb?: number;
-  /** The OS image (`"ubuntu2404"`, `"ubuntu2204"`). Default `"ubuntu2404"`. */
-  operatingSystem?: string;
-  /** The fewest vCPUs a VM gets (in steps of 2: rounded up); a spec's `vcpus` raises it. Default 4. */
-  minVcpus?: number;
-  /** The least RAM a VM gets, GB (in steps of 8: rounded up); a spec's `memoryGb` raises it. Default 16. */
-  minRamGb?: number;
-  /** The login user of the image. Default `"user"` (with passwordless sudo), as on TensorDock's images. */
-  sshUser?: string;
-}
+const apiUrl = "https://dashboard.tensordock.com/api/v2";
 
 /** The settings schema: every field checked, unknown ones refused by name. */
 export const settingsSchema = z.strictObject({
-  ...machineSettingsShape<(instance: TensorDockInstanceAddress) => TensorDockSshMapping>(TENSORDOCK_API_URL),
+  ...machineSettingsShape<(instance: TensorDockInstanceAddress) => TensorDockSshMapping>(apiUrl),
+  /** Only locations in this country, city, state or with this id (`"United States"`); a spec's `region` does the same. */
   location: z.string().min(1, { message: "expected a country, city or location id" }).optional(),
+  /** Disk per VM, GB (TensorDock's minimum is 100, in steps of 50: rounded up); a spec's `diskGb` raises it. Default 100. */
   storageGb: z
     .number({ error: "expected the disk size in GB" })
     .int({ message: "expected the disk size in GB as a whole number" })
     .min(100, { message: "expected at least 100 GB (TensorDock's minimum)" })
     .default(100),
+  /** The OS image (`"ubuntu2404"`, `"ubuntu2204"`). Default `"ubuntu2404"`. */
   operatingSystem: z
     .string()
     .regex(/^[a-z0-9][a-z0-9._-]*$/, { message: 'expected an image id such as "ubuntu2404"' })
     .default("ubuntu2404"),
+  /** The fewest vCPUs a VM gets (in steps of 2: rounded up); a spec's `vcpus` raises it. Default 4. */
   minVcpus: z.number().int({ message: "expected a whole number of vCPUs" }).min(1).default(4),
+  /** The least RAM a VM gets, GB (in steps of 8: rounded up); a spec's `memoryGb` raises it. Default 16. */
   minRamGb: z.number().positive({ message: "expected a RAM size in GB" }).default(16),
+  /** The login user of the image. Default `"user"` (with passwordless sudo), as on TensorDock's images. */
   sshUser: sshUserSchema("user"),
 });
 
+/** Settings of the TensorDock provider; every field is optional. */
+export type TensorDockSettings = z.input<typeof settingsSchema>;
 /** The settings as parsed, defaults filled in. */
 export type ParsedSettings = z.output<typeof settingsSchema>;

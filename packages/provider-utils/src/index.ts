@@ -73,6 +73,8 @@ export type {
 } from "./machine-provider/adapter.js";
 export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
 export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
+export type { ApiVm, ApiVmDefinition, ApiVmFields, ApiVmSettings } from "./machine-provider/api-vm.js";
+export { defineApiVm } from "./machine-provider/api-vm.js";
 export { batchDeleteOutcomes, knownMachines } from "./machine-provider/batch-delete.js";
 export type {
   ContainerBoot,

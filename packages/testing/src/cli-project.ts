@@ -5,9 +5,12 @@
  * nothing of the test's own — so a credential reaches it only where the test puts it.
  */
 import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
 /** What one run of the CLI gave. */
 export interface CliRun {
@@ -86,4 +89,37 @@ export function tableRows(stdout: string): string[][] {
     .split("\n")
     .slice(1)
     .map((line) => line.trim().split(/\s{2,}/));
+}
+
+/** The built CLI as a provider package's tests use it: {@link builtCli}. */
+export interface BuiltCli {
+  /** `@skyward/cli`'s `dist/cli.js`. */
+  readonly cli: string;
+  /** The provider package's directory (linked into every project). */
+  readonly packageDirectory: string;
+  /** Whether the CLI and the provider package are both built (`dist/`): the CLI loads the built package. */
+  readonly built: boolean;
+  /** A project with the provider package installed: {@link createCliProject} with the CLI and package given. */
+  project(options: Omit<CliProjectOptions, "cli" | "packages">): Promise<CliProject>;
+}
+
+/**
+ * The built CLI for the tests of one provider package: `testFileUrl` is a test file's
+ * `import.meta.url` in the package's `test/` directory (its parent is the package), `packageName` the
+ * name the package is installed under (`provider-slurm` → `node_modules/@skyward/provider-slurm`).
+ */
+export function builtCli(testFileUrl: string, packageName: string): BuiltCli {
+  const packageDirectory = fileURLToPath(new URL("..", testFileUrl));
+  const cli = join(
+    dirname(createRequire(testFileUrl).resolve("@skyward/cli/package.json")),
+    "dist",
+    "cli.js",
+  );
+  return {
+    cli,
+    packageDirectory,
+    built: existsSync(cli) && existsSync(join(packageDirectory, "dist", "index.js")),
+    project: (options) =>
+      createCliProject({ ...options, cli, packages: { [packageName]: packageDirectory } }),
+  };
 }

@@ -1,6 +1,8 @@
 // Core helpers the conformance suite relies on, re-exported for provider tests.
 export { clusterFromInstance, offerPrice } from "@skyward/core/contract";
 export {
+  type BuiltCli,
+  builtCli,
   type CliProject,
   type CliProjectOptions,
   type CliRun,
@@ -157,4 +159,13 @@ export {
   type SlurmTestbed,
   type SlurmTestbedLogin,
 } from "./testbed-slurm.js";
+export {
+  ddpTasks,
+  expectAllReduceSum,
+  expectClose,
+  expectDdpAgreement,
+  expectGlooWorld,
+  type Gradients,
+  type GroupInfo,
+} from "./torch-ddp.js";
 export { whenRunning } from "./when-running.js";
