@@ -348,9 +348,36 @@ export class TaskManager {
       // A late answer of an earlier run, on a node since lost, is dropped: each result is delivered once.
       if (record.attempt === attempt) this.#onMessage(record, message);
     });
+    let readying: Promise<void> | undefined;
+    try {
+      readying = record.callbacks.readying?.(node.index);
+    } catch (error) {
+      this.#finish(record);
+      record.callbacks.error(error as Error);
+      return;
+    }
+    if (readying === undefined) {
+      this.#send(node, record, args, kwargs);
+      return;
+    }
+    // This run is over before its node was ready (cancelled, its node lost): nothing is sent.
+    const current = () => !record.done && record.attempt === attempt && record.node === node;
+    readying.then(
+      () => {
+        if (current()) this.#send(node, record, args, kwargs);
+      },
+      (error: Error) => {
+        if (!current()) return;
+        this.#finish(record);
+        record.callbacks.error(error);
+      },
+    );
+  }
+
+  #send(node: NodeState, record: TaskRecord, args: unknown[], kwargs: Record<string, unknown>): void {
     try {
       record.callbacks.sending?.(node.index);
-      connection.send(submitMessage(record, args, kwargs));
+      (node.connection as WorkerConnection).send(submitMessage(record, args, kwargs));
       record.callbacks.sent?.(node.index);
     } catch (error) {
       this.#finish(record);

@@ -18,6 +18,12 @@ export interface TaskCallbacks {
   readonly end?: () => void;
   /** The task failed, timed out or was cancelled. */
   readonly error: (error: Error) => void;
+  /**
+   * It got a slot on this node (once per run): what must happen there before its `submit` is written
+   * (its remote references moved there), or undefined when nothing must. The `submit` waits for it,
+   * keeping the slot; when it fails, so does the task.
+   */
+  readonly readying?: (node: number) => Promise<void> | undefined;
   /** Its `submit` is about to be written to this node's connection (once per run). */
   readonly sending?: (node: number) => void;
   /** Its `submit` was written to this node's connection (once per run). */
