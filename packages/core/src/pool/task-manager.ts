@@ -38,6 +38,7 @@ import {
   type TaskRequest,
   type TaskTicket,
   wakeIfIdle,
+  whenReady,
 } from "./task-record.js";
 import { decideRetry, interruptedError } from "./task-retry.js";
 import type { WorkerConnection } from "./worker-connection.js";
@@ -348,43 +349,21 @@ export class TaskManager {
       // A late answer of an earlier run, on a node since lost, is dropped: each result is delivered once.
       if (record.attempt === attempt) this.#onMessage(record, message);
     });
-    let readying: Promise<void> | undefined;
-    try {
-      readying = record.callbacks.readying?.(node.index);
-    } catch (error) {
+    const fail = (error: Error) => {
       this.#finish(record);
-      record.callbacks.error(error as Error);
-      return;
-    }
-    if (readying === undefined) {
-      this.#send(node, record, args, kwargs);
-      return;
-    }
-    // This run is over before its node was ready (cancelled, its node lost): nothing is sent.
-    const current = () => !record.done && record.attempt === attempt && record.node === node;
-    readying.then(
-      () => {
-        if (current()) this.#send(node, record, args, kwargs);
-      },
-      (error: Error) => {
-        if (!current()) return;
-        this.#finish(record);
-        record.callbacks.error(error);
-      },
-    );
-  }
-
-  #send(node: NodeState, record: TaskRecord, args: unknown[], kwargs: Record<string, unknown>): void {
-    try {
-      record.callbacks.sending?.(node.index);
-      (node.connection as WorkerConnection).send(submitMessage(record, args, kwargs));
-      record.callbacks.sent?.(node.index);
-    } catch (error) {
-      this.#finish(record);
-      record.callbacks.error(sendError(record, error));
-      return;
-    }
-    this.#events.started(record, node.index);
+      record.callbacks.error(error);
+    };
+    whenReady(record, node, fail, () => {
+      try {
+        record.callbacks.sending?.(node.index);
+        connection.send(submitMessage(record, args, kwargs));
+        record.callbacks.sent?.(node.index);
+      } catch (error) {
+        fail(sendError(record, error));
+        return;
+      }
+      this.#events.started(record, node.index);
+    });
   }
 
   #finish(record: TaskRecord): void {

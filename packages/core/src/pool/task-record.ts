@@ -232,6 +232,40 @@ export function beginRun(record: TaskRecord, node: NodeState): void {
   if (record.request.nested) node.nestedRunning += 1;
 }
 
+/**
+ * Calls `send` once `record`'s node is ready for its `submit` (its `readying` callback; at once when
+ * there is nothing to wait for), or `fail` when getting it ready failed. Neither is called when this
+ * run is over by then (cancelled, its node lost).
+ */
+export function whenReady(
+  record: TaskRecord,
+  node: NodeState,
+  fail: (error: Error) => void,
+  send: () => void,
+): void {
+  let readying: Promise<void> | undefined;
+  try {
+    readying = record.callbacks.readying?.(node.index);
+  } catch (error) {
+    fail(error as Error);
+    return;
+  }
+  if (readying === undefined) {
+    send();
+    return;
+  }
+  const attempt = record.attempt;
+  const current = () => !record.done && record.attempt === attempt && record.node === node;
+  readying.then(
+    () => {
+      if (current()) send();
+    },
+    (error: Error) => {
+      if (current()) fail(error);
+    },
+  );
+}
+
 /** `record`'s run on `node` is over: its slot is free, its messages no longer heard. */
 export function endRun(record: TaskRecord, node: NodeState): void {
   if (node.running.delete(record.id) && record.request.nested) node.nestedRunning -= 1;
