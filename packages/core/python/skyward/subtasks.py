@@ -17,12 +17,13 @@ While the client is detached, distributed-collection operations are parked for t
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Deque, Dict, List, Set, Tuple
 
 from .connection import Connection
-from .context import SubtaskOutcome
+from .context import SubtaskOutcome, runtime
 from .detach_keeping import COLLECTION_REF, DetachKeeping
 from .dispatch import error_fields
 from .protocol import Message, decode_frame, pack_frame
@@ -32,6 +33,9 @@ from .task_table import TaskTable
 
 #: alias numbers start here, far above any sub number a task's own table hands out
 _ALIAS_BASE = 1 << 40
+
+#: a subtask as its task asked for it: (the task, sub, fn, args, kwargs)
+_Subtask = Tuple[Task, int, str, List[Any], Dict[str, Any]]
 
 
 def local_nested_slots(concurrency: int) -> int:
@@ -107,14 +111,29 @@ class SubtaskRelay:
         #: (root id, alias) -> (the task that asked, its sub number)
         self._aliases: Dict[Tuple[str, int], Tuple[Task, int]] = {}
         self._next_alias = itertools.count(_ALIAS_BASE)
+        #: subtasks that may run here waiting for a nested slot here or room at the client
+        self._queue: Deque[_Subtask] = collections.deque()
+        #: those of them out at the client now, as (the task it knows, sub)
+        self._out: Set[Tuple[str, int]] = set()
+        table.on_finish = self.task_ended
 
     def send(self, task: Task, sub: int, fn: str, args: List[Any], kwargs: Dict[str, Any], node: int | None) -> None:
         """A running task dispatched subtask ``sub`` (``node``: the node it asks for, if any)."""
         if task.state != "running":
             return  # stopped meanwhile: its futures are cancelled already
-        if self._runs_here(fn, node):
-            self._run_here(task, sub, fn, args, kwargs)
-            return
+        subtask = (task, sub, fn, args, kwargs)
+        if not self._may_run_here(fn, node):
+            self._to_client(subtask, node, False)
+        elif self._slot_free():
+            self._run_here(*subtask)
+        elif self._client_has_room(task):
+            self._to_client(subtask, None, True)
+        else:
+            self._queue.append(subtask)
+
+    def _to_client(self, subtask: "_Subtask", node: int | None, counted: bool) -> None:
+        """Sends a subtask to the client (``counted``: one of those that could run here, out at the client)."""
+        task, sub, fn, args, kwargs = subtask
         if isinstance(task.connection, LocalParent):
             # The client knows the root task only: the subtask goes as one of the root's.
             root, asked, sub = task.connection.root, (task, sub), next(self._next_alias)
@@ -135,6 +154,8 @@ class SubtaskRelay:
         if task.subtasks is None:
             task.subtasks = set()
         task.subtasks.add(sub)
+        if counted:
+            self._out.add((task.id, sub))
         if fn == COLLECTION_REF:
             if task.ops is None:
                 task.ops = {}
@@ -154,15 +175,42 @@ class SubtaskRelay:
 
     # -- subtasks run on this node --------------------------------------------------------------
 
-    def _runs_here(self, fn: str, node: int | None) -> bool:
-        """Whether a subtask runs on this node: it may (no other node asked for, not a collection
-        operation, which the pool's authority answers) and a nested slot is free here."""
-        if fn == COLLECTION_REF or (node is not None and node != self._node()):
-            return False
-        if self._local_slots == 0:
-            return False
+    def _may_run_here(self, fn: str, node: int | None) -> bool:
+        """Whether a subtask may run on this node: no other node asked for, not a collection
+        operation (the pool's authority answers those), and this worker runs subtasks itself."""
+        return self._local_slots > 0 and fn != COLLECTION_REF and (node is None or node == self._node())
+
+    def _slot_free(self) -> bool:
         nested = sum(1 for each in self._table.tasks.values() if each.nested)
         return nested < self._local_slots
+
+    def _client_window(self) -> int:
+        """How many of the subtasks that could run here may be out at the client at once: as many as
+        the other nodes have nested slots (the client places them there); the rest wait here for
+        this node's own slots, which no round trip keeps waiting."""
+        cluster = runtime.cluster
+        others = (cluster.total_nodes - 1) if cluster is not None else 0
+        return max(0, others) * runtime.concurrency
+
+    def _client_has_room(self, task: Task) -> bool:
+        """Whether one more of the subtasks that could run here may go to ``task``'s client now (with
+        no client connected, they wait for this node's slots)."""
+        root = task.connection.root if isinstance(task.connection, LocalParent) else task
+        connection = root.connection
+        return connection is not None and connection.alive and len(self._out) < self._client_window()
+
+    def _pump(self) -> None:
+        """Starts the waiting subtasks that fit now: here while a nested slot is free, then at the client."""
+        while self._queue:
+            task = self._queue[0][0]
+            if task.state != "running":
+                self._queue.popleft()
+            elif self._slot_free():
+                self._run_here(*self._queue.popleft())
+            elif self._client_has_room(task):
+                self._to_client(self._queue.popleft(), None, True)
+            else:
+                return
 
     def node(self) -> int:
         return self._node()
@@ -191,23 +239,31 @@ class SubtaskRelay:
                 del self._children[local.parent.id]
         if local.parent.state == "running":
             self._table.deliver_subresult(local.parent, local.sub, outcome)
+        self._pump()
 
     def task_ended(self, task: Task) -> None:
         """``task`` ended (its table's ``on_finish``): the subtasks it runs here end with it."""
         for child in list(self._children.pop(task.id, {}).values()):
             self._table.cancel(child, "its parent task ended")
+        if self._queue:
+            self._queue = collections.deque(waiting for waiting in self._queue if waiting[0] is not task)
+        if self._out:
+            self._out = {key for key in self._out if key[0] != task.id}
         if self._aliases:
             for key in [key for key, (asked, _) in self._aliases.items() if asked is task or key[0] == task.id]:
                 del self._aliases[key]
 
     def _deliver(self, task: Task, sub: int, outcome: SubtaskOutcome) -> None:
         """Hands ``outcome`` to the task that asked for subtask ``sub`` of ``task`` (an alias's own)."""
+        counted = (task.id, sub) in self._out
+        self._out.discard((task.id, sub))
         asked = self._aliases.pop((task.id, sub), None)
         if asked is not None:
             task, sub = asked
-            if task.state != "running":
-                return
-        self._table.deliver_subresult(task, sub, outcome)
+        if task.state == "running":
+            self._table.deliver_subresult(task, sub, outcome)
+        if counted:
+            self._pump()
 
     def fail(self, task_id: str, sub: int, text: str) -> None:
         """A subtask could not be sent (its message does not encode): it fails, not its task."""

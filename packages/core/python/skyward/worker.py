@@ -152,7 +152,6 @@ class Worker:
         )
         self.table.mask = self.cluster.secret_mask.mask
         self.subtasks = SubtaskRelay(self.table, self.detach, self._node, local_nested_slots(options.concurrency))
-        self.table.on_finish = self.subtasks.task_ended
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
         table = self.table

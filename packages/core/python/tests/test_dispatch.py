@@ -204,20 +204,36 @@ def test_subtasks_run_on_the_parents_node_without_the_client(two_slot_worker: Wo
         client.close()
 
 
-def test_subtasks_beyond_the_free_nested_slots_go_through_the_client(two_slot_worker: WorkerProcess) -> None:
+def test_with_no_other_node_subtasks_wait_for_the_nodes_own_slots(two_slot_worker: WorkerProcess) -> None:
     client = connect(two_slot_worker)
     try:
-        relay = NestedRelay([client])
-        assert relay.value(client, "dispatch_tasks:slow_first", 4) == [0, 1, 4, 9]
-        # The slow one and the next took the two slots; the others asked the client.
-        assert [m["sub"] for m in relay.subtasks] == [2, 3]
-        relay.subtasks.clear()
-        # Run here, a subtask's own subtasks that do not fit go as the root task's, under aliases.
-        assert relay.value(client, "dispatch_tasks:slow_first_nested", 3) == [0, 1, 4]
-        assert len(relay.subtasks) == 2 and all(m["sub"] >= 1 << 40 for m in relay.subtasks)
-        assert len({m["id"] for m in relay.subtasks}) == 1
+        relay = NestedRelay([client], hold=True)
+        assert relay.value(client, "dispatch_tasks:slow_first", 5) == [0, 1, 4, 9, 16]
+        assert relay.subtasks == []
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_subtasks_beyond_the_free_nested_slots_go_through_the_client(executor: str) -> None:
+    with WorkerProcess("--executor", executor, "--concurrency", "2") as first, \
+            WorkerProcess("--executor", executor, "--concurrency", "2") as second:
+        clients = [connect(first, node=0, total_nodes=2), connect(second, node=1, total_nodes=2)]
+        try:
+            relay = NestedRelay(clients)
+            assert relay.value(clients[0], "dispatch_tasks:slow_first", 6, 2) == [0, 1, 4, 9, 16, 25]
+            # The two slow ones took node 0's two slots; the next two went to the client (as many as
+            # the other node has nested slots); the rest waited for a slot here or there.
+            subs = [m["sub"] for m in relay.subtasks]
+            assert subs[:2] == [2, 3] and set(subs) <= {2, 3, 4, 5}
+            relay.subtasks.clear()
+            # Run here, a subtask's own subtasks that do not fit go as the root task's, under aliases.
+            assert relay.value(clients[0], "dispatch_tasks:slow_first_nested", 3) == [0, 1, 4]
+            assert len(relay.subtasks) == 2 and all(m["sub"] >= 1 << 40 for m in relay.subtasks)
+            assert {m["id"] for m in relay.subtasks} == {relay.subtasks[0]["id"]}
+        finally:
+            for client in clients:
+                client.close()
 
 
 def test_a_parent_that_ends_cancels_the_subtasks_it_runs_on_its_node(two_slot_worker: WorkerProcess) -> None:

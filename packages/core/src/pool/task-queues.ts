@@ -73,7 +73,7 @@ export class TaskQueues {
   dispatch(start: (node: NodeState, record: TaskRecord) => void): boolean {
     const nodes = this.#nodes;
     while (this.#nestedQueue.size > 0) {
-      const node = nodes.nextFree(true, "");
+      const node = nodes.nextFree(true, "", (this.#nestedQueue.peek() as TaskRecord).request.parentNode);
       if (!node) break;
       const record = this.#nestedQueue.shift() as TaskRecord;
       if (!record.done) start(node, record);

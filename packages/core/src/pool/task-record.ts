@@ -44,6 +44,11 @@ export interface TaskRequest {
   readonly worker?: number;
   /** A subtask of a running task (nested dispatch): it uses the nodes' separate nested slots. */
   readonly nested?: boolean;
+  /**
+   * A nested task's parent's node: it goes to another node with a nested slot free first, since the
+   * parent's worker fills its own nested slots itself without asking the client.
+   */
+  readonly parentNode?: number;
   /** How many times it may run again when its node is lost; default the manager's `retryOnInterruption`. */
   readonly retries?: number;
   /** A stream that yielded items may start over when its node is lost (the items delivered are skipped). */

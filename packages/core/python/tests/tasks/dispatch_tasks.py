@@ -124,9 +124,10 @@ def one_by_one(n: int) -> List[int]:
     return [submit(square, args=[i]).result(timeout=20) for i in range(n)]
 
 
-def slow_first(n: int) -> List[int]:
-    """A slow subtask, then ``n - 1`` more while it still runs."""
-    futures = [submit(sleep_then_square, args=[1.0, 0])] + [submit(square, args=[i]) for i in range(1, n)]
+def slow_first(n: int, slow: int = 1) -> List[int]:
+    """``slow`` slow subtasks, then ``n - slow`` quick ones while they still run."""
+    futures = [submit(sleep_then_square, args=[1.0, i]) for i in range(slow)]
+    futures += [submit(square, args=[i]) for i in range(slow, n)]
     return [future.result(timeout=20) for future in futures]
 
 
