@@ -31,6 +31,8 @@ from .wire_errors import ProtocolError, SerializationError
 from .task import Task
 from .task_table import TaskTable
 
+#: nested tasks the client gives a node per slot of its nested pool (``NESTED_PER_SLOT`` there)
+_CLIENT_PER_SLOT = 2
 #: alias numbers start here, far above any sub number a task's own table hands out
 _ALIAS_BASE = 1 << 40
 
@@ -186,11 +188,11 @@ class SubtaskRelay:
 
     def _client_window(self) -> int:
         """How many of the subtasks that could run here may be out at the client at once: as many as
-        the other nodes have nested slots (the client places them there); the rest wait here for
-        this node's own slots, which no round trip keeps waiting."""
+        the client gives the other nodes (two per nested slot: one running, one waiting); the rest
+        wait here for this node's own slots, which no round trip keeps waiting."""
         cluster = runtime.cluster
         others = (cluster.total_nodes - 1) if cluster is not None else 0
-        return max(0, others) * runtime.concurrency
+        return max(0, others) * runtime.concurrency * _CLIENT_PER_SLOT
 
     def _client_has_room(self, task: Task) -> bool:
         """Whether one more of the subtasks that could run here may go to ``task``'s client now (with
