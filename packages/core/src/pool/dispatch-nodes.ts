@@ -205,7 +205,7 @@ export class DispatchNodes {
     return slotLimit(this.#schedule, node, ref);
   }
 
-  /** The next node, round robin, with a free nested slot or a free slot for a task of `ref` (`last`: only if no other). */
+  /** The next node, round robin, with a free nested slot or a free slot for a task of `ref` (`last` last). */
   nextFree(nested: boolean, ref: string, last?: number): NodeState | undefined {
     const node = nextFreeNode(this.#schedule, this.#nodes, this.#roundRobin, nested, ref, last);
     if (node) this.#roundRobin = (node.index + 1) % this.#nodes.length;

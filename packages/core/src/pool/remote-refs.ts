@@ -240,9 +240,9 @@ export class RemoteRefRegistry implements RemoteRefOwner {
   }
 
   /**
-   * Brings `entry` to `node` for a call about to run there: node to node when the pool moves references so
-   * (once for the calls that need it at the same time), else — or when that failed — its pickle
-   * through the client, to carry with the call. Resolves the pickle to carry, or none.
+   * Brings `entry` to `node` for a call about to run there: node to node when the pool moves
+   * references so (once for the calls that need it at the same time), else — or when that failed —
+   * its pickle through the client, to carry with the call. Resolves the pickle to carry, or none.
    */
   #bring(entry: RefEntry, node: number): Promise<PyObject | undefined> {
     if (this.#host.betweenNodes !== true) return this.#payload(entry);
