@@ -2,7 +2,7 @@
  * Data node to node with the client far away (issue 28): 3 test-bed SSH hosts reached through far
  * links (a delaying proxy in front of each sshd, 20 ms each way) while the hosts reach each other
  * directly. A 32 MiB reference made on node 0 and used on node 2 moves host to host, a few KiB
- * through the client; a broadcast of a 4 MiB argument crosses the client's link once, not 3 times.
+ * through the client, whether the call is bound to node 2 or given its node by the task manager; a broadcast of a 4 MiB argument crosses the client's link once, not 3 times.
  * Bytes are counted twice, apart: by the far links themselves and by `pool.traffic()`.
  */
 import { fileURLToPath } from "node:url";
@@ -67,6 +67,30 @@ describe.skipIf(skipReason !== undefined)("data node to node with the client beh
     expect(moved[0]!.served).toBeGreaterThanOrEqual(32 * MIB);
     expect(moved[2]!.fetched).toBe(moved[0]!.served);
     expect(ref.nodes).toEqual([0, 2]);
+    await ref.release();
+  }, 180_000);
+
+  it("moves a 32 MiB reference host to host to the nodes unbound calls land on, once each: a few KiB through the client", async () => {
+    const ref = await pool.run(makeBlob(32 * MIB).withKeep(), { target: 0 });
+    const links = far.bytes();
+    const before = pool.traffic();
+    // `map`'s calls have no node of their own: the task manager spreads them over the 3 nodes.
+    const infos = await pool.map(
+      blobInfo,
+      Array.from({ length: 6 }, () => [ref]),
+    );
+    expect(infos.every((info) => info.length === 32 * MIB && info.first === 0)).toBe(true);
+    expect(new Set(infos.map((info) => info.node))).toEqual(new Set([0, 1, 2]));
+    const moved = trafficSince(before, pool.traffic());
+    const linksNow = far.bytes();
+    const throughLinks = linksNow.toTarget - links.toTarget + (linksNow.fromTarget - links.fromTarget);
+    // Six calls and their answers, a serve and two pulls, pings: no part of the reference.
+    expect(throughLinks).toBeLessThan(2 * FEW_KIB);
+    expect(sum(moved, "sent") + sum(moved, "received")).toBeLessThan(2 * FEW_KIB);
+    expect(moved[1]!.fetched).toBeGreaterThanOrEqual(32 * MIB);
+    expect(moved[2]!.fetched).toBe(moved[1]!.fetched);
+    expect(moved[0]!.served).toBe(2 * moved[1]!.fetched);
+    expect(ref.nodes).toEqual([0, 1, 2]);
     await ref.release();
   }, 180_000);
 

@@ -7,24 +7,20 @@ node's peer server (once; bound to the node's own cluster address from the ``clu
 answers where it listens; ``skyward.refs:pull`` on the other node fetches the object from there and
 keeps it under the same id.
 
-The peer protocol, one request per connection: the server sends a 32-byte nonce; the fetcher sends
-a length-prefixed JSON request ``{"job", "ref", "mac"}``, where ``mac`` is HMAC-SHA256 over the
-nonce and the ref id keyed by the pool's token (the token itself never crosses the network); the
-server answers a length-prefixed JSON header ``{"ok": true, "type", "size", "length"}`` and the
-pickle's bytes, or ``{"ok": false, "error"}``. It serves only this pool's job and what this node's
-store keeps.
+The peer protocol, one request per connection, opened with the pool's handshake (``peer_auth.py``):
+the server sends a 32-byte nonce; the fetcher sends the JSON frame ``{"job", "ref", "mac"}``, where
+``mac`` is HMAC-SHA256 over the nonce and the ref id keyed by the pool's token (the token itself
+never crosses the network); the server answers a JSON frame ``{"ok": true, "type", "size",
+"length"}`` and the pickle's bytes, or ``{"ok": false, "error"}``. It serves only this pool's job and
+what this node's store keeps.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
-import json
-import secrets
-import struct
 from typing import Any, Awaitable, Callable, Dict, Tuple
 
+from . import peer_auth
 from .execution import Outcome, error_outcome
 from .ref_store import RefStore
 from .values import Kept
@@ -32,30 +28,8 @@ from .values import Kept
 SERVE_REFS = "skyward.refs:serve"
 PULL_REF = "skyward.refs:pull"
 
-#: a request or header bigger than this is not one of ours
-_HEADER_LIMIT = 64 * 1024
 #: how long a fetch may wait for the peer to connect and answer its header, in seconds
 _CONNECT_TIMEOUT = 30.0
-_LENGTH = struct.Struct(">I")
-
-
-def _mac(token: bytes, nonce: bytes, ref_id: str) -> str:
-    return hmac.new(token, nonce + ref_id.encode("utf-8"), hashlib.sha256).hexdigest()
-
-
-async def _read_header(reader: asyncio.StreamReader) -> Dict[str, Any]:
-    (length,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
-    if length > _HEADER_LIMIT:
-        raise ValueError(f"a peer header of {length} bytes is over the limit of {_HEADER_LIMIT}")
-    header = json.loads(await reader.readexactly(length))
-    if type(header) is not dict:
-        raise ValueError("a peer header must be a JSON object")
-    return header
-
-
-def _header(value: Dict[str, Any]) -> bytes:
-    data = json.dumps(value).encode("utf-8")
-    return _LENGTH.pack(len(data)) + data
 
 
 class RefPeers:
@@ -130,27 +104,20 @@ class RefPeers:
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            nonce = secrets.token_bytes(32)
-            writer.write(nonce)
-            await writer.drain()
-            request = await asyncio.wait_for(_read_header(reader), _CONNECT_TIMEOUT)
-            ref_id = request.get("ref")
-            cluster = self._cluster() or {}
-            mac = request.get("mac")
-            if (type(ref_id) is not str or type(mac) is not str
-                    or not hmac.compare_digest(mac, _mac(self._token, nonce, ref_id))
-                    or request.get("job") != cluster.get("job_id")):
-                writer.write(_header({"ok": False, "error": "not authenticated for this pool"}))
-                self._log("refused a peer's reference request: not authenticated for this pool")
+            job = (self._cluster() or {}).get("job_id")
+            request = await peer_auth.accept(reader, writer, self._token, job, "ref", _CONNECT_TIMEOUT)
+            if request is None:
+                self._log(f"refused a peer's reference request: {peer_auth.REFUSED}")
                 return
+            ref_id = request["ref"]
             kept = self._refs.kept.get(ref_id)
             if kept is None:
-                writer.write(_header({"ok": False, "error": f"{ref_id} is not held on this node"}))
+                writer.write(peer_auth.frame({"ok": False, "error": f"{ref_id} is not held on this node"}))
                 return
             # A live object is pickled off the event loop: it may be large.
             data = kept.data if kept.data is not None else await asyncio.get_running_loop().run_in_executor(
                 None, kept.pickle)
-            writer.write(_header({"ok": True, "type": kept.type_name, "size": kept.size, "length": len(data)}))
+            writer.write(peer_auth.frame({"ok": True, "type": kept.type_name, "size": kept.size, "length": len(data)}))
             writer.write(data)
             await writer.drain()
             self.served += len(data)
@@ -162,13 +129,10 @@ class RefPeers:
     # -- fetch ----------------------------------------------------------------------------------
 
     async def _fetch(self, ref_id: str, addr: str, port: int) -> Kept:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(addr, port), _CONNECT_TIMEOUT)
+        job = (self._cluster() or {}).get("job_id")
+        reader, writer = await peer_auth.connect(addr, port, self._token, job, {"ref": ref_id}, "ref", _CONNECT_TIMEOUT)
         try:
-            nonce = await asyncio.wait_for(reader.readexactly(32), _CONNECT_TIMEOUT)
-            job = (self._cluster() or {}).get("job_id")
-            writer.write(_header({"job": job, "ref": ref_id, "mac": _mac(self._token, nonce, ref_id)}))
-            await writer.drain()
-            header = await asyncio.wait_for(_read_header(reader), _CONNECT_TIMEOUT)
+            header = await asyncio.wait_for(peer_auth.read_frame(reader), _CONNECT_TIMEOUT)
             if header.get("ok") is not True:
                 raise ValueError(str(header.get("error", "the peer refused")))
             length, type_name, size = header.get("length"), header.get("type"), header.get("size")

@@ -60,6 +60,8 @@ class TaskTable:
         self._peers = RefPeers(refs, token, lambda: self._cluster, log)
         self.builtins: Dict[str, Callable[[Any], Awaitable[Outcome]]] = self._peers.builtins()
         self._answering: Set["asyncio.Task[None]"] = set()
+        #: told each task that ends (the subtasks a task runs on this node end with it)
+        self.on_finish: Callable[[Task], None] = lambda task: None
 
     # -- executors ------------------------------------------------------------------------------
 
@@ -296,12 +298,15 @@ class TaskTable:
             )
         task.subtasks = None  # the client cancels the nested tasks still running
         task.ops = None
+        self.on_finish(task)
         self._detach.task_ended(task, message)
-        finished = self._finished
-        finished[task.id] = (time.monotonic(), message)
-        if len(finished) > RESULT_KEEP_MAX:
-            finished.popitem(last=False)
         connection = task.connection
+        # A subtask run on its parent's node answers its parent only: no client collects it.
+        if not getattr(connection, "local", False):
+            finished = self._finished
+            finished[task.id] = (time.monotonic(), message)
+            if len(finished) > RESULT_KEEP_MAX:
+                finished.popitem(last=False)
         if connection is not None:
             if connection.alive:
                 self._detach.flush_kept(task.id, connection)

@@ -49,7 +49,7 @@ from .metrics import MetricsSampler, parse_collectors
 from .output import OutputRouter, TaskStream
 from .protocol import PROTOCOL_VERSION, Message
 from .ref_store import RefStore
-from .subtasks import SubtaskRelay
+from .subtasks import SubtaskRelay, local_nested_slots
 from .task import Executor, Task
 from .task_table import TaskTable
 
@@ -151,7 +151,7 @@ class Worker:
             self.log, self._token,
         )
         self.table.mask = self.cluster.secret_mask.mask
-        self.subtasks = SubtaskRelay(self.table, self.detach, self._node)
+        self.subtasks = SubtaskRelay(self.table, self.detach, self._node, local_nested_slots(options.concurrency))
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
         table = self.table

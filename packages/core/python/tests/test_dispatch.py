@@ -1,6 +1,8 @@
 """Nested dispatch on real workers: the test client plays the TypeScript client's part, running
 each ``subtask`` as a nested task (on the same worker or another) and answering with
-``subresult``/``suberror``."""
+``subresult``/``suberror``. A worker runs subtasks on its own node while it has nested slots free
+(``SKYWARD_NESTED_LOCAL_SLOTS``, default its concurrency); the tests of the client's part set it to 0,
+those of the local part (at the end) leave it."""
 
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ from worker_client import PYTHON_ROOT, Client, NestedRelay, WorkerProcess, conne
 from skyward import dispatch  # noqa: E402
 
 EXECUTORS = ["thread", "process"]
+#: every subtask through the client
+VIA_CLIENT = {"SKYWARD_NESTED_LOCAL_SLOTS": "0"}
 
 
 @pytest.fixture(scope="module", params=EXECUTORS)
 def single_slot_worker(request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
     """Concurrency 1: a parent waiting on its subtasks holds the only regular slot."""
-    with WorkerProcess("--executor", request.param, "--concurrency", "1") as worker:
+    with WorkerProcess("--executor", request.param, "--concurrency", "1", env=VIA_CLIENT) as worker:
         yield worker
 
 
@@ -86,7 +90,7 @@ def test_unsendable_argument_fails_in_the_caller(relay: NestedRelay) -> None:
 
 def test_capacity_is_nodes_times_concurrency() -> None:
     for executor in EXECUTORS:
-        with WorkerProcess("--executor", executor, "--concurrency", "3") as worker:
+        with WorkerProcess("--executor", executor, "--concurrency", "3", env=VIA_CLIENT) as worker:
             client = connect(worker, node=1, total_nodes=2)
             assert client.value("dispatch_tasks:pool_capacity") == 6
 
@@ -98,14 +102,15 @@ def test_dispatch_to_another_node() -> None:
         assert relay.value(clients[0], "dispatch_tasks:on_node", 1)["node"] == 1
         assert relay.value(clients[1], "dispatch_tasks:on_node", 0)["node"] == 0
         assert relay.value(clients[0], "dispatch_tasks:on_node", 0)["node"] == 0
-        assert [m["node"] for m in relay.subtasks] == [1, 0, 0]
+        # A subtask for another node goes through the client; one for its own node runs there.
+        assert [m["node"] for m in relay.subtasks] == [1, 0]
         refused = clients[0].call("dispatch_tasks:on_node", 2)
         assert refused["type"] == "ValueError" and "node index 0..1" in refused["message"]
 
 
 def test_cancelling_the_parent_cancels_its_pending_futures(tmp_path: Path) -> None:
     marker = tmp_path / "outcome"
-    with WorkerProcess("--executor", "thread") as worker:
+    with WorkerProcess("--executor", "thread", env=VIA_CLIENT) as worker:
         client = connect(worker)
         relay = NestedRelay([client], hold=True)
         client.submit("parent", "dispatch_tasks:wait_for_one", str(marker))
@@ -126,7 +131,7 @@ def test_cancelling_the_parent_cancels_its_pending_futures(tmp_path: Path) -> No
 
 
 def test_a_parent_that_ends_cancels_what_it_left_pending() -> None:
-    with WorkerProcess("--executor", "thread") as worker:
+    with WorkerProcess("--executor", "thread", env=VIA_CLIENT) as worker:
         client = connect(worker)
         relay = NestedRelay([client], hold=True)
         assert relay.value(client, "dispatch_tasks:leave_pending") == "left"
@@ -136,7 +141,7 @@ def test_a_parent_that_ends_cancels_what_it_left_pending() -> None:
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_losing_the_connection_fails_pending_subtasks(tmp_path: Path, executor: str) -> None:
     marker = tmp_path / "outcome"
-    with WorkerProcess("--executor", executor) as worker:
+    with WorkerProcess("--executor", executor, env=VIA_CLIENT) as worker:
         client = connect(worker)
         relay = NestedRelay([client], hold=True)
         client.submit("parent", "dispatch_tasks:wait_for_one", str(marker))
@@ -168,3 +173,77 @@ def test_outside_a_task_submit_and_capacity_refuse() -> None:
     assert (str(error), error.kind, error.type, error.message, error.node) == (
         "ValueError: bad (node 3)", "exception", "ValueError", "bad", 3,
     )
+
+
+# -- subtasks on the parent's own node ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=EXECUTORS)
+def two_slot_worker(request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
+    """Concurrency 2: two nested slots a parent fills itself before it asks the client."""
+    with WorkerProcess("--executor", request.param, "--concurrency", "2") as worker:
+        yield worker
+
+
+def test_subtasks_run_on_the_parents_node_without_the_client(two_slot_worker: WorkerProcess) -> None:
+    client = connect(two_slot_worker)
+    try:
+        # The client answers no subtask: each must run here, on the nested pool.
+        relay = NestedRelay([client], hold=True)
+        assert relay.value(client, "dispatch_tasks:one_by_one", 4) == [0, 1, 4, 9]
+        report = relay.value(client, "dispatch_tasks:fan_out_where", 2)
+        if client.welcome["executor"] == "thread":  # type: ignore[attr-defined]
+            assert {child["thread"] for child in report["children"]} <= {"skyward-nested-slot-0", "skyward-nested-slot-1"}
+        error = relay.value(client, "dispatch_tasks:failing", "demo_tasks:boom", "kaput")
+        assert (error["kind"], error["type"], error["message"], error["node"]) == ("exception", "ValueError", "kaput", 0)
+        assert "raise ValueError(message)" in error["traceback"]
+        assert relay.subtasks == []
+        # Objects travel as they would through the client (pickled, then unpickled in the task).
+        assert relay.value(client, "dispatch_tasks:fan_out", 2) == [0, 1]
+    finally:
+        client.close()
+
+
+def test_with_no_other_node_subtasks_wait_for_the_nodes_own_slots(two_slot_worker: WorkerProcess) -> None:
+    client = connect(two_slot_worker)
+    try:
+        relay = NestedRelay([client], hold=True)
+        assert relay.value(client, "dispatch_tasks:slow_first", 5) == [0, 1, 4, 9, 16]
+        assert relay.subtasks == []
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_subtasks_beyond_the_free_nested_slots_go_through_the_client(executor: str) -> None:
+    with WorkerProcess("--executor", executor, "--concurrency", "2") as first, \
+            WorkerProcess("--executor", executor, "--concurrency", "2") as second:
+        clients = [connect(first, node=0, total_nodes=2), connect(second, node=1, total_nodes=2)]
+        try:
+            relay = NestedRelay(clients)
+            assert relay.value(clients[0], "dispatch_tasks:slow_first", 6, 2) == [0, 1, 4, 9, 16, 25]
+            # The two slow ones took node 0's two slots; the next two went to the client (as many as
+            # the other node has nested slots); the rest waited for a slot here or there.
+            subs = [m["sub"] for m in relay.subtasks]
+            assert subs[:2] == [2, 3] and set(subs) <= {2, 3, 4, 5}
+            relay.subtasks.clear()
+            # Run here, a subtask's own subtasks that do not fit go as the root task's, under aliases.
+            assert relay.value(clients[0], "dispatch_tasks:slow_first_nested", 3) == [0, 1, 4]
+            assert len(relay.subtasks) == 2 and all(m["sub"] >= 1 << 40 for m in relay.subtasks)
+            assert {m["id"] for m in relay.subtasks} == {relay.subtasks[0]["id"]}
+        finally:
+            for client in clients:
+                client.close()
+
+
+def test_a_parent_that_ends_cancels_the_subtasks_it_runs_on_its_node(two_slot_worker: WorkerProcess) -> None:
+    client = connect(two_slot_worker)
+    try:
+        relay = NestedRelay([client], hold=True)
+        assert relay.value(client, "dispatch_tasks:leave_running") == "left"
+        # Its 60 s subtask was cancelled: both nested slots are free for the next parent, which the
+        # client (answering nothing) could not serve otherwise.
+        assert relay.value(client, "dispatch_tasks:slow_first", 2) == [0, 1]
+        assert relay.subtasks == []
+    finally:
+        client.close()

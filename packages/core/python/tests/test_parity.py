@@ -20,7 +20,10 @@ PEERS = [{"node": 0, "private_ip": "10.1.0.1", "public_ip": None}, {"node": 1, "
 
 @pytest.fixture(scope="module", params=["thread", "process"])
 def two_nodes(request: pytest.FixtureRequest) -> Iterator[NestedRelay]:
-    with WorkerProcess("--executor", request.param) as first, WorkerProcess("--executor", request.param) as second:
+    # Every subtask through the client (none run on its parent's node), which records each.
+    via_client = {"SKYWARD_NESTED_LOCAL_SLOTS": "0"}
+    with WorkerProcess("--executor", request.param, env=via_client) as first, \
+            WorkerProcess("--executor", request.param, env=via_client) as second:
         clients = [connect(first, node=0, total_nodes=2, peers=PEERS), connect(second, node=1, total_nodes=2, peers=PEERS)]
         yield NestedRelay(clients)
         for client in clients:

@@ -10,6 +10,12 @@ import type { AdaptiveSchedule } from "./schedule.js";
 import { failWaiting, type NodeState, newNodeState } from "./task-record.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
+/**
+ * Nested tasks a node is given per slot of its nested pool: one running and one waiting, so that a
+ * slot does not wait a round trip through the client for its next one.
+ */
+const NESTED_PER_SLOT = 2;
+
 /** The nodes tasks are dispatched to, by index. */
 export class DispatchNodes {
   readonly #nodes: (NodeState | undefined)[] = [];
@@ -138,7 +144,7 @@ export class DispatchNodes {
       const added = newNodeState(index, connection, {
         capacity: fixed,
         adaptive,
-        nestedCapacity,
+        nestedCapacity: nestedCapacity * NESTED_PER_SLOT,
         bounded: true,
       });
       this.#nodes[index] = added;
@@ -149,7 +155,7 @@ export class DispatchNodes {
     node.capacity = fixed;
     node.adaptive = adaptive;
     node.idleSince = performance.now();
-    node.nestedCapacity = nestedCapacity;
+    node.nestedCapacity = nestedCapacity * NESTED_PER_SLOT;
     node.nestedRunning = 0;
     node.abandoned = false;
     node.draining = false;
@@ -199,9 +205,9 @@ export class DispatchNodes {
     return slotLimit(this.#schedule, node, ref);
   }
 
-  /** The next node, round robin, with a free nested slot or a free slot for a task of `ref`. */
-  nextFree(nested: boolean, ref: string): NodeState | undefined {
-    const node = nextFreeNode(this.#schedule, this.#nodes, this.#roundRobin, nested, ref);
+  /** The next node, round robin, with a free nested slot or a free slot for a task of `ref` (`last` last). */
+  nextFree(nested: boolean, ref: string, last?: number): NodeState | undefined {
+    const node = nextFreeNode(this.#schedule, this.#nodes, this.#roundRobin, nested, ref, last);
     if (node) this.#roundRobin = (node.index + 1) % this.#nodes.length;
     return node;
   }

@@ -63,7 +63,8 @@ export function nextDueDelay(
 
 /**
  * The next connected node, round robin from index `start`, with a free slot: a nested one, or one
- * of its regular slots for a task of `ref`. Nodes that are draining take nothing.
+ * of its regular slots for a task of `ref`; node `last` only when no other has one. Nodes that are
+ * draining take nothing.
  */
 export function nextFreeNode(
   schedule: AdaptiveSchedule,
@@ -71,16 +72,20 @@ export function nextFreeNode(
   start: number,
   nested: boolean,
   ref: string,
+  last?: number,
 ): NodeState | undefined {
   const count = nodes.length;
+  let lastResort: NodeState | undefined;
   for (let step = 0; step < count; step += 1) {
     const node = nodes[(start + step) % count];
     const free = nested
       ? node !== undefined && node.nestedRunning < node.nestedCapacity
       : node !== undefined && node.running.size - node.nestedRunning < slotLimit(schedule, node, ref);
-    if (node?.connection && free && !node.draining) return node;
+    if (!node?.connection || !free || node.draining) continue;
+    if (node.index !== last) return node;
+    lastResort = node;
   }
-  return undefined;
+  return lastResort;
 }
 
 /**

@@ -40,6 +40,35 @@ function wireOf(args: readonly unknown[]): unknown {
   return JSON.parse(header).at(-1).args[0];
 }
 
+/**
+ * A registry moving references node to node, whose pool answers serve (node 0's peer server at
+ * 10.0.0.1:4100), pull (100 bytes, or a refusal once `peerUp` is false) and pickled.
+ */
+function peerRegistry() {
+  const runs: { ref: string; node: number; args: readonly unknown[] }[] = [];
+  const notices: { message: string; node: number }[] = [];
+  const peers = {
+    runs,
+    notices,
+    peerUp: true,
+    refs: new RemoteRefRegistry({
+      run: async (pending: PendingTask<unknown>, node: number) => {
+        runs.push({ ref: pending.ref, node, args: pending.args });
+        if (pending.ref === "skyward.refs:serve") return { addr: "10.0.0.1", port: 4100 };
+        if (pending.ref === "skyward.refs:pull") {
+          if (!peers.peerUp) throw new Error("could not fetch r0-a from 10.0.0.1:4100: Connection refused");
+          return { bytes: 100 };
+        }
+        return new PyObject("builtins.bytes", new Uint8Array([1, 2, 3]));
+      },
+      unref: () => {},
+      betweenNodes: true,
+      notice: (message, node) => notices.push({ message, node }),
+    }),
+  };
+  return peers;
+}
+
 describe("remote references, the pool's side", () => {
   it("finds references in arguments, nested in arrays and plain objects, each once", () => {
     const a = new RemoteRef("r0-a", 0, "int", 28);
@@ -137,23 +166,8 @@ describe("remote references, the pool's side", () => {
   });
 
   it("moves a reference node to node for a call bound to a node, once, and through the client when the peer fails", async () => {
-    const runs: { ref: string; node: number; args: readonly unknown[] }[] = [];
-    const notices: { message: string; node: number }[] = [];
-    let peerUp = true;
-    const refs = new RemoteRefRegistry({
-      run: async (pending: PendingTask<unknown>, node: number) => {
-        runs.push({ ref: pending.ref, node, args: pending.args });
-        if (pending.ref === "skyward.refs:serve") return { addr: "10.0.0.1", port: 4100 };
-        if (pending.ref === "skyward.refs:pull") {
-          if (!peerUp) throw new Error("could not fetch r0-a from 10.0.0.1:4100: Connection refused");
-          return { bytes: 100 };
-        }
-        return new PyObject("builtins.bytes", new Uint8Array([1, 2, 3]));
-      },
-      unref: () => {},
-      betweenNodes: true,
-      notice: (message, node) => notices.push({ message, node }),
-    });
+    const peers = peerRegistry();
+    const { refs, runs, notices } = peers;
     const ref = new RemoteRef("r0-a", 0, "bytes", 100);
     refs.adopt(ref);
     const first = refs.prepare([ref], [ref], {}, 1, [0, 1, 2], false);
@@ -175,7 +189,7 @@ describe("remote references, the pool's side", () => {
     ]);
 
     // The peer cannot be reached: said in a notice, and the object goes through the client.
-    peerUp = false;
+    peers.peerUp = false;
     runs.length = 0;
     const third = refs.prepare([ref], [ref], {}, 2, [0, 1, 2], false);
     if (third.ready) throw new Error("a reference node 2 lacks must move first");
@@ -195,5 +209,50 @@ describe("remote references, the pool's side", () => {
     expect(carried.args[0]).toBeInstanceOf(RefArgument);
     expect((carried.args[0] as RefArgument).carries).toBe(true);
     expect(refs.peerBytes(2)).toEqual({ served: 0, fetched: 0 });
+  });
+
+  it("moves a reference node to node once the task manager gives an unbound call its node, once per node", async () => {
+    const peers = peerRegistry();
+    const { refs, runs } = peers;
+    const ref = new RemoteRef("r0-a", 0, "bytes", 100);
+    refs.adopt(ref);
+    // Any node may run it: nothing moves before the task manager picks one.
+    const first = refs.prepare([ref], [ref, { again: ref }], {}, undefined, [0, 1, 2], true);
+    const second = refs.prepare([ref], [ref], {}, undefined, [0, 1, 2], true);
+    if (!first.ready || !second.ready) throw new Error("an unbound call waits for no move");
+    expect(runs).toEqual([]);
+    // On its holder: nothing to do.
+    expect(first.hooks.readying?.(0)).toBeUndefined();
+    // Two calls given node 1 at once: one server asked, one pull.
+    await Promise.all([first.hooks.readying?.(1), second.hooks.readying?.(1)]);
+    expect(runs.map((run) => [run.ref, run.node])).toEqual([
+      ["skyward.refs:serve", 0],
+      ["skyward.refs:pull", 1],
+    ]);
+    first.hooks.sending?.(1);
+    expect(wireOf(first.args)).toEqual({ $r: { id: "r0-a", node: 0, type: "bytes", size: 100 } });
+    expect(ref.nodes).toEqual([0, 1]);
+    expect(second.hooks.readying?.(1)).toBeUndefined();
+
+    // The peer fails for node 2: the pickle comes through the client, and both arguments carry it.
+    peers.peerUp = false;
+    runs.length = 0;
+    await first.hooks.readying?.(2);
+    expect(runs.map((run) => [run.ref, run.node])).toEqual([
+      ["skyward.refs:pull", 2],
+      ["skyward.refs:pickled", 0],
+    ]);
+    expect(peers.notices.map((notice) => notice.node)).toEqual([2]);
+    first.hooks.sending?.(2);
+    const [direct, nested] = first.args as [RefArgument, { again: RefArgument }];
+    expect([direct.carries, nested.again.carries]).toEqual([true, true]);
+    first.hooks.sent?.(2);
+    expect(ref.nodes).toEqual([0, 1, 2]);
+
+    // Released before its node was given: the call fails naming it.
+    const third = refs.prepare([ref], [ref], {}, undefined, [0, 1, 2, 3], true);
+    if (!third.ready) throw new Error("an unbound call waits for no move");
+    await ref.release();
+    await expect(third.hooks.readying?.(3)).rejects.toThrow(/was released/);
   });
 });

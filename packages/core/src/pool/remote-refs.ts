@@ -1,8 +1,8 @@
 /**
  * The pool's side of remote references (docs/protocol.md, _Remote references_): which nodes hold
- * each reference, moving one to a node that does not hold it yet (once: node to node for a call
- * bound to a node, `ref-moves.ts`; else, or when the peer cannot be reached, worker → client →
- * worker), fetching and releasing, and what the nodes keep (`pool.refs()`).
+ * each reference, moving one to a node that does not hold it yet (once: node to node, `ref-moves.ts`,
+ * once the call's node is known — bound, or given by the task manager; worker → client → worker when
+ * the peer cannot be reached), fetching and releasing, and what the nodes keep (`pool.refs()`).
  */
 import { RemoteRefError } from "../errors/errors.js";
 import {
@@ -240,9 +240,9 @@ export class RemoteRefRegistry implements RemoteRefOwner {
   }
 
   /**
-   * Brings `entry` to `node` for a call bound there: node to node when the pool moves references so
-   * (once for the calls that need it at the same time), else — or when that failed — its pickle
-   * through the client, to carry with the call. Resolves the pickle to carry, or none.
+   * Brings `entry` to `node` for a call about to run there: node to node when the pool moves
+   * references so (once for the calls that need it at the same time), else — or when that failed —
+   * its pickle through the client, to carry with the call. Resolves the pickle to carry, or none.
    */
   #bring(entry: RefEntry, node: number): Promise<PyObject | undefined> {
     if (this.#host.betweenNodes !== true) return this.#payload(entry);
@@ -269,10 +269,12 @@ export class RemoteRefRegistry implements RemoteRefOwner {
   /**
    * Prepares a call whose arguments hold references, bound for `node` (or any of `nodes`:
    * `undefined`, and any node still to come when `mayGrow`). Its references become
-   * {@link RefArgument}s that carry the object to a node not holding it; a call bound to a node
-   * has the objects it lacks moved there node to node first, when the pool moves them so; otherwise
-   * the objects are brought to the client first when some node the call may run on lacks one.
-   * Returns the arguments and the callbacks that tell each argument its node and record the move.
+   * {@link RefArgument}s that carry the object to a node not holding it. When the pool moves
+   * references node to node, what the call's node lacks moves there directly before its `submit`:
+   * first for a call bound to a node; for one that may run anywhere, once the task manager gives it
+   * a node (its `readying` hook). Otherwise the objects are brought to the client first when some
+   * node the call may run on lacks one. Returns the arguments and the callbacks that tell each
+   * argument its node and record the move.
    *
    * @throws {RemoteRefError} synchronously when a reference cannot be used.
    */
@@ -290,44 +292,81 @@ export class RemoteRefRegistry implements RemoteRefOwner {
     const moving = entries.filter(
       (entry) => (node === undefined && mayGrow) || targets.some((target) => !entry.holders.has(target)),
     );
-    const build = (payloads: Map<RemoteRef, PyObject>): PreparedCall => {
-      let target: number | undefined;
-      const made: RefArgument[] = [];
-      const replace = (ref: RemoteRef) => {
-        const argument = new RefArgument(
-          ref,
-          payloads.get(ref),
-          () => target !== undefined && this.holds(ref, target),
-        );
-        made.push(argument);
-        return argument;
-      };
-      return {
-        args: substitute(args, replace, 0) as unknown[],
-        kwargs: substitute(kwargs, replace, 0) as Kwargs,
-        hooks: {
-          sending: (at) => {
-            target = at;
-          },
-          sent: (at) => {
-            for (const argument of made) {
-              const entry = this.#entries.get(argument.ref);
-              if (entry?.state === "held" && argument.payload !== undefined) entry.holders.add(at);
-            }
-          },
-        },
-      };
-    };
-    if (moving.length === 0) return { ready: true, ...build(new Map()) };
+    if (moving.length === 0) return { ready: true, ...this.#build(args, kwargs, new Map()).call };
+    if (node === undefined && this.#host.betweenNodes === true) {
+      const { call, made } = this.#build(args, kwargs, new Map());
+      const readying = (at: number) => this.#readyOn(made, at);
+      return { ready: true, ...call, hooks: { ...call.hooks, readying } };
+    }
     const later = Promise.all(
       moving.map(
         async (entry) =>
           [entry.ref, await (node === undefined ? this.#payload(entry) : this.#bring(entry, node))] as const,
       ),
-    ).then((pairs) =>
-      build(new Map(pairs.filter((pair): pair is readonly [RemoteRef, PyObject] => pair[1] !== undefined))),
+    ).then(
+      (pairs) =>
+        this.#build(
+          args,
+          kwargs,
+          new Map(pairs.filter((pair): pair is readonly [RemoteRef, PyObject] => pair[1] !== undefined)),
+        ).call,
     );
     return { ready: false, later };
+  }
+
+  /**
+   * Moves to `node` the references among `made` it lacks (node to node, or their pickles through the
+   * client when that fails, given to the arguments to carry); undefined when it holds them all.
+   *
+   * Rejects with a {@link RemoteRefError} when a reference was released or lost since the call was made.
+   */
+  #readyOn(made: readonly RefArgument[], node: number): Promise<void> | undefined {
+    const lacking = new Map<RemoteRef, RefArgument[]>();
+    for (const argument of made) {
+      if (this.holds(argument.ref, node) || argument.payload !== undefined) continue;
+      lacking.set(argument.ref, [...(lacking.get(argument.ref) ?? []), argument]);
+    }
+    if (lacking.size === 0) return undefined;
+    const moves = [...lacking].map(async ([ref, uses]) => {
+      const payload = await this.#bring(this.check(ref), node);
+      if (payload !== undefined) for (const argument of uses) argument.payload = payload;
+    });
+    return Promise.all(moves).then(() => undefined);
+  }
+
+  /** A call's arguments with each reference a {@link RefArgument} (carrying its pickle from `payloads`). */
+  #build(
+    args: readonly unknown[],
+    kwargs: Kwargs,
+    payloads: ReadonlyMap<RemoteRef, PyObject>,
+  ): { call: PreparedCall; made: RefArgument[] } {
+    let target: number | undefined;
+    const made: RefArgument[] = [];
+    const replace = (ref: RemoteRef) => {
+      const argument = new RefArgument(
+        ref,
+        payloads.get(ref),
+        () => target !== undefined && this.holds(ref, target),
+      );
+      made.push(argument);
+      return argument;
+    };
+    const call: PreparedCall = {
+      args: substitute(args, replace, 0) as unknown[],
+      kwargs: substitute(kwargs, replace, 0) as Kwargs,
+      hooks: {
+        sending: (at) => {
+          target = at;
+        },
+        sent: (at) => {
+          for (const argument of made) {
+            const entry = this.#entries.get(argument.ref);
+            if (entry?.state === "held" && argument.payload !== undefined) entry.holders.add(at);
+          }
+        },
+      },
+    };
+    return { call, made };
   }
 
   /** The references held now, as a detached pool's state file records them (no value, no secret). */
@@ -377,5 +416,5 @@ export class RemoteRefRegistry implements RemoteRefOwner {
 export interface PreparedCall {
   readonly args: readonly unknown[];
   readonly kwargs: Kwargs;
-  readonly hooks: Pick<TaskCallbacks, "sending" | "sent">;
+  readonly hooks: Pick<TaskCallbacks, "sending" | "sent" | "readying">;
 }

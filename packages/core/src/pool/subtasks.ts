@@ -130,6 +130,7 @@ export function routeSubtask(
     message: Extract<TaskMessage, { t: "subtask" }>,
     timeout: number | null,
     reply: (answer: SubtaskAnswer) => void,
+    parentNode: number | undefined,
   ) => TaskTicket | undefined,
 ): void {
   const connection = parent.node?.connection;
@@ -144,7 +145,7 @@ export function routeSubtask(
   const ticket =
     message.fn === COLLECTION_REF && collections
       ? applyCollectionOperation(collections, parent.id, message, reply)
-      : runNested(message, parent.request.timeout, reply);
+      : runNested(message, parent.request.timeout, reply, parent.node?.index);
   if (!ticket) return;
   parent.children ??= new Map();
   parent.children.set(message.sub, ticket);
@@ -153,12 +154,14 @@ export function routeSubtask(
 /**
  * Submits subtask `message` as a nested task (on the nodes' nested slots) with `timeout`, and calls
  * `reply` once with its outcome. Returns its ticket, or undefined when it failed at once.
+ * `parentNode`: its parent's node, where it goes last (that worker fills its own slots itself).
  */
 export function submitNestedTask(
   submit: (request: TaskRequest, callbacks: TaskCallbacks) => TaskTicket,
   message: Extract<TaskMessage, { t: "subtask" }>,
   timeout: number | null,
   reply: (answer: SubtaskAnswer) => void,
+  parentNode?: number,
 ): TaskTicket | undefined {
   const failure = (error: Error, node: number) => reply(subtaskFailure(error, node));
   try {
@@ -171,6 +174,7 @@ export function submitNestedTask(
         stream: false,
         nested: true,
         ...(message.node !== null ? { node: message.node } : {}),
+        ...(parentNode !== undefined ? { parentNode } : {}),
       },
       {
         result: (value) => reply({ t: "subresult", value: value as WireValue }),

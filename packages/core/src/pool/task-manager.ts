@@ -38,6 +38,7 @@ import {
   type TaskRequest,
   type TaskTicket,
   wakeIfIdle,
+  whenReady,
 } from "./task-record.js";
 import { decideRetry, interruptedError } from "./task-retry.js";
 import type { WorkerConnection } from "./worker-connection.js";
@@ -348,16 +349,21 @@ export class TaskManager {
       // A late answer of an earlier run, on a node since lost, is dropped: each result is delivered once.
       if (record.attempt === attempt) this.#onMessage(record, message);
     });
-    try {
-      record.callbacks.sending?.(node.index);
-      connection.send(submitMessage(record, args, kwargs));
-      record.callbacks.sent?.(node.index);
-    } catch (error) {
+    const fail = (error: Error) => {
       this.#finish(record);
-      record.callbacks.error(sendError(record, error));
-      return;
-    }
-    this.#events.started(record, node.index);
+      record.callbacks.error(error);
+    };
+    whenReady(record, node, fail, () => {
+      try {
+        record.callbacks.sending?.(node.index);
+        connection.send(submitMessage(record, args, kwargs));
+        record.callbacks.sent?.(node.index);
+      } catch (error) {
+        fail(sendError(record, error));
+        return;
+      }
+      this.#events.started(record, node.index);
+    });
   }
 
   #finish(record: TaskRecord): void {
@@ -412,9 +418,7 @@ export class TaskManager {
         grantInput(record, message.stream, message.n);
         return;
       case "subtask":
-        routeSubtask(record, message, this.#settings.collections, (subtask, timeout, reply) =>
-          this.runSubtask(subtask, timeout, reply),
-        );
+        routeSubtask(record, message, this.#settings.collections, (...nested) => this.runSubtask(...nested));
         return;
       case "withdrawn": {
         // Handed back unstarted by a node going away: it runs elsewhere, and never ran, so no retry is used.
@@ -432,17 +436,19 @@ export class TaskManager {
   }
 
   /**
-   * Runs nested task `message` (a `subtask` a running task asked for) on the pool's nested slots,
-   * with `timeout` (its parent's), and calls `reply` once with its outcome. Also serves the tasks an
-   * attached pool picked up, which have no record here. Returns its ticket (to cancel it when the
-   * parent ends), or undefined when it failed at once (`reply` was called).
+   * Runs nested task `message` (a `subtask` a running task asked for) on the pool's nested slots (on
+   * `parentNode` last), with `timeout` (its parent's), and calls `reply` once with its outcome. Also
+   * serves the tasks an attached pool picked up, which have no record here. Returns its ticket (to
+   * cancel it when the parent ends), or undefined when it failed at once (`reply` was called).
    */
   runSubtask(
     message: Extract<TaskMessage, { t: "subtask" }>,
     timeout: number | null,
     reply: (answer: SubtaskAnswer) => void,
+    parentNode?: number,
   ): TaskTicket | undefined {
-    return submitNestedTask((request, callbacks) => this.submit(request, callbacks), message, timeout, reply);
+    const submit = (request: TaskRequest, callbacks: TaskCallbacks) => this.submit(request, callbacks);
+    return submitNestedTask(submit, message, timeout, reply, parentNode);
   }
 
   #cancel(

@@ -9,6 +9,17 @@ import { Fifo } from "./fifo.js";
 import type { AdaptiveSchedule } from "./schedule.js";
 import type { NodeState, TaskRecord } from "./task-record.js";
 
+/**
+ * The built-in tasks that move remote references to a task's node while that task holds a slot there
+ * waiting for them (`TaskCallbacks.readying`): they take no slot and start first, or such waits could
+ * hold every slot the moves need. The worker answers serve and pull on its event loop.
+ */
+const WITHOUT_SLOT: ReadonlySet<string> = new Set([
+  "skyward.refs:serve",
+  "skyward.refs:pull",
+  "skyward.refs:pickled",
+]);
+
 /** Where unstarted tasks wait, by kind. */
 export class TaskQueues {
   readonly #nodes: DispatchNodes;
@@ -35,8 +46,11 @@ export class TaskQueues {
 
   /** Queues a new task: on its node if pinned, with the subtasks if nested, else at the queue's end. */
   add(record: TaskRecord): void {
-    if (record.request.node !== undefined) this.#nodes.pinnable(record.request.node).pinned.push(record);
-    else if (record.request.nested) this.#nestedQueue.push(record);
+    if (record.request.node !== undefined) {
+      const pinned = this.#nodes.pinnable(record.request.node).pinned;
+      if (WITHOUT_SLOT.has(record.request.ref)) pinned.unshift(record);
+      else pinned.push(record);
+    } else if (record.request.nested) this.#nestedQueue.push(record);
     else this.#queue.push(record);
   }
 
@@ -59,7 +73,7 @@ export class TaskQueues {
   dispatch(start: (node: NodeState, record: TaskRecord) => void): boolean {
     const nodes = this.#nodes;
     while (this.#nestedQueue.size > 0) {
-      const node = nodes.nextFree(true, "");
+      const node = nodes.nextFree(true, "", (this.#nestedQueue.peek() as TaskRecord).request.parentNode);
       if (!node) break;
       const record = this.#nestedQueue.shift() as TaskRecord;
       if (!record.done) start(node, record);
@@ -68,7 +82,9 @@ export class TaskQueues {
       if (!node?.connection || node.draining) continue;
       while (
         node.pinned.length > 0 &&
-        node.running.size - node.nestedRunning < nodes.limit(node, (node.pinned[0] as TaskRecord).request.ref)
+        (WITHOUT_SLOT.has((node.pinned[0] as TaskRecord).request.ref) ||
+          node.running.size - node.nestedRunning <
+            nodes.limit(node, (node.pinned[0] as TaskRecord).request.ref))
       ) {
         const record = node.pinned.shift() as TaskRecord;
         if (!record.done) start(node, record);

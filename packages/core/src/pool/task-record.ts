@@ -18,6 +18,12 @@ export interface TaskCallbacks {
   readonly end?: () => void;
   /** The task failed, timed out or was cancelled. */
   readonly error: (error: Error) => void;
+  /**
+   * It got a slot on this node (once per run): what must happen there before its `submit` is written
+   * (its remote references moved there), or undefined when nothing must. The `submit` waits for it,
+   * keeping the slot; when it fails, so does the task.
+   */
+  readonly readying?: (node: number) => Promise<void> | undefined;
   /** Its `submit` is about to be written to this node's connection (once per run). */
   readonly sending?: (node: number) => void;
   /** Its `submit` was written to this node's connection (once per run). */
@@ -38,6 +44,11 @@ export interface TaskRequest {
   readonly worker?: number;
   /** A subtask of a running task (nested dispatch): it uses the nodes' separate nested slots. */
   readonly nested?: boolean;
+  /**
+   * A nested task's parent's node: it goes to another node with a nested slot free first, since the
+   * parent's worker fills its own nested slots itself without asking the client.
+   */
+  readonly parentNode?: number;
   /** How many times it may run again when its node is lost; default the manager's `retryOnInterruption`. */
   readonly retries?: number;
   /** A stream that yielded items may start over when its node is lost (the items delivered are skipped). */
@@ -224,6 +235,40 @@ export function beginRun(record: TaskRecord, node: NodeState): void {
   node.running.set(record.id, record);
   record.wireId = record.attempt === 1 ? record.id : `${record.id}.${record.attempt}`;
   if (record.request.nested) node.nestedRunning += 1;
+}
+
+/**
+ * Calls `send` once `record`'s node is ready for its `submit` (its `readying` callback; at once when
+ * there is nothing to wait for), or `fail` when getting it ready failed. Neither is called when this
+ * run is over by then (cancelled, its node lost).
+ */
+export function whenReady(
+  record: TaskRecord,
+  node: NodeState,
+  fail: (error: Error) => void,
+  send: () => void,
+): void {
+  let readying: Promise<void> | undefined;
+  try {
+    readying = record.callbacks.readying?.(node.index);
+  } catch (error) {
+    fail(error as Error);
+    return;
+  }
+  if (readying === undefined) {
+    send();
+    return;
+  }
+  const attempt = record.attempt;
+  const current = () => !record.done && record.attempt === attempt && record.node === node;
+  readying.then(
+    () => {
+      if (current()) send();
+    },
+    (error: Error) => {
+      if (current()) fail(error);
+    },
+  );
 }
 
 /** `record`'s run on `node` is over: its slot is free, its messages no longer heard. */

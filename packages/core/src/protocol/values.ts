@@ -459,7 +459,8 @@ export class RemoteRef<T = unknown> {
  */
 export class RefArgument {
   readonly ref: RemoteRef;
-  readonly payload: PyObject | undefined;
+  /** The pickle to carry; given late when a move node to node failed before the `submit`. */
+  payload: PyObject | undefined;
   readonly #heldThere: () => boolean;
 
   constructor(ref: RemoteRef, payload: PyObject | undefined, heldThere: () => boolean) {

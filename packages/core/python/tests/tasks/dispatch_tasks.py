@@ -117,3 +117,26 @@ def left_state() -> Dict[str, Any]:
 def sleep_then_square(seconds: float, x: int) -> int:
     time.sleep(seconds)
     return x * x
+
+
+def one_by_one(n: int) -> List[int]:
+    """Subtasks one after another: each finds the node's nested slot free again."""
+    return [submit(square, args=[i]).result(timeout=20) for i in range(n)]
+
+
+def slow_first(n: int, slow: int = 1) -> List[int]:
+    """``slow`` slow subtasks, then ``n - slow`` quick ones while they still run."""
+    futures = [submit(sleep_then_square, args=[1.0, i]) for i in range(slow)]
+    futures += [submit(square, args=[i]) for i in range(slow, n)]
+    return [future.result(timeout=20) for future in futures]
+
+
+def slow_first_nested(n: int) -> List[int]:
+    """:func:`slow_first` as a subtask: its own subtasks that do not fit here go as the root's."""
+    return submit("dispatch_tasks:slow_first", args=[n]).result(timeout=20)
+
+
+def leave_running() -> str:
+    """Leaves a long subtask running when it returns."""
+    _left.append(submit(sleep_then_square, args=[60.0, 1]))
+    return "left"
