@@ -55,6 +55,8 @@ class TaskTable:
         self._cluster_env: Dict[str, str] = {}
         #: masks the pool's secrets in an error's text (the worker sets it to its secret mask)
         self.mask: Callable[[str], str] = lambda text: text
+        #: told each task that ends, however (the worker's collections release what it held)
+        self.ended: Callable[[Task], None] = lambda task: None
         #: built-in tasks the worker answers itself, off the executors (by fn): references moved node
         #: to node (``ref_peers.py``; its server starts on the first ``skyward.refs:serve``)
         self._peers = RefPeers(refs, token, lambda: self._cluster, log)
@@ -297,6 +299,7 @@ class TaskTable:
         task.subtasks = None  # the client cancels the nested tasks still running
         task.ops = None
         self._detach.task_ended(task, message)
+        self.ended(task)
         finished = self._finished
         finished[task.id] = (time.monotonic(), message)
         if len(finished) > RESULT_KEEP_MAX:

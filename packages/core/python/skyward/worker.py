@@ -38,6 +38,8 @@ from typing import Any, Callable, Deque, Dict, List, Sequence
 
 from . import interruption
 from .cluster_setup import ClusterSetup
+from .collection_service import REF as COLLECTION_REF
+from .collection_service import CollectionService
 from .connection import Connection, check_hello, reject
 from .context import TaskContext, runtime
 from .detach_keeping import DetachKeeping
@@ -152,6 +154,11 @@ class Worker:
         )
         self.table.mask = self.cluster.secret_mask.mask
         self.subtasks = SubtaskRelay(self.table, self.detach, self._node)
+        #: the pool's collections: held here on the head (node 0), reached over the cluster network elsewhere
+        self.collections = CollectionService(
+            self.loop, self._token, self._node, lambda: self.cluster.message, self.table.deliver_subresult, self.log,
+        )
+        self.table.ended = self.collections.task_ended
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
         table = self.table
@@ -169,6 +176,9 @@ class Worker:
             "unref": self._unref,
             "collect": table.collect,
             "shutdown": self._shutdown,
+            "coll": self.collections.client_op,
+            "coll_cancel": self.collections.client_cancel,
+            "authority": self.collections.authority,
         })
 
     @property
@@ -364,7 +374,11 @@ class Worker:
         self.table.apply_cluster(self.cluster.message, checked.env)
         if not self.lifetime.stopping:
             self.metrics.configure(parse_collectors(message.get("metrics")))
-        connection.send({"t": "ready"})
+        ready: Message = {"t": "ready"}
+        authority = self.collections.cluster_applied(self.node)
+        if authority is not None:
+            ready["collections"] = authority  # the client tells the other nodes (``authority``)
+        connection.send(ready)
         for notice in self.notices:  # a client that comes after a notice learns of it too
             self._send_notice(connection, notice)
         self.table.cluster_ready()
@@ -425,6 +439,9 @@ class Worker:
 
     def on_subtask(self, task: Task, sub: int, fn: str, args: List[Any], kwargs: Dict[str, Any],
                    node: int | None) -> None:
+        if fn == COLLECTION_REF:  # answered by the pool's collections, never by the client
+            self.collections.task_op(task, sub, args)
+            return
         self.subtasks.send(task, sub, fn, args, kwargs, node)
 
     def _send_task_metric(self, context: TaskContext, name: str, value: float, step: int | None) -> None:
@@ -498,6 +515,7 @@ class Worker:
 
     def on_connection_lost(self, connection: Connection) -> None:
         self.connections.discard(connection)
+        self.collections.connection_lost(connection)
         for task in self.table.running_on(connection):
             self.table.inputs_lost(task)
             self.subtasks.connection_lost(task)

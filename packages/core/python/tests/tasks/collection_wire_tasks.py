@@ -63,3 +63,19 @@ def late_eventual_write(delay):
     time.sleep(delay)
     sky.counter("ev", consistency="eventual").increment(5)  # sent, not waited for
     return "written"
+
+
+def hold_lock(name):
+    return sky.lock(name).acquire()  # never released: the task's end releases it
+
+
+def increment(name, n):
+    return sky.counter(name).increment(n)
+
+
+def queue_get(name, timeout):
+    return sky.queue(name).get(timeout=timeout)
+
+
+def barrier_wait(name, n):
+    return sky.barrier(name, n).wait(timeout=30)

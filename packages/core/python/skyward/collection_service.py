@@ -1,0 +1,170 @@
+"""Where this worker's collection operations go: to the store it holds when it is the head (node 0),
+else over the link to the head (see :mod:`skyward.collection_store`, :mod:`skyward.collection_link`).
+
+Three kinds of caller:
+
+- a task on this node (``subtask`` for ``skyward.collections:op``, a process child's relayed
+  through this worker): its owner is ``"<node>/<task id>"``, ended when the task ends;
+- the client, on its worker connection to the head (``coll``, ``coll_cancel``; answered with
+  ``coll_answer``): its owners are its handles (``client…``), ended when that connection goes;
+- another node's worker, over the head's :class:`~skyward.collection_link.AuthorityServer`.
+
+The store outlives any client: a detached pool keeps its collections on the head, and a client
+that attaches (or comes back after being killed) reads them where they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Dict, Set
+
+from .collection_link import AuthorityLink, AuthorityServer, wire_frame
+from .collection_store import Answer, CollectionStore, Owner
+from .connection import Connection
+from .context import SubtaskOutcome
+from .protocol import Message, decode_frame, pack_frame, to_wire
+from .task import Task
+
+REF = "skyward.collections:op"
+
+Deliver = Callable[[Task, int, SubtaskOutcome], None]
+
+
+def _native(value: Any) -> Any:
+    """A task's wire-form arguments as the decoder gives them (what the store keeps)."""
+    return decode_frame(pack_frame([{"t": "v", "v": value}]))[0]["v"]
+
+
+def _copy(value: Any) -> Any:
+    """A value the store holds, as a copy the task may change freely."""
+    return decode_frame(wire_frame({"t": "v", "v": value}))[0]["v"]
+
+
+def _outcome(answer: Answer, node: int) -> SubtaskOutcome:
+    if answer[0] == "value":
+        return ("value", answer[1])
+    kind = "cancelled" if answer[1] == "CancelledError" else "exception"
+    return ("error", {"kind": kind, "type": answer[1], "message": answer[2], "traceback": "", "node": node})
+
+
+class CollectionService:
+    """This worker's part in the pool's collections."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, token: bytes, node: Callable[[], int],
+                 cluster: Callable[[], Dict[str, Any] | None], deliver: Deliver, log: Callable[[str], None]) -> None:
+        self._loop = loop
+        self._node = node
+        self._cluster = cluster
+        self._deliver = deliver
+        self._log = log
+        self.store: CollectionStore | None = None
+        self._server: AuthorityServer | None = None
+        job = lambda: (cluster() or {}).get("job_id")  # noqa: E731
+        self._link = AuthorityLink(token, job, node, log)
+        self._token = token
+        #: tasks of this node that used a collection (told to the authority when they end)
+        self._owners: Set[str] = set()
+        #: the client handles that operated over each client connection
+        self._client_owners: Dict[Connection, Set[Owner]] = {}
+
+    @property
+    def is_head(self) -> bool:
+        return self.store is not None
+
+    def cluster_applied(self, node: int) -> Dict[str, Any] | None:
+        """The cluster message was applied: node 0 holds the store (kept across a client's attach) and
+        serves the other nodes; answers where, for the ``ready`` reply (None elsewhere)."""
+        if node != 0:
+            return None
+        if self.store is None:
+            self.store = CollectionStore(self._loop)
+        # Served even by a pool of one: a node that joins later reaches it.
+        return self._listen(self._cluster() or {})
+
+    def _listen(self, cluster: Dict[str, Any]) -> Dict[str, Any] | None:
+        if self._server is None:
+            job = lambda: (self._cluster() or {}).get("job_id")  # noqa: E731
+            self._server = AuthorityServer(self.store, self._token, job, self._log)  # type: ignore[arg-type]
+        own = [peer for peer in cluster.get("peers") or [] if type(peer) is dict and peer.get("node") == 0]
+        host = own[0].get("private_ip") if own else None
+        try:
+            address = self._server.listen(host if type(host) is str and host else "127.0.0.1")
+        except OSError as error:
+            self._log(f"the head cannot serve the collections to its peers: {error}")
+            return None
+        return {"addr": address[0], "port": address[1]}
+
+    def authority(self, connection: Connection, message: Message) -> None:
+        """``authority``: where the head's collections listen (sent by the client to every node)."""
+        host, port = message.get("addr"), message.get("port")
+        if not self.is_head and type(host) is str and type(port) is int:
+            self._link.point_at(host, port)
+
+    # -- a task's operations --------------------------------------------------------------------
+
+    def task_op(self, task: Task, sub: int, args: Any) -> None:
+        owner = f"{self._node()}/{task.id}"
+        self._owners.add(owner)
+        node = self._node()
+
+        def reply(answer: Answer) -> None:
+            if answer[0] == "value" and self.store is not None:
+                answer = ("value", _copy(answer[1]))
+            self._deliver(task, sub, _outcome(answer, node))
+
+        if self.store is not None:
+            self.store.apply(owner, _native(args), reply, ("sub", sub))
+        else:
+            self._link.submit(owner, args, reply)
+
+    def task_ended(self, task: Task) -> None:
+        owner = f"{self._node()}/{task.id}"
+        if owner not in self._owners:
+            return
+        self._owners.discard(owner)
+        if self.store is not None:
+            self.store.owner_ended(owner)
+        else:
+            self._link.ended(owner)
+
+    # -- the client's operations (on its connection to the head) --------------------------------
+
+    def client_op(self, connection: Connection, message: Message) -> None:
+        request_id, owner = message.get("id"), message.get("owner")
+        def reply(answer: Answer) -> None:
+            if connection.alive:
+                connection.send(client_answer(request_id, answer))
+
+        if self.store is None:
+            reply(("error", "RuntimeError", f"node {self._node()} does not hold the pool's collections (the head does)"))
+            return
+        if type(owner) is not str or not owner.startswith("client"):
+            reply(("error", "ValueError", "a client operation's owner must be a client handle"))
+            return
+        self._client_owners.setdefault(connection, set()).add(owner)
+
+        self.store.apply(owner, message.get("op"), reply, ("client", request_id))
+
+    def client_cancel(self, connection: Connection, message: Message) -> None:
+        owner = message.get("owner")
+        if self.store is not None and type(owner) is str:
+            self.store.cancel(owner, ("client", message.get("id")), "the operation was aborted")
+
+    def connection_lost(self, connection: Connection) -> None:
+        """A client connection went: the locks of its handles are released and their waits dropped."""
+        owners = self._client_owners.pop(connection, set())
+        if self.store is not None:
+            for owner in owners:
+                self.store.owner_ended(owner)
+
+
+def client_answer(request_id: Any, answer: Answer) -> Message:
+    """``coll_answer``, in the wire form a :class:`Connection` sends (the store's values are native)."""
+    if answer[0] == "value":
+        message: Dict[str, Any] = {"t": "coll_answer", "id": request_id, "ok": True, "value": answer[1]}
+    else:
+        message = {"t": "coll_answer", "id": request_id, "ok": False, "type": answer[1], "message": answer[2]}
+    return to_wire(message, "message")  # type: ignore[no-any-return]
+
+
+__all__ = ["REF", "CollectionService"]
