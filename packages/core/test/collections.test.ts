@@ -302,18 +302,18 @@ describe.each(["thread", "process"] as const)(
         image,
         options: { console: false, worker: { executor } },
       });
-      await pair.run(countUp("before-loss", 3), { target: 0 });
-      const dying = pair.run(holdLockThenDie("killed"), { target: 0 });
+      await pair.run(countUp("before-loss", 3), { target: 1 });
+      const dying = pair.run(holdLockThenDie("killed"), { target: 1 });
       // The holder says it holds the lock, then kills its own process.
       const holder = await pair.queue<string>("killed-held").get({ timeout: 60 });
-      expect(holder).toMatch(/^0:/);
+      expect(holder).toMatch(/^1:/);
       await expect(dying).rejects.toThrow(sky.WorkerDiedError);
-      expect(await pair.lock("killed").locked()).toBe(false);
-      const next = await pair.run(tryLock("killed", 30), { target: 1 });
+      // The head (node 0) holds the collections: the holder's end (its child, or its whole worker
+      // and with it the node's connection to the head) releases the lock there.
+      await expect.poll(() => pair.lock("killed").locked(), { timeout: 60_000 }).toBe(false);
+      const next = await pair.run(tryLock("killed", 30), { target: 0 });
       expect(next.got).toBe(true);
-      // Node 0 was the head: with the thread executor its whole worker died. The collections live in
-      // the client, so nothing written before is lost, whichever node goes.
-      expect(await pair.run(readCounter("before-loss"), { target: 1 })).toBe(3);
+      expect(await pair.run(readCounter("before-loss"), { target: 0 })).toBe(3);
     });
 
     // Under the thread executor the SIGKILL takes the node's worker down (a lost node: the task runs

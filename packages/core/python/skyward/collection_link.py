@@ -169,7 +169,8 @@ class AuthorityLink:
             self._send({"t": "ended", "owner": owner})
 
     def _send(self, message: Dict[str, Any]) -> None:
-        data = wire_frame(message)
+        # Already in wire form: a task's arguments come as ``to_wire`` made them (not encoded twice).
+        data = pack_frame([message])
         if self._writer is not None and not self._writer.is_closing():
             self._writer.write(data)
             return

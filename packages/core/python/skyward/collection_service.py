@@ -27,6 +27,9 @@ from .task import Task
 
 REF = "skyward.collections:op"
 
+DISABLED = ("distributed collections need the nodes to form a cluster: the pool was made with options.cluster: "
+            "false (set it to true, the default, to use dict, set, counter, queue, barrier and lock)")
+
 Deliver = Callable[[Task, int, SubtaskOutcome], None]
 
 
@@ -100,12 +103,18 @@ class CollectionService:
         if not self.is_head and type(host) is str and type(port) is int:
             self._link.point_at(host, port)
 
+    def _disabled(self) -> bool:
+        return (self._cluster() or {}).get("collections") is False
+
     # -- a task's operations --------------------------------------------------------------------
 
     def task_op(self, task: Task, sub: int, args: Any) -> None:
         owner = f"{self._node()}/{task.id}"
-        self._owners.add(owner)
         node = self._node()
+        if self._disabled():
+            self._deliver(task, sub, _outcome(("error", "RuntimeError", DISABLED), node))
+            return
+        self._owners.add(owner)
 
         def reply(answer: Answer) -> None:
             if answer[0] == "value" and self.store is not None:
@@ -135,6 +144,9 @@ class CollectionService:
             if connection.alive:
                 connection.send(client_answer(request_id, answer))
 
+        if self._disabled():
+            reply(("error", "RuntimeError", DISABLED))
+            return
         if self.store is None:
             reply(("error", "RuntimeError", f"node {self._node()} does not hold the pool's collections (the head does)"))
             return

@@ -155,6 +155,11 @@ def test_another_nodes_tasks_reach_the_head_over_the_cluster_network(tmp_path: P
         assert to_other.terminal("early", timeout=20)["value"] == 2
         assert run(to_other, "collection_wire_tasks:increment", "far", 3) == 5
         assert value(to_head, "client", "counter", "far", "value") == 5
+        # Values the wire tags cross the link as they are (not tagged twice).
+        assert run(to_other, "collection_wire_tasks:put_odd_values", "odd") == ["big float", 1]
+        found, item = value(to_head, "client", "queue", "odd", "get", 0)
+        assert found is True and item["$big"] == 2**60 and item["bytes"] == b"\x00\xff"
+        assert item["nan"] != item["nan"] and item["list"] == [1, [2, 3]]
         # A barrier across the nodes, and a lock the far task held, released when it ended.
         to_head.submit("near", "collection_wire_tasks:barrier_wait", "meet", 2)
         assert run(to_other, "collection_wire_tasks:barrier_wait", "meet", 2) in (0, 1)

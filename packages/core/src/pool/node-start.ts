@@ -4,13 +4,14 @@
  * is handed to the task manager and watched.
  */
 import { posix } from "node:path";
+import { tellAuthority } from "../collections/remote.js";
 import { LaunchCommand, type LaunchContext } from "../contract/launch-command.js";
 import { applyLaunchers, collectPluginBootstrapOps } from "../contract/plugin.js";
 import type { Provider, WorkerEnvironment } from "../contract/provider.js";
 import { BootstrapError, CancelledError } from "../errors/errors.js";
 import type { SkywardEvent } from "../observe/events.js";
 import { relayMetrics } from "../observe/metric-stream.js";
-import type { ClusterMessage, WorkerEvent } from "../protocol/protocol.js";
+import type { ClusterMessage, ReadyMessage, WorkerEvent } from "../protocol/protocol.js";
 import type { Image } from "../spec/image.js";
 import { clusterMessage, keptClusterMessage } from "./cluster-message.js";
 import { firstHealthy, monitorHealth } from "./health-check.js";
@@ -219,8 +220,18 @@ export async function startNode(
         spec,
         image,
         secrets,
+        collections: context.options.cluster,
       });
-  await sendCluster(node, connection, message, signal);
+  const ready = await sendCluster(node, connection, message, signal);
+  if (node.index === 0 && ready.collections) {
+    context.collectionsAddress = ready.collections;
+    tellAuthority(
+      ready.collections,
+      context.nodes.filter((other) => other.index !== 0).map((other) => other.connection),
+    );
+  } else if (node.index !== 0 && context.collectionsAddress) {
+    tellAuthority(context.collectionsAddress, [connection]);
+  }
   await passFirstHealthCheck(context, node, connection, signal);
   hub.emit({
     type: "node.bootstrapped",
@@ -261,12 +272,12 @@ async function sendCluster(
   connection: WorkerConnection,
   message: ClusterMessage,
   signal: AbortSignal,
-): Promise<void> {
-  const ready = new Promise<void>((resolve, reject) => {
+): Promise<ReadyMessage> {
+  const ready = new Promise<ReadyMessage>((resolve, reject) => {
     const off = connection.onMessage((reply) => {
       if (reply.t === "ready") {
         off();
-        resolve();
+        resolve(reply);
       } else if (reply.t === "reject") {
         // The worker could not apply the cluster settings (a plugin's worker module failed to import).
         off();
@@ -294,7 +305,7 @@ async function sendCluster(
     });
   });
   connection.send(message);
-  await ready;
+  return await ready;
 }
 
 /** With a health checker, a node is ready only once a check succeeds. */

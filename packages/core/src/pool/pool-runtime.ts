@@ -14,6 +14,7 @@ import {
   DistributedQueue,
   DistributedSet,
 } from "../collections/client.js";
+import { RemoteCollections } from "../collections/remote.js";
 import { CollectionStore } from "../collections/store.js";
 import { enterAroundClient, type PoolHandle } from "../contract/plugin.js";
 import type { Provider } from "../contract/provider.js";
@@ -136,6 +137,10 @@ export class PoolRuntime implements Pool {
   readonly #refs: RemoteRefRegistry;
   /** The authority of the pool's distributed collections (ARCHITECTURE §4c). */
   readonly #collections: CollectionStore;
+  /** The client's handles' way to the collections, which the head node holds. */
+  readonly #onHead = new RemoteCollections(
+    () => this.#context.nodes.find((node) => node.index === 0)?.connection,
+  );
   readonly #detachConsole: () => void;
   /** The secrets the log file masks: credential-looking environment, image env and provider settings, the token. */
   readonly #secrets = new Redactor();
@@ -320,7 +325,7 @@ export class PoolRuntime implements Pool {
 
   get #collectionHost(): CollectionHost {
     return {
-      store: this.#collections,
+      apply: (owner, request) => this.#onHead.apply(owner, request),
       check: () => {
         this.#collections.checkEnabled();
         this.#checkOpen();
@@ -465,6 +470,7 @@ export class PoolRuntime implements Pool {
         detached && running ? new TaskDetachedError({ taskId, ref, poolId: this.id }) : undefined,
     );
     this.#collections.close("the pool is shutting down");
+    this.#onHead.close(detached ? "the pool was detached" : "the pool is shutting down");
     await this.#membership.settled();
     await releaseWorkers(context);
     if (!detached) await terminateNodes(context, report);

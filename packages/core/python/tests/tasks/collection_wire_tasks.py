@@ -79,3 +79,12 @@ def queue_get(name, timeout):
 
 def barrier_wait(name, n):
     return sky.barrier(name, n).wait(timeout=30)
+
+
+def put_odd_values(name):
+    """Values the wire tags: a big integer, a key starting with $, bytes, a NaN."""
+    sky.queue(name).put({"$big": 2**60, "bytes": b"\x00\xff", "nan": float("nan"), "list": [1, (2, 3)]})
+    d = sky.dict(name)
+    d[2**60] = "big"
+    d[2.0**60] = "big float"
+    return [d[2**60], len(d)]
