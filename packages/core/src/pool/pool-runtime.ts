@@ -425,7 +425,7 @@ export class PoolRuntime implements Pool {
     if (this.#closing) throw new Error(`pool ${this.id} is already closed or detached`);
     const state = this.#context.state;
     if (state !== "ready") throw new Error(`pool ${this.id} can be detached once ready (it is ${state})`);
-    const snapshot = detachSnapshot(this.#context, this.#cost, this.#collections);
+    const snapshot = detachSnapshot(this.#context, this.#cost);
     await this.#detachHandler.detach(snapshot, () =>
       releaseKeeping(this.#context, keepItemsBytes, snapshot.budgetSeconds),
     );
