@@ -7,7 +7,8 @@ opened when its first operation comes: the handshake is the pool's peer handshak
 protocol's frames (values as tasks send them, bytes as binary segments):
 
 - ``{"t": "op", "id", "owner", "op": [kind, name, op, ...args]}`` — apply one operation;
-- ``{"t": "cancel", "id"}`` — give up on a pending one; ``{"t": "ended", "owner"}`` — a task ended;
+- ``{"t": "cancel", "id"}`` — give up on a pending one; ``{"t": "ended", "id", "owner"}`` — a task
+  ended (answered once its locks are released and its waits dropped);
 - ``{"t": "answer", "id", "value"}`` or ``{"t": "refused", "id", "type", "message"}`` back.
 
 The head ends every owner whose operations came over a connection when that connection goes: a
@@ -113,6 +114,7 @@ class AuthorityServer:
         elif kind == "ended" and type(owner) is str:
             owners.discard(owner)
             self._store.owner_ended(owner)
+            writer.write(wire_frame({"t": "answer", "id": request_id, "value": None}))
 
 
 def answer_message(request_id: Any, answer: Answer) -> Dict[str, Any]:
@@ -164,9 +166,11 @@ class AuthorityLink:
         if request_id in self._pending:
             self._send({"t": "cancel", "id": request_id, "owner": owner})
 
-    def ended(self, owner: Owner) -> None:
-        if self._writer is not None and not self._writer.is_closing():
-            self._send({"t": "ended", "owner": owner})
+    def ended(self, owner: Owner, then: Callable[[], None]) -> None:
+        """Tells the head ``owner`` ended; ``then()`` once it answered (or the connection is gone)."""
+        request_id = next(self._ids)
+        self._pending[request_id] = lambda _answer: then()
+        self._send({"t": "ended", "id": request_id, "owner": owner})
 
     def _send(self, message: Dict[str, Any]) -> None:
         # Already in wire form: a task's arguments come as ``to_wire`` made them (not encoded twice).

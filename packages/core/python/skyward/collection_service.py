@@ -16,14 +16,16 @@ that attaches (or comes back after being killed) reads them where they are.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Dict, Set
+from typing import Any, Callable, Dict, Protocol, Set
 
 from .collection_link import AuthorityLink, AuthorityServer, wire_frame
+from .cluster_setup import ClusterSetup
 from .collection_store import Answer, CollectionStore, Owner
 from .connection import Connection
 from .context import SubtaskOutcome
 from .protocol import Message, decode_frame, pack_frame, to_wire
 from .task import Task
+from .task_table import TaskTable
 
 REF = "skyward.collections:op"
 
@@ -50,29 +52,58 @@ def _outcome(answer: Answer, node: int) -> SubtaskOutcome:
     return ("error", {"kind": kind, "type": answer[1], "message": answer[2], "traceback": "", "node": node})
 
 
+class WorkerParts(Protocol):
+    """What this needs of the worker that wires it."""
+
+    loop: asyncio.AbstractEventLoop
+    node: int
+    cluster: ClusterSetup
+    table: TaskTable
+
+    def log(self, text: str) -> None: ...
+
+
 class CollectionService:
     """This worker's part in the pool's collections."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, token: bytes, node: Callable[[], int],
-                 cluster: Callable[[], Dict[str, Any] | None], deliver: Deliver, log: Callable[[str], None]) -> None:
-        self._loop = loop
-        self._node = node
-        self._cluster = cluster
-        self._deliver = deliver
-        self._log = log
+    def __init__(self, worker: WorkerParts, token: bytes) -> None:
+        self._loop = worker.loop
+        self._node = lambda: worker.node
+        self._cluster = lambda: worker.cluster.message
+        self._deliver: Deliver = worker.table.deliver_subresult
+        worker.table.ended = self.task_ended
+        self._log = worker.log
         self.store: CollectionStore | None = None
         self._server: AuthorityServer | None = None
-        job = lambda: (cluster() or {}).get("job_id")  # noqa: E731
-        self._link = AuthorityLink(token, job, node, log)
+        self._link = AuthorityLink(token, self._job, self._node, self._log)
         self._token = token
         #: tasks of this node that used a collection (told to the authority when they end)
         self._owners: Set[str] = set()
         #: the client handles that operated over each client connection
         self._client_owners: Dict[Connection, Set[Owner]] = {}
 
+    def _job(self) -> str | None:
+        return (self._cluster() or {}).get("job_id")
+
     @property
     def is_head(self) -> bool:
         return self.store is not None
+
+    def handlers(self) -> Dict[str, Callable[[Connection, Message], None]]:
+        """The client messages this answers, by type."""
+        return {"coll": self.client_op, "coll_cancel": self.client_cancel, "authority": self.authority}
+
+    def ready(self, node: int) -> Message:
+        """The ``ready`` answer to ``cluster``: the head's names where it serves the other nodes."""
+        address = self.cluster_applied(node)
+        return {"t": "ready", "collections": address} if address is not None else {"t": "ready"}
+
+    def take(self, task: Task, sub: int, fn: str, args: Any) -> bool:
+        """Whether subtask ``sub`` of ``task`` is a collection operation: then it is answered here."""
+        if fn != REF:
+            return False
+        self.task_op(task, sub, args)
+        return True
 
     def cluster_applied(self, node: int) -> Dict[str, Any] | None:
         """The cluster message was applied: node 0 holds the store (kept across a client's attach) and
@@ -86,8 +117,7 @@ class CollectionService:
 
     def _listen(self, cluster: Dict[str, Any]) -> Dict[str, Any] | None:
         if self._server is None:
-            job = lambda: (self._cluster() or {}).get("job_id")  # noqa: E731
-            self._server = AuthorityServer(self.store, self._token, job, self._log)  # type: ignore[arg-type]
+            self._server = AuthorityServer(self.store, self._token, self._job, self._log)  # type: ignore[arg-type]
         own = [peer for peer in cluster.get("peers") or [] if type(peer) is dict and peer.get("node") == 0]
         host = own[0].get("private_ip") if own else None
         try:
@@ -126,15 +156,19 @@ class CollectionService:
         else:
             self._link.submit(owner, args, reply)
 
-    def task_ended(self, task: Task) -> None:
+    def task_ended(self, task: Task, then: Callable[[], None]) -> None:
+        """``task`` ended: what it held is let go, then ``then()`` sends its end to its client (so
+        nobody learns of the end before the locks are free)."""
         owner = f"{self._node()}/{task.id}"
         if owner not in self._owners:
+            then()
             return
         self._owners.discard(owner)
         if self.store is not None:
             self.store.owner_ended(owner)
+            then()
         else:
-            self._link.ended(owner)
+            self._link.ended(owner, then)
 
     # -- the client's operations (on its connection to the head) --------------------------------
 

@@ -43,11 +43,11 @@ WORKER_LAYERS: List[List[str]] = [
     # what a detached worker keeps for its client; references moved node to node (over the store);
     # the collections' node-to-node link (over the collections' store)
     ["skyward.detach_keeping", "skyward.ref_peers", "skyward.collection_link"],
-    # intake, cancel, withdraw, the wait for the cluster message, results kept; where collection
-    # operations go (the head's store, or the link to it)
-    ["skyward.task_table", "skyward.collection_service"],
-    # nested dispatch through the client
-    ["skyward.subtasks"],
+    # intake, cancel, withdraw, the wait for the cluster message, results kept
+    ["skyward.task_table"],
+    # nested dispatch through the client; where collection operations go (the head's store, or the
+    # link to it)
+    ["skyward.subtasks", "skyward.collection_service"],
     # which part handles each client message
     ["skyward.message_router"],
     # the object that wires them

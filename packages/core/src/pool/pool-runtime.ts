@@ -64,6 +64,7 @@ import { dropConnections, releaseWorkers, terminateNodes } from "./shutdown.js";
 import { forgetOnSignals } from "./signals.js";
 import { provisionAndStart } from "./start.js";
 import { type SubtaskRunner, TaskManager } from "./task-manager.js";
+import type { WorkerConnection } from "./worker-connection.js";
 
 /** What a pool that picks up a detached pool's workers starts from (see `resumePool`). */
 export interface PoolResume {
@@ -135,12 +136,9 @@ export class PoolRuntime implements Pool {
   readonly #hub = new EventHub();
   readonly #tasks: TaskManager;
   readonly #refs: RemoteRefRegistry;
-  /** The authority of the pool's distributed collections (ARCHITECTURE §4c). */
+  /** Whether the distributed collections are on (`checkEnabled`); the head node holds them. */
   readonly #collections: CollectionStore;
-  /** The client's handles' way to the collections, which the head node holds. */
-  readonly #onHead = new RemoteCollections(
-    () => this.#context.nodes.find((node) => node.index === 0)?.connection,
-  );
+  readonly #onHead = new RemoteCollections(() => headConnection(this.#context));
   readonly #detachConsole: () => void;
   /** The secrets the log file masks: credential-looking environment, image env and provider settings, the token. */
   readonly #secrets = new Redactor();
@@ -197,7 +195,6 @@ export class PoolRuntime implements Pool {
       // The effective provision timeout (the option, else the provider's capability, else 300): the
       // spec changes with the offer chosen at start, so it is read when a wait begins.
       nodeWaitSeconds: () => this.spec.provisionTimeout,
-      collections: this.#collections,
       ...(resume ? { idPrefix: resume.taskIdPrefix } : {}),
       redact: (text) => this.#secrets.redact(text),
     });
@@ -469,7 +466,6 @@ export class PoolRuntime implements Pool {
       (taskId, ref, running) =>
         detached && running ? new TaskDetachedError({ taskId, ref, poolId: this.id }) : undefined,
     );
-    this.#collections.close("the pool is shutting down");
     this.#onHead.close(detached ? "the pool was detached" : "the pool is shutting down");
     await this.#membership.settled();
     await releaseWorkers(context);
@@ -545,4 +541,9 @@ function nodeTraffic(context: PoolContext, refs: RemoteRefRegistry): NodeTraffic
           },
         ],
   );
+}
+
+/** The connection to the head node (node 0), which holds the distributed collections. */
+function headConnection(context: PoolContext): WorkerConnection | undefined {
+  return context.nodes.find((node) => node.index === 0)?.connection;
 }

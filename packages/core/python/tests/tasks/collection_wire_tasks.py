@@ -1,4 +1,4 @@
-"""Tasks for test_collections.py: collection calls whose messages the test client answers."""
+"""Tasks for test_collections.py: collection calls the head node's worker answers."""
 
 import time
 
