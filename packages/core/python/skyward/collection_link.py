@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
-from typing import Any, Callable, Dict, List, Set, Tuple
+from typing import Any, AsyncIterator, Callable, Dict, List, Set, Tuple
 
 from . import peer_auth
 from .collection_store import Answer, CollectionStore, Owner
@@ -34,6 +34,18 @@ _READ_BYTES = 256 * 1024
 def wire_frame(message: Dict[str, Any]) -> bytes:
     """``message`` (native values inside) as one wire frame."""
     return pack_frame([to_wire(message, "message")])
+
+
+async def _messages(reader: asyncio.StreamReader) -> AsyncIterator[Dict[str, Any]]:
+    """The wire frames' messages from ``reader``, until it ends."""
+    decoder = FrameDecoder()
+    while True:
+        data = await reader.read(_READ_BYTES)
+        if not data:
+            return
+        for messages in decoder.feed(data):
+            for message in messages:
+                yield message
 
 
 class AuthorityServer:
@@ -81,14 +93,8 @@ class AuthorityServer:
                 self._log("refused a peer's collections connection: not authenticated for this pool")
                 return
             writer.write(peer_auth.frame({"ok": True}))
-            decoder = FrameDecoder()
-            while True:
-                data = await reader.read(_READ_BYTES)
-                if not data:
-                    return
-                for messages in decoder.feed(data):
-                    for message in messages:
-                        self._handle(message, owners, writer)
+            async for message in _messages(reader):
+                self._handle(message, owners, writer)
         except (OSError, ValueError, ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
             self._log(f"a peer's collections connection failed: {type(error).__name__}")
         finally:
@@ -198,16 +204,10 @@ class AuthorityLink:
             unsent, self._unsent = self._unsent, []
             for data in unsent:
                 writer.write(data)
-            decoder = FrameDecoder()
-            while True:
-                data = await reader.read(_READ_BYTES)
-                if not data:
-                    break
-                for messages in decoder.feed(data):
-                    for message in messages:
-                        reply = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
-                        if reply is not None:
-                            reply(message_answer(message))
+            async for message in _messages(reader):
+                reply = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
+                if reply is not None:
+                    reply(message_answer(message))
         except (OSError, ValueError, ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
             self._log(f"the collections connection to the head at {address[0]}:{address[1]} failed: "
                       f"{type(error).__name__}: {error}")
