@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import socket
 from typing import Any, AsyncIterator, Callable, Dict, List, Set, Tuple
 
@@ -28,6 +29,15 @@ from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
 
 #: seconds a node waits for the head to connect and answer the handshake
 CONNECT_TIMEOUT = 30.0
+
+
+def authority_wait() -> float:
+    """Seconds an operation waits for the client to say where the head serves
+    (``SKYWARD_COLLECTIONS_AUTHORITY_WAIT``, default 60)."""
+    try:
+        return max(0.0, float(os.environ.get("SKYWARD_COLLECTIONS_AUTHORITY_WAIT", "60")))
+    except ValueError:
+        return 60.0
 _READ_BYTES = 256 * 1024
 
 
@@ -151,12 +161,16 @@ class AuthorityLink:
         self._pending: Dict[int, Callable[[Answer], None]] = {}
         self._unsent: List[bytes] = []
         self._ids = itertools.count(1)
+        self._unaddressed: asyncio.TimerHandle | None = None
 
     def point_at(self, host: str, port: int) -> None:
         """The head's authority listens at ``host:port`` (told by the client)."""
         if self._address == (host, port):
             return
         self._address = (host, port)
+        if self._unaddressed is not None:
+            self._unaddressed.cancel()
+            self._unaddressed = None
         if self._writer is not None:
             self._writer.close()
         if self._unsent:
@@ -188,7 +202,11 @@ class AuthorityLink:
         self._connect()
 
     def _connect(self) -> None:
-        if self._address is None or (self._connecting is not None and not self._connecting.done()):
+        if self._address is None:
+            if self._unaddressed is None:  # not told where the head serves: waits that long at most
+                self._unaddressed = asyncio.get_running_loop().call_later(authority_wait(), self._fail_unaddressed)
+            return
+        if self._connecting is not None and not self._connecting.done():
             return
         self._connecting = asyncio.get_running_loop().create_task(self._run(self._address))
 
@@ -220,11 +238,19 @@ class AuthorityLink:
 
     def _lost(self, address: Tuple[str, int]) -> None:
         # What was asked is lost with the connection: a wait cannot be known to have ended or not.
+        self._fail(f"the connection to the head node's collections at {address[0]}:{address[1]} was lost")
+
+    def _fail_unaddressed(self) -> None:
+        self._unaddressed = None
+        if self._address is None:
+            self._fail(f"the head node did not say where it serves the collections within {authority_wait():g} s "
+                       "(its worker could not listen on its cluster address, or it is not up)")
+
+    def _fail(self, reason: str) -> None:
         self._unsent.clear()
         pending, self._pending = self._pending, {}
         for reply in pending.values():
-            reply(("error", "CancelledError", f"the connection to the head node's collections at "
-                                              f"{address[0]}:{address[1]} was lost"))
+            reply(("error", "CancelledError", reason))
 
 
 __all__ = ["AuthorityLink", "AuthorityServer", "answer_message", "message_answer", "wire_frame"]

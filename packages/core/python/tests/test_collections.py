@@ -173,6 +173,18 @@ def test_another_nodes_tasks_reach_the_head_over_the_cluster_network(tmp_path: P
         to_head.close()
 
 
+def test_an_operation_fails_when_no_node_says_where_the_head_serves() -> None:
+    with WorkerProcess("--concurrency", "1", "--node", "1", env={"SKYWARD_COLLECTIONS_AUTHORITY_WAIT": "0.5"}) as other:
+        client = Client(other.port)
+        client.hello()
+        client.cluster(1, 2)  # and no ``authority`` after it
+        client.submit("orphan", "collection_wire_tasks:increment", "x", 1)
+        message = client.terminal("orphan", timeout=20)
+        assert message["t"] == "error" and "did not say where it serves the collections within 0.5 s" in message[
+            "message"], message
+        client.close()
+
+
 def test_a_peer_with_the_wrong_token_is_refused() -> None:
     with WorkerProcess("--concurrency", "1") as head, WorkerProcess("--concurrency", "1", "--node", "1",
                                                                      token="another-pool") as other:
