@@ -24,7 +24,8 @@ import socket
 from typing import Any, AsyncIterator, Callable, Dict, List, Set, Tuple
 
 from . import peer_auth
-from .collection_store import Answer, CollectionStore, Owner
+from .collection_replica import Replication
+from .collection_store import Answer, Owner
 from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
 
 #: seconds a node waits for the head to connect and answer the handshake
@@ -62,7 +63,7 @@ class AuthorityServer:
     """The head's listening side: authenticated connections from the other nodes, each applying
     operations to ``store``."""
 
-    def __init__(self, store: CollectionStore, token: bytes, job: Callable[[], str | None],
+    def __init__(self, store: Replication, token: bytes, job: Callable[[], str | None],
                  log: Callable[[str], None]) -> None:
         self._store = store
         self._token = token
@@ -97,40 +98,46 @@ class AuthorityServer:
 
     async def _serve_peer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         owners: Set[Owner] = set()
+
+        def send(message: Dict[str, Any]) -> None:
+            if not writer.is_closing():
+                writer.write(wire_frame(message))
+
         try:
             first = await peer_auth.accept(reader, writer, self._token, self._job(), "node", CONNECT_TIMEOUT)
             if first is None:
                 self._log("refused a peer's collections connection: not authenticated for this pool")
                 return
             writer.write(peer_auth.frame({"ok": True}))
+            if first.get("replica") is True:
+                self._store.offer(send)
             async for message in _messages(reader):
-                self._handle(message, owners, writer)
+                self._handle(message, owners, writer, send)
         except (OSError, ValueError, ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
             self._log(f"a peer's collections connection failed: {type(error).__name__}")
         finally:
             writer.close()
+            self._store.gone(send)
             # The node is gone (or cut off): its tasks no longer hold anything.
             for owner in owners:
                 self._store.owner_ended(owner)
 
-    def _handle(self, message: Dict[str, Any], owners: Set[Owner], writer: asyncio.StreamWriter) -> None:
+    def _handle(self, message: Dict[str, Any], owners: Set[Owner], writer: asyncio.StreamWriter,
+                send: Callable[[Dict[str, Any]], None]) -> None:
         kind = message.get("t")
         owner = message.get("owner")
         request_id = message.get("id")
         if kind == "op" and type(owner) is str:
             owners.add(owner)
-
-            def reply(answer: Answer) -> None:
-                if not writer.is_closing():
-                    writer.write(wire_frame(answer_message(request_id, answer)))
-
-            self._store.apply(owner, message.get("op"), reply, request_id)
+            self._store.apply(owner, message.get("op"), lambda answer: send(answer_message(request_id, answer)),
+                              request_id)
         elif kind == "cancel" and type(owner) is str:
             self._store.cancel(owner, request_id, "the operation was cancelled")
         elif kind == "ended" and type(owner) is str:
             owners.discard(owner)
-            self._store.owner_ended(owner)
-            writer.write(wire_frame({"t": "answer", "id": request_id, "value": None}))
+            self._store.owner_ended(owner, lambda: send({"t": "answer", "id": request_id, "value": None}))
+        elif kind == "acked":
+            self._store.acked(send, message.get("seq"))
 
 
 def answer_message(request_id: Any, answer: Answer) -> Dict[str, Any]:
@@ -162,6 +169,8 @@ class AuthorityLink:
         self._unsent: List[bytes] = []
         self._ids = itertools.count(1)
         self._unaddressed: asyncio.TimerHandle | None = None
+        #: a ``replicate`` frame from the head: applied to this node's copy; answers the seq it holds
+        self.on_replicate: Callable[[Dict[str, Any]], Any] = lambda message: None
 
     def point_at(self, host: str, port: int) -> None:
         """The head's authority listens at ``host:port`` (told by the client)."""
@@ -175,6 +184,17 @@ class AuthorityLink:
             self._writer.close()
         if self._unsent:
             self._connect()
+
+    def open(self) -> None:
+        """Connects now (to hold the head's copy), not only on the first operation."""
+        if self._writer is None:
+            self._connect()
+
+    def close(self) -> None:
+        """This node holds the collections now: the link is not needed any more."""
+        self._address = None
+        if self._writer is not None:
+            self._writer.close()
 
     def submit(self, owner: Owner, request: Any, reply: Callable[[Answer], None]) -> int:
         request_id = next(self._ids)
@@ -214,7 +234,8 @@ class AuthorityLink:
         writer: asyncio.StreamWriter | None = None
         try:
             reader, writer = await peer_auth.connect(address[0], address[1], self._token, self._job(),
-                                                     {"node": str(self._node())}, "node", CONNECT_TIMEOUT)
+                                                     {"node": str(self._node()), "replica": True}, "node",
+                                                     CONNECT_TIMEOUT)
             welcome = await asyncio.wait_for(peer_auth.read_frame(reader), CONNECT_TIMEOUT)
             if welcome.get("ok") is not True:
                 raise ValueError(str(welcome.get("error", "the head refused")))
@@ -223,6 +244,9 @@ class AuthorityLink:
             for data in unsent:
                 writer.write(data)
             async for message in _messages(reader):
+                if message.get("t") == "replicate":
+                    writer.write(pack_frame([{"t": "acked", "seq": self.on_replicate(message)}]))
+                    continue
                 reply = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
                 if reply is not None:
                     reply(message_answer(message))

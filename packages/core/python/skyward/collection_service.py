@@ -19,6 +19,7 @@ import asyncio
 from typing import Any, Callable, Dict, Protocol, Set
 
 from .collection_link import AuthorityLink, AuthorityServer, wire_frame
+from .collection_replica import Replication, load
 from .cluster_setup import ClusterSetup
 from .collection_store import Answer, CollectionStore, Owner
 from .connection import Connection
@@ -73,9 +74,14 @@ class CollectionService:
         self._deliver: Deliver = worker.table.deliver_subresult
         worker.table.ended = self.task_ended
         self._log = worker.log
-        self.store: CollectionStore | None = None
+        #: the store with its replication, on the node that holds the collections
+        self.head: Replication | None = None
+        #: this node's copy of the head's collections, when it is the replica (and the last seq it holds)
+        self.replica: CollectionStore | None = None
+        self.replica_seq = 0
         self._server: AuthorityServer | None = None
         self._link = AuthorityLink(token, self._job, self._node, self._log)
+        self._link.on_replicate = self._replicated
         self._token = token
         #: tasks of this node that used a collection (told to the authority when they end)
         self._owners: Set[str] = set()
@@ -87,7 +93,7 @@ class CollectionService:
 
     @property
     def is_head(self) -> bool:
-        return self.store is not None
+        return self.head is not None
 
     def handlers(self) -> Dict[str, Callable[[Connection, Message], None]]:
         """The client messages this answers, by type."""
@@ -106,19 +112,23 @@ class CollectionService:
         return True
 
     def cluster_applied(self, node: int) -> Dict[str, Any] | None:
-        """The cluster message was applied: node 0 holds the store (kept across a client's attach) and
-        serves the other nodes; answers where, for the ``ready`` reply (None elsewhere)."""
-        if node != 0:
+        """The cluster message was applied: the node it names (``collections_node``, default 0: the
+        head) holds the store, kept across a client's attach, and serves the other nodes; answers
+        where, for the ``ready`` reply (None elsewhere). A node that holds them since a promotion
+        goes on holding them."""
+        cluster = self._cluster() or {}
+        if self.head is None and node == cluster.get("collections_node", 0):
+            self.head = Replication(CollectionStore(self._loop), self._loop)
+        if self.head is None:
             return None
-        if self.store is None:
-            self.store = CollectionStore(self._loop)
         # Served even by a pool of one: a node that joins later reaches it.
-        return self._listen(self._cluster() or {})
+        return self._listen(cluster)
 
     def _listen(self, cluster: Dict[str, Any]) -> Dict[str, Any] | None:
         if self._server is None:
-            self._server = AuthorityServer(self.store, self._token, self._job, self._log)  # type: ignore[arg-type]
-        own = [peer for peer in cluster.get("peers") or [] if type(peer) is dict and peer.get("node") == 0]
+            self._server = AuthorityServer(self.head, self._token, self._job, self._log)  # type: ignore[arg-type]
+        node = self._node()
+        own = [peer for peer in cluster.get("peers") or [] if type(peer) is dict and peer.get("node") == node]
         host = own[0].get("private_ip") if own else None
         try:
             address = self._server.listen(host if type(host) is str and host else "127.0.0.1")
@@ -132,6 +142,33 @@ class CollectionService:
         host, port = message.get("addr"), message.get("port")
         if not self.is_head and type(host) is str and type(port) is int:
             self._link.point_at(host, port)
+            self._link.open()  # every node offers to hold the copy; the head picks one
+
+    def _replicated(self, message: Dict[str, Any]) -> Any:
+        """A ``replicate`` frame from the head: this node's copy takes it; answers its seq."""
+        if message.get("full") is True or self.replica is None:
+            self.replica = CollectionStore(self._loop)
+        for state in message.get("states") or []:
+            if type(state) is dict:
+                load(self.replica, state)
+        self.replica_seq = message.get("seq") if type(message.get("seq")) is int else self.replica_seq
+        return self.replica_seq
+
+    def _promote(self, lost: Any) -> Answer:
+        """``$promote``: the head (node ``lost``) is gone and this node's copy is the newest: it holds
+        the collections from now on; the lost node's tasks hold no lock any more."""
+        if self.head is not None:
+            return ("value", self._listen(self._cluster() or {}))
+        if self.replica is None:
+            return ("error", "RuntimeError", f"node {self._node()} holds no copy of the collections")
+        store, self.replica = self.replica, None
+        for owner in store.holders():
+            if owner.startswith(f"{lost}/"):
+                store.owner_ended(owner)
+        self._link.close()
+        self.head = Replication(store, self._loop)
+        self._log(f"holds the collections now (node {lost}, which held them, was lost)")
+        return ("value", self._listen(self._cluster() or {}))
 
     def _disabled(self) -> bool:
         return (self._cluster() or {}).get("collections") is False
@@ -147,12 +184,13 @@ class CollectionService:
         self._owners.add(owner)
 
         def reply(answer: Answer) -> None:
-            if answer[0] == "value" and self.store is not None:
+            if answer[0] == "value" and in_process:
                 answer = ("value", _copy(answer[1]))
             self._deliver(task, sub, _outcome(answer, node))
 
-        if self.store is not None:
-            self.store.apply(owner, _native(args), reply, ("sub", sub))
+        in_process = self.head is not None
+        if self.head is not None:
+            self.head.apply(owner, _native(args), reply, ("sub", sub))
         else:
             self._link.submit(owner, args, reply)
 
@@ -164,9 +202,8 @@ class CollectionService:
             then()
             return
         self._owners.discard(owner)
-        if self.store is not None:
-            self.store.owner_ended(owner)
-            then()
+        if self.head is not None:
+            self.head.owner_ended(owner, then)
         else:
             self._link.ended(owner, then)
 
@@ -181,7 +218,14 @@ class CollectionService:
         if self._disabled():
             reply(("error", "RuntimeError", DISABLED))
             return
-        if self.store is None:
+        request = message.get("op")
+        if type(request) is list and request[:1] == ["$replica"]:
+            reply(("value", self.replica_seq if self.replica is not None or self.head is not None else None))
+            return
+        if type(request) is list and request[:1] == ["$promote"]:
+            reply(self._promote(request[1] if len(request) > 1 else None))
+            return
+        if self.head is None:
             reply(("error", "RuntimeError", f"node {self._node()} does not hold the pool's collections (the head does)"))
             return
         if type(owner) is not str or not owner.startswith("client"):
@@ -189,19 +233,19 @@ class CollectionService:
             return
         self._client_owners.setdefault(connection, set()).add(owner)
 
-        self.store.apply(owner, message.get("op"), reply, ("client", request_id))
+        self.head.apply(owner, request, reply, ("client", request_id))
 
     def client_cancel(self, connection: Connection, message: Message) -> None:
         owner = message.get("owner")
-        if self.store is not None and type(owner) is str:
-            self.store.cancel(owner, ("client", message.get("id")), "the operation was aborted")
+        if self.head is not None and type(owner) is str:
+            self.head.cancel(owner, ("client", message.get("id")), "the operation was aborted")
 
     def connection_lost(self, connection: Connection) -> None:
         """A client connection went: the locks of its handles are released and their waits dropped."""
         owners = self._client_owners.pop(connection, set())
-        if self.store is not None:
+        if self.head is not None:
             for owner in owners:
-                self.store.owner_ended(owner)
+                self.head.owner_ended(owner)
 
 
 def client_answer(request_id: Any, answer: Answer) -> Message:

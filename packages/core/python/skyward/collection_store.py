@@ -164,7 +164,21 @@ class CollectionStore:
                 self._hand_over(lock)
 
     def holders(self) -> List[Owner]:
+        """The owners holding a lock now."""
         return [owner for owner, names in self._held.items() if names]
+
+    def held_by(self, owner: Owner) -> set[str]:
+        """The locks ``owner`` holds now."""
+        return set(self._held.get(owner, ()))
+
+    def set_holder(self, name: str, holder: Owner | None) -> None:
+        """Lock ``name`` held by ``holder`` (None: free), as a replica loads it."""
+        lock = self.locks.setdefault(name, _Lock())
+        if lock.holder is not None:
+            self._held.get(lock.holder, set()).discard(name)
+        lock.holder = None
+        if holder is not None:
+            self._take(name, lock, holder)
 
     # -- immediate collections ------------------------------------------------------------------
 

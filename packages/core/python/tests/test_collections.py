@@ -173,6 +173,48 @@ def test_another_nodes_tasks_reach_the_head_over_the_cluster_network(tmp_path: P
         to_head.close()
 
 
+def test_every_acknowledged_write_survives_a_sigkilled_head() -> None:
+    """The head replicates each write to a second node before it answers; when the head's worker is
+    killed, the client promotes the node holding the newest copy (``$replica``, ``$promote``) and
+    tells the others (``authority``): nothing acknowledged is missing."""
+    with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as one, \
+            WorkerProcess("--concurrency", "2", "--node", "2") as two:
+        clients = {0: Client(head.port), 1: Client(one.port), 2: Client(two.port)}
+        for node, client in clients.items():
+            assert client.hello()["t"] == "welcome"
+            ready = client.cluster(node, 3)
+            if node == 0:
+                authority = ready["collections"]
+        for node in (1, 2):
+            clients[node].send({"t": "authority", **authority})
+        assert run(clients[2], "collection_wire_tasks:write_many", "w", 20) == 20
+        assert value(clients[0], "client", "counter", "w", "increment", 1) == 21
+        assert value(clients[0], "client:c", "lock", "held-by-head-task", "acquire", 0) is True
+        assert run(clients[0], "collection_wire_tasks:hold_lock", "task-lock") is True  # released at its end
+        clients[0].submit("holder", "collection_wire_tasks:queue_get", "never", None)  # a wait on the head
+        time.sleep(0.2)
+        head.process.kill()  # SIGKILL: the head's worker and its store are gone
+        head.process.wait(timeout=20)
+        seqs = {node: value(clients[node], "client", "$replica") for node in (1, 2)}
+        copies = [node for node, seq in seqs.items() if seq is not None]
+        assert len(copies) == 1, seqs
+        promoted = max(copies, key=lambda node: seqs[node])
+        try:
+            address = value(clients[promoted], "client", "$promote", 0)
+        except TimeoutError:
+            raise AssertionError("".join((one if promoted == 1 else two).stderr_lines[-30:])) from None
+        other = 3 - promoted
+        clients[other].send({"t": "authority", **address})
+        read = run(clients[other], "collection_wire_tasks:read_back", "w")
+        assert read == {"counter": 21, "entries": 20, "v3": "v3", "queued": 20}, read
+        assert value(clients[promoted], "client", "lock", "task-lock", "locked") is False
+        # The lost node's client handle held a lock: a client handle outlives the head.
+        assert value(clients[promoted], "client", "lock", "held-by-head-task", "locked") is True
+        assert run(clients[promoted], "collection_wire_tasks:increment", "w", 1) == 22
+        for node in (1, 2):
+            clients[node].close()
+
+
 def test_an_operation_fails_when_no_node_says_where_the_head_serves() -> None:
     with WorkerProcess("--concurrency", "1", "--node", "1", env={"SKYWARD_COLLECTIONS_AUTHORITY_WAIT": "0.5"}) as other:
         client = Client(other.port)

@@ -16,7 +16,7 @@ import type {
   WorkerMessage,
 } from "../protocol/protocol.js";
 import { CollectionOpError } from "./immediate.js";
-import type { Owner, Pending } from "./store.js";
+import { CLIENT_OWNER, type Owner, type Pending } from "./store.js";
 
 /** The head's connection, as far as the collections need it. */
 export interface HeadConnection {
@@ -143,4 +143,34 @@ export function tellAuthority(
 ): void {
   for (const connection of connections)
     if (connection?.isOpen) connection.send({ t: "authority", addr: address.addr, port: address.port });
+}
+
+/**
+ * The node that held the collections (`lost`) is gone: asks every other open node how new its copy
+ * is (`$replica`), and promotes the newest (`$promote`), which answers where it serves them now.
+ * Undefined when no node holds a copy (a pool of one, or the replica was lost too).
+ */
+export async function failOver(
+  nodes: readonly { readonly index: number; readonly connection?: HeadConnection | undefined }[],
+  lost: number,
+): Promise<{ node: number; address: CollectionsAddress } | undefined> {
+  const ask = (connection: HeadConnection, request: WireValue[]) =>
+    new RemoteCollections(() => connection).apply(CLIENT_OWNER, request).answer;
+  const candidates = nodes.filter((node) => node.index !== lost && node.connection?.isOpen);
+  const copies = await Promise.all(
+    candidates.map(async (node) => ({
+      node,
+      seq: await ask(node.connection as HeadConnection, ["$replica"]).catch(() => null),
+    })),
+  );
+  const newest = copies
+    .filter(
+      (copy): copy is { node: (typeof candidates)[number]; seq: number } => typeof copy.seq === "number",
+    )
+    .sort((a, b) => b.seq - a.seq)[0];
+  if (!newest) return undefined;
+  const address = (await ask(newest.node.connection as HeadConnection, ["$promote", lost]).catch(
+    () => undefined,
+  )) as CollectionsAddress | undefined;
+  return address ? { node: newest.node.index, address } : undefined;
 }

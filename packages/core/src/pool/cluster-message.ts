@@ -25,6 +25,8 @@ export interface ClusterMessageInput {
   readonly secrets: Readonly<Record<string, string>>;
   /** `options.cluster`: false turns the distributed collections off (absent: on). */
   readonly collections?: boolean;
+  /** The node holding the collections, when not the head (a replica promoted when the head was lost). */
+  readonly collectionsNode?: number | undefined;
 }
 
 /** The cluster message for one node. */
@@ -65,6 +67,7 @@ export function clusterMessage(input: ClusterMessageInput): ClusterMessage {
     })),
     metrics: clusterMetrics(image.metrics),
     ...(input.collections === false ? { collections: false } : {}),
+    ...(input.collectionsNode ? { collections_node: input.collectionsNode } : {}),
     ...secretsField(input.secrets),
   };
 }

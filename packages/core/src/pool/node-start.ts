@@ -4,7 +4,7 @@
  * is handed to the task manager and watched.
  */
 import { posix } from "node:path";
-import { tellAuthority } from "../collections/remote.js";
+import { failOver, tellAuthority } from "../collections/remote.js";
 import { LaunchCommand, type LaunchContext } from "../contract/launch-command.js";
 import { applyLaunchers, collectPluginBootstrapOps } from "../contract/plugin.js";
 import type { Provider, WorkerEnvironment } from "../contract/provider.js";
@@ -221,17 +221,32 @@ export async function startNode(
         image,
         secrets,
         collections: context.options.cluster,
+        collectionsNode: context.collectionsNode,
       });
   const ready = await sendCluster(node, connection, message, signal);
-  if (node.index === 0 && ready.collections) {
+  if (ready.collections) {
     context.collectionsAddress = ready.collections;
+    context.collectionsNode = node.index;
     tellAuthority(
       ready.collections,
-      context.nodes.filter((other) => other.index !== 0).map((other) => other.connection),
+      context.nodes.filter((other) => other.index !== node.index).map((other) => other.connection),
     );
-  } else if (node.index !== 0 && context.collectionsAddress) {
+  } else if (context.collectionsAddress) {
     tellAuthority(context.collectionsAddress, [connection]);
   }
+  // The node holding the collections lost: the node with the newest copy holds them from now on.
+  connection.onLost(() => {
+    if (node.index === context.collectionsNode && !context.abort.signal.aborted)
+      void failOver(context.nodes, node.index).then((promoted) => {
+        if (!promoted) return;
+        context.collectionsNode = promoted.node;
+        context.collectionsAddress = promoted.address;
+        tellAuthority(
+          promoted.address,
+          context.nodes.filter((other) => other.index !== promoted.node).map((other) => other.connection),
+        );
+      });
+  });
   await passFirstHealthCheck(context, node, connection, signal);
   hub.emit({
     type: "node.bootstrapped",

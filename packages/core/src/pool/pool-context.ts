@@ -64,6 +64,8 @@ export interface PoolContext {
   headPort: number;
   /** Where the head's worker serves the distributed collections (its `ready` says); told to every other node. */
   collectionsAddress?: CollectionsAddress | undefined;
+  /** The node whose worker holds the collections: the head (0), or the replica promoted since. */
+  collectionsNode?: number | undefined;
   /** Workers per node and how they run, as the plugins ask (one worker per node otherwise). */
   layout: WorkerLayout;
   /** The pool picks up a detached pool's workers: they keep the cluster settings they run with. */

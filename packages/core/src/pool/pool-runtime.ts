@@ -543,7 +543,7 @@ function nodeTraffic(context: PoolContext, refs: RemoteRefRegistry): NodeTraffic
   );
 }
 
-/** The connection to the head node (node 0), which holds the distributed collections. */
+/** The connection to the node that holds the distributed collections (the head, or its promoted replica). */
 function headConnection(context: PoolContext): WorkerConnection | undefined {
-  return context.nodes.find((node) => node.index === 0)?.connection;
+  return context.nodes.find((node) => node.index === (context.collectionsNode ?? 0))?.connection;
 }

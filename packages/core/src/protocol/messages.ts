@@ -157,6 +157,8 @@ export interface ClusterMessage {
   readonly metrics?: readonly ClusterMetric[] | null;
   /** False when the pool's distributed collections are off (`options.cluster: false`); absent: on. */
   readonly collections?: boolean;
+  /** The node that holds the distributed collections when it is not the head (after a failover). */
+  readonly collections_node?: number;
 }
 
 /** A metrics collector, as the `cluster` message names it (the fields of a `sky.metrics` descriptor). */

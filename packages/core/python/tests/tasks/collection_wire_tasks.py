@@ -88,3 +88,18 @@ def put_odd_values(name):
     d[2**60] = "big"
     d[2.0**60] = "big float"
     return [d[2**60], len(d)]
+
+
+def write_many(name, n):
+    """``n`` acknowledged writes: a counter, a dict entry and a queue item each."""
+    for index in range(n):
+        sky.counter(name).increment()
+        sky.dict(name)[index] = f"v{index}"
+        sky.queue(name).put(index)
+    return sky.counter(name).value
+
+
+def read_back(name):
+    d = sky.dict(name)
+    q = sky.queue(name)
+    return {"counter": sky.counter(name).value, "entries": len(d), "v3": d.get(3), "queued": len(q)}
