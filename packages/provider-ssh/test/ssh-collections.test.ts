@@ -96,4 +96,36 @@ describe.skipIf(skipReason !== undefined)("collections across 3 SSH hosts of the
       expect((await pool.run(tryLock("killed", 30), { target: 2 })).got).toBe(true);
     }, 400_000);
   }
+
+  it("keeps every acknowledged write when the head host's worker is SIGKILLed (a replica takes over)", async () => {
+    await using pool = await sky.compute({
+      provider: SSH({ hosts: testbedSshHosts(scratch.bed) }),
+      nodes: HOSTS,
+      ttl: 0,
+      image: { includes: [tasks] },
+      options: { console: false, bootstrapTimeout: 240, worker: { concurrency: CONCURRENCY } },
+    });
+    await Promise.all([1, 2].map((node) => pool.run(countUp("acked", 20), { target: node })));
+    await pool.counter("acked").increment(5);
+    await pool.dict<string>("acked-d").set("k", "v");
+    for (const item of [1, 2, 3]) await pool.queue<number>("acked-q").put(item);
+    const acknowledged = await pool.counter("acked").value();
+    // The head's task kills its own worker (thread executor: the whole worker, and the store with it).
+    await expect(pool.run(holdLockThenDie("head-held"), { target: 0 })).rejects.toThrow(sky.WorkerDiedError);
+    await expect
+      .poll(
+        () =>
+          pool
+            .counter("acked")
+            .value()
+            .catch(() => -1),
+        { timeout: 120_000 },
+      )
+      .toBe(acknowledged);
+    expect(await pool.dict<string>("acked-d").get("k")).toBe("v");
+    expect(await pool.queue<number>("acked-q").size()).toBe(3);
+    expect(await pool.lock("head-held").locked()).toBe(false);
+    // The hosts still there use them as before.
+    expect(await pool.run(countUp("acked", 1), { target: 2 })).toBe(acknowledged + 1);
+  }, 400_000);
 });

@@ -10,7 +10,9 @@ Three kinds of caller:
 - another node's worker, over the head's :class:`~skyward.collection_link.AuthorityServer`.
 
 The store outlives any client: a detached pool keeps its collections on the head, and a client
-that attaches (or comes back after being killed) reads them where they are.
+that attaches (or comes back after being killed) reads them where they are. Every other node holds
+the head's copy when the head picks it (:mod:`skyward.collection_replica`); the client promotes the
+newest copy when the head is lost (``$replica``, ``$promote``).
 """
 
 from __future__ import annotations

@@ -215,6 +215,39 @@ def test_every_acknowledged_write_survives_a_sigkilled_head() -> None:
             clients[node].close()
 
 
+def test_a_lost_replica_is_replaced_by_the_next_node_with_everything() -> None:
+    with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as one, \
+            WorkerProcess("--concurrency", "2", "--node", "2") as two:
+        workers = {0: head, 1: one, 2: two}
+        clients = {node: Client(worker.port) for node, worker in workers.items()}
+        for node, client in clients.items():
+            client.hello()
+            ready = client.cluster(node, 3)
+            if node == 0:
+                authority = ready["collections"]
+        for node in (1, 2):
+            clients[node].send({"t": "authority", **authority})
+        assert value(clients[0], "client", "counter", "r", "increment", 10) == 10
+        deadline = time.monotonic() + 20
+        while not (holders := [node for node in (1, 2) if value(clients[node], "client", "$replica") is not None]):
+            assert time.monotonic() < deadline, "no node took the copy"
+            time.sleep(0.05)
+        assert len(holders) == 1
+        replica, other = holders[0], 3 - holders[0]
+        workers[replica].process.kill()  # the replica goes: the other node gets everything
+        workers[replica].process.wait(timeout=20)
+        deadline = time.monotonic() + 20
+        while value(clients[other], "client", "$replica") is None:
+            assert time.monotonic() < deadline, "no node took the copy over"
+            time.sleep(0.05)
+        assert value(clients[0], "client", "counter", "r", "increment", 1) == 11
+        head.process.kill()
+        head.process.wait(timeout=20)
+        value(clients[other], "client", "$promote", 0)
+        assert value(clients[other], "client", "counter", "r", "value") == 11
+        clients[other].close()
+
+
 def test_an_operation_fails_when_no_node_says_where_the_head_serves() -> None:
     with WorkerProcess("--concurrency", "1", "--node", "1", env={"SKYWARD_COLLECTIONS_AUTHORITY_WAIT": "0.5"}) as other:
         client = Client(other.port)
