@@ -129,7 +129,8 @@ class Replication:
     def answer(self, reply: Callable[[Answer], None]) -> Callable[[Answer], None]:
         """``reply`` held until what changed before it is on the replica."""
         def held(answer: Answer) -> None:
-            if self._replica is None:
+            # Nothing changed and nothing waits for the replica (a read): there is nothing to copy.
+            if self._replica is None or not (self._dirty or self._waiting or self._held):
                 reply(answer)
                 return
             self._held.append((reply, answer))

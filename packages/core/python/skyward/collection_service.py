@@ -31,6 +31,8 @@ from .task import Task
 from .task_table import TaskTable
 
 REF = "skyward.collections:op"
+#: what ``$replica`` answers on the node that holds the collections (2^53 - 1: a JavaScript number)
+MAX_SAFE_SEQ = 2**53 - 1
 
 DISABLED = ("distributed collections need the nodes to form a cluster: the pool was made with options.cluster: "
             "false (set it to true, the default, to use dict, set, counter, queue, barrier and lock)")
@@ -213,6 +215,7 @@ class CollectionService:
 
     def client_op(self, connection: Connection, message: Message) -> None:
         request_id, owner = message.get("id"), message.get("owner")
+
         def reply(answer: Answer) -> None:
             if connection.alive:
                 connection.send(client_answer(request_id, answer))
@@ -222,7 +225,9 @@ class CollectionService:
             return
         request = message.get("op")
         if type(request) is list and request[:1] == ["$replica"]:
-            reply(("value", self.replica_seq if self.replica is not None or self.head is not None else None))
+            # A node that holds them already (promoted earlier) is newer than any copy.
+            newest = MAX_SAFE_SEQ if self.head is not None else self.replica_seq
+            reply(("value", newest if self.replica is not None or self.head is not None else None))
             return
         if type(request) is list and request[:1] == ["$promote"]:
             reply(self._promote(request[1] if len(request) > 1 else None))
@@ -234,7 +239,6 @@ class CollectionService:
             reply(("error", "ValueError", "a client operation's owner must be a client handle"))
             return
         self._client_owners.setdefault(connection, set()).add(owner)
-
         self.head.apply(owner, request, reply, ("client", request_id))
 
     def client_cancel(self, connection: Connection, message: Message) -> None:
