@@ -224,29 +224,7 @@ export async function startNode(
         collectionsNode: context.collectionsNode,
       });
   const ready = await sendCluster(node, connection, message, signal);
-  if (ready.collections) {
-    context.collectionsAddress = ready.collections;
-    context.collectionsNode = node.index;
-    tellAuthority(
-      ready.collections,
-      context.nodes.filter((other) => other.index !== node.index).map((other) => other.connection),
-    );
-  } else if (context.collectionsAddress) {
-    tellAuthority(context.collectionsAddress, [connection]);
-  }
-  // The node holding the collections lost: the node with the newest copy holds them from now on.
-  connection.onLost(() => {
-    if (node.index === context.collectionsNode && !context.abort.signal.aborted)
-      void failOver(context.nodes, node.index).then((promoted) => {
-        if (!promoted) return;
-        context.collectionsNode = promoted.node;
-        context.collectionsAddress = promoted.address;
-        tellAuthority(
-          promoted.address,
-          context.nodes.filter((other) => other.index !== promoted.node).map((other) => other.connection),
-        );
-      });
-  });
+  followCollections(context, node, connection, ready);
   await passFirstHealthCheck(context, node, connection, signal);
   hub.emit({
     type: "node.bootstrapped",
@@ -278,6 +256,42 @@ export async function startNode(
     poolId: context.id,
     node: node.index,
     instanceId: node.instance.id,
+  });
+}
+
+/**
+ * Where the distributed collections are: the node whose `ready` says it holds them is told to every
+ * other node, and a later node is told on its `ready`; when that node is lost, the node with the
+ * newest copy is promoted and every node told.
+ */
+function followCollections(
+  context: PoolContext,
+  node: NodeRuntime,
+  connection: WorkerConnection,
+  ready: ReadyMessage,
+): void {
+  if (ready.collections) {
+    context.collectionsAddress = ready.collections;
+    context.collectionsNode = node.index;
+    tellAuthority(
+      ready.collections,
+      context.nodes.filter((other) => other.index !== node.index).map((other) => other.connection),
+    );
+  } else if (context.collectionsAddress) {
+    tellAuthority(context.collectionsAddress, [connection]);
+  }
+  // The node holding the collections lost: the node with the newest copy holds them from now on.
+  connection.onLost(() => {
+    if (node.index === context.collectionsNode && !context.abort.signal.aborted)
+      void failOver(context.nodes, node.index).then((promoted) => {
+        if (!promoted) return;
+        context.collectionsNode = promoted.node;
+        context.collectionsAddress = promoted.address;
+        tellAuthority(
+          promoted.address,
+          context.nodes.filter((other) => other.index !== promoted.node).map((other) => other.connection),
+        );
+      });
   });
 }
 
