@@ -1,7 +1,8 @@
 /**
  * Distributed collections across 3 SSH hosts of the test bed (real sshd in network namespaces), with
  * both executors: the tasks on every host and the client share counters, sets, queues, barriers and
- * locks held by the pool's authority in this (the client's) process, over the real SSH tunnels.
+ * locks held by the head host's worker, which the other hosts reach over the cluster network and the
+ * client over its SSH tunnel to the head.
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
@@ -87,11 +88,44 @@ describe.skipIf(skipReason !== undefined)("collections across 3 SSH hosts of the
       const watched = await pool.broadcast(eventualWatch("ev", "k", "new", 30));
       expect(watched.every((entry) => entry.converged)).toBe(true);
 
-      // A holder killed with SIGKILL on host 0 lets the lock go.
-      const dying = pool.run(holdLockThenDie("killed"), { target: 0 });
-      expect(await pool.queue<string>("killed-held").get({ timeout: 60 })).toMatch(/^0:/);
+      // A holder killed with SIGKILL on host 1 lets the lock go (its end, or its worker's connection
+      // to the head closing with it).
+      const dying = pool.run(holdLockThenDie("killed"), { target: 1 });
+      expect(await pool.queue<string>("killed-held").get({ timeout: 60 })).toMatch(/^1:/);
       await expect(dying).rejects.toThrow(sky.WorkerDiedError);
-      expect((await pool.run(tryLock("killed", 30), { target: 1 })).got).toBe(true);
+      expect((await pool.run(tryLock("killed", 30), { target: 2 })).got).toBe(true);
     }, 400_000);
   }
+
+  it("keeps every acknowledged write when the head host's worker is SIGKILLed (a replica takes over)", async () => {
+    await using pool = await sky.compute({
+      provider: SSH({ hosts: testbedSshHosts(scratch.bed) }),
+      nodes: HOSTS,
+      ttl: 0,
+      image: { includes: [tasks] },
+      options: { console: false, bootstrapTimeout: 240, worker: { concurrency: CONCURRENCY } },
+    });
+    await Promise.all([1, 2].map((node) => pool.run(countUp("acked", 20), { target: node })));
+    await pool.counter("acked").increment(5);
+    await pool.dict<string>("acked-d").set("k", "v");
+    for (const item of [1, 2, 3]) await pool.queue<number>("acked-q").put(item);
+    const acknowledged = await pool.counter("acked").value();
+    // The head's task kills its own worker (thread executor: the whole worker, and the store with it).
+    await expect(pool.run(holdLockThenDie("head-held"), { target: 0 })).rejects.toThrow(sky.WorkerDiedError);
+    await expect
+      .poll(
+        () =>
+          pool
+            .counter("acked")
+            .value()
+            .catch(() => -1),
+        { timeout: 120_000 },
+      )
+      .toBe(acknowledged);
+    expect(await pool.dict<string>("acked-d").get("k")).toBe("v");
+    expect(await pool.queue<number>("acked-q").size()).toBe(3);
+    expect(await pool.lock("head-held").locked()).toBe(false);
+    // The hosts still there use them as before.
+    expect(await pool.run(countUp("acked", 1), { target: 2 })).toBe(acknowledged + 1);
+  }, 400_000);
 });

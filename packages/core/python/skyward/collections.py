@@ -12,13 +12,13 @@
             save_progress()
         return item
 
-Every collection lives in one place, the pool's client (the TypeScript process), which applies the
-operations one at a time: ``"strong"`` consistency (the default) is linearizable. An operation is a
-request on the task's own connection — a ``subtask`` message for the reserved function
-``skyward.collections:op`` that the client answers itself (docs/protocol.md, "Distributed
-collections") — so a process-executor child relays it through its worker like nested dispatch, and a
-blocked call only blocks its own thread: nothing else starves. Blocking calls (``queue.get``,
-``barrier.wait``, ``lock.acquire``) are answered by the client when they can be, never polled.
+Every collection lives in one place, the worker of the pool's head node (node 0), which applies the
+operations one at a time: ``"strong"`` consistency (the default) is linearizable. An operation is
+handed to this process's worker on the task's subtask channel (a process-executor child's goes
+through its worker), and that worker answers it from the store when it is the head, or asks the
+head over the cluster network (docs/protocol.md, "Distributed collections") — never the client.
+A blocked call only blocks its own thread: nothing else starves. Blocking calls (``queue.get``,
+``barrier.wait``, ``lock.acquire``) are answered when they can be, never polled.
 
 ``consistency="eventual"`` (``dict``, ``set``, ``counter``) keeps a replica in this process: a read
 answers from it while its entry is younger than ``SKYWARD_COLLECTIONS_STALENESS`` seconds (default
@@ -26,28 +26,29 @@ answers from it while its entry is younger than ``SKYWARD_COLLECTIONS_STALENESS`
 design, up to that bound plus one round trip; this process always reads its own writes.
 
 A lock is held by the task that acquired it, and released when that task ends (returns, fails, is
-cancelled, or is lost with its node). While the pool is detached (``pool.detach()``) a call waits
-on the worker until a client attaches and answers it (docs/sessions.md, "Collections across
-detach"); the worker's TTL bounds that wait. Each method has an ``_async`` variant for ``async def`` tasks.
+cancelled, or is lost with its node). The collections do not need a client: while the pool is
+detached, or after its client was killed, calls are answered as before (docs/sessions.md,
+"Collections across detach"). Each method has an ``_async`` variant for ``async def`` tasks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import os
 import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Tuple
 
-from .context import runtime
-from .dispatch import SubtaskError, submit
+from .context import current_task, runtime
+from .dispatch import SubtaskError, Subtasks
 from .protocol import to_wire
 
 __all__ = ["Barrier", "Counter", "Dict", "Lock", "Queue", "Set", "barrier", "counter", "dict", "lock", "queue", "set"]
 
 REF = "skyward.collections:op"
-"""The reserved function name of a collection operation (answered by the client, never run)."""
+"""The reserved function name of a collection operation (answered by the workers, never run)."""
 
 _MISSING: Any = object()
 _builtin_dict = dict
@@ -62,7 +63,7 @@ def staleness() -> float:
 
 
 def _refused(error: SubtaskError) -> Exception:
-    """The exception a task sees for an operation the client refused."""
+    """The exception a task sees for an operation the collections refused."""
     kinds: Mapping[str, type[Exception]] = {"ValueError": ValueError, "TypeError": TypeError, "KeyError": KeyError}
     if error.kind == "exception" and error.type in kinds:
         return kinds[error.type](error.message)
@@ -72,19 +73,33 @@ def _refused(error: SubtaskError) -> Exception:
 
 
 def _send(kind: str, name: str, op: str, *args: Any) -> concurrent.futures.Future[Any]:
+    """Hands one operation to this process's worker (a process child's goes through its worker) on
+    the task's subtask channel; the worker answers it from the pool's collections, not the client."""
     if runtime.cluster is None:
         raise RuntimeError(
             f"sky.{kind}() is only available inside a task running on a Skyward worker (no active pool)"
         )
-    try:
-        return submit(REF, args=[kind, name, op, *args])
-    except RuntimeError as error:
-        if "dispatch" not in str(error):
-            raise
+    context = current_task.get()
+    if context is None and len(runtime.running) == 1:
+        context = list(runtime.running)[0]  # a thread the only running task started
+    sender = runtime.subtask_sender
+    if context is None or sender is None:
         raise RuntimeError(
             f"sky.{kind}() must be used from a running task (its own thread, or a thread it started "
             "while it is the only task running in this process)"
-        ) from None
+        )
+    request = to_wire([kind, name, op, *args], "args")
+    table = context.subtasks
+    if table is None:
+        with runtime.lock:
+            table = context.subtasks
+            if table is None:
+                table = context.subtasks = Subtasks()
+    settle_in = contextvars.copy_context()
+    settle_in.run(current_task.set, context)
+    sub, future = table.add(settle_in)
+    sender(context, sub, REF, request, {}, None)
+    return future
 
 
 def _wait(future: concurrent.futures.Future[Any]) -> Any:

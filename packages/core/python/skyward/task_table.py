@@ -55,6 +55,9 @@ class TaskTable:
         self._cluster_env: Dict[str, str] = {}
         #: masks the pool's secrets in an error's text (the worker sets it to its secret mask)
         self.mask: Callable[[str], str] = lambda text: text
+        #: told each task that ends, however, and how to send its terminal message once what it held
+        #: is let go (the worker's collections: its client must not see it end before its locks go)
+        self.ended: Callable[[Task, Callable[[], None]], None] = lambda task, then: then()
         #: built-in tasks the worker answers itself, off the executors (by fn): references moved node
         #: to node (``ref_peers.py``; its server starts on the first ``skyward.refs:serve``)
         self._peers = RefPeers(refs, token, lambda: self._cluster, log)
@@ -307,10 +310,15 @@ class TaskTable:
             finished[task.id] = (time.monotonic(), message)
             if len(finished) > RESULT_KEEP_MAX:
                 finished.popitem(last=False)
-        if connection is not None:
-            if connection.alive:
-                self._detach.flush_kept(task.id, connection)
-            connection.send(message)
+
+        def send() -> None:
+            current = task.connection  # read when sent: a client may have attached meanwhile
+            if current is not None:
+                if current.alive:
+                    self._detach.flush_kept(task.id, current)
+                current.send(message)
+
+        self.ended(task, send)
 
     def result_ids(self) -> List[str]:
         """The tasks whose terminal message is kept (told in ``welcome``)."""

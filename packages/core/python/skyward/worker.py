@@ -14,7 +14,9 @@ told to, when its stdin closes (``--exit-on-stdin-eof``) or when its TTL runs ou
 - ``detach_keeping``: what a detached worker keeps for the client that comes back;
 - ``lifecycle``: the TTL, a detached pool's budget, the self-destruct and the root-owner check;
 - ``cluster_setup``: the ``cluster`` message, the plugins and their ``around_app`` hooks;
-- ``ref_store``: the objects kept for remote references; ``ref_peers``: moving them node to node.
+- ``ref_store``: the objects kept for remote references; ``ref_peers``: moving them node to node;
+- ``collection_service`` (``collection_store``, ``collection_replica``, ``collection_link``): the
+  distributed collections, held on the head node, copied to a second one, reached node to node.
 
 It is also the executors' host (:class:`~skyward.task.Host`): what they report reaches the parts
 through it, on the event loop thread.
@@ -38,6 +40,7 @@ from typing import Any, Callable, Deque, Dict, List, Sequence
 
 from . import interruption
 from .cluster_setup import ClusterSetup
+from .collection_service import CollectionService
 from .connection import Connection, check_hello, reject
 from .context import TaskContext, runtime
 from .detach_keeping import DetachKeeping
@@ -112,6 +115,10 @@ class Options:
         self.interruption_poll_interval: float = parsed.interruption_poll_interval
 
 
+def _send_notice(connection: Connection, node: int, notice: Dict[str, Any]) -> None:
+    connection.send({"t": "event", "node": node, "event": {"type": "interruption", **notice}})
+
+
 def _utc_now() -> str:
     """The time now in UTC, as ISO 8601 to the second (an interruption notice's ``time``)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -152,6 +159,7 @@ class Worker:
         )
         self.table.mask = self.cluster.secret_mask.mask
         self.subtasks = SubtaskRelay(self.table, self.detach, self._node, local_nested_slots(options.concurrency))
+        self.collections = CollectionService(self, self._token)  # held on the head, reached node to node
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
         table = self.table
@@ -169,7 +177,9 @@ class Worker:
             "unref": self._unref,
             "collect": table.collect,
             "shutdown": self._shutdown,
+            **self.collections.handlers(),
         })
+        self.handle = self.router.handle  # what a connection hands each message to
 
     @property
     def stopping(self) -> bool:
@@ -220,7 +230,7 @@ class Worker:
         self.notices.append(notice)
         for connection in list(self.connections):
             if connection.authenticated:
-                self._send_notice(connection, notice)
+                _send_notice(connection, self.node, notice)
 
     def preempted(self, signal_name: str) -> None:
         """A signal the client did not ask for (a scheduler preempting or cancelling the job, a spot
@@ -231,9 +241,6 @@ class Worker:
             return
         self.on_interruption({"kind": "preempted", "action": signal_name, "time": _utc_now()})
         self._track(self.loop.create_task(self.stop(f"preempted ({signal_name})", interrupted=True)))
-
-    def _send_notice(self, connection: Connection, notice: Dict[str, Any]) -> None:
-        connection.send({"t": "event", "node": self.node, "event": {"type": "interruption", **notice}})
 
     def log(self, text: str) -> None:
         stream = self._originals[1]
@@ -313,9 +320,6 @@ class Worker:
 
     # -- messages the worker handles itself (the router has the rest) ---------------------------
 
-    def handle(self, connection: Connection, message: Message) -> None:
-        self.router.handle(connection, message)
-
     def _hello(self, connection: Connection, message: Message) -> None:
         problem = check_hello(message, self._token, self.lifetime.stopping)
         if problem is not None:
@@ -364,9 +368,9 @@ class Worker:
         self.table.apply_cluster(self.cluster.message, checked.env)
         if not self.lifetime.stopping:
             self.metrics.configure(parse_collectors(message.get("metrics")))
-        connection.send({"t": "ready"})
+        connection.send(self.collections.ready(self.node))  # the head's says where it serves the collections
         for notice in self.notices:  # a client that comes after a notice learns of it too
-            self._send_notice(connection, notice)
+            _send_notice(connection, self.node, notice)
         self.table.cluster_ready()
 
     def _release(self, connection: Connection, message: Message) -> None:
@@ -425,7 +429,8 @@ class Worker:
 
     def on_subtask(self, task: Task, sub: int, fn: str, args: List[Any], kwargs: Dict[str, Any],
                    node: int | None) -> None:
-        self.subtasks.send(task, sub, fn, args, kwargs, node)
+        if not self.collections.take(task, sub, fn, args):  # a collection operation is not the client's
+            self.subtasks.send(task, sub, fn, args, kwargs, node)
 
     def _send_task_metric(self, context: TaskContext, name: str, value: float, step: int | None) -> None:
         """``runtime.metric_sender`` for tasks on this process's threads (any thread)."""
@@ -498,6 +503,7 @@ class Worker:
 
     def on_connection_lost(self, connection: Connection) -> None:
         self.connections.discard(connection)
+        self.collections.connection_lost(connection)
         for task in self.table.running_on(connection):
             self.table.inputs_lost(task)
             self.subtasks.connection_lost(task)

@@ -1,17 +1,18 @@
-"""Distributed collections on a real worker, the wire side: the test client plays the authority's
-part and answers each ``subtask`` for ``skyward.collections:op`` (docs/protocol.md, "Distributed
-collections"), so these tests see exactly the operations the task's proxies send and how the
-proxies read the answers. The semantics themselves (the TypeScript authority) are tested end to end
-in packages/core/test/collections.test.ts."""
+"""Distributed collections on real workers: the head (node 0) holds the store; its tasks reach it in
+process, another node's tasks over the cluster network (``authority`` tells that node where), and the
+client with ``coll`` messages on its connection to the head (docs/protocol.md, "Distributed
+collections"). No operation reaches the client as a ``subtask`` any more. The semantics end to end
+(through a pool) are in packages/core/test/collections.test.ts."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
@@ -19,29 +20,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from worker_client import PYTHON_ROOT, Client, WorkerProcess, connect  # noqa: E402
 
-REF = "skyward.collections:op"
+_ids = itertools.count(1)
 
 
-class Authority:
-    """Answers each collection operation with ``answer(args)``: a value, or an exception for a suberror."""
+def op(client: Client, owner: str, *request: Any, timeout: float = 20) -> Dict[str, Any]:
+    """The client's own operation on the head (``coll``), and its ``coll_answer``."""
+    request_id = next(_ids)
+    client.send({"t": "coll", "id": request_id, "owner": owner, "op": list(request)})
+    return client.wait_for(lambda m: m["t"] == "coll_answer" and m["id"] == request_id, timeout=timeout)
 
-    def __init__(self, client: Client, answer: Callable[[List[Any]], Any]) -> None:
-        self.client = client
-        self.answer = answer
-        self.ops: List[List[Any]] = []
-        client.on_message = self._on_message
 
-    def _on_message(self, message: Dict[str, Any]) -> None:
-        if message["t"] != "subtask" or message["fn"] != REF:
-            return
-        self.ops.append(message["args"])
-        try:
-            value = self.answer(message["args"])
-        except Exception as error:  # noqa: BLE001 - a refusal, sent as the task's exception type
-            self.client.send({"t": "suberror", "id": message["id"], "sub": message["sub"], "kind": "exception",
-                              "type": type(error).__name__, "message": str(error), "traceback": "", "node": -1})
-            return
-        self.client.send({"t": "subresult", "id": message["id"], "sub": message["sub"], "value": value})
+def value(client: Client, owner: str, *request: Any) -> Any:
+    answer = op(client, owner, *request)
+    assert answer["ok"] is True, answer
+    return answer["value"]
 
 
 @pytest.fixture(scope="module", params=["thread", "process"])
@@ -51,87 +43,239 @@ def worker(request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
 
 
 def run(client: Client, fn: str, *args: Any) -> Any:
-    task_id = f"t-{fn}"
+    task_id = f"t-{fn}-{next(_ids)}"
     client.submit(task_id, fn, *args)
     message = client.terminal(task_id, timeout=20)
     assert message["t"] == "result", message
     return message["value"]
 
 
-def test_counter_operations_on_the_wire(worker: WorkerProcess) -> None:
+def no_subtasks(client: Client) -> None:
+    assert not [m for m in client.inbox if m["t"] == "subtask"], "a collection operation reached the client"
+
+
+def test_the_heads_tasks_and_its_client_share_one_store(worker: WorkerProcess) -> None:
     client = connect(worker)
-    state = {"value": 0}
-
-    def answer(args: List[Any]) -> Any:
-        kind, name, op, *rest = args
-        assert (kind, name) == ("counter", "hits")
-        if op == "increment":
-            state["value"] += rest[0]
-        elif op == "decrement":
-            state["value"] -= rest[0]
-        elif op == "reset":
-            state["value"] = rest[0]
-        return state["value"]
-
-    authority = Authority(client, answer)
+    value(client, "client", "counter", "hits", "reset", 0)
     assert run(client, "collection_wire_tasks:counter_ops") == [3, 2, 7, 7, 7]
-    assert authority.ops == [
-        ["counter", "hits", "increment", 3], ["counter", "hits", "decrement", 1], ["counter", "hits", "reset", 7],
-        ["counter", "hits", "value"], ["counter", "hits", "value"],
-    ]
-    client.close()
-
-
-def test_none_is_a_value_and_found_flags_tell_missing_keys(worker: WorkerProcess) -> None:
-    client = connect(worker)
-    store: Dict[str, Any] = {}
-
-    def answer(args: List[Any]) -> Any:
-        _, _, op, *rest = args
-        if op == "set":
-            store[rest[0]] = rest[1]
-            return None
-        if op == "get":
-            return [True, store[rest[0]]] if rest[0] in store else [False, None]
-        if op == "has":
-            return rest[0] in store
-        raise AssertionError(op)
-
-    Authority(client, answer)
+    assert value(client, "client", "counter", "hits", "increment", 1) == 8
     assert run(client, "collection_wire_tasks:dict_ops") == {"get": None, "missing": "default", "in": True}
+    assert value(client, "client", "dict", "d", "get", "k") == [True, None]
+    no_subtasks(client)
     client.close()
 
 
 def test_a_refusal_raises_the_named_exception(worker: WorkerProcess) -> None:
     client = connect(worker)
-
-    def answer(args: List[Any]) -> Any:
-        raise ValueError("barrier 'b' is waiting for 3 callers; this caller asked for 2")
-
-    Authority(client, answer)
+    request_id = next(_ids)
+    # The client waits at barrier "b" for 3; a task asking for 2 is refused.
+    client.send({"t": "coll", "id": request_id, "owner": "client:w", "op": ["barrier", "b", "wait", 3, None]})
     assert run(client, "collection_wire_tasks:refused") == (
         "ValueError: barrier 'b' is waiting for 3 callers; this caller asked for 2"
     )
+    client.send({"t": "coll_cancel", "id": request_id, "owner": "client:w"})
+    answer = client.wait_for(lambda m: m["t"] == "coll_answer" and m["id"] == request_id)
+    assert (answer["ok"], answer["type"]) == (False, "CancelledError")
     client.close()
 
 
-def test_a_lock_not_acquired_in_time(worker: WorkerProcess) -> None:
+def test_a_lock_not_acquired_in_time_and_released_when_its_task_ends(worker: WorkerProcess) -> None:
     client = connect(worker)
-    authority = Authority(client, lambda args: False)  # the lock is always taken
+    assert value(client, "client:a", "lock", "l", "acquire", 0) is True
     got, text = run(client, "collection_wire_tasks:lock_timeout")
-    assert got is False
-    assert "not acquired within 0.5 s" in text
-    assert authority.ops == [["lock", "l", "acquire", 0.5], ["lock", "l", "acquire", 0.5]]
+    assert got is False and "not acquired within 0.5 s" in text
+    value(client, "client:a", "lock", "l", "release")
+    # A task that never releases: its end does.
+    assert run(client, "collection_wire_tasks:hold_lock", "held") is True
+    assert value(client, "client:a", "lock", "held", "acquire", 0) is True
+    value(client, "client:a", "lock", "held", "release")
     client.close()
 
 
-def test_eventual_reads_answer_from_the_replica(worker: WorkerProcess) -> None:
+def test_a_blocked_get_waits_without_polling_until_a_put(worker: WorkerProcess) -> None:
     client = connect(worker)
-    authority = Authority(client, lambda args: [True, "v"])
-    assert run(client, "collection_wire_tasks:eventual_reads", 50) == ["v"] * 50
-    # One fetch; with a 600 s bound the replica answered the other 49 reads.
-    assert authority.ops == [["dict", "ev", "get", "k"]]
+    client.submit("getter", "collection_wire_tasks:queue_get", "q1", None)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        client._receive_once(0.05)
+    assert not any(m.get("id") == "getter" and m["t"] in ("result", "error") for m in client.inbox)
+    value(client, "client", "queue", "q1", "put", {"item": b"\x00\x01"})
+    message = client.terminal("getter", timeout=20)
+    assert (message["t"], message["value"]) == ("result", {"item": b"\x00\x01"})
+    no_subtasks(client)
     client.close()
+
+
+def test_a_lost_client_connection_releases_its_handles_locks(worker: WorkerProcess) -> None:
+    first = connect(worker)
+    assert value(first, "client:gone", "lock", "lost", "acquire", 0) is True
+    first.close()
+    second = connect(worker)
+    deadline = time.monotonic() + 20
+    while not value(second, "client:next", "lock", "lost", "acquire", 0):
+        assert time.monotonic() < deadline, "the lost client's lock was never released"
+        time.sleep(0.05)
+    value(second, "client:next", "lock", "lost", "release")
+    second.close()
+
+
+def test_the_collections_outlive_a_detached_client(tmp_path: Path) -> None:
+    with WorkerProcess("--concurrency", "2", "--workdir", str(tmp_path)) as worker:
+        first = connect(worker)
+        assert value(first, "client", "counter", "kept", "increment", 5) == 5
+        first.submit("getter", "collection_wire_tasks:queue_get", "later", None)
+        first.submit("holder", "collection_wire_tasks:hold_lock", "task-lock")
+        assert first.terminal("holder", timeout=20)["value"] is True
+        first.send({"t": "release", "ttl": 60, "keep": True}, {"t": "ping", "ts": 1.0})
+        first.wait_for(lambda m: m["t"] == "pong")
+        first.close()
+        second = Client(worker.port)
+        welcome = second.hello()
+        assert welcome["running"] == ["getter"]
+        assert value(second, "client", "counter", "kept", "value") == 5
+        value(second, "client", "queue", "later", "put", "hello")
+        assert second.terminal("getter", timeout=20)["value"] == "hello"
+        second.close()
+
+
+def test_another_nodes_tasks_reach_the_head_over_the_cluster_network(tmp_path: Path) -> None:
+    with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as other:
+        to_head = Client(head.port)
+        assert to_head.hello()["t"] == "welcome"
+        ready = to_head.cluster(0, 2)
+        authority = ready["collections"]
+        assert authority["addr"] == "127.0.0.1" and type(authority["port"]) is int
+        to_other = Client(other.port)
+        assert to_other.hello()["t"] == "welcome"
+        assert "collections" not in to_other.cluster(1, 2)
+        # Its first operation waits until the client says where the head's collections are.
+        to_other.submit("early", "collection_wire_tasks:increment", "far", 2)
+        time.sleep(0.3)
+        to_other.send({"t": "authority", **authority})
+        assert to_other.terminal("early", timeout=20)["value"] == 2
+        assert run(to_other, "collection_wire_tasks:increment", "far", 3) == 5
+        assert value(to_head, "client", "counter", "far", "value") == 5
+        # Values the wire tags cross the link as they are (not tagged twice).
+        assert run(to_other, "collection_wire_tasks:put_odd_values", "odd") == ["big float", 1]
+        found, item = value(to_head, "client", "queue", "odd", "get", 0)
+        assert found is True and item["$big"] == 2**60 and item["bytes"] == b"\x00\xff"
+        assert item["nan"] != item["nan"] and item["list"] == [1, [2, 3]]
+        # A barrier across the nodes, and a lock the far task held, released when it ended.
+        to_head.submit("near", "collection_wire_tasks:barrier_wait", "meet", 2)
+        assert run(to_other, "collection_wire_tasks:barrier_wait", "meet", 2) in (0, 1)
+        assert to_head.terminal("near", timeout=20)["t"] == "result"
+        # Its end reaches the client only once the head released its lock.
+        for attempt in range(20):
+            assert run(to_other, "collection_wire_tasks:hold_lock", "far-lock") is True
+            assert value(to_head, "client:h", "lock", "far-lock", "locked") is False, attempt
+        no_subtasks(to_other)
+        to_other.close()
+        to_head.close()
+
+
+def test_every_acknowledged_write_survives_a_sigkilled_head() -> None:
+    """The head replicates each write to a second node before it answers; when the head's worker is
+    killed, the client promotes the node holding the newest copy (``$replica``, ``$promote``) and
+    tells the others (``authority``): nothing acknowledged is missing."""
+    with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as one, \
+            WorkerProcess("--concurrency", "2", "--node", "2") as two:
+        clients = {0: Client(head.port), 1: Client(one.port), 2: Client(two.port)}
+        for node, client in clients.items():
+            assert client.hello()["t"] == "welcome"
+            ready = client.cluster(node, 3)
+            if node == 0:
+                authority = ready["collections"]
+        for node in (1, 2):
+            clients[node].send({"t": "authority", **authority})
+        assert run(clients[2], "collection_wire_tasks:write_many", "w", 20) == 20
+        assert value(clients[0], "client", "counter", "w", "increment", 1) == 21
+        assert value(clients[0], "client:c", "lock", "held-by-head-task", "acquire", 0) is True
+        assert run(clients[0], "collection_wire_tasks:hold_lock", "task-lock") is True  # released at its end
+        clients[0].submit("holder", "collection_wire_tasks:queue_get", "never", None)  # a wait on the head
+        time.sleep(0.2)
+        head.process.kill()  # SIGKILL: the head's worker and its store are gone
+        head.process.wait(timeout=20)
+        seqs = {node: value(clients[node], "client", "$replica") for node in (1, 2)}
+        copies = [node for node, seq in seqs.items() if seq is not None]
+        assert len(copies) == 1, seqs
+        promoted = max(copies, key=lambda node: seqs[node])
+        try:
+            address = value(clients[promoted], "client", "$promote", 0)
+        except TimeoutError:
+            raise AssertionError("".join((one if promoted == 1 else two).stderr_lines[-30:])) from None
+        other = 3 - promoted
+        clients[other].send({"t": "authority", **address})
+        read = run(clients[other], "collection_wire_tasks:read_back", "w")
+        assert read == {"counter": 21, "entries": 20, "v3": "v3", "queued": 20}, read
+        assert value(clients[promoted], "client", "lock", "task-lock", "locked") is False
+        # The lost node's client handle held a lock: a client handle outlives the head.
+        assert value(clients[promoted], "client", "lock", "held-by-head-task", "locked") is True
+        assert run(clients[promoted], "collection_wire_tasks:increment", "w", 1) == 22
+        for node in (1, 2):
+            clients[node].close()
+
+
+def test_a_lost_replica_is_replaced_by_the_next_node_with_everything() -> None:
+    with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as one, \
+            WorkerProcess("--concurrency", "2", "--node", "2") as two:
+        workers = {0: head, 1: one, 2: two}
+        clients = {node: Client(worker.port) for node, worker in workers.items()}
+        for node, client in clients.items():
+            client.hello()
+            ready = client.cluster(node, 3)
+            if node == 0:
+                authority = ready["collections"]
+        for node in (1, 2):
+            clients[node].send({"t": "authority", **authority})
+        assert value(clients[0], "client", "counter", "r", "increment", 10) == 10
+        deadline = time.monotonic() + 20
+        while not (holders := [node for node in (1, 2) if value(clients[node], "client", "$replica") is not None]):
+            assert time.monotonic() < deadline, "no node took the copy"
+            time.sleep(0.05)
+        assert len(holders) == 1
+        replica, other = holders[0], 3 - holders[0]
+        workers[replica].process.kill()  # the replica goes: the other node gets everything
+        workers[replica].process.wait(timeout=20)
+        deadline = time.monotonic() + 20
+        while value(clients[other], "client", "$replica") is None:
+            assert time.monotonic() < deadline, "no node took the copy over"
+            time.sleep(0.05)
+        assert value(clients[0], "client", "counter", "r", "increment", 1) == 11
+        head.process.kill()
+        head.process.wait(timeout=20)
+        value(clients[other], "client", "$promote", 0)
+        assert value(clients[other], "client", "counter", "r", "value") == 11
+        clients[other].close()
+
+
+def test_an_operation_fails_when_no_node_says_where_the_head_serves() -> None:
+    with WorkerProcess("--concurrency", "1", "--node", "1", env={"SKYWARD_COLLECTIONS_AUTHORITY_WAIT": "0.5"}) as other:
+        client = Client(other.port)
+        client.hello()
+        client.cluster(1, 2)  # and no ``authority`` after it
+        client.submit("orphan", "collection_wire_tasks:increment", "x", 1)
+        message = client.terminal("orphan", timeout=20)
+        assert message["t"] == "error" and "did not say where it serves the collections within 0.5 s" in message[
+            "message"], message
+        client.close()
+
+
+def test_a_peer_with_the_wrong_token_is_refused() -> None:
+    with WorkerProcess("--concurrency", "1") as head, WorkerProcess("--concurrency", "1", "--node", "1",
+                                                                     token="another-pool") as other:
+        to_head = Client(head.port)
+        to_head.hello()
+        authority = to_head.cluster(0, 2)["collections"]
+        to_other = Client(other.port)
+        to_other.hello(token="another-pool")
+        to_other.cluster(1, 2)
+        to_other.send({"t": "authority", **authority})
+        to_other.submit("refused", "collection_wire_tasks:increment", "x", 1)
+        message = to_other.terminal("refused", timeout=40)
+        assert message["t"] == "error" and "lost" in message["message"], message
+        assert value(to_head, "client", "counter", "x", "value") == 0
+        to_other.close()
+        to_head.close()
 
 
 def test_outside_a_task_collections_refuse() -> None:
@@ -144,110 +288,6 @@ def test_outside_a_task_collections_refuse() -> None:
     assert done.stdout.strip() == (
         "sky.counter() is only available inside a task running on a Skyward worker (no active pool)"
     ), done.stderr
-
-
-def test_a_blocked_queue_get_sends_one_request_and_waits_for_the_answer(worker: WorkerProcess) -> None:
-    """No polling: the task's get is one message; the task waits until the authority answers it."""
-    client = connect(worker)
-    held: List[Dict[str, Any]] = []
-    client.on_message = lambda message: held.append(message) if message["t"] == "subtask" else None
-    client.submit("t-blocking", "collection_wire_tasks:blocking_get")
-    deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline:  # a second in which a polling get would ask again and again
-        client._receive_once(0.05)
-    assert [message["args"] for message in held] == [["queue", "q", "get", None]]
-    assert not any(message.get("id") == "t-blocking" and message["t"] in ("result", "error") for message in client.inbox)
-    client.send({"t": "subresult", "id": "t-blocking", "sub": held[0]["sub"], "value": [True, None]})
-    message = client.terminal("t-blocking", timeout=20)
-    assert (message["t"], message["value"]) == ("result", None)
-    client.close()
-
-
-@pytest.mark.parametrize("executor", ["thread", "process"])
-def test_a_detached_workers_collection_operations_wait_for_the_next_client(
-    executor: str, tmp_path: Path
-) -> None:
-    # docs/sessions.md, "Collections across detach": from a `release` with `keep` until the next
-    # client's hello, a task's collection operations wait on its worker — the wait that was open when
-    # the client left, and a call made while nobody is attached — and go to the next client in order.
-    # (its own lines go to skyward-worker-0.log in its work directory once detached)
-    with WorkerProcess("--executor", executor, "--concurrency", "3", "--workdir", str(tmp_path)) as worker:
-        first = connect(worker)
-        seen_first: List[List[Any]] = []
-        first.on_message = lambda m: seen_first.append(m["args"]) if m["t"] == "subtask" else None
-        first.submit("getter", "collection_wire_tasks:blocking_get")
-        first.submit("late", "collection_wire_tasks:late_increment", 1.5)
-        first.submit("eventual", "collection_wire_tasks:late_eventual_write", 1.5)
-        first.wait_for(lambda m: m["t"] == "subtask", timeout=20)  # the get: never answered by this client
-        first.send({"t": "release", "ttl": 60, "keep": True}, {"t": "ping", "ts": 1.0})
-        first.wait_for(lambda m: m["t"] == "pong")
-        first.close()
-        time.sleep(3.0)  # `late` and `eventual` call the counters while nobody is attached
-        assert seen_first == [["queue", "q", "get", None]]
-
-        second = Client(worker.port)
-        authority = Authority(second, lambda args: [True, "item"] if args[2] == "get" else 41)
-        welcome = second.hello()
-        assert sorted(welcome["running"]) == ["getter", "late"]
-        # `eventual` did not wait for its write, and ended while nobody was attached.
-        assert welcome["results"] == ["eventual"]
-        assert second.terminal("getter", timeout=20)["value"] == "item"
-        assert second.terminal("late", timeout=20)["value"] == 41
-        # Each asked once of this client: the get again (its answer never came), the increment once,
-        # and the ended task's eventual write.
-        assert sorted(authority.ops) == [
-            ["counter", "c", "increment", 1], ["counter", "ev", "increment", 5], ["queue", "q", "get", None],
-        ]
-        second.close()
-
-
-def test_without_a_detach_a_lost_connection_still_fails_the_open_operation() -> None:
-    with WorkerProcess("--concurrency", "1") as worker:
-        first = connect(worker)
-        first.submit("getter", "collection_wire_tasks:blocking_get")
-        first.wait_for(lambda m: m["t"] == "subtask", timeout=20)
-        first.close()  # no `release` with `keep`: the client was lost, not detached
-        # The next client adopts the task (the loss was seen) or collects its outcome (it ended first);
-        # a hello that comes before the worker has seen the loss finds neither: try again.
-        deadline = time.monotonic() + 20
-        while True:
-            second = Client(worker.port)
-            welcome = second.hello()
-            if "getter" in welcome["results"]:
-                second.send({"t": "collect", "ids": ["getter"]})
-            if "getter" in welcome["results"] or "getter" in welcome["running"]:
-                break
-            second.close()
-            assert time.monotonic() < deadline, welcome
-            time.sleep(0.05)
-        message = second.terminal("getter", timeout=20)
-        assert message["t"] == "error" and "connection to the client was lost" in message["message"], message
-        second.close()
-
-
-def test_a_detached_worker_keeps_a_bounded_number_of_calls(tmp_path: Path) -> None:
-    # Past SKYWARD_DETACHED_CALLS_MAX waiting calls, a new one fails at once, naming the collection.
-    env = {"SKYWARD_DETACHED_CALLS_MAX": "1"}
-    with WorkerProcess("--concurrency", "2", "--workdir", str(tmp_path), env=env) as worker:
-        first = connect(worker)
-        first.submit("getter", "collection_wire_tasks:blocking_get")
-        first.submit("late", "collection_wire_tasks:late_increment", 1.0)
-        first.wait_for(lambda m: m["t"] == "subtask", timeout=20)
-        first.send({"t": "release", "ttl": 60, "keep": True}, {"t": "ping", "ts": 1.0})
-        first.wait_for(lambda m: m["t"] == "pong")
-        first.close()  # the get is kept for the next client: the one call allowed
-        time.sleep(2.5)
-        second = Client(worker.port)
-        authority = Authority(second, lambda args: [True, "item"])
-        welcome = second.hello()
-        assert welcome["results"] == ["late"]
-        second.send({"t": "collect", "ids": ["late"]})
-        message = second.terminal("late", timeout=20)
-        assert message["t"] == "error" and message["type"] == "RuntimeError", message
-        assert "counter 'c': the pool is detached, and 1 collection calls already wait" in message["message"]
-        assert second.terminal("getter", timeout=20)["value"] == "item"
-        assert authority.ops == [["queue", "q", "get", None]]
-        second.close()
 
 
 def test_the_eventual_replica_makes_keys_python_holds_equal_one_slot(monkeypatch: pytest.MonkeyPatch) -> None:

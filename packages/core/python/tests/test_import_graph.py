@@ -39,13 +39,16 @@ WORKER_LAYERS: List[List[str]] = [
     # parts that know no other part: a connection and its handshake, the deadline heap, the TTL,
     # budget and self-destruct, the remote-reference store, the cluster message, the executors
     ["skyward.connection", "skyward.deadlines", "skyward.lifecycle", "skyward.ref_store",
-     "skyward.cluster_setup", "skyward.executors"],
-    # what a detached worker keeps for its client; references moved node to node (over the store)
-    ["skyward.detach_keeping", "skyward.ref_peers"],
-    # intake, cancel, withdraw, the wait for the cluster message, results kept
-    ["skyward.task_table"],
-    # nested dispatch through the client
-    ["skyward.subtasks"],
+     "skyward.cluster_setup", "skyward.executors", "skyward.collection_store"],
+    # what a detached worker keeps for its client; references moved node to node (over the store);
+    # the collections' copy on a second node (over the collections' store)
+    ["skyward.detach_keeping", "skyward.ref_peers", "skyward.collection_replica"],
+    # intake, cancel, withdraw, the wait for the cluster message, results kept; the collections'
+    # node-to-node link (over their copy)
+    ["skyward.task_table", "skyward.collection_link"],
+    # nested dispatch through the client; where collection operations go (the head's store, or the
+    # link to it)
+    ["skyward.subtasks", "skyward.collection_service"],
     # which part handles each client message
     ["skyward.message_router"],
     # the object that wires them

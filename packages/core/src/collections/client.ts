@@ -1,13 +1,13 @@
 /**
  * The client's view of a pool's distributed collections (`pool.dict(…)`, `pool.queue(…)` …): the
- * same operations tasks have (`sky.dict` …), typed and async, applied to the pool's authority in
- * this process. Every value goes through the wire encoding first, so the client stores exactly
+ * same operations tasks have (`sky.dict` …), typed and async, applied to the pool's authority on
+ * its head node. Every value goes through the wire encoding first, so the client stores exactly
  * what a task would read back (and an unsendable value fails here, not in a task).
  */
 import { randomUUID } from "node:crypto";
 import { CancelledError, SerializationError } from "../errors/errors.js";
 import { decodeFrame, encodeFrame, type WireValue } from "../protocol/protocol.js";
-import { CLIENT_OWNER, CollectionOpError, type CollectionStore, type Owner } from "./store.js";
+import { CLIENT_OWNER, CollectionOpError, type Owner, type Pending } from "./store.js";
 
 /** Options of a collection operation from the client. */
 export interface CollectionCallOptions {
@@ -21,9 +21,9 @@ export interface BlockingCallOptions extends CollectionCallOptions {
   readonly timeout?: number;
 }
 
-/** The operations the client's handles need: apply one, and check the pool can run it. */
+/** The operations the client's handles need: apply one (on the head), and check the pool can run it. */
 export interface CollectionHost {
-  readonly store: CollectionStore;
+  apply(owner: Owner, request: readonly WireValue[]): Pending;
   /** Throws when the pool is not ready (closed, or collections are off). */
   check(): void;
 }
@@ -77,7 +77,7 @@ abstract class Handle {
       op,
       ...args.map((arg, index) => wire(arg, `${what} argument ${index}`)),
     ];
-    const pending = this.#host.store.apply(this.#owner, request);
+    const pending = this.#host.apply(this.#owner, request);
     if (!signal) return unwrap(pending.answer);
     const onAbort = () => pending.cancel(`${what} was aborted`);
     signal.addEventListener("abort", onAbort, { once: true });

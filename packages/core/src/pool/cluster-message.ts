@@ -23,6 +23,10 @@ export interface ClusterMessageInput {
   readonly image: Pick<Image, "env" | "metrics">;
   /** The values of the spec's secrets (name → value), read on the client. */
   readonly secrets: Readonly<Record<string, string>>;
+  /** `options.cluster`: false turns the distributed collections off (absent: on). */
+  readonly collections?: boolean;
+  /** The node holding the collections, when not the head (a replica promoted when the head was lost). */
+  readonly collectionsNode?: number | undefined;
 }
 
 /** The cluster message for one node. */
@@ -62,6 +66,8 @@ export function clusterMessage(input: ClusterMessageInput): ClusterMessage {
       config: module.config as WireValue,
     })),
     metrics: clusterMetrics(image.metrics),
+    ...(input.collections === false ? { collections: false } : {}),
+    ...(input.collectionsNode ? { collections_node: input.collectionsNode } : {}),
     ...secretsField(input.secrets),
   };
 }

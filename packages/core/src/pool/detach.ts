@@ -4,7 +4,6 @@
  * it was given (the session's state file); that records it and calls `release`, which tells the
  * workers to keep their tasks' results. The pool then lets go of its side only.
  */
-import type { CollectionStore } from "../collections/store.js";
 import type { Cluster, Instance, Provider, WorkerEndpoint } from "../contract/provider.js";
 import { ConfigurationError } from "../errors/errors.js";
 import type { Options } from "../spec/options.js";
@@ -50,8 +49,6 @@ export interface DetachSnapshot {
   /** The pool's settings that an attached pool keeps (healing, autoscaling, health checks). */
   readonly settings: PoolSettingsKept;
   readonly collectionsEnabled: boolean;
-  /** The pool's distributed collections: final once `release` resolved. */
-  readonly collections: CollectionStore;
   /** The remote references the nodes keep. */
   readonly refs: readonly RecordedRef[];
   /** The workers' token. */
@@ -100,11 +97,7 @@ export function keepItemsBytesOf(options: DetachOptions): number {
 }
 
 /** The snapshot of a ready pool. */
-export function detachSnapshot(
-  context: PoolContext,
-  cost: CostMeter,
-  collections: CollectionStore,
-): DetachSnapshot {
+export function detachSnapshot(context: PoolContext, cost: CostMeter): DetachSnapshot {
   const provider = context.provider;
   const cluster = context.cluster;
   if (!provider || !cluster) throw new Error(`pool ${context.id} has no provider yet`);
@@ -146,7 +139,6 @@ export function detachSnapshot(
       reconcileTickInterval: context.options.reconcileTickInterval,
     },
     collectionsEnabled: context.options.cluster,
-    collections,
     refs: context.refs.snapshot(),
     token: context.token,
     secretNames: Object.keys(context.spec.secrets ?? {}),

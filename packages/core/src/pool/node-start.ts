@@ -4,13 +4,14 @@
  * is handed to the task manager and watched.
  */
 import { posix } from "node:path";
+import { failOver, tellAuthority } from "../collections/remote.js";
 import { LaunchCommand, type LaunchContext } from "../contract/launch-command.js";
 import { applyLaunchers, collectPluginBootstrapOps } from "../contract/plugin.js";
 import type { Provider, WorkerEnvironment } from "../contract/provider.js";
 import { BootstrapError, CancelledError } from "../errors/errors.js";
 import type { SkywardEvent } from "../observe/events.js";
 import { relayMetrics } from "../observe/metric-stream.js";
-import type { ClusterMessage, WorkerEvent } from "../protocol/protocol.js";
+import type { ClusterMessage, ReadyMessage, WorkerEvent } from "../protocol/protocol.js";
 import type { Image } from "../spec/image.js";
 import { clusterMessage, keptClusterMessage } from "./cluster-message.js";
 import { firstHealthy, monitorHealth } from "./health-check.js";
@@ -219,8 +220,11 @@ export async function startNode(
         spec,
         image,
         secrets,
+        collections: context.options.cluster,
+        collectionsNode: context.collectionsNode,
       });
-  await sendCluster(node, connection, message, signal);
+  const ready = await sendCluster(node, connection, message, signal);
+  followCollections(context, node, connection, ready);
   await passFirstHealthCheck(context, node, connection, signal);
   hub.emit({
     type: "node.bootstrapped",
@@ -255,18 +259,54 @@ export async function startNode(
   });
 }
 
+/**
+ * Where the distributed collections are: the node whose `ready` says it holds them is told to every
+ * other node, and a later node is told on its `ready`; when that node is lost, the node with the
+ * newest copy is promoted and every node told.
+ */
+function followCollections(
+  context: PoolContext,
+  node: NodeRuntime,
+  connection: WorkerConnection,
+  ready: ReadyMessage,
+): void {
+  if (ready.collections) {
+    context.collectionsAddress = ready.collections;
+    context.collectionsNode = node.index;
+    tellAuthority(
+      ready.collections,
+      context.nodes.filter((other) => other.index !== node.index).map((other) => other.connection),
+    );
+  } else if (context.collectionsAddress) {
+    tellAuthority(context.collectionsAddress, [connection]);
+  }
+  // The node holding the collections lost: the node with the newest copy holds them from now on.
+  connection.onLost(() => {
+    if (node.index === context.collectionsNode && !context.abort.signal.aborted)
+      void failOver(context.nodes, node.index).then((promoted) => {
+        if (!promoted) return;
+        context.collectionsNode = promoted.node;
+        context.collectionsAddress = promoted.address;
+        tellAuthority(
+          promoted.address,
+          context.nodes.filter((other) => other.index !== promoted.node).map((other) => other.connection),
+        );
+      });
+  });
+}
+
 /** Sends the cluster message and waits for the worker's `ready` (or its refusal). */
 async function sendCluster(
   node: NodeRuntime,
   connection: WorkerConnection,
   message: ClusterMessage,
   signal: AbortSignal,
-): Promise<void> {
-  const ready = new Promise<void>((resolve, reject) => {
+): Promise<ReadyMessage> {
+  const ready = new Promise<ReadyMessage>((resolve, reject) => {
     const off = connection.onMessage((reply) => {
       if (reply.t === "ready") {
         off();
-        resolve();
+        resolve(reply);
       } else if (reply.t === "reject") {
         // The worker could not apply the cluster settings (a plugin's worker module failed to import).
         off();
@@ -294,7 +334,7 @@ async function sendCluster(
     });
   });
   connection.send(message);
-  await ready;
+  return await ready;
 }
 
 /** With a health checker, a node is ready only once a check succeeds. */

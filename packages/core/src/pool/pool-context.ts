@@ -2,10 +2,12 @@
  * What the pool's parts share: the pool object makes one {@link PoolContext} and hands it to the
  * modules that start nodes, keep the node set, dispatch and shut down; they read and update it.
  */
+
 import type { WorkerLayout } from "../contract/plugin.js";
 import type { Cluster, Instance, Provider, WorkerEndpoint } from "../contract/provider.js";
 import { BudgetExceededError, CancelledError } from "../errors/errors.js";
 import type { EventHub, PoolState } from "../observe/events.js";
+import type { CollectionsAddress } from "../protocol/protocol.js";
 import type { Image } from "../spec/image.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
@@ -60,6 +62,10 @@ export interface PoolContext {
   cluster: Cluster | undefined;
   image: Image | undefined;
   headPort: number;
+  /** Where the head's worker serves the distributed collections (its `ready` says); told to every other node. */
+  collectionsAddress?: CollectionsAddress | undefined;
+  /** The node whose worker holds the collections: the head (0), or the replica promoted since. */
+  collectionsNode?: number | undefined;
   /** Workers per node and how they run, as the plugins ask (one worker per node otherwise). */
   layout: WorkerLayout;
   /** The pool picks up a detached pool's workers: they keep the cluster settings they run with. */

@@ -14,6 +14,7 @@ import {
   DistributedQueue,
   DistributedSet,
 } from "../collections/client.js";
+import { RemoteCollections } from "../collections/remote.js";
 import { CollectionStore } from "../collections/store.js";
 import { enterAroundClient, type PoolHandle } from "../contract/plugin.js";
 import type { Provider } from "../contract/provider.js";
@@ -63,6 +64,7 @@ import { dropConnections, releaseWorkers, terminateNodes } from "./shutdown.js";
 import { forgetOnSignals } from "./signals.js";
 import { provisionAndStart } from "./start.js";
 import { type SubtaskRunner, TaskManager } from "./task-manager.js";
+import type { WorkerConnection } from "./worker-connection.js";
 
 /** What a pool that picks up a detached pool's workers starts from (see `resumePool`). */
 export interface PoolResume {
@@ -134,8 +136,9 @@ export class PoolRuntime implements Pool {
   readonly #hub = new EventHub();
   readonly #tasks: TaskManager;
   readonly #refs: RemoteRefRegistry;
-  /** The authority of the pool's distributed collections (ARCHITECTURE §4c). */
+  /** Whether the distributed collections are on (`checkEnabled`); the head node holds them. */
   readonly #collections: CollectionStore;
+  readonly #onHead = new RemoteCollections(() => headConnection(this.#context));
   readonly #detachConsole: () => void;
   /** The secrets the log file masks: credential-looking environment, image env and provider settings, the token. */
   readonly #secrets = new Redactor();
@@ -192,7 +195,6 @@ export class PoolRuntime implements Pool {
       // The effective provision timeout (the option, else the provider's capability, else 300): the
       // spec changes with the offer chosen at start, so it is read when a wait begins.
       nodeWaitSeconds: () => this.spec.provisionTimeout,
-      collections: this.#collections,
       ...(resume ? { idPrefix: resume.taskIdPrefix } : {}),
       redact: (text) => this.#secrets.redact(text),
     });
@@ -320,7 +322,7 @@ export class PoolRuntime implements Pool {
 
   get #collectionHost(): CollectionHost {
     return {
-      store: this.#collections,
+      apply: (owner, request) => this.#onHead.apply(owner, request),
       check: () => {
         this.#collections.checkEnabled();
         this.#checkOpen();
@@ -420,7 +422,7 @@ export class PoolRuntime implements Pool {
     if (this.#closing) throw new Error(`pool ${this.id} is already closed or detached`);
     const state = this.#context.state;
     if (state !== "ready") throw new Error(`pool ${this.id} can be detached once ready (it is ${state})`);
-    const snapshot = detachSnapshot(this.#context, this.#cost, this.#collections);
+    const snapshot = detachSnapshot(this.#context, this.#cost);
     await this.#detachHandler.detach(snapshot, () =>
       releaseKeeping(this.#context, keepItemsBytes, snapshot.budgetSeconds),
     );
@@ -464,7 +466,7 @@ export class PoolRuntime implements Pool {
       (taskId, ref, running) =>
         detached && running ? new TaskDetachedError({ taskId, ref, poolId: this.id }) : undefined,
     );
-    this.#collections.close("the pool is shutting down");
+    this.#onHead.close(detached ? "the pool was detached" : "the pool is shutting down");
     await this.#membership.settled();
     await releaseWorkers(context);
     if (!detached) await terminateNodes(context, report);
@@ -539,4 +541,9 @@ function nodeTraffic(context: PoolContext, refs: RemoteRefRegistry): NodeTraffic
           },
         ],
   );
+}
+
+/** The connection to the node that holds the distributed collections (the head, or its promoted replica). */
+function headConnection(context: PoolContext): WorkerConnection | undefined {
+  return context.nodes.find((node) => node.index === (context.collectionsNode ?? 0))?.connection;
 }

@@ -383,6 +383,7 @@ export class WorkerConnection {
         this.#deliver(message);
         return;
       case "ready":
+      case "coll_answer":
       case "reject": // after the handshake: the worker refused `cluster` settings, and closes
       case "metric":
       case "event":

@@ -155,6 +155,10 @@ export interface ClusterMessage {
   readonly plugins?: readonly ClusterPlugin[];
   /** The metrics collectors the worker samples (absent, `null` or `[]`: none). */
   readonly metrics?: readonly ClusterMetric[] | null;
+  /** False when the pool's distributed collections are off (`options.cluster: false`); absent: on. */
+  readonly collections?: boolean;
+  /** The node that holds the distributed collections when it is not the head (after a failover). */
+  readonly collections_node?: number;
 }
 
 /** A metrics collector, as the `cluster` message names it (the fields of a `sky.metrics` descriptor). */
@@ -184,6 +188,50 @@ export interface ClusterPlugin {
 /** `ready` — the worker applied `cluster` and runs tasks. */
 export interface ReadyMessage {
   readonly t: "ready";
+  /**
+   * The head's answer only: where its worker serves the pool's distributed collections to the
+   * other nodes (the client tells them with `authority`).
+   */
+  readonly collections?: CollectionsAddress;
+}
+
+/** Where the head's worker serves the distributed collections on the cluster network. */
+export interface CollectionsAddress {
+  readonly addr: string;
+  readonly port: number;
+}
+
+/** `authority` — the client tells a node where the head serves the distributed collections. */
+export interface AuthorityMessage extends CollectionsAddress {
+  readonly t: "authority";
+}
+
+/** `coll` — the client's own collection operation, sent to the head, which holds the collections. */
+export interface CollectionOpMessage {
+  readonly t: "coll";
+  /** Unique per connection; the answer carries it. */
+  readonly id: number;
+  /** The handle asking: `client` or `client:<uuid>` (a lock is held by its handle). */
+  readonly owner: string;
+  /** `[kind, name, op, ...args]`. */
+  readonly op: readonly WireValue[];
+}
+
+/** `coll_cancel` — the client gives up on its pending operation `id` (a blocking one stops waiting). */
+export interface CollectionCancelMessage {
+  readonly t: "coll_cancel";
+  readonly id: number;
+  readonly owner: string;
+}
+
+/** `coll_answer` — the head answers a `coll`: its value, or the refusal's Python type and message. */
+export interface CollectionAnswerMessage {
+  readonly t: "coll_answer";
+  readonly id: number;
+  readonly ok: boolean;
+  readonly value?: WireValue;
+  readonly type?: string;
+  readonly message?: string;
 }
 
 /** `submit` — run a function. */
@@ -514,7 +562,10 @@ export type ClientMessage =
   | UnrefMessage
   | ShutdownMessage
   | SubresultMessage
-  | SuberrorMessage;
+  | SuberrorMessage
+  | AuthorityMessage
+  | CollectionOpMessage
+  | CollectionCancelMessage;
 
 /** Every message a worker sends. */
 export type WorkerMessage =
@@ -532,7 +583,8 @@ export type WorkerMessage =
   | PingMessage
   | PongMessage
   | SubtaskMessage
-  | WithdrawnMessage;
+  | WithdrawnMessage
+  | CollectionAnswerMessage;
 
 /** The messages a worker sends about one task (`out` only when its `id` is not `null`). */
 export type TaskMessage =

@@ -14,12 +14,17 @@ export { decodeFrame, FrameDecoder } from "./decoder.js";
 export { encodeFrame, FrameBuilder, markInputStreams } from "./encoder.js";
 export { fromExpectedForm, toExpectedForm } from "./expected-form.js";
 export type {
+  AuthorityMessage,
   CancelMessage,
   ClientMessage,
   ClusterMessage,
   ClusterMetric,
   ClusterPeer,
   ClusterPlugin,
+  CollectionAnswerMessage,
+  CollectionCancelMessage,
+  CollectionOpMessage,
+  CollectionsAddress,
   CollectMessage,
   EndMessage,
   EventMessage,

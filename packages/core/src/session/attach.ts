@@ -29,7 +29,6 @@ import { type OptionsInput, optionsSchema } from "../spec/options.js";
 import { type SecretsInput, secretsSchema } from "../spec/secrets.js";
 import { type AttachGrowth, attachedNodes, attachGrowth } from "./attach-growth.js";
 import { attachedLocal, attachedRemote, processAlive } from "./attached-providers.js";
-import { openCollections } from "./collections-state.js";
 import { type Collector, collectDetached, type Reach } from "./collector.js";
 import { stateFileDetach } from "./detach.js";
 import { type CollectedResult, carryOver } from "./outcomes-state.js";
@@ -218,11 +217,12 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
 /** {@link AttachOptions}, with the dashboard's recording when `options.dashboard` asks for one. */
 type Attaching = AttachOptions & { readonly dashboard: DashboardRecording | undefined };
 
-/** The detached pool's distributed collections, restored from its state file before any worker is reached. */
+/**
+ * Whether the detached pool's collections are on. They are held by its head node, not the state
+ * file: the attached pool reaches them there, as they are now.
+ */
 async function restoredCollections(state: DetachedPoolState): Promise<CollectionStore> {
-  const collections = new CollectionStore({ enabled: state.collectionsEnabled !== false });
-  collections.restore(await openCollections(state));
-  return collections;
+  return new CollectionStore({ enabled: state.collectionsEnabled !== false });
 }
 
 async function attachRemote(state: DetachedPoolState, options: Attaching): Promise<AttachedPool> {

@@ -1,19 +1,11 @@
 /**
- * A detached pool's distributed collections on disk: at detach the store is frozen and its contents
- * go into the pool's state file, sealed like the workers' token (AES-256-GCM with the user's pools
- * key: the values are user data) in the same 0600 file; at attach they are opened and loaded into
- * the new client's store before any worker is reconnected. The worker side of the story — a task's
- * operations while no client is attached wait on its worker and go to the next client — is in
- * `skyward/worker.py` (`_parking`); docs/sessions.md, "Collections across detach", says what a task
- * sees.
+ * The subtasks of the tasks an attaching client adopts: their nested tasks run on the attached pool.
+ * Their collection operations no longer come here — the head node's worker answers them, before,
+ * during and after a detach (docs/sessions.md, "Collections across detach"); a worker of an older
+ * version still sends them, and they are answered from `store`.
  */
 
-import {
-  COLLECTION_REF,
-  type CollectionStore,
-  type CollectionsSnapshot,
-  type Owner,
-} from "../collections/store.js";
+import { COLLECTION_REF, type CollectionStore, type Owner } from "../collections/store.js";
 import {
   collectionFailure,
   type SubtaskAnswer,
@@ -22,31 +14,7 @@ import {
   type TaskTicket,
 } from "../pool/task-manager.js";
 import type { WorkerConnection } from "../pool/worker-connection.js";
-import { decodeFrame, encodeFrame, type WireValue, type WorkerMessage } from "../protocol/protocol.js";
-import { type DetachedPoolState, openToken, readPoolState, sealToken, writePoolState } from "./state.js";
-
-/**
- * Freezes `store` (the pool is being detached: nothing changes from now on) and writes its contents
- * into pool `id`'s state file, sealed. Locks held by tasks are kept with them.
- */
-export async function saveCollections(id: string, store: CollectionStore): Promise<void> {
-  const snapshot = store.freeze(`pool ${id} was detached`);
-  const state = await readPoolState(id);
-  if (!state) throw new Error(`pool ${id}'s state file is gone`);
-  const bytes = Buffer.concat(
-    encodeFrame([{ t: "subresult", id: "collections", sub: 0, value: snapshot as unknown as WireValue }]),
-  );
-  await writePoolState({ ...state, collections: await sealToken(bytes.toString("base64")) });
-}
-
-/** The collections a detached pool's state file holds (none: an empty snapshot). */
-export async function openCollections(state: DetachedPoolState): Promise<CollectionsSnapshot> {
-  const sealed = state.collections;
-  if (sealed === undefined) return { dicts: [], sets: [], counters: [], queues: [], locks: [] };
-  const bytes = Buffer.from(await openToken(sealed), "base64");
-  const [message] = decodeFrame(bytes);
-  return (message as unknown as { value: CollectionsSnapshot }).value;
-}
+import type { WorkerMessage } from "../protocol/protocol.js";
 
 /**
  * Answers, on `connection` (an attaching client's own connection to a worker, which adopts the

@@ -7,7 +7,6 @@
 import { detachLocalWorkers } from "../local/local-provider.js";
 import { instanceHourlyPrice } from "../pool/cost.js";
 import type { DetachHandler, DetachSnapshot } from "../pool/detach.js";
-import { saveCollections } from "./collections-state.js";
 import { type DetachedNode, sealToken, withoutSecrets, writePoolState } from "./state.js";
 
 /**
@@ -86,8 +85,7 @@ async function recordDetached(snapshot: DetachSnapshot, release: () => Promise<v
   });
   // The workers keep the results and outlive this process.
   await release();
-  // Every collection operation a worker sent came before its pong: the collections are final.
-  await saveCollections(id, snapshot.collections);
+  // Nothing of the collections to keep: the head node holds them, and they go on meanwhile.
   if (local) detachLocalWorkers(nodes.map((node) => node.instanceId));
 }
 

@@ -88,7 +88,10 @@ export interface DetachedPoolState {
   readonly pid: number;
   /** The token, AES-256-GCM with the user's pools key: `iv.tag.ciphertext`, base64url each. */
   readonly token: string;
-  /** The distributed collections' contents, sealed like the token (`collections-state.ts`). */
+  /**
+   * The distributed collections' contents, sealed like the token, as versions that kept them in the
+   * client wrote them (today the head node holds them: never written, not read).
+   */
   readonly collections?: string;
   /**
    * Outcomes of tasks an earlier attach picked up that reached it but not its user (it was detached

@@ -1,4 +1,4 @@
-"""Tasks for test_collections.py: collection calls whose messages the test client answers."""
+"""Tasks for test_collections.py: collection calls the head node's worker answers."""
 
 import time
 
@@ -63,3 +63,43 @@ def late_eventual_write(delay):
     time.sleep(delay)
     sky.counter("ev", consistency="eventual").increment(5)  # sent, not waited for
     return "written"
+
+
+def hold_lock(name):
+    return sky.lock(name).acquire()  # never released: the task's end releases it
+
+
+def increment(name, n):
+    return sky.counter(name).increment(n)
+
+
+def queue_get(name, timeout):
+    return sky.queue(name).get(timeout=timeout)
+
+
+def barrier_wait(name, n):
+    return sky.barrier(name, n).wait(timeout=30)
+
+
+def put_odd_values(name):
+    """Values the wire tags: a big integer, a key starting with $, bytes, a NaN."""
+    sky.queue(name).put({"$big": 2**60, "bytes": b"\x00\xff", "nan": float("nan"), "list": [1, (2, 3)]})
+    d = sky.dict(name)
+    d[2**60] = "big"
+    d[2.0**60] = "big float"
+    return [d[2**60], len(d)]
+
+
+def write_many(name, n):
+    """``n`` acknowledged writes: a counter, a dict entry and a queue item each."""
+    for index in range(n):
+        sky.counter(name).increment()
+        sky.dict(name)[index] = f"v{index}"
+        sky.queue(name).put(index)
+    return sky.counter(name).value
+
+
+def read_back(name):
+    d = sky.dict(name)
+    q = sky.queue(name)
+    return {"counter": sky.counter(name).value, "entries": len(d), "v3": d.get(3), "queued": len(q)}

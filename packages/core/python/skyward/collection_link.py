@@ -1,0 +1,280 @@
+"""The collections' node-to-node path: the head's server in front of its store, and another node's
+link to it (see docs/protocol.md, "Distributed collections").
+
+A node that is not the head reaches the authority over the cluster network, on one connection
+opened when its first operation comes: the handshake is the pool's peer handshake
+(:mod:`skyward.peer_auth`, subject ``node``: the token never crosses), then both sides send the wire
+protocol's frames (values as tasks send them, bytes as binary segments):
+
+- ``{"t": "op", "id", "owner", "op": [kind, name, op, ...args]}`` — apply one operation;
+- ``{"t": "cancel", "id"}`` — give up on a pending one; ``{"t": "ended", "id", "owner"}`` — a task
+  ended (answered once its locks are released and its waits dropped);
+- ``{"t": "answer", "id", "value"}`` or ``{"t": "refused", "id", "type", "message"}`` back.
+
+The head ends every owner whose operations came over a connection when that connection goes: a
+lost node's tasks release their locks, and their waits are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import socket
+from typing import Any, AsyncIterator, Callable, Dict, List, Set, Tuple
+
+from . import peer_auth
+from .collection_replica import Replication
+from .collection_store import Answer, Owner
+from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
+
+#: seconds a node waits for the head to connect and answer the handshake
+CONNECT_TIMEOUT = 30.0
+
+
+def authority_wait() -> float:
+    """Seconds an operation waits for the client to say where the head serves
+    (``SKYWARD_COLLECTIONS_AUTHORITY_WAIT``, default 60)."""
+    try:
+        return max(0.0, float(os.environ.get("SKYWARD_COLLECTIONS_AUTHORITY_WAIT", "60")))
+    except ValueError:
+        return 60.0
+_READ_BYTES = 256 * 1024
+
+
+def wire_frame(message: Dict[str, Any]) -> bytes:
+    """``message`` (native values inside) as one wire frame."""
+    return pack_frame([to_wire(message, "message")])
+
+
+async def _messages(reader: asyncio.StreamReader) -> AsyncIterator[Dict[str, Any]]:
+    """The wire frames' messages from ``reader``, until it ends."""
+    decoder = FrameDecoder()
+    while True:
+        data = await reader.read(_READ_BYTES)
+        if not data:
+            return
+        for messages in decoder.feed(data):
+            for message in messages:
+                yield message
+
+
+class AuthorityServer:
+    """The head's listening side: authenticated connections from the other nodes, each applying
+    operations to ``store``."""
+
+    def __init__(self, store: Replication, token: bytes, job: Callable[[], str | None],
+                 log: Callable[[str], None]) -> None:
+        self._store = store
+        self._token = token
+        self._job = job
+        self._log = log
+        self._server: asyncio.AbstractServer | None = None
+        self.address: Tuple[str, int] | None = None
+
+    def listen(self, host: str) -> Tuple[str, int]:
+        """Binds now (so the port can be told at once) and serves from the next loop turn."""
+        if self.address is not None:
+            return self.address
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind((host, 0))
+            sock.listen(64)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self.address = (host, int(sock.getsockname()[1]))
+
+        async def serve() -> None:
+            self._server = await asyncio.start_server(self._serve_peer, sock=sock)
+
+        asyncio.get_running_loop().create_task(serve())
+        return self.address
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def _serve_peer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        owners: Set[Owner] = set()
+
+        def send(message: Dict[str, Any]) -> None:
+            if not writer.is_closing():
+                writer.write(wire_frame(message))
+
+        try:
+            first = await peer_auth.accept(reader, writer, self._token, self._job(), "node", CONNECT_TIMEOUT)
+            if first is None:
+                self._log("refused a peer's collections connection: not authenticated for this pool")
+                return
+            writer.write(peer_auth.frame({"ok": True}))
+            if first.get("replica") is True:
+                self._store.offer(send)
+            async for message in _messages(reader):
+                self._handle(message, owners, writer, send)
+        except (OSError, ValueError, ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
+            self._log(f"a peer's collections connection failed: {type(error).__name__}")
+        finally:
+            writer.close()
+            self._store.gone(send)
+            # The node is gone (or cut off): its tasks no longer hold anything.
+            for owner in owners:
+                self._store.owner_ended(owner)
+
+    def _handle(self, message: Dict[str, Any], owners: Set[Owner], writer: asyncio.StreamWriter,
+                send: Callable[[Dict[str, Any]], None]) -> None:
+        kind = message.get("t")
+        owner = message.get("owner")
+        request_id = message.get("id")
+        if kind == "op" and type(owner) is str:
+            owners.add(owner)
+            self._store.apply(owner, message.get("op"), lambda answer: send(answer_message(request_id, answer)),
+                              request_id)
+        elif kind == "cancel" and type(owner) is str:
+            self._store.cancel(owner, request_id, "the operation was cancelled")
+        elif kind == "ended" and type(owner) is str:
+            owners.discard(owner)
+            self._store.owner_ended(owner, lambda: send({"t": "answer", "id": request_id, "value": None}))
+        elif kind == "acked":
+            self._store.acked(send, message.get("seq"))
+
+
+def answer_message(request_id: Any, answer: Answer) -> Dict[str, Any]:
+    if answer[0] == "value":
+        return {"t": "answer", "id": request_id, "value": answer[1]}
+    return {"t": "refused", "id": request_id, "type": answer[1], "message": answer[2]}
+
+
+def message_answer(message: Dict[str, Any]) -> Answer:
+    if message.get("t") == "answer":
+        return ("value", message.get("value"))
+    return ("error", str(message.get("type") or "RuntimeError"), str(message.get("message") or ""))
+
+
+class AuthorityLink:
+    """A node's connection to the head's authority: opened on the first operation, opened again
+    after a loss; operations that come before the head's address is known wait for it."""
+
+    def __init__(self, token: bytes, job: Callable[[], str | None], node: Callable[[], int],
+                 log: Callable[[str], None]) -> None:
+        self._token = token
+        self._job = job
+        self._node = node
+        self._log = log
+        self._address: Tuple[str, int] | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._pending: Dict[int, Callable[[Answer], None]] = {}
+        self._unsent: List[bytes] = []
+        self._ids = itertools.count(1)
+        self._unaddressed: asyncio.TimerHandle | None = None
+        #: a ``replicate`` frame from the head: applied to this node's copy; answers the seq it holds
+        self.on_replicate: Callable[[Dict[str, Any]], Any] = lambda message: None
+
+    def point_at(self, host: str, port: int) -> None:
+        """The head's authority listens at ``host:port`` (told by the client)."""
+        if self._address == (host, port):
+            return
+        self._address = (host, port)
+        if self._unaddressed is not None:
+            self._unaddressed.cancel()
+            self._unaddressed = None
+        if self._writer is not None:
+            self._writer.close()
+        if self._unsent:
+            self._connect()
+
+    def open(self) -> None:
+        """Connects now (to hold the head's copy), not only on the first operation."""
+        if self._writer is None:
+            self._connect()
+
+    def close(self) -> None:
+        """This node holds the collections now: the link is not needed any more."""
+        self._address = None
+        if self._writer is not None:
+            self._writer.close()
+
+    def submit(self, owner: Owner, request: Any, reply: Callable[[Answer], None]) -> int:
+        request_id = next(self._ids)
+        self._pending[request_id] = reply
+        self._send({"t": "op", "id": request_id, "owner": owner, "op": request})
+        return request_id
+
+    def cancel(self, owner: Owner, request_id: int) -> None:
+        if request_id in self._pending:
+            self._send({"t": "cancel", "id": request_id, "owner": owner})
+
+    def ended(self, owner: Owner, then: Callable[[], None]) -> None:
+        """Tells the head ``owner`` ended; ``then()`` once it answered (or the connection is gone)."""
+        request_id = next(self._ids)
+        self._pending[request_id] = lambda _answer: then()
+        self._send({"t": "ended", "id": request_id, "owner": owner})
+
+    def _send(self, message: Dict[str, Any]) -> None:
+        # Already in wire form: a task's arguments come as ``to_wire`` made them (not encoded twice).
+        data = pack_frame([message])
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.write(data)
+            return
+        self._unsent.append(data)
+        self._connect()
+
+    def _connect(self) -> None:
+        if self._address is None:
+            if self._unaddressed is None:  # not told where the head serves: waits that long at most
+                self._unaddressed = asyncio.get_running_loop().call_later(authority_wait(), self._fail_unaddressed)
+            return
+        if self._connecting is not None and not self._connecting.done():
+            return
+        self._connecting = asyncio.get_running_loop().create_task(self._run(self._address))
+
+    async def _run(self, address: Tuple[str, int]) -> None:
+        writer: asyncio.StreamWriter | None = None
+        try:
+            reader, writer = await peer_auth.connect(address[0], address[1], self._token, self._job(),
+                                                     {"node": str(self._node()), "replica": True}, "node",
+                                                     CONNECT_TIMEOUT)
+            welcome = await asyncio.wait_for(peer_auth.read_frame(reader), CONNECT_TIMEOUT)
+            if welcome.get("ok") is not True:
+                raise ValueError(str(welcome.get("error", "the head refused")))
+            self._writer = writer
+            unsent, self._unsent = self._unsent, []
+            for data in unsent:
+                writer.write(data)
+            async for message in _messages(reader):
+                if message.get("t") == "replicate":
+                    writer.write(pack_frame([{"t": "acked", "seq": self.on_replicate(message)}]))
+                    continue
+                reply = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
+                if reply is not None:
+                    reply(message_answer(message))
+        except (OSError, ValueError, ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
+            self._log(f"the collections connection to the head at {address[0]}:{address[1]} failed: "
+                      f"{type(error).__name__}: {error}")
+        finally:
+            if writer is not None:
+                writer.close()
+            if self._writer is writer:
+                self._writer = None
+            self._lost(address)
+
+    def _lost(self, address: Tuple[str, int]) -> None:
+        # What was asked is lost with the connection: a wait cannot be known to have ended or not.
+        self._fail(f"the connection to the head node's collections at {address[0]}:{address[1]} was lost")
+
+    def _fail_unaddressed(self) -> None:
+        self._unaddressed = None
+        if self._address is None:
+            self._fail(f"the head node did not say where it serves the collections within {authority_wait():g} s "
+                       "(its worker could not listen on its cluster address, or it is not up)")
+
+    def _fail(self, reason: str) -> None:
+        self._unsent.clear()
+        pending, self._pending = self._pending, {}
+        for reply in pending.values():
+            reply(("error", "CancelledError", reason))
+
+
+__all__ = ["AuthorityLink", "AuthorityServer", "answer_message", "message_answer", "wire_frame"]

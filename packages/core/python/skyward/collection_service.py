@@ -1,0 +1,266 @@
+"""Where this worker's collection operations go: to the store it holds when it is the head (node 0),
+else over the link to the head (see :mod:`skyward.collection_store`, :mod:`skyward.collection_link`).
+
+Three kinds of caller:
+
+- a task on this node (``subtask`` for ``skyward.collections:op``, a process child's relayed
+  through this worker): its owner is ``"<node>/<task id>"``, ended when the task ends;
+- the client, on its worker connection to the head (``coll``, ``coll_cancel``; answered with
+  ``coll_answer``): its owners are its handles (``client…``), ended when that connection goes;
+- another node's worker, over the head's :class:`~skyward.collection_link.AuthorityServer`.
+
+The store outlives any client: a detached pool keeps its collections on the head, and a client
+that attaches (or comes back after being killed) reads them where they are. Every other node holds
+the head's copy when the head picks it (:mod:`skyward.collection_replica`); the client promotes the
+newest copy when the head is lost (``$replica``, ``$promote``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Dict, Protocol, Set
+
+from .collection_link import AuthorityLink, AuthorityServer, wire_frame
+from .collection_replica import Replication, load
+from .cluster_setup import ClusterSetup
+from .collection_store import Answer, CollectionStore, Owner
+from .connection import Connection
+from .context import SubtaskOutcome
+from .protocol import Message, decode_frame, pack_frame, to_wire
+from .task import Task
+from .task_table import TaskTable
+
+REF = "skyward.collections:op"
+#: what ``$replica`` answers on the node that holds the collections (2^53 - 1: a JavaScript number)
+MAX_SAFE_SEQ = 2**53 - 1
+
+DISABLED = ("distributed collections need the nodes to form a cluster: the pool was made with options.cluster: "
+            "false (set it to true, the default, to use dict, set, counter, queue, barrier and lock)")
+
+Deliver = Callable[[Task, int, SubtaskOutcome], None]
+
+
+def _native(value: Any) -> Any:
+    """A task's wire-form arguments as the decoder gives them (what the store keeps)."""
+    return decode_frame(pack_frame([{"t": "v", "v": value}]))[0]["v"]
+
+
+def _copy(value: Any) -> Any:
+    """A value the store holds, as a copy the task may change freely."""
+    return decode_frame(wire_frame({"t": "v", "v": value}))[0]["v"]
+
+
+def _outcome(answer: Answer, node: int) -> SubtaskOutcome:
+    if answer[0] == "value":
+        return ("value", answer[1])
+    kind = "cancelled" if answer[1] == "CancelledError" else "exception"
+    return ("error", {"kind": kind, "type": answer[1], "message": answer[2], "traceback": "", "node": node})
+
+
+class WorkerParts(Protocol):
+    """What this needs of the worker that wires it."""
+
+    loop: asyncio.AbstractEventLoop
+    node: int
+    cluster: ClusterSetup
+    table: TaskTable
+
+    def log(self, text: str) -> None: ...
+
+
+class CollectionService:
+    """This worker's part in the pool's collections."""
+
+    def __init__(self, worker: WorkerParts, token: bytes) -> None:
+        self._loop = worker.loop
+        self._node = lambda: worker.node
+        self._cluster = lambda: worker.cluster.message
+        self._deliver: Deliver = worker.table.deliver_subresult
+        worker.table.ended = self.task_ended
+        self._log = worker.log
+        #: the store with its replication, on the node that holds the collections
+        self.head: Replication | None = None
+        #: this node's copy of the head's collections, when it is the replica (and the last seq it holds)
+        self.replica: CollectionStore | None = None
+        self.replica_seq = 0
+        self._server: AuthorityServer | None = None
+        self._link = AuthorityLink(token, self._job, self._node, self._log)
+        self._link.on_replicate = self._replicated
+        self._token = token
+        #: tasks of this node that used a collection (told to the authority when they end)
+        self._owners: Set[str] = set()
+        #: the client handles that operated over each client connection
+        self._client_owners: Dict[Connection, Set[Owner]] = {}
+
+    def _job(self) -> str | None:
+        return (self._cluster() or {}).get("job_id")
+
+    @property
+    def is_head(self) -> bool:
+        return self.head is not None
+
+    def handlers(self) -> Dict[str, Callable[[Connection, Message], None]]:
+        """The client messages this answers, by type."""
+        return {"coll": self.client_op, "coll_cancel": self.client_cancel, "authority": self.authority}
+
+    def ready(self, node: int) -> Message:
+        """The ``ready`` answer to ``cluster``: the head's names where it serves the other nodes."""
+        address = self.cluster_applied(node)
+        return {"t": "ready", "collections": address} if address is not None else {"t": "ready"}
+
+    def take(self, task: Task, sub: int, fn: str, args: Any) -> bool:
+        """Whether subtask ``sub`` of ``task`` is a collection operation: then it is answered here."""
+        if fn != REF:
+            return False
+        self.task_op(task, sub, args)
+        return True
+
+    def cluster_applied(self, node: int) -> Dict[str, Any] | None:
+        """The cluster message was applied: the node it names (``collections_node``, default 0: the
+        head) holds the store, kept across a client's attach, and serves the other nodes; answers
+        where, for the ``ready`` reply (None elsewhere). A node that holds them since a promotion
+        goes on holding them."""
+        cluster = self._cluster() or {}
+        if self.head is None and node == cluster.get("collections_node", 0):
+            self.head = Replication(CollectionStore(self._loop), self._loop)
+        if self.head is None:
+            return None
+        # Served even by a pool of one: a node that joins later reaches it.
+        return self._listen(cluster)
+
+    def _listen(self, cluster: Dict[str, Any]) -> Dict[str, Any] | None:
+        if self._server is None:
+            self._server = AuthorityServer(self.head, self._token, self._job, self._log)  # type: ignore[arg-type]
+        node = self._node()
+        own = [peer for peer in cluster.get("peers") or [] if type(peer) is dict and peer.get("node") == node]
+        host = own[0].get("private_ip") if own else None
+        try:
+            address = self._server.listen(host if type(host) is str and host else "127.0.0.1")
+        except OSError as error:
+            self._log(f"the head cannot serve the collections to its peers: {error}")
+            return None
+        return {"addr": address[0], "port": address[1]}
+
+    def authority(self, connection: Connection, message: Message) -> None:
+        """``authority``: where the head's collections listen (sent by the client to every node)."""
+        host, port = message.get("addr"), message.get("port")
+        if not self.is_head and type(host) is str and type(port) is int:
+            self._link.point_at(host, port)
+            self._link.open()  # every node offers to hold the copy; the head picks one
+
+    def _replicated(self, message: Dict[str, Any]) -> Any:
+        """A ``replicate`` frame from the head: this node's copy takes it; answers its seq."""
+        if message.get("full") is True or self.replica is None:
+            self.replica = CollectionStore(self._loop)
+        for state in message.get("states") or []:
+            if type(state) is dict:
+                load(self.replica, state)
+        self.replica_seq = message.get("seq") if type(message.get("seq")) is int else self.replica_seq
+        return self.replica_seq
+
+    def _promote(self, lost: Any) -> Answer:
+        """``$promote``: the head (node ``lost``) is gone and this node's copy is the newest: it holds
+        the collections from now on; the lost node's tasks hold no lock any more."""
+        if self.head is not None:
+            return ("value", self._listen(self._cluster() or {}))
+        if self.replica is None:
+            return ("error", "RuntimeError", f"node {self._node()} holds no copy of the collections")
+        store, self.replica = self.replica, None
+        for owner in store.holders():
+            if owner.startswith(f"{lost}/"):
+                store.owner_ended(owner)
+        self._link.close()
+        self.head = Replication(store, self._loop)
+        self._log(f"holds the collections now (node {lost}, which held them, was lost)")
+        return ("value", self._listen(self._cluster() or {}))
+
+    def _disabled(self) -> bool:
+        return (self._cluster() or {}).get("collections") is False
+
+    # -- a task's operations --------------------------------------------------------------------
+
+    def task_op(self, task: Task, sub: int, args: Any) -> None:
+        owner = f"{self._node()}/{task.id}"
+        node = self._node()
+        if self._disabled():
+            self._deliver(task, sub, _outcome(("error", "RuntimeError", DISABLED), node))
+            return
+        self._owners.add(owner)
+
+        def reply(answer: Answer) -> None:
+            if answer[0] == "value" and in_process:
+                answer = ("value", _copy(answer[1]))
+            self._deliver(task, sub, _outcome(answer, node))
+
+        in_process = self.head is not None
+        if self.head is not None:
+            self.head.apply(owner, _native(args), reply, ("sub", sub))
+        else:
+            self._link.submit(owner, args, reply)
+
+    def task_ended(self, task: Task, then: Callable[[], None]) -> None:
+        """``task`` ended: what it held is let go, then ``then()`` sends its end to its client (so
+        nobody learns of the end before the locks are free)."""
+        owner = f"{self._node()}/{task.id}"
+        if owner not in self._owners:
+            then()
+            return
+        self._owners.discard(owner)
+        if self.head is not None:
+            self.head.owner_ended(owner, then)
+        else:
+            self._link.ended(owner, then)
+
+    # -- the client's operations (on its connection to the head) --------------------------------
+
+    def client_op(self, connection: Connection, message: Message) -> None:
+        request_id, owner = message.get("id"), message.get("owner")
+
+        def reply(answer: Answer) -> None:
+            if connection.alive:
+                connection.send(client_answer(request_id, answer))
+
+        if self._disabled():
+            reply(("error", "RuntimeError", DISABLED))
+            return
+        request = message.get("op")
+        if type(request) is list and request[:1] == ["$replica"]:
+            # A node that holds them already (promoted earlier) is newer than any copy.
+            newest = MAX_SAFE_SEQ if self.head is not None else self.replica_seq
+            reply(("value", newest if self.replica is not None or self.head is not None else None))
+            return
+        if type(request) is list and request[:1] == ["$promote"]:
+            reply(self._promote(request[1] if len(request) > 1 else None))
+            return
+        if self.head is None:
+            reply(("error", "RuntimeError", f"node {self._node()} does not hold the pool's collections (the head does)"))
+            return
+        if type(owner) is not str or not owner.startswith("client"):
+            reply(("error", "ValueError", "a client operation's owner must be a client handle"))
+            return
+        self._client_owners.setdefault(connection, set()).add(owner)
+        self.head.apply(owner, request, reply, ("client", request_id))
+
+    def client_cancel(self, connection: Connection, message: Message) -> None:
+        owner = message.get("owner")
+        if self.head is not None and type(owner) is str:
+            self.head.cancel(owner, ("client", message.get("id")), "the operation was aborted")
+
+    def connection_lost(self, connection: Connection) -> None:
+        """A client connection went: the locks of its handles are released and their waits dropped."""
+        owners = self._client_owners.pop(connection, set())
+        if self.head is not None:
+            for owner in owners:
+                self.head.owner_ended(owner)
+
+
+def client_answer(request_id: Any, answer: Answer) -> Message:
+    """``coll_answer``, in the wire form a :class:`Connection` sends (the store's values are native)."""
+    if answer[0] == "value":
+        message: Dict[str, Any] = {"t": "coll_answer", "id": request_id, "ok": True, "value": answer[1]}
+    else:
+        message = {"t": "coll_answer", "id": request_id, "ok": False, "type": answer[1], "message": answer[2]}
+    return to_wire(message, "message")  # type: ignore[no-any-return]
+
+
+__all__ = ["REF", "CollectionService"]
