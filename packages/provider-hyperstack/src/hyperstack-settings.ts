@@ -17,32 +17,37 @@ export type HyperstackSshMapping = SshStandIn & { readonly privateIp?: string };
 
 const regionName = textField('a region name such as "CANADA-1"').transform((value) => value.toUpperCase());
 
+const machineShape = machineSettingsShape<(vm: HyperstackVmAddresses) => HyperstackSshMapping>(
+  "https://infrahub-api.nexgencloud.com/v1",
+);
+
+const hyperstackShape = {
+  /** Where VMs may go: a region (`"CANADA-1"`) or several; a spec's `region` narrows it. Default: every region. */
+  region: z
+    .union([regionName, z.array(regionName).min(1, { message: "expected at least one region" }).readonly()], {
+      error: 'expected a region name such as "CANADA-1", or a list of them',
+    })
+    .optional(),
+  /** The OS image's name. Default: the newest Ubuntu image with CUDA in the region (else the newest Ubuntu). */
+  image: textField("an image name").optional(),
+  /** The login user of the image. Default `"ubuntu"` (with passwordless sudo), as on Hyperstack's images. */
+  sshUser: sshUserSchema("ubuntu"),
+};
+
+// The shapes apart and the object's type written out: the published declarations keep each key's TSDoc.
+const settingsObject: z.ZodObject<typeof machineShape & typeof hyperstackShape, z.core.$strict> =
+  z.strictObject({
+    ...machineShape,
+    ...hyperstackShape,
+  });
+
 /** The settings schema: every field checked, unknown ones refused by name; `regions` is `region` as a list. */
-export const settingsSchema = z
-  .strictObject({
-    ...machineSettingsShape<(vm: HyperstackVmAddresses) => HyperstackSshMapping>(
-      "https://infrahub-api.nexgencloud.com/v1",
-    ),
-    /** Where VMs may go: a region (`"CANADA-1"`) or several; a spec's `region` narrows it. Default: every region. */
-    region: z
-      .union(
-        [regionName, z.array(regionName).min(1, { message: "expected at least one region" }).readonly()],
-        {
-          error: 'expected a region name such as "CANADA-1", or a list of them',
-        },
-      )
-      .optional(),
-    /** The OS image's name. Default: the newest Ubuntu image with CUDA in the region (else the newest Ubuntu). */
-    image: textField("an image name").optional(),
-    /** The login user of the image. Default `"ubuntu"` (with passwordless sudo), as on Hyperstack's images. */
-    sshUser: sshUserSchema("ubuntu"),
-  })
-  .transform((parsed) => ({
-    ...parsed,
-    regions: parsed.region === undefined ? undefined : [parsed.region].flat(),
-  }));
+export const settingsSchema = settingsObject.transform((parsed) => ({
+  ...parsed,
+  regions: parsed.region === undefined ? undefined : [parsed.region].flat(),
+}));
 
 /** Settings of the Hyperstack provider; every field is optional. */
-export type HyperstackSettings = z.input<typeof settingsSchema>;
+export type HyperstackSettings = z.input<typeof settingsObject>;
 /** The settings as parsed, defaults filled in. */
 export type ParsedSettings = z.output<typeof settingsSchema>;

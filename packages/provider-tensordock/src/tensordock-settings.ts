@@ -15,9 +15,10 @@ export type TensorDockSshMapping = SshStandIn;
 
 const apiUrl = "https://dashboard.tensordock.com/api/v2";
 
-/** The settings schema: every field checked, unknown ones refused by name. */
-export const settingsSchema = z.strictObject({
-  ...machineSettingsShape<(instance: TensorDockInstanceAddress) => TensorDockSshMapping>(apiUrl),
+const machineShape =
+  machineSettingsShape<(instance: TensorDockInstanceAddress) => TensorDockSshMapping>(apiUrl);
+
+const tensorDockShape = {
   /** Only locations in this country, city, state or with this id (`"United States"`); a spec's `region` does the same. */
   location: z.string().min(1, { message: "expected a country, city or location id" }).optional(),
   /** Disk per VM, GB (TensorDock's minimum is 100, in steps of 50: rounded up); a spec's `diskGb` raises it. Default 100. */
@@ -37,7 +38,12 @@ export const settingsSchema = z.strictObject({
   minRamGb: z.number().positive({ message: "expected a RAM size in GB" }).default(16),
   /** The login user of the image. Default `"user"` (with passwordless sudo), as on TensorDock's images. */
   sshUser: sshUserSchema("user"),
-});
+};
+
+// The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
+/** The settings schema: every field checked, unknown ones refused by name. */
+export const settingsSchema: z.ZodObject<typeof machineShape & typeof tensorDockShape, z.core.$strict> =
+  z.strictObject({ ...machineShape, ...tensorDockShape });
 
 /** Settings of the TensorDock provider; every field is optional. */
 export type TensorDockSettings = z.input<typeof settingsSchema>;

@@ -134,7 +134,7 @@ export {
   provisionAcrossMarkets,
 } from "./machine-provider/machine-operations.js";
 export { defineMachineProvider } from "./machine-provider/machine-provider.js";
-export type { MachineProviderSettings } from "./machine-provider/machine-settings.js";
+export type { MachineProviderSettings, MachineSettingsShape } from "./machine-provider/machine-settings.js";
 export {
   machineProviderFactories,
   machineSettingsShape,

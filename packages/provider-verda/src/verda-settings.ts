@@ -1,15 +1,20 @@
 /** The Verda provider's settings: the schema is their only declaration, checked by name before anything is asked of the API. */
-import { machineSettingsShape, type SshStandIn, wholeNumberField } from "@skyward/provider-utils";
+import {
+  type MachineSettingsShape,
+  machineSettingsShape,
+  type SshStandIn,
+  wholeNumberField,
+} from "@skyward/provider-utils";
 import { z } from "zod";
 import { VERDA_API_URL } from "./verda-api.js";
 
 /** Where an instance is reached instead of its own address: see {@link VerdaSettings} `sshAddress` (user default `root`). */
 export type VerdaSshAddress = SshStandIn;
 
-const { apiKey: _apiKey, ...machineShape } =
-  machineSettingsShape<(instance: { readonly id: string; readonly ip: string }) => VerdaSshAddress>(
-    VERDA_API_URL,
-  );
+type VerdaSeam = (instance: { readonly id: string; readonly ip: string }) => VerdaSshAddress;
+// Verda signs in with a client id and secret: no API key. Typed by name, so its TSDoc is published.
+const { apiKey: _apiKey, ...machineFields } = machineSettingsShape<VerdaSeam>(VERDA_API_URL);
+const machineShape: Omit<MachineSettingsShape<VerdaSeam>, "apiKey"> = machineFields;
 
 const verdaShape = {
   /** The API client id. Default: the `VERDA_CLIENT_ID` environment variable, read on the first API call. */

@@ -24,8 +24,24 @@ export interface MachineProviderSettings<Seam> extends HttpSettings {
   sshAddress?: Seam;
 }
 
+/**
+ * The zod shape {@link machineSettingsShape} returns, named so that a provider's published
+ * declarations refer to it and keep each key's TSDoc (an inferred shape is printed without them).
+ */
+export type MachineSettingsShape<Seam> = typeof httpSettingsShape & {
+  /** The API root. Default: the provider's public API. */
+  apiUrl: z.ZodDefault<z.ZodPipe<z.ZodURL, z.ZodTransform<string, string>>>;
+  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
+  keysDirectory: typeof keysDirectorySchema;
+  /**
+   * For tests only: where the pool reaches a machine instead of its own address (a stand-in SSH host
+   * of a test bed), and what runs instead of its self-destruct. Never set it against the real API.
+   */
+  sshAddress: z.ZodOptional<z.ZodCustom<Seam, Seam>>;
+};
+
 /** The zod shape of {@link MachineProviderSettings}, `apiUrl` defaulting to `defaultApiUrl`. */
-export function machineSettingsShape<Seam>(defaultApiUrl: string) {
+export function machineSettingsShape<Seam>(defaultApiUrl: string): MachineSettingsShape<Seam> {
   return {
     ...httpSettingsShape,
     /** The API root. Default: the provider's public API. */
