@@ -107,8 +107,6 @@ export {
 export {
   CreateBudget,
   deleteUntilGone,
-  type LaunchableMarket,
-  launchableMarkets,
   listAllMachines,
   provisionAcrossMarkets,
 } from "./machine-provider/machine-operations.js";
@@ -120,6 +118,14 @@ export {
   refuseSetting,
   sshUserSchema,
 } from "./machine-provider/machine-settings.js";
+export {
+  launchAcrossMarkets,
+  type MarketLaunch,
+  type MarketLaunchAnswer,
+  type MarketLaunched,
+  type MarketLoopOptions,
+  type MarketRefusal,
+} from "./machine-provider/market-loop.js";
 export type { NumberedPage } from "./machine-provider/numbered-pages.js";
 export { nextNumberedPage, readNumberedPages } from "./machine-provider/numbered-pages.js";
 export type {
@@ -132,7 +138,12 @@ export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
 export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
 export type { GrantedToken } from "./machine-provider/token-client.js";
 export { tokenClient } from "./machine-provider/token-client.js";
-export { launchableMarketsByZone, type ZonalMarket } from "./machine-provider/zonal-markets.js";
+export {
+  type LaunchableMarket,
+  launchableMarkets,
+  launchableMarketsByZone,
+  type ZonalMarket,
+} from "./machine-provider/zonal-markets.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
 export { type MachineOfferFacts, machineOffer } from "./offers/machine-offer.js";
