@@ -1,19 +1,28 @@
+/**
+ * What real AWS accounts do that plain moto does not, reproduced in front of moto (`aws-double.ts`,
+ * which every moto suite gets, and per-test fault proxies), and the provider's answer to each:
+ * quota errors versus capacity errors, and a bound on `RunInstances` calls, for one provision and for
+ * a whole pool.
+ */
 import * as sky from "@skyward/core";
 import { NoCapacityError, ProvisionError } from "@skyward/core";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { MAX_LAUNCH_ATTEMPTS } from "../src/allocation.js";
 import { AWS, CLUSTER_FAILED_LAUNCH_LIMIT } from "../src/aws-provider.js";
 import { startFaultProxy } from "./fault-proxy.js";
 import { motoInventory } from "./moto-server.js";
-import { useMotoSuite } from "./moto-suite.js";
-import { call, cpuQuery, offerOf, poolSpec, runs, skipReason } from "./real-account-support.js";
+import {
+  call,
+  cpuQuery,
+  offerOf,
+  poolSpec,
+  runs,
+  skipReason,
+  useRealAccountSuite,
+} from "./real-account-support.js";
 
 describe.skipIf(skipReason !== undefined)("AWS real account: quotas and capacity", () => {
-  const suite = useMotoSuite("skyward-aws-real-");
-
-  afterEach(async () => {
-    await suite.moto.reset();
-  });
+  const suite = useRealAccountSuite();
 
   describe("quotas and capacity", () => {
     it("reports a vCPU quota as a quota to raise, after one RunInstances call", async () => {

@@ -1,13 +1,29 @@
+/**
+ * What real AWS accounts do that plain moto does not, reproduced in front of moto (`aws-double.ts`,
+ * which every moto suite gets, and per-test fault proxies), and the provider's answer to each:
+ * eventual consistency right after `RunInstances` and `CreateSecurityGroup`
+ * (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html): an instance id unknown
+ * for a while to `TerminateInstances` and `DescribeInstances`, a group unknown to
+ * `AuthorizeSecurityGroupIngress`; the AMI's snapshot size against `diskGb`
+ * (`InvalidBlockDeviceMapping`): a smaller `diskGb` is raised.
+ */
 import { createServer } from "node:http";
 import * as sky from "@skyward/core";
 import { ProvisionError } from "@skyward/core";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AWS, DEFAULT_ROOT_VOLUME_GB } from "../src/aws-provider.js";
 import { MOTO_SNAPSHOT_GB } from "./aws-double.js";
 import { type InjectedFault, startFaultProxy } from "./fault-proxy.js";
 import { motoInventory } from "./moto-server.js";
-import { useMotoSuite } from "./moto-suite.js";
-import { call, cpuQuery, offerOf, poolSpec, runs, skipReason } from "./real-account-support.js";
+import {
+  call,
+  cpuQuery,
+  offerOf,
+  poolSpec,
+  runs,
+  skipReason,
+  useRealAccountSuite,
+} from "./real-account-support.js";
 
 /** Removes from a `DescribeInstances` answer every reservation holding one of `hidden`. */
 function dropReservations(body: string, hidden: (id: string) => boolean): string {
@@ -90,11 +106,7 @@ async function eventuallyConsistent(
 }
 
 describe.skipIf(skipReason !== undefined)("AWS real account: eventual consistency, root volume", () => {
-  const suite = useMotoSuite("skyward-aws-real-");
-
-  afterEach(async () => {
-    await suite.moto.reset();
-  });
+  const suite = useRealAccountSuite();
 
   describe("eventual consistency", () => {
     it("terminate right after a start failing at SSH retries an id EC2 does not know yet; nothing is left", async () => {

@@ -17,12 +17,19 @@ import {
 } from "@aws-sdk/client-ec2";
 import { type Cluster, clusterFromInstance, type Offer } from "@skyward/core/contract";
 import { whenRunning } from "@skyward/testing";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AWS, type AwsClusterData } from "../src/aws-provider.js";
 import { startFaultProxy } from "./fault-proxy.js";
 import { motoInventory, motoUbuntuAmi } from "./moto-server.js";
-import { useMotoSuite } from "./moto-suite.js";
-import { call, cpuQuery, offerOf, poolSpec, runs, skipReason } from "./real-account-support.js";
+import {
+  call,
+  cpuQuery,
+  offerOf,
+  poolSpec,
+  runs,
+  skipReason,
+  useRealAccountSuite,
+} from "./real-account-support.js";
 
 /** Every instance moto knows in `region`, any state. */
 async function motoInstances(ec2: EC2Client): Promise<Ec2Instance[]> {
@@ -31,11 +38,7 @@ async function motoInstances(ec2: EC2Client): Promise<Ec2Instance[]> {
 }
 
 describe.skipIf(skipReason !== undefined)("AWS real account: network, images, regions", () => {
-  const suite = useMotoSuite("skyward-aws-real-");
-
-  afterEach(async () => {
-    await suite.moto.reset();
-  });
+  const suite = useRealAccountSuite();
 
   describe("network", () => {
     it("asks a public address in the user's subnet, unless associatePublicIp is false", async () => {

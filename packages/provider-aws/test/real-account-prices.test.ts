@@ -8,22 +8,25 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { NoCapacityError } from "@skyward/core";
 import type { OfferQuery } from "@skyward/core/contract";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AWS } from "../src/aws-provider.js";
 import { ON_DEMAND_PRICES_AS_OF } from "../src/on-demand-prices.js";
 import { priceCacheFile } from "../src/pricing.js";
 import { startAwsDouble } from "./aws-double.js";
 import { startFaultProxy } from "./fault-proxy.js";
 import { motoInventory, motoUbuntuAmi } from "./moto-server.js";
-import { useMotoSuite } from "./moto-suite.js";
-import { call, cpuQuery, offerOf, poolSpec, runs, skipReason } from "./real-account-support.js";
+import {
+  call,
+  cpuQuery,
+  offerOf,
+  poolSpec,
+  runs,
+  skipReason,
+  useRealAccountSuite,
+} from "./real-account-support.js";
 
 describe.skipIf(skipReason !== undefined)("AWS real account: budget and prices", () => {
-  const suite = useMotoSuite("skyward-aws-real-");
-
-  afterEach(async () => {
-    await suite.moto.reset();
-  });
+  const suite = useRealAccountSuite();
 
   describe("budget", () => {
     it("spot-if-available never falls back to on-demand above maxHourlyCost", async () => {

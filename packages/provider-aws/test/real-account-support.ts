@@ -1,14 +1,16 @@
 /**
  * What the "real account" suites (`real-account-*.test.ts`) share: the calls' signal, a pool spec
  * with the test bed's timeouts, a CPU query and the offer of one instance type, and the
- * `RunInstances` calls a fault proxy saw.
+ * `RunInstances` calls a fault proxy saw; and the moto suite each runs in, reset after every test.
  */
 
 import { options, spec } from "@skyward/core";
 import type { OfferQuery } from "@skyward/core/contract";
 import { type Offer, resolvePoolSpec } from "@skyward/core/contract";
+import { afterEach } from "vitest";
 import type { AWS } from "../src/aws-provider.js";
 import { motoSkipReason } from "./moto-server.js";
+import { type MotoSuite, useMotoSuite } from "./moto-suite.js";
 
 /** Why the suites are skipped (no moto), or undefined. */
 export const skipReason = motoSkipReason();
@@ -46,3 +48,12 @@ export async function offerOf(
 
 export const runs = (calls: { action: string; params: URLSearchParams }[]) =>
   calls.filter((entry) => entry.action === "RunInstances");
+
+/** The moto suite of a "real account" file (call it first in its `describe`): moto reset after each test. */
+export function useRealAccountSuite(): MotoSuite {
+  const suite = useMotoSuite("skyward-aws-real-");
+  afterEach(async () => {
+    await suite.moto.reset();
+  });
+  return suite;
+}
