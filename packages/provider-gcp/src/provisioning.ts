@@ -8,6 +8,7 @@
 import { randomUUID } from "node:crypto";
 import type { Cluster, Instance } from "@skyward/core/contract";
 import {
+  isMarketRefusal,
   launchAcrossMarkets,
   launchableMarketsByZone,
   type Market,
@@ -30,8 +31,6 @@ import { deleteVms, getVm, type RawInstance, vmName } from "./vms.js";
 
 /** Tries of one insert whose answer was lost or failed on Google's side (the same `requestId` each time). */
 const INSERT_ATTEMPTS = 3;
-/** What a market says when it makes no VM: the next market may still have room. */
-const TO_NEXT_MARKET = new Set(["capacity", "quota", "price"]);
 
 export async function provisionVms(
   { settings, clientsOf, view }: GcpProviderContext,
@@ -101,8 +100,7 @@ export async function provisionVms(
         const refusals: unknown[] = [];
         for (const outcome of outcomes) {
           if (outcome.status === "fulfilled") items.push(outcome.value);
-          else if (TO_NEXT_MARKET.has(machineErrorKind(outcome.reason) ?? "bad-request"))
-            refusals.push(outcome.reason);
+          else if (isMarketRefusal(machineErrorKind(outcome.reason))) refusals.push(outcome.reason);
           else throw outcome.reason;
         }
         // A quota only when every refused insert met one: else the market had no capacity as well.

@@ -119,6 +119,7 @@ export {
   sshUserSchema,
 } from "./machine-provider/machine-settings.js";
 export {
+  isMarketRefusal,
   launchAcrossMarkets,
   type MarketLaunch,
   type MarketLaunchAnswer,

@@ -90,7 +90,12 @@ export interface MarketLoopOptions<T> {
 }
 
 /** The refusals that move on to another zone or market. */
-const REFUSALS = new Set<MachineErrorKind>(["capacity", "quota", "price"]);
+const REFUSALS = new Set<MachineErrorKind | undefined>(["capacity", "quota", "price"]);
+
+/** True for an error kind the loop moves on from (capacity, quota, price); any other stops it. */
+export function isMarketRefusal(kind: MachineErrorKind | undefined): boolean {
+  return REFUSALS.has(kind);
+}
 
 /** `spot`, or `spot in subnet-a`: where a launch was asked. */
 const placeOf = (request: Pick<MarketLaunch, "market" | "zone">) =>
@@ -160,7 +165,7 @@ export async function launchAcrossMarkets<T>(options: MarketLoopOptions<T>): Pro
         } catch (error) {
           options.signal.throwIfAborted();
           const kind = kindOf(error);
-          if (kind !== undefined && REFUSALS.has(kind)) {
+          if (isMarketRefusal(kind)) {
             if (refusal(error, request)) continue markets;
             break;
           }
