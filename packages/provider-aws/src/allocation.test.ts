@@ -155,9 +155,10 @@ describe("runInstancesAcrossMarkets (RunInstances stubbed)", () => {
     expect(requests).toEqual([{ market: "spot", subnetId: "subnet-a", count: 1 }]);
     expect(NoCapacityError.isInstance(failure)).toBe(true);
     expect((failure as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
-      "spot in subnet-a: InsufficientInstanceCapacity: There is no Spot capacity available",
+      // The base's loop lists the places never asked first, then what the asked ones said.
       "spot in subnet-b: $6/h is over maxHourlyCost $5/h",
       "on-demand: $10.49/h is over maxHourlyCost $5/h",
+      "spot in subnet-a: InsufficientInstanceCapacity: There is no Spot capacity available",
     ]);
 
     const unknown = await runInstancesAcrossMarkets({

@@ -86,7 +86,7 @@ describe("launchAcrossMarkets (the base's market loop)", () => {
     ]);
   });
 
-  it("never launches a place the price rule refused, lists why, and bounds the launches", async () => {
+  it("never launches a place the price rule refused, lists why first, and bounds the launches", async () => {
     const { outcome, requests } = await run(
       {
         count: 2,
@@ -103,6 +103,7 @@ describe("launchAcrossMarkets (the base's market loop)", () => {
     expect(requests).toEqual(["spot b 2", "spot c 2"]);
     expect((outcome as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
       "spot in a: $3/h is over maxHourlyCost $2/h",
+      "on-demand: no known price, never launched",
       "spot in b: the launch made no machine",
       "spot in c: the launch made no machine",
       "gave up after 2 create calls (at most 2 per provision)",

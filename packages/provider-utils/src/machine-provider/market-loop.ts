@@ -135,15 +135,16 @@ export async function launchAcrossMarkets<T>(options: MarketLoopOptions<T>): Pro
     else otherRefusals += 1;
     return kind === "quota";
   };
+  // What the price rule left out comes first: the places never asked, then what the asked ones said.
+  for (const place of options.places)
+    if (place.refused !== undefined || place.price === null)
+      note(place.refused ?? `${place.market}: no known price, never launched`);
   const marketOrder = [...new Set(options.places.map((place) => place.market))];
   markets: for (const market of marketOrder) {
     for (const place of options.places.filter((entry) => entry.market === market)) {
       if (missing <= 0) break markets;
       if (zone !== undefined && place.zone !== zone) continue;
-      if (place.refused !== undefined || place.price === null) {
-        note(place.refused ?? `${market}: no known price, never launched`);
-        continue;
-      }
+      if (place.refused !== undefined || place.price === null) continue;
       while (missing > 0) {
         if (launches >= maxLaunches) {
           note(
