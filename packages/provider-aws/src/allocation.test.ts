@@ -3,7 +3,7 @@ import { NoCapacityError, options, ProvisionError, spec } from "@skyward/core";
 import { type Offer, resolvePoolSpec } from "@skyward/core/contract";
 import { launchableMarketsByZone, type Market, type ZonalMarket } from "@skyward/provider-utils";
 import { describe, expect, it } from "vitest";
-import { type LaunchRequest, launchAcrossMarkets, MAX_LAUNCH_ATTEMPTS } from "./allocation.js";
+import { type LaunchRequest, MAX_LAUNCH_ATTEMPTS, runInstancesAcrossMarkets } from "./allocation.js";
 import { quotaFor } from "./aws-api.js";
 
 /** An EC2 error as the SDK throws it. */
@@ -21,12 +21,12 @@ function everywhere(markets: readonly Market[], subnets: readonly string[]): Zon
   return markets.flatMap((market) => subnets.map((zone) => ({ market, zone, price: 1 })));
 }
 
-describe("launchAcrossMarkets (RunInstances stubbed)", () => {
+describe("runInstancesAcrossMarkets (RunInstances stubbed)", () => {
   const subnetIds = ["subnet-a", "subnet-b"];
 
   it("falls back to on-demand when spot has no capacity in any subnet", async () => {
     const requests: LaunchRequest[] = [];
-    const launched = await launchAcrossMarkets({
+    const launched = await runInstancesAcrossMarkets({
       count: 2,
       launches: everywhere(["spot", "on-demand"], subnetIds),
       instanceType: "g5.xlarge",
@@ -48,7 +48,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
   it("asks again after a short answer, in the same zone only once a node runs there", async () => {
     const requests: LaunchRequest[] = [];
     let spotInA = 0;
-    const launched = await launchAcrossMarkets({
+    const launched = await runInstancesAcrossMarkets({
       count: 4,
       launches: everywhere(["spot", "on-demand"], subnetIds),
       instanceType: "g5.xlarge",
@@ -79,7 +79,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
 
   it("moves on when a request returns nothing", async () => {
     const requests: string[] = [];
-    const launched = await launchAcrossMarkets({
+    const launched = await runInstancesAcrossMarkets({
       count: 1,
       launches: everywhere(["on-demand"], subnetIds),
       instanceType: "g5.xlarge",
@@ -93,7 +93,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
   });
 
   it("throws NoCapacityError listing every attempt when nothing launches", async () => {
-    const failure = launchAcrossMarkets({
+    const failure = runInstancesAcrossMarkets({
       count: 1,
       launches: everywhere(["spot"], subnetIds),
       instanceType: "p5.48xlarge",
@@ -119,7 +119,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
 
   it("stops at once on an error that is not about capacity", async () => {
     let calls = 0;
-    const failure = launchAcrossMarkets({
+    const failure = runInstancesAcrossMarkets({
       count: 1,
       launches: everywhere(["spot", "on-demand"], subnetIds),
       instanceType: "g5.xlarge",
@@ -140,7 +140,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
       offer: { spotPrice: 4, onDemandPrice: 10.49 } as Offer,
     };
     const requests: LaunchRequest[] = [];
-    const failure = await launchAcrossMarkets({
+    const failure = await runInstancesAcrossMarkets({
       count: 1,
       launches: launchableMarketsByZone(cluster, subnetIds, (subnet) =>
         subnet === "subnet-b" ? { spotPrice: 6 } : {},
@@ -155,12 +155,13 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
     expect(requests).toEqual([{ market: "spot", subnetId: "subnet-a", count: 1 }]);
     expect(NoCapacityError.isInstance(failure)).toBe(true);
     expect((failure as NoCapacityError).attempts.map((attempt) => attempt.reason)).toEqual([
-      "spot in subnet-a: InsufficientInstanceCapacity: There is no Spot capacity available",
+      // The base's loop lists the places never asked first, then what the asked ones said.
       "spot in subnet-b: $6/h is over maxHourlyCost $5/h",
       "on-demand: $10.49/h is over maxHourlyCost $5/h",
+      "spot in subnet-a: InsufficientInstanceCapacity: There is no Spot capacity available",
     ]);
 
-    const unknown = await launchAcrossMarkets({
+    const unknown = await runInstancesAcrossMarkets({
       count: 1,
       launches: launchableMarketsByZone(
         {
@@ -181,7 +182,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
 
   it("reports a regional quota as a quota, naming it, without trying the market's other zones", async () => {
     const requests: LaunchRequest[] = [];
-    const failure = await launchAcrossMarkets({
+    const failure = await runInstancesAcrossMarkets({
       count: 2,
       launches: everywhere(["spot", "on-demand"], ["subnet-a", "subnet-b", "subnet-c"]),
       instanceType: "g5.12xlarge",
@@ -214,7 +215,7 @@ describe("launchAcrossMarkets (RunInstances stubbed)", () => {
 
   it("counts UnfulfillableCapacity as no capacity, and bounds the calls with an error saying what was tried", async () => {
     let calls = 0;
-    const failure = await launchAcrossMarkets({
+    const failure = await runInstancesAcrossMarkets({
       count: 2,
       launches: everywhere(
         ["spot", "on-demand"],

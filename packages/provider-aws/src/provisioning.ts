@@ -1,6 +1,6 @@
 /**
  * `provision`: `RunInstances` for a prepared cluster, across the markets its allocation asks and the
- * subnets (zones) it may use (`launchAcrossMarkets`), each launch retried with its own `ClientToken`
+ * subnets (zones) it may use (the base's market loop, `runInstancesAcrossMarkets`), each launch retried with its own `ClientToken`
  * so that a call EC2 accepted but never answered launches nothing twice. The instances are handed
  * back as EC2 answered (pending, as a rule): the pool polls `getInstance` until they run, and
  * terminates them when they do not.
@@ -10,7 +10,7 @@ import { type _InstanceType, type Instance as Ec2Instance, RunInstancesCommand }
 import { ProvisionError } from "@skyward/core";
 import type { Cluster } from "@skyward/core/contract";
 import { launchableMarketsByZone, type Market } from "@skyward/provider-utils";
-import { launchAcrossMarkets, MAX_LAUNCH_ATTEMPTS } from "./allocation.js";
+import { MAX_LAUNCH_ATTEMPTS, runInstancesAcrossMarkets } from "./allocation.js";
 import {
   type AwsClients,
   awsErrorCode,
@@ -267,9 +267,10 @@ export async function provisionInstances(
         return spotPrice !== undefined ? { spotPrice } : {};
       },
     );
-    await launchAcrossMarkets({
+    await runInstancesAcrossMarkets({
       count,
       launches,
+      signal,
       instanceType: offer.instanceType,
       region: clients.region,
       maxAttempts: Math.min(MAX_LAUNCH_ATTEMPTS, CLUSTER_FAILED_LAUNCH_LIMIT - failedSoFar),

@@ -1,13 +1,19 @@
 /**
- * `provision`: VMs of a prepared cluster created on the markets its allocation asks, each insert's
+ * `provision`: VMs of a prepared cluster created on the markets its allocation asks, through the
+ * machine-provider base's market loop (`launchAcrossMarkets` of `@skyward/provider-utils`), each insert's
  * operation waited on (Compute Engine's answer that the VM exists), then handed back as one `get`
  * sees them — still PROVISIONING or STAGING, as a rule: the pool polls `getInstance` until they run,
  * and deletes them when they do not.
  */
 import { randomUUID } from "node:crypto";
 import type { Cluster, Instance } from "@skyward/core/contract";
-import { NoCapacityError } from "@skyward/core/contract";
-import { launchableMarkets, type Market, machineErrorKind } from "@skyward/provider-utils";
+import {
+  isMarketRefusal,
+  launchAcrossMarkets,
+  launchableMarketsByZone,
+  type Market,
+  machineErrorKind,
+} from "@skyward/provider-utils";
 import type { GcpProviderContext } from "./context.js";
 import { gcpCall, PROVIDER_NAME, sleep, waitForOperation } from "./gcp-api.js";
 import {
@@ -25,8 +31,6 @@ import { deleteVms, getVm, type RawInstance, vmName } from "./vms.js";
 
 /** Tries of one insert whose answer was lost or failed on Google's side (the same `requestId` each time). */
 const INSERT_ATTEMPTS = 3;
-/** What a market says when it makes no VM: the next market may still have room. */
-const TO_NEXT_MARKET = new Set(["capacity", "quota", "price"]);
 
 export async function provisionVms(
   { settings, clientsOf, view }: GcpProviderContext,
@@ -78,51 +82,48 @@ export async function provisionVms(
   };
 
   const cleanUp = () => deleteVms(clients, zone, created, AbortSignal.timeout(60_000)).catch(() => undefined);
-  // The base's rule: each market at its own price in the offer, within maxHourlyCost, never at an unknown price.
-  const { launchable, refused } = launchableMarkets(cluster, true);
-  const reasons: string[] = [...refused];
-  const quotaReasons: string[] = [];
-  const ready: string[] = [];
+  let ready: string[];
   try {
-    for (const { market } of launchable) {
-      const missing = count - ready.length;
-      if (missing <= 0) break;
-      // Every insert is let finish, so that a failed one leaves no other VM half made and unknown.
-      const outcomes = await Promise.allSettled(Array.from({ length: missing }, () => insert(market)));
-      let fatal: unknown;
-      for (const outcome of outcomes) {
-        if (outcome.status === "fulfilled") {
-          ready.push(outcome.value);
-          continue;
+    const launched = await launchAcrossMarkets<string>({
+      provider: PROVIDER_NAME,
+      offer: offer.instanceType,
+      count,
+      // The base's rule: each market at its own price in the offer, within maxHourlyCost, never at an
+      // unknown price. One place a market: the cluster's zone was chosen at prepare.
+      places: launchableMarketsByZone(cluster, [""], () => ({})),
+      signal,
+      // One insert a VM, all at once; every insert is let finish, so that a failed one leaves no other
+      // VM half made and unknown.
+      async launch({ market, count: missing }) {
+        const outcomes = await Promise.allSettled(Array.from({ length: missing }, () => insert(market)));
+        const items: string[] = [];
+        const refusals: unknown[] = [];
+        for (const outcome of outcomes) {
+          if (outcome.status === "fulfilled") items.push(outcome.value);
+          else if (isMarketRefusal(machineErrorKind(outcome.reason))) refusals.push(outcome.reason);
+          else throw outcome.reason;
         }
-        const kind = machineErrorKind(outcome.reason);
-        if (kind === undefined || !TO_NEXT_MARKET.has(kind)) {
-          fatal ??= outcome.reason;
-          continue;
-        }
-        const message = (outcome.reason as Error).message;
-        reasons.push(`${market}: ${message}`);
-        if (kind === "quota")
-          quotaReasons.push(`${market}: ${exceededQuota(outcome.reason)?.message ?? message}`);
-      }
-      if (fatal !== undefined) throw fatal;
-    }
+        // A quota only when every refused insert met one: else the market had no capacity as well.
+        const refused = refusals.find((reason) => machineErrorKind(reason) !== "quota") ?? refusals[0];
+        return refused !== undefined ? { items, refused } : { items };
+      },
+      // Every market met a quota: no capacity would come later, only a quota increase.
+      quotaFailure: (refusals) =>
+        quotaError(
+          clients.project,
+          `${offer.instanceType} in ${zone}: ${refusals
+            .map(
+              ({ error, request }) =>
+                `${request.market}: ${exceededQuota(error)?.message ?? (error as Error).message}`,
+            )
+            .join("; ")}`,
+        ),
+      onFailure: "throw",
+    });
+    ready = launched.flatMap((launch) => launch.items);
   } catch (error) {
     await cleanUp();
     throw error;
-  }
-  if (ready.length === 0) {
-    await cleanUp();
-    // Every market met a quota: no capacity would come later, only a quota increase.
-    if (quotaReasons.length > 0 && quotaReasons.length === reasons.length)
-      throw quotaError(clients.project, `${offer.instanceType} in ${zone}: ${quotaReasons.join("; ")}`);
-    throw new NoCapacityError({
-      attempts: (reasons.length > 0 ? reasons : ["no market to try"]).map((reason) => ({
-        provider: PROVIDER_NAME,
-        offer: offer.instanceType,
-        reason,
-      })),
-    });
   }
   // One look at each VM for its state and addresses; the pool waits for RUNNING through getInstance.
   let seen: RawInstance[];

@@ -128,8 +128,6 @@ export {
 export {
   CreateBudget,
   deleteUntilGone,
-  type LaunchableMarket,
-  launchableMarkets,
   listAllMachines,
   provisionAcrossMarkets,
 } from "./machine-provider/machine-operations.js";
@@ -141,6 +139,15 @@ export {
   refuseSetting,
   sshUserSchema,
 } from "./machine-provider/machine-settings.js";
+export {
+  isMarketRefusal,
+  launchAcrossMarkets,
+  type MarketLaunch,
+  type MarketLaunchAnswer,
+  type MarketLaunched,
+  type MarketLoopOptions,
+  type MarketRefusal,
+} from "./machine-provider/market-loop.js";
 export type {
   MarketplaceMachineFields,
   MarketplaceMachineOptions,
@@ -169,7 +176,12 @@ export {
 } from "./machine-provider/setting-fields.js";
 export type { GrantedToken } from "./machine-provider/token-client.js";
 export { tokenClient } from "./machine-provider/token-client.js";
-export { launchableMarketsByZone, type ZonalMarket } from "./machine-provider/zonal-markets.js";
+export {
+  type LaunchableMarket,
+  launchableMarkets,
+  launchableMarketsByZone,
+  type ZonalMarket,
+} from "./machine-provider/zonal-markets.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
 export { type MachineOfferFacts, machineOffer } from "./offers/machine-offer.js";

@@ -4,13 +4,14 @@
  * leave an unknown machine behind, and the market loop that never launches above the price cap or
  * at an unknown price.
  */
-import { ConfigurationError, NoCapacityError } from "@skyward/core";
+import { ConfigurationError } from "@skyward/core";
 import type { Cluster, Instance } from "@skyward/core/contract";
 import { abortableSleep } from "../http/request-pacer.js";
-import { type Market, marketsFor } from "../offers/prices.js";
 import { skywardTags } from "../tags.js";
 import type { MachineAdapter, MachineClusterData, MachineDeleteOutcome } from "./adapter.js";
 import { MachineProviderError, machineErrorKind } from "./errors.js";
+import { launchAcrossMarkets } from "./market-loop.js";
+import { launchableMarketsByZone } from "./zonal-markets.js";
 
 /** The most pages a list reads: a cursor that never ends is an API fault, not an endless account. */
 const MAX_PAGES = 1000;
@@ -210,71 +211,38 @@ async function findByName<Machine, ClusterData extends MachineClusterData>(
   return (await listAllMachines(adapter, signal)).find((machine) => adapter.tags.nameOf(machine) === name);
 }
 
-/** A market an offer may be launched on, at its price in the offer. */
-export interface LaunchableMarket {
-  readonly market: Market;
-  readonly spot: boolean;
-  readonly price: number;
-}
-
-/**
- * The markets a cluster's offer may be launched on, in the allocation's order ({@link marketsFor}):
- * each with a known price within `maxHourlyCost` — the price of that very market, not the cheaper one
- * the pool ranked the offer by. `refused` says why each other market was left out. For providers not
- * on the base (AWS, GCP), the same rule.
- */
-export function launchableMarkets(
-  cluster: Pick<Cluster, "spec" | "offer">,
-  spotAllowed: boolean,
-): { launchable: LaunchableMarket[]; refused: string[] } {
-  const cap = cluster.spec.maxHourlyCost;
-  const launchable: LaunchableMarket[] = [];
-  const refused: string[] = [];
-  for (const market of marketsFor(cluster.spec.allocation, cluster.offer)) {
-    const spot = market === "spot";
-    const price = spot ? cluster.offer.spotPrice : cluster.offer.onDemandPrice;
-    if (spot && !spotAllowed) refused.push("spot: not allowed for this pool");
-    else if (price === null) refused.push(`${market}: no known price, never launched`);
-    else if (cap !== undefined && price > cap)
-      refused.push(`${market}: $${price}/h is over maxHourlyCost $${cap}/h`);
-    else launchable.push({ market, spot, price });
-  }
-  return { launchable, refused };
-}
-
-/** What a market said when it gave no machine, for the {@link NoCapacityError}. */
-const REFUSALS_TO_NEXT_MARKET = new Set(["capacity", "quota", "price"]);
-
 /**
  * Creates `count` machines on the markets the allocation allows (spot first where preferred, then on
- * demand), each market's own price checked against `maxHourlyCost` before launching — and the price
- * the API then reports checked again (a machine above the cap is deleted at once). A market with no
- * known price is never launched on. Machines already made are handed back when a later one fails; with
- * none made, capacity/quota/price refusals end in a {@link NoCapacityError} naming each market.
+ * demand) through the base's market loop ({@link launchAcrossMarkets}), one machine a create: each
+ * market's own price checked against `maxHourlyCost` before launching — and the price the API then
+ * reports checked again (a machine above the cap is deleted at once, and the next market tried). A
+ * market with no known price is never launched on. Machines already made are handed back when a
+ * later one fails; with none made, capacity/quota/price refusals end in a {@link NoCapacityError}
+ * naming each market.
  */
 export async function provisionAcrossMarkets<Machine, ClusterData extends MachineClusterData>(
   adapter: MachineAdapter<Machine, ClusterData>,
   options: { cluster: Cluster<ClusterData>; count: number; signal: AbortSignal; budget: CreateBudget },
 ): Promise<Instance[]> {
   const { cluster, signal } = options;
-  const { launchable, refused } = launchableMarkets(cluster, adapter.spotAllowed?.(cluster) ?? true);
   const cap = cluster.spec.maxHourlyCost;
   const spec = cluster.spec;
-  const created: Instance[] = [];
-  const reasons: string[] = [...refused];
-  while (created.length < options.count && launchable.length > 0) {
-    const { spot, market, price } = launchable[0] as LaunchableMarket;
-    const index = options.budget.nextIndex(cluster.id);
-    const name = adapter.tags.name(cluster, index);
-    let machine: Machine;
-    try {
-      machine = await createOnce(
+  const launched = await launchAcrossMarkets<Instance>({
+    provider: adapter.name,
+    offer: cluster.offer.instanceType,
+    count: options.count,
+    // One place a market: the base's APIs launch anywhere the offer is.
+    places: launchableMarketsByZone(cluster, [""], () => ({}), adapter.spotAllowed?.(cluster) ?? true),
+    signal,
+    async launch({ spot, price }) {
+      const index = options.budget.nextIndex(cluster.id);
+      const machine = await createOnce(
         adapter,
         {
           cluster,
           spot,
           hourlyPrice: price,
-          name,
+          name: adapter.tags.name(cluster, index),
           tags: skywardTags({ cluster: cluster.id, pool: cluster.poolId, offer: cluster.offer.id, spot }),
           idempotencyKey: `${cluster.id}-${index}`,
           watchdogSeconds: Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout),
@@ -282,44 +250,23 @@ export async function provisionAcrossMarkets<Machine, ClusterData extends Machin
         },
         options.budget,
       );
-    } catch (error) {
-      if (signal.aborted) throw signal.reason;
-      const kind = machineErrorKind(error);
-      if (kind !== undefined && REFUSALS_TO_NEXT_MARKET.has(kind)) {
-        reasons.push(`${market}: ${(error as Error).message}`);
-        launchable.shift();
-        continue;
+      const shown = adapter.describe(machine, { identityFile: cluster.specific.identityFile, cluster });
+      const instance = Object.freeze({
+        ...shown,
+        offerId: cluster.offer.id,
+        spot,
+        hourlyPrice: shown.hourlyPrice ?? price,
+      });
+      if (cap !== undefined && instance.hourlyPrice > cap) {
+        // The API charges more than the offer said (a marketplace moved): never keep it.
+        await deleteUntilGone(adapter, [instance.id], signal);
+        return {
+          items: [],
+          refused: new Error(`launched at $${instance.hourlyPrice}/h, over maxHourlyCost $${cap}/h; deleted`),
+        };
       }
-      // Machines already created are handed back (the pool asks again), never left unknown.
-      if (created.length > 0) break;
-      throw error;
-    }
-    const shown = adapter.describe(machine, { identityFile: cluster.specific.identityFile, cluster });
-    const instance = Object.freeze({
-      ...shown,
-      offerId: cluster.offer.id,
-      spot,
-      hourlyPrice: shown.hourlyPrice ?? price,
-    });
-    if (cap !== undefined && instance.hourlyPrice > cap) {
-      // The API charges more than the offer said (a marketplace moved): never keep it.
-      await deleteUntilGone(adapter, [instance.id], signal);
-      reasons.push(
-        `${market}: launched at $${instance.hourlyPrice}/h, over maxHourlyCost $${cap}/h; deleted`,
-      );
-      launchable.shift();
-      continue;
-    }
-    created.push(instance);
-  }
-  if (created.length === 0) {
-    throw new NoCapacityError({
-      attempts: (reasons.length > 0 ? reasons : [`${adapter.label} created no instance`]).map((reason) => ({
-        provider: adapter.name,
-        offer: cluster.offer.instanceType,
-        reason,
-      })),
-    });
-  }
-  return created;
+      return { items: [instance] };
+    },
+  });
+  return launched.flatMap((launch) => launch.items);
 }

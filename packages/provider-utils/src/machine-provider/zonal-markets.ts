@@ -1,13 +1,45 @@
 /**
- * The base's market rule ({@link launchableMarkets}) for a cloud whose prices differ by zone (EC2's
- * spot price is set per Availability Zone): each zone is judged at its own price, so a launch in a zone
- * whose spot price is over `maxHourlyCost` is never asked even when the offer's cheapest zone is
- * within it. A provider whose market loop is its own (AWS launches a whole batch in one zone, and moves
- * zone by zone) takes the list of markets and zones from here, with the reason for each one refused.
+ * The base's market rule: which market an offer may be launched on, at its own price, known and within
+ * `maxHourlyCost` ({@link launchableMarkets}); and the same zone by zone for a cloud whose prices differ
+ * by zone (EC2's spot price is set per Availability Zone, {@link launchableMarketsByZone}), so that a
+ * launch in a zone whose spot price is over the cap is never asked even when the offer's cheapest zone
+ * is within it. The market loop (`market-loop.ts`) launches on the places listed here, and lists the
+ * reason for each one refused.
  */
 import type { Cluster, Offer } from "@skyward/core/contract";
 import { type Market, marketsFor } from "../offers/prices.js";
-import { launchableMarkets } from "./machine-operations.js";
+
+/** A market an offer may be launched on, at its price in the offer. */
+export interface LaunchableMarket {
+  readonly market: Market;
+  readonly spot: boolean;
+  readonly price: number;
+}
+
+/**
+ * The markets a cluster's offer may be launched on, in the allocation's order ({@link marketsFor}):
+ * each with a known price within `maxHourlyCost` — the price of that very market, not the cheaper one
+ * the pool ranked the offer by. `refused` says why each other market was left out. For providers not
+ * on the base (AWS, GCP), the same rule.
+ */
+export function launchableMarkets(
+  cluster: Pick<Cluster, "spec" | "offer">,
+  spotAllowed: boolean,
+): { launchable: LaunchableMarket[]; refused: string[] } {
+  const cap = cluster.spec.maxHourlyCost;
+  const launchable: LaunchableMarket[] = [];
+  const refused: string[] = [];
+  for (const market of marketsFor(cluster.spec.allocation, cluster.offer)) {
+    const spot = market === "spot";
+    const price = spot ? cluster.offer.spotPrice : cluster.offer.onDemandPrice;
+    if (spot && !spotAllowed) refused.push("spot: not allowed for this pool");
+    else if (price === null) refused.push(`${market}: no known price, never launched`);
+    else if (cap !== undefined && price > cap)
+      refused.push(`${market}: $${price}/h is over maxHourlyCost $${cap}/h`);
+    else launchable.push({ market, spot, price });
+  }
+  return { launchable, refused };
+}
 
 /** One market in one zone: its price there, or why the base's rule leaves it out. */
 export interface ZonalMarket {
