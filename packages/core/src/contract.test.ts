@@ -87,9 +87,9 @@ const USERS: Record<string, string | readonly string[]> = {
   // Errors a provider or plugin throws
   ConfigurationError: "examples/third-party-plugin/src/index.ts",
   ConfigurationIssue: "packages/testing/src/config-entry.ts",
-  NoCapacityError: "packages/provider-gcp/src/provisioning.ts",
+  NoCapacityError: "packages/provider-utils/src/machine-provider/market-loop.ts",
   ProvisionError: "packages/provider-gcp/src/prepare.ts",
-  ProvisionAttempt: "packages/provider-aws/src/allocation.ts",
+  ProvisionAttempt: "packages/provider-utils/src/machine-provider/market-loop.ts",
   ConnectionError: "packages/provider-ssh/src/ssh-provider.ts",
   BootstrapError: "packages/ssh/src/worker-launcher.ts",
   PluginError: "packages/plugin-mig/src/index.test.ts",
