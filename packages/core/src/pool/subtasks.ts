@@ -63,18 +63,6 @@ export function sendAnswer(
   }
 }
 
-/** A collection operation's error as its task sees it (the Python type it names, else the error's). */
-export function collectionFailure(error: Error): SubtaskAnswer {
-  return {
-    t: "suberror",
-    kind: "exception",
-    type: (error as { pythonType?: string }).pythonType ?? error.name,
-    message: error.message,
-    traceback: "",
-    node: -1,
-  };
-}
-
 /** A nested task's failure as its parent sees it: the kind and type the worker raises again. */
 export function subtaskFailure(error: Error, node: number): SubtaskAnswer {
   const kind = RemoteTaskError.isInstance(error)

@@ -42,7 +42,7 @@ import {
 import { decideRetry, interruptedError } from "./task-retry.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
-export { collectionFailure, type SubtaskAnswer, type SubtaskRunner, sendAnswer } from "./subtasks.js";
+export { type SubtaskAnswer, type SubtaskRunner, sendAnswer } from "./subtasks.js";
 export type { TaskCallbacks, TaskRequest, TaskTicket } from "./task-record.js";
 
 /** Options of a {@link TaskManager}. */

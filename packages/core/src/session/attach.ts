@@ -208,7 +208,6 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
     token,
     async (node) => ({ host: node.host, port: node.port }),
     options.signal,
-    collections,
   );
   const provider = attachedLocal(state, token, growth.provider);
   return attached(state, token, provider, collector, collections, attaching, growth);
@@ -279,7 +278,7 @@ async function attachRemote(state: DetachedPoolState, options: Attaching): Promi
         ? { host: endpoint.host, stream: await endpoint.openStream() }
         : { host: endpoint.host, port: endpoint.port };
     };
-    const collector = await collectDetached(state, token, reach, options.signal, collections);
+    const collector = await collectDetached(state, token, reach, options.signal);
     return await attached(
       state,
       token,
