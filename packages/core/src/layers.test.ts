@@ -26,7 +26,7 @@ const LAYERS: readonly { readonly members: readonly string[]; readonly reason: s
   { members: ["config"], reason: "skyward.toml and ~/.skyward: read files into specs and providers" },
   { members: ["protocol"], reason: "the wire between client and worker: frames, messages, values" },
   { members: ["observe"], reason: "events, console, log files, metrics: report on what the layers below do" },
-  { members: ["collections"], reason: "distributed collections: a client and a store over the protocol" },
+  { members: ["collections"], reason: "distributed collections: clients of the head node's store" },
   { members: ["pool"], reason: "the kernel: offers, provisioning, nodes, dispatch, the task manager" },
   {
     members: ["session", "local"],

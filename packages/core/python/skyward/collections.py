@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import os
 import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Tuple
 
-from .context import current_task, runtime
-from .dispatch import SubtaskError, Subtasks
+from .context import runtime
+from .dispatch import SubtaskError, running_task, send_subtask
 from .protocol import to_wire
 
 __all__ = ["Barrier", "Counter", "Dict", "Lock", "Queue", "Set", "barrier", "counter", "dict", "lock", "queue", "set"]
@@ -79,27 +78,13 @@ def _send(kind: str, name: str, op: str, *args: Any) -> concurrent.futures.Futur
         raise RuntimeError(
             f"sky.{kind}() is only available inside a task running on a Skyward worker (no active pool)"
         )
-    context = current_task.get()
-    if context is None and len(runtime.running) == 1:
-        context = list(runtime.running)[0]  # a thread the only running task started
-    sender = runtime.subtask_sender
-    if context is None or sender is None:
+    context = running_task()
+    if context is None or runtime.subtask_sender is None:
         raise RuntimeError(
             f"sky.{kind}() must be used from a running task (its own thread, or a thread it started "
             "while it is the only task running in this process)"
         )
-    request = to_wire([kind, name, op, *args], "args")
-    table = context.subtasks
-    if table is None:
-        with runtime.lock:
-            table = context.subtasks
-            if table is None:
-                table = context.subtasks = Subtasks()
-    settle_in = contextvars.copy_context()
-    settle_in.run(current_task.set, context)
-    sub, future = table.add(settle_in)
-    sender(context, sub, REF, request, {}, None)
-    return future
+    return send_subtask(context, REF, to_wire([kind, name, op, *args], "args"), {}, None)
 
 
 def _wait(future: concurrent.futures.Future[Any]) -> Any:

@@ -120,13 +120,37 @@ def error_fields(kind: str, type_name: str, message: str, node: int | None) -> S
     return ("error", {"kind": kind, "type": type_name, "message": message, "traceback": "", "node": node})
 
 
-def _current_context(caller: str) -> TaskContext:
+def running_task() -> TaskContext | None:
+    """The task this thread runs for: its own, or, on a thread a task started itself (which has no
+    task context), the only task running in this process; ``None`` when neither."""
     context = current_task.get()
-    if context is None:
-        running = list(runtime.running)
-        # A thread the task started itself has no task context; with one task running it is that one.
-        if len(running) == 1:
-            context = running[0]
+    if context is None and len(runtime.running) == 1:
+        context = list(runtime.running)[0]
+    return context
+
+
+def send_subtask(context: TaskContext, ref: str, args: Any, kwargs: Dict[str, Any],
+                 node: int | None) -> concurrent.futures.Future[Any]:
+    """Hands subtask ``ref`` of ``context``'s task to this process's worker (a process child's goes
+    through its worker), numbered in the task's subtask table; the future settles with the answer
+    in the task's context. ``args`` and ``kwargs`` are in wire form."""
+    sender = runtime.subtask_sender
+    assert sender is not None
+    subtasks = context.subtasks
+    if subtasks is None:
+        with runtime.lock:
+            subtasks = context.subtasks
+            if subtasks is None:
+                subtasks = context.subtasks = Subtasks()
+    settle_in = contextvars.copy_context()
+    settle_in.run(current_task.set, context)
+    sub, future = subtasks.add(settle_in)
+    sender(context, sub, ref, args, kwargs, node)
+    return future
+
+
+def _current_context(caller: str) -> TaskContext:
+    context = running_task()
     if context is None or runtime.subtask_sender is None:
         if runtime.cluster is None:
             raise RuntimeError(
@@ -173,8 +197,6 @@ def submit(
     sent, ``ValueError`` for a node that does not exist.
     """
     context = _current_context("submit")
-    sender = runtime.subtask_sender
-    assert sender is not None
     ref = _function_ref(fn)
     if node is not None:
         cluster = runtime.cluster
@@ -183,17 +205,7 @@ def submit(
             raise ValueError(f"node must be null or a node index 0..{total - 1}, not {node!r}")
     wire_args = to_wire(list(args), "args")
     wire_kwargs = to_wire(dict(kwargs) if kwargs is not None else {}, "kwargs")
-    subtasks = context.subtasks
-    if subtasks is None:
-        with runtime.lock:
-            subtasks = context.subtasks
-            if subtasks is None:
-                subtasks = context.subtasks = Subtasks()
-    settle_in = contextvars.copy_context()
-    settle_in.run(current_task.set, context)
-    sub, future = subtasks.add(settle_in)
-    sender(context, sub, ref, wire_args, wire_kwargs, node)
-    return future
+    return send_subtask(context, ref, wire_args, wire_kwargs, node)
 
 
 def capacity() -> int:

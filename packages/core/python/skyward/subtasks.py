@@ -11,8 +11,8 @@ client has nothing to cancel), and goes with the node like its parent, which the
 Its own subtasks that cannot run here go to the client under an alias number of the root task
 (the task the client knows), and their answers come back to it.
 
-While the client is detached, distributed-collection operations are parked for the next client
-(:class:`~skyward.detach_keeping.DetachKeeping`) instead of failing.
+Distributed-collection operations never come here: the worker answers them first
+(:meth:`~skyward.collection_service.CollectionService.take`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any, Callable, Deque, Dict, List, Set, Tuple
 
 from .connection import Connection
 from .context import SubtaskOutcome, runtime
-from .detach_keeping import COLLECTION_REF, DetachKeeping
 from .dispatch import error_fields
 from .protocol import Message, decode_frame, pack_frame
 from .wire_errors import ProtocolError, SerializationError
@@ -101,10 +100,8 @@ class LocalParent:
 class SubtaskRelay:
     """Sends subtasks to their task's client and hands the answers back to the task."""
 
-    def __init__(self, table: TaskTable, detach: DetachKeeping, node: Callable[[], int],
-                 local_slots: int) -> None:
+    def __init__(self, table: TaskTable, node: Callable[[], int], local_slots: int) -> None:
         self._table = table
-        self._detach = detach
         self._node = node
         self._local_slots = local_slots
         #: the subtasks running here, by parent id and sub number
@@ -124,7 +121,7 @@ class SubtaskRelay:
         if task.state != "running":
             return  # stopped meanwhile: its futures are cancelled already
         subtask = (task, sub, fn, args, kwargs)
-        if not self._may_run_here(fn, node):
+        if not self._may_run_here(node):
             self._to_client(subtask, node, False)
         elif self._slot_free():
             self._run_here(*subtask)
@@ -143,12 +140,6 @@ class SubtaskRelay:
             task = root
         message: Message = {"t": "subtask", "id": task.id, "sub": sub, "fn": fn, "args": args, "kwargs": kwargs,
                             "node": node}
-        if fn == COLLECTION_REF and self._detach.parking:
-            # The client detached: the collections wait in its state file for the next one.
-            problem = self._detach.park(task, sub, message)
-            if problem is not None:
-                self._deliver(task, sub, error_fields("exception", "RuntimeError", problem, self._node()))
-            return
         connection = task.connection
         if connection is None or not connection.alive:
             self.lose(task, sub)
@@ -158,10 +149,6 @@ class SubtaskRelay:
         task.subtasks.add(sub)
         if counted:
             self._out.add((task.id, sub))
-        if fn == COLLECTION_REF:
-            if task.ops is None:
-                task.ops = {}
-            task.ops[sub] = message
         connection.send(message)
 
     def answer(self, connection: Connection, message: Message) -> None:
@@ -171,16 +158,14 @@ class SubtaskRelay:
         if task is None or task.subtasks is None or type(sub) is not int or sub not in task.subtasks:
             return  # the parent ended (its futures were cancelled) or this is a repeat
         task.subtasks.discard(sub)
-        if task.ops is not None:
-            task.ops.pop(sub, None)
         self._deliver(task, sub, _outcome_of(message))
 
     # -- subtasks run on this node --------------------------------------------------------------
 
-    def _may_run_here(self, fn: str, node: int | None) -> bool:
-        """Whether a subtask may run on this node: no other node asked for, not a collection
-        operation (the pool's authority answers those), and this worker runs subtasks itself."""
-        return self._local_slots > 0 and fn != COLLECTION_REF and (node is None or node == self._node())
+    def _may_run_here(self, node: int | None) -> bool:
+        """Whether a subtask may run on this node: no other node asked for, and this worker runs
+        subtasks itself."""
+        return self._local_slots > 0 and (node is None or node == self._node())
 
     def _slot_free(self) -> bool:
         nested = sum(1 for each in self._table.tasks.values() if each.nested)
@@ -283,20 +268,7 @@ class SubtaskRelay:
         """``task``'s client connection is gone, and with it the subtasks sent on it."""
         if not task.subtasks:
             return
-        # A client that reconnects does not know them. Except a detached client's unanswered
-        # collection operations: those were waits (queue get, lock acquire, barrier wait) it dropped
-        # without effect, so they are asked again of the next client.
-        ops = task.ops or {}
-        kept: set[int] = set()
+        # A client that reconnects does not know them.
         for sub in sorted(task.subtasks):
-            if self._detach.parking and sub in ops:
-                self._detach.parked.append((task, ops[sub]))
-                kept.add(sub)
-            else:
-                self.lose(task, sub)
-        task.subtasks = kept or None
-        task.ops = None
-
-    def hand_over_parked(self, client: Connection) -> None:
-        """A client attached: the collection operations parked for it go to it, in order."""
-        self._detach.hand_over(client, self.lose)
+            self.lose(task, sub)
+        task.subtasks = None

@@ -20,7 +20,6 @@ class Task:
         "id", "fn", "args", "kwargs", "timeout", "stream", "pin", "connection", "state", "slot",
         "context", "inputs", "stream_indices", "nested", "subtasks", "thread_id", "interrupted", "default_timeout",
         "keep",
-        "ops",
     )
 
     def __init__(
@@ -58,9 +57,6 @@ class Task:
         self.default_timeout = False
         #: numbers of this task's subtasks sent to the client and not answered yet
         self.subtasks: set[int] | None = None
-        #: this task's distributed-collection operations sent to the client and not answered yet
-        #: (by number), kept so that a detached worker can send them again to the next client
-        self.ops: Dict[int, Dict[str, Any]] | None = None
         #: the thread running the task, while it may be interrupted (thread executor)
         self.thread_id: int | None = None
         #: an interrupt was sent to ``thread_id`` (at most one per task)

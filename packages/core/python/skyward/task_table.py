@@ -206,7 +206,6 @@ class TaskTable:
                 continue
             task.state = "done"
             task.subtasks = None
-            task.ops = None
             self.deadlines.forget(task)
             del self.tasks[task.id]
 
@@ -300,7 +299,6 @@ class TaskTable:
                 task.id, outcome[1], outcome[2], outcome[3], outcome[4], task.slot if task.slot >= 0 else None
             )
         task.subtasks = None  # the client cancels the nested tasks still running
-        task.ops = None
         self.on_finish(task)
         self._detach.task_ended(task, message)
         connection = task.connection

@@ -158,7 +158,7 @@ class Worker:
             self.log, self._token,
         )
         self.table.mask = self.cluster.secret_mask.mask
-        self.subtasks = SubtaskRelay(self.table, self.detach, self._node, local_nested_slots(options.concurrency))
+        self.subtasks = SubtaskRelay(self.table, self._node, local_nested_slots(options.concurrency))
         self.collections = CollectionService(self, self._token)  # held on the head, reached node to node
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)
@@ -348,7 +348,6 @@ class Worker:
                 "cluster": self.cluster.message,
             }
         )
-        self.subtasks.hand_over_parked(connection)
 
     def _cluster(self, connection: Connection, message: Message) -> None:
         checked = ClusterSetup.check(message)

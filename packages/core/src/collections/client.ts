@@ -7,7 +7,7 @@
 import { randomUUID } from "node:crypto";
 import { CancelledError, SerializationError } from "../errors/errors.js";
 import { decodeFrame, encodeFrame, type WireValue } from "../protocol/protocol.js";
-import { CLIENT_OWNER, CollectionOpError, type Owner, type Pending } from "./store.js";
+import { CLIENT_OWNER, CollectionOpError, type Owner, type Pending } from "./operation.js";
 
 /** Options of a collection operation from the client. */
 export interface CollectionCallOptions {

@@ -15,8 +15,7 @@ import type {
   WireValue,
   WorkerMessage,
 } from "../protocol/protocol.js";
-import { CollectionOpError } from "./immediate.js";
-import { CLIENT_OWNER, type Owner, type Pending } from "./store.js";
+import { CLIENT_OWNER, CollectionOpError, type Owner, type Pending } from "./operation.js";
 
 /** The head's connection, as far as the collections need it. */
 export interface HeadConnection {

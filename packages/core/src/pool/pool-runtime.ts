@@ -14,8 +14,8 @@ import {
   DistributedQueue,
   DistributedSet,
 } from "../collections/client.js";
+import { checkCollectionsEnabled } from "../collections/operation.js";
 import { RemoteCollections } from "../collections/remote.js";
-import { CollectionStore } from "../collections/store.js";
 import { enterAroundClient, type PoolHandle } from "../contract/plugin.js";
 import type { Provider } from "../contract/provider.js";
 import { type BudgetExceededError, CancelledError, TaskDetachedError } from "../errors/errors.js";
@@ -76,8 +76,6 @@ export interface PoolResume {
   readonly carriedCost: number;
   /** The workers' token: detached again, the pool records that one. */
   readonly token: string;
-  /** Its collections, restored from its state file. */
-  readonly collections: CollectionStore;
   /** Why it cannot start new nodes, when it cannot: a resize above its size is refused with it. */
   readonly growthRefusal?: string | undefined;
 }
@@ -136,8 +134,8 @@ export class PoolRuntime implements Pool {
   readonly #hub = new EventHub();
   readonly #tasks: TaskManager;
   readonly #refs: RemoteRefRegistry;
-  /** Whether the distributed collections are on (`checkEnabled`); the head node holds them. */
-  readonly #collections: CollectionStore;
+  /** Whether the distributed collections are on (`options.cluster`); the head node holds them. */
+  readonly #collectionsEnabled: boolean;
   readonly #onHead = new RemoteCollections(() => headConnection(this.#context));
   readonly #detachConsole: () => void;
   /** The secrets the log file masks: credential-looking environment, image env and provider settings, the token. */
@@ -176,7 +174,7 @@ export class PoolRuntime implements Pool {
     this.#detachHandler = settings.detach;
     this.#cost.carry(resume?.carriedCost ?? 0);
     if (settings.onEvent) this.#hub.on("*", settings.onEvent);
-    this.#collections = resume?.collections ?? new CollectionStore({ enabled: options.cluster });
+    this.#collectionsEnabled = options.cluster;
     this.#refs = new RemoteRefRegistry({
       run: (pending, node, signal) => this.run(pending, { target: node, ...(signal ? { signal } : {}) }),
       unref: (node, ids) => {
@@ -324,39 +322,39 @@ export class PoolRuntime implements Pool {
     return {
       apply: (owner, request) => this.#onHead.apply(owner, request),
       check: () => {
-        this.#collections.checkEnabled();
+        checkCollectionsEnabled(this.#collectionsEnabled);
         this.#checkOpen();
       },
     };
   }
 
   dict<V = unknown, K = string>(name: string): DistributedDict<V, K> {
-    this.#collections.checkEnabled();
+    checkCollectionsEnabled(this.#collectionsEnabled);
     return new DistributedDict<V, K>(this.#collectionHost, name);
   }
 
   set<T = unknown>(name: string): DistributedSet<T> {
-    this.#collections.checkEnabled();
+    checkCollectionsEnabled(this.#collectionsEnabled);
     return new DistributedSet<T>(this.#collectionHost, name);
   }
 
   counter(name: string): DistributedCounter {
-    this.#collections.checkEnabled();
+    checkCollectionsEnabled(this.#collectionsEnabled);
     return new DistributedCounter(this.#collectionHost, name);
   }
 
   queue<T = unknown>(name: string): DistributedQueue<T> {
-    this.#collections.checkEnabled();
+    checkCollectionsEnabled(this.#collectionsEnabled);
     return new DistributedQueue<T>(this.#collectionHost, name);
   }
 
   barrier(name: string, n: number): DistributedBarrier {
-    this.#collections.checkEnabled();
+    checkCollectionsEnabled(this.#collectionsEnabled);
     return new DistributedBarrier(this.#collectionHost, name, n);
   }
 
   lock(name: string, timeout?: number): DistributedLock {
-    this.#collections.checkEnabled();
+    checkCollectionsEnabled(this.#collectionsEnabled);
     return new DistributedLock(this.#collectionHost, name, timeout);
   }
 

@@ -1,10 +1,9 @@
 /**
  * Subtask routing (nested dispatch): a running task asks the client to run another function across
- * the pool; its outcome goes back to the parent's worker under the parent's wire id, and a
- * collection operation (`COLLECTION_REF`) is answered by the pool's collection store instead.
+ * the pool; its outcome goes back to the parent's worker under the parent's wire id. Collection
+ * operations never come here: the workers answer them (docs/protocol.md, "Distributed collections").
  */
 
-import { COLLECTION_REF, type CollectionStore } from "../collections/store.js";
 import {
   CancelledError,
   FunctionNotFoundError,
@@ -64,36 +63,6 @@ export function sendAnswer(
   }
 }
 
-/** A collection operation's error as its task sees it (the Python type it names, else the error's). */
-export function collectionFailure(error: Error): SubtaskAnswer {
-  return {
-    t: "suberror",
-    kind: "exception",
-    type: (error as { pythonType?: string }).pythonType ?? error.name,
-    message: error.message,
-    traceback: "",
-    node: -1,
-  };
-}
-
-/**
- * Starts collection operation `message` for the task `ownerId` (the owner of the locks it takes)
- * and calls `reply` once with its answer. Returns the ticket that cancels it.
- */
-export function applyCollectionOperation(
-  collections: CollectionStore,
-  ownerId: string,
-  message: Extract<TaskMessage, { t: "subtask" }>,
-  reply: (answer: SubtaskAnswer) => void,
-): TaskTicket {
-  const pending = collections.apply(ownerId, message.args);
-  pending.answer.then(
-    (value) => reply({ t: "subresult", value }),
-    (error: Error) => reply(collectionFailure(error)),
-  );
-  return { id: `${ownerId}/${message.sub}`, cancel: (reason) => pending.cancel(reason ?? "cancelled") };
-}
-
 /** A nested task's failure as its parent sees it: the kind and type the worker raises again. */
 export function subtaskFailure(error: Error, node: number): SubtaskAnswer {
   const kind = RemoteTaskError.isInstance(error)
@@ -118,14 +87,13 @@ export function subtaskFailure(error: Error, node: number): SubtaskAnswer {
 }
 
 /**
- * Routes subtask `message` of running task `parent`: a collection operation goes to `collections`,
- * anything else runs as a nested task through `runNested`; the answer goes to the run that asked,
- * under its wire id (a retried run has another). Each is a child of the parent, cancelled with it.
+ * Routes subtask `message` of running task `parent`: it runs as a nested task through `runNested`;
+ * the answer goes to the run that asked, under its wire id (a retried run has another). Each is a
+ * child of the parent, cancelled with it.
  */
 export function routeSubtask(
   parent: TaskRecord,
   message: Extract<TaskMessage, { t: "subtask" }>,
-  collections: CollectionStore | undefined,
   runNested: (
     message: Extract<TaskMessage, { t: "subtask" }>,
     timeout: number | null,
@@ -140,12 +108,7 @@ export function routeSubtask(
     if (parent.done || !connection?.isOpen) return;
     sendAnswer(connection, wireId, message.sub, answer);
   };
-  // A collection operation is answered by the pool's authority, not run as a task. Its owner is the
-  // task: its locks outlive no run of it (the task manager releases them when a run ends).
-  const ticket =
-    message.fn === COLLECTION_REF && collections
-      ? applyCollectionOperation(collections, parent.id, message, reply)
-      : runNested(message, parent.request.timeout, reply, parent.node?.index);
+  const ticket = runNested(message, parent.request.timeout, reply, parent.node?.index);
   if (!ticket) return;
   parent.children ??= new Map();
   parent.children.set(message.sub, ticket);

@@ -10,7 +10,6 @@
  * (`task-deadlines.ts`).
  */
 
-import type { CollectionStore } from "../collections/store.js";
 import { CancelledError, ConnectionError } from "../errors/errors.js";
 import type { EventHub } from "../observe/events.js";
 import { markInputStreams, type TaskMessage, type WorkerEvent } from "../protocol/protocol.js";
@@ -43,7 +42,7 @@ import {
 import { decideRetry, interruptedError } from "./task-retry.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
-export { collectionFailure, type SubtaskAnswer, type SubtaskRunner, sendAnswer } from "./subtasks.js";
+export { type SubtaskAnswer, type SubtaskRunner, sendAnswer } from "./subtasks.js";
 export type { TaskCallbacks, TaskRequest, TaskTicket } from "./task-record.js";
 
 /** Options of a {@link TaskManager}. */
@@ -61,8 +60,6 @@ export interface TaskManagerOptions {
    * when the wait is checked). Default 300.
    */
   readonly nodeWaitSeconds?: number | (() => number);
-  /** Answers tasks' collection operations (subtasks of `COLLECTION_REF`) and hears when tasks end. */
-  readonly collections?: CollectionStore;
   /** What task ids start with (`t1`, `t2`…); an attached pool's differ from those it was detached with. */
   readonly idPrefix?: string;
   /** Masks the pool's secrets in task output lines (default: none masked). */
@@ -73,7 +70,6 @@ export interface TaskManagerOptions {
 interface TaskSettings {
   readonly grace: number;
   readonly onQueued: (() => void) | undefined;
-  readonly collections: CollectionStore | undefined;
   readonly idPrefix: string;
   readonly retries: number;
   readonly nodeWaitSeconds: () => number;
@@ -84,7 +80,6 @@ function taskSettings(options: TaskManagerOptions): TaskSettings {
   return {
     grace: options.timeoutGraceSeconds ?? 10,
     onQueued: options.onQueued,
-    collections: options.collections,
     idPrefix: options.idPrefix ?? "t",
     retries: options.retryOnInterruption ?? 3,
     nodeWaitSeconds: typeof wait === "function" ? wait : () => wait,
@@ -239,8 +234,6 @@ export class TaskManager {
       for (const child of record.children.values()) child.cancel("its parent task's node was lost");
       record.children = undefined;
     }
-    // Locks the lost run held are released and its waits dropped: the next run starts afresh.
-    this.#settings.collections?.ownerEnded(record.id);
     prepareNextRun(record);
     this.#queues.requeue(node, record);
   }
@@ -372,7 +365,6 @@ export class TaskManager {
     this.#unfinished.delete(record.id);
     for (const pump of record.pumps.values()) pump.close();
     if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
-    this.#settings.collections?.ownerEnded(record.id);
     if (record.node) endRun(record, record.node);
     if (!this.#closed) this.#pump();
   }
@@ -418,7 +410,7 @@ export class TaskManager {
         grantInput(record, message.stream, message.n);
         return;
       case "subtask":
-        routeSubtask(record, message, this.#settings.collections, (...nested) => this.runSubtask(...nested));
+        routeSubtask(record, message, (...nested) => this.runSubtask(...nested));
         return;
       case "withdrawn": {
         // Handed back unstarted by a node going away: it runs elsewhere, and never ran, so no retry is used.

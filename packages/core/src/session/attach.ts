@@ -8,7 +8,6 @@
  */
 
 import { rm } from "node:fs/promises";
-import { CollectionStore } from "../collections/store.js";
 import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
 import type { PluginV1, ProviderV1, RecordedCluster, WorkerEndpoint } from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
@@ -202,28 +201,18 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
   }
   const growth = await attachGrowth(state, options.provider, options.plugins);
   const token = await openToken(state.token);
-  const collections = await restoredCollections(state);
   const collector = await collectDetached(
     state,
     token,
     async (node) => ({ host: node.host, port: node.port }),
     options.signal,
-    collections,
   );
   const provider = attachedLocal(state, token, growth.provider);
-  return attached(state, token, provider, collector, collections, attaching, growth);
+  return attached(state, token, provider, collector, attaching, growth);
 }
 
 /** {@link AttachOptions}, with the dashboard's recording when `options.dashboard` asks for one. */
 type Attaching = AttachOptions & { readonly dashboard: DashboardRecording | undefined };
-
-/**
- * Whether the detached pool's collections are on. They are held by its head node, not the state
- * file: the attached pool reaches them there, as they are now.
- */
-async function restoredCollections(state: DetachedPoolState): Promise<CollectionStore> {
-  return new CollectionStore({ enabled: state.collectionsEnabled !== false });
-}
 
 async function attachRemote(state: DetachedPoolState, options: Attaching): Promise<AttachedPool> {
   const provider = await providerFor(state, options.provider);
@@ -232,7 +221,6 @@ async function attachRemote(state: DetachedPoolState, options: Attaching): Promi
   const growth = await attachGrowth(state, provider, options.plugins);
   const cluster: RecordedCluster = state.cluster;
   const token = await openToken(state.token);
-  const collections = await restoredCollections(state);
   const signal = options.signal ?? new AbortController().signal;
   const endpoints: WorkerEndpoint[] = [];
   const closeAll = () => {
@@ -279,13 +267,12 @@ async function attachRemote(state: DetachedPoolState, options: Attaching): Promi
         ? { host: endpoint.host, stream: await endpoint.openStream() }
         : { host: endpoint.host, port: endpoint.port };
     };
-    const collector = await collectDetached(state, token, reach, options.signal, collections);
+    const collector = await collectDetached(state, token, reach, options.signal);
     return await attached(
       state,
       token,
       attachedRemote(state, provider, token, cluster, endpoints, growth.provider !== undefined),
       collector,
-      collections,
       options,
       growth,
     );
@@ -295,20 +282,19 @@ async function attachRemote(state: DetachedPoolState, options: Attaching): Promi
   }
 }
 
-/** The attached pool around `provider`, with the collector's results and the restored collections. */
+/** The attached pool around `provider`, with the collector's results. */
 async function attached(
   state: DetachedPoolState,
   token: string,
   provider: ProviderV1,
   collector: Collector,
-  collections: CollectionStore,
   options: Attaching,
   growth: AttachGrowth,
 ): Promise<AttachedPool> {
   let handedOver = false;
   // Detached again: the connections that adopted the first detach's tasks go too, so that their
-  // workers keep those tasks' unanswered collection calls for the next client; and what the user
-  // was not handed yet goes into the state file, for the next attach's `collected()`.
+  // workers keep those tasks' results for the next client; and what the user was not handed yet
+  // goes into the state file, for the next attach's `collected()`.
   const detach: DetachHandler = {
     // A pool that cannot grow runs fixed at its size: what it was detached with is recorded again.
     detach: (snapshot, release) =>
@@ -372,7 +358,6 @@ async function attached(
             taskIdPrefix: `a${Date.now().toString(36)}-`,
             carriedCost: costSoFar(state, Date.now()),
             token,
-            collections,
             growthRefusal: growth.refusal,
           },
         );

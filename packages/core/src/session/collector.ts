@@ -1,13 +1,12 @@
 /**
  * Collecting a detached pool's tasks on attach: a connection of its own to each worker adopts the
  * tasks still running, collects those that finished (with the stream items kept meanwhile) and
- * answers their collection calls until they end.
+ * runs their nested tasks until they end.
  */
-import type { CollectionStore } from "../collections/store.js";
 import type { SubtaskRunner } from "../pool/task-manager.js";
 import { WorkerConnection } from "../pool/worker-connection.js";
 import type { WorkerMessage } from "../protocol/protocol.js";
-import { serveCollections } from "./collections-state.js";
+import { serveAdoptedSubtasks } from "./adopted-subtasks.js";
 import { type CollectedResult, openOutcomes } from "./outcomes-state.js";
 import type { DetachedPoolState, DetachedTask } from "./state.js";
 
@@ -34,15 +33,13 @@ export interface Collector {
 /**
  * Reconnects to each node's worker on a connection of its own, before the pool's: it adopts the
  * detached tasks still running, collects those that finished, with the stream items the workers
- * kept meanwhile, and answers the adopted tasks' collection calls from `collections` (restored
- * from the state file) until they end.
+ * kept meanwhile, and runs the adopted tasks' nested tasks on the attached pool until they end.
  */
 export async function collectDetached(
   state: DetachedPoolState,
   token: string,
   reach: Reach,
   signal: AbortSignal | undefined,
-  collections: CollectionStore,
 ): Promise<Collector> {
   // Outcomes an earlier attach received and never handed over (detached again before that).
   const carried = await openOutcomes(state);
@@ -51,9 +48,6 @@ export async function collectDetached(
   const nested = new Promise<SubtaskRunner | undefined>((resolve) => {
     runNested = resolve;
   });
-  // A task's wire id is its id, or `id.attempt` for a retry; its locks are held under its id.
-  const ownerOf = (wireId: string) => (expected.has(wireId) ? wireId : wireId.replace(/\.\d+$/, ""));
-  const stillRunning = new Set<string>();
   const outcomes = new Map<string, CollectedResult>();
   const items = new Map<string, Map<number, unknown>>();
   const connections: WorkerConnection[] = [];
@@ -68,8 +62,8 @@ export async function collectDetached(
     await Promise.all(connections.map((connection) => connection.close({ timeoutMs: 2000 })));
   };
   // The tasks these connections adopted (wire ids): those of the state file, and any still running
-  // from an earlier detach. The connections stay until they have all ended, since they answer the
-  // tasks' collection calls.
+  // from an earlier detach. The connections stay until they have all ended, since they run the
+  // tasks' nested tasks.
   const adopted = new Set<string>();
   let collectedAll = false;
   const closeIfIdle = () => {
@@ -94,17 +88,11 @@ export async function collectDetached(
       const mine = [...expected.values()].filter((task) => task.node === node.index);
       const finished = new Set(connection.welcome.results);
       const running = new Set((connection.welcome as { running?: string[] }).running ?? []);
-      for (const id of running) {
-        stillRunning.add(ownerOf(id));
-        adopted.add(id);
-      }
-      serveCollections(connection, collections, ownerOf, nested);
+      for (const id of running) adopted.add(id);
+      serveAdoptedSubtasks(connection, nested);
       connection.onMessage((message: WorkerMessage) => {
         const id = (message as { id?: string | null }).id;
-        if (TERMINAL.has(message.t) && typeof id === "string" && adopted.delete(id)) {
-          collections.ownerEnded(ownerOf(id));
-          closeIfIdle();
-        }
+        if (TERMINAL.has(message.t) && typeof id === "string" && adopted.delete(id)) closeIfIdle();
         const task = typeof id === "string" ? expected.get(id) : undefined;
         if (!task || outcomes.has(task.taskId)) return;
         if (message.t === "item") {
@@ -136,10 +124,7 @@ export async function collectDetached(
         check();
       });
       connection.onLost((loss) => {
-        for (const id of running) {
-          collections.ownerEnded(ownerOf(id));
-          adopted.delete(id);
-        }
+        for (const id of running) adopted.delete(id);
         for (const task of mine) {
           if (outcomes.has(task.taskId)) continue;
           outcomes.set(task.taskId, {
@@ -177,8 +162,6 @@ export async function collectDetached(
     void close();
     throw error;
   }
-  // Locks held by tasks that ended while nobody was attached are free again.
-  for (const holder of collections.holders()) if (!stillRunning.has(holder)) collections.ownerEnded(holder);
   check();
   const results = done.then(() => {
     collectedAll = true;
