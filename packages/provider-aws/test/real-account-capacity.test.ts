@@ -15,6 +15,7 @@ import {
   call,
   cpuQuery,
   offerOf,
+  onDemandT3Cluster,
   poolSpec,
   runs,
   skipReason,
@@ -38,12 +39,7 @@ describe.skipIf(skipReason !== undefined)("AWS real account: quotas and capacity
       );
       try {
         const aws = AWS({ endpoint: proxy.endpoint });
-        const offer = await offerOf(aws, cpuQuery, "t3.medium");
-        const cluster = await aws.prepare({
-          spec: poolSpec({ allocation: "on-demand" }),
-          offer,
-          ...call(),
-        });
+        const cluster = await onDemandT3Cluster(aws);
         const failure = await aws
           .provision({ cluster, count: 2, ...call() })
           .catch((error: unknown) => error);

@@ -19,6 +19,7 @@ import {
   call,
   cpuQuery,
   offerOf,
+  onDemandT3Cluster,
   poolSpec,
   runs,
   skipReason,
@@ -116,12 +117,7 @@ describe.skipIf(skipReason !== undefined)("AWS real account: eventual consistenc
       });
       try {
         const aws = AWS({ endpoint: proxy.endpoint });
-        const offer = await offerOf(aws, cpuQuery, "t3.medium");
-        const cluster = await aws.prepare({
-          spec: poolSpec({ allocation: "on-demand" }),
-          offer,
-          ...call(),
-        });
+        const cluster = await onDemandT3Cluster(aws);
         const instances = await aws.provision({ cluster, count: 2, ...call() });
         expect(instances).toHaveLength(2);
         // The pool could not reach them over SSH: it terminates them at once.
@@ -199,12 +195,7 @@ describe.skipIf(skipReason !== undefined)("AWS real account: eventual consistenc
       );
       try {
         const aws = AWS({ endpoint: proxy.endpoint });
-        const offer = await offerOf(aws, cpuQuery, "t3.medium");
-        const cluster = await aws.prepare({
-          spec: poolSpec({ allocation: "on-demand" }),
-          offer,
-          ...call(),
-        });
+        const cluster = await onDemandT3Cluster(aws);
         // provision hands the instances back as RunInstances answered; the pool's wait for "running"
         // (getInstance) then fails, and the pool terminates what provision returned.
         const launched = await aws.provision({ cluster, count: 2, ...call() });
@@ -236,12 +227,7 @@ describe.skipIf(skipReason !== undefined)("AWS real account: eventual consistenc
       });
       try {
         const aws = AWS({ endpoint: proxy.endpoint });
-        const offer = await offerOf(aws, cpuQuery, "t3.medium");
-        const cluster = await aws.prepare({
-          spec: poolSpec({ allocation: "on-demand" }),
-          offer,
-          ...call(),
-        });
+        const cluster = await onDemandT3Cluster(aws);
         const instances = await aws.provision({ cluster, count: 1, ...call() });
         expect(instances).toHaveLength(1);
         await aws.teardown({ cluster, ...call() });
@@ -279,12 +265,7 @@ describe.skipIf(skipReason !== undefined)("AWS real account: eventual consistenc
       });
       try {
         const aws = AWS({ endpoint: proxy.endpoint });
-        const offer = await offerOf(aws, cpuQuery, "t3.medium");
-        const cluster = await aws.prepare({
-          spec: poolSpec({ allocation: "on-demand" }),
-          offer,
-          ...call(),
-        });
+        const cluster = await onDemandT3Cluster(aws);
         expect(proxy.calls.filter((entry) => entry.action === "AuthorizeSecurityGroupIngress")).toHaveLength(
           3,
         );

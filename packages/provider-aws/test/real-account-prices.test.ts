@@ -13,13 +13,13 @@ import { AWS } from "../src/aws-provider.js";
 import { ON_DEMAND_PRICES_AS_OF } from "../src/on-demand-prices.js";
 import { priceCacheFile } from "../src/pricing.js";
 import { startAwsDouble } from "./aws-double.js";
-import { startFaultProxy } from "./fault-proxy.js";
 import { motoInventory, motoUbuntuAmi } from "./moto-server.js";
 import {
   call,
   cpuQuery,
   offerOf,
   poolSpec,
+  refuseSpotLaunches,
   runs,
   skipReason,
   useRealAccountSuite,
@@ -32,15 +32,7 @@ describe.skipIf(skipReason !== undefined)("AWS real account: budget and prices",
     it("spot-if-available never falls back to on-demand above maxHourlyCost", async () => {
       // moto quotes spot at $0.00001; g4dn.xlarge on demand is $0.526: the offer fits a $0.01 cap
       // only by its spot price. A proxy refuses spot for lack of capacity.
-      const proxy = await startFaultProxy(suite.moto.endpoint, (action, params) =>
-        action === "RunInstances" && params.get("InstanceMarketOptions.MarketType") === "spot"
-          ? {
-              status: 500,
-              code: "InsufficientInstanceCapacity",
-              message: "There is no Spot capacity available.",
-            }
-          : undefined,
-      );
+      const proxy = await refuseSpotLaunches(suite.moto.endpoint);
       try {
         const aws = AWS({ endpoint: proxy.endpoint, amiId: await motoUbuntuAmi(suite.ec2) });
         const query: OfferQuery = {
@@ -138,15 +130,7 @@ describe.skipIf(skipReason !== undefined)("AWS real account: budget and prices",
     it("without the Price List API: the dated table in us-east-1 only; elsewhere no on-demand launch at an unknown price", async () => {
       const pricing = await startAwsDouble(suite.moto.motoEndpoint);
       pricing.denyPricing = true;
-      const proxy = await startFaultProxy(suite.moto.endpoint, (action, params) =>
-        action === "RunInstances" && params.get("InstanceMarketOptions.MarketType") === "spot"
-          ? {
-              status: 500,
-              code: "InsufficientInstanceCapacity",
-              message: "There is no Spot capacity available.",
-            }
-          : undefined,
-      );
+      const proxy = await refuseSpotLaunches(suite.moto.endpoint);
       try {
         const aws = AWS({ endpoint: proxy.endpoint, pricingEndpoint: pricing.endpoint });
         const east = await offerOf(aws, cpuQuery, "t3.medium");

@@ -9,6 +9,7 @@ import type { OfferQuery } from "@skyward/core/contract";
 import { type Offer, resolvePoolSpec } from "@skyward/core/contract";
 import { afterEach } from "vitest";
 import type { AWS } from "../src/aws-provider.js";
+import { startFaultProxy } from "./fault-proxy.js";
 import { motoSkipReason } from "./moto-server.js";
 import { type MotoSuite, useMotoSuite } from "./moto-suite.js";
 
@@ -45,6 +46,20 @@ export async function offerOf(
     throw new Error(`no ${instanceType} offer among ${offers.map((o) => o.instanceType).join(", ")}`);
   return offer;
 }
+
+/** A t3.medium on-demand cluster prepared by `aws` (its offer from the CPU query). */
+export async function onDemandT3Cluster(aws: ReturnType<typeof AWS>) {
+  const offer = await offerOf(aws, cpuQuery, "t3.medium");
+  return aws.prepare({ spec: poolSpec({ allocation: "on-demand" }), offer, ...call() });
+}
+
+/** A fault proxy in front of `endpoint` that refuses every spot `RunInstances` for lack of capacity. */
+export const refuseSpotLaunches = (endpoint: string) =>
+  startFaultProxy(endpoint, (action, params) =>
+    action === "RunInstances" && params.get("InstanceMarketOptions.MarketType") === "spot"
+      ? { status: 500, code: "InsufficientInstanceCapacity", message: "There is no Spot capacity available." }
+      : undefined,
+  );
 
 export const runs = (calls: { action: string; params: URLSearchParams }[]) =>
   calls.filter((entry) => entry.action === "RunInstances");
