@@ -114,21 +114,11 @@ const instanceAnswerSchema = z.union([createdAnswerSchema.transform(({ data }) =
 
 /** The endpoints the provider calls (one page of instances: TensorDock documents no paging). */
 export const tensordockCalls = machineEndpoints(tensordockApi, {
-  locations: endpoint("GET /locations", locationsAnswerSchema, {
-    paced: "offers",
-    purpose: "listing locations",
-  }),
-  create: endpoint("POST /instances", createdAnswerSchema, {
-    paced: "create",
-    purpose: "creating an instance",
-  }),
-  get: endpoint("GET /instances/{id}", instanceAnswerSchema, {
-    paced: "get",
-    purpose: "looking up instance {id}",
-  }),
-  instances: listEndpoint("GET /instances", instancesAnswerSchema, {
+  locations: endpoint("GET /locations", locationsAnswerSchema, "listing locations", "offers"),
+  create: endpoint("POST /instances", createdAnswerSchema, "creating an instance", "create"),
+  get: endpoint("GET /instances/{id}", instanceAnswerSchema, "looking up instance {id}", "get"),
+  instances: listEndpoint("GET /instances", instancesAnswerSchema, "listing instances", {
     paced: "list",
-    purpose: "listing instances",
     items: (answer) => answer.data.instances,
   }),
 });
