@@ -74,14 +74,11 @@ const tags = nameTagCodec<TensorDockInstance>({
     const gpus = resources?.gpus;
     const [model, value] = Array.isArray(gpus)
       ? [gpus[0]?.gpuV0Name, gpus[0]]
-      : ((Object.entries((typeof gpus === "object" && gpus) || {}) as [string, { count?: unknown }][])[0] ??
-        []);
-    const offer =
-      typeof model === "string" && model
-        ? offerIdOf(location_id, model, Number(value?.count ?? 1))
-        : undefined;
+      : (Object.entries((typeof gpus === "object" && gpus) || {})[0] ?? []);
+    const count = Number(value?.count ?? 1);
+    const offer = typeof model === "string" && model ? offerIdOf(location_id, model, count) : undefined;
     return {
-      ...(offer ? { [SKYWARD_TAGS.offer]: offer } : {}),
+      ...(offer && { [SKYWARD_TAGS.offer]: offer }),
       [SKYWARD_TAGS.spot]: "0",
       "tensordock:name": name,
     };
