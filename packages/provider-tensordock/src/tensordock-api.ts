@@ -8,6 +8,7 @@ import {
   defineMachineApi,
   endpoint,
   errorTable,
+  LEFT_TO_STATUS,
   listEndpoint,
   answerListSchema as listOf,
   machineEndpoints,
@@ -36,7 +37,7 @@ export const tensordockApi = defineMachineApi({
   apiKeyVariable: "TENSORDOCK_API_TOKEN",
   rateLimits: TENSORDOCK_RATE_LIMITS,
   classify: errorTable([
-    { status: ["none", "5xx", 429], kind: undefined },
+    LEFT_TO_STATUS,
     {
       words: /no available|capacity|insufficient (gpu|resources)|not enough|out of stock/i,
       kind: "capacity",

@@ -43,6 +43,7 @@ const tensordockVm = defineApiVm({
   // at its own public IP, with only the forwarded ports open.
   capabilities: Object.freeze({ spot: false, offerCache: "marketplace", peerNetwork: "none" }),
   machineNoun: "instance",
+  endpoints: tensordockCalls,
   // The self-destruct finds a VM by name in `GET /instances` (a VM does not know its own id).
   selfDestruct: {
     header: "Authorization",
@@ -86,10 +87,9 @@ const tags = nameTagCodec<TensorDockInstance>({
 });
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance, TensorDockClusterData> {
-  const { client, fields, bootScript, describe } = tensordockVm.adapterBase(settings, (instance) =>
+  const { calls, fields, bootScript, describe } = tensordockVm.adapterBase(settings, (instance) =>
     instance.publicIp ? { id: instance.id, ipAddress: instance.publicIp } : undefined,
   );
-  const calls = tensordockCalls(client);
   const { location, storageGb, minVcpus, minRamGb } = settings;
   return {
     ...fields,
