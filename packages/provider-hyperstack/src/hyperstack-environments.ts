@@ -67,38 +67,26 @@ export function hyperstackEnvironments(calls: HyperstackCalls, settings: ParsedS
       .sort((a, b) => b.created_at.localeCompare(a.created_at));
     const chosen = ubuntu.find((image) => /cuda/i.test(image.name)) ?? ubuntu[0];
     if (chosen) return chosen.name;
-    throw new HyperstackApiError({
-      message: `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`,
-    });
+    const message = `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`;
+    throw new HyperstackApiError({ message });
   }
 
   return {
     /** Makes the cluster's environment and key pair, and picks its image; nothing is left when it fails. */
-    async prepare({
-      clusterId,
-      keys,
-      signal,
-      offer,
-      poolId,
-    }: MachinePrepareContext): Promise<HyperstackClusterData> {
-      const { region, flavorName } = offer.specific as unknown as HyperstackOfferData;
-      const environmentName = `${clusterId}--${poolNamePart(poolId)}`;
-      const { environment } = await calls.newEnvironment(
-        { body: { name: environmentName, region }, purpose: `creating environment ${environmentName}` },
-        signal,
-      );
+    async prepare(context: MachinePrepareContext): Promise<HyperstackClusterData> {
+      const { clusterId: keyName, keys, signal } = context;
+      const { region, flavorName } = context.offer.specific as unknown as HyperstackOfferData;
+      const environmentName = `${keyName}--${poolNamePart(context.poolId)}`;
+      const asked = {
+        body: { name: environmentName, region },
+        purpose: `creating environment ${environmentName}`,
+      };
+      const { environment } = await calls.newEnvironment(asked, signal);
       try {
-        const body = { name: clusterId, environment_name: environmentName, public_key: keys.publicKey };
-        await calls.importKeypair({ body, purpose: `importing key pair ${clusterId}` }, signal);
+        const body = { name: keyName, environment_name: environmentName, public_key: keys.publicKey };
+        await calls.importKeypair({ body, purpose: `importing key pair ${keyName}` }, signal);
         const imageName = settings.image ?? (await newestImage(region, signal));
-        return {
-          environmentName,
-          environmentId: environment.id,
-          keyName: clusterId,
-          flavorName,
-          imageName,
-          ...keys,
-        };
+        return { environmentName, environmentId: environment.id, keyName, flavorName, imageName, ...keys };
       } catch (error) {
         await deleteEnvironment(environment, AbortSignal.timeout(60_000)).catch(() => undefined);
         throw error;

@@ -68,11 +68,10 @@ export const renderUserData = hyperstackVm.renderBootScript;
 const ingress = (rule: Record<string, unknown>) => ({ direction: "ingress", ethertype: "IPv4", ...rule });
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClusterData> {
-  const { calls, fields, bootScript, describe } = hyperstackVm.adapterBase(settings, (instance) =>
-    instance.publicIp
-      ? { id: instance.id, floatingIp: instance.publicIp, fixedIp: instance.privateIp }
-      : undefined,
+  const half = hyperstackVm.adapterBase(settings, ({ id, publicIp, privateIp }) =>
+    publicIp ? { id, floatingIp: publicIp, fixedIp: privateIp } : undefined,
   );
+  const { calls, fields, bootScript, describe } = half;
   const environments = hyperstackEnvironments(calls, settings);
 
   /** Opens the VM's private network (its fixed IP's /24, where peers talk) to it, once it has an address there. */
@@ -109,9 +108,11 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
         ],
         user_data: bootScript(name, watchdogSeconds),
       };
-      const [vm] = (await calls.createVm({ body, purpose: `creating virtual machine ${name}` }, signal))
-        .instances;
-      if (vm) return vm;
+      const { instances } = await calls.createVm(
+        { body, purpose: `creating virtual machine ${name}` },
+        signal,
+      );
+      if (instances[0]) return instances[0];
       throw new HyperstackApiError({
         kind: "unknown-answer",
         message: `Hyperstack created no VM for ${name}`,

@@ -2,15 +2,8 @@
 import { machineSettingsShape, type SshStandIn, sshUserSchema, textField } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/** What the `sshAddress` test seam receives: the VM as Hyperstack describes it. */
-export interface HyperstackVmAddresses {
-  /** The VM id. */
-  readonly id: string;
-  /** Its floating (public) IP. */
-  readonly floatingIp: string;
-  /** Its fixed (private) IP, or null. */
-  readonly fixedIp: string | null;
-}
+/** What the `sshAddress` test seam receives: the VM as Hyperstack describes it (its id, floating and fixed IP). */
+export type HyperstackVmAddresses = Readonly<{ id: string; floatingIp: string; fixedIp: string | null }>;
 
 /** What the `sshAddress` test seam returns: the stand-in host, and the address peers reach it on (default the VM's fixed IP). */
 export type HyperstackSshMapping = SshStandIn & { readonly privateIp?: string };

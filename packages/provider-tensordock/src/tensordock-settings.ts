@@ -2,13 +2,8 @@
 import { machineSettingsShape, type SshStandIn, sshUserSchema } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/** What the `sshAddress` test seam receives: the instance as TensorDock describes it. */
-export interface TensorDockInstanceAddress {
-  /** The instance id (a UUID). */
-  readonly id: string;
-  /** Its (dedicated) IP address. */
-  readonly ipAddress: string;
-}
+/** What the `sshAddress` test seam receives: the instance as TensorDock describes it (its UUID and dedicated IP). */
+export type TensorDockInstanceAddress = Readonly<{ id: string; ipAddress: string }>;
 
 /** What the `sshAddress` test seam returns: where the pool reaches the instance instead. */
 export type TensorDockSshMapping = SshStandIn;
