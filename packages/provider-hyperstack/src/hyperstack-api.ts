@@ -73,7 +73,6 @@ const flavorsSchema = z.looseObject({
   data: listOf(z.looseObject({ gpu: text, region_name: text, flavors: listOf(flavorSchema) })),
 });
 
-/** `GET /pricebook` answers a bare array. */
 const pricebookSchema = z.array(z.looseObject({ name: z.string(), value: number }));
 
 const imageSchema = z.looseObject({ id: z.number(), name: z.string(), region_name: text, created_at: text });
@@ -82,7 +81,6 @@ const imagesSchema = z.looseObject({
 });
 const environmentSchema = z.looseObject({ environment: z.looseObject({ id: z.number(), name: z.string() }) });
 
-/** What a paged list answers beside its items: its page size and the total count. */
 const [pageSize, count] = [z.number().nullish(), z.number().nullish()];
 const pageFields = { page_size: pageSize, pageSize, count };
 type PageFields = z.output<z.ZodObject<typeof pageFields>>;
@@ -127,7 +125,6 @@ const pages = {
   },
 };
 
-/** The endpoints the provider calls. */
 export const hyperstackCalls = machineEndpoints(hyperstackApi, {
   flavors: endpoint("GET /core/flavors", flavorsSchema, "listing flavors", "offers"),
   pricebook: endpoint("GET /pricebook", pricebookSchema, "reading the pricebook", "offers"),
@@ -161,5 +158,4 @@ export const hyperstackCalls = machineEndpoints(hyperstackApi, {
   }),
 });
 
-/** The calls of one client. */
 export type HyperstackCalls = ReturnType<typeof hyperstackCalls>;

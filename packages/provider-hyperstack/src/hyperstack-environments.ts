@@ -29,7 +29,6 @@ export interface HyperstackClusterData extends MachineClusterData {
 
 type Environment = { readonly id: number; readonly name: string };
 
-/** The environments calls of one provider. */
 export function hyperstackEnvironments(calls: HyperstackCalls, settings: ParsedSettings) {
   const vmsIn = (environment: string, signal: AbortSignal) =>
     calls.vms.all({ query: { environment, exact_environment_match: "true" } }, signal);

@@ -100,7 +100,7 @@ const createdAnswerSchema = z.looseObject({ data: instanceSchema });
 /** `GET /instances/{id}`: documented bare ("Get Instance", `/instance-management`); some answers carry `{data: …}`. */
 const instanceAnswerSchema = z.union([createdAnswerSchema.transform(({ data }) => data), instanceSchema]);
 
-/** The endpoints the provider calls (one page of instances: TensorDock documents no paging). */
+// One page of instances: TensorDock documents no paging.
 export const tensordockCalls = machineEndpoints(tensordockApi, {
   locations: endpoint("GET /locations", locationsAnswerSchema, "listing locations", "offers"),
   create: endpoint("POST /instances", createdAnswerSchema, "creating an instance", "create"),
