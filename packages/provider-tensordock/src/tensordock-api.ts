@@ -110,3 +110,5 @@ export const tensordockCalls = machineEndpoints(tensordockApi, {
     items: (answer) => answer.data.instances,
   }),
 });
+/** The calls of one client. */
+export type TensorDockCalls = ReturnType<typeof tensordockCalls>;

@@ -2,12 +2,12 @@
  * TensorDock's locations as Skyward offers: one per location and GPU model that can hold the count
  * asked, sized to TensorDock's resource steps and priced per resource.
  */
-import type { Offer, OfferQuery } from "@skyward/core/contract";
+import type { OfferQuery } from "@skyward/core/contract";
 import { acceleratorFromNames, machineOffer, roundPrice } from "@skyward/provider-utils";
-import type { tensordockCalls } from "./tensordock-api.js";
+import type { TensorDockCalls } from "./tensordock-api.js";
 import type { ParsedSettings } from "./tensordock-settings.js";
 
-/** What an offer carries in {@link Offer.specific}: where, which GPU model (`geforcertx4090-pcie-24gb`), how many, and the VM's size. */
+/** What an offer carries in `Offer.specific`: where, which GPU model (`geforcertx4090-pcie-24gb`), how many, and the VM's size. */
 export interface TensorDockOfferData {
   readonly locationId: string;
   readonly gpuModel: string;
@@ -41,17 +41,19 @@ export const offerIdOf = (locationId: string, model: string, count: number) =>
 
 /** The offers for `query`: one per location (as the settings and query name it) and GPU model that can serve it. */
 export async function tensordockOffers(
-  calls: ReturnType<typeof tensordockCalls>,
+  calls: TensorDockCalls,
   settings: ParsedSettings,
   query: OfferQuery,
   signal: AbortSignal,
-): Promise<Offer[]> {
+) {
   const asked = query.accelerator;
   // TensorDock deploys by location only with a GPU, and only x86_64 machines, never spot.
   if (!asked || query.architecture === "arm64" || query.allocation === "spot") return [];
+  const { name: accelerator, count } = asked;
   const wanted = [query.region, settings.location].flatMap((value) => value?.trim().toLowerCase() ?? []);
   const { data } = await calls.locations({}, signal);
   const size = sizeFor(settings, query);
+  const amounts = [size.vcpus, size.ramGb, size.storageGb];
   const pricesAsOf = new Date().toISOString();
   return data.locations.flatMap((location) => {
     // A location is named by its id, country, city or state.
@@ -61,29 +63,23 @@ export async function tensordockOffers(
       const model = acceleratorFromNames([gpu.displayName, gpu.v0Name.replaceAll("-", " ")]);
       const { resources: most, pricing: per, price_per_hr: perGpu } = gpu;
       const limits = [most?.max_vcpus, most?.max_ram_gb, most?.max_storage_gb];
-      const fits = [size.vcpus, size.ramGb, size.storageGb].every(
-        (amount, at) => (limits[at] ?? amount) >= amount,
-      );
+      if (!amounts.every((amount, at) => (limits[at] ?? amount) >= amount)) return [];
       // Skyward reaches a VM on port 22 of its own address: only locations with dedicated IPs.
-      const dedicatedIp = gpu.network_features?.dedicated_ip_available !== false;
-      if (model?.name !== asked.name || (gpu.max_count ?? 0) < asked.count || perGpu === null) return [];
-      if (!fits || !dedicatedIp) return [];
-      const hourly =
-        perGpu * asked.count +
-        (per?.per_vcpu_hr ?? 0) * size.vcpus +
-        (per?.per_gb_ram_hr ?? 0) * size.ramGb +
-        (per?.per_gb_storage_hr ?? 0) * size.storageGb;
+      if (gpu.network_features?.dedicated_ip_available === false) return [];
+      if (model?.name !== accelerator || (gpu.max_count ?? 0) < count || perGpu === null) return [];
+      const rates = [per?.per_vcpu_hr, per?.per_gb_ram_hr, per?.per_gb_storage_hr];
+      const hourly = amounts.reduce((sum, amount, at) => sum + (rates[at] ?? 0) * amount, perGpu * count);
       const specific: TensorDockOfferData = {
         locationId: location.id,
         gpuModel: gpu.v0Name,
-        gpuCount: asked.count,
+        gpuCount: count,
         ...size,
       };
       return machineOffer({
-        id: offerIdOf(location.id, gpu.v0Name, asked.count),
+        id: offerIdOf(location.id, gpu.v0Name, count),
         provider: "tensordock",
-        instanceType: `${asked.count > 1 ? `${asked.count}x ` : ""}${gpu.displayName || gpu.v0Name}`,
-        accelerator: { ...model, count: asked.count },
+        instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.displayName || gpu.v0Name}`,
+        accelerator: { ...model, count },
         vcpus: size.vcpus,
         memoryGb: size.ramGb,
         diskGb: size.storageGb,
