@@ -3,6 +3,7 @@ import { batchDeleteOutcomes, knownMachines } from "./batch-delete.js";
 import { tagsFromDescription, tagsToDescription } from "./description-tags.js";
 import { machineErrorClass } from "./machine-api.js";
 import { marketListings, marketplaceMachine, readAfterCreate } from "./marketplace-machine.js";
+import { deletedUnlessGone } from "./remove-unless-gone.js";
 
 const AcmeError = machineErrorClass("acme", "AcmeApiError");
 const signal = () => AbortSignal.timeout(5000);
@@ -125,5 +126,14 @@ describe("the marketplace kit", () => {
     });
     expect(plain).toMatchObject({ privateIp: "10.0.0.5" });
     expect(plain.ssh).toMatchObject({ host: "203.0.113.7", port: 22 });
+  });
+
+  it("a delete of what a pool made counts one the API no longer knows as not there, and throws any other refusal", async () => {
+    expect(await deletedUnlessGone(Promise.resolve(undefined))).toBe(true);
+    expect(
+      await deletedUnlessGone(Promise.reject(new AcmeError({ kind: "gone", message: "no such key" }))),
+    ).toBe(false);
+    const locked = new AcmeError({ kind: "busy", message: "environment holds VMs" });
+    await expect(deletedUnlessGone(Promise.reject(locked))).rejects.toBe(locked);
   });
 });
