@@ -116,12 +116,9 @@ const vmAnswerSchema = z.looseObject({ instance: vmSchema.nullish() });
 /** Paged by `page` and `pageSize` (100), `count` the total: every page is read. */
 const pages = {
   numbered: {
-    pageParam: "page",
-    sizeParam: "pageSize",
     size: 100,
     total: (answer: PageFields) => answer.count,
     pageSize: (answer: PageFields) => answer.page_size ?? answer.pageSize,
-    idOf: (item: { id: number }) => item.id,
   },
 };
 
@@ -135,14 +132,10 @@ export const hyperstackCalls = machineEndpoints(hyperstackApi, {
   dropKeypair: endpoint("DELETE /core/keypair/{id}", undefined, "deleting a key pair", "delete"),
   createVm: endpoint("POST /core/virtual-machines", vmsSchema, "creating a virtual machine", "create"),
   vm: endpoint("GET /core/virtual-machines/{id}", vmAnswerSchema, "looking up virtual machine {id}", "get"),
-  openPeers: endpoint(
-    "POST /core/virtual-machines/{id}/sg-rules",
-    undefined,
-    "opening the private network to virtual machine {id}",
-    {
-      idempotent: true,
-    },
-  ),
+  // Adding the same rule twice does no harm: a lost answer is sent again.
+  openPeers: endpoint("POST /core/virtual-machines/{id}/sg-rules", undefined, "opening VM {id}'s network", {
+    idempotent: true,
+  }),
   environments: listEndpoint("GET /core/environments", environmentsSchema, "listing environments", {
     items: "environments",
     pages,

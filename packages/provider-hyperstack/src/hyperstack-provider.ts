@@ -108,10 +108,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
         ],
         user_data: bootScript(name, watchdogSeconds),
       };
-      const { instances } = await calls.createVm(
-        { body, purpose: `creating virtual machine ${name}` },
-        signal,
-      );
+      const purpose = `creating virtual machine ${name}`;
+      const { instances } = await calls.createVm({ body, purpose }, signal);
       if (instances[0]) return instances[0];
       throw new HyperstackApiError({
         kind: "unknown-answer",

@@ -34,13 +34,7 @@ const exampleCalls = machineEndpoints(exampleApi, {
     query: { search: "skyward-" },
     items: (answer) => answer.items,
     pages: {
-      numbered: {
-        pageParam: "page",
-        sizeParam: "pageSize",
-        size: 2,
-        total: (answer) => answer.count,
-        idOf: (item) => item.id,
-      },
+      numbered: { size: 2, total: (answer) => answer.count },
     },
   }),
   tokened: listEndpoint("GET /v1/machines", tokenAnswer, "listing machines", {

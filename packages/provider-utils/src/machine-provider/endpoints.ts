@@ -92,15 +92,17 @@ export type ListPaging<Answer, Item> =
   /** Numbered pages (`page=1,2,…` and a size); the last is empty, reaches `total`, or (with `shortPageEnds`) falls short. */
   | {
       readonly numbered: {
-        readonly pageParam: string;
-        readonly sizeParam: string;
+        /** The page number's query parameter; default `page`. */
+        readonly pageParam?: string;
+        /** The page size's query parameter; default `pageSize`. */
+        readonly sizeParam?: string;
         readonly size: number;
         readonly total?: (answer: Answer) => number | null | undefined;
         /** The page size the API used, when the answer says (it may give fewer than asked). */
         readonly pageSize?: (answer: Answer) => number | null | undefined;
         readonly shortPageEnds?: boolean;
-        /** An item's id: a page of items all seen before ends the list (an API ignoring the page). */
-        readonly idOf: (item: Item) => string | number;
+        /** An item's id (default its `id`, else the item as JSON): a page of items all seen before ends the list. */
+        readonly idOf?: (item: Item) => string | number;
       };
     }
   /** A cursor: the answer's `next` token sent as `param`; no token, the last page. */
@@ -272,6 +274,12 @@ function sender(
   };
 }
 
+/** An item's `id`, else the whole item as JSON: what tells items of an every-page read apart by default. */
+const idOrWhole = (item: unknown): string | number => {
+  const id = (item as { id?: unknown } | null)?.id;
+  return typeof id === "string" || typeof id === "number" ? id : JSON.stringify(item);
+};
+
 /** The page and every-page reads of a list endpoint. */
 function listCall(
   api: MachineApi,
@@ -291,8 +299,8 @@ function listCall(
   ) => {
     const query = {
       ...input.query,
-      [numbered.pageParam]: String(number),
-      [numbered.sizeParam]: String(numbered.size),
+      [numbered.pageParam ?? "page"]: String(number),
+      [numbered.sizeParam ?? "pageSize"]: String(numbered.size),
     };
     const answer = await send({ ...input, query }, signal);
     return { items: items(answer), total: numbered.total?.(answer), pageSize: numbered.pageSize?.(answer) };
@@ -314,7 +322,7 @@ function listCall(
     page,
     async all(input, signal) {
       if (numbered) {
-        const { size: asked, idOf, shortPageEnds } = numbered;
+        const { size: asked, idOf = idOrWhole, shortPageEnds } = numbered;
         const read = (number: number) => readNumbered(numbered, number, signal, input);
         return readNumberedPages({
           api,
