@@ -21,10 +21,6 @@ import { type HyperstackClusterData, hyperstackEnvironments } from "./hyperstack
 import { hyperstackOffers } from "./hyperstack-offers.js";
 import { type HyperstackSettings, type ParsedSettings, settingsSchema } from "./hyperstack-settings.js";
 
-export type { HyperstackClusterData } from "./hyperstack-environments.js";
-export { acceleratorOfGpu, type HyperstackOfferData } from "./hyperstack-offers.js";
-export type * from "./hyperstack-settings.js";
-
 /** VM statuses (Instance_Fields `status`): gone or never running again, being deleted, else on its way. */
 const vmStatus = statusTable({
   terminated: ["DELETED", "ERROR", "SHUTOFF", "HIBERNATED", "HIBERNATING", "SHELVED"],

@@ -12,7 +12,8 @@ import { MachineProviderError, rateLimitFor } from "@skyward/provider-utils";
 import { useFakeApi } from "@skyward/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { HYPERSTACK_RATE_LIMITS } from "../src/hyperstack-api.js";
-import { Hyperstack, type HyperstackClusterData } from "../src/hyperstack-provider.js";
+import type { HyperstackClusterData } from "../src/hyperstack-environments.js";
+import { Hyperstack } from "../src/hyperstack-provider.js";
 import { startFakeHyperstack } from "./fake-hyperstack.js";
 
 const signal = () => AbortSignal.timeout(20_000);

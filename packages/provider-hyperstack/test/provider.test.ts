@@ -13,12 +13,9 @@ import { accelerators, NoCapacityError, options, type PoolSpec, spec as resolveS
 // The core's offer cache itself (not exported): what pools put every offers() answer through.
 import { type Cluster, cachedOffers, resolvePoolSpec } from "@skyward/core/contract";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import {
-  acceleratorOfGpu,
-  Hyperstack,
-  type HyperstackClusterData,
-  renderUserData,
-} from "../src/hyperstack-provider.js";
+import type { HyperstackClusterData } from "../src/hyperstack-environments.js";
+import { acceleratorOfGpu } from "../src/hyperstack-offers.js";
+import { Hyperstack, renderUserData } from "../src/hyperstack-provider.js";
 import { type FakeHyperstack, startFakeHyperstack } from "./fake-hyperstack.js";
 
 const run = promisify(execFile);

@@ -1,11 +1,10 @@
 /** `@skyward/provider-tensordock` — TensorDock marketplace virtual machines for Skyward pools (see its README). */
 export type { FetchFunction } from "@skyward/provider-utils";
 export { TensorDockApiError } from "./tensordock-api.js";
+export type { TensorDockOfferData } from "./tensordock-offers.js";
+export { createProviderFromConfig, TensorDock, type TensorDockClusterData } from "./tensordock-provider.js";
 export type {
-  TensorDockClusterData,
   TensorDockInstanceAddress,
-  TensorDockOfferData,
   TensorDockSettings,
   TensorDockSshMapping,
-} from "./tensordock-provider.js";
-export { createProviderFromConfig, TensorDock } from "./tensordock-provider.js";
+} from "./tensordock-settings.js";

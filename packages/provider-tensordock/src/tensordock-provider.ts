@@ -18,9 +18,6 @@ import { type TensorDockInstance, tensordockApi, tensordockCalls } from "./tenso
 import { offerIdOf, sizeFor, type TensorDockOfferData, tensordockOffers } from "./tensordock-offers.js";
 import { type ParsedSettings, settingsSchema, type TensorDockSettings } from "./tensordock-settings.js";
 
-export type { TensorDockOfferData } from "./tensordock-offers.js";
-export type * from "./tensordock-settings.js";
-
 /** What a TensorDock cluster keeps in `Cluster.specific`: the SSH key pair put on every VM. */
 export type TensorDockClusterData = MachineClusterData;
 
