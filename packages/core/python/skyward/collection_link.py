@@ -9,7 +9,10 @@ protocol's frames (values as tasks send them, bytes as binary segments):
 - ``{"t": "op", "id", "owner", "op": [kind, name, op, ...args]}`` — apply one operation;
 - ``{"t": "cancel", "id"}`` — give up on a pending one; ``{"t": "ended", "id", "owner"}`` — a task
   ended (answered once its locks are released and its waits dropped);
-- ``{"t": "answer", "id", "value"}`` or ``{"t": "refused", "id", "type", "message"}`` back.
+- ``{"t": "answer", "id", "value"}`` or ``{"t": "refused", "id", "type", "message"}`` back;
+- ``{"t": "superseded", "epoch", "addr"?, "port"?}`` to the head — a holder of a newer epoch has the
+  collections (sent by a node that was promoted or told of a newer holder, and by a replica in answer
+  to an older epoch's ``replicate``): the head stops acknowledging (see :mod:`skyward.collection_replica`).
 
 The head ends every owner whose operations came over a connection when that connection goes: a
 lost node's tasks release their locks, and their waits are dropped.
@@ -40,6 +43,9 @@ def authority_wait() -> float:
     except ValueError:
         return 60.0
 _READ_BYTES = 256 * 1024
+#: seconds before a node that offered to hold the copy connects again after a loss, doubling to the most
+_RETRY_FIRST = 0.5
+_RETRY_MOST = 10.0
 
 
 def wire_frame(message: Dict[str, Any]) -> bytes:
@@ -65,7 +71,10 @@ class AuthorityServer:
 
     def __init__(self, store: Replication, token: bytes, job: Callable[[], str | None],
                  log: Callable[[str], None]) -> None:
-        self._store = store
+        #: the store it serves (replaced when this node is promoted again after being superseded)
+        self.store = store
+        #: a ``superseded`` frame came: a holder of a newer epoch has the collections
+        self.on_superseded: Callable[[Dict[str, Any]], None] = lambda message: None
         self._token = token
         self._job = job
         self._log = log
@@ -110,17 +119,17 @@ class AuthorityServer:
                 return
             writer.write(peer_auth.frame({"ok": True}))
             if first.get("replica") is True:
-                self._store.offer(send)
+                self.store.offer(send, str(first.get("node")))
             async for message in _messages(reader):
                 self._handle(message, owners, writer, send)
         except (OSError, ValueError, ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
             self._log(f"a peer's collections connection failed: {type(error).__name__}")
         finally:
             writer.close()
-            self._store.gone(send)
+            self.store.gone(send)
             # The node is gone (or cut off): its tasks no longer hold anything.
             for owner in owners:
-                self._store.owner_ended(owner)
+                self.store.owner_ended(owner)
 
     def _handle(self, message: Dict[str, Any], owners: Set[Owner], writer: asyncio.StreamWriter,
                 send: Callable[[Dict[str, Any]], None]) -> None:
@@ -129,15 +138,17 @@ class AuthorityServer:
         request_id = message.get("id")
         if kind == "op" and type(owner) is str:
             owners.add(owner)
-            self._store.apply(owner, message.get("op"), lambda answer: send(answer_message(request_id, answer)),
+            self.store.apply(owner, message.get("op"), lambda answer: send(answer_message(request_id, answer)),
                               request_id)
         elif kind == "cancel" and type(owner) is str:
-            self._store.cancel(owner, request_id, "the operation was cancelled")
+            self.store.cancel(owner, request_id, "the operation was cancelled")
         elif kind == "ended" and type(owner) is str:
             owners.discard(owner)
-            self._store.owner_ended(owner, lambda: send({"t": "answer", "id": request_id, "value": None}))
+            self.store.owner_ended(owner, lambda: send({"t": "answer", "id": request_id, "value": None}))
         elif kind == "acked":
-            self._store.acked(send, message.get("seq"))
+            self.store.acked(send, message.get("seq"))
+        elif kind == "superseded":
+            self.on_superseded(message)
 
 
 def answer_message(request_id: Any, answer: Answer) -> Dict[str, Any]:
@@ -169,32 +180,45 @@ class AuthorityLink:
         self._unsent: List[bytes] = []
         self._ids = itertools.count(1)
         self._unaddressed: asyncio.TimerHandle | None = None
-        #: a ``replicate`` frame from the head: applied to this node's copy; answers the seq it holds
-        self.on_replicate: Callable[[Dict[str, Any]], Any] = lambda message: None
+        #: whether this node offers to hold the head's copy: then a lost connection is opened again
+        self._offering = False
+        self._retry_seconds = _RETRY_FIRST
+        #: a ``replicate`` frame from the head: applied to this node's copy; answers the frame to send
+        #: back (``acked`` with the seq it holds, or ``superseded``)
+        self.on_replicate: Callable[[Dict[str, Any]], Dict[str, Any]] = lambda message: {"t": "acked"}
 
-    def point_at(self, host: str, port: int) -> None:
-        """The head's authority listens at ``host:port`` (told by the client)."""
+    def point_at(self, host: str, port: int, farewell: Dict[str, Any] | None = None) -> None:
+        """The head's authority listens at ``host:port`` (told by the client); ``farewell`` is sent
+        to the one it leaves first (``superseded``)."""
         if self._address == (host, port):
             return
         self._address = (host, port)
         if self._unaddressed is not None:
             self._unaddressed.cancel()
             self._unaddressed = None
-        if self._writer is not None:
-            self._writer.close()
+        self._leave(farewell)
         if self._unsent:
             self._connect()
 
     def open(self) -> None:
-        """Connects now (to hold the head's copy), not only on the first operation."""
+        """Connects now and offers to hold the head's copy (again after a loss), not only on the
+        first operation."""
+        self._offering = True
         if self._writer is None:
             self._connect()
 
-    def close(self) -> None:
-        """This node holds the collections now: the link is not needed any more."""
+    def close(self, farewell: Dict[str, Any] | None = None) -> None:
+        """This node holds the collections now: the link is not needed any more; ``farewell`` is
+        sent to the head it leaves first."""
         self._address = None
+        self._offering = False
+        self._leave(farewell)
+
+    def _leave(self, farewell: Dict[str, Any] | None) -> None:
         if self._writer is not None:
-            self._writer.close()
+            if farewell is not None and not self._writer.is_closing():
+                self._writer.write(pack_frame([farewell]))
+            self._writer.close()  # what was written goes first
 
     def submit(self, owner: Owner, request: Any, reply: Callable[[Answer], None]) -> int:
         request_id = next(self._ids)
@@ -240,12 +264,13 @@ class AuthorityLink:
             if welcome.get("ok") is not True:
                 raise ValueError(str(welcome.get("error", "the head refused")))
             self._writer = writer
+            self._retry_seconds = _RETRY_FIRST
             unsent, self._unsent = self._unsent, []
             for data in unsent:
                 writer.write(data)
             async for message in _messages(reader):
                 if message.get("t") == "replicate":
-                    writer.write(pack_frame([{"t": "acked", "seq": self.on_replicate(message)}]))
+                    writer.write(pack_frame([self.on_replicate(message)]))
                     continue
                 reply = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
                 if reply is not None:
@@ -259,10 +284,25 @@ class AuthorityLink:
             if self._writer is writer:
                 self._writer = None
             self._lost(address)
+            self._offer_again(address)
 
     def _lost(self, address: Tuple[str, int]) -> None:
         # What was asked is lost with the connection: a wait cannot be known to have ended or not.
         self._fail(f"the connection to the head node's collections at {address[0]}:{address[1]} was lost")
+
+    def _offer_again(self, lost: Tuple[str, int]) -> None:
+        """A node that offered to hold the copy connects again: at once to a new address, after a
+        growing pause to the same one (the head may be gone for good: the client then says where)."""
+        if not self._offering or self._address is None:
+            return
+        delay = 0.0 if self._address != lost else self._retry_seconds
+        if self._address == lost:
+            self._retry_seconds = min(self._retry_seconds * 2, _RETRY_MOST)
+        asyncio.get_running_loop().call_later(delay, self._reopen)
+
+    def _reopen(self) -> None:
+        if self._offering and self._writer is None:
+            self._connect()
 
     def _fail_unaddressed(self) -> None:
         self._unaddressed = None
