@@ -80,12 +80,14 @@ export type {
   ContainerBoot,
   CurlSelfDestruct,
   PythonSelfDestruct,
+  WorkerWatchdog,
 } from "./machine-provider/boot-template.js";
 export {
   containerStartCommand,
   curlSelfDestructProgram,
   pythonSelfDestructProgram,
   rootSshdStatements,
+  workerWatchdogScript,
 } from "./machine-provider/boot-template.js";
 export type {
   ClientCredentialsGrant,

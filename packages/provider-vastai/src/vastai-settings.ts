@@ -106,10 +106,7 @@ export type ParsedSettings = z.output<typeof settingsSchema>;
 /** The `onstart` script of the settings' instances; on the node `{id}` is its `$CONTAINER_ID`. */
 export function onstartScript(settings: ParsedSettings): string {
   const root = (settings.root ?? "/opt/skyward").replaceAll("{id}", "$CONTAINER_ID");
-  return renderOnstartScript({
-    graceSeconds: settings.watchdogGraceSeconds,
-    workerPidFile: `${root}/worker.pid`,
-  });
+  return renderOnstartScript({ graceSeconds: settings.watchdogGraceSeconds, root });
 }
 
 /**
