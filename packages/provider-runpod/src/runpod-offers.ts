@@ -2,13 +2,9 @@
  * RunPod's offers: one per GPU type and cloud from the v2 catalog (on demand) and GraphQL's minimum bids
  * (spot), and one per CPU flavor at the smallest power-of-two size meeting the query.
  */
+import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
-  acceleratorFormFactor,
-  canonicalAcceleratorName,
-  type Offer,
-  type OfferQuery,
-} from "@skyward/core/contract";
-import {
+  acceleratorFromNames,
   type JsonCall,
   machineErrorKind,
   machineOffer,
@@ -58,6 +54,10 @@ export function bidAbove(minimum: number, margin: number): number {
   return bid > minimum ? bid : Math.round((minimum + 0.001) * 1000) / 1000;
 }
 
+type Lowest = { minimumBidPrice: number | null; stockStatus?: string | null } | null | undefined;
+const inStock = (lowest: Lowest) =>
+  lowest && !/^(|none|out of stock)$/i.test(lowest.stockStatus ?? "") ? lowest.minimumBidPrice : null;
+
 /** RunPod's offers for the settings, from its catalog and its minimum bids. */
 export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: PacedClient) {
   const { cuda } = settings;
@@ -72,29 +72,24 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
       query: spotPricesQuery(count),
       purpose: "pricing interruptible pods",
       idempotent: true,
-      signal,
     };
-    const prices = await graphql(http, answers.spotPrices, options).catch((error: unknown) => {
+    const prices = await graphql(http, answers.spotPrices, { ...options, signal }).catch((error: unknown) => {
       if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
       throw error;
     });
-    if (!prices) return undefined;
-    type Lowest = { minimumBidPrice: number | null; stockStatus?: string | null } | null | undefined;
-    const inStock = (lowest: Lowest) =>
-      lowest && lowest.minimumBidPrice !== null && !/^(|none|out of stock)$/i.test(lowest.stockStatus ?? "")
-        ? lowest.minimumBidPrice
-        : null;
-    return new Map(
-      prices.gpuTypes.map((entry) => [
-        entry.id,
-        { SECURE: inStock(entry.secureLowest), COMMUNITY: inStock(entry.communityLowest) },
-      ]),
-    );
+    return prices
+      ? new Map(
+          prices.gpuTypes.map((type) => [
+            type.id,
+            { SECURE: inStock(type.secureLowest), COMMUNITY: inStock(type.communityLowest) },
+          ]),
+        )
+      : undefined;
   }
 
   async function gpuOffers(
     query: OfferQuery,
-    accelerator: NonNullable<OfferQuery["accelerator"]>,
+    wanted: NonNullable<OfferQuery["accelerator"]>,
     signal: AbortSignal,
   ) {
     // v2 places a GPU pod with its GPU type's own share of vCPUs and memory; nothing asks for more.
@@ -104,11 +99,11 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
         "RunPod's pod API (v2) cannot ask a GPU pod for a vCPU or memory minimum (each GPU type comes with its own share): leave vcpus and memoryGb unset for RunPod GPU pods, or ask for more GPUs",
       );
     const dataCenterId = query.region ?? settings.dataCenterId;
-    const count = accelerator.count;
+    const { count } = wanted;
     const bids = query.allocation !== "on-demand" ? await minimumBids(query, count, signal) : undefined;
-    const asOf = new Date().toISOString();
     const offers: Offer[] = [];
     for (const cloud of ["SECURE", "COMMUNITY"] as const) {
+      const secure = cloud === "SECURE";
       if (settings.cloudType !== "all" && settings.cloudType !== cloud.toLowerCase()) continue;
       const params: Record<string, string> = {
         include: "AVAILABILITY",
@@ -121,13 +116,12 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
       const purpose = `listing GPU types (${cloud.toLowerCase()} cloud)`;
       const { gpus } = await calls("GET", "/catalog/gpus", { schema: answers.gpus, params, purpose, signal });
       for (const gpu of gpus) {
-        const canonical = canonicalAcceleratorName(gpu.id) ?? canonicalAcceleratorName(gpu.name ?? "");
-        const memoryGb = gpu.memory ?? 0;
-        const secure = cloud === "SECURE";
+        // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM").
+        const accelerator = acceleratorFromNames([gpu.id, gpu.name], gpu.memory ?? 0);
         const maxCount = secure ? gpu.maxCount?.secure : gpu.maxCount?.community;
         if (
-          canonical !== accelerator.name ||
-          (accelerator.memoryGb !== undefined && memoryGb < accelerator.memoryGb) ||
+          accelerator?.name !== wanted.name ||
+          (wanted.memoryGb !== undefined && accelerator.memoryGb < wanted.memoryGb) ||
           !(secure ? gpu.secure : gpu.community) ||
           (typeof maxCount === "number" && count > maxCount)
         )
@@ -136,7 +130,6 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
         const cudaVersions = (gpu.cudaVersions ?? [])
           .filter((entry) => entry.available && cudaFits(cuda, entry.version))
           .map((entry) => entry.version);
-        // Sold out, or no host with a CUDA version the image runs on: not offered.
         if (soldOut(gpu, dataCenterId) || (constrained && cudaVersions.length === 0)) continue;
         // v2 cannot ask a community pod for a public IP, and without one it has no direct SSH port: the
         // pool would wait out the provisioning timeout for nothing. Community pods are rented
@@ -145,37 +138,27 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
         const minimumBid = bids?.get(gpu.id)?.[cloud] ?? null;
         const bidPerGpu = minimumBid === null ? null : bidAbove(minimumBid, settings.spotBidMargin);
         if (onDemandPerGpu === null && bidPerGpu === null) continue;
-        // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM", "NVIDIA
-        // H100 NVL"); "NVIDIA H100 80GB HBM3" alone does not, its name "H100 SXM" does.
-        const formFactor = acceleratorFormFactor(gpu.id) ?? acceleratorFormFactor(gpu.name ?? "");
         const stocked = (gpu.dataCenters ?? []).filter((center) => center.availability !== "NONE");
-        const specific: RunPodOfferData = {
-          kind: "gpu",
-          gpuTypeId: gpu.id,
-          gpuCount: count,
-          cloudType: cloud,
-          bidPerGpu,
-          dataCenterIds: Object.freeze(stocked.map((center) => center.id)),
-          cudaVersions: Object.freeze(cudaVersions),
-        };
         offers.push(
           machineOffer({
             id: `runpod:${cloud.toLowerCase()}:${gpu.id}:x${count}`,
             provider: NAME,
             instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud.toLowerCase()} cloud)`,
-            accelerator: {
-              name: canonical,
-              count,
-              memoryGb,
-              ...(formFactor === undefined ? {} : { formFactor }),
-            },
+            accelerator: { ...accelerator, count },
             vcpus: 0,
             memoryGb: 0,
             region: dataCenterId ?? "any",
             spotPrice: bidPerGpu === null ? null : roundPrice(bidPerGpu * count),
             onDemandPrice: onDemandPerGpu === null ? null : roundPrice(onDemandPerGpu * count),
-            pricesAsOf: asOf,
-            specific,
+            specific: {
+              kind: "gpu",
+              gpuTypeId: gpu.id,
+              gpuCount: count,
+              cloudType: cloud,
+              bidPerGpu,
+              dataCenterIds: Object.freeze(stocked.map((center) => center.id)),
+              cudaVersions: Object.freeze(cudaVersions),
+            } satisfies RunPodOfferData,
           }),
         );
       }
@@ -189,7 +172,6 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
     const purpose = "listing CPU flavors";
     const { cpus } = await calls("GET", "/catalog/cpus", { schema: answers.cpus, params, purpose, signal });
     const dataCenterId = query.region ?? settings.dataCenterId;
-    const asOf = new Date().toISOString();
     return cpus.flatMap((flavor): Offer[] => {
       const perVcpu = flavor.price.securePerVcpu;
       if (
@@ -212,18 +194,17 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
         vcpuCount: vcpus,
         memoryGb,
       };
+      const onDemandPrice = roundPrice(perVcpu * vcpus);
+      const region = dataCenterId ?? "any";
+      const facts = { id: `runpod:cpu:${instanceId}`, provider: NAME, instanceType: instanceId, region };
       return [
         machineOffer({
-          id: `runpod:cpu:${instanceId}`,
-          provider: NAME,
-          instanceType: instanceId,
+          ...facts,
           accelerator: null,
           vcpus,
           memoryGb,
-          region: dataCenterId ?? "any",
           spotPrice: null,
-          onDemandPrice: roundPrice(perVcpu * vcpus),
-          pricesAsOf: asOf,
+          onDemandPrice,
           specific,
         }),
       ];

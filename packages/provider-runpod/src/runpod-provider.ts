@@ -6,14 +6,14 @@
  * provider-utils' machine-provider base; Skyward's tags travel in the pod's environment.
  */
 import { NoCapacityError } from "@skyward/core";
-import type { Instance, Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
+import type { Instance, Offer, PoolSpec } from "@skyward/core/contract";
 import {
-  defineMachineProvider,
   describeMachine,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   type JsonCall,
   type MachineAdapter,
   type MachineClusterData,
+  machineProviderFactories,
   refuseSetting,
   refuseVolumesWithoutFuse,
   SKYWARD_TAGS,
@@ -35,9 +35,10 @@ import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { NAME, type RunPodOfferData, runpodOffers } from "./runpod-offers.js";
 import {
   type ParsedSettings,
-  parseSettings,
   type RunPodCudaConstraint,
   type RunPodSettings,
+  settingsSchema,
+  withCudaConstraint,
 } from "./runpod-settings.js";
 
 export type { RunPodOfferData } from "./runpod-offers.js";
@@ -305,19 +306,16 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
   };
 }
 
-const build = (settings: unknown, prefix: string) =>
-  defineMachineProvider(adapterFor(parseSettings(settings, prefix)));
+const factories = machineProviderFactories<RunPodSettings>()("RunPod", settingsSchema, (parsed, written) =>
+  adapterFor(withCudaConstraint(parsed, written)),
+);
 
 /**
  * The RunPod provider: `RunPod()` with default settings, or `RunPod({ cloudType: "secure",
  * containerDiskGb: 100 })`. Throws `ConfigurationError` for bad settings; the API key is looked up on
  * the first API call.
  */
-export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {
-  return build(settings, "RunPod");
-}
+export const RunPod = factories.provider;
 
 /** The provider from a `[providers.NAME]` table of `skyward.toml` (`type = "runpod"`), keys camelCased: `cloud_type` → `cloudType`. */
-export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<RunPodClusterData> {
-  return build(settings, "");
-}
+export const createProviderFromConfig = factories.fromConfig;

@@ -136,6 +136,7 @@ export {
 export { defineMachineProvider } from "./machine-provider/machine-provider.js";
 export type { MachineProviderSettings, MachineSettingsShape } from "./machine-provider/machine-settings.js";
 export {
+  declaredImageCuda,
   machineProviderFactories,
   machineSettingsShape,
   refuseSetting,

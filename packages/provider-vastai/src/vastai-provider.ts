@@ -5,9 +5,8 @@
  * arms its self-destruct (`onstart-script.ts`). An adapter on provider-utils' machine-provider base; what
  * is Vast.ai's own is that one ask rents once, so each node rents the next ask of the kind.
  */
-import { type Cluster, type Instance, type Offer, offerQuery, type ProviderV1 } from "@skyward/core/contract";
+import { type Cluster, type Instance, type Offer, offerQuery } from "@skyward/core/contract";
 import {
-  defineMachineProvider,
   deleteUntilGone,
   describeMachine,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
@@ -16,6 +15,7 @@ import {
   type MachineClusterData,
   type MachineCreateRequest,
   machineErrorKind,
+  machineProviderFactories,
   refuseVolumesWithoutFuse,
   skywardTags,
 } from "@skyward/provider-utils";
@@ -25,9 +25,10 @@ import { diskFor, searchOffers, type VastOfferData } from "./vastai-offers.js";
 import {
   onstartScript,
   type ParsedSettings,
-  parseSettings,
+  settingsSchema,
   type VastAISettings,
   type VastSshMode,
+  withImageCuda,
 } from "./vastai-settings.js";
 
 /** How long an instance may take to run with its SSH port: Vast.ai pulls the image first. */
@@ -286,19 +287,16 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
   return adapter;
 }
 
-const build = (settings: unknown, prefix: string) =>
-  defineMachineProvider(adapterFor(parseSettings(settings, prefix)));
+const factories = machineProviderFactories<VastAISettings>()("VastAI", settingsSchema, (parsed, written) =>
+  adapterFor(withImageCuda(parsed, written)),
+);
 
 /**
  * The Vast.ai provider: `VastAI()` with default settings, or `VastAI({ minReliability: 0.98,
  * geolocation: "US" })`. Throws `ConfigurationError` for bad settings; the API key is looked up on the
  * first API call.
  */
-export function VastAI(settings: VastAISettings = {}): ProviderV1<VastClusterData> {
-  return build(settings, "VastAI");
-}
+export const VastAI = factories.provider;
 
 /** The provider from a `[providers.NAME]` table of `skyward.toml` (`type = "vastai"`), keys camelCased: `min_reliability` → `minReliability`. */
-export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<VastClusterData> {
-  return build(settings, "");
-}
+export const createProviderFromConfig = factories.fromConfig;
