@@ -161,33 +161,27 @@ export const DEPLOY_INTERRUPTIBLE_MUTATION = `mutation SkywardRentInterruptable(
 export async function graphql<T extends z.ZodType>(
   http: PacedClient,
   schema: T,
-  options: {
-    query: string;
-    variables?: Record<string, unknown>;
-    purpose: string;
-    idempotent: boolean;
-    signal: AbortSignal;
-  },
+  options: { query: string; variables?: object; purpose: string; idempotent: boolean; signal: AbortSignal },
 ): Promise<z.output<T>> {
-  const { purpose, idempotent, signal } = options;
-  const data = { query: options.query, variables: options.variables ?? {} };
+  const { query, variables = {}, ...request } = options;
+  const { purpose } = request;
   const url = "https://api.runpod.io/graphql";
-  const answer = await http.send("other", { method: "POST", url, data, idempotent, purpose, signal });
-  const body = (typeof answer.data === "object" && answer.data) || {};
-  const errors = (body as { errors?: unknown }).errors;
+  const { data: body } = await http.send("other", {
+    method: "POST",
+    url,
+    data: { query, variables },
+    ...request,
+  });
+  const { errors, data }: { errors?: unknown; data?: unknown } = (typeof body === "object" && body) || {};
   const error =
     Array.isArray(errors) && errors.length > 0 ? (answerMessage(body) ?? "unknown error") : undefined;
-  if (error !== undefined && /unauthori[sz]ed|api key|authenticat/i.test(error))
-    throw new RunPodApiError({
-      kind: "auth",
-      statusCode: 401,
-      message: `RunPod rejected the API key while ${purpose}: ${error}; set RUNPOD_API_KEY to a valid key or pass apiKey`,
-    });
-  const result = (body as { data?: unknown }).data;
-  if (error !== undefined || typeof result !== "object" || result === null) {
-    const message = `RunPod's API refused ${purpose}: ${error ?? "the answer had no data"}`;
-    const kind = classifyRunPodError({ statusCode: undefined, message, answer: undefined });
-    throw new RunPodApiError({ kind: kind ?? "bad-request", message });
+  if (error !== undefined && /unauthori[sz]ed|api key|authenticat/i.test(error)) {
+    const message = `RunPod rejected the API key while ${purpose}: ${error}; set RUNPOD_API_KEY to a valid key or pass apiKey`;
+    throw new RunPodApiError({ kind: "auth", statusCode: 401, message });
   }
-  return runpodApi.parseAnswer(schema, result, purpose);
+  if (error === undefined && typeof data === "object" && data !== null)
+    return runpodApi.parseAnswer(schema, data, purpose);
+  const message = `RunPod's API refused ${purpose}: ${error ?? "the answer had no data"}`;
+  const kind = classifyRunPodError({ statusCode: undefined, message, answer: undefined });
+  throw new RunPodApiError({ kind: kind ?? "bad-request", message });
 }
