@@ -18,9 +18,13 @@ import {
   answerMessage,
   answerNumberSchema,
   defineMachineApi,
+  endpoint,
   errorTable,
+  listEndpoint,
   type MachineProviderError,
+  machineEndpoints,
   type PacedClient,
+  type ProviderHttpSettings,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
@@ -138,6 +142,37 @@ export const answers = {
   }),
   rented: z.looseObject({ podRentInterruptable: z.looseObject({ id: z.string() }).nullish() }),
 } as const;
+
+const pods = { include: "AVAILABILITY", product: "POD" };
+
+/** The v2 endpoints the provider calls (RunPod documents no rate limits for them). */
+const runpodEndpoints = machineEndpoints(runpodApi, {
+  gpus: endpoint("GET /catalog/gpus", answers.gpus, {
+    query: pods,
+    purpose: ({ query }) => `listing GPU types (${query?.cloud?.toLowerCase()} cloud)`,
+  }),
+  cpus: endpoint("GET /catalog/cpus", answers.cpus, { query: pods, purpose: "listing CPU flavors" }),
+  dataCenters: endpoint("GET /catalog/datacenters", answers.dataCenters, {
+    query: { globalNetwork: "true" },
+    purpose: "listing data centers with global networking",
+  }),
+  create: endpoint("POST /pods", podSchema, {
+    purpose: ({ body }) => ((body as { gpu?: unknown }).gpu ? "creating a GPU pod" : "creating a CPU pod"),
+  }),
+  get: endpoint("GET /pods/{id}", podSchema, { purpose: "looking up pod {id}" }),
+  // One page: v2's list of pods is not paged (https://docs.runpod.io/api-reference-v2/pods/list-pods).
+  list: listEndpoint("GET /pods", answers.pods, { purpose: "listing pods", items: (answer) => answer.pods }),
+  delete: endpoint("DELETE /pods/{id}", undefined, { purpose: "terminating pod {id}" }),
+});
+
+/** RunPod's v2 calls and the paced client GraphQL goes through, with the settings' key. */
+export function runpodClient(settings: ProviderHttpSettings) {
+  const client = runpodApi.jsonClient({ ...settings, apiUrl: RUNPOD_API_URL });
+  return { ...runpodEndpoints(client), http: client.http };
+}
+
+/** RunPod's calls, as {@link runpodClient} makes them. */
+export type RunPodClient = ReturnType<typeof runpodClient>;
 
 /** The GraphQL query of the minimum bid per GPU of each type, for a pod of `gpuCount` GPUs, in each cloud. */
 export function spotPricesQuery(gpuCount: number): string {

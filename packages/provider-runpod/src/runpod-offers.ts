@@ -5,14 +5,19 @@
 import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
-  type JsonCall,
   machineErrorKind,
   machineOffer,
-  type PacedClient,
   refuseSetting,
   roundPrice,
 } from "@skyward/provider-utils";
-import { answers, type CatalogCpu, type CatalogGpu, graphql, spotPricesQuery } from "./runpod-api.js";
+import {
+  answers,
+  type CatalogCpu,
+  type CatalogGpu,
+  graphql,
+  type RunPodClient,
+  spotPricesQuery,
+} from "./runpod-api.js";
 import { cudaFits, type ParsedSettings } from "./runpod-settings.js";
 
 export const NAME = "runpod";
@@ -59,7 +64,7 @@ const inStock = (lowest: Lowest) =>
   lowest && !/^(|none|out of stock)$/i.test(lowest.stockStatus ?? "") ? lowest.minimumBidPrice : null;
 
 /** RunPod's offers for the settings, from its catalog and its minimum bids. */
-export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: PacedClient) {
+export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
   const { cuda } = settings;
   const constrained = "minCudaVersion" in cuda || "allowedCudaVersions" in cuda;
 
@@ -73,10 +78,12 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
       purpose: "pricing interruptible pods",
       idempotent: true,
     };
-    const prices = await graphql(http, answers.spotPrices, { ...options, signal }).catch((error: unknown) => {
-      if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
-      throw error;
-    });
+    const prices = await graphql(client.http, answers.spotPrices, { ...options, signal }).catch(
+      (error: unknown) => {
+        if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
+        throw error;
+      },
+    );
     return prices
       ? new Map(
           prices.gpuTypes.map((type) => [
@@ -106,15 +113,12 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
       const secure = cloud === "SECURE";
       if (settings.cloudType !== "all" && settings.cloudType !== cloud.toLowerCase()) continue;
       const params: Record<string, string> = {
-        include: "AVAILABILITY",
-        product: "POD",
         count: String(Math.trunc(count)),
         cloud,
       };
       if ("minCudaVersion" in cuda) params.minCudaVersion = cuda.minCudaVersion;
       if ("allowedCudaVersions" in cuda) params.cudaVersions = cuda.allowedCudaVersions.join(",");
-      const purpose = `listing GPU types (${cloud.toLowerCase()} cloud)`;
-      const { gpus } = await calls("GET", "/catalog/gpus", { schema: answers.gpus, params, purpose, signal });
+      const { gpus } = await client.gpus({ query: params }, signal);
       for (const gpu of gpus) {
         // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM").
         const accelerator = acceleratorFromNames([gpu.id, gpu.name], gpu.memory ?? 0);
@@ -168,9 +172,7 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
 
   async function cpuOffers(query: OfferQuery, signal: AbortSignal): Promise<Offer[]> {
     if (settings.cloudType === "community" || query.allocation === "spot") return [];
-    const params = { include: "AVAILABILITY", product: "POD" };
-    const purpose = "listing CPU flavors";
-    const { cpus } = await calls("GET", "/catalog/cpus", { schema: answers.cpus, params, purpose, signal });
+    const { cpus } = await client.cpus({}, signal);
     const dataCenterId = query.region ?? settings.dataCenterId;
     return cpus.flatMap((flavor): Offer[] => {
       const perVcpu = flavor.price.securePerVcpu;

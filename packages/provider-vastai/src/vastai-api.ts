@@ -16,10 +16,13 @@ import {
   answerListSchema,
   answerNumberSchema,
   defineMachineApi,
+  endpoint,
   errorTable,
   type JsonSend,
+  listEndpoint,
   type MachineProviderError,
   type MachineRateLimits,
+  machineEndpoints,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 import type { ParsedSettings } from "./vastai-settings.js";
@@ -144,6 +147,42 @@ const answers = {
   get: z.looseObject({ instances: vastInstanceSchema.nullish() }),
 };
 
+/** The endpoints the provider calls, each paced by its documented limit. */
+const vastEndpoints = machineEndpoints(vastaiApi, {
+  search: endpoint("POST /v0/bundles/", answers.search, {
+    paced: "offers",
+    idempotent: true,
+    purpose: ({ body }) =>
+      (body as { type?: string }).type === "bid" ? "searching interruptible offers" : "searching offers",
+  }),
+  rent: endpoint("PUT /v0/asks/{askId}/", answers.rent, {
+    paced: "create",
+    purpose: "renting offer {askId}",
+    idempotent: false,
+  }),
+  attachKey: endpoint("POST /v0/instances/{id}/ssh/", undefined, {
+    idempotent: true,
+    purpose: "attaching Skyward's SSH key to instance {id}",
+  }),
+  get: endpoint("GET /v0/instances/{id}/", answers.get, {
+    paced: "get",
+    query: { owner: "me" },
+    purpose: "looking up instance {id}",
+  }),
+  /** 25 instances a page by `after_token` (vast-cli's `_fetch_all_instances_v1`). */
+  list: listEndpoint("GET /v1/instances/", instancesPageSchema, {
+    paced: "list",
+    query: { select_filters: "{}", order_by: JSON.stringify([{ col: "id", dir: "asc" }]), limit: "25" },
+    purpose: "listing instances",
+    items: (page) => page.instances,
+    pages: { token: { param: "after_token", next: (page) => page.next_token } },
+  }),
+  destroy: endpoint("DELETE /v0/instances/{id}/", undefined, {
+    paced: "delete",
+    purpose: "destroying instance {id}",
+  }),
+});
+
 /** Calls to Vast.ai, as {@link vastClient} makes them. */
 export type VastClient = ReturnType<typeof vastClient>;
 
@@ -197,72 +236,9 @@ export function vastClient(settings: ParsedSettings) {
         throw error;
       }
     };
-  const call = vastaiApi.jsonClient(
+  const client = vastaiApi.jsonClient(
     { ...settings, apiUrl: "https://console.vast.ai/api" },
     { rateLimits, send },
-  ).json;
-  return {
-    /** The API key (a `ConfigurationError` when none is set). */
-    resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey),
-    search: (data: Record<string, unknown>, purpose: string, signal: AbortSignal) =>
-      call("POST", "/v0/bundles/", {
-        schema: answers.search,
-        data,
-        idempotent: true,
-        endpoint: "offers",
-        purpose,
-        signal,
-      }),
-    rent: (askId: number, data: Record<string, unknown>, signal: AbortSignal) =>
-      call("PUT", `/v0/asks/${askId}/`, {
-        schema: answers.rent,
-        endpoint: "create",
-        data,
-        idempotent: false,
-        purpose: `renting offer ${askId}`,
-        signal,
-      }),
-    attachKey: (id: number, key: string, signal: AbortSignal) =>
-      call("POST", `/v0/instances/${id}/ssh/`, {
-        data: { ssh_key: key },
-        idempotent: true,
-        purpose: `attaching Skyward's SSH key to instance ${id}`,
-        signal,
-      }),
-    get: async (id: string, signal: AbortSignal) =>
-      (
-        await call("GET", `/v0/instances/${id}/`, {
-          schema: answers.get,
-          params: { owner: "me" },
-          endpoint: "get",
-          purpose: `looking up instance ${id}`,
-          signal,
-        })
-      ).instances ?? null,
-    /** A page of `GET /v1/instances/`, 25 a page by `after_token` (vast-cli's `_fetch_all_instances_v1`). */
-    listPage: async (cursor: string | undefined, signal: AbortSignal) => {
-      const order_by = JSON.stringify([{ col: "id", dir: "asc" }]);
-      const params = {
-        select_filters: "{}",
-        order_by,
-        limit: "25",
-        ...(cursor ? { after_token: cursor } : {}),
-      };
-      const options = {
-        schema: instancesPageSchema,
-        params,
-        endpoint: "list",
-        purpose: "listing instances",
-      } as const;
-      const page = await call("GET", "/v1/instances/", { ...options, signal });
-      return { machines: page.instances, next: page.next_token || undefined };
-    },
-    destroy: async (id: string, signal: AbortSignal) =>
-      void (await call("DELETE", `/v0/instances/${id}/`, {
-        data: {},
-        endpoint: "delete",
-        purpose: `destroying instance ${id}`,
-        signal,
-      })),
-  };
+  );
+  return { ...vastEndpoints(client), resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey) };
 }

@@ -138,7 +138,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
       env,
       cancel_unavail: true,
     };
-    const answer = await client.rent(askId, bid !== null ? { ...body, price: bid } : body, signal);
+    const answer = await client.rent({ askId, body: bid !== null ? { ...body, price: bid } : body }, signal);
     if (answer.new_contract != null) return answer.new_contract;
     const why = answer.msg ?? answer.error ?? "no instance id in the answer";
     throw new VastApiError({
@@ -205,10 +205,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
         }
         rented.add(ask.askId);
         // Unreachable without its key: destroyed rather than left billing.
-        await client.attachKey(id, cluster.specific.publicKey, signal).catch(async (error: unknown) => {
-          await deleteUntilGone(adapter, [String(id)], signal).catch(() => undefined);
-          throw error;
-        });
+        await client
+          .attachKey({ id, body: { ssh_key: cluster.specific.publicKey } }, signal)
+          .catch(async (error: unknown) => {
+            await deleteUntilGone(adapter, [String(id)], signal).catch(() => undefined);
+            throw error;
+          });
         return vastInstanceSchema.parse({
           id,
           label,
@@ -262,9 +264,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
       return { ...keys, image: settings.dockerImage, diskGb: diskFor(settings, spec.diskGb) };
     },
     create,
-    get: client.get,
-    listPage: client.listPage,
-    delete: { one: client.destroy },
+    get: async (id, signal) => (await client.get({ id }, signal)).instances ?? null,
+    listPage: client.list.page,
+    delete: { one: async (id, signal) => void (await client.destroy({ id, body: {} }, signal)) },
     isMachineId: (id) => /^\d+$/.test(id),
     idOf: (instance) => String(instance.id),
     tags: {
