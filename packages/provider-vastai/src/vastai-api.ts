@@ -1,16 +1,10 @@
 /**
- * The parts of Vast.ai's REST API (`https://console.vast.ai/api`) the provider uses, with zod schemas of
- * what comes back (https://docs.vast.ai/api-reference/openapi.yaml unless said otherwise):
- *
- * - `POST /v0/bundles/` — offer search: the body is the query JSON and `type` (`on-demand` prices
- *   offers on demand, `bid` at their minimum bid), so one search gives one market's prices;
- * - `PUT /v0/asks/{id}/` — rent an ask: image, disk, label, `onstart`, `runtype`, `env`, `price` (a bid);
- *   answers `{"success": true, "new_contract": id}`;
- * - `GET /v1/instances/` — the account's instances, 25 a page by `after_token` → `next_token`, replacing
- *   the deprecated v0 list (vast-cli's `_fetch_all_instances_v1`: https://github.com/vast-ai/vast-cli/blob/master/vast.py);
- * - `GET|DELETE /v0/instances/{id}/` — one instance, destroy; `POST /v0/instances/{id}/ssh/` — attach a
- *   public key to that instance only (…/openapi/yaml/attach_ssh.yaml);
- * - `GET /v0/users/current/` — the key's user: Vast.ai answers an unknown key with 404, not 401.
+ * The parts of Vast.ai's REST API (`https://console.vast.ai/api`) the provider uses, as endpoints with
+ * zod schemas of what comes back (https://docs.vast.ai/api-reference/openapi.yaml unless said otherwise).
+ * A search's `type` says the market it prices (`on-demand`, or `bid` at the minimum bid); a rent answers
+ * `{"success": true, "new_contract": id}`; the v1 instance list replaces the deprecated v0 one (vast-cli's
+ * `_fetch_all_instances_v1`: https://github.com/vast-ai/vast-cli/blob/master/vast.py); a key attached to
+ * an instance reaches that one only (…/openapi/yaml/attach_ssh.yaml).
  */
 import {
   answerListSchema,
@@ -119,7 +113,6 @@ export const vastInstanceSchema = z.looseObject({
   start_date: number,
 });
 
-/** An instance. */
 export type VastInstance = z.infer<typeof vastInstanceSchema>;
 
 /**
@@ -169,7 +162,6 @@ const vastEndpoints = machineEndpoints(vastaiApi, {
     query: { owner: "me" },
     purpose: "looking up instance {id}",
   }),
-  /** 25 instances a page by `after_token` (vast-cli's `_fetch_all_instances_v1`). */
   list: listEndpoint("GET /v1/instances/", instancesPageSchema, {
     paced: "list",
     query: { select_filters: "{}", order_by: JSON.stringify([{ col: "id", dir: "asc" }]), limit: "25" },
@@ -183,7 +175,6 @@ const vastEndpoints = machineEndpoints(vastaiApi, {
   }),
 });
 
-/** Calls to Vast.ai, as {@link vastClient} makes them. */
 export type VastClient = ReturnType<typeof vastClient>;
 
 /**
