@@ -6,7 +6,7 @@
  * provider-utils' machine-provider base; Skyward's tags travel in the pod's environment.
  */
 import { NoCapacityError } from "@skyward/core";
-import type { Instance, Offer, PoolSpec } from "@skyward/core/contract";
+import type { Instance, Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
 import {
   describeMachine,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
@@ -293,7 +293,7 @@ const factories = machineProviderFactories<RunPodSettings>()("RunPod", settingsS
  * containerDiskGb: 100 })`. Throws `ConfigurationError` for bad settings; the API key is looked up on
  * the first API call.
  */
-export const RunPod = factories.provider;
+export const RunPod: (settings?: RunPodSettings) => ProviderV1<RunPodClusterData> = factories.provider;
 
 /** The provider from a `[providers.NAME]` table of `skyward.toml` (`type = "runpod"`), keys camelCased: `cloud_type` → `cloudType`. */
 export const createProviderFromConfig = factories.fromConfig;

@@ -5,7 +5,7 @@
  * arms its self-destruct (`onstart-script.ts`). An adapter on provider-utils' machine-provider base; what
  * is Vast.ai's own is that one ask rents once, so each node rents the next ask of the kind.
  */
-import { type Cluster, type Instance, type Offer, offerQuery } from "@skyward/core/contract";
+import { type Cluster, type Instance, type Offer, offerQuery, type ProviderV1 } from "@skyward/core/contract";
 import {
   deleteUntilGone,
   describeMachine,
@@ -294,7 +294,7 @@ const factories = machineProviderFactories<VastAISettings>()("VastAI", settingsS
  * geolocation: "US" })`. Throws `ConfigurationError` for bad settings; the API key is looked up on the
  * first API call.
  */
-export const VastAI = factories.provider;
+export const VastAI: (settings?: VastAISettings) => ProviderV1<VastClusterData> = factories.provider;
 
 /** The provider from a `[providers.NAME]` table of `skyward.toml` (`type = "vastai"`), keys camelCased: `min_reliability` → `minReliability`. */
 export const createProviderFromConfig = factories.fromConfig;
