@@ -147,22 +147,21 @@ const pods = { include: "AVAILABILITY", product: "POD" };
 
 /** The v2 endpoints the provider calls (RunPod documents no rate limits for them). */
 const runpodEndpoints = machineEndpoints(runpodApi, {
-  gpus: endpoint("GET /catalog/gpus", answers.gpus, {
-    query: pods,
-    purpose: ({ query }) => `listing GPU types (${query?.cloud?.toLowerCase()} cloud)`,
-  }),
-  cpus: endpoint("GET /catalog/cpus", answers.cpus, { query: pods, purpose: "listing CPU flavors" }),
-  dataCenters: endpoint("GET /catalog/datacenters", answers.dataCenters, {
-    query: { globalNetwork: "true" },
-    purpose: "listing data centers with global networking",
-  }),
-  create: endpoint("POST /pods", podSchema, {
-    purpose: ({ body }) => ((body as { gpu?: unknown }).gpu ? "creating a GPU pod" : "creating a CPU pod"),
-  }),
-  get: endpoint("GET /pods/{id}", podSchema, { purpose: "looking up pod {id}" }),
+  gpus: endpoint("GET /catalog/gpus", answers.gpus, "listing GPU types", { query: pods }),
+  cpus: endpoint("GET /catalog/cpus", answers.cpus, "listing CPU flavors", { query: pods }),
+  dataCenters: endpoint(
+    "GET /catalog/datacenters",
+    answers.dataCenters,
+    "listing data centers with global networking",
+    {
+      query: { globalNetwork: "true" },
+    },
+  ),
+  create: endpoint("POST /pods", podSchema, "creating a pod"),
+  get: endpoint("GET /pods/{id}", podSchema, "looking up pod {id}"),
   // One page: v2's list of pods is not paged (https://docs.runpod.io/api-reference-v2/pods/list-pods).
-  list: listEndpoint("GET /pods", answers.pods, { purpose: "listing pods", items: (answer) => answer.pods }),
-  delete: endpoint("DELETE /pods/{id}", undefined, { purpose: "terminating pod {id}" }),
+  list: listEndpoint("GET /pods", answers.pods, "listing pods", { items: (answer) => answer.pods }),
+  delete: endpoint("DELETE /pods/{id}", undefined, "terminating pod {id}"),
 });
 
 /** RunPod's v2 calls and the paced client GraphQL goes through, with the settings' key. */

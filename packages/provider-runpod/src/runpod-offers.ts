@@ -118,7 +118,10 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
       };
       if ("minCudaVersion" in cuda) params.minCudaVersion = cuda.minCudaVersion;
       if ("allowedCudaVersions" in cuda) params.cudaVersions = cuda.allowedCudaVersions.join(",");
-      const { gpus } = await client.gpus({ query: params }, signal);
+      const { gpus } = await client.gpus(
+        { query: params, purpose: `listing GPU types (${cloud.toLowerCase()} cloud)` },
+        signal,
+      );
       for (const gpu of gpus) {
         // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM").
         const accelerator = acceleratorFromNames([gpu.id, gpu.name], gpu.memory ?? 0);

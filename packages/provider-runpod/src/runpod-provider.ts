@@ -266,7 +266,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
             }
           : { cpu: { id: offer.flavorId, vcpuCount: offer.vcpuCount } }),
       };
-      return client.create({ body }, signal);
+      return client.create({ body, purpose: gpu ? "creating a GPU pod" : "creating a CPU pod" }, signal);
     },
 
     get: (id, signal) => client.get({ id }, signal),

@@ -142,37 +142,33 @@ const answers = {
 
 /** The endpoints the provider calls, each paced by its documented limit. */
 const vastEndpoints = machineEndpoints(vastaiApi, {
-  search: endpoint("POST /v0/bundles/", answers.search, {
+  search: endpoint("POST /v0/bundles/", answers.search, "searching offers", {
     paced: "offers",
     idempotent: true,
-    purpose: ({ body }) =>
-      (body as { type?: string }).type === "bid" ? "searching interruptible offers" : "searching offers",
   }),
-  rent: endpoint("PUT /v0/asks/{askId}/", answers.rent, {
+  rent: endpoint("PUT /v0/asks/{askId}/", answers.rent, "renting offer {askId}", {
     paced: "create",
-    purpose: "renting offer {askId}",
     idempotent: false,
   }),
-  attachKey: endpoint("POST /v0/instances/{id}/ssh/", undefined, {
-    idempotent: true,
-    purpose: "attaching Skyward's SSH key to instance {id}",
-  }),
-  get: endpoint("GET /v0/instances/{id}/", answers.get, {
+  attachKey: endpoint(
+    "POST /v0/instances/{id}/ssh/",
+    undefined,
+    "attaching Skyward's SSH key to instance {id}",
+    {
+      idempotent: true,
+    },
+  ),
+  get: endpoint("GET /v0/instances/{id}/", answers.get, "looking up instance {id}", {
     paced: "get",
     query: { owner: "me" },
-    purpose: "looking up instance {id}",
   }),
-  list: listEndpoint("GET /v1/instances/", instancesPageSchema, {
+  list: listEndpoint("GET /v1/instances/", instancesPageSchema, "listing instances", {
     paced: "list",
     query: { select_filters: "{}", order_by: JSON.stringify([{ col: "id", dir: "asc" }]), limit: "25" },
-    purpose: "listing instances",
     items: (page) => page.instances,
     pages: { token: { param: "after_token", next: (page) => page.next_token } },
   }),
-  destroy: endpoint("DELETE /v0/instances/{id}/", undefined, {
-    paced: "delete",
-    purpose: "destroying instance {id}",
-  }),
+  destroy: endpoint("DELETE /v0/instances/{id}/", undefined, "destroying instance {id}", "delete"),
 });
 
 export type VastClient = ReturnType<typeof vastClient>;

@@ -152,7 +152,8 @@ export async function searchOffers(
   if (!accelerator) return [];
   const region = query.region ?? settings.geolocation;
   const market = async (type: "on-demand" | "bid") => {
-    const { offers } = await client.search({ body: searchBody(settings, query, type) }, signal);
+    const purpose = type === "bid" ? "searching interruptible offers" : "searching offers";
+    const { offers } = await client.search({ body: searchBody(settings, query, type), purpose }, signal);
     return offers.filter(
       (raw) =>
         canonicalAcceleratorName(raw.gpu_name) === accelerator.name &&
