@@ -190,7 +190,7 @@ export type {
   PacedClient,
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
-export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
+export { deletedUnlessGone, removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
 export {
   absolutePathField,
   millisecondsField,

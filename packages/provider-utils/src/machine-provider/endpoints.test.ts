@@ -18,7 +18,7 @@ const exampleApi = defineMachineApi({
 
 const machine = z.object({ id: z.number(), name: z.string() });
 const numberedAnswer = z.object({ items: z.array(machine), count: z.number().nullish() });
-const tokenAnswer = z.object({ items: z.array(machine), next: z.string().nullish() });
+const tokenAnswer = z.looseObject({ items: z.array(machine), next: z.string().nullish() });
 
 const exampleCalls = machineEndpoints(exampleApi, {
   get: endpoint("GET /machines/{id}", machine, "looking up machine {id}", "get"),
@@ -44,7 +44,7 @@ const exampleCalls = machineEndpoints(exampleApi, {
     },
   }),
   tokened: listEndpoint("GET /v1/machines", tokenAnswer, "listing machines", {
-    items: (answer) => answer.items,
+    items: "items",
     pages: { token: { param: "after", next: (answer) => answer.next } },
   }),
   single: listEndpoint(

@@ -142,15 +142,51 @@ export function endpoint<R extends Route, Schema extends z.ZodType | undefined>(
   return { ...optionsOf(purpose, extras), kind: "call", route, schema };
 }
 
+/** The keys of an answer whose values are lists (its own keys: a loose object's index signature is none). */
+type ListKeys<Answer> = keyof {
+  [K in keyof Answer as string extends K ? never : Answer[K] extends readonly unknown[] ? K : never]: true;
+} &
+  string;
+
+/** The items of the list an answer holds under `Key`. */
+type ItemsAt<Answer, Key extends keyof Answer> = Answer[Key] extends readonly (infer Item)[] ? Item : never;
+
+/** How a list endpoint is sent and read, beside its purpose: `items` the answer's key holding them, or how to find them. */
+type ListOptions<R extends string, Answer, Item, Items> = Omit<EndpointOptions<R>, "purpose"> & {
+  readonly items: Items;
+  readonly pages?: ListPaging<Answer, Item>;
+};
+
+/** A list endpoint: as {@link endpoint}, its items under the answer's key `list.items`, its pages by `list.pages`. */
+export function listEndpoint<
+  R extends Route,
+  Schema extends z.ZodType,
+  Key extends ListKeys<z.output<Schema>>,
+>(
+  route: R,
+  schema: Schema,
+  purpose: EndpointOptions<R>["purpose"],
+  list: ListOptions<R, z.output<Schema>, ItemsAt<z.output<Schema>, Key>, Key>,
+): ListEndpointDefinition<R, Schema, ItemsAt<z.output<Schema>, Key>>;
 /** A list endpoint: as {@link endpoint}, its items found by `list.items`, its pages by `list.pages`. */
 export function listEndpoint<R extends Route, Schema extends z.ZodType, Item>(
   route: R,
   schema: Schema,
   purpose: EndpointOptions<R>["purpose"],
-  list: Omit<EndpointOptions<R>, "purpose"> &
-    Pick<ListEndpointDefinition<R, Schema, Item>, "items" | "pages">,
-): ListEndpointDefinition<R, Schema, Item> {
-  return { ...list, purpose, kind: "list", route, schema };
+  list: ListOptions<R, z.output<Schema>, Item, (answer: z.output<Schema>) => readonly Item[]>,
+): ListEndpointDefinition<R, Schema, Item>;
+export function listEndpoint(
+  route: Route,
+  schema: z.ZodType,
+  purpose: EndpointOptions<string>["purpose"],
+  list: ListOptions<string, unknown, unknown, string | ((answer: unknown) => readonly unknown[])>,
+): ListEndpointDefinition<Route, z.ZodType, unknown> {
+  const { items } = list;
+  const itemsOf =
+    typeof items === "function"
+      ? items
+      : (answer: unknown) => (answer as Record<string, unknown[]>)[items] ?? [];
+  return { ...list, items: itemsOf, purpose, kind: "list", route, schema };
 }
 
 /** A bound endpoint: one typed call. */
