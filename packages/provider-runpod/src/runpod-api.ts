@@ -160,7 +160,7 @@ const runpodEndpoints = machineEndpoints(runpodApi, {
   create: endpoint("POST /pods", podSchema, "creating a pod"),
   get: endpoint("GET /pods/{id}", podSchema, "looking up pod {id}"),
   // One page: v2's list of pods is not paged (https://docs.runpod.io/api-reference-v2/pods/list-pods).
-  list: listEndpoint("GET /pods", answers.pods, "listing pods", { items: (answer) => answer.pods }),
+  list: listEndpoint("GET /pods", answers.pods, "listing pods", { items: "pods" }),
   delete: endpoint("DELETE /pods/{id}", undefined, "terminating pod {id}"),
 });
 

@@ -165,7 +165,7 @@ const vastEndpoints = machineEndpoints(vastaiApi, {
   list: listEndpoint("GET /v1/instances/", instancesPageSchema, "listing instances", {
     paced: "list",
     query: { select_filters: "{}", order_by: JSON.stringify([{ col: "id", dir: "asc" }]), limit: "25" },
-    items: (page) => page.instances,
+    items: "instances",
     pages: { token: { param: "after_token", next: (page) => page.next_token } },
   }),
   destroy: endpoint("DELETE /v0/instances/{id}/", undefined, "destroying instance {id}", "delete"),
