@@ -18,6 +18,7 @@ import {
   machineProviderFactories,
   refuseVolumesWithoutFuse,
   skywardTags,
+  statusTable,
 } from "@skyward/provider-utils";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import { VastApiError, type VastInstance, vastClient, vastInstanceSchema } from "./vastai-api.js";
@@ -54,6 +55,11 @@ function tagsOf(instance: VastInstance): Record<string, string> {
   return tags;
 }
 
+const instanceStatus = statusTable({
+  running: ["running"],
+  terminated: ["exited", "stopped", "offline", "destroyed"],
+});
+
 /** The instance a Vast.ai instance is: `running`, with SSH coordinates, once it runs and its SSH port is known. */
 export function instanceFromVast(
   instance: VastInstance,
@@ -63,13 +69,7 @@ export function instanceFromVast(
   const actual = (instance.actual_status ?? "").toLowerCase();
   const intended = (instance.intended_status ?? "").toLowerCase();
   const status =
-    actual === "running"
-      ? intended === "stopped"
-        ? "stopping"
-        : "running"
-      : ["exited", "stopped", "offline", "destroyed"].includes(actual) || intended === "stopped"
-        ? "terminated"
-        : "pending";
+    intended === "stopped" ? (actual === "running" ? "stopping" : "terminated") : instanceStatus(actual);
   const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
   const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
   const publicIp = instance.public_ipaddr?.trim() || null;
