@@ -67,9 +67,6 @@ export const runpodApi = defineMachineApi({
 export const RunPodApiError = runpodApi.ApiError;
 export type RunPodApiError = MachineProviderError;
 
-/** RunPod's REST API, version 2. */
-export const RUNPOD_API_URL = "https://api.runpod.io/v2";
-
 // Only the fields the provider reads: objects are loose, so the rest passes through unchecked.
 const price = answerNumberSchema.transform((value) => (value !== null && value > 0 ? value : null));
 const text = z.string().nullish();
@@ -166,7 +163,7 @@ const runpodEndpoints = machineEndpoints(runpodApi, {
 
 /** RunPod's v2 calls and the paced client GraphQL goes through, with the settings' key. */
 export function runpodClient(settings: ProviderHttpSettings) {
-  const client = runpodApi.jsonClient({ ...settings, apiUrl: RUNPOD_API_URL });
+  const client = runpodApi.jsonClient({ ...settings, apiUrl: "https://api.runpod.io/v2" });
   return { ...runpodEndpoints(client), http: client.http };
 }
 
