@@ -80,12 +80,14 @@ export type {
   ContainerBoot,
   CurlSelfDestruct,
   PythonSelfDestruct,
+  WorkerWatchdog,
 } from "./machine-provider/boot-template.js";
 export {
   containerStartCommand,
   curlSelfDestructProgram,
   pythonSelfDestructProgram,
   rootSshdStatements,
+  workerWatchdogScript,
 } from "./machine-provider/boot-template.js";
 export type {
   ClientCredentialsGrant,
@@ -93,6 +95,20 @@ export type {
 } from "./machine-provider/client-credentials.js";
 export { clientCredentialsClient, resolveClientCredentials } from "./machine-provider/client-credentials.js";
 export { tagsFromDescription, tagsToDescription } from "./machine-provider/description-tags.js";
+export type {
+  BoundEndpoints,
+  EndpointCall,
+  EndpointDefinition,
+  EndpointDefinitions,
+  EndpointInput,
+  EndpointOptions,
+  ListCall,
+  ListEndpointDefinition,
+  ListPaging,
+  Route,
+  RouteParams,
+} from "./machine-provider/endpoints.js";
+export { endpoint, listEndpoint, machineEndpoints } from "./machine-provider/endpoints.js";
 export { errorTable, type MachineErrorRule } from "./machine-provider/error-table.js";
 export type {
   MachineErrorClassifier,
@@ -134,6 +150,7 @@ export {
 export { defineMachineProvider } from "./machine-provider/machine-provider.js";
 export type { MachineProviderSettings, MachineSettingsShape } from "./machine-provider/machine-settings.js";
 export {
+  declaredImageCuda,
   machineProviderFactories,
   machineSettingsShape,
   refuseSetting,
@@ -149,14 +166,21 @@ export {
   type MarketRefusal,
 } from "./machine-provider/market-loop.js";
 export type {
+  HalfMachineFacts,
+  MachineAdapterHalf,
+  MachineAdapterHalfFields,
+  MachineAdapterHalfOptions,
   MarketplaceMachineFields,
   MarketplaceMachineOptions,
 } from "./machine-provider/marketplace-machine.js";
 export {
+  machineAdapterHalf,
   marketListings,
   marketplaceMachine,
   readAfterCreate,
 } from "./machine-provider/marketplace-machine.js";
+export type { NameTagCodec, NameTagCodecOptions, NameTags } from "./machine-provider/name-tags.js";
+export { nameTagCodec, poolNamePart } from "./machine-provider/name-tags.js";
 export type { NumberedPage } from "./machine-provider/numbered-pages.js";
 export { nextNumberedPage, readNumberedPages } from "./machine-provider/numbered-pages.js";
 export type {
@@ -166,7 +190,7 @@ export type {
   PacedClient,
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
-export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
+export { deletedUnlessGone, removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
 export {
   absolutePathField,
   millisecondsField,
