@@ -75,6 +75,7 @@ export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/a
 export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
 export type { ApiVm, ApiVmDefinition, ApiVmFields, ApiVmSettings } from "./machine-provider/api-vm.js";
 export { defineApiVm } from "./machine-provider/api-vm.js";
+export { answerNumbers, answerTexts } from "./machine-provider/answer-fields.js";
 export { batchDeleteOutcomes, knownMachines } from "./machine-provider/batch-delete.js";
 export type {
   ContainerBoot,
@@ -125,6 +126,12 @@ export {
   tagsFromWords,
   tagsToWords,
 } from "./machine-provider/machine-instance.js";
+export type {
+  MachineEndpointAddress,
+  MachineMapping,
+  MappedMachine,
+} from "./machine-provider/machine-mapping.js";
+export { mappedMachine } from "./machine-provider/machine-mapping.js";
 export {
   CreateBudget,
   deleteUntilGone,
@@ -184,7 +191,7 @@ export {
 } from "./machine-provider/zonal-markets.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
-export { type MachineOfferFacts, machineOffer } from "./offers/machine-offer.js";
+export { type MachineOfferFacts, machineOffer, pricedOffer } from "./offers/machine-offer.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
 export {
   filterOffers,
