@@ -57,6 +57,9 @@ function statusOf(vm: Vm) {
 const hyperstackVm = defineApiVm({
   api: hyperstackApi,
   name: "hyperstack",
+  label: "Hyperstack",
+  // Prices are a catalogue, but stock moves: the core caches offers for an hour at most.
+  capabilities: Object.freeze({ spot: true, offerCache: "marketplace" }),
   machineNoun: "virtual machine",
   // The self-destruct finds a VM by name in a search of the VMs (a VM does not know its own id).
   selfDestruct: {
@@ -96,12 +99,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
 
   return {
     ...fields,
-    label: "Hyperstack",
-    // Prices are a catalogue, but stock moves: the core caches offers for an hour at most.
-    capabilities: Object.freeze({ spot: true, offerCache: "marketplace" }),
     // Every setting the offers depend on, so offers cached for one configuration never serve another.
     cacheKey: JSON.stringify([settings.apiUrl, settings.regions ? [...settings.regions].sort() : null]),
-    deleteRetryDelayMs: Math.max(1, settings.retryDelayMs) * 5,
     offers: (query, signal) => hyperstackOffers(client, settings, query, signal),
     prepare: environments.prepare,
 
@@ -168,7 +167,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
 
     isMachineId: (id) => /^\d+$/.test(id),
     isBeingDeleted: (vm) => vm.status.toUpperCase() === "DELETING",
-    idOf: (vm) => String(vm.id),
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (vm) => vm.name || undefined,

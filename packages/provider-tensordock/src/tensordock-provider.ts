@@ -47,6 +47,10 @@ const statusOf = statusTable({
 const tensordockVm = defineApiVm({
   api: tensordockApi,
   name: "tensordock",
+  label: "TensorDock",
+  // A marketplace: the core caches its offers for an hour at most. Each VM is a separate host reached
+  // at its own public IP, with only the forwarded ports open.
+  capabilities: Object.freeze({ spot: false, offerCache: "marketplace", peerNetwork: "none" }),
   machineNoun: "instance",
   // The self-destruct finds a VM by name in `GET /instances` (a VM does not know its own id).
   selfDestruct: {
@@ -96,10 +100,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
   );
   return {
     ...fields,
-    label: "TensorDock",
-    // A marketplace: the core caches its offers for an hour at most. Each VM is a separate host reached
-    // at its own public IP, with only the forwarded ports open.
-    capabilities: Object.freeze({ spot: false, offerCache: "marketplace", peerNetwork: "none" }),
     // Every setting the offers depend on, so offers cached for one configuration never serve another.
     cacheKey: JSON.stringify([
       settings.apiUrl,
@@ -160,7 +160,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
     }),
     isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
     isBeingDeleted: (instance) => ["deleting", "deleted"].includes(instance.status.toLowerCase()),
-    idOf: (instance) => instance.id,
     tags: {
       name: (cluster, index) => {
         const pool = cluster.poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24);

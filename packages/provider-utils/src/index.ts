@@ -94,6 +94,20 @@ export type {
 } from "./machine-provider/client-credentials.js";
 export { clientCredentialsClient, resolveClientCredentials } from "./machine-provider/client-credentials.js";
 export { tagsFromDescription, tagsToDescription } from "./machine-provider/description-tags.js";
+export type {
+  BoundEndpoints,
+  EndpointCall,
+  EndpointDefinition,
+  EndpointDefinitions,
+  EndpointInput,
+  EndpointOptions,
+  ListCall,
+  ListEndpointDefinition,
+  ListPaging,
+  Route,
+  RouteParams,
+} from "./machine-provider/endpoints.js";
+export { endpoint, listEndpoint, machineEndpoints } from "./machine-provider/endpoints.js";
 export { errorTable, type MachineErrorRule } from "./machine-provider/error-table.js";
 export type {
   MachineErrorClassifier,
@@ -156,14 +170,21 @@ export {
   type MarketRefusal,
 } from "./machine-provider/market-loop.js";
 export type {
+  HalfMachineFacts,
+  MachineAdapterHalf,
+  MachineAdapterHalfFields,
+  MachineAdapterHalfOptions,
   MarketplaceMachineFields,
   MarketplaceMachineOptions,
 } from "./machine-provider/marketplace-machine.js";
 export {
+  machineAdapterHalf,
   marketListings,
   marketplaceMachine,
   readAfterCreate,
 } from "./machine-provider/marketplace-machine.js";
+export type { NameTagCodec, NameTagCodecOptions, NameTags } from "./machine-provider/name-tags.js";
+export { nameTagCodec, poolNamePart } from "./machine-provider/name-tags.js";
 export type { NumberedPage } from "./machine-provider/numbered-pages.js";
 export { nextNumberedPage, readNumberedPages } from "./machine-provider/numbered-pages.js";
 export type {

@@ -23,6 +23,8 @@ const vmApi = defineMachineApi({
 const exampleVm = defineApiVm({
   api: vmApi,
   name: "example",
+  label: "Example",
+  capabilities: { spot: false, offerCache: "marketplace" },
   machineNoun: "server",
   selfDestruct: {
     header: "X-Key",
@@ -67,7 +69,11 @@ describe("defineApiVm", () => {
       keysDirectory: "/keys",
       idempotencyToken: false,
       bootWatchdog: "boot-command",
+      label: "Example",
+      clusterIdPrefix: "skyward",
+      capabilities: { spot: false, offerCache: "marketplace" },
     });
+    expect(fields.idOf({ id: 42 })).toBe("42");
   });
 
   it("checks the credentials without a request: a missing key names its variable", () => {

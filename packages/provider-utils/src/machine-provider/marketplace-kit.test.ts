@@ -85,4 +85,45 @@ describe("the marketplace kit", () => {
       "/usr/local/sbin/skyward-self-destruct i-1",
     );
   });
+
+  it("describes a machine with the test seam's stand-in put in, the private address following from it", () => {
+    const half = marketplaceMachine({
+      name: "acme",
+      label: "Acme",
+      settings: {
+        retryDelayMs: 10,
+        sshUser: "ubuntu",
+        sshAddress: (address: { ip: string }) => ({ host: "10.9.0.2", port: 2222, privateIp: address.ip }),
+      },
+      addressOf: () => undefined,
+    });
+    expect(half.fields.sshUser).toBe("ubuntu");
+    const facts = {
+      id: "i-1",
+      status: "running",
+      address: { host: "203.0.113.7", port: 22, user: "ubuntu" },
+      identityFile: "/keys/acme",
+      spot: false,
+      hourlyPrice: 1.5,
+      tags: { "skyward:offer": "acme:a100" },
+    } as const;
+    const seamed = half.describe(
+      { ip: "203.0.113.7" },
+      { ...facts, privateIp: (standIn) => standIn?.host ?? null },
+    );
+    expect(seamed).toMatchObject({
+      status: "running",
+      publicIp: "203.0.113.7",
+      privateIp: "10.9.0.2",
+      offerId: "acme:a100",
+    });
+    expect(seamed.ssh).toMatchObject({ host: "10.9.0.2", port: 2222, user: "ubuntu" });
+    const plain = half.describe(undefined, {
+      ...facts,
+      id: "i-2",
+      privateIp: (standIn) => standIn?.host ?? "10.0.0.5",
+    });
+    expect(plain).toMatchObject({ privateIp: "10.0.0.5" });
+    expect(plain.ssh).toMatchObject({ host: "203.0.113.7", port: 22 });
+  });
 });

@@ -1,34 +1,47 @@
 /**
- * What the adapters of marketplace APIs whose machines log in as root and delete themselves through
- * the API (Verda's VMs, Novita's containers) write alike, written once: their fixed fields (no
- * idempotency token, so a lost create is found by name; a boot command arming the watchdog; no
- * network between machines), the `sshAddress` test seam with the self-destruct a worker runs, the
- * on-demand and spot listings an offer query asks for, and the read right after a create that never
- * loses the machine asked for.
+ * The one half every adapter of a machine-renting API shares, written once: its fixed fields (no
+ * idempotency token, so a lost create is found by name; a boot command arming the watchdog), the
+ * login user (root on marketplace containers, a sudo user on VMs), the `sshAddress` test seam with the
+ * self-destruct a worker runs, and `describe` with the seam's stand-in put in. `marketplaceMachine` (root
+ * containers) and `defineApiVm` (VMs deleting themselves through the API) are this half with their
+ * defaults. Also here: the on-demand and spot listings an offer query asks for, and the read right
+ * after a create that never loses the machine asked for.
  */
-import type { Instance, OfferQuery } from "@skyward/core/contract";
+import type { Instance, OfferQuery, ProviderCapabilities } from "@skyward/core/contract";
 import type { SshStandIn } from "../instances.js";
 import type { MachineAdapter } from "./adapter.js";
 import { SELF_DESTRUCT_COMMAND } from "./api-self-destruct.js";
-import { type StandInSeam, selfDestructCommand, standInSeam } from "./machine-instance.js";
+import {
+  describeMachine,
+  type MachineFacts,
+  type StandInSeam,
+  selfDestructCommand,
+  standInSeam,
+} from "./machine-instance.js";
 
-/** What {@link marketplaceMachine} is given. */
-export interface MarketplaceMachineOptions<Address, Mapping extends SshStandIn> {
-  /** The provider's name (`"verda"`): the cluster id prefix, and the key pair `<name>_ed25519`. */
+/** What {@link machineAdapterHalf} is given. */
+export interface MachineAdapterHalfOptions<Address, Mapping extends SshStandIn> {
+  /** The provider's name (`"verda"`): the key pair `<name>_ed25519`. */
   readonly name: string;
   readonly label: string;
   readonly settings: {
     readonly keysDirectory?: string | undefined;
     readonly retryDelayMs: number;
+    /** The login user; default `root`. */
+    readonly sshUser?: string | undefined;
     readonly sshAddress?: ((address: Address) => Mapping) | undefined;
   };
   /** The machine's address from its `Instance`, for the test seam. */
   readonly addressOf: (instance: Instance) => Address | undefined;
+  /** Default: spot, marketplace offer cache, no network between machines. */
+  readonly capabilities?: ProviderCapabilities;
+  /** The prefix of cluster ids; default the provider's name. */
+  readonly clusterIdPrefix?: string;
 }
 
-/** The fields of an adapter {@link marketplaceMachine} fills in. */
-export type MarketplaceMachineFields = Pick<
-  MachineAdapter<{ readonly id: string }>,
+/** The fields of an adapter {@link machineAdapterHalf} fills in. */
+export type MachineAdapterHalfFields = Pick<
+  MachineAdapter<{ readonly id: string | number }>,
   | "name"
   | "label"
   | "capabilities"
@@ -43,32 +56,69 @@ export type MarketplaceMachineFields = Pick<
   | "selfDestruct"
 >;
 
-/** The shared half of a marketplace adapter; see the module comment. */
-export function marketplaceMachine<Address, Mapping extends SshStandIn>(
-  options: MarketplaceMachineOptions<Address, Mapping>,
-): { readonly standIns: StandInSeam<Address, Mapping>; readonly fields: MarketplaceMachineFields } {
+/** What the facts of {@link MachineAdapterHalf.describe} may leave to the stand-in. */
+export type HalfMachineFacts<Mapping> = Omit<MachineFacts, "standIn" | "privateIp"> & {
+  /** The private address, or how it follows from the stand-in; default as {@link MachineFacts.privateIp}. */
+  readonly privateIp?: string | null | ((standIn: Mapping | undefined) => string | null);
+};
+
+/** The shared half; see the module comment. */
+export interface MachineAdapterHalf<Address, Mapping extends SshStandIn> {
+  readonly standIns: StandInSeam<Address, Mapping>;
+  readonly fields: MachineAdapterHalfFields;
+  /** The machine as Skyward sees it, the seam asked about `address` (the machine's, undefined without one). */
+  describe(address: Address | undefined, facts: HalfMachineFacts<Mapping>): Instance;
+}
+
+/** The one adapter half; see the module comment. */
+export function machineAdapterHalf<Address, Mapping extends SshStandIn>(
+  options: MachineAdapterHalfOptions<Address, Mapping>,
+): MachineAdapterHalf<Address, Mapping> {
   const { name, settings } = options;
+  const sshUser = settings.sshUser ?? "root";
   const standIns = standInSeam(settings.sshAddress, options.addressOf);
   return {
     standIns,
     fields: {
       name,
       label: options.label,
-      capabilities: Object.freeze({ spot: true, offerCache: "marketplace", peerNetwork: "none" }),
-      clusterIdPrefix: name,
-      sshUser: "root",
+      capabilities:
+        options.capabilities ?? Object.freeze({ spot: true, offerCache: "marketplace", peerNetwork: "none" }),
+      clusterIdPrefix: options.clusterIdPrefix ?? name,
+      sshUser,
       keyName: `${name}_ed25519`,
       keysDirectory: settings.keysDirectory,
       idempotencyToken: false,
       bootWatchdog: "boot-command",
       // A delete refused for now (a machine still provisioning) is tried again five retry delays apart.
-      deleteRetryDelayMs: settings.retryDelayMs * 5,
-      idOf: (machine) => machine.id,
+      deleteRetryDelayMs: Math.max(1, settings.retryDelayMs) * 5,
+      idOf: (machine) => String(machine.id),
       selfDestruct: (instance) =>
-        standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, "root")),
+        standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, sshUser)),
+    },
+    describe(address, { privateIp, ...facts }) {
+      const standIn = standIns.of(facts.id, address);
+      const resolved = typeof privateIp === "function" ? privateIp(standIn) : privateIp;
+      return describeMachine({
+        ...facts,
+        standIn,
+        ...(resolved === undefined ? {} : { privateIp: resolved }),
+      });
     },
   };
 }
+
+/** What {@link marketplaceMachine} is given: a root-login marketplace's half. */
+export type MarketplaceMachineOptions<Address, Mapping extends SshStandIn> = MachineAdapterHalfOptions<
+  Address,
+  Mapping
+>;
+
+/** The fields of an adapter {@link marketplaceMachine} fills in. */
+export type MarketplaceMachineFields = MachineAdapterHalfFields;
+
+/** The shared half of a root-login marketplace adapter (Verda, Novita): {@link machineAdapterHalf}. */
+export const marketplaceMachine = machineAdapterHalf;
 
 /** The on-demand and spot listings the query's allocation asks for (`none` for a market it does not). */
 export async function marketListings<Listing>(
