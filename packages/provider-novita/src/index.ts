@@ -11,10 +11,6 @@
 
 export type { FetchFunction } from "@skyward/provider-utils";
 export { NOVITA_API_URL, NovitaApiError } from "./novita-api.js";
-export type {
-  NovitaClusterData,
-  NovitaOfferData,
-  NovitaSettings,
-  NovitaSshAddress,
-} from "./novita-provider.js";
+export type { NovitaClusterData, NovitaOfferData } from "./novita-provider.js";
 export { createProviderFromConfig, DEFAULT_NOVITA_IMAGE, Novita } from "./novita-provider.js";
+export type { NovitaSettings, NovitaSshAddress } from "./novita-settings.js";

@@ -5,14 +5,17 @@
  * `Retry-After` is honoured.
  */
 import {
-  answerNumberSchema,
+  answerNumbers,
+  answerTexts,
   batchDeleteOutcomes,
   type ClientCredentialsSettings,
   clientCredentialsClient,
   defineMachineApi,
+  endpoint,
   errorTable,
+  listEndpoint,
   type MachineProviderError,
-  readNumberedPages,
+  machineEndpoints,
   removeUnlessGone,
 } from "@skyward/provider-utils";
 import { z } from "zod";
@@ -34,15 +37,10 @@ const classifyVerdaError = errorTable([
   // The type's `supported_os` lists the images it takes.
   { kind: "bad-request", words: /operating system is not valid|image .*not (valid|supported)/i },
   // Deleting an instance still provisioning is refused for now.
-  {
-    kind: "busy",
-    words:
-      /provisioning|not ready|still (being )?(created|deployed)|cannot .*in (its )?current (state|status)/i,
-  },
-  {
-    kind: "capacity",
-    words: /not enough|no capacity|insufficient resources|not available|out of stock|sold out/i,
-  },
+  { kind: "busy", words: /provisioning|not ready|still (being )?(created|deployed)/i },
+  { kind: "busy", words: /cannot .*in (its )?current (state|status)/i },
+  { kind: "capacity", words: /not enough|no capacity|insufficient resources|not available/i },
+  { kind: "capacity", words: /out of stock|sold out/i },
   { kind: "quota", words: /quota|limit (exceeded|reached)/i },
   { kind: "account", words: /balance|insufficient funds|payment/i },
 ]);
@@ -60,15 +58,13 @@ export const verdaApi = defineMachineApi({
 export type VerdaApiError = MachineProviderError;
 export const VerdaApiError = verdaApi.ApiError;
 
-const number = answerNumberSchema.optional();
-const size = z.object({ size_in_gigabytes: number }).partial().nullish();
+const size = z.object(answerNumbers("size_in_gigabytes")).nullish();
 const instanceTypeSchema = z.object({
   instance_type: z.string(),
-  price_per_hour: number,
-  spot_price: number,
+  ...answerNumbers("price_per_hour", "spot_price"),
   model: z.string().nullish(),
-  cpu: z.object({ number_of_cores: number }).partial().nullish(),
-  gpu: z.object({ description: z.string().nullish(), number_of_gpus: number }).partial().nullish(),
+  cpu: z.object(answerNumbers("number_of_cores")).nullish(),
+  gpu: z.object({ description: z.string().nullish(), ...answerNumbers("number_of_gpus") }).nullish(),
   memory: size,
   gpu_memory: size,
   supported_os: z.array(z.string()).nullish(),
@@ -77,34 +73,65 @@ export type VerdaInstanceType = z.output<typeof instanceTypeSchema>;
 
 const instanceSchema = z.object({
   id: z.string(),
-  instance_type: z.string().nullish(),
-  price_per_hour: number,
-  hostname: z.string().nullish(),
-  description: z.string().nullish(),
   status: z.string(),
-  created_at: z.string().nullish(),
-  ip: z.string().nullish(),
+  ...answerTexts("instance_type", "hostname", "description", "created_at", "ip", "os_volume_id"),
+  ...answerNumbers("price_per_hour"),
   is_spot: z.boolean().nullish(),
-  os_volume_id: z.string().nullish(),
 });
 export type VerdaInstance = z.output<typeof instanceSchema>;
+const instances = z.array(instanceSchema);
 
 /** Project SSH keys and startup scripts. */
 const namedSchema = z.array(z.object({ id: z.string(), name: z.string() }));
-/** `PUT /instances` when some actions failed: 207, one result per instance ("Perform action on instance or multiple instances"). */
-const actionResultsSchema = z.array(
-  z.object({
-    instanceId: z.string(),
-    status: z.string(),
-    error: z.string().nullish(),
-    statusCode: z.number().nullish(),
-  }),
-);
 /** Creations answer the new id as text, or as `{id}`. */
-const idSchema = z.union([
-  z.string().min(1),
-  z.object({ id: z.string().min(1) }).transform((value) => value.id),
-]);
+const idSchema = z.union([z.string().min(1), z.object({ id: z.string().min(1) }).transform(({ id }) => id)]);
+const available = z.array(
+  z.object({ location_code: z.string(), availabilities: z.array(z.string()).nullish() }),
+);
+/** `PUT /instances` when some actions failed: 207, one result per instance ("Perform action on instance or multiple instances"). */
+const statusCode = z
+  .number()
+  .nullish()
+  .transform((code) => code ?? 400);
+const actionResults = z.array(
+  z.object({ instanceId: z.string(), status: z.string(), ...answerTexts("error"), statusCode }),
+);
+
+/**
+ * `GET /scripts` takes `page` and `pageSize` (at most 100) since 2026-03-30
+ * (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/): `skyward down` must find
+ * every pool's script. `GET /instances` and `GET /ssh-keys` document no paging.
+ */
+const scriptPages = { pageParam: "page", sizeParam: "pageSize", size: 100, shortPageEnds: true };
+const verdaEndpoints = machineEndpoints(verdaApi, {
+  instanceTypes: endpoint("GET /instance-types", z.array(instanceTypeSchema), {
+    paced: "offers",
+    purpose: "listing instance types",
+    query: { currency: "usd" },
+  }),
+  availability: endpoint("GET /instance-availability", available, {
+    paced: "offers",
+    purpose: "listing capacity",
+  }),
+  sshKeys: endpoint("GET /ssh-keys", namedSchema, { purpose: "listing SSH keys" }),
+  scripts: listEndpoint("GET /scripts", namedSchema, {
+    purpose: "listing startup scripts",
+    items: (scripts) => scripts,
+    pages: { numbered: { ...scriptPages, idOf: ({ id }) => id } },
+  }),
+  sshKey: endpoint("POST /ssh-keys", idSchema, { purpose: "adding an SSH key" }),
+  script: endpoint("POST /scripts", idSchema, { purpose: "adding a startup script" }),
+  deploy: endpoint("POST /instances", idSchema, { paced: "create", purpose: "deploying an instance" }),
+  instances: listEndpoint("GET /instances", instances, {
+    paced: "list",
+    purpose: "listing instances",
+    items: (all) => all,
+  }),
+  instance: endpoint("GET /instances/{id}", instanceSchema, {
+    paced: "get",
+    purpose: "reading instance {id}",
+  }),
+});
 
 /** What a pool registers at Verda: the path below the API root and the name in messages. */
 const RESOURCES = { sshKey: ["/ssh-keys", "SSH key"], script: ["/scripts", "startup script"] } as const;
@@ -113,110 +140,55 @@ type Resource = keyof typeof RESOURCES;
 /** A client for Verda's API; no request is sent and no credential looked up until the first call. */
 export function createVerdaClient(settings: ClientCredentialsSettings) {
   const client = clientCredentialsClient(verdaApi, VERDA_CREDENTIALS, settings);
-  const create = (path: string, purpose: string, data: unknown, signal: AbortSignal) =>
-    client.call(path === "/instances" ? "create" : "other", "POST", path, idSchema, purpose, signal, {
-      data,
-    });
-  const types = z.array(instanceTypeSchema);
-  const availability = z.array(
-    z.object({ location_code: z.string(), availabilities: z.array(z.string()).nullish() }),
-  );
-  const scriptPage = (page: number, signal: AbortSignal) =>
-    client.read("other", "/scripts", namedSchema, "listing startup scripts", signal, {
-      page: String(page),
-      pageSize: "100",
-    });
-
+  const calls = verdaEndpoints(client);
   return {
-    instanceTypes: (signal: AbortSignal) =>
-      client.read("offers", "/instance-types", types, "listing instance types", signal, { currency: "usd" }),
+    ...calls,
     /** Instance types available now, per location code, for spot or on-demand. */
-    async availability(spot: boolean, signal: AbortSignal): Promise<Map<string, Set<string>>> {
-      const purpose = `listing ${spot ? "spot" : "on-demand"} availability`;
-      const params = { is_spot: String(spot) };
-      const entries = await client.read(
-        "offers",
-        "/instance-availability",
-        availability,
-        purpose,
-        signal,
-        params,
-      );
+    async availableTypes(spot: boolean, signal: AbortSignal): Promise<Map<string, Set<string>>> {
+      const entries = await calls.availability({ query: { is_spot: String(spot) } }, signal);
       return new Map(entries.map((entry) => [entry.location_code, new Set(entry.availabilities ?? [])]));
     },
     add: (resource: Resource, name: string, body: Record<string, string>, signal: AbortSignal) =>
-      create(RESOURCES[resource][0], `adding ${RESOURCES[resource][1]} ${name}`, { name, ...body }, signal),
+      calls[resource]({ body: { name, ...body } }, signal),
     remove: (resource: Resource, id: string, signal: AbortSignal) => {
       const [path, noun] = RESOURCES[resource];
       return removeUnlessGone(client, `${path}/${encodeURIComponent(id)}`, `deleting ${noun} ${id}`, signal);
     },
-    /**
-     * Every SSH key and startup script: `GET /scripts` takes `page` and `pageSize` (at most 100) since
-     * 2026-03-30 (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/), and
-     * `skyward down` must find every pool's script.
-     */
-    registered: async (signal: AbortSignal) => {
-      const [keys, scripts] = await Promise.all([
-        client.read("other", "/ssh-keys", namedSchema, "listing SSH keys", signal),
-        readNumberedPages<z.output<typeof namedSchema>[number]>({
-          api: verdaApi,
-          list: "/scripts",
-          asked: 100,
-          shortPageEnds: true,
-          idOf: (script) => script.id,
-          read: async (page) => ({ items: await scriptPage(page, signal) }),
-        }),
-      ]);
+    /** Every SSH key and startup script, each with its kind. */
+    async registered(signal: AbortSignal) {
+      const [keys, scripts] = await Promise.all([calls.sshKeys({}, signal), calls.scripts.all({}, signal)]);
+      const kind = (resource: Resource) => ({ resource, kind: RESOURCES[resource][1] });
       return [
-        ...keys.map((key) => ({ ...key, resource: "sshKey" as const, kind: RESOURCES.sshKey[1] })),
-        ...scripts.map((script) => ({ ...script, resource: "script" as const, kind: RESOURCES.script[1] })),
+        ...keys.map((key) => ({ ...key, ...kind("sshKey") })),
+        ...scripts.map((script) => ({ ...script, ...kind("script") })),
       ];
     },
-    deploy: (body: Record<string, unknown>, signal: AbortSignal) =>
-      create("/instances", `deploying a ${String(body.instance_type)} instance`, body, signal),
-    instances: (signal: AbortSignal) =>
-      client.read("list", "/instances", z.array(instanceSchema), "listing instances", signal),
-    instance: (id: string, signal: AbortSignal) =>
-      client.read(
-        "get",
-        `/instances/${encodeURIComponent(id)}`,
-        instanceSchema,
-        `reading instance ${id}`,
-        signal,
-      ),
 
     /**
      * Deletes instances and the OS volumes given (`PUT /instances`, action `delete`, `volume_ids`,
      * `delete_permanently`: past the trash). A 207 is read instance by instance.
      */
-    deleteInstances: (
-      instances: readonly Pick<VerdaInstance, "id" | "os_volume_id">[],
-      signal: AbortSignal,
-    ) => {
-      const ids = instances.map((instance) => instance.id);
-      const volume_ids = instances.flatMap((instance) =>
-        instance.os_volume_id ? [instance.os_volume_id] : [],
-      );
-      return batchDeleteOutcomes(ids, signal, async () => {
+    deleteInstances(instances: readonly Pick<VerdaInstance, "id" | "os_volume_id">[], signal: AbortSignal) {
+      const id = instances.map((instance) => instance.id);
+      const volume_ids = instances.flatMap(({ os_volume_id }) => (os_volume_id ? [os_volume_id] : []));
+      return batchDeleteOutcomes(id, signal, async () => {
         const { status, data } = await client.http.send("delete", {
           method: "PUT",
           url: `${settings.apiUrl.replace(/\/+$/, "")}/instances`,
-          data: { action: "delete", id: ids, volume_ids, delete_permanently: true },
+          data: { action: "delete", id, volume_ids, delete_permanently: true },
           idempotent: true,
-          purpose: `deleting instance(s) ${ids.join(", ")}`,
+          purpose: `deleting instance(s) ${id.join(", ")}`,
           signal,
         });
         const results =
-          status === 207 ? verdaApi.parseAnswer(actionResultsSchema, data, "the results of a delete") : [];
-        return results.flatMap(({ instanceId, status: result, error, statusCode }) => {
-          const message = `Verda refused to delete instance ${instanceId}: ${error ?? "no reason given"}`;
+          status === 207 ? verdaApi.parseAnswer(actionResults, data, "the results of a delete") : [];
+        return results.flatMap(({ instanceId, status: result, error: reason, statusCode }) => {
+          if (result === "success") return [];
+          const message = `Verda refused to delete instance ${instanceId}: ${reason ?? "no reason given"}`;
           const kind =
-            statusCode === 404
-              ? "gone"
-              : classifyVerdaError({ statusCode: statusCode ?? 400, message, answer: undefined });
-          return result === "success"
-            ? []
-            : [[instanceId, new VerdaApiError({ kind: kind ?? "bad-request", message })] as const];
+            statusCode === 404 ? "gone" : classifyVerdaError({ statusCode, message, answer: undefined });
+          const error = new VerdaApiError({ kind: kind ?? "bad-request", message });
+          return [[instanceId, error] as const];
         });
       });
     },

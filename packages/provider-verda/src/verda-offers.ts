@@ -4,7 +4,7 @@
  * no price), and the OS image each type is deployed with, chosen from its `supported_os`.
  */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
-import { acceleratorFromNames, machineOffer, refuseSetting, roundPrice } from "@skyward/provider-utils";
+import { acceleratorFromNames, pricedOffer, refuseSetting, roundPrice } from "@skyward/provider-utils";
 import type { VerdaInstanceType } from "./verda-api.js";
 import type { ParsedSettings } from "./verda-settings.js";
 
@@ -36,50 +36,34 @@ export function toOffers(
   types: readonly VerdaInstanceType[],
   available: Availability,
   query: OfferQuery,
-  location: string | undefined,
+  location?: string,
 ): Offer[] {
   const locations = [...new Set([...available.onDemand.keys(), ...available.spot.keys()])]
     .filter((code) => location === undefined || code === location)
     .sort();
-  const pricesAsOf = new Date().toISOString();
-  const priceIn = (
-    market: keyof Availability,
-    code: string,
-    type: string,
-    price: number | null | undefined,
-  ) => (available[market].get(code)?.has(type) && price != null ? roundPrice(price) : null);
   return types.flatMap((type) => {
     const accelerator = acceleratorOf(type);
     const wanted = query.accelerator
       ? accelerator?.name === query.accelerator.name && accelerator.count === query.accelerator.count
       : (type.gpu?.number_of_gpus ?? 0) === 0;
     if (!wanted) return [];
-    return locations.flatMap((code) => {
-      const onDemandPrice = priceIn("onDemand", code, type.instance_type, type.price_per_hour);
-      const spotPrice = priceIn("spot", code, type.instance_type, type.spot_price);
-      if (onDemandPrice === null && spotPrice === null) return [];
-      const specific: VerdaOfferData = {
+    const priceIn = (market: keyof Availability, code: string, price: number | null | undefined) =>
+      available[market].get(code)?.has(type.instance_type) && price != null ? roundPrice(price) : null;
+    return locations.flatMap((code) =>
+      pricedOffer({
+        id: `verda:${code}:${type.instance_type}`,
+        provider: "verda",
         instanceType: type.instance_type,
-        location: code,
-        supportedOs: Object.freeze([...(type.supported_os ?? [])]),
-      };
-      return [
-        machineOffer({
-          id: `verda:${code}:${type.instance_type}`,
-          provider: "verda",
-          instanceType: type.instance_type,
-          accelerator,
-          vcpus: type.cpu?.number_of_cores ?? 0,
-          memoryGb: type.memory?.size_in_gigabytes ?? 0,
-          architecture: /GH200|GB200/i.test(type.model ?? "") ? "arm64" : "x86_64",
-          region: code,
-          spotPrice,
-          onDemandPrice,
-          pricesAsOf,
-          specific,
-        }),
-      ];
-    });
+        accelerator,
+        vcpus: type.cpu?.number_of_cores ?? 0,
+        memoryGb: type.memory?.size_in_gigabytes ?? 0,
+        architecture: /GH200|GB200/i.test(type.model ?? "") ? "arm64" : "x86_64",
+        region: code,
+        spotPrice: priceIn("spot", code, type.spot_price),
+        onDemandPrice: priceIn("onDemand", code, type.price_per_hour),
+        specific: { instanceType: type.instance_type, location: code, supportedOs: type.supported_os ?? [] },
+      }),
+    );
   });
 }
 
