@@ -90,11 +90,8 @@ function toOffers(listed: Listings, query: OfferQuery, region: string | undefine
   return [...products.values()].flatMap(({ id, name, minRootFS, maxRootFS, ...product }) => {
     // `A100 SXM 80GB`: the model, or its first word(s), names the accelerator; the name its form factor.
     const model = name.replace(/\s+\d+\s*GB.*$/i, "").trim();
-    const gpu = acceleratorFromNames([
-      model,
-      model.split(/\s+/, model.startsWith("RTX") ? 2 : 1).join(" "),
-      name,
-    ]);
+    const short = model.split(/\s+/, model.startsWith("RTX") ? 2 : 1).join(" ");
+    const gpu = acceleratorFromNames([model, short, name]);
     if (product.availableDeploy === false || !gpu || gpu.name !== query.accelerator?.name) return [];
     if ((maxRootFS ?? rootfs) < rootfs) return [];
     return pricedOffer({
@@ -107,26 +104,17 @@ function toOffers(listed: Listings, query: OfferQuery, region: string | undefine
       region: region ?? "any",
       spotPrice: priceIn("spot", id),
       onDemandPrice: priceIn("onDemand", id),
-      specific: {
-        productId: id,
-        productName: name,
-        gpuNum: count,
-        minRootFS,
-        maxRootFS,
-      } satisfies NovitaOfferData,
+      specific: { productId: id, productName: name, gpuNum: count, minRootFS, maxRootFS },
     });
   });
 }
 
+// A container's endpoint is not in its `Instance`: a seam is asked once the instance is described.
+const addressOf = () => undefined;
+
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
   const api = novitaClient(settings);
-  // A container's endpoint is not in its `Instance`: a seam is asked once the instance is described.
-  const { standIns, fields } = marketplaceMachine({
-    name: "novita",
-    label: "Novita",
-    settings,
-    addressOf: () => undefined,
-  });
+  const { standIns, fields } = marketplaceMachine({ name: "novita", label: "Novita", settings, addressOf });
   const machine = mappedMachine<NovitaInstance, { id: string; host: string; port: number }>(
     {
       // List Instances → `status`; the others (toCreate, pulling, starting…) are on their way.
@@ -191,12 +179,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
         const limit = `Novita's ${productName} takes (maxRootFS ${maxRootFS} GB)`;
         refuseSetting("rootfsSize", `${rootfsSize} GB is more root filesystem than ${limit}`);
       }
-      return {
-        ...keys,
-        image: settings.dockerImage,
-        rootfsSize,
-        clusterId: spec.region ?? settings.clusterId,
-      };
+      const clusterId = spec.region ?? settings.clusterId;
+      return { ...keys, image: settings.dockerImage, rootfsSize, clusterId };
     },
 
     async create({ cluster, spot, name, tags, watchdogSeconds, signal }) {
@@ -236,10 +220,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     get: read,
     listPage: (cursor, signal) => api.instances.page(cursor, signal),
     delete: {
-      async one(instanceId, signal) {
-        await api.delete({ body: { instanceId } }, signal);
-        standIns.forget(instanceId);
-      },
+      one: (instanceId, signal) =>
+        api.delete({ body: { instanceId } }, signal).then(() => standIns.forget(instanceId)),
     },
     // Novita's ids are 16 hex digits; names of other shapes are never sent.
     isMachineId: (id) => /^[A-Za-z0-9_-]+$/.test(id),

@@ -3,6 +3,7 @@ import { containerImageSchema } from "@skyward/core/contract";
 import {
   environmentVariablesSchema,
   httpSettingsShape,
+  type MachineEndpointAddress,
   machineSettingsShape,
   type SshStandIn,
   wholeNumberField,
@@ -16,11 +17,7 @@ export const DEFAULT_NOVITA_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24
 /** Where an instance is reached instead of its own address: see {@link NovitaSettings} `sshAddress` (user default `root`). */
 export type NovitaSshAddress = SshStandIn;
 
-type NovitaSeam = (instance: {
-  readonly id: string;
-  readonly host: string;
-  readonly port: number;
-}) => NovitaSshAddress;
+type NovitaSeam = (instance: { readonly id: string } & MachineEndpointAddress) => NovitaSshAddress;
 const machineShape = machineSettingsShape<NovitaSeam>(NOVITA_API_URL);
 
 const novitaShape = {

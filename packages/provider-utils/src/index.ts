@@ -71,11 +71,11 @@ export type {
   MachinePrepareContext,
   MachineTagCodec,
 } from "./machine-provider/adapter.js";
+export { answerNumbers, answerTexts } from "./machine-provider/answer-fields.js";
 export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
 export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
 export type { ApiVm, ApiVmDefinition, ApiVmFields, ApiVmSettings } from "./machine-provider/api-vm.js";
 export { defineApiVm } from "./machine-provider/api-vm.js";
-export { answerNumbers, answerTexts } from "./machine-provider/answer-fields.js";
 export { batchDeleteOutcomes, knownMachines } from "./machine-provider/batch-delete.js";
 export type {
   ContainerBoot,
@@ -194,6 +194,12 @@ export type {
   PacedClient,
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
+export type {
+  NamedPoolResources,
+  NamedPoolResourcesOptions,
+  PoolResourceKind,
+} from "./machine-provider/pool-resources.js";
+export { namedPoolResources } from "./machine-provider/pool-resources.js";
 export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
 export {
   absolutePathField,

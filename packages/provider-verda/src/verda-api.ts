@@ -16,7 +16,6 @@ import {
   listEndpoint,
   type MachineProviderError,
   machineEndpoints,
-  removeUnlessGone,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
@@ -121,6 +120,14 @@ const verdaEndpoints = machineEndpoints(verdaApi, {
   }),
   sshKey: endpoint("POST /ssh-keys", idSchema, { purpose: "adding an SSH key" }),
   script: endpoint("POST /scripts", idSchema, { purpose: "adding a startup script" }),
+  deleteSshKey: endpoint("DELETE /ssh-keys/{id}", undefined, {
+    paced: "delete",
+    purpose: "deleting SSH key {id}",
+  }),
+  deleteScript: endpoint("DELETE /scripts/{id}", undefined, {
+    paced: "delete",
+    purpose: "deleting script {id}",
+  }),
   deploy: endpoint("POST /instances", idSchema, { paced: "create", purpose: "deploying an instance" }),
   instances: listEndpoint("GET /instances", instances, {
     paced: "list",
@@ -133,10 +140,6 @@ const verdaEndpoints = machineEndpoints(verdaApi, {
   }),
 });
 
-/** What a pool registers at Verda: the path below the API root and the name in messages. */
-const RESOURCES = { sshKey: ["/ssh-keys", "SSH key"], script: ["/scripts", "startup script"] } as const;
-type Resource = keyof typeof RESOURCES;
-
 /** A client for Verda's API; no request is sent and no credential looked up until the first call. */
 export function createVerdaClient(settings: ClientCredentialsSettings) {
   const client = clientCredentialsClient(verdaApi, VERDA_CREDENTIALS, settings);
@@ -147,21 +150,6 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
     async availableTypes(spot: boolean, signal: AbortSignal): Promise<Map<string, Set<string>>> {
       const entries = await calls.availability({ query: { is_spot: String(spot) } }, signal);
       return new Map(entries.map((entry) => [entry.location_code, new Set(entry.availabilities ?? [])]));
-    },
-    add: (resource: Resource, name: string, body: Record<string, string>, signal: AbortSignal) =>
-      calls[resource]({ body: { name, ...body } }, signal),
-    remove: (resource: Resource, id: string, signal: AbortSignal) => {
-      const [path, noun] = RESOURCES[resource];
-      return removeUnlessGone(client, `${path}/${encodeURIComponent(id)}`, `deleting ${noun} ${id}`, signal);
-    },
-    /** Every SSH key and startup script, each with its kind. */
-    async registered(signal: AbortSignal) {
-      const [keys, scripts] = await Promise.all([calls.sshKeys({}, signal), calls.scripts.all({}, signal)]);
-      const kind = (resource: Resource) => ({ resource, kind: RESOURCES[resource][1] });
-      return [
-        ...keys.map((key) => ({ ...key, ...kind("sshKey") })),
-        ...scripts.map((script) => ({ ...script, ...kind("script") })),
-      ];
     },
 
     /**

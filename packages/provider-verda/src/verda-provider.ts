@@ -4,13 +4,7 @@
  * startup script (both named `<cluster id>_<pool id>`, both removed by `teardown` and `cleanup`);
  * instances carry Skyward's tags in their description.
  */
-import type {
-  CleanupResult,
-  Instance,
-  LeftPoolResource,
-  PoolResource,
-  ProviderV1,
-} from "@skyward/core/contract";
+import type { Instance, ProviderV1 } from "@skyward/core/contract";
 import {
   knownMachines,
   type MachineAdapter,
@@ -19,7 +13,7 @@ import {
   mappedMachine,
   marketListings,
   marketplaceMachine,
-  poolIdFromTags,
+  namedPoolResources,
   pythonSelfDestructProgram,
   readAfterCreate,
   renderSelfDestructScript,
@@ -47,9 +41,6 @@ export interface VerdaClusterData extends MachineClusterData {
 
 /** Spot instances always name their OS volume, so Verda can be told to delete it with the instance (`on_spot_discontinue`). */
 const SPOT_OS_VOLUME_GB = 100;
-
-/** The name of a pool's SSH key and startup script at Verda: `<cluster id>_<pool id>`. */
-const RESOURCE_NAME = /^(verda-[0-9a-f]{8})(?:_(\S+))?$/;
 
 /**
  * The self-destruct the startup script installs: a token, then the instance — by id, or itself, found
@@ -99,31 +90,30 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
   const credentials = () => resolveClientCredentials(verdaApi, VERDA_CREDENTIALS, settings);
   const read = (id: string, signal: AbortSignal) => api.instance({ id }, signal);
 
-  /** `skyward down`: the SSH keys and startup scripts of pools with no instance left. */
-  async function cleanup(pools: "all" | readonly string[], signal: AbortSignal): Promise<CleanupResult> {
-    const [registered, instances] = await Promise.all([
-      api.registered(signal),
-      api.instances.all({}, signal),
-    ]);
-    const live = new Set(
-      instances
-        .filter((instance) => machine.statusOf(instance.status) !== "terminated")
-        .map((instance) => tagsFromDescription(instance.description)[SKYWARD_TAGS.cluster]),
-    );
-    const result: { removed: PoolResource[]; left: LeftPoolResource[] } = { removed: [], left: [] };
-    for (const { resource, kind, id, name } of registered) {
-      const [, cluster = "", pool = ""] = RESOURCE_NAME.exec(name) ?? [];
-      const poolId = poolIdFromTags({ [SKYWARD_TAGS.cluster]: cluster, [SKYWARD_TAGS.pool]: pool });
-      if (!cluster || (pools !== "all" && !pools.includes(poolId))) continue;
-      if (live.has(cluster))
-        result.left.push({ poolId, kind, id: name, reason: `pool ${poolId} still has instances` });
-      else {
-        await api.remove(resource, id, signal);
-        result.removed.push({ poolId, kind, id: name });
-      }
-    }
-    return result;
-  }
+  // The SSH keys and startup scripts a pool registers; `skyward down` removes those of pools with no instance left.
+  const resources = namedPoolResources({
+    prefix: "verda",
+    kinds: {
+      sshKey: {
+        kind: "SSH key",
+        list: (signal) => api.sshKeys({}, signal),
+        remove: (id, signal) => api.deleteSshKey({ id }, signal),
+      },
+      script: {
+        kind: "startup script",
+        list: (signal) => api.scripts.all({}, signal),
+        remove: (id, signal) => api.deleteScript({ id }, signal),
+      },
+    },
+    async liveClusters(signal) {
+      const live = (await api.instances.all({}, signal)).filter(
+        ({ status }) => machine.statusOf(status) !== "terminated",
+      );
+      return new Set(
+        live.map(({ description }) => tagsFromDescription(description)[SKYWARD_TAGS.cluster] ?? ""),
+      );
+    },
+  });
 
   return {
     ...fields,
@@ -141,22 +131,19 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
 
     async prepare({ spec, offer, poolId, clusterId, keys, signal }) {
       const image = imageFor(settings, offer);
-      const name = `${clusterId}_${poolId}`.replace(/_$/, "");
+      const name = resources.name(clusterId, poolId);
       const { clientId, clientSecret } = credentials();
-      const sshKeyId = await api.add("sshKey", name, { key: keys.publicKey }, signal);
+      const sshKeyId = await api.sshKey({ body: { name, key: keys.publicKey } }, signal);
+      const seconds = Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout);
       const script = renderSelfDestructScript({
         secret: `${clientId}\n${clientSecret}`,
         secretFile: "/etc/skyward/verda-credentials",
         program: SELF_DESTRUCT,
         programArguments: [settings.apiUrl],
         commandPath: SELF_DESTRUCT_COMMAND,
-        watchdog: {
-          seconds: Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout),
-          root: DEFAULT_NODE_ROOT,
-          target: "--self",
-        },
+        watchdog: { seconds, root: DEFAULT_NODE_ROOT, target: "--self" },
       });
-      const startupScriptId = await api.add("script", name, { script }, signal);
+      const startupScriptId = await api.script({ body: { name, script } }, signal);
       const disk = Math.ceil(spec.diskGb ?? 0);
       const osVolumeGb =
         settings.osVolumeGb !== undefined || disk > 0 ? Math.max(settings.osVolumeGb ?? 0, disk) : undefined;
@@ -198,7 +185,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
           ids,
           () => api.instances.all({}, signal),
           (id) => read(id, signal),
-          ({ id }) => id,
+          fields.idOf,
         );
         const outcomes = known.length > 0 ? await api.deleteInstances(known, signal) : new Map();
         for (const id of ids) {
@@ -209,10 +196,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
       },
     },
     isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
-    cleanup: ({ pools, signal }) => cleanup(pools, signal),
+    cleanup: resources.cleanup,
     async teardown({ specific }, signal) {
-      if (specific?.sshKeyId) await api.remove("sshKey", specific.sshKeyId, signal);
-      if (specific?.startupScriptId) await api.remove("script", specific.startupScriptId, signal);
+      await resources.remove("sshKey", specific?.sshKeyId, signal);
+      await resources.remove("script", specific?.startupScriptId, signal);
     },
   };
 }
