@@ -71,6 +71,9 @@ export const STARTUP_COMMAND = containerStartCommand({
   handOver: "sleep infinity",
 });
 
+const envs = (variables: Record<string, string>) =>
+  Object.entries(variables).map(([key, value]) => ({ key, value }));
+
 type Listings = Readonly<Record<"onDemand" | "spot", readonly NovitaProduct[]>>;
 
 /**
@@ -142,23 +145,23 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     },
     standIns,
   );
-  const envs = (variables: Record<string, string>) =>
-    Object.entries(variables).map(([key, value]) => ({ key, value }));
-  // `skyward-self-destruct (ID | NAME)`: by id, or by name for the boot watchdog.
-  const selfDestructProgram = curlSelfDestructProgram({
+  // `skyward-self-destruct (ID | NAME)`: by id, or by name for the boot watchdog; base64 in the environment.
+  const program = curlSelfDestructProgram({
     apiUrl: settings.apiUrl,
     headerFile: HEADER_FILE,
     namePattern: "novita-*",
     listPath: `/gpu/instances?pageSize=${PAGE_SIZE}&pageNum=1`,
     delete: { method: "POST", path: "/gpu/instance/delete", body: '{"instanceId":"$id"}' },
   });
+  const selfDestruct = Buffer.from(program).toString("base64");
+  const apiKey = () => novitaApi.resolveApiKey(settings.apiKey);
   const read = (instanceId: string, signal: AbortSignal) => api.instance({ query: { instanceId } }, signal);
 
   return {
     ...fields,
     ...machine,
     cacheKey: JSON.stringify([settings.apiUrl, settings.clusterId ?? null, settings.rootfsSize]),
-    checkCredentials: () => void novitaApi.resolveApiKey(settings.apiKey),
+    checkCredentials: () => void apiKey(),
 
     async offers(query, signal) {
       // Novita's CPU instances are another product line; only GPU offers are listed.
@@ -187,32 +190,15 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       const { productId, gpuNum } = cluster.offer.specific as unknown as NovitaOfferData;
       const { rootfsSize, image, clusterId, publicKey } = cluster.specific;
       const billingMode = spot ? "spot" : "onDemand";
-      const { id } = await api.create(
-        {
-          body: {
-            name,
-            productId,
-            gpuNum,
-            rootfsSize,
-            imageUrl: image,
-            ports: "22/tcp",
-            envs: envs({
-              ...settings.env,
-              PUBLIC_KEY: publicKey,
-              ...skywardTagsToEnvironment(tags),
-              SKYWARD_INSTANCE_NAME: name,
-              SKYWARD_WATCHDOG_SECONDS: String(watchdogSeconds),
-              SKYWARD_SELF_DESTRUCT: Buffer.from(selfDestructProgram).toString("base64"),
-              SKYWARD_NOVITA_API_KEY: novitaApi.resolveApiKey(settings.apiKey),
-            }),
-            command: STARTUP_COMMAND,
-            kind: "gpu",
-            billingMode,
-            ...(clusterId ? { clusterId } : {}),
-          },
-        },
-        signal,
-      );
+      // What the start command reads: the key, the tags, and how to arm the boot watchdog and the self-destruct.
+      const boot = { SKYWARD_INSTANCE_NAME: name, SKYWARD_WATCHDOG_SECONDS: String(watchdogSeconds) };
+      const secrets = { SKYWARD_SELF_DESTRUCT: selfDestruct, SKYWARD_NOVITA_API_KEY: apiKey() };
+      const tagged = { ...settings.env, PUBLIC_KEY: publicKey, ...skywardTagsToEnvironment(tags) };
+      const container = { name, productId, gpuNum, rootfsSize, imageUrl: image, ports: "22/tcp" };
+      const pinned = clusterId ? { clusterId } : {};
+      const placement = { command: STARTUP_COMMAND, kind: "gpu", billingMode, ...pinned };
+      const body = { ...container, envs: envs({ ...tagged, ...boot, ...secrets }), ...placement };
+      const { id } = await api.create({ body }, signal);
       const asked = { id, name, status: "toCreate", billingMode, envs: envs(skywardTagsToEnvironment(tags)) };
       return readAfterCreate(read(id, signal), () => asked, signal);
     },

@@ -157,19 +157,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
       const description = tagsToDescription({ ...tags, [SKYWARD_TAGS.region]: location });
       // A discontinued spot instance leaves no volume billing behind.
       const discontinue = spot ? { on_spot_discontinue: "delete_permanently" } : {};
-      const body = {
-        instance_type: instanceType,
-        image,
-        ssh_key_ids: [sshKeyId],
-        startup_script_id: startupScriptId,
-        hostname,
-        description,
-        location_code: location,
-        is_spot: spot,
-        // The price of the offer, never one that moves with demand.
-        pricing: "FIXED_PRICE",
-        ...(size === undefined ? {} : { os_volume: { name: `${hostname}-os`, size, ...discontinue } }),
-      };
+      const volume =
+        size === undefined ? {} : { os_volume: { name: `${hostname}-os`, size, ...discontinue } };
+      // The price of the offer (`FIXED_PRICE`), never one that moves with demand.
+      const market = { instance_type: instanceType, location_code: location, pricing: "FIXED_PRICE" };
+      const keys = { ssh_key_ids: [sshKeyId], startup_script_id: startupScriptId };
+      const body = { ...market, ...keys, image, hostname, description, is_spot: spot, ...volume };
       const id = await api.deploy({ body }, signal);
       const asked = { id, hostname, description, status: "provisioning", is_spot: spot };
       return readAfterCreate(read(id, signal), () => asked, signal);

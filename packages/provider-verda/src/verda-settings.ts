@@ -41,10 +41,7 @@ const verdaShape = {
 // The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
 /** Every field checked, unknown ones refused by name. */
 export const settingsSchema: z.ZodObject<typeof machineShape & typeof verdaShape, z.core.$strict> =
-  z.strictObject({
-    ...machineShape,
-    ...verdaShape,
-  });
+  z.strictObject({ ...machineShape, ...verdaShape });
 
 /** Settings of the Verda provider; every field is optional. Between deletes Verda refused for now, five times `retryDelayMs` passes. */
 export type VerdaSettings = z.input<typeof settingsSchema>;
