@@ -1,7 +1,6 @@
 /**
- * Novita AI's GPU instance API (https://novita.ai/docs/api-reference/), as the provider uses it: GPU
- * products and their prices, creating, reading, listing (page by page) and deleting instances, with
- * the API key as a bearer token. Novita documents no rate limit: a 429's `Retry-After` is honoured.
+ * Novita AI's GPU instance API (https://novita.ai/docs/api-reference/) as the provider uses it, the key a bearer
+ * token. Novita documents no rate limit: a 429's `Retry-After` is honoured.
  */
 import {
   answerNumbers,
@@ -30,7 +29,6 @@ const refusals = errorTable([
   { kind: "quota", words: /quota|limit (exceeded|reached)/i },
 ]);
 
-/** The API's definition: its name in messages, the key's variable, its errors. */
 export const novitaApi = defineMachineApi({
   provider: "novita",
   errorName: "NovitaApiError",

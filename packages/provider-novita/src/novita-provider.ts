@@ -1,7 +1,6 @@
 /**
- * The Novita AI provider: GPU instances — containers of any image — on demand or spot, reached over
- * SSH as root through the port Novita maps to `22/tcp`. Skyward's tags, the public key and what the
- * start command needs travel in the instance's environment.
+ * The Novita AI provider: GPU containers of any image, on demand or spot, reached over SSH as root through the
+ * port mapped to `22/tcp`. Tags, the public key and what the start command needs travel in the environment.
  */
 import type { Offer, OfferQuery, ProviderV1 } from "@skyward/core/contract";
 import {
@@ -53,11 +52,10 @@ const usd = (price: number | null | undefined) => (price == null ? null : roundP
 const HEADER_FILE = "/etc/skyward/novita-auth";
 
 /**
- * The command every instance starts with (Novita runs it as PID 1, at most 2,047 characters); what
- * differs per instance comes in its environment. It authorises `$PUBLIC_KEY` for root and starts sshd
- * (installing OpenSSH and curl with apt-get when the image lacks them), then stays up. Killing PID 1
- * would not end the instance: `sleep` has no signal handler, and Linux drops signals to a namespace's
- * init without one (pid_namespaces(7)); so the self-destruct deletes the instance through the API.
+ * The command every instance starts with as PID 1 (at most 2,047 characters; the rest comes in the environment):
+ * it authorises `$PUBLIC_KEY` for root and starts sshd (apt-get installing OpenSSH and curl if missing), then
+ * stays up. Killing PID 1 would not end the instance: Linux drops signals to a namespace's init without a
+ * handler (pid_namespaces(7)); so the self-destruct deletes the instance through the API.
  */
 export const STARTUP_COMMAND = containerStartCommand({
   secret: { variable: "SKYWARD_NOVITA_API_KEY", file: HEADER_FILE, format: "Authorization: Bearer %s\\n" },
@@ -77,9 +75,8 @@ const envs = (variables: Record<string, string>) =>
 type Listings = Readonly<Record<"onDemand" | "spot", readonly NovitaProduct[]>>;
 
 /**
- * One offer per GPU product that can be deployed, for the GPU count asked. `GET /products` prices per
- * GPU (as its `cpuPerGpu` and `memoryPerGpu`); an offer's prices are for the whole instance. A product
- * whose `maxRootFS` is below the root filesystem wanted is left out.
+ * One offer per GPU product that can be deployed, for the GPU count asked: `GET /products` prices per GPU, an
+ * offer for the whole instance. A product whose `maxRootFS` is below the root filesystem wanted is left out.
  */
 function toOffers(listed: Listings, query: OfferQuery, region: string | undefined, rootfs: number): Offer[] {
   const count = query.accelerator?.count ?? 1;
@@ -131,8 +128,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       nameTag: "novita:name",
       tags: ({ envs }) =>
         skywardTagsFromEnvironment(Object.fromEntries((envs ?? []).map((e) => [e.key, e.value]))),
-      // `host:port` (or a URL) of the port mapped to 22. Containers on different machines share no
-      // private network: peers use this public endpoint.
+      // `host:port` (or a URL) mapped to 22; containers share no private network: peers use this endpoint.
       address(instance) {
         const mapping = instance.portMappings?.find((entry) => entry.port === 22 && entry.endpoint);
         const match = /^(.+):(\d+)$/.exec(mapping?.endpoint?.replace(/^[a-z]+:\/\//, "") ?? "");

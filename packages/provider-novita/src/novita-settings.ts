@@ -39,8 +39,7 @@ const novitaShape = {
   env: environmentVariablesSchema.default({}),
 };
 
-// The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
-/** Every field checked, unknown ones refused by name. */
+/** Every field checked, unknown ones refused by name (the schema's type written out keeps each key's TSDoc published). */
 export const settingsSchema: z.ZodObject<typeof machineShape & typeof novitaShape, z.core.$strict> =
   z.strictObject({ ...machineShape, ...novitaShape });
 

@@ -1,8 +1,6 @@
 /**
- * Verda's public REST API (https://api.verda.com/v1/docs), as the provider uses it: an OAuth 2.0
- * client-credentials token (`POST /oauth2/token`) sent as a bearer token; instance types and their
- * availability; SSH keys; startup scripts; instances. Verda documents no rate limit: a 429's
- * `Retry-After` is honoured.
+ * Verda's REST API (https://api.verda.com/v1/docs) as the provider uses it, with an OAuth 2.0 client-credentials
+ * token (`POST /oauth2/token`). Verda documents no rate limit: a 429's `Retry-After` is honoured.
  */
 import {
   answerNumbers,
@@ -44,7 +42,6 @@ const classifyVerdaError = errorTable([
   { kind: "account", words: /balance|insufficient funds|payment/i },
 ]);
 
-/** Verda's API: its error class and classifier. */
 export const verdaApi = defineMachineApi({
   provider: "verda",
   errorName: "VerdaApiError",
@@ -96,11 +93,8 @@ const actionResults = z.array(
   z.object({ instanceId: z.string(), status: z.string(), ...answerTexts("error"), statusCode }),
 );
 
-/**
- * `GET /scripts` takes `page` and `pageSize` (at most 100) since 2026-03-30
- * (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/): `skyward down` must find
- * every pool's script. `GET /instances` and `GET /ssh-keys` document no paging.
- */
+// `GET /scripts` is paged (`pageSize` at most 100) since 2026-03-30, and `skyward down` must find every pool's
+// script (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/); the other lists are not.
 const scriptPages = { pageParam: "page", sizeParam: "pageSize", size: 100, shortPageEnds: true };
 const verdaEndpoints = machineEndpoints(verdaApi, {
   instanceTypes: endpoint("GET /instance-types", z.array(instanceTypeSchema), {

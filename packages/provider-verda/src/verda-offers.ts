@@ -1,7 +1,6 @@
 /**
- * Verda's offers: one per instance type and location with capacity now, priced from `GET
- * /instance-types` (`price_per_hour` on demand, `spot_price` spot; a market without capacity there has
- * no price), and the OS image each type is deployed with, chosen from its `supported_os`.
+ * Verda's offers: one per instance type and location with capacity now, priced from `GET /instance-types` (a
+ * market without capacity there has no price), and the OS image of a type, chosen from its `supported_os`.
  */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
 import { acceleratorFromNames, pricedOffer, refuseSetting, roundPrice } from "@skyward/provider-utils";
@@ -68,10 +67,9 @@ export function toOffers(
 }
 
 /**
- * The OS image of an offer's instances: the `image` setting (refused by name when the type's
- * `supported_os` lacks it: Verda would answer "Operating system is not valid for this instance type"),
- * else `ubuntu-24.04-cuda-<cuda>-open` on GPU types when supported, else the type's newest supported
- * Ubuntu 24.04 CUDA image; `ubuntu-24.04` on CPU types.
+ * The OS image of an offer's instances: the `image` setting (refused by name unless in `supported_os`: Verda would
+ * answer "Operating system is not valid for this instance type"), else `ubuntu-24.04-cuda-<cuda>-open` on GPU
+ * types when supported, else the type's newest supported Ubuntu 24.04 CUDA image; `ubuntu-24.04` on CPU types.
  */
 export function imageFor(settings: ParsedSettings, offer: Offer): string {
   const supported = (offer.specific as unknown as VerdaOfferData).supportedOs ?? [];

@@ -1,8 +1,7 @@
 /**
- * The Verda provider (formerly DataCrunch): GPU and CPU virtual machines in Verda's locations, on demand
- * or spot, reached over SSH as root on their public address. A pool registers its key pair as a project SSH key and its self-destruct as a
- * startup script (both named `<cluster id>_<pool id>`, both removed by `teardown` and `cleanup`);
- * instances carry Skyward's tags in their description.
+ * The Verda provider (formerly DataCrunch): GPU and CPU VMs, on demand or spot, reached over SSH as root on their
+ * public address. A pool registers its key pair as an SSH key and its self-destruct as a startup script (both
+ * named `<cluster id>_<pool id>`); instances carry Skyward's tags in their description.
  */
 import type { Instance, ProviderV1 } from "@skyward/core/contract";
 import {
@@ -43,9 +42,8 @@ export interface VerdaClusterData extends MachineClusterData {
 const SPOT_OS_VOLUME_GB = 100;
 
 /**
- * The self-destruct the startup script installs: a token, then the instance — by id, or itself, found
- * by its hostname — deleted with its OS volume past the trash. Deleting, not shutting down, ends the
- * bill: a stopped Verda instance still pays for its volume.
+ * The startup script's self-destruct: a token, then the instance (by id, or itself by hostname) deleted with its
+ * OS volume past the trash. Deleting, not shutting down, ends the bill: a stopped instance pays for its volume.
  */
 const SELF_DESTRUCT = pythonSelfDestructProgram({
   tokenPath: VERDA_CREDENTIALS.tokenPath,
@@ -75,10 +73,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
       name: (instance) => instance.hostname,
       nameTag: "verda:hostname",
       tags: (instance) => tagsFromDescription(instance.description),
-      // Verda documents no private network between separately deployed instances: an instance has one
-      // address, its public `ip` (API reference, "Get instance by ID": https://api.verda.com/v1/docs);
-      // the interconnect between nodes is a property of Instant Clusters, a separate product
-      // (https://docs.verda.com/clusters/instant-clusters/good-to-know/).
+      // No private network between separate instances: one address, the public `ip` ("Get instance by ID"); the
+      // interconnect is Instant Clusters' (https://docs.verda.com/clusters/instant-clusters/good-to-know/).
       address: (instance) => (instance.ip?.trim() ? { host: instance.ip.trim(), port: 22 } : undefined),
       seamAddress: (id, { host }) => ({ id, ip: host }),
       spot: (instance) => instance.is_spot === true,
