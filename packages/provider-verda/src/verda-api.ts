@@ -67,21 +67,22 @@ const instanceTypeSchema = z.object({
 });
 export type VerdaInstanceType = z.output<typeof instanceTypeSchema>;
 
-const instanceSchema = z.object({
+const instance = z.object({
   id: z.string(),
   status: z.string(),
   ...answerTexts("instance_type", "hostname", "description", "created_at", "ip", "os_volume_id"),
   ...answerNumbers("price_per_hour"),
   is_spot: z.boolean().nullish(),
 });
-export type VerdaInstance = z.output<typeof instanceSchema>;
-const instances = z.array(instanceSchema);
+export type VerdaInstance = z.output<typeof instance>;
+const instances = z.array(instance);
+const items = <Item>(all: Item[]) => all;
 
 /** Project SSH keys and startup scripts. */
 const namedSchema = z.array(z.object({ id: z.string(), name: z.string() }));
 /** Creations answer the new id as text, or as `{id}`. */
 const idSchema = z.union([z.string().min(1), z.object({ id: z.string().min(1) }).transform(({ id }) => id)]);
-const available = z.array(
+const capacity = z.array(
   z.object({ location_code: z.string(), availabilities: z.array(z.string()).nullish() }),
 );
 /** `PUT /instances` when some actions failed: 207, one result per instance ("Perform action on instance or multiple instances"). */
@@ -95,28 +96,25 @@ const actionResults = z.array(
 
 // `GET /scripts` is paged (`pageSize` at most 100) since 2026-03-30, and `skyward down` must find every pool's
 // script (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/); the other lists are not.
-const scriptPages = { pageParam: "page", sizeParam: "pageSize", size: 100, shortPageEnds: true };
+const numbered = { pageParam: "page", sizeParam: "pageSize", size: 100, shortPageEnds: true };
+const pages = { numbered: { ...numbered, idOf: ({ id }: { id: string }) => id } };
 const verdaEndpoints = machineEndpoints(verdaApi, {
   instanceTypes: endpoint("GET /instance-types", z.array(instanceTypeSchema), {
     paced: "offers",
     purpose: "listing instance types",
     query: { currency: "usd" },
   }),
-  availability: endpoint("GET /instance-availability", available, {
+  capacity: endpoint("GET /instance-availability", capacity, {
     paced: "offers",
     purpose: "listing capacity",
   }),
   sshKeys: endpoint("GET /ssh-keys", namedSchema, { purpose: "listing SSH keys" }),
-  scripts: listEndpoint("GET /scripts", namedSchema, {
-    purpose: "listing startup scripts",
-    items: (scripts) => scripts,
-    pages: { numbered: { ...scriptPages, idOf: ({ id }) => id } },
-  }),
+  scripts: listEndpoint("GET /scripts", namedSchema, { purpose: "listing startup scripts", items, pages }),
   sshKey: endpoint("POST /ssh-keys", idSchema, { purpose: "adding an SSH key" }),
   script: endpoint("POST /scripts", idSchema, { purpose: "adding a startup script" }),
   deleteSshKey: endpoint("DELETE /ssh-keys/{id}", undefined, {
     paced: "delete",
-    purpose: "deleting SSH key {id}",
+    purpose: "deleting key {id}",
   }),
   deleteScript: endpoint("DELETE /scripts/{id}", undefined, {
     paced: "delete",
@@ -126,12 +124,9 @@ const verdaEndpoints = machineEndpoints(verdaApi, {
   instances: listEndpoint("GET /instances", instances, {
     paced: "list",
     purpose: "listing instances",
-    items: (all) => all,
+    items,
   }),
-  instance: endpoint("GET /instances/{id}", instanceSchema, {
-    paced: "get",
-    purpose: "reading instance {id}",
-  }),
+  instance: endpoint("GET /instances/{id}", instance, { paced: "get", purpose: "reading instance {id}" }),
 });
 
 /** A client for Verda's API; no request is sent and no credential looked up until the first call. */
@@ -142,7 +137,7 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
     ...calls,
     /** Instance types available now, per location code, for spot or on-demand. */
     async availableTypes(spot: boolean, signal: AbortSignal): Promise<Map<string, Set<string>>> {
-      const entries = await calls.availability({ query: { is_spot: String(spot) } }, signal);
+      const entries = await calls.capacity({ query: { is_spot: String(spot) } }, signal);
       return new Map(entries.map((entry) => [entry.location_code, new Set(entry.availabilities ?? [])]));
     },
 
@@ -162,13 +157,12 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
           purpose: `deleting instance(s) ${id.join(", ")}`,
           signal,
         });
-        const results =
-          status === 207 ? verdaApi.parseAnswer(actionResults, data, "the results of a delete") : [];
+        const results = status === 207 ? verdaApi.parseAnswer(actionResults, data, "a delete's results") : [];
         return results.flatMap(({ instanceId, status: result, error: reason, statusCode }) => {
           if (result === "success") return [];
           const message = `Verda refused to delete instance ${instanceId}: ${reason ?? "no reason given"}`;
           const kind =
-            statusCode === 404 ? "gone" : classifyVerdaError({ statusCode, message, answer: undefined });
+            statusCode === 404 ? "gone" : classifyVerdaError({ statusCode, message, answer: null });
           const error = new VerdaApiError({ kind: kind ?? "bad-request", message });
           return [[instanceId, error] as const];
         });
