@@ -7,14 +7,14 @@
  */
 import {
   defineMachineApi,
+  endpoint,
   errorTable,
+  listEndpoint,
   answerListSchema as listOf,
-  type MachineJsonClient,
   type MachineProviderError,
   type MachineRateLimits,
-  type NumberedPage,
+  machineEndpoints,
   answerNumberSchema as number,
-  readNumberedPages,
   answerTextSchema as text,
 } from "@skyward/provider-utils";
 import { z } from "zod";
@@ -77,21 +77,18 @@ const flavorSchema = z.looseObject({
 });
 export type Flavor = z.infer<typeof flavorSchema>;
 
-export const flavorsAnswerSchema = z.looseObject({
+const flavorsSchema = z.looseObject({
   data: listOf(z.looseObject({ gpu: text, region_name: text, flavors: listOf(flavorSchema) })),
 });
 
 /** `GET /pricebook` answers a bare array. */
-export const pricebookAnswerSchema = z.array(z.looseObject({ name: z.string(), value: number }));
+const pricebookSchema = z.array(z.looseObject({ name: z.string(), value: number }));
 
 const imageSchema = z.looseObject({ id: z.number(), name: z.string(), region_name: text, created_at: text });
-export const imagesAnswerSchema = z.looseObject({
+const imagesSchema = z.looseObject({
   images: listOf(z.looseObject({ region_name: text, images: listOf(imageSchema) })),
 });
-
-export const createEnvironmentAnswerSchema = z.looseObject({
-  environment: z.looseObject({ id: z.number(), name: z.string(), region: text }),
-});
+const environmentSchema = z.looseObject({ environment: z.looseObject({ id: z.number(), name: z.string() }) });
 
 /** What a paged list answers beside its items: its page size and the total count. */
 const pageFields = {
@@ -100,23 +97,12 @@ const pageFields = {
   count: z.number().nullish(),
 };
 type PageFields = z.output<z.ZodObject<typeof pageFields>>;
-
-export const PAGE_SIZE = 100;
-
-/** A paged answer, as `readNumberedPages` reads it. */
-export const pageOf = <Item>(answer: PageFields, items: readonly Item[]): NumberedPage<Item> => ({
-  items,
-  total: answer.count,
-  pageSize: answer.page_size ?? answer.pageSize,
-});
-
-export const environmentsAnswerSchema = z.looseObject({
+const environmentsSchema = z.looseObject({
   ...pageFields,
   environments: listOf(z.looseObject({ id: z.number(), name: z.string() })),
 });
-
 /** Key pairs name their environment (a name, or an object with one). */
-export const keypairsAnswerSchema = z.looseObject({
+const keypairsSchema = z.looseObject({
   ...pageFields,
   keypairs: listOf(z.looseObject({ id: z.number(), name: z.string(), environment: z.unknown() })),
 });
@@ -137,34 +123,46 @@ const vmSchema = z.looseObject({
   labels: listOf(z.string()),
 });
 export type Vm = z.infer<typeof vmSchema>;
+const vmsSchema = z.looseObject({ ...pageFields, instances: listOf(vmSchema) });
+const vmAnswerSchema = z.looseObject({ instance: vmSchema.nullish() });
 
-export const vmsAnswerSchema = z.looseObject({ ...pageFields, instances: listOf(vmSchema) });
-export const vmAnswerSchema = z.looseObject({ instance: vmSchema.nullish() });
-export const createVmsAnswerSchema = z.looseObject({ instances: listOf(vmSchema) });
+/** Paged by `page` and `pageSize` (100), `count` the total: every page is read. */
+const pages = {
+  numbered: {
+    pageParam: "page",
+    sizeParam: "pageSize",
+    size: 100,
+    total: (answer: PageFields) => answer.count,
+    pageSize: (answer: PageFields) => answer.page_size ?? answer.pageSize,
+    idOf: (item: { id: number }) => item.id,
+  },
+};
 
-/** The paged lists read whole (`page`, `pageSize`; `count` the total): every page. */
-export function hyperstackLists(client: MachineJsonClient) {
-  const whole =
-    <Schema extends z.ZodType<PageFields>, Item extends { id: number }>(
-      path: string,
-      schema: Schema,
-      itemsOf: (answer: z.output<Schema>) => Item[],
-    ) =>
-    (signal: AbortSignal, params: Record<string, string> = {}) =>
-      readNumberedPages<Item>({
-        api: hyperstackApi,
-        list: path,
-        asked: PAGE_SIZE,
-        idOf: (item) => item.id,
-        async read(page) {
-          const paging = { ...params, page: String(page), pageSize: String(PAGE_SIZE) };
-          const answer = await client.read("other", path, schema, `listing ${path}`, signal, paging);
-          return pageOf(answer, itemsOf(answer));
-        },
-      });
-  return {
-    environments: whole("/core/environments", environmentsAnswerSchema, (answer) => answer.environments),
-    keypairs: whole("/core/keypairs", keypairsAnswerSchema, (answer) => answer.keypairs),
-    vms: whole("/core/virtual-machines", vmsAnswerSchema, (answer) => answer.instances),
-  };
-}
+/** The endpoints the provider calls. */
+export const hyperstackCalls = machineEndpoints(hyperstackApi, {
+  flavors: endpoint("GET /core/flavors", flavorsSchema, "listing flavors", "offers"),
+  pricebook: endpoint("GET /pricebook", pricebookSchema, "reading the pricebook", "offers"),
+  images: endpoint("GET /core/images", imagesSchema, "listing images"),
+  newEnvironment: endpoint("POST /core/environments", environmentSchema, "creating an environment"),
+  dropEnvironment: endpoint("DELETE /core/environments/{id}", undefined, "deleting an environment", "delete"),
+  importKeypair: endpoint("POST /core/keypairs", undefined, "importing a key pair"),
+  dropKeypair: endpoint("DELETE /core/keypair/{id}", undefined, "deleting a key pair", "delete"),
+  createVm: endpoint("POST /core/virtual-machines", vmsSchema, "creating a virtual machine", "create"),
+  vm: endpoint("GET /core/virtual-machines/{id}", vmAnswerSchema, "looking up virtual machine {id}", "get"),
+  openPeers: endpoint("POST /core/virtual-machines/{id}/sg-rules", undefined, "opening a VM's network", {
+    idempotent: true,
+  }),
+  environments: listEndpoint("GET /core/environments", environmentsSchema, "listing /core/environments", {
+    items: "environments",
+    pages,
+  }),
+  keypairs: listEndpoint("GET /core/keypairs", keypairsSchema, "listing /core/keypairs", {
+    items: "keypairs",
+    pages,
+  }),
+  vms: listEndpoint("GET /core/virtual-machines", vmsSchema, "listing virtual machines", {
+    paced: "list",
+    items: "instances",
+    pages,
+  }),
+});

@@ -6,18 +6,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CleanupOptions, CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
 import {
+  deletedUnlessGone,
   type MachineClusterData,
-  type MachineJsonClient,
   type MachinePrepareContext,
-  removeUnlessGone,
+  poolNamePart,
 } from "@skyward/provider-utils";
-import { z } from "zod";
-import {
-  createEnvironmentAnswerSchema,
-  HyperstackApiError,
-  hyperstackLists,
-  imagesAnswerSchema,
-} from "./hyperstack-api.js";
+import { HyperstackApiError, type hyperstackCalls } from "./hyperstack-api.js";
 import type { HyperstackOfferData } from "./hyperstack-offers.js";
 import type { ParsedSettings } from "./hyperstack-settings.js";
 
@@ -36,25 +30,22 @@ export interface HyperstackClusterData extends MachineClusterData {
 type Environment = { readonly id: number; readonly name: string };
 
 /** The environments calls of one provider. */
-export function hyperstackEnvironments(client: MachineJsonClient, settings: ParsedSettings) {
-  const lists = hyperstackLists(client);
+export function hyperstackEnvironments(calls: ReturnType<typeof hyperstackCalls>, settings: ParsedSettings) {
   const vmsIn = (environment: string, signal: AbortSignal) =>
-    lists.vms(signal, { environment, exact_environment_match: "true" });
+    calls.vms.all({ query: { environment, exact_environment_match: "true" } }, signal);
 
   /** Deletes an environment's key pairs (of every page of the account's), then the environment; what it removed. */
   async function deleteEnvironment(environment: Environment, signal: AbortSignal) {
     const removed: { kind: string; id: string }[] = [];
-    for (const { id, name, environment: owner } of await lists.keypairs(signal)) {
+    for (const { id, name, environment: owner } of await calls.keypairs.all({}, signal)) {
       const ownerName = typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name;
       if (ownerName !== environment.name) continue;
-      if (await removeUnlessGone(client, `/core/keypair/${id}`, `deleting key pair ${name}`, signal))
+      const purpose = `deleting key pair ${name}`;
+      if (await deletedUnlessGone(calls.dropKeypair({ id, purpose }, signal)))
         removed.push({ kind: "key pair", id: name });
     }
-    const [path, purpose] = [
-      `/core/environments/${environment.id}`,
-      `deleting environment ${environment.name}`,
-    ];
-    if (await removeUnlessGone(client, path, purpose, signal))
+    const purpose = `deleting environment ${environment.name}`;
+    if (await deletedUnlessGone(calls.dropEnvironment({ id: environment.id, purpose }, signal)))
       removed.push({ kind: "environment", id: environment.name });
     return removed;
   }
@@ -70,40 +61,35 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
 
   /** The newest Ubuntu image of the region, one with CUDA if there is one. */
   async function newestImage(region: string, signal: AbortSignal): Promise<string> {
-    const answer = await client.read("other", "/core/images", imagesAnswerSchema, "listing images", signal, {
-      region,
-    });
-    const ubuntu = answer.images
+    const ubuntu = (await calls.images({ query: { region } }, signal)).images
       .flatMap((group) => group.images)
       .filter((image) => (image.region_name || region) === region && /ubuntu/i.test(image.name))
       .sort((a, b) => b.created_at.localeCompare(a.created_at));
     const chosen = ubuntu.find((image) => /cuda/i.test(image.name)) ?? ubuntu[0];
     if (chosen) return chosen.name;
-    const message = `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`;
-    throw new HyperstackApiError({ message });
+    throw new HyperstackApiError({
+      message: `Hyperstack lists no Ubuntu image in ${region}; set image to one of its images`,
+    });
   }
 
   return {
     /** Makes the cluster's environment and key pair, and picks its image; nothing is left when it fails. */
-    async prepare(context: MachinePrepareContext): Promise<HyperstackClusterData> {
-      const { clusterId, keys, signal } = context;
-      const { region, flavorName } = context.offer.specific as unknown as HyperstackOfferData;
-      const environmentName = `${clusterId}--${context.poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24)}`;
-      const [schema, purpose] = [createEnvironmentAnswerSchema, `creating environment ${environmentName}`];
-      const data = { name: environmentName, region };
-      const { environment } = await client.call(
-        "other",
-        "POST",
-        "/core/environments",
-        schema,
-        purpose,
+    async prepare({
+      clusterId,
+      keys,
+      signal,
+      offer,
+      poolId,
+    }: MachinePrepareContext): Promise<HyperstackClusterData> {
+      const { region, flavorName } = offer.specific as unknown as HyperstackOfferData;
+      const environmentName = `${clusterId}--${poolNamePart(poolId)}`;
+      const { environment } = await calls.newEnvironment(
+        { body: { name: environmentName, region }, purpose: `creating environment ${environmentName}` },
         signal,
-        { data },
       );
       try {
-        const keypair = { name: clusterId, environment_name: environmentName, public_key: keys.publicKey };
-        const purpose = `importing key pair ${clusterId}`;
-        await client.call("other", "POST", "/core/keypairs", z.unknown(), purpose, signal, { data: keypair });
+        const body = { name: clusterId, environment_name: environmentName, public_key: keys.publicKey };
+        await calls.importKeypair({ body, purpose: `importing key pair ${clusterId}` }, signal);
         const imageName = settings.image ?? (await newestImage(region, signal));
         return {
           environmentName,
@@ -122,7 +108,7 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
     /** Removes the cluster's environment once its VMs (deleted by the base) are gone. */
     async teardown(cluster: { id: string; specific?: Partial<HyperstackClusterData> }, signal: AbortSignal) {
       const name = cluster.specific?.environmentName;
-      const environment = (await lists.environments(signal)).find((entry) =>
+      const environment = (await calls.environments.all({}, signal)).find((entry) =>
         name ? entry.name === name : entry.name.startsWith(`${cluster.id}--`),
       );
       if (!environment) return;
@@ -135,7 +121,7 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
       const deadline = Date.now() + Math.max(0, waitSeconds ?? 0) * 1000;
       const removed: PoolResource[] = [];
       const left: LeftPoolResource[] = [];
-      for (const environment of await lists.environments(signal)) {
+      for (const environment of await calls.environments.all({}, signal)) {
         const match = ENVIRONMENT_NAME.exec(environment.name);
         const poolId = match?.[2] || match?.[1];
         if (!poolId || (pools !== "all" && !pools.includes(poolId))) continue;
@@ -144,13 +130,8 @@ export function hyperstackEnvironments(client: MachineJsonClient, settings: Pars
         );
         const holding = live.length > 0 ? live : await waitForNoVms(environment.name, deadline, signal);
         if (holding[0]) {
-          const why = live.length > 0 ? "still uses it" : "is still being deleted";
-          left.push({
-            poolId,
-            kind: "environment",
-            id: environment.name,
-            reason: `virtual machine ${holding[0].id} ${why}`,
-          });
+          const reason = `virtual machine ${holding[0].id} ${live.length > 0 ? "still uses it" : "is still being deleted"}`;
+          left.push({ poolId, kind: "environment", id: environment.name, reason });
           continue;
         }
         for (const resource of await deleteEnvironment(environment, signal))

@@ -6,12 +6,11 @@
 import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
-  type MachineJsonClient,
   machineOffer,
   type NamedAccelerator,
   roundPrice,
 } from "@skyward/provider-utils";
-import { type Flavor, flavorsAnswerSchema, pricebookAnswerSchema } from "./hyperstack-api.js";
+import type { Flavor, hyperstackCalls } from "./hyperstack-api.js";
 import type { ParsedSettings } from "./hyperstack-settings.js";
 
 /** What an offer carries in {@link Offer.specific}: the flavor (`n3-A100x1`), its region and GPU model (`""` for CPU-only). */
@@ -68,7 +67,7 @@ function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf
 
 /** The offers for `query`: flavors in stock in the regions allowed (the settings', narrowed by the query's). */
 export async function hyperstackOffers(
-  client: MachineJsonClient,
+  calls: ReturnType<typeof hyperstackCalls>,
   settings: ParsedSettings,
   query: OfferQuery,
   signal: AbortSignal,
@@ -77,10 +76,10 @@ export async function hyperstackOffers(
   const allowed = settings.regions;
   const wanted = query.region ? [query.region.toUpperCase()] : allowed;
   if (wanted && allowed && !wanted.every((region) => allowed.includes(region))) return [];
-  const params = wanted?.length === 1 ? { region: wanted[0] as string } : undefined;
+  const inRegion = wanted?.length === 1 ? { query: { region: wanted[0] as string } } : {};
   const [flavorGroups, pricebook] = await Promise.all([
-    client.read("offers", "/core/flavors", flavorsAnswerSchema, "listing flavors", signal, params),
-    client.read("offers", "/pricebook", pricebookAnswerSchema, "reading the pricebook", signal),
+    calls.flavors(inRegion, signal),
+    calls.pricebook({}, signal),
   ]);
   const prices = new Map<string, number>();
   for (const { name, value } of pricebook)

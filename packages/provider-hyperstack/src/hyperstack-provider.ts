@@ -7,28 +7,16 @@
  */
 import {
   defineApiVm,
-  describeMachine,
   hourlyPriceFromTags,
   type MachineAdapter,
   machineProviderFactories,
-  nextNumberedPage,
   SKYWARD_TAGS,
   skywardTags,
   statusTable,
   tagsFromWords,
   tagsToWords,
 } from "@skyward/provider-utils";
-import { z } from "zod";
-import {
-  createVmsAnswerSchema,
-  HyperstackApiError,
-  hyperstackApi,
-  PAGE_SIZE,
-  pageOf,
-  type Vm,
-  vmAnswerSchema,
-  vmsAnswerSchema,
-} from "./hyperstack-api.js";
+import { HyperstackApiError, hyperstackApi, hyperstackCalls, type Vm } from "./hyperstack-api.js";
 import { type HyperstackClusterData, hyperstackEnvironments } from "./hyperstack-environments.js";
 import { hyperstackOffers } from "./hyperstack-offers.js";
 import { type HyperstackSettings, type ParsedSettings, settingsSchema } from "./hyperstack-settings.js";
@@ -79,34 +67,35 @@ export const renderUserData = hyperstackVm.renderBootScript;
 const ingress = (rule: Record<string, unknown>) => ({ direction: "ingress", ethertype: "IPv4", ...rule });
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClusterData> {
-  const { client, standIns, fields, bootScript } = hyperstackVm.adapterBase(settings, (instance) =>
+  const { client, fields, bootScript, describe } = hyperstackVm.adapterBase(settings, (instance) =>
     instance.publicIp
       ? { id: instance.id, floatingIp: instance.publicIp, fixedIp: instance.privateIp }
       : undefined,
   );
-  const environments = hyperstackEnvironments(client, settings);
+  const calls = hyperstackCalls(client);
+  const environments = hyperstackEnvironments(calls, settings);
 
   /** Opens the VM's private network (its fixed IP's /24, where peers talk) to it, once it has an address there. */
   async function openPeerNetwork(vm: Vm, signal: AbortSignal) {
     const parts = vm.status.toUpperCase() === "ACTIVE" ? (vm.fixed_ip?.split(".") ?? []) : [];
     const network = parts.length === 4 ? `${parts.slice(0, 3).join(".")}.0/24` : undefined;
     if (!network || vm.security_rules.some((rule) => rule.remote_ip_prefix === network)) return;
-    const data = ingress({ protocol: "any", remote_ip_prefix: network });
-    const purpose = `opening the private network to virtual machine ${vm.id}`;
-    const path = `/core/virtual-machines/${vm.id}/sg-rules`;
-    await client.call("other", "POST", path, z.unknown(), purpose, signal, { data, idempotent: true });
+    const body = ingress({ protocol: "any", remote_ip_prefix: network });
+    await calls.openPeers(
+      { id: vm.id, body, purpose: `opening the private network to virtual machine ${vm.id}` },
+      signal,
+    );
   }
 
   return {
     ...fields,
-    // Every setting the offers depend on, so offers cached for one configuration never serve another.
     cacheKey: JSON.stringify([settings.apiUrl, settings.regions ? [...settings.regions].sort() : null]),
-    offers: (query, signal) => hyperstackOffers(client, settings, query, signal),
+    offers: (query, signal) => hyperstackOffers(calls, settings, query, signal),
     prepare: environments.prepare,
 
     async create({ cluster, name, tags, hourlyPrice, watchdogSeconds, signal }) {
       const { environmentName, imageName, flavorName, keyName } = cluster.specific;
-      const data = {
+      const body = {
         name,
         environment_name: environmentName,
         image_name: imageName,
@@ -123,11 +112,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
         ],
         user_data: bootScript(name, watchdogSeconds),
       };
-      const purpose = `creating virtual machine ${name}`;
-      const path = "/core/virtual-machines";
-      const [vm] = (
-        await client.call("create", "POST", path, createVmsAnswerSchema, purpose, signal, { data })
-      ).instances;
+      const [vm] = (await calls.createVm({ body, purpose: `creating virtual machine ${name}` }, signal))
+        .instances;
       if (vm) return vm;
       throw new HyperstackApiError({
         kind: "unknown-answer",
@@ -136,8 +122,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     },
 
     async get(id, signal) {
-      const [path, purpose] = [`/core/virtual-machines/${id}`, `looking up virtual machine ${id}`];
-      const { instance: vm } = await client.read("get", path, vmAnswerSchema, purpose, signal);
+      const { instance: vm } = await calls.vm({ id }, signal);
       if (!vm) return null;
       if (vm.port_randomization === true && vm.status.toUpperCase() === "ACTIVE") {
         // Asked for off, yet on: port 22 of the floating IP is not the VM's SSH, and the API says not which is.
@@ -149,22 +134,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
       return vm;
     },
 
-    async listPage(cursor, signal) {
-      const page = cursor === undefined ? 1 : Number(cursor);
-      const params = { page: String(page), pageSize: String(PAGE_SIZE), search: "skyward-" };
-      const purpose = "listing virtual machines";
-      const answer = await client.read(
-        "list",
-        "/core/virtual-machines",
-        vmsAnswerSchema,
-        purpose,
-        signal,
-        params,
-      );
-      const next = nextNumberedPage(page, PAGE_SIZE, pageOf(answer, answer.instances));
-      return { machines: answer.instances, ...(next === undefined ? {} : { next: String(next) }) };
-    },
-
+    listPage: (cursor, signal) => calls.vms.page(cursor, signal, { query: { search: "skyward-" } }),
     isMachineId: (id) => /^\d+$/.test(id),
     isBeingDeleted: (vm) => vm.status.toUpperCase() === "DELETING",
     tags: {
@@ -177,14 +147,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
       const tags = tagsFromWords(vm.labels);
       if (vm.environment?.name) tags["hyperstack:environment"] = vm.environment.name;
       const [id, floatingIp, fixedIp] = [String(vm.id), vm.floating_ip || null, vm.fixed_ip || null];
-      const standIn = standIns.of(id, floatingIp ? { id, floatingIp, fixedIp } : undefined);
-      return describeMachine({
+      return describe(floatingIp ? { id, floatingIp, fixedIp } : undefined, {
         id,
         status: statusOf(vm),
         address: floatingIp ? { host: floatingIp, port: 22, user: settings.sshUser } : null,
         identityFile,
-        standIn,
-        privateIp: standIn?.privateIp ?? fixedIp,
+        privateIp: (standIn) => standIn?.privateIp ?? fixedIp,
         spot: tags[SKYWARD_TAGS.spot] === "1",
         hourlyPrice: hourlyPriceFromTags(tags),
         tags,

@@ -5,10 +5,13 @@
  */
 import {
   defineMachineApi,
+  endpoint,
   errorTable,
+  listEndpoint,
   answerListSchema as listOf,
   type MachineProviderError,
   type MachineRateLimits,
+  machineEndpoints,
   answerNumberSchema as number,
   answerOptionalListSchema as optionalListOf,
   answerTextSchema as text,
@@ -73,9 +76,7 @@ const locationSchema = z.looseObject({
 });
 
 /** `GET /locations` (https://dashboard.tensordock.com/api/docs/fetch-hostnodes). */
-export const locationsAnswerSchema = z.looseObject({
-  data: z.looseObject({ locations: listOf(locationSchema) }),
-});
+const locationsAnswerSchema = z.looseObject({ data: z.looseObject({ locations: listOf(locationSchema) }) });
 
 /** An instance, its fields under `attributes` (or, in some answers, beside `id`) flattened. */
 const instanceSchema = z.preprocess(
@@ -99,19 +100,25 @@ const instanceSchema = z.preprocess(
 export type TensorDockInstance = z.output<typeof instanceSchema>;
 
 /** `GET /instances` (https://dashboard.tensordock.com/api/docs/instance-management). */
-export const instancesAnswerSchema = z.looseObject({
-  data: z.looseObject({ instances: listOf(instanceSchema) }),
-});
+const instancesAnswerSchema = z.looseObject({ data: z.looseObject({ instances: listOf(instanceSchema) }) });
 
 /** `POST /instances`: `{data: {type, id, name, status}}` (https://dashboard.tensordock.com/api/docs/instance-creation). */
-export const createdAnswerSchema = z.looseObject({ data: instanceSchema });
+const createdAnswerSchema = z.looseObject({ data: instanceSchema });
 
 /**
  * `GET /instances/{id}`: documented as the bare instance ("Get Instance",
  * https://dashboard.tensordock.com/api/docs/instance-management); the list's `{data: …}` envelope is
  * accepted too, as some answers carry it.
  */
-export const instanceAnswerSchema = z.union([
-  createdAnswerSchema.transform(({ data }) => data),
-  instanceSchema,
-]);
+const instanceAnswerSchema = z.union([createdAnswerSchema.transform(({ data }) => data), instanceSchema]);
+
+/** The endpoints the provider calls (one page of instances: TensorDock documents no paging). */
+export const tensordockCalls = machineEndpoints(tensordockApi, {
+  locations: endpoint("GET /locations", locationsAnswerSchema, "listing locations", "offers"),
+  create: endpoint("POST /instances", createdAnswerSchema, "creating an instance", "create"),
+  get: endpoint("GET /instances/{id}", instanceAnswerSchema, "looking up instance {id}", "get"),
+  instances: listEndpoint("GET /instances", instancesAnswerSchema, "listing instances", {
+    paced: "list",
+    items: (answer) => answer.data.instances,
+  }),
+});

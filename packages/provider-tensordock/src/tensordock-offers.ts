@@ -3,13 +3,8 @@
  * asked, sized to TensorDock's resource steps and priced per resource.
  */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
-import {
-  acceleratorFromNames,
-  type MachineJsonClient,
-  machineOffer,
-  roundPrice,
-} from "@skyward/provider-utils";
-import { locationsAnswerSchema } from "./tensordock-api.js";
+import { acceleratorFromNames, machineOffer, roundPrice } from "@skyward/provider-utils";
+import type { tensordockCalls } from "./tensordock-api.js";
 import type { ParsedSettings } from "./tensordock-settings.js";
 
 /** What an offer carries in {@link Offer.specific}: where, which GPU model (`geforcertx4090-pcie-24gb`), how many, and the VM's size. */
@@ -46,7 +41,7 @@ export const offerIdOf = (locationId: string, model: string, count: number) =>
 
 /** The offers for `query`: one per location (as the settings and query name it) and GPU model that can serve it. */
 export async function tensordockOffers(
-  client: MachineJsonClient,
+  calls: ReturnType<typeof tensordockCalls>,
   settings: ParsedSettings,
   query: OfferQuery,
   signal: AbortSignal,
@@ -55,13 +50,7 @@ export async function tensordockOffers(
   // TensorDock deploys by location only with a GPU, and only x86_64 machines, never spot.
   if (!asked || query.architecture === "arm64" || query.allocation === "spot") return [];
   const wanted = [query.region, settings.location].flatMap((value) => value?.trim().toLowerCase() ?? []);
-  const { data } = await client.read(
-    "offers",
-    "/locations",
-    locationsAnswerSchema,
-    "listing locations",
-    signal,
-  );
+  const { data } = await calls.locations({}, signal);
   const size = sizeFor(settings, query);
   const pricesAsOf = new Date().toISOString();
   return data.locations.flatMap((location) => {

@@ -7,20 +7,14 @@
  */
 import {
   defineApiVm,
-  describeMachine,
   type MachineAdapter,
   type MachineClusterData,
   machineProviderFactories,
-  skywardTags,
+  nameTagCodec,
+  SKYWARD_TAGS,
   statusTable,
 } from "@skyward/provider-utils";
-import {
-  createdAnswerSchema,
-  instanceAnswerSchema,
-  instancesAnswerSchema,
-  type TensorDockInstance,
-  tensordockApi,
-} from "./tensordock-api.js";
+import { type TensorDockInstance, tensordockApi, tensordockCalls } from "./tensordock-api.js";
 import { offerIdOf, sizeFor, type TensorDockOfferData, tensordockOffers } from "./tensordock-offers.js";
 import { type ParsedSettings, settingsSchema, type TensorDockSettings } from "./tensordock-settings.js";
 
@@ -29,9 +23,6 @@ export type * from "./tensordock-settings.js";
 
 /** What a TensorDock cluster keeps in `Cluster.specific`: the SSH key pair put on every VM. */
 export type TensorDockClusterData = MachineClusterData;
-
-/** `<cluster id>-<n>`, then `--<pool id>` when there is one: the name of a Skyward instance. */
-const INSTANCE_NAME = /^(skyward-[0-9a-f]{8})-(\d+)(?:--([A-Za-z0-9_-]+))?$/;
 
 /**
  * TensorDock's statuses (https://dashboard.tensordock.com/api/docs/instance-management). A stopped VM,
@@ -76,71 +67,56 @@ function sshPortOf(portForwards: unknown): number {
   return Number.isInteger(forwarded) && forwarded > 0 ? forwarded : 22;
 }
 
-/** The Skyward tags an instance's name carries (its cluster, pool and offer); empty for others. */
-function tagsOf({ name, resources, location_id }: TensorDockInstance): Record<string, string> {
-  const parsed = INSTANCE_NAME.exec(name);
-  if (!parsed?.[1]) return {};
-  // The GPUs are `[{gpuV0Name, count}]` or `{model: {count}}`.
-  const gpus = resources?.gpus;
-  const [model, value] = Array.isArray(gpus)
-    ? [gpus[0]?.gpuV0Name, gpus[0]]
-    : ((Object.entries((typeof gpus === "object" && gpus) || {}) as [string, { count?: unknown }][])[0] ??
-      []);
-  const offer =
-    typeof model === "string" && model ? offerIdOf(location_id, model, Number(value?.count ?? 1)) : undefined;
-  return {
-    ...skywardTags({ cluster: parsed[1], pool: parsed[3], offer, spot: false }),
-    "tensordock:name": name,
-  };
-}
+/** The instance's name carries its cluster and pool; its GPUs (`[{gpuV0Name, count}]` or `{model: {count}}`) its offer. */
+const tags = nameTagCodec<TensorDockInstance>({
+  nameOf: (instance) => instance.name,
+  extra({ name, resources, location_id }) {
+    const gpus = resources?.gpus;
+    const [model, value] = Array.isArray(gpus)
+      ? [gpus[0]?.gpuV0Name, gpus[0]]
+      : ((Object.entries((typeof gpus === "object" && gpus) || {}) as [string, { count?: unknown }][])[0] ??
+        []);
+    const offer =
+      typeof model === "string" && model
+        ? offerIdOf(location_id, model, Number(value?.count ?? 1))
+        : undefined;
+    return {
+      ...(offer ? { [SKYWARD_TAGS.offer]: offer } : {}),
+      [SKYWARD_TAGS.spot]: "0",
+      "tensordock:name": name,
+    };
+  },
+});
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance, TensorDockClusterData> {
-  const { client, standIns, fields, bootScript } = tensordockVm.adapterBase(settings, (instance) =>
+  const { client, fields, bootScript, describe } = tensordockVm.adapterBase(settings, (instance) =>
     instance.publicIp ? { id: instance.id, ipAddress: instance.publicIp } : undefined,
   );
+  const calls = tensordockCalls(client);
+  const { location, storageGb, minVcpus, minRamGb } = settings;
   return {
     ...fields,
-    // Every setting the offers depend on, so offers cached for one configuration never serve another.
-    cacheKey: JSON.stringify([
-      settings.apiUrl,
-      settings.location ?? null,
-      settings.storageGb,
-      settings.minVcpus,
-      settings.minRamGb,
-    ]),
-    offers: (query, signal) => tensordockOffers(client, settings, query, signal),
+    cacheKey: JSON.stringify([settings.apiUrl, location ?? null, storageGb, minVcpus, minRamGb]),
+    offers: (query, signal) => tensordockOffers(calls, settings, query, signal),
 
     async create({ cluster, name, watchdogSeconds, hourlyPrice, signal }) {
       const offer = cluster.offer.specific as unknown as TensorDockOfferData;
-      const script = bootScript(name, watchdogSeconds);
-      const { storageGb } = sizeFor(
-        { ...settings, storageGb: offer.storageGb },
-        { diskGb: cluster.spec.diskGb },
-      );
+      const script = Buffer.from(bootScript(name, watchdogSeconds), "utf8").toString("base64");
+      const size = sizeFor({ ...settings, storageGb: offer.storageGb }, { diskGb: cluster.spec.diskGb });
       const gpus = { [offer.gpuModel]: { count: offer.gpuCount } };
       const attributes = {
         name,
         type: "virtualmachine",
         image: settings.operatingSystem,
-        resources: { vcpu_count: offer.vcpus, ram_gb: offer.ramGb, storage_gb: storageGb, gpus },
+        resources: { vcpu_count: offer.vcpus, ram_gb: offer.ramGb, storage_gb: size.storageGb, gpus },
         location_id: offer.locationId,
         useDedicatedIp: true,
         ssh_key: cluster.specific.publicKey,
         // One `runcmd` entry piping the script, base64-encoded, to `sh`: nothing of it on a command line.
-        cloud_init: { runcmd: [`echo ${Buffer.from(script, "utf8").toString("base64")} | base64 -d | sh`] },
+        cloud_init: { runcmd: [`echo ${script} | base64 -d | sh`] },
       };
-      const request = { data: { data: { type: "virtualmachine", attributes } } };
-      const purpose = `creating instance ${name}`;
-      const answer = await client.call(
-        "create",
-        "POST",
-        "/instances",
-        createdAnswerSchema,
-        purpose,
-        signal,
-        request,
-      );
-      const created = answer.data;
+      const body = { data: { type: "virtualmachine", attributes } };
+      const { data: created } = await calls.create({ body, purpose: `creating instance ${name}` }, signal);
       // The create answers only the id, name and status: the rest is what was asked.
       return {
         ...created,
@@ -151,39 +127,25 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
       };
     },
 
-    get: (id, signal) =>
-      client.read("get", `/instances/${id}`, instanceAnswerSchema, `looking up instance ${id}`, signal),
-    // One page: TensorDock documents no paging of `GET /instances`.
-    listPage: async (_cursor, signal) => ({
-      machines: (await client.read("list", "/instances", instancesAnswerSchema, "listing instances", signal))
-        .data.instances,
-    }),
+    get: (id, signal) => calls.get({ id }, signal),
+    listPage: calls.instances.page,
     isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
     isBeingDeleted: (instance) => ["deleting", "deleted"].includes(instance.status.toLowerCase()),
-    tags: {
-      name: (cluster, index) => {
-        const pool = cluster.poolId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 24);
-        return `${cluster.id}-${index}${pool ? `--${pool}` : ""}`;
-      },
-      nameOf: (instance) => instance.name || undefined,
-      read: tagsOf,
-    },
+    tags,
 
     describe(instance, { identityFile }) {
       const ip = instance.ipAddress || null;
-      const standIn = standIns.of(instance.id, ip ? { id: instance.id, ipAddress: ip } : undefined);
-      return describeMachine({
+      return describe(ip ? { id: instance.id, ipAddress: ip } : undefined, {
         id: instance.id,
         status: statusOf(instance.status),
         address: ip ? { host: ip, port: sshPortOf(instance.portForwards), user: settings.sshUser } : null,
         identityFile,
-        standIn,
         publicIp: ip,
         // VMs on different hostnodes share no private network: peers reach each other on their own IPs.
-        privateIp: standIn?.host ?? ip,
+        privateIp: (standIn) => standIn?.host ?? ip,
         spot: false,
         hourlyPrice: instance.rateHourly ?? null,
-        tags: tagsOf(instance),
+        tags: tags.read(instance),
         createdAt: Date.now(),
       });
     },

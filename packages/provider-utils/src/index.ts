@@ -200,7 +200,7 @@ export type {
   PoolResourceKind,
 } from "./machine-provider/pool-resources.js";
 export { namedPoolResources } from "./machine-provider/pool-resources.js";
-export { removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
+export { deletedUnlessGone, removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
 export {
   absolutePathField,
   millisecondsField,

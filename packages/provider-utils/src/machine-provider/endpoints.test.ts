@@ -18,17 +18,19 @@ const exampleApi = defineMachineApi({
 
 const machine = z.object({ id: z.number(), name: z.string() });
 const numberedAnswer = z.object({ items: z.array(machine), count: z.number().nullish() });
+const tokenAnswer = z.looseObject({ items: z.array(machine), next: z.string().nullish() });
 
 const exampleCalls = machineEndpoints(exampleApi, {
-  get: endpoint("GET /machines/{id}", machine, { paced: "get", purpose: "looking up machine {id}" }),
-  create: endpoint("POST /regions/{region}/machines", machine, {
-    paced: "create",
-    purpose: (input) => `creating machine ${(input.body as { name: string }).name}`,
-  }),
-  remove: endpoint("DELETE /machines/{id}", undefined, { paced: "delete", purpose: "deleting machine {id}" }),
-  numbered: listEndpoint("GET /machines", numberedAnswer, {
+  get: endpoint("GET /machines/{id}", machine, "looking up machine {id}", "get"),
+  create: endpoint(
+    "POST /regions/{region}/machines",
+    machine,
+    (input) => `creating machine ${(input.body as { name: string }).name}`,
+    "create",
+  ),
+  remove: endpoint("DELETE /machines/{id}", undefined, "deleting machine {id}", { paced: "delete" }),
+  numbered: listEndpoint("GET /machines", numberedAnswer, "listing machines", {
     paced: "list",
-    purpose: "listing machines",
     query: { search: "skyward-" },
     items: (answer) => answer.items,
     pages: {
@@ -41,19 +43,18 @@ const exampleCalls = machineEndpoints(exampleApi, {
       },
     },
   }),
-  tokened: listEndpoint(
-    "GET /v1/machines",
-    z.object({ items: z.array(machine), next: z.string().nullish() }),
+  tokened: listEndpoint("GET /v1/machines", tokenAnswer, "listing machines", {
+    items: "items",
+    pages: { token: { param: "after", next: (answer) => answer.next } },
+  }),
+  single: listEndpoint(
+    "GET /all",
+    z.object({ data: z.object({ items: z.array(machine) }) }),
+    "listing everything",
     {
-      purpose: "listing machines",
-      items: (answer) => answer.items,
-      pages: { token: { param: "after", next: (answer) => answer.next } },
+      items: (answer) => answer.data.items,
     },
   ),
-  single: listEndpoint("GET /all", z.object({ data: z.object({ items: z.array(machine) }) }), {
-    purpose: "listing everything",
-    items: (answer) => answer.data.items,
-  }),
 });
 
 /** A fake API holding machines 1–5, answering each request from its path and query; every request kept. */
@@ -106,10 +107,14 @@ describe("machineEndpoints", () => {
       name: "skyward-6",
     });
     await calls.remove({ id: 3 }, signal());
+    await expect(calls.single.all({ purpose: "counting machines" }, signal())).rejects.toThrow(
+      /counting machines/,
+    );
     expect(seen.map(({ method, path, body }) => [method, path, body])).toEqual([
       ["GET", "/v1/machines/a%2Fb", undefined],
       ["POST", "/v1/regions/eu/machines", { name: "skyward-6" }],
       ["DELETE", "/v1/machines/3", undefined],
+      ["GET", "/v1/all", undefined],
     ]);
   });
 

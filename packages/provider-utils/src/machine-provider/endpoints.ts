@@ -26,11 +26,10 @@
  * });
  * const exampleCalls = machineEndpoints(exampleApi, {
  *   // The answer's schema (here a machine's name), or undefined for an answer not read.
- *   name: endpoint("GET /machines/{id}/name", answerTextSchema, { paced: "get", purpose: "reading machine {id}" }),
- *   remove: endpoint("DELETE /machines/{id}", undefined, { paced: "delete", purpose: "deleting machine {id}" }),
- *   names: listEndpoint("GET /machine-names", answerListSchema(answerTextSchema), {
+ *   name: endpoint("GET /machines/{id}/name", answerTextSchema, "reading machine {id}", "get"),
+ *   remove: endpoint("DELETE /machines/{id}", undefined, "deleting machine {id}", "delete"),
+ *   names: listEndpoint("GET /machine-names", answerListSchema(answerTextSchema), "listing machines", {
  *     paced: "list",
- *     purpose: "listing machines",
  *     items: (answer) => answer,
  *     pages: { token: { param: "after", next: () => undefined } },
  *   }),
@@ -61,6 +60,8 @@ export type RouteParams<R extends string> = R extends `${string}{${infer Name}}$
 export type EndpointInput<R extends string> = RouteParams<R> & {
   readonly body?: unknown;
   readonly query?: Readonly<Record<string, string>>;
+  /** What this call is for, in messages, in place of the declared purpose (`creating instance <name>`). */
+  readonly purpose?: string;
 };
 
 /** The answer of a schema, or `unknown` for an endpoint that declares none (its answer is not read). */
@@ -122,22 +123,70 @@ export interface ListEndpointDefinition<R extends Route, Schema extends z.ZodTyp
   readonly pages?: ListPaging<z.output<Schema>, Item>;
 }
 
-/** An endpoint: `route`, its answer parsed with `schema` (`undefined`: not read). */
+/** How an endpoint is sent beside its purpose: its rate-limit bucket alone (`"get"`), or the options. */
+export type EndpointExtras<R extends string> = MachineEndpoint | Omit<EndpointOptions<R>, "purpose">;
+
+const optionsOf = <R extends string>(purpose: EndpointOptions<R>["purpose"], extras?: EndpointExtras<R>) =>
+  typeof extras === "string" ? { purpose, paced: extras } : { ...extras, purpose };
+
+/**
+ * An endpoint: `route`, its answer parsed with `schema` (`undefined`: not read), `purpose` what
+ * messages say it was for, `extras` its rate-limit bucket (default `other`) or its options.
+ */
 export function endpoint<R extends Route, Schema extends z.ZodType | undefined>(
   route: R,
   schema: Schema,
-  options: EndpointOptions<R>,
+  purpose: EndpointOptions<R>["purpose"],
+  extras?: EndpointExtras<R>,
 ): EndpointDefinition<R, Schema> {
-  return { ...options, kind: "call", route, schema };
+  return { ...optionsOf(purpose, extras), kind: "call", route, schema };
 }
 
-/** A list endpoint: its items found by `items`, its pages by `pages`. */
+/** The keys of an answer whose values are lists (its own keys: a loose object's index signature is none). */
+type ListKeys<Answer> = keyof {
+  [K in keyof Answer as string extends K ? never : Answer[K] extends readonly unknown[] ? K : never]: true;
+} &
+  string;
+
+/** The items of the list an answer holds under `Key`. */
+type ItemsAt<Answer, Key extends keyof Answer> = Answer[Key] extends readonly (infer Item)[] ? Item : never;
+
+/** How a list endpoint is sent and read, beside its purpose: `items` the answer's key holding them, or how to find them. */
+type ListOptions<R extends string, Answer, Item, Items> = Omit<EndpointOptions<R>, "purpose"> & {
+  readonly items: Items;
+  readonly pages?: ListPaging<Answer, Item>;
+};
+
+/** A list endpoint: as {@link endpoint}, its items under the answer's key `list.items`, its pages by `list.pages`. */
+export function listEndpoint<
+  R extends Route,
+  Schema extends z.ZodType,
+  Key extends ListKeys<z.output<Schema>>,
+>(
+  route: R,
+  schema: Schema,
+  purpose: EndpointOptions<R>["purpose"],
+  list: ListOptions<R, z.output<Schema>, ItemsAt<z.output<Schema>, Key>, Key>,
+): ListEndpointDefinition<R, Schema, ItemsAt<z.output<Schema>, Key>>;
+/** A list endpoint: as {@link endpoint}, its items found by `list.items`, its pages by `list.pages`. */
 export function listEndpoint<R extends Route, Schema extends z.ZodType, Item>(
   route: R,
   schema: Schema,
-  options: EndpointOptions<R> & Pick<ListEndpointDefinition<R, Schema, Item>, "items" | "pages">,
-): ListEndpointDefinition<R, Schema, Item> {
-  return { ...options, kind: "list", route, schema };
+  purpose: EndpointOptions<R>["purpose"],
+  list: ListOptions<R, z.output<Schema>, Item, (answer: z.output<Schema>) => readonly Item[]>,
+): ListEndpointDefinition<R, Schema, Item>;
+export function listEndpoint(
+  route: Route,
+  schema: z.ZodType,
+  purpose: EndpointOptions<string>["purpose"],
+  list: ListOptions<string, unknown, unknown, string | ((answer: unknown) => readonly unknown[])>,
+): ListEndpointDefinition<Route, z.ZodType, unknown> {
+  const { items } = list;
+  const itemsOf =
+    typeof items === "function"
+      ? items
+      : (answer: unknown) => (answer as Record<string, unknown[]>)[items] ?? [];
+  return { ...list, items: itemsOf, purpose, kind: "list", route, schema };
 }
 
 /** A bound endpoint: one typed call. */
@@ -206,7 +255,10 @@ function sender(
     const fill = (text: string, encode: (value: string) => string) =>
       text.replace(/\{(\w+)\}/g, (_, name: string) => encode(String(values[name] ?? "")));
     const purpose =
-      typeof definition.purpose === "function" ? definition.purpose(input) : fill(definition.purpose, String);
+      input.purpose ??
+      (typeof definition.purpose === "function"
+        ? definition.purpose(input)
+        : fill(definition.purpose, String));
     const query = { ...definition.query, ...input.query };
     return client.json(method, fill(template, encodeURIComponent), {
       schema: definition.schema,
