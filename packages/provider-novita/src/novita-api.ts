@@ -73,21 +73,16 @@ const created = z.object({ id: z.string().min(1) });
 /** Novita's endpoints on a client of the API at `settings.apiUrl` (the key looked up on the first request). */
 export const novitaClient = (settings: Parameters<typeof novitaApi.jsonClient>[0]) =>
   machineEndpoints(novitaApi, {
-    products: endpoint("GET /products", products, { paced: "offers", purpose: "listing GPU products" }),
-    create: endpoint("POST /gpu/instance/create", created, {
-      paced: "create",
-      purpose: "creating an instance",
-    }),
-    instance: endpoint("GET /gpu/instance", instanceSchema, { paced: "get", purpose: "reading an instance" }),
-    instances: listEndpoint("GET /gpu/instances", page, {
+    products: endpoint("GET /products", products, "listing GPU products", "offers"),
+    create: endpoint("POST /gpu/instance/create", created, "creating an instance", "create"),
+    instance: endpoint("GET /gpu/instance", instanceSchema, "reading an instance", "get"),
+    instances: listEndpoint("GET /gpu/instances", page, "listing instances", {
       paced: "list",
-      purpose: "listing instances",
       items: (answer) => answer.instances ?? [],
       pages: { numbered: { ...numbered, idOf: ({ id }) => id } },
     }),
-    delete: endpoint("POST /gpu/instance/delete", undefined, {
+    delete: endpoint("POST /gpu/instance/delete", undefined, "deleting an instance", {
       paced: "delete",
-      purpose: "deleting an instance",
       idempotent: true,
     }),
   })(novitaApi.jsonClient(settings));

@@ -55,7 +55,7 @@ export type VerdaApiError = MachineProviderError;
 export const VerdaApiError = verdaApi.ApiError;
 
 const size = z.object(answerNumbers("size_in_gigabytes")).nullish();
-const instanceTypeSchema = z.object({
+const instanceType = z.object({
   instance_type: z.string(),
   ...answerNumbers("price_per_hour", "spot_price"),
   model: z.string().nullish(),
@@ -65,7 +65,8 @@ const instanceTypeSchema = z.object({
   gpu_memory: size,
   supported_os: z.array(z.string()).nullish(),
 });
-export type VerdaInstanceType = z.output<typeof instanceTypeSchema>;
+export type VerdaInstanceType = z.output<typeof instanceType>;
+const instanceTypes = z.array(instanceType);
 
 const instance = z.object({
   id: z.string(),
@@ -75,11 +76,9 @@ const instance = z.object({
   is_spot: z.boolean().nullish(),
 });
 export type VerdaInstance = z.output<typeof instance>;
-const instances = z.array(instance);
-const items = <Item>(all: Item[]) => all;
 
 /** Project SSH keys and startup scripts. */
-const namedSchema = z.array(z.object({ id: z.string(), name: z.string() }));
+const named = z.array(z.object({ id: z.string(), name: z.string() }));
 /** Creations answer the new id as text, or as `{id}`. */
 const idSchema = z.union([z.string().min(1), z.object({ id: z.string().min(1) }).transform(({ id }) => id)]);
 const capacity = z.array(
@@ -97,36 +96,27 @@ const actionResults = z.array(
 // `GET /scripts` is paged (`pageSize` at most 100) since 2026-03-30, and `skyward down` must find every pool's
 // script (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/); the other lists are not.
 const numbered = { pageParam: "page", sizeParam: "pageSize", size: 100, shortPageEnds: true };
-const pages = { numbered: { ...numbered, idOf: ({ id }: { id: string }) => id } };
 const verdaEndpoints = machineEndpoints(verdaApi, {
-  instanceTypes: endpoint("GET /instance-types", z.array(instanceTypeSchema), {
+  instanceTypes: endpoint("GET /instance-types", instanceTypes, "listing instance types", {
     paced: "offers",
-    purpose: "listing instance types",
     query: { currency: "usd" },
   }),
-  capacity: endpoint("GET /instance-availability", capacity, {
-    paced: "offers",
-    purpose: "listing capacity",
+  capacity: endpoint("GET /instance-availability", capacity, "listing capacity", "offers"),
+  sshKeys: endpoint("GET /ssh-keys", named, "listing SSH keys"),
+  scripts: listEndpoint("GET /scripts", named, "listing startup scripts", {
+    items: (scripts) => scripts,
+    pages: { numbered: { ...numbered, idOf: ({ id }) => id } },
   }),
-  sshKeys: endpoint("GET /ssh-keys", namedSchema, { purpose: "listing SSH keys" }),
-  scripts: listEndpoint("GET /scripts", namedSchema, { purpose: "listing startup scripts", items, pages }),
-  sshKey: endpoint("POST /ssh-keys", idSchema, { purpose: "adding an SSH key" }),
-  script: endpoint("POST /scripts", idSchema, { purpose: "adding a startup script" }),
-  deleteSshKey: endpoint("DELETE /ssh-keys/{id}", undefined, {
-    paced: "delete",
-    purpose: "deleting key {id}",
-  }),
-  deleteScript: endpoint("DELETE /scripts/{id}", undefined, {
-    paced: "delete",
-    purpose: "deleting script {id}",
-  }),
-  deploy: endpoint("POST /instances", idSchema, { paced: "create", purpose: "deploying an instance" }),
-  instances: listEndpoint("GET /instances", instances, {
+  sshKey: endpoint("POST /ssh-keys", idSchema, "adding an SSH key"),
+  script: endpoint("POST /scripts", idSchema, "adding a startup script"),
+  deleteSshKey: endpoint("DELETE /ssh-keys/{id}", undefined, "deleting SSH key {id}", "delete"),
+  deleteScript: endpoint("DELETE /scripts/{id}", undefined, "deleting startup script {id}", "delete"),
+  deploy: endpoint("POST /instances", idSchema, "deploying an instance", "create"),
+  instances: listEndpoint("GET /instances", z.array(instance), "listing instances", {
     paced: "list",
-    purpose: "listing instances",
-    items,
+    items: (all) => all,
   }),
-  instance: endpoint("GET /instances/{id}", instance, { paced: "get", purpose: "reading instance {id}" }),
+  instance: endpoint("GET /instances/{id}", instance, "reading instance {id}", "get"),
 });
 
 /** A client for Verda's API; no request is sent and no credential looked up until the first call. */
