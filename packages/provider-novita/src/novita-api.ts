@@ -69,6 +69,8 @@ const page = z.object({ instances: z.array(instanceSchema).nullable() });
 const numbered = { pageParam: "pageNum", sizeParam: "pageSize", size: PAGE_SIZE, shortPageEnds: true };
 const products = z.object({ data: z.array(productSchema) });
 const created = z.object({ id: z.string().min(1) });
+// A delete sent twice does no harm: one whose answer was lost is sent again.
+const retriedDelete = { paced: "delete", idempotent: true } as const;
 
 /** Novita's endpoints on a client of the API at `settings.apiUrl` (the key looked up on the first request). */
 export const novitaClient = (settings: Parameters<typeof novitaApi.jsonClient>[0]) =>
@@ -81,8 +83,5 @@ export const novitaClient = (settings: Parameters<typeof novitaApi.jsonClient>[0
       items: (answer) => answer.instances ?? [],
       pages: { numbered: { ...numbered, idOf: ({ id }) => id } },
     }),
-    delete: endpoint("POST /gpu/instance/delete", undefined, "deleting an instance", {
-      paced: "delete",
-      idempotent: true,
-    }),
+    delete: endpoint("POST /gpu/instance/delete", undefined, "deleting an instance", retriedDelete),
   })(novitaApi.jsonClient(settings));

@@ -96,11 +96,10 @@ const actionResults = z.array(
 // `GET /scripts` is paged (`pageSize` at most 100) since 2026-03-30, and `skyward down` must find every pool's
 // script (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/); the other lists are not.
 const numbered = { pageParam: "page", sizeParam: "pageSize", size: 100, shortPageEnds: true };
+const inUsd = { paced: "offers", query: { currency: "usd" } } as const;
+const instances = z.array(instance);
 const verdaEndpoints = machineEndpoints(verdaApi, {
-  instanceTypes: endpoint("GET /instance-types", instanceTypes, "listing instance types", {
-    paced: "offers",
-    query: { currency: "usd" },
-  }),
+  instanceTypes: endpoint("GET /instance-types", instanceTypes, "listing instance types", inUsd),
   capacity: endpoint("GET /instance-availability", capacity, "listing capacity", "offers"),
   sshKeys: endpoint("GET /ssh-keys", named, "listing SSH keys"),
   scripts: listEndpoint("GET /scripts", named, "listing startup scripts", {
@@ -112,7 +111,7 @@ const verdaEndpoints = machineEndpoints(verdaApi, {
   deleteSshKey: endpoint("DELETE /ssh-keys/{id}", undefined, "deleting SSH key {id}", "delete"),
   deleteScript: endpoint("DELETE /scripts/{id}", undefined, "deleting startup script {id}", "delete"),
   deploy: endpoint("POST /instances", idSchema, "deploying an instance", "create"),
-  instances: listEndpoint("GET /instances", z.array(instance), "listing instances", {
+  instances: listEndpoint("GET /instances", instances, "listing instances", {
     paced: "list",
     items: (all) => all,
   }),
