@@ -90,25 +90,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
   const resources = namedPoolResources({
     prefix: "verda",
     kinds: {
-      sshKey: {
-        kind: "SSH key",
-        list: (signal) => api.sshKeys({}, signal),
-        remove: (id, signal) => api.deleteSshKey({ id }, signal),
-      },
-      script: {
-        kind: "startup script",
-        list: (signal) => api.scripts.all({}, signal),
-        remove: (id, signal) => api.deleteScript({ id }, signal),
-      },
+      sshKey: { kind: "SSH key", list: api.sshKeys, remove: api.deleteSshKey },
+      script: { kind: "startup script", list: api.scripts.all, remove: api.deleteScript },
     },
-    async liveClusters(signal) {
-      const live = (await api.instances.all({}, signal)).filter(
-        ({ status }) => machine.statusOf(status) !== "terminated",
-      );
-      return new Set(
-        live.map(({ description }) => tagsFromDescription(description)[SKYWARD_TAGS.cluster] ?? ""),
-      );
-    },
+    liveClusters: async (signal) => machine.liveClusters(await api.instances.all({}, signal)),
   });
 
   return {

@@ -81,13 +81,19 @@ describe("a machine mapping", () => {
     expect(asked).toEqual([{ id: "m3", ip: "198.51.100.5" }]);
   });
 
-  it("names machines <cluster>-<index>, reads the name back, and knows a machine being deleted", () => {
+  it("names machines <cluster>-<index>, knows a machine being deleted, and the clusters still live", () => {
     const mapped = acme();
     expect(mapped.tags.name({ id: "skyward-0a1b2c3d", poolId: "p" }, 3)).toBe("skyward-0a1b2c3d-3");
     expect(mapped.tags.nameOf({ id: "m", status: "x", label: "" })).toBeUndefined();
     expect(mapped.tags.read({ id: "m", status: "x" })).toEqual({});
     expect(mapped.isBeingDeleted?.({ id: "m", status: "Deleting" })).toBe(true);
     expect(mapped.isBeingDeleted?.({ id: "m", status: "active" })).toBe(false);
+    const machines = [
+      { id: "a", status: "active", label: "skyward-0a1b2c3d-0" },
+      { id: "b", status: "gone", label: "skyward-1a1b2c3d-0" },
+      { id: "c", status: "booting" },
+    ];
+    expect([...mapped.liveClusters(machines)]).toEqual(["skyward-0a1b2c3d"]);
   });
 });
 

@@ -6,6 +6,7 @@
  */
 import type { Instance, InstanceStatus } from "@skyward/core/contract";
 import type { SshStandIn } from "../instances.js";
+import { SKYWARD_TAGS } from "../tags.js";
 import type { MachineAdapter, MachineDescribeContext, MachineTagCodec } from "./adapter.js";
 import { describeMachine, type StandInSeam, statusTable } from "./machine-instance.js";
 
@@ -41,6 +42,8 @@ export interface MachineMapping<Machine, Address> {
 export interface MappedMachine<Machine> extends Pick<MachineAdapter<Machine>, "isBeingDeleted"> {
   /** A status word of the API as Skyward's. */
   readonly statusOf: (status: string) => InstanceStatus;
+  /** The clusters (`skyward:cluster` tags) of the machines that are not terminated. */
+  readonly liveClusters: (machines: readonly Machine[]) => Set<string>;
   /** Names `<cluster id>-<index>`; tags as the mapping reads them, with the name under `nameTag`. */
   readonly tags: MachineTagCodec<Machine>;
   /** The machine as Skyward sees it, reached as `user` (default root) or at the seam's stand-in. */
@@ -61,6 +64,12 @@ export function mappedMachine<Machine extends { readonly id: string; readonly st
   };
   return {
     statusOf,
+    liveClusters: (machines) =>
+      new Set(
+        machines
+          .filter((machine) => statusOf(machine.status) !== "terminated")
+          .flatMap((machine) => mapping.tags(machine)[SKYWARD_TAGS.cluster] ?? []),
+      ),
     isBeingDeleted: (machine) => deleting.has(machine.status.toLowerCase()),
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,

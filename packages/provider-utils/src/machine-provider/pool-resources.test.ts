@@ -15,7 +15,7 @@ function acme(live: string[]) {
   const scripts = new Map([["s1", "acme-0a1b2c3d_train"]]);
   const store = (entries: Map<string, string>) => ({
     list: async () => [...entries].map(([id, name]) => ({ id, name })),
-    remove: async (id: string) => {
+    remove: async ({ id }: { id: string }) => {
       if (!entries.delete(id)) throw new AcmeError({ kind: "gone", message: `no ${id}` });
     },
   });

@@ -5,16 +5,23 @@
  * machine and reports the others as left. A resource the API no longer knows counts as removed.
  */
 import type { CleanupOptions, CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
+import type { machineEndpoints } from "./endpoints.js";
 import { machineErrorKind } from "./errors.js";
 
-/** One kind of registered resource. */
+/** One kind of registered resource; `list` and `remove` take the input of an endpoint ({@link machineEndpoints}). */
 export interface PoolResourceKind {
   /** What it is, in results and messages (`"SSH key"`). */
   readonly kind: string;
   /** Every resource of the kind, with its name. */
-  list(signal: AbortSignal): Promise<readonly { readonly id: string; readonly name: string }[]>;
+  list(input: Readonly<Record<string, never>>, signal: AbortSignal): Promise<readonly NamedResource[]>;
   /** Deletes one by id; resolves when done, throws its API error otherwise. */
-  remove(id: string, signal: AbortSignal): Promise<unknown>;
+  remove(input: { readonly id: string }, signal: AbortSignal): Promise<unknown>;
+}
+
+/** A registered resource as its list shows it. */
+export interface NamedResource {
+  readonly id: string;
+  readonly name: string;
 }
 
 /** What {@link namedPoolResources} is given. */
@@ -44,7 +51,7 @@ export function namedPoolResources<Kind extends string>(
   const kinds = Object.entries(options.kinds) as [Kind, PoolResourceKind][];
   async function remove(kind: Kind, id: string | undefined, signal: AbortSignal) {
     try {
-      if (id) await options.kinds[kind].remove(id, signal);
+      if (id) await options.kinds[kind].remove({ id }, signal);
     } catch (error) {
       if (machineErrorKind(error) !== "gone") throw error;
     }
@@ -55,7 +62,9 @@ export function namedPoolResources<Kind extends string>(
     async cleanup({ pools, signal }) {
       const [live, ...listed] = await Promise.all([
         options.liveClusters(signal),
-        ...kinds.map(([key, kind]) => kind.list(signal).then((all) => all.map((one) => ({ ...one, key })))),
+        ...kinds.map(([key, kind]) =>
+          kind.list({}, signal).then((all) => all.map((one) => ({ ...one, key }))),
+        ),
       ]);
       const removed: PoolResource[] = [];
       const left: LeftPoolResource[] = [];
