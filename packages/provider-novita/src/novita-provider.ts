@@ -115,32 +115,29 @@ const addressOf = () => undefined;
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
   const api = novitaClient(settings);
   const { standIns, fields } = marketplaceMachine({ name: "novita", label: "Novita", settings, addressOf });
-  const machine = mappedMachine<NovitaInstance, { id: string; host: string; port: number }>(
-    {
-      // List Instances → `status`; the others (toCreate, pulling, starting…) are on their way.
-      statuses: {
-        running: ["running"],
-        terminated: ["removed"],
-        stopping: ["toStop", "stopping", "exited", "freezing", "toRemove", "removing"],
-      },
-      deleting: ["toRemove", "removing", "removed"],
-      name: (instance) => instance.name,
-      nameTag: "novita:name",
-      tags: ({ envs }) =>
-        skywardTagsFromEnvironment(Object.fromEntries((envs ?? []).map((e) => [e.key, e.value]))),
-      // `host:port` (or a URL) mapped to 22; containers share no private network: peers use this endpoint.
-      address(instance) {
-        const mapping = instance.portMappings?.find((entry) => entry.port === 22 && entry.endpoint);
-        const match = /^(.+):(\d+)$/.exec(mapping?.endpoint?.replace(/^[a-z]+:\/\//, "") ?? "");
-        return match?.[1] ? { host: match[1], port: Number(match[2]) } : undefined;
-      },
-      seamAddress: (id, endpoint) => ({ id, ...endpoint }),
-      spot: (instance, tags) => instance.billingMode === "spot" || tags[SKYWARD_TAGS.spot] === "1",
-      hourlyPrice: (instance) => usd(instance.instancePrice),
-      createdAt: (instance) => instance.createdAt,
+  const machine = mappedMachine<NovitaInstance, { id: string; host: string; port: number }>(standIns, {
+    // List Instances → `status`; the others (toCreate, pulling, starting…) are on their way.
+    statuses: {
+      running: ["running"],
+      terminated: ["removed"],
+      stopping: ["toStop", "stopping", "exited", "freezing", "toRemove", "removing"],
     },
-    standIns,
-  );
+    deleting: ["toRemove", "removing", "removed"],
+    name: (instance) => instance.name,
+    nameTag: "novita:name",
+    tags: ({ envs }) =>
+      skywardTagsFromEnvironment(Object.fromEntries((envs ?? []).map((e) => [e.key, e.value]))),
+    // `host:port` (or a URL) mapped to 22; containers share no private network: peers use this endpoint.
+    address(instance) {
+      const mapping = instance.portMappings?.find((entry) => entry.port === 22 && entry.endpoint);
+      const match = /^(.+):(\d+)$/.exec(mapping?.endpoint?.replace(/^[a-z]+:\/\//, "") ?? "");
+      return match?.[1] ? { host: match[1], port: Number(match[2]) } : undefined;
+    },
+    seamAddress: (id, endpoint) => ({ id, ...endpoint }),
+    spot: (instance, tags) => instance.billingMode === "spot" || tags[SKYWARD_TAGS.spot] === "1",
+    hourlyPrice: (instance) => usd(instance.instancePrice),
+    createdAt: (instance) => instance.createdAt,
+  });
   // `skyward-self-destruct (ID | NAME)`: by id, or by name for the boot watchdog; base64 in the environment.
   const program = curlSelfDestructProgram({
     apiUrl: settings.apiUrl,

@@ -66,6 +66,8 @@ const instanceType = z.object({
   supported_os: z.array(z.string()).nullish(),
 });
 export type VerdaInstanceType = z.output<typeof instanceType>;
+/** The instance types available now, per location code (`GET /instance-availability?is_spot=…`). */
+export type VerdaCapacity = z.output<typeof capacity>;
 const instanceTypes = z.array(instanceType);
 
 const instance = z.object({
@@ -124,12 +126,6 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
   const calls = verdaEndpoints(client);
   return {
     ...calls,
-    /** Instance types available now, per location code, for spot or on-demand. */
-    async availableTypes(spot: boolean, signal: AbortSignal): Promise<Map<string, Set<string>>> {
-      const entries = await calls.capacity({ query: { is_spot: String(spot) } }, signal);
-      return new Map(entries.map((entry) => [entry.location_code, new Set(entry.availabilities ?? [])]));
-    },
-
     /**
      * Deletes instances and the OS volumes given (`PUT /instances`, action `delete`, `volume_ids`,
      * `delete_permanently`: past the trash). A 207 is read instance by instance.

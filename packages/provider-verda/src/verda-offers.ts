@@ -4,7 +4,7 @@
  */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
 import { acceleratorFromNames, pricedOffer, refuseSetting, roundPrice } from "@skyward/provider-utils";
-import type { VerdaInstanceType } from "./verda-api.js";
+import type { VerdaCapacity, VerdaInstanceType } from "./verda-api.js";
 import type { ParsedSettings } from "./verda-settings.js";
 
 /** What an offer of this provider carries in {@link Offer.specific}. */
@@ -17,8 +17,7 @@ export interface VerdaOfferData {
   readonly supportedOs?: readonly string[];
 }
 
-/** Instance types available now per location code, per market. */
-type Availability = Readonly<Record<"onDemand" | "spot", Map<string, Set<string>>>>;
+type Availability = Readonly<Record<"onDemand" | "spot", VerdaCapacity>>;
 
 /** The canonical accelerator of a type (`model`, else its GPU description `1x H100 SXM5 80GB`), with the form factor it says. */
 function acceleratorOf(type: VerdaInstanceType) {
@@ -37,7 +36,9 @@ export function toOffers(
   query: OfferQuery,
   location?: string,
 ): Offer[] {
-  const locations = [...new Set([...available.onDemand.keys(), ...available.spot.keys()])]
+  const locations = [
+    ...new Set([...available.onDemand, ...available.spot].map((entry) => entry.location_code)),
+  ]
     .filter((code) => location === undefined || code === location)
     .sort();
   return types.flatMap((type) => {
@@ -46,8 +47,10 @@ export function toOffers(
       ? accelerator?.name === query.accelerator.name && accelerator.count === query.accelerator.count
       : (type.gpu?.number_of_gpus ?? 0) === 0;
     if (!wanted) return [];
-    const priceIn = (market: keyof Availability, code: string, price: number | null | undefined) =>
-      available[market].get(code)?.has(type.instance_type) && price != null ? roundPrice(price) : null;
+    const priceIn = (market: keyof Availability, code: string, price: number | null | undefined) => {
+      const at = available[market].find((entry) => entry.location_code === code);
+      return at?.availabilities?.includes(type.instance_type) && price != null ? roundPrice(price) : null;
+    };
     return locations.flatMap((code) =>
       pricedOffer({
         id: `verda:${code}:${type.instance_type}`,

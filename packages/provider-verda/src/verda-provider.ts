@@ -60,29 +60,26 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
   const api = createVerdaClient(settings);
   const addressOf = ({ id, publicIp }: Instance) => (publicIp ? { id, ip: publicIp } : undefined);
   const { standIns, fields } = marketplaceMachine({ name: "verda", label: "Verda", settings, addressOf });
-  const machine = mappedMachine<VerdaInstance, { id: string; ip: string }>(
-    {
-      // The others (new, ordered, validating, provisioning) are on their way. A discontinued instance (a
-      // spot instance Verda took back) never runs again: teardown still deletes it.
-      statuses: {
-        running: ["running"],
-        stopping: ["offline", "deleting"],
-        terminated: ["error", "notfound", "no_capacity", "installation_failed", "deleted", "discontinued"],
-      },
-      deleting: ["deleting", "deleted"],
-      name: (instance) => instance.hostname,
-      nameTag: "verda:hostname",
-      tags: (instance) => tagsFromDescription(instance.description),
-      // No private network between separate instances: one address, the public `ip` ("Get instance by ID"); the
-      // interconnect is Instant Clusters' (https://docs.verda.com/clusters/instant-clusters/good-to-know/).
-      address: (instance) => (instance.ip?.trim() ? { host: instance.ip.trim(), port: 22 } : undefined),
-      seamAddress: (id, { host }) => ({ id, ip: host }),
-      spot: (instance) => instance.is_spot === true,
-      hourlyPrice: (instance) => instance.price_per_hour,
-      createdAt: (instance) => instance.created_at,
+  const machine = mappedMachine<VerdaInstance, { id: string; ip: string }>(standIns, {
+    // The others (new, ordered, validating, provisioning) are on their way. A discontinued instance (a
+    // spot instance Verda took back) never runs again: teardown still deletes it.
+    statuses: {
+      running: ["running"],
+      stopping: ["offline", "deleting"],
+      terminated: ["error", "notfound", "no_capacity", "installation_failed", "deleted", "discontinued"],
     },
-    standIns,
-  );
+    deleting: ["deleting", "deleted"],
+    name: (instance) => instance.hostname,
+    nameTag: "verda:hostname",
+    tags: (instance) => tagsFromDescription(instance.description),
+    // No private network between separate instances: one address, the public `ip` ("Get instance by ID"); the
+    // interconnect is Instant Clusters' (https://docs.verda.com/clusters/instant-clusters/good-to-know/).
+    address: (instance) => (instance.ip?.trim() ? { host: instance.ip.trim(), port: 22 } : undefined),
+    seamAddress: (id, { host }) => ({ id, ip: host }),
+    spot: (instance) => instance.is_spot === true,
+    hourlyPrice: (instance) => instance.price_per_hour,
+    createdAt: (instance) => instance.created_at,
+  });
   const credentials = () => resolveClientCredentials(verdaApi, VERDA_CREDENTIALS, settings);
   const read = (id: string, signal: AbortSignal) => api.instance({ id }, signal);
 
@@ -105,7 +102,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     async offers(query, signal) {
       const [types, available] = await Promise.all([
         api.instanceTypes({}, signal),
-        marketListings(query, (spot) => api.availableTypes(spot, signal), new Map<string, Set<string>>()),
+        marketListings(query, (spot) => api.capacity({ query: { is_spot: String(spot) } }, signal), []),
       ]);
       return toOffers(types, available, query, query.region ?? settings.location);
     },

@@ -16,22 +16,19 @@ interface AcmeMachine {
 
 function acme(seam?: (address: { id: string; ip: string }) => { host: string; port: number }) {
   const standIns = standInSeam(seam, () => undefined);
-  return mappedMachine<AcmeMachine, { id: string; ip: string }>(
-    {
-      statuses: { running: ["Active"], terminated: ["gone"], stopping: ["Deleting"] },
-      deleting: ["deleting"],
-      name: (machine) => machine.label,
-      nameTag: "acme:label",
-      tags: (machine): Record<string, string> =>
-        machine.label ? { "skyward:cluster": machine.label.slice(0, 16) } : {},
-      address: (machine) => (machine.ip ? { host: machine.ip, port: 2222 } : undefined),
-      seamAddress: (id, address) => ({ id, ip: address.host }),
-      spot: (machine) => machine.spot === true,
-      hourlyPrice: (machine) => machine.price,
-      createdAt: () => "2026-01-02T03:04:05Z",
-    },
-    standIns,
-  );
+  return mappedMachine<AcmeMachine, { id: string; ip: string }>(standIns, {
+    statuses: { running: ["Active"], terminated: ["gone"], stopping: ["Deleting"] },
+    deleting: ["deleting"],
+    name: (machine) => machine.label,
+    nameTag: "acme:label",
+    tags: (machine): Record<string, string> =>
+      machine.label ? { "skyward:cluster": machine.label.slice(0, 16) } : {},
+    address: (machine) => (machine.ip ? { host: machine.ip, port: 2222 } : undefined),
+    seamAddress: (id, address) => ({ id, ip: address.host }),
+    spot: (machine) => machine.spot === true,
+    hourlyPrice: (machine) => machine.price,
+    createdAt: () => "2026-01-02T03:04:05Z",
+  });
 }
 
 describe("a machine mapping", () => {

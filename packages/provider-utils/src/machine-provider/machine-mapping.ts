@@ -52,10 +52,10 @@ export interface MappedMachine<Machine> extends Pick<MachineAdapter<Machine>, "i
 
 /** The adapter's view of its machines from `mapping`; see the module comment. */
 export function mappedMachine<Machine extends { readonly id: string; readonly status: string }, Address>(
-  mapping: MachineMapping<Machine, Address>,
   standIns: StandInSeam<Address, SshStandIn>,
-  user = "root",
+  mapping: MachineMapping<Machine, Address> & { readonly user?: string },
 ): MappedMachine<Machine> {
+  const user = mapping.user ?? "root";
   const statusOf = statusTable(mapping.statuses);
   const deleting = new Set(mapping.deleting.map((word) => word.toLowerCase()));
   const tagsOf = (machine: Machine): Record<string, string> => {
