@@ -108,7 +108,7 @@ export type {
   RouteParams,
 } from "./machine-provider/endpoints.js";
 export { endpoint, listEndpoint, machineEndpoints } from "./machine-provider/endpoints.js";
-export { errorTable, type MachineErrorRule } from "./machine-provider/error-table.js";
+export { errorTable, LEFT_TO_STATUS, type MachineErrorRule } from "./machine-provider/error-table.js";
 export type {
   MachineErrorClassifier,
   MachineErrorKind,
