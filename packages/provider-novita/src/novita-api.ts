@@ -8,6 +8,7 @@ import {
   defineMachineApi,
   endpoint,
   errorTable,
+  LEFT_TO_STATUS,
   listEndpoint,
   type MachineProviderError,
   machineEndpoints,
@@ -19,7 +20,7 @@ export const NOVITA_API_URL = "https://api.novita.ai/gpu-instance/openapi/v1";
 
 /** Novita's refusals (`{code, reason, message}`; out of stock is a 400 `NOT_ENOUGH_RESOURCE`), by reason and words. */
 const refusals = errorTable([
-  { kind: undefined, status: ["none", "5xx", 429] },
+  LEFT_TO_STATUS,
   { kind: "gone", words: /^\S*NOT_FOUND/ },
   {
     kind: "capacity",
