@@ -152,12 +152,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     delete: {
       async batch(ids, signal) {
         // The OS volumes go with their instances.
-        const known = await knownMachines(
-          ids,
-          () => api.instances.all({}, signal),
-          (id) => read(id, signal),
-          fields.idOf,
-        );
+        const listed = () => api.instances.all({}, signal);
+        const known = await knownMachines(ids, listed, (id) => read(id, signal), fields.idOf);
         const outcomes = known.length > 0 ? await api.deleteInstances(known, signal) : new Map();
         for (const id of ids) {
           if (!outcomes.has(id)) outcomes.set(id, "gone");
