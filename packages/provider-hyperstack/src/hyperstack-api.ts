@@ -1,14 +1,13 @@
 /**
- * Hyperstack's Infrahub API (`https://infrahub-api.nexgencloud.com/v1`, the key in the `api_key`
- * header; https://docs.hyperstack.cloud/docs/api-reference/, `openapi/hyperstack.json`): flavors, the
- * pricebook, images, environments, key pairs and VMs — the shapes they answer, the rate limit, how
- * refusals are told apart. Lists of environments, key pairs and VMs are paged (`page`, `pageSize`, the
- * answer's `count` the total): every page is read.
+ * Hyperstack's Infrahub API (the key in the `api_key` header; https://docs.hyperstack.cloud/docs/api-reference/,
+ * `openapi/hyperstack.json`): the shapes its flavors, pricebook, images, environments, key pairs and VMs
+ * answer, its rate limit, how refusals are told apart, its endpoints.
  */
 import {
   defineMachineApi,
   endpoint,
   errorTable,
+  LEFT_TO_STATUS,
   listEndpoint,
   answerListSchema as listOf,
   type MachineProviderError,
@@ -21,16 +20,12 @@ import { z } from "zod";
 
 /**
  * "The rate limit for the Infrahub API is 500 requests per minute, per IP address. If you exceed this
- * limit, all API calls for the next minute will be blocked, resulting in a HTTP 429 response."
- * (https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication, "Rate limits").
+ * limit, all API calls for the next minute will be blocked, resulting in a HTTP 429 response." ("Rate limits").
  */
+const RATE_LIMIT_PAGE =
+  "https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication";
 export const HYPERSTACK_RATE_LIMITS: MachineRateLimits = {
-  account: {
-    requests: 500,
-    perSeconds: 60,
-    penaltySeconds: 60,
-    source: "https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication",
-  },
+  account: { requests: 500, perSeconds: 60, penaltySeconds: 60, source: RATE_LIMIT_PAGE },
 };
 
 /**
@@ -47,12 +42,9 @@ export const hyperstackApi = defineMachineApi({
   apiKeyHeader: "api_key",
   rateLimits: HYPERSTACK_RATE_LIMITS,
   classify: errorTable([
-    // No answer, a 5xx or a 429 is left to its status (retried), whatever it says.
-    { status: ["none", "5xx", 429], kind: undefined },
-    {
-      words: /being created|cannot be deleted yet|still (being )?(created|provisioning|building)/i,
-      kind: "busy",
-    },
+    LEFT_TO_STATUS,
+    { words: /being created|cannot be deleted yet/i, kind: "busy" },
+    { words: /still (being )?(created|provisioning|building)/i, kind: "busy" },
     { words: /stock|capacity|not enough|unavailable|no (gpus?|hosts?|resources)/i, kind: "capacity" },
     { words: /quota|limit (reached|exceeded)/i, kind: "quota" },
     { words: /insufficient (balance|credit|funds)|billing|payment|verif/i, kind: "account" },
@@ -91,11 +83,8 @@ const imagesSchema = z.looseObject({
 const environmentSchema = z.looseObject({ environment: z.looseObject({ id: z.number(), name: z.string() }) });
 
 /** What a paged list answers beside its items: its page size and the total count. */
-const pageFields = {
-  page_size: z.number().nullish(),
-  pageSize: z.number().nullish(),
-  count: z.number().nullish(),
-};
+const [pageSize, count] = [z.number().nullish(), z.number().nullish()];
+const pageFields = { page_size: pageSize, pageSize, count };
 type PageFields = z.output<z.ZodObject<typeof pageFields>>;
 const environmentsSchema = z.looseObject({
   ...pageFields,
@@ -149,14 +138,19 @@ export const hyperstackCalls = machineEndpoints(hyperstackApi, {
   dropKeypair: endpoint("DELETE /core/keypair/{id}", undefined, "deleting a key pair", "delete"),
   createVm: endpoint("POST /core/virtual-machines", vmsSchema, "creating a virtual machine", "create"),
   vm: endpoint("GET /core/virtual-machines/{id}", vmAnswerSchema, "looking up virtual machine {id}", "get"),
-  openPeers: endpoint("POST /core/virtual-machines/{id}/sg-rules", undefined, "opening a VM's network", {
-    idempotent: true,
-  }),
-  environments: listEndpoint("GET /core/environments", environmentsSchema, "listing /core/environments", {
+  openPeers: endpoint(
+    "POST /core/virtual-machines/{id}/sg-rules",
+    undefined,
+    "opening the private network to virtual machine {id}",
+    {
+      idempotent: true,
+    },
+  ),
+  environments: listEndpoint("GET /core/environments", environmentsSchema, "listing environments", {
     items: "environments",
     pages,
   }),
-  keypairs: listEndpoint("GET /core/keypairs", keypairsSchema, "listing /core/keypairs", {
+  keypairs: listEndpoint("GET /core/keypairs", keypairsSchema, "listing key pairs", {
     items: "keypairs",
     pages,
   }),
@@ -166,3 +160,6 @@ export const hyperstackCalls = machineEndpoints(hyperstackApi, {
     pages,
   }),
 });
+
+/** The calls of one client. */
+export type HyperstackCalls = ReturnType<typeof hyperstackCalls>;

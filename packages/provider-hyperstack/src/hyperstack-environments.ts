@@ -11,7 +11,7 @@ import {
   type MachinePrepareContext,
   poolNamePart,
 } from "@skyward/provider-utils";
-import { HyperstackApiError, type hyperstackCalls } from "./hyperstack-api.js";
+import { HyperstackApiError, type HyperstackCalls } from "./hyperstack-api.js";
 import type { HyperstackOfferData } from "./hyperstack-offers.js";
 import type { ParsedSettings } from "./hyperstack-settings.js";
 
@@ -30,7 +30,7 @@ export interface HyperstackClusterData extends MachineClusterData {
 type Environment = { readonly id: number; readonly name: string };
 
 /** The environments calls of one provider. */
-export function hyperstackEnvironments(calls: ReturnType<typeof hyperstackCalls>, settings: ParsedSettings) {
+export function hyperstackEnvironments(calls: HyperstackCalls, settings: ParsedSettings) {
   const vmsIn = (environment: string, signal: AbortSignal) =>
     calls.vms.all({ query: { environment, exact_environment_match: "true" } }, signal);
 

@@ -10,7 +10,7 @@ import {
   type NamedAccelerator,
   roundPrice,
 } from "@skyward/provider-utils";
-import type { Flavor, hyperstackCalls } from "./hyperstack-api.js";
+import type { Flavor, HyperstackCalls } from "./hyperstack-api.js";
 import type { ParsedSettings } from "./hyperstack-settings.js";
 
 /** What an offer carries in {@link Offer.specific}: the flavor (`n3-A100x1`), its region and GPU model (`""` for CPU-only). */
@@ -29,34 +29,26 @@ export function acceleratorOfGpu(gpu: string): NamedAccelerator | undefined {
 }
 
 function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf: string): Offer | undefined {
+  const { gpu, name, region_name: region } = flavor;
   const count = flavor.gpu_count ?? 0;
-  const spot = /-spot$/i.test(flavor.gpu);
-  const model = flavor.gpu !== "" && count > 0 ? acceleratorOfGpu(flavor.gpu) : null;
+  const spot = /-spot$/i.test(gpu);
+  const model = gpu !== "" && count > 0 ? acceleratorOfGpu(gpu) : null;
   if (model === undefined) return undefined;
-  const perGpu =
-    prices.get(flavor.gpu.toUpperCase()) ?? prices.get(flavor.gpu.replace(/-spot$/i, "").toUpperCase());
-  const hourly = model
-    ? perGpu === undefined
-      ? undefined
-      : perGpu * count
-    : prices.get(flavor.name.toUpperCase());
+  const perGpu = prices.get(gpu.toUpperCase()) ?? prices.get(gpu.replace(/-spot$/i, "").toUpperCase());
+  const hourly = model ? (perGpu === undefined ? undefined : perGpu * count) : prices.get(name.toUpperCase());
   // An unknown price is never offered: the pool could not hold it to a cap.
   if (hourly === undefined) return undefined;
   const price = roundPrice(hourly);
-  const specific: HyperstackOfferData = {
-    flavorName: flavor.name,
-    region: flavor.region_name,
-    gpu: flavor.gpu,
-  };
+  const specific: HyperstackOfferData = { flavorName: name, region, gpu };
   return machineOffer({
-    id: `hyperstack:${flavor.region_name}:${flavor.name}`,
+    id: `hyperstack:${region}:${name}`,
     provider: "hyperstack",
-    instanceType: flavor.name,
+    instanceType: name,
     accelerator: model ? { ...model, count } : null,
     vcpus: flavor.cpu ?? 0,
     memoryGb: flavor.ram ?? 0,
     diskGb: (flavor.disk ?? 0) + (flavor.ephemeral ?? 0),
-    region: flavor.region_name,
+    region,
     spotPrice: spot ? price : null,
     onDemandPrice: spot ? null : price,
     billingUnit: "minute",
@@ -67,11 +59,11 @@ function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf
 
 /** The offers for `query`: flavors in stock in the regions allowed (the settings', narrowed by the query's). */
 export async function hyperstackOffers(
-  calls: ReturnType<typeof hyperstackCalls>,
+  calls: HyperstackCalls,
   settings: ParsedSettings,
   query: OfferQuery,
   signal: AbortSignal,
-): Promise<Offer[]> {
+) {
   if (query.architecture === "arm64") return [];
   const allowed = settings.regions;
   const wanted = query.region ? [query.region.toUpperCase()] : allowed;

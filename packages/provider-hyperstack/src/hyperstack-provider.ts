@@ -49,6 +49,7 @@ const hyperstackVm = defineApiVm({
   // Prices are a catalogue, but stock moves: the core caches offers for an hour at most.
   capabilities: Object.freeze({ spot: true, offerCache: "marketplace" }),
   machineNoun: "virtual machine",
+  endpoints: hyperstackCalls,
   // The self-destruct finds a VM by name in a search of the VMs (a VM does not know its own id).
   selfDestruct: {
     header: "api_key",
@@ -67,12 +68,11 @@ export const renderUserData = hyperstackVm.renderBootScript;
 const ingress = (rule: Record<string, unknown>) => ({ direction: "ingress", ethertype: "IPv4", ...rule });
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClusterData> {
-  const { client, fields, bootScript, describe } = hyperstackVm.adapterBase(settings, (instance) =>
+  const { calls, fields, bootScript, describe } = hyperstackVm.adapterBase(settings, (instance) =>
     instance.publicIp
       ? { id: instance.id, floatingIp: instance.publicIp, fixedIp: instance.privateIp }
       : undefined,
   );
-  const calls = hyperstackCalls(client);
   const environments = hyperstackEnvironments(calls, settings);
 
   /** Opens the VM's private network (its fixed IP's /24, where peers talk) to it, once it has an address there. */
@@ -81,10 +81,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     const network = parts.length === 4 ? `${parts.slice(0, 3).join(".")}.0/24` : undefined;
     if (!network || vm.security_rules.some((rule) => rule.remote_ip_prefix === network)) return;
     const body = ingress({ protocol: "any", remote_ip_prefix: network });
-    await calls.openPeers(
-      { id: vm.id, body, purpose: `opening the private network to virtual machine ${vm.id}` },
-      signal,
-    );
+    await calls.openPeers({ id: vm.id, body }, signal);
   }
 
   return {

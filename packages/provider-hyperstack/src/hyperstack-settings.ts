@@ -36,10 +36,7 @@ const hyperstackShape = {
 
 // The shapes apart and the object's type written out: the published declarations keep each key's TSDoc.
 const settingsObject: z.ZodObject<typeof machineShape & typeof hyperstackShape, z.core.$strict> =
-  z.strictObject({
-    ...machineShape,
-    ...hyperstackShape,
-  });
+  z.strictObject({ ...machineShape, ...hyperstackShape });
 
 /** The settings schema: every field checked, unknown ones refused by name; `regions` is `region` as a list. */
 export const settingsSchema = settingsObject.transform((parsed) => ({

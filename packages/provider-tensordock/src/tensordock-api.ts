@@ -1,16 +1,16 @@
 /**
- * TensorDock's v2 API (`https://dashboard.tensordock.com/api/v2`, a bearer token;
- * https://dashboard.tensordock.com/api/docs): `GET /locations`, `POST /instances`, `GET /instances`,
- * `GET|DELETE /instances/{id}` — the shapes they answer, the rate limit, how refusals are told apart.
+ * TensorDock's v2 API (https://dashboard.tensordock.com/api/docs, a bearer token): the shapes its
+ * locations and instances answer, its rate limit, how refusals are told apart, its endpoints.
  */
+
+import type { MachineProviderError, MachineRateLimits } from "@skyward/provider-utils";
 import {
   defineMachineApi,
   endpoint,
   errorTable,
+  LEFT_TO_STATUS,
   listEndpoint,
   answerListSchema as listOf,
-  type MachineProviderError,
-  type MachineRateLimits,
   machineEndpoints,
   answerNumberSchema as number,
   answerOptionalListSchema as optionalListOf,
@@ -18,22 +18,17 @@ import {
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/**
- * "API requests are limited to 100 requests per minute per organization", excess answered 429
- * (https://dashboard.tensordock.com/api/docs/getting-started, "Rate Limiting").
- */
+const DOCS = "https://dashboard.tensordock.com/api/docs";
+
+/** "API requests are limited to 100 requests per minute per organization", excess answered 429 ("Rate Limiting"). */
 export const TENSORDOCK_RATE_LIMITS: MachineRateLimits = {
-  account: {
-    requests: 100,
-    perSeconds: 60,
-    source: "https://dashboard.tensordock.com/api/docs/getting-started",
-  },
+  account: { requests: 100, perSeconds: 60, source: `${DOCS}/getting-started` },
 };
 
 /**
  * Its client (token from `apiKey`, else `TENSORDOCK_API_TOKEN`). Most refusals are HTTP 400 with a
- * JSON:API `detail`: the words tell them apart (https://dashboard.tensordock.com/api/docs/instance-creation:
- * at least one GPU, 100 GB, a balance of $1).
+ * JSON:API `detail`: the words tell them apart (`/instance-creation`: at least one GPU, 100 GB, a
+ * balance of $1); no answer, a 5xx or a 429 is left to its status (retried).
  */
 export const tensordockApi = defineMachineApi({
   provider: "tensordock",
@@ -42,12 +37,12 @@ export const tensordockApi = defineMachineApi({
   apiKeyVariable: "TENSORDOCK_API_TOKEN",
   rateLimits: TENSORDOCK_RATE_LIMITS,
   classify: errorTable([
-    // No answer, a 5xx or a 429 is left to its status (retried), whatever it says.
-    { status: ["none", "5xx", 429], kind: undefined },
+    LEFT_TO_STATUS,
     {
-      words: /no available|capacity|insufficient (gpu|resources)|not enough|out of stock|unavailable/i,
+      words: /no available|capacity|insufficient (gpu|resources)|not enough|out of stock/i,
       kind: "capacity",
     },
+    { words: /unavailable/i, kind: "capacity" },
     { words: /balance|insufficient funds|payment/i, kind: "account" },
     { words: /limit reached|quota/i, kind: "quota" },
   ]),
@@ -67,16 +62,13 @@ const locationGpuSchema = z.looseObject({
   network_features: z.looseObject({ dedicated_ip_available: z.boolean().nullish() }).nullish(),
 });
 
-const locationSchema = z.looseObject({
-  id: z.string(),
-  city: text,
-  stateprovince: text,
-  country: text,
-  gpus: optionalListOf(locationGpuSchema),
+const locationSchema = z.looseObject({ id: z.string(), city: text, stateprovince: text, country: text });
+/** `GET /locations` (`/fetch-hostnodes`). */
+const locationsAnswerSchema = z.looseObject({
+  data: z.looseObject({
+    locations: listOf(locationSchema.extend({ gpus: optionalListOf(locationGpuSchema) })),
+  }),
 });
-
-/** `GET /locations` (https://dashboard.tensordock.com/api/docs/fetch-hostnodes). */
-const locationsAnswerSchema = z.looseObject({ data: z.looseObject({ locations: listOf(locationSchema) }) });
 
 /** An instance, its fields under `attributes` (or, in some answers, beside `id`) flattened. */
 const instanceSchema = z.preprocess(
@@ -99,17 +91,13 @@ const instanceSchema = z.preprocess(
 );
 export type TensorDockInstance = z.output<typeof instanceSchema>;
 
-/** `GET /instances` (https://dashboard.tensordock.com/api/docs/instance-management). */
+/** `GET /instances` (`/instance-management`). */
 const instancesAnswerSchema = z.looseObject({ data: z.looseObject({ instances: listOf(instanceSchema) }) });
 
-/** `POST /instances`: `{data: {type, id, name, status}}` (https://dashboard.tensordock.com/api/docs/instance-creation). */
+/** `POST /instances`: `{data: {type, id, name, status}}` (`/instance-creation`). */
 const createdAnswerSchema = z.looseObject({ data: instanceSchema });
 
-/**
- * `GET /instances/{id}`: documented as the bare instance ("Get Instance",
- * https://dashboard.tensordock.com/api/docs/instance-management); the list's `{data: …}` envelope is
- * accepted too, as some answers carry it.
- */
+/** `GET /instances/{id}`: documented bare ("Get Instance", `/instance-management`); some answers carry `{data: …}`. */
 const instanceAnswerSchema = z.union([createdAnswerSchema.transform(({ data }) => data), instanceSchema]);
 
 /** The endpoints the provider calls (one page of instances: TensorDock documents no paging). */

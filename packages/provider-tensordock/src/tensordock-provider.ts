@@ -43,6 +43,7 @@ const tensordockVm = defineApiVm({
   // at its own public IP, with only the forwarded ports open.
   capabilities: Object.freeze({ spot: false, offerCache: "marketplace", peerNetwork: "none" }),
   machineNoun: "instance",
+  endpoints: tensordockCalls,
   // The self-destruct finds a VM by name in `GET /instances` (a VM does not know its own id).
   selfDestruct: {
     header: "Authorization",
@@ -74,14 +75,11 @@ const tags = nameTagCodec<TensorDockInstance>({
     const gpus = resources?.gpus;
     const [model, value] = Array.isArray(gpus)
       ? [gpus[0]?.gpuV0Name, gpus[0]]
-      : ((Object.entries((typeof gpus === "object" && gpus) || {}) as [string, { count?: unknown }][])[0] ??
-        []);
-    const offer =
-      typeof model === "string" && model
-        ? offerIdOf(location_id, model, Number(value?.count ?? 1))
-        : undefined;
+      : (Object.entries((typeof gpus === "object" && gpus) || {})[0] ?? []);
+    const count = Number(value?.count ?? 1);
+    const offer = typeof model === "string" && model ? offerIdOf(location_id, model, count) : undefined;
     return {
-      ...(offer ? { [SKYWARD_TAGS.offer]: offer } : {}),
+      ...(offer && { [SKYWARD_TAGS.offer]: offer }),
       [SKYWARD_TAGS.spot]: "0",
       "tensordock:name": name,
     };
@@ -89,10 +87,9 @@ const tags = nameTagCodec<TensorDockInstance>({
 });
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance, TensorDockClusterData> {
-  const { client, fields, bootScript, describe } = tensordockVm.adapterBase(settings, (instance) =>
+  const { calls, fields, bootScript, describe } = tensordockVm.adapterBase(settings, (instance) =>
     instance.publicIp ? { id: instance.id, ipAddress: instance.publicIp } : undefined,
   );
-  const calls = tensordockCalls(client);
   const { location, storageGb, minVcpus, minRamGb } = settings;
   return {
     ...fields,

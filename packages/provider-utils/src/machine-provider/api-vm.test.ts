@@ -7,7 +7,8 @@ import type { Instance } from "@skyward/core/contract";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
 import { describe, expect, it } from "vitest";
 import { SELF_DESTRUCT_COMMAND } from "./api-self-destruct.js";
-import { defineApiVm } from "./api-vm.js";
+import { type ApiVmDefinition, defineApiVm } from "./api-vm.js";
+import { endpoint, machineEndpoints } from "./endpoints.js";
 import { defineMachineApi } from "./machine-api.js";
 
 const KEY = "sk_test_ApIvM0123456789";
@@ -20,7 +21,7 @@ const vmApi = defineMachineApi({
   classify: () => undefined,
 });
 
-const exampleVm = defineApiVm({
+const exampleDefinition = {
   api: vmApi,
   name: "example",
   label: "Example",
@@ -34,7 +35,8 @@ const exampleVm = defineApiVm({
     deletePath: "/servers/{id}",
     keyFile: "/etc/skyward/example-key",
   },
-});
+} satisfies ApiVmDefinition;
+const exampleVm = defineApiVm(exampleDefinition);
 
 /** A fetch answering 204 to everything, keeping each request's method and path. */
 function recordingFetch() {
@@ -110,6 +112,21 @@ describe("defineApiVm", () => {
     expect(fields.selfDestruct(instance("7", null), undefined as never)).toBe(
       `sudo -n ${SELF_DESTRUCT_COMMAND} 7`,
     );
+  });
+
+  it("binds the declared endpoints to the adapter's client", async () => {
+    const { seen, fetch } = recordingFetch();
+    const withCalls = defineApiVm({
+      ...exampleDefinition,
+      endpoints: machineEndpoints(vmApi, {
+        stop: endpoint("POST /servers/{id}/stop", undefined, "stopping {id}"),
+      }),
+    });
+    await withCalls
+      .adapterBase(settings({ fetch }), () => undefined)
+      .calls.stop({ id: 7 }, AbortSignal.timeout(5000));
+    expect(seen).toEqual(["POST /v1/servers/7/stop"]);
+    expect(exampleVm.adapterBase(settings(), () => undefined).calls).toBeUndefined();
   });
 
   it("the boot script is the API's, with the provider's key file, the node root and the VM's name", () => {

@@ -18,8 +18,8 @@ import {
   machineAdapterHalf,
 } from "./marketplace-machine.js";
 
-/** What {@link defineApiVm} is given. */
-export interface ApiVmDefinition {
+/** What {@link defineApiVm} is given; `Calls` what its declared endpoints bind to (`machineEndpoints`). */
+export interface ApiVmDefinition<Calls = undefined> {
   /** The provider's API. */
   readonly api: MachineApi;
   /** The provider's name in offers and tags (`"tensordock"`); its key pair is `<name>_ed25519`. */
@@ -31,6 +31,8 @@ export interface ApiVmDefinition {
   readonly machineNoun: string;
   /** How the self-destruct calls the API, and where the VM keeps the key. */
   readonly selfDestruct: SelfDestructApi & { readonly keyFile: string };
+  /** The API's declared endpoints (`machineEndpoints`), bound to each adapter's client as `calls`. */
+  readonly endpoints?: (client: MachineJsonClient) => Calls;
 }
 
 /** The parsed settings {@link ApiVm.adapterBase} reads. */
@@ -47,7 +49,7 @@ export type ApiVmFields = MachineAdapterHalfFields &
   Pick<MachineAdapter<unknown>, "checkCredentials" | "delete">;
 
 /** A VM API, as {@link defineApiVm} returns it. */
-export interface ApiVm {
+export interface ApiVm<Calls = undefined> {
   /** The boot script of a VM (cloud-init runs it as root): it arms the self-destruct and the boot watchdog. */
   renderBootScript(options: ApiBootScriptOptions): string;
   /** What one provider object's adapter shares: its client, its test seam, the common fields, and the boot script of a VM. */
@@ -56,13 +58,15 @@ export interface ApiVm {
     addressOf: (instance: Instance) => Address | undefined,
   ): MachineAdapterHalf<Address, Mapping> & {
     readonly client: MachineJsonClient;
+    /** The declared endpoints bound to `client` (undefined without any). */
+    readonly calls: Calls;
     readonly fields: ApiVmFields;
     bootScript(vmName: string, watchdogSeconds: number): string;
   };
 }
 
 /** Defines a VM API's shared adapter half; see the module comment. */
-export function defineApiVm(definition: ApiVmDefinition): ApiVm {
+export function defineApiVm<Calls = undefined>(definition: ApiVmDefinition<Calls>): ApiVm<Calls> {
   const { api, machineNoun, selfDestruct } = definition;
   const renderBootScript = (options: ApiBootScriptOptions) =>
     renderApiBootScript(selfDestruct, { keyFile: selfDestruct.keyFile, ...options });
@@ -90,7 +94,8 @@ export function defineApiVm(definition: ApiVmDefinition): ApiVm {
           root: DEFAULT_NODE_ROOT,
           watchdogSeconds,
         });
-      return { ...half, client, fields, bootScript };
+      const calls = definition.endpoints?.(client) as Calls;
+      return { ...half, client, calls, fields, bootScript };
     },
   };
 }

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { errorTable } from "./error-table.js";
+import { errorTable, LEFT_TO_STATUS } from "./error-table.js";
 
 const classify = errorTable([
-  { status: ["none", "5xx", 429], kind: undefined },
+  LEFT_TO_STATUS,
   { status: [403], kind: "account" },
   { code: ["no_such_instance"], kind: "gone" },
   { status: [400], words: /sold out/i, kind: "capacity" },

@@ -17,6 +17,12 @@ export interface MachineErrorRule {
   readonly code?: readonly string[];
 }
 
+/** The first rule of most tables: no answer, a 5xx or a 429 is left to its status (retried), whatever it says. */
+export const LEFT_TO_STATUS: MachineErrorRule = Object.freeze<MachineErrorRule>({
+  status: ["none", "5xx", 429],
+  kind: undefined,
+});
+
 function statusMatches(statuses: readonly (number | "5xx" | "none")[], status: number | undefined) {
   return statuses.some((entry) =>
     entry === "none" ? status === undefined : entry === "5xx" ? (status ?? 0) >= 500 : entry === status,
