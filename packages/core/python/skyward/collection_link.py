@@ -24,6 +24,8 @@ import socket
 from typing import Any, AsyncIterator, Callable, Dict, List, Set, Tuple
 
 from . import peer_auth
+from .collection_channel import HeadChannel, take_socket
+from .collection_direct import DirectConnection, answer_message, message_answer
 from .collection_replica import Replication
 from .collection_store import Answer, Owner
 from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
@@ -71,6 +73,8 @@ class AuthorityServer:
         self._log = log
         self._server: asyncio.AbstractServer | None = None
         self.address: Tuple[str, int] | None = None
+        #: the task threads' own connections (collection_direct.py)
+        self._direct: Set[DirectConnection] = set()
 
     def listen(self, host: str) -> Tuple[str, int]:
         """Binds now (so the port can be told at once) and serves from the next loop turn."""
@@ -108,9 +112,19 @@ class AuthorityServer:
             if first is None:
                 self._log("refused a peer's collections connection: not authenticated for this pool")
                 return
-            writer.write(peer_auth.frame({"ok": True}))
             if first.get("replica") is True:
-                self._store.offer(send)
+                # The node's copy channel: its own threads from here on (collection_channel.py).
+                channel = HeadChannel(take_socket(writer.transport), self._store.acked, self._store.gone, self._log)
+                channel.start(peer_auth.frame({"ok": True}))
+                self._store.offer(channel.send)
+                return
+            if first.get("direct") is True:
+                # A task thread's own connection (collection_direct.py): a thread applies its operations.
+                direct = DirectConnection(take_socket(writer.transport), self._store, self._log)
+                self._direct.add(direct)
+                direct.start(peer_auth.frame({"ok": True}), lambda: self._direct.discard(direct))
+                return
+            writer.write(peer_auth.frame({"ok": True}))
             async for message in _messages(reader):
                 self._handle(message, owners, writer, send)
         except (OSError, ValueError, ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
@@ -135,21 +149,9 @@ class AuthorityServer:
             self._store.cancel(owner, request_id, "the operation was cancelled")
         elif kind == "ended" and type(owner) is str:
             owners.discard(owner)
+            for direct in list(self._direct):
+                direct.owners.discard(owner)
             self._store.owner_ended(owner, lambda: send({"t": "answer", "id": request_id, "value": None}))
-        elif kind == "acked":
-            self._store.acked(send, message.get("seq"))
-
-
-def answer_message(request_id: Any, answer: Answer) -> Dict[str, Any]:
-    if answer[0] == "value":
-        return {"t": "answer", "id": request_id, "value": answer[1]}
-    return {"t": "refused", "id": request_id, "type": answer[1], "message": answer[2]}
-
-
-def message_answer(message: Dict[str, Any]) -> Answer:
-    if message.get("t") == "answer":
-        return ("value", message.get("value"))
-    return ("error", str(message.get("type") or "RuntimeError"), str(message.get("message") or ""))
 
 
 class AuthorityLink:
@@ -169,8 +171,11 @@ class AuthorityLink:
         self._unsent: List[bytes] = []
         self._ids = itertools.count(1)
         self._unaddressed: asyncio.TimerHandle | None = None
-        #: a ``replicate`` frame from the head: applied to this node's copy; answers the seq it holds
-        self.on_replicate: Callable[[Dict[str, Any]], Any] = lambda message: None
+
+    @property
+    def address(self) -> Tuple[str, int] | None:
+        """Where the head's authority listens, once the client said so."""
+        return self._address
 
     def point_at(self, host: str, port: int) -> None:
         """The head's authority listens at ``host:port`` (told by the client)."""
@@ -183,11 +188,6 @@ class AuthorityLink:
         if self._writer is not None:
             self._writer.close()
         if self._unsent:
-            self._connect()
-
-    def open(self) -> None:
-        """Connects now (to hold the head's copy), not only on the first operation."""
-        if self._writer is None:
             self._connect()
 
     def close(self) -> None:
@@ -234,7 +234,7 @@ class AuthorityLink:
         writer: asyncio.StreamWriter | None = None
         try:
             reader, writer = await peer_auth.connect(address[0], address[1], self._token, self._job(),
-                                                     {"node": str(self._node()), "replica": True}, "node",
+                                                     {"node": str(self._node())}, "node",
                                                      CONNECT_TIMEOUT)
             welcome = await asyncio.wait_for(peer_auth.read_frame(reader), CONNECT_TIMEOUT)
             if welcome.get("ok") is not True:
@@ -244,9 +244,6 @@ class AuthorityLink:
             for data in unsent:
                 writer.write(data)
             async for message in _messages(reader):
-                if message.get("t") == "replicate":
-                    writer.write(pack_frame([{"t": "acked", "seq": self.on_replicate(message)}]))
-                    continue
                 reply = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
                 if reply is not None:
                     reply(message_answer(message))

@@ -7,6 +7,13 @@ head's loop turn the marked collections' whole contents go to the replica in one
 frame (``{"t": "replicate", "seq", "full", "states": [...]}``); the answers of that turn are held
 until the replica's ``{"t": "acked", "seq"}``. A replica that comes gets everything first
 (``full``). Barriers are not replicated (a round in progress is waiters, not data), nor waits.
+
+The frames travel on the copy channel (:mod:`skyward.collection_channel`), whose threads call
+``acked`` and ``gone``; a task thread on the head applies its own operations here too. So every
+entry point takes the store's lock, an operation applied off the loop sends its frame at once (the
+loop's wait for the end of its turn, to send one frame for many, is the loop's), and an answer
+whose caller lives on the loop is handed to the loop (``threadsafe`` callers are answered where the
+ack is read).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import asyncio
 from collections import deque
 from typing import Any, Callable, Dict, List, Set, Tuple
 
-from .collection_store import Answer, CollectionStore, key_of
+from .collection_store import Answer, CollectionStore, key_of, on_loop
 
 #: the operations that change a collection (what a write is)
 WRITES = {
@@ -78,6 +85,7 @@ class Replication:
         self.store = store
         self._store = store
         self._loop = loop
+        self.lock = store.lock
         self._replica: Send | None = None
         #: nodes that offered to be the replica, in the order they came (the next one if it goes)
         self._candidates: List[Send] = []
@@ -86,15 +94,23 @@ class Replication:
         self._waiting: Dict[int, List[Tuple[Callable[[Answer], None], Answer]]] = {}
         self._seq = 0
         self._flush_scheduled = False
+        #: answers released off the loop for callers on it, and whether the loop was woken for them
+        self._to_loop: List[Tuple[Callable[[Answer], None], Answer]] = []
+        self._loop_woken = False
 
     def offer(self, send: Send) -> None:
         """A node connected and can hold the copy."""
-        self._candidates.append(send)
-        if self._replica is None:
-            self._choose()
+        with self.lock:
+            self._candidates.append(send)
+            if self._replica is None:
+                self._choose()
 
     def gone(self, send: Send) -> None:
         """A node's connection closed."""
+        with self.lock:
+            self._gone(send)
+
+    def _gone(self, send: Send) -> None:
         if send in self._candidates:
             self._candidates.remove(send)
         if send is self._replica:
@@ -111,36 +127,71 @@ class Replication:
             self._replica = self._candidates[0]
             self._send(full=True)
 
-    def apply(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any) -> None:
-        if type(request) is list and len(request) >= 3 and request[2] in WRITES.get(request[0], ()):
-            self._dirty.add((request[0], request[1]))
-        self._store.apply(owner, request, self.answer(reply), request_id)
+    def apply(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any,
+              threadsafe: bool = False) -> None:
+        """Applies ``request``; ``reply`` gets the answer once the replica holds what it changed (on
+        the loop, unless ``threadsafe``: then on whichever thread has it)."""
+        with self.lock:
+            if type(request) is list and len(request) >= 3 and request[2] in WRITES.get(request[0], ()):
+                self._dirty.add((request[0], request[1]))
+            self._store.apply(owner, request, self.answer(reply, threadsafe), request_id)
 
     def cancel(self, owner: str, request_id: Any, reason: str) -> None:
-        self._store.cancel(owner, request_id, reason)
+        with self.lock:
+            self._store.cancel(owner, request_id, reason)
 
     def owner_ended(self, owner: str, then: Callable[[], None] | None = None) -> None:
         """``owner`` ended: its locks are released; ``then()`` once that is on the replica."""
-        self._dirty.update(("lock", name) for name in self._store.held_by(owner))
-        self._store.owner_ended(owner)
-        if then is not None:
-            self.answer(lambda _answer: then())(("value", None))
+        with self.lock:
+            self._dirty.update(("lock", name) for name in self._store.held_by(owner))
+            self._store.owner_ended(owner)
+            if then is not None:
+                self.answer(lambda _answer: then())(("value", None))
 
-    def answer(self, reply: Callable[[Answer], None]) -> Callable[[Answer], None]:
+    def answer(self, reply: Callable[[Answer], None], threadsafe: bool = False) -> Callable[[Answer], None]:
         """``reply`` held until what changed before it is on the replica."""
+        deliver = reply if threadsafe else self._on_loop(reply)
+
         def held(answer: Answer) -> None:
             # Nothing changed and nothing waits for the replica (a read): there is nothing to copy.
             if self._replica is None or not (self._dirty or self._waiting or self._held):
-                reply(answer)
+                deliver(answer)
                 return
-            self._held.append((reply, answer))
-            if not self._flush_scheduled:
+            self._held.append((deliver, answer))
+            if not on_loop(self._loop):
+                self._flush()  # a task's thread: its frame goes now, no loop on the way
+            elif not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
         return held
 
+    def _on_loop(self, reply: Callable[[Answer], None]) -> Callable[[Answer], None]:
+        def deliver(answer: Answer) -> None:
+            if on_loop(self._loop):
+                reply(answer)
+                return
+            # One wake-up of the loop for all the answers one ack releases.
+            self._to_loop.append((reply, answer))
+            if not self._loop_woken:
+                self._loop_woken = True
+                self._loop.call_soon_threadsafe(self._answer_on_loop)
+        return deliver
+
+    def _answer_on_loop(self) -> None:
+        with self.lock:
+            self._loop_woken = False
+            answers, self._to_loop = self._to_loop, []
+        for reply, answer in answers:
+            reply(answer)
+
     def _flush(self) -> None:
+        with self.lock:
+            self._flush_held()
+
+    def _flush_held(self) -> None:
         self._flush_scheduled = False
+        if not self._held and not self._dirty:
+            return
         if self._replica is None:
             held, self._held = self._held, []
             for reply, answer in held:
@@ -157,11 +208,12 @@ class Replication:
         self._replica({"t": "replicate", "seq": self._seq, "full": full, "states": states})
 
     def acked(self, send: Send, seq: Any) -> None:
-        if send is not self._replica or type(seq) is not int:
-            return
-        for done in [each for each in sorted(self._waiting) if each <= seq]:
-            for reply, answer in self._waiting.pop(done):
-                reply(answer)
+        with self.lock:
+            if send is not self._replica or type(seq) is not int:
+                return
+            for done in [each for each in sorted(self._waiting) if each <= seq]:
+                for reply, answer in self._waiting.pop(done):
+                    reply(answer)
 
 
 __all__ = ["Replication", "WRITES", "everything", "load", "state_of"]

@@ -18,17 +18,24 @@ newest copy when the head is lost (``$replica``, ``$promote``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import itertools
+import threading
 from typing import Any, Callable, Dict, Protocol, Set
 
-from .collection_link import AuthorityLink, AuthorityServer, wire_frame
+from .collection_channel import CopyChannel
+from .collection_direct import DirectCaller
+from .collection_link import CONNECT_TIMEOUT, AuthorityLink, AuthorityServer, wire_frame
 from .collection_replica import Replication, load
 from .cluster_setup import ClusterSetup
 from .collection_store import Answer, CollectionStore, Owner
 from .connection import Connection
-from .context import SubtaskOutcome
+from .context import SubtaskOutcome, TaskContext, runtime
+from .dispatch import SubtaskError
 from .protocol import Message, decode_frame, pack_frame, to_wire
 from .task import Task
 from .task_table import TaskTable
+from .values import restore
 
 REF = "skyward.collections:op"
 #: what ``$replica`` answers on the node that holds the collections (2^53 - 1: a JavaScript number)
@@ -85,12 +92,19 @@ class CollectionService:
         self.replica_seq = 0
         self._server: AuthorityServer | None = None
         self._link = AuthorityLink(token, self._job, self._node, self._log)
-        self._link.on_replicate = self._replicated
+        #: this node's offer to hold the copy: read and acknowledged on a thread of its own
+        self._copy_channel = CopyChannel(token, self._job, self._node, self._replicated, self._log)
+        #: guards ``replica`` and ``replica_seq`` (the copy channel's thread writes them)
+        self._replica_lock = threading.Lock()
+        self._direct_ids = itertools.count(1)
+        #: task threads' own connections to the head, when this node does not hold the collections
+        self._direct_caller = DirectCaller(token, self._job, self._node, CONNECT_TIMEOUT)
         self._token = token
         #: tasks of this node that used a collection (told to the authority when they end)
         self._owners: Set[str] = set()
         #: the client handles that operated over each client connection
         self._client_owners: Dict[Connection, Set[Owner]] = {}
+        runtime.collection_caller = self.direct
 
     def _job(self) -> str | None:
         return (self._cluster() or {}).get("job_id")
@@ -146,31 +160,38 @@ class CollectionService:
         host, port = message.get("addr"), message.get("port")
         if not self.is_head and type(host) is str and type(port) is int:
             self._link.point_at(host, port)
-            self._link.open()  # every node offers to hold the copy; the head picks one
+            # Every node offers to hold the copy; the head picks one.
+            self._copy_channel.open(host, port, CONNECT_TIMEOUT)
 
     def _replicated(self, message: Dict[str, Any]) -> Any:
-        """A ``replicate`` frame from the head: this node's copy takes it; answers its seq."""
-        if message.get("full") is True or self.replica is None:
-            self.replica = CollectionStore(self._loop)
-        for state in message.get("states") or []:
-            if type(state) is dict:
-                load(self.replica, state)
-        self.replica_seq = message.get("seq") if type(message.get("seq")) is int else self.replica_seq
-        return self.replica_seq
+        """A ``replicate`` frame from the head (on the copy channel's thread): this node's copy takes
+        it; answers its seq."""
+        with self._replica_lock:
+            if self.head is not None:
+                return None  # promoted meanwhile: no head's copy is kept any more
+            if message.get("full") is True or self.replica is None:
+                self.replica = CollectionStore(self._loop)
+            for state in message.get("states") or []:
+                if type(state) is dict:
+                    load(self.replica, state)
+            self.replica_seq = message.get("seq") if type(message.get("seq")) is int else self.replica_seq
+            return self.replica_seq
 
     def _promote(self, lost: Any) -> Answer:
         """``$promote``: the head (node ``lost``) is gone and this node's copy is the newest: it holds
         the collections from now on; the lost node's tasks hold no lock any more."""
         if self.head is not None:
             return ("value", self._listen(self._cluster() or {}))
-        if self.replica is None:
-            return ("error", "RuntimeError", f"node {self._node()} holds no copy of the collections")
-        store, self.replica = self.replica, None
-        for owner in store.holders():
-            if owner.startswith(f"{lost}/"):
-                store.owner_ended(owner)
-        self._link.close()
-        self.head = Replication(store, self._loop)
+        with self._replica_lock:
+            if self.replica is None:
+                return ("error", "RuntimeError", f"node {self._node()} holds no copy of the collections")
+            store, self.replica = self.replica, None
+            for owner in store.holders():
+                if owner.startswith(f"{lost}/"):
+                    store.owner_ended(owner)
+            self._link.close()
+            self._copy_channel.close()
+            self.head = Replication(store, self._loop)
         self._log(f"holds the collections now (node {lost}, which held them, was lost)")
         return ("value", self._listen(self._cluster() or {}))
 
@@ -197,6 +218,41 @@ class CollectionService:
             self.head.apply(owner, _native(args), reply, ("sub", sub))
         else:
             self._link.submit(owner, args, reply)
+
+    def direct(self, context: TaskContext, args: Any, blocking: bool) -> "concurrent.futures.Future[Any] | None":
+        """``runtime.collection_caller``: a task thread of this process applies its operation to the
+        store itself when this node holds it (no hand-off to the loop: the thread sends the copy's
+        frame and is woken by its ack), or, when ``blocking`` (the thread waits anyway), sends it
+        to the head on a connection of its own (:mod:`skyward.collection_direct`); None otherwise
+        (the operation goes the subtask way: an async task's, or before the head's address is known)."""
+        head = self.head
+        address = self._link.address
+        if self._disabled() or (head is None and (not blocking or address is None)):
+            return None
+        node = self._node()
+        owner = f"{node}/{context.key.id}"
+        self._owners.add(owner)
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def reply(answer: Answer) -> None:
+            try:
+                if answer[0] == "value":
+                    future.set_result(restore(_copy(answer[1])))
+                else:
+                    kind = "cancelled" if answer[1] == "CancelledError" else "exception"
+                    future.set_exception(SubtaskError(kind, answer[1], answer[2], "", node))
+            except concurrent.futures.InvalidStateError:
+                pass
+
+        if head is not None:
+            head.apply(owner, _native(args), reply, ("direct", next(self._direct_ids)), threadsafe=True)
+        else:
+            answer = self._direct_caller.call(address, owner, args)  # type: ignore[arg-type]
+            if answer[0] == "value":
+                future.set_result(restore(answer[1]))  # decoded just now: nobody else holds it
+            else:
+                reply(answer)
+        return future
 
     def task_ended(self, task: Task, then: Callable[[], None]) -> None:
         """``task`` ended: what it held is let go, then ``then()`` sends its end to its client (so
@@ -226,8 +282,9 @@ class CollectionService:
         request = message.get("op")
         if type(request) is list and request[:1] == ["$replica"]:
             # A node that holds them already (promoted earlier) is newer than any copy.
-            newest = MAX_SAFE_SEQ if self.head is not None else self.replica_seq
-            reply(("value", newest if self.replica is not None or self.head is not None else None))
+            with self._replica_lock:
+                newest = MAX_SAFE_SEQ if self.head is not None else self.replica_seq
+                reply(("value", newest if self.replica is not None or self.head is not None else None))
             return
         if type(request) is list and request[:1] == ["$promote"]:
             reply(self._promote(request[1] if len(request) > 1 else None))

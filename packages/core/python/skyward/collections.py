@@ -71,9 +71,13 @@ def _refused(error: SubtaskError) -> Exception:
     return error
 
 
-def _send(kind: str, name: str, op: str, *args: Any) -> concurrent.futures.Future[Any]:
+def _send(kind: str, name: str, op: str, *args: Any, direct: bool = False,
+          blocking: bool = False) -> concurrent.futures.Future[Any]:
     """Hands one operation to this process's worker (a process child's goes through its worker) on
-    the task's subtask channel; the worker answers it from the pool's collections, not the client."""
+    the task's subtask channel; the worker answers it from the pool's collections, not the client.
+    ``direct``: a task thread of the worker applies it itself, or (``blocking``: the caller waits on
+    this thread anyway) sends it to the head on a connection of its own — for what a caller waits
+    for; a write not waited for goes the subtask way, answered in the task's context."""
     if runtime.cluster is None:
         raise RuntimeError(
             f"sky.{kind}() is only available inside a task running on a Skyward worker (no active pool)"
@@ -84,7 +88,10 @@ def _send(kind: str, name: str, op: str, *args: Any) -> concurrent.futures.Futur
             f"sky.{kind}() must be used from a running task (its own thread, or a thread it started "
             "while it is the only task running in this process)"
         )
-    return send_subtask(context, REF, to_wire([kind, name, op, *args], "args"), {}, None)
+    request = to_wire([kind, name, op, *args], "args")
+    caller = runtime.collection_caller if direct else None
+    future = caller(context, request, blocking) if caller is not None else None
+    return future if future is not None else send_subtask(context, REF, request, {}, None)
 
 
 def _wait(future: concurrent.futures.Future[Any]) -> Any:
@@ -102,11 +109,11 @@ async def _wait_async(future: concurrent.futures.Future[Any]) -> Any:
 
 
 def _call(kind: str, name: str, op: str, *args: Any) -> Any:
-    return _wait(_send(kind, name, op, *args))
+    return _wait(_send(kind, name, op, *args, direct=True, blocking=True))
 
 
 async def _call_async(kind: str, name: str, op: str, *args: Any) -> Any:
-    return await _wait_async(_send(kind, name, op, *args))
+    return await _wait_async(_send(kind, name, op, *args, direct=True))
 
 
 def _fire(kind: str, name: str, op: str, *args: Any) -> None:

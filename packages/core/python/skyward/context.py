@@ -52,7 +52,8 @@ class SubtaskTable(Protocol):
 class _Runtime:
     """Per-process runtime state, set by the worker (or executor child) that hosts the tasks."""
 
-    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "metric_sender", "running", "nested")
+    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "collection_caller", "metric_sender", "running",
+                 "nested")
 
     def __init__(self) -> None:
         self.cluster: InstanceInfo | None = None
@@ -61,6 +62,9 @@ class _Runtime:
         self.concurrency = 1
         #: how tasks of this process reach the client with nested dispatch (None: they cannot)
         self.subtask_sender: SubtaskSender | None = None
+        #: a collection operation applied by the calling task thread itself: a future, or None when
+        #: this process does not hold the collections (then it goes as a subtask)
+        self.collection_caller: Callable[[TaskContext, Any, bool], "concurrent.futures.Future[Any] | None"] | None = None
         #: how tasks of this process report values (``skyward.report_metric``); None outside a worker
         self.metric_sender: MetricSender | None = None
         #: the tasks running in this process, for code that runs outside any task's context

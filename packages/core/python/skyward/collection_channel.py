@@ -1,0 +1,185 @@
+"""The collections' copy channel: the connection between the head and the node holding its copy
+(:mod:`skyward.collection_replica`), read and written by threads on blocking sockets.
+
+A write is answered only once the copy holds it, so the copy's round trip is on every write's
+path; with the event loops on it, each end added a loop wake-up (a self-pipe write, a selector
+turn) to the one socket round trip. Here the head sends a ``replicate`` frame from whichever thread
+applied the write (a task's own, or the loop), the node holding the copy reads it in a thread
+blocked on the socket and answers ``acked`` at once, and the head's reading thread hands the held
+answers back. The frames are the ones docs/protocol.md describes ("Distributed collections"); the
+node opens this connection itself (handshake ``{"node", "replica": true}``, the pool's peer
+handshake), apart from the one its tasks' operations take.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+from typing import Any, Callable, Dict, Tuple
+
+from . import peer_auth
+from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
+
+#: seconds a send to the other end may block before the channel counts as lost (a stopped node)
+SEND_TIMEOUT = 30.0
+_READ_BYTES = 256 * 1024
+
+
+def tune(sock: socket.socket) -> None:
+    sock.setblocking(True)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    seconds = int(SEND_TIMEOUT)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, 0))
+
+
+def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -> None:
+    """Calls ``each`` with every message read from ``sock`` until it ends."""
+    decoder = FrameDecoder()
+    while True:
+        data = sock.recv(_READ_BYTES)
+        if not data:
+            return
+        for messages in decoder.feed(data):
+            for message in messages:
+                each(message)
+
+
+def take_socket(transport: Any) -> socket.socket:
+    """The socket of an asyncio connection that has just been authenticated (the peer sends nothing
+    more until it is welcomed), for a thread to use from now on; the asyncio transport is let go."""
+    original = transport.get_extra_info("socket")
+    sock = socket.socket(fileno=os.dup(original.fileno()))
+    transport.abort()
+    return sock
+
+
+def start_thread(name: str, run: Callable[[], None]) -> None:
+    threading.Thread(target=run, name=name, daemon=True).start()
+
+
+class HeadChannel:
+    """The head's end: ``send`` (any thread) carries ``replicate`` frames; a thread reads the acks.
+
+    ``acked(send, seq)`` and ``gone(send)`` are the replication's (it knows this end by ``send``)."""
+
+    def __init__(self, sock: socket.socket, acked: Callable[[Any, Any], None], gone: Callable[[Any], None],
+                 log: Callable[[str], None]) -> None:
+        tune(sock)
+        self._sock = sock
+        self._lock = threading.Lock()
+        self._acked = acked
+        self._gone = gone
+        self._log = log
+        #: this end's send, one object (the replication compares it by identity)
+        self.send: Callable[[Dict[str, Any]], None] = self._send
+
+    def start(self, welcome: bytes) -> None:
+        """Welcomes the node and starts reading its acks."""
+        with self._lock:
+            self._sock.sendall(welcome)
+        start_thread("skyward-collections-copy", self._read)
+
+    def _send(self, message: Dict[str, Any]) -> None:
+        data = pack_frame([to_wire(message, "message")])  # the store's values are native
+        try:
+            with self._lock:
+                self._sock.sendall(data)
+        except OSError as error:
+            # The reader sees the end and tells the replication: the copy is gone.
+            self._log(f"the collections' copy channel failed: {type(error).__name__}: {error}")
+            self._close()
+
+    def _read(self) -> None:
+        def each(message: Dict[str, Any]) -> None:
+            if message.get("t") == "acked":
+                self._acked(self.send, message.get("seq"))
+
+        try:
+            read_messages(self._sock, each)
+        except (OSError, ProtocolError, ValueError) as error:
+            self._log(f"the collections' copy channel failed: {type(error).__name__}")
+        finally:
+            self._close()
+            self._gone(self.send)
+
+    def _close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+
+
+class CopyChannel:
+    """The end of the node that offers to hold the copy: a thread connected to the head, applying
+    each ``replicate`` frame (``on_replicate`` answers the seq it holds) and acknowledging it."""
+
+    def __init__(self, token: bytes, job: Callable[[], str | None], node: Callable[[], int],
+                 on_replicate: Callable[[Dict[str, Any]], Any], log: Callable[[str], None]) -> None:
+        self._token = token
+        self._job = job
+        self._node = node
+        self._on_replicate = on_replicate
+        self._log = log
+        self._lock = threading.Lock()
+        self._address: Tuple[str, int] | None = None
+        self._sock: socket.socket | None = None
+        self._running = False
+
+    def open(self, host: str, port: int, timeout: float) -> None:
+        """Connects to the head at ``host:port`` (again, when the address changed or the last
+        connection ended)."""
+        with self._lock:
+            if self._running and self._address == (host, port):
+                return
+            self._shut()
+            self._address = (host, port)
+            self._running = True
+        start_thread("skyward-collections-copy", lambda: self._run((host, port), timeout))
+
+    def close(self) -> None:
+        """This node holds the collections now (or the pool goes): no copy is kept for anyone."""
+        with self._lock:
+            self._address = None
+            self._shut()
+
+    def _shut(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _run(self, address: Tuple[str, int], timeout: float) -> None:
+        sock: socket.socket | None = None
+        try:
+            sock = peer_auth.connect_blocking(address[0], address[1], self._token, self._job(),
+                                              {"node": str(self._node()), "replica": True}, "node", timeout)
+            tune(sock)
+            with self._lock:
+                if self._address != address:
+                    return
+                self._sock = sock
+            acknowledge = sock.sendall
+
+            def each(message: Dict[str, Any]) -> None:
+                if message.get("t") == "replicate":
+                    acknowledge(pack_frame([{"t": "acked", "seq": self._on_replicate(message)}]))
+
+            read_messages(sock, each)
+        except (OSError, ValueError, ProtocolError) as error:
+            self._log(f"the collections' copy channel to the head at {address[0]}:{address[1]} failed: "
+                      f"{type(error).__name__}: {error}")
+        finally:
+            if sock is not None:
+                sock.close()
+            with self._lock:
+                if self._sock is sock:
+                    self._sock = None
+                if self._address == address:
+                    self._running = False
+
+
+__all__ = ["CopyChannel", "HeadChannel", "read_messages", "start_thread", "take_socket", "tune"]
