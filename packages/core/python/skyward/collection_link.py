@@ -12,7 +12,9 @@ protocol's frames (values as tasks send them, bytes as binary segments):
 - ``{"t": "answer", "id", "value"}`` or ``{"t": "refused", "id", "type", "message"}`` back.
 
 The head ends every owner whose operations came over a connection when that connection goes: a
-lost node's tasks release their locks, and their waits are dropped.
+lost node's tasks release their locks, and their waits are dropped. A connection whose first frame
+says ``"replica": true`` (the copy channel, :mod:`skyward.collection_channel`) or ``"direct": true``
+(a task thread's own, :mod:`skyward.collection_direct`) is handed to a thread once authenticated.
 """
 
 from __future__ import annotations

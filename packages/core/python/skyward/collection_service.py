@@ -3,8 +3,10 @@ else over the link to the head (see :mod:`skyward.collection_store`, :mod:`skywa
 
 Three kinds of caller:
 
-- a task on this node (``subtask`` for ``skyward.collections:op``, a process child's relayed
-  through this worker): its owner is ``"<node>/<task id>"``, ended when the task ends;
+- a task on this node: its thread applies the operation itself (``direct``: to the store here, or
+  on its own connection to the head, :mod:`skyward.collection_direct`), else a ``subtask`` for
+  ``skyward.collections:op`` (an async task's, a process child's relayed through this worker); its
+  owner is ``"<node>/<task id>"``, ended when the task ends;
 - the client, on its worker connection to the head (``coll``, ``coll_cancel``; answered with
   ``coll_answer``): its owners are its handles (``client…``), ended when that connection goes;
 - another node's worker, over the head's :class:`~skyward.collection_link.AuthorityServer`.

@@ -13,10 +13,12 @@
         return item
 
 Every collection lives in one place, the worker of the pool's head node (node 0), which applies the
-operations one at a time: ``"strong"`` consistency (the default) is linearizable. An operation is
-handed to this process's worker on the task's subtask channel (a process-executor child's goes
-through its worker), and that worker answers it from the store when it is the head, or asks the
-head over the cluster network (docs/protocol.md, "Distributed collections") — never the client.
+operations one at a time: ``"strong"`` consistency (the default) is linearizable. A task thread
+of the worker holding them applies its operation itself; one on another node sends what it waits
+for on a connection of its own to the head; otherwise the operation is handed to this process's
+worker on the task's subtask channel (a process-executor child's goes through its worker), which
+answers it from the store or asks the head over the cluster network (docs/protocol.md,
+"Distributed collections") — never the client.
 A blocked call only blocks its own thread: nothing else starves. Blocking calls (``queue.get``,
 ``barrier.wait``, ``lock.acquire``) are answered when they can be, never polled.
 
