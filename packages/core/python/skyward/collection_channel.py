@@ -24,6 +24,9 @@ from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
 
 #: seconds a send to the other end may block before the channel counts as lost (a stopped node)
 SEND_TIMEOUT = 30.0
+#: seconds before a node that offered to hold the copy connects again after a loss, doubling to the most
+_RETRY_FIRST = 0.5
+_RETRY_MOST = 10.0
 _READ_BYTES = 256 * 1024
 
 
@@ -62,15 +65,18 @@ def start_thread(name: str, run: Callable[[], None]) -> None:
 class HeadChannel:
     """The head's end: ``send`` (any thread) carries ``replicate`` frames; a thread reads the acks.
 
-    ``acked(send, seq)`` and ``gone(send)`` are the replication's (it knows this end by ``send``)."""
+    ``acked(send, seq)`` and ``gone(send)`` are the replication's (it knows this end by ``send``);
+    ``superseded(message)`` gets the node's ``superseded`` (in answer to an older epoch's frame, or
+    as it leaves for a newer holder)."""
 
     def __init__(self, sock: socket.socket, acked: Callable[[Any, Any], None], gone: Callable[[Any], None],
-                 log: Callable[[str], None]) -> None:
+                 superseded: Callable[[Dict[str, Any]], None], log: Callable[[str], None]) -> None:
         tune(sock)
         self._sock = sock
         self._lock = threading.Lock()
         self._acked = acked
         self._gone = gone
+        self._superseded = superseded
         self._log = log
         #: this end's send, one object (the replication compares it by identity)
         self.send: Callable[[Dict[str, Any]], None] = self._send
@@ -95,6 +101,8 @@ class HeadChannel:
         def each(message: Dict[str, Any]) -> None:
             if message.get("t") == "acked":
                 self._acked(self.send, message.get("seq"))
+            elif message.get("t") == "superseded":  # the node knows a newer holder
+                self._superseded(message)
 
         try:
             read_messages(self._sock, each)
@@ -113,11 +121,13 @@ class HeadChannel:
 
 
 class CopyChannel:
-    """The end of the node that offers to hold the copy: a thread connected to the head, applying
-    each ``replicate`` frame (``on_replicate`` answers the seq it holds) and acknowledging it."""
+    """The end of the node that offers to hold the copy: a thread connected to the head, answering
+    each ``replicate`` frame with what ``on_replicate`` says (``acked`` with the seq it holds, or
+    ``superseded``); connected again after a loss, at once to a new address, after a growing pause
+    to the same one (the head may be gone for good: the client then says where)."""
 
     def __init__(self, token: bytes, job: Callable[[], str | None], node: Callable[[], int],
-                 on_replicate: Callable[[Dict[str, Any]], Any], log: Callable[[str], None]) -> None:
+                 on_replicate: Callable[[Dict[str, Any]], Dict[str, Any]], log: Callable[[str], None]) -> None:
         self._token = token
         self._job = job
         self._node = node
@@ -126,33 +136,53 @@ class CopyChannel:
         self._lock = threading.Lock()
         self._address: Tuple[str, int] | None = None
         self._sock: socket.socket | None = None
-        self._running = False
+        #: set to end a pause before connecting again (the address changed, or the copy is let go)
+        self._wake = threading.Event()
 
-    def open(self, host: str, port: int, timeout: float) -> None:
-        """Connects to the head at ``host:port`` (again, when the address changed or the last
-        connection ended)."""
+    def open(self, host: str, port: int, timeout: float, farewell: Dict[str, Any] | None = None) -> None:
+        """Offers to hold the copy of the head at ``host:port``; ``farewell`` goes to the head it
+        leaves first (``superseded``)."""
         with self._lock:
-            if self._running and self._address == (host, port):
+            if self._address == (host, port):
                 return
-            self._shut()
+            self._leave(farewell)
             self._address = (host, port)
-            self._running = True
         start_thread("skyward-collections-copy", lambda: self._run((host, port), timeout))
 
-    def close(self) -> None:
+    def close(self, farewell: Dict[str, Any] | None = None) -> None:
         """This node holds the collections now (or the pool goes): no copy is kept for anyone."""
         with self._lock:
             self._address = None
-            self._shut()
+            self._leave(farewell)
 
-    def _shut(self) -> None:
-        if self._sock is not None:
-            try:
-                self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+    def _leave(self, farewell: Dict[str, Any] | None) -> None:
+        self._wake.set()
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        try:
+            if farewell is not None:
+                sock.sendall(pack_frame([to_wire(farewell, "message")]))
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _current(self, address: Tuple[str, int]) -> bool:
+        with self._lock:
+            return self._address == address
 
     def _run(self, address: Tuple[str, int], timeout: float) -> None:
+        pause = _RETRY_FIRST
+        while self._current(address):
+            self._wake.clear()
+            if self._serve(address, timeout):
+                pause = _RETRY_FIRST
+            if self._wake.wait(pause):
+                continue  # told to move on (or let go): the loop's test decides
+            pause = min(pause * 2, _RETRY_MOST)
+
+    def _serve(self, address: Tuple[str, int], timeout: float) -> bool:
+        """One connection to the head, until it ends; whether it was made."""
         sock: socket.socket | None = None
         try:
             sock = peer_auth.connect_blocking(address[0], address[1], self._token, self._job(),
@@ -160,26 +190,27 @@ class CopyChannel:
             tune(sock)
             with self._lock:
                 if self._address != address:
-                    return
+                    return True
                 self._sock = sock
-            acknowledge = sock.sendall
+            answer = sock.sendall
 
             def each(message: Dict[str, Any]) -> None:
                 if message.get("t") == "replicate":
-                    acknowledge(pack_frame([{"t": "acked", "seq": self._on_replicate(message)}]))
+                    answer(pack_frame([to_wire(self._on_replicate(message), "message")]))
 
             read_messages(sock, each)
+            return True
         except (OSError, ValueError, ProtocolError) as error:
-            self._log(f"the collections' copy channel to the head at {address[0]}:{address[1]} failed: "
-                      f"{type(error).__name__}: {error}")
+            if self._current(address):
+                self._log(f"the collections' copy channel to the head at {address[0]}:{address[1]} failed: "
+                          f"{type(error).__name__}: {error}")
+            return sock is not None
         finally:
             if sock is not None:
                 sock.close()
             with self._lock:
                 if self._sock is sock:
                     self._sock = None
-                if self._address == address:
-                    self._running = False
 
 
 __all__ = ["CopyChannel", "HeadChannel", "read_messages", "start_thread", "take_socket", "tune"]

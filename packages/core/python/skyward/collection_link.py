@@ -9,7 +9,10 @@ protocol's frames (values as tasks send them, bytes as binary segments):
 - ``{"t": "op", "id", "owner", "op": [kind, name, op, ...args]}`` — apply one operation;
 - ``{"t": "cancel", "id"}`` — give up on a pending one; ``{"t": "ended", "id", "owner"}`` — a task
   ended (answered once its locks are released and its waits dropped);
-- ``{"t": "answer", "id", "value"}`` or ``{"t": "refused", "id", "type", "message"}`` back.
+- ``{"t": "answer", "id", "value"}`` or ``{"t": "refused", "id", "type", "message"}`` back;
+- ``{"t": "superseded", "epoch", "addr"?, "port"?}`` to the head — a holder of a newer epoch has the
+  collections (sent by a node that was promoted or told of a newer holder, and by a replica in answer
+  to an older epoch's ``replicate``): the head stops acknowledging (see :mod:`skyward.collection_replica`).
 
 The head ends every owner whose operations came over a connection when that connection goes: a
 lost node's tasks release their locks, and their waits are dropped. A connection whose first frame
@@ -69,7 +72,10 @@ class AuthorityServer:
 
     def __init__(self, store: Replication, token: bytes, job: Callable[[], str | None],
                  log: Callable[[str], None]) -> None:
-        self._store = store
+        #: the store it serves (replaced when this node is promoted again after being superseded)
+        self.store = store
+        #: a ``superseded`` frame came: a holder of a newer epoch has the collections
+        self.on_superseded: Callable[[Dict[str, Any]], None] = lambda message: None
         self._token = token
         self._job = job
         self._log = log
@@ -116,13 +122,17 @@ class AuthorityServer:
                 return
             if first.get("replica") is True:
                 # The node's copy channel: its own threads from here on (collection_channel.py).
-                channel = HeadChannel(take_socket(writer.transport), self._store.acked, self._store.gone, self._log)
+                store = self.store
+                loop = asyncio.get_running_loop()
+                channel = HeadChannel(take_socket(writer.transport), store.acked, store.gone,
+                                      lambda message: loop.call_soon_threadsafe(self.on_superseded, message),
+                                      self._log)
                 channel.start(peer_auth.frame({"ok": True}))
-                self._store.offer(channel.send)
+                store.offer(channel.send, str(first.get("node")))
                 return
             if first.get("direct") is True:
                 # A task thread's own connection (collection_direct.py): a thread applies its operations.
-                direct = DirectConnection(take_socket(writer.transport), self._store, self._log)
+                direct = DirectConnection(take_socket(writer.transport), self.store, self._log)
                 self._direct.add(direct)
                 direct.start(peer_auth.frame({"ok": True}), lambda: self._direct.discard(direct))
                 return
@@ -133,10 +143,10 @@ class AuthorityServer:
             self._log(f"a peer's collections connection failed: {type(error).__name__}")
         finally:
             writer.close()
-            self._store.gone(send)
+            self.store.gone(send)
             # The node is gone (or cut off): its tasks no longer hold anything.
             for owner in owners:
-                self._store.owner_ended(owner)
+                self.store.owner_ended(owner)
 
     def _handle(self, message: Dict[str, Any], owners: Set[Owner], writer: asyncio.StreamWriter,
                 send: Callable[[Dict[str, Any]], None]) -> None:
@@ -145,15 +155,17 @@ class AuthorityServer:
         request_id = message.get("id")
         if kind == "op" and type(owner) is str:
             owners.add(owner)
-            self._store.apply(owner, message.get("op"), lambda answer: send(answer_message(request_id, answer)),
+            self.store.apply(owner, message.get("op"), lambda answer: send(answer_message(request_id, answer)),
                               request_id)
         elif kind == "cancel" and type(owner) is str:
-            self._store.cancel(owner, request_id, "the operation was cancelled")
+            self.store.cancel(owner, request_id, "the operation was cancelled")
         elif kind == "ended" and type(owner) is str:
             owners.discard(owner)
             for direct in list(self._direct):
                 direct.owners.discard(owner)
-            self._store.owner_ended(owner, lambda: send({"t": "answer", "id": request_id, "value": None}))
+            self.store.owner_ended(owner, lambda: send({"t": "answer", "id": request_id, "value": None}))
+        elif kind == "superseded":
+            self.on_superseded(message)
 
 
 class AuthorityLink:
@@ -179,24 +191,30 @@ class AuthorityLink:
         """Where the head's authority listens, once the client said so."""
         return self._address
 
-    def point_at(self, host: str, port: int) -> None:
-        """The head's authority listens at ``host:port`` (told by the client)."""
+    def point_at(self, host: str, port: int, farewell: Dict[str, Any] | None = None) -> None:
+        """The head's authority listens at ``host:port`` (told by the client); ``farewell`` is sent
+        to the one it leaves first (``superseded``)."""
         if self._address == (host, port):
             return
         self._address = (host, port)
         if self._unaddressed is not None:
             self._unaddressed.cancel()
             self._unaddressed = None
-        if self._writer is not None:
-            self._writer.close()
+        self._leave(farewell)
         if self._unsent:
             self._connect()
 
-    def close(self) -> None:
-        """This node holds the collections now: the link is not needed any more."""
+    def close(self, farewell: Dict[str, Any] | None = None) -> None:
+        """This node holds the collections now: the link is not needed any more; ``farewell`` is
+        sent to the head it leaves first."""
         self._address = None
+        self._leave(farewell)
+
+    def _leave(self, farewell: Dict[str, Any] | None) -> None:
         if self._writer is not None:
-            self._writer.close()
+            if farewell is not None and not self._writer.is_closing():
+                self._writer.write(pack_frame([farewell]))
+            self._writer.close()  # what was written goes first
 
     def submit(self, owner: Owner, request: Any, reply: Callable[[Answer], None]) -> int:
         request_id = next(self._ids)

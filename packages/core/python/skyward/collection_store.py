@@ -212,6 +212,10 @@ class CollectionStore:
         """The owners holding a lock now."""
         return [owner for owner, names in self._held.items() if names]
 
+    def owners(self) -> List[Owner]:
+        """The owners waiting or holding a lock now."""
+        return list(set(self._waits) | set(self._held))
+
     def held_by(self, owner: Owner) -> set[str]:
         """The locks ``owner`` holds now."""
         return set(self._held.get(owner, ()))

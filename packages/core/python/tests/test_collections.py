@@ -175,8 +175,8 @@ def test_another_nodes_tasks_reach_the_head_over_the_cluster_network(tmp_path: P
 
 def test_every_acknowledged_write_survives_a_sigkilled_head() -> None:
     """The head replicates each write to a second node before it answers; when the head's worker is
-    killed, the client promotes the node holding the newest copy (``$replica``, ``$promote``) and
-    tells the others (``authority``): nothing acknowledged is missing."""
+    killed, the client fences the others at epoch 1 and promotes the node holding the newest copy
+    (``$replica``, ``$promote``) and tells the others (``authority``): nothing acknowledged is missing."""
     with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as one, \
             WorkerProcess("--concurrency", "2", "--node", "2") as two:
         clients = {0: Client(head.port), 1: Client(one.port), 2: Client(two.port)}
@@ -195,12 +195,12 @@ def test_every_acknowledged_write_survives_a_sigkilled_head() -> None:
         time.sleep(0.2)
         head.process.kill()  # SIGKILL: the head's worker and its store are gone
         head.process.wait(timeout=20)
-        seqs = {node: value(clients[node], "client", "$replica") for node in (1, 2)}
-        copies = [node for node, seq in seqs.items() if seq is not None]
-        assert len(copies) == 1, seqs
-        promoted = max(copies, key=lambda node: seqs[node])
+        held = {node: value(clients[node], "client", "$replica", 1) for node in (1, 2)}
+        copies = [node for node, copy in held.items() if copy is not None]
+        assert len(copies) == 1, held
+        promoted = max(copies, key=lambda node: (held[node]["epoch"], held[node]["seq"]))
         try:
-            address = value(clients[promoted], "client", "$promote", 0)
+            address = value(clients[promoted], "client", "$promote", 0, 1)
         except TimeoutError:
             raise AssertionError("".join((one if promoted == 1 else two).stderr_lines[-30:])) from None
         other = 3 - promoted

@@ -103,3 +103,16 @@ def read_back(name):
     d = sky.dict(name)
     q = sky.queue(name)
     return {"counter": sky.counter(name).value, "entries": len(d), "v3": d.get(3), "queued": len(q)}
+
+
+def add_steadily(name, count, pause):
+    """Adds 0 … count-1 to set ``name`` one at a time: which adds were acknowledged, and the errors."""
+    acked, errors = [], []
+    for index in range(count):
+        try:
+            sky.set(name).add(index)
+            acked.append(index)
+        except RuntimeError as error:
+            errors.append([index, str(error)])
+        time.sleep(pause)
+    return {"acked": acked, "errors": errors}
