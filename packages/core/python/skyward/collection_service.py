@@ -57,13 +57,29 @@ DISABLED = ("distributed collections need the nodes to form a cluster: the pool 
 Deliver = Callable[[Task, int, SubtaskOutcome], None]
 
 
+#: values that are their own wire form and their own decoding, and that nobody can change
+_SCALARS = (int, str, bool, type(None))
+
+
+def _scalars(value: Any) -> bool:
+    """Whether ``value`` is such a value, or a list of them (most operations and answers: a counter's
+    ``increment 1``, a ``[found, value]``), which need no trip through the encoder."""
+    if type(value) in _SCALARS:
+        return True
+    return type(value) is list and all(type(item) in _SCALARS for item in value)
+
+
 def _native(value: Any) -> Any:
     """A task's wire-form arguments as the decoder gives them (what the store keeps)."""
+    if _scalars(value):
+        return value
     return decode_frame(pack_frame([{"t": "v", "v": value}]))[0]["v"]
 
 
 def _copy(value: Any) -> Any:
     """A value the store holds, as a copy the task may change freely."""
+    if _scalars(value):
+        return list(value) if type(value) is list else value
     return decode_frame(wire_frame({"t": "v", "v": value}))[0]["v"]
 
 
