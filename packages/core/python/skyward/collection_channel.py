@@ -62,55 +62,48 @@ def start_thread(name: str, run: Callable[[], None]) -> None:
     threading.Thread(target=run, name=name, daemon=True).start()
 
 
-class HeadChannel:
-    """The head's end: ``send`` (any thread) carries ``replicate`` frames; a thread reads the acks.
+class PeerThread:
+    """The head's end of a connection a thread serves (the copy channel, a task thread's own):
+    ``send_message`` from any thread, and a thread reading the peer's messages into ``handle``
+    until the connection ends, then ``ended()``."""
 
-    ``acked(send, seq)`` and ``gone(send)`` are the replication's (it knows this end by ``send``);
-    ``superseded(message)`` gets the node's ``superseded`` (in answer to an older epoch's frame, or
-    as it leaves for a newer holder)."""
-
-    def __init__(self, sock: socket.socket, acked: Callable[[Any, Any], None], gone: Callable[[Any], None],
-                 superseded: Callable[[Dict[str, Any]], None], log: Callable[[str], None]) -> None:
+    def __init__(self, sock: socket.socket, what: str, log: Callable[[str], None]) -> None:
         tune(sock)
         self._sock = sock
-        self._lock = threading.Lock()
-        self._acked = acked
-        self._gone = gone
-        self._superseded = superseded
+        self._what = what
         self._log = log
-        #: this end's send, one object (the replication compares it by identity)
-        self.send: Callable[[Dict[str, Any]], None] = self._send
+        self._lock = threading.Lock()
 
     def start(self, welcome: bytes) -> None:
-        """Welcomes the node and starts reading its acks."""
+        """Welcomes the peer and starts reading."""
         with self._lock:
             self._sock.sendall(welcome)
-        start_thread("skyward-collections-copy", self._read)
+        start_thread(f"skyward-{self._what.replace(' ', '-')}", self._read)
 
-    def _send(self, message: Dict[str, Any]) -> None:
+    def send_message(self, message: Dict[str, Any]) -> None:
         data = pack_frame([to_wire(message, "message")])  # the store's values are native
         try:
             with self._lock:
                 self._sock.sendall(data)
         except OSError as error:
-            # The reader sees the end and tells the replication: the copy is gone.
-            self._log(f"the collections' copy channel failed: {type(error).__name__}: {error}")
+            # The reader sees the end (and says what it means).
+            self._log(f"the {self._what} failed: {type(error).__name__}: {error}")
             self._close()
+
+    def handle(self, message: Dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def ended(self) -> None:
+        """The connection ended (on the reading thread)."""
 
     def _read(self) -> None:
-        def each(message: Dict[str, Any]) -> None:
-            if message.get("t") == "acked":
-                self._acked(self.send, message.get("seq"))
-            elif message.get("t") == "superseded":  # the node knows a newer holder
-                self._superseded(message)
-
         try:
-            read_messages(self._sock, each)
+            read_messages(self._sock, self.handle)
         except (OSError, ProtocolError, ValueError) as error:
-            self._log(f"the collections' copy channel failed: {type(error).__name__}")
+            self._log(f"the {self._what} failed: {type(error).__name__}")
         finally:
             self._close()
-            self._gone(self.send)
+            self.ended()
 
     def _close(self) -> None:
         try:
@@ -118,6 +111,33 @@ class HeadChannel:
         except OSError:
             pass
         self._sock.close()
+
+
+class HeadChannel(PeerThread):
+    """The head's end of the copy channel: ``send`` (any thread) carries ``replicate`` frames; a
+    thread reads the acks.
+
+    ``acked(send, seq)`` and ``gone(send)`` are the replication's (it knows this end by ``send``);
+    ``superseded(message)`` gets the node's ``superseded`` (in answer to an older epoch's frame, or
+    as it leaves for a newer holder)."""
+
+    def __init__(self, sock: socket.socket, acked: Callable[[Any, Any], None], gone: Callable[[Any], None],
+                 superseded: Callable[[Dict[str, Any]], None], log: Callable[[str], None]) -> None:
+        super().__init__(sock, "collections copy channel", log)
+        self._acked = acked
+        self._gone = gone
+        self._superseded = superseded
+        #: this end's send, one object (the replication compares it by identity)
+        self.send: Callable[[Dict[str, Any]], None] = self.send_message
+
+    def handle(self, message: Dict[str, Any]) -> None:
+        if message.get("t") == "acked":
+            self._acked(self.send, message.get("seq"))
+        elif message.get("t") == "superseded":  # the node knows a newer holder
+            self._superseded(message)
+
+    def ended(self) -> None:
+        self._gone(self.send)
 
 
 class CopyChannel:
@@ -213,4 +233,4 @@ class CopyChannel:
                     self._sock = None
 
 
-__all__ = ["CopyChannel", "HeadChannel", "read_messages", "start_thread", "take_socket", "tune"]
+__all__ = ["CopyChannel", "HeadChannel", "PeerThread", "read_messages", "start_thread", "take_socket", "tune"]

@@ -21,9 +21,9 @@ import threading
 from typing import Any, Callable, Dict, Protocol, Set, Tuple
 
 from . import peer_auth
-from .collection_channel import read_messages, start_thread, tune
+from .collection_channel import PeerThread, tune
 from .collection_store import Answer, Owner
-from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
+from .protocol import FrameDecoder, ProtocolError, pack_frame
 
 _READ_BYTES = 256 * 1024
 
@@ -50,59 +50,29 @@ class Store(Protocol):
     def owner_ended(self, owner: Owner, then: Callable[[], None] | None = None) -> None: ...
 
 
-class DirectConnection:
+class DirectConnection(PeerThread):
     """The head's end of one task thread's connection: applies its operations on this thread."""
 
-    def __init__(self, sock: socket.socket, store: Store, log: Callable[[str], None]) -> None:
-        tune(sock)
-        self._sock = sock
+    def __init__(self, sock: socket.socket, store: Store, closed: Callable[[], None],
+                 log: Callable[[str], None]) -> None:
+        super().__init__(sock, "collections connection of a task", log)
         self._store = store
-        self._log = log
-        self._lock = threading.Lock()
-        self._closed: Callable[[], None] = lambda: None
+        self._closed = closed
         #: the owners that operated here (ended when the connection goes, unless ended before)
         self.owners: Set[Owner] = set()
 
-    def start(self, welcome: bytes, closed: Callable[[], None]) -> None:
-        """Welcomes the task thread and reads its operations; ``closed()`` when the connection ends."""
-        self._closed = closed
-        with self._lock:
-            self._sock.sendall(welcome)
-        start_thread("skyward-collections-direct", self._read)
+    def handle(self, message: Dict[str, Any]) -> None:
+        owner, request_id = message.get("owner"), message.get("id")
+        if message.get("t") != "op" or type(owner) is not str:
+            return
+        self.owners.add(owner)
+        self._store.apply(owner, message.get("op"), lambda answer: self.send_message(answer_message(request_id, answer)),
+                          ("direct", request_id), threadsafe=True)
 
-    def _send(self, message: Dict[str, Any]) -> None:
-        data = pack_frame([to_wire(message, "message")])
-        try:
-            with self._lock:
-                self._sock.sendall(data)
-        except OSError:
-            self._close()  # the reader sees the end
-
-    def _read(self) -> None:
-        def each(message: Dict[str, Any]) -> None:
-            owner, request_id = message.get("owner"), message.get("id")
-            if message.get("t") != "op" or type(owner) is not str:
-                return
-            self.owners.add(owner)
-            self._store.apply(owner, message.get("op"), lambda answer: self._send(answer_message(request_id, answer)),
-                              ("direct", request_id), threadsafe=True)
-
-        try:
-            read_messages(self._sock, each)
-        except (OSError, ProtocolError, ValueError) as error:
-            self._log(f"a task's collections connection failed: {type(error).__name__}")
-        finally:
-            self._close()
-            self._closed()
-            for owner in list(self.owners):  # its node is gone (or cut off): its tasks hold nothing
-                self._store.owner_ended(owner)
-
-    def _close(self) -> None:
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._sock.close()
+    def ended(self) -> None:
+        self._closed()
+        for owner in list(self.owners):  # its node is gone (or cut off): its tasks hold nothing
+            self._store.owner_ended(owner)
 
 
 class _Connection:

@@ -132,9 +132,10 @@ class AuthorityServer:
                 return
             if first.get("direct") is True:
                 # A task thread's own connection (collection_direct.py): a thread applies its operations.
-                direct = DirectConnection(take_socket(writer.transport), self.store, self._log)
+                direct = DirectConnection(take_socket(writer.transport), self.store,
+                                          lambda: self._direct.discard(direct), self._log)
                 self._direct.add(direct)
-                direct.start(peer_auth.frame({"ok": True}), lambda: self._direct.discard(direct))
+                direct.start(peer_auth.frame({"ok": True}))
                 return
             writer.write(peer_auth.frame({"ok": True}))
             async for message in _messages(reader):

@@ -215,23 +215,35 @@ def test_every_acknowledged_write_survives_a_sigkilled_head() -> None:
             clients[node].close()
 
 
+def three_nodes(workers: Dict[int, WorkerProcess]) -> Dict[int, Client]:
+    """Clients of a head (0) and two nodes, each told where the head serves the collections."""
+    clients = {node: Client(worker.port) for node, worker in workers.items()}
+    for node, client in clients.items():
+        client.hello()
+        ready = client.cluster(node, 3)
+        if node == 0:
+            authority = ready["collections"]
+    for node in (1, 2):
+        clients[node].send({"t": "authority", **authority})
+    return clients
+
+
+def copy_holders(clients: Dict[int, Client]) -> List[int]:
+    """The nodes holding the head's copy, once one does."""
+    deadline = time.monotonic() + 20
+    while not (holders := [node for node in (1, 2) if value(clients[node], "client", "$replica") is not None]):
+        assert time.monotonic() < deadline, "no node took the copy"
+        time.sleep(0.05)
+    return holders
+
+
 def test_a_lost_replica_is_replaced_by_the_next_node_with_everything() -> None:
     with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as one, \
             WorkerProcess("--concurrency", "2", "--node", "2") as two:
         workers = {0: head, 1: one, 2: two}
-        clients = {node: Client(worker.port) for node, worker in workers.items()}
-        for node, client in clients.items():
-            client.hello()
-            ready = client.cluster(node, 3)
-            if node == 0:
-                authority = ready["collections"]
-        for node in (1, 2):
-            clients[node].send({"t": "authority", **authority})
+        clients = three_nodes(workers)
         assert value(clients[0], "client", "counter", "r", "increment", 10) == 10
-        deadline = time.monotonic() + 20
-        while not (holders := [node for node in (1, 2) if value(clients[node], "client", "$replica") is not None]):
-            assert time.monotonic() < deadline, "no node took the copy"
-            time.sleep(0.05)
+        holders = copy_holders(clients)
         assert len(holders) == 1
         replica, other = holders[0], 3 - holders[0]
         workers[replica].process.kill()  # the replica goes: the other node gets everything
@@ -255,20 +267,10 @@ def test_a_far_tasks_own_connection_ends_with_its_node() -> None:
     with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as one, \
             WorkerProcess("--concurrency", "2", "--node", "2") as two:
         workers = {0: head, 1: one, 2: two}
-        clients = {node: Client(worker.port) for node, worker in workers.items()}
-        for node, client in clients.items():
-            client.hello()
-            ready = client.cluster(node, 3)
-            if node == 0:
-                authority = ready["collections"]
-        for node in (1, 2):
-            clients[node].send({"t": "authority", **authority})
+        clients = three_nodes(workers)
         assert run(clients[1], "collection_wire_tasks:increment_async", "a", 5) == 5
         assert run(clients[2], "collection_wire_tasks:increment", "a", 1) == 6
-        deadline = time.monotonic() + 20
-        while not (holders := [node for node in (1, 2) if value(clients[node], "client", "$replica") is not None]):
-            assert time.monotonic() < deadline, "no node took the copy"
-            time.sleep(0.05)
+        holders = copy_holders(clients)
         holder = 3 - holders[0]  # the node that does not hold the copy: losing it loses no copy
         clients[holder].submit("holder", "collection_wire_tasks:hold_lock_and_wait", "gone-with-node")
         deadline = time.monotonic() + 20
