@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import signal
 import time
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -209,3 +210,25 @@ def test_a_replica_that_comes_back_takes_everything_again(two: Any) -> None:
     answer = answer_of(clients[0], pending, timeout=30)
     assert answer["ok"] is True and answer["value"] == 2, answer
     assert value(clients[1], "$replica")["seq"] >= 1
+
+
+def test_a_stopped_replica_holds_the_heads_answers_until_the_client_says_it_is_lost(two: Any) -> None:
+    """The replica's worker SIGSTOPped: its connection stays open and acks nothing, so the head's
+    write waits; the client's verdict (``$lost``, from the pool's liveness deadline) lets the head
+    drop that copy and answer alone. The node, resumed, is no longer the replica."""
+    workers, clients, _authority = two
+    assert value(clients[0], "counter", "c", "increment", 1) == 1
+    assert holder_of_copy(clients, (1,)) == 1
+    workers[1].process.send_signal(signal.SIGSTOP)
+    try:
+        pending = send_op(clients[0], "counter", "c", "increment", 1)
+        with pytest.raises(TimeoutError):
+            answer_of(clients[0], pending, timeout=2)
+        assert value(clients[0], "$lost", 1) is None
+        answer = answer_of(clients[0], pending)
+        assert answer["ok"] is True and answer["value"] == 2, answer
+    finally:
+        workers[1].process.send_signal(signal.SIGCONT)
+    assert value(clients[0], "counter", "c", "increment", 1) == 3
+    # Its copy: what it had, and perhaps the frame sent before the verdict; nothing sent after it.
+    assert value(clients[1], "$replica")["seq"] in (1, 2)
