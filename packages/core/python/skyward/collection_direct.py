@@ -53,9 +53,10 @@ class Store(Protocol):
 class DirectConnection(PeerThread):
     """The head's end of one task thread's connection: applies its operations on this thread."""
 
-    def __init__(self, sock: socket.socket, store: Store, closed: Callable[[], None],
+    def __init__(self, sock: socket.socket, store: Callable[[], Store], closed: Callable[[], None],
                  log: Callable[[str], None]) -> None:
         super().__init__(sock, "collections connection of a task", log)
+        #: the store served now (a node promoted again serves a new one)
         self._store = store
         self._closed = closed
         #: the owners that operated here (ended when the connection goes, unless ended before)
@@ -66,13 +67,14 @@ class DirectConnection(PeerThread):
         if message.get("t") != "op" or type(owner) is not str:
             return
         self.owners.add(owner)
-        self._store.apply(owner, message.get("op"), lambda answer: self.send_message(answer_message(request_id, answer)),
-                          ("direct", request_id), threadsafe=True)
+        self._store().apply(owner, message.get("op"),
+                            lambda answer: self.send_message(answer_message(request_id, answer)),
+                            ("direct", request_id), threadsafe=True)
 
     def ended(self) -> None:
         self._closed()
         for owner in list(self.owners):  # its node is gone (or cut off): its tasks hold nothing
-            self._store.owner_ended(owner)
+            self._store().owner_ended(owner)
 
 
 class _Connection:

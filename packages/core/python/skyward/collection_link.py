@@ -132,7 +132,7 @@ class AuthorityServer:
                 return
             if first.get("direct") is True:
                 # A task thread's own connection (collection_direct.py): a thread applies its operations.
-                direct = DirectConnection(take_socket(writer.transport), self.store,
+                direct = DirectConnection(take_socket(writer.transport), lambda: self.store,
                                           lambda: self._direct.discard(direct), self._log)
                 self._direct.add(direct)
                 direct.start(peer_auth.frame({"ok": True}))

@@ -134,4 +134,5 @@ def connect_blocking(host: str, port: int, token: bytes, job: Optional[str], req
     return sock
 
 
-__all__ = ["FRAME_LIMIT", "NONCE_BYTES", "REFUSED", "accept", "connect", "connect_blocking", "frame", "introduce", "read_frame", "read_frame_blocking", "sign"]
+__all__ = ["FRAME_LIMIT", "NONCE_BYTES", "REFUSED", "accept", "connect", "connect_blocking", "frame", "introduce",
+           "read_frame", "read_frame_blocking", "sign"]
