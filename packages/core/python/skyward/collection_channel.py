@@ -31,10 +31,14 @@ _READ_BYTES = 256 * 1024
 
 
 def tune(sock: socket.socket) -> None:
+    """Blocking, no Nagle delay, and a send that gives up after :data:`SEND_TIMEOUT` (a peer that
+    stopped reading: its buffers full, the connection counts as lost)."""
     sock.setblocking(True)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    seconds = int(SEND_TIMEOUT)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, 0))
+    try:  # a struct timeval; where the platform's differs, sends just have no limit
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT), 0))
+    except OSError:
+        pass
 
 
 def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -> None:
