@@ -15,7 +15,9 @@ protocol's frames (values as tasks send them, bytes as binary segments):
   to an older epoch's ``replicate``): the head stops acknowledging (see :mod:`skyward.collection_replica`).
 
 The head ends every owner whose operations came over a connection when that connection goes: a
-lost node's tasks release their locks, and their waits are dropped.
+lost node's tasks release their locks, and their waits are dropped. A connection whose first frame
+says ``"replica": true`` (the copy channel, :mod:`skyward.collection_channel`) or ``"direct": true``
+(a task thread's own, :mod:`skyward.collection_direct`) is handed to a thread once authenticated.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import socket
 from typing import Any, AsyncIterator, Callable, Dict, List, Set, Tuple
 
 from . import peer_auth
+from .collection_channel import HeadChannel, take_socket
+from .collection_direct import DirectConnection, answer_message, message_answer
 from .collection_replica import Replication
 from .collection_store import Answer, Owner
 from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
@@ -43,9 +47,6 @@ def authority_wait() -> float:
     except ValueError:
         return 60.0
 _READ_BYTES = 256 * 1024
-#: seconds before a node that offered to hold the copy connects again after a loss, doubling to the most
-_RETRY_FIRST = 0.5
-_RETRY_MOST = 10.0
 
 
 def wire_frame(message: Dict[str, Any]) -> bytes:
@@ -80,6 +81,8 @@ class AuthorityServer:
         self._log = log
         self._server: asyncio.AbstractServer | None = None
         self.address: Tuple[str, int] | None = None
+        #: the task threads' own connections (collection_direct.py)
+        self._direct: Set[DirectConnection] = set()
 
     def listen(self, host: str) -> Tuple[str, int]:
         """Binds now (so the port can be told at once) and serves from the next loop turn."""
@@ -117,9 +120,24 @@ class AuthorityServer:
             if first is None:
                 self._log("refused a peer's collections connection: not authenticated for this pool")
                 return
-            writer.write(peer_auth.frame({"ok": True}))
             if first.get("replica") is True:
-                self.store.offer(send, str(first.get("node")))
+                # The node's copy channel: its own threads from here on (collection_channel.py).
+                store = self.store
+                loop = asyncio.get_running_loop()
+                channel = HeadChannel(take_socket(writer.transport), store.acked, store.gone,
+                                      lambda message: loop.call_soon_threadsafe(self.on_superseded, message),
+                                      self._log)
+                channel.start(peer_auth.frame({"ok": True}))
+                store.offer(channel.send, str(first.get("node")))
+                return
+            if first.get("direct") is True:
+                # A task thread's own connection (collection_direct.py): a thread applies its operations.
+                direct = DirectConnection(take_socket(writer.transport), lambda: self.store,
+                                          lambda: self._direct.discard(direct), self._log)
+                self._direct.add(direct)
+                direct.start(peer_auth.frame({"ok": True}))
+                return
+            writer.write(peer_auth.frame({"ok": True}))
             async for message in _messages(reader):
                 self._handle(message, owners, writer, send)
         except (OSError, ValueError, ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
@@ -144,23 +162,11 @@ class AuthorityServer:
             self.store.cancel(owner, request_id, "the operation was cancelled")
         elif kind == "ended" and type(owner) is str:
             owners.discard(owner)
+            for direct in list(self._direct):
+                direct.owners.discard(owner)
             self.store.owner_ended(owner, lambda: send({"t": "answer", "id": request_id, "value": None}))
-        elif kind == "acked":
-            self.store.acked(send, message.get("seq"))
         elif kind == "superseded":
             self.on_superseded(message)
-
-
-def answer_message(request_id: Any, answer: Answer) -> Dict[str, Any]:
-    if answer[0] == "value":
-        return {"t": "answer", "id": request_id, "value": answer[1]}
-    return {"t": "refused", "id": request_id, "type": answer[1], "message": answer[2]}
-
-
-def message_answer(message: Dict[str, Any]) -> Answer:
-    if message.get("t") == "answer":
-        return ("value", message.get("value"))
-    return ("error", str(message.get("type") or "RuntimeError"), str(message.get("message") or ""))
 
 
 class AuthorityLink:
@@ -180,12 +186,11 @@ class AuthorityLink:
         self._unsent: List[bytes] = []
         self._ids = itertools.count(1)
         self._unaddressed: asyncio.TimerHandle | None = None
-        #: whether this node offers to hold the head's copy: then a lost connection is opened again
-        self._offering = False
-        self._retry_seconds = _RETRY_FIRST
-        #: a ``replicate`` frame from the head: applied to this node's copy; answers the frame to send
-        #: back (``acked`` with the seq it holds, or ``superseded``)
-        self.on_replicate: Callable[[Dict[str, Any]], Dict[str, Any]] = lambda message: {"t": "acked"}
+
+    @property
+    def address(self) -> Tuple[str, int] | None:
+        """Where the head's authority listens, once the client said so."""
+        return self._address
 
     def point_at(self, host: str, port: int, farewell: Dict[str, Any] | None = None) -> None:
         """The head's authority listens at ``host:port`` (told by the client); ``farewell`` is sent
@@ -200,18 +205,10 @@ class AuthorityLink:
         if self._unsent:
             self._connect()
 
-    def open(self) -> None:
-        """Connects now and offers to hold the head's copy (again after a loss), not only on the
-        first operation."""
-        self._offering = True
-        if self._writer is None:
-            self._connect()
-
     def close(self, farewell: Dict[str, Any] | None = None) -> None:
         """This node holds the collections now: the link is not needed any more; ``farewell`` is
         sent to the head it leaves first."""
         self._address = None
-        self._offering = False
         self._leave(farewell)
 
     def _leave(self, farewell: Dict[str, Any] | None) -> None:
@@ -258,20 +255,16 @@ class AuthorityLink:
         writer: asyncio.StreamWriter | None = None
         try:
             reader, writer = await peer_auth.connect(address[0], address[1], self._token, self._job(),
-                                                     {"node": str(self._node()), "replica": True}, "node",
+                                                     {"node": str(self._node())}, "node",
                                                      CONNECT_TIMEOUT)
             welcome = await asyncio.wait_for(peer_auth.read_frame(reader), CONNECT_TIMEOUT)
             if welcome.get("ok") is not True:
                 raise ValueError(str(welcome.get("error", "the head refused")))
             self._writer = writer
-            self._retry_seconds = _RETRY_FIRST
             unsent, self._unsent = self._unsent, []
             for data in unsent:
                 writer.write(data)
             async for message in _messages(reader):
-                if message.get("t") == "replicate":
-                    writer.write(pack_frame([self.on_replicate(message)]))
-                    continue
                 reply = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
                 if reply is not None:
                     reply(message_answer(message))
@@ -284,25 +277,10 @@ class AuthorityLink:
             if self._writer is writer:
                 self._writer = None
             self._lost(address)
-            self._offer_again(address)
 
     def _lost(self, address: Tuple[str, int]) -> None:
         # What was asked is lost with the connection: a wait cannot be known to have ended or not.
         self._fail(f"the connection to the head node's collections at {address[0]}:{address[1]} was lost")
-
-    def _offer_again(self, lost: Tuple[str, int]) -> None:
-        """A node that offered to hold the copy connects again: at once to a new address, after a
-        growing pause to the same one (the head may be gone for good: the client then says where)."""
-        if not self._offering or self._address is None:
-            return
-        delay = 0.0 if self._address != lost else self._retry_seconds
-        if self._address == lost:
-            self._retry_seconds = min(self._retry_seconds * 2, _RETRY_MOST)
-        asyncio.get_running_loop().call_later(delay, self._reopen)
-
-    def _reopen(self) -> None:
-        if self._offering and self._writer is None:
-            self._connect()
 
     def _fail_unaddressed(self) -> None:
         self._unaddressed = None

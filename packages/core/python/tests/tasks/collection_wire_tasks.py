@@ -116,3 +116,17 @@ def add_steadily(name, count, pause):
             errors.append([index, str(error)])
         time.sleep(pause)
     return {"acked": acked, "errors": errors}
+
+
+def hold_lock_and_wait(name):
+    """Acquires lock ``name`` and waits on queue ``name`` for ever (the task holds the lock while it lives)."""
+    sky.lock(name).acquire()
+    return sky.queue(name).get()
+
+
+async def increment_async(name, n):
+    """An ``async def`` task's increments (through its worker, not the thread's own connection)."""
+    counter = sky.counter(name)
+    for _ in range(n - 1):
+        await counter.increment_async()
+    return await counter.increment_async()
