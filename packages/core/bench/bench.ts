@@ -592,6 +592,7 @@ if (collections) {
       ]),
     ),
     `  client: pool.counter(…).increment() one at a time, ${formatCount(collections.clientIncrementsPerSecond)}/s`,
+    `  client: 10,000 pool.counter(…).increment() at once (Promise.all), ${formatCount(collections.clientConcurrentIncrementsPerSecond)}/s`,
   );
 }
 if (values) report.push("", ...valuesReport(values));

@@ -22,10 +22,14 @@ export interface CollectionFigure {
   readonly runs: readonly number[];
 }
 
-/** Also the client's own figure: `pool.counter(…).increment()` one after another. */
+/**
+ * Also the client's own figures: `pool.counter(…).increment()` one after another, and 10,000 of them
+ * in flight at once (`Promise.all`).
+ */
 export interface CollectionsResult {
   readonly figures: readonly CollectionFigure[];
   readonly clientIncrementsPerSecond: number;
+  readonly clientConcurrentIncrementsPerSecond: number;
   readonly opsPerTask: number;
 }
 
@@ -60,5 +64,10 @@ export async function measureCollections(quick: boolean): Promise<CollectionsRes
   const started = performance.now();
   for (let index = 0; index < clientOps; index += 1) await counter.increment();
   const clientIncrementsPerSecond = clientOps / ((performance.now() - started) / 1000);
-  return { figures, clientIncrementsPerSecond, opsPerTask };
+  const concurrentOps = 10_000;
+  const concurrentStarted = performance.now();
+  await Promise.all(Array.from({ length: concurrentOps }, () => counter.increment()));
+  const clientConcurrentIncrementsPerSecond =
+    concurrentOps / ((performance.now() - concurrentStarted) / 1000);
+  return { figures, clientIncrementsPerSecond, clientConcurrentIncrementsPerSecond, opsPerTask };
 }

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import * as sky from "../src/index.js";
+import { ITEMS_PER_TURN } from "../src/pool/dispatch-verbs.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));
 const image = { includes: [tasks] };
@@ -274,6 +275,36 @@ describe("a 3-node local pool (thread executor)", () => {
     off();
     expect(seen).toEqual(["task.queued", "task.started", "task.completed"]);
   });
+});
+
+describe("a map wider than one turn of the event loop", () => {
+  it("sends its tasks in parts while it reads the items, so the first go out before the last are read", async () => {
+    // A fixed buffer wider than the map: every item has a slot at once, nothing makes the map wait.
+    await using wide = await sky.compute({
+      nodes: 1,
+      image,
+      options: { console: false, worker: { buffer: 5_000 } },
+    });
+    let turn = 0;
+    let ticking = true;
+    const tick = (): void => {
+      turn += 1;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const readInTurn = new Map<number, number>();
+    function* items(): Generator<[number, number]> {
+      for (let index = 0; index < 2_000; index += 1) {
+        readInTurn.set(turn, (readInTurn.get(turn) ?? 0) + 1);
+        yield [index, 1];
+      }
+    }
+    const results = await wide.map(add, items());
+    ticking = false;
+    expect(results).toEqual(Array.from({ length: 2_000 }, (_, index) => index + 1));
+    expect(readInTurn.size).toBeGreaterThan(1);
+    expect(Math.max(...readInTurn.values())).toBeLessThanOrEqual(ITEMS_PER_TURN);
+  }, 60_000);
 });
 
 describe("executors and worker failures", () => {

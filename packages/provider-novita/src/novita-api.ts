@@ -1,141 +1,88 @@
 /**
- * Novita AI's GPU instance API (https://novita.ai/docs/api-reference/), as the provider uses it: GPU
- * products and their prices, creating, reading, listing (page by page) and deleting instances, with
- * the API key as a bearer token. Novita documents no rate limit: a 429's `Retry-After` is honoured.
+ * Novita AI's GPU instance API (https://novita.ai/docs/api-reference/) as the provider uses it, the key a bearer
+ * token. Novita documents no rate limit: a 429's `Retry-After` is honoured.
  */
 import {
-  answerNumberSchema,
+  answerNumbers,
+  answerTexts,
   defineMachineApi,
+  endpoint,
   errorTable,
+  LEFT_TO_STATUS,
+  listEndpoint,
   type MachineProviderError,
+  machineEndpoints,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
 /** Novita's GPU instance API, as its reference names it. */
 export const NOVITA_API_URL = "https://api.novita.ai/gpu-instance/openapi/v1";
 
-/** Prices in Novita's answers are in units of 1/100,000 USD per hour. */
-export const NOVITA_PRICE_UNITS_PER_USD = 100_000;
-
-/**
- * Novita's refusals (`{code, reason, message}`; out of stock is a 400 `NOT_ENOUGH_RESOURCE`), read from
- * the reason and the words after it.
- */
+/** Novita's refusals (`{code, reason, message}`; out of stock is a 400 `NOT_ENOUGH_RESOURCE`), by reason and words. */
 const refusals = errorTable([
-  { kind: undefined, status: ["none", "5xx", 429] },
+  LEFT_TO_STATUS,
   { kind: "gone", words: /^\S*NOT_FOUND/ },
   {
     kind: "capacity",
-    words: /NOT_ENOUGH|not enough|no (available )?(gpu|resource|inventory|stock)|sold out|out of stock/i,
+    words: /not.enough|no (available )?(gpu|resource|inventory|stock)|sold out|out of stock/i,
   },
   { kind: "account", words: /balance|insufficient funds|payment/i },
   { kind: "quota", words: /quota|limit (exceeded|reached)/i },
 ]);
 
-/** The API's definition: its name in messages, the key's variable, its errors. */
 export const novitaApi = defineMachineApi({
   provider: "novita",
   errorName: "NovitaApiError",
   label: "Novita",
   apiKeyVariable: "NOVITA_API_KEY",
-  classify(failure) {
-    const reason = String((failure.answer as { reason?: unknown } | null)?.reason ?? "");
-    return refusals({ ...failure, message: `${reason} ${failure.message}` });
-  },
+  classify: ({ answer, message, ...failure }) =>
+    refusals({ ...failure, answer, message: `${(answer as { reason?: string } | null)?.reason} ${message}` }),
 });
 
 /** A failed call to Novita's API (or no answer at all), with its `kind`. */
 export const NovitaApiError = novitaApi.ApiError;
 export type NovitaApiError = MachineProviderError;
 
-const number = answerNumberSchema.optional();
+/** A GPU product: figures per GPU, prices in 1/100,000 USD an hour, the root filesystem's bounds (GB). */
 const productSchema = z.object({
   id: z.string(),
   name: z.string(),
-  cpuPerGpu: number,
-  memoryPerGpu: number,
   availableDeploy: z.boolean().nullish(),
-  /** The root filesystem's bounds, GB: a create asking more than `maxRootFS` is refused. */
-  minRootFS: number,
-  maxRootFS: number,
-  /** Per GPU, in 1/100,000 USD an hour, like the product's other per-GPU fields. */
-  price: number,
-  spotPrice: number,
+  ...answerNumbers("cpuPerGpu", "memoryPerGpu", "minRootFS", "maxRootFS", "price", "spotPrice"),
 });
 export type NovitaProduct = z.output<typeof productSchema>;
 
+/** An instance; `instancePrice` is for all its GPUs, in 1/100,000 USD an hour ("Get Instance": "Price of the instance"). */
 const instanceSchema = z.object({
   id: z.string(),
-  name: z.string().nullish(),
   status: z.string(),
-  billingMode: z.string().nullish(),
-  createdAt: z.string().nullish(),
+  ...answerTexts("name", "billingMode", "createdAt"),
+  ...answerNumbers("instancePrice"),
   envs: z.array(z.object({ key: z.string(), value: z.string() })).nullish(),
-  portMappings: z
-    .array(z.object({ port: z.number(), endpoint: z.string().nullish(), type: z.string().nullish() }))
-    .nullish(),
-  /** The instance's price, all its GPUs, in 1/100,000 USD an hour ("Get Instance": "Price of the instance"). */
-  instancePrice: number,
+  portMappings: z.array(z.object({ port: z.number(), endpoint: z.string().nullish() })).nullish(),
 });
 export type NovitaInstance = z.output<typeof instanceSchema>;
 
 /** The page size of `GET /gpu/instances`. */
 export const PAGE_SIZE = 100;
+// An account without instances answers `instances: null`; an answer without the field is not understood.
+const page = z.object({ instances: z.array(instanceSchema).nullable() });
+const numbered = { pageParam: "pageNum", sizeParam: "pageSize", size: PAGE_SIZE, shortPageEnds: true };
+const products = z.object({ data: z.array(productSchema) });
+const created = z.object({ id: z.string().min(1) });
+// A delete sent twice does no harm: one whose answer was lost is sent again.
+const retriedDelete = { paced: "delete", idempotent: true } as const;
 
-/** A client for the API at `settings.apiUrl`; the key is looked up on the first request. */
-export function createNovitaClient(settings: Parameters<typeof novitaApi.jsonClient>[0]) {
-  const client = novitaApi.jsonClient(settings);
-  const products = z.object({ data: z.array(productSchema) });
-  // An account without instances answers `instances: null`; an answer without the field is not understood.
-  const page = z.object({ instances: z.array(instanceSchema).nullable() });
-  return {
-    products: async (
-      gpuNum: number,
-      billingMethod: "onDemand" | "spot",
-      clusterId: string | undefined,
-      signal: AbortSignal,
-    ) => {
-      const params = { gpuNum: String(gpuNum), billingMethod, ...(clusterId ? { clusterId } : {}) };
-      return (
-        await client.read(
-          "offers",
-          "/products",
-          products,
-          `listing ${billingMethod} GPU products`,
-          signal,
-          params,
-        )
-      ).data;
-    },
-    create: async (data: Record<string, unknown>, signal: AbortSignal) => {
-      const purpose = `creating a ${String(data.billingMode)} instance of product ${String(data.productId)}`;
-      const schema = z.object({ id: z.string().min(1) });
-      return (await client.call("create", "POST", "/gpu/instance/create", schema, purpose, signal, { data }))
-        .id;
-    },
-    instance: (instanceId: string, signal: AbortSignal) =>
-      client.read("get", "/gpu/instance", instanceSchema, `reading instance ${instanceId}`, signal, {
-        instanceId,
-      }),
-    /** One page of instances (`pageNum` from 1); a page shorter than {@link PAGE_SIZE} is the last. */
-    instances: async (pageNum: number, signal: AbortSignal) => {
-      const params = { pageSize: String(PAGE_SIZE), pageNum: String(pageNum) };
-      return (
-        (await client.read("list", "/gpu/instances", page, "listing instances", signal, params)).instances ??
-        []
-      );
-    },
-    delete: async (instanceId: string, signal: AbortSignal) => {
-      const data = { instanceId };
-      await client.call(
-        "delete",
-        "POST",
-        "/gpu/instance/delete",
-        z.unknown(),
-        `deleting instance ${instanceId}`,
-        signal,
-        { data, idempotent: true },
-      );
-    },
-  };
-}
+/** Novita's endpoints on a client of the API at `settings.apiUrl` (the key looked up on the first request). */
+export const novitaClient = (settings: Parameters<typeof novitaApi.jsonClient>[0]) =>
+  machineEndpoints(novitaApi, {
+    products: endpoint("GET /products", products, "listing GPU products", "offers"),
+    create: endpoint("POST /gpu/instance/create", created, "creating an instance", "create"),
+    instance: endpoint("GET /gpu/instance", instanceSchema, "reading an instance", "get"),
+    instances: listEndpoint("GET /gpu/instances", page, "listing instances", {
+      paced: "list",
+      items: (answer) => answer.instances ?? [],
+      pages: { numbered: { ...numbered, idOf: ({ id }) => id } },
+    }),
+    delete: endpoint("POST /gpu/instance/delete", undefined, "deleting an instance", retriedDelete),
+  })(novitaApi.jsonClient(settings));

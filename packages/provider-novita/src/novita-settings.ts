@@ -3,8 +3,10 @@ import { containerImageSchema } from "@skyward/core/contract";
 import {
   environmentVariablesSchema,
   httpSettingsShape,
+  type MachineEndpointAddress,
   machineSettingsShape,
   type SshStandIn,
+  wholeNumberField,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 import { NOVITA_API_URL } from "./novita-api.js";
@@ -15,10 +17,8 @@ export const DEFAULT_NOVITA_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24
 /** Where an instance is reached instead of its own address: see {@link NovitaSettings} `sshAddress` (user default `root`). */
 export type NovitaSshAddress = SshStandIn;
 
-const machineShape =
-  machineSettingsShape<
-    (instance: { readonly id: string; readonly host: string; readonly port: number }) => NovitaSshAddress
-  >(NOVITA_API_URL);
+type NovitaSeam = (instance: { readonly id: string } & MachineEndpointAddress) => NovitaSshAddress;
+const machineShape = machineSettingsShape<NovitaSeam>(NOVITA_API_URL);
 
 const novitaShape = {
   /** The API key. Default: the `NOVITA_API_KEY` environment variable, read on the first API call. A secret: never logged. */
@@ -31,9 +31,7 @@ const novitaShape = {
    */
   dockerImage: containerImageSchema.default(DEFAULT_NOVITA_IMAGE),
   /** The root filesystem, GB (10–6144, and at most the product's `maxRootFS`); a spec's `diskGb` raises it. Default 50, as in the Python project. */
-  rootfsSize: z
-    .number({ error: "expected the root filesystem size in GB" })
-    .int({ message: "expected a whole number of GB" })
+  rootfsSize: wholeNumberField("the root filesystem size in GB")
     .min(10, { message: "expected at least 10 GB" })
     .max(6144, { message: "expected at most 6144 GB" })
     .default(50),
@@ -41,8 +39,7 @@ const novitaShape = {
   env: environmentVariablesSchema.default({}),
 };
 
-// The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
-/** Every field checked, unknown ones refused by name. */
+/** Every field checked, unknown ones refused by name (the schema's type written out keeps each key's TSDoc published). */
 export const settingsSchema: z.ZodObject<typeof machineShape & typeof novitaShape, z.core.$strict> =
   z.strictObject({ ...machineShape, ...novitaShape });
 

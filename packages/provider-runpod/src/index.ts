@@ -1,14 +1,4 @@
-/**
- * `@skyward/provider-runpod` — RunPod pods for Skyward pools.
- *
- * ```ts
- * import * as sky from "@skyward/core";
- * import { RunPod } from "@skyward/provider-runpod";
- *
- * await using pool = await sky.compute({ provider: RunPod(), accelerator: sky.accelerators.A100() });
- * ```
- */
-
+/** `@skyward/provider-runpod` — RunPod pods for Skyward pools (see its README). */
 export type { FetchFunction } from "@skyward/provider-utils";
 export { RunPodApiError } from "./runpod-api.js";
 export type {

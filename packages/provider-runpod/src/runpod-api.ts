@@ -18,9 +18,13 @@ import {
   answerMessage,
   answerNumberSchema,
   defineMachineApi,
+  endpoint,
   errorTable,
+  listEndpoint,
   type MachineProviderError,
+  machineEndpoints,
   type PacedClient,
+  type ProviderHttpSettings,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
@@ -62,9 +66,6 @@ export const runpodApi = defineMachineApi({
 /** A failed call to RunPod's API: a {@link MachineProviderError} whose `kind` says what failed. */
 export const RunPodApiError = runpodApi.ApiError;
 export type RunPodApiError = MachineProviderError;
-
-/** RunPod's REST API, version 2. */
-export const RUNPOD_API_URL = "https://api.runpod.io/v2";
 
 // Only the fields the provider reads: objects are loose, so the rest passes through unchecked.
 const price = answerNumberSchema.transform((value) => (value !== null && value > 0 ? value : null));
@@ -139,6 +140,36 @@ export const answers = {
   rented: z.looseObject({ podRentInterruptable: z.looseObject({ id: z.string() }).nullish() }),
 } as const;
 
+const pods = { include: "AVAILABILITY", product: "POD" };
+
+/** The v2 endpoints the provider calls (RunPod documents no rate limits for them). */
+const runpodEndpoints = machineEndpoints(runpodApi, {
+  gpus: endpoint("GET /catalog/gpus", answers.gpus, "listing GPU types", { query: pods }),
+  cpus: endpoint("GET /catalog/cpus", answers.cpus, "listing CPU flavors", { query: pods }),
+  dataCenters: endpoint(
+    "GET /catalog/datacenters",
+    answers.dataCenters,
+    "listing data centers with global networking",
+    {
+      query: { globalNetwork: "true" },
+    },
+  ),
+  create: endpoint("POST /pods", podSchema, "creating a pod"),
+  get: endpoint("GET /pods/{id}", podSchema, "looking up pod {id}"),
+  // One page: v2's list of pods is not paged (https://docs.runpod.io/api-reference-v2/pods/list-pods).
+  list: listEndpoint("GET /pods", answers.pods, "listing pods", { items: "pods" }),
+  delete: endpoint("DELETE /pods/{id}", undefined, "terminating pod {id}"),
+});
+
+/** RunPod's v2 calls and the paced client GraphQL goes through, with the settings' key. */
+export function runpodClient(settings: ProviderHttpSettings) {
+  const client = runpodApi.jsonClient({ ...settings, apiUrl: "https://api.runpod.io/v2" });
+  return { ...runpodEndpoints(client), http: client.http };
+}
+
+/** RunPod's calls, as {@link runpodClient} makes them. */
+export type RunPodClient = ReturnType<typeof runpodClient>;
+
 /** The GraphQL query of the minimum bid per GPU of each type, for a pod of `gpuCount` GPUs, in each cloud. */
 export function spotPricesQuery(gpuCount: number): string {
   const lowest = (secure: boolean) =>
@@ -161,33 +192,27 @@ export const DEPLOY_INTERRUPTIBLE_MUTATION = `mutation SkywardRentInterruptable(
 export async function graphql<T extends z.ZodType>(
   http: PacedClient,
   schema: T,
-  options: {
-    query: string;
-    variables?: Record<string, unknown>;
-    purpose: string;
-    idempotent: boolean;
-    signal: AbortSignal;
-  },
+  options: { query: string; variables?: object; purpose: string; idempotent: boolean; signal: AbortSignal },
 ): Promise<z.output<T>> {
-  const { purpose, idempotent, signal } = options;
-  const data = { query: options.query, variables: options.variables ?? {} };
+  const { query, variables = {}, ...request } = options;
+  const { purpose } = request;
   const url = "https://api.runpod.io/graphql";
-  const answer = await http.send("other", { method: "POST", url, data, idempotent, purpose, signal });
-  const body = (typeof answer.data === "object" && answer.data) || {};
-  const errors = (body as { errors?: unknown }).errors;
+  const { data: body } = await http.send("other", {
+    method: "POST",
+    url,
+    data: { query, variables },
+    ...request,
+  });
+  const { errors, data }: { errors?: unknown; data?: unknown } = (typeof body === "object" && body) || {};
   const error =
     Array.isArray(errors) && errors.length > 0 ? (answerMessage(body) ?? "unknown error") : undefined;
-  if (error !== undefined && /unauthori[sz]ed|api key|authenticat/i.test(error))
-    throw new RunPodApiError({
-      kind: "auth",
-      statusCode: 401,
-      message: `RunPod rejected the API key while ${purpose}: ${error}; set RUNPOD_API_KEY to a valid key or pass apiKey`,
-    });
-  const result = (body as { data?: unknown }).data;
-  if (error !== undefined || typeof result !== "object" || result === null) {
-    const message = `RunPod's API refused ${purpose}: ${error ?? "the answer had no data"}`;
-    const kind = classifyRunPodError({ statusCode: undefined, message, answer: undefined });
-    throw new RunPodApiError({ kind: kind ?? "bad-request", message });
+  if (error !== undefined && /unauthori[sz]ed|api key|authenticat/i.test(error)) {
+    const message = `RunPod rejected the API key while ${purpose}: ${error}; set RUNPOD_API_KEY to a valid key or pass apiKey`;
+    throw new RunPodApiError({ kind: "auth", statusCode: 401, message });
   }
-  return runpodApi.parseAnswer(schema, result, purpose);
+  if (error === undefined && typeof data === "object" && data !== null)
+    return runpodApi.parseAnswer(schema, data, purpose);
+  const message = `RunPod's API refused ${purpose}: ${error ?? "the answer had no data"}`;
+  const kind = classifyRunPodError({ statusCode: undefined, message, answer: undefined });
+  throw new RunPodApiError({ kind: kind ?? "bad-request", message });
 }

@@ -4,10 +4,10 @@
  * v2's command, https://github.com/runpod/runpodctl/releases/tag/v2.0.0; else `DELETE /v2/pods/{id}`
  * from Python, for an older runpodctl). Deleting, not stopping, ends the bill: a stopped pod still pays
  * for its volume. RunPod runs no cloud-init, only the container's start command, so that command arms
- * the boot watchdog before handing over to the image's own: no worker within N seconds (a client killed
- * during a 30-minute image pull), and the pod deletes itself.
+ * the boot watchdog (checked once) before handing over to the image's own.
  */
 import { shellQuote } from "@skyward/core/contract";
+import { workerWatchdogScript } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
 
 /** Deletes the pod `$RUNPOD_POD_ID` with `$RUNPOD_API_KEY`; neither is ever on a command line. */
@@ -25,28 +25,18 @@ export function selfDestructCommand(podId: string): string {
   );
 }
 
-/**
- * The pod's start command (v2's `args`, GraphQL's `dockerArgs`): arms the watchdog in the background,
- * then runs `startCommand`. The script travels base64-encoded, so no quoting of it reaches RunPod.
- */
+/** The pod's start command (v2's `args`, GraphQL's `dockerArgs`), the watchdog script base64-encoded: no quoting of it reaches RunPod. */
 export function watchedStartCommand(options: {
   seconds: number;
   root: string | undefined;
   startCommand: string;
 }) {
-  const seconds = Math.max(1, Math.ceil(options.seconds));
   // A shell expansion, braced so that a path going on after `{id}` stays apart from it.
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's `${…}`, written for the shell.
   const root = escaped(options.root ?? DEFAULT_NODE_ROOT).replaceAll("{id}", "${RUNPOD_POD_ID}");
-  const watchdog = [
-    `# Skyward boot watchdog: no worker ${seconds} s after the container started, and the pod deletes itself.`,
-    "(",
-    `  sleep ${seconds}`,
-    `  if ! [ -e "${root}/worker.pid" ] && ! [ -e "${root}/worker.log" ]; then`,
-    `    ${DELETE_OWN_POD}`,
-    "  fi",
-    ") </dev/null >/tmp/skyward-watchdog.log 2>&1 &",
-  ].join("\n");
+  const seconds = Math.max(1, options.seconds);
+  const log = "/tmp/skyward-watchdog.log";
+  const watchdog = workerWatchdogScript({ seconds, root, command: DELETE_OWN_POD, check: "once", log });
   const encoded = Buffer.from(`${watchdog}\n`, "utf8").toString("base64");
   return `bash -c "echo ${encoded} | base64 -d | bash; exec ${escaped(options.startCommand)}"`;
 }

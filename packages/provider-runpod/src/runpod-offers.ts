@@ -2,21 +2,22 @@
  * RunPod's offers: one per GPU type and cloud from the v2 catalog (on demand) and GraphQL's minimum bids
  * (spot), and one per CPU flavor at the smallest power-of-two size meeting the query.
  */
+import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
-  acceleratorFormFactor,
-  canonicalAcceleratorName,
-  type Offer,
-  type OfferQuery,
-} from "@skyward/core/contract";
-import {
-  type JsonCall,
+  acceleratorFromNames,
   machineErrorKind,
   machineOffer,
-  type PacedClient,
   refuseSetting,
   roundPrice,
 } from "@skyward/provider-utils";
-import { answers, type CatalogCpu, type CatalogGpu, graphql, spotPricesQuery } from "./runpod-api.js";
+import {
+  answers,
+  type CatalogCpu,
+  type CatalogGpu,
+  graphql,
+  type RunPodClient,
+  spotPricesQuery,
+} from "./runpod-api.js";
 import { cudaFits, type ParsedSettings } from "./runpod-settings.js";
 
 export const NAME = "runpod";
@@ -58,8 +59,12 @@ export function bidAbove(minimum: number, margin: number): number {
   return bid > minimum ? bid : Math.round((minimum + 0.001) * 1000) / 1000;
 }
 
+type Lowest = { minimumBidPrice: number | null; stockStatus?: string | null } | null | undefined;
+const inStock = (lowest: Lowest) =>
+  lowest && !/^(|none|out of stock)$/i.test(lowest.stockStatus ?? "") ? lowest.minimumBidPrice : null;
+
 /** RunPod's offers for the settings, from its catalog and its minimum bids. */
-export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: PacedClient) {
+export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
   const { cuda } = settings;
   const constrained = "minCudaVersion" in cuda || "allowedCudaVersions" in cuda;
 
@@ -72,29 +77,26 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
       query: spotPricesQuery(count),
       purpose: "pricing interruptible pods",
       idempotent: true,
-      signal,
     };
-    const prices = await graphql(http, answers.spotPrices, options).catch((error: unknown) => {
-      if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
-      throw error;
-    });
-    if (!prices) return undefined;
-    type Lowest = { minimumBidPrice: number | null; stockStatus?: string | null } | null | undefined;
-    const inStock = (lowest: Lowest) =>
-      lowest && lowest.minimumBidPrice !== null && !/^(|none|out of stock)$/i.test(lowest.stockStatus ?? "")
-        ? lowest.minimumBidPrice
-        : null;
-    return new Map(
-      prices.gpuTypes.map((entry) => [
-        entry.id,
-        { SECURE: inStock(entry.secureLowest), COMMUNITY: inStock(entry.communityLowest) },
-      ]),
+    const prices = await graphql(client.http, answers.spotPrices, { ...options, signal }).catch(
+      (error: unknown) => {
+        if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
+        throw error;
+      },
     );
+    return prices
+      ? new Map(
+          prices.gpuTypes.map((type) => [
+            type.id,
+            { SECURE: inStock(type.secureLowest), COMMUNITY: inStock(type.communityLowest) },
+          ]),
+        )
+      : undefined;
   }
 
   async function gpuOffers(
     query: OfferQuery,
-    accelerator: NonNullable<OfferQuery["accelerator"]>,
+    wanted: NonNullable<OfferQuery["accelerator"]>,
     signal: AbortSignal,
   ) {
     // v2 places a GPU pod with its GPU type's own share of vCPUs and memory; nothing asks for more.
@@ -104,30 +106,29 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
         "RunPod's pod API (v2) cannot ask a GPU pod for a vCPU or memory minimum (each GPU type comes with its own share): leave vcpus and memoryGb unset for RunPod GPU pods, or ask for more GPUs",
       );
     const dataCenterId = query.region ?? settings.dataCenterId;
-    const count = accelerator.count;
+    const { count } = wanted;
     const bids = query.allocation !== "on-demand" ? await minimumBids(query, count, signal) : undefined;
-    const asOf = new Date().toISOString();
     const offers: Offer[] = [];
     for (const cloud of ["SECURE", "COMMUNITY"] as const) {
+      const secure = cloud === "SECURE";
       if (settings.cloudType !== "all" && settings.cloudType !== cloud.toLowerCase()) continue;
       const params: Record<string, string> = {
-        include: "AVAILABILITY",
-        product: "POD",
         count: String(Math.trunc(count)),
         cloud,
       };
       if ("minCudaVersion" in cuda) params.minCudaVersion = cuda.minCudaVersion;
       if ("allowedCudaVersions" in cuda) params.cudaVersions = cuda.allowedCudaVersions.join(",");
-      const purpose = `listing GPU types (${cloud.toLowerCase()} cloud)`;
-      const { gpus } = await calls("GET", "/catalog/gpus", { schema: answers.gpus, params, purpose, signal });
+      const { gpus } = await client.gpus(
+        { query: params, purpose: `listing GPU types (${cloud.toLowerCase()} cloud)` },
+        signal,
+      );
       for (const gpu of gpus) {
-        const canonical = canonicalAcceleratorName(gpu.id) ?? canonicalAcceleratorName(gpu.name ?? "");
-        const memoryGb = gpu.memory ?? 0;
-        const secure = cloud === "SECURE";
+        // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM").
+        const accelerator = acceleratorFromNames([gpu.id, gpu.name], gpu.memory ?? 0);
         const maxCount = secure ? gpu.maxCount?.secure : gpu.maxCount?.community;
         if (
-          canonical !== accelerator.name ||
-          (accelerator.memoryGb !== undefined && memoryGb < accelerator.memoryGb) ||
+          accelerator?.name !== wanted.name ||
+          (wanted.memoryGb !== undefined && accelerator.memoryGb < wanted.memoryGb) ||
           !(secure ? gpu.secure : gpu.community) ||
           (typeof maxCount === "number" && count > maxCount)
         )
@@ -136,7 +137,6 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
         const cudaVersions = (gpu.cudaVersions ?? [])
           .filter((entry) => entry.available && cudaFits(cuda, entry.version))
           .map((entry) => entry.version);
-        // Sold out, or no host with a CUDA version the image runs on: not offered.
         if (soldOut(gpu, dataCenterId) || (constrained && cudaVersions.length === 0)) continue;
         // v2 cannot ask a community pod for a public IP, and without one it has no direct SSH port: the
         // pool would wait out the provisioning timeout for nothing. Community pods are rented
@@ -145,37 +145,27 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
         const minimumBid = bids?.get(gpu.id)?.[cloud] ?? null;
         const bidPerGpu = minimumBid === null ? null : bidAbove(minimumBid, settings.spotBidMargin);
         if (onDemandPerGpu === null && bidPerGpu === null) continue;
-        // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM", "NVIDIA
-        // H100 NVL"); "NVIDIA H100 80GB HBM3" alone does not, its name "H100 SXM" does.
-        const formFactor = acceleratorFormFactor(gpu.id) ?? acceleratorFormFactor(gpu.name ?? "");
         const stocked = (gpu.dataCenters ?? []).filter((center) => center.availability !== "NONE");
-        const specific: RunPodOfferData = {
-          kind: "gpu",
-          gpuTypeId: gpu.id,
-          gpuCount: count,
-          cloudType: cloud,
-          bidPerGpu,
-          dataCenterIds: Object.freeze(stocked.map((center) => center.id)),
-          cudaVersions: Object.freeze(cudaVersions),
-        };
         offers.push(
           machineOffer({
             id: `runpod:${cloud.toLowerCase()}:${gpu.id}:x${count}`,
             provider: NAME,
             instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud.toLowerCase()} cloud)`,
-            accelerator: {
-              name: canonical,
-              count,
-              memoryGb,
-              ...(formFactor === undefined ? {} : { formFactor }),
-            },
+            accelerator: { ...accelerator, count },
             vcpus: 0,
             memoryGb: 0,
             region: dataCenterId ?? "any",
             spotPrice: bidPerGpu === null ? null : roundPrice(bidPerGpu * count),
             onDemandPrice: onDemandPerGpu === null ? null : roundPrice(onDemandPerGpu * count),
-            pricesAsOf: asOf,
-            specific,
+            specific: {
+              kind: "gpu",
+              gpuTypeId: gpu.id,
+              gpuCount: count,
+              cloudType: cloud,
+              bidPerGpu,
+              dataCenterIds: Object.freeze(stocked.map((center) => center.id)),
+              cudaVersions: Object.freeze(cudaVersions),
+            } satisfies RunPodOfferData,
           }),
         );
       }
@@ -185,11 +175,8 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
 
   async function cpuOffers(query: OfferQuery, signal: AbortSignal): Promise<Offer[]> {
     if (settings.cloudType === "community" || query.allocation === "spot") return [];
-    const params = { include: "AVAILABILITY", product: "POD" };
-    const purpose = "listing CPU flavors";
-    const { cpus } = await calls("GET", "/catalog/cpus", { schema: answers.cpus, params, purpose, signal });
+    const { cpus } = await client.cpus({}, signal);
     const dataCenterId = query.region ?? settings.dataCenterId;
-    const asOf = new Date().toISOString();
     return cpus.flatMap((flavor): Offer[] => {
       const perVcpu = flavor.price.securePerVcpu;
       if (
@@ -212,18 +199,17 @@ export function runpodOffers(settings: ParsedSettings, calls: JsonCall, http: Pa
         vcpuCount: vcpus,
         memoryGb,
       };
+      const onDemandPrice = roundPrice(perVcpu * vcpus);
+      const region = dataCenterId ?? "any";
+      const facts = { id: `runpod:cpu:${instanceId}`, provider: NAME, instanceType: instanceId, region };
       return [
         machineOffer({
-          id: `runpod:cpu:${instanceId}`,
-          provider: NAME,
-          instanceType: instanceId,
+          ...facts,
           accelerator: null,
           vcpus,
           memoryGb,
-          region: dataCenterId ?? "any",
           spotPrice: null,
-          onDemandPrice: roundPrice(perVcpu * vcpus),
-          pricesAsOf: asOf,
+          onDemandPrice,
           specific,
         }),
       ];

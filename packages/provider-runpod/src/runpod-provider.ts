@@ -8,12 +8,11 @@
 import { NoCapacityError } from "@skyward/core";
 import type { Instance, Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
 import {
-  defineMachineProvider,
   describeMachine,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
-  type JsonCall,
   type MachineAdapter,
   type MachineClusterData,
+  machineProviderFactories,
   refuseSetting,
   refuseVolumesWithoutFuse,
   SKYWARD_TAGS,
@@ -27,17 +26,19 @@ import {
   graphql,
   type Pod,
   podSchema,
-  RUNPOD_API_URL,
   RunPodApiError,
+  type RunPodClient,
   runpodApi,
+  runpodClient,
 } from "./runpod-api.js";
 import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { NAME, type RunPodOfferData, runpodOffers } from "./runpod-offers.js";
 import {
   type ParsedSettings,
-  parseSettings,
   type RunPodCudaConstraint,
   type RunPodSettings,
+  settingsSchema,
+  withCudaConstraint,
 } from "./runpod-settings.js";
 
 export type { RunPodOfferData } from "./runpod-offers.js";
@@ -96,7 +97,7 @@ function instanceFromPod(pod: Pod, identityFile: string | undefined, root: strin
  */
 async function placement(
   settings: ParsedSettings,
-  calls: JsonCall,
+  client: RunPodClient,
   spec: PoolSpec,
   offer: Offer,
   signal: AbortSignal,
@@ -112,14 +113,7 @@ async function placement(
       "allocation",
       `plugin "${peers[0]}" needs the pool's ${spec.nodes.max} pods to reach one another through RunPod's global networking, which interruptible pods cannot join: use allocation "on-demand" (or "spot-if-available", which then rents on demand)`,
     );
-  const params = { globalNetwork: "true" };
-  const purpose = "listing data centers with global networking";
-  const listed = await calls("GET", "/catalog/datacenters", {
-    schema: answers.dataCenters,
-    params,
-    purpose,
-    signal,
-  });
+  const listed = await client.dataCenters({}, signal);
   const networked = listed.dataCenters
     .filter((center) => center.globalNetwork !== false)
     .map((center) => center.id);
@@ -149,7 +143,7 @@ async function placement(
 }
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodClusterData> {
-  const { json: calls, http } = runpodApi.jsonClient({ ...settings, apiUrl: RUNPOD_API_URL });
+  const client = runpodClient(settings);
   const volume = settings.volumeGb > 0;
 
   /** An interruptible GPU pod through GraphQL (v2 has none), at the offer's bid per GPU. */
@@ -183,7 +177,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     const purpose = "renting an interruptible pod";
     const query = DEPLOY_INTERRUPTIBLE_MUTATION;
     const options = { query, variables: { input }, purpose, idempotent: false, signal };
-    const { podRentInterruptable: rented } = await graphql(http, answers.rented, options);
+    const { podRentInterruptable: rented } = await graphql(client.http, answers.rented, options);
     if (!rented)
       throw new RunPodApiError({
         kind: "capacity",
@@ -220,7 +214,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     bootWatchdog: "boot-command",
 
     checkCredentials: () => void runpodApi.resolveApiKey(settings.apiKey),
-    offers: runpodOffers(settings, calls, http),
+    offers: runpodOffers(settings, client),
 
     async prepare({ spec, offer, keys, signal }) {
       // Its pods are containers without FUSE: volumes are refused before anything is created.
@@ -231,7 +225,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
           "volumeGb",
           "RunPod CPU pods take no pod volume (a persistent mount is GPU-only): set volumeGb to 0",
         );
-      const where = await placement(settings, calls, spec, offer, signal);
+      const where = await placement(settings, client, spec, offer, signal);
       return {
         ...keys,
         ...where,
@@ -272,27 +266,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
             }
           : { cpu: { id: offer.flavorId, vcpuCount: offer.vcpuCount } }),
       };
-      const purpose = gpu ? "creating a GPU pod" : "creating a CPU pod";
-      return calls("POST", "/pods", { schema: podSchema, data: body, idempotent: false, purpose, signal });
+      return client.create({ body, purpose: gpu ? "creating a GPU pod" : "creating a CPU pod" }, signal);
     },
 
-    get: (id, signal) =>
-      calls("GET", `/pods/${encodeURIComponent(id)}`, {
-        schema: podSchema,
-        purpose: `looking up pod ${id}`,
-        signal,
-      }),
-    // One page: v2's list of pods is not paged (https://docs.runpod.io/api-reference-v2/pods/list-pods).
-    listPage: async (_cursor, signal) => ({
-      machines: (await calls("GET", "/pods", { schema: answers.pods, purpose: "listing pods", signal })).pods,
-    }),
-    delete: {
-      one: async (id, signal) =>
-        void (await calls("DELETE", `/pods/${encodeURIComponent(id)}`, {
-          purpose: `terminating pod ${id}`,
-          signal,
-        })),
-    },
+    get: (id, signal) => client.get({ id }, signal),
+    listPage: client.list.page,
+    delete: { one: async (id, signal) => void (await client.delete({ id }, signal)) },
     isBeingDeleted: (pod) => (pod.status ?? "").toUpperCase() === "TERMINATED",
     idOf: (pod) => pod.id,
     tags: {
@@ -305,19 +284,16 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
   };
 }
 
-const build = (settings: unknown, prefix: string) =>
-  defineMachineProvider(adapterFor(parseSettings(settings, prefix)));
+const factories = machineProviderFactories<RunPodSettings>()("RunPod", settingsSchema, (parsed, written) =>
+  adapterFor(withCudaConstraint(parsed, written)),
+);
 
 /**
  * The RunPod provider: `RunPod()` with default settings, or `RunPod({ cloudType: "secure",
  * containerDiskGb: 100 })`. Throws `ConfigurationError` for bad settings; the API key is looked up on
  * the first API call.
  */
-export function RunPod(settings: RunPodSettings = {}): ProviderV1<RunPodClusterData> {
-  return build(settings, "RunPod");
-}
+export const RunPod: (settings?: RunPodSettings) => ProviderV1<RunPodClusterData> = factories.provider;
 
 /** The provider from a `[providers.NAME]` table of `skyward.toml` (`type = "runpod"`), keys camelCased: `cloud_type` → `cloudType`. */
-export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<RunPodClusterData> {
-  return build(settings, "");
-}
+export const createProviderFromConfig = factories.fromConfig;

@@ -2,9 +2,10 @@
  * The RunPod provider's settings, declared once as a zod schema (the public type is its input), and the
  * CUDA constraint a GPU pod's host must meet (read from the image when not set).
  */
-import { containerImageSchema, parseInput } from "@skyward/core/contract";
+import { containerImageSchema } from "@skyward/core/contract";
 import {
   absolutePathField,
+  declaredImageCuda,
   environmentVariablesSchema,
   httpSettingsShape,
   keysDirectorySchema,
@@ -80,7 +81,7 @@ const settingsShape = {
   root: absolutePathField().optional(),
 };
 
-const settingsSchema: z.ZodObject<HttpShape & typeof settingsShape, z.core.$strict> = z
+export const settingsSchema: z.ZodObject<HttpShape & typeof settingsShape, z.core.$strict> = z
   .strictObject({ ...httpSettingsShape, ...settingsShape })
   .refine((value) => value.minCudaVersion === undefined || value.allowedCudaVersions === undefined, {
     path: ["allowedCudaVersions"],
@@ -123,16 +124,18 @@ export function cudaFits(constraint: RunPodCudaConstraint, version: string): boo
   return major !== leastMajor ? major > leastMajor : minor >= leastMinor;
 }
 
-/** Checks the settings (errors under `prefix`); the image's CUDA comes from a `DockerImage`'s `cuda` first. */
-export function parseSettings(settings: unknown, prefix: string): ParsedSettings {
-  const parsed = parseInput(settingsSchema, settings ?? {}, prefix);
-  const image = (settings as RunPodSettings | undefined)?.containerImage;
-  const declared = typeof image === "object" && image !== null ? image.cuda : undefined;
-  const minimum = parsed.minCudaVersion ?? declared ?? imageCudaVersion(parsed.containerImage);
-  const cuda: RunPodCudaConstraint = parsed.allowedCudaVersions
-    ? { allowedCudaVersions: [...parsed.allowedCudaVersions] }
-    : minimum
-      ? { minCudaVersion: minimum }
-      : {};
-  return { ...parsed, cuda };
+/** The parsed settings with their CUDA constraint; the image's CUDA comes from a `DockerImage`'s `cuda` first. */
+export function withCudaConstraint(
+  parsed: z.output<typeof settingsSchema>,
+  written: unknown,
+): ParsedSettings {
+  const minimum =
+    parsed.minCudaVersion ??
+    declaredImageCuda(written, "containerImage") ??
+    imageCudaVersion(parsed.containerImage);
+  const { allowedCudaVersions: allowed } = parsed;
+  return {
+    ...parsed,
+    cuda: allowed ? { allowedCudaVersions: [...allowed] } : minimum ? { minCudaVersion: minimum } : {},
+  };
 }

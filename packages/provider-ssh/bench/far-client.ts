@@ -126,20 +126,20 @@ try {
     const incrementMs = await pool.run(increments(ops), { target: 0 });
     row(
       "strong counter.increment() in a task",
-      `${incrementMs.toFixed(1)} ms`,
+      `${incrementMs.toFixed(3)} ms`,
       floor,
       `${Math.round(incrementMs / floorMs)}×`,
     );
     await pool.run(lockCycles(3), { target: 0 });
     const lockMs = await pool.run(lockCycles(ops), { target: 0 });
-    row("lock acquire + release", `${lockMs.toFixed(1)} ms`, floor, `${Math.round(lockMs / floorMs)}×`);
+    row("lock acquire + release", `${lockMs.toFixed(3)} ms`, floor, `${Math.round(lockMs / floorMs)}×`);
     const [barrier0, barrier1] = await Promise.all(
       [0, 1].map((node) => pool.run(barrierRounds(ops), { target: node })),
     );
     const barrierMs = Math.max(barrier0 as number, barrier1 as number);
     row(
       "barrier of 2 nodes, per round",
-      `${barrierMs.toFixed(1)} ms`,
+      `${barrierMs.toFixed(3)} ms`,
       floor,
       `${Math.round(barrierMs / floorMs)}×`,
     );

@@ -71,6 +71,7 @@ export type {
   MachinePrepareContext,
   MachineTagCodec,
 } from "./machine-provider/adapter.js";
+export { answerNumbers, answerTexts } from "./machine-provider/answer-fields.js";
 export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
 export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
 export type { ApiVm, ApiVmDefinition, ApiVmFields, ApiVmSettings } from "./machine-provider/api-vm.js";
@@ -80,12 +81,14 @@ export type {
   ContainerBoot,
   CurlSelfDestruct,
   PythonSelfDestruct,
+  WorkerWatchdog,
 } from "./machine-provider/boot-template.js";
 export {
   containerStartCommand,
   curlSelfDestructProgram,
   pythonSelfDestructProgram,
   rootSshdStatements,
+  workerWatchdogScript,
 } from "./machine-provider/boot-template.js";
 export type {
   ClientCredentialsGrant,
@@ -139,6 +142,12 @@ export {
   tagsFromWords,
   tagsToWords,
 } from "./machine-provider/machine-instance.js";
+export type {
+  MachineEndpointAddress,
+  MachineMapping,
+  MappedMachine,
+} from "./machine-provider/machine-mapping.js";
+export { mappedMachine } from "./machine-provider/machine-mapping.js";
 export {
   CreateBudget,
   deleteUntilGone,
@@ -148,6 +157,7 @@ export {
 export { defineMachineProvider } from "./machine-provider/machine-provider.js";
 export type { MachineProviderSettings, MachineSettingsShape } from "./machine-provider/machine-settings.js";
 export {
+  declaredImageCuda,
   machineProviderFactories,
   machineSettingsShape,
   refuseSetting,
@@ -187,6 +197,12 @@ export type {
   PacedClient,
 } from "./machine-provider/pacing.js";
 export { pacedClient, rateLimitFor } from "./machine-provider/pacing.js";
+export type {
+  NamedPoolResources,
+  NamedPoolResourcesOptions,
+  PoolResourceKind,
+} from "./machine-provider/pool-resources.js";
+export { namedPoolResources } from "./machine-provider/pool-resources.js";
 export { deletedUnlessGone, removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
 export {
   absolutePathField,
@@ -205,7 +221,7 @@ export {
 } from "./machine-provider/zonal-markets.js";
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
-export { type MachineOfferFacts, machineOffer } from "./offers/machine-offer.js";
+export { type MachineOfferFacts, machineOffer, pricedOffer } from "./offers/machine-offer.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
 export {
   filterOffers,

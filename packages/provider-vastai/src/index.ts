@@ -1,14 +1,4 @@
-/**
- * `@skyward/provider-vastai` — Vast.ai marketplace instances for Skyward pools.
- *
- * ```ts
- * import * as sky from "@skyward/core";
- * import { VastAI } from "@skyward/provider-vastai";
- *
- * await using pool = await sky.compute({ provider: VastAI(), accelerator: sky.accelerators.RTX_4090() });
- * ```
- */
-
+/** `@skyward/provider-vastai` — Vast.ai marketplace instances for Skyward pools (see its README). */
 export type { FetchFunction } from "@skyward/provider-utils";
 export { VastApiError } from "./vastai-api.js";
 export type { VastOfferData } from "./vastai-offers.js";

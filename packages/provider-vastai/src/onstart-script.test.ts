@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ONSTART_MAX_LENGTH, renderOnstartScript, SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 
-const options = { graceSeconds: 1800, workerPidFile: "/opt/skyward/worker.pid" };
+const options = { graceSeconds: 1800, root: "/opt/skyward" };
 
 let directory: string;
 beforeEach(async () => {

@@ -3,10 +3,12 @@
  * gives each container its id and an API key scoped to that instance (`CONTAINER_ID`,
  * `CONTAINER_API_KEY`, absent from SSH sessions): the script saves both 0600 and installs a command that
  * destroys the instance with them (`DELETE /api/v0/instances/$CONTAINER_ID/`, by curl else Python).
- * Destroying, not stopping, ends the bill: a stopped instance still pays for its disk. A watchdog runs it
- * after `graceSeconds` without a running worker (a client that died before its worker started, a worker
- * that crashed); while a worker runs, its own TTL decides. Nothing secret is in the script.
+ * Destroying, not stopping, ends the bill: a stopped instance still pays for its disk. The boot watchdog
+ * (checked every minute) runs it after `graceSeconds` without a running worker (a client that died
+ * before its worker started, a worker that crashed); while a worker runs, its own TTL decides. Nothing
+ * secret is in the script.
  */
+import { workerWatchdogScript } from "@skyward/provider-utils";
 
 /** Where the self-destruct command is installed on the instance. */
 export const SELF_DESTRUCT_COMMAND = "/usr/local/bin/skyward-self-destruct";
@@ -14,14 +16,16 @@ export const SELF_DESTRUCT_COMMAND = "/usr/local/bin/skyward-self-destruct";
 /** Vast.ai's limit on the length of `onstart`. */
 export const ONSTART_MAX_LENGTH = 4048;
 
-/**
- * Renders the `onstart` script: `graceSeconds` without a running worker (its pid file `workerPidFile`)
- * before the watchdog destroys the instance; 0 disables the watchdog.
- */
-export function renderOnstartScript(options: { graceSeconds: number; workerPidFile: string }): string {
-  const grace = Math.max(0, Math.floor(options.graceSeconds));
-  const pidFile = options.workerPidFile.replaceAll("'", "");
-  const lines = [
+/** The `onstart` script: `graceSeconds` without a worker under `root` (0: no watchdog) and the instance is destroyed. */
+export function renderOnstartScript(options: { graceSeconds: number; root: string }): string {
+  const watchdog = workerWatchdogScript({
+    seconds: options.graceSeconds,
+    root: options.root,
+    command: SELF_DESTRUCT_COMMAND,
+    check: "every-minute",
+    log: "/root/.skyward/watchdog.log",
+  });
+  return `${[
     "#!/bin/bash",
     "# Skyward: arm the self-destruct of this instance.",
     "umask 077",
@@ -41,18 +45,6 @@ export function renderOnstartScript(options: { graceSeconds: number; workerPidFi
     'exec python3 -c \'import os,sys,urllib.request as u; u.urlopen(u.Request(sys.argv[1], method="DELETE", headers={"Authorization": "Bearer " + os.environ["CONTAINER_API_KEY"]}), timeout=60)\' "$url"',
     "SKYWARD_EOF",
     `chmod 700 ${SELF_DESTRUCT_COMMAND}`,
-  ];
-  if (grace > 0) {
-    lines.push(
-      `# Watchdog: destroy the instance after ${grace} s without a running Skyward worker.`,
-      "nohup sh -c '",
-      "  idle=0",
-      "  while sleep 60; do",
-      `    if [ -f ${pidFile} ] && kill -0 "$(cat ${pidFile})" 2>/dev/null; then idle=0; else idle=$((idle + 60)); fi`,
-      `    if [ "$idle" -ge ${grace} ]; then ${SELF_DESTRUCT_COMMAND}; idle=0; fi`,
-      "  done",
-      "' >> /root/.skyward/watchdog.log 2>&1 &",
-    );
-  }
-  return `${lines.join("\n")}\n`;
+    ...(watchdog ? [watchdog] : []),
+  ].join("\n")}\n`;
 }

@@ -1,25 +1,22 @@
 /**
- * The parts of Vast.ai's REST API (`https://console.vast.ai/api`) the provider uses, with zod schemas of
- * what comes back (https://docs.vast.ai/api-reference/openapi.yaml unless said otherwise):
- *
- * - `POST /v0/bundles/` — offer search: the body is the query JSON and `type` (`on-demand` prices
- *   offers on demand, `bid` at their minimum bid), so one search gives one market's prices;
- * - `PUT /v0/asks/{id}/` — rent an ask: image, disk, label, `onstart`, `runtype`, `env`, `price` (a bid);
- *   answers `{"success": true, "new_contract": id}`;
- * - `GET /v1/instances/` — the account's instances, 25 a page by `after_token` → `next_token`, replacing
- *   the deprecated v0 list (vast-cli's `_fetch_all_instances_v1`: https://github.com/vast-ai/vast-cli/blob/master/vast.py);
- * - `GET|DELETE /v0/instances/{id}/` — one instance, destroy; `POST /v0/instances/{id}/ssh/` — attach a
- *   public key to that instance only (…/openapi/yaml/attach_ssh.yaml);
- * - `GET /v0/users/current/` — the key's user: Vast.ai answers an unknown key with 404, not 401.
+ * The parts of Vast.ai's REST API (`https://console.vast.ai/api`) the provider uses, as endpoints with
+ * zod schemas of what comes back (https://docs.vast.ai/api-reference/openapi.yaml unless said otherwise).
+ * A search's `type` says the market it prices (`on-demand`, or `bid` at the minimum bid); a rent answers
+ * `{"success": true, "new_contract": id}`; the v1 instance list replaces the deprecated v0 one (vast-cli's
+ * `_fetch_all_instances_v1`: https://github.com/vast-ai/vast-cli/blob/master/vast.py); a key attached to
+ * an instance reaches that one only (…/openapi/yaml/attach_ssh.yaml).
  */
 import {
   answerListSchema,
   answerNumberSchema,
   defineMachineApi,
+  endpoint,
   errorTable,
   type JsonSend,
+  listEndpoint,
   type MachineProviderError,
   type MachineRateLimits,
+  machineEndpoints,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 import type { ParsedSettings } from "./vastai-settings.js";
@@ -116,7 +113,6 @@ export const vastInstanceSchema = z.looseObject({
   start_date: number,
 });
 
-/** An instance. */
 export type VastInstance = z.infer<typeof vastInstanceSchema>;
 
 /**
@@ -144,7 +140,37 @@ const answers = {
   get: z.looseObject({ instances: vastInstanceSchema.nullish() }),
 };
 
-/** Calls to Vast.ai, as {@link vastClient} makes them. */
+/** The endpoints the provider calls, each paced by its documented limit. */
+const vastEndpoints = machineEndpoints(vastaiApi, {
+  search: endpoint("POST /v0/bundles/", answers.search, "searching offers", {
+    paced: "offers",
+    idempotent: true,
+  }),
+  rent: endpoint("PUT /v0/asks/{askId}/", answers.rent, "renting offer {askId}", {
+    paced: "create",
+    idempotent: false,
+  }),
+  attachKey: endpoint(
+    "POST /v0/instances/{id}/ssh/",
+    undefined,
+    "attaching Skyward's SSH key to instance {id}",
+    {
+      idempotent: true,
+    },
+  ),
+  get: endpoint("GET /v0/instances/{id}/", answers.get, "looking up instance {id}", {
+    paced: "get",
+    query: { owner: "me" },
+  }),
+  list: listEndpoint("GET /v1/instances/", instancesPageSchema, "listing instances", {
+    paced: "list",
+    query: { select_filters: "{}", order_by: JSON.stringify([{ col: "id", dir: "asc" }]), limit: "25" },
+    items: "instances",
+    pages: { token: { param: "after_token", next: (page) => page.next_token } },
+  }),
+  destroy: endpoint("DELETE /v0/instances/{id}/", undefined, "destroying instance {id}", "delete"),
+});
+
 export type VastClient = ReturnType<typeof vastClient>;
 
 /**
@@ -197,72 +223,9 @@ export function vastClient(settings: ParsedSettings) {
         throw error;
       }
     };
-  const call = vastaiApi.jsonClient(
+  const client = vastaiApi.jsonClient(
     { ...settings, apiUrl: "https://console.vast.ai/api" },
     { rateLimits, send },
-  ).json;
-  return {
-    /** The API key (a `ConfigurationError` when none is set). */
-    resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey),
-    search: (data: Record<string, unknown>, purpose: string, signal: AbortSignal) =>
-      call("POST", "/v0/bundles/", {
-        schema: answers.search,
-        data,
-        idempotent: true,
-        endpoint: "offers",
-        purpose,
-        signal,
-      }),
-    rent: (askId: number, data: Record<string, unknown>, signal: AbortSignal) =>
-      call("PUT", `/v0/asks/${askId}/`, {
-        schema: answers.rent,
-        endpoint: "create",
-        data,
-        idempotent: false,
-        purpose: `renting offer ${askId}`,
-        signal,
-      }),
-    attachKey: (id: number, key: string, signal: AbortSignal) =>
-      call("POST", `/v0/instances/${id}/ssh/`, {
-        data: { ssh_key: key },
-        idempotent: true,
-        purpose: `attaching Skyward's SSH key to instance ${id}`,
-        signal,
-      }),
-    get: async (id: string, signal: AbortSignal) =>
-      (
-        await call("GET", `/v0/instances/${id}/`, {
-          schema: answers.get,
-          params: { owner: "me" },
-          endpoint: "get",
-          purpose: `looking up instance ${id}`,
-          signal,
-        })
-      ).instances ?? null,
-    /** A page of `GET /v1/instances/`, 25 a page by `after_token` (vast-cli's `_fetch_all_instances_v1`). */
-    listPage: async (cursor: string | undefined, signal: AbortSignal) => {
-      const order_by = JSON.stringify([{ col: "id", dir: "asc" }]);
-      const params = {
-        select_filters: "{}",
-        order_by,
-        limit: "25",
-        ...(cursor ? { after_token: cursor } : {}),
-      };
-      const options = {
-        schema: instancesPageSchema,
-        params,
-        endpoint: "list",
-        purpose: "listing instances",
-      } as const;
-      const page = await call("GET", "/v1/instances/", { ...options, signal });
-      return { machines: page.instances, next: page.next_token || undefined };
-    },
-    destroy: async (id: string, signal: AbortSignal) =>
-      void (await call("DELETE", `/v0/instances/${id}/`, {
-        data: {},
-        endpoint: "delete",
-        purpose: `destroying instance ${id}`,
-        signal,
-      })),
-  };
+  );
+  return { ...vastEndpoints(client), resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey) };
 }

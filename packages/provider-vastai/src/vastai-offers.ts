@@ -3,13 +3,8 @@
  * of the search itself), both markets searched (`on-demand`, and `bid` priced at the minimum bid), and
  * each ask turned into an {@link Offer} priced in each market by its own search.
  */
-import {
-  acceleratorFormFactor,
-  canonicalAcceleratorName,
-  type Offer,
-  type OfferQuery,
-} from "@skyward/core/contract";
-import { filterOffers, machineOffer, roundPrice } from "@skyward/provider-utils";
+import { canonicalAcceleratorName, type Offer, type OfferQuery } from "@skyward/core/contract";
+import { acceleratorFromNames, filterOffers, machineOffer, roundPrice } from "@skyward/provider-utils";
 import type { VastClient, VastOffer } from "./vastai-api.js";
 import type { ParsedSettings } from "./vastai-settings.js";
 
@@ -106,8 +101,6 @@ function toOffer(
   settings: ParsedSettings,
   onDemand: VastOffer | undefined,
   bidden: VastOffer | undefined,
-  canonical: string,
-  asOf: string,
 ): Offer {
   const raw = (onDemand ?? bidden) as VastOffer;
   const minBid = bidden?.min_bid ?? null;
@@ -119,17 +112,15 @@ function toOffer(
   const share = raw.gpu_frac !== null && raw.gpu_frac > 0 && raw.gpu_frac < 1 ? raw.gpu_frac : 1;
   const arch = (raw.cpu_arch ?? "").toLowerCase();
   // gpu_name says the board when there are several ("H100 SXM", "H100 PCIE", "H100 NVL", "A100 SXM4").
-  const formFactor = acceleratorFormFactor(raw.gpu_name);
+  const accelerator = acceleratorFromNames(
+    [raw.gpu_name],
+    raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
+  );
   return machineOffer({
     id: `vastai:${raw.id}`,
     provider: "vastai",
     instanceType: `${raw.num_gpus}x ${raw.gpu_name}${raw.machine_id ? ` (machine ${raw.machine_id})` : ""}`,
-    accelerator: {
-      name: canonical,
-      count: raw.num_gpus,
-      memoryGb: raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
-      ...(formFactor === undefined ? {} : { formFactor }),
-    },
+    accelerator: accelerator ? { ...accelerator, count: raw.num_gpus } : null,
     vcpus: raw.cpu_cores_effective ?? raw.cpu_cores ?? 0,
     memoryGb: raw.cpu_ram === null ? 0 : Number(((raw.cpu_ram * share) / 1024).toFixed(4)),
     ...(raw.disk_space !== null ? { diskGb: Math.floor(raw.disk_space) } : {}),
@@ -138,7 +129,6 @@ function toOffer(
     spotPrice: bid === null ? null : roundPrice(bid + extras),
     onDemandPrice,
     billingUnit: "second",
-    pricesAsOf: asOf,
     specific: {
       askId: raw.id,
       machineId: raw.machine_id ?? null,
@@ -163,7 +153,7 @@ export async function searchOffers(
   const region = query.region ?? settings.geolocation;
   const market = async (type: "on-demand" | "bid") => {
     const purpose = type === "bid" ? "searching interruptible offers" : "searching offers";
-    const { offers } = await client.search(searchBody(settings, query, type), purpose, signal);
+    const { offers } = await client.search({ body: searchBody(settings, query, type), purpose }, signal);
     return offers.filter(
       (raw) =>
         canonicalAcceleratorName(raw.gpu_name) === accelerator.name &&
@@ -175,13 +165,10 @@ export async function searchOffers(
   const onDemand = query.allocation !== "spot" ? await market("on-demand") : [];
   const bidden = query.allocation !== "on-demand" ? await market("bid") : [];
   const bids = new Map(bidden.map((raw) => [raw.id, raw]));
-  const asOf = new Date().toISOString();
   const seen = new Set(onDemand.map((raw) => raw.id));
   const offers = [
-    ...onDemand.map((raw) => toOffer(settings, raw, bids.get(raw.id), accelerator.name, asOf)),
-    ...bidden
-      .filter((raw) => !seen.has(raw.id))
-      .map((raw) => toOffer(settings, undefined, raw, accelerator.name, asOf)),
+    ...onDemand.map((raw) => toOffer(settings, raw, bids.get(raw.id))),
+    ...bidden.filter((raw) => !seen.has(raw.id)).map((raw) => toOffer(settings, undefined, raw)),
   ];
   return filterOffers(offers, query);
 }

@@ -7,7 +7,6 @@
  */
 import { type Cluster, type Instance, type Offer, offerQuery, type ProviderV1 } from "@skyward/core/contract";
 import {
-  defineMachineProvider,
   deleteUntilGone,
   describeMachine,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
@@ -16,8 +15,10 @@ import {
   type MachineClusterData,
   type MachineCreateRequest,
   machineErrorKind,
+  machineProviderFactories,
   refuseVolumesWithoutFuse,
   skywardTags,
+  statusTable,
 } from "@skyward/provider-utils";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import { VastApiError, type VastInstance, vastClient, vastInstanceSchema } from "./vastai-api.js";
@@ -25,9 +26,10 @@ import { diskFor, searchOffers, type VastOfferData } from "./vastai-offers.js";
 import {
   onstartScript,
   type ParsedSettings,
-  parseSettings,
+  settingsSchema,
   type VastAISettings,
   type VastSshMode,
+  withImageCuda,
 } from "./vastai-settings.js";
 
 /** How long an instance may take to run with its SSH port: Vast.ai pulls the image first. */
@@ -53,6 +55,11 @@ function tagsOf(instance: VastInstance): Record<string, string> {
   return tags;
 }
 
+const instanceStatus = statusTable({
+  running: ["running"],
+  terminated: ["exited", "stopped", "offline", "destroyed"],
+});
+
 /** The instance a Vast.ai instance is: `running`, with SSH coordinates, once it runs and its SSH port is known. */
 export function instanceFromVast(
   instance: VastInstance,
@@ -62,13 +69,7 @@ export function instanceFromVast(
   const actual = (instance.actual_status ?? "").toLowerCase();
   const intended = (instance.intended_status ?? "").toLowerCase();
   const status =
-    actual === "running"
-      ? intended === "stopped"
-        ? "stopping"
-        : "running"
-      : ["exited", "stopped", "offline", "destroyed"].includes(actual) || intended === "stopped"
-        ? "terminated"
-        : "pending";
+    intended === "stopped" ? (actual === "running" ? "stopping" : "terminated") : instanceStatus(actual);
   const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
   const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
   const publicIp = instance.public_ipaddr?.trim() || null;
@@ -116,28 +117,28 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
   /** The asks each cluster rented: an ask rents once, so they are never asked again. */
   const rentedAsks = new Map<string, Set<number>>();
 
+  /** Rents `askId` (at `bid` in the spot market); its instance id, a capacity error when none came back. */
   async function rent(
-    request: MachineCreateRequest<VastClusterData>,
+    cluster: Cluster<VastClusterData>,
     askId: number,
     bid: number | null,
     label: string,
+    signal: AbortSignal,
   ) {
-    const { cluster, signal } = request;
-    const answer = await client.rent(
-      askId,
-      {
-        client_id: "me",
-        image: cluster.specific.image,
-        disk: cluster.specific.diskGb,
-        label,
-        runtype: settings.ssh === "direct" ? "ssh_direct" : "ssh_proxy",
-        onstart: onstartScript(settings),
-        env: { ...settings.env, SKYWARD_CLUSTER: cluster.id },
-        ...(bid !== null ? { price: bid } : {}),
-        cancel_unavail: true,
-      },
-      signal,
-    );
+    const { image, diskGb: disk } = cluster.specific;
+    const runtype = settings.ssh === "direct" ? "ssh_direct" : "ssh_proxy";
+    const env = { ...settings.env, SKYWARD_CLUSTER: cluster.id };
+    const body = {
+      client_id: "me",
+      image,
+      disk,
+      label,
+      runtype,
+      onstart: onstartScript(settings),
+      env,
+      cancel_unavail: true,
+    };
+    const answer = await client.rent({ askId, body: bid !== null ? { ...body, price: bid } : body }, signal);
     if (answer.new_contract != null) return answer.new_contract;
     const why = answer.msg ?? answer.error ?? "no instance id in the answer";
     throw new VastApiError({
@@ -162,64 +163,62 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     const refusals: string[] = [];
     const tried = new Set<number>();
     const own = askOf(cluster.offer);
-    let asks = [own];
-    let searched = false;
-    for (let ask = asks.shift(); ask !== undefined || !searched; ask = asks.shift()) {
-      if (ask === undefined) {
-        // The query the pool sent to `offers` for this spec, in this market: every node meets the spec.
-        searched = true;
-        const query = { ...offerQuery(cluster.spec), allocation: spot ? "spot" : "on-demand" } as const;
-        asks = (await searchOffers(settings, client, query, signal))
-          .map(askOf)
-          .filter((entry) => entry.gpuName === own.gpuName);
-        continue;
-      }
-      const price = spot ? ask.spotPrice : ask.onDemandPrice;
-      if (rented.has(ask.askId) || tried.has(ask.askId) || price === null || (spot && ask.bid === null))
-        continue;
-      tried.add(ask.askId);
-      if (cap !== undefined && price > cap) {
-        refusals.push(`${market} on offer ${ask.askId}: $${price}/h is over maxHourlyCost $${cap}/h`);
-        continue;
-      }
-      let id: number;
-      try {
-        id = await rent(request, ask.askId, spot ? ask.bid : null, label);
-      } catch (error) {
-        if (signal.aborted) throw signal.reason;
-        const kind = machineErrorKind(error);
-        if (kind === "unavailable" || kind === "unknown-answer") {
-          // Rented perhaps, its answer lost: found by its label, it gets its key; else the base retries.
-          const found = (await listAllMachines(adapter, signal)).find((instance) => instance.label === label);
-          if (!found) throw error;
-          id = found.id;
-        } else if (kind === "capacity" || kind === "gone" || kind === "price") {
-          // A bid below the machine's minimum: Vast.ai creates the instance stopped, billing its disk.
-          const stopped = kind === "price" ? instanceIdInRefusal(error) : undefined;
-          if (stopped !== undefined) await deleteUntilGone(adapter, [String(stopped)], signal);
-          else rented.add(ask.askId); // Taken by someone else, or gone: not offered again.
-          const destroyed =
-            stopped !== undefined ? ` (instance ${stopped}, created stopped, was destroyed)` : "";
-          refusals.push(`${market} on offer ${ask.askId}: ${(error as Error).message}${destroyed}`);
+    // The query the pool sent to `offers` for this spec, in this market: every node meets the spec.
+    const query = { ...offerQuery(cluster.spec), allocation: spot ? "spot" : "on-demand" } as const;
+    const searched = async () =>
+      (await searchOffers(settings, client, query, signal))
+        .map(askOf)
+        .filter((ask) => ask.gpuName === own.gpuName);
+    for (const asks of [async () => [own], searched])
+      for (const ask of await asks()) {
+        const price = spot ? ask.spotPrice : ask.onDemandPrice;
+        if (rented.has(ask.askId) || tried.has(ask.askId) || price === null || (spot && ask.bid === null))
           continue;
-        } else throw error;
-      }
-      rented.add(ask.askId);
-      try {
-        await client.attachKey(id, cluster.specific.publicKey, signal);
-      } catch (error) {
+        tried.add(ask.askId);
+        if (cap !== undefined && price > cap) {
+          refusals.push(`${market} on offer ${ask.askId}: $${price}/h is over maxHourlyCost $${cap}/h`);
+          continue;
+        }
+        let id: number;
+        try {
+          id = await rent(cluster, ask.askId, spot ? ask.bid : null, label, signal);
+        } catch (error) {
+          if (signal.aborted) throw signal.reason;
+          const kind = machineErrorKind(error);
+          if (kind === "unavailable" || kind === "unknown-answer") {
+            // Rented perhaps, its answer lost: found by its label, it gets its key; else the base retries.
+            const found = (await listAllMachines(adapter, signal)).find(
+              (instance) => instance.label === label,
+            );
+            if (!found) throw error;
+            id = found.id;
+          } else if (kind === "capacity" || kind === "gone" || kind === "price") {
+            // A bid below the machine's minimum: Vast.ai creates the instance stopped, billing its disk.
+            const stopped = kind === "price" ? instanceIdInRefusal(error) : undefined;
+            if (stopped !== undefined) await deleteUntilGone(adapter, [String(stopped)], signal);
+            else rented.add(ask.askId); // Taken by someone else, or gone: not offered again.
+            const destroyed =
+              stopped !== undefined ? ` (instance ${stopped}, created stopped, was destroyed)` : "";
+            refusals.push(`${market} on offer ${ask.askId}: ${(error as Error).message}${destroyed}`);
+            continue;
+          } else throw error;
+        }
+        rented.add(ask.askId);
         // Unreachable without its key: destroyed rather than left billing.
-        await deleteUntilGone(adapter, [String(id)], signal).catch(() => undefined);
-        throw error;
+        await client
+          .attachKey({ id, body: { ssh_key: cluster.specific.publicKey } }, signal)
+          .catch(async (error: unknown) => {
+            await deleteUntilGone(adapter, [String(id)], signal).catch(() => undefined);
+            throw error;
+          });
+        return vastInstanceSchema.parse({
+          id,
+          label,
+          actual_status: "loading",
+          is_bid: spot,
+          dph_total: price,
+        });
       }
-      return vastInstanceSchema.parse({
-        id,
-        label,
-        actual_status: "loading",
-        is_bid: spot,
-        dph_total: price,
-      });
-    }
     const message =
       refusals.length > 0 ? refusals.join("; ") : "Vast.ai has no other ask of this kind to rent";
     throw new VastApiError({ kind: "capacity", message });
@@ -265,9 +264,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
       return { ...keys, image: settings.dockerImage, diskGb: diskFor(settings, spec.diskGb) };
     },
     create,
-    get: client.get,
-    listPage: client.listPage,
-    delete: { one: client.destroy },
+    get: async (id, signal) => (await client.get({ id }, signal)).instances ?? null,
+    listPage: client.list.page,
+    delete: { one: async (id, signal) => void (await client.destroy({ id, body: {} }, signal)) },
     isMachineId: (id) => /^\d+$/.test(id),
     idOf: (instance) => String(instance.id),
     tags: {
@@ -286,19 +285,16 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
   return adapter;
 }
 
-const build = (settings: unknown, prefix: string) =>
-  defineMachineProvider(adapterFor(parseSettings(settings, prefix)));
+const factories = machineProviderFactories<VastAISettings>()("VastAI", settingsSchema, (parsed, written) =>
+  adapterFor(withImageCuda(parsed, written)),
+);
 
 /**
  * The Vast.ai provider: `VastAI()` with default settings, or `VastAI({ minReliability: 0.98,
  * geolocation: "US" })`. Throws `ConfigurationError` for bad settings; the API key is looked up on the
  * first API call.
  */
-export function VastAI(settings: VastAISettings = {}): ProviderV1<VastClusterData> {
-  return build(settings, "VastAI");
-}
+export const VastAI: (settings?: VastAISettings) => ProviderV1<VastClusterData> = factories.provider;
 
 /** The provider from a `[providers.NAME]` table of `skyward.toml` (`type = "vastai"`), keys camelCased: `min_reliability` → `minReliability`. */
-export function createProviderFromConfig(settings: Record<string, unknown>): ProviderV1<VastClusterData> {
-  return build(settings, "");
-}
+export const createProviderFromConfig = factories.fromConfig;

@@ -2,9 +2,9 @@
  * The Vast.ai provider's settings, declared once as a zod schema (the public type is its input), and the
  * CUDA a host must support (raised by an image that states its own).
  */
-import { DockerImage } from "@skyward/core";
-import { containerImageSchema, parseInput } from "@skyward/core/contract";
+import { containerImageSchema } from "@skyward/core/contract";
 import {
+  declaredImageCuda,
   environmentVariablesSchema,
   httpSettingsShape,
   keysDirectorySchema,
@@ -89,7 +89,7 @@ const settingsShape = {
     .optional(),
 };
 
-const settingsSchema: z.ZodObject<HttpShape & typeof settingsShape, z.core.$strict> = z.strictObject({
+export const settingsSchema: z.ZodObject<HttpShape & typeof settingsShape, z.core.$strict> = z.strictObject({
   ...httpSettingsShape,
   ...settingsShape,
 });
@@ -106,21 +106,15 @@ export type ParsedSettings = z.output<typeof settingsSchema>;
 /** The `onstart` script of the settings' instances; on the node `{id}` is its `$CONTAINER_ID`. */
 export function onstartScript(settings: ParsedSettings): string {
   const root = (settings.root ?? "/opt/skyward").replaceAll("{id}", "$CONTAINER_ID");
-  return renderOnstartScript({
-    graceSeconds: settings.watchdogGraceSeconds,
-    workerPidFile: `${root}/worker.pid`,
-  });
+  return renderOnstartScript({ graceSeconds: settings.watchdogGraceSeconds, root });
 }
 
 /**
- * Parses the settings (a `ConfigurationError` naming the field otherwise). `minCuda` is raised to the
- * CUDA a `DockerImage` states (`sky.containers.cuda("12.9")` → 12.9), read from the raw setting: the
- * parsed one is the tag alone.
+ * The parsed settings, `minCuda` raised to the CUDA a `DockerImage` states (`sky.containers.cuda("12.9")`
+ * → 12.9), read from the settings as written: the parsed one is the tag alone.
  */
-export function parseSettings(settings: unknown, prefix: string): ParsedSettings {
-  const parsed = parseInput(settingsSchema, settings ?? {}, prefix);
-  const image = (settings as VastAISettings | undefined)?.dockerImage;
-  const cuda = DockerImage.isDockerImage(image) && image.cuda !== undefined ? Number(image.cuda) : 0;
+export function withImageCuda(parsed: ParsedSettings, written: unknown): ParsedSettings {
+  const cuda = Number(declaredImageCuda(written, "dockerImage") ?? 0);
   const length = onstartScript(parsed).length;
   // A guard for future edits of the script, which Vast.ai would refuse.
   if (length > ONSTART_MAX_LENGTH)

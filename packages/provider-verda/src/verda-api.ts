@@ -1,19 +1,19 @@
 /**
- * Verda's public REST API (https://api.verda.com/v1/docs), as the provider uses it: an OAuth 2.0
- * client-credentials token (`POST /oauth2/token`) sent as a bearer token; instance types and their
- * availability; SSH keys; startup scripts; instances. Verda documents no rate limit: a 429's
- * `Retry-After` is honoured.
+ * Verda's REST API (https://api.verda.com/v1/docs) as the provider uses it, with an OAuth 2.0 client-credentials
+ * token (`POST /oauth2/token`). Verda documents no rate limit: a 429's `Retry-After` is honoured.
  */
 import {
-  answerNumberSchema,
+  answerNumbers,
+  answerTexts,
   batchDeleteOutcomes,
   type ClientCredentialsSettings,
   clientCredentialsClient,
   defineMachineApi,
+  endpoint,
   errorTable,
+  listEndpoint,
   type MachineProviderError,
-  readNumberedPages,
-  removeUnlessGone,
+  machineEndpoints,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
@@ -34,20 +34,14 @@ const classifyVerdaError = errorTable([
   // The type's `supported_os` lists the images it takes.
   { kind: "bad-request", words: /operating system is not valid|image .*not (valid|supported)/i },
   // Deleting an instance still provisioning is refused for now.
-  {
-    kind: "busy",
-    words:
-      /provisioning|not ready|still (being )?(created|deployed)|cannot .*in (its )?current (state|status)/i,
-  },
-  {
-    kind: "capacity",
-    words: /not enough|no capacity|insufficient resources|not available|out of stock|sold out/i,
-  },
+  { kind: "busy", words: /provisioning|not ready|still (being )?(created|deployed)/i },
+  { kind: "busy", words: /cannot .*in (its )?current (state|status)/i },
+  { kind: "capacity", words: /not enough|no capacity|insufficient resources|not available/i },
+  { kind: "capacity", words: /out of stock|sold out/i },
   { kind: "quota", words: /quota|limit (exceeded|reached)/i },
   { kind: "account", words: /balance|insufficient funds|payment/i },
 ]);
 
-/** Verda's API: its error class and classifier. */
 export const verdaApi = defineMachineApi({
   provider: "verda",
   errorName: "VerdaApiError",
@@ -60,163 +54,102 @@ export const verdaApi = defineMachineApi({
 export type VerdaApiError = MachineProviderError;
 export const VerdaApiError = verdaApi.ApiError;
 
-const number = answerNumberSchema.optional();
-const size = z.object({ size_in_gigabytes: number }).partial().nullish();
-const instanceTypeSchema = z.object({
+const size = z.object(answerNumbers("size_in_gigabytes")).nullish();
+const instanceType = z.object({
   instance_type: z.string(),
-  price_per_hour: number,
-  spot_price: number,
+  ...answerNumbers("price_per_hour", "spot_price"),
   model: z.string().nullish(),
-  cpu: z.object({ number_of_cores: number }).partial().nullish(),
-  gpu: z.object({ description: z.string().nullish(), number_of_gpus: number }).partial().nullish(),
+  cpu: z.object(answerNumbers("number_of_cores")).nullish(),
+  gpu: z.object({ description: z.string().nullish(), ...answerNumbers("number_of_gpus") }).nullish(),
   memory: size,
   gpu_memory: size,
   supported_os: z.array(z.string()).nullish(),
 });
-export type VerdaInstanceType = z.output<typeof instanceTypeSchema>;
+export type VerdaInstanceType = z.output<typeof instanceType>;
+/** The instance types available now, per location code (`GET /instance-availability?is_spot=…`). */
+export type VerdaCapacity = z.output<typeof capacity>;
+const instanceTypes = z.array(instanceType);
 
-const instanceSchema = z.object({
+const instance = z.object({
   id: z.string(),
-  instance_type: z.string().nullish(),
-  price_per_hour: number,
-  hostname: z.string().nullish(),
-  description: z.string().nullish(),
   status: z.string(),
-  created_at: z.string().nullish(),
-  ip: z.string().nullish(),
+  ...answerTexts("instance_type", "hostname", "description", "created_at", "ip", "os_volume_id"),
+  ...answerNumbers("price_per_hour"),
   is_spot: z.boolean().nullish(),
-  os_volume_id: z.string().nullish(),
 });
-export type VerdaInstance = z.output<typeof instanceSchema>;
+export type VerdaInstance = z.output<typeof instance>;
 
 /** Project SSH keys and startup scripts. */
-const namedSchema = z.array(z.object({ id: z.string(), name: z.string() }));
-/** `PUT /instances` when some actions failed: 207, one result per instance ("Perform action on instance or multiple instances"). */
-const actionResultsSchema = z.array(
-  z.object({
-    instanceId: z.string(),
-    status: z.string(),
-    error: z.string().nullish(),
-    statusCode: z.number().nullish(),
-  }),
-);
+const named = z.array(z.object({ id: z.string(), name: z.string() }));
 /** Creations answer the new id as text, or as `{id}`. */
-const idSchema = z.union([
-  z.string().min(1),
-  z.object({ id: z.string().min(1) }).transform((value) => value.id),
-]);
+const idSchema = z.union([z.string().min(1), z.object({ id: z.string().min(1) }).transform(({ id }) => id)]);
+const capacity = z.array(
+  z.object({ location_code: z.string(), availabilities: z.array(z.string()).nullish() }),
+);
+/** `PUT /instances` when some actions failed: 207, one result per instance ("Perform action on instance or multiple instances"). */
+const statusCode = z
+  .number()
+  .nullish()
+  .transform((code) => code ?? 400);
+const actionResults = z.array(
+  z.object({ instanceId: z.string(), status: z.string(), ...answerTexts("error"), statusCode }),
+);
 
-/** What a pool registers at Verda: the path below the API root and the name in messages. */
-const RESOURCES = { sshKey: ["/ssh-keys", "SSH key"], script: ["/scripts", "startup script"] } as const;
-type Resource = keyof typeof RESOURCES;
+// `GET /scripts` is paged (`pageSize` at most 100) since 2026-03-30, and `skyward down` must find every pool's
+// script (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/); the other lists are not.
+const numbered = { pageParam: "page", sizeParam: "pageSize", size: 100, shortPageEnds: true };
+const inUsd = { paced: "offers", query: { currency: "usd" } } as const;
+const instances = z.array(instance);
+const verdaEndpoints = machineEndpoints(verdaApi, {
+  instanceTypes: endpoint("GET /instance-types", instanceTypes, "listing instance types", inUsd),
+  capacity: endpoint("GET /instance-availability", capacity, "listing capacity", "offers"),
+  sshKeys: endpoint("GET /ssh-keys", named, "listing SSH keys"),
+  scripts: listEndpoint("GET /scripts", named, "listing startup scripts", {
+    items: (scripts) => scripts,
+    pages: { numbered: { ...numbered, idOf: ({ id }) => id } },
+  }),
+  sshKey: endpoint("POST /ssh-keys", idSchema, "adding an SSH key"),
+  script: endpoint("POST /scripts", idSchema, "adding a startup script"),
+  deleteSshKey: endpoint("DELETE /ssh-keys/{id}", undefined, "deleting SSH key {id}", "delete"),
+  deleteScript: endpoint("DELETE /scripts/{id}", undefined, "deleting startup script {id}", "delete"),
+  deploy: endpoint("POST /instances", idSchema, "deploying an instance", "create"),
+  instances: listEndpoint("GET /instances", instances, "listing instances", {
+    paced: "list",
+    items: (all) => all,
+  }),
+  instance: endpoint("GET /instances/{id}", instance, "reading instance {id}", "get"),
+});
 
 /** A client for Verda's API; no request is sent and no credential looked up until the first call. */
 export function createVerdaClient(settings: ClientCredentialsSettings) {
   const client = clientCredentialsClient(verdaApi, VERDA_CREDENTIALS, settings);
-  const create = (path: string, purpose: string, data: unknown, signal: AbortSignal) =>
-    client.call(path === "/instances" ? "create" : "other", "POST", path, idSchema, purpose, signal, {
-      data,
-    });
-  const types = z.array(instanceTypeSchema);
-  const availability = z.array(
-    z.object({ location_code: z.string(), availabilities: z.array(z.string()).nullish() }),
-  );
-  const scriptPage = (page: number, signal: AbortSignal) =>
-    client.read("other", "/scripts", namedSchema, "listing startup scripts", signal, {
-      page: String(page),
-      pageSize: "100",
-    });
-
+  const calls = verdaEndpoints(client);
   return {
-    instanceTypes: (signal: AbortSignal) =>
-      client.read("offers", "/instance-types", types, "listing instance types", signal, { currency: "usd" }),
-    /** Instance types available now, per location code, for spot or on-demand. */
-    async availability(spot: boolean, signal: AbortSignal): Promise<Map<string, Set<string>>> {
-      const purpose = `listing ${spot ? "spot" : "on-demand"} availability`;
-      const params = { is_spot: String(spot) };
-      const entries = await client.read(
-        "offers",
-        "/instance-availability",
-        availability,
-        purpose,
-        signal,
-        params,
-      );
-      return new Map(entries.map((entry) => [entry.location_code, new Set(entry.availabilities ?? [])]));
-    },
-    add: (resource: Resource, name: string, body: Record<string, string>, signal: AbortSignal) =>
-      create(RESOURCES[resource][0], `adding ${RESOURCES[resource][1]} ${name}`, { name, ...body }, signal),
-    remove: (resource: Resource, id: string, signal: AbortSignal) => {
-      const [path, noun] = RESOURCES[resource];
-      return removeUnlessGone(client, `${path}/${encodeURIComponent(id)}`, `deleting ${noun} ${id}`, signal);
-    },
-    /**
-     * Every SSH key and startup script: `GET /scripts` takes `page` and `pageSize` (at most 100) since
-     * 2026-03-30 (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/), and
-     * `skyward down` must find every pool's script.
-     */
-    registered: async (signal: AbortSignal) => {
-      const [keys, scripts] = await Promise.all([
-        client.read("other", "/ssh-keys", namedSchema, "listing SSH keys", signal),
-        readNumberedPages<z.output<typeof namedSchema>[number]>({
-          api: verdaApi,
-          list: "/scripts",
-          asked: 100,
-          shortPageEnds: true,
-          idOf: (script) => script.id,
-          read: async (page) => ({ items: await scriptPage(page, signal) }),
-        }),
-      ]);
-      return [
-        ...keys.map((key) => ({ ...key, resource: "sshKey" as const, kind: RESOURCES.sshKey[1] })),
-        ...scripts.map((script) => ({ ...script, resource: "script" as const, kind: RESOURCES.script[1] })),
-      ];
-    },
-    deploy: (body: Record<string, unknown>, signal: AbortSignal) =>
-      create("/instances", `deploying a ${String(body.instance_type)} instance`, body, signal),
-    instances: (signal: AbortSignal) =>
-      client.read("list", "/instances", z.array(instanceSchema), "listing instances", signal),
-    instance: (id: string, signal: AbortSignal) =>
-      client.read(
-        "get",
-        `/instances/${encodeURIComponent(id)}`,
-        instanceSchema,
-        `reading instance ${id}`,
-        signal,
-      ),
-
+    ...calls,
     /**
      * Deletes instances and the OS volumes given (`PUT /instances`, action `delete`, `volume_ids`,
      * `delete_permanently`: past the trash). A 207 is read instance by instance.
      */
-    deleteInstances: (
-      instances: readonly Pick<VerdaInstance, "id" | "os_volume_id">[],
-      signal: AbortSignal,
-    ) => {
-      const ids = instances.map((instance) => instance.id);
-      const volume_ids = instances.flatMap((instance) =>
-        instance.os_volume_id ? [instance.os_volume_id] : [],
-      );
-      return batchDeleteOutcomes(ids, signal, async () => {
+    deleteInstances(instances: readonly Pick<VerdaInstance, "id" | "os_volume_id">[], signal: AbortSignal) {
+      const id = instances.map((instance) => instance.id);
+      const volume_ids = instances.flatMap(({ os_volume_id }) => (os_volume_id ? [os_volume_id] : []));
+      return batchDeleteOutcomes(id, signal, async () => {
         const { status, data } = await client.http.send("delete", {
           method: "PUT",
           url: `${settings.apiUrl.replace(/\/+$/, "")}/instances`,
-          data: { action: "delete", id: ids, volume_ids, delete_permanently: true },
+          data: { action: "delete", id, volume_ids, delete_permanently: true },
           idempotent: true,
-          purpose: `deleting instance(s) ${ids.join(", ")}`,
+          purpose: `deleting instance(s) ${id.join(", ")}`,
           signal,
         });
-        const results =
-          status === 207 ? verdaApi.parseAnswer(actionResultsSchema, data, "the results of a delete") : [];
-        return results.flatMap(({ instanceId, status: result, error, statusCode }) => {
-          const message = `Verda refused to delete instance ${instanceId}: ${error ?? "no reason given"}`;
+        const results = status === 207 ? verdaApi.parseAnswer(actionResults, data, "a delete's results") : [];
+        return results.flatMap(({ instanceId, status: result, error: reason, statusCode }) => {
+          if (result === "success") return [];
+          const message = `Verda refused to delete instance ${instanceId}: ${reason ?? "no reason given"}`;
           const kind =
-            statusCode === 404
-              ? "gone"
-              : classifyVerdaError({ statusCode: statusCode ?? 400, message, answer: undefined });
-          return result === "success"
-            ? []
-            : [[instanceId, new VerdaApiError({ kind: kind ?? "bad-request", message })] as const];
+            statusCode === 404 ? "gone" : classifyVerdaError({ statusCode, message, answer: null });
+          const error = new VerdaApiError({ kind: kind ?? "bad-request", message });
+          return [[instanceId, error] as const];
         });
       });
     },

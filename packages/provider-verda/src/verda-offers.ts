@@ -1,11 +1,10 @@
 /**
- * Verda's offers: one per instance type and location with capacity now, priced from `GET
- * /instance-types` (`price_per_hour` on demand, `spot_price` spot; a market without capacity there has
- * no price), and the OS image each type is deployed with, chosen from its `supported_os`.
+ * Verda's offers: one per instance type and location with capacity now, priced from `GET /instance-types` (a
+ * market without capacity there has no price), and the OS image of a type, chosen from its `supported_os`.
  */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
-import { acceleratorFromNames, machineOffer, refuseSetting, roundPrice } from "@skyward/provider-utils";
-import type { VerdaInstanceType } from "./verda-api.js";
+import { acceleratorFromNames, pricedOffer, refuseSetting, roundPrice } from "@skyward/provider-utils";
+import type { VerdaCapacity, VerdaInstanceType } from "./verda-api.js";
 import type { ParsedSettings } from "./verda-settings.js";
 
 /** What an offer of this provider carries in {@link Offer.specific}. */
@@ -18,8 +17,7 @@ export interface VerdaOfferData {
   readonly supportedOs?: readonly string[];
 }
 
-/** Instance types available now per location code, per market. */
-type Availability = Readonly<Record<"onDemand" | "spot", Map<string, Set<string>>>>;
+type Availability = Readonly<Record<"onDemand" | "spot", VerdaCapacity>>;
 
 /** The canonical accelerator of a type (`model`, else its GPU description `1x H100 SXM5 80GB`), with the form factor it says. */
 function acceleratorOf(type: VerdaInstanceType) {
@@ -36,58 +34,45 @@ export function toOffers(
   types: readonly VerdaInstanceType[],
   available: Availability,
   query: OfferQuery,
-  location: string | undefined,
+  location?: string,
 ): Offer[] {
-  const locations = [...new Set([...available.onDemand.keys(), ...available.spot.keys()])]
+  const locations = [
+    ...new Set([...available.onDemand, ...available.spot].map((entry) => entry.location_code)),
+  ]
     .filter((code) => location === undefined || code === location)
     .sort();
-  const pricesAsOf = new Date().toISOString();
-  const priceIn = (
-    market: keyof Availability,
-    code: string,
-    type: string,
-    price: number | null | undefined,
-  ) => (available[market].get(code)?.has(type) && price != null ? roundPrice(price) : null);
   return types.flatMap((type) => {
     const accelerator = acceleratorOf(type);
     const wanted = query.accelerator
       ? accelerator?.name === query.accelerator.name && accelerator.count === query.accelerator.count
       : (type.gpu?.number_of_gpus ?? 0) === 0;
     if (!wanted) return [];
-    return locations.flatMap((code) => {
-      const onDemandPrice = priceIn("onDemand", code, type.instance_type, type.price_per_hour);
-      const spotPrice = priceIn("spot", code, type.instance_type, type.spot_price);
-      if (onDemandPrice === null && spotPrice === null) return [];
-      const specific: VerdaOfferData = {
+    const priceIn = (market: keyof Availability, code: string, price: number | null | undefined) => {
+      const at = available[market].find((entry) => entry.location_code === code);
+      return at?.availabilities?.includes(type.instance_type) && price != null ? roundPrice(price) : null;
+    };
+    return locations.flatMap((code) =>
+      pricedOffer({
+        id: `verda:${code}:${type.instance_type}`,
+        provider: "verda",
         instanceType: type.instance_type,
-        location: code,
-        supportedOs: Object.freeze([...(type.supported_os ?? [])]),
-      };
-      return [
-        machineOffer({
-          id: `verda:${code}:${type.instance_type}`,
-          provider: "verda",
-          instanceType: type.instance_type,
-          accelerator,
-          vcpus: type.cpu?.number_of_cores ?? 0,
-          memoryGb: type.memory?.size_in_gigabytes ?? 0,
-          architecture: /GH200|GB200/i.test(type.model ?? "") ? "arm64" : "x86_64",
-          region: code,
-          spotPrice,
-          onDemandPrice,
-          pricesAsOf,
-          specific,
-        }),
-      ];
-    });
+        accelerator,
+        vcpus: type.cpu?.number_of_cores ?? 0,
+        memoryGb: type.memory?.size_in_gigabytes ?? 0,
+        architecture: /GH200|GB200/i.test(type.model ?? "") ? "arm64" : "x86_64",
+        region: code,
+        spotPrice: priceIn("spot", code, type.spot_price),
+        onDemandPrice: priceIn("onDemand", code, type.price_per_hour),
+        specific: { instanceType: type.instance_type, location: code, supportedOs: type.supported_os ?? [] },
+      }),
+    );
   });
 }
 
 /**
- * The OS image of an offer's instances: the `image` setting (refused by name when the type's
- * `supported_os` lacks it: Verda would answer "Operating system is not valid for this instance type"),
- * else `ubuntu-24.04-cuda-<cuda>-open` on GPU types when supported, else the type's newest supported
- * Ubuntu 24.04 CUDA image; `ubuntu-24.04` on CPU types.
+ * The OS image of an offer's instances: the `image` setting (refused by name unless in `supported_os`: Verda would
+ * answer "Operating system is not valid for this instance type"), else `ubuntu-24.04-cuda-<cuda>-open` on GPU
+ * types when supported, else the type's newest supported Ubuntu 24.04 CUDA image; `ubuntu-24.04` on CPU types.
  */
 export function imageFor(settings: ParsedSettings, offer: Offer): string {
   const supported = (offer.specific as unknown as VerdaOfferData).supportedOs ?? [];

@@ -1,27 +1,24 @@
 /**
- * The Verda provider (formerly DataCrunch): GPU and CPU virtual machines in Verda's locations, on demand
- * or spot, reached over SSH as root on their public address. An adapter on `@skyward/provider-utils`'
- * machine-provider base. A pool registers its key pair as a project SSH key and its self-destruct as a
- * startup script (both named `<cluster id>_<pool id>`, both removed by `teardown` and `cleanup`);
- * instances carry Skyward's tags in their description.
+ * The Verda provider (formerly DataCrunch): GPU and CPU VMs, on demand or spot, reached over SSH as root on their
+ * public address. A pool registers its key pair as an SSH key and its self-destruct as a startup script (both
+ * named `<cluster id>_<pool id>`); instances carry Skyward's tags in their description.
  */
-import type { CleanupResult, LeftPoolResource, PoolResource, ProviderV1 } from "@skyward/core/contract";
+import type { Instance, ProviderV1 } from "@skyward/core/contract";
 import {
-  describeMachine,
   knownMachines,
   type MachineAdapter,
   type MachineClusterData,
   machineProviderFactories,
+  mappedMachine,
   marketListings,
   marketplaceMachine,
-  poolIdFromTags,
+  namedPoolResources,
   pythonSelfDestructProgram,
   readAfterCreate,
   renderSelfDestructScript,
   resolveClientCredentials,
   SELF_DESTRUCT_COMMAND,
   SKYWARD_TAGS,
-  statusTable,
   tagsFromDescription,
   tagsToDescription,
 } from "@skyward/provider-utils";
@@ -44,23 +41,9 @@ export interface VerdaClusterData extends MachineClusterData {
 /** Spot instances always name their OS volume, so Verda can be told to delete it with the instance (`on_spot_discontinue`). */
 const SPOT_OS_VOLUME_GB = 100;
 
-/** The name of a pool's SSH key and startup script at Verda: `<cluster id>_<pool id>`. */
-const RESOURCE_NAME = /^(verda-[0-9a-f]{8})(?:_(\S+))?$/;
-
 /**
- * Verda's instance states; the others (new, ordered, validating, provisioning) are on their way. A
- * discontinued instance (a spot instance Verda took back) never runs again: teardown still deletes it.
- */
-const statusOf = statusTable({
-  running: ["running"],
-  stopping: ["offline", "deleting"],
-  terminated: ["error", "notfound", "no_capacity", "installation_failed", "deleted", "discontinued"],
-});
-
-/**
- * The self-destruct the startup script installs: a token, then the instance — by id, or itself, found
- * by its hostname — deleted with its OS volume past the trash. Deleting, not shutting down, ends the
- * bill: a stopped Verda instance still pays for its volume.
+ * The startup script's self-destruct: a token, then the instance (by id, or itself by hostname) deleted with its
+ * OS volume past the trash. Deleting, not shutting down, ends the bill: a stopped instance pays for its volume.
  */
 const SELF_DESTRUCT = pythonSelfDestructProgram({
   tokenPath: VERDA_CREDENTIALS.tokenPath,
@@ -75,64 +58,60 @@ const SELF_DESTRUCT = pythonSelfDestructProgram({
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, VerdaClusterData> {
   const api = createVerdaClient(settings);
-  const { standIns, fields } = marketplaceMachine({
-    name: "verda",
-    label: "Verda",
-    settings,
-    addressOf: (instance) => (instance.publicIp ? { id: instance.id, ip: instance.publicIp } : undefined),
-  });
-  const tagsOf = (instance: VerdaInstance): Record<string, string> => ({
-    ...tagsFromDescription(instance.description),
-    ...(instance.hostname ? { "verda:hostname": instance.hostname } : {}),
+  const addressOf = ({ id, publicIp }: Instance) => (publicIp ? { id, ip: publicIp } : undefined);
+  const { standIns, fields } = marketplaceMachine({ name: "verda", label: "Verda", settings, addressOf });
+  const machine = mappedMachine<VerdaInstance, { id: string; ip: string }>(standIns, {
+    // The others (new, ordered, validating, provisioning) are on their way. A discontinued instance (a
+    // spot instance Verda took back) never runs again: teardown still deletes it.
+    statuses: {
+      running: ["running"],
+      stopping: ["offline", "deleting"],
+      terminated: ["error", "notfound", "no_capacity", "installation_failed", "deleted", "discontinued"],
+    },
+    deleting: ["deleting", "deleted"],
+    name: (instance) => instance.hostname,
+    nameTag: "verda:hostname",
+    tags: (instance) => tagsFromDescription(instance.description),
+    // No private network between separate instances: one address, the public `ip` ("Get instance by ID"); the
+    // interconnect is Instant Clusters' (https://docs.verda.com/clusters/instant-clusters/good-to-know/).
+    address: (instance) => (instance.ip?.trim() ? { host: instance.ip.trim(), port: 22 } : undefined),
+    seamAddress: (id, { host }) => ({ id, ip: host }),
+    spot: (instance) => instance.is_spot === true,
+    hourlyPrice: (instance) => instance.price_per_hour,
+    createdAt: (instance) => instance.created_at,
   });
   const credentials = () => resolveClientCredentials(verdaApi, VERDA_CREDENTIALS, settings);
+  const read = (id: string, signal: AbortSignal) => api.instance({ id }, signal);
 
-  /** `skyward down`: the SSH keys and startup scripts of pools with no instance left. */
-  async function cleanup(pools: "all" | readonly string[], signal: AbortSignal): Promise<CleanupResult> {
-    const [registered, instances] = await Promise.all([api.registered(signal), api.instances(signal)]);
-    const live = new Set(
-      instances
-        .filter((instance) => statusOf(instance.status) !== "terminated")
-        .map((instance) => tagsFromDescription(instance.description)[SKYWARD_TAGS.cluster]),
-    );
-    const removed: PoolResource[] = [];
-    const left: LeftPoolResource[] = [];
-    for (const { resource, kind, id, name } of registered) {
-      const [, cluster = "", pool = ""] = RESOURCE_NAME.exec(name) ?? [];
-      const poolId = poolIdFromTags({ [SKYWARD_TAGS.cluster]: cluster, [SKYWARD_TAGS.pool]: pool });
-      if (!cluster || (pools !== "all" && !pools.includes(poolId))) continue;
-      if (live.has(cluster)) {
-        left.push({ poolId, kind, id: name, reason: `pool ${poolId} still has instances` });
-        continue;
-      }
-      await api.remove(resource, id, signal);
-      removed.push({ poolId, kind, id: name });
-    }
-    return { removed, left };
-  }
+  // The SSH keys and startup scripts a pool registers; `skyward down` removes those of pools with no instance left.
+  const resources = namedPoolResources({
+    prefix: "verda",
+    kinds: {
+      sshKey: { kind: "SSH key", list: api.sshKeys, remove: api.deleteSshKey },
+      script: { kind: "startup script", list: api.scripts.all, remove: api.deleteScript },
+    },
+    liveClusters: async (signal) => machine.liveClusters(await api.instances.all({}, signal)),
+  });
 
   return {
     ...fields,
-    // Verda documents no private network between separately deployed instances: an instance has one
-    // address, its public `ip` (API reference, "Get instance by ID": https://api.verda.com/v1/docs);
-    // the interconnect between nodes is a property of Instant Clusters, a separate product
-    // (https://docs.verda.com/clusters/instant-clusters/good-to-know/).
+    ...machine,
     cacheKey: JSON.stringify([settings.apiUrl, settings.location ?? null]),
     checkCredentials: () => void credentials(),
 
     async offers(query, signal) {
       const [types, available] = await Promise.all([
-        api.instanceTypes(signal),
-        marketListings(query, (spot) => api.availability(spot, signal), new Map<string, Set<string>>()),
+        api.instanceTypes({}, signal),
+        marketListings(query, (spot) => api.capacity({ query: { is_spot: String(spot) } }, signal), []),
       ]);
       return toOffers(types, available, query, query.region ?? settings.location);
     },
 
     async prepare({ spec, offer, poolId, clusterId, keys, signal }) {
       const image = imageFor(settings, offer);
-      const name = `${clusterId}_${poolId}`.replace(/_$/, "");
+      const name = resources.name(clusterId, poolId);
       const { clientId, clientSecret } = credentials();
-      const sshKeyId = await api.add("sshKey", name, { key: keys.publicKey }, signal);
+      const sshKeyId = await api.sshKey({ body: { name, key: keys.publicKey } }, signal);
       const seconds = Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout);
       const script = renderSelfDestructScript({
         secret: `${clientId}\n${clientSecret}`,
@@ -142,54 +121,39 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
         commandPath: SELF_DESTRUCT_COMMAND,
         watchdog: { seconds, root: DEFAULT_NODE_ROOT, target: "--self" },
       });
-      const startupScriptId = await api.add("script", name, { script }, signal);
+      const startupScriptId = await api.script({ body: { name, script } }, signal);
       const disk = Math.ceil(spec.diskGb ?? 0);
       const osVolumeGb =
         settings.osVolumeGb !== undefined || disk > 0 ? Math.max(settings.osVolumeGb ?? 0, disk) : undefined;
       return { ...keys, sshKeyId, startupScriptId, image, osVolumeGb };
     },
 
-    async create({ cluster, spot, name, tags, signal }) {
-      const offer = cluster.offer.specific as unknown as VerdaOfferData;
-      const size = cluster.specific.osVolumeGb ?? (spot ? SPOT_OS_VOLUME_GB : undefined);
-      const description = tagsToDescription({ ...tags, [SKYWARD_TAGS.region]: offer.location });
+    async create({ cluster, spot, name: hostname, tags, signal }) {
+      const { instanceType, location } = cluster.offer.specific as unknown as VerdaOfferData;
+      const { image, sshKeyId, startupScriptId, osVolumeGb } = cluster.specific;
+      const size = osVolumeGb ?? (spot ? SPOT_OS_VOLUME_GB : undefined);
+      const description = tagsToDescription({ ...tags, [SKYWARD_TAGS.region]: location });
       // A discontinued spot instance leaves no volume billing behind.
       const discontinue = spot ? { on_spot_discontinue: "delete_permanently" } : {};
-      const osVolume = size === undefined ? {} : { os_volume: { name: `${name}-os`, size, ...discontinue } };
-      const id = await api.deploy(
-        {
-          instance_type: offer.instanceType,
-          image: cluster.specific.image,
-          ssh_key_ids: [cluster.specific.sshKeyId],
-          startup_script_id: cluster.specific.startupScriptId,
-          hostname: name,
-          description,
-          location_code: offer.location,
-          is_spot: spot,
-          // The price of the offer, never one that moves with demand.
-          pricing: "FIXED_PRICE",
-          ...osVolume,
-        },
-        signal,
-      );
-      const asked = { id, hostname: name, description, status: "provisioning", is_spot: spot };
-      return readAfterCreate(api.instance(id, signal), () => asked, signal);
+      const volume =
+        size === undefined ? {} : { os_volume: { name: `${hostname}-os`, size, ...discontinue } };
+      // The price of the offer (`FIXED_PRICE`), never one that moves with demand.
+      const market = { instance_type: instanceType, location_code: location, pricing: "FIXED_PRICE" };
+      const keys = { ssh_key_ids: [sshKeyId], startup_script_id: startupScriptId };
+      const body = { ...market, ...keys, image, hostname, description, is_spot: spot, ...volume };
+      const id = await api.deploy({ body }, signal);
+      const asked = { id, hostname, description, status: "provisioning", is_spot: spot };
+      return readAfterCreate(read(id, signal), () => asked, signal);
     },
 
-    get: (id, signal) => api.instance(id, signal),
+    get: read,
     // One page: Verda documents no paging of `GET /instances`.
-    listPage: async (_cursor, signal) => ({ machines: await api.instances(signal) }),
-
+    listPage: (cursor, signal) => api.instances.page(cursor, signal),
     delete: {
       async batch(ids, signal) {
         // The OS volumes go with their instances.
-        const list = () => api.instances(signal);
-        const known = await knownMachines(
-          ids,
-          list,
-          (id) => api.instance(id, signal),
-          (instance) => instance.id,
-        );
+        const listed = () => api.instances.all({}, signal);
+        const known = await knownMachines(ids, listed, (id) => read(id, signal), fields.idOf);
         const outcomes = known.length > 0 ? await api.deleteInstances(known, signal) : new Map();
         for (const id of ids) {
           if (!outcomes.has(id)) outcomes.set(id, "gone");
@@ -198,34 +162,11 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
         return outcomes;
       },
     },
-
     isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
-    isBeingDeleted: (instance) => ["deleting", "deleted"].includes(instance.status.toLowerCase()),
-    tags: {
-      name: (cluster, index) => `${cluster.id}-${index}`,
-      nameOf: (instance) => instance.hostname ?? undefined,
-      read: tagsOf,
-    },
-
-    describe(instance, { identityFile }) {
-      const ip = instance.ip?.trim() || null;
-      return describeMachine({
-        id: instance.id,
-        status: statusOf(instance.status),
-        address: ip ? { host: ip, port: 22, user: "root" } : null,
-        identityFile,
-        standIn: standIns.of(instance.id, ip ? { id: instance.id, ip } : undefined),
-        spot: instance.is_spot === true,
-        hourlyPrice: instance.price_per_hour ?? null,
-        tags: tagsOf(instance),
-        createdAt: instance.created_at,
-      });
-    },
-
-    cleanup: ({ pools, signal }) => cleanup(pools, signal),
+    cleanup: resources.cleanup,
     async teardown({ specific }, signal) {
-      if (specific?.sshKeyId) await api.remove("sshKey", specific.sshKeyId, signal);
-      if (specific?.startupScriptId) await api.remove("script", specific.startupScriptId, signal);
+      await resources.remove("sshKey", specific?.sshKeyId, signal);
+      await resources.remove("script", specific?.startupScriptId, signal);
     },
   };
 }

@@ -38,13 +38,9 @@ const verdaShape = {
   osVolumeGb: wholeNumberField("the OS volume size in GB").min(1).optional(),
 };
 
-// The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
-/** Every field checked, unknown ones refused by name. */
+/** Every field checked, unknown ones refused by name (the schema's type written out keeps each key's TSDoc published). */
 export const settingsSchema: z.ZodObject<typeof machineShape & typeof verdaShape, z.core.$strict> =
-  z.strictObject({
-    ...machineShape,
-    ...verdaShape,
-  });
+  z.strictObject({ ...machineShape, ...verdaShape });
 
 /** Settings of the Verda provider; every field is optional. Between deletes Verda refused for now, five times `retryDelayMs` passes. */
 export type VerdaSettings = z.input<typeof settingsSchema>;

@@ -9,10 +9,15 @@ protocol's frames (values as tasks send them, bytes as binary segments):
 - ``{"t": "op", "id", "owner", "op": [kind, name, op, ...args]}`` — apply one operation;
 - ``{"t": "cancel", "id"}`` — give up on a pending one; ``{"t": "ended", "id", "owner"}`` — a task
   ended (answered once its locks are released and its waits dropped);
-- ``{"t": "answer", "id", "value"}`` or ``{"t": "refused", "id", "type", "message"}`` back.
+- ``{"t": "answer", "id", "value"}`` or ``{"t": "refused", "id", "type", "message"}`` back;
+- ``{"t": "superseded", "epoch", "addr"?, "port"?}`` to the head — a holder of a newer epoch has the
+  collections (sent by a node that was promoted or told of a newer holder, and by a replica in answer
+  to an older epoch's ``replicate``): the head stops acknowledging (see :mod:`skyward.collection_replica`).
 
 The head ends every owner whose operations came over a connection when that connection goes: a
-lost node's tasks release their locks, and their waits are dropped.
+lost node's tasks release their locks, and their waits are dropped. A connection whose first frame
+says ``"replica": true`` (the copy channel, :mod:`skyward.collection_channel`) or ``"direct": true``
+(a task thread's own, :mod:`skyward.collection_direct`) is handed to a thread once authenticated.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import socket
 from typing import Any, AsyncIterator, Callable, Dict, List, Set, Tuple
 
 from . import peer_auth
+from .collection_channel import HeadChannel, take_socket
+from .collection_direct import DirectConnection, answer_message, message_answer
 from .collection_replica import Replication
 from .collection_store import Answer, Owner
 from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
@@ -65,12 +72,17 @@ class AuthorityServer:
 
     def __init__(self, store: Replication, token: bytes, job: Callable[[], str | None],
                  log: Callable[[str], None]) -> None:
-        self._store = store
+        #: the store it serves (replaced when this node is promoted again after being superseded)
+        self.store = store
+        #: a ``superseded`` frame came: a holder of a newer epoch has the collections
+        self.on_superseded: Callable[[Dict[str, Any]], None] = lambda message: None
         self._token = token
         self._job = job
         self._log = log
         self._server: asyncio.AbstractServer | None = None
         self.address: Tuple[str, int] | None = None
+        #: the task threads' own connections (collection_direct.py)
+        self._direct: Set[DirectConnection] = set()
 
     def listen(self, host: str) -> Tuple[str, int]:
         """Binds now (so the port can be told at once) and serves from the next loop turn."""
@@ -108,19 +120,34 @@ class AuthorityServer:
             if first is None:
                 self._log("refused a peer's collections connection: not authenticated for this pool")
                 return
-            writer.write(peer_auth.frame({"ok": True}))
             if first.get("replica") is True:
-                self._store.offer(send)
+                # The node's copy channel: its own threads from here on (collection_channel.py).
+                store = self.store
+                loop = asyncio.get_running_loop()
+                channel = HeadChannel(take_socket(writer.transport), store.acked, store.gone,
+                                      lambda message: loop.call_soon_threadsafe(self.on_superseded, message),
+                                      self._log)
+                channel.start(peer_auth.frame({"ok": True}))
+                store.offer(channel.send, str(first.get("node")))
+                return
+            if first.get("direct") is True:
+                # A task thread's own connection (collection_direct.py): a thread applies its operations.
+                direct = DirectConnection(take_socket(writer.transport), lambda: self.store,
+                                          lambda: self._direct.discard(direct), self._log)
+                self._direct.add(direct)
+                direct.start(peer_auth.frame({"ok": True}))
+                return
+            writer.write(peer_auth.frame({"ok": True}))
             async for message in _messages(reader):
                 self._handle(message, owners, writer, send)
         except (OSError, ValueError, ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:
             self._log(f"a peer's collections connection failed: {type(error).__name__}")
         finally:
             writer.close()
-            self._store.gone(send)
+            self.store.gone(send)
             # The node is gone (or cut off): its tasks no longer hold anything.
             for owner in owners:
-                self._store.owner_ended(owner)
+                self.store.owner_ended(owner)
 
     def _handle(self, message: Dict[str, Any], owners: Set[Owner], writer: asyncio.StreamWriter,
                 send: Callable[[Dict[str, Any]], None]) -> None:
@@ -129,27 +156,17 @@ class AuthorityServer:
         request_id = message.get("id")
         if kind == "op" and type(owner) is str:
             owners.add(owner)
-            self._store.apply(owner, message.get("op"), lambda answer: send(answer_message(request_id, answer)),
+            self.store.apply(owner, message.get("op"), lambda answer: send(answer_message(request_id, answer)),
                               request_id)
         elif kind == "cancel" and type(owner) is str:
-            self._store.cancel(owner, request_id, "the operation was cancelled")
+            self.store.cancel(owner, request_id, "the operation was cancelled")
         elif kind == "ended" and type(owner) is str:
             owners.discard(owner)
-            self._store.owner_ended(owner, lambda: send({"t": "answer", "id": request_id, "value": None}))
-        elif kind == "acked":
-            self._store.acked(send, message.get("seq"))
-
-
-def answer_message(request_id: Any, answer: Answer) -> Dict[str, Any]:
-    if answer[0] == "value":
-        return {"t": "answer", "id": request_id, "value": answer[1]}
-    return {"t": "refused", "id": request_id, "type": answer[1], "message": answer[2]}
-
-
-def message_answer(message: Dict[str, Any]) -> Answer:
-    if message.get("t") == "answer":
-        return ("value", message.get("value"))
-    return ("error", str(message.get("type") or "RuntimeError"), str(message.get("message") or ""))
+            for direct in list(self._direct):
+                direct.owners.discard(owner)
+            self.store.owner_ended(owner, lambda: send({"t": "answer", "id": request_id, "value": None}))
+        elif kind == "superseded":
+            self.on_superseded(message)
 
 
 class AuthorityLink:
@@ -169,32 +186,36 @@ class AuthorityLink:
         self._unsent: List[bytes] = []
         self._ids = itertools.count(1)
         self._unaddressed: asyncio.TimerHandle | None = None
-        #: a ``replicate`` frame from the head: applied to this node's copy; answers the seq it holds
-        self.on_replicate: Callable[[Dict[str, Any]], Any] = lambda message: None
 
-    def point_at(self, host: str, port: int) -> None:
-        """The head's authority listens at ``host:port`` (told by the client)."""
+    @property
+    def address(self) -> Tuple[str, int] | None:
+        """Where the head's authority listens, once the client said so."""
+        return self._address
+
+    def point_at(self, host: str, port: int, farewell: Dict[str, Any] | None = None) -> None:
+        """The head's authority listens at ``host:port`` (told by the client); ``farewell`` is sent
+        to the one it leaves first (``superseded``)."""
         if self._address == (host, port):
             return
         self._address = (host, port)
         if self._unaddressed is not None:
             self._unaddressed.cancel()
             self._unaddressed = None
-        if self._writer is not None:
-            self._writer.close()
+        self._leave(farewell)
         if self._unsent:
             self._connect()
 
-    def open(self) -> None:
-        """Connects now (to hold the head's copy), not only on the first operation."""
-        if self._writer is None:
-            self._connect()
-
-    def close(self) -> None:
-        """This node holds the collections now: the link is not needed any more."""
+    def close(self, farewell: Dict[str, Any] | None = None) -> None:
+        """This node holds the collections now: the link is not needed any more; ``farewell`` is
+        sent to the head it leaves first."""
         self._address = None
+        self._leave(farewell)
+
+    def _leave(self, farewell: Dict[str, Any] | None) -> None:
         if self._writer is not None:
-            self._writer.close()
+            if farewell is not None and not self._writer.is_closing():
+                self._writer.write(pack_frame([farewell]))
+            self._writer.close()  # what was written goes first
 
     def submit(self, owner: Owner, request: Any, reply: Callable[[Answer], None]) -> int:
         request_id = next(self._ids)
@@ -234,7 +255,7 @@ class AuthorityLink:
         writer: asyncio.StreamWriter | None = None
         try:
             reader, writer = await peer_auth.connect(address[0], address[1], self._token, self._job(),
-                                                     {"node": str(self._node()), "replica": True}, "node",
+                                                     {"node": str(self._node())}, "node",
                                                      CONNECT_TIMEOUT)
             welcome = await asyncio.wait_for(peer_auth.read_frame(reader), CONNECT_TIMEOUT)
             if welcome.get("ok") is not True:
@@ -244,9 +265,6 @@ class AuthorityLink:
             for data in unsent:
                 writer.write(data)
             async for message in _messages(reader):
-                if message.get("t") == "replicate":
-                    writer.write(pack_frame([{"t": "acked", "seq": self.on_replicate(message)}]))
-                    continue
                 reply = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
                 if reply is not None:
                     reply(message_answer(message))

@@ -4,9 +4,16 @@ collections").
 
 Replication is by state: each operation that changes a collection marks it, and at the end of the
 head's loop turn the marked collections' whole contents go to the replica in one ``replicate``
-frame (``{"t": "replicate", "seq", "full", "states": [...]}``); the answers of that turn are held
-until the replica's ``{"t": "acked", "seq"}``. A replica that comes gets everything first
+frame (``{"t": "replicate", "epoch", "seq", "full", "states": [...]}``); the answers of that turn are
+held until the replica's ``{"t": "acked", "seq"}`` (or its ``{"t": "superseded", "epoch", "addr"?,
+"port"?}``: it knows a newer holder, and this one stops acknowledging). A replica that comes gets everything first
 (``full``). Barriers are not replicated (a round in progress is waiters, not data), nor waits.
+
+The frames travel on the copy channel (:mod:`skyward.collection_channel`), whose threads call
+``acked`` and ``gone``; task threads apply their own operations here too. So every entry point
+takes the store's lock, an operation applied off the loop sends its frame at once (the loop's wait
+for the end of its turn, to send one frame for many, is the loop's), and an answer whose caller
+lives on the loop is handed to the loop (``threadsafe`` callers are answered where the ack is read).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import asyncio
 from collections import deque
 from typing import Any, Callable, Dict, List, Set, Tuple
 
-from .collection_store import Answer, CollectionStore, key_of
+from .collection_store import Answer, CollectionStore, key_of, on_loop
 
 #: the operations that change a collection (what a write is)
 WRITES = {
@@ -72,96 +79,212 @@ def load(store: CollectionStore, state: Dict[str, Any]) -> None:
 
 class Replication:
     """The head's store with its copy: operations are applied to ``store``, and their answers held
-    until what they changed is on the replica (which node that is, and what waits for its ack)."""
+    until what they changed is on the replica (which node that is, and what waits for its ack).
 
-    def __init__(self, store: CollectionStore, loop: asyncio.AbstractEventLoop) -> None:
+    ``epoch`` is the authority's term: the pool's first head holds epoch 0, each promotion raises it,
+    and every ``replicate`` frame carries it, so a node that knows a newer holder refuses an older
+    one's frames (answered ``superseded``). A superseded head acknowledges nothing from then on:
+    what it held is answered with an error saying where the collections are now.
+
+    Once a node held the copy, the head never acknowledges alone on a hunch: a replica whose
+    connection closed may be alive and promoted by the client, so what waits on it stays unanswered
+    until its node's loss is confirmed (:meth:`node_lost`, the client's verdict) or another node
+    has everything (its ack of a ``full`` frame)."""
+
+    def __init__(self, store: CollectionStore, loop: asyncio.AbstractEventLoop, epoch: int = 0) -> None:
         self.store = store
         self._store = store
         self._loop = loop
+        self.lock = store.lock
+        self.epoch = epoch
         self._replica: Send | None = None
+        self._replica_node: str | None = None
         #: nodes that offered to be the replica, in the order they came (the next one if it goes)
-        self._candidates: List[Send] = []
+        self._candidates: List[Tuple[Send, str | None]] = []
+        #: nodes whose copy went with their connection, their loss not confirmed yet
+        self._unconfirmed: Set[str | None] = set()
+        #: nodes the client said are lost (a node of that rank that offers again is a new one)
+        self._lost: Set[str] = set()
         self._dirty: Set[Tuple[str, str]] = set()
         self._held: List[Tuple[Callable[[Answer], None], Answer]] = []
         self._waiting: Dict[int, List[Tuple[Callable[[Answer], None], Answer]]] = {}
         self._seq = 0
+        self._full_seq = 0
         self._flush_scheduled = False
+        #: answers released off the loop for callers on it, and whether the loop was woken for them
+        self._to_loop: List[Tuple[Callable[[Answer], None], Answer]] = []
+        self._loop_woken = False
+        #: the error every operation gets once a newer holder superseded this one (None: not superseded)
+        self.superseded: str | None = None
 
-    def offer(self, send: Send) -> None:
+    def offer(self, send: Send, node: str | None = None) -> None:
         """A node connected and can hold the copy."""
-        self._candidates.append(send)
-        if self._replica is None:
-            self._choose()
+        with self.lock:
+            if node is not None:
+                self._lost.discard(node)
+            self._candidates.append((send, node))
+            if self._replica is None:
+                self._choose()
 
     def gone(self, send: Send) -> None:
-        """A node's connection closed."""
-        if send in self._candidates:
-            self._candidates.remove(send)
-        if send is self._replica:
+        """A node's connection closed: if it held the copy, what waits on it waits for its loss to
+        be confirmed or for the next replica to have everything."""
+        with self.lock:
+            self._candidates = [each for each in self._candidates if each[0] is not send]
+            if send is self._replica:
+                self._replica = None
+                if self._replica_node not in self._lost:
+                    self._unconfirmed.add(self._replica_node)
+                self._choose()
+                self._release_if_alone()
+
+    def node_lost(self, node: str) -> None:
+        """The client's verdict: ``node`` is gone (its worker's connection to the client was lost).
+        Its copy no longer counts; if no node holds one, this node answers alone until one does."""
+        with self.lock:
+            self._lost.add(node)
+            self._unconfirmed.discard(node)
+            self._candidates = [each for each in self._candidates if each[1] != node]
+            if self._replica is not None and self._replica_node == node:
+                self._replica = None
+                self._choose()
+            self._release_if_alone()
+
+    def supersede(self, epoch: Any, where: str) -> bool:
+        """A holder of a newer epoch has the collections (``where`` says how to reach it): every
+        pending and later operation is refused. Whether it was not superseded before (the same epoch
+        again only says where better)."""
+        with self.lock:
+            if type(epoch) is not int or epoch < self.epoch or (epoch == self.epoch and self.superseded is None):
+                return False
+            first = self.superseded is None
+            self.epoch = epoch
+            self.superseded = (f"the collections moved: a newer holder (epoch {epoch}) {where}; this node's "
+                               "copy is superseded and did not acknowledge this operation")
+            if not first:
+                return False
             self._replica = None
-            # Nothing can be acknowledged by it any more: what waited on it is answered now
-            # (held by this node alone until the next replica has everything).
-            for seq in sorted(self._waiting):
-                for reply, answer in self._waiting.pop(seq):
-                    reply(answer)
-            self._choose()
+            self._candidates.clear()
+            pending = [each for seq in sorted(self._waiting) for each in self._waiting[seq]] + self._held
+            self._waiting.clear()
+            self._held = []
+            for reply, _answer in pending:
+                reply(("error", "RuntimeError", self.superseded))
+            for owner in self._store.owners():  # blocked waits are answered (through answer(): refused)
+                self._store.owner_ended(owner)
+            return True
 
     def _choose(self) -> None:
-        if self._candidates:
-            self._replica = self._candidates[0]
+        if self._candidates and self.superseded is None:
+            self._replica, self._replica_node = self._candidates[0]
             self._send(full=True)
 
-    def apply(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any) -> None:
-        if type(request) is list and len(request) >= 3 and request[2] in WRITES.get(request[0], ()):
-            self._dirty.add((request[0], request[1]))
-        self._store.apply(owner, request, self.answer(reply), request_id)
+    def _alone(self) -> bool:
+        """Whether an answer may go out with no replica's ack: none holds a copy that may count."""
+        return self._replica is None and not self._unconfirmed
+
+    def _release_if_alone(self) -> None:
+        if not self._alone():
+            return
+        pending = [each for seq in sorted(self._waiting) for each in self._waiting[seq]] + self._held
+        self._waiting.clear()
+        self._held = []
+        for reply, answer in pending:
+            reply(answer)
+
+    def apply(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any,
+              threadsafe: bool = False) -> None:
+        """Applies ``request``; ``reply`` gets the answer once the replica holds what it changed (on
+        the loop, unless ``threadsafe``: then on whichever thread has it)."""
+        with self.lock:
+            if self.superseded is not None:
+                (reply if threadsafe else self._on_loop(reply))(("error", "RuntimeError", self.superseded))
+                return
+            if type(request) is list and len(request) >= 3 and request[2] in WRITES.get(request[0], ()):
+                self._dirty.add((request[0], request[1]))
+            self._store.apply(owner, request, self.answer(reply, threadsafe), request_id)
 
     def cancel(self, owner: str, request_id: Any, reason: str) -> None:
-        self._store.cancel(owner, request_id, reason)
+        with self.lock:
+            self._store.cancel(owner, request_id, reason)
 
     def owner_ended(self, owner: str, then: Callable[[], None] | None = None) -> None:
         """``owner`` ended: its locks are released; ``then()`` once that is on the replica."""
-        self._dirty.update(("lock", name) for name in self._store.held_by(owner))
-        self._store.owner_ended(owner)
-        if then is not None:
-            self.answer(lambda _answer: then())(("value", None))
+        with self.lock:
+            self._dirty.update(("lock", name) for name in self._store.held_by(owner))
+            self._store.owner_ended(owner)
+            if then is not None:
+                self.answer(lambda _answer: then())(("value", None))
 
-    def answer(self, reply: Callable[[Answer], None]) -> Callable[[Answer], None]:
+    def answer(self, reply: Callable[[Answer], None], threadsafe: bool = False) -> Callable[[Answer], None]:
         """``reply`` held until what changed before it is on the replica."""
+        deliver = reply if threadsafe else self._on_loop(reply)
+
         def held(answer: Answer) -> None:
-            # Nothing changed and nothing waits for the replica (a read): there is nothing to copy.
-            if self._replica is None or not (self._dirty or self._waiting or self._held):
-                reply(answer)
+            if self.superseded is not None:
+                deliver(("error", "RuntimeError", self.superseded))
                 return
-            self._held.append((reply, answer))
-            if not self._flush_scheduled:
+            # Nothing changed and nothing waits for the replica (a read): there is nothing to copy.
+            if self._alone() or not (self._dirty or self._waiting or self._held):
+                deliver(answer)
+                return
+            self._held.append((deliver, answer))
+            if not on_loop(self._loop):
+                self._flush()  # a task's thread: its frame goes now, no loop on the way
+            elif not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
         return held
 
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        if self._replica is None:
-            held, self._held = self._held, []
-            for reply, answer in held:
+    def _on_loop(self, reply: Callable[[Answer], None]) -> Callable[[Answer], None]:
+        def deliver(answer: Answer) -> None:
+            if on_loop(self._loop):
                 reply(answer)
-            return
-        self._send(full=False)
+                return
+            # One wake-up of the loop for all the answers one ack releases.
+            self._to_loop.append((reply, answer))
+            if not self._loop_woken:
+                self._loop_woken = True
+                self._loop.call_soon_threadsafe(self._answer_on_loop)
+        return deliver
+
+    def _answer_on_loop(self) -> None:
+        with self.lock:
+            self._loop_woken = False
+            answers, self._to_loop = self._to_loop, []
+        for reply, answer in answers:
+            reply(answer)
+
+    def _flush(self) -> None:
+        with self.lock:
+            self._flush_scheduled = False
+            if not self._held and not self._dirty:
+                return  # sent already (by a task's thread)
+            if self._replica is None:
+                self._release_if_alone()  # else held until the loss is confirmed or a replica has everything
+                return
+            self._send(full=False)
 
     def _send(self, full: bool) -> None:
         assert self._replica is not None
         self._seq += 1
+        if full:
+            self._full_seq = self._seq
         states = everything(self._store) if full else [state_of(self._store, kind, name) for kind, name in self._dirty]
         self._dirty.clear()
         self._waiting[self._seq], self._held = self._held, []
-        self._replica({"t": "replicate", "seq": self._seq, "full": full, "states": states})
+        self._replica({"t": "replicate", "epoch": self.epoch, "seq": self._seq, "full": full, "states": states})
 
     def acked(self, send: Send, seq: Any) -> None:
-        if send is not self._replica or type(seq) is not int:
-            return
-        for done in [each for each in sorted(self._waiting) if each <= seq]:
-            for reply, answer in self._waiting.pop(done):
-                reply(answer)
+        with self.lock:
+            if send is not self._replica or type(seq) is not int:
+                return
+            if seq >= self._full_seq:
+                # The replica holds everything: the copies that went with their connections no longer count.
+                self._unconfirmed.clear()
+            for done in [each for each in sorted(self._waiting) if each <= seq]:
+                for reply, answer in self._waiting.pop(done):
+                    reply(answer)
 
 
 __all__ = ["Replication", "WRITES", "everything", "load", "state_of"]

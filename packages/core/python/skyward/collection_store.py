@@ -10,6 +10,10 @@ queue's list of takers, a lock ``acquire`` in the lock's list of waiters (its "e
 of the holder's task, not a clock), a barrier ``wait`` until its ``n``-th caller arrives. Each wait
 has its own timer for its timeout, and is dropped when its owner ends.
 
+The worker's event loop is not the only caller: a task thread on the head applies its own
+operations directly (no hand-off to the loop), so every entry point is called with :attr:`lock`
+held, and a wait's timer is started and stopped on the loop whichever thread asks.
+
 Values are kept as the wire decoder gives them; keys compare as a Python dict's do (``True``, ``1``
 and ``1.0`` are one key), except that every NaN is one key (no identity crosses the wire).
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Tuple
 
@@ -79,6 +84,44 @@ def _integer(value: Any, what: str) -> int:
     return value
 
 
+def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread runs ``loop`` now."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+class _Timer:
+    """A wait's timeout on the loop, started and stopped from any thread."""
+
+    __slots__ = ("_loop", "_handle", "_stopped")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float, expire: Callable[[], None]) -> None:
+        self._loop = loop
+        self._handle: asyncio.TimerHandle | None = None
+        self._stopped = False
+
+        def start() -> None:
+            if not self._stopped:
+                self._handle = loop.call_later(seconds, expire)
+
+        if on_loop(loop):
+            start()
+        else:
+            loop.call_soon_threadsafe(start)
+
+    def cancel(self) -> None:
+        self._stopped = True
+        handle = self._handle
+        if handle is None:
+            return
+        if on_loop(self._loop):
+            handle.cancel()
+        else:
+            self._loop.call_soon_threadsafe(handle.cancel)
+
+
 class _Waiter:
     __slots__ = ("owner", "key", "reply", "timer", "done", "on_grant")
 
@@ -86,7 +129,7 @@ class _Waiter:
         self.owner = owner
         self.key = key
         self.reply = reply
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: _Timer | None = None
         self.done = False
         self.on_grant: Callable[[], None] | None = None
 
@@ -108,10 +151,12 @@ class _Barrier:
 
 
 class CollectionStore:
-    """Every collection of one pool, and the waits on them (used on the event loop only)."""
+    """Every collection of one pool, and the waits on them (callers hold :attr:`lock`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        #: held by whoever applies an operation (the loop, or a task thread on this node)
+        self.lock = threading.RLock()
         self.dicts: Dict[str, Dict[Any, Tuple[Any, Any]]] = {}
         self.sets: Dict[str, Dict[Any, Any]] = {}
         self.counters: Dict[str, int] = {}
@@ -166,6 +211,10 @@ class CollectionStore:
     def holders(self) -> List[Owner]:
         """The owners holding a lock now."""
         return [owner for owner, names in self._held.items() if names]
+
+    def owners(self) -> List[Owner]:
+        """The owners waiting or holding a lock now."""
+        return list(set(self._waits) | set(self._held))
 
     def held_by(self, owner: Owner) -> set[str]:
         """The locks ``owner`` holds now."""
@@ -357,12 +406,13 @@ class CollectionStore:
         self._pending[waiter.key] = waiter
 
         def expire() -> None:
-            if not waiter.done:
-                self._drop(waiter)
-                reply(("value", on_timeout))
+            with self.lock:
+                if not waiter.done:
+                    self._drop(waiter)
+                    reply(("value", on_timeout))
 
         if timeout is not None:
-            waiter.timer = self._loop.call_later(timeout, expire)
+            waiter.timer = _Timer(self._loop, timeout, expire)
         return _WAITING
 
     def _settle(self, waiter: _Waiter, value: Any) -> None:
@@ -392,4 +442,4 @@ class CollectionStore:
 _WAITING: Any = object()
 _ABSENT: Any = object()
 
-__all__ = ["Answer", "CollectionStore", "OpError", "Owner", "key_of"]
+__all__ = ["Answer", "CollectionStore", "OpError", "Owner", "key_of", "on_loop"]

@@ -13,10 +13,12 @@
         return item
 
 Every collection lives in one place, the worker of the pool's head node (node 0), which applies the
-operations one at a time: ``"strong"`` consistency (the default) is linearizable. An operation is
-handed to this process's worker on the task's subtask channel (a process-executor child's goes
-through its worker), and that worker answers it from the store when it is the head, or asks the
-head over the cluster network (docs/protocol.md, "Distributed collections") — never the client.
+operations one at a time: ``"strong"`` consistency (the default) is linearizable. A task thread
+of the worker holding them applies its operation itself; one on another node sends what it waits
+for on a connection of its own to the head; otherwise the operation is handed to this process's
+worker on the task's subtask channel (a process-executor child's goes through its worker), which
+answers it from the store or asks the head over the cluster network (docs/protocol.md,
+"Distributed collections") — never the client.
 A blocked call only blocks its own thread: nothing else starves. Blocking calls (``queue.get``,
 ``barrier.wait``, ``lock.acquire``) are answered when they can be, never polled.
 
@@ -71,9 +73,13 @@ def _refused(error: SubtaskError) -> Exception:
     return error
 
 
-def _send(kind: str, name: str, op: str, *args: Any) -> concurrent.futures.Future[Any]:
+def _send(kind: str, name: str, op: str, *args: Any, direct: bool = False,
+          blocking: bool = False) -> concurrent.futures.Future[Any]:
     """Hands one operation to this process's worker (a process child's goes through its worker) on
-    the task's subtask channel; the worker answers it from the pool's collections, not the client."""
+    the task's subtask channel; the worker answers it from the pool's collections, not the client.
+    ``direct``: a task thread of the worker applies it itself, or (``blocking``: the caller waits on
+    this thread anyway) sends it to the head on a connection of its own — for what a caller waits
+    for; a write not waited for goes the subtask way, answered in the task's context."""
     if runtime.cluster is None:
         raise RuntimeError(
             f"sky.{kind}() is only available inside a task running on a Skyward worker (no active pool)"
@@ -84,7 +90,10 @@ def _send(kind: str, name: str, op: str, *args: Any) -> concurrent.futures.Futur
             f"sky.{kind}() must be used from a running task (its own thread, or a thread it started "
             "while it is the only task running in this process)"
         )
-    return send_subtask(context, REF, to_wire([kind, name, op, *args], "args"), {}, None)
+    request = to_wire([kind, name, op, *args], "args")
+    caller = runtime.collection_caller if direct else None
+    future = caller(context, request, blocking) if caller is not None else None
+    return future if future is not None else send_subtask(context, REF, request, {}, None)
 
 
 def _wait(future: concurrent.futures.Future[Any]) -> Any:
@@ -102,11 +111,11 @@ async def _wait_async(future: concurrent.futures.Future[Any]) -> Any:
 
 
 def _call(kind: str, name: str, op: str, *args: Any) -> Any:
-    return _wait(_send(kind, name, op, *args))
+    return _wait(_send(kind, name, op, *args, direct=True, blocking=True))
 
 
 async def _call_async(kind: str, name: str, op: str, *args: Any) -> Any:
-    return await _wait_async(_send(kind, name, op, *args))
+    return await _wait_async(_send(kind, name, op, *args, direct=True))
 
 
 def _fire(kind: str, name: str, op: str, *args: Any) -> None:

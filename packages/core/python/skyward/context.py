@@ -22,6 +22,10 @@ SubtaskOutcome = Tuple[str, Any]
 SubtaskSender = Callable[["TaskContext", int, str, List[Any], Dict[str, Any], "int | None"], None]
 """``send(context, sub, fn, args, kwargs, node)``: hands a subtask to the host, which sends it to the client."""
 
+CollectionCaller = Callable[["TaskContext", Any, bool], "concurrent.futures.Future[Any] | None"]
+"""``call(context, request, blocking)``: a collection operation applied by the calling task thread itself
+(see ``collections.py``); None when it goes as a subtask."""
+
 MetricSender = Callable[["TaskContext", str, float, "int | None"], None]
 """``send(context, name, value, step)``: hands a value a task reported to the host, which sends it to the client."""
 
@@ -52,7 +56,8 @@ class SubtaskTable(Protocol):
 class _Runtime:
     """Per-process runtime state, set by the worker (or executor child) that hosts the tasks."""
 
-    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "metric_sender", "running", "nested")
+    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "collection_caller", "metric_sender", "running",
+                 "nested")
 
     def __init__(self) -> None:
         self.cluster: InstanceInfo | None = None
@@ -61,6 +66,9 @@ class _Runtime:
         self.concurrency = 1
         #: how tasks of this process reach the client with nested dispatch (None: they cannot)
         self.subtask_sender: SubtaskSender | None = None
+        #: how a task thread of the worker applies a collection operation itself (None in a
+        #: process-executor child: its operations go as subtasks through its worker)
+        self.collection_caller: CollectionCaller | None = None
         #: how tasks of this process report values (``skyward.report_metric``); None outside a worker
         self.metric_sender: MetricSender | None = None
         #: the tasks running in this process, for code that runs outside any task's context

@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import secrets
+import socket
 import struct
 from typing import Any, Dict, Optional
 
@@ -93,4 +94,45 @@ async def connect(host: str, port: int, token: bytes, job: Optional[str], reques
     return reader, writer
 
 
-__all__ = ["FRAME_LIMIT", "NONCE_BYTES", "REFUSED", "accept", "connect", "frame", "introduce", "read_frame", "sign"]
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the peer closed the connection")
+        data += chunk
+    return data
+
+
+def read_frame_blocking(sock: socket.socket) -> Dict[str, Any]:
+    """:func:`read_frame` on a blocking socket (a thread's own connection)."""
+    (length,) = LENGTH.unpack(_exactly(sock, LENGTH.size))
+    if length > FRAME_LIMIT:
+        raise ValueError(f"a peer frame of {length} bytes is over the limit of {FRAME_LIMIT}")
+    value = json.loads(_exactly(sock, length))
+    if type(value) is not dict:
+        raise ValueError("a peer frame must be a JSON object")
+    return value
+
+
+def connect_blocking(host: str, port: int, token: bytes, job: Optional[str], request: Dict[str, Any],
+                     subject: str, timeout: float) -> socket.socket:
+    """:func:`connect` for a thread with a blocking socket: connected, introduced and welcomed
+    (``ValueError`` when the peer refused); no timeout is left on the socket."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        nonce = _exactly(sock, NONCE_BYTES)
+        sock.sendall(frame({**request, "job": job, "mac": sign(token, nonce, request[subject])}))
+        welcome = read_frame_blocking(sock)
+        if welcome.get("ok") is not True:
+            raise ValueError(str(welcome.get("error", "the peer refused")))
+        sock.settimeout(None)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+__all__ = ["FRAME_LIMIT", "NONCE_BYTES", "REFUSED", "accept", "connect", "connect_blocking", "frame", "introduce",
+           "read_frame", "read_frame_blocking", "sign"]

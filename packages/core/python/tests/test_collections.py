@@ -175,8 +175,8 @@ def test_another_nodes_tasks_reach_the_head_over_the_cluster_network(tmp_path: P
 
 def test_every_acknowledged_write_survives_a_sigkilled_head() -> None:
     """The head replicates each write to a second node before it answers; when the head's worker is
-    killed, the client promotes the node holding the newest copy (``$replica``, ``$promote``) and
-    tells the others (``authority``): nothing acknowledged is missing."""
+    killed, the client fences the others at epoch 1 and promotes the node holding the newest copy
+    (``$replica``, ``$promote``) and tells the others (``authority``): nothing acknowledged is missing."""
     with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as one, \
             WorkerProcess("--concurrency", "2", "--node", "2") as two:
         clients = {0: Client(head.port), 1: Client(one.port), 2: Client(two.port)}
@@ -195,12 +195,12 @@ def test_every_acknowledged_write_survives_a_sigkilled_head() -> None:
         time.sleep(0.2)
         head.process.kill()  # SIGKILL: the head's worker and its store are gone
         head.process.wait(timeout=20)
-        seqs = {node: value(clients[node], "client", "$replica") for node in (1, 2)}
-        copies = [node for node, seq in seqs.items() if seq is not None]
-        assert len(copies) == 1, seqs
-        promoted = max(copies, key=lambda node: seqs[node])
+        held = {node: value(clients[node], "client", "$replica", 1) for node in (1, 2)}
+        copies = [node for node, copy in held.items() if copy is not None]
+        assert len(copies) == 1, held
+        promoted = max(copies, key=lambda node: (held[node]["epoch"], held[node]["seq"]))
         try:
-            address = value(clients[promoted], "client", "$promote", 0)
+            address = value(clients[promoted], "client", "$promote", 0, 1)
         except TimeoutError:
             raise AssertionError("".join((one if promoted == 1 else two).stderr_lines[-30:])) from None
         other = 3 - promoted
@@ -215,23 +215,35 @@ def test_every_acknowledged_write_survives_a_sigkilled_head() -> None:
             clients[node].close()
 
 
+def three_nodes(workers: Dict[int, WorkerProcess]) -> Dict[int, Client]:
+    """Clients of a head (0) and two nodes, each told where the head serves the collections."""
+    clients = {node: Client(worker.port) for node, worker in workers.items()}
+    for node, client in clients.items():
+        client.hello()
+        ready = client.cluster(node, 3)
+        if node == 0:
+            authority = ready["collections"]
+    for node in (1, 2):
+        clients[node].send({"t": "authority", **authority})
+    return clients
+
+
+def copy_holders(clients: Dict[int, Client]) -> List[int]:
+    """The nodes holding the head's copy, once one does."""
+    deadline = time.monotonic() + 20
+    while not (holders := [node for node in (1, 2) if value(clients[node], "client", "$replica") is not None]):
+        assert time.monotonic() < deadline, "no node took the copy"
+        time.sleep(0.05)
+    return holders
+
+
 def test_a_lost_replica_is_replaced_by_the_next_node_with_everything() -> None:
     with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as one, \
             WorkerProcess("--concurrency", "2", "--node", "2") as two:
         workers = {0: head, 1: one, 2: two}
-        clients = {node: Client(worker.port) for node, worker in workers.items()}
-        for node, client in clients.items():
-            client.hello()
-            ready = client.cluster(node, 3)
-            if node == 0:
-                authority = ready["collections"]
-        for node in (1, 2):
-            clients[node].send({"t": "authority", **authority})
+        clients = three_nodes(workers)
         assert value(clients[0], "client", "counter", "r", "increment", 10) == 10
-        deadline = time.monotonic() + 20
-        while not (holders := [node for node in (1, 2) if value(clients[node], "client", "$replica") is not None]):
-            assert time.monotonic() < deadline, "no node took the copy"
-            time.sleep(0.05)
+        holders = copy_holders(clients)
         assert len(holders) == 1
         replica, other = holders[0], 3 - holders[0]
         workers[replica].process.kill()  # the replica goes: the other node gets everything
@@ -246,6 +258,34 @@ def test_a_lost_replica_is_replaced_by_the_next_node_with_everything() -> None:
         value(clients[other], "client", "$promote", 0)
         assert value(clients[other], "client", "counter", "r", "value") == 11
         clients[other].close()
+
+
+def test_a_far_tasks_own_connection_ends_with_its_node() -> None:
+    """A task on another node takes its operations to the head on its thread's own connection; when
+    that node's worker is SIGKILLed, the head ends the owners of the connection: the lock its task
+    held is free. An ``async def`` task's operations go through its worker and count the same."""
+    with WorkerProcess("--concurrency", "2") as head, WorkerProcess("--concurrency", "2", "--node", "1") as one, \
+            WorkerProcess("--concurrency", "2", "--node", "2") as two:
+        workers = {0: head, 1: one, 2: two}
+        clients = three_nodes(workers)
+        assert run(clients[1], "collection_wire_tasks:increment_async", "a", 5) == 5
+        assert run(clients[2], "collection_wire_tasks:increment", "a", 1) == 6
+        holders = copy_holders(clients)
+        holder = 3 - holders[0]  # the node that does not hold the copy: losing it loses no copy
+        clients[holder].submit("holder", "collection_wire_tasks:hold_lock_and_wait", "gone-with-node")
+        deadline = time.monotonic() + 20
+        while value(clients[0], "client:h", "lock", "gone-with-node", "locked") is not True:
+            assert time.monotonic() < deadline, "the far task never got the lock"
+            time.sleep(0.05)
+        workers[holder].process.kill()
+        workers[holder].process.wait(timeout=20)
+        deadline = time.monotonic() + 20
+        while value(clients[0], "client:h", "lock", "gone-with-node", "locked") is not False:
+            assert time.monotonic() < deadline, "the lost node's task still holds the lock"
+            time.sleep(0.05)
+        assert value(clients[0], "client:h", "lock", "gone-with-node", "acquire", 0) is True
+        for node in (0, 3 - holder):
+            clients[node].close()
 
 
 def test_an_operation_fails_when_no_node_says_where_the_head_serves() -> None:

@@ -41,8 +41,9 @@ WORKER_LAYERS: List[List[str]] = [
     ["skyward.connection", "skyward.deadlines", "skyward.lifecycle", "skyward.ref_store",
      "skyward.cluster_setup", "skyward.executors", "skyward.collection_store"],
     # what a detached worker keeps for its client; references moved node to node (over the store);
-    # the collections' copy on a second node (over the collections' store)
-    ["skyward.detach_keeping", "skyward.ref_peers", "skyward.collection_replica"],
+    # the collections' copy on a second node, and task threads' own connections to them (over the
+    # collections' store)
+    ["skyward.detach_keeping", "skyward.ref_peers", "skyward.collection_replica", "skyward.collection_direct"],
     # intake, cancel, withdraw, the wait for the cluster message, results kept; the collections'
     # node-to-node link (over their copy)
     ["skyward.task_table", "skyward.collection_link"],

@@ -80,3 +80,38 @@ def test_a_frame_over_the_limit_or_not_an_object_is_refused() -> None:
     with pytest.raises(ValueError, match="JSON object"):
         asyncio.run(read(struct.pack(">I", 2) + b"[]"))
     assert asyncio.run(read(peer_auth.frame({"a": 1}))) == {"a": 1}
+
+
+async def blocking_handshake(token: bytes) -> Any:
+    """``connect_blocking`` (a thread's own connection) against the asyncio server's side: the
+    socket it gives, or the error it raised."""
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted = await peer_auth.accept(reader, writer, TOKEN, "job-1", "node", TIMEOUT)
+        if accepted is not None:
+            writer.write(peer_auth.frame({"ok": True}))
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, host="127.0.0.1", port=0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        return await asyncio.to_thread(_connect_or_error, port, token)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def _connect_or_error(port: int, token: bytes) -> Any:
+    try:
+        sock = peer_auth.connect_blocking("127.0.0.1", port, token, "job-1", {"node": "1"}, "node", TIMEOUT)
+    except ValueError as error:
+        return error
+    timeout = sock.gettimeout()
+    sock.close()
+    return timeout
+
+
+def test_a_blocking_peer_is_let_in_with_the_token_and_refused_without() -> None:
+    assert asyncio.run(blocking_handshake(TOKEN)) is None  # welcomed, and no timeout left on the socket
+    refused = asyncio.run(blocking_handshake(b"another-pool-token"))
+    assert isinstance(refused, ValueError) and str(refused) == peer_auth.REFUSED

@@ -135,41 +135,66 @@ function rejected(error: Error): Pending {
   return { answer, cancel: () => undefined };
 }
 
-/** Tells each open connection (other nodes) where the head serves the collections. */
+/** Tells each open connection (other nodes) where the head serves the collections, and its epoch. */
 export function tellAuthority(
   address: CollectionsAddress,
   connections: Iterable<{ readonly isOpen: boolean; send(message: AuthorityMessage): void } | undefined>,
 ): void {
   for (const connection of connections)
-    if (connection?.isOpen) connection.send({ t: "authority", addr: address.addr, port: address.port });
+    if (connection?.isOpen)
+      connection.send({ t: "authority", addr: address.addr, port: address.port, epoch: address.epoch ?? 0 });
+}
+
+/** What a node answers to `$replica`: the epoch and seq of the copy it holds. */
+interface CopyHeld {
+  readonly epoch: number;
+  readonly seq: number;
+}
+
+function isCopyHeld(value: unknown): value is CopyHeld {
+  const copy = value as Partial<CopyHeld> | null;
+  return typeof copy?.epoch === "number" && typeof copy.seq === "number";
+}
+
+function askNode(connection: HeadConnection, request: WireValue[]): Promise<WireValue> {
+  return new RemoteCollections(() => connection).apply(CLIENT_OWNER, request).answer;
 }
 
 /**
- * The node that held the collections (`lost`) is gone: asks every other open node how new its copy
- * is (`$replica`), and promotes the newest (`$promote`), which answers where it serves them now.
- * Undefined when no node holds a copy (a pool of one, or the replica was lost too).
+ * The node that held the collections (`lost`, in epoch `epoch`) is gone from the client's view —
+ * it may still run, cut off from the client only. Every other open node is fenced at `epoch + 1`
+ * and asked how new its copy is (`["$replica", epoch + 1]`): from then on it refuses the lost
+ * holder's copies, so that holder acknowledges nothing more, and the copies compared hold every
+ * write it acknowledged. The newest (by epoch, then seq) is promoted in `epoch + 1` (`$promote`),
+ * and answers where it serves them now. Undefined when no node holds a copy (a pool of one, or the
+ * replica was lost too).
  */
 export async function failOver(
   nodes: readonly { readonly index: number; readonly connection?: HeadConnection | undefined }[],
   lost: number,
+  epoch = 0,
 ): Promise<{ node: number; address: CollectionsAddress } | undefined> {
-  const ask = (connection: HeadConnection, request: WireValue[]) =>
-    new RemoteCollections(() => connection).apply(CLIENT_OWNER, request).answer;
+  const next = epoch + 1;
   const candidates = nodes.filter((node) => node.index !== lost && node.connection?.isOpen);
   const copies = await Promise.all(
-    candidates.map(async (node) => ({
-      node,
-      seq: await ask(node.connection as HeadConnection, ["$replica"]).catch(() => null),
-    })),
+    candidates.map(async (node) => {
+      const copy = await askNode(node.connection as HeadConnection, ["$replica", next]).catch(() => null);
+      return isCopyHeld(copy) ? [{ node, copy }] : [];
+    }),
   );
-  const newest = copies
-    .filter(
-      (copy): copy is { node: (typeof candidates)[number]; seq: number } => typeof copy.seq === "number",
-    )
-    .sort((a, b) => b.seq - a.seq)[0];
+  const newest = copies.flat().sort((a, b) => b.copy.epoch - a.copy.epoch || b.copy.seq - a.copy.seq)[0];
   if (!newest) return undefined;
-  const address = (await ask(newest.node.connection as HeadConnection, ["$promote", lost]).catch(
+  const address = (await askNode(newest.node.connection as HeadConnection, ["$promote", lost, next]).catch(
     () => undefined,
   )) as CollectionsAddress | undefined;
-  return address ? { node: newest.node.index, address } : undefined;
+  return address ? { node: newest.node.index, address: { epoch: next, ...address } } : undefined;
+}
+
+/**
+ * The client's verdict that `node` is gone, told to the holder of the collections (`$lost`): if
+ * that node held the copy, the holder answers alone from then on (until another node has the copy)
+ * instead of holding every write for it.
+ */
+export function tellNodeLost(holder: HeadConnection | undefined, node: number): void {
+  if (holder?.isOpen) void askNode(holder, ["$lost", node]).catch(() => undefined);
 }

@@ -97,6 +97,20 @@ export async function* streamTasks<R>(
 }
 
 /**
+ * Items `map` submits in one turn of the event loop at most. Tasks sent in one turn go out as one
+ * frame at its end, and a worker starts on a frame only once all of it has come: a map whose window
+ * takes every item at once (a far node's covers its round trip) would have the worker wait for the
+ * whole map's frame, and the client's link carry nothing meanwhile. A turn every so many items sends
+ * what is ready, and lets results already back be taken in.
+ */
+export const ITEMS_PER_TURN = 256;
+
+/** Resolves in the event loop's next turn, after its I/O. */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
  * `pool.map`: `fn` once per item, results in input order. Items are read as the queue has room, so
  * a large or endless iterable is not queued all at once; the first failure cancels the rest.
  */
@@ -123,6 +137,7 @@ export async function mapTasks<A extends unknown[], R>(
   signal?.addEventListener("abort", onAbort, { once: true });
   const window = Math.max(64, host.context.tasks.capacity * 4);
   let index = 0;
+  let submittedThisTurn = 0;
   try {
     for await (const item of items as AsyncIterable<MapItem<A>>) {
       if (failure) break;
@@ -173,7 +188,13 @@ export async function mapTasks<A extends unknown[], R>(
         break;
       }
       tickets.add(ticket);
-      await host.context.tasks.whenQueueBelow(window);
+      if (host.context.tasks.queued >= window) {
+        await host.context.tasks.whenQueueBelow(window);
+        submittedThisTurn = 0;
+      } else if (++submittedThisTurn >= ITEMS_PER_TURN) {
+        await nextTurn();
+        submittedThisTurn = 0;
+      }
     }
     if (outstanding > 0 && !failure) {
       await new Promise<void>((resolve) => {

@@ -8,7 +8,7 @@ import { offerFormFactorFit, offerQuery } from "../contract/provider.js";
 import { Autoscaler } from "./autoscale.js";
 import { instanceHourlyPrice } from "./cost.js";
 import { createNodeWatchers, type PoolNodeWatchers } from "./node-loss.js";
-import { startNode } from "./node-start.js";
+import { collectionsNodeGone, startNode } from "./node-start.js";
 import {
   isClosing,
   type NodeRuntime,
@@ -334,6 +334,7 @@ export class Membership {
       connection.sendIfOpen({ t: "shutdown" });
       await connection.close({ timeoutMs: 5000 });
     }
+    collectionsNodeGone(context, node.index);
     node.endpoint?.close?.();
     node.endpoint = undefined;
     // An instance asked for after an interruption notice goes too: the node it was for is let go.

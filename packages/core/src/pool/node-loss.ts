@@ -7,7 +7,7 @@ import type { Instance } from "../contract/provider.js";
 import { ProvisionError } from "../errors/errors.js";
 import type { WorkerEvent } from "../protocol/protocol.js";
 import { checkInstances } from "./instance-watch.js";
-import type { NodeWatchers } from "./node-start.js";
+import { collectionsNodeGone, type NodeWatchers } from "./node-start.js";
 import { isClosing, type NodeRuntime, type PoolContext, placement } from "./pool-context.js";
 import type { WorkerConnection } from "./worker-connection.js";
 
@@ -45,6 +45,7 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
     node.connection = undefined;
     context.refs.nodeLost(node.index);
     context.tasks.detach(node.index, reason);
+    collectionsNodeGone(context, node.index);
     // Let go of on purpose (scale-down): not lost, so no event and no replacement.
     if (node.retiring) return;
     if (isClosing(context)) return;

@@ -4,7 +4,7 @@
  * is handed to the task manager and watched.
  */
 import { posix } from "node:path";
-import { failOver, tellAuthority } from "../collections/remote.js";
+import { failOver, tellAuthority, tellNodeLost } from "../collections/remote.js";
 import { LaunchCommand, type LaunchContext } from "../contract/launch-command.js";
 import { applyLaunchers, collectPluginBootstrapOps } from "../contract/plugin.js";
 import type { Provider, WorkerEnvironment } from "../contract/provider.js";
@@ -261,8 +261,8 @@ export async function startNode(
 
 /**
  * Where the distributed collections are: the node whose `ready` says it holds them is told to every
- * other node, and a later node is told on its `ready`; when that node is lost, the node with the
- * newest copy is promoted and every node told.
+ * other node, and a later node is told on its `ready` (a holder of an older epoch than the pool
+ * knows, back after a promotion, is told the newer one instead, which supersedes it).
  */
 function followCollections(
   context: PoolContext,
@@ -270,28 +270,38 @@ function followCollections(
   connection: WorkerConnection,
   ready: ReadyMessage,
 ): void {
-  if (ready.collections) {
+  const known = context.collectionsAddress;
+  if (ready.collections && (ready.collections.epoch ?? 0) >= (known?.epoch ?? 0)) {
     context.collectionsAddress = ready.collections;
     context.collectionsNode = node.index;
     tellAuthority(
       ready.collections,
       context.nodes.filter((other) => other.index !== node.index).map((other) => other.connection),
     );
-  } else if (context.collectionsAddress) {
-    tellAuthority(context.collectionsAddress, [connection]);
+  } else if (known) {
+    tellAuthority(known, [connection]);
   }
-  // The node holding the collections lost: the node with the newest copy holds them from now on.
-  connection.onLost(() => {
-    if (node.index === context.collectionsNode && !context.abort.signal.aborted)
-      void failOver(context.nodes, node.index).then((promoted) => {
-        if (!promoted) return;
-        context.collectionsNode = promoted.node;
-        context.collectionsAddress = promoted.address;
-        tellAuthority(
-          promoted.address,
-          context.nodes.filter((other) => other.index !== promoted.node).map((other) => other.connection),
-        );
-      });
+}
+
+/**
+ * Node `index` is gone from the pool (lost, or let go on purpose). If it held the collections, the
+ * node with the newest copy is promoted in the next epoch and every node told; otherwise the holder
+ * is told (`$lost`): if that node held the copy, the holder need not wait for it any more.
+ */
+export function collectionsNodeGone(context: PoolContext, index: number): void {
+  if (context.abort.signal.aborted || context.collectionsNode === undefined) return;
+  if (index !== context.collectionsNode) {
+    tellNodeLost(context.nodes.find((other) => other.index === context.collectionsNode)?.connection, index);
+    return;
+  }
+  void failOver(context.nodes, index, context.collectionsAddress?.epoch ?? 0).then((promoted) => {
+    if (!promoted) return;
+    context.collectionsNode = promoted.node;
+    context.collectionsAddress = promoted.address;
+    tellAuthority(
+      promoted.address,
+      context.nodes.filter((other) => other.index !== promoted.node).map((other) => other.connection),
+    );
   });
 }
 

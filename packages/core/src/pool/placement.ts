@@ -103,6 +103,7 @@ export function observeTaskEnd(schedule: AdaptiveSchedule, node: NodeState, reco
     node.capacity,
     node.lastDone,
     roundTripOf(node),
+    record.begunAt,
   );
   node.lastDone = now;
   if (inFlight > node.capacity) {

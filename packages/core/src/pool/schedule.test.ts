@@ -42,6 +42,19 @@ describe("AdaptiveSchedule: the in-flight window follows the link", () => {
     expect(unaware.isLong("f")).toBe(true);
   });
 
+  it("measures a task that waited from when it got its slot, even as the last of a burst", () => {
+    const schedule = learnt("f", 1, 40);
+    // Sent at 0 behind 99 others to a node 40 ms away: its slot came with its predecessor's result
+    // at 139, its own result at 140, with nothing else left on the node.
+    schedule.observe("f", 0, 140, 1, 1, 139, 40, 139);
+    expect(schedule.estimateMs("f")).toBe(1);
+    // Measured from its send it reads as a 100 ms task, and the next burst gets a narrower window.
+    const fromSend = learnt("f", 1, 40);
+    fromSend.observe("f", 0, 140, 1, 1, 139, 40);
+    expect(fromSend.estimateMs("f")).toBeGreaterThan(1);
+    expect(fromSend.limit(1, "f", 40)).toBeLessThan(schedule.limit(1, "f", 40));
+  });
+
   it("holds an unknown function to the node's slots however far the node is", () => {
     expect(new AdaptiveSchedule().limit(4, "unseen", 100)).toBe(4);
   });

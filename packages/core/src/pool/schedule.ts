@@ -60,7 +60,10 @@ export class AdaptiveSchedule {
    * flight than the node runs at once the task waited on the worker, so its time from send to result
    * overstates it: the gap since the node's previous result, times the concurrency, measures it then.
    * The node's round trip is taken off the time from send to result: a far worker's tasks are not
-   * longer for being far.
+   * longer for being far. A task that waited behind others and got its slot at `begunAt` (later than
+   * `sentAt`) is measured from then, even when it ends with no other task left on the node: the last
+   * task of a burst otherwise counts its whole wait, and the next burst starts with a window sized
+   * for tasks many times longer than they are.
    */
   observe(
     ref: string,
@@ -70,9 +73,12 @@ export class AdaptiveSchedule {
     concurrency: number,
     lastDone: number,
     roundTripMs = 0,
+    begunAt = sentAt,
   ): void {
     const sinceSent = Math.max(0, now - sentAt - roundTripMs);
-    const sample = inFlight > concurrency ? Math.min(sinceSent, concurrency * (now - lastDone)) : sinceSent;
+    let sample = sinceSent;
+    if (inFlight > concurrency) sample = Math.min(sinceSent, concurrency * (now - lastDone));
+    else if (begunAt > sentAt) sample = Math.min(sinceSent, now - begunAt);
     const previous = this.#estimates.get(ref);
     // One late result (a pause of the client, a burst) moves the estimate at most twofold; a function
     // that really is slower gets there in a few results.

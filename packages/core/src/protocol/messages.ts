@@ -199,6 +199,11 @@ export interface ReadyMessage {
 export interface CollectionsAddress {
   readonly addr: string;
   readonly port: number;
+  /**
+   * The holder's epoch: 0 for the pool's first head, raised by each promotion. A node ignores an
+   * `authority` older than what it knows, and refuses an older holder's copies (absent: 0).
+   */
+  readonly epoch?: number;
 }
 
 /** `authority` — the client tells a node where the head serves the distributed collections. */

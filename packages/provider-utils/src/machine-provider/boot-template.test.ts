@@ -7,6 +7,7 @@ import {
   containerStartCommand,
   curlSelfDestructProgram,
   pythonSelfDestructProgram,
+  workerWatchdogScript,
 } from "./boot-template.js";
 
 const boot = {
@@ -48,5 +49,18 @@ describe("boot template", () => {
     });
     writeFileSync(join(directory, "self-destruct.py"), python);
     execFileSync("python3", ["-m", "py_compile", join(directory, "self-destruct.py")]);
+  });
+
+  it("a worker watchdog is valid bash, checked once or every minute, and nothing at 0 seconds", () => {
+    const watchdog = { seconds: 90, root: "/opt/$ID", command: "destroy", log: "/tmp/watchdog.log" } as const;
+    const once = workerWatchdogScript({ ...watchdog, check: "once" });
+    const everyMinute = workerWatchdogScript({ ...watchdog, check: "every-minute" });
+    for (const script of [once, everyMinute]) execFileSync("bash", ["-n", "-c", script]);
+    expect(once).toContain(
+      'sleep 90\n  if ! [ -e "/opt/$ID/worker.pid" ] && ! [ -e "/opt/$ID/worker.log" ]; then',
+    );
+    expect(everyMinute).toContain('kill -0 "$(cat /opt/$ID/worker.pid)"');
+    expect(everyMinute).toContain('if [ "$idle" -ge 90 ]; then destroy; idle=0; fi');
+    expect(workerWatchdogScript({ ...watchdog, seconds: 0, check: "once" })).toBe("");
   });
 });

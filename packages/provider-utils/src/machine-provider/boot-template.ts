@@ -69,6 +69,58 @@ export function containerStartCommand(boot: ContainerBoot): string {
   return `bash -c '${inner}'`;
 }
 
+/** What {@link workerWatchdogScript} watches, and what it runs when no worker is there. */
+export interface WorkerWatchdog {
+  /** Seconds without a worker before `command` runs; 0: no watchdog (an empty script). */
+  readonly seconds: number;
+  /** Skyward's directory on the machine, as a shell word (`$VAR` in it expands on the machine). */
+  readonly root: string;
+  /** The shell command ending the machine's billing through the API. */
+  readonly command: string;
+  /**
+   * `once`: looked at `seconds` after boot, a worker that ever started (`worker.pid` or `worker.log`)
+   * keeps the machine. `every-minute`: looked at each minute, `seconds` in all without a live worker
+   * (the process in `worker.pid`) fire it, so a worker that died later ends the machine too.
+   */
+  readonly check: "once" | "every-minute";
+  /** The file its output goes to. */
+  readonly log: string;
+}
+
+/**
+ * The boot watchdog as shell lines run in the background from a machine's start script (a container's
+ * start command, Vast.ai's `onstart`): the client died before its worker started — during a 30-minute
+ * image pull, say — and the machine deletes itself rather than bill until `skyward down`.
+ */
+export function workerWatchdogScript(watchdog: WorkerWatchdog): string {
+  const seconds = Math.max(0, Math.ceil(watchdog.seconds));
+  if (seconds === 0) return "";
+  const { root, command } = watchdog;
+  const lines =
+    watchdog.check === "once"
+      ? [
+          "(",
+          `  sleep ${seconds}`,
+          `  if ! [ -e "${root}/worker.pid" ] && ! [ -e "${root}/worker.log" ]; then`,
+          `    ${command}`,
+          "  fi",
+          `) </dev/null >${watchdog.log} 2>&1 &`,
+        ]
+      : [
+          "nohup sh -c '",
+          "  idle=0",
+          "  while sleep 60; do",
+          `    if [ -f ${root}/worker.pid ] && kill -0 "$(cat ${root}/worker.pid)" 2>/dev/null; then idle=0; else idle=$((idle + 60)); fi`,
+          `    if [ "$idle" -ge ${seconds} ]; then ${command}; idle=0; fi`,
+          "  done",
+          `' >> ${watchdog.log} 2>&1 &`,
+        ];
+  return [
+    `# Skyward boot watchdog: the machine deletes itself after ${seconds} s without a running Skyward worker.`,
+    ...lines,
+  ].join("\n");
+}
+
 /** How {@link curlSelfDestructProgram} finds and deletes a machine with `curl`. */
 export interface CurlSelfDestruct {
   /** The API root. */

@@ -4,7 +4,7 @@
  * spread, and the pair of factories each provider exports (`Provider(settings)` and
  * `createProviderFromConfig` for a `skyward.toml` table).
  */
-import { ConfigurationError } from "@skyward/core";
+import { ConfigurationError, DockerImage } from "@skyward/core";
 import { type ProviderV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
 import { type HttpSettings, httpSettingsShape, keysDirectorySchema } from "../http/http-settings.js";
@@ -63,6 +63,15 @@ export function machineSettingsShape<Seam>(defaultApiUrl: string): MachineSettin
   };
 }
 
+/**
+ * The CUDA version (`"12.9"`) a `DockerImage` given as the setting `key` states
+ * (`sky.containers.cuda("12.9")`); undefined for a tag string, which parsing keeps alone.
+ */
+export function declaredImageCuda(written: unknown, key: string): string | undefined {
+  const image = (written as Record<string, unknown> | undefined)?.[key];
+  return DockerImage.isDockerImage(image) ? image.cuda : undefined;
+}
+
 /** Refuses a setting (or a spec's field) that cannot work here: a `ConfigurationError` naming it at `path`. */
 export function refuseSetting(path: string, message: string): never {
   throw new ConfigurationError({ issues: [{ path, message }] });
@@ -85,10 +94,11 @@ export function machineProviderFactories<Settings>() {
   return <Parsed, Machine, ClusterData extends MachineClusterData>(
     label: string,
     schema: z.ZodType<Parsed>,
-    adapterFor: (settings: Parsed) => MachineAdapter<Machine, ClusterData>,
+    /** Also given the settings as written, for what parsing drops (a `DockerImage`'s CUDA, see {@link declaredImageCuda}). */
+    adapterFor: (settings: Parsed, written: unknown) => MachineAdapter<Machine, ClusterData>,
   ) => {
     const build = (settings: unknown, prefix: string) =>
-      defineMachineProvider(adapterFor(parseInput(schema, settings ?? {}, prefix)));
+      defineMachineProvider(adapterFor(parseInput(schema, settings ?? {}, prefix), settings ?? {}));
     return {
       provider: (settings?: Settings): ProviderV1<ClusterData> => build(settings, label),
       fromConfig: (settings: Record<string, unknown>): ProviderV1<ClusterData> => build(settings, ""),

@@ -36,3 +36,8 @@ export function machineOffer(facts: MachineOfferFacts): Offer {
     specific: Object.freeze({ ...specific }),
   });
 }
+
+/** The offer of `facts` as a list, empty when neither market has a price: nothing to launch at a known price. */
+export function pricedOffer(facts: MachineOfferFacts): Offer[] {
+  return facts.spotPrice === null && facts.onDemandPrice === null ? [] : [machineOffer(facts)];
+}

@@ -103,3 +103,30 @@ def read_back(name):
     d = sky.dict(name)
     q = sky.queue(name)
     return {"counter": sky.counter(name).value, "entries": len(d), "v3": d.get(3), "queued": len(q)}
+
+
+def add_steadily(name, count, pause):
+    """Adds 0 … count-1 to set ``name`` one at a time: which adds were acknowledged, and the errors."""
+    acked, errors = [], []
+    for index in range(count):
+        try:
+            sky.set(name).add(index)
+            acked.append(index)
+        except RuntimeError as error:
+            errors.append([index, str(error)])
+        time.sleep(pause)
+    return {"acked": acked, "errors": errors}
+
+
+def hold_lock_and_wait(name):
+    """Acquires lock ``name`` and waits on queue ``name`` for ever (the task holds the lock while it lives)."""
+    sky.lock(name).acquire()
+    return sky.queue(name).get()
+
+
+async def increment_async(name, n):
+    """An ``async def`` task's increments (through its worker, not the thread's own connection)."""
+    counter = sky.counter(name)
+    for _ in range(n - 1):
+        await counter.increment_async()
+    return await counter.increment_async()

@@ -1,0 +1,240 @@
+"""The collections' copy channel: the connection between the head and the node holding its copy
+(:mod:`skyward.collection_replica`), read and written by threads on blocking sockets.
+
+A write is answered only once the copy holds it, so the copy's round trip is on every write's
+path; with the event loops on it, each end added a loop wake-up (a self-pipe write, a selector
+turn) to the one socket round trip. Here the head sends a ``replicate`` frame from whichever thread
+applied the write (a task's own, or the loop), the node holding the copy reads it in a thread
+blocked on the socket and answers ``acked`` at once, and the head's reading thread hands the held
+answers back. The frames are the ones docs/protocol.md describes ("Distributed collections"); the
+node opens this connection itself (handshake ``{"node", "replica": true}``, the pool's peer
+handshake), apart from the one its tasks' operations take.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+from typing import Any, Callable, Dict, Tuple
+
+from . import peer_auth
+from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
+
+#: seconds a send to the other end may block before the channel counts as lost (a stopped node)
+SEND_TIMEOUT = 30.0
+#: seconds before a node that offered to hold the copy connects again after a loss, doubling to the most
+_RETRY_FIRST = 0.5
+_RETRY_MOST = 10.0
+_READ_BYTES = 256 * 1024
+
+
+def tune(sock: socket.socket) -> None:
+    """Blocking, no Nagle delay, and a send that gives up after :data:`SEND_TIMEOUT` (a peer that
+    stopped reading: its buffers full, the connection counts as lost)."""
+    sock.setblocking(True)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:  # a struct timeval; where the platform's differs, sends just have no limit
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT), 0))
+    except OSError:
+        pass
+
+
+def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -> None:
+    """Calls ``each`` with every message read from ``sock`` until it ends."""
+    decoder = FrameDecoder()
+    while True:
+        data = sock.recv(_READ_BYTES)
+        if not data:
+            return
+        for messages in decoder.feed(data):
+            for message in messages:
+                each(message)
+
+
+def take_socket(transport: Any) -> socket.socket:
+    """The socket of an asyncio connection that has just been authenticated (the peer sends nothing
+    more until it is welcomed), for a thread to use from now on; the asyncio transport is let go."""
+    original = transport.get_extra_info("socket")
+    sock = socket.socket(fileno=os.dup(original.fileno()))
+    transport.abort()
+    return sock
+
+
+def start_thread(name: str, run: Callable[[], None]) -> None:
+    threading.Thread(target=run, name=name, daemon=True).start()
+
+
+class PeerThread:
+    """The head's end of a connection a thread serves (the copy channel, a task thread's own):
+    ``send_message`` from any thread, and a thread reading the peer's messages into ``handle``
+    until the connection ends, then ``ended()``."""
+
+    def __init__(self, sock: socket.socket, what: str, log: Callable[[str], None]) -> None:
+        tune(sock)
+        self._sock = sock
+        self._what = what
+        self._log = log
+        self._lock = threading.Lock()
+
+    def start(self, welcome: bytes) -> None:
+        """Welcomes the peer and starts reading."""
+        with self._lock:
+            self._sock.sendall(welcome)
+        start_thread(f"skyward-{self._what.replace(' ', '-')}", self._read)
+
+    def send_message(self, message: Dict[str, Any]) -> None:
+        data = pack_frame([to_wire(message, "message")])  # the store's values are native
+        try:
+            with self._lock:
+                self._sock.sendall(data)
+        except OSError as error:
+            # The reader sees the end (and says what it means).
+            self._log(f"the {self._what} failed: {type(error).__name__}: {error}")
+            self._close()
+
+    def handle(self, message: Dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def ended(self) -> None:
+        """The connection ended (on the reading thread)."""
+
+    def _read(self) -> None:
+        try:
+            read_messages(self._sock, self.handle)
+        except (OSError, ProtocolError, ValueError) as error:
+            self._log(f"the {self._what} failed: {type(error).__name__}")
+        finally:
+            self._close()
+            self.ended()
+
+    def _close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+
+
+class HeadChannel(PeerThread):
+    """The head's end of the copy channel: ``send`` (any thread) carries ``replicate`` frames; a
+    thread reads the acks.
+
+    ``acked(send, seq)`` and ``gone(send)`` are the replication's (it knows this end by ``send``);
+    ``superseded(message)`` gets the node's ``superseded`` (in answer to an older epoch's frame, or
+    as it leaves for a newer holder)."""
+
+    def __init__(self, sock: socket.socket, acked: Callable[[Any, Any], None], gone: Callable[[Any], None],
+                 superseded: Callable[[Dict[str, Any]], None], log: Callable[[str], None]) -> None:
+        super().__init__(sock, "collections copy channel", log)
+        self._acked = acked
+        self._gone = gone
+        self._superseded = superseded
+        #: this end's send, one object (the replication compares it by identity)
+        self.send: Callable[[Dict[str, Any]], None] = self.send_message
+
+    def handle(self, message: Dict[str, Any]) -> None:
+        if message.get("t") == "acked":
+            self._acked(self.send, message.get("seq"))
+        elif message.get("t") == "superseded":  # the node knows a newer holder
+            self._superseded(message)
+
+    def ended(self) -> None:
+        self._gone(self.send)
+
+
+class CopyChannel:
+    """The end of the node that offers to hold the copy: a thread connected to the head, answering
+    each ``replicate`` frame with what ``on_replicate`` says (``acked`` with the seq it holds, or
+    ``superseded``); connected again after a loss, at once to a new address, after a growing pause
+    to the same one (the head may be gone for good: the client then says where)."""
+
+    def __init__(self, token: bytes, job: Callable[[], str | None], node: Callable[[], int],
+                 on_replicate: Callable[[Dict[str, Any]], Dict[str, Any]], log: Callable[[str], None]) -> None:
+        self._token = token
+        self._job = job
+        self._node = node
+        self._on_replicate = on_replicate
+        self._log = log
+        self._lock = threading.Lock()
+        self._address: Tuple[str, int] | None = None
+        self._sock: socket.socket | None = None
+        #: set to end a pause before connecting again (the address changed, or the copy is let go)
+        self._wake = threading.Event()
+
+    def open(self, host: str, port: int, timeout: float, farewell: Dict[str, Any] | None = None) -> None:
+        """Offers to hold the copy of the head at ``host:port``; ``farewell`` goes to the head it
+        leaves first (``superseded``)."""
+        with self._lock:
+            if self._address == (host, port):
+                return
+            self._leave(farewell)
+            self._address = (host, port)
+        start_thread("skyward-collections-copy", lambda: self._run((host, port), timeout))
+
+    def close(self, farewell: Dict[str, Any] | None = None) -> None:
+        """This node holds the collections now (or the pool goes): no copy is kept for anyone."""
+        with self._lock:
+            self._address = None
+            self._leave(farewell)
+
+    def _leave(self, farewell: Dict[str, Any] | None) -> None:
+        self._wake.set()
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        try:
+            if farewell is not None:
+                sock.sendall(pack_frame([to_wire(farewell, "message")]))
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _current(self, address: Tuple[str, int]) -> bool:
+        with self._lock:
+            return self._address == address
+
+    def _run(self, address: Tuple[str, int], timeout: float) -> None:
+        pause = _RETRY_FIRST
+        while self._current(address):
+            self._wake.clear()
+            if self._serve(address, timeout):
+                pause = _RETRY_FIRST
+            if self._wake.wait(pause):
+                continue  # told to move on (or let go): the loop's test decides
+            pause = min(pause * 2, _RETRY_MOST)
+
+    def _serve(self, address: Tuple[str, int], timeout: float) -> bool:
+        """One connection to the head, until it ends; whether it was made."""
+        sock: socket.socket | None = None
+        try:
+            sock = peer_auth.connect_blocking(address[0], address[1], self._token, self._job(),
+                                              {"node": str(self._node()), "replica": True}, "node", timeout)
+            tune(sock)
+            with self._lock:
+                if self._address != address:
+                    return True
+                self._sock = sock
+            answer = sock.sendall
+
+            def each(message: Dict[str, Any]) -> None:
+                if message.get("t") == "replicate":
+                    answer(pack_frame([to_wire(self._on_replicate(message), "message")]))
+
+            read_messages(sock, each)
+            return True
+        except (OSError, ValueError, ProtocolError) as error:
+            if self._current(address):
+                self._log(f"the collections' copy channel to the head at {address[0]}:{address[1]} failed: "
+                          f"{type(error).__name__}: {error}")
+            return sock is not None
+        finally:
+            if sock is not None:
+                sock.close()
+            with self._lock:
+                if self._sock is sock:
+                    self._sock = None
+
+
+__all__ = ["CopyChannel", "HeadChannel", "PeerThread", "read_messages", "start_thread", "take_socket", "tune"]

@@ -1,0 +1,135 @@
+"""A task thread's own connection to the head's collections: the operations a task waits for, from a
+node that does not hold them, without either worker's event loop on the way.
+
+Through the worker, an operation went task thread → this worker's loop → the node-to-node link →
+the head's loop → back the same way: four hand-offs between threads around one network round trip.
+Here the task's thread (of the thread executor) keeps a blocking connection of its own to the head's
+authority (the pool's peer handshake, ``{"node", "direct": true}``), sends ``op`` frames on it and
+reads their ``answer``/``refused``; on the head, a thread reads that connection and applies each
+operation itself (:mod:`skyward.collection_replica`, ``threadsafe``), answering on the same
+connection from whichever thread has the answer (the copy's ack, a lock handed over). The frames are
+the link's (docs/protocol.md, "Distributed collections"); ``ended`` still goes on the worker's link,
+and the head ends the owners of a direct connection that goes (a node lost). An ``async`` task's
+operations go through its worker as before (a blocking call would stop its event loop).
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import threading
+from typing import Any, Callable, Dict, Protocol, Set, Tuple
+
+from . import peer_auth
+from .collection_channel import PeerThread, tune
+from .collection_store import Answer, Owner
+from .protocol import FrameDecoder, ProtocolError, pack_frame
+
+_READ_BYTES = 256 * 1024
+
+
+def answer_message(request_id: Any, answer: Answer) -> Dict[str, Any]:
+    """``answer`` (``("value", v)`` or ``("error", type, message)``) as the link's frame."""
+    if answer[0] == "value":
+        return {"t": "answer", "id": request_id, "value": answer[1]}
+    return {"t": "refused", "id": request_id, "type": answer[1], "message": answer[2]}
+
+
+def message_answer(message: Dict[str, Any]) -> Answer:
+    if message.get("t") == "answer":
+        return ("value", message.get("value"))
+    return ("error", str(message.get("type") or "RuntimeError"), str(message.get("message") or ""))
+
+
+class Store(Protocol):
+    """What the head's end needs of the store (a ``collection_replica.Replication``)."""
+
+    def apply(self, owner: Owner, request: Any, reply: Callable[[Answer], None], request_id: Any,
+              threadsafe: bool = False) -> None: ...
+
+    def owner_ended(self, owner: Owner, then: Callable[[], None] | None = None) -> None: ...
+
+
+class DirectConnection(PeerThread):
+    """The head's end of one task thread's connection: applies its operations on this thread."""
+
+    def __init__(self, sock: socket.socket, store: Callable[[], Store], closed: Callable[[], None],
+                 log: Callable[[str], None]) -> None:
+        super().__init__(sock, "collections connection of a task", log)
+        #: the store served now (a node promoted again serves a new one)
+        self._store = store
+        self._closed = closed
+        #: the owners that operated here (ended when the connection goes, unless ended before)
+        self.owners: Set[Owner] = set()
+
+    def handle(self, message: Dict[str, Any]) -> None:
+        owner, request_id = message.get("owner"), message.get("id")
+        if message.get("t") != "op" or type(owner) is not str:
+            return
+        self.owners.add(owner)
+        self._store().apply(owner, message.get("op"),
+                            lambda answer: self.send_message(answer_message(request_id, answer)),
+                            ("direct", request_id), threadsafe=True)
+
+    def ended(self) -> None:
+        self._closed()
+        for owner in list(self.owners):  # its node is gone (or cut off): its tasks hold nothing
+            self._store().owner_ended(owner)
+
+
+class _Connection:
+    __slots__ = ("sock", "address", "decoder", "answers")
+
+    def __init__(self, sock: socket.socket, address: Tuple[str, int]) -> None:
+        self.sock = sock
+        self.address = address
+        self.decoder = FrameDecoder()
+        self.answers: Dict[Any, Answer] = {}
+
+
+class DirectCaller:
+    """A node's side: each task thread's connection to the head (made on its first operation, made
+    again when the head moved or the connection was lost)."""
+
+    def __init__(self, token: bytes, job: Callable[[], str | None], node: Callable[[], int],
+                 connect_timeout: float) -> None:
+        self._token = token
+        self._job = job
+        self._node = node
+        self._timeout = connect_timeout
+        self._local = threading.local()
+        self._ids = itertools.count(1)
+
+    def call(self, address: Tuple[str, int], owner: Owner, request: Any) -> Answer:
+        """Applies ``request`` (already in wire form) for ``owner`` at the head at ``address`` and
+        waits for the answer."""
+        connection: _Connection | None = getattr(self._local, "connection", None)
+        if connection is not None and connection.address != address:
+            connection.sock.close()
+            connection = None
+        request_id = next(self._ids)
+        try:
+            if connection is None:
+                sock = peer_auth.connect_blocking(address[0], address[1], self._token, self._job(),
+                                                  {"node": str(self._node()), "direct": True}, "node", self._timeout)
+                tune(sock)
+                connection = self._local.connection = _Connection(sock, address)
+            connection.sock.sendall(pack_frame([{"t": "op", "id": request_id, "owner": owner, "op": request}]))
+            while request_id not in connection.answers:
+                data = connection.sock.recv(_READ_BYTES)
+                if not data:
+                    raise ConnectionError("the head closed the connection")
+                for messages in connection.decoder.feed(data):
+                    for message in messages:
+                        connection.answers[message.get("id")] = message_answer(message)
+            return connection.answers.pop(request_id)
+        except (OSError, ValueError, ProtocolError) as error:
+            if connection is not None:
+                connection.sock.close()
+            self._local.connection = None
+            # What was asked is lost with the connection: a wait cannot be known to have ended or not.
+            return ("error", "CancelledError", f"the connection to the head node's collections at {address[0]}:"
+                    f"{address[1]} was lost ({type(error).__name__})")
+
+
+__all__ = ["DirectCaller", "DirectConnection", "answer_message", "message_answer"]

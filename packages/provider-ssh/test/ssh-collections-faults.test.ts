@@ -1,0 +1,155 @@
+/**
+ * No split brain and nothing acknowledged lost in the collections' replication, with real faults on
+ * 3 SSH hosts of the test bed (docs/protocol.md, "Distributed collections"):
+ *
+ * - the client's link to the head is cut (the far link in front of its sshd closed) while the head
+ *   lives on and a task on it keeps writing: the pool promotes the newest copy in the next epoch,
+ *   and every add the old head acknowledged is on the new holder — the old head stops
+ *   acknowledging once the others are fenced, and its task's later adds reach the new holder;
+ * - the replica's worker is SIGKILLed while the client writes: the writes go on once the pool's
+ *   verdict or a new replica comes, and when the head is killed afterwards the replacement node's
+ *   copy holds every acknowledged write.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as pause } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import * as sky from "@skyward/core";
+import { requireTestbed, testbedFarHosts, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
+import { SSH } from "../src/index.js";
+
+const skipReason = await requireTestbed();
+/** The same task module as core's local collections suite. */
+const tasks = fileURLToPath(new URL("../../core/test/fixtures/collection_tasks.py", import.meta.url));
+
+const addMembers = sky.python<[string, unknown[]], number>("collection_tasks:add_members");
+const addSteadily = sky.python<[string, number, number, string], number>("collection_tasks:add_steadily");
+const holdLockThenDie = sky.python<[string], never>("collection_tasks:hold_lock_then_die");
+
+interface AddLogEntry {
+  readonly i?: number;
+  readonly ok?: boolean;
+  readonly error?: string;
+  readonly done?: boolean;
+}
+
+/** The lines `add_steadily` wrote so far (none before it opened its file). */
+function readAddLog(path: string): AddLogEntry[] {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    return [];
+  }
+  return text
+    .split("\n")
+    .filter((line) => line.endsWith("}"))
+    .map((line) => JSON.parse(line) as AddLogEntry);
+}
+
+function acknowledged(entries: readonly AddLogEntry[]): number[] {
+  return entries.filter((entry) => entry.ok === true).map((entry) => entry.i as number);
+}
+
+describe.skipIf(skipReason !== undefined)("collections under real faults on the SSH test bed", () => {
+  const scratch = useTestbedAndHome({ hosts: 3, homePrefix: "skyward-ssh-collection-faults-" });
+
+  it("keeps every acknowledged write through a SIGKILLed replica, then a SIGKILLed head", async () => {
+    await using pool = await sky.compute({
+      provider: SSH({ hosts: testbedSshHosts(scratch.bed, { indices: [0, 1] }) }),
+      nodes: 2,
+      ttl: 0,
+      image: { includes: [tasks] },
+      options: { console: false, bootstrapTimeout: 240, worker: { concurrency: 2 } },
+    });
+    // Node 1 is linked to the head and holds its copy (the only other node).
+    await pool.run(addMembers("warm", [1]), { target: 1 });
+    const writes = { acked: 0, failed: 0, stop: false };
+    const writer = (async () => {
+      while (!writes.stop) {
+        try {
+          await pool.counter("c").increment();
+          writes.acked += 1;
+        } catch {
+          writes.failed += 1;
+          await pause(50); // no connection to the holder for a moment: not a busy loop
+        }
+      }
+    })();
+    await expect.poll(() => writes.acked, { timeout: 60_000 }).toBeGreaterThan(20);
+
+    await expect(pool.run(holdLockThenDie("replica-held"), { target: 1 })).rejects.toThrow(
+      sky.WorkerDiedError,
+    );
+    const atReplicaLoss = writes.acked;
+    // The head holds its answers until the pool says node 1 is lost (or a replacement has the copy).
+    await expect.poll(() => writes.acked, { timeout: 120_000 }).toBeGreaterThan(atReplicaLoss + 20);
+    // A task pinned to node 1 waits for its replacement, which connects to the head and takes the copy.
+    await pool.run(addMembers("warm", [2]), { target: 1 });
+    writes.stop = true;
+    await writer;
+    const { acked, failed } = writes;
+
+    await expect(pool.run(holdLockThenDie("head-held"), { target: 0 })).rejects.toThrow(sky.WorkerDiedError);
+    const value = () =>
+      pool
+        .counter("c")
+        .value()
+        .catch(() => -1);
+    await expect.poll(value, { timeout: 120_000 }).toBeGreaterThanOrEqual(acked);
+    // A failed increment may or may not have been applied; none acknowledged is missing.
+    expect(await value()).toBeLessThanOrEqual(acked + failed);
+    expect(await pool.set("warm").size()).toBe(2);
+  }, 600_000);
+
+  it("loses no write a head acknowledged when the client's link to it is cut while its task writes", async () => {
+    await using far = await testbedFarHosts(scratch.bed, { delayMs: 0 });
+    const pool = await sky.compute({
+      provider: SSH({ hosts: far.hosts }),
+      nodes: 3,
+      // The head outlives its client's link (it would end at once with ttl 0): it is cut off, not dead.
+      ttl: 600,
+      image: { includes: [tasks] },
+      options: { console: false, bootstrapTimeout: 240, worker: { concurrency: 2 } },
+    });
+    try {
+      // Both other nodes are linked to the head (each offered to hold its copy).
+      await Promise.all([1, 2].map((node) => pool.run(addMembers("s", [-node]), { target: node })));
+      const log = join(scratch.bed.directory, "adds");
+      const headLog = `${log}.0`;
+      pool.run(addSteadily("s", 1500, 0.01, log), { target: 0 }).catch(() => undefined);
+      await expect
+        .poll(() => acknowledged(readAddLog(headLog)).length, { timeout: 60_000 })
+        .toBeGreaterThan(30);
+
+      await far.links[0]?.close(); // the client's link to the head: its SSH connection and tunnel go
+      const atCut = acknowledged(readAddLog(headLog)).length;
+      // The head's task goes on without the client and says when it is done.
+      await expect
+        .poll(() => readAddLog(headLog).some((entry) => entry.done === true), { timeout: 180_000 })
+        .toBe(true);
+      const entries = readAddLog(headLog);
+      // The client reaches the promoted holder once the pool has promoted it.
+      const reachable = () =>
+        pool
+          .set("s")
+          .size()
+          .then(
+            () => true,
+            () => false,
+          );
+      await expect.poll(reachable, { timeout: 120_000 }).toBe(true);
+      const onNewHolder = new Set(await pool.set<number>("s").values());
+      const lost = acknowledged(entries).filter((index) => !onNewHolder.has(index));
+      expect(lost).toEqual([]);
+      // What failed failed naming the move (or the link it was under way on), never silently.
+      for (const entry of entries.filter((each) => each.ok === false))
+        expect(entry.error).toMatch(/the collections moved|connection/);
+      // The old head's task reached the new holder after the move.
+      expect(acknowledged(entries).length).toBeGreaterThan(atCut);
+    } finally {
+      await pool.close().catch(() => undefined);
+    }
+  }, 600_000);
+});

@@ -1,0 +1,125 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { pricedOffer } from "../offers/machine-offer.js";
+import { answerNumbers, answerTexts } from "./answer-fields.js";
+import { standInSeam } from "./machine-instance.js";
+import { mappedMachine } from "./machine-mapping.js";
+
+interface AcmeMachine {
+  readonly id: string;
+  readonly status: string;
+  readonly label?: string;
+  readonly ip?: string;
+  readonly price?: number;
+  readonly spot?: boolean;
+}
+
+function acme(seam?: (address: { id: string; ip: string }) => { host: string; port: number }) {
+  const standIns = standInSeam(seam, () => undefined);
+  return mappedMachine<AcmeMachine, { id: string; ip: string }>(standIns, {
+    statuses: { running: ["Active"], terminated: ["gone"], stopping: ["Deleting"] },
+    deleting: ["deleting"],
+    name: (machine) => machine.label,
+    nameTag: "acme:label",
+    tags: (machine): Record<string, string> =>
+      machine.label ? { "skyward:cluster": machine.label.slice(0, 16) } : {},
+    address: (machine) => (machine.ip ? { host: machine.ip, port: 2222 } : undefined),
+    seamAddress: (id, address) => ({ id, ip: address.host }),
+    spot: (machine) => machine.spot === true,
+    hourlyPrice: (machine) => machine.price,
+    createdAt: () => "2026-01-02T03:04:05Z",
+  });
+}
+
+describe("a machine mapping", () => {
+  it("describes a running machine from its fields, with its tags and its name as a tag", () => {
+    const machine = {
+      id: "m1",
+      status: "ACTIVE",
+      label: "skyward-0a1b2c3d-0",
+      ip: "198.51.100.4",
+      price: 1.5,
+    };
+    const instance = acme().describe(machine, { identityFile: "/keys/acme" });
+    expect(instance).toMatchObject({
+      id: "m1",
+      status: "running",
+      publicIp: "198.51.100.4",
+      ssh: { host: "198.51.100.4", port: 2222, user: "root", identityFile: "/keys/acme" },
+      spot: false,
+      hourlyPrice: 1.5,
+      createdAt: Date.parse("2026-01-02T03:04:05Z"),
+      tags: { "skyward:cluster": "skyward-0a1b2c3d", "acme:label": "skyward-0a1b2c3d-0" },
+    });
+  });
+
+  it("a machine without an address is pending; unknown words are pending; no price is null", () => {
+    const mapped = acme();
+    expect(mapped.describe({ id: "m2", status: "active" }, { identityFile: undefined })).toMatchObject({
+      status: "pending",
+      ssh: null,
+      hourlyPrice: null,
+    });
+    expect(mapped.statusOf("booting")).toBe("pending");
+    expect(mapped.statusOf("gone")).toBe("terminated");
+  });
+
+  it("puts the seam's stand-in in the machine's place, asked with the seam's address", () => {
+    const asked: unknown[] = [];
+    const mapped = acme((address) => {
+      asked.push(address);
+      return { host: "10.0.0.9", port: 22 };
+    });
+    const instance = mapped.describe(
+      { id: "m3", status: "active", ip: "198.51.100.5" },
+      { identityFile: "/k" },
+    );
+    expect(instance.ssh).toMatchObject({ host: "10.0.0.9", port: 22 });
+    expect(asked).toEqual([{ id: "m3", ip: "198.51.100.5" }]);
+  });
+
+  it("names machines <cluster>-<index>, knows a machine being deleted, and the clusters still live", () => {
+    const mapped = acme();
+    expect(mapped.tags.name({ id: "skyward-0a1b2c3d", poolId: "p" }, 3)).toBe("skyward-0a1b2c3d-3");
+    expect(mapped.tags.nameOf({ id: "m", status: "x", label: "" })).toBeUndefined();
+    expect(mapped.tags.read({ id: "m", status: "x" })).toEqual({});
+    expect(mapped.isBeingDeleted?.({ id: "m", status: "Deleting" })).toBe(true);
+    expect(mapped.isBeingDeleted?.({ id: "m", status: "active" })).toBe(false);
+    const machines = [
+      { id: "a", status: "active", label: "skyward-0a1b2c3d-0" },
+      { id: "b", status: "gone", label: "skyward-1a1b2c3d-0" },
+      { id: "c", status: "booting" },
+    ];
+    expect([...mapped.liveClusters(machines)]).toEqual(["skyward-0a1b2c3d"]);
+  });
+});
+
+describe("answer fields and priced offers", () => {
+  it("numbers as numbers or numeric strings, texts that may be null; a field that is neither fails", () => {
+    const schema = z.object({ ...answerNumbers("price", "cores"), ...answerTexts("name") });
+    expect(schema.parse({ price: "1.25", cores: 8, name: null })).toEqual({
+      price: 1.25,
+      cores: 8,
+      name: null,
+    });
+    expect(schema.parse({ price: "n/a" })).toEqual({ price: null });
+    expect(schema.safeParse({ name: 3 }).success).toBe(false);
+  });
+
+  it("an offer with no price on either market is none", () => {
+    const facts = {
+      id: "acme:1",
+      provider: "acme",
+      instanceType: "a1",
+      accelerator: null,
+      vcpus: 2,
+      memoryGb: 4,
+      region: "r",
+      specific: {},
+    };
+    expect(pricedOffer({ ...facts, spotPrice: null, onDemandPrice: null })).toEqual([]);
+    expect(pricedOffer({ ...facts, spotPrice: 0.5, onDemandPrice: null })).toMatchObject([
+      { spotPrice: 0.5 },
+    ]);
+  });
+});
