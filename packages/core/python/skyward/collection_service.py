@@ -394,9 +394,15 @@ class CollectionService:
             return self._copy_held(argument)
         if request[0] == "$promote":
             return self._promote(argument, request[2] if len(request) > 2 else None)
-        # The client's verdict that a node is gone: the head may answer without that node's copy.
+        # The client's verdict that a node is gone: the head may answer without that node's copy,
+        # and its tasks hold nothing (the pool runs them again elsewhere; a node cut off or powered
+        # off leaves its connections open, so their closing may never say so).
         if self.head is not None and self.is_head and type(argument) is int:
             self.head.node_lost(str(argument))
+            with self.head.lock:
+                for owner in self.head.store.owners():
+                    if owner.startswith(f"{argument}/"):
+                        self.head.owner_ended(owner)
         return ("value", None)
 
     def client_cancel(self, connection: Connection, message: Message) -> None:

@@ -54,6 +54,24 @@ REF = "skyward.collections:op"
 _MISSING: Any = object()
 _builtin_dict = dict
 
+#: per running task (its context), how many of its eventual writes are not answered yet: until they
+#: are, its other operations go their way (the worker's, in order) rather than overtake them on the
+#: thread's own
+_unsettled: "_builtin_dict[Any, int]" = {}
+_unsettled_lock = threading.Lock()
+
+
+def _settling(context: Any, change: int) -> bool:
+    """Counts ``change`` more (or fewer) unanswered eventual writes of ``context``'s task; whether
+    any is left."""
+    with _unsettled_lock:
+        count = _unsettled.get(context, 0) + change
+        if count > 0:
+            _unsettled[context] = count
+        else:
+            _unsettled.pop(context, None)
+        return count > 0
+
 
 def staleness() -> float:
     """Seconds an eventual replica's entry answers reads before it is fetched again."""
@@ -91,7 +109,8 @@ def _send(kind: str, name: str, op: str, *args: Any, direct: bool = False,
             "while it is the only task running in this process)"
         )
     request = to_wire([kind, name, op, *args], "args")
-    caller = runtime.collection_caller if direct else None
+    # Behind the task's own eventual writes still under way: the same way as them, in order.
+    caller = runtime.collection_caller if direct and not _settling(context, 0) else None
     future = caller(context, request, blocking) if caller is not None else None
     return future if future is not None else send_subtask(context, REF, request, {}, None)
 
@@ -120,9 +139,19 @@ async def _call_async(kind: str, name: str, op: str, *args: Any) -> Any:
 
 def _fire(kind: str, name: str, op: str, *args: Any) -> None:
     """An eventual write: sent, not waited for (a refusal is reported on the task's stderr)."""
-    future = _send(kind, name, op, *args)
+    context = running_task()
+    if context is not None:
+        _settling(context, 1)
+    try:
+        future = _send(kind, name, op, *args)
+    except BaseException:
+        if context is not None:
+            _settling(context, -1)
+        raise
 
     def report(done: concurrent.futures.Future[Any]) -> None:
+        if context is not None:
+            _settling(context, -1)
         if done.cancelled():
             return
         error = done.exception()

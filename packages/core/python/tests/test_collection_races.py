@@ -1,0 +1,56 @@
+"""Races between the collections' paths (docs/protocol.md, "Distributed collections"): a task's
+operations taking different ways to the head (its thread's own, its worker's), and a node the
+client gave up on while its connections stay open. Real workers on loopback, real signals."""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any, Dict, Iterator, Tuple
+
+import pytest
+
+from test_collection_epochs import answer_of, holder_of_copy, pool_of, send_op, value
+from worker_client import Client, WorkerProcess
+
+Pool = Tuple[Dict[int, WorkerProcess], Dict[int, Client], Dict[str, Any]]
+
+
+@pytest.fixture
+def two() -> Iterator[Pool]:
+    yield from pool_of(2)
+
+
+@pytest.mark.parametrize("node", [0, 1])
+def test_a_strong_read_after_eventual_writes_of_the_same_task_sees_them(two: Pool, node: int) -> None:
+    """The eventual increments go the subtask way (the task's worker, then the link), the strong
+    read on the task thread's own way (applied on the head's thread, or its own connection): the
+    read must still come after the writes the task made before it."""
+    _workers, clients, _authority = two
+    holder_of_copy(clients, (1,))
+    clients[node].submit("ordered", "collection_race_tasks:eventual_then_strong", f"ordered-{node}", 200)
+    result = clients[node].terminal("ordered", timeout=60)
+    assert result["t"] == "result", result
+    assert result["value"] == 200, f"the strong read overtook {200 - result['value']} of the task's own writes"
+
+
+def test_a_node_the_client_declared_lost_holds_no_lock(two: Pool) -> None:
+    """A task on node 1 holds a lock; node 1 stops (SIGSTOP: its connections stay open, as with a
+    host cut off or powered off) and the client gives its verdict (``$lost``, as the pool does when
+    it loses a node, whose tasks it runs again elsewhere). The lost node's tasks hold nothing any
+    more: the lock is free to the next caller, as after a promotion."""
+    workers, clients, _authority = two
+    holder_of_copy(clients, (1,))
+    clients[1].submit("holder", "collection_wire_tasks:hold_lock_and_wait", "l")
+    deadline = time.monotonic() + 20
+    while not value(clients[0], "lock", "l", "locked"):
+        assert time.monotonic() < deadline, "the task on node 1 did not take the lock"
+        time.sleep(0.05)
+    workers[1].process.send_signal(signal.SIGSTOP)
+    try:
+        assert value(clients[0], "$lost", 1) is None
+        answer = answer_of(clients[0], send_op(clients[0], "lock", "l", "acquire", 5), timeout=30)
+        assert answer["ok"] is True, answer
+        assert answer["value"] is True, "the lost node's task still holds the lock"
+    finally:
+        workers[1].process.send_signal(signal.SIGCONT)
