@@ -54,16 +54,14 @@ REF = "skyward.collections:op"
 _MISSING: Any = object()
 _builtin_dict = dict
 
-#: per running task (its context), how many of its eventual writes are not answered yet: until they
-#: are, its other operations go their way (the worker's, in order) rather than overtake them on the
-#: thread's own
+#: per running task (its context), its eventual writes not answered yet: until they are, its other
+#: operations go their way (the worker's, in order), not overtaking them on the thread's own
 _unsettled: "_builtin_dict[Any, int]" = {}
 _unsettled_lock = threading.Lock()
 
 
 def _settling(context: Any, change: int) -> bool:
-    """Counts ``change`` more (or fewer) unanswered eventual writes of ``context``'s task; whether
-    any is left."""
+    """Counts ``change`` more unanswered eventual writes of ``context``'s task; whether any is left."""
     with _unsettled_lock:
         count = _unsettled.get(context, 0) + change
         if count > 0:
@@ -139,15 +137,10 @@ async def _call_async(kind: str, name: str, op: str, *args: Any) -> Any:
 
 def _fire(kind: str, name: str, op: str, *args: Any) -> None:
     """An eventual write: sent, not waited for (a refusal is reported on the task's stderr)."""
-    context = running_task()
+    future = _send(kind, name, op, *args)
+    context = running_task()  # counted before the task's next operation, uncounted by ``report``
     if context is not None:
         _settling(context, 1)
-    try:
-        future = _send(kind, name, op, *args)
-    except BaseException:
-        if context is not None:
-            _settling(context, -1)
-        raise
 
     def report(done: concurrent.futures.Future[Any]) -> None:
         if context is not None:
