@@ -78,13 +78,15 @@ class DirectConnection(PeerThread):
 
 
 class _Connection:
-    __slots__ = ("sock", "address", "decoder", "answers")
+    __slots__ = ("sock", "address", "decoder", "answers", "dropped")
 
     def __init__(self, sock: socket.socket, address: Tuple[str, int]) -> None:
         self.sock = sock
         self.address = address
         self.decoder = FrameDecoder()
         self.answers: Dict[Any, Answer] = {}
+        #: let go by :meth:`DirectCaller.drop` (its thread makes a new one on its next operation)
+        self.dropped = False
 
 
 class DirectCaller:
@@ -99,13 +101,29 @@ class DirectCaller:
         self._timeout = connect_timeout
         self._local = threading.local()
         self._ids = itertools.count(1)
+        #: every thread's connection, for :meth:`drop`
+        self._connections: Set[_Connection] = set()
+        self._connections_lock = threading.Lock()
+
+    def drop(self) -> None:
+        """The collections moved: every connection to the holder before is let go, and a thread
+        waiting on one is answered that it was lost — a holder that stopped, or whose host was cut
+        off or powered off, never closes it."""
+        with self._connections_lock:
+            connections, self._connections = self._connections, set()
+        for connection in connections:
+            connection.dropped = True
+            try:
+                connection.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
+            except OSError:
+                pass
 
     def call(self, address: Tuple[str, int], owner: Owner, request: Any) -> Answer:
         """Applies ``request`` (already in wire form) for ``owner`` at the head at ``address`` and
         waits for the answer."""
         connection: _Connection | None = getattr(self._local, "connection", None)
-        if connection is not None and connection.address != address:
-            connection.sock.close()
+        if connection is not None and (connection.address != address or connection.dropped):
+            self._forget(connection)
             connection = None
         request_id = next(self._ids)
         try:
@@ -114,6 +132,8 @@ class DirectCaller:
                                                   {"node": str(self._node()), "direct": True}, "node", self._timeout)
                 tune(sock)
                 connection = self._local.connection = _Connection(sock, address)
+                with self._connections_lock:
+                    self._connections.add(connection)
             connection.sock.sendall(pack_frame([{"t": "op", "id": request_id, "owner": owner, "op": request}]))
             while request_id not in connection.answers:
                 data = connection.sock.recv(_READ_BYTES)
@@ -125,11 +145,16 @@ class DirectCaller:
             return connection.answers.pop(request_id)
         except (OSError, ValueError, ProtocolError) as error:
             if connection is not None:
-                connection.sock.close()
+                self._forget(connection)
             self._local.connection = None
             # What was asked is lost with the connection: a wait cannot be known to have ended or not.
             return ("error", "CancelledError", f"the connection to the head node's collections at {address[0]}:"
                     f"{address[1]} was lost ({type(error).__name__})")
+
+    def _forget(self, connection: _Connection) -> None:
+        with self._connections_lock:
+            self._connections.discard(connection)
+        connection.sock.close()
 
 
 __all__ = ["DirectCaller", "DirectConnection", "answer_message", "message_answer"]

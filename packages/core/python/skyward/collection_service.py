@@ -210,6 +210,8 @@ class CollectionService:
         if self.head is not None and self.head.supersede(epoch, f"serves them at {host}:{port}"):
             self._log(f"no longer holds the collections: a newer holder (epoch {epoch}) serves them at {host}:{port}")
         farewell = {"t": "superseded", "epoch": epoch, "addr": host, "port": port}
+        if self._link.address != (host, port):  # a thread waiting on the holder before is woken
+            self._direct_caller.drop()
         self._link.point_at(host, port, farewell)
         # Every node offers to hold the copy; the head picks one.
         self._copy_channel.open(host, port, CONNECT_TIMEOUT, farewell)
@@ -283,6 +285,7 @@ class CollectionService:
         farewell = {"t": "superseded", "epoch": epoch, **(self._where or {})}
         self._link.close(farewell)
         self._copy_channel.close(farewell)
+        self._direct_caller.drop()
         self._log(f"holds the collections now, epoch {epoch} (node {lost}, which held them, was lost)")
         return ("value", address)
 

@@ -4,6 +4,7 @@ client gave up on while its connections stay open. Real workers on loopback, rea
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from typing import Any, Dict, Iterator, Tuple
@@ -54,3 +55,32 @@ def test_a_node_the_client_declared_lost_holds_no_lock(two: Pool) -> None:
         assert answer["value"] is True, "the lost node's task still holds the lock"
     finally:
         workers[1].process.send_signal(signal.SIGCONT)
+
+
+def test_a_task_waiting_on_a_stopped_head_is_answered_once_its_copy_is_promoted(two: Pool, tmp_path: Any) -> None:
+    """A task on node 1 waits for the head's answer on its thread's own connection; the head stops
+    (SIGSTOP: no FIN, as with a host cut off or powered off) and the client promotes node 1's copy.
+    The operation under way fails naming the lost connection (docs/protocol.md) instead of waiting
+    on the old head for ever."""
+    workers, clients, _authority = two
+    holder_of_copy(clients, (1,))
+    go, sending = tmp_path / "go", tmp_path / "sending"
+    clients[1].submit("waiting", "collection_race_tasks:increment_twice", "c", str(go), str(sending))
+    deadline = time.monotonic() + 20
+    while value(clients[0], "counter", "c", "value") != 1:
+        assert time.monotonic() < deadline, "the task on node 1 did not increment"
+        time.sleep(0.05)
+    workers[0].process.send_signal(signal.SIGSTOP)
+    try:
+        go.touch()
+        while not os.path.exists(sending):
+            assert time.monotonic() < deadline + 20, "the task did not go on"
+            time.sleep(0.02)
+        assert value(clients[1], "$replica", 1) is not None
+        assert value(clients[1], "$promote", 0, 1)["epoch"] == 1
+        # Under the worker's 30 s without word from its client (this one does not answer pings).
+        result = clients[1].terminal("waiting", timeout=25)
+        assert result["t"] == "result", result
+        assert result["value"][0] == "error" and "connection" in result["value"][2], result
+    finally:
+        workers[0].process.send_signal(signal.SIGCONT)

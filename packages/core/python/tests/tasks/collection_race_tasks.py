@@ -10,3 +10,20 @@ def eventual_then_strong(name, n):
     for _ in range(n):
         eventual.increment()
     return sky.counter(name).value
+
+
+def increment_twice(name, go, sending):
+    """Increments counter ``name``, waits for the file ``go``, says so in the file ``sending`` and
+    increments again (on the connection this thread made the first time): what the second got."""
+    import os
+    import time
+
+    counter = sky.counter(name)
+    counter.increment()
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    open(sending, "w").close()
+    try:
+        return ["value", counter.increment()]
+    except Exception as error:  # the head was lost under it: an error is the right answer
+        return ["error", type(error).__name__, str(error)]
