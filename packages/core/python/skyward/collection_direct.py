@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
+import weakref
 from typing import Any, Callable, Dict, Protocol, Set, Tuple
 
 from . import peer_auth
@@ -78,7 +79,7 @@ class DirectConnection(PeerThread):
 
 
 class _Connection:
-    __slots__ = ("sock", "address", "decoder", "answers", "dropped")
+    __slots__ = ("sock", "address", "decoder", "answers", "dropped", "__weakref__")
 
     def __init__(self, sock: socket.socket, address: Tuple[str, int]) -> None:
         self.sock = sock
@@ -101,8 +102,9 @@ class DirectCaller:
         self._timeout = connect_timeout
         self._local = threading.local()
         self._ids = itertools.count(1)
-        #: every thread's connection, for :meth:`drop`
-        self._connections: Set[_Connection] = set()
+        #: every thread's connection, for :meth:`drop` (weakly: one goes with its thread, as a
+        #: thread a task started ends)
+        self._connections: "weakref.WeakSet[_Connection]" = weakref.WeakSet()
         self._connections_lock = threading.Lock()
 
     def drop(self) -> None:
@@ -110,7 +112,7 @@ class DirectCaller:
         waiting on one is answered that it was lost — a holder that stopped, or whose host was cut
         off or powered off, never closes it."""
         with self._connections_lock:
-            connections, self._connections = self._connections, set()
+            connections, self._connections = list(self._connections), weakref.WeakSet()
         for connection in connections:
             connection.dropped = True
             try:

@@ -225,7 +225,8 @@ class CollectionService:
         if type(host) is str and type(port) is int:
             self._follow(epoch, host, port)
         elif self.head.supersede(epoch, "was promoted (the client tells every node where it serves them)"):
-            self.epoch = max(self.epoch, epoch)
+            with self._replica_lock:  # the copy channel's thread raises it too: never lowered
+                self.epoch = max(self.epoch, epoch)
             self._log(f"no longer holds the collections: a newer holder (epoch {epoch}) was promoted")
 
     def _replicated(self, message: Dict[str, Any]) -> Dict[str, Any]:
