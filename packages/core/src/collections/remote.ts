@@ -32,12 +32,18 @@ interface Waiting {
   reject(error: Error): void;
 }
 
+/**
+ * The next `coll` id, one sequence for the whole client: every instance (the pool's handles', and
+ * each `$replica`/`$promote`/`$lost` ask) listens to every `coll_answer` of its connection, so ids
+ * must not repeat on one connection.
+ */
+let nextId = 1;
+
 /** Applies the client's collection operations on the head. */
 export class RemoteCollections {
   readonly #head: () => HeadConnection | undefined;
   readonly #waiting = new Map<number, Waiting>();
   readonly #listening = new WeakSet<HeadConnection>();
-  #nextId = 1;
   #closed: string | undefined;
 
   /** `head`: the connection to node 0 now (undefined while there is none). */
@@ -56,7 +62,7 @@ export class RemoteCollections {
         }),
       );
     this.#listen(connection);
-    const id = this.#nextId++;
+    const id = nextId++;
     const answer = new Promise<WireValue>((resolve, reject) => {
       this.#waiting.set(id, { owner, connection, resolve, reject });
     });
