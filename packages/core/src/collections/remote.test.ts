@@ -8,7 +8,7 @@
 import { describe, expect, it } from "vitest";
 import type { CollectionCancelMessage, CollectionOpMessage, WorkerMessage } from "../protocol/protocol.js";
 import { CLIENT_OWNER } from "./operation.js";
-import { type HeadConnection, RemoteCollections, tellNodeLost } from "./remote.js";
+import { failOver, type HeadConnection, RemoteCollections, tellNodeLost } from "./remote.js";
 
 /** A head holding one empty queue: `get` waits (never answered here), anything else answers null. */
 class Head implements HeadConnection {
@@ -22,6 +22,11 @@ class Head implements HeadConnection {
       for (const listener of this.#listeners)
         listener({ t: "coll_answer", id: message.id, ok: true, value: null });
     });
+  }
+
+  /** How many listen to its messages now. */
+  get listeners(): number {
+    return this.#listeners.size;
   }
 
   onMessage(listener: (message: WorkerMessage) => void): () => void {
@@ -49,5 +54,12 @@ describe("RemoteCollections", () => {
     await collections.apply(CLIENT_OWNER, ["counter", "c", "value"]).answer;
     expect(settled).toBe(false);
     get.cancel("done");
+  });
+
+  it("lets go of the listener of each $replica/$promote ask once answered", async () => {
+    const node = new Head();
+    // The node answers null to $replica (it holds no copy): nothing to promote.
+    expect(await failOver([{ index: 1, connection: node }], 0)).toBeUndefined();
+    expect(node.listeners).toBe(0);
   });
 });

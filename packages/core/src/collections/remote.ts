@@ -44,6 +44,8 @@ export class RemoteCollections {
   readonly #head: () => HeadConnection | undefined;
   readonly #waiting = new Map<number, Waiting>();
   readonly #listening = new WeakSet<HeadConnection>();
+  /** Stops listening to each connection listened to (for a one-off ask). */
+  readonly #stops: (() => void)[] = [];
   #closed: string | undefined;
 
   /** `head`: the connection to node 0 now (undefined while there is none). */
@@ -79,13 +81,17 @@ export class RemoteCollections {
     };
   }
 
-  /** The pool is going away: every pending operation is rejected with `reason`; no new one starts. */
+  /**
+   * The pool is going away (or a one-off ask was answered): every pending operation is rejected
+   * with `reason`; no new one starts, and the connections are no longer listened to.
+   */
   close(reason: string): void {
     this.#closed = reason;
     for (const [id, waiting] of this.#waiting) {
       this.#waiting.delete(id);
       waiting.reject(new CancelledError({ message: reason }));
     }
+    for (const stop of this.#stops.splice(0)) stop();
   }
 
   #listen(connection: HeadConnection): void {
@@ -94,6 +100,7 @@ export class RemoteCollections {
     const off = connection.onMessage((message) => {
       if (message.t === "coll_answer") this.#answer(message);
     });
+    this.#stops.push(off);
     void connection.closed.then(() => {
       off();
       for (const [id, waiting] of this.#waiting) {
@@ -162,8 +169,10 @@ function isCopyHeld(value: unknown): value is CopyHeld {
   return typeof copy?.epoch === "number" && typeof copy.seq === "number";
 }
 
+/** One request to a node, on a listener of its own let go once answered (a pool loses many nodes). */
 function askNode(connection: HeadConnection, request: WireValue[]): Promise<WireValue> {
-  return new RemoteCollections(() => connection).apply(CLIENT_OWNER, request).answer;
+  const ask = new RemoteCollections(() => connection);
+  return ask.apply(CLIENT_OWNER, request).answer.finally(() => ask.close("answered"));
 }
 
 /**
