@@ -11,9 +11,11 @@ held until the replica's ``{"t": "acked", "seq"}`` (or its ``{"t": "superseded",
 
 The frames travel on the copy channel (:mod:`skyward.collection_channel`), whose threads call
 ``acked`` and ``gone``; task threads apply their own operations here too. So every entry point
-takes the store's lock, an operation applied off the loop sends its frame at once (the loop's wait
-for the end of its turn, to send one frame for many, is the loop's), and an answer whose caller
-lives on the loop is handed to the loop (``threadsafe`` callers are answered where the ack is read).
+takes the store's lock, an operation applied off the loop queues its frame at once (the loop's
+wait for the end of its turn, to send one frame for many, is the loop's; the channel's sender
+thread writes the queue outside the lock, so a replica that stopped reading never blocks the
+head), and an answer whose caller lives on the loop is handed to the loop (``threadsafe`` callers
+are answered where the ack is read).
 """
 
 from __future__ import annotations
