@@ -17,7 +17,7 @@ import os
 import socket
 import struct
 import threading
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 from . import peer_auth
 from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
@@ -67,32 +67,53 @@ def start_thread(name: str, run: Callable[[], None]) -> None:
 
 
 class PeerThread:
-    """The head's end of a connection a thread serves (the copy channel, a task thread's own):
-    ``send_message`` from any thread, and a thread reading the peer's messages into ``handle``
-    until the connection ends, then ``ended()``."""
+    """The head's end of a connection threads serve (the copy channel, a task thread's own):
+    ``send_message`` from any thread queues the frame, a sender thread writes the queue in order,
+    and a thread reads the peer's messages into ``handle`` until the connection ends, then ``ended()``.
+
+    ``send_message`` is called with the store's lock held (a ``replicate`` frame, an answer an ack
+    released): it never waits for the socket, so a peer that stopped reading (SIGSTOPped, its
+    buffers full) holds up only the sender thread, never the head's event loop or its other
+    connections, until :data:`SEND_TIMEOUT` ends the connection."""
 
     def __init__(self, sock: socket.socket, what: str, log: Callable[[str], None]) -> None:
         tune(sock)
         self._sock = sock
         self._what = what
         self._log = log
-        self._lock = threading.Lock()
+        self._queued = threading.Condition(threading.Lock())
+        self._frames: List[bytes] = []
+        self._sending_ended = False
 
     def start(self, welcome: bytes) -> None:
-        """Welcomes the peer and starts reading."""
-        with self._lock:
-            self._sock.sendall(welcome)
+        """Welcomes the peer and starts reading and sending."""
+        self._sock.sendall(welcome)
         start_thread(f"skyward-{self._what.replace(' ', '-')}", self._read)
+        start_thread(f"skyward-{self._what.replace(' ', '-')}-sender", self._write)
 
     def send_message(self, message: Dict[str, Any]) -> None:
         data = pack_frame([to_wire(message, "message")])  # the store's values are native
-        try:
-            with self._lock:
-                self._sock.sendall(data)
-        except OSError as error:
-            # The reader sees the end (and says what it means).
-            self._log(f"the {self._what} failed: {type(error).__name__}: {error}")
-            self._close()
+        with self._queued:
+            if self._sending_ended:
+                return  # the reader saw (or will see) the end
+            self._frames.append(data)
+            self._queued.notify()
+
+    def _write(self) -> None:
+        while True:
+            with self._queued:
+                while not self._frames and not self._sending_ended:
+                    self._queued.wait()
+                if self._sending_ended:
+                    return
+                frames, self._frames = self._frames, []
+            try:
+                self._sock.sendall(b"".join(frames) if len(frames) > 1 else frames[0])
+            except OSError as error:
+                # The reader sees the end (and says what it means).
+                self._log(f"the {self._what} failed: {type(error).__name__}: {error}")
+                self._close()
+                return
 
     def handle(self, message: Dict[str, Any]) -> None:
         raise NotImplementedError
@@ -110,6 +131,10 @@ class PeerThread:
             self.ended()
 
     def _close(self) -> None:
+        with self._queued:
+            self._sending_ended = True
+            self._frames = []
+            self._queued.notify()
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:

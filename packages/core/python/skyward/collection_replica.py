@@ -2,27 +2,31 @@
 before it answers, so losing the head loses nothing acknowledged (docs/protocol.md, "Distributed
 collections").
 
-Replication is by state: each operation that changes a collection marks it, and at the end of the
-head's loop turn the marked collections' whole contents go to the replica in one ``replicate``
-frame (``{"t": "replicate", "epoch", "seq", "full", "states": [...]}``); the answers of that turn are
-held until the replica's ``{"t": "acked", "seq"}`` (or its ``{"t": "superseded", "epoch", "addr"?,
-"port"?}``: it knows a newer holder, and this one stops acknowledging). A replica that comes gets everything first
-(``full``). Barriers are not replicated (a round in progress is waiters, not data), nor waits.
+Replication is by state: each operation that changes a collection marks it and notes what it
+changed, and at the end of the head's loop turn what changed in the marked collections goes to the
+replica in one ``replicate`` frame (``{"t": "replicate", "epoch", "seq", "full", "states": [...]}``;
+the keys written, not the whole dict: :mod:`skyward.collection_delta`); the answers of that turn
+are held until the replica's ``{"t": "acked", "seq"}`` (or its ``{"t": "superseded", "epoch",
+"addr"?, "port"?}``: it knows a newer holder, and this one stops acknowledging). A replica that
+comes gets everything first (``full``). Barriers are not replicated (a round in progress is
+waiters, not data), nor waits.
 
 The frames travel on the copy channel (:mod:`skyward.collection_channel`), whose threads call
 ``acked`` and ``gone``; task threads apply their own operations here too. So every entry point
-takes the store's lock, an operation applied off the loop sends its frame at once (the loop's wait
-for the end of its turn, to send one frame for many, is the loop's), and an answer whose caller
-lives on the loop is handed to the loop (``threadsafe`` callers are answered where the ack is read).
+takes the store's lock, an operation applied off the loop queues its frame at once (the loop's
+wait for the end of its turn, to send one frame for many, is the loop's; the channel's sender
+thread writes the queue outside the lock, so a replica that stopped reading never blocks the
+head), and an answer whose caller lives on the loop is handed to the loop (``threadsafe`` callers
+are answered where the ack is read).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from typing import Any, Callable, Dict, List, Set, Tuple
 
-from .collection_store import Answer, CollectionStore, key_of, on_loop
+from .collection_delta import Changes, everything, load, state_of
+from .collection_store import Answer, CollectionStore, on_loop
 
 #: the operations that change a collection (what a write is)
 WRITES = {
@@ -36,45 +40,9 @@ WRITES = {
 Send = Callable[[Dict[str, Any]], None]
 
 
-def state_of(store: CollectionStore, kind: str, name: str) -> Dict[str, Any]:
-    """One collection's whole contents, as a ``replicate`` frame carries it."""
-    state: Dict[str, Any] = {"kind": kind, "name": name}
-    if kind == "dict":
-        state["entries"] = [[key, value] for key, value in store.dicts.get(name, {}).values()]
-    elif kind == "set":
-        state["values"] = list(store.sets.get(name, {}).values())
-    elif kind == "counter":
-        state["value"] = store.counters.get(name, 0)
-    elif kind == "queue":
-        state["items"] = list(store.queues.get(name, ()))
-    elif kind == "lock":
-        lock = store.locks.get(name)
-        state["holder"] = lock.holder if lock is not None else None
-    return state
-
-
-def everything(store: CollectionStore) -> List[Dict[str, Any]]:
-    names: List[Tuple[str, str]] = [("dict", name) for name in store.dicts] + [("set", name) for name in store.sets]
-    names += [("counter", name) for name in store.counters] + [("queue", name) for name in store.queues]
-    names += [("lock", name) for name in store.locks]
-    return [state_of(store, kind, name) for kind, name in names]
-
-
-def load(store: CollectionStore, state: Dict[str, Any]) -> None:
-    """Puts one collection's contents (a ``replicate`` state) into ``store``."""
-    kind, name = state.get("kind"), state.get("name")
-    if type(name) is not str:
-        return
-    if kind == "dict":
-        store.dicts[name] = {key_of(key): (key, value) for key, value in state.get("entries") or []}
-    elif kind == "set":
-        store.sets[name] = {key_of(value): value for value in state.get("values") or []}
-    elif kind == "counter":
-        store.counters[name] = state.get("value") or 0
-    elif kind == "queue":
-        store.queues[name] = deque(state.get("items") or [])
-    elif kind == "lock":
-        store.set_holder(name, state.get("holder"))
+def _is_write(request: Any) -> bool:
+    return (type(request) is list and len(request) >= 3 and type(request[0]) is str and type(request[1]) is str
+            and request[2] in WRITES.get(request[0], ()))
 
 
 class Replication:
@@ -106,11 +74,16 @@ class Replication:
         #: nodes the client said are lost (a node of that rank that offers again is a new one)
         self._lost: Set[str] = set()
         self._dirty: Set[Tuple[str, str]] = set()
+        #: what the writes since the last frame changed (the next ``replicate`` frame carries it)
+        self._changes = Changes(store)
         self._held: List[Tuple[Callable[[Answer], None], Answer]] = []
         self._waiting: Dict[int, List[Tuple[Callable[[Answer], None], Answer]]] = {}
         self._seq = 0
         self._full_seq = 0
         self._flush_scheduled = False
+        #: store calls in progress on this thread (the lock is held), and whether a frame is owed after them
+        self._store_calls = 0
+        self._flush_owed = False
         #: answers released off the loop for callers on it, and whether the loop was woken for them
         self._to_loop: List[Tuple[Callable[[Answer], None], Answer]] = []
         self._loop_woken = False
@@ -200,9 +173,19 @@ class Replication:
             if self.superseded is not None:
                 (reply if threadsafe else self._on_loop(reply))(("error", "RuntimeError", self.superseded))
                 return
-            if type(request) is list and len(request) >= 3 and request[2] in WRITES.get(request[0], ()):
+            write = _is_write(request)
+            if write:
                 self._dirty.add((request[0], request[1]))
-            self._store.apply(owner, request, self.answer(reply, threadsafe), request_id)
+            # While no node holds the copy, the next one gets everything: no change is owed.
+            noting = write and self._replica is not None
+            before = self._changes.before(request) if noting else None
+            self._store_call_starts()
+            try:
+                self._store.apply(owner, request, self.answer(reply, threadsafe), request_id)
+                if noting:
+                    self._changes.after(request, before)
+            finally:
+                self._store_call_ends()
 
     def cancel(self, owner: str, request_id: Any, reason: str) -> None:
         with self.lock:
@@ -211,10 +194,17 @@ class Replication:
     def owner_ended(self, owner: str, then: Callable[[], None] | None = None) -> None:
         """``owner`` ended: its locks are released; ``then()`` once that is on the replica."""
         with self.lock:
-            self._dirty.update(("lock", name) for name in self._store.held_by(owner))
-            self._store.owner_ended(owner)
+            released = self._store.held_by(owner)
+            self._dirty.update(("lock", name) for name in released)
+            self._store_call_starts()
+            try:
+                self._store.owner_ended(owner)
+            finally:
+                self._store_call_ends()
             if then is not None:
                 self.answer(lambda _answer: then())(("value", None))
+            elif released:  # nobody waits on it, but the copy must not keep the locks held
+                self.answer(lambda _answer: None, threadsafe=True)(("value", None))
 
     def answer(self, reply: Callable[[Answer], None], threadsafe: bool = False) -> Callable[[Answer], None]:
         """``reply`` held until what changed before it is on the replica."""
@@ -230,11 +220,25 @@ class Replication:
                 return
             self._held.append((deliver, answer))
             if not on_loop(self._loop):
-                self._flush()  # a task's thread: its frame goes now, no loop on the way
+                # A task's thread: its frame goes now, no loop on the way — once the store's call
+                # that answered is done (an ended owner's waits are answered before its locks go).
+                if self._store_calls:
+                    self._flush_owed = True
+                else:
+                    self._flush()
             elif not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
         return held
+
+    def _store_call_starts(self) -> None:
+        self._store_calls += 1
+
+    def _store_call_ends(self) -> None:
+        self._store_calls -= 1
+        if not self._store_calls and self._flush_owed:
+            self._flush_owed = False
+            self._flush()
 
     def _on_loop(self, reply: Callable[[Answer], None]) -> Callable[[Answer], None]:
         def deliver(answer: Answer) -> None:
@@ -270,7 +274,11 @@ class Replication:
         self._seq += 1
         if full:
             self._full_seq = self._seq
-        states = everything(self._store) if full else [state_of(self._store, kind, name) for kind, name in self._dirty]
+        if full:
+            states = everything(self._store)
+            self._changes.forget()
+        else:
+            states = self._changes.states(self._dirty)
         self._dirty.clear()
         self._waiting[self._seq], self._held = self._held, []
         self._replica({"t": "replicate", "epoch": self.epoch, "seq": self._seq, "full": full, "states": states})

@@ -15,8 +15,9 @@ told to, when its stdin closes (``--exit-on-stdin-eof``) or when its TTL runs ou
 - ``lifecycle``: the TTL, a detached pool's budget, the self-destruct and the root-owner check;
 - ``cluster_setup``: the ``cluster`` message, the plugins and their ``around_app`` hooks;
 - ``ref_store``: the objects kept for remote references; ``ref_peers``: moving them node to node;
-- ``collection_service`` (``collection_store``, ``collection_replica``, ``collection_link``): the
-  distributed collections, held on the head node, copied to a second one, reached node to node.
+- ``collection_service`` (``collection_store``, ``collection_replica``, ``collection_delta``,
+  ``collection_link``): the distributed collections, held on the head node, copied to a second
+  one (what changed, per write), reached node to node.
 
 It is also the executors' host (:class:`~skyward.task.Host`): what they report reaches the parts
 through it, on the event loop thread.

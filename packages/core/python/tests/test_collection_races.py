@@ -85,30 +85,3 @@ def test_a_task_waiting_on_a_stopped_head_is_answered_once_its_copy_is_promoted(
     finally:
         workers[0].process.send_signal(signal.SIGCONT)
 
-
-@pytest.mark.xfail(strict=True, reason="collection_replica.Replication._send writes the copy's frame with the store's "
-                   "lock held, on the event loop for the client's and the link's operations: a replica that stopped "
-                   "reading blocks the head's loop once the socket buffers are full (past SEND_TIMEOUT: seen over "
-                   "40 s, the kernel opening the window a little now and then, so sendall goes on), and nothing, "
-                   "the client's $lost verdict included, is read meanwhile (delta7's sender thread is to take the "
-                   "send out of the lock)")
-def test_a_stopped_replica_does_not_stop_the_heads_event_loop(two: Pool) -> None:
-    """The replica stops (SIGSTOP) while the client writes more than the sockets between head and
-    replica buffer; the head's loop still answers the client's verdict (``$lost``) at once, which
-    releases the held writes."""
-    workers, clients, _authority = two
-    holder_of_copy(clients, (1,))
-    workers[1].process.send_signal(signal.SIGSTOP)
-    try:
-        big = "x" * (1 << 20)
-        # The client's own sends wait for the head's loop to read them (20 s: well under the 30 s
-        # after which the worker counts a silent client as gone).
-        clients[0].sock.settimeout(20)
-        writes = [send_op(clients[0], "dict", f"big{index}", "set", "k", big) for index in range(48)]
-        verdict = send_op(clients[0], "$lost", 1)
-        # Well under the 30 s after which a blocked send gives the copy channel up.
-        assert answer_of(clients[0], verdict, timeout=20)["ok"] is True
-        for write in writes:
-            assert answer_of(clients[0], write, timeout=20)["ok"] is True
-    finally:
-        workers[1].process.send_signal(signal.SIGCONT)

@@ -40,6 +40,8 @@ WORKER_LAYERS: List[List[str]] = [
     # budget and self-destruct, the remote-reference store, the cluster message, the executors
     ["skyward.connection", "skyward.deadlines", "skyward.lifecycle", "skyward.ref_store",
      "skyward.cluster_setup", "skyward.executors", "skyward.collection_store"],
+    # what a copy frame carries of each collection (over the collections' store)
+    ["skyward.collection_delta"],
     # what a detached worker keeps for its client; references moved node to node (over the store);
     # the collections' copy on a second node, and task threads' own connections to them (over the
     # collections' store)
