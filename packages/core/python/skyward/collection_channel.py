@@ -13,17 +13,28 @@ handshake), apart from the one its tasks' operations take.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import struct
 import threading
+import time
 from typing import Any, Callable, Dict, List, Tuple
 
 from . import peer_auth
 from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
 
-#: seconds a send to the other end may block before the channel counts as lost (a stopped node)
+#: seconds a frame may take to be written before the channel counts as lost (a stopped node), plus
+#: one second per :data:`_SEND_SLOW_BYTES` of the frame (a full copy of a large store on a slow link)
 SEND_TIMEOUT = 30.0
+_SEND_SLOW_BYTES = 1024 * 1024
+#: how often a blocked send wakes to look at its deadline (``SO_SNDTIMEO``)
+_SEND_POLL = 1
+#: a peer that answers nothing (its host gone without a FIN): probed after this many idle seconds,
+#: every ``_KEEPALIVE_INTERVAL``, given up after ``_KEEPALIVE_PROBES`` unanswered probes
+_KEEPALIVE_IDLE = 30
+_KEEPALIVE_INTERVAL = 10
+_KEEPALIVE_PROBES = 3
 #: seconds before a node that offered to hold the copy connects again after a loss, doubling to the most
 _RETRY_FIRST = 0.5
 _RETRY_MOST = 10.0
@@ -31,14 +42,37 @@ _READ_BYTES = 256 * 1024
 
 
 def tune(sock: socket.socket) -> None:
-    """Blocking, no Nagle delay, and a send that gives up after :data:`SEND_TIMEOUT` (a peer that
-    stopped reading: its buffers full, the connection counts as lost)."""
+    """Blocking, no Nagle delay, sends that wake every :data:`_SEND_POLL` seconds to look at their
+    deadline (:func:`send_all`), and TCP keepalive, so a read from a host that vanished without a FIN
+    ends (in about a minute) instead of waiting for ever."""
     sock.setblocking(True)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:  # a struct timeval; where the platform's differs, sends just have no limit
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT), 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", _KEEPALIVE_IDLE), ("TCP_KEEPINTVL", _KEEPALIVE_INTERVAL),
+                          ("TCP_KEEPCNT", _KEEPALIVE_PROBES)):
+        if hasattr(socket, option):  # Linux; elsewhere the system's keepalive timings apply
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+    try:  # a struct timeval; where the platform's differs, a send checks its deadline between writes only
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", _SEND_POLL, 0))
     except OSError:
         pass
+
+
+def send_all(sock: socket.socket, data: bytes, limit: float | None = None) -> None:
+    """Writes all of ``data`` or raises ``TimeoutError`` once it has taken longer than ``limit``
+    seconds (by default :data:`SEND_TIMEOUT` plus a second per MiB). ``sendall`` cannot bound this:
+    its ``SO_SNDTIMEO`` limits each write, and a stopped peer whose window opens a little now and
+    then keeps restarting it."""
+    allowed = limit if limit is not None else SEND_TIMEOUT + len(data) / _SEND_SLOW_BYTES
+    deadline = time.monotonic() + allowed
+    view = memoryview(data)
+    while view:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the peer took no more of a {len(data)}-byte frame for {allowed:.0f} s")
+        try:
+            view = view[sock.send(view):]
+        except BlockingIOError:  # SO_SNDTIMEO passed with nothing written: look at the deadline again
+            continue
 
 
 def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -> None:
@@ -87,7 +121,7 @@ class PeerThread:
 
     def start(self, welcome: bytes) -> None:
         """Welcomes the peer and starts reading and sending."""
-        self._sock.sendall(welcome)
+        send_all(self._sock, welcome)
         start_thread(f"skyward-{self._what.replace(' ', '-')}", self._read)
         start_thread(f"skyward-{self._what.replace(' ', '-')}-sender", self._write)
 
@@ -108,7 +142,7 @@ class PeerThread:
                     return
                 frames, self._frames = self._frames, []
             try:
-                self._sock.sendall(b"".join(frames) if len(frames) > 1 else frames[0])
+                send_all(self._sock, b"".join(frames) if len(frames) > 1 else frames[0])
             except OSError as error:
                 # The reader sees the end (and says what it means).
                 self._log(f"the {self._what} failed: {type(error).__name__}: {error}")
@@ -211,7 +245,7 @@ class CopyChannel:
             return
         try:
             if farewell is not None:
-                sock.sendall(pack_frame([to_wire(farewell, "message")]))
+                send_all(sock, pack_frame([to_wire(farewell, "message")]))
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
@@ -241,7 +275,7 @@ class CopyChannel:
                 if self._address != address:
                     return True
                 self._sock = sock
-            answer = sock.sendall
+            answer = functools.partial(send_all, sock)
 
             def each(message: Dict[str, Any]) -> None:
                 if message.get("t") == "replicate":

@@ -22,7 +22,7 @@ import weakref
 from typing import Any, Callable, Dict, Protocol, Set, Tuple
 
 from . import peer_auth
-from .collection_channel import PeerThread, tune
+from .collection_channel import PeerThread, send_all, tune
 from .collection_store import Answer, Owner
 from .protocol import FrameDecoder, ProtocolError, pack_frame
 
@@ -136,7 +136,7 @@ class DirectCaller:
                 connection = self._local.connection = _Connection(sock, address)
                 with self._connections_lock:
                     self._connections.add(connection)
-            connection.sock.sendall(pack_frame([{"t": "op", "id": request_id, "owner": owner, "op": request}]))
+            send_all(connection.sock, pack_frame([{"t": "op", "id": request_id, "owner": owner, "op": request}]))
             while request_id not in connection.answers:
                 data = connection.sock.recv(_READ_BYTES)
                 if not data:
