@@ -111,6 +111,24 @@ class Replication:
                 self._choose()
                 self._release_if_alone()
 
+    def expect(self, nodes: List[str]) -> None:
+        """The pool's other ``nodes``, as this head starts: until one of them holds the copy (or the
+        client says it is lost, or :meth:`stop_expecting`), writes are not answered alone, so a head
+        lost in the pool's first moments, before any node connected, loses nothing acknowledged."""
+        with self.lock:
+            if self._replica is None and self.superseded is None:
+                self._unconfirmed.update(node for node in nodes if node not in self._lost)
+
+    def stop_expecting(self, nodes: List[str]) -> bool:
+        """``nodes`` were expected and none came to hold the copy in time: they no longer count.
+        Whether writes were being held for them (they are answered now, by this node alone)."""
+        with self.lock:
+            late = self._unconfirmed & set(nodes)
+            self._unconfirmed -= late
+            held = bool(late) and self._replica is None
+            self._release_if_alone()
+            return held
+
     def node_lost(self, node: str) -> None:
         """The client's verdict: ``node`` is gone (its worker's connection to the client was lost).
         Its copy no longer counts; if no node holds one, this node answers alone until one does."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import os
 import threading
 from typing import Any, Callable, Dict, List, Protocol, Set
 
@@ -46,6 +47,18 @@ from .protocol import Message, decode_frame, pack_frame, to_wire
 from .task import Task
 from .task_table import TaskTable
 from .values import restore
+
+
+
+def copy_wait() -> float:
+    """Seconds a new head holds writes for the pool's other nodes to connect and take the copy
+    (``SKYWARD_COLLECTIONS_COPY_WAIT``, default 10); after that it answers alone (with a log line)
+    until one does."""
+    try:
+        return max(0.0, float(os.environ.get("SKYWARD_COLLECTIONS_COPY_WAIT", "10")))
+    except ValueError:
+        return 10.0
+
 
 REF = "skyward.collections:op"
 #: what ``$replica`` answers on the node that holds the collections (2^53 - 1: a JavaScript number)
@@ -170,10 +183,20 @@ class CollectionService:
         # ``collections_node`` may name it).
         if self.head is None and self.epoch == 0 and node == cluster.get("collections_node", 0):
             self.head = Replication(CollectionStore(self._loop), self._loop)
+            others = [str(peer.get("node")) for peer in cluster.get("peers") or []
+                      if type(peer) is dict and type(peer.get("node")) is int and peer.get("node") != node]
+            if others:
+                self.head.expect(others)
+                self._loop.call_later(copy_wait(), self._copy_late, self.head, others)
         if not self.is_head:
             return None
         # Served even by a pool of one: a node that joins later reaches it.
         return self._listen(cluster)
+
+    def _copy_late(self, head: Replication, nodes: List[str]) -> None:
+        if head is self.head and head.stop_expecting(nodes):
+            self._log(f"no other node connected to hold a copy of the collections within {copy_wait():.0f} s "
+                      f"(nodes {', '.join(nodes)}): this node answers alone, one copy only, until one does")
 
     def _listen(self, cluster: Dict[str, Any]) -> Dict[str, Any] | None:
         assert self.head is not None

@@ -232,3 +232,58 @@ def test_a_stopped_replica_holds_the_heads_answers_until_the_client_says_it_is_l
     assert value(clients[0], "counter", "c", "increment", 1) == 3
     # Its copy: what it had, and perhaps the frame sent before the verdict; nothing sent after it.
     assert value(clients[1], "$replica")["seq"] in (1, 2)
+
+
+def new_pool_of_two(env: Dict[str, str]) -> Iterator[Tuple[Dict[int, WorkerProcess], Dict[int, Client], Dict[str, Any]]]:
+    """Two workers told they form one pool, node 1 not yet told where the head serves (as in a
+    pool's first moments): what the head does with a write before any node holds its copy."""
+    workers = [WorkerProcess("--concurrency", "2", *(["--node", "1"] if node else []), env=env) for node in range(2)]
+    try:
+        for each in workers:
+            each.__enter__()
+        clients = {node: Client(each.port) for node, each in enumerate(workers)}
+        authority: Dict[str, Any] = {}
+        for node, client in clients.items():
+            assert client.hello()["t"] == "welcome"
+            ready = client.cluster(node, 2)
+            authority = ready["collections"] if node == 0 else authority
+        yield dict(enumerate(workers)), clients, authority
+        for client in clients.values():
+            client.close()
+    finally:
+        for each in workers:
+            each.__exit__(None, None, None)
+
+
+def test_a_new_head_holds_its_first_writes_until_another_node_has_the_copy() -> None:
+    """A head whose pool has another node answers no write alone before that node has the copy:
+    a head lost in the pool's first moments loses nothing acknowledged either."""
+    for _workers, clients, authority in new_pool_of_two({"SKYWARD_COLLECTIONS_COPY_WAIT": "600"}):
+        pending = send_op(clients[0], "counter", "c", "increment", 1)
+        with pytest.raises(TimeoutError):
+            answer_of(clients[0], pending, timeout=2)
+        clients[1].send({"t": "authority", **authority})
+        answer = answer_of(clients[0], pending)
+        assert answer["ok"] is True and answer["value"] == 1, answer
+        copy = value(clients[1], "$replica")
+        assert copy is not None and copy["seq"] >= 1, copy
+
+
+def test_a_new_head_answers_alone_once_no_node_came_for_the_copy_in_time() -> None:
+    """No node connects for the copy (a peer network that does not let them): after the wait the
+    head answers alone and says so in its log, rather than holding every write for ever; the
+    client's verdict on the node ends the wait at once too."""
+    for workers, clients, _authority in new_pool_of_two({"SKYWARD_COLLECTIONS_COPY_WAIT": "1"}):
+        pending = send_op(clients[0], "counter", "c", "increment", 1)
+        answer = answer_of(clients[0], pending)
+        assert answer["ok"] is True and answer["value"] == 1, answer
+        deadline = time.monotonic() + 20
+        while not any("no other node connected to hold a copy" in line for line in workers[0].stderr_lines):
+            assert time.monotonic() < deadline, workers[0].stderr_lines[-5:]
+            time.sleep(0.05)
+    for _workers, clients, _authority in new_pool_of_two({"SKYWARD_COLLECTIONS_COPY_WAIT": "600"}):
+        pending = send_op(clients[0], "counter", "c", "increment", 1)
+        with pytest.raises(TimeoutError):
+            answer_of(clients[0], pending, timeout=1)
+        assert value(clients[0], "$lost", 1) is None
+        assert answer_of(clients[0], pending)["value"] == 1
