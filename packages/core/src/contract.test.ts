@@ -33,7 +33,7 @@ const USERS: Record<string, string | readonly string[]> = {
   WorkerEndpoint: "packages/ssh/src/worker-launcher.ts",
   PoolResource: "packages/provider-aws/src/cleanup.ts",
   LeftPoolResource: "packages/provider-gcp/src/teardown.ts",
-  CleanupResult: "packages/provider-verda/src/verda-provider.ts",
+  CleanupResult: "packages/provider-utils/src/machine-provider/pool-resources.ts",
   PoolSpec: "packages/provider-runpod/src/runpod-provider.ts",
   PROVIDER_METHODS: "packages/testing/src/conformance-shapes.ts",
   isProvider: "packages/provider-gcp/test/config-file.test.ts",
