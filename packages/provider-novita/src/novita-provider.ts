@@ -9,10 +9,10 @@ import {
   curlSelfDestructProgram,
   type MachineAdapter,
   type MachineClusterData,
+  machineAdapterHalf,
   machineProviderFactories,
   mappedMachine,
   marketListings,
-  marketplaceMachine,
   pricedOffer,
   readAfterCreate,
   refuseSetting,
@@ -114,7 +114,7 @@ const addressOf = () => undefined;
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
   const api = novitaClient(settings);
-  const { standIns, fields } = marketplaceMachine({ name: "novita", label: "Novita", settings, addressOf });
+  const { standIns, fields } = machineAdapterHalf({ name: "novita", label: "Novita", settings, addressOf });
   const machine = mappedMachine<NovitaInstance, { id: string; host: string; port: number }>(standIns, {
     // List Instances → `status`; the others (toCreate, pulling, starting…) are on their way.
     statuses: {

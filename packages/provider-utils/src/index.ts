@@ -177,13 +177,10 @@ export type {
   MachineAdapterHalf,
   MachineAdapterHalfFields,
   MachineAdapterHalfOptions,
-  MarketplaceMachineFields,
-  MarketplaceMachineOptions,
 } from "./machine-provider/marketplace-machine.js";
 export {
   machineAdapterHalf,
   marketListings,
-  marketplaceMachine,
   readAfterCreate,
 } from "./machine-provider/marketplace-machine.js";
 export type { NameTagCodec, NameTagCodecOptions, NameTags } from "./machine-provider/name-tags.js";

@@ -8,10 +8,10 @@ import {
   knownMachines,
   type MachineAdapter,
   type MachineClusterData,
+  machineAdapterHalf,
   machineProviderFactories,
   mappedMachine,
   marketListings,
-  marketplaceMachine,
   namedPoolResources,
   pythonSelfDestructProgram,
   readAfterCreate,
@@ -59,7 +59,7 @@ const SELF_DESTRUCT = pythonSelfDestructProgram({
 function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, VerdaClusterData> {
   const api = createVerdaClient(settings);
   const addressOf = ({ id, publicIp }: Instance) => (publicIp ? { id, ip: publicIp } : undefined);
-  const { standIns, fields } = marketplaceMachine({ name: "verda", label: "Verda", settings, addressOf });
+  const { standIns, fields } = machineAdapterHalf({ name: "verda", label: "Verda", settings, addressOf });
   const machine = mappedMachine<VerdaInstance, { id: string; ip: string }>(standIns, {
     // The others (new, ordered, validating, provisioning) are on their way. A discontinued instance (a
     // spot instance Verda took back) never runs again: teardown still deletes it.

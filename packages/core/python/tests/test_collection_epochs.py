@@ -48,8 +48,12 @@ def holder_of_copy(clients: Dict[int, Client], nodes: Tuple[int, ...]) -> int:
         time.sleep(0.05)
 
 
-def pool_of(count: int) -> Iterator[Tuple[Dict[int, WorkerProcess], Dict[int, Client], Dict[str, Any]]]:
-    workers = [WorkerProcess("--concurrency", "2", *(["--node", str(node)] if node else [])) for node in range(count)]
+def pool_of(count: int, env: Dict[str, str] | None = None,
+            announce: bool = True) -> Iterator[Tuple[Dict[int, WorkerProcess], Dict[int, Client], Dict[str, Any]]]:
+    """``count`` workers told they form one pool; unless ``announce`` is False (a pool's first
+    moments), every other node is told where the head serves."""
+    workers = [WorkerProcess("--concurrency", "2", *(["--node", str(node)] if node else []), env=env)
+               for node in range(count)]
     try:
         for each in workers:
             each.__enter__()
@@ -61,7 +65,7 @@ def pool_of(count: int) -> Iterator[Tuple[Dict[int, WorkerProcess], Dict[int, Cl
             if node == 0:
                 authority = ready["collections"]
         assert authority["epoch"] == 0
-        for node in range(1, count):
+        for node in range(1, count if announce else 1):
             clients[node].send({"t": "authority", **authority})
         yield dict(enumerate(workers)), clients, authority
         for client in clients.values():
@@ -234,31 +238,10 @@ def test_a_stopped_replica_holds_the_heads_answers_until_the_client_says_it_is_l
     assert value(clients[1], "$replica")["seq"] in (1, 2)
 
 
-def new_pool_of_two(env: Dict[str, str]) -> Iterator[Tuple[Dict[int, WorkerProcess], Dict[int, Client], Dict[str, Any]]]:
-    """Two workers told they form one pool, node 1 not yet told where the head serves (as in a
-    pool's first moments): what the head does with a write before any node holds its copy."""
-    workers = [WorkerProcess("--concurrency", "2", *(["--node", "1"] if node else []), env=env) for node in range(2)]
-    try:
-        for each in workers:
-            each.__enter__()
-        clients = {node: Client(each.port) for node, each in enumerate(workers)}
-        authority: Dict[str, Any] = {}
-        for node, client in clients.items():
-            assert client.hello()["t"] == "welcome"
-            ready = client.cluster(node, 2)
-            authority = ready["collections"] if node == 0 else authority
-        yield dict(enumerate(workers)), clients, authority
-        for client in clients.values():
-            client.close()
-    finally:
-        for each in workers:
-            each.__exit__(None, None, None)
-
-
 def test_a_new_head_holds_its_first_writes_until_another_node_has_the_copy() -> None:
     """A head whose pool has another node answers no write alone before that node has the copy:
     a head lost in the pool's first moments loses nothing acknowledged either."""
-    for _workers, clients, authority in new_pool_of_two({"SKYWARD_COLLECTIONS_COPY_WAIT": "600"}):
+    for _workers, clients, authority in pool_of(2, {"SKYWARD_COLLECTIONS_COPY_WAIT": "600"}, announce=False):
         pending = send_op(clients[0], "counter", "c", "increment", 1)
         with pytest.raises(TimeoutError):
             answer_of(clients[0], pending, timeout=2)
@@ -273,7 +256,7 @@ def test_a_new_head_answers_alone_once_no_node_came_for_the_copy_in_time() -> No
     """No node connects for the copy (a peer network that does not let them): after the wait the
     head answers alone and says so in its log, rather than holding every write for ever; the
     client's verdict on the node ends the wait at once too."""
-    for workers, clients, _authority in new_pool_of_two({"SKYWARD_COLLECTIONS_COPY_WAIT": "1"}):
+    for workers, clients, _authority in pool_of(2, {"SKYWARD_COLLECTIONS_COPY_WAIT": "1"}, announce=False):
         pending = send_op(clients[0], "counter", "c", "increment", 1)
         answer = answer_of(clients[0], pending)
         assert answer["ok"] is True and answer["value"] == 1, answer
@@ -281,7 +264,7 @@ def test_a_new_head_answers_alone_once_no_node_came_for_the_copy_in_time() -> No
         while not any("no other node connected to hold a copy" in line for line in workers[0].stderr_lines):
             assert time.monotonic() < deadline, workers[0].stderr_lines[-5:]
             time.sleep(0.05)
-    for _workers, clients, _authority in new_pool_of_two({"SKYWARD_COLLECTIONS_COPY_WAIT": "600"}):
+    for _workers, clients, _authority in pool_of(2, {"SKYWARD_COLLECTIONS_COPY_WAIT": "600"}, announce=False):
         pending = send_op(clients[0], "counter", "c", "increment", 1)
         with pytest.raises(TimeoutError):
             answer_of(clients[0], pending, timeout=1)

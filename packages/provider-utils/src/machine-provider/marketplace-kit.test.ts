@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { batchDeleteOutcomes, knownMachines } from "./batch-delete.js";
 import { tagsFromDescription, tagsToDescription } from "./description-tags.js";
 import { machineErrorClass } from "./machine-api.js";
-import { marketListings, marketplaceMachine, readAfterCreate } from "./marketplace-machine.js";
+import { machineAdapterHalf, marketListings, readAfterCreate } from "./marketplace-machine.js";
 import { deletedUnlessGone } from "./remove-unless-gone.js";
 
 const AcmeError = machineErrorClass("acme", "AcmeApiError");
@@ -68,7 +68,7 @@ describe("the marketplace kit", () => {
   });
 
   it("the shared fields log in as root, and a worker's self-destruct deletes through the API unless a stand-in is set", () => {
-    const { fields } = marketplaceMachine({
+    const { fields } = machineAdapterHalf({
       name: "acme",
       label: "Acme",
       settings: { retryDelayMs: 10 },
@@ -88,7 +88,7 @@ describe("the marketplace kit", () => {
   });
 
   it("describes a machine with the test seam's stand-in put in, the private address following from it", () => {
-    const half = marketplaceMachine({
+    const half = machineAdapterHalf({
       name: "acme",
       label: "Acme",
       settings: {

@@ -2,8 +2,8 @@
  * The one half every adapter of a machine-renting API shares, written once: its fixed fields (no
  * idempotency token, so a lost create is found by name; a boot command arming the watchdog), the
  * login user (root on marketplace containers, a sudo user on VMs), the `sshAddress` test seam with the
- * self-destruct a worker runs, and `describe` with the seam's stand-in put in. `marketplaceMachine` (root
- * containers) and `defineApiVm` (VMs deleting themselves through the API) are this half with their
+ * self-destruct a worker runs, and `describe` with the seam's stand-in put in. Root containers (Verda,
+ * Novita) use it as is; `defineApiVm` (VMs deleting themselves through the API) is this half with its
  * defaults. Also here: the on-demand and spot listings an offer query asks for, and the read right
  * after a create that never loses the machine asked for.
  */
@@ -107,18 +107,6 @@ export function machineAdapterHalf<Address, Mapping extends SshStandIn>(
     },
   };
 }
-
-/** What {@link marketplaceMachine} is given: a root-login marketplace's half. */
-export type MarketplaceMachineOptions<Address, Mapping extends SshStandIn> = MachineAdapterHalfOptions<
-  Address,
-  Mapping
->;
-
-/** The fields of an adapter {@link marketplaceMachine} fills in. */
-export type MarketplaceMachineFields = MachineAdapterHalfFields;
-
-/** The shared half of a root-login marketplace adapter (Verda, Novita): {@link machineAdapterHalf}. */
-export const marketplaceMachine = machineAdapterHalf;
 
 /** The on-demand and spot listings the query's allocation asks for (`none` for a market it does not). */
 export async function marketListings<Listing>(
