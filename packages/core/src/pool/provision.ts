@@ -54,8 +54,13 @@ export async function provisionInstances(
 ): Promise<Instance[]> {
   const instances: Instance[] = [];
   const attempts: ProvisionAttempt[] = [];
+  // Given up (the pool closed, the caller's signal): what was made so far goes too, or it bills on.
+  const abandon = async (): Promise<never> => {
+    if (instances.length > 0) await terminateQuietly(provider, cluster, instances);
+    throw abortError(signal, "Provisioning");
+  };
   for (let attempt = 1; instances.length < count; attempt += 1) {
-    if (signal.aborted) throw abortError(signal, "Provisioning");
+    if (signal.aborted) await abandon();
     try {
       instances.push(
         ...(await provider.provision({
@@ -66,7 +71,7 @@ export async function provisionInstances(
         })),
       );
     } catch (error) {
-      if (signal.aborted) throw abortError(signal, "Provisioning");
+      if (signal.aborted) await abandon();
       attempts.push(
         ...attemptsOf(error, {
           provider: provider.name,

@@ -72,6 +72,11 @@ async function shapeCluster(spec: PoolSpec, cluster: Cluster, options: Options):
   return { spec, cluster, image, layout };
 }
 
+/** Tears a candidate's cluster down, within two minutes, ignoring failure (it is being given up). */
+async function tearDownQuietly(provider: Provider, cluster: Cluster): Promise<void> {
+  await provider.teardown({ cluster, signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
+}
+
 /** What {@link provisionPool} settled on. */
 interface Chosen {
   readonly spec: PoolSpec;
@@ -119,11 +124,14 @@ async function provisionPool(
       );
       return { spec: shaped.spec, provider, offer, cluster, instances };
     } catch (error) {
-      if (signal.aborted) throw abortError(signal, "Provisioning the pool");
+      if (signal.aborted) {
+        // The pool is not started yet, so its shutdown knows no cluster to tear down: done here.
+        if (cluster) await tearDownQuietly(provider, cluster);
+        throw abortError(signal, "Provisioning the pool");
+      }
       // A plugin's transform failing, or bad input, is not a capacity problem: no other offer helps.
       if (!ProvisionError.isInstance(error) && !NoCapacityError.isInstance(error)) {
-        if (cluster)
-          await provider.teardown({ cluster, signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
+        if (cluster) await tearDownQuietly(provider, cluster);
         throw error;
       }
       // A NoCapacityError (the provider's, or provisioning's) brings its attempts: listed once each,
@@ -138,8 +146,7 @@ async function provisionPool(
         message: `${attemptPlace(place)} failed: ${failed.map((attempt) => attempt.reason).join("; ")}; trying the next offer`,
         cause: error,
       });
-      if (cluster)
-        await provider.teardown({ cluster, signal: AbortSignal.timeout(120_000) }).catch(() => undefined);
+      if (cluster) await tearDownQuietly(provider, cluster);
     }
   }
   throw new NoCapacityError({ attempts });

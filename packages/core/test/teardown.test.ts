@@ -1,0 +1,69 @@
+/**
+ * Every way a pool's start can end leaves nothing running: what was provisioned before the start
+ * was given up is terminated, and the provider's resources are torn down (a cloud bills for both).
+ */
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import * as sky from "../src/index.js";
+
+const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));
+
+/**
+ * The real Local provider, but it has room for one instance only: a second `provision` call waits
+ * until it is aborted (a cloud whose capacity is slow to come). Records what it made.
+ */
+function oneAtATime() {
+  const local = sky.Local();
+  type LocalCluster = Awaited<ReturnType<typeof local.prepare>>;
+  const made: { cluster?: LocalCluster; instances: string[]; waiting: boolean } = {
+    instances: [],
+    waiting: false,
+  };
+  const provider: sky.Provider = {
+    ...local,
+    name: "one-at-a-time",
+    async prepare(options) {
+      made.cluster = await local.prepare(options as never);
+      return made.cluster;
+    },
+    async provision(options) {
+      if (made.instances.length === 0) {
+        const instances = await local.provision({ ...options, count: 1 } as never);
+        made.instances.push(...instances.map((instance) => instance.id));
+        return instances;
+      }
+      made.waiting = true;
+      return await new Promise<never>((_, reject) => {
+        options.signal.addEventListener("abort", () => reject(new Error("provisioning was aborted")), {
+          once: true,
+        });
+      });
+    },
+  };
+  return { local, provider, made };
+}
+
+describe("a start given up", () => {
+  it("terminates the instances provisioned so far and tears the cluster down", async () => {
+    const { local, provider, made } = oneAtATime();
+    const abort = new AbortController();
+    const started = sky
+      .compute(
+        { provider, nodes: 2, image: { includes: [tasks] }, options: { console: false, logging: false } },
+        { signal: abort.signal, handleSignals: false },
+      )
+      .catch((caught: unknown) => caught);
+    await expect.poll(() => made.waiting, { timeout: 60_000 }).toBe(true);
+    abort.abort(new Error("the user gave up"));
+    const error = await started;
+    expect(sky.CancelledError.isInstance(error)).toBe(true);
+    const cluster = made.cluster as NonNullable<typeof made.cluster>;
+    const [instance] = made.instances;
+    // The one instance made is gone, and so is the cluster's directory (Local's resources).
+    expect(
+      await local.getInstance({ cluster, id: instance as string, signal: AbortSignal.timeout(5000) }),
+    ).toBe(null);
+    expect(existsSync(cluster.specific.root)).toBe(false);
+  }, 120_000);
+});
