@@ -12,6 +12,7 @@ import { describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
 
 const child = fileURLToPath(new URL("./fixtures/signal-child.ts", import.meta.url));
+const provisioningChild = fileURLToPath(new URL("./fixtures/signal-provisioning-child.ts", import.meta.url));
 
 function alive(pid: number): boolean {
   try {
@@ -63,6 +64,34 @@ describe("an interrupted client", () => {
       // Disposed before it exited: no worker is left even an instant later.
       expect(client.pids.filter(alive)).toEqual([]);
     },
+  );
+
+  it.each(["SIGINT", "SIGTERM"] as const)(
+    "on %s while provisioning, tears down what was provisioned before it ends",
+    async (signal) => {
+      const parent = await mkdtemp(join(tmpdir(), "skyward-provisioning-"));
+      try {
+        const process_ = spawn(process.execPath, [provisioningChild, parent], {
+          stdio: ["ignore", "pipe", "inherit"],
+        });
+        const exited = new Promise<string | null>((resolve) =>
+          process_.once("exit", (_code, how) => resolve(how)),
+        );
+        const lines = createInterface({ input: process_.stdout });
+        const { root } = await new Promise<{ root: string }>((resolve, reject) => {
+          lines.once("line", (line) => resolve(JSON.parse(line) as { root: string }));
+          process_.once("exit", () => reject(new Error("the client exited before it was provisioning")));
+        });
+        expect((await readdir(parent)).map((name) => join(parent, name))).toEqual([root]);
+        process.kill(process_.pid as number, signal);
+        expect(await exited).toBe(signal);
+        // The cluster was torn down before the process ended: its root (Local's resources) is gone.
+        expect(await readdir(parent)).toEqual([]);
+      } finally {
+        await rm(parent, { recursive: true, force: true });
+      }
+    },
+    60_000,
   );
 
   it("leaves no Local worker behind after a SIGKILL", async () => {

@@ -145,6 +145,8 @@ export class PoolRuntime implements Pool {
   readonly #announcement: PoolAnnouncement | undefined;
   readonly #detachHandler: DetachHandler;
   #closing: Promise<void> | undefined;
+  /** The start under way: a close during it waits for what the start gives up to be torn down. */
+  #starting: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
   #startedAt = performance.now();
   /** The pool's running cost, kept from its own events. */
@@ -372,7 +374,12 @@ export class PoolRuntime implements Pool {
   // ————————————————————————————————————————————————————————————————— lifecycle
 
   /** Provisions the nodes and connects to them (the pool's factory calls it once). */
-  async start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
+  start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
+    this.#starting = this.#start(specs, signal);
+    return this.#starting;
+  }
+
+  async #start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
     try {
       const abort = this.#context.abort.signal;
       const combined = signal ? AbortSignal.any([signal, abort]) : abort;
@@ -442,6 +449,10 @@ export class PoolRuntime implements Pool {
     setPoolState(context, "shutting_down");
     this.#budget?.stop();
     context.abort.abort(new CancelledError({ message: "The pool is shutting down" }));
+    // Closed while starting (a signal, the budget): the start, aborted, terminates the instances it
+    // provisioned and tears its cluster down before the pool knows them; a process about to end on
+    // a signal must not end before that.
+    await this.#starting?.catch(() => undefined);
     await this.#membership.stop();
     // No `cancel` may reach a detached pool's workers: connections go first, then the waiting callers.
     if (detached) await dropConnections(context);
