@@ -211,6 +211,27 @@ describe("a 3-node local pool (thread executor)", () => {
     expect(await pool.run(add(2, 2))).toBe(4);
   });
 
+  it("runs nothing for a signal already aborted, a streaming run included", async () => {
+    const started: string[] = [];
+    const off = pool.on("task.started", (event) => started.push(event.taskId));
+    const aborted = AbortSignal.abort(new Error("the user gave up"));
+    await expect(pool.run(add(1, 1), { signal: aborted })).rejects.toSatisfy((error) =>
+      sky.CancelledError.isInstance(error),
+    );
+    const items: number[] = [];
+    await expect(
+      (async () => {
+        for await (const item of pool.run(count(3), { signal: aborted })) items.push(item);
+      })(),
+    ).rejects.toSatisfy((error) => sky.CancelledError.isInstance(error));
+    expect(items).toEqual([]);
+    // Nothing reached a worker: a later task is the first to start.
+    const after = pool.submit(add(2, 2));
+    expect(await after.result).toBe(4);
+    off();
+    expect(started).toEqual([after.id]);
+  });
+
   it("cancels a task by its id, running or queued, and says false for one that ended", async () => {
     const started = new Promise<void>((resolve) => {
       const off = pool.on("task.started", () => {

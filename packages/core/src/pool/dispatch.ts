@@ -187,6 +187,15 @@ export function runStream<T>(
   return {
     [Symbol.asyncIterator](): AsyncIterator<T> {
       host.checkOpen();
+      // An abort listener never fires for a signal aborted already: such a run starts nothing.
+      const { signal } = options;
+      if (signal?.aborted) {
+        const error = abortError(signal, `${pending.ref}`);
+        return {
+          next: () => Promise.reject(error),
+          return: async () => ({ value: undefined, done: true }),
+        };
+      }
       const node = placementOf(host.context, options.target);
       const buffered: T[] = [];
       let finished = false;
