@@ -104,6 +104,24 @@ describe("a 3-node local pool (thread executor)", () => {
     ]);
   });
 
+  it("cancels the calls it sent when its items fail, as when a call fails", async () => {
+    const cancelled: string[] = [];
+    const queued: string[] = [];
+    const offCancelled = pool.on("task.cancelled", (event) => cancelled.push(event.taskId));
+    const offQueued = pool.on("task.queued", (event) => queued.push(event.taskId));
+    async function* failing() {
+      yield [30] as [number];
+      yield [30] as [number];
+      throw new Error("the data loader broke");
+    }
+    await expect(pool.map(sleep, failing())).rejects.toThrow("the data loader broke");
+    // Both calls sent are cancelled, not left to run on (and hold the nodes) for 30 s.
+    await expect.poll(() => [...cancelled].sort(), { timeout: 20_000 }).toEqual([...queued].sort());
+    offCancelled();
+    offQueued();
+    expect(queued).toHaveLength(2);
+  });
+
   it("submits without waiting and returns a handle with an id", async () => {
     const handle = pool.submit(add(40, 2));
     expect(handle.id).toMatch(/^t\d+$/);

@@ -202,6 +202,9 @@ export async function mapTasks<A extends unknown[], R>(
         if (outstanding === 0 || failure) resolve();
       });
     }
+  } catch (error) {
+    // The items failed (an item not an array, the iterable itself throwing): the calls sent go too.
+    failure ??= error as Error;
   } finally {
     signal?.removeEventListener("abort", onAbort);
   }
