@@ -11,9 +11,10 @@ const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url)
 
 /**
  * The real Local provider, but it has room for one instance only: a second `provision` call waits
- * until it is aborted (a cloud whose capacity is slow to come). Records what it made.
+ * until it is aborted (`"waits"`: a cloud whose capacity is slow to come) or fails at once, to be
+ * asked again after `provisionRetryDelay` (`"refuses"`). Records what it made.
  */
-function oneAtATime() {
+function oneAtATime(second: "waits" | "refuses") {
   const local = sky.Local();
   type LocalCluster = Awaited<ReturnType<typeof local.prepare>>;
   const made: { cluster?: LocalCluster; instances: string[]; waiting: boolean } = {
@@ -34,6 +35,8 @@ function oneAtATime() {
         return instances;
       }
       made.waiting = true;
+      if (second === "refuses")
+        throw new sky.ProvisionError({ provider: "one-at-a-time", message: "no room", isRetryable: true });
       return await new Promise<never>((_, reject) => {
         options.signal.addEventListener("abort", () => reject(new Error("provisioning was aborted")), {
           once: true,
@@ -45,25 +48,38 @@ function oneAtATime() {
 }
 
 describe("a start given up", () => {
-  it("terminates the instances provisioned so far and tears the cluster down", async () => {
-    const { local, provider, made } = oneAtATime();
-    const abort = new AbortController();
-    const started = sky
-      .compute(
-        { provider, nodes: 2, image: { includes: [tasks] }, options: { console: false, logging: false } },
-        { signal: abort.signal, handleSignals: false },
-      )
-      .catch((caught: unknown) => caught);
-    await expect.poll(() => made.waiting, { timeout: 60_000 }).toBe(true);
-    abort.abort(new Error("the user gave up"));
-    const error = await started;
-    expect(sky.CancelledError.isInstance(error)).toBe(true);
-    const cluster = made.cluster as NonNullable<typeof made.cluster>;
-    const [instance] = made.instances;
-    // The one instance made is gone, and so is the cluster's directory (Local's resources).
-    expect(
-      await local.getInstance({ cluster, id: instance as string, signal: AbortSignal.timeout(5000) }),
-    ).toBe(null);
-    expect(existsSync(cluster.specific.root)).toBe(false);
-  }, 120_000);
+  it.each([
+    ["while a provision call waits", "waits"],
+    ["between provision attempts", "refuses"],
+  ] as const)(
+    "%s terminates the instances provisioned so far and tears the cluster down",
+    async (_, second) => {
+      const { local, provider, made } = oneAtATime(second);
+      const abort = new AbortController();
+      const started = sky
+        .compute(
+          {
+            provider,
+            nodes: 2,
+            image: { includes: [tasks] },
+            // A wait between attempts longer than the test: a start given up must not sit it out.
+            options: { console: false, logging: false, provisionRetryDelay: 3600 },
+          },
+          { signal: abort.signal, handleSignals: false },
+        )
+        .catch((caught: unknown) => caught);
+      await expect.poll(() => made.waiting, { timeout: 60_000 }).toBe(true);
+      abort.abort(new Error("the user gave up"));
+      const error = await started;
+      expect(sky.CancelledError.isInstance(error)).toBe(true);
+      const cluster = made.cluster as NonNullable<typeof made.cluster>;
+      const [instance] = made.instances;
+      // The one instance made is gone, and so is the cluster's directory (Local's resources).
+      expect(
+        await local.getInstance({ cluster, id: instance as string, signal: AbortSignal.timeout(5000) }),
+      ).toBe(null);
+      expect(existsSync(cluster.specific.root)).toBe(false);
+    },
+    120_000,
+  );
 });

@@ -2,6 +2,7 @@
  * Provisioning: instances asked of a provider for a prepared cluster, retried as the spec allows,
  * then polled until they run; what the provider reports meanwhile becomes `provision.progress`.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Cluster, Instance, ProgressReport, Provider } from "../contract/provider.js";
 import { attemptsOf, NoCapacityError, type ProvisionAttempt, ProvisionError } from "../errors/errors.js";
 import type { PoolSpec } from "../spec/spec.js";
@@ -93,7 +94,8 @@ export async function provisionInstances(
           ? new NoCapacityError({ attempts, cause: error })
           : error;
       }
-      await new Promise((resolve) => setTimeout(resolve, spec.provisionRetryDelay * 1000));
+      // Cut short by an abort: the next turn gives up what was made.
+      await sleep(spec.provisionRetryDelay * 1000, undefined, { signal }).catch(() => undefined);
     }
   }
   try {
