@@ -122,6 +122,27 @@ describe("a 3-node local pool (thread executor)", () => {
     expect(queued).toHaveLength(2);
   });
 
+  it("streams in order past a later call's failure: it surfaces at its place, and unhandled nowhere", async () => {
+    const unhandled: unknown[] = [];
+    const record = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", record);
+    try {
+      const items: number[] = [];
+      await expect(
+        (async () => {
+          // The failure comes back while the first call still runs: nothing awaits it yet.
+          for await (const item of pool.stream([sleep(1), boom("late")])) items.push(item as number);
+        })(),
+      ).rejects.toSatisfy((error) => sky.RemoteTaskError.isInstance(error) && /late/.test(error.message));
+      expect(items).toEqual([1]);
+      // An unhandled rejection ends a Node process (its default): the caller's, here.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", record);
+    }
+  });
+
   it("submits without waiting and returns a handle with an id", async () => {
     const handle = pool.submit(add(40, 2));
     expect(handle.id).toMatch(/^t\d+$/);

@@ -78,6 +78,10 @@ export async function* streamTasks<R>(
 ): AsyncGenerator<R> {
   host.checkOpen();
   const handles = [...tasks].map((task) => submitTask(host, task, options));
+  // A later call may fail while an earlier one is awaited: its failure is thrown at its place (or
+  // never, when the consumer stops first), and must not count as unhandled meanwhile (that ends a
+  // Node process, and with it the pool's teardown).
+  for (const handle of handles) handle.result.catch(() => undefined);
   try {
     if (options.ordered ?? true) {
       for (const handle of handles) yield await handle.result;
