@@ -145,8 +145,11 @@ export class PoolRuntime implements Pool {
   readonly #announcement: PoolAnnouncement | undefined;
   readonly #detachHandler: DetachHandler;
   #closing: Promise<void> | undefined;
-  /** The start under way: a close during it waits for what the start gives up to be torn down. */
-  #starting: Promise<void> | undefined;
+  /**
+   * Provisioning under way (settled either way): a close during it waits for what it gives up to be
+   * terminated, which it does itself (the pool knows no cluster before it ends).
+   */
+  #provisioning: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
   #startedAt = performance.now();
   /** The pool's running cost, kept from its own events. */
@@ -374,12 +377,7 @@ export class PoolRuntime implements Pool {
   // ————————————————————————————————————————————————————————————————— lifecycle
 
   /** Provisions the nodes and connects to them (the pool's factory calls it once). */
-  start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
-    this.#starting = this.#start(specs, signal);
-    return this.#starting;
-  }
-
-  async #start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
+  async start(specs: readonly PoolSpec[], signal?: AbortSignal): Promise<void> {
     try {
       const abort = this.#context.abort.signal;
       const combined = signal ? AbortSignal.any([signal, abort]) : abort;
@@ -388,13 +386,18 @@ export class PoolRuntime implements Pool {
       if (this.#announcement)
         this.#hub.emit({ ...this.#announcement, timestamp: Date.now(), poolId: this.id });
       setPoolState(this.#context, "requesting");
-      const { spec, cluster } = await provisionAndStart(
+      const provisioning = provisionAndStart(
         this.#context,
         this.#membership,
         specs,
         this.#defaultProvider,
         combined,
       );
+      this.#provisioning = provisioning.then(
+        () => undefined,
+        () => undefined,
+      );
+      const { spec, cluster } = await provisioning;
       setPoolState(this.#context, "ready");
       this.#membership.startLoops(this.#startedAt);
       this.#hub.emit({
@@ -449,10 +452,10 @@ export class PoolRuntime implements Pool {
     setPoolState(context, "shutting_down");
     this.#budget?.stop();
     context.abort.abort(new CancelledError({ message: "The pool is shutting down" }));
-    // Closed while starting (a signal, the budget): the start, aborted, terminates the instances it
-    // provisioned and tears its cluster down before the pool knows them; a process about to end on
-    // a signal must not end before that.
-    await this.#starting?.catch(() => undefined);
+    // Closed while provisioning (a signal, the budget): provisioning, aborted, terminates the
+    // instances it made and tears its cluster down before the pool knows them; a process about to
+    // end on a signal must not end before that. (A plugin's client hook entered after it is not waited for.)
+    await this.#provisioning;
     await this.#membership.stop();
     // No `cancel` may reach a detached pool's workers: connections go first, then the waiting callers.
     if (detached) await dropConnections(context);
