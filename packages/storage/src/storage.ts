@@ -5,6 +5,7 @@
  * strings or functions, resolved when a request is signed and never put in a message, an event or
  * `toJSON`/`inspect` output.
  */
+import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, rm as removeFile, rename, stat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
@@ -298,7 +299,8 @@ export class Storage {
   ): Promise<void> {
     const { body } = await this.read(bucket, key, options);
     await mkdir(dirname(localPath), { recursive: true });
-    const partial = `${localPath}.${process.pid}.partial`;
+    // One of its own per download: two at once to one path (a retry, two tasks) would write one file.
+    const partial = `${localPath}.${process.pid}-${randomUUID().slice(0, 8)}.partial`;
     try {
       await pipeline(body, createWriteStream(partial), options.signal ? { signal: options.signal } : {});
       await rename(partial, localPath);

@@ -4,7 +4,7 @@
  * shown, presets' endpoints and refusals.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -109,6 +109,22 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
     const target = join(scratch, "missing.bin");
     await expect(store.download("data", "no/such/key", target)).rejects.toMatchObject({ name: "NoSuchKey" });
     await expect(stat(target)).rejects.toMatchObject({ code: "ENOENT" });
+  });
+
+  it("downloads to one path twice at once intact: the file is one whole object, never a mix", async () => {
+    const first = randomBytes(8 * 1024 * 1024);
+    const second = randomBytes(8 * 1024 * 1024);
+    await store.write("data", "twice/first.bin", first);
+    await store.write("data", "twice/second.bin", second);
+    const target = join(scratch, "twice", "model.bin");
+    const outcomes = await Promise.allSettled([
+      store.download("data", "twice/first.bin", target),
+      store.download("data", "twice/second.bin", target),
+    ]);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(["fulfilled", "fulfilled"]);
+    const got = await readFile(target);
+    expect(got.equals(first) || got.equals(second)).toBe(true);
+    expect(await readdir(join(scratch, "twice"))).toEqual(["model.bin"]);
   });
 
   it("never shows its credentials", async () => {
