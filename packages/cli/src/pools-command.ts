@@ -42,6 +42,8 @@ Picks a detached pool up: waits for the outcomes of the tasks it was detached wi
   --timeout SECONDS    give up reconnecting to the workers after this long (default: 30 per worker);
                        waiting for the tasks' outcomes once reconnected is not limited
   --close              stop the pool once its outcomes are in
+
+Ctrl-C while waiting for the outcomes detaches the pool again (with --close too): its tasks go on.
   --json               print the outcomes as JSON lines
 `;
 
@@ -183,6 +185,25 @@ async function attachProvider(
   return provider;
 }
 
+/** `promise`'s value, or undefined once `signal` is aborted first. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise<T | undefined>((resolve, reject) => {
+    const onAbort = () => resolve(undefined);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
 /** `skyward attach ID`. */
 export async function attachCommand(
   context: CommandContext,
@@ -205,11 +226,21 @@ export async function attachCommand(
   const pool = await attach(id, {
     options: { console: false },
     signal,
+    // Ctrl-C must not stop a pool the user asked only to look at: it is detached again below.
+    handleSignals: false,
     ...(provider !== undefined ? { provider } : {}),
   });
   let failed = 0;
+  let interrupted = false;
   try {
-    for (const outcome of await pool.collected()) {
+    const outcomes = await untilAborted(pool.collected(), context.signal);
+    if (outcomes === undefined) {
+      // Its outcomes not in yet: the pool is detached again (--close too), its tasks going on.
+      interrupted = true;
+      context.err("skyward: interrupted while waiting for the pool's tasks\n");
+      failed += 1;
+    }
+    for (const outcome of outcomes ?? []) {
       if (!outcome.ok) failed += 1;
       if (flags.json) context.out(`${JSON.stringify(outcome)}\n`);
       else {
@@ -224,7 +255,7 @@ export async function attachCommand(
       }
     }
   } finally {
-    if (flags.close) await pool.close();
+    if (flags.close && !interrupted) await pool.close();
     else
       context.err(`pool ${await pool.detach()} detached again ("skyward attach ${id} --close" stops it)\n`);
   }

@@ -10,9 +10,10 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { runCli } from "./run-cli.js";
+import { CLI, runCli } from "./run-cli.js";
 
 const child = fileURLToPath(new URL("../../core/test/fixtures/detach-child.ts", import.meta.url));
+const longChild = fileURLToPath(new URL("./fixtures/detach-long-child.ts", import.meta.url));
 const fixturePackage = fileURLToPath(new URL("./fixtures/fake-provider-package", import.meta.url));
 const cliIndex = new URL("../dist/index.js", import.meta.url).href;
 
@@ -88,6 +89,53 @@ describe("skyward pools, status and attach", () => {
     const missing = await runCli(["status", id], { cwd: scratch, env });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain(`no detached pool "${id}"`);
+  }, 120_000);
+});
+
+describe("skyward attach interrupted", () => {
+  it("without --close, detaches the pool again on Ctrl-C: its workers and their task go on", async () => {
+    const scratch = mkdtempSync(join(tmpdir(), "skyward-attach-interrupted-"));
+    const env = { PATH: process.env.PATH ?? "", HOME: scratch, SKYWARD_HOME: join(scratch, "home") };
+    const client = spawn(process.execPath, [longChild, join(scratch, "work")], {
+      env,
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: client.stdout }).once("line", resolve);
+      client.once("exit", (code) => reject(new Error(`the client exited (${code}) before detaching`)));
+    });
+    client.kill("SIGKILL");
+    await new Promise((resolve) => client.once("exit", resolve));
+    const { id, pids } = JSON.parse(line) as { id: string; pids: number[] };
+    try {
+      const log = join(env.SKYWARD_HOME, "logs", "skyward.log");
+      const readyRecords = () =>
+        readFileSync(log, "utf8")
+          .trim()
+          .split("\n")
+          .filter((text) => {
+            const record = JSON.parse(text) as { event?: string; pool?: string };
+            return record.event === "pool.ready" && record.pool === id;
+          }).length;
+      const detachedReady = readyRecords();
+      // `skyward attach ID` waits for the outcome of a task that runs for ten minutes.
+      const cli = spawn(process.execPath, [CLI, "attach", id], { cwd: scratch, env, stdio: "pipe" });
+      let stderr = "";
+      cli.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const exited = new Promise<number | null>((resolve) => cli.once("exit", (code) => resolve(code)));
+      await expect.poll(readyRecords, { timeout: 60_000 }).toBe(detachedReady + 1);
+      cli.kill("SIGINT");
+      expect(await exited).not.toBe(0);
+      expect(stderr).toContain(`pool ${id} detached again`);
+      // The job goes on: the worker runs, and the pool is listed for a later attach.
+      for (const pid of pids) expect(alive(pid)).toBe(true);
+      const pools = await runCli(["pools"], { cwd: scratch, env });
+      expect(pools.stdout).toContain(id);
+    } finally {
+      for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
+    }
   }, 120_000);
 });
 

@@ -5,12 +5,12 @@
  */
 import { loadConfig, resolveNamedPool } from "./config/config-file.js";
 import { checkLocalInputs } from "./config/local-files.js";
-import { ConfigurationError } from "./errors/errors.js";
 import { Local } from "./local/local-provider.js";
 import type { SkywardEvent } from "./observe/events.js";
 import { openPool } from "./pool/create-pool.js";
 import { openWithDashboard } from "./pool/dashboard-option.js";
 import type { Pool } from "./pool/pool.js";
+import { checkHandleSignals } from "./pool/signals.js";
 import { stateFileDetach } from "./session/detach.js";
 import {
   type ComputeInput,
@@ -67,16 +67,7 @@ export async function resolveComputeInput(input: ComputeInput): Promise<Resolved
  */
 export async function compute(input: ComputeInput, options: ComputeOptions = {}): Promise<Pool> {
   const resolved = await resolveComputeInput(input);
-  if (options.handleSignals !== undefined && typeof options.handleSignals !== "boolean") {
-    throw new ConfigurationError({
-      issues: [
-        {
-          path: "handleSignals",
-          message: `expected a boolean, received ${JSON.stringify(options.handleSignals)}`,
-        },
-      ],
-    });
-  }
+  checkHandleSignals(options.handleSignals);
   const request = {
     specs: resolved.specs,
     options: resolved.options,

@@ -3,6 +3,18 @@
  * so that the process ends as it means.
  */
 
+import { ConfigurationError } from "../errors/errors.js";
+
+/** Refuses a `handleSignals` (of `compute` or `attach`) that is not a boolean, naming it. */
+export function checkHandleSignals(handleSignals: unknown): void {
+  if (handleSignals === undefined || typeof handleSignals === "boolean") return;
+  throw new ConfigurationError({
+    issues: [
+      { path: "handleSignals", message: `expected a boolean, received ${JSON.stringify(handleSignals)}` },
+    ],
+  });
+}
+
 /** What a signal needs of a pool: to close it, and how long closing may take. */
 export interface SignalClosable {
   close(): Promise<void>;

@@ -22,6 +22,7 @@ import type { DetachHandler } from "../pool/detach.js";
 import type { Pool } from "../pool/pool.js";
 import type { PoolInternals } from "../pool/pool-runtime.js";
 import { resolveSecretValues } from "../pool/secret-values.js";
+import { checkHandleSignals } from "../pool/signals.js";
 import { RemoteRef } from "../protocol/values.js";
 import { validateComputeInput } from "../spec/compute-input.js";
 import { type OptionsInput, optionsSchema } from "../spec/options.js";
@@ -69,6 +70,12 @@ export interface AttachOptions {
   readonly options?: Omit<OptionsInput, "worker" | "cluster">;
   /** Aborts reconnecting. */
   readonly signal?: AbortSignal;
+  /**
+   * Whether the attached pool installs SIGINT/SIGTERM handlers that close it (stopping its workers
+   * and terminating its instances) and then end the process, as `compute`'s `handleSignals`. Default
+   * true; set false to decide yourself, e.g. to detach it again on a signal.
+   */
+  readonly handleSignals?: boolean;
   /**
    * The provider of the pool's type, which its new nodes start through: with it the pool grows and
    * shrinks again within its node bounds (`resize`, autoscaling), each new node made with the
@@ -177,6 +184,7 @@ function costSoFar(state: DetachedPoolState, now: number): number {
  */
 export async function attach(id: string, options: AttachOptions = {}): Promise<AttachedPool> {
   refuseWorkerSettings(options);
+  checkHandleSignals(options.handleSignals);
   const state = await readPoolState(id);
   if (!state) throw new Error(`no detached pool ${JSON.stringify(id)}: nothing in the pools directory`);
   // Read before any worker is reached: refused later, the collector would have taken outcomes it
@@ -351,6 +359,7 @@ async function attached(
             defaultProvider: () => provider,
             detach,
             signal: options.signal,
+            handleSignals: options.handleSignals,
             ...wiring,
           },
           {
