@@ -74,6 +74,12 @@ export interface PoolContext {
   readonly secrets: SecretValues;
   /** Why the pool cannot start new nodes (an attached pool without a provider to start them with). */
   readonly growthRefusal: string | undefined;
+  /**
+   * The start's provisioning and first node starts, settled either way (undefined before it begins):
+   * aborted, it terminates what it provisioned and tears its cluster down itself, before the pool
+   * knows them, so a shutdown waits for it (a process ending on a signal must not end first).
+   */
+  provisioning?: Promise<void>;
 }
 
 /** The default layout: one worker per node, in threads. */

@@ -145,11 +145,6 @@ export class PoolRuntime implements Pool {
   readonly #announcement: PoolAnnouncement | undefined;
   readonly #detachHandler: DetachHandler;
   #closing: Promise<void> | undefined;
-  /**
-   * Provisioning under way (settled either way): a close during it waits for what it gives up to be
-   * terminated, which it does itself (the pool knows no cluster before it ends).
-   */
-  #provisioning: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
   #startedAt = performance.now();
   /** The pool's running cost, kept from its own events. */
@@ -386,18 +381,13 @@ export class PoolRuntime implements Pool {
       if (this.#announcement)
         this.#hub.emit({ ...this.#announcement, timestamp: Date.now(), poolId: this.id });
       setPoolState(this.#context, "requesting");
-      const provisioning = provisionAndStart(
+      const { spec, cluster } = await provisionAndStart(
         this.#context,
         this.#membership,
         specs,
         this.#defaultProvider,
         combined,
       );
-      this.#provisioning = provisioning.then(
-        () => undefined,
-        () => undefined,
-      );
-      const { spec, cluster } = await provisioning;
       setPoolState(this.#context, "ready");
       this.#membership.startLoops(this.#startedAt);
       this.#hub.emit({
@@ -452,10 +442,7 @@ export class PoolRuntime implements Pool {
     setPoolState(context, "shutting_down");
     this.#budget?.stop();
     context.abort.abort(new CancelledError({ message: "The pool is shutting down" }));
-    // Closed while provisioning (a signal, the budget): provisioning, aborted, terminates the
-    // instances it made and tears its cluster down before the pool knows them; a process about to
-    // end on a signal must not end before that. (A plugin's client hook entered after it is not waited for.)
-    await this.#provisioning;
+    await context.provisioning; // closed while starting: what it provisioned goes first
     await this.#membership.stop();
     // No `cancel` may reach a detached pool's workers: connections go first, then the waiting callers.
     if (detached) await dropConnections(context);

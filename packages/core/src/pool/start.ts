@@ -154,9 +154,25 @@ async function provisionPool(
 
 /**
  * Provisions the pool and starts its nodes; resolves once `min` of them (at least one) are ready,
- * the others joining as they come. The caller has set the state to "requesting".
+ * the others joining as they come. The caller has set the state to "requesting". Tracked as
+ * `context.provisioning` (a shutdown waits for it).
  */
-export async function provisionAndStart(
+export function provisionAndStart(
+  context: PoolContext,
+  membership: Membership,
+  specs: readonly PoolSpec[],
+  defaultProvider: () => Provider,
+  signal: AbortSignal,
+): Promise<{ spec: PoolSpec; cluster: Cluster }> {
+  const started = provisionAndStartNodes(context, membership, specs, defaultProvider, signal);
+  context.provisioning = started.then(
+    () => undefined,
+    () => undefined,
+  );
+  return started;
+}
+
+async function provisionAndStartNodes(
   context: PoolContext,
   membership: Membership,
   specs: readonly PoolSpec[],
