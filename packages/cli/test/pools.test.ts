@@ -17,9 +17,12 @@ const longChild = fileURLToPath(new URL("./fixtures/detach-long-child.ts", impor
 const fixturePackage = fileURLToPath(new URL("./fixtures/fake-provider-package", import.meta.url));
 const cliIndex = new URL("../dist/index.js", import.meta.url).href;
 
-/** Starts the detach-child client (a 2-node Local pool, six tasks), waits for its detach and kills it. */
-async function detachedLocalPool(scratch: string, env: NodeJS.ProcessEnv) {
-  const client = spawn(process.execPath, [child, join(scratch, "work")], {
+/**
+ * Starts a detaching client (by default the detach-child: a 2-node Local pool, six tasks), waits for
+ * its detach and kills it.
+ */
+async function detachedLocalPool(scratch: string, env: NodeJS.ProcessEnv, fixture = child) {
+  const client = spawn(process.execPath, [fixture, join(scratch, "work")], {
     env,
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -96,17 +99,7 @@ describe("skyward attach interrupted", () => {
   it("without --close, detaches the pool again on Ctrl-C: its workers and their task go on", async () => {
     const scratch = mkdtempSync(join(tmpdir(), "skyward-attach-interrupted-"));
     const env = { PATH: process.env.PATH ?? "", HOME: scratch, SKYWARD_HOME: join(scratch, "home") };
-    const client = spawn(process.execPath, [longChild, join(scratch, "work")], {
-      env,
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    const line = await new Promise<string>((resolve, reject) => {
-      createInterface({ input: client.stdout }).once("line", resolve);
-      client.once("exit", (code) => reject(new Error(`the client exited (${code}) before detaching`)));
-    });
-    client.kill("SIGKILL");
-    await new Promise((resolve) => client.once("exit", resolve));
-    const { id, pids } = JSON.parse(line) as { id: string; pids: number[] };
+    const { id, pids } = await detachedLocalPool(scratch, env, longChild);
     try {
       const log = join(env.SKYWARD_HOME, "logs", "skyward.log");
       const readyRecords = () =>

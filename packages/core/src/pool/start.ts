@@ -158,14 +158,10 @@ async function provisionPool(
  * `context.provisioning` (a shutdown waits for it).
  */
 export function provisionAndStart(
-  context: PoolContext,
-  membership: Membership,
-  specs: readonly PoolSpec[],
-  defaultProvider: () => Provider,
-  signal: AbortSignal,
+  ...args: Parameters<typeof provisionAndStartNodes>
 ): Promise<{ spec: PoolSpec; cluster: Cluster }> {
-  const started = provisionAndStartNodes(context, membership, specs, defaultProvider, signal);
-  context.provisioning = started.then(
+  const started = provisionAndStartNodes(...args);
+  args[0].provisioning = started.then(
     () => undefined,
     () => undefined,
   );
