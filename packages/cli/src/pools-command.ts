@@ -42,9 +42,9 @@ Picks a detached pool up: waits for the outcomes of the tasks it was detached wi
   --timeout SECONDS    give up reconnecting to the workers after this long (default: 30 per worker);
                        waiting for the tasks' outcomes once reconnected is not limited
   --close              stop the pool once its outcomes are in
+  --json               print the outcomes as JSON lines
 
 Ctrl-C while waiting for the outcomes detaches the pool again (with --close too): its tasks go on.
-  --json               print the outcomes as JSON lines
 `;
 
 function nodesCell(pool: DetachedPool): string {
