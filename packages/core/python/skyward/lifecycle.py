@@ -17,6 +17,9 @@ from typing import Callable, Collection, NamedTuple
 #: what a worker without a client does when its clock runs out: ``stop(reason, self_destruct)``
 StopRequest = Callable[[str, bool], None]
 
+#: seconds between looks, past the TTL, at whether a detached pool's tasks are done
+BUSY_RECHECK = 1.0
+
 
 class Lifetime:
     """The TTL clock and the detached budget's timer; either ends in a self-destructing stop."""
@@ -32,6 +35,9 @@ class Lifetime:
         self._budget_handle: asyncio.TimerHandle | None = None
         #: set once the worker begins to stop: no clock starts after it
         self.stopping = False
+        #: whether the TTL must wait, at its end, for work a client will come back for (a detached
+        #: pool's tasks still running): then the grace period starts again once that is done
+        self.busy: Callable[[], bool] = lambda: False
 
     def begin_stop(self) -> bool:
         """Marks the worker stopping and stops both clocks; False when it was stopping already."""
@@ -76,7 +82,22 @@ class Lifetime:
 
     def _ttl_expired(self) -> None:
         self._ttl_handle = None
+        if self.busy():
+            # The TTL is an idle grace period: results still coming are what the client comes back
+            # for. Looked at again every few seconds (a task's own timeout bounds the wait; the
+            # budget's deadline, when the pool has one, stops the worker regardless).
+            self._log(f"no client for {self.ttl} s (ttl), but the detached pool's tasks still run: "
+                      "the ttl starts again once they are done")
+            self._ttl_handle = self._loop.call_later(BUSY_RECHECK, self._busy_recheck)
+            return
         self._request_stop(f"no client for {self.ttl} s (ttl)", True)
+
+    def _busy_recheck(self) -> None:
+        self._ttl_handle = None
+        if self.busy():
+            self._ttl_handle = self._loop.call_later(BUSY_RECHECK, self._busy_recheck)
+        else:
+            self.start_ttl()
 
 
 class RootVerdict(NamedTuple):

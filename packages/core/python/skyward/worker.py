@@ -159,6 +159,8 @@ class Worker:
             self.log, self._token,
         )
         self.table.mask = self.cluster.secret_mask.mask
+        # A detached pool's tasks still running hold its TTL off (their results are what it comes back for).
+        self.lifetime.busy = lambda: self.detach.detached and bool(self.table.tasks)
         self.subtasks = SubtaskRelay(self.table, self._node, local_nested_slots(options.concurrency))
         self.collections = CollectionService(self, self._token)  # held on the head, reached node to node
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
