@@ -419,6 +419,12 @@ describe("pool lifecycle", () => {
     expect(pool.state).toBe("destroyed");
     for (const workerPid of pids) expect(() => process.kill(workerPid, 0)).toThrow(/ESRCH/);
     await expect(pool.run(add(1, 2))).rejects.toSatisfy((error) => sky.CancelledError.isInstance(error));
+    // Every verb that returns a promise rejects it (a `.catch` on it sees the error), none throws.
+    let gathered: Promise<unknown> | undefined;
+    expect(() => {
+      gathered = pool.gather(add(1, 2), add(3, 4));
+    }).not.toThrow();
+    await expect(gathered).rejects.toSatisfy((error) => sky.CancelledError.isInstance(error));
   }, 60_000);
 
   it("tears down after an exception in withCompute", async () => {

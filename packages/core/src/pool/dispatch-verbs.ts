@@ -56,8 +56,11 @@ async function broadcastEach<R>(
   return results as BroadcastResults<R>;
 }
 
-/** `pool.gather`: the calls in parallel, their results in order; the others cancelled on a failure. */
-export function gatherTasks(
+/**
+ * `pool.gather`: the calls in parallel, their results in order; the others cancelled on a failure.
+ * Async: a pool that runs no more tasks rejects the promise (as `run` does), it throws nothing.
+ */
+export async function gatherTasks(
   host: DispatchHost,
   tasks: readonly PendingTask<unknown>[],
   options: WaitOptions,
