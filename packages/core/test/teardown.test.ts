@@ -5,6 +5,7 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { Plugin } from "../src/contract.js";
 import * as sky from "../src/index.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));
@@ -82,4 +83,33 @@ describe("a start given up", () => {
     },
     120_000,
   );
+});
+
+describe("a pool closed while its plugins' client hooks are entered", () => {
+  it("exits the hooks it entered, and the start fails with why it closed", async () => {
+    const hooks: string[] = [];
+    let exceeded: () => void = () => {};
+    const budgetSpent = new Promise<void>((resolve) => {
+      exceeded = resolve;
+    });
+    // Entered slowly: the pool's budget runs out meanwhile (a SIGINT would do the same).
+    const slow = Plugin.create("slow-client-hook").withAroundClient(async () => {
+      hooks.push("entered");
+      await budgetSpent;
+      return { [Symbol.asyncDispose]: async () => void hooks.push("exited") };
+    });
+    const error = await sky
+      .compute(
+        {
+          // 1 USD a second: a budget of 0.2 USD is spent while the hook is entered.
+          provider: sky.Local({ hourlyPrice: 3600 }),
+          plugins: [slow],
+          options: { console: false, logging: false, budget: 0.2 },
+        },
+        { handleSignals: false, onEvent: (event) => event.type === "budget.exceeded" && exceeded() },
+      )
+      .catch((caught: unknown) => caught);
+    expect(sky.BudgetExceededError.isInstance(error)).toBe(true);
+    expect(hooks).toEqual(["entered", "exited"]);
+  }, 120_000);
 });

@@ -55,7 +55,14 @@ import type {
   TaskHandle,
   WaitOptions,
 } from "./pool.js";
-import { isClosing, nodeIndices, type PoolContext, SINGLE_WORKER, setPoolState } from "./pool-context.js";
+import {
+  abortError,
+  isClosing,
+  nodeIndices,
+  type PoolContext,
+  SINGLE_WORKER,
+  setPoolState,
+} from "./pool-context.js";
 import type { CallArguments, Pending, PendingStream, PendingTask } from "./python-function.js";
 import { type RecordedRef, RemoteRefRegistry, type RemoteRefStats } from "./remote-refs.js";
 import { resizePool } from "./resize.js";
@@ -225,7 +232,7 @@ export class PoolRuntime implements Pool {
     };
     this.#detachConsole = attachConsole(this.#hub, options.console, process.stderr, {
       poolId: id,
-      status: () => this.#consoleStatus(),
+      status: () => consoleStatus(this.#membership, this.cost()),
     });
     this.#cost.observe(this.#hub);
     this.#budget = new PoolBudget(
@@ -246,14 +253,6 @@ export class PoolRuntime implements Pool {
       console: options.console,
       redactor: this.#secrets,
     });
-  }
-
-  /** What the live console shows besides events: the size bounds and the pool's {@link cost}. */
-  #consoleStatus(): LiveConsoleStatus {
-    const { min, max } = this.#membership.bounds;
-    const nodes = { min, max, desired: this.#membership.desired };
-    const { hourlyRate, total } = this.cost();
-    return { nodes, cost: { hourlyRate, total } };
   }
 
   get spec(): PoolSpec & PoolSettings {
@@ -399,6 +398,11 @@ export class PoolRuntime implements Pool {
       });
       const handle = { id: this.id, spec: this.spec, currentNodes: () => this.currentNodes() } as PoolHandle;
       this.#aroundClient = await enterAroundClient(spec.plugins, handle, cluster);
+      // Closed while they were entered (a signal, the budget): the shutdown may have passed them.
+      if (isClosing(this.#context)) {
+        await this.#aroundClient[Symbol.asyncDispose]();
+        throw abortError(this.#context.abort.signal, "Starting the pool");
+      }
     } catch (error) {
       // A budget spent while starting aborts whatever was under way: report the budget.
       throw this.#budget?.error() ?? error;
@@ -524,6 +528,15 @@ export class PoolRuntime implements Pool {
   ): Promise<R[]> {
     return mapTasks(this.#dispatch, fn, items, options);
   }
+}
+
+/** What the live console shows besides events: the size bounds and the pool's cost. */
+function consoleStatus(membership: Membership, cost: PoolCost): LiveConsoleStatus {
+  const { min, max } = membership.bounds;
+  return {
+    nodes: { min, max, desired: membership.desired },
+    cost: { hourlyRate: cost.hourlyRate, total: cost.total },
+  };
 }
 
 /** `pool.traffic()`: each connected node's bytes through the client, and node to node for references. */
