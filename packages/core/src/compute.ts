@@ -21,7 +21,10 @@ import {
 
 /** Options of {@link compute} itself (the pool's own options go in the input's `options`). */
 export interface ComputeOptions {
-  /** Aborts provisioning; whatever was started is torn down. */
+  /**
+   * Aborts provisioning; whatever was started is torn down. Once `compute` has returned the pool, it
+   * no longer applies (nodes beyond `min` still starting go on; close the pool to stop them).
+   */
   readonly signal?: AbortSignal;
   /** Receives every event from the start, including provisioning and bootstrap progress. */
   readonly onEvent?: (event: SkywardEvent) => void;

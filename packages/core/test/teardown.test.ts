@@ -113,3 +113,39 @@ describe("a pool closed while its plugins' client hooks are entered", () => {
     expect(hooks).toEqual(["entered", "exited"]);
   }, 120_000);
 });
+
+describe("compute's signal once the pool is ready", () => {
+  it("no longer stops the nodes still starting: they join, none is started twice", async () => {
+    const local = sky.Local();
+    let openGate: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    // Node 1 is slow to start: it is still starting when the pool is ready with node 0 (min 1).
+    const provider: sky.Provider = {
+      ...local,
+      async launchWorker(options) {
+        if (options.nodeId === 1) await gate;
+        return local.launchWorker(options as never);
+      },
+    };
+    const events: sky.SkywardEvent[] = [];
+    const abort = new AbortController();
+    await using pool = await sky.compute(
+      {
+        provider,
+        nodes: sky.nodes({ desired: 2, min: 1 }),
+        image: { includes: [tasks] },
+        options: { console: false, logging: false },
+      },
+      { signal: abort.signal, handleSignals: false, onEvent: (event) => events.push(event) },
+    );
+    expect(pool.currentNodes()).toBe(1);
+    // A timeout given for provisioning runs out after compute returned: nothing of the pool stops.
+    abort.abort(new Error("the provisioning deadline"));
+    openGate();
+    await expect.poll(() => pool.currentNodes(), { timeout: 60_000 }).toBe(2);
+    expect(events.filter((event) => event.type === "error").map((event) => event.message)).toEqual([]);
+    expect(events.filter((event) => event.type === "node.provisioned")).toHaveLength(2);
+  }, 120_000);
+});

@@ -192,16 +192,28 @@ async function provisionAndStartNodes(
   membership.bounds = { min: spec.nodes.min, max: spec.nodes.max };
   // Partial readiness: the pool is usable once `min` nodes are (at least one); the rest join as they come.
   const readyAt = Math.min(spec.nodes.desired, Math.max(1, spec.nodes.min));
-  // Every node starts at once: the head's address (what the others need of it) is its private
-  // address, known from provisioning, so no node waits for another's bootstrap.
-  const head = context.nodes[0] as NodeRuntime;
-  const headStarted = membership.startNode(head, signal);
-  // Observed below; this keeps a failure of the head from going unhandled while the others start.
-  headStarted.catch(() => undefined);
-  const enough = waitForNodes(membership, context, readyAt, headStarted, context.nodes.slice(1), signal);
-  enough.catch(() => undefined);
-  await headStarted;
-  await enough;
+  // The caller's signal gives the start up only until the pool is ready: nodes still starting then
+  // (beyond `min`) go on under the pool's own, or they would be started twice.
+  const untilReady = new AbortController();
+  const giveUp = () => untilReady.abort(signal.reason);
+  if (signal.aborted) giveUp();
+  else signal.addEventListener("abort", giveUp, { once: true });
+  const nodeSignal = AbortSignal.any([untilReady.signal, context.abort.signal]);
+  try {
+    // Every node starts at once: the head's address (what the others need of it) is its private
+    // address, known from provisioning, so no node waits for another's bootstrap.
+    const head = context.nodes[0] as NodeRuntime;
+    const headStarted = membership.startNode(head, nodeSignal);
+    // Observed below; this keeps a failure of the head from going unhandled while the others start.
+    headStarted.catch(() => undefined);
+    const others = context.nodes.slice(1);
+    const enough = waitForNodes(membership, context, readyAt, headStarted, others, nodeSignal);
+    enough.catch(() => undefined);
+    await headStarted;
+    await enough;
+  } finally {
+    signal.removeEventListener("abort", giveUp);
+  }
   return { spec, cluster };
 }
 
