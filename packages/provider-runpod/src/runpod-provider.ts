@@ -12,6 +12,7 @@ import {
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   type MachineAdapter,
   type MachineClusterData,
+  machineAdapterHalf,
   machineProviderFactories,
   refuseSetting,
   refuseVolumesWithoutFuse,
@@ -186,17 +187,20 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     return runpodApi.parseAnswer(podSchema, { id: rented.id, name, status: "PROVISIONING", env }, purpose);
   }
 
+  // A marketplace: the core caches its offers for an hour at most. GPU pods of one pool join global
+  // networking (CPU pods cannot); image pulls take long. Neither v2 nor GraphQL takes an idempotency
+  // token: a create whose answer was lost is found by name.
+  const capabilities = Object.freeze({
+    spot: true,
+    offerCache: "marketplace",
+    peerNetwork: "accelerated",
+    provisionTimeout: RUNPOD_PROVISION_TIMEOUT_SECONDS,
+  });
+  const half = { name: NAME, label: "RunPod", settings, capabilities, clusterIdPrefix: "skyward" };
+  const { fields } = machineAdapterHalf({ ...half, addressOf: () => undefined });
+
   return {
-    name: NAME,
-    label: "RunPod",
-    // A marketplace: the core caches its offers for an hour at most. GPU pods of one pool join global
-    // networking (CPU pods cannot); image pulls take long.
-    capabilities: Object.freeze({
-      spot: true,
-      offerCache: "marketplace",
-      peerNetwork: "accelerated",
-      provisionTimeout: RUNPOD_PROVISION_TIMEOUT_SECONDS,
-    }),
+    ...fields,
     // Every setting the offers depend on, so that a provider set otherwise is never handed offers cached
     // for another; not the disks, env, root or key, which shape the pod, not the offers.
     cacheKey: JSON.stringify([
@@ -206,12 +210,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       settings.dataCenterId ?? null,
       settings.cpuFlavorIds ?? null,
     ]),
-    sshUser: "root",
-    keyName: "runpod_ed25519",
-    keysDirectory: settings.keysDirectory,
-    // Neither v2 nor GraphQL takes an idempotency token: a create whose answer was lost is found by name.
-    idempotencyToken: false,
-    bootWatchdog: "boot-command",
 
     checkCredentials: () => void runpodApi.resolveApiKey(settings.apiKey),
     offers: runpodOffers(settings, client),
@@ -273,7 +271,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     listPage: client.list.page,
     delete: { one: async (id, signal) => void (await client.delete({ id }, signal)) },
     isBeingDeleted: (pod) => (pod.status ?? "").toUpperCase() === "TERMINATED",
-    idOf: (pod) => pod.id,
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (pod) => pod.name ?? undefined,

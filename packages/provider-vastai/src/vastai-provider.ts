@@ -14,6 +14,7 @@ import {
   type MachineAdapter,
   type MachineClusterData,
   type MachineCreateRequest,
+  machineAdapterHalf,
   machineErrorKind,
   machineProviderFactories,
   refuseVolumesWithoutFuse,
@@ -224,18 +225,21 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     throw new VastApiError({ kind: "capacity", message });
   }
 
+  // A marketplace: the core caches its offers for an hour at most. Instances are rented on separate
+  // machines, each behind its own NAT: no network between them, so a distributed-training plugin on
+  // several nodes is refused at validation (core), not left to hang. Vast.ai takes no idempotency
+  // token: a rent whose answer was lost is found by its label.
+  const capabilities = Object.freeze({
+    spot: true,
+    offerCache: "marketplace",
+    peerNetwork: "none",
+    provisionTimeout: VASTAI_PROVISION_TIMEOUT_SECONDS,
+  });
+  const half = { name: "vastai", label: "Vast.ai", settings, capabilities, clusterIdPrefix: "skyward" };
+  const { fields } = machineAdapterHalf({ ...half, addressOf: () => undefined });
+
   const adapter: MachineAdapter<VastInstance, VastClusterData> = {
-    name: "vastai",
-    label: "Vast.ai",
-    // A marketplace: the core caches its offers for an hour at most. Instances are rented on separate
-    // machines, each behind its own NAT: no network between them, so a distributed-training plugin on
-    // several nodes is refused at validation (core), not left to hang.
-    capabilities: Object.freeze({
-      spot: true,
-      offerCache: "marketplace",
-      peerNetwork: "none",
-      provisionTimeout: VASTAI_PROVISION_TIMEOUT_SECONDS,
-    }),
+    ...fields,
     // Every setting the search's answer depends on (the image by the CUDA it states), so a provider set
     // otherwise never gets another's cached offers.
     cacheKey: JSON.stringify([
@@ -248,12 +252,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
       settings.ssh,
       settings.searchLimit,
     ]),
-    sshUser: "root",
-    keyName: "vastai_ed25519",
-    keysDirectory: settings.keysDirectory,
-    // Vast.ai takes no idempotency token: a rent whose answer was lost is found by its label.
-    idempotencyToken: false,
-    bootWatchdog: "boot-command",
 
     checkCredentials: () => void client.resolveApiKey(),
     offers: (query, signal) => searchOffers(settings, client, query, signal),
@@ -268,7 +266,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     listPage: client.list.page,
     delete: { one: async (id, signal) => void (await client.destroy({ id, body: {} }, signal)) },
     isMachineId: (id) => /^\d+$/.test(id),
-    idOf: (instance) => String(instance.id),
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (instance) => instance.label?.split(" ")[0],
