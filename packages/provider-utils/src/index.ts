@@ -145,6 +145,7 @@ export {
 export type {
   MachineEndpointAddress,
   MachineMapping,
+  MappableMachine,
   MappedMachine,
 } from "./machine-provider/machine-mapping.js";
 export { mappedMachine } from "./machine-provider/machine-mapping.js";
