@@ -28,7 +28,7 @@ export function acceleratorOfGpu(gpu: string): NamedAccelerator | undefined {
   return acceleratorFromNames([gpu.replace(/-spot$/i, "").replace(/-(?:w-)?NVLink$/i, "")]);
 }
 
-function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf: string): Offer | undefined {
+function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>): Offer | undefined {
   const { gpu, name, region_name: region } = flavor;
   const count = flavor.gpu_count ?? 0;
   const spot = /-spot$/i.test(gpu);
@@ -52,7 +52,6 @@ function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf
     spotPrice: spot ? price : null,
     onDemandPrice: spot ? null : price,
     billingUnit: "minute",
-    pricesAsOf,
     specific,
   });
 }
@@ -76,10 +75,9 @@ export async function hyperstackOffers(
   const prices = new Map<string, number>();
   for (const { name, value } of pricebook)
     if (value !== null && value > 0) prices.set(name.toUpperCase(), value);
-  const asOf = new Date().toISOString();
   return flavorGroups.data
     .flatMap((group) => group.flavors)
     .filter((flavor) => flavor.stock_available !== false)
     .filter((flavor) => wanted === undefined || wanted.includes(flavor.region_name.toUpperCase()))
-    .flatMap((flavor) => toOffer(flavor, prices, asOf) ?? []);
+    .flatMap((flavor) => toOffer(flavor, prices) ?? []);
 }

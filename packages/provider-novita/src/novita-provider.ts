@@ -16,7 +16,6 @@ import {
   pricedOffer,
   readAfterCreate,
   refuseSetting,
-  refuseVolumesWithoutFuse,
   rootSshdStatements,
   roundPrice,
   SKYWARD_TAGS,
@@ -152,6 +151,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
 
   return {
     ...fields,
+    containersWithoutFuse: "instances",
     ...machine,
     cacheKey: JSON.stringify([settings.apiUrl, settings.clusterId ?? null, settings.rootfsSize]),
     checkCredentials: () => void apiKey(),
@@ -167,8 +167,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     },
 
     async prepare({ spec, offer, keys }) {
-      // Its instances are containers without FUSE: volumes are refused before anything is created.
-      refuseVolumesWithoutFuse(spec.volumes, { provider: "Novita", machines: "instances" });
       const { productName, minRootFS, maxRootFS } = offer.specific as unknown as NovitaOfferData;
       const rootfsSize = Math.max(settings.rootfsSize, Math.ceil(spec.diskGb ?? 0), minRootFS ?? 0);
       if (rootfsSize > (maxRootFS ?? rootfsSize)) {

@@ -15,7 +15,6 @@ import {
   machineProviderFactories,
   mappedMachine,
   refuseSetting,
-  refuseVolumesWithoutFuse,
   SKYWARD_TAGS,
   skywardTagsFromEnvironment,
   skywardTagsToEnvironment,
@@ -45,9 +44,6 @@ export type { RunPodOfferData } from "./runpod-offers.js";
 export { bidAbove } from "./runpod-offers.js";
 export type { RunPodCloudType, RunPodCudaConstraint, RunPodSettings } from "./runpod-settings.js";
 export { DEFAULT_RUNPOD_IMAGE, imageCudaVersion } from "./runpod-settings.js";
-
-/** How long a pod may take to run with its SSH port: RunPod pulls the image first. */
-export const RUNPOD_PROVISION_TIMEOUT_SECONDS = IMAGE_PULL_PROVISION_TIMEOUT_SECONDS;
 
 /** What a RunPod cluster keeps in `Cluster.specific`. */
 export interface RunPodClusterData extends MachineClusterData {
@@ -175,7 +171,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     spot: true,
     offerCache: "marketplace",
     peerNetwork: "accelerated",
-    provisionTimeout: RUNPOD_PROVISION_TIMEOUT_SECONDS,
+    provisionTimeout: IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   });
   const half = { name: NAME, label: "RunPod", settings, capabilities, clusterIdPrefix: "skyward" };
   const { fields, standIns } = machineAdapterHalf({ ...half, addressOf: () => undefined });
@@ -198,6 +194,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
 
   return {
     ...fields,
+    containersWithoutFuse: "pods",
     ...machine,
     // Every setting the offers depend on, so that a provider set otherwise is never handed offers cached
     // for another; not the disks, env, root or key, which shape the pod, not the offers.
@@ -213,8 +210,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     offers: runpodOffers(settings, client),
 
     async prepare({ spec, offer, keys, signal }) {
-      // Its pods are containers without FUSE: volumes are refused before anything is created.
-      refuseVolumesWithoutFuse(spec.volumes, { provider: "RunPod", machines: "pods" });
       const gpu = (offer.specific as RunPodOfferData).kind === "gpu";
       if (!gpu && volume)
         refuseSetting(

@@ -159,6 +159,11 @@ export interface MachineAdapter<Machine, ClusterData extends MachineClusterData 
   readonly deleteRetryDelayMs?: number;
   /** How long to keep trying to delete refused machines, ms; default 10 minutes. */
   readonly deleteTimeoutMs?: number;
+  /**
+   * What the machines are called (`"pods"`) when they are containers without FUSE: the spec's volumes
+   * are then refused (`refuseVolumesWithoutFuse`) before `prepare` creates anything.
+   */
+  readonly containersWithoutFuse?: string;
 
   /** Fails early (a `ConfigurationError`) when the credentials are missing; called by `prepare`. */
   checkCredentials(): void;

@@ -161,6 +161,30 @@ describe("a machine mapping's own rules", () => {
   });
 });
 
+describe("a machine whose status word has another name", () => {
+  it("reads the status and the deleting test from the word `statusWord` gives", () => {
+    const mapped = mappedMachine(
+      standInSeam(undefined, () => undefined),
+      {
+        statuses: { running: ["up"], stopping: ["going"] },
+        statusWord: (machine: { id: number; state: string }) => machine.state,
+        deleting: ["going"],
+        name: () => undefined,
+        tags: () => ({}),
+        address: () => ({ host: "198.51.100.9", port: 22 }),
+        seamAddress: () => undefined,
+        spot: () => false,
+        hourlyPrice: () => null,
+        createdAt: () => null,
+      },
+    );
+    expect(mapped.describe({ id: 1, state: "UP" }, { identityFile: undefined }).status).toBe("running");
+    expect(mapped.describe({ id: 1, state: "going" }, { identityFile: undefined }).status).toBe("stopping");
+    expect(mapped.isBeingDeleted?.({ id: 1, state: "Going" })).toBe(true);
+    expect(mapped.isBeingDeleted?.({ id: 1, state: "up" })).toBe(false);
+  });
+});
+
 describe("answer fields and priced offers", () => {
   it("numbers as numbers or numeric strings, texts that may be null; a field that is neither fails", () => {
     const schema = z.object({ ...answerNumbers("price", "cores"), ...answerTexts("name") });

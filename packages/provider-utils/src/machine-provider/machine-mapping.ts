@@ -18,8 +18,10 @@ export interface MachineEndpointAddress {
 
 /** What {@link mappedMachine} reads of a machine; `Mapping` is what the `sshAddress` test seam returns. */
 export interface MachineMapping<Machine, Address, Mapping extends SshStandIn = SshStandIn> {
-  /** The API's status words (its `status` field) per Skyward status (compared without case); a word not listed is `pending`. */
+  /** The API's status words per Skyward status (compared without case); a word not listed is `pending`. */
   readonly statuses: Partial<Readonly<Record<InstanceStatus, readonly string[]>>>;
+  /** The machine's status word; default its `status` field. */
+  readonly statusWord?: (machine: Machine) => string | null | undefined;
   /** The status, for an API whose status word alone does not say it; given the word's. Default the word's. */
   readonly status?: (machine: Machine, byWord: InstanceStatus) => InstanceStatus;
   /** The status words of a machine the API is already deleting: teardown leaves it be. */
@@ -68,7 +70,7 @@ export interface MappedMachine<Machine> extends Pick<MachineAdapter<Machine>, "i
   describe(machine: Machine, context: Pick<MachineDescribeContext<never>, "identityFile">): Instance;
 }
 
-/** A machine as {@link mappedMachine} takes it: an id (a number is reported as text) and the API's status word. */
+/** A machine as {@link mappedMachine} takes it: an id (a number is reported as text) and, unless `statusWord` says where it is, its status word. */
 export interface MappableMachine {
   readonly id: string | number;
   readonly status?: string | null | undefined;
@@ -84,8 +86,10 @@ export function mappedMachine<
   mapping: MachineMapping<Machine, Address, Mapping>,
 ): MappedMachine<Machine> {
   const statusOf = statusTable(mapping.statuses);
+  const wordOf = (machine: Machine) =>
+    (mapping.statusWord ? mapping.statusWord(machine) : machine.status) ?? "";
   const statusOfMachine = (machine: Machine) => {
-    const byWord = statusOf(machine.status ?? "");
+    const byWord = statusOf(wordOf(machine));
     return mapping.status ? mapping.status(machine, byWord) : byWord;
   };
   const deleting = new Set(mapping.deleting.map((word) => word.toLowerCase()));
@@ -102,7 +106,7 @@ export function mappedMachine<
           .filter((machine) => statusOfMachine(machine) !== "terminated")
           .flatMap((machine) => mapping.tags(machine)[SKYWARD_TAGS.cluster] ?? []),
       ),
-    isBeingDeleted: (machine) => deleting.has((machine.status ?? "").toLowerCase()),
+    isBeingDeleted: (machine) => deleting.has(wordOf(machine).toLowerCase()),
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
       nameOf: (machine) => mapping.name(machine) || undefined,
