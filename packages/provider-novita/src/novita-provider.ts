@@ -196,10 +196,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
 
     get: read,
     listPage: (cursor, signal) => api.instances.page(cursor, signal),
-    delete: {
-      one: (instanceId, signal) =>
-        api.delete({ body: { instanceId } }, signal).then(() => standIns.forget(instanceId)),
-    },
+    delete: { one: async (instanceId, signal) => void (await api.delete({ body: { instanceId } }, signal)) },
     // Novita's ids are 16 hex digits; names of other shapes are never sent.
     isMachineId: (id) => /^[A-Za-z0-9_-]+$/.test(id),
   };

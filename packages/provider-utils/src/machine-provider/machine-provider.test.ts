@@ -301,6 +301,20 @@ describe("delete until gone", () => {
     ]);
   });
 
+  it("forgets each machine (its test-seam stand-in) once it is deleted or gone, not while refused", async () => {
+    const api = fakeApi();
+    const forgotten: string[] = [];
+    const forget = (id: string) => void forgotten.push(id);
+    const provider = defineMachineProvider({ ...api.adapter, keysDirectory: keys, forget });
+    const spec = resolvePoolSpec(resolveSpec({ accelerator: accelerators.H100() }), options({}));
+    const signal = AbortSignal.timeout(10_000);
+    const cluster = await provider.prepare({ spec, offer: offer(null, 1), poolId: "p", signal });
+    const made = await provider.provision({ cluster, count: 2, signal });
+    api.faults.busyDeletes = 1;
+    await provider.terminate({ cluster, ids: [...made.map((instance) => instance.id), "m-never"], signal });
+    expect(forgotten.sort()).toEqual(["m-1", "m-2", "m-never"]);
+  });
+
   it("reports a machine the batch refused, after deleting the others", async () => {
     const { provider, cluster, signal, machines } = await setUp("on-demand", offer(null, 1));
     const [made] = await provider.provision({ cluster, count: 1, signal });
