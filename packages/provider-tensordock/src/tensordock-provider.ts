@@ -76,7 +76,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
   const { calls, fields, bootScript, standIns } = tensordockVm.adapterBase(settings, (instance) =>
     instance.publicIp ? { id: instance.id, ipAddress: instance.publicIp } : undefined,
   );
-  // VMs on different hostnodes share no private network: peers reach each other on their own IPs.
+  // VMs on different hostnodes share no private network: peers reach each other on their own IPs, the
+  // mapping's default private address.
   const machine = mappedMachine(standIns, {
     // TensorDock's statuses (https://dashboard.tensordock.com/api/docs/instance-management). A stopped
     // VM, and one stopped with its GPUs released to others ("StoppedDisassociated"), runs nothing: the

@@ -54,38 +54,37 @@ function tagsOf(instance: VastInstance): Record<string, string> {
 
 /** Vast.ai's instances as Skyward sees them: `running`, with SSH coordinates, once they run and their SSH port is known. */
 export function vastMachine(ssh: VastSshMode, root?: string) {
-  return mappedMachine(
-    standInSeam(undefined, () => undefined),
-    {
-      statuses: { running: ["running"], terminated: ["exited", "stopped", "offline", "destroyed"] },
-      statusWord: (instance: VastInstance) => instance.actual_status,
-      // One asked to stop is on its way out whatever it does now.
-      status: ({ intended_status: intended }, byWord) =>
-        intended?.toLowerCase() !== "stopped" ? byWord : byWord === "running" ? "stopping" : "terminated",
-      deleting: [],
-      name: (instance) => instance.label?.split(" ")[0],
-      tags: tagsOf,
-      address(instance) {
-        const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
-        const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
-        const publicIp = instance.public_ipaddr?.trim();
-        if (ssh === "direct" && publicIp && Number.isInteger(directPort) && directPort > 0)
-          return { host: publicIp, port: directPort };
-        return instance.ssh_host && instance.ssh_port
-          ? { host: instance.ssh_host, port: instance.ssh_port }
-          : undefined;
-      },
-      seamAddress: () => undefined,
-      publicIp: (instance) => instance.public_ipaddr?.trim() || null,
-      // Instances on different machines share no private network: peers reach each other publicly.
-      privateIp: (_instance, _standIn, publicIp) => publicIp,
-      spot: (instance) => instance.is_bid === true,
-      hourlyPrice: (instance) => instance.dph_total,
-      createdAt: ({ start_date: started }) =>
-        started != null && started > 0 ? Math.round(started * 1000) : null,
-      root,
+  // Vast.ai's settings have no `sshAddress` test seam.
+  const noSeam = standInSeam(undefined, () => undefined);
+  return mappedMachine(noSeam, {
+    statuses: { running: ["running"], terminated: ["exited", "stopped", "offline", "destroyed"] },
+    statusWord: (instance: VastInstance) => instance.actual_status,
+    // One asked to stop is on its way out whatever it does now.
+    status: ({ intended_status: intended }, byWord) =>
+      intended?.toLowerCase() !== "stopped" ? byWord : byWord === "running" ? "stopping" : "terminated",
+    deleting: [],
+    name: (instance) => instance.label?.split(" ")[0],
+    tags: tagsOf,
+    address(instance) {
+      const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
+      const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
+      const publicIp = instance.public_ipaddr?.trim();
+      if (ssh === "direct" && publicIp && Number.isInteger(directPort) && directPort > 0)
+        return { host: publicIp, port: directPort };
+      return instance.ssh_host && instance.ssh_port
+        ? { host: instance.ssh_host, port: instance.ssh_port }
+        : undefined;
     },
-  );
+    seamAddress: () => undefined,
+    publicIp: (instance) => instance.public_ipaddr?.trim() || null,
+    // Instances on different machines share no private network: peers reach each other publicly.
+    privateIp: (_instance, _standIn, publicIp) => publicIp,
+    spot: (instance) => instance.is_bid === true,
+    hourlyPrice: (instance) => instance.dph_total,
+    createdAt: ({ start_date: started }) =>
+      started != null && started > 0 ? Math.round(started * 1000) : null,
+    root,
+  });
 }
 
 /** The instance id in a refused bid's answer: `new_contract`, or "instance N" in its message. */
