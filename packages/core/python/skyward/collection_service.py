@@ -39,7 +39,7 @@ from .collection_direct import DirectCaller
 from .collection_link import CONNECT_TIMEOUT, AuthorityLink, AuthorityServer, wire_frame
 from .collection_replica import Replication, load
 from .cluster_setup import ClusterSetup
-from .collection_store import Answer, CollectionStore, Owner
+from .collection_store import Answer, CollectionStore, Owner, ended
 from .connection import Connection
 from .context import SubtaskOutcome, TaskContext, runtime
 from .dispatch import SubtaskError
@@ -324,6 +324,9 @@ class CollectionService:
         if self._disabled():
             self._deliver(task, sub, _outcome(("error", "RuntimeError", DISABLED), node))
             return
+        if task.state == "done":  # a thread of an ended task (it caught its interrupt, or outlived it)
+            self._deliver(task, sub, _outcome(ended(owner), node))
+            return
         self._owners.add(owner)
 
         def reply(answer: Answer) -> None:
@@ -349,8 +352,12 @@ class CollectionService:
             return None
         node = self._node()
         owner = f"{node}/{context.key.id}"
-        self._owners.add(owner)
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if context.abandoned or context.key.state == "done":
+            # Its end has gone (its locks were let go): what it takes now nobody would release.
+            future.set_exception(SubtaskError("cancelled", *ended(owner)[1:], "", node))
+            return future
+        self._owners.add(owner)
 
         def reply(answer: Answer) -> None:
             try:
