@@ -32,6 +32,7 @@ def increment_twice(name, go, sending):
 def acquire_after_cancel(name, ready, out):
     """Says it runs (the file ``ready``), waits to be stopped, catches the interrupt and goes on to
     acquire lock ``name``: what it got goes in the file ``out``."""
+    import os
     import time
 
     lock = sky.lock(name)
@@ -45,5 +46,6 @@ def acquire_after_cancel(name, ready, out):
         got = f"acquired {lock.acquire()}"
     except BaseException as error:
         got = f"{type(error).__name__}: {error}"
-    with open(out, "w") as file:
+    with open(f"{out}.part", "w") as file:
         file.write(got)
+    os.replace(f"{out}.part", out)  # whole, or not there: the test reads it as soon as it is
