@@ -56,6 +56,29 @@ function acknowledged(entries: readonly AddLogEntry[]): number[] {
   return entries.filter((entry) => entry.ok === true).map((entry) => entry.i as number);
 }
 
+/**
+ * Increments counter `c` from the client one call after another until `writes.stop`, counting what
+ * was acknowledged and what failed.
+ */
+function writeSteadily(pool: sky.Pool): {
+  writes: { acked: number; failed: number; stop: boolean };
+  writer: Promise<void>;
+} {
+  const writes = { acked: 0, failed: 0, stop: false };
+  const writer = (async () => {
+    while (!writes.stop) {
+      try {
+        await pool.counter("c").increment();
+        writes.acked += 1;
+      } catch {
+        writes.failed += 1;
+        await pause(50); // no node holds them for a moment: not a busy loop
+      }
+    }
+  })();
+  return { writes, writer };
+}
+
 describe.skipIf(skipReason !== undefined)("collections under real faults on the SSH test bed", () => {
   const scratch = useTestbedAndHome({ hosts: 3, homePrefix: "skyward-ssh-collection-faults-" });
 
@@ -69,18 +92,7 @@ describe.skipIf(skipReason !== undefined)("collections under real faults on the 
     });
     // Node 1 is linked to the head and holds its copy (the only other node).
     await pool.run(addMembers("warm", [1]), { target: 1 });
-    const writes = { acked: 0, failed: 0, stop: false };
-    const writer = (async () => {
-      while (!writes.stop) {
-        try {
-          await pool.counter("c").increment();
-          writes.acked += 1;
-        } catch {
-          writes.failed += 1;
-          await pause(50); // no connection to the holder for a moment: not a busy loop
-        }
-      }
-    })();
+    const { writes, writer } = writeSteadily(pool);
     await expect.poll(() => writes.acked, { timeout: 60_000 }).toBeGreaterThan(20);
 
     await expect(pool.run(holdLockThenDie("replica-held"), { target: 1 })).rejects.toThrow(
@@ -126,18 +138,7 @@ describe.skipIf(skipReason !== undefined)("collections under real faults on the 
     const [head, replica] = await Promise.all(
       [0, 1].map(async (node) => Number((await pool.run(whoami(), { target: node })).split(":")[2])),
     );
-    const writes = { acked: 0, failed: 0, stop: false };
-    const writer = (async () => {
-      while (!writes.stop) {
-        try {
-          await pool.counter("c").increment();
-          writes.acked += 1;
-        } catch {
-          writes.failed += 1;
-          await pause(50); // no node holds them for a moment: not a busy loop
-        }
-      }
-    })();
+    const { writes, writer } = writeSteadily(pool);
     await expect.poll(() => writes.acked, { timeout: 60_000 }).toBeGreaterThan(20);
     process.kill(replica as number, "SIGSTOP");
     try {
