@@ -76,10 +76,10 @@ export async function askNode(
   }
 }
 
-/** One round's result: promoted, or why not and whether another round could change that. */
+/** One round's result: promoted, or why not — with `retry` when another round could change that. */
 type RoundOutcome =
   | FailOverOutcome
-  | { readonly promoted: false; readonly reason: string; readonly final: false };
+  | { readonly promoted: false; readonly reason: string; readonly retry: true };
 
 /**
  * The node that held the collections (`lost`, in epoch `epoch`) is gone from the client's view —
@@ -104,7 +104,7 @@ export async function failOver(
   const started = performance.now();
   for (let round = 1; ; round += 1) {
     const outcome = await promoteOnce(nodes(), lost, epoch + round, askTimeoutMs);
-    if (outcome.promoted || !("final" in outcome)) return outcome;
+    if (outcome.promoted || !("retry" in outcome)) return outcome;
     const elapsed = performance.now() - started;
     if (options.signal?.aborted)
       return { promoted: false, reason: `${outcome.reason}; the pool is going away` };
@@ -142,7 +142,7 @@ async function promoteOnce(
   if (silent.length > 0)
     return {
       promoted: false,
-      final: false,
+      retry: true,
       reason: `${silent.map((answer) => `node ${answer.node.index}`).join(", ")} did not say whether it holds a copy (${silent[0]?.silent})`,
     };
   const copies = answers
@@ -178,7 +178,7 @@ async function promoteOnce(
   }
   return {
     promoted: false,
-    final: false,
+    retry: true,
     reason: `promoting the newest copy failed (${failures.join("; ")})`,
   };
 }
