@@ -26,7 +26,7 @@ import asyncio
 from typing import Any, Callable, Dict, List, Set, Tuple
 
 from .collection_delta import Changes, everything, load, state_of
-from .collection_store import Answer, CollectionStore, on_loop
+from .collection_store import Answer, CollectionStore, ended, on_loop
 
 #: the operations that change a collection (what a write is)
 WRITES = {
@@ -188,8 +188,9 @@ class Replication:
         """Applies ``request``; ``reply`` gets the answer once the replica holds what it changed (on
         the loop, unless ``threadsafe``: then on whichever thread has it)."""
         with self.lock:
-            if self.superseded is not None:
-                (reply if threadsafe else self._on_loop(reply))(("error", "RuntimeError", self.superseded))
+            if self.superseded is not None or self._store.has_ended(owner):  # nothing to copy either
+                refusal = ended(owner) if self.superseded is None else ("error", "RuntimeError", self.superseded)
+                (reply if threadsafe else self._on_loop(reply))(refusal)
                 return
             write = _is_write(request)
             if write:
