@@ -50,6 +50,8 @@ class Store(Protocol):
 
     def owner_ended(self, owner: Owner, then: Callable[[], None] | None = None) -> None: ...
 
+    def apply_here(self, owner: Owner, request: Any, reply: Callable[[Answer], None], request_id: Any) -> None: ...
+
 
 class DirectConnection(PeerThread):
     """The head's end of one task thread's connection: applies its operations on this thread."""
@@ -68,9 +70,10 @@ class DirectConnection(PeerThread):
         if message.get("t") != "op" or type(owner) is not str:
             return
         self.owners.add(owner)
-        self._store().apply(owner, message.get("op"),
-                            lambda answer: self.send_message(answer_message(request_id, answer)),
-                            ("direct", request_id), threadsafe=True)
+        # This thread writes the copy's frame, reads its ack and sends the answer (no hand-off).
+        self._store().apply_here(owner, message.get("op"),
+                                 lambda answer: self.send_message(answer_message(request_id, answer)),
+                                 ("direct", request_id))
 
     def ended(self) -> None:
         self._closed()

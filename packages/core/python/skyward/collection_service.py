@@ -363,7 +363,7 @@ class CollectionService:
                 pass
 
         if head is not None:
-            head.apply(owner, _native(args), reply, ("direct", next(self._direct_ids)), threadsafe=True)
+            head.apply_here(owner, _native(args), reply, ("direct", next(self._direct_ids)))
         else:
             answer = self._direct_caller.call(address, owner, args)  # type: ignore[arg-type]
             if answer[0] == "value":
