@@ -47,7 +47,6 @@ _KEEPALIVE_PROBES = 3
 #: seconds before a node that offered to hold the copy connects again after a loss, doubling to the most
 _RETRY_FIRST = 0.5
 _RETRY_MOST = 10.0
-_READ_BYTES = 256 * 1024
 
 
 def tune(sock: socket.socket) -> None:
@@ -88,10 +87,11 @@ def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -
     """Calls ``each`` with every message read from ``sock`` until it ends."""
     decoder = FrameDecoder()
     while True:
-        data = sock.recv(_READ_BYTES)
-        if not data:
+        with decoder.get_buffer() as buffer:  # received into the decoder's memory: no copy
+            count = sock.recv_into(buffer)
+        if not count:
             return
-        for messages in decoder.feed(data):
+        for messages in decoder.buffer_updated(count):
             for message in messages:
                 each(message)
 
@@ -386,17 +386,18 @@ class HeadChannel(PeerThread):
                 if len(ready) == 1:
                     return True
         try:
-            data = self._sock.recv(_READ_BYTES, _DONT_WAIT)
+            with self._decoder.get_buffer() as buffer:  # received into the decoder's memory: no copy
+                count = self._sock.recv_into(buffer, 0, _DONT_WAIT)
         except BlockingIOError:
             return True
-        except OSError as error:
+        except (OSError, ProtocolError) as error:
             self._end_seen(error)
             return False
-        if not data:
+        if not count:
             self._end_seen(None)
             return False
         try:
-            messages = [message for frame in self._decoder.feed(data) for message in frame]
+            messages = [message for frame in self._decoder.buffer_updated(count) for message in frame]
         except (ProtocolError, ValueError) as error:
             self._end_seen(error)
             return False
