@@ -249,7 +249,9 @@ class PeerThread:
             self._close()
             self.ended()
 
-    def _close(self) -> None:
+    def _close(self, release: bool = True) -> None:
+        """Ends the connection: nothing more is sent, a blocked read returns; ``release``: the
+        socket is closed too."""
         with self._queued:
             self._sending_ended = True
             self._frames = []
@@ -258,7 +260,8 @@ class PeerThread:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self._sock.close()
+        if release:
+            self._sock.close()
 
 
 class HeadChannel(PeerThread):
@@ -454,10 +457,19 @@ class HeadChannel(PeerThread):
         except (OSError, ValueError) as error:
             self._log(f"the {self._what} failed: {type(error).__name__}")
         finally:
+            try:  # a thread still waiting on the socket sees the end, then lets go
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             with self._role:
                 self._broken = True
                 self._role.notify_all()
-                while self._reader is not None:  # a thread still reading sees the end, then lets go
+                if self._reader is not None:
+                    try:
+                        os.write(self._wake_write, b"x")
+                    except OSError:
+                        pass
+                while self._reader is not None:
                     self._role.wait()
                 self._pipe_closed = True
                 os.close(self._wake_read)
@@ -467,20 +479,10 @@ class HeadChannel(PeerThread):
             self._close()
             self.ended()
 
-    def _close(self) -> None:
+    def _close(self, release: bool = True) -> None:
         # The socket is closed by the channel's own thread only, once nobody reads it: a reader
         # blocked on it is woken by the shutdown (and its pipe), never left on a closed number.
-        if threading.current_thread() is not self._own_reader:
-            with self._queued:
-                self._sending_ended = True
-                self._frames = []
-                self._queued.notify()
-            try:
-                self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            return
-        super()._close()
+        super()._close(release and threading.current_thread() is self._own_reader)
 
     def ended(self) -> None:
         self._gone(self.send)
