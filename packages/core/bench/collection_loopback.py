@@ -25,7 +25,8 @@ from typing import Any, Callable, List
 #: the runtime measured (another checkout's, for a side-by-side comparison)
 sys.path.insert(0, os.environ.get("SKYWARD_RUNTIME") or os.path.join(os.path.dirname(__file__), "..", "python"))
 
-from skyward.collection_channel import HeadChannel, read_messages, send_all, tune  # noqa: E402
+from skyward.collection_channel import read_messages, send_all, tune  # noqa: E402
+from skyward.collection_copy_head import HeadChannel  # noqa: E402
 from skyward.collection_delta import load  # noqa: E402
 from skyward.collection_direct import DirectConnection, message_answer  # noqa: E402
 from skyward.collection_replica import Replication  # noqa: E402

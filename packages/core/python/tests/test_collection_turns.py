@@ -20,7 +20,8 @@ from typing import Any, Callable, Dict, Iterator, List
 import pytest
 import worker_client  # noqa: F401  (puts the runtime on sys.path)
 from skyward import collection_channel
-from skyward.collection_channel import HeadChannel, send_all
+from skyward.collection_channel import send_all
+from skyward.collection_copy_head import HeadChannel
 from skyward.collection_delta import load
 from skyward.collection_replica import Replication
 from skyward.collection_store import CollectionStore
