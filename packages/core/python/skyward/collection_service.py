@@ -370,7 +370,11 @@ class CollectionService:
                 pass
 
         if head is not None:
-            head.apply(owner, _native(args), reply, ("direct", next(self._direct_ids)), threadsafe=True)
+            request_id = ("direct", next(self._direct_ids))
+            if blocking:  # the thread waits anyway: it writes the copy's frame and reads its ack itself
+                head.apply_here(owner, _native(args), reply, request_id)
+            else:  # an async task's loop, which must not wait
+                head.apply(owner, _native(args), reply, request_id, threadsafe=True)
         else:
             answer = self._direct_caller.call(address, owner, args)  # type: ignore[arg-type]
             if answer[0] == "value":
