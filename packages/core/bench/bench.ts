@@ -591,8 +591,15 @@ if (collections) {
         figure.runs.map((run) => formatCount(run)).join(", "),
       ]),
     ),
-    `  client: pool.counter(…).increment() one at a time, ${formatCount(collections.clientIncrementsPerSecond)}/s`,
-    `  client: 10,000 pool.counter(…).increment() at once (Promise.all), ${formatCount(collections.clientConcurrentIncrementsPerSecond)}/s`,
+    ...(
+      [
+        ["2 nodes", collections.clientOnTwoNodes],
+        ["1 node", collections.clientOnOneNode],
+      ] as const
+    ).flatMap(([where, client]) => [
+      `  client (${where}): pool.counter(…).increment() one at a time, ${formatCount(client.incrementsPerSecond)}/s, client CPU ${client.clientCpuMicroseconds.toFixed(1)} µs each`,
+      `  client (${where}): 10,000 pool.counter(…).increment() at once (Promise.all), ${formatCount(client.concurrentIncrementsPerSecond)}/s, client CPU ${client.concurrentClientCpuMicroseconds.toFixed(1)} µs each`,
+    ]),
   );
 }
 if (values) report.push("", ...valuesReport(values));

@@ -23,14 +23,51 @@ export interface CollectionFigure {
 }
 
 /**
- * Also the client's own figures: `pool.counter(…).increment()` one after another, and 10,000 of them
- * in flight at once (`Promise.all`).
+ * The client's own `pool.counter(…).increment()`: one after another, and 10,000 in flight at once
+ * (`Promise.all`), each with this process's CPU time per operation (a figure the machine's load
+ * disturbs less than the rate).
  */
+export interface ClientOpsFigures {
+  readonly incrementsPerSecond: number;
+  readonly concurrentIncrementsPerSecond: number;
+  readonly clientCpuMicroseconds: number;
+  readonly concurrentClientCpuMicroseconds: number;
+}
+
+/** Also the client's own figures, on the 2-node pool and on a pool of one node (no copy to wait for). */
 export interface CollectionsResult {
   readonly figures: readonly CollectionFigure[];
   readonly clientIncrementsPerSecond: number;
   readonly clientConcurrentIncrementsPerSecond: number;
+  readonly clientOnTwoNodes: ClientOpsFigures;
+  readonly clientOnOneNode: ClientOpsFigures;
   readonly opsPerTask: number;
+}
+
+function cpuMicroseconds(): number {
+  const { user, system } = process.cpuUsage();
+  return user + system;
+}
+
+async function measureClientOps(pool: sky.Pool, quick: boolean): Promise<ClientOpsFigures> {
+  const counter = pool.counter("bench-client");
+  await counter.increment();
+  const clientOps = quick ? 5000 : 50_000;
+  let cpuStarted = cpuMicroseconds();
+  const started = performance.now();
+  for (let index = 0; index < clientOps; index += 1) await counter.increment();
+  const incrementsPerSecond = clientOps / ((performance.now() - started) / 1000);
+  const clientCpuMicroseconds = (cpuMicroseconds() - cpuStarted) / clientOps;
+  const concurrentOps = 10_000;
+  cpuStarted = cpuMicroseconds();
+  const concurrentStarted = performance.now();
+  await Promise.all(Array.from({ length: concurrentOps }, () => counter.increment()));
+  return {
+    incrementsPerSecond,
+    concurrentIncrementsPerSecond: concurrentOps / ((performance.now() - concurrentStarted) / 1000),
+    clientCpuMicroseconds,
+    concurrentClientCpuMicroseconds: (cpuMicroseconds() - cpuStarted) / concurrentOps,
+  };
 }
 
 export async function measureCollections(quick: boolean): Promise<CollectionsResult> {
@@ -59,15 +96,16 @@ export async function measureCollections(quick: boolean): Promise<CollectionsRes
       }
     }
   }
-  const counter = pool.counter("bench-client");
-  const clientOps = quick ? 5000 : 50_000;
-  const started = performance.now();
-  for (let index = 0; index < clientOps; index += 1) await counter.increment();
-  const clientIncrementsPerSecond = clientOps / ((performance.now() - started) / 1000);
-  const concurrentOps = 10_000;
-  const concurrentStarted = performance.now();
-  await Promise.all(Array.from({ length: concurrentOps }, () => counter.increment()));
-  const clientConcurrentIncrementsPerSecond =
-    concurrentOps / ((performance.now() - concurrentStarted) / 1000);
-  return { figures, clientIncrementsPerSecond, clientConcurrentIncrementsPerSecond, opsPerTask };
+  const clientOnTwoNodes = await measureClientOps(pool, quick);
+  progress("collections: the client's own operations on a 1-node Local pool");
+  await using single = await sky.compute({ nodes: 1, options: { console: false } });
+  const clientOnOneNode = await measureClientOps(single, quick);
+  return {
+    figures,
+    clientIncrementsPerSecond: clientOnTwoNodes.incrementsPerSecond,
+    clientConcurrentIncrementsPerSecond: clientOnTwoNodes.concurrentIncrementsPerSecond,
+    clientOnTwoNodes,
+    clientOnOneNode,
+    opsPerTask,
+  };
 }

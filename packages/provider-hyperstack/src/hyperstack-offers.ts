@@ -6,8 +6,8 @@
 import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
-  machineOffer,
   type NamedAccelerator,
+  pricedOffer,
   roundPrice,
 } from "@skyward/provider-utils";
 import type { Flavor, HyperstackCalls } from "./hyperstack-api.js";
@@ -28,19 +28,18 @@ export function acceleratorOfGpu(gpu: string): NamedAccelerator | undefined {
   return acceleratorFromNames([gpu.replace(/-spot$/i, "").replace(/-(?:w-)?NVLink$/i, "")]);
 }
 
-function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf: string): Offer | undefined {
+function toOffers(flavor: Flavor, prices: ReadonlyMap<string, number>): Offer[] {
   const { gpu, name, region_name: region } = flavor;
   const count = flavor.gpu_count ?? 0;
   const spot = /-spot$/i.test(gpu);
   const model = gpu !== "" && count > 0 ? acceleratorOfGpu(gpu) : null;
-  if (model === undefined) return undefined;
+  if (model === undefined) return [];
   const perGpu = prices.get(gpu.toUpperCase()) ?? prices.get(gpu.replace(/-spot$/i, "").toUpperCase());
   const hourly = model ? (perGpu === undefined ? undefined : perGpu * count) : prices.get(name.toUpperCase());
-  // An unknown price is never offered: the pool could not hold it to a cap.
-  if (hourly === undefined) return undefined;
-  const price = roundPrice(hourly);
+  // An unknown price is never offered (`pricedOffer`): the pool could not hold it to a cap.
+  const price = hourly === undefined ? null : roundPrice(hourly);
   const specific: HyperstackOfferData = { flavorName: name, region, gpu };
-  return machineOffer({
+  return pricedOffer({
     id: `hyperstack:${region}:${name}`,
     provider: "hyperstack",
     instanceType: name,
@@ -52,7 +51,6 @@ function toOffer(flavor: Flavor, prices: ReadonlyMap<string, number>, pricesAsOf
     spotPrice: spot ? price : null,
     onDemandPrice: spot ? null : price,
     billingUnit: "minute",
-    pricesAsOf,
     specific,
   });
 }
@@ -76,10 +74,9 @@ export async function hyperstackOffers(
   const prices = new Map<string, number>();
   for (const { name, value } of pricebook)
     if (value !== null && value > 0) prices.set(name.toUpperCase(), value);
-  const asOf = new Date().toISOString();
   return flavorGroups.data
     .flatMap((group) => group.flavors)
     .filter((flavor) => flavor.stock_available !== false)
     .filter((flavor) => wanted === undefined || wanted.includes(flavor.region_name.toUpperCase()))
-    .flatMap((flavor) => toOffer(flavor, prices, asOf) ?? []);
+    .flatMap((flavor) => toOffers(flavor, prices));
 }

@@ -10,9 +10,9 @@ import {
   hourlyPriceFromTags,
   type MachineAdapter,
   machineProviderFactories,
+  mappedMachine,
   SKYWARD_TAGS,
   skywardTags,
-  statusTable,
   tagsFromWords,
   tagsToWords,
 } from "@skyward/provider-utils";
@@ -21,22 +21,8 @@ import { type HyperstackClusterData, hyperstackEnvironments } from "./hyperstack
 import { hyperstackOffers } from "./hyperstack-offers.js";
 import { type HyperstackSettings, type ParsedSettings, settingsSchema } from "./hyperstack-settings.js";
 
-/** VM statuses (Instance_Fields `status`): gone or never running again, being deleted, else on its way. */
-const vmStatus = statusTable({
-  terminated: ["DELETED", "ERROR", "SHUTOFF", "HIBERNATED", "HIBERNATING", "SHELVED"],
-  stopping: ["DELETING"],
-  running: ["ACTIVE"],
-});
-
 /** A `port_randomization_status` still being set up: which port 22 maps to is not known yet. */
 const PORTS_SETTLING = /pend|progress|creat|updat|process|attach/i;
-
-function statusOf(vm: Vm) {
-  const status = vmStatus(vm.status);
-  if (status !== "running") return status;
-  if (vm.port_randomization_status && PORTS_SETTLING.test(vm.port_randomization_status)) return "pending";
-  return vm.floating_ip ? "running" : "pending";
-}
 
 const hyperstackVm = defineApiVm({
   api: hyperstackApi,
@@ -67,7 +53,33 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
   const half = hyperstackVm.adapterBase(settings, ({ id, publicIp, privateIp }) =>
     publicIp ? { id, floatingIp: publicIp, fixedIp: privateIp } : undefined,
   );
-  const { calls, fields, bootScript, describe } = half;
+  const { calls, fields, bootScript, standIns } = half;
+  const machine = mappedMachine(standIns, {
+    // VM statuses (Instance_Fields `status`): gone or never running again, being deleted, else on its way.
+    statuses: {
+      terminated: ["DELETED", "ERROR", "SHUTOFF", "HIBERNATED", "HIBERNATING", "SHELVED"],
+      stopping: ["DELETING"],
+      running: ["ACTIVE"],
+    },
+    // Running once it has its floating IP and which port 22 maps to is known.
+    status: (vm: Vm, byWord) =>
+      byWord === "running" && (!vm.floating_ip || PORTS_SETTLING.test(vm.port_randomization_status ?? ""))
+        ? "pending"
+        : byWord,
+    deleting: ["DELETING"],
+    name: (vm) => vm.name,
+    tags: ({ labels, environment }) => ({
+      ...tagsFromWords(labels),
+      ...(environment?.name ? { "hyperstack:environment": environment.name } : {}),
+    }),
+    address: (vm) => (vm.floating_ip ? { host: vm.floating_ip, port: 22 } : undefined),
+    seamAddress: (id, { host }, vm) => ({ id, floatingIp: host, fixedIp: vm.fixed_ip || null }),
+    privateIp: (vm, standIn) => standIn?.privateIp ?? (vm.fixed_ip || null),
+    spot: (_vm, tags) => tags[SKYWARD_TAGS.spot] === "1",
+    hourlyPrice: (_vm, tags) => hourlyPriceFromTags(tags),
+    createdAt: (vm) => vm.created_at,
+    user: settings.sshUser,
+  });
   const environments = hyperstackEnvironments(calls, settings);
 
   /** Opens the VM's private network (its fixed IP's /24, where peers talk) to it, once it has an address there. */
@@ -81,6 +93,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
 
   return {
     ...fields,
+    ...machine,
     cacheKey: JSON.stringify([settings.apiUrl, settings.regions ? [...settings.regions].sort() : null]),
     offers: (query, signal) => hyperstackOffers(calls, settings, query, signal),
     prepare: environments.prepare,
@@ -128,30 +141,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
 
     listPage: (cursor, signal) => calls.vms.page(cursor, signal, { query: { search: "skyward-" } }),
     isMachineId: (id) => /^\d+$/.test(id),
-    isBeingDeleted: (vm) => vm.status.toUpperCase() === "DELETING",
-    tags: {
-      name: (cluster, index) => `${cluster.id}-${index}`,
-      nameOf: (vm) => vm.name || undefined,
-      read: (vm) => tagsFromWords(vm.labels),
-    },
-
-    describe(vm, { identityFile }) {
-      const tags = tagsFromWords(vm.labels);
-      if (vm.environment?.name) tags["hyperstack:environment"] = vm.environment.name;
-      const [id, floatingIp, fixedIp] = [String(vm.id), vm.floating_ip || null, vm.fixed_ip || null];
-      return describe(floatingIp ? { id, floatingIp, fixedIp } : undefined, {
-        id,
-        status: statusOf(vm),
-        address: floatingIp ? { host: floatingIp, port: 22, user: settings.sshUser } : null,
-        identityFile,
-        privateIp: (standIn) => standIn?.privateIp ?? fixedIp,
-        spot: tags[SKYWARD_TAGS.spot] === "1",
-        hourlyPrice: hourlyPriceFromTags(tags),
-        tags,
-        createdAt: vm.created_at,
-      });
-    },
-
     teardown: environments.teardown,
     cleanup: environments.cleanup,
   };

@@ -16,7 +16,6 @@ import {
   pricedOffer,
   readAfterCreate,
   refuseSetting,
-  refuseVolumesWithoutFuse,
   rootSshdStatements,
   roundPrice,
   SKYWARD_TAGS,
@@ -152,6 +151,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
 
   return {
     ...fields,
+    containersWithoutFuse: "instances",
     ...machine,
     cacheKey: JSON.stringify([settings.apiUrl, settings.clusterId ?? null, settings.rootfsSize]),
     checkCredentials: () => void apiKey(),
@@ -167,8 +167,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     },
 
     async prepare({ spec, offer, keys }) {
-      // Its instances are containers without FUSE: volumes are refused before anything is created.
-      refuseVolumesWithoutFuse(spec.volumes, { provider: "Novita", machines: "instances" });
       const { productName, minRootFS, maxRootFS } = offer.specific as unknown as NovitaOfferData;
       const rootfsSize = Math.max(settings.rootfsSize, Math.ceil(spec.diskGb ?? 0), minRootFS ?? 0);
       if (rootfsSize > (maxRootFS ?? rootfsSize)) {
@@ -198,10 +196,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
 
     get: read,
     listPage: (cursor, signal) => api.instances.page(cursor, signal),
-    delete: {
-      one: (instanceId, signal) =>
-        api.delete({ body: { instanceId } }, signal).then(() => standIns.forget(instanceId)),
-    },
+    delete: { one: async (instanceId, signal) => void (await api.delete({ body: { instanceId } }, signal)) },
     // Novita's ids are 16 hex digits; names of other shapes are never sent.
     isMachineId: (id) => /^[A-Za-z0-9_-]+$/.test(id),
   };

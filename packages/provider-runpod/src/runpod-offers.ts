@@ -6,7 +6,7 @@ import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
   machineErrorKind,
-  machineOffer,
+  pricedOffer,
   refuseSetting,
   roundPrice,
 } from "@skyward/provider-utils";
@@ -144,10 +144,9 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
         const onDemandPerGpu = secure ? (gpu.price?.secure ?? null) : null;
         const minimumBid = bids?.get(gpu.id)?.[cloud] ?? null;
         const bidPerGpu = minimumBid === null ? null : bidAbove(minimumBid, settings.spotBidMargin);
-        if (onDemandPerGpu === null && bidPerGpu === null) continue;
         const stocked = (gpu.dataCenters ?? []).filter((center) => center.availability !== "NONE");
         offers.push(
-          machineOffer({
+          ...pricedOffer({
             id: `runpod:${cloud.toLowerCase()}:${gpu.id}:x${count}`,
             provider: NAME,
             instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud.toLowerCase()} cloud)`,
@@ -202,17 +201,15 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
       const onDemandPrice = roundPrice(perVcpu * vcpus);
       const region = dataCenterId ?? "any";
       const facts = { id: `runpod:cpu:${instanceId}`, provider: NAME, instanceType: instanceId, region };
-      return [
-        machineOffer({
-          ...facts,
-          accelerator: null,
-          vcpus,
-          memoryGb,
-          spotPrice: null,
-          onDemandPrice,
-          specific,
-        }),
-      ];
+      return pricedOffer({
+        ...facts,
+        accelerator: null,
+        vcpus,
+        memoryGb,
+        spotPrice: null,
+        onDemandPrice,
+        specific,
+      });
     });
   }
 

@@ -27,6 +27,7 @@ import {
   resolvePoolSpec,
   whyNotProvider,
 } from "@skyward/core/contract";
+import { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "@skyward/provider-utils";
 import { launchSshWorker } from "@skyward/ssh";
 import { preparedCluster, useMswFake } from "@skyward/testing";
 import { HttpResponse, http } from "msw";
@@ -38,7 +39,6 @@ import {
   createProviderFromConfig,
   DEFAULT_RUNPOD_IMAGE,
   imageCudaVersion,
-  RUNPOD_PROVISION_TIMEOUT_SECONDS,
   RunPod,
   type RunPodClusterData,
   type RunPodSettings,
@@ -404,7 +404,7 @@ describe("prepare", () => {
 
   it("image pulls: the pool waits RunPod's own provisioning timeout unless the options set one", () => {
     const runpod = provider();
-    expect(runpod.capabilities.provisionTimeout).toBe(RUNPOD_PROVISION_TIMEOUT_SECONDS);
+    expect(runpod.capabilities.provisionTimeout).toBe(IMAGE_PULL_PROVISION_TIMEOUT_SECONDS);
     expect(resolvePoolSpec(toSpec({ provider: runpod }), poolOptions({})).provisionTimeout).toBe(1800);
     expect(
       resolvePoolSpec(toSpec({ provider: runpod }), poolOptions({ provisionTimeout: 120 })).provisionTimeout,

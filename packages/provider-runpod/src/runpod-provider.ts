@@ -6,19 +6,18 @@
  * provider-utils' machine-provider base; Skyward's tags travel in the pod's environment.
  */
 import { NoCapacityError } from "@skyward/core";
-import type { Instance, Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
+import type { Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
 import {
-  describeMachine,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   type MachineAdapter,
   type MachineClusterData,
+  machineAdapterHalf,
   machineProviderFactories,
+  mappedMachine,
   refuseSetting,
-  refuseVolumesWithoutFuse,
   SKYWARD_TAGS,
   skywardTagsFromEnvironment,
   skywardTagsToEnvironment,
-  statusTable,
 } from "@skyward/provider-utils";
 import {
   answers,
@@ -46,9 +45,6 @@ export { bidAbove } from "./runpod-offers.js";
 export type { RunPodCloudType, RunPodCudaConstraint, RunPodSettings } from "./runpod-settings.js";
 export { DEFAULT_RUNPOD_IMAGE, imageCudaVersion } from "./runpod-settings.js";
 
-/** How long a pod may take to run with its SSH port: RunPod pulls the image first. */
-export const RUNPOD_PROVISION_TIMEOUT_SECONDS = IMAGE_PULL_PROVISION_TIMEOUT_SECONDS;
-
 /** What a RunPod cluster keeps in `Cluster.specific`. */
 export interface RunPodClusterData extends MachineClusterData {
   /** The container image and disk (GB) of the pods. */
@@ -64,30 +60,12 @@ export interface RunPodClusterData extends MachineClusterData {
   readonly cuda: RunPodCudaConstraint;
 }
 
-const podStatus = statusTable({ running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] });
-
-/** A pod runs, with SSH coordinates, once RunPod publishes the public address and port mapped to 22. */
-function instanceFromPod(pod: Pod, identityFile: string | undefined, root: string | undefined): Instance {
-  const tags = skywardTagsFromEnvironment(pod.env);
-  if (pod.name) tags["runpod:name"] = pod.name;
-  const status = podStatus(pod.status ?? "");
+/** The address and port RunPod publishes for a pod's port 22, once it does. */
+function directSsh(pod: Pod) {
   const port22 = pod.runtime?.ports?.find((port) => port.private === 22 && port.ip && port.public);
-  const host = pod.ssh?.direct?.host ?? port22?.ip ?? null;
-  const port = pod.ssh?.direct?.port ?? port22?.public ?? null;
-  const publicIp = status === "running" ? host : null;
-  return describeMachine({
-    id: pod.id,
-    status,
-    address: host !== null && port !== null ? { host, port, user: "root" } : null,
-    identityFile,
-    root,
-    publicIp,
-    privateIp: pod.globalNetworking?.ip ?? publicIp,
-    spot: tags[SKYWARD_TAGS.spot] === "1",
-    hourlyPrice: pod.cost,
-    tags,
-    createdAt: pod.createdAt,
-  });
+  const host = pod.ssh?.direct?.host ?? port22?.ip;
+  const port = pod.ssh?.direct?.port ?? port22?.public;
+  return host && port ? { host, port } : undefined;
 }
 
 /**
@@ -186,17 +164,38 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     return runpodApi.parseAnswer(podSchema, { id: rented.id, name, status: "PROVISIONING", env }, purpose);
   }
 
+  // A marketplace: the core caches its offers for an hour at most. GPU pods of one pool join global
+  // networking (CPU pods cannot); image pulls take long. Neither v2 nor GraphQL takes an idempotency
+  // token: a create whose answer was lost is found by name.
+  const capabilities = Object.freeze({
+    spot: true,
+    offerCache: "marketplace",
+    peerNetwork: "accelerated",
+    provisionTimeout: IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
+  });
+  const half = { name: NAME, label: "RunPod", settings, capabilities, clusterIdPrefix: "skyward" };
+  const { fields, standIns } = machineAdapterHalf({ ...half, addressOf: () => undefined });
+  // A pod runs, with SSH coordinates, once RunPod publishes the public address and port mapped to 22.
+  const machine = mappedMachine(standIns, {
+    statuses: { running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] },
+    deleting: ["TERMINATED"],
+    name: (pod: Pod) => pod.name,
+    nameTag: "runpod:name",
+    tags: (pod) => skywardTagsFromEnvironment(pod.env),
+    address: directSsh,
+    seamAddress: () => undefined,
+    publicIp: (pod, status) => (status === "running" ? (directSsh(pod)?.host ?? null) : null),
+    privateIp: (pod, _standIn, publicIp) => pod.globalNetworking?.ip ?? publicIp,
+    spot: (_pod, tags) => tags[SKYWARD_TAGS.spot] === "1",
+    hourlyPrice: (pod) => pod.cost,
+    createdAt: (pod) => pod.createdAt,
+    root: settings.root,
+  });
+
   return {
-    name: NAME,
-    label: "RunPod",
-    // A marketplace: the core caches its offers for an hour at most. GPU pods of one pool join global
-    // networking (CPU pods cannot); image pulls take long.
-    capabilities: Object.freeze({
-      spot: true,
-      offerCache: "marketplace",
-      peerNetwork: "accelerated",
-      provisionTimeout: RUNPOD_PROVISION_TIMEOUT_SECONDS,
-    }),
+    ...fields,
+    containersWithoutFuse: "pods",
+    ...machine,
     // Every setting the offers depend on, so that a provider set otherwise is never handed offers cached
     // for another; not the disks, env, root or key, which shape the pod, not the offers.
     cacheKey: JSON.stringify([
@@ -206,19 +205,11 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       settings.dataCenterId ?? null,
       settings.cpuFlavorIds ?? null,
     ]),
-    sshUser: "root",
-    keyName: "runpod_ed25519",
-    keysDirectory: settings.keysDirectory,
-    // Neither v2 nor GraphQL takes an idempotency token: a create whose answer was lost is found by name.
-    idempotencyToken: false,
-    bootWatchdog: "boot-command",
 
     checkCredentials: () => void runpodApi.resolveApiKey(settings.apiKey),
     offers: runpodOffers(settings, client),
 
     async prepare({ spec, offer, keys, signal }) {
-      // Its pods are containers without FUSE: volumes are refused before anything is created.
-      refuseVolumesWithoutFuse(spec.volumes, { provider: "RunPod", machines: "pods" });
       const gpu = (offer.specific as RunPodOfferData).kind === "gpu";
       if (!gpu && volume)
         refuseSetting(
@@ -272,14 +263,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     get: (id, signal) => client.get({ id }, signal),
     listPage: client.list.page,
     delete: { one: async (id, signal) => void (await client.delete({ id }, signal)) },
-    isBeingDeleted: (pod) => (pod.status ?? "").toUpperCase() === "TERMINATED",
-    idOf: (pod) => pod.id,
-    tags: {
-      name: (cluster, index) => `${cluster.id}-${index}`,
-      nameOf: (pod) => pod.name ?? undefined,
-      read: (pod) => skywardTagsFromEnvironment(pod.env),
-    },
-    describe: (pod, { identityFile }) => instanceFromPod(pod, identityFile, settings.root),
     selfDestruct: (instance) => selfDestructCommand(instance.id),
   };
 }

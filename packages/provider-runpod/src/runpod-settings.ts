@@ -5,10 +5,10 @@
 import { containerImageSchema } from "@skyward/core/contract";
 import {
   absolutePathField,
+  type ContainerSettingsShape,
+  containerSettingsShape,
   declaredImageCuda,
-  environmentVariablesSchema,
   httpSettingsShape,
-  keysDirectorySchema,
   nonEmptyListField,
   wholeNumberField,
 } from "@skyward/provider-utils";
@@ -22,7 +22,7 @@ const cudaVersion = z
   .regex(/^\d+\.\d+$/, { message: 'expected a CUDA version as "major.minor" (e.g. "12.8")' });
 
 // The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
-type HttpShape = Omit<typeof httpSettingsShape, "apiKey">;
+type BaseShape = Omit<typeof httpSettingsShape, "apiKey"> & ContainerSettingsShape;
 const settingsShape = {
   /** The API key. Default: the `RUNPOD_API_KEY` environment variable, read on the first API call. A secret: never logged. */
   apiKey: httpSettingsShape.apiKey,
@@ -73,16 +73,12 @@ const settingsShape = {
   dataCenterId: z.string().min(1).optional(),
   /** CPU flavors CPU-only specs may use (`cpu3c`, `cpu3g`, `cpu5c`…). Default: every flavor RunPod lists. */
   cpuFlavorIds: nonEmptyListField(z.string().min(1), "CPU flavor").readonly().optional(),
-  /** More environment variables for every pod. */
-  env: environmentVariablesSchema.readonly().default({}),
-  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
-  keysDirectory: keysDirectorySchema,
   /** Skyward's directory on each pod (environment, runtime, code); `{id}` in it becomes the pod's id. Default `/opt/skyward`. */
   root: absolutePathField().optional(),
 };
 
-export const settingsSchema: z.ZodObject<HttpShape & typeof settingsShape, z.core.$strict> = z
-  .strictObject({ ...httpSettingsShape, ...settingsShape })
+export const settingsSchema: z.ZodObject<BaseShape & typeof settingsShape, z.core.$strict> = z
+  .strictObject({ ...httpSettingsShape, ...containerSettingsShape, ...settingsShape })
   .refine((value) => value.minCudaVersion === undefined || value.allowedCudaVersions === undefined, {
     path: ["allowedCudaVersions"],
     message: "expected either minCudaVersion or allowedCudaVersions, not both",

@@ -8,7 +8,10 @@
  *   acknowledging once the others are fenced, and its task's later adds reach the new holder;
  * - the replica's worker is SIGKILLed while the client writes: the writes go on once the pool's
  *   verdict or a new replica comes, and when the head is killed afterwards the replacement node's
- *   copy holds every acknowledged write.
+ *   copy holds every acknowledged write;
+ * - the replica's worker is SIGSTOPped and the head's SIGKILLed while the client writes: the
+ *   promotion's first round gets no answer and is tried again (an `error` event says so); after
+ *   SIGCONT the copy is promoted with every acknowledged write.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -26,6 +29,7 @@ const tasks = fileURLToPath(new URL("../../core/test/fixtures/collection_tasks.p
 const addMembers = sky.python<[string, unknown[]], number>("collection_tasks:add_members");
 const addSteadily = sky.python<[string, number, number, string], number>("collection_tasks:add_steadily");
 const holdLockThenDie = sky.python<[string], never>("collection_tasks:hold_lock_then_die");
+const whoami = sky.python<[], string>("collection_tasks:whoami");
 
 interface AddLogEntry {
   readonly i?: number;
@@ -52,6 +56,29 @@ function acknowledged(entries: readonly AddLogEntry[]): number[] {
   return entries.filter((entry) => entry.ok === true).map((entry) => entry.i as number);
 }
 
+/**
+ * Increments counter `c` from the client one call after another until `writes.stop`, counting what
+ * was acknowledged and what failed.
+ */
+function writeSteadily(pool: sky.Pool): {
+  writes: { acked: number; failed: number; stop: boolean };
+  writer: Promise<void>;
+} {
+  const writes = { acked: 0, failed: 0, stop: false };
+  const writer = (async () => {
+    while (!writes.stop) {
+      try {
+        await pool.counter("c").increment();
+        writes.acked += 1;
+      } catch {
+        writes.failed += 1;
+        await pause(50); // no node holds them for a moment: not a busy loop
+      }
+    }
+  })();
+  return { writes, writer };
+}
+
 describe.skipIf(skipReason !== undefined)("collections under real faults on the SSH test bed", () => {
   const scratch = useTestbedAndHome({ hosts: 3, homePrefix: "skyward-ssh-collection-faults-" });
 
@@ -65,18 +92,7 @@ describe.skipIf(skipReason !== undefined)("collections under real faults on the 
     });
     // Node 1 is linked to the head and holds its copy (the only other node).
     await pool.run(addMembers("warm", [1]), { target: 1 });
-    const writes = { acked: 0, failed: 0, stop: false };
-    const writer = (async () => {
-      while (!writes.stop) {
-        try {
-          await pool.counter("c").increment();
-          writes.acked += 1;
-        } catch {
-          writes.failed += 1;
-          await pause(50); // no connection to the holder for a moment: not a busy loop
-        }
-      }
-    })();
+    const { writes, writer } = writeSteadily(pool);
     await expect.poll(() => writes.acked, { timeout: 60_000 }).toBeGreaterThan(20);
 
     await expect(pool.run(holdLockThenDie("replica-held"), { target: 1 })).rejects.toThrow(
@@ -101,6 +117,52 @@ describe.skipIf(skipReason !== undefined)("collections under real faults on the 
     // A failed increment may or may not have been applied; none acknowledged is missing.
     expect(await value()).toBeLessThanOrEqual(acked + failed);
     expect(await pool.set("warm").size()).toBe(2);
+  }, 600_000);
+
+  it("promotes a replica SIGSTOPped while its head was SIGKILLed, once it goes on, with every acknowledged write", async () => {
+    await using pool = await sky.compute({
+      provider: SSH({ hosts: testbedSshHosts(scratch.bed, { indices: [0, 1] }) }),
+      nodes: 2,
+      ttl: 0,
+      image: { includes: [tasks] },
+      // The stopped replica is not declared lost while it is stopped: its copy is the one to promote.
+      options: { console: false, bootstrapTimeout: 240, livenessTimeout: 300, worker: { concurrency: 2 } },
+    });
+    const retries: string[] = [];
+    pool.on("error", (event) => {
+      if (/promoting a copy of the pool's collections/.test(event.message)) retries.push(event.message);
+    });
+    // Node 1 is linked to the head and holds its copy (the only other node).
+    await pool.run(addMembers("warm", [1]), { target: 1 });
+    // The test bed's hosts are namespaces of this machine: their workers' pids are this machine's.
+    const [head, replica] = await Promise.all(
+      [0, 1].map(async (node) => Number((await pool.run(whoami(), { target: node })).split(":")[2])),
+    );
+    const { writes, writer } = writeSteadily(pool);
+    await expect.poll(() => writes.acked, { timeout: 60_000 }).toBeGreaterThan(20);
+    process.kill(replica as number, "SIGSTOP");
+    try {
+      process.kill(head as number, "SIGKILL");
+      // The promotion's round found the replica silent: it is tried again, not given up.
+      await expect.poll(() => retries.length, { timeout: 120_000 }).toBeGreaterThan(0);
+      expect(retries[0]).toMatch(/node 1 did not say whether it holds a copy/);
+    } finally {
+      process.kill(replica as number, "SIGCONT");
+    }
+    const value = () =>
+      pool
+        .counter("c")
+        .value()
+        .catch(() => -1);
+    await expect.poll(value, { timeout: 120_000 }).toBeGreaterThanOrEqual(writes.acked);
+    writes.stop = true;
+    await writer;
+    const { acked, failed } = writes;
+    // A failed increment may or may not have been applied; none acknowledged is missing.
+    const final = await value();
+    expect(final).toBeGreaterThanOrEqual(acked);
+    expect(final).toBeLessThanOrEqual(acked + failed);
+    expect(await pool.set("warm").size()).toBe(1);
   }, 600_000);
 
   it("loses no write a head acknowledged when the client's link to it is cut while its task writes", async () => {

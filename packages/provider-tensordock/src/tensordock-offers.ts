@@ -54,7 +54,6 @@ export async function tensordockOffers(
   const { data } = await calls.locations({}, signal);
   const size = sizeFor(settings, query);
   const amounts = [size.vcpus, size.ramGb, size.storageGb];
-  const pricesAsOf = new Date().toISOString();
   return data.locations.flatMap((location) => {
     // A location is named by its id, country, city or state.
     const names = [location.id, location.country, location.city, location.stateprovince];
@@ -87,7 +86,6 @@ export async function tensordockOffers(
         spotPrice: null,
         onDemandPrice: roundPrice(hourly),
         billingUnit: "second",
-        pricesAsOf,
         specific,
       });
     });

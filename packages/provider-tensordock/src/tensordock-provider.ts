@@ -10,9 +10,9 @@ import {
   type MachineAdapter,
   type MachineClusterData,
   machineProviderFactories,
+  mappedMachine,
   nameTagCodec,
   SKYWARD_TAGS,
-  statusTable,
 } from "@skyward/provider-utils";
 import { type TensorDockInstance, tensordockApi, tensordockCalls } from "./tensordock-api.js";
 import { offerIdOf, sizeFor, type TensorDockOfferData, tensordockOffers } from "./tensordock-offers.js";
@@ -20,17 +20,6 @@ import { type ParsedSettings, settingsSchema, type TensorDockSettings } from "./
 
 /** What a TensorDock cluster keeps in `Cluster.specific`: the SSH key pair put on every VM. */
 export type TensorDockClusterData = MachineClusterData;
-
-/**
- * TensorDock's statuses (https://dashboard.tensordock.com/api/docs/instance-management). A stopped VM,
- * and one stopped with its GPUs released to others ("StoppedDisassociated"), runs nothing: the node is
- * lost, though the VM bills its storage until deleted.
- */
-const statusOf = statusTable({
-  running: ["running"],
-  stopping: ["stopping", "deleting"],
-  terminated: ["stopped", "stoppeddisassociated", "deleted", "error"],
-});
 
 const tensordockVm = defineApiVm({
   api: tensordockApi,
@@ -84,12 +73,35 @@ const tags = nameTagCodec<TensorDockInstance>({
 });
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance, TensorDockClusterData> {
-  const { calls, fields, bootScript, describe } = tensordockVm.adapterBase(settings, (instance) =>
+  const { calls, fields, bootScript, standIns } = tensordockVm.adapterBase(settings, (instance) =>
     instance.publicIp ? { id: instance.id, ipAddress: instance.publicIp } : undefined,
   );
+  // VMs on different hostnodes share no private network: peers reach each other on their own IPs, the
+  // mapping's default private address.
+  const machine = mappedMachine(standIns, {
+    // TensorDock's statuses (https://dashboard.tensordock.com/api/docs/instance-management). A stopped
+    // VM, and one stopped with its GPUs released to others ("StoppedDisassociated"), runs nothing: the
+    // node is lost, though the VM bills its storage until deleted.
+    statuses: {
+      running: ["running"],
+      stopping: ["stopping", "deleting"],
+      terminated: ["stopped", "stoppeddisassociated", "deleted", "error"],
+    },
+    deleting: ["deleting", "deleted"],
+    name: (instance: TensorDockInstance) => instance.name,
+    tags: tags.read,
+    address: ({ ipAddress: host, portForwards }) =>
+      host ? { host, port: sshPortOf(portForwards) } : undefined,
+    seamAddress: (id, { host }) => ({ id, ipAddress: host }),
+    spot: () => false,
+    hourlyPrice: (instance) => instance.rateHourly,
+    createdAt: () => Date.now(),
+    user: settings.sshUser,
+  });
   const { location, storageGb, minVcpus, minRamGb } = settings;
   return {
     ...fields,
+    ...machine,
     cacheKey: JSON.stringify([settings.apiUrl, location ?? null, storageGb, minVcpus, minRamGb]),
     offers: (query, signal) => tensordockOffers(calls, settings, query, signal),
 
@@ -124,25 +136,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
     get: (id, signal) => calls.get({ id }, signal),
     listPage: calls.instances.page,
     isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
-    isBeingDeleted: (instance) => ["deleting", "deleted"].includes(instance.status.toLowerCase()),
     tags,
-
-    describe(instance, { identityFile }) {
-      const ip = instance.ipAddress || null;
-      return describe(ip ? { id: instance.id, ipAddress: ip } : undefined, {
-        id: instance.id,
-        status: statusOf(instance.status),
-        address: ip ? { host: ip, port: sshPortOf(instance.portForwards), user: settings.sshUser } : null,
-        identityFile,
-        publicIp: ip,
-        // VMs on different hostnodes share no private network: peers reach each other on their own IPs.
-        privateIp: (standIn) => standIn?.host ?? ip,
-        spot: false,
-        hourlyPrice: instance.rateHourly ?? null,
-        tags: tags.read(instance),
-        createdAt: Date.now(),
-      });
-    },
   };
 }
 

@@ -145,6 +145,7 @@ export {
 export type {
   MachineEndpointAddress,
   MachineMapping,
+  MappableMachine,
   MappedMachine,
 } from "./machine-provider/machine-mapping.js";
 export { mappedMachine } from "./machine-provider/machine-mapping.js";
@@ -155,8 +156,13 @@ export {
   provisionAcrossMarkets,
 } from "./machine-provider/machine-operations.js";
 export { defineMachineProvider } from "./machine-provider/machine-provider.js";
-export type { MachineProviderSettings, MachineSettingsShape } from "./machine-provider/machine-settings.js";
+export type {
+  ContainerSettingsShape,
+  MachineProviderSettings,
+  MachineSettingsShape,
+} from "./machine-provider/machine-settings.js";
 export {
+  containerSettingsShape,
   declaredImageCuda,
   machineProviderFactories,
   machineSettingsShape,

@@ -35,12 +35,7 @@ import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import type { VastInstance } from "./vastai-api.js";
 import { VastApiError } from "./vastai-api.js";
 import { vastGpuNames } from "./vastai-offers.js";
-import {
-  createProviderFromConfig,
-  instanceFromVast,
-  VastAI,
-  type VastClusterData,
-} from "./vastai-provider.js";
+import { createProviderFromConfig, VastAI, type VastClusterData, vastMachine } from "./vastai-provider.js";
 import { DEFAULT_VASTAI_IMAGE, type VastAISettings } from "./vastai-settings.js";
 
 const fake = startFakeVast();
@@ -559,7 +554,7 @@ describe("getInstance, terminate, teardown, listInstances", () => {
   });
 });
 
-describe("instanceFromVast", () => {
+describe("vastMachine", () => {
   it("is running only once the SSH port is known, else pending", () => {
     const running = {
       id: 7,
@@ -573,10 +568,11 @@ describe("instanceFromVast", () => {
       dph_total: 0.4,
       start_date: null,
     } as unknown as VastInstance;
-    const options = { ssh: "direct" as const, identityFile: undefined };
-    expect(instanceFromVast(running, options)).toMatchObject({ status: "pending", ssh: null });
+    const options = { identityFile: undefined };
+    const machine = vastMachine("direct");
+    expect(machine.describe(running, options)).toMatchObject({ status: "pending", ssh: null });
     const mapped = { ...running, ports: { "22/tcp": [{ HostIp: "0.0.0.0", HostPort: "40022" }] } };
-    expect(instanceFromVast(mapped, options)).toMatchObject({
+    expect(machine.describe(mapped, options)).toMatchObject({
       status: "running",
       ssh: { host: "203.0.113.9", port: 40022, user: "root" },
       offerId: "vastai:42",

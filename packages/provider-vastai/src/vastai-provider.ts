@@ -5,20 +5,20 @@
  * arms its self-destruct (`onstart-script.ts`). An adapter on provider-utils' machine-provider base; what
  * is Vast.ai's own is that one ask rents once, so each node rents the next ask of the kind.
  */
-import { type Cluster, type Instance, type Offer, offerQuery, type ProviderV1 } from "@skyward/core/contract";
+import { type Cluster, type Offer, offerQuery, type ProviderV1 } from "@skyward/core/contract";
 import {
   deleteUntilGone,
-  describeMachine,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   listAllMachines,
   type MachineAdapter,
   type MachineClusterData,
   type MachineCreateRequest,
+  machineAdapterHalf,
   machineErrorKind,
   machineProviderFactories,
-  refuseVolumesWithoutFuse,
+  mappedMachine,
   skywardTags,
-  statusTable,
+  standInSeam,
 } from "@skyward/provider-utils";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import { VastApiError, type VastInstance, vastClient, vastInstanceSchema } from "./vastai-api.js";
@@ -31,9 +31,6 @@ import {
   type VastSshMode,
   withImageCuda,
 } from "./vastai-settings.js";
-
-/** How long an instance may take to run with its SSH port: Vast.ai pulls the image first. */
-export const VASTAI_PROVISION_TIMEOUT_SECONDS = IMAGE_PULL_PROVISION_TIMEOUT_SECONDS;
 
 /** What a Vast.ai cluster keeps in {@link Cluster.specific}. */
 export interface VastClusterData extends MachineClusterData {
@@ -55,44 +52,38 @@ function tagsOf(instance: VastInstance): Record<string, string> {
   return tags;
 }
 
-const instanceStatus = statusTable({
-  running: ["running"],
-  terminated: ["exited", "stopped", "offline", "destroyed"],
-});
-
-/** The instance a Vast.ai instance is: `running`, with SSH coordinates, once it runs and its SSH port is known. */
-export function instanceFromVast(
-  instance: VastInstance,
-  options: { ssh: VastSshMode; identityFile: string | undefined; root?: string | undefined },
-  now = Date.now(),
-): Instance {
-  const actual = (instance.actual_status ?? "").toLowerCase();
-  const intended = (instance.intended_status ?? "").toLowerCase();
-  const status =
-    intended === "stopped" ? (actual === "running" ? "stopping" : "terminated") : instanceStatus(actual);
-  const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
-  const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
-  const publicIp = instance.public_ipaddr?.trim() || null;
-  const address =
-    options.ssh === "direct" && publicIp && Number.isInteger(directPort) && directPort > 0
-      ? { host: publicIp, port: directPort, user: "root" }
-      : instance.ssh_host && instance.ssh_port
-        ? { host: instance.ssh_host, port: instance.ssh_port, user: "root" }
-        : null;
-  const started = instance.start_date;
-  return describeMachine({
-    id: String(instance.id),
-    status,
-    address,
-    identityFile: options.identityFile,
-    root: options.root,
-    publicIp,
+/** Vast.ai's instances as Skyward sees them: `running`, with SSH coordinates, once they run and their SSH port is known. */
+export function vastMachine(ssh: VastSshMode, root?: string) {
+  // Vast.ai's settings have no `sshAddress` test seam.
+  const noSeam = standInSeam(undefined, () => undefined);
+  return mappedMachine(noSeam, {
+    statuses: { running: ["running"], terminated: ["exited", "stopped", "offline", "destroyed"] },
+    statusWord: (instance: VastInstance) => instance.actual_status,
+    // One asked to stop is on its way out whatever it does now.
+    status: ({ intended_status: intended }, byWord) =>
+      intended?.toLowerCase() !== "stopped" ? byWord : byWord === "running" ? "stopping" : "terminated",
+    deleting: [],
+    name: (instance) => instance.label?.split(" ")[0],
+    tags: tagsOf,
+    address(instance) {
+      const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
+      const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
+      const publicIp = instance.public_ipaddr?.trim();
+      if (ssh === "direct" && publicIp && Number.isInteger(directPort) && directPort > 0)
+        return { host: publicIp, port: directPort };
+      return instance.ssh_host && instance.ssh_port
+        ? { host: instance.ssh_host, port: instance.ssh_port }
+        : undefined;
+    },
+    seamAddress: () => undefined,
+    publicIp: (instance) => instance.public_ipaddr?.trim() || null,
     // Instances on different machines share no private network: peers reach each other publicly.
-    privateIp: publicIp,
-    spot: instance.is_bid === true,
-    hourlyPrice: instance.dph_total,
-    tags: tagsOf(instance),
-    createdAt: started !== null && started > 0 ? Math.round(started * 1000) : now,
+    privateIp: (_instance, _standIn, publicIp) => publicIp,
+    spot: (instance) => instance.is_bid === true,
+    hourlyPrice: (instance) => instance.dph_total,
+    createdAt: ({ start_date: started }) =>
+      started != null && started > 0 ? Math.round(started * 1000) : null,
+    root,
   });
 }
 
@@ -224,18 +215,23 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     throw new VastApiError({ kind: "capacity", message });
   }
 
+  // A marketplace: the core caches its offers for an hour at most. Instances are rented on separate
+  // machines, each behind its own NAT: no network between them, so a distributed-training plugin on
+  // several nodes is refused at validation (core), not left to hang. Vast.ai takes no idempotency
+  // token: a rent whose answer was lost is found by its label.
+  const capabilities = Object.freeze({
+    spot: true,
+    offerCache: "marketplace",
+    peerNetwork: "none",
+    provisionTimeout: IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
+  });
+  const half = { name: "vastai", label: "Vast.ai", settings, capabilities, clusterIdPrefix: "skyward" };
+  const { fields } = machineAdapterHalf({ ...half, addressOf: () => undefined });
+
   const adapter: MachineAdapter<VastInstance, VastClusterData> = {
-    name: "vastai",
-    label: "Vast.ai",
-    // A marketplace: the core caches its offers for an hour at most. Instances are rented on separate
-    // machines, each behind its own NAT: no network between them, so a distributed-training plugin on
-    // several nodes is refused at validation (core), not left to hang.
-    capabilities: Object.freeze({
-      spot: true,
-      offerCache: "marketplace",
-      peerNetwork: "none",
-      provisionTimeout: VASTAI_PROVISION_TIMEOUT_SECONDS,
-    }),
+    ...fields,
+    containersWithoutFuse: "instances",
+    ...vastMachine(settings.ssh, settings.root),
     // Every setting the search's answer depends on (the image by the CUDA it states), so a provider set
     // otherwise never gets another's cached offers.
     cacheKey: JSON.stringify([
@@ -248,18 +244,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
       settings.ssh,
       settings.searchLimit,
     ]),
-    sshUser: "root",
-    keyName: "vastai_ed25519",
-    keysDirectory: settings.keysDirectory,
-    // Vast.ai takes no idempotency token: a rent whose answer was lost is found by its label.
-    idempotencyToken: false,
-    bootWatchdog: "boot-command",
 
     checkCredentials: () => void client.resolveApiKey(),
     offers: (query, signal) => searchOffers(settings, client, query, signal),
     async prepare({ spec, keys }) {
-      // Its instances are containers without FUSE: volumes are refused before anything is created.
-      refuseVolumesWithoutFuse(spec.volumes, { provider: "Vast.ai", machines: "instances" });
       // The key is attached to each instance as it is rented, never registered on the account.
       return { ...keys, image: settings.dockerImage, diskGb: diskFor(settings, spec.diskGb) };
     },
@@ -268,14 +256,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     listPage: client.list.page,
     delete: { one: async (id, signal) => void (await client.destroy({ id, body: {} }, signal)) },
     isMachineId: (id) => /^\d+$/.test(id),
-    idOf: (instance) => String(instance.id),
-    tags: {
-      name: (cluster, index) => `${cluster.id}-${index}`,
-      nameOf: (instance) => instance.label?.split(" ")[0],
-      read: tagsOf,
-    },
-    describe: (instance, { identityFile }) =>
-      instanceFromVast(instance, { ssh: settings.ssh, identityFile, root: settings.root }),
     // Installed by the onstart script, with the instance-scoped API key Vast.ai gives the container.
     selfDestruct: () => SELF_DESTRUCT_COMMAND,
     async teardown(cluster: Cluster<VastClusterData>) {

@@ -1,11 +1,12 @@
 import { accelerators, options as poolOptions, spec as toSpec } from "@skyward/core";
 import { type Instance, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "@skyward/provider-utils";
 import { useMswFake } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
 import errors from "../test/fixtures/errors.json" with { type: "json" };
 import { classifyVastError } from "./vastai-api.js";
-import { VASTAI_PROVISION_TIMEOUT_SECONDS, VastAI } from "./vastai-provider.js";
+import { VastAI } from "./vastai-provider.js";
 import type { VastAISettings } from "./vastai-settings.js";
 
 const fake = startFakeVast();
@@ -110,7 +111,7 @@ describe("the country", () => {
 
 describe("provisioning", () => {
   it("waits up to 30 minutes for an image pull unless the pool's options say otherwise", () => {
-    expect(VASTAI_PROVISION_TIMEOUT_SECONDS).toBe(1800);
+    expect(IMAGE_PULL_PROVISION_TIMEOUT_SECONDS).toBe(1800);
     expect(paced().capabilities.provisionTimeout).toBe(1800);
   });
 });

@@ -4,10 +4,10 @@
  */
 import { containerImageSchema } from "@skyward/core/contract";
 import {
+  type ContainerSettingsShape,
+  containerSettingsShape,
   declaredImageCuda,
-  environmentVariablesSchema,
   httpSettingsShape,
-  keysDirectorySchema,
   millisecondsField,
 } from "@skyward/provider-utils";
 import { z } from "zod";
@@ -17,7 +17,7 @@ import { ONSTART_MAX_LENGTH, renderOnstartScript } from "./onstart-script.js";
 export const DEFAULT_VASTAI_IMAGE = "vastai/base-image:@vastai-automatic-tag";
 
 // The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
-type HttpShape = Omit<typeof httpSettingsShape, "apiKey">;
+type BaseShape = Omit<typeof httpSettingsShape, "apiKey"> & ContainerSettingsShape;
 const settingsShape = {
   /** The API key. Default: the `VAST_API_KEY` environment variable, read on the first API call. A secret: never logged. */
   apiKey: httpSettingsShape.apiKey,
@@ -48,10 +48,6 @@ const settingsShape = {
   ssh: z.enum(["direct", "proxy"]).default("direct"),
   /** Seconds without a running worker after which an instance destroys itself; 0 disables. Default 1800. */
   watchdogGraceSeconds: z.number().int().min(0).default(1800),
-  /** More environment variables for every instance. */
-  env: environmentVariablesSchema.readonly().default({}),
-  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
-  keysDirectory: keysDirectorySchema,
   /** How many offers one search returns at most. Default 64. */
   searchLimit: z.number().int().min(1).max(1000).default(64),
   /**
@@ -89,8 +85,9 @@ const settingsShape = {
     .optional(),
 };
 
-export const settingsSchema: z.ZodObject<HttpShape & typeof settingsShape, z.core.$strict> = z.strictObject({
+export const settingsSchema: z.ZodObject<BaseShape & typeof settingsShape, z.core.$strict> = z.strictObject({
   ...httpSettingsShape,
+  ...containerSettingsShape,
   ...settingsShape,
 });
 

@@ -9,6 +9,15 @@ blocked on the socket and answers ``acked`` at once, and the head's reading thre
 answers back. The frames are the ones docs/protocol.md describes ("Distributed collections"); the
 node opens this connection itself (handshake ``{"node", "replica": true}``, the pool's peer
 handshake), apart from the one its tasks' operations take.
+
+Each thread hand-off costs more than the network between two nodes, so the thread that waits for
+an answer does the work itself where it can (:class:`writing_here`, and the head's end,
+:class:`~skyward.collection_copy_head.HeadChannel`):
+it writes the frames it queued once it has let go of the store's lock (as far as the socket takes
+them without waiting: the rest is the sender thread's, with its deadline), and reads the acks
+itself while no other thread does (one reader at a time; the acks it reads for other threads wake
+them). The threads of the connection stay for what nobody waits on (an ``eventual`` write's frame,
+a ``superseded`` from the node, the connection's end).
 """
 
 from __future__ import annotations
@@ -38,7 +47,6 @@ _KEEPALIVE_PROBES = 3
 #: seconds before a node that offered to hold the copy connects again after a loss, doubling to the most
 _RETRY_FIRST = 0.5
 _RETRY_MOST = 10.0
-_READ_BYTES = 256 * 1024
 
 
 def tune(sock: socket.socket) -> None:
@@ -79,10 +87,11 @@ def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -
     """Calls ``each`` with every message read from ``sock`` until it ends."""
     decoder = FrameDecoder()
     while True:
-        data = sock.recv(_READ_BYTES)
-        if not data:
+        with decoder.get_buffer() as buffer:  # received into the decoder's memory: no copy
+            count = sock.recv_into(buffer)
+        if not count:
             return
-        for messages in decoder.feed(data):
+        for messages in decoder.buffer_updated(count):
             for message in messages:
                 each(message)
 
@@ -98,6 +107,35 @@ def take_socket(transport: Any) -> socket.socket:
 
 def start_thread(name: str, run: Callable[[], None]) -> None:
     threading.Thread(target=run, name=name, daemon=True).start()
+
+
+#: per thread: the connections whose queued frames this thread writes itself when it leaves its
+#: outermost :class:`writing_here` (None: not inside one)
+_here = threading.local()
+#: a write that returns at once when the socket's buffer is full (0 where there is none: then the
+#: sender thread writes every frame)
+DONT_WAIT = getattr(socket, "MSG_DONTWAIT", 0)
+
+
+class writing_here:
+    """Frames queued on a :class:`PeerThread` inside this block are written by this thread once it
+    leaves the block (outside the store's lock, which is taken and let go inside it), instead of
+    waking the connection's sender thread: the thread that made a write is about to wait for its
+    answer anyway."""
+
+    __slots__ = ("_outermost",)
+
+    def __enter__(self) -> None:
+        self._outermost = getattr(_here, "owed", None) is None
+        if self._outermost:
+            _here.owed = []
+
+    def __exit__(self, *_: Any) -> None:
+        if not self._outermost:
+            return
+        owed, _here.owed = _here.owed, None
+        for peer in owed:
+            peer.write_queued()
 
 
 class PeerThread:
@@ -117,6 +155,9 @@ class PeerThread:
         self._log = log
         self._queued = threading.Condition(threading.Lock())
         self._frames: List[bytes] = []
+        #: a thread writes the queue now (the sender thread, or one in :meth:`write_queued`): frames
+        #: queued meanwhile are its to write, so they go in the order they were queued
+        self._sending = False
         self._sending_ended = False
 
     def start(self, welcome: bytes) -> None:
@@ -130,16 +171,57 @@ class PeerThread:
         with self._queued:
             if self._sending_ended:
                 return  # the reader saw (or will see) the end
-            self._frames.append(data)
+            self._queue(data)
+
+    def _queue(self, data: bytes) -> None:
+        """Queues ``data`` (with ``_queued`` held): for the thread writing now, else for this
+        thread once it leaves :class:`writing_here`, else for the sender thread."""
+        self._frames.append(data)
+        if self._sending:
+            return
+        owed = getattr(_here, "owed", None)
+        if owed is not None and DONT_WAIT:
+            if self not in owed:
+                owed.append(self)
+        else:
             self._queued.notify()
+
+    def write_queued(self) -> None:
+        """Writes the queued frames on this thread, as far as the socket takes them without waiting;
+        what is left (a peer that reads slowly or not at all, a failed write) is the sender
+        thread's, whose deadline ends the connection."""
+        with self._queued:
+            if self._sending or not self._frames or self._sending_ended:
+                return
+            self._sending = True
+            frames, self._frames = self._frames, []
+        while True:
+            data = b"".join(frames) if len(frames) > 1 else frames[0]
+            written = 0
+            try:
+                while written < len(data):
+                    written += self._sock.send(memoryview(data)[written:], DONT_WAIT)
+            except OSError:  # full (BlockingIOError), or failed: the sender thread writes it, or says why not
+                pass
+            with self._queued:
+                if written < len(data):
+                    self._frames.insert(0, data[written:])
+                    self._sending = False
+                    self._queued.notify()
+                    return
+                if not self._frames or self._sending_ended:
+                    self._sending = False
+                    return
+                frames, self._frames = self._frames, []
 
     def _write(self) -> None:
         while True:
             with self._queued:
-                while not self._frames and not self._sending_ended:
+                while (not self._frames or self._sending) and not self._sending_ended:
                     self._queued.wait()
                 if self._sending_ended:
                     return
+                self._sending = True
                 frames, self._frames = self._frames, []
             try:
                 send_all(self._sock, b"".join(frames) if len(frames) > 1 else frames[0])
@@ -148,6 +230,9 @@ class PeerThread:
                 self._log(f"the {self._what} failed: {type(error).__name__}: {error}")
                 self._close()
                 return
+            finally:
+                with self._queued:
+                    self._sending = False
 
     def handle(self, message: Dict[str, Any]) -> None:
         raise NotImplementedError
@@ -164,7 +249,9 @@ class PeerThread:
             self._close()
             self.ended()
 
-    def _close(self) -> None:
+    def _close(self, release: bool = True) -> None:
+        """Ends the connection: nothing more is sent, a blocked read returns; ``release``: the
+        socket is closed too."""
         with self._queued:
             self._sending_ended = True
             self._frames = []
@@ -173,34 +260,8 @@ class PeerThread:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self._sock.close()
-
-
-class HeadChannel(PeerThread):
-    """The head's end of the copy channel: ``send`` (any thread) carries ``replicate`` frames; a
-    thread reads the acks.
-
-    ``acked(send, seq)`` and ``gone(send)`` are the replication's (it knows this end by ``send``);
-    ``superseded(message)`` gets the node's ``superseded`` (in answer to an older epoch's frame, or
-    as it leaves for a newer holder)."""
-
-    def __init__(self, sock: socket.socket, acked: Callable[[Any, Any], None], gone: Callable[[Any], None],
-                 superseded: Callable[[Dict[str, Any]], None], log: Callable[[str], None]) -> None:
-        super().__init__(sock, "collections copy channel", log)
-        self._acked = acked
-        self._gone = gone
-        self._superseded = superseded
-        #: this end's send, one object (the replication compares it by identity)
-        self.send: Callable[[Dict[str, Any]], None] = self.send_message
-
-    def handle(self, message: Dict[str, Any]) -> None:
-        if message.get("t") == "acked":
-            self._acked(self.send, message.get("seq"))
-        elif message.get("t") == "superseded":  # the node knows a newer holder
-            self._superseded(message)
-
-    def ended(self) -> None:
-        self._gone(self.send)
+        if release:
+            self._sock.close()
 
 
 class CopyChannel:
@@ -296,4 +357,5 @@ class CopyChannel:
                     self._sock = None
 
 
-__all__ = ["CopyChannel", "HeadChannel", "PeerThread", "read_messages", "start_thread", "take_socket", "tune"]
+__all__ = ["CopyChannel", "PeerThread", "read_messages", "send_all", "start_thread", "take_socket", "tune",
+           "writing_here"]

@@ -26,7 +26,6 @@ from .collection_channel import PeerThread, send_all, tune
 from .collection_store import Answer, Owner
 from .protocol import FrameDecoder, ProtocolError, pack_frame
 
-_READ_BYTES = 256 * 1024
 
 
 def answer_message(request_id: Any, answer: Answer) -> Dict[str, Any]:
@@ -50,6 +49,8 @@ class Store(Protocol):
 
     def owner_ended(self, owner: Owner, then: Callable[[], None] | None = None) -> None: ...
 
+    def apply_here(self, owner: Owner, request: Any, reply: Callable[[Answer], None], request_id: Any) -> None: ...
+
 
 class DirectConnection(PeerThread):
     """The head's end of one task thread's connection: applies its operations on this thread."""
@@ -68,9 +69,10 @@ class DirectConnection(PeerThread):
         if message.get("t") != "op" or type(owner) is not str:
             return
         self.owners.add(owner)
-        self._store().apply(owner, message.get("op"),
-                            lambda answer: self.send_message(answer_message(request_id, answer)),
-                            ("direct", request_id), threadsafe=True)
+        # This thread writes the copy's frame, reads its ack and sends the answer (no hand-off).
+        self._store().apply_here(owner, message.get("op"),
+                                 lambda answer: self.send_message(answer_message(request_id, answer)),
+                                 ("direct", request_id))
 
     def ended(self) -> None:
         self._closed()
@@ -138,10 +140,11 @@ class DirectCaller:
                     self._connections.add(connection)
             send_all(connection.sock, pack_frame([{"t": "op", "id": request_id, "owner": owner, "op": request}]))
             while request_id not in connection.answers:
-                data = connection.sock.recv(_READ_BYTES)
-                if not data:
+                with connection.decoder.get_buffer() as buffer:  # into the decoder's memory: no copy
+                    count = connection.sock.recv_into(buffer)
+                if not count:
                     raise ConnectionError("the head closed the connection")
-                for messages in connection.decoder.feed(data):
+                for messages in connection.decoder.buffer_updated(count):
                     for message in messages:
                         connection.answers[message.get("id")] = message_answer(message)
             return connection.answers.pop(request_id)

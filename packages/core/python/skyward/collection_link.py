@@ -29,7 +29,8 @@ import socket
 from typing import Any, AsyncIterator, Callable, Dict, List, Set, Tuple
 
 from . import peer_auth
-from .collection_channel import HeadChannel, take_socket
+from .collection_channel import take_socket
+from .collection_copy_head import HeadChannel
 from .collection_direct import DirectConnection, answer_message, message_answer
 from .collection_replica import Replication
 from .collection_store import Answer, Owner

@@ -25,8 +25,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Dict, List, Set, Tuple
 
+from .collection_channel import writing_here
 from .collection_delta import Changes, everything, load, state_of
-from .collection_store import Answer, CollectionStore, on_loop
+from .collection_store import Answer, CollectionStore, ended, on_loop
 
 #: the operations that change a collection (what a write is)
 WRITES = {
@@ -188,8 +189,9 @@ class Replication:
         """Applies ``request``; ``reply`` gets the answer once the replica holds what it changed (on
         the loop, unless ``threadsafe``: then on whichever thread has it)."""
         with self.lock:
-            if self.superseded is not None:
-                (reply if threadsafe else self._on_loop(reply))(("error", "RuntimeError", self.superseded))
+            if self.superseded is not None or self._store.has_ended(owner):  # nothing to copy either
+                refusal = ended(owner) if self.superseded is None else ("error", "RuntimeError", self.superseded)
+                (reply if threadsafe else self._on_loop(reply))(refusal)
                 return
             write = _is_write(request)
             if write:
@@ -204,6 +206,33 @@ class Replication:
                     self._changes.after(request, before)
             finally:
                 self._store_call_ends()
+
+    def apply_here(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any) -> None:
+        """:meth:`apply` (``threadsafe``) for a thread that waits for the answer anyway (a task's, or
+        the one serving another node's task): the copy's frame is written from this thread once the
+        store's lock is let go, and the copy's ack read by this thread while no other does, so the
+        answer costs no hand-off between threads; returns once ``reply`` has it, or once there is no
+        ack to read for it (a wait for a lock held by another, a copy's connection that ended:
+        ``reply`` then gets it where it comes, as with :meth:`apply`)."""
+        answered: List[bool] = []
+        waiting: List[Any] = []
+
+        def delivered(answer: Answer) -> None:
+            reply(answer)
+            answered.append(True)
+            for channel in waiting:
+                channel.wake()
+
+        claimed = False
+        with writing_here():
+            self.apply(owner, request, delivered, request_id, threadsafe=True)
+            channel = getattr(self._replica, "__self__", None)  # HeadChannel.send is its bound method
+            if answered or not hasattr(channel, "wait_acks"):
+                return
+            waiting.append(channel)
+            # Before the frame is written: the ack may come back before the write returns.
+            claimed = channel.claim_reading()
+        channel.wait_acks(lambda: bool(answered), claimed)
 
     def cancel(self, owner: str, request_id: Any, reason: str) -> None:
         with self.lock:

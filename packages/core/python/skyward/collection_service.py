@@ -39,11 +39,11 @@ from .collection_direct import DirectCaller
 from .collection_link import CONNECT_TIMEOUT, AuthorityLink, AuthorityServer, wire_frame
 from .collection_replica import Replication, load
 from .cluster_setup import ClusterSetup
-from .collection_store import Answer, CollectionStore, Owner
+from .collection_store import Answer, CollectionStore, Owner, ended
 from .connection import Connection
 from .context import SubtaskOutcome, TaskContext, runtime
 from .dispatch import SubtaskError
-from .protocol import Message, decode_frame, pack_frame, to_wire
+from .protocol import MAX_SAFE_INTEGER, Message, decode_frame, pack_frame, to_wire
 from .task import Task
 from .task_table import TaskTable
 from .values import restore
@@ -324,6 +324,9 @@ class CollectionService:
         if self._disabled():
             self._deliver(task, sub, _outcome(("error", "RuntimeError", DISABLED), node))
             return
+        if task.state == "done":  # a thread of an ended task (it caught its interrupt, or outlived it)
+            self._deliver(task, sub, _outcome(ended(owner), node))
+            return
         self._owners.add(owner)
 
         def reply(answer: Answer) -> None:
@@ -349,8 +352,12 @@ class CollectionService:
             return None
         node = self._node()
         owner = f"{node}/{context.key.id}"
-        self._owners.add(owner)
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if context.abandoned or context.key.state == "done":
+            # Its end has gone (its locks were let go): what it takes now nobody would release.
+            future.set_exception(SubtaskError("cancelled", *ended(owner)[1:], "", node))
+            return future
+        self._owners.add(owner)
 
         def reply(answer: Answer) -> None:
             try:
@@ -363,7 +370,11 @@ class CollectionService:
                 pass
 
         if head is not None:
-            head.apply(owner, _native(args), reply, ("direct", next(self._direct_ids)), threadsafe=True)
+            request_id = ("direct", next(self._direct_ids))
+            if blocking:  # the thread waits anyway: it writes the copy's frame and reads its ack itself
+                head.apply_here(owner, _native(args), reply, request_id)
+            else:  # an async task's loop, which must not wait
+                head.apply(owner, _native(args), reply, request_id, threadsafe=True)
         else:
             answer = self._direct_caller.call(address, owner, args)  # type: ignore[arg-type]
             if answer[0] == "value":
@@ -445,13 +456,24 @@ class CollectionService:
                 self.head.owner_ended(owner)
 
 
+def _wire_scalar(value: Any) -> bool:
+    """Whether ``value`` is its own wire form (an integer only within a JavaScript number's exact range)."""
+    kind = type(value)
+    return kind is str or kind is bool or value is None or (
+        kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
+
+
 def client_answer(request_id: Any, answer: Answer) -> Message:
-    """``coll_answer``, in the wire form a :class:`Connection` sends (the store's values are native)."""
-    if answer[0] == "value":
-        message: Dict[str, Any] = {"t": "coll_answer", "id": request_id, "ok": True, "value": answer[1]}
-    else:
-        message = {"t": "coll_answer", "id": request_id, "ok": False, "type": answer[1], "message": answer[2]}
-    return to_wire(message, "message")  # type: ignore[no-any-return]
+    """``coll_answer``, in the wire form a :class:`Connection` sends (the store's values are native).
+    Most answers (a counter's value, ``[found, value]``, an error's strings) are their own wire
+    form: only the rest go through :func:`to_wire`, which spent more than the store on each."""
+    request_id = request_id if _wire_scalar(request_id) else to_wire(request_id, "message.id")
+    if answer[0] != "value":
+        return {"t": "coll_answer", "id": request_id, "ok": False, "type": str(answer[1]), "message": str(answer[2])}
+    value = answer[1]
+    if not (_wire_scalar(value) or (type(value) is list and all(_wire_scalar(item) for item in value))):
+        value = to_wire(value, "message.value")
+    return {"t": "coll_answer", "id": request_id, "ok": True, "value": value}
 
 
 __all__ = ["REF", "CollectionService"]

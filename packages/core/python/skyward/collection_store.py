@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any, Callable, Deque, Dict, List, Tuple
 
 from .values import Pickled
@@ -35,6 +35,8 @@ Answer = Tuple[Any, ...]
 Reply = Callable[[Answer], None]
 
 KINDS = ("dict", "set", "counter", "queue", "barrier", "lock")
+#: the ended tasks' owners remembered (their late operations are refused): a few MiB at most
+ENDED_KEPT = 65536
 
 
 class OpError(Exception):
@@ -46,6 +48,11 @@ class OpError(Exception):
 
 
 _NAN = ("$nan",)
+
+
+def ended(owner: Owner) -> Answer:
+    """The refusal of an operation of a task that ended (and the answer its waits get then)."""
+    return ("error", "CancelledError", f"its task {owner} ended")
 
 
 def key_of(value: Any) -> Any:
@@ -168,10 +175,16 @@ class CollectionStore:
         self._waits: Dict[Owner, List[_Waiter]] = {}
         #: per pending wait, by (owner, request id): how to give up on it
         self._pending: Dict[Tuple[Owner, Any], _Waiter] = {}
+        #: tasks' owners that ended: an operation of theirs still on its way (a task thread's own
+        #: connection is not the one its end came on) must not take a lock nobody would release
+        self._ended: OrderedDict[Owner, None] = OrderedDict()
 
     def apply(self, owner: Owner, request: Any, reply: Reply, request_id: Any = None) -> None:
         """Applies ``request`` (``[kind, name, op, *args]``) for ``owner``; ``reply`` gets the answer,
         at once or — for a blocking operation — when it is satisfied, times out or is cancelled."""
+        if owner in self._ended:
+            reply(ended(owner))
+            return
         try:
             if type(request) is not list or len(request) < 3:
                 raise OpError("an operation is [kind, name, op, ...args]", "ValueError")
@@ -198,15 +211,25 @@ class CollectionStore:
             waiter.reply(("error", "CancelledError", reason))
 
     def owner_ended(self, owner: Owner) -> None:
-        """``owner``'s task ended (or its node, or its client, is gone): its waits are dropped, its locks released."""
+        """``owner``'s task ended (or its node, or its client, is gone): its waits are dropped, its locks
+        released, and a task's later operations refused (a client's handles end with its connection
+        only, and an attaching client may use them again)."""
+        if "/" in owner:
+            self._ended[owner] = None
+            if len(self._ended) > ENDED_KEPT:
+                self._ended.popitem(last=False)
         for waiter in self._waits.pop(owner, []):
             if not waiter.done:
                 self._drop(waiter)
-                waiter.reply(("error", "CancelledError", f"its task {owner} ended"))
+                waiter.reply(ended(owner))
         for name in self._held.pop(owner, set()):
             lock = self.locks.get(name)
             if lock is not None and lock.holder == owner:
                 self._hand_over(lock)
+
+    def has_ended(self, owner: Owner) -> bool:
+        """Whether ``owner`` is a task that ended (its operations are refused)."""
+        return owner in self._ended
 
     def holders(self) -> List[Owner]:
         """The owners holding a lock now."""

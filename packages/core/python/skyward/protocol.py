@@ -75,6 +75,13 @@ def _is_numpy(value: object) -> bool:
     return module == "numpy" or module.startswith("numpy.")
 
 
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is its own wire form and cannot fail to encode (a string, null, a boolean,
+    an integer JSON numbers hold exactly)."""
+    cls = type(value)
+    return cls is str or value is None or cls is bool or (cls is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
+
+
 def _key_path(path: str, key: str) -> str:
     return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
@@ -97,7 +104,7 @@ def to_wire(value: Any, path: str = "value") -> Any:
             return value
         return {"$f": "nan" if value != value else ("inf" if value > 0 else "-inf")}
     if cls is list or cls is tuple:
-        return [to_wire(item, f"{path}[{index}]") for index, item in enumerate(value)]
+        return [item if _plain(item) else to_wire(item, f"{path}[{index}]") for index, item in enumerate(value)]
     if cls is dict:
         escaped = False
         out: dict[str, Any] = {}
@@ -110,7 +117,8 @@ def to_wire(value: Any, path: str = "value") -> Any:
                 key = str.__str__(key)
             if key.startswith("$"):
                 escaped = True
-            out[key] = to_wire(item, _key_path(path, key))
+            # A plain value is its own wire form: no path to name (the path costs a json.dumps).
+            out[key] = item if _plain(item) else to_wire(item, _key_path(path, key))
         return {"$d": out} if escaped else out
     if cls is bytes:
         return value

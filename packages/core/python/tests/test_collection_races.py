@@ -85,3 +85,45 @@ def test_a_task_waiting_on_a_stopped_head_is_answered_once_its_copy_is_promoted(
     finally:
         workers[0].process.send_signal(signal.SIGCONT)
 
+
+
+@pytest.mark.parametrize("node", [0, 1])
+def test_a_task_that_ended_takes_no_lock(two: Pool, node: int, tmp_path: Any) -> None:
+    """A cancelled task's thread catches the interrupt and acquires a lock after its end was sent
+    (its locks let go then): nobody would ever release one it got, so it is refused, on the head's
+    thread as on another node's own connection."""
+    _workers, clients, _authority = two
+    holder_of_copy(clients, (1,))
+    ready, out = tmp_path / "ready", tmp_path / "out"
+    clients[node].submit("late", "collection_race_tasks:acquire_after_cancel", "l", str(ready), str(out))
+    deadline = time.monotonic() + 20
+    while not ready.exists():
+        assert time.monotonic() < deadline, "the task did not start"
+        time.sleep(0.02)
+    clients[node].send({"t": "cancel", "id": "late"})
+    assert clients[node].terminal("late", timeout=20)["t"] == "error"
+    while not out.exists():
+        assert time.monotonic() < deadline + 20, "the task's thread did not go on"
+        time.sleep(0.02)
+    got = out.read_text()
+    assert got.startswith("SubtaskError: CancelledError") and f"its task {node}/late ended" in got, got
+    assert value(clients[0], "lock", "l", "locked") is False
+
+
+def test_an_operation_arriving_after_its_task_ended_is_refused() -> None:
+    """The end of a task and its thread's last operation come on different connections (the
+    worker's link, the thread's own): the head may get the end first. The lock is not taken for a
+    task that ended, and another task's is still granted."""
+    import asyncio
+
+    from skyward.collection_store import CollectionStore
+
+    store = CollectionStore(asyncio.new_event_loop())
+    answers: list = []
+    with store.lock:
+        store.owner_ended("1/t7")
+        store.apply("1/t7", ["lock", "l", "acquire"], answers.append)
+        store.apply("1/t8", ["lock", "l", "acquire"], answers.append)
+    assert answers[0] == ("error", "CancelledError", "its task 1/t7 ended")
+    assert answers[1] == ("value", True)
+    assert store.locks["l"].holder == "1/t8"

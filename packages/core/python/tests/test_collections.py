@@ -342,3 +342,17 @@ def test_the_eventual_replica_makes_keys_python_holds_equal_one_slot(monkeypatch
     assert _canon((True, 2)) == _canon([1, 2.0])
     assert _canon(float("nan")) == _canon(float("nan"))
     assert len({_canon(key) for key in (1, "1", b"1", 0.5, None, float("inf"))}) == 6
+
+
+def test_a_client_answer_is_in_wire_form_whatever_the_value() -> None:
+    """``coll_answer`` skips :func:`to_wire` for values that are their own wire form: every other
+    value (an integer past 2^53, bytes, a dict) still gets its wire form."""
+    from skyward.collection_service import client_answer
+    from skyward.protocol import to_wire
+
+    for value in [7, "s", None, True, [True, 3], [False, None], 2**60, [True, 2**60], -(2**53), float("nan"),
+                  b"\x00", {"$k": 1}, [True, {"a": [2**70]}], 1.5]:
+        answer = client_answer(3, ("value", value))
+        assert repr(answer) == repr(to_wire({"t": "coll_answer", "id": 3, "ok": True, "value": value})), value
+    refused = client_answer(4, ("error", "ValueError", "bad"))
+    assert refused == {"t": "coll_answer", "id": 4, "ok": False, "type": "ValueError", "message": "bad"}

@@ -28,8 +28,18 @@ export interface CollectionHost {
   check(): void;
 }
 
-/** Round-trips `value` through the wire encoding: what a task reads back, or a SerializationError. */
+/**
+ * Round-trips `value` through the wire encoding: what a task reads back, or a SerializationError.
+ * A string, a boolean, null or an exact integer (not -0) reads back as itself: no round trip.
+ */
 function wire(value: unknown, what: string): WireValue {
+  if (
+    value === null ||
+    typeof value === "string" ||
+    typeof value === "boolean" ||
+    (Number.isSafeInteger(value) && !Object.is(value, -0))
+  )
+    return value as WireValue;
   let frames: Uint8Array[];
   try {
     frames = encodeFrame([{ t: "subresult", id: "c", sub: 0, value: value as WireValue }]);

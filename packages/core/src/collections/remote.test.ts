@@ -7,8 +7,9 @@
  */
 import { describe, expect, it } from "vitest";
 import type { CollectionCancelMessage, CollectionOpMessage, WorkerMessage } from "../protocol/protocol.js";
+import { failOver, tellNodeLost } from "./fail-over.js";
 import { CLIENT_OWNER } from "./operation.js";
-import { failOver, type HeadConnection, RemoteCollections, tellNodeLost } from "./remote.js";
+import { type HeadConnection, RemoteCollections } from "./remote.js";
 
 /** A head holding one empty queue: `get` waits (never answered here), anything else answers null. */
 class Head implements HeadConnection {
@@ -59,7 +60,7 @@ describe("RemoteCollections", () => {
   it("lets go of the listener of each $replica/$promote ask once answered", async () => {
     const node = new Head();
     // The node answers null to $replica (it holds no copy): nothing to promote.
-    expect(await failOver([{ index: 1, connection: node }], 0)).toBeUndefined();
+    expect(await failOver(() => [{ index: 1, connection: node }], 0, 0)).toMatchObject({ promoted: false });
     expect(node.listeners).toBe(0);
   });
 });

@@ -15,7 +15,7 @@ import type {
   WireValue,
   WorkerMessage,
 } from "../protocol/protocol.js";
-import { CLIENT_OWNER, CollectionOpError, type Owner, type Pending } from "./operation.js";
+import { CollectionOpError, type Owner, type Pending } from "./operation.js";
 
 /** The head's connection, as far as the collections need it. */
 export interface HeadConnection {
@@ -46,16 +46,26 @@ export class RemoteCollections {
   readonly #listening = new WeakSet<HeadConnection>();
   /** Stops listening to each connection listened to (for a one-off ask). */
   readonly #stops: (() => void)[] = [];
+  readonly #unavailable: () => string | undefined;
   #closed: string | undefined;
 
-  /** `head`: the connection to node 0 now (undefined while there is none). */
-  constructor(head: () => HeadConnection | undefined) {
+  /**
+   * `head`: the connection to the node holding the collections now (undefined while there is
+   * none); `unavailable`: why they cannot be reached now, when the pool knows (a holder lost).
+   */
+  constructor(
+    head: () => HeadConnection | undefined,
+    unavailable: () => string | undefined = () => undefined,
+  ) {
     this.#head = head;
+    this.#unavailable = unavailable;
   }
 
   /** Sends `request` (`[kind, name, op, …args]`) for `owner`; the answer settles the pending. */
   apply(owner: Owner, request: readonly WireValue[]): Pending {
     if (this.#closed !== undefined) return rejected(new CancelledError({ message: this.#closed }));
+    const unavailable = this.#unavailable();
+    if (unavailable !== undefined) return rejected(new CancelledError({ message: unavailable }));
     const connection = this.#head();
     if (!connection?.isOpen)
       return rejected(
@@ -156,60 +166,4 @@ export function tellAuthority(
   for (const connection of connections)
     if (connection?.isOpen)
       connection.send({ t: "authority", addr: address.addr, port: address.port, epoch: address.epoch ?? 0 });
-}
-
-/** What a node answers to `$replica`: the epoch and seq of the copy it holds. */
-interface CopyHeld {
-  readonly epoch: number;
-  readonly seq: number;
-}
-
-function isCopyHeld(value: unknown): value is CopyHeld {
-  const copy = value as Partial<CopyHeld> | null;
-  return typeof copy?.epoch === "number" && typeof copy.seq === "number";
-}
-
-/** One request to a node, on a listener of its own let go once answered (a pool loses many nodes). */
-function askNode(connection: HeadConnection, request: WireValue[]): Promise<WireValue> {
-  const ask = new RemoteCollections(() => connection);
-  return ask.apply(CLIENT_OWNER, request).answer.finally(() => ask.close("answered"));
-}
-
-/**
- * The node that held the collections (`lost`, in epoch `epoch`) is gone from the client's view —
- * it may still run, cut off from the client only. Every other open node is fenced at `epoch + 1`
- * and asked how new its copy is (`["$replica", epoch + 1]`): from then on it refuses the lost
- * holder's copies, so that holder acknowledges nothing more, and the copies compared hold every
- * write it acknowledged. The newest (by epoch, then seq) is promoted in `epoch + 1` (`$promote`),
- * and answers where it serves them now. Undefined when no node holds a copy (a pool of one, or the
- * replica was lost too).
- */
-export async function failOver(
-  nodes: readonly { readonly index: number; readonly connection?: HeadConnection | undefined }[],
-  lost: number,
-  epoch = 0,
-): Promise<{ node: number; address: CollectionsAddress } | undefined> {
-  const next = epoch + 1;
-  const candidates = nodes.filter((node) => node.index !== lost && node.connection?.isOpen);
-  const copies = await Promise.all(
-    candidates.map(async (node) => {
-      const copy = await askNode(node.connection as HeadConnection, ["$replica", next]).catch(() => null);
-      return isCopyHeld(copy) ? [{ node, copy }] : [];
-    }),
-  );
-  const newest = copies.flat().sort((a, b) => b.copy.epoch - a.copy.epoch || b.copy.seq - a.copy.seq)[0];
-  if (!newest) return undefined;
-  const address = (await askNode(newest.node.connection as HeadConnection, ["$promote", lost, next]).catch(
-    () => undefined,
-  )) as CollectionsAddress | undefined;
-  return address ? { node: newest.node.index, address: { epoch: next, ...address } } : undefined;
-}
-
-/**
- * The client's verdict that `node` is gone, told to the holder of the collections (`$lost`): if
- * that node held the copy, the holder answers alone from then on (until another node has the copy)
- * instead of holding every write for it.
- */
-export function tellNodeLost(holder: HeadConnection | undefined, node: number): void {
-  if (holder?.isOpen) void askNode(holder, ["$lost", node]).catch(() => undefined);
 }

@@ -4,7 +4,8 @@
  * is handed to the task manager and watched.
  */
 import { posix } from "node:path";
-import { failOver, tellAuthority, tellNodeLost } from "../collections/remote.js";
+import { failOver, tellNodeLost } from "../collections/fail-over.js";
+import { tellAuthority } from "../collections/remote.js";
 import { LaunchCommand, type LaunchContext } from "../contract/launch-command.js";
 import { applyLaunchers, collectPluginBootstrapOps } from "../contract/plugin.js";
 import type { Provider, WorkerEnvironment } from "../contract/provider.js";
@@ -221,7 +222,8 @@ export async function startNode(
         image,
         secrets,
         collections: context.options.cluster,
-        collectionsNode: context.collectionsNode,
+        // While no node holds them (a copy being promoted, or none left), a new node starts no empty store.
+        collectionsNode: context.collectionsUnavailable === undefined ? context.collectionsNode : NO_HOLDER,
       });
   const ready = await sendCluster(node, connection, message, signal);
   followCollections(context, node, connection, ready);
@@ -283,10 +285,16 @@ function followCollections(
   }
 }
 
+/** The `collections_node` of a pool whose collections no node holds: no node starts a store. */
+const NO_HOLDER = -1;
+
 /**
  * Node `index` is gone from the pool (lost, or let go on purpose). If it held the collections, the
- * node with the newest copy is promoted in the next epoch and every node told; otherwise the holder
- * is told (`$lost`): if that node held the copy, the holder need not wait for it any more.
+ * node with the newest copy is promoted in a newer epoch and every node told (tried again while a
+ * node does not answer, for longer than a node's liveness deadline); if no node has a copy, the
+ * collections are lost: an `error` event says why, and so does every operation from then on.
+ * Otherwise the holder is told (`$lost`): if that node held the copy, the holder need not wait
+ * for it any more.
  */
 export function collectionsNodeGone(context: PoolContext, index: number): void {
   if (context.abort.signal.aborted || context.collectionsNode === undefined) return;
@@ -294,13 +302,40 @@ export function collectionsNodeGone(context: PoolContext, index: number): void {
     tellNodeLost(context.nodes.find((other) => other.index === context.collectionsNode)?.connection, index);
     return;
   }
-  void failOver(context.nodes, index, context.collectionsAddress?.epoch ?? 0).then((promoted) => {
-    if (!promoted) return;
-    context.collectionsNode = promoted.node;
-    context.collectionsAddress = promoted.address;
+  if (context.collectionsUnavailable !== undefined) return; // being promoted already, or lost for good
+  context.collectionsUnavailable = `node ${index}, which held the pool's collections, was lost: the newest copy is being promoted`;
+  const livenessMs = context.options.livenessTimeout * 1000;
+  void failOver(() => context.nodes, index, context.collectionsAddress?.epoch ?? 0, {
+    patienceMs: Math.max(120_000, 2 * livenessMs + 30_000),
+    signal: context.abort.signal,
+    onRetry: (reason, retryInMs) =>
+      context.hub.emit({
+        type: "error",
+        timestamp: Date.now(),
+        poolId: context.id,
+        node: index,
+        message: `promoting a copy of the pool's collections (node ${index}, which held them, was lost) failed: ${reason}; trying again in ${retryInMs / 1000} s`,
+      }),
+  }).then((outcome) => {
+    if (context.abort.signal.aborted) return;
+    if (!outcome.promoted) {
+      const reason = `the pool's collections are lost: node ${index}, which held them, was lost, and ${outcome.reason}`;
+      context.collectionsUnavailable = reason;
+      context.hub.emit({
+        type: "error",
+        timestamp: Date.now(),
+        poolId: context.id,
+        node: index,
+        message: reason,
+      });
+      return;
+    }
+    context.collectionsNode = outcome.node;
+    context.collectionsAddress = outcome.address;
+    context.collectionsUnavailable = undefined;
     tellAuthority(
-      promoted.address,
-      context.nodes.filter((other) => other.index !== promoted.node).map((other) => other.connection),
+      outcome.address,
+      context.nodes.filter((other) => other.index !== outcome.node).map((other) => other.connection),
     );
   });
 }

@@ -66,6 +66,11 @@ export interface PoolContext {
   collectionsAddress?: CollectionsAddress | undefined;
   /** The node whose worker holds the collections: the head (0), or the replica promoted since. */
   collectionsNode?: number | undefined;
+  /**
+   * Why the collections cannot be reached now: their holder was lost and a copy is being promoted,
+   * or none could be (then for good). Every collection operation of the client fails with it.
+   */
+  collectionsUnavailable?: string | undefined;
   /** Workers per node and how they run, as the plugins ask (one worker per node otherwise). */
   layout: WorkerLayout;
   /** The pool picks up a detached pool's workers: they keep the cluster settings they run with. */

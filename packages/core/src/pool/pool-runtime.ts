@@ -143,7 +143,7 @@ export class PoolRuntime implements Pool {
   readonly #refs: RemoteRefRegistry;
   /** Whether the distributed collections are on (`options.cluster`); the head node holds them. */
   readonly #collectionsEnabled: boolean;
-  readonly #onHead = new RemoteCollections(() => headConnection(this.#context));
+  readonly #onHead = collectionsOnHolder(() => this.#context);
   readonly #detachConsole: () => void;
   /** The secrets the log file masks: credential-looking environment, image env and provider settings, the token. */
   readonly #secrets = new Redactor();
@@ -552,6 +552,14 @@ function nodeTraffic(context: PoolContext, refs: RemoteRefRegistry): NodeTraffic
             ...refs.peerBytes(node.index),
           },
         ],
+  );
+}
+
+/** The client's way to the collections: on the node holding them, while one does. */
+function collectionsOnHolder(context: () => PoolContext): RemoteCollections {
+  return new RemoteCollections(
+    () => headConnection(context()),
+    () => context().collectionsUnavailable,
   );
 }
 

@@ -159,6 +159,11 @@ export interface MachineAdapter<Machine, ClusterData extends MachineClusterData 
   readonly deleteRetryDelayMs?: number;
   /** How long to keep trying to delete refused machines, ms; default 10 minutes. */
   readonly deleteTimeoutMs?: number;
+  /**
+   * What the machines are called (`"pods"`) when they are containers without FUSE: the spec's volumes
+   * are then refused (`refuseVolumesWithoutFuse`) before `prepare` creates anything.
+   */
+  readonly containersWithoutFuse?: string;
 
   /** Fails early (a `ConfigurationError`) when the credentials are missing; called by `prepare`. */
   checkCredentials(): void;
@@ -189,6 +194,8 @@ export interface MachineAdapter<Machine, ClusterData extends MachineClusterData 
   describe(machine: Machine, context: MachineDescribeContext<ClusterData>): Instance;
   /** The shell operation a worker runs to end the machine's billing through the API (delete, not shut down). */
   selfDestruct(instance: Instance, cluster: Cluster<ClusterData>): ShellOp;
+  /** Forgets a machine once it is deleted or gone (the `sshAddress` test seam's stand-in of it). */
+  forget?(id: string): void;
   /** Removes what the cluster made beside its machines (a registered key), after they are gone. */
   teardown?(cluster: Cluster<ClusterData>, signal: AbortSignal): Promise<void>;
   /** The provider's `cleanup` (`skyward cleanup`): what pools left beside machines; absent when `prepare` makes nothing. */

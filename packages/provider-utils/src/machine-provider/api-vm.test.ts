@@ -108,7 +108,10 @@ describe("defineApiVm", () => {
     expect(fields.selfDestruct(instance("7", "203.0.113.9"), undefined as never)).toBe("echo 203.0.113.9");
     if (!("one" in fields.delete)) throw new Error("expected a one-by-one delete");
     await fields.delete.one("7", AbortSignal.timeout(5000));
-    // Forgotten once deleted: asked again (a detached pool's new provider object), the seam answers anew.
+    expect(fields.selfDestruct(instance("7", null), undefined as never)).toBe("echo 203.0.113.9");
+    // Forgotten once deleted (the base's delete calls `forget`): asked again (a detached pool's new
+    // provider object), the seam answers anew.
+    fields.forget?.("7");
     expect(fields.selfDestruct(instance("7", null), undefined as never)).toBe(
       `sudo -n ${SELF_DESTRUCT_COMMAND} 7`,
     );

@@ -82,7 +82,6 @@ export function defineApiVm<Calls = undefined>(definition: ApiVmDefinition<Calls
           async one(id, signal) {
             const path = selfDestruct.deletePath.replace("{id}", id);
             await client.remove("delete", path, `deleting ${machineNoun} ${id}`, signal);
-            half.standIns.forget(id);
           },
         },
       };

@@ -17,6 +17,7 @@ import {
   tagsToWords,
 } from "./machine-instance.js";
 import {
+  containerSettingsShape,
   machineProviderFactories,
   machineSettingsShape,
   refuseSetting,
@@ -247,6 +248,18 @@ describe("machine settings", () => {
       expect((error as ConfigurationError).issues.map((issue) => issue.path)).toContain(path);
     }
     expect(() => factories.fromConfig({ region: "x" })).toThrow(ConfigurationError);
+  });
+
+  it("container settings: no extra environment by default, each variable a string, the keys directory as given", () => {
+    const containers = z.strictObject(containerSettingsShape);
+    expect(containers.parse({})).toEqual({ env: {} });
+    expect(containers.parse({ env: { HF_HOME: "/data" }, keysDirectory: "/keys" })).toEqual({
+      env: { HF_HOME: "/data" },
+      keysDirectory: "/keys",
+    });
+    const refused = containers.safeParse({ env: { RETRIES: 3 } });
+    expect(refused.success).toBe(false);
+    expect(refused.error?.issues[0]?.path).toEqual(["env", "RETRIES"]);
   });
 
   it("a refused setting is a ConfigurationError naming its path and saying why", () => {

@@ -94,6 +94,97 @@ describe("a machine mapping", () => {
   });
 });
 
+describe("a machine mapping's own rules", () => {
+  interface VmMachine {
+    readonly id: number;
+    readonly status?: string | null;
+    readonly ip?: string;
+    readonly fixedIp?: string;
+    readonly settling?: boolean;
+  }
+  type Seam = (address: { id: string; ip: string; fixedIp: string | null }) => {
+    host: string;
+    port: number;
+    privateIp?: string;
+  };
+
+  function vm(seam?: Seam) {
+    const standIns = standInSeam(seam, () => undefined);
+    return mappedMachine(standIns, {
+      statuses: { running: ["active"] },
+      status: (machine: VmMachine, byWord) => (byWord === "running" && machine.settling ? "pending" : byWord),
+      deleting: [],
+      name: () => undefined,
+      tags: (): Record<string, string> => ({ "skyward:price": "0.5" }),
+      address: (machine) => (machine.ip ? { host: machine.ip, port: 22 } : undefined),
+      seamAddress: (id, { host }, machine) => ({ id, ip: host, fixedIp: machine.fixedIp ?? null }),
+      publicIp: (machine, status) => (status === "running" ? (machine.ip ?? null) : null),
+      privateIp: (machine, standIn, publicIp) => standIn?.privateIp ?? machine.fixedIp ?? publicIp,
+      spot: () => false,
+      hourlyPrice: (_machine, tags) => Number(tags["skyward:price"]),
+      createdAt: () => 1_000,
+      user: "ubuntu",
+      root: "/srv/{id}",
+    });
+  }
+
+  it("reports a numeric id as text, refines the word's status, and takes the price from the tags", () => {
+    const machine = { id: 42, status: "ACTIVE", ip: "198.51.100.7", fixedIp: "10.1.0.7" };
+    expect(vm().describe(machine, { identityFile: undefined })).toMatchObject({
+      id: "42",
+      status: "running",
+      publicIp: "198.51.100.7",
+      privateIp: "10.1.0.7",
+      ssh: { host: "198.51.100.7", port: 22, user: "ubuntu", root: "/srv/42" },
+      hourlyPrice: 0.5,
+      createdAt: 1_000,
+      tags: { "skyward:price": "0.5" },
+    });
+    const settling = vm().describe({ ...machine, settling: true }, { identityFile: undefined });
+    expect(settling).toMatchObject({ status: "pending", publicIp: null, privateIp: "10.1.0.7", ssh: null });
+  });
+
+  it("asks the seam with the machine's fields and lets the stand-in say the private address", () => {
+    const asked: unknown[] = [];
+    const mapped = vm((address) => {
+      asked.push(address);
+      return { host: "127.0.0.1", port: 2022, privateIp: "10.9.9.9" };
+    });
+    const instance = mapped.describe(
+      { id: 7, status: "active", ip: "198.51.100.8", fixedIp: "10.1.0.8" },
+      { identityFile: "/k" },
+    );
+    expect(instance).toMatchObject({ privateIp: "10.9.9.9", ssh: { host: "127.0.0.1", port: 2022 } });
+    expect(asked).toEqual([{ id: "7", ip: "198.51.100.8", fixedIp: "10.1.0.8" }]);
+    expect(mapped.isBeingDeleted?.({ id: 7, status: null })).toBe(false);
+    expect([...mapped.liveClusters([{ id: 7, status: "active" }])]).toEqual([]);
+  });
+});
+
+describe("a machine whose status word has another name", () => {
+  it("reads the status and the deleting test from the word `statusWord` gives", () => {
+    const mapped = mappedMachine(
+      standInSeam(undefined, () => undefined),
+      {
+        statuses: { running: ["up"], stopping: ["going"] },
+        statusWord: (machine: { id: number; state: string }) => machine.state,
+        deleting: ["going"],
+        name: () => undefined,
+        tags: () => ({}),
+        address: () => ({ host: "198.51.100.9", port: 22 }),
+        seamAddress: () => undefined,
+        spot: () => false,
+        hourlyPrice: () => null,
+        createdAt: () => null,
+      },
+    );
+    expect(mapped.describe({ id: 1, state: "UP" }, { identityFile: undefined }).status).toBe("running");
+    expect(mapped.describe({ id: 1, state: "going" }, { identityFile: undefined }).status).toBe("stopping");
+    expect(mapped.isBeingDeleted?.({ id: 1, state: "Going" })).toBe(true);
+    expect(mapped.isBeingDeleted?.({ id: 1, state: "up" })).toBe(false);
+  });
+});
+
 describe("answer fields and priced offers", () => {
   it("numbers as numbers or numeric strings, texts that may be null; a field that is neither fails", () => {
     const schema = z.object({ ...answerNumbers("price", "cores"), ...answerTexts("name") });

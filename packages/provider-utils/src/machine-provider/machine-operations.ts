@@ -101,6 +101,7 @@ export async function deleteUntilGone<Machine, ClusterData extends MachineCluste
     const busy: string[] = [];
     for (const [id, outcome] of outcomes) {
       if (outcome === "busy") busy.push(id);
+      else if (outcome === "deleted" || outcome === "gone") adapter.forget?.(id);
       else if (typeof outcome === "object")
         errors.push(
           `${id}: ${outcome.error instanceof Error ? outcome.error.message : String(outcome.error)}`,

@@ -7,7 +7,13 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { accelerators, NoCapacityError, options, spec as resolveSpec } from "@skyward/core";
+import {
+  accelerators,
+  ConfigurationError,
+  NoCapacityError,
+  options,
+  spec as resolveSpec,
+} from "@skyward/core";
 import { type Cluster, type Offer, resolvePoolSpec } from "@skyward/core/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MachineAdapter, MachineDeleteOutcome } from "./adapter.js";
@@ -295,6 +301,20 @@ describe("delete until gone", () => {
     ]);
   });
 
+  it("forgets each machine (its test-seam stand-in) once it is deleted or gone, not while refused", async () => {
+    const api = fakeApi();
+    const forgotten: string[] = [];
+    const forget = (id: string) => void forgotten.push(id);
+    const provider = defineMachineProvider({ ...api.adapter, keysDirectory: keys, forget });
+    const spec = resolvePoolSpec(resolveSpec({ accelerator: accelerators.H100() }), options({}));
+    const signal = AbortSignal.timeout(10_000);
+    const cluster = await provider.prepare({ spec, offer: offer(null, 1), poolId: "p", signal });
+    const made = await provider.provision({ cluster, count: 2, signal });
+    api.faults.busyDeletes = 1;
+    await provider.terminate({ cluster, ids: [...made.map((instance) => instance.id), "m-never"], signal });
+    expect(forgotten.sort()).toEqual(["m-1", "m-2", "m-never"]);
+  });
+
   it("reports a machine the batch refused, after deleting the others", async () => {
     const { provider, cluster, signal, machines } = await setUp("on-demand", offer(null, 1));
     const [made] = await provider.provision({ cluster, count: 1, signal });
@@ -327,5 +347,37 @@ describe("lists", () => {
     const failure = await provider.teardown({ cluster, signal }).catch((error: unknown) => error);
     expect(MachineProviderError.isInstance(failure) && failure.kind).toBe("unknown-answer");
     expect(String(failure)).toMatch(/list of instances was not understood/);
+  });
+});
+
+describe("containers without FUSE", () => {
+  it("refuses the spec's volumes, naming each, before the adapter's prepare makes anything", async () => {
+    const { adapter } = fakeApi();
+    const prepared: string[] = [];
+    const provider = defineMachineProvider({
+      ...adapter,
+      keysDirectory: keys,
+      containersWithoutFuse: "boxes",
+      async prepare({ clusterId, keys: pair }) {
+        prepared.push(clusterId);
+        return pair;
+      },
+    });
+    const storage = { endpoint: "https://s3.example.com" };
+    const volumes = [{ bucket: "data", mount: "/data", storage }];
+    const withVolumes = resolveSpec({ accelerator: accelerators.H100(), volumes });
+    const signal = AbortSignal.timeout(5000);
+    const prepare = (spec: typeof withVolumes) =>
+      provider.prepare({ spec: resolvePoolSpec(spec, options({})), offer: offer(null, 1), signal });
+    const failure = await prepare(withVolumes).catch((error: unknown) => error);
+    expect(ConfigurationError.isInstance(failure) && failure.issues.map((issue) => issue.path)).toEqual([
+      "volumes[0]",
+    ]);
+    expect(String((failure as ConfigurationError).issues[0]?.message)).toMatch(
+      /^the Fake provider does not mount volumes \(data on \/data\): its boxes are containers without FUSE/,
+    );
+    expect(prepared).toEqual([]);
+    await prepare(resolveSpec({ accelerator: accelerators.H100() }));
+    expect(prepared).toHaveLength(1);
   });
 });

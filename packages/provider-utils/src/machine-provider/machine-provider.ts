@@ -22,6 +22,7 @@ import {
 import { skywardKeysDirectory } from "../keys.js";
 import { filterOffers, requireOwnOffer } from "../offers/offer-filter.js";
 import { createClusterId, SKYWARD_TAGS } from "../tags.js";
+import { refuseVolumesWithoutFuse } from "../volumes.js";
 import type { MachineAdapter, MachineClusterData } from "./adapter.js";
 import { machineErrorKind } from "./errors.js";
 import {
@@ -66,6 +67,8 @@ export function defineMachineProvider<Machine, ClusterData extends MachineCluste
       const keys = await ensureSshKeyPair(keysDirectory(), adapter.keyName);
       const clusterId = createClusterId(adapter.clusterIdPrefix);
       const pair = { publicKey: keys.publicKey, identityFile: keys.identityFile };
+      const machines = adapter.containersWithoutFuse;
+      if (machines) refuseVolumesWithoutFuse(spec.volumes, { provider: adapter.label, machines });
       const specific = adapter.prepare
         ? await adapter.prepare({ spec, offer, poolId: poolId ?? "", clusterId, keys: pair, signal })
         : (pair as ClusterData);

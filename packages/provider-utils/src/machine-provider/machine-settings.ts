@@ -7,7 +7,12 @@
 import { ConfigurationError, DockerImage } from "@skyward/core";
 import { type ProviderV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
-import { type HttpSettings, httpSettingsShape, keysDirectorySchema } from "../http/http-settings.js";
+import {
+  environmentVariablesSchema,
+  type HttpSettings,
+  httpSettingsShape,
+  keysDirectorySchema,
+} from "../http/http-settings.js";
 import type { MachineAdapter, MachineClusterData } from "./adapter.js";
 import { defineMachineProvider } from "./machine-provider.js";
 
@@ -62,6 +67,22 @@ export function machineSettingsShape<Seam>(defaultApiUrl: string): MachineSettin
       .optional(),
   };
 }
+
+/** The zod shape of {@link containerSettingsShape}, named so that a provider's published declarations keep each key's TSDoc. */
+export type ContainerSettingsShape = {
+  /** More environment variables for every container. */
+  env: z.ZodDefault<z.ZodReadonly<typeof environmentVariablesSchema>>;
+  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
+  keysDirectory: typeof keysDirectorySchema;
+};
+
+/** The settings of container marketplaces (RunPod, Vast.ai, Novita) beside their own: more environment variables, and where the key pair is kept. */
+export const containerSettingsShape: ContainerSettingsShape = {
+  /** More environment variables for every container. */
+  env: environmentVariablesSchema.readonly().default({}),
+  /** Where the SSH key pair is kept. Default `$SKYWARD_HOME/keys` (`~/.skyward/keys`). */
+  keysDirectory: keysDirectorySchema,
+};
 
 /**
  * The CUDA version (`"12.9"`) a `DockerImage` given as the setting `key` states

@@ -54,6 +54,7 @@ export type MachineAdapterHalfFields = Pick<
   | "deleteRetryDelayMs"
   | "idOf"
   | "selfDestruct"
+  | "forget"
 >;
 
 /** What the facts of {@link MachineAdapterHalf.describe} may leave to the stand-in. */
@@ -95,6 +96,7 @@ export function machineAdapterHalf<Address, Mapping extends SshStandIn>(
       idOf: (machine) => String(machine.id),
       selfDestruct: (instance) =>
         standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, sshUser)),
+      forget: standIns.forget,
     },
     describe(address, { privateIp, ...facts }) {
       const standIn = standIns.of(facts.id, address);

@@ -27,3 +27,25 @@ def increment_twice(name, go, sending):
         return ["value", counter.increment()]
     except Exception as error:  # the head was lost under it: an error is the right answer
         return ["error", type(error).__name__, str(error)]
+
+
+def acquire_after_cancel(name, ready, out):
+    """Says it runs (the file ``ready``), waits to be stopped, catches the interrupt and goes on to
+    acquire lock ``name``: what it got goes in the file ``out``."""
+    import os
+    import time
+
+    lock = sky.lock(name)
+    open(ready, "w").close()
+    try:
+        while True:
+            time.sleep(0.02)
+    except BaseException:  # the stop's interrupt: this task's thread runs on, its task ended
+        pass
+    try:
+        got = f"acquired {lock.acquire()}"
+    except BaseException as error:
+        got = f"{type(error).__name__}: {error}"
+    with open(f"{out}.part", "w") as file:
+        file.write(got)
+    os.replace(f"{out}.part", out)  # whole, or not there: the test reads it as soon as it is

@@ -1,0 +1,169 @@
+"""The collections' thread path on loopback, without a pool: a head process (a ``Replication`` with
+its copy channel, as a head worker holds them), a replica process answering ``replicate`` frames
+as a node holding the copy does, and a node-1 process whose task thread sends its operations on a
+connection of its own (``collection_direct``). Prints microseconds per strong counter increment and
+per lock acquire + release, timed in a task thread on the head and on node 1, beside the floor: a
+blocking 1-byte echo between two processes. A profiling aid for the far bench's collection rows
+(docs/benchmarks.md, "The far client"); figures are printed, never asserted.
+
+    python packages/core/bench/collection_loopback.py [--ops 2000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import multiprocessing
+import os
+import socket
+import sys
+import threading
+import time
+from typing import Any, Callable, List
+
+#: the runtime measured (another checkout's, for a side-by-side comparison)
+sys.path.insert(0, os.environ.get("SKYWARD_RUNTIME") or os.path.join(os.path.dirname(__file__), "..", "python"))
+
+from skyward.collection_channel import read_messages, send_all, tune  # noqa: E402
+from skyward.collection_copy_head import HeadChannel  # noqa: E402
+from skyward.collection_delta import load  # noqa: E402
+from skyward.collection_direct import DirectConnection, message_answer  # noqa: E402
+from skyward.collection_replica import Replication  # noqa: E402
+from skyward.collection_store import CollectionStore  # noqa: E402
+from skyward.protocol import FrameDecoder, pack_frame, to_wire  # noqa: E402
+
+
+def _replica(port: int) -> None:
+    """Holds the copy: answers each ``replicate`` frame with ``acked`` (as the copy channel does)."""
+    loop = asyncio.new_event_loop()
+    store = CollectionStore(loop)
+    sock = socket.create_connection(("127.0.0.1", port))
+    tune(sock)
+
+    def each(message: Any) -> None:
+        for state in message.get("states") or []:
+            load(store, state)
+        send_all(sock, pack_frame([to_wire({"t": "acked", "seq": message.get("seq")}, "message")]))
+
+    try:
+        read_messages(sock, each)
+    except OSError:
+        pass
+
+
+def _echo(port: int) -> None:
+    listener = socket.create_server(("127.0.0.1", port))
+    connection, _ = listener.accept()
+    connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while data := connection.recv(65536):
+        connection.sendall(data)
+
+
+def _floor(port: int, tries: int) -> float:
+    connection = socket.create_connection(("127.0.0.1", port))
+    connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    samples = []
+    for _ in range(tries):
+        started = time.perf_counter_ns()
+        connection.sendall(b"x")
+        connection.recv(1)
+        samples.append(time.perf_counter_ns() - started)
+    connection.close()
+    return sorted(samples)[len(samples) // 2] / 1000
+
+
+def _node1(port: int, ops: int, rounds: int, results: Any) -> None:
+    """A task thread on node 1: operations on its own connection to the head, as DirectCaller sends them."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    tune(sock)
+    decoder = FrameDecoder()
+    ids = iter(range(1, 10**9))
+
+    def call(op: List[Any]) -> Any:
+        request_id = next(ids)
+        send_all(sock, pack_frame([{"t": "op", "id": request_id, "owner": "1/task", "op": op}]))
+        while True:
+            data = sock.recv(262144)
+            for messages in decoder.feed(data):
+                for message in messages:
+                    if message.get("id") == request_id:
+                        return message_answer(message)
+
+    results.put(("node 1", _timed(call, ops, rounds)))
+
+
+def _timed(call: Callable[[List[Any]], Any], ops: int, rounds: int) -> dict:
+    figures: dict = {"increment": [], "lock": []}
+    for _ in range(rounds):
+        started = time.perf_counter_ns()
+        for _ in range(ops):
+            call(["counter", "c", "increment", 1])
+        figures["increment"].append((time.perf_counter_ns() - started) / ops / 1000)
+        started = time.perf_counter_ns()
+        for _ in range(ops):
+            call(["lock", "l", "acquire", None])
+            call(["lock", "l", "release"])
+        figures["lock"].append((time.perf_counter_ns() - started) / ops / 1000)
+    return {what: sorted(values)[len(values) // 2] for what, values in figures.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ops", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    flags = parser.parse_args()
+    context = multiprocessing.get_context("spawn")
+
+    echo_port = _free_port()
+    echo = context.Process(target=_echo, args=(echo_port,), daemon=True)
+    echo.start()
+    time.sleep(0.5)
+    floor = _floor(echo_port, 2000)
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    head = Replication(CollectionStore(loop), loop)
+    listener = socket.create_server(("127.0.0.1", 0))
+    replica = context.Process(target=_replica, args=(listener.getsockname()[1],), daemon=True)
+    replica.start()
+    accepted, _ = listener.accept()
+    channel = HeadChannel(accepted, head.acked, head.gone, lambda message: None, print)
+    channel.start(b"")
+    head.offer(channel.send)
+
+    ids = iter(range(1, 10**9))
+
+    def call(op: List[Any]) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if hasattr(head, "apply_here"):  # as a task thread does
+            head.apply_here("0/task", op, future.set_result, ("direct", next(ids)))
+        else:  # a runtime before it
+            head.apply("0/task", op, future.set_result, ("direct", next(ids)), threadsafe=True)
+        return future.result()
+
+    on_head = _timed(call, flags.ops, flags.rounds)
+
+    direct_listener = socket.create_server(("127.0.0.1", 0))
+    results = context.Queue()
+    node1 = context.Process(target=_node1, args=(direct_listener.getsockname()[1], flags.ops, flags.rounds, results),
+                            daemon=True)
+    node1.start()
+    connection, _ = direct_listener.accept()
+    DirectConnection(connection, lambda: head, lambda: None, print).start(b"")
+    _, on_node1 = results.get(timeout=600)
+
+    print(f"floor (1-byte echo between two processes): {floor:.1f} µs")
+    for where, figures in (("head", on_head), ("node 1", on_node1)):
+        for what, value in figures.items():
+            print(f"{what:>9} in a task on {where:<6}: {value:7.1f} µs = {value / floor:5.1f}× the floor")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+if __name__ == "__main__":
+    main()

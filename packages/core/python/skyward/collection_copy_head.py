@@ -1,0 +1,242 @@
+"""The head's end of the collections' copy channel (:mod:`skyward.collection_channel`): the
+``replicate`` frames go out on it, and the node's ``acked`` answers are read by whichever thread
+waits for one — the thread that made the write, when no other thread is reading — else by the
+channel's own thread (docs/protocol.md, "Distributed collections")."""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import threading
+from typing import Any, Callable, Dict
+
+from .collection_channel import DONT_WAIT, PeerThread, writing_here
+from .protocol import FrameDecoder, ProtocolError
+
+
+class HeadChannel(PeerThread):
+    """The head's end of the copy channel: ``send`` (any thread) carries ``replicate`` frames; the
+    acks are read by a thread waiting for one (:meth:`wait_acks`), else by the channel's own.
+
+    ``acked(send, seq)`` and ``gone(send)`` are the replication's (it knows this end by ``send``);
+    ``superseded(message)`` gets the node's ``superseded`` (in answer to an older epoch's frame, or
+    as it leaves for a newer holder).
+
+    One thread reads at a time (``_reader``). The channel's own thread waits for the socket to be
+    readable and reads only while no other thread does, so a task thread waiting for its write's
+    ack reads it itself: the node's answer wakes the one thread that wanted it. While another
+    thread reads, the channel's own thread's watch on the socket is off (``epoll``, where there is
+    one; elsewhere it wakes too, finds the reading taken, and waits for it to end): a wake-up it
+    would take with the answer costs more than the node's round trip. A reader whose answer came
+    another way (the client's verdict that the node is lost, a newer holder) is woken by
+    :meth:`wake`."""
+
+    def __init__(self, sock: socket.socket, acked: Callable[[Any, Any], None], gone: Callable[[Any], None],
+                 superseded: Callable[[Dict[str, Any]], None], log: Callable[[str], None]) -> None:
+        super().__init__(sock, "collections copy channel", log)
+        self._acked = acked
+        self._gone = gone
+        self._superseded = superseded
+        #: this end's send, one object (the replication compares it by identity)
+        self.send: Callable[[Dict[str, Any]], None] = self.send_message
+        self._decoder = FrameDecoder()
+        self._role = threading.Condition(threading.Lock())
+        #: the thread reading now (None: nobody)
+        self._reader: threading.Thread | None = None
+        #: frames queued that the node has not answered yet (each gets one ``acked`` or ``superseded``)
+        self._unanswered = 0
+        #: a reader saw the connection end (the channel's thread ends it)
+        self._broken = False
+        #: a reader blocked on the socket is woken through this pipe (closed with the channel)
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self._pipe_closed = False
+        #: the socket and the pipe, for a thread waiting in :meth:`wait_acks`
+        self._readable = select.poll()
+        self._readable.register(sock, select.POLLIN)
+        self._readable.register(self._wake_read, select.POLLIN)
+        #: the channel's own thread's watch on the socket, turned off while another thread reads
+        self._watch = select.epoll() if hasattr(select, "epoll") else None
+        if self._watch is not None:
+            self._watch.register(sock, select.EPOLLIN)
+        #: the channel's own reading thread (it alone closes the socket)
+        self._own_reader: threading.Thread | None = None
+
+    def send_message(self, message: Dict[str, Any]) -> None:
+        with self._role:
+            self._unanswered += 1
+        super().send_message(message)
+
+    def claim_reading(self) -> bool:
+        """Takes the turn to read for a frame about to be written, when nobody reads now (so the
+        channel's own thread, woken by the answer too, leaves it to this one); the thread then
+        calls :meth:`wait_acks` with ``claimed`` this answer."""
+        with self._role:
+            if self._reader is not None or self._broken or not self._unanswered:
+                return False
+            self._take_turn()
+            return True
+
+    def wait_acks(self, done: Callable[[], bool], claimed: bool = False) -> None:
+        """Reads the node's answers on this thread while ``done()`` is false and a frame is
+        unanswered, taking turns with other threads (one reads, the others wait for its answers or
+        their turn). Returns when ``done()``, or when there is nothing to read for (the answer
+        waited for is not an ack: a lock held by another, say), or the connection ended; the
+        caller then waits as before. Whoever makes ``done()`` true off this channel's reading calls
+        :meth:`wake`."""
+        if not claimed:
+            with self._role:
+                while True:
+                    if done() or self._broken:
+                        return
+                    if self._reader is None:
+                        if not self._unanswered:
+                            return
+                        self._take_turn()
+                        break
+                    self._role.wait()
+        try:
+            while not done() and self._read_some(block=True):
+                pass
+        finally:
+            with self._role:
+                self._reader = None
+                self._watching(select.EPOLLIN if self._watch is not None else 0)
+                self._role.notify_all()
+
+    def _take_turn(self) -> None:
+        """This thread reads from now on (``_role`` held); the channel's own thread stops watching."""
+        self._reader = threading.current_thread()
+        self._watching(0)
+
+    def _watching(self, events: int) -> None:
+        if self._watch is not None:
+            try:
+                self._watch.modify(self._sock, events)
+            except (OSError, ValueError):  # closed: the channel's own thread is ending it
+                pass
+
+    def wake(self) -> None:
+        """An answer a thread may wait for in :meth:`wait_acks` came (from any thread)."""
+        with self._role:
+            self._role.notify_all()
+            if self._reader is not None and self._reader is not threading.current_thread() and not self._pipe_closed:
+                try:
+                    os.write(self._wake_write, b"x")
+                except OSError:  # full: the reader is woken already
+                    pass
+
+    def _read_some(self, block: bool) -> bool:
+        """One read, as the reader (waiting for it when ``block``); whether the connection is still up."""
+        if block:
+            ready = [fd for fd, _events in self._readable.poll()]
+            if self._wake_read in ready:
+                try:
+                    os.read(self._wake_read, 4096)
+                except OSError:
+                    pass
+                if len(ready) == 1:
+                    return True
+        try:
+            with self._decoder.get_buffer() as buffer:  # received into the decoder's memory: no copy
+                count = self._sock.recv_into(buffer, 0, DONT_WAIT)
+        except BlockingIOError:
+            return True
+        except (OSError, ProtocolError) as error:
+            self._end_seen(error)
+            return False
+        if not count:
+            self._end_seen(None)
+            return False
+        try:
+            messages = [message for frame in self._decoder.buffer_updated(count) for message in frame]
+        except (ProtocolError, ValueError) as error:
+            self._end_seen(error)
+            return False
+        with writing_here():  # the answers the acks release go out from this thread
+            for message in messages:
+                self.handle(message)
+        with self._role:
+            self._role.notify_all()  # the threads whose answers came
+        return True
+
+    def _end_seen(self, error: BaseException | None) -> None:
+        if error is not None:
+            self._log(f"the {self._what} failed: {type(error).__name__}")
+        with self._role:
+            self._broken = True
+            self._role.notify_all()
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # the channel's thread sees it and ends the connection
+        except OSError:
+            pass
+
+    def handle(self, message: Dict[str, Any]) -> None:
+        kind = message.get("t")
+        if kind in ("acked", "superseded"):
+            with self._role:
+                self._unanswered = max(0, self._unanswered - 1)
+        if kind == "acked":
+            self._acked(self.send, message.get("seq"))
+        elif kind == "superseded":  # the node knows a newer holder
+            self._superseded(message)
+
+    def _read(self) -> None:
+        me = self._own_reader = threading.current_thread()
+        readable: Any = self._watch
+        if readable is None:
+            readable = select.poll()
+            readable.register(self._sock, select.POLLIN)
+        try:
+            while True:
+                readable.poll()  # data, the end, or an error
+                with self._role:
+                    while self._reader is not None and not self._broken:
+                        self._role.wait()  # another thread reads (and may take what woke this one)
+                    if self._broken:
+                        break
+                    self._reader = me
+                try:
+                    if not self._read_some(block=False):
+                        break
+                finally:
+                    with self._role:
+                        self._reader = None
+                        self._role.notify_all()
+        except (OSError, ValueError) as error:
+            self._log(f"the {self._what} failed: {type(error).__name__}")
+        finally:
+            try:  # a thread still waiting on the socket sees the end, then lets go
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            with self._role:
+                self._broken = True
+                self._role.notify_all()
+                if self._reader is not None:
+                    try:
+                        os.write(self._wake_write, b"x")
+                    except OSError:
+                        pass
+                while self._reader is not None:
+                    self._role.wait()
+                self._pipe_closed = True
+                os.close(self._wake_read)
+                os.close(self._wake_write)
+                if self._watch is not None:
+                    self._watch.close()
+            self._close()
+            self.ended()
+
+    def _close(self, release: bool = True) -> None:
+        # The socket is closed by the channel's own thread only, once nobody reads it: a reader
+        # blocked on it is woken by the shutdown (and its pipe), never left on a closed number.
+        super()._close(release and threading.current_thread() is self._own_reader)
+
+    def ended(self) -> None:
+        self._gone(self.send)
+
+
+__all__ = ["HeadChannel"]

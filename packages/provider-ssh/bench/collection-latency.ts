@@ -1,0 +1,67 @@
+/**
+ * Strong collection operations on 2 test-bed SSH hosts, timed inside tasks over longer loops than
+ * far-client.ts's (whose rows are 50 operations, too few to tell one runtime from another on a
+ * busy machine): a strong `counter.increment()` and a lock acquire + release in a task on node 0
+ * (the head, which holds the collections) and on node 1, `--rounds` times each, beside the floor
+ * measured in the same run (one host-to-host round trip: a blocking 1-byte echo from node 0 to
+ * node 1). The collections never cross the client's link, so the hosts are reached directly.
+ * Figures are printed, never asserted.
+ *
+ *     pnpm -s turbo run build --filter @skyward/provider-ssh...
+ *     node packages/provider-ssh/bench/collection-latency.ts [--ops 1000] [--rounds 3]
+ */
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import * as sky from "@skyward/core";
+import { createTestbed, requireTestbed, testbedSshHosts, useScratchSkywardHome } from "@skyward/testing";
+import { SSH } from "../dist/index.js";
+
+const { values: flags } = parseArgs({
+  options: { ops: { type: "string", default: "1000" }, rounds: { type: "string", default: "3" } },
+});
+const ops = Number(flags.ops);
+const rounds = Number(flags.rounds);
+const tasksFile = fileURLToPath(new URL("./far_tasks.py", import.meta.url));
+const increments = sky.python<[number], number>("far_tasks:increments");
+const lockCycles = sky.python<[number], number>("far_tasks:lock_cycles");
+const startEcho = sky.python<[number], number>("far_tasks:start_echo");
+const peerRoundTrip = sky.python<[string, number, number], number>("far_tasks:peer_round_trip");
+
+const skip = await requireTestbed();
+if (skip !== undefined) {
+  process.stderr.write(`no test bed here: ${skip}\n`);
+  process.exit(1);
+}
+const home = await useScratchSkywardHome("skyward-bench-collection-latency-");
+const bed = await createTestbed({ hosts: 2 });
+try {
+  await using pool = await sky.compute({
+    provider: SSH({ hosts: testbedSshHosts(bed) }),
+    nodes: 2,
+    ttl: 0,
+    image: { includes: [tasksFile] },
+    options: { console: false, bootstrapTimeout: 300 },
+  });
+  const echoPort = await pool.run(startEcho(7007), { target: 1 });
+  const floor = await pool.run(peerRoundTrip(bed.hosts[1]?.host as string, echoPort, 500), { target: 0 });
+  const lines = [
+    `floor (host-to-host round trip): ${floor.toFixed(3)} ms; ms per operation, ${rounds} rounds`,
+  ];
+  const figures = (values: number[]): string =>
+    values.map((value) => `${value.toFixed(3)} (${Math.round(value / floor)}×)`).join(" / ");
+  for (const node of [0, 1]) {
+    await pool.run(increments(50), { target: node });
+    const increment: number[] = [];
+    const lock: number[] = [];
+    for (let round = 0; round < rounds; round += 1) {
+      increment.push(await pool.run(increments(ops), { target: node }));
+      lock.push(await pool.run(lockCycles(Math.ceil(ops / 2)), { target: node }));
+    }
+    lines.push(`node ${node}: strong increment ${figures(increment)}`);
+    lines.push(`node ${node}: lock acquire + release (two writes) ${figures(lock)}`);
+  }
+  process.stdout.write(`${lines.join("\n")}\n`);
+} finally {
+  await bed.teardown();
+  await home.restore();
+}
