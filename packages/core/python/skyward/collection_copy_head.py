@@ -12,7 +12,8 @@ import threading
 from typing import Any, Callable, Dict
 
 from .collection_channel import DONT_WAIT, PeerThread, writing_here
-from .protocol import FrameDecoder, ProtocolError
+from .collection_frames import decoder
+from .protocol import ProtocolError
 
 
 class HeadChannel(PeerThread):
@@ -40,7 +41,7 @@ class HeadChannel(PeerThread):
         self._superseded = superseded
         #: this end's send, one object (the replication compares it by identity)
         self.send: Callable[[Dict[str, Any]], None] = self.send_message
-        self._decoder = FrameDecoder()
+        self._decoder = decoder()
         self._role = threading.Condition(threading.Lock())
         #: the thread reading now (None: nobody)
         self._reader: threading.Thread | None = None

@@ -19,19 +19,19 @@ from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 import worker_client  # noqa: F401  (puts the runtime on sys.path)
-from skyward import collection_channel
+from skyward import collection_channel, collection_frames
 from skyward.collection_channel import send_all
 from skyward.collection_copy_head import HeadChannel
 from skyward.collection_delta import load
 from skyward.collection_replica import Replication
 from skyward.collection_store import CollectionStore
-from skyward.protocol import FrameDecoder, pack_frame, to_wire
+from skyward.protocol import pack_frame, to_wire
 
 
 def hold_copy_in_process(port: int) -> None:
     """Node "1" as a process of its own (it can be stopped): answers each frame with its ack."""
     sock = socket.create_connection(("127.0.0.1", port))
-    decoder = FrameDecoder()
+    decoder = collection_frames.decoder()  # the head's frames may be compact
     while data := sock.recv(256 * 1024):
         for messages in decoder.feed(data):
             for message in messages:
@@ -74,7 +74,7 @@ class Bed:
         self.head.acked(send, seq)
 
     def _hold_copy(self) -> None:
-        decoder = FrameDecoder()
+        decoder = collection_frames.decoder()  # the head's frames may be compact
         try:
             while True:
                 data = self.node_end.recv(256 * 1024)
