@@ -70,7 +70,15 @@ def _echo(port: int) -> None:
 
 
 def _floor(port: int, tries: int) -> float:
-    connection = socket.create_connection(("127.0.0.1", port))
+    deadline = time.monotonic() + 60
+    while True:  # the echo process may take a while to listen on a busy machine
+        try:
+            connection = socket.create_connection(("127.0.0.1", port))
+            break
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     samples = []
     for _ in range(tries):
@@ -127,7 +135,6 @@ def main() -> None:
     echo_port = _free_port()
     echo = context.Process(target=_echo, args=(echo_port,), daemon=True)
     echo.start()
-    time.sleep(0.5)
     floor = _floor(echo_port, 2000)
 
     loop = asyncio.new_event_loop()
