@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from .protocol import MAX_SAFE_INTEGER, FrameDecoder, ProtocolError, pack_frame, to_wire
 
@@ -227,7 +227,4 @@ def decoder() -> FrameDecoder:
     made.compact = unpack
     return made
 
-
-Unpack = Callable[[int, memoryview], Dict[str, Any]]
-
-__all__ = ["Unpack", "decoder", "pack", "unpack"]
+__all__ = ["ACKED", "ANSWER", "OP", "REPLICATE", "decoder", "pack", "unpack"]
