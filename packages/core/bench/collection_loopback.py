@@ -33,6 +33,15 @@ from skyward.collection_replica import Replication  # noqa: E402
 from skyward.collection_store import CollectionStore  # noqa: E402
 from skyward.protocol import FrameDecoder, pack_frame, to_wire  # noqa: E402
 
+try:  # the compact frames (a runtime before them speaks JSON frames only)
+    from skyward.collection_frames import decoder as frame_decoder, pack  # noqa: E402
+except ImportError:
+    def frame_decoder() -> FrameDecoder:
+        return FrameDecoder()
+
+    def pack(message: Any, wire: bool = False) -> bytes:
+        return pack_frame([message if wire else to_wire(message, "message")])
+
 
 def _replica(port: int) -> None:
     """Holds the copy: answers each ``replicate`` frame with ``acked`` (as the copy channel does)."""
@@ -44,7 +53,7 @@ def _replica(port: int) -> None:
     def each(message: Any) -> None:
         for state in message.get("states") or []:
             load(store, state)
-        send_all(sock, pack_frame([to_wire({"t": "acked", "seq": message.get("seq")}, "message")]))
+        send_all(sock, pack({"t": "acked", "seq": message.get("seq")}))
 
     try:
         read_messages(sock, each)
@@ -61,7 +70,15 @@ def _echo(port: int) -> None:
 
 
 def _floor(port: int, tries: int) -> float:
-    connection = socket.create_connection(("127.0.0.1", port))
+    deadline = time.monotonic() + 60
+    while True:  # the echo process may take a while to listen on a busy machine
+        try:
+            connection = socket.create_connection(("127.0.0.1", port))
+            break
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     samples = []
     for _ in range(tries):
@@ -77,12 +94,12 @@ def _node1(port: int, ops: int, rounds: int, results: Any) -> None:
     """A task thread on node 1: operations on its own connection to the head, as DirectCaller sends them."""
     sock = socket.create_connection(("127.0.0.1", port))
     tune(sock)
-    decoder = FrameDecoder()
+    decoder = frame_decoder()
     ids = iter(range(1, 10**9))
 
     def call(op: List[Any]) -> Any:
         request_id = next(ids)
-        send_all(sock, pack_frame([{"t": "op", "id": request_id, "owner": "1/task", "op": op}]))
+        send_all(sock, pack({"t": "op", "id": request_id, "owner": "1/task", "op": op}, wire=True))
         while True:
             data = sock.recv(262144)
             for messages in decoder.feed(data):
@@ -118,7 +135,6 @@ def main() -> None:
     echo_port = _free_port()
     echo = context.Process(target=_echo, args=(echo_port,), daemon=True)
     echo.start()
-    time.sleep(0.5)
     floor = _floor(echo_port, 2000)
 
     loop = asyncio.new_event_loop()

@@ -31,7 +31,8 @@ import time
 from typing import Any, Callable, Dict, List, Tuple
 
 from . import peer_auth
-from .protocol import FrameDecoder, ProtocolError, pack_frame, to_wire
+from . import collection_frames
+from .protocol import ProtocolError, pack_frame, to_wire
 
 #: seconds a frame may take to be written before the channel counts as lost (a stopped node), plus
 #: one second per :data:`_SEND_SLOW_BYTES` of the frame (a full copy of a large store on a slow link)
@@ -85,7 +86,7 @@ def send_all(sock: socket.socket, data: bytes, limit: float | None = None) -> No
 
 def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -> None:
     """Calls ``each`` with every message read from ``sock`` until it ends."""
-    decoder = FrameDecoder()
+    decoder = collection_frames.decoder()  # the copy's and a task's frames may be compact
     while True:
         with decoder.get_buffer() as buffer:  # received into the decoder's memory: no copy
             count = sock.recv_into(buffer)
@@ -167,7 +168,7 @@ class PeerThread:
         start_thread(f"skyward-{self._what.replace(' ', '-')}-sender", self._write)
 
     def send_message(self, message: Dict[str, Any]) -> None:
-        data = pack_frame([to_wire(message, "message")])  # the store's values are native
+        data = collection_frames.pack(message)  # the store's values are native
         with self._queued:
             if self._sending_ended:
                 return  # the reader saw (or will see) the end
@@ -340,7 +341,7 @@ class CopyChannel:
 
             def each(message: Dict[str, Any]) -> None:
                 if message.get("t") == "replicate":
-                    answer(pack_frame([to_wire(self._on_replicate(message), "message")]))
+                    answer(collection_frames.pack(self._on_replicate(message)))
 
             read_messages(sock, each)
             return True

@@ -11,8 +11,9 @@ import socket
 import threading
 from typing import Any, Callable, Dict
 
-from .collection_channel import DONT_WAIT, PeerThread, writing_here
-from .protocol import FrameDecoder, ProtocolError
+from .collection_channel import DONT_WAIT, PeerThread, start_thread, writing_here
+from .collection_frames import decoder
+from .protocol import ProtocolError
 
 
 class HeadChannel(PeerThread):
@@ -21,7 +22,8 @@ class HeadChannel(PeerThread):
 
     ``acked(send, seq)`` and ``gone(send)`` are the replication's (it knows this end by ``send``);
     ``superseded(message)`` gets the node's ``superseded`` (in answer to an older epoch's frame, or
-    as it leaves for a newer holder).
+    as it leaves for a newer holder) on the channel's own thread, or on a thread of its own when a
+    task's thread read it (following the newer holder may wait on an old one).
 
     One thread reads at a time (``_reader``). The channel's own thread waits for the socket to be
     readable and reads only while no other thread does, so a task thread waiting for its write's
@@ -40,7 +42,7 @@ class HeadChannel(PeerThread):
         self._superseded = superseded
         #: this end's send, one object (the replication compares it by identity)
         self.send: Callable[[Dict[str, Any]], None] = self.send_message
-        self._decoder = FrameDecoder()
+        self._decoder = decoder()
         self._role = threading.Condition(threading.Lock())
         #: the thread reading now (None: nobody)
         self._reader: threading.Thread | None = None
@@ -63,6 +65,9 @@ class HeadChannel(PeerThread):
             self._watch.register(sock, select.EPOLLIN)
         #: the channel's own reading thread (it alone closes the socket)
         self._own_reader: threading.Thread | None = None
+        #: threads waiting in :meth:`wait_acks` for the reader's answers or their turn (counted before
+        #: they look at ``done()``: a reader that saw none after delivering owes no wake-up)
+        self._waiters = 0
 
     def send_message(self, message: Dict[str, Any]) -> None:
         with self._role:
@@ -88,15 +93,19 @@ class HeadChannel(PeerThread):
         :meth:`wake`."""
         if not claimed:
             with self._role:
-                while True:
-                    if done() or self._broken:
-                        return
-                    if self._reader is None:
-                        if not self._unanswered:
+                self._waiters += 1
+                try:
+                    while True:
+                        if done() or self._broken:
                             return
-                        self._take_turn()
-                        break
-                    self._role.wait()
+                        if self._reader is None:
+                            if not self._unanswered:
+                                return
+                            self._take_turn()
+                            break
+                        self._role.wait()
+                finally:
+                    self._waiters -= 1
         try:
             while not done() and self._read_some(block=True):
                 pass
@@ -120,6 +129,8 @@ class HeadChannel(PeerThread):
 
     def wake(self) -> None:
         """An answer a thread may wait for in :meth:`wait_acks` came (from any thread)."""
+        if self._reader is threading.current_thread():
+            return  # the reader itself: it looks at ``done()`` next, and wakes the others after its read
         with self._role:
             self._role.notify_all()
             if self._reader is not None and self._reader is not threading.current_thread() and not self._pipe_closed:
@@ -158,8 +169,9 @@ class HeadChannel(PeerThread):
         with writing_here():  # the answers the acks release go out from this thread
             for message in messages:
                 self.handle(message)
-        with self._role:
-            self._role.notify_all()  # the threads whose answers came
+        if self._waiters:  # read after the answers went: a thread counted later sees its answer
+            with self._role:
+                self._role.notify_all()  # the threads whose answers came
         return True
 
     def _end_seen(self, error: BaseException | None) -> None:
@@ -181,7 +193,12 @@ class HeadChannel(PeerThread):
         if kind == "acked":
             self._acked(self.send, message.get("seq"))
         elif kind == "superseded":  # the node knows a newer holder
-            self._superseded(message)
+            if threading.current_thread() is self._own_reader:
+                self._superseded(message)
+            else:
+                # Not on a task's thread: following the newer holder may say farewell to an old
+                # one (up to 30 s); what the task waits for is answered by it, waking the reader.
+                start_thread("skyward-collections-superseded", lambda: self._superseded(message))
 
     def _read(self) -> None:
         me = self._own_reader = threading.current_thread()

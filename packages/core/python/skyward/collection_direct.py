@@ -24,7 +24,8 @@ from typing import Any, Callable, Dict, Protocol, Set, Tuple
 from . import peer_auth
 from .collection_channel import PeerThread, send_all, tune
 from .collection_store import Answer, Owner
-from .protocol import FrameDecoder, ProtocolError, pack_frame
+from .collection_frames import decoder, pack
+from .protocol import ProtocolError
 
 
 
@@ -86,7 +87,7 @@ class _Connection:
     def __init__(self, sock: socket.socket, address: Tuple[str, int]) -> None:
         self.sock = sock
         self.address = address
-        self.decoder = FrameDecoder()
+        self.decoder = decoder()
         self.answers: Dict[Any, Answer] = {}
         #: let go by :meth:`DirectCaller.drop` (its thread makes a new one on its next operation)
         self.dropped = False
@@ -138,7 +139,7 @@ class DirectCaller:
                 connection = self._local.connection = _Connection(sock, address)
                 with self._connections_lock:
                     self._connections.add(connection)
-            send_all(connection.sock, pack_frame([{"t": "op", "id": request_id, "owner": owner, "op": request}]))
+            send_all(connection.sock, pack({"t": "op", "id": request_id, "owner": owner, "op": request}, wire=True))
             while request_id not in connection.answers:
                 with connection.decoder.get_buffer() as buffer:  # into the decoder's memory: no copy
                     count = connection.sock.recv_into(buffer)

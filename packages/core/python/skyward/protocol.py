@@ -19,7 +19,7 @@ import math
 import mmap
 import re
 import struct
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 from .wire_errors import ProtocolError, SerializationError
 from .values import Blob, Pickled, RefArg, decode_array, decode_object, decode_ref, decode_table, encode_special
@@ -28,6 +28,8 @@ PROTOCOL_VERSION = 1
 MAX_HEADER_BYTES = 64 * 1024 * 1024
 MAX_BODY_BYTES = 2 * 1024 * 1024 * 1024
 MAX_SAFE_INTEGER = 2**53 - 1
+#: the most a compact frame's body may hold (:attr:`FrameDecoder.compact`)
+COMPACT_MAX_BYTES = 64 * 1024
 
 Message = Dict[str, Any]
 
@@ -411,7 +413,7 @@ class FrameDecoder:
 
     __slots__ = (
         "_staging", "_start", "_end", "_frame", "_filled", "_spare", "_spare_used", "_need_header", "_need_body",
-        "_failed", "max_frame_bytes",
+        "_failed", "max_frame_bytes", "compact",
     )
 
     def __init__(self) -> None:
@@ -429,6 +431,10 @@ class FrameDecoder:
         #: A tighter limit on a whole frame (header + body), checked at its prefix; None for none.
         #: The worker sets one until the handshake is done, so a stranger cannot make it buffer much.
         self.max_frame_bytes: int | None = None
+        #: Decodes a compact frame (a first word whose byte 0 is 0xFF: ``word, body -> message``) on
+        #: a connection that takes them (the collections', :mod:`skyward.collection_frames`); None:
+        #: such a frame is refused as any oversized header is.
+        self.compact: Callable[[int, memoryview], Message] | None = None
 
     @property
     def pending(self) -> int:
@@ -509,6 +515,16 @@ class FrameDecoder:
                 if end - start < 8:
                     break
                 header_length, body_length = _PREFIX.unpack_from(staging, start)
+                if header_length >> 24 == 0xFF and self.compact is not None:
+                    if body_length > COMPACT_MAX_BYTES:
+                        raise ProtocolError(f"compact frame body of {body_length} bytes is over the limit")
+                    if end - start < 8 + body_length:
+                        break
+                    with memoryview(staging) as view, view[start + 8 : start + 8 + body_length] as body:
+                        frames.append([self.compact(header_length, body)])
+                    start += 8 + body_length
+                    self._start = start
+                    continue
                 if header_length > MAX_HEADER_BYTES:
                     raise ProtocolError(
                         f"frame header length {header_length} is over the limit of {MAX_HEADER_BYTES}"

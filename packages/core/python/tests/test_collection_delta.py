@@ -11,11 +11,11 @@ import socket
 from typing import Any, Dict, List, Tuple
 
 from worker_client import TOKEN, Client, WorkerProcess
-from skyward import peer_auth
+from skyward import collection_frames, peer_auth
 from skyward.collection_delta import load
 from skyward.collection_replica import Replication
 from skyward.collection_store import CollectionStore
-from skyward.protocol import FrameDecoder, pack_frame, to_wire
+from skyward.protocol import pack_frame, to_wire
 
 #: keys Python holds as one (1, True, 1.0), strings, nested values, and a NaN
 KEYS: List[Any] = [0, 1, True, 1.0, 2, "a", "b", "", [1, 2], {"x": 1}, float("nan"), None]
@@ -31,7 +31,7 @@ class FakeReplica:
         self.store = CollectionStore(loop)
         self.frames: List[Dict[str, Any]] = []
         self.sizes: List[int] = []
-        self.decoder = FrameDecoder()
+        self.decoder = collection_frames.decoder()  # the head's frames may be compact
         #: one object: the head knows its replica by it
         self.send = self._receive
 
@@ -185,7 +185,7 @@ def test_a_one_key_write_on_a_large_dict_sends_a_frame_the_size_of_the_change() 
 
 def frame_sizes(sock: socket.socket, count: int) -> List[int]:
     """The sizes of the next ``count`` ``replicate`` frames, each acknowledged."""
-    decoder = FrameDecoder()
+    decoder = collection_frames.decoder()  # the head's frames may be compact
     sizes: List[int] = []
     received = 0
     while len(sizes) < count:

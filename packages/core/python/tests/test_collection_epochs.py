@@ -15,8 +15,8 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 
 from worker_client import TOKEN, Client, WorkerProcess
-from skyward import peer_auth
-from skyward.protocol import FrameDecoder, pack_frame
+from skyward import collection_frames, peer_auth
+from skyward.protocol import pack_frame
 
 _ids = itertools.count(1)
 
@@ -128,10 +128,12 @@ def test_a_head_the_client_lost_but_still_running_loses_no_acknowledged_write(th
     assert workers[0].process.poll() is None
 
 
-def test_a_node_fenced_at_a_newer_epoch_refuses_the_older_heads_frames() -> None:
+@pytest.mark.parametrize("compact", [False, True], ids=["json", "compact"])
+def test_a_node_fenced_at_a_newer_epoch_refuses_the_older_heads_frames(compact: bool) -> None:
     """A fake head of epoch 0 speaking the peer protocol to a real node: its ``replicate`` frames are
     acked until the client fences the node at epoch 1 (``$replica``), refused with ``superseded``
-    after; a frame of epoch 1 is taken again."""
+    after; a frame of epoch 1 is taken again. The same in JSON frames and in compact ones (the
+    ``full`` first frame is JSON either way: it has no compact layout)."""
     with WorkerProcess("--concurrency", "1", "--node", "1") as node:
         client = Client(node.port)
         client.hello()
@@ -152,12 +154,15 @@ def test_a_node_fenced_at_a_newer_epoch_refuses_the_older_heads_frames() -> None
             # The node connects when told where the head is, offering to hold the copy.
             client.send({"t": "authority", "addr": "127.0.0.1", "port": port, "epoch": 0})
             reader, writer = await asyncio.wait_for(offered.get(), 20)
-            decoder = FrameDecoder()
+            decoder = collection_frames.decoder()
             backlog: List[Dict[str, Any]] = []
 
             async def replicate(seq: int, epoch: int) -> Dict[str, Any]:
-                writer.write(pack_frame([{"t": "replicate", "epoch": epoch, "seq": seq, "full": seq == 1,
-                                          "states": [{"kind": "counter", "name": "c", "value": seq}]}]))
+                frame = {"t": "replicate", "epoch": epoch, "seq": seq, "full": seq == 1,
+                         "states": [{"kind": "counter", "name": "c", "value": seq}]}
+                packed = collection_frames.pack(frame) if compact else pack_frame([frame])
+                assert packed[:1] == (b"\xff" if compact and seq > 1 else b"\x00")
+                writer.write(packed)
                 while not backlog:
                     data = await asyncio.wait_for(reader.read(65536), 20)
                     assert data, "the node closed the connection"

@@ -19,19 +19,19 @@ from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 import worker_client  # noqa: F401  (puts the runtime on sys.path)
-from skyward import collection_channel
+from skyward import collection_channel, collection_frames
 from skyward.collection_channel import send_all
 from skyward.collection_copy_head import HeadChannel
 from skyward.collection_delta import load
 from skyward.collection_replica import Replication
 from skyward.collection_store import CollectionStore
-from skyward.protocol import FrameDecoder, pack_frame, to_wire
+from skyward.protocol import pack_frame, to_wire
 
 
 def hold_copy_in_process(port: int) -> None:
     """Node "1" as a process of its own (it can be stopped): answers each frame with its ack."""
     sock = socket.create_connection(("127.0.0.1", port))
-    decoder = FrameDecoder()
+    decoder = collection_frames.decoder()  # the head's frames may be compact
     while data := sock.recv(256 * 1024):
         for messages in decoder.feed(data):
             for message in messages:
@@ -52,6 +52,9 @@ class Bed:
         #: the names of the threads that read each ack at the head
         self.readers: List[str] = []
         self.logs: List[str] = []
+        #: node "1" (on a thread) answers ``superseded`` from now on: it knows a newer holder
+        self.refuse = False
+        self.on_superseded: Callable[[Dict[str, Any]], None] = lambda message: None
         listener = socket.create_server(("127.0.0.1", 0))
         self.process: Any = None
         if in_process:
@@ -62,7 +65,8 @@ class Bed:
             self.process.start()
         accepted, _ = listener.accept()
         listener.close()
-        self.channel = HeadChannel(accepted, self._acked, self.head.gone, lambda message: None, self.logs.append)
+        self.channel = HeadChannel(accepted, self._acked, self.head.gone, lambda message: self.on_superseded(message),
+                                   self.logs.append)
         self.channel.start(b"")
         if in_process:
             threading.Thread(target=self._hold_copy, daemon=True).start()
@@ -74,7 +78,7 @@ class Bed:
         self.head.acked(send, seq)
 
     def _hold_copy(self) -> None:
-        decoder = FrameDecoder()
+        decoder = collection_frames.decoder()  # the head's frames may be compact
         try:
             while True:
                 data = self.node_end.recv(256 * 1024)
@@ -84,8 +88,10 @@ class Bed:
                     for message in messages:
                         for state in message.get("states") or []:
                             load(self.copy, state)
-                        self.seqs.append(message["seq"])
-                        send_all(self.node_end, pack_frame([to_wire({"t": "acked", "seq": message["seq"]}, "message")]))
+                        answer = {"t": "superseded", "epoch": 1} if self.refuse else {"t": "acked", "seq": message["seq"]}
+                        if not self.refuse:
+                            self.seqs.append(message["seq"])
+                        send_all(self.node_end, pack_frame([to_wire(answer, "message")]))
         except OSError:
             pass
 
@@ -193,3 +199,24 @@ def test_a_copy_that_stops_reading_ends_the_channel_at_the_deadline_and_its_writ
     assert not answer.done()
     bed.head.node_lost("1")
     assert answer.result(timeout=60) == ("value", None)
+
+
+def test_a_superseded_answer_read_by_a_task_thread_is_handled_on_another(bed: Bed) -> None:
+    """Following a newer holder may say farewell to an old one (up to 30 s): never on the thread of
+    a task that happened to read the node's answer, which gets its refusal meanwhile."""
+    farewell_may_end = threading.Event()
+    handled_on: List[str] = []
+
+    def superseded(message: Dict[str, Any]) -> None:
+        handled_on.append(threading.current_thread().name)
+        bed.head.supersede(message["epoch"], "serves them elsewhere")
+        farewell_may_end.wait(60)
+
+    bed.on_superseded = superseded
+    bed.refuse = True
+    try:
+        answer = writer_in_thread(bed, ["counter", "c", "increment", 1]).result(timeout=60)
+    finally:
+        farewell_may_end.set()
+    assert answer[0] == "error" and "the collections moved" in answer[2], answer
+    assert handled_on and handled_on[0] != "writer", handled_on
