@@ -12,7 +12,7 @@ from typing import Any, Deque, Dict, Iterator, List, Tuple
 import pytest
 
 from test_collection_epochs import answer_of, holder_of_copy, pool_of, send_op, value
-from worker_client import Client, WorkerProcess
+from worker_client import Client, WorkerProcess, stop_process
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_a_stopped_replica_does_not_stop_the_heads_event_loop(two: Any) -> None:
     workers, clients, _authority = two
     value(clients[0], "dict", "d", "update", [[index, index] for index in range(100_000)])
     assert holder_of_copy(clients, (1,)) == 1
-    workers[1].process.send_signal(signal.SIGSTOP)
+    stop_process(workers[1].process.pid)
     try:
         big = "x" * (2 << 20)
         pending = [send_op(clients[0], "dict", "d", "set", f"big-{index}", big) for index in range(16)]

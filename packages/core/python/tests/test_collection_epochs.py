@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
-from worker_client import TOKEN, Client, WorkerProcess
+from worker_client import TOKEN, Client, WorkerProcess, stop_process
 from skyward import collection_frames, peer_auth
 from skyward.protocol import pack_frame
 
@@ -228,7 +228,7 @@ def test_a_stopped_replica_holds_the_heads_answers_until_the_client_says_it_is_l
     workers, clients, _authority = two
     assert value(clients[0], "counter", "c", "increment", 1) == 1
     assert holder_of_copy(clients, (1,)) == 1
-    workers[1].process.send_signal(signal.SIGSTOP)
+    stop_process(workers[1].process.pid)
     try:
         pending = send_op(clients[0], "counter", "c", "increment", 1)
         with pytest.raises(TimeoutError):

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, Tuple
 import pytest
 
 from test_collection_epochs import answer_of, holder_of_copy, pool_of, send_op, value
-from worker_client import Client, WorkerProcess
+from worker_client import Client, WorkerProcess, stop_process
 
 Pool = Tuple[Dict[int, WorkerProcess], Dict[int, Client], Dict[str, Any]]
 
@@ -47,7 +47,7 @@ def test_a_node_the_client_declared_lost_holds_no_lock(two: Pool) -> None:
     while not value(clients[0], "lock", "l", "locked"):
         assert time.monotonic() < deadline, "the task on node 1 did not take the lock"
         time.sleep(0.05)
-    workers[1].process.send_signal(signal.SIGSTOP)
+    stop_process(workers[1].process.pid)
     try:
         assert value(clients[0], "$lost", 1) is None
         answer = answer_of(clients[0], send_op(clients[0], "lock", "l", "acquire", 5), timeout=30)
@@ -70,7 +70,7 @@ def test_a_task_waiting_on_a_stopped_head_is_answered_once_its_copy_is_promoted(
     while value(clients[0], "counter", "c", "value") != 1:
         assert time.monotonic() < deadline, "the task on node 1 did not increment"
         time.sleep(0.05)
-    workers[0].process.send_signal(signal.SIGSTOP)
+    stop_process(workers[0].process.pid)
     try:
         go.touch()
         while not os.path.exists(sending):

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import multiprocessing
-import os
-import signal
 import socket
 import threading
 import time
@@ -19,6 +17,7 @@ from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 import worker_client  # noqa: F401  (puts the runtime on sys.path)
+from worker_client import stop_process
 from skyward import collection_channel, collection_frames
 from skyward.collection_channel import send_all
 from skyward.collection_copy_head import HeadChannel
@@ -103,7 +102,7 @@ class Bed:
 
     def stop_copy(self) -> None:
         """The copy's process stops (SIGSTOP): it reads and answers nothing more, its socket stays open."""
-        os.kill(self.process.pid, signal.SIGSTOP)
+        stop_process(self.process.pid)
 
     def close(self) -> None:
         if self.process is not None:

@@ -26,6 +26,31 @@ TOKEN = "test-token-123"
 TERMINAL = ("result", "end", "error")
 
 
+def stop_process(pid: int, timeout: float = 30.0) -> None:
+    """SIGSTOPs ``pid`` and returns once every thread of it has stopped. A stop is not instant: each
+    thread stops when it is next scheduled, so on a loaded machine a thread already running or just
+    woken by a packet can still read and answer for a while after ``kill`` returns (seen: a copy
+    acknowledged after the signal was sent). A test that means "from now on it answers nothing"
+    waits for this."""
+    import signal
+
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        for name in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{name}/stat") as stat:
+                    states.append(stat.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                continue  # a thread that ended meanwhile
+        if all(state in ("T", "t") for state in states):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} did not stop in {timeout} s: its threads are {states}")
+        time.sleep(0.005)
+
+
 class WorkerProcess:
     """``python -m skyward.worker`` started the way a provider starts it."""
 
