@@ -2,6 +2,7 @@
  * `skyward down`: terminates the live instances of one pool, or all of them, then removes what those
  * pools shared at their providers (the providers' `cleanup`).
  */
+import { forgetDetachedPool } from "@skyward/core";
 import { clusterFromInstance, type PoolResource } from "@skyward/core/contract";
 import { type CommandContext, useProviders } from "./command-context.js";
 import { poolOf } from "./format.js";
@@ -32,7 +33,8 @@ export const DEFAULT_DOWN_WAIT_SECONDS = 180;
 export const DOWN_HELP = `Usage: skyward down (--pool ID | --all) [--provider A,B] [--yes] [--wait SECONDS]
 
 Terminates live instances Skyward started: those of one pool (the POOL column of "skyward instances"),
-or all of them. Asks first when run in a terminal. Then removes what those pools shared at the
+or all of them, and forgets a detached pool whose instances it all terminated ("skyward pools" no
+longer lists it). Asks first when run in a terminal. Then removes what those pools shared at the
 provider (an AWS security group and key pair, the key's file under ~/.skyward/keys), also for pools
 whose instances are already gone (a client that was killed never ran its teardown).
 
@@ -90,6 +92,7 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
     groups.set(key, [...(groups.get(key) ?? []), row]);
   }
   const terminated: ListedInstance[] = [];
+  const notTerminated: ListedInstance[] = [];
   let failures = 0;
   await Promise.all(
     [...groups.values()].map(async (rows) => {
@@ -104,6 +107,7 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
         terminated.push(...rows);
       } catch (error) {
         failures += rows.length;
+        notTerminated.push(...rows);
         context.err(
           `skyward: could not terminate ${ids.join(", ")} at ${first.providerName}: ${describeError(error)}\n`,
         );
@@ -117,6 +121,7 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
       );
     }
   }
+  await forgetTerminatedPools(context, terminated, notTerminated, flags.json);
 
   // Then what the pools shared at each provider that has any (a dead client's teardown never ran).
   const outcomes: ResourceOutcome[] = [];
@@ -174,4 +179,21 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
     }
   }
   return failures > 0 || left.length > 0 || incomplete ? 1 : 0;
+}
+
+/**
+ * A detached pool whose every listed instance was terminated here has no worker left to attach to:
+ * its state file goes, or `skyward pools` would list it for ever with a cost that keeps growing.
+ */
+async function forgetTerminatedPools(
+  context: CommandContext,
+  terminated: readonly ListedInstance[],
+  notTerminated: readonly ListedInstance[],
+  json: boolean,
+): Promise<void> {
+  const kept = new Set(notTerminated.map((row) => poolOf(row.instance)));
+  const pools = new Set(terminated.map((row) => poolOf(row.instance)).filter((id) => id && !kept.has(id)));
+  for (const id of pools) {
+    if ((await forgetDetachedPool(id)) && !json) context.out(`Forgot detached pool ${id}\n`);
+  }
 }

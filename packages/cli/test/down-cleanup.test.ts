@@ -131,6 +131,40 @@ describe("skyward down removes what the pools shared", () => {
     ]);
   });
 
+  it("forgets a detached pool whose instances it terminated: `skyward pools` no longer lists it", async () => {
+    const pools = join(scratch, "home", ".skyward", "pools");
+    await mkdir(pools, { recursive: true });
+    // What a detached cloud pool leaves (state.ts's DetachedPoolState; no token is read here).
+    const detached = (id: string) => ({
+      version: 1,
+      id,
+      provider: "fake",
+      providerSettings: {},
+      clusterId: `c-${id}`,
+      root: null,
+      workdir: null,
+      instanceType: "x",
+      region: "r",
+      spot: false,
+      nodes: [{ index: 0, instanceId: "i-a", pid: 0, hourlyPrice: 1 }],
+      tasks: [],
+      ttl: 600,
+      detachedAt: Date.now() - 60_000,
+      pid: 1,
+      token: "unused",
+    });
+    await writeFile(join(pools, "p1.json"), JSON.stringify(detached("p1")));
+    await writeFile(join(pools, "p9.json"), JSON.stringify(detached("p9")));
+    expect((await run(["pools", "--json"])).stdout).toContain('"p1"');
+    const result = await run(["down", "--pool", "p1", "--yes"]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("Terminated i-a (fake, pool p1)\nForgot detached pool p1\n");
+    const listed = (await run(["pools", "--json"])).stdout;
+    expect(listed).not.toContain('"p1"');
+    expect(listed).toContain('"p9"'); // another pool's state stays
+    await rm(pools, { recursive: true, force: true });
+  });
+
   it("--wait must be a number of seconds", async () => {
     const result = await run(["down", "--all", "--wait", "soon"]);
     expect(result.code).toBe(2);

@@ -156,6 +156,7 @@ export {
   type CollectedResult,
   type DetachedPool,
   detachedPools,
+  forgetDetachedPool,
 } from "./session/attach.js";
 export { type Session, session } from "./session-pools.js";
 // Accelerators

@@ -481,3 +481,22 @@ export async function detachedPools(): Promise<DetachedPool[]> {
     };
   });
 }
+
+/**
+ * Forgets detached pool `id`: removes its state file, so {@link detachedPools} and `skyward pools`
+ * no longer list it (nor count its cost). For a pool whose instances were terminated from outside
+ * (`skyward down`): its workers are gone and nothing is left to attach to. Resolves true when there
+ * was such a pool. A `Local` pool's workers are not stopped by this: attach and close it instead.
+ *
+ * ```ts
+ * import * as sky from "@skyward/core";
+ *
+ * if (await sky.forgetDetachedPool("pool-1a2b3c")) console.log("forgotten");
+ * ```
+ */
+export async function forgetDetachedPool(id: string): Promise<boolean> {
+  const state = await readPoolState(id).catch(() => undefined);
+  if (state === undefined) return false;
+  await removePoolState(id);
+  return true;
+}
