@@ -44,7 +44,7 @@ def stop_process(pid: int, timeout: float = 30.0) -> None:
                     states.append(stat.read().rsplit(")", 1)[1].split()[0])
             except OSError:
                 continue  # a thread that ended meanwhile
-        if all(state in ("T", "t") for state in states):
+        if all(state in ("T", "t", "Z", "X") for state in states):  # stopped, or a thread ending
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"process {pid} did not stop in {timeout} s: its threads are {states}")
