@@ -70,9 +70,9 @@ describe.skipIf(skipReason !== undefined)("A Slurm pool's environment on the Slu
         /Loading the environment modules no-such-module\/9\.9 failed on node 0 \(node\d of job \d+\), before the bootstrap: .*unknown/s,
       );
       // Nothing is left holding the cluster.
-      await expect.poll(squeue, { timeout: 30_000 }).toBe("");
+      await expect.poll(squeue, { timeout: 90_000 }).toBe("");
     },
-    120_000,
+    240_000,
   );
 
   it("bootstraps each node in its own node-local directory when told to, and removes it at the end", async () => {
@@ -94,7 +94,7 @@ describe.skipIf(skipReason !== undefined)("A Slurm pool's environment on the Slu
       expect(homes.map((entry) => entry.bootstrap_log)).toEqual([true, true]);
       expect(await readdir(suite.slurm.nodeLocalDirectory)).toEqual([]);
     }
-    await expect.poll(squeue, { timeout: 30_000 }).toBe("");
+    await expect.poll(squeue, { timeout: 90_000 }).toBe("");
     // The pool's end removed the environment from both nodes: a later job there finds nothing.
     const listed = await suite.slurm.exec([
       "srun",
@@ -106,5 +106,5 @@ describe.skipIf(skipReason !== undefined)("A Slurm pool's environment on the Slu
     ]);
     expect(listed.exitCode, listed.stderr).toBe(0);
     expect(listed.stdout.trim().split("\n").sort()).toEqual(["node1:", "node2:"]);
-  }, 120_000);
+  }, 240_000);
 });

@@ -3,7 +3,7 @@ import { accessSync, constants, readdirSync, readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { isCi } from "./prerequisites.js";
-import { processCommandLine, runChecked, runCommand, terminateProcesses } from "./process.js";
+import { processCommandLine, runCommand, terminateProcesses } from "./process.js";
 
 import { combineSignals, findExecutable, SSHD_PATH, TESTBED_NAME_PREFIX } from "./testbed-common.js";
 import {
@@ -70,7 +70,10 @@ export async function cleanupStaleTestbeds(
       const pids = await namespacePids(ip, namespace);
       await terminateProcesses(pids);
       report.processes.push(...pids);
-      await runChecked(ip, ["netns", "delete", namespace], { signal });
+      const result = await runCommand(ip, ["netns", "delete", namespace], { signal });
+      // Another process's sweep (a parallel suite's global setup) may have deleted it meanwhile: gone.
+      if (result.exitCode !== 0 && !/No such file or directory/i.test(result.stderr))
+        throw new Error(`ip netns delete ${namespace} failed: ${result.stderr.trim()}`);
       report.namespaces.push(namespace);
     });
   }
