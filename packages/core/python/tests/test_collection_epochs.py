@@ -85,7 +85,7 @@ def two() -> Iterator[Tuple[Dict[int, WorkerProcess], Dict[int, Client], Dict[st
     yield from pool_of(2)
 
 
-def test_a_head_the_client_lost_but_still_running_loses_no_acknowledged_write(three: Any) -> None:
+def test_a_head_the_client_lost_but_still_running_loses_no_acknowledged_write(three: Any, tmp_path: Any) -> None:
     """The client's link to the head is gone, the head is not: its task keeps writing while the
     client fences the other nodes at epoch 1 and promotes the newest copy. Every add the old head
     acknowledged is on the new holder; the adds it could not get copied fail with an error naming
@@ -93,7 +93,8 @@ def test_a_head_the_client_lost_but_still_running_loses_no_acknowledged_write(th
     workers, clients, _authority = three
     value(clients[0], "set", "s", "add", -1)
     holder_of_copy(clients, (1, 2))
-    clients[0].submit("writer", "collection_wire_tasks:add_steadily", "s", 300, 0.01)
+    refused = tmp_path / "refused"
+    clients[0].submit("writer", "collection_wire_tasks:add_steadily", "s", 300, 0.01, str(refused))
     deadline = time.monotonic() + 20
     while value(clients[0], "set", "s", "len") < 30:
         assert time.monotonic() < deadline, "the head's task did not write"
@@ -106,6 +107,12 @@ def test_a_head_the_client_lost_but_still_running_loses_no_acknowledged_write(th
     deadline = time.monotonic() + 20
     while answer_of(clients[0], send_op(clients[0], "set", "s", "len"))["ok"]:
         assert time.monotonic() < deadline, "the old head went on answering"
+        time.sleep(0.01)
+    # Until a node is promoted the task's adds are refused: wait for one (a loaded machine can put
+    # the task's thread to sleep past the whole window otherwise, and no add would be refused).
+    deadline = time.monotonic() + 20
+    while not (refused.exists() and refused.read_text().strip()):
+        assert time.monotonic() < deadline, "the superseded head refused none of its task's adds"
         time.sleep(0.01)
     promoted = max(held, key=lambda node: (held[node]["epoch"], held[node]["seq"]))
     address = value(clients[promoted], "$promote", 0, 1)

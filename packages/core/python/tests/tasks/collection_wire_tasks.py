@@ -105,8 +105,9 @@ def read_back(name):
     return {"counter": sky.counter(name).value, "entries": len(d), "v3": d.get(3), "queued": len(q)}
 
 
-def add_steadily(name, count, pause):
-    """Adds 0 … count-1 to set ``name`` one at a time: which adds were acknowledged, and the errors."""
+def add_steadily(name, count, pause, errors_path=None):
+    """Adds 0 … count-1 to set ``name`` one at a time: which adds were acknowledged, and the errors
+    (each also appended to ``errors_path`` as it happens, when given: a test can wait for one)."""
     acked, errors = [], []
     for index in range(count):
         try:
@@ -114,6 +115,9 @@ def add_steadily(name, count, pause):
             acked.append(index)
         except RuntimeError as error:
             errors.append([index, str(error)])
+            if errors_path is not None:
+                with open(errors_path, "a") as written:
+                    written.write(f"{index}\n")
         time.sleep(pause)
     return {"acked": acked, "errors": errors}
 
