@@ -179,7 +179,6 @@ export {
   type MarketRefusal,
 } from "./machine-provider/market-loop.js";
 export type {
-  HalfMachineFacts,
   MachineAdapterHalf,
   MachineAdapterHalfFields,
   MachineAdapterHalfOptions,

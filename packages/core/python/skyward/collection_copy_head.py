@@ -133,7 +133,7 @@ class HeadChannel(PeerThread):
             return  # the reader itself: it looks at ``done()`` next, and wakes the others after its read
         with self._role:
             self._role.notify_all()
-            if self._reader is not None and self._reader is not threading.current_thread() and not self._pipe_closed:
+            if self._reader is not None and not self._pipe_closed:
                 try:
                     os.write(self._wake_write, b"x")
                 except OSError:  # full: the reader is woken already

@@ -43,7 +43,7 @@ from .collection_store import Answer, CollectionStore, Owner, ended
 from .connection import Connection
 from .context import SubtaskOutcome, TaskContext, runtime
 from .dispatch import SubtaskError
-from .protocol import MAX_SAFE_INTEGER, Message, decode_frame, pack_frame, to_wire
+from .protocol import Message, decode_frame, is_plain, pack_frame, to_wire
 from .task import Task
 from .task_table import TaskTable
 from .values import restore
@@ -456,22 +456,15 @@ class CollectionService:
                 self.head.owner_ended(owner)
 
 
-def _wire_scalar(value: Any) -> bool:
-    """Whether ``value`` is its own wire form (an integer only within a JavaScript number's exact range)."""
-    kind = type(value)
-    return kind is str or kind is bool or value is None or (
-        kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
-
-
 def client_answer(request_id: Any, answer: Answer) -> Message:
     """``coll_answer``, in the wire form a :class:`Connection` sends (the store's values are native).
     Most answers (a counter's value, ``[found, value]``, an error's strings) are their own wire
     form: only the rest go through :func:`to_wire`, which spent more than the store on each."""
-    request_id = request_id if _wire_scalar(request_id) else to_wire(request_id, "message.id")
+    request_id = request_id if is_plain(request_id) else to_wire(request_id, "message.id")
     if answer[0] != "value":
         return {"t": "coll_answer", "id": request_id, "ok": False, "type": str(answer[1]), "message": str(answer[2])}
     value = answer[1]
-    if not (_wire_scalar(value) or (type(value) is list and all(_wire_scalar(item) for item in value))):
+    if not (is_plain(value) or (type(value) is list and all(is_plain(item) for item in value))):
         value = to_wire(value, "message.value")
     return {"t": "coll_answer", "id": request_id, "ok": True, "value": value}
 

@@ -77,9 +77,9 @@ def _is_numpy(value: object) -> bool:
     return module == "numpy" or module.startswith("numpy.")
 
 
-def _plain(value: Any) -> bool:
+def is_plain(value: Any) -> bool:
     """Whether ``value`` is its own wire form and cannot fail to encode (a string, null, a boolean,
-    an integer JSON numbers hold exactly)."""
+    an integer JSON numbers hold exactly): :func:`to_wire` would return it as it is."""
     cls = type(value)
     return cls is str or value is None or cls is bool or (cls is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
 
@@ -106,7 +106,7 @@ def to_wire(value: Any, path: str = "value") -> Any:
             return value
         return {"$f": "nan" if value != value else ("inf" if value > 0 else "-inf")}
     if cls is list or cls is tuple:
-        return [item if _plain(item) else to_wire(item, f"{path}[{index}]") for index, item in enumerate(value)]
+        return [item if is_plain(item) else to_wire(item, f"{path}[{index}]") for index, item in enumerate(value)]
     if cls is dict:
         escaped = False
         out: dict[str, Any] = {}
@@ -120,7 +120,7 @@ def to_wire(value: Any, path: str = "value") -> Any:
             if key.startswith("$"):
                 escaped = True
             # A plain value is its own wire form: no path to name (the path costs a json.dumps).
-            out[key] = item if _plain(item) else to_wire(item, _key_path(path, key))
+            out[key] = item if is_plain(item) else to_wire(item, _key_path(path, key))
         return {"$d": out} if escaped else out
     if cls is bytes:
         return value
@@ -595,6 +595,7 @@ __all__ = [
     "MAX_HEADER_BYTES",
     "MAX_BODY_BYTES",
     "MAX_SAFE_INTEGER",
+    "is_plain",
     "Message",
     "ProtocolError",
     "SerializationError",

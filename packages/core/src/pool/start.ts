@@ -158,10 +158,14 @@ async function provisionPool(
  * `context.provisioning` (a shutdown waits for it).
  */
 export function provisionAndStart(
-  ...args: Parameters<typeof provisionAndStartNodes>
+  context: PoolContext,
+  membership: Membership,
+  specs: readonly PoolSpec[],
+  defaultProvider: () => Provider,
+  signal: AbortSignal,
 ): Promise<{ spec: PoolSpec; cluster: Cluster }> {
-  const started = provisionAndStartNodes(...args);
-  args[0].provisioning = started.then(
+  const started = provisionAndStartNodes(context, membership, specs, defaultProvider, signal);
+  context.provisioning = started.then(
     () => undefined,
     () => undefined,
   );

@@ -1,8 +1,9 @@
 /**
  * The one half every adapter of a machine-renting API shares, written once: its fixed fields (no
  * idempotency token, so a lost create is found by name; a boot command arming the watchdog), the
- * login user (root on marketplace containers, a sudo user on VMs), the `sshAddress` test seam with the
- * self-destruct a worker runs, and `describe` with the seam's stand-in put in. Root containers (Verda,
+ * login user (root on marketplace containers, a sudo user on VMs), and the `sshAddress` test seam with
+ * the self-destruct a worker runs (machines are described through `mappedMachine`, which puts the
+ * seam's stand-in in). Root containers (Verda,
  * Novita) use it as is; `defineApiVm` (VMs deleting themselves through the API) is this half with its
  * defaults. Also here: the on-demand and spot listings an offer query asks for, and the read right
  * after a create that never loses the machine asked for.
@@ -11,13 +12,7 @@ import type { Instance, OfferQuery, ProviderCapabilities } from "@skyward/core/c
 import type { SshStandIn } from "../instances.js";
 import type { MachineAdapter } from "./adapter.js";
 import { SELF_DESTRUCT_COMMAND } from "./api-self-destruct.js";
-import {
-  describeMachine,
-  type MachineFacts,
-  type StandInSeam,
-  selfDestructCommand,
-  standInSeam,
-} from "./machine-instance.js";
+import { type StandInSeam, selfDestructCommand, standInSeam } from "./machine-instance.js";
 
 /** What {@link machineAdapterHalf} is given. */
 export interface MachineAdapterHalfOptions<Address, Mapping extends SshStandIn> {
@@ -57,18 +52,10 @@ export type MachineAdapterHalfFields = Pick<
   | "forget"
 >;
 
-/** What the facts of {@link MachineAdapterHalf.describe} may leave to the stand-in. */
-export type HalfMachineFacts<Mapping> = Omit<MachineFacts, "standIn" | "privateIp"> & {
-  /** The private address, or how it follows from the stand-in; default as {@link MachineFacts.privateIp}. */
-  readonly privateIp?: string | null | ((standIn: Mapping | undefined) => string | null);
-};
-
 /** The shared half; see the module comment. */
 export interface MachineAdapterHalf<Address, Mapping extends SshStandIn> {
   readonly standIns: StandInSeam<Address, Mapping>;
   readonly fields: MachineAdapterHalfFields;
-  /** The machine as Skyward sees it, the seam asked about `address` (the machine's, undefined without one). */
-  describe(address: Address | undefined, facts: HalfMachineFacts<Mapping>): Instance;
 }
 
 /** The one adapter half; see the module comment. */
@@ -97,15 +84,6 @@ export function machineAdapterHalf<Address, Mapping extends SshStandIn>(
       selfDestruct: (instance) =>
         standIns.selfDestruct(instance, selfDestructCommand(SELF_DESTRUCT_COMMAND, instance.id, sshUser)),
       forget: standIns.forget,
-    },
-    describe(address, { privateIp, ...facts }) {
-      const standIn = standIns.of(facts.id, address);
-      const resolved = typeof privateIp === "function" ? privateIp(standIn) : privateIp;
-      return describeMachine({
-        ...facts,
-        standIn,
-        ...(resolved === undefined ? {} : { privateIp: resolved }),
-      });
     },
   };
 }
