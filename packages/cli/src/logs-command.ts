@@ -231,7 +231,10 @@ async function follow(
       }
       if (current) emit(await current.newLines());
       const now = await stat(path).catch(() => undefined);
-      if (now && now.ino !== current?.inode) {
+      // The same inode is not always the same file: one followed through rotations past the
+      // retention is deleted, and the new file may get its number (then it is a rotation too).
+      const deleted = current !== undefined && (await current.handle.stat()).nlink === 0;
+      if (now && (now.ino !== current?.inode || deleted)) {
         const left = current;
         // Opened first: a generation rotated between the look above and this open is then one of
         // the files between the one left and the one opened, read below — never skipped.
