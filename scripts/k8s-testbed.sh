@@ -8,6 +8,7 @@
 #   scripts/k8s-testbed.sh build    # once: binaries and images into the cache (prints its duration)
 #   scripts/k8s-testbed.sh start    # build if missing, then start the cluster; prints the kubeconfig
 #   scripts/k8s-testbed.sh stop     # every process, mount, network namespace and bridge it made goes
+#   scripts/k8s-testbed.sh fresh    # stop a cluster an earlier (killed) run left, then start a new one
 #   scripts/k8s-testbed.sh torch-image  # a pod image with PyTorch: built once, imported into the cluster
 #
 # Only loopback and the bridge it creates ($SKYWARD_K8S_POD_SUBNET) are used.
@@ -398,6 +399,17 @@ stop() {
   log "stopped"
 }
 
+# What the tests start: a cluster left running by an earlier run that was killed (its pods still
+# holding the node's CPU and names, its state maybe under disk pressure) is stopped first, so a run
+# never counts another run's pods as its own.
+fresh() {
+  if [ -f "$RUN/kube-apiserver.pid" ] && kill -0 "$(cat "$RUN/kube-apiserver.pid")" 2>/dev/null; then
+    log "a cluster an earlier run left (API server pid $(cat "$RUN/kube-apiserver.pid")) is running: stopping it first"
+  fi
+  stop
+  start
+}
+
 case "${1:-}" in
   build) build ;;
   images) build_images ;;
@@ -405,7 +417,8 @@ case "${1:-}" in
   torch-image) torch_image ;;
   start) start ;;
   stop) stop ;;
+  fresh) fresh ;;
   built) built ;;
   kubeconfig) echo "$RUN/admin.kubeconfig" ;;
-  *) echo "usage: $0 build|start|stop|built|kubeconfig|torch-image|torch-image-build" >&2; exit 2 ;;
+  *) echo "usage: $0 build|start|stop|fresh|built|kubeconfig|torch-image|torch-image-build" >&2; exit 2 ;;
 esac

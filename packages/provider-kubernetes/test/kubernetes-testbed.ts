@@ -30,10 +30,14 @@ export async function requireKubernetesTestbed(): Promise<string | undefined> {
   return requirePrerequisite(await missing(), "the Kubernetes test bed (scripts/k8s-testbed.sh)");
 }
 
-/** Starts the cluster (a no-op when it runs) and returns its admin kubeconfig's path. */
+/**
+ * Starts a new cluster and returns its admin kubeconfig's path. One an earlier run left running (a
+ * run killed before its `stop`) is stopped first: its pods would hold the node's CPU and be counted
+ * as this run's.
+ */
 export async function startKubernetesTestbed(): Promise<string> {
   if (process.env.SKYWARD_K8S_KUBECONFIG) return process.env.SKYWARD_K8S_KUBECONFIG;
-  const { stdout } = await run("bash", [script, "start"], { timeout: 600_000 });
+  const { stdout } = await run("bash", [script, "fresh"], { timeout: 600_000 });
   return stdout.trim().split("\n").at(-1) ?? "";
 }
 
