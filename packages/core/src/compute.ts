@@ -30,8 +30,10 @@ export interface ComputeOptions {
   readonly onEvent?: (event: SkywardEvent) => void;
   /**
    * Whether the pool installs SIGINT/SIGTERM handlers that tear it down and then end the process as
-   * the signal means. Default true; set false when the application handles signals itself (a server
-   * with its own shutdown), and close the pool there.
+   * the signal means. A second signal while the pool closes does not cut the close short (its
+   * instances would bill on): it prints how long the close may still take (at most
+   * `shutdownTimeout`). Default true; set false when the application handles signals itself (a
+   * server with its own shutdown), and close the pool there.
    */
   readonly handleSignals?: boolean;
 }

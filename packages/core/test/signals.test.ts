@@ -23,23 +23,30 @@ function alive(pid: number): boolean {
   }
 }
 
-async function startClient(workRoot?: string): Promise<{
+async function startClient(
+  workRoot?: string,
+  mode?: "slow-terminate",
+): Promise<{
   pids: number[];
   exited: Promise<{ code: number | null; signal: string | null }>;
   pid: number;
+  lines: AsyncIterator<string>;
 }> {
-  const process_ = spawn(process.execPath, [child, ...(workRoot ? [workRoot] : [])], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const process_ = spawn(
+    process.execPath,
+    [child, ...(workRoot ? [workRoot] : []), ...(mode ? [mode] : [])],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
     process_.once("exit", (code, signal) => resolve({ code, signal })),
   );
-  const lines = createInterface({ input: process_.stdout });
-  const pids = await new Promise<number[]>((resolve, reject) => {
-    lines.once("line", (line) => resolve((JSON.parse(line) as { pids: number[] }).pids));
-    process_.once("exit", () => reject(new Error("the client exited before its pool was ready")));
-  });
-  return { pids, exited, pid: process_.pid as number };
+  const lines = createInterface({ input: process_.stdout })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  if (first.done) throw new Error("the client exited before its pool was ready");
+  const pids = (JSON.parse(first.value) as { pids: number[] }).pids;
+  return { pids, exited, pid: process_.pid as number, lines };
 }
 
 async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
@@ -93,6 +100,26 @@ describe("an interrupted client", () => {
     },
     60_000,
   );
+
+  it("a second SIGINT during the close it started does not skip terminating the pool", async () => {
+    const parent = await mkdtemp(join(tmpdir(), "skyward-second-sigint-"));
+    try {
+      // Terminating takes 2 s there, as a cloud's API does: the second Ctrl-C lands in it.
+      const client = await startClient(parent, "slow-terminate");
+      expect(await readdir(parent)).toHaveLength(1);
+      process.kill(client.pid, "SIGINT");
+      // The impatient user: Ctrl-C again once the first one's close is under way.
+      expect((await client.lines.next()).value).toBe(JSON.stringify({ closing: true }));
+      process.kill(client.pid, "SIGINT");
+      const exit = await client.exited;
+      expect(exit.signal).toBe("SIGINT");
+      // Terminated before it exited: Local's instances (the pool root) are gone, no worker is left.
+      expect(await readdir(parent)).toEqual([]);
+      expect(client.pids.filter(alive)).toEqual([]);
+    } finally {
+      await rm(parent, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   it("leaves no Local worker behind after a SIGKILL", async () => {
     const client = await startClient();
