@@ -127,7 +127,10 @@ export class Membership {
     await this.#reconciler?.stop();
   }
 
-  /** Growth stops at the abort; nodes being retired finish (their instances terminated by then). */
+  /**
+   * Growth and replacements stop at the abort (what they made is then the nodes' or terminated);
+   * nodes being retired finish (their instances terminated by then).
+   */
   async settled(): Promise<void> {
     await Promise.allSettled([...this.#background]);
   }
@@ -227,7 +230,8 @@ export class Membership {
     this.desired = to;
   }
 
-  #track(work: Promise<void>): void {
+  /** Work under way that shutdown waits for ({@link settled}): growth, scale-down, replacements. */
+  track(work: Promise<void>): void {
     this.#background.add(work);
     void work.finally(() => this.#background.delete(work));
   }
@@ -252,7 +256,7 @@ export class Membership {
     }
     this.#growing += count;
     const signal = context.abort.signal;
-    this.#track(
+    this.track(
       (async () => {
         let instances: Instance[];
         try {
@@ -310,7 +314,7 @@ export class Membership {
       if (!node || !tasks.remove(index)) continue;
       removed += 1;
       nodes.splice(nodes.indexOf(node), 1);
-      this.#track(this.#retire(node));
+      this.track(this.#retire(node));
     }
   }
 
@@ -380,7 +384,7 @@ export class Membership {
       node.index,
       `node ${node.index} failed to start: ${(error as Error)?.message ?? String(error)}`,
     );
-    this.#track(this.#retire(node));
+    this.track(this.#retire(node));
     this.#sizeFailed(error as Error);
   }
 

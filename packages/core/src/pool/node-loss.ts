@@ -17,6 +17,8 @@ export interface ReplacingMembership {
   startNode(node: NodeRuntime, signal: AbortSignal): Promise<void>;
   provision(count: number, signal: AbortSignal): Promise<Instance[]>;
   dropNode(node: NodeRuntime, error: unknown): void;
+  /** Work that shutdown waits for before it terminates the nodes (a replacement under way). */
+  track(work: Promise<void>): void;
 }
 
 /** The watchers of started nodes, and the reconcile loop's check of their instances. */
@@ -57,7 +59,8 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
       instanceId: node.instance.id,
       reason,
     });
-    void replaceNode(node, reason);
+    // Tracked: a close meanwhile waits for it, so that the instance it gets is terminated too.
+    membership.track(replaceNode(node, reason));
   };
 
   const replaceNode = async (node: NodeRuntime, reason: string): Promise<void> => {
