@@ -250,6 +250,35 @@ describe("detach and attach", () => {
     expect(readdirSync(workRoot)).toEqual([]);
   }, 60_000);
 
+  it("refuses to attach a Local pool with one worker dead, naming it, and keeps its state for the live one", async () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "skyward-part-gone-"));
+    let left: { pids: number[]; id?: string; workRoot: string } = { pids: [], workRoot };
+    try {
+      const pool = await sky.compute({
+        provider: sky.Local({ workRoot }),
+        nodes: 2,
+        options: { console: false },
+      });
+      const pids = await pool.broadcast(sky.python<[], number>("os:getpid")());
+      left = { pids, workRoot };
+      const id = await pool.detach();
+      left.id = id;
+      process.kill(pids[1] as number, "SIGKILL");
+      expect(await until(() => !alive(pids[1] as number), 15_000)).toBe(true);
+      await expect(sky.attach(id)).rejects.toThrow(
+        /cannot be attached with nodes missing: the worker of node 1 is gone \(stopped or killed\) while node 0 still runs; its state is kept/,
+      );
+      // Node 0's worker and everything it holds are still reachable through the state: nothing went.
+      expect(
+        (await sky.detachedPools()).find((entry) => entry.id === id)?.nodes.map((node) => node.alive),
+      ).toEqual([true, false]);
+      expect(alive(pids[0] as number)).toBe(true);
+      expect(readdirSync(workRoot)).toHaveLength(1);
+    } finally {
+      cleanUpDetached(left);
+    }
+  }, 60_000);
+
   it("refuses to detach a pool whose provider cannot reach its workers again, and the pool carries on", async () => {
     // Local's machinery under another name, without reconnectWorker: a third-party provider's case.
     const provider = { ...sky.Local(), name: "acme" };

@@ -179,7 +179,8 @@ function costSoFar(state: DetachedPoolState, now: number): number {
  * await pool.close();
  * ```
  *
- * @throws Error when there is no such detached pool, or its workers are gone (their TTL ran out).
+ * @throws Error when there is no such detached pool, or its workers are gone (their TTL ran out), or
+ *   (Local) some of them are gone while others run: the state file is kept then.
  * @throws {ConfigurationError} naming `provider` when no provider of the pool's kind is given or configured.
  */
 export async function attach(id: string, options: AttachOptions = {}): Promise<AttachedPool> {
@@ -199,14 +200,15 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
   const attaching = { ...options, dashboard };
   if (state.provider !== "local") return attachRemote(state, attaching);
   const gone = state.nodes.filter((node) => !processAlive(node.pid));
-  if (gone.length > 0) {
+  if (gone.length > 0 && gone.length === state.nodes.length) {
     await removePoolState(id);
-    if (state.root && gone.length === state.nodes.length)
-      await rm(state.root, { recursive: true, force: true });
+    if (state.root) await rm(state.root, { recursive: true, force: true });
     throw new Error(
       `pool ${id}'s workers are gone (node${gone.length === 1 ? "" : "s"} ${gone.map((node) => node.index).join(", ")}): their TTL ran out or they were stopped`,
     );
   }
+  // Some live: their tasks and collections are reachable through this state file alone, so it stays.
+  if (gone.length > 0) throw partlyGone(state, gone);
   const growth = await attachGrowth(state, options.provider, options.plugins);
   const token = await openToken(state.token);
   const collector = await collectDetached(
@@ -217,6 +219,17 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
   );
   const provider = attachedLocal(state, token, growth.provider);
   return attached(state, token, provider, collector, attaching, growth);
+}
+
+/** The refusal of a Local pool some of whose workers are gone (the others still run). */
+function partlyGone(state: DetachedPoolState, gone: readonly DetachedPoolState["nodes"][number][]): Error {
+  const indices = (nodes: readonly { index: number }[]) =>
+    `node${nodes.length === 1 ? "" : "s"} ${nodes.map((node) => node.index).join(", ")}`;
+  const live = state.nodes.filter((node) => !gone.includes(node));
+  const ttlEnds = new Date(state.detachedAt + state.ttl * 1000).toISOString();
+  return new Error(
+    `pool ${state.id} cannot be attached with nodes missing: the worker${gone.length === 1 ? "" : "s"} of ${indices(gone)} ${gone.length === 1 ? "is" : "are"} gone (stopped or killed) while ${indices(live)} still run${live.length === 1 ? "s" : ""}; its state is kept (the workers still running stop at their TTL, ${ttlEnds})`,
+  );
 }
 
 /** {@link AttachOptions}, with the dashboard's recording when `options.dashboard` asks for one. */
