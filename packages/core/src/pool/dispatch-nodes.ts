@@ -77,15 +77,6 @@ export class DispatchNodes {
     if (node.running.size === 0) this.forget(index);
   }
 
-  /** Node `index` will not come back: its pinned tasks fail. False when there is no such node. */
-  abandon(index: number, reason: string): boolean {
-    const node = this.#nodes[index];
-    if (!node) return false;
-    node.abandoned = true;
-    failWaiting(node.pinned.splice(0), () => goneError(index, reason));
-    return true;
-  }
-
   /** Node `index` is starting (it has no worker yet): a node without slots that tasks can be pinned to. */
   expect(index: number): void {
     if (this.#nodes[index]) return;
@@ -101,14 +92,11 @@ export class DispatchNodes {
    * Node `index`, for a task pinned to it.
    *
    * @throws {ConnectionError} when there is no such node.
-   * @throws {NodeUnavailableError} when it is gone and was not replaced.
    */
   pinnable(index: number): NodeState {
     const node = this.#nodes[index];
     if (!node)
       throw new ConnectionError({ host: `node ${index}`, node: index, message: `There is no node ${index}` });
-    if (node.abandoned && !node.connection)
-      throw new NodeUnavailableError({ node: index, message: `Node ${index} is gone and was not replaced` });
     return node;
   }
 
@@ -157,15 +145,8 @@ export class DispatchNodes {
     node.idleSince = performance.now();
     node.nestedCapacity = nestedCapacity * NESTED_PER_SLOT;
     node.nestedRunning = 0;
-    node.abandoned = false;
     node.draining = false;
     return node;
-  }
-
-  /** Whether there are nodes and every one is lost for good (none is connected or being replaced). */
-  allGone(): boolean {
-    const nodes = this.#nodes.filter((node) => node !== undefined);
-    return nodes.length > 0 && !nodes.some((node) => node.connection !== undefined || !node.abandoned);
   }
 
   /** The tasks on workers now (sent, not finished): what a detached pool leaves running. */

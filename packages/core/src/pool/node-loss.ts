@@ -1,7 +1,7 @@
 /**
  * Losing nodes: an interruption notice (the replacement asked for at once, the node drained), a
  * connection lost, failed health checks, an instance the provider reports gone; a lost node is
- * replaced under its index, or (elastic pools) dropped for the reconcile loop to start again.
+ * replaced under its index; a replacement that fails is dropped for the reconcile loop to start again.
  */
 import type { Instance } from "../contract/provider.js";
 import { ProvisionError } from "../errors/errors.js";
@@ -13,7 +13,6 @@ import type { WorkerConnection } from "./worker-connection.js";
 
 /** What replacing a node needs of the node set. */
 export interface ReplacingMembership {
-  readonly bounds: { readonly min: number; readonly max: number };
   startNode(node: NodeRuntime, signal: AbortSignal): Promise<void>;
   provision(count: number, signal: AbortSignal): Promise<Instance[]>;
   dropNode(node: NodeRuntime, error: unknown): void;
@@ -65,7 +64,7 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
 
   const replaceNode = async (node: NodeRuntime, reason: string): Promise<void> => {
     const { provider, cluster } = placement(context);
-    // Lost nodes are always replaced (tasks count their own retries); a replacement that fails gives up.
+    // Lost nodes are always replaced (tasks count their own retries).
     const previous = node.instance;
     const asked = node.nextInstance;
     try {
@@ -89,19 +88,18 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
     } catch (error) {
       node.nextInstance = undefined;
       if (isClosing(context)) return;
-      // An elastic pool lets the node go like one that failed to start: the reconcile loop starts
-      // another in its place (tasks pinned to it wait for that one). A fixed pool gives it up.
-      const elastic = membership.bounds.min !== membership.bounds.max;
-      if (!elastic) context.tasks.abandonNode(node.index, (error as Error).message);
       hub.emit({
         type: "error",
         timestamp: Date.now(),
         poolId: context.id,
         node: node.index,
-        message: `could not replace node ${node.index} (lost: ${reason}): ${(error as Error).message}`,
+        message: `could not replace node ${node.index} (lost: ${reason}): ${(error as Error).message}; the pool starts another in its place after a backoff`,
         cause: error,
       });
-      if (elastic) membership.dropNode(node, error);
+      // Let go of like a node that failed to start: the reconcile loop starts another under its index
+      // while the pool wants it (a fixed pool always does), backing off after each failure; tasks
+      // pinned to it wait for that one within provisionTimeout.
+      membership.dropNode(node, error);
     }
   };
 

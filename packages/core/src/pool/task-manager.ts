@@ -10,7 +10,7 @@
  * (`task-deadlines.ts`).
  */
 
-import { CancelledError, ConnectionError } from "../errors/errors.js";
+import { CancelledError } from "../errors/errors.js";
 import type { EventHub } from "../observe/events.js";
 import { markInputStreams, type TaskMessage, type WorkerEvent } from "../protocol/protocol.js";
 import { DispatchNodes } from "./dispatch-nodes.js";
@@ -210,7 +210,6 @@ export class TaskManager {
       this.#requeue(node, record);
     }
     for (const waiter of node.idleWaiters.splice(0)) waiter();
-    this.#failIfNoNodeCanRun(reason);
   }
 
   /**
@@ -236,21 +235,6 @@ export class TaskManager {
     }
     prepareNextRun(record);
     this.#queues.requeue(node, record);
-  }
-
-  /** Fails the queued tasks when every node is lost for good (none is being replaced). */
-  #failIfNoNodeCanRun(reason: string): void {
-    if (!this.#nodes.allGone()) return;
-    failWaiting(
-      this.#queues.drain(),
-      (record) =>
-        new ConnectionError({ host: "pool", message: `No node is left to run task ${record.id}: ${reason}` }),
-    );
-  }
-
-  /** Fails every pinned task of node `index` (it will not come back), and the queue if no node is left. */
-  abandonNode(index: number, reason: string): void {
-    if (this.#nodes.abandon(index, reason)) this.#failIfNoNodeCanRun(`node ${index} is gone: ${reason}`);
   }
 
   /** Queues a task; it starts as soon as a slot is free. */

@@ -112,8 +112,6 @@ export interface NodeState {
   /** Nested tasks running on it, and how many it may run (its concurrency). */
   nestedRunning: number;
   nestedCapacity: number;
-  /** Lost for good (its replacement failed): tasks pinned to it fail. */
-  abandoned: boolean;
   /** Going away (an interruption notice): it takes no new tasks. */
   draining: boolean;
   /** Called once nothing runs on it any more. */
@@ -141,7 +139,6 @@ export function newNodeState(
     running: new Map(),
     pinned: [],
     nestedRunning: 0,
-    abandoned: false,
     draining: false,
     idleWaiters: [],
   };
