@@ -5,7 +5,8 @@
  * machine). A host whose link goes down and comes back: the node is declared lost at the liveness
  * timeout, its tasks run on the other node, and it comes back once the host answers again — on the
  * worker that outlived the partition, which the SSH provider reattaches to (its unfinished tasks'
- * late answers are dropped: each result still arrives once).
+ * late answers are dropped: each result still arrives once). A link down for less than the liveness
+ * window loses nothing: no node is lost, no task runs again.
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
@@ -22,13 +23,13 @@ const info = sky.python<[], { node: number; pid: number }>("ssh_tasks:info");
 describe.skipIf(skipReason !== undefined)("faults on a pool of SSH hosts (test bed)", () => {
   const scratch = useTestbedAndHome({ hosts: 2, homePrefix: "skyward-ssh-faults-" });
 
-  async function withPool(body: (pool: sky.Pool) => Promise<void>): Promise<void> {
+  async function withPool(body: (pool: sky.Pool) => Promise<void>, livenessTimeout = 3): Promise<void> {
     await using pool = await sky.compute({
       provider: SSH({ hosts: testbedSshHosts(scratch.bed) }),
       nodes: 2,
       ttl: 60,
       image: { includes: [tasks] },
-      options: { console: false, worker: { concurrency: 2 }, livenessTimeout: 3, sshRetryInterval: 1 },
+      options: { console: false, worker: { concurrency: 2 }, livenessTimeout, sshRetryInterval: 1 },
     });
     await body(pool);
   }
@@ -74,6 +75,24 @@ describe.skipIf(skipReason !== undefined)("faults on a pool of SSH hosts (test b
       expect(after[1]?.pid).not.toBe(victim);
       expect(alive(victim)).toBe(false);
     });
+  }, 300_000);
+
+  it("a host's link down for less than the liveness window: nothing is lost or run again", async () => {
+    await withPool(async (pool) => {
+      const before = await pool.broadcast(info());
+      const losses: string[] = [];
+      pool.on("node.lost", (event) => losses.push(event.reason));
+      const { retried } = await underLoad(pool, async () => {
+        expect((await scratch.bed.exec(1, "ip link set eth0 down")).exitCode).toBe(0);
+        // A drop of 3 s, far inside the 30 s window (and the SSH keepalives' 45 s).
+        await new Promise((resolve) => setTimeout(resolve, 3000));
+        expect((await scratch.bed.exec(1, "ip link set eth0 up")).exitCode).toBe(0);
+      });
+      expect(retried).toBe(0);
+      expect(losses).toEqual([]);
+      const after = await pool.broadcast(info());
+      expect(after.map((entry) => entry.pid)).toEqual(before.map((entry) => entry.pid));
+    }, 30);
   }, 300_000);
 
   it("a host's link down and back up", async () => {
