@@ -204,7 +204,7 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
     await removePoolState(id);
     if (state.root) await rm(state.root, { recursive: true, force: true });
     throw new Error(
-      `pool ${id}'s workers are gone (node${gone.length === 1 ? "" : "s"} ${gone.map((node) => node.index).join(", ")}): their TTL ran out or they were stopped`,
+      `pool ${id}'s workers are gone (${nodeList(gone)}): their TTL ran out or they were stopped`,
     );
   }
   // Some live: their tasks and collections are reachable through this state file alone, so it stays.
@@ -223,13 +223,16 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
 
 /** The refusal of a Local pool some of whose workers are gone (the others still run). */
 function partlyGone(state: DetachedPoolState, gone: readonly DetachedPoolState["nodes"][number][]): Error {
-  const indices = (nodes: readonly { index: number }[]) =>
-    `node${nodes.length === 1 ? "" : "s"} ${nodes.map((node) => node.index).join(", ")}`;
   const live = state.nodes.filter((node) => !gone.includes(node));
   const ttlEnds = new Date(state.detachedAt + state.ttl * 1000).toISOString();
   return new Error(
-    `pool ${state.id} cannot be attached with nodes missing: the worker${gone.length === 1 ? "" : "s"} of ${indices(gone)} ${gone.length === 1 ? "is" : "are"} gone (stopped or killed) while ${indices(live)} still run${live.length === 1 ? "s" : ""}; its state is kept (the workers still running stop at their TTL, ${ttlEnds})`,
+    `pool ${state.id} cannot be attached with nodes missing: the worker${gone.length === 1 ? "" : "s"} of ${nodeList(gone)} ${gone.length === 1 ? "is" : "are"} gone (stopped or killed) while ${nodeList(live)} still run${live.length === 1 ? "s" : ""}; its state is kept (the workers still running stop at their TTL, ${ttlEnds})`,
   );
+}
+
+/** `node 1` or `nodes 0, 2`. */
+function nodeList(nodes: readonly { readonly index: number }[]): string {
+  return `node${nodes.length === 1 ? "" : "s"} ${nodes.map((node) => node.index).join(", ")}`;
 }
 
 /** {@link AttachOptions}, with the dashboard's recording when `options.dashboard` asks for one. */
