@@ -96,7 +96,7 @@ describe("skyward pools, status and attach", () => {
 });
 
 describe("skyward attach interrupted", () => {
-  it("without --close, detaches the pool again on Ctrl-C: its workers and their task go on", async () => {
+  it("without --close, detaches the pool again on Ctrl-C, a second Ctrl-C included: its workers and their task go on", async () => {
     const scratch = mkdtempSync(join(tmpdir(), "skyward-attach-interrupted-"));
     const env = { PATH: process.env.PATH ?? "", HOME: scratch, SKYWARD_HOME: join(scratch, "home") };
     const { id, pids } = await detachedLocalPool(scratch, env, longChild);
@@ -117,10 +117,20 @@ describe("skyward attach interrupted", () => {
       cli.stderr.on("data", (chunk: Buffer) => {
         stderr += chunk.toString();
       });
-      const exited = new Promise<number | null>((resolve) => cli.once("exit", (code) => resolve(code)));
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+        cli.once("exit", (code, signal) => resolve({ code, signal })),
+      );
       await expect.poll(readyRecords, { timeout: 60_000 }).toBe(detachedReady + 1);
+      // A second Ctrl-C while it detaches the pool again must not end it half way (the pool's
+      // state would be left behind unwritten, its workers unreachable). The workers stopped for a
+      // moment hold the detach up, so the second Ctrl-C comes while it is under way.
+      for (const pid of pids) process.kill(pid, "SIGSTOP");
       cli.kill("SIGINT");
-      expect(await exited).not.toBe(0);
+      await expect.poll(() => stderr, { timeout: 60_000 }).toContain("interrupted while waiting");
+      cli.kill("SIGINT");
+      await expect.poll(() => stderr, { timeout: 60_000 }).toContain("still finishing");
+      for (const pid of pids) process.kill(pid, "SIGCONT");
+      expect(await exited).toEqual({ code: 1, signal: null });
       expect(stderr).toContain(`pool ${id} detached again`);
       // The job goes on: the worker runs, and the pool is listed for a later attach.
       for (const pid of pids) expect(alive(pid)).toBe(true);
