@@ -72,6 +72,8 @@ interface TrackedJob {
   readonly nodes: number;
   /** Its nodes' indices the pool has let go of. */
   readonly released: Set<number>;
+  /** Those of them Slurm took out of the job (all but its batch host, node 0, which it keeps until the end). */
+  readonly left: Set<number>;
   /**
    * Its nodes in the job's order, recorded when it starts: instance `<job>-<index>` stays on its node
    * after the job is shrunk (squeue then lists only the nodes kept).
@@ -263,7 +265,13 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         message: `Slurm refused the pool's job at submit (${count} nodes in partition "${partition}"${declared.account ? `, account "${declared.account}"` : ""}${declared.qos ? `, QoS "${declared.qos}"` : ""}): ${(submitted.stderr.trim() || submitted.stdout.trim()).replace(/^sbatch: error: /gm, "")}`,
       });
     }
-    jobs.set(jobId, { cluster: cluster.id, nodes: count, released: new Set(), names: undefined });
+    jobs.set(jobId, {
+      cluster: cluster.id,
+      nodes: count,
+      released: new Set(),
+      left: new Set(),
+      names: undefined,
+    });
     return (
       (await readJob(jobId, signal)) ?? {
         id: jobId,
@@ -461,18 +469,22 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         if (known.released.has(parsed.index)) continue;
         known.released.add(parsed.index);
         if (known.released.size >= known.nodes) cancel.add(parsed.jobId);
-        // Slurm cannot take a job's batch host (its node 0) from it: that node is held until the rest go.
-        else if (known.names !== undefined && !known.released.has(0)) shrink.add(parsed.jobId);
+        else if (known.names !== undefined) shrink.add(parsed.jobId);
       }
       for (const jobId of shrink) {
         const known = jobs.get(jobId);
         if (!known?.names || cancel.has(jobId)) continue;
-        const names = known.names;
-        const kept = names.filter((_, index) => !known.released.has(index));
-        const given = names.filter((name) => !kept.includes(name));
+        // Slurm cannot take a job's batch host (its node 0) from it: the job keeps that node until the
+        // rest go, and gives back every other node let go of, whichever went first.
+        const keeps = (index: number) => index === 0 || !known.released.has(index);
+        const kept = known.names.filter((_, index) => keeps(index));
+        const leaving = [...known.names.keys()].filter((index) => !keeps(index) && !known.left.has(index));
+        if (leaving.length === 0) continue;
+        const given = leaving.map((index) => known.names?.[index] as string);
         await removeNodeEnvironments(login, declared, known.cluster, jobId, given, signal);
         // A running job gives nodes back when told which it keeps (Slurm's "scontrol update NodeList").
         await login.checked(["scontrol", "update", `JobId=${jobId}`, `NodeList=${kept.join(",")}`], signal);
+        for (const index of leaving) known.left.add(index);
       }
       if (cancel.size > 0) await login.checked(["scancel", ...cancel], signal);
     },

@@ -1,0 +1,59 @@
+/**
+ * Giving nodes of a pool's first job back, on the Slurm test bed, through the provider's own calls: a
+ * node given back leaves the job (Slurm's `scontrol update NodeList`) even after the job's batch host
+ * (its node 0, which Slurm keeps until the whole job goes) was given back first.
+ */
+import * as sky from "@skyward/core";
+import { type Instance, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { requireSlurmTestbed } from "@skyward/testing";
+import { describe, expect, it } from "vitest";
+import { Slurm } from "../src/index.js";
+import { useSlurmSuite } from "./fixtures/slurm-suite.js";
+
+const skipReason = await requireSlurmTestbed();
+
+describe.skipIf(skipReason !== undefined)("Giving back nodes of a Slurm job", () => {
+  const suite = useSlurmSuite("skyward-slurm-shrink-", { computeNodes: 3, gpusPerNode: 0 });
+
+  /** The queue, one `<state> <node count> <nodes>` line per job. */
+  const squeue = async () =>
+    (await suite.slurm.exec(["squeue", "-h", "--sort=i", "-o", "%T %D %N"])).stdout.trim();
+
+  it("gives a node back after the batch host was given back: the job keeps node 0 and the nodes still used", async () => {
+    const provider = Slurm({
+      login: suite.slurm.loginSettings,
+      sharedDirectory: suite.slurm.sharedDirectory,
+      timeLimit: 10,
+    });
+    const signal = () => AbortSignal.timeout(60_000);
+    const spec = resolvePoolSpec(sky.spec({ provider, nodes: 3 }), sky.options({}));
+    const [offer] = await provider.offers({ query: offerQuery(spec), signal: signal() });
+    if (!offer) throw new Error("the test bed offers no partition");
+    const cluster = await provider.prepare({ spec, offer, poolId: "shrink", signal: signal() });
+    try {
+      const instances = await provider.provision({ cluster, count: 3, signal: signal() });
+      // Running, each instance knows its node (what a pool's watch learns before it gives one back).
+      const running = async () =>
+        Promise.all(
+          instances.map((instance) => provider.getInstance({ cluster, id: instance.id, signal: signal() })),
+        );
+      await expect
+        .poll(async () => (await running()).map((instance) => instance?.status), { timeout: 60_000 })
+        .toEqual(["running", "running", "running"]);
+      const [batchHost, second, third] = instances as [Instance, Instance, Instance];
+      expect(await squeue()).toBe("RUNNING 3 node[1-3]");
+
+      // The batch host first: Slurm cannot take it from the job, which keeps all three for now.
+      await provider.terminate({ cluster, ids: [batchHost.id], signal: signal() });
+      expect(await squeue()).toBe("RUNNING 3 node[1-3]");
+      // Then another node: it leaves the job, which keeps its batch host and the node still used.
+      await provider.terminate({ cluster, ids: [second.id], signal: signal() });
+      await expect.poll(squeue, { timeout: 30_000 }).toBe("RUNNING 2 node[1,3]");
+      // The last node given back ends the job.
+      await provider.terminate({ cluster, ids: [third.id], signal: signal() });
+      await expect.poll(squeue, { timeout: 30_000 }).toBe("");
+    } finally {
+      await provider.teardown({ cluster, signal: signal() });
+    }
+  }, 240_000);
+});
