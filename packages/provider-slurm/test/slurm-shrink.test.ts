@@ -1,7 +1,8 @@
 /**
  * Giving nodes of a pool's first job back, on the Slurm test bed, through the provider's own calls: a
  * node given back leaves the job (Slurm's `scontrol update NodeList`) even after the job's batch host
- * (its node 0, which Slurm keeps until the whole job goes) was given back first.
+ * (its node 0, which Slurm keeps until the whole job goes) was given back first, and a give-back that
+ * failed is carried out when asked again.
  */
 import * as sky from "@skyward/core";
 import { type Instance, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
@@ -52,6 +53,46 @@ describe.skipIf(skipReason !== undefined)("Giving back nodes of a Slurm job", ()
       // The last node given back ends the job.
       await provider.terminate({ cluster, ids: [third.id], signal: signal() });
       await expect.poll(squeue, { timeout: 30_000 }).toBe("");
+    } finally {
+      await provider.teardown({ cluster, signal: signal() });
+    }
+  }, 240_000);
+
+  it("gives a node back when asked again after a give-back failed: the failed one leaves nothing marked as given", async () => {
+    const provider = Slurm({
+      login: suite.slurm.loginSettings,
+      sharedDirectory: suite.slurm.sharedDirectory,
+      timeLimit: 10,
+    });
+    const signal = () => AbortSignal.timeout(60_000);
+    const spec = resolvePoolSpec(sky.spec({ provider, nodes: 2 }), sky.options({}));
+    const [offer] = await provider.offers({ query: offerQuery(spec), signal: signal() });
+    if (!offer) throw new Error("the test bed offers no partition");
+    const cluster = await provider.prepare({ spec, offer, poolId: "retry", signal: signal() });
+    try {
+      const instances = await provider.provision({ cluster, count: 2, signal: signal() });
+      await expect
+        .poll(
+          async () =>
+            (
+              await Promise.all(
+                instances.map((instance) =>
+                  provider.getInstance({ cluster, id: instance.id, signal: signal() }),
+                ),
+              )
+            ).map((instance) => instance?.status),
+          { timeout: 60_000 },
+        )
+        .toEqual(["running", "running"]);
+      const second = instances[1] as Instance;
+      // The give-back fails (here: its call aborted before Slurm was asked) and says so…
+      await expect(
+        provider.terminate({ cluster, ids: [second.id], signal: AbortSignal.abort() }),
+      ).rejects.toThrow();
+      expect(await squeue()).toBe("RUNNING 2 node[1-2]");
+      // …and asked again, the node leaves the job, never taken as given back already.
+      await provider.terminate({ cluster, ids: [second.id], signal: signal() });
+      await expect.poll(squeue, { timeout: 30_000 }).toBe("RUNNING 1 node1");
     } finally {
       await provider.teardown({ cluster, signal: signal() });
     }
