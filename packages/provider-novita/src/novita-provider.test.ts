@@ -18,7 +18,12 @@ import { createProviderFromEntry } from "@skyward/core/config";
 import { type Offer, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
 import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeNovita, startFakeNovita, TEST_API_KEY } from "../test/fake-novita.js";
+import {
+  type FakeNovita,
+  type FakeNovitaInstance,
+  startFakeNovita,
+  TEST_API_KEY,
+} from "../test/fake-novita.js";
 import { DEFAULT_NOVITA_IMAGE, Novita, type NovitaSettings, STARTUP_COMMAND } from "./novita-provider.js";
 
 let fake: FakeNovita;
@@ -240,6 +245,31 @@ describe("provision", () => {
       { instanceId: first.id },
       { instanceId: second.id },
     ]);
+  });
+
+  it("the boot watchdog finds its instance by name on an account with more instances than one page holds", async () => {
+    const { novita, cluster } = await clusterFor({ accelerator: accelerators.RTX_4090() });
+    const [instance] = await novita.provision({ cluster, count: 1, ...call() });
+    // A hundred instances of others on the account come first in the list: the pool's is on page 2.
+    const made = fake.instances.get(instance?.id ?? "") as FakeNovitaInstance;
+    fake.instances.delete(made.id);
+    for (let index = 0; index < 100; index += 1) {
+      const id = `f${String(index).padStart(15, "0")}`;
+      fake.instances.set(id, { ...made, id, name: `someone-else-${index}`, envs: [] });
+    }
+    fake.instances.set(made.id, made);
+    const env =
+      (creates().at(-1)?.body as { envs?: { key: string; value: string }[] } | undefined)?.envs ?? [];
+    const encoded = env.find((entry) => entry.key === "SKYWARD_SELF_DESTRUCT")?.value ?? "";
+    const script = join(keysDirectory, "self-destruct.sh");
+    await writeFile(script, Buffer.from(encoded, "base64"));
+    await writeFile(join(keysDirectory, "auth"), `Authorization: Bearer ${TEST_API_KEY}\n`);
+    const run = promisify(execFile)("sh", [script, `${cluster.id}-0`], {
+      env: { ...process.env, SKYWARD_AUTH_FILE: join(keysDirectory, "auth"), SKYWARD_RETRY_SECONDS: "0" },
+    });
+    expect((await run).stdout).toBe(`skyward: deleted instance ${instance?.id}\n`);
+    expect(fake.instances.has(instance?.id ?? "")).toBe(false);
+    expect(fake.instances.size).toBe(100);
   });
 
   it("the price cap holds on the market launched: spot out of stock, on demand over the cap is never created", async () => {

@@ -142,7 +142,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     apiUrl: settings.apiUrl,
     headerFile: HEADER_FILE,
     namePattern: "novita-*",
-    listPath: `/gpu/instances?pageSize=${PAGE_SIZE}&pageNum=1`,
+    // Filtered by the name ("supports fuzzy search", List Instances): the instance is on the first page
+    // however many others the account has.
+    listPath: `/gpu/instances?pageSize=${PAGE_SIZE}&pageNum=1&name=$target`,
     delete: { method: "POST", path: "/gpu/instance/delete", body: '{"instanceId":"$id"}' },
   });
   const selfDestruct = Buffer.from(program).toString("base64");

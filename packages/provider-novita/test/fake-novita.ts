@@ -263,7 +263,9 @@ export async function startFakeNovita(options: { hosts?: readonly TestbedHost[] 
         const pageNum = Number(query.get("pageNum"));
         if (!Number.isInteger(pageSize) || !Number.isInteger(pageNum) || query.get("pageSize") === null)
           return error(400, "INVALID_ARGUMENT", "pageSize and pageNum are required");
-        const all = [...instances.values()];
+        // `name`: "Instance name (supports fuzzy search)".
+        const name = query.get("name") ?? "";
+        const all = [...instances.values()].filter((instance) => instance.name.includes(name));
         const page = all.slice((pageNum - 1) * pageSize, pageNum * pageSize);
         if (switches.listShapeBroken) return jsonAnswer(200, { data: { list: page.map(answerOf) } });
         return jsonAnswer(200, { instances: page.map(answerOf), pageSize, pageNum, total: all.length });

@@ -10,9 +10,15 @@ import { shellQuote } from "@skyward/core/contract";
 import { workerWatchdogScript } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
 
-/** Deletes the pod `$RUNPOD_POD_ID` with `$RUNPOD_API_KEY`; neither is ever on a command line. */
-const DELETE_OWN_POD =
+/** One try at deleting the pod `$RUNPOD_POD_ID` with `$RUNPOD_API_KEY`; neither is ever on a command line. */
+const DELETE_POD_ONCE =
   'runpodctl pod delete "$RUNPOD_POD_ID" || python3 -c \'import os, urllib.request as r; r.urlopen(r.Request("https://api.runpod.io/v2/pods/" + os.environ["RUNPOD_POD_ID"], method="DELETE", headers={"Authorization": "Bearer " + os.environ["RUNPOD_API_KEY"]}), timeout=60)\'';
+
+/**
+ * The pod deleted, tried again every 15 s (`$SKYWARD_RETRY_SECONDS`) for five minutes while RunPod
+ * refuses (a 429, a 5xx) or cannot be reached: the boot watchdog runs it once.
+ */
+const DELETE_OWN_POD = `deleted=1; for attempt in ${Array.from({ length: 20 }, (_, index) => index + 1).join(" ")}; do if { ${DELETE_POD_ONCE}; }; then deleted=0; break; fi; sleep "\${SKYWARD_RETRY_SECONDS:-15}"; done; [ "$deleted" = 0 ]`;
 
 /** For a double-quoted shell word. */
 const escaped = (text: string) => text.replace(/["\\$`]/g, (character) => `\\${character}`);

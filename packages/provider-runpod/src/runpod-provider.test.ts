@@ -797,8 +797,12 @@ describe("getInstance, terminate, teardown, listInstances", () => {
   it("selfDestruct deletes the pod with runpodctl v2's `pod delete` (else the API) and the pod-scoped key from PID 1's environment", async () => {
     const [created] = await runpod.provision({ cluster, count: 1, ...call() });
     const op = runpod.selfDestruct({ cluster, instance: created as Instance }) as string;
-    expect(op).toBe(
-      `for kv in $(tr '\\0' '\\n' < /proc/1/environ 2>/dev/null | grep -E '^RUNPOD_API_KEY='); do export "$kv"; done; export RUNPOD_POD_ID=${created?.id}; runpodctl pod delete "$RUNPOD_POD_ID" || python3 -c 'import os, urllib.request as r; r.urlopen(r.Request("https://api.runpod.io/v2/pods/" + os.environ["RUNPOD_POD_ID"], method="DELETE", headers={"Authorization": "Bearer " + os.environ["RUNPOD_API_KEY"]}), timeout=60)'`,
+    expect(op).toMatch(
+      /^for kv in \$\(tr '\\0' '\\n' < \/proc\/1\/environ 2>\/dev\/null \| grep -E '\^RUNPOD_API_KEY='\); do export "\$kv"; done; export RUNPOD_POD_ID=\S+; deleted=1; for attempt in 1 2 .* 20; do if \{ .*; \}; then deleted=0; break; fi; sleep .*; done; \[ "\$deleted" = 0 \]$/,
+    );
+    expect(op).toContain(`export RUNPOD_POD_ID=${created?.id};`);
+    expect(op).toContain(
+      `{ runpodctl pod delete "$RUNPOD_POD_ID" || python3 -c 'import os, urllib.request as r; r.urlopen(r.Request("https://api.runpod.io/v2/pods/" + os.environ["RUNPOD_POD_ID"], method="DELETE", headers={"Authorization": "Bearer " + os.environ["RUNPOD_API_KEY"]}), timeout=60)'; }`,
     );
     // Never runpodctl v1's `remove pod`, a hidden deprecated alias in v2.
     expect(op).not.toContain("remove pod");

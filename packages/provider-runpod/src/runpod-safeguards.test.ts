@@ -16,7 +16,7 @@ import { HttpResponse, http } from "msw";
 import { describe, expect, it } from "vitest";
 import { startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
 import { RunPodApiError } from "./runpod-api.js";
-import { watchedStartCommand } from "./runpod-boot.js";
+import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { RunPod, type RunPodSettings } from "./runpod-provider.js";
 
 const run = promisify(execFile);
@@ -90,6 +90,31 @@ describe("the boot watchdog", () => {
       await run("bash", ["-c", watchdogOf(command)], { env: { ...env, RUNPOD_POD_ID: "pod2" } });
       await new Promise((resolve) => setTimeout(resolve, 2500));
       await expect(readFile(join(directory, "calls"), "utf8")).rejects.toMatchObject({ code: "ENOENT" });
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the self-destruct", () => {
+  it("tries again while RunPod refuses or cannot be reached, since the boot watchdog runs it once", async () => {
+    const directory = await mkdtemp(join(tmpdir(), "skyward-runpod-self-destruct-"));
+    try {
+      const bin = join(directory, "bin");
+      await mkdir(bin);
+      // A stand-in runpodctl refused the first time (a 429, a 5xx), and a python3 that cannot reach the API.
+      const calls = join(directory, "calls");
+      const refused = join(directory, "refused");
+      await writeFile(
+        join(bin, "runpodctl"),
+        `#!/bin/sh\necho "$*" >> ${calls}\nif [ ! -e ${refused} ]; then touch ${refused}; exit 1; fi\n`,
+      );
+      await writeFile(join(bin, "python3"), "#!/bin/sh\nexit 1\n");
+      await chmod(join(bin, "runpodctl"), 0o755);
+      await chmod(join(bin, "python3"), 0o755);
+      const env = { ...process.env, PATH: `${bin}:${process.env.PATH}`, SKYWARD_RETRY_SECONDS: "0" };
+      await run("bash", ["-c", selfDestructCommand("pod1")], { env });
+      expect(await readFile(calls, "utf8")).toBe("pod delete pod1\npod delete pod1\n");
     } finally {
       await rm(directory, { recursive: true, force: true });
     }

@@ -72,6 +72,8 @@ interface TrackedJob {
   readonly nodes: number;
   /** Its nodes' indices the pool has let go of. */
   readonly released: Set<number>;
+  /** Those of them Slurm took out of the job (all but its batch host, node 0, which it keeps until the end). */
+  readonly left: Set<number>;
   /**
    * Its nodes in the job's order, recorded when it starts: instance `<job>-<index>` stays on its node
    * after the job is shrunk (squeue then lists only the nodes kept).
@@ -263,7 +265,13 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         message: `Slurm refused the pool's job at submit (${count} nodes in partition "${partition}"${declared.account ? `, account "${declared.account}"` : ""}${declared.qos ? `, QoS "${declared.qos}"` : ""}): ${(submitted.stderr.trim() || submitted.stdout.trim()).replace(/^sbatch: error: /gm, "")}`,
       });
     }
-    jobs.set(jobId, { cluster: cluster.id, nodes: count, released: new Set(), names: undefined });
+    jobs.set(jobId, {
+      cluster: cluster.id,
+      nodes: count,
+      released: new Set(),
+      left: new Set(),
+      names: undefined,
+    });
     return (
       (await readJob(jobId, signal)) ?? {
         id: jobId,
@@ -449,6 +457,8 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
     async terminate({ ids, signal }): Promise<void> {
       const cancel = new Set<string>();
       const shrink = new Set<string>();
+      /** The nodes this call lets go of, by job: marked released again only once Slurm took them. */
+      const releasing = new Map<string, number[]>();
       for (const id of ids) {
         const parsed = parseInstanceId(id);
         if (!parsed) continue;
@@ -460,21 +470,40 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         }
         if (known.released.has(parsed.index)) continue;
         known.released.add(parsed.index);
+        releasing.set(parsed.jobId, [...(releasing.get(parsed.jobId) ?? []), parsed.index]);
         if (known.released.size >= known.nodes) cancel.add(parsed.jobId);
-        // Slurm cannot take a job's batch host (its node 0) from it: that node is held until the rest go.
-        else if (known.names !== undefined && !known.released.has(0)) shrink.add(parsed.jobId);
+        else if (known.names !== undefined) shrink.add(parsed.jobId);
       }
-      for (const jobId of shrink) {
-        const known = jobs.get(jobId);
-        if (!known?.names || cancel.has(jobId)) continue;
-        const names = known.names;
-        const kept = names.filter((_, index) => !known.released.has(index));
-        const given = names.filter((name) => !kept.includes(name));
-        await removeNodeEnvironments(login, declared, known.cluster, jobId, given, signal);
-        // A running job gives nodes back when told which it keeps (Slurm's "scontrol update NodeList").
-        await login.checked(["scontrol", "update", `JobId=${jobId}`, `NodeList=${kept.join(",")}`], signal);
+      try {
+        for (const jobId of shrink) {
+          const known = jobs.get(jobId);
+          if (!known?.names || cancel.has(jobId)) continue;
+          // Slurm cannot take a job's batch host (its node 0) from it: the job keeps that node until the
+          // rest go, and gives back every other node let go of, whichever went first.
+          const keeps = (index: number) => index === 0 || !known.released.has(index);
+          const kept = known.names.filter((_, index) => keeps(index));
+          const leaving = [...known.names.keys()].filter((index) => !keeps(index) && !known.left.has(index));
+          if (leaving.length > 0) {
+            const given = leaving.map((index) => known.names?.[index] as string);
+            await removeNodeEnvironments(login, declared, known.cluster, jobId, given, signal);
+            // A running job gives nodes back when told which it keeps (Slurm's "scontrol update NodeList").
+            await login.checked(
+              ["scontrol", "update", `JobId=${jobId}`, `NodeList=${kept.join(",")}`],
+              signal,
+            );
+            for (const index of leaving) known.left.add(index);
+          }
+          releasing.delete(jobId);
+        }
+        if (cancel.size > 0) await login.checked(["scancel", ...cancel], signal);
+      } catch (error) {
+        // Not given back: asked again, these nodes are tried again, never taken as already released.
+        for (const [jobId, indices] of releasing) {
+          const known = jobs.get(jobId);
+          for (const index of indices) if (!known?.left.has(index)) known?.released.delete(index);
+        }
+        throw error;
       }
-      if (cancel.size > 0) await login.checked(["scancel", ...cancel], signal);
     },
 
     async teardown({ cluster, signal }): Promise<void> {

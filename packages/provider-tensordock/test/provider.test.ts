@@ -278,6 +278,20 @@ describe("the VM's self-destruct", () => {
     expect(fake.leftovers()).toEqual([]);
   });
 
+  it("the self-destruct tries again when the API refuses for now (a 429 of the organisation's 100 a minute), and counts a VM already gone as deleted", async () => {
+    const { cluster, tensordock } = await prepared(accelerators.RTX_4090());
+    const [vm] = await tensordock.provision({ cluster, count: 1, signal: signal() });
+    const { command } = await install(`${cluster.id}-0--pool1`, join(scratch, "none"), 0);
+    const retryNow = { env: { ...process.env, SKYWARD_RETRY_SECONDS: "0" } };
+    fake.rateLimitNext(2, 0);
+    // By name, as the boot watchdog runs it: its first two requests meet a 429.
+    await run(command, [`${cluster.id}-0--pool1`], retryNow);
+    expect(fake.leftovers()).toEqual([]);
+    // Deleted already (the worker's TTL and the pool both ended it): done, not a failure.
+    await run(command, [String(vm?.id)], retryNow);
+    await tensordock.teardown({ cluster, signal: signal() });
+  });
+
   it("the boot watchdog deletes a VM no worker started on, and spares one whose worker did", async () => {
     const { cluster, tensordock } = await prepared(accelerators.RTX_4090());
     const [spared, ended] = await tensordock.provision({ cluster, count: 2, signal: signal() });

@@ -42,8 +42,11 @@ describe("renderOnstartScript", () => {
   it("saves the container's id and key 0600, and installs a command that DELETEs the instance with them", async () => {
     const bin = join(directory, "bin");
     await mkdir(bin);
-    // A curl that records how it was called.
-    await writeFile(join(bin, "curl"), `#!/bin/sh\nprintf '%s\\n' "$@" > ${join(directory, "curl.args")}\n`);
+    // A curl that records how it was called, and answers 200.
+    await writeFile(
+      join(bin, "curl"),
+      `#!/bin/sh\nprintf '%s\\n' "$@" > ${join(directory, "curl.args")}\nprintf 200\n`,
+    );
     await chmod(join(bin, "curl"), 0o755);
     const script = relocated(renderOnstartScript({ ...options, graceSeconds: 0 }));
     const env = {
@@ -65,7 +68,11 @@ describe("renderOnstartScript", () => {
     });
     expect(run.status, run.stderr).toBe(0);
     expect((await readFile(join(directory, "curl.args"), "utf8")).split("\n")).toEqual([
-      "-fsS",
+      "-sS",
+      "-o",
+      "/dev/null",
+      "-w",
+      "%{http_code}",
       "-X",
       "DELETE",
       "-H",
@@ -73,5 +80,34 @@ describe("renderOnstartScript", () => {
       "https://console.vast.ai/api/v0/instances/31000001/",
       "",
     ]);
+  });
+
+  it("tries the destroy again while Vast.ai refuses (a 429, a 5xx), and counts an instance already gone as destroyed", async () => {
+    const bin = join(directory, "bin");
+    await mkdir(bin);
+    // A curl answering 429 the first time, then what `answer` holds; each call recorded.
+    const calls = join(directory, "curl.calls");
+    const answer = join(directory, "answer");
+    await writeFile(
+      join(bin, "curl"),
+      `#!/bin/sh\necho call >> ${calls}\nif [ ! -e ${answer}.used ]; then touch ${answer}.used; printf 429; exit 22; fi\ncat ${answer}\n`,
+    );
+    await chmod(join(bin, "curl"), 0o755);
+    const script = relocated(renderOnstartScript({ ...options, graceSeconds: 0 }));
+    const env = { PATH: `${bin}:${process.env.PATH}`, CONTAINER_ID: "31000001", CONTAINER_API_KEY: "k" };
+    expect(spawnSync("bash", ["-c", script], { env, encoding: "utf8" }).status).toBe(0);
+    const destroy = () =>
+      spawnSync(join(directory, "skyward-self-destruct"), [], {
+        env: { PATH: `${bin}:${process.env.PATH}`, SKYWARD_RETRY_SECONDS: "0" },
+        encoding: "utf8",
+      });
+    await writeFile(answer, "200");
+    expect(destroy().status).toBe(0);
+    expect(await readFile(calls, "utf8")).toBe("call\ncall\n");
+    // Destroyed already (the pool's terminate went first): done, not a failure.
+    await writeFile(answer, "404");
+    await rm(calls);
+    expect(destroy().status).toBe(0);
+    expect(await readFile(calls, "utf8")).toBe("call\n");
   });
 });

@@ -815,15 +815,23 @@ describe("what real accounts do", () => {
   });
 
   it("a bad key answering 404 to renting is reported as a rejected key, not as no capacity", async () => {
-    const { cluster } = await clusterFor({ accelerator: accelerators.RTX_4090(), allocation: "on-demand" });
-    const error = await provider({ apiKey: "vast_revoked_key" })
-      .provision({ cluster, count: 1, ...call() })
+    const { cluster: offered } = await clusterFor({
+      accelerator: accelerators.RTX_4090(),
+      allocation: "on-demand",
+    });
+    // Each provider object provisions a cluster it prepared: its first call is the rent.
+    const preparedBy = (vast: ReturnType<typeof provider>) =>
+      vast.prepare({ spec: offered.spec, offer: offered.offer, poolId: offered.poolId, ...call() });
+    const revoked = provider({ apiKey: "vast_revoked_key" });
+    const error = await revoked
+      .provision({ cluster: await preparedBy(revoked), count: 1, ...call() })
       .catch((caught: unknown) => caught);
     expect(NoCapacityError.isInstance(error)).toBe(false);
     expect((error as VastApiError).statusCode).toBe(401);
     expect((error as Error).message).toMatch(/rejected the API key while renting offer 7100002/);
     // With a good key a 404 to renting is the offer gone: the key is checked once, then believed.
     const vast = provider();
+    const cluster = await preparedBy(vast);
     fake.interrupt(1, () => HttpResponse.json({ success: false, error: "no_such_ask" }, { status: 404 }));
     const [instance] = await vast.provision({ cluster, count: 1, ...call() });
     expect(instance?.id).toBeDefined();

@@ -169,6 +169,21 @@ describe("createProviderHttpClient", () => {
     expect(times[4]! - times[3]!).toBeGreaterThanOrEqual(115);
   });
 
+  it("backs a paced request off as an unpaced one after a 429 that names no wait (no Retry-After, no penalty)", async () => {
+    // TensorDock's limit is 100 a minute per organisation and its 429 says no Retry-After: another client
+    // of the account may have used the minute up, so the retries must wait, not go one interval apart.
+    const { client, attempts } = clientAnswering([() => ({ status: 429, data: "" })], {
+      retryDelayMs: 40,
+    });
+    const started = performance.now();
+    const error = await client
+      .send({ ...read(), rateLimit: { key: "account", minIntervalMs: 1, penaltyMs: 0, burst: 100 } })
+      .catch((caught: unknown) => caught);
+    expect(attempts).toHaveLength(3);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(115); // 40 + 80 ms
+    expect(error).toMatchObject({ statusCode: 429, isRetryable: true });
+  });
+
   it("keeps an error answer's body for the provider, the key scrubbed and out of JSON", async () => {
     const { client } = clientAnswering([
       () => ({

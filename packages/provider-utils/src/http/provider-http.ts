@@ -311,9 +311,11 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
         const retryable = status === 429 || ((status === undefined || status >= 500) && request.idempotent);
         if (status === 429 && request.rateLimit) {
           // The API refuses the key for its penalty (or as long as its Retry-After says): nothing of
-          // that key goes before it has passed.
+          // that key goes before it has passed. A 429 naming no wait backs off as an unpaced one does:
+          // a limit per minute another client used up refuses far longer than one interval.
           const { penaltyMs, minIntervalMs } = request.rateLimit;
-          pacer.holdBack(request.rateLimit, Math.max(penaltyMs + minIntervalMs, retryAfterMs(response) ?? 0));
+          const wait = retryAfterMs(response) ?? options.retryDelayMs * 2 ** attempt;
+          pacer.holdBack(request.rateLimit, Math.max(penaltyMs + minIntervalMs, wait));
         }
         if (retryable && attempt < options.maxRetries) {
           if (status === 429 && request.rateLimit) continue; // the pacer waits out the penalty

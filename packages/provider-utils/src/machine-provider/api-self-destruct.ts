@@ -47,8 +47,12 @@ export interface ApiBootScriptOptions {
   readonly commandPath?: string;
 }
 
-/** `skyward-self-destruct API_URL API_JSON KEY_FILE (ID | NAME)`. */
-const PROGRAM = `import json, re, sys, urllib.parse, urllib.request
+/**
+ * `skyward-self-destruct API_URL API_JSON KEY_FILE (ID | NAME)`. Tried again every 15 s
+ * (`$SKYWARD_RETRY_SECONDS`) for five minutes while the API refuses (a 429, a 5xx) or cannot be
+ * reached: the boot watchdog runs it once. A machine the API no longer knows (404) counts as deleted.
+ */
+const PROGRAM = `import json, os, re, sys, time, urllib.error, urllib.parse, urllib.request
 api, spec, key_file, target = sys.argv[1].rstrip("/"), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
 with open(key_file) as handle:
     key = handle.read().strip()
@@ -58,16 +62,30 @@ def call(method, path):
     with urllib.request.urlopen(request, timeout=60) as answer:
         body = answer.read()
     return json.loads(body) if body else {}
-if re.fullmatch(spec["idPattern"], target):
-    ids = [target]
+def delete():
+    if re.fullmatch(spec["idPattern"], target):
+        ids = [target]
+    else:
+        found = call("GET", spec["listPath"].replace("{name}", urllib.parse.quote(target)))
+        for field in spec["listItems"]:
+            found = (found or {}).get(field)
+        ids = [str(entry["id"]) for entry in found or [] if (entry.get("attributes") or entry).get("name") == target]
+    for machine_id in ids:
+        try:
+            call("DELETE", spec["deletePath"].replace("{id}", machine_id))
+        except urllib.error.HTTPError as error:
+            if error.code != 404:
+                raise
+        print("skyward: deleted " + machine_id)
+for attempt in range(20):
+    try:
+        delete()
+        break
+    except Exception as error:
+        print("skyward: self-destruct failed, trying again: " + str(error), file=sys.stderr)
+        time.sleep(float(os.environ.get("SKYWARD_RETRY_SECONDS", "15")))
 else:
-    found = call("GET", spec["listPath"].replace("{name}", urllib.parse.quote(target)))
-    for field in spec["listItems"]:
-        found = (found or {}).get(field)
-    ids = [str(entry["id"]) for entry in found or [] if (entry.get("attributes") or entry).get("name") == target]
-for machine_id in ids:
-    call("DELETE", spec["deletePath"].replace("{id}", machine_id))
-    print("skyward: deleted " + machine_id)
+    sys.exit(1)
 `;
 
 /** Renders a VM's boot script for the API `api`; see the module comment. */

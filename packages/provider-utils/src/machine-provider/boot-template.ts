@@ -129,7 +129,10 @@ export interface CurlSelfDestruct {
   readonly headerFile: string;
   /** A shell `case` pattern every machine name matches and no id (`novita-*`): a name is looked up first. */
   readonly namePattern: string;
-  /** The path listing machines as JSON objects whose `"id"` comes right before their `"name"`. */
+  /**
+   * The path listing machines as JSON objects whose `"id"` comes right before their `"name"`; `$target`
+   * in it is the name looked for (a filter the API takes, so that the first page holds the machine).
+   */
   readonly listPath: string;
   /** The delete: method, path and JSON body, `$id` standing for the machine's id. */
   readonly delete: { readonly method: string; readonly path: string; readonly body?: string };

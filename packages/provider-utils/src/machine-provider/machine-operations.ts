@@ -7,7 +7,7 @@
 import { ConfigurationError } from "@skyward/core";
 import type { Cluster, Instance } from "@skyward/core/contract";
 import { abortableSleep } from "../http/request-pacer.js";
-import { skywardTags } from "../tags.js";
+import { SKYWARD_TAGS, skywardTags } from "../tags.js";
 import type { MachineAdapter, MachineClusterData, MachineDeleteOutcome } from "./adapter.js";
 import { MachineProviderError, machineErrorKind } from "./errors.js";
 import { launchAcrossMarkets } from "./market-loop.js";
@@ -129,13 +129,25 @@ export async function deleteUntilGone<Machine, ClusterData extends MachineCluste
     );
 }
 
-/** Counts creates per cluster, to bound them per pool. */
+/** Counts creates per cluster, to bound them per pool, and hands out node indices whose names are free. */
 export class CreateBudget {
-  readonly #counts = new Map<string, { next: number; creates: number }>();
+  readonly #counts = new Map<string, { next: number; creates: number; taken: ReadonlySet<string> }>();
 
-  /** The next unused node index of the cluster. */
-  nextIndex(clusterId: string): number {
+  /** Whether the cluster's machine names are known here: this provider object prepared it, or looked them up. */
+  knows(clusterId: string): boolean {
+    return this.#counts.has(clusterId);
+  }
+
+  /** Starts counting the cluster, its machines already named `taken` (none for one just prepared). */
+  start(clusterId: string, taken: Iterable<string> = []): void {
+    if (!this.#counts.has(clusterId))
+      this.#counts.set(clusterId, { next: 0, creates: 0, taken: new Set(taken) });
+  }
+
+  /** The next node index of the cluster; with `nameOf`, one whose name no machine of it has. */
+  nextIndex(clusterId: string, nameOf?: (index: number) => string): number {
     const entry = this.#entry(clusterId);
+    while (nameOf && entry.taken.has(nameOf(entry.next))) entry.next += 1;
     entry.next += 1;
     return entry.next - 1;
   }
@@ -153,12 +165,8 @@ export class CreateBudget {
   }
 
   #entry(clusterId: string) {
-    let entry = this.#counts.get(clusterId);
-    if (!entry) {
-      entry = { next: 0, creates: 0 };
-      this.#counts.set(clusterId, entry);
-    }
-    return entry;
+    this.start(clusterId);
+    return this.#counts.get(clusterId) as { next: number; creates: number; taken: ReadonlySet<string> };
   }
 }
 
@@ -228,6 +236,17 @@ export async function provisionAcrossMarkets<Machine, ClusterData extends Machin
   const { cluster, signal } = options;
   const cap = cluster.spec.maxHourlyCost;
   const spec = cluster.spec;
+  if (!options.budget.knows(cluster.id)) {
+    // A cluster another provider object made (a pool attached from another process, growing): its
+    // machines' names are taken, else a lost create answer would be "found" as the pool's first node.
+    const names = (await listAllMachines(adapter, signal)).flatMap((machine) =>
+      adapter.tags.read(machine)[SKYWARD_TAGS.cluster] === cluster.id
+        ? (adapter.tags.nameOf(machine) ?? [])
+        : [],
+    );
+    options.budget.start(cluster.id, names);
+  }
+  const name = (index: number) => adapter.tags.name(cluster, index);
   const launched = await launchAcrossMarkets<Instance>({
     provider: adapter.name,
     offer: cluster.offer.instanceType,
@@ -236,14 +255,14 @@ export async function provisionAcrossMarkets<Machine, ClusterData extends Machin
     places: launchableMarketsByZone(cluster, [""], () => ({}), adapter.spotAllowed?.(cluster) ?? true),
     signal,
     async launch({ spot, price }) {
-      const index = options.budget.nextIndex(cluster.id);
+      const index = options.budget.nextIndex(cluster.id, name);
       const machine = await createOnce(
         adapter,
         {
           cluster,
           spot,
           hourlyPrice: price,
-          name: adapter.tags.name(cluster, index),
+          name: name(index),
           tags: skywardTags({ cluster: cluster.id, pool: cluster.poolId, offer: cluster.offer.id, spot }),
           idempotencyKey: `${cluster.id}-${index}`,
           watchdogSeconds: Math.ceil(spec.ttl + spec.sshTimeout + spec.bootstrapTimeout),

@@ -260,6 +260,22 @@ describe("idempotent create", () => {
     expect(calls).toEqual([`create on-demand ${cluster.id}-0`, "list first"]);
   });
 
+  it("names a machine after those the cluster has when another provider object made them (an attached pool growing)", async () => {
+    const { provider, adapter, cluster, faults, signal, machines } = await setUp("on-demand", offer(null, 1));
+    const [first] = await provider.provision({ cluster, count: 1, signal });
+    // Another process attaches to the pool and grows it: a new provider object over the same API.
+    const attached = defineMachineProvider({ ...adapter, keysDirectory: keys });
+    faults.lostCreateAnswers = 1;
+    const [added] = await attached.provision({ cluster, count: 1, signal });
+    // The lost answer's machine is found by a name of its own, never taken for the pool's first node.
+    expect(added?.id).toBe("m-2");
+    expect(added?.id).not.toBe(first?.id);
+    expect([...machines.values()].map((machine) => machine.name).sort()).toEqual([
+      `${cluster.id}-0`,
+      `${cluster.id}-1`,
+    ]);
+  });
+
   it("sends the same idempotency token again where the API takes one", async () => {
     const { provider, cluster, faults, calls, signal, machines } = await setUp(
       "on-demand",

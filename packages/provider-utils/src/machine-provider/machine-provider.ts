@@ -72,6 +72,8 @@ export function defineMachineProvider<Machine, ClusterData extends MachineCluste
       const specific = adapter.prepare
         ? await adapter.prepare({ spec, offer, poolId: poolId ?? "", clusterId, keys: pair, signal })
         : (pair as ClusterData);
+      // A new cluster: no machine of it has a name yet, none to look up before its first create.
+      budget.start(clusterId);
       return Object.freeze({
         id: clusterId,
         provider: adapter.name,
