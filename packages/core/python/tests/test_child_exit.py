@@ -115,46 +115,48 @@ def _kill_worker(worker: WorkerProcess) -> None:
     worker.process.wait(timeout=20)
 
 
+def _running(worker: WorkerProcess, marker: Path, fn: str, *args: object) -> int:
+    """The worker's child, once it runs task ``fn(marker, *args)`` (the task writes the marker)."""
+    client = connect(worker)
+    child = _the_child(worker, client)
+    client.submit("task", fn, str(marker), *args, worker=0)
+    _wait_until(marker.exists, f"{fn} started")
+    return child
+
+
+def _gone(child: int, state: str) -> None:
+    _wait_until(lambda: not _alive(child), f"child {child} {state} ended with its killed worker")
+
+
 def test_an_idle_child_ends_with_its_worker(worker: WorkerProcess) -> None:
     child = _the_child(worker, connect(worker))
     _kill_worker(worker)
-    _wait_until(lambda: not _alive(child), f"child {child} of the killed worker ended")
+    _gone(child, "waiting for a task")
 
 
 def test_a_running_child_ends_with_its_worker(worker: WorkerProcess, tmp_path: Path) -> None:
-    client = connect(worker)
-    child = _the_child(worker, client)
-    marker = tmp_path / "running"
-    client.submit("long", "child_exit_tasks:mark_then_sleep", str(marker), 600, worker=0)
-    _wait_until(marker.exists, "the task started")
+    child = _running(worker, tmp_path / "marker", "child_exit_tasks:mark_then_sleep", 600)
     _kill_worker(worker)
-    _wait_until(lambda: not _alive(child), f"child {child} running a task ended with its worker")
+    _gone(child, "running a task")
 
 
 def test_a_child_whose_messages_the_worker_never_read_ends_with_it(worker: WorkerProcess, tmp_path: Path) -> None:
     # The state found: the task ends (its output and ``done`` sent) while the worker reads nothing,
     # the child waits for its next task, then the worker dies with those messages unread.
-    client = connect(worker)
-    child = _the_child(worker, client)
-    marker = tmp_path / "running"
-    client.submit("short", "child_exit_tasks:mark_then_sleep", str(marker), 1.0, worker=0)
-    _wait_until(marker.exists, "the task started")
+    marker = tmp_path / "marker"
+    child = _running(worker, marker, "child_exit_tasks:mark_then_sleep", 1.0)
     stop_process(worker.process.pid)
     _wait_until(lambda: marker.read_text() == "slept", "the task ended")
     _wait_until(lambda: _idle(child), f"child {child} sent its task's end and waits for the next")
     _kill_worker(worker)
-    _wait_until(lambda: not _alive(child), f"child {child} with messages unread by its dead worker ended")
+    _gone(child, "with messages its worker never read")
 
 
 def test_a_child_holding_the_interpreter_ends_with_its_worker(worker: WorkerProcess, tmp_path: Path) -> None:
     # No thread of the child but the task's runs Python: only a guard outside Python ends it.
-    client = connect(worker)
-    child = _the_child(worker, client)
-    marker = tmp_path / "holding"
-    client.submit("hold", "child_exit_tasks:mark_then_hold_the_interpreter", str(marker), worker=0)
-    _wait_until(marker.exists, "the task holds the interpreter")
+    child = _running(worker, tmp_path / "marker", "child_exit_tasks:mark_then_hold_the_interpreter")
     _kill_worker(worker)
-    _wait_until(lambda: not _alive(child), f"child {child} holding the interpreter ended with its worker")
+    _gone(child, "holding the interpreter")
 
 
 def test_a_child_outlives_its_worker_s_clients(worker: WorkerProcess) -> None:
