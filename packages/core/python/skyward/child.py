@@ -78,8 +78,9 @@ def die_with_parent(poll_interval: float = PARENT_POLL_INTERVAL, kernel: bool = 
     guard = "watchdog"
     if kernel and sys.platform.startswith("linux"):
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0:
+            libc = ctypes.CDLL(None)
+            unused = ctypes.c_ulong(0)
+            if libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(int(signal.SIGKILL)), unused, unused, unused) == 0:
                 guard = "pdeathsig"
         except (OSError, AttributeError):
             pass
