@@ -327,27 +327,37 @@ class InputStream:
         return self
 
     def __next__(self) -> Any:
+        # Credit is asked for outside the lock: the request may block (a child's send to a worker
+        # that reads slowly), and the thread that pushes items must never wait behind it.
         with self._condition:
-            self._top_up()
+            credit = self._top_up()
+        if credit:
+            self._request(credit)
+        with self._condition:
             while not self._items and not self._ended and self._error is None:
                 self._condition.wait()
             if self._items:
                 self._consumed += 1
                 item = self._items.popleft()
-                self._top_up()
-                return item
-            if self._error is not None:
+                credit = self._top_up()
+            elif self._error is not None:
                 raise InputStreamError(self._error)
-            raise StopIteration
-
-    def _top_up(self) -> None:
-        if self._ended or self._error is not None:
-            return
-        ahead = self._granted - self._consumed
-        if ahead <= self._window // 2:
-            credit = self._window - ahead
-            self._granted += credit
+            else:
+                raise StopIteration
+        if credit:
             self._request(credit)
+        return item
+
+    def _top_up(self) -> int:
+        """The credit to ask for now (counted as granted), or 0: enough is asked for already."""
+        if self._ended or self._error is not None:
+            return 0
+        ahead = self._granted - self._consumed
+        if ahead > self._window // 2:
+            return 0
+        credit = self._window - ahead
+        self._granted += credit
+        return credit
 
     def push(self, value: Any) -> None:
         with self._condition:
