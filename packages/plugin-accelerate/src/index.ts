@@ -369,7 +369,11 @@ export function accelerate(config: AccelerateConfig = {}, options: AccelerateOpt
   // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
   const plugin = Plugin.create("accelerate")
     .withPeerNetwork()
-    .withImageTransform(({ image }) => extendImage(image, { pip: ["accelerate"] }))
+    .withImageTransform(({ image, cluster }) => {
+      // The launcher would refuse it too, but only once every node is provisioned and bootstrapped.
+      if (!perAccelerator) refuseProcessesOtherThanNodes(settings, cluster);
+      return extendImage(image, { pip: ["accelerate"] });
+    })
     .withBootstrap(({ cluster }) => {
       const { nodes, gpusPerNode } = clusterShape(cluster);
       const file = renderAccelerateConfig(settings, nodes, gpusPerNode, perAccelerator);
@@ -408,6 +412,24 @@ const optionsSchema = z.strictObject(
   { perAccelerator: z.boolean({ error: "expected true or false" }).default(false) },
   { error: "expected an options object" },
 );
+
+/**
+ * With one process per node, refuses a `num_processes` no node count of the pool can match (the
+ * transform hook runs before any node is provisioned).
+ */
+function refuseProcessesOtherThanNodes(settings: AccelerateConfig, cluster: Cluster): void {
+  const processes = settings.num_processes;
+  const { min, max } = cluster.spec.nodes;
+  if (processes === undefined || (processes >= min && processes <= max)) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "accelerate.num_processes",
+        message: `expected ${min === max ? min : `${min} to ${max}`} (one process per node), received ${processes}; accelerate(config, { perAccelerator: true }) runs one per accelerator`,
+      },
+    ],
+  });
+}
 
 /** Refuses the settings one process per accelerator does not support (yet), naming the field. */
 function refuseUnsupportedPerAccelerator(settings: AccelerateConfig): void {
