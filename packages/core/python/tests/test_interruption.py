@@ -27,6 +27,8 @@ class FakeImds:
     def __init__(self) -> None:
         self.notices: Dict[str, dict] = {}
         self.requests: List[tuple] = []
+        #: answers still to cut short: a status line and headers, then less body than announced
+        self.truncated = 0
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,6 +44,14 @@ class FakeImds:
                 self.wfile.write(data)
 
             def do_PUT(self) -> None:
+                if fake.truncated > 0:
+                    fake.truncated -= 1
+                    self.send_response(200)
+                    self.send_header("Content-Length", "64")
+                    self.end_headers()
+                    self.wfile.write(b"tok")
+                    self.close_connection = True
+                    return
                 if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
                     self._reply(200, "token-1")
                 else:
@@ -108,6 +118,26 @@ def test_an_unreachable_endpoint_is_logged_once_not_raised() -> None:
     stop.set()
     thread.join(5)
     assert len(logs) == 1 and "reading interruption notices failed" in logs[0]
+
+
+def test_a_reply_cut_short_is_logged_and_the_watch_goes_on(imds: FakeImds) -> None:
+    # A connection dropped mid-reply raises http.client.IncompleteRead, which is no OSError: before,
+    # it ended the polling thread, and the node heard of no interruption for the rest of its life.
+    imds.truncated = 2
+    reported: List[dict] = []
+    logs: List[str] = []
+    stop = interruption.start(f"aws-imds={imds.url}", 0.05, reported.append, logs.append)
+    try:
+        imds.notices["/latest/meta-data/spot/instance-action"] = {"action": "terminate", "time": "2026-11-24T18:00:00Z"}
+        waited = threading.Event()
+        for _ in range(600):
+            if reported:
+                break
+            waited.wait(0.05)
+        assert reported == [{"kind": "spot-instance-action", "action": "terminate", "time": "2026-11-24T18:00:00Z"}]
+        assert len(logs) == 1 and "reading interruption notices failed" in logs[0]
+    finally:
+        stop.set()
 
 
 def test_an_unknown_source_is_refused() -> None:
