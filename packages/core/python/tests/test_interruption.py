@@ -14,7 +14,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -91,18 +91,25 @@ def test_no_notice_then_a_spot_action_and_a_rebalance(imds: FakeImds) -> None:
     assert all(status != 401 for _, _, status in imds.requests)
 
 
-def test_the_watch_reports_each_notice_once_and_stops(imds: FakeImds) -> None:
+def _watch_for_a_spot_action(imds: FakeImds, action: str, seconds: float) -> Tuple[List[dict], List[str], threading.Event]:
+    """Starts the watch, plants a spot action and waits up to ``seconds`` for its report; the
+    reports, the log lines and the event that stops the watch."""
     reported: List[dict] = []
     logs: List[str] = []
     stop = interruption.start(f"aws-imds={imds.url}", 0.05, reported.append, logs.append)
+    imds.notices["/latest/meta-data/spot/instance-action"] = {"action": action, "time": "2026-11-24T18:00:00Z"}
+    waited = threading.Event()
+    for _ in range(int(seconds / 0.02)):
+        if reported:
+            break
+        waited.wait(0.02)
+    return reported, logs, stop
+
+
+def test_the_watch_reports_each_notice_once_and_stops(imds: FakeImds) -> None:
+    reported, _, stop = _watch_for_a_spot_action(imds, "stop", 2)
     try:
-        imds.notices["/latest/meta-data/spot/instance-action"] = {"action": "stop", "time": "2026-11-24T18:00:00Z"}
-        deadline = threading.Event()
-        for _ in range(100):
-            if reported:
-                break
-            deadline.wait(0.02)
-        deadline.wait(0.3)  # several more polls: still reported once
+        threading.Event().wait(0.3)  # several more polls: still reported once
         assert reported == [{"kind": "spot-instance-action", "action": "stop", "time": "2026-11-24T18:00:00Z"}]
     finally:
         stop.set()
@@ -124,16 +131,8 @@ def test_a_reply_cut_short_is_logged_and_the_watch_goes_on(imds: FakeImds) -> No
     # A connection dropped mid-reply raises http.client.IncompleteRead, which is no OSError: before,
     # it ended the polling thread, and the node heard of no interruption for the rest of its life.
     imds.truncated = 2
-    reported: List[dict] = []
-    logs: List[str] = []
-    stop = interruption.start(f"aws-imds={imds.url}", 0.05, reported.append, logs.append)
+    reported, logs, stop = _watch_for_a_spot_action(imds, "terminate", 30)
     try:
-        imds.notices["/latest/meta-data/spot/instance-action"] = {"action": "terminate", "time": "2026-11-24T18:00:00Z"}
-        waited = threading.Event()
-        for _ in range(600):
-            if reported:
-                break
-            waited.wait(0.05)
         assert reported == [{"kind": "spot-instance-action", "action": "terminate", "time": "2026-11-24T18:00:00Z"}]
         assert len(logs) == 1 and "reading interruption notices failed" in logs[0]
     finally:
