@@ -79,7 +79,10 @@ export interface AccelerateConfig {
   num_processes?: number;
   /** CPU threads per process (`OMP_NUM_THREADS`), passed as `--num_cpu_threads_per_process`. */
   num_cpu_threads_per_process?: number;
-  /** The GPUs each node uses: `"all"` or a comma-separated list of indexes (`"0,1"`). */
+  /**
+   * The GPUs each node uses: `"all"` or a comma-separated list of indexes (`"0,1"`). With
+   * {@link AccelerateOptions.perAccelerator} only `"all"` (a process runs on every accelerator).
+   */
   gpu_ids?: string;
   /** Whether every node is on the same local network. */
   same_network?: boolean;
@@ -433,6 +436,17 @@ function refuseProcessesOtherThanNodes(settings: AccelerateConfig, cluster: Clus
 
 /** Refuses the settings one process per accelerator does not support (yet), naming the field. */
 function refuseUnsupportedPerAccelerator(settings: AccelerateConfig): void {
+  // The node's single-process launcher would set CUDA_VISIBLE_DEVICES to them for every device process.
+  if (settings.gpu_ids !== undefined && settings.gpu_ids !== "all") {
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "accelerate.gpu_ids",
+          message: `expected "all" with one process per accelerator (a process runs on every accelerator of each node), received ${JSON.stringify(settings.gpu_ids)}`,
+        },
+      ],
+    });
+  }
   const field = settings.deepspeed !== undefined ? "deepspeed" : undefined;
   const type = settings.distributed_type;
   if (field === undefined && (type === undefined || PER_ACCELERATOR_TYPES.includes(type))) return;
