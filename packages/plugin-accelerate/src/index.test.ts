@@ -510,6 +510,18 @@ describe("one process per accelerator", () => {
       ],
     );
     expect(() => accelerate({ fsdp: { sharding_strategy: "FULL_SHARD" } }, perAccelerator)).not.toThrow();
+    // accelerate's single-process launcher (the node's, with one process per accelerator) sets
+    // CUDA_VISIBLE_DEVICES to gpu_ids, which every device process inherits, while Skyward starts one
+    // per accelerator of the node: those past the listed GPUs found no device of their own.
+    expect(configurationIssuesOf(() => accelerate({ gpu_ids: "0,1" }, perAccelerator))).toEqual([
+      {
+        path: "accelerate.gpu_ids",
+        message:
+          'expected "all" with one process per accelerator (a process runs on every accelerator of each node), received "0,1"',
+      },
+    ]);
+    expect(() => accelerate({ gpu_ids: "all" }, perAccelerator)).not.toThrow();
+    expect(() => accelerate({ gpu_ids: "0,1" })).not.toThrow();
     expect(
       configurationIssuesOf(() => accelerate({ distributed_type: "XLA" }, perAccelerator))[0]?.path,
     ).toBe("accelerate.distributed_type");

@@ -79,7 +79,10 @@ export interface AccelerateConfig {
   num_processes?: number;
   /** CPU threads per process (`OMP_NUM_THREADS`), passed as `--num_cpu_threads_per_process`. */
   num_cpu_threads_per_process?: number;
-  /** The GPUs each node uses: `"all"` or a comma-separated list of indexes (`"0,1"`). */
+  /**
+   * The GPUs each node uses: `"all"` or a comma-separated list of indexes (`"0,1"`). With
+   * {@link AccelerateOptions.perAccelerator} only `"all"` (a process runs on every accelerator).
+   */
   gpu_ids?: string;
   /** Whether every node is on the same local network. */
   same_network?: boolean;
@@ -369,7 +372,11 @@ export function accelerate(config: AccelerateConfig = {}, options: AccelerateOpt
   // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
   const plugin = Plugin.create("accelerate")
     .withPeerNetwork()
-    .withImageTransform(({ image }) => extendImage(image, { pip: ["accelerate"] }))
+    .withImageTransform(({ image, cluster }) => {
+      // The launcher would refuse it too, but only once every node is provisioned and bootstrapped.
+      if (!perAccelerator) refuseProcessesOtherThanNodes(settings, cluster);
+      return extendImage(image, { pip: ["accelerate"] });
+    })
     .withBootstrap(({ cluster }) => {
       const { nodes, gpusPerNode } = clusterShape(cluster);
       const file = renderAccelerateConfig(settings, nodes, gpusPerNode, perAccelerator);
@@ -409,8 +416,37 @@ const optionsSchema = z.strictObject(
   { error: "expected an options object" },
 );
 
+/**
+ * With one process per node, refuses a `num_processes` no node count of the pool can match (the
+ * transform hook runs before any node is provisioned).
+ */
+function refuseProcessesOtherThanNodes(settings: AccelerateConfig, cluster: Cluster): void {
+  const processes = settings.num_processes;
+  const { min, max } = cluster.spec.nodes;
+  if (processes === undefined || (processes >= min && processes <= max)) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "accelerate.num_processes",
+        message: `expected ${min === max ? min : `${min} to ${max}`} (one process per node), received ${processes}; accelerate(config, { perAccelerator: true }) runs one per accelerator`,
+      },
+    ],
+  });
+}
+
 /** Refuses the settings one process per accelerator does not support (yet), naming the field. */
 function refuseUnsupportedPerAccelerator(settings: AccelerateConfig): void {
+  // The node's single-process launcher would set CUDA_VISIBLE_DEVICES to them for every device process.
+  if (settings.gpu_ids !== undefined && settings.gpu_ids !== "all") {
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "accelerate.gpu_ids",
+          message: `expected "all" with one process per accelerator (a process runs on every accelerator of each node), received ${JSON.stringify(settings.gpu_ids)}`,
+        },
+      ],
+    });
+  }
   const field = settings.deepspeed !== undefined ? "deepspeed" : undefined;
   const type = settings.distributed_type;
   if (field === undefined && (type === undefined || PER_ACCELERATOR_TYPES.includes(type))) return;

@@ -1,7 +1,14 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { image } from "@skyward/core";
-import { applyImageTransforms, isPlugin, type PluginV1, workerModules } from "@skyward/core/contract";
+import { ConfigurationError, image, options, PluginError, spec } from "@skyward/core";
+import {
+  applyImageTransforms,
+  isPlugin,
+  type PluginV1,
+  resolvePoolSpec,
+  workerModules,
+} from "@skyward/core/contract";
+import { jax } from "@skyward/plugin-jax";
 import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { type KerasOptions, keras } from "./index.js";
@@ -51,6 +58,41 @@ describe("keras()", () => {
     expect(issues).toHaveLength(1);
     expect(issues[0]?.path).toBe(path);
     expect(issues[0]?.message).toMatch(message);
+  });
+});
+
+describe("keras() with the JAX backend on several nodes", () => {
+  /** What the image transforms of `plugins` on a pool of `nodes` nodes throw, or undefined. */
+  async function refusal(plugins: PluginV1[], nodes: number | [number, number]): Promise<unknown> {
+    const poolSpec = resolvePoolSpec(spec({ nodes, plugins }), options());
+    try {
+      await applyImageTransforms(plugins, poolSpec.image, fakeCluster({ spec: poolSpec }));
+      return undefined;
+    } catch (error) {
+      return error;
+    }
+  }
+
+  it("is refused before any node starts unless the jax plugin comes first (each node would train a model of its own)", async () => {
+    for (const plugins of [[keras()], [keras({ backend: "jax" }), jax({ cuda: "cpu" })]]) {
+      const error = await refusal(plugins, 2);
+      expect(PluginError.isInstance(error)).toBe(true);
+      const cause = (error as PluginError).cause;
+      expect(ConfigurationError.isInstance(cause)).toBe(true);
+      expect((cause as ConfigurationError).issues).toEqual([
+        {
+          path: "keras.backend",
+          message: expect.stringMatching(/"jax" on 2 nodes needs the jax plugin listed before keras/),
+        },
+      ]);
+    }
+    expect(await refusal([keras()], [1, 3])).toBeDefined();
+  });
+
+  it("is accepted after jax(), on one node, or with another backend", async () => {
+    expect(await refusal([jax({ cuda: "cpu" }), keras()], 2)).toBeUndefined();
+    expect(await refusal([keras()], 1)).toBeUndefined();
+    expect(await refusal([keras({ backend: "torch" })], 2)).toBeUndefined();
   });
 });
 

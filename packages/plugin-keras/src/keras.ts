@@ -4,7 +4,8 @@
  * data-parallel distribution over every device of the pool.
  */
 import { fileURLToPath } from "node:url";
-import { extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
+import { ConfigurationError } from "@skyward/core";
+import { type Cluster, extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** A Keras 3 backend. */
@@ -39,6 +40,28 @@ const optionsSchema = z.strictObject(
 );
 
 /**
+ * With the JAX backend on a pool that may have several nodes, refuses a pool where the jax plugin
+ * does not come before this one (run before any node is provisioned). Without `jax.distributed` up
+ * first the data-parallel distribution spans one node's devices: every node would train a model of
+ * its own on its shard, silently; listed after, jax would initialise after Keras started JAX's backends.
+ */
+function refuseJaxWithoutDistributed(cluster: Cluster): void {
+  const nodes = cluster.spec.nodes?.max ?? 1;
+  if (nodes <= 1) return;
+  const names = (cluster.spec.plugins ?? []).map((plugin) => plugin.name);
+  const jaxAt = names.indexOf("jax");
+  if (jaxAt !== -1 && jaxAt < names.indexOf("keras")) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "keras.backend",
+        message: `"jax" on ${nodes} nodes needs the jax plugin listed before keras (plugins: [jax(), keras()]): without jax.distributed each node would train a model of its own`,
+      },
+    ],
+  });
+}
+
+/**
  * The `keras` plugin. Adds `keras` to every worker's image and sets `KERAS_BACKEND` in the image's
  * environment, so it holds before anything imports Keras. With the `jax` backend and more than one
  * node, each worker's first task sets
@@ -61,8 +84,9 @@ export function keras(options: KerasOptions = {}): PluginV1 {
   // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
   return Plugin.create("keras")
     .withPeerNetwork()
-    .withImageTransform(({ image }) =>
-      extendImage(image, { pip: ["keras"], env: { KERAS_BACKEND: backend } }),
-    )
+    .withImageTransform(({ image, cluster }) => {
+      if (backend === "jax") refuseJaxWithoutDistributed(cluster);
+      return extendImage(image, { pip: ["keras"], env: { KERAS_BACKEND: backend } });
+    })
     .withWorker({ module: WORKER_MODULE, path: WORKER_PATH, config: { backend } });
 }

@@ -24,10 +24,22 @@ def _takes_an_argument(fn: Any) -> bool:
     return bool(positional)
 
 
+def _plain_bool(answer: Any) -> Any:
+    """A numpy bool or a one-element boolean tensor as the Python bool it holds; anything else as is.
+    A check written with numpy or torch (``(temperatures < 85).all()``) answers one of those."""
+    module = type(answer).__module__.split(".", 1)[0]
+    if module == "numpy" and type(answer).__name__ == "bool_":
+        return bool(answer)
+    if module == "torch" and type(answer).__name__ == "Tensor" and str(getattr(answer, "dtype", "")) == "torch.bool":
+        if answer.numel() == 1:
+            return bool(answer.item())
+    return answer
+
+
 def run_check(ref: str) -> "bool | str":
     """Calls the health checker ``ref``: ``True`` when the node is healthy, else the reason."""
     fn = TaskRunner._find(ref)
-    answer = fn(instance_info()) if _takes_an_argument(fn) else fn()
+    answer = _plain_bool(fn(instance_info()) if _takes_an_argument(fn) else fn())
     if answer is True:
         return True
     if isinstance(answer, str) and answer:

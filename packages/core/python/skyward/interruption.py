@@ -102,9 +102,11 @@ def watch(
                     seen.add(key)
                     report(notice)
             failing = False
-        except (OSError, ValueError) as error:
+        except Exception as error:  # noqa: BLE001 - the thread must outlive any bad reply
+            # Not only OSError: a reply cut short raises http.client.IncompleteRead, an odd one
+            # BadStatusLine or a non-object JSON; ending here, the node heard of no interruption again.
             if not failing:  # once per run of failures, not every interval
-                log(f"reading interruption notices failed: {error}")
+                log(f"reading interruption notices failed: {type(error).__name__}: {error}")
             failing = True
         stop.wait(interval)
 

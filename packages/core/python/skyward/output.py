@@ -318,6 +318,31 @@ def _muted(streams: tuple[int, ...], only: Only | None) -> Iterator[None]:
 
 
 def _filtering(fn: F, streams: tuple[int, ...], only: Only | None) -> F:
+    # An async function returns its coroutine (or async generator) before any of it runs: the
+    # filter has to be around the awaiting, not the call.
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def coroutine_wrapper(*args: Any, **kwargs: Any) -> Any:
+            with _muted(streams, only):
+                return await fn(*args, **kwargs)
+
+        return coroutine_wrapper  # type: ignore[return-value]
+
+    if inspect.isasyncgenfunction(fn):
+
+        @functools.wraps(fn)
+        async def async_generator_wrapper(*args: Any, **kwargs: Any) -> Any:
+            inner = fn(*args, **kwargs)
+            with _muted(streams, only):
+                try:
+                    async for item in inner:
+                        yield item
+                finally:
+                    await inner.aclose()  # a stream stopped early: the task's own finally blocks run now
+
+        return async_generator_wrapper  # type: ignore[return-value]
+
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)

@@ -160,7 +160,16 @@ def _to_wire_other(value: Any, path: str) -> Any:
             ref["value"] = to_wire(value.carried, path)
         return {"$r": ref}
     # Arrays ($a), tables ($t), any other object pickled ($o): see skyward.values.
-    special = encode_special(value, path)
+    try:
+        special = encode_special(value, path)
+    except SerializationError:
+        raise
+    except Exception as error:
+        # A converter's own error (Arrow refusing a column, a library's array export): reported as
+        # this value's serialisation error; escaping, it would leave the task without an answer.
+        raise SerializationError(
+            path, _type_name(value), f"cannot send a value of type {_type_name(value)}: {type(error).__name__}: {error}"
+        ) from None
     return special if type(special) is dict else to_wire(special, path)
 
 

@@ -30,6 +30,23 @@ PULL_REF = "skyward.refs:pull"
 
 #: how long a fetch may wait for the peer to connect and answer its header, in seconds
 _CONNECT_TIMEOUT = 30.0
+#: how long a fetch waits for the next bytes of the body, in seconds: a holder the cloud reclaimed
+#: mid-transfer sends no FIN, and without it the pull (and the task needing the reference) waited for ever
+_STALL_TIMEOUT = 30.0
+#: how much of the body one read asks for
+_READ_CHUNK = 1 << 20
+
+
+async def _read_body(reader: asyncio.StreamReader, length: int) -> bytes:
+    """``length`` bytes of a reference's pickle; ``asyncio.TimeoutError`` when the peer sends nothing
+    for :data:`_STALL_TIMEOUT` (a long transfer that keeps moving is never cut short)."""
+    body = bytearray()
+    while len(body) < length:
+        chunk = await asyncio.wait_for(reader.read(min(_READ_CHUNK, length - len(body))), _STALL_TIMEOUT)
+        if not chunk:
+            raise asyncio.IncompleteReadError(bytes(body), length)
+        body += chunk
+    return bytes(body)
 
 
 class RefPeers:
@@ -138,7 +155,7 @@ class RefPeers:
             length, type_name, size = header.get("length"), header.get("type"), header.get("size")
             if type(length) is not int or type(type_name) is not str or type(size) is not int or length < 0:
                 raise ValueError("the peer's header is malformed")
-            data = await reader.readexactly(length)
+            data = await _read_body(reader, length)
         finally:
             writer.close()
         self.fetched += len(data)

@@ -77,12 +77,18 @@ def shard(
     ``drop_last=True`` they get equal contiguous blocks and the tail is dropped. ``shuffle`` uses
     ``seed`` so every node computes the same permutation: the slices stay disjoint and together
     cover everything. Several arguments are split the same way and returned as a tuple; arguments of
-    different lengths are each split on their own. ``node``/``total_nodes`` override the worker's
-    place (and make ``shard`` usable anywhere).
+    different lengths are each split on their own. With several workers per node (one per
+    accelerator) the slices are per worker: rank ``global_worker_index`` of ``total_workers``.
+    ``node``/``total_nodes`` override the worker's place (and make ``shard`` usable anywhere).
     """
     if not data:
         raise TypeError("shard() needs at least one sequence, array or tensor")
-    if node is None or total_nodes is None:
+    if node is None and total_nodes is None:
+        # Each worker is a rank of its own: with several per node (one per accelerator) the ranks
+        # of one node must not all get that node's slice. With one per node this is the node's place.
+        info = instance_info()
+        node, total_nodes = info.global_worker_index, info.total_workers
+    elif node is None or total_nodes is None:
         info = instance_info()
         node = info.node if node is None else node
         total_nodes = info.total_nodes if total_nodes is None else total_nodes

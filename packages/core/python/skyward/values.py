@@ -244,11 +244,11 @@ def encode_special(value: Any, path: str) -> Any:
             return encode_array(value, path)
         item = getattr(value, "item", None)  # a numpy scalar: a plain number
         if callable(item) and getattr(value, "ndim", None) == 0:
-            return item()
+            plain = item()
+            # A long double's item() is itself (no Python number holds it): pickled, not sent again.
+            return encode_object(value, path) if type(plain) is type(value) else plain
     if root == "torch" and type(value).__name__ in ("Tensor", "Parameter"):
-        if getattr(value, "device", None) is not None and value.device.type == "cpu" and not value.requires_grad:
-            return encode_array(value.numpy(), path)
-        return encode_object(value, path)  # a tensor on an accelerator (or with grad): pickled
+        return encode_tensor(value, path)
     if root == "pandas" and type(value).__name__ == "DataFrame":
         return encode_table(value, "pandas", path)
     if root == "pyarrow" and type(value).__name__ in ("Table", "RecordBatch"):
@@ -256,10 +256,34 @@ def encode_special(value: Any, path: str) -> Any:
     return encode_object(value, path)
 
 
+def _wire_dtype(dtype: Any) -> str | None:
+    """The wire dtype name of a numpy dtype (``None`` for kinds the wire has no name for)."""
+    size = dtype.itemsize
+    return {"b": "bool", "i": f"int{size * 8}", "u": f"uint{size * 8}", "f": f"float{size * 8}"}.get(dtype.kind)
+
+
+def encode_tensor(tensor: Any, path: str) -> Any:
+    """A CPU tensor without grad as an array; any other (on an accelerator, with grad, or of elements
+    the wire has no dtype for: bfloat16, complex, quantized, sparse) pickled, as the tensor."""
+    if getattr(tensor, "device", None) is not None and tensor.device.type == "cpu" and not tensor.requires_grad:
+        try:
+            array = tensor.numpy()
+        except (TypeError, RuntimeError):  # numpy has no such elements or layout, or a conjugate bit is set
+            array = None
+        if array is not None and _wire_dtype(array.dtype) in DTYPES:
+            return encode_array(array, path)
+    # A tensor's pickle leaves out its lazy conjugate and negative bits (the values come back
+    # conjugated): they are applied first.
+    if callable(getattr(tensor, "is_conj", None)) and tensor.is_conj():
+        tensor = tensor.resolve_conj()
+    if callable(getattr(tensor, "is_neg", None)) and tensor.is_neg():
+        tensor = tensor.resolve_neg()
+    return encode_object(tensor, path)
+
+
 def encode_array(array: Any, path: str) -> Any:
     kind = array.dtype.kind
-    size = array.dtype.itemsize
-    name = {"b": "bool", "i": f"int{size * 8}", "u": f"uint{size * 8}", "f": f"float{size * 8}"}.get(kind)
+    name = _wire_dtype(array.dtype)
     if name not in DTYPES:
         if kind in "OUSVMmc":
             return encode_object(array, path)  # objects, strings, datetimes, complex: pickled

@@ -125,6 +125,16 @@ def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _write_log(stream: Any, node: int, text: str) -> None:
+    """One line of the worker's own log on its original stderr (nothing when it is gone)."""
+    if stream is not None:
+        try:
+            stream.write(f"[skyward worker {node}] {text}\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
 class Worker:
     """The worker: its connections, and the parts it wires (see the module's docstring)."""
 
@@ -246,13 +256,9 @@ class Worker:
         self._track(self.loop.create_task(self.stop(f"preempted ({signal_name})", interrupted=True)))
 
     def log(self, text: str) -> None:
-        stream = self._originals[1]
-        if stream is not None:
-            try:
-                stream.write(f"[skyward worker {self.node}] {text}\n")
-                stream.flush()
-            except (OSError, ValueError):
-                pass
+        # The worker's stderr is its log file on a node: what it quotes (a command's stderr, a
+        # plugin's exception) may hold a secret it was given. (No cluster yet while it is being built.)
+        _write_log(self._originals[1], self.node, self.cluster.secret_mask.mask(text) if hasattr(self, "cluster") else text)
 
     async def stop(self, reason: str, self_destruct: bool = False, interrupted: bool = False) -> None:
         if not self.lifetime.begin_stop():

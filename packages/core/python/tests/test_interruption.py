@@ -14,7 +14,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -27,6 +27,8 @@ class FakeImds:
     def __init__(self) -> None:
         self.notices: Dict[str, dict] = {}
         self.requests: List[tuple] = []
+        #: answers still to cut short: a status line and headers, then less body than announced
+        self.truncated = 0
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,6 +44,14 @@ class FakeImds:
                 self.wfile.write(data)
 
             def do_PUT(self) -> None:
+                if fake.truncated > 0:
+                    fake.truncated -= 1
+                    self.send_response(200)
+                    self.send_header("Content-Length", "64")
+                    self.end_headers()
+                    self.wfile.write(b"tok")
+                    self.close_connection = True
+                    return
                 if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
                     self._reply(200, "token-1")
                 else:
@@ -81,18 +91,25 @@ def test_no_notice_then_a_spot_action_and_a_rebalance(imds: FakeImds) -> None:
     assert all(status != 401 for _, _, status in imds.requests)
 
 
-def test_the_watch_reports_each_notice_once_and_stops(imds: FakeImds) -> None:
+def _watch_for_a_spot_action(imds: FakeImds, action: str, seconds: float) -> Tuple[List[dict], List[str], threading.Event]:
+    """Starts the watch, plants a spot action and waits up to ``seconds`` for its report; the
+    reports, the log lines and the event that stops the watch."""
     reported: List[dict] = []
     logs: List[str] = []
     stop = interruption.start(f"aws-imds={imds.url}", 0.05, reported.append, logs.append)
+    imds.notices["/latest/meta-data/spot/instance-action"] = {"action": action, "time": "2026-11-24T18:00:00Z"}
+    waited = threading.Event()
+    for _ in range(int(seconds / 0.02)):
+        if reported:
+            break
+        waited.wait(0.02)
+    return reported, logs, stop
+
+
+def test_the_watch_reports_each_notice_once_and_stops(imds: FakeImds) -> None:
+    reported, _, stop = _watch_for_a_spot_action(imds, "stop", 2)
     try:
-        imds.notices["/latest/meta-data/spot/instance-action"] = {"action": "stop", "time": "2026-11-24T18:00:00Z"}
-        deadline = threading.Event()
-        for _ in range(100):
-            if reported:
-                break
-            deadline.wait(0.02)
-        deadline.wait(0.3)  # several more polls: still reported once
+        threading.Event().wait(0.3)  # several more polls: still reported once
         assert reported == [{"kind": "spot-instance-action", "action": "stop", "time": "2026-11-24T18:00:00Z"}]
     finally:
         stop.set()
@@ -108,6 +125,18 @@ def test_an_unreachable_endpoint_is_logged_once_not_raised() -> None:
     stop.set()
     thread.join(5)
     assert len(logs) == 1 and "reading interruption notices failed" in logs[0]
+
+
+def test_a_reply_cut_short_is_logged_and_the_watch_goes_on(imds: FakeImds) -> None:
+    # A connection dropped mid-reply raises http.client.IncompleteRead, which is no OSError: before,
+    # it ended the polling thread, and the node heard of no interruption for the rest of its life.
+    imds.truncated = 2
+    reported, logs, stop = _watch_for_a_spot_action(imds, "terminate", 30)
+    try:
+        assert reported == [{"kind": "spot-instance-action", "action": "terminate", "time": "2026-11-24T18:00:00Z"}]
+        assert len(logs) == 1 and "reading interruption notices failed" in logs[0]
+    finally:
+        stop.set()
 
 
 def test_an_unknown_source_is_refused() -> None:

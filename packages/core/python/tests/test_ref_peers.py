@@ -102,3 +102,54 @@ def test_serving_needs_the_cluster_message(pair: Tuple[WorkerProcess, WorkerProc
         finally:
             client.close()
     assert answer["t"] == "error" and "the cluster message has not arrived yet" in answer["message"]
+
+
+class StallingPeer:
+    """A holder that froze mid-transfer, as a node the cloud reclaimed does: it speaks the peer
+    protocol (docs/protocol.md, _Remote references_) up to the header and the body's first bytes,
+    then sends nothing more and keeps the connection open (a machine that is gone sends no FIN)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.held: list = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import os
+
+        from skyward import peer_auth
+
+        sock, _ = self.listener.accept()
+        self.held.append(sock)
+        sock.sendall(os.urandom(peer_auth.NONCE_BYTES))
+        peer_auth.read_frame_blocking(sock)
+        sock.sendall(peer_auth.frame({"ok": True, "type": "bytes", "size": 1 << 20, "length": 1 << 20}))
+        sock.sendall(b"x" * 1024)
+
+    def close(self) -> None:
+        for sock in self.held:
+            sock.close()
+        self.listener.close()
+
+
+def test_a_holder_that_stops_sending_mid_transfer_fails_the_pull(clients: Tuple[Client, Client]) -> None:
+    _, one = clients
+    peer = StallingPeer()
+    # Answered as the TypeScript client does, so the worker keeps the connection while the pull waits.
+    one.on_message = lambda message: one.send({"t": "pong", "ts": message["ts"]}) if message["t"] == "ping" else None
+    try:
+        # Before: the body was read with no deadline, so the pull (and the task waiting for the
+        # reference) waited for ever on a holder that was gone.
+        one.submit("stalled-pull", "skyward.refs:pull", {"id": "r0-00000000000000aa", "addr": "127.0.0.1",
+                                                         "port": peer.port})
+        stalled = one.terminal("stalled-pull", timeout=120)
+    finally:
+        one.on_message = None
+        peer.close()
+    assert stalled["t"] == "error" and stalled["type"] == "RemoteRefError", stalled
+    assert "could not fetch r0-00000000000000aa from 127.0.0.1" in stalled["message"]
+    assert "r0-00000000000000aa" not in one.value("skyward.refs:held")["ids"]

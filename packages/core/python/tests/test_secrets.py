@@ -5,6 +5,7 @@ no process's command line."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Iterator, List
 
@@ -98,3 +99,22 @@ def test_the_mask_hides_every_value_longest_first() -> None:
     assert mask.mask("x abcdef y abc") == f"x {REDACTED} y {REDACTED}"
     mask.add({"LONG": "rotated"})
     assert mask.mask("abcdef rotated") == f"{REDACTED} {REDACTED}"
+
+
+def test_a_secret_in_the_workers_own_log_is_masked() -> None:
+    value = SECRETS["SKYTEST_DB_PASSWORD"]
+    # A custom metric whose command fails, its stderr showing a secret it was given: the worker's
+    # log line quoted that stderr as it was (the worker's stderr is its log file on a node).
+    failing = {"collector": "custom", "name": "probe", "interval": 0.1,
+               "command": 'echo "login failed for $SKYTEST_DB_PASSWORD" >&2; exit 3'}
+    with WorkerProcess("--concurrency", "1") as process:
+        client = connect(process, secrets=SECRETS, metrics=[failing])
+        try:
+            deadline = time.monotonic() + 60
+            while not any("custom metric 'probe'" in line for line in process.stderr_lines):
+                assert time.monotonic() < deadline, process.stderr_lines
+                time.sleep(0.05)
+        finally:
+            client.close()
+        [line] = [line for line in process.stderr_lines if "custom metric 'probe'" in line]
+        assert f"login failed for {REDACTED}" in line and value not in "".join(process.stderr_lines)

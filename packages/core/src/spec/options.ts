@@ -77,8 +77,8 @@ export type PythonFunctionReference = string | { readonly ref: string };
 /** A health checker with its schedule: `{ check: sky.python("health:gpu_ok"), interval: 10 }`. */
 export interface HealthCheckerInput {
   /**
-   * The check, a Python function run on each node: it returns `True` when the node is healthy, or a
-   * string saying what is wrong. It may take the node's `instance_info()` as its one argument.
+   * The check, a Python function run on each node: it returns `True` (or a numpy bool or one-element
+   * boolean tensor that is true) when the node is healthy, or a string saying what is wrong. It may take the node's `instance_info()` as its one argument.
    */
   check: PythonFunctionReference;
   /** Seconds between checks (also after a check that raised or timed out). Default 30. */
