@@ -118,6 +118,11 @@ _here = threading.local()
 DONT_WAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
 
+def writing_now() -> bool:
+    """Whether this thread is inside a :class:`writing_here` block (it writes its queued frames itself)."""
+    return getattr(_here, "owed", None) is not None
+
+
 class writing_here:
     """Frames queued on a :class:`PeerThread` inside this block are written by this thread once it
     leaves the block (outside the store's lock, which is taken and let go inside it), instead of
@@ -359,4 +364,4 @@ class CopyChannel:
 
 
 __all__ = ["CopyChannel", "PeerThread", "read_messages", "send_all", "start_thread", "take_socket", "tune",
-           "writing_here"]
+           "writing_here", "writing_now"]
