@@ -159,7 +159,10 @@ class PeerThread:
         self._sock = sock
         self._what = what
         self._log = log
-        self._queued = threading.Condition(threading.Lock())
+        #: taken as ``with self._queue_lock`` (the C lock: ``Condition.__enter__`` is a Python call,
+        #: and these are taken several times per write); ``_queued`` waits and notifies on it
+        self._queue_lock = threading.Lock()
+        self._queued = threading.Condition(self._queue_lock)
         self._frames: List[bytes] = []
         #: a thread writes the queue now (the sender thread, or one in :meth:`write_queued`): frames
         #: queued meanwhile are its to write, so they go in the order they were queued
@@ -174,7 +177,7 @@ class PeerThread:
 
     def send_message(self, message: Dict[str, Any]) -> None:
         data = collection_frames.pack(message)  # the store's values are native
-        with self._queued:
+        with self._queue_lock:
             if self._sending_ended:
                 return  # the reader saw (or will see) the end
             self._queue(data)
@@ -196,7 +199,7 @@ class PeerThread:
         """Writes the queued frames on this thread, as far as the socket takes them without waiting;
         what is left (a peer that reads slowly or not at all, a failed write) is the sender
         thread's, whose deadline ends the connection."""
-        with self._queued:
+        with self._queue_lock:
             if self._sending or not self._frames or self._sending_ended:
                 return
             self._sending = True
@@ -209,7 +212,7 @@ class PeerThread:
                     written += self._sock.send(memoryview(data)[written:], DONT_WAIT)
             except OSError:  # full (BlockingIOError), or failed: the sender thread writes it, or says why not
                 pass
-            with self._queued:
+            with self._queue_lock:
                 if written < len(data):
                     self._frames.insert(0, data[written:])
                     self._sending = False
@@ -222,7 +225,7 @@ class PeerThread:
 
     def _write(self) -> None:
         while True:
-            with self._queued:
+            with self._queue_lock:
                 while (not self._frames or self._sending) and not self._sending_ended:
                     self._queued.wait()
                 if self._sending_ended:
@@ -237,7 +240,7 @@ class PeerThread:
                 self._close()
                 return
             finally:
-                with self._queued:
+                with self._queue_lock:
                     self._sending = False
 
     def handle(self, message: Dict[str, Any]) -> None:
@@ -258,7 +261,7 @@ class PeerThread:
     def _close(self, release: bool = True) -> None:
         """Ends the connection: nothing more is sent, a blocked read returns; ``release``: the
         socket is closed too."""
-        with self._queued:
+        with self._queue_lock:
             self._sending_ended = True
             self._frames = []
             self._queued.notify()

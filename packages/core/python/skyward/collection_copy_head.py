@@ -62,7 +62,10 @@ class HeadChannel(PeerThread):
         #: this end's send, one object (the replication compares it by identity)
         self.send: Callable[[Dict[str, Any]], None] = self.send_message
         self._decoder = decoder()
-        self._role = threading.Condition(threading.Lock())
+        #: taken as ``with self._role_lock`` (the C lock, as :class:`PeerThread`'s ``_queue_lock``);
+        #: ``_role`` waits and notifies on it
+        self._role_lock = threading.Lock()
+        self._role = threading.Condition(self._role_lock)
         #: the thread reading now (None: nobody)
         self._reader: threading.Thread | None = None
         #: frames queued that the node has not answered yet (each gets one ``acked`` or ``superseded``)
@@ -81,7 +84,7 @@ class HeadChannel(PeerThread):
         self._waiters = 0
 
     def send_message(self, message: Dict[str, Any]) -> None:
-        with self._role:
+        with self._role_lock:
             self._unanswered += 1
             if not writing_now():  # the sender thread writes it: no thread here waits to read its ack
                 self._leave_to_own()
@@ -89,7 +92,7 @@ class HeadChannel(PeerThread):
 
     def write_queued(self) -> None:
         super().write_queued()
-        with self._role:  # a thread that wrote frames here and reads none of their acks (it got its answer)
+        with self._role_lock:  # a thread that wrote frames here and reads none of their acks (it got its answer)
             self._leave_to_own()
 
     def _leave_to_own(self) -> None:
@@ -110,7 +113,7 @@ class HeadChannel(PeerThread):
         """Takes the turn to read for a frame about to be written, when nobody reads now (so the
         channel's own thread leaves it to this one); the thread then calls :meth:`wait_acks` with
         ``claimed`` this answer."""
-        with self._role:
+        with self._role_lock:
             if self._reader is not None or self._broken or not self._unanswered:
                 return False
             self._reader = threading.current_thread()
@@ -124,7 +127,7 @@ class HeadChannel(PeerThread):
         caller then waits as before. Whoever makes ``done()`` true off this channel's reading calls
         :meth:`wake`."""
         if not claimed:
-            with self._role:
+            with self._role_lock:
                 self._waiters += 1
                 try:
                     while True:
@@ -142,7 +145,7 @@ class HeadChannel(PeerThread):
             while not done() and self._unanswered and self._read_some(block=True):
                 pass
         finally:
-            with self._role:
+            with self._role_lock:
                 self._reader = None
                 self._leave_to_own()
                 self._role.notify_all()
@@ -152,7 +155,7 @@ class HeadChannel(PeerThread):
         waiting for its turn is woken; the reader sees it when its ``recv`` returns."""
         if self._reader is threading.current_thread():
             return  # the reader itself: it looks at ``done()`` next, and wakes the others after its read
-        with self._role:
+        with self._role_lock:
             self._role.notify_all()
 
     def _read_some(self, block: bool) -> bool:
@@ -178,14 +181,14 @@ class HeadChannel(PeerThread):
             for message in messages:
                 self.handle(message)
         if self._waiters:  # read after the answers went: a thread counted later sees its answer
-            with self._role:
+            with self._role_lock:
                 self._role.notify_all()  # the threads whose answers came
         return True
 
     def _end_seen(self, error: BaseException | None) -> None:
         if error is not None:
             self._log(f"the {self._what} failed: {type(error).__name__}")
-        with self._role:
+        with self._role_lock:
             self._broken = True
             self._role.notify_all()
         try:
@@ -196,7 +199,7 @@ class HeadChannel(PeerThread):
     def handle(self, message: Dict[str, Any]) -> None:
         kind = message.get("t")
         if kind in ("acked", "superseded"):
-            with self._role:
+            with self._role_lock:
                 self._unanswered = max(0, self._unanswered - 1)
         if kind == "acked":
             self._acked(self.send, message.get("seq"))
@@ -219,7 +222,7 @@ class HeadChannel(PeerThread):
                 events = 0
                 for _fd, each in readable.poll():  # the end, an error, or (armed) data
                     events |= each
-                with self._role:
+                with self._role_lock:
                     if self._reader is not None and self._watch is not None and not events & _END:
                         # A task's thread reads (what woke this one, too): it leaves what is left
                         # to this thread as it goes (``_leave_to_own``); no waiting for its turn here,
@@ -235,7 +238,7 @@ class HeadChannel(PeerThread):
                     if not self._read_some(block=False):
                         break
                 finally:
-                    with self._role:
+                    with self._role_lock:
                         self._reader = None
                         self._arm(bool(self._unanswered))  # off once all is answered: no wake-ups with a task's acks
                         self._role.notify_all()
@@ -246,7 +249,7 @@ class HeadChannel(PeerThread):
                 self._sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-            with self._role:
+            with self._role_lock:
                 self._broken = True
                 self._role.notify_all()
                 while self._reader is not None:
