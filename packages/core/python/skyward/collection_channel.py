@@ -71,10 +71,17 @@ def send_all(sock: socket.socket, data: bytes, limit: float | None = None) -> No
     """Writes all of ``data`` or raises ``TimeoutError`` once it has taken longer than ``limit``
     seconds (by default :data:`SEND_TIMEOUT` plus a second per MiB). ``sendall`` cannot bound this:
     its ``SO_SNDTIMEO`` limits each write, and a stopped peer whose window opens a little now and
-    then keeps restarting it."""
+    then keeps restarting it. A frame the socket takes at once (nearly every one) is one ``send``
+    (the deadline starts after it: at most :data:`_SEND_POLL` seconds later)."""
+    try:
+        written = sock.send(data)
+    except BlockingIOError:  # SO_SNDTIMEO passed with nothing written
+        written = 0
+    if written == len(data):
+        return
     allowed = limit if limit is not None else SEND_TIMEOUT + len(data) / _SEND_SLOW_BYTES
     deadline = time.monotonic() + allowed
-    view = memoryview(data)
+    view = memoryview(data)[written:]
     while view:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the peer took no more of a {len(data)}-byte frame for {allowed:.0f} s")
