@@ -4,7 +4,8 @@ as a node holding the copy does, and a node-1 process whose task thread sends it
 connection of its own (``collection_direct``). Prints microseconds per strong counter increment and
 per lock acquire + release, timed in a task thread on the head and on node 1, beside the floor: a
 blocking 1-byte echo between two processes; and the head process's CPU per operation (an increment,
-or half a lock cycle), which a busy machine sways less than the wall-clock figures. A profiling aid for the far bench's collection rows
+or half a lock cycle) and its task thread's own, which a busy machine sways less than the wall-clock
+figures. A profiling aid for the far bench's collection rows
 (docs/benchmarks.md, "The far client"); figures are printed, never asserted.
 
     python packages/core/bench/collection_loopback.py [--ops 2000] [--rounds 3]
@@ -166,9 +167,10 @@ def main() -> None:
         return future.result()
 
     operations = flags.ops * flags.rounds * 3  # an increment, or half a lock cycle
-    spent = _cpu_seconds()
+    spent, spent_here = _cpu_seconds(), time.thread_time_ns()
     on_head = _timed(call, flags.ops, flags.rounds)
     head_cpu = {"head": (_cpu_seconds() - spent) / operations * 1e6}
+    task_thread_cpu = (time.thread_time_ns() - spent_here) / operations / 1000
 
     direct_listener = socket.create_server(("127.0.0.1", 0))
     results = context.Queue()
@@ -186,6 +188,7 @@ def main() -> None:
         for what, value in figures.items():
             print(f"{what:>9} in a task on {where:<6}: {value:7.1f} µs = {value / floor:5.1f}× the floor")
         print(f"the head process's CPU per operation (tasks on {where}): {head_cpu[where]:.1f} µs")
+    print(f"the head's task thread's own CPU per operation: {task_thread_cpu:.1f} µs")
 
 
 def _cpu_seconds() -> float:
