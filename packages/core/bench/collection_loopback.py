@@ -3,7 +3,9 @@ its copy channel, as a head worker holds them), a replica process answering ``re
 as a node holding the copy does, and a node-1 process whose task thread sends its operations on a
 connection of its own (``collection_direct``). Prints microseconds per strong counter increment and
 per lock acquire + release, timed in a task thread on the head and on node 1, beside the floor: a
-blocking 1-byte echo between two processes. A profiling aid for the far bench's collection rows
+blocking 1-byte echo between two processes; and the head process's CPU per operation (an increment,
+or half a lock cycle) and its task thread's own, which a busy machine sways less than the wall-clock
+figures. A profiling aid for the far bench's collection rows
 (docs/benchmarks.md, "The far client"); figures are printed, never asserted.
 
     python packages/core/bench/collection_loopback.py [--ops 2000] [--rounds 3]
@@ -16,6 +18,7 @@ import asyncio
 import concurrent.futures
 import multiprocessing
 import os
+import resource
 import socket
 import sys
 import threading
@@ -101,8 +104,13 @@ def _node1(port: int, ops: int, rounds: int, results: Any) -> None:
         request_id = next(ids)
         send_all(sock, pack({"t": "op", "id": request_id, "owner": "1/task", "op": op}, wire=True))
         while True:
-            data = sock.recv(262144)
-            for messages in decoder.feed(data):
+            if hasattr(decoder, "get_buffer"):  # into the decoder's memory, as DirectCaller reads
+                with decoder.get_buffer() as buffer:
+                    count = sock.recv_into(buffer)
+                batches = decoder.buffer_updated(count)
+            else:  # a runtime before it
+                batches = decoder.feed(sock.recv(262144))
+            for messages in batches:
                 for message in messages:
                     if message.get("id") == request_id:
                         return message_answer(message)
@@ -158,7 +166,11 @@ def main() -> None:
             head.apply("0/task", op, future.set_result, ("direct", next(ids)), threadsafe=True)
         return future.result()
 
+    operations = flags.ops * flags.rounds * 3  # an increment, or half a lock cycle
+    spent, spent_here = _cpu_seconds(), time.thread_time_ns()
     on_head = _timed(call, flags.ops, flags.rounds)
+    head_cpu = {"head": (_cpu_seconds() - spent) / operations * 1e6}
+    task_thread_cpu = (time.thread_time_ns() - spent_here) / operations / 1000
 
     direct_listener = socket.create_server(("127.0.0.1", 0))
     results = context.Queue()
@@ -166,13 +178,23 @@ def main() -> None:
                             daemon=True)
     node1.start()
     connection, _ = direct_listener.accept()
+    spent = _cpu_seconds()
     DirectConnection(connection, lambda: head, lambda: None, print).start(b"")
     _, on_node1 = results.get(timeout=600)
+    head_cpu["node 1"] = (_cpu_seconds() - spent) / operations * 1e6
 
     print(f"floor (1-byte echo between two processes): {floor:.1f} µs")
     for where, figures in (("head", on_head), ("node 1", on_node1)):
         for what, value in figures.items():
             print(f"{what:>9} in a task on {where:<6}: {value:7.1f} µs = {value / floor:5.1f}× the floor")
+        print(f"the head process's CPU per operation (tasks on {where}): {head_cpu[where]:.1f} µs")
+    print(f"the head's task thread's own CPU per operation: {task_thread_cpu:.1f} µs")
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time (all its threads): less swayed by a busy machine than the wall's."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _free_port() -> int:

@@ -71,10 +71,17 @@ def send_all(sock: socket.socket, data: bytes, limit: float | None = None) -> No
     """Writes all of ``data`` or raises ``TimeoutError`` once it has taken longer than ``limit``
     seconds (by default :data:`SEND_TIMEOUT` plus a second per MiB). ``sendall`` cannot bound this:
     its ``SO_SNDTIMEO`` limits each write, and a stopped peer whose window opens a little now and
-    then keeps restarting it."""
+    then keeps restarting it. A frame the socket takes at once (nearly every one) is one ``send``
+    (the deadline starts after it: at most :data:`_SEND_POLL` seconds later)."""
+    try:
+        written = sock.send(data)
+    except BlockingIOError:  # SO_SNDTIMEO passed with nothing written
+        written = 0
+    if written == len(data):
+        return
     allowed = limit if limit is not None else SEND_TIMEOUT + len(data) / _SEND_SLOW_BYTES
     deadline = time.monotonic() + allowed
-    view = memoryview(data)
+    view = memoryview(data)[written:]
     while view:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the peer took no more of a {len(data)}-byte frame for {allowed:.0f} s")
@@ -118,6 +125,11 @@ _here = threading.local()
 DONT_WAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
 
+def writing_now() -> bool:
+    """Whether this thread is inside a :class:`writing_here` block (it writes its queued frames itself)."""
+    return getattr(_here, "owed", None) is not None
+
+
 class writing_here:
     """Frames queued on a :class:`PeerThread` inside this block are written by this thread once it
     leaves the block (outside the store's lock, which is taken and let go inside it), instead of
@@ -154,7 +166,10 @@ class PeerThread:
         self._sock = sock
         self._what = what
         self._log = log
-        self._queued = threading.Condition(threading.Lock())
+        #: taken as ``with self._queue_lock`` (the C lock: ``Condition.__enter__`` is a Python call,
+        #: and these are taken several times per write); ``_queued`` waits and notifies on it
+        self._queue_lock = threading.Lock()
+        self._queued = threading.Condition(self._queue_lock)
         self._frames: List[bytes] = []
         #: a thread writes the queue now (the sender thread, or one in :meth:`write_queued`): frames
         #: queued meanwhile are its to write, so they go in the order they were queued
@@ -169,7 +184,7 @@ class PeerThread:
 
     def send_message(self, message: Dict[str, Any]) -> None:
         data = collection_frames.pack(message)  # the store's values are native
-        with self._queued:
+        with self._queue_lock:
             if self._sending_ended:
                 return  # the reader saw (or will see) the end
             self._queue(data)
@@ -191,7 +206,7 @@ class PeerThread:
         """Writes the queued frames on this thread, as far as the socket takes them without waiting;
         what is left (a peer that reads slowly or not at all, a failed write) is the sender
         thread's, whose deadline ends the connection."""
-        with self._queued:
+        with self._queue_lock:
             if self._sending or not self._frames or self._sending_ended:
                 return
             self._sending = True
@@ -204,7 +219,7 @@ class PeerThread:
                     written += self._sock.send(memoryview(data)[written:], DONT_WAIT)
             except OSError:  # full (BlockingIOError), or failed: the sender thread writes it, or says why not
                 pass
-            with self._queued:
+            with self._queue_lock:
                 if written < len(data):
                     self._frames.insert(0, data[written:])
                     self._sending = False
@@ -217,7 +232,7 @@ class PeerThread:
 
     def _write(self) -> None:
         while True:
-            with self._queued:
+            with self._queue_lock:
                 while (not self._frames or self._sending) and not self._sending_ended:
                     self._queued.wait()
                 if self._sending_ended:
@@ -232,7 +247,7 @@ class PeerThread:
                 self._close()
                 return
             finally:
-                with self._queued:
+                with self._queue_lock:
                     self._sending = False
 
     def handle(self, message: Dict[str, Any]) -> None:
@@ -253,7 +268,7 @@ class PeerThread:
     def _close(self, release: bool = True) -> None:
         """Ends the connection: nothing more is sent, a blocked read returns; ``release``: the
         socket is closed too."""
-        with self._queued:
+        with self._queue_lock:
             self._sending_ended = True
             self._frames = []
             self._queued.notify()
@@ -359,4 +374,4 @@ class CopyChannel:
 
 
 __all__ = ["CopyChannel", "PeerThread", "read_messages", "send_all", "start_thread", "take_socket", "tune",
-           "writing_here"]
+           "writing_here", "writing_now"]

@@ -5,15 +5,32 @@ channel's own thread (docs/protocol.md, "Distributed collections")."""
 
 from __future__ import annotations
 
-import os
 import select
 import socket
+import struct
 import threading
 from typing import Any, Callable, Dict
 
-from .collection_channel import DONT_WAIT, PeerThread, start_thread, writing_here
+from .collection_channel import DONT_WAIT, PeerThread, start_thread, writing_here, writing_now
 from .collection_frames import decoder
 from .protocol import ProtocolError
+
+#: seconds a reader blocked on the socket waits before looking whether its answer came another way
+#: (the client's verdict that the node is lost, a newer holder: answers that take seconds already)
+_READ_LOOK = 0.1
+#: what the channel's own thread always watches for: the peer's end (a node leaving for a newer
+#: holder shuts the connection after its ``superseded``), or an error
+_END = getattr(select, "EPOLLRDHUP", 0) | getattr(select, "EPOLLHUP", 0) | getattr(select, "EPOLLERR", 0)
+
+
+def _look_every(sock: socket.socket, seconds: float) -> None:
+    """A blocking read on ``sock`` returns (``BlockingIOError``) after ``seconds`` with nothing read."""
+    whole = int(seconds)
+    try:  # a struct timeval; where the platform's differs, a blocked read waits for data or the end
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                        struct.pack("ll", whole, int((seconds - whole) * 1_000_000)))
+    except OSError:
+        pass
 
 
 class HeadChannel(PeerThread):
@@ -25,44 +42,41 @@ class HeadChannel(PeerThread):
     as it leaves for a newer holder) on the channel's own thread, or on a thread of its own when a
     task's thread read it (following the newer holder may wait on an old one).
 
-    One thread reads at a time (``_reader``). The channel's own thread waits for the socket to be
-    readable and reads only while no other thread does, so a task thread waiting for its write's
-    ack reads it itself: the node's answer wakes the one thread that wanted it. While another
-    thread reads, the channel's own thread's watch on the socket is off (``epoll``, where there is
-    one; elsewhere it wakes too, finds the reading taken, and waits for it to end): a wake-up it
-    would take with the answer costs more than the node's round trip. A reader whose answer came
-    another way (the client's verdict that the node is lost, a newer holder) is woken by
-    :meth:`wake`."""
+    One thread reads at a time (``_reader``). A task thread waiting for its write's ack blocks in
+    ``recv`` on the socket itself, so the node's answer wakes the one thread that wanted it, with no
+    ``poll`` before the read. The channel's own thread watches the socket (``epoll``) for its end
+    always — a node that leaves for a newer holder says ``superseded`` and shuts the connection —
+    and for data only while frames are unanswered that no task thread reads for (an ``eventual``
+    write's, the loop's): ``_armed``, switched as that changes, not on every write — a wake-up it
+    would take with a task's ack, or two ``epoll_ctl`` calls per write, cost more than the node's
+    round trip. A reader whose answer came another way (the client's verdict that the node is
+    lost, a newer holder) sees it within :data:`_READ_LOOK` (its ``recv`` times out that often)."""
 
     def __init__(self, sock: socket.socket, acked: Callable[[Any, Any], None], gone: Callable[[Any], None],
                  superseded: Callable[[Dict[str, Any]], None], log: Callable[[str], None]) -> None:
         super().__init__(sock, "collections copy channel", log)
+        _look_every(sock, _READ_LOOK)
         self._acked = acked
         self._gone = gone
         self._superseded = superseded
         #: this end's send, one object (the replication compares it by identity)
         self.send: Callable[[Dict[str, Any]], None] = self.send_message
         self._decoder = decoder()
-        self._role = threading.Condition(threading.Lock())
+        #: taken as ``with self._role_lock`` (the C lock, as :class:`PeerThread`'s ``_queue_lock``);
+        #: ``_role`` waits and notifies on it
+        self._role_lock = threading.Lock()
+        self._role = threading.Condition(self._role_lock)
         #: the thread reading now (None: nobody)
         self._reader: threading.Thread | None = None
         #: frames queued that the node has not answered yet (each gets one ``acked`` or ``superseded``)
         self._unanswered = 0
         #: a reader saw the connection end (the channel's thread ends it)
         self._broken = False
-        #: a reader blocked on the socket is woken through this pipe (closed with the channel)
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_read, False)
-        os.set_blocking(self._wake_write, False)
-        self._pipe_closed = False
-        #: the socket and the pipe, for a thread waiting in :meth:`wait_acks`
-        self._readable = select.poll()
-        self._readable.register(sock, select.POLLIN)
-        self._readable.register(self._wake_read, select.POLLIN)
-        #: the channel's own thread's watch on the socket, turned off while another thread reads
+        #: the channel's own thread's watch: the socket's end always, its data while ``_armed``
         self._watch = select.epoll() if hasattr(select, "epoll") else None
+        self._armed = False
         if self._watch is not None:
-            self._watch.register(sock, select.EPOLLIN)
+            self._watch.register(sock, _END)
         #: the channel's own reading thread (it alone closes the socket)
         self._own_reader: threading.Thread | None = None
         #: threads waiting in :meth:`wait_acks` for the reader's answers or their turn (counted before
@@ -70,18 +84,39 @@ class HeadChannel(PeerThread):
         self._waiters = 0
 
     def send_message(self, message: Dict[str, Any]) -> None:
-        with self._role:
+        with self._role_lock:
             self._unanswered += 1
+            if not writing_now():  # the sender thread writes it: no thread here waits to read its ack
+                self._leave_to_own()
         super().send_message(message)
+
+    def write_queued(self) -> None:
+        super().write_queued()
+        with self._role_lock:  # a thread that wrote frames here and reads none of their acks (it got its answer)
+            self._leave_to_own()
+
+    def _leave_to_own(self) -> None:
+        """The channel's own thread reads what is unanswered if no thread does (``_role`` held)."""
+        if self._reader is None and self._unanswered and not self._waiters and not self._broken:
+            self._arm(True)
+
+    def _arm(self, on: bool) -> None:
+        if self._watch is None or on == self._armed:
+            return
+        try:
+            self._watch.modify(self._sock, _END | select.EPOLLIN if on else _END)
+            self._armed = on
+        except (OSError, ValueError):  # closed: the channel's own thread is ending it
+            pass
 
     def claim_reading(self) -> bool:
         """Takes the turn to read for a frame about to be written, when nobody reads now (so the
-        channel's own thread, woken by the answer too, leaves it to this one); the thread then
-        calls :meth:`wait_acks` with ``claimed`` this answer."""
-        with self._role:
+        channel's own thread leaves it to this one); the thread then calls :meth:`wait_acks` with
+        ``claimed`` this answer."""
+        with self._role_lock:
             if self._reader is not None or self._broken or not self._unanswered:
                 return False
-            self._take_turn()
+            self._reader = threading.current_thread()
             return True
 
     def wait_acks(self, done: Callable[[], bool], claimed: bool = False) -> None:
@@ -92,68 +127,44 @@ class HeadChannel(PeerThread):
         caller then waits as before. Whoever makes ``done()`` true off this channel's reading calls
         :meth:`wake`."""
         if not claimed:
-            with self._role:
+            with self._role_lock:
                 self._waiters += 1
                 try:
                     while True:
-                        if done() or self._broken:
+                        if done() or self._broken or (self._reader is None and not self._unanswered):
                             return
                         if self._reader is None:
-                            if not self._unanswered:
-                                return
-                            self._take_turn()
+                            self._reader = threading.current_thread()
                             break
                         self._role.wait()
                 finally:
                     self._waiters -= 1
+                    if self._reader is not threading.current_thread():
+                        self._leave_to_own()
         try:
-            while not done() and self._read_some(block=True):
+            while not done() and self._unanswered and self._read_some(block=True):
                 pass
         finally:
-            with self._role:
+            with self._role_lock:
                 self._reader = None
-                self._watching(select.EPOLLIN if self._watch is not None else 0)
+                self._leave_to_own()
                 self._role.notify_all()
 
-    def _take_turn(self) -> None:
-        """This thread reads from now on (``_role`` held); the channel's own thread stops watching."""
-        self._reader = threading.current_thread()
-        self._watching(0)
-
-    def _watching(self, events: int) -> None:
-        if self._watch is not None:
-            try:
-                self._watch.modify(self._sock, events)
-            except (OSError, ValueError):  # closed: the channel's own thread is ending it
-                pass
-
     def wake(self) -> None:
-        """An answer a thread may wait for in :meth:`wait_acks` came (from any thread)."""
+        """An answer a thread may wait for in :meth:`wait_acks` came (from any thread): a thread
+        waiting for its turn is woken; the reader sees it when its ``recv`` returns."""
         if self._reader is threading.current_thread():
             return  # the reader itself: it looks at ``done()`` next, and wakes the others after its read
-        with self._role:
+        with self._role_lock:
             self._role.notify_all()
-            if self._reader is not None and not self._pipe_closed:
-                try:
-                    os.write(self._wake_write, b"x")
-                except OSError:  # full: the reader is woken already
-                    pass
 
     def _read_some(self, block: bool) -> bool:
-        """One read, as the reader (waiting for it when ``block``); whether the connection is still up."""
-        if block:
-            ready = [fd for fd, _events in self._readable.poll()]
-            if self._wake_read in ready:
-                try:
-                    os.read(self._wake_read, 4096)
-                except OSError:
-                    pass
-                if len(ready) == 1:
-                    return True
+        """One read, as the reader (waiting for it, up to :data:`_READ_LOOK`, when ``block``);
+        whether the connection is still up."""
         try:
             with self._decoder.get_buffer() as buffer:  # received into the decoder's memory: no copy
-                count = self._sock.recv_into(buffer, 0, DONT_WAIT)
-        except BlockingIOError:
+                count = self._sock.recv_into(buffer, 0, 0 if block else DONT_WAIT)
+        except BlockingIOError:  # nothing yet (a blocking read that timed out: a look at ``done()``)
             return True
         except (OSError, ProtocolError) as error:
             self._end_seen(error)
@@ -170,14 +181,14 @@ class HeadChannel(PeerThread):
             for message in messages:
                 self.handle(message)
         if self._waiters:  # read after the answers went: a thread counted later sees its answer
-            with self._role:
+            with self._role_lock:
                 self._role.notify_all()  # the threads whose answers came
         return True
 
     def _end_seen(self, error: BaseException | None) -> None:
         if error is not None:
             self._log(f"the {self._what} failed: {type(error).__name__}")
-        with self._role:
+        with self._role_lock:
             self._broken = True
             self._role.notify_all()
         try:
@@ -188,7 +199,7 @@ class HeadChannel(PeerThread):
     def handle(self, message: Dict[str, Any]) -> None:
         kind = message.get("t")
         if kind in ("acked", "superseded"):
-            with self._role:
+            with self._role_lock:
                 self._unanswered = max(0, self._unanswered - 1)
         if kind == "acked":
             self._acked(self.send, message.get("seq"))
@@ -203,13 +214,21 @@ class HeadChannel(PeerThread):
     def _read(self) -> None:
         me = self._own_reader = threading.current_thread()
         readable: Any = self._watch
-        if readable is None:
+        if readable is None:  # no epoll: the socket's data wakes this thread too, and it waits its turn
             readable = select.poll()
             readable.register(self._sock, select.POLLIN)
         try:
             while True:
-                readable.poll()  # data, the end, or an error
-                with self._role:
+                events = 0
+                for _fd, each in readable.poll():  # the end, an error, or (armed) data
+                    events |= each
+                with self._role_lock:
+                    if self._reader is not None and self._watch is not None and not events & _END:
+                        # A task's thread reads (what woke this one, too): it leaves what is left
+                        # to this thread as it goes (``_leave_to_own``); no waiting for its turn here,
+                        # where every turn's end would wake this thread.
+                        self._arm(False)
+                        continue
                     while self._reader is not None and not self._broken:
                         self._role.wait()  # another thread reads (and may take what woke this one)
                     if self._broken:
@@ -219,29 +238,22 @@ class HeadChannel(PeerThread):
                     if not self._read_some(block=False):
                         break
                 finally:
-                    with self._role:
+                    with self._role_lock:
                         self._reader = None
+                        self._arm(bool(self._unanswered))  # off once all is answered: no wake-ups with a task's acks
                         self._role.notify_all()
         except (OSError, ValueError) as error:
             self._log(f"the {self._what} failed: {type(error).__name__}")
         finally:
-            try:  # a thread still waiting on the socket sees the end, then lets go
+            try:  # a thread still reading the socket sees the end, then lets go
                 self._sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-            with self._role:
+            with self._role_lock:
                 self._broken = True
                 self._role.notify_all()
-                if self._reader is not None:
-                    try:
-                        os.write(self._wake_write, b"x")
-                    except OSError:
-                        pass
                 while self._reader is not None:
                     self._role.wait()
-                self._pipe_closed = True
-                os.close(self._wake_read)
-                os.close(self._wake_write)
                 if self._watch is not None:
                     self._watch.close()
             self._close()
