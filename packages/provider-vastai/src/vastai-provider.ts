@@ -199,7 +199,14 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
         await client
           .attachKey({ id, body: { ssh_key: cluster.specific.publicKey } }, signal)
           .catch(async (error: unknown) => {
-            await deleteUntilGone(adapter, [String(id)], signal).catch(() => undefined);
+            await deleteUntilGone(adapter, [String(id)], signal).catch((destroyError: unknown) => {
+              if (signal.aborted) throw signal.reason;
+              // Not a kind the base retries: a retry would find this keyless instance by its name.
+              throw new VastApiError({
+                kind: "bad-request",
+                message: `Vast.ai did not attach Skyward's key to instance ${id} (${(error as Error).message}), and destroying it failed too (${(destroyError as Error).message}): instance ${id} (label "${label}") may still be billing — \`skyward down\` removes it (it finds it by its label)`,
+              });
+            });
             throw error;
           });
         return vastInstanceSchema.parse({
