@@ -181,6 +181,27 @@ describe("nothing left billing unsaid", () => {
     expect([...fake.instances.keys()]).toEqual([]);
   });
 
+  it("a rent whose answer was lost, not listed yet, is waited for: the retry rents no other ask in its place", async () => {
+    const vast = paced({ ...SCALED_CREATE_LIMITS });
+    const cluster = await onDemandCluster(vast);
+    fake.faults.loseNextCreateAnswer?.();
+    // The list is a moment behind the rent: its first three answers (the documented empty page) miss it.
+    let lagging = 3;
+    fake.server.use(
+      http.get("https://console.vast.ai/api/v1/instances/", () => {
+        if (lagging <= 0) return undefined;
+        lagging -= 1;
+        return HttpResponse.json({ instances: [], next_token: null });
+      }),
+    );
+    const made = await vast.provision({ cluster, count: 1, ...call() });
+    expect([...fake.instances.keys()].map(String)).toEqual(made.map((instance) => instance.id));
+    expect(fake.to(/^\/api\/v0\/asks\/\d+\/$/, "PUT").map((rent) => rent.url.pathname)).toEqual([
+      `/api/v0/asks/${cluster.offer.id.replace("vastai:", "")}/`,
+      `/api/v0/asks/${cluster.offer.id.replace("vastai:", "")}/`,
+    ]);
+  });
+
   it("an instance listed without a numeric id fails the list loudly, never read as no instance", async () => {
     const vast = paced();
     // The v1 list's items carry an integer `id` (fixtures/instance.json; vast-cli's
