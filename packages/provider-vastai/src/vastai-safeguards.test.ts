@@ -38,14 +38,19 @@ const paced = (settings: VastAISettings = {}) =>
 const gaps = (requests: readonly { at: number }[]) =>
   requests.slice(1).map((request, index) => request.at - (requests[index] as { at: number }).at);
 
-async function threeNodes(vast: ReturnType<typeof paced>) {
+/** A cluster of `vast` for one on-demand RTX 4090 a node, prepared. */
+async function onDemandCluster(vast: ReturnType<typeof paced>) {
   const spec = resolvePoolSpec(
     toSpec({ provider: vast, accelerator: accelerators.RTX_4090(), allocation: "on-demand" }),
     poolOptions({}),
   );
   const [offer] = await vast.offers({ query: offerQuery(spec), ...call() });
   if (!offer) throw new Error("no offer");
-  const cluster = await vast.prepare({ spec, offer, ...call() });
+  return vast.prepare({ spec, offer, ...call() });
+}
+
+async function threeNodes(vast: ReturnType<typeof paced>) {
+  const cluster = await onDemandCluster(vast);
   const nodes = await vast.provision({ cluster, count: 3, ...call() });
   expect(nodes).toHaveLength(3);
   return { cluster, ids: nodes.map((node: Instance) => node.id) };
@@ -135,16 +140,6 @@ describe("errors, in the base's taxonomy", () => {
 });
 
 describe("nothing left billing unsaid", () => {
-  async function onDemandCluster(vast: ReturnType<typeof paced>) {
-    const spec = resolvePoolSpec(
-      toSpec({ provider: vast, accelerator: accelerators.RTX_4090(), allocation: "on-demand" }),
-      poolOptions({}),
-    );
-    const [offer] = await vast.offers({ query: offerQuery(spec), ...call() });
-    if (!offer) throw new Error("no offer");
-    return vast.prepare({ spec, offer, ...call() });
-  }
-
   it("a key that cannot be attached destroys the instance; when that fails too, the error names it, says it may bill and how to remove it", async () => {
     const vast = paced({ ...SCALED_CREATE_LIMITS });
     const cluster = await onDemandCluster(vast);

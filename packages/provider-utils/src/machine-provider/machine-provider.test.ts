@@ -290,14 +290,15 @@ describe("idempotent create", () => {
     ]);
   });
 
+  /** Spot first; its create carried out but its answer lost, the list `listLag` answers behind, spot full then. */
+  async function lostBehindTheList(listLag: number) {
+    const api = await setUp("spot-if-available", offer(1, 1.5));
+    Object.assign(api.faults, { lostCreateAnswers: 1, listLag, fullAfterCreate: true });
+    return api;
+  }
+
   it("a lost answer, the list not showing the machine yet and the retry refused for capacity: waits for the machine, never makes a second", async () => {
-    const { provider, cluster, faults, calls, signal, machines } = await setUp(
-      "spot-if-available",
-      offer(1, 1.5),
-    );
-    faults.lostCreateAnswers = 1;
-    faults.listLag = 2;
-    faults.fullAfterCreate = true;
+    const { provider, cluster, calls, signal, machines } = await lostBehindTheList(2);
     const made = await provider.provision({ cluster, count: 1, signal });
     expect(made.map((instance) => instance.id)).toEqual(["m-1"]);
     expect(machines.size).toBe(1);
@@ -308,13 +309,7 @@ describe("idempotent create", () => {
   });
 
   it("a lost answer whose machine is still not listed after the wait stops the market loop, naming the machine", async () => {
-    const { provider, cluster, faults, calls, signal, machines } = await setUp(
-      "spot-if-available",
-      offer(1, 1.5),
-    );
-    faults.lostCreateAnswers = 1;
-    faults.listLag = 1_000;
-    faults.fullAfterCreate = true;
+    const { provider, cluster, calls, signal, machines } = await lostBehindTheList(1_000);
     const failure = await provider.provision({ cluster, count: 1, signal }).catch((error: unknown) => error);
     expect(MachineProviderError.isInstance(failure) && failure.kind).toBe("unavailable");
     expect(String(failure)).toMatch(new RegExp(`${cluster.id}-0.*not listed`));
