@@ -455,14 +455,13 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
       // A job whose nodes are not known yet (pending, or started but never looked at) is read first:
       // a node let go of must leave it, not stay allocated until the pool ends.
       const unread = new Set(
-        parsedIds.filter(({ jobId }) => jobs.get(jobId)?.names === undefined).map(({ jobId }) => jobId),
+        parsedIds
+          .filter(({ jobId }) => jobs.has(jobId) && jobs.get(jobId)?.names === undefined)
+          .map(({ jobId }) => jobId),
       );
-      const states = new Map<string, string>();
-      for (const jobId of unread) {
-        if (!jobs.has(jobId)) continue;
-        const job = await readJob(jobId, signal);
-        if (job) states.set(jobId, job.state);
-      }
+      /** Those of them still in the queue. */
+      const queued = new Set<string>();
+      for (const jobId of unread) if (await readJob(jobId, signal)) queued.add(jobId);
       const cancel = new Set<string>();
       const shrink = new Set<string>();
       /** The nodes this call lets go of, by job: marked released again only once Slurm took them. */
@@ -478,8 +477,8 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         known.released.add(parsed.index);
         releasing.set(parsed.jobId, [...(releasing.get(parsed.jobId) ?? []), parsed.index]);
         if (known.released.size >= known.nodes) cancel.add(parsed.jobId);
-        // Gone from the queue (ended, or long forgotten): nothing of it holds a node any more.
-        else if (known.names !== undefined || states.has(parsed.jobId)) shrink.add(parsed.jobId);
+        // Shrunk when known or still queued; a job gone from the queue (ended) holds no node any more.
+        else if (known.names !== undefined || queued.has(parsed.jobId)) shrink.add(parsed.jobId);
       }
       try {
         for (const jobId of shrink) {
