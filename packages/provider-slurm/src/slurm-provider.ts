@@ -34,6 +34,13 @@ import {
   SQUEUE_FORMAT,
   sbatchCommand,
 } from "./slurm-commands.js";
+import {
+  recordNames,
+  shrinkPendingJob,
+  shrinkRunningJob,
+  type TrackedJob,
+  unknownNodesError,
+} from "./slurm-give-back.js";
 import { loginLabel, SlurmLogin } from "./slurm-login.js";
 import { offerOf, type Partition, partitionsOf, USABLE_STATES } from "./slurm-offers.js";
 import { rateOf, type SlurmDeclared, type SlurmSettings, settingsSchema } from "./slurm-settings.js";
@@ -63,23 +70,6 @@ const ENDED_STATES = new Set([
   "REVOKED",
   "SPECIAL_EXIT",
 ]);
-
-/** A job this provider submitted, as the pool uses it. */
-interface TrackedJob {
-  /** The cluster (pool) it belongs to. */
-  readonly cluster: string;
-  /** How many nodes it was given. */
-  readonly nodes: number;
-  /** Its nodes' indices the pool has let go of. */
-  readonly released: Set<number>;
-  /** Those of them Slurm took out of the job (all but its batch host, node 0, which it keeps until the end). */
-  readonly left: Set<number>;
-  /**
-   * Its nodes in the job's order, recorded when it starts: instance `<job>-<index>` stays on its node
-   * after the job is shrunk (squeue then lists only the nodes kept).
-   */
-  names: readonly string[] | undefined;
-}
 
 /** Instance ids are `<job>-<index>`: node `index` of job `job` (node 0 is the job's first node). */
 function instanceIdOf(jobId: string, index: number): string {
@@ -150,8 +140,10 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
   const bootstrapKey = (clusterId: string, placement: SlurmPlacement) =>
     bootstrapsPerNode(declared) ? `${clusterId}/${placement.jobId}/${placement.nodeName}` : clusterId;
   /** Node `index` of `job`: where the job placed it, even after the job was shrunk. */
-  const nodeOf = (job: SlurmJob, index: number): string | undefined =>
-    jobs.get(job.id)?.names?.[index] ?? job.nodes[index];
+  const nodeOf = (job: SlurmJob, index: number): string | undefined => {
+    const names = jobs.get(job.id)?.names;
+    return names ? names[index] : job.nodes[index];
+  };
   /** The indices of `job`'s nodes that are the pool's: all but those it let go of. */
   const indicesOf = (job: SlurmJob): number[] => {
     const tracked = jobs.get(job.id);
@@ -176,8 +168,7 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
     if (result.code !== 0) return undefined;
     const job = parseJobs(result.stdout).find((entry) => entry.id === jobId);
     const tracked = jobs.get(jobId);
-    if (job && tracked && tracked.names === undefined && job.nodes.length === tracked.nodes)
-      tracked.names = job.nodes;
+    if (job && tracked) recordNames(tracked, job);
     return job;
   };
   /** Each pending job's place in its partition's queue (1 is next), in the scheduler's order. */
@@ -405,7 +396,12 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
       const sizes = own.length > 0 ? Array.from({ length: count }, () => 1) : [count];
       // Each of the pool's nodes is a machine of its own: Slurm would otherwise fit an added job beside
       // one the pool holds.
-      const held = own.flatMap((job) => job.names?.filter((_, index) => !job.released.has(index)) ?? []);
+      const held = own.flatMap(
+        (job) =>
+          job.names?.filter(
+            (name, index): name is string => name !== undefined && !job.released.has(index),
+          ) ?? [],
+      );
       const instances: Instance[] = [];
       for (const size of sizes) {
         const job = await submitJob(cluster, size, held, signal);
@@ -455,13 +451,22 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
     },
 
     async terminate({ ids, signal }): Promise<void> {
+      const parsedIds = ids.flatMap((id) => parseInstanceId(id) ?? []);
+      // A job whose nodes are not known yet (pending, or started but never looked at) is read first:
+      // a node let go of must leave it, not stay allocated until the pool ends.
+      const unread = new Set(
+        parsedIds
+          .filter(({ jobId }) => jobs.has(jobId) && jobs.get(jobId)?.names === undefined)
+          .map(({ jobId }) => jobId),
+      );
+      /** Those of them still in the queue. */
+      const queued = new Set<string>();
+      for (const jobId of unread) if (await readJob(jobId, signal)) queued.add(jobId);
       const cancel = new Set<string>();
       const shrink = new Set<string>();
       /** The nodes this call lets go of, by job: marked released again only once Slurm took them. */
       const releasing = new Map<string, number[]>();
-      for (const id of ids) {
-        const parsed = parseInstanceId(id);
-        if (!parsed) continue;
+      for (const parsed of parsedIds) {
         const known = jobs.get(parsed.jobId);
         if (!known) {
           // Not submitted by this process (`skyward down`): the whole job goes.
@@ -472,27 +477,31 @@ function build(declared: SlurmDeclared): ProviderV1<SlurmClusterData> {
         known.released.add(parsed.index);
         releasing.set(parsed.jobId, [...(releasing.get(parsed.jobId) ?? []), parsed.index]);
         if (known.released.size >= known.nodes) cancel.add(parsed.jobId);
-        else if (known.names !== undefined) shrink.add(parsed.jobId);
+        // Shrunk when known or still queued; a job gone from the queue (ended) holds no node any more.
+        else if (known.names !== undefined || queued.has(parsed.jobId)) shrink.add(parsed.jobId);
       }
       try {
         for (const jobId of shrink) {
           const known = jobs.get(jobId);
-          if (!known?.names || cancel.has(jobId)) continue;
-          // Slurm cannot take a job's batch host (its node 0) from it: the job keeps that node until the
-          // rest go, and gives back every other node let go of, whichever went first.
-          const keeps = (index: number) => index === 0 || !known.released.has(index);
-          const kept = known.names.filter((_, index) => keeps(index));
-          const leaving = [...known.names.keys()].filter((index) => !keeps(index) && !known.left.has(index));
-          if (leaving.length > 0) {
-            const given = leaving.map((index) => known.names?.[index] as string);
-            await removeNodeEnvironments(login, declared, known.cluster, jobId, given, signal);
-            // A running job gives nodes back when told which it keeps (Slurm's "scontrol update NodeList").
-            await login.checked(
-              ["scontrol", "update", `JobId=${jobId}`, `NodeList=${kept.join(",")}`],
-              signal,
-            );
-            for (const index of leaving) known.left.add(index);
+          if (!known || cancel.has(jobId)) continue;
+          if (known.names === undefined) {
+            if (await shrinkPendingJob(login, jobId, known, signal)) {
+              releasing.delete(jobId);
+              continue;
+            }
+            // Not held: it started (or ended) since it was read.
+            const job = await readJob(jobId, signal);
+            if (!job || ENDED_STATES.has(job.state)) continue;
+            if (known.names === undefined) throw unknownNodesError(jobId, job.state);
           }
+          const running = known as TrackedJob & { names: readonly (string | undefined)[] };
+          await shrinkRunningJob(
+            login,
+            jobId,
+            running,
+            (given) => removeNodeEnvironments(login, declared, known.cluster, jobId, given, signal),
+            signal,
+          );
           releasing.delete(jobId);
         }
         if (cancel.size > 0) await login.checked(["scancel", ...cancel], signal);

@@ -1,14 +1,15 @@
 /**
  * Giving nodes of a pool's first job back, on the Slurm test bed, through the provider's own calls: a
  * node given back leaves the job (Slurm's `scontrol update NodeList`) even after the job's batch host
- * (its node 0, which Slurm keeps until the whole job goes) was given back first, and a give-back that
- * failed is carried out when asked again.
+ * (its node 0, which Slurm keeps until the whole job goes) was given back first, a give-back that
+ * failed is carried out when asked again, and a node given back before the provider knew the job's
+ * nodes (the job still queued, or started but never looked at) leaves it all the same.
  */
 import * as sky from "@skyward/core";
-import { type Instance, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { type Cluster, type Instance, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
 import { requireSlurmTestbed } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
-import { Slurm } from "../src/index.js";
+import { Slurm, type SlurmClusterData } from "../src/index.js";
 import { useSlurmSuite } from "./fixtures/slurm-suite.js";
 
 const skipReason = await requireSlurmTestbed();
@@ -22,18 +23,14 @@ describe.skipIf(skipReason !== undefined)("Giving back nodes of a Slurm job", ()
 
   const signal = () => AbortSignal.timeout(60_000);
 
-  /**
-   * A cluster whose first job of `count` nodes runs, each instance knowing its node (what a pool's
-   * watch learns before it gives one back); `use` gets them, and the cluster is torn down after.
-   */
-  async function withRunningJob(
-    count: number,
-    use: (job: {
-      provider: ReturnType<typeof Slurm>;
-      cluster: Awaited<ReturnType<ReturnType<typeof Slurm>["prepare"]>>;
-      instances: readonly Instance[];
-    }) => Promise<void>,
-  ) {
+  type Job = {
+    provider: ReturnType<typeof Slurm>;
+    cluster: Cluster<SlurmClusterData>;
+    instances: readonly Instance[];
+  };
+
+  /** A cluster whose first job of `count` nodes was submitted; `use` gets it, and it is torn down after. */
+  async function withJob(count: number, use: (job: Job) => Promise<void>) {
     const provider = Slurm({
       login: suite.slurm.loginSettings,
       sharedDirectory: suite.slurm.sharedDirectory,
@@ -42,9 +39,25 @@ describe.skipIf(skipReason !== undefined)("Giving back nodes of a Slurm job", ()
     const spec = resolvePoolSpec(sky.spec({ provider, nodes: count }), sky.options({}));
     const [offer] = await provider.offers({ query: offerQuery(spec), signal: signal() });
     if (!offer) throw new Error("the test bed offers no partition");
-    const cluster = await provider.prepare({ spec, offer, poolId: `shrink${count}`, signal: signal() });
+    const cluster = await provider.prepare({ spec, offer, poolId: `given${count}`, signal: signal() });
     try {
-      const instances = await provider.provision({ cluster, count, signal: signal() });
+      await use({
+        provider,
+        cluster,
+        instances: await provider.provision({ cluster, count, signal: signal() }),
+      });
+    } finally {
+      await provider.teardown({ cluster, signal: signal() });
+    }
+  }
+
+  /**
+   * {@link withJob} once the job runs, each instance knowing its node (what a pool's watch learns
+   * before it gives one back).
+   */
+  const withRunningJob = (count: number, use: (job: Job) => Promise<void>) =>
+    withJob(count, async (job) => {
+      const { provider, cluster, instances } = job;
       const statuses = async () =>
         (
           await Promise.all(
@@ -52,11 +65,42 @@ describe.skipIf(skipReason !== undefined)("Giving back nodes of a Slurm job", ()
           )
         ).map((instance) => instance?.status);
       await expect.poll(statuses, { timeout: 60_000 }).toEqual(instances.map(() => "running"));
-      await use({ provider, cluster, instances });
-    } finally {
-      await provider.teardown({ cluster, signal: signal() });
-    }
-  }
+      await use(job);
+    });
+
+  it("gives a node back while the job waits in the queue: the job starts without it, the others on their nodes", async () => {
+    // Every node busy with another job: the pool's job waits in the queue.
+    const blocker = (
+      await suite.slurm.exec(["sbatch", "--parsable", "--exclusive", "-N", "3", "--wrap", "sleep 600"])
+    ).stdout.trim();
+    await expect.poll(squeue, { timeout: 30_000 }).toBe("RUNNING 3 node[1-3]");
+    await withJob(3, async ({ provider, cluster, instances }) => {
+      const [first, second, third] = instances as [Instance, Instance, Instance];
+      expect(await squeue()).toMatch(/^RUNNING 3 node\[1-3\]\nPENDING 3$/);
+      await provider.terminate({ cluster, ids: [second.id], signal: signal() });
+      expect(await squeue()).toMatch(/^RUNNING 3 node\[1-3\]\nPENDING 2$/);
+      await suite.slurm.exec(["scancel", blocker]);
+      // The blocker may sit COMPLETING a while on a loaded machine before its nodes are free.
+      await expect.poll(squeue, { timeout: 120_000 }).toBe("RUNNING 2 node[1-2]");
+      const shown = async (instance: Instance) =>
+        (await provider.getInstance({ cluster, id: instance.id, signal: signal() }))?.tags["slurm:node"];
+      expect(await shown(first)).toBe("node1");
+      expect(await shown(third)).toBe("node2");
+      expect(await provider.getInstance({ cluster, id: second.id, signal: signal() })).toBeNull();
+      // The node that stays on after its neighbour went: given back, it leaves the job too.
+      await provider.terminate({ cluster, ids: [third.id], signal: signal() });
+      await expect.poll(squeue, { timeout: 30_000 }).toBe("RUNNING 1 node1");
+    });
+  }, 240_000);
+
+  it("gives a node back from a running job whose nodes it never read: the node leaves the job", async () => {
+    await withJob(3, async ({ provider, cluster, instances }) => {
+      // Started, but never looked at through getInstance: the provider does not know its nodes yet.
+      await expect.poll(squeue, { timeout: 60_000 }).toBe("RUNNING 3 node[1-3]");
+      await provider.terminate({ cluster, ids: [(instances[1] as Instance).id], signal: signal() });
+      await expect.poll(squeue, { timeout: 30_000 }).toBe("RUNNING 2 node[1,3]");
+    });
+  }, 240_000);
 
   it("gives a node back after the batch host was given back: the job keeps node 0 and the nodes still used", async () => {
     await withRunningJob(3, async ({ provider, cluster, instances }) => {

@@ -117,17 +117,23 @@ export type VastInstance = z.infer<typeof vastInstanceSchema>;
 
 /**
  * One page of `GET /v1/instances/`. Each instance is parsed on its own: one in a shape not foreseen here
- * is kept by id and label alone (enough to find and destroy it), not the end of the list.
+ * is kept by id and label alone (enough to find and destroy it), not the end of the list. One without a
+ * numeric id fails the page: it could be a pool's instance that nothing could find or destroy.
  */
 const instancesPageSchema = z.looseObject({
-  instances: answerListSchema(z.unknown()).transform((items) =>
-    items.flatMap((item): VastInstance[] => {
+  instances: answerListSchema(z.unknown()).transform((items, context) =>
+    items.flatMap((item, index): VastInstance[] => {
       const parsed = vastInstanceSchema.safeParse(item);
       if (parsed.success) return [parsed.data];
       const fallback = z.looseObject({ id: z.number(), label: text }).safeParse(item);
-      return fallback.success
-        ? [vastInstanceSchema.parse({ id: fallback.data.id, label: fallback.data.label ?? null })]
-        : [];
+      if (fallback.success)
+        return [vastInstanceSchema.parse({ id: fallback.data.id, label: fallback.data.label ?? null })];
+      context.addIssue({
+        code: "custom",
+        path: [index, "id"],
+        message: "an instance without a numeric id",
+      });
+      return [];
     }),
   ),
   next_token: text,

@@ -107,6 +107,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
   const client = vastClient(settings);
   /** The asks each cluster rented: an ask rents once, so they are never asked again. */
   const rentedAsks = new Map<string, Set<number>>();
+  /** Labels whose rent's answer was lost and that no list showed yet: the rent may have happened. */
+  const unsettledRents = new Set<string>();
 
   /** Rents `askId` (at `bid` in the spot market); its instance id, a capacity error when none came back. */
   async function rent(
@@ -181,13 +183,19 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
             const found = (await listAllMachines(adapter, signal)).find(
               (instance) => instance.label === label,
             );
-            if (!found) throw error;
+            if (!found) {
+              unsettledRents.add(label);
+              throw error;
+            }
             id = found.id;
           } else if (kind === "capacity" || kind === "gone" || kind === "price") {
             // A bid below the machine's minimum: Vast.ai creates the instance stopped, billing its disk.
             const stopped = kind === "price" ? instanceIdInRefusal(error) : undefined;
             if (stopped !== undefined) await deleteUntilGone(adapter, [String(stopped)], signal);
             else rented.add(ask.askId); // Taken by someone else, or gone: not offered again.
+            // The lost rent may be what took this ask: renting another would make a second instance
+            // while the first bills unseen. The base waits for it to be listed instead.
+            if (unsettledRents.delete(label)) throw error;
             const destroyed =
               stopped !== undefined ? ` (instance ${stopped}, created stopped, was destroyed)` : "";
             refusals.push(`${market} on offer ${ask.askId}: ${(error as Error).message}${destroyed}`);
@@ -195,11 +203,19 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
           } else throw error;
         }
         rented.add(ask.askId);
+        unsettledRents.delete(label);
         // Unreachable without its key: destroyed rather than left billing.
         await client
           .attachKey({ id, body: { ssh_key: cluster.specific.publicKey } }, signal)
           .catch(async (error: unknown) => {
-            await deleteUntilGone(adapter, [String(id)], signal).catch(() => undefined);
+            await deleteUntilGone(adapter, [String(id)], signal).catch((destroyError: unknown) => {
+              if (signal.aborted) throw signal.reason;
+              // Not a kind the base retries: a retry would find this keyless instance by its name.
+              throw new VastApiError({
+                kind: "bad-request",
+                message: `Vast.ai did not attach Skyward's key to instance ${id} (${(error as Error).message}), and destroying it failed too (${(destroyError as Error).message}): instance ${id} (label "${label}") may still be billing — \`skyward down\` removes it (it finds it by its label)`,
+              });
+            });
             throw error;
           });
         return vastInstanceSchema.parse({
@@ -260,6 +276,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     selfDestruct: () => SELF_DESTRUCT_COMMAND,
     async teardown(cluster: Cluster<VastClusterData>) {
       rentedAsks.delete(cluster.id);
+      for (const label of unsettledRents)
+        if (label.startsWith(`${cluster.id}-`)) unsettledRents.delete(label);
     },
   };
   return adapter;

@@ -160,6 +160,12 @@ export interface MachineAdapter<Machine, ClusterData extends MachineClusterData 
   /** How long to keep trying to delete refused machines, ms; default 10 minutes. */
   readonly deleteTimeoutMs?: number;
   /**
+   * How long a machine whose create answer was lost is looked for in the list before the pool stops
+   * asking that market, when a retry of its create was refused (the lost create may have taken the
+   * last capacity), ms; default 60 s.
+   */
+  readonly lostCreateWaitMs?: number;
+  /**
    * What the machines are called (`"pods"`) when they are containers without FUSE: the spec's volumes
    * are then refused (`refuseVolumesWithoutFuse`) before `prepare` creates anything.
    */

@@ -183,6 +183,8 @@ async function createOnce<Machine, ClusterData extends MachineClusterData>(
   const attempts = adapter.maxCreateAttempts ?? 3;
   const limit = adapter.maxCreatesPerCluster ?? 50;
   let lastError: unknown;
+  /** A create failed where the API may have carried it out: its machine may exist, not listed yet. */
+  let mayExist = false;
   for (let attempt = 0; attempt < attempts; attempt += 1) {
     if (attempt > 0 && !adapter.idempotencyToken) {
       const found = await findByName(adapter, request.name, request.signal);
@@ -201,7 +203,13 @@ async function createOnce<Machine, ClusterData extends MachineClusterData>(
       // Only a failure that may have happened after the API took the request is tried again: no
       // answer, a 5xx, an answer not understood (the machine may exist: it is looked for first).
       const kind = machineErrorKind(error);
-      if (kind !== "unavailable" && kind !== "unknown-answer") throw error;
+      if (kind !== "unavailable" && kind !== "unknown-answer") {
+        // A refusal after a create that may have been carried out (the capacity it took, say): moving on
+        // to another market would make a second machine and leave this one billing unseen.
+        if (mayExist && !adapter.idempotencyToken) return awaitLostCreate(adapter, request, error);
+        throw error;
+      }
+      mayExist = true;
       lastError = error;
     }
   }
@@ -210,6 +218,32 @@ async function createOnce<Machine, ClusterData extends MachineClusterData>(
     if (found !== undefined) return found;
   }
   throw lastError;
+}
+
+/**
+ * Looks for the machine of a create whose answer was lost until it is listed, up to the adapter's
+ * `lostCreateWaitMs`; not found, fails with a kind the market loop does not move on from, naming it.
+ */
+async function awaitLostCreate<Machine, ClusterData extends MachineClusterData>(
+  adapter: MachineAdapter<Machine, ClusterData>,
+  request: Parameters<MachineAdapter<Machine, ClusterData>["create"]>[0],
+  refusal: unknown,
+): Promise<Machine> {
+  const wait = adapter.lostCreateWaitMs ?? 60_000;
+  const deadline = Date.now() + wait;
+  let delay = Math.min(1000, wait / 10);
+  for (;;) {
+    const found = await findByName(adapter, request.name, request.signal);
+    if (found !== undefined) return found;
+    if (Date.now() + delay > deadline) break;
+    await abortableSleep(delay, request.signal);
+    delay = Math.min(delay * 2, 10_000);
+  }
+  throw failure(
+    adapter,
+    "unavailable",
+    `${adapter.label}: a create of ${request.name} may have been carried out (its answer was lost), but ${request.name} was not listed within ${wait / 1000} s and its retry was refused (${refusal instanceof Error ? refusal.message : String(refusal)}); no other machine is made in its place — if it exists, the pool's teardown or \`skyward down\` deletes it by its name`,
+  );
 }
 
 async function findByName<Machine, ClusterData extends MachineClusterData>(

@@ -2,7 +2,8 @@
  * The machine-provider base driven through a whole provider (`defineMachineProvider`) over an adapter
  * whose API is an in-memory machine store that injects the faults of real APIs: capacity refusals,
  * a create accepted but its answer lost, a batch delete answered per machine (207) with refusals while
- * provisioning, an answer in an unknown shape, and prices that move after the offer.
+ * provisioning, an answer in an unknown shape, prices that move after the offer, and a list that shows
+ * a machine only a while after its create (an eventually consistent list).
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -42,6 +43,10 @@ interface Faults {
   unknownListShape: boolean;
   /** Machines per list page. */
   pageSize: number;
+  /** Lists that do not show yet the machines whose create answer was lost. */
+  listLag: number;
+  /** A market that made a machine has no more capacity (the last of its kind was taken, by this pool). */
+  fullAfterCreate: boolean;
 }
 
 const makeError = machineErrorFactory({
@@ -59,7 +64,11 @@ function fakeApi(idempotencyToken = false) {
     busyDeletes: 0,
     unknownListShape: false,
     pageSize: 100,
+    listLag: 0,
+    fullAfterCreate: false,
   };
+  /** Machines whose create answer was lost, not listed while `listLag` lasts. */
+  const lagging = new Set<string>();
   let made = 0;
   const adapter: MachineAdapter<FakeMachine> = {
     name: "fake",
@@ -76,11 +85,13 @@ function fakeApi(idempotencyToken = false) {
     bootWatchdog: "boot-command",
     deleteRetryDelayMs: 5,
     deleteTimeoutMs: 2000,
+    lostCreateWaitMs: 200,
     checkCredentials: () => {},
     offers: async () => [],
     async create({ spot, name, hourlyPrice, idempotencyKey }) {
       calls.push(`create ${spot ? "spot" : "on-demand"} ${name}`);
-      if (faults.noCapacity.has(spot ? "spot" : "on-demand"))
+      const full = faults.fullAfterCreate && [...machines.values()].some((machine) => machine.spot === spot);
+      if (faults.noCapacity.has(spot ? "spot" : "on-demand") || full)
         throw makeError({ statusCode: 400, message: "Fake: no capacity" });
       const known = idempotencyToken ? byIdempotencyKey.get(idempotencyKey) : undefined;
       const machine = (known && machines.get(known)) || {
@@ -94,6 +105,7 @@ function fakeApi(idempotencyToken = false) {
       byIdempotencyKey.set(idempotencyKey, machine.id);
       if (faults.lostCreateAnswers > 0) {
         faults.lostCreateAnswers -= 1;
+        lagging.add(machine.id);
         throw makeError({ message: "Fake's API could not be reached: ETIMEDOUT" });
       }
       return machine;
@@ -105,7 +117,9 @@ function fakeApi(idempotencyToken = false) {
     async listPage(cursor) {
       calls.push(`list ${cursor ?? "first"}`);
       if (faults.unknownListShape) return { machines: undefined } as never;
-      const all = [...machines.values()];
+      const lags = faults.listLag > 0;
+      if (lags) faults.listLag -= 1;
+      const all = [...machines.values()].filter((machine) => !lags || !lagging.has(machine.id));
       const start = Number(cursor ?? 0);
       const next = start + faults.pageSize < all.length ? String(start + faults.pageSize) : undefined;
       return { machines: all.slice(start, start + faults.pageSize), next };
@@ -274,6 +288,34 @@ describe("idempotent create", () => {
       `${cluster.id}-0`,
       `${cluster.id}-1`,
     ]);
+  });
+
+  /** Spot first; its create carried out but its answer lost, the list `listLag` answers behind, spot full then. */
+  async function lostBehindTheList(listLag: number) {
+    const api = await setUp("spot-if-available", offer(1, 1.5));
+    Object.assign(api.faults, { lostCreateAnswers: 1, listLag, fullAfterCreate: true });
+    return api;
+  }
+
+  it("a lost answer, the list not showing the machine yet and the retry refused for capacity: waits for the machine, never makes a second", async () => {
+    const { provider, cluster, calls, signal, machines } = await lostBehindTheList(2);
+    const made = await provider.provision({ cluster, count: 1, signal });
+    expect(made.map((instance) => instance.id)).toEqual(["m-1"]);
+    expect(machines.size).toBe(1);
+    expect(calls.filter((call) => call.startsWith("create"))).toEqual([
+      `create spot ${cluster.id}-0`,
+      `create spot ${cluster.id}-0`,
+    ]);
+  });
+
+  it("a lost answer whose machine is still not listed after the wait stops the market loop, naming the machine", async () => {
+    const { provider, cluster, calls, signal, machines } = await lostBehindTheList(1_000);
+    const failure = await provider.provision({ cluster, count: 1, signal }).catch((error: unknown) => error);
+    expect(MachineProviderError.isInstance(failure) && failure.kind).toBe("unavailable");
+    expect(String(failure)).toMatch(new RegExp(`${cluster.id}-0.*not listed`));
+    // No machine on demand in its place: the lost one is the only one, and teardown finds it by name.
+    expect(calls.filter((call) => call.startsWith("create on-demand"))).toEqual([]);
+    expect(machines.size).toBe(1);
   });
 
   it("sends the same idempotency token again where the API takes one", async () => {
