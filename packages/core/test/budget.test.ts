@@ -2,7 +2,8 @@
  * Cost and budget end to end on the Local provider, given a fixture price (`Local({ hourlyPrice })`;
  * this machine is free otherwise): `pool.cost()` grows with time, the budget's warning comes first,
  * then the pool stops taking tasks, the running task fails with a `BudgetExceededError`, and the pool
- * tears down with no worker left.
+ * tears down with no worker left; a lost node's instance stops costing at its terminate, its replacement
+ * costs its own price.
  */
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -45,6 +46,90 @@ describe("a local pool with a price and a budget", () => {
     expect(shrunk.nodes).toHaveLength(1);
     // What the stopped nodes cost stays in the total.
     expect(shrunk.total).toBeGreaterThan(shrunk.nodes[0]?.total ?? 0);
+  }, 120_000);
+
+  it("bills a replaced node's instance until its terminate, and the replacement at its own price", async () => {
+    const local = sky.Local({ hourlyPrice: 1.5 });
+    let provisions = 0;
+    const unstartable = new Set<string>();
+    // The real Local provider: its replacements are priced at 4 (another offer's price), and the
+    // second replacement's instance cannot start (its worker refuses to launch).
+    const provider: sky.ProviderV1<sky.LocalCluster> = {
+      ...local,
+      async provision(options) {
+        provisions += 1;
+        const instances = await local.provision(options);
+        if (provisions === 1) return instances;
+        const priced = instances.map((instance) => ({ ...instance, hourlyPrice: 4 }));
+        if (provisions === 3) for (const instance of priced) unstartable.add(instance.id);
+        return priced;
+      },
+      async launchWorker(options) {
+        if (unstartable.has(options.instance.id)) throw new Error("the worker cannot start (test)");
+        return local.launchWorker(options);
+      },
+    };
+    const events: sky.SkywardEvent[] = [];
+    await using pool = await sky.compute(
+      {
+        provider,
+        nodes: 2,
+        image: { includes: [tasks], metrics: null },
+        options: { console: false, maxProvisionAttempts: 1, reconcileTickInterval: 1 },
+      },
+      { onEvent: (event) => events.push(event) },
+    );
+    const instanceOf = (node: number) => pool.cost().nodes.find((entry) => entry.node === node)?.instanceId;
+    const killNode1 = async (): Promise<void> => {
+      const pids = await pool.broadcast(pid());
+      process.kill(pids[1] ?? 0, "SIGKILL");
+    };
+
+    // A replacement that comes: the lost instance stops costing when it is terminated, the new one
+    // costs its own price from its own node.provisioned.
+    const first = instanceOf(1);
+    const replaced = new Promise<sky.EventOf<"node.replaced">>((resolve) =>
+      pool.on("node.replaced", resolve),
+    );
+    await killNode1();
+    const replacement = await replaced;
+    expect(replacement.previousInstanceId).toBe(first);
+    const destroyed = events.findIndex(
+      (event) => event.type === "node.destroyed" && event.instanceId === first,
+    );
+    const provisioned = events.findIndex(
+      (event) => event.type === "node.provisioned" && event.instanceId === replacement.instanceId,
+    );
+    expect(destroyed).toBeGreaterThan(-1);
+    expect(provisioned).toBeGreaterThan(destroyed);
+    expect(events[provisioned]).toMatchObject({ node: 1, hourlyPrice: 4, provider: "local" });
+    let cost = pool.cost();
+    expect(cost.nodes.map((entry) => [entry.node, entry.instanceId, entry.hourlyPrice])).toEqual([
+      [0, instanceOf(0), 1.5],
+      [1, replacement.instanceId, 4],
+    ]);
+    expect(cost.hourlyRate).toBe(5.5);
+
+    // A replacement that fails to start: the lost instance stops costing all the same (it was
+    // terminated), and the node the reconcile loop starts in its place costs its own price.
+    const second = replacement.instanceId;
+    const lost = new Promise<void>((resolve) => pool.on("node.lost", () => resolve()));
+    await killNode1();
+    await lost;
+    expect(
+      await until(() => {
+        const now = instanceOf(1);
+        return now !== undefined && now !== second && !unstartable.has(now);
+      }, 60_000),
+    ).toBe(true);
+    expect(events).toContainEqual(expect.objectContaining({ type: "node.destroyed", instanceId: second }));
+    cost = pool.cost();
+    expect(cost.nodes.map((entry) => entry.instanceId)).not.toContain(second);
+    expect(cost.nodes.map((entry) => [entry.node, entry.hourlyPrice])).toEqual([
+      [0, 1.5],
+      [1, 4],
+    ]);
+    expect(provisions).toBe(4);
   }, 120_000);
 
   it("warns, then stops taking tasks, fails the running one and tears down at the budget", async () => {

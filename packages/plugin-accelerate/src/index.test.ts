@@ -190,7 +190,7 @@ describe("the config file written at bootstrap", () => {
     });
   });
 
-  it("infers MULTI_CPU for several CPU nodes (an elastic pool counting its maximum), DEEPSPEED from its settings", () => {
+  it("infers MULTI_CPU for several CPU nodes, DEEPSPEED from its settings", () => {
     const many = join(scratch, "root-cpu");
     runBootstrapOps({}, clusterOf(3, 0), many);
     expect(JSON.parse(readFileSync(join(many, "accelerate.json"), "utf8"))).toEqual({
@@ -199,12 +199,6 @@ describe("the config file written at bootstrap", () => {
       mixed_precision: "no",
       use_cpu: true,
       num_processes: 3,
-    });
-    const elastic = join(scratch, "root-elastic");
-    runBootstrapOps({}, clusterOf([1, 4], 0), elastic);
-    expect(JSON.parse(readFileSync(join(elastic, "accelerate.json"), "utf8"))).toMatchObject({
-      distributed_type: "MULTI_CPU",
-      num_processes: 4,
     });
     const one = join(scratch, "root-one");
     runBootstrapOps({ deepspeed: { zero_stage: 3 } }, clusterOf(1, 1), one);
@@ -481,7 +475,7 @@ describe.skipIf(skipReason !== undefined)("under the real accelerate launch", ()
 describe("one process per accelerator", () => {
   const perAccelerator = { perAccelerator: true } as const;
 
-  it("runs as many workers per node as the node has accelerators, and checks num_processes against them", () => {
+  it("runs as many workers per node as the node has accelerators, and checks num_processes against them", async () => {
     const plugin = accelerate({ num_processes: 16 }, perAccelerator);
     expect(isWorkersPerAccelerator(plugin.workersPerNode)).toBe(true);
     expect(plugin.workersPerNode?.({ cluster: clusterOf(2, 8) })).toBe(8);
@@ -495,6 +489,14 @@ describe("one process per accelerator", () => {
     expect(() => plugin.workersPerNode?.({ cluster: clusterOf(2, 0) })).toThrow(
       /needs nodes with accelerators/,
     );
+    // An elastic pool is refused with it too (when the plugin sees the pool, before any node starts).
+    const elastic = (async () =>
+      accelerate({}, perAccelerator).transform?.({ image: image(), cluster: clusterOf([1, 2], 2) }))();
+    await expect(elastic).rejects.toMatchObject({
+      issues: [
+        { path: "nodes", message: expect.stringMatching(/^accelerate runs a fixed number of machines/) },
+      ],
+    });
     // One per node, as before, unless asked.
     expect(accelerate({ num_processes: 2 }).workersPerNode).toBeUndefined();
   });

@@ -180,7 +180,7 @@ interface ClusterShape {
 
 function clusterShape(cluster: Cluster): ClusterShape {
   return {
-    // An elastic pool is configured for the most nodes it may grow to.
+    // A fixed node count: an elastic pool is refused (refuseElasticPool).
     nodes: cluster.spec.nodes.max,
     gpusPerNode: cluster.offer.accelerator?.count ?? cluster.spec.acceleratorCount,
   };
@@ -363,7 +363,8 @@ function wrapWithAccelerate(
  * @param config settings in `accelerate config`'s structure; see {@link AccelerateConfig}.
  * @param options the plugin's own options; see {@link AccelerateOptions}.
  * @throws {ConfigurationError} naming the field (`accelerate.mixed_precision`, `accelerate.fsdp`…)
- *   when a setting is not valid, or one that one process per accelerator does not support.
+ *   when a setting is not valid, or one that one process per accelerator does not support; and,
+ *   when the pool starts (before any node is provisioned), on an elastic pool (`nodes`).
  */
 export function accelerate(config: AccelerateConfig = {}, options: AccelerateOptions = {}): PluginV1 {
   const settings: AccelerateConfig = parseInput(settingsSchema, config, "accelerate");
@@ -373,6 +374,7 @@ export function accelerate(config: AccelerateConfig = {}, options: AccelerateOpt
   const plugin = Plugin.create("accelerate")
     .withPeerNetwork()
     .withImageTransform(({ image, cluster }) => {
+      refuseElasticPool(cluster);
       // The launcher would refuse it too, but only once every node is provisioned and bootstrapped.
       if (!perAccelerator) refuseProcessesOtherThanNodes(settings, cluster);
       return extendImage(image, { pip: ["accelerate"] });
@@ -417,18 +419,37 @@ const optionsSchema = z.strictObject(
 );
 
 /**
- * With one process per node, refuses a `num_processes` no node count of the pool can match (the
+ * Refuses an elastic pool (the transform hook runs before any node is provisioned): each node's
+ * launcher is given the node count at its own start (`--num_machines`, the world size), so nodes
+ * started at different sizes would not agree on one process group, and one joining later cannot
+ * enter a group already formed.
+ */
+function refuseElasticPool(cluster: Cluster): void {
+  const { min, max } = cluster.spec.nodes;
+  if (min === max) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "nodes",
+        message: `accelerate runs a fixed number of machines (one process group, its size given to each node's launcher): expected a fixed node count, received ${min} to ${max}`,
+      },
+    ],
+  });
+}
+
+/**
+ * With one process per node, refuses a `num_processes` other than the pool's node count (the
  * transform hook runs before any node is provisioned).
  */
 function refuseProcessesOtherThanNodes(settings: AccelerateConfig, cluster: Cluster): void {
   const processes = settings.num_processes;
-  const { min, max } = cluster.spec.nodes;
-  if (processes === undefined || (processes >= min && processes <= max)) return;
+  const nodes = cluster.spec.nodes.max;
+  if (processes === undefined || processes === nodes) return;
   throw new ConfigurationError({
     issues: [
       {
         path: "accelerate.num_processes",
-        message: `expected ${min === max ? min : `${min} to ${max}`} (one process per node), received ${processes}; accelerate(config, { perAccelerator: true }) runs one per accelerator`,
+        message: `expected ${nodes} (one process per node), received ${processes}; accelerate(config, { perAccelerator: true }) runs one per accelerator`,
       },
     ],
   });

@@ -280,6 +280,7 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
         return out.get(timeout=timeout)
 
     def abort_everything(self, ensure_ready: bool = True) -> None:
+        # Cancelling a nested dispatch future stops its nested task too, wherever it runs.
         with self._lock:
             pending = list(self._pending.items())
             self._pending.clear()

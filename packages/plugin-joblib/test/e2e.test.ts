@@ -6,7 +6,9 @@
  * The workers use Debian's Python (`/usr/bin/python3`) so its `python3-joblib` and `python3-sklearn`
  * are seen by the pool's virtual environment and nothing is downloaded.
  */
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
 import { SSH } from "@skyward/provider-ssh";
@@ -60,6 +62,11 @@ const crossValidationNodes = sky.python<
   [folds: number],
   { nodes: number[]; scores: number[]; local_scores: number[] }
 >("joblib_tasks:cross_validation_nodes");
+
+const abandonedBatches = sky.python<
+  [directory: string],
+  { started: number[]; cancelled: number[]; finished: number[] }
+>("joblib_tasks:abandoned_batches");
 
 const concurrency = sky.python<
   [nJobs: number, n: number, seconds: number],
@@ -162,6 +169,20 @@ describe.skipIf(frameworks !== undefined)("joblib on a 2-node local pool, concur
     expect(remote.exceptionMessage).toBe("item 37 is unlucky");
     // The pool is still usable afterwards.
     expect((await pool.run(spread(10))).values).toEqual(squares(10));
+  });
+
+  it("a failed batch stops the batches already sent, which then hold no slot of the pool", async () => {
+    const directory = mkdtempSync(join(tmpdir(), "skyward-joblib-abort-"));
+    try {
+      // The task catches the failure and goes on: the batches sent (on its own node and the other)
+      // are cancelled at once, not left to sleep their minute out.
+      const result = await pool.run(abandonedBatches(directory));
+      expect(result.started.length).toBeGreaterThanOrEqual(3);
+      expect(result.cancelled).toEqual(result.started);
+      expect(result.finished).toEqual([]);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 
   it("Parallel inside a batch runs locally, on that batch's worker", async () => {

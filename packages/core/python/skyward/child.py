@@ -179,6 +179,7 @@ def main() -> None:
         link.send(("subtask", context.key, sub, fn, args, kwargs, node))
 
     runtime.subtask_sender = send_subtask
+    runtime.subtask_canceller = lambda context, sub: link.send(("subcancel", context.key, sub))
     runtime.metric_sender = lambda context, name, value, step: link.send(("metric", context.key, name, value, step))
     running: Dict[str, TaskContext] = {}
 

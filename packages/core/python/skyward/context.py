@@ -22,6 +22,9 @@ SubtaskOutcome = Tuple[str, Any]
 SubtaskSender = Callable[["TaskContext", int, str, List[Any], Dict[str, Any], "int | None"], None]
 """``send(context, sub, fn, args, kwargs, node)``: hands a subtask to the host, which sends it to the client."""
 
+SubtaskCanceller = Callable[["TaskContext", int], None]
+"""``cancel(context, sub)``: the task cancelled its subtask ``sub``'s future; the host stops the subtask."""
+
 CollectionCaller = Callable[["TaskContext", Any, bool], "concurrent.futures.Future[Any] | None"]
 """``call(context, request, blocking)``: a collection operation applied by the calling task thread itself
 (see ``collections.py``); None when it goes as a subtask."""
@@ -50,14 +53,16 @@ class SubtaskTable(Protocol):
 
     def resolve(self, sub: int, outcome: SubtaskOutcome) -> None: ...
 
+    def forget(self, sub: int) -> bool: ...
+
     def close(self) -> None: ...
 
 
 class _Runtime:
     """Per-process runtime state, set by the worker (or executor child) that hosts the tasks."""
 
-    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "collection_caller", "metric_sender", "running",
-                 "nested")
+    __slots__ = ("cluster", "lock", "concurrency", "subtask_sender", "subtask_canceller", "collection_caller",
+                 "metric_sender", "running", "nested")
 
     def __init__(self) -> None:
         self.cluster: InstanceInfo | None = None
@@ -66,6 +71,8 @@ class _Runtime:
         self.concurrency = 1
         #: how tasks of this process reach the client with nested dispatch (None: they cannot)
         self.subtask_sender: SubtaskSender | None = None
+        #: how a task of this process stops a subtask whose future it cancelled (None: only locally)
+        self.subtask_canceller: SubtaskCanceller | None = None
         #: how a task thread of the worker applies a collection operation itself (None in a
         #: process-executor child: its operations go as subtasks through its worker)
         self.collection_caller: CollectionCaller | None = None

@@ -11,9 +11,10 @@ answers with ``subresult`` or ``suberror`` (docs/protocol.md, "Nested dispatch")
 on each worker's separate nested pool, so a parent waiting on its children never takes the slots
 they need. ``capacity()`` is the pool's number of task slots, what ``n_jobs=-1`` means to joblib.
 
-When the parent task ends, is cancelled or times out, its futures that are still pending are
-cancelled; when the connection to the client is lost they fail with a ``SubtaskError`` of kind
-``cancelled``.
+``future.cancel()`` on a pending future stops its nested task too, wherever it runs or waits (joblib
+cancels them when a batch fails). When the parent task ends, is cancelled or times out, its futures
+that are still pending are cancelled; when the connection to the client is lost they fail with a
+``SubtaskError`` of kind ``cancelled``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import contextvars
 import threading
 from typing import Any, Callable, Dict, Iterable, Mapping, Tuple
 
-from .context import SubtaskOutcome, TaskContext, current_task, runtime
+from .context import SubtaskOutcome, SubtaskTable, TaskContext, current_task, runtime
 from .protocol import to_wire
 from .values import restore
 
@@ -81,6 +82,12 @@ class Subtasks:
             entry = self._pending.pop(sub, None)
         if entry is not None:
             entry[1].run(_settle, entry[0], outcome)
+
+    def forget(self, sub: int) -> bool:
+        """Subtask ``sub``'s future was cancelled: whether it was still pending (not answered, and the
+        task still runs: when it ends, the client cancels its nested tasks itself)."""
+        with self._lock:
+            return not self._closed and self._pending.pop(sub, None) is not None
 
     def close(self) -> None:
         """The task ended: cancel what is still pending, accept no more."""
@@ -145,8 +152,20 @@ def send_subtask(context: TaskContext, ref: str, args: Any, kwargs: Dict[str, An
     settle_in = contextvars.copy_context()
     settle_in.run(current_task.set, context)
     sub, future = subtasks.add(settle_in)
+    table = subtasks  # not None (a name the callback can close over as such)
+    future.add_done_callback(lambda done: _withdraw(context, table, sub, done))
     sender(context, sub, ref, args, kwargs, node)
     return future
+
+
+def _withdraw(context: TaskContext, subtasks: SubtaskTable, sub: int, done: concurrent.futures.Future[Any]) -> None:
+    """A subtask's future completed: if the task cancelled it, its nested task is stopped as well
+    (it would otherwise run to its end, holding a slot of the pool)."""
+    if not done.cancelled() or not subtasks.forget(sub):
+        return
+    canceller = runtime.subtask_canceller
+    if canceller is not None:
+        canceller(context, sub)
 
 
 def _current_context(caller: str) -> TaskContext:

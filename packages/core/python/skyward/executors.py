@@ -525,6 +525,9 @@ class ProcessExecutor:
         elif kind == "subtask":
             if task is not None and task.id == message[1]:
                 self._host.on_subtask(task, *message[2:])
+        elif kind == "subcancel":
+            if task is not None and task.id == message[1]:
+                self._host.on_subcancel(task, message[2])
         elif kind == "metric":
             if task is not None and task.id == message[1]:
                 self._host.on_metric(task, message[2], message[3], message[4])

@@ -39,6 +39,9 @@ GPU_FIELDS: Dict[str, Tuple[str, str, float]] = {
     "gpu_temp": ("temperature.gpu", "°C", 1.0),
 }
 PROC_KINDS = ("cpu", "memory", "memory_used", "memory_total", "disk", "network_rx", "network_tx")
+#: the shortest interval, seconds: the client refuses shorter ones, and a worker told one anyway does
+#: not sample in a busy loop (the collector is dropped like any other malformed one)
+MIN_INTERVAL = 0.1
 #: seconds a custom command may run, at least (longer when its interval is longer)
 CUSTOM_TIME_LIMIT = 10.0
 #: seconds before a failed nvidia-smi loop is started again
@@ -56,7 +59,7 @@ def parse_collectors(value: Any) -> List[Dict[str, Any]]:
         kind, name, interval = entry.get("collector"), entry.get("name"), entry.get("interval")
         if not isinstance(kind, str) or not isinstance(name, str):
             continue
-        if not isinstance(interval, (int, float)) or isinstance(interval, bool) or not interval > 0:
+        if not isinstance(interval, (int, float)) or isinstance(interval, bool) or not interval >= MIN_INTERVAL:
             continue
         if kind not in PROC_KINDS and kind not in GPU_FIELDS and kind != "custom":
             continue

@@ -252,6 +252,31 @@ class SubtaskRelay:
         if counted:
             self._pump()
 
+    def cancel(self, task: Task, sub: int) -> None:
+        """``task`` cancelled the future of its subtask ``sub``: it stops wherever it is, waiting here,
+        running here (cancelled like a task), or out at the client (told with ``subcancel``)."""
+        if any(waiting[0] is task and waiting[1] == sub for waiting in self._queue):
+            self._queue = collections.deque(w for w in self._queue if not (w[0] is task and w[1] == sub))
+            return
+        child = self._children.get(task.id, {}).get(sub)
+        if child is not None:
+            self._table.cancel(child, "its parent task cancelled it")
+            return
+        key = (task.id, sub)
+        if isinstance(task.connection, LocalParent):
+            key = next((alias for alias, asked in self._aliases.items() if asked == (task, sub)), key)
+            self._aliases.pop(key, None)
+        root = self._table.tasks.get(key[0])
+        if root is None or root.subtasks is None or key[1] not in root.subtasks:
+            return  # answered meanwhile, or a collection operation (answered here)
+        root.subtasks.discard(key[1])
+        connection = root.connection
+        if connection is not None and connection.alive:
+            connection.send({"t": "subcancel", "id": key[0], "sub": key[1]})
+        if key in self._out:
+            self._out.discard(key)
+            self._pump()
+
     def fail(self, task_id: str, sub: int, text: str) -> None:
         """A subtask could not be sent (its message does not encode): it fails, not its task."""
         task = self._table.tasks.get(task_id)

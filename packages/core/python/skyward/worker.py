@@ -163,6 +163,7 @@ class Worker:
         self.cluster = ClusterSetup(self.log, self.post, self._apply_env)
         runtime.concurrency = options.concurrency
         runtime.subtask_sender = self._send_subtask
+        runtime.subtask_canceller = lambda context, sub: self.post(self.on_subcancel, context.key, sub)
         runtime.metric_sender = self._send_task_metric
         self.table = TaskTable(
             self.loop, options.concurrency, self._new_executor, self._node, self.refs, self.detach, self.lifetime,
@@ -172,6 +173,7 @@ class Worker:
         # A detached pool's tasks still running hold its TTL off (their results are what it comes back for).
         self.lifetime.busy = lambda: self.detach.detached and bool(self.table.tasks)
         self.subtasks = SubtaskRelay(self.table, self._node, local_nested_slots(options.concurrency))
+        self.on_subcancel = self.subtasks.cancel  # a task cancelled a subtask's future (Host)
         self.collections = CollectionService(self, self._token)  # held on the head, reached node to node
         #: the image's metrics collectors, sampled from the first ``cluster`` message on
         self.metrics = MetricsSampler(self.loop, self._send_metric, self.log)

@@ -130,6 +130,16 @@ def test_cancelling_the_parent_cancels_its_pending_futures(tmp_path: Path) -> No
         assert client.value("demo_tasks:add", 1, 1) == 2
 
 
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_cancelling_a_future_stops_its_subtask_at_the_client(executor: str) -> None:
+    with WorkerProcess("--executor", executor, env=VIA_CLIENT) as worker:
+        client = connect(worker)
+        relay = NestedRelay([client])
+        # The 60 s subtask would hold the node's only nested slot, and the next would time out.
+        assert relay.value(client, "dispatch_tasks:cancel_then_submit", 60.0) == 9
+        assert [(parent, sub) for parent, sub in relay.cancelled] == [(relay.subtasks[0]["id"], 0)]
+
+
 def test_a_parent_that_ends_cancels_what_it_left_pending() -> None:
     with WorkerProcess("--executor", "thread", env=VIA_CLIENT) as worker:
         client = connect(worker)
@@ -247,3 +257,16 @@ def test_a_parent_that_ends_cancels_the_subtasks_it_runs_on_its_node(two_slot_wo
         assert relay.subtasks == []
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_cancelling_a_future_stops_its_subtask_on_the_node(executor: str) -> None:
+    with WorkerProcess("--executor", executor) as worker:
+        client = connect(worker)
+        try:
+            relay = NestedRelay([client], hold=True)
+            # One nested slot, held by the 60 s subtask until it is cancelled; the client answers nothing.
+            assert relay.value(client, "dispatch_tasks:cancel_then_submit", 60.0) == 9
+            assert relay.subtasks == [] and relay.cancelled == []
+        finally:
+            client.close()

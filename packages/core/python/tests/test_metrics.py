@@ -185,3 +185,18 @@ def test_no_nvidia_smi_outlives_its_worker(gpu_worker: tuple[WorkerProcess, Path
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in loops)
     client.close()
+
+
+def test_a_collector_below_the_minimum_interval_is_not_run() -> None:
+    # The client refuses such an interval; a worker told one anyway does not sample in a busy loop.
+    with WorkerProcess("--executor", "thread") as worker:
+        client = Client(worker.port)
+        client.hello()
+        client.cluster(metrics=[
+            collector("cpu", 0.001),
+            collector("custom", 0.0001, name="busy", command="echo 1"),
+            collector("memory", 0.1),
+        ])
+        names = {sample["name"] for sample in metrics_for(client, 1.0)}
+        client.close()
+    assert names == {"memory"}

@@ -234,6 +234,9 @@ class NestedRelay:
         self.hold = hold
         self.subtasks: List[Dict[str, Any]] = []
         self.nested_ids: List[str] = []
+        #: the ``subcancel`` messages received, as (parent id, sub)
+        self.cancelled: List[tuple[str, int]] = []
+        self._ran_on: Dict[str, Client] = {}
         self._running: Dict[str, tuple[Client, str, int]] = {}
         self._next = 0
         for client in clients:
@@ -252,10 +255,17 @@ class NestedRelay:
             nested_id = f"nested:{message['id']}:{message['sub']}"
             self._running[nested_id] = (client, message["id"], message["sub"])
             self.nested_ids.append(nested_id)
+            self._ran_on[nested_id] = self.clients[node]
             self.clients[node].send({
                 "t": "submit", "id": nested_id, "fn": message["fn"], "args": message["args"],
                 "kwargs": message["kwargs"], "timeout": None, "stream": False, "worker": None, "nested": True,
             })
+        elif kind == "subcancel":
+            self.cancelled.append((message["id"], message["sub"]))
+            nested_id = f"nested:{message['id']}:{message['sub']}"
+            entry = self._running.pop(nested_id, None)
+            if entry is not None:  # as the TypeScript client does: the nested task is cancelled
+                self._ran_on.pop(nested_id).send({"t": "cancel", "id": nested_id})
         elif kind in ("result", "error") and message.get("id") in self._running:
             parent, parent_id, sub = self._running.pop(message["id"])
             if kind == "result":

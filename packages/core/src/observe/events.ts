@@ -139,14 +139,17 @@ export interface NodePreemptedEvent extends NodeEventBase {
   readonly reason?: string;
 }
 
-/** A lost or preempted node got a new instance. */
+/** A lost or preempted node got a new instance, and its worker is up. */
 export interface NodeReplacedEvent extends NodeEventBase {
   readonly type: "node.replaced";
   /** The instance it replaced. */
   readonly previousInstanceId: string;
 }
 
-/** The node's instance was terminated on purpose (shutdown, scale-down). */
+/**
+ * The node's instance was terminated (shutdown, scale-down, a lost node's instance before its
+ * replacement, whose new instance has its own `node.provisioned`).
+ */
 export interface NodeDestroyedEvent extends NodeEventBase {
   readonly type: "node.destroyed";
 }

@@ -78,6 +78,27 @@ describe("the live view", () => {
     expect(rows[4]).toContain("i-1b");
   });
 
+  it("follows a replacement as the pool reports it: the lost instance destroyed, the new one provisioned", () => {
+    const view = new LiveView("p1", t0);
+    feed(view, [
+      provisioned(0, t0),
+      { type: "node.ready", timestamp: t0 + 1000, node: 0, instanceId: "i-0" },
+      { type: "node.lost", timestamp: t0 + 2000, node: 0, instanceId: "i-0", reason: "heartbeat" },
+      { type: "node.destroyed", timestamp: t0 + 3000, node: 0, instanceId: "i-0" },
+    ]);
+    expect(renderLive(view, {}, 80, t0 + 3500)[4]).toMatch(/^ {2}0 stopped /);
+    feed(view, [{ ...provisioned(0, t0 + 4000), instanceId: "i-0b", hourlyPrice: 0.7 } as Input]);
+    // 160 columns: nodes and cost share a line, node rows start a line earlier and end with the instance id.
+    expect(renderLive(view, {}, 160, t0 + 4500)[3]).toMatch(/^ {2}0 ssh .*i-0b/);
+    feed(view, [
+      { type: "node.ready", timestamp: t0 + 5000, node: 0, instanceId: "i-0b" },
+      { type: "node.replaced", timestamp: t0 + 5000, node: 0, instanceId: "i-0b", previousInstanceId: "i-0" },
+    ]);
+    const row = renderLive(view, {}, 160, t0 + 6000)[3];
+    expect(row).toMatch(/^ {2}0 ready \(replaced 1×\)/);
+    expect(row).toContain("i-0b");
+  });
+
   it("shows a ready node's round trip from its bootstrap, and none for a node next to the client", () => {
     const view = new LiveView("p1", t0);
     feed(view, [

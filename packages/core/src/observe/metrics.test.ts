@@ -53,6 +53,7 @@ describe("metric factories", () => {
   it("take an interval", () => {
     expect(metrics.CPU({ interval: 0.5 }).interval).toBe(0.5);
     expect(metrics.GPU({ interval: 2 }).interval).toBe(2);
+    expect(metrics.Memory({ interval: 0.1 }).interval).toBe(0.1);
   });
 
   it("measure / by default with Disk, or the given path", () => {
@@ -90,6 +91,9 @@ describe("metric factory errors", () => {
     ["negative", -1, "expected a positive number of seconds, received -1"],
     ["NaN", Number.NaN, "expected a positive number of seconds, received NaN"],
     ["Infinity", Number.POSITIVE_INFINITY, "expected a positive number of seconds, received Infinity"],
+    // Shorter ones would keep the worker sampling (a shell, nvidia-smi) in a busy loop.
+    ["too short", 0.001, "expected at least 0.1 seconds between samples, received 0.001"],
+    ["just too short", 0.09, "expected at least 0.1 seconds between samples, received 0.09"],
   ])("rejects a %s interval, naming the factory", (_label, interval, message) => {
     expect(issuesOf(() => metrics.CPU({ interval }))).toEqual([{ path: "metrics.CPU.interval", message }]);
   });

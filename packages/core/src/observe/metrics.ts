@@ -33,7 +33,7 @@ export type MetricCollectorKind =
 interface MetricCollectorBase {
   /** Marks the object as a metric collector descriptor. */
   readonly kind: "metric";
-  /** Seconds between two samples; always > 0. */
+  /** Seconds between two samples; at least 0.1. */
   readonly interval: number;
 }
 
@@ -70,7 +70,7 @@ export type MetricCollector = BuiltinMetricCollector | DiskMetricCollector | Cus
 
 /** Options every collector factory takes. */
 export interface MetricOptions {
-  /** Seconds between two samples; a positive number. Each collector has its own default. */
+  /** Seconds between two samples, at least 0.1 (shorter is refused). Each collector has its own default. */
   interval?: number;
 }
 
@@ -94,6 +94,12 @@ const defaultIntervals: Readonly<Record<MetricCollectorKind, number>> = {
   custom: 3,
 };
 
+/**
+ * The shortest interval accepted, seconds: each sample reads `/proc`, runs a shell command or has
+ * nvidia-smi loop, so a shorter one keeps the worker busy sampling (the worker drops such collectors too).
+ */
+const MIN_METRIC_INTERVAL = 0.1;
+
 const intervalSchema = z
   .number({ error: nonFiniteMessage("a positive number of seconds") })
   .superRefine((value, context) => {
@@ -101,6 +107,11 @@ const intervalSchema = z
       context.addIssue({
         code: "custom",
         message: `expected a positive number of seconds, received ${value}`,
+      });
+    } else if (value < MIN_METRIC_INTERVAL) {
+      context.addIssue({
+        code: "custom",
+        message: `expected at least ${MIN_METRIC_INTERVAL} seconds between samples, received ${value}`,
       });
     }
   });

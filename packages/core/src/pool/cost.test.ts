@@ -54,29 +54,32 @@ describe("CostMeter, from a pool's events", () => {
     provisioned(hub, 1, "i-b", 1, t0);
     expect(meter.hourlyRate).toBe(3);
     expect(meter.total(t0 + HOUR / 2)).toBeCloseTo(1.5);
-    // node 1 replaced after an hour: i-b stops, i-c goes on at the same price
+    // node 1 replaced after an hour, as the pool says it: i-b destroyed, i-c provisioned (at its
+    // own price, from then on), then replaced, which changes nothing more
+    hub.emit({ ...base, type: "node.destroyed", timestamp: t0 + HOUR, node: 1, instanceId: "i-b" });
+    provisioned(hub, 1, "i-c", 3, t0 + HOUR);
     hub.emit({
       ...base,
       type: "node.replaced",
-      timestamp: t0 + HOUR,
+      timestamp: t0 + 1.5 * HOUR,
       node: 1,
       instanceId: "i-c",
       previousInstanceId: "i-b",
     });
     const snapshot = meter.snapshot(t0 + 2 * HOUR);
-    expect(snapshot.hourlyRate).toBe(3);
-    expect(snapshot.total).toBeCloseTo(4 + 1 + 1);
+    expect(snapshot.hourlyRate).toBe(5);
+    expect(snapshot.total).toBeCloseTo(4 + 1 + 3);
     expect(snapshot.nodes.map((node) => [node.node, node.instanceId, node.hourlyPrice, node.since])).toEqual([
       [0, "i-a", 2, t0],
-      [1, "i-c", 1, t0 + HOUR],
+      [1, "i-c", 3, t0 + HOUR],
     ]);
-    expect(snapshot.nodes[1]?.total).toBeCloseTo(1);
+    expect(snapshot.nodes[1]?.total).toBeCloseTo(3);
     hub.emit({ ...base, type: "node.destroyed", timestamp: t0 + 2 * HOUR, node: 0, instanceId: "i-a" });
-    expect(meter.hourlyRate).toBe(1);
+    expect(meter.hourlyRate).toBe(3);
     hub.emit({ ...base, type: "pool.destroyed", timestamp: t0 + 3 * HOUR });
     expect(meter.hourlyRate).toBe(0);
     // frozen from then on
-    expect(meter.total(t0 + 10 * HOUR)).toBeCloseTo(4 + 1 + 2);
+    expect(meter.total(t0 + 10 * HOUR)).toBeCloseTo(4 + 1 + 6);
     expect(meter.snapshot(t0 + 10 * HOUR).nodes).toEqual([]);
   });
 });

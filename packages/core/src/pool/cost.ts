@@ -1,8 +1,9 @@
 /**
  * What a pool costs: each instance's hourly price (from its offer) times how long the pool has held
  * it, from the moment it was provisioned until it was terminated. Kept from the pool's own events
- * (`node.provisioned`, `node.replaced`, `node.destroyed`, `pool.destroyed`), so every path that adds
- * or removes a node is counted without the meter being called from it.
+ * (`node.provisioned`, `node.destroyed`, `pool.destroyed`: a replaced node's lost instance is
+ * destroyed and its new one provisioned), so every path that adds or removes a node is counted
+ * without the meter being called from it.
  */
 import type { Instance, Offer } from "../contract/types.js";
 import type { EventHub } from "../observe/events.js";
@@ -70,12 +71,6 @@ export class CostMeter {
       hub.on("node.provisioned", (event) =>
         this.start(event.node, event.instanceId, event.hourlyPrice ?? 0, event.timestamp),
       ),
-      hub.on("node.replaced", (event) => {
-        const previous = this.#running.get(event.previousInstanceId);
-        this.stop(event.previousInstanceId, event.timestamp);
-        if (previous && !this.#running.has(event.instanceId))
-          this.start(event.node, event.instanceId, previous.hourlyPrice, event.timestamp);
-      }),
       hub.on("node.destroyed", (event) => this.stop(event.instanceId, event.timestamp)),
       hub.on("pool.destroyed", (event) => this.stopAll(event.timestamp)),
     ];

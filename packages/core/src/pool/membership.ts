@@ -97,6 +97,12 @@ export class Membership {
     emitProvisioned(this.#context, node, provider, offer);
   }
 
+  /** Announces the instance a node was given in place of a lost one (see {@link ReplacingMembership}). */
+  provisioned(node: NodeRuntime): void {
+    const { provider, cluster } = placement(this.#context);
+    emitProvisioned(this.#context, node, provider, cluster.offer);
+  }
+
   /** The pool is ready: the reconcile loop and the autoscaler run from now on. */
   startLoops(startedAt: number): void {
     const { options } = this.#context;

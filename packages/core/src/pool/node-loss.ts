@@ -16,6 +16,8 @@ export interface ReplacingMembership {
   startNode(node: NodeRuntime, signal: AbortSignal): Promise<void>;
   provision(count: number, signal: AbortSignal): Promise<Instance[]>;
   dropNode(node: NodeRuntime, error: unknown): void;
+  /** Announces (`node.provisioned`) the instance a node was just given: it costs from now on. */
+  provisioned(node: NodeRuntime): void;
   /** Work that shutdown waits for before it terminates the nodes (a replacement under way). */
   track(work: Promise<void>): void;
 }
@@ -69,6 +71,14 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
     const asked = node.nextInstance;
     try {
       await provider.terminate({ cluster, ids: [previous.id], signal: AbortSignal.timeout(60_000) });
+      // Said at once: the lost instance stops costing now, whether or not a replacement comes.
+      hub.emit({
+        type: "node.destroyed",
+        timestamp: Date.now(),
+        poolId: context.id,
+        node: node.index,
+        instanceId: previous.id,
+      });
       // The instance asked for at the interruption notice, or (none, or it failed) a new one now.
       const instance =
         (asked ? await asked.catch(() => undefined) : undefined) ??
@@ -76,6 +86,7 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
       if (!instance) throw new ProvisionError({ provider: provider.name, message: "no instance came back" });
       node.instance = instance;
       node.nextInstance = undefined;
+      membership.provisioned(node);
       await membership.startNode(node, context.abort.signal);
       hub.emit({
         type: "node.replaced",

@@ -396,6 +396,13 @@ export class TaskManager {
       case "subtask":
         routeSubtask(record, message, (...nested) => this.runSubtask(...nested));
         return;
+      case "subcancel": {
+        // The task gave up on it (joblib, after a failed batch): it stops holding a slot of the pool.
+        const child = record.children?.get(message.sub);
+        record.children?.delete(message.sub);
+        child?.cancel("its parent task cancelled it");
+        return;
+      }
       case "withdrawn": {
         // Handed back unstarted by a node going away: it runs elsewhere, and never ran, so no retry is used.
         const node = record.node;

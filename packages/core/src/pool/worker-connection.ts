@@ -117,6 +117,15 @@ function waitFor<T>(
   });
 }
 
+/** Calls a listener; what it throws is reported, not passed on (the connection goes on). */
+function callListener<Value>(listener: (value: Value) => void, value: Value): void {
+  try {
+    listener(value);
+  } catch (error) {
+    reportListenerError(error);
+  }
+}
+
 /** An open connection to one worker. Create it with {@link WorkerConnection.connect}. */
 export class WorkerConnection {
   /** What the worker said in `welcome`. */
@@ -365,17 +374,12 @@ export class WorkerConnection {
       case "error":
       case "pull":
       case "subtask":
+      case "subcancel":
       case "withdrawn":
       case "out": {
         const handler = message.id === null ? undefined : this.#taskHandlers.get(message.id);
         if (handler === undefined) this.#deliver(message);
-        else {
-          try {
-            handler(message);
-          } catch (error) {
-            reportListenerError(error);
-          }
-        }
+        else callListener(handler, message);
         return;
       }
       case "pong":
@@ -405,13 +409,7 @@ export class WorkerConnection {
       if (this.#backlog.length > backlogLimit) this.#backlog.shift();
       return;
     }
-    for (const listener of this.#listeners) {
-      try {
-        listener(message);
-      } catch (error) {
-        reportListenerError(error);
-      }
-    }
+    for (const listener of this.#listeners) callListener(listener, message);
   }
 
   // —————————————————————————————————————————————————————————————————————————————— liveness
@@ -493,13 +491,7 @@ export class WorkerConnection {
     this.#loss = loss;
     this.#stream.destroy();
     this.#finish(loss);
-    for (const listener of this.#lostListeners) {
-      try {
-        listener(loss);
-      } catch (listenerError) {
-        reportListenerError(listenerError);
-      }
-    }
+    for (const listener of this.#lostListeners) callListener(listener, loss);
     this.#lostListeners.clear();
   }
 

@@ -286,6 +286,18 @@ export interface SubtaskMessage {
   readonly node: number | null;
 }
 
+/**
+ * `subcancel` — the running task cancelled a subtask's future: the client cancels that nested task
+ * (its answer, if one still comes, is ignored by the worker).
+ */
+export interface SubcancelMessage {
+  readonly t: "subcancel";
+  /** The parent task's id. */
+  readonly id: string;
+  /** The subtask's number. */
+  readonly sub: number;
+}
+
 /** `subresult` — a subtask returned. */
 export interface SubresultMessage {
   readonly t: "subresult";
@@ -588,6 +600,7 @@ export type WorkerMessage =
   | PingMessage
   | PongMessage
   | SubtaskMessage
+  | SubcancelMessage
   | WithdrawnMessage
   | CollectionAnswerMessage;
 
@@ -600,6 +613,7 @@ export type TaskMessage =
   | OutputMessage
   | PullMessage
   | SubtaskMessage
+  | SubcancelMessage
   | WithdrawnMessage;
 
 /** Every message of protocol version 1, discriminated on `t`. */

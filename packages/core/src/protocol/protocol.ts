@@ -44,6 +44,7 @@ export type {
   ReleaseMessage,
   ResultMessage,
   ShutdownMessage,
+  SubcancelMessage,
   SuberrorMessage,
   SubmitMessage,
   SubresultMessage,

@@ -78,6 +78,7 @@ const messageFields: { readonly [T in WireMessageType]: Readonly<Record<string, 
     env: stringRecord,
   },
   subtask: { id: string, sub: integer, fn: string, args: array, kwargs: object, node: nullable(integer) },
+  subcancel: { id: string, sub: integer },
   subresult: { id: string, sub: integer, value: present },
   suberror: {
     id: string,

@@ -33,6 +33,12 @@ export function serveAdoptedSubtasks(
       for (const ticket of running?.values() ?? []) ticket.cancel("its parent task ended");
       return;
     }
+    if (message.t === "subcancel" && typeof wireId === "string") {
+      const ticket = children.get(wireId)?.get(message.sub);
+      children.get(wireId)?.delete(message.sub);
+      ticket?.cancel("its parent task cancelled it");
+      return;
+    }
     if (message.t !== "subtask") return;
     const { id, sub } = message;
     if (typeof id !== "string") return;

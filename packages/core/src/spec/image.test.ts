@@ -260,6 +260,14 @@ describe("image validation", () => {
       { path: "image.metrics[0].interval", message: "expected a positive number of seconds, received -1" },
     ],
     [
+      "a metric sampled in a busy loop",
+      { metrics: [{ kind: "metric", collector: "custom", name: "q", command: "echo 1", interval: 0.01 }] },
+      {
+        path: "image.metrics[0].interval",
+        message: "expected at least 0.1 seconds between samples, received 0.01",
+      },
+    ],
+    [
       "a pip index with a bad URL",
       { pipIndexes: [{ url: "ftp://mirror", packages: ["torch"] }] },
       {

@@ -140,3 +140,12 @@ def leave_running() -> str:
     """Leaves a long subtask running when it returns."""
     _left.append(submit(sleep_then_square, args=[60.0, 1]))
     return "left"
+
+
+def cancel_then_submit(seconds: float) -> int:
+    """Cancels the future of a long subtask (as joblib does after a failed batch), then needs the
+    nested slot that subtask held."""
+    first = submit(sleep_then_square, args=[seconds, 1])
+    time.sleep(0.5)  # running by now, most likely (cancelled while it waits is fine too)
+    first.cancel()
+    return submit(square, args=[3]).result(timeout=20)
