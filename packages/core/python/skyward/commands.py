@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import IO, Any, Deque, Dict, List, Mapping, Sequence
+from typing import IO, Any, Callable, Deque, Dict, List, Mapping, Sequence
 
 from .context import current_task
 
@@ -127,36 +127,74 @@ def _pump(pipe: IO[bytes], target: Any, result_tail: _Tail, error_tail: _Tail, l
             return
 
 
+def _start(popen: Callable[[], subprocess.Popen[bytes]], own_group: bool) -> subprocess.Popen[bytes]:
+    """Starts the process on a thread of its own. A thread-executor task's interrupt lands in the
+    task's thread at its next bytecode: inside ``Popen`` (after the fork, while it waits for the
+    exec) it would leave a running process nobody holds, which a cancelled task's command then
+    outlived (seen under load: the task reported cancelled, its ``sleep`` alive). The interrupt
+    comes once; after it, this waits for the start and stops what it started."""
+    started: Dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            started["process"] = popen()
+        except BaseException as error:  # noqa: BLE001 — handed to the task's thread below
+            started["error"] = error
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=run, name="skyward-command-start", daemon=True)
+    try:
+        thread.start()
+        done.wait()
+    except BaseException:
+        # 30 s only if the interrupt came before the thread could start (then nothing was started)
+        done.wait(30)
+        if "process" in started:
+            _stop(started["process"], own_group)
+        raise
+    if "error" in started:
+        raise started["error"]
+    return started["process"]
+
+
 def _run(argv: Sequence[str], label: str, env: Mapping[str, str] | None, cwd: str | None) -> Dict[str, Any]:
     environment = None
     if env:
         environment = dict(os.environ)
         environment.update(env)
     own_group = not _in_process_child()
-    process = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=environment,
-        cwd=cwd,
-        start_new_session=own_group,
+    process = _start(
+        lambda: subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=environment,
+            cwd=cwd,
+            start_new_session=own_group,
+        ),
+        own_group,
     )
     stdout_tail, stderr_tail, error_tail = _Tail(RESULT_TAIL), _Tail(RESULT_TAIL), _Tail(ERROR_TAIL)
     lock = threading.Lock()
     pumps: List[threading.Thread] = []
-    for pipe, target, tail in ((process.stdout, sys.stdout, stdout_tail), (process.stderr, sys.stderr, stderr_tail)):
-        assert pipe is not None
-        # each pump runs in a copy of this context, so its writes are routed to this task's output
-        context = contextvars.copy_context()
-        thread = threading.Thread(
-            target=context.run, args=(_pump, pipe, target, tail, error_tail, lock),
-            name="skyward-command-output", daemon=True,
-        )
-        thread.start()
-        pumps.append(thread)
     task = current_task.get()
+    # From here on anything that ends this call stops the process: a thread-executor task's
+    # interrupt can arrive while the pumps' threads start (long under load), and the command would
+    # otherwise run on, unowned, after its task was cancelled.
     try:
+        for pipe, target, tail in ((process.stdout, sys.stdout, stdout_tail), (process.stderr, sys.stderr, stderr_tail)):
+            assert pipe is not None
+            # each pump runs in a copy of this context, so its writes are routed to this task's output
+            context = contextvars.copy_context()
+            thread = threading.Thread(
+                target=context.run, args=(_pump, pipe, target, tail, error_tail, lock),
+                name="skyward-command-output", daemon=True,
+            )
+            thread.start()
+            pumps.append(thread)
         while True:
             try:
                 process.wait(_POLL_INTERVAL)
