@@ -62,9 +62,13 @@ export interface UploadOptions {
   readonly contentType?: string;
   /** Called as parts are sent. */
   readonly onProgress?: (progress: TransferProgress) => void;
-  /** Part size in bytes for multipart uploads (at least 5 MiB). Default 8 MiB. */
+  /**
+   * Part size in bytes for multipart uploads: 5 MiB to 5 GiB, and large enough that the object fits
+   * in S3's 10,000 parts (refused before any byte is sent otherwise). Default 8 MiB, or the object's
+   * size / 10,000 when larger. A stream of unknown size over 80 GB needs a larger one given here.
+   */
   readonly partSize?: number;
-  /** Parts sent at once. Default 4. */
+  /** Parts sent at once, a whole number of at least 1. Default 4. */
   readonly concurrency?: number;
   /** Aborts the transfer. */
   readonly signal?: AbortSignal;
@@ -93,6 +97,40 @@ function checkName(what: "bucket" | "key", value: unknown): string {
       `expected a non-empty string, got ${typeof value === "string" ? '""' : typeof value}`,
     );
   return value;
+}
+
+// S3's multipart limits: https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html
+const minimumPartSize = 5 * 1024 * 1024;
+const maximumPartSize = 5 * 1024 * 1024 * 1024;
+const maximumParts = 10_000;
+const defaultPartSize = 8 * 1024 * 1024;
+
+/**
+ * The part size and concurrency of one upload, checked before a byte is sent: a part size S3 rejects
+ * or too small for the object would otherwise fail the upload only after up to 50 GB had gone.
+ */
+function transferSettings(
+  size: number | undefined,
+  options: Pick<UploadOptions, "partSize" | "concurrency">,
+): { partSize: number; concurrency: number } {
+  const { partSize, concurrency } = options;
+  if (
+    partSize !== undefined &&
+    (!Number.isSafeInteger(partSize) || partSize < minimumPartSize || partSize > maximumPartSize)
+  )
+    throw invalid(
+      "partSize",
+      `expected a whole number of bytes from ${minimumPartSize} (5 MiB) to ${maximumPartSize} (5 GiB), got ${partSize}`,
+    );
+  if (concurrency !== undefined && (!Number.isSafeInteger(concurrency) || concurrency < 1))
+    throw invalid("concurrency", `expected a whole number of at least 1, got ${concurrency}`);
+  const chosen = partSize ?? Math.max(defaultPartSize, Math.ceil((size ?? 0) / maximumParts));
+  if (size !== undefined && Math.ceil(size / chosen) > maximumParts)
+    throw invalid(
+      "partSize",
+      `${size} bytes in parts of ${chosen} would take ${Math.ceil(size / chosen)} parts; S3 allows ${maximumParts}: give at least ${Math.ceil(size / maximumParts)}`,
+    );
+  return { partSize: chosen, concurrency: concurrency ?? 4 };
 }
 
 function isNotFound(error: unknown): boolean {
@@ -202,7 +240,8 @@ export class Storage {
     const key = options.key ?? basename(localPath);
     checkName("key", key);
     const size = (await stat(localPath)).size;
-    await this.#put(bucket, key, createReadStream(localPath), size, options);
+    const settings = transferSettings(size, options);
+    await this.#put(bucket, key, createReadStream(localPath), size, settings, options);
     return key;
   }
 
@@ -221,7 +260,7 @@ export class Storage {
         : body instanceof Uint8Array
           ? body.byteLength
           : undefined;
-    await this.#put(bucket, key, body, size, options);
+    await this.#put(bucket, key, body, size, transferSettings(size, options), options);
   }
 
   async #put(
@@ -229,6 +268,7 @@ export class Storage {
     key: string,
     body: Uint8Array | string | Readable,
     size: number | undefined,
+    { partSize, concurrency }: { partSize: number; concurrency: number },
     options: Omit<UploadOptions, "key">,
   ): Promise<void> {
     const upload = new Upload({
@@ -239,8 +279,8 @@ export class Storage {
         Body: body,
         ...(options.contentType ? { ContentType: options.contentType } : {}),
       },
-      partSize: options.partSize ?? 8 * 1024 * 1024,
-      queueSize: options.concurrency ?? 4,
+      partSize,
+      queueSize: concurrency,
       leavePartsOnError: false,
     });
     const onProgress = options.onProgress;

@@ -4,7 +4,7 @@
  * shown, presets' endpoints and refusals.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -125,6 +125,54 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
     const got = await readFile(target);
     expect(got.equals(first) || got.equals(second)).toBe(true);
     expect(await readdir(join(scratch, "twice"))).toEqual(["model.bin"]);
+  });
+
+  it("refuses part sizes and concurrency S3 would reject, naming the field, before sending a byte", async () => {
+    const source = join(scratch, "small.bin");
+    await writeFile(source, randomBytes(1024));
+    const refusal = (promise: Promise<unknown>) =>
+      promise.then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    const tooSmall = await refusal(store.upload("data", source, { key: "refused/a", partSize: 1024 * 1024 }));
+    expect(tooSmall).toBeInstanceOf(ConfigurationError);
+    expect((tooSmall as ConfigurationError).issues[0]?.path).toBe("partSize");
+    const tooLarge = await refusal(store.write("data", "refused/b", "x", { partSize: 6 * 1024 ** 3 }));
+    expect((tooLarge as ConfigurationError).issues?.[0]?.path).toBe("partSize");
+    // 0 used to be taken silently as the default 4, 2.5 as 3 uploaders.
+    for (const concurrency of [0, -1, 2.5]) {
+      const refused = await refusal(store.upload("data", source, { key: "refused/c", concurrency }));
+      expect(refused).toBeInstanceOf(ConfigurationError);
+      expect((refused as ConfigurationError).issues[0]?.path).toBe("concurrency");
+    }
+    // A 60 GiB checkpoint in 5 MiB parts needs 12,288 parts; S3 takes 10,000, so the upload used to
+    // fail after sending 48 GiB. A sparse file: its size without its bytes.
+    const huge = join(scratch, "huge.bin");
+    await writeFile(huge, "");
+    await truncate(huge, 60 * 1024 ** 3);
+    const tooManyParts = await refusal(store.upload("data", huge, { partSize: 5 * 1024 * 1024 }));
+    expect(tooManyParts).toBeInstanceOf(ConfigurationError);
+    expect((tooManyParts as ConfigurationError).issues[0]?.path).toBe("partSize");
+    expect(await store.ls("data", "refused/")).toEqual([]);
+    expect(await store.exists("data", "huge.bin")).toBe(false);
+  });
+
+  it("sizes the default part to a large file so it fits in S3's 10,000 parts", async () => {
+    // 100 GiB in the former fixed 8 MiB parts is 12,800 parts: refused (or, before, failed at part
+    // 10,001). The default now grows with the file; the upload starts and is aborted once it sends.
+    const huge = join(scratch, "huge-default.bin");
+    await writeFile(huge, "");
+    await truncate(huge, 100 * 1024 ** 3);
+    const controller = new AbortController();
+    const outcome = await store
+      .upload("data", huge, { signal: controller.signal, onProgress: () => controller.abort() })
+      .then(
+        () => "finished",
+        (error: unknown) => error,
+      );
+    expect(outcome).toMatchObject({ name: "AbortError" });
+    await rm(huge);
   });
 
   it("never shows its credentials", async () => {
