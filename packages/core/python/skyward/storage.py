@@ -19,6 +19,7 @@ with sky.storage.S3(region="us-east-1") as s3:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import os
 import re
@@ -34,7 +35,15 @@ def _resolve(credential: Optional[Credential]) -> Optional[str]:
         return credential
     value = credential()
     if inspect.isawaitable(value):
-        value = asyncio.run(_await(value))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            value = asyncio.run(_await(value))
+        else:
+            # Called from an async task: its loop is busy running the task (which waits here), so
+            # the credential is awaited on a loop of its own in another thread.
+            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                value = pool.submit(asyncio.run, _await(value)).result()
     if not isinstance(value, str):
         raise TypeError(f"a credential function returned {type(value).__name__}, expected str")
     return value

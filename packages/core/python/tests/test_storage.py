@@ -54,7 +54,7 @@ def test_presets_and_refusals() -> None:
 
 SCRIPT = textwrap.dedent(
     """
-    import os, sys, tempfile
+    import asyncio, os, sys, tempfile
     sys.path.insert(0, sys.argv[1])
     from moto.server import ThreadedMotoServer
     import boto3
@@ -85,6 +85,14 @@ SCRIPT = textwrap.dedent(
         assert open(target, "rb").read() == open(source, "rb").read()
         store.rm("data", "ckpt/model.bin")
         assert not store.exists("data", "ckpt/model.bin")
+
+    # An async task runs in an event loop: an async credential is awaited all the same (it raised
+    # "asyncio.run() cannot be called from a running event loop").
+    async def async_task():
+        with sky.storage.Storage(endpoint, access_key=secret, secret_key=secret, path_style=True) as store:
+            return store.ls("data")
+
+    assert asyncio.run(async_task()) == ["model.bin"]
     server.stop()
     print("storage ok")
     """
