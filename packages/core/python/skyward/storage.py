@@ -99,11 +99,22 @@ class Storage:
                     "aws_access_key_id": _resolve(self._access_key),
                     "aws_secret_access_key": _resolve(self._secret_key),
                 }
+            addressing = {"addressing_style": "path" if self.path_style else "auto"}
+            try:
+                # Stores other than AWS (R2, Backblaze B2, …) reject the checksum headers and
+                # aws-chunked trailers boto3 >= 1.36 sends by default: only when an operation needs them.
+                config = Config(
+                    s3=addressing,
+                    request_checksum_calculation="when_required",
+                    response_checksum_validation="when_required",
+                )
+            except TypeError:  # botocore < 1.36 knows neither setting, and sends no such headers
+                config = Config(s3=addressing)
             self._client = boto3.session.Session().client(
                 "s3",
                 endpoint_url=self.endpoint,
                 region_name=self.region,
-                config=Config(s3={"addressing_style": "path" if self.path_style else "auto"}),
+                config=config,
                 **keys,
             )
         return self._client
