@@ -48,6 +48,7 @@ const USERS: Record<string, string | readonly string[]> = {
   ],
   cachedOffers: "packages/provider-gcp/test/lifecycle.test.ts",
   resolvePoolSpec: "packages/provider-gcp/test/lifecycle.test.ts",
+  volumeClientKeysProblem: "packages/ssh/src/volumes.ts",
   // Accelerators and images, as providers read them
   acceleratorCatalog: "packages/provider-aws/src/instance-types.ts",
   acceleratorFormFactor: "packages/provider-aws/src/instance-types.ts",

@@ -97,4 +97,5 @@ export { contentHash, DEFAULT_PIP_INDEX, extendImage, pipInstallSteps } from "./
 export type { IncludedFile } from "./spec/includes.js";
 export type { SecretInput, SecretSource, SecretsInput } from "./spec/secrets.js";
 export { resolvePoolSpec } from "./spec/spec.js";
+export { volumeClientKeysProblem } from "./spec/volume.js";
 export { version } from "./version.js";

@@ -22,7 +22,7 @@
  * - s3fs is installed with apt-get when missing.
  */
 import { ConfigurationError, isVolumeStorageClient, type Volume } from "@skyward/core";
-import { shellQuote } from "@skyward/core/contract";
+import { shellQuote, volumeClientKeysProblem } from "@skyward/core/contract";
 
 /** One volume, resolved for mounting on a node: where the store is and how to sign for it. */
 export interface VolumeMount {
@@ -76,21 +76,10 @@ export async function resolveVolumeMounts(
     const storage = volume.storage;
     if (isVolumeStorageClient(storage)) {
       // A @skyward/storage client: its keys, resolved now (strings or functions), for the passwd file.
+      // Checked before the pool started too; resolved again here, since functions may answer anew.
       const keys = await storage.resolveCredentials();
-      if (keys?.sessionToken)
-        throw refuse(
-          index,
-          "storage",
-          "temporary credentials (a session token) cannot be used by s3fs: give a key pair",
-        );
-      if (keys && (/[:\n\r\0]/.test(keys.accessKey) || /[\n\r\0]/.test(keys.secretKey)))
-        throw refuse(index, "storage", "a key holds a character s3fs's passwd file cannot carry");
-      if (!keys && options.provider !== "aws")
-        throw refuse(
-          index,
-          "storage",
-          `the client has no keys and ${options.provider} nodes have no AWS role: give accessKey and secretKey`,
-        );
+      const problem = volumeClientKeysProblem(keys, options.provider);
+      if (problem) throw refuse(index, "storage", problem);
       return {
         volume,
         url: storage.endpoint.replace(/\/+$/, ""),

@@ -10,7 +10,7 @@ import { ProvisionError, SkywardError } from "../errors/errors.js";
 import type { SkywardEvent } from "../observe/events.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
-import { checkVolumeSources } from "../spec/volume.js";
+import { checkVolumeClients, checkVolumeSources } from "../spec/volume.js";
 import type { DetachHandler } from "./detach.js";
 import type { Pool } from "./pool.js";
 import { type PoolAnnouncement, type PoolInternals, type PoolResume, PoolRuntime } from "./pool-runtime.js";
@@ -67,11 +67,9 @@ async function launch(request: PoolRequest, resume: PoolResume | undefined): Pro
   for (const [index, spec] of specs.entries()) {
     const path = specs.length > 1 ? `specs[${index}].nodes.max` : "nodes.max";
     checkNodeCeiling(spec.provider, spec.nodes, path);
-    checkVolumeSources(
-      spec.provider?.name,
-      spec.volumes,
-      specs.length > 1 ? `specs[${index}].volumes` : "volumes",
-    );
+    const volumesPath = specs.length > 1 ? `specs[${index}].volumes` : "volumes";
+    checkVolumeSources(spec.provider?.name, spec.volumes, volumesPath);
+    await checkVolumeClients(spec.provider?.name, spec.volumes, volumesPath);
   }
   // Read before anything is provisioned: a secret that cannot be read refuses the pool by its name.
   const secrets = await resolveSecretValues(specs);

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
+import type { Provider } from "../contract/provider.js";
 import { ConfigurationError } from "../errors/errors.js";
-import { checkVolumeSources, FORBIDDEN_MOUNTS, volume } from "./volume.js";
+import { compute } from "../index.js";
+import { checkVolumeSources, FORBIDDEN_MOUNTS, type VolumeStorageClient, volume } from "./volume.js";
 
 describe("volume defaults", () => {
   it("fills in prefix, readOnly and storage", () => {
@@ -145,5 +147,58 @@ describe("checkVolumeSources", () => {
         ),
       ),
     ).toEqual(["volumes[0].storage.accessKeyEnv"]);
+  });
+});
+
+describe("a volume whose storage is a client", () => {
+  const client = (
+    keys: Awaited<ReturnType<VolumeStorageClient["resolveCredentials"]>>,
+  ): VolumeStorageClient => ({
+    endpoint: "https://objects.example.com",
+    resolveCredentials: async () => keys,
+  });
+  // Every method records its call: a refused pool must reach none of them (nothing provisioned).
+  const providerCalls: string[] = [];
+  const provider = new Proxy(
+    { specificationVersion: "v1", name: "ssh", capabilities: { spot: false }, selfDestruct: () => "true" },
+    {
+      get: (target, property) =>
+        property in target
+          ? target[property as keyof typeof target]
+          : typeof property === "string" && property !== "then"
+            ? async () => {
+                providerCalls.push(property);
+                throw new Error(`${property} must not be reached`);
+              }
+            : undefined,
+    },
+  ) as unknown as Provider;
+  const refusal = (storage: VolumeStorageClient) =>
+    compute({
+      provider,
+      volumes: [{ bucket: "data", mount: "/data", storage }],
+      options: { console: false },
+    }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+
+  it("is refused before any machine starts when s3fs could not use its keys, naming the field", async () => {
+    for (const keys of [
+      // s3fs signs with a key pair only: temporary credentials (a session token) used to be found
+      // out on each node, after its machine was paid for.
+      { accessKey: "AKIA", secretKey: "s3cr3t-value", sessionToken: "token" },
+      // No keys: only AWS's nodes have a role to sign with.
+      undefined,
+      { accessKey: "AK:IA", secretKey: "s3cr3t-value" },
+    ]) {
+      const failure = await refusal(client(keys));
+      expect(ConfigurationError.isInstance(failure), String(failure)).toBe(true);
+      expect((failure as ConfigurationError).issues.map((issue) => issue.path)).toEqual([
+        "volumes[0].storage",
+      ]);
+      expect(String(failure)).not.toContain("s3cr3t-value");
+    }
+    expect(providerCalls).toEqual([]);
   });
 });

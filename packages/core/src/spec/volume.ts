@@ -203,3 +203,43 @@ export function checkVolumeSources(
   });
   if (issues.length > 0) throw new ConfigurationError({ issues });
 }
+
+/**
+ * Why s3fs could not mount a volume with a client's keys (resolved), or undefined when it can: it
+ * signs with a key pair only, reads them from a `ACCESS:SECRET` line, and a node without keys signs
+ * with its instance's role (AWS's only). The message names no key.
+ */
+export function volumeClientKeysProblem(
+  keys: { accessKey: string; secretKey: string; sessionToken?: string } | undefined,
+  provider: string,
+): string | undefined {
+  if (keys?.sessionToken)
+    return "temporary credentials (a session token) cannot be used by s3fs: give a key pair";
+  if (keys && (/[:\n\r\0]/.test(keys.accessKey) || /[\n\r\0]/.test(keys.secretKey)))
+    return "a key holds a character s3fs's passwd file cannot carry";
+  if (!keys && provider !== "aws")
+    return `the client has no keys and ${provider} nodes have no AWS role: give accessKey and secretKey`;
+  return undefined;
+}
+
+/**
+ * Checks, before any machine starts, the keys of each volume whose `storage` is a client (a
+ * `@skyward/storage` `Storage`): resolved once here (each node resolves them again when it mounts),
+ * so that keys s3fs cannot use refuse the pool rather than every node after it is paid for.
+ *
+ * @throws {ConfigurationError} naming each such volume's `storage`, under `path`.
+ */
+export async function checkVolumeClients(
+  provider: string | undefined,
+  volumes: readonly Volume[],
+  path = "volumes",
+): Promise<void> {
+  if (provider === undefined || provider === "local") return;
+  const issues: { path: string; message: string }[] = [];
+  for (const [index, volume] of volumes.entries()) {
+    if (!isVolumeStorageClient(volume.storage)) continue;
+    const problem = volumeClientKeysProblem(await volume.storage.resolveCredentials(), provider);
+    if (problem) issues.push({ path: `${path}[${index}].storage`, message: problem });
+  }
+  if (issues.length > 0) throw new ConfigurationError({ issues });
+}
