@@ -170,6 +170,11 @@ export class CreateBudget {
   }
 }
 
+/** What the adapter's `create` is asked: one machine of the cluster, by its unique name. */
+type CreateRequest<Machine, ClusterData extends MachineClusterData> = Parameters<
+  MachineAdapter<Machine, ClusterData>["create"]
+>[0];
+
 /**
  * Creates one machine so that a request the API accepted but whose answer was lost (no answer, a
  * 5xx) never becomes an unknown machine: with an idempotency token the same request is sent again;
@@ -177,7 +182,7 @@ export class CreateBudget {
  */
 async function createOnce<Machine, ClusterData extends MachineClusterData>(
   adapter: MachineAdapter<Machine, ClusterData>,
-  request: Parameters<MachineAdapter<Machine, ClusterData>["create"]>[0],
+  request: CreateRequest<Machine, ClusterData>,
   budget: CreateBudget,
 ): Promise<Machine> {
   const attempts = adapter.maxCreateAttempts ?? 3;
@@ -226,7 +231,7 @@ async function createOnce<Machine, ClusterData extends MachineClusterData>(
  */
 async function awaitLostCreate<Machine, ClusterData extends MachineClusterData>(
   adapter: MachineAdapter<Machine, ClusterData>,
-  request: Parameters<MachineAdapter<Machine, ClusterData>["create"]>[0],
+  request: CreateRequest<Machine, ClusterData>,
   refusal: unknown,
 ): Promise<Machine> {
   const wait = adapter.lostCreateWaitMs ?? 60_000;
