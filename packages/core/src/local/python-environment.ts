@@ -11,6 +11,7 @@ import { delimiter, join } from "node:path";
 import { skywardHome } from "../config/home.js";
 import { BootstrapError, ConfigurationError } from "../errors/errors.js";
 import { DEFAULT_PIP_INDEX, envHash, type Image, pipInstallSteps } from "../spec/image.js";
+import { processAlive } from "./process-alive.js";
 
 /** The lowest Python the runtime supports. */
 export const MINIMUM_PYTHON: readonly [number, number] = [3, 10];
@@ -30,15 +31,6 @@ export interface PythonEnvironment {
   /** The virtual environment, or undefined when the image installs nothing. */
   readonly venvDir: string | undefined;
   readonly version: string;
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /**

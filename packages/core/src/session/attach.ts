@@ -12,6 +12,7 @@ import { createProviderFromEntry, loadConfig } from "../config/config-file.js";
 import type { PluginV1, ProviderV1, RecordedCluster, WorkerEndpoint } from "../contract/types.js";
 import { ConfigurationError } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
+import { processAlive } from "../local/process-alive.js";
 import { resumePool } from "../pool/create-pool.js";
 import {
   type DashboardRecording,
@@ -28,7 +29,7 @@ import { validateComputeInput } from "../spec/compute-input.js";
 import { type OptionsInput, optionsSchema } from "../spec/options.js";
 import { type SecretsInput, secretsSchema } from "../spec/secrets.js";
 import { type AttachGrowth, attachedNodes, attachGrowth } from "./attach-growth.js";
-import { attachedLocal, attachedRemote, processAlive } from "./attached-providers.js";
+import { attachedLocal, attachedRemote } from "./attached-providers.js";
 import { type Collector, collectDetached, type Reach } from "./collector.js";
 import { stateFileDetach } from "./detach.js";
 import { type CollectedResult, carryOver } from "./outcomes-state.js";

@@ -5,6 +5,7 @@
 import { rm } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import type { Cluster, Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
+import { processAlive } from "../local/process-alive.js";
 import { type DetachedPoolState, removePoolState } from "./state.js";
 
 /**
@@ -21,16 +22,6 @@ function handOut(state: DetachedPoolState, instances: readonly Instance[], grow?
     if (!grow) throw new Error(`pool ${state.id} has ${state.nodes.length} nodes and can grow no more`);
     return [...batch, ...(await grow.provision({ ...options, count: count - batch.length }))];
   };
-}
-
-/** Whether process `pid` of this machine is alive. */
-export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 function attachedOffer(state: DetachedPoolState): Offer {
