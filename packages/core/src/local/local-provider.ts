@@ -32,19 +32,10 @@ import { BootstrapError, ConfigurationError } from "../errors/errors.js";
 import { pythonRuntimeDirectory } from "../protocol/python-runtime.js";
 import { acceleratorFormFactor, canonicalAcceleratorName } from "../spec/accelerators.js";
 import type { Image } from "../spec/image.js";
+import { processAlive } from "./process-alive.js";
 import { type PythonEnvironment, preparePythonEnvironment } from "./python-environment.js";
 
 const ROOT_PREFIX = "skyward-pool-";
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists, but belongs to someone else.
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /**
  * Removes the pool roots under `parent` that a client killed before its teardown left behind: those
