@@ -206,6 +206,15 @@ export type {
 } from "./machine-provider/pool-resources.js";
 export { namedPoolResources } from "./machine-provider/pool-resources.js";
 export { deletedUnlessGone, removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
+export type { SelfDestructHeader, SelfDestructRequest } from "./machine-provider/self-destruct-retry.js";
+export {
+  curlDeleteRequest,
+  deleteRequest,
+  pythonDeleteRequest,
+  retriedPython,
+  retriedShell,
+  SELF_DESTRUCT_RETRY,
+} from "./machine-provider/self-destruct-retry.js";
 export {
   absolutePathField,
   millisecondsField,

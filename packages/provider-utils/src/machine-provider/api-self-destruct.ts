@@ -10,6 +10,7 @@
  * worker's own TTL decides.
  */
 import { renderSelfDestructScript } from "../self-destruct-script.js";
+import { retriedPython } from "./self-destruct-retry.js";
 
 /** Where the self-destruct command is installed on a VM. */
 export const SELF_DESTRUCT_COMMAND = "/usr/local/sbin/skyward-self-destruct";
@@ -48,9 +49,9 @@ export interface ApiBootScriptOptions {
 }
 
 /**
- * `skyward-self-destruct API_URL API_JSON KEY_FILE (ID | NAME)`. Tried again every 15 s
- * (`$SKYWARD_RETRY_SECONDS`) for five minutes while the API refuses (a 429, a 5xx) or cannot be
- * reached: the boot watchdog runs it once. A machine the API no longer knows (404) counts as deleted.
+ * `skyward-self-destruct API_URL API_JSON KEY_FILE (ID | NAME)`, by the retry rule every self-destruct
+ * shares ({@link retriedPython}): the boot watchdog runs it once. A machine the API no longer knows (404)
+ * counts as deleted.
  */
 const PROGRAM = `import json, os, re, sys, time, urllib.error, urllib.parse, urllib.request
 api, spec, key_file, target = sys.argv[1].rstrip("/"), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -77,16 +78,7 @@ def delete():
             if error.code != 404:
                 raise
         print("skyward: deleted " + machine_id)
-for attempt in range(20):
-    try:
-        delete()
-        break
-    except Exception as error:
-        print("skyward: self-destruct failed, trying again: " + str(error), file=sys.stderr)
-        time.sleep(float(os.environ.get("SKYWARD_RETRY_SECONDS", "15")))
-else:
-    sys.exit(1)
-`;
+${retriedPython("delete()")}`;
 
 /** Renders a VM's boot script for the API `api`; see the module comment. */
 export function renderApiBootScript(api: SelfDestructApi, options: ApiBootScriptOptions): string {
