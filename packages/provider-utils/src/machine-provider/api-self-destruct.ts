@@ -51,7 +51,8 @@ export interface ApiBootScriptOptions {
 /**
  * `skyward-self-destruct API_URL API_JSON KEY_FILE (ID | NAME)`, by the retry rule every self-destruct
  * shares ({@link retriedPython}): the boot watchdog runs it once. A machine the API no longer knows (404)
- * counts as deleted.
+ * counts as deleted; a list answer without the array where `listItems` leads is an error, never "nothing
+ * to delete".
  */
 const PROGRAM = `import json, os, re, sys, time, urllib.error, urllib.parse, urllib.request
 api, spec, key_file, target = sys.argv[1].rstrip("/"), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -69,8 +70,10 @@ def delete():
     else:
         found = call("GET", spec["listPath"].replace("{name}", urllib.parse.quote(target)))
         for field in spec["listItems"]:
-            found = (found or {}).get(field)
-        ids = [str(entry["id"]) for entry in found or [] if (entry.get("attributes") or entry).get("name") == target]
+            found = found.get(field) if isinstance(found, dict) else None
+        if not isinstance(found, list):
+            raise ValueError("the list answer holds no " + ".".join(spec["listItems"]) + " list")
+        ids = [str(entry["id"]) for entry in found if (entry.get("attributes") or entry).get("name") == target]
     for machine_id in ids:
         try:
             call("DELETE", spec["deletePath"].replace("{id}", machine_id))

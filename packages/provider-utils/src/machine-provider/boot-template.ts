@@ -175,7 +175,7 @@ export interface PythonSelfDestruct {
    * the client id and secret on two lines; without it, the file holds a key sent as `Bearer`.
    */
   readonly tokenPath?: string;
-  /** The path listing every machine, as a JSON array of objects with `id`. */
+  /** The path listing every machine, as a JSON array of objects with `id` (any other answer is an error). */
   readonly listPath: string;
   /** The field holding a machine's host name: `--self` finds the machine whose field is this host's name. */
   readonly hostnameField: string;
@@ -187,7 +187,7 @@ export interface PythonSelfDestruct {
  * `skyward-self-destruct API_URL SECRET_FILE (ID | --self)` as a Python 3 program, for
  * `renderSelfDestructScript`: deletes the machine by id, or this machine, found in the list by its host
  * name, by the retry rule every self-destruct shares ({@link retriedPython}). A machine the list no
- * longer holds is gone: nothing to delete.
+ * longer holds is gone: nothing to delete; a list answer that is no array is an error, never "nothing".
  */
 export function pythonSelfDestructProgram(api: PythonSelfDestruct): string {
   return `import json, os, re, socket, sys, time, urllib.request
@@ -224,7 +224,10 @@ def delete():
         grant = {"grant_type": "client_credentials", "client_id": secret[0], "client_secret": secret[1]}
         token = call("POST", SPEC["tokenPath"], grant)["access_token"]
     name = socket.gethostname() if target == "--self" else None
-    for entry in call("GET", SPEC["listPath"], token=token) or []:
+    listed = call("GET", SPEC["listPath"], token=token)
+    if not isinstance(listed, list):
+        raise ValueError("the list answer is not a list")
+    for entry in listed:
         if entry["id"] == target or (name and entry.get(SPEC["hostnameField"]) == name):
             delete = SPEC["delete"]
             call(delete["method"], fill(delete["path"], entry), fill(delete.get("body"), entry), token)
