@@ -301,7 +301,7 @@ describe("the VM's self-destruct", () => {
       env: { ...process.env, SKYWARD_RETRY_SECONDS: "0" },
     }).catch((error: { code?: number; stderr?: string }) => error);
     expect("code" in failed && failed.code).toBe(1);
-    expect("stderr" in failed && failed.stderr).toContain("no data.instances list");
+    expect("stderr" in failed && failed.stderr).toContain("unknown shape (no list at .data.instances)");
     expect(fake.instances.has(String(vm?.id))).toBe(true);
     fake.breakListShape(false);
     await tensordock.teardown({ cluster, signal: signal() });

@@ -72,21 +72,27 @@ export type {
   MachineTagCodec,
 } from "./machine-provider/adapter.js";
 export { answerNumbers, answerTexts } from "./machine-provider/answer-fields.js";
-export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
-export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
+export type {
+  ApiBootScriptOptions,
+  PythonSelfDestruct,
+  SelfDestructApi,
+} from "./machine-provider/api-self-destruct.js";
+export {
+  pythonSelfDestructProgram,
+  renderApiBootScript,
+  SELF_DESTRUCT_COMMAND,
+} from "./machine-provider/api-self-destruct.js";
 export type { ApiVm, ApiVmDefinition, ApiVmFields, ApiVmSettings } from "./machine-provider/api-vm.js";
 export { defineApiVm } from "./machine-provider/api-vm.js";
 export { batchDeleteOutcomes, knownMachines } from "./machine-provider/batch-delete.js";
 export type {
   ContainerBoot,
   CurlSelfDestruct,
-  PythonSelfDestruct,
   WorkerWatchdog,
 } from "./machine-provider/boot-template.js";
 export {
   containerStartCommand,
   curlSelfDestructProgram,
-  pythonSelfDestructProgram,
   rootSshdStatements,
   workerWatchdogScript,
 } from "./machine-provider/boot-template.js";

@@ -449,7 +449,7 @@ describe("listing, termination, teardown, cleanup", () => {
       env: { ...process.env, SKYWARD_RETRY_SECONDS: "0" },
     }).catch((error: { code?: number; stderr?: string }) => error);
     expect("code" in failed && failed.code).toBe(1);
-    expect("stderr" in failed && failed.stderr).toContain("the list answer is not a list");
+    expect("stderr" in failed && failed.stderr).toContain("the list answer is of an unknown shape");
     expect(fake.instances.has(instance?.id ?? "")).toBe(true);
     fake.switches.breakListShape(false);
     await verda.teardown({ cluster, ...call() });
