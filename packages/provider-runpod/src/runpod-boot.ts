@@ -7,18 +7,21 @@
  * the boot watchdog (checked once) before handing over to the image's own.
  */
 import { shellQuote } from "@skyward/core/contract";
-import { workerWatchdogScript } from "@skyward/provider-utils";
+import { pythonDeleteRequest, retriedShell, workerWatchdogScript } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
 
-/** One try at deleting the pod `$RUNPOD_POD_ID` with `$RUNPOD_API_KEY`; neither is ever on a command line. */
-const DELETE_POD_ONCE =
-  'runpodctl pod delete "$RUNPOD_POD_ID" || python3 -c \'import os, urllib.request as r; r.urlopen(r.Request("https://api.runpod.io/v2/pods/" + os.environ["RUNPOD_POD_ID"], method="DELETE", headers={"Authorization": "Bearer " + os.environ["RUNPOD_API_KEY"]}), timeout=60)\'';
-
 /**
- * The pod deleted, tried again every 15 s (`$SKYWARD_RETRY_SECONDS`) for five minutes while RunPod
- * refuses (a 429, a 5xx) or cannot be reached: the boot watchdog runs it once.
+ * The pod deleted by `runpodctl`, else by `DELETE /v2/pods/{id}` from Python (an older runpodctl), by the
+ * retry rule every self-destruct shares (`retriedShell`): the boot watchdog runs it once. The key and the
+ * pod's id come from the environment; the key is never on a command line.
  */
-const DELETE_OWN_POD = `deleted=1; for attempt in ${Array.from({ length: 20 }, (_, index) => index + 1).join(" ")}; do if { ${DELETE_POD_ONCE}; }; then deleted=0; break; fi; sleep "\${SKYWARD_RETRY_SECONDS:-15}"; done; [ "$deleted" = 0 ]`;
+const DELETE_OWN_POD = retriedShell(
+  `runpodctl pod delete "$RUNPOD_POD_ID" || ${pythonDeleteRequest({
+    method: "DELETE",
+    url: '"https://api.runpod.io/v2/pods/$RUNPOD_POD_ID"',
+    header: { variable: "RUNPOD_API_KEY", prefix: "Authorization: Bearer " },
+  })}`,
+);
 
 /** For a double-quoted shell word. */
 const escaped = (text: string) => text.replace(/["\\$`]/g, (character) => `\\${character}`);

@@ -292,6 +292,22 @@ describe("the VM's self-destruct", () => {
     await tensordock.teardown({ cluster, signal: signal() });
   });
 
+  it("a list answer of a shape the self-destruct does not know is a failure tried again, never 'nothing to delete'", async () => {
+    const { cluster, tensordock } = await prepared(accelerators.RTX_4090());
+    const [vm] = await tensordock.provision({ cluster, count: 1, signal: signal() });
+    const { command } = await install(`${cluster.id}-0--pool1`, join(scratch, "none"), 0);
+    fake.breakListShape();
+    const failed = await run(command, [`${cluster.id}-0--pool1`], {
+      env: { ...process.env, SKYWARD_RETRY_SECONDS: "0" },
+    }).catch((error: { code?: number; stderr?: string }) => error);
+    expect("code" in failed && failed.code).toBe(1);
+    expect("stderr" in failed && failed.stderr).toContain("unknown shape (no list at .data.instances)");
+    expect(fake.instances.has(String(vm?.id))).toBe(true);
+    fake.breakListShape(false);
+    await tensordock.teardown({ cluster, signal: signal() });
+    expect(fake.leftovers()).toEqual([]);
+  });
+
   it("the boot watchdog deletes a VM no worker started on, and spares one whose worker did", async () => {
     const { cluster, tensordock } = await prepared(accelerators.RTX_4090());
     const [spared, ended] = await tensordock.provision({ cluster, count: 2, signal: signal() });

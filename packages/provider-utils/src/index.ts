@@ -72,21 +72,27 @@ export type {
   MachineTagCodec,
 } from "./machine-provider/adapter.js";
 export { answerNumbers, answerTexts } from "./machine-provider/answer-fields.js";
-export type { ApiBootScriptOptions, SelfDestructApi } from "./machine-provider/api-self-destruct.js";
-export { renderApiBootScript, SELF_DESTRUCT_COMMAND } from "./machine-provider/api-self-destruct.js";
+export type {
+  ApiBootScriptOptions,
+  PythonSelfDestruct,
+  SelfDestructApi,
+} from "./machine-provider/api-self-destruct.js";
+export {
+  pythonSelfDestructProgram,
+  renderApiBootScript,
+  SELF_DESTRUCT_COMMAND,
+} from "./machine-provider/api-self-destruct.js";
 export type { ApiVm, ApiVmDefinition, ApiVmFields, ApiVmSettings } from "./machine-provider/api-vm.js";
 export { defineApiVm } from "./machine-provider/api-vm.js";
 export { batchDeleteOutcomes, knownMachines } from "./machine-provider/batch-delete.js";
 export type {
   ContainerBoot,
   CurlSelfDestruct,
-  PythonSelfDestruct,
   WorkerWatchdog,
 } from "./machine-provider/boot-template.js";
 export {
   containerStartCommand,
   curlSelfDestructProgram,
-  pythonSelfDestructProgram,
   rootSshdStatements,
   workerWatchdogScript,
 } from "./machine-provider/boot-template.js";
@@ -206,6 +212,15 @@ export type {
 } from "./machine-provider/pool-resources.js";
 export { namedPoolResources } from "./machine-provider/pool-resources.js";
 export { deletedUnlessGone, removeUnlessGone } from "./machine-provider/remove-unless-gone.js";
+export type { SelfDestructHeader, SelfDestructRequest } from "./machine-provider/self-destruct-retry.js";
+export {
+  curlDeleteRequest,
+  deleteRequest,
+  pythonDeleteRequest,
+  retriedPython,
+  retriedShell,
+  SELF_DESTRUCT_RETRY,
+} from "./machine-provider/self-destruct-retry.js";
 export {
   absolutePathField,
   millisecondsField,

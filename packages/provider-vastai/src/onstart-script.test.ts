@@ -42,10 +42,10 @@ describe("renderOnstartScript", () => {
   it("saves the container's id and key 0600, and installs a command that DELETEs the instance with them", async () => {
     const bin = join(directory, "bin");
     await mkdir(bin);
-    // A curl that records how it was called, and answers 200.
+    // A curl that records how it was called and what it read on its standard input, and answers 200.
     await writeFile(
       join(bin, "curl"),
-      `#!/bin/sh\nprintf '%s\\n' "$@" > ${join(directory, "curl.args")}\nprintf 200\n`,
+      `#!/bin/sh\nprintf '%s\\n' "$@" > ${join(directory, "curl.args")}\ncat > ${join(directory, "curl.stdin")}\nprintf 200\n`,
     );
     await chmod(join(bin, "curl"), 0o755);
     const script = relocated(renderOnstartScript({ ...options, graceSeconds: 0 }));
@@ -67,6 +67,7 @@ describe("renderOnstartScript", () => {
       encoding: "utf8",
     });
     expect(run.status, run.stderr).toBe(0);
+    // The key comes on curl's standard input (`-H @-`), never among its arguments, which `ps` shows.
     expect((await readFile(join(directory, "curl.args"), "utf8")).split("\n")).toEqual([
       "-sS",
       "-o",
@@ -76,10 +77,13 @@ describe("renderOnstartScript", () => {
       "-X",
       "DELETE",
       "-H",
-      "Authorization: Bearer instance-scoped-key",
+      "@-",
       "https://console.vast.ai/api/v0/instances/31000001/",
       "",
     ]);
+    expect(await readFile(join(directory, "curl.stdin"), "utf8")).toBe(
+      "Authorization: Bearer instance-scoped-key\n",
+    );
   });
 
   it("tries the destroy again while Vast.ai refuses (a 429, a 5xx), and counts an instance already gone as destroyed", async () => {

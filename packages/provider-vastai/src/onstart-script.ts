@@ -3,17 +3,24 @@
  * gives each container its id and an API key scoped to that instance (`CONTAINER_ID`,
  * `CONTAINER_API_KEY`, absent from SSH sessions): the script saves both 0600 and installs a command that
  * destroys the instance with them (`DELETE /api/v0/instances/$CONTAINER_ID/`, by curl else Python),
- * tried again every 15 s for five minutes while Vast.ai refuses (a 429, a 5xx); an instance already
- * gone (404) counts as destroyed.
+ * by the retry rule every self-destruct shares (`retriedShell`: 15 s apart for five minutes while
+ * Vast.ai refuses; an instance already gone, 404, counts as destroyed).
  * Destroying, not stopping, ends the bill: a stopped instance still pays for its disk. The boot watchdog
  * (checked every minute) runs it after `graceSeconds` without a running worker (a client that died
  * before its worker started, a worker that crashed); while a worker runs, its own TTL decides. Nothing
  * secret is in the script.
  */
-import { workerWatchdogScript } from "@skyward/provider-utils";
+import { deleteRequest, retriedShell, workerWatchdogScript } from "@skyward/provider-utils";
 
 /** Where the self-destruct command is installed on the instance. */
 export const SELF_DESTRUCT_COMMAND = "/usr/local/bin/skyward-self-destruct";
+
+/** The destroy, by curl else Python, the key read from the saved file and passed on standard input. */
+const destroy = {
+  method: "DELETE",
+  url: '"https://console.vast.ai/api/v0/instances/$CONTAINER_ID/"',
+  header: { variable: "CONTAINER_API_KEY", prefix: "Authorization: Bearer " },
+};
 
 /** Vast.ai's limit on the length of `onstart`. */
 export const ONSTART_MAX_LENGTH = 4048;
@@ -36,23 +43,9 @@ export function renderOnstartScript(options: { graceSeconds: number; root: strin
     `cat > ${SELF_DESTRUCT_COMMAND} <<'SKYWARD_EOF'`,
     "#!/bin/sh",
     "# Destroys this Vast.ai instance with the API key Vast.ai scoped to it.",
-    "set -a",
     ". /root/.skyward/vast-instance.env",
-    "set +a",
-    'url="https://console.vast.ai/api/v0/instances/$CONTAINER_ID/"',
     'echo "$(date -u +%FT%TZ) self-destruct" >> /root/.skyward/watchdog.log',
-    // Tried again every 15 s for five minutes while Vast.ai refuses (a 429, a 5xx); gone (404) is done.
-    "for attempt in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do",
-    "  if command -v curl >/dev/null 2>&1; then",
-    '    code=$(curl -sS -o /dev/null -w "%{http_code}" -X DELETE -H "Authorization: Bearer $CONTAINER_API_KEY" "$url")',
-    '    case "$code" in 2??|404) exit 0 ;; esac',
-    "  else",
-    '    python3 -c \'import os,sys,urllib.request as u; u.urlopen(u.Request(sys.argv[1], method="DELETE", headers={"Authorization": "Bearer " + os.environ["CONTAINER_API_KEY"]}), timeout=60)\' "$url" && exit 0',
-    "  fi",
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's `${…}`, written for the shell.
-    '  sleep "${SKYWARD_RETRY_SECONDS:-15}"',
-    "done",
-    "exit 1",
+    retriedShell(deleteRequest(destroy)),
     "SKYWARD_EOF",
     `chmod 700 ${SELF_DESTRUCT_COMMAND}`,
     ...(watchdog ? [watchdog] : []),

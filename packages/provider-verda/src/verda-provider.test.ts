@@ -432,6 +432,30 @@ describe("listing, termination, teardown, cleanup", () => {
     expect(fake.leftovers()).toEqual([]);
   });
 
+  it("the self-destruct takes a list answer of an unknown shape for a failure tried again, never 'nothing to delete'", async () => {
+    const { verda, cluster } = await clusterFor({});
+    const [instance] = await verda.provision({ cluster, count: 1, ...call() });
+    const script = [...fake.scripts.values()][0]?.script ?? "";
+    const program = /cat > '?[^'\s]+\.py'? <<'SKYWARD_PY'\n([\s\S]*?)\nSKYWARD_PY/.exec(script)?.[1] ?? "";
+    await writeFile(join(keysDirectory, "self-destruct.py"), program);
+    await writeFile(join(keysDirectory, "credentials"), `${TEST_CLIENT_ID}\n${TEST_CLIENT_SECRET}\n`);
+    fake.switches.breakListShape(true);
+    const programArguments = [
+      join(keysDirectory, "self-destruct.py"),
+      fake.apiUrl,
+      join(keysDirectory, "credentials"),
+    ];
+    const failed = await promisify(execFile)("python3", [...programArguments, "--self"], {
+      env: { ...process.env, SKYWARD_RETRY_SECONDS: "0" },
+    }).catch((error: { code?: number; stderr?: string }) => error);
+    expect("code" in failed && failed.code).toBe(1);
+    expect("stderr" in failed && failed.stderr).toContain("the list answer is of an unknown shape");
+    expect(fake.instances.has(instance?.id ?? "")).toBe(true);
+    fake.switches.breakListShape(false);
+    await verda.teardown({ cluster, ...call() });
+    expect(fake.leftovers()).toEqual([]);
+  });
+
   it("tags survive the description round trip", () => {
     const tags = { "skyward:cluster": "verda-0a1b2c3d", "skyward:pool": "p1", "skyward:spot": "0" };
     expect(tagsFromDescription(tagsToDescription(tags))).toEqual(tags);

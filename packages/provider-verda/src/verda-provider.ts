@@ -48,7 +48,7 @@ const SPOT_OS_VOLUME_GB = 100;
 const SELF_DESTRUCT = pythonSelfDestructProgram({
   tokenPath: VERDA_CREDENTIALS.tokenPath,
   listPath: "/instances",
-  hostnameField: "hostname",
+  nameField: "hostname",
   delete: {
     method: "PUT",
     path: "/instances",

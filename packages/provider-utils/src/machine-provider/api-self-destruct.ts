@@ -1,15 +1,17 @@
 /**
- * The boot script of a VM whose API deletes a machine with `DELETE <path>/<id>` and finds one by name
- * in a list (TensorDock, Hyperstack): {@link renderSelfDestructScript} with one Python 3 program for
- * all of them, told by a small JSON description how the API is called. The script saves the API key
- * to a root-only file and installs `skyward-self-destruct (ID | NAME)`, which deletes the VM by id, or
- * by its own name (the boot watchdog's: a VM does not know its id). The key travels in that file and a
- * request header, never on a command line. Deleting — not shutting down — is what ends the bill: a
- * stopped VM still pays for its disk. The boot watchdog runs it when no worker started within N
- * seconds of boot (the client died before bootstrapping the VM); once a worker has started, the
- * worker's own TTL decides.
+ * A VM's self-destruct, for a VM whose boot script (cloud-init) can write files: one Python 3 program,
+ * told by a small JSON description how its provider's API is called (a key in a header or an OAuth
+ * token, the list to find a machine in, the delete), installed by {@link renderSelfDestructScript} as
+ * `skyward-self-destruct (ID | NAME | --self)`: it deletes the VM by id, or by its name (the boot
+ * watchdog's: a VM does not know its id), or this VM by its host name. The secret travels in a root-only
+ * file and a request header, never on a command line. Deleting — not shutting down — is what ends the
+ * bill: a stopped VM still pays for its disk. {@link renderApiBootScript} is the boot script of a VM
+ * whose API deletes a machine with `DELETE <path>/<id>` (TensorDock, Hyperstack); Verda's describes its
+ * own delete. The boot watchdog runs it when no worker started within N seconds of boot (the client
+ * died before bootstrapping the VM); once a worker has started, the worker's own TTL decides.
  */
 import { renderSelfDestructScript } from "../self-destruct-script.js";
+import { retriedPython } from "./self-destruct-retry.js";
 
 /** Where the self-destruct command is installed on a VM. */
 export const SELF_DESTRUCT_COMMAND = "/usr/local/sbin/skyward-self-destruct";
@@ -47,55 +49,109 @@ export interface ApiBootScriptOptions {
   readonly commandPath?: string;
 }
 
-/**
- * `skyward-self-destruct API_URL API_JSON KEY_FILE (ID | NAME)`. Tried again every 15 s
- * (`$SKYWARD_RETRY_SECONDS`) for five minutes while the API refuses (a 429, a 5xx) or cannot be
- * reached: the boot watchdog runs it once. A machine the API no longer knows (404) counts as deleted.
- */
-const PROGRAM = `import json, os, re, sys, time, urllib.error, urllib.parse, urllib.request
-api, spec, key_file, target = sys.argv[1].rstrip("/"), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
-with open(key_file) as handle:
-    key = handle.read().strip()
-def call(method, path):
-    headers = {spec["header"]: spec.get("headerPrefix", "") + key, "Accept": "application/json"}
-    request = urllib.request.Request(api + path, method=method, headers=headers)
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        body = answer.read()
-    return json.loads(body) if body else {}
-def delete():
-    if re.fullmatch(spec["idPattern"], target):
-        ids = [target]
-    else:
-        found = call("GET", spec["listPath"].replace("{name}", urllib.parse.quote(target)))
-        for field in spec["listItems"]:
-            found = (found or {}).get(field)
-        ids = [str(entry["id"]) for entry in found or [] if (entry.get("attributes") or entry).get("name") == target]
-    for machine_id in ids:
-        try:
-            call("DELETE", spec["deletePath"].replace("{id}", machine_id))
-        except urllib.error.HTTPError as error:
-            if error.code != 404:
-                raise
-        print("skyward: deleted " + machine_id)
-for attempt in range(20):
-    try:
-        delete()
-        break
-    except Exception as error:
-        print("skyward: self-destruct failed, trying again: " + str(error), file=sys.stderr)
-        time.sleep(float(os.environ.get("SKYWARD_RETRY_SECONDS", "15")))
-else:
-    sys.exit(1)
-`;
-
 /** Renders a VM's boot script for the API `api`; see the module comment. */
 export function renderApiBootScript(api: SelfDestructApi, options: ApiBootScriptOptions): string {
   return renderSelfDestructScript({
     secret: options.apiKey,
     secretFile: options.keyFile ?? "/etc/skyward/api-key",
-    program: PROGRAM,
-    programArguments: [options.apiUrl, JSON.stringify(api)],
+    program: pythonSelfDestructProgram({
+      header: api.header,
+      headerPrefix: api.headerPrefix ?? "",
+      idPattern: api.idPattern,
+      listPath: api.listPath,
+      listItems: api.listItems,
+      nameField: "name",
+      delete: { method: "DELETE", path: api.deletePath },
+    }),
+    programArguments: [options.apiUrl],
     commandPath: options.commandPath ?? SELF_DESTRUCT_COMMAND,
     watchdog: { seconds: options.watchdogSeconds, root: options.root, target: options.vmName },
   });
+}
+
+/** How {@link pythonSelfDestructProgram} finds and deletes a machine. */
+export interface PythonSelfDestruct {
+  /**
+   * Where an OAuth 2.0 client-credentials token is asked for (`/oauth2/token`), the secret file holding
+   * the client id and secret on two lines; without it, the file holds the key itself.
+   */
+  readonly tokenPath?: string;
+  /** The request header carrying the key or token, and what precedes it there; default `Authorization: Bearer …`. */
+  readonly header?: string;
+  readonly headerPrefix?: string;
+  /** A regular expression every machine id matches and no name: such a target is deleted without a list. */
+  readonly idPattern?: string;
+  /** The path listing machines; `{name}` in it becomes the URL-quoted target (a filter the API takes). */
+  readonly listPath: string;
+  /** The keys leading from the list's answer to its array (`["data", "instances"]`); none: the answer is the array. An answer without it is an error. */
+  readonly listItems?: readonly string[];
+  /** The field of a listed machine (or of its `attributes`) holding its name: a target finds the machine of that name, `--self` the one named as this host. */
+  readonly nameField: string;
+  /** The delete: method, path and JSON body; a string `"{field}"` in it becomes the machine's field (left out when it has none). */
+  readonly delete: { readonly method: string; readonly path: string; readonly body?: unknown };
+}
+
+/**
+ * `skyward-self-destruct API_URL SECRET_FILE (ID | NAME | --self)` as a Python 3 program, for
+ * {@link renderSelfDestructScript}, by the retry rule every self-destruct shares ({@link retriedPython}).
+ * A machine the list no longer holds, or one the delete answers 404, is gone: nothing to delete; a list
+ * answer of a shape it does not know is an error, never "nothing".
+ */
+export function pythonSelfDestructProgram(api: PythonSelfDestruct): string {
+  return `import json, os, re, socket, sys, time, urllib.error, urllib.parse, urllib.request
+SPEC = json.loads(r"""${JSON.stringify(api)}""")
+api, secret_file, target = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
+with open(secret_file) as handle:
+    secret = handle.read().split("\\n")
+def call(method, path, body=None, token=None):
+    headers = {"Accept": "application/json"}
+    if token:
+        headers[SPEC.get("header", "Authorization")] = SPEC.get("headerPrefix", "Bearer ") + token
+    data = None if body is None else json.dumps(body).encode()
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(api + path, data=data, method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        text = answer.read()
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text.decode()
+def fill(value, entry):
+    if isinstance(value, list):
+        return [item for item in (fill(each, entry) for each in value) if item is not None]
+    if isinstance(value, dict):
+        return {key: fill(each, entry) for key, each in value.items()}
+    if not isinstance(value, str):
+        return value
+    whole = re.fullmatch(r"\\{(\\w+)\\}", value)
+    if whole:
+        return entry.get(whole.group(1)) or None
+    return re.sub(r"\\{(\\w+)\\}", lambda found: str(entry.get(found.group(1), "")), value)
+def listed(token):
+    if SPEC.get("idPattern") and re.fullmatch(SPEC["idPattern"], target):
+        return [{"id": target}]
+    found = call("GET", SPEC["listPath"].replace("{name}", urllib.parse.quote(target)), token=token)
+    for key in SPEC.get("listItems", []):
+        found = found.get(key) if isinstance(found, dict) else None
+    if not isinstance(found, list):
+        raise ValueError("the list answer is of an unknown shape (no list at ." + ".".join(SPEC.get("listItems", [])) + ")")
+    return found
+def delete():
+    token = secret[0].strip()
+    if SPEC.get("tokenPath"):
+        grant = {"grant_type": "client_credentials", "client_id": secret[0], "client_secret": secret[1]}
+        token = call("POST", SPEC["tokenPath"], grant)["access_token"]
+    name = socket.gethostname() if target == "--self" else target
+    for entry in listed(token):
+        named = entry.get(SPEC["nameField"]) or (entry.get("attributes") or {}).get(SPEC["nameField"])
+        if str(entry["id"]) == target or named == name:
+            method, path, body = SPEC["delete"]["method"], SPEC["delete"]["path"], SPEC["delete"].get("body")
+            try:
+                call(method, fill(path, entry), fill(body, entry), token)
+            except urllib.error.HTTPError as error:
+                if error.code != 404:
+                    raise
+            print("skyward: deleted instance " + str(entry["id"]))
+${retriedPython("delete()")}`;
 }

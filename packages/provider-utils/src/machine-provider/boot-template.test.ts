@@ -3,12 +3,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import {
-  containerStartCommand,
-  curlSelfDestructProgram,
-  pythonSelfDestructProgram,
-  workerWatchdogScript,
-} from "./boot-template.js";
+import { pythonSelfDestructProgram } from "./api-self-destruct.js";
+import { containerStartCommand, curlSelfDestructProgram, workerWatchdogScript } from "./boot-template.js";
 
 const boot = {
   secret: { variable: "ACME_KEY", file: "/etc/skyward/acme-auth", format: "Authorization: Bearer %s\\n" },
@@ -44,7 +40,7 @@ describe("boot template", () => {
     const python = pythonSelfDestructProgram({
       tokenPath: "/oauth2/token",
       listPath: "/machines",
-      hostnameField: "hostname",
+      nameField: "hostname",
       delete: { method: "DELETE", path: "/machines/{id}", body: { volumes: ["{volume_id}"] } },
     });
     writeFileSync(join(directory, "self-destruct.py"), python);

@@ -4,13 +4,14 @@
  * drop it from the environment, prepare what the provider needs (authorise a key, start sshd), install
  * the self-destruct command, arm the boot watchdog, then hand over to what the image runs. Providers
  * give the variables; the order and the safeguards are written here once. A VM with cloud-init uses
- * `renderSelfDestructScript` with {@link pythonSelfDestructProgram}: cloud-init can write files with heredocs.
+ * `renderSelfDestructScript` with `pythonSelfDestructProgram`: cloud-init can write files with heredocs.
  *
  * A start command is one `bash -c '…'` line: what it needs per machine comes in the machine's
  * environment (a program as base64, the watchdog's seconds), so the command is the same for every
  * machine and stays short (Novita takes 2,047 characters).
  */
 import { SELF_DESTRUCT_COMMAND } from "./api-self-destruct.js";
+import { curlDeleteRequest, retriedShell } from "./self-destruct-retry.js";
 
 /** What a machine's start command does, in this order; see the module comment. */
 export interface ContainerBoot {
@@ -140,97 +141,29 @@ export interface CurlSelfDestruct {
 
 /**
  * `skyward-self-destruct (ID | NAME)` as a POSIX shell program with `curl` (an image without Python):
- * deletes the machine by id, or the one of that name, found in the first page of the list. Tried again
- * every 15 s (`$SKYWARD_RETRY_SECONDS`) for three minutes while the API refuses or cannot be reached.
+ * deletes the machine by id, or the one of that name, found in the first page of the list, by the retry
+ * rule every self-destruct shares ({@link retriedShell}). A name the list does not hold is tried again
+ * too: the list is read with `grep`, which cannot tell an empty answer from one it does not understand.
  */
 export function curlSelfDestructProgram(api: CurlSelfDestruct): string {
   const quoted = (text: string) => `'${text.replace(/'/g, "")}'`;
-  const body = api.delete.body
-    ? ` -H 'Content-Type: application/json' -d '${api.delete.body.replaceAll("$id", `'"$id"'`)}'`
-    : "";
+  const request = curlDeleteRequest({
+    method: api.delete.method,
+    url: `"$api${api.delete.path.replaceAll("$id", '"$id"')}"`,
+    header: { file: '"$auth"' },
+    ...(api.delete.body ? { body: `'${api.delete.body.replaceAll("$id", `'"$id"'`)}'` } : {}),
+  });
   return `#!/bin/sh
 api=${quoted(api.apiUrl)}
 auth="\${SKYWARD_AUTH_FILE:-${api.headerFile}}"
 target="$1"
-for attempt in 1 2 3 4 5 6 7 8 9 10 11 12; do
+delete_once() {
   id="$target"
   case "$target" in
     ${api.namePattern}) id=$(curl -fsS -H @"$auth" "$api${api.listPath}" | tr -d '\\n' | grep -o '"id": *"[^"]*", *"name": *"'"$target"'"' | sed 's/^"id": *"\\([^"]*\\)".*/\\1/' | head -n 1) ;;
   esac
-  if [ -n "$id" ] && curl -fsS -X ${api.delete.method} -H @"$auth"${body} "$api${api.delete.path.replaceAll("$id", '"$id"')}" >/dev/null; then
-    echo "skyward: deleted instance $id"
-    exit 0
-  fi
-  sleep "\${SKYWARD_RETRY_SECONDS:-15}"
-done
-exit 1
-`;
+  [ -n "$id" ] && ${request} && echo "skyward: deleted instance $id"
 }
-
-/** How {@link pythonSelfDestructProgram} finds and deletes a machine. */
-export interface PythonSelfDestruct {
-  /**
-   * Where an OAuth 2.0 client-credentials token is asked for (`/oauth2/token`), the secret file holding
-   * the client id and secret on two lines; without it, the file holds a key sent as `Bearer`.
-   */
-  readonly tokenPath?: string;
-  /** The path listing every machine, as a JSON array of objects with `id`. */
-  readonly listPath: string;
-  /** The field holding a machine's host name: `--self` finds the machine whose field is this host's name. */
-  readonly hostnameField: string;
-  /** The delete: method, path and JSON body; a string `"{field}"` in it becomes the machine's field (left out when it has none). */
-  readonly delete: { readonly method: string; readonly path: string; readonly body?: unknown };
-}
-
-/**
- * `skyward-self-destruct API_URL SECRET_FILE (ID | --self)` as a Python 3 program, for
- * `renderSelfDestructScript`: deletes the machine by id, or this machine, found in the list by its host
- * name. Tried again every 15 s for five minutes while the API refuses or cannot be reached.
- */
-export function pythonSelfDestructProgram(api: PythonSelfDestruct): string {
-  return `import json, re, socket, sys, time, urllib.request
-SPEC = json.loads(r"""${JSON.stringify(api)}""")
-api, secret_file, target = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
-with open(secret_file) as handle:
-    secret = handle.read().split("\\n")
-def call(method, path, body=None, token=None):
-    headers = {"Accept": "application/json", "Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = "Bearer " + token
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(api + path, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        text = answer.read()
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
-        return text.decode()
-def fill(value, entry):
-    if isinstance(value, list):
-        return [item for item in (fill(each, entry) for each in value) if item is not None]
-    if isinstance(value, dict):
-        return {key: fill(each, entry) for key, each in value.items()}
-    if not isinstance(value, str):
-        return value
-    whole = re.fullmatch(r"\\{(\\w+)\\}", value)
-    if whole:
-        return entry.get(whole.group(1)) or None
-    return re.sub(r"\\{(\\w+)\\}", lambda found: str(entry.get(found.group(1), "")), value)
-for attempt in range(20):
-    try:
-        token = secret[0].strip()
-        if SPEC.get("tokenPath"):
-            grant = {"grant_type": "client_credentials", "client_id": secret[0], "client_secret": secret[1]}
-            token = call("POST", SPEC["tokenPath"], grant)["access_token"]
-        name = socket.gethostname() if target == "--self" else None
-        for entry in call("GET", SPEC["listPath"], token=token) or []:
-            if entry["id"] == target or (name and entry.get(SPEC["hostnameField"]) == name):
-                delete = SPEC["delete"]
-                call(delete["method"], fill(delete["path"], entry), fill(delete.get("body"), entry), token)
-                print("skyward: deleted instance " + entry["id"])
-        break
-    except Exception as error:
-        print("skyward: self-destruct failed, trying again: " + str(error), file=sys.stderr)
-        time.sleep(15)
+${retriedShell("delete_once")}
 `;
 }
