@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, rm as removeFile, rename, stat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
-import { type Readable, Transform } from "node:stream";
+import { pipeline as pipelineStreams, type Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import {
   DeleteObjectCommand,
@@ -323,8 +323,8 @@ export class Storage {
         done(null, chunk);
       },
     });
-    raw.on("error", (error) => counted.destroy(error));
-    return { body: raw.pipe(counted), size };
+    // pipeline, not pipe: a body destroyed before its end destroys the response too, freeing its socket.
+    return { body: pipelineStreams(raw, counted, () => undefined), size };
   }
 
   /**

@@ -89,6 +89,20 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
     expect((await store.read("data", "stream/b.bin")).size).toBe(3);
   });
 
+  it("frees the connection of a body read with progress and destroyed before its end", async () => {
+    await store.write("data", "early/big.bin", new Uint8Array(4 * 1024 * 1024));
+    const sockets = () => process.getActiveResourcesInfo().filter((name) => name === "TCPSocketWrap").length;
+    const before = sockets();
+    for (let round = 0; round < 8; round++) {
+      const { body } = await store.read("data", "early/big.bin", { onProgress: () => undefined });
+      await new Promise((resolve) => body.once("data", resolve));
+      body.destroy();
+    }
+    // Each body's socket stayed open (paused mid-object) while only the counting stream was
+    // destroyed: 50 such reads held the client's every socket and the next request waited for ever.
+    await expect.poll(sockets, { timeout: 30_000 }).toBeLessThanOrEqual(before + 1);
+  });
+
   it("lists every key under a prefix across pages, and checks and removes keys", async () => {
     await Promise.all(
       Array.from({ length: 1005 }, (_, index) =>
