@@ -244,6 +244,11 @@ def encode_special(value: Any, path: str) -> Any:
             return encode_array(value, path)
         item = getattr(value, "item", None)  # a numpy scalar: a plain number
         if callable(item) and getattr(value, "ndim", None) == 0:
+            if type(value).__name__ == "MaskedConstant":
+                return None  # a masked element is missing; its item() is 0.0, which would pass for a value
+            if getattr(getattr(value, "dtype", None), "kind", None) in ("M", "m"):
+                # As their arrays: a datetime64[ns]'s item() is a count of nanoseconds, not a time.
+                return encode_object(value, path)
             plain = item()
             # A long double's item() is itself (no Python number holds it): pickled, not sent again.
             return encode_object(value, path) if type(plain) is type(value) else plain

@@ -68,3 +68,32 @@ def test_a_numpy_long_double_scalar_travels_as_an_object() -> None:
     [message] = decode_frame(encode_frame([{"t": "result", "id": "x", "value": {"third": value}}]))
     received = message["value"]["third"]
     assert type(received) is Pickled and received.load() == value and type(received.load()) is type(value)
+
+
+def test_a_masked_element_travels_as_none_not_as_zero() -> None:
+    numpy = require_module("numpy", "numpy for the array tests (scripts/toolchain.sh installs it)")
+    from skyward.protocol import decode_frame, encode_frame
+
+    # Before: numpy.ma.masked's item() is 0.0, so a masked element (or the max of a wholly masked
+    # array) reached the client as the number 0: a missing value passed for a measured one.
+    readings = numpy.ma.array([3.5, 7.25], mask=[False, True])
+    value = {"second": readings[1], "max_of_none": numpy.ma.array([1.0], mask=[True]).max(), "first": readings[0]}
+    [message] = decode_frame(encode_frame([{"t": "result", "id": "x", "value": value}]))
+    assert message["value"] == {"second": None, "max_of_none": None, "first": 3.5}
+
+
+@pytest.mark.parametrize("unit", ["ns", "us", "D"])
+def test_a_numpy_datetime_or_timedelta_scalar_travels_as_an_object_as_its_arrays_do(unit: str) -> None:
+    numpy = require_module("numpy", "numpy for the array tests (scripts/toolchain.sh installs it)")
+    from skyward.protocol import decode_frame, encode_frame
+
+    # Before: a datetime64[ns] scalar (an element of a datetime array, a DataFrame column's values)
+    # reached the client as a bigint of nanoseconds, one in days or microseconds as an object: the
+    # same kind of value was a number or not by its unit.
+    moment = numpy.array(["2024-01-01T00:00:00"], dtype=f"datetime64[{unit}]")[0]
+    span = numpy.timedelta64(5, unit)
+    [message] = decode_frame(encode_frame([{"t": "result", "id": "x", "value": [moment, span]}]))
+    received_moment, received_span = message["value"]
+    assert type(received_moment) is Pickled and received_moment.load() == moment
+    assert type(received_span) is Pickled and received_span.load() == span
+    assert received_moment.type_name == "numpy.datetime64" and received_span.type_name == "numpy.timedelta64"
