@@ -216,6 +216,19 @@ const rows: Row[] = [
     "duplicate mount point /data",
   ],
   [
+    // Mounted in order, /data hid /data/cache (silently: the task read bucket a1's cache folder).
+    "volume mount inside another volume's",
+    () =>
+      compute({
+        volumes: [
+          { bucket: "b1", mount: "/data/cache" },
+          { bucket: "a1", mount: "/data" },
+        ],
+      }),
+    "volumes[1].mount",
+    "/data holds volumes[0]'s mount point /data/cache: one would hide the other",
+  ],
+  [
     "volumes not an array",
     () => compute({ volumes: { bucket: "a1", mount: "/data" } }),
     "volumes",
