@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { inspect } from "node:util";
-import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { CreateBucketCommand, ListMultipartUploadsCommand, S3Client } from "@aws-sdk/client-s3";
 import { ConfigurationError } from "@skyward/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Backblaze, GCS, Hyperstack, R2, S3, Storage, type TransferProgress, Wasabi } from "../src/index.js";
@@ -187,6 +187,42 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
       );
     expect(outcome).toMatchObject({ name: "AbortError" });
     await rm(huge);
+  });
+
+  it("leaves no multipart upload behind (its parts billed) once an aborted upload has rejected", async () => {
+    const source = join(scratch, "aborted.bin");
+    await writeFile(source, randomBytes(30 * 1024 * 1024));
+    const own = new Storage({ endpoint: moto.endpoint, accessKey: "a", secretKey: "b", pathStyle: true });
+    const controller = new AbortController();
+    const outcome = await own
+      .upload("data", source, {
+        key: "aborted/model.bin",
+        partSize: 5 * 1024 * 1024,
+        concurrency: 2,
+        signal: controller.signal,
+        onProgress: () => controller.abort(),
+      })
+      .then(
+        () => "finished",
+        (error: unknown) => error,
+      );
+    expect(outcome).toMatchObject({ name: "AbortError" });
+    // A program ends its store (or itself) once the upload has failed: nothing may be left to do.
+    own.close();
+    const admin = new S3Client({
+      endpoint: moto.endpoint,
+      region: "us-east-1",
+      forcePathStyle: true,
+      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
+    });
+    try {
+      const listed = await admin.send(
+        new ListMultipartUploadsCommand({ Bucket: "data", Prefix: "aborted/" }),
+      );
+      expect(listed.Uploads ?? []).toEqual([]);
+    } finally {
+      admin.destroy();
+    }
   });
 
   it("never shows its credentials", async () => {
