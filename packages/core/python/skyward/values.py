@@ -287,12 +287,9 @@ def encode_tensor(tensor: Any, path: str) -> Any:
 
 
 def encode_array(array: Any, path: str) -> Any:
-    kind = array.dtype.kind
     name = _wire_dtype(array.dtype)
     if name not in DTYPES:
-        if kind in "OUSVMmc":
-            return encode_object(array, path)  # objects, strings, datetimes, complex: pickled
-        raise SerializationError(path, type_name(array), f"cannot send an array of dtype {array.dtype}")
+        return encode_object(array, path)  # objects, strings, datetimes, complex, long double: pickled
     import numpy
 
     if array.dtype.byteorder == ">":

@@ -97,3 +97,16 @@ def test_a_numpy_datetime_or_timedelta_scalar_travels_as_an_object_as_its_arrays
     assert type(received_moment) is Pickled and received_moment.load() == moment
     assert type(received_span) is Pickled and received_span.load() == span
     assert received_moment.type_name == "numpy.datetime64" and received_span.type_name == "numpy.timedelta64"
+
+
+def test_a_numpy_long_double_array_travels_as_an_object_as_its_scalars_do() -> None:
+    numpy = require_module("numpy", "numpy for the array tests (scripts/toolchain.sh installs it)")
+    from skyward.protocol import decode_frame, encode_frame
+
+    # Before: refused ("cannot send an array of dtype float128") while its scalars, and arrays of
+    # every other dtype the wire has no name for, travel pickled, as docs/protocol.md says.
+    value = numpy.arange(3, dtype=numpy.longdouble) / 3
+    [message] = decode_frame(encode_frame([{"t": "result", "id": "x", "value": value}]))
+    received = message["value"]
+    assert type(received) is Pickled and received.type_name == "numpy.ndarray"
+    assert received.load().dtype == value.dtype and (received.load() == value).all()
