@@ -198,6 +198,14 @@ const rows: Row[] = [
     "must not contain '..'",
   ],
   [
+    // /proc/mounts writes a space as \040: the node's check never saw the mount made (it failed the
+    // node after it was paid for) and its unmount never found it.
+    "volume mount with a space",
+    () => volume({ bucket: "data", mount: "/mnt/my data" }),
+    "volume.mount",
+    "must not contain whitespace or a backslash",
+  ],
+  [
     "volume bucket malformed",
     () => compute({ volumes: [{ bucket: "Bad Bucket!", mount: "/data" }] }),
     "volumes[0].bucket",
