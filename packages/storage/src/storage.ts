@@ -349,14 +349,16 @@ export class Storage {
     options: DownloadOptions = {},
   ): Promise<void> {
     const { body } = await this.read(bucket, key, options);
-    await mkdir(dirname(localPath), { recursive: true });
     // One of its own per download: two at once to one path (a retry, two tasks) would write one file.
     const partial = `${localPath}.${process.pid}-${randomUUID().slice(0, 8)}.partial`;
     try {
+      await mkdir(dirname(localPath), { recursive: true });
       await pipeline(body, createWriteStream(partial), options.signal ? { signal: options.signal } : {});
       await rename(partial, localPath);
     } catch (error) {
-      await removeFile(partial, { force: true });
+      body.destroy(); // unread (the directory could not be made), it would hold its socket open
+      // Its own failure (the directory was not made: ENOTDIR) would hide the download's.
+      await removeFile(partial, { force: true }).catch(() => undefined);
       throw error;
     }
   }

@@ -89,9 +89,10 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
     expect((await store.read("data", "stream/b.bin")).size).toBe(3);
   });
 
+  const sockets = () => process.getActiveResourcesInfo().filter((name) => name === "TCPSocketWrap").length;
+
   it("frees the connection of a body read with progress and destroyed before its end", async () => {
     await store.write("data", "early/big.bin", new Uint8Array(4 * 1024 * 1024));
-    const sockets = () => process.getActiveResourcesInfo().filter((name) => name === "TCPSocketWrap").length;
     const before = sockets();
     for (let round = 0; round < 8; round++) {
       const { body } = await store.read("data", "early/big.bin", { onProgress: () => undefined });
@@ -100,6 +101,19 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
     }
     // Each body's socket stayed open (paused mid-object) while only the counting stream was
     // destroyed: 50 such reads held the client's every socket and the next request waited for ever.
+    await expect.poll(sockets, { timeout: 30_000 }).toBeLessThanOrEqual(before + 1);
+  });
+
+  it("frees the connection of a download whose local directory cannot be made", async () => {
+    await store.write("data", "early/big.bin", new Uint8Array(4 * 1024 * 1024));
+    const blocker = join(scratch, "a-file");
+    await writeFile(blocker, "not a directory");
+    const before = sockets();
+    for (let round = 0; round < 8; round++)
+      await expect(store.download("data", "early/big.bin", join(blocker, "out.bin"))).rejects.toMatchObject({
+        code: "EEXIST",
+      });
+    // The object's body was opened, then left unread and open when making the directory failed.
     await expect.poll(sockets, { timeout: 30_000 }).toBeLessThanOrEqual(before + 1);
   });
 
