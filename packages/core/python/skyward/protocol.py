@@ -22,7 +22,18 @@ import struct
 from typing import Any, Callable, Dict, List, Sequence
 
 from .wire_errors import ProtocolError, SerializationError
-from .values import Blob, Pickled, RefArg, decode_array, decode_object, decode_ref, decode_table, encode_object, encode_special
+from .values import (
+    Blob,
+    Pickled,
+    RefArg,
+    UnreadTable,
+    decode_array,
+    decode_object,
+    decode_ref,
+    decode_table,
+    encode_object,
+    encode_special,
+)
 
 PROTOCOL_VERSION = 1
 MAX_HEADER_BYTES = 64 * 1024 * 1024
@@ -156,6 +167,8 @@ def _to_wire_other(value: Any, path: str) -> Any:
         return value
     if type(value) is Pickled:
         return {"$o": {"type": value.type_name, "data": value.data}}  # passed on as it came
+    if type(value) is UnreadTable:
+        return {"$t": {"format": "arrow", "kind": value.kind, "data": value.data}}  # likewise
     if type(value) is RefArg:
         ref: dict[str, Any] = dict(value.info) if value.info else {"id": value.id}
         if value.carried is not None:

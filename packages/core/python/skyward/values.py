@@ -357,16 +357,39 @@ def decode_array(content: Any, resolve_segment: Any) -> Any:
     return numpy.frombuffer(data, dtype=numpy.dtype(DTYPES[dtype][0])).reshape(shape)
 
 
+class UnreadTable:
+    """A table (``$t``) this worker could not read: pyarrow (or pandas) missing, or a stream Arrow
+    refuses. The task it is given to fails naming why (:func:`restore` raises); raising while the
+    frame was decoded closed the connection instead, losing the node for a missing package."""
+
+    __slots__ = ("kind", "data", "reason")
+
+    def __init__(self, kind: str, data: bytes, reason: str) -> None:
+        self.kind = kind
+        self.data = data
+        self.reason = reason
+
+    def load(self) -> Any:
+        raise ValueError(self.reason)
+
+    def __repr__(self) -> str:
+        return f"<unread table: {self.reason}>"
+
+
 def decode_table(content: Any, resolve_segment: Any) -> Any:
     if type(content) is not dict or content.get("format") != "arrow" or content.get("kind") not in ("pandas", "arrow"):
         raise ProtocolError('$t must hold {"format": "arrow", "kind": "pandas" | "arrow", "data"}')
+    kind = content["kind"]
     data = resolve_segment(content.get("data"))
     try:
         import pyarrow
     except ImportError:
-        raise ProtocolError("a table arrived but pyarrow is not installed on this worker (pip install pyarrow)") from None
-    table = pyarrow.ipc.open_stream(pyarrow.py_buffer(data)).read_all()
-    return table.to_pandas() if content["kind"] == "pandas" else table
+        return UnreadTable(kind, bytes(data), "a table arrived but pyarrow is not installed on this worker (pip install pyarrow)")
+    try:
+        table = pyarrow.ipc.open_stream(pyarrow.py_buffer(data)).read_all()
+        return table.to_pandas() if kind == "pandas" else table
+    except Exception as error:  # a stream Arrow refuses; pandas missing for to_pandas
+        return UnreadTable(kind, bytes(data), f"a table arrived that this worker cannot read: {type(error).__name__}: {error}")
 
 
 def decode_object(content: Any, resolve_segment: Any) -> Pickled:
@@ -393,14 +416,14 @@ def decode_ref(content: Any, resolve_value: Any) -> RefArg:
     return RefArg(content["id"], carried, info)
 
 
-_RESTORED = (Pickled, Kept, list, dict)
+_RESTORED = (Pickled, Kept, UnreadTable, list, dict)
 
 
 def restore(value: Any) -> Any:
     """``value`` with every :class:`Pickled` in it unpickled and every :class:`Kept` replaced by its
     object (containers copied only where one is)."""
     cls = type(value)
-    if cls is Pickled or cls is Kept:
+    if cls is Pickled or cls is Kept or cls is UnreadTable:
         return value.load()
     if cls is RefArg:
         raise SerializationError("args", "RefArg", f"remote reference {value.id} was not resolved on this node")
@@ -429,4 +452,4 @@ def restore(value: Any) -> Any:
     return value
 
 
-__all__ = ["Blob", "DTYPES", "Kept", "Pickled", "RawArray", "RefArg", "encode_special", "pickled_size", "restore"]
+__all__ = ["Blob", "DTYPES", "Kept", "Pickled", "RawArray", "RefArg", "UnreadTable", "encode_special", "pickled_size", "restore"]

@@ -3,6 +3,7 @@ serialisation error naming them; none leaves the task without an answer."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -110,3 +111,31 @@ def test_a_numpy_long_double_array_travels_as_an_object_as_its_scalars_do() -> N
     received = message["value"]
     assert type(received) is Pickled and received.type_name == "numpy.ndarray"
     assert received.load().dtype == value.dtype and (received.load() == value).all()
+
+
+@pytest.mark.parametrize("broken", ["pyarrow missing", "not an Arrow stream"])
+def test_a_table_the_worker_cannot_read_fails_its_task_not_the_connection(broken: str, tmp_path: Path) -> None:
+    from worker_client import PYTHON_ROOT
+
+    from skyward.protocol import pack_frame
+
+    # Before: decoding the frame raised (ProtocolError without pyarrow, ArrowInvalid for a bad
+    # stream), so the worker closed the client's connection: the node was lost and replaced, and
+    # the task retried on each replacement, for a user who only left pyarrow out of the image.
+    env = None
+    if broken == "pyarrow missing":  # whether this Python has it or not
+        (tmp_path / "pyarrow").mkdir()
+        (tmp_path / "pyarrow" / "__init__.py").write_text("raise ImportError('No module named pyarrow')\n")
+        env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{PYTHON_ROOT}"}
+    with WorkerProcess(env=env) as worker:
+        client = connect(worker)
+        try:
+            table = {"$t": {"format": "arrow", "kind": "pandas", "data": b"not an Arrow stream"}}
+            client.send_raw(pack_frame([{"t": "submit", "id": "table", "fn": "demo_tasks:echo", "args": [table],
+                                         "kwargs": {}, "timeout": None, "stream": False, "worker": None}]))
+            failed = client.terminal("table", timeout=30)
+            assert failed["t"] == "error", failed
+            assert ("pyarrow" in failed["message"]) if broken == "pyarrow missing" else ("table" in failed["message"])
+            assert client.value("demo_tasks:add", 2, 3) == 5  # the same connection carries on
+        finally:
+            client.close()
