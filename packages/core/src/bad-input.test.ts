@@ -198,6 +198,14 @@ const rows: Row[] = [
     "must not contain '..'",
   ],
   [
+    // /proc/mounts writes a space as \040: the node's check never saw the mount made (it failed the
+    // node after it was paid for) and its unmount never found it.
+    "volume mount with a space",
+    () => volume({ bucket: "data", mount: "/mnt/my data" }),
+    "volume.mount",
+    "must not contain whitespace or a backslash",
+  ],
+  [
     "volume bucket malformed",
     () => compute({ volumes: [{ bucket: "Bad Bucket!", mount: "/data" }] }),
     "volumes[0].bucket",
@@ -214,6 +222,19 @@ const rows: Row[] = [
       }),
     "volumes[1].mount",
     "duplicate mount point /data",
+  ],
+  [
+    // Mounted in order, /data hid /data/cache (silently: the task read bucket a1's cache folder).
+    "volume mount inside another volume's",
+    () =>
+      compute({
+        volumes: [
+          { bucket: "b1", mount: "/data/cache" },
+          { bucket: "a1", mount: "/data" },
+        ],
+      }),
+    "volumes[1].mount",
+    "/data holds volumes[0]'s mount point /data/cache: one would hide the other",
   ],
   [
     "volumes not an array",

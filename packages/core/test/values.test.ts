@@ -198,6 +198,10 @@ const describeTable = sky.python<
   { kind: string; columns: string[]; rows: number; frame: ArrowTable }
 >("value_tasks:describe_table");
 const makeArrowTable = sky.python<[], ArrowTable>("value_tasks:make_arrow_table");
+const shardFrame = sky.python<
+  [n: number, shuffle: boolean],
+  { types: string[]; rows: number[]; series: number[]; expected: number[] }
+>("value_tasks:shard_frame");
 
 describe("tables on a local pool with pandas and pyarrow (pip)", () => {
   let pool: sky.Pool;
@@ -230,6 +234,18 @@ describe("tables on a local pool with pandas and pyarrow (pip)", () => {
     const built = arrow.tableFromArrays({ score: new Float64Array([1, 2]) });
     expect((await pool.run(describeTable(built))).kind).toBe("pandas.DataFrame");
     expect((await pool.run(describeTable(sky.asArrowTable(built)))).kind).toBe("pyarrow.Table");
+  });
+
+  it("shards a DataFrame and a Series by position, shuffled too", async () => {
+    // Shuffled, a DataFrame's rows were looked up by label (frame[i] is column i: KeyError), as a
+    // Series's were (its index 100…: KeyError); the slices are taken by position now.
+    for (const shuffle of [false, true]) {
+      const sharded = await pool.run(shardFrame(9, shuffle));
+      expect(sharded.types).toEqual(["DataFrame", "Series"]);
+      expect(sharded.rows).toEqual(sharded.expected);
+      expect(sharded.series).toEqual(sharded.expected);
+      expect(sharded.expected).toHaveLength(5);
+    }
   });
 
   it("brings a pyarrow table back, nulls kept", async () => {

@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, rm as removeFile, rename, stat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
-import { type Readable, Transform } from "node:stream";
+import { pipeline as pipelineStreams, Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import {
   DeleteObjectCommand,
@@ -271,12 +271,22 @@ export class Storage {
     { partSize, concurrency }: { partSize: number; concurrency: number },
     options: Omit<UploadOptions, "key">,
   ): Promise<void> {
+    // The signal fails the body rather than calling upload.abort(): lib-storage's abort rejects
+    // done() at once while parts still upload, and aborts the multipart upload later, in the
+    // background (never, once the store is closed), its parts stored and billed. A failed body makes
+    // done() wait: the parts in flight end, the multipart upload is aborted, then it rejects.
+    const source =
+      typeof body === "string"
+        ? Readable.from([Buffer.from(body)])
+        : body instanceof Uint8Array
+          ? Readable.from([Buffer.from(body.buffer, body.byteOffset, body.byteLength)])
+          : body;
     const upload = new Upload({
       client: this.#client,
       params: {
         Bucket: bucket,
         Key: key,
-        Body: body,
+        Body: source,
         ...(options.contentType ? { ContentType: options.contentType } : {}),
       },
       partSize,
@@ -288,13 +298,14 @@ export class Storage {
       upload.on("httpUploadProgress", (progress) =>
         onProgress({ key, loaded: progress.loaded ?? 0, total: progress.total ?? size }),
       );
-    const abort = () => void upload.abort().catch(() => undefined);
-    options.signal?.throwIfAborted();
-    options.signal?.addEventListener("abort", abort, { once: true });
+    const signal = options.signal;
+    const abort = () => source.destroy(signal?.reason);
+    signal?.throwIfAborted();
+    signal?.addEventListener("abort", abort, { once: true });
     try {
       await upload.done();
     } finally {
-      options.signal?.removeEventListener("abort", abort);
+      signal?.removeEventListener("abort", abort);
     }
   }
 
@@ -323,8 +334,8 @@ export class Storage {
         done(null, chunk);
       },
     });
-    raw.on("error", (error) => counted.destroy(error));
-    return { body: raw.pipe(counted), size };
+    // pipeline, not pipe: a body destroyed before its end destroys the response too, freeing its socket.
+    return { body: pipelineStreams(raw, counted, () => undefined), size };
   }
 
   /**
@@ -338,14 +349,16 @@ export class Storage {
     options: DownloadOptions = {},
   ): Promise<void> {
     const { body } = await this.read(bucket, key, options);
-    await mkdir(dirname(localPath), { recursive: true });
     // One of its own per download: two at once to one path (a retry, two tasks) would write one file.
     const partial = `${localPath}.${process.pid}-${randomUUID().slice(0, 8)}.partial`;
     try {
+      await mkdir(dirname(localPath), { recursive: true });
       await pipeline(body, createWriteStream(partial), options.signal ? { signal: options.signal } : {});
       await rename(partial, localPath);
     } catch (error) {
-      await removeFile(partial, { force: true });
+      body.destroy(); // unread (the directory could not be made), it would hold its socket open
+      // Its own failure (the directory was not made: ENOTDIR) would hide the download's.
+      await removeFile(partial, { force: true }).catch(() => undefined);
       throw error;
     }
   }

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { inspect } from "node:util";
-import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { CreateBucketCommand, ListMultipartUploadsCommand, S3Client } from "@aws-sdk/client-s3";
 import { ConfigurationError } from "@skyward/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Backblaze, GCS, Hyperstack, R2, S3, Storage, type TransferProgress, Wasabi } from "../src/index.js";
@@ -87,6 +87,34 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
     expect(Buffer.concat(chunks).toString()).toBe("one two three");
     await store.write("data", "stream/b.bin", new Uint8Array([1, 2, 3]));
     expect((await store.read("data", "stream/b.bin")).size).toBe(3);
+  });
+
+  const sockets = () => process.getActiveResourcesInfo().filter((name) => name === "TCPSocketWrap").length;
+
+  it("frees the connection of a body read with progress and destroyed before its end", async () => {
+    await store.write("data", "early/big.bin", new Uint8Array(4 * 1024 * 1024));
+    const before = sockets();
+    for (let round = 0; round < 8; round++) {
+      const { body } = await store.read("data", "early/big.bin", { onProgress: () => undefined });
+      await new Promise((resolve) => body.once("data", resolve));
+      body.destroy();
+    }
+    // Each body's socket stayed open (paused mid-object) while only the counting stream was
+    // destroyed: 50 such reads held the client's every socket and the next request waited for ever.
+    await expect.poll(sockets, { timeout: 30_000 }).toBeLessThanOrEqual(before + 1);
+  });
+
+  it("frees the connection of a download whose local directory cannot be made", async () => {
+    await store.write("data", "early/big.bin", new Uint8Array(4 * 1024 * 1024));
+    const blocker = join(scratch, "a-file");
+    await writeFile(blocker, "not a directory");
+    const before = sockets();
+    for (let round = 0; round < 8; round++)
+      await expect(store.download("data", "early/big.bin", join(blocker, "out.bin"))).rejects.toMatchObject({
+        code: "EEXIST",
+      });
+    // The object's body was opened, then left unread and open when making the directory failed.
+    await expect.poll(sockets, { timeout: 30_000 }).toBeLessThanOrEqual(before + 1);
   });
 
   it("lists every key under a prefix across pages, and checks and removes keys", async () => {
@@ -173,6 +201,42 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
       );
     expect(outcome).toMatchObject({ name: "AbortError" });
     await rm(huge);
+  });
+
+  it("leaves no multipart upload behind (its parts billed) once an aborted upload has rejected", async () => {
+    const source = join(scratch, "aborted.bin");
+    await writeFile(source, randomBytes(30 * 1024 * 1024));
+    const own = new Storage({ endpoint: moto.endpoint, accessKey: "a", secretKey: "b", pathStyle: true });
+    const controller = new AbortController();
+    const outcome = await own
+      .upload("data", source, {
+        key: "aborted/model.bin",
+        partSize: 5 * 1024 * 1024,
+        concurrency: 2,
+        signal: controller.signal,
+        onProgress: () => controller.abort(),
+      })
+      .then(
+        () => "finished",
+        (error: unknown) => error,
+      );
+    expect(outcome).toMatchObject({ name: "AbortError" });
+    // A program ends its store (or itself) once the upload has failed: nothing may be left to do.
+    own.close();
+    const admin = new S3Client({
+      endpoint: moto.endpoint,
+      region: "us-east-1",
+      forcePathStyle: true,
+      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
+    });
+    try {
+      const listed = await admin.send(
+        new ListMultipartUploadsCommand({ Bucket: "data", Prefix: "aborted/" }),
+      );
+      expect(listed.Uploads ?? []).toEqual([]);
+    } finally {
+      admin.destroy();
+    }
   });
 
   it("never shows its credentials", async () => {

@@ -22,7 +22,18 @@ import struct
 from typing import Any, Callable, Dict, List, Sequence
 
 from .wire_errors import ProtocolError, SerializationError
-from .values import Blob, Pickled, RefArg, decode_array, decode_object, decode_ref, decode_table, encode_special
+from .values import (
+    Blob,
+    Pickled,
+    RefArg,
+    UnreadTable,
+    decode_array,
+    decode_object,
+    decode_ref,
+    decode_table,
+    encode_object,
+    encode_special,
+)
 
 PROTOCOL_VERSION = 1
 MAX_HEADER_BYTES = 64 * 1024 * 1024
@@ -113,9 +124,9 @@ def to_wire(value: Any, path: str = "value") -> Any:
         for key, item in value.items():
             if type(key) is not str:
                 if not isinstance(key, str):
-                    raise SerializationError(
-                        path, _type_name(key), f"dict keys must be strings, not {_type_name(key)}"
-                    )
+                    # JSON has string keys only: the dict goes whole as an object rather than fail
+                    # (and lose) the result holding it.
+                    return encode_object(value, path)
                 key = str.__str__(key)
             if key.startswith("$"):
                 escaped = True
@@ -146,6 +157,8 @@ def _to_wire_other(value: Any, path: str) -> Any:
     if isinstance(value, (list, tuple)):
         return [to_wire(item, f"{path}[{index}]") for index, item in enumerate(value)]
     if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            return encode_object(value, path)  # as a dict's: whole, its own type kept (a Counter)
         return to_wire(dict(value), path)
     wire = getattr(type(value), "__skyward_wire__", None)
     if wire is not None:
@@ -154,6 +167,8 @@ def _to_wire_other(value: Any, path: str) -> Any:
         return value
     if type(value) is Pickled:
         return {"$o": {"type": value.type_name, "data": value.data}}  # passed on as it came
+    if type(value) is UnreadTable:
+        return {"$t": {"format": "arrow", "kind": value.kind, "data": value.data}}  # likewise
     if type(value) is RefArg:
         ref: dict[str, Any] = dict(value.info) if value.info else {"id": value.id}
         if value.carried is not None:

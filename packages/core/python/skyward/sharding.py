@@ -26,6 +26,9 @@ def _take(value: Any, indices: list[int], same: slice | None) -> Any:
     """``value`` restricted to ``indices`` (``same`` = a slice that selects the same elements)."""
     if isinstance(value, str):
         return [value[i] for i in indices]  # as the Python project: a string becomes its characters
+    if _module_of(value) == "pandas" and hasattr(value, "iloc"):
+        # By position: value[i] is a DataFrame's column i, a Series's label i.
+        return value.iloc[same if same is not None else indices]
     if same is not None:
         try:
             return value[same]

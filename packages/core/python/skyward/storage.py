@@ -53,6 +53,17 @@ async def _await(value: Awaitable[str]) -> str:
     return await value
 
 
+def _name(field: str, value: object, pattern: str, expected: str) -> str:
+    """``value`` when it is a name that fits an endpoint's host (as ``@skyward/storage`` checks it)."""
+    if not isinstance(value, str) or not re.fullmatch(pattern, value):
+        raise ValueError(f"{field}: expected {expected}, got {value!r}")
+    return value
+
+
+def _region(value: object) -> str:
+    return _name("region", value, r"[A-Za-z0-9][A-Za-z0-9-]*", "a region name (letters, digits, '-')")
+
+
 def _boto3() -> Any:
     try:
         import boto3  # type: ignore[import-not-found]
@@ -175,7 +186,7 @@ def S3(  # noqa: N802
     endpoint: Optional[str] = None,
 ) -> Storage:
     """Amazon S3 (boto3's credential chain unless keys are given)."""
-    region = region or os.environ.get("AWS_REGION") or "us-east-1"
+    region = _region(region or os.environ.get("AWS_REGION") or "us-east-1")
     return Storage(
         endpoint or f"https://s3.{region}.amazonaws.com",
         access_key,
@@ -187,6 +198,7 @@ def S3(  # noqa: N802
 
 def R2(*, account_id: str, access_key: Credential, secret_key: Credential) -> Storage:  # noqa: N802
     """Cloudflare R2."""
+    account_id = _name("account_id", account_id, r"[A-Za-z0-9]+", "the Cloudflare account id (letters and digits)")
     return Storage(f"https://{account_id}.r2.cloudflarestorage.com", access_key, secret_key, region="auto")
 
 
@@ -197,11 +209,13 @@ def GCS(*, access_key: Credential, secret_key: Credential) -> Storage:  # noqa: 
 
 def Wasabi(*, region: str, access_key: Credential, secret_key: Credential) -> Storage:  # noqa: N802
     """Wasabi."""
+    region = _region(region)
     return Storage(f"https://s3.{region}.wasabisys.com", access_key, secret_key, region=region)
 
 
 def Backblaze(*, region: str, key_id: Credential, app_key: Credential) -> Storage:  # noqa: N802
     """Backblaze B2's S3-compatible API."""
+    region = _region(region)
     return Storage(f"https://s3.{region}.backblazeb2.com", key_id, app_key, region=region)
 
 

@@ -244,6 +244,11 @@ def encode_special(value: Any, path: str) -> Any:
             return encode_array(value, path)
         item = getattr(value, "item", None)  # a numpy scalar: a plain number
         if callable(item) and getattr(value, "ndim", None) == 0:
+            if type(value).__name__ == "MaskedConstant":
+                return None  # a masked element is missing; its item() is 0.0, which would pass for a value
+            if getattr(getattr(value, "dtype", None), "kind", None) in ("M", "m"):
+                # As their arrays: a datetime64[ns]'s item() is a count of nanoseconds, not a time.
+                return encode_object(value, path)
             plain = item()
             # A long double's item() is itself (no Python number holds it): pickled, not sent again.
             return encode_object(value, path) if type(plain) is type(value) else plain
@@ -282,12 +287,9 @@ def encode_tensor(tensor: Any, path: str) -> Any:
 
 
 def encode_array(array: Any, path: str) -> Any:
-    kind = array.dtype.kind
     name = _wire_dtype(array.dtype)
     if name not in DTYPES:
-        if kind in "OUSVMmc":
-            return encode_object(array, path)  # objects, strings, datetimes, complex: pickled
-        raise SerializationError(path, type_name(array), f"cannot send an array of dtype {array.dtype}")
+        return encode_object(array, path)  # objects, strings, datetimes, complex, long double: pickled
     import numpy
 
     if array.dtype.byteorder == ">":
@@ -355,16 +357,39 @@ def decode_array(content: Any, resolve_segment: Any) -> Any:
     return numpy.frombuffer(data, dtype=numpy.dtype(DTYPES[dtype][0])).reshape(shape)
 
 
+class UnreadTable:
+    """A table (``$t``) this worker could not read: pyarrow (or pandas) missing, or a stream Arrow
+    refuses. The task it is given to fails naming why (:func:`restore` raises); raising while the
+    frame was decoded closed the connection instead, losing the node for a missing package."""
+
+    __slots__ = ("kind", "data", "reason")
+
+    def __init__(self, kind: str, data: bytes, reason: str) -> None:
+        self.kind = kind
+        self.data = data
+        self.reason = reason
+
+    def load(self) -> Any:
+        raise ValueError(self.reason)
+
+    def __repr__(self) -> str:
+        return f"<unread table: {self.reason}>"
+
+
 def decode_table(content: Any, resolve_segment: Any) -> Any:
     if type(content) is not dict or content.get("format") != "arrow" or content.get("kind") not in ("pandas", "arrow"):
         raise ProtocolError('$t must hold {"format": "arrow", "kind": "pandas" | "arrow", "data"}')
+    kind = content["kind"]
     data = resolve_segment(content.get("data"))
     try:
         import pyarrow
     except ImportError:
-        raise ProtocolError("a table arrived but pyarrow is not installed on this worker (pip install pyarrow)") from None
-    table = pyarrow.ipc.open_stream(pyarrow.py_buffer(data)).read_all()
-    return table.to_pandas() if content["kind"] == "pandas" else table
+        return UnreadTable(kind, bytes(data), "a table arrived but pyarrow is not installed on this worker (pip install pyarrow)")
+    try:
+        table = pyarrow.ipc.open_stream(pyarrow.py_buffer(data)).read_all()
+        return table.to_pandas() if kind == "pandas" else table
+    except Exception as error:  # a stream Arrow refuses; pandas missing for to_pandas
+        return UnreadTable(kind, bytes(data), f"a table arrived that this worker cannot read: {type(error).__name__}: {error}")
 
 
 def decode_object(content: Any, resolve_segment: Any) -> Pickled:
@@ -391,14 +416,14 @@ def decode_ref(content: Any, resolve_value: Any) -> RefArg:
     return RefArg(content["id"], carried, info)
 
 
-_RESTORED = (Pickled, Kept, list, dict)
+_RESTORED = (Pickled, Kept, UnreadTable, list, dict)
 
 
 def restore(value: Any) -> Any:
     """``value`` with every :class:`Pickled` in it unpickled and every :class:`Kept` replaced by its
     object (containers copied only where one is)."""
     cls = type(value)
-    if cls is Pickled or cls is Kept:
+    if cls is Pickled or cls is Kept or cls is UnreadTable:
         return value.load()
     if cls is RefArg:
         raise SerializationError("args", "RefArg", f"remote reference {value.id} was not resolved on this node")
@@ -427,4 +452,4 @@ def restore(value: Any) -> Any:
     return value
 
 
-__all__ = ["Blob", "DTYPES", "Kept", "Pickled", "RawArray", "RefArg", "encode_special", "pickled_size", "restore"]
+__all__ = ["Blob", "DTYPES", "Kept", "Pickled", "RawArray", "RefArg", "UnreadTable", "encode_special", "pickled_size", "restore"]

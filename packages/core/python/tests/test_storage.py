@@ -50,6 +50,18 @@ def test_presets_and_refusals() -> None:
         sky.storage.Storage("ftp://nowhere")
     with pytest.raises(ValueError, match="together"):
         sky.storage.Storage("https://x", access_key="a")
+    # Accepted before (as @skyward/storage refuses them): an account id or region that is empty (an
+    # unset variable) or not a name made an endpoint such as https://.r2.cloudflarestorage.com,
+    # failing only at the first call, with a connection error naming no field.
+    for make, field in [
+        (lambda: sky.storage.R2(account_id="", access_key="a", secret_key="b"), "account_id"),
+        (lambda: sky.storage.R2(account_id="abc.evil.example/x", access_key="a", secret_key="b"), "account_id"),
+        (lambda: sky.storage.Wasabi(region="", access_key="a", secret_key="b"), "region"),
+        (lambda: sky.storage.Backblaze(region="us west", key_id="a", app_key="b"), "region"),
+        (lambda: sky.storage.S3(region="eu-west-1.evil.example/"), "region"),
+    ]:
+        with pytest.raises(ValueError, match=f"^{field}: "):
+            make()
 
 
 SCRIPT = textwrap.dedent(

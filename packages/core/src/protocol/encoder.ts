@@ -13,8 +13,9 @@
  * - An `ArrayBuffer` is sent as bytes, like a `Uint8Array` (and a Node `Buffer`, which is one).
  * - A `bigint` within ±(2^53 − 1) is sent as a plain number, outside as `$i`; a received `$i` gives
  *   a `bigint` outside that range and a number within it.
- * - Functions, symbols, `Map`, `Set`, typed arrays other than `Uint8Array`, and instances of any
- *   class other than `Object`, `Array`, `Uint8Array`, `Date` and {@link InputStream} cannot be sent:
+ * - A typed array other than `Uint8Array` is sent as a 1-D array (`$a`), a `DataView` not at all.
+ * - Functions, symbols, `Map`, `Set`, and instances of any class other than `Object`, `Array`,
+ *   `Uint8Array`, `Date`, the value classes and {@link InputStream} cannot be sent:
  *   encoding throws a `SerializationError` whose message starts with where the value was
  *   (`args[1].model: cannot send a value of type Model`).
  * - Object keys go out in JavaScript's own-property order, which is insertion order except that

@@ -20,6 +20,7 @@ import {
   type WireMessage,
   type WireValue,
 } from "./protocol.js";
+import type { NDArray } from "./values.js";
 
 const vectorDirectory = join(import.meta.dirname, "..", "..", "protocol-vectors");
 
@@ -161,6 +162,21 @@ describe("encoding values", () => {
     expect(decoded.escaped).toEqual({ $b: 0, $f: "x", plain: [new Uint8Array([7])] });
     expect(decoded.stream).toBeInstanceOf(InputStream);
     expect((decoded.stream as InputStream).index).toBe(3);
+  });
+
+  it("sends a Float16Array as a float16 array and a Uint8ClampedArray as a uint8 one", () => {
+    // Both are typed arrays other than Uint8Array, which docs/protocol.md promises go as 1-D arrays;
+    // they were refused with a TypeError naming the wrong dtype ("uint8" needs a Uint8Array).
+    const halves = new Float16Array([1.5, -2, 65504]);
+    const pixels = new Uint8ClampedArray([0, 128, 255]);
+    const decoded = resultValue(roundTrip([result({ halves, pixels })])[0]) as Record<string, NDArray>;
+    expect(decoded.halves!.dtype).toBe("float16");
+    expect(decoded.halves!.shape).toEqual([3]);
+    expect(
+      Array.from(new Float16Array(decoded.halves!.data.buffer, decoded.halves!.data.byteOffset, 3)),
+    ).toEqual([1.5, -2, 65504]);
+    expect(decoded.pixels!.dtype).toBe("uint8");
+    expect(Array.from(decoded.pixels!.data as Uint8Array)).toEqual([0, 128, 255]);
   });
 
   it("sends a bigint within the safe range as a plain number and $i only beyond it", () => {

@@ -300,12 +300,25 @@ export function decodeArray(content: unknown, segment: (ref: unknown) => Uint8Ar
   return new NDArray(data as DTypeArrays[DType], shape as number[], dtype as DType);
 }
 
+/**
+ * The array a value stands for: a typed array as one dimension, a `Float16Array`'s bits as
+ * `float16` (held as `Uint16Array`), a `Uint8ClampedArray` as `uint8`.
+ */
+function asNDArray(value: NDArray | TypedArray | Float16Array | Uint8ClampedArray): NDArray {
+  if (value instanceof NDArray) return value;
+  if (value instanceof Float16Array)
+    return new NDArray(new Uint16Array(value.buffer, value.byteOffset, value.length), undefined, "float16");
+  if (value instanceof Uint8ClampedArray)
+    return new NDArray(new Uint8Array(value.buffer, value.byteOffset, value.length), undefined, "uint8");
+  return new NDArray(value);
+}
+
 /** Encodes an {@link NDArray} (or a typed array other than `Uint8Array`, as one dimension). */
 export function encodeNDArray(
-  value: NDArray | TypedArray,
+  value: NDArray | TypedArray | Float16Array | Uint8ClampedArray,
   addSegment: (bytes: Uint8Array) => number,
 ): unknown {
-  const array = value instanceof NDArray ? value : new NDArray(value);
+  const array = asNDArray(value);
   const data = array.data;
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   return { $a: { dtype: array.dtype, shape: array.shape, data: { $b: addSegment(bytes) } } };

@@ -116,6 +116,19 @@ export const specSchema = z
             });
           }
           seen.add(volume.mount);
+          // One mounted over the other hides it (or cannot make its mount point in a read-only one).
+          const nested = volumes.findIndex(
+            (other, otherIndex) =>
+              otherIndex < index &&
+              (other.mount.startsWith(`${volume.mount}/`) || volume.mount.startsWith(`${other.mount}/`)),
+          );
+          if (nested !== -1) {
+            context.addIssue({
+              code: "custom",
+              path: [index, "mount"],
+              message: `${volume.mount} ${volume.mount.length < volumes[nested]!.mount.length ? "holds" : "is inside"} volumes[${nested}]'s mount point ${volumes[nested]!.mount}: one would hide the other`,
+            });
+          }
         });
       }),
     plugins: z

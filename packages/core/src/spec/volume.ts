@@ -124,6 +124,10 @@ export const volumeSchema = z
       .string({ error: "expected an absolute path" })
       .refine((value) => value.startsWith("/"), { message: "expected an absolute path (starting with /)" })
       .refine((value) => !value.split("/").includes(".."), { message: "must not contain '..'" })
+      // /proc/mounts escapes them (a space as \040), where the node looks for its mounts.
+      .refine((value) => !/[\s\\]/.test(value), {
+        message: "must not contain whitespace or a backslash",
+      })
       .refine((value) => !FORBIDDEN_MOUNTS.includes(normalizeMount(value)), {
         message: `must not be one of ${FORBIDDEN_MOUNTS.join(", ")}`,
       })
