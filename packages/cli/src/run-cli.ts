@@ -63,13 +63,25 @@ function positiveNumber(flag: string, text: string | undefined): number | undefi
   return value;
 }
 
-/** `--provider aws,runpod --provider vastai` → `["aws", "runpod", "vastai"]`; undefined when not given. */
+/**
+ * `--provider aws,runpod --provider vastai` → `["aws", "runpod", "vastai"]`; undefined when not given.
+ * An empty name is refused: `--provider "$UNSET"` must not widen `down --all` to every provider.
+ */
 function providerList(values: readonly string[] | undefined): string[] | undefined {
   if (values === undefined) return undefined;
-  return values
-    .flatMap((value) => value.split(","))
-    .map((name) => name.trim())
-    .filter(Boolean);
+  return values.flatMap((value) => {
+    const names = value.split(",").map((name) => name.trim());
+    if (names.some((name) => name === ""))
+      throw new UsageError(`--provider expects provider names, received "${value}"`);
+    return names;
+  });
+}
+
+/** `--pool ID`: an empty id would match instances that carry no pool tag, and clean up "every" pool. */
+function poolId(value: string | undefined): string | undefined {
+  if (value !== undefined && value.trim() === "")
+    throw new UsageError(`--pool expects a pool id, received "${value}"`);
+  return value;
 }
 
 function parse<const Options extends NonNullable<ParseArgsConfig["options"]>>(
@@ -173,7 +185,7 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
         values.wait === "0" ? 0 : (positiveNumber("--wait", values.wait) ?? DEFAULT_DOWN_WAIT_SECONDS);
       // Waiting for instances to end must fit in the timeout.
       return downCommand(withTimeout(values.timeout, 60 + waitSeconds), {
-        pool: values.pool,
+        pool: poolId(values.pool),
         all: values.all,
         providers: providerList(values.provider),
         yes: values.yes,
@@ -201,7 +213,7 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
         },
         {
           file: values.file,
-          pool: values.pool,
+          pool: poolId(values.pool),
           level: parseLevelFlag(values.level),
           lines: parseLinesFlag(values.lines, 100),
           follow: values.follow,

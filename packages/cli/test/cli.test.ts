@@ -455,6 +455,27 @@ describe("skyward down", () => {
     expect(after).toMatchObject({ code: 0, stdout: "No live instances.\n" });
   });
 
+  it("an empty --provider (a script's unset variable) or --pool is refused, never taken as every provider or pool", async () => {
+    const cases: [string[], string][] = [
+      [["down", "--all", "--yes", "--provider", ""], '--provider expects provider names, received ""'],
+      [["down", "--all", "--yes", "--provider", " , "], '--provider expects provider names, received " , "'],
+      [
+        ["down", "--all", "--yes", "--provider", "fake,"],
+        '--provider expects provider names, received "fake,"',
+      ],
+      [["down", "--pool", "", "--provider", "fake"], '--pool expects a pool id, received ""'],
+      [["instances", "--provider", ""], '--provider expects provider names, received ""'],
+    ];
+    for (const [args, message] of cases) {
+      const result = await run(args);
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr).toContain(message);
+      expect(result.stdout).toBe("");
+    }
+    expect((await state("fake")).calls).toEqual([]);
+    expect((await state("cheap")).calls).toEqual([]);
+  });
+
   it("in a terminal, asks first and terminates nothing unless the answer is yes", async () => {
     const script = `
 import os, pty, sys
