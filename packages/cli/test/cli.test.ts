@@ -552,6 +552,18 @@ describe("errors", () => {
     const down = await run(["down", "--provider", "fake"]);
     expect(down.code).toBe(2);
     expect(down.stderr).toContain("skyward: down needs either --pool ID or --all");
+    // Past the longest timer Node keeps (about 24.8 days): it would fire at once, aborting the command.
+    const wait = await run(["down", "--all", "--yes", "--provider", "fake", "--wait", "2200000"]);
+    expect(wait.code).toBe(2);
+    expect(wait.stderr).toContain(
+      '--wait expects at most 2147423 seconds (about 24 days), received "2200000"',
+    );
+    const timeout = await run(["instances", "--provider", "fake", "--timeout", "1e9"]);
+    expect(timeout.code).toBe(2);
+    expect(timeout.stderr).toContain(
+      '--timeout expects at most 2147483 seconds (about 24 days), received "1e9"',
+    );
+    expect((await state("fake")).calls).toEqual([]);
     const price = await run(["offers", "--max-price", "cheap"]);
     expect(price.code).toBe(2);
     expect(price.stderr).toContain('--max-price expects a number > 0, received "cheap"');

@@ -229,6 +229,8 @@ describe("skyward logs", () => {
       [["logs", "--bogus"], /Unknown option '--bogus'/],
       [["logs", "--provider", "aws"], /logs takes no --provider/],
       [["logs", "--timeout", "0"], /--timeout expects a number > 0/],
+      // 30 days: past the longest timer Node keeps, which would fire at once (a follow ended at once).
+      [["logs", "--follow", "--timeout", "2592000"], /--timeout expects at most 2147483 seconds/],
     ];
     const results = await Promise.all(cases.map(([args]) => run(args)));
     for (const [index, [args, message]] of cases.entries()) {
