@@ -25,4 +25,21 @@ describe("task output lines", () => {
     new OutputLines(hub, "pool-1").write(0, null, "stderr", "plain line\n", undefined);
     expect(lines).toEqual(["plain line"]);
   });
+
+  it("keep each task's unfinished line to itself, and end it with the task", () => {
+    const hub = new EventHub();
+    const lines: [string | undefined, string][] = [];
+    hub.on("log", (event: Extract<SkywardEvent, { type: "log" }>) => lines.push([event.taskId, event.line]));
+    const output = new OutputLines(hub, "pool-1");
+    output.write(0, 0, "stdout", "loading", "t1");
+    output.write(0, 0, "stdout", " done", "t1");
+    output.write(0, 0, "stdout", "t2 starts\n", "t2");
+    expect(lines).toEqual([["t2", "t2 starts"]]);
+    output.end("t1");
+    output.end("t1");
+    expect(lines).toEqual([
+      ["t2", "t2 starts"],
+      ["t1", "loading done"],
+    ]);
+  });
 });

@@ -347,6 +347,7 @@ export class TaskManager {
     if (record.done) return;
     record.done = true;
     this.#unfinished.delete(record.id);
+    this.#output.end(record.id);
     for (const pump of record.pumps.values()) pump.close();
     if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
     if (record.node) endRun(record, record.node);
