@@ -42,4 +42,19 @@ describe("task output lines", () => {
       ["t1", "loading done"],
     ]);
   });
+
+  it("keep of a line that carriage returns redraw (a progress bar) what a terminal shows: its last drawing", () => {
+    const hub = new EventHub();
+    const lines: string[] = [];
+    hub.on("log", (event: Extract<SkywardEvent, { type: "log" }>) => lines.push(event.line));
+    const output = new OutputLines(hub, "pool-1");
+    // tqdm: each update starts with a carriage return; the bar ends with a line break.
+    for (let step = 0; step <= 5000; step += 1) output.write(0, 0, "stderr", `\r${step}/5000 |█`, "t1");
+    output.write(0, 0, "stderr", "\n", "t1");
+    // Windows line ends (one split between chunks), and a line cleared by its writer before the next one.
+    output.write(0, 0, "stdout", "crlf line\r", "t1");
+    output.write(0, 0, "stdout", "\nnext\r\n", "t1");
+    output.write(0, 0, "stdout", "temporary\r         \rfinal\n", "t1");
+    expect(lines).toEqual(["5000/5000 |█", "crlf line", "next", "final"]);
+  });
 });

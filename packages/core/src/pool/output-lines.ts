@@ -6,6 +6,25 @@
 
 import type { EventHub } from "../observe/events.js";
 
+/**
+ * What a terminal shows of a line that carriage returns redraw (a progress bar: tqdm writes
+ * `\r 10%|█` then `\r 20%|██` …): its last drawing; a line's own `\r` before its `\n` (Windows line
+ * ends) is no redraw.
+ */
+function lastDrawing(line: string): string {
+  const body = line.endsWith("\r") ? line.slice(0, -1) : line;
+  return body.slice(body.lastIndexOf("\r") + 1);
+}
+
+/**
+ * A partial line with the drawings a later `\r` has replaced left out (a bar redrawn for hours would
+ * otherwise grow without bound, and be scanned again at each chunk). A final `\r` is kept: it may be
+ * the first half of a `\r\n`.
+ */
+function withoutReplacedDrawings(partial: string): string {
+  return partial.slice(partial.lastIndexOf("\r", partial.length - 2) + 1);
+}
+
 /** A line waiting for its end. */
 interface PartialLine {
   readonly node: number;
@@ -43,11 +62,11 @@ export class OutputLines {
     const key = `${node}/${worker}/${stream}/${taskId ?? ""}`;
     const partial = this.#partialLines.get(key);
     const lines = `${partial?.text ?? ""}${data}`.split("\n");
-    const rest = lines.pop() ?? "";
+    const rest = withoutReplacedDrawings(lines.pop() ?? "");
     if (rest === "") this.#partialLines.delete(key);
     else if (partial) partial.text = rest;
     else this.#partialLines.set(key, { node, worker, stream, taskId, text: rest });
-    for (const line of lines) this.#emit(node, worker, stream, line, taskId);
+    for (const line of lines) this.#emit(node, worker, stream, lastDrawing(line), taskId);
   }
 
   /**
@@ -58,7 +77,7 @@ export class OutputLines {
     for (const [key, partial] of this.#partialLines) {
       if (partial.taskId !== taskId) continue;
       this.#partialLines.delete(key);
-      this.#emit(partial.node, partial.worker, partial.stream, partial.text, taskId);
+      this.#emit(partial.node, partial.worker, partial.stream, lastDrawing(partial.text), taskId);
     }
   }
 
