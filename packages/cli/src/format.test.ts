@@ -1,6 +1,15 @@
+import { NDArray } from "@skyward/core";
 import type { Instance } from "@skyward/core/contract";
 import { describe, expect, it } from "vitest";
-import { formatAccelerator, formatAge, formatGb, formatPrice, instanceForOutput, poolOf } from "./format.js";
+import {
+  formatAccelerator,
+  formatAge,
+  formatGb,
+  formatPrice,
+  instanceForOutput,
+  poolOf,
+  valueJson,
+} from "./format.js";
 
 describe("formatting", () => {
   it("writes prices, ages, sizes and accelerators for a table", () => {
@@ -63,5 +72,17 @@ describe("formatting", () => {
     });
     // With a price: what it has cost from its creation until now.
     expect(instanceForOutput("aws", { ...instance, hourlyPrice: 2 }, 5_400_000).costSoFar).toBe(3);
+  });
+
+  it("writes task values JSON has no plain form for: exact big integers, typed arrays as arrays", () => {
+    expect(valueJson(2n ** 70n)).toBe("1180591620717411303424");
+    expect(valueJson({ value: new Uint8Array([0, 1, 255]) })).toBe('{"value":[0,1,255]}');
+    expect(valueJson(NDArray.of(new BigInt64Array([1n, 2n ** 62n]), [2]))).toBe(
+      '{"dtype":"int64","shape":[2],"data":[1,4611686018427387904]}',
+    );
+    expect(valueJson(NDArray.of(new Float32Array([0.5]), []))).toBe(
+      '{"dtype":"float32","shape":[],"data":[0.5]}',
+    );
+    expect(valueJson(undefined)).toBeUndefined();
   });
 });

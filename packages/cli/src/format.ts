@@ -84,3 +84,20 @@ export function instanceForOutput(
     costSoFar: cost === null ? null : Math.round(cost * 1e6) / 1e6,
   };
 }
+
+/** `JSON.rawJSON` (Node 21 and later; not in TypeScript's lib yet): a number's exact digits in JSON. */
+const rawJson = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+
+/**
+ * A task's value (or an outcome holding it) as JSON text: a `bigint` (a Python int past 2^53) as the
+ * exact number, a typed array (Python bytes, an `NDArray`'s data, int64 ones included) as an array;
+ * plain `JSON.stringify` throws on the first and writes the second as an object of indices.
+ */
+export function valueJson(value: unknown): string | undefined {
+  return JSON.stringify(value, (_key, item: unknown) => {
+    if (typeof item === "bigint") return rawJson(item.toString());
+    if (ArrayBuffer.isView(item) && !(item instanceof DataView))
+      return Array.from(item as unknown as ArrayLike<number | bigint>);
+    return item;
+  });
+}

@@ -1,5 +1,6 @@
 /** `skyward logs`: prints (and follows) the pools' log file, filtered by pool and level. */
 import { open, readFile, stat } from "node:fs/promises";
+import { StringDecoder } from "node:string_decoder";
 import type { LogLevel } from "@skyward/core";
 import { loadConfig } from "@skyward/core/config";
 import {
@@ -153,6 +154,8 @@ type FileHandle = Awaited<ReturnType<typeof open>>;
 class FollowedFile {
   #offset: number;
   #partial = "";
+  // A read may end inside a multi-byte character: its first bytes wait here for the rest.
+  #decoder = new StringDecoder("utf8");
   readonly #buffer = Buffer.alloc(256 * 1024);
 
   constructor(
@@ -171,6 +174,7 @@ class FollowedFile {
   rewind(): void {
     this.#offset = 0;
     this.#partial = "";
+    this.#decoder = new StringDecoder("utf8");
   }
 
   /** The whole lines written since the last call. */
@@ -180,7 +184,7 @@ class FollowedFile {
       const { bytesRead } = await this.handle.read(this.#buffer, 0, this.#buffer.length, this.#offset);
       if (bytesRead === 0) return lines;
       this.#offset += bytesRead;
-      const parts = (this.#partial + this.#buffer.subarray(0, bytesRead).toString("utf8")).split("\n");
+      const parts = (this.#partial + this.#decoder.write(this.#buffer.subarray(0, bytesRead))).split("\n");
       this.#partial = parts.pop() ?? "";
       lines.push(...parts);
     }

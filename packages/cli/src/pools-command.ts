@@ -6,7 +6,7 @@
 import { attach, type DetachedPool, detachedPools, type Provider } from "@skyward/core";
 import { loadConfig } from "@skyward/core/config";
 import type { CommandContext } from "./command-context.js";
-import { formatAge, formatPrice } from "./format.js";
+import { formatAge, formatPrice, valueJson } from "./format.js";
 import { loadProviders, selectProviderEntries } from "./providers.js";
 import { renderTable } from "./table.js";
 import { UsageError } from "./usage-error.js";
@@ -242,13 +242,13 @@ export async function attachCommand(
     }
     for (const outcome of outcomes ?? []) {
       if (!outcome.ok) failed += 1;
-      if (flags.json) context.out(`${JSON.stringify(outcome)}\n`);
+      if (flags.json) context.out(`${valueJson(outcome)}\n`);
       else {
         const streamed =
           outcome.items.length + outcome.dropped > 0
             ? ` (${outcome.items.length} item${outcome.items.length === 1 ? "" : "s"} kept${outcome.dropped > 0 ? `, ${outcome.dropped} dropped` : ""})`
             : "";
-        const what = `${outcome.ok ? JSON.stringify(outcome.value) : `${outcome.errorType}: ${outcome.message}`}${streamed}`;
+        const what = `${outcome.ok ? valueJson(outcome.value) : `${outcome.errorType}: ${outcome.message}`}${streamed}`;
         context.out(
           `${outcome.taskId}  node ${outcome.node}  ${outcome.name}  ${outcome.ok ? "ok" : "failed"}  ${what}\n`,
         );

@@ -63,13 +63,36 @@ function positiveNumber(flag: string, text: string | undefined): number | undefi
   return value;
 }
 
-/** `--provider aws,runpod --provider vastai` → `["aws", "runpod", "vastai"]`; undefined when not given. */
+/** The longest timer Node keeps (2^31 − 1 ms), in seconds: a longer `AbortSignal.timeout` fires at once. */
+const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+
+/** A flag in seconds that becomes a timer: > 0 and no longer than `max` (default the longest timer). */
+function timerSeconds(flag: string, text: string | undefined, max = MAX_TIMER_SECONDS): number | undefined {
+  const value = positiveNumber(flag, text);
+  if (value !== undefined && value > max)
+    throw new UsageError(`${flag} expects at most ${max} seconds (about 24 days), received "${text}"`);
+  return value;
+}
+
+/**
+ * `--provider aws,runpod --provider vastai` → `["aws", "runpod", "vastai"]`; undefined when not given.
+ * An empty name is refused: `--provider "$UNSET"` must not widen `down --all` to every provider.
+ */
 function providerList(values: readonly string[] | undefined): string[] | undefined {
   if (values === undefined) return undefined;
-  return values
-    .flatMap((value) => value.split(","))
-    .map((name) => name.trim())
-    .filter(Boolean);
+  return values.flatMap((value) => {
+    const names = value.split(",").map((name) => name.trim());
+    if (names.some((name) => name === ""))
+      throw new UsageError(`--provider expects provider names, received "${value}"`);
+    return names;
+  });
+}
+
+/** `--pool ID`: an empty id would match instances that carry no pool tag, and clean up "every" pool. */
+function poolId(value: string | undefined): string | undefined {
+  if (value !== undefined && value.trim() === "")
+    throw new UsageError(`--pool expects a pool id, received "${value}"`);
+  return value;
 }
 
 function parse<const Options extends NonNullable<ParseArgsConfig["options"]>>(
@@ -132,7 +155,7 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
     return 0;
   };
   const withTimeout = (timeout: string | undefined, defaultSeconds = 60): CommandContext => {
-    const seconds = positiveNumber("--timeout", timeout) ?? defaultSeconds;
+    const seconds = timerSeconds("--timeout", timeout) ?? defaultSeconds;
     return { ...base, signal: AbortSignal.any([signal, AbortSignal.timeout(seconds * 1000)]) };
   };
   switch (command) {
@@ -170,10 +193,13 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
       });
       if (values.help) return help(DOWN_HELP);
       const waitSeconds =
-        values.wait === "0" ? 0 : (positiveNumber("--wait", values.wait) ?? DEFAULT_DOWN_WAIT_SECONDS);
+        values.wait === "0"
+          ? 0
+          : // The default timeout is 60 s plus the wait: both must fit in one timer.
+            (timerSeconds("--wait", values.wait, MAX_TIMER_SECONDS - 60) ?? DEFAULT_DOWN_WAIT_SECONDS);
       // Waiting for instances to end must fit in the timeout.
       return downCommand(withTimeout(values.timeout, 60 + waitSeconds), {
-        pool: values.pool,
+        pool: poolId(values.pool),
         all: values.all,
         providers: providerList(values.provider),
         yes: values.yes,
@@ -192,7 +218,7 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
       if (values.help) return help(LOGS_HELP);
       if (values.provider !== undefined) throw new UsageError("logs takes no --provider");
       // No default timeout: --follow runs until Ctrl-C (or --timeout, when given).
-      const seconds = positiveNumber("--timeout", values.timeout);
+      const seconds = timerSeconds("--timeout", values.timeout);
       return logsCommand(
         {
           ...base,
@@ -201,7 +227,7 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
         },
         {
           file: values.file,
-          pool: values.pool,
+          pool: poolId(values.pool),
           level: parseLevelFlag(values.level),
           lines: parseLinesFlag(values.lines, 100),
           follow: values.follow,
@@ -232,7 +258,7 @@ async function dispatch(argv: readonly string[], base: Omit<CommandContext, "sig
         close: values.close,
         json: values.json,
         providers: providerList(values.provider),
-        timeoutSeconds: positiveNumber("--timeout", values.timeout),
+        timeoutSeconds: timerSeconds("--timeout", values.timeout),
       });
     }
     default:

@@ -455,6 +455,27 @@ describe("skyward down", () => {
     expect(after).toMatchObject({ code: 0, stdout: "No live instances.\n" });
   });
 
+  it("an empty --provider (a script's unset variable) or --pool is refused, never taken as every provider or pool", async () => {
+    const cases: [string[], string][] = [
+      [["down", "--all", "--yes", "--provider", ""], '--provider expects provider names, received ""'],
+      [["down", "--all", "--yes", "--provider", " , "], '--provider expects provider names, received " , "'],
+      [
+        ["down", "--all", "--yes", "--provider", "fake,"],
+        '--provider expects provider names, received "fake,"',
+      ],
+      [["down", "--pool", "", "--provider", "fake"], '--pool expects a pool id, received ""'],
+      [["instances", "--provider", ""], '--provider expects provider names, received ""'],
+    ];
+    for (const [args, message] of cases) {
+      const result = await run(args);
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr).toContain(message);
+      expect(result.stdout).toBe("");
+    }
+    expect((await state("fake")).calls).toEqual([]);
+    expect((await state("cheap")).calls).toEqual([]);
+  });
+
   it("in a terminal, asks first and terminates nothing unless the answer is yes", async () => {
     const script = `
 import os, pty, sys
@@ -531,6 +552,18 @@ describe("errors", () => {
     const down = await run(["down", "--provider", "fake"]);
     expect(down.code).toBe(2);
     expect(down.stderr).toContain("skyward: down needs either --pool ID or --all");
+    // Past the longest timer Node keeps (about 24.8 days): it would fire at once, aborting the command.
+    const wait = await run(["down", "--all", "--yes", "--provider", "fake", "--wait", "2200000"]);
+    expect(wait.code).toBe(2);
+    expect(wait.stderr).toContain(
+      '--wait expects at most 2147423 seconds (about 24 days), received "2200000"',
+    );
+    const timeout = await run(["instances", "--provider", "fake", "--timeout", "1e9"]);
+    expect(timeout.code).toBe(2);
+    expect(timeout.stderr).toContain(
+      '--timeout expects at most 2147483 seconds (about 24 days), received "1e9"',
+    );
+    expect((await state("fake")).calls).toEqual([]);
     const price = await run(["offers", "--max-price", "cheap"]);
     expect(price.code).toBe(2);
     expect(price.stderr).toContain('--max-price expects a number > 0, received "cheap"');

@@ -208,6 +208,19 @@ describe("skyward logs", () => {
     }
   });
 
+  it("prints lines of multi-byte characters whole, wherever its reads of a large file split them", async () => {
+    // A progress bar's blocks (3 bytes each in UTF-8): lines long enough that the file's 256 KiB reads
+    // end inside characters.
+    const bar = "█".repeat(1000);
+    const lines = Array.from({ length: 200 }, (_, index) => record("eeee5555", "INFO", `${index} ${bar}`));
+    const file = join(scratch, "unicode.log");
+    await writeFile(file, `${lines.join("\n")}\n`);
+    const printed = await run(["logs", "--file", file, "--json", "--lines", "200"]);
+    expect(printed.code, printed.stderr).toBe(0);
+    expect(printed.stdout).not.toContain("\uFFFD");
+    expect(printed.stdout).toBe(`${lines.join("\n")}\n`);
+  });
+
   it("names the flag of a bad argument (exit 2) and says when there is no log file (exit 1)", async () => {
     const cases: [string[], RegExp][] = [
       [["logs", "--lines=-3"], /--lines expects a whole number >= 0, received "-3"/],
@@ -216,6 +229,8 @@ describe("skyward logs", () => {
       [["logs", "--bogus"], /Unknown option '--bogus'/],
       [["logs", "--provider", "aws"], /logs takes no --provider/],
       [["logs", "--timeout", "0"], /--timeout expects a number > 0/],
+      // 30 days: past the longest timer Node keeps, which would fire at once (a follow ended at once).
+      [["logs", "--follow", "--timeout", "2592000"], /--timeout expects at most 2147483 seconds/],
     ];
     const results = await Promise.all(cases.map(([args]) => run(args)));
     for (const [index, [args, message]] of cases.entries()) {

@@ -14,6 +14,7 @@ import { CLI, runCli } from "./run-cli.js";
 
 const child = fileURLToPath(new URL("../../core/test/fixtures/detach-child.ts", import.meta.url));
 const longChild = fileURLToPath(new URL("./fixtures/detach-long-child.ts", import.meta.url));
+const valuesChild = fileURLToPath(new URL("./fixtures/detach-values-child.ts", import.meta.url));
 const fixturePackage = fileURLToPath(new URL("./fixtures/fake-provider-package", import.meta.url));
 const cliIndex = new URL("../dist/index.js", import.meta.url).href;
 
@@ -33,6 +34,18 @@ async function detachedLocalPool(scratch: string, env: NodeJS.ProcessEnv, fixtur
   client.kill("SIGKILL");
   await new Promise((resolve) => client.once("exit", resolve));
   return JSON.parse(line) as { id: string; pids: number[] };
+}
+
+/** `skyward attach ID --close --json`, which must succeed quietly; its stdout (one outcome a line). */
+async function attachAndClose(id: string, scratch: string, env: NodeJS.ProcessEnv): Promise<string> {
+  const attached = await runCli(["attach", id, "--close", "--json"], {
+    cwd: scratch,
+    env,
+    timeoutMs: 60_000,
+  });
+  expect(attached.stderr).toBe("");
+  expect(attached.code).toBe(0);
+  return attached.stdout;
 }
 
 function alive(pid: number): boolean {
@@ -73,14 +86,7 @@ describe("skyward pools, status and attach", () => {
     expect(status.stdout).toContain(`pool ${id} · local · local · local`);
     expect(status.stdout.match(/ running$/gm)).toHaveLength(2);
 
-    const attached = await runCli(["attach", id, "--close", "--json"], {
-      cwd: scratch,
-      env,
-      timeoutMs: 60_000,
-    });
-    expect(attached.stderr).toBe("");
-    expect(attached.code).toBe(0);
-    const outcomes = attached.stdout
+    const outcomes = (await attachAndClose(id, scratch, env))
       .trim()
       .split("\n")
       .map((text) => JSON.parse(text) as { ok: boolean; value: string });
@@ -92,6 +98,27 @@ describe("skyward pools, status and attach", () => {
     const missing = await runCli(["status", id], { cwd: scratch, env });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain(`no detached pool "${id}"`);
+  }, 120_000);
+});
+
+describe("skyward attach and values JSON has no plain form for", () => {
+  it("prints a big integer and an int64 array exactly, bytes as numbers, and closes the pool", async () => {
+    const scratch = mkdtempSync(join(tmpdir(), "skyward-attach-values-"));
+    const env = { PATH: process.env.PATH ?? "", HOME: scratch, SKYWARD_HOME: join(scratch, "home") };
+    const { id, pids } = await detachedLocalPool(scratch, env, valuesChild);
+    try {
+      const stdout = await attachAndClose(id, scratch, env);
+      const lines = stdout.trim().split("\n");
+      expect(lines).toHaveLength(4);
+      // Exact: 2**70 + 1 and 2**62 are past what a JavaScript number holds.
+      expect(stdout).toContain('"value":1180591620717411303425');
+      expect(stdout).toContain('"value":{"dtype":"int64","shape":[2,2],"data":[1,4611686018427387904,-3,4]}');
+      expect(stdout).toContain('"value":[0,1,255]');
+      expect(stdout).toContain('"value":"plain"');
+      for (const pid of pids) expect(alive(pid)).toBe(false);
+    } finally {
+      for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
+    }
   }, 120_000);
 });
 

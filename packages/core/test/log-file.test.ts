@@ -88,6 +88,21 @@ describe("a Local pool's log file", () => {
     }
   });
 
+  it("a failed task's event has the image's secrets masked, as its output lines do (the console and the dashboard print it)", async () => {
+    const failures: sky.SkywardEvent[] = [];
+    {
+      await using pool = await sky.compute({
+        image: { includes: [tasks], env: { HF_TOKEN: SECRET } },
+        options: { console: false, logging: false },
+      });
+      pool.on("task.failed", (event) => failures.push(event));
+      await expect(pool.run(fail(`the hub refused ${SECRET}`))).rejects.toThrow(/the hub refused/);
+    }
+    expect(failures).toEqual([
+      expect.objectContaining({ error: { type: "ValueError", message: "the hub refused [redacted]" } }),
+    ]);
+  });
+
   it("at the default level INFO leaves task starts and completions out; WARNING keeps failures only", async () => {
     const infoFile = join(directory, "info.log");
     const warningFile = join(directory, "warning.log");

@@ -22,6 +22,7 @@ const sleep = sky.python<[number], number>("pool_tasks:sleep");
 const count = sky.python.stream<[number], number>("pool_tasks:count");
 const failMidway = sky.python.stream<[number], number>("pool_tasks:fail_midway");
 const shout = sky.python<[string], string>("pool_tasks:shout");
+const unterminated = sky.python<[string], string>("pool_tasks:unterminated");
 const unsendable = sky.python<[], unknown>("pool_tasks:unsendable");
 const die = sky.python<[], never>("pool_tasks:die");
 const pid = sky.python<[], number>("pool_tasks:pid");
@@ -308,6 +309,18 @@ describe("a 3-node local pool (thread executor)", () => {
     const filtered = logs.filter((event) => event.line.startsWith("filtered"));
     expect(filtered.map((event) => event.line)).toEqual(["filtered from node 0"]);
     expect(logs.some((event) => event.line.includes("quiet"))).toBe(false);
+  });
+
+  it("ends a task's last line without a line break with the task, never glued to the next task's output", async () => {
+    logs.length = 0;
+    const first = pool.submit(unterminated("last words"), { target: 2 });
+    await first.result;
+    const lines = () => logs.filter((event) => event.node === 2).map((event) => [event.taskId, event.line]);
+    await expect.poll(lines, { timeout: 10_000 }).toContainEqual([first.id, "last words without a line end"]);
+    const second = pool.submit(shout("next"), { target: 2 });
+    await second.result;
+    await expect.poll(lines, { timeout: 10_000 }).toContainEqual([second.id, "shouting next"]);
+    expect(lines().filter(([, line]) => line?.includes("last words"))).toHaveLength(1);
   });
 
   it("shards data disjointly and completely across nodes, with aligned arrays", async () => {

@@ -54,3 +54,40 @@ describe("DashboardRecorder over a long run", () => {
     expect(recorder.batchesAfter(7200)).toEqual([]);
   });
 });
+
+describe("DashboardRecorder's history and stream together", () => {
+  it("gives a page that loads the history, then follows the stream from its lastId, each log line and event once", () => {
+    const recorder = new DashboardRecorder();
+    const line = (text: string, timestamp: number): SkywardEvent => ({
+      type: "log",
+      timestamp,
+      poolId,
+      node: 0,
+      worker: 0,
+      stream: "stdout",
+      line: text,
+    });
+    recorder.record(line("before the first batch", start));
+    recorder.flush(undefined);
+    // Printed after that batch went out, before the page asked for the history.
+    recorder.record(line("between batches", start + 400));
+    recorder.record({
+      type: "node.lost",
+      timestamp: start + 500,
+      poolId,
+      node: 0,
+      instanceId: "i-0",
+      reason: "gone",
+    });
+    const history = recorder.events();
+    recorder.record(line("after the history", start + 600));
+    recorder.flush(undefined);
+    const followed = recorder.batchesAfter(history.lastId) ?? [];
+    const seen = [...history.logs, ...followed.flatMap((batch) => batch.logs)].map((entry) => entry.text);
+    expect(seen).toEqual(["before the first batch", "between batches", "lost: gone", "after the history"]);
+    const events = [...history.events, ...followed.flatMap((batch) => batch.events)].map(
+      (entry) => entry.text,
+    );
+    expect(events).toEqual(["lost: gone"]);
+  });
+});

@@ -275,9 +275,19 @@ export class DashboardRecorder {
     };
   }
 
-  /** The recent events and log lines, as `/api/events` gives them. */
+  /**
+   * The recent events and log lines, as `/api/events` gives them: those the batches up to `lastId`
+   * carried. Newer ones go out in the next batch, which a page that loaded this follows from: given
+   * here too, a reload showed them twice.
+   */
   events(): EventsPayload {
-    return { events: [...this.#events], logs: [...this.#logs], lastId: this.#lastId };
+    const flushed = <T>(all: readonly T[], pending: readonly T[]) =>
+      all.slice(0, Math.max(0, all.length - pending.length));
+    return {
+      events: flushed(this.#events, this.#pendingEvents),
+      logs: flushed(this.#logs, this.#pendingLogs),
+      lastId: this.#lastId,
+    };
   }
 
   /** The batches after `lastId`, for a page that reconnects; undefined when they are no longer kept. */

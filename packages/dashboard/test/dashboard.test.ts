@@ -109,10 +109,13 @@ describe("the dashboard's server", () => {
     const newest = Math.max(...metrics.series.flatMap((series) => series.points.map((point) => point.t)));
     const later = await json<MetricsPayload>(`api/metrics?since=${newest}`);
     expect(later.series.flatMap((series) => series.points).every((point) => point.t > newest)).toBe(true);
-    const events = await json<EventsPayload>("api/events");
-    const lines = events.logs.filter((entry) => entry.type === "log").map((entry) => entry.text);
-    expect(lines).toContain("training started on node 0");
-    expect(lines).toContain("training started on node 1");
+    // The history holds what the batches carried so far (one goes out every second).
+    const lines = async () =>
+      (await json<EventsPayload>("api/events")).logs
+        .filter((entry) => entry.type === "log")
+        .map((entry) => entry.text);
+    await expect.poll(lines, { timeout: 10_000 }).toContain("training started on node 0");
+    expect(await lines()).toContain("training started on node 1");
   });
 
   it("replays the batches after Last-Event-ID", async () => {
@@ -144,8 +147,9 @@ describe("the dashboard's server", () => {
   it("puts no secret in any payload", async () => {
     await pool.run(leak());
     await new Promise((resolve) => setTimeout(resolve, 1200));
-    const events = await json<EventsPayload>("api/events");
-    expect(events.logs.some((entry) => entry.text.startsWith("the key is "))).toBe(true);
+    const printed = async () =>
+      (await json<EventsPayload>("api/events")).logs.some((entry) => entry.text.startsWith("the key is "));
+    await expect.poll(printed, { timeout: 10_000 }).toBe(true);
     const [id] = await streamIds(1, 0);
     expect(id).toBeGreaterThan(0);
     for (const path of ["api/pool", "api/metrics", "api/events"]) {

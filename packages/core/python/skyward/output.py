@@ -8,6 +8,7 @@ Channels pass complete lines on at once and hold a partial line for at most ``FL
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import contextvars
 import functools
@@ -67,7 +68,7 @@ _flusher = _Flusher()
 class OutputChannel:
     """Buffered text of one stream of one task, passed to ``sink(key, stream, text)``."""
 
-    __slots__ = ("key", "stream", "sink", "_lock", "_pending", "_scheduled")
+    __slots__ = ("key", "stream", "sink", "_lock", "_pending", "_scheduled", "_decoder")
 
     def __init__(self, key: Any, stream: str, sink: Sink) -> None:
         self.key = key
@@ -76,6 +77,16 @@ class OutputChannel:
         self._lock = threading.Lock()
         self._pending: list[str] = []
         self._scheduled = False
+        self._decoder: codecs.IncrementalDecoder | None = None
+
+    def write_bytes(self, data: bytes) -> None:
+        """Bytes written to ``sys.stdout.buffer``: a character split between two writes waits here
+        for its last bytes (one decoder per channel, so no other task's bytes complete it)."""
+        with self._lock:
+            if self._decoder is None:
+                self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            text = self._decoder.decode(data)
+        self.write(text)
 
     def write(self, text: str) -> None:
         if not text:
@@ -153,7 +164,7 @@ class _BinaryStream(io.RawIOBase):
 
     def write(self, data: Any) -> int:
         payload = bytes(data)
-        self._text.write(payload.decode("utf-8", "replace"))
+        self._text.write_bytes(payload)
         return len(payload)
 
 
@@ -214,6 +225,21 @@ class TaskStream(io.TextIOBase):
         elif not task.muted[self._index]:
             task.channels[self._index].write(text)
         return len(text)
+
+    def write_bytes(self, data: bytes) -> None:
+        """What ``buffer.write`` was given: decoded by the channel it goes to (see
+        :meth:`OutputChannel.write_bytes`), at once where there is none."""
+        task = current_task.get()
+        channel = None
+        if _redirect.get() is None:
+            if task is None:
+                channel = self._router.untracked[self._index]
+            elif not task.muted[self._index]:
+                channel = task.channels[self._index]
+        if isinstance(channel, OutputChannel):
+            channel.write_bytes(data)
+        else:
+            self.write(data.decode("utf-8", "replace"))
 
     def flush(self) -> None:
         pass

@@ -39,3 +39,10 @@ def test_an_async_generator_is_filtered(node_one: Client) -> None:
     assert node_one.terminal("async-count")["t"] == "end"
     assert [m["value"] for m in node_one.by_id["async-count"] if m["t"] == "item"] == [0, 1, 2]
     assert outputs(node_one, "async-count") == []
+
+
+def test_bytes_written_in_pieces_keep_their_characters(node_one: Client) -> None:
+    """A character whose UTF-8 bytes two writes to ``sys.stdout.buffer`` split is printed whole."""
+    text = "█▌ 50% naïve 日本\n"
+    assert node_one.value("output_tasks:bytes_in_pieces", text, 1, task_id="pieces") == "ok"
+    assert "".join(data for _, data in outputs(node_one, "pieces")) == text

@@ -148,6 +148,18 @@ describe("LogFileWriter", () => {
     ]);
   });
 
+  it("reads when a file an earlier run started began from its first record, however long that record is", async () => {
+    const path = join(directory, "skyward.log");
+    const began = Date.now() - 2 * DAY;
+    // A task's long line first (a printed dict, a traceback): past one 4 KiB read.
+    const long = JSON.stringify({ ...JSON.parse(line(1, began)), msg: `line 1 ${"y".repeat(8000)}` });
+    await writeFile(path, `${long}\n${line(2, began + 1000)}\n`);
+    const writer = new LogFileWriter({ path, rotation: parseRotation("1 day"), retention: 5 });
+    writer.write(line(3));
+    await writer.close();
+    expect(await logFileGenerations(path)).toEqual([`${path}.1`, path]);
+  });
+
   it("several writers on one file (as several processes) rotate it together without losing or tearing a line", async () => {
     const path = join(directory, "skyward.log");
     const writers = Array.from(

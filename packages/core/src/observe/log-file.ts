@@ -269,6 +269,8 @@ export interface LogFileWriterOptions {
 const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
 /** At most this much per `write`: whole lines, so concurrent appenders never interleave within one. */
 const MAX_BATCH_BYTES = 64 * 1024;
+/** How far the first record of a file is looked for (its time starts a time-based rotation). */
+const MAX_FIRST_LINE_BYTES = 16 * 1024 * 1024;
 /** A rotation lock older than this was left by a process that died while rotating. */
 const STALE_LOCK_MS = 30_000;
 
@@ -459,9 +461,18 @@ export class LogFileWriter {
     if (this.#rotation.kind !== "time") return fallback;
     const handle = this.#handle;
     if (!handle) return fallback;
-    const buffer = Buffer.alloc(4096);
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
-    const first = buffer.subarray(0, bytesRead).toString("utf8").split("\n", 1)[0] ?? "";
+    // Up to its first line break, however far (a long task line may come first), within a bound.
+    const chunks: Buffer[] = [];
+    for (let offset = 0; offset < MAX_FIRST_LINE_BYTES; ) {
+      const { bytesRead, buffer } = await handle.read(Buffer.alloc(64 * 1024), 0, 64 * 1024, offset);
+      if (bytesRead === 0) break;
+      const chunk = buffer.subarray(0, bytesRead);
+      const end = chunk.indexOf(0x0a);
+      chunks.push(end < 0 ? chunk : chunk.subarray(0, end));
+      if (end >= 0) break;
+      offset += bytesRead;
+    }
+    const first = Buffer.concat(chunks).toString("utf8");
     const time = Date.parse(parseLogLine(first)?.ts ?? "");
     return Number.isFinite(time) ? time : fallback;
   }

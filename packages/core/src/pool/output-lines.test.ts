@@ -25,4 +25,36 @@ describe("task output lines", () => {
     new OutputLines(hub, "pool-1").write(0, null, "stderr", "plain line\n", undefined);
     expect(lines).toEqual(["plain line"]);
   });
+
+  it("keep each task's unfinished line to itself, and end it with the task", () => {
+    const hub = new EventHub();
+    const lines: [string | undefined, string][] = [];
+    hub.on("log", (event: Extract<SkywardEvent, { type: "log" }>) => lines.push([event.taskId, event.line]));
+    const output = new OutputLines(hub, "pool-1");
+    output.write(0, 0, "stdout", "loading", "t1");
+    output.write(0, 0, "stdout", " done", "t1");
+    output.write(0, 0, "stdout", "t2 starts\n", "t2");
+    expect(lines).toEqual([["t2", "t2 starts"]]);
+    output.end("t1");
+    output.end("t1");
+    expect(lines).toEqual([
+      ["t2", "t2 starts"],
+      ["t1", "loading done"],
+    ]);
+  });
+
+  it("keep of a line that carriage returns redraw (a progress bar) what a terminal shows: its last drawing", () => {
+    const hub = new EventHub();
+    const lines: string[] = [];
+    hub.on("log", (event: Extract<SkywardEvent, { type: "log" }>) => lines.push(event.line));
+    const output = new OutputLines(hub, "pool-1");
+    // tqdm: each update starts with a carriage return; the bar ends with a line break.
+    for (let step = 0; step <= 5000; step += 1) output.write(0, 0, "stderr", `\r${step}/5000 |█`, "t1");
+    output.write(0, 0, "stderr", "\n", "t1");
+    // Windows line ends (one split between chunks), and a line cleared by its writer before the next one.
+    output.write(0, 0, "stdout", "crlf line\r", "t1");
+    output.write(0, 0, "stdout", "\nnext\r\n", "t1");
+    output.write(0, 0, "stdout", "temporary\r         \rfinal\n", "t1");
+    expect(lines).toEqual(["5000/5000 |█", "crlf line", "next", "final"]);
+  });
 });

@@ -10,10 +10,13 @@ import type { TaskRecord } from "./task-record.js";
 export class TaskEvents {
   readonly #hub: EventHub;
   readonly #poolId: string;
+  /** Masks the pool's secrets in a failure's message, as in output lines, before any listener sees it. */
+  readonly #redact: (text: string) => string;
 
-  constructor(hub: EventHub, poolId: string) {
+  constructor(hub: EventHub, poolId: string, redact: (text: string) => string = (text) => text) {
     this.#hub = hub;
     this.#poolId = poolId;
+    this.#redact = redact;
   }
 
   queued(taskId: string, name: string): void {
@@ -57,7 +60,7 @@ export class TaskEvents {
       name: record.request.ref,
       node,
       durationMs: performance.now() - record.startedAt,
-      error: { type, message: text },
+      error: { type, message: this.#redact(text) },
       willRetry,
     });
   }

@@ -62,7 +62,7 @@ export interface TaskManagerOptions {
   readonly nodeWaitSeconds?: number | (() => number);
   /** What task ids start with (`t1`, `t2`…); an attached pool's differ from those it was detached with. */
   readonly idPrefix?: string;
-  /** Masks the pool's secrets in task output lines (default: none masked). */
+  /** Masks the pool's secrets in task output lines and failure events (default: none masked). */
   readonly redact?: (text: string) => string;
 }
 
@@ -104,7 +104,7 @@ export class TaskManager {
 
   constructor(options: TaskManagerOptions) {
     this.#settings = taskSettings(options);
-    this.#events = new TaskEvents(options.hub, options.poolId);
+    this.#events = new TaskEvents(options.hub, options.poolId, options.redact);
     this.#output = new OutputLines(options.hub, options.poolId, options.redact);
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
     this.#sweeper.unref();
@@ -347,6 +347,7 @@ export class TaskManager {
     if (record.done) return;
     record.done = true;
     this.#unfinished.delete(record.id);
+    this.#output.end(record.id);
     for (const pump of record.pumps.values()) pump.close();
     if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
     if (record.node) endRun(record, record.node);

@@ -30,3 +30,12 @@ async def head_count(n):
         await asyncio.sleep(0)
         print(f"line {i}")
         yield i
+
+
+def bytes_in_pieces(text, size):
+    """Writes ``text`` as UTF-8 through ``sys.stdout.buffer`` in pieces of ``size`` bytes, as a task
+    forwarding a subprocess's output by chunks does."""
+    data = text.encode("utf-8")
+    for start in range(0, len(data), size):
+        sys.stdout.buffer.write(data[start : start + size])
+    return "ok"
