@@ -306,11 +306,14 @@ describe.each(["thread", "process"] as const)(
         options: { console: false, worker: { executor } },
       });
       await pair.run(countUp("before-loss", 3), { target: 1 });
-      const dying = pair.run(holdLockThenDie("killed"), { target: 1 });
-      // The holder says it holds the lock, then kills its own process.
+      // The holder says it holds the lock, then kills its own process. Its failure is expected from
+      // the start: it may come before the queue's answer does (an unhandled rejection otherwise).
+      const died = expect(pair.run(holdLockThenDie("killed"), { target: 1 })).rejects.toThrow(
+        sky.WorkerDiedError,
+      );
       const holder = await pair.queue<string>("killed-held").get({ timeout: 60 });
       expect(holder).toMatch(/^1:/);
-      await expect(dying).rejects.toThrow(sky.WorkerDiedError);
+      await died;
       // The head (node 0) holds the collections: the holder's end (its child, or its whole worker
       // and with it the node's connection to the head) releases the lock there.
       await expect.poll(() => pair.lock("killed").locked(), { timeout: 60_000 }).toBe(false);

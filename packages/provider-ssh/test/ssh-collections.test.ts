@@ -90,9 +90,12 @@ describe.skipIf(skipReason !== undefined)("collections across 3 SSH hosts of the
 
       // A holder killed with SIGKILL on host 1 lets the lock go (its end, or its worker's connection
       // to the head closing with it).
-      const dying = pool.run(holdLockThenDie("killed"), { target: 1 });
+      // The task's failure is expected from the start: it may come before the queue's answer does.
+      const died = expect(pool.run(holdLockThenDie("killed"), { target: 1 })).rejects.toThrow(
+        sky.WorkerDiedError,
+      );
       expect(await pool.queue<string>("killed-held").get({ timeout: 60 })).toMatch(/^1:/);
-      await expect(dying).rejects.toThrow(sky.WorkerDiedError);
+      await died;
       expect((await pool.run(tryLock("killed", 30), { target: 2 })).got).toBe(true);
     }, 400_000);
   }
