@@ -88,6 +88,7 @@ export interface AwsSettings {
    * Who may reach SSH (port 22) in the security group made per pool: `"anywhere"` (0.0.0.0/0, the
    * default, as SkyPilot and dstack do: the key pair is what guards it), `"client"` (this machine's
    * public address, asked of https://checkip.amazonaws.com, as a /32), or a list of IPv4 CIDRs.
+   * Refused with {@link AwsSettings.securityGroupId}, whose own rules decide.
    */
   sshIngress?: "anywhere" | "client" | readonly string[];
   /**
@@ -247,7 +248,7 @@ const settingsSchema = z
           error: SSH_INGRESS_MESSAGE,
         },
       )
-      .default("anywhere"),
+      .optional(),
     pricingEndpoint: z.url({ error: "expected the Price List API's endpoint URL" }).optional(),
     endpoint: z.url({ error: 'expected an endpoint URL such as "http://127.0.0.1:5000"' }).optional(),
     credentials: credentialsSchema.optional(),
@@ -277,6 +278,14 @@ const settingsSchema = z
       .optional(),
   })
   .superRefine((value, context) => {
+    // The rule is put on the group made per pool: a given group is used as it is, never changed.
+    if (value.securityGroupId !== undefined && value.sshIngress !== undefined)
+      context.addIssue({
+        code: "custom",
+        path: ["sshIngress"],
+        message:
+          "applies to the security group made per pool; with securityGroupId that group's own rules decide who reaches SSH: leave sshIngress out, or securityGroupId",
+      });
     if (value.keyName !== undefined && value.identityFile === undefined)
       context.addIssue({
         code: "custom",
@@ -318,7 +327,9 @@ export function resolveAwsSettings(input: unknown, prefix = "AWS"): ResolvedAwsS
         : Object.freeze([...value.regions]),
     associatePublicIp: value.associatePublicIp,
     sshIngress:
-      typeof value.sshIngress === "string" ? value.sshIngress : Object.freeze([...value.sshIngress]),
+      value.sshIngress === undefined || typeof value.sshIngress === "string"
+        ? (value.sshIngress ?? "anywhere")
+        : Object.freeze([...value.sshIngress]),
     pricingEndpoint: value.pricingEndpoint,
     endpoint: value.endpoint,
     credentials: value.credentials,
