@@ -66,9 +66,10 @@ function runInstancesInput(
     ...(price !== null ? { [AWS_TAGS.hourlyPrice]: String(price) } : {}),
   });
   // With a subnet of the user's, the network interface asks for a public address (a subnet made by
-  // hand seldom maps one on launch), unless associatePublicIp is false.
+  // hand seldom maps one on launch), unless associatePublicIp is false; the default VPC's subnets map
+  // one on launch, so there only an interface saying false goes without.
   const network =
-    settings.subnetId !== undefined
+    settings.subnetId !== undefined || !settings.associatePublicIp
       ? {
           NetworkInterfaces: [
             {

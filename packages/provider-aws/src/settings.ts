@@ -79,9 +79,10 @@ export interface AwsSettings {
    */
   regions?: readonly string[] | "all";
   /**
-   * With {@link AwsSettings.subnetId}: ask for a public IPv4 address on each instance
-   * (`AssociatePublicIpAddress`), so SSH from outside the VPC reaches it. Default `true`; `false` for a
-   * subnet reached over a VPN or peering (Skyward then connects to the private address).
+   * Give each instance a public IPv4 address (`AssociatePublicIpAddress`), so SSH from outside the VPC
+   * reaches it. Default `true`; `false` for a subnet (the given {@link AwsSettings.subnetId}, or the
+   * default VPC's) reached from inside the VPC, over a VPN or peering: Skyward then connects to the
+   * private address, and no public IPv4 address is billed.
    */
   associatePublicIp?: boolean;
   /**

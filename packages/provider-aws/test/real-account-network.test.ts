@@ -82,6 +82,32 @@ describe.skipIf(skipReason !== undefined)("AWS real account: network, images, re
       }
     });
 
+    it("asks no public address in the default VPC's subnets either with associatePublicIp false", async () => {
+      // The default VPC's subnets map a public address on launch (MapPublicIpOnLaunch): only a network
+      // interface that says otherwise goes without one.
+      const proxy = await startFaultProxy(suite.moto.endpoint, () => undefined);
+      try {
+        const aws = AWS({ endpoint: proxy.endpoint, associatePublicIp: false });
+        const offer = await offerOf(aws, cpuQuery, "t3.medium");
+        const cluster = (await aws.prepare({
+          spec: poolSpec({ allocation: "on-demand" }),
+          offer,
+          ...call(),
+        })) as Cluster<AwsClusterData>;
+        const [launched] = await aws.provision({ cluster, count: 1, ...call() });
+        const instance = await whenRunning(aws, cluster, launched?.id ?? "");
+        const params = runs(proxy.calls).at(-1)?.params;
+        expect(params?.get("NetworkInterface.1.AssociatePublicIpAddress")).toBe("false");
+        expect(cluster.specific.subnetIds).toContain(params?.get("NetworkInterface.1.SubnetId"));
+        expect(params?.get("NetworkInterface.1.SecurityGroupId.1")).toBe(cluster.specific.securityGroupId);
+        expect(instance?.publicIp).toBeNull();
+        expect(instance?.ssh?.host).toBe(instance?.privateIp);
+        await aws.teardown({ cluster, ...call() });
+      } finally {
+        await proxy.close();
+      }
+    });
+
     it("opens SSH to this client's address or given CIDRs when asked; 0.0.0.0/0 by default", async () => {
       const checkip = createServer((_request, response) => response.end("203.0.113.7\n"));
       await new Promise<void>((resolve) => checkip.listen(0, "127.0.0.1", resolve));
