@@ -45,21 +45,38 @@ export function selfDeleteCommand(options: { readonly sudo: boolean }): string {
 }
 
 /**
+ * The shell function `skyward_started`: true when a worker has started on this machine since it booted
+ * (its `worker.pid` or `worker.log` under `root` written since boot). A marker a boot before left —
+ * its worker died with it, say in a restart after host maintenance — does not count: without a client
+ * nothing else would end the machine.
+ */
+export function workerStartedFunction(root: string): string {
+  const quoted = shellQuote(root);
+  return `skyward_started() {
+  booted=$(( $(date +%s) - $(cut -d. -f1 /proc/uptime 2>/dev/null || echo 0) - 5 ))
+  for marker in ${quoted}/worker.pid ${quoted}/worker.log; do
+    if [ -e "$marker" ] && [ "$(stat -c %Y "$marker" 2>/dev/null || echo "$booted")" -ge "$booted" ]; then return 0; fi
+  done
+  return 1
+}`;
+}
+
+/**
  * The `startup-script` metadata value (run as root by the guest agent at every boot). It starts the
  * watchdog in the background, detached, and returns at once. Time is measured from boot
  * (`/proc/uptime`), not from when the guest agent got to the script.
  */
 export function renderStartupScript(options: StartupScriptOptions): string {
   const seconds = Math.max(0, Math.ceil(options.seconds));
-  const root = shellQuote(options.root);
   return `#!/bin/sh
-# Skyward boot watchdog: if no Skyward worker has started within ${seconds} s of boot, delete this VM
-# (or shut it down). A started worker leaves worker.pid/worker.log in ${options.root}.
+# Skyward boot watchdog: if no Skyward worker has started within ${seconds} s of this boot, delete this
+# VM (or shut it down). A started worker leaves worker.pid/worker.log in ${options.root}.
+${workerStartedFunction(options.root)}
 skyward_watchdog() {
   up=$(cut -d. -f1 /proc/uptime 2>/dev/null || echo 0)
   remaining=$((${seconds} - up))
   if [ "$remaining" -gt 0 ]; then sleep "$remaining"; fi
-  if [ ! -e ${root}/worker.pid ] && [ ! -e ${root}/worker.log ]; then
+  if ! skyward_started; then
     logger -t skyward "no worker started within ${seconds} s of boot: deleting this VM" 2>/dev/null || true
     ${selfDeleteCommand({ sudo: false })}
   fi
