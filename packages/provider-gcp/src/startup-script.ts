@@ -10,7 +10,7 @@
  * Metadata server paths: https://cloud.google.com/compute/docs/metadata/predefined-metadata-keys;
  * the token: https://cloud.google.com/compute/docs/access/authenticate-workloads#applications.
  */
-import { shellQuote } from "@skyward/core/contract";
+import { workerStartedFunction } from "@skyward/provider-utils";
 
 /** What the boot watchdog needs. */
 export interface StartupScriptOptions {
@@ -42,23 +42,6 @@ export function selfDeleteCommand(options: { readonly sudo: boolean }): string {
     `target="https://compute.googleapis.com/compute/v1/projects/$(get project/project-id)/zones/$(get instance/zone | sed 's#.*/##')/instances/$(get instance/name)"`,
     `if [ -n "$token" ] && printf 'Authorization: Bearer %s\\n' "$token" | curl -sf -X DELETE -H @- "$target" >/dev/null; then :; else ${shutdown}; fi`,
   ].join("; ");
-}
-
-/**
- * The shell function `skyward_started`: true when a worker has started on this machine since it booted
- * (its `worker.pid` or `worker.log` under `root` written since boot). A marker a boot before left —
- * its worker died with it, say in a restart after host maintenance — does not count: without a client
- * nothing else would end the machine.
- */
-export function workerStartedFunction(root: string): string {
-  const quoted = shellQuote(root);
-  return `skyward_started() {
-  booted=$(( $(date +%s) - $(cut -d. -f1 /proc/uptime 2>/dev/null || echo 0) - 5 ))
-  for marker in ${quoted}/worker.pid ${quoted}/worker.log; do
-    if [ -e "$marker" ] && [ "$(stat -c %Y "$marker" 2>/dev/null || echo "$booted")" -ge "$booted" ]; then return 0; fi
-  done
-  return 1
-}`;
 }
 
 /**
