@@ -1,5 +1,5 @@
 import { execFile, spawnSync } from "node:child_process";
-import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { access, chmod, constants, mkdtemp, readFile, rm, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -37,9 +37,13 @@ describe("the boot watchdog (user data)", () => {
   });
 
   /** Runs the script with the fake shutdown first on PATH; waits for its background watchdog. */
-  async function runWatchdog(seconds: number, waitMs: number): Promise<string | undefined> {
+  async function runWatchdog(
+    seconds: number,
+    waitMs: number,
+    perBootDirectory = join(scratch, "per-boot"),
+  ): Promise<string | undefined> {
     const script = join(scratch, "user-data.sh");
-    await writeFile(script, renderBootWatchdog({ root, seconds }));
+    await writeFile(script, renderBootWatchdog({ root, seconds, perBootDirectory }));
     backgrounded = false;
     await run("sh", [script], { env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
     // The script itself has returned (cloud-init goes on); a watchdog still waiting runs on in the background.
@@ -66,6 +70,33 @@ describe("the boot watchdog (user data)", () => {
     expect(await readFile(record, "utf8").catch(() => undefined)).toBeUndefined();
     await writeFile(join(root, "worker.log"), "started\n");
     expect(await pending).toBeUndefined();
+  });
+
+  it("runs again at every boot, and counts only a worker started since that boot", async () => {
+    // cloud-init runs user data at the first boot only; an instance rebooted (a scheduled reboot
+    // event) lost its worker with the old boot but keeps its worker.pid/worker.log: with the client
+    // dead or detached, nothing else would ever end it.
+    const perBoot = join(scratch, "per-boot");
+    const bootedAt = Date.now() / 1000 - (await uptime()) - 1;
+    const stale = async () => {
+      for (const name of ["worker.pid", "worker.log"]) {
+        await writeFile(join(root, name), "4242\n");
+        await utimes(join(root, name), bootedAt - 3600, bootedAt - 3600);
+      }
+    };
+    await stale();
+    expect(await runWatchdog(1, 1000, perBoot)).toBe("-h now\n");
+    // The next boot: cloud-init runs the per-boot copy, which watches again.
+    const copy = join(perBoot, "skyward-boot-watchdog");
+    await access(copy, constants.X_OK);
+    await rm(record, { force: true });
+    await run("sh", [copy], { env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(await readFile(record, "utf8")).toBe("-h now\n");
+    // A worker started since boot saves the instance.
+    await rm(record, { force: true });
+    await writeFile(join(root, "worker.pid"), "4243\n");
+    expect(await runWatchdog(1, 1000, perBoot)).toBeUndefined();
   });
 
   it("N is ttl + sshTimeout + bootstrapTimeout", () => {

@@ -24,6 +24,7 @@ import {
   fromAwsTags,
   type LaunchLedger,
   liveFilterOf,
+  lostLaunches,
   terminateIds,
 } from "./instances.js";
 import { deleteKeyPair } from "./key-pairs.js";
@@ -167,6 +168,9 @@ export async function teardownCluster(
     ledger,
     signal,
   );
+  // A launch whose answer never came (the provision stopped mid-call) may have started instances that
+  // neither its token nor its tags show yet: looked for a while, and ended once they show.
+  await terminateIds(clients, await lostLaunches(clients, cluster.id, ledger, signal), ledger, signal);
   // The group and key are shared by the cluster's instances: they go once no instance is left.
   let interval = 1000;
   while ((await describeInstances(clients, liveFilter, signal)).length > 0) {

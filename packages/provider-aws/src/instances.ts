@@ -69,9 +69,38 @@ export function liveFilterOf(clusterId: string): Filter[] {
   ];
 }
 
+/**
+ * How long after a `RunInstances` whose answer never came (the call stopped, the connection lost) the
+ * instances it may have launched are looked for by its client token: EC2 shows a new instance to
+ * `DescribeInstances` only after a while (eventual consistency), as the machine-provider base waits for
+ * a create whose answer was lost (`lostCreateWaitMs`).
+ */
+export const LOST_LAUNCH_WAIT_MS = 60_000;
+
 /** The instances this provider launched, with when: AWS may not know them yet (eventual consistency). */
 export class LaunchLedger {
   readonly #launched = new Map<string, { at: number; clusterId: string }>();
+  /** `RunInstances` calls sent and not answered, by client token: EC2 may have launched them. */
+  readonly #unanswered = new Map<string, { at: number; clusterId: string }>();
+
+  /** Notes a `RunInstances` of `clusterId` sent with `clientToken`, unanswered until {@link answered}. */
+  sent(clientToken: string, clusterId: string): void {
+    this.#unanswered.set(clientToken, { at: Date.now(), clusterId });
+  }
+
+  /** The launch of `clientToken` was answered (its instances, or a refusal): nothing of it is unknown. */
+  answered(clientToken: string): void {
+    this.#unanswered.delete(clientToken);
+  }
+
+  /** The client tokens of `clusterId`'s launches never answered, and when the last was sent. */
+  unansweredOf(clusterId: string): { tokens: string[]; lastSentAt: number } {
+    const entries = [...this.#unanswered.entries()].filter(([, sent]) => sent.clusterId === clusterId);
+    return {
+      tokens: entries.map(([token]) => token),
+      lastSentAt: Math.max(0, ...entries.map(([, sent]) => sent.at)),
+    };
+  }
 
   /** Notes `ids` as launched now for `clusterId`. */
   record(ids: readonly string[], clusterId: string): void {
@@ -91,6 +120,35 @@ export class LaunchLedger {
       .filter(([id, launched]) => launched.clusterId === clusterId && this.isRecent(id))
       .map(([id]) => id);
   }
+}
+
+/**
+ * The instances of `clusterId`'s launches whose answers never came, found by their client tokens: looked
+ * for until each token shows an instance or {@link LOST_LAUNCH_WAIT_MS} after the last was sent (a
+ * launch EC2 never carried out shows nothing). Found ones are recorded as launched, so that
+ * terminating them copes with EC2 not knowing them yet.
+ */
+export async function lostLaunches(
+  clients: AwsClients,
+  clusterId: string,
+  ledger: LaunchLedger,
+  signal: AbortSignal,
+): Promise<string[]> {
+  const { tokens, lastSentAt } = ledger.unansweredOf(clusterId);
+  if (tokens.length === 0) return [];
+  const deadline = lastSentAt + LOST_LAUNCH_WAIT_MS;
+  const found = new Map<string, string>();
+  for (let interval = 1000; ; interval = Math.min(interval * 2, 10_000)) {
+    const missing = tokens.filter((token) => ![...found.values()].includes(token));
+    for (const raw of await describeInstances(clients, [{ Name: "client-token", Values: missing }], signal))
+      if (raw.InstanceId) found.set(raw.InstanceId, raw.ClientToken ?? "");
+    const shown = new Set(found.values());
+    if (tokens.every((token) => shown.has(token)) || Date.now() >= deadline) break;
+    await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
+  }
+  for (const token of new Set(found.values())) ledger.answered(token);
+  ledger.record([...found.keys()], clusterId);
+  return [...found.keys()];
 }
 
 /** Instances matching `filters`, every page. Filters never fail on unknown ids, unlike `InstanceIds`. */

@@ -1,3 +1,7 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   defaultPricingEndpoint,
@@ -5,8 +9,22 @@ import {
   PRICING_ENDPOINT,
   priceOfProduct,
   pricingSigningRegion,
+  regionPrices,
   signRequest,
 } from "./pricing.js";
+
+/** A GetProducts answer with one product (shape: https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/reading-an-offer.html). */
+const productEntry = (instanceType: string, usd: string) =>
+  JSON.stringify({
+    product: { productFamily: "Compute Instance", attributes: { instanceType }, sku: "X" },
+    terms: {
+      OnDemand: {
+        "X.JRTCKXETXF": {
+          priceDimensions: { "X.JRTCKXETXF.6YS6EN2CT7": { unit: "Hrs", pricePerUnit: { USD: usd } } },
+        },
+      },
+    },
+  });
 
 describe("the Price List API client", () => {
   it("signs as Signature Version 4 does (AWS's test suite, post-vanilla)", () => {
@@ -93,5 +111,41 @@ describe("the Price List API client", () => {
     );
     expect(headers.host).toBe("api.pricing.ap-south-1.amazonaws.com");
     expect(headers["x-amz-target"]).toBe("AWSPriceListService.GetProducts");
+  });
+
+  it("reads a region's prices for two providers at once, each getting them (the cache written once each)", async () => {
+    // Two AWS() providers of one program (two pools, or two providers in skyward.toml) ask the same
+    // region's prices together: both are priced, neither fails writing the shared cache file.
+    const server = createServer((request, response) => {
+      request.resume();
+      request.on("end", () => {
+        response.setHeader("content-type", "application/x-amz-json-1.1");
+        response.end(
+          JSON.stringify({ FormatVersion: "aws_v1", PriceList: [productEntry("t3.medium", "0.0416")] }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const saved = process.env.SKYWARD_HOME;
+    const home = await mkdtemp(join(tmpdir(), "skyward-aws-prices-"));
+    process.env.SKYWARD_HOME = home;
+    try {
+      const endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const ask = () =>
+        regionPrices({
+          region: "eu-west-1",
+          endpoint,
+          credentials: async () => ({ accessKeyId: "AKID", secretAccessKey: "SECRET" }),
+          signal: AbortSignal.timeout(30_000),
+        });
+      const answers = await Promise.all([ask(), ask(), ask()]);
+      for (const answer of answers) expect(answer.prices).toEqual({ "t3.medium": 0.0416 });
+      expect((await ask()).prices).toEqual({ "t3.medium": 0.0416 });
+    } finally {
+      if (saved === undefined) delete process.env.SKYWARD_HOME;
+      else process.env.SKYWARD_HOME = saved;
+      server.close();
+      await rm(home, { recursive: true, force: true });
+    }
   });
 });

@@ -8,8 +8,8 @@
  * Signature Version 4 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html)
  * here, with node:crypto, so the provider needs no other SDK client. It needs `pricing:GetProducts`.
  */
-import { createHash, createHmac } from "node:crypto";
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { createHash, createHmac, randomBytes } from "node:crypto";
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { AwsCredentials } from "./settings.js";
@@ -225,9 +225,15 @@ export async function regionPrices(options: {
       return cached;
   } catch {}
   const fresh = await fetchRegionPrices(options);
-  await mkdir(join(file, ".."), { recursive: true });
-  const temporary = `${file}.${process.pid}.tmp`;
-  await writeFile(temporary, JSON.stringify(fresh));
-  await rename(temporary, file);
+  // Providers reading the same region at once each write a file of their own, renamed over the cache;
+  // prices read but not cached (a full disk) are still the prices.
+  const temporary = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  try {
+    await mkdir(join(file, ".."), { recursive: true });
+    await writeFile(temporary, JSON.stringify(fresh));
+    await rename(temporary, file);
+  } catch {
+    await rm(temporary, { force: true }).catch(() => undefined);
+  }
   return fresh;
 }

@@ -66,9 +66,10 @@ function runInstancesInput(
     ...(price !== null ? { [AWS_TAGS.hourlyPrice]: String(price) } : {}),
   });
   // With a subnet of the user's, the network interface asks for a public address (a subnet made by
-  // hand seldom maps one on launch), unless associatePublicIp is false.
+  // hand seldom maps one on launch), unless associatePublicIp is false; the default VPC's subnets map
+  // one on launch, so there only an interface saying false goes without.
   const network =
-    settings.subnetId !== undefined
+    settings.subnetId !== undefined || !settings.associatePublicIp
       ? {
           NetworkInterfaces: [
             {
@@ -196,8 +197,11 @@ export async function provisionInstances(
       ClientToken: clientToken,
     };
     for (let attempt = 1; ; attempt += 1) {
+      // Until answered, the launch may have started instances no one was told of (teardown looks).
+      ledger.sent(clientToken, cluster.id);
       try {
         const result = await clients.ec2Launch.send(new RunInstancesCommand(input), { abortSignal: signal });
+        ledger.answered(clientToken);
         // The tags were put on at launch (TagSpecifications); an answer that leaves them out gets them
         // here, so the instance handed back carries its cluster, offer and price as later reads do.
         const tags = input.TagSpecifications[0]?.Tags ?? [];
@@ -205,6 +209,8 @@ export async function provisionInstances(
           (result.Instances ?? []).map((raw) => (raw.Tags?.length ? raw : { ...raw, Tags: tags })),
         );
       } catch (error) {
+        const unanswered = mayHaveBeenAccepted(error);
+        if (!signal.aborted && !unanswered) ledger.answered(clientToken);
         signal.throwIfAborted();
         if (isCapacityError(error)) failedLaunches.set(cluster.id, (failedLaunches.get(cluster.id) ?? 0) + 1);
         const code = awsErrorCode(error);
@@ -212,14 +218,16 @@ export async function provisionInstances(
           code === "InvalidGroup.NotFound" ||
           code === "InvalidGroupId.NotFound" ||
           code === "InvalidPlacementGroup.Unknown";
-        const unanswered = mayHaveBeenAccepted(error);
         if (attempt < ATTEMPTS_PER_LAUNCH && (notVisibleYet || unanswered)) {
           await sleep(1000 * 2 ** (attempt - 1), signal);
           continue;
         }
         if (unanswered) {
           const found = await launchedWith([clientToken], signal);
-          if (found.length > 0) return adopt(found);
+          if (found.length > 0) {
+            ledger.answered(clientToken);
+            return adopt(found);
+          }
         }
         throw error;
       }

@@ -3,6 +3,7 @@
  * in (`$SKYWARD_HOME/aws/regions.json`, so `skyward instances`/`down` look there too), and the address
  * AWS sees it from (https://checkip.amazonaws.com), for an SSH rule open to this client only.
  */
+import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -28,18 +29,32 @@ export async function rememberedRegions(endpoint: string | undefined): Promise<s
   return Array.isArray(regions) ? regions.filter((region) => typeof region === "string") : [];
 }
 
-/** Records that a pool was launched in `region` (at `endpoint`, AWS's when undefined). */
-export async function rememberRegion(endpoint: string | undefined, region: string): Promise<void> {
-  const all = await readRegions();
-  const key = endpoint ?? "aws";
-  const known = Array.isArray(all[key]) ? (all[key] as string[]) : [];
-  if (known.includes(region)) return;
-  all[key] = [...known, region].sort();
+/** The writes of this process, one after another: each reads what the one before it wrote. */
+let writes: Promise<void> = Promise.resolve();
+
+/**
+ * Records that a pool was launched in `region` (at `endpoint`, AWS's when undefined). Pools prepared at
+ * once each add theirs: the writes of this process run one after another, and since another program
+ * may write the file meanwhile, it is read again until it shows the region (a few tries).
+ */
+export function rememberRegion(endpoint: string | undefined, region: string): Promise<void> {
+  const written = writes.then(() => recordRegion(endpoint ?? "aws", region));
+  writes = written.catch(() => undefined);
+  return written;
+}
+
+async function recordRegion(key: string, region: string): Promise<void> {
   const file = regionsFile();
-  await mkdir(join(file, ".."), { recursive: true });
-  const temporary = `${file}.${process.pid}.tmp`;
-  await writeFile(temporary, `${JSON.stringify(all, null, 2)}\n`);
-  await rename(temporary, file);
+  for (let attempt = 0; attempt < 5; attempt += 1) {
+    const all = await readRegions();
+    const known = Array.isArray(all[key]) ? (all[key] as string[]) : [];
+    if (known.includes(region)) return;
+    all[key] = [...known, region].sort();
+    await mkdir(join(file, ".."), { recursive: true });
+    const temporary = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+    await writeFile(temporary, `${JSON.stringify(all, null, 2)}\n`);
+    await rename(temporary, file);
+  }
 }
 
 /**

@@ -166,6 +166,20 @@ describe("AWS settings", () => {
     ]);
   });
 
+  it("refuses sshIngress beside securityGroupId, whose rules are the user's and never changed", () => {
+    // The rule sshIngress asks for is put on the group made per pool; a given group is used as it is.
+    for (const sshIngress of ["client", "anywhere", ["203.0.113.7/32"]] as const)
+      expect(issuesOf(() => AWS({ securityGroupId: "sg-0123abcd", sshIngress }))).toEqual([
+        {
+          path: "AWS.sshIngress",
+          message:
+            "applies to the security group made per pool; with securityGroupId that group's own rules decide who reaches SSH: leave sshIngress out, or securityGroupId",
+        },
+      ]);
+    expect(resolveAwsSettings({ securityGroupId: "sg-0123abcd" }).sshIngress).toBe("anywhere");
+    expect(resolveAwsSettings({}).sshIngress).toBe("anywhere");
+  });
+
   it("takes the user's tags beside Skyward's, refusing Skyward's and AWS's keys, and spotMaxPrice", () => {
     // Tag restrictions: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html#tag-restrictions
     const settings = resolveAwsSettings({

@@ -79,15 +79,17 @@ export interface AwsSettings {
    */
   regions?: readonly string[] | "all";
   /**
-   * With {@link AwsSettings.subnetId}: ask for a public IPv4 address on each instance
-   * (`AssociatePublicIpAddress`), so SSH from outside the VPC reaches it. Default `true`; `false` for a
-   * subnet reached over a VPN or peering (Skyward then connects to the private address).
+   * Give each instance a public IPv4 address (`AssociatePublicIpAddress`), so SSH from outside the VPC
+   * reaches it. Default `true`; `false` for a subnet (the given {@link AwsSettings.subnetId}, or the
+   * default VPC's) reached from inside the VPC, over a VPN or peering: Skyward then connects to the
+   * private address, and no public IPv4 address is billed.
    */
   associatePublicIp?: boolean;
   /**
    * Who may reach SSH (port 22) in the security group made per pool: `"anywhere"` (0.0.0.0/0, the
    * default, as SkyPilot and dstack do: the key pair is what guards it), `"client"` (this machine's
    * public address, asked of https://checkip.amazonaws.com, as a /32), or a list of IPv4 CIDRs.
+   * Refused with {@link AwsSettings.securityGroupId}, whose own rules decide.
    */
   sshIngress?: "anywhere" | "client" | readonly string[];
   /**
@@ -247,7 +249,7 @@ const settingsSchema = z
           error: SSH_INGRESS_MESSAGE,
         },
       )
-      .default("anywhere"),
+      .optional(),
     pricingEndpoint: z.url({ error: "expected the Price List API's endpoint URL" }).optional(),
     endpoint: z.url({ error: 'expected an endpoint URL such as "http://127.0.0.1:5000"' }).optional(),
     credentials: credentialsSchema.optional(),
@@ -277,6 +279,14 @@ const settingsSchema = z
       .optional(),
   })
   .superRefine((value, context) => {
+    // The rule is put on the group made per pool: a given group is used as it is, never changed.
+    if (value.securityGroupId !== undefined && value.sshIngress !== undefined)
+      context.addIssue({
+        code: "custom",
+        path: ["sshIngress"],
+        message:
+          "applies to the security group made per pool; with securityGroupId that group's own rules decide who reaches SSH: leave sshIngress out, or securityGroupId",
+      });
     if (value.keyName !== undefined && value.identityFile === undefined)
       context.addIssue({
         code: "custom",
@@ -318,7 +328,9 @@ export function resolveAwsSettings(input: unknown, prefix = "AWS"): ResolvedAwsS
         : Object.freeze([...value.regions]),
     associatePublicIp: value.associatePublicIp,
     sshIngress:
-      typeof value.sshIngress === "string" ? value.sshIngress : Object.freeze([...value.sshIngress]),
+      value.sshIngress === undefined || typeof value.sshIngress === "string"
+        ? (value.sshIngress ?? "anywhere")
+        : Object.freeze([...value.sshIngress]),
     pricingEndpoint: value.pricingEndpoint,
     endpoint: value.endpoint,
     credentials: value.credentials,

@@ -25,12 +25,12 @@ export interface FaultProxy {
 /**
  * Starts a proxy to `target`; `fault` decides per EC2 call (action and form parameters) whether to fail
  * it, and `rewrite` may change the body of moto's answer to a call (e.g. show an instance as
- * `shutting-down`, a state moto never reports).
+ * `shutting-down`, a state moto never reports), or hold it (a promise).
  */
 export async function startFaultProxy(
   target: string,
   fault: (action: string, params: URLSearchParams) => InjectedFault | undefined,
-  rewrite?: (action: string, params: URLSearchParams, body: string) => string,
+  rewrite?: (action: string, params: URLSearchParams, body: string) => string | Promise<string>,
 ): Promise<FaultProxy> {
   const upstream = new URL(target);
   const calls: FaultProxy["calls"] = [];
@@ -67,8 +67,9 @@ export async function startFaultProxy(
           }
           const answer: Buffer[] = [];
           response.on("data", (chunk: Buffer) => answer.push(chunk));
-          response.on("end", () => {
-            const text = Buffer.from(rewrite(action, params, Buffer.concat(answer).toString("utf8")));
+          response.on("end", async () => {
+            // A promise that never settles holds the answer: a call EC2 carried out, its answer lost.
+            const text = Buffer.from(await rewrite(action, params, Buffer.concat(answer).toString("utf8")));
             const {
               "content-length": _length,
               "transfer-encoding": _encoding,

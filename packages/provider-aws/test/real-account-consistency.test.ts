@@ -18,6 +18,7 @@ import { motoInventory } from "./moto-server.js";
 import {
   call,
   cpuQuery,
+  expectNothingLeft,
   offerOf,
   onDemandT3Cluster,
   poolSpec,
@@ -166,11 +167,7 @@ describe.skipIf(skipReason !== undefined)("AWS real account: eventual consistenc
         // The first TerminateInstances came within the lag and was answered NotFound; asked again.
         const terminates = proxy.calls.filter((entry) => entry.action === "TerminateInstances");
         expect(terminates.length).toBeGreaterThan(1);
-        expect(await motoInventory(suite.moto.endpoint)).toMatchObject({
-          liveInstances: [],
-          securityGroups: [],
-          keyPairs: [],
-        });
+        await expectNothingLeft(suite.moto.endpoint);
       } finally {
         await proxy.close();
       }
@@ -231,11 +228,45 @@ describe.skipIf(skipReason !== undefined)("AWS real account: eventual consistenc
         const instances = await aws.provision({ cluster, count: 1, ...call() });
         expect(instances).toHaveLength(1);
         await aws.teardown({ cluster, ...call() });
-        expect(await motoInventory(suite.moto.endpoint)).toMatchObject({
-          liveInstances: [],
-          securityGroups: [],
-          keyPairs: [],
-        });
+        await expectNothingLeft(suite.moto.endpoint);
+      } finally {
+        await proxy.close();
+      }
+    });
+
+    it("teardown after a provision stopped mid-launch terminates the instance EC2 launched, once it shows", async () => {
+      // Ctrl-C while RunInstances is answered: EC2 launched the instance, the answer never came, and
+      // for a while neither its client token nor its tags find it. The pool's teardown must still end
+      // it when it shows, not wait on it until the deadline while it bills.
+      const launchedAt = new Map<string, number>();
+      let accepted: () => void = () => undefined;
+      const launchAccepted = new Promise<void>((resolve) => {
+        accepted = resolve;
+      });
+      const proxy = await startFaultProxy(
+        suite.moto.endpoint,
+        () => undefined,
+        (action, _params, body) => {
+          if (action === "RunInstances") {
+            for (const match of body.matchAll(/<instanceId>(i-[0-9a-f]+)<\/instanceId>/g))
+              launchedAt.set(match[1] ?? "", Date.now());
+            accepted();
+            return new Promise<string>(() => undefined);
+          }
+          if (action !== "DescribeInstances") return body;
+          return dropReservations(body, (id) => Date.now() - (launchedAt.get(id) ?? 0) < 8000);
+        },
+      );
+      try {
+        const aws = AWS({ endpoint: proxy.endpoint });
+        const cluster = await onDemandT3Cluster(aws);
+        const stop = new AbortController();
+        const provisioning = aws.provision({ cluster, count: 1, signal: stop.signal });
+        await launchAccepted;
+        stop.abort(new Error("interrupted"));
+        await expect(provisioning).rejects.toThrow("interrupted");
+        await aws.teardown({ cluster, signal: AbortSignal.timeout(90_000) });
+        await expectNothingLeft(suite.moto.endpoint);
       } finally {
         await proxy.close();
       }

@@ -7,10 +7,10 @@
 import { options, spec } from "@skyward/core";
 import type { OfferQuery } from "@skyward/core/contract";
 import { type Offer, resolvePoolSpec } from "@skyward/core/contract";
-import { afterEach } from "vitest";
+import { afterEach, expect } from "vitest";
 import type { AWS } from "../src/aws-provider.js";
 import { startFaultProxy } from "./fault-proxy.js";
-import { motoSkipReason } from "./moto-server.js";
+import { motoInventory, motoSkipReason } from "./moto-server.js";
 import { type MotoSuite, useMotoSuite } from "./moto-suite.js";
 
 /** Why the suites are skipped (no moto), or undefined. */
@@ -71,4 +71,13 @@ export function useRealAccountSuite(): MotoSuite {
     await suite.moto.reset();
   });
   return suite;
+}
+
+/** Asserts that moto holds nothing of Skyward's: no live instance, security group or key pair. */
+export async function expectNothingLeft(endpoint: string): Promise<void> {
+  expect(await motoInventory(endpoint)).toMatchObject({
+    liveInstances: [],
+    securityGroups: [],
+    keyPairs: [],
+  });
 }

@@ -32,6 +32,9 @@ import { deleteVms, getVm, type RawInstance, vmName } from "./vms.js";
 /** Tries of one insert whose answer was lost or failed on Google's side (the same `requestId` each time). */
 const INSERT_ATTEMPTS = 3;
 
+/** The longest a failed provision's clean-up waits for the insert requests still running to be answered. */
+const LOST_INSERT_WAIT_MS = 60_000;
+
 export async function provisionVms(
   { settings, clientsOf, view }: GcpProviderContext,
   { cluster, count, signal }: { cluster: Cluster<GcpClusterData>; count: number; signal: AbortSignal },
@@ -41,6 +44,11 @@ export async function provisionVms(
   const zone = specific.zone;
   const startupScript = renderStartupScript({ root: settings.root, seconds: bootWatchdogSeconds(spec) });
   const created: string[] = [];
+  /**
+   * Every insert request sent, settled or not: Google's client takes no signal, so a request the
+   * provision stopped waiting for (its signal aborted) goes on, and Compute Engine makes its VM.
+   */
+  const sent: Promise<unknown>[] = [];
 
   /**
    * One VM. Its name is known before the insert is sent, so that an insert whose answer is lost is
@@ -57,9 +65,16 @@ export async function provisionVms(
     for (let attempt = 1; ; attempt += 1) {
       let operation: Parameters<typeof waitForOperation>[1];
       try {
-        const [answer] = await gcpCall(`creating instance ${name}`, signal, () =>
-          clients.instances.insert({ project: clients.project, zone, instanceResource: resource, requestId }),
-        );
+        const [answer] = await gcpCall(`creating instance ${name}`, signal, () => {
+          const request = clients.instances.insert({
+            project: clients.project,
+            zone,
+            instanceResource: resource,
+            requestId,
+          });
+          sent.push(request.catch(() => undefined));
+          return request;
+        });
         operation = answer.latestResponse;
       } catch (error) {
         if (attempt > 1 && isAlreadyExists(error)) return name;
@@ -81,7 +96,16 @@ export async function provisionVms(
     }
   };
 
-  const cleanUp = () => deleteVms(clients, zone, created, AbortSignal.timeout(60_000)).catch(() => undefined);
+  const cleanUp = async () => {
+    // A VM is deleted once its insert has been answered: deleted before Compute Engine has made it
+    // (404, taken for gone), it would be made afterwards and bill, unknown to anyone.
+    const cleanupSignal = AbortSignal.timeout(LOST_INSERT_WAIT_MS + 60_000);
+    await Promise.race([
+      Promise.allSettled(sent),
+      sleep(LOST_INSERT_WAIT_MS, cleanupSignal).catch(() => undefined),
+    ]);
+    await deleteVms(clients, zone, created, cleanupSignal).catch(() => undefined);
+  };
   let ready: string[];
   try {
     const launched = await launchAcrossMarkets<string>({

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, rm, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -72,7 +72,35 @@ esac
     const script = renderStartupScript({ root: "/opt/sky ward", seconds });
     execFileSync("sh", ["-n"], { input: script });
     expect(script).toContain("remaining=$((421 - up))");
-    expect(script).toContain("[ ! -e '/opt/sky ward'/worker.pid ]");
+    expect(script).toContain("for marker in '/opt/sky ward'/worker.pid '/opt/sky ward'/worker.log;");
     expect(script).toContain(selfDeleteCommand({ sudo: false }));
+  });
+
+  it("after a restart, deletes the VM when no worker started since boot, whatever a previous boot left", async () => {
+    // A GPU VM restarted after host maintenance runs the startup script again; its worker died with
+    // the old boot, leaving worker.pid and worker.log. Without a client (dead, or detached) nothing
+    // else would ever end the VM: only a worker started since this boot saves it.
+    const root = join(bin, "root");
+    await mkdir(root, { recursive: true });
+    const bootedAt = Date.now() / 1000 - Number((await readFile("/proc/uptime", "utf8")).split(" ")[0]);
+    const outcome = async (fresh: boolean) => {
+      for (const name of ["worker.pid", "worker.log"]) {
+        await writeFile(join(root, name), "4242\n");
+        if (!fresh) await utimes(join(root, name), bootedAt - 3600, bootedAt - 3600);
+      }
+      await writeFile(log, "");
+      execFileSync("sh", ["-c", renderStartupScript({ root, seconds: 0 })], {
+        env: { PATH: `${bin}:/usr/bin:/bin` },
+      });
+      // The watchdog runs in the background: its verdict is in the log once its curl calls are.
+      let calls = "";
+      for (let waited = 0; waited < 3000 && !calls.includes("instances/"); waited += 100) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        calls = await readFile(log, "utf8");
+      }
+      return calls.includes("-X DELETE");
+    };
+    expect(await outcome(false)).toBe(true);
+    expect(await outcome(true)).toBe(false);
   });
 });

@@ -10,7 +10,7 @@
  * Metadata server paths: https://cloud.google.com/compute/docs/metadata/predefined-metadata-keys;
  * the token: https://cloud.google.com/compute/docs/access/authenticate-workloads#applications.
  */
-import { shellQuote } from "@skyward/core/contract";
+import { workerStartedFunction } from "@skyward/provider-utils";
 
 /** What the boot watchdog needs. */
 export interface StartupScriptOptions {
@@ -51,15 +51,15 @@ export function selfDeleteCommand(options: { readonly sudo: boolean }): string {
  */
 export function renderStartupScript(options: StartupScriptOptions): string {
   const seconds = Math.max(0, Math.ceil(options.seconds));
-  const root = shellQuote(options.root);
   return `#!/bin/sh
-# Skyward boot watchdog: if no Skyward worker has started within ${seconds} s of boot, delete this VM
-# (or shut it down). A started worker leaves worker.pid/worker.log in ${options.root}.
+# Skyward boot watchdog: if no Skyward worker has started within ${seconds} s of this boot, delete this
+# VM (or shut it down). A started worker leaves worker.pid/worker.log in ${options.root}.
+${workerStartedFunction(options.root)}
 skyward_watchdog() {
   up=$(cut -d. -f1 /proc/uptime 2>/dev/null || echo 0)
   remaining=$((${seconds} - up))
   if [ "$remaining" -gt 0 ]; then sleep "$remaining"; fi
-  if [ ! -e ${root}/worker.pid ] && [ ! -e ${root}/worker.log ]; then
+  if ! skyward_started; then
     logger -t skyward "no worker started within ${seconds} s of boot: deleting this VM" 2>/dev/null || true
     ${selfDeleteCommand({ sudo: false })}
   fi

@@ -111,6 +111,11 @@ export interface FakeGce {
     rateLimited: number;
     loseNextInsertAnswer: boolean;
     brokenListShape: boolean;
+    /**
+     * How long an insert takes before its VM exists and the answer comes (Compute Engine answers an
+     * insert once the VM resource is made); 0, the default: at once.
+     */
+    insertDelayMs: number;
     readonly created: { readonly id: string; readonly hourlyPrice: number }[];
   };
   /** Whether a VM's guest agent takes its `ssh-keys` metadata (so a key in it logs in). */
@@ -171,7 +176,13 @@ export async function startFakeGce(): Promise<FakeGce> {
     osLoginProject: false,
     billingNeedsQuotaProject: false,
     requireOsLoginPolicy: false,
-    faults: { rateLimited: 0, loseNextInsertAnswer: false, brokenListShape: false, created: [] },
+    faults: {
+      rateLimited: 0,
+      loseNextInsertAnswer: false,
+      brokenListShape: false,
+      insertDelayMs: 0,
+      created: [],
+    },
     missingServiceAccounts: new Set(),
     actAsDenied: new Set(),
     billingQuotaProjects: [],
@@ -198,6 +209,7 @@ export async function startFakeGce(): Promise<FakeGce> {
       fake.faults.rateLimited = 0;
       fake.faults.loseNextInsertAnswer = false;
       fake.faults.brokenListShape = false;
+      fake.faults.insertDelayMs = 0;
       fake.missingServiceAccounts.clear();
       fake.actAsDenied.clear();
       fake.billingQuotaProjects.length = 0;
@@ -500,7 +512,11 @@ export async function startFakeGce(): Promise<FakeGce> {
         return send(finish(op));
       }
       if (collection === "instances") {
-        if (method === "POST" && !name && body) return insertInstance(zone, body);
+        if (method === "POST" && !name && body) {
+          if (fake.faults.insertDelayMs > 0)
+            await new Promise((resolve) => setTimeout(resolve, fake.faults.insertDelayMs));
+          return insertInstance(zone, body);
+        }
         if (method === "GET" && !name) {
           const items = [...instances.values()].filter(
             (instance) => instance.zone.endsWith(`/${zone}`) && matchesFilter(instance, query.get("filter")),

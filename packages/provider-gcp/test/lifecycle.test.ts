@@ -203,7 +203,9 @@ describe("the GCP provider against the fake Compute Engine", () => {
     expect(body.serviceAccounts?.[0]?.email).toBe(`runner@${PROJECT}.iam.gserviceaccount.com`);
     const metadata = Object.fromEntries((body.metadata?.items ?? []).map((item) => [item.key, item.value]));
     expect(metadata["ssh-keys"]).toMatch(/^ml:ssh-ed25519 \S+ ml$/);
-    expect(metadata["startup-script"]).toContain("[ ! -e /srv/skyward/worker.pid ]");
+    expect(metadata["startup-script"]).toContain(
+      "for marker in /srv/skyward/worker.pid /srv/skyward/worker.log;",
+    );
     const rules = fake.requests.filter(
       (request) => request.method === "POST" && request.path.endsWith("/firewalls"),
     );

@@ -266,3 +266,4 @@ export {
 // Volumes
 export type { RefuseVolumesOptions } from "./volumes.js";
 export { refuseVolumesWithoutFuse } from "./volumes.js";
+export { workerStartedFunction } from "./worker-started.js";
