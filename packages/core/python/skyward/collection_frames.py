@@ -11,7 +11,10 @@ the layout's version, byte 2 the kind, byte 3 zero — and the second word the b
 body is fixed fields (big-endian) and UTF-8 strings behind a u16 length. Everything else (a ``full``
 frame, a dict's keys, an answer holding a list, a refusal) stays a JSON frame on the same connection;
 a decoder takes both (:attr:`skyward.protocol.FrameDecoder.compact`) and hands the same message a
-JSON frame would (so the epochs, the seqs and their checks are the same).
+JSON frame would (so the epochs, the seqs and their checks are the same). An ``op`` marked
+``"copy": true`` and a ``replicate`` carrying the answers the copy gives its node's tasks
+(:mod:`skyward.collection_mailbox`) have compact forms too: a bit of the operation byte, and the
+answers after the states.
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def test_a_head_stopped_after_the_frame_left_has_its_write_answered_by_the_copy(
     assert pool.on_node_1(["counter", "steps", "increment", 2]).result(60) == ("value", 2)
     # The head took no ack for it (it would hold the answer still): the copy answered, and holds
     # the write — what a promotion of that copy would serve.
-    assert len(pool.acks) == acks + 1
+    poll_until(lambda: len(pool.acks) == acks + 1, "the copy's ack to reach the head")
     assert pool.head._waiting, "the head still waits for the ack it never read"
     assert pool.copy_value("steps") == ("value", 2)
     assert pool.mailbox.delivered == 1
