@@ -11,7 +11,10 @@
  *   copy holds every acknowledged write;
  * - the replica's worker is SIGSTOPped and the head's SIGKILLed while the client writes: the
  *   promotion's first round gets no answer and is tried again (an `error` event says so); after
- *   SIGCONT the copy is promoted with every acknowledged write.
+ *   SIGCONT the copy is promoted with every acknowledged write;
+ * - the head's worker is SIGKILLed while a task on the node holding its copy writes, each write
+ *   answered by that copy (docs/protocol.md, "Answered by the copy"): every write the task was told
+ *   of is on the promoted copy.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -30,6 +33,7 @@ const addMembers = sky.python<[string, unknown[]], number>("collection_tasks:add
 const addSteadily = sky.python<[string, number, number, string], number>("collection_tasks:add_steadily");
 const holdLockThenDie = sky.python<[string], never>("collection_tasks:hold_lock_then_die");
 const whoami = sky.python<[], string>("collection_tasks:whoami");
+const answeredByCopy = sky.python<[], number>("collection_tasks:answered_by_copy");
 
 interface AddLogEntry {
   readonly i?: number;
@@ -117,6 +121,42 @@ describe.skipIf(skipReason !== undefined)("collections under real faults on the 
     // A failed increment may or may not have been applied; none acknowledged is missing.
     expect(await value()).toBeLessThanOrEqual(acked + failed);
     expect(await pool.set("warm").size()).toBe(2);
+  }, 600_000);
+
+  it("keeps every write the copy answered to a task on its node when the head is SIGKILLed", async () => {
+    await using pool = await sky.compute({
+      provider: SSH({ hosts: testbedSshHosts(scratch.bed, { indices: [0, 1] }) }),
+      nodes: 2,
+      ttl: 0,
+      image: { includes: [tasks] },
+      options: { console: false, bootstrapTimeout: 240, worker: { concurrency: 2 } },
+    });
+    await pool.run(addMembers("warm", [1]), { target: 1 });
+    const log = join(scratch.bed.directory, "copy-answered");
+    const nodeLog = `${log}.1`;
+    pool.run(addSteadily("s", 1500, 0.005, log), { target: 1 }).catch(() => undefined);
+    await expect
+      .poll(() => acknowledged(readAddLog(nodeLog)).length, { timeout: 60_000 })
+      .toBeGreaterThan(50);
+    // Node 1 holds the copy: the answers to its task's adds came from there.
+    expect(await pool.run(answeredByCopy(), { target: 1 })).toBeGreaterThan(50);
+
+    await expect(pool.run(holdLockThenDie("head-held"), { target: 0 })).rejects.toThrow(sky.WorkerDiedError);
+    await expect
+      .poll(() => readAddLog(nodeLog).some((entry) => entry.done === true), { timeout: 180_000 })
+      .toBe(true);
+    const reachable = () =>
+      pool
+        .set("s")
+        .size()
+        .then(
+          () => true,
+          () => false,
+        );
+    await expect.poll(reachable, { timeout: 120_000 }).toBe(true);
+    const onNewHolder = new Set(await pool.set<number>("s").values());
+    const lost = acknowledged(readAddLog(nodeLog)).filter((index) => !onNewHolder.has(index));
+    expect(lost).toEqual([]);
   }, 600_000);
 
   it("promotes a replica SIGSTOPped while its head was SIGKILLed, once it goes on, with every acknowledged write", async () => {
