@@ -13,9 +13,7 @@ Figures are printed, never asserted.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import multiprocessing
 import os
 import sys
 import threading
@@ -26,7 +24,7 @@ from typing import Any, Dict, List, Tuple
 sys.path.insert(0, os.environ.get("SKYWARD_RUNTIME") or os.path.join(os.path.dirname(__file__), "..", "python"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from collection_loopback import _cpu_seconds, _echo, _floor, _free_port, _timed  # noqa: E402
+from collection_loopback import _cpu_seconds, _timed, start  # noqa: E402
 from skyward.collection_channel import CopyChannel  # noqa: E402
 from skyward.collection_delta import load  # noqa: E402
 from skyward.collection_direct import DirectCaller  # noqa: E402
@@ -69,19 +67,7 @@ def _node1(address: Tuple[str, int], ops: int, rounds: int, results: Any) -> Non
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ops", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=3)
-    flags = parser.parse_args()
-    context = multiprocessing.get_context("spawn")
-
-    echo_port = _free_port()
-    echo = context.Process(target=_echo, args=(echo_port,), daemon=True)
-    echo.start()
-    floor = _floor(echo_port, 2000)
-
-    loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_forever, daemon=True).start()
+    flags, context, floor, loop = start()
     head = Replication(CollectionStore(loop), loop)
     server = AuthorityServer(head, TOKEN, lambda: "job", print)
 

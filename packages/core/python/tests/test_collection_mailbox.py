@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-import time
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 import worker_client  # noqa: F401  (puts the runtime on sys.path)
@@ -23,16 +22,9 @@ from skyward.collection_link import AuthorityServer
 from skyward.collection_mailbox import Mailbox
 from skyward.collection_replica import Replication
 from skyward.collection_store import CollectionStore
+from test_collection_turns import poll_until
 
 TOKEN = b"t" * 32
-
-
-def poll_until(condition: Callable[[], bool], what: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {seconds} s for {what}")
-        time.sleep(0.01)
 
 
 class Pool:
