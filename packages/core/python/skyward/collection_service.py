@@ -136,9 +136,9 @@ class CollectionService:
         self._where: Dict[str, Any] | None = None
         self._server: AuthorityServer | None = None
         self._link = AuthorityLink(token, self._job, self._node, self._log)
-        #: this node's offer to hold the copy: read and answered on a thread of its own
         #: answers to this process's task threads that the head sends with the copy's frames
         self._mailbox = Mailbox()
+        #: this node's offer to hold the copy: read and answered on a thread of its own
         self._copy_channel = CopyChannel(token, self._job, self._node, self._replicated, self._log, self._mailbox)
         #: guards the copy and the epochs (the copy channel's thread takes ``replicate`` frames)
         self._replica_lock = threading.RLock()
