@@ -55,10 +55,10 @@ class Waiting:
         self.waker.setblocking(False)
 
     def drain(self) -> None:
+        """Takes the wake-ups sent (a byte each, one per answer: one read takes them all)."""
         try:
-            while self.wakes.recv(64):
-                pass
-        except (BlockingIOError, InterruptedError):
+            self.wakes.recv(64)
+        except (BlockingIOError, InterruptedError):  # a wake-up with nothing sent: the loop looks again
             pass
 
     def close(self) -> None:
