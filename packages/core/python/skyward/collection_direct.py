@@ -149,7 +149,7 @@ class DirectCaller:
             connection.answers.clear()  # an answer that came twice (the copy's, then the head's)
             message = {"t": "op", "id": request_id, "owner": owner, "op": request}
             mailbox = self._mailbox
-            through_copy = mailbox is not None and mailbox.copy_address == address
+            through_copy = mailbox is not None and mailbox.answers_from(address)
             if through_copy:
                 message["copy"] = True
                 if connection.mailbox is None:

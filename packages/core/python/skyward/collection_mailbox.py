@@ -74,6 +74,8 @@ class Mailbox:
     def __init__(self) -> None:
         #: names this process to the head (a worker started again on the same node is another)
         self.key = os.urandom(8).hex()
+        #: the process whose copy channel delivers here (a process forked from it has no such thread)
+        self.pid = os.getpid()
         #: the head the copy channel is connected to now (None: not connected)
         self.copy_address: Tuple[str, int] | None = None
         self._lock = threading.Lock()
@@ -84,6 +86,11 @@ class Mailbox:
     def copy_connected(self, address: Tuple[str, int] | None) -> None:
         """The copy channel connected to the head at ``address`` (None: it ended)."""
         self.copy_address = address
+
+    def answers_from(self, address: Tuple[str, int]) -> bool:
+        """Whether the copy channel of this process is connected to the head at ``address`` (so a task
+        thread's operation may be answered by it)."""
+        return self.copy_address == address and self.pid == os.getpid()
 
     def wait(self, request_id: Any, place: Waiting) -> None:
         with self._lock:
