@@ -23,7 +23,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Tuple
 
 #: the runtime measured (another checkout's, for a side-by-side comparison)
 sys.path.insert(0, os.environ.get("SKYWARD_RUNTIME") or os.path.join(os.path.dirname(__file__), "..", "python"))
@@ -133,7 +133,8 @@ def _timed(call: Callable[[List[Any]], Any], ops: int, rounds: int) -> dict:
     return {what: sorted(values)[len(values) // 2] for what, values in figures.items()}
 
 
-def main() -> None:
+def start() -> Tuple[argparse.Namespace, Any, float, asyncio.AbstractEventLoop]:
+    """The flags, a process context, the floor (measured now) and a running loop for the head."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--ops", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
@@ -147,6 +148,11 @@ def main() -> None:
 
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True).start()
+    return flags, context, floor, loop
+
+
+def main() -> None:
+    flags, context, floor, loop = start()
     head = Replication(CollectionStore(loop), loop)
     listener = socket.create_server(("127.0.0.1", 0))
     replica = context.Process(target=_replica, args=(listener.getsockname()[1],), daemon=True)

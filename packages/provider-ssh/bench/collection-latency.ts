@@ -4,7 +4,7 @@
  * busy machine): a strong `counter.increment()` and a lock acquire + release in a task on node 0
  * (the head, which holds the collections) and on node 1, `--rounds` times each, beside the floor
  * measured in the same run (one host-to-host round trip: a blocking 1-byte echo from node 0 to
- * node 1). The collections never cross the client's link, so the hosts are reached directly.
+ * node 1), and how many of node 1's answers its copy of the collections gave. The collections never cross the client's link, so the hosts are reached directly.
  * Figures are printed, never asserted.
  *
  *     pnpm -s turbo run build --filter @skyward/provider-ssh...
@@ -26,6 +26,7 @@ const increments = sky.python<[number], number>("far_tasks:increments");
 const lockCycles = sky.python<[number], number>("far_tasks:lock_cycles");
 const startEcho = sky.python<[number], number>("far_tasks:start_echo");
 const peerRoundTrip = sky.python<[string, number, number], number>("far_tasks:peer_round_trip");
+const answeredByCopy = sky.python<[], number>("far_tasks:answered_by_copy");
 
 const skip = await requireTestbed();
 if (skip !== undefined) {
@@ -60,6 +61,8 @@ try {
     lines.push(`node ${node}: strong increment ${figures(increment)}`);
     lines.push(`node ${node}: lock acquire + release (two writes) ${figures(lock)}`);
   }
+  // Node 1 holds the copy: its writes are answered there (-1: a runtime without that path).
+  lines.push(`node 1: answers given by its copy: ${await pool.run(answeredByCopy(), { target: 1 })}`);
   process.stdout.write(`${lines.join("\n")}\n`);
 } finally {
   await bed.teardown();

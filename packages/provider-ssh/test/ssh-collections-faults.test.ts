@@ -11,7 +11,10 @@
  *   copy holds every acknowledged write;
  * - the replica's worker is SIGSTOPped and the head's SIGKILLed while the client writes: the
  *   promotion's first round gets no answer and is tried again (an `error` event says so); after
- *   SIGCONT the copy is promoted with every acknowledged write.
+ *   SIGCONT the copy is promoted with every acknowledged write;
+ * - the head's worker is SIGKILLed while a task on the node holding its copy writes, each write
+ *   answered by that copy (docs/protocol.md, "Answered by the copy"): every write the task was told
+ *   of is on the promoted copy.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -30,6 +33,7 @@ const addMembers = sky.python<[string, unknown[]], number>("collection_tasks:add
 const addSteadily = sky.python<[string, number, number, string], number>("collection_tasks:add_steadily");
 const holdLockThenDie = sky.python<[string], never>("collection_tasks:hold_lock_then_die");
 const whoami = sky.python<[], string>("collection_tasks:whoami");
+const answeredByCopy = sky.python<[], number>("collection_tasks:answered_by_copy");
 
 interface AddLogEntry {
   readonly i?: number;
@@ -57,6 +61,27 @@ function acknowledged(entries: readonly AddLogEntry[]): number[] {
 }
 
 /**
+ * Waits for `add_steadily`'s log at `path` to say it is done and for the client to reach the
+ * promoted holder of set `name`; the indices the log acknowledged that the holder lacks.
+ */
+async function lostOnPromotedHolder(pool: sky.Pool, name: string, path: string): Promise<number[]> {
+  await expect
+    .poll(() => readAddLog(path).some((entry) => entry.done === true), { timeout: 180_000 })
+    .toBe(true);
+  const reachable = () =>
+    pool
+      .set(name)
+      .size()
+      .then(
+        () => true,
+        () => false,
+      );
+  await expect.poll(reachable, { timeout: 120_000 }).toBe(true);
+  const onNewHolder = new Set(await pool.set<number>(name).values());
+  return acknowledged(readAddLog(path)).filter((index) => !onNewHolder.has(index));
+}
+
+/**
  * Increments counter `c` from the client one call after another until `writes.stop`, counting what
  * was acknowledged and what failed.
  */
@@ -81,15 +106,18 @@ function writeSteadily(pool: sky.Pool): {
 
 describe.skipIf(skipReason !== undefined)("collections under real faults on the SSH test bed", () => {
   const scratch = useTestbedAndHome({ hosts: 3, homePrefix: "skyward-ssh-collection-faults-" });
-
-  it("keeps every acknowledged write through a SIGKILLed replica, then a SIGKILLed head", async () => {
-    await using pool = await sky.compute({
+  /** A pool on the test bed's first two hosts: node 1 holds the head's copy (the only other node). */
+  const twoNodePool = (options: { livenessTimeout?: number } = {}) =>
+    sky.compute({
       provider: SSH({ hosts: testbedSshHosts(scratch.bed, { indices: [0, 1] }) }),
       nodes: 2,
       ttl: 0,
       image: { includes: [tasks] },
-      options: { console: false, bootstrapTimeout: 240, worker: { concurrency: 2 } },
+      options: { console: false, bootstrapTimeout: 240, ...options, worker: { concurrency: 2 } },
     });
+
+  it("keeps every acknowledged write through a SIGKILLed replica, then a SIGKILLed head", async () => {
+    await using pool = await twoNodePool();
     // Node 1 is linked to the head and holds its copy (the only other node).
     await pool.run(addMembers("warm", [1]), { target: 1 });
     const { writes, writer } = writeSteadily(pool);
@@ -119,15 +147,26 @@ describe.skipIf(skipReason !== undefined)("collections under real faults on the 
     expect(await pool.set("warm").size()).toBe(2);
   }, 600_000);
 
+  it("keeps every write the copy answered to a task on its node when the head is SIGKILLed", async () => {
+    await using pool = await twoNodePool();
+    await pool.run(addMembers("warm", [1]), { target: 1 });
+    const log = join(scratch.bed.directory, "copy-answered");
+    const nodeLog = `${log}.1`;
+    pool.run(addSteadily("s", 1500, 0.005, log), { target: 1 }).catch(() => undefined);
+    await expect
+      .poll(() => acknowledged(readAddLog(nodeLog)).length, { timeout: 60_000 })
+      .toBeGreaterThan(50);
+    // Node 1 holds the copy: the answers to its task's adds came from there.
+    expect(await pool.run(answeredByCopy(), { target: 1 })).toBeGreaterThan(50);
+
+    await expect(pool.run(holdLockThenDie("head-held"), { target: 0 })).rejects.toThrow(sky.WorkerDiedError);
+    const lost = await lostOnPromotedHolder(pool, "s", nodeLog);
+    expect(lost).toEqual([]);
+  }, 600_000);
+
   it("promotes a replica SIGSTOPped while its head was SIGKILLed, once it goes on, with every acknowledged write", async () => {
-    await using pool = await sky.compute({
-      provider: SSH({ hosts: testbedSshHosts(scratch.bed, { indices: [0, 1] }) }),
-      nodes: 2,
-      ttl: 0,
-      image: { includes: [tasks] },
-      // The stopped replica is not declared lost while it is stopped: its copy is the one to promote.
-      options: { console: false, bootstrapTimeout: 240, livenessTimeout: 300, worker: { concurrency: 2 } },
-    });
+    // The stopped replica is not declared lost while it is stopped: its copy is the one to promote.
+    await using pool = await twoNodePool({ livenessTimeout: 300 });
     const retries: string[] = [];
     pool.on("error", (event) => {
       if (/promoting a copy of the pool's collections/.test(event.message)) retries.push(event.message);
@@ -187,23 +226,10 @@ describe.skipIf(skipReason !== undefined)("collections under real faults on the 
 
       await far.links[0]?.close(); // the client's link to the head: its SSH connection and tunnel go
       const atCut = acknowledged(readAddLog(headLog)).length;
-      // The head's task goes on without the client and says when it is done.
-      await expect
-        .poll(() => readAddLog(headLog).some((entry) => entry.done === true), { timeout: 180_000 })
-        .toBe(true);
+      // The head's task goes on without the client and says when it is done; the client reaches the
+      // promoted holder once the pool has promoted it.
+      const lost = await lostOnPromotedHolder(pool, "s", headLog);
       const entries = readAddLog(headLog);
-      // The client reaches the promoted holder once the pool has promoted it.
-      const reachable = () =>
-        pool
-          .set("s")
-          .size()
-          .then(
-            () => true,
-            () => false,
-          );
-      await expect.poll(reachable, { timeout: 120_000 }).toBe(true);
-      const onNewHolder = new Set(await pool.set<number>("s").values());
-      const lost = acknowledged(entries).filter((index) => !onNewHolder.has(index));
       expect(lost).toEqual([]);
       // What failed failed naming the move (or the link it was under way on), never silently.
       for (const entry of entries.filter((each) => each.ok === false))

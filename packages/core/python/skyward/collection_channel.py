@@ -287,8 +287,11 @@ class CopyChannel:
     to the same one (the head may be gone for good: the client then says where)."""
 
     def __init__(self, token: bytes, job: Callable[[], str | None], node: Callable[[], int],
-                 on_replicate: Callable[[Dict[str, Any]], Dict[str, Any]], log: Callable[[str], None]) -> None:
+                 on_replicate: Callable[[Dict[str, Any]], Dict[str, Any]], log: Callable[[str], None],
+                 mailbox: Any = None) -> None:
         self._token = token
+        #: this process's task threads' answers the head sends with its frames (a ``Mailbox``)
+        self._mailbox = mailbox
         self._job = job
         self._node = node
         self._on_replicate = on_replicate
@@ -345,18 +348,29 @@ class CopyChannel:
         """One connection to the head, until it ends; whether it was made."""
         sock: socket.socket | None = None
         try:
-            sock = peer_auth.connect_blocking(address[0], address[1], self._token, self._job(),
-                                              {"node": str(self._node()), "replica": True}, "node", timeout)
+            first: Dict[str, Any] = {"node": str(self._node()), "replica": True}
+            if self._mailbox is not None:
+                first["mailbox"] = self._mailbox.key
+            sock = peer_auth.connect_blocking(address[0], address[1], self._token, self._job(), first, "node", timeout)
             tune(sock)
             with self._lock:
                 if self._address != address:
                     return True
                 self._sock = sock
+                if self._mailbox is not None:
+                    self._mailbox.copy_connected(address)
             answer = functools.partial(send_all, sock)
 
             def each(message: Dict[str, Any]) -> None:
                 if message.get("t") == "replicate":
-                    answer(collection_frames.pack(self._on_replicate(message)))
+                    reply = self._on_replicate(message)
+                    try:
+                        answer(collection_frames.pack(reply))
+                    finally:
+                        # Taken (not refused for an older epoch): the write is on both nodes, so
+                        # this node's tasks may hear of it, even if the head is gone now.
+                        if reply.get("t") == "acked" and message.get("answers") and self._mailbox is not None:
+                            self._mailbox.deliver(message["answers"])
 
             read_messages(sock, each)
             return True
@@ -371,6 +385,8 @@ class CopyChannel:
             with self._lock:
                 if self._sock is sock:
                     self._sock = None
+                    if self._mailbox is not None:
+                        self._mailbox.copy_connected(None)
 
 
 __all__ = ["CopyChannel", "PeerThread", "read_messages", "send_all", "start_thread", "take_socket", "tune",

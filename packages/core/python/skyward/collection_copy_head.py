@@ -61,6 +61,9 @@ class HeadChannel(PeerThread):
         self._superseded = superseded
         #: this end's send, one object (the replication compares it by identity)
         self.send: Callable[[Dict[str, Any]], None] = self.send_message
+        #: the key of the node's process's mailbox (collection_mailbox.py): the answers to its task
+        #: threads' operations may go with the frames (None: that process takes none)
+        self.mailbox: str | None = None
         self._decoder = decoder()
         #: taken as ``with self._role_lock`` (the C lock, as :class:`PeerThread`'s ``_queue_lock``);
         #: ``_role`` waits and notifies on it

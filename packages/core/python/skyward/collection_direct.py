@@ -16,6 +16,7 @@ operations go through its worker as before (a blocking call would stop its event
 from __future__ import annotations
 
 import itertools
+import select
 import socket
 import threading
 import weakref
@@ -25,21 +26,9 @@ from . import peer_auth
 from .collection_channel import PeerThread, send_all, tune
 from .collection_store import Answer, Owner
 from .collection_frames import decoder, pack
+from .collection_mailbox import Mailbox, Waiting, answer_message, message_answer
 from .protocol import ProtocolError
 
-
-
-def answer_message(request_id: Any, answer: Answer) -> Dict[str, Any]:
-    """``answer`` (``("value", v)`` or ``("error", type, message)``) as the link's frame."""
-    if answer[0] == "value":
-        return {"t": "answer", "id": request_id, "value": answer[1]}
-    return {"t": "refused", "id": request_id, "type": answer[1], "message": answer[2]}
-
-
-def message_answer(message: Dict[str, Any]) -> Answer:
-    if message.get("t") == "answer":
-        return ("value", message.get("value"))
-    return ("error", str(message.get("type") or "RuntimeError"), str(message.get("message") or ""))
 
 
 class Store(Protocol):
@@ -50,15 +39,18 @@ class Store(Protocol):
 
     def owner_ended(self, owner: Owner, then: Callable[[], None] | None = None) -> None: ...
 
-    def apply_here(self, owner: Owner, request: Any, reply: Callable[[Answer], None], request_id: Any) -> None: ...
+    def apply_here(self, owner: Owner, request: Any, reply: Callable[[Answer], None], request_id: Any,
+                   forward: Tuple[str, Any] | None = None) -> None: ...
 
 
 class DirectConnection(PeerThread):
     """The head's end of one task thread's connection: applies its operations on this thread."""
 
     def __init__(self, sock: socket.socket, store: Callable[[], Store], closed: Callable[[], None],
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], mailbox: Any = None) -> None:
         super().__init__(sock, "collections connection of a task", log)
+        #: the key of the caller's process's mailbox (its copy channel may carry the answers), if any
+        self._mailbox = mailbox if type(mailbox) is str else None
         #: the store served now (a node promoted again serves a new one)
         self._store = store
         self._closed = closed
@@ -70,10 +62,12 @@ class DirectConnection(PeerThread):
         if message.get("t") != "op" or type(owner) is not str:
             return
         self.owners.add(owner)
-        # This thread writes the copy's frame, reads its ack and sends the answer (no hand-off).
+        # This thread writes the copy's frame, reads its ack and sends the answer (no hand-off);
+        # or the copy answers it, when the copy is the caller's process's (collection_mailbox.py).
+        forward = (self._mailbox, request_id) if self._mailbox and message.get("copy") is True else None
         self._store().apply_here(owner, message.get("op"),
                                  lambda answer: self.send_message(answer_message(request_id, answer)),
-                                 ("direct", request_id))
+                                 ("direct", request_id), forward)
 
     def ended(self) -> None:
         self._closed()
@@ -82,7 +76,7 @@ class DirectConnection(PeerThread):
 
 
 class _Connection:
-    __slots__ = ("sock", "address", "decoder", "answers", "dropped", "__weakref__")
+    __slots__ = ("sock", "address", "decoder", "answers", "dropped", "mailbox", "poll", "__weakref__")
 
     def __init__(self, sock: socket.socket, address: Tuple[str, int]) -> None:
         self.sock = sock
@@ -91,6 +85,14 @@ class _Connection:
         self.answers: Dict[Any, Answer] = {}
         #: let go by :meth:`DirectCaller.drop` (its thread makes a new one on its next operation)
         self.dropped = False
+        #: where the copy's answers come (made on the first operation that may be answered so)
+        self.mailbox: Waiting | None = None
+        self.poll: Any = None
+
+    def close(self) -> None:
+        self.sock.close()
+        if self.mailbox is not None:
+            self.mailbox.close()
 
 
 class DirectCaller:
@@ -98,8 +100,10 @@ class DirectCaller:
     again when the head moved or the connection was lost)."""
 
     def __init__(self, token: bytes, job: Callable[[], str | None], node: Callable[[], int],
-                 connect_timeout: float) -> None:
+                 connect_timeout: float, mailbox: Mailbox | None = None) -> None:
         self._token = token
+        #: this process's answers given by the copy it holds (None: every answer comes from the head)
+        self._mailbox = mailbox
         self._job = job
         self._node = node
         self._timeout = connect_timeout
@@ -133,22 +137,39 @@ class DirectCaller:
         request_id = next(self._ids)
         try:
             if connection is None:
+                first = {"node": str(self._node()), "direct": True}
+                if self._mailbox is not None:
+                    first["mailbox"] = self._mailbox.key
                 sock = peer_auth.connect_blocking(address[0], address[1], self._token, self._job(),
-                                                  {"node": str(self._node()), "direct": True}, "node", self._timeout)
+                                                  first, "node", self._timeout)
                 tune(sock)
                 connection = self._local.connection = _Connection(sock, address)
                 with self._connections_lock:
                     self._connections.add(connection)
-            send_all(connection.sock, pack({"t": "op", "id": request_id, "owner": owner, "op": request}, wire=True))
-            while request_id not in connection.answers:
-                with connection.decoder.get_buffer() as buffer:  # into the decoder's memory: no copy
-                    count = connection.sock.recv_into(buffer)
-                if not count:
-                    raise ConnectionError("the head closed the connection")
-                for messages in connection.decoder.buffer_updated(count):
-                    for message in messages:
-                        connection.answers[message.get("id")] = message_answer(message)
-            return connection.answers.pop(request_id)
+            connection.answers.clear()  # an answer that came twice (the copy's, then the head's)
+            message = {"t": "op", "id": request_id, "owner": owner, "op": request}
+            mailbox = self._mailbox
+            through_copy = mailbox is not None and mailbox.answers_from(address)
+            if through_copy:
+                message["copy"] = True
+                if connection.mailbox is None:
+                    connection.mailbox = Waiting()
+                    connection.poll = select.poll()
+                    connection.poll.register(connection.sock, select.POLLIN)
+                    connection.poll.register(connection.mailbox.wakes, select.POLLIN)
+                connection.mailbox.answers.clear()  # one the head answered first, the copy too
+                mailbox.wait(request_id, connection.mailbox)  # type: ignore[union-attr]
+            try:
+                send_all(connection.sock, pack(message, wire=True))
+                while request_id not in connection.answers:
+                    if through_copy and (not self._wait_either(connection, request_id)
+                                         or request_id in connection.answers):
+                        continue
+                    self._read(connection)
+                return connection.answers.pop(request_id)
+            finally:
+                if through_copy:
+                    mailbox.done(request_id)  # type: ignore[union-attr]
         except (OSError, ValueError, ProtocolError) as error:
             if connection is not None:
                 self._forget(connection)
@@ -157,10 +178,34 @@ class DirectCaller:
             return ("error", "CancelledError", f"the connection to the head node's collections at {address[0]}:"
                     f"{address[1]} was lost ({type(error).__name__})")
 
+    @staticmethod
+    def _wait_either(connection: _Connection, request_id: Any) -> bool:
+        """Waits for the head's connection or the copy's answer; whether the connection has data."""
+        readable = False
+        for fd, _events in connection.poll.poll():
+            if fd == connection.sock.fileno():
+                readable = True
+            else:
+                connection.mailbox.drain()  # type: ignore[union-attr]
+        mailbox_answers = connection.mailbox.answers  # type: ignore[union-attr]
+        if request_id in mailbox_answers:
+            connection.answers[request_id] = mailbox_answers.pop(request_id)
+        return readable
+
+    @staticmethod
+    def _read(connection: _Connection) -> None:
+        with connection.decoder.get_buffer() as buffer:  # into the decoder's memory: no copy
+            count = connection.sock.recv_into(buffer)
+        if not count:
+            raise ConnectionError("the head closed the connection")
+        for messages in connection.decoder.buffer_updated(count):
+            for message in messages:
+                connection.answers[message.get("id")] = message_answer(message)
+
     def _forget(self, connection: _Connection) -> None:
         with self._connections_lock:
             self._connections.discard(connection)
-        connection.sock.close()
+        connection.close()
 
 
 __all__ = ["DirectCaller", "DirectConnection", "answer_message", "message_answer"]

@@ -11,7 +11,10 @@ the layout's version, byte 2 the kind, byte 3 zero — and the second word the b
 body is fixed fields (big-endian) and UTF-8 strings behind a u16 length. Everything else (a ``full``
 frame, a dict's keys, an answer holding a list, a refusal) stays a JSON frame on the same connection;
 a decoder takes both (:attr:`skyward.protocol.FrameDecoder.compact`) and hands the same message a
-JSON frame would (so the epochs, the seqs and their checks are the same).
+JSON frame would (so the epochs, the seqs and their checks are the same). An ``op`` marked
+``"copy": true`` and a ``replicate`` carrying the answers the copy gives its node's tasks
+(:mod:`skyward.collection_mailbox`) have compact forms too: a bit of the operation byte, and the
+answers after the states.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ _OPS: List[Tuple[str, str]] = [("counter", "increment"), ("counter", "decrement"
                                ("lock", "acquire"), ("lock", "release")]
 _OP_CODES = {operation: code for code, operation in enumerate(_OPS)}
 _STATE_KINDS = ("counter", "lock")
+#: the bit of an ``op`` frame's operation byte saying ``"copy": true`` (the node holding the copy may
+#: answer it: :mod:`skyward.collection_mailbox`)
+_MAY_ANSWER_THROUGH_COPY = 0x80
 
 #: a scalar's tag byte
 _NONE, _FALSE, _TRUE, _INT, _FLOAT, _STR = range(6)
@@ -93,9 +99,9 @@ def _compact(message: Dict[str, Any]) -> bytes | None:
         return _frame(ACKED, _I64.pack(message["seq"]))
     if kind == "answer" and len(message) == 3 and type(message.get("id")) is int:
         return _frame(ANSWER, _I64.pack(message["id"]) + _scalar(message.get("value")))
-    if kind == "op" and len(message) == 4:
+    if kind == "op" and len(message) == 4 + ("copy" in message):
         return _compact_op(message)
-    if kind == "replicate" and len(message) == 5 and message.get("full") is False:
+    if kind == "replicate" and len(message) == 5 + ("answers" in message) and message.get("full") is False:
         return _compact_replicate(message)
     return None
 
@@ -105,10 +111,11 @@ def _compact_op(message: Dict[str, Any]) -> bytes | None:
     if type(request) is not list or not 3 <= len(request) <= 4 or type(owner) is not str or type(request_id) is not int:
         return None
     code = _OP_CODES.get((request[0], request[2]))
-    if code is None or type(request[1]) is not str:
+    if code is None or type(request[1]) is not str or message.get("copy", True) is not True:
         return None
     argument = _scalar(request[3]) if len(request) == 4 else b""
-    return _frame(OP, _OP.pack(request_id, code) + _text(owner) + _text(request[1]) + argument)
+    flags = _MAY_ANSWER_THROUGH_COPY if "copy" in message else 0
+    return _frame(OP, _OP.pack(request_id, code | flags) + _text(owner) + _text(request[1]) + argument)
 
 
 def _compact_replicate(message: Dict[str, Any]) -> bytes | None:
@@ -124,6 +131,13 @@ def _compact_replicate(message: Dict[str, Any]) -> bytes | None:
             parts += [b"\x01", _text(state["name"]), b"\xff\xff" if holder is None else _text(holder)]
         else:
             return None
+    if "answers" in message:
+        answers = message["answers"]
+        parts.append(_U16.pack(len(answers)))
+        for answer in answers:
+            if answer.get("t") != "answer" or len(answer) != 3 or type(answer.get("id")) is not int:
+                return None
+            parts += [_I64.pack(answer["id"]), _scalar(answer.get("value"))]
     return _frame(REPLICATE, b"".join(parts))
 
 
@@ -195,6 +209,7 @@ def unpack(word: int, body: memoryview) -> Dict[str, Any]:
         message = {"t": "answer", "id": reader.take(_I64)[0], "value": reader.scalar()}
     elif kind == OP:
         request_id, code = reader.take(_OP)
+        through_copy, code = bool(code & _MAY_ANSWER_THROUGH_COPY), code & ~_MAY_ANSWER_THROUGH_COPY
         if code >= len(_OPS):
             raise ProtocolError(f"a compact op frame names an unknown operation {code}")
         owner, name = reader.text(), reader.text()
@@ -202,6 +217,8 @@ def unpack(word: int, body: memoryview) -> Dict[str, Any]:
         if reader.more():
             request.append(reader.scalar())
         message = {"t": "op", "id": request_id, "owner": owner, "op": request}
+        if through_copy:
+            message["copy"] = True
     elif kind == REPLICATE:
         epoch, seq, count = reader.take(_REPLICATE)
         states = []
@@ -215,6 +232,10 @@ def unpack(word: int, body: memoryview) -> Dict[str, Any]:
             else:
                 states.append({"kind": "lock", "name": name, "holder": reader.text(absent=True)})
         message = {"t": "replicate", "epoch": epoch, "seq": seq, "full": False, "states": states}
+        if reader.more():  # the answers the node holding the copy gives its own tasks
+            (count,) = reader.take(_U16)
+            message["answers"] = [{"t": "answer", "id": reader.take(_I64)[0], "value": reader.scalar()}
+                                  for _ in range(count)]
     else:
         raise ProtocolError(f"a compact frame of an unknown kind {kind}")
     reader.end()

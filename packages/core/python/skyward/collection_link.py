@@ -128,13 +128,14 @@ class AuthorityServer:
                 channel = HeadChannel(take_socket(writer.transport), store.acked, store.gone,
                                       lambda message: loop.call_soon_threadsafe(self.on_superseded, message),
                                       self._log)
+                channel.mailbox = first.get("mailbox") if type(first.get("mailbox")) is str else None
                 channel.start(peer_auth.frame({"ok": True}))
                 store.offer(channel.send, str(first.get("node")))
                 return
             if first.get("direct") is True:
                 # A task thread's own connection (collection_direct.py): a thread applies its operations.
                 direct = DirectConnection(take_socket(writer.transport), lambda: self.store,
-                                          lambda: self._direct.discard(direct), self._log)
+                                          lambda: self._direct.discard(direct), self._log, first.get("mailbox"))
                 self._direct.add(direct)
                 direct.start(peer_auth.frame({"ok": True}))
                 return

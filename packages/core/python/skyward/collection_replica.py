@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Set, Tuple
 
 from .collection_channel import writing_here
 from .collection_delta import Changes, everything, load, state_of
+from .collection_mailbox import answer_message
 from .collection_store import Answer, CollectionStore, ended, on_loop
 
 #: the operations that change a collection (what a write is)
@@ -39,6 +40,43 @@ WRITES = {
 }
 
 Send = Callable[[Dict[str, Any]], None]
+
+
+class _Delivery:
+    """The answer of an operation :meth:`Replication.apply_here` applies: ``reply`` gets it (or the
+    copy gave it: :meth:`settle`), and the thread reading the copy's acks for it is woken."""
+
+    __slots__ = ("reply", "forward", "answered", "channels")
+
+    def __init__(self, reply: Callable[[Answer], None], forward: Tuple[str, Any] | None) -> None:
+        self.reply = reply
+        #: the caller's mailbox and request id, when the copy may answer it
+        self.forward = forward
+        self.answered = False
+        self.channels: List[Any] = []
+
+    def __call__(self, answer: Answer) -> None:
+        self.reply(answer)
+        self.settle()
+
+    def settle(self) -> None:
+        self.answered = True
+        for channel in self.channels:
+            channel.wake()
+
+
+class _Forwarded:
+    """A held answer that went with the copy's frame ``via``: the copy gives it once it took the
+    frame; called (the answer sent the usual way) only when that frame may not have been taken."""
+
+    __slots__ = ("delivery", "via")
+
+    def __init__(self, delivery: _Delivery, via: Send) -> None:
+        self.delivery = delivery
+        self.via = via
+
+    def __call__(self, answer: Answer) -> None:
+        self.delivery(answer)
 
 
 def _is_write(request: Any) -> bool:
@@ -90,6 +128,8 @@ class Replication:
         self._loop_woken = False
         #: the error every operation gets once a newer holder superseded this one (None: not superseded)
         self.superseded: str | None = None
+        #: answers sent with the copy's frames for the copy's node to give (collection_mailbox.py)
+        self.forwarded = 0
 
     def offer(self, send: Send, node: str | None = None) -> None:
         """A node connected and can hold the copy."""
@@ -207,32 +247,29 @@ class Replication:
             finally:
                 self._store_call_ends()
 
-    def apply_here(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any) -> None:
+    def apply_here(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any,
+                   forward: Tuple[str, Any] | None = None) -> None:
         """:meth:`apply` (``threadsafe``) for a thread that waits for the answer anyway (a task's, or
         the one serving another node's task): the copy's frame is written from this thread once the
         store's lock is let go, and the copy's ack read by this thread while no other does, so the
         answer costs no hand-off between threads; returns once ``reply`` has it, or once there is no
         ack to read for it (a wait for a lock held by another, a copy's connection that ended:
-        ``reply`` then gets it where it comes, as with :meth:`apply`)."""
-        answered: List[bool] = []
-        waiting: List[Any] = []
+        ``reply`` then gets it where it comes, as with :meth:`apply`).
 
-        def delivered(answer: Answer) -> None:
-            reply(answer)
-            answered.append(True)
-            for channel in waiting:
-                channel.wake()
-
+        ``forward``: the caller's mailbox and request id (collection_mailbox.py): when that mailbox's
+        process holds the copy, the answer goes with the copy's frame and the copy gives it; ``reply``
+        gets it only if that frame may not have been taken (its channel ended, a newer holder)."""
+        delivery = _Delivery(reply, forward)
         claimed = False
         with writing_here():
-            self.apply(owner, request, delivered, request_id, threadsafe=True)
+            self.apply(owner, request, delivery, request_id, threadsafe=True)
             channel = getattr(self._replica, "__self__", None)  # HeadChannel.send is its bound method
-            if answered or not hasattr(channel, "wait_acks"):
+            if delivery.answered or not hasattr(channel, "wait_acks"):
                 return
-            waiting.append(channel)
+            delivery.channels.append(channel)
             # Before the frame is written: the ack may come back before the write returns.
             claimed = channel.claim_reading()
-        channel.wait_acks(lambda: bool(answered), claimed)
+        channel.wait_acks(lambda: delivery.answered, claimed)
 
     def cancel(self, owner: str, request_id: Any, reason: str) -> None:
         with self.lock:
@@ -327,8 +364,27 @@ class Replication:
         else:
             states = self._changes.states(self._dirty)
         self._dirty.clear()
+        frame = {"t": "replicate", "epoch": self.epoch, "seq": self._seq, "full": full, "states": states}
+        answers = self._forward(self._held)
+        if answers:
+            frame["answers"] = answers
         self._waiting[self._seq], self._held = self._held, []
-        self._replica({"t": "replicate", "epoch": self.epoch, "seq": self._seq, "full": full, "states": states})
+        self._replica(frame)
+
+    def _forward(self, held: List[Tuple[Callable[[Answer], None], Answer]]) -> List[Dict[str, Any]]:
+        """The answers in ``held`` the copy's node gives its own tasks (marked :class:`_Forwarded`)."""
+        assert self._replica is not None
+        mailbox = getattr(getattr(self._replica, "__self__", None), "mailbox", None)
+        if mailbox is None:
+            return []
+        answers = []
+        for index, (reply, answer) in enumerate(held):
+            forward = reply.forward if type(reply) is _Delivery else None
+            if forward is not None and forward[0] == mailbox:
+                answers.append(answer_message(forward[1], answer))
+                held[index] = (_Forwarded(reply, self._replica), answer)  # type: ignore[arg-type]
+        self.forwarded += len(answers)
+        return answers
 
     def acked(self, send: Send, seq: Any) -> None:
         with self.lock:
@@ -339,7 +395,10 @@ class Replication:
                 self._unconfirmed.clear()
             for done in [each for each in sorted(self._waiting) if each <= seq]:
                 for reply, answer in self._waiting.pop(done):
-                    reply(answer)
+                    if type(reply) is _Forwarded and reply.via is send:
+                        reply.delivery.settle()  # the copy took the frame and gave the answer
+                    else:
+                        reply(answer)
 
 
 __all__ = ["Replication", "WRITES", "everything", "load", "state_of"]

@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, Protocol, Set
 
 from .collection_channel import CopyChannel
 from .collection_direct import DirectCaller
+from .collection_mailbox import Mailbox
 from .collection_link import CONNECT_TIMEOUT, AuthorityLink, AuthorityServer, wire_frame
 from .collection_replica import Replication, load
 from .cluster_setup import ClusterSetup
@@ -135,13 +136,15 @@ class CollectionService:
         self._where: Dict[str, Any] | None = None
         self._server: AuthorityServer | None = None
         self._link = AuthorityLink(token, self._job, self._node, self._log)
+        #: answers to this process's task threads that the head sends with the copy's frames
+        self._mailbox = Mailbox()
         #: this node's offer to hold the copy: read and answered on a thread of its own
-        self._copy_channel = CopyChannel(token, self._job, self._node, self._replicated, self._log)
+        self._copy_channel = CopyChannel(token, self._job, self._node, self._replicated, self._log, self._mailbox)
         #: guards the copy and the epochs (the copy channel's thread takes ``replicate`` frames)
         self._replica_lock = threading.RLock()
         self._direct_ids = itertools.count(1)
         #: task threads' own connections to the head, when this node does not hold the collections
-        self._direct_caller = DirectCaller(token, self._job, self._node, CONNECT_TIMEOUT)
+        self._direct_caller = DirectCaller(token, self._job, self._node, CONNECT_TIMEOUT, self._mailbox)
         self._token = token
         #: tasks of this node that used a collection (told to the authority when they end)
         self._owners: Set[str] = set()

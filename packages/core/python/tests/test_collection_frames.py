@@ -34,6 +34,11 @@ COMPACT: List[Dict[str, Any]] = [
         {"kind": "lock", "name": "m", "holder": "0/task-1"},
     ]},
     {"t": "replicate", "epoch": 0, "seq": 1, "full": False, "states": []},
+    # answered by the copy (collection_mailbox.py): the op's mark, the answers the frame carries
+    {"t": "op", "id": 9, "owner": "1/task-4", "op": ["counter", "c", "increment", 1], "copy": True},
+    {"t": "op", "id": 9, "owner": "1/task-4", "op": ["lock", "l", "release"], "copy": True},
+    {"t": "replicate", "epoch": 1, "seq": 12, "full": False, "states": [{"kind": "counter", "name": "c", "value": 5}],
+     "answers": [{"t": "answer", "id": 9, "value": 5}, {"t": "answer", "id": 10, "value": None}]},
 ]
 
 JSON_ONLY: List[Dict[str, Any]] = [
@@ -47,6 +52,11 @@ JSON_ONLY: List[Dict[str, Any]] = [
     {"t": "replicate", "epoch": 0, "seq": 2, "full": False,
      "states": [{"kind": "set", "name": "s", "delta": True, "removed": [], "values": [1]}]},
     {"t": "superseded", "epoch": 2, "addr": "10.0.0.1", "port": 4000},
+    {"t": "op", "id": 9, "owner": "1/t", "op": ["dict", "d", "set", "k", 1], "copy": True},
+    {"t": "replicate", "epoch": 0, "seq": 2, "full": False, "states": [{"kind": "counter", "name": "c", "value": 1}],
+     "answers": [{"t": "refused", "id": 9, "type": "RuntimeError", "message": "no"}]},  # a refusal is JSON
+    {"t": "replicate", "epoch": 0, "seq": 2, "full": False, "states": [{"kind": "counter", "name": "c", "value": 1}],
+     "answers": [{"t": "answer", "id": 9, "value": [1]}]},  # not a scalar
 ]
 
 

@@ -40,8 +40,9 @@ WORKER_LAYERS: List[List[str]] = [
     # budget and self-destruct, the remote-reference store, the cluster message, the executors
     ["skyward.connection", "skyward.deadlines", "skyward.lifecycle", "skyward.ref_store",
      "skyward.cluster_setup", "skyward.executors", "skyward.collection_store"],
-    # what a copy frame carries of each collection (over the collections' store)
-    ["skyward.collection_delta"],
+    # what a copy frame carries of each collection, and the answers it carries to the copy's node's
+    # tasks (over the collections' store)
+    ["skyward.collection_delta", "skyward.collection_mailbox"],
     # what a detached worker keeps for its client; references moved node to node (over the store);
     # the collections' copy on a second node, and task threads' own connections to them (over the
     # collections' store)
