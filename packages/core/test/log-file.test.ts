@@ -103,6 +103,47 @@ describe("a Local pool's log file", () => {
     ]);
   });
 
+  it("masks the pool's secrets in every event that carries a provider's or an error's words: provision.progress, error (the console and the dashboard print them)", async () => {
+    const local = sky.Local();
+    let provisions = 0;
+    const provider: typeof local = {
+      ...local,
+      // A scheduler's queue position, a refused replacement: the words a provider sends may hold a secret.
+      async provision(options) {
+        provisions += 1;
+        if (provisions > 1) throw new Error(`the API refused the key ${SECRET}`);
+        options.progress?.({ phase: "queue", status: "started", detail: `waiting behind ${SECRET}` });
+        return local.provision(options);
+      },
+    };
+    const seen: sky.SkywardEvent[] = [];
+    {
+      await using pool = await sky.compute(
+        {
+          provider,
+          nodes: sky.nodes({ desired: 1, min: 1, max: 2 }),
+          image: { includes: [tasks], env: { HF_TOKEN: SECRET } },
+          options: { console: false, logging: false, maxProvisionAttempts: 1 },
+        },
+        { onEvent: (event) => seen.push(event) },
+      );
+      await pool.resize(2).catch(() => undefined);
+      await expect.poll(() => seen.some((event) => event.type === "error"), { timeout: 60_000 }).toBe(true);
+    }
+    // An error event's `cause` is the error object itself, unmasked by design (see its TSDoc).
+    const texts = seen.map((event) => JSON.stringify({ ...event, cause: undefined }));
+    expect(texts.filter((text) => text.includes(SECRET))).toEqual([]);
+    expect(seen).toContainEqual(
+      expect.objectContaining({ type: "provision.progress", detail: "waiting behind [redacted]" }),
+    );
+    expect(seen).toContainEqual(
+      expect.objectContaining({
+        type: "error",
+        message: expect.stringContaining("refused the key [redacted]"),
+      }),
+    );
+  });
+
   it("at the default level INFO leaves task starts and completions out; WARNING keeps failures only", async () => {
     const infoFile = join(directory, "info.log");
     const warningFile = join(directory, "warning.log");

@@ -286,7 +286,11 @@ export interface ErrorOccurredEvent extends EventBase {
   readonly message: string;
   /** The node concerned, when one is. */
   readonly node?: number;
-  /** The underlying error, when there is one. */
+  /**
+   * The underlying error, when there is one: the object itself, as the call that failed rejected
+   * with it, so its fields are NOT masked; `message` is (the console, the log file and the dashboard
+   * print `message`, never the cause).
+   */
   readonly cause?: unknown;
 }
 
@@ -356,6 +360,12 @@ export interface EventHubOptions {
    * faulty observer never breaks the pool.
    */
   onHandlerError?: (error: unknown, event: SkywardEvent) => void;
+  /**
+   * What every event becomes before any handler or iterator sees it: the pool masks its secrets
+   * in the text events carry (a provider's or an error's words), so that no observer — the console,
+   * the dashboard, the user's own handler — is handed one.
+   */
+  mask?: (event: SkywardEvent) => SkywardEvent;
 }
 
 interface Subscriber {
@@ -380,11 +390,13 @@ export class EventHub {
   readonly #subscribers = new Set<Subscriber>();
   readonly #queue: SkywardEvent[] = [];
   readonly #onHandlerError: (error: unknown, event: SkywardEvent) => void;
+  readonly #mask: ((event: SkywardEvent) => SkywardEvent) | undefined;
   #dispatching = false;
   #closed = false;
 
   constructor(options: EventHubOptions = {}) {
     this.#onHandlerError = options.onHandlerError ?? warnHandlerError;
+    this.#mask = options.mask;
   }
 
   /** True once {@link EventHub.close} was called. */
@@ -402,7 +414,7 @@ export class EventHub {
   /** Publishes an event to every handler and iterator. Ignored once the hub is closed. */
   emit(event: SkywardEvent): void {
     if (this.#closed) return;
-    this.#queue.push(event);
+    this.#queue.push(this.#mask ? this.#mask(event) : event);
     if (this.#dispatching) return;
     this.#dispatching = true;
     try {

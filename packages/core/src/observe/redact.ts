@@ -3,6 +3,7 @@
  * environment variables and settings, tokens, private keys) and masks them in any text. The pool's
  * log file and the `skyward` CLI both write through one.
  */
+import type { SkywardEvent } from "./events.js";
 
 /** Environment variable names that hold credentials (`RUNPOD_API_KEY`, `AWS_SECRET_ACCESS_KEY`, `HF_TOKEN`…). */
 const SECRET_ENV_NAME = /(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)/i;
@@ -76,5 +77,31 @@ export class Redactor {
       if (out.includes(secret)) out = out.split(secret).join(REDACTED);
     }
     return out;
+  }
+}
+
+/**
+ * `event` with `redact` applied to the free text it carries — an error's message, why a node was
+ * lost or preempted, a provider's progress detail, why the pool scales, a failed task's message, an
+ * output line — and the same object when it carries none (task starts, metrics, costs: the hot path
+ * copies nothing).
+ */
+export function maskEventText(event: SkywardEvent, redact: (text: string) => string): SkywardEvent {
+  switch (event.type) {
+    case "error":
+      return { ...event, message: redact(event.message) };
+    case "node.lost":
+    case "scaling":
+      return { ...event, reason: redact(event.reason) };
+    case "node.preempted":
+      return event.reason === undefined ? event : { ...event, reason: redact(event.reason) };
+    case "provision.progress":
+      return event.detail === undefined ? event : { ...event, detail: redact(event.detail) };
+    case "task.failed":
+      return { ...event, error: { ...event.error, message: redact(event.error.message) } };
+    case "log":
+      return { ...event, line: redact(event.line) };
+    default:
+      return event;
   }
 }

@@ -40,13 +40,10 @@ export class OutputLines {
   readonly #poolId: string;
   /** Partial output lines, per node/worker/stream/task. */
   readonly #partialLines = new Map<string, PartialLine>();
-  /** Masks the pool's secrets in a whole line, before any listener (console, log file) sees it. */
-  readonly #redact: (line: string) => string;
-
-  constructor(hub: EventHub, poolId: string, redact: (line: string) => string = (line) => line) {
+  /** Lines are emitted whole, so that the hub's mask (the pool's secrets) sees a secret split across chunks whole. */
+  constructor(hub: EventHub, poolId: string) {
     this.#hub = hub;
     this.#poolId = poolId;
-    this.#redact = redact;
   }
 
   /** Takes a chunk of `stream` from `worker` of `node`, printed by task `taskId` if known. */
@@ -95,7 +92,7 @@ export class OutputLines {
       node,
       worker: worker ?? 0,
       stream,
-      line: this.#redact(line),
+      line,
       ...(taskId ? { taskId } : {}),
     });
   }

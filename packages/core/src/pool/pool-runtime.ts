@@ -30,7 +30,7 @@ import {
 } from "../observe/events.js";
 import type { LiveConsoleStatus } from "../observe/live-console.js";
 import { attachLogFile, type LogFileAttachment } from "../observe/log-file.js";
-import { Redactor } from "../observe/redact.js";
+import { maskEventText, Redactor } from "../observe/redact.js";
 import type { RemoteRef } from "../protocol/values.js";
 import type { Nodes, NodesInput } from "../spec/nodes.js";
 import type { Options } from "../spec/options.js";
@@ -138,7 +138,10 @@ export class PoolRuntime implements Pool {
   readonly #context: PoolContext;
   readonly #membership: Membership;
   readonly #dispatch: DispatchHost;
-  readonly #hub = new EventHub();
+  /** Every event's text masked before any observer sees it (the secrets are learned in the constructor). */
+  readonly #hub = new EventHub({
+    mask: (event) => maskEventText(event, (text) => this.#secrets.redact(text)),
+  });
   readonly #tasks: TaskManager;
   readonly #refs: RemoteRefRegistry;
   /** Whether the distributed collections are on (`options.cluster`); the head node holds them. */
@@ -201,7 +204,6 @@ export class PoolRuntime implements Pool {
       // spec changes with the offer chosen at start, so it is read when a wait begins.
       nodeWaitSeconds: () => this.spec.provisionTimeout,
       ...(resume ? { idPrefix: resume.taskIdPrefix } : {}),
-      redact: (text) => this.#secrets.redact(text),
     });
     this.#context = {
       id,

@@ -10,13 +10,10 @@ import type { TaskRecord } from "./task-record.js";
 export class TaskEvents {
   readonly #hub: EventHub;
   readonly #poolId: string;
-  /** Masks the pool's secrets in a failure's message, as in output lines, before any listener sees it. */
-  readonly #redact: (text: string) => string;
-
-  constructor(hub: EventHub, poolId: string, redact: (text: string) => string = (text) => text) {
+  /** A failure's message is masked by the hub (the pool's secrets), before any listener sees it. */
+  constructor(hub: EventHub, poolId: string) {
     this.#hub = hub;
     this.#poolId = poolId;
-    this.#redact = redact;
   }
 
   queued(taskId: string, name: string): void {
@@ -60,7 +57,7 @@ export class TaskEvents {
       name: record.request.ref,
       node,
       durationMs: performance.now() - record.startedAt,
-      error: { type, message: this.#redact(text) },
+      error: { type, message: text },
       willRetry,
     });
   }

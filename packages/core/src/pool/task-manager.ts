@@ -62,8 +62,6 @@ export interface TaskManagerOptions {
   readonly nodeWaitSeconds?: number | (() => number);
   /** What task ids start with (`t1`, `t2`…); an attached pool's differ from those it was detached with. */
   readonly idPrefix?: string;
-  /** Masks the pool's secrets in task output lines and failure events (default: none masked). */
-  readonly redact?: (text: string) => string;
 }
 
 /** The options the manager reads after start, defaults applied. */
@@ -104,8 +102,8 @@ export class TaskManager {
 
   constructor(options: TaskManagerOptions) {
     this.#settings = taskSettings(options);
-    this.#events = new TaskEvents(options.hub, options.poolId, options.redact);
-    this.#output = new OutputLines(options.hub, options.poolId, options.redact);
+    this.#events = new TaskEvents(options.hub, options.poolId);
+    this.#output = new OutputLines(options.hub, options.poolId);
     this.#sweeper = setInterval(() => this.#sweep(), 1000);
     this.#sweeper.unref();
   }
