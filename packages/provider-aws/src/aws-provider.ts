@@ -50,7 +50,12 @@ import { type AwsClusterData, prepareCluster } from "./prepare.js";
 import { defaultPricingEndpoint, type RegionPrices, regionPrices } from "./pricing.js";
 import { provisionInstances } from "./provisioning.js";
 import { rememberedRegions } from "./regions.js";
-import { type AwsSettings, type ResolvedAwsSettings, resolveAwsSettings } from "./settings.js";
+import {
+  type AwsSettings,
+  checkPoolRegion,
+  type ResolvedAwsSettings,
+  resolveAwsSettings,
+} from "./settings.js";
 
 export { AWS_TAGS } from "./instances.js";
 export { type AwsClusterData, DEFAULT_ROOT_VOLUME_GB, refuseRoleVolumesWithoutProfile } from "./prepare.js";
@@ -217,6 +222,7 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     },
 
     async offers({ query, signal }) {
+      checkPoolRegion(query.region);
       const clients = clientsFor(query.region ?? settings.region);
       const candidates = (await typesOf(clients, signal)).filter((type) => instanceTypeMatches(type, query));
       if (candidates.length === 0) return [];

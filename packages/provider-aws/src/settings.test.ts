@@ -29,6 +29,34 @@ describe("AWS settings", () => {
     });
   });
 
+  it("refuses a pool's region that is no AWS region (an Availability Zone), naming region, before any request", async () => {
+    // Nothing listens on this endpoint: a request would fail otherwise, not with a ConfigurationError.
+    const provider = AWS({
+      endpoint: "http://127.0.0.1:9",
+      credentials: { accessKeyId: "given", secretAccessKey: "given" },
+    });
+    const offersIn = (region: string) =>
+      provider
+        .offers({
+          query: { accelerator: null, allocation: "on-demand", region },
+          signal: new AbortController().signal,
+        })
+        .catch((caught: unknown) => caught);
+    const zone = await offersIn("us-east-1a");
+    expect(ConfigurationError.isInstance(zone)).toBe(true);
+    expect((zone as ConfigurationError).issues).toEqual([
+      {
+        path: "region",
+        message:
+          'expected an AWS region such as "us-east-1": "us-east-1a" is an Availability Zone (give its region, "us-east-1")',
+      },
+    ]);
+    const other = await offersIn("Mars");
+    expect((other as ConfigurationError).issues).toEqual([
+      { path: "region", message: 'expected an AWS region such as "us-east-1", got "Mars"' },
+    ]);
+  });
+
   it("keeps what is given and strips a trailing slash from root", () => {
     const settings = resolveAwsSettings({
       region: "eu-west-1",

@@ -199,9 +199,25 @@ const credentialsSchema = z.union(
   { error: "expected { accessKeyId, secretAccessKey, sessionToken? } or a function returning them" },
 );
 
+const AWS_REGION = /^[a-z]{2}(-[a-z]+)+-\d+$/;
+
 const regionSchema = z
   .string({ error: 'expected a region such as "us-east-1"' })
-  .regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, { message: 'expected a region such as "us-east-1"' });
+  .regex(AWS_REGION, { message: 'expected a region such as "us-east-1"' });
+
+/**
+ * Refuses a pool's `region` (a spec's, not the settings') that is no AWS region, before any request:
+ * an Availability Zone such as `us-east-1a` would otherwise reach the SDK as a region and fail as an
+ * unknown host.
+ */
+export function checkPoolRegion(region: string | undefined): void {
+  if (region === undefined || AWS_REGION.test(region)) return;
+  const zoneOf = /^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$/.exec(region)?.[1];
+  const message = zoneOf
+    ? `expected an AWS region such as "us-east-1": "${region}" is an Availability Zone (give its region, "${zoneOf}")`
+    : `expected an AWS region such as "us-east-1", got ${JSON.stringify(region)}`;
+  throw new ConfigurationError({ issues: [{ path: "region", message }] });
+}
 
 const IPV4_CIDR = /^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}\/([0-9]|[12]\d|3[0-2])$/;
 
