@@ -1,4 +1,4 @@
-import type { ProviderV1 } from "@skyward/core/contract";
+import type { Instance, ProviderV1 } from "@skyward/core/contract";
 import { skywardKeysDirectory } from "@skyward/provider-utils";
 import { findSshIdentityFile, launchSshWorker, reconnectThroughGetInstance } from "@skyward/ssh";
 import { clusterZone, type GcpProviderContext } from "./context.js";
@@ -47,6 +47,9 @@ export function createProviderFromConfig(settings: Record<string, unknown>): Pro
 function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
   const clientsOf = createClientFactory(settings);
   const view = createInstanceView(settings);
+  /** A test's stand-in host for `instance` (the `sshAddress` seam), when there is one. */
+  const standInOf = (instance: Instance) =>
+    view.mappingOf({ id: instance.id, publicIp: instance.publicIp, privateIp: instance.privateIp });
   const context: GcpProviderContext = {
     settings,
     clientsOf,
@@ -104,14 +107,19 @@ function build(settings: ResolvedGcpSettings): ProviderV1<GcpClusterData> {
     selfDestruct({ instance }) {
       if (settings.sshAddress) {
         // A stand-in host of a test is not the VM: it must never be shut down.
-        const mapping = view.mappingOf({
-          id: instance.id,
-          publicIp: instance.publicIp,
-          privateIp: instance.privateIp,
-        });
-        return mapping?.selfDestruct ?? "true";
+        return standInOf(instance)?.selfDestruct ?? "true";
       }
       return selfDeleteCommand({ sudo: settings.sshUser !== "root" });
+    },
+
+    interruptionNotice({ instance }) {
+      // A Spot VM's preemption gives about 30 s; a GPU VM (it cannot move live) may be stopped for
+      // host maintenance, an hour's notice: both end the node, so every VM reads them.
+      if (settings.sshAddress) {
+        const endpoint = standInOf(instance)?.metadataEndpoint;
+        return endpoint ? { kind: "gcp-metadata", endpoint, intervalSeconds: 1 } : null;
+      }
+      return { kind: "gcp-metadata", endpoint: "http://metadata.google.internal" };
     },
 
     cleanup: (options) => cleanupPools(context, options),

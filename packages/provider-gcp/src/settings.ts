@@ -23,6 +23,12 @@ export interface GcpInstanceAddresses {
 export interface GcpSshAddressMapping extends SshStandIn {
   /** The address other nodes reach the stand-in host on; default the VM's internal address. */
   readonly privateIp?: string;
+  /**
+   * The metadata server the worker on the stand-in host polls for preemption and host-maintenance
+   * notices (a fake one: `@skyward/testing`'s `startFakeGceMetadata`). Default none: a stand-in host
+   * never reads the real metadata server, so it gets no notices.
+   */
+  readonly metadataEndpoint?: string;
 }
 
 /** Settings of {@link GCP}. Every field is optional. */

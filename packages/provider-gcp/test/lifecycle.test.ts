@@ -216,6 +216,13 @@ describe("the GCP provider against the fake Compute Engine", () => {
     expect(gcp.selfDestruct({ cluster, instance: instance as NonNullable<typeof instance> })).toContain(
       "sudo shutdown -h now",
     );
+    // Its node reads Compute Engine's preemption and host-maintenance notices from the metadata server.
+    expect(gcp.interruptionNotice?.({ cluster, instance: instance as NonNullable<typeof instance> })).toEqual(
+      {
+        kind: "gcp-metadata",
+        endpoint: "http://metadata.google.internal",
+      },
+    );
     await gcp.teardown({ cluster, ...call() });
     expect(fakeLeftovers(fake)).toEqual([]);
   });

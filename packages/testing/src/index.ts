@@ -22,6 +22,12 @@ export {
 } from "./conformance.js";
 export { type FakeFaultSwitches, fakeFaultSwitches } from "./fake-faults.js";
 export {
+  type FakeGceMetadata,
+  type FakeGceMetadataRequest,
+  type GceMaintenanceEvent,
+  startFakeGceMetadata,
+} from "./fake-gce-metadata.js";
+export {
   type FakeImds,
   type FakeImdsOptions,
   type FakeImdsRequest,

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as sky from "@skyward/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startFakeGceMetadata } from "../src/fake-gce-metadata.js";
 import { type FakeImds, startFakeImds } from "../src/fake-imds.js";
 import { poolTaskRuns, poolTasks } from "../src/testbed-pool.js";
 
@@ -131,5 +132,46 @@ describe("a spot interruption notice on one node", () => {
     expect(
       imds.requests.some((request) => request.instanceId === victimInstance && request.status === 200),
     ).toBe(true);
+  }, 120_000);
+});
+
+describe("a GCP Spot VM's preemption on one node", () => {
+  it("is read from the metadata server (Metadata-Flavor: Google): the node is drained and replaced at once", async () => {
+    await using metadata = await startFakeGceMetadata();
+    const local = sky.Local();
+    let interruptible = true;
+    // The real Local provider, with Compute Engine's notices (this fake metadata server) on its nodes.
+    const provider: sky.ProviderV1<sky.LocalCluster> = {
+      ...local,
+      interruptionNotice: ({ instance }) =>
+        interruptible
+          ? { kind: "gcp-metadata", endpoint: metadata.endpointFor(instance.id), intervalSeconds: 0.2 }
+          : null,
+    };
+    await using pool = await sky.compute({
+      provider,
+      nodes: 2,
+      image: { includes: [tasks] },
+      options: { console: false },
+    });
+    interruptible = false; // the replacement gets no notices
+    const [, victim] = await pool.broadcast(whoami());
+    const victimInstance = pool.nodes()[1]?.instanceId ?? "";
+    const preempted = new Promise<sky.NodePreemptedEvent>((resolve) => pool.on("node.preempted", resolve));
+    const replaced = new Promise<sky.NodeReplacedEvent>((resolve) => pool.on("node.replaced", resolve));
+    // A live migration keeps the VM and its worker: no notice for it.
+    metadata.scheduleMaintenance(victimInstance, "MIGRATE_ON_HOST_MAINTENANCE");
+    metadata.preempt(victimInstance);
+    const notice = await preempted;
+    expect(notice.node).toBe(1);
+    expect(notice.reason).toBe("spot-preempted terminate");
+    const event = await replaced;
+    expect(event.previousInstanceId).toBe(victimInstance);
+    const after = await pool.broadcast(whoami());
+    expect(after[1]?.pid).not.toBe(victim?.pid);
+    // The worker asked as Compute Engine requires: none of its reads was refused.
+    const reads = metadata.requests.filter((request) => request.vm === victimInstance);
+    expect(reads.length).toBeGreaterThan(0);
+    expect(reads.every((request) => request.status === 200)).toBe(true);
   }, 120_000);
 });

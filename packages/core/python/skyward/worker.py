@@ -95,8 +95,10 @@ class Options:
             parser.error("--handshake-timeout must be more than 0")
         if not parsed.interruption_poll_interval > 0:
             parser.error("--interruption-poll-interval must be more than 0")
-        if parsed.interruption_notice is not None and not parsed.interruption_notice.startswith("aws-imds="):
-            parser.error("--interruption-notice must be aws-imds=<endpoint>")
+        if parsed.interruption_notice is not None and parsed.interruption_notice.partition("=")[0] not in (
+            interruption.SOURCES
+        ):
+            parser.error("--interruption-notice must be aws-imds=<endpoint> or gcp-metadata=<endpoint>")
         self.node: int = parsed.node
         self.host: str = parsed.host
         self.port: int = parsed.port

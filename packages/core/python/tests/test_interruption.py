@@ -142,3 +142,88 @@ def test_a_reply_cut_short_is_logged_and_the_watch_goes_on(imds: FakeImds) -> No
 def test_an_unknown_source_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown interruption notice source"):
         interruption.make_poller("gcp-metadata=http://x")
+
+
+class FakeGceMetadata:
+    """Compute Engine's metadata server as Google documents it: ``Metadata-Flavor: Google`` required
+    (403 without it), ``instance/preempted`` ``FALSE``/``TRUE``, ``instance/maintenance-event``
+    ``NONE``/``MIGRATE_ON_HOST_MAINTENANCE``/``TERMINATE_ON_HOST_MAINTENANCE`` —
+    https://cloud.google.com/compute/docs/metadata/querying-metadata,
+    https://cloud.google.com/compute/docs/instances/create-use-spot#detect-preemption,
+    https://cloud.google.com/compute/docs/instances/monitor-plan-host-maintenance-event
+    """
+
+    def __init__(self) -> None:
+        self.values = {"preempted": "FALSE", "maintenance-event": "NONE"}
+        self.requests: List[tuple] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                name = self.path.removeprefix("/computeMetadata/v1/instance/")
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    status, body = 403, ""
+                elif name in fake.values:
+                    status, body = 200, fake.values[name]
+                else:
+                    status, body = 404, ""
+                fake.requests.append((self.path, status))
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/text")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture()
+def gce() -> Iterator[FakeGceMetadata]:
+    fake = FakeGceMetadata()
+    yield fake
+    fake.server.shutdown()
+
+
+def test_gcp_no_notice_then_a_preemption_and_a_terminating_maintenance(gce: FakeGceMetadata) -> None:
+    poller = interruption.make_poller(f"gcp-metadata={gce.url}")
+    assert poller.poll() == []
+    # A live migration moves the VM with its worker: no notice.
+    gce.values["maintenance-event"] = "MIGRATE_ON_HOST_MAINTENANCE"
+    assert poller.poll() == []
+    gce.values["preempted"] = "TRUE"
+    gce.values["maintenance-event"] = "TERMINATE_ON_HOST_MAINTENANCE"
+    assert poller.poll() == [
+        {"kind": "spot-preempted", "action": "terminate", "time": ""},
+        {"kind": "host-maintenance", "action": "terminate", "time": ""},
+    ]
+    # Every read carried the header (none refused).
+    assert gce.requests and all(status == 200 for _, status in gce.requests)
+
+
+def test_gcp_the_watch_reports_a_preemption_once(gce: FakeGceMetadata) -> None:
+    reported: List[dict] = []
+    logs: List[str] = []
+    stop = interruption.start(f"gcp-metadata={gce.url}", 0.05, reported.append, logs.append)
+    try:
+        gce.values["preempted"] = "TRUE"
+        waited = threading.Event()
+        for _ in range(1500):
+            if reported:
+                break
+            waited.wait(0.02)
+        waited.wait(0.3)  # several more polls: still reported once
+        assert reported == [{"kind": "spot-preempted", "action": "terminate", "time": ""}]
+        assert logs == []
+    finally:
+        stop.set()
+
+
+def test_an_unknown_source_is_refused() -> None:
+    with pytest.raises(ValueError, match="expected aws-imds=<endpoint> or gcp-metadata=<endpoint>"):
+        interruption.make_poller("azure-imds=http://127.0.0.1:9")

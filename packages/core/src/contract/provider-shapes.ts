@@ -403,11 +403,17 @@ export interface InterruptionNoticeSource {
    * `"aws-imds"`: AWS's instance metadata service, version 2 — the spot instance action
    * (`/latest/meta-data/spot/instance-action`) and the rebalance recommendation
    * (`/latest/meta-data/events/recommendations/rebalance`).
+   * `"gcp-metadata"`: Compute Engine's metadata server — a Spot VM's preemption
+   * (`/computeMetadata/v1/instance/preempted`) and a host maintenance that stops the VM
+   * (`/computeMetadata/v1/instance/maintenance-event` `TERMINATE_ON_HOST_MAINTENANCE`).
    */
-  readonly kind: "aws-imds";
-  /** The service's base URL as the node reaches it (`http://169.254.169.254` on EC2). */
+  readonly kind: "aws-imds" | "gcp-metadata";
+  /**
+   * The service's base URL as the node reaches it (`http://169.254.169.254` on EC2,
+   * `http://metadata.google.internal` on Compute Engine).
+   */
   readonly endpoint: string;
-  /** Seconds between polls. Default 5 (AWS gives two minutes' notice). */
+  /** Seconds between polls. Default 5 (AWS gives two minutes' notice, a GCP Spot VM about 30 s). */
   readonly intervalSeconds?: number;
 }
 
