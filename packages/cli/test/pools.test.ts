@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { isProcessRunning } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { CLI, runCli } from "./run-cli.js";
 
@@ -48,14 +49,8 @@ async function attachAndClose(id: string, scratch: string, env: NodeJS.ProcessEn
   return attached.stdout;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** A zombie (a killed client's worker not yet reaped) counts as gone: it runs nothing. */
+const alive = isProcessRunning;
 
 describe("skyward pools, status and attach", () => {
   it("list a detached pool, show it, collect its outcomes and close it", async () => {

@@ -15,6 +15,7 @@ import * as sky from "@skyward/core";
 import {
   createTestbed,
   type FakeImds,
+  isProcessRunning,
   requireTestbed,
   startFakeImds,
   type Testbed,
@@ -35,14 +36,7 @@ const whoami = sky.python<[], { node: number; pid: number }>("fault_tasks:whoami
 const FAULTS = 5;
 const HOSTS = 2 + FAULTS;
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const alive = isProcessRunning;
 
 async function until(condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;

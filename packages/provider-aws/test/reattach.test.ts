@@ -16,6 +16,7 @@ import { DescribeInstanceAttributeCommand, TerminateInstancesCommand } from "@aw
 import * as sky from "@skyward/core";
 import {
   createTestbed,
+  isProcessRunning,
   requireTestbed,
   type Testbed,
   testbedSshHost,
@@ -44,14 +45,7 @@ async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<b
   return condition();
 }
 
-const alive = (processId: number) => {
-  try {
-    process.kill(processId, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
+const alive = isProcessRunning;
 
 describe.skipIf(skipReason !== undefined)("detach and attach on AWS (moto) with test-bed hosts", () => {
   const suite = useMotoSuite("skyward-aws-reattach-");

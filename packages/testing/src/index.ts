@@ -92,6 +92,7 @@ export {
   requirePrerequisite,
   requireSystemPython,
 } from "./prerequisites.js";
+export { isProcessRunning } from "./process.js";
 export {
   createPypiProxy,
   PYPI_ENDPOINTS,

@@ -11,6 +11,7 @@ import * as sky from "@skyward/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeGceMetadata } from "../src/fake-gce-metadata.js";
 import { type FakeImds, startFakeImds } from "../src/fake-imds.js";
+import { isProcessRunning } from "../src/process.js";
 import { poolTaskRuns, poolTasks } from "../src/testbed-pool.js";
 
 const { file: tasks, work, whoami } = poolTasks;
@@ -26,14 +27,7 @@ afterAll(async () => {
   await rm(scratch, { recursive: true, force: true });
 });
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const alive = isProcessRunning;
 
 describe("the fake IMDSv2", () => {
   it("answers as AWS documents: a session token first, 404 until a notice, then its JSON", async () => {
