@@ -4,7 +4,7 @@
  * barriers and locks held by the pool's authority in this process.
  */
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from "vitest";
 import * as sky from "../src/index.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/collection_tasks.py", import.meta.url));
@@ -61,6 +61,22 @@ const outsideClusterError = sky.python<[string], string>("collection_tasks:outsi
 
 const NODES = 3;
 const CONCURRENCY = 2;
+
+/**
+ * What `pool` did, printed if the test fails: its events (metrics left out) and the test's steps
+ * (the function returned marks one), each at its milliseconds since the start. A test that hangs
+ * fails by its timeout, naming no step: the timeline says where it stopped.
+ */
+function timeline(pool: sky.Pool, onTestFailed: TestContext["onTestFailed"]): (step: string) => void {
+  const started = performance.now();
+  const lines: string[] = [];
+  const note = (line: string) => lines.push(`+${Math.round(performance.now() - started)} ms ${line}`);
+  pool.on("*", (event) => {
+    if (event.type !== "metric") note(JSON.stringify(event));
+  });
+  onTestFailed(() => console.error(`what the pool did:\n${lines.join("\n")}`));
+  return (step) => note(`step: ${step}`);
+}
 
 describe.each(["thread", "process"] as const)(
   "collections on a 3-node × 2-worker local pool (%s executor)",
@@ -325,20 +341,24 @@ describe.each(["thread", "process"] as const)(
     // Under the thread executor the SIGKILL takes the head's whole worker, and its store, down.
     it.skipIf(executor === "process")(
       "keeps every acknowledged write when the head's worker is killed (its replica takes over)",
-      async () => {
+      async ({ onTestFailed }) => {
         await using pair = await sky.compute({
           nodes: 2,
           image,
           options: { console: false, worker: { executor } },
         });
+        // It hung once in ~90 runs under load (a timeout in a whole CI run too): a failure says where.
+        const step = timeline(pair, onTestFailed);
         await pair.run(countUp("survives", 3), { target: 1 });
         await pair.counter("survives").increment(5);
         await pair.dict<string>("survives-d").set("k", "v");
         await pair.queue<number>("survives-q").put(7);
         const before = await pair.counter("survives").value();
+        step("the head's task takes the lock and kills its worker (each run again kills node 0 again)");
         await expect(pair.run(holdLockThenDie("head-lock"), { target: 0 })).rejects.toThrow(
           sky.WorkerDiedError,
         );
+        step("the task failed for good; polling the counter");
         // The client promotes node 1's copy; meanwhile a call may find no node holding them.
         await expect
           .poll(
@@ -350,11 +370,16 @@ describe.each(["thread", "process"] as const)(
             { timeout: 60_000 },
           )
           .toBe(before);
+        step("dict get");
         expect(await pair.dict<string>("survives-d").get("k")).toBe("v");
+        step("queue get");
         expect(await pair.queue<number>("survives-q").get({ timeout: 0 })).toBe(7);
         // The lost head's task held the lock: released when node 1 took over.
+        step("lock locked");
         expect(await pair.lock("head-lock").locked()).toBe(false);
+        step("a task on node 1 reads the counter");
         expect(await pair.run(readCounter("survives"), { target: 1 })).toBe(before);
+        step("closing");
       },
     );
 

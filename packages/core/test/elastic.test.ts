@@ -6,6 +6,7 @@
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { alive } from "./fixtures/processes.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/elastic_tasks.py", import.meta.url));
 const image = { includes: [tasks] };
@@ -13,15 +14,6 @@ const image = { includes: [tasks] };
 type Where = { node: number; pid: number };
 const nap = sky.python<[number], Where>("elastic_tasks:nap");
 const where = sky.python<[], Where>("elastic_tasks:where");
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Resolves when `predicate` holds, polling; fails the test after `ms`. */
 async function until(predicate: () => boolean, ms: number, what: string): Promise<void> {

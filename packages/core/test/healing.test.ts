@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { alive } from "./fixtures/processes.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/healing_tasks.py", import.meta.url));
 const image = { includes: [tasks] };
@@ -61,15 +62,6 @@ async function journal(path: string): Promise<{ key: string; node: number; pid: 
     .split("\n")
     .filter(Boolean)
     .map((line) => JSON.parse(line));
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Resolves once the journal shows `count` starts of tasks matching `filter`. */

@@ -10,18 +10,10 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
+import { alive } from "./fixtures/processes.js";
 
 const child = fileURLToPath(new URL("./fixtures/signal-child.ts", import.meta.url));
 const provisioningChild = fileURLToPath(new URL("./fixtures/signal-provisioning-child.ts", import.meta.url));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function startClient(
   workRoot?: string,

@@ -85,6 +85,9 @@ class HeadChannel(PeerThread):
         #: threads waiting in :meth:`wait_acks` for the reader's answers or their turn (counted before
         #: they look at ``done()``: a reader that saw none after delivering owes no wake-up)
         self._waiters = 0
+        #: the replication was told this end is gone (:meth:`ended`): an offer made after that is
+        #: taken back by whoever made it
+        self.told_gone = False
 
     def send_message(self, message: Dict[str, Any]) -> None:
         with self._role_lock:
@@ -268,6 +271,7 @@ class HeadChannel(PeerThread):
         super()._close(release and threading.current_thread() is self._own_reader)
 
     def ended(self) -> None:
+        self.told_gone = True
         self._gone(self.send)
 
 

@@ -131,6 +131,10 @@ class AuthorityServer:
                 channel.mailbox = first.get("mailbox") if type(first.get("mailbox")) is str else None
                 channel.start(peer_auth.frame({"ok": True}))
                 store.offer(channel.send, str(first.get("node")))
+                if channel.told_gone:
+                    # It ended before the offer (a node lost as it connected): its gone() found no
+                    # offer to take back, and the store would keep it as its copy, waiting for ever.
+                    store.gone(channel.send)
                 return
             if first.get("direct") is True:
                 # A task thread's own connection (collection_direct.py): a thread applies its operations.
