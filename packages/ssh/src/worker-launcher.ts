@@ -550,7 +550,10 @@ export async function reconnectSshWorker(options: ReconnectWorkerOptions): Promi
   try {
     const pid = Number(worker.pid);
     const port = Number(worker.port);
-    const alive = await ssh.exec(`kill -0 ${pid} 2>/dev/null && echo yes`, { signal, timeoutSeconds: 15 });
+    // A worker that exited but is not reaped yet (a zombie; or one whose main thread ended while
+    // others finish) still answers kill -0, yet runs nothing: /proc's state says Z (no /proc: kill -0 alone).
+    const runs = `kill -0 ${pid} 2>/dev/null && [ "$(sed 's/.*) //' /proc/${pid}/stat 2>/dev/null | cut -c1)" != Z ]`;
+    const alive = await ssh.exec(`${runs} && echo yes`, { signal, timeoutSeconds: 15 });
     if (alive.stdout.trim() !== "yes") {
       throw new ConnectionError({
         host: where,
