@@ -14,7 +14,7 @@
  *   https://cloud.google.com/compute/docs/instances/monitor-plan-host-maintenance-event
  */
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOnFreePort } from "./http-listen.js";
 
 /** One request the fake answered. */
 export interface FakeGceMetadataRequest {
@@ -70,17 +70,7 @@ export async function startFakeGceMetadata(): Promise<FakeGceMetadata> {
     if (path === `${INSTANCE_PREFIX}maintenance-event`) return reply(200, maintenance.get(vm) ?? "NONE");
     return reply(404);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const address = server.address() as AddressInfo;
-  const url = `http://${address.address}:${address.port}`;
-  const close = () =>
-    new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
+  const { url, close } = await listenOnFreePort(server);
   return {
     url,
     endpointFor: (name) => `${url}/${name}`,

@@ -33,7 +33,7 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOnFreePort } from "./http-listen.js";
 import { findExecutable, type Testbed } from "./testbed.js";
 
 /** One request the fake answered. */
@@ -174,17 +174,7 @@ export async function startFakeImds(options: FakeImdsOptions = {}): Promise<Fake
       });
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, options.host ?? "127.0.0.1", () => resolve());
-  });
-  const address = server.address() as AddressInfo;
-  const url = `http://${address.address}:${address.port}`;
-  const close = () =>
-    new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
+  const { url, close } = await listenOnFreePort(server, options.host);
   return {
     url,
     endpointFor: (id) => `${url}/${id}`,

@@ -6,7 +6,7 @@
  * {@link textAnswer}). What the API answers, and from which documentation page, stays in each fake.
  */
 import { createServer, type IncomingHttpHeaders } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOnFreePort } from "./http-listen.js";
 
 /** One request, as a fake REST server hands it to its handler. */
 export interface FakeRestRequest {
@@ -147,13 +147,6 @@ export async function startFakeRestServer<Recorded>(
     };
     run().catch((error: unknown) => send(options.failed(error)));
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  const close = () =>
-    new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
-  const origin = `http://127.0.0.1:${port}`;
+  const { url: origin, close } = await listenOnFreePort(server);
   return { url: `${origin}${prefix}`, origin, requests, close, [Symbol.asyncDispose]: close };
 }

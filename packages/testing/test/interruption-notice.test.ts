@@ -8,6 +8,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as sky from "@skyward/core";
+import type { InterruptionNoticeSource } from "@skyward/core/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeGceMetadata } from "../src/fake-gce-metadata.js";
 import { type FakeImds, startFakeImds } from "../src/fake-imds.js";
@@ -28,6 +29,19 @@ afterAll(async () => {
 });
 
 const alive = isProcessRunning;
+
+/** The real Local provider whose nodes read interruption notices from `source`, until `stopNotices()`. */
+function localWithNotices(source: (instanceId: string) => InterruptionNoticeSource) {
+  let interruptible = true;
+  const provider: sky.ProviderV1<sky.LocalCluster> = {
+    ...sky.Local(),
+    interruptionNotice: ({ instance }) => (interruptible ? source(instance.id) : null),
+  };
+  const stopNotices = () => {
+    interruptible = false;
+  };
+  return { provider, stopNotices };
+}
 
 describe("the fake IMDSv2", () => {
   it("answers as AWS documents: a session token first, 404 until a notice, then its JSON", async () => {
@@ -57,16 +71,12 @@ describe("the fake IMDSv2", () => {
 
 describe("a spot interruption notice on one node", () => {
   it("drains it, moves its queued tasks, replaces it at once; every result arrives once", async () => {
-    const local = sky.Local();
-    let interruptible = true;
     // The real Local provider, with a cloud's interruption notices (this fake IMDS) on its nodes.
-    const provider: sky.ProviderV1<sky.LocalCluster> = {
-      ...local,
-      interruptionNotice: ({ instance }) =>
-        interruptible
-          ? { kind: "aws-imds", endpoint: imds.endpointFor(instance.id), intervalSeconds: 0.2 }
-          : null,
-    };
+    const { provider, stopNotices } = localWithNotices((id) => ({
+      kind: "aws-imds",
+      endpoint: imds.endpointFor(id),
+      intervalSeconds: 0.2,
+    }));
     const events: sky.SkywardEvent[] = [];
     await using pool = await sky.compute(
       {
@@ -78,7 +88,7 @@ describe("a spot interruption notice on one node", () => {
       },
       { onEvent: (event) => events.push(event) },
     );
-    interruptible = false; // the replacement is on-demand: no notices
+    stopNotices(); // the replacement is on-demand: no notices
     const path = join(scratch, "notice.jsonl");
     const [, victim] = await pool.broadcast(whoami());
     const victimInstance = pool.nodes()[1]?.instanceId ?? "";
@@ -132,23 +142,19 @@ describe("a spot interruption notice on one node", () => {
 describe("a GCP Spot VM's preemption on one node", () => {
   it("is read from the metadata server (Metadata-Flavor: Google): the node is drained and replaced at once", async () => {
     await using metadata = await startFakeGceMetadata();
-    const local = sky.Local();
-    let interruptible = true;
     // The real Local provider, with Compute Engine's notices (this fake metadata server) on its nodes.
-    const provider: sky.ProviderV1<sky.LocalCluster> = {
-      ...local,
-      interruptionNotice: ({ instance }) =>
-        interruptible
-          ? { kind: "gcp-metadata", endpoint: metadata.endpointFor(instance.id), intervalSeconds: 0.2 }
-          : null,
-    };
+    const { provider, stopNotices } = localWithNotices((id) => ({
+      kind: "gcp-metadata",
+      endpoint: metadata.endpointFor(id),
+      intervalSeconds: 0.2,
+    }));
     await using pool = await sky.compute({
       provider,
       nodes: 2,
       image: { includes: [tasks] },
       options: { console: false },
     });
-    interruptible = false; // the replacement gets no notices
+    stopNotices(); // the replacement gets no notices
     const [, victim] = await pool.broadcast(whoami());
     const victimInstance = pool.nodes()[1]?.instanceId ?? "";
     const preempted = new Promise<sky.NodePreemptedEvent>((resolve) => pool.on("node.preempted", resolve));
