@@ -62,13 +62,16 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
     throw new UsageError("down needs either --pool ID or --all");
   }
   const { loaded, skipped } = await useProviders(context, flags.providers);
-  const { instances, failed } = await listLiveInstances(context, loaded);
+  const { instances, failed, partial } = await listLiveInstances(context, loaded);
   // Nothing could be asked: "No live instances." would be a guess, and there is nothing to clean up.
-  if (reportListing(context, loaded, skipped, failed)) return 1;
+  if (reportListing(context, loaded, skipped, failed, partial)) return 1;
   const inPool = (row: ListedInstance) =>
     poolOf(row.instance) === flags.pool || row.instance.tags["skyward:cluster"] === flags.pool;
   const targets = flags.all ? instances : instances.filter(inPool);
-  const incomplete = skipped.length + failed.length > 0;
+  const incomplete = skipped.length + failed.length + partial.length > 0;
+  // Providers whose listing missed some of their instances: what they listed is terminated, but their
+  // pools are not forgotten nor their shared resources removed (the missed instances may use them).
+  const unlisted = new Set([...failed, ...partial].map((entry) => entry.name));
   if (targets.length === 0) {
     if (!flags.json)
       context.out(flags.all ? "No live instances.\n" : `No live instances in pool ${flags.pool}.\n`);
@@ -121,14 +124,18 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
       );
     }
   }
-  await forgetTerminatedPools(context, terminated, notTerminated, flags.json);
+  await forgetTerminatedPools(
+    context,
+    terminated,
+    [...notTerminated, ...instances.filter((row) => unlisted.has(row.providerName))],
+    flags.json,
+  );
 
   // Then what the pools shared at each provider that has any (a dead client's teardown never ran).
   const outcomes: ResourceOutcome[] = [];
-  const unlisted = new Set(failed.map((entry) => entry.name));
   await Promise.all(
     loaded.map(async ({ name, provider }) => {
-      // A provider that could not even list (already reported) is not asked again.
+      // A provider that could not list all it has (already reported) is not asked again.
       if (!provider.cleanup || unlisted.has(name)) return;
       try {
         const result = await provider.cleanup({

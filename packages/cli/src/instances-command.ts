@@ -1,6 +1,6 @@
 /** `skyward instances`: the live instances Skyward started, at every provider (or those given). */
 import type { Provider } from "@skyward/core";
-import type { Instance } from "@skyward/core/contract";
+import { IncompleteListingError, type Instance } from "@skyward/core/contract";
 import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
 import { formatAge, formatCost, formatPrice, instanceCost, instanceForOutput, poolOf } from "./format.js";
 import { describeError, type LoadedProvider, type SkippedProvider } from "./providers.js";
@@ -35,55 +35,69 @@ export interface ListedInstance {
 
 /**
  * Every live (not terminated) instance Skyward tagged, from each provider's `listInstances`, oldest
- * first per provider; providers that cannot list (or fail to) are returned as skipped.
+ * first per provider; providers that cannot list (or fail to) are returned as failed, and those that
+ * could list only in part (`IncompleteListingError`: a region that refused) as partial, their
+ * instances found listed.
  */
 export async function listLiveInstances(
   context: CommandContext,
   loaded: readonly LoadedProvider[],
-): Promise<{ instances: ListedInstance[]; failed: SkippedProvider[] }> {
+): Promise<{ instances: ListedInstance[]; failed: SkippedProvider[]; partial: SkippedProvider[] }> {
   const failed: SkippedProvider[] = [];
+  const partial: SkippedProvider[] = [];
   const lists = await Promise.all(
     loaded.map(async ({ name, provider }): Promise<ListedInstance[]> => {
       if (!provider.listInstances) {
         failed.push({ name, reason: "cannot list instances (the provider has no listInstances)" });
         return [];
       }
-      try {
-        const all = await provider.listInstances({ signal: context.signal });
-        return all
+      const listed = (all: readonly Instance[]) =>
+        all
           .filter((instance) => instance.status !== "terminated")
           .map((instance) => {
             if (instance.ssh?.privateKey) context.redactor.add(instance.ssh.privateKey);
             return { providerName: name, provider, instance };
           });
+      try {
+        return listed(await provider.listInstances({ signal: context.signal }));
       } catch (error) {
-        failed.push({ name, reason: describeError(error) });
-        return [];
+        if (!IncompleteListingError.isInstance(error)) {
+          failed.push({ name, reason: describeError(error) });
+          return [];
+        }
+        partial.push({ name, reason: describeError(error) });
+        return listed(error.found);
       }
     }),
   );
   // Failures in the order the providers are configured, not the order they answered: the same output each run.
   const order = new Map(loaded.map(({ name }, index) => [name, index]));
-  failed.sort((a, b) => (order.get(a.name) ?? 0) - (order.get(b.name) ?? 0));
+  const byOrder = (a: SkippedProvider, b: SkippedProvider) =>
+    (order.get(a.name) ?? 0) - (order.get(b.name) ?? 0);
+  failed.sort(byOrder);
+  partial.sort(byOrder);
   const instances = lists
     .flat()
     .sort(
       (a, b) => a.providerName.localeCompare(b.providerName) || a.instance.createdAt - b.instance.createdAt,
     );
-  return { instances, failed };
+  return { instances, failed, partial };
 }
 
 /**
- * Reports the providers skipped or failed (one line each, on stderr) and, when none could be asked at
- * all, says so; returns true in that case, when a command that lists must not claim there is nothing.
+ * Reports the providers skipped, failed or listed in part (one line each, on stderr) and, when none
+ * could be asked at all, says so; returns true in that case, when a command that lists must not claim
+ * there is nothing.
  */
 export function reportListing(
   context: CommandContext,
   loaded: readonly LoadedProvider[],
   skipped: readonly SkippedProvider[],
   failed: readonly SkippedProvider[],
+  partial: readonly SkippedProvider[],
 ): boolean {
   reportSkipped(context, [...skipped, ...failed]);
+  for (const entry of partial) context.err(`skyward: ${entry.name} listed in part: ${entry.reason}\n`);
   if (loaded.length > failed.length) return false;
   context.err("skyward: no provider could be asked for its instances\n");
   return true;
@@ -162,8 +176,8 @@ export function printPoolCosts(context: CommandContext, instances: readonly List
 /** Runs `skyward instances`; resolves with the exit code. */
 export async function instancesCommand(context: CommandContext, flags: InstancesFlags): Promise<number> {
   const { loaded, skipped } = await useProviders(context, flags.providers);
-  const { instances, failed } = await listLiveInstances(context, loaded);
-  if (reportListing(context, loaded, skipped, failed)) return 1;
+  const { instances, failed, partial } = await listLiveInstances(context, loaded);
+  if (reportListing(context, loaded, skipped, failed, partial)) return 1;
   if (flags.json) {
     const output = instances.map((row) => instanceForOutput(row.providerName, row.instance));
     context.out(`${JSON.stringify(output, null, 2)}\n`);

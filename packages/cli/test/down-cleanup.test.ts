@@ -17,9 +17,9 @@ const API_KEY = "sk-fake-cleanup-0123456789abcdef";
 let scratch = "";
 let project = "";
 
-function run(args: readonly string[]): Promise<CliRun> {
+function run(args: readonly string[], cwd = project): Promise<CliRun> {
   return runCli(args, {
-    cwd: project,
+    cwd,
     env: { PATH: process.env.PATH ?? "", HOME: join(scratch, "home"), FAKE_CLOUD_API_KEY: API_KEY },
   });
 }
@@ -35,6 +35,26 @@ const instance = (id: string, cluster: string, pool: string) => ({
   offerId: "x",
   createdAt: Date.now() - 60_000,
   tags: { "skyward:cluster": cluster, "skyward:pool": pool },
+});
+
+/** What a detached cloud pool leaves (state.ts's DetachedPoolState; no token is read here). */
+const detached = (id: string, provider = "fake", instanceId = "i-a") => ({
+  version: 1,
+  id,
+  provider,
+  providerSettings: {},
+  clusterId: `c-${id}`,
+  root: null,
+  workdir: null,
+  instanceType: "x",
+  region: "r",
+  spot: false,
+  nodes: [{ index: 0, instanceId, pid: 0, hourlyPrice: 1 }],
+  tasks: [],
+  ttl: 600,
+  detachedAt: Date.now() - 60_000,
+  pid: 1,
+  token: "unused",
 });
 
 async function clusters(): Promise<string[]> {
@@ -134,25 +154,6 @@ describe("skyward down removes what the pools shared", () => {
   it("forgets a detached pool whose instances it terminated: `skyward pools` no longer lists it", async () => {
     const pools = join(scratch, "home", ".skyward", "pools");
     await mkdir(pools, { recursive: true });
-    // What a detached cloud pool leaves (state.ts's DetachedPoolState; no token is read here).
-    const detached = (id: string) => ({
-      version: 1,
-      id,
-      provider: "fake",
-      providerSettings: {},
-      clusterId: `c-${id}`,
-      root: null,
-      workdir: null,
-      instanceType: "x",
-      region: "r",
-      spot: false,
-      nodes: [{ index: 0, instanceId: "i-a", pid: 0, hourlyPrice: 1 }],
-      tasks: [],
-      ttl: 600,
-      detachedAt: Date.now() - 60_000,
-      pid: 1,
-      token: "unused",
-    });
     await writeFile(join(pools, "p1.json"), JSON.stringify(detached("p1")));
     await writeFile(join(pools, "p9.json"), JSON.stringify(detached("p9")));
     expect((await run(["pools", "--json"])).stdout).toContain('"p1"');
@@ -162,6 +163,71 @@ describe("skyward down removes what the pools shared", () => {
     const listed = (await run(["pools", "--json"])).stdout;
     expect(listed).not.toContain('"p1"');
     expect(listed).toContain('"p9"'); // another pool's state stays
+    await rm(pools, { recursive: true, force: true });
+  });
+
+  it("a provider that could list only some regions: what it listed is terminated, the rest named, exit code 1, nothing of its pools removed or forgotten", async () => {
+    const inRegion = (id: string, pool: string, region: string) => {
+      const base = instance(id, `c-${pool}`, pool);
+      return { ...base, tags: { ...base.tags, "fake:region": region } };
+    };
+    await writeFile(
+      join(scratch, "regions.json"),
+      JSON.stringify({
+        offers: [],
+        // Pool q1 has a node in each region; pool q2 lives in the region that is listed.
+        instances: [
+          inRegion("i-east", "q1", "r-1"),
+          inRegion("i-west", "q1", "r-2"),
+          inRegion("i-q2", "q2", "r-1"),
+        ],
+        clusters: ["c-q1", "c-q2"],
+        clusterPools: { "c-q1": "q1", "c-q2": "q2" },
+      }),
+    );
+    // The same fake over a state of its own, one of whose regions refuses to be listed.
+    const regions = join(scratch, "regions-project");
+    await mkdir(join(regions, "node_modules"), { recursive: true });
+    await symlink(fixturePackage, join(regions, "node_modules", "skyward-provider-fake"), "dir");
+    await writeFile(
+      join(regions, "skyward.toml"),
+      [
+        "[providers.regions]",
+        'type = "fake"',
+        'package = "skyward-provider-fake"',
+        'provider_name = "regions"',
+        `state_file = "${join(scratch, "regions.json")}"`,
+        'refused_region = "r-2"',
+        "",
+      ].join("\n"),
+    );
+    const pools = join(scratch, "home", ".skyward", "pools");
+    await mkdir(pools, { recursive: true });
+    await writeFile(join(pools, "q1.json"), JSON.stringify(detached("q1", "regions", "i-east")));
+    const listedOnly = await run(["instances", "--json"], regions);
+    expect(listedOnly.stderr).toBe(
+      "skyward: regions listed in part: could not list the instances of a region (r-2: UnauthorizedOperation)\n",
+    );
+    expect(JSON.parse(listedOnly.stdout).map((row: { id: string }) => row.id)).toEqual(["i-east", "i-q2"]);
+
+    const result = await run(["down", "--all", "--yes"], regions);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain("Terminated i-east (regions, pool q1)\n");
+    expect(result.stdout).toContain("Terminated i-q2 (regions, pool q2)\n");
+    expect(result.stderr).toContain(
+      "skyward: regions listed in part: could not list the instances of a region (r-2",
+    );
+    const state = JSON.parse(await readFile(join(scratch, "regions.json"), "utf8"));
+    expect(
+      Object.fromEntries(
+        state.instances.map((entry: { id: string; status: string }) => [entry.id, entry.status]),
+      ),
+    ).toEqual({ "i-east": "terminated", "i-west": "running", "i-q2": "terminated" });
+    // No cleanup at a provider whose listing was incomplete: the unlisted node may still use them.
+    expect(state.clusters).toEqual(["c-q1", "c-q2"]);
+    // Pool q1 still has its unlisted node: it is not forgotten.
+    expect(result.stdout).not.toContain("Forgot detached pool");
+    expect((await run(["pools", "--json"], regions)).stdout).toContain('"q1"');
     await rm(pools, { recursive: true, force: true });
   });
 

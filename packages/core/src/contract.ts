@@ -30,6 +30,7 @@ export {
   renderPluginsPhase,
   validateBootstrapInput,
 } from "./contract/bootstrap-ops.js";
+export { IncompleteListingError } from "./contract/incomplete-listing.js";
 // Launch commands
 export type { LaunchCommandFields, LaunchContext } from "./contract/launch-command.js";
 export { LaunchCommand, shellQuote } from "./contract/launch-command.js";

@@ -17,6 +17,7 @@ import type {
   ProviderV1,
   RecordedCluster,
 } from "@skyward/core/contract";
+import { IncompleteListingError } from "@skyward/core/contract";
 import {
   fitsAllocationAndBudget,
   hourlyPriceFromTags,
@@ -366,29 +367,41 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     },
 
     async listInstances({ signal }) {
-      const found = (
-        await Promise.all(
-          (
-            await searchRegions(signal)
-          ).map((region) =>
-            describeInstances(
-              clientsFor(region),
-              [
-                { Name: "tag-key", Values: [AWS_TAGS.cluster] },
-                { Name: "instance-state-name", Values: LIVE_STATES },
-              ],
-              signal,
-            ),
+      const regions = await searchRegions(signal);
+      // Each region on its own: one that refuses (not enabled, denied by a policy) must not hide the
+      // instances of the others from `skyward down`.
+      const settled = await Promise.allSettled(
+        regions.map((region) =>
+          describeInstances(
+            clientsFor(region),
+            [
+              { Name: "tag-key", Values: [AWS_TAGS.cluster] },
+              { Name: "instance-state-name", Values: LIVE_STATES },
+            ],
+            signal,
           ),
-        )
-      ).flat();
-      return found.map((raw) => {
+        ),
+      );
+      signal.throwIfAborted();
+      const found = settled.flatMap((outcome) => (outcome.status === "fulfilled" ? outcome.value : []));
+      const instances = found.map((raw) => {
         const keyFile = raw.KeyName ? privateKeyPath(raw.KeyName) : undefined;
         return toInstance(
           raw,
           keyFile !== undefined && existsSync(keyFile) ? { identityFile: keyFile } : {},
           "",
         );
+      });
+      const missed = settled.flatMap((outcome, index) =>
+        outcome.status === "rejected" ? [`${regions[index]}: ${(outcome.reason as Error).message}`] : [],
+      );
+      if (missed.length === 0) return instances;
+      const first = settled.find((outcome) => outcome.status === "rejected");
+      throw new IncompleteListingError({
+        provider: PROVIDER_NAME,
+        found: instances,
+        message: `could not list the instances of ${missed.length === 1 ? "a region" : `${missed.length} regions`} (${missed.join("; ")}); those found in the other ${regions.length - missed.length} are listed`,
+        cause: first?.status === "rejected" ? first.reason : undefined,
       });
     },
   };

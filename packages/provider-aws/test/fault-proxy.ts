@@ -23,13 +23,14 @@ export interface FaultProxy {
 }
 
 /**
- * Starts a proxy to `target`; `fault` decides per EC2 call (action and form parameters) whether to fail
+ * Starts a proxy to `target`; `fault` decides per EC2 call (action, form parameters, the region it is
+ * signed for) whether to fail
  * it, and `rewrite` may change the body of moto's answer to a call (e.g. show an instance as
  * `shutting-down`, a state moto never reports), or hold it (a promise).
  */
 export async function startFaultProxy(
   target: string,
-  fault: (action: string, params: URLSearchParams) => InjectedFault | undefined,
+  fault: (action: string, params: URLSearchParams, region: string | undefined) => InjectedFault | undefined,
   rewrite?: (action: string, params: URLSearchParams, body: string) => string | Promise<string>,
 ): Promise<FaultProxy> {
   const upstream = new URL(target);
@@ -42,7 +43,9 @@ export async function startFaultProxy(
       const params = new URLSearchParams(body.toString("utf8"));
       const action = params.get("Action") ?? "";
       if (action) calls.push({ action, params });
-      const injected = action ? fault(action, params) : undefined;
+      // The region the call is signed for (SigV4's credential scope: KEY/DATE/REGION/ec2/aws4_request).
+      const region = /Credential=[^/]+\/\d+\/([^/]+)\//.exec(incoming.headers.authorization ?? "")?.[1];
+      const injected = action ? fault(action, params, region) : undefined;
       if (injected) {
         outgoing.writeHead(injected.status, { "content-type": "text/xml" });
         outgoing.end(

@@ -15,7 +15,12 @@ import {
   EC2Client,
   type Instance as Ec2Instance,
 } from "@aws-sdk/client-ec2";
-import { type Cluster, clusterFromInstance, type Offer } from "@skyward/core/contract";
+import {
+  type Cluster,
+  clusterFromInstance,
+  IncompleteListingError,
+  type Offer,
+} from "@skyward/core/contract";
 import { whenRunning } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { AWS, type AwsClusterData } from "../src/aws-provider.js";
@@ -278,6 +283,39 @@ describe.skipIf(skipReason !== undefined)("AWS real account: network, images, re
         securityGroups: [],
         keyPairs: [],
       });
+    });
+
+    it("a region that refuses to be listed hides nothing of the others: the instances found come with the error naming it", async () => {
+      const aws = AWS({ endpoint: suite.moto.endpoint });
+      const offer = await offerOf(aws, cpuQuery, "t3.medium");
+      const cluster = await aws.prepare({ spec: poolSpec(), offer, ...call("east0001") });
+      const [instance] = await aws.provision({ cluster, count: 1, ...call() });
+      // us-west-2 answers as a region the account may not use (AWS's UnauthorizedOperation).
+      const proxy = await startFaultProxy(suite.moto.endpoint, (action, _params, region) =>
+        action === "DescribeInstances" && region === "us-west-2"
+          ? {
+              status: 403,
+              code: "UnauthorizedOperation",
+              message: "You are not authorized to perform this operation.",
+            }
+          : undefined,
+      );
+      try {
+        const listing = AWS({ endpoint: proxy.endpoint, regions: ["us-west-2"] }).listInstances?.(call());
+        const error = await listing?.then(
+          () => undefined,
+          (reason: unknown) => reason,
+        );
+        expect(IncompleteListingError.isInstance(error)).toBe(true);
+        const incomplete = error as IncompleteListingError;
+        expect(incomplete.found.map((found) => found.id)).toEqual([instance?.id]);
+        expect(incomplete.message).toMatch(
+          /could not list the instances of a region \(us-west-2: .*not authorized/,
+        );
+      } finally {
+        await proxy.close();
+        await aws.teardown({ cluster, ...call() });
+      }
     });
   });
 });

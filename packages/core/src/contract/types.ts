@@ -232,7 +232,8 @@ export interface ProviderV1<Specific = unknown> {
 
   /**
    * Lists every instance Skyward created at this provider (found by its tags), across pools, for the
-   * CLI. Optional; read-only.
+   * CLI. Optional; read-only. A provider that looks in several places (regions) and could ask only
+   * some throws `IncompleteListingError` with what it found: never a shorter list as if complete.
    */
   listInstances?(options: ProviderCallOptions): Promise<readonly Instance[]>;
 
