@@ -139,6 +139,38 @@ describe("several specs", () => {
     ]);
   }, 60_000);
 
+  it("refuse a provider's ConfigurationError from offers as it is: no fallback to the next spec, no 'no offers'", async () => {
+    const local = sky.Local();
+    const misconfigured: sky.Provider = {
+      ...local,
+      name: "misconfigured",
+      async offers() {
+        throw new sky.ConfigurationError({
+          issues: [{ path: "region", message: 'expected a region such as "us-east-1", got "us-east-1a"' }],
+        });
+      },
+    };
+    let provisioned = 0;
+    const fallback: sky.Provider = {
+      ...local,
+      async provision(options) {
+        provisioned += 1;
+        return local.provision(options as never);
+      },
+    } as sky.Provider;
+    const error = await sky
+      .compute({
+        specs: [{ provider: misconfigured }, { provider: fallback, image: { includes: [tasks] } }],
+        options: { console: false, selection: "first" },
+      })
+      .catch((caught: unknown) => caught);
+    expect(sky.ConfigurationError.isInstance(error)).toBe(true);
+    expect((error as sky.ConfigurationError).issues).toEqual([
+      { path: "region", message: 'expected a region such as "us-east-1", got "us-east-1a"' },
+    ]);
+    expect(provisioned).toBe(0);
+  }, 60_000);
+
   it("wait for pending instances to run before starting their workers", async () => {
     const local = sky.Local();
     let polls = 0;

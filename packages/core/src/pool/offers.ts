@@ -9,7 +9,7 @@ import {
   offerQuery,
   type Provider,
 } from "../contract/provider.js";
-import { NoOffersError, type ProvisionAttempt } from "../errors/errors.js";
+import { ConfigurationError, NoOffersError, type ProvisionAttempt } from "../errors/errors.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
 import { cachedOffers } from "./offer-cache.js";
@@ -31,7 +31,8 @@ export interface RankedOffers {
 
 /**
  * The offers of every spec, best first (at most three per spec); `defaultProvider` makes the provider of
- * a spec that names none. Throws a `NoOffersError` when no spec has a usable offer.
+ * a spec that names none. Throws a `NoOffersError` when no spec has a usable offer, and a provider's
+ * `ConfigurationError` as it is.
  */
 export async function rankOffers(
   specs: readonly PoolSpec[],
@@ -55,6 +56,9 @@ export async function rankOffers(
       offers = await cachedOffers(provider, query, { signal });
     } catch (error) {
       if (signal.aborted) throw abortError(signal, "Looking for offers");
+      // The user's settings are wrong (a field the provider refuses): said as such, before anything
+      // starts, rather than as "no offers" or by falling back to another spec's provider.
+      if (ConfigurationError.isInstance(error)) throw error;
       attempts.push({ provider: provider.name, reason: `offers failed: ${(error as Error).message}` });
       continue;
     }
