@@ -480,7 +480,10 @@ describe("credentials and tokens", () => {
     // Every call needs a token: a token request failed once failed the call with it — a teardown, say,
     // whose instances then billed on until `skyward down` was run again.
     fake.faults.tokenFailures = 2;
-    const offers = await provider().offers({ query: { accelerator: null, allocation: "on-demand" }, ...call() });
+    const offers = await provider().offers({
+      query: { accelerator: null, allocation: "on-demand" },
+      ...call(),
+    });
     expect(offers).not.toHaveLength(0);
     expect(fake.requests.filter((request) => request.path === "/v1/oauth2/token")).toHaveLength(3);
   });
