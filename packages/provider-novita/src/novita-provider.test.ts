@@ -16,6 +16,7 @@ import {
 } from "@skyward/core";
 import { createProviderFromEntry } from "@skyward/core/config";
 import { type Offer, offerQuery, resolvePoolSpec } from "@skyward/core/contract";
+import { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "@skyward/provider-utils";
 import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -137,6 +138,16 @@ describe("offers", () => {
 });
 
 describe("provision", () => {
+  it("image pulls: the pool waits the image-pull provisioning timeout unless the options set one", () => {
+    // Novita pulls the image before the container starts (List Instances' status `pulling`): a large
+    // CUDA image on a host without it takes far longer than the default 300 s.
+    const novita = provider();
+    expect(novita.capabilities.provisionTimeout).toBe(IMAGE_PULL_PROVISION_TIMEOUT_SECONDS);
+    expect(resolvePoolSpec(toSpec({ provider: novita }), poolOptions({})).provisionTimeout).toBe(1800);
+    const short = poolOptions({ provisionTimeout: 120 });
+    expect(resolvePoolSpec(toSpec({ provider: novita }), short).provisionTimeout).toBe(120);
+  });
+
   it("creates a container of the image with 22/tcp, PUBLIC_KEY and the tags in its env, and the sshd start command", async () => {
     const { novita, cluster } = await clusterFor(
       { accelerator: accelerators.RTX_4090(), allocation: "on-demand", diskGb: 80 },

@@ -7,6 +7,7 @@ import {
   acceleratorFromNames,
   containerStartCommand,
   curlSelfDestructProgram,
+  IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   type MachineAdapter,
   type MachineClusterData,
   machineAdapterHalf,
@@ -113,7 +114,15 @@ const addressOf = () => undefined;
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
   const api = novitaClient(settings);
-  const { standIns, fields } = machineAdapterHalf({ name: "novita", label: "Novita", settings, addressOf });
+  // Novita pulls the image before the container starts (`pulling`): as long a wait as RunPod's and Vast.ai's.
+  const capabilities = Object.freeze({
+    spot: true,
+    offerCache: "marketplace",
+    peerNetwork: "none",
+    provisionTimeout: IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
+  });
+  const half = { name: "novita", label: "Novita", settings, addressOf, capabilities };
+  const { standIns, fields } = machineAdapterHalf(half);
   const machine = mappedMachine<NovitaInstance, { id: string; host: string; port: number }>(standIns, {
     // List Instances → `status`; the others (toCreate, pulling, starting…) are on their way.
     statuses: {

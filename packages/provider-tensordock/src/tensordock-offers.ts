@@ -66,8 +66,13 @@ export async function tensordockOffers(
       // Skyward reaches a VM on port 22 of its own address: only locations with dedicated IPs.
       if (gpu.network_features?.dedicated_ip_available === false) return [];
       if (model?.name !== accelerator || (gpu.max_count ?? 0) < count || perGpu === null) return [];
+      // A rate left out is a price not known (never a free resource): no offer, no cap could hold it.
       const rates = [per?.per_vcpu_hr, per?.per_gb_ram_hr, per?.per_gb_storage_hr];
-      const hourly = amounts.reduce((sum, amount, at) => sum + (rates[at] ?? 0) * amount, perGpu * count);
+      if (rates.some((rate) => rate == null)) return [];
+      const hourly = amounts.reduce(
+        (sum, amount, at) => sum + (rates[at] as number) * amount,
+        perGpu * count,
+      );
       const specific: TensorDockOfferData = {
         locationId: location.id,
         gpuModel: gpu.v0Name,

@@ -117,6 +117,28 @@ describe("TensorDock settings", () => {
     // 2 × 0.35 + 16 × 0.003 + 64 × 0.002 + 500 × 0.00005
     expect(big).toMatchObject({ vcpus: 16, memoryGb: 64, diskGb: 500, onDemandPrice: 0.901 });
   });
+
+  it("never offer a GPU whose vCPU, RAM or storage rate the answer leaves out: its price would be the GPUs' alone", async () => {
+    // The documented answer prices every resource (`pricing`, "Fetch Hostnodes and Locations"): an
+    // answer without a rate is a price not known, not a free resource, and no cap could hold it.
+    const unpriced = locations.map((location) => ({
+      ...location,
+      gpus: location.gpus.map(({ pricing, ...gpu }) => ({
+        ...gpu,
+        pricing: { per_vcpu_hr: pricing.per_vcpu_hr, per_gb_ram_hr: pricing.per_gb_ram_hr },
+      })),
+    }));
+    await using partial = await startFakeTensorDock({ locations: unpriced as typeof locations });
+    const offers = await TensorDock({
+      apiUrl: partial.apiUrl,
+      apiKey: partial.token,
+      retryDelayMs: 1,
+    }).offers({
+      query: { accelerator: { name: "RTX_4090", count: 1 }, allocation: "on-demand", maxHourlyCost: 5 },
+      signal: signal(),
+    });
+    expect(offers).toEqual([]);
+  });
 });
 
 describe("form factors", () => {

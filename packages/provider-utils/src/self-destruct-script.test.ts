@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { access, constants, mkdtemp, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -24,7 +24,7 @@ afterEach(async () => {
   await rm(directory, { recursive: true, force: true });
 });
 
-async function boot(watchdog?: { seconds: number; root: string; target: string }) {
+async function boot(watchdog?: { seconds: number; root: string; target: string; perBootDirectory?: string }) {
   const calls = join(directory, "calls.log");
   const script = renderSelfDestructScript({
     secret: SECRET,
@@ -70,4 +70,33 @@ describe("renderSelfDestructScript", () => {
     const { script } = await boot({ seconds: 0, root: "/opt/skyward", target: "x" });
     expect(script).not.toContain("watchdog");
   });
+
+  it("the boot watchdog runs again at every boot and counts only a worker started since that boot", async () => {
+    // Cloud-init runs user data (TensorDock's runcmd, Hyperstack's user_data) at the first boot only.
+    // A VM rebooted (host maintenance) lost its worker and the worker's TTL with the old boot, but
+    // keeps its worker.pid/worker.log: with the client dead or detached, nothing else ends it.
+    const root = join(directory, "root");
+    const perBootDirectory = join(directory, "per-boot");
+    await run("mkdir", ["-p", root, perBootDirectory]);
+    const uptime = Math.floor(Number((await readFile("/proc/uptime", "utf8")).split(" ")[0]));
+    const bootedAt = Date.now() / 1000 - uptime - 1;
+    for (const name of ["worker.pid", "worker.log"]) {
+      await writeFile(join(root, name), "4242\n");
+      await utimes(join(root, name), bootedAt - 3600, bootedAt - 3600);
+    }
+    const { calls } = await boot({ seconds: 1, root, target: "vm-rebooted", perBootDirectory });
+    expect(await waitForFile(calls, 10_000)).toBe(`vm-rebooted ${SECRET}\n`);
+    // The next boot: cloud-init runs the per-boot copy, which watches again.
+    const copy = join(perBootDirectory, "skyward-boot-watchdog");
+    await access(copy, constants.X_OK);
+    await rm(calls);
+    await run("sh", [copy]);
+    expect(await waitForFile(calls, 10_000)).toBe(`vm-rebooted ${SECRET}\n`);
+    // A worker started since this boot spares the VM.
+    await rm(calls);
+    await writeFile(join(root, "worker.pid"), "4243\n");
+    await run("sh", [copy]);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await readFile(calls, "utf8").catch(() => "")).toBe("");
+  }, 30_000);
 });

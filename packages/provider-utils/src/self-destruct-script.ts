@@ -8,8 +8,18 @@
  * - a boot watchdog: if no Skyward worker has started within N seconds of boot (the client died before
  *   bootstrapping the VM), the command runs with the VM's own name. Once a worker has started, the
  *   worker's own TTL decides (it runs the provider's `selfDestruct`, which calls the same command).
+ *   User data runs at the first boot only: the watchdog is also put among cloud-init's per-boot
+ *   scripts, so that a VM rebooted (host maintenance), whose worker and TTL died with the old boot,
+ *   is watched again — only a worker started since that boot counts ({@link workerStartedFunction}).
  */
 import { shellQuote } from "@skyward/core/contract";
+import { workerStartedFunction } from "./worker-started.js";
+
+/**
+ * Where cloud-init keeps the scripts it runs at every boot (its `scripts_per_boot` module,
+ * https://cloudinit.readthedocs.io/en/latest/reference/modules.html#scripts-per-boot).
+ */
+const PER_BOOT_DIRECTORY = "/var/lib/cloud/scripts/per-boot";
 
 /** What {@link renderSelfDestructScript} is given. */
 export interface SelfDestructScriptOptions {
@@ -34,6 +44,8 @@ export interface SelfDestructScriptOptions {
     readonly root: string;
     /** What the command is given when the watchdog fires: the VM's own name. */
     readonly target: string;
+    /** Where the watchdog is put to run at every later boot; default cloud-init's per-boot scripts. */
+    readonly perBootDirectory?: string;
   };
 }
 
@@ -79,16 +91,26 @@ export function renderSelfDestructScript(options: SelfDestructScriptOptions): st
   const watchdog = options.watchdog;
   const seconds = Math.max(0, Math.ceil(watchdog?.seconds ?? 0));
   if (watchdog && seconds > 0) {
-    const root = shellQuote(watchdog.root);
+    // Kept beside the command, run now, and copied among the per-boot scripts where cloud-init keeps
+    // them (a machine without that directory, or a failed copy, still has this boot watched).
+    const script = shellQuote(`${options.commandPath}-boot-watchdog`);
+    const perBoot = watchdog.perBootDirectory ?? PER_BOOT_DIRECTORY;
     lines.push(
-      `# Boot watchdog: no Skyward worker within ${seconds} s of boot, and this VM ends itself.`,
+      `# Boot watchdog: no Skyward worker within ${seconds} s of this boot, and this VM ends itself.`,
+      `cat > ${script} <<'SKYWARD_WATCHDOG'`,
+      "#!/bin/sh",
+      workerStartedFunction(watchdog.root),
       "(",
       "  exec </dev/null >/dev/null 2>&1",
       "  up=$(cut -d. -f1 /proc/uptime 2>/dev/null || echo 0)",
       `  remaining=$((${seconds} - up))`,
       '  if [ "$remaining" -gt 0 ]; then sleep "$remaining"; fi',
-      `  if [ ! -e ${root}/worker.pid ] && [ ! -e ${root}/worker.log ]; then ${command} ${shellQuote(watchdog.target)}; fi`,
+      `  if ! skyward_started; then ${command} ${shellQuote(watchdog.target)}; fi`,
       ") &",
+      "SKYWARD_WATCHDOG",
+      `chmod 700 ${script}`,
+      `[ -d ${shellQuote(perBoot)} ] && cp ${script} ${shellQuote(`${perBoot}/skyward-boot-watchdog`)} 2>/dev/null`,
+      `sh ${script}`,
     );
   }
   lines.push("exit 0");

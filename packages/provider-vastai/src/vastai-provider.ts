@@ -17,6 +17,7 @@ import {
   machineErrorKind,
   machineProviderFactories,
   mappedMachine,
+  readAfterCreate,
   skywardTags,
   standInSeam,
 } from "@skyward/provider-utils";
@@ -218,13 +219,13 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
             });
             throw error;
           });
-        return vastInstanceSchema.parse({
-          id,
-          label,
-          actual_status: "loading",
-          is_bid: spot,
-          dph_total: price,
-        });
+        const asked = { id, label, actual_status: "loading", is_bid: spot, dph_total: price };
+        if (spot) return vastInstanceSchema.parse(asked);
+        // An on-demand rent takes no price: what it bills is read back, the ask may have been raised since
+        // the offer was cached (the base deletes an instance over the cap).
+        const read = client.get({ id }, signal).then(({ instances }) => instances ?? asked);
+        const instance = await readAfterCreate(read, () => asked, signal);
+        return vastInstanceSchema.parse({ ...asked, ...instance, dph_total: instance.dph_total ?? price });
       }
     const message =
       refusals.length > 0 ? refusals.join("; ") : "Vast.ai has no other ask of this kind to rent";

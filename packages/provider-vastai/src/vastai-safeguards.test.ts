@@ -6,6 +6,7 @@ import { HttpResponse, http } from "msw";
 import { describe, expect, it } from "vitest";
 import { SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
 import errors from "../test/fixtures/errors.json" with { type: "json" };
+import market from "../test/fixtures/offers.json" with { type: "json" };
 import { classifyVastError } from "./vastai-api.js";
 import { VastAI } from "./vastai-provider.js";
 import type { VastAISettings } from "./vastai-settings.js";
@@ -207,5 +208,33 @@ describe("nothing left billing unsaid", () => {
       actual_status: "running",
     });
     await expect(vast.listInstances?.(call())).rejects.toThrow(/without a numeric id/);
+  });
+});
+
+describe("the price cap", () => {
+  it("is checked against the price the rented instance bills, not the offer's cached one", async () => {
+    // Offers are cached up to an hour (a marketplace's): a host may raise its ask meanwhile, and an
+    // on-demand rent takes no price, so the instance bills the new one.
+    const vast = paced();
+    const spec = resolvePoolSpec(
+      toSpec({ provider: vast, accelerator: accelerators.RTX_4090(), allocation: "on-demand" }),
+      poolOptions({}),
+    );
+    const [offer] = await vast.offers({ query: offerQuery(spec), ...call() });
+    if (!offer?.onDemandPrice) throw new Error("no on-demand offer");
+    const cap = offer.onDemandPrice + 0.01;
+    const cluster = await vast.prepare({ spec: { ...spec, maxHourlyCost: cap }, offer, ...call() });
+    const raised = market.offers.find((entry) => entry.id === Number(offer.id.replace("vastai:", "")));
+    if (!raised) throw new Error("the offer's ask is not in the fixture");
+    const before = raised.dph_total;
+    raised.dph_total = cap + 1;
+    try {
+      await vast.provision({ cluster, count: 1, ...call() }).catch(() => []);
+      const live = await fake.faults.live();
+      expect(live.filter((instance) => instance.hourlyPrice > cap)).toEqual([]);
+    } finally {
+      raised.dph_total = before;
+      await vast.teardown({ cluster, ...call() });
+    }
   });
 });

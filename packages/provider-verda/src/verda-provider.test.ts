@@ -476,6 +476,18 @@ describe("credentials and tokens", () => {
     expect(tokenRequests()).toHaveLength(2);
   });
 
+  it("asks for a token again when the token service fails for a moment (5xx), as every other call is", async () => {
+    // Every call needs a token: a token request failed once failed the call with it — a teardown, say,
+    // whose instances then billed on until `skyward down` was run again.
+    fake.faults.tokenFailures = 2;
+    const offers = await provider().offers({
+      query: { accelerator: null, allocation: "on-demand" },
+      ...call(),
+    });
+    expect(offers).not.toHaveLength(0);
+    expect(fake.requests.filter((request) => request.path === "/v1/oauth2/token")).toHaveLength(3);
+  });
+
   it("refuses wrong credentials by name, without the secret", async () => {
     const error = await provider({ clientSecret: "wrong-secret-value" })
       .offers({ query: { accelerator: null, allocation: "on-demand" }, ...call() })

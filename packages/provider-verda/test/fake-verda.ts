@@ -173,6 +173,8 @@ export interface FakeVerda extends AsyncDisposable {
     unlisted: Set<string>;
     /** Reads of `GET /instances/{id}` still to answer 404 (an instance a moment behind its deploy). */
     notFoundReads: number;
+    /** Token requests still to answer 503 (the token service failing for a moment). */
+    tokenFailures: number;
   };
   /** The fault matrix's switches (a 429 storm, a 207, refusals, an unknown list shape) and every instance deployed, at its price. */
   readonly switches: FakeFaultSwitches;
@@ -205,6 +207,7 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
     loseNextDeployAnswer: false,
     unlisted: new Set<string>(),
     notFoundReads: 0,
+    tokenFailures: 0,
   };
   const capacity = { onDemand: Number.POSITIVE_INFINITY, spot: Number.POSITIVE_INFINITY };
   let nextAddress = 10;
@@ -449,7 +452,7 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       body,
     }),
     handle: (request) => {
-      // The token request is not retried by the client (it fails at once): the storm hits the API's calls.
+      // The storm hits the API's calls, not the token request (one an hour; see tokenFailures for its own).
       const limited =
         request.path === "/oauth2/token"
           ? undefined
@@ -457,6 +460,10 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       if (limited) return limited;
       // Docs: "Authentication" → "Generate access token" (client credentials in a JSON body).
       if (request.method === "POST" && request.path === "/oauth2/token") {
+        if (faults.tokenFailures > 0) {
+          faults.tokenFailures -= 1;
+          return error(503, "service_unavailable", "Service temporarily unavailable");
+        }
         const credentials = request.body as Record<string, unknown> | undefined;
         if (
           credentials?.grant_type !== "client_credentials" ||
@@ -537,6 +544,7 @@ export async function startFakeVerda(options: { hosts?: readonly TestbedHost[] }
       faults.loseNextDeployAnswer = false;
       faults.unlisted.clear();
       faults.notFoundReads = 0;
+      faults.tokenFailures = 0;
       capacity.onDemand = Number.POSITIVE_INFINITY;
       capacity.spot = Number.POSITIVE_INFINITY;
     },

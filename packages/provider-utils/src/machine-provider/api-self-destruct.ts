@@ -47,6 +47,8 @@ export interface ApiBootScriptOptions {
   readonly keyFile?: string;
   /** Where the command is installed; default {@link SELF_DESTRUCT_COMMAND}. */
   readonly commandPath?: string;
+  /** Where the watchdog is put to run at every later boot; default cloud-init's per-boot scripts. */
+  readonly perBootDirectory?: string;
 }
 
 /** Renders a VM's boot script for the API `api`; see the module comment. */
@@ -65,7 +67,12 @@ export function renderApiBootScript(api: SelfDestructApi, options: ApiBootScript
     }),
     programArguments: [options.apiUrl],
     commandPath: options.commandPath ?? SELF_DESTRUCT_COMMAND,
-    watchdog: { seconds: options.watchdogSeconds, root: options.root, target: options.vmName },
+    watchdog: {
+      seconds: options.watchdogSeconds,
+      root: options.root,
+      target: options.vmName,
+      ...(options.perBootDirectory !== undefined ? { perBootDirectory: options.perBootDirectory } : {}),
+    },
   });
 }
 
