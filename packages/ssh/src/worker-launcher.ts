@@ -33,6 +33,17 @@ import {
   volumePasswdFiles,
 } from "./volumes.js";
 
+/**
+ * A shell test that the process `pid` (a number, or shell text that expands to one) runs. A worker
+ * runs detached from the SSH session, so it is its node's init that reaps it when it exits: where
+ * that init does not reap (a container whose PID 1 is `sleep infinity` or an application), the
+ * ended worker stays a zombie, which still answers `kill -0` but runs nothing; /proc's state says Z
+ * (without /proc, `kill -0` alone decides).
+ */
+export function processRunsTest(pid: string): string {
+  return `{ kill -0 ${pid} 2>/dev/null && [ "$(sed 's/.*) //' /proc/${pid}/stat 2>/dev/null | cut -c1)" != Z ]; }`;
+}
+
 /** The shell command that stops the worker a pool started under `root` (and nothing else). */
 export function stopWorkerCommand(root: string): string {
   const pidFile = shellQuote(`${root}/worker.pid`);
@@ -267,7 +278,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     // 1. A released worker of an earlier pool, started from the same code and settings and still
     //    running, is reused: the node prints its record and token and reads the stream to its end.
     const json = q("worker.json");
-    const reattachCheck = `if [ -f ${json} ] && [ -f ${q("worker.token")} ] && grep -qF ${shellQuote(`"fingerprint":"${fingerprint}"`)} ${json} && kill -0 "$(sed -n 's/^{"pid":\\([0-9]*\\),.*/\\1/p' ${json})" 2>/dev/null; then echo ${REATTACH_MARKER}; cat ${json}; echo; cat ${q("worker.token")}; echo; exec cat >/dev/null; fi`;
+    const reattachCheck = `if [ -f ${json} ] && [ -f ${q("worker.token")} ] && grep -qF ${shellQuote(`"fingerprint":"${fingerprint}"`)} ${json} && ${processRunsTest(`"$(sed -n 's/^{"pid":\\([0-9]*\\),.*/\\1/p' ${json})"`)}; then echo ${REATTACH_MARKER}; cat ${json}; echo; cat ${q("worker.token")}; echo; exec cat >/dev/null; fi`;
     // 2. Else the root is prepared (an earlier worker stopped, its files removed) and the files unpacked.
     const prepare = [
       sudo
@@ -279,7 +290,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       // that it cannot unmount what this launch mounts at the same paths.
       ...(volumes.length > 0
         ? [
-            'for i in $(seq 1 50); do { [ -n "$skyward_old" ] && kill -0 "$skyward_old" 2>/dev/null; } || break; sleep 0.2; done',
+            `for i in $(seq 1 50); do { [ -n "$skyward_old" ] && ${processRunsTest('"$skyward_old"')}; } || break; sleep 0.2; done`,
             unmountVolumesCommand(mountPoints, sudo),
           ]
         : []),
@@ -299,8 +310,8 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     // The worker's start, run in the bootstrap's round trip once the bootstrap succeeded: started
     // detached from this SSH session (so that it outlives the client by its TTL), then waited for
     // (250 polls 20 ms apart, on the node) and, once ready, recorded for a later pool to reattach to.
-    const probeCommand = `cat ${q("worker.log")}; echo; echo "::pid $(cat ${q("worker.pid")})"; if kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; then echo ::alive; else echo ::dead; fi`;
-    const waitForReady = `skyward_i=0; while [ "$skyward_i" -lt 250 ] && ! grep -q '^${READY_PREFIX}' ${q("worker.log")} 2>/dev/null && kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; do sleep 0.02; skyward_i=$((skyward_i + 1)); done`;
+    const probeCommand = `cat ${q("worker.log")}; echo; echo "::pid $(cat ${q("worker.pid")})"; if ${processRunsTest(`"$(cat ${q("worker.pid")})"`)}; then echo ::alive; else echo ::dead; fi`;
+    const waitForReady = `skyward_i=0; while [ "$skyward_i" -lt 250 ] && ! grep -q '^${READY_PREFIX}' ${q("worker.log")} 2>/dev/null && ${processRunsTest(`"$(cat ${q("worker.pid")})"`)}; do sleep 0.02; skyward_i=$((skyward_i + 1)); done`;
     // With volumes, they are mounted first (the `volumes` phase, its output kept for a failure), and a
     // shell waits for the worker and unmounts them when it exits, however it ends.
     const workerShell =
@@ -550,10 +561,11 @@ export async function reconnectSshWorker(options: ReconnectWorkerOptions): Promi
   try {
     const pid = Number(worker.pid);
     const port = Number(worker.port);
-    // A worker that exited but is not reaped yet (a zombie; or one whose main thread ended while
-    // others finish) still answers kill -0, yet runs nothing: /proc's state says Z (no /proc: kill -0 alone).
-    const runs = `kill -0 ${pid} 2>/dev/null && [ "$(sed 's/.*) //' /proc/${pid}/stat 2>/dev/null | cut -c1)" != Z ]`;
-    const alive = await ssh.exec(`${runs} && echo yes`, { signal, timeoutSeconds: 15 });
+    // A worker that exited but is not reaped yet (a zombie) still answers kill -0, yet runs nothing.
+    const alive = await ssh.exec(`${processRunsTest(String(pid))} && echo yes`, {
+      signal,
+      timeoutSeconds: 15,
+    });
     if (alive.stdout.trim() !== "yes") {
       throw new ConnectionError({
         host: where,
