@@ -25,6 +25,13 @@ import {
   type WorkerEndpoint,
 } from "@skyward/core/contract";
 import { renderBootstrapScript } from "./bootstrap-script.js";
+import {
+  DEFAULT_NODE_ROOT,
+  IN_USE_MARKER,
+  processRunsTest,
+  stopWorkerCommand,
+  workerServesPoolCommand,
+} from "./node-root.js";
 import { SshConnection } from "./transport.js";
 import {
   renderVolumesScript,
@@ -32,57 +39,6 @@ import {
   unmountVolumesCommand,
   volumePasswdFiles,
 } from "./volumes.js";
-
-/**
- * A shell test that the process `pid` (a number, or shell text that expands to one) runs. A worker
- * runs detached from the SSH session, so it is its node's init that reaps it when it exits: where
- * that init does not reap (a container whose PID 1 is `sleep infinity` or an application), the
- * ended worker stays a zombie, which still answers `kill -0` but runs nothing; /proc's state says Z
- * (without /proc, `kill -0` alone decides).
- */
-export function processRunsTest(pid: string): string {
-  return `{ kill -0 ${pid} 2>/dev/null && [ "$(sed 's/.*) //' /proc/${pid}/stat 2>/dev/null | cut -c1)" != Z ]; }`;
-}
-
-/** The shell command that stops the worker a pool started under `root` (and nothing else). */
-export function stopWorkerCommand(root: string): string {
-  const pidFile = shellQuote(`${root}/worker.pid`);
-  // The worker runs in its own session (setsid), so its process group holds whatever a launcher
-  // (accelerate, torchrun) started under it too.
-  return `if [ -f ${pidFile} ]; then kill -- -"$(cat ${pidFile})" 2>/dev/null || kill "$(cat ${pidFile})" 2>/dev/null; rm -f ${pidFile}; fi`;
-}
-
-/**
- * What a pool's bootstrap keeps under a node's root for the next pool: the virtual environment, the
- * wheel caches, uv and managed Pythons (`tools`), the Python runtime (with the bytecode its Python
- * cached: a later pool with the same runtime sends it but does not unpack it again), and the records
- * the warm check reads.
- */
-export const KEPT_NODE_ENTRIES: readonly string[] = Object.freeze([
-  "venv",
-  "runtime",
-  "cache",
-  "tools",
-  ".content-hash",
-  ".plugin-ops-hash",
-  ".boot-id",
-  ".bootstrap-python",
-  ".bootstrap.lock",
-]);
-
-/**
- * The shell command that removes what a pool left under a node's root — the includes, `env.sh`
- * (the image's env), the bootstrap script and log, the worker's token, pid and log — and
- * keeps the environment ({@link KEPT_NODE_ENTRIES}), so that a later pool with the same image starts
- * warm on this node. For a self-destruct on a machine that outlives the pool (your own hosts).
- */
-export function cleanNodeRootCommand(root: string): string {
-  const keep = KEPT_NODE_ENTRIES.map((name) => shellQuote(name)).join(" | ");
-  return `if [ -d ${shellQuote(root)} ]; then for entry in ${shellQuote(root)}/* ${shellQuote(root)}/.[!.]* ${shellQuote(root)}/..?*; do [ -e "$entry" ] || [ -L "$entry" ] || continue; case "\${entry##*/}" in ${keep}) ;; *) rm -rf -- "$entry" ;; esac; done; fi`;
-}
-
-/** The default Skyward directory on a node. */
-export const DEFAULT_NODE_ROOT = "/opt/skyward";
 
 /** Where the runtime is unpacked before it replaces `ROOT/runtime` (when its hash differs from the node's). */
 const RUNTIME_UPLOAD = ".runtime-upload";
@@ -284,6 +240,8 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
       sudo
         ? `sudo mkdir -p ${shellQuote(root)} && sudo chown "$(id -u):$(id -g)" ${shellQuote(root)}`
         : `mkdir -p ${shellQuote(root)}`,
+      // A worker serving another pool now is not stopped: this launch is refused instead.
+      workerServesPoolCommand(root),
       ...(volumes.length > 0 ? [`skyward_old="$(cat ${q("worker.pid")} 2>/dev/null || true)"`] : []),
       stopWorkerCommand(root),
       // An earlier worker's shell unmounts its volumes as it exits: wait for it (10 s at most), so
@@ -432,6 +390,14 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
           ? `The worker on node ${node} (${where}) did not start in time`
           : `Bootstrap on node ${node} (${where}) did not finish within ${request.timeoutSeconds} s`,
         cause: error,
+      });
+    }
+    const inUse = new RegExp(`^${IN_USE_MARKER} (\\d+) (\\d+)$`, "m").exec(result.stdout);
+    if (!uploaded && inUse) {
+      throw new ConnectionError({
+        host: where,
+        node,
+        message: `${root} on ${where} is taken: its worker (pid ${inUse[1]}, port ${inUse[2]}) serves another pool, which a connected client still uses; give this pool's hosts another root directory, or close that pool first`,
       });
     }
     if (!uploaded) {
