@@ -2,7 +2,8 @@
  * Two pools on one of your machines at once (two scripts, two terminals, two people sharing a lab
  * box), each with its own image: the second pool's launch must not stop the worker that serves the
  * first (its tasks would be lost, and the first pool's replacement would stop the second's in turn).
- * The second is refused, naming the host and the root; the first pool carries on undisturbed.
+ * The second is refused, naming the host and the root; the first pool carries on undisturbed. With
+ * the same image, the second must not be handed the first's worker either (as a released one is).
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
@@ -19,12 +20,13 @@ const info = sky.python<[], { node: number; pid: number }>("ssh_tasks:info");
 describe.skipIf(skipReason !== undefined)("two pools on one SSH host (test bed)", () => {
   const scratch = useTestbedAndHome({ hosts: 1, homePrefix: "skyward-ssh-shared-" });
 
-  it("refuses a second pool's worker on a host whose worker serves another pool, and loses nothing of the first", async () => {
+  /** A pool runs a task while a second pool starts on the same host; each image's env names its pool. */
+  async function secondPoolWhileFirstRuns(firstName: string, secondName: string): Promise<void> {
     const hosts = testbedSshHosts(scratch.bed);
     await using first = await sky.compute({
       provider: SSH({ hosts }),
       ttl: 30,
-      image: { includes: [tasks], env: { WHICH_POOL: "first" } },
+      image: { includes: [tasks], env: { WHICH_POOL: firstName } },
       options: { console: false },
     });
     const [before] = await first.broadcast(info());
@@ -40,7 +42,7 @@ describe.skipIf(skipReason !== undefined)("two pools on one SSH host (test bed)"
         // Another provider object: another script's view of the same machine.
         provider: SSH({ hosts }),
         ttl: 30,
-        image: { includes: [tasks], env: { WHICH_POOL: "second" } },
+        image: { includes: [tasks], env: { WHICH_POOL: secondName } },
         options: { console: false, sshTimeout: 30 },
       })
       .then(
@@ -58,5 +60,13 @@ describe.skipIf(skipReason !== undefined)("two pools on one SSH host (test bed)"
     const [after] = await first.broadcast(info());
     expect(after?.pid).toBe(before?.pid);
     expect(alive(before?.pid ?? 0)).toBe(true);
+  }
+
+  it("refuses a second pool's worker on a host whose worker serves another pool, and loses nothing of the first", async () => {
+    await secondPoolWhileFirstRuns("first", "second");
+  }, 300_000);
+
+  it("does not hand a second pool with the same image the worker that serves the first", async () => {
+    await secondPoolWhileFirstRuns("same", "same");
   }, 300_000);
 });

@@ -233,8 +233,9 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     // is a round trip and starts the login shell (slow where a .bashrc runs pyenv or conda init).
     // 1. A released worker of an earlier pool, started from the same code and settings and still
     //    running, is reused: the node prints its record and token and reads the stream to its end.
+    //    Not one that serves a pool now (a client connected): the launch is refused below instead.
     const json = q("worker.json");
-    const reattachCheck = `if [ -f ${json} ] && [ -f ${q("worker.token")} ] && grep -qF ${shellQuote(`"fingerprint":"${fingerprint}"`)} ${json} && ${processRunsTest(`"$(sed -n 's/^{"pid":\\([0-9]*\\),.*/\\1/p' ${json})"`)}; then echo ${REATTACH_MARKER}; cat ${json}; echo; cat ${q("worker.token")}; echo; exec cat >/dev/null; fi`;
+    const reattachCheck = `if [ -f ${json} ] && [ -f ${q("worker.token")} ] && grep -qF ${shellQuote(`"fingerprint":"${fingerprint}"`)} ${json} && ${processRunsTest(`"$(sed -n 's/^{"pid":\\([0-9]*\\),.*/\\1/p' ${json})"`)} && { ${workerServesPoolCommand(root)} >/dev/null; }; then echo ${REATTACH_MARKER}; cat ${json}; echo; cat ${q("worker.token")}; echo; exec cat >/dev/null; fi`;
     // 2. Else the root is prepared (an earlier worker stopped, its files removed) and the files unpacked.
     const prepare = [
       sudo
