@@ -238,8 +238,10 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     const reattachCheck = `if [ -f ${json} ] && [ -f ${q("worker.token")} ] && grep -qF ${shellQuote(`"fingerprint":"${fingerprint}"`)} ${json} && ${processRunsTest(`"$(sed -n 's/^{"pid":\\([0-9]*\\),.*/\\1/p' ${json})"`)} && { ${workerServesPoolCommand(root)} >/dev/null; }; then echo ${REATTACH_MARKER}; cat ${json}; echo; cat ${q("worker.token")}; echo; exec cat >/dev/null; fi`;
     // 2. Else the root is prepared (an earlier worker stopped, its files removed) and the files unpacked.
     const prepare = [
+      // sudo only where it is needed (as the bootstrap's skyward_prepare_root): a root the user may
+      // make and write (under its home, or made for it) needs none, on a host without sudo too.
       sudo
-        ? `sudo mkdir -p ${shellQuote(root)} && sudo chown "$(id -u):$(id -g)" ${shellQuote(root)}`
+        ? `{ { mkdir -p ${shellQuote(root)} 2>/dev/null && [ -w ${shellQuote(root)} ]; } || { sudo -n mkdir -p ${shellQuote(root)} && sudo -n chown "$(id -u):$(id -g)" ${shellQuote(root)}; }; }`
         : `mkdir -p ${shellQuote(root)}`,
       // A worker serving another pool now is not stopped: this launch is refused instead.
       workerServesPoolCommand(root),

@@ -102,7 +102,7 @@ const NON_REAPING_INIT = [
 export async function startSshd(
   hostKey: string,
   port?: number,
-  extra: { nonReapingInit?: boolean } = {},
+  extra: { nonReapingInit?: boolean; pam?: boolean } = {},
 ): Promise<Sshd> {
   const chosen = port ?? (await freePort());
   const config = join(dir, `sshd_config_${chosen}_${running.size}`);
@@ -112,7 +112,8 @@ export async function startSshd(
       "ListenAddress 127.0.0.1",
       `HostKey ${join(dir, hostKey)}`,
       "PidFile none",
-      "UsePAM no",
+      // With PAM, a user whose password is locked (`!`, as system accounts have) may log in by key.
+      `UsePAM ${extra.pam ? "yes" : "no"}`,
       "StrictModes no",
       "PermitRootLogin prohibit-password",
       `AuthorizedKeysFile ${join(dir, "authorized_keys")}`,
