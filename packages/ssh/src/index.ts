@@ -21,6 +21,12 @@ export {
   publicKeyOfOpenSshPrivateKey,
 } from "./keys.js";
 export { sshKeyFingerprint } from "./known-hosts.js";
+export {
+  cleanNodeRootCommand,
+  DEFAULT_NODE_ROOT,
+  KEPT_NODE_ENTRIES,
+  stopWorkerCommand,
+} from "./node-root.js";
 export type {
   SshExecOptions,
   SshExecResult,
@@ -34,12 +40,8 @@ export type { SshConnectOptions, SshTarget } from "./target.js";
 export type { SshForwardOptions, SshUploadOptions } from "./transport.js";
 export { SshConnection } from "./transport.js";
 export {
-  cleanNodeRootCommand,
-  DEFAULT_NODE_ROOT,
-  KEPT_NODE_ENTRIES,
   launchSshWorker,
   reconnectSshWorker,
   reconnectThroughGetInstance,
   runtimeFiles,
-  stopWorkerCommand,
 } from "./worker-launcher.js";

@@ -25,6 +25,13 @@ import {
   type WorkerEndpoint,
 } from "@skyward/core/contract";
 import { renderBootstrapScript } from "./bootstrap-script.js";
+import {
+  DEFAULT_NODE_ROOT,
+  IN_USE_MARKER,
+  processRunsTest,
+  stopWorkerCommand,
+  workerServesPoolCommand,
+} from "./node-root.js";
 import { SshConnection } from "./transport.js";
 import {
   renderVolumesScript,
@@ -32,46 +39,6 @@ import {
   unmountVolumesCommand,
   volumePasswdFiles,
 } from "./volumes.js";
-
-/** The shell command that stops the worker a pool started under `root` (and nothing else). */
-export function stopWorkerCommand(root: string): string {
-  const pidFile = shellQuote(`${root}/worker.pid`);
-  // The worker runs in its own session (setsid), so its process group holds whatever a launcher
-  // (accelerate, torchrun) started under it too.
-  return `if [ -f ${pidFile} ]; then kill -- -"$(cat ${pidFile})" 2>/dev/null || kill "$(cat ${pidFile})" 2>/dev/null; rm -f ${pidFile}; fi`;
-}
-
-/**
- * What a pool's bootstrap keeps under a node's root for the next pool: the virtual environment, the
- * wheel caches, uv and managed Pythons (`tools`), the Python runtime (with the bytecode its Python
- * cached: a later pool with the same runtime sends it but does not unpack it again), and the records
- * the warm check reads.
- */
-export const KEPT_NODE_ENTRIES: readonly string[] = Object.freeze([
-  "venv",
-  "runtime",
-  "cache",
-  "tools",
-  ".content-hash",
-  ".plugin-ops-hash",
-  ".boot-id",
-  ".bootstrap-python",
-  ".bootstrap.lock",
-]);
-
-/**
- * The shell command that removes what a pool left under a node's root — the includes, `env.sh`
- * (the image's env), the bootstrap script and log, the worker's token, pid and log — and
- * keeps the environment ({@link KEPT_NODE_ENTRIES}), so that a later pool with the same image starts
- * warm on this node. For a self-destruct on a machine that outlives the pool (your own hosts).
- */
-export function cleanNodeRootCommand(root: string): string {
-  const keep = KEPT_NODE_ENTRIES.map((name) => shellQuote(name)).join(" | ");
-  return `if [ -d ${shellQuote(root)} ]; then for entry in ${shellQuote(root)}/* ${shellQuote(root)}/.[!.]* ${shellQuote(root)}/..?*; do [ -e "$entry" ] || [ -L "$entry" ] || continue; case "\${entry##*/}" in ${keep}) ;; *) rm -rf -- "$entry" ;; esac; done; fi`;
-}
-
-/** The default Skyward directory on a node. */
-export const DEFAULT_NODE_ROOT = "/opt/skyward";
 
 /** Where the runtime is unpacked before it replaces `ROOT/runtime` (when its hash differs from the node's). */
 const RUNTIME_UPLOAD = ".runtime-upload";
@@ -266,20 +233,25 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     // is a round trip and starts the login shell (slow where a .bashrc runs pyenv or conda init).
     // 1. A released worker of an earlier pool, started from the same code and settings and still
     //    running, is reused: the node prints its record and token and reads the stream to its end.
+    //    Not one that serves a pool now (a client connected): the launch is refused below instead.
     const json = q("worker.json");
-    const reattachCheck = `if [ -f ${json} ] && [ -f ${q("worker.token")} ] && grep -qF ${shellQuote(`"fingerprint":"${fingerprint}"`)} ${json} && kill -0 "$(sed -n 's/^{"pid":\\([0-9]*\\),.*/\\1/p' ${json})" 2>/dev/null; then echo ${REATTACH_MARKER}; cat ${json}; echo; cat ${q("worker.token")}; echo; exec cat >/dev/null; fi`;
+    const reattachCheck = `if [ -f ${json} ] && [ -f ${q("worker.token")} ] && grep -qF ${shellQuote(`"fingerprint":"${fingerprint}"`)} ${json} && ${processRunsTest(`"$(sed -n 's/^{"pid":\\([0-9]*\\),.*/\\1/p' ${json})"`)} && { ${workerServesPoolCommand(root)} >/dev/null; }; then echo ${REATTACH_MARKER}; cat ${json}; echo; cat ${q("worker.token")}; echo; exec cat >/dev/null; fi`;
     // 2. Else the root is prepared (an earlier worker stopped, its files removed) and the files unpacked.
     const prepare = [
+      // sudo only where it is needed (as the bootstrap's skyward_prepare_root): a root the user may
+      // make and write (under its home, or made for it) needs none, on a host without sudo too.
       sudo
-        ? `sudo mkdir -p ${shellQuote(root)} && sudo chown "$(id -u):$(id -g)" ${shellQuote(root)}`
+        ? `{ { mkdir -p ${shellQuote(root)} 2>/dev/null && [ -w ${shellQuote(root)} ]; } || { sudo -n mkdir -p ${shellQuote(root)} && sudo -n chown "$(id -u):$(id -g)" ${shellQuote(root)}; }; }`
         : `mkdir -p ${shellQuote(root)}`,
+      // A worker serving another pool now is not stopped: this launch is refused instead.
+      workerServesPoolCommand(root),
       ...(volumes.length > 0 ? [`skyward_old="$(cat ${q("worker.pid")} 2>/dev/null || true)"`] : []),
       stopWorkerCommand(root),
       // An earlier worker's shell unmounts its volumes as it exits: wait for it (10 s at most), so
       // that it cannot unmount what this launch mounts at the same paths.
       ...(volumes.length > 0
         ? [
-            'for i in $(seq 1 50); do { [ -n "$skyward_old" ] && kill -0 "$skyward_old" 2>/dev/null; } || break; sleep 0.2; done',
+            `for i in $(seq 1 50); do { [ -n "$skyward_old" ] && ${processRunsTest('"$skyward_old"')}; } || break; sleep 0.2; done`,
             unmountVolumesCommand(mountPoints, sudo),
           ]
         : []),
@@ -299,8 +271,8 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     // The worker's start, run in the bootstrap's round trip once the bootstrap succeeded: started
     // detached from this SSH session (so that it outlives the client by its TTL), then waited for
     // (250 polls 20 ms apart, on the node) and, once ready, recorded for a later pool to reattach to.
-    const probeCommand = `cat ${q("worker.log")}; echo; echo "::pid $(cat ${q("worker.pid")})"; if kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; then echo ::alive; else echo ::dead; fi`;
-    const waitForReady = `skyward_i=0; while [ "$skyward_i" -lt 250 ] && ! grep -q '^${READY_PREFIX}' ${q("worker.log")} 2>/dev/null && kill -0 "$(cat ${q("worker.pid")})" 2>/dev/null; do sleep 0.02; skyward_i=$((skyward_i + 1)); done`;
+    const probeCommand = `cat ${q("worker.log")}; echo; echo "::pid $(cat ${q("worker.pid")})"; if ${processRunsTest(`"$(cat ${q("worker.pid")})"`)}; then echo ::alive; else echo ::dead; fi`;
+    const waitForReady = `skyward_i=0; while [ "$skyward_i" -lt 250 ] && ! grep -q '^${READY_PREFIX}' ${q("worker.log")} 2>/dev/null && ${processRunsTest(`"$(cat ${q("worker.pid")})"`)}; do sleep 0.02; skyward_i=$((skyward_i + 1)); done`;
     // With volumes, they are mounted first (the `volumes` phase, its output kept for a failure), and a
     // shell waits for the worker and unmounts them when it exits, however it ends.
     const workerShell =
@@ -421,6 +393,14 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
           ? `The worker on node ${node} (${where}) did not start in time`
           : `Bootstrap on node ${node} (${where}) did not finish within ${request.timeoutSeconds} s`,
         cause: error,
+      });
+    }
+    const inUse = new RegExp(`^${IN_USE_MARKER} (\\d+) (\\d+)$`, "m").exec(result.stdout);
+    if (!uploaded && inUse) {
+      throw new ConnectionError({
+        host: where,
+        node,
+        message: `${root} on ${where} is taken: its worker (pid ${inUse[1]}, port ${inUse[2]}) serves another pool, which a connected client still uses; give this pool's hosts another root directory, or close that pool first`,
       });
     }
     if (!uploaded) {
@@ -550,10 +530,11 @@ export async function reconnectSshWorker(options: ReconnectWorkerOptions): Promi
   try {
     const pid = Number(worker.pid);
     const port = Number(worker.port);
-    // A worker that exited but is not reaped yet (a zombie; or one whose main thread ended while
-    // others finish) still answers kill -0, yet runs nothing: /proc's state says Z (no /proc: kill -0 alone).
-    const runs = `kill -0 ${pid} 2>/dev/null && [ "$(sed 's/.*) //' /proc/${pid}/stat 2>/dev/null | cut -c1)" != Z ]`;
-    const alive = await ssh.exec(`${runs} && echo yes`, { signal, timeoutSeconds: 15 });
+    // A worker that exited but is not reaped yet (a zombie) still answers kill -0, yet runs nothing.
+    const alive = await ssh.exec(`${processRunsTest(String(pid))} && echo yes`, {
+      signal,
+      timeoutSeconds: 15,
+    });
     if (alive.stdout.trim() !== "yes") {
       throw new ConnectionError({
         host: where,

@@ -88,7 +88,22 @@ export interface Sshd {
 export let dir: string;
 const running = new Set<Sshd>();
 
-export async function startSshd(hostKey: string, port?: number): Promise<Sshd> {
+/**
+ * A Python that runs sshd as a child subreaper (PR_SET_CHILD_SUBREAPER) and never reaps the
+ * processes it adopts: as on a machine whose init does not reap (a container whose PID 1 is
+ * `sleep infinity` or an application), a detached process that exits stays a zombie.
+ */
+const NON_REAPING_INIT = [
+  "import ctypes, subprocess, sys",
+  "ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)",
+  "sys.exit(subprocess.Popen(sys.argv[1:]).wait())",
+].join("\n");
+
+export async function startSshd(
+  hostKey: string,
+  port?: number,
+  extra: { nonReapingInit?: boolean; pam?: boolean } = {},
+): Promise<Sshd> {
   const chosen = port ?? (await freePort());
   const config = join(dir, `sshd_config_${chosen}_${running.size}`);
   await writeFile(
@@ -97,7 +112,8 @@ export async function startSshd(hostKey: string, port?: number): Promise<Sshd> {
       "ListenAddress 127.0.0.1",
       `HostKey ${join(dir, hostKey)}`,
       "PidFile none",
-      "UsePAM no",
+      // With PAM, a user whose password is locked (`!`, as system accounts have) may log in by key.
+      `UsePAM ${extra.pam ? "yes" : "no"}`,
       "StrictModes no",
       "PermitRootLogin prohibit-password",
       `AuthorizedKeysFile ${join(dir, "authorized_keys")}`,
@@ -109,9 +125,12 @@ export async function startSshd(hostKey: string, port?: number): Promise<Sshd> {
       "",
     ].join("\n"),
   );
-  const child = spawn(sshdPath, ["-D", "-e", "-f", config, "-p", String(chosen)], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const sshdArgs = ["-D", "-e", "-f", config, "-p", String(chosen)];
+  const child = extra.nonReapingInit
+    ? spawn("/usr/bin/python3", ["-c", NON_REAPING_INIT, sshdPath, ...sshdArgs], {
+        stdio: ["ignore", "ignore", "pipe"],
+      })
+    : spawn(sshdPath, sshdArgs, { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   child.stderr?.on("data", (chunk: Buffer) => {
     log += chunk.toString();
