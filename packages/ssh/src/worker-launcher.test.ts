@@ -13,6 +13,8 @@ import { join } from "node:path";
 import { BootstrapError, image } from "@skyward/core";
 import { type Cluster, type Instance, LaunchCommand, type LaunchWorkerOptions } from "@skyward/core/contract";
 import { describe, expect, it } from "vitest";
+// The CI rule of @skyward/testing, by path: that package depends on this one.
+import { isCi } from "../../testing/src/prerequisites.js";
 import { dir, type Sshd, sshdMissing, startSshd, user, useSshdBed } from "../test/sshd.js";
 import { launchSshWorker } from "./worker-launcher.js";
 
@@ -99,7 +101,19 @@ function otherLoginUser(): { name: string; uid: number; gid: number } | undefine
   return undefined;
 }
 
-const other = user === "root" ? otherLoginUser() : undefined;
+/**
+ * That user; under CI as root, one made for the test when the machine has none (`useradd`: a locked
+ * password, which the test's sshd accepts for key logins with PAM on), so CI never skips the test.
+ */
+function loginUserOtherThanRoot(): { name: string; uid: number; gid: number } | undefined {
+  if (user !== "root") return undefined;
+  const found = otherLoginUser();
+  if (found || !isCi()) return found;
+  execFileSync("useradd", ["--create-home", "--shell", "/bin/sh", "skyward-launch-test"]);
+  return otherLoginUser();
+}
+
+const other = loginUserOtherThanRoot();
 
 describe.skipIf(sshdMissing || other === undefined)("launchSshWorker as a user other than root", () => {
   it("needs no sudo when the root directory is the user's own", async () => {
