@@ -25,6 +25,7 @@ export {
   cleanNodeRootCommand,
   DEFAULT_NODE_ROOT,
   KEPT_NODE_ENTRIES,
+  processRunsTest,
   stopWorkerCommand,
 } from "./node-root.js";
 export type {

@@ -1,5 +1,5 @@
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -56,7 +56,45 @@ describe("boot template", () => {
       'sleep 90\n  if ! [ -e "/opt/$ID/worker.pid" ] && ! [ -e "/opt/$ID/worker.log" ]; then',
     );
     expect(everyMinute).toContain('kill -0 "$(cat /opt/$ID/worker.pid)"');
+    expect(everyMinute).toContain("/proc/");
     expect(everyMinute).toContain('if [ "$idle" -ge 90 ]; then destroy; idle=0; fi');
     expect(workerWatchdogScript({ ...watchdog, seconds: 0, check: "once" })).toBe("");
   });
+
+  it("the every-minute watchdog counts a worker that ended but was never reaped (a zombie) as gone", async () => {
+    const directory = mkdtempSync(join(tmpdir(), "boot-watchdog-"));
+    // `sleep` that returns at once: each minute of the watchdog passes at once.
+    writeFileSync(join(directory, "sleep"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+    // A parent that never waits for its child, as a container's PID 1 that does not reap.
+    const parent = spawn(
+      "python3",
+      ["-c", "import os, time\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nprint(pid, flush=True)\ntime.sleep(120)"],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    try {
+      const pid = await new Promise<number>((resolve) =>
+        parent.stdout?.once("data", (data: Buffer) => resolve(Number(data.toString().trim()))),
+      );
+      while (readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "")[0] !== "Z")
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      writeFileSync(join(directory, "worker.pid"), `${pid}\n`);
+      const script = workerWatchdogScript({
+        seconds: 90,
+        root: directory,
+        command: `touch ${directory}/destroyed; exit 0`,
+        log: join(directory, "watchdog.log"),
+        check: "every-minute",
+      });
+      execFileSync("bash", ["-c", script], { env: { ...process.env, PATH: `${directory}:${process.env.PATH}` } });
+      const deadline = Date.now() + 20_000;
+      while (!existsSync(join(directory, "destroyed")) && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(existsSync(join(directory, "destroyed"))).toBe(true);
+    } finally {
+      parent.kill("SIGKILL");
+      // A watchdog still looping (the zombie counted as running) is stopped: its command names the directory.
+      spawnSync("pkill", ["-f", directory]);
+      rmSync(directory, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -10,6 +10,7 @@
  * environment (a program as base64, the watchdog's seconds), so the command is the same for every
  * machine and stays short (Novita takes 2,047 characters).
  */
+import { processRunsTest } from "@skyward/ssh";
 import { SELF_DESTRUCT_COMMAND } from "./api-self-destruct.js";
 import { curlDeleteRequest, retriedShell } from "./self-destruct-retry.js";
 
@@ -111,7 +112,9 @@ export function workerWatchdogScript(watchdog: WorkerWatchdog): string {
           "nohup sh -c '",
           "  idle=0",
           "  while sleep 60; do",
-          `    if [ -f ${root}/worker.pid ] && kill -0 "$(cat ${root}/worker.pid)" 2>/dev/null; then idle=0; else idle=$((idle + 60)); fi`,
+          // A worker that ended but was never reaped (a container whose PID 1 does not reap) is a
+          // zombie: it answers kill -0 yet runs nothing, so it does not count as running.
+          `    if [ -f ${root}/worker.pid ] && ${processRunsTest(`"$(cat ${root}/worker.pid)"`).replaceAll("'", "'\\''")}; then idle=0; else idle=$((idle + 60)); fi`,
           `    if [ "$idle" -ge ${seconds} ]; then ${command}; idle=0; fi`,
           "  done",
           `' >> ${watchdog.log} 2>&1 &`,
