@@ -1,0 +1,16 @@
+"""Tasks whose outcome is unusual: exceptions that fail to describe themselves, and the like."""
+
+
+class UnprintableError(Exception):
+    """An exception whose ``str()`` itself raises (a buggy ``__str__``, or one reading state that is gone)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ is broken")
+
+
+def unprintable() -> None:
+    raise UnprintableError("lost")
+
+
+def add(a: int, b: int) -> int:
+    return a + b

@@ -1,0 +1,31 @@
+"""Task outcomes that must reach the client whatever the task did, on both executors."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from worker_client import Client, WorkerProcess, connect  # noqa: E402
+
+
+@pytest.fixture(scope="module", params=["thread", "process"])
+def client(request: pytest.FixtureRequest) -> Iterator[Client]:
+    # One slot: a task that took its slot down with it would leave the next task waiting for ever.
+    with WorkerProcess("--executor", request.param, "--concurrency", "1") as worker:
+        connected = connect(worker)
+        yield connected
+        connected.close()
+
+
+def test_an_exception_whose_str_raises_still_fails_the_task(client: Client) -> None:
+    error = client.call("outcome_tasks:unprintable")
+    assert (error["t"], error["kind"], error["type"]) == ("error", "exception", "outcome_tasks.UnprintableError")
+    assert "str() failed" in error["message"] and "__str__ is broken" in error["message"]
+    assert "raise UnprintableError" in error["traceback"]
+    # The slot carries on (under the thread executor its thread had died with the task).
+    assert client.value("outcome_tasks:add", 2, 3) == 5
