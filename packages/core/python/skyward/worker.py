@@ -63,6 +63,8 @@ SILENCE_LIMIT = 30.0
 HANDSHAKE_SECONDS = 10.0
 APP_EXIT_LIMIT = 60.0  # seconds the around_app exits get when the worker stops
 STREAM_NAMES = ("stdout", "stderr")
+#: Characters of output one ``out`` message carries at most (a character is at most 6 bytes of JSON).
+OUT_PIECE_CHARS = 1 << 20
 
 __all__ = ["Connection", "Options", "Worker", "main", "serve"]
 
@@ -475,20 +477,24 @@ class Worker:
     def on_output(self, task: Task | None, slot: int | None, stream: str, data: str) -> None:
         # Masked here too, for what no client hears and the worker's own stream keeps (its log file).
         data = self.cluster.secret_mask.mask(data)
+        # In pieces a frame's header holds (a single write may be larger than 64 MiB as JSON).
+        pieces = [data[start : start + OUT_PIECE_CHARS] for start in range(0, len(data), OUT_PIECE_CHARS)]
         if task is not None:
             connection = task.connection
             if task.state == "running" and connection is not None and connection.alive:
-                connection.send(
-                    {"t": "out", "id": task.id, "stream": stream, "node": self.node, "worker": task.slot, "data": data}
-                )
+                for piece in pieces:
+                    connection.send(
+                        {"t": "out", "id": task.id, "stream": stream, "node": self.node, "worker": task.slot, "data": piece}
+                    )
                 return
         else:
             sent = False
             for connection in self.connections:
                 if connection.authenticated and connection.alive:
-                    connection.send(
-                        {"t": "out", "id": None, "stream": stream, "node": self.node, "worker": slot, "data": data}
-                    )
+                    for piece in pieces:
+                        connection.send(
+                            {"t": "out", "id": None, "stream": stream, "node": self.node, "worker": slot, "data": piece}
+                        )
                     sent = True
             if sent:
                 return

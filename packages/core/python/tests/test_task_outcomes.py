@@ -29,3 +29,11 @@ def test_an_exception_whose_str_raises_still_fails_the_task(client: Client) -> N
     assert "raise UnprintableError" in error["traceback"]
     # The slot carries on (under the thread executor its thread had died with the task).
     assert client.value("outcome_tasks:add", 2, 3) == 5
+
+
+def test_output_larger_than_a_frame_reaches_the_client_and_the_task_succeeds(client: Client) -> None:
+    mib = 65
+    message = client.call("outcome_tasks:print_huge_line", mib, task_id="huge-line")
+    assert (message["t"], message.get("value")) == ("result", "done"), {k: v for k, v in message.items() if k != "traceback"}
+    chunks = [m["data"] for m in client.by_id["huge-line"] if m["t"] == "out"]
+    assert "".join(chunks) == "y" * (mib << 20) + "\n"

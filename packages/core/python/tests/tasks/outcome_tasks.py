@@ -14,3 +14,11 @@ def unprintable() -> None:
 
 def add(a: int, b: int) -> int:
     return a + b
+
+
+def print_huge_line(mib: int) -> str:
+    """One write of ``mib`` MiB of text: more than one frame's header may hold (64 MiB) as one message."""
+    import sys
+
+    sys.stdout.write("y" * (mib << 20) + "\n")
+    return "done"
