@@ -244,7 +244,13 @@ export async function mapTasks<A extends unknown[], R>(
   } finally {
     signal?.removeEventListener("abort", onAbort);
     // As a `for await` left early, the iterable is told (not awaited: it may be stalled in a read).
-    if (!exhausted) Promise.resolve(iterator.return?.()).catch(() => undefined);
+    if (!exhausted) {
+      try {
+        Promise.resolve(iterator.return?.()).catch(() => undefined);
+      } catch {
+        // a synchronous iterator's return() threw: the map's own outcome stands
+      }
+    }
   }
   if (failure) {
     for (const ticket of [...tickets]) ticket.cancel("another item of the map failed");
