@@ -4,6 +4,7 @@
  */
 import { ConfigurationError } from "../errors/errors.js";
 import { fanOutArguments } from "./broadcast-fanout.js";
+import { CALL_OPTION_FIELDS, checkCallOptions } from "./call-options.js";
 import { type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
 import type { BroadcastResults, MapItem, StreamOptions, WaitOptions, WorkerPlace } from "./pool.js";
 import { abortError, nodeIndices } from "./pool-context.js";
@@ -79,6 +80,7 @@ export async function* streamTasks<R>(
   tasks: Iterable<PendingTask<R>>,
   options: StreamOptions,
 ): AsyncGenerator<R> {
+  checkCallOptions(options, CALL_OPTION_FIELDS.stream);
   host.checkOpen();
   const handles = [...tasks].map((task) => submitTask(host, task, options));
   // A later call may fail while an earlier one is awaited: its failure is thrown at its place (or
