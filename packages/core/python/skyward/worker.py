@@ -124,6 +124,15 @@ def _send_notice(connection: Connection, node: int, notice: Dict[str, Any]) -> N
     connection.send({"t": "event", "node": node, "event": {"type": "interruption", **notice}})
 
 
+def _send_out(connection: Connection, task_id: str | None, stream: str, node: int, slot: int | None, data: str) -> None:
+    """Output as ``out`` messages of at most :data:`OUT_PIECE_CHARS` characters: a single write may be
+    more than a frame's header holds (64 MiB of JSON), and would fail its task instead of reaching
+    the client."""
+    for start in range(0, len(data), OUT_PIECE_CHARS):
+        piece = data[start : start + OUT_PIECE_CHARS]
+        connection.send({"t": "out", "id": task_id, "stream": stream, "node": node, "worker": slot, "data": piece})
+
+
 def _utc_now() -> str:
     """The time now in UTC, as ISO 8601 to the second (an interruption notice's ``time``)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -477,24 +486,16 @@ class Worker:
     def on_output(self, task: Task | None, slot: int | None, stream: str, data: str) -> None:
         # Masked here too, for what no client hears and the worker's own stream keeps (its log file).
         data = self.cluster.secret_mask.mask(data)
-        # In pieces a frame's header holds (a single write may be larger than 64 MiB as JSON).
-        pieces = [data[start : start + OUT_PIECE_CHARS] for start in range(0, len(data), OUT_PIECE_CHARS)]
         if task is not None:
             connection = task.connection
             if task.state == "running" and connection is not None and connection.alive:
-                for piece in pieces:
-                    connection.send(
-                        {"t": "out", "id": task.id, "stream": stream, "node": self.node, "worker": task.slot, "data": piece}
-                    )
+                _send_out(connection, task.id, stream, self.node, task.slot, data)
                 return
         else:
             sent = False
             for connection in self.connections:
                 if connection.authenticated and connection.alive:
-                    for piece in pieces:
-                        connection.send(
-                            {"t": "out", "id": None, "stream": stream, "node": self.node, "worker": slot, "data": piece}
-                        )
+                    _send_out(connection, None, stream, self.node, slot, data)
                     sent = True
             if sent:
                 return

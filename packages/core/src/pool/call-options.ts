@@ -36,17 +36,3 @@ export function checkCallOptions(options: unknown, allowed: readonly string[]): 
   if (ordered !== undefined && typeof ordered !== "boolean")
     throw fail("options.ordered", `expected a boolean, received ${String(ordered)}`);
 }
-
-/** `run()` once `options` passed {@link checkCallOptions}; a promise rejected with its error otherwise. */
-export function withCheckedOptions<T>(
-  options: unknown,
-  allowed: readonly string[],
-  run: () => Promise<T>,
-): Promise<T> {
-  try {
-    checkCallOptions(options, allowed);
-  } catch (error) {
-    return Promise.reject(error);
-  }
-  return run();
-}

@@ -20,6 +20,7 @@ export async function broadcastTask<R>(
   pending: PendingTask<R>,
   options: WaitOptions,
 ): Promise<BroadcastResults<R>> {
+  checkCallOptions(options, CALL_OPTION_FIELDS.wait);
   host.checkOpen();
   const fanned = await fanOutArguments(host, pending, options);
   try {
@@ -66,6 +67,7 @@ export async function gatherTasks(
   tasks: readonly PendingTask<unknown>[],
   options: WaitOptions,
 ): Promise<unknown[]> {
+  checkCallOptions(options, CALL_OPTION_FIELDS.wait);
   host.checkOpen();
   const handles = tasks.map((task) => submitTask(host, task, options));
   return Promise.all(handles.map((handle) => handle.result)).catch((error) => {
@@ -138,6 +140,7 @@ export async function mapTasks<A extends unknown[], R>(
   items: Iterable<MapItem<A>> | AsyncIterable<MapItem<A>>,
   options: WaitOptions,
 ): Promise<R[]> {
+  checkCallOptions(options, CALL_OPTION_FIELDS.wait);
   host.checkOpen();
   const { signal } = options;
   if (signal?.aborted) throw abortError(signal, "map");

@@ -36,7 +36,7 @@ import type { Nodes, NodesInput } from "../spec/nodes.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
 import { PoolBudget } from "./budget.js";
-import { CALL_OPTION_FIELDS, checkCallOptions, withCheckedOptions } from "./call-options.js";
+import { CALL_OPTION_FIELDS, checkCallOptions } from "./call-options.js";
 import { CostMeter, type PoolCost } from "./cost.js";
 import { type DetachHandler, detachSnapshot, keepItemsBytesOf, releaseKeeping } from "./detach.js";
 import { type DispatchHost, runStream, submitTask } from "./dispatch.js";
@@ -504,9 +504,7 @@ export class PoolRuntime implements Pool {
   }
 
   broadcast<R>(pending: PendingTask<R>, options: WaitOptions = {}): Promise<BroadcastResults<R>> {
-    return withCheckedOptions(options, CALL_OPTION_FIELDS.wait, () =>
-      broadcastTask(this.#dispatch, pending, options),
-    );
+    return broadcastTask(this.#dispatch, pending, options);
   }
 
   gather<const T extends readonly PendingTask<unknown>[]>(
@@ -520,9 +518,7 @@ export class PoolRuntime implements Pool {
     const [first, second] = input;
     const tasks = (Array.isArray(first) ? first : input) as PendingTask<unknown>[];
     const options = (Array.isArray(first) ? second : undefined) as WaitOptions | undefined;
-    return withCheckedOptions(options, CALL_OPTION_FIELDS.wait, () =>
-      gatherTasks(this.#dispatch, tasks, options ?? {}),
-    );
+    return gatherTasks(this.#dispatch, tasks, options ?? {});
   }
 
   stream<R>(tasks: Iterable<PendingTask<R>>, options: StreamOptions = {}): AsyncGenerator<R> {
@@ -534,9 +530,7 @@ export class PoolRuntime implements Pool {
     items: Iterable<NoInfer<MapItem<A>>> | AsyncIterable<NoInfer<MapItem<A>>>,
     options: WaitOptions = {},
   ): Promise<R[]> {
-    return withCheckedOptions(options, CALL_OPTION_FIELDS.wait, () =>
-      mapTasks(this.#dispatch, fn, items, options),
-    );
+    return mapTasks(this.#dispatch, fn, items, options);
   }
 }
 
