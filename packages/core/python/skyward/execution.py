@@ -264,6 +264,8 @@ class TaskRunner:
             return ("result", to_wire(value, "result"))
         except SerializationError as error:
             return error_outcome("serialization", "SerializationError", str(error))
+        except Exception as error:  # a RecursionError from a value nested too deep, or the like
+            return _unsendable("result", error)
 
     @staticmethod
     def _stream(value: Any, emit_item: EmitItem, task: TaskContext) -> Outcome:
@@ -291,6 +293,8 @@ class TaskRunner:
                     wire = to_wire(item, f"item[{seq}]")
                 except SerializationError as error:
                     return error_outcome("serialization", "SerializationError", str(error))
+                except Exception as error:
+                    return _unsendable(f"item[{seq}]", error)
                 emit_item(seq, wire)
                 seq += 1
         finally:
@@ -301,6 +305,15 @@ class TaskRunner:
                 except BaseException:
                     pass
         return ("end",)
+
+
+def _unsendable(path: str, error: Exception) -> Outcome:
+    """A value whose encoding failed otherwise than a :class:`SerializationError` says (a list nested
+    deeper than the recursion limit): its task fails naming why, where it would have died with its
+    thread (or its executor process), never answered."""
+    return error_outcome(
+        "serialization", "SerializationError", f"{path}: cannot send this value: {type(error).__name__}: {describe(error)}"
+    )
 
 
 def _kept(value: Any) -> Outcome:

@@ -37,3 +37,14 @@ def test_output_larger_than_a_frame_reaches_the_client_and_the_task_succeeds(cli
     assert (message["t"], message.get("value")) == ("result", "done"), {k: v for k, v in message.items() if k != "traceback"}
     chunks = [m["data"] for m in client.by_id["huge-line"] if m["t"] == "out"]
     assert "".join(chunks) == "y" * (mib << 20) + "\n"
+
+
+def test_a_result_nested_too_deep_to_send_fails_its_task_as_a_serialization_error(client: Client) -> None:
+    error = client.call("outcome_tasks:nested", 100_000)
+    assert (error["t"], error["kind"], error["type"]) == ("error", "serialization", "SerializationError")
+    assert "RecursionError" in error["message"] and error["message"].startswith("result")
+    client.submit("deep-items", "outcome_tasks:yield_nested", 100_000, stream=True)
+    error = client.terminal("deep-items")
+    assert (error["t"], error["kind"]) == ("error", "serialization") and error["message"].startswith("item[1]")
+    assert [m["value"] for m in client.by_id["deep-items"] if m["t"] == "item"] == [1]
+    assert client.value("outcome_tasks:add", 2, 3) == 5

@@ -22,3 +22,16 @@ def print_huge_line(mib: int) -> str:
 
     sys.stdout.write("y" * (mib << 20) + "\n")
     return "done"
+
+
+def nested(depth: int) -> list:
+    """A list nested ``depth`` levels deep (a parse tree, a linked structure)."""
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def yield_nested(depth: int):
+    yield 1
+    yield nested(depth)
