@@ -54,7 +54,7 @@ class PluginError(RuntimeError):
     """A plugin's hook failed; the task fails with ``type`` ``"PluginError"`` and this message."""
 
     def __init__(self, plugin: str, hook: str, cause: BaseException) -> None:
-        super().__init__(f'plugin "{plugin}" {hook} failed: {exception_type_name(cause)}: {cause}')
+        super().__init__(f'plugin "{plugin}" {hook} failed: {exception_type_name(cause)}: {describe(cause)}')
         self.plugin = plugin
         self.hook = hook
         self.cause = cause
@@ -70,6 +70,19 @@ def exception_type_name(error: BaseException) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def describe(error: BaseException) -> str:
+    """``str(error)``, or what went wrong making it: an exception whose ``__str__`` raises must still
+    fail its task with a message (unguarded, it took the task's thread or process down with it)."""
+    try:
+        return str(error)
+    except BaseException as failure:
+        try:
+            reason = f"{type(failure).__name__}: {failure}"
+        except BaseException:
+            reason = type(failure).__name__
+        return f"<exception str() failed: {reason}>"
+
+
 def format_traceback(error: BaseException) -> str:
     """The traceback text, without the runtime's own frames at its top."""
     tb: TracebackType | None = error.__traceback__
@@ -83,7 +96,7 @@ def error_outcome(kind: str, type_name: str, message: str, traceback_text: str =
 
 
 def exception_outcome(error: BaseException) -> Outcome:
-    return error_outcome("exception", exception_type_name(error), str(error), format_traceback(error))
+    return error_outcome("exception", exception_type_name(error), describe(error), format_traceback(error))
 
 
 def run_task(fn: TaskFunction, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
@@ -237,7 +250,7 @@ class TaskRunner:
             # Objects sent pickled ($o) are unpickled here, when a task of an accepted client runs.
             args, kwargs = restore(args), restore(kwargs)
         except BaseException as error:
-            return error_outcome("serialization", "SerializationError", f"cannot unpickle an argument: {type(error).__name__}: {error}")
+            return error_outcome("serialization", "SerializationError", f"cannot unpickle an argument: {type(error).__name__}: {describe(error)}")
         try:
             value = run_task(fn, args, kwargs)
             if stream:
@@ -251,6 +264,8 @@ class TaskRunner:
             return ("result", to_wire(value, "result"))
         except SerializationError as error:
             return error_outcome("serialization", "SerializationError", str(error))
+        except Exception as error:  # a RecursionError from a value nested too deep, or the like
+            return _unsendable("result", error)
 
     @staticmethod
     def _stream(value: Any, emit_item: EmitItem, task: TaskContext) -> Outcome:
@@ -278,6 +293,8 @@ class TaskRunner:
                     wire = to_wire(item, f"item[{seq}]")
                 except SerializationError as error:
                     return error_outcome("serialization", "SerializationError", str(error))
+                except Exception as error:
+                    return _unsendable(f"item[{seq}]", error)
                 emit_item(seq, wire)
                 seq += 1
         finally:
@@ -290,6 +307,15 @@ class TaskRunner:
         return ("end",)
 
 
+def _unsendable(path: str, error: Exception) -> Outcome:
+    """A value whose encoding failed otherwise than a :class:`SerializationError` says (a list nested
+    deeper than the recursion limit): its task fails naming why, where it would have died with its
+    thread (or its executor process), never answered."""
+    return error_outcome(
+        "serialization", "SerializationError", f"{path}: cannot send this value: {type(error).__name__}: {describe(error)}"
+    )
+
+
 def _kept(value: Any) -> Outcome:
     """The outcome of a result kept on its node: measured by its pickle (what moving it to another
     node carries), so it must be picklable, as every value that may leave its process."""
@@ -299,7 +325,7 @@ def _kept(value: Any) -> Outcome:
         return error_outcome(
             "serialization", "SerializationError",
             f"result: cannot keep a value of type {type_name(value)} as a remote reference (it must be picklable): "
-            f"{type(error).__name__}: {error}",
+            f"{type(error).__name__}: {describe(error)}",
         )
     return ("kept", Kept(type_name(value), size, value, True))
 

@@ -63,6 +63,8 @@ SILENCE_LIMIT = 30.0
 HANDSHAKE_SECONDS = 10.0
 APP_EXIT_LIMIT = 60.0  # seconds the around_app exits get when the worker stops
 STREAM_NAMES = ("stdout", "stderr")
+#: Characters of output one ``out`` message carries at most (a character is at most 6 bytes of JSON).
+OUT_PIECE_CHARS = 1 << 20
 
 __all__ = ["Connection", "Options", "Worker", "main", "serve"]
 
@@ -120,6 +122,15 @@ class Options:
 
 def _send_notice(connection: Connection, node: int, notice: Dict[str, Any]) -> None:
     connection.send({"t": "event", "node": node, "event": {"type": "interruption", **notice}})
+
+
+def _send_out(connection: Connection, task_id: str | None, stream: str, node: int, slot: int | None, data: str) -> None:
+    """Output as ``out`` messages of at most :data:`OUT_PIECE_CHARS` characters: a single write may be
+    more than a frame's header holds (64 MiB of JSON), and would fail its task instead of reaching
+    the client."""
+    for start in range(0, len(data), OUT_PIECE_CHARS):
+        piece = data[start : start + OUT_PIECE_CHARS]
+        connection.send({"t": "out", "id": task_id, "stream": stream, "node": node, "worker": slot, "data": piece})
 
 
 def _utc_now() -> str:
@@ -478,17 +489,13 @@ class Worker:
         if task is not None:
             connection = task.connection
             if task.state == "running" and connection is not None and connection.alive:
-                connection.send(
-                    {"t": "out", "id": task.id, "stream": stream, "node": self.node, "worker": task.slot, "data": data}
-                )
+                _send_out(connection, task.id, stream, self.node, task.slot, data)
                 return
         else:
             sent = False
             for connection in self.connections:
                 if connection.authenticated and connection.alive:
-                    connection.send(
-                        {"t": "out", "id": None, "stream": stream, "node": self.node, "worker": slot, "data": data}
-                    )
+                    _send_out(connection, None, stream, self.node, slot, data)
                     sent = True
             if sent:
                 return

@@ -82,6 +82,7 @@ export class DispatchNodes {
     if (this.#nodes[index]) return;
     this.#nodes[index] = newNodeState(index, undefined, {
       capacity: 0,
+      workerSlots: 0,
       adaptive: false,
       nestedCapacity: 0,
       bounded: false,
@@ -131,6 +132,7 @@ export class DispatchNodes {
     if (!node) {
       const added = newNodeState(index, connection, {
         capacity: fixed,
+        workerSlots: nestedCapacity,
         adaptive,
         nestedCapacity: nestedCapacity * NESTED_PER_SLOT,
         bounded: true,
@@ -141,6 +143,7 @@ export class DispatchNodes {
     node.bounded = true;
     node.connection = connection;
     node.capacity = fixed;
+    node.workerSlots = nestedCapacity;
     node.adaptive = adaptive;
     node.idleSince = performance.now();
     node.nestedCapacity = nestedCapacity * NESTED_PER_SLOT;

@@ -4,6 +4,7 @@
  */
 import { ConfigurationError } from "../errors/errors.js";
 import { fanOutArguments } from "./broadcast-fanout.js";
+import { CALL_OPTION_FIELDS, checkCallOptions } from "./call-options.js";
 import { type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
 import type { BroadcastResults, MapItem, StreamOptions, WaitOptions, WorkerPlace } from "./pool.js";
 import { abortError, nodeIndices } from "./pool-context.js";
@@ -19,6 +20,7 @@ export async function broadcastTask<R>(
   pending: PendingTask<R>,
   options: WaitOptions,
 ): Promise<BroadcastResults<R>> {
+  checkCallOptions(options, CALL_OPTION_FIELDS.wait);
   host.checkOpen();
   const fanned = await fanOutArguments(host, pending, options);
   try {
@@ -65,6 +67,7 @@ export async function gatherTasks(
   tasks: readonly PendingTask<unknown>[],
   options: WaitOptions,
 ): Promise<unknown[]> {
+  checkCallOptions(options, CALL_OPTION_FIELDS.wait);
   host.checkOpen();
   const handles = tasks.map((task) => submitTask(host, task, options));
   return Promise.all(handles.map((handle) => handle.result)).catch((error) => {
@@ -79,6 +82,7 @@ export async function* streamTasks<R>(
   tasks: Iterable<PendingTask<R>>,
   options: StreamOptions,
 ): AsyncGenerator<R> {
+  checkCallOptions(options, CALL_OPTION_FIELDS.stream);
   host.checkOpen();
   const handles = [...tasks].map((task) => submitTask(host, task, options));
   // A later call may fail while an earlier one is awaited: its failure is thrown at its place (or
@@ -117,6 +121,15 @@ function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
+const STOPPED = Symbol("stopped");
+
+/** The iterator of a sync or async iterable. */
+function iterate<T>(items: Iterable<T> | AsyncIterable<T>): AsyncIterator<T> | Iterator<T> {
+  return Symbol.asyncIterator in items
+    ? (items as AsyncIterable<T>)[Symbol.asyncIterator]()
+    : (items as Iterable<T>)[Symbol.iterator]();
+}
+
 /**
  * `pool.map`: `fn` once per item, results in input order. Items are read as the queue has room, so
  * a large or endless iterable is not queued all at once; the first failure cancels the rest.
@@ -127,6 +140,7 @@ export async function mapTasks<A extends unknown[], R>(
   items: Iterable<MapItem<A>> | AsyncIterable<MapItem<A>>,
   options: WaitOptions,
 ): Promise<R[]> {
+  checkCallOptions(options, CALL_OPTION_FIELDS.wait);
   host.checkOpen();
   const { signal } = options;
   if (signal?.aborted) throw abortError(signal, "map");
@@ -136,18 +150,39 @@ export async function mapTasks<A extends unknown[], R>(
   let outstanding = 0;
   let failure: Error | undefined;
   let settle: (() => void) | undefined;
-  const onAbort = () => {
-    failure ??= abortError(signal as AbortSignal, "map");
-    for (const ticket of [...tickets]) ticket.cancel("map was aborted");
+  // Settles once the map fails: a wait for the next item (an iterable that stalls: a live source, a
+  // queue) or for room in the queue ends then, not when that item or room comes.
+  let stop: () => void = () => {};
+  const stopped = new Promise<typeof STOPPED>((resolve) => {
+    stop = () => resolve(STOPPED);
+  });
+  const fail = (error: Error) => {
+    failure ??= error;
+    stop();
     settle?.();
+  };
+  const onAbort = () => {
+    fail(abortError(signal as AbortSignal, "map"));
+    for (const ticket of [...tickets]) ticket.cancel("map was aborted");
   };
   signal?.addEventListener("abort", onAbort, { once: true });
   const window = Math.max(64, host.context.tasks.capacity * 4);
   let index = 0;
   let submittedThisTurn = 0;
+  const iterator = iterate(items);
+  let exhausted = false;
   try {
-    for await (const item of items as AsyncIterable<MapItem<A>>) {
+    for (;;) {
       if (failure) break;
+      const next = Promise.resolve(iterator.next());
+      next.catch(() => undefined); // one still pending when the map stops fails nowhere
+      const step = await Promise.race([next, stopped]);
+      if (step === STOPPED) break;
+      if (step.done) {
+        exhausted = true;
+        break;
+      }
+      const item = step.value;
       if (!Array.isArray(item)) {
         throw new ConfigurationError({
           issues: [
@@ -171,19 +206,18 @@ export async function mapTasks<A extends unknown[], R>(
           {
             result: (value) => {
               tickets.delete(ticket);
+              outstanding -= 1;
               try {
                 results[position] = validateResult(pending, value, "");
               } catch (error) {
-                failure ??= error as Error;
+                fail(error as Error);
               }
-              outstanding -= 1;
-              if (outstanding === 0 || failure) settle?.();
+              if (outstanding === 0) settle?.();
             },
             error: (error) => {
               tickets.delete(ticket);
-              failure ??= error;
               outstanding -= 1;
-              settle?.();
+              fail(error);
             },
           },
           false,
@@ -191,12 +225,12 @@ export async function mapTasks<A extends unknown[], R>(
       } catch (error) {
         // A remote reference that cannot be used: the map fails as if that call had.
         outstanding -= 1;
-        failure ??= error as Error;
+        fail(error as Error);
         break;
       }
       tickets.add(ticket);
       if (host.context.tasks.queued >= window) {
-        await host.context.tasks.whenQueueBelow(window);
+        await Promise.race([host.context.tasks.whenQueueBelow(window), stopped]);
         submittedThisTurn = 0;
       } else if (++submittedThisTurn >= ITEMS_PER_TURN) {
         await nextTurn();
@@ -214,6 +248,14 @@ export async function mapTasks<A extends unknown[], R>(
     failure ??= error as Error;
   } finally {
     signal?.removeEventListener("abort", onAbort);
+    // As a `for await` left early, the iterable is told (not awaited: it may be stalled in a read).
+    if (!exhausted) {
+      try {
+        Promise.resolve(iterator.return?.()).catch(() => undefined);
+      } catch {
+        // a synchronous iterator's return() threw: the map's own outcome stands
+      }
+    }
   }
   if (failure) {
     for (const ticket of [...tickets]) ticket.cancel("another item of the map failed");

@@ -4,6 +4,7 @@
  */
 import { CancelledError, SerializationError, TaskDetachedError } from "../errors/errors.js";
 import { RemoteRef } from "../protocol/values.js";
+import { CALL_OPTION_FIELDS, checkCallOptions } from "./call-options.js";
 import type { RunOptions, TaskHandle } from "./pool.js";
 import { abortError, nodeIndices, type PoolContext } from "./pool-context.js";
 import type { Pending, PendingStream, PendingTask } from "./python-function.js";
@@ -186,6 +187,7 @@ export function runStream<T>(
 ): AsyncIterable<T> {
   return {
     [Symbol.asyncIterator](): AsyncIterator<T> {
+      checkCallOptions(options, CALL_OPTION_FIELDS.run);
       host.checkOpen();
       // An abort listener never fires for a signal aborted already: such a run starts nothing.
       const { signal } = options;

@@ -54,10 +54,19 @@ export class InputPump {
     }
   }
 
+  /**
+   * The task ended before the source did: the source is told (`return()`), as a `for…of` left early
+   * tells it. Its own cleanup failing is no failure of the task, which is over: unobserved, it
+   * would be an unhandled rejection, which ends the Node process and every pool in it.
+   */
   close(): void {
     if (this.#finished) return;
     this.#finished = true;
-    void this.#iterator.return?.();
+    try {
+      Promise.resolve(this.#iterator.return?.()).catch(() => undefined);
+    } catch {
+      // a synchronous iterator's return() threw: the same
+    }
   }
 }
 

@@ -11,6 +11,7 @@ function nodes(count: number, busy: readonly number[] = []) {
   return Array.from({ length: count }, (_, index) => {
     const node = newNodeState(index, connected, {
       capacity: 1,
+      workerSlots: 1,
       adaptive: false,
       nestedCapacity: 1,
       bounded: true,

@@ -88,10 +88,7 @@ export function nextFreeNode(
   return lastResort;
 }
 
-/**
- * Learns from task `record` ending on adaptive `node` now: its duration for the schedule, and, since
- * the worker runs its tasks in order, the moment the one waiting longest behind it begins.
- */
+/** Learns from task `record` ending on adaptive `node` now: its duration for the schedule. */
 export function observeTaskEnd(schedule: AdaptiveSchedule, node: NodeState, record: TaskRecord): void {
   const now = performance.now();
   const inFlight = node.running.size - node.nestedRunning;
@@ -106,15 +103,25 @@ export function observeTaskEnd(schedule: AdaptiveSchedule, node: NodeState, reco
     record.begunAt,
   );
   node.lastDone = now;
-  if (inFlight > node.capacity) {
-    let position = 0;
-    for (const waiting of node.running.values()) {
-      if (waiting === record || waiting.request.nested) continue;
-      position += 1;
-      if (position === node.capacity) {
-        waiting.begunAt = Math.max(waiting.begunAt, now);
-        break;
-      }
+}
+
+/**
+ * Task `record`'s run on `node` ends now: when it held one of the worker's slots, the task waiting
+ * longest behind it begins now (the worker runs its tasks in order), and its `begunAt` says so.
+ */
+export function beginNextWaiting(node: NodeState, record: TaskRecord): void {
+  if (record.request.nested) return; // nested tasks run on the worker's nested pool
+  let position = 0;
+  let held = false;
+  for (const task of node.running.values()) {
+    if (task.request.nested) continue;
+    position += 1;
+    if (task === record) {
+      if (position > node.workerSlots) return; // it was waiting itself: no slot comes free
+      held = true;
+    } else if (held && position === node.workerSlots + 1) {
+      task.begunAt = Math.max(task.begunAt, performance.now());
+      return;
     }
   }
 }

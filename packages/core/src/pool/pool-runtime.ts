@@ -36,6 +36,7 @@ import type { Nodes, NodesInput } from "../spec/nodes.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
 import { PoolBudget } from "./budget.js";
+import { CALL_OPTION_FIELDS, checkCallOptions } from "./call-options.js";
 import { CostMeter, type PoolCost } from "./cost.js";
 import { type DetachHandler, detachSnapshot, keepItemsBytesOf, releaseKeeping } from "./detach.js";
 import { type DispatchHost, runStream, submitTask } from "./dispatch.js";
@@ -487,6 +488,7 @@ export class PoolRuntime implements Pool {
   // ————————————————————————————————————————————————————————————————— dispatch
 
   submit<R>(pending: PendingTask<R>, options: RunOptions = {}): TaskHandle<R> {
+    checkCallOptions(options, CALL_OPTION_FIELDS.run);
     return submitTask(this.#dispatch, pending, options);
   }
 

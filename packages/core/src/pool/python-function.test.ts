@@ -60,4 +60,16 @@ describe("python function references", () => {
     // @ts-expect-error -- true is not a policy
     expect(() => python("tasks:f", { retry: true })).toThrow(/expected false or/);
   });
+
+  it("refuse options they do not know, and a result that is no schema, naming the field", () => {
+    // @ts-expect-error -- a misspelt timeout would otherwise be ignored: the pool's default applies
+    expect(() => python("tasks:f", { timout: 5 })).toThrow(/options: unknown field "timout"/);
+    // @ts-expect-error -- "retries" belongs inside retry
+    expect(() => python.stream("tasks:g", { retries: 2 })).toThrow(/unknown field "retries"/);
+    // @ts-expect-error -- not a zod schema: nothing would check the result
+    expect(() => python("tasks:f", { result: "number" })).toThrow(/result: expected a zod schema/);
+    // @ts-expect-error -- options are an object
+    expect(() => python("tasks:f", 30)).toThrow(/options: expected an object/);
+    expect(python("tasks:f", { timeout: 5, retry: false, result: undefined })().timeout).toBe(5);
+  });
 });

@@ -269,12 +269,31 @@ function splitArguments(args: readonly unknown[]): { args: readonly unknown[]; k
   return { args: Object.freeze([...args]), kwargs: Object.freeze({}) };
 }
 
+const OPTION_FIELDS = new Set(["result", "timeout", "retry"]);
+
+/** The options of a function reference, each known field checked (JavaScript callers have no types). */
+function checkOptions(options: unknown): void {
+  const issue = (path: string, message: string) => new ConfigurationError({ issues: [{ path, message }] });
+  if (typeof options !== "object" || options === null || Array.isArray(options))
+    throw issue("options", `expected an object ({ result, timeout, retry }), received ${String(options)}`);
+  const unknown = Object.keys(options).filter((key) => !OPTION_FIELDS.has(key));
+  if (unknown.length > 0)
+    throw issue(
+      "options",
+      `unknown field ${unknown.map((key) => JSON.stringify(key)).join(", ")} (expected result, timeout, retry)`,
+    );
+  const { result } = options as { result?: unknown };
+  if (result !== undefined && typeof (result as { safeParse?: unknown } | null)?.safeParse !== "function")
+    throw issue("result", `expected a zod schema (z.number(), z.object({…})), received ${typeof result}`);
+}
+
 function define<T>(
   kind: "task" | "stream",
   ref: string,
   options: PythonFunctionOptions<T>,
 ): (...args: unknown[]) => PendingTask<T> | PendingStream<T> {
   const checked = checkRef(ref);
+  checkOptions(options);
   const timeout = options.timeout === undefined ? undefined : checkTimeout(options.timeout, "timeout");
   const retry = options.retry === undefined ? undefined : checkRetry(options.retry, kind, "retry");
   const call = (...args: unknown[]) =>

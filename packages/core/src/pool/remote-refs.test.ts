@@ -130,6 +130,19 @@ describe("remote references, the pool's side", () => {
     });
   });
 
+  it("keeps every key of an object beside a reference, __proto__ included (a key of JSON data)", () => {
+    const { refs } = registry();
+    const ref = new RemoteRef("r0-a", 0, "bytes", 100);
+    refs.adopt(ref);
+    const options = JSON.parse('{"__proto__": {"depth": 3}, "lr": 0.1}') as Record<string, unknown>;
+    const call = refs.prepare([ref], [ref, options], {}, 0, [0, 1], false);
+    expect(call.ready).toBe(true);
+    if (!call.ready) return;
+    const sent = call.args[1] as Record<string, unknown>;
+    expect(Object.keys(sent)).toEqual(["__proto__", "lr"]);
+    expect(Object.getPrototypeOf(sent)).toBe(Object.prototype);
+  });
+
   it("releases on every holder once, and refuses later uses naming the reference", async () => {
     const { refs, unrefs } = registry();
     const ref = new RemoteRef("r0-a", 0, "bytes", 100);

@@ -14,6 +14,7 @@ import {
   type RemoteRefState,
   remoteRefOwner,
 } from "../protocol/values.js";
+import { setOwn } from "../protocol/wire-primitives.js";
 import type { Kwargs } from "./python-function.js";
 import { python } from "./python-function.js";
 import { type PeerBytes, PeerMoves, type PeerMovesHost } from "./ref-moves.js";
@@ -102,7 +103,8 @@ function substitute(value: unknown, replace: (ref: RemoteRef) => RefArgument, de
   const prototype: unknown = Object.getPrototypeOf(value);
   if (prototype !== Object.prototype && prototype !== null) return value;
   const out: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) out[key] = substitute(item, replace, depth + 1);
+  // setOwn: a `__proto__` key (JSON data has them) is a key here, not the copy's prototype.
+  for (const [key, item] of Object.entries(value)) setOwn(out, key, substitute(item, replace, depth + 1));
   return out;
 }
 

@@ -7,15 +7,23 @@
 import { NodeUnavailableError, TaskTimeoutError } from "../errors/errors.js";
 import type { NodeState, TaskRecord } from "./task-record.js";
 
-/** The tasks running on `node` that are `graceSeconds` past their timeout without a word from the worker. */
+/**
+ * The tasks running on `node` that are `graceSeconds` past their timeout without a word from the
+ * worker. A timeout counts from when the task got a worker slot: tasks sent beyond the worker's
+ * slots (its buffer) wait there in order, their clocks not started, and each begins as one ahead
+ * of it ends (`begunAt`).
+ */
 export function overdueTasks(node: NodeState, now: number, graceSeconds: number): TaskRecord[] {
   const overdue: TaskRecord[] = [];
+  let position = 0;
   for (const record of node.running.values()) {
+    // Nested tasks run on the worker's nested pool, not in the line of its slots.
+    if (!record.request.nested && ++position > node.workerSlots) continue;
     const { timeout } = record.request;
     // A default timeout may be replaced on the worker by the function's declared one: the
     // worker reports it (a worker that stops answering is a lost connection).
     if (record.request.defaultTimeout) continue;
-    if (timeout === null || now - record.startedAt < (timeout + graceSeconds) * 1000) continue;
+    if (timeout === null || now - record.begunAt < (timeout + graceSeconds) * 1000) continue;
     overdue.push(record);
   }
   return overdue;

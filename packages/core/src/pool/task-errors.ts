@@ -49,9 +49,11 @@ export function taskErrorOf(
       });
     }
     case "cancelled":
+      // The client's own cancels fail the task before the worker answers: this one is the worker's
+      // (it is stopping), and its reason is the user's only clue.
       return new CancelledError({
         taskId: record.id,
-        message: `${ref} (task ${record.id}) was cancelled on node ${message.node}`,
+        message: `${ref} (task ${record.id}) was cancelled on node ${message.node}${message.message ? `: ${message.message}` : ""}`,
       });
     case "worker_died":
       return new WorkerDiedError({

@@ -15,7 +15,7 @@ import type { EventHub } from "../observe/events.js";
 import { markInputStreams, type TaskMessage, type WorkerEvent } from "../protocol/protocol.js";
 import { DispatchNodes } from "./dispatch-nodes.js";
 import { OutputLines } from "./output-lines.js";
-import { observeTaskEnd } from "./placement.js";
+import { beginNextWaiting, observeTaskEnd } from "./placement.js";
 import { AdaptiveSchedule } from "./schedule.js";
 import { routeSubtask, type SubtaskAnswer, submitNestedTask } from "./subtasks.js";
 import { sweepDeadlines } from "./task-deadlines.js";
@@ -348,7 +348,10 @@ export class TaskManager {
     this.#output.end(record.id);
     for (const pump of record.pumps.values()) pump.close();
     if (record.children) for (const child of record.children.values()) child.cancel("its parent task ended");
-    if (record.node) endRun(record, record.node);
+    if (record.node) {
+      beginNextWaiting(record.node, record);
+      endRun(record, record.node);
+    }
     if (!this.#closed) this.#pump();
   }
 

@@ -73,7 +73,10 @@ export interface TaskRecord extends TaskTicket {
   readonly callbacks: TaskCallbacks;
   node: NodeState | undefined;
   startedAt: number;
-  /** When it got a worker slot, as far as the client can tell (later than `startedAt` if it waited). */
+  /**
+   * When it got a worker slot, as far as the client can tell (later than `startedAt` if it waited
+   * behind the worker's other tasks): its timeout counts from then, on the worker as here.
+   */
   begunAt: number;
   done: boolean;
   streams: InputStream[];
@@ -102,6 +105,8 @@ export interface NodeState {
   readonly index: number;
   connection: WorkerConnection | undefined;
   capacity: number;
+  /** Tasks its worker runs at once (its concurrency); those sent beyond wait on the worker. */
+  workerSlots: number;
   /** With an adaptive buffer (`"auto"`), its slot count follows the tasks' durations; `capacity` otherwise. */
   adaptive: boolean;
   /** When its last task ended (or it joined), and when its last result came: `performance.now()`. */
@@ -128,7 +133,13 @@ export interface NodeState {
 export function newNodeState(
   index: number,
   connection: WorkerConnection | undefined,
-  slots: { capacity: number; adaptive: boolean; nestedCapacity: number; bounded: boolean },
+  slots: {
+    capacity: number;
+    workerSlots: number;
+    adaptive: boolean;
+    nestedCapacity: number;
+    bounded: boolean;
+  },
 ): NodeState {
   return {
     index,
