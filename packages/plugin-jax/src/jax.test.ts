@@ -1,11 +1,12 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { image } from "@skyward/core";
+import { ConfigurationError, image, options, PluginError, spec } from "@skyward/core";
 import {
   applyImageTransforms,
   isPlugin,
   isWorkersPerAccelerator,
   type PluginV1,
+  resolvePoolSpec,
   workerModules,
 } from "@skyward/core/contract";
 import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
@@ -68,6 +69,41 @@ describe("jax()", () => {
     expect(issues).toHaveLength(1);
     expect(issues[0]?.path).toBe(path);
     expect(issues[0]?.message).toMatch(message);
+  });
+});
+
+describe("jax() and the process executor", () => {
+  /** What the image transform throws on a pool with these worker options, or undefined. */
+  async function refusal(plugin: PluginV1, worker: { executor: "thread" | "process"; concurrency?: number }) {
+    const poolSpec = resolvePoolSpec(spec({ nodes: 2, plugins: [plugin] }), options({ worker }));
+    try {
+      await applyImageTransforms([plugin], poolSpec.image, fakeCluster({ spec: poolSpec }));
+      return undefined;
+    } catch (error) {
+      return error;
+    }
+  }
+
+  // jax.distributed is initialised in the node's worker process; under the process executor the
+  // tasks run in its children, each a JAX runtime of one process.
+  it("one JAX process per node is refused under executor: 'process' before any node starts, naming the option", async () => {
+    const error = await refusal(jax(), { executor: "process" });
+    expect(PluginError.isInstance(error)).toBe(true);
+    const cause = (error as PluginError).cause;
+    expect(ConfigurationError.isInstance(cause)).toBe(true);
+    expect((cause as ConfigurationError).issues).toEqual([
+      {
+        path: "options.worker.executor",
+        message: expect.stringMatching(
+          /^expected "thread" with jax\(\) \(the node's worker process is its JAX process\).*perAccelerator: true/,
+        ),
+      },
+    ]);
+  });
+
+  it("is accepted under the thread executor, and with perAccelerator (each child a JAX process)", async () => {
+    expect(await refusal(jax(), { executor: "thread", concurrency: 4 })).toBeUndefined();
+    expect(await refusal(jax({ perAccelerator: true }), { executor: "process" })).toBeUndefined();
   });
 });
 
