@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import * as sky from "@skyward/core";
 import { ConfigurationError, image, options, PluginError, spec } from "@skyward/core";
 import {
   applyImageTransforms,
@@ -189,6 +190,35 @@ describe("torch() and the process executor", () => {
   it("is accepted under the thread executor, and with perAccelerator (each child a rank)", async () => {
     expect(await refusal(torch(), { executor: "thread", concurrency: 4 })).toBeUndefined();
     expect(await refusal(torch({ perAccelerator: true }), { executor: "process" })).toBeUndefined();
+  });
+});
+
+describe("torch() on an elastic pool", () => {
+  // A group has a fixed size: a node joining later (autoscaling) inits with a WORLD_SIZE the group
+  // formed before it never had — seen on 2 Local nodes [1, 2]: gloo's "enforce fail … address.cc".
+  it("is refused before any node starts, naming nodes", async () => {
+    for (const nodes of [[1, 4], sky.nodes({ desired: 4, min: 2 })] as const) {
+      const poolSpec = resolvePoolSpec(spec({ nodes, plugins: [torch()] }), options());
+      const error = await applyImageTransforms(
+        [torch()],
+        poolSpec.image,
+        fakeCluster({ spec: poolSpec }),
+      ).then(
+        () => undefined,
+        (thrown: unknown) => thrown,
+      );
+      expect(PluginError.isInstance(error)).toBe(true);
+      expect(((error as PluginError).cause as ConfigurationError).issues).toEqual([
+        { path: "nodes", message: expect.stringMatching(/^expected a fixed node count with torch\(\)/) },
+      ]);
+    }
+  });
+
+  it("is accepted on a fixed node count", async () => {
+    const poolSpec = resolvePoolSpec(spec({ nodes: 3, plugins: [torch()] }), options());
+    await expect(
+      applyImageTransforms([torch()], poolSpec.image, fakeCluster({ spec: poolSpec })),
+    ).resolves.toBeDefined();
   });
 });
 

@@ -143,6 +143,25 @@ function refuseProcessExecutor(cluster: Cluster): void {
 }
 
 /**
+ * Refuses an elastic pool (run before any node is provisioned): a process group has a fixed size,
+ * and a node that joins later (autoscaling) would init with a world size the group formed before it
+ * never had.
+ */
+function refuseElasticPool(cluster: Cluster): void {
+  const min = cluster.spec.nodes?.min ?? 1;
+  const max = cluster.spec.nodes?.max ?? min;
+  if (min === max) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "nodes",
+        message: `expected a fixed node count with torch() (one process group, its size fixed when it forms), received ${min} to ${max}`,
+      },
+    ],
+  });
+}
+
+/**
  * The `torch` plugin. On every worker's image it adds `torch` (plus `torchvision` / `torchaudio`
  * when asked), each fetched only from PyTorch's wheel index for `cuda`
  * (`https://download.pytorch.org/whl/<cuda>`) — a requirement the environment already satisfies,
@@ -169,7 +188,8 @@ function refuseProcessExecutor(cluster: Cluster): void {
  * @throws {ConfigurationError} naming the field (`backend`, `cuda`, `version`, `vision`, `audio`,
  *   `perAccelerator`, `visibleDevices`)
  *   when an option is invalid; and, when the pool starts (before any node is provisioned), without
- *   `perAccelerator` under `executor: "process"` (`options.worker.executor`).
+ *   `perAccelerator` under `executor: "process"` (`options.worker.executor`), and on an elastic
+ *   pool (`nodes`).
  */
 export function torch(options: TorchOptions = {}): PluginV1 {
   const { backend, cuda, version, vision, audio, perAccelerator, visibleDevices } = parseInput(
@@ -184,6 +204,7 @@ export function torch(options: TorchOptions = {}): PluginV1 {
   const plugin = Plugin.create("torch")
     .withPeerNetwork()
     .withImageTransform(({ image, cluster }) => {
+      refuseElasticPool(cluster);
       if (!perAccelerator) refuseProcessExecutor(cluster);
       return extendImage(image, { pip: requirements, pipIndexes: [{ url: wheelIndexUrl(cuda), packages }] });
     })
