@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import * as sky from "@skyward/core";
 import { ConfigurationError, image, options, PluginError, spec } from "@skyward/core";
 import {
   applyImageTransforms,
@@ -104,6 +105,31 @@ describe("jax() and the process executor", () => {
   it("is accepted under the thread executor, and with perAccelerator (each child a JAX process)", async () => {
     expect(await refusal(jax(), { executor: "thread", concurrency: 4 })).toBeUndefined();
     expect(await refusal(jax({ perAccelerator: true }), { executor: "process" })).toBeUndefined();
+  });
+});
+
+describe("jax() on an elastic pool", () => {
+  // jax.distributed has a fixed number of processes: a node joining later (autoscaling) would
+  // initialise with a count the runtime formed before it never had.
+  it("is refused before any node starts, naming nodes", async () => {
+    for (const nodes of [[1, 4], sky.nodes({ desired: 4, min: 2 })] as const) {
+      const poolSpec = resolvePoolSpec(spec({ nodes, plugins: [jax()] }), options());
+      const error = await applyImageTransforms([jax()], poolSpec.image, fakeCluster({ spec: poolSpec })).then(
+        () => undefined,
+        (thrown: unknown) => thrown,
+      );
+      expect(PluginError.isInstance(error)).toBe(true);
+      expect(((error as PluginError).cause as ConfigurationError).issues).toEqual([
+        { path: "nodes", message: expect.stringMatching(/^expected a fixed node count with jax\(\)/) },
+      ]);
+    }
+  });
+
+  it("is accepted on a fixed node count", async () => {
+    const poolSpec = resolvePoolSpec(spec({ nodes: 3, plugins: [jax()] }), options());
+    await expect(
+      applyImageTransforms([jax()], poolSpec.image, fakeCluster({ spec: poolSpec })),
+    ).resolves.toBeDefined();
   });
 });
 

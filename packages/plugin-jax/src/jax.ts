@@ -75,6 +75,25 @@ function refuseProcessExecutor(cluster: Cluster): void {
 }
 
 /**
+ * Refuses an elastic pool (run before any node is provisioned): `jax.distributed` has a fixed number
+ * of processes, and a node that joins later (autoscaling) would initialise with a count the runtime
+ * formed before it never had.
+ */
+function refuseElasticPool(cluster: Cluster): void {
+  const min = cluster.spec.nodes?.min ?? 1;
+  const max = cluster.spec.nodes?.max ?? min;
+  if (min === max) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "nodes",
+        message: `expected a fixed node count with jax() (one distributed runtime, its process count fixed when it forms), received ${min} to ${max}`,
+      },
+    ],
+  });
+}
+
+/**
  * The `jax` plugin. Adds `jax[cuda12]` (or `jax[cuda13]`, or plain `jax` for `cuda: "cpu"`) to
  * every worker's image. On each worker's first task it sets `JAX_COORDINATOR_ADDRESS` (the head's
  * address, at the pool's head port + 1, next to the one `torch` uses), `JAX_NUM_PROCESSES`,
@@ -95,7 +114,7 @@ function refuseProcessExecutor(cluster: Cluster): void {
  *
  * @throws {ConfigurationError} naming the field (`cuda`, `perAccelerator`) when an option is invalid;
  *   and, when the pool starts (before any node is provisioned), without `perAccelerator` under
- *   `executor: "process"` (`options.worker.executor`).
+ *   `executor: "process"` (`options.worker.executor`), and on an elastic pool (`nodes`).
  */
 export function jax(options: JaxOptions = {}): PluginV1 {
   const { cuda, perAccelerator } = parseInput(optionsSchema, options);
@@ -103,6 +122,7 @@ export function jax(options: JaxOptions = {}): PluginV1 {
   const plugin = Plugin.create("jax")
     .withPeerNetwork()
     .withImageTransform(({ image, cluster }) => {
+      refuseElasticPool(cluster);
       if (!perAccelerator) refuseProcessExecutor(cluster);
       return extendImage(image, { pip: [REQUIREMENTS[cuda]] });
     })
