@@ -13,6 +13,7 @@ import {
   LaunchCommand,
   type LaunchContext,
   type Offer,
+  Plugin,
   resolvePoolSpec,
 } from "@skyward/core/contract";
 import { configurationIssuesOf, packedFiles, requirePrerequisite } from "@skyward/testing";
@@ -499,6 +500,25 @@ describe("one process per accelerator", () => {
     });
     // One per node, as before, unless asked.
     expect(accelerate({ num_processes: 2 }).workersPerNode).toBeUndefined();
+  });
+
+  it("checks num_processes against the workers another plugin decides (MIG: one per instance) before any node starts", async () => {
+    // Two workers per node, as mig("3g.40gb") gives an A100 80GB: the one plugin setting its own count.
+    const instances = Plugin.create("instances").withWorkersPerNode(() => 2);
+    const transformOn = (plugin: ReturnType<typeof accelerate>) => {
+      const cluster = clusterOf(2, 1);
+      const withPlugins = { ...cluster, spec: { ...cluster.spec, plugins: [instances, plugin] } };
+      return (async () => plugin.transform?.({ image: image(), cluster: withPlugins }))();
+    };
+    await expect(transformOn(accelerate({ num_processes: 2 }, perAccelerator))).rejects.toMatchObject({
+      issues: [
+        {
+          path: "accelerate.num_processes",
+          message: "expected 4 (2 nodes × 2 workers per node, one process per worker), received 2",
+        },
+      ],
+    });
+    await expect(transformOn(accelerate({ num_processes: 4 }, perAccelerator))).resolves.toBeDefined();
   });
 
   it("refuses what it does not run, naming the field, when the plugin is made", () => {

@@ -19,7 +19,15 @@ import { posix } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ConfigurationError } from "@skyward/core";
 import type { Cluster, JsonValue, LaunchCommand, LaunchContext, PluginV1 } from "@skyward/core/contract";
-import { extendImage, Plugin, parseInput, shellQuote, workersPerAccelerator } from "@skyward/core/contract";
+import {
+  extendImage,
+  isWorkersPerAccelerator,
+  Plugin,
+  parseInput,
+  resolveWorkersPerNode,
+  shellQuote,
+  workersPerAccelerator,
+} from "@skyward/core/contract";
 import { z } from "zod";
 
 /** Options of the plugin itself (not accelerate settings). */
@@ -377,6 +385,7 @@ export function accelerate(config: AccelerateConfig = {}, options: AccelerateOpt
       refuseElasticPool(cluster);
       // The launcher would refuse it too, but only once every node is provisioned and bootstrapped.
       if (!perAccelerator) refuseProcessesOtherThanNodes(settings, cluster);
+      else refuseProcessesOtherThanWorkers(settings, cluster);
       return extendImage(image, { pip: ["accelerate"] });
     })
     .withBootstrap(({ cluster }) => {
@@ -450,6 +459,32 @@ function refuseProcessesOtherThanNodes(settings: AccelerateConfig, cluster: Clus
       {
         path: "accelerate.num_processes",
         message: `expected ${nodes} (one process per node), received ${processes}; accelerate(config, { perAccelerator: true }) runs one per accelerator`,
+      },
+    ],
+  });
+}
+
+/**
+ * With one process per accelerator next to a plugin that sets its own worker count (MIG: one per
+ * instance), refuses a `num_processes` other than nodes × that count (the transform hook runs before
+ * any node is provisioned). The pool then never asks this plugin's own count, nor runs its check.
+ */
+function refuseProcessesOtherThanWorkers(settings: AccelerateConfig, cluster: Cluster): void {
+  const processes = settings.num_processes;
+  const plugins = cluster.spec.plugins ?? [];
+  const deciding = plugins.some(
+    (plugin) =>
+      typeof plugin.workersPerNode === "function" && !isWorkersPerAccelerator(plugin.workersPerNode),
+  );
+  if (processes === undefined || !deciding) return;
+  const nodes = cluster.spec.nodes.max;
+  const workers = resolveWorkersPerNode(plugins, cluster);
+  if (processes === nodes * workers) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "accelerate.num_processes",
+        message: `expected ${nodes * workers} (${nodes} ${nodes === 1 ? "node" : "nodes"} × ${workers} workers per node, one process per worker), received ${processes}`,
       },
     ],
   });

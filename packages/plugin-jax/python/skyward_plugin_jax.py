@@ -3,7 +3,9 @@
 ``around_app`` runs on a worker's first task: it exports the ``JAX_*`` variables from the pool's
 topology and calls ``jax.distributed.initialize`` with them; leaving it shuts the runtime down.
 Process 0 (the head) serves the coordinator at the head's address, one port above the pool's head
-port (which the torch plugin's rendezvous uses).
+port (which the torch plugin's rendezvous uses). It runs in the node's one worker process, so that
+process is the node's JAX process (``JAX_PROCESS_ID`` = node, ``JAX_NUM_PROCESSES`` = nodes) even
+when a plugin runs several workers in it (MIG under the thread executor).
 
 With one process per accelerator (``config["per_worker"]``) each process-executor child, pinned to
 its device, is one JAX process (``info.global_worker_index`` of ``info.total_workers``):
@@ -14,6 +16,7 @@ task) does nothing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from typing import Any, Iterator, Mapping
 
@@ -37,6 +40,11 @@ def distributed_env(info: Any) -> dict[str, str]:
         "JAX_PROCESS_ID": str(info.global_worker_index),
         "JAX_LOCAL_DEVICE_COUNT": str(local_device_count(info)),
     }
+
+
+def node_process(info: Any) -> Any:
+    """``info`` as the node's one JAX process: worker 0 of one worker per node."""
+    return dataclasses.replace(info, worker=0, workers_per_node=1)
 
 
 def _is_initialized(jax: Any) -> bool:
@@ -115,7 +123,7 @@ def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractConte
     """Initialises ``jax.distributed`` for the whole pool (every worker one JAX process)."""
     if config.get("per_worker") is True:
         return None  # each worker process (around_process) is a JAX process of its own
-    return _distributed(info)
+    return _distributed(node_process(info))
 
 
 def around_process(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:

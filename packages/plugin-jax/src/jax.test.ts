@@ -1,11 +1,13 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { image } from "@skyward/core";
+import * as sky from "@skyward/core";
+import { ConfigurationError, image, options, PluginError, spec } from "@skyward/core";
 import {
   applyImageTransforms,
   isPlugin,
   isWorkersPerAccelerator,
   type PluginV1,
+  resolvePoolSpec,
   workerModules,
 } from "@skyward/core/contract";
 import { configurationIssuesOf, fakeCluster, packedFiles } from "@skyward/testing";
@@ -68,6 +70,66 @@ describe("jax()", () => {
     expect(issues).toHaveLength(1);
     expect(issues[0]?.path).toBe(path);
     expect(issues[0]?.message).toMatch(message);
+  });
+});
+
+describe("jax() and the process executor", () => {
+  /** What the image transform throws on a pool with these worker options, or undefined. */
+  async function refusal(plugin: PluginV1, worker: { executor: "thread" | "process"; concurrency?: number }) {
+    const poolSpec = resolvePoolSpec(spec({ nodes: 2, plugins: [plugin] }), options({ worker }));
+    try {
+      await applyImageTransforms([plugin], poolSpec.image, fakeCluster({ spec: poolSpec }));
+      return undefined;
+    } catch (error) {
+      return error;
+    }
+  }
+
+  // jax.distributed is initialised in the node's worker process; under the process executor the
+  // tasks run in its children, each a JAX runtime of one process.
+  it("one JAX process per node is refused under executor: 'process' before any node starts, naming the option", async () => {
+    const error = await refusal(jax(), { executor: "process" });
+    expect(PluginError.isInstance(error)).toBe(true);
+    const cause = (error as PluginError).cause;
+    expect(ConfigurationError.isInstance(cause)).toBe(true);
+    expect((cause as ConfigurationError).issues).toEqual([
+      {
+        path: "options.worker.executor",
+        message: expect.stringMatching(
+          /^expected "thread" with jax\(\) \(the node's worker process is its JAX process\).*perAccelerator: true/,
+        ),
+      },
+    ]);
+  });
+
+  it("is accepted under the thread executor, and with perAccelerator (each child a JAX process)", async () => {
+    expect(await refusal(jax(), { executor: "thread", concurrency: 4 })).toBeUndefined();
+    expect(await refusal(jax({ perAccelerator: true }), { executor: "process" })).toBeUndefined();
+  });
+});
+
+describe("jax() on an elastic pool", () => {
+  // jax.distributed has a fixed number of processes: a node joining later (autoscaling) would
+  // initialise with a count the runtime formed before it never had.
+  it("is refused before any node starts, naming nodes", async () => {
+    for (const nodes of [[1, 4], sky.nodes({ desired: 4, min: 2 })] as const) {
+      const poolSpec = resolvePoolSpec(spec({ nodes, plugins: [jax()] }), options());
+      const error = await applyImageTransforms([jax()], poolSpec.image, fakeCluster({ spec: poolSpec })).then(
+        () => undefined,
+        (thrown: unknown) => thrown,
+      );
+      expect(PluginError.isInstance(error)).toBe(true);
+      expect(((error as PluginError).cause as ConfigurationError).issues).toEqual([
+        { path: "nodes", message: expect.stringMatching(/^expected a fixed node count with jax\(\)/) },
+      ]);
+    }
+  });
+
+  it("is accepted on a fixed node count", async () => {
+    const poolSpec = resolvePoolSpec(spec({ nodes: 3, plugins: [jax()] }), options());
+    await expect(
+      applyImageTransforms([jax()], poolSpec.image, fakeCluster({ spec: poolSpec })),
+    ).resolves.toBeDefined();
   });
 });
 

@@ -4,7 +4,8 @@
  * mesh.
  */
 import { fileURLToPath } from "node:url";
-import { extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
+import { ConfigurationError } from "@skyward/core";
+import { type Cluster, extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
 import { z } from "zod";
 
 /** Which JAX build to install: with the CUDA 12 or CUDA 13 wheels, or for CPU only. */
@@ -56,6 +57,43 @@ const optionsSchema = z.strictObject(
 );
 
 /**
+ * With one JAX process per node, refuses the process executor (run before any node is provisioned):
+ * the node's worker process initialises `jax.distributed`, and under `executor: "process"` the tasks
+ * run in its children, each a JAX runtime of one process.
+ */
+function refuseProcessExecutor(cluster: Cluster): void {
+  if (cluster.spec.worker?.executor !== "process") return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "options.worker.executor",
+        message:
+          'expected "thread" with jax() (the node\'s worker process is its JAX process), received "process": its tasks would run in child processes outside the distributed runtime; jax({ perAccelerator: true }) makes each child process a JAX process',
+      },
+    ],
+  });
+}
+
+/**
+ * Refuses an elastic pool (run before any node is provisioned): `jax.distributed` has a fixed number
+ * of processes, and a node that joins later (autoscaling) would initialise with a count the runtime
+ * formed before it never had.
+ */
+function refuseElasticPool(cluster: Cluster): void {
+  const min = cluster.spec.nodes?.min ?? 1;
+  const max = cluster.spec.nodes?.max ?? min;
+  if (min === max) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "nodes",
+        message: `expected a fixed node count with jax() (one distributed runtime, its process count fixed when it forms), received ${min} to ${max}`,
+      },
+    ],
+  });
+}
+
+/**
  * The `jax` plugin. Adds `jax[cuda12]` (or `jax[cuda13]`, or plain `jax` for `cuda: "cpu"`) to
  * every worker's image. On each worker's first task it sets `JAX_COORDINATOR_ADDRESS` (the head's
  * address, at the pool's head port + 1, next to the one `torch` uses), `JAX_NUM_PROCESSES`,
@@ -74,14 +112,20 @@ const optionsSchema = z.strictObject(
  * One JAX process per node, seeing all of the node's devices, is the default and JAX's recommended
  * shape; `perAccelerator: true` runs one per device instead (see {@link JaxOptions.perAccelerator}).
  *
- * @throws {ConfigurationError} naming the field (`cuda`, `perAccelerator`) when an option is invalid.
+ * @throws {ConfigurationError} naming the field (`cuda`, `perAccelerator`) when an option is invalid;
+ *   and, when the pool starts (before any node is provisioned), without `perAccelerator` under
+ *   `executor: "process"` (`options.worker.executor`), and on an elastic pool (`nodes`).
  */
 export function jax(options: JaxOptions = {}): PluginV1 {
   const { cuda, perAccelerator } = parseInput(optionsSchema, options);
   // Its workers on different nodes meet at a rendezvous on the head: refused where nodes share no network.
   const plugin = Plugin.create("jax")
     .withPeerNetwork()
-    .withImageTransform(({ image }) => extendImage(image, { pip: [REQUIREMENTS[cuda]] }))
+    .withImageTransform(({ image, cluster }) => {
+      refuseElasticPool(cluster);
+      if (!perAccelerator) refuseProcessExecutor(cluster);
+      return extendImage(image, { pip: [REQUIREMENTS[cuda]] });
+    })
     .withWorker({
       module: WORKER_MODULE,
       path: WORKER_PATH,

@@ -1,15 +1,37 @@
 """Worker side of ``@skyward/plugin-keras``: data-parallel distribution with the JAX backend.
 
 ``KERAS_BACKEND`` itself is set in the image's environment, before any import of Keras. With the
-JAX backend on several nodes, ``around_app`` spreads Keras models over every device of the pool —
-which needs ``jax.distributed`` up first: the jax plugin, listed before this one. Every node then
-trains one model on the batches all nodes feed together: each passes its own shard to ``fit``.
+JAX backend, in a process where the jax plugin (listed before this one) brought up a
+``jax.distributed`` runtime of several processes, Keras models are spread over every device of
+that runtime. Every process then trains one model on the batches all processes feed together: each
+passes its own shard to ``fit``.
+
+That process is the node's worker (``around_app``) with one JAX process per node, and each
+process-executor child (``around_process``) with ``jax({ perAccelerator: true })``, whose node
+worker runs no task: there nothing is done, and JAX is not imported (on a GPU its backend would
+take the memory the device processes need).
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any, Iterator, Mapping
+
+
+def _distributed_jax() -> bool:
+    """Whether this process runs a ``jax.distributed`` runtime of more than one process."""
+    jax = sys.modules.get("jax")
+    if jax is None:  # nothing here initialised JAX: no runtime in this process
+        return False
+    check = getattr(jax.distributed, "is_initialized", None)
+    if callable(check):
+        initialized = bool(check())
+    else:  # older JAX: no public check
+        from jax._src import distributed as state
+
+        initialized = getattr(state.global_state, "client", None) is not None
+    return initialized and jax.process_count() > 1
 
 
 @contextlib.contextmanager
@@ -29,8 +51,26 @@ def _data_parallel() -> Iterator[None]:
         keras.distribution.set_distribution(previous)
 
 
-def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
-    """With the JAX backend on several nodes: a ``DataParallel`` distribution over every device."""
-    if config.get("backend") != "jax" or info.total_nodes <= 1:
+def _nested_process() -> bool:
+    """A child of the worker's nested-task executor: it runs subtasks and is no JAX process of its own."""
+    from skyward.context import runtime
+
+    return bool(getattr(runtime, "nested", False))
+
+
+def _hook(config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
+    if config.get("backend") != "jax" or not _distributed_jax():
         return None
     return _data_parallel()
+
+
+def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
+    """With the JAX backend and a distributed JAX runtime here: ``DataParallel`` over every device."""
+    return _hook(config)
+
+
+def around_process(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:
+    """The same in an executor child that is a JAX process of its own (one per accelerator)."""
+    if _nested_process():
+        return None
+    return _hook(config)

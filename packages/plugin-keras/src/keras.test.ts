@@ -89,6 +89,17 @@ describe("keras() with the JAX backend on several nodes", () => {
     expect(await refusal([keras()], [1, 3])).toBeDefined();
   });
 
+  it("is refused on one node too when jax() comes after it (its processes would each train their own model)", async () => {
+    const error = await refusal([keras(), jax({ cuda: "cpu", perAccelerator: true })], 1);
+    expect(PluginError.isInstance(error)).toBe(true);
+    expect(((error as PluginError).cause as ConfigurationError).issues).toEqual([
+      {
+        path: "keras.backend",
+        message: expect.stringMatching(/^"jax" needs the jax plugin listed before keras/),
+      },
+    ]);
+  });
+
   it("is accepted after jax(), on one node, or with another backend", async () => {
     expect(await refusal([jax({ cuda: "cpu" }), keras()], 2)).toBeUndefined();
     expect(await refusal([keras()], 1)).toBeUndefined();

@@ -40,22 +40,25 @@ const optionsSchema = z.strictObject(
 );
 
 /**
- * With the JAX backend on a pool that may have several nodes, refuses a pool where the jax plugin
- * does not come before this one (run before any node is provisioned). Without `jax.distributed` up
+ * With the JAX backend, refuses a pool where the jax plugin does not come before this one when the
+ * pool may have several nodes or has the jax plugin at all (run before any node is provisioned). Without `jax.distributed` up
  * first the data-parallel distribution spans one node's devices: every node would train a model of
  * its own on its shard, silently; listed after, jax would initialise after Keras started JAX's backends.
  */
 function refuseJaxWithoutDistributed(cluster: Cluster): void {
   const nodes = cluster.spec.nodes?.max ?? 1;
-  if (nodes <= 1) return;
   const names = (cluster.spec.plugins ?? []).map((plugin) => plugin.name);
   const jaxAt = names.indexOf("jax");
   if (jaxAt !== -1 && jaxAt < names.indexOf("keras")) return;
+  // One node without jax(): one process, nothing to distribute. jax() listed after keras() (on one
+  // node too: several processes with perAccelerator) comes up after Keras looked for its runtime.
+  if (nodes <= 1 && jaxAt === -1) return;
+  const where = nodes > 1 ? ` on ${nodes} nodes` : "";
   throw new ConfigurationError({
     issues: [
       {
         path: "keras.backend",
-        message: `"jax" on ${nodes} nodes needs the jax plugin listed before keras (plugins: [jax(), keras()]): without jax.distributed each node would train a model of its own`,
+        message: `"jax"${where} needs the jax plugin listed before keras (plugins: [jax(), keras()]): without jax.distributed up first each JAX process would train a model of its own`,
       },
     ],
   });
@@ -63,10 +66,11 @@ function refuseJaxWithoutDistributed(cluster: Cluster): void {
 
 /**
  * The `keras` plugin. Adds `keras` to every worker's image and sets `KERAS_BACKEND` in the image's
- * environment, so it holds before anything imports Keras. With the `jax` backend and more than one
- * node, each worker's first task sets
+ * environment, so it holds before anything imports Keras. With the `jax` backend, every process
+ * where `jax()` brought up a runtime of several JAX processes (each node's worker; with
+ * `jax({ perAccelerator: true })` each device's process) sets, before its first task,
  * `keras.distribution.set_distribution(DataParallel(devices=list_devices()))` — list `jax()` before
- * this plugin so JAX's distributed runtime (and with it every node's devices) is up by then. The
+ * this plugin so JAX's distributed runtime (and with it every process's devices) is up by then. The
  * backend framework itself is not installed here: add `jax()` or `torch()`, or put it in the image.
  *
  * ```ts

@@ -172,6 +172,32 @@ describe("workers per node: the instances of the profile that fit the GPU", () =
     ).toBe("mig.profile");
   });
 
+  it.each([
+    ["1g.10gb", "T4", 16],
+    ["1g.10gb", "L4", 24],
+    ["1g.5gb", "A10G", 24],
+    ["3g.40gb", "RTX_4090", 24],
+    ["1g.6gb", "V100", 32],
+    ["1g.10gb", "L40S", 48],
+  ] as const)(
+    "refuses %s on a %s (no MIG: nvidia-smi would refuse it at bootstrap), naming the accelerator",
+    (profile, name, memoryGb) => {
+      const [issue] = configurationIssuesOf(() =>
+        mig(profile).workersPerNode({ cluster: gpuCluster(name, memoryGb) }),
+      );
+      expect(issue).toEqual({
+        path: "accelerator",
+        message: expect.stringMatching(
+          new RegExp(`^expected a GPU with MIG \\(A100, .*\\) for mig\\("${profile}"\\), received ${name}`),
+        ),
+      });
+    },
+  );
+
+  it("takes a GPU the catalog does not know at its word (nvidia-smi decides)", () => {
+    expect(migInstancesPerGpu("1g.10gb", { name: "NVIDIA Future GPU", memoryGb: 80 })).toBe(7);
+  });
+
   it("says so when the pool has no GPU to partition", () => {
     const cpuOnly = { spec: { acceleratorMemoryGb: 0 }, offer: { accelerator: null } } as unknown as Cluster;
     expect(() => mig("1g.10gb").workersPerNode({ cluster: cpuOnly })).toThrow(/needs GPU nodes/);

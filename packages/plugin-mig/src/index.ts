@@ -17,7 +17,13 @@
  */
 import { fileURLToPath } from "node:url";
 import { ConfigurationError } from "@skyward/core";
-import { type Cluster, type ClusterHookOptions, type PluginV1, shellQuote } from "@skyward/core/contract";
+import {
+  type Cluster,
+  type ClusterHookOptions,
+  canonicalAcceleratorName,
+  type PluginV1,
+  shellQuote,
+} from "@skyward/core/contract";
 
 /** A MIG profile as `nvidia-smi` names it: compute slices `g`, memory in GB, optionally `+me` (media extensions). */
 const PROFILE = /^([1-7])g\.(\d+)gb(\+me)?$/;
@@ -32,6 +38,29 @@ interface MigLayout {
 const SEVEN_SLICE_LAYOUT: MigLayout = { computeSlices: 7, memorySlices: 8 };
 /** The A30: 4 and 4. */
 const A30_LAYOUT: MigLayout = { computeSlices: 4, memorySlices: 4 };
+
+/**
+ * The catalog's GPUs that have MIG (NVIDIA's MIG user guide, "Supported GPUs"): Ampere A100/A800 and
+ * A30, Hopper H100/H800/H200/H20/GH200, Blackwell B100/B200/GB200/B300/GB300, RTX PRO 6000 and 5000
+ * Blackwell. On any other GPU the catalog knows, `nvidia-smi -mig 1` fails.
+ */
+const MIG_GPUS: ReadonlySet<string> = new Set([
+  "A100",
+  "A800",
+  "A30",
+  "H100",
+  "H800",
+  "H200",
+  "H20",
+  "GH200",
+  "B100",
+  "B200",
+  "GB200",
+  "B300",
+  "GB300",
+  "RTX_PRO_6000",
+  "RTX_PRO_5000",
+]);
 
 /** What a GPU has that the instance count depends on. */
 export interface MigGpu {
@@ -53,11 +82,13 @@ function parseProfile(profile: string): { compute: number; memoryGb: number; med
  * (which take the GPU's single media engine) → 1. Counted from the GPU's compute and memory slices,
  * as `nvidia-smi mig -lgip` reports them.
  *
- * @throws {ConfigurationError} (path `mig.profile`) when the profile is malformed or does not fit.
+ * @throws {ConfigurationError} (path `mig.profile`) when the profile is malformed or does not fit;
+ *   (path `accelerator`) when the catalog knows the GPU and it has no MIG (a T4, an L4…).
  */
 export function migInstancesPerGpu(profile: string, gpu: MigGpu): number {
   const parsed = parseProfile(profile);
   if (!parsed) throw profileError(profile);
+  refuseGpuWithoutMig(profile, gpu);
   const layout = gpu.name.toUpperCase() === "A30" ? A30_LAYOUT : SEVEN_SLICE_LAYOUT;
   const sliceGb = gpu.memoryGb / layout.memorySlices;
   const memorySlices = Math.max(1, Math.round(parsed.memoryGb / sliceGb));
@@ -76,6 +107,20 @@ export function migInstancesPerGpu(profile: string, gpu: MigGpu): number {
     });
   }
   return parsed.media ? 1 : count;
+}
+
+/** Refuses a GPU the catalog knows to have no MIG; a name it does not know is left to nvidia-smi. */
+function refuseGpuWithoutMig(profile: string, gpu: MigGpu): void {
+  const known = canonicalAcceleratorName(gpu.name);
+  if (known === undefined || MIG_GPUS.has(known)) return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "accelerator",
+        message: `expected a GPU with MIG (${[...MIG_GPUS].join(", ")}) for mig(${JSON.stringify(profile)}), received ${gpu.name}: it has no MIG mode to enable`,
+      },
+    ],
+  });
 }
 
 function profileError(profile: unknown): ConfigurationError {

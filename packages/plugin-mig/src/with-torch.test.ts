@@ -80,3 +80,42 @@ describe.skipIf(torchMissing !== undefined)(
     });
   },
 );
+
+describe.skipIf(torchMissing !== undefined)("mig() with torch() (one rank per node) on a Local node", () => {
+  const saved = { ...process.env };
+  let scratch: string;
+  let pool: sky.Pool;
+
+  beforeAll(async () => {
+    scratch = mkdtempSync(join(tmpdir(), "skyward-mig-torch-node-"));
+    process.env.PATH = `${fakes}:${saved.PATH}`;
+    process.env.FAKE_NVIDIA_STATE = join(scratch, "state.json");
+    process.env.FAKE_NVIDIA_RECORD = join(scratch, "calls.jsonl");
+    pool = await sky.compute({
+      nodes: 1,
+      image: { python: SYSTEM_PYTHON, includes: [tasks] },
+      plugins: [mig("3g.40gb"), torch({ backend: "gloo", cuda: "cpu" })],
+      options: { console: false, worker: { concurrency: 2 } },
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await pool?.close();
+    process.env = saved;
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  // MIG runs two workers per node, in the node's one worker process (the thread executor): that one
+  // process is the node's rank. The group's size is the node count, as without MIG: a world of
+  // nodes × instances would wait for ranks no process ever takes.
+  it("makes the node's one worker process its rank: a group of one per node", async () => {
+    const result = await pool.run(rankInfo().withTimeout(40));
+    expect(result).toEqual({
+      rank: 0,
+      world_size: 1,
+      local_rank: "0",
+      device: "MIG-00000000-0000-4000-8000-000000000000",
+      sum: 1,
+    });
+  });
+});

@@ -2,6 +2,9 @@
 
 ``around_app`` runs on a worker's first task: it exports the variables of torch's ``env://``
 rendezvous from the pool's topology and joins the process group; leaving it destroys the group.
+It runs in the node's one worker process, so that process is the node's rank (``RANK`` = node,
+``WORLD_SIZE`` = nodes) even when a plugin runs several workers in it (MIG under the thread
+executor: ``workers_per_node`` instances, one process).
 torch is imported there, not at module import, so a worker without torch fails its first task with
 a clear error instead of failing to start.
 
@@ -14,6 +17,7 @@ process, which runs no task) does nothing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from typing import Any, Iterator, Mapping
 
@@ -31,6 +35,11 @@ def rendezvous_env(info: Any) -> dict[str, str]:
         "LOCAL_WORLD_SIZE": str(info.workers_per_node),
         "NODE_RANK": str(info.node),
     }
+
+
+def node_rank(info: Any) -> Any:
+    """``info`` as the node's one rank: worker 0 of one worker per node (a world of the nodes)."""
+    return dataclasses.replace(info, worker=0, workers_per_node=1)
 
 
 def _pin_gloo_interface(info: Any) -> None:
@@ -85,7 +94,7 @@ def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractConte
     """Joins the pool-wide process group (``config["backend"]``, or nccl/gloo by CUDA availability)."""
     if config.get("per_worker") is True:
         return None  # each worker process (around_process) is a rank of its own
-    return _process_group(info, _backend(config))
+    return _process_group(node_rank(info), _backend(config))
 
 
 def around_process(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:

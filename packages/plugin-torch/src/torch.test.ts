@@ -1,12 +1,14 @@
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { image } from "@skyward/core";
+import * as sky from "@skyward/core";
+import { ConfigurationError, image, options, PluginError, spec } from "@skyward/core";
 import {
   applyImageTransforms,
   type Cluster,
   isPlugin,
   isWorkersPerAccelerator,
   type PluginV1,
+  resolvePoolSpec,
   resolveWorkerLayout,
   workerModules,
 } from "@skyward/core/contract";
@@ -153,6 +155,70 @@ describe("torch()", () => {
   it("reports every bad field at once", () => {
     const issues = configurationIssuesOf(() => torch({ backend: "x", cuda: "y" } as unknown as TorchOptions));
     expect(issues.map((issue) => issue.path).sort()).toEqual(["backend", "cuda"]);
+  });
+});
+
+describe("torch() and the process executor", () => {
+  /** What the image transform throws on a pool with these worker options, or undefined. */
+  async function refusal(plugin: PluginV1, worker: { executor: "thread" | "process"; concurrency?: number }) {
+    const poolSpec = resolvePoolSpec(spec({ nodes: 2, plugins: [plugin] }), options({ worker }));
+    try {
+      await applyImageTransforms([plugin], poolSpec.image, fakeCluster({ spec: poolSpec }));
+      return undefined;
+    } catch (error) {
+      return error;
+    }
+  }
+
+  // The group is joined in the node's worker process; under the process executor the tasks run in
+  // its children, where no group exists ("Default process group has not been initialized").
+  it("one rank per node is refused under executor: 'process' before any node starts, naming the option", async () => {
+    const error = await refusal(torch(), { executor: "process" });
+    expect(PluginError.isInstance(error)).toBe(true);
+    const cause = (error as PluginError).cause;
+    expect(ConfigurationError.isInstance(cause)).toBe(true);
+    expect((cause as ConfigurationError).issues).toEqual([
+      {
+        path: "options.worker.executor",
+        message: expect.stringMatching(
+          /^expected "thread" with torch\(\) \(the node's worker process is its rank\).*perAccelerator: true/,
+        ),
+      },
+    ]);
+  });
+
+  it("is accepted under the thread executor, and with perAccelerator (each child a rank)", async () => {
+    expect(await refusal(torch(), { executor: "thread", concurrency: 4 })).toBeUndefined();
+    expect(await refusal(torch({ perAccelerator: true }), { executor: "process" })).toBeUndefined();
+  });
+});
+
+describe("torch() on an elastic pool", () => {
+  // A group has a fixed size: a node joining later (autoscaling) inits with a WORLD_SIZE the group
+  // formed before it never had — seen on 2 Local nodes [1, 2]: gloo's "enforce fail … address.cc".
+  it("is refused before any node starts, naming nodes", async () => {
+    for (const nodes of [[1, 4], sky.nodes({ desired: 4, min: 2 })] as const) {
+      const poolSpec = resolvePoolSpec(spec({ nodes, plugins: [torch()] }), options());
+      const error = await applyImageTransforms(
+        [torch()],
+        poolSpec.image,
+        fakeCluster({ spec: poolSpec }),
+      ).then(
+        () => undefined,
+        (thrown: unknown) => thrown,
+      );
+      expect(PluginError.isInstance(error)).toBe(true);
+      expect(((error as PluginError).cause as ConfigurationError).issues).toEqual([
+        { path: "nodes", message: expect.stringMatching(/^expected a fixed node count with torch\(\)/) },
+      ]);
+    }
+  });
+
+  it("is accepted on a fixed node count", async () => {
+    const poolSpec = resolvePoolSpec(spec({ nodes: 3, plugins: [torch()] }), options());
+    await expect(
+      applyImageTransforms([torch()], poolSpec.image, fakeCluster({ spec: poolSpec })),
+    ).resolves.toBeDefined();
   });
 });
 
