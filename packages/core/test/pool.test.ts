@@ -410,6 +410,26 @@ describe("executors and worker failures", () => {
     expect(first).not.toBe(second);
   }, 60_000);
 
+  it("refuses reuseProcesses: false where tasks run in threads (it would be ignored), before any worker starts", async () => {
+    for (const executor of ["thread", "auto"] as const) {
+      const error = await sky
+        .compute({
+          nodes: 1,
+          image,
+          options: { console: false, worker: { executor, reuseProcesses: false } },
+        })
+        .catch((caught: unknown) => caught);
+      expect(sky.ConfigurationError.isInstance(error)).toBe(true);
+      expect((error as sky.ConfigurationError).issues).toEqual([
+        {
+          path: "options.worker.reuseProcesses",
+          message:
+            'applies only to tasks run in subprocesses (executor: "process"); here tasks run in threads of the worker: remove it, or set executor: "process"',
+        },
+      ]);
+    }
+  }, 60_000);
+
   it("survives a worker that dies mid-task: the task fails clearly and the node is replaced", async () => {
     await using pool = await sky.compute({ nodes: 1, image, options: { console: false } });
     const before = await pool.run(pid());

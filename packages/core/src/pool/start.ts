@@ -64,6 +64,18 @@ async function shapeCluster(spec: PoolSpec, cluster: Cluster, options: Options):
       ],
     });
   }
+  if (!spec.worker.reuseProcesses && !layout.processPerWorker && spec.worker.executor === "thread") {
+    // Threads are never "reused" or not: accepted, the option would be ignored.
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "options.worker.reuseProcesses",
+          message:
+            'applies only to tasks run in subprocesses (executor: "process"); here tasks run in threads of the worker: remove it, or set executor: "process"',
+        },
+      ],
+    });
+  }
   // Plugins' worker modules travel with the code: they land in the work directory, on sys.path.
   const modulePaths = workerModules(spec.plugins)
     .map((module) => module.path)

@@ -30,7 +30,10 @@ export interface WorkerInput {
   buffer?: number | "auto";
   /** `"auto"` (→ `"thread"`), `"thread"` or `"process"`. Default `"auto"`. */
   executor?: "auto" | "thread" | "process";
-  /** With `executor: "process"`: reuse subprocesses (true) or start a fresh one per task. Default true. */
+  /**
+   * With `executor: "process"` (or a plugin running one process per accelerator): reuse subprocesses
+   * (true) or start a fresh one per task. Default true. `false` where tasks run in threads is refused.
+   */
   reuseProcesses?: boolean;
 }
 
