@@ -48,6 +48,8 @@ class Pool:
 
         self.address = asyncio.run_coroutine_threadsafe(listen(), self.loop).result(30)
         self.copy = CollectionStore(self.loop)
+        #: the thread that took each of the copy's frames
+        self.taken_on: List[int] = []
         #: set: node 1's copy takes no frame (it waits here, as a node stopped mid-write)
         self.copy_stops = threading.Event()
         self.copy_stopped = threading.Event()
@@ -61,10 +63,13 @@ class Pool:
         self.threads = concurrent.futures.ThreadPoolExecutor(4)
 
     def _replicated(self, message: Dict[str, Any]) -> Dict[str, Any]:
+        self.taken_on.append(threading.get_ident())
         if self.copy_stops.is_set():
+            # Its node is lost as the frame comes: the connection ends before the copy takes it
+            # (the thread taking it may be the writing task's own, which must not wait here).
+            self.copy_channel.close()
             self.copy_stopped.set()
-            self.copy_resumes.wait(60)
-            return {"t": "superseded", "epoch": 9}  # its node was lost: it takes nothing more
+            return {"t": "superseded", "epoch": 9}  # not sent: the connection is shut
         for state in message.get("states") or []:
             load(self.copy, state)
         return {"t": "acked", "seq": message["seq"]}
@@ -72,6 +77,15 @@ class Pool:
     def on_node_1(self, request: List[Any], owner: str = "1/t") -> "concurrent.futures.Future[Any]":
         """``request`` from a task thread of node 1 (in wire form), on a thread of the pool's."""
         return self.threads.submit(self.caller.call, self.address, owner, request)
+
+    def on_node_1_taken_on(self, request: List[Any]) -> Tuple[Any, int, List[int]]:
+        """``request`` from a task thread of node 1: its answer, that thread, and the threads that
+        took the copy's frames meanwhile."""
+        def call() -> Tuple[Any, int, List[int]]:
+            before = len(self.taken_on)
+            answer = self.caller.call(self.address, "1/t", request)
+            return answer, threading.get_ident(), self.taken_on[before:]
+        return self.threads.submit(call).result(60)
 
     def on_head(self, request: List[Any], owner: str = "0/t") -> Any:
         """``request`` from a task thread of the head, as it applies it."""
@@ -113,6 +127,24 @@ def test_a_write_from_the_copys_node_is_answered_by_the_copy(pool: Pool) -> None
     # A read is not copied: the head answers it.
     assert pool.on_node_1(["counter", "steps", "value"]).result(60) == ("value", 5)
     assert pool.mailbox.delivered == 7
+
+
+def test_the_writing_task_thread_takes_the_copys_frame_itself(pool: Pool) -> None:
+    # The frame carrying a node-1 write and its answer wakes the task's thread alone: it takes the
+    # frame (acks it), and finds its answer in it — no hand-off from the copy channel's thread.
+    for expected in range(1, 4):
+        answer, task_thread, taken_on = pool.on_node_1_taken_on(["counter", "steps", "increment", 1])
+        assert answer == ("value", expected)
+        assert taken_on == [task_thread]
+    answer, task_thread, taken_on = pool.on_node_1_taken_on(["lock", "l", "acquire", None])
+    assert (answer, taken_on) == (("value", True), [task_thread])
+    assert pool.mailbox.delivered == 4
+    # A frame nobody on node 1 waits for (a head task's write) is taken by the channel's own thread,
+    # once the task's thread let go: the head's write is answered, and the copy holds it.
+    before = len(pool.taken_on)
+    assert pool.on_head(["counter", "steps", "increment", 10]) == ("value", 13)
+    assert pool.taken_on[before:] and task_thread not in pool.taken_on[before:]
+    assert pool.copy_value("steps") == ("value", 13)
 
 
 def test_a_lock_granted_later_is_answered_once_by_the_copy(pool: Pool) -> None:
