@@ -284,8 +284,10 @@ class PeerThread:
 class CopyChannel:
     """The end of the node that offers to hold the copy: a thread connected to the head, answering
     each ``replicate`` frame with what ``on_replicate`` says (``acked`` with the seq it holds, or
-    ``superseded``); connected again after a loss, at once to a new address, after a growing pause
-    to the same one (the head may be gone for good: the client then says where)."""
+    ``superseded``) — or a task thread of this process waiting for an answer the copy gives, which
+    reads the frames itself meanwhile (:class:`~skyward.collection_copy_node.NodeEnd`); connected
+    again after a loss, at once to a new address, after a growing pause to the same one (the head
+    may be gone for good: the client then says where)."""
 
     def __init__(self, token: bytes, job: Callable[[], str | None], node: Callable[[], int],
                  on_replicate: Callable[[Dict[str, Any]], Dict[str, Any]], log: Callable[[str], None],

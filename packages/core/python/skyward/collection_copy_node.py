@@ -20,7 +20,7 @@ import socket
 import threading
 from typing import Any, Callable, Dict
 
-from . import collection_frames
+from . import collection_frames, deferred_interrupts
 from .protocol import ProtocolError
 
 #: what the channel's own thread always watches for: the connection's end, or an error
@@ -89,7 +89,12 @@ class NodeEnd:
     def read_some(self) -> bool:
         """One read that does not wait, by the thread holding the turn, and its messages taken;
         whether the connection is still up (when not, it is shut, and the channel's own thread
-        ends it)."""
+        ends it). A stopped task's interrupt waits until its thread has taken what it read
+        (:mod:`skyward.deferred_interrupts`): half a frame taken would be half a write in the copy."""
+        with deferred_interrupts.held():
+            return self._read_some()
+
+    def _read_some(self) -> bool:
         try:
             with self._decoder.get_buffer() as buffer:  # received into the decoder's memory: no copy
                 count = self.sock.recv_into(buffer, 0, _DONT_WAIT)

@@ -16,6 +16,9 @@ copy), the head answers on the task's connection as it did before — once the a
 acknowledged — so a task thread that marked its ``op`` waits on both: its connection to the head
 and this mailbox (a socket pair's end it polls beside it). The copy may have answered already: a
 thread keeps only the answer to the request it waits for now, so one that comes twice is taken once.
+While it waits, the task thread reads the copy channel itself when no other thread does
+(:mod:`skyward.collection_copy_node`): it takes the frame with its answer, and no other thread of
+this process wakes (nor does the socket pair: the answer it delivers itself is in its place already).
 """
 
 from __future__ import annotations

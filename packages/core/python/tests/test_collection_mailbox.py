@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 import worker_client  # noqa: F401  (puts the runtime on sys.path)
+from skyward import deferred_interrupts
 from skyward.collection_channel import CopyChannel
 from skyward.collection_delta import load
 from skyward.collection_direct import DirectCaller
@@ -25,6 +26,10 @@ from skyward.collection_store import CollectionStore
 from test_collection_turns import poll_until
 
 TOKEN = b"t" * 32
+
+
+class Stopped(BaseException):
+    """A task's interrupt (as the thread executor's ``TaskInterrupted``)."""
 
 
 class Pool:
@@ -48,6 +53,8 @@ class Pool:
 
         self.address = asyncio.run_coroutine_threadsafe(listen(), self.loop).result(30)
         self.copy = CollectionStore(self.loop)
+        #: set: the thread that takes the next frame is sent an interrupt as it takes it
+        self.stop_taker = threading.Event()
         #: the thread that took each of the copy's frames
         self.taken_on: List[int] = []
         #: set: node 1's copy takes no frame (it waits here, as a node stopped mid-write)
@@ -64,6 +71,10 @@ class Pool:
 
     def _replicated(self, message: Dict[str, Any]) -> Dict[str, Any]:
         self.taken_on.append(threading.get_ident())
+        if self.stop_taker.is_set():
+            # The thread taking the frame is stopped (a task's cancel) as it takes it.
+            self.stop_taker.clear()
+            deferred_interrupts.send(threading.get_ident(), Stopped)
         if self.copy_stops.is_set():
             # Its node is lost as the frame comes: the connection ends before the copy takes it
             # (the thread taking it may be the writing task's own, which must not wait here).
@@ -145,6 +156,30 @@ def test_the_writing_task_thread_takes_the_copys_frame_itself(pool: Pool) -> Non
     assert pool.on_head(["counter", "steps", "increment", 10]) == ("value", 13)
     assert pool.taken_on[before:] and task_thread not in pool.taken_on[before:]
     assert pool.copy_value("steps") == ("value", 13)
+
+
+def test_a_task_stopped_as_its_thread_takes_the_copys_frame_stops_after_taking_it(pool: Pool) -> None:
+    # The interrupt of a stopped task waits until its thread has taken the frame it read: the copy
+    # holds the write and acks it (half a frame would be half a write in the copy, and the frames
+    # after it would go unread), then the task stops.
+    assert pool.on_node_1(["counter", "steps", "increment", 1]).result(60) == ("value", 1)
+    pool.stop_taker.set()
+
+    def task() -> Any:
+        try:
+            return pool.caller.call(pool.address, "1/t", ["counter", "steps", "increment", 1])
+        finally:  # its turn is over (as the thread executor's _close_turn says)
+            deferred_interrupts.forget(threading.get_ident())
+
+    stopped = pool.threads.submit(task)
+    with pytest.raises(Stopped):
+        stopped.result(60)
+    poll_until(lambda: not pool.head._waiting, "the copy's ack of the stopped task's write")
+    assert pool.copy_value("steps") == ("value", 2)
+    # The channel goes on: the next writes, from node 1 and from the head, are taken and answered.
+    assert pool.on_node_1(["counter", "steps", "increment", 1]).result(60) == ("value", 3)
+    assert pool.on_head(["counter", "steps", "increment", 1]) == ("value", 4)
+    assert pool.copy_value("steps") == ("value", 4)
 
 
 def test_a_lock_granted_later_is_answered_once_by_the_copy(pool: Pool) -> None:
