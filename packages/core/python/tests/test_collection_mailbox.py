@@ -45,7 +45,18 @@ class Pool:
         self.acks: List[Any] = []
         self.head_reads_acks = True
         acked = self.head.acked
-        self.head.acked = lambda send, seq: (self.acks.append(seq), self.head_reads_acks and acked(send, seq))  # type: ignore[method-assign]
+        #: set: the task thread ``stopping`` is sent an interrupt as the head takes the next ack
+        self.stop_acker = threading.Event()
+
+        def head_acked(send: Any, seq: Any) -> None:
+            self.acks.append(seq)
+            if self.stop_acker.is_set():  # the task is stopped (its thread may be the one reading)
+                self.stop_acker.clear()
+                deferred_interrupts.send(self.stopping, Stopped)
+            if self.head_reads_acks:
+                acked(send, seq)
+
+        self.head.acked = head_acked  # type: ignore[method-assign]
         self.server = AuthorityServer(self.head, TOKEN, lambda: "job", self.logs.append)
 
         async def listen() -> Tuple[str, int]:
@@ -53,8 +64,9 @@ class Pool:
 
         self.address = asyncio.run_coroutine_threadsafe(listen(), self.loop).result(30)
         self.copy = CollectionStore(self.loop)
-        #: set: the thread that takes the next frame is sent an interrupt as it takes it
+        #: set: the task thread ``stopping`` is sent an interrupt as the copy takes the next frame
         self.stop_taker = threading.Event()
+        self.stopping = 0
         #: the thread that took each of the copy's frames
         self.taken_on: List[int] = []
         #: set: node 1's copy takes no frame (it waits here, as a node stopped mid-write)
@@ -72,9 +84,9 @@ class Pool:
     def _replicated(self, message: Dict[str, Any]) -> Dict[str, Any]:
         self.taken_on.append(threading.get_ident())
         if self.stop_taker.is_set():
-            # The thread taking the frame is stopped (a task's cancel) as it takes it.
+            # The task is stopped (a cancel) as the frame is taken (its thread may be the one taking it).
             self.stop_taker.clear()
-            deferred_interrupts.send(threading.get_ident(), Stopped)
+            deferred_interrupts.send(self.stopping, Stopped)
         if self.copy_stops.is_set():
             # Its node is lost as the frame comes: the connection ends before the copy takes it
             # (the thread taking it may be the writing task's own, which must not wait here).
@@ -166,6 +178,7 @@ def test_a_task_stopped_as_its_thread_takes_the_copys_frame_stops_after_taking_i
     pool.stop_taker.set()
 
     def task() -> Any:
+        pool.stopping = threading.get_ident()
         try:
             return pool.caller.call(pool.address, "1/t", ["counter", "steps", "increment", 1])
         finally:  # its turn is over (as the thread executor's _close_turn says)
@@ -180,6 +193,26 @@ def test_a_task_stopped_as_its_thread_takes_the_copys_frame_stops_after_taking_i
     assert pool.on_node_1(["counter", "steps", "increment", 1]).result(60) == ("value", 3)
     assert pool.on_head(["counter", "steps", "increment", 1]) == ("value", 4)
     assert pool.copy_value("steps") == ("value", 4)
+
+
+def test_a_head_task_stopped_as_its_thread_reads_the_copys_ack_stops_after_taking_it(pool: Pool) -> None:
+    # A task thread on the head reads the copy's acks while it waits for its own (HeadChannel's
+    # wait_acks): its task's interrupt waits until the ack it read is taken, so the writes it acks
+    # are answered (none left waiting for an ack already read).
+    pool.stop_acker.set()
+
+    def task() -> Any:
+        pool.stopping = threading.get_ident()
+        try:
+            return pool.on_head(["counter", "steps", "increment", 1])
+        finally:  # its turn is over (as the thread executor's _close_turn says)
+            deferred_interrupts.forget(threading.get_ident())
+
+    with pytest.raises(Stopped):
+        pool.threads.submit(task).result(60)
+    poll_until(lambda: not pool.head._waiting, "the head to take the copy's ack of the stopped task's write")
+    assert pool.copy_value("steps") == ("value", 1)
+    assert pool.on_head(["counter", "steps", "increment", 1]) == ("value", 2)
 
 
 def test_a_lock_granted_later_is_answered_once_by_the_copy(pool: Pool) -> None:
