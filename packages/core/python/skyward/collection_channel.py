@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from . import peer_auth
 from . import collection_frames
+from .collection_copy_node import NodeEnd
 from .protocol import ProtocolError, pack_frame, to_wire
 
 #: seconds a frame may take to be written before the channel counts as lost (a stopped node), plus
@@ -283,8 +284,10 @@ class PeerThread:
 class CopyChannel:
     """The end of the node that offers to hold the copy: a thread connected to the head, answering
     each ``replicate`` frame with what ``on_replicate`` says (``acked`` with the seq it holds, or
-    ``superseded``); connected again after a loss, at once to a new address, after a growing pause
-    to the same one (the head may be gone for good: the client then says where)."""
+    ``superseded``) — or a task thread of this process waiting for an answer the copy gives, which
+    reads the frames itself meanwhile (:class:`~skyward.collection_copy_node.NodeEnd`); connected
+    again after a loss, at once to a new address, after a growing pause to the same one (the head
+    may be gone for good: the client then says where)."""
 
     def __init__(self, token: bytes, job: Callable[[], str | None], node: Callable[[], int],
                  on_replicate: Callable[[Dict[str, Any]], Dict[str, Any]], log: Callable[[str], None],
@@ -353,12 +356,6 @@ class CopyChannel:
                 first["mailbox"] = self._mailbox.key
             sock = peer_auth.connect_blocking(address[0], address[1], self._token, self._job(), first, "node", timeout)
             tune(sock)
-            with self._lock:
-                if self._address != address:
-                    return True
-                self._sock = sock
-                if self._mailbox is not None:
-                    self._mailbox.copy_connected(address)
             answer = functools.partial(send_all, sock)
 
             def each(message: Dict[str, Any]) -> None:
@@ -372,7 +369,16 @@ class CopyChannel:
                         if reply.get("t") == "acked" and message.get("answers") and self._mailbox is not None:
                             self._mailbox.deliver(message["answers"])
 
-            read_messages(sock, each)
+            # A task thread of this process waiting for an answer the copy gives reads the frames
+            # itself while it waits; this thread reads the rest (collection_copy_node.py).
+            end = NodeEnd(sock, each)
+            with self._lock:
+                if self._address != address:
+                    return True
+                self._sock = sock
+                if self._mailbox is not None:
+                    self._mailbox.copy_connected(address, end)
+            end.run()
             return True
         except (OSError, ValueError, ProtocolError) as error:
             if self._current(address):

@@ -11,6 +11,7 @@ import struct
 import threading
 from typing import Any, Callable, Dict
 
+from . import deferred_interrupts
 from .collection_channel import DONT_WAIT, PeerThread, start_thread, writing_here, writing_now
 from .collection_frames import decoder
 from .protocol import ProtocolError
@@ -166,7 +167,13 @@ class HeadChannel(PeerThread):
 
     def _read_some(self, block: bool) -> bool:
         """One read, as the reader (waiting for it, up to :data:`_READ_LOOK`, when ``block``);
-        whether the connection is still up."""
+        whether the connection is still up. A stopped task's interrupt waits until its thread has
+        taken what it read (:mod:`skyward.deferred_interrupts`): an ack read and not taken would
+        leave the writes it acknowledges unanswered, and half a frame the stream undecodable."""
+        with deferred_interrupts.held():
+            return self._read_now(block)
+
+    def _read_now(self, block: bool) -> bool:
         try:
             with self._decoder.get_buffer() as buffer:  # received into the decoder's memory: no copy
                 count = self._sock.recv_into(buffer, 0, 0 if block else DONT_WAIT)

@@ -76,7 +76,8 @@ class DirectConnection(PeerThread):
 
 
 class _Connection:
-    __slots__ = ("sock", "address", "decoder", "answers", "dropped", "mailbox", "poll", "__weakref__")
+    __slots__ = ("sock", "address", "decoder", "answers", "dropped", "mailbox", "poll", "copy_end", "copy_poll",
+                 "__weakref__")
 
     def __init__(self, sock: socket.socket, address: Tuple[str, int]) -> None:
         self.sock = sock
@@ -88,6 +89,10 @@ class _Connection:
         #: where the copy's answers come (made on the first operation that may be answered so)
         self.mailbox: Waiting | None = None
         self.poll: Any = None
+        #: the copy channel's end this thread reads while it waits (collection_copy_node.py), and
+        #: the poll of it beside this connection
+        self.copy_end: Any = None
+        self.copy_poll: Any = None
 
     def close(self) -> None:
         self.sock.close()
@@ -150,6 +155,7 @@ class DirectCaller:
             message = {"t": "op", "id": request_id, "owner": owner, "op": request}
             mailbox = self._mailbox
             through_copy = mailbox is not None and mailbox.answers_from(address)
+            reading: Any = None  # the copy channel's end this thread reads while it waits
             if through_copy:
                 message["copy"] = True
                 if connection.mailbox is None:
@@ -159,15 +165,26 @@ class DirectCaller:
                     connection.poll.register(connection.mailbox.wakes, select.POLLIN)
                 connection.mailbox.answers.clear()  # one the head answered first, the copy too
                 mailbox.wait(request_id, connection.mailbox)  # type: ignore[union-attr]
+                # Before the op goes: the copy's frame may come back before the send returns.
+                end = mailbox.copy_end  # type: ignore[union-attr]
+                if end is not None and end.claim():
+                    reading = end
             try:
                 send_all(connection.sock, pack(message, wire=True))
                 while request_id not in connection.answers:
+                    if reading is not None:
+                        if not self._read_copy(connection, reading, request_id):
+                            reading.release()  # the copy's connection ended: its answers come the usual way
+                            reading = None
+                        continue
                     if through_copy and (not self._wait_either(connection, request_id)
                                          or request_id in connection.answers):
                         continue
                     self._read(connection)
                 return connection.answers.pop(request_id)
             finally:
+                if reading is not None:
+                    reading.release()
                 if through_copy:
                     mailbox.done(request_id)  # type: ignore[union-attr]
         except (OSError, ValueError, ProtocolError) as error:
@@ -178,10 +195,34 @@ class DirectCaller:
             return ("error", "CancelledError", f"the connection to the head node's collections at {address[0]}:"
                     f"{address[1]} was lost ({type(error).__name__})")
 
+    def _read_copy(self, connection: _Connection, end: Any, request_id: Any) -> bool:
+        """Waits for the copy channel's frames (read here: the copy's answer is in one) or the head's
+        connection, and reads what came; whether the copy's connection is still up."""
+        if connection.copy_end is not end:
+            connection.copy_end, connection.copy_poll = end, select.poll()
+            connection.copy_poll.register(connection.sock, select.POLLIN)
+            connection.copy_poll.register(end.sock, select.POLLIN)
+        up = True
+        head_readable = False
+        for fd, _events in connection.copy_poll.poll():
+            if fd == connection.sock.fileno():
+                head_readable = True
+            elif not end.read_some():
+                up = False
+        mailbox_answers = connection.mailbox.answers  # type: ignore[union-attr]
+        if request_id in mailbox_answers:
+            connection.answers[request_id] = mailbox_answers.pop(request_id)
+        elif head_readable:
+            self._read(connection)
+        return up
+
     @staticmethod
     def _wait_either(connection: _Connection, request_id: Any) -> bool:
         """Waits for the head's connection or the copy's answer; whether the connection has data."""
         readable = False
+        if request_id in connection.mailbox.answers:  # type: ignore[union-attr]  # delivered by this thread, reading the copy
+            connection.answers[request_id] = connection.mailbox.answers.pop(request_id)  # type: ignore[union-attr]
+            return False
         for fd, _events in connection.poll.poll():
             if fd == connection.sock.fileno():
                 readable = True

@@ -16,6 +16,9 @@ copy), the head answers on the task's connection as it did before — once the a
 acknowledged — so a task thread that marked its ``op`` waits on both: its connection to the head
 and this mailbox (a socket pair's end it polls beside it). The copy may have answered already: a
 thread keeps only the answer to the request it waits for now, so one that comes twice is taken once.
+While it waits, the task thread reads the copy channel itself when no other thread does
+(:mod:`skyward.collection_copy_node`): it takes the frame with its answer, and no other thread of
+this process wakes (nor does the socket pair: the answer it delivers itself is in its place already).
 """
 
 from __future__ import annotations
@@ -46,10 +49,12 @@ class Waiting:
     """One task thread's place in the mailbox: the answers delivered to it and the socket pair that
     wakes it (its thread reads ``wakes``; the copy's thread writes ``waker``)."""
 
-    __slots__ = ("answers", "wakes", "waker")
+    __slots__ = ("answers", "wakes", "waker", "thread")
 
     def __init__(self) -> None:
         self.answers: Dict[Any, Answer] = {}
+        #: the waiting thread (it needs no wake-up for an answer it delivers itself, reading the copy)
+        self.thread = threading.get_ident()
         self.wakes, self.waker = socket.socketpair()
         self.wakes.setblocking(False)
         self.waker.setblocking(False)
@@ -76,16 +81,20 @@ class Mailbox:
         self.key = os.urandom(8).hex()
         #: the process whose copy channel delivers here (a process forked from it has no such thread)
         self.pid = os.getpid()
-        #: the head the copy channel is connected to now (None: not connected)
+        #: the head the copy channel is connected to now (None: not connected), and the node's end
+        #: of that connection (a ``collection_copy_node.NodeEnd``: a waiting task thread reads it)
         self.copy_address: Tuple[str, int] | None = None
+        self.copy_end: Any = None
         self._lock = threading.Lock()
         self._waiting: Dict[Any, Waiting] = {}
         #: answers handed to a waiting thread (what the tests observe of this path)
         self.delivered = 0
 
-    def copy_connected(self, address: Tuple[str, int] | None) -> None:
-        """The copy channel connected to the head at ``address`` (None: it ended)."""
+    def copy_connected(self, address: Tuple[str, int] | None, end: Any = None) -> None:
+        """The copy channel connected to the head at ``address`` (None: it ended); ``end`` is its
+        node's end (``NodeEnd``)."""
         self.copy_address = address
+        self.copy_end = end if address is not None else None
 
     def answers_from(self, address: Tuple[str, int]) -> bool:
         """Whether the copy channel of this process is connected to the head at ``address`` (so a task
@@ -113,6 +122,8 @@ class Mailbox:
                 continue
             place.answers[request_id] = message_answer(message)
             self.delivered += 1
+            if place.thread == threading.get_ident():
+                continue  # the waiting thread reads the copy itself: it looks at its answers next
             try:
                 place.waker.send(b"\0")
             except OSError:  # full: a wake-up is pending already; closed: the thread gave up

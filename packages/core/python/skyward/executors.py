@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import ctypes
 import os
 import pickle
 import signal
@@ -27,6 +26,7 @@ import sys
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
+from . import deferred_interrupts
 from .context import SubtaskOutcome, TaskContext, current_task, runtime
 from .dispatch import end_subtasks
 from .execution import InputStream, Outcome, TaskRunner, error_outcome
@@ -66,13 +66,6 @@ def _next_queued(tasks: Deque[Task]) -> Optional[Task]:
 class TaskInterrupted(BaseException):
     """Raised in a slot thread whose task was cancelled or timed out (a ``BaseException``, so the
     task's ``except Exception`` blocks let it through; its ``finally`` blocks run)."""
-
-
-def _set_async_exception(thread_id: int, exception: type[BaseException] | None) -> int:
-    """Raise ``exception`` in the thread at its next bytecode (``None`` withdraws a pending one);
-    returns how many threads it reached."""
-    exception_object = ctypes.py_object(exception) if exception is not None else None
-    return ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), exception_object)
 
 
 class ThreadExecutor:
@@ -210,7 +203,7 @@ class ThreadExecutor:
         with self._turns:
             task.thread_id = None
             if task.interrupted:
-                _set_async_exception(threading.get_ident(), None)
+                deferred_interrupts.forget(threading.get_ident())
 
     def _interrupt(self, task: Task) -> int | None:
         """Raise :class:`TaskInterrupted` in the thread running ``task``; the thread id, or None
@@ -220,10 +213,8 @@ class ThreadExecutor:
             if thread_id is None or task.interrupted:
                 return None
             task.interrupted = True
-            if _set_async_exception(thread_id, TaskInterrupted) != 1:
-                _set_async_exception(thread_id, None)
-                return None
-            return thread_id
+            # Held while the thread takes a frame of the collections' copy (deferred_interrupts.py).
+            return thread_id if deferred_interrupts.send(thread_id, TaskInterrupted) else None
 
     def stop_task(self, task: Task) -> None:
         """Interrupt the task's thread and give its slot a fresh thread.

@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 import worker_client  # noqa: F401  (puts the runtime on sys.path)
+from skyward import deferred_interrupts
 from skyward.collection_channel import CopyChannel
 from skyward.collection_delta import load
 from skyward.collection_direct import DirectCaller
@@ -25,6 +26,10 @@ from skyward.collection_store import CollectionStore
 from test_collection_turns import poll_until
 
 TOKEN = b"t" * 32
+
+
+class Stopped(BaseException):
+    """A task's interrupt (as the thread executor's ``TaskInterrupted``)."""
 
 
 class Pool:
@@ -40,7 +45,18 @@ class Pool:
         self.acks: List[Any] = []
         self.head_reads_acks = True
         acked = self.head.acked
-        self.head.acked = lambda send, seq: (self.acks.append(seq), self.head_reads_acks and acked(send, seq))  # type: ignore[method-assign]
+        #: set: the task thread ``stopping`` is sent an interrupt as the head takes the next ack
+        self.stop_acker = threading.Event()
+
+        def head_acked(send: Any, seq: Any) -> None:
+            self.acks.append(seq)
+            if self.stop_acker.is_set():  # the task is stopped (its thread may be the one reading)
+                self.stop_acker.clear()
+                deferred_interrupts.send(self.stopping, Stopped)
+            if self.head_reads_acks:
+                acked(send, seq)
+
+        self.head.acked = head_acked  # type: ignore[method-assign]
         self.server = AuthorityServer(self.head, TOKEN, lambda: "job", self.logs.append)
 
         async def listen() -> Tuple[str, int]:
@@ -48,6 +64,11 @@ class Pool:
 
         self.address = asyncio.run_coroutine_threadsafe(listen(), self.loop).result(30)
         self.copy = CollectionStore(self.loop)
+        #: set: the task thread ``stopping`` is sent an interrupt as the copy takes the next frame
+        self.stop_taker = threading.Event()
+        self.stopping = 0
+        #: the thread that took each of the copy's frames
+        self.taken_on: List[int] = []
         #: set: node 1's copy takes no frame (it waits here, as a node stopped mid-write)
         self.copy_stops = threading.Event()
         self.copy_stopped = threading.Event()
@@ -61,10 +82,17 @@ class Pool:
         self.threads = concurrent.futures.ThreadPoolExecutor(4)
 
     def _replicated(self, message: Dict[str, Any]) -> Dict[str, Any]:
+        self.taken_on.append(threading.get_ident())
+        if self.stop_taker.is_set():
+            # The task is stopped (a cancel) as the frame is taken (its thread may be the one taking it).
+            self.stop_taker.clear()
+            deferred_interrupts.send(self.stopping, Stopped)
         if self.copy_stops.is_set():
+            # Its node is lost as the frame comes: the connection ends before the copy takes it
+            # (the thread taking it may be the writing task's own, which must not wait here).
+            self.copy_channel.close()
             self.copy_stopped.set()
-            self.copy_resumes.wait(60)
-            return {"t": "superseded", "epoch": 9}  # its node was lost: it takes nothing more
+            return {"t": "superseded", "epoch": 9}  # not sent: the connection is shut
         for state in message.get("states") or []:
             load(self.copy, state)
         return {"t": "acked", "seq": message["seq"]}
@@ -72,6 +100,15 @@ class Pool:
     def on_node_1(self, request: List[Any], owner: str = "1/t") -> "concurrent.futures.Future[Any]":
         """``request`` from a task thread of node 1 (in wire form), on a thread of the pool's."""
         return self.threads.submit(self.caller.call, self.address, owner, request)
+
+    def on_node_1_taken_on(self, request: List[Any]) -> Tuple[Any, int, List[int]]:
+        """``request`` from a task thread of node 1: its answer, that thread, and the threads that
+        took the copy's frames meanwhile."""
+        def call() -> Tuple[Any, int, List[int]]:
+            before = len(self.taken_on)
+            answer = self.caller.call(self.address, "1/t", request)
+            return answer, threading.get_ident(), self.taken_on[before:]
+        return self.threads.submit(call).result(60)
 
     def on_head(self, request: List[Any], owner: str = "0/t") -> Any:
         """``request`` from a task thread of the head, as it applies it."""
@@ -113,6 +150,69 @@ def test_a_write_from_the_copys_node_is_answered_by_the_copy(pool: Pool) -> None
     # A read is not copied: the head answers it.
     assert pool.on_node_1(["counter", "steps", "value"]).result(60) == ("value", 5)
     assert pool.mailbox.delivered == 7
+
+
+def test_the_writing_task_thread_takes_the_copys_frame_itself(pool: Pool) -> None:
+    # The frame carrying a node-1 write and its answer wakes the task's thread alone: it takes the
+    # frame (acks it), and finds its answer in it — no hand-off from the copy channel's thread.
+    for expected in range(1, 4):
+        answer, task_thread, taken_on = pool.on_node_1_taken_on(["counter", "steps", "increment", 1])
+        assert answer == ("value", expected)
+        assert taken_on == [task_thread]
+    answer, task_thread, taken_on = pool.on_node_1_taken_on(["lock", "l", "acquire", None])
+    assert (answer, taken_on) == (("value", True), [task_thread])
+    assert pool.mailbox.delivered == 4
+    # A frame nobody on node 1 waits for (a head task's write) is taken by the channel's own thread,
+    # once the task's thread let go: the head's write is answered, and the copy holds it.
+    before = len(pool.taken_on)
+    assert pool.on_head(["counter", "steps", "increment", 10]) == ("value", 13)
+    assert pool.taken_on[before:] and task_thread not in pool.taken_on[before:]
+    assert pool.copy_value("steps") == ("value", 13)
+
+
+def test_a_task_stopped_as_its_thread_takes_the_copys_frame_stops_after_taking_it(pool: Pool) -> None:
+    # The interrupt of a stopped task waits until its thread has taken the frame it read: the copy
+    # holds the write and acks it (half a frame would be half a write in the copy, and the frames
+    # after it would go unread), then the task stops.
+    assert pool.on_node_1(["counter", "steps", "increment", 1]).result(60) == ("value", 1)
+    pool.stop_taker.set()
+
+    def task() -> Any:
+        pool.stopping = threading.get_ident()
+        try:
+            return pool.caller.call(pool.address, "1/t", ["counter", "steps", "increment", 1])
+        finally:  # its turn is over (as the thread executor's _close_turn says)
+            deferred_interrupts.forget(threading.get_ident())
+
+    stopped = pool.threads.submit(task)
+    with pytest.raises(Stopped):
+        stopped.result(60)
+    poll_until(lambda: not pool.head._waiting, "the copy's ack of the stopped task's write")
+    assert pool.copy_value("steps") == ("value", 2)
+    # The channel goes on: the next writes, from node 1 and from the head, are taken and answered.
+    assert pool.on_node_1(["counter", "steps", "increment", 1]).result(60) == ("value", 3)
+    assert pool.on_head(["counter", "steps", "increment", 1]) == ("value", 4)
+    assert pool.copy_value("steps") == ("value", 4)
+
+
+def test_a_head_task_stopped_as_its_thread_reads_the_copys_ack_stops_after_taking_it(pool: Pool) -> None:
+    # A task thread on the head reads the copy's acks while it waits for its own (HeadChannel's
+    # wait_acks): its task's interrupt waits until the ack it read is taken, so the writes it acks
+    # are answered (none left waiting for an ack already read).
+    pool.stop_acker.set()
+
+    def task() -> Any:
+        pool.stopping = threading.get_ident()
+        try:
+            return pool.on_head(["counter", "steps", "increment", 1])
+        finally:  # its turn is over (as the thread executor's _close_turn says)
+            deferred_interrupts.forget(threading.get_ident())
+
+    with pytest.raises(Stopped):
+        pool.threads.submit(task).result(60)
+    poll_until(lambda: not pool.head._waiting, "the head to take the copy's ack of the stopped task's write")
+    assert pool.copy_value("steps") == ("value", 1)
+    assert pool.on_head(["counter", "steps", "increment", 1]) == ("value", 2)
 
 
 def test_a_lock_granted_later_is_answered_once_by_the_copy(pool: Pool) -> None:
