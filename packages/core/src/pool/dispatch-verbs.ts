@@ -3,6 +3,7 @@
  * they come) and `map` (a function over items, read lazily).
  */
 import { ConfigurationError } from "../errors/errors.js";
+import { checkAbortSignal } from "./abort-signal.js";
 import { fanOutArguments } from "./broadcast-fanout.js";
 import { type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
 import type { BroadcastResults, MapItem, StreamOptions, WaitOptions, WorkerPlace } from "./pool.js";
@@ -20,6 +21,7 @@ export async function broadcastTask<R>(
   options: WaitOptions,
 ): Promise<BroadcastResults<R>> {
   host.checkOpen();
+  checkAbortSignal(options.signal);
   const fanned = await fanOutArguments(host, pending, options);
   try {
     return await broadcastEach(host, fanned.pending, options);
@@ -66,6 +68,7 @@ export async function gatherTasks(
   options: WaitOptions,
 ): Promise<unknown[]> {
   host.checkOpen();
+  checkAbortSignal(options.signal);
   const handles = tasks.map((task) => submitTask(host, task, options));
   return Promise.all(handles.map((handle) => handle.result)).catch((error) => {
     for (const handle of handles) handle.cancel();
@@ -80,6 +83,7 @@ export async function* streamTasks<R>(
   options: StreamOptions,
 ): AsyncGenerator<R> {
   host.checkOpen();
+  checkAbortSignal(options.signal);
   const handles = [...tasks].map((task) => submitTask(host, task, options));
   // A later call may fail while an earlier one is awaited: its failure is thrown at its place (or
   // never, when the consumer stops first), and must not count as unhandled meanwhile (that ends a
@@ -128,6 +132,7 @@ export async function mapTasks<A extends unknown[], R>(
   options: WaitOptions,
 ): Promise<R[]> {
   host.checkOpen();
+  checkAbortSignal(options.signal);
   const { signal } = options;
   if (signal?.aborted) throw abortError(signal, "map");
   const results: R[] = [];

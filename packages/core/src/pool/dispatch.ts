@@ -4,6 +4,7 @@
  */
 import { CancelledError, SerializationError, TaskDetachedError } from "../errors/errors.js";
 import { RemoteRef } from "../protocol/values.js";
+import { checkAbortSignal } from "./abort-signal.js";
 import type { RunOptions, TaskHandle } from "./pool.js";
 import { abortError, nodeIndices, type PoolContext } from "./pool-context.js";
 import type { Pending, PendingStream, PendingTask } from "./python-function.js";
@@ -138,6 +139,7 @@ export function submitTask<R>(
   options: RunOptions,
 ): TaskHandle<R> {
   host.checkOpen();
+  checkAbortSignal(options.signal);
   const node = placementOf(host.context, options.target);
   let ticket: TaskTicket | undefined;
   let cancel: () => void = () => {};
@@ -187,6 +189,7 @@ export function runStream<T>(
   return {
     [Symbol.asyncIterator](): AsyncIterator<T> {
       host.checkOpen();
+      checkAbortSignal(options.signal);
       // An abort listener never fires for a signal aborted already: such a run starts nothing.
       const { signal } = options;
       if (signal?.aborted) {
