@@ -289,6 +289,8 @@ describe("a stopped worker (SIGSTOP)", () => {
       options: { console: false, livenessTimeout: 2 },
     });
     const path = join(scratch, "sigstop.jsonl");
+    const errors: string[] = [];
+    pool.on("error", (event) => errors.push(event.message));
     const victim = await pool.run(whoami(), { target: 1 });
     const lost = nextEvent(pool, "node.lost");
     const replaced = nextEvent(pool, "node.replaced");
@@ -309,6 +311,8 @@ describe("a stopped worker (SIGSTOP)", () => {
       for (let waited = 0; alive(victim.pid) && waited < 100; waited += 1)
         await new Promise((resolve) => setTimeout(resolve, 100));
       expect(alive(victim.pid)).toBe(false);
+      // The pool ended that worker itself, replacing its node: no error says it "exited".
+      expect(errors.filter((message) => /exited/.test(message))).toEqual([]);
     } finally {
       if (alive(victim.pid)) process.kill(victim.pid, "SIGKILL");
     }

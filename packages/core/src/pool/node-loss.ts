@@ -70,6 +70,7 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
     const previous = node.instance;
     const asked = node.nextInstance;
     try {
+      node.replacing = node.launch;
       await provider.terminate({ cluster, ids: [previous.id], signal: AbortSignal.timeout(60_000) });
       // Said at once: the lost instance stops costing now, whether or not a replacement comes.
       hub.emit({

@@ -149,6 +149,9 @@ export async function startNode(
   const image = context.image as Image;
   const started = performance.now();
   const progress = phaseReporter(context, node);
+  // Instance ids may repeat (an SSH host is its own id): each start is its own launch.
+  const launch = {};
+  node.launch = launch;
   const command = (environment: WorkerEnvironment) =>
     applyLaunchers(
       spec.plugins,
@@ -172,7 +175,8 @@ export async function startNode(
     connectTimeoutSeconds: spec.sshTimeout,
     connectRetryIntervalSeconds: spec.sshRetryInterval,
     onExit: (code, exitSignal) => {
-      if (isClosing(context) || node.retiring) return;
+      // Ended by the pool (closing, scaling down, replacing the lost node): nothing to report.
+      if (isClosing(context) || node.retiring || node.replacing === launch) return;
       hub.emit({
         type: "error",
         timestamp: Date.now(),
