@@ -5,7 +5,7 @@
 import { ConfigurationError } from "../errors/errors.js";
 import { checkAbortSignal } from "./abort-signal.js";
 import { fanOutArguments } from "./broadcast-fanout.js";
-import { type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
+import { checkPendingTask, type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
 import type { BroadcastResults, MapItem, StreamOptions, WaitOptions, WorkerPlace } from "./pool.js";
 import { abortError, nodeIndices } from "./pool-context.js";
 import type { CallArguments, PendingTask } from "./python-function.js";
@@ -22,6 +22,7 @@ export async function broadcastTask<R>(
 ): Promise<BroadcastResults<R>> {
   host.checkOpen();
   checkAbortSignal(options.signal);
+  checkPendingTask(pending, "task");
   const fanned = await fanOutArguments(host, pending, options);
   try {
     return await broadcastEach(host, fanned.pending, options);
@@ -69,6 +70,7 @@ export async function gatherTasks(
 ): Promise<unknown[]> {
   host.checkOpen();
   checkAbortSignal(options.signal);
+  for (const [index, task] of tasks.entries()) checkPendingTask(task, `tasks[${index}]`);
   const handles = tasks.map((task) => submitTask(host, task, options));
   return Promise.all(handles.map((handle) => handle.result)).catch((error) => {
     for (const handle of handles) handle.cancel();
@@ -84,7 +86,9 @@ export async function* streamTasks<R>(
 ): AsyncGenerator<R> {
   host.checkOpen();
   checkAbortSignal(options.signal);
-  const handles = [...tasks].map((task) => submitTask(host, task, options));
+  const calls = [...tasks];
+  for (const [index, task] of calls.entries()) checkPendingTask(task, `tasks[${index}]`);
+  const handles = calls.map((task) => submitTask(host, task, options));
   // A later call may fail while an earlier one is awaited: its failure is thrown at its place (or
   // never, when the consumer stops first), and must not count as unhandled meanwhile (that ends a
   // Node process, and with it the pool's teardown).

@@ -1,5 +1,6 @@
-// A `signal` that is not an AbortSignal (the AbortController itself, a common slip) is refused with
-// a ConfigurationError naming `signal`, before anything starts or is submitted: on a real Local pool.
+// Slips in what a pool's calls are given, refused with a ConfigurationError naming the field before
+// anything starts or is submitted, on a real Local pool: a `signal` that is not an AbortSignal (the
+// AbortController itself), a function not called, a streaming call where a task goes (it hung).
 import { describe, expect, it } from "vitest";
 import * as sky from "../src/index.js";
 
@@ -69,6 +70,44 @@ describe("a signal that is not an AbortSignal", () => {
     }
     expect(submitted).toEqual([]);
     expect(pool.currentNodes()).toBe(2);
+    expect(await pool.gather(sqrt(16), sqrt(25))).toEqual([4, 5]);
+  });
+});
+
+describe("a call that is not a pending task", () => {
+  it("is refused by run, submit, broadcast, gather and stream, naming the slip; the pool goes on", async () => {
+    await using pool = await sky.compute({ nodes: 2, options: { console: false } });
+    const fn = sqrt as unknown as sky.PendingTask<number>;
+    const stream = numbers(3) as unknown as sky.PendingTask<number>;
+    const calls: [string, () => unknown, RegExp][] = [
+      ["run(fn)", () => pool.run(fn), /task: .*the function math:sqrt itself.*call it/],
+      ["submit(fn)", () => pool.submit(fn).result, /task: .*the function math:sqrt itself/],
+      ["broadcast(fn)", () => pool.broadcast(fn), /task: .*the function math:sqrt itself/],
+      ["gather(fn)", () => pool.gather(sqrt(4), fn), /tasks\[1\]: .*the function math:sqrt itself/],
+      [
+        "gather(undefined)",
+        () => pool.gather(sqrt(4), undefined as never),
+        /tasks\[1\]: .*received undefined/,
+      ],
+      [
+        "stream([fn])",
+        async () => {
+          for await (const _ of pool.stream([fn])) void _;
+        },
+        /tasks\[0\]: .*the function math:sqrt itself/,
+      ],
+      // A generator's call has no single result: it hung for ever, waiting for one.
+      ["broadcast(stream)", () => pool.broadcast(stream), /task: .*a streaming call of builtins:range/],
+      ["gather(stream)", () => pool.gather(stream), /tasks\[0\]: .*a streaming call of builtins:range/],
+    ];
+    for (const [name, call, message] of calls) {
+      const error = await (async () => call())().then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
+      expect(sky.ConfigurationError.isInstance(error), `${name}: ${String(error)}`).toBe(true);
+      expect((error as Error).message, name).toMatch(message);
+    }
     expect(await pool.gather(sqrt(16), sqrt(25))).toEqual([4, 5]);
   });
 });
