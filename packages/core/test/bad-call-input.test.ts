@@ -75,7 +75,7 @@ describe("a signal that is not an AbortSignal", () => {
 });
 
 describe("a call that is not a pending task", () => {
-  it("is refused by run, submit, broadcast, gather and stream, naming the slip; the pool goes on", async () => {
+  it("is refused by run, submit, broadcast, gather, stream and map, naming the slip; the pool goes on", async () => {
     await using pool = await sky.compute({ nodes: 2, options: { console: false } });
     const fn = sqrt as unknown as sky.PendingTask<number>;
     const stream = numbers(3) as unknown as sky.PendingTask<number>;
@@ -99,6 +99,13 @@ describe("a call that is not a pending task", () => {
       // A generator's call has no single result: it hung for ever, waiting for one.
       ["broadcast(stream)", () => pool.broadcast(stream), /task: .*a streaming call of builtins:range/],
       ["gather(stream)", () => pool.gather(stream), /tasks\[0\]: .*a streaming call of builtins:range/],
+      ["map(call)", () => pool.map(sqrt(4) as never, [[1]]), /fn: expected a function/],
+      ["map(items)", () => pool.map(sqrt, 5 as never), /items: expected an iterable/],
+      [
+        "map(generator)",
+        () => pool.map(numbers as never, [[1], [2]]),
+        /fn\(items\[0\]\): .*a streaming call of builtins:range/,
+      ],
     ];
     for (const [name, call, message] of calls) {
       const error = await (async () => call())().then(

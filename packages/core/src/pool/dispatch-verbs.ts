@@ -125,6 +125,35 @@ function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
+/** Refuses a `map` whose `fn` is no function (a call made already) or whose `items` cannot be iterated. */
+function checkMapInput(fn: unknown, items: unknown): void {
+  if (typeof fn !== "function") {
+    const made = (fn as { kind?: unknown } | null)?.kind !== undefined;
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "fn",
+          message: `expected a function that makes each item's call, e.g. pool.map(f, items), received ${made ? "a call made already" : typeof fn}`,
+        },
+      ],
+    });
+  }
+  const iterable = items as { [Symbol.iterator]?: unknown; [Symbol.asyncIterator]?: unknown } | null;
+  if (
+    typeof iterable?.[Symbol.iterator] === "function" ||
+    typeof iterable?.[Symbol.asyncIterator] === "function"
+  )
+    return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "items",
+        message: `expected an iterable of argument arrays, e.g. [[1, 2], [3, 4]], received ${items === null ? "null" : typeof items}`,
+      },
+    ],
+  });
+}
+
 /**
  * `pool.map`: `fn` once per item, results in input order. Items are read as the queue has room, so
  * a large or endless iterable is not queued all at once; the first failure cancels the rest.
@@ -137,6 +166,7 @@ export async function mapTasks<A extends unknown[], R>(
 ): Promise<R[]> {
   host.checkOpen();
   checkAbortSignal(options.signal);
+  checkMapInput(fn, items);
   const { signal } = options;
   if (signal?.aborted) throw abortError(signal, "map");
   const results: R[] = [];
@@ -170,6 +200,7 @@ export async function mapTasks<A extends unknown[], R>(
       const position = index;
       index += 1;
       const pending = fn(...(item as CallArguments<A>));
+      checkPendingTask(pending, `fn(items[${position}])`);
       outstanding += 1;
       let ticket: TaskTicket;
       try {
