@@ -91,6 +91,8 @@ describe("a worker SIGKILLed mid-task", () => {
     });
     const path = join(scratch, "sigkill.jsonl");
     const victim = await pool.run(whoami(), { target: 1 });
+    const errors: string[] = [];
+    pool.on("error", (event) => errors.push(event.message));
     const retried: string[] = [];
     pool.on("task.failed", (event) => {
       if (event.willRetry) retried.push(event.taskId);
@@ -129,6 +131,8 @@ describe("a worker SIGKILLed mid-task", () => {
     expect(after.map((entry) => entry.node)).toEqual([0, 1]);
     expect(after[1]?.pid).not.toBe(victim.pid);
     expect(alive(victim.pid)).toBe(false);
+    // Killed from outside (not by the pool): its exit is reported, with the signal that ended it.
+    expect(errors).toContain("the worker process exited (SIGKILL)");
   }, 120_000);
 
   it("fails a task that opted out of retries with a TaskInterruptedError", async () => {

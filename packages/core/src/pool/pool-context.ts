@@ -28,7 +28,7 @@ export interface NodeRuntime {
   retiring?: boolean;
   /** Its worker's launch now (a token, one per start): a replacement is a new launch of the same node. */
   launch?: object | undefined;
-  /** The launch of a lost node that the pool is ending to replace it: that worker's exit is no error. */
+  /** The launch of a lost node whose worker may still run, which the pool ends to replace it: its exit is no error. */
   replacing?: object | undefined;
   /** After an interruption notice: the replacement's instance, asked for at once. */
   nextInstance: Promise<Instance> | undefined;
