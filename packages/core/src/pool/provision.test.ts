@@ -1,12 +1,12 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Cluster, Instance, Provider } from "../contract/provider.js";
-import { NoCapacityError } from "../errors/errors.js";
+import { CancelledError, NoCapacityError } from "../errors/errors.js";
 import { provisionInstances } from "./provision.js";
 
-function instance(id: string): Instance {
+function instance(id: string, status = "running"): Instance {
   return {
     id,
-    status: "running",
+    status,
     privateIp: "10.0.0.1",
     publicIp: null,
     ssh: null,
@@ -55,5 +55,37 @@ describe("provisioning that runs out of attempts with instances made", () => {
     expect(reasons.at(-1)).toMatch(
       /terminating i-1 failed: RequestLimitExceeded: slow down; it may still run/,
     );
+  });
+});
+
+describe("provisioning given up while its instances boot", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("stops waiting at once, not at its next poll, and terminates them", async () => {
+    vi.useFakeTimers();
+    const terminated: string[][] = [];
+    const provider = {
+      name: "fake",
+      provision: async () => [instance("i-1", "pending")],
+      getInstance: async () => instance("i-1", "pending"),
+      terminate: async ({ ids }: { ids: readonly string[] }) => {
+        terminated.push([...ids]);
+      },
+    } as unknown as Provider;
+    const controller = new AbortController();
+    let outcome: unknown;
+    void provisionInstances(provider, cluster, settings, 1, controller.signal).then(
+      () => (outcome = "provisioned"),
+      (error: unknown) => (outcome = error),
+    );
+    await vi.advanceTimersByTimeAsync(2_600); // two polls: booting
+    expect(outcome).toBeUndefined();
+    controller.abort();
+    // No time passes: the close of a pool does not wait out the poll interval (up to 5 s).
+    await vi.advanceTimersByTimeAsync(0);
+    expect(CancelledError.isInstance(outcome), String(outcome)).toBe(true);
+    expect(terminated).toEqual([["i-1"]]);
   });
 });

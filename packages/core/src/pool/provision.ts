@@ -145,7 +145,8 @@ async function waitUntilRunning(
         message: `Instances not running with an address within ${timeoutSeconds} s: ${waiting.join(", ")}`,
       });
     }
-    await new Promise((resolve) => setTimeout(resolve, interval));
+    // Cut short by an abort (the pool closing): the loop's top gives up at once.
+    await pause(interval, signal);
     interval = Math.min(interval * 1.5, 5000);
     for (const [index, instance] of current.entries()) {
       if (reachable(instance)) continue;
@@ -166,6 +167,19 @@ async function waitUntilRunning(
     }
   }
   return current;
+}
+
+/** Resolves after `ms`, or as soon as `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
 
 /** Terminates `instances`, within a minute; says why when that fails (they may bill on), else undefined. */
