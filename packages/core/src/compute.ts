@@ -7,6 +7,7 @@ import { loadConfig, resolveNamedPool } from "./config/config-file.js";
 import { checkLocalInputs } from "./config/local-files.js";
 import { Local } from "./local/local-provider.js";
 import type { SkywardEvent } from "./observe/events.js";
+import { checkAbortSignal } from "./pool/abort-signal.js";
 import { openPool } from "./pool/create-pool.js";
 import { openWithDashboard } from "./pool/dashboard-option.js";
 import type { Pool } from "./pool/pool.js";
@@ -73,6 +74,7 @@ export async function resolveComputeInput(input: ComputeInput): Promise<Resolved
 export async function compute(input: ComputeInput, options: ComputeOptions = {}): Promise<Pool> {
   const resolved = await resolveComputeInput(input);
   checkHandleSignals(options.handleSignals);
+  checkAbortSignal(options.signal);
   const request = {
     specs: resolved.specs,
     options: resolved.options,

@@ -49,12 +49,17 @@ export function session(): Session {
     const index = pools.indexOf(pool);
     if (index >= 0) pools.splice(index, 1);
   };
+  // A pool closed on its own (by the user, or by its budget) is no longer the session's.
+  const dropClosed = () => {
+    for (const pool of [...pools]) if (!isOpen(pool)) forget(pool);
+  };
   const close = () => {
     closing ??= Promise.all(pools.splice(0).map((pool) => pool.close())).then(() => undefined);
     return closing;
   };
   return {
     get pools() {
+      dropClosed();
       return [...pools];
     },
     async compute(input, options) {
@@ -66,6 +71,7 @@ export function session(): Session {
       return own(await attach(id, options));
     },
     async detach() {
+      dropClosed();
       const ids: string[] = [];
       for (const pool of [...pools]) {
         ids.push(await pool.detach());
@@ -76,4 +82,9 @@ export function session(): Session {
     close,
     [Symbol.asyncDispose]: close,
   };
+}
+
+/** Whether `pool` is still open: not closing nor closed (nor detached). */
+function isOpen(pool: Pool): boolean {
+  return pool.state !== "shutting_down" && pool.state !== "destroyed";
 }

@@ -91,6 +91,8 @@ describe("a worker SIGKILLed mid-task", () => {
     });
     const path = join(scratch, "sigkill.jsonl");
     const victim = await pool.run(whoami(), { target: 1 });
+    const errors: string[] = [];
+    pool.on("error", (event) => errors.push(event.message));
     const retried: string[] = [];
     pool.on("task.failed", (event) => {
       if (event.willRetry) retried.push(event.taskId);
@@ -129,6 +131,8 @@ describe("a worker SIGKILLed mid-task", () => {
     expect(after.map((entry) => entry.node)).toEqual([0, 1]);
     expect(after[1]?.pid).not.toBe(victim.pid);
     expect(alive(victim.pid)).toBe(false);
+    // Killed from outside (not by the pool): its exit is reported, with the signal that ended it.
+    expect(errors).toContain("the worker process exited (SIGKILL)");
   }, 120_000);
 
   it("fails a task that opted out of retries with a TaskInterruptedError", async () => {
@@ -289,6 +293,8 @@ describe("a stopped worker (SIGSTOP)", () => {
       options: { console: false, livenessTimeout: 2 },
     });
     const path = join(scratch, "sigstop.jsonl");
+    const errors: string[] = [];
+    pool.on("error", (event) => errors.push(event.message));
     const victim = await pool.run(whoami(), { target: 1 });
     const lost = nextEvent(pool, "node.lost");
     const replaced = nextEvent(pool, "node.replaced");
@@ -309,6 +315,8 @@ describe("a stopped worker (SIGSTOP)", () => {
       for (let waited = 0; alive(victim.pid) && waited < 100; waited += 1)
         await new Promise((resolve) => setTimeout(resolve, 100));
       expect(alive(victim.pid)).toBe(false);
+      // The pool ended that worker itself, replacing its node: no error says it "exited".
+      expect(errors.filter((message) => /exited/.test(message))).toEqual([]);
     } finally {
       if (alive(victim.pid)) process.kill(victim.pid, "SIGKILL");
     }

@@ -4,6 +4,7 @@
  * would otherwise be ignored — the call running somewhere else, or not abortable.
  */
 import { ConfigurationError } from "../errors/errors.js";
+import { checkAbortSignal } from "./abort-signal.js";
 
 /** The fields each verb takes. */
 export const CALL_OPTION_FIELDS = {
@@ -28,11 +29,7 @@ export function checkCallOptions(options: unknown, allowed: readonly string[]): 
       `unknown field ${unknown.map((key) => JSON.stringify(key)).join(", ")} (expected ${allowed.join(", ")})`,
     );
   const { signal, ordered } = options as { signal?: unknown; ordered?: unknown };
-  if (signal !== undefined && !(signal instanceof AbortSignal))
-    throw fail(
-      "options.signal",
-      `expected an AbortSignal (new AbortController().signal), received ${typeof signal}`,
-    );
+  checkAbortSignal(signal, "options.signal");
   if (ordered !== undefined && typeof ordered !== "boolean")
     throw fail("options.ordered", `expected a boolean, received ${String(ordered)}`);
 }

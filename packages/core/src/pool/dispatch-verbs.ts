@@ -5,7 +5,7 @@
 import { ConfigurationError } from "../errors/errors.js";
 import { fanOutArguments } from "./broadcast-fanout.js";
 import { CALL_OPTION_FIELDS, checkCallOptions } from "./call-options.js";
-import { type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
+import { checkPendingTask, type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
 import type { BroadcastResults, MapItem, StreamOptions, WaitOptions, WorkerPlace } from "./pool.js";
 import { abortError, nodeIndices } from "./pool-context.js";
 import type { CallArguments, PendingTask } from "./python-function.js";
@@ -22,6 +22,7 @@ export async function broadcastTask<R>(
 ): Promise<BroadcastResults<R>> {
   checkCallOptions(options, CALL_OPTION_FIELDS.wait);
   host.checkOpen();
+  checkPendingTask(pending, "task");
   const fanned = await fanOutArguments(host, pending, options);
   try {
     return await broadcastEach(host, fanned.pending, options);
@@ -69,6 +70,7 @@ export async function gatherTasks(
 ): Promise<unknown[]> {
   checkCallOptions(options, CALL_OPTION_FIELDS.wait);
   host.checkOpen();
+  for (const [index, task] of tasks.entries()) checkPendingTask(task, `tasks[${index}]`);
   const handles = tasks.map((task) => submitTask(host, task, options));
   return Promise.all(handles.map((handle) => handle.result)).catch((error) => {
     for (const handle of handles) handle.cancel();
@@ -84,7 +86,9 @@ export async function* streamTasks<R>(
 ): AsyncGenerator<R> {
   checkCallOptions(options, CALL_OPTION_FIELDS.stream);
   host.checkOpen();
-  const handles = [...tasks].map((task) => submitTask(host, task, options));
+  const calls = [...tasks];
+  for (const [index, task] of calls.entries()) checkPendingTask(task, `tasks[${index}]`);
+  const handles = calls.map((task) => submitTask(host, task, options));
   // A later call may fail while an earlier one is awaited: its failure is thrown at its place (or
   // never, when the consumer stops first), and must not count as unhandled meanwhile (that ends a
   // Node process, and with it the pool's teardown).
@@ -130,6 +134,35 @@ function iterate<T>(items: Iterable<T> | AsyncIterable<T>): AsyncIterator<T> | I
     : (items as Iterable<T>)[Symbol.iterator]();
 }
 
+/** Refuses a `map` whose `fn` is no function (a call made already) or whose `items` cannot be iterated. */
+function checkMapInput(fn: unknown, items: unknown): void {
+  if (typeof fn !== "function") {
+    const made = (fn as { kind?: unknown } | null)?.kind !== undefined;
+    throw new ConfigurationError({
+      issues: [
+        {
+          path: "fn",
+          message: `expected a function that makes each item's call, e.g. pool.map(f, items), received ${made ? "a call made already" : typeof fn}`,
+        },
+      ],
+    });
+  }
+  const iterable = items as { [Symbol.iterator]?: unknown; [Symbol.asyncIterator]?: unknown } | null;
+  if (
+    typeof iterable?.[Symbol.iterator] === "function" ||
+    typeof iterable?.[Symbol.asyncIterator] === "function"
+  )
+    return;
+  throw new ConfigurationError({
+    issues: [
+      {
+        path: "items",
+        message: `expected an iterable of argument arrays, e.g. [[1, 2], [3, 4]], received ${items === null ? "null" : typeof items}`,
+      },
+    ],
+  });
+}
+
 /**
  * `pool.map`: `fn` once per item, results in input order. Items are read as the queue has room, so
  * a large or endless iterable is not queued all at once; the first failure cancels the rest.
@@ -142,6 +175,7 @@ export async function mapTasks<A extends unknown[], R>(
 ): Promise<R[]> {
   checkCallOptions(options, CALL_OPTION_FIELDS.wait);
   host.checkOpen();
+  checkMapInput(fn, items);
   const { signal } = options;
   if (signal?.aborted) throw abortError(signal, "map");
   const results: R[] = [];
@@ -196,6 +230,7 @@ export async function mapTasks<A extends unknown[], R>(
       const position = index;
       index += 1;
       const pending = fn(...(item as CallArguments<A>));
+      checkPendingTask(pending, `fn(items[${position}])`);
       outstanding += 1;
       let ticket: TaskTicket;
       try {

@@ -2,7 +2,12 @@
  * Dispatch: a pending call becomes a task request for the task manager, its remote references moved
  * where it runs, its result checked against its schema; `submit` and a streaming `run` on top.
  */
-import { CancelledError, SerializationError, TaskDetachedError } from "../errors/errors.js";
+import {
+  CancelledError,
+  ConfigurationError,
+  SerializationError,
+  TaskDetachedError,
+} from "../errors/errors.js";
 import { RemoteRef } from "../protocol/values.js";
 import { CALL_OPTION_FIELDS, checkCallOptions } from "./call-options.js";
 import type { RunOptions, TaskHandle } from "./pool.js";
@@ -132,6 +137,24 @@ export function validateResult<R>(pending: Pending<R>, value: unknown, taskId: s
   });
 }
 
+/**
+ * Refuses what is not a pending task (a call with one result) at `path`: the function itself, not
+ * called, or a generator's call, whose items have no single result to wait for (it waited for ever).
+ */
+export function checkPendingTask(pending: unknown, path: string): void {
+  const candidate = pending as { kind?: unknown; ref?: unknown } | null | undefined;
+  const kind = candidate?.kind;
+  if (kind === "task" && typeof candidate?.ref === "string") return;
+  const ref = typeof candidate?.ref === "string" ? candidate.ref : undefined;
+  const message =
+    kind === "stream"
+      ? `expected a call with one result, received a streaming call of ${ref} (sky.python.stream): iterate pool.run(call) for its items`
+      : typeof pending === "function" && ref !== undefined
+        ? `expected a pending call such as f(...args), received the function ${ref} itself: call it with its arguments`
+        : `expected a pending call such as f(...args), received ${pending === undefined ? "undefined" : pending === null ? "null" : typeof pending}`;
+  throw new ConfigurationError({ issues: [{ path, message }] });
+}
+
 /** `pool.submit`: the task's handle at once. */
 export function submitTask<R>(
   host: DispatchHost,
@@ -139,6 +162,7 @@ export function submitTask<R>(
   options: RunOptions,
 ): TaskHandle<R> {
   host.checkOpen();
+  checkPendingTask(pending, "task");
   const node = placementOf(host.context, options.target);
   let ticket: TaskTicket | undefined;
   let cancel: () => void = () => {};

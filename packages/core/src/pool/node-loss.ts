@@ -39,13 +39,24 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
   const declareLost = (node: NodeRuntime, reason: string): void => {
     const connection = node.connection;
     if (!connection) return;
-    nodeLost(node, connection, reason);
+    nodeLost(node, connection, reason, true);
     void connection.close({ timeoutMs: 1000 });
   };
 
-  const nodeLost = (node: NodeRuntime, connection: WorkerConnection, reason: string): void => {
+  /**
+   * `running`: the worker may still run (silent, unhealthy, its instance reported gone, drained after
+   * a notice): the pool ends it with its instance, so its exit is no news; a worker whose connection
+   * ended by itself is another matter, and its exit (a crash, a kill) is reported.
+   */
+  const nodeLost = (
+    node: NodeRuntime,
+    connection: WorkerConnection,
+    reason: string,
+    running = false,
+  ): void => {
     if (node.connection !== connection) return;
     node.connection = undefined;
+    if (running) node.replacing = node.launch;
     context.refs.nodeLost(node.index);
     context.tasks.detach(node.index, reason);
     collectionsNodeGone(context, node.index);

@@ -31,8 +31,11 @@ import { WorkerConnection } from "./worker-connection.js";
 export interface NodeWatchers {
   /** The cloud announced it reclaims the node's instance. */
   interrupted(node: NodeRuntime, connection: WorkerConnection, notice: WorkerEvent): void;
-  /** The connection to the node's worker was lost. */
-  lost(node: NodeRuntime, connection: WorkerConnection, reason: string): void;
+  /**
+   * The connection to the node's worker was lost; `silent`: it stopped answering (it may still run,
+   * and the pool ends it), rather than the connection ending (the worker, or the link, is gone).
+   */
+  lost(node: NodeRuntime, connection: WorkerConnection, reason: string, silent?: boolean): void;
   /** The node is lost while its connection may still look open (failed health checks). */
   unhealthy(node: NodeRuntime, reason: string): void;
 }
@@ -149,6 +152,9 @@ export async function startNode(
   const image = context.image as Image;
   const started = performance.now();
   const progress = phaseReporter(context, node);
+  // Instance ids may repeat (an SSH host is its own id): each start is its own launch.
+  const launch = {};
+  node.launch = launch;
   const command = (environment: WorkerEnvironment) =>
     applyLaunchers(
       spec.plugins,
@@ -172,7 +178,8 @@ export async function startNode(
     connectTimeoutSeconds: spec.sshTimeout,
     connectRetryIntervalSeconds: spec.sshRetryInterval,
     onExit: (code, exitSignal) => {
-      if (isClosing(context) || node.retiring) return;
+      // Ended by the pool (closing, scaling down, ending a silent or unhealthy node's worker): no news.
+      if (isClosing(context) || node.retiring || node.replacing === launch) return;
       hub.emit({
         type: "error",
         timestamp: Date.now(),
@@ -245,7 +252,9 @@ export async function startNode(
     if (event.type === "interruption") watchers.interrupted(node, connection, event);
   });
   relayMetrics(connection, hub, context.id, node.index);
-  connection.onLost((loss) => watchers.lost(node, connection, loss.error.message));
+  connection.onLost((loss) =>
+    watchers.lost(node, connection, loss.error.message, loss.reason === "heartbeat-timeout"),
+  );
   const checker = options.healthChecker;
   if (checker) {
     monitorHealth(connection, checker, context.abort.signal, (reason, failures) =>

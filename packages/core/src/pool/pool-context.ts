@@ -26,6 +26,10 @@ export interface NodeRuntime {
   endpoint: WorkerEndpoint | undefined;
   /** Let go of on purpose (scale-down, a failed start): its worker's exit is no error, nor its loss. */
   retiring?: boolean;
+  /** Its worker's launch now (a token, one per start): a replacement is a new launch of the same node. */
+  launch?: object | undefined;
+  /** The launch of a lost node whose worker may still run, which the pool ends to replace it: its exit is no error. */
+  replacing?: object | undefined;
   /** After an interruption notice: the replacement's instance, asked for at once. */
   nextInstance: Promise<Instance> | undefined;
 }

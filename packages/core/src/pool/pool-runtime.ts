@@ -156,6 +156,8 @@ export class PoolRuntime implements Pool {
   readonly #announcement: PoolAnnouncement | undefined;
   readonly #detachHandler: DetachHandler;
   #closing: Promise<void> | undefined;
+  /** A detach under way, settled either way: a close meanwhile waits for it (and is then its shutdown). */
+  #detaching: Promise<void> | undefined;
   #aroundClient: AsyncDisposable | undefined;
   #startedAt = performance.now();
   /** The pool's running cost, kept from its own events. */
@@ -418,6 +420,11 @@ export class PoolRuntime implements Pool {
   }
 
   close(): Promise<void> {
+    // Closed during a detach (a signal, a session, the budget): the detach goes first, and a pool
+    // detached is closed already; one that could not be is closed then. Two teardowns at once would
+    // end the workers a state file was just written for.
+    const detaching = this.#detaching;
+    if (detaching && !this.#closing) return detaching.then(() => this.close());
     this.#closing ??= this.#shutdown();
     return this.#closing;
   }
@@ -425,8 +432,21 @@ export class PoolRuntime implements Pool {
   async detach(options: DetachOptions = {}): Promise<string> {
     const keepItemsBytes = keepItemsBytesOf(options);
     if (this.#closing) throw new Error(`pool ${this.id} is already closed or detached`);
+    if (this.#detaching) throw new Error(`pool ${this.id} is being detached already`);
     const state = this.#context.state;
     if (state !== "ready") throw new Error(`pool ${this.id} can be detached once ready (it is ${state})`);
+    const detaching = this.#detach(keepItemsBytes);
+    const settled = detaching.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#detaching = settled.then(() => {
+      this.#detaching = undefined;
+    });
+    return detaching;
+  }
+
+  async #detach(keepItemsBytes: number): Promise<string> {
     const snapshot = detachSnapshot(this.#context, this.#cost);
     await this.#detachHandler.detach(snapshot, () =>
       releaseKeeping(this.#context, keepItemsBytes, snapshot.budgetSeconds),

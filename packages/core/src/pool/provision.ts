@@ -84,15 +84,26 @@ export async function provisionInstances(
         attempt >= spec.maxProvisionAttempts ||
         (ProvisionError.isInstance(error) && !error.isRetryable && !NoCapacityError.isInstance(error))
       ) {
-        if (instances.length > 0)
-          await provider.terminate({
-            cluster,
-            ids: instances.map((instance) => instance.id),
-            signal: AbortSignal.timeout(60_000),
-          });
-        throw NoCapacityError.isInstance(error) || attempt >= spec.maxProvisionAttempts
-          ? new NoCapacityError({ attempts, cause: error })
-          : error;
+        // What was made goes; a terminate that fails is said with the error, not instead of it (a
+        // start tries the next offer on a capacity error, and stops on any other).
+        const left = instances.length > 0 ? await terminateOrSay(provider, cluster, instances) : undefined;
+        if (NoCapacityError.isInstance(error) || attempt >= spec.maxProvisionAttempts) {
+          if (left)
+            attempts.push({
+              provider: provider.name,
+              offer: cluster.offer.instanceType,
+              region: cluster.offer.region,
+              reason: left,
+            });
+          throw new NoCapacityError({ attempts, cause: error });
+        }
+        if (!left) throw error;
+        throw new ProvisionError({
+          provider: provider.name,
+          isRetryable: (error as ProvisionError).isRetryable,
+          message: `${(error as Error).message}; ${left}`,
+          cause: error,
+        });
       }
       // Cut short by an abort: the next turn gives up what was made.
       await sleep(spec.provisionRetryDelay * 1000, undefined, { signal }).catch(() => undefined);
@@ -134,7 +145,8 @@ async function waitUntilRunning(
         message: `Instances not running with an address within ${timeoutSeconds} s: ${waiting.join(", ")}`,
       });
     }
-    await new Promise((resolve) => setTimeout(resolve, interval));
+    // Cut short by an abort (the pool closing): the loop's top gives up at once.
+    await pause(interval, signal);
     interval = Math.min(interval * 1.5, 5000);
     for (const [index, instance] of current.entries()) {
       if (reachable(instance)) continue;
@@ -155,6 +167,34 @@ async function waitUntilRunning(
     }
   }
   return current;
+}
+
+/** Resolves after `ms`, or as soon as `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** Terminates `instances`, within a minute; says why when that fails (they may bill on), else undefined. */
+async function terminateOrSay(
+  provider: Provider,
+  cluster: Cluster,
+  instances: readonly Instance[],
+): Promise<string | undefined> {
+  const ids = instances.map((instance) => instance.id);
+  try {
+    await provider.terminate({ cluster, ids, signal: AbortSignal.timeout(60_000) });
+    return undefined;
+  } catch (error) {
+    return `terminating ${ids.join(", ")} failed: ${(error as Error)?.message ?? String(error)}; ${ids.length === 1 ? "it" : "they"} may still run`;
+  }
 }
 
 /** Terminates `instances`, within a minute, ignoring failure (they are being given up anyway). */

@@ -4,6 +4,7 @@
 import type { Provider } from "../contract/provider.js";
 import { CancelledError, ConfigurationError } from "../errors/errors.js";
 import { type Nodes, type NodesInput, nodes as resolveNodes } from "../spec/nodes.js";
+import { checkAbortSignal } from "./abort-signal.js";
 import type { Membership } from "./membership.js";
 import { abortError, type PoolContext } from "./pool-context.js";
 
@@ -53,6 +54,7 @@ export async function resizePool(
   target: number | NodesInput | Nodes,
   signal: AbortSignal | undefined,
 ): Promise<void> {
+  checkAbortSignal(signal);
   if (signal?.aborted) throw abortError(signal, "resize");
   const topology = resizeTopology(target, membership.bounds);
   if (context.growthRefusal !== undefined && topology.max > membership.bounds.max) {

@@ -13,6 +13,7 @@ import type { PluginV1, ProviderV1, RecordedCluster, WorkerEndpoint } from "../c
 import { ConfigurationError } from "../errors/errors.js";
 import { parseInput } from "../errors/validation.js";
 import { processAlive } from "../local/process-alive.js";
+import { checkAbortSignal } from "../pool/abort-signal.js";
 import { resumePool } from "../pool/create-pool.js";
 import {
   type DashboardRecording,
@@ -187,6 +188,7 @@ function costSoFar(state: DetachedPoolState, now: number): number {
 export async function attach(id: string, options: AttachOptions = {}): Promise<AttachedPool> {
   refuseWorkerSettings(options);
   checkHandleSignals(options.handleSignals);
+  checkAbortSignal(options.signal);
   const state = await readPoolState(id);
   if (!state) throw new Error(`no detached pool ${JSON.stringify(id)}: nothing in the pools directory`);
   // Read before any worker is reached: refused later, the collector would have taken outcomes it
