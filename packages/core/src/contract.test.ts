@@ -90,7 +90,10 @@ const USERS: Record<string, string | readonly string[]> = {
   ConfigurationIssue: "packages/testing/src/config-entry.ts",
   NoCapacityError: "packages/provider-utils/src/machine-provider/market-loop.ts",
   ProvisionError: "packages/provider-gcp/src/prepare.ts",
-  IncompleteListingError: ["packages/provider-aws/src/aws-provider.ts", "packages/cli/src/instances-command.ts"],
+  IncompleteListingError: [
+    "packages/provider-aws/src/aws-provider.ts",
+    "packages/cli/src/instances-command.ts",
+  ],
   ProvisionAttempt: "packages/provider-utils/src/machine-provider/market-loop.ts",
   ConnectionError: "packages/provider-ssh/src/ssh-provider.ts",
   BootstrapError: "packages/ssh/src/worker-launcher.ts",

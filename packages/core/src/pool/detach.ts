@@ -179,3 +179,31 @@ export async function releaseKeeping(
     }),
   );
 }
+
+/**
+ * One detach at a time: {@link DetachTurn.run} starts one, and {@link DetachTurn.underway} is the one
+ * under way, settled either way — a close meanwhile waits for it (two teardowns at once would end
+ * the workers a state file was just written for).
+ */
+export class DetachTurn {
+  #underway: Promise<void> | undefined;
+
+  /** The detach under way, if any, settled either way. */
+  get underway(): Promise<void> | undefined {
+    return this.#underway;
+  }
+
+  /** Runs `detach` as the pool's one detach; refused while another is under way. */
+  run<T>(poolId: string, detach: () => Promise<T>): Promise<T> {
+    if (this.#underway) throw new Error(`pool ${poolId} is being detached already`);
+    const running = detach();
+    const settled = running.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#underway = settled.then(() => {
+      this.#underway = undefined;
+    });
+    return running;
+  }
+}

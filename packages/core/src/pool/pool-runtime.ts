@@ -38,7 +38,13 @@ import type { PoolSpec } from "../spec/spec.js";
 import { PoolBudget } from "./budget.js";
 import { CALL_OPTION_FIELDS, checkCallOptions } from "./call-options.js";
 import { CostMeter, type PoolCost } from "./cost.js";
-import { type DetachHandler, detachSnapshot, keepItemsBytesOf, releaseKeeping } from "./detach.js";
+import {
+  type DetachHandler,
+  DetachTurn,
+  detachSnapshot,
+  keepItemsBytesOf,
+  releaseKeeping,
+} from "./detach.js";
 import { type DispatchHost, runStream, submitTask } from "./dispatch.js";
 import { broadcastTask, gatherTasks, mapTasks, streamTasks } from "./dispatch-verbs.js";
 import { Membership } from "./membership.js";
@@ -68,7 +74,7 @@ import type { CallArguments, Pending, PendingStream, PendingTask } from "./pytho
 import { type RecordedRef, RemoteRefRegistry, type RemoteRefStats } from "./remote-refs.js";
 import { resizePool } from "./resize.js";
 import { NO_SECRET_VALUES, type SecretValues } from "./secret-values.js";
-import { dropConnections, releaseWorkers, terminateNodes } from "./shutdown.js";
+import { dropConnections, releaseWorkers, shutdownReporter, terminateNodes } from "./shutdown.js";
 import { forgetOnSignals } from "./signals.js";
 import { provisionAndStart } from "./start.js";
 import { type SubtaskRunner, TaskManager } from "./task-manager.js";
@@ -156,8 +162,8 @@ export class PoolRuntime implements Pool {
   readonly #announcement: PoolAnnouncement | undefined;
   readonly #detachHandler: DetachHandler;
   #closing: Promise<void> | undefined;
-  /** A detach under way, settled either way: a close meanwhile waits for it (and is then its shutdown). */
-  #detaching: Promise<void> | undefined;
+  /** A detach under way: a close meanwhile waits for it (and is then its shutdown). */
+  readonly #detaching = new DetachTurn();
   #aroundClient: AsyncDisposable | undefined;
   #startedAt = performance.now();
   /** The pool's running cost, kept from its own events. */
@@ -322,7 +328,9 @@ export class PoolRuntime implements Pool {
 
   // ————————————————————————————————————————————————————————————————— distributed collections
 
-  get #collectionHost(): CollectionHost {
+  /** The collections' host, once they are found on (`options.cluster`). */
+  #collections(): CollectionHost {
+    checkCollectionsEnabled(this.#collectionsEnabled);
     return {
       apply: (owner, request) => this.#onHead.apply(owner, request),
       check: () => {
@@ -333,33 +341,27 @@ export class PoolRuntime implements Pool {
   }
 
   dict<V = unknown, K = string>(name: string): DistributedDict<V, K> {
-    checkCollectionsEnabled(this.#collectionsEnabled);
-    return new DistributedDict<V, K>(this.#collectionHost, name);
+    return new DistributedDict<V, K>(this.#collections(), name);
   }
 
   set<T = unknown>(name: string): DistributedSet<T> {
-    checkCollectionsEnabled(this.#collectionsEnabled);
-    return new DistributedSet<T>(this.#collectionHost, name);
+    return new DistributedSet<T>(this.#collections(), name);
   }
 
   counter(name: string): DistributedCounter {
-    checkCollectionsEnabled(this.#collectionsEnabled);
-    return new DistributedCounter(this.#collectionHost, name);
+    return new DistributedCounter(this.#collections(), name);
   }
 
   queue<T = unknown>(name: string): DistributedQueue<T> {
-    checkCollectionsEnabled(this.#collectionsEnabled);
-    return new DistributedQueue<T>(this.#collectionHost, name);
+    return new DistributedQueue<T>(this.#collections(), name);
   }
 
   barrier(name: string, n: number): DistributedBarrier {
-    checkCollectionsEnabled(this.#collectionsEnabled);
-    return new DistributedBarrier(this.#collectionHost, name, n);
+    return new DistributedBarrier(this.#collections(), name, n);
   }
 
   lock(name: string, timeout?: number): DistributedLock {
-    checkCollectionsEnabled(this.#collectionsEnabled);
-    return new DistributedLock(this.#collectionHost, name, timeout);
+    return new DistributedLock(this.#collections(), name, timeout);
   }
 
   #checkOpen(): void {
@@ -420,10 +422,9 @@ export class PoolRuntime implements Pool {
   }
 
   close(): Promise<void> {
-    // Closed during a detach (a signal, a session, the budget): the detach goes first, and a pool
-    // detached is closed already; one that could not be is closed then. Two teardowns at once would
-    // end the workers a state file was just written for.
-    const detaching = this.#detaching;
+    // Closed during a detach (a signal, a session, the budget): the detach goes first (a pool
+    // detached is closed already; one that could not be is closed then).
+    const detaching = this.#detaching.underway;
     if (detaching && !this.#closing) return detaching.then(() => this.close());
     this.#closing ??= this.#shutdown();
     return this.#closing;
@@ -432,18 +433,10 @@ export class PoolRuntime implements Pool {
   async detach(options: DetachOptions = {}): Promise<string> {
     const keepItemsBytes = keepItemsBytesOf(options);
     if (this.#closing) throw new Error(`pool ${this.id} is already closed or detached`);
-    if (this.#detaching) throw new Error(`pool ${this.id} is being detached already`);
+    if (this.#detaching.underway) throw new Error(`pool ${this.id} is being detached already`);
     const state = this.#context.state;
     if (state !== "ready") throw new Error(`pool ${this.id} can be detached once ready (it is ${state})`);
-    const detaching = this.#detach(keepItemsBytes);
-    const settled = detaching.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#detaching = settled.then(() => {
-      this.#detaching = undefined;
-    });
-    return detaching;
+    return this.#detaching.run(this.id, () => this.#detach(keepItemsBytes));
   }
 
   async #detach(keepItemsBytes: number): Promise<string> {
@@ -473,14 +466,7 @@ export class PoolRuntime implements Pool {
     await this.#membership.stop();
     // No `cancel` may reach a detached pool's workers: connections go first, then the waiting callers.
     if (detached) await dropConnections(context);
-    const report = (what: string, error: unknown) =>
-      this.#hub.emit({
-        type: "error",
-        timestamp: Date.now(),
-        poolId: this.id,
-        message: `${what}: ${(error as Error)?.message ?? String(error)}`,
-        cause: error,
-      });
+    const report = shutdownReporter(context);
     try {
       await this.#aroundClient?.[Symbol.asyncDispose]();
     } catch (error) {

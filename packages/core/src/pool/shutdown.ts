@@ -74,3 +74,18 @@ export async function terminateNodes(
     report("tearing down the provider's resources failed", error);
   }
 }
+
+/**
+ * How a failure while the pool shuts down is told: an `error` event, even though the pool is
+ * closing (`reportError` of pool-context.ts keeps quiet then).
+ */
+export function shutdownReporter(context: PoolContext): (what: string, error: unknown) => void {
+  return (what, error) =>
+    context.hub.emit({
+      type: "error",
+      timestamp: Date.now(),
+      poolId: context.id,
+      message: `${what}: ${(error as Error)?.message ?? String(error)}`,
+      cause: error,
+    });
+}

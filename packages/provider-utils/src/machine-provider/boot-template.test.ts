@@ -68,7 +68,10 @@ describe("boot template", () => {
     // A parent that never waits for its child, as a container's PID 1 that does not reap.
     const parent = spawn(
       "python3",
-      ["-c", "import os, time\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nprint(pid, flush=True)\ntime.sleep(120)"],
+      [
+        "-c",
+        "import os, time\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nprint(pid, flush=True)\ntime.sleep(120)",
+      ],
       { stdio: ["ignore", "pipe", "inherit"] },
     );
     try {
@@ -85,7 +88,9 @@ describe("boot template", () => {
         log: join(directory, "watchdog.log"),
         check: "every-minute",
       });
-      execFileSync("bash", ["-c", script], { env: { ...process.env, PATH: `${directory}:${process.env.PATH}` } });
+      execFileSync("bash", ["-c", script], {
+        env: { ...process.env, PATH: `${directory}:${process.env.PATH}` },
+      });
       const deadline = Date.now() + 20_000;
       while (!existsSync(join(directory, "destroyed")) && Date.now() < deadline)
         await new Promise((resolve) => setTimeout(resolve, 50));
