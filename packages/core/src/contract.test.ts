@@ -90,6 +90,8 @@ const USERS: Record<string, string | readonly string[]> = {
   ConfigurationIssue: "packages/testing/src/config-entry.ts",
   NoCapacityError: "packages/provider-utils/src/machine-provider/market-loop.ts",
   ProvisionError: "packages/provider-gcp/src/prepare.ts",
+  refuseElasticPool: "packages/plugin-torch/src/torch.ts",
+  refuseProcessExecutor: "packages/plugin-jax/src/jax.ts",
   IncompleteListingError: [
     "packages/provider-aws/src/aws-provider.ts",
     "packages/cli/src/instances-command.ts",

@@ -55,6 +55,7 @@ export {
   workerModules,
   workersPerAccelerator,
 } from "./contract/plugin.js";
+export { refuseElasticPool, refuseProcessExecutor } from "./contract/plugin-refusals.js";
 // Provider contract
 export {
   clusterFromInstance,

@@ -24,6 +24,7 @@ import {
   isWorkersPerAccelerator,
   Plugin,
   parseInput,
+  refuseElasticPool,
   resolveWorkersPerNode,
   shellQuote,
   workersPerAccelerator,
@@ -382,7 +383,11 @@ export function accelerate(config: AccelerateConfig = {}, options: AccelerateOpt
   const plugin = Plugin.create("accelerate")
     .withPeerNetwork()
     .withImageTransform(({ image, cluster }) => {
-      refuseElasticPool(cluster);
+      refuseElasticPool(
+        cluster,
+        (min, max) =>
+          `accelerate runs a fixed number of machines (one process group, its size given to each node's launcher): expected a fixed node count, received ${min} to ${max}`,
+      );
       // The launcher would refuse it too, but only once every node is provisioned and bootstrapped.
       if (!perAccelerator) refuseProcessesOtherThanNodes(settings, cluster);
       else refuseProcessesOtherThanWorkers(settings, cluster);
@@ -426,25 +431,6 @@ const optionsSchema = z.strictObject(
   { perAccelerator: z.boolean({ error: "expected true or false" }).default(false) },
   { error: "expected an options object" },
 );
-
-/**
- * Refuses an elastic pool (the transform hook runs before any node is provisioned): each node's
- * launcher is given the node count at its own start (`--num_machines`, the world size), so nodes
- * started at different sizes would not agree on one process group, and one joining later cannot
- * enter a group already formed.
- */
-function refuseElasticPool(cluster: Cluster): void {
-  const { min, max } = cluster.spec.nodes;
-  if (min === max) return;
-  throw new ConfigurationError({
-    issues: [
-      {
-        path: "nodes",
-        message: `accelerate runs a fixed number of machines (one process group, its size given to each node's launcher): expected a fixed node count, received ${min} to ${max}`,
-      },
-    ],
-  });
-}
 
 /**
  * With one process per node, refuses a `num_processes` other than the pool's node count (the

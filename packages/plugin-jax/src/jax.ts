@@ -4,8 +4,14 @@
  * mesh.
  */
 import { fileURLToPath } from "node:url";
-import { ConfigurationError } from "@skyward/core";
-import { type Cluster, extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
+import {
+  extendImage,
+  Plugin,
+  type PluginV1,
+  parseInput,
+  refuseElasticPool,
+  refuseProcessExecutor,
+} from "@skyward/core/contract";
 import { z } from "zod";
 
 /** Which JAX build to install: with the CUDA 12 or CUDA 13 wheels, or for CPU only. */
@@ -57,43 +63,6 @@ const optionsSchema = z.strictObject(
 );
 
 /**
- * With one JAX process per node, refuses the process executor (run before any node is provisioned):
- * the node's worker process initialises `jax.distributed`, and under `executor: "process"` the tasks
- * run in its children, each a JAX runtime of one process.
- */
-function refuseProcessExecutor(cluster: Cluster): void {
-  if (cluster.spec.worker?.executor !== "process") return;
-  throw new ConfigurationError({
-    issues: [
-      {
-        path: "options.worker.executor",
-        message:
-          'expected "thread" with jax() (the node\'s worker process is its JAX process), received "process": its tasks would run in child processes outside the distributed runtime; jax({ perAccelerator: true }) makes each child process a JAX process',
-      },
-    ],
-  });
-}
-
-/**
- * Refuses an elastic pool (run before any node is provisioned): `jax.distributed` has a fixed number
- * of processes, and a node that joins later (autoscaling) would initialise with a count the runtime
- * formed before it never had.
- */
-function refuseElasticPool(cluster: Cluster): void {
-  const min = cluster.spec.nodes?.min ?? 1;
-  const max = cluster.spec.nodes?.max ?? min;
-  if (min === max) return;
-  throw new ConfigurationError({
-    issues: [
-      {
-        path: "nodes",
-        message: `expected a fixed node count with jax() (one distributed runtime, its process count fixed when it forms), received ${min} to ${max}`,
-      },
-    ],
-  });
-}
-
-/**
  * The `jax` plugin. Adds `jax[cuda12]` (or `jax[cuda13]`, or plain `jax` for `cuda: "cpu"`) to
  * every worker's image. On each worker's first task it sets `JAX_COORDINATOR_ADDRESS` (the head's
  * address, at the pool's head port + 1, next to the one `torch` uses), `JAX_NUM_PROCESSES`,
@@ -122,8 +91,16 @@ export function jax(options: JaxOptions = {}): PluginV1 {
   const plugin = Plugin.create("jax")
     .withPeerNetwork()
     .withImageTransform(({ image, cluster }) => {
-      refuseElasticPool(cluster);
-      if (!perAccelerator) refuseProcessExecutor(cluster);
+      refuseElasticPool(
+        cluster,
+        (min, max) =>
+          `expected a fixed node count with jax() (one distributed runtime, its process count fixed when it forms), received ${min} to ${max}`,
+      );
+      if (!perAccelerator)
+        refuseProcessExecutor(
+          cluster,
+          'expected "thread" with jax() (the node\'s worker process is its JAX process), received "process": its tasks would run in child processes outside the distributed runtime; jax({ perAccelerator: true }) makes each child process a JAX process',
+        );
       return extendImage(image, { pip: [REQUIREMENTS[cuda]] });
     })
     .withWorker({

@@ -4,8 +4,14 @@
  * code runs unchanged across the pool's nodes.
  */
 import { fileURLToPath } from "node:url";
-import { ConfigurationError } from "@skyward/core";
-import { type Cluster, extendImage, Plugin, type PluginV1, parseInput } from "@skyward/core/contract";
+import {
+  extendImage,
+  Plugin,
+  type PluginV1,
+  parseInput,
+  refuseElasticPool,
+  refuseProcessExecutor,
+} from "@skyward/core/contract";
 import { z } from "zod";
 
 /** A `torch.distributed` backend: `nccl` for NVIDIA GPUs, `gloo` for CPUs (and as a fallback). */
@@ -125,43 +131,6 @@ function requirement(name: string, version: string | true): string {
 }
 
 /**
- * With one rank per node, refuses the process executor (run before any node is provisioned): the
- * node's worker process joins the group, and under `executor: "process"` the tasks run in its
- * children, outside it.
- */
-function refuseProcessExecutor(cluster: Cluster): void {
-  if (cluster.spec.worker?.executor !== "process") return;
-  throw new ConfigurationError({
-    issues: [
-      {
-        path: "options.worker.executor",
-        message:
-          'expected "thread" with torch() (the node\'s worker process is its rank), received "process": its tasks would run in child processes outside the process group; torch({ perAccelerator: true }) makes each child process a rank',
-      },
-    ],
-  });
-}
-
-/**
- * Refuses an elastic pool (run before any node is provisioned): a process group has a fixed size,
- * and a node that joins later (autoscaling) would init with a world size the group formed before it
- * never had.
- */
-function refuseElasticPool(cluster: Cluster): void {
-  const min = cluster.spec.nodes?.min ?? 1;
-  const max = cluster.spec.nodes?.max ?? min;
-  if (min === max) return;
-  throw new ConfigurationError({
-    issues: [
-      {
-        path: "nodes",
-        message: `expected a fixed node count with torch() (one process group, its size fixed when it forms), received ${min} to ${max}`,
-      },
-    ],
-  });
-}
-
-/**
  * The `torch` plugin. On every worker's image it adds `torch` (plus `torchvision` / `torchaudio`
  * when asked), each fetched only from PyTorch's wheel index for `cuda`
  * (`https://download.pytorch.org/whl/<cuda>`) — a requirement the environment already satisfies,
@@ -204,8 +173,16 @@ export function torch(options: TorchOptions = {}): PluginV1 {
   const plugin = Plugin.create("torch")
     .withPeerNetwork()
     .withImageTransform(({ image, cluster }) => {
-      refuseElasticPool(cluster);
-      if (!perAccelerator) refuseProcessExecutor(cluster);
+      refuseElasticPool(
+        cluster,
+        (min, max) =>
+          `expected a fixed node count with torch() (one process group, its size fixed when it forms), received ${min} to ${max}`,
+      );
+      if (!perAccelerator)
+        refuseProcessExecutor(
+          cluster,
+          'expected "thread" with torch() (the node\'s worker process is its rank), received "process": its tasks would run in child processes outside the process group; torch({ perAccelerator: true }) makes each child process a rank',
+        );
       return extendImage(image, { pip: requirements, pipIndexes: [{ url: wheelIndexUrl(cuda), packages }] });
     })
     .withWorker({
