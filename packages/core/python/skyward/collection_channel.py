@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from . import peer_auth
 from . import collection_frames
+from .collection_frames import read_messages
 from .collection_copy_node import NodeEnd
 from .protocol import ProtocolError, pack_frame, to_wire
 
@@ -90,19 +91,6 @@ def send_all(sock: socket.socket, data: bytes, limit: float | None = None) -> No
             view = view[sock.send(view):]
         except BlockingIOError:  # SO_SNDTIMEO passed with nothing written: look at the deadline again
             continue
-
-
-def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -> None:
-    """Calls ``each`` with every message read from ``sock`` until it ends."""
-    decoder = collection_frames.decoder()  # the copy's and a task's frames may be compact
-    while True:
-        with decoder.get_buffer() as buffer:  # received into the decoder's memory: no copy
-            count = sock.recv_into(buffer)
-        if not count:
-            return
-        for messages in decoder.buffer_updated(count):
-            for message in messages:
-                each(message)
 
 
 def take_socket(transport: Any) -> socket.socket:

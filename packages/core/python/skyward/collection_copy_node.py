@@ -127,7 +127,7 @@ class NodeEnd:
         (raises what failed it, if anything did). The socket is the caller's to close once this
         returns: nobody reads it any more."""
         if self._watch is None:  # no epoll: this thread alone reads, blocking on the socket
-            _read_blocking(self.sock, self._each)
+            collection_frames.read_messages(self.sock, self._each)
             return
         me = threading.get_ident()
         try:
@@ -161,19 +161,6 @@ class NodeEnd:
             self._watch.close()
         if self._error is not None:
             raise self._error
-
-
-def _read_blocking(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -> None:
-    """Calls ``each`` with every message read from ``sock`` until it ends (blocking reads)."""
-    decoder = collection_frames.decoder()
-    while True:
-        with decoder.get_buffer() as buffer:
-            count = sock.recv_into(buffer)
-        if not count:
-            return
-        for messages in decoder.buffer_updated(count):
-            for message in messages:
-                each(message)
 
 
 __all__ = ["NodeEnd"]

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Dict, List, Tuple
+import socket
+from typing import Any, Callable, Dict, List, Tuple
 
 from .protocol import MAX_SAFE_INTEGER, FrameDecoder, ProtocolError, pack_frame, to_wire
 
@@ -248,4 +249,17 @@ def decoder() -> FrameDecoder:
     made.compact = unpack
     return made
 
-__all__ = ["ACKED", "ANSWER", "OP", "REPLICATE", "decoder", "pack", "unpack"]
+def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -> None:
+    """Calls ``each`` with every message read from ``sock`` until it ends."""
+    decoder_ = decoder()  # the copy's and a task's frames may be compact
+    while True:
+        with decoder_.get_buffer() as buffer:  # received into the decoder's memory: no copy
+            count = sock.recv_into(buffer)
+        if not count:
+            return
+        for messages in decoder_.buffer_updated(count):
+            for message in messages:
+                each(message)
+
+
+__all__ = ["ACKED", "ANSWER", "OP", "REPLICATE", "decoder", "pack", "read_messages", "unpack"]
