@@ -233,15 +233,21 @@ describe("broadcast while a node is being replaced", () => {
     const before = await pool.broadcast(whoami());
     const errors: string[] = [];
     pool.on("error", (event) => errors.push(event.message));
+    const replaced: sky.NodeReplacedEvent[] = [];
+    pool.on("node.replaced", (event) => replaced.push(event));
     const lost = nextEvent(pool, "node.lost");
     fault(before[1]?.pid ?? 0, "SIGKILL");
-    await lost;
+    const { instanceId: lostInstance } = await lost;
     // Issued while node 1 is being replaced: its part waits through the failed replacement for the
     // next attempt, which keeps the rank.
     const after = await pool.broadcast(whoami());
     expect(after.map((entry) => entry.node)).toEqual([0, 1]);
     expect(after[1]?.pid).not.toBe(before[1]?.pid);
     expect(provisions).toBe(3);
+    // The node the reconcile loop started is the lost one's replacement: said once, naming both.
+    expect(replaced).toHaveLength(1);
+    expect(replaced[0]).toMatchObject({ node: 1, previousInstanceId: lostInstance });
+    expect(replaced[0]?.instanceId).not.toBe(lostInstance);
     // The user was told of the failed attempt, and that the node is being started again.
     expect(errors).toContainEqual(
       expect.stringMatching(

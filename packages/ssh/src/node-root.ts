@@ -2,6 +2,7 @@
  * Shell commands on a node's Skyward root directory: whether a process runs, whether the root's
  * worker serves a pool now, stopping that worker, and cleaning up what a pool left there.
  */
+import { createHash } from "node:crypto";
 import { shellQuote } from "@skyward/core/contract";
 
 /**
@@ -54,6 +55,18 @@ export function cleanNodeRootCommand(root: string): string {
 
 /** The default Skyward directory on a node. */
 export const DEFAULT_NODE_ROOT = "/opt/skyward";
+
+/**
+ * A shell test that succeeds when the worker recorded under `root` holds one of `tokens`
+ * (`worker.token`): a worker of the pool launching now — its own node coming back after a partition,
+ * whose old connection may still look established on the node for a while (until a packet of the
+ * node's is refused by the client, or the worker drops it after 30 s of silence). Such a client is
+ * no other pool's. Tokens are compared by their SHA-256, so that none appears in a command line.
+ */
+export function workerHoldsTokenTest(root: string, tokens: readonly string[]): string {
+  const digests = tokens.map((token) => createHash("sha256").update(token).digest("hex"));
+  return `case "$(sha256sum < ${shellQuote(`${root}/worker.token`)} 2>/dev/null | cut -c1-64)" in ${digests.join("|")}) true ;; *) false ;; esac`;
+}
 
 /** Printed by {@link workerServesPoolCommand}, then the worker's pid and port, when the root's worker has a client. */
 export const IN_USE_MARKER = "::skyward-in-use::";

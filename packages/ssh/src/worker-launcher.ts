@@ -30,6 +30,7 @@ import {
   IN_USE_MARKER,
   processRunsTest,
   stopWorkerCommand,
+  workerHoldsTokenTest,
   workerServesPoolCommand,
 } from "./node-root.js";
 import { SshConnection } from "./transport.js";
@@ -234,8 +235,10 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     // 1. A released worker of an earlier pool, started from the same code and settings and still
     //    running, is reused: the node prints its record and token and reads the stream to its end.
     //    Not one that serves a pool now (a client connected): the launch is refused below instead.
+    //    This pool's own worker (its node back after a partition) is, its old connection or not.
     const json = q("worker.json");
-    const reattachCheck = `if [ -f ${json} ] && [ -f ${q("worker.token")} ] && grep -qF ${shellQuote(`"fingerprint":"${fingerprint}"`)} ${json} && ${processRunsTest(`"$(sed -n 's/^{"pid":\\([0-9]*\\),.*/\\1/p' ${json})"`)} && { ${workerServesPoolCommand(root)} >/dev/null; }; then echo ${REATTACH_MARKER}; cat ${json}; echo; cat ${q("worker.token")}; echo; exec cat >/dev/null; fi`;
+    const ownWorker = workerHoldsTokenTest(root, [request.token, ...(request.ownTokens ?? [])]);
+    const reattachCheck = `if [ -f ${json} ] && [ -f ${q("worker.token")} ] && grep -qF ${shellQuote(`"fingerprint":"${fingerprint}"`)} ${json} && ${processRunsTest(`"$(sed -n 's/^{"pid":\\([0-9]*\\),.*/\\1/p' ${json})"`)} && { ${ownWorker} || { ${workerServesPoolCommand(root)} >/dev/null; }; }; then echo ${REATTACH_MARKER}; cat ${json}; echo; cat ${q("worker.token")}; echo; exec cat >/dev/null; fi`;
     // 2. Else the root is prepared (an earlier worker stopped, its files removed) and the files unpacked.
     const prepare = [
       // sudo only where it is needed (as the bootstrap's skyward_prepare_root): a root the user may
@@ -244,7 +247,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
         ? `{ { mkdir -p ${shellQuote(root)} 2>/dev/null && [ -w ${shellQuote(root)} ]; } || { sudo -n mkdir -p ${shellQuote(root)} && sudo -n chown "$(id -u):$(id -g)" ${shellQuote(root)}; }; }`
         : `mkdir -p ${shellQuote(root)}`,
       // A worker serving another pool now is not stopped: this launch is refused instead.
-      workerServesPoolCommand(root),
+      `{ ${ownWorker} || ${workerServesPoolCommand(root)}; }`,
       ...(volumes.length > 0 ? [`skyward_old="$(cat ${q("worker.pid")} 2>/dev/null || true)"`] : []),
       stopWorkerCommand(root),
       // An earlier worker's shell unmounts its volumes as it exits: wait for it (10 s at most), so

@@ -66,6 +66,13 @@ export interface WorkerLaunchRequest {
   readonly env: Readonly<Record<string, string>>;
   /** The pool's secret token the worker demands in the handshake (`SKYWARD_TOKEN`); never logged or put in a command line. */
   readonly token: string;
+  /**
+   * Other tokens the pool's workers hold: those of earlier pools' released workers it picked up
+   * ({@link WorkerEndpoint.token}). A worker on the node holding `token` or one of these is the
+   * pool's own — its node back after a partition, whose old connection may still look open there —
+   * and is taken back rather than refused as another pool's. Secrets: never logged or put in a command line.
+   */
+  readonly ownTokens?: readonly string[];
   /** Seconds allowed until the worker listens (bootstrap included). */
   readonly timeoutSeconds: number;
   /** Seconds allowed to reach the node (an SSH connection, retried until then). */

@@ -189,6 +189,7 @@ export class Membership {
       if (spare <= 0) break;
       if (state !== "awaiting") continue;
       pending.delete(index);
+      this.#watchers.givenUp(index);
       tasks.startFailed(index, "the pool's target no longer includes it", false);
       spare -= 1;
     }
@@ -294,6 +295,7 @@ export class Membership {
           emitProvisioned(context, node, provider, cluster.offer);
           this.startNode(node, signal).then(
             () => {
+              this.#watchers.started(node);
               this.#growthFailures = 0;
               this.#reconciler?.poke();
               this.sizeChanged();
@@ -402,7 +404,10 @@ export class Membership {
   #awaitStart(index: number, reason: string): void {
     const again = this.actualNodes() + this.#awaiting() < this.desired;
     if (again) this.#context.pending.set(index, "awaiting");
-    else this.#context.pending.delete(index);
+    else {
+      this.#context.pending.delete(index);
+      this.#watchers.givenUp(index);
+    }
     this.#context.tasks.startFailed(index, reason, again);
   }
 

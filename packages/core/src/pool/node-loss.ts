@@ -29,11 +29,31 @@ export interface PoolNodeWatchers extends NodeWatchers {
    * provider; one gone behind the pool's back (terminated, stopping, not found) is lost.
    */
   checkInstances(): Promise<void>;
+  /**
+   * A node the reconcile loop started: when a lost node's replacement failed under this index, this
+   * one is its replacement (`node.replaced`, naming the instance lost), which whoever waits for it sees.
+   */
+  started(node: NodeRuntime): void;
+  /** An index the pool gave up (its target no longer includes it): no replacement comes for it. */
+  givenUp(index: number): void;
 }
 
 /** How the pool handles the loss of its nodes. */
 export function createNodeWatchers(context: PoolContext, membership: ReplacingMembership): PoolNodeWatchers {
   const { hub } = context;
+  /** Lost nodes whose replacement failed, by index: the instance lost (the first, if several failed). */
+  const unreplaced = new Map<number, string>();
+
+  const replaced = (node: NodeRuntime, previousInstanceId: string): void => {
+    hub.emit({
+      type: "node.replaced",
+      timestamp: Date.now(),
+      poolId: context.id,
+      node: node.index,
+      instanceId: node.instance.id,
+      previousInstanceId,
+    });
+  };
 
   /** Declares a node lost while its connection may still look open, and closes that connection. */
   const declareLost = (node: NodeRuntime, reason: string): void => {
@@ -99,17 +119,12 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
       node.nextInstance = undefined;
       membership.provisioned(node);
       await membership.startNode(node, context.abort.signal);
-      hub.emit({
-        type: "node.replaced",
-        timestamp: Date.now(),
-        poolId: context.id,
-        node: node.index,
-        instanceId: instance.id,
-        previousInstanceId: previous.id,
-      });
+      replaced(node, unreplaced.get(node.index) ?? previous.id);
+      unreplaced.delete(node.index);
     } catch (error) {
       node.nextInstance = undefined;
       if (isClosing(context)) return;
+      if (!unreplaced.has(node.index)) unreplaced.set(node.index, previous.id);
       hub.emit({
         type: "error",
         timestamp: Date.now(),
@@ -188,5 +203,19 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
     });
   };
 
-  return { interrupted, lost: nodeLost, unhealthy: declareLost, checkInstances: watchInstances };
+  const started = (node: NodeRuntime): void => {
+    const previous = unreplaced.get(node.index);
+    if (previous === undefined) return;
+    unreplaced.delete(node.index);
+    replaced(node, previous);
+  };
+
+  return {
+    interrupted,
+    lost: nodeLost,
+    unhealthy: declareLost,
+    checkInstances: watchInstances,
+    started,
+    givenUp: (index) => unreplaced.delete(index),
+  };
 }

@@ -173,6 +173,7 @@ export async function startNode(
     command,
     env: image.env,
     token: context.token,
+    ...(context.adoptedTokens ? { ownTokens: [...context.adoptedTokens] } : {}),
     pluginOps: collectPluginBootstrapOps(spec.plugins, cluster),
     timeoutSeconds: spec.bootstrapTimeout,
     connectTimeoutSeconds: spec.sshTimeout,
@@ -209,6 +210,7 @@ export async function startNode(
     endpoint.close?.();
     throw error;
   }
+  if (endpoint.token !== undefined) (context.adoptedTokens ??= new Set()).add(endpoint.token);
   node.endpoint?.close?.();
   node.endpoint = endpoint;
   node.connection = connection;

@@ -49,6 +49,11 @@ export interface PoolContext {
   readonly options: Options;
   /** The workers' token. */
   readonly token: string;
+  /**
+   * The tokens of earlier pools' released workers this pool picked up (an SSH host's, started from
+   * the same code and settings), each its node's: a replacement's launch finds such a worker its own.
+   */
+  adoptedTokens?: Set<string>;
   /** Aborted when the pool shuts down (or its budget is spent). */
   readonly abort: AbortController;
   /** The nodes the pool has, ascending by index once started. */
