@@ -210,7 +210,10 @@ export async function startNode(
     endpoint.close?.();
     throw error;
   }
-  if (endpoint.token !== undefined) (context.adoptedTokens ??= new Set()).add(endpoint.token);
+  if (endpoint.token !== undefined) {
+    context.adoptedTokens ??= new Set();
+    context.adoptedTokens.add(endpoint.token);
+  }
   node.endpoint?.close?.();
   node.endpoint = endpoint;
   node.connection = connection;
