@@ -138,7 +138,10 @@ describe.skipIf(skipReason !== undefined)("faults on a pool of SSH hosts (test b
       // client and is refused — seconds, longer on a loaded link. Held here for the replacement's launch:
       // a connection to the worker's port that says nothing (the worker drops it after 30 s of silence).
       const hold = `import json, socket, time; s = socket.create_connection(("127.0.0.1", json.load(open("${root}/worker.json"))["port"])); time.sleep(25)`;
-      expect((await scratch.bed.exec(1, `setsid python3 -c '${hold}' > /dev/null 2>&1 < /dev/null & sleep 0.5`)).exitCode).toBe(0);
+      expect(
+        (await scratch.bed.exec(1, `setsid python3 -c '${hold}' > /dev/null 2>&1 < /dev/null & sleep 0.5`))
+          .exitCode,
+      ).toBe(0);
       expect(await lost).toMatchObject({ node: 1 });
       expect((await scratch.bed.exec(1, "ip link set eth0 up")).exitCode).toBe(0);
       await replaced;
