@@ -63,6 +63,36 @@ describe.skipIf(sshdMissing)("connecting", () => {
     expect(elapsed).toBeGreaterThanOrEqual(1_200);
   });
 
+  it("fails a port refused for longer than refusedRetrySeconds, naming host and port, long before the deadline", async () => {
+    const port = await freePort();
+    const attempts: number[] = [];
+    // A 300 s deadline (the pool's sshTimeout): without the refusal limit this waits all of it and
+    // the test's own 60 s limit fails it.
+    const error = await SshConnection.connect(
+      target(port),
+      options({
+        timeoutSeconds: 300,
+        retryIntervalSeconds: 0.2,
+        refusedRetrySeconds: 1,
+        onAttempt: (attempt) => attempts.push(attempt),
+      }),
+    ).catch((failure: unknown) => failure);
+    expect(error).toBeInstanceOf(ConnectionError);
+    expect((error as ConnectionError).host).toBe(`127.0.0.1:${port}`);
+    expect((error as Error).message).toMatch(
+      new RegExp(
+        `connection to ${user}@127.0.0.1:${port} refused .*nothing listens on port ${port} of 127.0.0.1`,
+      ),
+    );
+    expect(attempts.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("rejects a negative refusedRetrySeconds, naming the field", async () => {
+    await expect(
+      SshConnection.connect(target(main.port), options({ refusedRetrySeconds: -1 })),
+    ).rejects.toThrow(/refusedRetrySeconds/);
+  });
+
   it("gives up on a server that accepts but never speaks SSH, within the deadline", async () => {
     const held = new Set<Socket>();
     const silent = createServer((socket) => held.add(socket));
