@@ -50,19 +50,28 @@ function errorMessage(error: unknown): string {
 }
 
 async function loadPrivateKey(target: SshTarget): Promise<ResolvedConnect["auth"]> {
-  const parseOrFail = (key: Buffer, path: string) => {
+  const agent = process.env.SSH_AUTH_SOCK || undefined;
+  /**
+   * The key to offer: the key itself, or, for an encrypted key given no passphrase, the agent (as
+   * `ssh` does: the key is in the agent, unlocked, once `ssh-add` was given its passphrase).
+   */
+  const usable = (key: Buffer, path: string): ResolvedConnect["auth"] => {
     const parsed = sshUtils.parseKey(key, target.passphrase);
-    if (parsed instanceof Error) {
-      throw new ConfigurationError({
-        issues: [{ path, message: `cannot use the private key: ${parsed.message}` }],
-      });
-    }
+    if (!(parsed instanceof Error)) return { privateKey: key, passphrase: target.passphrase };
+    const encrypted = target.passphrase === undefined && /encrypted/i.test(parsed.message);
+    if (encrypted && agent !== undefined) return { agent };
+    throw new ConfigurationError({
+      issues: [
+        {
+          path,
+          message: encrypted
+            ? "the private key is encrypted: give its passphrase, or add it to an ssh-agent (ssh-add) and set SSH_AUTH_SOCK"
+            : `cannot use the private key: ${parsed.message}`,
+        },
+      ],
+    });
   };
-  if (target.privateKey !== undefined) {
-    const key = Buffer.from(target.privateKey);
-    parseOrFail(key, "privateKey");
-    return { privateKey: key, passphrase: target.passphrase };
-  }
+  if (target.privateKey !== undefined) return usable(Buffer.from(target.privateKey), "privateKey");
   if (target.identityFile !== undefined) {
     const file = expandHome(target.identityFile);
     let key: Buffer;
@@ -74,11 +83,9 @@ async function loadPrivateKey(target: SshTarget): Promise<ResolvedConnect["auth"
         cause: error,
       });
     }
-    parseOrFail(key, "identityFile");
-    return { privateKey: key, passphrase: target.passphrase };
+    return usable(key, "identityFile");
   }
   // Neither given: what `ssh` itself would use, the agent and the first usable default key.
-  const agent = process.env.SSH_AUTH_SOCK || undefined;
   for (const name of ["id_ed25519", "id_ecdsa", "id_rsa"]) {
     const key = await readFile(join(homedir(), ".ssh", name)).catch(() => undefined);
     if (key !== undefined && !(sshUtils.parseKey(key, target.passphrase) instanceof Error)) {

@@ -21,7 +21,10 @@ export interface SshTarget {
   readonly privateKey?: string | Uint8Array;
   /** Path to the private key file (`~/` is expanded). */
   readonly identityFile?: string;
-  /** Passphrase of an encrypted private key. */
+  /**
+   * Passphrase of an encrypted private key. Without it an encrypted key is used through the
+   * ssh-agent (`SSH_AUTH_SOCK`, the key added with `ssh-add`), as `ssh` does.
+   */
   readonly passphrase?: string;
   /**
    * The expected host key fingerprint as `ssh-keygen -l` prints it (`SHA256:…`). When given, the
