@@ -19,7 +19,7 @@ import {
   version,
   type WorkerEndpoint,
 } from "@skyward/core/contract";
-import { renderBootstrapScript, runtimeFiles, type SshConnection } from "@skyward/ssh";
+import { processRunsTest, renderBootstrapScript, runtimeFiles, type SshConnection } from "@skyward/ssh";
 import { connectLogin, loginLabel, type SlurmLogin } from "./slurm-login.js";
 import type { SlurmDeclared } from "./slurm-settings.js";
 
@@ -283,6 +283,17 @@ async function tail(ssh: SshConnection, command: string): Promise<string> {
 }
 
 /**
+ * The shell command that shows how a worker's start goes in its step directory `directory`: the
+ * worker's log, its pid (`::pid N`), and `::alive` while its `srun` step runs, else `::dead` and the
+ * step's log. The step runs detached: where the login node's init does not reap, an ended one stays a
+ * zombie, which still answers `kill -0` (`processRunsTest` tells them apart).
+ */
+export function workerProbeCommand(directory: string): string {
+  const q = (path: string) => shellQuote(`${directory}/${path}`);
+  return `cat ${q("worker.log")} 2>/dev/null; echo; echo "::pid $(cat ${q("worker.pid")} 2>/dev/null)"; if ${processRunsTest(`"$(cat ${q("srun.pid")})"`)}; then echo ::alive; else echo ::dead; cat ${q("srun.log")}; fi`;
+}
+
+/**
  * Starts the worker of `placement` as an `srun` step (detached from the SSH session, so that it
  * outlives a client that dies, until its TTL or the job's time limit) and returns its endpoint once
  * it listens: tunnels through the login node to the node's address.
@@ -337,7 +348,7 @@ export async function startSlurmWorker(
         message: `The worker's step on node ${node} (${placement.nodeName} of job ${placement.jobId}) could not be started, exit code ${launch.code}`,
       });
     }
-    const probe = `cat ${q("worker.log")} 2>/dev/null; echo; echo "::pid $(cat ${q("worker.pid")} 2>/dev/null)"; if kill -0 "$(cat ${q("srun.pid")})" 2>/dev/null; then echo ::alive; else echo ::dead; cat ${q("srun.log")}; fi`;
+    const probe = workerProbeCommand(directory);
     const deadline = performance.now() + options.timeoutSeconds * 1000;
     for (;;) {
       signal.throwIfAborted();

@@ -5,12 +5,13 @@ import { createProviderFromEntry, parseConfigText, validateConfig } from "@skywa
 import {
   type Cluster,
   type Instance,
+  LaunchCommand,
   offerQuery,
   type ProviderV1,
   resolvePoolSpec,
   whyNotProvider,
 } from "@skyward/core/contract";
-import { cleanNodeRootCommand, DEFAULT_NODE_ROOT, launchSshWorker } from "@skyward/ssh";
+import { cleanNodeRootCommand, DEFAULT_NODE_ROOT } from "@skyward/ssh";
 import { isCi, type TestbedHost, testbedSshHost, testbedSshHosts } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { createProviderFromConfig, SSH, type SshClusterData } from "./index.js";
@@ -43,7 +44,8 @@ describe("SSH()", () => {
     const provider = SSH({ hosts: [{ host: "10.0.0.5", privateKey: key }] });
     expect(whyNotProvider(provider)).toBeUndefined();
     expect(provider.name).toBe("ssh");
-    expect(provider.launchWorker).toBe(launchSshWorker);
+    // launchWorker is launchSshWorker's, naming the host of a bad key: "names the host of an unusable key".
+    expect(typeof provider.launchWorker).toBe("function");
   });
 
   it("refuses bad settings, naming the field", () => {
@@ -301,6 +303,38 @@ describe("createProviderFromConfig", () => {
         privateIp: "10.0.0.9",
       }),
     ]);
+  });
+
+  it("names the host of an unusable key: an unreadable identityFile, a private key that is not one", async () => {
+    const provider = SSH({
+      hosts: [
+        { host: "a", identityFile: "/nonexistent/skyward-key" },
+        { host: "b", privateKey: key },
+      ],
+    });
+    const cluster = await clusterOf(provider);
+    const instances = await provider.provision({ cluster, count: 2, signal });
+    const paths: string[] = [];
+    for (const instance of instances) {
+      const error = await provider
+        .launchWorker({
+          instance,
+          cluster,
+          nodeId: 0,
+          image: sky.image({}),
+          command: () => LaunchCommand.create({ launcher: "true" }),
+          env: {},
+          token: "provider-test-token",
+          timeoutSeconds: 5,
+          connectTimeoutSeconds: 5,
+          connectRetryIntervalSeconds: 1,
+          signal,
+        })
+        .catch((caught: unknown) => caught);
+      expect(sky.ConfigurationError.isInstance(error)).toBe(true);
+      paths.push(...(error as sky.ConfigurationError).issues.map((issue) => issue.path));
+    }
+    expect(paths).toEqual(["SSH.hosts[0].identityFile", "SSH.hosts[1].privateKey"]);
   });
 
   it("refuses bad settings at their path in the table", () => {

@@ -10,6 +10,7 @@ import {
   acceleratorFromName,
   acceleratorSchema,
   type Cluster,
+  ConfigurationError,
   ConnectionError,
   type Instance,
   NoCapacityError,
@@ -18,6 +19,7 @@ import {
   offerFormFactorFit,
   type ProviderV1,
   parseInput,
+  type WorkerEndpoint,
 } from "@skyward/core/contract";
 import { cleanNodeRootCommand, DEFAULT_NODE_ROOT, launchSshWorker, reconnectSshWorker } from "@skyward/ssh";
 import { z } from "zod";
@@ -254,6 +256,27 @@ function build(declared: Declared): ProviderV1<SshClusterData> {
   const { hosts, accelerator, hourlyPrice } = declared;
   const inUse = new Set<string>();
   const byId = new Map(hosts.map((host) => [instanceId(host), host]));
+  const indexOf = new Map(hosts.map((host, index) => [instanceId(host), index]));
+  /**
+   * A key that cannot be used (an unreadable `identityFile`, a `privateKey` that is not one) is
+   * refused by the connection at a field of its own (`identityFile`): named here at its host's
+   * (`SSH.hosts[1].identityFile`), so that the user knows which entry to fix.
+   */
+  const atHost = async (id: string, connecting: Promise<WorkerEndpoint>): Promise<WorkerEndpoint> => {
+    try {
+      return await connecting;
+    } catch (error) {
+      const index = indexOf.get(id);
+      if (index === undefined || !ConfigurationError.isInstance(error)) throw error;
+      throw new ConfigurationError({
+        issues: error.issues.map((issue) => ({
+          ...issue,
+          path: `SSH.hosts[${index}]${issue.path ? `.${issue.path}` : ""}`,
+        })),
+        cause: error,
+      });
+    }
+  };
 
   return {
     specificationVersion: "v1",
@@ -342,7 +365,7 @@ function build(declared: Declared): ProviderV1<SshClusterData> {
       return host && inUse.has(id) ? instanceFor(host, cluster, Date.now(), hourlyPrice) : null;
     },
 
-    launchWorker: launchSshWorker,
+    launchWorker: (options) => atHost(options.instance.id, launchSshWorker(options)),
 
     async reconnectWorker(options) {
       // A detached pool's node: the host (with its key) comes from these settings, not the state file.
@@ -354,10 +377,13 @@ function build(declared: Declared): ProviderV1<SshClusterData> {
           message: `the detached pool ran on ${options.instance.id}, which is not among this SSH provider's hosts`,
         });
       }
-      const endpoint = await reconnectSshWorker({
-        ...options,
-        instance: instanceFor(host, options.cluster, options.instance.createdAt, hourlyPrice),
-      });
+      const endpoint = await atHost(
+        options.instance.id,
+        reconnectSshWorker({
+          ...options,
+          instance: instanceFor(host, options.cluster, options.instance.createdAt, hourlyPrice),
+        }),
+      );
       inUse.add(options.instance.id);
       return endpoint;
     },

@@ -3,6 +3,9 @@
  * retried, refused and silent servers are until the deadline, abort, bad input and a lost connection.
  */
 
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { appendFile, readFile, writeFile } from "node:fs/promises";
 import { createServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { CancelledError, ConnectionError } from "@skyward/core";
@@ -61,6 +64,36 @@ describe.skipIf(sshdMissing)("connecting", () => {
     expect(attempts.length).toBeLessThanOrEqual(5);
     // It kept trying until the deadline (how soon after it, a loaded machine decides: the bench's business).
     expect(elapsed).toBeGreaterThanOrEqual(1_200);
+  });
+
+  it("fails a port refused for longer than refusedRetrySeconds, naming host and port, long before the deadline", async () => {
+    const port = await freePort();
+    const attempts: number[] = [];
+    // A 300 s deadline (the pool's sshTimeout): without the refusal limit this waits all of it and
+    // the test's own 60 s limit fails it.
+    const error = await SshConnection.connect(
+      target(port),
+      options({
+        timeoutSeconds: 300,
+        retryIntervalSeconds: 0.2,
+        refusedRetrySeconds: 1,
+        onAttempt: (attempt) => attempts.push(attempt),
+      }),
+    ).catch((failure: unknown) => failure);
+    expect(error).toBeInstanceOf(ConnectionError);
+    expect((error as ConnectionError).host).toBe(`127.0.0.1:${port}`);
+    expect((error as Error).message).toMatch(
+      new RegExp(
+        `connection to ${user}@127.0.0.1:${port} refused .*nothing listens on port ${port} of 127.0.0.1`,
+      ),
+    );
+    expect(attempts.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("rejects a negative refusedRetrySeconds, naming the field", async () => {
+    await expect(
+      SshConnection.connect(target(main.port), options({ refusedRetrySeconds: -1 })),
+    ).rejects.toThrow(/refusedRetrySeconds/);
   });
 
   it("gives up on a server that accepts but never speaks SSH, within the deadline", async () => {
@@ -125,6 +158,42 @@ describe.skipIf(sshdMissing)("connecting", () => {
     await expect(
       SshConnection.connect(target(main.port, { privateKey: "not a key" }), options()),
     ).rejects.toMatchObject({ issues: [{ path: "privateKey" }] });
+  });
+
+  it("uses ssh-agent for an encrypted identityFile given no passphrase, as ssh does; without an agent says so", async () => {
+    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "sesame", "-f", join(dir, "locked")]);
+    await appendFile(join(dir, "authorized_keys"), await readFile(join(dir, "locked.pub")));
+    const locked = target(main.port, { identityFile: join(dir, "locked") });
+    const saved = process.env.SSH_AUTH_SOCK;
+    const socket = join(dir, "agent.sock");
+    const agent = spawn("ssh-agent", ["-D", "-a", socket], { stdio: "ignore" });
+    try {
+      delete process.env.SSH_AUTH_SOCK;
+      await expect(SshConnection.connect(locked, options())).rejects.toThrow(
+        /identityFile: .*encrypted.*passphrase.*ssh-agent/,
+      );
+      while (!existsSync(socket)) await new Promise((resolve) => setTimeout(resolve, 20));
+      const askpass = join(dir, "askpass.sh");
+      await writeFile(askpass, "#!/bin/sh\necho sesame\n", { mode: 0o700 });
+      execFileSync("ssh-add", [join(dir, "locked")], {
+        env: {
+          ...process.env,
+          SSH_AUTH_SOCK: socket,
+          SSH_ASKPASS: askpass,
+          SSH_ASKPASS_REQUIRE: "force",
+          DISPLAY: ":0",
+        },
+        stdio: "ignore",
+      });
+      process.env.SSH_AUTH_SOCK = socket;
+      const connection = await SshConnection.connect(locked, options());
+      expect((await connection.exec("echo unlocked")).stdout).toBe("unlocked\n");
+      await connection.close();
+    } finally {
+      if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
+      else process.env.SSH_AUTH_SOCK = saved;
+      agent.kill();
+    }
   });
 
   it("can be aborted while retrying", async () => {

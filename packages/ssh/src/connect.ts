@@ -29,14 +29,19 @@ const defaultKeepaliveIntervalMs = 15_000;
 /** The longest one attempt waits for TCP and the SSH handshake before the next attempt. */
 const attemptTimeoutCapMs = 30_000;
 
-/** An attempt's failure: `fatal` ones (authentication, host key, bad key) are not retried. */
+/**
+ * An attempt's failure: `fatal` ones (authentication, host key, bad key) are not retried; `refused`
+ * ones (the host answered, nothing listens on the port) only for `refusedRetrySeconds`.
+ */
 class AttemptError extends Error {
   readonly fatal: boolean;
+  readonly refused: boolean;
   readonly connectionError: ConnectionError;
-  constructor(connectionError: ConnectionError, fatal: boolean) {
+  constructor(connectionError: ConnectionError, fatal: boolean, refused = false) {
     super(connectionError.message);
     this.connectionError = connectionError;
     this.fatal = fatal;
+    this.refused = refused;
   }
 }
 
@@ -45,19 +50,28 @@ function errorMessage(error: unknown): string {
 }
 
 async function loadPrivateKey(target: SshTarget): Promise<ResolvedConnect["auth"]> {
-  const parseOrFail = (key: Buffer, path: string) => {
+  const agent = process.env.SSH_AUTH_SOCK || undefined;
+  /**
+   * The key to offer: the key itself, or, for an encrypted key given no passphrase, the agent (as
+   * `ssh` does: the key is in the agent, unlocked, once `ssh-add` was given its passphrase).
+   */
+  const usable = (key: Buffer, path: string): ResolvedConnect["auth"] => {
     const parsed = sshUtils.parseKey(key, target.passphrase);
-    if (parsed instanceof Error) {
-      throw new ConfigurationError({
-        issues: [{ path, message: `cannot use the private key: ${parsed.message}` }],
-      });
-    }
+    if (!(parsed instanceof Error)) return { privateKey: key, passphrase: target.passphrase };
+    const encrypted = target.passphrase === undefined && /encrypted/i.test(parsed.message);
+    if (encrypted && agent !== undefined) return { agent };
+    throw new ConfigurationError({
+      issues: [
+        {
+          path,
+          message: encrypted
+            ? "the private key is encrypted: give its passphrase, or add it to an ssh-agent (ssh-add) and set SSH_AUTH_SOCK"
+            : `cannot use the private key: ${parsed.message}`,
+        },
+      ],
+    });
   };
-  if (target.privateKey !== undefined) {
-    const key = Buffer.from(target.privateKey);
-    parseOrFail(key, "privateKey");
-    return { privateKey: key, passphrase: target.passphrase };
-  }
+  if (target.privateKey !== undefined) return usable(Buffer.from(target.privateKey), "privateKey");
   if (target.identityFile !== undefined) {
     const file = expandHome(target.identityFile);
     let key: Buffer;
@@ -69,11 +83,9 @@ async function loadPrivateKey(target: SshTarget): Promise<ResolvedConnect["auth"
         cause: error,
       });
     }
-    parseOrFail(key, "identityFile");
-    return { privateKey: key, passphrase: target.passphrase };
+    return usable(key, "identityFile");
   }
   // Neither given: what `ssh` itself would use, the agent and the first usable default key.
-  const agent = process.env.SSH_AUTH_SOCK || undefined;
   for (const name of ["id_ed25519", "id_ecdsa", "id_rsa"]) {
     const key = await readFile(join(homedir(), ".ssh", name)).catch(() => undefined);
     if (key !== undefined && !(sshUtils.parseKey(key, target.passphrase) instanceof Error)) {
@@ -156,7 +168,19 @@ async function attemptConnect(resolved: ResolvedConnect, timeoutMs: number): Pro
       new AttemptError(new ConnectionError({ host: hostPort, node: options.node, message, cause }), false);
     const onAbort = () =>
       fail(new CancelledError({ message: `connecting to ${label} was aborted`, cause: signal?.reason }));
-    const onSocketError = (error: Error) => fail(retryable(errorMessage(error), error));
+    const onSocketError = (error: Error & { code?: string }) =>
+      fail(
+        new AttemptError(
+          new ConnectionError({
+            host: hostPort,
+            node: options.node,
+            message: errorMessage(error),
+            cause: error,
+          }),
+          false,
+          error.code === "ECONNREFUSED",
+        ),
+      );
     const onClientError = (error: Error & { level?: string }) => {
       if (hostKeyProblem !== undefined) return fail(new AttemptError(hostKeyProblem, true));
       if (error.level === "client-authentication") {
@@ -246,7 +270,8 @@ async function attemptConnect(resolved: ResolvedConnect, timeoutMs: number): Pro
 
 /**
  * Connects, retrying refused, unreachable and timed-out attempts every `retryIntervalSeconds`
- * until `timeoutSeconds` have passed.
+ * until `timeoutSeconds` have passed; refused ones only for `refusedRetrySeconds` when given (a
+ * machine that does not boot, whose port stays refused, fails at once naming host and port).
  *
  * @throws {ConfigurationError} for bad target or options, or an unusable private key.
  * @throws {ConnectionError} when no connection could be made, saying why.
@@ -273,6 +298,10 @@ export async function connectWithRetries(
   const timeoutMs = checkedOptions.timeoutSeconds * 1000;
   const intervalMs = checkedOptions.retryIntervalSeconds * 1000;
   const deadline = performance.now() + timeoutMs;
+  const refusedLimitMs =
+    checkedOptions.refusedRetrySeconds === undefined ? undefined : checkedOptions.refusedRetrySeconds * 1000;
+  // When the port was first refused, of the refusals since the last other failure.
+  let refusedSince: number | undefined;
   for (let attempt = 1; ; attempt++) {
     if (signal?.aborted) {
       throw new CancelledError({
@@ -288,6 +317,23 @@ export async function connectWithRetries(
       if (!(error instanceof AttemptError)) throw error;
       checkedOptions.onAttempt?.(attempt, error.connectionError);
       if (error.fatal) throw error.connectionError;
+      refusedSince = error.refused ? (refusedSince ?? performance.now()) : undefined;
+      if (
+        refusedSince !== undefined &&
+        refusedLimitMs !== undefined &&
+        performance.now() + intervalMs - refusedSince > refusedLimitMs
+      ) {
+        const { host, port } = checkedTarget;
+        throw new ConnectionError({
+          host: hostPort,
+          node: checkedOptions.node,
+          message:
+            `connection to ${resolved.label} refused for ${checkedOptions.refusedRetrySeconds} s ` +
+            `(${attempt} attempt${attempt === 1 ? "" : "s"}): nothing listens on port ${port} of ${host}; ` +
+            "is sshd running there, and is the port right?",
+          cause: error.connectionError,
+        });
+      }
       if (performance.now() + intervalMs >= deadline) {
         throw new ConnectionError({
           host: hostPort,

@@ -21,7 +21,10 @@ export interface SshTarget {
   readonly privateKey?: string | Uint8Array;
   /** Path to the private key file (`~/` is expanded). */
   readonly identityFile?: string;
-  /** Passphrase of an encrypted private key. */
+  /**
+   * Passphrase of an encrypted private key. Without it an encrypted key is used through the
+   * ssh-agent (`SSH_AUTH_SOCK`, the key added with `ssh-add`), as `ssh` does.
+   */
   readonly passphrase?: string;
   /**
    * The expected host key fingerprint as `ssh-keygen -l` prints it (`SHA256:…`). When given, the
@@ -45,6 +48,12 @@ export interface SshConnectOptions {
   readonly timeoutSeconds: number;
   /** Wait between attempts, in seconds (the pool's `sshRetryInterval`). */
   readonly retryIntervalSeconds: number;
+  /**
+   * How long a refused port (the host answers, nothing listens on it) is retried, in seconds, from
+   * its first refusal; then connecting fails naming host and port. Default: until `timeoutSeconds`,
+   * as for a cloud machine still booting; a machine of your own that is up does not start sshd later.
+   */
+  readonly refusedRetrySeconds?: number;
   /** The `known_hosts` file for trust on first use. Default `$SKYWARD_HOME/known_hosts` (`~/.skyward/known_hosts`). */
   readonly knownHostsFile?: string;
   /** Interval of SSH keepalive requests, in milliseconds; 0 disables them. Default 15 000. */
@@ -92,6 +101,10 @@ export const connectOptionsSchema = z.strictObject({
   retryIntervalSeconds: z
     .number({ error: "expected a number of seconds" })
     .positive("expected a positive number of seconds"),
+  refusedRetrySeconds: z
+    .number({ error: "expected a number of seconds" })
+    .min(0, "expected 0 or more seconds")
+    .optional(),
   knownHostsFile: z.string({ error: "expected a path" }).min(1, "expected a path").optional(),
   keepaliveIntervalMs: z
     .number({ error: "expected milliseconds" })

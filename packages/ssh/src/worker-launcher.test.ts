@@ -15,7 +15,7 @@ import { type Cluster, type Instance, LaunchCommand, type LaunchWorkerOptions } 
 import { describe, expect, it } from "vitest";
 // The CI rule of @skyward/testing, by path: that package depends on this one.
 import { isCi } from "../../testing/src/prerequisites.js";
-import { dir, type Sshd, sshdMissing, startSshd, user, useSshdBed } from "../test/sshd.js";
+import { dir, freePort, type Sshd, sshdMissing, startSshd, user, useSshdBed } from "../test/sshd.js";
 import { launchSshWorker } from "./worker-launcher.js";
 
 useSshdBed();
@@ -88,6 +88,25 @@ describe.skipIf(sshdMissing)("launchSshWorker on a node whose init does not reap
       await sshd.stop();
     }
   }, 240_000);
+});
+
+describe.skipIf(sshdMissing)("launchSshWorker on a machine of your own", () => {
+  it("fails fast with the host and port when nothing listens on the SSH port", async () => {
+    // A port nothing listens on: the host answers, refusing it.
+    const sshd = { port: await freePort() } as Sshd;
+    const options = launchOptions(
+      sshd,
+      join(dir, "root-refused"),
+      LaunchCommand.create({ launcher: "true" }),
+    );
+    // The pool's default sshTimeout: a booting cloud node is waited for this long, your own host is not.
+    const error = await launchSshWorker({ ...options, connectTimeoutSeconds: 300 }).catch(
+      (caught: unknown) => caught,
+    );
+    expect((error as Error).message).toMatch(
+      new RegExp(`refused .*nothing listens on port ${sshd.port} of 127.0.0.1`),
+    );
+  }, 60_000);
 });
 
 /** A user of this machine other than root that can log in (a shell and a home directory), if any. */

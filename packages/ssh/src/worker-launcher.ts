@@ -115,6 +115,14 @@ function connectionTarget(
   };
 }
 
+/**
+ * How long a refused SSH port is retried on a machine that keeps its address (your own host, a
+ * login node: `hostKeyScope: "address"`), in seconds: such a machine is up, not booting, and an sshd
+ * being restarted is back within seconds; a cloud node's sshd starts late in its boot, so it is
+ * retried for the whole `sshTimeout`.
+ */
+const STANDING_HOST_REFUSED_RETRY_SECONDS = 10;
+
 /** The bootstrap script's line that sets its time limit (`SKYWARD_TIMEOUT=…`, bootstrap-script.ts). */
 const BOOTSTRAP_TIMEOUT_LINE = /^SKYWARD_TIMEOUT=.*$/m;
 
@@ -183,6 +191,9 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     node,
     timeoutSeconds: options.connectTimeoutSeconds,
     retryIntervalSeconds: options.connectRetryIntervalSeconds,
+    ...(target.hostKeyScope === "address"
+      ? { refusedRetrySeconds: STANDING_HOST_REFUSED_RETRY_SECONDS }
+      : {}),
   });
   try {
     const sudo = target.user !== "root";
@@ -529,6 +540,9 @@ export async function reconnectSshWorker(options: ReconnectWorkerOptions): Promi
     node,
     timeoutSeconds: options.connectTimeoutSeconds,
     retryIntervalSeconds: Math.min(2, options.connectTimeoutSeconds),
+    ...(target.hostKeyScope === "address"
+      ? { refusedRetrySeconds: STANDING_HOST_REFUSED_RETRY_SECONDS }
+      : {}),
   });
   try {
     const pid = Number(worker.pid);

@@ -61,7 +61,13 @@ export interface ImageInput {
    * the workers (`{ GIT_SHA: "git -C /repo rev-parse HEAD" }`). Keys follow the `env` rule.
    */
   shellVars?: Readonly<Record<string, string>>;
-  /** Local directories or `.py` files (relative to the working directory, or absolute) shipped to the workers. */
+  /**
+   * Local directories or `.py` files (relative to the working directory, or absolute) shipped to the
+   * workers. A directory is shipped whole but for version control, caches and virtual environments
+   * (`.git`, `__pycache__`, `.venv`, `node_modules`, …) and symbolic links, which are not followed
+   * (not shipped): everything else goes, a `.env` file with secrets in it too — leave such files out
+   * with `excludes` (`[".env"]`) and give secrets as the spec's `secrets`.
+   */
   includes?: readonly string[];
   /** Glob patterns left out of the `includes`. */
   excludes?: readonly string[];
