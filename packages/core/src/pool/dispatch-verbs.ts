@@ -5,7 +5,14 @@
 import { ConfigurationError } from "../errors/errors.js";
 import { fanOutArguments } from "./broadcast-fanout.js";
 import { CALL_OPTION_FIELDS, checkCallOptions } from "./call-options.js";
-import { checkPendingTask, type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
+import {
+  checkPendingTask,
+  type DispatchHost,
+  dispatchCall,
+  isPendingTask,
+  submitTask,
+  validateResult,
+} from "./dispatch.js";
 import { MapStop, STOPPED } from "./map-stop.js";
 import type { BroadcastResults, MapItem, StreamOptions, WaitOptions, WorkerPlace } from "./pool.js";
 import { abortError, nodeIndices } from "./pool-context.js";
@@ -231,7 +238,8 @@ export async function mapTasks<A extends unknown[], R>(
       const position = index;
       index += 1;
       const pending = fn(...(item as CallArguments<A>));
-      checkPendingTask(pending, `fn(items[${position}])`);
+      // The path (a string per item) is made only for a call that is refused.
+      if (!isPendingTask(pending)) checkPendingTask(pending, `fn(items[${position}])`);
       outstanding += 1;
       let ticket: TaskTicket;
       try {
