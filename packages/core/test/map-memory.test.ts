@@ -1,6 +1,7 @@
 /**
  * `pool.map` over a long iterable keeps memory flat: an item whose call has ended is collectable
- * while the map still runs (nothing per item is retained until the map ends).
+ * while the map still runs (nothing per item is retained until the map ends). `pool.stream` of many
+ * calls, as they complete, does work per call, not per call for every result.
  */
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
@@ -10,6 +11,8 @@ import * as sky from "../src/index.js";
 
 const tasks = fileURLToPath(new URL("./fixtures/pool_tasks.py", import.meta.url));
 const add = sky.python<[number, number], number>("pool_tasks:add");
+const sleep = sky.python<[number], number>("pool_tasks:sleep");
+const boom = sky.python<[string], never>("pool_tasks:boom");
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -43,7 +46,7 @@ function watchedItems(sample: number, limit: number) {
   return { state, sync, async };
 }
 
-describe("a long map's memory", () => {
+describe("a long map's memory, a wide stream's work", () => {
   let pool: sky.Pool;
 
   beforeAll(async () => {
@@ -65,4 +68,39 @@ describe("a long map's memory", () => {
     },
     120_000,
   );
+
+  it("streams many calls as they complete with a few promise reactions per call, not one per call per result", async () => {
+    const calls = 2_000;
+    // Promise.race (and any then()) calls `then` on each promise it is given: counted while streaming.
+    const then = Promise.prototype.then;
+    let thens = 0;
+    const results: number[] = [];
+    Promise.prototype.then = function (this: Promise<unknown>, ...args) {
+      thens += 1;
+      return then.apply(this, args);
+    } as typeof then;
+    try {
+      const stream = pool.stream(
+        Array.from({ length: calls }, (_, index) => add(index, 1)),
+        { ordered: false },
+      );
+      for await (const value of stream) results.push(value);
+    } finally {
+      Promise.prototype.then = then;
+    }
+    expect(results.sort((a, b) => a - b)).toEqual(Array.from({ length: calls }, (_, index) => index + 1));
+    expect(thens).toBeLessThan(calls * 20);
+  }, 120_000);
+
+  it("an unordered stream gives what came before a failure, then throws it, not waiting for the rest", async () => {
+    const items: number[] = [];
+    const streaming = (async () => {
+      for await (const value of pool.stream([add(1, 2), boom("soon"), sleep(5)], { ordered: false }))
+        items.push(value as number);
+    })();
+    await expect(streaming).rejects.toSatisfy(
+      (error) => sky.RemoteTaskError.isInstance(error) && /soon/.test((error as Error).message),
+    );
+    expect(items).toEqual([3]);
+  }, 60_000);
 });

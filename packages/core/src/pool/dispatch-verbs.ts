@@ -86,6 +86,9 @@ export async function gatherTasks(
   });
 }
 
+/** What stays in `stream`'s line of outcomes in place of one taken. */
+const TAKEN = Object.freeze({ error: undefined });
+
 /** `pool.stream`: the calls in parallel, each result yielded in order or as it completes. */
 export async function* streamTasks<R>(
   host: DispatchHost,
@@ -106,13 +109,31 @@ export async function* streamTasks<R>(
       for (const handle of handles) yield await handle.result;
       return;
     }
-    const pending = new Map(
-      handles.map((handle, index) => [index, handle.result.then((value) => ({ index, value }))]),
-    );
-    while (pending.size > 0) {
-      const { index, value } = await Promise.race(pending.values());
-      pending.delete(index);
-      yield value;
+    // Each call's outcome joins one line as it settles (a race over the calls still pending would
+    // add a reaction to each of them per result: quadratic in the calls); taken in that order.
+    const settled: ({ value: R } | { error: unknown })[] = [];
+    let wake: (() => void) | undefined;
+    const arrive = (outcome: { value: R } | { error: unknown }) => {
+      settled.push(outcome);
+      wake?.();
+    };
+    for (const handle of handles) {
+      handle.result.then(
+        (value) => arrive({ value }),
+        (error: unknown) => arrive({ error }),
+      );
+    }
+    for (let taken = 0; taken < handles.length; taken += 1) {
+      while (settled.length <= taken) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = undefined;
+      }
+      const outcome = settled[taken] as { value: R } | { error: unknown };
+      settled[taken] = TAKEN; // the value is the consumer's now, not kept here
+      if ("error" in outcome) throw outcome.error;
+      yield outcome.value;
     }
   } finally {
     for (const handle of handles) handle.cancel();
