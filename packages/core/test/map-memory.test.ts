@@ -75,10 +75,13 @@ describe("a long map's memory, a wide stream's work", () => {
     const then = Promise.prototype.then;
     let thens = 0;
     const results: number[] = [];
-    Promise.prototype.then = function (this: Promise<unknown>, ...args) {
+    const setThen = (value: typeof then) =>
+      // biome-ignore lint/suspicious/noThenProperty: Promise.prototype's own then, counted here and restored.
+      Object.defineProperty(Promise.prototype, "then", { value, writable: true, configurable: true });
+    setThen(function (this: Promise<unknown>, ...args) {
       thens += 1;
       return then.apply(this, args);
-    } as typeof then;
+    } as typeof then);
     try {
       const stream = pool.stream(
         Array.from({ length: calls }, (_, index) => add(index, 1)),
@@ -86,7 +89,7 @@ describe("a long map's memory, a wide stream's work", () => {
       );
       for await (const value of stream) results.push(value);
     } finally {
-      Promise.prototype.then = then;
+      setThen(then);
     }
     expect(results.sort((a, b) => a - b)).toEqual(Array.from({ length: calls }, (_, index) => index + 1));
     expect(thens).toBeLessThan(calls * 20);
