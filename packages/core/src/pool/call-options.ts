@@ -13,21 +13,27 @@ export const CALL_OPTION_FIELDS = {
   stream: ["signal", "ordered"],
 } as const;
 
+function fail(path: string, message: string): ConfigurationError {
+  return new ConfigurationError({ issues: [{ path, message }] });
+}
+
 /**
  * Throws a {@link ConfigurationError} naming the field when `options` is not an object of the
  * `allowed` fields, `signal` is not an `AbortSignal`, or `ordered` not a boolean.
  */
 export function checkCallOptions(options: unknown, allowed: readonly string[]): void {
-  const fail = (path: string, message: string) => new ConfigurationError({ issues: [{ path, message }] });
   if (options === undefined) return;
   if (typeof options !== "object" || options === null || Array.isArray(options))
     throw fail("options", `expected an object of ${allowed.join(", ")}, received ${String(options)}`);
-  const unknown = Object.keys(options).filter((key) => !allowed.includes(key));
-  if (unknown.length > 0)
+  // Once per call (every pool.run and pool.submit): when every field is known, nothing is built.
+  for (const key in options) {
+    if (!Object.hasOwn(options, key) || allowed.includes(key)) continue;
+    const unknown = Object.keys(options).filter((field) => !allowed.includes(field));
     throw fail(
       "options",
-      `unknown field ${unknown.map((key) => JSON.stringify(key)).join(", ")} (expected ${allowed.join(", ")})`,
+      `unknown field ${unknown.map((field) => JSON.stringify(field)).join(", ")} (expected ${allowed.join(", ")})`,
     );
+  }
   const { signal, ordered } = options as { signal?: unknown; ordered?: unknown };
   checkAbortSignal(signal, "options.signal");
   if (ordered !== undefined && typeof ordered !== "boolean")

@@ -5,7 +5,15 @@
 import { ConfigurationError } from "../errors/errors.js";
 import { fanOutArguments } from "./broadcast-fanout.js";
 import { CALL_OPTION_FIELDS, checkCallOptions } from "./call-options.js";
-import { checkPendingTask, type DispatchHost, dispatchCall, submitTask, validateResult } from "./dispatch.js";
+import {
+  checkPendingTask,
+  type DispatchHost,
+  dispatchCall,
+  isPendingTask,
+  submitTask,
+  validateResult,
+} from "./dispatch.js";
+import { MapStop, STOPPED } from "./map-stop.js";
 import type { BroadcastResults, MapItem, StreamOptions, WaitOptions, WorkerPlace } from "./pool.js";
 import { abortError, nodeIndices } from "./pool-context.js";
 import type { CallArguments, PendingTask } from "./python-function.js";
@@ -78,6 +86,9 @@ export async function gatherTasks(
   });
 }
 
+/** What stays in `stream`'s line of outcomes in place of one taken. */
+const TAKEN = Object.freeze({ error: undefined });
+
 /** `pool.stream`: the calls in parallel, each result yielded in order or as it completes. */
 export async function* streamTasks<R>(
   host: DispatchHost,
@@ -98,13 +109,31 @@ export async function* streamTasks<R>(
       for (const handle of handles) yield await handle.result;
       return;
     }
-    const pending = new Map(
-      handles.map((handle, index) => [index, handle.result.then((value) => ({ index, value }))]),
-    );
-    while (pending.size > 0) {
-      const { index, value } = await Promise.race(pending.values());
-      pending.delete(index);
-      yield value;
+    // Each call's outcome joins one line as it settles (a race over the calls still pending would
+    // add a reaction to each of them per result: quadratic in the calls); taken in that order.
+    const settled: ({ value: R } | { error: unknown })[] = [];
+    let wake: (() => void) | undefined;
+    const arrive = (outcome: { value: R } | { error: unknown }) => {
+      settled.push(outcome);
+      wake?.();
+    };
+    for (const handle of handles) {
+      handle.result.then(
+        (value) => arrive({ value }),
+        (error: unknown) => arrive({ error }),
+      );
+    }
+    for (let taken = 0; taken < handles.length; taken += 1) {
+      while (settled.length <= taken) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = undefined;
+      }
+      const outcome = settled[taken] as { value: R } | { error: unknown };
+      settled[taken] = TAKEN; // the value is the consumer's now, not kept here
+      if ("error" in outcome) throw outcome.error;
+      yield outcome.value;
     }
   } finally {
     for (const handle of handles) handle.cancel();
@@ -125,13 +154,13 @@ function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
-const STOPPED = Symbol("stopped");
-
-/** The iterator of a sync or async iterable. */
-function iterate<T>(items: Iterable<T> | AsyncIterable<T>): AsyncIterator<T> | Iterator<T> {
+/** The iterator of a sync or async iterable, and which it is. */
+function iterate<T>(
+  items: Iterable<T> | AsyncIterable<T>,
+): { iterator: AsyncIterator<T>; sync: false } | { iterator: Iterator<T>; sync: true } {
   return Symbol.asyncIterator in items
-    ? (items as AsyncIterable<T>)[Symbol.asyncIterator]()
-    : (items as Iterable<T>)[Symbol.iterator]();
+    ? { iterator: (items as AsyncIterable<T>)[Symbol.asyncIterator](), sync: false }
+    : { iterator: (items as Iterable<T>)[Symbol.iterator](), sync: true };
 }
 
 /** Refuses a `map` whose `fn` is no function (a call made already) or whose `items` cannot be iterated. */
@@ -184,15 +213,12 @@ export async function mapTasks<A extends unknown[], R>(
   let outstanding = 0;
   let failure: Error | undefined;
   let settle: (() => void) | undefined;
-  // Settles once the map fails: a wait for the next item (an iterable that stalls: a live source, a
-  // queue) or for room in the queue ends then, not when that item or room comes.
-  let stop: () => void = () => {};
-  const stopped = new Promise<typeof STOPPED>((resolve) => {
-    stop = () => resolve(STOPPED);
-  });
+  // Ends a wait once the map fails: a wait for the next item (an iterable that stalls: a live source,
+  // a queue) or for room in the queue ends then, not when that item or room comes.
+  const stop = new MapStop();
   const fail = (error: Error) => {
     failure ??= error;
-    stop();
+    stop.stop();
     settle?.();
   };
   const onAbort = () => {
@@ -203,14 +229,17 @@ export async function mapTasks<A extends unknown[], R>(
   const window = Math.max(64, host.context.tasks.capacity * 4);
   let index = 0;
   let submittedThisTurn = 0;
-  const iterator = iterate(items);
+  const source = iterate(items);
+  const { iterator } = source;
   let exhausted = false;
   try {
     for (;;) {
       if (failure) break;
-      const next = Promise.resolve(iterator.next());
-      next.catch(() => undefined); // one still pending when the map stops fails nowhere
-      const step = await Promise.race([next, stopped]);
+      // A sync iterable's item is taken as it is (no wait per item); an async one's next() is
+      // awaited until the map stops.
+      const step = source.sync
+        ? source.iterator.next()
+        : await stop.until(Promise.resolve(source.iterator.next()));
       if (step === STOPPED) break;
       if (step.done) {
         exhausted = true;
@@ -230,7 +259,8 @@ export async function mapTasks<A extends unknown[], R>(
       const position = index;
       index += 1;
       const pending = fn(...(item as CallArguments<A>));
-      checkPendingTask(pending, `fn(items[${position}])`);
+      // The path (a string per item) is made only for a call that is refused.
+      if (!isPendingTask(pending)) checkPendingTask(pending, `fn(items[${position}])`);
       outstanding += 1;
       let ticket: TaskTicket;
       try {
@@ -265,7 +295,7 @@ export async function mapTasks<A extends unknown[], R>(
       }
       tickets.add(ticket);
       if (host.context.tasks.queued >= window) {
-        await Promise.race([host.context.tasks.whenQueueBelow(window), stopped]);
+        await stop.until(host.context.tasks.whenQueueBelow(window));
         submittedThisTurn = 0;
       } else if (++submittedThisTurn >= ITEMS_PER_TURN) {
         await nextTurn();

@@ -137,14 +137,20 @@ export function validateResult<R>(pending: Pending<R>, value: unknown, taskId: s
   });
 }
 
+/** Whether `pending` is a pending task (a call with one result): per item in `map`, so it builds nothing. */
+export function isPendingTask(pending: unknown): boolean {
+  const candidate = pending as { kind?: unknown; ref?: unknown } | null | undefined;
+  return candidate?.kind === "task" && typeof candidate.ref === "string";
+}
+
 /**
  * Refuses what is not a pending task (a call with one result) at `path`: the function itself, not
  * called, or a generator's call, whose items have no single result to wait for (it waited for ever).
  */
 export function checkPendingTask(pending: unknown, path: string): void {
+  if (isPendingTask(pending)) return;
   const candidate = pending as { kind?: unknown; ref?: unknown } | null | undefined;
   const kind = candidate?.kind;
-  if (kind === "task" && typeof candidate?.ref === "string") return;
   const ref = typeof candidate?.ref === "string" ? candidate.ref : undefined;
   const message =
     kind === "stream"

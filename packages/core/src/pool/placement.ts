@@ -111,6 +111,7 @@ export function observeTaskEnd(schedule: AdaptiveSchedule, node: NodeState, reco
  */
 export function beginNextWaiting(node: NodeState, record: TaskRecord): void {
   if (record.request.nested) return; // nested tasks run on the worker's nested pool
+  if (node.running.size - node.nestedRunning <= node.workerSlots) return; // none waits behind it
   let position = 0;
   let held = false;
   for (const task of node.running.values()) {
