@@ -346,6 +346,8 @@ class ProcessExecutor:
         self._background: set[asyncio.Future[Any]] = set()
         self._shared: Deque[Task] = collections.deque()
         self._pinned: List[Deque[Task]] = [collections.deque() for _ in range(concurrency)]
+        #: children given a task while ``around_app`` is being entered: it is sent once that is over
+        self._held: List[_Child] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -441,14 +443,20 @@ class ProcessExecutor:
         return False
 
     def _pump(self) -> None:
-        """Give queued tasks to the children that are ready and free (once ``around_app`` is in)."""
-        if not self._shared and not any(self._pinned):
+        """Give queued tasks to the children that are ready and free. Until ``around_app`` is in, a
+        task given to a child is held (its clock running, as a thread task's does while it enters the
+        hooks) and sent once they are in."""
+        if not self._shared and not any(self._pinned) and not self._held:
             return
         gate = self._host.app_gate(self._pump)
-        if gate is not True:
-            if gate is not False:
-                self._fail_queued(gate)
+        if gate is not True and gate is not False:
+            self._fail_queued(gate)
             return
+        if gate is True:
+            held, self._held = self._held, []
+            for child in held:
+                if child.task is not None and child.link is not None and self._children[child.slot] is child:
+                    self._send(child, child.task)
         for slot in range(self.concurrency):
             if not self._shared and not self._pinned[slot]:
                 continue
@@ -462,12 +470,25 @@ class ProcessExecutor:
             task.state = "running"
             task.slot = self.first_slot + slot
             child.task = task
-            child.link.send(("run", task.id, task.fn, task.args, task.kwargs, task.stream, task.keep))
+            if gate is True:
+                self._send(child, task)
+            else:
+                self._held.append(child)
             if task.timeout is not None:
                 self._host.on_started(task)
 
+    @staticmethod
+    def _send(child: _Child, task: Task) -> None:
+        assert child.link is not None
+        child.link.send(("run", task.id, task.fn, task.args, task.kwargs, task.stream, task.keep))
+
     def _fail_queued(self, outcome: Outcome) -> None:
-        """``around_app`` failed: every queued task fails with it."""
+        """``around_app`` failed: every queued task, and every task held for it, fails with it."""
+        held, self._held = self._held, []
+        for child in held:
+            task, child.task = child.task, None
+            if task is not None:
+                self._host.on_done(task, outcome)
         queues = [self._shared, *self._pinned]
         for tasks in queues:
             while tasks:
@@ -482,10 +503,16 @@ class ProcessExecutor:
         return child if child is not None and child.task is task else None
 
     def stop_task(self, task: Task) -> None:
-        """Kill the child running ``task``; a fresh child takes its slot."""
+        """Kill the child running ``task``; a fresh child takes its slot. A task held for ``around_app``
+        never reached its child: the child is kept, free for the next task."""
         child = self._child_of(task)
-        if child is not None:
-            child.task = None
+        if child is None:
+            return
+        child.task = None
+        if child in self._held:
+            self._held.remove(child)
+            self._pump()
+        else:
             self._retire(child, kill=True)
 
     def deliver_input(self, task: Task, stream_index: int, kind: str, value: Any) -> None:

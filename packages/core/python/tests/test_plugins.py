@@ -148,6 +148,19 @@ def test_around_app_failure_fails_every_task_naming_the_plugin(tmp_path: Path, e
     ]
 
 
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_task_waiting_on_a_hung_around_app_ends_at_its_timeout(tmp_path: Path, executor: str) -> None:
+    # The clock of a task counts from when it starts running; a task whose first run enters the
+    # plugins' around_app has started (under the thread executor it runs the hook in its own thread).
+    log = tmp_path / "hooks.log"
+    with WorkerProcess("--executor", executor, env=PLUGIN_ENV) as worker:
+        client = connect(worker, plugins=recording(log, "stuck", stuck={"fail": "hang"}))
+        client.submit("t1", "demo_tasks:add", 1, 2, timeout=1)
+        error = client.terminal("t1", timeout=20)
+    assert error["t"] == "error" and error["kind"] == "timeout" and error["type"] == "TimeoutError", error
+    assert [line[1:4] for line in read_log(log)] == [["stuck", "around_app", "hang"]]
+
+
 def test_around_app_that_returns_no_context_manager() -> None:
     with WorkerProcess(env=PLUGIN_ENV) as worker:
         client = connect(worker, plugins=[plugin("odd", log="/dev/null", label="odd", fail="bad_return")])
