@@ -29,7 +29,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 from . import deferred_interrupts
 from .context import SubtaskOutcome, TaskContext, current_task, runtime
 from .dispatch import end_subtasks
-from .execution import InputStream, Outcome, TaskRunner, error_outcome
+from .execution import InputStream, Outcome, TaskRunner, error_outcome, exception_outcome
 from .output import OutputRouter
 from .protocol import StreamRef
 from .task import Host, Task
@@ -182,6 +182,8 @@ class ThreadExecutor:
                     # the task is finished already, so this outcome is discarded.
                     self._close_turn(task)
                     outcome = error_outcome("cancelled", "TaskInterrupted", "the task was stopped")
+                except BaseException as error:  # the runtime's own failure: the task is answered, the slot lives on
+                    outcome = exception_outcome(error)
             finally:
                 running.discard(context)
                 current_task.reset(token)
