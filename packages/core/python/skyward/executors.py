@@ -63,9 +63,10 @@ def _next_queued(tasks: Deque[Task]) -> Optional[Task]:
 # ---------------------------------------------------------------------------------------------
 
 
-class TaskInterrupted(BaseException):
+class TaskInterrupted(deferred_interrupts.Interrupt):
     """Raised in a slot thread whose task was cancelled or timed out (a ``BaseException``, so the
-    task's ``except Exception`` blocks let it through; its ``finally`` blocks run)."""
+    task's ``except Exception`` blocks let it through; its ``finally`` blocks run). Raised at most
+    once: a task that catches it and carries on runs on."""
 
 
 class ThreadExecutor:
