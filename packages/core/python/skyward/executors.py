@@ -27,6 +27,7 @@ import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from . import deferred_interrupts
+from .connection import STREAM_HIGH_WATER
 from .context import SubtaskOutcome, TaskContext, current_task, runtime
 from .dispatch import end_subtasks
 from .execution import InputStream, Outcome, TaskRunner, error_outcome, exception_outcome
@@ -166,8 +167,12 @@ class ThreadExecutor:
             if task.timeout is not None:
                 post(host.on_started, task)
 
-            def emit(seq: int, value: Any, task: Task = task) -> None:
+            def emit(seq: int, value: Any, task: Task = task, context: TaskContext = context) -> None:
                 post(host.on_item, task, seq, value)
+                connection = task.connection  # (a LocalParent for a subtask run here: no bytes)
+                if getattr(connection, "unsent_bytes", 0) > STREAM_HIGH_WATER:
+                    # Its client takes the items slower than the task makes them: the task waits.
+                    connection.wait_drained(lambda: context.abandoned)
 
             token = current_task.set(context)
             running.add(context)
