@@ -76,13 +76,19 @@ describe("jax() on 2 Local nodes (CPU)", () => {
     const parts = await pool.broadcast(shuffledShard(10));
     expect(parts.map((part) => part.is_jax)).toEqual([true, true]);
     expect(parts.map((part) => part.values.length)).toEqual([5, 5]);
-    expect(parts.flatMap((part) => part.values).sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(parts.flatMap((part) => part.values).sort((a, b) => a - b)).toEqual([
+      0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+    ]);
   });
 
   it("returns JAX arrays as arrays, not as opaque Python objects", async () => {
     const [array, total] = await pool.run(jaxResults());
     expect(array).toBeInstanceOf(sky.NDArray);
-    expect([array.dtype, array.shape, Array.from(array.data)]).toEqual(["float32", [2, 3], [0, 2, 4, 6, 8, 10]]);
+    expect([array.dtype, array.shape, Array.from(array.data)]).toEqual([
+      "float32",
+      [2, 3],
+      [0, 2, 4, 6, 8, 10],
+    ]);
     expect(total).toBeInstanceOf(sky.NDArray);
     expect([total.dtype, total.shape, Array.from(total.data)]).toEqual(["int32", [], [6]]);
   });
