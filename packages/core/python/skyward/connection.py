@@ -102,8 +102,9 @@ class Connection(asyncio.BufferedProtocol):
         self._outbox: List[Message] = []
         self._flush_scheduled = False
         self._unsent: Deque[bytes | memoryview] = collections.deque()  # pieces waiting for the transport
-        #: the bytes of ``_unsent`` (read by task threads: :meth:`wait_drained`)
+        #: the bytes of ``_unsent`` (read by task threads: above ``high_water``, :meth:`wait_drained`)
         self.unsent_bytes = 0
+        self.high_water = STREAM_HIGH_WATER
         self._drained_lock = threading.Lock()
         self._drained = threading.Condition(self._drained_lock)
         self._paused = False
@@ -278,7 +279,7 @@ class Connection(asyncio.BufferedProtocol):
         bytes wait to be written, wait until ``STREAM_LOW_WATER`` are left (or the connection ends,
         or ``stop()``: the task was stopped). Waits in short steps, where a stopped task's interrupt
         can land."""
-        if self.unsent_bytes <= STREAM_HIGH_WATER:
+        if self.unsent_bytes <= self.high_water:
             return
         while self.alive and self.unsent_bytes > STREAM_LOW_WATER and not stop():
             with self._drained_lock:

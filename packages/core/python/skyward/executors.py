@@ -27,7 +27,6 @@ import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from . import deferred_interrupts
-from .connection import STREAM_HIGH_WATER
 from .context import SubtaskOutcome, TaskContext, current_task, runtime
 from .dispatch import end_subtasks
 from .execution import InputStream, Outcome, TaskRunner, error_outcome, exception_outcome
@@ -170,7 +169,7 @@ class ThreadExecutor:
             def emit(seq: int, value: Any, task: Task = task, context: TaskContext = context) -> None:
                 post(host.on_item, task, seq, value)
                 connection = task.connection  # (a LocalParent for a subtask run here: no bytes)
-                if getattr(connection, "unsent_bytes", 0) > STREAM_HIGH_WATER:
+                if getattr(connection, "unsent_bytes", 0) > connection.high_water:
                     # Its client takes the items slower than the task makes them: the task waits.
                     connection.wait_drained(lambda: context.abandoned)
 
