@@ -105,6 +105,8 @@ class Connection(asyncio.BufferedProtocol):
         #: the bytes of ``_unsent`` (read by task threads: above ``high_water``, :meth:`wait_drained`)
         self.unsent_bytes = 0
         self.high_water = STREAM_HIGH_WATER
+        #: called on the loop once the unsent bytes are down to STREAM_LOW_WATER (:meth:`when_drained`)
+        self._on_drained: List[Callable[[], None]] = []
         self._drained_lock = threading.Lock()
         self._drained = threading.Condition(self._drained_lock)
         self._paused = False
@@ -261,8 +263,7 @@ class Connection(asyncio.BufferedProtocol):
                 transport.write(piece)
                 self.unsent_bytes -= len(piece)
         if above and self.unsent_bytes <= STREAM_LOW_WATER:
-            with self._drained_lock:
-                self._drained.notify_all()
+            self._drained_now()
         if not unsent and self._close_when_sent:
             # Not from inside resume_writing: the transport is in the middle of its own write.
             self.worker.loop.call_soon(transport.close)
@@ -271,8 +272,22 @@ class Connection(asyncio.BufferedProtocol):
         """Nothing queued will be written (the connection is going away): waiting tasks go on."""
         self._unsent.clear()
         self.unsent_bytes = 0
+        self._drained_now()
+
+    def _drained_now(self) -> None:
         with self._drained_lock:
             self._drained.notify_all()
+        callbacks, self._on_drained = self._on_drained, []
+        for callback in callbacks:
+            callback()
+
+    def when_drained(self, callback: Callable[[], None]) -> None:
+        """On the loop: ``callback()`` once at most ``STREAM_LOW_WATER`` bytes wait to be written
+        (at once if they do already), or the connection has ended."""
+        if not self.alive or self.unsent_bytes <= STREAM_LOW_WATER:
+            callback()
+        else:
+            self._on_drained.append(callback)
 
     def wait_drained(self, stop: Callable[[], bool]) -> None:
         """From a task's thread that queued a stream item: while more than ``STREAM_HIGH_WATER``

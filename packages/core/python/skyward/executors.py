@@ -323,7 +323,7 @@ class _ChildLink(asyncio.Protocol):
 
 
 class _Child:
-    __slots__ = ("slot", "process", "link", "task", "ready", "retiring")
+    __slots__ = ("slot", "process", "link", "task", "ready", "retiring", "held_back")
 
     def __init__(self, slot: int, process: subprocess.Popen[bytes]) -> None:
         self.slot = slot
@@ -332,6 +332,8 @@ class _Child:
         self.task: Task | None = None
         self.ready = False
         self.retiring = False
+        #: its link is not read while its task's client has too much unsent (stream back-pressure)
+        self.held_back = False
 
 
 class ProcessExecutor:
@@ -544,6 +546,9 @@ class ProcessExecutor:
         elif kind == "item":
             if task is not None and task.id == message[1]:
                 self._host.on_item(task, message[2], message[3])
+                connection = task.connection
+                if getattr(connection, "unsent_bytes", 0) > connection.high_water and not child.held_back:
+                    self._hold_back(child, connection)
         elif kind == "pull":
             if task is not None and task.id == message[1]:
                 self._host.on_pull(task, message[2], message[3])
@@ -570,6 +575,23 @@ class ProcessExecutor:
             child.ready = True
             if self._children[child.slot] is child:
                 self._pump()
+
+    @staticmethod
+    def _hold_back(child: _Child, connection: Any) -> None:
+        """The task's client takes its items slower than the child makes them: the child's link is
+        not read until they have gone (the child then waits in its send, its task in its yield)."""
+        transport = child.link.transport if child.link is not None else None
+        if transport is None or transport.is_closing():
+            return
+        child.held_back = True
+        transport.pause_reading()
+
+        def resume() -> None:
+            child.held_back = False
+            if not transport.is_closing():
+                transport.resume_reading()
+
+        connection.when_drained(resume)
 
     def _retire(self, child: _Child, kill: bool) -> None:
         """Take a child out of service and start its replacement."""

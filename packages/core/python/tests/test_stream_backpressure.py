@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from worker_client import WorkerProcess, connect  # noqa: E402
@@ -28,9 +30,10 @@ def settled_progress(progress: Path) -> int:
     return readings[-1]
 
 
-def test_a_stream_task_faster_than_its_client_waits_for_it_and_nothing_is_lost(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_stream_task_faster_than_its_client_waits_for_it_and_nothing_is_lost(tmp_path: Path, executor: str) -> None:
     progress = tmp_path / "progress"
-    with WorkerProcess("--executor", "thread") as worker:
+    with WorkerProcess("--executor", executor) as worker:
         client = connect(worker)
         client.submit("flood", "output_tasks:flood", ITEMS, ITEM_BYTES, str(progress), stream=True)
         # The client reads nothing meanwhile: the task stops well short of its 200 MiB.
