@@ -3,7 +3,8 @@
 Lines are ``<pid> <label> <hook> <event> [detail]``. ``config["fail"]`` names a hook that raises
 instead (``around_app``, ``around_process``, ``decorate``), ``bad_return`` for an ``around_app``
 that returns something that is not a context manager, or ``hang`` for an ``around_app`` that never
-returns (Python code, sleeping in short steps, so an interrupt can stop it).
+returns (Python code, sleeping in short steps, so an interrupt can stop it); ``config["slow"]``
+makes ``around_app`` take that many seconds before it enters.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ def around_app(info: Any, config: Dict[str, Any]) -> Any:
         raise RuntimeError(f"{config['label']} cannot start")
     if config.get("fail") == "bad_return":
         return 42
+    if "slow" in config:  # entering takes this long (a rendezvous with the other nodes, say)
+        end = time.monotonic() + config["slow"]
+        while time.monotonic() < end:
+            time.sleep(0.05)
     if config.get("fail") == "hang":
         record(config, "around_app", "hang")
         while True:
