@@ -25,6 +25,9 @@ const globalSum = sky.python<[number], { process_index: number; sum: number; gat
   "jax_tasks:global_sum",
 );
 
+const shuffledShard = sky.python<[number], { is_jax: boolean; values: number[] }>("jax_tasks:shuffled_shard");
+const jaxResults = sky.python<[], [sky.NDArray<"float32">, sky.NDArray<"int32">]>("jax_tasks:jax_results");
+
 describe("jax() on 2 Local nodes (CPU)", () => {
   let pool: sky.Pool;
 
@@ -67,6 +70,27 @@ describe("jax() on 2 Local nodes (CPU)", () => {
       { process_index: 0, sum: 4.5, gathered: [0, 1] },
       { process_index: 1, sum: 4.5, gathered: [0, 1] },
     ]);
+  });
+
+  it("shards a JAX array shuffled: each node a JAX array, disjoint, covering it all", async () => {
+    const parts = await pool.broadcast(shuffledShard(10));
+    expect(parts.map((part) => part.is_jax)).toEqual([true, true]);
+    expect(parts.map((part) => part.values.length)).toEqual([5, 5]);
+    expect(parts.flatMap((part) => part.values).sort((a, b) => a - b)).toEqual([
+      0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+    ]);
+  });
+
+  it("returns JAX arrays as arrays, not as opaque Python objects", async () => {
+    const [array, total] = await pool.run(jaxResults());
+    expect(array).toBeInstanceOf(sky.NDArray);
+    expect([array.dtype, array.shape, Array.from(array.data)]).toEqual([
+      "float32",
+      [2, 3],
+      [0, 2, 4, 6, 8, 10],
+    ]);
+    expect(total).toBeInstanceOf(sky.NDArray);
+    expect([total.dtype, total.shape, Array.from(total.data)]).toEqual(["int32", [], [6]]);
   });
 
   it("initialises once per worker: later tasks run in the same runtime", async () => {

@@ -30,7 +30,7 @@ import threading
 import traceback
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from typing import Any, Callable, ContextManager, Deque, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, ContextManager, Deque, Dict, Iterator, Optional, Set, Tuple
 
 from joblib import parallel as joblib_parallel
 from joblib._parallel_backends import (
@@ -186,6 +186,10 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
         self.parallel: Any = None
         self._lock = threading.Lock()
         self._pending: Dict[BatchFuture, "Future[Any]"] = {}
+        # Batches being sent (their job taken, not in _pending yet): an abort cancels them too,
+        # noting them in _aborted so their remote is cancelled as soon as it is out.
+        self._sending: Set[BatchFuture] = set()
+        self._aborted: Set[BatchFuture] = set()
         # Batches handed over by joblib but not sent yet: n_jobs are running already.
         self._waiting: Deque[Tuple[bytes, BatchFuture, Optional[Callable[[Any], Any]]]] = collections.deque()
         self._running = 0
@@ -237,6 +241,7 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
                 self._waiting.append((payload, future, callback))
                 return future
             self._running += 1
+            self._sending.add(future)
         self._send(payload, future, callback)
         return future
 
@@ -244,15 +249,24 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
     apply_async = submit
 
     def _send(self, payload: bytes, future: BatchFuture, callback: Optional[Callable[[Any], Any]]) -> None:
-        """Sends one batch (its slot among the ``n_jobs`` already taken)."""
+        """Sends one batch (its slot among the ``n_jobs`` already taken, the batch in ``_sending``).
+        One aborted while it was being sent is cancelled as soon as it is out, never left to run."""
         try:
             remote = _submit(payload)
         except BaseException:
             with self._lock:
                 self._running -= 1
+                self._sending.discard(future)
+                self._aborted.discard(future)
             raise
         with self._lock:
-            self._pending[future] = remote
+            self._sending.discard(future)
+            aborted = future in self._aborted
+            self._aborted.discard(future)
+            if not aborted:
+                self._pending[future] = remote
+        if aborted:
+            remote.cancel()
         remote.add_done_callback(lambda done: self._schedule(done, future, callback))
 
     def _send_next(self) -> None:
@@ -263,6 +277,7 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
                 return
             payload, future, callback = self._waiting.popleft()
             self._running += 1
+            self._sending.add(future)
         try:
             self._send(payload, future, callback)
         except BaseException as error:  # noqa: BLE001 - handed to joblib through the batch's future
@@ -286,6 +301,10 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):
             self._pending.clear()
             waiting = [future for _, future, _ in self._waiting]
             self._waiting.clear()
+            sending = list(self._sending)
+            self._aborted.update(sending)  # _send looks (under the lock) once its batch is out
+        for future in sending:
+            future.cancel()
         for future in waiting:
             future.cancel()
         for future, remote in pending:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Dict, List, Set, Tuple
 
+from . import deferred_interrupts
 from .collection_channel import writing_here
 from .collection_delta import Changes, everything, load, state_of
 from .collection_mailbox import answer_message
@@ -227,25 +228,31 @@ class Replication:
     def apply(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any,
               threadsafe: bool = False) -> None:
         """Applies ``request``; ``reply`` gets the answer once the replica holds what it changed (on
-        the loop, unless ``threadsafe``: then on whichever thread has it)."""
-        with self.lock:
-            if self.superseded is not None or self._store.has_ended(owner):  # nothing to copy either
-                refusal = ended(owner) if self.superseded is None else ("error", "RuntimeError", self.superseded)
-                (reply if threadsafe else self._on_loop(reply))(refusal)
-                return
-            write = _is_write(request)
-            if write:
-                self._dirty.add((request[0], request[1]))
-            # While no node holds the copy, the next one gets everything: no change is owed.
-            noting = write and self._replica is not None
-            before = self._changes.before(request) if noting else None
-            self._store_call_starts()
-            try:
-                self._store.apply(owner, request, self.answer(reply, threadsafe), request_id)
-                if noting:
-                    self._changes.after(request, before)
-            finally:
-                self._store_call_ends()
+        the loop, unless ``threadsafe``: then on whichever thread has it).
+
+        On a task's thread (the head node's tasks apply their operations themselves) a stopped
+        task's interrupt waits until the operation is applied and noted for the copy
+        (:mod:`skyward.deferred_interrupts`): landing between the two, the replica would miss a
+        write the head holds."""
+        with deferred_interrupts.held():
+            with self.lock:
+                if self.superseded is not None or self._store.has_ended(owner):  # nothing to copy either
+                    refusal = ended(owner) if self.superseded is None else ("error", "RuntimeError", self.superseded)
+                    (reply if threadsafe else self._on_loop(reply))(refusal)
+                    return
+                write = _is_write(request)
+                if write:
+                    self._dirty.add((request[0], request[1]))
+                # While no node holds the copy, the next one gets everything: no change is owed.
+                noting = write and self._replica is not None
+                before = self._changes.before(request) if noting else None
+                self._store_call_starts()
+                try:
+                    self._store.apply(owner, request, self.answer(reply, threadsafe), request_id)
+                    if noting:
+                        self._changes.after(request, before)
+                finally:
+                    self._store_call_ends()
 
     def apply_here(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any,
                    forward: Tuple[str, Any] | None = None) -> None:

@@ -12,8 +12,9 @@ import asyncio
 import collections
 import hmac
 import socket
+import threading
 import time
-from typing import Deque, List, Protocol
+from typing import Callable, Deque, List, Protocol
 
 from .protocol import (
     PROTOCOL_VERSION,
@@ -27,6 +28,10 @@ from .protocol import (
 
 #: No frame before a good ``hello`` may be larger than this (a ``hello`` is a few hundred bytes).
 PRE_HANDSHAKE_FRAME_BYTES = 16 * 1024
+#: bytes queued for a client's connection above which a thread task's stream waits for them to go
+#: (down to STREAM_LOW_WATER): a task faster than its client is not buffered without bound
+STREAM_HIGH_WATER = 64 << 20
+STREAM_LOW_WATER = 32 << 20
 
 
 class _HandshakeOptions(Protocol):
@@ -97,6 +102,13 @@ class Connection(asyncio.BufferedProtocol):
         self._outbox: List[Message] = []
         self._flush_scheduled = False
         self._unsent: Deque[bytes | memoryview] = collections.deque()  # pieces waiting for the transport
+        #: the bytes of ``_unsent`` (read by task threads: above ``high_water``, :meth:`wait_drained`)
+        self.unsent_bytes = 0
+        self.high_water = STREAM_HIGH_WATER
+        #: called on the loop once the unsent bytes are down to STREAM_LOW_WATER (:meth:`when_drained`)
+        self._on_drained: List[Callable[[], None]] = []
+        self._drained_lock = threading.Lock()
+        self._drained = threading.Condition(self._drained_lock)
         self._paused = False
         self._close_when_sent = False
         self.last_received = time.monotonic()
@@ -188,7 +200,7 @@ class Connection(asyncio.BufferedProtocol):
             self._handshake_timer.cancel()
             self._handshake_timer = None
         self._outbox.clear()
-        self._unsent.clear()
+        self._clear_unsent()
         self.worker.on_connection_lost(self)
 
     def pause_writing(self) -> None:
@@ -223,6 +235,7 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.write(pieces[0])  # the common case: a small frame with nothing queued before it
         elif pieces:
             self._unsent.extend(pieces)
+            self.unsent_bytes += sum(len(piece) for piece in pieces)
             self._write_unsent()
         self.last_sent = time.monotonic()
 
@@ -231,24 +244,62 @@ class Connection(asyncio.BufferedProtocol):
         transport = self.transport
         unsent = self._unsent
         if transport is None or transport.is_closing():
-            unsent.clear()
+            self._clear_unsent()
             return
         chunk = self.WRITE_CHUNK_BYTES
+        above = self.unsent_bytes > STREAM_LOW_WATER
         while unsent and not self._paused:
             if transport.is_closing():  # a write failed: the connection is going away
-                unsent.clear()
+                self._clear_unsent()
                 return
             piece = unsent[0]
             if len(piece) > chunk:
                 view = piece if type(piece) is memoryview else memoryview(piece)
                 unsent[0] = view[chunk:]
                 transport.write(view[:chunk])
+                self.unsent_bytes -= chunk
             else:
                 unsent.popleft()
                 transport.write(piece)
+                self.unsent_bytes -= len(piece)
+        if above and self.unsent_bytes <= STREAM_LOW_WATER:
+            self._drained_now()
         if not unsent and self._close_when_sent:
             # Not from inside resume_writing: the transport is in the middle of its own write.
             self.worker.loop.call_soon(transport.close)
+
+    def _clear_unsent(self) -> None:
+        """Nothing queued will be written (the connection is going away): waiting tasks go on."""
+        self._unsent.clear()
+        self.unsent_bytes = 0
+        self._drained_now()
+
+    def _drained_now(self) -> None:
+        with self._drained_lock:
+            self._drained.notify_all()
+        callbacks, self._on_drained = self._on_drained, []
+        for callback in callbacks:
+            callback()
+
+    def when_drained(self, callback: Callable[[], None]) -> None:
+        """On the loop: ``callback()`` once at most ``STREAM_LOW_WATER`` bytes wait to be written
+        (at once if they do already), or the connection has ended."""
+        if not self.alive or self.unsent_bytes <= STREAM_LOW_WATER:
+            callback()
+        else:
+            self._on_drained.append(callback)
+
+    def wait_drained(self, stop: Callable[[], bool]) -> None:
+        """From a task's thread that queued a stream item: while more than ``STREAM_HIGH_WATER``
+        bytes wait to be written, wait until ``STREAM_LOW_WATER`` are left (or the connection ends,
+        or ``stop()``: the task was stopped). Waits in short steps, where a stopped task's interrupt
+        can land."""
+        if self.unsent_bytes <= self.high_water:
+            return
+        while self.alive and self.unsent_bytes > STREAM_LOW_WATER and not stop():
+            with self._drained_lock:
+                if self.alive and self.unsent_bytes > STREAM_LOW_WATER:
+                    self._drained.wait(0.25)
 
     def _pack_each(self, messages: List[Message]) -> List[bytes]:
         pieces: List[bytes] = []
@@ -278,6 +329,6 @@ class Connection(asyncio.BufferedProtocol):
 
     def abort(self) -> None:
         self.alive = False
-        self._unsent.clear()
+        self._clear_unsent()
         if self.transport is not None:
             self.transport.abort()

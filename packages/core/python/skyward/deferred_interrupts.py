@@ -4,7 +4,9 @@ is. A task thread that does work for others while it waits for a collection's an
 copy channel and takes the head's frames (:mod:`skyward.collection_copy_node`) — must not be cut
 off half-way through a frame (the copy would hold half a write, and the rest of the stream would
 be lost). Inside :class:`held`, an interrupt sent to the thread waits, and is raised as the thread
-leaves the outermost block.
+leaves the outermost block. An interrupt is raised at most once: one that has landed (an
+:class:`Interrupt` says so as it is made, in its thread) is not raised again, so a task that catches
+it and carries on is not stopped a second time by its next ``held`` block.
 """
 
 from __future__ import annotations
@@ -22,6 +24,15 @@ _owed: Dict[int, type[BaseException]] = {}
 _sent: Dict[int, type[BaseException]] = {}
 
 
+class Interrupt(BaseException):
+    """The base of interrupts sent with :func:`send`: made in the thread it lands in, it marks the
+    interrupt raised (so a later :class:`held` block does not raise it again)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        _sent.pop(threading.get_ident(), None)  # one dict operation: atomic, no lock (it may be held here)
+
+
 def _set_async_exception(thread_id: int, exception: type[BaseException] | None) -> int:
     """Raise ``exception`` in the thread at its next bytecode (``None`` withdraws a pending one);
     returns how many threads it reached."""
@@ -36,10 +47,12 @@ def send(thread_id: int, exception: type[BaseException]) -> bool:
         if thread_id in _inside:
             _owed[thread_id] = _sent[thread_id] = exception
             return True
+        # Noted before it is sent: it may land (and say so) before this call returns.
+        _sent[thread_id] = exception
         if _set_async_exception(thread_id, exception) != 1:
             _set_async_exception(thread_id, None)
+            _sent.pop(thread_id, None)
             return False
-        _sent[thread_id] = exception
         return True
 
 
@@ -54,8 +67,9 @@ def forget(thread_id: int) -> None:
 
 class held:
     """Interrupts sent to this thread inside the block are raised as it leaves the outermost one.
-    One sent before the block may not have been raised yet: it is withdrawn as the block starts and
-    raised as it ends (raised already and caught, it is raised once more: the task was stopped)."""
+    One sent before the block and not raised yet is withdrawn as the block starts and raised as it
+    ends (one raised already, an :class:`Interrupt` the task caught, is not raised again; another
+    kind of exception cannot say it was raised, and is raised once more)."""
 
     __slots__ = ()
 
@@ -81,4 +95,4 @@ class held:
                 _set_async_exception(me, owed)  # raised at the thread's next bytecode: outside the block
 
 
-__all__ = ["forget", "held", "send"]
+__all__ = ["Interrupt", "forget", "held", "send"]

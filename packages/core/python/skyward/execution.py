@@ -264,7 +264,7 @@ class TaskRunner:
             return ("result", to_wire(value, "result"))
         except SerializationError as error:
             return error_outcome("serialization", "SerializationError", str(error))
-        except Exception as error:  # a RecursionError from a value nested too deep, or the like
+        except BaseException as error:  # a RecursionError from a value nested too deep, a __reduce__ that exits…
             return _unsendable("result", error)
 
     @staticmethod
@@ -293,7 +293,7 @@ class TaskRunner:
                     wire = to_wire(item, f"item[{seq}]")
                 except SerializationError as error:
                     return error_outcome("serialization", "SerializationError", str(error))
-                except Exception as error:
+                except BaseException as error:
                     return _unsendable(f"item[{seq}]", error)
                 emit_item(seq, wire)
                 seq += 1
@@ -307,10 +307,10 @@ class TaskRunner:
         return ("end",)
 
 
-def _unsendable(path: str, error: Exception) -> Outcome:
+def _unsendable(path: str, error: BaseException) -> Outcome:
     """A value whose encoding failed otherwise than a :class:`SerializationError` says (a list nested
-    deeper than the recursion limit): its task fails naming why, where it would have died with its
-    thread (or its executor process), never answered."""
+    deeper than the recursion limit, a ``__reduce__`` raising ``SystemExit``): its task fails naming
+    why, where it would have died with its thread (or its executor process), never answered."""
     return error_outcome(
         "serialization", "SerializationError", f"{path}: cannot send this value: {type(error).__name__}: {describe(error)}"
     )

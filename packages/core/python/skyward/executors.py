@@ -29,7 +29,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 from . import deferred_interrupts
 from .context import SubtaskOutcome, TaskContext, current_task, runtime
 from .dispatch import end_subtasks
-from .execution import InputStream, Outcome, TaskRunner, error_outcome
+from .execution import InputStream, Outcome, TaskRunner, error_outcome, exception_outcome
 from .output import OutputRouter
 from .protocol import StreamRef
 from .task import Host, Task
@@ -63,9 +63,10 @@ def _next_queued(tasks: Deque[Task]) -> Optional[Task]:
 # ---------------------------------------------------------------------------------------------
 
 
-class TaskInterrupted(BaseException):
+class TaskInterrupted(deferred_interrupts.Interrupt):
     """Raised in a slot thread whose task was cancelled or timed out (a ``BaseException``, so the
-    task's ``except Exception`` blocks let it through; its ``finally`` blocks run)."""
+    task's ``except Exception`` blocks let it through; its ``finally`` blocks run). Raised at most
+    once: a task that catches it and carries on runs on."""
 
 
 class ThreadExecutor:
@@ -165,8 +166,12 @@ class ThreadExecutor:
             if task.timeout is not None:
                 post(host.on_started, task)
 
-            def emit(seq: int, value: Any, task: Task = task) -> None:
+            def emit(seq: int, value: Any, task: Task = task, context: TaskContext = context) -> None:
                 post(host.on_item, task, seq, value)
+                connection = task.connection  # (a LocalParent for a subtask run here: no bytes)
+                if getattr(connection, "unsent_bytes", 0) > connection.high_water:
+                    # Its client takes the items slower than the task makes them: the task waits.
+                    connection.wait_drained(lambda: context.abandoned)
 
             token = current_task.set(context)
             running.add(context)
@@ -182,6 +187,8 @@ class ThreadExecutor:
                     # the task is finished already, so this outcome is discarded.
                     self._close_turn(task)
                     outcome = error_outcome("cancelled", "TaskInterrupted", "the task was stopped")
+                except BaseException as error:  # the runtime's own failure: the task is answered, the slot lives on
+                    outcome = exception_outcome(error)
             finally:
                 running.discard(context)
                 current_task.reset(token)
@@ -316,7 +323,7 @@ class _ChildLink(asyncio.Protocol):
 
 
 class _Child:
-    __slots__ = ("slot", "process", "link", "task", "ready", "retiring")
+    __slots__ = ("slot", "process", "link", "task", "ready", "retiring", "held_back")
 
     def __init__(self, slot: int, process: subprocess.Popen[bytes]) -> None:
         self.slot = slot
@@ -325,6 +332,8 @@ class _Child:
         self.task: Task | None = None
         self.ready = False
         self.retiring = False
+        #: its link is not read while its task's client has too much unsent (stream back-pressure)
+        self.held_back = False
 
 
 class ProcessExecutor:
@@ -346,6 +355,8 @@ class ProcessExecutor:
         self._background: set[asyncio.Future[Any]] = set()
         self._shared: Deque[Task] = collections.deque()
         self._pinned: List[Deque[Task]] = [collections.deque() for _ in range(concurrency)]
+        #: children given a task while ``around_app`` is being entered: it is sent once that is over
+        self._held: List[_Child] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -441,14 +452,20 @@ class ProcessExecutor:
         return False
 
     def _pump(self) -> None:
-        """Give queued tasks to the children that are ready and free (once ``around_app`` is in)."""
-        if not self._shared and not any(self._pinned):
+        """Give queued tasks to the children that are ready and free. Until ``around_app`` is in, a
+        task given to a child is held (its clock running, as a thread task's does while it enters the
+        hooks) and sent once they are in."""
+        if not self._shared and not any(self._pinned) and not self._held:
             return
         gate = self._host.app_gate(self._pump)
-        if gate is not True:
-            if gate is not False:
-                self._fail_queued(gate)
+        if gate is not True and gate is not False:
+            self._fail_queued(gate)
             return
+        if gate is True:
+            held, self._held = self._held, []
+            for child in held:
+                if child.task is not None and child.link is not None and self._children[child.slot] is child:
+                    self._send(child, child.task)
         for slot in range(self.concurrency):
             if not self._shared and not self._pinned[slot]:
                 continue
@@ -462,12 +479,25 @@ class ProcessExecutor:
             task.state = "running"
             task.slot = self.first_slot + slot
             child.task = task
-            child.link.send(("run", task.id, task.fn, task.args, task.kwargs, task.stream, task.keep))
+            if gate is True:
+                self._send(child, task)
+            else:
+                self._held.append(child)
             if task.timeout is not None:
                 self._host.on_started(task)
 
+    @staticmethod
+    def _send(child: _Child, task: Task) -> None:
+        assert child.link is not None
+        child.link.send(("run", task.id, task.fn, task.args, task.kwargs, task.stream, task.keep))
+
     def _fail_queued(self, outcome: Outcome) -> None:
-        """``around_app`` failed: every queued task fails with it."""
+        """``around_app`` failed: every queued task, and every task held for it, fails with it."""
+        held, self._held = self._held, []
+        for child in held:
+            task, child.task = child.task, None
+            if task is not None:
+                self._host.on_done(task, outcome)
         queues = [self._shared, *self._pinned]
         for tasks in queues:
             while tasks:
@@ -482,10 +512,16 @@ class ProcessExecutor:
         return child if child is not None and child.task is task else None
 
     def stop_task(self, task: Task) -> None:
-        """Kill the child running ``task``; a fresh child takes its slot."""
+        """Kill the child running ``task``; a fresh child takes its slot. A task held for ``around_app``
+        never reached its child: the child is kept, free for the next task."""
         child = self._child_of(task)
-        if child is not None:
-            child.task = None
+        if child is None:
+            return
+        child.task = None
+        if child in self._held:
+            self._held.remove(child)
+            self._pump()
+        else:
             self._retire(child, kill=True)
 
     def deliver_input(self, task: Task, stream_index: int, kind: str, value: Any) -> None:
@@ -510,6 +546,9 @@ class ProcessExecutor:
         elif kind == "item":
             if task is not None and task.id == message[1]:
                 self._host.on_item(task, message[2], message[3])
+                connection = task.connection
+                if getattr(connection, "unsent_bytes", 0) > connection.high_water and not child.held_back:
+                    self._hold_back(child, connection)
         elif kind == "pull":
             if task is not None and task.id == message[1]:
                 self._host.on_pull(task, message[2], message[3])
@@ -536,6 +575,23 @@ class ProcessExecutor:
             child.ready = True
             if self._children[child.slot] is child:
                 self._pump()
+
+    @staticmethod
+    def _hold_back(child: _Child, connection: Any) -> None:
+        """The task's client takes its items slower than the child makes them: the child's link is
+        not read until they have gone (the child then waits in its send, its task in its yield)."""
+        transport = child.link.transport if child.link is not None else None
+        if transport is None or transport.is_closing():
+            return
+        child.held_back = True
+        transport.pause_reading()
+
+        def resume() -> None:
+            child.held_back = False
+            if not transport.is_closing():
+                transport.resume_reading()
+
+        connection.when_drained(resume)
 
     def _retire(self, child: _Child, kill: bool) -> None:
         """Take a child out of service and start its replacement."""

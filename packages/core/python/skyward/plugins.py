@@ -19,6 +19,7 @@ import importlib
 import threading
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
+from . import deferred_interrupts
 from .execution import Decorator, Outcome, PluginError, TaskFunction, exception_type_name
 from .info import InstanceInfo
 
@@ -155,10 +156,13 @@ class Lifecycle:
             if self.done:
                 return self._failure
             self._started = True
-            try:
-                self._failure = self._enter_all()
-            finally:
-                self.done = True
+            # A task stopped while its thread enters the hooks (thread executor) stops once they are
+            # in: cut off half-way, a hook would be kept as the plugin's failure for every later task.
+            with deferred_interrupts.held():
+                try:
+                    self._failure = self._enter_all()
+                finally:
+                    self.done = True
             return self._failure
 
     def _enter_all(self) -> Outcome | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import random
 from typing import Any
 
@@ -34,8 +35,14 @@ def _take(value: Any, indices: list[int], same: slice | None) -> Any:
             return value[same]
         except TypeError:
             pass  # a sequence without slice support: fall through to indexing
-    if _module_of(value) in ("numpy", "torch", "jax", "jaxlib", "cupy"):
+    module = _module_of(value)
+    if module in ("numpy", "torch"):
         return value[indices]  # fancy indexing keeps the array type (and device)
+    if module in ("jax", "jaxlib", "cupy"):
+        # These refuse a list as an index (it reads as one index per dimension): an index array of
+        # their own, on the value's device.
+        numpy_like = importlib.import_module("cupy" if module == "cupy" else "jax.numpy")
+        return value[numpy_like.asarray(indices)]
     if isinstance(value, list):
         return [value[i] for i in indices]
     if isinstance(value, tuple) and not hasattr(value, "_fields"):

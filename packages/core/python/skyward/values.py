@@ -254,6 +254,8 @@ def encode_special(value: Any, path: str) -> Any:
             return encode_object(value, path) if type(plain) is type(value) else plain
     if root == "torch" and type(value).__name__ in ("Tensor", "Parameter"):
         return encode_tensor(value, path)
+    if root in ("jax", "jaxlib") and type(value).__name__ in ("ArrayImpl", "Array"):
+        return encode_jax_array(value, path)
     if root == "pandas" and type(value).__name__ == "DataFrame":
         return encode_table(value, "pandas", path)
     if root == "pyarrow" and type(value).__name__ in ("Table", "RecordBatch"):
@@ -284,6 +286,21 @@ def encode_tensor(tensor: Any, path: str) -> Any:
     if callable(getattr(tensor, "is_neg", None)) and tensor.is_neg():
         tensor = tensor.resolve_neg()
     return encode_object(tensor, path)
+
+
+def encode_jax_array(array: Any, path: str) -> Any:
+    """A JAX array held in host memory (its devices are CPUs) as an array (``numpy.asarray`` of it
+    is a view, no copy); one on an accelerator, spread over several processes or of elements the
+    wire has no dtype for (bfloat16) pickled, as the array (as a torch tensor on an accelerator)."""
+    try:
+        on_host = array.is_fully_addressable and all(device.platform == "cpu" for device in array.devices())
+    except Exception:  # a tracer, a deleted array: whatever pickling makes of it
+        on_host = False
+    if on_host and _wire_dtype(array.dtype) in DTYPES:
+        import numpy
+
+        return encode_array(numpy.asarray(array), path)
+    return encode_object(array, path)
 
 
 def encode_array(array: Any, path: str) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
+import threading
 from typing import Any, Dict, List, Tuple
 
 from worker_client import TOKEN, Client, WorkerProcess
@@ -199,3 +200,41 @@ def frame_sizes(sock: socket.socket, count: int) -> List[int]:
                 received = 0
                 sock.sendall(pack_frame([{"t": "acked", "seq": message["seq"]}]))
     return sizes
+
+
+def test_a_task_stopped_while_its_write_is_applied_on_the_head_leaves_the_replica_whole() -> None:
+    # A head-node task thread applies its operations itself (Replication.apply_here); the thread
+    # executor stops a task with an exception raised at its thread's next bytecode, wherever that is.
+    # Landing between the store's change and its note for the copy, it would leave the replica
+    # without a write the head holds.
+    from skyward import deferred_interrupts
+    from skyward.executors import TaskInterrupted
+
+    loop = asyncio.new_event_loop()
+    head = Replication(CollectionStore(loop), loop)
+    replica = FakeReplica(loop)
+    head.offer(replica.send, "1")
+    head.apply("0/t-1", ["dict", "d", "set", "before", 1], lambda _answer: None, 0, threadsafe=True)
+    replica.take(head)
+    apply_to_store = head.store.apply
+
+    def stopped_while_applying(*args: Any) -> None:
+        apply_to_store(*args)
+        deferred_interrupts.send(threading.get_ident(), TaskInterrupted)  # the task is stopped now
+
+    head.store.apply = stopped_while_applying  # type: ignore[method-assign]
+    stopped = False
+    try:
+        head.apply_here("0/t-1", ["dict", "d", "set", "stopped", 2], lambda _answer: None, 1)
+    except TaskInterrupted:
+        stopped = True
+    finally:
+        deferred_interrupts.forget(threading.get_ident())
+    head.store.apply = apply_to_store  # type: ignore[method-assign]
+    assert stopped, "the interrupt was never raised"
+    replica.take(head)
+    head.apply("0/t-2", ["counter", "c", "increment", 1], lambda _answer: None, 2, threadsafe=True)
+    replica.take(head)
+    loop.close()
+    assert contents(head.store)["dicts"] == {"d": ["('before', 1)", "('stopped', 2)"]}
+    assert contents(replica.store) == contents(head.store)

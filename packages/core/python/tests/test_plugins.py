@@ -148,6 +148,37 @@ def test_around_app_failure_fails_every_task_naming_the_plugin(tmp_path: Path, e
     ]
 
 
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_task_waiting_on_a_hung_around_app_ends_at_its_timeout(tmp_path: Path, executor: str) -> None:
+    # The clock of a task counts from when it starts running; a task whose first run enters the
+    # plugins' around_app has started (under the thread executor it runs the hook in its own thread).
+    log = tmp_path / "hooks.log"
+    with WorkerProcess("--executor", executor, env=PLUGIN_ENV) as worker:
+        client = connect(worker, plugins=recording(log, "stuck", stuck={"fail": "hang"}))
+        client.submit("t1", "demo_tasks:add", 1, 2, timeout=1)
+        error = client.terminal("t1", timeout=20)
+    assert error["t"] == "error" and error["kind"] == "timeout" and error["type"] == "TimeoutError", error
+    assert [line[1:4] for line in read_log(log)] == [["stuck", "around_app", "hang"]]
+
+
+def test_a_task_stopped_while_around_app_is_entered_does_not_fail_the_plugin_for_good(tmp_path: Path) -> None:
+    # The first task enters the hooks in its own thread (thread executor) and times out meanwhile:
+    # the task ends, but the hook is let finish (not cut off and kept as the plugin's failure), so
+    # the tasks after it run.
+    log = tmp_path / "hooks.log"
+    with WorkerProcess("--executor", "thread", env=PLUGIN_ENV) as worker:
+        client = connect(worker, plugins=recording(log, "slow", slow={"slow": 2}))
+        client.submit("first", "demo_tasks:add", 1, 2, timeout=0.5)
+        first = client.terminal("first", timeout=20)
+        second = client.call("demo_tasks:add", 2, 3)
+        stop(client, worker)
+    assert (first["t"], first.get("kind")) == ("error", "timeout"), first
+    assert (second["t"], second.get("value")) == ("result", 5), second
+    assert [line[1:4] for line in read_log(log) if line[2] == "around_app"] == [
+        ["slow", "around_app", "enter"], ["slow", "around_app", "exit"],
+    ]
+
+
 def test_around_app_that_returns_no_context_manager() -> None:
     with WorkerProcess(env=PLUGIN_ENV) as worker:
         client = connect(worker, plugins=[plugin("odd", log="/dev/null", label="odd", fail="bad_return")])

@@ -48,3 +48,14 @@ def test_a_result_nested_too_deep_to_send_fails_its_task_as_a_serialization_erro
     assert (error["t"], error["kind"]) == ("error", "serialization") and error["message"].startswith("item[1]")
     assert [m["value"] for m in client.by_id["deep-items"] if m["t"] == "item"] == [1]
     assert client.value("outcome_tasks:add", 2, 3) == 5
+
+
+def test_a_result_whose_pickling_raises_a_base_exception_fails_its_task(client: Client) -> None:
+    error = client.call("outcome_tasks:exits_when_pickled")
+    assert (error["t"], error["kind"], error["type"]) == ("error", "serialization", "SerializationError")
+    assert error["message"].startswith("result") and "SystemExit" in error["message"], error["message"]
+    client.submit("exit-items", "outcome_tasks:yield_exits_when_pickled", stream=True)
+    error = client.terminal("exit-items")
+    assert (error["t"], error["kind"]) == ("error", "serialization") and error["message"].startswith("item[1]")
+    # The slot carries on (its thread, or its process, did not die with the value).
+    assert client.value("outcome_tasks:add", 2, 3) == 5

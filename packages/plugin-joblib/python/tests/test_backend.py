@@ -310,3 +310,33 @@ def test_run_batch_returns_pickled_outcomes() -> None:
     # A payload that does not unpickle is an outcome too, not a failed nested task.
     with pytest.raises(pickle.UnpicklingError):
         plugin._result_of(plugin.run_batch(b"not a pickle"))
+
+
+def test_a_batch_being_sent_as_everything_is_aborted_is_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # joblib aborts (a batch failed) on its own thread while the callback thread sends the next batch:
+    # the batch, sent just before the abort, must be cancelled with the others, not start after it.
+    backend = plugin.SkywardBackend()
+    remotes: List["Future[Any]"] = []
+
+    def submit(payload: bytes) -> "Future[Any]":
+        remote: "Future[Any]" = Future()
+        remotes.append(remote)
+        backend.abort_everything()  # lands after the batch left, before the backend notes it
+        return remote
+
+    monkeypatch.setattr(plugin, "_submit", submit)
+    monkeypatch.setattr(plugin, "_capacity", lambda: CAPACITY)
+    backend.configure(n_jobs=2)
+    future = backend.submit(lambda: 1)
+    assert len(remotes) == 1
+    assert remotes[0].cancelled(), "the batch sent as everything was aborted still runs"
+    assert future.cancelled()
+    # An abort while the batch waits for a free job: it is never sent.
+    monkeypatch.setattr(plugin, "_submit", lambda payload: remotes.append(Future()) or remotes[-1])
+    first, second, third = (backend.submit(lambda: 1) for _ in range(3))
+    assert len(remotes) == 3  # two sent (n_jobs=2), the third waits
+    backend.abort_everything()
+    assert all(remote.cancelled() for remote in remotes[1:]) and third.cancelled()
+    backend._complete(remotes[1], first, None)  # a completion frees a job: nothing is left to send
+    assert len(remotes) == 3
+    backend.terminate()

@@ -1,8 +1,10 @@
 """A test plugin that appends each hook call to the file named by ``config["log"]``.
 
 Lines are ``<pid> <label> <hook> <event> [detail]``. ``config["fail"]`` names a hook that raises
-instead (``around_app``, ``around_process``, ``decorate``) or ``bad_return`` for an ``around_app``
-that returns something that is not a context manager.
+instead (``around_app``, ``around_process``, ``decorate``), ``bad_return`` for an ``around_app``
+that returns something that is not a context manager, or ``hang`` for an ``around_app`` that never
+returns (Python code, sleeping in short steps, so an interrupt can stop it); ``config["slow"]``
+makes ``around_app`` take that many seconds before it enters.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 from typing import Any, Callable, Dict, Iterator
 
 
@@ -33,6 +36,14 @@ def around_app(info: Any, config: Dict[str, Any]) -> Any:
         raise RuntimeError(f"{config['label']} cannot start")
     if config.get("fail") == "bad_return":
         return 42
+    if "slow" in config:  # entering takes this long (a rendezvous with the other nodes, say)
+        end = time.monotonic() + config["slow"]
+        while time.monotonic() < end:
+            time.sleep(0.05)
+    if config.get("fail") == "hang":
+        record(config, "around_app", "hang")
+        while True:
+            time.sleep(0.05)
     return _scope(config, "around_app", info)
 
 

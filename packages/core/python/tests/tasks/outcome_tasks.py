@@ -35,3 +35,20 @@ def nested(depth: int) -> list:
 def yield_nested(depth: int):
     yield 1
     yield nested(depth)
+
+
+class ExitsWhenPickled:
+    """A value whose pickling raises ``SystemExit`` (a ``BaseException``, not an ``Exception``): a
+    library's ``__reduce__`` calling ``sys.exit`` on a state it cannot save, or the like."""
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        raise SystemExit("cannot pickle me")
+
+
+def exits_when_pickled() -> ExitsWhenPickled:
+    return ExitsWhenPickled()
+
+
+def yield_exits_when_pickled():
+    yield 1
+    yield ExitsWhenPickled()

@@ -39,3 +39,12 @@ def bytes_in_pieces(text, size):
     for start in range(0, len(data), size):
         sys.stdout.buffer.write(data[start : start + size])
     return "ok"
+
+
+def flood(count: int, size: int, progress: str):
+    """``count`` items of ``size`` bytes as fast as they can be made, each a new block; how many it
+    has yielded is written to the file ``progress`` (read by the test, which reads no items meanwhile)."""
+    for index in range(count):
+        with open(progress, "w") as out:
+            out.write(str(index))
+        yield bytes([index % 256]) * size
