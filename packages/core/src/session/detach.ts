@@ -34,6 +34,10 @@ async function recordDetached(snapshot: DetachSnapshot, release: () => Promise<v
       port: endpoint.port,
       pid: endpoint.pid,
       hourlyPrice: node.instance.hourlyPrice ?? instanceHourlyPrice(node.instance, cluster.offer),
+      // A worker of an earlier pool this one picked up answers that pool's token only.
+      ...(endpoint.token !== undefined && endpoint.token !== snapshot.token
+        ? { token: await sealToken(endpoint.token) }
+        : {}),
     });
   }
   const specific = cluster.specific as { root?: unknown; workdir?: unknown };
