@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import { NDArray } from "@skyward/core";
 import type { Instance } from "@skyward/core/contract";
 import { describe, expect, it } from "vitest";
@@ -72,6 +73,22 @@ describe("formatting", () => {
     });
     // With a price: what it has cost from its creation until now.
     expect(instanceForOutput("aws", { ...instance, hourlyPrice: 2 }, 5_400_000).costSoFar).toBe(3);
+  });
+
+  it("writes an Arrow table (a DataFrame a task returned) as its rows, not the table's internals", () => {
+    // apache-arrow as @skyward/core has it (an optional peer of core's; the CLI does not depend on it).
+    const arrow = createRequire(import.meta.resolve("@skyward/core"))("apache-arrow") as {
+      tableFromArrays(columns: Record<string, unknown>): object;
+    };
+    const table = arrow.tableFromArrays({
+      n: new BigInt64Array([1n, 2n ** 62n]),
+      x: new Float64Array([0.5, 1.5]),
+      s: ["a", "b"],
+    });
+    expect(valueJson(table)).toBe('[{"n":1,"x":0.5,"s":"a"},{"n":4611686018427387904,"x":1.5,"s":"b"}]');
+    expect(valueJson({ ok: true, value: table })).toBe(
+      '{"ok":true,"value":[{"n":1,"x":0.5,"s":"a"},{"n":4611686018427387904,"x":1.5,"s":"b"}]}',
+    );
   });
 
   it("writes task values JSON has no plain form for: exact big integers, typed arrays as arrays", () => {

@@ -85,17 +85,31 @@ export function instanceForOutput(
   };
 }
 
+/** An `apache-arrow` Table (duck-typed: the CLI does not load apache-arrow, an optional peer of core's). */
+function isArrowTable(item: unknown): item is { toArray(): { toJSON(): unknown }[] } {
+  if (typeof item !== "object" || item === null) return false;
+  const table = item as { schema?: unknown; batches?: unknown; toArray?: unknown; numRows?: unknown };
+  return (
+    typeof table.toArray === "function" &&
+    typeof table.numRows === "number" &&
+    Array.isArray(table.batches) &&
+    typeof table.schema === "object"
+  );
+}
+
 /** `JSON.rawJSON` (Node 21 and later; not in TypeScript's lib yet): a number's exact digits in JSON. */
 const rawJson = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
 
 /**
  * A task's value (or an outcome holding it) as JSON text: a `bigint` (a Python int past 2^53) as the
  * exact number, a typed array (Python bytes, an `NDArray`'s data, int64 ones included) as an array;
- * plain `JSON.stringify` throws on the first and writes the second as an object of indices.
+ * plain `JSON.stringify` throws on the first and writes the second as an object of indices. An Arrow
+ * table (a DataFrame a task returned) is its rows, each an object of its columns.
  */
 export function valueJson(value: unknown): string | undefined {
   return JSON.stringify(value, (_key, item: unknown) => {
     if (typeof item === "bigint") return rawJson(item.toString());
+    if (isArrowTable(item)) return item.toArray().map((row) => row.toJSON());
     if (ArrayBuffer.isView(item) && !(item instanceof DataView))
       return Array.from(item as unknown as ArrayLike<number | bigint>);
     return item;

@@ -232,6 +232,11 @@ export async function attachCommand(
   });
   let failed = 0;
   let interrupted = false;
+  // A pool that closes itself while attached (its budget ran out) is neither detached again nor closed here.
+  let spent: string | undefined;
+  pool.on("budget.exceeded", (event) => {
+    spent = `its budget of $${event.budget} is spent ($${event.total.toFixed(4)} so far)`;
+  });
   try {
     const outcomes = await untilAborted(pool.collected(), context.signal);
     if (outcomes === undefined) {
@@ -255,7 +260,11 @@ export async function attachCommand(
       }
     }
   } finally {
-    if (flags.close && !interrupted) await pool.close();
+    if (pool.state === "shutting_down" || pool.state === "destroyed") {
+      await pool.close();
+      failed += 1;
+      context.err(`skyward: pool ${id} closed itself${spent ? `: ${spent}` : ""}; its workers are stopped\n`);
+    } else if (flags.close && !interrupted) await pool.close();
     else
       context.err(`pool ${await pool.detach()} detached again ("skyward attach ${id} --close" stops it)\n`);
   }

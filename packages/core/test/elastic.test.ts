@@ -273,6 +273,10 @@ describe("pool.resize", () => {
     expect(elastic.currentNodes()).toBe(1);
     await using fixed = await sky.compute({ nodes: 1, image, options: fast });
     await expect(fixed.resize(0)).rejects.toThrow(/nodes: expected a node count as a whole number >= 1/);
+    // A count given as a string (read from a command line, say): the field and what it takes, named.
+    await expect(fixed.resize("2" as unknown as number)).rejects.toThrow(
+      'nodes: expected a node count (a whole number) or sky.nodes({ desired, min, max }), received "2"',
+    );
     // Aborting stops the waiting, not the resize: the pool still gets to its new size.
     const controller = new AbortController();
     const waiting = fixed.resize(2, { signal: controller.signal });

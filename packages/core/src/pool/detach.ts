@@ -71,9 +71,10 @@ export interface PoolSettingsKept {
 export interface DetachHandler {
   /**
    * Checks the pool can be reached again, records `snapshot`, and calls `release` (the workers keep
-   * their tasks' results and outlive this process); a throw before `release` leaves the pool as it was.
+   * their tasks' results and outlive this process; it resolves to the indices of the nodes released:
+   * one lost meanwhile is not); a throw before `release` leaves the pool as it was.
    */
-  detach(snapshot: DetachSnapshot, release: () => Promise<void>): Promise<void>;
+  detach(snapshot: DetachSnapshot, release: () => Promise<readonly number[]>): Promise<void>;
   /** Called once the pool has let go of its side (its connections closed). */
   detached?(id: string): Promise<void>;
 }
@@ -148,15 +149,29 @@ export function detachSnapshot(context: PoolContext, cost: CostMeter): DetachSna
 /**
  * Tells every worker to keep its tasks' results (`release` with `keep`) for `ttl` seconds, or until
  * the budget runs out; resolves once each has applied it (a ping after the release answers then).
+ * A node lost since the snapshot (its connection gone) cannot be told: an error event names it, and
+ * the others are released (the state file names it as any node lost after a detach). Resolves to the
+ * indices of the nodes released.
  */
 export async function releaseKeeping(
   context: PoolContext,
   keepItemsBytes: number,
   budgetSeconds: number | null,
-): Promise<void> {
+): Promise<readonly number[]> {
+  const released: number[] = [];
   await Promise.all(
     context.nodes.map(async (node) => {
-      const connection = node.connection as WorkerConnection;
+      const connection: WorkerConnection | undefined = node.connection;
+      if (!connection?.isOpen) {
+        context.hub.emit({
+          type: "error",
+          timestamp: Date.now(),
+          poolId: context.id,
+          node: node.index,
+          message: `node ${node.index} was lost while the pool was being detached: its worker was not released, and its tasks' outcomes come to attach only if it still runs`,
+        });
+        return;
+      }
       const ts = Date.now();
       const ponged = new Promise<void>((resolve) => {
         const off = connection.onMessage((message) => {
@@ -175,9 +190,11 @@ export async function releaseKeeping(
         ...(budgetSeconds !== null ? { deadline: budgetSeconds } : {}),
       });
       connection.send({ t: "ping", ts });
+      released.push(node.index);
       await ponged;
     }),
   );
+  return released;
 }
 
 /**

@@ -27,7 +27,19 @@ export function checkNodeCeiling(provider: Provider | undefined, nodes: Nodes, p
 
 /** The topology a `resize` target means, given the pool's bounds now. */
 function resizeTopology(target: number | NodesInput | Nodes, bounds: { min: number; max: number }): Nodes {
-  if (typeof target !== "number") return resolveNodes(target as NodesInput);
+  if (typeof target !== "number") {
+    if (typeof target !== "object" || target === null) {
+      throw new ConfigurationError({
+        issues: [
+          {
+            path: "nodes",
+            message: `expected a node count (a whole number) or sky.nodes({ desired, min, max }), received ${JSON.stringify(target) ?? String(target)}`,
+          },
+        ],
+      });
+    }
+    return resolveNodes(target as NodesInput);
+  }
   const { min, max } = bounds;
   const fixed = min === max;
   const lowest = fixed ? 1 : min;

@@ -37,7 +37,7 @@ import { type CollectedResult, carryOver } from "./outcomes-state.js";
 import {
   type DetachedPoolState,
   listPoolStates,
-  openToken,
+  openTokens,
   readPoolState,
   removePoolState,
   statePath,
@@ -213,15 +213,15 @@ export async function attach(id: string, options: AttachOptions = {}): Promise<A
   // Some live: their tasks and collections are reachable through this state file alone, so it stays.
   if (gone.length > 0) throw partlyGone(state, gone);
   const growth = await attachGrowth(state, options.provider, options.plugins);
-  const token = await openToken(state.token);
+  const tokens = await openTokens(state);
   const collector = await collectDetached(
     state,
-    token,
+    tokens.of,
     async (node) => ({ host: node.host, port: node.port }),
     options.signal,
   );
-  const provider = attachedLocal(state, token, growth.provider);
-  return attached(state, token, provider, collector, attaching, growth);
+  const provider = attachedLocal(state, tokens.of, growth.provider);
+  return attached(state, tokens.pool, provider, collector, attaching, growth);
 }
 
 /** The refusal of a Local pool some of whose workers are gone (the others still run). */
@@ -247,7 +247,7 @@ async function attachRemote(state: DetachedPoolState, options: Attaching): Promi
   // Checked before any worker is reached, as the secrets are.
   const growth = await attachGrowth(state, provider, options.plugins);
   const cluster: RecordedCluster = state.cluster;
-  const token = await openToken(state.token);
+  const tokens = await openTokens(state);
   const signal = options.signal ?? new AbortController().signal;
   const endpoints: WorkerEndpoint[] = [];
   const closeAll = () => {
@@ -294,11 +294,11 @@ async function attachRemote(state: DetachedPoolState, options: Attaching): Promi
         ? { host: endpoint.host, stream: await endpoint.openStream() }
         : { host: endpoint.host, port: endpoint.port };
     };
-    const collector = await collectDetached(state, token, reach, options.signal);
+    const collector = await collectDetached(state, tokens.of, reach, options.signal);
     return await attached(
       state,
-      token,
-      attachedRemote(state, provider, token, cluster, endpoints, growth.provider !== undefined),
+      tokens.pool,
+      attachedRemote(state, provider, tokens.of, cluster, endpoints, growth.provider !== undefined),
       collector,
       options,
       growth,

@@ -6,7 +6,7 @@ import { rm } from "node:fs/promises";
 import { cpus, totalmem } from "node:os";
 import type { Cluster, Instance, Offer, ProviderV1, WorkerEndpoint } from "../contract/types.js";
 import { processAlive } from "../local/process-alive.js";
-import { type DetachedPoolState, removePoolState } from "./state.js";
+import { type DetachedNode, type DetachedPoolState, removePoolState } from "./state.js";
 
 /**
  * A `provision` that hands out the detached pool's instances, each once; past them, it provisions
@@ -49,7 +49,7 @@ function attachedOffer(state: DetachedPoolState): Offer {
  */
 export function attachedLocal(
   state: DetachedPoolState,
-  token: string,
+  tokenOf: (node: DetachedNode) => string,
   grow?: ProviderV1,
 ): ProviderV1<{ root: string; workdir: string }> {
   const instances = state.nodes.map((node) =>
@@ -101,7 +101,7 @@ export function attachedLocal(
       if (!entry || !processAlive(entry.pid)) {
         throw new Error(`the worker of ${instance.id} (pool ${state.id}) is no longer running`);
       }
-      return { host: entry.host, port: entry.port, pid: entry.pid, token, warm: true };
+      return { host: entry.host, port: entry.port, pid: entry.pid, token: tokenOf(entry), warm: true };
     },
     async terminate(options) {
       const started = options.ids.filter((id) => !node(id));
@@ -152,7 +152,7 @@ export function attachedLocal(
 export function attachedRemote(
   state: DetachedPoolState,
   provider: ProviderV1,
-  token: string,
+  tokenOf: (node: DetachedNode) => string,
   cluster: Omit<Cluster, "spec">,
   endpoints: readonly WorkerEndpoint[],
   grow: boolean,
@@ -186,7 +186,8 @@ export function attachedRemote(
         throw new Error(`pool ${state.id}: node ${nodeId} (${instance.id}) has no worker to attach to`);
       }
       launched.add(index);
-      return { ...endpoint, token, warm: true };
+      // The worker's own token: an earlier pool's, for a worker the detached pool had picked up.
+      return { ...endpoint, token: tokenOf(state.nodes[index] as DetachedNode), warm: true };
     },
     terminate: (options) => provider.terminate(options),
     async teardown(options) {

@@ -37,7 +37,7 @@ export interface Collector {
  */
 export async function collectDetached(
   state: DetachedPoolState,
-  token: string,
+  tokenOf: (node: DetachedPoolState["nodes"][number]) => string,
   reach: Reach,
   signal: AbortSignal | undefined,
 ): Promise<Collector> {
@@ -79,7 +79,7 @@ export async function collectDetached(
   try {
     for (const node of state.nodes) {
       const connection = await WorkerConnection.connect(await reach(node), {
-        token,
+        token: tokenOf(node),
         node: node.index,
         timeoutMs: 30_000,
         ...(signal ? { signal } : {}),

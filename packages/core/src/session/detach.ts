@@ -13,7 +13,10 @@ import { type DetachedNode, sealToken, withoutSecrets, writePoolState } from "./
  * Records the pool in its state file and releases its workers. A `Local` pool's workers are reached
  * again on loopback; any other provider's through its `reconnectWorker` (refused without one).
  */
-async function recordDetached(snapshot: DetachSnapshot, release: () => Promise<void>): Promise<void> {
+async function recordDetached(
+  snapshot: DetachSnapshot,
+  release: () => Promise<readonly number[]>,
+): Promise<void> {
   const { id, provider, cluster } = snapshot;
   const local = provider.name === "local";
   if (!local && typeof provider.reconnectWorker !== "function") {
@@ -34,6 +37,10 @@ async function recordDetached(snapshot: DetachSnapshot, release: () => Promise<v
       port: endpoint.port,
       pid: endpoint.pid,
       hourlyPrice: node.instance.hourlyPrice ?? instanceHourlyPrice(node.instance, cluster.offer),
+      // A worker of an earlier pool this one picked up answers that pool's token only.
+      ...(endpoint.token !== undefined && endpoint.token !== snapshot.token
+        ? { token: await sealToken(endpoint.token) }
+        : {}),
     });
   }
   const specific = cluster.specific as { root?: unknown; workdir?: unknown };
@@ -84,9 +91,13 @@ async function recordDetached(snapshot: DetachSnapshot, release: () => Promise<v
     budgetDeadline: budgetSeconds === null ? null : takenAt + budgetSeconds * 1000,
   });
   // The workers keep the results and outlive this process.
-  await release();
+  const released = new Set(await release());
   // Nothing of the collections to keep: the head node holds them, and they go on meanwhile.
-  if (local) detachLocalWorkers(nodes.map((node) => node.instanceId));
+  // Only those released: a node lost meanwhile is the pool's still (its replacement, cut short by
+  // the detach, waits for its worker's exit).
+  if (local) {
+    detachLocalWorkers(nodes.filter((node) => released.has(node.index)).map((node) => node.instanceId));
+  }
 }
 
 /** How pools are detached: into their state file (see {@link recordDetached}). */

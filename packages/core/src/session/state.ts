@@ -28,6 +28,11 @@ export interface DetachedNode {
   readonly pid: number;
   /** USD per hour, when known. */
   readonly hourlyPrice: number | null;
+  /**
+   * Its worker's token, sealed as the pool's is, when it is not the pool's: a worker of an earlier
+   * pool that this one picked up (released, same code and settings) keeps that pool's token.
+   */
+  readonly token?: string;
 }
 
 /** A task that was on a worker when its pool was detached. */
@@ -193,6 +198,19 @@ export async function openToken(sealed: string): Promise<string> {
   const decipher = createDecipheriv("aes-256-gcm", await poolsKey(), iv);
   decipher.setAuthTag(tag);
   return Buffer.concat([decipher.update(body), decipher.final()]).toString("utf8");
+}
+
+/**
+ * The tokens of a detached pool's workers, opened: the pool's, and each node's (its own when the state
+ * file records one, else the pool's).
+ */
+export async function openTokens(
+  state: DetachedPoolState,
+): Promise<{ readonly pool: string; readonly of: (node: DetachedNode) => string }> {
+  const pool = await openToken(state.token);
+  const own = new Map<number, string>();
+  for (const node of state.nodes) if (node.token) own.set(node.index, await openToken(node.token));
+  return { pool, of: (node) => own.get(node.index) ?? pool };
 }
 
 /** Writes (replaces) a detached pool's state file, readable by its owner only. */
