@@ -14,8 +14,9 @@ import { type Offer, Plugin } from "@skyward/core/contract";
 import { preparedCluster, useMswFake } from "@skyward/testing";
 import { HttpResponse, http } from "msw";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
-import { RunPodApiError } from "./runpod-api.js";
+import { graphql, RunPodApiError, runpodClient } from "./runpod-api.js";
 import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { RunPod, type RunPodSettings } from "./runpod-provider.js";
 
@@ -139,6 +140,35 @@ describe("the self-destruct", () => {
 });
 
 describe("errors told apart", () => {
+  it("a GraphQL error (HTTP 200 with `errors`) echoing the API key does not carry it", async () => {
+    // A GraphQL server may quote what it could not parse; the key must not reach the error, an event or a log.
+    const secret = "rp-echoed-secret-key-0123456789";
+    const echoing = (message: string) => async () =>
+      new Response(JSON.stringify({ errors: [{ message }] }), {
+        status: 200,
+        headers: { "content-type": "application/json" },
+      });
+    for (const message of [`invalid input near "${secret}"`, `API key ${secret} is unauthorized`]) {
+      const settings = {
+        apiKey: secret,
+        fetch: echoing(message),
+        maxRetries: 0,
+        retryDelayMs: 1,
+        requestTimeoutMs: 5000,
+      };
+      const client = runpodClient(settings);
+      const error = await graphql(client.http, z.looseObject({}), {
+        query: "mutation { podRentInterruptable }",
+        purpose: "renting an interruptible pod",
+        idempotent: false,
+        ...call(),
+      }).catch((caught: unknown) => caught);
+      expect(RunPodApiError.isInstance(error)).toBe(true);
+      expect((error as Error).message).not.toContain(secret);
+      expect((error as Error).message).toContain("[redacted]");
+    }
+  });
+
   it("a 403 is an account that may not use that pool, not a bad API key", async () => {
     // https://docs.runpod.io/api-reference-v2/pods/create-a-pod ("Authorizations"): a valid key that
     // lacks access to the requested resource or action is answered 403.
