@@ -323,9 +323,22 @@ describe("provision", () => {
       ...call(),
     });
     expect(big).toEqual([]);
-    const error = await clusterFor({ accelerator: accelerators.RTX_4090(), diskGb: 600 }).catch(
-      (caught: unknown) => caught,
+    // The spec's disk counts too: a product whose maxRootFS is below it is not offered (the pool picks
+    // another), rather than offered and then refused in prepare naming a setting the user never gave.
+    const query = { accelerator: { name: "RTX_4090", count: 1 }, allocation: "on-demand" } as const;
+    expect(await provider().offers({ query: { ...query, diskGb: 600 }, ...call() })).toEqual([]);
+    expect(await provider().offers({ query: { ...query, diskGb: 500 }, ...call() })).toHaveLength(1);
+    // An offer read without the disk (a cache, another spec) is still refused in prepare, by name.
+    const novita = provider();
+    const [offer] = await novita.offers({ query, ...call() });
+    if (!offer) throw new Error("no RTX 4090 offer");
+    const spec = resolvePoolSpec(
+      toSpec({ accelerator: accelerators.RTX_4090(), diskGb: 600, provider: novita }),
+      poolOptions({}),
     );
+    const error = await novita
+      .prepare({ spec, offer, poolId: "p1a2b3c4", ...call() })
+      .catch((caught: unknown) => caught);
     expect(ConfigurationError.isInstance(error)).toBe(true);
     expect((error as ConfigurationError).issues[0]?.message).toBe(
       "600 GB is more root filesystem than Novita's RTX 4090 24GB takes (maxRootFS 500 GB)",

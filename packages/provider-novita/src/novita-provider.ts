@@ -76,7 +76,8 @@ type Listings = Readonly<Record<"onDemand" | "spot", readonly NovitaProduct[]>>;
 
 /**
  * One offer per GPU product that can be deployed, for the GPU count asked: `GET /products` prices per GPU, an
- * offer for the whole instance. A product whose `maxRootFS` is below the root filesystem wanted is left out.
+ * offer for the whole instance. A product whose `maxRootFS` is below the root filesystem wanted (the
+ * `rootfsSize` setting, or the spec's `diskGb` if larger) is left out.
  */
 function toOffers(listed: Listings, query: OfferQuery, region: string | undefined, rootfs: number): Offer[] {
   const count = query.accelerator?.count ?? 1;
@@ -174,7 +175,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       const asked = { gpuNum: String(query.accelerator.count), ...(clusterId ? { clusterId } : {}) };
       const list = async (spot: boolean) =>
         (await api.products({ query: { ...asked, billingMethod: spot ? "spot" : "onDemand" } }, signal)).data;
-      return toOffers(await marketListings(query, list, []), query, clusterId, settings.rootfsSize);
+      // The root filesystem prepare will ask for: the setting's, or the spec's disk if larger.
+      const rootfs = Math.max(settings.rootfsSize, Math.ceil(query.diskGb ?? 0));
+      return toOffers(await marketListings(query, list, []), query, clusterId, rootfs);
     },
 
     async prepare({ spec, offer, keys }) {

@@ -187,7 +187,8 @@ export const DEPLOY_INTERRUPTIBLE_MUTATION = `mutation SkywardRentInterruptable(
 
 /**
  * Runs a GraphQL operation and parses its `data` with `schema`. GraphQL's own errors (HTTP 200 with
- * `errors`) reject like HTTP ones: an authentication one as a 401, the rest classified by their words.
+ * `errors`) reject like HTTP ones: an authentication one as a 401, the rest classified by their words,
+ * the API key taken out of their message as from an HTTP error's.
  */
 export async function graphql<T extends z.ZodType>(
   http: PacedClient,
@@ -204,8 +205,11 @@ export async function graphql<T extends z.ZodType>(
     ...request,
   });
   const { errors, data }: { errors?: unknown; data?: unknown } = (typeof body === "object" && body) || {};
+  // The HTTP layer scrubs the key from error answers only; this one came as a 200.
   const error =
-    Array.isArray(errors) && errors.length > 0 ? (answerMessage(body) ?? "unknown error") : undefined;
+    Array.isArray(errors) && errors.length > 0
+      ? http.scrub(answerMessage(body) ?? "unknown error")
+      : undefined;
   if (error !== undefined && /unauthori[sz]ed|api key|authenticat/i.test(error)) {
     const message = `RunPod rejected the API key while ${purpose}: ${error}; set RUNPOD_API_KEY to a valid key or pass apiKey`;
     throw new RunPodApiError({ kind: "auth", statusCode: 401, message });

@@ -14,8 +14,9 @@ import { type Offer, Plugin } from "@skyward/core/contract";
 import { preparedCluster, useMswFake } from "@skyward/testing";
 import { HttpResponse, http } from "msw";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
-import { RunPodApiError } from "./runpod-api.js";
+import { graphql, RunPodApiError, runpodClient } from "./runpod-api.js";
 import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { RunPod, type RunPodSettings } from "./runpod-provider.js";
 
@@ -61,7 +62,7 @@ describe("the boot watchdog", () => {
     expect(input).toMatchObject({ supportPublicIp: true });
   });
 
-  it("deletes the pod when no worker started in time, and leaves it when one did (run by a real shell)", async () => {
+  it("deletes the pod when no worker started since the container did, and leaves it when one did (run by a real shell)", async () => {
     const directory = await mkdtemp(join(tmpdir(), "skyward-runpod-watchdog-"));
     try {
       const bin = join(directory, "bin");
@@ -71,25 +72,42 @@ describe("the boot watchdog", () => {
         join(bin, "runpodctl"),
         `#!/bin/sh\necho "$* key=$RUNPOD_API_KEY" >> ${join(directory, "calls")}\n`,
       );
+      // A `sleep` that returns once the test says (`go`): the watchdog's wait ends then.
+      await writeFile(
+        join(bin, "sleep"),
+        `#!/bin/sh\nwhile [ ! -e ${join(directory, "go")} ]; do /bin/sleep 0.05; done\n`,
+      );
       await chmod(join(bin, "runpodctl"), 0o755);
+      await chmod(join(bin, "sleep"), 0o755);
       const root = join(directory, "pods", "{id}");
       const env = {
         ...process.env,
         PATH: `${bin}:${process.env.PATH}`,
-        RUNPOD_POD_ID: "pod1",
         RUNPOD_API_KEY: "k",
       };
       const command = watchedStartCommand({ seconds: 1, root, startCommand: "true" });
-      await run("bash", ["-c", watchdogOf(command)], { env });
-      await new Promise((resolve) => setTimeout(resolve, 2500));
-      expect(await readFile(join(directory, "calls"), "utf8")).toBe("pod delete pod1 key=k\n");
-      // With a worker started (its pid file under the pod's root), nothing is deleted.
-      await rm(join(directory, "calls"));
-      await mkdir(join(directory, "pods", "pod2"), { recursive: true });
-      await writeFile(join(directory, "pods", "pod2", "worker.pid"), "1\n");
-      await run("bash", ["-c", watchdogOf(command)], { env: { ...env, RUNPOD_POD_ID: "pod2" } });
-      await new Promise((resolve) => setTimeout(resolve, 2500));
-      await expect(readFile(join(directory, "calls"), "utf8")).rejects.toMatchObject({ code: "ENOENT" });
+      /** Starts the pod `pod`'s watchdog, runs `meanwhile`, lets its wait end, and answers what it asked runpodctl. */
+      const watched = async (pod: string, meanwhile: () => Promise<void> = async () => undefined) => {
+        await rm(join(directory, "calls"), { force: true });
+        await rm(join(directory, "go"), { force: true });
+        await run("bash", ["-c", watchdogOf(command)], { env: { ...env, RUNPOD_POD_ID: pod } });
+        await meanwhile();
+        await writeFile(join(directory, "go"), "");
+        // Its check is made once its shell (whose command line names the directory) has ended.
+        while ((await run("pgrep", ["-f", directory]).catch(() => undefined)) !== undefined)
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        return readFile(join(directory, "calls"), "utf8").catch(() => "");
+      };
+      expect(await watched("pod1")).toBe("pod delete pod1 key=k\n");
+      // With a worker started (its pid file under the pod's root) after the container did, nothing is deleted.
+      const pod2 = join(directory, "pods", "pod2");
+      await mkdir(pod2, { recursive: true });
+      expect(await watched("pod2", () => writeFile(join(pod2, "worker.pid"), "1\n"))).toBe("");
+      // The container restarted, its root on a kept disk (the pod volume): the old worker died with
+      // it, and its pid file and log, still there, do not count. The log is kept.
+      await writeFile(join(pod2, "worker.log"), "the old worker's output\n");
+      expect(await watched("pod2")).toBe("pod delete pod2 key=k\n");
+      expect(await readFile(join(pod2, "worker.log.old"), "utf8")).toBe("the old worker's output\n");
     } finally {
       await rm(directory, { recursive: true, force: true });
     }
@@ -122,6 +140,35 @@ describe("the self-destruct", () => {
 });
 
 describe("errors told apart", () => {
+  it("a GraphQL error (HTTP 200 with `errors`) echoing the API key does not carry it", async () => {
+    // A GraphQL server may quote what it could not parse; the key must not reach the error, an event or a log.
+    const secret = "rp-echoed-secret-key-0123456789";
+    const echoing = (message: string) => async () =>
+      new Response(JSON.stringify({ errors: [{ message }] }), {
+        status: 200,
+        headers: { "content-type": "application/json" },
+      });
+    for (const message of [`invalid input near "${secret}"`, `API key ${secret} is unauthorized`]) {
+      const settings = {
+        apiKey: secret,
+        fetch: echoing(message),
+        maxRetries: 0,
+        retryDelayMs: 1,
+        requestTimeoutMs: 5000,
+      };
+      const client = runpodClient(settings);
+      const error = await graphql(client.http, z.looseObject({}), {
+        query: "mutation { podRentInterruptable }",
+        purpose: "renting an interruptible pod",
+        idempotent: false,
+        ...call(),
+      }).catch((caught: unknown) => caught);
+      expect(RunPodApiError.isInstance(error)).toBe(true);
+      expect((error as Error).message).not.toContain(secret);
+      expect((error as Error).message).toContain("[redacted]");
+    }
+  });
+
   it("a 403 is an account that may not use that pool, not a bad API key", async () => {
     // https://docs.runpod.io/api-reference-v2/pods/create-a-pod ("Authorizations"): a valid key that
     // lacks access to the requested resource or action is answered 403.

@@ -12,6 +12,7 @@ import {
   machineProviderFactories,
   mappedMachine,
   nameTagCodec,
+  readAfterCreate,
   SKYWARD_TAGS,
 } from "@skyward/provider-utils";
 import { type TensorDockInstance, tensordockApi, tensordockCalls } from "./tensordock-api.js";
@@ -124,13 +125,20 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
       const body = { data: { type: "virtualmachine", attributes } };
       const { data: created } = await calls.create({ body, purpose: `creating instance ${name}` }, signal);
       // The create answers only the id, name and status: the rest is what was asked.
-      return {
+      const asked = {
         ...created,
         name: created.name || name,
         location_id: created.location_id || offer.locationId,
         resources: created.resources ?? { gpus: [{ gpuV0Name: offer.gpuModel, count: offer.gpuCount }] },
         rateHourly: created.rateHourly ?? hourlyPrice,
       };
+      // What it bills is read back (`GET /instances/{id}`'s `rateHourly`): the offer's price may be an
+      // hour old and a host may have raised its rates since; the base deletes a VM over the cap.
+      const shown = await readAfterCreate(calls.get({ id: created.id }, signal), () => asked, signal);
+      const known = Object.entries(shown).filter(
+        ([, value]) => value !== undefined && value !== null && value !== "",
+      );
+      return { ...asked, ...(Object.fromEntries(known) as Partial<TensorDockInstance>) };
     },
 
     get: (id, signal) => calls.get({ id }, signal),

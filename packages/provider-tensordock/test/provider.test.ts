@@ -261,6 +261,49 @@ describe("TensorDock requests", () => {
   });
 });
 
+describe("the price cap", () => {
+  it("is checked against the price the created VM bills (read back), not the listed one: a VM over it is deleted", async () => {
+    // A location whose host raised its GPU rate after the offers were read (offers are cached up to an hour).
+    const repriced = structuredClone(locations);
+    const own = await startFakeTensorDock({ locations: repriced });
+    try {
+      const tensordock = TensorDock({
+        apiUrl: own.apiUrl,
+        apiKey: own.token,
+        keysDirectory: join(scratch, "keys"),
+        retryDelayMs: 1,
+      });
+      const accelerator = accelerators.RTX_4090({ count: 1 });
+      const [offer] = await tensordock.offers({
+        query: { accelerator: { name: "RTX_4090", count: 1 }, allocation: "on-demand", region: "Austin" },
+        signal: signal(),
+      });
+      if (!offer?.onDemandPrice) throw new Error("no priced offer in Austin");
+      const maxHourlyCost = offer.onDemandPrice + 0.01;
+      const spec = resolvePoolSpec(
+        resolveSpec({ accelerator, allocation: "on-demand", region: "Austin", maxHourlyCost }),
+        options({}),
+      );
+      const cluster = await tensordock.prepare({ spec, offer, poolId: "pool1", signal: signal() });
+      const austin = repriced.find((location) => location.city === "Austin");
+      const gpu = austin?.gpus.find((entry) => entry.v0Name === "geforcertx4090-pcie-24gb");
+      if (!gpu) throw new Error("no RTX 4090 in Austin");
+      gpu.price_per_hr += 0.5;
+      const failure = await tensordock
+        .provision({ cluster, count: 1, signal: signal() })
+        .catch((error: unknown) => error);
+      expect(NoCapacityError.isInstance(failure)).toBe(true);
+      expect(String((failure as Error).message)).toMatch(/over maxHourlyCost/);
+      // It was made, billed above the cap, and is deleted.
+      expect(own.created).toHaveLength(1);
+      expect(own.created[0]?.hourlyPrice).toBeGreaterThan(maxHourlyCost);
+      expect(own.leftovers()).toEqual([]);
+    } finally {
+      await own[Symbol.asyncDispose]();
+    }
+  });
+});
+
 describe("the VM's self-destruct", () => {
   async function install(name: string, root: string, watchdogSeconds: number) {
     const directory = await mkdtemp(join(scratch, "node-"));

@@ -93,6 +93,7 @@ export type {
 export {
   containerStartCommand,
   curlSelfDestructProgram,
+  earlierWorkerMarkersCleared,
   rootSshdStatements,
   workerWatchdogScript,
 } from "./machine-provider/boot-template.js";

@@ -219,6 +219,11 @@ export interface ProviderHttpAnswer {
 export interface ProviderHttpClient {
   /** Resolves with the answer of a 2xx status; rejects with the provider's {@link ProviderApiError} otherwise. */
   send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer>;
+  /**
+   * `text` with the API key taken out (`[redacted]`), for an error read from a 2xx answer (GraphQL's
+   * `errors`), which `send` hands back as it came.
+   */
+  scrub(text: string): string;
 }
 
 /** The message an error answer carries (`message`, `error`, `msg`, GraphQL `errors[0].message`, JSON:API `errors[0].detail`), shortened. */
@@ -278,6 +283,7 @@ export function createProviderHttpClient(options: ProviderHttpClientOptions): Pr
   const pacer = createRequestPacer();
 
   return {
+    scrub: (text) => scrub(text, key),
     async send(request: ProviderHttpRequest): Promise<ProviderHttpAnswer> {
       key ??= options.apiKey();
       const headers = {

@@ -4,7 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { pythonSelfDestructProgram } from "./api-self-destruct.js";
-import { containerStartCommand, curlSelfDestructProgram, workerWatchdogScript } from "./boot-template.js";
+import {
+  containerStartCommand,
+  curlSelfDestructProgram,
+  earlierWorkerMarkersCleared,
+  workerWatchdogScript,
+} from "./boot-template.js";
 
 const boot = {
   secret: { variable: "ACME_KEY", file: "/etc/skyward/acme-auth", format: "Authorization: Bearer %s\\n" },
@@ -22,6 +27,10 @@ describe("boot template", () => {
     expect(inner.indexOf("unset ACME_KEY")).toBeLessThan(inner.indexOf("$PUBLIC_KEY"));
     expect(inner).toContain('|| /usr/local/sbin/skyward-self-destruct "$NAME")');
     expect(inner.endsWith("exec sleep infinity")).toBe(true);
+    // The markers of a worker of an earlier start (a restarted container, its disk kept) are cleared
+    // before the watchdog is armed (what that does is run below, on workerWatchdogScript's).
+    expect(inner).toContain(earlierWorkerMarkersCleared("/opt/skyward"));
+    expect(inner.indexOf('rm -f "/opt/skyward/worker.pid"')).toBeLessThan(inner.indexOf("(sleep"));
     expect(() => containerStartCommand({ ...boot, handOver: "echo 'hi'" })).toThrow(/single quote/);
   });
 
@@ -60,6 +69,78 @@ describe("boot template", () => {
     expect(everyMinute).toContain('if [ "$idle" -ge 90 ]; then destroy; idle=0; fi');
     expect(workerWatchdogScript({ ...watchdog, seconds: 0, check: "once" })).toBe("");
   });
+
+  it("a worker of an earlier start of the container (its markers on a kept disk) does not count: the watchdog fires, the old log kept", async () => {
+    // A container restarted with its disk kept (a pod volume, Vast.ai's disk): the worker of the
+    // old start died with it, but its worker.pid (naming a pid alive now: pids are reused) and
+    // worker.log are still there.
+    for (const check of ["once", "every-minute"] as const) {
+      const directory = mkdtempSync(join(tmpdir(), "boot-watchdog-"));
+      // `sleep` that waits for `go`: the watchdog's wait ends when the test says.
+      writeFileSync(
+        join(directory, "sleep"),
+        `#!/bin/sh\nwhile [ ! -e ${directory}/go ]; do /bin/sleep 0.05; done\n`,
+        { mode: 0o755 },
+      );
+      const alive = spawn("sleep", ["120"], { stdio: "ignore" });
+      try {
+        writeFileSync(join(directory, "worker.pid"), `${alive.pid}\n`);
+        writeFileSync(join(directory, "worker.log"), "the old worker's output\n");
+        const script = workerWatchdogScript({
+          seconds: 60,
+          root: directory,
+          command: `touch ${directory}/destroyed; exit 0`,
+          log: join(directory, "watchdog.log"),
+          check,
+        });
+        execFileSync("bash", ["-c", script], {
+          env: { ...process.env, PATH: `${directory}:${process.env.PATH}` },
+        });
+        writeFileSync(join(directory, "go"), "");
+        const deadline = Date.now() + 20_000;
+        while (!existsSync(join(directory, "destroyed")) && Date.now() < deadline)
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(existsSync(join(directory, "destroyed")), check).toBe(true);
+        expect(readFileSync(join(directory, "worker.log.old"), "utf8")).toBe("the old worker's output\n");
+      } finally {
+        alive.kill("SIGKILL");
+        spawnSync("pkill", ["-f", directory]);
+        rmSync(directory, { recursive: true, force: true });
+      }
+    }
+  }, 60_000);
+
+  it("a worker started after the watchdog was armed keeps the machine", async () => {
+    const directory = mkdtempSync(join(tmpdir(), "boot-watchdog-"));
+    writeFileSync(
+      join(directory, "sleep"),
+      `#!/bin/sh\nwhile [ ! -e ${directory}/go ]; do /bin/sleep 0.05; done\n`,
+      { mode: 0o755 },
+    );
+    try {
+      const script = workerWatchdogScript({
+        seconds: 60,
+        root: directory,
+        command: `touch ${directory}/destroyed; exit 0`,
+        log: join(directory, "watchdog.log"),
+        check: "once",
+      });
+      execFileSync("bash", ["-c", script], {
+        env: { ...process.env, PATH: `${directory}:${process.env.PATH}` },
+      });
+      writeFileSync(join(directory, "worker.pid"), "1\n");
+      writeFileSync(join(directory, "go"), "");
+      // The watchdog's check is done once its shell (whose command line names the directory) has ended.
+      const deadline = Date.now() + 20_000;
+      while (spawnSync("pgrep", ["-f", directory]).status === 0 && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(spawnSync("pgrep", ["-f", directory]).status).toBe(1);
+      expect(existsSync(join(directory, "destroyed"))).toBe(false);
+    } finally {
+      spawnSync("pkill", ["-f", directory]);
+      rmSync(directory, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   it("the every-minute watchdog counts a worker that ended but was never reaped (a zombie) as gone", async () => {
     const directory = mkdtempSync(join(tmpdir(), "boot-watchdog-"));

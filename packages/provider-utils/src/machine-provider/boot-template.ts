@@ -25,8 +25,8 @@ export interface ContainerBoot {
   /** Where the self-destruct command goes; default {@link SELF_DESTRUCT_COMMAND}. */
   readonly commandPath?: string;
   /**
-   * The boot watchdog, counted from the container's start: no Skyward worker (`worker.pid` or
-   * `worker.log` under `root`) within `$secondsVariable` seconds, and the self-destruct runs with
+   * The boot watchdog, counted from the container's start: no Skyward worker started since (`worker.pid`
+   * or `worker.log` under `root`, those of an earlier start cleared) within `$secondsVariable` seconds, and the self-destruct runs with
    * `$targetVariable` (the machine's name: a container does not know its id). 0 seconds: none.
    */
   readonly watchdog: {
@@ -50,6 +50,18 @@ export function rootSshdStatements(variable: string): readonly string[] {
   ];
 }
 
+/**
+ * Shell statements for a container's start, before its watchdog is armed: what a worker left under
+ * `root` before this start — a container restarted with its disk kept (a pod volume, Vast.ai's and
+ * Novita's disks) — is of a worker that died with the old container, and would count as a worker
+ * started since (the watchdog then never ends an idle machine that bills). `worker.pid` and
+ * `worker.json` go (their pid may be another process's now); `worker.log` is kept as `worker.log.old`.
+ * `root` is a shell word, double-quoted here (`$VAR` in it expands).
+ */
+export function earlierWorkerMarkersCleared(root: string): string {
+  return `rm -f "${root}/worker.pid" "${root}/worker.json"; if [ -e "${root}/worker.log" ]; then mv -f "${root}/worker.log" "${root}/worker.log.old"; fi;`;
+}
+
 /** The start command `bash -c '…'` of {@link ContainerBoot}; a single quote in a part is refused (it would end the command). */
 export function containerStartCommand(boot: ContainerBoot): string {
   const command = boot.commandPath ?? SELF_DESTRUCT_COMMAND;
@@ -62,6 +74,7 @@ export function containerStartCommand(boot: ContainerBoot): string {
       : "",
     ...boot.prepare.map((statement) => ` ${statement}`),
     ` printf "%s" "$${boot.programVariable}" | base64 -d > ${command} && chmod 700 ${command};`,
+    ` ${earlierWorkerMarkersCleared(watchdog.root)}`,
     ` if [ "$${watchdog.secondsVariable}" -gt 0 ] 2>/dev/null; then (sleep "$${watchdog.secondsVariable}";`,
     ` [ -e ${watchdog.root}/worker.pid ] || [ -e ${watchdog.root}/worker.log ] || ${command} "$${watchdog.targetVariable}") >/dev/null 2>&1 & fi;`,
     ` exec ${boot.handOver}`,
@@ -80,8 +93,9 @@ export interface WorkerWatchdog {
   /** The shell command ending the machine's billing through the API. */
   readonly command: string;
   /**
-   * `once`: looked at `seconds` after boot, a worker that ever started (`worker.pid` or `worker.log`)
-   * keeps the machine. `every-minute`: looked at each minute, `seconds` in all without a live worker
+   * `once`: looked at `seconds` after boot, a worker started since the container started (`worker.pid`
+   * or `worker.log`; those of an earlier start are cleared, {@link earlierWorkerMarkersCleared}) keeps
+   * the machine. `every-minute`: looked at each minute, `seconds` in all without a live worker
    * (the process in `worker.pid`) fire it, so a worker that died later ends the machine too.
    */
   readonly check: "once" | "every-minute";
@@ -121,6 +135,8 @@ export function workerWatchdogScript(watchdog: WorkerWatchdog): string {
         ];
   return [
     `# Skyward boot watchdog: the machine deletes itself after ${seconds} s without a running Skyward worker.`,
+    "# A worker of an earlier start of this container died with it: its markers do not count.",
+    earlierWorkerMarkersCleared(root),
     ...lines,
   ].join("\n");
 }

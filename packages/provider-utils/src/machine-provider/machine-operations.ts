@@ -16,12 +16,16 @@ import { launchableMarketsByZone } from "./zonal-markets.js";
 /** The most pages a list reads: a cursor that never ends is an API fault, not an endless account. */
 const MAX_PAGES = 1000;
 
-/** Every machine of the account, every page read; an answer that is not a page throws. */
+/**
+ * Every machine of the account, every page read, each machine once; an answer that is not a page
+ * throws. A page of machines all listed before ends the list, as `readNumberedPages` does: an
+ * API that ignores the page asked answers the same machines again (and a next page number each time).
+ */
 export async function listAllMachines<Machine, ClusterData extends MachineClusterData>(
   adapter: MachineAdapter<Machine, ClusterData>,
   signal: AbortSignal,
 ): Promise<Machine[]> {
-  const machines: Machine[] = [];
+  const machines = new Map<string, Machine>();
   const seen = new Set<string>();
   let cursor: string | undefined;
   for (let page = 0; page < MAX_PAGES; page += 1) {
@@ -32,8 +36,13 @@ export async function listAllMachines<Machine, ClusterData extends MachineCluste
         "unknown-answer",
         `${adapter.label}'s list of instances was not understood: no list of machines`,
       );
-    machines.push(...answer.machines);
-    if (answer.next === undefined) return machines;
+    const ids = answer.machines.map((machine) => adapter.idOf(machine));
+    const repeated = ids.length > 0 && ids.every((id) => machines.has(id));
+    answer.machines.forEach((machine, index) => {
+      const id = ids[index] as string;
+      if (!machines.has(id)) machines.set(id, machine);
+    });
+    if (answer.next === undefined || repeated) return [...machines.values()];
     if (seen.has(answer.next))
       throw failure(
         adapter,

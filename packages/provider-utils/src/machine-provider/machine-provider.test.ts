@@ -43,6 +43,8 @@ interface Faults {
   unknownListShape: boolean;
   /** Machines per list page. */
   pageSize: number;
+  /** The list ignores its cursor: every page is the whole list, and says there is a next one. */
+  ignoresCursor: boolean;
   /** Lists that do not show yet the machines whose create answer was lost. */
   listLag: number;
   /** A market that made a machine has no more capacity (the last of its kind was taken, by this pool). */
@@ -64,6 +66,7 @@ function fakeApi(idempotencyToken = false) {
     busyDeletes: 0,
     unknownListShape: false,
     pageSize: 100,
+    ignoresCursor: false,
     listLag: 0,
     fullAfterCreate: false,
   };
@@ -121,6 +124,7 @@ function fakeApi(idempotencyToken = false) {
       if (lags) faults.listLag -= 1;
       const all = [...machines.values()].filter((machine) => !lags || !lagging.has(machine.id));
       const start = Number(cursor ?? 0);
+      if (faults.ignoresCursor) return { machines: all, next: String(start + faults.pageSize) };
       const next = start + faults.pageSize < all.length ? String(start + faults.pageSize) : undefined;
       return { machines: all.slice(start, start + faults.pageSize), next };
     },
@@ -405,6 +409,20 @@ describe("lists", () => {
     const failure = await provider.teardown({ cluster, signal }).catch((error: unknown) => error);
     expect(MachineProviderError.isInstance(failure) && failure.kind).toBe("unknown-answer");
     expect(String(failure)).toMatch(/list of instances was not understood/);
+  });
+
+  it("end at a page of machines all listed before (an API that ignores the page asked), each machine once", async () => {
+    const { provider, cluster, faults, signal, calls } = await setUp("on-demand", offer(null, 1));
+    await provider.provision({ cluster, count: 3, signal });
+    faults.pageSize = 2;
+    faults.ignoresCursor = true;
+    calls.length = 0;
+    expect((await provider.listInstances?.({ signal }))?.map((instance) => instance.id)).toEqual([
+      "m-1",
+      "m-2",
+      "m-3",
+    ]);
+    expect(calls.filter((call) => call.startsWith("list"))).toEqual(["list first", "list 2"]);
   });
 });
 

@@ -54,11 +54,14 @@ export interface PacedClient {
     endpoint: MachineEndpoint,
     request: Omit<ProviderHttpRequest, "rateLimit">,
   ): Promise<ProviderHttpAnswer>;
+  /** {@link ProviderHttpClient.scrub}: `text` with the API key taken out. */
+  scrub(text: string): string;
 }
 
 /** Wraps a provider's HTTP client so each request is paced by its endpoint's documented limit. */
 export function pacedClient(http: ProviderHttpClient, limits: MachineRateLimits): PacedClient {
   return {
+    scrub: (text) => http.scrub(text),
     send(endpoint, request) {
       const rateLimit = rateLimitFor(limits, endpoint);
       return http.send(rateLimit ? { ...request, rateLimit } : request);

@@ -54,6 +54,7 @@ export function tokenClient(
 
   return {
     http: {
+      scrub: (text) => current?.client.http.scrub(text) ?? text,
       send: (endpoint, request) => withToken(request.signal, (client) => client.http.send(endpoint, request)),
     },
     json: (method, path, options) =>
