@@ -1,14 +1,10 @@
-// `skyward attach` on a detached pool that closes itself while attached (its budget runs out): the
-// command says so and fails, instead of trying to detach a closed pool ("already closed or
-// detached"), and the workers are stopped, not left waiting.
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { eventually, isProcessRunning } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
+import { detachedLocalPool } from "./detached-pool.js";
 import { runCli } from "./run-cli.js";
 
 const child = fileURLToPath(new URL("./fixtures/detach-long-child.ts", import.meta.url));
@@ -17,17 +13,7 @@ describe("skyward attach of a pool that closes itself", () => {
   it("reports the budget that ran out, exits 1, and leaves no worker running", async () => {
     const scratch = mkdtempSync(join(tmpdir(), "skyward-attach-closed-"));
     const env = { PATH: process.env.PATH ?? "", HOME: scratch, SKYWARD_HOME: join(scratch, "home") };
-    const client = spawn(process.execPath, [child, join(scratch, "work")], {
-      env,
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    const line = await new Promise<string>((resolve, reject) => {
-      createInterface({ input: client.stdout }).once("line", resolve);
-      client.once("exit", (code) => reject(new Error(`the client exited (${code}) before detaching`)));
-    });
-    client.kill("SIGKILL");
-    await new Promise((resolve) => client.once("exit", resolve));
-    const { id, pids } = JSON.parse(line) as { id: string; pids: number[] };
+    const { id, pids } = await detachedLocalPool(scratch, env, child);
     try {
       // Its node costs 36 USD an hour (a cent a second) and its budget is 3 cents: attached, it runs
       // out in about 3 seconds, while its 10-minute task goes on.

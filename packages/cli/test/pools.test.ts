@@ -7,35 +7,16 @@ import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { isProcessRunning } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
+import { detachedLocalPool } from "./detached-pool.js";
 import { CLI, runCli } from "./run-cli.js";
 
-const child = fileURLToPath(new URL("../../core/test/fixtures/detach-child.ts", import.meta.url));
 const longChild = fileURLToPath(new URL("./fixtures/detach-long-child.ts", import.meta.url));
 const valuesChild = fileURLToPath(new URL("./fixtures/detach-values-child.ts", import.meta.url));
 const fixturePackage = fileURLToPath(new URL("./fixtures/fake-provider-package", import.meta.url));
 const cliIndex = new URL("../dist/index.js", import.meta.url).href;
-
-/**
- * Starts a detaching client (by default the detach-child: a 2-node Local pool, six tasks), waits for
- * its detach and kills it.
- */
-async function detachedLocalPool(scratch: string, env: NodeJS.ProcessEnv, fixture = child) {
-  const client = spawn(process.execPath, [fixture, join(scratch, "work")], {
-    env,
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const line = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: client.stdout }).once("line", resolve);
-    client.once("exit", (code) => reject(new Error(`the client exited (${code}) before detaching`)));
-  });
-  client.kill("SIGKILL");
-  await new Promise((resolve) => client.once("exit", resolve));
-  return JSON.parse(line) as { id: string; pids: number[] };
-}
 
 /** `skyward attach ID --close --json`, which must succeed quietly; its stdout (one outcome a line). */
 async function attachAndClose(id: string, scratch: string, env: NodeJS.ProcessEnv): Promise<string> {
@@ -56,17 +37,7 @@ describe("skyward pools, status and attach", () => {
   it("list a detached pool, show it, collect its outcomes and close it", async () => {
     const scratch = mkdtempSync(join(tmpdir(), "skyward-pools-"));
     const env = { PATH: process.env.PATH ?? "", HOME: scratch, SKYWARD_HOME: join(scratch, "home") };
-    const client = spawn(process.execPath, [child, join(scratch, "work")], {
-      env,
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    const line = await new Promise<string>((resolve, reject) => {
-      createInterface({ input: client.stdout }).once("line", resolve);
-      client.once("exit", (code) => reject(new Error(`the client exited (${code}) before detaching`)));
-    });
-    const { id, pids } = JSON.parse(line) as { id: string; pids: number[] };
-    client.kill("SIGKILL");
-    await new Promise((resolve) => client.once("exit", resolve));
+    const { id, pids } = await detachedLocalPool(scratch, env);
 
     const pools = await runCli(["pools"], { cwd: scratch, env });
     expect(pools.code).toBe(0);

@@ -123,6 +123,13 @@ function connectionTarget(
  */
 const STANDING_HOST_REFUSED_RETRY_SECONDS = 10;
 
+/** How long refused connections are retried: {@link STANDING_HOST_REFUSED_RETRY_SECONDS} for a machine that keeps its address. */
+function refusedRetry(target: { hostKeyScope?: string }): { refusedRetrySeconds?: number } {
+  return target.hostKeyScope === "address"
+    ? { refusedRetrySeconds: STANDING_HOST_REFUSED_RETRY_SECONDS }
+    : {};
+}
+
 /** The bootstrap script's line that sets its time limit (`SKYWARD_TIMEOUT=…`, bootstrap-script.ts). */
 const BOOTSTRAP_TIMEOUT_LINE = /^SKYWARD_TIMEOUT=.*$/m;
 
@@ -191,9 +198,7 @@ export async function launchSshWorker(options: LaunchWorkerOptions): Promise<Wor
     node,
     timeoutSeconds: options.connectTimeoutSeconds,
     retryIntervalSeconds: options.connectRetryIntervalSeconds,
-    ...(target.hostKeyScope === "address"
-      ? { refusedRetrySeconds: STANDING_HOST_REFUSED_RETRY_SECONDS }
-      : {}),
+    ...refusedRetry(target),
   });
   try {
     const sudo = target.user !== "root";
@@ -540,9 +545,7 @@ export async function reconnectSshWorker(options: ReconnectWorkerOptions): Promi
     node,
     timeoutSeconds: options.connectTimeoutSeconds,
     retryIntervalSeconds: Math.min(2, options.connectTimeoutSeconds),
-    ...(target.hostKeyScope === "address"
-      ? { refusedRetrySeconds: STANDING_HOST_REFUSED_RETRY_SECONDS }
-      : {}),
+    ...refusedRetry(target),
   });
   try {
     const pid = Number(worker.pid);
