@@ -106,6 +106,7 @@ class AuthorityServer:
         return self.address
 
     def close(self) -> None:
+        """Stops listening; on the loop's thread (asyncio's ``Server`` is not thread-safe)."""
         if self._server is not None:
             self._server.close()
 

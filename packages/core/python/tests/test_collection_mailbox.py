@@ -125,7 +125,14 @@ class Pool:
     def close(self) -> None:
         self.copy_resumes.set()
         self.copy_channel.close()
-        self.server.close()
+
+        async def close_server() -> None:
+            # On the loop's thread: asyncio's Server is not thread-safe (closed from here, it raced
+            # the loop's own close of the connection the copy channel just shut, and raised
+            # "'NoneType' object is not iterable" as both woke its waiters).
+            self.server.close()
+
+        asyncio.run_coroutine_threadsafe(close_server(), self.loop).result(30)
         self.threads.shutdown(wait=False)
         self.loop.call_soon_threadsafe(self.loop.stop)
 
