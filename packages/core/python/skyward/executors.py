@@ -202,6 +202,10 @@ class ThreadExecutor:
 
     def _open_turn(self, task: Task) -> None:
         with self._turns:
+            if task.interrupted:
+                # Stopped after its thread took it and before its turn opened: it never runs (no
+                # interrupt could reach it then, and the slot has a fresh thread already).
+                raise TaskInterrupted()
             task.thread_id = threading.get_ident()
 
     def _close_turn(self, task: Task) -> None:
@@ -214,12 +218,16 @@ class ThreadExecutor:
 
     def _interrupt(self, task: Task) -> int | None:
         """Raise :class:`TaskInterrupted` in the thread running ``task``; the thread id, or None
-        when the task's turn is over (or it was interrupted already)."""
+        when the task's turn is not open (not yet, or over) or it was interrupted already."""
         with self._turns:
             thread_id = task.thread_id
-            if thread_id is None or task.interrupted:
+            if task.interrupted:
                 return None
+            # Marked even before its turn opens (its thread took it, and prepares it): the turn never
+            # opens then (_open_turn).
             task.interrupted = True
+            if thread_id is None:
+                return None
             # Held while the thread takes a frame of the collections' copy (deferred_interrupts.py).
             return thread_id if deferred_interrupts.send(thread_id, TaskInterrupted) else None
 

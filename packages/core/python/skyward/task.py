@@ -59,7 +59,8 @@ class Task:
         self.subtasks: set[int] | None = None
         #: the thread running the task, while it may be interrupted (thread executor)
         self.thread_id: int | None = None
-        #: an interrupt was sent to ``thread_id`` (at most one per task)
+        #: the task was stopped (thread executor): an interrupt was sent to ``thread_id`` (at most one
+        #: per task), or, stopped before its turn opened, it never runs
         self.interrupted = False
 
 
