@@ -15,23 +15,25 @@
  * `runpod-sdk` covers serverless endpoints only, not pods.
  */
 import {
-  answerMessage,
   answerNumberSchema,
+  answerOptionalListSchema,
   defineMachineApi,
   endpoint,
   errorTable,
+  type GraphqlRequest,
+  graphqlCall,
   listEndpoint,
   type MachineProviderError,
   machineEndpoints,
-  type PacedClient,
   type ProviderHttpSettings,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
 /**
  * A 403 is a valid key that "lacks access to the requested resource or action" (…/create-a-pod,
- * "Authorizations"): this account may not use that pool, not a bad key. Every other broken rule is a
- * 400 like "no capacity": only RunPod's words (v2's `detail`, GraphQL's `errors[].message`) tell them apart.
+ * "Authorizations"): this account may not use that pool, not a bad key (the base words it so). Every
+ * other broken rule is a 400 like "no capacity": only RunPod's words (v2's `detail`, GraphQL's
+ * `errors[].message`) tell them apart.
  */
 export const classifyRunPodError = errorTable([
   { status: [403], kind: "account" },
@@ -51,16 +53,6 @@ export const runpodApi = defineMachineApi({
   label: "RunPod",
   apiKeyVariable: "RUNPOD_API_KEY",
   classify: classifyRunPodError,
-  // The HTTP layer reads every 403 as a bad key; RunPod's is "not for this account".
-  reword: (options) =>
-    options.kind === "account" && options.statusCode === 403
-      ? {
-          ...options,
-          message: options.message
-            .replace(/rejected the API key \(HTTP 403\)/, "refused this account (HTTP 403)")
-            .replace(/: set RUNPOD_API_KEY.*$/, `: ${answerMessage(options.answer) ?? "access denied"}`),
-        }
-      : options,
 });
 
 /** A failed call to RunPod's API: a {@link MachineProviderError} whose `kind` says what failed. */
@@ -132,10 +124,9 @@ export const answers = {
   }),
   pods: z.looseObject({ pods: z.array(podSchema) }),
   spotPrices: z.looseObject({
-    gpuTypes: z
-      .array(z.looseObject({ id: z.string(), secureLowest: lowestBid, communityLowest: lowestBid }))
-      .nullish()
-      .transform((value) => value ?? []),
+    gpuTypes: answerOptionalListSchema(
+      z.looseObject({ id: z.string(), secureLowest: lowestBid, communityLowest: lowestBid }),
+    ),
   }),
   rented: z.looseObject({ podRentInterruptable: z.looseObject({ id: z.string() }).nullish() }),
 } as const;
@@ -146,14 +137,9 @@ const pods = { include: "AVAILABILITY", product: "POD" };
 const runpodEndpoints = machineEndpoints(runpodApi, {
   gpus: endpoint("GET /catalog/gpus", answers.gpus, "listing GPU types", { query: pods }),
   cpus: endpoint("GET /catalog/cpus", answers.cpus, "listing CPU flavors", { query: pods }),
-  dataCenters: endpoint(
-    "GET /catalog/datacenters",
-    answers.dataCenters,
-    "listing data centers with global networking",
-    {
-      query: { globalNetwork: "true" },
-    },
-  ),
+  dataCenters: endpoint("GET /catalog/datacenters", answers.dataCenters, "listing data centers", {
+    query: { globalNetwork: "true" },
+  }),
   create: endpoint("POST /pods", podSchema, "creating a pod"),
   get: endpoint("GET /pods/{id}", podSchema, "looking up pod {id}"),
   // One page: v2's list of pods is not paged (https://docs.runpod.io/api-reference-v2/pods/list-pods).
@@ -161,10 +147,12 @@ const runpodEndpoints = machineEndpoints(runpodApi, {
   delete: endpoint("DELETE /pods/{id}", undefined, "terminating pod {id}"),
 });
 
-/** RunPod's v2 calls and the paced client GraphQL goes through, with the settings' key. */
+/** RunPod's v2 calls and its GraphQL operations, with the settings' key. */
 export function runpodClient(settings: ProviderHttpSettings) {
   const client = runpodApi.jsonClient({ ...settings, apiUrl: "https://api.runpod.io/v2" });
-  return { ...runpodEndpoints(client), http: client.http };
+  const graphql = <T extends z.ZodType>(schema: T, request: GraphqlRequest) =>
+    graphqlCall(runpodApi, client.http, "https://api.runpod.io/graphql", schema, request);
+  return { ...runpodEndpoints(client), graphql };
 }
 
 /** RunPod's calls, as {@link runpodClient} makes them. */
@@ -184,39 +172,3 @@ export function spotPricesQuery(gpuCount: number): string {
 export const DEPLOY_INTERRUPTIBLE_MUTATION = `mutation SkywardRentInterruptable($input: PodRentInterruptableInput!) {
   podRentInterruptable(input: $input) { id }
 }`;
-
-/**
- * Runs a GraphQL operation and parses its `data` with `schema`. GraphQL's own errors (HTTP 200 with
- * `errors`) reject like HTTP ones: an authentication one as a 401, the rest classified by their words,
- * the API key taken out of their message as from an HTTP error's.
- */
-export async function graphql<T extends z.ZodType>(
-  http: PacedClient,
-  schema: T,
-  options: { query: string; variables?: object; purpose: string; idempotent: boolean; signal: AbortSignal },
-): Promise<z.output<T>> {
-  const { query, variables = {}, ...request } = options;
-  const { purpose } = request;
-  const url = "https://api.runpod.io/graphql";
-  const { data: body } = await http.send("other", {
-    method: "POST",
-    url,
-    data: { query, variables },
-    ...request,
-  });
-  const { errors, data }: { errors?: unknown; data?: unknown } = (typeof body === "object" && body) || {};
-  // The HTTP layer scrubs the key from error answers only; this one came as a 200.
-  const error =
-    Array.isArray(errors) && errors.length > 0
-      ? http.scrub(answerMessage(body) ?? "unknown error")
-      : undefined;
-  if (error !== undefined && /unauthori[sz]ed|api key|authenticat/i.test(error)) {
-    const message = `RunPod rejected the API key while ${purpose}: ${error}; set RUNPOD_API_KEY to a valid key or pass apiKey`;
-    throw new RunPodApiError({ kind: "auth", statusCode: 401, message });
-  }
-  if (error === undefined && typeof data === "object" && data !== null)
-    return runpodApi.parseAnswer(schema, data, purpose);
-  const message = `RunPod's API refused ${purpose}: ${error ?? "the answer had no data"}`;
-  const kind = classifyRunPodError({ statusCode: undefined, message, answer: undefined });
-  throw new RunPodApiError({ kind: kind ?? "bad-request", message });
-}

@@ -5,6 +5,8 @@
 import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
+  cudaConstrained,
+  cudaFits,
   machineErrorKind,
   pricedOffer,
   refuseSetting,
@@ -14,11 +16,10 @@ import {
   answers,
   type CatalogCpu,
   type CatalogGpu,
-  graphql,
   type RunPodClient,
   spotPricesQuery,
 } from "./runpod-api.js";
-import { cudaFits, type ParsedSettings } from "./runpod-settings.js";
+import type { ParsedSettings } from "./runpod-settings.js";
 
 export const NAME = "runpod";
 
@@ -66,32 +67,23 @@ const inStock = (lowest: Lowest) =>
 /** RunPod's offers for the settings, from its catalog and its minimum bids. */
 export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
   const { cuda } = settings;
-  const constrained = "minCudaVersion" in cuda || "allowedCudaVersions" in cuda;
 
   /**
    * The minimum bid per GPU of each type, by cloud (GraphQL); undefined once RunPod no longer serves
    * GraphQL (retired in early 2027: 404/410) and the allocation can do without spot.
    */
   async function minimumBids(query: OfferQuery, count: number, signal: AbortSignal) {
-    const options = {
-      query: spotPricesQuery(count),
-      purpose: "pricing interruptible pods",
-      idempotent: true,
-    };
-    const prices = await graphql(client.http, answers.spotPrices, { ...options, signal }).catch(
-      (error: unknown) => {
-        if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
-        throw error;
-      },
-    );
-    return prices
-      ? new Map(
-          prices.gpuTypes.map((type) => [
-            type.id,
-            { SECURE: inStock(type.secureLowest), COMMUNITY: inStock(type.communityLowest) },
-          ]),
-        )
-      : undefined;
+    const purpose = "pricing interruptible pods";
+    const request = { query: spotPricesQuery(count), purpose, idempotent: true, signal };
+    const prices = await client.graphql(answers.spotPrices, request).catch((error: unknown) => {
+      if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
+      throw error;
+    });
+    const bids = prices?.gpuTypes.map((type) => {
+      const lowest = { SECURE: inStock(type.secureLowest), COMMUNITY: inStock(type.communityLowest) };
+      return [type.id, lowest] as const;
+    });
+    return bids && new Map(bids);
   }
 
   async function gpuOffers(
@@ -112,16 +104,11 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
     for (const cloud of ["SECURE", "COMMUNITY"] as const) {
       const secure = cloud === "SECURE";
       if (settings.cloudType !== "all" && settings.cloudType !== cloud.toLowerCase()) continue;
-      const params: Record<string, string> = {
-        count: String(Math.trunc(count)),
-        cloud,
-      };
+      const params: Record<string, string> = { count: String(Math.trunc(count)), cloud };
       if ("minCudaVersion" in cuda) params.minCudaVersion = cuda.minCudaVersion;
       if ("allowedCudaVersions" in cuda) params.cudaVersions = cuda.allowedCudaVersions.join(",");
-      const { gpus } = await client.gpus(
-        { query: params, purpose: `listing GPU types (${cloud.toLowerCase()} cloud)` },
-        signal,
-      );
+      const purpose = `listing GPU types (${cloud.toLowerCase()} cloud)`;
+      const { gpus } = await client.gpus({ query: params, purpose }, signal);
       for (const gpu of gpus) {
         // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM").
         const accelerator = acceleratorFromNames([gpu.id, gpu.name], gpu.memory ?? 0);
@@ -137,7 +124,7 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
         const cudaVersions = (gpu.cudaVersions ?? [])
           .filter((entry) => entry.available && cudaFits(cuda, entry.version))
           .map((entry) => entry.version);
-        if (soldOut(gpu, dataCenterId) || (constrained && cudaVersions.length === 0)) continue;
+        if (soldOut(gpu, dataCenterId) || (cudaConstrained(cuda) && cudaVersions.length === 0)) continue;
         // v2 cannot ask a community pod for a public IP, and without one it has no direct SSH port: the
         // pool would wait out the provisioning timeout for nothing. Community pods are rented
         // interruptible only (GraphQL's `supportPublicIp`).
@@ -178,12 +165,8 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
     const dataCenterId = query.region ?? settings.dataCenterId;
     return cpus.flatMap((flavor): Offer[] => {
       const perVcpu = flavor.price.securePerVcpu;
-      if (
-        settings.cpuFlavorIds?.includes(flavor.id) === false ||
-        soldOut(flavor, dataCenterId) ||
-        perVcpu === null
-      )
-        return [];
+      const listed = settings.cpuFlavorIds?.includes(flavor.id) !== false;
+      if (!listed || soldOut(flavor, dataCenterId) || perVcpu === null) return [];
       // The smallest power-of-two vCPU count (RunPod's create rule) the flavor allows that meets the query.
       const ramGb = flavor.ramGbPerVcpu;
       const wanted = Math.max(query.vcpus ?? 2, flavor.vcpu.min, Math.ceil((query.memoryGb ?? 0) / ramGb));
@@ -191,24 +174,17 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
       if (vcpus === undefined) return [];
       const memoryGb = Number((vcpus * ramGb).toFixed(4));
       const instanceId = `${flavor.id}-${vcpus}-${memoryGb}`;
-      const specific: RunPodOfferData = {
-        kind: "cpu",
-        flavorId: flavor.id,
-        instanceId,
-        vcpuCount: vcpus,
-        memoryGb,
-      };
-      const onDemandPrice = roundPrice(perVcpu * vcpus);
-      const region = dataCenterId ?? "any";
-      const facts = { id: `runpod:cpu:${instanceId}`, provider: NAME, instanceType: instanceId, region };
       return pricedOffer({
-        ...facts,
+        id: `runpod:cpu:${instanceId}`,
+        provider: NAME,
+        instanceType: instanceId,
         accelerator: null,
         vcpus,
         memoryGb,
+        region: dataCenterId ?? "any",
         spotPrice: null,
-        onDemandPrice,
-        specific,
+        onDemandPrice: roundPrice(perVcpu * vcpus),
+        specific: { kind: "cpu", flavorId: flavor.id, instanceId, vcpuCount: vcpus, memoryGb } as const,
       });
     });
   }

@@ -27,22 +27,16 @@ import {
   resolvePoolSpec,
   whyNotProvider,
 } from "@skyward/core/contract";
-import { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "@skyward/provider-utils";
+import { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS, imageCudaVersion } from "@skyward/provider-utils";
 import { launchSshWorker } from "@skyward/ssh";
 import { preparedCluster, useMswFake } from "@skyward/testing";
 import { HttpResponse, http } from "msw";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type FakePod, startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
 import { RunPodApiError } from "./runpod-api.js";
-import {
-  bidAbove,
-  createProviderFromConfig,
-  DEFAULT_RUNPOD_IMAGE,
-  imageCudaVersion,
-  RunPod,
-  type RunPodClusterData,
-  type RunPodSettings,
-} from "./runpod-provider.js";
+import { bidAbove } from "./runpod-offers.js";
+import { createProviderFromConfig, RunPod, type RunPodClusterData } from "./runpod-provider.js";
+import { DEFAULT_RUNPOD_IMAGE, type RunPodSettings } from "./runpod-settings.js";
 
 const fake = startFakeRunPod();
 const keys = useMswFake(fake, "skyward-runpod-keys-");

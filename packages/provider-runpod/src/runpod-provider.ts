@@ -8,12 +8,12 @@
 import { NoCapacityError } from "@skyward/core";
 import type { Offer, PoolSpec, ProviderV1 } from "@skyward/core/contract";
 import {
-  IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
+  type CudaConstraint,
+  containerMarketplace,
+  cudaConstrained,
   type MachineAdapter,
   type MachineClusterData,
-  machineAdapterHalf,
   machineProviderFactories,
-  mappedMachine,
   refuseSetting,
   SKYWARD_TAGS,
   skywardTagsFromEnvironment,
@@ -22,7 +22,6 @@ import {
 import {
   answers,
   DEPLOY_INTERRUPTIBLE_MUTATION,
-  graphql,
   type Pod,
   podSchema,
   RunPodApiError,
@@ -34,16 +33,10 @@ import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { NAME, type RunPodOfferData, runpodOffers } from "./runpod-offers.js";
 import {
   type ParsedSettings,
-  type RunPodCudaConstraint,
   type RunPodSettings,
   settingsSchema,
   withCudaConstraint,
 } from "./runpod-settings.js";
-
-export type { RunPodOfferData } from "./runpod-offers.js";
-export { bidAbove } from "./runpod-offers.js";
-export type { RunPodCloudType, RunPodCudaConstraint, RunPodSettings } from "./runpod-settings.js";
-export { DEFAULT_RUNPOD_IMAGE, imageCudaVersion } from "./runpod-settings.js";
 
 /** What a RunPod cluster keeps in `Cluster.specific`. */
 export interface RunPodClusterData extends MachineClusterData {
@@ -57,7 +50,7 @@ export interface RunPodClusterData extends MachineClusterData {
   /** Interruptible pods may be rented (not when the pods must join global networking, which they cannot). */
   readonly spotAllowed: boolean;
   /** The CUDA versions the host must run. */
-  readonly cuda: RunPodCudaConstraint;
+  readonly cuda: CudaConstraint;
 }
 
 /** The address and port RunPod publishes for a pod's port 22, once it does. */
@@ -91,10 +84,8 @@ async function placement(
       "allocation",
       `plugin "${peers[0]}" needs the pool's ${spec.nodes.max} pods to reach one another through RunPod's global networking, which interruptible pods cannot join: use allocation "on-demand" (or "spot-if-available", which then rents on demand)`,
     );
-  const listed = await client.dataCenters({}, signal);
-  const networked = listed.dataCenters
-    .filter((center) => center.globalNetwork !== false)
-    .map((center) => center.id);
+  const { dataCenters } = await client.dataCenters({}, signal);
+  const networked = dataCenters.filter((center) => center.globalNetwork !== false).map(({ id }) => id);
   // Only where the type is in stock: an offer stocked only outside them cannot join the network.
   const stocked = specific.dataCenterIds;
   const usable = stocked.length > 0 ? networked.filter((id) => stocked.includes(id)) : networked;
@@ -123,6 +114,7 @@ async function placement(
 function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodClusterData> {
   const client = runpodClient(settings);
   const volume = settings.volumeGb > 0;
+  const { cloudType, cuda, spotBidMargin, dataCenterId, cpuFlavorIds } = settings;
 
   /** An interruptible GPU pod through GraphQL (v2 has none), at the offer's bid per GPU. */
   async function rentInterruptible(
@@ -131,8 +123,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     pod: { name: string; env: Record<string, string>; startCommand: string; signal: AbortSignal },
   ) {
     const { name, env, signal } = pod;
-    // GraphQL takes an exact list: the catalog's versions of free hosts that run the image.
-    const constrained = "minCudaVersion" in cluster.cuda || "allowedCudaVersions" in cluster.cuda;
     const input = {
       name,
       imageName: cluster.image,
@@ -148,74 +138,61 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       supportPublicIp: true,
       dockerArgs: pod.startCommand,
       env: Object.entries(env).map(([key, value]) => ({ key, value })),
-      ...(constrained ? { allowedCudaVersions: [...offer.cudaVersions] } : {}),
+      // GraphQL takes an exact list: the catalog's versions of free hosts that run the image.
+      ...(cudaConstrained(cluster.cuda) ? { allowedCudaVersions: [...offer.cudaVersions] } : {}),
       ...(cluster.dataCenterIds.length === 1 ? { dataCenterId: cluster.dataCenterIds[0] } : {}),
       bidPerGpu: offer.bidPerGpu,
     };
     const purpose = "renting an interruptible pod";
     const query = DEPLOY_INTERRUPTIBLE_MUTATION;
-    const options = { query, variables: { input }, purpose, idempotent: false, signal };
-    const { podRentInterruptable: rented } = await graphql(client.http, answers.rented, options);
-    if (!rented)
-      throw new RunPodApiError({
-        kind: "capacity",
-        message: "RunPod's podRentInterruptable returned no pod",
-      });
+    const request = { query, variables: { input }, purpose, idempotent: false, signal };
+    const { podRentInterruptable: rented } = await client.graphql(answers.rented, request);
+    const message = "RunPod's podRentInterruptable returned no pod";
+    if (!rented) throw new RunPodApiError({ kind: "capacity", message });
     return runpodApi.parseAnswer(podSchema, { id: rented.id, name, status: "PROVISIONING", env }, purpose);
   }
 
   // A marketplace: the core caches its offers for an hour at most. GPU pods of one pool join global
   // networking (CPU pods cannot); image pulls take long. Neither v2 nor GraphQL takes an idempotency
   // token: a create whose answer was lost is found by name.
-  const capabilities = Object.freeze({
-    spot: true,
-    offerCache: "marketplace",
+  const half = containerMarketplace({
+    name: NAME,
+    label: "RunPod",
+    settings,
+    clusterIdPrefix: "skyward",
     peerNetwork: "accelerated",
-    provisionTimeout: IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
-  });
-  const half = { name: NAME, label: "RunPod", settings, capabilities, clusterIdPrefix: "skyward" };
-  const { fields, standIns } = machineAdapterHalf({ ...half, addressOf: () => undefined });
-  // A pod runs, with SSH coordinates, once RunPod publishes the public address and port mapped to 22.
-  const machine = mappedMachine(standIns, {
-    statuses: { running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] },
-    deleting: ["TERMINATED"],
-    name: (pod: Pod) => pod.name,
-    nameTag: "runpod:name",
-    tags: (pod) => skywardTagsFromEnvironment(pod.env),
-    address: directSsh,
-    seamAddress: () => undefined,
-    publicIp: (pod, status) => (status === "running" ? (directSsh(pod)?.host ?? null) : null),
-    privateIp: (pod, _standIn, publicIp) => pod.globalNetworking?.ip ?? publicIp,
-    spot: (_pod, tags) => tags[SKYWARD_TAGS.spot] === "1",
-    hourlyPrice: (pod) => pod.cost,
-    createdAt: (pod) => pod.createdAt,
-    root: settings.root,
+    containers: "pods",
+    // A pod runs, with SSH coordinates, once RunPod publishes the public address and port mapped to 22.
+    mapping: {
+      statuses: { running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] },
+      deleting: ["TERMINATED"],
+      name: (pod: Pod) => pod.name,
+      nameTag: "runpod:name",
+      tags: (pod) => skywardTagsFromEnvironment(pod.env),
+      address: directSsh,
+      publicIp: (pod, status) => (status === "running" ? (directSsh(pod)?.host ?? null) : null),
+      privateIp: (pod, _standIn, publicIp) => pod.globalNetworking?.ip ?? publicIp,
+      spot: (_pod, tags) => tags[SKYWARD_TAGS.spot] === "1",
+      hourlyPrice: (pod) => pod.cost,
+      createdAt: (pod) => pod.createdAt,
+      root: settings.root,
+    },
   });
 
   return {
-    ...fields,
-    containersWithoutFuse: "pods",
-    ...machine,
+    ...half,
     // Every setting the offers depend on, so that a provider set otherwise is never handed offers cached
     // for another; not the disks, env, root or key, which shape the pod, not the offers.
-    cacheKey: JSON.stringify([
-      settings.cloudType,
-      settings.cuda,
-      settings.spotBidMargin,
-      settings.dataCenterId ?? null,
-      settings.cpuFlavorIds ?? null,
-    ]),
+    cacheKey: JSON.stringify([cloudType, cuda, spotBidMargin, dataCenterId ?? null, cpuFlavorIds ?? null]),
 
     checkCredentials: () => void runpodApi.resolveApiKey(settings.apiKey),
     offers: runpodOffers(settings, client),
 
     async prepare({ spec, offer, keys, signal }) {
       const gpu = (offer.specific as RunPodOfferData).kind === "gpu";
-      if (!gpu && volume)
-        refuseSetting(
-          "volumeGb",
-          "RunPod CPU pods take no pod volume (a persistent mount is GPU-only): set volumeGb to 0",
-        );
+      const noVolume =
+        "RunPod CPU pods take no pod volume (a persistent mount is GPU-only): set volumeGb to 0";
+      if (!gpu && volume) refuseSetting("volumeGb", noVolume);
       const where = await placement(settings, client, spec, offer, signal);
       return {
         ...keys,
@@ -238,6 +215,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       if (spot && offer.kind === "gpu")
         return rentInterruptible(data, offer, { name, env, startCommand, signal });
       const gpu = offer.kind === "gpu";
+      const mounts = { persistent: { size: settings.volumeGb, path: settings.volumeMountPath } };
       const body = {
         name,
         image: data.image,
@@ -251,9 +229,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
           ? {
               gpu: { id: offer.gpuTypeId, count: offer.gpuCount, ...data.cuda },
               ...(data.globalNetworking ? { globalNetworking: true } : {}),
-              ...(volume
-                ? { mounts: { persistent: { size: settings.volumeGb, path: settings.volumeMountPath } } }
-                : {}),
+              ...(volume ? { mounts } : {}),
             }
           : { cpu: { id: offer.flavorId, vcpuCount: offer.vcpuCount } }),
       };

@@ -16,7 +16,7 @@ import { HttpResponse, http } from "msw";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
-import { graphql, RunPodApiError, runpodClient } from "./runpod-api.js";
+import { RunPodApiError, runpodClient } from "./runpod-api.js";
 import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { RunPod, type RunPodSettings } from "./runpod-provider.js";
 
@@ -157,12 +157,14 @@ describe("errors told apart", () => {
         requestTimeoutMs: 5000,
       };
       const client = runpodClient(settings);
-      const error = await graphql(client.http, z.looseObject({}), {
-        query: "mutation { podRentInterruptable }",
-        purpose: "renting an interruptible pod",
-        idempotent: false,
-        ...call(),
-      }).catch((caught: unknown) => caught);
+      const error = await client
+        .graphql(z.looseObject({}), {
+          query: "mutation { podRentInterruptable }",
+          purpose: "renting an interruptible pod",
+          idempotent: false,
+          ...call(),
+        })
+        .catch((caught: unknown) => caught);
       expect(RunPodApiError.isInstance(error)).toBe(true);
       expect((error as Error).message).not.toContain(secret);
       expect((error as Error).message).toContain("[redacted]");

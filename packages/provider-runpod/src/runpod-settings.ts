@@ -1,13 +1,11 @@
-/**
- * The RunPod provider's settings, declared once as a zod schema (the public type is its input), and the
- * CUDA constraint a GPU pod's host must meet (read from the image when not set).
- */
+/** The RunPod provider's settings, declared once as a zod schema (the public type is its input). */
 import { containerImageSchema } from "@skyward/core/contract";
 import {
   absolutePathField,
   type ContainerSettingsShape,
+  type CudaConstraint,
   containerSettingsShape,
-  declaredImageCuda,
+  cudaConstraint,
   httpSettingsShape,
   nonEmptyListField,
   wholeNumberField,
@@ -30,29 +28,15 @@ const settingsShape = {
   cloudType: z
     .enum(["secure", "community", "all"], { message: 'expected "secure", "community" or "all"' })
     .default("all"),
-  /**
-   * The container image: a tag or a `DockerImage` (`sky.containers.runpodPytorch("2.8")`). It must
-   * start `sshd` with `$PUBLIC_KEY` authorised for root, as RunPod's images do. Default
-   * {@link DEFAULT_RUNPOD_IMAGE}.
-   */
+  /** The container image, a tag or a `DockerImage`, starting `sshd` for `$PUBLIC_KEY` (see the README). Default {@link DEFAULT_RUNPOD_IMAGE}. */
   containerImage: containerImageSchema.default(DEFAULT_RUNPOD_IMAGE),
-  /**
-   * What the image runs at start, after the boot watchdog is armed (the pod's start command is
-   * `bash -c "<arm watchdog>; exec <startCommand>"`). Default `/start.sh`, RunPod's images' own.
-   */
+  /** What the image runs at start, once the boot watchdog is armed. Default `/start.sh`, RunPod's images' own. */
   startCommand: z.string().min(1).default("/start.sh"),
-  /**
-   * The lowest CUDA version a GPU pod's host must run (`"12.8"`): a host with an older driver cannot
-   * start a newer CUDA image. Default: the version the image names (`cuda1290` → `"12.9"`, `cu1281` →
-   * `"12.8"`, `cuda:12.4.1` → `"12.4"`, a `DockerImage`'s `cuda`), else none.
-   */
+  /** The lowest CUDA version a GPU pod's host must run (`"12.8"`). Default: the image's (see the README), else none. */
   minCudaVersion: cudaVersion.optional(),
   /** Exactly these CUDA versions (`["12.8", "12.9"]`), instead of a minimum; not with `minCudaVersion`. */
   allowedCudaVersions: nonEmptyListField(cudaVersion, "CUDA version").readonly().optional(),
-  /**
-   * An interruptible pod's bid per GPU above RunPod's minimum bid, as a fraction: 0.05 bids 5 % more.
-   * A bid at the exact minimum loses to the next renter at once. Default 0.05, at least 0.01.
-   */
+  /** An interruptible pod's bid per GPU above RunPod's minimum bid, as a fraction (0.05: 5 % more). Default 0.05. */
   spotBidMargin: z
     .number({ error: "expected a fraction such as 0.05" })
     .min(0.01, { message: "expected at least 0.01: a bid at the exact minimum is outbid at once" })
@@ -91,47 +75,16 @@ export type RunPodSettings = z.input<typeof settingsSchema>;
 export type RunPodCloudType = NonNullable<RunPodSettings["cloudType"]>;
 
 /** The CUDA constraint on a GPU pod's host. */
-export type RunPodCudaConstraint =
-  | { readonly minCudaVersion: string }
-  | { readonly allowedCudaVersions: readonly string[] }
-  | Record<string, never>;
+export type RunPodCudaConstraint = CudaConstraint;
 
 /** The settings once checked, with their defaults, and the CUDA constraint they make. */
 export type ParsedSettings = z.output<typeof settingsSchema> & { readonly cuda: RunPodCudaConstraint };
 
-/**
- * The CUDA version an image's tag names, as `major.minor`: RunPod's `cuda1290` and `cu1281`, NVIDIA's
- * `cuda:12.4.1` and `cuda12.8.0`; undefined when the tag names none.
- */
-export function imageCudaVersion(image: string): string | undefined {
-  const match =
-    /cuda[:\-_]?(\d{1,2})\.(\d{1,2})/i.exec(image) ??
-    /cuda(\d{2})(\d)\d(?!\d)/i.exec(image) ??
-    /(?:^|[^a-z])cu(\d{2})(\d)\d?(?!\d)/i.exec(image);
-  return match ? `${Number(match[1])}.${Number(match[2])}` : undefined;
-}
-
-/** Whether a host on CUDA `version` meets the constraint (`major.minor` compared numerically: 12.10 > 12.9). */
-export function cudaFits(constraint: RunPodCudaConstraint, version: string): boolean {
-  if ("allowedCudaVersions" in constraint) return constraint.allowedCudaVersions.includes(version);
-  if (!("minCudaVersion" in constraint)) return true;
-  const [major = 0, minor = 0] = version.split(".").map(Number);
-  const [leastMajor = 0, leastMinor = 0] = constraint.minCudaVersion.split(".").map(Number);
-  return major !== leastMajor ? major > leastMajor : minor >= leastMinor;
-}
-
-/** The parsed settings with their CUDA constraint; the image's CUDA comes from a `DockerImage`'s `cuda` first. */
+/** The parsed settings with their CUDA constraint: the settings', else the image's (a `DockerImage`'s `cuda` first). */
 export function withCudaConstraint(
   parsed: z.output<typeof settingsSchema>,
   written: unknown,
 ): ParsedSettings {
-  const minimum =
-    parsed.minCudaVersion ??
-    declaredImageCuda(written, "containerImage") ??
-    imageCudaVersion(parsed.containerImage);
-  const { allowedCudaVersions: allowed } = parsed;
-  return {
-    ...parsed,
-    cuda: allowed ? { allowedCudaVersions: [...allowed] } : minimum ? { minCudaVersion: minimum } : {},
-  };
+  const { minCudaVersion: minimum, allowedCudaVersions: allowed, containerImage: image } = parsed;
+  return { ...parsed, cuda: cudaConstraint({ minimum, allowed, image, written, key: "containerImage" }) };
 }

@@ -102,6 +102,18 @@ export type {
   ClientCredentialsSettings,
 } from "./machine-provider/client-credentials.js";
 export { clientCredentialsClient, resolveClientCredentials } from "./machine-provider/client-credentials.js";
+export {
+  type ContainerMarketplaceOptions,
+  containerMarketplace,
+  imagePullCapabilities,
+} from "./machine-provider/container-marketplace.js";
+export {
+  type CudaConstraint,
+  cudaConstrained,
+  cudaConstraint,
+  cudaFits,
+  imageCudaVersion,
+} from "./machine-provider/cuda-constraint.js";
 export { tagsFromDescription, tagsToDescription } from "./machine-provider/description-tags.js";
 export type {
   BoundEndpoints,
@@ -130,6 +142,7 @@ export {
   machineErrorFactory,
   machineErrorKind,
 } from "./machine-provider/errors.js";
+export { type GraphqlRequest, graphqlCall } from "./machine-provider/graphql-call.js";
 export { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "./machine-provider/image-pull.js";
 export type {
   MachineApi,

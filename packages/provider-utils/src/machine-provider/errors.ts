@@ -5,7 +5,7 @@
  * answers apart (`classify`), the base decides what each kind means: capacity, quota and price move on
  * to the next market, gone counts as deleted, busy is retried, the rest stop and are reported.
  */
-import { ProviderApiError, type ProviderApiErrorOptions } from "../http/provider-http.js";
+import { answerMessage, ProviderApiError, type ProviderApiErrorOptions } from "../http/provider-http.js";
 
 /**
  * What a failed call means:
@@ -135,11 +135,26 @@ export function machineErrorFactory(options: {
           message: failure.message,
           answer: failure.answer,
         }) ?? kindOfStatus(failure.statusCode));
-    const made = { ...failure, kind };
+    const made = { ...failure, kind, message: accountMessage(kind, failure) };
     return options.create
       ? options.create(made)
       : new MachineProviderError({ ...made, provider: options.provider });
   };
+}
+
+/**
+ * The HTTP layer words every 401 and 403 as a rejected key; one the provider classified `account` (a
+ * valid key this account may not use for that, RunPod's 403) says so, with the API's own words.
+ */
+function accountMessage(kind: MachineErrorKind, failure: ProviderApiErrorOptions): string {
+  if (kind !== "account" || (failure.statusCode !== 401 && failure.statusCode !== 403))
+    return failure.message;
+  return failure.message
+    .replace(/rejected the API key \(HTTP (\d+)\)/, "refused this account (HTTP $1)")
+    .replace(
+      /: set \S+ to a valid key or pass apiKey$/,
+      `: ${answerMessage(failure.answer) ?? "access denied"}`,
+    );
 }
 
 /** The kind of any error: a {@link MachineProviderError}'s own, else by its status, else undefined (not an API error). */

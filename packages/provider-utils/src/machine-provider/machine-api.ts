@@ -71,12 +71,7 @@ export interface MachineApiDefinition extends ProviderApiIdentity {
   readonly classify: MachineErrorClassifier;
   /** Its documented rate limits (each with its page); default none: a 429's `Retry-After` is still honoured. */
   readonly rateLimits?: MachineRateLimits;
-  /** Rewords a classified error before it is made (RunPod's 403 is "not for this account", not a bad key). */
-  readonly reword?: (options: MachineErrorOptions) => MachineErrorOptions;
 }
-
-/** What a {@link MachineApiErrorClass} is made with. */
-type MachineErrorOptions = ProviderApiErrorOptions & { readonly kind: MachineErrorKind };
 
 /** What a request of {@link MachineJsonClient} may add to its method and path. */
 export interface MachineJsonOptions {
@@ -144,7 +139,7 @@ export function defineMachineApi(definition: MachineApiDefinition): MachineApi {
     createError: machineErrorFactory({
       provider: definition.provider,
       classify: definition.classify,
-      create: (options) => new ApiError(definition.reword?.(options) ?? options),
+      create: (options) => new ApiError(options),
     }),
   });
   const jsonClient: MachineApi["jsonClient"] = (settings, options) => {
