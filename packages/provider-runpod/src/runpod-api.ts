@@ -91,8 +91,6 @@ const catalogCpuSchema = z.looseObject({
 
 /** A GPU type of the v2 catalog, with its prices and stock. */
 export type CatalogGpu = z.infer<typeof catalogGpuSchema>;
-/** A CPU flavor of the v2 catalog (`cpu3c`, `cpu5g`…). */
-export type CatalogCpu = z.infer<typeof catalogCpuSchema>;
 
 /** A pod as v2 returns it. */
 export const podSchema = z.looseObject({

@@ -12,13 +12,7 @@ import {
   refuseSetting,
   roundPrice,
 } from "@skyward/provider-utils";
-import {
-  answers,
-  type CatalogCpu,
-  type CatalogGpu,
-  type RunPodClient,
-  spotPricesQuery,
-} from "./runpod-api.js";
+import { answers, type CatalogGpu, type RunPodClient, spotPricesQuery } from "./runpod-api.js";
 import type { ParsedSettings } from "./runpod-settings.js";
 
 export const NAME = "runpod";
@@ -48,7 +42,7 @@ export type RunPodOfferData =
     };
 
 /** Sold out, for the pod stock the v2 catalog reports (`NONE`), overall or in the pinned data center. */
-function soldOut(entry: CatalogGpu | CatalogCpu, dataCenterId: string | undefined): boolean {
+function soldOut(entry: Pick<CatalogGpu, "availability" | "dataCenters">, dataCenterId?: string): boolean {
   if (entry.availability === "NONE") return true;
   const there = entry.dataCenters?.find((center) => center.id === dataCenterId);
   return dataCenterId !== undefined && !!entry.dataCenters && (!there || there.availability === "NONE");

@@ -116,42 +116,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
   const volume = settings.volumeGb > 0;
   const { cloudType, cuda, spotBidMargin, dataCenterId, cpuFlavorIds } = settings;
 
-  /** An interruptible GPU pod through GraphQL (v2 has none), at the offer's bid per GPU. */
-  async function rentInterruptible(
-    cluster: RunPodClusterData,
-    offer: RunPodOfferData & { kind: "gpu" },
-    pod: { name: string; env: Record<string, string>; startCommand: string; signal: AbortSignal },
-  ) {
-    const { name, env, signal } = pod;
-    const input = {
-      name,
-      imageName: cluster.image,
-      gpuTypeId: offer.gpuTypeId,
-      gpuCount: offer.gpuCount,
-      cloudType: offer.cloudType,
-      containerDiskInGb: cluster.containerDiskGb,
-      volumeInGb: settings.volumeGb,
-      ...(volume ? { volumeMountPath: settings.volumeMountPath } : {}),
-      ports: "22/tcp",
-      startSsh: true,
-      // A pod without a public IP has no direct SSH port.
-      supportPublicIp: true,
-      dockerArgs: pod.startCommand,
-      env: Object.entries(env).map(([key, value]) => ({ key, value })),
-      // GraphQL takes an exact list: the catalog's versions of free hosts that run the image.
-      ...(cudaConstrained(cluster.cuda) ? { allowedCudaVersions: [...offer.cudaVersions] } : {}),
-      ...(cluster.dataCenterIds.length === 1 ? { dataCenterId: cluster.dataCenterIds[0] } : {}),
-      bidPerGpu: offer.bidPerGpu,
-    };
-    const purpose = "renting an interruptible pod";
-    const query = DEPLOY_INTERRUPTIBLE_MUTATION;
-    const request = { query, variables: { input }, purpose, idempotent: false, signal };
-    const { podRentInterruptable: rented } = await client.graphql(answers.rented, request);
-    const message = "RunPod's podRentInterruptable returned no pod";
-    if (!rented) throw new RunPodApiError({ kind: "capacity", message });
-    return runpodApi.parseAnswer(podSchema, { id: rented.id, name, status: "PROVISIONING", env }, purpose);
-  }
-
   // A marketplace: the core caches its offers for an hour at most. GPU pods of one pool join global
   // networking (CPU pods cannot); image pulls take long. Neither v2 nor GraphQL takes an idempotency
   // token: a create whose answer was lost is found by name.
@@ -212,8 +176,37 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       const env = { ...settings.env, PUBLIC_KEY: data.publicKey, ...skywardTagsToEnvironment(tags) };
       const { root, startCommand: command } = settings;
       const startCommand = watchedStartCommand({ seconds: watchdogSeconds, root, startCommand: command });
-      if (spot && offer.kind === "gpu")
-        return rentInterruptible(data, offer, { name, env, startCommand, signal });
+      if (spot && offer.kind === "gpu") {
+        // An interruptible GPU pod through GraphQL (v2 has none), at the offer's bid per GPU.
+        const input = {
+          name,
+          imageName: data.image,
+          gpuTypeId: offer.gpuTypeId,
+          gpuCount: offer.gpuCount,
+          cloudType: offer.cloudType,
+          containerDiskInGb: data.containerDiskGb,
+          volumeInGb: settings.volumeGb,
+          ...(volume ? { volumeMountPath: settings.volumeMountPath } : {}),
+          ports: "22/tcp",
+          startSsh: true,
+          // A pod without a public IP has no direct SSH port.
+          supportPublicIp: true,
+          dockerArgs: startCommand,
+          env: Object.entries(env).map(([key, value]) => ({ key, value })),
+          // GraphQL takes an exact list: the catalog's versions of free hosts that run the image.
+          ...(cudaConstrained(data.cuda) ? { allowedCudaVersions: [...offer.cudaVersions] } : {}),
+          ...(data.dataCenterIds.length === 1 ? { dataCenterId: data.dataCenterIds[0] } : {}),
+          bidPerGpu: offer.bidPerGpu,
+        };
+        const purpose = "renting an interruptible pod";
+        const query = DEPLOY_INTERRUPTIBLE_MUTATION;
+        const request = { query, variables: { input }, purpose, idempotent: false, signal };
+        const { podRentInterruptable: rented } = await client.graphql(answers.rented, request);
+        const message = "RunPod's podRentInterruptable returned no pod";
+        if (!rented) throw new RunPodApiError({ kind: "capacity", message });
+        const pod = { id: rented.id, name, status: "PROVISIONING", env };
+        return runpodApi.parseAnswer(podSchema, pod, purpose);
+      }
       const gpu = offer.kind === "gpu";
       const mounts = { persistent: { size: settings.volumeGb, path: settings.volumeMountPath } };
       const body = {

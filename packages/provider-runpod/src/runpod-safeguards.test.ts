@@ -18,7 +18,8 @@ import { z } from "zod";
 import { startFakeRunPod, TEST_API_KEY } from "../test/fake-runpod.js";
 import { RunPodApiError, runpodClient } from "./runpod-api.js";
 import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
-import { RunPod, type RunPodSettings } from "./runpod-provider.js";
+import { RunPod } from "./runpod-provider.js";
+import type { RunPodSettings } from "./runpod-settings.js";
 
 const run = promisify(execFile);
 const fake = startFakeRunPod();
