@@ -1,7 +1,4 @@
-/**
- * TensorDock's locations as Skyward offers: one per location and GPU model that can hold the count
- * asked, sized to TensorDock's resource steps and priced per resource.
- */
+/** TensorDock's locations as Skyward offers (README: Offers). */
 import type { OfferQuery } from "@skyward/core/contract";
 import { acceleratorFromNames, machineOffer, roundPrice } from "@skyward/provider-utils";
 import type { TensorDockCalls } from "./tensordock-api.js";
@@ -69,10 +66,7 @@ export async function tensordockOffers(
       // A rate left out is a price not known (never a free resource): no offer, no cap could hold it.
       const rates = [per?.per_vcpu_hr, per?.per_gb_ram_hr, per?.per_gb_storage_hr];
       if (rates.some((rate) => rate == null)) return [];
-      const hourly = amounts.reduce(
-        (sum, amount, at) => sum + (rates[at] as number) * amount,
-        perGpu * count,
-      );
+      const hourly = amounts.reduce((sum, amount, at) => sum + rates[at]! * amount, perGpu * count);
       const specific: TensorDockOfferData = {
         locationId: location.id,
         gpuModel: gpu.v0Name,
