@@ -138,10 +138,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
 
 const factories = machineProviderFactories<HyperstackSettings>()("Hyperstack", settingsSchema, adapterFor);
 
-/**
- * The Hyperstack provider: `Hyperstack()` with default settings, or `Hyperstack({ region: "CANADA-1" })`.
- * Throws {@link ConfigurationError} for bad settings; the API key is looked up on the first API call.
- */
+/** The Hyperstack provider: `Hyperstack()` or `Hyperstack({ region: "CANADA-1" })`; bad settings throw `ConfigurationError`. */
 export const Hyperstack = factories.provider;
 
 /** Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "hyperstack"`), keys camelCased. */

@@ -208,10 +208,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
 
 const factories = machineProviderFactories<NovitaSettings>()("Novita", settingsSchema, adapterFor);
 
-/**
- * The Novita provider: `Novita()` (the key from `NOVITA_API_KEY`, looked up on the first API call) or
- * `Novita({ dockerImage: sky.containers.cuda("12.8"), rootfsSize: 100 })`; bad settings throw `ConfigurationError`.
- */
+/** The Novita provider: `Novita()` or `Novita({ rootfsSize: 100 })`; bad settings throw `ConfigurationError`. */
 export const Novita: (settings?: NovitaSettings) => ProviderV1<NovitaClusterData> = factories.provider;
 
 /** The provider from a `skyward.toml` table (`type = "novita"`), its keys camelCased by the core (`docker_image` → `dockerImage`). */

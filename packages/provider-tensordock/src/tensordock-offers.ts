@@ -17,10 +17,8 @@ export interface TensorDockOfferData {
 type Sizes = Pick<ParsedSettings, "minVcpus" | "minRamGb" | "storageGb">;
 
 /**
- * The vCPUs, RAM and storage of a VM: the least set, raised by the query's, rounded up to TensorDock's
- * steps — "CPU cores must be in steps of 2, RAM in steps of 8GB, Storage in steps of 50GB (min 100GB)"
- * ("Modify Instance", https://dashboard.tensordock.com/api/docs/instance-management); a size off its
- * step is refused.
+ * The vCPUs, RAM and storage of a VM: the least set, raised by the query's, rounded up to TensorDock's steps
+ * ("Modify Instance", https://dashboard.tensordock.com/api/docs/instance-management: a size off its step is refused).
  */
 export function sizeFor(least: Sizes, query: Pick<OfferQuery, "vcpus" | "memoryGb" | "diskGb">) {
   const step = (least: number, asked: number | undefined, by: number) =>

@@ -134,10 +134,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
 
 const factories = machineProviderFactories<TensorDockSettings>()("TensorDock", settingsSchema, adapterFor);
 
-/**
- * The TensorDock provider: `TensorDock()` with default settings, or `TensorDock({ location: "Germany" })`.
- * Throws {@link ConfigurationError} for bad settings; the API token is looked up on the first API call.
- */
+/** The TensorDock provider: `TensorDock()` or `TensorDock({ location: "Germany" })`; bad settings throw `ConfigurationError`. */
 export const TensorDock = factories.provider;
 
 /** Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "tensordock"`), keys camelCased. */

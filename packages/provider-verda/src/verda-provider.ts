@@ -54,8 +54,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
   const addressOf = ({ id, publicIp }: Instance) => (publicIp ? { id, ip: publicIp } : undefined);
   const { standIns, fields } = machineAdapterHalf({ name: "verda", label: "Verda", settings, addressOf });
   const machine = mappedMachine<VerdaInstance, { id: string; ip: string }>(standIns, {
-    // The others (new, ordered, validating, provisioning) are on their way. A discontinued instance (a
-    // spot instance Verda took back) never runs again: teardown still deletes it.
+    // The others (new, ordered, validating, provisioning) are on their way; a discontinued spot instance is lost.
     statuses: {
       running: ["running"],
       stopping: ["offline", "deleting"],
@@ -162,10 +161,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
 
 const factories = machineProviderFactories<VerdaSettings>()("Verda", settingsSchema, adapterFor);
 
-/**
- * The Verda provider: `Verda()` (credentials from `VERDA_CLIENT_ID` and `VERDA_CLIENT_SECRET`, looked up
- * on the first API call) or `Verda({ location: "FIN-01" })`; bad settings throw `ConfigurationError`.
- */
+/** The Verda provider: `Verda()` or `Verda({ location: "FIN-01" })`; bad settings throw `ConfigurationError`. */
 export const Verda: (settings?: VerdaSettings) => ProviderV1<VerdaClusterData> = factories.provider;
 
 /** The provider from a `skyward.toml` table (`type = "verda"`), its keys camelCased by the core (`client_id` → `clientId`). */
