@@ -1,19 +1,17 @@
-/**
- * Hyperstack's Infrahub API (the key in the `api_key` header; https://docs.hyperstack.cloud/docs/api-reference/,
- * `openapi/hyperstack.json`): the shapes its flavors, pricebook, images, environments, key pairs and VMs
- * answer, its rate limit, how refusals are told apart, its endpoints.
- */
+/** Hyperstack's Infrahub API (https://docs.hyperstack.cloud/docs/api-reference/, `openapi/hyperstack.json`) as the README tells. */
 import {
+  answerNumberFields,
+  answerTextFields,
   defineMachineApi,
   endpoint,
   errorTable,
   LEFT_TO_STATUS,
   listEndpoint,
   answerListSchema as listOf,
+  MARKET_REFUSALS,
   type MachineProviderError,
   type MachineRateLimits,
   machineEndpoints,
-  answerNumberSchema as number,
   answerTextSchema as text,
 } from "@skyward/provider-utils";
 import { z } from "zod";
@@ -29,10 +27,8 @@ export const HYPERSTACK_RATE_LIMITS: MachineRateLimits = {
 };
 
 /**
- * Its client (key from `apiKey`, else `HYPERSTACK_API_KEY`). Refusals are `{status: false, message,
- * error_reason}` (https://docs.hyperstack.cloud/docs/api-reference/errors), mostly 400: the words tell
- * them apart. A VM still being created refuses to be deleted for now (`busy`: tried again until gone);
- * an environment still holding VMs or key pairs answers 409 (`busy` by its status).
+ * Its client. Refusals (https://docs.hyperstack.cloud/docs/api-reference/errors), mostly 400, told apart by
+ * their words (README: Errors); an environment still holding VMs or key pairs answers 409 (`busy` by its status).
  */
 export const hyperstackApi = defineMachineApi({
   provider: "hyperstack",
@@ -45,9 +41,8 @@ export const hyperstackApi = defineMachineApi({
     LEFT_TO_STATUS,
     { words: /being created|cannot be deleted yet/i, kind: "busy" },
     { words: /still (being )?(created|provisioning|building)/i, kind: "busy" },
-    { words: /stock|capacity|not enough|unavailable|no (gpus?|hosts?|resources)/i, kind: "capacity" },
-    { words: /quota|limit (reached|exceeded)/i, kind: "quota" },
-    { words: /insufficient (balance|credit|funds)|billing|payment|verif/i, kind: "account" },
+    ...MARKET_REFUSALS,
+    { words: /insufficient credit|billing|verif/i, kind: "account" },
   ]),
 });
 
@@ -58,13 +53,8 @@ export type HyperstackApiError = MachineProviderError;
 const flavorSchema = z.looseObject({
   id: z.number(),
   name: z.string(),
-  region_name: text,
-  cpu: number,
-  ram: number,
-  disk: number,
-  ephemeral: number,
-  gpu: text,
-  gpu_count: number,
+  ...answerTextFields("region_name", "gpu"),
+  ...answerNumberFields("cpu", "ram", "disk", "ephemeral", "gpu_count"),
   stock_available: z.boolean().nullish(),
 });
 export type Flavor = z.infer<typeof flavorSchema>;
@@ -73,7 +63,7 @@ const flavorsSchema = z.looseObject({
   data: listOf(z.looseObject({ gpu: text, region_name: text, flavors: listOf(flavorSchema) })),
 });
 
-const pricebookSchema = z.array(z.looseObject({ name: z.string(), value: number }));
+const pricebookSchema = z.array(z.looseObject({ name: z.string(), ...answerNumberFields("value") }));
 
 const imageSchema = z.looseObject({ id: z.number(), name: z.string(), region_name: text, created_at: text });
 const imagesSchema = z.looseObject({
@@ -97,8 +87,7 @@ const keypairsSchema = z.looseObject({
 /** A VM (Instance_Fields), as far as the provider reads it. */
 const vmSchema = z.looseObject({
   id: z.number(),
-  name: text,
-  status: text,
+  ...answerTextFields("name", "status", "created_at"),
   environment: z.looseObject({ id: z.number().nullish(), name: text, region: text }).nullish(),
   fixed_ip: z.string().nullish(),
   floating_ip: z.string().nullish(),
@@ -106,21 +95,15 @@ const vmSchema = z.looseObject({
   port_randomization: z.boolean().nullish(),
   port_randomization_status: z.string().nullish(),
   security_rules: listOf(z.looseObject({ remote_ip_prefix: text })),
-  created_at: text,
   labels: listOf(z.string()),
 });
 export type Vm = z.infer<typeof vmSchema>;
 const vmsSchema = z.looseObject({ ...pageFields, instances: listOf(vmSchema) });
 const vmAnswerSchema = z.looseObject({ instance: vmSchema.nullish() });
 
+const pageSizeOf = (answer: PageFields) => answer.page_size ?? answer.pageSize;
 /** Paged by `page` and `pageSize` (100), `count` the total: every page is read. */
-const pages = {
-  numbered: {
-    size: 100,
-    total: (answer: PageFields) => answer.count,
-    pageSize: (answer: PageFields) => answer.page_size ?? answer.pageSize,
-  },
-};
+const pages = { numbered: { size: 100, total: (answer: PageFields) => answer.count, pageSize: pageSizeOf } };
 
 export const hyperstackCalls = machineEndpoints(hyperstackApi, {
   flavors: endpoint("GET /core/flavors", flavorsSchema, "listing flavors", "offers"),

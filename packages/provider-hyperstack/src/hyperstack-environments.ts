@@ -1,8 +1,4 @@
-/**
- * What a Hyperstack cluster makes beside its VMs: an environment (in the offer's region, named
- * `<cluster id>--<pool id>`) holding the cluster's key pair and its VMs. `prepare` makes them, the
- * cluster's `teardown` and `skyward cleanup` remove them once no VM holds the environment.
- */
+/** What a Hyperstack cluster makes beside its VMs, its environment and key pair: made by `prepare`, removed by `teardown` and `cleanup`. */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CleanupOptions, CleanupResult, LeftPoolResource, PoolResource } from "@skyward/core/contract";
 import {
@@ -76,11 +72,8 @@ export function hyperstackEnvironments(calls: HyperstackCalls, settings: ParsedS
       const { clusterId: keyName, keys, signal } = context;
       const { region, flavorName } = context.offer.specific as unknown as HyperstackOfferData;
       const environmentName = `${keyName}--${poolNamePart(context.poolId)}`;
-      const asked = {
-        body: { name: environmentName, region },
-        purpose: `creating environment ${environmentName}`,
-      };
-      const { environment } = await calls.newEnvironment(asked, signal);
+      const [body, purpose] = [{ name: environmentName, region }, `creating environment ${environmentName}`];
+      const { environment } = await calls.newEnvironment({ body, purpose }, signal);
       try {
         const body = { name: keyName, environment_name: environmentName, public_key: keys.publicKey };
         await calls.importKeypair({ body, purpose: `importing key pair ${keyName}` }, signal);
@@ -112,9 +105,7 @@ export function hyperstackEnvironments(calls: HyperstackCalls, settings: ParsedS
         const match = ENVIRONMENT_NAME.exec(environment.name);
         const poolId = match?.[2] || match?.[1];
         if (!poolId || (pools !== "all" && !pools.includes(poolId))) continue;
-        const live = (await vmsIn(environment.name, signal)).filter(
-          (vm) => vm.status.toUpperCase() !== "DELETING",
-        );
+        const live = (await vmsIn(environment.name, signal)).filter((vm) => !/^DELETING$/i.test(vm.status));
         const holding = live.length > 0 ? live : await waitForNoVms(environment.name, deadline, signal);
         if (holding[0]) {
           const reason = `virtual machine ${holding[0].id} ${live.length > 0 ? "still uses it" : "is still being deleted"}`;

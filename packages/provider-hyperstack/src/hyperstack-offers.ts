@@ -1,8 +1,4 @@
-/**
- * Hyperstack's flavors as Skyward offers: `GET /core/flavors` (in stock, in the allowed regions) priced
- * by `GET /pricebook` (per GPU for GPU flavors, per flavor for CPU-only ones). A flavor whose GPU ends
- * in `-spot` is a spot flavor: offered at a spot price only.
- */
+/** Hyperstack's flavors as Skyward offers, priced from its pricebook (README: Offers, Spot). */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
@@ -20,10 +16,7 @@ export interface HyperstackOfferData {
   readonly gpu: string;
 }
 
-/**
- * The canonical accelerator, its memory and its form factor (when the name says it) of a Hyperstack
- * GPU name (`A100-80G-PCIe-w-NVLink`: PCIe boards with an NVLink bridge; `H100-80G-SXM5`: SXM).
- */
+/** The canonical accelerator of a Hyperstack GPU name (`A100-80G-PCIe-w-NVLink`: PCIe boards with an NVLink bridge). */
 export function acceleratorOfGpu(gpu: string): NamedAccelerator | undefined {
   return acceleratorFromNames([gpu.replace(/-spot$/i, "").replace(/-(?:w-)?NVLink$/i, "")]);
 }

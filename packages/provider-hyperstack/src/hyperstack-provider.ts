@@ -1,17 +1,9 @@
-/**
- * The Hyperstack provider: GPU (and CPU-only) VMs of Hyperstack's Infrahub API, an adapter on
- * `@skyward/provider-utils`'s machine-provider base. Each cluster gets its own environment holding its
- * key pair and VMs (`hyperstack-environments.ts`); VMs get a floating IP with port 22 open and are
- * reached over SSH as `ubuntu` with sudo. Skyward's tags ride on the VMs' labels. One VM is created a
- * request (`count: 1`): Hyperstack bills per VM, and each gets its own unique name to be found by.
- */
+/** The Hyperstack provider: an adapter on `@skyward/provider-utils`'s machine-provider base (README: What it supports). */
 import {
   defineApiVm,
-  hourlyPriceFromTags,
   type MachineAdapter,
   machineProviderFactories,
   mappedMachine,
-  SKYWARD_TAGS,
   skywardTags,
   tagsFromWords,
   tagsToWords,
@@ -50,10 +42,10 @@ export const renderUserData = hyperstackVm.renderBootScript;
 const ingress = (rule: Record<string, unknown>) => ({ direction: "ingress", ethertype: "IPv4", ...rule });
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClusterData> {
-  const half = hyperstackVm.adapterBase(settings, ({ id, publicIp, privateIp }) =>
-    publicIp ? { id, floatingIp: publicIp, fixedIp: privateIp } : undefined,
+  const { calls, fields, bootScript, standIns } = hyperstackVm.adapterBase(
+    settings,
+    ({ id, publicIp: ip, privateIp }) => (ip ? { id, floatingIp: ip, fixedIp: privateIp } : undefined),
   );
-  const { calls, fields, bootScript, standIns } = half;
   const machine = mappedMachine(standIns, {
     // VM statuses (Instance_Fields `status`): gone or never running again, being deleted, else on its way.
     statuses: {
@@ -75,8 +67,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     address: (vm) => (vm.floating_ip ? { host: vm.floating_ip, port: 22 } : undefined),
     seamAddress: (id, { host }, vm) => ({ id, floatingIp: host, fixedIp: vm.fixed_ip || null }),
     privateIp: (vm, standIn) => standIn?.privateIp ?? (vm.fixed_ip || null),
-    spot: (_vm, tags) => tags[SKYWARD_TAGS.spot] === "1",
-    hourlyPrice: (_vm, tags) => hourlyPriceFromTags(tags),
     createdAt: (vm) => vm.created_at,
     user: settings.sshUser,
   });
@@ -148,10 +138,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
 
 const factories = machineProviderFactories<HyperstackSettings>()("Hyperstack", settingsSchema, adapterFor);
 
-/**
- * The Hyperstack provider: `Hyperstack()` with default settings, or `Hyperstack({ region: "CANADA-1" })`.
- * Throws {@link ConfigurationError} for bad settings; the API key is looked up on the first API call.
- */
+/** The Hyperstack provider: `Hyperstack()` or `Hyperstack({ region: "CANADA-1" })`; bad settings throw `ConfigurationError`. */
 export const Hyperstack = factories.provider;
 
 /** Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "hyperstack"`), keys camelCased. */

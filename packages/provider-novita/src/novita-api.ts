@@ -1,7 +1,4 @@
-/**
- * Novita AI's GPU instance API (https://novita.ai/docs/api-reference/) as the provider uses it, the key a bearer
- * token. Novita documents no rate limit: a 429's `Retry-After` is honoured.
- */
+/** Novita AI's GPU instance API (https://novita.ai/docs/api-reference/), the key a bearer token, as the README tells. */
 import {
   answerNumbers,
   answerTexts,
@@ -10,6 +7,7 @@ import {
   errorTable,
   LEFT_TO_STATUS,
   listEndpoint,
+  MARKET_REFUSALS,
   type MachineProviderError,
   machineEndpoints,
 } from "@skyward/provider-utils";
@@ -19,16 +17,7 @@ import { z } from "zod";
 export const NOVITA_API_URL = "https://api.novita.ai/gpu-instance/openapi/v1";
 
 /** Novita's refusals (`{code, reason, message}`; out of stock is a 400 `NOT_ENOUGH_RESOURCE`), by reason and words. */
-const refusals = errorTable([
-  LEFT_TO_STATUS,
-  { kind: "gone", words: /^\S*NOT_FOUND/ },
-  {
-    kind: "capacity",
-    words: /not.enough|no (available )?(gpu|resource|inventory|stock)|sold out|out of stock/i,
-  },
-  { kind: "account", words: /balance|insufficient funds|payment/i },
-  { kind: "quota", words: /quota|limit (exceeded|reached)/i },
-]);
+const refusals = errorTable([LEFT_TO_STATUS, { kind: "gone", words: /^\S*NOT_FOUND/ }, ...MARKET_REFUSALS]);
 
 export const novitaApi = defineMachineApi({
   provider: "novita",

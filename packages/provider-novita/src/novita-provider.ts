@@ -1,7 +1,4 @@
-/**
- * The Novita AI provider: GPU containers of any image, on demand or spot, reached over SSH as root through the
- * port mapped to `22/tcp`. Tags, the public key and what the start command needs travel in the environment.
- */
+/** The Novita AI provider: an adapter on `@skyward/provider-utils`'s machine-provider base (see the README). */
 import type { Offer, OfferQuery, ProviderV1 } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
@@ -52,10 +49,8 @@ const usd = (price: number | null | undefined) => (price == null ? null : roundP
 const HEADER_FILE = "/etc/skyward/novita-auth";
 
 /**
- * The command every instance starts with as PID 1 (at most 2,047 characters; the rest comes in the environment):
- * it authorises `$PUBLIC_KEY` for root and starts sshd (apt-get installing OpenSSH and curl if missing), then
- * stays up. Killing PID 1 would not end the instance: Linux drops signals to a namespace's init without a
- * handler (pid_namespaces(7)); so the self-destruct deletes the instance through the API.
+ * The command every instance starts with as PID 1 (at most 2,047 characters; the rest comes in the environment): sshd
+ * for root, then it stays up; the self-destruct deletes the instance through the API (README: Self-destruct).
  */
 export const STARTUP_COMMAND = containerStartCommand({
   secret: { variable: "SKYWARD_NOVITA_API_KEY", file: HEADER_FILE, format: "Authorization: Bearer %s\\n" },
@@ -74,11 +69,7 @@ const envs = (variables: Record<string, string>) =>
 
 type Listings = Readonly<Record<"onDemand" | "spot", readonly NovitaProduct[]>>;
 
-/**
- * One offer per GPU product that can be deployed, for the GPU count asked: `GET /products` prices per GPU, an
- * offer for the whole instance. A product whose `maxRootFS` is below the root filesystem wanted (the
- * `rootfsSize` setting, or the spec's `diskGb` if larger) is left out.
- */
+/** One offer per GPU product that can be deployed, for the GPU count asked and the root filesystem wanted (README: Offers). */
 function toOffers(listed: Listings, query: OfferQuery, region: string | undefined, rootfs: number): Offer[] {
   const count = query.accelerator?.count ?? 1;
   // A market's price is the one its own listing gives; an empty `spotPrice` ("") means none.
@@ -152,8 +143,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     apiUrl: settings.apiUrl,
     headerFile: HEADER_FILE,
     namePattern: "novita-*",
-    // Filtered by the name ("supports fuzzy search", List Instances): the instance is on the first page
-    // however many others the account has.
+    // Filtered by the name ("supports fuzzy search", List Instances): on the first page however many there are.
     listPath: `/gpu/instances?pageSize=${PAGE_SIZE}&pageNum=1&name=$target`,
     delete: { method: "POST", path: "/gpu/instance/delete", body: '{"instanceId":"$id"}' },
   });
@@ -218,10 +208,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
 
 const factories = machineProviderFactories<NovitaSettings>()("Novita", settingsSchema, adapterFor);
 
-/**
- * The Novita provider: `Novita()` (the key from `NOVITA_API_KEY`, looked up on the first API call) or
- * `Novita({ dockerImage: sky.containers.cuda("12.8"), rootfsSize: 100 })`; bad settings throw `ConfigurationError`.
- */
+/** The Novita provider: `Novita()` or `Novita({ rootfsSize: 100 })`; bad settings throw `ConfigurationError`. */
 export const Novita: (settings?: NovitaSettings) => ProviderV1<NovitaClusterData> = factories.provider;
 
 /** The provider from a `skyward.toml` table (`type = "novita"`), its keys camelCased by the core (`docker_image` → `dockerImage`). */

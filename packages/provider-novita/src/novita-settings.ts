@@ -25,10 +25,7 @@ const novitaShape = {
   apiKey: httpSettingsShape.apiKey,
   /** The cluster (region) instances are created in; a spec's `region` does the same. Default: any, Novita's choice. */
   clusterId: z.string().min(1, { message: "expected a cluster id" }).optional(),
-  /**
-   * The container image: a tag or a `DockerImage` (`sky.containers.cuda("12.8")`). It needs a shell;
-   * `sshd` and `curl` are installed with apt-get when missing. Default {@link DEFAULT_NOVITA_IMAGE}.
-   */
+  /** The container image, a tag or a `DockerImage` (`sky.containers.cuda("12.8")`), with a shell. Default {@link DEFAULT_NOVITA_IMAGE}. */
   dockerImage: containerImageSchema.default(DEFAULT_NOVITA_IMAGE),
   /** The root filesystem, GB (10–6144, and at most the product's `maxRootFS`); a spec's `diskGb` raises it. Default 50, as in the Python project. */
   rootfsSize: wholeNumberField("the root filesystem size in GB")

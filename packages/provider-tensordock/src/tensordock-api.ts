@@ -1,20 +1,18 @@
-/**
- * TensorDock's v2 API (https://dashboard.tensordock.com/api/docs, a bearer token): the shapes its
- * locations and instances answer, its rate limit, how refusals are told apart, its endpoints.
- */
-
+/** TensorDock's v2 API (https://dashboard.tensordock.com/api/docs, a bearer token) as the README tells. */
 import type { MachineProviderError, MachineRateLimits } from "@skyward/provider-utils";
 import {
+  answerNumberFields,
+  answerNumbers,
+  answerTextFields,
   defineMachineApi,
   endpoint,
   errorTable,
   LEFT_TO_STATUS,
   listEndpoint,
   answerListSchema as listOf,
+  MARKET_REFUSALS,
   machineEndpoints,
-  answerNumberSchema as number,
   answerOptionalListSchema as optionalListOf,
-  answerTextSchema as text,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
@@ -25,27 +23,14 @@ export const TENSORDOCK_RATE_LIMITS: MachineRateLimits = {
   account: { requests: 100, perSeconds: 60, source: `${DOCS}/getting-started` },
 };
 
-/**
- * Its client (token from `apiKey`, else `TENSORDOCK_API_TOKEN`). Most refusals are HTTP 400 with a
- * JSON:API `detail`: the words tell them apart (`/instance-creation`: at least one GPU, 100 GB, a
- * balance of $1); no answer, a 5xx or a 429 is left to its status (retried).
- */
+/** Its client; refusals, HTTP 400 with a JSON:API `detail` (`/instance-creation`), told apart by their words. */
 export const tensordockApi = defineMachineApi({
   provider: "tensordock",
   errorName: "TensorDockApiError",
   label: "TensorDock",
   apiKeyVariable: "TENSORDOCK_API_TOKEN",
   rateLimits: TENSORDOCK_RATE_LIMITS,
-  classify: errorTable([
-    LEFT_TO_STATUS,
-    {
-      words: /no available|capacity|insufficient (gpu|resources)|not enough|out of stock/i,
-      kind: "capacity",
-    },
-    { words: /unavailable/i, kind: "capacity" },
-    { words: /balance|insufficient funds|payment/i, kind: "account" },
-    { words: /limit reached|quota/i, kind: "quota" },
-  ]),
+  classify: errorTable([LEFT_TO_STATUS, ...MARKET_REFUSALS]),
 });
 
 /** A failed call to TensorDock's API: a {@link MachineProviderError} whose `kind` says what failed. */
@@ -54,15 +39,17 @@ export type TensorDockApiError = MachineProviderError;
 
 const locationGpuSchema = z.looseObject({
   v0Name: z.string(),
-  displayName: text,
-  max_count: number,
-  price_per_hr: number,
-  resources: z.looseObject({ max_vcpus: number, max_ram_gb: number, max_storage_gb: number }).nullish(),
-  pricing: z.looseObject({ per_vcpu_hr: number, per_gb_ram_hr: number, per_gb_storage_hr: number }).nullish(),
+  ...answerTextFields("displayName"),
+  ...answerNumberFields("max_count", "price_per_hr"),
+  resources: z.looseObject(answerNumberFields("max_vcpus", "max_ram_gb", "max_storage_gb")).nullish(),
+  pricing: z.looseObject(answerNumberFields("per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr")).nullish(),
   network_features: z.looseObject({ dedicated_ip_available: z.boolean().nullish() }).nullish(),
 });
 
-const locationSchema = z.looseObject({ id: z.string(), city: text, stateprovince: text, country: text });
+const locationSchema = z.looseObject({
+  id: z.string(),
+  ...answerTextFields("city", "stateprovince", "country"),
+});
 /** `GET /locations` (`/fetch-hostnodes`). */
 const locationsAnswerSchema = z.looseObject({
   data: z.looseObject({
@@ -79,13 +66,11 @@ const instanceSchema = z.preprocess(
   },
   z.looseObject({
     id: z.string(),
-    name: text,
-    status: text,
+    ...answerTextFields("name", "status", "location_id"),
     ipAddress: z.string().nullish(),
     // A map of internal port to external port in the list, a list of forwards in `GET /instances/{id}`.
     portForwards: z.unknown().optional(),
-    rateHourly: number.optional(),
-    location_id: text,
+    ...answerNumbers("rateHourly"),
     resources: z.looseObject({ gpus: z.unknown().optional() }).nullish(),
   }),
 );

@@ -1,7 +1,4 @@
-/**
- * TensorDock's locations as Skyward offers: one per location and GPU model that can hold the count
- * asked, sized to TensorDock's resource steps and priced per resource.
- */
+/** TensorDock's locations as Skyward offers (README: Offers). */
 import type { OfferQuery } from "@skyward/core/contract";
 import { acceleratorFromNames, machineOffer, roundPrice } from "@skyward/provider-utils";
 import type { TensorDockCalls } from "./tensordock-api.js";
@@ -20,10 +17,8 @@ export interface TensorDockOfferData {
 type Sizes = Pick<ParsedSettings, "minVcpus" | "minRamGb" | "storageGb">;
 
 /**
- * The vCPUs, RAM and storage of a VM: the least set, raised by the query's, rounded up to TensorDock's
- * steps — "CPU cores must be in steps of 2, RAM in steps of 8GB, Storage in steps of 50GB (min 100GB)"
- * ("Modify Instance", https://dashboard.tensordock.com/api/docs/instance-management); a size off its
- * step is refused.
+ * The vCPUs, RAM and storage of a VM: the least set, raised by the query's, rounded up to TensorDock's steps
+ * ("Modify Instance", https://dashboard.tensordock.com/api/docs/instance-management: a size off its step is refused).
  */
 export function sizeFor(least: Sizes, query: Pick<OfferQuery, "vcpus" | "memoryGb" | "diskGb">) {
   const step = (least: number, asked: number | undefined, by: number) =>
@@ -69,10 +64,7 @@ export async function tensordockOffers(
       // A rate left out is a price not known (never a free resource): no offer, no cap could hold it.
       const rates = [per?.per_vcpu_hr, per?.per_gb_ram_hr, per?.per_gb_storage_hr];
       if (rates.some((rate) => rate == null)) return [];
-      const hourly = amounts.reduce(
-        (sum, amount, at) => sum + (rates[at] as number) * amount,
-        perGpu * count,
-      );
+      const hourly = amounts.reduce((sum, amount, at) => sum + rates[at]! * amount, perGpu * count);
       const specific: TensorDockOfferData = {
         locationId: location.id,
         gpuModel: gpu.v0Name,

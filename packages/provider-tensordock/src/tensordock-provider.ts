@@ -1,10 +1,4 @@
-/**
- * The TensorDock provider: GPU VMs of TensorDock's marketplace, placed by location (TensorDock picks
- * the hostnode), each with a dedicated IP and reached over SSH as `user` with sudo; an adapter on
- * `@skyward/provider-utils`'s machine-provider base. TensorDock keeps nothing but an instance's name,
- * so the name carries the cluster and pool ids (`skyward-1a2b3c4d-0--<pool>`): it is the tag codec,
- * and what a create whose answer was lost is looked for by.
- */
+/** The TensorDock provider: an adapter on `@skyward/provider-utils`'s machine-provider base (README: What it supports). */
 import {
   defineApiVm,
   type MachineAdapter,
@@ -26,8 +20,7 @@ const tensordockVm = defineApiVm({
   api: tensordockApi,
   name: "tensordock",
   label: "TensorDock",
-  // A marketplace: the core caches its offers for an hour at most. Each VM is a separate host reached
-  // at its own public IP, with only the forwarded ports open.
+  // A marketplace; each VM a separate host at its own public IP (README: Limits).
   capabilities: Object.freeze({ spot: false, offerCache: "marketplace", peerNetwork: "none" }),
   machineNoun: "instance",
   endpoints: tensordockCalls,
@@ -77,12 +70,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
   const { calls, fields, bootScript, standIns } = tensordockVm.adapterBase(settings, (instance) =>
     instance.publicIp ? { id: instance.id, ipAddress: instance.publicIp } : undefined,
   );
-  // VMs on different hostnodes share no private network: peers reach each other on their own IPs, the
-  // mapping's default private address.
   const machine = mappedMachine(standIns, {
-    // TensorDock's statuses (https://dashboard.tensordock.com/api/docs/instance-management). A stopped
-    // VM, and one stopped with its GPUs released to others ("StoppedDisassociated"), runs nothing: the
-    // node is lost, though the VM bills its storage until deleted.
+    // TensorDock's statuses (https://dashboard.tensordock.com/api/docs/instance-management; README: Statuses).
     statuses: {
       running: ["running"],
       stopping: ["stopping", "deleting"],
@@ -94,9 +83,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
     address: ({ ipAddress: host, portForwards }) =>
       host ? { host, port: sshPortOf(portForwards) } : undefined,
     seamAddress: (id, { host }) => ({ id, ipAddress: host }),
-    spot: () => false,
     hourlyPrice: (instance) => instance.rateHourly,
-    createdAt: () => Date.now(),
     user: settings.sshUser,
   });
   const { location, storageGb, minVcpus, minRamGb } = settings;
@@ -132,12 +119,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
         resources: created.resources ?? { gpus: [{ gpuV0Name: offer.gpuModel, count: offer.gpuCount }] },
         rateHourly: created.rateHourly ?? hourlyPrice,
       };
-      // What it bills is read back (`GET /instances/{id}`'s `rateHourly`): the offer's price may be an
-      // hour old and a host may have raised its rates since; the base deletes a VM over the cap.
+      // What it bills is read back (`rateHourly`): the base deletes a VM over the cap (README: Offers).
       const shown = await readAfterCreate(calls.get({ id: created.id }, signal), () => asked, signal);
-      const known = Object.entries(shown).filter(
-        ([, value]) => value !== undefined && value !== null && value !== "",
-      );
+      const known = Object.entries(shown).filter(([, value]) => value != null && value !== "");
       return { ...asked, ...(Object.fromEntries(known) as Partial<TensorDockInstance>) };
     },
 
@@ -150,10 +134,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
 
 const factories = machineProviderFactories<TensorDockSettings>()("TensorDock", settingsSchema, adapterFor);
 
-/**
- * The TensorDock provider: `TensorDock()` with default settings, or `TensorDock({ location: "Germany" })`.
- * Throws {@link ConfigurationError} for bad settings; the API token is looked up on the first API call.
- */
+/** The TensorDock provider: `TensorDock()` or `TensorDock({ location: "Germany" })`; bad settings throw `ConfigurationError`. */
 export const TensorDock = factories.provider;
 
 /** Creates the provider from a `[providers.NAME]` table of `skyward.toml` (`type = "tensordock"`), keys camelCased. */

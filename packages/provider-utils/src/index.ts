@@ -71,6 +71,7 @@ export type {
   MachinePrepareContext,
   MachineTagCodec,
 } from "./machine-provider/adapter.js";
+export { answerNumberFields, answerTextFields } from "./machine-provider/answer-defaults.js";
 export { answerNumbers, answerTexts } from "./machine-provider/answer-fields.js";
 export type {
   ApiBootScriptOptions,
@@ -198,6 +199,7 @@ export {
   type MarketLoopOptions,
   type MarketRefusal,
 } from "./machine-provider/market-loop.js";
+export { MARKET_REFUSALS } from "./machine-provider/market-refusals.js";
 export type {
   MachineAdapterHalf,
   MachineAdapterHalfFields,

@@ -1,7 +1,4 @@
-/**
- * Verda's REST API (https://api.verda.com/v1/docs) as the provider uses it, with an OAuth 2.0 client-credentials
- * token (`POST /oauth2/token`). Verda documents no rate limit: a 429's `Retry-After` is honoured.
- */
+/** Verda's REST API (https://api.verda.com/v1/docs) with an OAuth 2.0 client-credentials token, as the README tells. */
 import {
   answerNumbers,
   answerTexts,
@@ -12,6 +9,7 @@ import {
   endpoint,
   errorTable,
   listEndpoint,
+  MARKET_REFUSALS,
   type MachineProviderError,
   machineEndpoints,
 } from "@skyward/provider-utils";
@@ -36,10 +34,7 @@ const classifyVerdaError = errorTable([
   // Deleting an instance still provisioning is refused for now.
   { kind: "busy", words: /provisioning|not ready|still (being )?(created|deployed)/i },
   { kind: "busy", words: /cannot .*in (its )?current (state|status)/i },
-  { kind: "capacity", words: /not enough|no capacity|insufficient resources|not available/i },
-  { kind: "capacity", words: /out of stock|sold out/i },
-  { kind: "quota", words: /quota|limit (exceeded|reached)/i },
-  { kind: "account", words: /balance|insufficient funds|payment/i },
+  ...MARKET_REFUSALS,
 ]);
 
 export const verdaApi = defineMachineApi({
@@ -126,10 +121,7 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
   const calls = verdaEndpoints(client);
   return {
     ...calls,
-    /**
-     * Deletes instances and the OS volumes given (`PUT /instances`, action `delete`, `volume_ids`,
-     * `delete_permanently`: past the trash). A 207 is read instance by instance.
-     */
+    /** Deletes instances with their OS volumes past the trash (`PUT /instances`); a 207 read per instance (README: Termination). */
     deleteInstances(instances: readonly Pick<VerdaInstance, "id" | "os_volume_id">[], signal: AbortSignal) {
       const id = instances.map((instance) => instance.id);
       const volume_ids = instances.flatMap(({ os_volume_id }) => (os_volume_id ? [os_volume_id] : []));

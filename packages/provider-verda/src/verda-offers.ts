@@ -1,7 +1,4 @@
-/**
- * Verda's offers: one per instance type and location with capacity now, priced from `GET /instance-types` (a
- * market without capacity there has no price), and the OS image of a type, chosen from its `supported_os`.
- */
+/** Verda's offers and the OS image of a type, chosen from its `supported_os` (README: Offers, OS images). */
 import type { Offer, OfferQuery } from "@skyward/core/contract";
 import { acceleratorFromNames, pricedOffer, refuseSetting, roundPrice } from "@skyward/provider-utils";
 import type { VerdaCapacity, VerdaInstanceType } from "./verda-api.js";
@@ -69,11 +66,7 @@ export function toOffers(
   });
 }
 
-/**
- * The OS image of an offer's instances: the `image` setting (refused by name unless in `supported_os`: Verda would
- * answer "Operating system is not valid for this instance type"), else `ubuntu-24.04-cuda-<cuda>-open` on GPU
- * types when supported, else the type's newest supported Ubuntu 24.04 CUDA image; `ubuntu-24.04` on CPU types.
- */
+/** The OS image of an offer's instances: the `image` setting if `supported_os` has it, else the default (README: OS images). */
 export function imageFor(settings: ParsedSettings, offer: Offer): string {
   const supported = (offer.specific as unknown as VerdaOfferData).supportedOs ?? [];
   const allowed = (image: string) => supported.length === 0 || supported.includes(image);

@@ -1,8 +1,4 @@
-/**
- * The Verda provider (formerly DataCrunch): GPU and CPU VMs, on demand or spot, reached over SSH as root on their
- * public address. A pool registers its key pair as an SSH key and its self-destruct as a startup script (both
- * named `<cluster id>_<pool id>`); instances carry Skyward's tags in their description.
- */
+/** The Verda provider (formerly DataCrunch): an adapter on `@skyward/provider-utils`'s machine-provider base (see the README). */
 import type { Instance, ProviderV1 } from "@skyward/core/contract";
 import {
   knownMachines,
@@ -41,10 +37,7 @@ export interface VerdaClusterData extends MachineClusterData {
 /** Spot instances always name their OS volume, so Verda can be told to delete it with the instance (`on_spot_discontinue`). */
 const SPOT_OS_VOLUME_GB = 100;
 
-/**
- * The startup script's self-destruct: a token, then the instance (by id, or itself by hostname) deleted with its
- * OS volume past the trash. Deleting, not shutting down, ends the bill: a stopped instance pays for its volume.
- */
+/** The startup script's self-destruct: a token, then the instance (by id, or by hostname) deleted with its OS volume. */
 const SELF_DESTRUCT = pythonSelfDestructProgram({
   tokenPath: VERDA_CREDENTIALS.tokenPath,
   listPath: "/instances",
@@ -61,8 +54,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
   const addressOf = ({ id, publicIp }: Instance) => (publicIp ? { id, ip: publicIp } : undefined);
   const { standIns, fields } = machineAdapterHalf({ name: "verda", label: "Verda", settings, addressOf });
   const machine = mappedMachine<VerdaInstance, { id: string; ip: string }>(standIns, {
-    // The others (new, ordered, validating, provisioning) are on their way. A discontinued instance (a
-    // spot instance Verda took back) never runs again: teardown still deletes it.
+    // The others (new, ordered, validating, provisioning) are on their way; a discontinued spot instance is lost.
     statuses: {
       running: ["running"],
       stopping: ["offline", "deleting"],
@@ -72,8 +64,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     name: (instance) => instance.hostname,
     nameTag: "verda:hostname",
     tags: (instance) => tagsFromDescription(instance.description),
-    // No private network between separate instances: one address, the public `ip` ("Get instance by ID"); the
-    // interconnect is Instant Clusters' (https://docs.verda.com/clusters/instant-clusters/good-to-know/).
+    // One address, the public `ip`: no private network between instances (README: Several nodes).
     address: (instance) => (instance.ip?.trim() ? { host: instance.ip.trim(), port: 22 } : undefined),
     seamAddress: (id, { host }) => ({ id, ip: host }),
     spot: (instance) => instance.is_spot === true,
@@ -170,10 +161,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
 
 const factories = machineProviderFactories<VerdaSettings>()("Verda", settingsSchema, adapterFor);
 
-/**
- * The Verda provider: `Verda()` (credentials from `VERDA_CLIENT_ID` and `VERDA_CLIENT_SECRET`, looked up
- * on the first API call) or `Verda({ location: "FIN-01" })`; bad settings throw `ConfigurationError`.
- */
+/** The Verda provider: `Verda()` or `Verda({ location: "FIN-01" })`; bad settings throw `ConfigurationError`. */
 export const Verda: (settings?: VerdaSettings) => ProviderV1<VerdaClusterData> = factories.provider;
 
 /** The provider from a `skyward.toml` table (`type = "verda"`), its keys camelCased by the core (`client_id` → `clientId`). */

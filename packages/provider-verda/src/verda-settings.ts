@@ -23,11 +23,7 @@ const verdaShape = {
   clientSecret: z.string().min(1, { message: "expected a non-empty client secret" }).optional(),
   /** The location instances are deployed in (`FIN-01`); a spec's `region` does the same. Default: any location with capacity. */
   location: z.string().min(1, { message: "expected a location code like FIN-01" }).optional(),
-  /**
-   * The OS image of every instance, verbatim (`ubuntu-24.04-cuda-12.8-open-docker`); refused for an
-   * instance type whose `supported_os` lacks it. Default: Ubuntu 24.04 with the CUDA version of `cuda`
-   * on GPU instances (else the type's newest supported CUDA image), plain `ubuntu-24.04` on CPU instances.
-   */
+  /** The OS image of every instance, verbatim (`ubuntu-24.04-cuda-12.8-open-docker`). Default: see the README's OS images. */
   image: z.string().min(1, { message: "expected an OS image name" }).optional(),
   /** The CUDA version of the default GPU image (`ubuntu-24.04-cuda-<cuda>-open`). Default `"13.0"`, as in the Python project. */
   cuda: z

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { pricedOffer } from "../offers/machine-offer.js";
+import { SKYWARD_TAGS } from "../tags.js";
 import { answerNumbers, answerTexts } from "./answer-fields.js";
 import { standInSeam } from "./machine-instance.js";
 import { mappedMachine } from "./machine-mapping.js";
@@ -158,6 +159,32 @@ describe("a machine mapping's own rules", () => {
     expect(asked).toEqual([{ id: "7", ip: "198.51.100.8", fixedIp: "10.1.0.8" }]);
     expect(mapped.isBeingDeleted?.({ id: 7, status: null })).toBe(false);
     expect([...mapped.liveClusters([{ id: 7, status: "active" }])]).toEqual([]);
+  });
+});
+
+describe("a machine mapping's defaults", () => {
+  it("reads spot and the hourly price from the tags, and dates a machine without a date now", () => {
+    const mapped = mappedMachine(
+      standInSeam(undefined, () => undefined),
+      {
+        statuses: { running: ["up"] },
+        deleting: [],
+        name: () => undefined,
+        tags: (machine: { id: string; status: string; spot: string }) => ({
+          "skyward:spot": machine.spot,
+          [SKYWARD_TAGS.hourlyPrice]: "0.25",
+        }),
+        address: () => undefined,
+        seamAddress: (id) => ({ id }),
+      },
+    );
+    const before = Date.now();
+    const spot = mapped.describe({ id: "s", status: "up", spot: "1" }, { identityFile: undefined });
+    expect(spot).toMatchObject({ spot: true, hourlyPrice: 0.25 });
+    expect(spot.createdAt).toBeGreaterThanOrEqual(before);
+    expect(mapped.describe({ id: "o", status: "up", spot: "0" }, { identityFile: undefined }).spot).toBe(
+      false,
+    );
   });
 });
 

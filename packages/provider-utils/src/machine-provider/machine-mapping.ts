@@ -6,7 +6,7 @@
  */
 import type { Instance, InstanceStatus } from "@skyward/core/contract";
 import type { SshStandIn } from "../instances.js";
-import { SKYWARD_TAGS } from "../tags.js";
+import { hourlyPriceFromTags, SKYWARD_TAGS } from "../tags.js";
 import type { MachineAdapter, MachineDescribeContext, MachineTagCodec } from "./adapter.js";
 import { describeMachine, type StandInSeam, statusTable } from "./machine-instance.js";
 
@@ -35,15 +35,15 @@ export interface MachineMapping<Machine, Address, Mapping extends SshStandIn = S
   readonly address: (machine: Machine) => MachineEndpointAddress | undefined;
   /** What the `sshAddress` test seam is given for machine `id` at `address`. */
   readonly seamAddress: (id: string, address: MachineEndpointAddress, machine: Machine) => Address;
-  /** Whether it runs on the spot market; `tags` are those it carries. */
-  readonly spot: (machine: Machine, tags: Readonly<Record<string, string>>) => boolean;
-  /** Its hourly price, USD, when the API (or a tag, `tags` being those it carries) says. */
-  readonly hourlyPrice: (
+  /** Whether it runs on the spot market; `tags` are those it carries. Default: its `skyward:spot` tag is `1`. */
+  readonly spot?: (machine: Machine, tags: Readonly<Record<string, string>>) => boolean;
+  /** Its hourly price, USD, when the API (or a tag, `tags` being those it carries) says. Default: its price tag's. */
+  readonly hourlyPrice?: (
     machine: Machine,
     tags: Readonly<Record<string, string>>,
   ) => number | null | undefined;
   /** When it was created (an ISO date or ms); default now. */
-  readonly createdAt: (machine: Machine) => string | number | null | undefined;
+  readonly createdAt?: (machine: Machine) => string | number | null | undefined;
   /** Its public address, given its status; default the SSH address's host. */
   readonly publicIp?: (machine: Machine, status: InstanceStatus) => string | null;
   /** Its private address, given the seam's stand-in and the public address; default the stand-in's host, else the public address. */
@@ -128,10 +128,11 @@ export function mappedMachine<
         standIn,
         ...(mapping.publicIp ? { publicIp } : {}),
         ...(mapping.privateIp ? { privateIp: mapping.privateIp(machine, standIn, publicIp) } : {}),
-        spot: mapping.spot(machine, tags),
-        hourlyPrice: mapping.hourlyPrice(machine, tags) ?? null,
+        spot: mapping.spot ? mapping.spot(machine, tags) : tags[SKYWARD_TAGS.spot] === "1",
+        hourlyPrice:
+          (mapping.hourlyPrice ?? ((_, tagged) => hourlyPriceFromTags(tagged)))(machine, tags) ?? null,
         tags,
-        createdAt: mapping.createdAt(machine),
+        createdAt: mapping.createdAt?.(machine),
       });
     },
   };
