@@ -103,6 +103,10 @@ export type {
   ClientCredentialsSettings,
 } from "./machine-provider/client-credentials.js";
 export { clientCredentialsClient, resolveClientCredentials } from "./machine-provider/client-credentials.js";
+export {
+  type ContainerSelfDestruct,
+  containerSelfDestructScript,
+} from "./machine-provider/container-self-destruct.js";
 export { tagsFromDescription, tagsToDescription } from "./machine-provider/description-tags.js";
 export type {
   BoundEndpoints,
@@ -133,6 +137,7 @@ export {
 } from "./machine-provider/errors.js";
 export { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "./machine-provider/image-pull.js";
 export { type KeyCheckOptions, keyCheckedOn404 } from "./machine-provider/key-checked-404.js";
+export { labelTags } from "./machine-provider/label-tags.js";
 export { lenientItemsSchema } from "./machine-provider/lenient-items.js";
 export type {
   MachineApi,

@@ -10,6 +10,7 @@ import {
   askRentals,
   deleteUntilGone,
   IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
+  labelTags,
   listAllMachines,
   type MachineAdapter,
   type MachineClusterData,
@@ -19,7 +20,6 @@ import {
   mappedMachine,
   readAfterCreate,
   setUpOrDelete,
-  skywardTags,
   standInSeam,
 } from "@skyward/provider-utils";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
@@ -40,19 +40,8 @@ export interface VastClusterData extends MachineClusterData {
   readonly diskGb: number;
 }
 
-/** `<cluster id>[-<node index>] <offer id>`, then the pool id when there is one: the instance's label. */
-const LABEL = /^(skyward-[0-9a-f]{8})(?:-\d+)? (\S+)(?: (\S+))?$/;
-
-/** Skyward's tags of an instance, read from its label; empty when it is not Skyward's. */
-function tagsOf(instance: VastInstance): Record<string, string> {
-  const label = instance.label ?? "";
-  const parsed = LABEL.exec(label);
-  const tags: Record<string, string> = parsed?.[1]
-    ? skywardTags({ cluster: parsed[1], offer: parsed[2] ?? "", ...(parsed[3] ? { pool: parsed[3] } : {}) })
-    : {};
-  if (label) tags["vastai:label"] = label;
-  return tags;
-}
+/** Instance labels: `<cluster id>-<node index> <offer id>`, then the pool id when there is one. */
+const labels = labelTags("vastai");
 
 /** Vast.ai's instances as Skyward sees them: `running`, with SSH coordinates, once they run and their SSH port is known. */
 export function vastMachine(ssh: VastSshMode, root?: string) {
@@ -65,8 +54,8 @@ export function vastMachine(ssh: VastSshMode, root?: string) {
     status: ({ intended_status: intended }, byWord) =>
       intended?.toLowerCase() !== "stopped" ? byWord : byWord === "running" ? "stopping" : "terminated",
     deleting: [],
-    name: (instance) => instance.label?.split(" ")[0],
-    tags: tagsOf,
+    name: (instance) => labels.name(instance.label),
+    tags: (instance) => labels.tags(instance.label),
     address(instance) {
       const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
       const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
@@ -111,7 +100,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
    */
   async function create(request: MachineCreateRequest<VastClusterData>): Promise<VastInstance> {
     const { cluster, spot, signal } = request;
-    const label = `${request.name} ${cluster.offer.id}${cluster.poolId ? ` ${cluster.poolId.replace(/\s+/g, "")}` : ""}`;
+    const label = labels.label(request.name, cluster);
     const askOf = ({ specific, spotPrice, onDemandPrice }: Offer) => {
       const { askId: id, gpuName, bid } = specific as unknown as VastOfferData;
       return { id, gpuName, bid, price: spot ? spotPrice : onDemandPrice };
