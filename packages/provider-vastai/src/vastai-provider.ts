@@ -46,46 +46,38 @@ const labels = labelTags("vastai");
 /** Vast.ai's instances as Skyward sees them: `running`, with SSH coordinates, once they run and their SSH port is known. */
 export function vastMachine(ssh: VastSshMode, root?: string) {
   // Vast.ai's settings have no `sshAddress` test seam.
-  const noSeam = standInSeam(undefined, () => undefined);
-  return mappedMachine(noSeam, {
-    statuses: { running: ["running"], terminated: ["exited", "stopped", "offline", "destroyed"] },
-    statusWord: (instance: VastInstance) => instance.actual_status,
-    // One asked to stop is on its way out whatever it does now.
-    status: ({ intended_status: intended }, byWord) =>
-      intended?.toLowerCase() !== "stopped" ? byWord : byWord === "running" ? "stopping" : "terminated",
-    deleting: [],
-    name: (instance) => labels.name(instance.label),
-    tags: (instance) => labels.tags(instance.label),
-    address(instance) {
-      const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
-      const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
-      const publicIp = instance.public_ipaddr?.trim();
-      if (ssh === "direct" && publicIp && Number.isInteger(directPort) && directPort > 0)
-        return { host: publicIp, port: directPort };
-      return instance.ssh_host && instance.ssh_port
-        ? { host: instance.ssh_host, port: instance.ssh_port }
-        : undefined;
+  return mappedMachine(
+    standInSeam(undefined, () => undefined),
+    {
+      statuses: { running: ["running"], terminated: ["exited", "stopped", "offline", "destroyed"] },
+      statusWord: (instance: VastInstance) => instance.actual_status,
+      // One asked to stop is on its way out whatever it does now.
+      status: ({ intended_status: intended }, byWord) =>
+        intended?.toLowerCase() !== "stopped" ? byWord : byWord === "running" ? "stopping" : "terminated",
+      deleting: [],
+      name: (instance) => labels.name(instance.label),
+      tags: (instance) => labels.tags(instance.label),
+      address(instance) {
+        const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
+        const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
+        const publicIp = instance.public_ipaddr?.trim();
+        if (ssh === "direct" && publicIp && Number.isInteger(directPort) && directPort > 0)
+          return { host: publicIp, port: directPort };
+        return instance.ssh_host && instance.ssh_port
+          ? { host: instance.ssh_host, port: instance.ssh_port }
+          : undefined;
+      },
+      seamAddress: () => undefined,
+      publicIp: (instance) => instance.public_ipaddr?.trim() || null,
+      // Instances on different machines share no private network: peers reach each other publicly.
+      privateIp: (_instance, _standIn, publicIp) => publicIp,
+      spot: (instance) => instance.is_bid === true,
+      hourlyPrice: (instance) => instance.dph_total,
+      createdAt: ({ start_date: started }) =>
+        started != null && started > 0 ? Math.round(started * 1000) : null,
+      root,
     },
-    seamAddress: () => undefined,
-    publicIp: (instance) => instance.public_ipaddr?.trim() || null,
-    // Instances on different machines share no private network: peers reach each other publicly.
-    privateIp: (_instance, _standIn, publicIp) => publicIp,
-    spot: (instance) => instance.is_bid === true,
-    hourlyPrice: (instance) => instance.dph_total,
-    createdAt: ({ start_date: started }) =>
-      started != null && started > 0 ? Math.round(started * 1000) : null,
-    root,
-  });
-}
-
-/** The instance id in a refused bid's answer: `new_contract`, or "instance N" in its message. */
-function instanceIdInRefusal(error: unknown): number | undefined {
-  if (!VastApiError.isInstance(error)) return undefined;
-  const answer = error.answer as Record<string, unknown> | undefined;
-  const field = answer?.new_contract ?? answer?.instance_id;
-  if (typeof field === "number" && Number.isInteger(field)) return field;
-  const match = /instance\D{0,4}(\d{5,})/i.exec(error.message);
-  return match?.[1] ? Number(match[1]) : undefined;
+  );
 }
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, VastClusterData> {
@@ -135,10 +127,15 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
       },
       findLost: async () =>
         (await listAllMachines(adapter, signal)).find((found) => found.label === label)?.id,
-      // A bid below the machine's minimum: Vast.ai creates the instance stopped, billing its disk.
+      // A bid below the machine's minimum: Vast.ai creates the instance stopped, billing its disk. Its id
+      // is the answer's `new_contract` (or `instance_id`), or "instance N" in its message.
       async cleanUp(error, kind) {
-        const stopped = kind === "price" ? instanceIdInRefusal(error) : undefined;
-        if (stopped === undefined) return undefined;
+        if (kind !== "price" || !VastApiError.isInstance(error)) return undefined;
+        const answer = error.answer as Record<string, unknown> | undefined;
+        const field = answer?.new_contract ?? answer?.instance_id;
+        const named = /instance\D{0,4}(\d{5,})/i.exec(error.message)?.[1];
+        const stopped = typeof field === "number" && Number.isInteger(field) ? field : named && Number(named);
+        if (!stopped) return undefined;
         await deleteUntilGone(adapter, [String(stopped)], signal);
         return ` (instance ${stopped}, created stopped, was destroyed)`;
       },
@@ -148,16 +145,10 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     });
     // Unreachable without its key: destroyed rather than left billing.
     const attach = () => client.attachKey({ id, body: { ssh_key: cluster.specific.publicKey } }, signal);
-    await setUpOrDelete(
-      adapter,
-      String(id),
-      attach,
-      (error, destroyError) => {
-        const message = `Vast.ai did not attach Skyward's key to instance ${id} (${error.message}), and destroying it failed too (${destroyError.message}): instance ${id} (label "${label}") may still be billing — \`skyward down\` removes it (it finds it by its label)`;
-        return new VastApiError({ kind: "bad-request", message });
-      },
-      signal,
-    );
+    await setUpOrDelete(adapter, String(id), attach, signal, (error, destroyError) => {
+      const message = `Vast.ai did not attach Skyward's key to instance ${id} (${error.message}), and destroying it failed too (${destroyError.message}): instance ${id} (label "${label}") may still be billing — \`skyward down\` removes it (it finds it by its label)`;
+      return new VastApiError({ kind: "bad-request", message });
+    });
     const asked = { id, label, actual_status: "loading", is_bid: spot, dph_total: price };
     if (spot) return vastInstanceSchema.parse(asked);
     // An on-demand rent takes no price: what it bills is read back, the ask may have been raised since

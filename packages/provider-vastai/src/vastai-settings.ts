@@ -33,7 +33,7 @@ const settingsShape = {
   geolocation: z.string().min(1).optional(),
   /** The bid of an interruptible instance, as a multiple of the offer's minimum bid. Default 1.2. */
   bidMultiplier: z.number().min(1, { message: "expected a multiplier >= 1" }).default(1.2),
-  /** The Docker image (a tag or a `DockerImage`), with `python3`; Default {@link DEFAULT_VASTAI_IMAGE}. */
+  /** The Docker image (a tag or a `DockerImage`), any with `python3`. Default {@link DEFAULT_VASTAI_IMAGE}. */
   dockerImage: containerImageSchema.default(DEFAULT_VASTAI_IMAGE),
   /** Disk per instance, GB; a spec's `diskGb` raises it. Default 50. */
   diskGb: z.number().int().min(8, { message: "expected at least 8 GB" }).default(50),

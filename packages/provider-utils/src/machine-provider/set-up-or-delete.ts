@@ -12,8 +12,8 @@ export async function setUpOrDelete<Machine, ClusterData extends MachineClusterD
   adapter: MachineAdapter<Machine, ClusterData>,
   id: string,
   step: () => Promise<unknown>,
-  stranded: (stepError: Error, deleteError: Error) => Error,
   signal: AbortSignal,
+  stranded: (stepError: Error, deleteError: Error) => Error,
 ): Promise<void> {
   try {
     await step();
