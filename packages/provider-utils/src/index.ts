@@ -85,6 +85,7 @@ export {
 } from "./machine-provider/api-self-destruct.js";
 export type { ApiVm, ApiVmDefinition, ApiVmFields, ApiVmSettings } from "./machine-provider/api-vm.js";
 export { defineApiVm } from "./machine-provider/api-vm.js";
+export { type AskRent, askRentals, type RentableAsk } from "./machine-provider/ask-rentals.js";
 export { batchDeleteOutcomes, knownMachines } from "./machine-provider/batch-delete.js";
 export type {
   ContainerBoot,
@@ -108,6 +109,10 @@ export {
   containerMarketplace,
   imagePullCapabilities,
 } from "./machine-provider/container-marketplace.js";
+export {
+  type ContainerSelfDestruct,
+  containerSelfDestructScript,
+} from "./machine-provider/container-self-destruct.js";
 export {
   type CudaConstraint,
   cudaConstrained,
@@ -145,6 +150,9 @@ export {
 } from "./machine-provider/errors.js";
 export { type GraphqlRequest, graphqlCall } from "./machine-provider/graphql-call.js";
 export { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "./machine-provider/image-pull.js";
+export { type KeyCheckOptions, keyCheckedOn404 } from "./machine-provider/key-checked-404.js";
+export { labelTags } from "./machine-provider/label-tags.js";
+export { lenientItemsSchema } from "./machine-provider/lenient-items.js";
 export type {
   MachineApi,
   MachineApiDefinition,
@@ -237,13 +245,20 @@ export {
   retriedShell,
   SELF_DESTRUCT_RETRY,
 } from "./machine-provider/self-destruct-retry.js";
+export { setUpOrDelete } from "./machine-provider/set-up-or-delete.js";
 export {
   absolutePathField,
   millisecondsField,
   nonEmptyListField,
+  shellSafePathField,
   textField,
   wholeNumberField,
 } from "./machine-provider/setting-fields.js";
+export {
+  type RateLimitSettings,
+  rateLimitsField,
+  settingRateLimits,
+} from "./machine-provider/setting-rate-limits.js";
 export type { GrantedToken } from "./machine-provider/token-client.js";
 export { tokenClient } from "./machine-provider/token-client.js";
 export {

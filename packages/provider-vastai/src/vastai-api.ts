@@ -12,11 +12,12 @@ import {
   defineMachineApi,
   endpoint,
   errorTable,
-  type JsonSend,
+  keyCheckedOn404,
+  lenientItemsSchema,
   listEndpoint,
   type MachineProviderError,
-  type MachineRateLimits,
   machineEndpoints,
+  settingRateLimits,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 import type { ParsedSettings } from "./vastai-settings.js";
@@ -59,7 +60,7 @@ const RATE_LIMITS_PAGE = "https://docs.vast.ai/api-reference/rate-limits-and-err
  * 3 s, show instances one per 1 s: {@link RATE_LIMITS_PAGE}), so that a pool's instance watch looking
  * every node up at once never sets off a storm of 429s. Creates have their own settings.
  */
-export const VAST_RATE_LIMITS = {
+const VAST_RATE_LIMITS = {
   offers: { requests: 10, perSeconds: 60, source: RATE_LIMITS_PAGE },
   get: { requests: 1, perSeconds: 2, source: RATE_LIMITS_PAGE },
   delete: { requests: 1, perSeconds: 3, source: RATE_LIMITS_PAGE },
@@ -116,25 +117,17 @@ export const vastInstanceSchema = z.looseObject({
 export type VastInstance = z.infer<typeof vastInstanceSchema>;
 
 /**
- * One page of `GET /v1/instances/`. Each instance is parsed on its own: one in a shape not foreseen here
- * is kept by id and label alone (enough to find and destroy it), not the end of the list. One without a
- * numeric id fails the page: it could be a pool's instance that nothing could find or destroy.
+ * One page of `GET /v1/instances/`. An instance in a shape not foreseen here is kept by id and label alone
+ * (enough to find and destroy it); one without a numeric id fails the page (see `lenientItemsSchema`).
  */
 const instancesPageSchema = z.looseObject({
-  instances: answerListSchema(z.unknown()).transform((items, context) =>
-    items.flatMap((item, index): VastInstance[] => {
-      const parsed = vastInstanceSchema.safeParse(item);
-      if (parsed.success) return [parsed.data];
-      const fallback = z.looseObject({ id: z.number(), label: text }).safeParse(item);
-      if (fallback.success)
-        return [vastInstanceSchema.parse({ id: fallback.data.id, label: fallback.data.label ?? null })];
-      context.addIssue({
-        code: "custom",
-        path: [index, "id"],
-        message: "an instance without a numeric id",
-      });
-      return [];
-    }),
+  instances: lenientItemsSchema(
+    vastInstanceSchema,
+    z
+      .looseObject({ id: z.number(), label: text })
+      .transform(({ id, label }) => vastInstanceSchema.parse({ id, label: label ?? null })),
+    "id",
+    "an instance without a numeric id",
   ),
   next_token: text,
 });
@@ -180,55 +173,18 @@ const vastEndpoints = machineEndpoints(vastaiApi, {
 export type VastClient = ReturnType<typeof vastClient>;
 
 /**
- * The client of the settings, each call paced by its endpoint's limit. A 404 is checked against the key
- * first, since Vast.ai answers an unknown key with 404 on every endpoint: then it is the rejected key it
- * is, not a gone offer or "no capacity".
+ * The client of the settings, each call paced by its endpoint's limit (the settings' over the documented
+ * ones). Vast.ai answers an unknown key with 404 on every endpoint: a 404 is checked against the key first.
  */
 export function vastClient(settings: ParsedSettings) {
   const names = { offers: "search", get: "get", list: "list", delete: "destroy" } as const;
-  const endpoints = Object.fromEntries(
-    Object.entries(names).map(([endpoint, setting]) => [
-      endpoint,
-      { ...VAST_RATE_LIMITS[endpoint as keyof typeof names], ...settings.rateLimits[setting] },
-    ]),
-  );
-  // One rent per 4.5 s per key, then a penalty: the settings say how long each is.
-  const create = {
-    requests: 1,
-    perSeconds: settings.createIntervalMs / 1000,
-    penaltySeconds: settings.rateLimitPenaltyMs / 1000,
-    source: RATE_LIMITS_PAGE,
-  };
-  const rateLimits: MachineRateLimits = { endpoints: { ...endpoints, create } };
-  /** Whether `GET /users/current/` accepted the key: then a 404 means what it says. */
-  let keyAccepted = false;
-
-  async function checkKey(paced: JsonSend, purpose: string, signal: AbortSignal): Promise<void> {
-    try {
-      const url = "https://console.vast.ai/api/v0/users/current/";
-      await paced({ method: "GET", url, idempotent: true, purpose: "checking the API key", signal });
-      keyAccepted = true;
-    } catch (error) {
-      if (!VastApiError.isInstance(error) || ![401, 403, 404].includes(error.statusCode ?? 0)) throw error;
-      throw new VastApiError({
-        kind: "auth",
-        statusCode: 401,
-        message: `Vast.ai rejected the API key while ${purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
-      });
-    }
-  }
-
-  const send =
-    (paced: JsonSend): JsonSend =>
-    async (request, endpoint) => {
-      try {
-        return await paced(request, endpoint);
-      } catch (error) {
-        if (VastApiError.isInstance(error) && error.statusCode === 404 && !keyAccepted)
-          await checkKey(paced, request.purpose, request.signal);
-        throw error;
-      }
-    };
+  const rateLimits = settingRateLimits(VAST_RATE_LIMITS, names, settings, RATE_LIMITS_PAGE);
+  const send = keyCheckedOn404({
+    ApiError: VastApiError,
+    url: "https://console.vast.ai/api/v0/users/current/",
+    rejected: (purpose) =>
+      `Vast.ai rejected the API key while ${purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
+  });
   const client = vastaiApi.jsonClient(
     { ...settings, apiUrl: "https://console.vast.ai/api" },
     { rateLimits, send },

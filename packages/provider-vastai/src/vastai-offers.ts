@@ -57,118 +57,112 @@ function geolocationMatches(geolocation: string | null | undefined, wanted: stri
 export const diskFor = (settings: ParsedSettings, diskGb: number | undefined) =>
   Math.max(settings.diskGb, Math.ceil(diskGb ?? 0));
 
-/** The search query JSON for `query` in one market (`type`). */
-function searchBody(settings: ParsedSettings, query: OfferQuery, type: "on-demand" | "bid") {
-  const accelerator = query.accelerator as NonNullable<OfferQuery["accelerator"]>;
-  const diskGb = diskFor(settings, query.diskGb);
-  const body: Record<string, unknown> = {
-    rentable: { eq: true },
-    rented: { eq: false },
-    ...(settings.verifiedOnly ? { verified: { eq: true } } : {}),
-    type,
-    gpu_name: { in: vastGpuNames(accelerator.name) },
-    num_gpus: { eq: accelerator.count },
-    reliability: { gte: settings.minReliability },
-    cuda_max_good: { gte: settings.minCuda },
-    allocated_storage: diskGb,
-    disk_space: { gte: diskGb },
-    order: [["dph_total", "asc"]],
-    limit: settings.searchLimit,
-  };
-  if (accelerator.memoryGb !== undefined)
-    body.gpu_ram = { gte: Math.round(accelerator.memoryGb * 1024 * 0.97) };
-  if (query.vcpus !== undefined) body.cpu_cores_effective = { gte: query.vcpus };
-  if (query.memoryGb !== undefined) body.cpu_ram = { gte: Math.round(query.memoryGb * 1024) };
-  if (query.architecture !== undefined)
-    body.cpu_arch = { eq: query.architecture === "arm64" ? "arm64" : "amd64" };
-  if (settings.ssh === "direct") body.direct_port_count = { gte: 1 };
-  // Asked of the search itself: filtered afterwards, the cheapest `searchLimit` offers worldwide may
-  // hold none of the country's though it has some.
-  const country = countryCode(query.region ?? settings.geolocation);
-  if (country !== undefined) body.geolocation = { eq: country };
-  // In either search `dph_total` is that market's price (a bid search's at the minimum bid).
-  if (query.maxHourlyCost !== undefined) body.dph_total = { lte: query.maxHourlyCost };
-  return body;
-}
+/** The offers of the settings' searches for a query (none for CPU-only nodes). */
+export function vastOffers(settings: ParsedSettings, client: VastClient) {
+  /** The search query JSON for `query` in one market (`type`). */
+  function searchBody(query: OfferQuery, type: "on-demand" | "bid") {
+    const accelerator = query.accelerator as NonNullable<OfferQuery["accelerator"]>;
+    const diskGb = diskFor(settings, query.diskGb);
+    const body: Record<string, unknown> = {
+      rentable: { eq: true },
+      rented: { eq: false },
+      ...(settings.verifiedOnly ? { verified: { eq: true } } : {}),
+      type,
+      gpu_name: { in: vastGpuNames(accelerator.name) },
+      num_gpus: { eq: accelerator.count },
+      reliability: { gte: settings.minReliability },
+      cuda_max_good: { gte: settings.minCuda },
+      allocated_storage: diskGb,
+      disk_space: { gte: diskGb },
+      order: [["dph_total", "asc"]],
+      limit: settings.searchLimit,
+    };
+    if (accelerator.memoryGb !== undefined)
+      body.gpu_ram = { gte: Math.round(accelerator.memoryGb * 1024 * 0.97) };
+    if (query.vcpus !== undefined) body.cpu_cores_effective = { gte: query.vcpus };
+    if (query.memoryGb !== undefined) body.cpu_ram = { gte: Math.round(query.memoryGb * 1024) };
+    if (query.architecture !== undefined)
+      body.cpu_arch = { eq: query.architecture === "arm64" ? "arm64" : "amd64" };
+    if (settings.ssh === "direct") body.direct_port_count = { gte: 1 };
+    // Asked of the search itself: filtered afterwards, the cheapest `searchLimit` offers worldwide may
+    // hold none of the country's though it has some.
+    const country = countryCode(query.region ?? settings.geolocation);
+    if (country !== undefined) body.geolocation = { eq: country };
+    // In either search `dph_total` is that market's price (a bid search's at the minimum bid).
+    if (query.maxHourlyCost !== undefined) body.dph_total = { lte: query.maxHourlyCost };
+    return body;
+  }
 
-/**
- * The offer of one ask, from its on-demand search result (the on-demand price: `dph_total`) and its bid
- * search result (`dph_total` there is the price at the minimum bid: the bid placed is `min_bid` ×
- * `bidMultiplier`, and the rest of `dph_total`, storage and the like, is added to it). Either may be
- * missing: that market then has no price.
- */
-function toOffer(
-  settings: ParsedSettings,
-  onDemand: VastOffer | undefined,
-  bidden: VastOffer | undefined,
-): Offer {
-  const raw = (onDemand ?? bidden) as VastOffer;
-  const minBid = bidden?.min_bid ?? null;
-  const bid = minBid !== null && minBid > 0 ? roundPrice(minBid * settings.bidMultiplier) : null;
-  const extras = bidden?.dph_total != null && minBid !== null ? Math.max(0, bidden.dph_total - minBid) : 0;
-  const onDemandPrice =
-    onDemand?.dph_total != null && onDemand.dph_total > 0 ? roundPrice(onDemand.dph_total) : null;
-  // A partial rental (`gpu_frac` < 1) gets its share of the machine's RAM, as of its CPUs.
-  const share = raw.gpu_frac !== null && raw.gpu_frac > 0 && raw.gpu_frac < 1 ? raw.gpu_frac : 1;
-  const arch = (raw.cpu_arch ?? "").toLowerCase();
-  // gpu_name says the board when there are several ("H100 SXM", "H100 PCIE", "H100 NVL", "A100 SXM4").
-  const accelerator = acceleratorFromNames(
-    [raw.gpu_name],
-    raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
-  );
-  return machineOffer({
-    id: `vastai:${raw.id}`,
-    provider: "vastai",
-    instanceType: `${raw.num_gpus}x ${raw.gpu_name}${raw.machine_id ? ` (machine ${raw.machine_id})` : ""}`,
-    accelerator: accelerator ? { ...accelerator, count: raw.num_gpus } : null,
-    vcpus: raw.cpu_cores_effective ?? raw.cpu_cores ?? 0,
-    memoryGb: raw.cpu_ram === null ? 0 : Number(((raw.cpu_ram * share) / 1024).toFixed(4)),
-    ...(raw.disk_space !== null ? { diskGb: Math.floor(raw.disk_space) } : {}),
-    architecture: arch === "arm64" || arch === "aarch64" ? "arm64" : "x86_64",
-    region: raw.geolocation?.trim() || "unknown",
-    spotPrice: bid === null ? null : roundPrice(bid + extras),
-    onDemandPrice,
-    billingUnit: "second",
-    specific: {
-      askId: raw.id,
-      machineId: raw.machine_id ?? null,
-      gpuName: raw.gpu_name,
-      numGpus: raw.num_gpus,
-      bid,
-      reliability: raw.reliability2 ?? raw.reliability,
-      geolocation: raw.geolocation ?? null,
-    } satisfies VastOfferData,
-  });
-}
-
-/** The offers for `query` (none for CPU-only nodes): one search per market the allocation may use, joined by ask. */
-export async function searchOffers(
-  settings: ParsedSettings,
-  client: VastClient,
-  query: OfferQuery,
-  signal: AbortSignal,
-) {
-  const accelerator = query.accelerator;
-  if (!accelerator) return [];
-  const region = query.region ?? settings.geolocation;
-  const market = async (type: "on-demand" | "bid") => {
-    const purpose = type === "bid" ? "searching interruptible offers" : "searching offers";
-    const { offers } = await client.search({ body: searchBody(settings, query, type), purpose }, signal);
-    return offers.filter(
-      (raw) =>
-        canonicalAcceleratorName(raw.gpu_name) === accelerator.name &&
-        raw.num_gpus === accelerator.count &&
-        (raw.reliability2 ?? raw.reliability ?? 1) >= settings.minReliability &&
-        (region === undefined || geolocationMatches(raw.geolocation, region)),
+  /**
+   * The offer of one ask, from its on-demand search result (the on-demand price: `dph_total`) and its bid
+   * search result (`dph_total` there is the price at the minimum bid: the bid placed is `min_bid` ×
+   * `bidMultiplier`, and the rest of `dph_total`, storage and the like, is added to it). Either may be
+   * missing: that market then has no price.
+   */
+  function toOffer(onDemand: VastOffer | undefined, bidden: VastOffer | undefined): Offer {
+    const raw = (onDemand ?? bidden) as VastOffer;
+    const minBid = bidden?.min_bid ?? null;
+    const bid = minBid !== null && minBid > 0 ? roundPrice(minBid * settings.bidMultiplier) : null;
+    const extras = bidden?.dph_total != null && minBid !== null ? Math.max(0, bidden.dph_total - minBid) : 0;
+    const onDemandPrice =
+      onDemand?.dph_total != null && onDemand.dph_total > 0 ? roundPrice(onDemand.dph_total) : null;
+    // A partial rental (`gpu_frac` < 1) gets its share of the machine's RAM, as of its CPUs.
+    const share = raw.gpu_frac !== null && raw.gpu_frac > 0 && raw.gpu_frac < 1 ? raw.gpu_frac : 1;
+    const arch = (raw.cpu_arch ?? "").toLowerCase();
+    // gpu_name says the board when there are several ("H100 SXM", "H100 PCIE", "H100 NVL", "A100 SXM4").
+    const accelerator = acceleratorFromNames(
+      [raw.gpu_name],
+      raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
     );
+    return machineOffer({
+      id: `vastai:${raw.id}`,
+      provider: "vastai",
+      instanceType: `${raw.num_gpus}x ${raw.gpu_name}${raw.machine_id ? ` (machine ${raw.machine_id})` : ""}`,
+      accelerator: accelerator ? { ...accelerator, count: raw.num_gpus } : null,
+      vcpus: raw.cpu_cores_effective ?? raw.cpu_cores ?? 0,
+      memoryGb: raw.cpu_ram === null ? 0 : Number(((raw.cpu_ram * share) / 1024).toFixed(4)),
+      ...(raw.disk_space !== null ? { diskGb: Math.floor(raw.disk_space) } : {}),
+      architecture: arch === "arm64" || arch === "aarch64" ? "arm64" : "x86_64",
+      region: raw.geolocation?.trim() || "unknown",
+      spotPrice: bid === null ? null : roundPrice(bid + extras),
+      onDemandPrice,
+      billingUnit: "second",
+      specific: {
+        askId: raw.id,
+        machineId: raw.machine_id ?? null,
+        gpuName: raw.gpu_name,
+        numGpus: raw.num_gpus,
+        bid,
+        reliability: raw.reliability2 ?? raw.reliability,
+        geolocation: raw.geolocation ?? null,
+      } satisfies VastOfferData,
+    });
+  }
+
+  /** One search per market the allocation may use, joined by ask. */
+  return async (query: OfferQuery, signal: AbortSignal) => {
+    const accelerator = query.accelerator;
+    if (!accelerator) return [];
+    const region = query.region ?? settings.geolocation;
+    const market = async (type: "on-demand" | "bid") => {
+      const purpose = type === "bid" ? "searching interruptible offers" : "searching offers";
+      const { offers } = await client.search({ body: searchBody(query, type), purpose }, signal);
+      return offers.filter(
+        (raw) =>
+          canonicalAcceleratorName(raw.gpu_name) === accelerator.name &&
+          raw.num_gpus === accelerator.count &&
+          (raw.reliability2 ?? raw.reliability ?? 1) >= settings.minReliability &&
+          (region === undefined || geolocationMatches(raw.geolocation, region)),
+      );
+    };
+    const onDemand = query.allocation !== "spot" ? await market("on-demand") : [];
+    const bidden = query.allocation !== "on-demand" ? await market("bid") : [];
+    const bids = new Map(bidden.map((raw) => [raw.id, raw]));
+    const seen = new Set(onDemand.map((raw) => raw.id));
+    const offers = [
+      ...onDemand.map((raw) => toOffer(raw, bids.get(raw.id))),
+      ...bidden.filter((raw) => !seen.has(raw.id)).map((raw) => toOffer(undefined, raw)),
+    ];
+    return filterOffers(offers, query);
   };
-  const onDemand = query.allocation !== "spot" ? await market("on-demand") : [];
-  const bidden = query.allocation !== "on-demand" ? await market("bid") : [];
-  const bids = new Map(bidden.map((raw) => [raw.id, raw]));
-  const seen = new Set(onDemand.map((raw) => raw.id));
-  const offers = [
-    ...onDemand.map((raw) => toOffer(settings, raw, bids.get(raw.id))),
-    ...bidden.filter((raw) => !seen.has(raw.id)).map((raw) => toOffer(settings, undefined, raw)),
-  ];
-  return filterOffers(offers, query);
 }

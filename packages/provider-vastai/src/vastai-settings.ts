@@ -9,6 +9,8 @@ import {
   declaredImageCuda,
   httpSettingsShape,
   millisecondsField,
+  rateLimitsField,
+  shellSafePathField,
 } from "@skyward/provider-utils";
 import { z } from "zod";
 import { ONSTART_MAX_LENGTH, renderOnstartScript } from "./onstart-script.js";
@@ -25,64 +27,30 @@ const settingsShape = {
   minReliability: z.number().min(0).max(1, { message: "expected a reliability from 0 to 1" }).default(0.95),
   /** Only verified hosts. Default true. */
   verifiedOnly: z.boolean().default(true),
-  /**
-   * Lowest CUDA version the host's driver must support (`cuda_max_good`). Default 12.0. A
-   * `DockerImage` that states its CUDA (`sky.containers.cuda("12.9")`) raises it to that version.
-   */
+  /** Lowest CUDA version the host's driver must support (`cuda_max_good`), raised by a `DockerImage`'s. Default 12.0. */
   minCuda: z.number().min(0).default(12),
   /** Only hosts in this country (`"US"`, asked of the search); a spec's `region` does the same. */
   geolocation: z.string().min(1).optional(),
   /** The bid of an interruptible instance, as a multiple of the offer's minimum bid. Default 1.2. */
   bidMultiplier: z.number().min(1, { message: "expected a multiplier >= 1" }).default(1.2),
-  /**
-   * The Docker image: a tag or a `DockerImage` (`sky.containers.cuda("12.9")`). Vast.ai's SSH launch
-   * mode adds `sshd` to any image; it needs `python3` for the worker. Default {@link DEFAULT_VASTAI_IMAGE}.
-   */
+  /** The Docker image (a tag or a `DockerImage`), any with `python3`. Default {@link DEFAULT_VASTAI_IMAGE}. */
   dockerImage: containerImageSchema.default(DEFAULT_VASTAI_IMAGE),
   /** Disk per instance, GB; a spec's `diskGb` raises it. Default 50. */
   diskGb: z.number().int().min(8, { message: "expected at least 8 GB" }).default(50),
-  /**
-   * `"direct"` (default): SSH to the machine's public address and the port mapped to 22 (only offers
-   * with direct ports); `"proxy"`: through Vast.ai's SSH proxy (`sshN.vast.ai`), for any offer.
-   */
+  /** `"direct"` (default): to the public address and the port mapped to 22; `"proxy"`: Vast.ai's SSH proxy. */
   ssh: z.enum(["direct", "proxy"]).default("direct"),
   /** Seconds without a running worker after which an instance destroys itself; 0 disables. Default 1800. */
   watchdogGraceSeconds: z.number().int().min(0).default(1800),
   /** How many offers one search returns at most. Default 64. */
   searchLimit: z.number().int().min(1).max(1000).default(64),
-  /**
-   * The least time between two create (rent) calls, ms: Vast.ai accepts one per 4.5 s per key and
-   * refuses the next ones for a penalty (https://docs.vast.ai/api-reference/rate-limits-and-errors).
-   * Default 4950: the limit plus a 10 % margin, so that network jitter (a call sent on time that reaches
-   * Vast.ai early) does not start the penalty.
-   */
+  /** The least time between two rent calls, ms: Vast.ai's limit (4.5 s per key) plus 10 %. Default 4950. */
   createIntervalMs: millisecondsField().default(4950),
   /** How long Vast.ai refuses create calls after one came too early, ms. Default 12000. */
   rateLimitPenaltyMs: millisecondsField().default(12_000),
-  /**
-   * The rate limits other calls are paced by, `requests` per `perSeconds`. Default Vast.ai's documented
-   * ones: search 10 a minute, get one per 2 s, list one per 1 s, destroy one per 3 s. Change them only
-   * for an API in front of Vast.ai's, or a test's fake.
-   */
-  rateLimits: z
-    .partialRecord(
-      z.enum(["search", "get", "list", "destroy"]),
-      z.strictObject({
-        requests: z.number().int().min(1, { message: "expected at least one request" }),
-        perSeconds: z.number().positive({ message: "expected seconds > 0" }),
-      }),
-    )
-    .default({}),
-  /**
-   * Skyward's directory on each instance (environment, runtime, code, the worker's pid file the
-   * watchdog reads); `{id}` in it becomes the instance's id. Default `/opt/skyward`.
-   */
-  root: z
-    .string()
-    .refine((value) => value.startsWith("/") && !/['"\\$`\s]/.test(value.replaceAll("{id}", "")), {
-      message: "expected an absolute path without quotes, spaces or $",
-    })
-    .optional(),
+  /** Other calls' limits, `requests` per `perSeconds`. Default Vast.ai's documented ones. */
+  rateLimits: rateLimitsField(["search", "get", "list", "destroy"]),
+  /** Skyward's directory on each instance; `{id}` in it becomes the instance's id. Default `/opt/skyward`. */
+  root: shellSafePathField().optional(),
 };
 
 export const settingsSchema: z.ZodObject<BaseShape & typeof settingsShape, z.core.$strict> = z.strictObject({

@@ -32,6 +32,8 @@ export interface MachineAdapterHalfOptions<Address, Mapping extends SshStandIn> 
   readonly capabilities?: ProviderCapabilities;
   /** The prefix of cluster ids; default the provider's name. */
   readonly clusterIdPrefix?: string;
+  /** With the default capabilities: how long a machine may take to start, s (an image pull's). */
+  readonly provisionTimeout?: number;
 }
 
 /** The fields of an adapter {@link machineAdapterHalf} fills in. */
@@ -71,7 +73,13 @@ export function machineAdapterHalf<Address, Mapping extends SshStandIn>(
       name,
       label: options.label,
       capabilities:
-        options.capabilities ?? Object.freeze({ spot: true, offerCache: "marketplace", peerNetwork: "none" }),
+        options.capabilities ??
+        Object.freeze({
+          spot: true,
+          offerCache: "marketplace",
+          peerNetwork: "none",
+          ...(options.provisionTimeout !== undefined ? { provisionTimeout: options.provisionTimeout } : {}),
+        }),
       clusterIdPrefix: options.clusterIdPrefix ?? name,
       sshUser,
       keyName: `${name}_ed25519`,

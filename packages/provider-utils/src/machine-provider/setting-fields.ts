@@ -22,6 +22,18 @@ export function absolutePathField() {
   return z.string().refine((value) => value.startsWith("/"), { message: "expected an absolute path" });
 }
 
+/**
+ * An absolute path a boot script may write unquoted (`/opt/skyward`): no quotes, spaces, `$` or
+ * backslashes, apart from the `{id}` placeholder a provider replaces with the machine's id.
+ */
+export function shellSafePathField() {
+  return z
+    .string()
+    .refine((value) => value.startsWith("/") && !/['"\\$`\s]/.test(value.replaceAll("{id}", "")), {
+      message: "expected an absolute path without quotes, spaces or $",
+    });
+}
+
 /** A list of at least one `item`: `expected at least one <what>` for an empty list. */
 export function nonEmptyListField<Item extends z.ZodType>(item: Item, what: string) {
   return z.array(item).min(1, { message: `expected at least one ${what}` });
