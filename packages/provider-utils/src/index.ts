@@ -71,8 +71,12 @@ export type {
   MachinePrepareContext,
   MachineTagCodec,
 } from "./machine-provider/adapter.js";
-export { answerNumberFields, answerTextFields } from "./machine-provider/answer-defaults.js";
-export { answerNumbers, answerTexts } from "./machine-provider/answer-fields.js";
+export {
+  answerNumberFields,
+  answerNumbers,
+  answerTextFields,
+  answerTexts,
+} from "./machine-provider/answer-fields.js";
 export type {
   ApiBootScriptOptions,
   PythonSelfDestruct,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { answerNumberFields, answerTextFields } from "./answer-defaults.js";
+import { answerNumberFields, answerTextFields } from "./answer-fields.js";
 import { errorTable, LEFT_TO_STATUS } from "./error-table.js";
 import { MARKET_REFUSALS } from "./market-refusals.js";
 
