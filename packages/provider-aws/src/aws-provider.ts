@@ -8,7 +8,7 @@
  */
 import { existsSync } from "node:fs";
 import { DescribeRegionsCommand, type Instance as Ec2Instance } from "@aws-sdk/client-ec2";
-import { ConnectionError } from "@skyward/core";
+import { ConnectionError, ProvisionError } from "@skyward/core";
 import type {
   Cluster,
   ClusterFromTags,
@@ -111,20 +111,34 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
     }
     return known;
   };
-  /** The regions `listInstances` and `cleanup` look in. */
-  const searchRegions = async (signal: AbortSignal): Promise<string[]> => {
-    if (settings.regions === "all") {
+  /**
+   * The regions `listInstances` and `cleanup` look in; with `regions: "all"` and `DescribeRegions`
+   * refused (a policy without `ec2:DescribeRegions`), the region and the remembered ones, with why the
+   * others were not searched: one refused call must not hide the instances Skyward knows where to find.
+   */
+  const searchRegions = async (signal: AbortSignal): Promise<{ regions: string[]; unsearched?: string }> => {
+    const remembered = async () => [
+      ...new Set([
+        settings.region,
+        ...(settings.regions === "all" ? [] : settings.regions),
+        ...(await rememberedRegions(settings.endpoint)),
+      ]),
+    ];
+    if (settings.regions !== "all") return { regions: await remembered() };
+    try {
       const found = await awsCall("DescribeRegions", signal, () =>
         clientsFor(settings.region).ec2.send(new DescribeRegionsCommand({}), { abortSignal: signal }),
       );
       const names = (found.Regions ?? [])
         .map((region) => region.RegionName)
         .filter((name): name is string => !!name);
-      return [...new Set([settings.region, ...names])];
+      return { regions: [...new Set([settings.region, ...names])] };
+    } catch (error) {
+      signal.throwIfAborted();
+      const regions = await remembered();
+      const why = `regions "all": could not list the account's regions (${(error as Error).message}), so only ${regions.join(", ")} ${regions.length === 1 ? "was" : "were"} searched; allow ec2:DescribeRegions or give regions as a list`;
+      return { regions, unsearched: why };
     }
-    return [
-      ...new Set([settings.region, ...settings.regions, ...(await rememberedRegions(settings.endpoint))]),
-    ];
   };
   const instanceTypes = new Map<string, Promise<InstanceType[]>>();
   /** The offer cache's key, made on its first read. */
@@ -353,21 +367,29 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       const { signal } = options;
       const waitSeconds = Math.max(0, options.waitSeconds ?? 0);
       const deadline = Date.now() + waitSeconds * 1000;
+      const { regions, unsearched } = await searchRegions(signal);
       const results = await Promise.all(
-        (await searchRegions(signal)).map((region) =>
+        regions.map((region) =>
           cleanupRegion(clientsFor(region), options.pools, waitSeconds, deadline, signal),
         ),
       );
       const order = (a: PoolResource, b: PoolResource) =>
         a.poolId.localeCompare(b.poolId) || a.kind.localeCompare(b.kind) || a.id.localeCompare(b.id);
-      return {
-        removed: results.flatMap((result) => result.removed).sort(order),
-        left: results.flatMap((result) => result.left).sort(order),
-      };
+      const removed = results.flatMap((result) => result.removed).sort(order);
+      const left = results.flatMap((result) => result.left).sort(order);
+      if (unsearched === undefined) return { removed, left };
+      // Cleaned where it could look; the rest is an error the user acts on, what was done told in it.
+      const told = (resources: readonly PoolResource[]) =>
+        resources.map((resource) => `${resource.kind} ${resource.id}`).join(", ") || "nothing";
+      throw new ProvisionError({
+        provider: PROVIDER_NAME,
+        message: `${unsearched}. There it removed ${told(removed)} and left ${told(left)}`,
+        isRetryable: false,
+      });
     },
 
     async listInstances({ signal }) {
-      const regions = await searchRegions(signal);
+      const { regions, unsearched } = await searchRegions(signal);
       // Each region on its own: one that refuses (not enabled, denied by a policy) must not hide the
       // instances of the others from `skyward down`.
       const settled = await Promise.allSettled(
@@ -395,12 +417,18 @@ function createFromResolved(settings: ResolvedAwsSettings): ProviderV1<AwsCluste
       const missed = settled.flatMap((outcome, index) =>
         outcome.status === "rejected" ? [`${regions[index]}: ${(outcome.reason as Error).message}`] : [],
       );
-      if (missed.length === 0) return instances;
+      if (missed.length === 0 && unsearched === undefined) return instances;
       const first = settled.find((outcome) => outcome.status === "rejected");
+      const unlisted =
+        missed.length === 0
+          ? []
+          : [
+              `could not list the instances of ${missed.length === 1 ? "a region" : `${missed.length} regions`} (${missed.join("; ")}); those found in the other ${regions.length - missed.length} are listed`,
+            ];
       throw new IncompleteListingError({
         provider: PROVIDER_NAME,
         found: instances,
-        message: `could not list the instances of ${missed.length === 1 ? "a region" : `${missed.length} regions`} (${missed.join("; ")}); those found in the other ${regions.length - missed.length} are listed`,
+        message: [...(unsearched !== undefined ? [unsearched] : []), ...unlisted].join("; "),
         cause: first?.status === "rejected" ? first.reason : undefined,
       });
     },

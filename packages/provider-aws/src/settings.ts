@@ -74,8 +74,9 @@ export interface AwsSettings {
   /**
    * Where `listInstances` and `cleanup` (`skyward instances`, `skyward down`) look, besides
    * {@link AwsSettings.region}: more regions, or `"all"` for every region enabled in the account
-   * (`DescribeRegions`). Default: the region, and every region this machine has launched a pool in
-   * (recorded in `$SKYWARD_HOME/aws/regions.json`).
+   * (`DescribeRegions`; refused, only the region and the recorded ones are searched, and the listing
+   * says so). Default: the region, and every region this machine has launched a pool in (recorded in
+   * `$SKYWARD_HOME/aws/regions.json`).
    */
   regions?: readonly string[] | "all";
   /**

@@ -317,5 +317,50 @@ describe.skipIf(skipReason !== undefined)("AWS real account: network, images, re
         await aws.teardown({ cluster, ...call() });
       }
     });
+
+    it('regions "all" with DescribeRegions refused still lists and cleans where it knows to look, and says the rest was not searched', async () => {
+      const aws = AWS({ endpoint: suite.moto.endpoint });
+      const offer = await offerOf(aws, cpuQuery, "t3.medium");
+      const cluster = await aws.prepare({ spec: poolSpec(), offer, ...call("east0002") });
+      const [instance] = await aws.provision({ cluster, count: 1, ...call() });
+      // A policy without ec2:DescribeRegions (AWS's UnauthorizedOperation, as for any denied action).
+      const proxy = await startFaultProxy(suite.moto.endpoint, (action) =>
+        action === "DescribeRegions"
+          ? {
+              status: 403,
+              code: "UnauthorizedOperation",
+              message: "You are not authorized to perform this operation.",
+            }
+          : undefined,
+      );
+      try {
+        const all = AWS({ endpoint: proxy.endpoint, regions: "all" });
+        const error = await all.listInstances?.(call()).then(
+          () => undefined,
+          (reason: unknown) => reason,
+        );
+        // Before: the refusal failed the whole listing, so `skyward down` terminated nothing.
+        expect(IncompleteListingError.isInstance(error)).toBe(true);
+        const incomplete = error as IncompleteListingError;
+        expect(incomplete.found.map((found) => found.id)).toContain(instance?.id);
+        expect(incomplete.message).toMatch(
+          /regions "all": could not list the account's regions \(.*not authorized.*\), so only us-east-1(, [a-z0-9-]+)* (was|were) searched/,
+        );
+
+        // The instance ends; the pool's shared resources are cleaned up in the regions searched.
+        await aws.terminate({ cluster, ids: [instance?.id as string], ...call() });
+        const cleaned = await all.cleanup?.({ pools: ["east0002"], waitSeconds: 30, ...call() }).then(
+          () => undefined,
+          (reason: unknown) => reason as Error,
+        );
+        expect(cleaned?.message).toMatch(/could not list the account's regions/);
+        expect(cleaned?.message).toMatch(/There it removed .*security group/);
+        const { securityGroups } = await motoInventory(suite.moto.endpoint, "us-east-1");
+        expect(securityGroups).not.toContain((cluster.specific as AwsClusterData).securityGroupId);
+      } finally {
+        await proxy.close();
+        await aws.teardown({ cluster, ...call() });
+      }
+    });
   });
 });
