@@ -37,7 +37,7 @@ export function selfDestructCommand(podId: string): string {
 /** The pod's start command (v2's `args`, GraphQL's `dockerArgs`), the watchdog script base64-encoded: no quoting of it reaches RunPod. */
 export function watchedStartCommand(options: {
   seconds: number;
-  root: string | undefined;
+  root?: string | undefined;
   startCommand: string;
 }) {
   // A shell expansion, braced so that a path going on after `{id}` stays apart from it.

@@ -283,6 +283,7 @@ export {
 } from "./offers/offer-filter.js";
 export type { Market } from "./offers/prices.js";
 export { marketsFor, roundPrice } from "./offers/prices.js";
+export { type PerGpu, type PerGpuOfferFacts, perGpuOffer } from "./offers/per-gpu-offer.js";
 // Self-destruct
 export type { SelfDestructScriptOptions } from "./self-destruct-script.js";
 export { renderSelfDestructScript } from "./self-destruct-script.js";
