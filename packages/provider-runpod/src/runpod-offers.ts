@@ -18,15 +18,13 @@ import type { ParsedSettings } from "./runpod-settings.js";
 
 export const NAME = "runpod";
 
-type Cloud = "SECURE" | "COMMUNITY";
-
 /** What an offer of this provider carries in {@link Offer.specific}. */
 export type RunPodOfferData =
   | {
       readonly kind: "gpu";
       readonly gpuTypeId: string;
       readonly gpuCount: number;
-      readonly cloudType: Cloud;
+      readonly cloudType: "SECURE" | "COMMUNITY";
       /** The bid per GPU for an interruptible pod: the minimum bid plus the margin; null when none. */
       readonly bidPerGpu: number | null;
       /** The data centers with the type in stock, as the catalog listed them (empty: not listed). */
@@ -55,26 +53,13 @@ export function bidAbove(minimum: number, margin: number): number {
   return bid > minimum ? bid : Math.round((minimum + 0.001) * 1000) / 1000;
 }
 
-type Lowest = { minimumBidPrice: number | null; stockStatus?: string | null } | null | undefined;
-const inStock = (lowest: Lowest) =>
+/** The minimum bid of a cloud's lowest price; null where the type is out of stock. */
+const inStock = (lowest?: { minimumBidPrice: number | null; stockStatus?: string | null } | null) =>
   lowest && !/^(|none|out of stock)$/i.test(lowest.stockStatus ?? "") ? lowest.minimumBidPrice : null;
 
 /** RunPod's offers for the settings, from its catalog and its minimum bids. */
 export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
   const { cuda } = settings;
-
-  /**
-   * The minimum bids per GPU of each type in each cloud (GraphQL); undefined once RunPod no longer
-   * serves GraphQL (retired in early 2027: 404/410) and the allocation can do without spot.
-   */
-  async function minimumBids(query: OfferQuery, count: number, signal: AbortSignal) {
-    const purpose = "pricing interruptible pods";
-    const request = { query: spotPricesQuery(count), purpose, idempotent: true, signal };
-    return client.graphql(answers.spotPrices, request).catch((error: unknown) => {
-      if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
-      throw error;
-    });
-  }
 
   async function cpuOffers(query: OfferQuery, signal: AbortSignal): Promise<Offer[]> {
     if (settings.cloudType === "community" || query.allocation === "spot") return [];
@@ -118,7 +103,16 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
       );
     const dataCenterId = query.region ?? settings.dataCenterId;
     const { count } = wanted;
-    const bids = query.allocation !== "on-demand" ? await minimumBids(query, count, signal) : undefined;
+    // The minimum bids per GPU (GraphQL); none once RunPod no longer serves GraphQL (retired in early
+    // 2027: 404/410) and the allocation can do without spot.
+    const prices = { query: spotPricesQuery(count), purpose: "pricing interruptible pods", idempotent: true };
+    const bids =
+      query.allocation === "on-demand"
+        ? undefined
+        : await client.graphql(answers.spotPrices, { ...prices, signal }).catch((error: unknown) => {
+            if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
+            throw error;
+          });
     const offers: Offer[] = [];
     for (const name of ["secure", "community"] as const) {
       if (settings.cloudType !== "all" && settings.cloudType !== name) continue;
@@ -126,19 +120,16 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
       const params: Record<string, string> = { count: String(Math.trunc(count)), cloud };
       if ("minCudaVersion" in cuda) params.minCudaVersion = cuda.minCudaVersion;
       if ("allowedCudaVersions" in cuda) params.cudaVersions = cuda.allowedCudaVersions.join(",");
-      const { gpus } = await client.gpus(
-        { query: params, purpose: `listing GPU types (${name} cloud)` },
-        signal,
-      );
+      const purpose = `listing GPU types (${name} cloud)`;
+      const { gpus } = await client.gpus({ query: params, purpose }, signal);
       for (const gpu of gpus) {
         // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM").
         const accelerator = acceleratorFromNames([gpu.id, gpu.name], gpu.memory ?? 0);
-        const maxCount = gpu.maxCount?.[name];
         if (
           accelerator?.name !== wanted.name ||
           (wanted.memoryGb !== undefined && accelerator.memoryGb < wanted.memoryGb) ||
           !gpu[name] ||
-          (typeof maxCount === "number" && count > maxCount)
+          count > (gpu.maxCount?.[name] ?? count)
         )
           continue;
         // The versions RunPod has free hosts on (the catalog's, never a list kept here that ages).

@@ -20,21 +20,16 @@ import {
 } from "@skyward/provider-utils";
 import {
   answers,
-  DEPLOY_INTERRUPTIBLE_MUTATION,
   type Pod,
   podSchema,
+  RENT_INTERRUPTIBLE,
   RunPodApiError,
   runpodApi,
   runpodClient,
 } from "./runpod-api.js";
 import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { NAME, type RunPodOfferData, runpodOffers } from "./runpod-offers.js";
-import {
-  type ParsedSettings,
-  type RunPodSettings,
-  settingsSchema,
-  withCudaConstraint,
-} from "./runpod-settings.js";
+import { type RunPodSettings, settingsSchema, withCuda } from "./runpod-settings.js";
 
 /** What a RunPod cluster keeps in `Cluster.specific`. */
 export interface RunPodClusterData extends MachineClusterData {
@@ -59,7 +54,8 @@ function directSsh(pod: Pod) {
   return host && port ? { host, port } : undefined;
 }
 
-function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodClusterData> {
+function adapterFor(...parsed: Parameters<typeof withCuda>): MachineAdapter<Pod, RunPodClusterData> {
+  const settings = withCuda(...parsed);
   const client = runpodClient(settings);
   const volume = settings.volumeGb > 0;
   const { cloudType, cuda, spotBidMargin, dataCenterId, cpuFlavorIds } = settings;
@@ -73,12 +69,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     const pinned = spec.region ?? dataCenterId;
     const specific = offer.specific as RunPodOfferData;
     const peer = spec.plugins.find((plugin) => plugin.peerNetwork === true)?.name;
-    const alone = {
-      dataCenterIds: Object.freeze(pinned ? [pinned] : []),
-      globalNetworking: false,
-      spotAllowed: true,
-    };
-    if (specific.kind !== "gpu" || spec.nodes.max <= 1) return alone;
+    const placed = (centers: string[], globalNetworking = false) => ({
+      dataCenterIds: Object.freeze(centers),
+      globalNetworking,
+      spotAllowed: !globalNetworking || peer === undefined,
+    });
+    if (specific.kind !== "gpu" || spec.nodes.max <= 1) return placed(pinned ? [pinned] : []);
     const needs = `plugin "${peer}" needs for the pool's pods to reach one another`;
     if (peer !== undefined && spec.allocation === "spot")
       refuseSetting(
@@ -93,13 +89,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
     const [center] = wanted.length > 0 ? networked.filter((id) => wanted.includes(id)) : networked;
     // One data center for every pod (the catalog lists the best-stocked first); interruptible pods
     // cannot join the network, so a pool that needs it rents on demand.
-    if (center !== undefined)
-      return {
-        dataCenterIds: Object.freeze([center]),
-        globalNetworking: true,
-        spotAllowed: peer === undefined,
-      };
-    if (peer === undefined) return alone;
+    if (center !== undefined) return placed([center], true);
+    if (peer === undefined) return placed(pinned ? [pinned] : []);
     if (pinned !== undefined)
       refuseSetting(
         spec.region !== undefined ? "region" : "dataCenterId",
@@ -126,7 +117,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
         deleting: ["TERMINATED"],
         name: (pod: Pod) => pod.name,
         nameTag: "runpod:name",
-        tags: (pod) => skywardTagsFromEnvironment(pod.env),
+        tags: (pod) => skywardTagsFromEnvironment(pod.env ?? {}),
         address: directSsh,
         publicIp: (pod, status) => (status === "running" ? (directSsh(pod)?.host ?? null) : null),
         privateIp: (pod, _standIn, publicIp) => pod.globalNetworking?.ip ?? publicIp,
@@ -182,11 +173,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
           bidPerGpu: offer.bidPerGpu,
         };
         const purpose = "renting an interruptible pod";
-        const request = { query: DEPLOY_INTERRUPTIBLE_MUTATION, variables: { input }, purpose, signal };
-        const { podRentInterruptable: rented } = await client.graphql(answers.rented, {
-          ...request,
-          idempotent: false,
-        });
+        const request = { query: RENT_INTERRUPTIBLE, variables: { input }, purpose, idempotent: false };
+        const { podRentInterruptable: rented } = await client.graphql(answers.rented, { ...request, signal });
         const message = "RunPod's podRentInterruptable returned no pod";
         if (!rented) throw new RunPodApiError({ kind: "capacity", message });
         return podSchema.parse({ id: rented.id, name, status: "PROVISIONING", env });
@@ -220,9 +208,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
   };
 }
 
-const factories = machineProviderFactories<RunPodSettings>()("RunPod", settingsSchema, (parsed, written) =>
-  adapterFor(withCudaConstraint(parsed, written)),
-);
+const factories = machineProviderFactories<RunPodSettings>()("RunPod", settingsSchema, adapterFor);
 
 /**
  * The RunPod provider: `RunPod()` with default settings, or `RunPod({ cloudType: "secure",
