@@ -35,7 +35,9 @@ export function cudaFits(constraint: CudaConstraint, version: string): boolean {
 
 /** A CUDA version as a setting, `major.minor` (`"12.8"`): `expected a CUDA version like "12.8" (major.minor)` otherwise. */
 export function cudaVersionField() {
-  return z.string().regex(/^\d{1,2}\.\d{1,2}$/, { message: 'expected a CUDA version like "12.8" (major.minor)' });
+  return z
+    .string()
+    .regex(/^\d{1,2}\.\d{1,2}$/, { message: 'expected a CUDA version like "12.8" (major.minor)' });
 }
 
 /** Whether the constraint asks anything of the host. */
