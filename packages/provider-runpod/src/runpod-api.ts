@@ -65,6 +65,7 @@ const perCloud = <T extends z.ZodType>(item: T) => z.looseObject({ secure: item,
 const lowestBid = z.looseObject({ minimumBidPrice: price, stockStatus: text }).nullish();
 const spotPrice = z.looseObject({ id: z.string(), secureLowest: lowestBid, communityLowest: lowestBid });
 const port = z.looseObject({ private: count, public: count, ip: text });
+const dataCenter = z.looseObject({ id: z.string(), globalNetwork: z.boolean().nullish() });
 
 const catalogGpuSchema = z.looseObject({
   id: z.string(),
@@ -110,23 +111,20 @@ export type Pod = z.infer<typeof podSchema>;
 export const answers = {
   gpus: z.looseObject({ gpus: z.array(catalogGpuSchema) }),
   cpus: z.looseObject({ cpus: z.array(catalogCpuSchema) }),
-  dataCenters: z.looseObject({
-    dataCenters: z.array(z.looseObject({ id: z.string(), globalNetwork: z.boolean().nullish() })),
-  }),
+  dataCenters: z.looseObject({ dataCenters: z.array(dataCenter) }),
   pods: z.looseObject({ pods: z.array(podSchema) }),
   spotPrices: z.looseObject({ gpuTypes: answerOptionalListSchema(spotPrice) }),
   rented: z.looseObject({ podRentInterruptable: z.looseObject({ id: z.string() }).nullish() }),
 } as const;
 
-const pods = { include: "AVAILABILITY", product: "POD" };
+const pods = { query: { include: "AVAILABILITY", product: "POD" } };
+const networked = { query: { globalNetwork: "true" } };
 
 /** The v2 endpoints the provider calls (RunPod documents no rate limits for them). */
 const runpodEndpoints = machineEndpoints(runpodApi, {
-  gpus: endpoint("GET /catalog/gpus", answers.gpus, "listing GPU types", { query: pods }),
-  cpus: endpoint("GET /catalog/cpus", answers.cpus, "listing CPU flavors", { query: pods }),
-  dataCenters: endpoint("GET /catalog/datacenters", answers.dataCenters, "listing data centers", {
-    query: { globalNetwork: "true" },
-  }),
+  gpus: endpoint("GET /catalog/gpus", answers.gpus, "listing GPU types", pods),
+  cpus: endpoint("GET /catalog/cpus", answers.cpus, "listing CPU flavors", pods),
+  dataCenters: endpoint("GET /catalog/datacenters", answers.dataCenters, "listing data centers", networked),
   create: endpoint("POST /pods", podSchema, "creating a pod"),
   get: endpoint("GET /pods/{id}", podSchema, "looking up pod {id}"),
   // One page: v2's list of pods is not paged (https://docs.runpod.io/api-reference-v2/pods/list-pods).

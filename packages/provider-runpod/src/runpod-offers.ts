@@ -61,10 +61,9 @@ const inStock = (lowest?: { minimumBidPrice: number | null; stockStatus?: string
 export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
   const { cuda } = settings;
 
-  async function cpuOffers(query: OfferQuery, signal: AbortSignal): Promise<Offer[]> {
+  async function cpuOffers(query: OfferQuery, dataCenterId: string | undefined, signal: AbortSignal) {
     if (settings.cloudType === "community" || query.allocation === "spot") return [];
     const { cpus } = await client.cpus({}, signal);
-    const dataCenterId = query.region ?? settings.dataCenterId;
     return cpus.flatMap((flavor): Offer[] => {
       const perVcpu = flavor.price.securePerVcpu;
       const listed = settings.cpuFlavorIds?.includes(flavor.id) !== false;
@@ -93,15 +92,15 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
 
   return async (query: OfferQuery, signal: AbortSignal): Promise<Offer[]> => {
     const wanted = query.accelerator;
+    const dataCenterId = query.region ?? settings.dataCenterId;
     if (query.architecture === "arm64") return [];
-    if (!wanted) return cpuOffers(query, signal);
+    if (!wanted) return cpuOffers(query, dataCenterId, signal);
     // v2 places a GPU pod with its GPU type's own share of vCPUs and memory; nothing asks for more.
     if (query.vcpus !== undefined || query.memoryGb !== undefined)
       refuseSetting(
         query.vcpus !== undefined ? "vcpus" : "memoryGb",
         "RunPod's pod API (v2) cannot ask a GPU pod for a vCPU or memory minimum (each GPU type comes with its own share): leave vcpus and memoryGb unset for RunPod GPU pods, or ask for more GPUs",
       );
-    const dataCenterId = query.region ?? settings.dataCenterId;
     const { count } = wanted;
     // The minimum bids per GPU (GraphQL); none once RunPod no longer serves GraphQL (retired in early
     // 2027: 404/410) and the allocation can do without spot.

@@ -84,8 +84,7 @@ function adapterFor(...parsed: Parameters<typeof withCuda>): MachineAdapter<Pod,
     const { dataCenters } = await client.dataCenters({}, signal);
     const networked = dataCenters.filter((center) => center.globalNetwork !== false).map(({ id }) => id);
     // The pinned one, else where the type is in stock: an offer stocked only outside them cannot join.
-    const stocked = specific.dataCenterIds;
-    const wanted = pinned !== undefined ? [pinned] : stocked;
+    const wanted = pinned !== undefined ? [pinned] : specific.dataCenterIds;
     const [center] = wanted.length > 0 ? networked.filter((id) => wanted.includes(id)) : networked;
     // One data center for every pod (the catalog lists the best-stocked first); interruptible pods
     // cannot join the network, so a pool that needs it rents on demand.
@@ -96,7 +95,7 @@ function adapterFor(...parsed: Parameters<typeof withCuda>): MachineAdapter<Pod,
         spec.region !== undefined ? "region" : "dataCenterId",
         `data center ${pinned} has no global networking, which ${needs}: use one of ${networked.join(", ")}`,
       );
-    const reason = `in stock only in data centers without global networking (${stocked.join(", ")}), which ${needs}`;
+    const reason = `in stock only in data centers without global networking (${specific.dataCenterIds.join(", ")}), which ${needs}`;
     throw new NoCapacityError({ attempts: [{ provider: NAME, offer: offer.instanceType, reason }] });
   }
 
