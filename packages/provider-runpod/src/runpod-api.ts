@@ -29,30 +29,26 @@ import {
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/**
- * A 403 is a valid key that "lacks access to the requested resource or action" (…/create-a-pod,
- * "Authorizations"): this account may not use that pool, not a bad key (the base words it so). Every
- * other broken rule is a 400 like "no capacity": only RunPod's words (v2's `detail`, GraphQL's
- * `errors[].message`) tell them apart.
- */
-export const classifyRunPodError = errorTable([
-  { status: [403], kind: "account" },
-  { status: ["5xx", 429], kind: undefined },
-  { words: /bid (price )?(is )?too low/i, kind: "price" },
-  {
-    words:
-      /no longer any instances available|does not have the resources|not enough (free )?gpus|no (gpus?|instances?|machines?)( \w+)? (is |are )?available|out of stock|insufficient capacity|could not be placed/i,
-    kind: "capacity",
-  },
-]);
-
 /** RunPod's API: its client (key from `apiKey`, else `RUNPOD_API_KEY`), key lookup and answer parsing. */
 export const runpodApi = defineMachineApi({
   provider: "runpod",
   errorName: "RunPodApiError",
   label: "RunPod",
   apiKeyVariable: "RUNPOD_API_KEY",
-  classify: classifyRunPodError,
+  // A 403 is a valid key that "lacks access to the requested resource or action" (…/create-a-pod,
+  // "Authorizations"): this account may not use that pool, not a bad key (the base words it so). Every
+  // other broken rule is a 400 like "no capacity": only RunPod's words (v2's `detail`, GraphQL's
+  // `errors[].message`) tell them apart.
+  classify: errorTable([
+    { status: [403], kind: "account" },
+    { status: ["5xx", 429], kind: undefined },
+    { words: /bid (price )?(is )?too low/i, kind: "price" },
+    {
+      words:
+        /no longer any instances available|does not have the resources|not enough (free )?gpus|no (gpus?|instances?|machines?)( \w+)? (is |are )?available|out of stock|insufficient capacity|could not be placed/i,
+      kind: "capacity",
+    },
+  ]),
 });
 
 /** A failed call to RunPod's API: a {@link MachineProviderError} whose `kind` says what failed. */
@@ -67,6 +63,9 @@ const availability = z.enum(["NONE", "LOW", "MEDIUM", "HIGH"]).nullish();
 const dataCenters = z.array(z.looseObject({ id: z.string(), availability })).nullish();
 const perCloud = <T extends z.ZodType>(item: T) => z.looseObject({ secure: item, community: item }).nullish();
 const lowestBid = z.looseObject({ minimumBidPrice: price, stockStatus: text }).nullish();
+const spotPrice = z.looseObject({ id: z.string(), secureLowest: lowestBid, communityLowest: lowestBid });
+const port = z.looseObject({ private: count, public: count, ip: text });
+const dataCenter = z.looseObject({ id: z.string(), globalNetwork: z.boolean().nullish() });
 
 const catalogGpuSchema = z.looseObject({
   id: z.string(),
@@ -97,16 +96,11 @@ export const podSchema = z.looseObject({
   id: z.string(),
   name: text,
   status: text,
-  env: z
-    .record(z.string(), z.string())
-    .nullish()
-    .transform((value) => value ?? {}),
+  env: z.record(z.string(), z.string()).nullish(),
   cost: answerNumberSchema,
   ssh: z.looseObject({ direct: z.looseObject({ host: z.string(), port: z.number() }).nullish() }).nullish(),
   globalNetworking: z.looseObject({ ip: text }).nullish(),
-  runtime: z
-    .looseObject({ ports: z.array(z.looseObject({ private: count, public: count, ip: text })).nullish() })
-    .nullish(),
+  runtime: z.looseObject({ ports: z.array(port).nullish() }).nullish(),
   createdAt: text,
 });
 
@@ -117,27 +111,20 @@ export type Pod = z.infer<typeof podSchema>;
 export const answers = {
   gpus: z.looseObject({ gpus: z.array(catalogGpuSchema) }),
   cpus: z.looseObject({ cpus: z.array(catalogCpuSchema) }),
-  dataCenters: z.looseObject({
-    dataCenters: z.array(z.looseObject({ id: z.string(), globalNetwork: z.boolean().nullish() })),
-  }),
+  dataCenters: z.looseObject({ dataCenters: z.array(dataCenter) }),
   pods: z.looseObject({ pods: z.array(podSchema) }),
-  spotPrices: z.looseObject({
-    gpuTypes: answerOptionalListSchema(
-      z.looseObject({ id: z.string(), secureLowest: lowestBid, communityLowest: lowestBid }),
-    ),
-  }),
+  spotPrices: z.looseObject({ gpuTypes: answerOptionalListSchema(spotPrice) }),
   rented: z.looseObject({ podRentInterruptable: z.looseObject({ id: z.string() }).nullish() }),
 } as const;
 
-const pods = { include: "AVAILABILITY", product: "POD" };
+const pods = { query: { include: "AVAILABILITY", product: "POD" } };
+const networked = { query: { globalNetwork: "true" } };
 
 /** The v2 endpoints the provider calls (RunPod documents no rate limits for them). */
 const runpodEndpoints = machineEndpoints(runpodApi, {
-  gpus: endpoint("GET /catalog/gpus", answers.gpus, "listing GPU types", { query: pods }),
-  cpus: endpoint("GET /catalog/cpus", answers.cpus, "listing CPU flavors", { query: pods }),
-  dataCenters: endpoint("GET /catalog/datacenters", answers.dataCenters, "listing data centers", {
-    query: { globalNetwork: "true" },
-  }),
+  gpus: endpoint("GET /catalog/gpus", answers.gpus, "listing GPU types", pods),
+  cpus: endpoint("GET /catalog/cpus", answers.cpus, "listing CPU flavors", pods),
+  dataCenters: endpoint("GET /catalog/datacenters", answers.dataCenters, "listing data centers", networked),
   create: endpoint("POST /pods", podSchema, "creating a pod"),
   get: endpoint("GET /pods/{id}", podSchema, "looking up pod {id}"),
   // One page: v2's list of pods is not paged (https://docs.runpod.io/api-reference-v2/pods/list-pods).
@@ -167,6 +154,6 @@ export function spotPricesQuery(gpuCount: number): string {
  * Creates an interruptible GPU pod at a bid per GPU; its input takes `allowedCudaVersions` like
  * `podFindAndDeployOnDemand` (runpod-python's `generate_spot_pod_deployment_mutation` sends it too).
  */
-export const DEPLOY_INTERRUPTIBLE_MUTATION = `mutation SkywardRentInterruptable($input: PodRentInterruptableInput!) {
+export const RENT_INTERRUPTIBLE = `mutation SkywardRentInterruptable($input: PodRentInterruptableInput!) {
   podRentInterruptable(input: $input) { id }
 }`;

@@ -10,11 +10,7 @@ import { shellQuote } from "@skyward/core/contract";
 import { pythonDeleteRequest, retriedShell, workerWatchdogScript } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
 
-/**
- * The pod deleted by `runpodctl`, else by `DELETE /v2/pods/{id}` from Python (an older runpodctl), by the
- * retry rule every self-destruct shares (`retriedShell`): the boot watchdog runs it once. The key and the
- * pod's id come from the environment; the key is never on a command line.
- */
+/** The delete, by the retry rule every self-destruct shares (the watchdog runs it once); key and id from the environment. */
 const DELETE_OWN_POD = retriedShell(
   `runpodctl pod delete "$RUNPOD_POD_ID" || ${pythonDeleteRequest({
     method: "DELETE",
@@ -35,11 +31,7 @@ export function selfDestructCommand(podId: string): string {
 }
 
 /** The pod's start command (v2's `args`, GraphQL's `dockerArgs`), the watchdog script base64-encoded: no quoting of it reaches RunPod. */
-export function watchedStartCommand(options: {
-  seconds: number;
-  root: string | undefined;
-  startCommand: string;
-}) {
+export function watchedStartCommand(options: { seconds: number; root?: string; startCommand: string }) {
   // A shell expansion, braced so that a path going on after `{id}` stays apart from it.
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's `${…}`, written for the shell.
   const root = escaped(options.root ?? DEFAULT_NODE_ROOT).replaceAll("{id}", "${RUNPOD_POD_ID}");

@@ -8,6 +8,7 @@ import {
   cudaConstrained,
   cudaFits,
   machineErrorKind,
+  perGpuOffer,
   pricedOffer,
   refuseSetting,
   roundPrice,
@@ -17,15 +18,13 @@ import type { ParsedSettings } from "./runpod-settings.js";
 
 export const NAME = "runpod";
 
-type Cloud = "SECURE" | "COMMUNITY";
-
 /** What an offer of this provider carries in {@link Offer.specific}. */
 export type RunPodOfferData =
   | {
       readonly kind: "gpu";
       readonly gpuTypeId: string;
       readonly gpuCount: number;
-      readonly cloudType: Cloud;
+      readonly cloudType: "SECURE" | "COMMUNITY";
       /** The bid per GPU for an interruptible pod: the minimum bid plus the margin; null when none. */
       readonly bidPerGpu: number | null;
       /** The data centers with the type in stock, as the catalog listed them (empty: not listed). */
@@ -54,109 +53,17 @@ export function bidAbove(minimum: number, margin: number): number {
   return bid > minimum ? bid : Math.round((minimum + 0.001) * 1000) / 1000;
 }
 
-type Lowest = { minimumBidPrice: number | null; stockStatus?: string | null } | null | undefined;
-const inStock = (lowest: Lowest) =>
+/** The minimum bid of a cloud's lowest price; null where the type is out of stock. */
+const inStock = (lowest?: { minimumBidPrice: number | null; stockStatus?: string | null } | null) =>
   lowest && !/^(|none|out of stock)$/i.test(lowest.stockStatus ?? "") ? lowest.minimumBidPrice : null;
 
 /** RunPod's offers for the settings, from its catalog and its minimum bids. */
 export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
   const { cuda } = settings;
 
-  /**
-   * The minimum bid per GPU of each type, by cloud (GraphQL); undefined once RunPod no longer serves
-   * GraphQL (retired in early 2027: 404/410) and the allocation can do without spot.
-   */
-  async function minimumBids(query: OfferQuery, count: number, signal: AbortSignal) {
-    const purpose = "pricing interruptible pods";
-    const request = { query: spotPricesQuery(count), purpose, idempotent: true, signal };
-    const prices = await client.graphql(answers.spotPrices, request).catch((error: unknown) => {
-      if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
-      throw error;
-    });
-    const bids = prices?.gpuTypes.map((type) => {
-      const lowest = { SECURE: inStock(type.secureLowest), COMMUNITY: inStock(type.communityLowest) };
-      return [type.id, lowest] as const;
-    });
-    return bids && new Map(bids);
-  }
-
-  async function gpuOffers(
-    query: OfferQuery,
-    wanted: NonNullable<OfferQuery["accelerator"]>,
-    signal: AbortSignal,
-  ) {
-    // v2 places a GPU pod with its GPU type's own share of vCPUs and memory; nothing asks for more.
-    if (query.vcpus !== undefined || query.memoryGb !== undefined)
-      refuseSetting(
-        query.vcpus !== undefined ? "vcpus" : "memoryGb",
-        "RunPod's pod API (v2) cannot ask a GPU pod for a vCPU or memory minimum (each GPU type comes with its own share): leave vcpus and memoryGb unset for RunPod GPU pods, or ask for more GPUs",
-      );
-    const dataCenterId = query.region ?? settings.dataCenterId;
-    const { count } = wanted;
-    const bids = query.allocation !== "on-demand" ? await minimumBids(query, count, signal) : undefined;
-    const offers: Offer[] = [];
-    for (const cloud of ["SECURE", "COMMUNITY"] as const) {
-      const secure = cloud === "SECURE";
-      if (settings.cloudType !== "all" && settings.cloudType !== cloud.toLowerCase()) continue;
-      const params: Record<string, string> = { count: String(Math.trunc(count)), cloud };
-      if ("minCudaVersion" in cuda) params.minCudaVersion = cuda.minCudaVersion;
-      if ("allowedCudaVersions" in cuda) params.cudaVersions = cuda.allowedCudaVersions.join(",");
-      const purpose = `listing GPU types (${cloud.toLowerCase()} cloud)`;
-      const { gpus } = await client.gpus({ query: params, purpose }, signal);
-      for (const gpu of gpus) {
-        // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM").
-        const accelerator = acceleratorFromNames([gpu.id, gpu.name], gpu.memory ?? 0);
-        const maxCount = secure ? gpu.maxCount?.secure : gpu.maxCount?.community;
-        if (
-          accelerator?.name !== wanted.name ||
-          (wanted.memoryGb !== undefined && accelerator.memoryGb < wanted.memoryGb) ||
-          !(secure ? gpu.secure : gpu.community) ||
-          (typeof maxCount === "number" && count > maxCount)
-        )
-          continue;
-        // The versions RunPod has free hosts on (the catalog's, never a list kept here that ages).
-        const cudaVersions = (gpu.cudaVersions ?? [])
-          .filter((entry) => entry.available && cudaFits(cuda, entry.version))
-          .map((entry) => entry.version);
-        if (soldOut(gpu, dataCenterId) || (cudaConstrained(cuda) && cudaVersions.length === 0)) continue;
-        // v2 cannot ask a community pod for a public IP, and without one it has no direct SSH port: the
-        // pool would wait out the provisioning timeout for nothing. Community pods are rented
-        // interruptible only (GraphQL's `supportPublicIp`).
-        const onDemandPerGpu = secure ? (gpu.price?.secure ?? null) : null;
-        const minimumBid = bids?.get(gpu.id)?.[cloud] ?? null;
-        const bidPerGpu = minimumBid === null ? null : bidAbove(minimumBid, settings.spotBidMargin);
-        const stocked = (gpu.dataCenters ?? []).filter((center) => center.availability !== "NONE");
-        offers.push(
-          ...pricedOffer({
-            id: `runpod:${cloud.toLowerCase()}:${gpu.id}:x${count}`,
-            provider: NAME,
-            instanceType: `${count > 1 ? `${count}x ` : ""}${gpu.id} (${cloud.toLowerCase()} cloud)`,
-            accelerator: { ...accelerator, count },
-            vcpus: 0,
-            memoryGb: 0,
-            region: dataCenterId ?? "any",
-            spotPrice: bidPerGpu === null ? null : roundPrice(bidPerGpu * count),
-            onDemandPrice: onDemandPerGpu === null ? null : roundPrice(onDemandPerGpu * count),
-            specific: {
-              kind: "gpu",
-              gpuTypeId: gpu.id,
-              gpuCount: count,
-              cloudType: cloud,
-              bidPerGpu,
-              dataCenterIds: Object.freeze(stocked.map((center) => center.id)),
-              cudaVersions: Object.freeze(cudaVersions),
-            } satisfies RunPodOfferData,
-          }),
-        );
-      }
-    }
-    return offers;
-  }
-
-  async function cpuOffers(query: OfferQuery, signal: AbortSignal): Promise<Offer[]> {
+  async function cpuOffers(query: OfferQuery, dataCenterId: string | undefined, signal: AbortSignal) {
     if (settings.cloudType === "community" || query.allocation === "spot") return [];
     const { cpus } = await client.cpus({}, signal);
-    const dataCenterId = query.region ?? settings.dataCenterId;
     return cpus.flatMap((flavor): Offer[] => {
       const perVcpu = flavor.price.securePerVcpu;
       const listed = settings.cpuFlavorIds?.includes(flavor.id) !== false;
@@ -184,7 +91,80 @@ export function runpodOffers(settings: ParsedSettings, client: RunPodClient) {
   }
 
   return async (query: OfferQuery, signal: AbortSignal): Promise<Offer[]> => {
+    const wanted = query.accelerator;
+    const dataCenterId = query.region ?? settings.dataCenterId;
     if (query.architecture === "arm64") return [];
-    return query.accelerator ? gpuOffers(query, query.accelerator, signal) : cpuOffers(query, signal);
+    if (!wanted) return cpuOffers(query, dataCenterId, signal);
+    // v2 places a GPU pod with its GPU type's own share of vCPUs and memory; nothing asks for more.
+    if (query.vcpus !== undefined || query.memoryGb !== undefined)
+      refuseSetting(
+        query.vcpus !== undefined ? "vcpus" : "memoryGb",
+        "RunPod's pod API (v2) cannot ask a GPU pod for a vCPU or memory minimum (each GPU type comes with its own share): leave vcpus and memoryGb unset for RunPod GPU pods, or ask for more GPUs",
+      );
+    const { count } = wanted;
+    // The minimum bids per GPU (GraphQL); none once RunPod no longer serves GraphQL (retired in early
+    // 2027: 404/410) and the allocation can do without spot.
+    const prices = { query: spotPricesQuery(count), purpose: "pricing interruptible pods", idempotent: true };
+    const bids =
+      query.allocation === "on-demand"
+        ? undefined
+        : await client.graphql(answers.spotPrices, { ...prices, signal }).catch((error: unknown) => {
+            if (machineErrorKind(error) === "gone" && query.allocation !== "spot") return undefined;
+            throw error;
+          });
+    const offers: Offer[] = [];
+    for (const name of ["secure", "community"] as const) {
+      if (settings.cloudType !== "all" && settings.cloudType !== name) continue;
+      const cloud = name === "secure" ? "SECURE" : "COMMUNITY";
+      const params: Record<string, string> = { count: String(Math.trunc(count)), cloud };
+      if ("minCudaVersion" in cuda) params.minCudaVersion = cuda.minCudaVersion;
+      if ("allowedCudaVersions" in cuda) params.cudaVersions = cuda.allowedCudaVersions.join(",");
+      const purpose = `listing GPU types (${name} cloud)`;
+      const { gpus } = await client.gpus({ query: params, purpose }, signal);
+      for (const gpu of gpus) {
+        // The type id or its display name says the board ("NVIDIA A100-SXM4-80GB", "H100 SXM").
+        const accelerator = acceleratorFromNames([gpu.id, gpu.name], gpu.memory ?? 0);
+        if (
+          accelerator?.name !== wanted.name ||
+          (wanted.memoryGb !== undefined && accelerator.memoryGb < wanted.memoryGb) ||
+          !gpu[name] ||
+          count > (gpu.maxCount?.[name] ?? count)
+        )
+          continue;
+        // The versions RunPod has free hosts on (the catalog's, never a list kept here that ages).
+        const cudaVersions = (gpu.cudaVersions ?? [])
+          .filter((entry) => entry.available && cudaFits(cuda, entry.version))
+          .map((entry) => entry.version);
+        if (soldOut(gpu, dataCenterId) || (cudaConstrained(cuda) && cudaVersions.length === 0)) continue;
+        // v2 cannot ask a community pod for a public IP, and without one it has no direct SSH port: the
+        // pool would wait out the provisioning timeout for nothing. Community pods are rented
+        // interruptible only (GraphQL's `supportPublicIp`).
+        const onDemandPrice = name === "secure" ? (gpu.price?.secure ?? null) : null;
+        const minimumBid = inStock(bids?.gpuTypes.find((type) => type.id === gpu.id)?.[`${name}Lowest`]);
+        const bidPerGpu = minimumBid === null ? null : bidAbove(minimumBid, settings.spotBidMargin);
+        const stocked = (gpu.dataCenters ?? []).filter((center) => center.availability !== "NONE");
+        offers.push(
+          ...perGpuOffer({
+            provider: NAME,
+            key: `${name}:${gpu.id}`,
+            typeName: `${gpu.id} (${name} cloud)`,
+            accelerator,
+            count,
+            region: dataCenterId,
+            perGpu: { spotPrice: bidPerGpu, onDemandPrice },
+            specific: {
+              kind: "gpu",
+              gpuTypeId: gpu.id,
+              gpuCount: count,
+              cloudType: cloud,
+              bidPerGpu,
+              dataCenterIds: Object.freeze(stocked.map((center) => center.id)),
+              cudaVersions: Object.freeze(cudaVersions),
+            } satisfies RunPodOfferData,
+          }),
+        );
+      }
+    }
+    return offers;
   };
 }

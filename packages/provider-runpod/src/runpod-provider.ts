@@ -15,28 +15,21 @@ import {
   type MachineClusterData,
   machineProviderFactories,
   refuseSetting,
-  SKYWARD_TAGS,
   skywardTagsFromEnvironment,
   skywardTagsToEnvironment,
 } from "@skyward/provider-utils";
 import {
   answers,
-  DEPLOY_INTERRUPTIBLE_MUTATION,
   type Pod,
   podSchema,
+  RENT_INTERRUPTIBLE,
   RunPodApiError,
-  type RunPodClient,
   runpodApi,
   runpodClient,
 } from "./runpod-api.js";
 import { selfDestructCommand, watchedStartCommand } from "./runpod-boot.js";
 import { NAME, type RunPodOfferData, runpodOffers } from "./runpod-offers.js";
-import {
-  type ParsedSettings,
-  type RunPodSettings,
-  settingsSchema,
-  withCudaConstraint,
-} from "./runpod-settings.js";
+import { type RunPodSettings, settingsSchema, withCuda } from "./runpod-settings.js";
 
 /** What a RunPod cluster keeps in `Cluster.specific`. */
 export interface RunPodClusterData extends MachineClusterData {
@@ -61,90 +54,77 @@ function directSsh(pod: Pod) {
   return host && port ? { host, port } : undefined;
 }
 
-/**
- * Where a pool's pods go and whether they join global networking, refused before anything starts. A
- * pool of several GPU pods is pinned to one data center with global networking: across data centers
- * it carries at most 100 Mbps (https://docs.runpod.io/pods/networking).
- */
-async function placement(
-  settings: ParsedSettings,
-  client: RunPodClient,
-  spec: PoolSpec,
-  offer: Offer,
-  signal: AbortSignal,
-) {
-  const pinned = spec.region ?? settings.dataCenterId;
-  const specific = offer.specific as RunPodOfferData;
-  const peers = spec.plugins.filter((plugin) => plugin.peerNetwork === true).map((plugin) => plugin.name);
-  const alone = { dataCenterIds: pinned ? [pinned] : [], globalNetworking: false, spotAllowed: true };
-  if (specific.kind !== "gpu" || spec.nodes.max <= 1) return alone;
-  const needs = `plugin "${peers[0]}" needs for the pool's pods to reach one another`;
-  if (peers.length > 0 && spec.allocation === "spot")
-    refuseSetting(
-      "allocation",
-      `plugin "${peers[0]}" needs the pool's ${spec.nodes.max} pods to reach one another through RunPod's global networking, which interruptible pods cannot join: use allocation "on-demand" (or "spot-if-available", which then rents on demand)`,
-    );
-  const { dataCenters } = await client.dataCenters({}, signal);
-  const networked = dataCenters.filter((center) => center.globalNetwork !== false).map(({ id }) => id);
-  // Only where the type is in stock: an offer stocked only outside them cannot join the network.
-  const stocked = specific.dataCenterIds;
-  const usable = stocked.length > 0 ? networked.filter((id) => stocked.includes(id)) : networked;
-  if (pinned === undefined && usable.length === 0) {
-    if (peers.length === 0) return alone;
-    const reason = `in stock only in data centers without global networking (${stocked.join(", ")}), which ${needs}`;
-    throw new NoCapacityError({ attempts: [{ provider: NAME, offer: offer.instanceType, reason }] });
-  }
-  if (pinned !== undefined && !networked.includes(pinned)) {
-    if (peers.length > 0)
-      refuseSetting(
-        spec.region !== undefined ? "region" : "dataCenterId",
-        `data center ${pinned} has no global networking, which ${needs}: use one of ${networked.join(", ")}`,
-      );
-    return alone;
-  }
-  // One data center for every pod (the catalog lists the best-stocked first); interruptible pods cannot
-  // join the network, so a pool that needs it rents on demand.
-  return {
-    dataCenterIds: [pinned ?? (usable[0] as string)],
-    globalNetworking: true,
-    spotAllowed: peers.length === 0,
-  };
-}
-
-function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodClusterData> {
+function adapterFor(...parsed: Parameters<typeof withCuda>): MachineAdapter<Pod, RunPodClusterData> {
+  const settings = withCuda(...parsed);
   const client = runpodClient(settings);
   const volume = settings.volumeGb > 0;
   const { cloudType, cuda, spotBidMargin, dataCenterId, cpuFlavorIds } = settings;
 
+  /**
+   * Where a pool's pods go and whether they join global networking, refused before anything starts. A
+   * pool of several GPU pods is pinned to one data center with global networking: across data centers
+   * it carries at most 100 Mbps (https://docs.runpod.io/pods/networking).
+   */
+  async function placement(spec: PoolSpec, offer: Offer, signal: AbortSignal) {
+    const pinned = spec.region ?? dataCenterId;
+    const specific = offer.specific as RunPodOfferData;
+    const peer = spec.plugins.find((plugin) => plugin.peerNetwork === true)?.name;
+    const placed = (centers: string[], globalNetworking = false) => ({
+      dataCenterIds: Object.freeze(centers),
+      globalNetworking,
+      spotAllowed: !globalNetworking || peer === undefined,
+    });
+    if (specific.kind !== "gpu" || spec.nodes.max <= 1) return placed(pinned ? [pinned] : []);
+    const needs = `plugin "${peer}" needs for the pool's pods to reach one another`;
+    if (peer !== undefined && spec.allocation === "spot")
+      refuseSetting(
+        "allocation",
+        `plugin "${peer}" needs the pool's ${spec.nodes.max} pods to reach one another through RunPod's global networking, which interruptible pods cannot join: use allocation "on-demand" (or "spot-if-available", which then rents on demand)`,
+      );
+    const { dataCenters } = await client.dataCenters({}, signal);
+    const networked = dataCenters.filter((center) => center.globalNetwork !== false).map(({ id }) => id);
+    // The pinned one, else where the type is in stock: an offer stocked only outside them cannot join.
+    const wanted = pinned !== undefined ? [pinned] : specific.dataCenterIds;
+    const [center] = wanted.length > 0 ? networked.filter((id) => wanted.includes(id)) : networked;
+    // One data center for every pod (the catalog lists the best-stocked first); interruptible pods
+    // cannot join the network, so a pool that needs it rents on demand.
+    if (center !== undefined) return placed([center], true);
+    if (peer === undefined) return placed(pinned ? [pinned] : []);
+    if (pinned !== undefined)
+      refuseSetting(
+        spec.region !== undefined ? "region" : "dataCenterId",
+        `data center ${pinned} has no global networking, which ${needs}: use one of ${networked.join(", ")}`,
+      );
+    const reason = `in stock only in data centers without global networking (${specific.dataCenterIds.join(", ")}), which ${needs}`;
+    throw new NoCapacityError({ attempts: [{ provider: NAME, offer: offer.instanceType, reason }] });
+  }
+
   // A marketplace: the core caches its offers for an hour at most. GPU pods of one pool join global
   // networking (CPU pods cannot); image pulls take long. Neither v2 nor GraphQL takes an idempotency
   // token: a create whose answer was lost is found by name.
-  const half = containerMarketplace({
-    name: NAME,
-    label: "RunPod",
-    settings,
-    clusterIdPrefix: "skyward",
-    peerNetwork: "accelerated",
-    containers: "pods",
-    // A pod runs, with SSH coordinates, once RunPod publishes the public address and port mapped to 22.
-    mapping: {
-      statuses: { running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] },
-      deleting: ["TERMINATED"],
-      name: (pod: Pod) => pod.name,
-      nameTag: "runpod:name",
-      tags: (pod) => skywardTagsFromEnvironment(pod.env),
-      address: directSsh,
-      publicIp: (pod, status) => (status === "running" ? (directSsh(pod)?.host ?? null) : null),
-      privateIp: (pod, _standIn, publicIp) => pod.globalNetworking?.ip ?? publicIp,
-      spot: (_pod, tags) => tags[SKYWARD_TAGS.spot] === "1",
-      hourlyPrice: (pod) => pod.cost,
-      createdAt: (pod) => pod.createdAt,
-      root: settings.root,
-    },
-  });
-
   return {
-    ...half,
+    ...containerMarketplace({
+      name: NAME,
+      label: "RunPod",
+      settings,
+      clusterIdPrefix: "skyward",
+      peerNetwork: "accelerated",
+      containers: "pods",
+      // A pod runs, with SSH coordinates, once RunPod publishes the public address and port mapped to 22.
+      mapping: {
+        statuses: { running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] },
+        deleting: ["TERMINATED"],
+        name: (pod: Pod) => pod.name,
+        nameTag: "runpod:name",
+        tags: (pod) => skywardTagsFromEnvironment(pod.env ?? {}),
+        address: directSsh,
+        publicIp: (pod, status) => (status === "running" ? (directSsh(pod)?.host ?? null) : null),
+        privateIp: (pod, _standIn, publicIp) => pod.globalNetworking?.ip ?? publicIp,
+        hourlyPrice: (pod) => pod.cost,
+        createdAt: (pod) => pod.createdAt,
+        root: settings.root,
+      },
+    }),
     // Every setting the offers depend on, so that a provider set otherwise is never handed offers cached
     // for another; not the disks, env, root or key, which shape the pod, not the offers.
     cacheKey: JSON.stringify([cloudType, cuda, spotBidMargin, dataCenterId ?? null, cpuFlavorIds ?? null]),
@@ -157,71 +137,62 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
       const noVolume =
         "RunPod CPU pods take no pod volume (a persistent mount is GPU-only): set volumeGb to 0";
       if (!gpu && volume) refuseSetting("volumeGb", noVolume);
-      const where = await placement(settings, client, spec, offer, signal);
-      return {
-        ...keys,
-        ...where,
-        image: settings.containerImage,
-        containerDiskGb: Math.max(settings.containerDiskGb, Math.ceil(spec.diskGb ?? 0)),
-        dataCenterIds: Object.freeze(where.dataCenterIds),
-        cuda: gpu ? settings.cuda : {},
-      };
+      const containerDiskGb = Math.max(settings.containerDiskGb, Math.ceil(spec.diskGb ?? 0));
+      const where = await placement(spec, offer, signal);
+      return { ...keys, ...where, image: settings.containerImage, containerDiskGb, cuda: gpu ? cuda : {} };
     },
 
     spotAllowed: (cluster) => cluster.specific.spotAllowed,
 
     async create({ cluster, spot, name, tags, watchdogSeconds, signal }) {
       const offer = cluster.offer.specific as RunPodOfferData;
-      const data = cluster.specific;
-      const env = { ...settings.env, PUBLIC_KEY: data.publicKey, ...skywardTagsToEnvironment(tags) };
-      const { root, startCommand: command } = settings;
-      const startCommand = watchedStartCommand({ seconds: watchdogSeconds, root, startCommand: command });
+      const { image, containerDiskGb: disk, dataCenterIds, cuda, publicKey } = cluster.specific;
+      const env = { ...settings.env, PUBLIC_KEY: publicKey, ...skywardTagsToEnvironment(tags) };
+      const args = watchedStartCommand({ ...settings, seconds: watchdogSeconds });
       if (spot && offer.kind === "gpu") {
         // An interruptible GPU pod through GraphQL (v2 has none), at the offer's bid per GPU.
         const input = {
           name,
-          imageName: data.image,
+          imageName: image,
           gpuTypeId: offer.gpuTypeId,
           gpuCount: offer.gpuCount,
           cloudType: offer.cloudType,
-          containerDiskInGb: data.containerDiskGb,
+          containerDiskInGb: disk,
           volumeInGb: settings.volumeGb,
           ...(volume ? { volumeMountPath: settings.volumeMountPath } : {}),
           ports: "22/tcp",
           startSsh: true,
           // A pod without a public IP has no direct SSH port.
           supportPublicIp: true,
-          dockerArgs: startCommand,
+          dockerArgs: args,
           env: Object.entries(env).map(([key, value]) => ({ key, value })),
           // GraphQL takes an exact list: the catalog's versions of free hosts that run the image.
-          ...(cudaConstrained(data.cuda) ? { allowedCudaVersions: [...offer.cudaVersions] } : {}),
-          ...(data.dataCenterIds.length === 1 ? { dataCenterId: data.dataCenterIds[0] } : {}),
+          ...(cudaConstrained(cuda) ? { allowedCudaVersions: [...offer.cudaVersions] } : {}),
+          ...(dataCenterIds.length === 1 ? { dataCenterId: dataCenterIds[0] } : {}),
           bidPerGpu: offer.bidPerGpu,
         };
         const purpose = "renting an interruptible pod";
-        const query = DEPLOY_INTERRUPTIBLE_MUTATION;
-        const request = { query, variables: { input }, purpose, idempotent: false, signal };
-        const { podRentInterruptable: rented } = await client.graphql(answers.rented, request);
+        const request = { query: RENT_INTERRUPTIBLE, variables: { input }, purpose, idempotent: false };
+        const { podRentInterruptable: rented } = await client.graphql(answers.rented, { ...request, signal });
         const message = "RunPod's podRentInterruptable returned no pod";
         if (!rented) throw new RunPodApiError({ kind: "capacity", message });
-        const pod = { id: rented.id, name, status: "PROVISIONING", env };
-        return runpodApi.parseAnswer(podSchema, pod, purpose);
+        return podSchema.parse({ id: rented.id, name, status: "PROVISIONING", env });
       }
       const gpu = offer.kind === "gpu";
       const mounts = { persistent: { size: settings.volumeGb, path: settings.volumeMountPath } };
       const body = {
         name,
-        image: data.image,
-        args: startCommand,
+        image,
+        args,
         cloud: gpu ? offer.cloudType : "SECURE",
-        disk: data.containerDiskGb,
+        disk,
         env,
         ports: ["22/tcp"],
-        ...(data.dataCenterIds.length > 0 ? { dataCenterIds: [...data.dataCenterIds] } : {}),
+        ...(dataCenterIds.length > 0 ? { dataCenterIds: [...dataCenterIds] } : {}),
         ...(gpu
           ? {
-              gpu: { id: offer.gpuTypeId, count: offer.gpuCount, ...data.cuda },
-              ...(data.globalNetworking ? { globalNetworking: true } : {}),
+              gpu: { id: offer.gpuTypeId, count: offer.gpuCount, ...cuda },
+              ...(cluster.specific.globalNetworking ? { globalNetworking: true } : {}),
               ...(volume ? { mounts } : {}),
             }
           : { cpu: { id: offer.flavorId, vcpuCount: offer.vcpuCount } }),
@@ -236,9 +207,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Pod, RunPodCluster
   };
 }
 
-const factories = machineProviderFactories<RunPodSettings>()("RunPod", settingsSchema, (parsed, written) =>
-  adapterFor(withCudaConstraint(parsed, written)),
-);
+const factories = machineProviderFactories<RunPodSettings>()("RunPod", settingsSchema, adapterFor);
 
 /**
  * The RunPod provider: `RunPod()` with default settings, or `RunPod({ cloudType: "secure",

@@ -6,6 +6,7 @@ import {
   type CudaConstraint,
   containerSettingsShape,
   cudaConstraint,
+  cudaVersionField,
   httpSettingsShape,
   nonEmptyListField,
   wholeNumberField,
@@ -14,10 +15,6 @@ import { z } from "zod";
 
 /** The container image pods run when none is set: CUDA 12.9 on Ubuntu with OpenSSH, from RunPod. */
 export const DEFAULT_RUNPOD_IMAGE = "runpod/base:1.0.3-cuda1290-ubuntu2204";
-
-const cudaVersion = z
-  .string()
-  .regex(/^\d+\.\d+$/, { message: 'expected a CUDA version as "major.minor" (e.g. "12.8")' });
 
 // The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
 type BaseShape = Omit<typeof httpSettingsShape, "apiKey"> & ContainerSettingsShape;
@@ -33,9 +30,9 @@ const settingsShape = {
   /** What the image runs at start, once the boot watchdog is armed. Default `/start.sh`, RunPod's images' own. */
   startCommand: z.string().min(1).default("/start.sh"),
   /** The lowest CUDA version a GPU pod's host must run (`"12.8"`). Default: the image's (see the README), else none. */
-  minCudaVersion: cudaVersion.optional(),
+  minCudaVersion: cudaVersionField().optional(),
   /** Exactly these CUDA versions (`["12.8", "12.9"]`), instead of a minimum; not with `minCudaVersion`. */
-  allowedCudaVersions: nonEmptyListField(cudaVersion, "CUDA version").readonly().optional(),
+  allowedCudaVersions: nonEmptyListField(cudaVersionField(), "CUDA version").readonly().optional(),
   /** An interruptible pod's bid per GPU above RunPod's minimum bid, as a fraction (0.05: 5 % more). Default 0.05. */
   spotBidMargin: z
     .number({ error: "expected a fraction such as 0.05" })
@@ -74,17 +71,11 @@ export type RunPodSettings = z.input<typeof settingsSchema>;
 /** Which RunPod cloud to rent in. */
 export type RunPodCloudType = NonNullable<RunPodSettings["cloudType"]>;
 
-/** The CUDA constraint on a GPU pod's host. */
-export type RunPodCudaConstraint = CudaConstraint;
-
 /** The settings once checked, with their defaults, and the CUDA constraint they make. */
-export type ParsedSettings = z.output<typeof settingsSchema> & { readonly cuda: RunPodCudaConstraint };
+export type ParsedSettings = z.output<typeof settingsSchema> & { readonly cuda: CudaConstraint };
 
 /** The parsed settings with their CUDA constraint: the settings', else the image's (a `DockerImage`'s `cuda` first). */
-export function withCudaConstraint(
-  parsed: z.output<typeof settingsSchema>,
-  written: unknown,
-): ParsedSettings {
+export function withCuda(parsed: z.output<typeof settingsSchema>, written: unknown): ParsedSettings {
   const { minCudaVersion: minimum, allowedCudaVersions: allowed, containerImage: image } = parsed;
   return { ...parsed, cuda: cudaConstraint({ minimum, allowed, image, written, key: "containerImage" }) };
 }

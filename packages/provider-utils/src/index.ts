@@ -122,6 +122,7 @@ export {
   cudaConstrained,
   cudaConstraint,
   cudaFits,
+  cudaVersionField,
   imageCudaVersion,
 } from "./machine-provider/cuda-constraint.js";
 export { tagsFromDescription, tagsToDescription } from "./machine-provider/description-tags.js";
@@ -281,6 +282,7 @@ export {
   matchesHardware,
   requireOwnOffer,
 } from "./offers/offer-filter.js";
+export { type PerGpu, type PerGpuOfferFacts, perGpuOffer } from "./offers/per-gpu-offer.js";
 export type { Market } from "./offers/prices.js";
 export { marketsFor, roundPrice } from "./offers/prices.js";
 // Self-destruct

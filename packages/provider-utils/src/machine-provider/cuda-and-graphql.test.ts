@@ -5,7 +5,7 @@
 import { containers } from "@skyward/core";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { cudaConstraint, cudaFits, imageCudaVersion } from "./cuda-constraint.js";
+import { cudaConstraint, cudaFits, cudaVersionField, imageCudaVersion } from "./cuda-constraint.js";
 import { errorTable } from "./error-table.js";
 import type { MachineProviderError } from "./errors.js";
 import { graphqlCall } from "./graphql-call.js";
@@ -71,6 +71,14 @@ describe("CUDA constraint", () => {
     const written = { image: containers.cuda("12.6") };
     expect(cudaConstraint({ ...base, written })).toEqual({ minCudaVersion: "12.6" });
     expect(cudaConstraint({ ...base, image: "python:3.12" })).toEqual({});
+  });
+
+  it("a CUDA version setting is major.minor, refused otherwise with an example", () => {
+    expect(cudaVersionField().parse("12.10")).toBe("12.10");
+    for (const bad of ["12", "12.8.1", "twelve", "v12.8"])
+      expect(cudaVersionField().safeParse(bad).error?.issues[0]?.message).toBe(
+        'expected a CUDA version like "12.8" (major.minor)',
+      );
   });
 });
 

@@ -3,6 +3,7 @@
  * cannot start a newer CUDA image): read from the image (a `DockerImage`'s `cuda`, else its tag), or
  * set as a minimum or an exact list, and compared as `major.minor` numbers (12.10 > 12.9).
  */
+import { z } from "zod";
 import { declaredImageCuda } from "./machine-settings.js";
 
 /** At least a version, exactly some versions, or no constraint. */
@@ -30,6 +31,13 @@ export function cudaFits(constraint: CudaConstraint, version: string): boolean {
   const [major = 0, minor = 0] = version.split(".").map(Number);
   const [leastMajor = 0, leastMinor = 0] = constraint.minCudaVersion.split(".").map(Number);
   return major !== leastMajor ? major > leastMajor : minor >= leastMinor;
+}
+
+/** A CUDA version as a setting, `major.minor` (`"12.8"`): `expected a CUDA version like "12.8" (major.minor)` otherwise. */
+export function cudaVersionField() {
+  return z
+    .string()
+    .regex(/^\d{1,2}\.\d{1,2}$/, { message: 'expected a CUDA version like "12.8" (major.minor)' });
 }
 
 /** Whether the constraint asks anything of the host. */
