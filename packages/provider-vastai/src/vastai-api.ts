@@ -8,7 +8,8 @@
  */
 import {
   answerListSchema,
-  answerNumberSchema,
+  answerNumberFields,
+  answerTexts,
   defineMachineApi,
   endpoint,
   errorTable,
@@ -67,7 +68,6 @@ const VAST_RATE_LIMITS = {
   list: { requests: 1, perSeconds: 1, source: RATE_LIMITS_PAGE },
 } as const;
 
-const number = answerNumberSchema;
 const text = z.string().nullish();
 
 const vastOfferSchema = z.looseObject({
@@ -75,19 +75,9 @@ const vastOfferSchema = z.looseObject({
   machine_id: z.number().nullish(),
   gpu_name: z.string(),
   num_gpus: z.number(),
-  gpu_ram: number,
-  cpu_cores: number,
-  cpu_cores_effective: number,
-  cpu_ram: number,
-  cpu_arch: text,
-  gpu_frac: number,
-  disk_space: number,
-  dph_total: number,
-  min_bid: number,
-  reliability: number,
-  reliability2: number,
-  geolocation: text,
-  direct_port_count: number,
+  ...answerNumberFields("gpu_ram", "cpu_cores", "cpu_cores_effective", "cpu_ram", "gpu_frac", "disk_space"),
+  ...answerNumberFields("dph_total", "min_bid", "reliability", "reliability2", "direct_port_count"),
+  ...answerTexts("cpu_arch", "geolocation"),
 });
 
 /** An offer (an ask of a machine's GPUs) as the search returns it. */
@@ -101,17 +91,11 @@ const portMappingSchema = z
 /** An instance as `GET /instances/` lists it. */
 export const vastInstanceSchema = z.looseObject({
   id: z.number(),
-  label: text,
-  actual_status: text,
-  intended_status: text,
-  ssh_host: text,
-  ssh_port: number,
-  public_ipaddr: text,
+  ...answerTexts("label", "actual_status", "intended_status", "ssh_host", "public_ipaddr"),
+  ...answerNumberFields("ssh_port", "dph_total", "start_date"),
   // Documented as an object of Docker port mappings; some answers list bare ports instead.
   ports: z.union([z.record(z.string(), portMappingSchema), z.array(z.unknown())]).nullish(),
   is_bid: z.boolean().nullish(),
-  dph_total: number,
-  start_date: number,
 });
 
 export type VastInstance = z.infer<typeof vastInstanceSchema>;
@@ -153,9 +137,7 @@ const vastEndpoints = machineEndpoints(vastaiApi, {
     "POST /v0/instances/{id}/ssh/",
     undefined,
     "attaching Skyward's SSH key to instance {id}",
-    {
-      idempotent: true,
-    },
+    { idempotent: true },
   ),
   get: endpoint("GET /v0/instances/{id}/", answers.get, "looking up instance {id}", {
     paced: "get",
