@@ -54,6 +54,7 @@ export const vastaiApi = defineMachineApi({
 export const VastApiError = vastaiApi.ApiError;
 export type VastApiError = MachineProviderError;
 
+const API_URL = "https://console.vast.ai/api";
 const RATE_LIMITS_PAGE = "https://docs.vast.ai/api-reference/rate-limits-and-errors";
 
 /**
@@ -84,9 +85,7 @@ const vastOfferSchema = z.looseObject({
 export type VastOffer = z.infer<typeof vastOfferSchema>;
 
 // A port exposed but not (yet) mapped is listed with null: `{"22/tcp": null}`.
-const portMappingSchema = z
-  .array(z.looseObject({ HostIp: text, HostPort: z.union([z.string(), z.number()]) }))
-  .nullish();
+const portMappingSchema = z.array(z.looseObject({ HostPort: z.union([z.string(), z.number()]) })).nullish();
 
 /** An instance as `GET /instances/` lists it. */
 export const vastInstanceSchema = z.looseObject({
@@ -107,9 +106,7 @@ export type VastInstance = z.infer<typeof vastInstanceSchema>;
 const instancesPageSchema = z.looseObject({
   instances: lenientItemsSchema(
     vastInstanceSchema,
-    z
-      .looseObject({ id: z.number(), label: text })
-      .transform(({ id, label }) => vastInstanceSchema.parse({ id, label: label ?? null })),
+    z.object({ id: z.number(), label: text }).pipe(vastInstanceSchema),
     "id",
     "an instance without a numeric id",
   ),
@@ -163,13 +160,10 @@ export function vastClient(settings: ParsedSettings) {
   const rateLimits = settingRateLimits(VAST_RATE_LIMITS, names, settings, RATE_LIMITS_PAGE);
   const send = keyCheckedOn404({
     ApiError: VastApiError,
-    url: "https://console.vast.ai/api/v0/users/current/",
+    url: `${API_URL}/v0/users/current/`,
     rejected: (purpose) =>
       `Vast.ai rejected the API key while ${purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
   });
-  const client = vastaiApi.jsonClient(
-    { ...settings, apiUrl: "https://console.vast.ai/api" },
-    { rateLimits, send },
-  );
+  const client = vastaiApi.jsonClient({ ...settings, apiUrl: API_URL }, { rateLimits, send });
   return { ...vastEndpoints(client), resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey) };
 }

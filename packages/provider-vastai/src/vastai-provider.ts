@@ -49,9 +49,8 @@ function adapterFor(parsed: ParsedSettings, written: unknown) {
    * first, then the asks a search for the same spec finds. Then attaches the cluster's key to the
    * instance alone (an account key reaches every instance).
    */
-  async function create(request: MachineCreateRequest<VastClusterData>): Promise<VastInstance> {
-    const { cluster, spot, signal } = request;
-    const label = labels.label(request.name, cluster);
+  async function create({ cluster, spot, name, signal }: MachineCreateRequest<VastClusterData>) {
+    const label = labels.label(name, cluster);
     const askOf = ({ specific, spotPrice, onDemandPrice }: Offer) => {
       const { askId: id, gpuName, bid } = specific as unknown as VastOfferData;
       return { id, gpuName, bid, price: spot ? spotPrice : onDemandPrice };
@@ -117,10 +116,9 @@ function adapterFor(parsed: ParsedSettings, written: unknown) {
     return vastInstanceSchema.parse({ ...asked, ...instance, dph_total: instance.dph_total ?? price });
   }
 
-  // A marketplace: the core caches its offers for an hour at most. Instances are rented on separate
-  // machines, each behind its own NAT: no network between them, so a distributed-training plugin on
-  // several nodes is refused at validation (core), not left to hang. Vast.ai takes no idempotency
-  // token: a rent whose answer was lost is found by its label.
+  // Instances are rented on separate machines, each behind its own NAT: no network between them, so a
+  // distributed-training plugin on several nodes is refused at validation (core), not left to hang.
+  // Vast.ai takes no idempotency token: a rent whose answer was lost is found by its label.
   const adapter: MachineAdapter<VastInstance, VastClusterData> = {
     ...containerMarketplace({
       name: "vastai",
@@ -129,33 +127,27 @@ function adapterFor(parsed: ParsedSettings, written: unknown) {
       clusterIdPrefix: "skyward",
       peerNetwork: "none",
       containers: "instances",
-      // Running, with SSH coordinates, once they run and their SSH port is known.
       mapping: {
         statuses: { running: ["running"], terminated: ["exited", "stopped", "offline", "destroyed"] },
         statusWord: (instance: VastInstance) => instance.actual_status,
         // One asked to stop is on its way out whatever it does now.
         status: ({ intended_status: intended }, byWord) =>
           intended?.toLowerCase() !== "stopped" ? byWord : byWord === "running" ? "stopping" : "terminated",
-        deleting: [],
         name: (instance) => labels.name(instance.label),
         tags: (instance) => labels.tags(instance.label),
-        address(instance) {
-          const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
-          const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
-          const publicIp = instance.public_ipaddr?.trim();
-          if (settings.ssh === "direct" && publicIp && Number.isInteger(directPort) && directPort > 0)
-            return { host: publicIp, port: directPort };
-          return instance.ssh_host && instance.ssh_port
-            ? { host: instance.ssh_host, port: instance.ssh_port }
-            : undefined;
+        address({ ports, public_ipaddr: ip, ssh_host: host, ssh_port: port }) {
+          const mapped = Number(ports && !Array.isArray(ports) ? ports["22/tcp"]?.[0]?.HostPort : undefined);
+          const publicIp = ip?.trim();
+          if (settings.ssh === "direct" && publicIp && Number.isInteger(mapped) && mapped > 0)
+            return { host: publicIp, port: mapped };
+          return host && port ? { host, port } : undefined;
         },
         publicIp: (instance) => instance.public_ipaddr?.trim() || null,
         // Instances on different machines share no private network: peers reach each other publicly.
         privateIp: (_instance, _standIn, publicIp) => publicIp,
         spot: (instance) => instance.is_bid === true,
         hourlyPrice: (instance) => instance.dph_total,
-        createdAt: ({ start_date: started }) =>
-          started != null && started > 0 ? Math.round(started * 1000) : null,
+        createdAt: ({ start_date: started }) => (started && started > 0 ? Math.round(started * 1000) : null),
         root: settings.root,
       },
     }),

@@ -1,7 +1,4 @@
-/**
- * The Vast.ai provider's settings, declared once as a zod schema (the public type is its input), and the
- * CUDA a host must support (raised by an image that states its own).
- */
+/** The Vast.ai provider's settings, declared once as a zod schema (the public type is its input). */
 import { containerImageSchema } from "@skyward/core/contract";
 import {
   type ContainerSettingsSchema,
