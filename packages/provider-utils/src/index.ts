@@ -118,6 +118,10 @@ export {
   containerSelfDestructScript,
 } from "./machine-provider/container-self-destruct.js";
 export {
+  type ContainerSettingsSchema,
+  containerSettingsSchema,
+} from "./machine-provider/container-settings.js";
+export {
   type CudaConstraint,
   cudaConstrained,
   cudaConstraint,
@@ -282,6 +286,7 @@ export {
   matchesHardware,
   requireOwnOffer,
 } from "./offers/offer-filter.js";
+export { type PairedListing, pairedListings } from "./offers/paired-listings.js";
 export { type PerGpu, type PerGpuOfferFacts, perGpuOffer } from "./offers/per-gpu-offer.js";
 export type { Market } from "./offers/prices.js";
 export { marketsFor, roundPrice } from "./offers/prices.js";

@@ -3,9 +3,9 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ONSTART_MAX_LENGTH, renderOnstartScript, SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
+import { ONSTART_MAX_LENGTH, onstartScript, SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 
-const options = { graceSeconds: 1800, root: "/opt/skyward" };
+const options = { watchdogGraceSeconds: 1800, root: "/opt/skyward" };
 
 let directory: string;
 beforeEach(async () => {
@@ -22,9 +22,9 @@ function relocated(script: string): string {
     .replaceAll(SELF_DESTRUCT_COMMAND, join(directory, "skyward-self-destruct"));
 }
 
-describe("renderOnstartScript", () => {
+describe("onstartScript", () => {
   it("fits Vast.ai's onstart limit, is valid bash, and holds no secret", () => {
-    const script = renderOnstartScript(options);
+    const script = onstartScript(options);
     expect(script.length).toBeLessThan(ONSTART_MAX_LENGTH);
     const syntax = spawnSync("bash", ["-n"], { input: script, encoding: "utf8" });
     expect(syntax.status, syntax.stderr).toBe(0);
@@ -33,10 +33,10 @@ describe("renderOnstartScript", () => {
   });
 
   it("without a grace period there is no watchdog, only the self-destruct command", () => {
-    const script = renderOnstartScript({ ...options, graceSeconds: 0 });
+    const script = onstartScript({ ...options, watchdogGraceSeconds: 0 });
     expect(script).not.toContain("nohup");
     expect(script).toContain(`chmod 700 ${SELF_DESTRUCT_COMMAND}`);
-    expect(renderOnstartScript(options)).toContain('if [ "$idle" -ge 1800 ]');
+    expect(onstartScript(options)).toContain('if [ "$idle" -ge 1800 ]');
   });
 
   it("saves the container's id and key 0600, and installs a command that DELETEs the instance with them", async () => {
@@ -48,7 +48,7 @@ describe("renderOnstartScript", () => {
       `#!/bin/sh\nprintf '%s\\n' "$@" > ${join(directory, "curl.args")}\ncat > ${join(directory, "curl.stdin")}\nprintf 200\n`,
     );
     await chmod(join(bin, "curl"), 0o755);
-    const script = relocated(renderOnstartScript({ ...options, graceSeconds: 0 }));
+    const script = relocated(onstartScript({ ...options, watchdogGraceSeconds: 0 }));
     const env = {
       PATH: `${bin}:${process.env.PATH}`,
       CONTAINER_ID: "31000001",
@@ -97,7 +97,7 @@ describe("renderOnstartScript", () => {
       `#!/bin/sh\necho call >> ${calls}\nif [ ! -e ${answer}.used ]; then touch ${answer}.used; printf 429; exit 22; fi\ncat ${answer}\n`,
     );
     await chmod(join(bin, "curl"), 0o755);
-    const script = relocated(renderOnstartScript({ ...options, graceSeconds: 0 }));
+    const script = relocated(onstartScript({ ...options, watchdogGraceSeconds: 0 }));
     const env = { PATH: `${bin}:${process.env.PATH}`, CONTAINER_ID: "31000001", CONTAINER_API_KEY: "k" };
     expect(spawnSync("bash", ["-c", script], { env, encoding: "utf8" }).status).toBe(0);
     const destroy = () =>

@@ -2,10 +2,11 @@
  * The `onstart` script every Skyward instance on Vast.ai runs at boot, arming its self-destruct
  * (`containerSelfDestructScript`): Vast.ai gives each container its id and an API key scoped to that
  * instance (`CONTAINER_ID`, `CONTAINER_API_KEY`), with which the installed command destroys it
- * (`DELETE /api/v0/instances/$CONTAINER_ID/`); the boot watchdog runs it after `graceSeconds` without a
- * running worker.
+ * (`DELETE /api/v0/instances/$CONTAINER_ID/`); the boot watchdog runs it after
+ * `watchdogGraceSeconds` without a running worker under `root` (0: no watchdog).
  */
 import { containerSelfDestructScript } from "@skyward/provider-utils";
+import type { ParsedSettings } from "./vastai-settings.js";
 
 /** Where the self-destruct command is installed on the instance. */
 export const SELF_DESTRUCT_COMMAND = "/usr/local/bin/skyward-self-destruct";
@@ -13,10 +14,11 @@ export const SELF_DESTRUCT_COMMAND = "/usr/local/bin/skyward-self-destruct";
 /** Vast.ai's limit on the length of `onstart`. */
 export const ONSTART_MAX_LENGTH = 4048;
 
-/** The `onstart` script: `graceSeconds` without a worker under `root` (0: no watchdog) and the instance is destroyed. */
-export function renderOnstartScript(options: { graceSeconds: number; root: string }): string {
-  return containerSelfDestructScript({
-    ...options,
+/** The `onstart` script of the settings' instances; on the node `{id}` in `root` is its `$CONTAINER_ID`. */
+export function onstartScript(settings: Pick<ParsedSettings, "watchdogGraceSeconds" | "root">): string {
+  const script = containerSelfDestructScript({
+    graceSeconds: settings.watchdogGraceSeconds,
+    root: (settings.root ?? "/opt/skyward").replaceAll("{id}", "$CONTAINER_ID"),
     label: "Vast.ai",
     variables: ["CONTAINER_ID", "CONTAINER_API_KEY"],
     envFile: "vast-instance.env",
@@ -28,4 +30,10 @@ export function renderOnstartScript(options: { graceSeconds: number; root: strin
       header: { variable: "CONTAINER_API_KEY", prefix: "Authorization: Bearer " },
     },
   });
+  // A guard for future edits of the script, which Vast.ai would refuse.
+  if (script.length > ONSTART_MAX_LENGTH)
+    throw new Error(
+      `the onstart script has ${script.length} characters, Vast.ai accepts ${ONSTART_MAX_LENGTH}`,
+    );
+  return script;
 }

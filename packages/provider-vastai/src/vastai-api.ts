@@ -8,7 +8,8 @@
  */
 import {
   answerListSchema,
-  answerNumberSchema,
+  answerNumberFields,
+  answerTexts,
   defineMachineApi,
   endpoint,
   errorTable,
@@ -53,6 +54,7 @@ export const vastaiApi = defineMachineApi({
 export const VastApiError = vastaiApi.ApiError;
 export type VastApiError = MachineProviderError;
 
+const API_URL = "https://console.vast.ai/api";
 const RATE_LIMITS_PAGE = "https://docs.vast.ai/api-reference/rate-limits-and-errors";
 
 /**
@@ -67,7 +69,6 @@ const VAST_RATE_LIMITS = {
   list: { requests: 1, perSeconds: 1, source: RATE_LIMITS_PAGE },
 } as const;
 
-const number = answerNumberSchema;
 const text = z.string().nullish();
 
 const vastOfferSchema = z.looseObject({
@@ -75,43 +76,25 @@ const vastOfferSchema = z.looseObject({
   machine_id: z.number().nullish(),
   gpu_name: z.string(),
   num_gpus: z.number(),
-  gpu_ram: number,
-  cpu_cores: number,
-  cpu_cores_effective: number,
-  cpu_ram: number,
-  cpu_arch: text,
-  gpu_frac: number,
-  disk_space: number,
-  dph_total: number,
-  min_bid: number,
-  reliability: number,
-  reliability2: number,
-  geolocation: text,
-  direct_port_count: number,
+  ...answerNumberFields("gpu_ram", "cpu_cores", "cpu_cores_effective", "cpu_ram", "gpu_frac", "disk_space"),
+  ...answerNumberFields("dph_total", "min_bid", "reliability", "reliability2", "direct_port_count"),
+  ...answerTexts("cpu_arch", "geolocation"),
 });
 
 /** An offer (an ask of a machine's GPUs) as the search returns it. */
 export type VastOffer = z.infer<typeof vastOfferSchema>;
 
 // A port exposed but not (yet) mapped is listed with null: `{"22/tcp": null}`.
-const portMappingSchema = z
-  .array(z.looseObject({ HostIp: text, HostPort: z.union([z.string(), z.number()]) }))
-  .nullish();
+const portMappingSchema = z.array(z.looseObject({ HostPort: z.union([z.string(), z.number()]) })).nullish();
 
 /** An instance as `GET /instances/` lists it. */
 export const vastInstanceSchema = z.looseObject({
   id: z.number(),
-  label: text,
-  actual_status: text,
-  intended_status: text,
-  ssh_host: text,
-  ssh_port: number,
-  public_ipaddr: text,
+  ...answerTexts("label", "actual_status", "intended_status", "ssh_host", "public_ipaddr"),
+  ...answerNumberFields("ssh_port", "dph_total", "start_date"),
   // Documented as an object of Docker port mappings; some answers list bare ports instead.
   ports: z.union([z.record(z.string(), portMappingSchema), z.array(z.unknown())]).nullish(),
   is_bid: z.boolean().nullish(),
-  dph_total: number,
-  start_date: number,
 });
 
 export type VastInstance = z.infer<typeof vastInstanceSchema>;
@@ -123,9 +106,7 @@ export type VastInstance = z.infer<typeof vastInstanceSchema>;
 const instancesPageSchema = z.looseObject({
   instances: lenientItemsSchema(
     vastInstanceSchema,
-    z
-      .looseObject({ id: z.number(), label: text })
-      .transform(({ id, label }) => vastInstanceSchema.parse({ id, label: label ?? null })),
+    z.object({ id: z.number(), label: text }).pipe(vastInstanceSchema),
     "id",
     "an instance without a numeric id",
   ),
@@ -153,9 +134,7 @@ const vastEndpoints = machineEndpoints(vastaiApi, {
     "POST /v0/instances/{id}/ssh/",
     undefined,
     "attaching Skyward's SSH key to instance {id}",
-    {
-      idempotent: true,
-    },
+    { idempotent: true },
   ),
   get: endpoint("GET /v0/instances/{id}/", answers.get, "looking up instance {id}", {
     paced: "get",
@@ -181,13 +160,10 @@ export function vastClient(settings: ParsedSettings) {
   const rateLimits = settingRateLimits(VAST_RATE_LIMITS, names, settings, RATE_LIMITS_PAGE);
   const send = keyCheckedOn404({
     ApiError: VastApiError,
-    url: "https://console.vast.ai/api/v0/users/current/",
+    url: `${API_URL}/v0/users/current/`,
     rejected: (purpose) =>
       `Vast.ai rejected the API key while ${purpose} (it answers HTTP 404 to a key it does not know): set VAST_API_KEY to a valid key or pass apiKey`,
   });
-  const client = vastaiApi.jsonClient(
-    { ...settings, apiUrl: "https://console.vast.ai/api" },
-    { rateLimits, send },
-  );
+  const client = vastaiApi.jsonClient({ ...settings, apiUrl: API_URL }, { rateLimits, send });
   return { ...vastEndpoints(client), resolveApiKey: () => vastaiApi.resolveApiKey(settings.apiKey) };
 }

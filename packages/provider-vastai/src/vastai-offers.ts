@@ -3,8 +3,15 @@
  * of the search itself), both markets searched (`on-demand`, and `bid` priced at the minimum bid), and
  * each ask turned into an {@link Offer} priced in each market by its own search.
  */
-import { canonicalAcceleratorName, type Offer, type OfferQuery } from "@skyward/core/contract";
-import { acceleratorFromNames, filterOffers, machineOffer, roundPrice } from "@skyward/provider-utils";
+import type { Offer, OfferQuery } from "@skyward/core/contract";
+import {
+  acceleratorFromNames,
+  filterOffers,
+  machineOffer,
+  type PairedListing,
+  pairedListings,
+  roundPrice,
+} from "@skyward/provider-utils";
 import type { VastClient, VastOffer } from "./vastai-api.js";
 import type { ParsedSettings } from "./vastai-settings.js";
 
@@ -29,14 +36,11 @@ export interface VastOfferData {
  */
 export function vastGpuNames(canonical: string): string[] {
   const base = canonical.replaceAll("_", " ");
-  const names = new Set([base, `Tesla ${base}`, `Q ${base}`]);
-  const words = base.split(" ");
-  if (words.length > 1) names.add(`${words.slice(0, -1).join(" ")}${words.at(-1)}`); // "RTX 6000Ada"
-  for (const suffix of ["PCIE", "SXM", "SXM2", "SXM4", "SXM5", "NVL", "D", "S", "X"]) {
-    names.add(`${base} ${suffix}`);
-    if (suffix.length <= 1) names.add(`${base}${suffix}`);
-  }
-  return [...names];
+  // The boards ("A100 SXM4") and the name joined ("RTX 6000Ada", "RTX 4090D").
+  const suffixes = [" PCIE", " SXM", " SXM2", " SXM4", " SXM5", " NVL", " D", " S", " X", "D", "S", "X"];
+  const joined = base.replace(/ (\S+)$/, "$1");
+  const names = [base, `Tesla ${base}`, `Q ${base}`, joined, ...suffixes.map((suffix) => base + suffix)];
+  return [...new Set(names)];
 }
 
 /**
@@ -99,7 +103,7 @@ export function vastOffers(settings: ParsedSettings, client: VastClient) {
    * `bidMultiplier`, and the rest of `dph_total`, storage and the like, is added to it). Either may be
    * missing: that market then has no price.
    */
-  function toOffer(onDemand: VastOffer | undefined, bidden: VastOffer | undefined): Offer {
+  function toOffer({ onDemand, spot: bidden }: PairedListing<VastOffer>): Offer {
     const raw = (onDemand ?? bidden) as VastOffer;
     const minBid = bidden?.min_bid ?? null;
     const bid = minBid !== null && minBid > 0 ? roundPrice(minBid * settings.bidMultiplier) : null;
@@ -108,12 +112,8 @@ export function vastOffers(settings: ParsedSettings, client: VastClient) {
       onDemand?.dph_total != null && onDemand.dph_total > 0 ? roundPrice(onDemand.dph_total) : null;
     // A partial rental (`gpu_frac` < 1) gets its share of the machine's RAM, as of its CPUs.
     const share = raw.gpu_frac !== null && raw.gpu_frac > 0 && raw.gpu_frac < 1 ? raw.gpu_frac : 1;
-    const arch = (raw.cpu_arch ?? "").toLowerCase();
     // gpu_name says the board when there are several ("H100 SXM", "H100 PCIE", "H100 NVL", "A100 SXM4").
-    const accelerator = acceleratorFromNames(
-      [raw.gpu_name],
-      raw.gpu_ram === null ? 0 : Math.round(raw.gpu_ram / 1024),
-    );
+    const accelerator = acceleratorFromNames([raw.gpu_name], Math.round((raw.gpu_ram ?? 0) / 1024));
     return machineOffer({
       id: `vastai:${raw.id}`,
       provider: "vastai",
@@ -122,7 +122,7 @@ export function vastOffers(settings: ParsedSettings, client: VastClient) {
       vcpus: raw.cpu_cores_effective ?? raw.cpu_cores ?? 0,
       memoryGb: raw.cpu_ram === null ? 0 : Number(((raw.cpu_ram * share) / 1024).toFixed(4)),
       ...(raw.disk_space !== null ? { diskGb: Math.floor(raw.disk_space) } : {}),
-      architecture: arch === "arm64" || arch === "aarch64" ? "arm64" : "x86_64",
+      architecture: /^(arm64|aarch64)$/i.test(raw.cpu_arch ?? "") ? "arm64" : "x86_64",
       region: raw.geolocation?.trim() || "unknown",
       spotPrice: bid === null ? null : roundPrice(bid + extras),
       onDemandPrice,
@@ -141,28 +141,20 @@ export function vastOffers(settings: ParsedSettings, client: VastClient) {
 
   /** One search per market the allocation may use, joined by ask. */
   return async (query: OfferQuery, signal: AbortSignal) => {
-    const accelerator = query.accelerator;
-    if (!accelerator) return [];
+    if (!query.accelerator) return [];
     const region = query.region ?? settings.geolocation;
     const market = async (type: "on-demand" | "bid") => {
       const purpose = type === "bid" ? "searching interruptible offers" : "searching offers";
       const { offers } = await client.search({ body: searchBody(query, type), purpose }, signal);
       return offers.filter(
         (raw) =>
-          canonicalAcceleratorName(raw.gpu_name) === accelerator.name &&
-          raw.num_gpus === accelerator.count &&
           (raw.reliability2 ?? raw.reliability ?? 1) >= settings.minReliability &&
           (region === undefined || geolocationMatches(raw.geolocation, region)),
       );
     };
+    // The accelerator's name and count are checked of the offers (`filterOffers`).
     const onDemand = query.allocation !== "spot" ? await market("on-demand") : [];
-    const bidden = query.allocation !== "on-demand" ? await market("bid") : [];
-    const bids = new Map(bidden.map((raw) => [raw.id, raw]));
-    const seen = new Set(onDemand.map((raw) => raw.id));
-    const offers = [
-      ...onDemand.map((raw) => toOffer(raw, bids.get(raw.id))),
-      ...bidden.filter((raw) => !seen.has(raw.id)).map((raw) => toOffer(undefined, raw)),
-    ];
-    return filterOffers(offers, query);
+    const spot = query.allocation !== "on-demand" ? await market("bid") : [];
+    return filterOffers(pairedListings({ onDemand, spot }, (raw) => raw.id).map(toOffer), query);
   };
 }

@@ -32,10 +32,9 @@ import { HttpResponse } from "msw";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { SCALED_CREATE_LIMITS, startFakeVast, TEST_API_KEY } from "../test/fake-vastai.js";
 import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
-import type { VastInstance } from "./vastai-api.js";
 import { VastApiError } from "./vastai-api.js";
 import { vastGpuNames } from "./vastai-offers.js";
-import { createProviderFromConfig, VastAI, type VastClusterData, vastMachine } from "./vastai-provider.js";
+import { createProviderFromConfig, VastAI, type VastClusterData } from "./vastai-provider.js";
 import { DEFAULT_VASTAI_IMAGE, type VastAISettings } from "./vastai-settings.js";
 
 const fake = startFakeVast();
@@ -552,8 +551,8 @@ describe("getInstance, terminate, teardown, listInstances", () => {
   });
 });
 
-describe("vastMachine", () => {
-  it("is running only once the SSH port is known, else pending", () => {
+describe("instances as Skyward sees them", () => {
+  it("is running only once the SSH port is known, else pending", async () => {
     const running = {
       id: 7,
       label: "skyward-1a2b3c4d vastai:42 pool-1",
@@ -565,12 +564,13 @@ describe("vastMachine", () => {
       ssh_port: null,
       dph_total: 0.4,
       start_date: null,
-    } as unknown as VastInstance;
-    const options = { identityFile: undefined };
-    const machine = vastMachine("direct");
-    expect(machine.describe(running, options)).toMatchObject({ status: "pending", ssh: null });
-    const mapped = { ...running, ports: { "22/tcp": [{ HostIp: "0.0.0.0", HostPort: "40022" }] } };
-    expect(machine.describe(mapped, options)).toMatchObject({
+    };
+    const vast = provider();
+    const described = async () => (await vast.listInstances?.(call()))?.find(({ id }) => id === "7");
+    fake.addForeignInstance(running);
+    expect(await described()).toMatchObject({ status: "pending", ssh: null });
+    fake.addForeignInstance({ ...running, ports: { "22/tcp": [{ HostIp: "0.0.0.0", HostPort: "40022" }] } });
+    expect(await described()).toMatchObject({
       status: "running",
       ssh: { host: "203.0.113.9", port: 40022, user: "root" },
       offerId: "vastai:42",

@@ -8,31 +8,22 @@
 import { type Cluster, type Offer, offerQuery, type ProviderV1 } from "@skyward/core/contract";
 import {
   askRentals,
+  containerMarketplace,
+  declaredImageCuda,
   deleteUntilGone,
-  IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   labelTags,
   listAllMachines,
   type MachineAdapter,
   type MachineClusterData,
   type MachineCreateRequest,
-  machineAdapterHalf,
   machineProviderFactories,
-  mappedMachine,
   readAfterCreate,
   setUpOrDelete,
-  standInSeam,
 } from "@skyward/provider-utils";
-import { SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
+import { onstartScript, SELF_DESTRUCT_COMMAND } from "./onstart-script.js";
 import { VastApiError, type VastInstance, vastClient, vastInstanceSchema } from "./vastai-api.js";
 import { diskFor, type VastOfferData, vastOffers } from "./vastai-offers.js";
-import {
-  onstartScript,
-  type ParsedSettings,
-  settingsSchema,
-  type VastAISettings,
-  type VastSshMode,
-  withImageCuda,
-} from "./vastai-settings.js";
+import { type ParsedSettings, settingsSchema, type VastAISettings } from "./vastai-settings.js";
 
 /** What a Vast.ai cluster keeps in {@link Cluster.specific}. */
 export interface VastClusterData extends MachineClusterData {
@@ -43,56 +34,23 @@ export interface VastClusterData extends MachineClusterData {
 /** Instance labels: `<cluster id>-<node index> <offer id>`, then the pool id when there is one. */
 const labels = labelTags("vastai");
 
-/** Vast.ai's instances as Skyward sees them: `running`, with SSH coordinates, once they run and their SSH port is known. */
-export function vastMachine(ssh: VastSshMode, root?: string) {
-  // Vast.ai's settings have no `sshAddress` test seam.
-  return mappedMachine(
-    standInSeam(undefined, () => undefined),
-    {
-      statuses: { running: ["running"], terminated: ["exited", "stopped", "offline", "destroyed"] },
-      statusWord: (instance: VastInstance) => instance.actual_status,
-      // One asked to stop is on its way out whatever it does now.
-      status: ({ intended_status: intended }, byWord) =>
-        intended?.toLowerCase() !== "stopped" ? byWord : byWord === "running" ? "stopping" : "terminated",
-      deleting: [],
-      name: (instance) => labels.name(instance.label),
-      tags: (instance) => labels.tags(instance.label),
-      address(instance) {
-        const ports = instance.ports && !Array.isArray(instance.ports) ? instance.ports : {};
-        const directPort = Number(ports["22/tcp"]?.[0]?.HostPort ?? Number.NaN);
-        const publicIp = instance.public_ipaddr?.trim();
-        if (ssh === "direct" && publicIp && Number.isInteger(directPort) && directPort > 0)
-          return { host: publicIp, port: directPort };
-        return instance.ssh_host && instance.ssh_port
-          ? { host: instance.ssh_host, port: instance.ssh_port }
-          : undefined;
-      },
-      seamAddress: () => undefined,
-      publicIp: (instance) => instance.public_ipaddr?.trim() || null,
-      // Instances on different machines share no private network: peers reach each other publicly.
-      privateIp: (_instance, _standIn, publicIp) => publicIp,
-      spot: (instance) => instance.is_bid === true,
-      hourlyPrice: (instance) => instance.dph_total,
-      createdAt: ({ start_date: started }) =>
-        started != null && started > 0 ? Math.round(started * 1000) : null,
-      root,
-    },
-  );
-}
-
-function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, VastClusterData> {
+function adapterFor(parsed: ParsedSettings, written: unknown) {
+  // `minCuda` raised to the CUDA a `DockerImage` states (`sky.containers.cuda("12.9")` → 12.9), read from
+  // the settings as written: the parsed one is the tag alone.
+  const cuda = Number(declaredImageCuda(written, "dockerImage") ?? 0);
+  const settings = { ...parsed, minCuda: Math.max(parsed.minCuda, Number.isFinite(cuda) ? cuda : 0) };
   const client = vastClient(settings);
   const searchOffers = vastOffers(settings, client);
   const rentals = askRentals();
+  const onstart = onstartScript(settings);
 
   /**
    * Rents one ask of the cluster's kind in the request's market (`askRentals`): the cluster's own offer
    * first, then the asks a search for the same spec finds. Then attaches the cluster's key to the
    * instance alone (an account key reaches every instance).
    */
-  async function create(request: MachineCreateRequest<VastClusterData>): Promise<VastInstance> {
-    const { cluster, spot, signal } = request;
-    const label = labels.label(request.name, cluster);
+  async function create({ cluster, spot, name, signal }: MachineCreateRequest<VastClusterData>) {
+    const label = labels.label(name, cluster);
     const askOf = ({ specific, spotPrice, onDemandPrice }: Offer) => {
       const { askId: id, gpuName, bid } = specific as unknown as VastOfferData;
       return { id, gpuName, bid, price: spot ? spotPrice : onDemandPrice };
@@ -108,7 +66,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
       disk: cluster.specific.diskGb,
       label,
       runtype: settings.ssh === "direct" ? "ssh_direct" : "ssh_proxy",
-      onstart: onstartScript(settings),
+      onstart,
       env: { ...settings.env, SKYWARD_CLUSTER: cluster.id },
       cancel_unavail: true,
     };
@@ -158,18 +116,41 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
     return vastInstanceSchema.parse({ ...asked, ...instance, dph_total: instance.dph_total ?? price });
   }
 
-  // The base's defaults: a marketplace, the core caches its offers for an hour at most. Instances are
-  // rented on separate machines, each behind its own NAT: no network between them, so a distributed-training
-  // plugin on several nodes is refused at validation (core), not left to hang. Vast.ai takes no
-  // idempotency token: a rent whose answer was lost is found by its label.
-  const provisionTimeout = IMAGE_PULL_PROVISION_TIMEOUT_SECONDS;
-  const half = { name: "vastai", label: "Vast.ai", settings, clusterIdPrefix: "skyward", provisionTimeout };
-  const { fields } = machineAdapterHalf({ ...half, addressOf: () => undefined });
-
+  // Instances are rented on separate machines, each behind its own NAT: no network between them, so a
+  // distributed-training plugin on several nodes is refused at validation (core), not left to hang.
+  // Vast.ai takes no idempotency token: a rent whose answer was lost is found by its label.
   const adapter: MachineAdapter<VastInstance, VastClusterData> = {
-    ...fields,
-    containersWithoutFuse: "instances",
-    ...vastMachine(settings.ssh, settings.root),
+    ...containerMarketplace({
+      name: "vastai",
+      label: "Vast.ai",
+      settings,
+      clusterIdPrefix: "skyward",
+      peerNetwork: "none",
+      containers: "instances",
+      mapping: {
+        statuses: { running: ["running"], terminated: ["exited", "stopped", "offline", "destroyed"] },
+        statusWord: (instance: VastInstance) => instance.actual_status,
+        // One asked to stop is on its way out whatever it does now.
+        status: ({ intended_status: intended }, byWord) =>
+          intended?.toLowerCase() !== "stopped" ? byWord : byWord === "running" ? "stopping" : "terminated",
+        name: (instance) => labels.name(instance.label),
+        tags: (instance) => labels.tags(instance.label),
+        address({ ports, public_ipaddr: ip, ssh_host: host, ssh_port: port }) {
+          const mapped = Number(ports && !Array.isArray(ports) ? ports["22/tcp"]?.[0]?.HostPort : undefined);
+          const publicIp = ip?.trim();
+          if (settings.ssh === "direct" && publicIp && Number.isInteger(mapped) && mapped > 0)
+            return { host: publicIp, port: mapped };
+          return host && port ? { host, port } : undefined;
+        },
+        publicIp: (instance) => instance.public_ipaddr?.trim() || null,
+        // Instances on different machines share no private network: peers reach each other publicly.
+        privateIp: (_instance, _standIn, publicIp) => publicIp,
+        spot: (instance) => instance.is_bid === true,
+        hourlyPrice: (instance) => instance.dph_total,
+        createdAt: ({ start_date: started }) => (started && started > 0 ? Math.round(started * 1000) : null),
+        root: settings.root,
+      },
+    }),
     // Every setting the search's answer depends on (the image by the CUDA it states), so a provider set
     // otherwise never gets another's cached offers.
     cacheKey: JSON.stringify([
@@ -201,9 +182,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VastInstance, Vast
   return adapter;
 }
 
-const factories = machineProviderFactories<VastAISettings>()("VastAI", settingsSchema, (parsed, written) =>
-  adapterFor(withImageCuda(parsed, written)),
-);
+const factories = machineProviderFactories<VastAISettings>()("VastAI", settingsSchema, adapterFor);
 
 /**
  * The Vast.ai provider: `VastAI()` with default settings, or `VastAI({ minReliability: 0.98,

@@ -1,25 +1,18 @@
-/**
- * The Vast.ai provider's settings, declared once as a zod schema (the public type is its input), and the
- * CUDA a host must support (raised by an image that states its own).
- */
+/** The Vast.ai provider's settings, declared once as a zod schema (the public type is its input). */
 import { containerImageSchema } from "@skyward/core/contract";
 import {
-  type ContainerSettingsShape,
-  containerSettingsShape,
-  declaredImageCuda,
+  type ContainerSettingsSchema,
+  containerSettingsSchema,
   httpSettingsShape,
   millisecondsField,
   rateLimitsField,
   shellSafePathField,
 } from "@skyward/provider-utils";
 import { z } from "zod";
-import { ONSTART_MAX_LENGTH, renderOnstartScript } from "./onstart-script.js";
 
 /** The image instances run when none is set: Vast.ai's base image, tagged for the host's CUDA by Vast.ai. */
 export const DEFAULT_VASTAI_IMAGE = "vastai/base-image:@vastai-automatic-tag";
 
-// The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
-type BaseShape = Omit<typeof httpSettingsShape, "apiKey"> & ContainerSettingsShape;
 const settingsShape = {
   /** The API key. Default: the `VAST_API_KEY` environment variable, read on the first API call. A secret: never logged. */
   apiKey: httpSettingsShape.apiKey,
@@ -53,11 +46,9 @@ const settingsShape = {
   root: shellSafePathField().optional(),
 };
 
-export const settingsSchema: z.ZodObject<BaseShape & typeof settingsShape, z.core.$strict> = z.strictObject({
-  ...httpSettingsShape,
-  ...containerSettingsShape,
-  ...settingsShape,
-});
+/** Every setting checked, unknown ones refused by name (its type written out keeps each key's TSDoc published). */
+export const settingsSchema: ContainerSettingsSchema<typeof settingsShape> =
+  containerSettingsSchema(settingsShape);
 
 /** Settings of the Vast.ai provider; every field is optional. */
 export type VastAISettings = z.input<typeof settingsSchema>;
@@ -65,24 +56,5 @@ export type VastAISettings = z.input<typeof settingsSchema>;
 /** How Skyward reaches instances over SSH. */
 export type VastSshMode = NonNullable<VastAISettings["ssh"]>;
 
-/** The settings as parsed, with `minCuda` raised to the CUDA the image states. */
+/** The settings as parsed. */
 export type ParsedSettings = z.output<typeof settingsSchema>;
-
-/** The `onstart` script of the settings' instances; on the node `{id}` is its `$CONTAINER_ID`. */
-export function onstartScript(settings: ParsedSettings): string {
-  const root = (settings.root ?? "/opt/skyward").replaceAll("{id}", "$CONTAINER_ID");
-  return renderOnstartScript({ graceSeconds: settings.watchdogGraceSeconds, root });
-}
-
-/**
- * The parsed settings, `minCuda` raised to the CUDA a `DockerImage` states (`sky.containers.cuda("12.9")`
- * → 12.9), read from the settings as written: the parsed one is the tag alone.
- */
-export function withImageCuda(parsed: ParsedSettings, written: unknown): ParsedSettings {
-  const cuda = Number(declaredImageCuda(written, "dockerImage") ?? 0);
-  const length = onstartScript(parsed).length;
-  // A guard for future edits of the script, which Vast.ai would refuse.
-  if (length > ONSTART_MAX_LENGTH)
-    throw new Error(`the onstart script has ${length} characters, Vast.ai accepts ${ONSTART_MAX_LENGTH}`);
-  return { ...parsed, minCuda: Math.max(parsed.minCuda, Number.isFinite(cuda) ? cuda : 0) };
-}

@@ -24,8 +24,8 @@ export interface MachineMapping<Machine, Address, Mapping extends SshStandIn = S
   readonly statusWord?: (machine: Machine) => string | null | undefined;
   /** The status, for an API whose status word alone does not say it; given the word's. Default the word's. */
   readonly status?: (machine: Machine, byWord: InstanceStatus) => InstanceStatus;
-  /** The status words of a machine the API is already deleting: teardown leaves it be. */
-  readonly deleting: readonly string[];
+  /** The status words of a machine the API is already deleting: teardown leaves it be. Default none. */
+  readonly deleting?: readonly string[];
   /** The machine's unique name, as the API shows it; it is also reported as the tag `nameTag`, when given. */
   readonly name: (machine: Machine) => string | null | undefined;
   readonly nameTag?: string;
@@ -92,7 +92,7 @@ export function mappedMachine<
     const byWord = statusOf(wordOf(machine));
     return mapping.status ? mapping.status(machine, byWord) : byWord;
   };
-  const deleting = new Set(mapping.deleting.map((word) => word.toLowerCase()));
+  const deleting = new Set((mapping.deleting ?? []).map((word) => word.toLowerCase()));
   const tagsOf = (machine: Machine): Record<string, string> => {
     const name = mapping.name(machine);
     const named = name && mapping.nameTag ? { [mapping.nameTag]: name } : {};
