@@ -465,7 +465,9 @@ class ProcessExecutor:
         hooks) and sent once they are in."""
         if not self._shared and not any(self._pinned) and not self._held:
             return
-        gate = self._host.app_gate(self._pump)
+        busy = any(child is not None and child.task is not None and child not in self._held
+                   for child in self._children)
+        gate = self._host.app_gate(self._pump, busy)
         if gate is not True and gate is not False:
             self._fail_queued(gate)
             return

@@ -473,8 +473,8 @@ class Worker:
     def fail_subtask(self, task_id: str, sub: int, text: str) -> None:
         self.subtasks.fail(task_id, sub, text)
 
-    def app_gate(self, retry: Callable[[], None]) -> Outcome | bool:
-        return self.cluster.app_gate(retry)
+    def app_gate(self, retry: Callable[[], None], busy: bool = False) -> Outcome | bool:
+        return self.cluster.app_gate(retry, busy)
 
     def on_done(self, task: Task, outcome: Outcome) -> None:
         self.table.on_done(task, outcome)
