@@ -106,3 +106,19 @@ def test_a_membership_told_before_the_first_task_enters_once_with_it(tmp_path: P
         client.value("plugin_tasks:record", str(log), tag="first")
         stop(client, worker)
     assert [event[:3] for event in app_events(log)] == [["enter", "node=0", "total=2"], ["exit"]]
+
+
+def test_a_broadcast_from_a_task_targets_the_nodes_the_last_cluster_named() -> None:
+    # ``f(x) @ sky`` and ``submit(node=…)`` read the pool's node indices from the cluster message:
+    # an elastic pool that let node 1 go and kept node 2 has nodes 0 and 2, not 0..1.
+    from skyward.dispatch import node_indices
+    from skyward.info import instance_info_from_cluster
+
+    def info(total: int, nodes: List[int]) -> Any:
+        return instance_info_from_cluster({"node": 0, "total_nodes": total, "peers": [
+            {"node": node, "private_ip": "127.0.0.1", "public_ip": None} for node in nodes]})
+
+    assert node_indices(info(2, [0, 2])) == [0, 2]
+    assert node_indices(info(3, [0, 1, 2])) == [0, 1, 2]
+    assert node_indices(info(2, [])) == [0, 1]  # a cluster message without peers
+    assert node_indices(None) == [0]
