@@ -6,8 +6,8 @@
 import type { Instance, Offer, Provider } from "../contract/provider.js";
 import { offerFormFactorFit, offerQuery } from "../contract/provider.js";
 import { Autoscaler } from "./autoscale.js";
-import { instanceHourlyPrice } from "./cost.js";
 import { retellCluster } from "./cluster-retell.js";
+import { instanceHourlyPrice } from "./cost.js";
 import { createNodeWatchers, type PoolNodeWatchers } from "./node-loss.js";
 import { collectionsNodeGone, startNode } from "./node-start.js";
 import {
