@@ -42,6 +42,9 @@ class ClusterSetup:
         #: process executor, in a thread of the worker before the first task goes to a child
         self.app = Lifecycle("around_app", lambda: runtime.cluster, log)
         self.runner = TaskRunner(prepare=self.app.enter, finish=self.app.leave)
+        #: the nested-task executor's: a subtask joins hooks gone stale while its parent task is
+        #: inside them (waiting for the parent to leave would never end)
+        self.nested_runner = TaskRunner(prepare=self.app.enter_nested, finish=self.app.leave)
         #: the values of the secrets the clusters brought, masked in tasks' output and errors
         self.secret_mask = SecretMask()
         #: the last cluster message applied, without its env and secrets (told in ``welcome``)
@@ -83,6 +86,7 @@ class ClusterSetup:
             if not self.app.set_plugins(plugins):
                 self._log("the plugins changed after their around_app hooks were entered; keeping the first ones")
             self.runner.set_decorators(decorators(plugins))
+            self.nested_runner.set_decorators(decorators(plugins))
             self._plugin_identity = identity
         membership = membership_of(message)
         if self._membership is not None and membership != self._membership and self.app.mark_stale():
@@ -94,16 +98,17 @@ class ClusterSetup:
 
     # -- around_app for the process executor ------------------------------------------------------
 
-    def app_gate(self, retry: Callable[[], None], busy: bool = False) -> Outcome | bool:
+    def app_gate(self, retry: Callable[[], None], busy: bool = False, nested: bool = False) -> Outcome | bool:
         """True once the ``around_app`` hooks are entered, the failure outcome if they failed, or
         False while they are being entered (``retry`` is called when that is over). Stale hooks
         (the membership changed) are entered again once no child runs a task (``busy``): until
-        then False, and the caller asks again when a task ends."""
+        then False, and the caller asks again when a task ends — but a subtask (``nested``) runs
+        under them as they are, since its parent, inside them, may wait for it."""
         app = self.app
         if app.done and not app.stale and not self._app_entering:  # (entering is over once its env changes reached the children)
             return app.failure or True
         if app.stale and busy and not self._app_entering:
-            return False
+            return (app.failure or True) if nested else False
         if retry not in self._app_waiters:
             self._app_waiters.append(retry)
         if not self._app_entering:

@@ -174,6 +174,16 @@ class Lifecycle:
         """Whether a task is inside the hooks (entered them and has not left)."""
         return self._users > 0
 
+    def enter_nested(self) -> Outcome | None:
+        """:meth:`enter` for a subtask: while tasks are inside stale hooks (its parent among them,
+        which waits for it), it joins them as they are rather than waiting."""
+        with self._lock:
+            if self.stale and self._users > 0:
+                if self._failure is None:
+                    self._users += 1
+                return self._failure
+        return self.enter()
+
     def enter(self) -> Outcome | None:
         """Enter the hooks if not done yet (or again, when stale); the failure outcome if they
         failed (now or before). Unless it returns a failure, the caller is inside them until

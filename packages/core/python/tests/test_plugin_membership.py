@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from worker_client import PLUGIN_ENV, Client, WorkerProcess, connect  # noqa: E402
+from worker_client import PLUGIN_ENV, Client, NestedRelay, WorkerProcess, connect  # noqa: E402
 
 EXECUTORS = ["thread", "process"]
 
@@ -106,6 +106,31 @@ def test_a_membership_told_before_the_first_task_enters_once_with_it(tmp_path: P
         client.value("plugin_tasks:record", str(log), tag="first")
         stop(client, worker)
     assert [event[:3] for event in app_events(log)] == [["enter", "node=0", "total=2"], ["exit"]]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_subtasks_of_a_task_inside_stale_hooks_run_under_them_rather_than_wait_for_it(
+    tmp_path: Path, executor: str
+) -> None:
+    # The parent is inside the hooks when they go stale, and waits for its subtasks: a subtask that
+    # waited for the parent to leave them would never run.
+    log = tmp_path / "hooks.log"
+    release = tmp_path / "release"
+    env = {**PLUGIN_ENV, "SKYWARD_NESTED_LOCAL_SLOTS": "0"}  # every subtask through the client
+    with WorkerProcess("--executor", executor, "--concurrency", "1", env=env) as worker:
+        client = connect(worker, total_nodes=2, peers=peers(2), plugins=topology_plugin(log))
+        relay = NestedRelay([client])
+        client.submit("parent", "plugin_tasks:subtasks_when_released", str(log), str(release), 3)
+        while not any(line[2:4] == ["started", "parent"] for line in read_log(log)):
+            client._receive_once(0.05)
+        client.cluster(0, 2, peers=peers(2, replaced=1), plugins=topology_plugin(log))
+        release.touch()
+        parent = relay.terminal(client, "parent", timeout=30)
+        assert parent["t"] == "result" and parent["value"] == [0, 1, 4]
+        assert relay.value(client, "plugin_tasks:total_nodes") == 2
+        stop(client, worker)
+    # entered again only after the parent (and its subtasks) were done
+    assert [event[0] for event in app_events(log)] == ["enter", "exit", "enter", "exit"]
 
 
 def test_a_broadcast_from_a_task_targets_the_nodes_the_last_cluster_named() -> None:

@@ -29,3 +29,15 @@ def total_nodes() -> int:
     import skyward
 
     return skyward.instance_info().total_nodes
+
+
+def subtasks_when_released(path: str, release: str, n: int) -> list:
+    """Once the file ``release`` exists, squares ``0..n-1`` in subtasks (``dispatch_tasks:fan_out``);
+    ``<pid> task started parent`` is logged first."""
+    with open(path, "a") as log:
+        log.write(f"{os.getpid()} task started parent\n")
+    while not os.path.exists(release):
+        time.sleep(0.02)
+    import dispatch_tasks
+
+    return dispatch_tasks.fan_out(n)
