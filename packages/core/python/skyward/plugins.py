@@ -163,11 +163,12 @@ class Lifecycle:
     def mark_stale(self) -> bool:
         """The membership the hooks were entered with changed; False (nothing to do) when they
         were never entered, or there are none."""
-        with self._lock:
-            if not self._started or not self._plugins:
-                return False
-            self.stale = True
-            return True
+        # Without the lock: called on the worker's event loop, which must not wait for hooks being
+        # entered (a rendezvous with the other nodes); they read the cluster before this is set.
+        if not self._started or not self._plugins:
+            return False
+        self.stale = True
+        return True
 
     @property
     def busy(self) -> bool:

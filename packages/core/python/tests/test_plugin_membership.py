@@ -133,6 +133,20 @@ def test_subtasks_of_a_task_inside_stale_hooks_run_under_them_rather_than_wait_f
     assert [event[0] for event in app_events(log)] == ["enter", "exit", "enter", "exit"]
 
 
+def test_a_cluster_told_while_around_app_is_being_entered_is_answered(tmp_path: Path) -> None:
+    # Entering can wait long (a rendezvous with nodes not there yet); the worker's loop, which
+    # applies the cluster and answers pings, does not wait for it.
+    log = tmp_path / "hooks.log"
+    hanging = [{"name": "stuck", "module": "recording_plugin",
+                "config": {"log": str(log), "label": "stuck", "fail": "hang"}}]
+    with WorkerProcess("--executor", "thread", env=PLUGIN_ENV) as worker:
+        client = connect(worker, total_nodes=2, peers=peers(2), plugins=hanging)
+        client.submit("first", "demo_tasks:add", 1, 2)
+        while not any(line[2:4] == ["around_app", "hang"] for line in read_log(log)):
+            client._receive_once(0.05)
+        assert client.cluster(0, 2, peers=peers(2, replaced=1), plugins=hanging)["t"] == "ready"
+
+
 def test_a_broadcast_from_a_task_targets_the_nodes_the_last_cluster_named() -> None:
     # ``f(x) @ sky`` and ``submit(node=…)`` read the pool's node indices from the cluster message:
     # an elastic pool that let node 1 go and kept node 2 has nodes 0 and 2, not 0..1.
