@@ -19,8 +19,10 @@ gloo's interface, before the first task builds ``PartialState()``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
+import sys
 from typing import Any, Iterator, Mapping
 
 from skyward.network import gloo_interface
@@ -32,7 +34,24 @@ def _pinned(info: Any) -> Iterator[None]:
         interface = gloo_interface(info)
         if interface:
             os.environ["GLOO_SOCKET_IFNAME"] = interface
-    yield
+    try:
+        yield
+    finally:
+        _reset_state()
+
+
+def _reset_state() -> None:
+    """Leaves the process group the tasks' ``PartialState()`` formed, and forgets accelerate's state,
+    so that the next task's ``PartialState()`` forms it again (with the pool's current nodes, when its
+    membership changed). Nothing to do where no task used accelerate."""
+    if "accelerate" not in sys.modules:
+        return
+    import torch.distributed as dist
+    from accelerate.state import AcceleratorState
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+    AcceleratorState._reset_state(reset_partial_state=True)
 
 
 def rank_env(info: Any) -> dict[str, str]:
@@ -113,7 +132,17 @@ def around_app(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractConte
     """
     if config.get("per_worker") is True:
         return _launched(info)
+    global _entered_before
+    if _entered_before:
+        # Entered again after the pool's nodes changed: ``accelerate launch`` gave this process the
+        # variables of the nodes at start; the next ``PartialState()`` reads today's.
+        os.environ.update(rank_env(dataclasses.replace(info, worker=0, workers_per_node=1)))
+    _entered_before = True
     return _pinned(info)
+
+
+#: whether this process entered ``around_app`` before (a later entry follows a membership change)
+_entered_before = False
 
 
 def around_process(info: Any, config: Mapping[str, Any]) -> contextlib.AbstractContextManager[None] | None:

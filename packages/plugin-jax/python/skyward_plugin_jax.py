@@ -98,6 +98,7 @@ def _distributed(info: Any) -> Iterator[None]:
 
     owned = False
     if not _is_initialized(jax):
+        _check_can_initialize()
         jax.distributed.initialize(
             coordinator_address=env["JAX_COORDINATOR_ADDRESS"],
             num_processes=int(env["JAX_NUM_PROCESSES"]),
@@ -110,6 +111,27 @@ def _distributed(info: Any) -> Iterator[None]:
     finally:
         if owned:
             jax.distributed.shutdown()
+
+
+def _check_can_initialize() -> None:
+    """Raises a clear error where ``jax.distributed`` cannot be initialised (again) in this process.
+
+    JAX initialises its distributed runtime only before its backends exist: once a task has run a
+    computation, a process cannot leave the runtime and join a new one (JAX 0.10 raises "must be
+    called before any JAX calls that might initialise the XLA backend"). That is what a pool asks
+    of its workers when its membership changes (a node replaced, the pool resized).
+    """
+    try:
+        from jax._src import xla_bridge
+    except ImportError:  # another JAX layout: initialize says what it says
+        return
+    if xla_bridge.backends_are_initialized():
+        raise RuntimeError(
+            "jax cannot form jax.distributed again in this worker: the pool's nodes changed (a node was "
+            "replaced, or the pool resized) and JAX initialises its distributed runtime only before its "
+            "first computation, which this process has run. Close the pool and start a new one to run "
+            "on the new nodes."
+        )
 
 
 def _nested_process() -> bool:

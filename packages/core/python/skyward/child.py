@@ -164,7 +164,7 @@ def main() -> None:
         return info.for_worker(slot % info.workers_per_node) if info is not None else None
 
     lifecycle = Lifecycle("around_process", process_info)
-    runner = TaskRunner(prepare=lifecycle.enter)
+    runner = TaskRunner(prepare=lifecycle.enter, finish=lifecycle.leave)
     runner.on_declared_timeout = lambda context, seconds: link.send(("timeout", context.key, seconds))
     try:
         plugins = load_plugins(cluster.get("plugins") if cluster is not None else None)

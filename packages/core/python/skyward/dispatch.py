@@ -22,7 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import threading
-from typing import Any, Callable, Dict, Iterable, Mapping, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Tuple
 
 from .context import SubtaskOutcome, SubtaskTable, TaskContext, current_task, runtime
 from .protocol import to_wire
@@ -200,6 +200,15 @@ def _function_ref(fn: str | Callable[..., Any]) -> str:
     return f"{module}:{qualname}"
 
 
+def node_indices(cluster: Any) -> List[int]:
+    """The pool's node indices as the last ``cluster`` message told them: its peers' (an elastic
+    pool's may have gaps), else ``0..total_nodes - 1``."""
+    if cluster is None:
+        return [0]
+    peers = sorted({peer.node for peer in cluster.peers})
+    return peers if len(peers) == cluster.total_nodes else list(range(cluster.total_nodes))
+
+
 def submit(
     fn: str | Callable[..., Any],
     args: Iterable[Any] = (),
@@ -218,10 +227,10 @@ def submit(
     context = _current_context("submit")
     ref = _function_ref(fn)
     if node is not None:
-        cluster = runtime.cluster
-        total = cluster.total_nodes if cluster is not None else 1
-        if type(node) is not int or not 0 <= node < total:
-            raise ValueError(f"node must be null or a node index 0..{total - 1}, not {node!r}")
+        nodes = node_indices(runtime.cluster)
+        if type(node) is not int or node not in nodes:
+            shown = f"0..{len(nodes) - 1}" if nodes == list(range(len(nodes))) else ", ".join(map(str, nodes))
+            raise ValueError(f"node must be null or a node index {shown}, not {node!r}")
     wire_args = to_wire(list(args), "args")
     wire_kwargs = to_wire(dict(kwargs) if kwargs is not None else {}, "kwargs")
     return send_subtask(context, ref, wire_args, wire_kwargs, node)

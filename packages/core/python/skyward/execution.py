@@ -134,15 +134,18 @@ def _settle(value: Any) -> Any:
 class TaskRunner:
     """Resolves and runs tasks. ``decorators`` wrap every task function, the first outermost;
     ``prepare`` runs before each task (it enters the plugins' lifecycle hooks once) and fails the
-    task when it returns an outcome.
+    task when it returns an outcome; ``finish`` runs after each task that ``prepare`` let through
+    (the task is out of those hooks).
     """
 
-    def __init__(self, decorators: Sequence[Decorator] = (), prepare: Prepare | None = None) -> None:
+    def __init__(self, decorators: Sequence[Decorator] = (), prepare: Prepare | None = None,
+                 finish: Callable[[], None] | None = None) -> None:
         self._decorators: List[Decorator] = list(decorators)
         self._functions: Dict[str, TaskFunction] = {}
         self._timeouts: Dict[str, float | None] = {}
         self._lock = threading.Lock()
         self.prepare = prepare
+        self.finish = finish
         #: called as ``(task, seconds)`` when a task's function declares ``@sky.function(timeout=…)``
         #: (the executor applies it when the client gave none)
         self.on_declared_timeout: Callable[[TaskContext, float], None] | None = None
@@ -235,6 +238,14 @@ class TaskRunner:
             failure = self.prepare()
             if failure is not None:
                 return failure
+        try:
+            return self._run(ref, args, kwargs, stream, emit_item, task, keep)
+        finally:
+            if self.prepare is not None and self.finish is not None:
+                self.finish()
+
+    def _run(self, ref: str, args: Sequence[Any], kwargs: Dict[str, Any], stream: bool, emit_item: EmitItem,
+             task: TaskContext, keep: bool) -> Outcome:
         try:
             fn = self.resolve(ref)
         except TaskNotFound as error:

@@ -459,13 +459,20 @@ class ProcessExecutor:
             return True
         return False
 
+    @property
+    def running(self) -> bool:
+        """Whether a child runs a task (one given to a child held for ``around_app`` does not yet)."""
+        return any(child is not None and child.task is not None and child not in self._held
+                   for child in self._children)
+
     def _pump(self) -> None:
         """Give queued tasks to the children that are ready and free. Until ``around_app`` is in, a
         task given to a child is held (its clock running, as a thread task's does while it enters the
         hooks) and sent once they are in."""
         if not self._shared and not any(self._pinned) and not self._held:
             return
-        gate = self._host.app_gate(self._pump)
+        # (the nested-task executor's slots come after the tasks' own: a subtask's parent may be inside the hooks)
+        gate = self._host.app_gate(self._pump, self.first_slot > 0)
         if gate is not True and gate is not False:
             self._fail_queued(gate)
             return

@@ -111,8 +111,9 @@ class PendingFunction:
         _check_target(target, "@")
         from .context import runtime
 
-        total = runtime.cluster.total_nodes if runtime.cluster is not None else 1
-        futures = [self._submit(node) for node in range(total)]
+        from .dispatch import node_indices
+
+        futures = [self._submit(node) for node in node_indices(runtime.cluster)]
         return [future.result() for future in futures]
 
     def __gt__(self, target: Any) -> concurrent.futures.Future[Any]:

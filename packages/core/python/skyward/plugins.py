@@ -116,13 +116,25 @@ class Lifecycle:
     :meth:`enter` enters them once, in plugin order, from whichever thread comes first (the
     others wait); if one fails, those already entered are exited and the failure is kept:
     every later :meth:`enter` returns it without trying again. :meth:`exit` exits in reverse.
+
+    Each task that :meth:`enter` let through is inside the hooks until it calls :meth:`leave`.
+    :meth:`mark_stale` (the pool's membership changed: a node replaced, added or removed) makes
+    the hooks stale: the next :meth:`enter` waits until no task is inside them, exits them, and
+    enters them again with the current :class:`InstanceInfo` (a failure kept is tried again).
     """
 
-    def __init__(self, hook: str, info: Callable[[], InstanceInfo | None]) -> None:
+    def __init__(self, hook: str, info: Callable[[], InstanceInfo | None],
+                 log: Callable[[str], None] = lambda text: None) -> None:
         assert hook in LIFECYCLE_HOOKS
         self.hook = hook
+        self._log = log
         self._info = info
         self._lock = threading.Lock()
+        #: notified when the last task inside the hooks leaves
+        self._idle = threading.Condition(self._lock)
+        self._users = 0
+        #: the hooks were entered with a membership that changed: left and entered again when idle
+        self.stale = False
         self._plugins: List[PluginModule] = []
         self._entered: List[Tuple[PluginModule, Any]] = []
         self._failure: Outcome | None = None
@@ -148,22 +160,65 @@ class Lifecycle:
         """Whether some hooks are entered (and so have to be exited)."""
         return bool(self._entered)
 
-    def enter(self) -> Outcome | None:
-        """Enter the hooks if not done yet; the failure outcome if they failed (now or before)."""
-        if self.done:
-            return self._failure
+    def mark_stale(self) -> bool:
+        """The membership the hooks were entered with changed; False (nothing to do) when they
+        were never entered, or there are none."""
+        # Without the lock: called on the worker's event loop, which must not wait for hooks being
+        # entered (a rendezvous with the other nodes); they read the cluster before this is set.
+        if not self._started or not self._plugins:
+            return False
+        self.stale = True
+        return True
+
+    @property
+    def busy(self) -> bool:
+        """Whether a task is inside the hooks (entered them and has not left)."""
+        return self._users > 0
+
+    def enter_nested(self) -> Outcome | None:
+        """:meth:`enter` for a subtask: while tasks are inside stale hooks (its parent among them,
+        which waits for it), it joins them as they are rather than waiting."""
         with self._lock:
-            if self.done:
+            if self.stale and self._users > 0:
+                if self._failure is None:
+                    self._users += 1
                 return self._failure
-            self._started = True
-            # A task stopped while its thread enters the hooks (thread executor) stops once they are
-            # in: cut off half-way, a hook would be kept as the plugin's failure for every later task.
-            with deferred_interrupts.held():
-                try:
-                    self._failure = self._enter_all()
-                finally:
-                    self.done = True
+        return self.enter()
+
+    def enter(self) -> Outcome | None:
+        """Enter the hooks if not done yet (or again, when stale); the failure outcome if they
+        failed (now or before). Unless it returns a failure, the caller is inside them until
+        :meth:`leave`."""
+        with self._lock:
+            if self.stale:
+                # Never under a running task: the hooks are left once every task inside is out.
+                while self._users > 0:
+                    self._idle.wait()
+                if self.stale:
+                    with deferred_interrupts.held():
+                        self._exit_all(self._log)
+                    self.stale = False
+                    self._failure = None
+                    self.done = False
+            if not self.done:
+                self._started = True
+                # A task stopped while its thread enters the hooks (thread executor) stops once they
+                # are in: cut off half-way, a hook would be kept as the plugin's failure for every later task.
+                with deferred_interrupts.held():
+                    try:
+                        self._failure = self._enter_all()
+                    finally:
+                        self.done = True
+            if self._failure is None:
+                self._users += 1
             return self._failure
+
+    def leave(self) -> None:
+        """A task that :meth:`enter` let through is done."""
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            if self._users == 0:
+                self._idle.notify_all()
 
     def _enter_all(self) -> Outcome | None:
         info = self._info()

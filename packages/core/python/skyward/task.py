@@ -84,9 +84,11 @@ class Host(Protocol):
     def on_metric(self, task: Task, name: str, value: float, step: int | None) -> None:
         """A value ``task`` reported (``skyward.report_metric``)."""
         ...
-    def app_gate(self, retry: Callable[[], None]) -> Outcome | bool:
+    def app_gate(self, retry: Callable[[], None], nested: bool = False) -> Outcome | bool:
         """True once the ``around_app`` hooks are entered, the failure outcome if they failed, or
-        False while they are being entered (``retry`` is called when that is over)."""
+        False while they are being entered (``retry`` is called when that is over) or wait, stale,
+        for the children's tasks to end (``nested``: the nested-task executor asks, whose subtasks
+        join stale hooks their parents are inside)."""
         ...
 
 

@@ -227,7 +227,8 @@ class Worker:
         if options.executor == "process":
             return ProcessExecutor(options.concurrency, options.reuse_processes, self, self.log, first_slot)
         return ThreadExecutor(
-            options.concurrency, self.cluster.runner, self, self._output, self.log, first_slot,
+            options.concurrency, self.cluster.nested_runner if nested else self.cluster.runner, self, self._output,
+            self.log, first_slot,
             "nested-slot" if nested else "slot",
         )
 
@@ -473,8 +474,9 @@ class Worker:
     def fail_subtask(self, task_id: str, sub: int, text: str) -> None:
         self.subtasks.fail(task_id, sub, text)
 
-    def app_gate(self, retry: Callable[[], None]) -> Outcome | bool:
-        return self.cluster.app_gate(retry)
+    def app_gate(self, retry: Callable[[], None], nested: bool = False) -> Outcome | bool:
+        busy = any(getattr(executor, "running", False) for executor in self.table.executors())
+        return self.cluster.app_gate(retry, busy, nested)
 
     def on_done(self, task: Task, outcome: Outcome) -> None:
         self.table.on_done(task, outcome)

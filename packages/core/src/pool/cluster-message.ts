@@ -44,11 +44,7 @@ export function clusterMessage(input: ClusterMessageInput): ClusterMessage {
     head_addr: head?.privateIp ?? "127.0.0.1",
     head_port: input.headPort,
     job_id: input.jobId,
-    peers: input.peers.map((peer) => ({
-      node: peer.index,
-      private_ip: peer.instance.privateIp ?? "",
-      public_ip: peer.instance.publicIp ?? "",
-    })),
+    peers: clusterPeers(input.peers),
     accelerators: accelerator?.count ?? 0,
     accelerator: accelerator
       ? {
@@ -70,6 +66,21 @@ export function clusterMessage(input: ClusterMessageInput): ClusterMessage {
     ...(input.collectionsNode ? { collections_node: input.collectionsNode } : {}),
     ...secretsField(input.secrets),
   };
+}
+
+/**
+ * The `peers` field: every node's addresses and instance (`instance_id`: a node replaced on a new
+ * instance is another peer even where its addresses are the same, as on one machine).
+ */
+export function clusterPeers(
+  peers: readonly { readonly index: number; readonly instance: Instance }[],
+): ClusterMessage["peers"] {
+  return peers.map((peer) => ({
+    node: peer.index,
+    private_ip: peer.instance.privateIp ?? "",
+    public_ip: peer.instance.publicIp ?? "",
+    instance_id: peer.instance.id,
+  }));
 }
 
 /** The `secrets` field: left out when there are none, so a pool without secrets sends what it always did. */

@@ -6,6 +6,7 @@
 import type { Instance, Offer, Provider } from "../contract/provider.js";
 import { offerFormFactorFit, offerQuery } from "../contract/provider.js";
 import { Autoscaler } from "./autoscale.js";
+import { retellCluster } from "./cluster-retell.js";
 import { instanceHourlyPrice } from "./cost.js";
 import { createNodeWatchers, type PoolNodeWatchers } from "./node-loss.js";
 import { collectionsNodeGone, startNode } from "./node-start.js";
@@ -324,6 +325,8 @@ export class Membership {
       nodes.splice(nodes.indexOf(node), 1);
       this.track(this.#retire(node));
     }
+    // The nodes that stay learn the pool's new membership.
+    if (removed > 0) retellCluster(this.#context);
   }
 
   /** Stops an idle node's worker and has the provider terminate its instance. */
@@ -386,6 +389,7 @@ export class Membership {
     reportError(context, `node ${node.index} failed to start`, error, node.index);
     const position = context.nodes.indexOf(node);
     if (position >= 0) context.nodes.splice(position, 1);
+    retellCluster(context);
     // Tasks pinned to it (a broadcast's parts) wait for the node the reconcile loop starts under its
     // index while the pool wants one, and fail otherwise.
     this.#awaitStart(

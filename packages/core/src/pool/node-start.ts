@@ -14,7 +14,7 @@ import type { SkywardEvent } from "../observe/events.js";
 import { relayMetrics } from "../observe/metric-stream.js";
 import type { ClusterMessage, ReadyMessage, WorkerEvent } from "../protocol/protocol.js";
 import type { Image } from "../spec/image.js";
-import { clusterMessage, keptClusterMessage } from "./cluster-message.js";
+import { membershipKey, nodeClusterMessage, retellCluster } from "./cluster-retell.js";
 import { firstHealthy, monitorHealth } from "./health-check.js";
 import {
   abortError,
@@ -217,28 +217,16 @@ export async function startNode(
   node.endpoint?.close?.();
   node.endpoint = endpoint;
   node.connection = connection;
-  // A resumed pool knows neither the plugins nor the metrics its workers were started with: they
-  // are sent back as the worker has them (its plugins' worker layout with them).
   const kept = context.resumed ? connection.welcome.cluster : undefined;
   if (kept) context.layout = { ...context.layout, workersPerNode: kept.workers_per_node };
-  const secrets = context.secrets.of(spec.secrets);
-  const message = kept
-    ? keptClusterMessage(kept, secrets)
-    : clusterMessage({
-        node: node.index,
-        peers: context.nodes,
-        layout: context.layout,
-        headPort: context.headPort,
-        jobId: context.id,
-        spec,
-        image,
-        secrets,
-        collections: context.options.cluster,
-        // While no node holds them (a copy being promoted, or none left), a new node starts no empty store.
-        collectionsNode: context.collectionsUnavailable === undefined ? context.collectionsNode : NO_HOLDER,
-      });
+  node.told = undefined;
+  const message = nodeClusterMessage(context, node, connection);
   const ready = await sendCluster(node, connection, message, signal);
   followCollections(context, node, connection, ready);
+  // The node is in (a new one, or a replacement on another instance): the others learn of it (and
+  // this one of a change made while it started), before any task is sent to it.
+  node.told = membershipKey(message);
+  retellCluster(context);
   await passFirstHealthCheck(context, node, connection, signal);
   hub.emit({
     type: "node.bootstrapped",
@@ -298,9 +286,6 @@ function followCollections(
     tellAuthority(known, [connection]);
   }
 }
-
-/** The `collections_node` of a pool whose collections no node holds: no node starts a store. */
-const NO_HOLDER = -1;
 
 /**
  * Node `index` is gone from the pool (lost, or let go on purpose). If it held the collections, the

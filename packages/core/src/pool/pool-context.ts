@@ -32,6 +32,11 @@ export interface NodeRuntime {
   replacing?: object | undefined;
   /** After an interruption notice: the replacement's instance, asked for at once. */
   nextInstance: Promise<Instance> | undefined;
+  /**
+   * The membership (`membershipKey`) of the last cluster message its worker was sent, once it
+   * answered the first: a node told another membership is told again (see `retellCluster`).
+   */
+  told?: string | undefined;
 }
 
 /** A node just provisioned under `index`, not started yet. */

@@ -109,6 +109,11 @@ export interface ClusterPeer {
   readonly private_ip: string;
   /** The node's public address, when it has one. */
   readonly public_ip: string | null;
+  /**
+   * The node's instance (optional): a node replaced on a new instance is another peer even where
+   * its addresses are the same.
+   */
+  readonly instance_id?: string;
 }
 
 /** `cluster` — the client tells a node its place in the cluster. */

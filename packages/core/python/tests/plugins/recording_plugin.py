@@ -4,7 +4,8 @@ Lines are ``<pid> <label> <hook> <event> [detail]``. ``config["fail"]`` names a 
 instead (``around_app``, ``around_process``, ``decorate``), ``bad_return`` for an ``around_app``
 that returns something that is not a context manager, or ``hang`` for an ``around_app`` that never
 returns (Python code, sleeping in short steps, so an interrupt can stop it); ``config["slow"]``
-makes ``around_app`` take that many seconds before it enters.
+makes ``around_app`` take that many seconds before it enters; ``config["topology"]`` adds the node
+count and the peers to its ``enter`` line.
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ def record(config: Dict[str, Any], *words: Any) -> None:
 
 @contextlib.contextmanager
 def _scope(config: Dict[str, Any], hook: str, info: Any) -> Iterator[None]:
-    record(config, hook, "enter", f"node={info.node}")
+    if config.get("topology"):  # the membership it was entered with
+        record(config, hook, "enter", f"node={info.node}", f"total={info.total_nodes}",
+               "peers=" + ",".join(str(getattr(peer, "instance_id", None) or peer.private_ip) for peer in info.peers))
+    else:
+        record(config, hook, "enter", f"node={info.node}")
     try:
         yield
     finally:
