@@ -37,4 +37,17 @@ describe("a pool's membership told again", () => {
     expect(await pool.run(everyNode(), { target: 0 })).toEqual([0]);
     expect(shrunk[0]?.pid).toBe(grown[0]?.pid);
   }, 120_000);
+
+  it("a broadcast of a task that broadcasts: every part runs, on its own node", async () => {
+    await using pool = await sky.compute({ nodes: 3, image, options: fast });
+    // Each node's slot holds its parent; the parts of the nested broadcasts take the nested slots
+    // (before: the parts pinned to a node waited for its slot, for ever, and a part for the parent's
+    // own node, sent through the client when its nested slot was busy, ran on any node).
+    for (let round = 0; round < 3; round += 1)
+      expect(await pool.broadcast(everyNode())).toEqual([
+        [0, 1, 2],
+        [0, 1, 2],
+        [0, 1, 2],
+      ]);
+  }, 120_000);
 });

@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
-from typing import Any, Callable, Deque, Dict, List, Set, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from .connection import Connection
 from .context import SubtaskOutcome, runtime
@@ -35,8 +35,8 @@ _CLIENT_PER_SLOT = 2
 #: alias numbers start here, far above any sub number a task's own table hands out
 _ALIAS_BASE = 1 << 40
 
-#: a subtask as its task asked for it: (the task, sub, fn, args, kwargs)
-_Subtask = Tuple[Task, int, str, List[Any], Dict[str, Any]]
+#: a subtask as its task asked for it: (the task, sub, fn, args, kwargs, the node it asks for or None)
+_Subtask = Tuple[Task, int, str, List[Any], Dict[str, Any], Optional[int]]
 
 
 def local_nested_slots(concurrency: int) -> int:
@@ -120,19 +120,20 @@ class SubtaskRelay:
         """A running task dispatched subtask ``sub`` (``node``: the node it asks for, if any)."""
         if task.state != "running":
             return  # stopped meanwhile: its futures are cancelled already
-        subtask = (task, sub, fn, args, kwargs)
+        subtask = (task, sub, fn, args, kwargs, node)
         if not self._may_run_here(node):
-            self._to_client(subtask, node, False)
+            self._to_client(subtask, False)
         elif self._slot_free():
-            self._run_here(*subtask)
+            self._run_here(*subtask[:5])
         elif self._client_has_room(task):
-            self._to_client(subtask, None, True)
+            self._to_client(subtask, True)
         else:
             self._queue.append(subtask)
 
-    def _to_client(self, subtask: "_Subtask", node: int | None, counted: bool) -> None:
-        """Sends a subtask to the client (``counted``: one of those that could run here, out at the client)."""
-        task, sub, fn, args, kwargs = subtask
+    def _to_client(self, subtask: "_Subtask", counted: bool) -> None:
+        """Sends a subtask to the client (``counted``: one of those that could run here, out at the client),
+        with the node it asked for: one asked for this node runs on it, never on another with a slot free."""
+        task, sub, fn, args, kwargs, node = subtask
         if isinstance(task.connection, LocalParent):
             # The client knows the root task only: the subtask goes as one of the root's.
             root, asked, sub = task.connection.root, (task, sub), next(self._next_alias)
@@ -193,9 +194,9 @@ class SubtaskRelay:
             if task.state != "running":
                 self._queue.popleft()
             elif self._slot_free():
-                self._run_here(*self._queue.popleft())
+                self._run_here(*self._queue.popleft()[:5])
             elif self._client_has_room(task):
-                self._to_client(self._queue.popleft(), None, True)
+                self._to_client(self._queue.popleft(), True)
             else:
                 return
 

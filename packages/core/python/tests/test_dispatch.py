@@ -246,6 +246,22 @@ def test_subtasks_beyond_the_free_nested_slots_go_through_the_client(executor: s
                 client.close()
 
 
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_subtask_for_its_own_node_sent_through_the_client_keeps_its_node(executor: str) -> None:
+    # Concurrency 1: the slow subtask fills node 1's one nested slot, so the next, asked for node 1,
+    # goes through the client. Before, it went without its node and the client ran it on node 0.
+    with WorkerProcess("--executor", executor, "--concurrency", "1") as first, \
+            WorkerProcess("--executor", executor, "--concurrency", "1") as second:
+        clients = [connect(first, node=0, total_nodes=2), connect(second, node=1, total_nodes=2)]
+        try:
+            relay = NestedRelay(clients)
+            assert relay.value(clients[1], "dispatch_tasks:slow_then_own_node") == {"own": 1, "ran_on": 1, "slow": 4}
+            assert [m["node"] for m in relay.subtasks] == [1]
+        finally:
+            for client in clients:
+                client.close()
+
+
 def test_a_parent_that_ends_cancels_the_subtasks_it_runs_on_its_node(two_slot_worker: WorkerProcess) -> None:
     client = connect(two_slot_worker)
     try:

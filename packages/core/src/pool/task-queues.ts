@@ -47,17 +47,20 @@ export class TaskQueues {
   /** Queues a new task: on its node if pinned, with the subtasks if nested, else at the queue's end. */
   add(record: TaskRecord): void {
     if (record.request.node !== undefined) {
-      const pinned = this.#nodes.pinnable(record.request.node).pinned;
-      if (WITHOUT_SLOT.has(record.request.ref)) pinned.unshift(record);
-      else pinned.push(record);
+      const node = this.#nodes.pinnable(record.request.node);
+      if (record.request.nested) node.pinnedNested += 1;
+      if (WITHOUT_SLOT.has(record.request.ref)) node.pinned.unshift(record);
+      else node.pinned.push(record);
     } else if (record.request.nested) this.#nestedQueue.push(record);
     else this.#queue.push(record);
   }
 
   /** Queues a task taken off a lost (or draining) node: first in line, on the same node if pinned. */
   requeue(node: NodeState, record: TaskRecord): void {
-    if (record.request.node !== undefined) node.pinned.unshift(record);
-    else if (record.request.nested) this.#nestedQueue.push(record);
+    if (record.request.node !== undefined) {
+      if (record.request.nested) node.pinnedNested += 1;
+      node.pinned.unshift(record);
+    } else if (record.request.nested) this.#nestedQueue.push(record);
     else this.#retryQueue.push(record);
   }
 
@@ -80,15 +83,19 @@ export class TaskQueues {
     }
     for (const node of nodes.all) {
       if (!node?.connection || node.draining) continue;
-      while (
-        node.pinned.length > 0 &&
-        (WITHOUT_SLOT.has((node.pinned[0] as TaskRecord).request.ref) ||
-          node.running.size - node.nestedRunning <
-            nodes.limit(node, (node.pinned[0] as TaskRecord).request.ref))
-      ) {
+      // Pinned tasks in order; a nested one (a part of a nested broadcast) takes a nested slot, as
+      // nested tasks do: a slot here may be held by its parent, or by a peer's part waiting for it.
+      const fits = ({ request: { nested, ref } }: TaskRecord) =>
+        nested
+          ? node.nestedRunning < node.nestedCapacity
+          : WITHOUT_SLOT.has(ref) || node.running.size - node.nestedRunning < nodes.limit(node, ref);
+      while (node.pinned.length > 0 && fits(node.pinned[0] as TaskRecord)) {
         const record = node.pinned.shift() as TaskRecord;
+        if (record.request.nested) node.pinnedNested -= 1;
         if (!record.done) start(node, record);
       }
+      if (node.pinnedNested > 0 && node.pinned.length > 0 && node.nestedRunning < node.nestedCapacity)
+        startNestedBehind(node, start);
     }
     let heldBack = false;
     for (const queue of [this.#retryQueue, this.#queue]) {
@@ -105,4 +112,20 @@ export class TaskQueues {
     }
     return heldBack;
   }
+}
+
+/** Starts the nested tasks pinned to `node` behind a task waiting for a slot, while nested slots are free. */
+function startNestedBehind(node: NodeState, start: (node: NodeState, record: TaskRecord) => void): void {
+  const waiting: TaskRecord[] = [];
+  let nested = 0;
+  for (const record of node.pinned.splice(0)) {
+    if (record.done) continue;
+    if (record.request.nested && node.nestedRunning < node.nestedCapacity) start(node, record);
+    else {
+      waiting.push(record);
+      if (record.request.nested) nested += 1;
+    }
+  }
+  node.pinned.unshift(...waiting);
+  node.pinnedNested = nested;
 }

@@ -114,6 +114,8 @@ export interface NodeState {
   lastDone: number;
   readonly running: Map<string, TaskRecord>;
   readonly pinned: TaskRecord[];
+  /** Nested tasks among `pinned` (parts of nested broadcasts), at least: a count above it only costs a look. */
+  pinnedNested: number;
   /** Nested tasks running on it, and how many it may run (its concurrency). */
   nestedRunning: number;
   nestedCapacity: number;
@@ -149,6 +151,7 @@ export function newNodeState(
     lastDone: 0,
     running: new Map(),
     pinned: [],
+    pinnedNested: 0,
     nestedRunning: 0,
     draining: false,
     idleWaiters: [],

@@ -131,6 +131,14 @@ def slow_first(n: int, slow: int = 1) -> List[int]:
     return [future.result(timeout=20) for future in futures]
 
 
+def slow_then_own_node() -> Dict[str, Any]:
+    """A slow subtask takes this node's nested slot, then one asks for this node: it must run here."""
+    own = sky.instance_info().node
+    slow = submit(sleep_then_square, args=[1.0, 2])
+    here = submit("dispatch_tasks:where", node=own)
+    return {"own": own, "ran_on": here.result(timeout=20)["node"], "slow": slow.result(timeout=20)}
+
+
 def slow_first_nested(n: int) -> List[int]:
     """:func:`slow_first` as a subtask: its own subtasks that do not fit here go as the root's."""
     return submit("dispatch_tasks:slow_first", args=[n]).result(timeout=20)
