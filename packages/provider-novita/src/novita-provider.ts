@@ -2,16 +2,14 @@
 import type { Offer, OfferQuery, ProviderV1 } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
+  containerMarketplace,
   containerStartCommand,
   curlSelfDestructProgram,
-  IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
   type MachineAdapter,
   type MachineClusterData,
-  machineAdapterHalf,
   machineProviderFactories,
-  mappedMachine,
   marketListings,
-  pricedOffer,
+  perGpuOffer,
   readAfterCreate,
   refuseSetting,
   rootSshdStatements,
@@ -72,11 +70,11 @@ type Listings = Readonly<Record<"onDemand" | "spot", readonly NovitaProduct[]>>;
 /** One offer per GPU product that can be deployed, for the GPU count asked and the root filesystem wanted (README: Offers). */
 function toOffers(listed: Listings, query: OfferQuery, region: string | undefined, rootfs: number): Offer[] {
   const count = query.accelerator?.count ?? 1;
-  // A market's price is the one its own listing gives; an empty `spotPrice` ("") means none.
+  // A market's price per GPU is the one its own listing gives; an empty `spotPrice` ("") means none.
   const priceIn = (market: keyof Listings, id: string) => {
     const product = listed[market].find((entry) => entry.id === id);
     const price = market === "spot" ? product?.spotPrice : product?.price;
-    return price ? usd(price * count) : null;
+    return price ? price / 100_000 : null;
   };
   const products = new Map([...listed.onDemand, ...listed.spot].map((product) => [product.id, product]));
   return [...products.values()].flatMap(({ id, name, minRootFS, maxRootFS, ...product }) => {
@@ -86,13 +84,13 @@ function toOffers(listed: Listings, query: OfferQuery, region: string | undefine
     const gpu = acceleratorFromNames([model, short, name]);
     if (product.availableDeploy === false || !gpu || gpu.name !== query.accelerator?.name) return [];
     if ((maxRootFS ?? rootfs) < rootfs) return [];
-    return pricedOffer({
-      id: `novita:${id}:x${count}`,
+    return perGpuOffer({
       provider: "novita",
-      instanceType: `${count > 1 ? `${count}x ` : ""}${name}`,
+      key: id,
+      name,
       accelerator: { ...gpu, count },
-      vcpus: (product.cpuPerGpu ?? 0) * count,
-      memoryGb: (product.memoryPerGpu ?? 0) * count,
+      vcpus: product.cpuPerGpu ?? 0,
+      memoryGb: product.memoryPerGpu ?? 0,
       region: region ?? "any",
       spotPrice: priceIn("spot", id),
       onDemandPrice: priceIn("onDemand", id),
@@ -101,42 +99,39 @@ function toOffers(listed: Listings, query: OfferQuery, region: string | undefine
   });
 }
 
-// A container's endpoint is not in its `Instance`: a seam is asked once the instance is described.
-const addressOf = () => undefined;
-
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
   const api = novitaClient(settings);
   // Novita pulls the image before the container starts (`pulling`): as long a wait as RunPod's and Vast.ai's.
-  const capabilities = Object.freeze({
-    spot: true,
-    offerCache: "marketplace",
+  const half = containerMarketplace<NovitaInstance, { id: string; host: string; port: number }>({
+    name: "novita",
+    label: "Novita",
+    settings,
     peerNetwork: "none",
-    provisionTimeout: IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
-  });
-  const half = { name: "novita", label: "Novita", settings, addressOf, capabilities };
-  const { standIns, fields } = machineAdapterHalf(half);
-  const machine = mappedMachine<NovitaInstance, { id: string; host: string; port: number }>(standIns, {
-    // List Instances → `status`; the others (toCreate, pulling, starting…) are on their way.
-    statuses: {
-      running: ["running"],
-      terminated: ["removed"],
-      stopping: ["toStop", "stopping", "exited", "freezing", "toRemove", "removing"],
+    containers: "instances",
+    mapping: {
+      // List Instances → `status`; the others (toCreate, pulling, starting…) are on their way.
+      statuses: {
+        running: ["running"],
+        terminated: ["removed"],
+        stopping: ["toStop", "stopping", "exited", "freezing", "toRemove", "removing"],
+      },
+      deleting: ["toRemove", "removing", "removed"],
+      name: (instance) => instance.name,
+      nameTag: "novita:name",
+      tags: ({ envs }) =>
+        skywardTagsFromEnvironment(Object.fromEntries((envs ?? []).map((e) => [e.key, e.value]))),
+      // `host:port` (or a URL) mapped to 22; containers share no private network: peers use this endpoint.
+      address(instance) {
+        const mapping = instance.portMappings?.find((entry) => entry.port === 22 && entry.endpoint);
+        const match = /^(.+):(\d+)$/.exec(mapping?.endpoint?.replace(/^[a-z]+:\/\//, "") ?? "");
+        return match?.[1] ? { host: match[1], port: Number(match[2]) } : undefined;
+      },
+      // A container's endpoint is not in its `Instance`: the seam is asked once the instance is described.
+      seamAddress: (id, endpoint) => ({ id, ...endpoint }),
+      spot: (instance, tags) => instance.billingMode === "spot" || tags[SKYWARD_TAGS.spot] === "1",
+      hourlyPrice: (instance) => usd(instance.instancePrice),
+      createdAt: (instance) => instance.createdAt,
     },
-    deleting: ["toRemove", "removing", "removed"],
-    name: (instance) => instance.name,
-    nameTag: "novita:name",
-    tags: ({ envs }) =>
-      skywardTagsFromEnvironment(Object.fromEntries((envs ?? []).map((e) => [e.key, e.value]))),
-    // `host:port` (or a URL) mapped to 22; containers share no private network: peers use this endpoint.
-    address(instance) {
-      const mapping = instance.portMappings?.find((entry) => entry.port === 22 && entry.endpoint);
-      const match = /^(.+):(\d+)$/.exec(mapping?.endpoint?.replace(/^[a-z]+:\/\//, "") ?? "");
-      return match?.[1] ? { host: match[1], port: Number(match[2]) } : undefined;
-    },
-    seamAddress: (id, endpoint) => ({ id, ...endpoint }),
-    spot: (instance, tags) => instance.billingMode === "spot" || tags[SKYWARD_TAGS.spot] === "1",
-    hourlyPrice: (instance) => usd(instance.instancePrice),
-    createdAt: (instance) => instance.createdAt,
   });
   // `skyward-self-destruct (ID | NAME)`: by id, or by name for the boot watchdog; base64 in the environment.
   const program = curlSelfDestructProgram({
@@ -152,9 +147,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
   const read = (instanceId: string, signal: AbortSignal) => api.instance({ query: { instanceId } }, signal);
 
   return {
-    ...fields,
-    containersWithoutFuse: "instances",
-    ...machine,
+    ...half,
     cacheKey: JSON.stringify([settings.apiUrl, settings.clusterId ?? null, settings.rootfsSize]),
     checkCredentials: () => void apiKey(),
 

@@ -274,6 +274,7 @@ export {
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
 export { type MachineOfferFacts, machineOffer, pricedOffer } from "./offers/machine-offer.js";
+export { type PerGpuOfferFacts, perGpuOffer } from "./offers/per-gpu-offer.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
 export {
   filterOffers,
