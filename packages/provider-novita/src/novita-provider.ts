@@ -1,5 +1,5 @@
 /** The Novita AI provider: an adapter on `@skyward/provider-utils`'s machine-provider base (see the README). */
-import type { Offer, OfferQuery, ProviderV1 } from "@skyward/core/contract";
+import type { ProviderV1 } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
   containerMarketplace,
@@ -19,7 +19,7 @@ import {
   skywardTagsToEnvironment,
 } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
-import { type NovitaInstance, type NovitaProduct, novitaApi, novitaClient, PAGE_SIZE } from "./novita-api.js";
+import { type NovitaInstance, novitaApi, novitaClient, PAGE_SIZE } from "./novita-api.js";
 import { type NovitaSettings, type ParsedSettings, settingsSchema } from "./novita-settings.js";
 
 export { DEFAULT_NOVITA_IMAGE, type NovitaSettings, type NovitaSshAddress } from "./novita-settings.js";
@@ -39,9 +39,6 @@ export interface NovitaClusterData extends MachineClusterData {
   readonly rootfsSize: number;
   readonly clusterId: string | undefined;
 }
-
-/** Prices in Novita's answers are in units of 1/100,000 USD per hour. */
-const usd = (price: number | null | undefined) => (price == null ? null : roundPrice(price / 100_000));
 
 /** Where the start command keeps the API key, as a request header curl reads (`-H @file`): never on a command line. */
 const HEADER_FILE = "/etc/skyward/novita-auth";
@@ -64,40 +61,6 @@ export const STARTUP_COMMAND = containerStartCommand({
 
 const envs = (variables: Record<string, string>) =>
   Object.entries(variables).map(([key, value]) => ({ key, value }));
-
-type Listings = Readonly<Record<"onDemand" | "spot", readonly NovitaProduct[]>>;
-
-/** One offer per GPU product that can be deployed, for the GPU count asked and the root filesystem wanted (README: Offers). */
-function toOffers(listed: Listings, query: OfferQuery, region: string | undefined, rootfs: number): Offer[] {
-  const count = query.accelerator?.count ?? 1;
-  // A market's price per GPU is the one its own listing gives; an empty `spotPrice` ("") means none.
-  const priceIn = (market: keyof Listings, id: string) => {
-    const product = listed[market].find((entry) => entry.id === id);
-    const price = market === "spot" ? product?.spotPrice : product?.price;
-    return price ? price / 100_000 : null;
-  };
-  const products = new Map([...listed.onDemand, ...listed.spot].map((product) => [product.id, product]));
-  return [...products.values()].flatMap(({ id, name, minRootFS, maxRootFS, ...product }) => {
-    // `A100 SXM 80GB`: the model, or its first word(s), names the accelerator; the name its form factor.
-    const model = name.replace(/\s+\d+\s*GB.*$/i, "").trim();
-    const short = model.split(/\s+/, model.startsWith("RTX") ? 2 : 1).join(" ");
-    const gpu = acceleratorFromNames([model, short, name]);
-    if (product.availableDeploy === false || !gpu || gpu.name !== query.accelerator?.name) return [];
-    if ((maxRootFS ?? rootfs) < rootfs) return [];
-    return perGpuOffer({
-      provider: "novita",
-      key: id,
-      name,
-      accelerator: { ...gpu, count },
-      vcpus: product.cpuPerGpu ?? 0,
-      memoryGb: product.memoryPerGpu ?? 0,
-      region: region ?? "any",
-      spotPrice: priceIn("spot", id),
-      onDemandPrice: priceIn("onDemand", id),
-      specific: { productId: id, productName: name, gpuNum: count, minRootFS, maxRootFS },
-    });
-  });
-}
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
   const api = novitaClient(settings);
@@ -129,7 +92,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       // A container's endpoint is not in its `Instance`: the seam is asked once the instance is described.
       seamAddress: (id, endpoint) => ({ id, ...endpoint }),
       spot: (instance, tags) => instance.billingMode === "spot" || tags[SKYWARD_TAGS.spot] === "1",
-      hourlyPrice: (instance) => usd(instance.instancePrice),
+      // Novita's prices are in 1/100,000 USD an hour.
+      hourlyPrice: ({ instancePrice: price }) => (price == null ? null : roundPrice(price / 100_000)),
       createdAt: (instance) => instance.createdAt,
     },
   });
@@ -151,16 +115,45 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     cacheKey: JSON.stringify([settings.apiUrl, settings.clusterId ?? null, settings.rootfsSize]),
     checkCredentials: () => void apiKey(),
 
+    // One offer per GPU product that can be deployed, for the GPU count asked and the root filesystem wanted (README: Offers).
     async offers(query, signal) {
       // Novita's CPU instances are another product line; only GPU offers are listed.
       if (!query.accelerator || query.architecture === "arm64") return [];
+      const { count, name: wanted } = query.accelerator;
       const clusterId = query.region ?? settings.clusterId;
-      const asked = { gpuNum: String(query.accelerator.count), ...(clusterId ? { clusterId } : {}) };
+      const asked = { gpuNum: String(count), ...(clusterId ? { clusterId } : {}) };
       const list = async (spot: boolean) =>
         (await api.products({ query: { ...asked, billingMethod: spot ? "spot" : "onDemand" } }, signal)).data;
+      const listed = await marketListings(query, list, []);
+      // A market's price per GPU is the one its own listing gives; an empty `spotPrice` ("") means none.
+      const priceIn = (market: keyof typeof listed, id: string) => {
+        const product = listed[market].find((entry) => entry.id === id);
+        const price = market === "spot" ? product?.spotPrice : product?.price;
+        return price ? price / 100_000 : null;
+      };
       // The root filesystem prepare will ask for: the setting's, or the spec's disk if larger.
       const rootfs = Math.max(settings.rootfsSize, Math.ceil(query.diskGb ?? 0));
-      return toOffers(await marketListings(query, list, []), query, clusterId, rootfs);
+      const products = new Map([...listed.onDemand, ...listed.spot].map((product) => [product.id, product]));
+      return [...products.values()].flatMap(({ id, name, minRootFS, maxRootFS, ...product }) => {
+        // `A100 SXM 80GB`: the model, or its first word(s), names the accelerator; the name its form factor.
+        const model = name.replace(/\s+\d+\s*GB.*$/i, "").trim();
+        const short = model.split(/\s+/, model.startsWith("RTX") ? 2 : 1).join(" ");
+        const gpu = acceleratorFromNames([model, short, name]);
+        if (product.availableDeploy === false || !gpu || gpu.name !== wanted) return [];
+        if ((maxRootFS ?? rootfs) < rootfs) return [];
+        return perGpuOffer({
+          provider: "novita",
+          key: id,
+          name,
+          accelerator: { ...gpu, count },
+          vcpus: product.cpuPerGpu ?? 0,
+          memoryGb: product.memoryPerGpu ?? 0,
+          region: clusterId ?? "any",
+          spotPrice: priceIn("spot", id),
+          onDemandPrice: priceIn("onDemand", id),
+          specific: { productId: id, productName: name, gpuNum: count, minRootFS, maxRootFS },
+        });
+      });
     },
 
     async prepare({ spec, offer, keys }) {
