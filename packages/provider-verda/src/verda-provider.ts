@@ -95,7 +95,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
         api.instanceTypes({}, signal),
         marketListings(query, (spot) => api.capacity({ query: { is_spot: String(spot) } }, signal), []),
       ]);
-      return toOffers(types, available, query, query.region ?? settings.location);
+      return toOffers(types, available, { ...query, region: query.region ?? settings.location });
     },
 
     async prepare({ spec, offer, poolId, clusterId, keys, signal }) {
@@ -113,9 +113,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
         watchdog: { seconds, root: DEFAULT_NODE_ROOT, target: "--self" },
       });
       const startupScriptId = await api.script({ body: { name, script } }, signal);
-      const disk = Math.ceil(spec.diskGb ?? 0);
-      const osVolumeGb =
-        settings.osVolumeGb !== undefined || disk > 0 ? Math.max(settings.osVolumeGb ?? 0, disk) : undefined;
+      // The setting's or the spec's disk, the larger; neither: Verda's size for the type.
+      const osVolumeGb = Math.max(settings.osVolumeGb ?? 0, Math.ceil(spec.diskGb ?? 0)) || undefined;
       return { ...keys, sshKeyId, startupScriptId, image, osVolumeGb };
     },
 
