@@ -20,8 +20,6 @@ export const NOVITA_API_URL = "https://api.novita.ai/gpu-instance/openapi/v1";
 const refusals = errorTable([LEFT_TO_STATUS, { kind: "gone", words: /^\S*NOT_FOUND/ }, ...MARKET_REFUSALS]);
 
 export const novitaApi = defineMachineApi({
-  provider: "novita",
-  errorName: "NovitaApiError",
   label: "Novita",
   apiKeyVariable: "NOVITA_API_KEY",
   classify: ({ answer, message, ...failure }) =>

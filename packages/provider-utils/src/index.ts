@@ -274,7 +274,6 @@ export {
 // Offers and prices
 export { acceleratorFromNames, type NamedAccelerator } from "./offers/accelerator-names.js";
 export { type MachineOfferFacts, machineOffer, pricedOffer } from "./offers/machine-offer.js";
-export { type PerGpuOfferFacts, perGpuOffer } from "./offers/per-gpu-offer.js";
 export type { OfferHardware } from "./offers/offer-filter.js";
 export {
   filterOffers,
@@ -282,6 +281,7 @@ export {
   matchesHardware,
   requireOwnOffer,
 } from "./offers/offer-filter.js";
+export { type PerGpuOfferFacts, perGpuOffer } from "./offers/per-gpu-offer.js";
 export type { Market } from "./offers/prices.js";
 export { marketsFor, roundPrice } from "./offers/prices.js";
 // Self-destruct

@@ -38,8 +38,6 @@ const classifyVerdaError = errorTable([
 ]);
 
 export const verdaApi = defineMachineApi({
-  provider: "verda",
-  errorName: "VerdaApiError",
   label: "Verda",
   apiKeyVariable: VERDA_CREDENTIALS.secretVariable,
   classify: classifyVerdaError,

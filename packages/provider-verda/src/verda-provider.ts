@@ -34,9 +34,6 @@ export interface VerdaClusterData extends MachineClusterData {
   readonly osVolumeGb: number | undefined;
 }
 
-/** Spot instances always name their OS volume, so Verda can be told to delete it with the instance (`on_spot_discontinue`). */
-const SPOT_OS_VOLUME_GB = 100;
-
 /** The startup script's self-destruct: a token, then the instance (by id, or by hostname) deleted with its OS volume. */
 const SELF_DESTRUCT = pythonSelfDestructProgram({
   tokenPath: VERDA_CREDENTIALS.tokenPath,
@@ -121,9 +118,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
     async create({ cluster, spot, name: hostname, tags, signal }) {
       const { instanceType, location } = cluster.offer.specific as unknown as VerdaOfferData;
       const { image, sshKeyId, startupScriptId, osVolumeGb } = cluster.specific;
-      const size = osVolumeGb ?? (spot ? SPOT_OS_VOLUME_GB : undefined);
       const description = tagsToDescription({ ...tags, [SKYWARD_TAGS.region]: location });
-      // A discontinued spot instance leaves no volume billing behind.
+      // A spot instance always names its OS volume (100 GB), deleted with it once discontinued: no volume billing left.
+      const size = osVolumeGb ?? (spot ? 100 : undefined);
       const discontinue = spot ? { on_spot_discontinue: "delete_permanently" } : {};
       const volume =
         size === undefined ? {} : { os_volume: { name: `${hostname}-os`, size, ...discontinue } };

@@ -5,8 +5,8 @@
  * where the mapping gives `seamAddress`, at the `sshAddress` test seam's stand-in).
  */
 import type { ProviderCapabilities } from "@skyward/core/contract";
-import { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "./image-pull.js";
 import type { SshStandIn } from "../instances.js";
+import { IMAGE_PULL_PROVISION_TIMEOUT_SECONDS } from "./image-pull.js";
 import { type MachineMapping, type MappableMachine, mappedMachine } from "./machine-mapping.js";
 import { type MachineAdapterHalfOptions, machineAdapterHalf } from "./marketplace-machine.js";
 
@@ -24,7 +24,10 @@ export function imagePullCapabilities(
 
 /** What {@link containerMarketplace} is given. */
 export interface ContainerMarketplaceOptions<Machine, Address = undefined>
-  extends Pick<MachineAdapterHalfOptions<Address, SshStandIn>, "name" | "label" | "clusterIdPrefix" | "settings"> {
+  extends Pick<
+    MachineAdapterHalfOptions<Address, SshStandIn>,
+    "name" | "label" | "clusterIdPrefix" | "settings"
+  > {
   readonly peerNetwork: ProviderCapabilities["peerNetwork"];
   /** What the containers are called (`"pods"`), in the refusal of the spec's volumes. */
   readonly containers: string;
