@@ -2,6 +2,7 @@
 import type { ProviderV1 } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
+  containerBootEnvironment,
   containerMarketplace,
   containerStartCommand,
   curlSelfDestructProgram,
@@ -50,12 +51,7 @@ const HEADER_FILE = "/etc/skyward/novita-auth";
 export const STARTUP_COMMAND = containerStartCommand({
   secret: { variable: "SKYWARD_NOVITA_API_KEY", file: HEADER_FILE, format: "Authorization: Bearer %s\\n" },
   prepare: rootSshdStatements("PUBLIC_KEY"),
-  programVariable: "SKYWARD_SELF_DESTRUCT",
-  watchdog: {
-    secondsVariable: "SKYWARD_WATCHDOG_SECONDS",
-    root: DEFAULT_NODE_ROOT,
-    targetVariable: "SKYWARD_INSTANCE_NAME",
-  },
+  watchdog: { root: DEFAULT_NODE_ROOT },
   handOver: "sleep infinity",
 });
 
@@ -106,7 +102,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     listPath: `/gpu/instances?pageSize=${PAGE_SIZE}&pageNum=1&name=$target`,
     delete: { method: "POST", path: "/gpu/instance/delete", body: '{"instanceId":"$id"}' },
   });
-  const selfDestruct = Buffer.from(program).toString("base64");
   const apiKey = () => novitaApi.resolveApiKey(settings.apiKey);
   const read = (instanceId: string, signal: AbortSignal) => api.instance({ query: { instanceId } }, signal);
 
@@ -172,13 +167,13 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       const { rootfsSize, image, clusterId, publicKey } = cluster.specific;
       const billingMode = spot ? "spot" : "onDemand";
       // What the start command reads: the key, the tags, and how to arm the boot watchdog and the self-destruct.
-      const boot = { SKYWARD_INSTANCE_NAME: name, SKYWARD_WATCHDOG_SECONDS: String(watchdogSeconds) };
-      const secrets = { SKYWARD_SELF_DESTRUCT: selfDestruct, SKYWARD_NOVITA_API_KEY: apiKey() };
+      const boot = containerBootEnvironment({ program, seconds: watchdogSeconds, target: name });
+      const secret = { SKYWARD_NOVITA_API_KEY: apiKey() };
       const tagged = { ...settings.env, PUBLIC_KEY: publicKey, ...skywardTagsToEnvironment(tags) };
       const container = { name, productId, gpuNum, rootfsSize, imageUrl: image, ports: "22/tcp" };
       const pinned = clusterId ? { clusterId } : {};
       const placement = { command: STARTUP_COMMAND, kind: "gpu", billingMode, ...pinned };
-      const body = { ...container, envs: envs({ ...tagged, ...boot, ...secrets }), ...placement };
+      const body = { ...container, envs: envs({ ...tagged, ...boot, ...secret }), ...placement };
       const { id } = await api.create({ body }, signal);
       const asked = { id, name, status: "toCreate", billingMode, envs: envs(skywardTagsToEnvironment(tags)) };
       return readAfterCreate(read(id, signal), () => asked, signal);

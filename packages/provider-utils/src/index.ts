@@ -97,6 +97,8 @@ export type {
   WorkerWatchdog,
 } from "./machine-provider/boot-template.js";
 export {
+  CONTAINER_BOOT_VARIABLES,
+  containerBootEnvironment,
   containerStartCommand,
   curlSelfDestructProgram,
   earlierWorkerMarkersCleared,
