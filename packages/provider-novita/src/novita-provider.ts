@@ -6,6 +6,8 @@ import {
   containerMarketplace,
   containerStartCommand,
   curlSelfDestructProgram,
+  environmentList,
+  environmentRecord,
   type MachineAdapter,
   type MachineClusterData,
   machineProviderFactories,
@@ -55,9 +57,6 @@ export const STARTUP_COMMAND = containerStartCommand({
   handOver: "sleep infinity",
 });
 
-const envs = (variables: Record<string, string>) =>
-  Object.entries(variables).map(([key, value]) => ({ key, value }));
-
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
   const api = novitaClient(settings);
   // Novita pulls the image before the container starts (`pulling`): as long a wait as RunPod's and Vast.ai's.
@@ -77,8 +76,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       deleting: ["toRemove", "removing", "removed"],
       name: (instance) => instance.name,
       nameTag: "novita:name",
-      tags: ({ envs }) =>
-        skywardTagsFromEnvironment(Object.fromEntries((envs ?? []).map((e) => [e.key, e.value]))),
+      tags: ({ envs }) => skywardTagsFromEnvironment(environmentRecord(envs)),
       // `host:port` (or a URL) mapped to 22; containers share no private network: peers use this endpoint.
       address(instance) {
         const mapping = instance.portMappings?.find((entry) => entry.port === 22 && entry.endpoint);
@@ -88,7 +86,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       // A container's endpoint is not in its `Instance`: the seam is asked once the instance is described.
       seamAddress: (id, endpoint) => ({ id, ...endpoint }),
       spot: (instance, tags) => instance.billingMode === "spot" || tags[SKYWARD_TAGS.spot] === "1",
-      // Novita's prices are in 1/100,000 USD an hour.
       hourlyPrice: ({ instancePrice: price }) => (price == null ? null : roundPrice(price / 100_000)),
       createdAt: (instance) => instance.createdAt,
     },
@@ -154,10 +151,9 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     async prepare({ spec, offer, keys }) {
       const { productName, minRootFS, maxRootFS } = offer.specific as unknown as NovitaOfferData;
       const rootfsSize = Math.max(settings.rootfsSize, Math.ceil(spec.diskGb ?? 0), minRootFS ?? 0);
-      if (rootfsSize > (maxRootFS ?? rootfsSize)) {
-        const limit = `Novita's ${productName} takes (maxRootFS ${maxRootFS} GB)`;
-        refuseSetting("rootfsSize", `${rootfsSize} GB is more root filesystem than ${limit}`);
-      }
+      const tooLarge = `${rootfsSize} GB is more root filesystem than Novita's ${productName} takes`;
+      if (rootfsSize > (maxRootFS ?? rootfsSize))
+        refuseSetting("rootfsSize", `${tooLarge} (maxRootFS ${maxRootFS} GB)`);
       const clusterId = spec.region ?? settings.clusterId;
       return { ...keys, image: settings.dockerImage, rootfsSize, clusterId };
     },
@@ -169,13 +165,14 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       // What the start command reads: the key, the tags, and how to arm the boot watchdog and the self-destruct.
       const boot = containerBootEnvironment({ program, seconds: watchdogSeconds, target: name });
       const secret = { SKYWARD_NOVITA_API_KEY: apiKey() };
-      const tagged = { ...settings.env, PUBLIC_KEY: publicKey, ...skywardTagsToEnvironment(tags) };
+      const skyward = skywardTagsToEnvironment(tags);
+      const tagged = { ...settings.env, PUBLIC_KEY: publicKey, ...skyward };
       const container = { name, productId, gpuNum, rootfsSize, imageUrl: image, ports: "22/tcp" };
       const pinned = clusterId ? { clusterId } : {};
       const placement = { command: STARTUP_COMMAND, kind: "gpu", billingMode, ...pinned };
-      const body = { ...container, envs: envs({ ...tagged, ...boot, ...secret }), ...placement };
+      const body = { ...container, envs: environmentList({ ...tagged, ...boot, ...secret }), ...placement };
       const { id } = await api.create({ body }, signal);
-      const asked = { id, name, status: "toCreate", billingMode, envs: envs(skywardTagsToEnvironment(tags)) };
+      const asked = { id, name, status: "toCreate", billingMode, envs: environmentList(skyward) };
       return readAfterCreate(read(id, signal), () => asked, signal);
     },
 

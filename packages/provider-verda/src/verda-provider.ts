@@ -142,8 +142,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
         const listed = () => api.instances.all({}, signal);
         const known = await knownMachines(ids, listed, (id) => read(id, signal), fields.idOf);
         const outcomes = known.length > 0 ? await api.deleteInstances(known, signal) : new Map();
-        for (const id of ids) if (!outcomes.has(id)) outcomes.set(id, "gone");
-        return outcomes;
+        return new Map(ids.map((id) => [id, outcomes.get(id) ?? "gone"] as const));
       },
     },
     isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),
