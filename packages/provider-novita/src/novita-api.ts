@@ -20,8 +20,6 @@ export const NOVITA_API_URL = "https://api.novita.ai/gpu-instance/openapi/v1";
 const refusals = errorTable([LEFT_TO_STATUS, { kind: "gone", words: /^\S*NOT_FOUND/ }, ...MARKET_REFUSALS]);
 
 export const novitaApi = defineMachineApi({
-  provider: "novita",
-  errorName: "NovitaApiError",
   label: "Novita",
   apiKeyVariable: "NOVITA_API_KEY",
   classify: ({ answer, message, ...failure }) =>
@@ -39,7 +37,6 @@ const productSchema = z.object({
   availableDeploy: z.boolean().nullish(),
   ...answerNumbers("cpuPerGpu", "memoryPerGpu", "minRootFS", "maxRootFS", "price", "spotPrice"),
 });
-export type NovitaProduct = z.output<typeof productSchema>;
 
 /** An instance; `instancePrice` is for all its GPUs, in 1/100,000 USD an hour ("Get Instance": "Price of the instance"). */
 const instanceSchema = z.object({
@@ -56,7 +53,6 @@ export type NovitaInstance = z.output<typeof instanceSchema>;
 export const PAGE_SIZE = 100;
 // An account without instances answers `instances: null`; an answer without the field is not understood.
 const page = z.object({ instances: z.array(instanceSchema).nullable() });
-const numbered = { pageParam: "pageNum", sizeParam: "pageSize", size: PAGE_SIZE, shortPageEnds: true };
 const products = z.object({ data: z.array(productSchema) });
 const created = z.object({ id: z.string().min(1) });
 // A delete sent twice does no harm: one whose answer was lost is sent again.
@@ -71,7 +67,7 @@ export const novitaClient = (settings: Parameters<typeof novitaApi.jsonClient>[0
     instances: listEndpoint("GET /gpu/instances", page, "listing instances", {
       paced: "list",
       items: (answer) => answer.instances ?? [],
-      pages: { numbered: { ...numbered, idOf: ({ id }) => id } },
+      pages: { numbered: { pageParam: "pageNum", size: PAGE_SIZE, shortPageEnds: true } },
     }),
     delete: endpoint("POST /gpu/instance/delete", undefined, "deleting an instance", retriedDelete),
   })(novitaApi.jsonClient(settings));

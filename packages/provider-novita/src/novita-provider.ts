@@ -1,17 +1,18 @@
 /** The Novita AI provider: an adapter on `@skyward/provider-utils`'s machine-provider base (see the README). */
-import type { Offer, OfferQuery, ProviderV1 } from "@skyward/core/contract";
+import type { ProviderV1 } from "@skyward/core/contract";
 import {
   acceleratorFromNames,
+  containerBootEnvironment,
+  containerMarketplace,
   containerStartCommand,
   curlSelfDestructProgram,
-  IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
+  environmentList,
+  environmentRecord,
   type MachineAdapter,
   type MachineClusterData,
-  machineAdapterHalf,
   machineProviderFactories,
-  mappedMachine,
   marketListings,
-  pricedOffer,
+  perGpuOffer,
   readAfterCreate,
   refuseSetting,
   rootSshdStatements,
@@ -21,7 +22,7 @@ import {
   skywardTagsToEnvironment,
 } from "@skyward/provider-utils";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
-import { type NovitaInstance, type NovitaProduct, novitaApi, novitaClient, PAGE_SIZE } from "./novita-api.js";
+import { type NovitaInstance, novitaApi, novitaClient, PAGE_SIZE } from "./novita-api.js";
 import { type NovitaSettings, type ParsedSettings, settingsSchema } from "./novita-settings.js";
 
 export { DEFAULT_NOVITA_IMAGE, type NovitaSettings, type NovitaSshAddress } from "./novita-settings.js";
@@ -42,9 +43,6 @@ export interface NovitaClusterData extends MachineClusterData {
   readonly clusterId: string | undefined;
 }
 
-/** Prices in Novita's answers are in units of 1/100,000 USD per hour. */
-const usd = (price: number | null | undefined) => (price == null ? null : roundPrice(price / 100_000));
-
 /** Where the start command keeps the API key, as a request header curl reads (`-H @file`): never on a command line. */
 const HEADER_FILE = "/etc/skyward/novita-auth";
 
@@ -55,88 +53,42 @@ const HEADER_FILE = "/etc/skyward/novita-auth";
 export const STARTUP_COMMAND = containerStartCommand({
   secret: { variable: "SKYWARD_NOVITA_API_KEY", file: HEADER_FILE, format: "Authorization: Bearer %s\\n" },
   prepare: rootSshdStatements("PUBLIC_KEY"),
-  programVariable: "SKYWARD_SELF_DESTRUCT",
-  watchdog: {
-    secondsVariable: "SKYWARD_WATCHDOG_SECONDS",
-    root: DEFAULT_NODE_ROOT,
-    targetVariable: "SKYWARD_INSTANCE_NAME",
-  },
+  watchdog: { root: DEFAULT_NODE_ROOT },
   handOver: "sleep infinity",
 });
-
-const envs = (variables: Record<string, string>) =>
-  Object.entries(variables).map(([key, value]) => ({ key, value }));
-
-type Listings = Readonly<Record<"onDemand" | "spot", readonly NovitaProduct[]>>;
-
-/** One offer per GPU product that can be deployed, for the GPU count asked and the root filesystem wanted (README: Offers). */
-function toOffers(listed: Listings, query: OfferQuery, region: string | undefined, rootfs: number): Offer[] {
-  const count = query.accelerator?.count ?? 1;
-  // A market's price is the one its own listing gives; an empty `spotPrice` ("") means none.
-  const priceIn = (market: keyof Listings, id: string) => {
-    const product = listed[market].find((entry) => entry.id === id);
-    const price = market === "spot" ? product?.spotPrice : product?.price;
-    return price ? usd(price * count) : null;
-  };
-  const products = new Map([...listed.onDemand, ...listed.spot].map((product) => [product.id, product]));
-  return [...products.values()].flatMap(({ id, name, minRootFS, maxRootFS, ...product }) => {
-    // `A100 SXM 80GB`: the model, or its first word(s), names the accelerator; the name its form factor.
-    const model = name.replace(/\s+\d+\s*GB.*$/i, "").trim();
-    const short = model.split(/\s+/, model.startsWith("RTX") ? 2 : 1).join(" ");
-    const gpu = acceleratorFromNames([model, short, name]);
-    if (product.availableDeploy === false || !gpu || gpu.name !== query.accelerator?.name) return [];
-    if ((maxRootFS ?? rootfs) < rootfs) return [];
-    return pricedOffer({
-      id: `novita:${id}:x${count}`,
-      provider: "novita",
-      instanceType: `${count > 1 ? `${count}x ` : ""}${name}`,
-      accelerator: { ...gpu, count },
-      vcpus: (product.cpuPerGpu ?? 0) * count,
-      memoryGb: (product.memoryPerGpu ?? 0) * count,
-      region: region ?? "any",
-      spotPrice: priceIn("spot", id),
-      onDemandPrice: priceIn("onDemand", id),
-      specific: { productId: id, productName: name, gpuNum: count, minRootFS, maxRootFS },
-    });
-  });
-}
-
-// A container's endpoint is not in its `Instance`: a seam is asked once the instance is described.
-const addressOf = () => undefined;
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, NovitaClusterData> {
   const api = novitaClient(settings);
   // Novita pulls the image before the container starts (`pulling`): as long a wait as RunPod's and Vast.ai's.
-  const capabilities = Object.freeze({
-    spot: true,
-    offerCache: "marketplace",
+  const half = containerMarketplace<NovitaInstance, { id: string; host: string; port: number }>({
+    name: "novita",
+    label: "Novita",
+    settings,
     peerNetwork: "none",
-    provisionTimeout: IMAGE_PULL_PROVISION_TIMEOUT_SECONDS,
-  });
-  const half = { name: "novita", label: "Novita", settings, addressOf, capabilities };
-  const { standIns, fields } = machineAdapterHalf(half);
-  const machine = mappedMachine<NovitaInstance, { id: string; host: string; port: number }>(standIns, {
-    // List Instances → `status`; the others (toCreate, pulling, starting…) are on their way.
-    statuses: {
-      running: ["running"],
-      terminated: ["removed"],
-      stopping: ["toStop", "stopping", "exited", "freezing", "toRemove", "removing"],
+    containers: "instances",
+    mapping: {
+      // List Instances → `status`; the others (toCreate, pulling, starting…) are on their way.
+      statuses: {
+        running: ["running"],
+        terminated: ["removed"],
+        stopping: ["toStop", "stopping", "exited", "freezing", "toRemove", "removing"],
+      },
+      deleting: ["toRemove", "removing", "removed"],
+      name: (instance) => instance.name,
+      nameTag: "novita:name",
+      tags: ({ envs }) => skywardTagsFromEnvironment(environmentRecord(envs)),
+      // `host:port` (or a URL) mapped to 22; containers share no private network: peers use this endpoint.
+      address(instance) {
+        const mapping = instance.portMappings?.find((entry) => entry.port === 22 && entry.endpoint);
+        const match = /^(.+):(\d+)$/.exec(mapping?.endpoint?.replace(/^[a-z]+:\/\//, "") ?? "");
+        return match?.[1] ? { host: match[1], port: Number(match[2]) } : undefined;
+      },
+      // A container's endpoint is not in its `Instance`: the seam is asked once the instance is described.
+      seamAddress: (id, endpoint) => ({ id, ...endpoint }),
+      spot: (instance, tags) => instance.billingMode === "spot" || tags[SKYWARD_TAGS.spot] === "1",
+      hourlyPrice: ({ instancePrice: price }) => (price == null ? null : roundPrice(price / 100_000)),
+      createdAt: (instance) => instance.createdAt,
     },
-    deleting: ["toRemove", "removing", "removed"],
-    name: (instance) => instance.name,
-    nameTag: "novita:name",
-    tags: ({ envs }) =>
-      skywardTagsFromEnvironment(Object.fromEntries((envs ?? []).map((e) => [e.key, e.value]))),
-    // `host:port` (or a URL) mapped to 22; containers share no private network: peers use this endpoint.
-    address(instance) {
-      const mapping = instance.portMappings?.find((entry) => entry.port === 22 && entry.endpoint);
-      const match = /^(.+):(\d+)$/.exec(mapping?.endpoint?.replace(/^[a-z]+:\/\//, "") ?? "");
-      return match?.[1] ? { host: match[1], port: Number(match[2]) } : undefined;
-    },
-    seamAddress: (id, endpoint) => ({ id, ...endpoint }),
-    spot: (instance, tags) => instance.billingMode === "spot" || tags[SKYWARD_TAGS.spot] === "1",
-    hourlyPrice: (instance) => usd(instance.instancePrice),
-    createdAt: (instance) => instance.createdAt,
   });
   // `skyward-self-destruct (ID | NAME)`: by id, or by name for the boot watchdog; base64 in the environment.
   const program = curlSelfDestructProgram({
@@ -147,36 +99,60 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
     listPath: `/gpu/instances?pageSize=${PAGE_SIZE}&pageNum=1&name=$target`,
     delete: { method: "POST", path: "/gpu/instance/delete", body: '{"instanceId":"$id"}' },
   });
-  const selfDestruct = Buffer.from(program).toString("base64");
   const apiKey = () => novitaApi.resolveApiKey(settings.apiKey);
   const read = (instanceId: string, signal: AbortSignal) => api.instance({ query: { instanceId } }, signal);
 
   return {
-    ...fields,
-    containersWithoutFuse: "instances",
-    ...machine,
+    ...half,
     cacheKey: JSON.stringify([settings.apiUrl, settings.clusterId ?? null, settings.rootfsSize]),
     checkCredentials: () => void apiKey(),
 
+    // One offer per GPU product that can be deployed, for the GPU count asked and the root filesystem wanted (README: Offers).
     async offers(query, signal) {
       // Novita's CPU instances are another product line; only GPU offers are listed.
       if (!query.accelerator || query.architecture === "arm64") return [];
+      const { count, name: wanted } = query.accelerator;
       const clusterId = query.region ?? settings.clusterId;
-      const asked = { gpuNum: String(query.accelerator.count), ...(clusterId ? { clusterId } : {}) };
+      const asked = { gpuNum: String(count), ...(clusterId ? { clusterId } : {}) };
       const list = async (spot: boolean) =>
         (await api.products({ query: { ...asked, billingMethod: spot ? "spot" : "onDemand" } }, signal)).data;
+      const listed = await marketListings(query, list, []);
+      // A market's price per GPU is the one its own listing gives; an empty `spotPrice` ("") means none.
+      const priceIn = (market: keyof typeof listed, id: string) => {
+        const product = listed[market].find((entry) => entry.id === id);
+        const price = market === "spot" ? product?.spotPrice : product?.price;
+        return price ? price / 100_000 : null;
+      };
       // The root filesystem prepare will ask for: the setting's, or the spec's disk if larger.
       const rootfs = Math.max(settings.rootfsSize, Math.ceil(query.diskGb ?? 0));
-      return toOffers(await marketListings(query, list, []), query, clusterId, rootfs);
+      const products = new Map([...listed.onDemand, ...listed.spot].map((product) => [product.id, product]));
+      return [...products.values()].flatMap(({ id, name, minRootFS, maxRootFS, ...product }) => {
+        // `A100 SXM 80GB`: the model, or its first word(s), names the accelerator; the name its form factor.
+        const model = name.replace(/\s+\d+\s*GB.*$/i, "").trim();
+        const short = model.split(/\s+/, model.startsWith("RTX") ? 2 : 1).join(" ");
+        const gpu = acceleratorFromNames([model, short, name]);
+        if (product.availableDeploy === false || !gpu || gpu.name !== wanted) return [];
+        if ((maxRootFS ?? rootfs) < rootfs) return [];
+        const perGpu = { vcpus: product.cpuPerGpu, memoryGb: product.memoryPerGpu };
+        return perGpuOffer({
+          provider: "novita",
+          key: id,
+          typeName: name,
+          accelerator: gpu,
+          count,
+          region: clusterId,
+          perGpu: { ...perGpu, spotPrice: priceIn("spot", id), onDemandPrice: priceIn("onDemand", id) },
+          specific: { productId: id, productName: name, gpuNum: count, minRootFS, maxRootFS },
+        });
+      });
     },
 
     async prepare({ spec, offer, keys }) {
       const { productName, minRootFS, maxRootFS } = offer.specific as unknown as NovitaOfferData;
       const rootfsSize = Math.max(settings.rootfsSize, Math.ceil(spec.diskGb ?? 0), minRootFS ?? 0);
-      if (rootfsSize > (maxRootFS ?? rootfsSize)) {
-        const limit = `Novita's ${productName} takes (maxRootFS ${maxRootFS} GB)`;
-        refuseSetting("rootfsSize", `${rootfsSize} GB is more root filesystem than ${limit}`);
-      }
+      const tooLarge = `${rootfsSize} GB is more root filesystem than Novita's ${productName} takes`;
+      if (rootfsSize > (maxRootFS ?? rootfsSize))
+        refuseSetting("rootfsSize", `${tooLarge} (maxRootFS ${maxRootFS} GB)`);
       const clusterId = spec.region ?? settings.clusterId;
       return { ...keys, image: settings.dockerImage, rootfsSize, clusterId };
     },
@@ -186,15 +162,16 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
       const { rootfsSize, image, clusterId, publicKey } = cluster.specific;
       const billingMode = spot ? "spot" : "onDemand";
       // What the start command reads: the key, the tags, and how to arm the boot watchdog and the self-destruct.
-      const boot = { SKYWARD_INSTANCE_NAME: name, SKYWARD_WATCHDOG_SECONDS: String(watchdogSeconds) };
-      const secrets = { SKYWARD_SELF_DESTRUCT: selfDestruct, SKYWARD_NOVITA_API_KEY: apiKey() };
-      const tagged = { ...settings.env, PUBLIC_KEY: publicKey, ...skywardTagsToEnvironment(tags) };
+      const boot = containerBootEnvironment({ program, seconds: watchdogSeconds, target: name });
+      const secret = { SKYWARD_NOVITA_API_KEY: apiKey() };
+      const skyward = skywardTagsToEnvironment(tags);
+      const tagged = { ...settings.env, PUBLIC_KEY: publicKey, ...skyward };
       const container = { name, productId, gpuNum, rootfsSize, imageUrl: image, ports: "22/tcp" };
       const pinned = clusterId ? { clusterId } : {};
       const placement = { command: STARTUP_COMMAND, kind: "gpu", billingMode, ...pinned };
-      const body = { ...container, envs: envs({ ...tagged, ...boot, ...secrets }), ...placement };
+      const body = { ...container, envs: environmentList({ ...tagged, ...boot, ...secret }), ...placement };
       const { id } = await api.create({ body }, signal);
-      const asked = { id, name, status: "toCreate", billingMode, envs: envs(skywardTagsToEnvironment(tags)) };
+      const asked = { id, name, status: "toCreate", billingMode, envs: environmentList(skyward) };
       return readAfterCreate(read(id, signal), () => asked, signal);
     },
 

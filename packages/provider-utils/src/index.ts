@@ -97,6 +97,8 @@ export type {
   WorkerWatchdog,
 } from "./machine-provider/boot-template.js";
 export {
+  CONTAINER_BOOT_VARIABLES,
+  containerBootEnvironment,
   containerStartCommand,
   curlSelfDestructProgram,
   earlierWorkerMarkersCleared,
@@ -144,6 +146,8 @@ export type {
   RouteParams,
 } from "./machine-provider/endpoints.js";
 export { endpoint, listEndpoint, machineEndpoints } from "./machine-provider/endpoints.js";
+export type { EnvironmentEntry } from "./machine-provider/environment-list.js";
+export { environmentList, environmentRecord } from "./machine-provider/environment-list.js";
 export { errorTable, LEFT_TO_STATUS, type MachineErrorRule } from "./machine-provider/error-table.js";
 export type {
   MachineErrorClassifier,

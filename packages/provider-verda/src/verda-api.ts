@@ -38,8 +38,6 @@ const classifyVerdaError = errorTable([
 ]);
 
 export const verdaApi = defineMachineApi({
-  provider: "verda",
-  errorName: "VerdaApiError",
   label: "Verda",
   apiKeyVariable: VERDA_CREDENTIALS.secretVariable,
   classify: classifyVerdaError,
@@ -63,7 +61,6 @@ const instanceType = z.object({
 export type VerdaInstanceType = z.output<typeof instanceType>;
 /** The instance types available now, per location code (`GET /instance-availability?is_spot=…`). */
 export type VerdaCapacity = z.output<typeof capacity>;
-const instanceTypes = z.array(instanceType);
 
 const instance = z.object({
   id: z.string(),
@@ -82,33 +79,26 @@ const capacity = z.array(
   z.object({ location_code: z.string(), availabilities: z.array(z.string()).nullish() }),
 );
 /** `PUT /instances` when some actions failed: 207, one result per instance ("Perform action on instance or multiple instances"). */
-const statusCode = z
-  .number()
-  .nullish()
-  .transform((code) => code ?? 400);
-const actionResults = z.array(
-  z.object({ instanceId: z.string(), status: z.string(), ...answerTexts("error"), statusCode }),
-);
+const actionResult = { instanceId: z.string(), status: z.string(), ...answerTexts("error") };
+const actionResults = z.array(z.object({ ...actionResult, ...answerNumbers("statusCode") }));
 
 // `GET /scripts` is paged (`pageSize` at most 100) since 2026-03-30, and `skyward down` must find every pool's
 // script (https://docs.verda.com/welcome-to-verda/release-notes/verda-api-changes/); the other lists are not.
-const numbered = { pageParam: "page", sizeParam: "pageSize", size: 100, shortPageEnds: true };
 const inUsd = { paced: "offers", query: { currency: "usd" } } as const;
-const instances = z.array(instance);
 const verdaEndpoints = machineEndpoints(verdaApi, {
-  instanceTypes: endpoint("GET /instance-types", instanceTypes, "listing instance types", inUsd),
+  instanceTypes: endpoint("GET /instance-types", z.array(instanceType), "listing instance types", inUsd),
   capacity: endpoint("GET /instance-availability", capacity, "listing capacity", "offers"),
   sshKeys: endpoint("GET /ssh-keys", named, "listing SSH keys"),
   scripts: listEndpoint("GET /scripts", named, "listing startup scripts", {
     items: (scripts) => scripts,
-    pages: { numbered: { ...numbered, idOf: ({ id }) => id } },
+    pages: { numbered: { size: 100, shortPageEnds: true } },
   }),
   sshKey: endpoint("POST /ssh-keys", idSchema, "adding an SSH key"),
   script: endpoint("POST /scripts", idSchema, "adding a startup script"),
   deleteSshKey: endpoint("DELETE /ssh-keys/{id}", undefined, "deleting SSH key {id}", "delete"),
   deleteScript: endpoint("DELETE /scripts/{id}", undefined, "deleting startup script {id}", "delete"),
   deploy: endpoint("POST /instances", idSchema, "deploying an instance", "create"),
-  instances: listEndpoint("GET /instances", instances, "listing instances", {
+  instances: listEndpoint("GET /instances", z.array(instance), "listing instances", {
     paced: "list",
     items: (all) => all,
   }),
@@ -118,9 +108,8 @@ const verdaEndpoints = machineEndpoints(verdaApi, {
 /** A client for Verda's API; no request is sent and no credential looked up until the first call. */
 export function createVerdaClient(settings: ClientCredentialsSettings) {
   const client = clientCredentialsClient(verdaApi, VERDA_CREDENTIALS, settings);
-  const calls = verdaEndpoints(client);
   return {
-    ...calls,
+    ...verdaEndpoints(client),
     /** Deletes instances with their OS volumes past the trash (`PUT /instances`); a 207 read per instance (README: Termination). */
     deleteInstances(instances: readonly Pick<VerdaInstance, "id" | "os_volume_id">[], signal: AbortSignal) {
       const id = instances.map((instance) => instance.id);
@@ -135,13 +124,13 @@ export function createVerdaClient(settings: ClientCredentialsSettings) {
           signal,
         });
         const results = status === 207 ? verdaApi.parseAnswer(actionResults, data, "a delete's results") : [];
-        return results.flatMap(({ instanceId, status: result, error: reason, statusCode }) => {
+        return results.flatMap(({ instanceId, status: result, error: reason, statusCode: code }) => {
           if (result === "success") return [];
           const message = `Verda refused to delete instance ${instanceId}: ${reason ?? "no reason given"}`;
+          const statusCode = code ?? 400;
           const kind =
             statusCode === 404 ? "gone" : classifyVerdaError({ statusCode, message, answer: null });
-          const error = new VerdaApiError({ kind: kind ?? "bad-request", message });
-          return [[instanceId, error] as const];
+          return [[instanceId, new VerdaApiError({ kind: kind ?? "bad-request", message })] as const];
         });
       });
     },

@@ -26,18 +26,10 @@ function acceleratorOf(type: VerdaInstanceType) {
   return named ? { ...named, count } : null;
 }
 
-/** The offers of `types` in the locations with capacity for the query's accelerator (or CPU types). */
-export function toOffers(
-  types: readonly VerdaInstanceType[],
-  available: Availability,
-  query: OfferQuery,
-  location?: string,
-): Offer[] {
-  const locations = [
-    ...new Set([...available.onDemand, ...available.spot].map((entry) => entry.location_code)),
-  ]
-    .filter((code) => location === undefined || code === location)
-    .sort();
+/** The offers of `types` in the locations with capacity (the query's region's alone) for the query's accelerator (or CPU types). */
+export function toOffers(types: readonly VerdaInstanceType[], available: Availability, query: OfferQuery) {
+  const codes = new Set([...available.onDemand, ...available.spot].map((entry) => entry.location_code));
+  const locations = [...codes].filter((code) => query.region === undefined || code === query.region).sort();
   return types.flatMap((type) => {
     const accelerator = acceleratorOf(type);
     const wanted = query.accelerator
@@ -70,12 +62,10 @@ export function toOffers(
 export function imageFor(settings: ParsedSettings, offer: Offer): string {
   const supported = (offer.specific as unknown as VerdaOfferData).supportedOs ?? [];
   const allowed = (image: string) => supported.length === 0 || supported.includes(image);
-  if (settings.image !== undefined && !allowed(settings.image))
-    refuseSetting(
-      "image",
-      `${settings.image} is not an OS image of Verda's ${offer.instanceType} (it takes ${supported.join(", ")})`,
-    );
-  if (settings.image !== undefined) return settings.image;
+  const { image } = settings;
+  if (image !== undefined && allowed(image)) return image;
+  const takes = `Verda's ${offer.instanceType} (it takes ${supported.join(", ")})`;
+  if (image !== undefined) refuseSetting("image", `${image} is not an OS image of ${takes}`);
   if (!offer.accelerator) return "ubuntu-24.04";
   const preferred = `ubuntu-24.04-cuda-${settings.cuda}-open`;
   if (allowed(preferred)) return preferred;

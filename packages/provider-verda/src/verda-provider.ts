@@ -34,9 +34,6 @@ export interface VerdaClusterData extends MachineClusterData {
   readonly osVolumeGb: number | undefined;
 }
 
-/** Spot instances always name their OS volume, so Verda can be told to delete it with the instance (`on_spot_discontinue`). */
-const SPOT_OS_VOLUME_GB = 100;
-
 /** The startup script's self-destruct: a token, then the instance (by id, or by hostname) deleted with its OS volume. */
 const SELF_DESTRUCT = pythonSelfDestructProgram({
   tokenPath: VERDA_CREDENTIALS.tokenPath,
@@ -95,7 +92,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
         api.instanceTypes({}, signal),
         marketListings(query, (spot) => api.capacity({ query: { is_spot: String(spot) } }, signal), []),
       ]);
-      return toOffers(types, available, query, query.region ?? settings.location);
+      return toOffers(types, available, { ...query, region: query.region ?? settings.location });
     },
 
     async prepare({ spec, offer, poolId, clusterId, keys, signal }) {
@@ -113,18 +110,17 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
         watchdog: { seconds, root: DEFAULT_NODE_ROOT, target: "--self" },
       });
       const startupScriptId = await api.script({ body: { name, script } }, signal);
-      const disk = Math.ceil(spec.diskGb ?? 0);
-      const osVolumeGb =
-        settings.osVolumeGb !== undefined || disk > 0 ? Math.max(settings.osVolumeGb ?? 0, disk) : undefined;
+      // The setting's or the spec's disk, the larger; neither: Verda's size for the type.
+      const osVolumeGb = Math.max(settings.osVolumeGb ?? 0, Math.ceil(spec.diskGb ?? 0)) || undefined;
       return { ...keys, sshKeyId, startupScriptId, image, osVolumeGb };
     },
 
     async create({ cluster, spot, name: hostname, tags, signal }) {
       const { instanceType, location } = cluster.offer.specific as unknown as VerdaOfferData;
       const { image, sshKeyId, startupScriptId, osVolumeGb } = cluster.specific;
-      const size = osVolumeGb ?? (spot ? SPOT_OS_VOLUME_GB : undefined);
       const description = tagsToDescription({ ...tags, [SKYWARD_TAGS.region]: location });
-      // A discontinued spot instance leaves no volume billing behind.
+      // A spot instance always names its OS volume (100 GB), deleted with it once discontinued: no volume billing left.
+      const size = osVolumeGb ?? (spot ? 100 : undefined);
       const discontinue = spot ? { on_spot_discontinue: "delete_permanently" } : {};
       const volume =
         size === undefined ? {} : { os_volume: { name: `${hostname}-os`, size, ...discontinue } };
@@ -146,8 +142,7 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<VerdaInstance, Ver
         const listed = () => api.instances.all({}, signal);
         const known = await knownMachines(ids, listed, (id) => read(id, signal), fields.idOf);
         const outcomes = known.length > 0 ? await api.deleteInstances(known, signal) : new Map();
-        for (const id of ids) if (!outcomes.has(id)) outcomes.set(id, "gone");
-        return outcomes;
+        return new Map(ids.map((id) => [id, outcomes.get(id) ?? "gone"] as const));
       },
     },
     isMachineId: (id) => /^[A-Za-z0-9-]+$/.test(id),

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { pythonSelfDestructProgram } from "./api-self-destruct.js";
 import {
+  containerBootEnvironment,
   containerStartCommand,
   curlSelfDestructProgram,
   earlierWorkerMarkersCleared,
@@ -32,6 +33,27 @@ describe("boot template", () => {
     expect(inner).toContain(earlierWorkerMarkersCleared("/opt/skyward"));
     expect(inner.indexOf('rm -f "/opt/skyward/worker.pid"')).toBeLessThan(inner.indexOf("(sleep"));
     expect(() => containerStartCommand({ ...boot, handOver: "echo 'hi'" })).toThrow(/single quote/);
+  });
+
+  it("a start command without variable names reads those containerBootEnvironment sets", () => {
+    const inner = containerStartCommand({
+      ...boot,
+      programVariable: undefined,
+      watchdog: { root: "/opt/skyward" },
+    });
+    const env = containerBootEnvironment({
+      program: "#!/bin/sh\necho gone\n",
+      seconds: 600,
+      target: "acme-1",
+    });
+    expect(Object.keys(env)).toEqual([
+      "SKYWARD_INSTANCE_NAME",
+      "SKYWARD_WATCHDOG_SECONDS",
+      "SKYWARD_SELF_DESTRUCT",
+    ]);
+    for (const variable of Object.keys(env)) expect(inner).toContain(`"$${variable}"`);
+    expect(env.SKYWARD_WATCHDOG_SECONDS).toBe("600");
+    expect(Buffer.from(env.SKYWARD_SELF_DESTRUCT ?? "", "base64").toString()).toBe("#!/bin/sh\necho gone\n");
   });
 
   it("the self-destruct programs are valid shell and Python", () => {

@@ -20,19 +20,20 @@ export interface ContainerBoot {
   readonly secret?: { readonly variable: string; readonly file: string; readonly format: string };
   /** Shell statements run next (authorise a key, install and start sshd), each ending in `;`. */
   readonly prepare: readonly string[];
-  /** The environment variable holding the self-destruct program (base64), installed as `commandPath`. */
-  readonly programVariable: string;
+  /** The environment variable holding the self-destruct program (base64), installed as `commandPath`; default {@link CONTAINER_BOOT_VARIABLES}'. */
+  readonly programVariable?: string;
   /** Where the self-destruct command goes; default {@link SELF_DESTRUCT_COMMAND}. */
   readonly commandPath?: string;
   /**
    * The boot watchdog, counted from the container's start: no Skyward worker started since (`worker.pid`
    * or `worker.log` under `root`, those of an earlier start cleared) within `$secondsVariable` seconds, and the self-destruct runs with
-   * `$targetVariable` (the machine's name: a container does not know its id). 0 seconds: none.
+   * `$targetVariable` (the machine's name: a container does not know its id). 0 seconds: none. The
+   * variables default to {@link CONTAINER_BOOT_VARIABLES}', which {@link containerBootEnvironment} sets.
    */
   readonly watchdog: {
-    readonly secondsVariable: string;
+    readonly secondsVariable?: string;
     readonly root: string;
-    readonly targetVariable: string;
+    readonly targetVariable?: string;
   };
   /** What the container runs last, as PID 1 (`sleep infinity`, the image's `/start.sh`). */
   readonly handOver: string;
@@ -62,10 +63,36 @@ export function earlierWorkerMarkersCleared(root: string): string {
   return `rm -f "${root}/worker.pid" "${root}/worker.json"; if [ -e "${root}/worker.log" ]; then mv -f "${root}/worker.log" "${root}/worker.log.old"; fi;`;
 }
 
+/** The variables a container's start command reads by default: the self-destruct program, the watchdog's seconds, the machine's name. */
+export const CONTAINER_BOOT_VARIABLES = Object.freeze({
+  program: "SKYWARD_SELF_DESTRUCT",
+  seconds: "SKYWARD_WATCHDOG_SECONDS",
+  target: "SKYWARD_INSTANCE_NAME",
+});
+
+/** The environment of one machine whose start command reads {@link CONTAINER_BOOT_VARIABLES}: its name, the watchdog's seconds, the program (base64). */
+export function containerBootEnvironment(boot: {
+  readonly program: string;
+  readonly seconds: number;
+  readonly target: string;
+}): Record<string, string> {
+  return {
+    [CONTAINER_BOOT_VARIABLES.target]: boot.target,
+    [CONTAINER_BOOT_VARIABLES.seconds]: String(boot.seconds),
+    [CONTAINER_BOOT_VARIABLES.program]: Buffer.from(boot.program).toString("base64"),
+  };
+}
+
 /** The start command `bash -c '…'` of {@link ContainerBoot}; a single quote in a part is refused (it would end the command). */
 export function containerStartCommand(boot: ContainerBoot): string {
   const command = boot.commandPath ?? SELF_DESTRUCT_COMMAND;
-  const { secret, watchdog } = boot;
+  const { secret } = boot;
+  const watchdog = {
+    root: boot.watchdog.root,
+    secondsVariable: boot.watchdog.secondsVariable ?? CONTAINER_BOOT_VARIABLES.seconds,
+    targetVariable: boot.watchdog.targetVariable ?? CONTAINER_BOOT_VARIABLES.target,
+  };
+  const programVariable = boot.programVariable ?? CONTAINER_BOOT_VARIABLES.program;
   const directories = ["/etc/skyward", ...(secret ? [secret.file.replace(/\/[^/]+$/, "")] : [])];
   const parts = [
     `umask 077; mkdir -p ${[...new Set(directories)].join(" ")};`,
@@ -73,7 +100,7 @@ export function containerStartCommand(boot: ContainerBoot): string {
       ? ` printf "${secret.format}" "$${secret.variable}" > ${secret.file}; unset ${secret.variable};`
       : "",
     ...boot.prepare.map((statement) => ` ${statement}`),
-    ` printf "%s" "$${boot.programVariable}" | base64 -d > ${command} && chmod 700 ${command};`,
+    ` printf "%s" "$${programVariable}" | base64 -d > ${command} && chmod 700 ${command};`,
     ` ${earlierWorkerMarkersCleared(watchdog.root)}`,
     ` if [ "$${watchdog.secondsVariable}" -gt 0 ] 2>/dev/null; then (sleep "$${watchdog.secondsVariable}";`,
     ` [ -e ${watchdog.root}/worker.pid ] || [ -e ${watchdog.root}/worker.log ] || ${command} "$${watchdog.targetVariable}") >/dev/null 2>&1 & fi;`,

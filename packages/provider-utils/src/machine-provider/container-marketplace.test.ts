@@ -53,4 +53,39 @@ describe("containerMarketplace", () => {
     expect(waiting.status).toBe("pending");
     expect(half.isBeingDeleted?.({ id: "b3", status: "gone", name: "n" })).toBe(true);
   });
+
+  it("asks the sshAddress seam once per container when the mapping gives seamAddress, and runs its stand-in's self-destruct", () => {
+    const asked: string[] = [];
+    const seamed = containerMarketplace<Box, { id: string; host: string }>({
+      name: "example",
+      label: "Example",
+      settings: {
+        retryDelayMs: 1000,
+        sshAddress: ({ id, host }) => {
+          asked.push(`${id}@${host}`);
+          return { host: "127.0.0.9", port: 22, selfDestruct: "echo gone" };
+        },
+      },
+      peerNetwork: "none",
+      containers: "boxes",
+      mapping: {
+        statuses: { running: ["up"] },
+        deleting: [],
+        name: (box) => box.name,
+        tags: () => ({}),
+        address: (box) => (box.host ? { host: box.host, port: 2222 } : undefined),
+        seamAddress: (id, { host }) => ({ id, host }),
+      },
+    });
+    const box = { id: "b1", status: "up", name: "n", host: "203.0.113.7" };
+    const first = seamed.describe(box, { identityFile: "/k" });
+    seamed.describe(box, { identityFile: "/k" });
+    expect(first.ssh).toMatchObject({ host: "127.0.0.9", port: 22 });
+    expect(asked).toEqual(["b1@203.0.113.7"]);
+    // The cluster is not read: the stand-in is known by the instance.
+    const cluster = undefined as never;
+    expect(seamed.selfDestruct(first, cluster)).toBe("echo gone");
+    // Without seamAddress (the half above), the setting would never be asked: the own address is used.
+    expect(half.selfDestruct(first, cluster)).toContain("skyward-self-destruct");
+  });
 });

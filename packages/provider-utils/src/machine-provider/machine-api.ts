@@ -63,10 +63,10 @@ export function machineErrorClass(provider: string, name: string): MachineApiErr
 
 /** What {@link defineMachineApi} is given. */
 export interface MachineApiDefinition extends ProviderApiIdentity {
-  /** The provider's name in errors and tags (`"tensordock"`). */
-  readonly provider: string;
-  /** Its error class's name (`"TensorDockApiError"`). */
-  readonly errorName: string;
+  /** The provider's name in errors and tags (`"tensordock"`); default the label in lower case. */
+  readonly provider?: string;
+  /** Its error class's name (`"TensorDockApiError"`); default `<label>ApiError`. */
+  readonly errorName?: string;
   /** Tells its refusals apart; what it leaves undefined is decided by the status. */
   readonly classify: MachineErrorClassifier;
   /** Its documented rate limits (each with its page); default none: a 429's `Retry-After` is still honoured. */
@@ -131,13 +131,14 @@ export interface MachineApi extends ProviderApi {
 
 /** Defines a machine-renting API once; see the module comment. */
 export function defineMachineApi(definition: MachineApiDefinition): MachineApi {
-  const ApiError = machineErrorClass(definition.provider, definition.errorName);
+  const provider = definition.provider ?? definition.label.toLowerCase();
+  const ApiError = machineErrorClass(provider, definition.errorName ?? `${definition.label}ApiError`);
   const api = defineProviderApi({
     label: definition.label,
     apiKeyVariable: definition.apiKeyVariable,
     ...(definition.apiKeyHeader ? { apiKeyHeader: definition.apiKeyHeader } : {}),
     createError: machineErrorFactory({
-      provider: definition.provider,
+      provider,
       classify: definition.classify,
       create: (options) => new ApiError(options),
     }),

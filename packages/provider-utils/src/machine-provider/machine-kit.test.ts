@@ -97,6 +97,19 @@ describe("defineMachineApi", () => {
     expect(new exampleApi.ApiError({ message: "refused" }).kind).toBe("bad-request");
   });
 
+  it("names the provider and its error class after the label unless told otherwise", () => {
+    const named = defineMachineApi({
+      label: "Acme",
+      apiKeyVariable: "ACME_API_KEY",
+      classify: () => undefined,
+    });
+    expect(new named.ApiError({ message: "refused" })).toMatchObject({
+      name: "AcmeApiError",
+      provider: "acme",
+    });
+    expect(named.ApiError.isInstance(new exampleApi.ApiError({ message: "refused" }))).toBe(false);
+  });
+
   it("typed calls go through the wrapped send, naming their endpoint; PUT and DELETE repeat, POST does not", async () => {
     const seen: { url: string; endpoint: string | undefined; idempotent: boolean }[] = [];
     const client = exampleApi.jsonClient(
