@@ -1,7 +1,8 @@
 /** Hyperstack's Infrahub API (https://docs.hyperstack.cloud/docs/api-reference/, `openapi/hyperstack.json`) as the README tells. */
 import {
-  answerNumberFields,
+  answerNumbers,
   answerTextFields,
+  answerTexts,
   defineMachineApi,
   endpoint,
   errorTable,
@@ -54,7 +55,7 @@ const flavorSchema = z.looseObject({
   id: z.number(),
   name: z.string(),
   ...answerTextFields("region_name", "gpu"),
-  ...answerNumberFields("cpu", "ram", "disk", "ephemeral", "gpu_count"),
+  ...answerNumbers("cpu", "ram", "disk", "ephemeral", "gpu_count"),
   stock_available: z.boolean().nullish(),
 });
 export type Flavor = z.infer<typeof flavorSchema>;
@@ -63,7 +64,7 @@ const flavorsSchema = z.looseObject({
   data: listOf(z.looseObject({ gpu: text, region_name: text, flavors: listOf(flavorSchema) })),
 });
 
-const pricebookSchema = z.array(z.looseObject({ name: z.string(), ...answerNumberFields("value") }));
+const pricebookSchema = z.array(z.looseObject({ name: z.string(), ...answerNumbers("value") }));
 
 const imageSchema = z.looseObject({ id: z.number(), name: z.string(), region_name: text, created_at: text });
 const imagesSchema = z.looseObject({
@@ -71,9 +72,8 @@ const imagesSchema = z.looseObject({
 });
 const environmentSchema = z.looseObject({ environment: z.looseObject({ id: z.number(), name: z.string() }) });
 
-const [pageSize, count] = [z.number().nullish(), z.number().nullish()];
-const pageFields = { page_size: pageSize, pageSize, count };
-type PageFields = z.output<z.ZodObject<typeof pageFields>>;
+const pageFields = answerNumbers("page_size", "pageSize", "count");
+type Paged = z.output<z.ZodObject<typeof pageFields>>;
 const environmentsSchema = z.looseObject({
   ...pageFields,
   environments: listOf(z.looseObject({ id: z.number(), name: z.string() })),
@@ -89,11 +89,9 @@ const vmSchema = z.looseObject({
   id: z.number(),
   ...answerTextFields("name", "status", "created_at"),
   environment: z.looseObject({ id: z.number().nullish(), name: text, region: text }).nullish(),
-  fixed_ip: z.string().nullish(),
-  floating_ip: z.string().nullish(),
-  // Whether the floating IP's ports are random (22 is then not SSH), and where setting that stands.
+  ...answerTexts("fixed_ip", "floating_ip", "port_randomization_status"),
+  // Whether the floating IP's ports are random (22 is then not SSH), and where setting that (above) stands.
   port_randomization: z.boolean().nullish(),
-  port_randomization_status: z.string().nullish(),
   security_rules: listOf(z.looseObject({ remote_ip_prefix: text })),
   labels: listOf(z.string()),
 });
@@ -101,9 +99,9 @@ export type Vm = z.infer<typeof vmSchema>;
 const vmsSchema = z.looseObject({ ...pageFields, instances: listOf(vmSchema) });
 const vmAnswerSchema = z.looseObject({ instance: vmSchema.nullish() });
 
-const pageSizeOf = (answer: PageFields) => answer.page_size ?? answer.pageSize;
+const pageSize = (answer: Paged) => answer.page_size ?? answer.pageSize;
 /** Paged by `page` and `pageSize` (100), `count` the total: every page is read. */
-const pages = { numbered: { size: 100, total: (answer: PageFields) => answer.count, pageSize: pageSizeOf } };
+const pages = { numbered: { size: 100, total: (answer: Paged) => answer.count, pageSize } };
 
 export const hyperstackCalls = machineEndpoints(hyperstackApi, {
   flavors: endpoint("GET /core/flavors", flavorsSchema, "listing flavors", "offers"),

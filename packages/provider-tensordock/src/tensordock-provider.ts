@@ -66,6 +66,9 @@ const tags = nameTagCodec<TensorDockInstance>({
   },
 });
 
+/** The fields of an answer that say something (neither null nor empty). */
+const known = (answer: object) => Object.entries(answer).filter(([, value]) => value != null && value !== "");
+
 function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance, TensorDockClusterData> {
   const { calls, fields, bootScript, standIns } = tensordockVm.adapterBase(settings, (instance) =>
     instance.publicIp ? { id: instance.id, ipAddress: instance.publicIp } : undefined,
@@ -93,36 +96,24 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
     cacheKey: JSON.stringify([settings.apiUrl, location ?? null, storageGb, minVcpus, minRamGb]),
     offers: (query, signal) => tensordockOffers(calls, settings, query, signal),
 
-    async create({ cluster, name, watchdogSeconds, hourlyPrice, signal }) {
+    async create({ cluster, name, watchdogSeconds, hourlyPrice: rateHourly, signal }) {
       const offer = cluster.offer.specific as unknown as TensorDockOfferData;
+      const { locationId: location_id, gpuModel: gpuV0Name, gpuCount: count } = offer;
       const script = Buffer.from(bootScript(name, watchdogSeconds), "utf8").toString("base64");
       const size = sizeFor({ ...settings, storageGb: offer.storageGb }, { diskGb: cluster.spec.diskGb });
-      const gpus = { [offer.gpuModel]: { count: offer.gpuCount } };
-      const attributes = {
-        name,
-        type: "virtualmachine",
-        image: settings.operatingSystem,
-        resources: { vcpu_count: offer.vcpus, ram_gb: offer.ramGb, storage_gb: size.storageGb, gpus },
-        location_id: offer.locationId,
-        useDedicatedIp: true,
-        ssh_key: cluster.specific.publicKey,
-        // One `runcmd` entry piping the script, base64-encoded, to `sh`: nothing of it on a command line.
-        cloud_init: { runcmd: [`echo ${script} | base64 -d | sh`] },
-      };
-      const body = { data: { type: "virtualmachine", attributes } };
+      const gpus = { [gpuV0Name]: { count } };
+      const resources = { vcpu_count: offer.vcpus, ram_gb: offer.ramGb, storage_gb: size.storageGb, gpus };
+      const reach = { location_id, useDedicatedIp: true, ssh_key: cluster.specific.publicKey };
+      // One `runcmd` entry piping the script, base64-encoded, to `sh`: nothing of it on a command line.
+      const boot = { cloud_init: { runcmd: [`echo ${script} | base64 -d | sh`] } };
+      const vm = { name, type: "virtualmachine", image: settings.operatingSystem, resources };
+      const body = { data: { type: "virtualmachine", attributes: { ...vm, ...reach, ...boot } } };
       const { data: created } = await calls.create({ body, purpose: `creating instance ${name}` }, signal);
-      // The create answers only the id, name and status: the rest is what was asked.
-      const asked = {
-        ...created,
-        name: created.name || name,
-        location_id: created.location_id || offer.locationId,
-        resources: created.resources ?? { gpus: [{ gpuV0Name: offer.gpuModel, count: offer.gpuCount }] },
-        rateHourly: created.rateHourly ?? hourlyPrice,
-      };
+      // The create answers only the id, name and status: the rest is what was asked, or what a read shows.
+      const asked = { name, location_id, resources: { gpus: [{ gpuV0Name, count }] }, rateHourly };
       // What it bills is read back (`rateHourly`): the base deletes a VM over the cap (README: Offers).
-      const shown = await readAfterCreate(calls.get({ id: created.id }, signal), () => asked, signal);
-      const known = Object.entries(shown).filter(([, value]) => value != null && value !== "");
-      return { ...asked, ...(Object.fromEntries(known) as Partial<TensorDockInstance>) };
+      const shown = await readAfterCreate(calls.get({ id: created.id }, signal), () => created, signal);
+      return { ...created, ...asked, ...Object.fromEntries([...known(created), ...known(shown)]) };
     },
 
     get: (id, signal) => calls.get({ id }, signal),
