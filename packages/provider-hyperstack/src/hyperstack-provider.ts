@@ -16,10 +16,9 @@ import { type HyperstackSettings, type ParsedSettings, settingsSchema } from "./
 /** A `port_randomization_status` still being set up: which port 22 maps to is not known yet. */
 const PORTS_SETTLING = /pend|progress|creat|updat|process|attach/i;
 
-const hyperstackVm = defineApiVm({
+/** The VM half of the adapter; its boot script is a VM's `user_data` (cloud-init runs it as root). */
+export const hyperstackVm = defineApiVm({
   api: hyperstackApi,
-  name: "hyperstack",
-  label: "Hyperstack",
   // Prices are a catalogue, but stock moves: the core caches offers for an hour at most.
   capabilities: Object.freeze({ spot: true, offerCache: "marketplace" }),
   machineNoun: "virtual machine",
@@ -34,9 +33,6 @@ const hyperstackVm = defineApiVm({
     keyFile: "/etc/skyward/hyperstack-api-key",
   },
 });
-
-/** The `user_data` of a Hyperstack VM (a shell script cloud-init runs as root): it arms the VM's self-destruct and boot watchdog. */
-export const renderUserData = hyperstackVm.renderBootScript;
 
 /** The ingress rule of a security group: TCP port 22, or any protocol from a network. */
 const ingress = (rule: object) => ({ direction: "ingress", ethertype: "IPv4", ...rule });
@@ -61,7 +57,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
         ? "pending"
         : byWord,
     deleting: ["DELETING"],
-    name: (vm) => vm.name,
     tags: ({ labels, environment }) => ({
       ...tagsFromWords(labels),
       ...(environment?.name ? { "hyperstack:environment": environment.name } : {}),

@@ -16,10 +16,9 @@ import { type ParsedSettings, settingsSchema, type TensorDockSettings } from "./
 /** What a TensorDock cluster keeps in `Cluster.specific`: the SSH key pair put on every VM. */
 export type TensorDockClusterData = MachineClusterData;
 
-const tensordockVm = defineApiVm({
+/** The VM half of the adapter; its boot script runs from cloud-init's `runcmd`, as root. */
+export const tensordockVm = defineApiVm({
   api: tensordockApi,
-  name: "tensordock",
-  label: "TensorDock",
   // A marketplace; each VM a separate host at its own public IP (README: Limits).
   capabilities: Object.freeze({ spot: false, offerCache: "marketplace", peerNetwork: "none" }),
   machineNoun: "instance",
@@ -35,9 +34,6 @@ const tensordockVm = defineApiVm({
     keyFile: "/etc/skyward/tensordock-api-token",
   },
 });
-
-/** The boot script of a TensorDock VM: it arms the VM's self-destruct and boot watchdog (cloud-init runs it as root). */
-export const renderBootScript = tensordockVm.renderBootScript;
 
 /** The port forwarded to 22, when the instance lists one (`{"22": 20022}` or `[{internal_port, external_port}]`). */
 function sshPortOf(portForwards: unknown): number {
@@ -81,7 +77,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
       terminated: ["stopped", "stoppeddisassociated", "deleted", "error"],
     },
     deleting: ["deleting", "deleted"],
-    name: (instance: TensorDockInstance) => instance.name,
     tags: tags.read,
     address: ({ ipAddress: host, portForwards }) =>
       host ? { host, port: sshPortOf(portForwards) } : undefined,

@@ -13,13 +13,14 @@ import { defineMachineApi } from "./machine-api.js";
 
 const KEY = "sk_test_ApIvM0123456789";
 
-const vmApi = defineMachineApi({
+const apiDefinition = {
   provider: "example",
   errorName: "ExampleApiError",
   label: "Example",
   apiKeyVariable: "SKYWARD_TEST_API_VM_KEY",
   classify: () => undefined,
-});
+};
+const vmApi = defineMachineApi(apiDefinition);
 
 const exampleDefinition = {
   api: vmApi,
@@ -76,6 +77,19 @@ describe("defineApiVm", () => {
       capabilities: { spot: false, offerCache: "marketplace" },
     });
     expect(fields.idOf({ id: 42 })).toBe("42");
+  });
+
+  it("takes the provider's name and label from its API unless given", () => {
+    const { name: _name, label: _label, ...unnamed } = exampleDefinition;
+    const vm = defineApiVm({
+      ...unnamed,
+      api: defineMachineApi({ ...apiDefinition, label: "Example Cloud" }),
+    });
+    expect(vm.adapterBase(settings(), () => undefined).fields).toMatchObject({
+      name: "example",
+      label: "Example Cloud",
+      keyName: "example_ed25519",
+    });
   });
 
   it("checks the credentials without a request: a missing key names its variable", () => {

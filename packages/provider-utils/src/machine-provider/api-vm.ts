@@ -22,10 +22,10 @@ import {
 export interface ApiVmDefinition<Calls = undefined> {
   /** The provider's API. */
   readonly api: MachineApi;
-  /** The provider's name in offers and tags (`"tensordock"`); its key pair is `<name>_ed25519`. */
-  readonly name: string;
-  /** The provider as people write it (`"TensorDock"`). */
-  readonly label: string;
+  /** The provider's name in offers and tags (`"tensordock"`); its key pair is `<name>_ed25519`. Default the API's `provider`. */
+  readonly name?: string;
+  /** The provider as people write it (`"TensorDock"`). Default the API's `label`. */
+  readonly label?: string;
   readonly capabilities: ProviderCapabilities;
   /** What the API calls a machine (`"instance"`), in messages. */
   readonly machineNoun: string;
@@ -74,7 +74,14 @@ export function defineApiVm<Calls = undefined>(definition: ApiVmDefinition<Calls
     renderBootScript,
     adapterBase(settings, addressOf) {
       const client = api.jsonClient(settings);
-      const half = machineAdapterHalf({ ...definition, settings, addressOf, clusterIdPrefix: "skyward" });
+      const named = { name: definition.name ?? api.provider, label: definition.label ?? api.label };
+      const half = machineAdapterHalf({
+        ...definition,
+        ...named,
+        settings,
+        addressOf,
+        clusterIdPrefix: "skyward",
+      });
       const fields: ApiVmFields = {
         ...half.fields,
         checkCredentials: () => void api.resolveApiKey(settings.apiKey),
