@@ -17,10 +17,7 @@ import {
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/**
- * "The rate limit for the Infrahub API is 500 requests per minute, per IP address. If you exceed this
- * limit, all API calls for the next minute will be blocked, resulting in a HTTP 429 response." ("Rate limits").
- */
+/** "500 requests per minute, per IP address"; past it "all API calls for the next minute will be blocked" (429; README: Pacing). */
 const RATE_LIMIT_PAGE =
   "https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication";
 export const HYPERSTACK_RATE_LIMITS: MachineRateLimits = {
@@ -51,9 +48,11 @@ export const hyperstackApi = defineMachineApi({
 export const HyperstackApiError = hyperstackApi.ApiError;
 export type HyperstackApiError = MachineProviderError;
 
+/** What most of Hyperstack's entries have: a numeric id and a name. */
+const named = { id: z.number(), name: z.string() };
+
 const flavorSchema = z.looseObject({
-  id: z.number(),
-  name: z.string(),
+  ...named,
   ...answerTextFields("region_name", "gpu"),
   ...answerNumbers("cpu", "ram", "disk", "ephemeral", "gpu_count"),
   stock_available: z.boolean().nullish(),
@@ -66,22 +65,19 @@ const flavorsSchema = z.looseObject({
 
 const pricebookSchema = z.array(z.looseObject({ name: z.string(), ...answerNumbers("value") }));
 
-const imageSchema = z.looseObject({ id: z.number(), name: z.string(), region_name: text, created_at: text });
+const imageSchema = z.looseObject({ ...named, region_name: text, created_at: text });
 const imagesSchema = z.looseObject({
   images: listOf(z.looseObject({ region_name: text, images: listOf(imageSchema) })),
 });
-const environmentSchema = z.looseObject({ environment: z.looseObject({ id: z.number(), name: z.string() }) });
+const environmentSchema = z.looseObject({ environment: z.looseObject(named) });
 
 const pageFields = answerNumbers("page_size", "pageSize", "count");
 type Paged = z.output<z.ZodObject<typeof pageFields>>;
-const environmentsSchema = z.looseObject({
-  ...pageFields,
-  environments: listOf(z.looseObject({ id: z.number(), name: z.string() })),
-});
+const environmentsSchema = z.looseObject({ ...pageFields, environments: listOf(z.looseObject(named)) });
 /** Key pairs name their environment (a name, or an object with one). */
 const keypairsSchema = z.looseObject({
   ...pageFields,
-  keypairs: listOf(z.looseObject({ id: z.number(), name: z.string(), environment: z.unknown() })),
+  keypairs: listOf(z.looseObject({ ...named, environment: z.unknown() })),
 });
 
 /** A VM (Instance_Fields), as far as the provider reads it. */

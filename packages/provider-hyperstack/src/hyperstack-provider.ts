@@ -3,7 +3,6 @@ import {
   defineApiVm,
   type MachineAdapter,
   machineProviderFactories,
-  mappedMachine,
   skywardTags,
   tagsFromWords,
   tagsToWords,
@@ -40,11 +39,11 @@ const tcp22 = { protocol: "tcp", port_range_min: 22, port_range_max: 22 };
 const SSH = ingress({ ...tcp22, remote_ip_prefix: "0.0.0.0/0" });
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClusterData> {
-  const { calls, fields, bootScript, standIns } = hyperstackVm.adapterBase(
+  const { calls, fields, bootScript, mapped } = hyperstackVm.adapterBase(
     settings,
     ({ id, publicIp: ip, privateIp }) => (ip ? { id, floatingIp: ip, fixedIp: privateIp } : undefined),
   );
-  const machine = mappedMachine(standIns, {
+  const machine = mapped({
     // VM statuses (Instance_Fields `status`): gone or never running again, being deleted, else on its way.
     statuses: {
       terminated: ["DELETED", "ERROR", "SHUTOFF", "HIBERNATED", "HIBERNATING", "SHELVED"],
@@ -65,7 +64,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     seamAddress: (id, { host }, vm) => ({ id, floatingIp: host, fixedIp: vm.fixed_ip || null }),
     privateIp: (vm, standIn) => standIn?.privateIp ?? (vm.fixed_ip || null),
     createdAt: (vm) => vm.created_at,
-    user: settings.sshUser,
   });
   const environments = hyperstackEnvironments(calls, settings);
 

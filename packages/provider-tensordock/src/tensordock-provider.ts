@@ -4,7 +4,6 @@ import {
   type MachineAdapter,
   type MachineClusterData,
   machineProviderFactories,
-  mappedMachine,
   nameTagCodec,
   readAfterCreate,
   SKYWARD_TAGS,
@@ -47,18 +46,14 @@ function sshPortOf(portForwards: unknown): number {
 /** The instance's name carries its cluster and pool; its GPUs (`[{gpuV0Name, count}]` or `{model: {count}}`) its offer. */
 const tags = nameTagCodec<TensorDockInstance>({
   nameOf: (instance) => instance.name,
-  extra({ name, resources, location_id }) {
+  extra({ resources, location_id }) {
     const gpus = resources?.gpus;
     const [model, value] = Array.isArray(gpus)
       ? [gpus[0]?.gpuV0Name, gpus[0]]
       : (Object.entries((typeof gpus === "object" && gpus) || {})[0] ?? []);
     const count = Number(value?.count ?? 1);
     const offer = typeof model === "string" && model ? offerIdOf(location_id, model, count) : undefined;
-    return {
-      ...(offer && { [SKYWARD_TAGS.offer]: offer }),
-      [SKYWARD_TAGS.spot]: "0",
-      "tensordock:name": name,
-    };
+    return { ...(offer && { [SKYWARD_TAGS.offer]: offer }), [SKYWARD_TAGS.spot]: "0" };
   },
 });
 
@@ -66,10 +61,10 @@ const tags = nameTagCodec<TensorDockInstance>({
 const known = (answer: object) => Object.entries(answer).filter(([, value]) => value != null && value !== "");
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance, TensorDockClusterData> {
-  const { calls, fields, bootScript, standIns } = tensordockVm.adapterBase(settings, (instance) =>
+  const { calls, fields, bootScript, mapped } = tensordockVm.adapterBase(settings, (instance) =>
     instance.publicIp ? { id: instance.id, ipAddress: instance.publicIp } : undefined,
   );
-  const machine = mappedMachine(standIns, {
+  const machine = mapped({
     // TensorDock's statuses (https://dashboard.tensordock.com/api/docs/instance-management; README: Statuses).
     statuses: {
       running: ["running"],
@@ -78,11 +73,11 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
     },
     deleting: ["deleting", "deleted"],
     tags: tags.read,
+    nameTag: "tensordock:name",
     address: ({ ipAddress: host, portForwards }) =>
       host ? { host, port: sshPortOf(portForwards) } : undefined,
     seamAddress: (id, { host }) => ({ id, ipAddress: host }),
     hourlyPrice: (instance) => instance.rateHourly,
-    user: settings.sshUser,
   });
   const { location, storageGb, minVcpus, minRamGb } = settings;
   return {

@@ -239,6 +239,8 @@ describe("TensorDock requests", () => {
       hourlyPrice: 17.649,
       tags: { "skyward:cluster": cluster.id, "skyward:pool": "pool1", "skyward:offer": cluster.offer.id },
     });
+    // The instance's name is reported as a tag of its own (the mapping's nameTag).
+    expect(running?.tags["tensordock:name"]).toBe(`${cluster.id}-0--pool1`);
     expect(tensordock.selfDestruct({ cluster, instance: running as NonNullable<typeof running> })).toBe(
       `sudo -n /usr/local/sbin/skyward-self-destruct ${id}`,
     );

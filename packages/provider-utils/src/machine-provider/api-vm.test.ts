@@ -131,6 +131,35 @@ describe("defineApiVm", () => {
     );
   });
 
+  it("maps the adapter's machines reached as the settings' login user, through the test seam", () => {
+    const sshAddress = (address: { ip: string }) => ({
+      host: "10.9.0.3",
+      port: 2222,
+      user: `as-${address.ip}`,
+    });
+    const mapping = {
+      statuses: { running: ["up"] },
+      deleting: [],
+      tags: (): Record<string, string> => ({}),
+      address: (machine: { id: number; status: string; ip: string }) => ({ host: machine.ip, port: 22 }),
+      seamAddress: (_id: string, { host }: { host: string }) => ({ ip: host }),
+    };
+    const machine = { id: 5, status: "up", ip: "203.0.113.5" };
+    const none = (): { ip: string } | undefined => undefined;
+    const plain = exampleVm.adapterBase(settings(), none).mapped(mapping);
+    expect(plain.describe(machine, { identityFile: "/k" }).ssh).toMatchObject({
+      host: "203.0.113.5",
+      port: 22,
+      user: "ubuntu",
+    });
+    const seamed = exampleVm.adapterBase(settings({ sshAddress }), none).mapped(mapping);
+    expect(seamed.describe(machine, { identityFile: "/k" }).ssh).toMatchObject({
+      host: "10.9.0.3",
+      port: 2222,
+      user: "as-203.0.113.5",
+    });
+  });
+
   it("binds the declared endpoints to the adapter's client", async () => {
     const { seen, fetch } = recordingFetch();
     const withCalls = defineApiVm({
