@@ -1,7 +1,8 @@
 /** Hyperstack's Infrahub API (https://docs.hyperstack.cloud/docs/api-reference/, `openapi/hyperstack.json`) as the README tells. */
 import {
-  answerNumberFields,
+  answerNumbers,
   answerTextFields,
+  answerTexts,
   defineMachineApi,
   endpoint,
   errorTable,
@@ -16,10 +17,7 @@ import {
 } from "@skyward/provider-utils";
 import { z } from "zod";
 
-/**
- * "The rate limit for the Infrahub API is 500 requests per minute, per IP address. If you exceed this
- * limit, all API calls for the next minute will be blocked, resulting in a HTTP 429 response." ("Rate limits").
- */
+/** "500 requests per minute, per IP address"; past it "all API calls for the next minute will be blocked" (429; README: Pacing). */
 const RATE_LIMIT_PAGE =
   "https://infrahub-doc.nexgencloud.com/docs/api-reference/getting-started-api/authentication";
 export const HYPERSTACK_RATE_LIMITS: MachineRateLimits = {
@@ -50,11 +48,13 @@ export const hyperstackApi = defineMachineApi({
 export const HyperstackApiError = hyperstackApi.ApiError;
 export type HyperstackApiError = MachineProviderError;
 
+/** What most of Hyperstack's entries have: a numeric id and a name. */
+const named = { id: z.number(), name: z.string() };
+
 const flavorSchema = z.looseObject({
-  id: z.number(),
-  name: z.string(),
+  ...named,
   ...answerTextFields("region_name", "gpu"),
-  ...answerNumberFields("cpu", "ram", "disk", "ephemeral", "gpu_count"),
+  ...answerNumbers("cpu", "ram", "disk", "ephemeral", "gpu_count"),
   stock_available: z.boolean().nullish(),
 });
 export type Flavor = z.infer<typeof flavorSchema>;
@@ -63,25 +63,21 @@ const flavorsSchema = z.looseObject({
   data: listOf(z.looseObject({ gpu: text, region_name: text, flavors: listOf(flavorSchema) })),
 });
 
-const pricebookSchema = z.array(z.looseObject({ name: z.string(), ...answerNumberFields("value") }));
+const pricebookSchema = z.array(z.looseObject({ name: z.string(), ...answerNumbers("value") }));
 
-const imageSchema = z.looseObject({ id: z.number(), name: z.string(), region_name: text, created_at: text });
+const imageSchema = z.looseObject({ ...named, region_name: text, created_at: text });
 const imagesSchema = z.looseObject({
   images: listOf(z.looseObject({ region_name: text, images: listOf(imageSchema) })),
 });
-const environmentSchema = z.looseObject({ environment: z.looseObject({ id: z.number(), name: z.string() }) });
+const environmentSchema = z.looseObject({ environment: z.looseObject(named) });
 
-const [pageSize, count] = [z.number().nullish(), z.number().nullish()];
-const pageFields = { page_size: pageSize, pageSize, count };
-type PageFields = z.output<z.ZodObject<typeof pageFields>>;
-const environmentsSchema = z.looseObject({
-  ...pageFields,
-  environments: listOf(z.looseObject({ id: z.number(), name: z.string() })),
-});
+const pageFields = answerNumbers("page_size", "pageSize", "count");
+type Paged = z.output<z.ZodObject<typeof pageFields>>;
+const environmentsSchema = z.looseObject({ ...pageFields, environments: listOf(z.looseObject(named)) });
 /** Key pairs name their environment (a name, or an object with one). */
 const keypairsSchema = z.looseObject({
   ...pageFields,
-  keypairs: listOf(z.looseObject({ id: z.number(), name: z.string(), environment: z.unknown() })),
+  keypairs: listOf(z.looseObject({ ...named, environment: z.unknown() })),
 });
 
 /** A VM (Instance_Fields), as far as the provider reads it. */
@@ -89,11 +85,9 @@ const vmSchema = z.looseObject({
   id: z.number(),
   ...answerTextFields("name", "status", "created_at"),
   environment: z.looseObject({ id: z.number().nullish(), name: text, region: text }).nullish(),
-  fixed_ip: z.string().nullish(),
-  floating_ip: z.string().nullish(),
-  // Whether the floating IP's ports are random (22 is then not SSH), and where setting that stands.
+  ...answerTexts("fixed_ip", "floating_ip", "port_randomization_status"),
+  // Whether the floating IP's ports are random (22 is then not SSH), and where setting that (above) stands.
   port_randomization: z.boolean().nullish(),
-  port_randomization_status: z.string().nullish(),
   security_rules: listOf(z.looseObject({ remote_ip_prefix: text })),
   labels: listOf(z.string()),
 });
@@ -101,9 +95,9 @@ export type Vm = z.infer<typeof vmSchema>;
 const vmsSchema = z.looseObject({ ...pageFields, instances: listOf(vmSchema) });
 const vmAnswerSchema = z.looseObject({ instance: vmSchema.nullish() });
 
-const pageSizeOf = (answer: PageFields) => answer.page_size ?? answer.pageSize;
+const pageSize = (answer: Paged) => answer.page_size ?? answer.pageSize;
 /** Paged by `page` and `pageSize` (100), `count` the total: every page is read. */
-const pages = { numbered: { size: 100, total: (answer: PageFields) => answer.count, pageSize: pageSizeOf } };
+const pages = { numbered: { size: 100, total: (answer: Paged) => answer.count, pageSize } };
 
 export const hyperstackCalls = machineEndpoints(hyperstackApi, {
   flavors: endpoint("GET /core/flavors", flavorsSchema, "listing flavors", "offers"),

@@ -23,14 +23,12 @@ export interface HyperstackClusterData extends MachineClusterData {
   readonly imageName: string;
 }
 
-type Environment = { readonly id: number; readonly name: string };
-
 export function hyperstackEnvironments(calls: HyperstackCalls, settings: ParsedSettings) {
   const vmsIn = (environment: string, signal: AbortSignal) =>
     calls.vms.all({ query: { environment, exact_environment_match: "true" } }, signal);
 
   /** Deletes an environment's key pairs (of every page of the account's), then the environment; what it removed. */
-  async function deleteEnvironment(environment: Environment, signal: AbortSignal) {
+  async function deleteEnvironment(environment: { id: number; name: string }, signal: AbortSignal) {
     const removed: { kind: string; id: string }[] = [];
     for (const { id, name, environment: owner } of await calls.keypairs.all({}, signal)) {
       const ownerName = typeof owner === "string" ? owner : (owner as { name?: unknown } | null)?.name;

@@ -66,7 +66,7 @@ export async function hyperstackOffers(
   ]);
   const prices = new Map<string, number>();
   for (const { name, value } of pricebook)
-    if (value !== null && value > 0) prices.set(name.toUpperCase(), value);
+    if (value != null && value > 0) prices.set(name.toUpperCase(), value);
   return flavorGroups.data
     .flatMap((group) => group.flavors)
     .filter((flavor) => flavor.stock_available !== false)

@@ -3,7 +3,6 @@ import {
   defineApiVm,
   type MachineAdapter,
   machineProviderFactories,
-  mappedMachine,
   skywardTags,
   tagsFromWords,
   tagsToWords,
@@ -16,10 +15,9 @@ import { type HyperstackSettings, type ParsedSettings, settingsSchema } from "./
 /** A `port_randomization_status` still being set up: which port 22 maps to is not known yet. */
 const PORTS_SETTLING = /pend|progress|creat|updat|process|attach/i;
 
-const hyperstackVm = defineApiVm({
+/** The VM half of the adapter; its boot script is a VM's `user_data` (cloud-init runs it as root). */
+export const hyperstackVm = defineApiVm({
   api: hyperstackApi,
-  name: "hyperstack",
-  label: "Hyperstack",
   // Prices are a catalogue, but stock moves: the core caches offers for an hour at most.
   capabilities: Object.freeze({ spot: true, offerCache: "marketplace" }),
   machineNoun: "virtual machine",
@@ -35,18 +33,17 @@ const hyperstackVm = defineApiVm({
   },
 });
 
-/** The `user_data` of a Hyperstack VM (a shell script cloud-init runs as root): it arms the VM's self-destruct and boot watchdog. */
-export const renderUserData = hyperstackVm.renderBootScript;
-
 /** The ingress rule of a security group: TCP port 22, or any protocol from a network. */
-const ingress = (rule: Record<string, unknown>) => ({ direction: "ingress", ethertype: "IPv4", ...rule });
+const ingress = (rule: object) => ({ direction: "ingress", ethertype: "IPv4", ...rule });
+const tcp22 = { protocol: "tcp", port_range_min: 22, port_range_max: 22 };
+const SSH = ingress({ ...tcp22, remote_ip_prefix: "0.0.0.0/0" });
 
 function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClusterData> {
-  const { calls, fields, bootScript, standIns } = hyperstackVm.adapterBase(
+  const { calls, fields, bootScript, mapped } = hyperstackVm.adapterBase(
     settings,
     ({ id, publicIp: ip, privateIp }) => (ip ? { id, floatingIp: ip, fixedIp: privateIp } : undefined),
   );
-  const machine = mappedMachine(standIns, {
+  const machine = mapped({
     // VM statuses (Instance_Fields `status`): gone or never running again, being deleted, else on its way.
     statuses: {
       terminated: ["DELETED", "ERROR", "SHUTOFF", "HIBERNATED", "HIBERNATING", "SHELVED"],
@@ -59,7 +56,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
         ? "pending"
         : byWord,
     deleting: ["DELETING"],
-    name: (vm) => vm.name,
     tags: ({ labels, environment }) => ({
       ...tagsFromWords(labels),
       ...(environment?.name ? { "hyperstack:environment": environment.name } : {}),
@@ -68,7 +64,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
     seamAddress: (id, { host }, vm) => ({ id, floatingIp: host, fixedIp: vm.fixed_ip || null }),
     privateIp: (vm, standIn) => standIn?.privateIp ?? (vm.fixed_ip || null),
     createdAt: (vm) => vm.created_at,
-    user: settings.sshUser,
   });
   const environments = hyperstackEnvironments(calls, settings);
 
@@ -90,30 +85,17 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
 
     async create({ cluster, name, tags, hourlyPrice, watchdogSeconds, signal }) {
       const { environmentName, imageName, flavorName, keyName } = cluster.specific;
-      const body = {
-        name,
-        environment_name: environmentName,
-        image_name: imageName,
-        flavor_name: flavorName,
-        key_name: keyName,
-        count: 1,
-        assign_floating_ip: true,
-        // Port 22 stays port 22 on the floating IP (the VM's answer is checked: see `get`).
-        enable_port_randomization: false,
-        create_bootable_volume: false,
-        labels: tagsToWords({ ...tags, ...skywardTags({ cluster: cluster.id, hourlyPrice }) }),
-        security_rules: [
-          ingress({ protocol: "tcp", remote_ip_prefix: "0.0.0.0/0", port_range_min: 22, port_range_max: 22 }),
-        ],
-        user_data: bootScript(name, watchdogSeconds),
-      };
+      const placed = { environment_name: environmentName, image_name: imageName, flavor_name: flavorName };
+      // Port 22 stays port 22 on the floating IP (the VM's answer is checked: see `get`).
+      const ports = { assign_floating_ip: true, enable_port_randomization: false, security_rules: [SSH] };
+      const labels = tagsToWords({ ...tags, ...skywardTags({ cluster: cluster.id, hourlyPrice }) });
+      const vm = { name, key_name: keyName, count: 1, create_bootable_volume: false, labels };
+      const body = { ...vm, ...placed, ...ports, user_data: bootScript(name, watchdogSeconds) };
       const purpose = `creating virtual machine ${name}`;
       const { instances } = await calls.createVm({ body, purpose }, signal);
       if (instances[0]) return instances[0];
-      throw new HyperstackApiError({
-        kind: "unknown-answer",
-        message: `Hyperstack created no VM for ${name}`,
-      });
+      const message = `Hyperstack created no VM for ${name}`;
+      throw new HyperstackApiError({ kind: "unknown-answer", message });
     },
 
     async get(id, signal) {
@@ -121,9 +103,8 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<Vm, HyperstackClus
       if (!vm) return null;
       if (vm.port_randomization === true && vm.status.toUpperCase() === "ACTIVE") {
         // Asked for off, yet on: port 22 of the floating IP is not the VM's SSH, and the API says not which is.
-        throw new HyperstackApiError({
-          message: `Hyperstack gave virtual machine ${id} random public ports (port_randomization_status ${JSON.stringify(vm.port_randomization_status ?? null)}) though enable_port_randomization was false: SSH is not on port 22 of ${vm.floating_ip}`,
-        });
+        const message = `Hyperstack gave virtual machine ${id} random public ports (port_randomization_status ${JSON.stringify(vm.port_randomization_status ?? null)}) though enable_port_randomization was false: SSH is not on port 22 of ${vm.floating_ip}`;
+        throw new HyperstackApiError({ message });
       }
       await openPeerNetwork(vm, signal);
       return vm;

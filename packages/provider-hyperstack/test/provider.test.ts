@@ -15,7 +15,7 @@ import { type Cluster, cachedOffers, resolvePoolSpec } from "@skyward/core/contr
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import type { HyperstackClusterData } from "../src/hyperstack-environments.js";
 import { acceleratorOfGpu } from "../src/hyperstack-offers.js";
-import { Hyperstack, renderUserData } from "../src/hyperstack-provider.js";
+import { Hyperstack, hyperstackVm } from "../src/hyperstack-provider.js";
 import { type FakeHyperstack, startFakeHyperstack } from "./fake-hyperstack.js";
 
 const run = promisify(execFile);
@@ -302,7 +302,7 @@ describe("the VM's self-destruct", () => {
     const directory = await mkdtemp(join(scratch, "node-"));
     const keyFile = join(directory, "etc", "hyperstack-api-key");
     const command = join(directory, "bin", "skyward-self-destruct");
-    const script = renderUserData({
+    const script = hyperstackVm.renderBootScript({
       apiUrl: fake.apiUrl,
       apiKey: fake.apiKey,
       vmName: `${cluster.id}-1`,
@@ -339,7 +339,7 @@ describe("the VM's self-destruct", () => {
       const root = join(directory, "root");
       await run("mkdir", ["-p", root]);
       if (workerStarted) await writeFile(join(root, "worker.pid"), "1\n");
-      const script = renderUserData({
+      const script = hyperstackVm.renderBootScript({
         apiUrl: fake.apiUrl,
         apiKey: fake.apiKey,
         vmName: name,

@@ -66,8 +66,7 @@ const instanceSchema = z.preprocess(
   },
   z.looseObject({
     id: z.string(),
-    ...answerTextFields("name", "status", "location_id"),
-    ipAddress: z.string().nullish(),
+    ...answerTextFields("name", "status", "location_id", "ipAddress"),
     // A map of internal port to external port in the list, a list of forwards in `GET /instances/{id}`.
     portForwards: z.unknown().optional(),
     ...answerNumbers("rateHourly"),

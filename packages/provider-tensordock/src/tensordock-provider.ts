@@ -4,7 +4,6 @@ import {
   type MachineAdapter,
   type MachineClusterData,
   machineProviderFactories,
-  mappedMachine,
   nameTagCodec,
   readAfterCreate,
   SKYWARD_TAGS,
@@ -16,10 +15,9 @@ import { type ParsedSettings, settingsSchema, type TensorDockSettings } from "./
 /** What a TensorDock cluster keeps in `Cluster.specific`: the SSH key pair put on every VM. */
 export type TensorDockClusterData = MachineClusterData;
 
-const tensordockVm = defineApiVm({
+/** The VM half of the adapter; its boot script runs from cloud-init's `runcmd`, as root. */
+export const tensordockVm = defineApiVm({
   api: tensordockApi,
-  name: "tensordock",
-  label: "TensorDock",
   // A marketplace; each VM a separate host at its own public IP (README: Limits).
   capabilities: Object.freeze({ spot: false, offerCache: "marketplace", peerNetwork: "none" }),
   machineNoun: "instance",
@@ -36,9 +34,6 @@ const tensordockVm = defineApiVm({
   },
 });
 
-/** The boot script of a TensorDock VM: it arms the VM's self-destruct and boot watchdog (cloud-init runs it as root). */
-export const renderBootScript = tensordockVm.renderBootScript;
-
 /** The port forwarded to 22, when the instance lists one (`{"22": 20022}` or `[{internal_port, external_port}]`). */
 function sshPortOf(portForwards: unknown): number {
   const entries = Array.isArray(portForwards)
@@ -51,26 +46,25 @@ function sshPortOf(portForwards: unknown): number {
 /** The instance's name carries its cluster and pool; its GPUs (`[{gpuV0Name, count}]` or `{model: {count}}`) its offer. */
 const tags = nameTagCodec<TensorDockInstance>({
   nameOf: (instance) => instance.name,
-  extra({ name, resources, location_id }) {
+  extra({ resources, location_id }) {
     const gpus = resources?.gpus;
     const [model, value] = Array.isArray(gpus)
       ? [gpus[0]?.gpuV0Name, gpus[0]]
       : (Object.entries((typeof gpus === "object" && gpus) || {})[0] ?? []);
     const count = Number(value?.count ?? 1);
     const offer = typeof model === "string" && model ? offerIdOf(location_id, model, count) : undefined;
-    return {
-      ...(offer && { [SKYWARD_TAGS.offer]: offer }),
-      [SKYWARD_TAGS.spot]: "0",
-      "tensordock:name": name,
-    };
+    return { ...(offer && { [SKYWARD_TAGS.offer]: offer }), [SKYWARD_TAGS.spot]: "0" };
   },
 });
 
+/** The fields of an answer that say something (neither null nor empty). */
+const known = (answer: object) => Object.entries(answer).filter(([, value]) => value != null && value !== "");
+
 function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance, TensorDockClusterData> {
-  const { calls, fields, bootScript, standIns } = tensordockVm.adapterBase(settings, (instance) =>
+  const { calls, fields, bootScript, mapped } = tensordockVm.adapterBase(settings, (instance) =>
     instance.publicIp ? { id: instance.id, ipAddress: instance.publicIp } : undefined,
   );
-  const machine = mappedMachine(standIns, {
+  const machine = mapped({
     // TensorDock's statuses (https://dashboard.tensordock.com/api/docs/instance-management; README: Statuses).
     statuses: {
       running: ["running"],
@@ -78,13 +72,12 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
       terminated: ["stopped", "stoppeddisassociated", "deleted", "error"],
     },
     deleting: ["deleting", "deleted"],
-    name: (instance: TensorDockInstance) => instance.name,
     tags: tags.read,
+    nameTag: "tensordock:name",
     address: ({ ipAddress: host, portForwards }) =>
       host ? { host, port: sshPortOf(portForwards) } : undefined,
     seamAddress: (id, { host }) => ({ id, ipAddress: host }),
     hourlyPrice: (instance) => instance.rateHourly,
-    user: settings.sshUser,
   });
   const { location, storageGb, minVcpus, minRamGb } = settings;
   return {
@@ -93,36 +86,24 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<TensorDockInstance
     cacheKey: JSON.stringify([settings.apiUrl, location ?? null, storageGb, minVcpus, minRamGb]),
     offers: (query, signal) => tensordockOffers(calls, settings, query, signal),
 
-    async create({ cluster, name, watchdogSeconds, hourlyPrice, signal }) {
+    async create({ cluster, name, watchdogSeconds, hourlyPrice: rateHourly, signal }) {
       const offer = cluster.offer.specific as unknown as TensorDockOfferData;
+      const { locationId: location_id, gpuModel: gpuV0Name, gpuCount: count } = offer;
       const script = Buffer.from(bootScript(name, watchdogSeconds), "utf8").toString("base64");
       const size = sizeFor({ ...settings, storageGb: offer.storageGb }, { diskGb: cluster.spec.diskGb });
-      const gpus = { [offer.gpuModel]: { count: offer.gpuCount } };
-      const attributes = {
-        name,
-        type: "virtualmachine",
-        image: settings.operatingSystem,
-        resources: { vcpu_count: offer.vcpus, ram_gb: offer.ramGb, storage_gb: size.storageGb, gpus },
-        location_id: offer.locationId,
-        useDedicatedIp: true,
-        ssh_key: cluster.specific.publicKey,
-        // One `runcmd` entry piping the script, base64-encoded, to `sh`: nothing of it on a command line.
-        cloud_init: { runcmd: [`echo ${script} | base64 -d | sh`] },
-      };
-      const body = { data: { type: "virtualmachine", attributes } };
+      const gpus = { [gpuV0Name]: { count } };
+      const resources = { vcpu_count: offer.vcpus, ram_gb: offer.ramGb, storage_gb: size.storageGb, gpus };
+      const reach = { location_id, useDedicatedIp: true, ssh_key: cluster.specific.publicKey };
+      // One `runcmd` entry piping the script, base64-encoded, to `sh`: nothing of it on a command line.
+      const boot = { cloud_init: { runcmd: [`echo ${script} | base64 -d | sh`] } };
+      const vm = { name, type: "virtualmachine", image: settings.operatingSystem, resources };
+      const body = { data: { type: "virtualmachine", attributes: { ...vm, ...reach, ...boot } } };
       const { data: created } = await calls.create({ body, purpose: `creating instance ${name}` }, signal);
-      // The create answers only the id, name and status: the rest is what was asked.
-      const asked = {
-        ...created,
-        name: created.name || name,
-        location_id: created.location_id || offer.locationId,
-        resources: created.resources ?? { gpus: [{ gpuV0Name: offer.gpuModel, count: offer.gpuCount }] },
-        rateHourly: created.rateHourly ?? hourlyPrice,
-      };
+      // The create answers only the id, name and status: the rest is what was asked, or what a read shows.
+      const asked = { name, location_id, resources: { gpus: [{ gpuV0Name, count }] }, rateHourly };
       // What it bills is read back (`rateHourly`): the base deletes a VM over the cap (README: Offers).
-      const shown = await readAfterCreate(calls.get({ id: created.id }, signal), () => asked, signal);
-      const known = Object.entries(shown).filter(([, value]) => value != null && value !== "");
-      return { ...asked, ...(Object.fromEntries(known) as Partial<TensorDockInstance>) };
+      const shown = await readAfterCreate(calls.get({ id: created.id }, signal), () => created, signal);
+      return { ...created, ...asked, ...Object.fromEntries([...known(created), ...known(shown)]) };
     },
 
     get: (id, signal) => calls.get({ id }, signal),

@@ -1,5 +1,5 @@
 /** The TensorDock provider's settings, declared once: the schema checks them by name, {@link TensorDockSettings} is its input. */
-import { machineSettingsShape, type SshStandIn, sshUserSchema } from "@skyward/provider-utils";
+import { machineSettingsObject, type SshStandIn, sshUserSchema } from "@skyward/provider-utils";
 import { z } from "zod";
 
 /** What the `sshAddress` test seam receives: the instance as TensorDock describes it (its UUID and dedicated IP). */
@@ -8,12 +8,10 @@ export type TensorDockInstanceAddress = Readonly<{ id: string; ipAddress: string
 /** What the `sshAddress` test seam returns: where the pool reaches the instance instead. */
 export type TensorDockSshMapping = SshStandIn;
 
-const apiUrl = "https://dashboard.tensordock.com/api/v2";
-
-const machineShape =
-  machineSettingsShape<(instance: TensorDockInstanceAddress) => TensorDockSshMapping>(apiUrl);
-
-const tensorDockShape = {
+/** The settings schema: every field checked, unknown ones refused by name. */
+export const settingsSchema = machineSettingsObject<
+  (instance: TensorDockInstanceAddress) => TensorDockSshMapping
+>()("https://dashboard.tensordock.com/api/v2", {
   /** Only locations in this country, city, state or with this id (`"United States"`); a spec's `region` does the same. */
   location: z.string().min(1, { message: "expected a country, city or location id" }).optional(),
   /** Disk per VM, GB (TensorDock's minimum is 100, in steps of 50: rounded up); a spec's `diskGb` raises it. Default 100. */
@@ -33,12 +31,7 @@ const tensorDockShape = {
   minRamGb: z.number().positive({ message: "expected a RAM size in GB" }).default(16),
   /** The login user of the image. Default `"user"` (with passwordless sudo), as on TensorDock's images. */
   sshUser: sshUserSchema("user"),
-};
-
-// The shapes apart and the schema's type written out: the published declarations keep each key's TSDoc.
-/** The settings schema: every field checked, unknown ones refused by name. */
-export const settingsSchema: z.ZodObject<typeof machineShape & typeof tensorDockShape, z.core.$strict> =
-  z.strictObject({ ...machineShape, ...tensorDockShape });
+});
 
 /** Settings of the TensorDock provider; every field is optional. */
 export type TensorDockSettings = z.input<typeof settingsSchema>;

@@ -14,7 +14,7 @@ import { accelerators, NoCapacityError, options, spec as resolveSpec } from "@sk
 import { type Cluster, cachedOffers, resolvePoolSpec } from "@skyward/core/contract";
 import { expectPeerPluginRefused } from "@skyward/testing";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { renderBootScript, TensorDock, type TensorDockClusterData } from "../src/tensordock-provider.js";
+import { TensorDock, type TensorDockClusterData, tensordockVm } from "../src/tensordock-provider.js";
 import { type FakeTensorDock, startFakeTensorDock } from "./fake-tensordock.js";
 import { locations } from "./fixtures.js";
 
@@ -239,6 +239,8 @@ describe("TensorDock requests", () => {
       hourlyPrice: 17.649,
       tags: { "skyward:cluster": cluster.id, "skyward:pool": "pool1", "skyward:offer": cluster.offer.id },
     });
+    // The instance's name is reported as a tag of its own (the mapping's nameTag).
+    expect(running?.tags["tensordock:name"]).toBe(`${cluster.id}-0--pool1`);
     expect(tensordock.selfDestruct({ cluster, instance: running as NonNullable<typeof running> })).toBe(
       `sudo -n /usr/local/sbin/skyward-self-destruct ${id}`,
     );
@@ -309,7 +311,7 @@ describe("the VM's self-destruct", () => {
     const directory = await mkdtemp(join(scratch, "node-"));
     const command = join(directory, "bin", "skyward-self-destruct");
     const tokenFile = join(directory, "etc", "token");
-    const script = renderBootScript({
+    const script = tensordockVm.renderBootScript({
       apiUrl: fake.apiUrl,
       apiKey: fake.token,
       vmName: name,

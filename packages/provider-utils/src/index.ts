@@ -272,6 +272,7 @@ export {
   rateLimitsField,
   settingRateLimits,
 } from "./machine-provider/setting-rate-limits.js";
+export { type MachineSettingsObject, machineSettingsObject } from "./machine-provider/settings-object.js";
 export type { GrantedToken } from "./machine-provider/token-client.js";
 export { tokenClient } from "./machine-provider/token-client.js";
 export {

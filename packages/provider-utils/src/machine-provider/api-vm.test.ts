@@ -13,13 +13,14 @@ import { defineMachineApi } from "./machine-api.js";
 
 const KEY = "sk_test_ApIvM0123456789";
 
-const vmApi = defineMachineApi({
+const apiDefinition = {
   provider: "example",
   errorName: "ExampleApiError",
   label: "Example",
   apiKeyVariable: "SKYWARD_TEST_API_VM_KEY",
   classify: () => undefined,
-});
+};
+const vmApi = defineMachineApi(apiDefinition);
 
 const exampleDefinition = {
   api: vmApi,
@@ -78,6 +79,19 @@ describe("defineApiVm", () => {
     expect(fields.idOf({ id: 42 })).toBe("42");
   });
 
+  it("takes the provider's name and label from its API unless given", () => {
+    const { name: _name, label: _label, ...unnamed } = exampleDefinition;
+    const vm = defineApiVm({
+      ...unnamed,
+      api: defineMachineApi({ ...apiDefinition, label: "Example Cloud" }),
+    });
+    expect(vm.adapterBase(settings(), () => undefined).fields).toMatchObject({
+      name: "example",
+      label: "Example Cloud",
+      keyName: "example_ed25519",
+    });
+  });
+
   it("checks the credentials without a request: a missing key names its variable", () => {
     const { fields } = exampleVm.adapterBase(settings({ apiKey: undefined }), () => undefined);
     delete process.env.SKYWARD_TEST_API_VM_KEY;
@@ -115,6 +129,35 @@ describe("defineApiVm", () => {
     expect(fields.selfDestruct(instance("7", null), undefined as never)).toBe(
       `sudo -n ${SELF_DESTRUCT_COMMAND} 7`,
     );
+  });
+
+  it("maps the adapter's machines reached as the settings' login user, through the test seam", () => {
+    const sshAddress = (address: { ip: string }) => ({
+      host: "10.9.0.3",
+      port: 2222,
+      user: `as-${address.ip}`,
+    });
+    const mapping = {
+      statuses: { running: ["up"] },
+      deleting: [],
+      tags: (): Record<string, string> => ({}),
+      address: (machine: { id: number; status: string; ip: string }) => ({ host: machine.ip, port: 22 }),
+      seamAddress: (_id: string, { host }: { host: string }) => ({ ip: host }),
+    };
+    const machine = { id: 5, status: "up", ip: "203.0.113.5" };
+    const none = (): { ip: string } | undefined => undefined;
+    const plain = exampleVm.adapterBase(settings(), none).mapped(mapping);
+    expect(plain.describe(machine, { identityFile: "/k" }).ssh).toMatchObject({
+      host: "203.0.113.5",
+      port: 22,
+      user: "ubuntu",
+    });
+    const seamed = exampleVm.adapterBase(settings({ sshAddress }), none).mapped(mapping);
+    expect(seamed.describe(machine, { identityFile: "/k" }).ssh).toMatchObject({
+      host: "10.9.0.3",
+      port: 2222,
+      user: "as-203.0.113.5",
+    });
   });
 
   it("binds the declared endpoints to the adapter's client", async () => {

@@ -3,7 +3,8 @@
  * Hyperstack: {@link renderApiBootScript}) write alike, written once: the one adapter half
  * ({@link machineAdapterHalf}: login and key pair fields, the `sshAddress` test seam, `describe`) with a
  * sudo login user and `skyward-` cluster ids, the credentials check, the boot script with the
- * provider's key file, and the delete (by the path the self-destruct deletes by).
+ * provider's key file, the delete (by the path the self-destruct deletes by), and the machine mapping
+ * reached as that login user.
  */
 import type { Instance, ProviderCapabilities } from "@skyward/core/contract";
 import { DEFAULT_NODE_ROOT } from "@skyward/ssh";
@@ -12,6 +13,12 @@ import type { SshStandIn } from "../instances.js";
 import type { MachineAdapter } from "./adapter.js";
 import { type ApiBootScriptOptions, renderApiBootScript, type SelfDestructApi } from "./api-self-destruct.js";
 import type { MachineApi, MachineJsonClient } from "./machine-api.js";
+import {
+  type MachineMapping,
+  type MappableMachine,
+  type MappedMachine,
+  mappedMachine,
+} from "./machine-mapping.js";
 import {
   type MachineAdapterHalf,
   type MachineAdapterHalfFields,
@@ -22,10 +29,10 @@ import {
 export interface ApiVmDefinition<Calls = undefined> {
   /** The provider's API. */
   readonly api: MachineApi;
-  /** The provider's name in offers and tags (`"tensordock"`); its key pair is `<name>_ed25519`. */
-  readonly name: string;
-  /** The provider as people write it (`"TensorDock"`). */
-  readonly label: string;
+  /** The provider's name in offers and tags (`"tensordock"`); its key pair is `<name>_ed25519`. Default the API's `provider`. */
+  readonly name?: string;
+  /** The provider as people write it (`"TensorDock"`). Default the API's `label`. */
+  readonly label?: string;
   readonly capabilities: ProviderCapabilities;
   /** What the API calls a machine (`"instance"`), in messages. */
   readonly machineNoun: string;
@@ -62,6 +69,10 @@ export interface ApiVm<Calls = undefined> {
     readonly calls: Calls;
     readonly fields: ApiVmFields;
     bootScript(vmName: string, watchdogSeconds: number): string;
+    /** The adapter's view of its machines ({@link mappedMachine}) through the test seam, reached as the settings' `sshUser`. */
+    mapped<Machine extends MappableMachine>(
+      mapping: MachineMapping<Machine, Address, Mapping>,
+    ): MappedMachine<Machine>;
   };
 }
 
@@ -72,9 +83,19 @@ export function defineApiVm<Calls = undefined>(definition: ApiVmDefinition<Calls
     renderApiBootScript(selfDestruct, { keyFile: selfDestruct.keyFile, ...options });
   return {
     renderBootScript,
-    adapterBase(settings, addressOf) {
+    adapterBase<Address, Mapping extends SshStandIn>(
+      settings: ApiVmSettings<Address, Mapping>,
+      addressOf: (instance: Instance) => Address | undefined,
+    ) {
       const client = api.jsonClient(settings);
-      const half = machineAdapterHalf({ ...definition, settings, addressOf, clusterIdPrefix: "skyward" });
+      const named = { name: definition.name ?? api.provider, label: definition.label ?? api.label };
+      const half = machineAdapterHalf({
+        ...definition,
+        ...named,
+        settings,
+        addressOf,
+        clusterIdPrefix: "skyward",
+      });
       const fields: ApiVmFields = {
         ...half.fields,
         checkCredentials: () => void api.resolveApiKey(settings.apiKey),
@@ -94,7 +115,9 @@ export function defineApiVm<Calls = undefined>(definition: ApiVmDefinition<Calls
           watchdogSeconds,
         });
       const calls = definition.endpoints?.(client) as Calls;
-      return { ...half, client, calls, fields, bootScript };
+      const mapped = <Machine extends MappableMachine>(mapping: MachineMapping<Machine, Address, Mapping>) =>
+        mappedMachine(half.standIns, { user: settings.sshUser, ...mapping });
+      return { ...half, client, calls, fields, bootScript, mapped };
     },
   };
 }

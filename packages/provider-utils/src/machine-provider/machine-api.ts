@@ -120,6 +120,8 @@ export interface MachineJsonClientOptions {
 
 /** A provider's API, as {@link defineMachineApi} returns it. */
 export interface MachineApi extends ProviderApi {
+  /** The provider's name in errors and tags (`"tensordock"`). */
+  readonly provider: string;
   /** The provider's error class. */
   readonly ApiError: MachineApiErrorClass;
   /** A typed JSON client of the API at `settings.apiUrl` (trailing slashes dropped). */
@@ -168,5 +170,5 @@ export function defineMachineApi(definition: MachineApiDefinition): MachineApi {
       },
     };
   };
-  return Object.freeze({ ...api, ApiError, jsonClient });
+  return Object.freeze({ ...api, provider: definition.provider, ApiError, jsonClient });
 }

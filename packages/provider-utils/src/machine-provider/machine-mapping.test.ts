@@ -93,6 +93,24 @@ describe("a machine mapping", () => {
     ];
     expect([...mapped.liveClusters(machines)]).toEqual(["skyward-0a1b2c3d"]);
   });
+
+  it("reads a machine's name from its `name` field when the mapping says not where it is", () => {
+    const mapped = mappedMachine(
+      standInSeam(undefined, () => undefined),
+      {
+        statuses: {},
+        deleting: [],
+        nameTag: "acme:name",
+        tags: (): Record<string, string> => ({}),
+        address: () => undefined,
+        seamAddress: (id) => ({ id }),
+      },
+    );
+    const machine = { id: 7, status: "booting", name: "skyward-0a1b2c3d-1" };
+    expect(mapped.tags.nameOf(machine)).toBe("skyward-0a1b2c3d-1");
+    expect(mapped.tags.read(machine)).toEqual({ "acme:name": "skyward-0a1b2c3d-1" });
+    expect(mapped.tags.nameOf({ id: 8, name: "" })).toBeUndefined();
+  });
 });
 
 describe("a machine mapping's own rules", () => {

@@ -26,8 +26,8 @@ export interface MachineMapping<Machine, Address, Mapping extends SshStandIn = S
   readonly status?: (machine: Machine, byWord: InstanceStatus) => InstanceStatus;
   /** The status words of a machine the API is already deleting: teardown leaves it be. Default none. */
   readonly deleting?: readonly string[];
-  /** The machine's unique name, as the API shows it; it is also reported as the tag `nameTag`, when given. */
-  readonly name: (machine: Machine) => string | null | undefined;
+  /** The machine's unique name, as the API shows it (default its `name` field); also the tag `nameTag`, when given. */
+  readonly name?: (machine: Machine) => string | null | undefined;
   readonly nameTag?: string;
   /** Skyward's tags the machine carries (a description, its environment). */
   readonly tags: (machine: Machine) => Readonly<Record<string, string>>;
@@ -70,10 +70,11 @@ export interface MappedMachine<Machine> extends Pick<MachineAdapter<Machine>, "i
   describe(machine: Machine, context: Pick<MachineDescribeContext<never>, "identityFile">): Instance;
 }
 
-/** A machine as {@link mappedMachine} takes it: an id (a number is reported as text) and, unless `statusWord` says where it is, its status word. */
+/** A machine as {@link mappedMachine} takes it: an id (a number is reported as text) and, unless the mapping says where they are, its status word and name. */
 export interface MappableMachine {
   readonly id: string | number;
   readonly status?: string | null | undefined;
+  readonly name?: string | null | undefined;
 }
 
 /** The adapter's view of its machines from `mapping`; see the module comment. */
@@ -93,8 +94,9 @@ export function mappedMachine<
     return mapping.status ? mapping.status(machine, byWord) : byWord;
   };
   const deleting = new Set((mapping.deleting ?? []).map((word) => word.toLowerCase()));
+  const nameOf = mapping.name ?? ((machine: Machine) => machine.name);
   const tagsOf = (machine: Machine): Record<string, string> => {
-    const name = mapping.name(machine);
+    const name = nameOf(machine);
     const named = name && mapping.nameTag ? { [mapping.nameTag]: name } : {};
     return { ...mapping.tags(machine), ...named };
   };
@@ -109,7 +111,7 @@ export function mappedMachine<
     isBeingDeleted: (machine) => deleting.has(wordOf(machine).toLowerCase()),
     tags: {
       name: (cluster, index) => `${cluster.id}-${index}`,
-      nameOf: (machine) => mapping.name(machine) || undefined,
+      nameOf: (machine) => nameOf(machine) || undefined,
       read: tagsOf,
     },
     describe(machine, { identityFile }) {
