@@ -3,7 +3,9 @@
  * for it, and the workers' venv sees it), the DDP tasks and their checks (from `@skyward/testing`,
  * which the Kubernetes provider's suite shares) and why the suites cannot run here.
  */
+import * as sky from "@skyward/core";
 import { ddpTasks, requireSystemPython, requireTestbed } from "@skyward/testing";
+import { type TorchOptions, torch } from "../src/index.js";
 
 export type { Gradients, GroupInfo } from "@skyward/testing";
 export {
@@ -16,6 +18,16 @@ export {
 export const SYSTEM_PYTHON = "/usr/bin/python3";
 export const tasks = ddpTasks.file;
 export const { groupInfo, allReduceSum, ddpGradients } = ddpTasks;
+
+/** A pool of `nodes` Local nodes with `torch(plugin)` (default gloo on the CPU) and the DDP tasks. */
+export function localTorchPool(nodes: number, plugin: TorchOptions = { backend: "gloo", cuda: "cpu" }) {
+  return sky.compute({
+    nodes,
+    image: { python: SYSTEM_PYTHON, includes: [tasks] },
+    plugins: [torch(plugin)],
+    options: { console: false },
+  });
+}
 
 /**
  * Why a suite cannot run here: no torch for /usr/bin/python3 (`torchMissing`), or that, or no test bed

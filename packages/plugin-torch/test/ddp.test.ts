@@ -21,6 +21,7 @@ import {
   expectDdpAgreement,
   expectGlooWorld,
   groupInfo,
+  localTorchPool,
   SYSTEM_PYTHON,
   tasks,
   torchSkipReasons,
@@ -35,12 +36,7 @@ describe.skipIf(torchMissing !== undefined)("torch() on 2 Local nodes: gloo over
   let pool: sky.Pool;
 
   beforeAll(async () => {
-    pool = await sky.compute({
-      nodes: 2,
-      image: { python: SYSTEM_PYTHON, includes: [tasks] },
-      plugins: [torch({ backend: "gloo", cuda: "cpu" })],
-      options: { console: false },
-    });
+    pool = await localTorchPool(2);
   });
 
   afterAll(async () => {
@@ -91,12 +87,7 @@ describe.skipIf(torchMissing !== undefined)("torch() on 2 Local nodes: gloo over
 
 describe.skipIf(torchMissing !== undefined)("torch() on 1 Local node without a backend", () => {
   it("chooses gloo, as the worker has no CUDA device", async () => {
-    await using pool = await sky.compute({
-      nodes: 1,
-      image: { python: SYSTEM_PYTHON, includes: [tasks] },
-      plugins: [torch({ cuda: "cpu" })],
-      options: { console: false },
-    });
+    await using pool = await localTorchPool(1, { cuda: "cpu" });
     const info = await pool.run(groupInfo());
     expect([info.initialized, info.rank, info.world_size, info.backend]).toEqual([true, 0, 1, "gloo"]);
     expect(await pool.run(allReduceSum(3))).toEqual({ rank: 0, sum: 3 });
@@ -106,12 +97,7 @@ describe.skipIf(torchMissing !== undefined)("torch() on 1 Local node without a b
 describe.skipIf(torchMissing !== undefined)("torch() when the process group cannot start", () => {
   it("fails the task, and every later one, with an error naming the plugin", async () => {
     // Debian's PyTorch is built without NCCL.
-    await using pool = await sky.compute({
-      nodes: 1,
-      image: { python: SYSTEM_PYTHON, includes: [tasks] },
-      plugins: [torch({ backend: "nccl", cuda: "cpu" })],
-      options: { console: false },
-    });
+    await using pool = await localTorchPool(1, { backend: "nccl", cuda: "cpu" });
     await expect(pool.run(groupInfo())).rejects.toThrow(/torch[\s\S]*around_app[\s\S]*NCCL/i);
     await expect(pool.run(groupInfo())).rejects.toThrow(/torch/);
   });

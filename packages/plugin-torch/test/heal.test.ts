@@ -4,15 +4,13 @@
  * left its stale group and joined the new one with the replacement) rather than failing or hanging;
  * and a pool resized from 1 node to 2 forms a group of 2.
  */
-import * as sky from "@skyward/core";
+import type * as sky from "@skyward/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { torch } from "../src/index.js";
 import {
   allReduceSum,
   expectAllReduceSum,
   groupInfo,
-  SYSTEM_PYTHON,
-  tasks,
+  localTorchPool,
   torchSkipReasons,
 } from "./ddp-tasks.js";
 
@@ -31,12 +29,7 @@ describe.skipIf(torchMissing !== undefined)("torch() on 2 Local nodes when node 
   let pool: sky.Pool;
 
   beforeAll(async () => {
-    pool = await sky.compute({
-      nodes: 2,
-      image: { python: SYSTEM_PYTHON, includes: [tasks] },
-      plugins: [torch({ backend: "gloo", cuda: "cpu" })],
-      options: { console: false },
-    });
+    pool = await localTorchPool(2);
   });
 
   afterAll(async () => {
@@ -64,12 +57,7 @@ describe.skipIf(torchMissing !== undefined)("torch() on 2 Local nodes when node 
 
 describe.skipIf(torchMissing !== undefined)("torch() on a Local pool resized from 1 node to 2", () => {
   it("forms the group again at the new size: the next all_reduce has world size 2", async () => {
-    await using pool = await sky.compute({
-      nodes: 1,
-      image: { python: SYSTEM_PYTHON, includes: [tasks] },
-      plugins: [torch({ backend: "gloo", cuda: "cpu" })],
-      options: { console: false },
-    });
+    await using pool = await localTorchPool(1);
     expectAllReduceSum(await pool.broadcast(allReduceSum(2)), 2, 1);
     await pool.resize(2);
     expectAllReduceSum(await pool.broadcast(allReduceSum(2)), 2, 2);

@@ -42,6 +42,13 @@ async function motoInstances(ec2: EC2Client): Promise<Ec2Instance[]> {
   return (described.Reservations ?? []).flatMap((reservation) => reservation.Instances ?? []);
 }
 
+/** AWS's answer to an action a policy denies (or a region the account may not use). */
+const UNAUTHORIZED = {
+  status: 403,
+  code: "UnauthorizedOperation",
+  message: "You are not authorized to perform this operation.",
+};
+
 describe.skipIf(skipReason !== undefined)("AWS real account: network, images, regions", () => {
   const suite = useRealAccountSuite();
 
@@ -292,13 +299,7 @@ describe.skipIf(skipReason !== undefined)("AWS real account: network, images, re
       const [instance] = await aws.provision({ cluster, count: 1, ...call() });
       // us-west-2 answers as a region the account may not use (AWS's UnauthorizedOperation).
       const proxy = await startFaultProxy(suite.moto.endpoint, (action, _params, region) =>
-        action === "DescribeInstances" && region === "us-west-2"
-          ? {
-              status: 403,
-              code: "UnauthorizedOperation",
-              message: "You are not authorized to perform this operation.",
-            }
-          : undefined,
+        action === "DescribeInstances" && region === "us-west-2" ? UNAUTHORIZED : undefined,
       );
       try {
         const listing = AWS({ endpoint: proxy.endpoint, regions: ["us-west-2"] }).listInstances?.(call());
@@ -325,13 +326,7 @@ describe.skipIf(skipReason !== undefined)("AWS real account: network, images, re
       const [instance] = await aws.provision({ cluster, count: 1, ...call() });
       // A policy without ec2:DescribeRegions (AWS's UnauthorizedOperation, as for any denied action).
       const proxy = await startFaultProxy(suite.moto.endpoint, (action) =>
-        action === "DescribeRegions"
-          ? {
-              status: 403,
-              code: "UnauthorizedOperation",
-              message: "You are not authorized to perform this operation.",
-            }
-          : undefined,
+        action === "DescribeRegions" ? UNAUTHORIZED : undefined,
       );
       try {
         const all = AWS({ endpoint: proxy.endpoint, regions: "all" });

@@ -29,8 +29,6 @@ export const HYPERSTACK_RATE_LIMITS: MachineRateLimits = {
  * their words (README: Errors); an environment still holding VMs or key pairs answers 409 (`busy` by its status).
  */
 export const hyperstackApi = defineMachineApi({
-  provider: "hyperstack",
-  errorName: "HyperstackApiError",
   label: "Hyperstack",
   apiKeyVariable: "HYPERSTACK_API_KEY",
   apiKeyHeader: "api_key",

@@ -74,7 +74,6 @@ function adapterFor(settings: ParsedSettings): MachineAdapter<NovitaInstance, No
         stopping: ["toStop", "stopping", "exited", "freezing", "toRemove", "removing"],
       },
       deleting: ["toRemove", "removing", "removed"],
-      name: (instance) => instance.name,
       nameTag: "novita:name",
       tags: ({ envs }) => skywardTagsFromEnvironment(environmentRecord(envs)),
       // `host:port` (or a URL) mapped to 22; containers share no private network: peers use this endpoint.

@@ -31,8 +31,6 @@ import { z } from "zod";
 
 /** RunPod's API: its client (key from `apiKey`, else `RUNPOD_API_KEY`), key lookup and answer parsing. */
 export const runpodApi = defineMachineApi({
-  provider: "runpod",
-  errorName: "RunPodApiError",
   label: "RunPod",
   apiKeyVariable: "RUNPOD_API_KEY",
   // A 403 is a valid key that "lacks access to the requested resource or action" (…/create-a-pod,

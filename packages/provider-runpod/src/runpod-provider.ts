@@ -114,7 +114,6 @@ function adapterFor(...parsed: Parameters<typeof withCuda>): MachineAdapter<Pod,
       mapping: {
         statuses: { running: ["RUNNING"], terminated: ["TERMINATED", "EXITED", "ERROR"] },
         deleting: ["TERMINATED"],
-        name: (pod: Pod) => pod.name,
         nameTag: "runpod:name",
         tags: (pod) => skywardTagsFromEnvironment(pod.env ?? {}),
         address: directSsh,

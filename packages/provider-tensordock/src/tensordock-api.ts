@@ -25,8 +25,6 @@ export const TENSORDOCK_RATE_LIMITS: MachineRateLimits = {
 
 /** Its client; refusals, HTTP 400 with a JSON:API `detail` (`/instance-creation`), told apart by their words. */
 export const tensordockApi = defineMachineApi({
-  provider: "tensordock",
-  errorName: "TensorDockApiError",
   label: "TensorDock",
   apiKeyVariable: "TENSORDOCK_API_TOKEN",
   rateLimits: TENSORDOCK_RATE_LIMITS,

@@ -170,5 +170,5 @@ export function defineMachineApi(definition: MachineApiDefinition): MachineApi {
       },
     };
   };
-  return Object.freeze({ ...api, provider: definition.provider, ApiError, jsonClient });
+  return Object.freeze({ ...api, provider, ApiError, jsonClient });
 }
