@@ -6,6 +6,7 @@ those of the local part (at the end) leave it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -224,42 +225,43 @@ def test_with_no_other_node_subtasks_wait_for_the_nodes_own_slots(two_slot_worke
         client.close()
 
 
-@pytest.mark.parametrize("executor", EXECUTORS)
-def test_subtasks_beyond_the_free_nested_slots_go_through_the_client(executor: str) -> None:
-    with WorkerProcess("--executor", executor, "--concurrency", "2") as first, \
-            WorkerProcess("--executor", executor, "--concurrency", "2") as second:
+@contextlib.contextmanager
+def two_nodes(executor: str, concurrency: int) -> Iterator[NestedRelay]:
+    """Two workers as nodes 0 and 1 of a pool, each running subtasks on its own node while it can,
+    and the test client relaying the rest (``relay.clients[i]`` is node i's)."""
+    with WorkerProcess("--executor", executor, "--concurrency", str(concurrency)) as first, \
+            WorkerProcess("--executor", executor, "--concurrency", str(concurrency)) as second:
         clients = [connect(first, node=0, total_nodes=2), connect(second, node=1, total_nodes=2)]
         try:
-            relay = NestedRelay(clients)
-            assert relay.value(clients[0], "dispatch_tasks:slow_first", 6, 2) == [0, 1, 4, 9, 16, 25]
-            # The two slow ones took node 0's two slots; the next two went to the client (as many as
-            # the other node has nested slots); the rest waited for a slot here or there.
-            subs = [m["sub"] for m in relay.subtasks]
-            assert subs[:2] == [2, 3] and set(subs) <= {2, 3, 4, 5}
-            relay.subtasks.clear()
-            # Run here, a subtask's own subtasks that do not fit go as the root task's, under aliases.
-            assert relay.value(clients[0], "dispatch_tasks:slow_first_nested", 3) == [0, 1, 4]
-            assert len(relay.subtasks) == 2 and all(m["sub"] >= 1 << 40 for m in relay.subtasks)
-            assert {m["id"] for m in relay.subtasks} == {relay.subtasks[0]["id"]}
+            yield NestedRelay(clients)
         finally:
             for client in clients:
                 client.close()
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_subtasks_beyond_the_free_nested_slots_go_through_the_client(executor: str) -> None:
+    with two_nodes(executor, 2) as relay:
+        clients = relay.clients
+        assert relay.value(clients[0], "dispatch_tasks:slow_first", 6, 2) == [0, 1, 4, 9, 16, 25]
+        # The two slow ones took node 0's two slots; the next two went to the client (as many as
+        # the other node has nested slots); the rest waited for a slot here or there.
+        subs = [m["sub"] for m in relay.subtasks]
+        assert subs[:2] == [2, 3] and set(subs) <= {2, 3, 4, 5}
+        relay.subtasks.clear()
+        # Run here, a subtask's own subtasks that do not fit go as the root task's, under aliases.
+        assert relay.value(clients[0], "dispatch_tasks:slow_first_nested", 3) == [0, 1, 4]
+        assert len(relay.subtasks) == 2 and all(m["sub"] >= 1 << 40 for m in relay.subtasks)
+        assert {m["id"] for m in relay.subtasks} == {relay.subtasks[0]["id"]}
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_a_subtask_for_its_own_node_sent_through_the_client_keeps_its_node(executor: str) -> None:
     # Concurrency 1: the slow subtask fills node 1's one nested slot, so the next, asked for node 1,
     # goes through the client. Before, it went without its node and the client ran it on node 0.
-    with WorkerProcess("--executor", executor, "--concurrency", "1") as first, \
-            WorkerProcess("--executor", executor, "--concurrency", "1") as second:
-        clients = [connect(first, node=0, total_nodes=2), connect(second, node=1, total_nodes=2)]
-        try:
-            relay = NestedRelay(clients)
-            assert relay.value(clients[1], "dispatch_tasks:slow_then_own_node") == {"own": 1, "ran_on": 1, "slow": 4}
-            assert [m["node"] for m in relay.subtasks] == [1]
-        finally:
-            for client in clients:
-                client.close()
+    with two_nodes(executor, 1) as relay:
+        assert relay.value(relay.clients[1], "dispatch_tasks:slow_then_own_node") == {"own": 1, "ran_on": 1, "slow": 4}
+        assert [m["node"] for m in relay.subtasks] == [1]
 
 
 def test_a_parent_that_ends_cancels_the_subtasks_it_runs_on_its_node(two_slot_worker: WorkerProcess) -> None:

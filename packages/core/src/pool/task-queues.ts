@@ -85,11 +85,7 @@ export class TaskQueues {
       if (!node?.connection || node.draining) continue;
       // Pinned tasks in order; a nested one (a part of a nested broadcast) takes a nested slot, as
       // nested tasks do: a slot here may be held by its parent, or by a peer's part waiting for it.
-      const fits = ({ request: { nested, ref } }: TaskRecord) =>
-        nested
-          ? node.nestedRunning < node.nestedCapacity
-          : WITHOUT_SLOT.has(ref) || node.running.size - node.nestedRunning < nodes.limit(node, ref);
-      while (node.pinned.length > 0 && fits(node.pinned[0] as TaskRecord)) {
+      while (node.pinned.length > 0 && pinnedFits(nodes, node, node.pinned[0] as TaskRecord)) {
         const record = node.pinned.shift() as TaskRecord;
         if (record.request.nested) node.pinnedNested -= 1;
         if (!record.done) start(node, record);
@@ -112,6 +108,17 @@ export class TaskQueues {
     }
     return heldBack;
   }
+}
+
+/** Whether pinned `record` may start on `node` now (a slot or, nested, a nested slot free). */
+function pinnedFits(
+  nodes: DispatchNodes,
+  node: NodeState,
+  { request: { nested, ref } }: TaskRecord,
+): boolean {
+  return nested
+    ? node.nestedRunning < node.nestedCapacity
+    : WITHOUT_SLOT.has(ref) || node.running.size - node.nestedRunning < nodes.limit(node, ref);
 }
 
 /** Starts the nested tasks pinned to `node` behind a task waiting for a slot, while nested slots are free. */
