@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isProcessRunning, runCommand } from "./process.js";
+import { isProcessRunning, processStartTime, runCommand } from "./process.js";
 import {
   checkTestbedPrerequisites,
   cleanupStaleTestbeds,
@@ -334,7 +334,11 @@ describe.skipIf(skipReason !== undefined)("cleanupStaleTestbeds", () => {
     const veth = `skyt-${octet}-v0`;
     const bridge = `skyt-${octet}-br`;
     const directory = `/tmp/skyward-testbed-${octet}`;
-    const deadPid = spawnSync("true").pid as number;
+    // The crashed run's owner is alive while its resources are made, so that another process's sweep
+    // (a parallel suite's global setup) leaves them alone; it dies just before this sweep, as a crashed
+    // run's owner did (a sweep between the two could still take them: a window of milliseconds).
+    const owner = spawn("sleep", ["300"], { stdio: "ignore" });
+    const ownerExited = new Promise((resolve) => owner.once("exit", resolve));
     let sleeper: number | undefined;
     try {
       await runCommand(IP, ["netns", "add", namespace]);
@@ -344,12 +348,18 @@ describe.skipIf(skipReason !== undefined)("cleanupStaleTestbeds", () => {
       child.unref();
       sleeper = child.pid;
       mkdirSync(join(directory, "host0"), { recursive: true });
-      // The owner is a process that has exited: the crashed run.
       writeFileSync(
         join(directory, "owner.json"),
-        JSON.stringify({ pid: deadPid, startTime: "1", createdAt: new Date().toISOString() }),
+        JSON.stringify({
+          pid: owner.pid,
+          startTime: processStartTime(owner.pid as number),
+          createdAt: new Date().toISOString(),
+        }),
       );
       await expect.poll(() => namespacePids(namespace)).toContain(sleeper);
+      // The crash: the owner dies (and is reaped, so no zombie answers for it).
+      owner.kill("SIGKILL");
+      await ownerExited;
 
       const report = await cleanupStaleTestbeds();
 
@@ -365,6 +375,7 @@ describe.skipIf(skipReason !== undefined)("cleanupStaleTestbeds", () => {
       expect(isProcessRunning(sleeper as number)).toBe(false);
       expect(existsSync(directory)).toBe(false);
     } finally {
+      owner.kill("SIGKILL");
       if (sleeper !== undefined && isProcessRunning(sleeper)) process.kill(sleeper, "SIGKILL");
       await runCommand(IP, ["netns", "delete", namespace]);
       await runCommand(IP, ["link", "delete", bridge]);
