@@ -14,8 +14,10 @@ import { pipeline } from "node:stream/promises";
 import {
   DeleteObjectCommand,
   GetObjectCommand,
+  HeadBucketCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
+  NoSuchBucket,
   S3Client,
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
@@ -382,7 +384,10 @@ export class Storage {
     return keys;
   }
 
-  /** Whether `key` exists. */
+  /**
+   * Whether `key` exists. A bucket that does not exist is an error (`NoSuchBucket`, naming it), not
+   * `false`: a misspelt bucket must not read as "no checkpoint yet".
+   */
   async exists(bucket: string, key: string): Promise<boolean> {
     checkName("bucket", bucket);
     checkName("key", key);
@@ -390,9 +395,20 @@ export class Storage {
       await this.#client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
       return true;
     } catch (error) {
-      if (isNotFound(error)) return false;
-      throw error;
+      if (!isNotFound(error)) throw error;
     }
+    // A HEAD's 404 has no body to say whether the key or the bucket is missing: the bucket is asked.
+    const bucketMissing = await this.#client.send(new HeadBucketCommand({ Bucket: bucket })).then(
+      () => false,
+      // Another answer (a key allowed to HEAD objects only): the object's 404 stands.
+      (error: unknown) => isNotFound(error),
+    );
+    if (bucketMissing)
+      throw new NoSuchBucket({
+        message: `The bucket "${bucket}" does not exist at ${this.endpoint}`,
+        $metadata: { httpStatusCode: 404 },
+      });
+    return false;
   }
 
   /** Removes `key` (no error when it is not there, as S3 does). */

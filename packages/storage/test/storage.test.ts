@@ -133,6 +133,16 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
     expect(await store.ls("data", "nothing-here/")).toEqual([]);
   });
 
+  it("exists on a bucket that is not there is an error naming the bucket, not false (no checkpoint yet)", async () => {
+    // S3 answers HEAD of a key in a missing bucket 404 without a body: it read as "no such key".
+    const missing = await store.exists("dta", "checkpoints/latest.pt").catch((error: unknown) => error);
+    expect(missing).toBeInstanceOf(Error);
+    expect(missing).toMatchObject({ name: "NoSuchBucket" });
+    expect(String((missing as Error).message)).toContain('"dta"');
+    // A missing key in a bucket that is there is still false.
+    expect(await store.exists("data", "checkpoints/none-yet.pt")).toBe(false);
+  });
+
   it("leaves no partial file when a download fails", async () => {
     const target = join(scratch, "missing.bin");
     await expect(store.download("data", "no/such/key", target)).rejects.toMatchObject({ name: "NoSuchKey" });
