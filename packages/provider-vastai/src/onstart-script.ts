@@ -6,7 +6,6 @@
  * `watchdogGraceSeconds` without a running worker under `root` (0: no watchdog).
  */
 import { containerSelfDestructScript } from "@skyward/provider-utils";
-import type { ParsedSettings } from "./vastai-settings.js";
 
 /** Where the self-destruct command is installed on the instance. */
 export const SELF_DESTRUCT_COMMAND = "/usr/local/bin/skyward-self-destruct";
@@ -19,7 +18,7 @@ export const ONSTART_MAX_LENGTH = 4048;
  * Throws past `maxLength` (the settings' check, which names `root`, measures with no limit).
  */
 export function onstartScript(
-  settings: Pick<ParsedSettings, "watchdogGraceSeconds" | "root">,
+  settings: { readonly watchdogGraceSeconds: number; readonly root?: string | undefined },
   maxLength = ONSTART_MAX_LENGTH,
 ): string {
   const script = containerSelfDestructScript({
