@@ -6,7 +6,6 @@
  * `watchdogGraceSeconds` without a running worker under `root` (0: no watchdog).
  */
 import { containerSelfDestructScript } from "@skyward/provider-utils";
-import type { ParsedSettings } from "./vastai-settings.js";
 
 /** Where the self-destruct command is installed on the instance. */
 export const SELF_DESTRUCT_COMMAND = "/usr/local/bin/skyward-self-destruct";
@@ -14,8 +13,14 @@ export const SELF_DESTRUCT_COMMAND = "/usr/local/bin/skyward-self-destruct";
 /** Vast.ai's limit on the length of `onstart`. */
 export const ONSTART_MAX_LENGTH = 4048;
 
-/** The `onstart` script of the settings' instances; on the node `{id}` in `root` is its `$CONTAINER_ID`. */
-export function onstartScript(settings: Pick<ParsedSettings, "watchdogGraceSeconds" | "root">): string {
+/**
+ * The `onstart` script of the settings' instances; on the node `{id}` in `root` is its `$CONTAINER_ID`.
+ * Throws past `maxLength` (the settings' check, which names `root`, measures with no limit).
+ */
+export function onstartScript(
+  settings: { readonly watchdogGraceSeconds: number; readonly root?: string | undefined },
+  maxLength = ONSTART_MAX_LENGTH,
+): string {
   const script = containerSelfDestructScript({
     graceSeconds: settings.watchdogGraceSeconds,
     root: (settings.root ?? "/opt/skyward").replaceAll("{id}", "$CONTAINER_ID"),
@@ -31,7 +36,7 @@ export function onstartScript(settings: Pick<ParsedSettings, "watchdogGraceSecon
     },
   });
   // A guard for future edits of the script, which Vast.ai would refuse.
-  if (script.length > ONSTART_MAX_LENGTH)
+  if (script.length > maxLength)
     throw new Error(
       `the onstart script has ${script.length} characters, Vast.ai accepts ${ONSTART_MAX_LENGTH}`,
     );

@@ -983,6 +983,26 @@ describe("root", () => {
     expect(() => VastAI({ root: "relative" })).toThrow(/VastAI\.root/);
     expect(() => VastAI({ root: "/x/$(reboot)" })).toThrow(/VastAI\.root/);
   });
+
+  it("too long for Vast.ai's 4,048-character onstart is refused by name before any call, from code and from a config table", () => {
+    const root = `/scratch/${"d".repeat(2000)}`;
+    for (const make of [() => VastAI({ root }), () => createProviderFromConfig({ root })]) {
+      const error = (() => {
+        try {
+          make();
+        } catch (caught) {
+          return caught;
+        }
+      })();
+      expect(ConfigurationError.isInstance(error)).toBe(true);
+      const [issue] = (error as ConfigurationError).issues;
+      expect(issue?.path).toMatch(/^(VastAI\.)?root$/);
+      expect(issue?.message).toMatch(/4048/);
+    }
+    expect(fake.requests).toEqual([]);
+    // A long root that fits is kept.
+    expect(() => VastAI({ root: `/scratch/${"d".repeat(200)}` })).not.toThrow();
+  });
 });
 
 describe("container images", () => {

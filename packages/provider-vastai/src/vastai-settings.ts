@@ -9,6 +9,7 @@ import {
   shellSafePathField,
 } from "@skyward/provider-utils";
 import { z } from "zod";
+import { ONSTART_MAX_LENGTH, onstartScript } from "./onstart-script.js";
 
 /** The image instances run when none is set: Vast.ai's base image, tagged for the host's CUDA by Vast.ai. */
 export const DEFAULT_VASTAI_IMAGE = "vastai/base-image:@vastai-automatic-tag";
@@ -46,9 +47,23 @@ const settingsShape = {
   root: shellSafePathField().optional(),
 };
 
-/** Every setting checked, unknown ones refused by name (its type written out keeps each key's TSDoc published). */
-export const settingsSchema: ContainerSettingsSchema<typeof settingsShape> =
-  containerSettingsSchema(settingsShape);
+/**
+ * Every setting checked, unknown ones refused by name (its type written out keeps each key's TSDoc
+ * published); a `root` that makes the `onstart` script longer than Vast.ai accepts is refused here,
+ * before any call (Vast.ai would refuse every rent).
+ */
+export const settingsSchema: ContainerSettingsSchema<typeof settingsShape> = containerSettingsSchema(
+  settingsShape,
+).superRefine((settings, context) => {
+  if (settings.root === undefined) return;
+  const length = onstartScript(settings, Number.POSITIVE_INFINITY).length;
+  if (length > ONSTART_MAX_LENGTH)
+    context.addIssue({
+      code: "custom",
+      path: ["root"],
+      message: `expected a shorter path: with it the onstart script has ${length} characters, Vast.ai accepts ${ONSTART_MAX_LENGTH}`,
+    });
+});
 
 /** Settings of the Vast.ai provider; every field is optional. */
 export type VastAISettings = z.input<typeof settingsSchema>;

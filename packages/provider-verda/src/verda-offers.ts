@@ -69,9 +69,12 @@ export function imageFor(settings: ParsedSettings, offer: Offer): string {
   if (!offer.accelerator) return "ubuntu-24.04";
   const preferred = `ubuntu-24.04-cuda-${settings.cuda}-open`;
   if (allowed(preferred)) return preferred;
-  const version = (image: string) => Number(/cuda-(\d+)\.(\d+)/.exec(image)?.slice(1).join(".") ?? 0);
-  const cuda = supported
-    .filter((image) => /^ubuntu-24\.04-cuda-[\d.]+-open$/.test(image))
-    .sort((a, b) => version(b) - version(a));
+  // Major and minor compared as integers: CUDA 12.10 is newer than 12.9 (as decimals it sorted below).
+  const version = (image: string) => (/cuda-(\d+)\.(\d+)/.exec(image)?.slice(1) ?? []).map(Number);
+  const newer = (a: string, b: string) => {
+    const [[aMajor = 0, aMinor = 0], [bMajor = 0, bMinor = 0]] = [version(a), version(b)];
+    return bMajor - aMajor || bMinor - aMinor;
+  };
+  const cuda = supported.filter((image) => /^ubuntu-24\.04-cuda-[\d.]+-open$/.test(image)).sort(newer);
   return cuda[0] ?? supported[0] ?? preferred;
 }

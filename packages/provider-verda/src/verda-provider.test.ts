@@ -203,6 +203,22 @@ describe("prepare and provision", () => {
     );
   });
 
+  it("the type's newest CUDA image compares versions by number: CUDA 12.10 is newer than 12.9", async () => {
+    // The A100 types' `supported_os` (the instance-types answer's list of image names) with two CUDA 12 images.
+    const a100 = INSTANCE_TYPES.filter((type) => type.model === "A100");
+    const listed = a100.map((type) => type.supported_os);
+    for (const type of a100)
+      type.supported_os = ["ubuntu-24.04-cuda-12.9-open", "ubuntu-24.04-cuda-12.10-open", "ubuntu-24.04"];
+    try {
+      const { cluster } = await clusterFor({ accelerator: accelerators.A100() }, { cuda: "12.8" });
+      expect(cluster.specific.image).toBe("ubuntu-24.04-cuda-12.10-open");
+    } finally {
+      a100.forEach((type, index) => {
+        type.supported_os = listed[index] ?? [];
+      });
+    }
+  });
+
   it('"Operating system is not valid for this instance type" is a bad request, not "no capacity"', async () => {
     const { verda, cluster } = await clusterFor({
       accelerator: accelerators.H100(),

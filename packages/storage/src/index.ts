@@ -21,11 +21,11 @@ export type {
   WasabiOptions,
 } from "./presets.js";
 export { Backblaze, GCS, Hyperstack, R2, S3, Wasabi } from "./presets.js";
+export { Storage } from "./storage.js";
 export type {
   Credential,
   DownloadOptions,
   StorageOptions,
   TransferProgress,
   UploadOptions,
-} from "./storage.js";
-export { Storage } from "./storage.js";
+} from "./types.js";

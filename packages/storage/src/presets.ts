@@ -13,7 +13,8 @@
  *   storage whose access keys are made in its console or API; the endpoint is the region's, as shown there).
  */
 import { ConfigurationError } from "@skyward/core";
-import { type Credential, Storage } from "./storage.js";
+import { Storage } from "./storage.js";
+import type { Credential } from "./types.js";
 
 function required<T>(preset: string, field: string, value: T | undefined, expected: string): T {
   if (value === undefined || value === "")

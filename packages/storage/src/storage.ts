@@ -14,132 +14,19 @@ import { pipeline } from "node:stream/promises";
 import {
   DeleteObjectCommand,
   GetObjectCommand,
+  HeadBucketCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
+  NoSuchBucket,
   S3Client,
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
-import { ConfigurationError } from "@skyward/core";
-
-/** A secret given as itself or as a function that returns it (looked up when a request is signed). */
-export type Credential = string | (() => string | Promise<string>);
-
-/** Where an object store is and how to sign requests for it. */
-export interface StorageOptions {
-  /** The endpoint URL, `https://…` (or `http://…` for a local store). */
-  readonly endpoint: string;
-  /** The signing region. Default `us-east-1` (what most S3-compatible stores accept). */
-  readonly region?: string;
-  /**
-   * The access key id. Without it (and `secretKey`) the AWS SDK's default chain is used (environment,
-   * profile, instance role). A secret: never logged.
-   */
-  readonly accessKey?: Credential;
-  /** The secret access key. A secret: never logged. */
-  readonly secretKey?: Credential;
-  /** A session token for temporary credentials. A secret: never logged. */
-  readonly sessionToken?: Credential;
-  /** Path-style addressing (`endpoint/bucket/key`) instead of `bucket.endpoint/key`. Default false. */
-  readonly pathStyle?: boolean;
-}
-
-/** Bytes moved so far, reported while an upload or download runs. */
-export interface TransferProgress {
-  /** The object's key. */
-  readonly key: string;
-  /** Bytes moved so far. */
-  readonly loaded: number;
-  /** Total bytes, when known. */
-  readonly total: number | undefined;
-}
-
-/** Options of {@link Storage.upload} and {@link Storage.write}. */
-export interface UploadOptions {
-  /** The object's key. For `upload`, default: the file's base name. */
-  readonly key?: string;
-  /** The object's content type. */
-  readonly contentType?: string;
-  /** Called as parts are sent. */
-  readonly onProgress?: (progress: TransferProgress) => void;
-  /**
-   * Part size in bytes for multipart uploads: 5 MiB to 5 GiB, and large enough that the object fits
-   * in S3's 10,000 parts (refused before any byte is sent otherwise). Default 8 MiB, or the object's
-   * size / 10,000 when larger. A stream of unknown size over 80 GB needs a larger one given here.
-   */
-  readonly partSize?: number;
-  /** Parts sent at once, a whole number of at least 1. Default 4. */
-  readonly concurrency?: number;
-  /** Aborts the transfer. */
-  readonly signal?: AbortSignal;
-}
-
-/** Options of {@link Storage.download} and {@link Storage.read}. */
-export interface DownloadOptions {
-  /** Called as bytes arrive. */
-  readonly onProgress?: (progress: TransferProgress) => void;
-  /** Aborts the transfer. */
-  readonly signal?: AbortSignal;
-}
+import { cancellingParts, checkName, invalid, isNotFound, transferSettings } from "./transfer.js";
+import type { Credential, DownloadOptions, StorageOptions, UploadOptions } from "./types.js";
 
 function resolve(credential: Credential): Promise<string> {
   return Promise.resolve(typeof credential === "function" ? credential() : credential);
-}
-
-function invalid(path: string, message: string): ConfigurationError {
-  return new ConfigurationError({ issues: [{ path, message }] });
-}
-
-function checkName(what: "bucket" | "key", value: unknown): string {
-  if (typeof value !== "string" || value === "")
-    throw invalid(
-      what,
-      `expected a non-empty string, got ${typeof value === "string" ? '""' : typeof value}`,
-    );
-  return value;
-}
-
-// S3's multipart limits: https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html
-const minimumPartSize = 5 * 1024 * 1024;
-const maximumPartSize = 5 * 1024 * 1024 * 1024;
-const maximumParts = 10_000;
-const defaultPartSize = 8 * 1024 * 1024;
-
-/**
- * The part size and concurrency of one upload, checked before a byte is sent: a part size S3 rejects
- * or too small for the object would otherwise fail the upload only after up to 50 GB had gone.
- */
-function transferSettings(
-  size: number | undefined,
-  options: Pick<UploadOptions, "partSize" | "concurrency">,
-): { partSize: number; concurrency: number } {
-  const { partSize, concurrency } = options;
-  if (
-    partSize !== undefined &&
-    (!Number.isSafeInteger(partSize) || partSize < minimumPartSize || partSize > maximumPartSize)
-  )
-    throw invalid(
-      "partSize",
-      `expected a whole number of bytes from ${minimumPartSize} (5 MiB) to ${maximumPartSize} (5 GiB), got ${partSize}`,
-    );
-  if (concurrency !== undefined && (!Number.isSafeInteger(concurrency) || concurrency < 1))
-    throw invalid("concurrency", `expected a whole number of at least 1, got ${concurrency}`);
-  const chosen = partSize ?? Math.max(defaultPartSize, Math.ceil((size ?? 0) / maximumParts));
-  if (size !== undefined && Math.ceil(size / chosen) > maximumParts)
-    throw invalid(
-      "partSize",
-      `${size} bytes in parts of ${chosen} would take ${Math.ceil(size / chosen)} parts; S3 allows ${maximumParts}: give at least ${Math.ceil(size / maximumParts)}`,
-    );
-  return { partSize: chosen, concurrency: concurrency ?? 4 };
-}
-
-function isNotFound(error: unknown): boolean {
-  const candidate = error as { name?: string; $metadata?: { httpStatusCode?: number } };
-  return (
-    candidate?.name === "NotFound" ||
-    candidate?.name === "NoSuchKey" ||
-    candidate?.$metadata?.httpStatusCode === 404
-  );
 }
 
 /**
@@ -271,18 +158,20 @@ export class Storage {
     { partSize, concurrency }: { partSize: number; concurrency: number },
     options: Omit<UploadOptions, "key">,
   ): Promise<void> {
-    // The signal fails the body rather than calling upload.abort(): lib-storage's abort rejects
-    // done() at once while parts still upload, and aborts the multipart upload later, in the
-    // background (never, once the store is closed), its parts stored and billed. A failed body makes
-    // done() wait: the parts in flight end, the multipart upload is aborted, then it rejects.
+    // The signal fails the body and cancels the part uploads in flight rather than calling
+    // upload.abort(): lib-storage's abort rejects done() at once while parts still upload, and aborts
+    // the multipart upload later, in the background (never, once the store is closed), its parts
+    // stored and billed. Failed parts make done() abort the multipart upload, then reject; without
+    // their cancelling it waited for each part in flight to finish (minutes on a slow link).
     const source =
       typeof body === "string"
         ? Readable.from([Buffer.from(body)])
         : body instanceof Uint8Array
           ? Readable.from([Buffer.from(body.buffer, body.byteOffset, body.byteLength)])
           : body;
+    const parts = new AbortController();
     const upload = new Upload({
-      client: this.#client,
+      client: cancellingParts(this.#client, parts.signal),
       params: {
         Bucket: bucket,
         Key: key,
@@ -299,11 +188,18 @@ export class Storage {
         onProgress({ key, loaded: progress.loaded ?? 0, total: progress.total ?? size }),
       );
     const signal = options.signal;
-    const abort = () => source.destroy(signal?.reason);
+    const abort = () => {
+      source.destroy(signal?.reason);
+      parts.abort(signal?.reason);
+    };
     signal?.throwIfAborted();
     signal?.addEventListener("abort", abort, { once: true });
     try {
       await upload.done();
+    } catch (error) {
+      // The signal's reason, not whichever part's cancelling came first.
+      if (signal?.aborted) throw signal.reason;
+      throw error;
     } finally {
       signal?.removeEventListener("abort", abort);
     }
@@ -382,7 +278,10 @@ export class Storage {
     return keys;
   }
 
-  /** Whether `key` exists. */
+  /**
+   * Whether `key` exists. A bucket that does not exist is an error (`NoSuchBucket`, naming it), not
+   * `false`: a misspelt bucket must not read as "no checkpoint yet".
+   */
   async exists(bucket: string, key: string): Promise<boolean> {
     checkName("bucket", bucket);
     checkName("key", key);
@@ -390,9 +289,20 @@ export class Storage {
       await this.#client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
       return true;
     } catch (error) {
-      if (isNotFound(error)) return false;
-      throw error;
+      if (!isNotFound(error)) throw error;
     }
+    // A HEAD's 404 has no body to say whether the key or the bucket is missing: the bucket is asked.
+    const bucketMissing = await this.#client.send(new HeadBucketCommand({ Bucket: bucket })).then(
+      () => false,
+      // Another answer (a key allowed to HEAD objects only): the object's 404 stands.
+      (error: unknown) => isNotFound(error),
+    );
+    if (bucketMissing)
+      throw new NoSuchBucket({
+        message: `The bucket "${bucket}" does not exist at ${this.endpoint}`,
+        $metadata: { httpStatusCode: 404 },
+      });
+    return false;
   }
 
   /** Removes `key` (no error when it is not there, as S3 does). */

@@ -14,6 +14,7 @@ import { ConfigurationError } from "@skyward/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Backblaze, GCS, Hyperstack, R2, S3, Storage, type TransferProgress, Wasabi } from "../src/index.js";
 import { type MotoS3, motoSkipReason, startMotoS3 } from "./moto-s3.js";
+import { startStallProxy } from "./stall-proxy.js";
 
 const skip = motoSkipReason();
 
@@ -133,6 +134,16 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
     expect(await store.ls("data", "nothing-here/")).toEqual([]);
   });
 
+  it("exists on a bucket that is not there is an error naming the bucket, not false (no checkpoint yet)", async () => {
+    // S3 answers HEAD of a key in a missing bucket 404 without a body: it read as "no such key".
+    const missing = await store.exists("dta", "checkpoints/latest.pt").catch((error: unknown) => error);
+    expect(missing).toBeInstanceOf(Error);
+    expect(missing).toMatchObject({ name: "NoSuchBucket" });
+    expect(String((missing as Error).message)).toContain('"dta"');
+    // A missing key in a bucket that is there is still false.
+    expect(await store.exists("data", "checkpoints/none-yet.pt")).toBe(false);
+  });
+
   it("leaves no partial file when a download fails", async () => {
     const target = join(scratch, "missing.bin");
     await expect(store.download("data", "no/such/key", target)).rejects.toMatchObject({ name: "NoSuchKey" });
@@ -238,6 +249,50 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
       admin.destroy();
     }
   });
+
+  it("an aborted upload rejects without waiting for the parts in flight, and aborts the multipart upload", async () => {
+    const source = join(scratch, "stalled.bin");
+    await writeFile(source, randomBytes(30 * 1024 * 1024));
+    // Part 1 goes through to moto; every later part is read by the proxy and never answered (a stuck link).
+    const proxy = await startStallProxy(moto.endpoint, (request) => {
+      const part = new URL(request.url ?? "/", "http://x").searchParams.get("partNumber");
+      return request.method === "PUT" && Number(part) >= 2;
+    });
+    const own = new Storage({ endpoint: proxy.endpoint, accessKey: "a", secretKey: "b", pathStyle: true });
+    const admin = new S3Client({
+      endpoint: moto.endpoint,
+      region: "us-east-1",
+      forcePathStyle: true,
+      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
+    });
+    try {
+      const controller = new AbortController();
+      const upload = own
+        .upload("data", source, {
+          key: "stalled/model.bin",
+          partSize: 5 * 1024 * 1024,
+          concurrency: 2,
+          signal: controller.signal,
+        })
+        .then(
+          () => "finished",
+          (error: unknown) => error,
+        );
+      await proxy.firstHeld;
+      controller.abort();
+      // Before, it waited for the held parts, which never end: this never settled.
+      expect(await upload).toMatchObject({ name: "AbortError" });
+      expect(proxy.held.length).toBeGreaterThanOrEqual(1);
+      const listed = await admin.send(
+        new ListMultipartUploadsCommand({ Bucket: "data", Prefix: "stalled/" }),
+      );
+      expect(listed.Uploads ?? []).toEqual([]);
+    } finally {
+      own.close();
+      admin.destroy();
+      await proxy.close();
+    }
+  }, 60_000);
 
   it("never shows its credentials", async () => {
     const shown = `${inspect(store)} ${JSON.stringify(store)} ${String(Object.keys(store))}`;

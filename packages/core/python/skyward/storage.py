@@ -53,6 +53,11 @@ async def _await(value: Awaitable[str]) -> str:
     return await value
 
 
+def _status(error: Exception) -> Optional[int]:
+    """The HTTP status of a botocore ``ClientError``, or None for any other error."""
+    return getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+
+
 def _name(field: str, value: object, pattern: str, expected: str) -> str:
     """``value`` when it is a name that fits an endpoint's host (as ``@skyward/storage`` checks it)."""
     if not isinstance(value, str) or not re.fullmatch(pattern, value):
@@ -163,15 +168,26 @@ class Storage:
         return keys
 
     def exists(self, bucket: str, key: str) -> bool:
-        """Whether ``key`` exists."""
+        """Whether ``key`` exists. A bucket that does not exist raises ``NoSuchBucket`` naming it:
+        a misspelt bucket must not read as "no checkpoint yet"."""
+        s3 = self._s3()
         try:
-            self._s3().head_object(Bucket=bucket, Key=key)
+            s3.head_object(Bucket=bucket, Key=key)
             return True
         except Exception as error:  # botocore's ClientError, without importing it at module level
-            status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if status == 404:
-                return False
-            raise
+            if _status(error) != 404:
+                raise
+        # A HEAD's 404 has no body to say whether the key or the bucket is missing: the bucket is asked.
+        try:
+            s3.head_bucket(Bucket=bucket)
+        except Exception as error:
+            # Another answer (a key allowed to HEAD objects only): the object's 404 stands.
+            if _status(error) == 404:
+                message = f"The bucket {bucket!r} does not exist at {self.endpoint}"
+                answer = {"Error": {"Code": "NoSuchBucket", "Message": message, "BucketName": bucket},
+                          "ResponseMetadata": {"HTTPStatusCode": 404}}
+                raise s3.exceptions.NoSuchBucket(answer, "HeadObject") from None
+        return False
 
     def rm(self, bucket: str, key: str) -> None:
         """Removes ``key`` (no error when it is not there)."""

@@ -104,6 +104,14 @@ SCRIPT = textwrap.dedent(
         assert store.ls("data", prefix="ckpt/") == ["ckpt/model.bin"]
         assert sorted(store.ls("data")) == ["ckpt/model.bin", "model.bin"]
         assert store.exists("data", "ckpt/model.bin") and not store.exists("data", "nope")
+        # A missing bucket is an error naming it: S3's HEAD 404 has no body, so it read as "no such
+        # key" (a misspelt bucket as "no checkpoint yet", a job starting over).
+        try:
+            store.exists("dta", "ckpt/model.bin")
+        except store._s3().exceptions.NoSuchBucket as error:
+            assert "'dta'" in str(error), str(error)
+        else:
+            raise AssertionError("exists() on a missing bucket did not raise")
         target = os.path.join(work, "out", "model.bin")
         store.download("data", "ckpt/model.bin", target)
         assert open(target, "rb").read() == open(source, "rb").read()
