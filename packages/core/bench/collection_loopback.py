@@ -5,7 +5,7 @@ connection of its own (``collection_direct``). Prints microseconds per strong co
 per lock acquire + release, timed in a task thread on the head and on node 1, beside the floor: a
 blocking 1-byte echo between two processes; and the head process's CPU per operation (an increment,
 or half a lock cycle) and its task thread's own, which a busy machine sways less than the wall-clock
-figures. A profiling aid for the far bench's collection rows
+figures; and this Python's speed (figures compare only between interpreters of the same speed). A profiling aid for the far bench's collection rows
 (docs/benchmarks.md, "The far client"); figures are printed, never asserted.
 
     python packages/core/bench/collection_loopback.py [--ops 2000] [--rounds 3]
@@ -195,6 +195,23 @@ def main() -> None:
             print(f"{what:>9} in a task on {where:<6}: {value:7.1f} µs = {value / floor:5.1f}× the floor")
         print(f"the head process's CPU per operation (tasks on {where}): {head_cpu[where]:.1f} µs")
     print(f"the head's task thread's own CPU per operation: {task_thread_cpu:.1f} µs")
+    print(interpreter())
+
+
+def interpreter() -> str:
+    """This Python and its speed (as the test bed's ``far_tasks.interpreter`` measures it: a fixed
+    loop's thread CPU, best of 200), so this harness's figures are compared with the test bed's on
+    interpreters of the same speed."""
+    table = {"a": 1}
+    best = None
+    for _ in range(200):
+        started = time.thread_time_ns()
+        for _ in range(1000):
+            table.get("a")
+            len(table)
+        spent = time.thread_time_ns() - started
+        best = spent if best is None else min(best, spent)
+    return f"Python {sys.version.split()[0]} ({sys.executable}): {(best or 0) / 1000:.1f} µs per reference loop"
 
 
 def _cpu_seconds() -> float:
