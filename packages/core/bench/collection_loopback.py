@@ -5,7 +5,9 @@ connection of its own (``collection_direct``). Prints microseconds per strong co
 per lock acquire + release, timed in a task thread on the head and on node 1, beside the floor: a
 blocking 1-byte echo between two processes; and the head process's CPU per operation (an increment,
 or half a lock cycle) and its task thread's own, which a busy machine sways less than the wall-clock
-figures. A profiling aid for the far bench's collection rows
+figures; the copy's process's CPU per operation; a lean path's bound (:func:`_lean`: what one writer
+on an idle copy channel could cost at best, the store's apply and one hand-packed frame); and this
+Python's speed (figures compare only between interpreters of the same speed). A profiling aid for the far bench's collection rows
 (docs/benchmarks.md, "The far client"); figures are printed, never asserted.
 
     python packages/core/bench/collection_loopback.py [--ops 2000] [--rounds 3]
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import math
 import multiprocessing
 import os
 import resource
@@ -173,10 +176,13 @@ def main() -> None:
         return future.result()
 
     operations = flags.ops * flags.rounds * 3  # an increment, or half a lock cycle
-    spent, spent_here = _cpu_seconds(), time.thread_time_ns()
+    spent, spent_here, spent_copy = _cpu_seconds(), time.thread_time_ns(), _process_cpu(replica.pid)
     on_head = _timed(call, flags.ops, flags.rounds)
     head_cpu = {"head": (_cpu_seconds() - spent) / operations * 1e6}
+    copy_cpu = (_process_cpu(replica.pid) - spent_copy) / operations * 1e6
     task_thread_cpu = (time.thread_time_ns() - spent_here) / operations / 1000
+
+    lean, lean_cpu = _lean(context, loop, flags.ops, flags.rounds)
 
     direct_listener = socket.create_server(("127.0.0.1", 0))
     results = context.Queue()
@@ -195,12 +201,87 @@ def main() -> None:
             print(f"{what:>9} in a task on {where:<6}: {value:7.1f} µs = {value / floor:5.1f}× the floor")
         print(f"the head process's CPU per operation (tasks on {where}): {head_cpu[where]:.1f} µs")
     print(f"the head's task thread's own CPU per operation: {task_thread_cpu:.1f} µs")
+    print(f"the copy's process's CPU per operation (tasks on head): {copy_cpu:.0f} µs (clock ticks: ±10 µs)")
+    for what, value in lean.items():
+        print(f"{what:>9}, the lean path's bound: {value:7.1f} µs = {value / floor:5.1f}× the floor")
+    print(f"the lean path's task thread's own CPU per operation: {lean_cpu:.1f} µs")
+    print(interpreter())
+
+
+def _lean(context: Any, loop: asyncio.AbstractEventLoop, ops: int, rounds: int) -> Tuple[dict, float]:
+    """What a lean path for one writer on an idle copy channel could cost at best (a reference, not
+    the runtime's path): the store's apply under its lock, the copy's compact ``replicate`` frame
+    packed by hand and sent, a blocking ``recv`` of its ``acked``, its seq checked — no ``Future``, no
+    decoder, no turns between readers, no interrupt holds; to a replica process of its own. The
+    figures and the task thread's own CPU per operation."""
+    import struct
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    replica = context.Process(target=_replica, args=(listener.getsockname()[1],), daemon=True)
+    replica.start()
+    sock, _ = listener.accept()
+    tune(sock)
+    store = CollectionStore(loop)
+    prefix, head, i64, u16 = struct.Struct(">II"), struct.Struct(">qqH"), struct.Struct(">q"), struct.Struct(">H")
+    mark = 0xFF010000 | 1 << 8  # a compact frame of kind 1: replicate (collection_frames.py)
+    name = u16.pack(1) + b"c"
+    holder = u16.pack(6) + b"0/task"
+    seqs = iter(range(1, 10**9))
+    ids = iter(range(1, 10**9))
+
+    def call(op: List[Any]) -> Any:
+        answers: List[Any] = []
+        with store.lock:
+            store.apply("0/task", op, answers.append, ("direct", next(ids)))
+            seq = next(seqs)
+            if op[0] == "counter":
+                state = b"\x00" + name + i64.pack(answers[0][1])
+            else:
+                state = b"\x01" + u16.pack(1) + b"l" + (holder if op[2] == "acquire" else b"\xff\xff")
+            body = head.pack(0, seq, 1) + state
+            sock.send(prefix.pack(mark, len(body)) + body)
+        ack = sock.recv(64)
+        if len(ack) != 16 or i64.unpack_from(ack, 8)[0] != seq:
+            raise RuntimeError(f"unexpected ack {ack!r} for seq {seq}")
+        return answers[0]
+
+    spent = time.thread_time_ns()
+    figures = _timed(call, ops, rounds)
+    cpu = (time.thread_time_ns() - spent) / (ops * rounds * 3) / 1000
+    sock.close()
+    return figures, cpu
+
+
+def interpreter() -> str:
+    """This Python and its speed (as the test bed's ``far_tasks.interpreter`` measures it: a fixed
+    loop's thread CPU, best of 200), so this harness's figures are compared with the test bed's on
+    interpreters of the same speed."""
+    table = {"a": 1}
+    best = None
+    for _ in range(200):
+        started = time.thread_time_ns()
+        for _ in range(1000):
+            table.get("a")
+            len(table)
+        spent = time.thread_time_ns() - started
+        best = spent if best is None else min(best, spent)
+    return f"Python {sys.version.split()[0]} ({sys.executable}): {(best or 0) / 1000:.1f} µs per reference loop"
 
 
 def _cpu_seconds() -> float:
     """This process's CPU time (all its threads): less swayed by a busy machine than the wall's."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def _process_cpu(pid: int) -> float:
+    """Another process's CPU seconds (user + system), from /proc (NaN where there is none)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _free_port() -> int:

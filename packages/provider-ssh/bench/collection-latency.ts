@@ -4,11 +4,13 @@
  * busy machine): a strong `counter.increment()` and a lock acquire + release in a task on node 0
  * (the head, which holds the collections) and on node 1, `--rounds` times each, beside the floor
  * measured in the same run (one host-to-host round trip: a blocking 1-byte echo from node 0 to
- * node 1), and how many of node 1's answers its copy of the collections gave. The collections never cross the client's link, so the hosts are reached directly.
+ * node 1), how many of node 1's answers its copy of the collections gave, the task thread's own CPU
+ * per increment, and each worker's Python and its speed (a fixed loop's CPU: the figures are
+ * mostly Python's CPU, so they compare only between interpreters of the same speed). The collections never cross the client's link, so the hosts are reached directly.
  * Figures are printed, never asserted.
  *
  *     pnpm -s turbo run build --filter @skyward/provider-ssh...
- *     node packages/provider-ssh/bench/collection-latency.ts [--ops 1000] [--rounds 3]
+ *     node packages/provider-ssh/bench/collection-latency.ts [--ops 1000] [--rounds 3] [--python /usr/bin/python3.11]
  */
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -17,7 +19,12 @@ import { createTestbed, requireTestbed, testbedSshHosts, useScratchSkywardHome }
 import { SSH } from "../dist/index.js";
 
 const { values: flags } = parseArgs({
-  options: { ops: { type: "string", default: "1000" }, rounds: { type: "string", default: "3" } },
+  options: {
+    ops: { type: "string", default: "1000" },
+    rounds: { type: "string", default: "3" },
+    // the hosts' interpreter (image.python's forms); default: the image's own choice
+    python: { type: "string" },
+  },
 });
 const ops = Number(flags.ops);
 const rounds = Number(flags.rounds);
@@ -27,6 +34,8 @@ const lockCycles = sky.python<[number], number>("far_tasks:lock_cycles");
 const startEcho = sky.python<[number], number>("far_tasks:start_echo");
 const peerRoundTrip = sky.python<[string, number, number], number>("far_tasks:peer_round_trip");
 const answeredByCopy = sky.python<[], number>("far_tasks:answered_by_copy");
+const incrementCpu = sky.python<[number], number>("far_tasks:increment_cpu");
+const interpreter = sky.python<[], string>("far_tasks:interpreter");
 
 const skip = await requireTestbed();
 if (skip !== undefined) {
@@ -40,7 +49,7 @@ try {
     provider: SSH({ hosts: testbedSshHosts(bed) }),
     nodes: 2,
     ttl: 0,
-    image: { includes: [tasksFile] },
+    image: { includes: [tasksFile], ...(flags.python === undefined ? {} : { python: flags.python }) },
     options: { console: false, bootstrapTimeout: 300 },
   });
   const echoPort = await pool.run(startEcho(7007), { target: 1 });
@@ -60,6 +69,9 @@ try {
     }
     lines.push(`node ${node}: strong increment ${figures(increment)}`);
     lines.push(`node ${node}: lock acquire + release (two writes) ${figures(lock)}`);
+    const cpu = await pool.run(incrementCpu(ops), { target: node });
+    lines.push(`node ${node}: the task thread's own CPU per strong increment ${cpu.toFixed(3)} ms`);
+    lines.push(`node ${node}: ${await pool.run(interpreter(), { target: node })}`);
   }
   // Node 1 holds the copy: its writes are answered there (-1: a runtime without that path).
   lines.push(`node 1: answers given by its copy: ${await pool.run(answeredByCopy(), { target: 1 })}`);
