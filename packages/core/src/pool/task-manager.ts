@@ -88,7 +88,7 @@ function taskSettings(options: TaskManagerOptions): TaskSettings {
 export class TaskManager {
   readonly #schedule = new AdaptiveSchedule();
   readonly #nodes = new DispatchNodes(this.#schedule);
-  readonly #queues = new TaskQueues(this.#nodes, this.#schedule);
+  readonly #queues = new TaskQueues(this.#nodes, this.#schedule, () => this.#settings.retries);
   readonly #events: TaskEvents;
   readonly #output: OutputLines;
   readonly #settings: TaskSettings;

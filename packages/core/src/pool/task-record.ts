@@ -173,6 +173,14 @@ export function interruptedTask(record: TaskRecord, defaultRetries: number): Int
   };
 }
 
+/**
+ * Whether `record` may not run again if its node is lost (its retries are off or used up): such a
+ * task is not prefetched onto a node, since a node lost with it waiting there could not run it again.
+ */
+export function runsOnce(record: TaskRecord, defaultRetries: number): boolean {
+  return record.interruptions >= (record.request.retries ?? defaultRetries);
+}
+
 /** Fails the tasks among `records` not done yet with the error `error` makes for each. */
 export function failWaiting(records: Iterable<TaskRecord>, error: (record: TaskRecord) => Error): void {
   for (const record of records) {
