@@ -97,3 +97,56 @@ describe("a replacement asked for at an interruption notice", () => {
     expect(node1?.since).toBeLessThan(destroyed?.timestamp ?? 0);
   }, 120_000);
 });
+
+describe("a replacement asked for at a notice, when terminating the interrupted instance fails", () => {
+  it("is terminated with the node let go of, not left running", async () => {
+    const local = sky.Local({ hourlyPrice: PRICE });
+    let interruptible = true;
+    let provisions = 0;
+    let asked = "";
+    let victim = "";
+    let refused = false;
+    const terminated: string[] = [];
+    const provider: sky.ProviderV1<sky.LocalCluster> = {
+      ...local,
+      interruptionNotice: ({ instance }) =>
+        interruptible
+          ? { kind: "aws-imds", endpoint: imds.endpointFor(instance.id), intervalSeconds: 0.2 }
+          : null,
+      async provision(options) {
+        provisions += 1;
+        const instances = await local.provision(options);
+        if (provisions === 2) asked = instances[0]?.id ?? "";
+        return instances;
+      },
+      async terminate(options) {
+        // The cloud's API fails once on the interrupted instance (a throttle, a timeout).
+        if (!refused && options.ids.includes(victim)) {
+          refused = true;
+          throw new Error("RequestLimitExceeded (test)");
+        }
+        await local.terminate(options);
+        terminated.push(...options.ids);
+      },
+    };
+    const pool = await sky.compute({
+      provider,
+      nodes: 2,
+      image: { metrics: null },
+      options: { console: false, reconcileTickInterval: 1 },
+    });
+    try {
+      interruptible = false; // replacements get no notices
+      victim = pool.nodes()[1]?.instanceId ?? "";
+      imds.interrupt(victim);
+      // Nothing runs on node 1: it drains at once, its terminate fails, the node is let go of.
+      expect(await eventually(() => refused && asked !== "", 60_000)).toBe(true);
+      expect(await eventually(() => terminated.includes(victim), 60_000)).toBe(true);
+      // The instance asked for at the notice went with it (it bills from its creation otherwise).
+      expect(await eventually(() => terminated.includes(asked), 30_000)).toBe(true);
+    } finally {
+      await pool.close();
+    }
+    expect(terminated).toContain(asked);
+  }, 120_000);
+});
