@@ -91,6 +91,8 @@ export interface TaskRecord extends TaskTicket {
    * takes the new run for it.
    */
   wireId: string;
+  /** Whether this run's `submit` was written to its node (before that, the worker has none of it). */
+  submitted: boolean;
   /** Runs cut short by the loss of their node (those withdrawn before they started do not count). */
   interruptions: number;
   /** Stream items delivered to the submitter. */
@@ -215,6 +217,7 @@ export function newTaskRecord(
     children: undefined,
     attempt: 1,
     wireId: id,
+    submitted: false,
     interruptions: 0,
     itemsDelivered: 0,
     skipItems: 0,
@@ -249,6 +252,7 @@ export function submitMessage(
 /** `record`'s next run starts on `node`: it runs there under a wire id of its own. */
 export function beginRun(record: TaskRecord, node: NodeState): void {
   record.node = node;
+  record.submitted = false;
   record.startedAt = performance.now();
   record.begunAt = record.startedAt;
   node.running.set(record.id, record);
