@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { Instance } from "../contract/types.js";
 import { EventHub } from "../observe/events.js";
 import type { Budget } from "../spec/options.js";
 import { BudgetWatch } from "./budget.js";
@@ -81,6 +82,45 @@ describe("CostMeter, from a pool's events", () => {
     // frozen from then on
     expect(meter.total(t0 + 10 * HOUR)).toBeCloseTo(4 + 1 + 6);
     expect(meter.snapshot(t0 + 10 * HOUR).nodes).toEqual([]);
+  });
+});
+
+describe("CostMeter, from the instances' creation", () => {
+  const offer = { spotPrice: 1, onDemandPrice: 2 };
+  const instance = (id: string, hourlyPrice: number | null = null) =>
+    ({ id, hourlyPrice, spot: false }) as Instance;
+
+  it("bills an instance from its creation, though its node comes later, and lists it once it has one", () => {
+    const hub = new EventHub();
+    const meter = new CostMeter();
+    meter.observe(hub);
+    const t0 = 1_000_000;
+    // Created at the provider (an interruption notice's replacement, or one still starting) at t0.
+    meter.billing().created([instance("i-r")], offer, t0);
+    expect(meter.hourlyRate).toBe(2);
+    expect(meter.snapshot(t0 + HOUR).nodes).toEqual([]);
+    expect(meter.total(t0 + HOUR)).toBeCloseTo(2);
+    // Its node takes it an hour later (the old node drained): counted from t0 all the same.
+    provisioned(hub, 1, "i-r", 2, t0 + HOUR);
+    const snapshot = meter.snapshot(t0 + 2 * HOUR);
+    expect(snapshot.total).toBeCloseTo(4);
+    expect(snapshot.nodes.map((node) => [node.node, node.instanceId, node.since])).toEqual([[1, "i-r", t0]]);
+    expect(snapshot.nodes[0]?.total).toBeCloseTo(4);
+  });
+
+  it("bills an instance that never became a node until it was terminated", () => {
+    const meter = new CostMeter();
+    const t0 = 1_000_000;
+    const billing = meter.billing();
+    // Created, then given up before it ran (a timeout, a failed start): its own price, from creation.
+    billing.created([instance("i-x", 3), instance("i-y")], offer, t0);
+    expect(meter.hourlyRate).toBe(5);
+    billing.terminated(["i-x", "i-y"], t0 + HOUR / 2);
+    expect(meter.hourlyRate).toBe(0);
+    expect(meter.total(t0 + 10 * HOUR)).toBeCloseTo(2.5);
+    // Told again (a node.destroyed after a terminate the meter heard of), nothing changes.
+    billing.terminated(["i-x"], t0 + HOUR);
+    expect(meter.total(t0 + 10 * HOUR)).toBeCloseTo(2.5);
   });
 });
 

@@ -1,9 +1,12 @@
 /**
  * What a pool costs: each instance's hourly price (from its offer) times how long the pool has held
- * it, from the moment it was provisioned until it was terminated. Kept from the pool's own events
- * (`node.provisioned`, `node.destroyed`, `pool.destroyed`: a replaced node's lost instance is
- * destroyed and its new one provisioned), so every path that adds or removes a node is counted
- * without the meter being called from it.
+ * it, from the moment the provider created it (billing starts there on most clouds) until it was
+ * terminated. Nodes are kept from the pool's own events (`node.provisioned`, `node.destroyed`,
+ * `pool.destroyed`: a replaced node's lost instance is destroyed and its new one provisioned), so
+ * every path that adds or removes a node is counted without the meter being called from it. An
+ * instance is created before it is a node — while it starts, or asked for at an interruption notice
+ * and taken only once the old node drained — and may never become one (it did not start in time, or
+ * went away): provisioning tells the meter of those itself ({@link InstanceBilling}).
  */
 import type { Instance, Offer } from "../contract/types.js";
 import type { EventHub } from "../observe/events.js";
@@ -50,10 +53,26 @@ export function instanceHourlyPrice(
 }
 
 interface Running {
-  readonly node: number;
+  /** Its node; undefined while it is not one yet (starting, or a replacement waiting for its node). */
+  readonly node: number | undefined;
   readonly instanceId: string;
   readonly hourlyPrice: number;
   readonly since: number;
+}
+
+/**
+ * What provisioning tells the meter of instances that are not nodes (yet): each one created, from
+ * the moment the provider returned it, and each one it terminated.
+ */
+export interface InstanceBilling {
+  /** `instances` of `offer` were created at the provider at `at`: they cost from then on. */
+  created(
+    instances: readonly Pick<Instance, "id" | "hourlyPrice" | "spot">[],
+    offer: Pick<Offer, "spotPrice" | "onDemandPrice">,
+    at?: number,
+  ): void;
+  /** Instances `ids` were terminated at `at` (a terminate that failed is not said: they may bill on). */
+  terminated(ids: readonly string[], at?: number): void;
 }
 
 const MS_PER_HOUR = 3_600_000;
@@ -95,11 +114,39 @@ export class CostMeter {
     return () => this.#listeners.delete(listener);
   }
 
-  /** Instance `instanceId` of node `node` costs `hourlyPrice` USD per hour from `at` on. */
+  /**
+   * Instance `instanceId` of node `node` costs `hourlyPrice` USD per hour from `at` on; one already
+   * billed since its creation ({@link billing}) keeps its start, and is the node's from now on.
+   */
   start(node: number, instanceId: string, hourlyPrice: number, at: number = Date.now()): void {
-    if (this.#running.has(instanceId)) return;
-    this.#running.set(instanceId, { node, instanceId, hourlyPrice, since: at });
+    const created = this.#running.get(instanceId);
+    if (created?.node !== undefined) return;
+    this.#running.set(instanceId, { node, instanceId, hourlyPrice, since: created?.since ?? at });
     this.#changed();
+  }
+
+  /** How provisioning tells this meter of the instances it creates and terminates. */
+  billing(): InstanceBilling {
+    return {
+      created: (instances, offer, at = Date.now()) => {
+        let added = false;
+        for (const instance of instances) {
+          if (this.#running.has(instance.id)) continue;
+          const hourlyPrice = instanceHourlyPrice(instance, offer);
+          this.#running.set(instance.id, {
+            node: undefined,
+            instanceId: instance.id,
+            hourlyPrice,
+            since: at,
+          });
+          added = true;
+        }
+        if (added) this.#changed();
+      },
+      terminated: (ids, at = Date.now()) => {
+        for (const id of ids) this.stop(id, at);
+      },
+    };
   }
 
   /** Instance `instanceId` costs nothing from `at` on (terminated). */
@@ -133,9 +180,10 @@ export class CostMeter {
     return total;
   }
 
-  /** The pool's cost at `now`. */
+  /** The pool's cost at `now` (instances not a node yet count in its rate and total, not its `nodes`). */
   snapshot(now: number = Date.now()): PoolCost {
     const nodes = [...this.#running.values()]
+      .filter((running): running is Running & { node: number } => running.node !== undefined)
       .map((running) => ({ ...running, total: accrued(running, now) }))
       .sort((a, b) => a.node - b.node);
     return { currency: "USD", hourlyRate: this.hourlyRate, total: this.total(now), nodes };

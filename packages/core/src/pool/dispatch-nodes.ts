@@ -184,14 +184,17 @@ export class DispatchNodes {
     return new Promise((resolve) => node.idleWaiters.push(resolve));
   }
 
-  /** Tasks `node` may have in flight (nested ones apart) when the next to place is `ref`'s. */
-  limit(node: NodeState, ref: string): number {
-    return slotLimit(this.#schedule, node, ref);
+  /** Tasks `node` may have in flight (nested ones apart) when the next to place is `ref`'s (`once`: see {@link slotLimit}). */
+  limit(node: NodeState, ref: string, once = false): number {
+    return slotLimit(this.#schedule, node, ref, once);
   }
 
-  /** The next node, round robin, with a free nested slot or a free slot for a task of `ref` (`last` last). */
-  nextFree(nested: boolean, ref: string, last?: number): NodeState | undefined {
-    const node = nextFreeNode(this.#schedule, this.#nodes, this.#roundRobin, nested, ref, last);
+  /**
+   * The next node, round robin, with a free nested slot or a free slot for a task of `ref` (`last`
+   * last); for a task that runs `once`, a free worker slot.
+   */
+  nextFree(nested: boolean, ref: string, last?: number, once = false): NodeState | undefined {
+    const node = nextFreeNode(this.#schedule, this.#nodes, this.#roundRobin, nested, ref, last, once);
     if (node) this.#roundRobin = (node.index + 1) % this.#nodes.length;
     return node;
   }

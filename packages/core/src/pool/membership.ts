@@ -87,6 +87,7 @@ export class Membership {
       count,
       signal,
       provisionProgressEvents(this.#context, provider.name),
+      this.#context.billing,
     );
   }
 
@@ -280,7 +281,7 @@ export class Membership {
         this.#growing -= count;
         if (signal.aborted) {
           for (const index of indices) pending.delete(index);
-          await terminateQuietly(provider, cluster, instances);
+          await terminateQuietly(provider, cluster, instances, context.billing);
           return;
         }
         for (const [position, index] of indices.entries()) {
@@ -355,23 +356,7 @@ export class Membership {
     // An instance asked for after an interruption notice goes too: the node it was for is let go.
     const asked = await node.nextInstance?.then((instance) => instance.id).catch(() => undefined);
     node.nextInstance = undefined;
-    try {
-      const { provider, cluster } = placement(context);
-      await provider.terminate({
-        cluster,
-        ids: asked !== undefined ? [node.instance.id, asked] : [node.instance.id],
-        signal: AbortSignal.timeout(context.options.shutdownTimeout * 1000),
-      });
-      context.hub.emit({
-        type: "node.destroyed",
-        timestamp: Date.now(),
-        poolId: context.id,
-        node: node.index,
-        instanceId: node.instance.id,
-      });
-    } catch (error) {
-      reportError(context, `terminating node ${node.index} (${node.instance.id}) failed`, error, node.index);
-    }
+    await terminateNode(context, node, asked);
   }
 
   /** Growth failed: the next attempt waits a tick, doubling with each failure in a row, up to 5 minutes. */
@@ -427,6 +412,33 @@ export class Membership {
 
   #sizeFailed(error: Error): void {
     for (const waiter of [...this.#sizeWaiters]) waiter.fail(error);
+  }
+}
+
+/** Terminates a node let go of (and the replacement `asked` for it), reporting a failure. */
+async function terminateNode(
+  context: PoolContext,
+  node: NodeRuntime,
+  asked: string | undefined,
+): Promise<void> {
+  try {
+    const { provider, cluster } = placement(context);
+    await provider.terminate({
+      cluster,
+      ids: asked !== undefined ? [node.instance.id, asked] : [node.instance.id],
+      signal: AbortSignal.timeout(context.options.shutdownTimeout * 1000),
+    });
+    context.hub.emit({
+      type: "node.destroyed",
+      timestamp: Date.now(),
+      poolId: context.id,
+      node: node.index,
+      instanceId: node.instance.id,
+    });
+    // The replacement asked for it, billed since it was created, is no node's: said here.
+    if (asked !== undefined) context.billing?.terminated([asked]);
+  } catch (error) {
+    reportError(context, `terminating node ${node.index} (${node.instance.id}) failed`, error, node.index);
   }
 }
 

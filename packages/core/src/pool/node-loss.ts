@@ -122,7 +122,8 @@ export function createNodeWatchers(context: PoolContext, membership: ReplacingMe
       replaced(node, unreplaced.get(node.index) ?? previous.id);
       unreplaced.delete(node.index);
     } catch (error) {
-      node.nextInstance = undefined;
+      // An instance asked for at a notice and not taken yet stays the node's, so that the node's
+      // terminate (let go of below, or the pool's shutdown) takes it too: it bills until then.
       if (isClosing(context)) return;
       if (!unreplaced.has(node.index)) unreplaced.set(node.index, previous.id);
       hub.emit({

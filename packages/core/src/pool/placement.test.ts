@@ -36,3 +36,23 @@ describe("nextFreeNode: where a nested task goes", () => {
     expect(nextFreeNode(schedule, nodes(3, [0]), 0, true, "")?.index).toBe(1);
   });
 });
+
+describe("nextFreeNode: a task that runs once", () => {
+  it("takes a free worker slot only, never a prefetch slot", () => {
+    const schedule = new AdaptiveSchedule();
+    const connected = {} as WorkerConnection;
+    // One worker slot and two prefetch slots; one task runs there.
+    const node = newNodeState(0, connected, {
+      capacity: 3,
+      workerSlots: 1,
+      adaptive: false,
+      nestedCapacity: 1,
+      bounded: true,
+    });
+    node.running.set("t1", {} as never);
+    expect(nextFreeNode(schedule, [node], 0, false, "f")?.index).toBe(0);
+    expect(nextFreeNode(schedule, [node], 0, false, "f", undefined, true)).toBeUndefined();
+    node.running.clear();
+    expect(nextFreeNode(schedule, [node], 0, false, "f", undefined, true)?.index).toBe(0);
+  });
+});

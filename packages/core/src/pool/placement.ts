@@ -12,8 +12,13 @@ export function roundTripOf(node: NodeState): number {
   return node.connection?.roundTripMs ?? 0;
 }
 
-/** Tasks `node` may have in flight (nested ones apart) when the next to place is `ref`'s. */
-export function slotLimit(schedule: AdaptiveSchedule, node: NodeState, ref: string): number {
+/**
+ * Tasks `node` may have in flight (nested ones apart) when the next to place is `ref`'s. A task that
+ * runs `once` (it may not run again if its node is lost) is never prefetched: it goes only to a free
+ * worker slot, where it starts at once, so a node lost while it waits cannot take it down unstarted.
+ */
+export function slotLimit(schedule: AdaptiveSchedule, node: NodeState, ref: string, once = false): number {
+  if (once) return node.workerSlots;
   if (!node.adaptive) return node.capacity;
   const base = schedule.limit(node.capacity, ref, roundTripOf(node));
   return base > node.capacity ? base : node.capacity + nearlyDone(schedule, node, performance.now());
@@ -63,8 +68,8 @@ export function nextDueDelay(
 
 /**
  * The next connected node, round robin from index `start`, with a free slot: a nested one, or one
- * of its regular slots for a task of `ref`; node `last` only when no other has one. Nodes that are
- * draining take nothing.
+ * of its regular slots for a task of `ref` (one of its worker slots for a task that runs `once`); node
+ * `last` only when no other has one. Nodes that are draining take nothing.
  */
 export function nextFreeNode(
   schedule: AdaptiveSchedule,
@@ -73,6 +78,7 @@ export function nextFreeNode(
   nested: boolean,
   ref: string,
   last?: number,
+  once = false,
 ): NodeState | undefined {
   const count = nodes.length;
   let lastResort: NodeState | undefined;
@@ -80,7 +86,7 @@ export function nextFreeNode(
     const node = nodes[(start + step) % count];
     const free = nested
       ? node !== undefined && node.nestedRunning < node.nestedCapacity
-      : node !== undefined && node.running.size - node.nestedRunning < slotLimit(schedule, node, ref);
+      : node !== undefined && node.running.size - node.nestedRunning < slotLimit(schedule, node, ref, once);
     if (!node?.connection || !free || node.draining) continue;
     if (node.index !== last) return node;
     lastResort = node;

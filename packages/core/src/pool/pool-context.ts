@@ -11,6 +11,7 @@ import type { CollectionsAddress } from "../protocol/protocol.js";
 import type { Image } from "../spec/image.js";
 import type { Options } from "../spec/options.js";
 import type { PoolSpec } from "../spec/spec.js";
+import type { InstanceBilling } from "./cost.js";
 import type { PoolSettings } from "./pool.js";
 import type { RemoteRefRegistry } from "./remote-refs.js";
 import type { SecretValues } from "./secret-values.js";
@@ -99,6 +100,11 @@ export interface PoolContext {
    * knows them, so a shutdown waits for it (a process ending on a signal must not end first).
    */
   provisioning?: Promise<void>;
+  /**
+   * The pool's cost meter, told of each instance created and terminated while provisioning: an
+   * instance bills from its creation, before it is a node and whether or not it becomes one.
+   */
+  readonly billing?: InstanceBilling;
 }
 
 /** The default layout: one worker per node, in threads. */

@@ -166,19 +166,17 @@ export class PoolRuntime implements Pool {
   readonly #detaching = new DetachTurn();
   #aroundClient: AsyncDisposable | undefined;
   #startedAt = performance.now();
-  /** The pool's running cost, kept from its own events. */
+  /** The pool's running cost, kept from its own events and what provisioning tells it (`context.billing`). */
   readonly #cost = new CostMeter();
   /** Once spent, what tasks and calls fail with (undefined only while the constructor runs). */
   readonly #budget: PoolBudget | undefined;
 
   /** What a resumed pool's picker-up needs of `pool` (a static: no instance member becomes public). */
   static internals(pool: PoolRuntime): PoolInternals {
-    const tasks = pool.#tasks;
-    const refs = pool.#refs;
     return {
-      runSubtask: (message, reply) => tasks.runSubtask(message, null, reply),
-      adoptRef: (ref) => refs.adopt(ref),
-      restoreRefs: (recorded) => refs.restore(recorded),
+      runSubtask: (message, reply) => pool.#tasks.runSubtask(message, null, reply),
+      adoptRef: (ref) => pool.#refs.adopt(ref),
+      restoreRefs: (recorded) => pool.#refs.restore(recorded),
     };
   }
 
@@ -234,6 +232,7 @@ export class PoolRuntime implements Pool {
       resumed: resume !== undefined,
       secrets: settings.secrets ?? NO_SECRET_VALUES,
       growthRefusal: resume?.growthRefusal,
+      billing: this.#cost.billing(),
     };
     this.#membership = new Membership(this.#context);
     this.#dispatch = {

@@ -6,6 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Cluster, Instance, ProgressReport, Provider } from "../contract/provider.js";
 import { attemptsOf, NoCapacityError, type ProvisionAttempt, ProvisionError } from "../errors/errors.js";
 import type { PoolSpec } from "../spec/spec.js";
+import type { InstanceBilling } from "./cost.js";
 import { abortError, type PoolContext } from "./pool-context.js";
 
 /** The spec's provisioning settings. */
@@ -43,7 +44,8 @@ export function provisionProgressEvents(
 
 /**
  * Provisions `count` instances of `cluster` and waits until they run; on failure, what was
- * provisioned is terminated. A `NoCapacityError` lists every attempt.
+ * provisioned is terminated. A `NoCapacityError` lists every attempt. `billing` is told of each
+ * instance as the provider returns it (it costs from then on) and as it is terminated.
  */
 export async function provisionInstances(
   provider: Provider,
@@ -52,25 +54,26 @@ export async function provisionInstances(
   count: number,
   signal: AbortSignal,
   progress?: ProvisionProgress,
+  billing?: InstanceBilling,
 ): Promise<Instance[]> {
   const instances: Instance[] = [];
   const attempts: ProvisionAttempt[] = [];
   // Given up (the pool closed, the caller's signal): what was made so far goes too, or it bills on.
   const abandon = async (): Promise<never> => {
-    if (instances.length > 0) await terminateQuietly(provider, cluster, instances);
+    if (instances.length > 0) await terminateQuietly(provider, cluster, instances, billing);
     throw abortError(signal, "Provisioning");
   };
   for (let attempt = 1; instances.length < count; attempt += 1) {
     if (signal.aborted) await abandon();
     try {
-      instances.push(
-        ...(await provider.provision({
-          cluster,
-          count: count - instances.length,
-          signal,
-          ...(progress ? { progress: (report: ProgressReport) => progress(report) } : {}),
-        })),
-      );
+      const created = await provider.provision({
+        cluster,
+        count: count - instances.length,
+        signal,
+        ...(progress ? { progress: (report: ProgressReport) => progress(report) } : {}),
+      });
+      billing?.created(created, cluster.offer);
+      instances.push(...created);
     } catch (error) {
       if (signal.aborted) await abandon();
       attempts.push(
@@ -86,7 +89,8 @@ export async function provisionInstances(
       ) {
         // What was made goes; a terminate that fails is said with the error, not instead of it (a
         // start tries the next offer on a capacity error, and stops on any other).
-        const left = instances.length > 0 ? await terminateOrSay(provider, cluster, instances) : undefined;
+        const left =
+          instances.length > 0 ? await terminateOrSay(provider, cluster, instances, billing) : undefined;
         if (NoCapacityError.isInstance(error) || attempt >= spec.maxProvisionAttempts) {
           if (left)
             attempts.push({
@@ -112,7 +116,7 @@ export async function provisionInstances(
   try {
     return await waitUntilRunning(provider, cluster, spec.provisionTimeout, instances, signal, progress);
   } catch (error) {
-    await terminateQuietly(provider, cluster, instances);
+    await terminateQuietly(provider, cluster, instances, billing);
     throw error;
   }
 }
@@ -187,27 +191,31 @@ async function terminateOrSay(
   provider: Provider,
   cluster: Cluster,
   instances: readonly Instance[],
+  billing: InstanceBilling | undefined,
 ): Promise<string | undefined> {
   const ids = instances.map((instance) => instance.id);
   try {
     await provider.terminate({ cluster, ids, signal: AbortSignal.timeout(60_000) });
+    billing?.terminated(ids);
     return undefined;
   } catch (error) {
     return `terminating ${ids.join(", ")} failed: ${(error as Error)?.message ?? String(error)}; ${ids.length === 1 ? "it" : "they"} may still run`;
   }
 }
 
-/** Terminates `instances`, within a minute, ignoring failure (they are being given up anyway). */
+/**
+ * Terminates `instances`, within a minute, ignoring failure (they are being given up anyway); once
+ * terminated, `billing` stops counting them (after a failed terminate they may still bill: it counts on).
+ */
 export async function terminateQuietly(
   provider: Provider,
   cluster: Cluster,
   instances: readonly Instance[],
+  billing?: InstanceBilling,
 ): Promise<void> {
-  await provider
-    .terminate({
-      cluster,
-      ids: instances.map((instance) => instance.id),
-      signal: AbortSignal.timeout(60_000),
-    })
-    .catch(() => undefined);
+  const ids = instances.map((instance) => instance.id);
+  await provider.terminate({ cluster, ids, signal: AbortSignal.timeout(60_000) }).then(
+    () => billing?.terminated(ids),
+    () => undefined,
+  );
 }

@@ -94,7 +94,9 @@ export interface PendingTask<R> {
   withKeep(): PendingTask<RemoteRef<R>>;
   /**
    * A new pending task with this retry policy: `withRetry(false)` for work that must not run twice
-   * (it fails with a `TaskInterruptedError` if its node is lost), `withRetry({ retries: 5 })`.
+   * (it fails with a `TaskInterruptedError` if its node is lost while it runs), `withRetry({ retries: 5 })`.
+   * A task that may not run again is never prefetched onto a node (`worker.buffer`): it waits in the
+   * client until a worker slot is free, so a node lost before it started takes nothing of it down.
    */
   withRetry(policy: false | RetryPolicy): PendingTask<R>;
   /** A new pending task with these keyword arguments added. */

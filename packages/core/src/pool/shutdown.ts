@@ -48,14 +48,14 @@ export async function terminateNodes(
     const asked = await Promise.all(
       context.nodes.map((node) => node.nextInstance?.then((instance) => instance.id).catch(() => undefined)),
     );
+    const replacements = asked.filter((id): id is string => id !== undefined);
     await provider.terminate({
       cluster,
-      ids: [
-        ...context.nodes.map((node) => node.instance.id),
-        ...asked.filter((id): id is string => id !== undefined),
-      ],
+      ids: [...context.nodes.map((node) => node.instance.id), ...replacements],
       signal: deadline,
     });
+    // Billed since they were created, and no node's: they stop costing now.
+    context.billing?.terminated(replacements);
     for (const node of context.nodes) {
       context.hub.emit({
         type: "node.destroyed",

@@ -133,6 +133,7 @@ async function provisionPool(
         shaped.spec.nodes.desired,
         signal,
         provisionProgressEvents(context, provider.name),
+        context.billing,
       );
       return { spec: shaped.spec, provider, offer, cluster, instances };
     } catch (error) {

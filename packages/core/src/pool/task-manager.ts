@@ -88,7 +88,7 @@ function taskSettings(options: TaskManagerOptions): TaskSettings {
 export class TaskManager {
   readonly #schedule = new AdaptiveSchedule();
   readonly #nodes = new DispatchNodes(this.#schedule);
-  readonly #queues = new TaskQueues(this.#nodes, this.#schedule);
+  readonly #queues = new TaskQueues(this.#nodes, this.#schedule, () => this.#settings.retries);
   readonly #events: TaskEvents;
   readonly #output: OutputLines;
   readonly #settings: TaskSettings;
@@ -184,7 +184,8 @@ export class TaskManager {
   /**
    * Node `index` is gone. Its running tasks run again elsewhere (those pinned to it: on its
    * replacement) while their retry policy allows, and fail with a `TaskInterruptedError` otherwise;
-   * tasks pinned to it wait for it to come back.
+   * a task whose `submit` was not written yet never reached the worker, and runs elsewhere as one
+   * withdrawn. Tasks pinned to it wait for it to come back.
    */
   detach(index: number, reason: string): void {
     const node = this.#nodes.get(index);
@@ -196,6 +197,10 @@ export class TaskManager {
     for (const record of node.pinned) record.queuedAt = now;
     for (const record of [...node.running.values()]) {
       connection.offTask(record.wireId);
+      if (!record.submitted) {
+        this.#requeue(node, record);
+        continue;
+      }
       const task = interruptedTask(record, this.#settings.retries);
       const decision = decideRetry(task);
       this.#events.failed(record, index, "NodeLost", reason, decision.retry);
@@ -332,6 +337,7 @@ export class TaskManager {
       try {
         record.callbacks.sending?.(node.index);
         connection.send(submitMessage(record, args, kwargs));
+        record.submitted = true;
         record.callbacks.sent?.(node.index);
       } catch (error) {
         fail(sendError(record, error));

@@ -7,7 +7,7 @@
 import type { DispatchNodes } from "./dispatch-nodes.js";
 import { Fifo } from "./fifo.js";
 import type { AdaptiveSchedule } from "./schedule.js";
-import type { NodeState, TaskRecord } from "./task-record.js";
+import { type NodeState, runsOnce, type TaskRecord } from "./task-record.js";
 
 /**
  * The built-in tasks that move remote references to a task's node while that task holds a slot there
@@ -28,10 +28,14 @@ export class TaskQueues {
   /** Tasks whose node was lost, run again before the queue. */
   readonly #retryQueue = new Fifo<TaskRecord>();
   readonly #nestedQueue = new Fifo<TaskRecord>();
+  /** Whether a task may not run again if its node is lost: it waits here for a worker slot, never on a node. */
+  readonly #once: (record: TaskRecord) => boolean;
 
-  constructor(nodes: DispatchNodes, schedule: AdaptiveSchedule) {
+  /** `defaultRetries`: the retries of a task that does not say (read when a task is placed). */
+  constructor(nodes: DispatchNodes, schedule: AdaptiveSchedule, defaultRetries: () => number) {
     this.#nodes = nodes;
     this.#schedule = schedule;
+    this.#once = (record) => runsOnce(record, defaultRetries());
   }
 
   /** Top-level tasks waiting for a slot (new and retried; nested and pinned ones not counted). */
@@ -85,7 +89,7 @@ export class TaskQueues {
       if (!node?.connection || node.draining) continue;
       // Pinned tasks in order; a nested one (a part of a nested broadcast) takes a nested slot, as
       // nested tasks do: a slot here may be held by its parent, or by a peer's part waiting for it.
-      while (node.pinned.length > 0 && pinnedFits(nodes, node, node.pinned[0] as TaskRecord)) {
+      while (node.pinned.length > 0 && this.#pinnedFits(node, node.pinned[0] as TaskRecord)) {
         const record = node.pinned.shift() as TaskRecord;
         if (record.request.nested) node.pinnedNested -= 1;
         if (!record.done) start(node, record);
@@ -96,8 +100,9 @@ export class TaskQueues {
     let heldBack = false;
     for (const queue of [this.#retryQueue, this.#queue]) {
       while (queue.size > 0) {
-        const ref = (queue.peek() as TaskRecord).request.ref;
-        const node = nodes.nextFree(false, ref);
+        const next = queue.peek() as TaskRecord;
+        const ref = next.request.ref;
+        const node = nodes.nextFree(false, ref, undefined, this.#once(next));
         if (!node) {
           heldBack ||= this.#schedule.isLong(ref);
           break;
@@ -108,17 +113,14 @@ export class TaskQueues {
     }
     return heldBack;
   }
-}
 
-/** Whether pinned `record` may start on `node` now (a slot or, nested, a nested slot free). */
-function pinnedFits(
-  nodes: DispatchNodes,
-  node: NodeState,
-  { request: { nested, ref } }: TaskRecord,
-): boolean {
-  return nested
-    ? node.nestedRunning < node.nestedCapacity
-    : WITHOUT_SLOT.has(ref) || node.running.size - node.nestedRunning < nodes.limit(node, ref);
+  /** Whether pinned `record` may start on `node` now (a slot or, nested, a nested slot free). */
+  #pinnedFits(node: NodeState, record: TaskRecord): boolean {
+    const { nested, ref } = record.request;
+    if (nested) return node.nestedRunning < node.nestedCapacity;
+    if (WITHOUT_SLOT.has(ref)) return true;
+    return node.running.size - node.nestedRunning < this.#nodes.limit(node, ref, this.#once(record));
+  }
 }
 
 /** Starts the nested tasks pinned to `node` behind a task waiting for a slot, while nested slots are free. */

@@ -91,6 +91,8 @@ export interface TaskRecord extends TaskTicket {
    * takes the new run for it.
    */
   wireId: string;
+  /** Whether this run's `submit` was written to its node (before that, the worker has none of it). */
+  submitted: boolean;
   /** Runs cut short by the loss of their node (those withdrawn before they started do not count). */
   interruptions: number;
   /** Stream items delivered to the submitter. */
@@ -173,6 +175,14 @@ export function interruptedTask(record: TaskRecord, defaultRetries: number): Int
   };
 }
 
+/**
+ * Whether `record` may not run again if its node is lost (its retries are off or used up): such a
+ * task is not prefetched onto a node, since a node lost with it waiting there could not run it again.
+ */
+export function runsOnce(record: TaskRecord, defaultRetries: number): boolean {
+  return record.interruptions >= (record.request.retries ?? defaultRetries);
+}
+
 /** Fails the tasks among `records` not done yet with the error `error` makes for each. */
 export function failWaiting(records: Iterable<TaskRecord>, error: (record: TaskRecord) => Error): void {
   for (const record of records) {
@@ -207,6 +217,7 @@ export function newTaskRecord(
     children: undefined,
     attempt: 1,
     wireId: id,
+    submitted: false,
     interruptions: 0,
     itemsDelivered: 0,
     skipItems: 0,
@@ -241,6 +252,7 @@ export function submitMessage(
 /** `record`'s next run starts on `node`: it runs there under a wire id of its own. */
 export function beginRun(record: TaskRecord, node: NodeState): void {
   record.node = node;
+  record.submitted = false;
   record.startedAt = performance.now();
   record.begunAt = record.startedAt;
   node.running.set(record.id, record);

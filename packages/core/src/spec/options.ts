@@ -25,7 +25,9 @@ export interface WorkerInput {
    * fixed count, or `"auto"` (default) — measured per node from task durations: deep prefetch while
    * tasks are short (up to 64 per slot), none while they are long, so long tasks spread evenly;
    * plus, for a node far from the client, as many as it works through in the measured round trip
-   * (up to 2,048 more per node), so a far link does not starve it.
+   * (up to 2,048 more per node), so a far link does not starve it. A task that may not run again
+   * if its node is lost (`withRetry(false)`, retries used up) is never sent ahead: it waits in the
+   * client for a free slot, so a node lost before it started cannot fail it.
    */
   buffer?: number | "auto";
   /** `"auto"` (→ `"thread"`), `"thread"` or `"process"`. Default `"auto"`. */
