@@ -102,6 +102,8 @@ interface LocalEnvironment {
 interface RunningWorker {
   readonly child: ChildProcess;
   exited: boolean;
+  /** Let go of by {@link detachLocalWorkers}: its processes outlive this pool, nothing here stops them. */
+  detached?: boolean;
 }
 
 const WORKER_READY = "SKYWARD_WORKER_READY ";
@@ -124,6 +126,7 @@ export function detachLocalWorkers(instanceIds: readonly string[]): void {
     const { worker, root } = entry;
     liveWorkers.delete(worker);
     worker.exited = true; // for this process: it no longer answers for it
+    worker.detached = true;
     worker.child.removeAllListeners("exit");
     for (const stream of [worker.child.stdin, worker.child.stdout, worker.child.stderr]) stream?.destroy();
     worker.child.unref();
@@ -146,6 +149,53 @@ function killGroup(worker: RunningWorker, signal: NodeJS.Signals): void {
       // already gone
     }
   }
+}
+
+/** Whether any process of the group `pgid` is left (a zombie not yet reaped counts). */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Resolves once the group `pgid` is gone, `ms` have passed, or `signal` is aborted. */
+async function groupGone(pgid: number, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (groupAlive(pgid) && Date.now() < deadline && !signal?.aborted) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** How long a worker's process group has to end on SIGTERM before it is killed. */
+const TERMINATE_GRACE_MS = 3000;
+/** How long, after SIGKILL, terminate waits to see the group gone before it stops waiting. */
+const KILL_WAIT_MS = 5000;
+
+/**
+ * Stops a worker and every process of its group (what its tasks started, unless they left it): stdin
+ * closed and SIGTERM, {@link TERMINATE_GRACE_MS} to end, then SIGKILL (at once when `signal` is
+ * aborted). It watches the group itself rather than the worker's `exit` event, which a detach removes
+ * and which comes as soon as the worker alone is gone, and it never waits for ever.
+ */
+async function stopWorker(worker: RunningWorker, signal: AbortSignal | undefined): Promise<void> {
+  const pgid = worker.child.pid;
+  if (pgid === undefined) return; // never started
+  worker.child.stdin?.end();
+  const send = (name: NodeJS.Signals) => {
+    try {
+      process.kill(-pgid, name);
+    } catch {
+      // the group is gone
+    }
+  };
+  send("SIGTERM");
+  await groupGone(pgid, TERMINATE_GRACE_MS, signal);
+  if (!groupAlive(pgid)) return;
+  send("SIGKILL");
+  await groupGone(pgid, KILL_WAIT_MS, undefined);
 }
 
 function installExitHook(): void {
@@ -633,23 +683,17 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       });
     },
 
-    async terminate({ ids }): Promise<void> {
+    async terminate({ ids, signal }): Promise<void> {
       await Promise.all(
         ids.map(async (id) => {
           provisioned.delete(id);
           const worker = workers.get(id);
           if (!worker) return;
           workers.delete(id);
-          if (worker.exited) return;
-          const exited = new Promise<void>((done) => {
-            if (worker.exited) done();
-            else worker.child.once("exit", () => done());
-          });
-          worker.child.stdin?.end();
-          killGroup(worker, "SIGTERM");
-          const timer = setTimeout(() => killGroup(worker, "SIGKILL"), 3000);
-          await exited;
-          clearTimeout(timer);
+          // A worker that exited by itself (killed, crashed) may leave its tasks' processes in its
+          // group: they are stopped too. A detached one's are not this pool's to stop.
+          if (worker.detached) return;
+          await stopWorker(worker, signal);
         }),
       );
     },
