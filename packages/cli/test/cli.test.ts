@@ -398,6 +398,13 @@ describe("skyward offers' failed providers", () => {
     // Without --provider: the order of skyward.toml.
     const all = await run(["offers", "--accelerator", "A100"], { cwd: other });
     expect(skipped(all.stderr)).toEqual(["quick-refused", "slow-refused", "missing"]);
+    // skyward instances and down list the same way.
+    for (const command of [["instances"], ["down", "--all", "--yes"]]) {
+      const listed = await run([...command, "--provider", "slow-refused,missing,fine,quick-refused"], {
+        cwd: other,
+      });
+      expect(skipped(listed.stderr)).toEqual(["slow-refused", "missing", "quick-refused"]);
+    }
   });
 });
 
