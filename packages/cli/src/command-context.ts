@@ -32,7 +32,13 @@ export interface CommandContext {
 export async function useProviders(
   context: CommandContext,
   requested: readonly string[] | undefined,
-): Promise<{ config: SkywardConfig; loaded: LoadedProvider[]; skipped: SkippedProvider[] }> {
+): Promise<{
+  config: SkywardConfig;
+  loaded: LoadedProvider[];
+  skipped: SkippedProvider[];
+  /** The providers' names in the order asked for (`--provider`'s, else skyward.toml's). */
+  order: readonly string[];
+}> {
   const config = await loadConfig({
     cwd: context.cwd,
     ...(context.home !== undefined ? { home: context.home } : {}),
@@ -40,7 +46,19 @@ export async function useProviders(
   for (const entry of Object.values(config.providers)) context.redactor.addSettings(entry.settings);
   const entries = selectProviderEntries(config, requested);
   const { loaded, skipped } = await loadProviders(entries, context.cwd);
-  return { config, loaded, skipped };
+  return { config, loaded, skipped, order: entries.map((entry) => entry.name) };
+}
+
+/**
+ * `entries` in the order the providers were asked for (`order`, from {@link useProviders}), not the
+ * order they failed in: the same output on every run, and the one the user wrote.
+ */
+export function inAskedOrder(
+  order: readonly string[],
+  entries: readonly SkippedProvider[],
+): SkippedProvider[] {
+  const rank = new Map(order.map((name, index) => [name, index]));
+  return [...entries].sort((a, b) => (rank.get(a.name) ?? order.length) - (rank.get(b.name) ?? order.length));
 }
 
 /** Prints one line per skipped provider, on stderr. */

@@ -61,10 +61,10 @@ export async function downCommand(context: CommandContext, flags: DownFlags): Pr
   if (flags.all === (flags.pool !== undefined)) {
     throw new UsageError("down needs either --pool ID or --all");
   }
-  const { loaded, skipped } = await useProviders(context, flags.providers);
+  const { loaded, skipped, order } = await useProviders(context, flags.providers);
   const { instances, failed, partial } = await listLiveInstances(context, loaded);
   // Nothing could be asked: "No live instances." would be a guess, and there is nothing to clean up.
-  if (reportListing(context, loaded, skipped, failed, partial)) return 1;
+  if (reportListing(context, loaded, skipped, failed, partial, order)) return 1;
   const inPool = (row: ListedInstance) =>
     poolOf(row.instance) === flags.pool || row.instance.tags["skyward:cluster"] === flags.pool;
   const targets = flags.all ? instances : instances.filter(inPool);

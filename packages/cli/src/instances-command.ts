@@ -1,7 +1,7 @@
 /** `skyward instances`: the live instances Skyward started, at every provider (or those given). */
 import type { Provider } from "@skyward/core";
 import { IncompleteListingError, type Instance } from "@skyward/core/contract";
-import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
+import { type CommandContext, inAskedOrder, reportSkipped, useProviders } from "./command-context.js";
 import { formatAge, formatCost, formatPrice, instanceCost, instanceForOutput, poolOf } from "./format.js";
 import { describeError, type LoadedProvider, type SkippedProvider } from "./providers.js";
 import { renderTable } from "./table.js";
@@ -95,8 +95,10 @@ export function reportListing(
   skipped: readonly SkippedProvider[],
   failed: readonly SkippedProvider[],
   partial: readonly SkippedProvider[],
+  /** The providers in the order asked for ({@link useProviders}'s `order`). */
+  order: readonly string[],
 ): boolean {
-  reportSkipped(context, [...skipped, ...failed]);
+  reportSkipped(context, inAskedOrder(order, [...skipped, ...failed]));
   for (const entry of partial) context.err(`skyward: ${entry.name} listed in part: ${entry.reason}\n`);
   if (loaded.length > failed.length) return false;
   context.err("skyward: no provider could be asked for its instances\n");
@@ -175,9 +177,9 @@ export function printPoolCosts(context: CommandContext, instances: readonly List
 
 /** Runs `skyward instances`; resolves with the exit code. */
 export async function instancesCommand(context: CommandContext, flags: InstancesFlags): Promise<number> {
-  const { loaded, skipped } = await useProviders(context, flags.providers);
+  const { loaded, skipped, order } = await useProviders(context, flags.providers);
   const { instances, failed, partial } = await listLiveInstances(context, loaded);
-  if (reportListing(context, loaded, skipped, failed, partial)) return 1;
+  if (reportListing(context, loaded, skipped, failed, partial, order)) return 1;
   if (flags.json) {
     const output = instances.map((row) => instanceForOutput(row.providerName, row.instance));
     context.out(`${JSON.stringify(output, null, 2)}\n`);

@@ -7,7 +7,7 @@ import {
   offerFormFactorFit,
   offerPrice,
 } from "@skyward/core/contract";
-import { type CommandContext, reportSkipped, useProviders } from "./command-context.js";
+import { type CommandContext, inAskedOrder, reportSkipped, useProviders } from "./command-context.js";
 import { formatAccelerator, formatGb, formatPrice } from "./format.js";
 import { describeError, type SkippedProvider } from "./providers.js";
 import { renderTable } from "./table.js";
@@ -94,7 +94,7 @@ function matches(offer: Offer, query: OfferQuery, price: number | null): price i
 /** Runs `skyward offers`; resolves with the exit code. */
 export async function offersCommand(context: CommandContext, flags: OffersFlags): Promise<number> {
   const query = buildQuery(flags);
-  const { loaded, skipped } = await useProviders(context, flags.providers);
+  const { loaded, skipped, order } = await useProviders(context, flags.providers);
   const failed: SkippedProvider[] = [...skipped];
   const answers = await Promise.all(
     loaded.map(async ({ name, provider }) => {
@@ -106,7 +106,7 @@ export async function offersCommand(context: CommandContext, flags: OffersFlags)
       }
     }),
   );
-  reportSkipped(context, failed);
+  reportSkipped(context, inAskedOrder(order, failed));
   const asked = answers.length - (failed.length - skipped.length);
   if (asked === 0) {
     context.err("skyward: no provider could be asked for offers\n");

@@ -364,6 +364,50 @@ describe("skyward offers", () => {
   });
 });
 
+describe("skyward offers' failed providers", () => {
+  it("are reported in the order they were asked for, each naming the provider, whichever fails first", async () => {
+    const other = join(scratch, "order-project");
+    await mkdir(join(other, "node_modules"), { recursive: true });
+    await symlink(fixturePackage, join(other, "node_modules", "skyward-provider-fake"), "dir").catch(
+      () => {},
+    );
+    const entry = (name: string, lines: string[]) =>
+      [`[providers.${name}]`, 'type = "fake"', 'package = "skyward-provider-fake"', ...lines, ""].join("\n");
+    const stateFile = `state_file = "${join(scratch, "fake.json")}"`;
+    await writeFile(
+      join(other, "skyward.toml"),
+      [
+        entry("quick-refused", [stateFile, "leak_secrets = true"]),
+        // Asked first, it fails last: its answer takes a while.
+        entry("slow-refused", [stateFile, "leak_secrets = true", "offers_delay_ms = 500"]),
+        entry("fine", [stateFile]),
+        '[providers.missing]\ntype = "fake"\npackage = "skyward-provider-missing"\n',
+      ].join("\n"),
+    );
+    const skipped = (stderr: string) =>
+      stderr
+        .split("\n")
+        .filter((line) => line.startsWith("skyward: skipped "))
+        .map((line) => line.slice("skyward: skipped ".length).split(":")[0]);
+    const asked = await run(
+      ["offers", "--accelerator", "A100", "--provider", "slow-refused,missing,fine,quick-refused"],
+      { cwd: other },
+    );
+    expect(asked.code).toBe(0);
+    expect(skipped(asked.stderr)).toEqual(["slow-refused", "missing", "quick-refused"]);
+    // Without --provider: the order of skyward.toml.
+    const all = await run(["offers", "--accelerator", "A100"], { cwd: other });
+    expect(skipped(all.stderr)).toEqual(["quick-refused", "slow-refused", "missing"]);
+    // skyward instances and down list the same way.
+    for (const command of [["instances"], ["down", "--all", "--yes"]]) {
+      const listed = await run([...command, "--provider", "slow-refused,missing,fine,quick-refused"], {
+        cwd: other,
+      });
+      expect(skipped(listed.stderr)).toEqual(["slow-refused", "missing", "quick-refused"]);
+    }
+  });
+});
+
 describe("skyward instances", () => {
   it("lists the live instances Skyward tagged, with pool, hourly price, cost so far and age, then each pool's cost", async () => {
     const result = await run(["instances", "--provider", "fake,cheapfake"]);

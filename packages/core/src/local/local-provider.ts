@@ -3,7 +3,7 @@
  * id, reached over loopback with the same protocol as remote nodes. It is the default when a spec
  * names no provider.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, statfs, writeFile } from "node:fs/promises";
@@ -34,6 +34,7 @@ import { acceleratorFormFactor, canonicalAcceleratorName } from "../spec/acceler
 import type { Image } from "../spec/image.js";
 import { processAlive } from "./process-alive.js";
 import { type PythonEnvironment, preparePythonEnvironment } from "./python-environment.js";
+import { killGroup, type RunningWorker, stopWorker } from "./worker-processes.js";
 
 const ROOT_PREFIX = "skyward-pool-";
 
@@ -99,11 +100,6 @@ interface LocalEnvironment {
   readonly envFile: string | undefined;
 }
 
-interface RunningWorker {
-  readonly child: ChildProcess;
-  exited: boolean;
-}
-
 const WORKER_READY = "SKYWARD_WORKER_READY ";
 const liveWorkers = new Set<RunningWorker>();
 /** Every Local provider's running workers by instance id, with their cluster's root: for {@link detachLocalWorkers}. */
@@ -124,6 +120,7 @@ export function detachLocalWorkers(instanceIds: readonly string[]): void {
     const { worker, root } = entry;
     liveWorkers.delete(worker);
     worker.exited = true; // for this process: it no longer answers for it
+    worker.detached = true;
     worker.child.removeAllListeners("exit");
     for (const stream of [worker.child.stdin, worker.child.stdout, worker.child.stderr]) stream?.destroy();
     worker.child.unref();
@@ -134,19 +131,6 @@ export function detachLocalWorkers(instanceIds: readonly string[]): void {
   }
 }
 let exitHookInstalled = false;
-
-function killGroup(worker: RunningWorker, signal: NodeJS.Signals): void {
-  if (worker.exited || worker.child.pid === undefined) return;
-  try {
-    process.kill(-worker.child.pid, signal);
-  } catch {
-    try {
-      worker.child.kill(signal);
-    } catch {
-      // already gone
-    }
-  }
-}
 
 function installExitHook(): void {
   if (exitHookInstalled) return;
@@ -633,23 +617,17 @@ export function Local(settings: LocalSettings = {}): ProviderV1<LocalCluster> {
       });
     },
 
-    async terminate({ ids }): Promise<void> {
+    async terminate({ ids, signal }): Promise<void> {
       await Promise.all(
         ids.map(async (id) => {
           provisioned.delete(id);
           const worker = workers.get(id);
           if (!worker) return;
           workers.delete(id);
-          if (worker.exited) return;
-          const exited = new Promise<void>((done) => {
-            if (worker.exited) done();
-            else worker.child.once("exit", () => done());
-          });
-          worker.child.stdin?.end();
-          killGroup(worker, "SIGTERM");
-          const timer = setTimeout(() => killGroup(worker, "SIGKILL"), 3000);
-          await exited;
-          clearTimeout(timer);
+          // A worker that exited by itself (killed, crashed) may leave its tasks' processes in its
+          // group: they are stopped too. A detached one's are not this pool's to stop.
+          if (worker.detached) return;
+          await stopWorker(worker, signal);
         }),
       );
     },

@@ -128,3 +128,30 @@ describe("budget lines", () => {
     expect(lines).toEqual([`09:05:07 [pool] Dashboard: ${url}\n`]);
   });
 });
+
+describe("the line console's end", () => {
+  it.each(["log", "minimal"] as const)(
+    "in %s mode sums the pool up when it ends: duration, cost, tasks",
+    (mode) => {
+      const lines: string[] = [];
+      const hub = new EventHub();
+      const detach = attachConsole(
+        hub,
+        mode,
+        { write: (text) => lines.push(text) },
+        {
+          poolId: "p9",
+          status: () => ({ cost: { hourlyRate: 4, total: 2.5 } }),
+        },
+      );
+      hub.emit({ type: "pool.destroyed", timestamp: at, poolId: "p9" });
+      detach();
+      expect(lines.at(-1)).toMatch(
+        /^\d\d:\d\d:\d\d skyward p9: \d+s · cost \$2\.50 · tasks 0 done, 0 failed\n$/,
+      );
+      const count = lines.length;
+      detach();
+      expect(lines).toHaveLength(count);
+    },
+  );
+});

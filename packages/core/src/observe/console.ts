@@ -7,9 +7,9 @@
  */
 
 import type { ConsoleMode } from "../spec/options.js";
-import { formatConsoleLine } from "./console-lines.js";
+import { clock, formatConsoleLine } from "./console-lines.js";
 import type { EventHub, SkywardEvent, SkywardEventType } from "./events.js";
-import { attachLiveConsole, type LiveConsoleStatus } from "./live-console.js";
+import { attachLiveConsole, type LiveConsoleStatus, LiveView, renderSummary } from "./live-console.js";
 
 /** Where console lines go: anything with a `write(text)`; a terminal (`isTTY`) gets the live console. */
 export interface ConsoleSink {
@@ -92,9 +92,29 @@ export function attachConsole(
     const line = formatConsoleLine(event, lineMode);
     if (line !== undefined) sink.write(`${line}\n`);
   };
-  // Only the types it prints, so per-task events are not built for the console's sake.
+  // Only the types it prints, so per-task events are not built for the console's sake; with a pool
+  // to sum up, its tasks' lifecycle too (the live console follows every event).
   const unsubscribe = CONSOLE_EVENT_TYPES.map((type) => hub.on(type, print));
+  const view = live ? new LiveView(live.poolId) : undefined;
+  if (view) {
+    for (const type of SUMMARY_EVENT_TYPES) unsubscribe.push(hub.on(type, (event) => view.apply(event)));
+  }
+  let ended = false;
   return () => {
+    if (ended) return;
+    ended = true;
     for (const off of unsubscribe) off();
+    // As the live console does: the run summed up (duration, cost, tasks), cost being money.
+    if (view) sink.write(`${clock(Date.now())} ${renderSummary(view, live?.status?.() ?? {}, Date.now())}\n`);
   };
 }
+
+/** What the line console's summary counts, besides what it prints. */
+const SUMMARY_EVENT_TYPES = [
+  "pool.state",
+  "task.queued",
+  "task.started",
+  "task.completed",
+  "task.failed",
+  "task.cancelled",
+] as const satisfies readonly SkywardEventType[];

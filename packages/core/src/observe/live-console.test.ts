@@ -320,11 +320,71 @@ describe("choosing the console", () => {
       line: "after p1",
     });
     detachSecond();
-    expect(written).toMatch(/\[p2\] \[node 1\] after p1\n$/);
+    expect(written).toMatch(/\[p2\] \[node 1\] after p1\n\d\d:\d\d:\d\d skyward p2: \d+s · cost —[^\n]*\n$/);
     expect(written).toMatch(/\d\d:\d\d:\d\d \[p2\] \[node 0\] from p2\n/);
-    // One live region: only the first pool's header and summary.
+    // One live region: only the first pool's header; each pool's summary.
     expect(written).toContain("skyward p1 · init");
     expect(written).not.toContain("skyward p2 ·");
     expect(written).toMatch(/skyward p1: \d+s · cost —/);
+  });
+});
+
+describe("the live console's money lines", () => {
+  const budget = (type: "budget.warning" | "budget.exceeded", poolId: string): SkywardEvent =>
+    ({
+      type,
+      timestamp: t0,
+      poolId,
+      total: type === "budget.warning" ? 8 : 10,
+      budget: 10,
+      warnAt: 8,
+      hourlyRate: 2.4,
+    }) as SkywardEvent;
+
+  it("prints the budget's warning and its end above the region", () => {
+    let written = "";
+    const sink = { isTTY: true, columns: 120, rows: 30, write: (text: string) => (written += text) };
+    const hub = new EventHub();
+    const detach = attachConsole(hub, "rich", sink, { poolId: "p1" });
+    hub.emit(budget("budget.warning", "p1"));
+    hub.emit(budget("budget.exceeded", "p1"));
+    detach();
+    expect(written).toContain("[pool] budget warning: $8.00 of $10.00 spent ($2.40/h)");
+    expect(written).toContain("[pool] budget exceeded: $10.00 of $10.00 spent ($2.40/h); no more tasks");
+  });
+
+  it("gives a pool live at the same time as another its summary, with its cost, when it ends", () => {
+    let written = "";
+    const sink = { isTTY: true, columns: 120, rows: 30, write: (text: string) => (written += text) };
+    const first = new EventHub();
+    const second = new EventHub();
+    const detachFirst = attachConsole(first, "rich", sink, { poolId: "p1" });
+    const detachSecond = attachConsole(second, "rich", sink, {
+      poolId: "p2",
+      status: () => ({ cost: { hourlyRate: 3, total: 1.25 } }),
+    });
+    second.emit(budget("budget.warning", "p2"));
+    detachSecond();
+    // Ended while the first one's region is up: its summary goes above that region.
+    expect(written).toMatch(/\d\d:\d\d:\d\d skyward p2: \d+s · cost \$1\.25 · tasks 0 done, 0 failed/);
+    expect(written).toContain("[p2] [pool] budget warning");
+    detachFirst();
+    expect(written).toMatch(/skyward p1: \d+s · cost —/);
+  });
+
+  it("gives pools one after another each their header and summary", () => {
+    let written = "";
+    const sink = { isTTY: true, columns: 120, rows: 30, write: (text: string) => (written += text) };
+    for (const poolId of ["p1", "p2"]) {
+      const detach = attachConsole(new EventHub(), "rich", sink, {
+        poolId,
+        status: () => ({ cost: { hourlyRate: 1, total: 0.5 } }),
+      });
+      detach();
+    }
+    expect(written).toContain("skyward p1 · init");
+    expect(written).toContain("skyward p2 · init");
+    expect(written).toMatch(/skyward p1: \d+s · cost \$0\.50/);
+    expect(written).toMatch(/skyward p2: \d+s · cost \$0\.50/);
   });
 });

@@ -469,29 +469,53 @@ const PERSISTED = new Set([
   "scaling",
   "pool.ready",
   "provision.progress",
+  // What the pool costs against its budget: money, so in the scrollback, not only in a frame.
+  "budget.warning",
+  "budget.exceeded",
 ]);
 
 /**
  * The live console drawing now, if any: one terminal has room for one live region, so a second
  * pool's console (a session's) prints its lines above the first one's region instead.
  */
-let active: { readonly sink: LiveSink; persist(line: string): void } | undefined;
+let active:
+  | {
+      readonly sink: LiveSink;
+      /** Puts a line above the region, with others of the same moment. */
+      persist(line: string): void;
+      /** Puts a line above the region now (with those waiting). */
+      persistNow(line: string): void;
+    }
+  | undefined;
 
 /** Draws the live console until the returned function is called (which prints the summary). */
 export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): () => void {
   const { sink, mode } = options;
   if (active && active.sink === sink) {
     const host = active;
+    // Its own model too, for its summary (duration, cost, tasks) when it ends.
+    const guestView = new LiveView(options.poolId);
+    // Once the first pool's console is gone, plain lines.
+    const print = (line: string) => (active === host ? host.persist(line) : sink.write(`${line}\n`));
+    let guestEnded = false;
     const off = hub.on("*", (event) => {
+      if (guestEnded) return;
+      guestView.apply(event);
       if (!PERSISTED.has(event.type) && event.type !== "pool.destroyed") return;
       const line = formatConsoleLine(event, "log");
       if (line === undefined) return;
-      const tagged = line.replace(/ \[/, ` [${options.poolId}] [`);
-      // Once the first pool's console is gone, plain lines.
-      if (active === host) host.persist(tagged);
-      else sink.write(`${tagged}\n`);
+      print(line.replace(/ \[/, ` [${options.poolId}] [`));
     });
-    return off;
+    return () => {
+      if (guestEnded) return;
+      guestEnded = true;
+      off();
+      const width = (sink.columns ?? 80) - 10;
+      const summary = renderSummary(guestView, options.status?.() ?? {}, Date.now(), width);
+      const line = `${clock(Date.now())} ${summary}`;
+      if (active === host) host.persistNow(line);
+      else sink.write(`${line}\n`);
+    };
   }
   // On the process's own terminal, what else writes to stdout or stderr (the app's own prints) goes
   // above the region too: those writes are wrapped to erase the region first and redraw it after,
@@ -559,7 +583,13 @@ export function attachLiveConsole(hub: EventHub, options: LiveConsoleOptions): (
     }
     view.apply(event);
   });
-  const self = { sink, persist };
+  const persistNow = (line: string) => {
+    if (ended) return;
+    pending.push(line);
+    if (flushing) clearImmediate(flushing);
+    flush();
+  };
+  const self = { sink, persist, persistNow };
   active = self;
   let redraw: NodeJS.Immediate | undefined;
   for (const [target, original] of originals) {
