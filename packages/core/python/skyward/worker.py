@@ -39,7 +39,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Sequence
 
-from . import interruption
+from . import interruption, keeper
 from .cluster_setup import ClusterSetup
 from .collection_service import CollectionService
 from .connection import Connection, check_hello, reject
@@ -608,6 +608,10 @@ async def serve(options: Options, token: str) -> int:
     return code
 
 
+#: the keeper process (see keeper.py), referenced for as long as the worker runs
+_keeper: Any = None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     options = Options(argv)
     token = os.environ.pop("SKYWARD_TOKEN", None)
@@ -618,6 +622,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.makedirs(options.workdir, exist_ok=True)
         os.chdir(options.workdir)
     workdir = os.getcwd()
+    # Before any thread starts (it sets the scope in the environment): what tasks start ends with us.
+    global _keeper
+    _keeper = keeper.start()
     # The work directory (where `includes` land) comes first on sys.path.
     sys.path[:] = [workdir] + [entry for entry in sys.path if entry not in ("", workdir)]
     code = 1
