@@ -46,11 +46,12 @@ from .connection import Connection, check_hello, reject
 from .context import TaskContext, runtime
 from .detach_keeping import DetachKeeping
 from .execution import Outcome
-from .executors import ProcessExecutor, ThreadExecutor
+from .executors import ThreadExecutor
 from .lifecycle import Lifetime, run_self_destruct
 from .message_router import MessageRouter
 from .metrics import MetricsSampler, parse_collectors
 from .output import OutputRouter, TaskStream
+from .process_executor import ProcessExecutor
 from .protocol import PROTOCOL_VERSION, Message
 from .ref_store import RefStore
 from .subtasks import SubtaskRelay, local_nested_slots
