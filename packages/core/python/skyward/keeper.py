@@ -9,9 +9,11 @@ process group leaves it alone) that waits for the worker to end, however it ends
 
 What the sweep ends, on Linux (read from ``/proc``):
 
-- every process whose environment holds the worker's scope, ``SKYWARD_WORKER_SCOPE=<its value>``:
-  the worker sets it in its own environment at start, so everything started under it inherits it,
-  whatever session or process group it moved to, and however its parents ended;
+- every process whose environment holds the worker's scope, ``SKYWARD_WORKER_SCOPE=<its value>``
+  (or one under it: each process-executor child gets ``<its value>/<n>``, so that what its tasks
+  start can be swept when it is killed or dies): the worker sets it in its own environment at
+  start, so everything started under it inherits it, whatever session or process group it moved
+  to, and however its parents ended;
 - every process of the worker's process group, when the worker leads one (the launchers start it
   in a session of its own), for those started with an environment of their own.
 
@@ -99,9 +101,17 @@ def wait_for_end(worker: int) -> None:
         time.sleep(SWEEP_INTERVAL * 5)
 
 
+def _under(entry: bytes, environ: bytes) -> bool:
+    """Whether an environment (``/proc/PID/environ``) holds the scope ``entry`` or one under it (a
+    process-executor child's: the worker's scope, ``/`` and a number)."""
+    nested = entry + b"/"
+    return any(variable == entry or variable.startswith(nested) for variable in environ.split(b"\0"))
+
+
 def _scoped(entry: bytes, group: Optional[int], me: int) -> Iterator[int]:
-    """The pids in ``/proc`` of processes under the scope (``entry`` in their environment) or in
-    process group ``group``. Zombies' environments read empty: an ended process is never found."""
+    """The pids in ``/proc`` of processes under the scope (``entry`` in their environment, or a
+    scope under it) or in process group ``group``. Zombies' environments read empty: an ended
+    process is never found."""
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
@@ -117,7 +127,7 @@ def _scoped(entry: bytes, group: Optional[int], me: int) -> Iterator[int]:
                 continue
         try:
             with open(f"/proc/{name}/environ", "rb") as environ:
-                if entry in environ.read().split(b"\0"):
+                if _under(entry, environ.read()):
                     yield pid
         except OSError:  # gone, or another user's
             continue
@@ -133,7 +143,8 @@ def _signal(pid: int, number: int) -> None:
 def sweep(scope: str, group: Optional[int], grace: float = TERM_GRACE) -> Set[int]:
     """SIGTERM every process under ``scope`` or in ``group``, SIGKILL those left after ``grace``
     seconds; returns once none is left (or :data:`GIVE_UP_AFTER` seconds after the SIGKILL). The
-    pids signalled."""
+    pids signalled. The keeper sweeps the worker's scope; the process executor a child's, when the
+    child is killed (its task cancelled or timed out) or dies."""
     entry = f"{SCOPE_VARIABLE}={scope}".encode()
     me = os.getpid()
     started = time.monotonic()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import os
 import pickle
 import signal
@@ -20,12 +21,15 @@ import subprocess
 import sys
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
+from . import keeper
 from .context import SubtaskOutcome, runtime
 from .execution import Outcome, error_outcome
 from .task import Host, Task, apply_declared_timeout, next_queued
 
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD_EXIT_GRACE = 5.0  # seconds an idle child gets to exit its around_process hooks at close
+#: numbers the children's scopes (of every executor of the worker: the nested tasks' too)
+_CHILD_SCOPES = itertools.count()
 _LENGTH = struct.Struct(">I")
 
 
@@ -65,11 +69,13 @@ class _ChildLink(asyncio.Protocol):
 
 
 class _Child:
-    __slots__ = ("slot", "process", "link", "task", "ready", "retiring", "held_back")
+    __slots__ = ("slot", "process", "scope", "link", "task", "ready", "retiring", "held_back")
 
-    def __init__(self, slot: int, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, slot: int, process: subprocess.Popen[bytes], scope: str | None) -> None:
         self.slot = slot
         self.process = process
+        #: the child's own scope (the worker's, suffixed): what its tasks start inherits it
+        self.scope = scope
         self.link: _ChildLink | None = None
         self.task: Task | None = None
         self.ready = False
@@ -133,6 +139,10 @@ class ProcessExecutor:
         environment = dict(os.environ)
         existing = environment.get("PYTHONPATH")
         environment["PYTHONPATH"] = RUNTIME_ROOT + (os.pathsep + existing if existing else "")
+        worker_scope = environment.get(keeper.SCOPE_VARIABLE)
+        scope = f"{worker_scope}/{next(_CHILD_SCOPES)}" if worker_scope else None
+        if scope is not None:
+            environment[keeper.SCOPE_VARIABLE] = scope
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "skyward.child", str(child_socket.fileno())],
@@ -144,7 +154,7 @@ class ProcessExecutor:
             )
         finally:
             child_socket.close()
-        child = _Child(slot, process)
+        child = _Child(slot, process, scope)
         self._children[slot] = child
         loop = asyncio.get_running_loop()
         link = _ChildLink(lambda message: self._on_message(child, message), lambda: self._on_lost(child))
@@ -347,6 +357,7 @@ class ProcessExecutor:
         child.retiring = True
         if kill:
             self._kill(child)
+            self._sweep(child)
         elif child.link is not None:
             child.link.send(("exit",))
         if self._children[child.slot] is child and not self._closing:
@@ -363,6 +374,12 @@ class ProcessExecutor:
             except ProcessLookupError:
                 pass
 
+    def _sweep(self, child: _Child) -> None:
+        """End what the tasks of a child that was killed or died had started, in whatever session
+        (its process group alone misses those in sessions of their own: ``torchrun``'s workers)."""
+        if child.scope is not None:
+            self._track(asyncio.get_running_loop().run_in_executor(None, keeper.sweep, child.scope, None))
+
     async def _reap(self, child: _Child, grace: float = 10.0) -> int | None:
         """Wait for the child to exit, killing it after ``grace`` seconds."""
         loop = asyncio.get_running_loop()
@@ -377,6 +394,7 @@ class ProcessExecutor:
             return
         child.retiring = True
         task, child.task = child.task, None
+        self._sweep(child)
         if self._children[child.slot] is child:
             self._spawn(child.slot)
         self._track(asyncio.ensure_future(self._report_death(child, task)))

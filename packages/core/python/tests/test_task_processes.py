@@ -180,3 +180,26 @@ def test_what_the_self_destruct_leaves_running_lives_on(started: Started, tmp_pa
     _wait_until(lambda: not _alive(keepers[0]), "the keeper ended once the worker's processes had")
     assert _alive(left), "the process the self-destruct command left running was killed"
     worker.stop()
+
+
+@pytest.mark.parametrize("how", ["cancelled", "timed out", "ended its process"])
+def test_what_a_process_task_started_ends_with_its_child(how: str, started: Started, tmp_path: Path) -> None:
+    """Under the process executor a task stopped (cancel, timeout) or whose process died takes what it
+    started with it, in whatever session, while the worker runs on; its child's process group alone
+    left a ``sleep`` in a session of its own running until the worker ended."""
+    worker = _worker("process", started)
+    client = connect(worker)
+    marker = tmp_path / "pid"
+    client.submit("busy", "process_tasks:start_own_session_then", str(marker), "exit" if how == "ended its process" else "wait",
+                  timeout=3 if how == "timed out" else None)
+    _wait_until(lambda: marker.exists() and marker.read_text() != "", "the task started its process")
+    sleep = int(marker.read_text())
+    started.add(sleep)
+    if how == "cancelled":
+        client.send({"t": "cancel", "id": "busy"})
+    answer = client.terminal("busy", timeout=GONE_WITHIN)
+    assert answer["t"] == "error", answer
+    _all_gone({"sleep": sleep}, f"when its task {how}")
+    assert worker.process.poll() is None
+    assert client.value("demo_tasks:add", 1, 2) == 3  # the slot serves on
+    worker.stop()

@@ -42,3 +42,15 @@ def start_then_wait(marker):
     while True:
         time.sleep(1)
 
+
+
+def start_own_session_then(marker, then):
+    """Starts a ``sleep`` in a session of its own, writes its pid to ``marker``, then waits (``then``
+    "wait": until stopped) or ends its process at once (``then`` "exit", as a crash would)."""
+    child = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    with open(marker, "w") as out:
+        out.write(str(child.pid))
+    if then == "exit":
+        os._exit(3)
+    while True:
+        time.sleep(1)
