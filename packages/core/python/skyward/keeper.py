@@ -29,13 +29,14 @@ This module imports only the standard library: the keeper runs it as a script, i
 from __future__ import annotations
 
 import os
-import secrets
 import select
 import signal
-import subprocess
 import sys
 import time
-from typing import Iterator, MutableMapping, Optional, Set
+from typing import TYPE_CHECKING, Iterator, MutableMapping, Optional, Set
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: the environment variable that marks the processes under a worker
 SCOPE_VARIABLE = "SKYWARD_WORKER_SCOPE"
@@ -51,6 +52,10 @@ def start(environ: MutableMapping[str, str] = os.environ) -> Optional["subproces
     """Give this process (the worker) a scope and start its keeper; the keeper's ``Popen``, or
     ``None`` when it could not start (the worker runs on: its tasks' processes are then only
     stopped as before). Call it before any thread starts: it changes the environment."""
+    # Imported here, not by the keeper process, which needs neither (its start and memory stay small).
+    import secrets
+    import subprocess
+
     scope = f"{os.getpid()}-{secrets.token_hex(8)}"
     # The keeper itself runs without the scope (it never sweeps itself anyway).
     keeper_environ = {key: value for key, value in environ.items() if key != SCOPE_VARIABLE}

@@ -13,6 +13,7 @@ told to, when its stdin closes (``--exit-on-stdin-eof``) or when its TTL runs ou
 - ``subtasks``: nested dispatch through the client;
 - ``detach_keeping``: what a detached worker keeps for the client that comes back;
 - ``lifecycle``: the TTL, a detached pool's budget, the self-destruct and the root-owner check;
+- ``keeper``: the process, started with the worker, that ends what its tasks started once it ends;
 - ``cluster_setup``: the ``cluster`` message, the plugins and their ``around_app`` hooks;
 - ``ref_store``: the objects kept for remote references; ``ref_peers``: moving them node to node;
 - ``collection_service`` (``collection_store``, ``collection_replica``, ``collection_delta``,
