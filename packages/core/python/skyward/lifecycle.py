@@ -14,6 +14,8 @@ import subprocess
 import time
 from typing import Callable, Collection, NamedTuple
 
+from .keeper import without_scope
+
 #: what a worker without a client does when its clock runs out: ``stop(reason, self_destruct)``
 StopRequest = Callable[[str, bool], None]
 
@@ -216,4 +218,7 @@ async def run_self_destruct(loop: asyncio.AbstractEventLoop, command: str, root_
 
 
 def _run_command(command: str) -> None:
-    subprocess.run(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, timeout=600, check=False)
+    # Out of the worker's scope and process group: what it leaves running (a delayed shutdown)
+    # outlives the worker (keeper.py ends everything else the worker started).
+    subprocess.run(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, timeout=600, check=False,
+                   env=without_scope(), start_new_session=True)

@@ -1,12 +1,13 @@
 """A submitted task, and the two protocols between the worker and the executors that run tasks.
 
-:class:`Executor` is what the worker asks of an executor (``executors.py`` has the thread and the
-process kinds); :class:`Host` is what an executor reports back to, on the event loop thread.
+:class:`Executor` is what the worker asks of an executor (``executors.py`` has the thread kind,
+``process_executor.py`` the process kind); :class:`Host` is what an executor reports back to, on
+the event loop thread. :func:`next_queued` and :func:`apply_declared_timeout` serve both kinds.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Protocol
+from typing import Any, Callable, Deque, Dict, List, Optional, Protocol
 
 from .context import SubtaskOutcome, TaskContext
 from .execution import InputStream, Outcome
@@ -93,7 +94,8 @@ class Host(Protocol):
 
 
 class Executor(Protocol):
-    """Where tasks run: :class:`~skyward.executors.ThreadExecutor` or :class:`~skyward.executors.ProcessExecutor`.
+    """Where tasks run: :class:`~skyward.executors.ThreadExecutor` or
+    :class:`~skyward.process_executor.ProcessExecutor`.
 
     Every method is called on the event loop thread.
     """
@@ -136,3 +138,21 @@ class Executor(Protocol):
     async def close(self) -> None:
         """Stop the slots (what is idle exits cleanly; what is busy is left or killed)."""
         ...
+
+
+def next_queued(tasks: Deque[Task]) -> Optional[Task]:
+    """The first task of ``tasks`` still queued, taken off it (with those before it, no longer queued)."""
+    while tasks:
+        task = tasks.popleft()
+        if task.state == "queued":
+            return task
+    return None
+
+
+def apply_declared_timeout(host: Host, task: Task, seconds: float) -> None:
+    """A running task's function declares ``@sky.function(timeout=seconds)``: its clock, unless the
+    client gave a timeout of its own."""
+    if task.state == "running" and (task.timeout is None or task.default_timeout):
+        task.timeout = seconds
+        task.default_timeout = False
+        host.restart_clock(task)

@@ -13,6 +13,7 @@ told to, when its stdin closes (``--exit-on-stdin-eof``) or when its TTL runs ou
 - ``subtasks``: nested dispatch through the client;
 - ``detach_keeping``: what a detached worker keeps for the client that comes back;
 - ``lifecycle``: the TTL, a detached pool's budget, the self-destruct and the root-owner check;
+- ``keeper``: the process, started with the worker, that ends what its tasks started once it ends;
 - ``cluster_setup``: the ``cluster`` message, the plugins and their ``around_app`` hooks;
 - ``ref_store``: the objects kept for remote references; ``ref_peers``: moving them node to node;
 - ``collection_service`` (``collection_store``, ``collection_replica``, ``collection_delta``,
@@ -39,18 +40,19 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Sequence
 
-from . import interruption
+from . import interruption, keeper
 from .cluster_setup import ClusterSetup
 from .collection_service import CollectionService
 from .connection import Connection, check_hello, reject
 from .context import TaskContext, runtime
 from .detach_keeping import DetachKeeping
 from .execution import Outcome
-from .executors import ProcessExecutor, ThreadExecutor
+from .executors import ThreadExecutor
 from .lifecycle import Lifetime, run_self_destruct
 from .message_router import MessageRouter
 from .metrics import MetricsSampler, parse_collectors
 from .output import OutputRouter, TaskStream
+from .process_executor import ProcessExecutor
 from .protocol import PROTOCOL_VERSION, Message
 from .ref_store import RefStore
 from .subtasks import SubtaskRelay, local_nested_slots
@@ -608,6 +610,10 @@ async def serve(options: Options, token: str) -> int:
     return code
 
 
+#: the keeper process (see keeper.py), referenced for as long as the worker runs
+_keeper: Any = None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     options = Options(argv)
     token = os.environ.pop("SKYWARD_TOKEN", None)
@@ -618,6 +624,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.makedirs(options.workdir, exist_ok=True)
         os.chdir(options.workdir)
     workdir = os.getcwd()
+    # Before any thread starts (it sets the scope in the environment): what tasks start ends with us.
+    global _keeper
+    _keeper = keeper.start()
     # The work directory (where `includes` land) comes first on sys.path.
     sys.path[:] = [workdir] + [entry for entry in sys.path if entry not in ("", workdir)]
     code = 1

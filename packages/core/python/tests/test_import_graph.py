@@ -39,7 +39,7 @@ WORKER_LAYERS: List[List[str]] = [
     # parts that know no other part: a connection and its handshake, the deadline heap, the TTL,
     # budget and self-destruct, the remote-reference store, the cluster message, the executors
     ["skyward.connection", "skyward.deadlines", "skyward.lifecycle", "skyward.ref_store",
-     "skyward.cluster_setup", "skyward.executors", "skyward.collection_store"],
+     "skyward.cluster_setup", "skyward.executors", "skyward.process_executor", "skyward.collection_store"],
     # what a copy frame carries of each collection, and the answers it carries to the copy's node's
     # tasks (over the collections' store)
     ["skyward.collection_delta", "skyward.collection_mailbox"],
