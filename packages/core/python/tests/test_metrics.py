@@ -153,8 +153,18 @@ def test_a_new_cluster_message_replaces_the_collectors(gpu_worker: tuple[WorkerP
 
 
 def _children(pid: int) -> List[int]:
+    """``pid``'s child processes, its keeper (keeper.py, one per worker) apart."""
     with open(f"/proc/{pid}/task/{pid}/children") as handle:
-        return [int(child) for child in handle.read().split()]
+        children = [int(child) for child in handle.read().split()]
+    return [child for child in children if not _is_keeper(child)]
+
+
+def _is_keeper(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return any(part.endswith(b"/skyward/keeper.py") for part in handle.read().split(b"\0"))
+    except FileNotFoundError:
+        return False
 
 
 def _alive(pid: int) -> bool:
