@@ -39,6 +39,8 @@ from skyward.collection_replica import Replication  # noqa: E402
 from skyward.collection_store import CollectionStore  # noqa: E402
 from skyward.protocol import FrameDecoder, pack_frame, to_wire  # noqa: E402
 
+from reference_loop import interpreter  # noqa: E402
+
 try:  # the compact frames (a runtime before them speaks JSON frames only)
     from skyward.collection_frames import decoder as frame_decoder, pack  # noqa: E402
 except ImportError:
@@ -250,22 +252,6 @@ def _lean(context: Any, loop: asyncio.AbstractEventLoop, ops: int, rounds: int) 
     cpu = (time.thread_time_ns() - spent) / (ops * rounds * 3) / 1000
     sock.close()
     return figures, cpu
-
-
-def interpreter() -> str:
-    """This Python and its speed (as the test bed's ``far_tasks.interpreter`` measures it: a fixed
-    loop's thread CPU, best of 200), so this harness's figures are compared with the test bed's on
-    interpreters of the same speed."""
-    table = {"a": 1}
-    best = None
-    for _ in range(200):
-        started = time.thread_time_ns()
-        for _ in range(1000):
-            table.get("a")
-            len(table)
-        spent = time.thread_time_ns() - started
-        best = spent if best is None else min(best, spent)
-    return f"Python {sys.version.split()[0]} ({sys.executable}): {(best or 0) / 1000:.1f} µs per reference loop"
 
 
 def _cpu_seconds() -> float:

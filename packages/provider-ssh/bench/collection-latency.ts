@@ -29,6 +29,8 @@ const { values: flags } = parseArgs({
 const ops = Number(flags.ops);
 const rounds = Number(flags.rounds);
 const tasksFile = fileURLToPath(new URL("./far_tasks.py", import.meta.url));
+// far_tasks.interpreter's reference loop: core's, which collection_loopback.py prints too
+const referenceLoopFile = fileURLToPath(new URL("../../core/bench/reference_loop.py", import.meta.url));
 const increments = sky.python<[number], number>("far_tasks:increments");
 const lockCycles = sky.python<[number], number>("far_tasks:lock_cycles");
 const startEcho = sky.python<[number], number>("far_tasks:start_echo");
@@ -49,7 +51,10 @@ try {
     provider: SSH({ hosts: testbedSshHosts(bed) }),
     nodes: 2,
     ttl: 0,
-    image: { includes: [tasksFile], ...(flags.python === undefined ? {} : { python: flags.python }) },
+    image: {
+      includes: [tasksFile, referenceLoopFile],
+      ...(flags.python === undefined ? {} : { python: flags.python }),
+    },
     options: { console: false, bootstrapTimeout: 300 },
   });
   const echoPort = await pool.run(startEcho(7007), { target: 1 });

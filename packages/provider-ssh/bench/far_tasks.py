@@ -36,24 +36,11 @@ def increment_cpu(ops):
 
 
 def interpreter():
-    """The worker's Python (version, path) and its speed: the task thread's CPU for a fixed loop of
-    plain Python (1,000 dict lookups and calls, best of 200), µs. Two builds of one version can
-    differ by a third (a build without profile-guided optimization runs the same code slower), and
-    the collections' figures are mostly Python's CPU: figures taken on interpreters whose speed
-    differs do not compare."""
-    import sys
-    import time
+    """The worker's Python (version, path) and its speed: core's ``bench/reference_loop.py``, shipped
+    beside this file, which ``collection_loopback.py`` prints too."""
+    from reference_loop import interpreter as describe
 
-    table = {"a": 1}
-    best = None
-    for _ in range(200):
-        started = time.thread_time_ns()
-        for _ in range(1000):
-            table.get("a")
-            len(table)
-        spent = time.thread_time_ns() - started
-        best = spent if best is None else min(best, spent)
-    return f"Python {sys.version.split()[0]} ({sys.executable}): {best / 1000:.1f} µs per reference loop"
+    return describe()
 
 
 def lock_cycles(ops):

@@ -24,6 +24,29 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
   let scratch: string;
   let credentialCalls = 0;
 
+  /** What `use` does with moto's S3 as its administrator (the test's own client, not the store's). */
+  async function asAdmin<T>(use: (admin: S3Client) => Promise<T>): Promise<T> {
+    const admin = new S3Client({
+      endpoint: moto.endpoint,
+      region: "us-east-1",
+      forcePathStyle: true,
+      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
+    });
+    try {
+      return await use(admin);
+    } finally {
+      admin.destroy();
+    }
+  }
+
+  /** The multipart uploads still open in bucket `data` under `prefix` (each one's parts billed). */
+  async function openUploads(prefix: string): Promise<unknown[]> {
+    const listed = await asAdmin((admin) =>
+      admin.send(new ListMultipartUploadsCommand({ Bucket: "data", Prefix: prefix })),
+    );
+    return listed.Uploads ?? [];
+  }
+
   beforeAll(async () => {
     moto = await startMotoS3();
     store = new Storage({
@@ -35,14 +58,7 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
       secretKey: async () => "moto-secret-value-never-shown",
       pathStyle: true,
     });
-    const admin = new S3Client({
-      endpoint: moto.endpoint,
-      region: "us-east-1",
-      forcePathStyle: true,
-      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
-    });
-    await admin.send(new CreateBucketCommand({ Bucket: "data" }));
-    admin.destroy();
+    await asAdmin((admin) => admin.send(new CreateBucketCommand({ Bucket: "data" })));
     scratch = await mkdtemp(join(tmpdir(), "skyward-storage-"));
   });
 
@@ -234,20 +250,7 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
     expect(outcome).toMatchObject({ name: "AbortError" });
     // A program ends its store (or itself) once the upload has failed: nothing may be left to do.
     own.close();
-    const admin = new S3Client({
-      endpoint: moto.endpoint,
-      region: "us-east-1",
-      forcePathStyle: true,
-      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
-    });
-    try {
-      const listed = await admin.send(
-        new ListMultipartUploadsCommand({ Bucket: "data", Prefix: "aborted/" }),
-      );
-      expect(listed.Uploads ?? []).toEqual([]);
-    } finally {
-      admin.destroy();
-    }
+    expect(await openUploads("aborted/")).toEqual([]);
   });
 
   it("an aborted upload rejects without waiting for the parts in flight, and aborts the multipart upload", async () => {
@@ -259,12 +262,6 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
       return request.method === "PUT" && Number(part) >= 2;
     });
     const own = new Storage({ endpoint: proxy.endpoint, accessKey: "a", secretKey: "b", pathStyle: true });
-    const admin = new S3Client({
-      endpoint: moto.endpoint,
-      region: "us-east-1",
-      forcePathStyle: true,
-      credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
-    });
     try {
       const controller = new AbortController();
       const upload = own
@@ -283,13 +280,9 @@ describe.skipIf(skip !== undefined)("Storage against moto's S3", () => {
       // Before, it waited for the held parts, which never end: this never settled.
       expect(await upload).toMatchObject({ name: "AbortError" });
       expect(proxy.held.length).toBeGreaterThanOrEqual(1);
-      const listed = await admin.send(
-        new ListMultipartUploadsCommand({ Bucket: "data", Prefix: "stalled/" }),
-      );
-      expect(listed.Uploads ?? []).toEqual([]);
+      expect(await openUploads("stalled/")).toEqual([]);
     } finally {
       own.close();
-      admin.destroy();
       await proxy.close();
     }
   }, 60_000);

@@ -44,31 +44,53 @@ afterAll(async () => {
 
 const hold = sky.python<[marker: string], number>("notice_cost_tasks:hold");
 
+/**
+ * The real Local provider at the fixture price, its instances polling the fake IMDS for notices
+ * until `quiet()` (replacements then get none); `created` hears each provision's instances and how
+ * many provisions there were (the pool's own is the first).
+ */
+function noticeGivingLocal(created: (instances: readonly { id: string }[], provisions: number) => void): {
+  local: ReturnType<typeof sky.Local>;
+  provider: sky.ProviderV1<sky.LocalCluster>;
+  quiet: () => void;
+} {
+  const local = sky.Local({ hourlyPrice: PRICE });
+  let interruptible = true;
+  let provisions = 0;
+  const provider: sky.ProviderV1<sky.LocalCluster> = {
+    ...local,
+    interruptionNotice: ({ instance }) =>
+      interruptible
+        ? { kind: "aws-imds", endpoint: imds.endpointFor(instance.id), intervalSeconds: 0.2 }
+        : null,
+    async provision(options) {
+      provisions += 1;
+      const instances = await local.provision(options);
+      created(instances, provisions);
+      return instances;
+    },
+  };
+  return {
+    local,
+    provider,
+    quiet: () => {
+      interruptible = false;
+    },
+  };
+}
+
 describe("a replacement asked for at an interruption notice", () => {
   it("costs from its creation at the notice, while the interrupted node drains", async () => {
-    const local = sky.Local({ hourlyPrice: PRICE });
-    let interruptible = true;
-    let provisions = 0;
     let createdAt = 0;
-    const provider: sky.ProviderV1<sky.LocalCluster> = {
-      ...local,
-      interruptionNotice: ({ instance }) =>
-        interruptible
-          ? { kind: "aws-imds", endpoint: imds.endpointFor(instance.id), intervalSeconds: 0.2 }
-          : null,
-      async provision(options) {
-        provisions += 1;
-        const instances = await local.provision(options);
-        if (provisions > 1) createdAt ||= Date.now();
-        return instances;
-      },
-    };
+    const { provider, quiet } = noticeGivingLocal((_, provisions) => {
+      if (provisions > 1) createdAt ||= Date.now();
+    });
     const events: sky.SkywardEvent[] = [];
     await using pool = await sky.compute(
       { provider, nodes: 2, image: { includes: [tasks], metrics: null }, options: { console: false } },
       { onEvent: (event) => events.push(event) },
     );
-    interruptible = false; // the replacement gets no notices
+    quiet(); // the replacement gets no notices
     const victim = pool.nodes()[1]?.instanceId ?? "";
     const marker = join(scratch, "release");
     const running = pool.run(hold(marker), { target: 1 });
@@ -100,25 +122,16 @@ describe("a replacement asked for at an interruption notice", () => {
 
 describe("a replacement asked for at a notice, when terminating the interrupted instance fails", () => {
   it("is terminated with the node let go of, not left running", async () => {
-    const local = sky.Local({ hourlyPrice: PRICE });
-    let interruptible = true;
-    let provisions = 0;
     let asked = "";
     let victim = "";
     let refused = false;
     const terminated: string[] = [];
+    const noticed = noticeGivingLocal((instances, provisions) => {
+      if (provisions === 2) asked = instances[0]?.id ?? "";
+    });
+    const { local, quiet } = noticed;
     const provider: sky.ProviderV1<sky.LocalCluster> = {
-      ...local,
-      interruptionNotice: ({ instance }) =>
-        interruptible
-          ? { kind: "aws-imds", endpoint: imds.endpointFor(instance.id), intervalSeconds: 0.2 }
-          : null,
-      async provision(options) {
-        provisions += 1;
-        const instances = await local.provision(options);
-        if (provisions === 2) asked = instances[0]?.id ?? "";
-        return instances;
-      },
+      ...noticed.provider,
       async terminate(options) {
         // The cloud's API fails once on the interrupted instance (a throttle, a timeout).
         if (!refused && options.ids.includes(victim)) {
@@ -136,7 +149,7 @@ describe("a replacement asked for at a notice, when terminating the interrupted 
       options: { console: false, reconcileTickInterval: 1 },
     });
     try {
-      interruptible = false; // replacements get no notices
+      quiet(); // replacements get no notices
       victim = pool.nodes()[1]?.instanceId ?? "";
       imds.interrupt(victim);
       // Nothing runs on node 1: it drains at once, its terminate fails, the node is let go of.

@@ -21,6 +21,7 @@ import {
 } from "./pool-context.js";
 import { provisionInstances, provisionProgressEvents, terminateQuietly } from "./provision.js";
 import { Reconciler } from "./reconcile.js";
+import { terminateInstancesOf } from "./shutdown.js";
 
 /** A caller of `resize` waiting for the pool to reach its target. */
 export interface SizeWaiter {
@@ -422,21 +423,12 @@ async function terminateNode(
   asked: string | undefined,
 ): Promise<void> {
   try {
-    const { provider, cluster } = placement(context);
-    await provider.terminate({
-      cluster,
-      ids: asked !== undefined ? [node.instance.id, asked] : [node.instance.id],
-      signal: AbortSignal.timeout(context.options.shutdownTimeout * 1000),
-    });
-    context.hub.emit({
-      type: "node.destroyed",
-      timestamp: Date.now(),
-      poolId: context.id,
-      node: node.index,
-      instanceId: node.instance.id,
-    });
-    // The replacement asked for it, billed since it was created, is no node's: said here.
-    if (asked !== undefined) context.billing?.terminated([asked]);
+    await terminateInstancesOf(
+      context,
+      [node],
+      asked !== undefined ? [asked] : [],
+      AbortSignal.timeout(context.options.shutdownTimeout * 1000),
+    );
   } catch (error) {
     reportError(context, `terminating node ${node.index} (${node.instance.id}) failed`, error, node.index);
   }

@@ -2,7 +2,7 @@
  * Letting go of the nodes at shutdown: their workers released, their endpoints closed, and (unless
  * the pool was detached) their instances terminated and the provider's resources torn down.
  */
-import type { PoolContext } from "./pool-context.js";
+import { type NodeRuntime, type PoolContext, placement } from "./pool-context.js";
 
 /** Closes the connections at once, sending nothing: a detached pool's workers must see no `cancel`. */
 export async function dropConnections(context: PoolContext): Promise<void> {
@@ -49,22 +49,7 @@ export async function terminateNodes(
       context.nodes.map((node) => node.nextInstance?.then((instance) => instance.id).catch(() => undefined)),
     );
     const replacements = asked.filter((id): id is string => id !== undefined);
-    await provider.terminate({
-      cluster,
-      ids: [...context.nodes.map((node) => node.instance.id), ...replacements],
-      signal: deadline,
-    });
-    // Billed since they were created, and no node's: they stop costing now.
-    context.billing?.terminated(replacements);
-    for (const node of context.nodes) {
-      context.hub.emit({
-        type: "node.destroyed",
-        timestamp: Date.now(),
-        poolId: context.id,
-        node: node.index,
-        instanceId: node.instance.id,
-      });
-    }
+    await terminateInstancesOf(context, context.nodes, replacements, deadline);
   } catch (error) {
     report("terminating the instances failed", error);
   }
@@ -88,4 +73,33 @@ export function shutdownReporter(context: PoolContext): (what: string, error: un
       message: `${what}: ${(error as Error)?.message ?? String(error)}`,
       cause: error,
     });
+}
+
+/**
+ * Terminates `nodes`' instances and the `replacements` asked for them (created at the provider,
+ * billed since then, and no node's yet), then says so: the replacements stop costing, and each
+ * node's `node.destroyed` event. What the provider's `terminate` throws is thrown, nothing said.
+ */
+export async function terminateInstancesOf(
+  context: PoolContext,
+  nodes: readonly NodeRuntime[],
+  replacements: readonly string[],
+  signal: AbortSignal,
+): Promise<void> {
+  const { provider, cluster } = placement(context);
+  await provider.terminate({
+    cluster,
+    ids: [...nodes.map((node) => node.instance.id), ...replacements],
+    signal,
+  });
+  context.billing?.terminated(replacements);
+  for (const node of nodes) {
+    context.hub.emit({
+      type: "node.destroyed",
+      timestamp: Date.now(),
+      poolId: context.id,
+      node: node.index,
+      instanceId: node.instance.id,
+    });
+  }
 }
