@@ -5,7 +5,7 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { createTestbed, requireTestbed, type Testbed, testbedSshHost } from "@skyward/testing";
+import { createTestbed, requireTestbed, type Testbed, testbedSshHost, waitFor } from "@skyward/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AWS, type SshAddressMapping } from "../src/index.js";
 import { motoInventory, motoSkipReason } from "./moto-server.js";
@@ -14,14 +14,6 @@ import { useMotoSuite } from "./moto-suite.js";
 const skipReason = motoSkipReason() ?? (await requireTestbed());
 const tasks = fileURLToPath(new URL("./fixtures/aws_tasks.py", import.meta.url));
 const info = sky.python<[], { node: number }>("aws_tasks:info");
-
-async function until(predicate: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!(await predicate())) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
 
 describe.skipIf(skipReason !== undefined)(
   "an elastic pool on AWS (moto) whose instances are test-bed hosts",
@@ -83,7 +75,7 @@ describe.skipIf(skipReason !== undefined)(
         );
 
         // Idle past the timeout: node 1 goes, and its instance is terminated at EC2.
-        await until(
+        await waitFor(
           async () => (await motoInventory(suite.moto.endpoint)).liveInstances.length === 1,
           60_000,
           "the idle instance to be terminated",

@@ -14,6 +14,7 @@ import { TerminateInstancesCommand } from "@aws-sdk/client-ec2";
 import * as sky from "@skyward/core";
 import {
   createTestbed,
+  eventually,
   type FakeImds,
   isProcessRunning,
   requireTestbed,
@@ -37,15 +38,6 @@ const FAULTS = 5;
 const HOSTS = 2 + FAULTS;
 
 const alive = isProcessRunning;
-
-async function until(condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return condition();
-}
 
 describe.skipIf(skipReason !== undefined)("the fault suite on AWS (moto) with test-bed hosts", () => {
   const suite = useMotoSuite("skyward-aws-faults-");
@@ -155,7 +147,7 @@ describe.skipIf(skipReason !== undefined)("the fault suite on AWS (moto) with te
         }),
       ),
     );
-    await until(async () => (await starts()).filter((entry) => entry.pid === pid).length >= 2, 30_000);
+    await eventually(async () => (await starts()).filter((entry) => entry.pid === pid).length >= 2, 30_000);
     await fault({ pid, instanceId, host });
     counts.faults += 1;
     const done = await results.catch((error: unknown) => {
@@ -174,7 +166,7 @@ describe.skipIf(skipReason !== undefined)("the fault suite on AWS (moto) with te
     expect(hostOf.get(pool.nodes()[1]?.instanceId ?? "")).not.toBe(host);
     await cleanup?.({ pid, host });
     // The old worker lost its client and, with ttl 0, stopped at once.
-    expect(await until(() => !alive(pid), 60_000)).toBe(true);
+    expect(await eventually(() => !alive(pid), 60_000)).toBe(true);
   }
 
   it("a worker SIGKILLed mid-task", async () => {

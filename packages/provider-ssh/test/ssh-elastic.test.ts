@@ -5,7 +5,7 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
+import { requireTestbed, testbedSshHosts, useTestbedAndHome, waitFor } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
 import { alive } from "./processes.js";
@@ -14,14 +14,6 @@ const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("./fixtures/ssh_tasks.py", import.meta.url));
 const info = sky.python<[], { node: number; pid: number }>("ssh_tasks:info");
 const sleep = sky.python<[number], number>("ssh_tasks:sleep");
-
-async function until(predicate: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!predicate()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host test bed", () => {
   const scratch = useTestbedAndHome({ hosts: 3, homePrefix: "skyward-ssh-elastic-" });
@@ -64,7 +56,7 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
         broadcastDone = true;
       });
       everyNode.catch(() => undefined); // awaited below
-      await until(
+      await waitFor(
         () => failures.some((message) => /node 2 failed to start/.test(message)),
         30_000,
         "node 2 to fail",
@@ -72,7 +64,7 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
       expect(broadcastDone).toBe(false);
       await scratch.bed.exec(2, "ip link set eth0 up");
       linkDown = false;
-      await until(() => pool.currentNodes() === 3, 60_000, "the third node to join");
+      await waitFor(() => pool.currentNodes() === 3, 60_000, "the third node to join");
       expect((await everyNode).map((entry) => entry.node)).toEqual([0, 1, 2]);
       expect((await pool.broadcast(info())).map((entry) => entry.node)).toEqual([0, 1, 2]);
       expect(pool.nodes().map((node) => node.privateIp)).toEqual(scratch.bed.hosts.map((host) => host.host));
@@ -129,10 +121,14 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
       );
       for (const entry of three) workers.add(entry.pid);
 
-      await until(() => pool.nodes().length === 1 && destroyed.length === 2, 60_000, "the idle hosts to go");
+      await waitFor(
+        () => pool.nodes().length === 1 && destroyed.length === 2,
+        60_000,
+        "the idle hosts to go",
+      );
       expect(scaling.at(-1)).toMatchObject({ to: 1, reason: expect.stringMatching(/idle/) });
       const head = three.find((entry) => entry.node === 0);
-      await until(
+      await waitFor(
         () => three.filter((entry) => alive(entry.pid)).length === 1,
         20_000,
         "the workers to stop",
@@ -143,9 +139,9 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
         /nodes\.max: expected at most 3 nodes: the ssh provider holds no more, received 4/,
       );
       await pool.resize(sky.nodes({ desired: 1, min: 0, max: 3 }));
-      await until(() => pool.nodes().length === 0, 60_000, "the pool to scale to zero");
+      await waitFor(() => pool.nodes().length === 0, 60_000, "the pool to scale to zero");
       expect(pool.currentNodes()).toBe(0);
-      await until(() => !alive(head?.pid as number), 20_000, "the last worker to stop");
+      await waitFor(() => !alive(head?.pid as number), 20_000, "the last worker to stop");
 
       const back = await pool.run(info());
       workers.add(back.pid);
@@ -154,6 +150,6 @@ describe.skipIf(skipReason !== undefined)("elastic pools over SSH on a 3-host te
     } finally {
       await pool.close();
     }
-    await until(() => [...workers].every((pid) => !alive(pid)), 30_000, "every worker to stop after close");
+    await waitFor(() => [...workers].every((pid) => !alive(pid)), 30_000, "every worker to stop after close");
   }, 300_000);
 });

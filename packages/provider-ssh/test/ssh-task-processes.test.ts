@@ -6,7 +6,7 @@
  */
 import { fileURLToPath } from "node:url";
 import * as sky from "@skyward/core";
-import { requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
+import { eventually, requireTestbed, testbedSshHosts, useTestbedAndHome } from "@skyward/testing";
 import { describe, expect, it } from "vitest";
 import { SSH } from "../src/index.js";
 import { alive } from "./processes.js";
@@ -14,15 +14,6 @@ import { alive } from "./processes.js";
 const skipReason = await requireTestbed();
 const tasks = fileURLToPath(new URL("../../core/test/fixtures/task_process_tasks.py", import.meta.url));
 const startSleep = sky.python<[], [number, number]>("task_process_tasks:start_sleep");
-
-const until = async (condition: () => boolean, timeoutMs: number): Promise<boolean> => {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return condition();
-};
 
 describe.skipIf(skipReason !== undefined)("a task's own processes on an SSH host (test bed)", () => {
   const scratch = useTestbedAndHome({ hosts: 1, homePrefix: "skyward-ssh-task-processes-" });
@@ -39,7 +30,7 @@ describe.skipIf(skipReason !== undefined)("a task's own processes on an SSH host
     try {
       expect(alive(sleep)).toBe(true);
       process.kill(worker, "SIGKILL");
-      expect(await until(() => !alive(sleep), 60_000)).toBe(true);
+      expect(await eventually(() => !alive(sleep), 60_000)).toBe(true);
     } finally {
       if (alive(sleep)) process.kill(sleep, "SIGKILL");
     }

@@ -154,6 +154,7 @@ export {
   useFakeApi,
   useTestbedAndHome,
   useTestbedSshPool,
+  waitFor,
 } from "./testbed-pool.js";
 export {
   type CreateSlurmTestbedOptions,

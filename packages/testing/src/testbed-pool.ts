@@ -69,6 +69,15 @@ export async function eventually(
   return condition();
 }
 
+/** Returns once `condition` holds; throws "timed out waiting for `what`" after `timeoutMs`. */
+export async function waitFor(
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
+  if (!(await eventually(condition, timeoutMs))) throw new Error(`timed out waiting for ${what}`);
+}
+
 /** A test bed whose hosts stand in for a cloud's machines, and a scratch Skyward home. */
 export interface TestbedMachines<Owner> extends AsyncDisposable {
   readonly bed: Testbed;

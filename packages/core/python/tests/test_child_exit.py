@@ -19,11 +19,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Callable, Iterator, List
+from typing import IO, Iterator, List
 
 import pytest
 
-from worker_client import PYTHON_ROOT, TASKS_DIR, Client, WorkerProcess, connect, stop_process
+from worker_client import PYTHON_ROOT, TASKS_DIR, Client, WorkerProcess, connect, stop_process, wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads processes from Linux /proc")
 
@@ -58,14 +58,6 @@ def _children_of(pid: int) -> List[int]:
         if fields is not None and int(fields[1]) == pid and b"skyward.child" in command:
             found.append(int(entry))
     return found
-
-
-def _wait_until(condition: Callable[[], bool], what: str, timeout: float = GONE_WITHIN) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.05)
 
 
 def _waits_on_a_futex(pid: int) -> bool:
@@ -120,12 +112,12 @@ def _running(worker: WorkerProcess, marker: Path, fn: str, *args: object) -> int
     client = connect(worker)
     child = _the_child(worker, client)
     client.submit("task", fn, str(marker), *args, worker=0)
-    _wait_until(marker.exists, f"{fn} started")
+    wait_until(marker.exists, f"{fn} started")
     return child
 
 
 def _gone(child: int, state: str) -> None:
-    _wait_until(lambda: not _alive(child), f"child {child} {state} ended with its killed worker")
+    wait_until(lambda: not _alive(child), f"child {child} {state} ended with its killed worker")
 
 
 def test_an_idle_child_ends_with_its_worker(worker: WorkerProcess) -> None:
@@ -146,8 +138,8 @@ def test_a_child_whose_messages_the_worker_never_read_ends_with_it(worker: Worke
     marker = tmp_path / "marker"
     child = _running(worker, marker, "child_exit_tasks:mark_then_sleep", 1.0)
     stop_process(worker.process.pid)
-    _wait_until(lambda: marker.read_text() == "slept", "the task ended")
-    _wait_until(lambda: _idle(child), f"child {child} sent its task's end and waits for the next")
+    wait_until(lambda: marker.read_text() == "slept", "the task ended")
+    wait_until(lambda: _idle(child), f"child {child} sent its task's end and waits for the next")
     _kill_worker(worker)
     _gone(child, "with messages its worker never read")
 
@@ -188,7 +180,7 @@ def test_the_reader_ends_the_child_at_a_reset_socket() -> None:
         ours.sendall(_LENGTH.pack(len(init)) + init)
         ours.settimeout(GONE_WITHIN)
         assert ours.recv(1, socket.MSG_PEEK)  # ``ready`` came, and stays unread
-        _wait_until(lambda: _idle(child.pid), "the child waits for its first task")
+        wait_until(lambda: _idle(child.pid), "the child waits for its first task")
         ours.close()  # with data unread: the child reads a reset, not an EOF
         assert child.wait(timeout=GONE_WITHIN) == 0
     finally:
@@ -222,7 +214,7 @@ def test_the_watchdog_ends_a_process_whose_parent_died() -> None:
         assert _alive(guarded)
         middle.kill()
         middle.wait()
-        _wait_until(lambda: not _alive(guarded), f"process {guarded} whose parent died ended")
+        wait_until(lambda: not _alive(guarded), f"process {guarded} whose parent died ended")
     finally:
         if middle.poll() is None:
             middle.kill()

@@ -14,13 +14,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
+from typing import Dict, Iterator, List
 
 import pytest
 
-from worker_client import WorkerProcess, connect
+from worker_client import WorkerProcess, connect, wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads processes from Linux /proc")
 
@@ -41,14 +40,6 @@ def _alive(pid: int) -> bool:
     """Running (an ended process not yet reaped by its new parent is a zombie: not running)."""
     state = _state(pid)
     return state is not None and state not in ("Z", "X")
-
-
-def _wait_until(condition: Callable[[], bool], what: str, timeout: float = GONE_WITHIN) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.05)
 
 
 def _keepers_of(pid: int) -> List[int]:
@@ -105,7 +96,7 @@ def _worker(executor: str, started: Started) -> WorkerProcess:
 
 def _all_gone(pids: Dict[str, int], why: str) -> None:
     for kind, pid in pids.items():
-        _wait_until(lambda pid=pid: not _alive(pid), f"the task's {kind} process {pid} ended {why}")
+        wait_until(lambda pid=pid: not _alive(pid), f"the task's {kind} process {pid} ended {why}")
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
@@ -127,7 +118,7 @@ def test_what_a_running_task_started_ends_at_a_normal_stop(started: Started, tmp
     client = connect(worker)
     marker = tmp_path / "pid"
     client.submit("busy", "process_tasks:start_then_wait", str(marker))
-    _wait_until(lambda: marker.exists() and marker.read_text() != "", "the task started its child")
+    wait_until(lambda: marker.exists() and marker.read_text() != "", "the task started its child")
     child = int(marker.read_text())
     started.add(child)
     client.send({"t": "shutdown"})
@@ -152,7 +143,7 @@ def test_a_process_kept_out_of_the_worker_s_scope_and_unrelated_ones_live_on(sta
     os.kill(worker.process.pid, signal.SIGKILL)
     worker.process.wait(timeout=20)
     _all_gone(pids, "with its SIGKILLed worker")
-    _wait_until(lambda: not _alive(keepers[0]), "the keeper ended once the worker's processes had")
+    wait_until(lambda: not _alive(keepers[0]), "the keeper ended once the worker's processes had")
     assert _alive(kept_out), "a process started without the worker's scope variable, in its own session, was killed"
     assert outsider.poll() is None, "a process the worker never started was killed"
     outsider.kill()
@@ -177,7 +168,7 @@ def test_what_the_self_destruct_leaves_running_lives_on(started: Started, tmp_pa
     left = int(record.read_text())
     started.add(left)
     _all_gone(pids, "when its worker self-destructed")
-    _wait_until(lambda: not _alive(keepers[0]), "the keeper ended once the worker's processes had")
+    wait_until(lambda: not _alive(keepers[0]), "the keeper ended once the worker's processes had")
     assert _alive(left), "the process the self-destruct command left running was killed"
     worker.stop()
 
@@ -192,7 +183,7 @@ def test_what_a_process_task_started_ends_with_its_child(how: str, started: Star
     marker = tmp_path / "pid"
     client.submit("busy", "process_tasks:start_own_session_then", str(marker), "exit" if how == "ended its process" else "wait",
                   timeout=3 if how == "timed out" else None)
-    _wait_until(lambda: marker.exists() and marker.read_text() != "", "the task started its process")
+    wait_until(lambda: marker.exists() and marker.read_text() != "", "the task started its process")
     sleep = int(marker.read_text())
     started.add(sleep)
     if how == "cancelled":

@@ -51,6 +51,15 @@ def stop_process(pid: int, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Returns once ``condition()`` holds; fails naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.05)
+
+
 class WorkerProcess:
     """``python -m skyward.worker`` started the way a provider starts it."""
 
