@@ -205,3 +205,42 @@ def test_the_channel_thread_takes_the_frames_on_the_fast_path_and_acks_each_afte
         thread.join(10)
         mine.close()
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("size", [1, 5, 16, 23, 1000])
+def test_the_heads_channel_takes_acks_and_other_frames_in_order_however_they_are_read(size: int) -> None:
+    """The head's end (``HeadChannel``, the general decoder: a fast path for the acks was measured
+    and did not pay, docs/benchmarks.md) reading as a writing task's thread does: every ack and
+    ``superseded`` is handled in the order sent, however the node's stream is cut into reads, and a
+    malformed frame ends the connection."""
+    from skyward.collection_copy_head import HeadChannel
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    node = socket.create_connection(listener.getsockname())
+    head, _ = listener.accept()
+    listener.close()
+    handled: List[Dict[str, Any]] = []
+
+    class Recording(HeadChannel):
+        def handle(self, message: Dict[str, Any]) -> None:
+            handled.append(message)
+
+    channel = Recording(head, lambda *_: None, lambda *_: None, lambda _message: None, lambda _text: None)
+    try:
+        sent = [{"t": "acked", "seq": 1}, {"t": "acked", "seq": 2},
+                {"t": "superseded", "epoch": 2, "addr": "10.0.0.1", "port": 4000},
+                {"t": "acked", "seq": 3}, {"t": "acked", "seq": 4}]
+        stream = b"".join(collection_frames.pack(message) for message in sent)
+        for at in range(0, len(stream), size):
+            node.sendall(stream[at:at + size])
+            assert channel._read_now(block=True)
+        for _ in range(100):  # a read that took part of what was sent: the rest (each waits 0.1 s at most)
+            if len(handled) == len(sent):
+                break
+            assert channel._read_now(block=True)
+        assert handled == sent
+        node.sendall(b"\xff\x01\x63\x00" + b"\x00" * 12)  # a compact frame of no known kind: the end
+        assert not channel._read_now(block=True)
+    finally:
+        head.close()
+        node.close()
