@@ -52,19 +52,26 @@ except ImportError:
 
 
 def _replica(port: int) -> None:
-    """Holds the copy: answers each ``replicate`` frame with ``acked`` (as the copy channel does)."""
+    """Holds the copy: answers each ``replicate`` frame with ``acked``, read by the runtime's own
+    reader of the copy channel (``NodeEnd``, its channel thread's loop) as a node holding the copy
+    does (a runtime before it: a blocking read of every frame)."""
     loop = asyncio.new_event_loop()
     store = CollectionStore(loop)
     sock = socket.create_connection(("127.0.0.1", port))
     tune(sock)
 
-    def each(message: Any) -> None:
+    def each(message: Any) -> None:  # as CopyChannel's: the copy takes it, then the ack goes
         for state in message.get("states") or []:
             load(store, state)
         send_all(sock, pack({"t": "acked", "seq": message.get("seq")}))
 
     try:
-        read_messages(sock, each)
+        try:
+            from skyward.collection_copy_node import NodeEnd
+        except ImportError:
+            read_messages(sock, each)
+        else:
+            NodeEnd(sock, each).run()
     except OSError:
         pass
 

@@ -14,7 +14,8 @@ a decoder takes both (:attr:`skyward.protocol.FrameDecoder.compact`) and hands t
 JSON frame would (so the epochs, the seqs and their checks are the same). An ``op`` marked
 ``"copy": true`` and a ``replicate`` carrying the answers the copy gives its node's tasks
 (:mod:`skyward.collection_mailbox`) have compact forms too: a bit of the operation byte, and the
-answers after the states.
+answers after the states. The node holding the copy reads a whole compact ``replicate`` frame
+without the decoder (:func:`take_replicate`) and packs its ``acked`` at once (:func:`acked`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import struct
 import socket
 from typing import Any, Callable, Dict, List, Tuple
 
-from .protocol import MAX_SAFE_INTEGER, FrameDecoder, ProtocolError, pack_frame, to_wire
+from .protocol import COMPACT_MAX_BYTES, MAX_SAFE_INTEGER, FrameDecoder, ProtocolError, pack_frame, to_wire
 
 #: the first word of a compact frame is ``_MARK | kind << 8``
 _MARK = 0xFF010000
@@ -85,6 +86,10 @@ def _scalar(value: Any) -> bytes:
 def pack(message: Dict[str, Any], wire: bool = False) -> bytes:
     """``message`` as one frame: compact when its layout has one, else JSON. Its values are native
     (``to_wire`` makes their wire form), or already in wire form when ``wire``."""
+    if len(message) == 2 and message.get("t") == "acked":  # the copy's answer to every frame
+        seq = message.get("seq")
+        if type(seq) is int and -(1 << 63) <= seq < 1 << 63:
+            return acked(seq)
     try:
         compact = _compact(message)
     except (ValueError, TypeError, AttributeError, struct.error, UnicodeEncodeError):
@@ -243,6 +248,85 @@ def unpack(word: int, body: memoryview) -> Dict[str, Any]:
     return message
 
 
+#: a compact ``replicate`` frame's prefix and fixed fields at once (the copy's fast path)
+_REPLICATE_HEAD = struct.Struct(">IIqqH")
+_REPLICATE_WORD = _MARK | REPLICATE << 8
+_ANSWER_HEAD = struct.Struct(">qB")  # request id, the value's tag
+_ACKED = struct.Struct(">IIq")
+_ACKED_WORD = _MARK | ACKED << 8
+
+
+def acked(seq: int) -> bytes:
+    """The compact ``acked`` frame of ``seq`` (a signed 64-bit integer), as :func:`pack` makes it."""
+    return _ACKED.pack(_ACKED_WORD, 8, seq)
+
+
+def take_replicate(data: bytearray, at: int, end: int) -> Tuple[Dict[str, Any], int] | None:
+    """The copy's fast path: the compact ``replicate`` frame starting at ``data[at:end]`` as the
+    message :func:`unpack` gives, and where the next frame starts — read with precompiled layouts,
+    no decoder. None when that is not a whole compact ``replicate`` frame whose every field this
+    reads (another frame, a partial one, a value of another kind, a malformed one): the general
+    decoder then takes the bytes from ``at`` on (and refuses what is malformed)."""
+    if end - at < _REPLICATE_HEAD.size:
+        return None
+    word, length, epoch, seq, count = _REPLICATE_HEAD.unpack_from(data, at)
+    stop = at + 8 + length
+    if word != _REPLICATE_WORD or stop > end or length > COMPACT_MAX_BYTES:
+        return None
+    try:
+        i = at + _REPLICATE_HEAD.size
+        states = []
+        for _ in range(count):
+            if i >= stop:
+                return None
+            code, size = _STATE.unpack_from(data, i)
+            i += 3
+            if i + size > stop:
+                return None
+            name = data[i:i + size].decode("utf-8")
+            i += size
+            if code == 0:
+                states.append({"kind": "counter", "name": name, "value": _I64.unpack_from(data, i)[0]})
+                i += 8
+            elif code == 1:
+                (size,) = _U16.unpack_from(data, i)
+                i += 2
+                if size == 0xFFFF:
+                    holder = None
+                elif i + size > stop:
+                    return None
+                else:
+                    holder = data[i:i + size].decode("utf-8")
+                    i += size
+                states.append({"kind": "lock", "name": name, "holder": holder})
+            else:
+                return None
+        message: Dict[str, Any] = {"t": "replicate", "epoch": epoch, "seq": seq, "full": False, "states": states}
+        if i < stop:  # the answers the node holding the copy gives its own tasks
+            (count,) = _U16.unpack_from(data, i)
+            i += 2
+            answers = []
+            for _ in range(count):
+                if i >= stop:
+                    return None
+                request_id, tag = _ANSWER_HEAD.unpack_from(data, i)
+                i += 9
+                if tag == _INT:
+                    value: Any = _I64.unpack_from(data, i)[0]
+                    i += 8
+                elif tag < _INT:
+                    value = (None, False, True)[tag]
+                else:
+                    return None  # a float or a string: the general decoder's
+                answers.append({"t": "answer", "id": request_id, "value": value})
+            message["answers"] = answers
+        if i != stop:
+            return None
+        return message, stop
+    except (struct.error, UnicodeDecodeError):  # a field past the buffer, or not UTF-8: the general decoder refuses it
+        return None
+
+
 def decoder() -> FrameDecoder:
     """A frame decoder for a collections connection: JSON frames and compact ones."""
     made = FrameDecoder()
@@ -262,4 +346,5 @@ def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -
                 each(message)
 
 
-__all__ = ["ACKED", "ANSWER", "OP", "REPLICATE", "decoder", "pack", "read_messages", "unpack"]
+__all__ = ["ACKED", "ANSWER", "OP", "REPLICATE", "acked", "decoder", "pack", "read_messages", "take_replicate",
+           "unpack"]

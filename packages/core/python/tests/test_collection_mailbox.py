@@ -154,6 +154,8 @@ def test_a_write_from_the_copys_node_is_answered_by_the_copy(pool: Pool) -> None
     # Every one came with the copy's frame; the copy holds them all.
     assert (pool.head.forwarded, pool.mailbox.delivered) == (7, 7)
     assert pool.copy_value("steps") == ("value", 5)
+    # Their compact frames were read on the copy's fast path (collection_frames.take_replicate).
+    assert pool.mailbox.copy_end.fast_frames > 0
     # A read is not copied: the head answers it.
     assert pool.on_node_1(["counter", "steps", "value"]).result(60) == ("value", 5)
     assert pool.mailbox.delivered == 7
