@@ -86,10 +86,6 @@ def _scalar(value: Any) -> bytes:
 def pack(message: Dict[str, Any], wire: bool = False) -> bytes:
     """``message`` as one frame: compact when its layout has one, else JSON. Its values are native
     (``to_wire`` makes their wire form), or already in wire form when ``wire``."""
-    if len(message) == 2 and message.get("t") == "acked":  # the copy's answer to every frame
-        seq = message.get("seq")
-        if type(seq) is int and -(1 << 63) <= seq < 1 << 63:
-            return acked(seq)
     try:
         compact = _compact(message)
     except (ValueError, TypeError, AttributeError, struct.error, UnicodeEncodeError):
@@ -102,7 +98,7 @@ def pack(message: Dict[str, Any], wire: bool = False) -> bytes:
 def _compact(message: Dict[str, Any]) -> bytes | None:
     kind = message.get("t")
     if kind == "acked" and len(message) == 2 and type(message.get("seq")) is int:
-        return _frame(ACKED, _I64.pack(message["seq"]))
+        return acked(message["seq"])  # the copy's answer to every frame: one struct
     if kind == "answer" and len(message) == 3 and type(message.get("id")) is int:
         return _frame(ANSWER, _I64.pack(message["id"]) + _scalar(message.get("value")))
     if kind == "op" and len(message) == 4 + ("copy" in message):
