@@ -85,3 +85,19 @@ def test_a_head_task_stopped_mid_fast_write_has_it_answered_and_copied(pool: Poo
     poll_until(lambda: not pool.head._waiting, "the head to take the ack of the stopped task's write")
     assert pool.copy_value("s") == ("value", 2)
     assert pool.on_head(["counter", "s", "increment", 1]) == ("value", 3)  # the channel's turn was let go
+
+
+def test_a_copy_lost_mid_fast_write_leaves_it_unanswered_until_its_loss_is_confirmed(pool: Pool) -> None:
+    assert pool.on_head(["counter", "k", "increment", 1]) == ("value", 1)
+    pool.copy_stops.set()
+    answers: List[Any] = []
+    writer = threading.Thread(target=lambda: pool.head.apply_here(
+        "0/t", ["counter", "k", "increment", 1], answers.append, ("direct", object())))
+    writer.start()
+    assert pool.copy_stopped.wait(60)
+    poll_until(lambda: pool.head._replica is None, "the head to see the copy's connection end")
+    writer.join(60)  # its thread returned with no ack to read
+    assert not answers, "answered before the copy acked it or its loss was confirmed"
+    pool.head.node_lost("1")
+    poll_until(lambda: answers, "the write's answer once node 1's loss is confirmed")
+    assert answers == [("value", 2)]
