@@ -9,7 +9,7 @@ import select
 import socket
 import struct
 import threading
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List
 
 from . import deferred_interrupts
 from .collection_channel import DONT_WAIT, PeerThread, start_thread, writing_here, writing_now
@@ -134,14 +134,12 @@ class HeadChannel(PeerThread):
         """The head's fast path (``Replication.apply_here``, the store's lock held): takes the turn to
         read and counts one frame unanswered, when the channel is idle — nobody reads or waits to,
         nothing unanswered, nothing queued or being written, the connection up. The caller then
-        writes its frame (:meth:`write_claimed`) and reads its ack (:meth:`read_ack`, then
+        writes its frame (:meth:`write_now`) and reads its ack (:meth:`read_ack`, then
         :meth:`wait_acks` with ``claimed``), or lets the turn go (:meth:`let_go`)."""
         with self._role_lock:
-            if self._reader is not None or self._unanswered or self._waiters or self._broken:
+            if (self._reader is not None or self._unanswered or self._waiters or self._broken
+                    or not DONT_WAIT or not self.quiet()):
                 return False
-            with self._queue_lock:
-                if self._frames or self._sending or self._sending_ended or not DONT_WAIT:
-                    return False
             self._reader = threading.current_thread()
             self._unanswered = 1
             return True
@@ -154,34 +152,11 @@ class HeadChannel(PeerThread):
             self._leave_to_own()
             self._role.notify_all()
 
-    def write_claimed(self, data: bytes) -> None:
-        """Writes one frame after :meth:`take_idle`, without waiting (the store's lock is held): what
-        the socket does not take at once is the sender thread's, as with :meth:`write_queued`."""
-        with self._queue_lock:
-            if self._sending_ended:
-                return
-            if self._frames or self._sending:
-                self._frames.append(data)
-                self._queued.notify()
-                return
-            self._sending = True
-        written = 0
-        try:
-            written = self._sock.send(data, DONT_WAIT)
-        except OSError:  # full, or failed: the sender thread writes it, or says why not
-            pass
-        with self._queue_lock:
-            self._sending = False
-            if written < len(data):
-                self._frames.insert(0, data[written:])
-            if self._frames:
-                self._queued.notify()
-
     def read_ack(self, seq: int) -> bool:
         """The first read for a frame written after :meth:`take_idle` (this thread the reader): at
         most one ``acked`` frame's bytes. Exactly ``seq``'s ack: taken here (the replication's
-        ``acked``), no decoder; anything else (a ``superseded``, a part of a frame) goes to the
-        general decoder and is handled as :meth:`_read_now` would. Whether the connection is up
+        ``acked``), no decoder; anything else (a ``superseded``, a part of a frame, bytes after a part
+        the decoder holds) goes to the general decoder and is handled as :meth:`_read_now` would. Whether the connection is up
         (:meth:`wait_acks` calls it, and lets the turn go whatever happens)."""
         with deferred_interrupts.held():
             try:
@@ -194,30 +169,17 @@ class HeadChannel(PeerThread):
             if not count:
                 self._end_seen(None)
                 return False
-            if count == 16 and self._ack_buffer == acked_frame(seq):
+            if count == 16 and not self._decoder.pending and self._ack_buffer == acked_frame(seq):
                 self.fast_writes += 1
                 with writing_here():
                     self.handle({"t": "acked", "seq": seq})
                 return True
-            return self._take(bytes(memoryview(self._ack_buffer)[:count]))
+            return self._take(memoryview(self._ack_buffer)[:count])
 
-    def _take(self, data: bytes) -> bool:
-        """Bytes read outside the decoder's buffer, given to it (then handled as :meth:`_read_now`)."""
-        messages = []
-        try:
-            while data:
-                with self._decoder.get_buffer() as buffer:
-                    count = min(len(buffer), len(data))
-                    buffer[:count] = data[:count]
-                data = data[count:]
-                messages += [message for frame in self._decoder.buffer_updated(count) for message in frame]
-        except (ProtocolError, ValueError) as error:
-            self._end_seen(error)
-            return False
-        with writing_here():
-            for message in messages:
-                self.handle(message)
-        return True
+    def _take(self, data: memoryview) -> bool:
+        """Bytes read outside the decoder's memory (:meth:`read_ack`), given to it and handled as
+        :meth:`_read_now` handles what it reads."""
+        return self._decoded(lambda: self._decoder.feed(data))
 
     def wait_acks(self, done: Callable[[], bool], claimed: bool = False, seq: int | None = None) -> None:
         """Reads the node's answers on this thread while ``done()`` is false and a frame is
@@ -281,8 +243,12 @@ class HeadChannel(PeerThread):
         if not count:
             self._end_seen(None)
             return False
+        return self._decoded(lambda: self._decoder.buffer_updated(count))
+
+    def _decoded(self, frames: Callable[[], List[List[Dict[str, Any]]]]) -> bool:
+        """The messages of the ``frames()`` the decoder completes, handled; whether the stream is sound."""
         try:
-            messages = [message for frame in self._decoder.buffer_updated(count) for message in frame]
+            messages = [message for frame in frames() for message in frame]
         except (ProtocolError, ValueError) as error:
             self._end_seen(error)
             return False

@@ -321,7 +321,7 @@ class Replication:
                 delivery = _Delivery(reply, None)
                 delivery.channels.append(channel)
                 self._waiting[seq] = [(delivery, answers[0])]
-                channel.write_claimed(counter_replicate(self.epoch, seq, request[1], value))
+                channel.write_now(counter_replicate(self.epoch, seq, request[1], value))
         channel.wait_acks(lambda: delivery.answered, claimed=True, seq=seq)
         return True
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from typing import Any, List
 
 import worker_client  # noqa: F401  (puts the runtime on sys.path)
@@ -101,3 +102,34 @@ def test_a_copy_lost_mid_fast_write_leaves_it_unanswered_until_its_loss_is_confi
     pool.head.node_lost("1")
     poll_until(lambda: answers, "the write's answer once node 1's loss is confirmed")
     assert answers == [("value", 2)]
+
+
+def test_a_superseded_instead_of_the_ack_refuses_the_fast_write_once(pool: Pool) -> None:
+    pool.server.on_superseded = lambda message: pool.head.supersede(message["epoch"], "at the test's holder")
+    assert pool.on_head(["counter", "v", "increment", 1]) == ("value", 1)
+    channel = _channel(pool)
+    before = channel.fast_writes
+    pool.copy_answer = {"t": "superseded", "epoch": pool.head.epoch + 1}
+    answers: List[Any] = []
+    pool.head.apply_here("0/t", ["counter", "v", "increment", 1], answers.append, ("direct", object()))
+    poll_until(lambda: answers, "the write's refusal")
+    time.sleep(0.2)  # a second answer would come by now
+    assert len(answers) == 1, answers
+    kind, type_name, message = answers[0]
+    assert (kind, type_name) == ("error", "RuntimeError") and "newer holder" in message
+    assert channel.fast_writes == before  # read as a superseded, not as an ack
+    assert pool.on_head(["counter", "v", "increment", 1])[0] == "error"  # refused from now on
+    assert pool.copy_value("v") == ("value", 1)
+
+
+def test_a_value_past_64_bits_goes_the_general_way_and_reaches_the_copy(pool: Pool) -> None:
+    before = _channel(pool).fast_writes
+    assert pool.on_head(["counter", "big", "reset", 1 << 63]) == ("value", 1 << 63)
+    assert _channel(pool).fast_writes == before  # no compact frame carries it
+    poll_until(lambda: not pool.head._waiting, "the copy's ack")
+    assert pool.copy_value("big") == ("value", 1 << 63)
+    assert pool.on_head(["counter", "big", "decrement", 1]) == ("value", (1 << 63) - 1)
+    assert _channel(pool).fast_writes == before + 1  # back in range: the fast path again
+    assert pool.copy_value("big") == ("value", (1 << 63) - 1)
+    assert pool.on_head(["counter", "big", "increment", "x"])[0] == "error"  # refused: nothing changed
+    assert pool.copy_value("big") == ("value", (1 << 63) - 1)
