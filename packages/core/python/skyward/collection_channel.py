@@ -219,6 +219,23 @@ class PeerThread:
                     return
                 frames, self._frames = self._frames, []
 
+    def write_now(self, data: bytes) -> None:
+        """Queues ``data`` and writes the queue on this thread as far as the socket takes it without
+        waiting (:meth:`write_queued`: the rest is the sender thread's); nothing once the connection
+        ended (the reader saw, or will see, the end)."""
+        with self._queue_lock:
+            if self._sending_ended:
+                return
+            self._frames.append(data)
+            if self._sending:
+                return  # the thread writing now writes it, in order
+        self.write_queued()
+
+    def quiet(self) -> bool:
+        """Nothing is queued or being written, and the connection has not ended."""
+        with self._queue_lock:
+            return not (self._frames or self._sending or self._sending_ended)
+
     def _write(self) -> None:
         while True:
             with self._queue_lock:

@@ -257,6 +257,12 @@ def acked(seq: int) -> bytes:
     return _ACKED.pack(_ACKED_WORD, 8, seq)
 
 
+def counter_replicate(epoch: int, seq: int, name: str, value: int) -> bytes:
+    """The compact ``replicate`` frame of one counter's new ``value`` (the head's fast path), as
+    :func:`pack` makes it for ``{"t": "replicate", "epoch", "seq", "full": False, "states": [that]}``."""
+    return _frame(REPLICATE, _REPLICATE.pack(epoch, seq, 1) + b"\x00" + _text(name) + _I64.pack(value))
+
+
 def take_replicate(data: bytearray, at: int, end: int) -> Tuple[Dict[str, Any], int] | None:
     """The copy's fast path: the compact ``replicate`` frame starting at ``data[at:end]`` as the
     message :func:`unpack` gives, and where the next frame starts — read with precompiled layouts,

@@ -73,6 +73,9 @@ class Pool:
         self.copy_stops = threading.Event()
         self.copy_stopped = threading.Event()
         self.copy_resumes = threading.Event()
+        #: set: the copy answers the next frame with this instead of taking it (a node that follows a
+        #: newer holder says ``superseded``)
+        self.copy_answer: Dict[str, Any] | None = None
         self.mailbox = Mailbox()
         self.copy_channel = CopyChannel(TOKEN, lambda: "job", lambda: 1, self._replicated, self.logs.append,
                                         self.mailbox)
@@ -93,6 +96,9 @@ class Pool:
             self.copy_channel.close()
             self.copy_stopped.set()
             return {"t": "superseded", "epoch": 9}  # not sent: the connection is shut
+        if self.copy_answer is not None:
+            answer, self.copy_answer = self.copy_answer, None
+            return answer
         for state in message.get("states") or []:
             load(self.copy, state)
         return {"t": "acked", "seq": message["seq"]}

@@ -1,0 +1,135 @@
+"""The head's fast path for a counter's write by the only writer on an idle copy channel
+(``Replication._fast``, ``HeadChannel.take_idle`` / ``read_ack``): taken when it applies, and every
+other case answered by the general path with nothing lost or answered twice. Real sockets: the
+head and node 1's copy of test_collection_mailbox's pool."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from typing import Any, List
+
+import worker_client  # noqa: F401  (puts the runtime on sys.path)
+from skyward import deferred_interrupts
+from test_collection_mailbox import Pool, Stopped, pool  # noqa: F401  (the fixture)
+from test_collection_turns import poll_until
+
+
+def _channel(pool: Pool) -> Any:
+    return pool.head._replica.__self__  # type: ignore[union-attr]
+
+
+def test_a_lone_counter_write_on_the_head_takes_the_fast_path(pool: Pool) -> None:
+    before = _channel(pool).fast_writes
+    for step in range(1, 21):
+        assert pool.on_head(["counter", "c", "increment", 1]) == ("value", step)
+    assert _channel(pool).fast_writes - before == 20
+    assert pool.copy_value("c") == ("value", 20)
+    assert not pool.head._waiting
+
+
+def test_concurrent_writers_on_the_head_are_linearizable(pool: Pool) -> None:
+    threads, each = 6, 40
+
+    def writer(_: int) -> List[Any]:
+        return [pool.on_head(["counter", "n", "increment", 1]) for _ in range(each)]
+
+    with concurrent.futures.ThreadPoolExecutor(threads) as executor:
+        answers = [answer for chunk in executor.map(writer, range(threads)) for answer in chunk]
+    values = sorted(value for kind, value in answers)
+    assert all(kind == "value" for kind, _ in answers)
+    assert values == list(range(1, threads * each + 1))  # each answer distinct, none lost
+    assert pool.copy_value("n") == ("value", threads * each)
+    assert not pool.head._waiting
+
+
+def test_a_lock_cycle_with_a_waiter_stays_fifo_beside_fast_counter_writes(pool: Pool) -> None:
+    assert pool.on_head(["lock", "l", "acquire", None], owner="0/a") == ("value", True)
+    order: List[str] = []
+
+    def waiter(owner: str) -> None:
+        assert pool.on_head(["lock", "l", "acquire", None], owner=owner) == ("value", True)
+        order.append(owner)
+        pool.on_head(["counter", "c", "increment", 1], owner=owner)
+        assert pool.on_head(["lock", "l", "release"], owner=owner) == ("value", None)
+
+    first = threading.Thread(target=waiter, args=("0/b",))
+    first.start()
+    poll_until(lambda: len(pool.head.store.locks["l"].waiters) == 1, "b to wait")
+    second = threading.Thread(target=waiter, args=("0/c",))
+    second.start()
+    poll_until(lambda: len(pool.head.store.locks["l"].waiters) == 2, "c to wait")
+    assert pool.on_head(["lock", "l", "release"], owner="0/a") == ("value", None)
+    first.join(60)
+    second.join(60)
+    assert order == ["0/b", "0/c"]
+    assert pool.copy_value("c") == ("value", 2)
+
+
+def test_a_head_task_stopped_mid_fast_write_has_it_answered_and_copied(pool: Pool) -> None:
+    assert pool.on_head(["counter", "s", "increment", 1]) == ("value", 1)
+    pool.stop_acker.set()
+
+    def task() -> Any:
+        pool.stopping = threading.get_ident()
+        try:
+            return pool.on_head(["counter", "s", "increment", 1])
+        finally:
+            deferred_interrupts.forget(threading.get_ident())
+
+    try:
+        pool.threads.submit(task).result(60)
+        raise AssertionError("the task was not stopped")
+    except Stopped:
+        pass
+    poll_until(lambda: not pool.head._waiting, "the head to take the ack of the stopped task's write")
+    assert pool.copy_value("s") == ("value", 2)
+    assert pool.on_head(["counter", "s", "increment", 1]) == ("value", 3)  # the channel's turn was let go
+
+
+def test_a_copy_lost_mid_fast_write_leaves_it_unanswered_until_its_loss_is_confirmed(pool: Pool) -> None:
+    assert pool.on_head(["counter", "k", "increment", 1]) == ("value", 1)
+    pool.copy_stops.set()
+    answers: List[Any] = []
+    writer = threading.Thread(target=lambda: pool.head.apply_here(
+        "0/t", ["counter", "k", "increment", 1], answers.append, ("direct", object())))
+    writer.start()
+    assert pool.copy_stopped.wait(60)
+    poll_until(lambda: pool.head._replica is None, "the head to see the copy's connection end")
+    writer.join(60)  # its thread returned with no ack to read
+    assert not answers, "answered before the copy acked it or its loss was confirmed"
+    pool.head.node_lost("1")
+    poll_until(lambda: answers, "the write's answer once node 1's loss is confirmed")
+    assert answers == [("value", 2)]
+
+
+def test_a_superseded_instead_of_the_ack_refuses_the_fast_write_once(pool: Pool) -> None:
+    pool.server.on_superseded = lambda message: pool.head.supersede(message["epoch"], "at the test's holder")
+    assert pool.on_head(["counter", "v", "increment", 1]) == ("value", 1)
+    channel = _channel(pool)
+    before = channel.fast_writes
+    pool.copy_answer = {"t": "superseded", "epoch": pool.head.epoch + 1}
+    answers: List[Any] = []
+    pool.head.apply_here("0/t", ["counter", "v", "increment", 1], answers.append, ("direct", object()))
+    poll_until(lambda: answers, "the write's refusal")
+    time.sleep(0.2)  # a second answer would come by now
+    assert len(answers) == 1, answers
+    kind, type_name, message = answers[0]
+    assert (kind, type_name) == ("error", "RuntimeError") and "newer holder" in message
+    assert channel.fast_writes == before  # read as a superseded, not as an ack
+    assert pool.on_head(["counter", "v", "increment", 1])[0] == "error"  # refused from now on
+    assert pool.copy_value("v") == ("value", 1)
+
+
+def test_a_value_past_64_bits_goes_the_general_way_and_reaches_the_copy(pool: Pool) -> None:
+    before = _channel(pool).fast_writes
+    assert pool.on_head(["counter", "big", "reset", 1 << 63]) == ("value", 1 << 63)
+    assert _channel(pool).fast_writes == before  # no compact frame carries it
+    poll_until(lambda: not pool.head._waiting, "the copy's ack")
+    assert pool.copy_value("big") == ("value", 1 << 63)
+    assert pool.on_head(["counter", "big", "decrement", 1]) == ("value", (1 << 63) - 1)
+    assert _channel(pool).fast_writes == before + 1  # back in range: the fast path again
+    assert pool.copy_value("big") == ("value", (1 << 63) - 1)
+    assert pool.on_head(["counter", "big", "increment", "x"])[0] == "error"  # refused: nothing changed
+    assert pool.copy_value("big") == ("value", (1 << 63) - 1)
