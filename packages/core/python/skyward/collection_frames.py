@@ -257,10 +257,15 @@ def acked(seq: int) -> bytes:
     return _ACKED.pack(_ACKED_WORD, 8, seq)
 
 
-def counter_replicate(epoch: int, seq: int, name: str, value: int) -> bytes:
-    """The compact ``replicate`` frame of one counter's new ``value`` (the head's fast path), as
-    :func:`pack` makes it for ``{"t": "replicate", "epoch", "seq", "full": False, "states": [that]}``."""
-    return _frame(REPLICATE, _REPLICATE.pack(epoch, seq, 1) + b"\x00" + _text(name) + _I64.pack(value))
+def one_replicate(epoch: int, seq: int, kind: str, name: str, value: Any) -> bytes:
+    """The compact ``replicate`` frame of one write (the head's fast path): a counter's new ``value``,
+    or a lock's new holder (``value``, None when free) — as :func:`pack` makes it for
+    ``{"t": "replicate", "epoch", "seq", "full": False, "states": [that state]}``."""
+    if kind == "counter":
+        state = b"\x00" + _text(name) + _I64.pack(value)
+    else:
+        state = b"\x01" + _text(name) + (b"\xff\xff" if value is None else _text(value))
+    return _frame(REPLICATE, _REPLICATE.pack(epoch, seq, 1) + state)
 
 
 def take_replicate(data: bytearray, at: int, end: int) -> Tuple[Dict[str, Any], int] | None:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Set, Tuple
 
 from . import deferred_interrupts
 from .collection_channel import writing_here
-from .collection_frames import counter_replicate
+from .collection_frames import one_replicate
 from .collection_delta import Changes, everything, load, state_of
 from .collection_mailbox import answer_message
 from .collection_store import Answer, CollectionStore, ended, on_loop
@@ -40,6 +40,10 @@ WRITES = {
     "queue": {"put", "get"},
     "lock": {"acquire", "release"},
 }
+
+#: the writes :meth:`Replication._fast` may take, by operation: the kind they are of
+_FAST_OPS = {"increment": "counter", "decrement": "counter", "reset": "counter", "acquire": "lock",
+             "release": "lock"}
 
 Send = Callable[[Dict[str, Any]], None]
 
@@ -282,36 +286,43 @@ class Replication:
         channel.wait_acks(lambda: delivery.answered, claimed)
 
     def _fast(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any) -> bool:
-        """A counter's write by the only writer on an idle copy channel, the lean way: applied under
-        the store's lock, its compact frame packed and written here, its ack read by this thread with
-        no decoder; the replication's bookkeeping (``_seq``, ``_waiting``) is the general path's, so
-        a copy lost or replaced, a newer holder, an ack read by another way answer it as they answer
-        any write. False (nothing done) when it does not apply: the general path takes it."""
-        if (type(request) is not list or not 3 <= len(request) <= 4 or request[0] != "counter"
-                or request[2] not in ("increment", "decrement", "reset") or type(request[1]) is not str
-                or len(request[1]) > 16000):
+        """A counter's write, a free lock's acquire or a release no task waits on, by the only writer
+        on an idle copy channel, the lean way: applied under the store's lock, its compact frame
+        packed and written here, its ack read by this thread with no decoder; the replication's
+        bookkeeping (``_seq``, ``_waiting``) is the general path's, so a copy lost or replaced, a
+        newer holder, an ack read by another way answer it as they answer any write. False (nothing
+        done) when it does not apply: the general path takes it."""
+        if (type(request) is not list or not 3 <= len(request) <= 4 or type(request[2]) is not str
+                or request[0] != _FAST_OPS.get(request[2]) or type(request[1]) is not str
+                or len(request[1]) > 16000 or type(owner) is not str or len(owner) > 16000):
             return False
         channel = getattr(self._replica, "__self__", None)
         if not hasattr(channel, "take_idle"):
             return False
+        kind, name, op = request[0], request[1], request[2]
         answers: List[Answer] = []
         with deferred_interrupts.held():
             with self.lock:
                 if (self.superseded is not None or getattr(self._replica, "__self__", None) is not channel
                         or self._waiting or self._held or self._dirty or self._store_calls
-                        or self._store.has_ended(owner) or not channel.take_idle()):
+                        or self._store.has_ended(owner) or not self._lock_at_once(kind, name, op, owner)
+                        or not channel.take_idle()):
                     return False
                 try:
                     self._store.apply(owner, request, answers.append, request_id)
                 except BaseException:
                     channel.let_go()
                     raise
-                value = self._store.counters.get(request[1], 0)
-                if len(answers) != 1 or answers[0][0] != "value" or not -(1 << 63) <= value < 1 << 63:
+                if kind == "counter":
+                    value = self._store.counters.get(name, 0)
+                    fits = -(1 << 63) <= value < 1 << 63
+                else:
+                    value, fits = self._store.locks[name].holder, True
+                if len(answers) != 1 or answers[0][0] != "value" or not fits:
                     # Refused (a bad amount: nothing changed), or a value no compact frame carries.
                     channel.let_go()
                     if answers and answers[0][0] == "value":
-                        self._dirty.add(("counter", request[1]))
+                        self._dirty.add((kind, name))
                         self.answer(reply, threadsafe=True)(answers[0])  # the general path sends it
                     elif answers:
                         reply(answers[0])
@@ -321,9 +332,20 @@ class Replication:
                 delivery = _Delivery(reply, None)
                 delivery.channels.append(channel)
                 self._waiting[seq] = [(delivery, answers[0])]
-                channel.write_now(counter_replicate(self.epoch, seq, request[1], value))
+                channel.write_now(one_replicate(self.epoch, seq, kind, name, value))
         channel.wait_acks(lambda: delivery.answered, claimed=True, seq=seq)
         return True
+
+    def _lock_at_once(self, kind: str, name: str, op: str, owner: str) -> bool:
+        """Whether a lock's ``op`` answers at once and changes only that lock (a counter's always
+        does): an acquire of a free lock, a release by its holder with nobody waiting — anything
+        else (a wait, a hand-over to a waiter, a refusal) is the general path's."""
+        if kind != "lock":
+            return True
+        lock = self._store.locks.get(name)
+        if op == "acquire":
+            return lock is None or lock.holder is None
+        return lock is not None and lock.holder == owner and not lock.waiters
 
     def cancel(self, owner: str, request_id: Any, reason: str) -> None:
         with self.lock:

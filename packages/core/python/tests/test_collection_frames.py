@@ -72,6 +72,15 @@ def test_a_hot_frame_is_compact_and_round_trips(message: Dict[str, Any]) -> None
     assert decoded(data) == [[message]]
 
 
+@pytest.mark.parametrize("kind, value", [("counter", -(1 << 63)), ("counter", 7), ("lock", "0/task-é"), ("lock", None)])
+def test_the_head_fast_paths_frame_is_the_one_pack_makes(kind: str, value: Any) -> None:
+    state = {"kind": kind, "name": "n", "value" if kind == "counter" else "holder": value}
+    message = {"t": "replicate", "epoch": 3, "seq": 41, "full": False, "states": [state]}
+    data = collection_frames.one_replicate(3, 41, kind, "n", value)
+    assert data == collection_frames.pack(message)
+    assert decoded(data) == [[message]]
+
+
 @pytest.mark.parametrize("message", JSON_ONLY, ids=lambda message: str(message["t"]))
 def test_what_has_no_layout_stays_a_json_frame(message: Dict[str, Any]) -> None:
     data = collection_frames.pack(message)

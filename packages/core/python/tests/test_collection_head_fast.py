@@ -1,6 +1,7 @@
-"""The head's fast path for a counter's write by the only writer on an idle copy channel
-(``Replication._fast``, ``HeadChannel.take_idle`` / ``read_ack``): taken when it applies, and every
-other case answered by the general path with nothing lost or answered twice. Real sockets: the
+"""The head's fast path for a counter's write, a free lock's acquire and a release nobody waits on,
+by the only writer on an idle copy channel (``Replication._fast``, ``HeadChannel.take_idle`` /
+``read_ack``): taken when it applies, and every other case answered by the general path with nothing
+lost or answered twice. Real sockets: the
 head and node 1's copy of test_collection_mailbox's pool."""
 
 from __future__ import annotations
@@ -133,3 +134,77 @@ def test_a_value_past_64_bits_goes_the_general_way_and_reaches_the_copy(pool: Po
     assert pool.copy_value("big") == ("value", (1 << 63) - 1)
     assert pool.on_head(["counter", "big", "increment", "x"])[0] == "error"  # refused: nothing changed
     assert pool.copy_value("big") == ("value", (1 << 63) - 1)
+
+
+def _copy_holder(pool: Pool, name: str) -> Any:
+    lock = pool.copy.locks.get(name)
+    return None if lock is None else lock.holder
+
+
+def test_a_lone_lock_cycle_on_the_head_takes_the_fast_path_and_reaches_the_copy(pool: Pool) -> None:
+    channel = _channel(pool)
+    before = channel.fast_writes
+    assert pool.on_head(["lock", "f", "acquire", None], owner="0/a") == ("value", True)
+    assert _copy_holder(pool, "f") == "0/a"  # acknowledged: the copy holds it
+    assert pool.on_head(["lock", "f", "release"], owner="0/a") == ("value", None)
+    assert _copy_holder(pool, "f") is None
+    assert channel.fast_writes - before == 2
+    assert not pool.head._waiting
+
+
+def test_a_lock_that_is_held_or_not_ones_to_release_goes_the_general_way(pool: Pool) -> None:
+    channel = _channel(pool)
+    assert pool.on_head(["lock", "g", "acquire", None], owner="0/a") == ("value", True)
+    before = channel.fast_writes
+    assert pool.on_head(["lock", "g", "acquire", 0], owner="0/b") == ("value", False)  # held: not taken
+    kind, type_name, message = pool.on_head(["lock", "g", "release"], owner="0/b")
+    assert (kind, type_name) == ("error", "RuntimeError") and "held by another holder" in message
+    assert channel.fast_writes == before
+    assert _copy_holder(pool, "g") == "0/a"
+    assert pool.on_head(["lock", "g", "release"], owner="0/a") == ("value", None)
+    assert _copy_holder(pool, "g") is None
+
+
+def test_concurrent_lock_cycles_on_the_head_exclude_each_other(pool: Pool) -> None:
+    threads, each = 4, 25
+
+    def cycles(index: int) -> None:
+        owner = f"0/{index}"
+        for _ in range(each):
+            assert pool.on_head(["lock", "m", "acquire", None], owner=owner) == ("value", True)
+            kind, value = pool.on_head(["counter", "x", "increment", 0], owner=owner)  # a read that writes
+            assert pool.on_head(["counter", "x", "reset", value + 1], owner=owner) == ("value", value + 1)
+            assert pool.on_head(["lock", "m", "release"], owner=owner) == ("value", None)
+
+    with concurrent.futures.ThreadPoolExecutor(threads) as executor:
+        list(executor.map(cycles, range(threads)))
+    assert pool.head.store.counters["x"] == threads * each  # no two read-then-write inside at once
+    poll_until(lambda: not pool.head._waiting, "the last acks")
+    assert pool.copy_value("x") == ("value", threads * each)
+    assert _copy_holder(pool, "m") is None
+
+
+def test_a_task_stopped_mid_fast_acquire_holds_the_lock_until_its_end_is_copied(pool: Pool) -> None:
+    assert pool.on_head(["lock", "s", "acquire", None], owner="0/t") == ("value", True)
+    assert pool.on_head(["lock", "s", "release"], owner="0/t") == ("value", None)
+    pool.stop_acker.set()
+
+    def task() -> Any:
+        pool.stopping = threading.get_ident()
+        try:
+            return pool.on_head(["lock", "s", "acquire", None], owner="0/t")
+        finally:
+            deferred_interrupts.forget(threading.get_ident())
+
+    try:
+        pool.threads.submit(task).result(60)
+        raise AssertionError("the task was not stopped")
+    except Stopped:
+        pass
+    poll_until(lambda: not pool.head._waiting, "the head to take the ack of the stopped task's acquire")
+    assert _copy_holder(pool, "s") == "0/t"  # taken, and on the copy: the task's end releases it
+    ended: List[Any] = []
+    pool.head.owner_ended("0/t", lambda: ended.append(True))
+    poll_until(lambda: ended, "the stopped task's end to reach the copy")
+    assert _copy_holder(pool, "s") is None
+    assert pool.on_head(["lock", "s", "acquire", None], owner="0/u") == ("value", True)
