@@ -310,6 +310,7 @@ class Replication:
                     return False
                 try:
                     self._store.apply(owner, request, answers.append, request_id)
+                    answer = answers[0]  # answered at once: no wait (``_lock_at_once``)
                 except BaseException:
                     channel.let_go()
                     raise
@@ -318,20 +319,20 @@ class Replication:
                     fits = -(1 << 63) <= value < 1 << 63
                 else:
                     value, fits = self._store.locks[name].holder, True
-                if len(answers) != 1 or answers[0][0] != "value" or not fits:
+                if answer[0] != "value" or not fits:
                     # Refused (a bad amount: nothing changed), or a value no compact frame carries.
                     channel.let_go()
-                    if answers and answers[0][0] == "value":
+                    if answer[0] == "value":
                         self._dirty.add((kind, name))
-                        self.answer(reply, threadsafe=True)(answers[0])  # the general path sends it
-                    elif answers:
-                        reply(answers[0])
-                    return bool(answers)
+                        self.answer(reply, threadsafe=True)(answer)  # the general path sends it
+                    else:
+                        reply(answer)
+                    return True
                 self._seq += 1
                 seq = self._seq
                 delivery = _Delivery(reply, None)
                 delivery.channels.append(channel)
-                self._waiting[seq] = [(delivery, answers[0])]
+                self._waiting[seq] = [(delivery, answer)]
                 channel.write_now(one_replicate(self.epoch, seq, kind, name, value))
         channel.wait_acks(lambda: delivery.answered, claimed=True, seq=seq)
         return True
