@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Set, Tuple
 
 from . import deferred_interrupts
 from .collection_channel import writing_here
-from .collection_frames import one_replicate
+from .collection_frames import one_replicate, pack
 from .collection_delta import Changes, everything, load, state_of
 from .collection_mailbox import answer_message
 from .collection_store import Answer, CollectionStore, ended, on_loop
@@ -271,7 +271,7 @@ class Replication:
         ``forward``: the caller's mailbox and request id (collection_mailbox.py): when that mailbox's
         process holds the copy, the answer goes with the copy's frame and the copy gives it; ``reply``
         gets it only if that frame may not have been taken (its channel ended, a newer holder)."""
-        if forward is None and self._fast(owner, request, reply, request_id):
+        if self._fast(owner, request, reply, request_id, forward):
             return
         delivery = _Delivery(reply, forward)
         claimed = False
@@ -285,13 +285,16 @@ class Replication:
             claimed = channel.claim_reading()
         channel.wait_acks(lambda: delivery.answered, claimed)
 
-    def _fast(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any) -> bool:
+    def _fast(self, owner: str, request: Any, reply: Callable[[Answer], None], request_id: Any,
+              forward: Tuple[str, Any] | None) -> bool:
         """A counter's write, a free lock's acquire or a release no task waits on, by the only writer
         on an idle copy channel, the lean way: applied under the store's lock, its compact frame
         packed and written here, its ack read by this thread with no decoder; the replication's
         bookkeeping (``_seq``, ``_waiting``) is the general path's, so a copy lost or replaced, a
-        newer holder, an ack read by another way answer it as they answer any write. False (nothing
-        done) when it does not apply: the general path takes it."""
+        newer holder, an ack read by another way answer it as they answer any write. ``forward``
+        naming the copy's mailbox: the answer goes with the frame, as :meth:`_forward` sends it (a
+        task of the node holding the copy). False (nothing done) when it does not apply: the
+        general path takes it."""
         if (type(request) is not list or not 3 <= len(request) <= 4 or type(request[2]) is not str
                 or request[0] != _FAST_OPS.get(request[2]) or type(request[1]) is not str
                 or len(request[1]) > 16000 or type(owner) is not str or len(owner) > 16000):
@@ -306,7 +309,7 @@ class Replication:
                 if (self.superseded is not None or getattr(self._replica, "__self__", None) is not channel
                         or self._waiting or self._held or self._dirty or self._store_calls
                         or self._store.has_ended(owner) or not self._lock_at_once(kind, name, op, owner)
-                        or not channel.take_idle()):
+                        or (forward is not None and forward[0] != channel.mailbox) or not channel.take_idle()):
                     return False
                 try:
                     self._store.apply(owner, request, answers.append, request_id)
@@ -330,10 +333,17 @@ class Replication:
                     return True
                 self._seq += 1
                 seq = self._seq
-                delivery = _Delivery(reply, None)
+                delivery = _Delivery(reply, forward)
                 delivery.channels.append(channel)
-                self._waiting[seq] = [(delivery, answer)]
-                channel.write_now(one_replicate(self.epoch, seq, kind, name, value))
+                if forward is None:
+                    self._waiting[seq] = [(delivery, answer)]
+                    channel.write_now(one_replicate(self.epoch, seq, kind, name, value))
+                else:  # the bytes _send packs for this write and its answer
+                    state = {"kind": kind, "name": name, "value" if kind == "counter" else "holder": value}
+                    self._waiting[seq] = [(_Forwarded(delivery, self._replica), answer)]  # type: ignore[list-item]
+                    self.forwarded += 1
+                    channel.write_now(pack({"t": "replicate", "epoch": self.epoch, "seq": seq, "full": False,
+                                            "states": [state], "answers": [answer_message(forward[1], answer)]}))
         channel.wait_acks(lambda: delivery.answered, claimed=True, seq=seq)
         return True
 

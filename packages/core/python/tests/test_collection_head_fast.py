@@ -208,3 +208,38 @@ def test_a_task_stopped_mid_fast_acquire_holds_the_lock_until_its_end_is_copied(
     poll_until(lambda: ended, "the stopped task's end to reach the copy")
     assert _copy_holder(pool, "s") is None
     assert pool.on_head(["lock", "s", "acquire", None], owner="0/u") == ("value", True)
+
+
+def test_node_1s_writes_answered_by_its_copy_take_the_fast_path(pool: Pool) -> None:
+    channel = _channel(pool)
+    before = channel.fast_writes
+
+    def on_node_1(request: List[Any]) -> Any:
+        answer = pool.on_node_1(request).result(60)
+        # The copy gives the answer before its ack reaches the head: the next write finds the channel
+        # idle (and takes the fast path) only once the head took that ack.
+        poll_until(lambda: not pool.head._waiting, "the head to take the copy's ack")
+        return answer
+
+    for expected in range(1, 4):
+        assert on_node_1(["counter", "n1", "increment", 1]) == ("value", expected)
+    assert on_node_1(["lock", "l1", "acquire", None]) == ("value", True)
+    assert on_node_1(["lock", "l1", "release"]) == ("value", None)
+    assert channel.fast_writes - before == 5
+    # Each answer went with the copy's frame, and the copy gave it (none by the head, none twice).
+    assert (pool.head.forwarded, pool.mailbox.delivered) == (5, 5)
+    assert pool.copy_value("n1") == ("value", 3)
+    assert _copy_holder(pool, "l1") is None
+    assert not pool.head._waiting
+
+
+def test_a_write_for_another_mailbox_is_answered_by_the_head_the_general_way(pool: Pool) -> None:
+    channel = _channel(pool)
+    before, forwarded = channel.fast_writes, pool.head.forwarded
+    answers: List[Any] = []
+    pool.head.apply_here("2/t", ["counter", "o", "increment", 4], answers.append, ("direct", object()),
+                         forward=("another process's mailbox", 17))
+    poll_until(lambda: answers, "the head's answer")
+    assert answers == [("value", 4)]
+    assert (channel.fast_writes, pool.head.forwarded, pool.mailbox.delivered) == (before, forwarded, 0)
+    assert pool.copy_value("o") == ("value", 4)
