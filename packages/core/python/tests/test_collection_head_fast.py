@@ -21,6 +21,24 @@ def _channel(pool: Pool) -> Any:
     return pool.head._replica.__self__  # type: ignore[union-attr]
 
 
+def _stopped_as_the_ack_is_taken(pool: Pool, request: List[Any], owner: str) -> None:
+    """``request`` from a head task that is stopped as the head takes its write's ack."""
+    pool.stop_acker.set()
+
+    def task() -> Any:
+        pool.stopping = threading.get_ident()
+        try:
+            return pool.on_head(request, owner=owner)
+        finally:
+            deferred_interrupts.forget(threading.get_ident())
+
+    try:
+        pool.threads.submit(task).result(60)
+        raise AssertionError("the task was not stopped")
+    except Stopped:
+        pass
+
+
 def test_a_lone_counter_write_on_the_head_takes_the_fast_path(pool: Pool) -> None:
     before = _channel(pool).fast_writes
     for step in range(1, 21):
@@ -70,20 +88,7 @@ def test_a_lock_cycle_with_a_waiter_stays_fifo_beside_fast_counter_writes(pool: 
 
 def test_a_head_task_stopped_mid_fast_write_has_it_answered_and_copied(pool: Pool) -> None:
     assert pool.on_head(["counter", "s", "increment", 1]) == ("value", 1)
-    pool.stop_acker.set()
-
-    def task() -> Any:
-        pool.stopping = threading.get_ident()
-        try:
-            return pool.on_head(["counter", "s", "increment", 1])
-        finally:
-            deferred_interrupts.forget(threading.get_ident())
-
-    try:
-        pool.threads.submit(task).result(60)
-        raise AssertionError("the task was not stopped")
-    except Stopped:
-        pass
+    _stopped_as_the_ack_is_taken(pool, ["counter", "s", "increment", 1], "0/t")
     poll_until(lambda: not pool.head._waiting, "the head to take the ack of the stopped task's write")
     assert pool.copy_value("s") == ("value", 2)
     assert pool.on_head(["counter", "s", "increment", 1]) == ("value", 3)  # the channel's turn was let go
@@ -187,20 +192,7 @@ def test_concurrent_lock_cycles_on_the_head_exclude_each_other(pool: Pool) -> No
 def test_a_task_stopped_mid_fast_acquire_holds_the_lock_until_its_end_is_copied(pool: Pool) -> None:
     assert pool.on_head(["lock", "s", "acquire", None], owner="0/t") == ("value", True)
     assert pool.on_head(["lock", "s", "release"], owner="0/t") == ("value", None)
-    pool.stop_acker.set()
-
-    def task() -> Any:
-        pool.stopping = threading.get_ident()
-        try:
-            return pool.on_head(["lock", "s", "acquire", None], owner="0/t")
-        finally:
-            deferred_interrupts.forget(threading.get_ident())
-
-    try:
-        pool.threads.submit(task).result(60)
-        raise AssertionError("the task was not stopped")
-    except Stopped:
-        pass
+    _stopped_as_the_ack_is_taken(pool, ["lock", "s", "acquire", None], "0/t")
     poll_until(lambda: not pool.head._waiting, "the head to take the ack of the stopped task's acquire")
     assert _copy_holder(pool, "s") == "0/t"  # taken, and on the copy: the task's end releases it
     ended: List[Any] = []
