@@ -13,6 +13,7 @@ import {
   resolveLogFilePath,
 } from "@skyward/core/logs";
 import type { CommandContext } from "./command-context.js";
+import { rotatedSince } from "./rotated-since.js";
 import { UsageError } from "./usage-error.js";
 
 /** The `skyward logs --help` text. */
@@ -246,17 +247,14 @@ async function follow(
         if (left) {
           emit(await left.newLines());
           rotated.push({ file: left, until: Date.now() + ROTATED_GRACE_MS });
-          // Generations newer than the one just left and not the one opened: oldest first. Written
-          // after it, too — when the file was removed rather than rotated, older ones are not reprinted.
+          // Generations newer than the one just left and not the one opened: oldest first.
           const leftStat = await left.handle.stat();
-          const missed: string[] = [];
-          for (let index = 1; ; index += 1) {
-            const generation = await stat(`${path}.${index}`).catch(() => undefined);
-            if (!generation || generation.ino === left.inode) break;
-            if (generation.ino !== current?.inode && generation.mtimeMs >= leftStat.mtimeMs)
-              missed.unshift(`${path}.${index}`);
-          }
-          for (const file of missed) emit((await readFile(file, "utf8").catch(() => "")).split("\n"));
+          const missed = await rotatedSince(
+            path,
+            { inode: left.inode, mtimeMs: leftStat.mtimeMs },
+            current?.inode,
+          );
+          for (const text of missed) emit(text.split("\n"));
         }
         continue;
       }
