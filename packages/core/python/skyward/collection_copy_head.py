@@ -155,9 +155,10 @@ class HeadChannel(PeerThread):
     def read_ack(self, seq: int) -> bool:
         """The first read for a frame written after :meth:`take_idle` (this thread the reader): at
         most one ``acked`` frame's bytes. Exactly ``seq``'s ack: taken here (the replication's
-        ``acked``), no decoder; anything else (a ``superseded``, a part of a frame, bytes after a part
-        the decoder holds) goes to the general decoder and is handled as :meth:`_read_now` would. Whether the connection is up
-        (:meth:`wait_acks` calls it, and lets the turn go whatever happens)."""
+        ``acked``), no decoder; anything else (a ``superseded``, a part of a frame, bytes after a
+        part the decoder holds) goes to the general decoder and is handled as :meth:`_read_now`
+        would. Whether the connection is up (:meth:`wait_acks` calls it, and lets the turn go
+        whatever happens)."""
         with deferred_interrupts.held():
             try:
                 count = self._sock.recv_into(self._ack_buffer, 16)
@@ -174,12 +175,8 @@ class HeadChannel(PeerThread):
                 with writing_here():
                     self.handle({"t": "acked", "seq": seq})
                 return True
-            return self._take(memoryview(self._ack_buffer)[:count])
-
-    def _take(self, data: memoryview) -> bool:
-        """Bytes read outside the decoder's memory (:meth:`read_ack`), given to it and handled as
-        :meth:`_read_now` handles what it reads."""
-        return self._decoded(lambda: self._decoder.feed(data))
+            read = memoryview(self._ack_buffer)[:count]  # read outside the decoder's memory: given to it
+            return self._decoded(lambda: self._decoder.feed(read))
 
     def wait_acks(self, done: Callable[[], bool], claimed: bool = False, seq: int | None = None) -> None:
         """Reads the node's answers on this thread while ``done()`` is false and a frame is

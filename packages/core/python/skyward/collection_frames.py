@@ -120,6 +120,13 @@ def _compact_op(message: Dict[str, Any]) -> bytes | None:
     return _frame(OP, _OP.pack(request_id, code | flags) + _text(owner) + _text(request[1]) + argument)
 
 
+def _state(kind: str, name: str, value: Any) -> bytes:
+    """One state of a compact ``replicate``: a counter's value, or a lock's holder (None: free)."""
+    if kind == "counter":
+        return b"\x00" + _text(name) + _I64.pack(value)
+    return b"\x01" + _text(name) + (b"\xff\xff" if value is None else _text(value))
+
+
 def _compact_replicate(message: Dict[str, Any]) -> bytes | None:
     epoch, seq, states = message.get("epoch"), message.get("seq"), message.get("states")
     if type(epoch) is not int or type(seq) is not int or type(states) is not list:
@@ -127,10 +134,9 @@ def _compact_replicate(message: Dict[str, Any]) -> bytes | None:
     parts = [_REPLICATE.pack(epoch, seq, len(states))]
     for state in states:
         if state.get("kind") == "counter" and len(state) == 3 and type(state.get("value")) is int:
-            parts += [b"\x00", _text(state["name"]), _I64.pack(state["value"])]
+            parts.append(_state("counter", state["name"], state["value"]))
         elif state.get("kind") == "lock" and len(state) == 3 and "holder" in state:
-            holder = state["holder"]
-            parts += [b"\x01", _text(state["name"]), b"\xff\xff" if holder is None else _text(holder)]
+            parts.append(_state("lock", state["name"], state["holder"]))
         else:
             return None
     if "answers" in message:
@@ -261,11 +267,7 @@ def one_replicate(epoch: int, seq: int, kind: str, name: str, value: Any) -> byt
     """The compact ``replicate`` frame of one write (the head's fast path): a counter's new ``value``,
     or a lock's new holder (``value``, None when free) — as :func:`pack` makes it for
     ``{"t": "replicate", "epoch", "seq", "full": False, "states": [that state]}``."""
-    if kind == "counter":
-        state = b"\x00" + _text(name) + _I64.pack(value)
-    else:
-        state = b"\x01" + _text(name) + (b"\xff\xff" if value is None else _text(value))
-    return _frame(REPLICATE, _REPLICATE.pack(epoch, seq, 1) + state)
+    return _frame(REPLICATE, _REPLICATE.pack(epoch, seq, 1) + _state(kind, name, value))
 
 
 def take_replicate(data: bytearray, at: int, end: int) -> Tuple[Dict[str, Any], int] | None:
