@@ -10,10 +10,9 @@ export {
   isLogLevel,
   LOG_LEVELS,
   LogFileWriter,
-  logFileGenerations,
   logLevelRank,
   parseLogLine,
   parseRotation,
-  readLogRecords,
   resolveLogFilePath,
 } from "./observe/log-file.js";
+export { logFileGenerations, readLogRecords } from "./observe/log-generations.js";

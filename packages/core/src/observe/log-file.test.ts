@@ -9,12 +9,11 @@ import {
   eventLogLevel,
   formatLogRecord,
   LogFileWriter,
-  logFileGenerations,
   parseLogLine,
   parseRotation,
-  readLogRecords,
   resolveLogFilePath,
 } from "./log-file.js";
+import { logFileGenerations, readLogRecords } from "./log-generations.js";
 import { REDACTED, Redactor } from "./redact.js";
 
 let directory: string;

@@ -16,7 +16,7 @@
  * pool knows (credential-looking environment variables, the image's credential-looking `env`, the
  * provider's credential-looking settings, the worker token) are masked in every line.
  */
-import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
+import { mkdir, open, rename, rm, stat } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { skywardHome } from "../config/home.js";
@@ -526,31 +526,6 @@ export class LogFileWriter {
       await rm(lock, { force: true });
     }
   }
-}
-
-/** The log file and its rotated predecessors, oldest first: `path.N` … `path.1`, `path` (those that exist). */
-export async function logFileGenerations(path: string): Promise<string[]> {
-  const rotated: string[] = [];
-  for (let index = 1; ; index += 1) {
-    const candidate = `${path}.${index}`;
-    if (!(await stat(candidate).catch(() => undefined))) break;
-    rotated.push(candidate);
-  }
-  const current = (await stat(path).catch(() => undefined)) ? [path] : [];
-  return [...rotated.reverse(), ...current];
-}
-
-/** Reads every record of a log file and its rotated predecessors, oldest first (for tests and tools). */
-export async function readLogRecords(path: string): Promise<LogRecord[]> {
-  const records: LogRecord[] = [];
-  for (const file of await logFileGenerations(path)) {
-    const text = await readFile(file, "utf8").catch(() => "");
-    for (const line of text.split("\n")) {
-      const record = parseLogLine(line);
-      if (record) records.push(record);
-    }
-  }
-  return records;
 }
 
 // ————————————————————————————————————————————————————————————————— pools
