@@ -1,5 +1,5 @@
 /** `skyward logs`: prints (and follows) the pools' log file, filtered by pool and level. */
-import { open, readFile, stat } from "node:fs/promises";
+import { open, stat } from "node:fs/promises";
 import { StringDecoder } from "node:string_decoder";
 import type { LogLevel } from "@skyward/core";
 import { loadConfig } from "@skyward/core/config";
@@ -7,8 +7,9 @@ import {
   formatLogRecord,
   isLogLevel,
   type LogRecord,
-  logFileGenerations,
   logLevelRank,
+  type OpenLogGeneration,
+  openLogGenerations,
   parseLogLine,
   resolveLogFilePath,
 } from "@skyward/core/logs";
@@ -129,7 +130,7 @@ class LinePrinter {
 /** The last `count` printable lines of the current file's text and then its rotated predecessors (newest first). */
 async function lastLines(
   current: string,
-  rotatedNewestFirst: readonly string[],
+  rotatedNewestFirst: readonly OpenLogGeneration[],
   printer: LinePrinter,
   count: number,
 ): Promise<string[]> {
@@ -142,9 +143,9 @@ async function lastLines(
     total += rendered.length;
   };
   add(current);
-  for (const file of rotatedNewestFirst) {
+  for (const generation of rotatedNewestFirst) {
     if (total >= count) break;
-    add(await readFile(file, "utf8").catch(() => ""));
+    add(await generation.handle.readFile("utf8").catch(() => ""));
   }
   return chunks.flat().slice(-count);
 }
@@ -271,16 +272,22 @@ async function follow(
 export async function logsCommand(context: CommandContext, options: LogsOptions): Promise<number> {
   const path = await logFilePath(context, options.file);
   const printer = new LinePrinter(context, options);
-  const generations = await logFileGenerations(path);
-  if (generations.length === 0 && !options.follow) {
-    context.err(`skyward: no log file at ${path} (pools write it as they run; --file names another)\n`);
-    return 1;
+  // One snapshot of the generations, read through their handles: a writer rotating meanwhile moves
+  // nothing under the reader, and the current file is read through the handle following goes on with.
+  const generations = await openLogGenerations(path);
+  const newest = generations.at(-1);
+  const first = newest?.path === path ? new FollowedFile(newest.handle, newest.inode, 0) : undefined;
+  const rotated = generations.filter((generation) => generation !== newest || !first).reverse();
+  try {
+    if (generations.length === 0 && !options.follow) {
+      context.err(`skyward: no log file at ${path} (pools write it as they run; --file names another)\n`);
+      return 1;
+    }
+    const current = first ? (await first.newLines()).join("\n") : "";
+    printer.print(await lastLines(current, rotated, printer, options.lines));
+  } finally {
+    for (const generation of rotated) await generation.handle.close().catch(() => undefined);
   }
-  // Read the current file through a handle kept open, so that following starts exactly where the tail ended.
-  const first = await openFollowed(path);
-  const current = first ? (await first.newLines()).join("\n") : "";
-  const rotated = generations.filter((file) => file !== path).reverse();
-  printer.print(await lastLines(current, rotated, printer, options.lines));
   if (!options.follow) {
     await first?.handle.close();
     return 0;

@@ -15,4 +15,9 @@ export {
   parseRotation,
   resolveLogFilePath,
 } from "./observe/log-file.js";
-export { logFileGenerations, readLogRecords } from "./observe/log-generations.js";
+export {
+  logFileGenerations,
+  type OpenLogGeneration,
+  openLogGenerations,
+  readLogRecords,
+} from "./observe/log-generations.js";

@@ -17,11 +17,14 @@ import { type LogRecord, parseLogLine } from "./log-file.js";
 /** How long a reader keeps retrying for a moment no rotation is under way before taking what it has. */
 const SNAPSHOT_PATIENCE_MS = 2_000;
 
-/** One generation opened: the name it had, and a handle on its file. */
-interface OpenedGeneration {
+/** One generation of a log file, opened (`openLogGenerations`): the caller reads through `handle` and closes it. */
+export interface OpenLogGeneration {
+  /** The name it had when opened: `path.N`, or `path` itself for the file being written. */
   readonly path: string;
-  readonly handle: FileHandle;
+  /** Its inode (the same file under a later name has the same). */
   readonly inode: number;
+  /** A handle on the file, readable even after a rotation renames or deletes it. */
+  readonly handle: FileHandle;
 }
 
 /** The names of the generations there now, oldest first: every `path.N` (highest first), then `path`. */
@@ -37,8 +40,8 @@ async function generationNames(path: string): Promise<string[]> {
   return [...indexes.map((index) => `${path}.${index}`), path];
 }
 
-async function openEach(names: readonly string[]): Promise<OpenedGeneration[]> {
-  const opened: OpenedGeneration[] = [];
+async function openEach(names: readonly string[]): Promise<OpenLogGeneration[]> {
+  const opened: OpenLogGeneration[] = [];
   for (const name of names) {
     const handle = await open(name, "r").catch(() => undefined);
     if (!handle) continue;
@@ -52,7 +55,7 @@ async function openEach(names: readonly string[]): Promise<OpenedGeneration[]> {
 }
 
 /** Whether the names there now are exactly those opened, each still on the file opened under it. */
-async function unchanged(path: string, opened: readonly OpenedGeneration[]): Promise<boolean> {
+async function unchanged(path: string, opened: readonly OpenLogGeneration[]): Promise<boolean> {
   const names = await generationNames(path);
   const present: string[] = [];
   for (const name of names) {
@@ -65,20 +68,22 @@ async function unchanged(path: string, opened: readonly OpenedGeneration[]): Pro
   return present.length === opened.length;
 }
 
-async function closeAll(opened: readonly OpenedGeneration[]): Promise<void> {
+async function closeAll(opened: readonly OpenLogGeneration[]): Promise<void> {
   for (const generation of opened) await generation.handle.close().catch(() => undefined);
 }
 
 /**
- * Handles on the generations as they were at one moment, oldest first. Past `SNAPSHOT_PATIENCE_MS`
- * of rotations without pause, the last look is taken with each file once (by inode).
+ * Handles on a log file's generations as they were at one moment, oldest first: `path.N` … `path.1`,
+ * then `path` when it is there. Each is looked up again after all are opened, and the whole redone
+ * until no name has moved (a writer rotating meanwhile); past 2 s of rotations without pause, the
+ * last look is taken, each file once. The caller closes every handle.
  */
-async function openGenerations(path: string): Promise<OpenedGeneration[]> {
+export async function openLogGenerations(path: string): Promise<OpenLogGeneration[]> {
   const giveUpAt = Date.now() + SNAPSHOT_PATIENCE_MS;
   for (let attempt = 1; ; attempt += 1) {
     const opened = await openEach(await generationNames(path));
     if ((await unchanged(path, opened)) || Date.now() >= giveUpAt) {
-      const once = new Map<number, OpenedGeneration>();
+      const once = new Map<number, OpenLogGeneration>();
       for (const generation of opened) {
         if (once.has(generation.inode)) await generation.handle.close().catch(() => undefined);
         else once.set(generation.inode, generation);
@@ -92,7 +97,7 @@ async function openGenerations(path: string): Promise<OpenedGeneration[]> {
 
 /** The log file and its rotated predecessors, oldest first: `path.N` … `path.1`, `path` (those that exist). */
 export async function logFileGenerations(path: string): Promise<string[]> {
-  const opened = await openGenerations(path);
+  const opened = await openLogGenerations(path);
   await closeAll(opened);
   return opened.map((generation) => generation.path);
 }
@@ -102,7 +107,7 @@ export async function logFileGenerations(path: string): Promise<string[]> {
  * each line once, none skipped, also while a writer rotates the files.
  */
 export async function readLogRecords(path: string): Promise<LogRecord[]> {
-  const opened = await openGenerations(path);
+  const opened = await openLogGenerations(path);
   const records: LogRecord[] = [];
   try {
     for (const generation of opened) {
