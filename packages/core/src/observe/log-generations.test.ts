@@ -51,7 +51,9 @@ describe("reading a log file's generations", () => {
       for (; written < total; written += 1) {
         writer.write(line(written));
         await writer.flush();
-        if (written % 3 === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+        // A pause after each line: a reader then finds moments with no rotation under way, as it
+        // does beside a real pool (a writer rotating without pause for 2 s is read as it stands).
+        await new Promise((resolve) => setTimeout(resolve, 2));
       }
       await writer.close();
     })();
