@@ -239,4 +239,4 @@ def Hyperstack(  # noqa: N802
     *, endpoint: str, region: str, access_key: Credential, secret_key: Credential
 ) -> Storage:
     """Hyperstack's object storage: its region's endpoint and an access key pair."""
-    return Storage(endpoint, access_key, secret_key, path_style=True, region=region)
+    return Storage(endpoint, access_key, secret_key, path_style=True, region=_region(region))

@@ -46,6 +46,8 @@ def test_presets_and_refusals() -> None:
     assert sky.storage.GCS(access_key="a", secret_key="b").endpoint == "https://storage.googleapis.com"
     assert sky.storage.Wasabi(region="eu-central-1", access_key="a", secret_key="b").endpoint == "https://s3.eu-central-1.wasabisys.com"
     assert sky.storage.Backblaze(region="us-west-004", key_id="a", app_key="b").endpoint == "https://s3.us-west-004.backblazeb2.com"
+    assert sky.storage.Hyperstack(endpoint="https://no1.example/", region="CANADA-1", access_key="a",
+                                  secret_key="b").region == "CANADA-1"
     with pytest.raises(ValueError, match="endpoint"):
         sky.storage.Storage("ftp://nowhere")
     with pytest.raises(ValueError, match="together"):
@@ -59,6 +61,12 @@ def test_presets_and_refusals() -> None:
         (lambda: sky.storage.Wasabi(region="", access_key="a", secret_key="b"), "region"),
         (lambda: sky.storage.Backblaze(region="us west", key_id="a", app_key="b"), "region"),
         (lambda: sky.storage.S3(region="eu-west-1.evil.example/"), "region"),
+        # Hyperstack's region signs the requests (its host is the endpoint's): an empty one (an unset
+        # variable) failed only at the first call, as a signature the service refused.
+        (lambda: sky.storage.Hyperstack(endpoint="https://x.example", region="", access_key="a", secret_key="b"),
+         "region"),
+        (lambda: sky.storage.Hyperstack(endpoint="ftp://x.example", region="CANADA-1", access_key="a",
+                                        secret_key="b"), "endpoint"),
     ]:
         with pytest.raises(ValueError, match=f"^{field}: "):
             make()
