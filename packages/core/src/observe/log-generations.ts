@@ -56,16 +56,15 @@ async function openEach(names: readonly string[]): Promise<OpenLogGeneration[]> 
 
 /** Whether the names there now are exactly those opened, each still on the file opened under it. */
 async function unchanged(path: string, opened: readonly OpenLogGeneration[]): Promise<boolean> {
-  const names = await generationNames(path);
-  const present: string[] = [];
-  for (const name of names) {
+  let present = 0;
+  for (const name of await generationNames(path)) {
     const now = await stat(name).catch(() => undefined);
     if (!now) continue;
-    const at = opened[present.length];
+    const at = opened[present];
     if (at?.path !== name || at.inode !== now.ino) return false;
-    present.push(name);
+    present += 1;
   }
-  return present.length === opened.length;
+  return present === opened.length;
 }
 
 async function closeAll(opened: readonly OpenLogGeneration[]): Promise<void> {
