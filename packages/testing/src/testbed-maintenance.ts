@@ -4,8 +4,8 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { isCi } from "./prerequisites.js";
 import { processCommandLine, runCommand, terminateProcesses } from "./process.js";
-
 import { combineSignals, findExecutable, SSHD_PATH, TESTBED_NAME_PREFIX } from "./testbed-common.js";
+import { removeStaleLoginLocks } from "./testbed-login.js";
 import {
   directoryIsLive,
   listLinks,
@@ -26,6 +26,8 @@ export interface StaleTestbedCleanup {
   directories: string[];
   /** Pids of processes ended (those inside stale namespaces, and stale sshd listeners). */
   processes: number[];
+  /** Lock files a killed login left (testbed-login.ts: a pyenv rehash lock), removed. */
+  locks: string[];
   /** What could not be removed, and why; the cleanup carries on past each. */
   failures: string[];
 }
@@ -37,9 +39,9 @@ export interface StaleTestbedCleanup {
 /**
  * Removes what earlier, crashed runs left behind: every `skyt-` namespace (and the processes in it)
  * and `skyt-` link whose owning test bed's process is gone, stale sshd listeners, and their
- * `/tmp/skyward-testbed-*` directories. Test beds of processes still running — this one's or a
- * parallel run's — are left alone. Safe to call at any time; does nothing in a non-root process
- * (test beds need root). Carries on past failures and lists them in the result.
+ * `/tmp/skyward-testbed-*` directories; and a lock file a killed login left (testbed-login.ts).
+ * Test beds of processes still running — this one's or a parallel run's — are left alone. Safe to
+ * call at any time; does nothing in a non-root process (test beds need root). Carries on past failures and lists them in the result.
  */
 export async function cleanupStaleTestbeds(
   options: { signal?: AbortSignal } = {},
@@ -49,6 +51,7 @@ export async function cleanupStaleTestbeds(
     links: [],
     directories: [],
     processes: [],
+    locks: [],
     failures: [],
   };
   const ip = findExecutable("ip");
@@ -102,6 +105,9 @@ export async function cleanupStaleTestbeds(
       report.directories.push(directory);
     });
   }
+  await attempt("stale login locks", async () => {
+    report.locks.push(...(await removeStaleLoginLocks()));
+  });
   return report;
 }
 

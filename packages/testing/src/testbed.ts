@@ -42,6 +42,7 @@ import {
   throwIfAborted,
   vethName,
 } from "./testbed-common.js";
+import { LOGIN_ENVIRONMENT, removeStaleLoginLocks } from "./testbed-login.js";
 import { claimSubnet, listLinks, listNamespaces, namespacePids } from "./testbed-machine.js";
 import {
   checkTestbedPrerequisites,
@@ -130,6 +131,7 @@ export interface CreateTestbedOptions {
   /**
    * Environment variables every SSH session on the hosts gets (sshd's `SetEnv`), given the test
    * bed's directory: for a service whose files live there, such as the Slurm test bed's `SLURM_CONF`.
+   * They go beside (and may override) {@link LOGIN_ENVIRONMENT}'s.
    */
   sshdEnvironment?: (directory: string) => Readonly<Record<string, string>>;
 }
@@ -378,6 +380,8 @@ export async function createTestbed(options: CreateTestbedOptions): Promise<Test
   }
 
   installExitHook();
+  // A rehash lock a killed login left would hold every login on the hosts for a minute.
+  await removeStaleLoginLocks();
   const { octet, directory } = await claimSubnet(ip, signal);
   const state: TestbedState = { octet, directory, namespaces: [], links: [], sshds: [] };
   liveTestbeds.add(state);
@@ -386,7 +390,7 @@ export async function createTestbed(options: CreateTestbedOptions): Promise<Test
       ip,
       sshKeygen,
       signal,
-      environment: options.sshdEnvironment?.(directory) ?? {},
+      environment: { ...LOGIN_ENVIRONMENT, ...options.sshdEnvironment?.(directory) },
     });
   } catch (error) {
     await teardownTestbed(state, ip).catch(() => {

@@ -18,6 +18,8 @@ async function cleanup(when: string): Promise<void> {
         `${report.links.length} links, ${report.directories.length} directories, ${report.processes.length} processes)`,
     );
   }
+  for (const lock of report.locks)
+    console.warn(`[@skyward/testing] ${when}: removed ${lock}, a stale lock a killed login left`);
   for (const failure of report.failures)
     console.warn(`[@skyward/testing] ${when}: could not remove ${failure}`);
 }
