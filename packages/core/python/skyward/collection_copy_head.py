@@ -15,6 +15,7 @@ from . import deferred_interrupts
 from .collection_channel import DONT_WAIT, PeerThread, start_thread, writing_here, writing_now
 from .collection_frames import acked as acked_frame
 from .collection_frames import decoder
+from .collection_spin import Spinner
 from .protocol import ProtocolError
 
 #: seconds a reader blocked on the socket waits before looking whether its answer came another way
@@ -93,6 +94,8 @@ class HeadChannel(PeerThread):
         #: writes sent and acked the fast way (:meth:`take_idle`, :meth:`read_ack`): the tests' witness
         self.fast_writes = 0
         self._ack_buffer = bytearray(16)
+        #: the fast path's look for its ack before it blocks (collection_spin.py)
+        self.spinner = Spinner()
 
     def send_message(self, message: Dict[str, Any]) -> None:
         with self._role_lock:
@@ -157,11 +160,14 @@ class HeadChannel(PeerThread):
         most one ``acked`` frame's bytes. Exactly ``seq``'s ack: taken here (the replication's
         ``acked``), no decoder; anything else (a ``superseded``, a part of a frame, bytes after a
         part the decoder holds) goes to the general decoder and is handled as :meth:`_read_now`
-        would. Whether the connection is up (:meth:`wait_acks` calls it, and lets the turn go
-        whatever happens)."""
+        would. The ack is looked for without waiting first (:attr:`spinner`: it is due within
+        microseconds where the copy is near), then waited for. Whether the connection is up
+        (:meth:`wait_acks` calls it, and lets the turn go whatever happens)."""
         with deferred_interrupts.held():
             try:
-                count = self._sock.recv_into(self._ack_buffer, 16)
+                count = self.spinner.look(self._try_ack)
+                if count is None:
+                    count = self._sock.recv_into(self._ack_buffer, 16)
             except BlockingIOError:
                 return True
             except OSError as error:
@@ -177,6 +183,13 @@ class HeadChannel(PeerThread):
                 return True
             read = memoryview(self._ack_buffer)[:count]  # read outside the decoder's memory: given to it
             return self._decoded(lambda: self._decoder.feed(read))
+
+    def _try_ack(self) -> int | None:
+        """A read of the ack's bytes that does not wait (None: nothing yet)."""
+        try:
+            return self._sock.recv_into(self._ack_buffer, 16, DONT_WAIT)
+        except BlockingIOError:
+            return None
 
     def wait_acks(self, done: Callable[[], bool], claimed: bool = False, seq: int | None = None) -> None:
         """Reads the node's answers on this thread while ``done()`` is false and a frame is

@@ -23,10 +23,11 @@ import weakref
 from typing import Any, Callable, Dict, Protocol, Set, Tuple
 
 from . import peer_auth
-from .collection_channel import PeerThread, send_all, tune
+from .collection_channel import DONT_WAIT, PeerThread, send_all, tune
 from .collection_store import Answer, Owner
 from .collection_frames import decoder, pack
 from .collection_mailbox import Mailbox, Waiting, answer_message, message_answer
+from .collection_spin import Spinner
 from .protocol import ProtocolError
 
 
@@ -75,9 +76,17 @@ class DirectConnection(PeerThread):
             self._store().owner_ended(owner)
 
 
+def _try_recv(sock: socket.socket, buffer: Any) -> int | None:
+    """A read that does not wait (None: nothing yet)."""
+    try:
+        return sock.recv_into(buffer, 0, DONT_WAIT)
+    except BlockingIOError:
+        return None
+
+
 class _Connection:
     __slots__ = ("sock", "address", "decoder", "answers", "dropped", "mailbox", "poll", "copy_end", "copy_poll",
-                 "__weakref__")
+                 "spinner", "__weakref__")
 
     def __init__(self, sock: socket.socket, address: Tuple[str, int]) -> None:
         self.sock = sock
@@ -93,6 +102,8 @@ class _Connection:
         #: the poll of it beside this connection
         self.copy_end: Any = None
         self.copy_poll: Any = None
+        #: this thread's look for its answer before it blocks (collection_spin.py)
+        self.spinner = Spinner()
 
     def close(self) -> None:
         self.sock.close()
@@ -204,7 +215,8 @@ class DirectCaller:
             connection.copy_poll.register(end.sock, select.POLLIN)
         up = True
         head_readable = False
-        for fd, _events in connection.copy_poll.poll():
+        copy_poll = connection.copy_poll
+        for fd, _events in connection.spinner.look(lambda: copy_poll.poll(0) or None) or copy_poll.poll():
             if fd == connection.sock.fileno():
                 head_readable = True
             elif not end.read_some():
@@ -223,7 +235,8 @@ class DirectCaller:
         if request_id in connection.mailbox.answers:  # type: ignore[union-attr]  # delivered by this thread, reading the copy
             connection.answers[request_id] = connection.mailbox.answers.pop(request_id)  # type: ignore[union-attr]
             return False
-        for fd, _events in connection.poll.poll():
+        poll = connection.poll
+        for fd, _events in connection.spinner.look(lambda: poll.poll(0) or None) or poll.poll():
             if fd == connection.sock.fileno():
                 readable = True
             else:
@@ -235,8 +248,11 @@ class DirectCaller:
 
     @staticmethod
     def _read(connection: _Connection) -> None:
+        sock = connection.sock
         with connection.decoder.get_buffer() as buffer:  # into the decoder's memory: no copy
-            count = connection.sock.recv_into(buffer)
+            count = connection.spinner.look(lambda: _try_recv(sock, buffer))
+            if count is None:
+                count = sock.recv_into(buffer)
         if not count:
             raise ConnectionError("the head closed the connection")
         for messages in connection.decoder.buffer_updated(count):

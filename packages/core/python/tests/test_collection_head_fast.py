@@ -13,6 +13,7 @@ from typing import Any, List
 
 import worker_client  # noqa: F401  (puts the runtime on sys.path)
 from skyward import deferred_interrupts
+from skyward.collection_spin import MISSES, Spinner
 from test_collection_mailbox import Pool, Stopped, pool  # noqa: F401  (the fixture)
 from test_collection_turns import poll_until
 
@@ -45,6 +46,31 @@ def test_a_lone_counter_write_on_the_head_takes_the_fast_path(pool: Pool) -> Non
         assert pool.on_head(["counter", "c", "increment", 1]) == ("value", step)
     assert _channel(pool).fast_writes - before == 20
     assert pool.copy_value("c") == ("value", 20)
+    assert not pool.head._waiting
+
+
+def _looks(spinner: Spinner) -> int:
+    return spinner.caught + spinner.missed + spinner.paused
+
+
+def test_the_fast_paths_ack_is_looked_for_before_the_head_blocks_for_it(pool: Pool) -> None:
+    """Each ack read by the spin (a budget it surely comes within); then, from a copy slower than
+    the spin (a far copy's 5 ms against 100 µs), each spin misses and the blocking read after it
+    takes the ack, until a run of misses pauses the spin; every write answered once, in order."""
+    channel = _channel(pool)
+    channel.spinner = Spinner(50_000_000)
+    before = channel.fast_writes
+    for step in range(1, 11):
+        assert pool.on_head(["counter", "spun", "increment", 1]) == ("value", step)
+    assert (channel.spinner.caught, channel.spinner.missed, channel.spinner.paused) == (10, 0, 0)
+
+    channel.spinner = Spinner(100_000)
+    pool.copy_delay = 0.005
+    for step in range(11, 21):
+        assert pool.on_head(["counter", "spun", "increment", 1]) == ("value", step)
+    assert (channel.spinner.caught, channel.spinner.missed, channel.spinner.paused) == (0, MISSES, 10 - MISSES)
+    assert channel.fast_writes - before == 20
+    assert pool.copy_value("spun") == ("value", 20)
     assert not pool.head._waiting
 
 
@@ -218,6 +244,8 @@ def test_node_1s_writes_answered_by_its_copy_take_the_fast_path(pool: Pool) -> N
     assert on_node_1(["lock", "l1", "acquire", None]) == ("value", True)
     assert on_node_1(["lock", "l1", "release"]) == ("value", None)
     assert channel.fast_writes - before == 5
+    # node 1's thread looked for each answer before blocking for it (collection_spin.py)
+    assert sum(_looks(connection.spinner) for connection in list(pool.caller._connections)) >= 5
     # Each answer went with the copy's frame, and the copy gave it (none by the head, none twice).
     assert (pool.head.forwarded, pool.mailbox.delivered) == (5, 5)
     assert pool.copy_value("n1") == ("value", 3)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
@@ -76,6 +77,8 @@ class Pool:
         #: set: the copy answers the next frame with this instead of taking it (a node that follows a
         #: newer holder says ``superseded``)
         self.copy_answer: Dict[str, Any] | None = None
+        #: seconds the copy takes over each frame before it answers (a far copy's)
+        self.copy_delay = 0.0
         self.mailbox = Mailbox()
         self.copy_channel = CopyChannel(TOKEN, lambda: "job", lambda: 1, self._replicated, self.logs.append,
                                         self.mailbox)
@@ -99,6 +102,8 @@ class Pool:
         if self.copy_answer is not None:
             answer, self.copy_answer = self.copy_answer, None
             return answer
+        if self.copy_delay:
+            time.sleep(self.copy_delay)
         for state in message.get("states") or []:
             load(self.copy, state)
         return {"t": "acked", "seq": message["seq"]}
