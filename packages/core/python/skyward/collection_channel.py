@@ -136,8 +136,26 @@ class writing_here:
         if not self._outermost:
             return
         owed, _here.owed = _here.owed, None
-        for peer in owed:
-            peer.write_queued()
+        later, _here.later = getattr(_here, "later", None), None
+        try:
+            for peer in owed:
+                peer.write_queued()
+        finally:
+            for callback in later or ():
+                callback()
+
+
+def after_writes(callback: Callable[[], None]) -> None:
+    """Runs ``callback`` once this thread has written the frames it owes (as it leaves its outermost
+    :class:`writing_here`), or now when it owes none: a local waiter woken after a remote one's
+    answer is on its way — woken first, it could take this CPU before that answer left."""
+    if getattr(_here, "owed", None) is None:
+        callback()
+        return
+    later = getattr(_here, "later", None)
+    if later is None:
+        later = _here.later = []
+    later.append(callback)
 
 
 class PeerThread:
@@ -164,6 +182,9 @@ class PeerThread:
         #: queued meanwhile are its to write, so they go in the order they were queued
         self._sending = False
         self._sending_ended = False
+        #: the reading thread's look for the peer's next message before it blocks (None: it blocks
+        #: at once); set by a connection whose peer sends its next within microseconds (a task in a loop)
+        self.request_spinner: Any = None
 
     def start(self, welcome: bytes) -> None:
         """Welcomes the peer and starts reading and sending."""
@@ -264,7 +285,7 @@ class PeerThread:
 
     def _read(self) -> None:
         try:
-            read_messages(self._sock, self.handle)
+            read_messages(self._sock, self.handle, self.request_spinner)
         except (OSError, ProtocolError, ValueError) as error:
             self._log(f"the {self._what} failed: {type(error).__name__}")
         finally:
@@ -400,5 +421,5 @@ class CopyChannel:
                         self._mailbox.copy_connected(None)
 
 
-__all__ = ["CopyChannel", "PeerThread", "read_messages", "send_all", "start_thread", "take_socket", "tune",
+__all__ = ["CopyChannel", "PeerThread", "after_writes", "read_messages", "send_all", "start_thread", "take_socket", "tune",
            "writing_here", "writing_now"]

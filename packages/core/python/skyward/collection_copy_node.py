@@ -26,6 +26,7 @@ import threading
 from typing import Any, Callable, Dict
 
 from . import collection_frames, deferred_interrupts
+from .collection_spin import Spinner
 from .protocol import ProtocolError
 
 #: what the channel's own thread always watches for: the connection's end, or an error
@@ -58,6 +59,9 @@ class NodeEnd:
         self._reader: int | None = None
         #: the channel's own thread waits for its turn (a task thread reads)
         self._own_waits = False
+        #: the channel's own thread's look for the next frame before it blocks (a writer in a loop
+        #: sends its next within microseconds: collection_spin.py)
+        self.spinner = Spinner()
         #: the connection ended (or failed: ``_error``); nobody claims it any more
         self._broken = False
         self._error: BaseException | None = None
@@ -168,7 +172,9 @@ class NodeEnd:
         me = threading.get_ident()
         try:
             while True:
-                self._watch.poll()  # the end, an error, or (armed) data
+                watch = self._watch
+                if not self.spinner.look(lambda: watch.poll(0) or None):
+                    watch.poll()  # the end, an error, or (armed) data
                 with self._lock:
                     while self._reader is not None and not self._broken:
                         self._own_waits = True

@@ -57,6 +57,8 @@ class DirectConnection(PeerThread):
         self._closed = closed
         #: the owners that operated here (ended when the connection goes, unless ended before)
         self.owners: Set[Owner] = set()
+        # A task in a loop sends its next operation within microseconds of its answer.
+        self.request_spinner = Spinner()
 
     def handle(self, message: Dict[str, Any]) -> None:
         owner, request_id = message.get("owner"), message.get("id")

@@ -342,17 +342,31 @@ def decoder() -> FrameDecoder:
     made.compact = unpack
     return made
 
-def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None]) -> None:
-    """Calls ``each`` with every message read from ``sock`` until it ends."""
+def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None], spinner: Any = None) -> None:
+    """Calls ``each`` with every message read from ``sock`` until it ends. ``spinner`` (a
+    ``collection_spin.Spinner``): each read looks for data without waiting first, for its budget."""
     decoder_ = decoder()  # the copy's and a task's frames may be compact
+    dont_wait = getattr(socket, "MSG_DONTWAIT", 0)
+    if not dont_wait:
+        spinner = None
     while True:
         with decoder_.get_buffer() as buffer:  # received into the decoder's memory: no copy
-            count = sock.recv_into(buffer)
+            count = None if spinner is None else spinner.look(lambda: _try_recv(sock, buffer, dont_wait))
+            if count is None:
+                count = sock.recv_into(buffer)
         if not count:
             return
         for messages in decoder_.buffer_updated(count):
             for message in messages:
                 each(message)
+
+
+def _try_recv(sock: socket.socket, buffer: Any, flags: int) -> int | None:
+    """A read that does not wait (None: nothing yet)."""
+    try:
+        return sock.recv_into(buffer, 0, flags)
+    except BlockingIOError:
+        return None
 
 
 __all__ = ["ACKED", "ANSWER", "OP", "REPLICATE", "acked", "decoder", "pack", "read_messages", "take_replicate",

@@ -34,7 +34,7 @@ import os
 import threading
 from typing import Any, Callable, Dict, List, Protocol, Set
 
-from .collection_channel import CopyChannel
+from .collection_channel import CopyChannel, after_writes
 from .collection_direct import DirectCaller
 from .collection_mailbox import Mailbox
 from .collection_link import CONNECT_TIMEOUT, AuthorityLink, AuthorityServer, wire_frame
@@ -362,7 +362,7 @@ class CollectionService:
             return future
         self._owners.add(owner)
 
-        def reply(answer: Answer) -> None:
+        def settle(answer: Answer) -> None:
             try:
                 if answer[0] == "value":
                     future.set_result(restore(_copy(answer[1])))
@@ -371,6 +371,11 @@ class CollectionService:
                     future.set_exception(SubtaskError(kind, answer[1], answer[2], "", node))
             except concurrent.futures.InvalidStateError:
                 pass
+
+        def reply(answer: Answer) -> None:
+            # The frames the answering thread owes go first (another node's answer, released by the
+            # same write): the task woken here could take the CPU before they left.
+            after_writes(lambda: settle(answer))
 
         if head is not None:
             request_id = ("direct", next(self._direct_ids))

@@ -1,14 +1,16 @@
-"""Waiting for an answer due within microseconds: a short spin, then the blocking wait.
+"""Waiting for a message due within microseconds: a short spin, then the blocking wait.
 
-A thread that blocks in ``recv`` (or ``poll``) for an answer due in tens of microseconds — the
-copy's ack of the head's write, the head's answer to a node's operation, when the nodes share a
-machine or a fast link — sleeps, and the answer wakes it: on a machine whose other CPU was idle,
-that wake-up (the idle CPU woken, the thread moved back) costs more than the answer took to come.
+A thread that blocks in ``recv`` (or ``poll``) for a message due in tens of microseconds — the
+copy's ack of the head's write, the head's answer to a node's operation, and the next operation
+of a task in a loop (for the head's thread serving its connection, and the copy's reader), when
+the nodes share a machine or a fast link — sleeps, and the message wakes it: on a machine whose
+other CPU was idle, that wake-up (the idle CPU woken, the thread moved back) costs more than the
+message took to come.
 Measured on the far bench's 2-vCPU test bed: a strong increment on the head went from 43 µs to
 80 µs as soon as the copy's process ran on the other CPU, of which the task thread's own CPU went
 from 27 µs to 46 µs; looking for the ack without sleeping for up to 30 µs took it back to ~50 µs.
 
-So the waiting thread first looks (a read that does not wait) for up to ``budget`` (50 µs by
+So the waiting thread first looks (a read that does not wait) for up to its budget (50 µs by
 default, ``SKYWARD_COLLECTIONS_SPIN_US``; 0: never), then blocks as before. The spin adapts: after
 :data:`MISSES` spins in a row that ended without the answer (a far link, a long wait such as a
 lock held by another task), the next :data:`PAUSE_FIRST` waits block at once, the pause doubling

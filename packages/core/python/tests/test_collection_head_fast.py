@@ -7,12 +7,14 @@ head and node 1's copy of test_collection_mailbox's pool."""
 from __future__ import annotations
 
 import concurrent.futures
+import socket
 import threading
 import time
 from typing import Any, List
 
 import worker_client  # noqa: F401  (puts the runtime on sys.path)
 from skyward import deferred_interrupts
+from skyward.collection_channel import PeerThread, after_writes, writing_here
 from skyward.collection_spin import MISSES, Spinner
 from test_collection_mailbox import Pool, Stopped, pool  # noqa: F401  (the fixture)
 from test_collection_turns import poll_until
@@ -263,3 +265,49 @@ def test_a_write_for_another_mailbox_is_answered_by_the_head_the_general_way(poo
     assert answers == [("value", 4)]
     assert (channel.fast_writes, pool.head.forwarded, pool.mailbox.delivered) == (before, forwarded, 0)
     assert pool.copy_value("o") == ("value", 4)
+
+
+def test_the_threads_serving_requests_look_for_the_next_before_blocking(pool: Pool) -> None:
+    """The copy's reader (a writer on the head in a loop: its next frame comes within the spin) and
+    the head's thread serving node 1's connection look for the next message before they block."""
+    end = pool.mailbox.copy_end
+    end.spinner = Spinner(200_000_000)
+    for step in range(1, 11):
+        assert pool.on_head(["counter", "served", "increment", 1]) == ("value", step)
+    # Each frame after the first came while the copy's thread looked for it (a head write waits
+    # for its ack, then the next goes at once).
+    assert end.spinner.caught >= 9
+    assert pool.copy_value("served") == ("value", 10)
+
+    for step in range(1, 4):
+        assert pool.on_node_1(["counter", "served1", "increment", 1]).result(60) == ("value", step)
+    assert sum(_looks(direct.request_spinner) for direct in list(pool.server._direct)) >= 3
+
+
+def test_a_waiter_woken_by_another_threads_write_is_woken_after_that_threads_frames_left() -> None:
+    """``after_writes``: inside a ``writing_here`` block a callback waits until the frames the
+    thread owes are written (a remote caller's answer leaves before a local waiter is woken);
+    outside one it runs at once."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        theirs = socket.create_connection(listener.getsockname())
+        ours, _ = listener.accept()
+    try:
+        peer = PeerThread(ours, "test connection", lambda line: None)
+        seen: List[bytes] = []
+
+        def look() -> None:
+            try:
+                seen.append(theirs.recv(65536, socket.MSG_DONTWAIT))
+            except BlockingIOError:
+                seen.append(b"")
+
+        with writing_here():
+            peer.send_message({"t": "answer", "id": 1, "value": None})
+            after_writes(look)
+            assert seen == []  # not yet: the frame is still owed
+        assert len(seen) == 1 and seen[0] != b""  # the frame was there when the callback ran
+        after_writes(look)  # no block: at once
+        assert seen[1] == b""
+    finally:
+        ours.close()
+        theirs.close()
