@@ -384,7 +384,12 @@ describe.skipIf(skip !== undefined)("volumes on a 2-host test bed against moto's
       expect(await pool.run(readDataset("/mnt/skyward-e2e/public/readme.txt"))).toBe("open data");
       // Anonymous requests: the private bucket's object is refused (moto answers 403; s3fs shows nothing).
       expect(await pool.run(readDataset("/mnt/skyward-e2e/private/private.txt")).catch(() => "")).toBe("");
-      const processes = await pool.run(processList());
+      // This pool's s3fs processes only: the hosts share this machine's process table, and another
+      // package's tests (provider-aws's instance-role volumes) may run s3fs with iam_role meanwhile.
+      const processes = (await pool.run(processList()))
+        .split("\n")
+        .filter((line) => /\/mnt\/skyward-e2e\/(public|private)(\s|$)/.test(line))
+        .join("\n");
       expect(processes).toMatch(/s3fs .*public_bucket=1/);
       expect(processes).not.toMatch(/passwd_file|iam_role/);
       const listed = await pool.run(sky.shell(`ls ${bed.hosts[1]?.root}/volumes`));
