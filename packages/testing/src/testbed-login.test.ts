@@ -102,6 +102,16 @@ describe.skipIf(skipReason !== undefined)("test-bed logins", () => {
       const report = await cleanupStaleTestbeds();
       expect(report.locks).toContain(again.lock);
       expect(existsSync(again.lock)).toBe(false);
+
+      // A pyenv root whose shims path is a file (ENOTDIR): no bed fails over it, the sweep says so.
+      const odd = join(scratch, "odd-pyenv");
+      mkdirSync(odd);
+      writeFileSync(join(odd, "shims"), "");
+      process.env.PYENV_ROOT = odd;
+      await using second = await createTestbed({ hosts: 1 });
+      expect(second.hosts).toHaveLength(1);
+      const swept = await cleanupStaleTestbeds();
+      expect(swept.failures.some((failure) => failure.startsWith("stale login locks:"))).toBe(true);
     } finally {
       if (before === undefined) delete process.env.PYENV_ROOT;
       else process.env.PYENV_ROOT = before;

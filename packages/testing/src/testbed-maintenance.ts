@@ -41,7 +41,8 @@ export interface StaleTestbedCleanup {
  * and `skyt-` link whose owning test bed's process is gone, stale sshd listeners, and their
  * `/tmp/skyward-testbed-*` directories; and a lock file a killed login left (testbed-login.ts).
  * Test beds of processes still running — this one's or a parallel run's — are left alone. Safe to
- * call at any time; does nothing in a non-root process (test beds need root). Carries on past failures and lists them in the result.
+ * call at any time; does nothing in a non-root process (test beds need root). Carries on past
+ * failures and lists them in the result.
  */
 export async function cleanupStaleTestbeds(
   options: { signal?: AbortSignal } = {},

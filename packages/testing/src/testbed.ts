@@ -131,7 +131,8 @@ export interface CreateTestbedOptions {
   /**
    * Environment variables every SSH session on the hosts gets (sshd's `SetEnv`), given the test
    * bed's directory: for a service whose files live there, such as the Slurm test bed's `SLURM_CONF`.
-   * They go beside (and may override) {@link LOGIN_ENVIRONMENT}'s.
+   * They go beside (and may override) the variables every test bed sets: `PYENV_REHASH_TIMEOUT=3`
+   * (a login's `pyenv rehash` waits at most 3 s for its lock).
    */
   sshdEnvironment?: (directory: string) => Readonly<Record<string, string>>;
 }
@@ -380,8 +381,9 @@ export async function createTestbed(options: CreateTestbedOptions): Promise<Test
   }
 
   installExitHook();
-  // A rehash lock a killed login left would hold every login on the hosts for a minute.
-  await removeStaleLoginLocks();
+  // A rehash lock a killed login left would hold every login on the hosts for a minute. Removing
+  // it is a courtesy: whatever fails there (a shims path that is not a directory) fails no bed.
+  await removeStaleLoginLocks().catch(() => []);
   const { octet, directory } = await claimSubnet(ip, signal);
   const state: TestbedState = { octet, directory, namespaces: [], links: [], sshds: [] };
   liveTestbeds.add(state);
