@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List
 from . import deferred_interrupts
 from .collection_channel import DONT_WAIT, PeerThread, start_thread, writing_here, writing_now
 from .collection_frames import acked as acked_frame
-from .collection_frames import decoder
+from .collection_frames import decoder, try_recv
 from .collection_spin import Spinner
 from .protocol import ProtocolError
 
@@ -165,7 +165,7 @@ class HeadChannel(PeerThread):
         (:meth:`wait_acks` calls it, and lets the turn go whatever happens)."""
         with deferred_interrupts.held():
             try:
-                count = self.spinner.look(self._try_ack)
+                count = self.spinner.look(lambda: try_recv(self._sock, self._ack_buffer, 16))
                 if count is None:
                     count = self._sock.recv_into(self._ack_buffer, 16)
             except BlockingIOError:
@@ -183,13 +183,6 @@ class HeadChannel(PeerThread):
                 return True
             read = memoryview(self._ack_buffer)[:count]  # read outside the decoder's memory: given to it
             return self._decoded(lambda: self._decoder.feed(read))
-
-    def _try_ack(self) -> int | None:
-        """A read of the ack's bytes that does not wait (None: nothing yet)."""
-        try:
-            return self._sock.recv_into(self._ack_buffer, 16, DONT_WAIT)
-        except BlockingIOError:
-            return None
 
     def wait_acks(self, done: Callable[[], bool], claimed: bool = False, seq: int | None = None) -> None:
         """Reads the node's answers on this thread while ``done()`` is false and a frame is

@@ -23,9 +23,9 @@ import weakref
 from typing import Any, Callable, Dict, Protocol, Set, Tuple
 
 from . import peer_auth
-from .collection_channel import DONT_WAIT, PeerThread, send_all, tune
+from .collection_channel import PeerThread, send_all, tune
 from .collection_store import Answer, Owner
-from .collection_frames import decoder, pack
+from .collection_frames import decoder, pack, try_recv
 from .collection_mailbox import Mailbox, Waiting, answer_message, message_answer
 from .collection_spin import Spinner
 from .protocol import ProtocolError
@@ -76,14 +76,6 @@ class DirectConnection(PeerThread):
         self._closed()
         for owner in list(self.owners):  # its node is gone (or cut off): its tasks hold nothing
             self._store().owner_ended(owner)
-
-
-def _try_recv(sock: socket.socket, buffer: Any) -> int | None:
-    """A read that does not wait (None: nothing yet)."""
-    try:
-        return sock.recv_into(buffer, 0, DONT_WAIT)
-    except BlockingIOError:
-        return None
 
 
 class _Connection:
@@ -252,7 +244,7 @@ class DirectCaller:
     def _read(connection: _Connection) -> None:
         sock = connection.sock
         with connection.decoder.get_buffer() as buffer:  # into the decoder's memory: no copy
-            count = connection.spinner.look(lambda: _try_recv(sock, buffer))
+            count = connection.spinner.look(lambda: try_recv(sock, buffer))
             if count is None:
                 count = sock.recv_into(buffer)
         if not count:

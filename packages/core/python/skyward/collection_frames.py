@@ -346,12 +346,11 @@ def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None], s
     """Calls ``each`` with every message read from ``sock`` until it ends. ``spinner`` (a
     ``collection_spin.Spinner``): each read looks for data without waiting first, for its budget."""
     decoder_ = decoder()  # the copy's and a task's frames may be compact
-    dont_wait = getattr(socket, "MSG_DONTWAIT", 0)
-    if not dont_wait:
+    if not _DONT_WAIT:
         spinner = None
     while True:
         with decoder_.get_buffer() as buffer:  # received into the decoder's memory: no copy
-            count = None if spinner is None else spinner.look(lambda: _try_recv(sock, buffer, dont_wait))
+            count = None if spinner is None else spinner.look(lambda: try_recv(sock, buffer))
             if count is None:
                 count = sock.recv_into(buffer)
         if not count:
@@ -361,13 +360,18 @@ def read_messages(sock: socket.socket, each: Callable[[Dict[str, Any]], None], s
                 each(message)
 
 
-def _try_recv(sock: socket.socket, buffer: Any, flags: int) -> int | None:
-    """A read that does not wait (None: nothing yet)."""
+#: a read that returns at once when nothing is there (0 where there is none)
+_DONT_WAIT = getattr(socket, "MSG_DONTWAIT", 0)
+
+
+def try_recv(sock: socket.socket, buffer: Any, nbytes: int = 0) -> int | None:
+    """A read into ``buffer`` (at most ``nbytes``; 0: its size) that does not wait (None: nothing
+    yet): what a ``collection_spin.Spinner`` looks with."""
     try:
-        return sock.recv_into(buffer, 0, flags)
+        return sock.recv_into(buffer, nbytes, _DONT_WAIT)
     except BlockingIOError:
         return None
 
 
 __all__ = ["ACKED", "ANSWER", "OP", "REPLICATE", "acked", "decoder", "pack", "read_messages", "take_replicate",
-           "unpack"]
+           "try_recv", "unpack"]
