@@ -6,12 +6,16 @@
  *
  *     pnpm -s turbo run build --filter @skyward/provider-ssh...
  *     node packages/provider-ssh/bench/collections.ts [--hosts 3] [--ops 5000]
+ *
+ * `SKYWARD_COLLECTIONS_SPIN_US` set in the client's environment goes to the workers (their image's
+ * env), as Local workers inherit it.
  */
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import * as sky from "@skyward/core";
 import { createTestbed, requireTestbed, testbedSshHosts, useScratchSkywardHome } from "@skyward/testing";
 import { SSH } from "../dist/index.js";
+import { collectionsSpinEnv } from "./worker-env.ts";
 
 const { values: flags } = parseArgs({
   options: { hosts: { type: "string", default: "3" }, ops: { type: "string", default: "5000" } },
@@ -33,7 +37,7 @@ try {
     provider: SSH({ hosts: testbedSshHosts(bed) }),
     nodes: hosts,
     ttl: 0,
-    image: { includes: [tasks] },
+    image: { includes: [tasks], env: collectionsSpinEnv() },
     options: { console: false, bootstrapTimeout: 240 },
   });
   const rows: string[] = [];

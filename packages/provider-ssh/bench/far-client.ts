@@ -12,6 +12,9 @@
  *
  *     pnpm -s turbo run build --filter @skyward/provider-ssh...
  *     node packages/provider-ssh/bench/far-client.ts [--delay 20] [--tasks 2000] [--ops 1000]
+ *
+ * `SKYWARD_COLLECTIONS_SPIN_US` set in the client's environment goes to the workers (their image's
+ * env), as Local workers inherit it.
  */
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -25,6 +28,7 @@ import {
   useScratchSkywardHome,
 } from "@skyward/testing";
 import { SSH } from "../dist/index.js";
+import { collectionsSpinEnv } from "./worker-env.ts";
 
 const { values: flags } = parseArgs({
   options: {
@@ -98,7 +102,7 @@ async function openPool(hosts: Parameters<typeof SSH>[0]["hosts"]): Promise<sky.
     provider: SSH({ hosts }),
     nodes: 2,
     ttl: 0,
-    image: { includes: [tasksFile, noopFile] },
+    image: { includes: [tasksFile, noopFile], env: collectionsSpinEnv() },
     options: { console: false, bootstrapTimeout: 300 },
   });
 }

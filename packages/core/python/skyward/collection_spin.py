@@ -9,8 +9,11 @@ message took to come.
 Measured on the far bench's 2-vCPU test bed: a strong increment on the head went from 43 µs to
 80 µs as soon as the copy's process ran on the other CPU, of which the task thread's own CPU went
 from 27 µs to 46 µs; looking for the ack without sleeping for up to 30 µs took it back to ~50 µs.
+On a slower machine of the same shape (Python 2.7× slower, a wake-up 50–60 µs), 50 µs was too
+short to cover the other side's wake-up and every spin missed: a strong increment took 0.22 ms
+with a 50 µs budget and 0.09–0.13 ms with 200 µs (docs/benchmarks.md).
 
-So the waiting thread first looks (a read that does not wait) for up to its budget (50 µs by
+So the waiting thread first looks (a read that does not wait) for up to its budget (200 µs by
 default, ``SKYWARD_COLLECTIONS_SPIN_US``; 0: never), then blocks as before. The spin adapts: after
 :data:`MISSES` spins in a row that ended without the answer (a far link, a long wait such as a
 lock held by another task), the next :data:`PAUSE_FIRST` waits block at once, the pause doubling
@@ -32,12 +35,12 @@ MISSES = 8
 PAUSE_FIRST = 64
 #: the longest pause (waits)
 PAUSE_MOST = 4096
-_DEFAULT_US = 50.0
+_DEFAULT_US = 200.0
 
 
 def spin_budget_ns() -> int:
     """The spin budget in nanoseconds: ``SKYWARD_COLLECTIONS_SPIN_US`` (microseconds, 0: never spin,
-    at most 1000), 50 µs when unset or not a number."""
+    at most 1000), 200 µs when unset or not a number."""
     try:
         micros = float(os.environ.get("SKYWARD_COLLECTIONS_SPIN_US", _DEFAULT_US))
     except ValueError:

@@ -90,8 +90,8 @@ def test_the_pause_stops_growing_at_its_most() -> None:
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    (None, 50_000), ("0", 0), ("20", 20_000), ("2.5", 2_500), ("-3", 0), ("5000", 1_000_000),
-    ("fast", 50_000), ("nan", 50_000),
+    (None, 200_000), ("0", 0), ("20", 20_000), ("2.5", 2_500), ("-3", 0), ("5000", 1_000_000),
+    ("fast", 200_000), ("nan", 200_000),
 ])
 def test_the_budget_comes_from_SKYWARD_COLLECTIONS_SPIN_US(monkeypatch: pytest.MonkeyPatch, value: str | None,
                                                             expected: int) -> None:
